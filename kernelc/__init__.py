@@ -1,0 +1,22 @@
+"""kernelc: write GPU kernels in Python with tiles (Triton-compatible surface).
+
+``import kernelc as triton; import kernelc.language as tl`` runs Triton kernels unchanged.
+"""
+from . import language  # noqa: F401
+from .errors import CompilationError, InterpreterError, OutOfResources  # noqa: F401
+from .language.core import constexpr  # noqa: F401
+from .runtime.autotuner import Config, autotune, heuristics  # noqa: F401
+from .runtime.jit import JITFunction, KernelInterface, jit  # noqa: F401
+
+__version__ = "0.1.0"
+
+
+def cdiv(x: int, y: int) -> int:
+    """Ceiling division of integers (host side), e.g. for grids."""
+    return (x + y - 1) // y
+
+
+def next_power_of_2(n: int) -> int:
+    """Smallest power of two >= n (1 for n <= 1)."""
+    n = int(n)
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()

@@ -1,0 +1,2 @@
+"""Python AST -> tile IR."""
+from .codegen import CodeGenerator, generate_ir  # noqa: F401

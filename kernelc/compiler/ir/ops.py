@@ -1,0 +1,102 @@
+"""The tile-IR op vocabulary: one row per op, used by the verifier, the printer, the passes and
+both executors (the interpreter's numpy rules and the GPU lowering rules).
+
+Operands are SSA values; attributes are plain Python data. Elementwise ops take operands that the
+language layer has already cast and broadcast to one shape, so their result shape is the operands'
+shape.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Tuple
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    operands: Tuple[int, int]  # (min, max) operand count; max -1 = variadic
+    attrs: Tuple[str, ...] = ()  # required attribute names
+    elementwise: bool = False  # result[i] depends only on operand[i]s
+    pure: bool = True  # no side effects (CSE / DCE may remove or merge it)
+    results: int = 1  # -1 = as many as the op says (multi-result)
+    regions: int = 0
+    category: str = ""
+    doc: str = ""
+    optional_attrs: Tuple[str, ...] = field(default=())
+
+
+def _ew(names, n, cat, doc="", attrs=(), optional=()):
+    return [OpDef(x, (n, n), tuple(attrs), elementwise=True, category=cat, doc=doc, optional_attrs=tuple(optional))
+            for x in names.split()]
+
+
+OPS = {}
+for op in (
+    # Float and integer arithmetic (operands share one type).
+    _ew("fadd fsub fmul frem", 2, "float", "IEEE float arithmetic")
+    + _ew("fdiv", 2, "float", "float division; ieee=True asks for correctly rounded", optional=("ieee",))
+    + _ew("fmax fmin", 2, "float", "float max/min; propagate_nan: none|all", attrs=("propagate_nan",))
+    + _ew("fneg fabs exp exp2 log log2 sqrt sqrt_rn rsqrt sin cos erf floor ceil tanh", 1, "math")
+    + _ew("fma", 3, "float", "fused multiply-add a*b+c")
+    + _ew("add sub mul sdiv udiv srem urem smax smin umax umin and or xor shl ashr lshr umulhi smulhi",
+          2, "int", "integer arithmetic with C semantics (division truncates toward zero)")
+    + _ew("iabs", 1, "int")
+    + _ew("cmpi", 2, "compare", "integer/pointer compare; pred: eq ne slt sle sgt sge ult ule ugt uge",
+          attrs=("pred",))
+    + _ew("cmpf", 2, "compare", "float compare; pred: oeq une olt ole ogt oge", attrs=("pred",))
+    + _ew("select", 3, "select", "cond ? a : b")
+    + _ew("cast", 1, "cast", "value conversion between element types (int/float/pointer)",
+          optional=("rounding",))
+    + _ew("bitcast", 1, "cast", "reinterpret bits; same width")
+    + _ew("addptr", 2, "pointer", "pointer + element offset")
+    + _ew("hint", 1, "hint", "compiler hints: multiple_of / max_contiguous / max_constancy",
+          optional=("multiple_of", "max_contiguous", "max_constancy"))
+):
+    OPS[op.name] = op
+
+for op in [
+    OpDef("constant", (0, 0), ("value",), category="create", doc="splat of a Python constant"),
+    OpDef("arange", (0, 0), ("start", "end"), category="create"),
+    OpDef("program_id", (0, 0), ("axis",), category="grid"),
+    OpDef("num_programs", (0, 0), ("axis",), category="grid"),
+    OpDef("splat", (1, 1), category="shape", doc="scalar -> tile"),
+    OpDef("broadcast", (1, 1), category="shape", doc="size-1 dims -> result shape"),
+    OpDef("expand_dims", (1, 1), ("axis",), category="shape"),
+    OpDef("reshape", (1, 1), category="shape", doc="row-major reshape"),
+    OpDef("trans", (1, 1), ("perm",), category="shape"),
+    OpDef("join", (2, 2), category="shape", doc="stack along a new last dim of size 2"),
+    OpDef("split", (1, 1), results=2, category="shape", doc="unstack the last dim of size 2"),
+    OpDef("cat", (2, 2), category="shape", doc="concatenate along dim 0"),
+    OpDef("load", (1, 3), ("cache", "eviction", "volatile"), category="memory", doc="ptr [, mask [, other]]"),
+    OpDef("store", (2, 3), ("cache", "eviction"), pure=False, results=0, category="memory",
+          doc="ptr, value [, mask]"),
+    OpDef("atomic_rmw", (2, 3), ("kind", "sem", "scope"), pure=False, category="memory",
+          doc="ptr, val [, mask] -> old"),
+    OpDef("atomic_cas", (3, 3), ("sem", "scope"), pure=False, category="memory", doc="ptr, cmp, val -> old"),
+    OpDef("dot", (3, 3), ("input_precision",), category="dot", doc="a @ b + acc",
+          optional_attrs=("max_num_imprecise_acc",)),
+    OpDef("reduce", (1, -1), ("axis",), results=-1, regions=1, category="reduce",
+          doc="combine region (2n scalars -> n); kind names a known combine", optional_attrs=("kind",)),
+    OpDef("scan", (1, -1), ("axis", "reverse"), results=-1, regions=1, category="reduce",
+          optional_attrs=("kind",)),
+    OpDef("print", (0, -1), ("prefix",), pure=False, results=0, category="debug", optional_attrs=("hex", "types")),
+    OpDef("assert", (1, 1), ("msg",), pure=False, results=0, category="debug"),
+    OpDef("barrier", (0, 0), pure=False, results=0, category="sync"),
+    # Structured control flow (compiled code only; the interpreter runs Python control flow).
+    OpDef("scf.for", (3, -1), results=-1, regions=1, pure=False, category="control",
+          doc="lb, ub, step, inits...; body block args (iv, carried...)", optional_attrs=("num_stages", "unroll")),
+    OpDef("scf.if", (1, 1), results=-1, regions=2, pure=False, category="control", doc="then/else regions"),
+    OpDef("scf.while", (0, -1), results=-1, regions=2, pure=False, category="control",
+          doc="before region ends in scf.condition, after region in scf.yield"),
+    OpDef("scf.yield", (0, -1), results=0, pure=False, category="control"),
+    OpDef("scf.condition", (1, -1), results=0, pure=False, category="control"),
+    OpDef("reduce.return", (1, -1), results=0, pure=False, category="control"),
+    OpDef("return", (0, -1), results=0, pure=False, category="control"),
+]:
+    OPS[op.name] = op
+
+TERMINATORS = frozenset({"scf.yield", "scf.condition", "reduce.return", "return"})
+
+INT_PREDICATES = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
+FLOAT_PREDICATES = ("oeq", "une", "olt", "ole", "ogt", "oge")
+ATOMIC_KINDS = ("add", "fadd", "max", "umax", "fmax", "min", "umin", "fmin", "xchg", "and", "or", "xor")

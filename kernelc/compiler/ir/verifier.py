@@ -1,0 +1,204 @@
+"""Structural and type checks on the tile IR. Run after the frontend and after every pass in
+debug mode; a failure is a compiler bug, reported with the op and its kernel line."""
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Set
+
+from ...language import dtypes as T
+from ...language.dtypes import block_type, pointer_type, scalar_of, shape_of
+from .core import Block, Function, Op
+from .ops import ATOMIC_KINDS, FLOAT_PREDICATES, INT_PREDICATES, OPS, TERMINATORS
+from .printer import print_op
+
+
+class VerificationError(Exception):
+    pass
+
+
+def _same_shape(op: Op) -> List[str]:
+    errs = []
+    shapes = {shape_of(v.type) for v in op.operands + op.results}
+    if len(shapes) > 1:
+        errs.append(f"elementwise op mixes shapes {sorted(shapes)}")
+    return errs
+
+
+def _same_elt(op: Op) -> List[str]:
+    elts = {scalar_of(v.type) for v in op.operands + op.results}
+    return [f"operands/results must share one element type, got {sorted(map(str, elts))}"] if len(elts) > 1 else []
+
+
+def _float_only(op: Op) -> List[str]:
+    t = scalar_of(op.results[0].type)
+    return [] if isinstance(t, T.dtype) and t.is_floating() else [f"needs a float type, got {t}"]
+
+
+def _int_only(op: Op) -> List[str]:
+    t = scalar_of(op.results[0].type)
+    return [] if isinstance(t, T.dtype) and t.is_int() else [f"needs an integer type, got {t}"]
+
+
+def _arith(check_kind):
+    def rule(op):
+        return _same_shape(op) + _same_elt(op) + check_kind(op)
+    return rule
+
+
+def _cmp(preds, want_float):
+    def rule(op):
+        errs = _same_shape(op)
+        a, b = (scalar_of(v.type) for v in op.operands)
+        if a != b:
+            errs.append(f"compares {a} with {b}")
+        if scalar_of(op.results[0].type) != T.int1:
+            errs.append("comparison result must be i1")
+        if op.attrs.get("pred") not in preds:
+            errs.append(f"bad predicate {op.attrs.get('pred')!r}")
+        if want_float != (isinstance(a, T.dtype) and a.is_floating()):
+            errs.append(f"{op.name} on {a}")
+        return errs
+    return rule
+
+
+def _select(op):
+    errs = _same_shape(op)
+    c, a, b = (scalar_of(v.type) for v in op.operands)
+    if c != T.int1:
+        errs.append(f"select condition must be i1, got {c}")
+    if not (a == b == scalar_of(op.results[0].type)):
+        errs.append(f"select branches {a}/{b} differ from result {op.results[0].type}")
+    return errs
+
+
+def _addptr(op):
+    errs = _same_shape(op)
+    p, o = (scalar_of(v.type) for v in op.operands)
+    if not isinstance(p, pointer_type):
+        errs.append(f"addptr base must be a pointer, got {p}")
+    if not (isinstance(o, T.dtype) and o.is_int()):
+        errs.append(f"addptr offset must be an integer, got {o}")
+    if scalar_of(op.results[0].type) != p:
+        errs.append("addptr result type must equal the base pointer type")
+    return errs
+
+
+def _load(op):
+    errs = []
+    p = op.operands[0].type
+    if not isinstance(scalar_of(p), pointer_type):
+        return [f"load from a non-pointer {p}"]
+    want = scalar_of(p).element_ty
+    want = T.int8 if want == T.int1 else want
+    if scalar_of(op.results[0].type) != want:
+        errs.append(f"load of {scalar_of(p)} yields {op.results[0].type}")
+    shapes = {shape_of(v.type) for v in op.operands + op.results}
+    if len(shapes) > 1:
+        errs.append(f"load operands have shapes {sorted(shapes)}")
+    if len(op.operands) > 1 and scalar_of(op.operands[1].type) != T.int1:
+        errs.append("load mask must be i1")
+    return errs
+
+
+def _store(op):
+    p = op.operands[0].type
+    if not isinstance(scalar_of(p), pointer_type):
+        return [f"store to a non-pointer {p}"]
+    shapes = {shape_of(v.type) for v in op.operands}
+    return [f"store operands have shapes {sorted(shapes)}"] if len(shapes) > 1 else []
+
+
+def _atomic(op):
+    errs = _store(op)
+    if op.name == "atomic_rmw" and op.attrs.get("kind") not in ATOMIC_KINDS:
+        errs.append(f"bad atomic kind {op.attrs.get('kind')!r}")
+    return errs
+
+
+def _dot(op):
+    a, b, c = (v.type for v in op.operands)
+    errs = []
+    sa, sb, sc = shape_of(a), shape_of(b), shape_of(c)
+    if len(sa) not in (2, 3) or len(sa) != len(sb) or sa[-1] != sb[-2] or sc != sa[:-1] + sb[-1:]:
+        errs.append(f"dot shapes {sa} x {sb} -> {sc} do not agree")
+    if op.results[0].type != c:
+        errs.append("dot result type must equal the accumulator type")
+    return errs
+
+
+def _shape_op(op):
+    r = op.results[0].type if op.results else None
+    src = op.operands[0].type
+    n = lambda t: (t.numel if isinstance(t, block_type) else 1)  # noqa: E731
+    if op.name == "reshape" and n(r) != n(src):
+        return [f"reshape changes the element count {n(src)} -> {n(r)}"]
+    if op.name in ("splat", "broadcast", "reshape", "expand_dims", "trans") and scalar_of(r) != scalar_of(src):
+        return ["shape op changed the element type"]
+    if op.name == "trans":
+        perm = op.attrs["perm"]
+        if [shape_of(src)[p] for p in perm] != list(shape_of(r)):
+            return [f"trans perm {perm} does not map {shape_of(src)} to {shape_of(r)}"]
+    return []
+
+
+RULES: Dict[str, Callable[[Op], List[str]]] = {
+    **{k: _arith(_float_only) for k in ("fadd", "fsub", "fmul", "fdiv", "frem", "fmax", "fmin", "fma",
+                                         "fneg", "fabs", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn",
+                                         "rsqrt", "sin", "cos", "erf", "floor", "ceil", "tanh")},
+    **{k: _arith(_int_only) for k in ("add", "sub", "mul", "sdiv", "udiv", "srem", "urem", "smax", "smin",
+                                       "umax", "umin", "and", "or", "xor", "shl", "ashr", "lshr",
+                                       "umulhi", "smulhi", "iabs")},
+    "cmpi": _cmp(INT_PREDICATES, False),
+    "cmpf": _cmp(FLOAT_PREDICATES, True),
+    "select": _select,
+    "cast": _same_shape,
+    "bitcast": _same_shape,
+    "addptr": _addptr,
+    "hint": _same_shape,
+    "load": _load,
+    "store": _store,
+    "atomic_rmw": _atomic,
+    "atomic_cas": _atomic,
+    "dot": _dot,
+    **{k: _shape_op for k in ("splat", "broadcast", "expand_dims", "reshape", "trans")},
+}
+
+
+def verify(fn: Function) -> None:
+    """Raise ``VerificationError`` listing every broken op (with its kernel line)."""
+    errors: List[str] = []
+    _verify_block(fn.body, set(fn.body.args[i].id for i in range(len(fn.body.args))), errors, top=True)
+    if errors:
+        raise VerificationError("tile IR verification failed:\n" + "\n".join(errors[:20]))
+
+
+def _verify_block(block: Block, defined: Set[int], errors: List[str], top=False):
+    defined = set(defined) | {a.id for a in block.args}
+    for i, op in enumerate(block.ops):
+        where = f"  {print_op(op).splitlines()[0].strip()}  [{op.loc}]"
+        d = OPS.get(op.name)
+        if d is None:
+            errors.append(f"unknown op {op.name!r}\n{where}")
+            continue
+        lo, hi = d.operands
+        if len(op.operands) < lo or (hi >= 0 and len(op.operands) > hi):
+            errors.append(f"{op.name} takes {lo}..{hi if hi >= 0 else 'n'} operands, got {len(op.operands)}\n{where}")
+        for a in d.attrs:
+            if a not in op.attrs:
+                errors.append(f"{op.name} is missing attribute {a!r}\n{where}")
+        for o in op.operands:
+            if o.id not in defined:
+                errors.append(f"{op.name} uses a value that is not defined before it\n{where}")
+        if len(op.regions) != d.regions:
+            errors.append(f"{op.name} needs {d.regions} regions, has {len(op.regions)}\n{where}")
+        if op.name in TERMINATORS and i != len(block.ops) - 1:
+            errors.append(f"terminator {op.name} is not last in its block\n{where}")
+        rule = RULES.get(op.name)
+        if rule:
+            try:
+                for e in rule(op):
+                    errors.append(f"{op.name}: {e}\n{where}")
+            except Exception as e:  # a malformed op must not crash the verifier
+                errors.append(f"{op.name}: malformed ({e})\n{where}")
+        for region in op.regions:
+            _verify_block(region, defined, errors)
+        defined |= {r.id for r in op.results}

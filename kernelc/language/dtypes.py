@@ -1,0 +1,321 @@
+"""Element types of kernelc tiles, with Triton's names and promotion rules.
+
+A ``dtype`` is a scalar element type. ``pointer_type`` is a pointer to one, and ``block_type`` is a
+tile (shape + element type). Everything is immutable and hashable so types can be IR attributes and
+cache-key parts.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Tuple
+
+
+class Kind(enum.IntEnum):
+    # Order matters: Triton's scalar-promotion rule compares kinds (bool < uint < int < float).
+    BOOL = 0
+    UINT = 1
+    INT = 2
+    FLOAT = 3
+
+
+@dataclass(frozen=True)
+class _Info:
+    kind: Kind
+    bits: int
+    numpy: str  # numpy / ml_dtypes name used by the interpreter
+    mantissa: int = 0  # fp mantissa width (without the implicit bit)
+    exponent: int = 0
+
+
+# One row per scalar type: (kind, bits, numpy name, mantissa, exponent).
+_TABLE = {
+    "int1": _Info(Kind.BOOL, 1, "bool"),
+    "int8": _Info(Kind.INT, 8, "int8"),
+    "int16": _Info(Kind.INT, 16, "int16"),
+    "int32": _Info(Kind.INT, 32, "int32"),
+    "int64": _Info(Kind.INT, 64, "int64"),
+    "uint8": _Info(Kind.UINT, 8, "uint8"),
+    "uint16": _Info(Kind.UINT, 16, "uint16"),
+    "uint32": _Info(Kind.UINT, 32, "uint32"),
+    "uint64": _Info(Kind.UINT, 64, "uint64"),
+    "fp8e4nv": _Info(Kind.FLOAT, 8, "float8_e4m3fn", 3, 4),
+    "fp8e5": _Info(Kind.FLOAT, 8, "float8_e5m2", 2, 5),
+    "fp16": _Info(Kind.FLOAT, 16, "float16", 10, 5),
+    "bf16": _Info(Kind.FLOAT, 16, "bfloat16", 7, 8),
+    "fp32": _Info(Kind.FLOAT, 32, "float32", 23, 8),
+    "fp64": _Info(Kind.FLOAT, 64, "float64", 52, 11),
+}
+
+# Aliases accepted in signatures ("*fp32", "i32", "u8", "bf16", ...).
+_ALIASES = {
+    "i1": "int1", "bool": "int1", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+    "u1": "int1", "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
+    "float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32",
+    "float64": "fp64", "double": "fp64", "float8e4nv": "fp8e4nv", "float8e5": "fp8e5",
+    "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5", "fp8e4m3": "fp8e4nv", "fp8e5m2": "fp8e5",
+}
+
+
+class base_type:
+    """Common base of scalar, pointer and block types."""
+
+    def is_block(self) -> bool:
+        return False
+
+    def is_ptr(self) -> bool:
+        return False
+
+    @property
+    def scalar(self):
+        return self
+
+
+class dtype(base_type):
+    """A scalar element type (``kl.float32``, ``kl.int8``, ...)."""
+
+    __slots__ = ("name",)
+    _cache: dict = {}
+
+    def __new__(cls, name: str):
+        name = _ALIASES.get(name, name)
+        if name not in _TABLE:
+            raise ValueError(f"unknown dtype {name!r}; expected one of {', '.join(_TABLE)}")
+        obj = cls._cache.get(name)
+        if obj is None:
+            obj = super().__new__(cls)
+            object.__setattr__(obj, "name", name)
+            cls._cache[name] = obj
+        return obj
+
+    def __setattr__(self, k, v):
+        raise AttributeError("dtype is immutable")
+
+    def __reduce__(self):
+        return (dtype, (self.name,))
+
+    # -- classification ---------------------------------------------------------------------
+    @property
+    def _info(self) -> _Info:
+        return _TABLE[self.name]
+
+    @property
+    def kind(self) -> Kind:
+        return self._info.kind
+
+    @property
+    def primitive_bitwidth(self) -> int:
+        return self._info.bits
+
+    @property
+    def int_bitwidth(self) -> int:
+        return self._info.bits
+
+    @property
+    def fp_mantissa_width(self) -> int:
+        return self._info.mantissa
+
+    @property
+    def itemsize(self) -> int:
+        return max(1, self._info.bits // 8)
+
+    @property
+    def numpy_name(self) -> str:
+        return self._info.numpy
+
+    def is_floating(self) -> bool:
+        return self.kind == Kind.FLOAT
+
+    def is_int(self) -> bool:
+        return self.kind in (Kind.INT, Kind.UINT, Kind.BOOL)
+
+    def is_int_signed(self) -> bool:
+        return self.kind == Kind.INT
+
+    def is_int_unsigned(self) -> bool:
+        # Triton counts int1 as unsigned: it zero-extends and compares unsigned.
+        return self.kind in (Kind.UINT, Kind.BOOL)
+
+    def is_bool(self) -> bool:
+        return self.kind == Kind.BOOL
+
+    def is_int1(self) -> bool:
+        return self.name == "int1"
+
+    def is_fp8(self) -> bool:
+        return self.name in ("fp8e4nv", "fp8e5")
+
+    def is_fp16(self) -> bool:
+        return self.name == "fp16"
+
+    def is_bf16(self) -> bool:
+        return self.name == "bf16"
+
+    def is_fp32(self) -> bool:
+        return self.name == "fp32"
+
+    def is_fp64(self) -> bool:
+        return self.name == "fp64"
+
+    def is_standard_floating(self) -> bool:
+        return self.name in ("fp16", "bf16", "fp32", "fp64")
+
+    @property
+    def int_signedness(self) -> str:
+        return "unsigned" if self.is_int_unsigned() else "signed"
+
+    def to_ir(self):  # Triton compatibility; kernelc types are their own IR types
+        return self
+
+    # Short name as in signatures ("fp32", "i32", "u8").
+    @property
+    def short(self) -> str:
+        n = self.name
+        if n.startswith("int"):
+            return "i" + n[3:]
+        if n.startswith("uint"):
+            return "u" + n[4:]
+        return n
+
+    def __repr__(self) -> str:
+        return self.short
+
+    def __str__(self) -> str:
+        return self.short
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            try:
+                other = dtype(other)
+            except ValueError:
+                return False
+        return self is other
+
+    def __hash__(self):
+        return hash(("dtype", self.name))
+
+
+@dataclass(frozen=True)
+class pointer_type(base_type):
+    """Pointer to a scalar element type, ``*fp32`` in signatures."""
+
+    element_ty: dtype
+    address_space: int = 1
+    const: bool = False
+
+    def is_ptr(self) -> bool:
+        return True
+
+    def is_floating(self) -> bool:
+        return False
+
+    def is_int(self) -> bool:
+        return False
+
+    def is_bool(self) -> bool:
+        return False
+
+    def is_int_signed(self) -> bool:
+        return False
+
+    def is_int_unsigned(self) -> bool:
+        return False
+
+    @property
+    def kind(self):
+        return None
+
+    @property
+    def primitive_bitwidth(self) -> int:
+        return 64
+
+    @property
+    def itemsize(self) -> int:
+        return 8
+
+    @property
+    def short(self) -> str:
+        return "*" + self.element_ty.short
+
+    def __repr__(self) -> str:
+        return self.short
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True)
+class block_type(base_type):
+    """A tile type: ``element_ty`` (scalar or pointer) laid over ``shape``."""
+
+    element_ty: base_type
+    shape: Tuple[int, ...]
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
+
+    def is_block(self) -> bool:
+        return True
+
+    def is_ptr(self) -> bool:
+        return False
+
+    @property
+    def scalar(self):
+        return self.element_ty
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def __repr__(self) -> str:
+        return f"<{'x'.join(map(str, self.shape))}x{self.element_ty!r}>"
+
+    __str__ = __repr__
+
+
+def scalar_of(ty: base_type) -> base_type:
+    return ty.element_ty if isinstance(ty, block_type) else ty
+
+
+def shape_of(ty: base_type) -> Tuple[int, ...]:
+    return ty.shape if isinstance(ty, block_type) else ()
+
+
+def with_scalar(ty: base_type, scalar: base_type) -> base_type:
+    """Same shape as ``ty`` with a different element type."""
+    return block_type(scalar, ty.shape) if isinstance(ty, block_type) else scalar
+
+
+def parse_type(spec) -> base_type:
+    """``"*fp32"`` -> pointer_type(fp32); ``"i32"`` -> int32; dtype/pointer objects pass through."""
+    if isinstance(spec, base_type):
+        return spec
+    spec = str(spec).strip()
+    if spec.startswith("*k"):  # Triton's "*k" (const pointer) spelling
+        return pointer_type(parse_type(spec[2:]), const=True)
+    if spec.startswith("*"):
+        return pointer_type(parse_type(spec[1:]))
+    return dtype(spec)
+
+
+# Public dtype objects with Triton's names.
+int1 = dtype("int1")
+int8 = dtype("int8")
+int16 = dtype("int16")
+int32 = dtype("int32")
+int64 = dtype("int64")
+uint8 = dtype("uint8")
+uint16 = dtype("uint16")
+uint32 = dtype("uint32")
+uint64 = dtype("uint64")
+float8e4nv = dtype("fp8e4nv")
+float8e5 = dtype("fp8e5")
+float16 = dtype("fp16")
+bfloat16 = dtype("bf16")
+float32 = dtype("fp32")
+float64 = dtype("fp64")
+
+ALL_DTYPES = tuple(dtype(n) for n in _TABLE)

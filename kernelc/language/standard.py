@@ -1,0 +1,506 @@
+"""The public language functions (``kl.load``, ``kl.sum``, ...), with Triton's names and signatures.
+
+They unwrap constexprs and delegate to ``semantic``; reductions are defined by their combine
+functions (device functions), which the compiler inlines and the interpreter calls.
+"""
+from __future__ import annotations
+
+import builtins
+import enum
+
+from . import dtypes as T
+from . import semantic
+from .core import _member, _unwrap, _unwrap_shape, device_function, tensor
+
+
+class PropagateNan(enum.Enum):
+    NONE = "none"
+    ALL = "all"
+
+
+# -- creation ---------------------------------------------------------------------------------
+
+
+def arange(start, end):
+    """``[start, start+1, ..., end-1]`` as an int32 tile (bounds are constexprs)."""
+    return semantic.arange(start, end)
+
+
+def zeros(shape, dtype):
+    return semantic.full(shape, 0, dtype)
+
+
+def full(shape, value, dtype):
+    return semantic.full(shape, value, dtype)
+
+
+def zeros_like(input):
+    input = semantic.to_tensor(input)
+    return semantic.full(input.shape, 0, input.dtype)
+
+
+def full_like(input, value, dtype=None):
+    input = semantic.to_tensor(input)
+    return semantic.full(input.shape, value, input.dtype if _unwrap(dtype) is None else dtype)
+
+
+def to_tensor(x):
+    return semantic.to_tensor(x)
+
+
+@_member
+def cast(input, dtype, fp_downcast_rounding=None, bitcast=False):
+    if _unwrap(bitcast):
+        return semantic.bitcast(input, dtype)
+    return semantic.cast(input, dtype, _unwrap(fp_downcast_rounding))
+
+
+def program_id(axis):
+    """Index of this program along grid ``axis`` (0, 1 or 2)."""
+    return semantic.program_id(axis)
+
+
+def num_programs(axis):
+    """Number of programs along grid ``axis``."""
+    return semantic.num_programs(axis)
+
+
+# -- shapes -----------------------------------------------------------------------------------
+
+
+def _shape_args(shape):
+    shape = _unwrap(shape)
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(shape[0])
+    return tuple(shape)
+
+
+@_member
+def reshape(input, *shape, can_reorder=False):
+    return semantic.reshape(input, _shape_args(shape), can_reorder)
+
+
+@_member
+def view(input, *shape):
+    return semantic.reshape(input, _shape_args(shape), True)
+
+
+@_member
+def trans(input, *dims):
+    return semantic.trans(input, dims)
+
+
+@_member
+def permute(input, *dims):
+    return semantic.trans(input, dims)
+
+
+@_member
+def broadcast_to(input, *shape):
+    return semantic.broadcast_to(input, _shape_args(shape))
+
+
+def broadcast(input, other):
+    return semantic.broadcast_pair(semantic.to_tensor(input), semantic.to_tensor(other))
+
+
+@_member
+def expand_dims(input, axis):
+    return semantic.expand_dims(input, axis)
+
+
+@_member
+def ravel(x, can_reorder=False):
+    x = semantic.to_tensor(x)
+    return semantic.reshape(x, (x.numel,))
+
+
+def join(a, b):
+    return semantic.join(a, b)
+
+
+@_member
+def split(a):
+    return semantic.split(a)
+
+
+def cat(input, other, can_reorder=False):
+    return semantic.cat(input, other, can_reorder)
+
+
+# -- memory -----------------------------------------------------------------------------------
+
+
+def load(pointer, mask=None, other=None, boundary_check=(), padding_option="", cache_modifier="",
+         eviction_policy="", volatile=False):
+    """Load a tile from ``pointer`` (a tile of pointers); masked-off lanes take ``other`` (or 0)."""
+    if _unwrap(boundary_check) or _unwrap(padding_option):
+        raise NotImplementedError("boundary_check/padding_option apply to block pointers, which kernelc "
+                                  "does not support yet; use mask= and other=")
+    return semantic.load(pointer, mask, other, cache_modifier, eviction_policy, volatile)
+
+
+def store(pointer, value, mask=None, boundary_check=(), cache_modifier="", eviction_policy=""):
+    """Store ``value`` at ``pointer`` where ``mask`` is true."""
+    if _unwrap(boundary_check):
+        raise NotImplementedError("boundary_check applies to block pointers, which kernelc does not support yet")
+    return semantic.store(pointer, value, mask, cache_modifier, eviction_policy)
+
+
+def atomic_add(pointer, val, mask=None, sem=None, scope=None):
+    return semantic.atomic_rmw("add", pointer, val, mask, sem, scope)
+
+
+def atomic_max(pointer, val, mask=None, sem=None, scope=None):
+    return semantic.atomic_rmw("max", pointer, val, mask, sem, scope)
+
+
+def atomic_min(pointer, val, mask=None, sem=None, scope=None):
+    return semantic.atomic_rmw("min", pointer, val, mask, sem, scope)
+
+
+def atomic_xchg(pointer, val, mask=None, sem=None, scope=None):
+    return semantic.atomic_rmw("xchg", pointer, val, mask, sem, scope)
+
+
+def atomic_and(pointer, val, mask=None, sem=None, scope=None):
+    return semantic.atomic_rmw("and", pointer, val, mask, sem, scope)
+
+
+def atomic_or(pointer, val, mask=None, sem=None, scope=None):
+    return semantic.atomic_rmw("or", pointer, val, mask, sem, scope)
+
+
+def atomic_xor(pointer, val, mask=None, sem=None, scope=None):
+    return semantic.atomic_rmw("xor", pointer, val, mask, sem, scope)
+
+
+def atomic_cas(pointer, cmp, val, sem=None, scope=None):
+    return semantic.atomic_cas(pointer, cmp, val, sem, scope)
+
+
+def multiple_of(input, values):
+    """Promise the compiler that each element of ``input`` is a multiple of ``values``."""
+    return semantic.hint(input, "multiple_of", values)
+
+
+def max_contiguous(input, values):
+    """Promise the compiler that ``input`` has runs of ``values`` consecutive elements."""
+    return semantic.hint(input, "max_contiguous", values)
+
+
+def max_constancy(input, values):
+    return semantic.hint(input, "max_constancy", values)
+
+
+# -- arithmetic -------------------------------------------------------------------------------
+
+
+def where(condition, x, y):
+    """Elementwise ``x if condition else y``."""
+    return semantic.where(condition, x, y)
+
+
+def maximum(x, y, propagate_nan=PropagateNan.NONE):
+    return semantic.maximum(x, y, propagate_nan)
+
+
+def minimum(x, y, propagate_nan=PropagateNan.NONE):
+    return semantic.minimum(x, y, propagate_nan)
+
+
+def clamp(x, min, max, propagate_nan=PropagateNan.NONE):
+    return semantic.clamp(x, min, max, propagate_nan)
+
+
+def fma(x, y, z):
+    return semantic.fma(x, y, z)
+
+
+def umulhi(x, y):
+    return semantic.umulhi(x, y)
+
+
+def fdiv(x, y, ieee_rounding=False):
+    return semantic.fdiv(x, y, ieee_rounding)
+
+
+def div_rn(x, y):
+    return semantic.div_rn(x, y)
+
+
+def cdiv(x, div):
+    """Ceiling division; works on constexprs (folds) and on tiles."""
+    x, div = _unwrap(x), _unwrap(div)
+    if isinstance(x, int) and isinstance(div, int):
+        return (x + div - 1) // div
+    return (x + div - 1) // div
+
+
+def _mk_math(name):
+    def f(x):
+        return semantic.float_math(name, x)
+
+    f.__name__ = name
+    f.__doc__ = f"Elementwise {name} (fp16/bf16 are computed in fp32)."
+    return _member(f)
+
+
+exp = _mk_math("exp")
+exp2 = _mk_math("exp2")
+log = _mk_math("log")
+log2 = _mk_math("log2")
+sqrt = _mk_math("sqrt")
+sqrt_rn = _mk_math("sqrt_rn")
+rsqrt = _mk_math("rsqrt")
+sin = _mk_math("sin")
+cos = _mk_math("cos")
+erf = _mk_math("erf")
+floor = _mk_math("floor")
+ceil = _mk_math("ceil")
+
+
+@_member
+def abs(x):
+    return semantic.abs_(x)
+
+
+@_member
+def sigmoid(x):
+    x = semantic.to_tensor(x)
+    return 1 / (1 + exp(-x))
+
+
+@_member
+def softmax(x, ieee_rounding=False):
+    """Softmax along axis 0, as Triton's ``tl.softmax``."""
+    z = x - max(x, 0)
+    num = exp(z)
+    den = sum(num, 0)
+    return fdiv(num, den, ieee_rounding)
+
+
+# -- reductions -------------------------------------------------------------------------------
+
+
+@device_function
+def _sum_combine(a, b):
+    return a + b
+
+
+@device_function
+def _prod_combine(a, b):
+    return a * b
+
+
+@device_function
+def _max_combine(a, b):
+    return maximum(a, b)
+
+
+@device_function
+def _min_combine(a, b):
+    return minimum(a, b)
+
+
+@device_function
+def _argmax_combine_left(value1, index1, value2, index2):
+    gt = value1 > value2
+    eq = value1 == value2
+    tie = eq & (index1 < index2)
+    take1 = gt | tie
+    return where(take1, value1, value2), where(take1, index1, index2)
+
+
+@device_function
+def _argmin_combine_left(value1, index1, value2, index2):
+    lt = value1 < value2
+    eq = value1 == value2
+    tie = eq & (index1 < index2)
+    take1 = lt | tie
+    return where(take1, value1, value2), where(take1, index1, index2)
+
+
+@device_function
+def _argmax_combine_fast(value1, index1, value2, index2):
+    take1 = value1 >= value2
+    return where(take1, value1, value2), where(take1, index1, index2)
+
+
+@device_function
+def _argmin_combine_fast(value1, index1, value2, index2):
+    take1 = value1 <= value2
+    return where(take1, value1, value2), where(take1, index1, index2)
+
+
+@device_function
+def _xor_combine(a, b):
+    return a ^ b
+
+
+def _pick_sum_dtype(in_dtype, dtype):
+    dtype = _unwrap(dtype)
+    if dtype is not None:
+        return semantic._as_dtype(dtype)
+    # Narrow integers accumulate in 32 bits to avoid overflow (Triton's rule).
+    if in_dtype.is_int_signed() and in_dtype.int_bitwidth < 32:
+        return T.int32
+    if in_dtype.is_int_unsigned() and in_dtype.int_bitwidth < 32:
+        return T.uint32
+    return None
+
+
+def _promote_bf16(x):
+    return x.to(T.float32) if x.dtype == T.bfloat16 else x
+
+
+def reduce(input, axis, combine_fn, keep_dims=False):
+    """Reduce ``input`` (a tile or tuple of tiles) along ``axis`` with a ``@jit`` ``combine_fn``."""
+    return semantic.reduce(input, axis, combine_fn, keep_dims)
+
+
+@_member
+def sum(input, axis=None, keep_dims=False, dtype=None):
+    input = semantic.to_tensor(input)
+    out = _pick_sum_dtype(input.dtype, dtype)
+    if out is not None:
+        input = input.to(out)
+    return semantic.reduce(input, axis, _sum_combine, keep_dims, kind="add")
+
+
+def _widen_for_minmax(x):
+    x = _promote_bf16(x)
+    if x.dtype.primitive_bitwidth < 32:
+        x = x.to(T.float32 if x.dtype.is_floating() else T.int32)
+    return x
+
+
+def _reduce_with_indices(input, axis, combine_fn, keep_dims, kind):
+    axis = _unwrap(axis)
+    if axis is None:
+        input = semantic.reshape(input, (input.numel,))
+        axis = 0
+    n = input.shape[axis]
+    idx = semantic.arange(0, n)
+    if len(input.shape) > 1:
+        shape = [1] * len(input.shape)
+        shape[axis] = n
+        idx = semantic.reshape(idx, shape)
+        idx = semantic.broadcast_to(idx, input.shape)
+    return semantic.reduce((input, idx), axis, combine_fn, keep_dims, kind=kind)
+
+
+@_member
+def max(input, axis=None, return_indices=False, return_indices_tie_break_left=True, keep_dims=False):
+    input = semantic.to_tensor(input)
+    if _unwrap(return_indices):
+        input = _promote_bf16(input)
+        fn = _argmax_combine_left if _unwrap(return_indices_tie_break_left) else _argmax_combine_fast
+        return _reduce_with_indices(input, axis, fn, keep_dims, "argmax")
+    input = _widen_for_minmax(input)
+    return semantic.reduce(input, axis, _max_combine, keep_dims, kind="max")
+
+
+@_member
+def min(input, axis=None, return_indices=False, return_indices_tie_break_left=True, keep_dims=False):
+    input = semantic.to_tensor(input)
+    if _unwrap(return_indices):
+        input = _promote_bf16(input)
+        fn = _argmin_combine_left if _unwrap(return_indices_tie_break_left) else _argmin_combine_fast
+        return _reduce_with_indices(input, axis, fn, keep_dims, "argmin")
+    input = _widen_for_minmax(input)
+    return semantic.reduce(input, axis, _min_combine, keep_dims, kind="min")
+
+
+@_member
+def argmax(input, axis, tie_break_left=True, keep_dims=False):
+    _, idx = max(input, axis, return_indices=True, return_indices_tie_break_left=tie_break_left,
+                 keep_dims=keep_dims)
+    return idx
+
+
+@_member
+def argmin(input, axis, tie_break_left=True, keep_dims=False):
+    _, idx = min(input, axis, return_indices=True, return_indices_tie_break_left=tie_break_left,
+                 keep_dims=keep_dims)
+    return idx
+
+
+@_member
+def xor_sum(input, axis=None, keep_dims=False):
+    input = semantic.to_tensor(input)
+    if not input.dtype.is_int():
+        raise TypeError(f"xor_sum() needs an integer tile, got {input.dtype}")
+    return semantic.reduce(input, axis, _xor_combine, keep_dims, kind="xor")
+
+
+def associative_scan(input, axis, combine_fn, reverse=False):
+    """Inclusive scan of ``input`` along ``axis`` with an associative ``@jit`` ``combine_fn``."""
+    return semantic.scan(input, axis, combine_fn, reverse)
+
+
+@_member
+def cumsum(input, axis=0, reverse=False, dtype=None):
+    input = _promote_bf16(semantic.to_tensor(input))
+    out = _pick_sum_dtype(input.dtype, dtype)
+    if out is not None:
+        input = input.to(out)
+    return semantic.scan(input, axis, _sum_combine, reverse, kind="add")
+
+
+@_member
+def cumprod(input, axis=0, reverse=False):
+    input = _promote_bf16(semantic.to_tensor(input))
+    return semantic.scan(input, axis, _prod_combine, reverse, kind="mul")
+
+
+# -- linear algebra ---------------------------------------------------------------------------
+
+
+def dot(input, other, acc=None, input_precision=None, allow_tf32=None, max_num_imprecise_acc=None,
+        out_dtype=T.float32):
+    """Matrix product of 2-D tiles (or batched 3-D tiles), accumulated into ``acc``.
+
+    fp32 inputs use TF32 tensor cores unless ``input_precision="ieee"``.
+    """
+    return semantic.dot(input, other, acc, input_precision, allow_tf32, max_num_imprecise_acc, out_dtype)
+
+
+# -- debugging --------------------------------------------------------------------------------
+
+
+def static_print(*values, sep=" ", end="\n", file=None, flush=False):
+    """Print at compile time (once per compilation; once per launch in the interpreter)."""
+    builtins.print(*[_unwrap(v) for v in values], sep=sep, end=end, file=file, flush=flush)
+
+
+def static_assert(cond, msg=""):
+    """Fail compilation when the constant ``cond`` is false."""
+    cond = _unwrap(cond)
+    if isinstance(cond, tensor):
+        from .core import current_builder
+        if not getattr(current_builder(), "is_interpreter", False):
+            raise TypeError("static_assert() needs a compile-time constant condition; use device_assert for runtime values")
+        cond = bool(cond)
+    if not cond:
+        raise AssertionError(f"static_assert failed: {_unwrap(msg)}" if _unwrap(msg) else "static_assert failed")
+
+
+def device_print(prefix, *args, hex=False):
+    """Print ``prefix`` and the values of ``args`` from every program at run time."""
+    return semantic.device_print(_unwrap(prefix), args, _unwrap(hex))
+
+
+def device_assert(cond, msg="", mask=None):
+    """Abort the kernel with ``msg`` where ``cond`` is false (checked in the interpreter and on GPU)."""
+    return semantic.device_assert(cond, _unwrap(msg), mask)
+
+
+def debug_barrier():
+    """Synchronize all threads of the program (``__syncthreads``)."""
+    return semantic.debug_barrier()
+
+
+def assume(cond):
+    """Accepted for Triton compatibility; kernelc ignores it."""
+    return None

@@ -1,0 +1,1 @@
+"""kernelc runtime: the @jit kernel object, launch hooks, autotuning, the CPU interpreter."""

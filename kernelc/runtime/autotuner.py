@@ -1,0 +1,143 @@
+"""``kernelc.autotune`` / ``kernelc.heuristics`` / ``kernelc.Config`` (Triton-compatible).
+
+Configs are benchmarked on the GPU (the runtime issue); in the CPU interpreter the first config
+that survives pruning runs, since timings there say nothing about the GPU.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional
+
+from .jit import KernelInterface
+
+
+class Config:
+    """One autotuning candidate: constexpr values plus launch options.
+
+    Example: ``kernelc.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=4, num_stages=3)``
+    """
+
+    def __init__(self, kwargs: Dict[str, Any], num_warps: int = 4, num_stages: int = 3, num_ctas: int = 1,
+                 maxnreg: Optional[int] = None, pre_hook: Optional[Callable] = None):
+        self.kwargs = dict(kwargs)
+        self.num_warps = num_warps
+        self.num_stages = num_stages
+        self.num_ctas = num_ctas
+        self.maxnreg = maxnreg
+        self.pre_hook = pre_hook
+
+    def all_kwargs(self) -> Dict[str, Any]:
+        out = dict(self.kwargs, num_warps=self.num_warps, num_stages=self.num_stages)
+        if self.maxnreg is not None:
+            out["maxnreg"] = self.maxnreg
+        return out
+
+    def __repr__(self):
+        kw = ", ".join(f"{k}: {v}" for k, v in self.kwargs.items())
+        return f"Config({{{kw}}}, num_warps={self.num_warps}, num_stages={self.num_stages})"
+
+    def __eq__(self, other):
+        return isinstance(other, Config) and self.all_kwargs() == other.all_kwargs()
+
+    def __hash__(self):
+        return hash(tuple(sorted(self.all_kwargs().items())))
+
+
+class Autotuner(KernelInterface):
+    def __init__(self, fn, arg_names: List[str], configs: List[Config], key: List[str],
+                 prune_configs_by: Optional[Dict[str, Callable]] = None, reset_to_zero=None,
+                 restore_value=None, warmup=None, rep=None, cache_results=False, do_bench=None):
+        self.fn = fn
+        self.arg_names = arg_names
+        self.configs = list(configs) or [Config({})]
+        self.key = list(key)
+        self.prune_configs_by = prune_configs_by or {}
+        self.reset_to_zero = list(reset_to_zero or [])
+        self.restore_value = list(restore_value or [])
+        self.warmup_ms = warmup
+        self.rep_ms = rep
+        self.cache_results = cache_results
+        self.do_bench = do_bench
+        self.cache: Dict[tuple, Config] = {}
+        self.best_config: Optional[Config] = None
+        self.__name__ = getattr(fn, "__name__", "kernel")
+        for k in self.key:
+            if k not in arg_names:
+                raise ValueError(f"autotune key {k!r} is not a parameter of {self.__name__}")
+
+    @property
+    def base_fn(self):
+        f = self.fn
+        while not hasattr(f, "arg_names") or isinstance(f, (Autotuner, Heuristics)):
+            f = f.fn
+        return f
+
+    def prune_configs(self, named_args: Dict[str, Any]) -> List[Config]:
+        configs = self.configs
+        pruner = self.prune_configs_by.get("early_config_prune")
+        if pruner is not None:
+            configs = list(pruner(configs, named_args))
+            if not configs:
+                raise ValueError(f"early_config_prune removed every config of {self.__name__}")
+        return configs
+
+    def run(self, *args, grid, **kwargs):
+        from .jit import interpret_requested
+        named = dict(zip(self.arg_names, args))
+        named.update(kwargs)
+        configs = self.prune_configs(named)
+        # Interpreter (or CPU-only machine): run the first surviving config; tuning is a GPU matter.
+        config = configs[0]
+        if not interpret_requested() and not _interpreting(self.base_fn):
+            from .tuning import select_config
+            config = select_config(self, configs, args, kwargs, grid)
+        self.best_config = config
+        if config.pre_hook is not None:
+            config.pre_hook(dict(named, **config.all_kwargs()))
+        for k in config.kwargs:
+            if k in kwargs:
+                raise ValueError(f"{k!r} is both passed to {self.__name__} and set by an autotune config")
+        return self.fn.run(*args, grid=grid, **dict(kwargs, **config.all_kwargs()))
+
+
+def _interpreting(fn) -> bool:
+    from .device import cuda_available
+    return bool(getattr(fn, "interpret", False)) or not cuda_available()
+
+
+class Heuristics(KernelInterface):
+    def __init__(self, fn, arg_names: List[str], values: Dict[str, Callable]):
+        self.fn = fn
+        self.arg_names = arg_names
+        self.values = values
+        self.__name__ = getattr(fn, "__name__", "kernel")
+
+    def run(self, *args, grid, **kwargs):
+        named = dict(zip(self.arg_names, args))
+        named.update(kwargs)
+        for k, f in self.values.items():
+            kwargs[k] = f(named)
+            named[k] = kwargs[k]
+        return self.fn.run(*args, grid=grid, **kwargs)
+
+
+def _arg_names(fn) -> List[str]:
+    while not hasattr(fn, "arg_names"):
+        fn = fn.fn
+    return list(fn.arg_names)
+
+
+def autotune(configs: List[Config], key: List[str], prune_configs_by=None, reset_to_zero=None,
+             restore_value=None, pre_hook=None, post_hook=None, warmup=None, rep=None, use_cuda_graph=False,
+             do_bench=None, cache_results=False):
+    """Decorator: pick the fastest of ``configs`` for each value of the ``key`` arguments."""
+    def decorator(fn):
+        return Autotuner(fn, _arg_names(fn), configs, key, prune_configs_by, reset_to_zero, restore_value,
+                         warmup, rep, cache_results, do_bench)
+    return decorator
+
+
+def heuristics(values: Dict[str, Callable[[Dict[str, Any]], Any]]):
+    """Decorator: compute constexprs from the other arguments, e.g. ``{"EVEN": lambda a: a["n"] % 64 == 0}``."""
+    def decorator(fn):
+        return Heuristics(fn, _arg_names(fn), values)
+    return decorator

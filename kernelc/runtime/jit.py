@@ -1,0 +1,199 @@
+"""``@kernelc.jit``: a kernel object that binds arguments, resolves the grid, picks a backend
+(CUDA or the CPU interpreter) and fires launch hooks."""
+from __future__ import annotations
+
+import inspect
+import os
+import warnings
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+
+from ..errors import CompilationError
+from ..language.core import DeviceFunction, constexpr
+from . import hooks
+
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "stream", "enable_fp_fusion",
+                  "launch_cooperative_grid", "warmup")
+_warned = set()
+
+
+def _warn_once(key, msg):
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+
+def interpret_requested() -> bool:
+    return os.environ.get("KERNELC_INTERPRET", "0").lower() in ("1", "true", "yes", "on")
+
+
+class KernelInterface:
+    """Anything launchable as ``kernel[grid](*args, **kwargs)``."""
+
+    def __getitem__(self, grid) -> Callable:
+        return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
+
+    def run(self, *args, grid, **kwargs):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class JITFunction(DeviceFunction, KernelInterface):
+    """A ``@kernelc.jit`` kernel. Launch with ``kernel[grid](*args, BLOCK=..., num_warps=4)``."""
+
+    def __init__(self, fn, *, do_not_specialize: Iterable = (), debug: Optional[bool] = None,
+                 noinline: bool = False, interpret: Optional[bool] = None,
+                 launch_metadata: Optional[Callable] = None, repr: Optional[Callable] = None):
+        super().__init__(fn, noinline=noinline)
+        dns = []
+        for d in do_not_specialize:
+            dns.append(self.arg_names[d] if isinstance(d, int) else d)
+        for d in dns:
+            if d not in self.arg_names:
+                raise ValueError(f"do_not_specialize names {d!r}, which is not a parameter of {self.__name__}")
+        self.do_not_specialize = frozenset(dns)
+        self.debug = debug
+        self.interpret = interpret
+        self.launch_metadata = launch_metadata
+        self.repr = repr
+        self.params = list(self.signature.parameters.values())
+        self._backend = None  # the CUDA launcher, created on first GPU launch
+
+    # -- argument binding ------------------------------------------------------------------
+    def bind(self, args, kwargs) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        """Split call arguments into (kernel arguments by name, launch options)."""
+        options = {k: kwargs.pop(k) for k in list(kwargs) if k in LAUNCH_OPTIONS and k not in self.arg_names}
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            n_req = sum(1 for p in self.params if p.default is inspect.Parameter.empty)
+            raise CompilationError(
+                f"{self.__name__}() was launched with {len(args)} positional and {len(kwargs)} keyword "
+                f"arguments but takes {n_req} required parameters ({', '.join(self.arg_names)}): {e}",
+                self.file, self.first_line, self._def_col(), self.__name__) from None
+        bound.apply_defaults()
+        values = {}
+        for name, v in bound.arguments.items():
+            values[name] = v.value if isinstance(v, constexpr) else v
+        return values, options
+
+    def _def_col(self) -> int:
+        try:
+            return self.parse().col_offset
+        except Exception:
+            return 0
+
+    def constexpr_mask(self, values: Dict[str, Any]) -> List[bool]:
+        # None arguments are compile-time constants, as in Triton.
+        return [n in self.constexpr_names or values[n] is None for n in self.arg_names]
+
+    # -- launch ----------------------------------------------------------------------------
+    def run(self, *args, grid, warmup=False, **kwargs):
+        values, options = self.bind(args, kwargs)
+        num_warps = int(options.get("num_warps", 4))
+        num_stages = int(options.get("num_stages", 3))
+        if num_warps < 1 or num_warps & (num_warps - 1):
+            raise ValueError(f"num_warps must be a power of two, got {num_warps}")
+        meta = dict(values, num_warps=num_warps, num_stages=num_stages)
+        g = grid(meta) if callable(grid) else grid
+        grid3 = _normalize_grid(g, self.__name__)
+        if self._use_interpreter(values):
+            return self._run_interpreter(values, grid3, num_warps, num_stages, options, warmup)
+        return self._run_cuda(values, grid3, num_warps, num_stages, options, warmup)
+
+    def _use_interpreter(self, values) -> bool:
+        if self.interpret is not None:
+            return bool(self.interpret)
+        if interpret_requested():
+            return True
+        from .device import cuda_available
+        if not cuda_available():
+            _warn_once("no-gpu", "kernelc: no CUDA GPU found; running kernels in the CPU interpreter")
+            return True
+        # CPU-resident tensors cannot be read by a GPU kernel.
+        if any(getattr(getattr(v, "device", None), "type", "cuda") == "cpu" for v in values.values()
+               if hasattr(v, "data_ptr")):
+            _warn_once("cpu-tensors", "kernelc: arguments live on the CPU; running in the interpreter")
+            return True
+        return False
+
+    def _arg_infos(self, values, mask):
+        out = []
+        for (name, v), cx in zip(values.items(), mask):
+            if cx:
+                out.append(hooks.ArgInfo(name, "constexpr", value=v))
+            elif hasattr(v, "shape") and hasattr(v, "dtype") and not isinstance(v, (int, float, bool)):
+                out.append(hooks.ArgInfo(name, "tensor", str(v.dtype).replace("torch.", ""), tuple(v.shape)))
+            elif isinstance(v, bool):
+                out.append(hooks.ArgInfo(name, "bool", value=v))
+            elif isinstance(v, int):
+                out.append(hooks.ArgInfo(name, "int", value=v))
+            elif isinstance(v, float):
+                out.append(hooks.ArgInfo(name, "float", value=v))
+            else:
+                out.append(hooks.ArgInfo(name, "other"))
+        return out
+
+    def _record(self, values, mask, grid3, num_warps, num_stages, backend, stream=None, compiled=None, shared=0,
+                cache_key=None):
+        cx = {n: values[n] for n, m in zip(self.arg_names, mask) if m}
+        return hooks.LaunchRecord(
+            name=self.__name__, grid=grid3, num_warps=num_warps, num_stages=num_stages, shared=shared,
+            constexprs=cx, args=self._arg_infos(values, mask), stream=stream, backend=backend,
+            compiled=compiled, cache_key=cache_key, function=self, _metadata_fn=self.launch_metadata,
+            _raw_args=values)
+
+    def _run_interpreter(self, values, grid3, num_warps, num_stages, options, warmup):
+        from . import interpreter
+        if warmup:
+            return None
+        mask = self.constexpr_mask(values)
+        rec = None
+        if hooks.any_registered():
+            rec = self._record(values, mask, grid3, num_warps, num_stages, "interpreter")
+            hooks.fire_enter(rec)
+        interpreter.launch(self, grid3, [values[n] for n in self.arg_names], arg_names=self.arg_names,
+                           constexpr_mask=mask, kernel_name=self.__name__)
+        if rec is not None:
+            hooks.fire_exit(rec)
+        return None
+
+    def _run_cuda(self, values, grid3, num_warps, num_stages, options, warmup):
+        from .launcher import launch_cuda
+        return launch_cuda(self, values, grid3, num_warps, num_stages, options, warmup)
+
+    def warmup(self, *args, grid=(1,), **kwargs):
+        """Compile for these arguments without launching."""
+        return self.run(*args, grid=grid, warmup=True, **kwargs)
+
+
+def _normalize_grid(g, name) -> Tuple[int, int, int]:
+    if isinstance(g, int) or hasattr(g, "__index__") and not isinstance(g, (tuple, list)):
+        g = (g,)
+    try:
+        g = tuple(int(x) for x in g)
+    except TypeError:
+        raise TypeError(f"grid for {name} must be a tuple of ints or a function of META returning one, got {g!r}") from None
+    if not 1 <= len(g) <= 3:
+        raise ValueError(f"grid for {name} must have 1 to 3 dimensions, got {g}")
+    if any(x < 0 for x in g):
+        raise ValueError(f"grid for {name} has a negative dimension: {g}")
+    return g + (1,) * (3 - len(g))
+
+
+def jit(fn=None, *, do_not_specialize: Iterable = (), debug: Optional[bool] = None, noinline: bool = False,
+        interpret: Optional[bool] = None, launch_metadata: Optional[Callable] = None, repr=None, **_ignored):
+    """Compile a Python function into a GPU kernel (or run it in the CPU interpreter).
+
+    Example::
+
+        @kernelc.jit
+        def scale(x_ptr, n, s, BLOCK: kl.constexpr):
+            offs = kl.program_id(0) * BLOCK + kl.arange(0, BLOCK)
+            kl.store(x_ptr + offs, kl.load(x_ptr + offs, mask=offs < n) * s, mask=offs < n)
+
+        scale[(kernelc.cdiv(n, 1024),)](x, n, 2.0, BLOCK=1024)
+    """
+    def wrap(f):
+        return JITFunction(f, do_not_specialize=do_not_specialize, debug=debug, noinline=noinline,
+                           interpret=interpret, launch_metadata=launch_metadata, repr=repr)
+
+    return wrap(fn) if fn is not None else wrap
