@@ -1,0 +1,1 @@
+"""kprof: the profiler (sessions, scopes, CUPTI backends, hatchet output) and its viewer."""
