@@ -20,3 +20,9 @@ def next_power_of_2(n: int) -> int:
     """Smallest power of two >= n (1 for n <= 1)."""
     n = int(n)
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def compile(kernel, signature, constexprs=None, target=None, num_warps=4, num_stages=3, **kw):
+    """Compile a kernel without a GPU; see :func:`kernelc.compiler.compiler.compile`."""
+    from .compiler.compiler import compile as _compile
+    return _compile(kernel, signature, constexprs, target, num_warps, num_stages, **kw)

@@ -221,6 +221,12 @@ class pointer_type(base_type):
     def is_int_unsigned(self) -> bool:
         return False
 
+    def is_int1(self) -> bool:
+        return False
+
+    def is_fp8(self) -> bool:
+        return False
+
     @property
     def kind(self):
         return None

@@ -388,7 +388,7 @@ def truediv(a, b) -> tensor:
 def floordiv(a, b) -> tensor:
     a, b = binary_op_type_checking(a, b, div_or_mod=True)
     if a.dtype.is_floating():
-        return floor(truediv(a, b))
+        return float_math("floor", truediv(a, b))
     return _make("udiv" if a.dtype.is_int_unsigned() else "sdiv", [a, b], a.type)
 
 
@@ -950,6 +950,7 @@ def reduce(inputs, axis, combine_fn, keep_dims=False, kind=None):
     """
     single = isinstance(inputs, tensor) or not isinstance(inputs, (tuple, list))
     inputs = [to_tensor(inputs)] if single else [to_tensor(i) for i in inputs]
+    in_ndim = len(inputs[0].shape)
     axis, keep_dims = _unwrap(axis), bool(_unwrap(keep_dims))
     if axis is None:
         inputs = [reshape(i, (i.numel,)) if i.type.is_block() else splat(i, (1,)) for i in inputs]
@@ -977,7 +978,7 @@ def reduce(inputs, axis, combine_fn, keep_dims=False, kind=None):
         outs.append(t)
     if flat_keep:
         ndim = len(outs[0].shape) if outs[0].type.is_block() else 0
-        outs = [reshape(o, (1,) * builtins.max(1, len(inputs[0].shape))) for o in outs] if ndim == 0 else outs
+        outs = [reshape(o, (1,) * builtins.max(1, in_ndim)) for o in outs] if ndim == 0 else outs
     return outs[0] if single else tuple(outs)
 
 

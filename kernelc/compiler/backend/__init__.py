@@ -1,0 +1,165 @@
+"""The binary backend: LLVM IR text -> PTX -> cubin -> SASS, and what the runtime, profiler and analyzer need.
+
+::
+
+    from kernelc.compiler.backend import compile_llir, target_for_device
+    art = compile_llir(llir_text, target_for_device(9, 0), "add_kernel")
+    art.ptx, art.cubin, art.n_regs, art.n_spills, art.shared, art.local_bytes
+    art.source_map.pc_to_line(0x40)          # ("/home/me/add.py", 12)
+    art.sass, art.instructions               # lazily, one nvdisasm run (~0.2 s) on first use
+    art.timings                              # {"llvm_parse": s, "libdevice": s, "llvm_opt": s, "llc": s, ...}
+
+Modules: :mod:`.target` (targets, PTX version, device limits), :mod:`.llvm` (IR -> PTX, libdevice),
+:mod:`.ptxas` (PTX -> cubin with nvJitLink, ptxas report), :mod:`.cubin` (ELF facts), :mod:`.debugline`
+(DWARF line table), :mod:`.sass` (nvdisasm), :mod:`.sourcemap` (pc <-> line maps).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence
+
+from kernelc.errors import CompilationError
+
+from .cubin import CubinInfo, FunctionInfo, inspect_cubin, line_sequences
+from .llvm import link_libdevice, llvm_to_ptx
+from .ptxas import CubinResult, FunctionResources, parse_ptxas_report, ptx_to_cubin
+from .sass import Instr, disassemble, disassemble_with_instructions, instructions, parse_sass
+from .sourcemap import SourceMap
+from .target import ARCH_LIMITS, ArchLimits, Target, parse_target, target_for_device
+
+__all__ = [
+    "BinaryArtifacts", "compile_llir", "compile_ptx",
+    "Target", "ArchLimits", "ARCH_LIMITS", "parse_target", "target_for_device",
+    "llvm_to_ptx", "link_libdevice", "ptx_to_cubin", "CubinResult", "FunctionResources", "parse_ptxas_report",
+    "inspect_cubin", "CubinInfo", "FunctionInfo", "line_sequences",
+    "disassemble", "instructions", "disassemble_with_instructions", "parse_sass", "Instr", "SourceMap",
+]
+
+
+@dataclass
+class BinaryArtifacts:
+    """Everything compiled for one kernel.
+
+    ``n_regs`` registers per thread; ``n_spills`` bytes of spill stores + loads reported by ptxas (0 = no spills);
+    ``shared`` static shared memory in bytes; ``local_bytes`` the per-thread stack frame (local memory, spills
+    included).  ``sass`` and ``instructions`` are computed on first use by one nvdisasm run, and that run's time is
+    added to ``timings["nvdisasm"]``.
+    """
+    name: str
+    target: Target
+    ptx: str
+    llir_opt: str
+    cubin: bytes
+    source_map: SourceMap
+    n_regs: int
+    n_spills: int
+    shared: int
+    local_bytes: int
+    timings: Dict[str, float]
+    resources: Optional[FunctionResources] = None
+    cubin_info: Optional[CubinInfo] = field(default=None, repr=False)
+    ptxas_log: str = field(default="", repr=False)
+    _sass: Optional[str] = field(default=None, repr=False, compare=False)
+    _instructions: Optional[List[Instr]] = field(default=None, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def _disassemble(self) -> None:
+        with self._lock:
+            if self._sass is not None:
+                return
+            t0 = time.perf_counter()
+            text, instrs = disassemble_with_instructions(self.cubin)
+            self.timings["nvdisasm"] = time.perf_counter() - t0
+            self._instructions = instrs
+            self._sass = text
+
+    @property
+    def sass(self) -> str:
+        """SASS text (``nvdisasm -c -g``) of the whole cubin."""
+        if self._sass is None:
+            self._disassemble()
+        return self._sass
+
+    @property
+    def instructions(self) -> List[Instr]:
+        """SASS instructions of the kernel (``name``) with their source lines."""
+        if self._instructions is None:
+            self._disassemble()
+        return [i for i in self._instructions if i.function == self.name]
+
+    @property
+    def all_instructions(self) -> List[Instr]:
+        """SASS instructions of every function in the cubin (the kernel and non-inlined callees)."""
+        if self._instructions is None:
+            self._disassemble()
+        return list(self._instructions)
+
+    @property
+    def asm(self) -> Dict[str, object]:
+        """``{"llir": ..., "ptx": ..., "cubin": ...}``; ``"sass"`` is added by callers that want it."""
+        return {"llir": self.llir_opt, "ptx": self.ptx, "cubin": self.cubin}
+
+
+def _finish(name: Optional[str], target: Target, ptx: str, llir_opt: str, res: CubinResult, timings: Dict[str, float],
+            eager_sass: bool) -> BinaryArtifacts:
+    t0 = time.perf_counter()
+    info = inspect_cubin(res.cubin)
+    if name is None:
+        if len(info.kernels) != 1:
+            raise CompilationError(f"the module has {len(info.kernels)} kernels ({', '.join(info.kernels)}); "
+                                   f"name one")
+        name = info.kernels[0]
+    if name not in info.functions or not info.functions[name].is_entry:
+        kernels = ", ".join(info.kernels) or "none"
+        raise CompilationError(f"kernel {name!r} is not an entry function of the compiled module "
+                               f"(kernels: {kernels}); is it marked as a kernel in !nvvm.annotations?")
+    fn = info.functions[name]
+    t1 = time.perf_counter()
+    smap = SourceMap.from_cubin(res.cubin, default_function=name)
+    t2 = time.perf_counter()
+    timings["cubin_info"] = t1 - t0
+    timings["source_map"] = t2 - t1
+    report = res.resources.get(name)
+    n_spills = report.spills if report is not None else 0
+    art = BinaryArtifacts(
+        name=name, target=target, ptx=ptx, llir_opt=llir_opt, cubin=res.cubin, source_map=smap,
+        n_regs=fn.n_regs, n_spills=n_spills, shared=fn.shared, local_bytes=fn.frame_size, timings=timings,
+        resources=report, cubin_info=info, ptxas_log=res.info_log)
+    if eager_sass:
+        art._disassemble()
+    return art
+
+
+def compile_llir(llir_text: str, target="sm_90a", name: Optional[str] = None, *, opt_level: int = 3,
+                 ptxas_options: Sequence[str] = (), eager_sass: bool = False) -> BinaryArtifacts:
+    """Compile one kernel's LLVM IR text to PTX, cubin and (lazily) SASS.
+
+    ``target`` is a :class:`Target` or a spec such as ``"sm_90a"``; ``name`` is the kernel's symbol (default: the
+    only kernel in the module).  ``ptxas_options`` go to nvJitLink as given (e.g. ``"-maxrregcount=128"``).
+    Raises :class:`kernelc.errors.CompilationError` if LLVM or ptxas rejects the code.
+    """
+    target = parse_target(target)
+    timings: Dict[str, float] = {}
+    t0 = time.perf_counter()
+    ptx, llir_opt = llvm_to_ptx(llir_text, target, opt_level=opt_level, timings=timings)
+    t1 = time.perf_counter()
+    res = ptx_to_cubin(ptx, target, opt_level=opt_level, extra=tuple(ptxas_options))
+    timings["ptxas"] = time.perf_counter() - t1
+    art = _finish(name, target, ptx, llir_opt, res, timings, eager_sass)
+    timings["total"] = time.perf_counter() - t0 - timings.get("nvdisasm", 0.0)
+    return art
+
+
+def compile_ptx(ptx: str, target="sm_90a", name: Optional[str] = None, *, opt_level: int = 3,
+                ptxas_options: Sequence[str] = ()) -> BinaryArtifacts:
+    """Like :func:`compile_llir` for PTX text (hand-written or cached PTX)."""
+    target = parse_target(target)
+    timings: Dict[str, float] = {}
+    t0 = time.perf_counter()
+    res = ptx_to_cubin(ptx, target, opt_level=opt_level, extra=tuple(ptxas_options))
+    timings["ptxas"] = time.perf_counter() - t0
+    art = _finish(name, target, ptx, "", res, timings, eager_sass=False)
+    timings["total"] = time.perf_counter() - t0
+    return art

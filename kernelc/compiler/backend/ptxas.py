@@ -1,0 +1,151 @@
+"""PTX -> cubin in-process with nvJitLink (PyPI ``nvidia-nvjitlink``; works without a GPU or driver).
+
+``ptx_to_cubin`` runs nvJitLink's ptxas with ``-Xptxas=-v`` so that the info log carries ptxas's resource
+report, which :func:`parse_ptxas_report` turns into :class:`FunctionResources` per function::
+
+    ptxas info    : Compiling entry function 'vadd' for 'sm_90a'
+    ptxas info    : Function properties for vadd
+    ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+    ptxas info    : Used 22 registers, used 0 barriers, 4096 bytes smem, 380 bytes cmem[0]
+
+Notes: the option count given to ``nvjitlink.create`` must equal ``len(opts)`` (a larger count crashes the
+process); ``-lineinfo`` is not an nvJitLink option, and none is needed: ptxas keeps the ``.loc`` line table of
+the PTX in the cubin's ``.debug_line``.
+"""
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence
+
+from kernelc.errors import CompilationError
+
+from .target import parse_target
+
+__all__ = ["CubinResult", "FunctionResources", "ptx_to_cubin", "parse_ptxas_report"]
+
+
+@dataclass
+class FunctionResources:
+    """One function's entry in the ptxas ``-v`` report (bytes unless named otherwise)."""
+    name: str
+    is_entry: bool = False
+    registers: int = 0
+    barriers: int = 0
+    shared: int = 0            # static shared memory ("bytes smem")
+    stack_frame: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+    cmem: Dict[int, int] = field(default_factory=dict)   # constant bank -> bytes
+
+    @property
+    def spills(self) -> int:
+        """Bytes spilled to local memory (stores + loads); 0 for a kernel that does not spill."""
+        return self.spill_stores + self.spill_loads
+
+
+@dataclass
+class CubinResult:
+    cubin: bytes
+    info_log: str
+    resources: Dict[str, FunctionResources] = field(default_factory=dict)
+    warnings: List[str] = field(default_factory=list)
+
+
+_COMPILING_RE = re.compile(r"Compiling (entry )?function '([^']+)'")
+_PROPS_RE = re.compile(r"Function properties for (\S+)")
+_FRAME_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED_RE = re.compile(r"Used (\d+) registers")
+_BARRIERS_RE = re.compile(r"used (\d+) barriers")
+_SMEM_RE = re.compile(r"(\d+) bytes smem")
+_CMEM_RE = re.compile(r"(\d+) bytes cmem\[(\d+)\]")
+
+
+def parse_ptxas_report(log: str) -> Dict[str, FunctionResources]:
+    """Per-function resources from a ptxas ``-v`` info log."""
+    out: Dict[str, FunctionResources] = {}
+    current: Optional[FunctionResources] = None
+
+    def get(name: str) -> FunctionResources:
+        if name not in out:
+            out[name] = FunctionResources(name)
+        return out[name]
+
+    for line in log.splitlines():
+        m = _COMPILING_RE.search(line)
+        if m:
+            current = get(m.group(2))
+            current.is_entry = current.is_entry or bool(m.group(1))
+            continue
+        m = _PROPS_RE.search(line)
+        if m:
+            current = get(m.group(1))
+            continue
+        if current is None:
+            continue
+        m = _FRAME_RE.search(line)
+        if m:
+            current.stack_frame, current.spill_stores, current.spill_loads = map(int, m.groups())
+            continue
+        m = _USED_RE.search(line)
+        if m:
+            current.registers = int(m.group(1))
+            b = _BARRIERS_RE.search(line)
+            if b:
+                current.barriers = int(b.group(1))
+            s = _SMEM_RE.search(line)
+            if s:
+                current.shared = int(s.group(1))
+            for size, bank in _CMEM_RE.findall(line):
+                current.cmem[int(bank)] = int(size)
+    return out
+
+
+_tls = threading.local()
+
+
+def _nvjitlink():
+    from cuda.bindings import nvjitlink
+    return nvjitlink
+
+
+def _log(nvjitlink, handle, which: str) -> str:
+    size = getattr(nvjitlink, f"get_{which}_log_size")(handle)
+    if not size:
+        return ""
+    buf = bytearray(size)
+    getattr(nvjitlink, f"get_{which}_log")(handle, buf)
+    return buf.rstrip(b"\x00").decode("utf-8", "replace")
+
+
+def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequence[str] = (),
+                 name: str = "kernel.ptx") -> CubinResult:
+    """Assemble ``ptx`` into a cubin for ``target`` with nvJitLink.
+
+    ``extra`` options are passed to nvJitLink as given (e.g. ``"-maxrregcount=64"``, ``"-Xptxas=-warn-spills"``).
+    Raises :class:`CompilationError` with ptxas's error log when the PTX does not assemble.
+    """
+    nvjitlink = _nvjitlink()
+    target = parse_target(target)
+    opts = [f"-arch={target.arch}", f"-O{int(opt_level)}", "-Xptxas=-v", *extra]
+    data = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
+    try:
+        handle = nvjitlink.create(len(opts), opts)   # the count MUST be len(opts)
+    except nvjitlink.nvJitLinkError as e:
+        raise CompilationError(f"nvJitLink rejected the options {opts}: {e}") from None
+    try:
+        try:
+            nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), name)
+            nvjitlink.complete(handle)
+        except nvjitlink.nvJitLinkError as e:
+            err = _log(nvjitlink, handle, "error").strip()
+            raise CompilationError(f"ptxas failed for {target.arch} ({e}):\n{err}") from None
+        size = nvjitlink.get_linked_cubin_size(handle)
+        buf = bytearray(size)
+        nvjitlink.get_linked_cubin(handle, buf)
+        info = _log(nvjitlink, handle, "info")
+    finally:
+        nvjitlink.destroy(handle)
+    warnings = [ln.strip() for ln in info.splitlines() if "warning" in ln.lower()]
+    return CubinResult(bytes(buf), info, parse_ptxas_report(info), warnings)

@@ -1,0 +1,135 @@
+"""SASS from a cubin with nvdisasm (PyPI ``nvidia-cuda-nvdisasm``; runs without a GPU).
+
+One ``nvdisasm -c -g`` run gives the SASS text with ``//## File "...", line N`` annotations; :func:`parse_sass`
+turns that text into :class:`Instr` records (a line annotation is printed only where the line changes, so it is
+carried forward to the following instructions of the same function).
+
+Why the text and not ``nvdisasm -json``: nvdisasm 13.2's JSON output carries opcode and operands but no source
+lines, with or without ``-g``/``-gi`` (checked), so a JSON run would still need a second run or the
+``.debug_line`` decoder for lines.  nvdisasm costs ~0.2-0.25 s per call whatever the cubin size (its own start-up),
+so the backend runs it at most once per kernel, lazily.  Nothing is cached on disk: the cubin is written to a
+temporary file that is removed after the run.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import List, Optional, Tuple
+
+__all__ = ["Instr", "nvdisasm_path", "disassemble", "parse_sass", "instructions", "disassemble_with_instructions",
+           "DisassemblyError"]
+
+
+class DisassemblyError(RuntimeError):
+    """nvdisasm is missing or failed."""
+
+
+@dataclass(frozen=True)
+class Instr:
+    """One SASS instruction.  ``pc`` is the byte offset in its function; ``opcode`` keeps its modifiers
+    (``LDG.E.128``, ``HMMA.16816.F32``); ``predicate`` is e.g. ``@P0`` or ``@!PT`` (or '')."""
+    pc: int
+    opcode: str
+    operands: str
+    text: str
+    file: Optional[str] = None
+    line: Optional[int] = None
+    function: str = ""
+    predicate: str = ""
+
+    @property
+    def index(self) -> int:
+        """Index of the instruction within its function (16-byte instructions)."""
+        return self.pc // 16
+
+
+@lru_cache(maxsize=None)
+def nvdisasm_path() -> str:
+    """Path of the nvdisasm binary: ``$KERNELC_NVDISASM``, cuda.pathfinder, then ``site-packages/nvidia/cu13/bin``."""
+    env = os.environ.get("KERNELC_NVDISASM")
+    if env:
+        return env
+    try:
+        from cuda import pathfinder
+        path = pathfinder.find_nvidia_binary_utility("nvdisasm")
+        if path:
+            return path
+    except Exception:
+        pass
+    try:
+        import nvidia
+        for root in nvidia.__path__:
+            for sub in ("cu13", "cu12", "cuda_nvdisasm"):
+                cand = os.path.join(root, sub, "bin", "nvdisasm")
+                if os.path.isfile(cand) and os.access(cand, os.X_OK):
+                    return cand
+    except ImportError:
+        pass
+    raise DisassemblyError("nvdisasm not found: install the PyPI package nvidia-cuda-nvdisasm "
+                           "or set KERNELC_NVDISASM")
+
+
+def disassemble(cubin: bytes, *, line_info: bool = True, extra: Tuple[str, ...] = ()) -> str:
+    """SASS text of ``cubin`` (``nvdisasm -c [-g]``)."""
+    args = [nvdisasm_path(), "-c"] + (["-g"] if line_info else []) + list(extra)
+    fd, path = tempfile.mkstemp(suffix=".cubin", prefix="kernelc-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(cubin)
+        proc = subprocess.run(args + [path], capture_output=True, text=True)
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    if proc.returncode != 0:
+        raise DisassemblyError(f"nvdisasm failed ({proc.returncode}): {proc.stderr.strip() or proc.stdout[-2000:]}")
+    return proc.stdout
+
+
+_SECTION_RE = re.compile(r"^//-+ \.text\.(\S+)\s")
+_LINE_RE = re.compile(r'^\s*//## File "(.*)", line (\d+)')
+_INSTR_RE = re.compile(r"^\s*/\*([0-9a-fA-F]+)\*/\s+(.*?)\s*;?\s*$")
+
+
+def parse_sass(text: str) -> List[Instr]:
+    """:class:`Instr` records from ``nvdisasm -c -g`` output."""
+    out: List[Instr] = []
+    func = ""
+    file: Optional[str] = None
+    line: Optional[int] = None
+    for raw in text.splitlines():
+        m = _INSTR_RE.match(raw)
+        if m:
+            body = m.group(2).rstrip(" ;")
+            pred = ""
+            rest = body
+            if rest.startswith("@"):
+                pred, _, rest = rest.partition(" ")
+                rest = rest.lstrip()
+            opcode, _, operands = rest.partition(" ")
+            out.append(Instr(int(m.group(1), 16), opcode, operands.strip(), body, file, line, func, pred))
+            continue
+        m = _LINE_RE.match(raw)
+        if m:
+            file, line = m.group(1), int(m.group(2))
+            continue
+        m = _SECTION_RE.match(raw)
+        if m:
+            func, file, line = m.group(1), None, None
+    return out
+
+
+def disassemble_with_instructions(cubin: bytes) -> Tuple[str, List[Instr]]:
+    """SASS text and its instructions from a single nvdisasm run."""
+    text = disassemble(cubin, line_info=True)
+    return text, parse_sass(text)
+
+
+def instructions(cubin: bytes) -> List[Instr]:
+    """The SASS instructions of every function of ``cubin`` with their source lines."""
+    return disassemble_with_instructions(cubin)[1]

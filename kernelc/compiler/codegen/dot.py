@@ -1,0 +1,289 @@
+"""``dot`` on tensor cores (mma.sync m16n8k{16,8,32}) with an FMA fallback.
+
+Operands are staged in shared memory with a 16-byte-chunk XOR swizzle so that the 8 rows one
+``ldmatrix`` phase reads land in distinct banks; fragments come back with ``ldmatrix`` (``.trans``
+when the operand's contiguous dimension is not K) and feed ``mma.sync``. The accumulator lives in
+the MMA layout (see layouts.mma_v2). Hopper's wgmma path plugs in here later as another strategy.
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+from ...language.dtypes import scalar_of, shape_of
+from .convert import linear_index
+from .emitter import llty
+from ..layouts import Layout
+from .lowering import Lowering, Tile, rule
+
+# element type -> (mma k, PTX type of A/B, A regs, B regs)
+MMA_SHAPES = {
+    "fp16": (16, "f16", 4, 2),
+    "bf16": (16, "bf16", 4, 2),
+    "fp32": (8, "tf32", 4, 2),
+    "int8": (32, "s8", 4, 2),
+}
+
+
+class SmemOperand:
+    """A 2-D operand in shared memory as [rows, cols] with cols contiguous, swizzled by 16-byte chunks."""
+
+    def __init__(self, base: int, rows: int, cols: int, ebytes: int):
+        self.base, self.rows, self.cols, self.eb = base, rows, cols, ebytes
+        self.chunk = max(1, 16 // ebytes)
+        row_bytes = cols * ebytes
+        self.chunks_per_row = max(1, row_bytes // 16)
+        self.per_phase = max(1, 128 // max(row_bytes, 1))
+        self.max_phase = min(self.chunks_per_row, 8)
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows * self.cols * self.eb
+
+    def offset(self, lw: Lowering, row: str, col: str) -> str:
+        """Byte offset (i32) of element (row, col); ``col`` must be chunk-aligned for vector access."""
+        e = lw.e
+        if self.max_phase <= 1:
+            lin = e.val(f"add i32 {e.val(f'mul i32 {row}, {self.cols}')}, {col}")
+        else:
+            chunk = e.val(f"lshr i32 {col}, {self.chunk.bit_length() - 1}")
+            within = e.val(f"and i32 {col}, {self.chunk - 1}")
+            ph = e.val(f"lshr i32 {row}, {self.per_phase.bit_length() - 1}") if self.per_phase > 1 else row
+            ph = e.val(f"and i32 {ph}, {self.max_phase - 1}")
+            sw = e.val(f"xor i32 {chunk}, {ph}")
+            colp = e.val(f"or i32 {e.val(f'shl i32 {sw}, {self.chunk.bit_length() - 1}')}, {within}")
+            lin = e.val(f"add i32 {e.val(f'mul i32 {row}, {self.cols}')}, {colp}")
+        off = e.val(f"mul i32 {lin}, {self.eb}") if self.eb > 1 else lin
+        return e.val(f"add i32 {off}, {self.base}") if self.base else off
+
+
+def _store_operand(lw: Lowering, tile: Tile, ty: str, ebytes: int, sm: SmemOperand, row_dim: int, col_dim: int):
+    """Write a register tile into the swizzled buffer: element (i, j) of the tile goes to
+    (row = coord[row_dim], col = coord[col_dim]). Vectorised when registers run along col_dim."""
+    e = lw.e
+    L = tile.layout
+    coords = lw.coords(L)
+    vec = L.contig_regs(col_dim) if L.rank == 2 else 1
+    vec = max(1, min(vec, sm.chunk))
+    own = lw.owner_predicate(L)
+    if own is not None:
+        w, cont = e.label("st_op"), e.label("st_op_end")
+        e.cond_br(own, w, cont)
+        e.start_block(w)
+    sty = "i8" if ty == "i1" else ty
+    for g in range(0, L.num_regs, vec):
+        c = coords[g]
+        off = sm.offset(lw, c[row_dim], c[col_dim])
+        p = e.val(f"getelementptr i8, ptr addrspace(3) @global_smem, i32 {off}")
+        if vec == 1:
+            e.emit(f"store {sty} {tile.regs[g]}, ptr addrspace(3) {p}, align {ebytes}")
+        else:
+            vt = f"<{vec} x {sty}>"
+            acc = "undef"
+            for i in range(vec):
+                acc = e.val(f"insertelement {vt} {acc}, {sty} {tile.regs[g + i]}, i32 {i}")
+            e.emit(f"store {vt} {acc}, ptr addrspace(3) {p}, align {vec * ebytes}")
+    if own is not None:
+        e.br(cont)
+        e.start_block(cont)
+
+
+def _ldmatrix(lw: Lowering, addr: str, n: int, trans: bool) -> List[str]:
+    e = lw.e
+    outs = ", ".join(f"${i}" for i in range(n))
+    code = f"ldmatrix.sync.aligned.m8n8.x{n}{'.trans' if trans else ''}.shared.b16 {{{outs}}}, [$%d];" % n
+    ret = "{ " + ", ".join(["i32"] * n) + " }"
+    r = e.asm(ret, code, ",".join(["=r"] * n + ["r"]), [("i32", addr)])
+    return [e.val(f"extractvalue {ret} {r}, {i}") for i in range(n)]
+
+
+def _smem_addr(lw: Lowering, off: str) -> str:
+    e = lw.e
+    p = e.val(f"getelementptr i8, ptr addrspace(3) @global_smem, i32 {off}")
+    return e.val(f"ptrtoint ptr addrspace(3) {p} to i32")
+
+
+def mma_dot(lw: Lowering, op, L: Layout):
+    e = lw.e
+    a_v, b_v, c_v = op.operands
+    elt = scalar_of(a_v.type)
+    kind = elt.name
+    K = shape_of(a_v.type)[1]
+    M, N = shape_of(c_v.type)
+    kstep, ptx_ab, _, _ = MMA_SHAPES[kind]
+    eb = elt.itemsize
+    ty = llty(elt)
+    wm, wn = L.mma_meta[0]
+    a_t = lw.get(a_v, lw.layout_of(a_v) or _pref_operand_layout(lw, a_v, 1))
+    b_t = lw.get(b_v, lw.layout_of(b_v) or _pref_operand_layout(lw, b_v, 1))
+    # orientation: store K-contiguous unless the operand's registers run along its outer dim (16-bit only)
+    a_trans = eb == 2 and a_t.layout.contig_regs(0) > 1 and a_t.layout.contig_regs(1) == 1
+    b_trans = not (eb != 2 or (b_t.layout.contig_regs(0) > 1 and b_t.layout.contig_regs(1) == 1))
+    a_sm_shape = (K, M) if a_trans else (M, K)
+    b_sm_shape = (K, N) if b_trans else (N, K)
+    a_bytes = M * K * eb
+    base = lw.scratch(a_bytes + K * N * eb)
+    A = SmemOperand(base, a_sm_shape[0], a_sm_shape[1], eb)
+    B = SmemOperand(base + a_bytes, b_sm_shape[0], b_sm_shape[1], eb)
+    lw.smem_access(base, base + a_bytes + K * N * eb, True)
+    _store_operand(lw, a_t, ty, eb, A, 1 if a_trans else 0, 0 if a_trans else 1)
+    _store_operand(lw, b_t, ty, eb, B, 0 if b_trans else 1, 1 if b_trans else 0)
+    lw.smem_access(base, base + a_bytes + K * N * eb, False)
+    acc = list(lw.get(c_v, L).regs)
+    run_mma(lw, kind, A, B, a_trans, b_trans, acc, L, M, N, K)
+    lw.tiles[op.results[0].id] = Tile(L, acc)
+
+
+def run_mma(lw: Lowering, kind: str, A: SmemOperand, B: SmemOperand, a_trans: bool, b_trans: bool,
+            acc: List[str], L: Layout, M: int, N: int, K: int):
+    """Issue ldmatrix + mma.sync for every k-step and every (m, n) repetition of this warp."""
+    e = lw.e
+    kstep, ptx_ab, _, _ = MMA_SHAPES[kind]
+    wm, wn = L.mma_meta[0]
+    reps_m = max(1, M // (16 * wm))
+    reps_n = max(1, N // (8 * wn))
+    nbits_n = (reps_n - 1).bit_length()
+    lane, warp = lw.lane, lw.warp
+    wm_idx = e.val(f"and i32 {warp}, {wm - 1}") if wm > 1 else "0"
+    wn_idx = e.val(f"lshr i32 {warp}, {(wm - 1).bit_length()}") if wn > 1 else "0"
+    if wn > 1:
+        wn_idx = e.val(f"and i32 {wn_idx}, {wn - 1}")
+    lr = e.val(f"and i32 {lane}, 7")
+    lm = e.val(f"lshr i32 {lane}, 3")  # which of the 4 matrices this lane addresses
+    lm_lo = e.val(f"and i32 {lm}, 1")
+    lm_hi = e.val(f"lshr i32 {lm}, 1")
+    half_k = kstep // 2  # K elements per 16-byte chunk
+    # per-lane row offsets inside the 16-row / 16-k fragments (hoisted out of the k loop)
+    row_lo = e.val(f"add i32 {lr}, {e.val(f'shl i32 {lm_lo}, 3')}")
+    row_hi = e.val(f"add i32 {lr}, {e.val(f'shl i32 {lm_hi}, 3')}")
+    row_n = e.val(f"add i32 {lr}, {e.val(f'mul i32 {lm_hi}, {8 * wn}')}")
+    acc_ty = "float" if kind != "int8" else "i32"
+    cty = "f32" if kind != "int8" else "s32"
+    mrow0 = e.val(f"mul i32 {wm_idx}, 16") if wm > 1 else "0"
+    ncol0 = e.val(f"mul i32 {wn_idx}, 8") if wn > 1 else "0"
+    for k0 in range(0, K, kstep):
+        afr = []
+        for i in range(reps_m):
+            m_base = e.val(f"add i32 {mrow0}, {i * 16 * wm}") if i else mrow0
+            if not a_trans:
+                # matrices: (rows 0-7, k lo), (rows 8-15, k lo), (rows 0-7, k hi), (rows 8-15, k hi)
+                row = e.val(f"add i32 {m_base}, {row_lo}")
+                col = e.val(f"add i32 {k0}, {e.val(f'mul i32 {lm_hi}, {half_k}')}")
+                afr.append(_ldmatrix(lw, _smem_addr(lw, A.offset(lw, row, col)), 4, False))
+            else:
+                # stored [K, M]: rows are k; .trans hands each lane (m, k pair)
+                krow = e.val(f"add i32 {k0}, {row_hi}")
+                col = e.val(f"add i32 {m_base}, {e.val(f'shl i32 {lm_lo}, 3')}")
+                afr.append(_ldmatrix(lw, _smem_addr(lw, A.offset(lw, krow, col)), 4, True))
+        bfr = []
+        for j in range(0, reps_n, 2):
+            pair = 2 if j + 1 < reps_n else 1
+            n_base = e.val(f"add i32 {ncol0}, {j * 8 * wn}") if j else ncol0
+            if b_trans:
+                # stored [K, N]: matrices (k lo, n j), (k hi, n j), (k lo, n j+1), (k hi, n j+1)
+                krow = e.val(f"add i32 {k0}, {row_lo}")
+                col = e.val(f"add i32 {n_base}, {e.val(f'mul i32 {lm_hi}, {8 * wn}')}")
+                regs = _ldmatrix(lw, _smem_addr(lw, B.offset(lw, krow, col)), 4 if pair == 2 else 2, True)
+            else:
+                # stored [N, K]: matrices (n j, k lo), (n j, k hi), (n j+1, k lo), (n j+1, k hi)
+                nrow = e.val(f"add i32 {n_base}, {row_n}")
+                col = e.val(f"add i32 {k0}, {e.val(f'mul i32 {lm_lo}, {half_k}')}")
+                regs = _ldmatrix(lw, _smem_addr(lw, B.offset(lw, nrow, col)), 4 if pair == 2 else 2, False)
+            bfr.append(regs[0:2])
+            if pair == 2:
+                bfr.append(regs[2:4])
+        for i in range(reps_m):
+            for j in range(reps_n):
+                base_r = (j << 2) | (i << (2 + nbits_n))
+                idx = [base_r, base_r + 1, base_r + 2, base_r + 3]
+                c = [acc[x] for x in idx]
+                d = _mma(lw, kind, ptx_ab, cty, acc_ty, afr[i], bfr[j], c)
+                for x, v in zip(idx, d):
+                    acc[x] = v
+
+
+def _mma(lw, kind, ptx_ab, cty, acc_ty, a, b, c):
+    e = lw.e
+    k = MMA_SHAPES[kind][0]
+    cons = "f" if acc_ty == "float" else "r"
+    code = (f"mma.sync.aligned.m16n8k{k}.row.col.{cty}.{ptx_ab}.{ptx_ab}.{cty} "
+            "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};")
+    ret = "{ " + ", ".join([acc_ty] * 4) + " }"
+    args = [("i32", x) for x in a] + [("i32", x) for x in b] + [(acc_ty, x) for x in c]
+    r = e.asm(ret, code, ",".join([f"={cons}"] * 4 + ["r"] * 6 + [cons] * 4), args, side_effects=False)
+    return [e.val(f"extractvalue {ret} {r}, {i}") for i in range(4)]
+
+
+def _pref_operand_layout(lw: Lowering, v, contig_dim: int) -> Layout:
+    from ..layouts import default_blocked
+    shape = shape_of(v.type)
+    eb = scalar_of(v.type).itemsize
+    return default_blocked(shape, lw.nw, [contig_dim, 1 - contig_dim], vec=max(1, 16 // eb))
+
+
+def fma_dot(lw: Lowering, op, L: Layout):
+    """Fallback: every thread computes its accumulator elements from shared-memory copies of A and B."""
+    e = lw.e
+    a_v, b_v, c_v = op.operands
+    sa, sb = shape_of(a_v.type), shape_of(b_v.type)
+    rank = len(sa)
+    K = sa[-1]
+    elt = scalar_of(a_v.type)
+    out_elt = scalar_of(c_v.type)
+    ty, oty = llty(elt), llty(out_elt)
+    eb = elt.itemsize
+    a_t, b_t = lw.get(a_v), lw.get(b_v)
+    from .convert import linear_index as lin_idx
+    na = 1
+    for s in sa:
+        na *= s
+    nb = 1
+    for s in sb:
+        nb *= s
+    base = lw.scratch((na + nb) * eb)
+    lw.smem_access(base, base + (na + nb) * eb, True)
+    for t, off0, shape in ((a_t, base, sa), (b_t, base + na * eb, sb)):
+        coords = lw.coords(t.layout)
+        for r, val in enumerate(t.regs):
+            idx = lin_idx(lw, coords[r], shape)
+            o = e.val(f"add i32 {e.val(f'mul i32 {idx}, {eb}')}, {off0}")
+            p = e.val(f"getelementptr i8, ptr addrspace(3) @global_smem, i32 {o}")
+            e.emit(f"store {ty} {val}, ptr addrspace(3) {p}, align {eb}")
+    lw.smem_access(base, base + (na + nb) * eb, False)
+    acc = list(lw.get(c_v, L).regs)
+    coords = lw.coords(L)
+    is_int = out_elt.is_int()
+    for r in range(L.num_regs):
+        c = coords[r]
+        m, n = c[-2], c[-1]
+        bidx = c[0] if rank == 3 else None
+        for k in range(K):
+            ai = [bidx, m, str(k)] if rank == 3 else [m, str(k)]
+            bi = [bidx, str(k), n] if rank == 3 else [str(k), n]
+            av = _lds(lw, ty, base, lin_idx(lw, ai, sa), eb)
+            bv = _lds(lw, ty, base + na * eb, lin_idx(lw, bi, sb), eb)
+            if ty != oty:
+                from .elementwise import cast
+                av = cast(e, elt, out_elt, av)
+                bv = cast(e, elt, out_elt, bv)
+            if is_int:
+                acc[r] = e.val(f"add {oty} {acc[r]}, {e.val(f'mul {oty} {av}, {bv}')}")
+            else:
+                acc[r] = e.call(oty, f"llvm.fma.{ {'float': 'f32', 'double': 'f64', 'half': 'f16'}[oty] }",
+                                [(oty, av), (oty, bv), (oty, acc[r])])
+    lw.tiles[op.results[0].id] = Tile(L, acc)
+
+
+def _lds(lw, ty, base, idx, eb):
+    e = lw.e
+    o = e.val(f"add i32 {e.val(f'mul i32 {idx}, {eb}')}, {base}")
+    p = e.val(f"getelementptr i8, ptr addrspace(3) @global_smem, i32 {o}")
+    return e.val(f"load {ty}, ptr addrspace(3) {p}, align {eb}")
+
+
+@rule("dot")
+def lower_dot(lw: Lowering, op):
+    L = lw.plan.get(op.results[0])
+    if id(op) in lw.plan.dot_fma or L.kind != "mma" and L.mma_meta is None:
+        fma_dot(lw, op, L)
+    else:
+        mma_dot(lw, op, L)

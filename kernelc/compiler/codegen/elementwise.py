@@ -1,0 +1,308 @@
+"""Per-element lowering rules for elementwise tile-IR ops: one function per op, applied to every
+register a thread holds. Fast approximate instructions where Triton uses them (exp/exp2/log/log2
+via ex2/lg2.approx, `/` as div.full.f32), accurate libdevice calls elsewhere (sin, cos, erf, fp64).
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, List
+
+from ...language.dtypes import dtype, pointer_type, scalar_of
+from .emitter import Emitter, llty
+
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+
+
+def _f(e: Emitter, ty, x):
+    return e.val(x)
+
+
+def _is_f32(t) -> bool:
+    return getattr(t, "name", "") == "fp32"
+
+
+def _libdevice(name32, name64):
+    def rule(e, t, args, attrs):
+        ty = llty(t)
+        name = name32 if ty == "float" else name64
+        return e.call(ty, name, [(ty, a) for a in args])
+    return rule
+
+
+def _approx(ptx_op, name64, pre=None, post=None):
+    """fp32: one approximate PTX instruction (optionally scaled); fp64: libdevice."""
+    def rule(e, t, args, attrs):
+        ty = llty(t)
+        if ty != "float":
+            return e.call(ty, name64, [(ty, args[0])])
+        x = args[0]
+        if pre is not None:
+            x = e.val(f"fmul float {x}, {_flit(pre)}")
+        y = e.asm("float", f"{ptx_op} $0, $1;", "=f,f", [("float", x)], side_effects=False)
+        if post is not None:
+            y = e.val(f"fmul float {y}, {_flit(post)}")
+        return y
+    return rule
+
+
+def _flit(x: float) -> str:
+    from .emitter import float_literal
+    return float_literal(x, "float")
+
+
+def _intrinsic(name):
+    def rule(e, t, args, attrs):
+        ty = llty(t)
+        suffix = {"float": "f32", "double": "f64", "half": "f16", "bfloat": "bf16"}.get(ty, ty)
+        return e.call(ty, f"llvm.{name}.{suffix}", [(ty, a) for a in args])
+    return rule
+
+
+def _binop(inst):
+    def rule(e, t, args, attrs):
+        return e.val(f"{inst} {llty(t)} {args[0]}, {args[1]}")
+    return rule
+
+
+def _fdiv(e, t, args, attrs):
+    ty = llty(t)
+    if ty == "float" and not attrs.get("ieee"):
+        # Triton's `/` on fp32: div.full.f32 (approximate, max 2 ulp), much faster than div.rn.
+        return e.asm("float", "div.full.f32 $0, $1, $2;", "=f,f,f", [("float", args[0]), ("float", args[1])],
+                     side_effects=False)
+    return e.val(f"fdiv {ty} {args[0]}, {args[1]}")
+
+
+def _fminmax(which):
+    def rule(e, t, args, attrs):
+        ty = llty(t)
+        suffix = {"float": "f32", "double": "f64", "half": "f16", "bfloat": "bf16"}[ty]
+        if attrs.get("propagate_nan") == "all":
+            name = f"llvm.{'maximum' if which == 'max' else 'minimum'}.{suffix}"
+        else:
+            name = f"llvm.{'maxnum' if which == 'max' else 'minnum'}.{suffix}"
+        return e.call(ty, name, [(ty, a) for a in args])
+    return rule
+
+
+def _iminmax(name):
+    def rule(e, t, args, attrs):
+        ty = llty(t)
+        return e.call(ty, f"llvm.{name}.{ty}", [(ty, a) for a in args])
+    return rule
+
+
+def _mulhi(signed):
+    def rule(e, t, args, attrs):
+        ty = llty(t)
+        bits = int(ty[1:])
+        wide = f"i{2 * bits}"
+        ext = "sext" if signed else "zext"
+        a = e.val(f"{ext} {ty} {args[0]} to {wide}")
+        b = e.val(f"{ext} {ty} {args[1]} to {wide}")
+        p = e.val(f"mul {wide} {a}, {b}")
+        h = e.val(f"lshr {wide} {p}, {bits}")
+        return e.val(f"trunc {wide} {h} to {ty}")
+    return rule
+
+
+def _iabs(e, t, args, attrs):
+    ty = llty(t)
+    return e.call(ty, f"llvm.abs.{ty}", [(ty, args[0]), ("i1", "false")])
+
+
+def _fneg(e, t, args, attrs):
+    return e.val(f"fneg {llty(t)} {args[0]}")
+
+
+def _fma(e, t, args, attrs):
+    ty = llty(t)
+    suffix = {"float": "f32", "double": "f64", "half": "f16", "bfloat": "bf16"}[ty]
+    return e.call(ty, f"llvm.fma.{suffix}", [(ty, a) for a in args])
+
+
+def _exp2_f32(e, x):
+    return e.asm("float", "ex2.approx.f32 $0, $1;", "=f,f", [("float", x)], side_effects=False)
+
+
+def _exp(e, t, args, attrs):
+    ty = llty(t)
+    if ty != "float":
+        return e.call(ty, "__nv_exp", [(ty, args[0])])
+    return _exp2_f32(e, e.val(f"fmul float {args[0]}, {_flit(LOG2E)}"))
+
+
+def _exp2(e, t, args, attrs):
+    ty = llty(t)
+    if ty != "float":
+        return e.call(ty, "__nv_exp2", [(ty, args[0])])
+    return _exp2_f32(e, args[0])
+
+
+def _log(e, t, args, attrs):
+    ty = llty(t)
+    if ty != "float":
+        return e.call(ty, "__nv_log", [(ty, args[0])])
+    y = e.asm("float", "lg2.approx.f32 $0, $1;", "=f,f", [("float", args[0])], side_effects=False)
+    return e.val(f"fmul float {y}, {_flit(LN2)}")
+
+
+def _log2(e, t, args, attrs):
+    ty = llty(t)
+    if ty != "float":
+        return e.call(ty, "__nv_log2", [(ty, args[0])])
+    return e.asm("float", "lg2.approx.f32 $0, $1;", "=f,f", [("float", args[0])], side_effects=False)
+
+
+def _sqrt(e, t, args, attrs):
+    ty = llty(t)
+    if ty != "float":
+        return e.call(ty, "llvm.sqrt.f64", [(ty, args[0])])
+    return e.asm("float", "sqrt.approx.f32 $0, $1;", "=f,f", [("float", args[0])], side_effects=False)
+
+
+def _sqrt_rn(e, t, args, attrs):
+    ty = llty(t)
+    suffix = "f32" if ty == "float" else "f64"
+    return e.call(ty, f"llvm.sqrt.{suffix}", [(ty, args[0])])
+
+
+def _rsqrt(e, t, args, attrs):
+    ty = llty(t)
+    if ty != "float":
+        return e.call(ty, "__nv_rsqrt", [(ty, args[0])])
+    return e.asm("float", "rsqrt.approx.f32 $0, $1;", "=f,f", [("float", args[0])], side_effects=False)
+
+
+def _tanh(e, t, args, attrs):
+    ty = llty(t)
+    if ty != "float":
+        return e.call(ty, "__nv_tanh", [(ty, args[0])])
+    return e.asm("float", "tanh.approx.f32 $0, $1;", "=f,f", [("float", args[0])], side_effects=False)
+
+
+def _cmp(kind):
+    def rule(e, t, args, attrs, operand_type=None):
+        ty = llty(operand_type)
+        return e.val(f"{kind} {attrs['pred']} {ty} {args[0]}, {args[1]}")
+    return rule
+
+
+RULES: Dict[str, Callable] = {
+    "fadd": _binop("fadd"), "fsub": _binop("fsub"), "fmul": _binop("fmul"), "frem": _binop("frem"),
+    "fdiv": _fdiv, "fmax": _fminmax("max"), "fmin": _fminmax("min"), "fneg": _fneg,
+    "fabs": _intrinsic("fabs"), "floor": _intrinsic("floor"), "ceil": _intrinsic("ceil"),
+    "exp": _exp, "exp2": _exp2, "log": _log, "log2": _log2, "sqrt": _sqrt, "sqrt_rn": _sqrt_rn,
+    "rsqrt": _rsqrt, "tanh": _tanh,
+    "sin": _libdevice("__nv_sinf", "__nv_sin"), "cos": _libdevice("__nv_cosf", "__nv_cos"),
+    "erf": _libdevice("__nv_erff", "__nv_erf"), "fma": _fma,
+    "add": _binop("add"), "sub": _binop("sub"), "mul": _binop("mul"), "sdiv": _binop("sdiv"),
+    "udiv": _binop("udiv"), "srem": _binop("srem"), "urem": _binop("urem"), "and": _binop("and"),
+    "or": _binop("or"), "xor": _binop("xor"), "shl": _binop("shl"), "ashr": _binop("ashr"),
+    "lshr": _binop("lshr"), "smax": _iminmax("smax"), "smin": _iminmax("smin"), "umax": _iminmax("umax"),
+    "umin": _iminmax("umin"), "umulhi": _mulhi(False), "smulhi": _mulhi(True), "iabs": _iabs,
+}
+CMP_RULES = {"cmpi": _cmp("icmp"), "cmpf": _cmp("fcmp")}
+
+
+# -- casts -------------------------------------------------------------------------------------
+
+_FP8_TO_F16 = {"fp8e4nv": "e4m3x2", "fp8e5": "e5m2x2"}
+
+
+def cast(e: Emitter, src, dst, x: str, rounding: str = "rtne") -> str:
+    """Convert one value from element type ``src`` to ``dst``."""
+    if isinstance(src, pointer_type) or isinstance(dst, pointer_type):
+        if isinstance(src, pointer_type) and isinstance(dst, pointer_type):
+            return x
+        if isinstance(src, pointer_type):
+            v = e.val(f"ptrtoint ptr addrspace(1) {x} to i64")
+            return v if llty(dst) == "i64" else e.val(f"icmp ne i64 {v}, 0") if dst.is_int1() else e.val(f"trunc i64 {v} to {llty(dst)}")
+        return e.val(f"inttoptr {llty(src)} {x} to ptr addrspace(1)")
+    s, d = llty(src), llty(dst)
+    if src.is_fp8() or dst.is_fp8():
+        return _cast_fp8(e, src, dst, x)
+    if src.is_int() and dst.is_int():
+        sb, db = src.int_bitwidth, dst.int_bitwidth
+        if sb == db:
+            return x
+        if db < sb:
+            return e.val(f"trunc {s} {x} to {d}")
+        return e.val(f"{'zext' if src.is_int_unsigned() else 'sext'} {s} {x} to {d}")
+    if src.is_int() and dst.is_floating():
+        return e.val(f"{'uitofp' if src.is_int_unsigned() else 'sitofp'} {s} {x} to {d}")
+    if src.is_floating() and dst.is_int():
+        if dst.is_int1():
+            return e.val(f"fcmp une {s} {x}, 0.0")
+        f = "fptoui" if dst.is_int_unsigned() else "fptosi"
+        return e.call(d, f"llvm.{f}.sat.{d}.{_fsuffix(s)}", [(s, x)])
+    # float -> float
+    if src.primitive_bitwidth < dst.primitive_bitwidth or (s == "half" and d == "bfloat") or (s == "bfloat" and d == "half"):
+        if {s, d} == {"half", "bfloat"}:
+            x = e.val(f"fpext {s} {x} to float")
+            return e.val(f"fptrunc float {x} to {d}")
+        return e.val(f"fpext {s} {x} to {d}")
+    if rounding == "rtz":
+        ptx = {("float", "half"): "cvt.rz.f16.f32", ("float", "bfloat"): "cvt.rz.bf16.f32",
+               ("double", "float"): "cvt.rz.f32.f64"}.get((s, d))
+        if ptx:
+            cons = {"half": "h", "bfloat": "h", "float": "f"}[d]
+            src_c = {"float": "f", "double": "d"}[s]
+            out_ty = {"half": "i16", "bfloat": "i16", "float": "float"}[d]
+            r = e.asm(out_ty, f"{ptx} $0, $1;", f"={cons},{src_c}", [(s, x)], side_effects=False)
+            return e.val(f"bitcast i16 {r} to {d}") if out_ty == "i16" else r
+    return e.val(f"fptrunc {s} {x} to {d}")
+
+
+def _fsuffix(ty: str) -> str:
+    return {"float": "f32", "double": "f64", "half": "f16", "bfloat": "bf16"}[ty]
+
+
+def _cast_fp8(e: Emitter, src, dst, x: str) -> str:
+    """fp8 <-> wider floats through PTX cvt (sm_89+)."""
+    if src.is_fp8() and dst.is_fp8():
+        x = _cast_fp8(e, src, dtype("fp16"), x)
+        return _cast_fp8(e, dtype("fp16"), dst, x)
+    if src.is_fp8():
+        fmt = _FP8_TO_F16[src.name]
+        w = e.val(f"zext i8 {x} to i16")
+        h2 = e.asm("i32", f"cvt.rn.f16x2.{fmt} $0, $1;", "=r,h", [("i16", w)], side_effects=False)
+        lo = e.val(f"trunc i32 {h2} to i16")
+        h = e.val(f"bitcast i16 {lo} to half")
+        return h if llty(dst) == "half" else cast(e, dtype("fp16"), dst, h)
+    # to fp8: from f32 via cvt.rn.satfinite.{e4m3,e5m2}x2.f32
+    fmt = _FP8_TO_F16[dst.name]
+    if llty(src) != "float":
+        x = cast(e, src, dtype("fp32"), x)
+    r = e.asm("i16", f"cvt.rn.satfinite.{fmt}.f32 $0, $1, $1;", "=h,f", [("float", x)], side_effects=False)
+    return e.val(f"trunc i16 {r} to i8")
+
+
+def bitcast(e: Emitter, src, dst, x: str) -> str:
+    s, d = llty(src), llty(dst)
+    if s == d:
+        return x
+    return e.val(f"bitcast {s} {x} to {d}")
+
+
+def constant(value, t) -> str:
+    """LLVM literal for a Python constant of element type ``t``."""
+    from .emitter import float_literal
+    if isinstance(t, pointer_type):
+        return "null" if not value else f"inttoptr (i64 {int(value)} to ptr addrspace(1))"
+    ty = llty(t)
+    if t.is_fp8():
+        import ml_dtypes
+        import numpy as np
+        npt = ml_dtypes.float8_e4m3fn if t.name == "fp8e4nv" else ml_dtypes.float8_e5m2
+        return str(int(np.array(float(value), dtype=npt).view(np.uint8)))
+    if t.is_floating():
+        return float_literal(float(value), ty)
+    if t.is_int1():
+        return "true" if value else "false"
+    v = int(value)
+    bits = t.int_bitwidth
+    v &= (1 << bits) - 1
+    if v >> (bits - 1):
+        v -= 1 << bits
+    return str(v)

@@ -1,0 +1,177 @@
+"""``kernelc.compile``: source -> tile IR -> passes -> LLVM IR -> PTX -> cubin -> SASS, on any machine.
+
+Example (no GPU needed)::
+
+    ck = kernelc.compile(add_kernel, signature={"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32",
+                                                "n": "i32"}, constexprs={"BLOCK": 1024}, target="sm_90a")
+    print(ck.asm["sass"])          # LDG.E.128 ...
+    ck.source_map.pc_to_line(0x80)  # ("/home/me/add.py", 12)
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ..errors import CompilationError
+from ..language.core import DeviceFunction
+from ..language.dtypes import parse_type, pointer_type
+from .frontend import generate_ir
+from .ir import print_function, verify
+from .passes.axis_info import analyze
+from .passes.layout_assign import assign_layouts
+from .passes.simplify import simplify
+
+COMPILER_VERSION = "0.1.0"
+
+# Compilation listeners (like Triton's): called with (kernel name, stage, seconds) for every stage.
+_listeners: List[Callable[[str, str, float], None]] = []
+
+
+def add_compile_listener(fn: Callable[[str, str, float], None]) -> None:
+    _listeners.append(fn)
+
+
+def remove_compile_listener(fn) -> None:
+    if fn in _listeners:
+        _listeners.remove(fn)
+
+
+class _LazyAsm(dict):
+    """``asm`` dict whose "sass" entry is disassembled on first access."""
+
+    def __init__(self, artifacts, **kw):
+        super().__init__(**kw)
+        self._art = artifacts
+
+    def __missing__(self, key):
+        if key == "sass" and self._art is not None:
+            v = self._art.sass
+            self["sass"] = v
+            return v
+        raise KeyError(key)
+
+    def __contains__(self, key):
+        return super().__contains__(key) or (key == "sass" and self._art is not None)
+
+    def keys(self):
+        ks = list(super().keys())
+        if "sass" not in ks and self._art is not None:
+            ks.append("sass")
+        return ks
+
+
+@dataclass
+class CompiledKernel:
+    """A compiled kernel: every stage's text, resources, the source map and compile-time breakdown."""
+
+    name: str
+    signature: Dict[str, str]
+    constexprs: Dict[str, Any]
+    num_warps: int
+    num_stages: int
+    target: Any
+    asm: Dict[str, Any]
+    n_regs: int = 0
+    n_spills: int = 0
+    shared: int = 0
+    local_bytes: int = 0
+    source_map: Any = None
+    compile_log: List[str] = field(default_factory=list)
+    timings: Dict[str, float] = field(default_factory=dict)
+    arg_names: List[str] = field(default_factory=list)
+    arg_types: List[Any] = field(default_factory=list)
+    used_globals: Dict[str, Any] = field(default_factory=dict)
+    cache_key: Optional[str] = None
+    artifacts: Any = None
+
+    @property
+    def function_name(self) -> str:
+        return self.name
+
+    def __repr__(self):
+        return (f"<CompiledKernel {self.name} {self.target.arch if self.target else '?'} warps={self.num_warps} "
+                f"regs={self.n_regs} spills={self.n_spills} smem={self.shared}>")
+
+
+def _base_function(kernel) -> DeviceFunction:
+    f = kernel
+    while not isinstance(f, DeviceFunction):
+        f = getattr(f, "fn", None)
+        if f is None:
+            raise TypeError(f"kernelc.compile expects a @kernelc.jit function, got {kernel!r}")
+    return f
+
+
+def to_tile_ir(kernel, signature, constexprs=None, divisibility=None, equal_to_1=()):
+    """Frontend + verification + simplification: the optimised tile IR and the globals it read."""
+    fn = _base_function(kernel)
+    func, used = generate_ir(fn, signature, constexprs or {}, divisibility, tuple(equal_to_1))
+    verify(func)
+    func = simplify(func)
+    verify(func)
+    return func, used
+
+
+def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, Any]] = None, target=None,
+            num_warps: int = 4, num_stages: int = 3, divisibility: Optional[Dict[str, int]] = None,
+            equal_to_1: Tuple[str, ...] = (), name: Optional[str] = None) -> CompiledKernel:
+    """Compile ``kernel`` for ``target`` ("sm_80", "sm_90a", ...; default: the current GPU or sm_90a).
+
+    ``signature`` gives each runtime argument's type ("*fp32", "i32", ...); ``constexprs`` the values of
+    constexpr arguments; ``divisibility`` the known alignment (bytes for pointers) of arguments, as the
+    runtime's 16-byte specialisation supplies.
+    """
+    from .backend import compile_llir, parse_target
+    from .codegen import lower_to_llvm
+    fn = _base_function(kernel)
+    if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
+        raise ValueError(f"num_warps must be a power of two between 1 and 32, got {num_warps}")
+    tgt = parse_target(target) if target is not None else _default_target()
+    timings: Dict[str, float] = {}
+    t0 = time.perf_counter()
+    func, used = generate_ir(fn, signature, constexprs or {}, divisibility, tuple(equal_to_1), name)
+    verify(func)
+    timings["frontend"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    tir_text_initial = print_function(func)
+    func = simplify(func)
+    verify(func)
+    axis = analyze(func)
+    plan = assign_layouts(func, axis, num_warps, tgt.capability[0])
+    timings["tile_passes"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    llir, smem_bytes = lower_to_llvm(func, plan, axis, num_warps, tgt, num_stages)
+    timings["lower_to_llvm"] = time.perf_counter() - t0
+    art = compile_llir(llir, tgt, func.name)
+    for k, v in art.timings.items():
+        timings[k] = v
+    limit = tgt.limits.max_shared_per_block_optin
+    if limit and smem_bytes > limit:
+        from ..errors import OutOfResources
+        raise OutOfResources(smem_bytes, limit, "shared memory", func.name)
+    asm = _LazyAsm(art, tir=print_function(func), tir_initial=tir_text_initial, llir=llir, llir_opt=art.llir_opt,
+                   ptx=art.ptx, cubin=art.cubin)
+    ck = CompiledKernel(
+        name=func.name, signature={a.name: str(a.type) for a in func.arguments}, constexprs=dict(constexprs or {}),
+        num_warps=num_warps, num_stages=num_stages, target=tgt, asm=asm, n_regs=art.n_regs, n_spills=art.n_spills,
+        shared=smem_bytes + art.shared, local_bytes=art.local_bytes, source_map=art.source_map,
+        compile_log=list(plan.notes), timings=timings, arg_names=[a.name for a in func.arguments],
+        arg_types=[a.type for a in func.arguments], used_globals=used, artifacts=art)
+    for stage, secs in timings.items():
+        for cb in list(_listeners):
+            cb(func.name, stage, secs)
+    return ck
+
+
+def _default_target():
+    from .backend import parse_target, target_for_device
+    try:
+        from ..runtime.device import cuda_available
+        if cuda_available():
+            import torch
+            major, minor = torch.cuda.get_device_capability()
+            return target_for_device(major, minor)
+    except Exception:
+        pass
+    return parse_target("sm_90a")

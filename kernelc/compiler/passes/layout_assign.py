@@ -1,0 +1,254 @@
+"""Layout assignment: decide how each tile value is distributed over threads.
+
+Anchors get concrete layouts: loads/stores/atomics a coalesced blocked layout chosen from the axis
+analysis (order by contiguity, 128-bit vectors when alignment allows), dots an MMA accumulator
+layout, reductions the slice of their input's layout, loop-carried values the layout their loop
+yields. Everything cheap to recompute (constants, aranges, splats, index arithmetic on them) stays
+*flexible* (None): the lowering materialises it directly in whatever layout its consumer needs, so
+index math never forces a layout conversion through shared memory.
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+from ...language.dtypes import block_type, pointer_type, scalar_of, shape_of
+from ..layouts import Layout, default_blocked, is_pow2, mma_v2, mma_warps
+from ..ir.core import Block, Function, Op, Value
+from ..ir.ops import OPS
+from .axis_info import AxisAnalysis
+
+# Ops whose result can be recomputed per layout (no memory traffic, no cross-thread work).
+REMATERIALIZABLE = {"constant", "arange", "splat", "broadcast", "expand_dims", "reshape", "trans", "cast",
+                    "bitcast", "addptr", "select", "cmpi", "cmpf", "hint"} | \
+    {n for n, d in OPS.items() if d.elementwise}
+
+
+def dot_uses_tensor_cores(op: Op, arch_major: int) -> Optional[str]:
+    """None if the dot can run on mma.sync, else the reason it falls back to FMA."""
+    a, b, c = (v.type for v in op.operands)
+    at, bt = scalar_of(a), scalar_of(b)
+    m, n, k = shape_of(a)[-2], shape_of(b)[-1], shape_of(a)[-1]
+    if arch_major < 8:
+        return "tensor cores need sm_80 or newer"
+    if len(shape_of(a)) == 3:
+        return "batched (3-D) dot is lowered with FMA"
+    prec = op.attrs.get("input_precision")
+    if at.name == "fp32" and prec == "ieee":
+        return "fp32 inputs with input_precision='ieee' (TF32 tensor cores would round the inputs)"
+    if at.name == "fp64":
+        return "fp64 dot is lowered with FMA"
+    if at != bt:
+        return f"mixed operand types {at} and {bt}"
+    if at.name not in ("fp16", "bf16", "fp32", "int8"):
+        return f"operand type {at} has no mma.sync form"
+    kmin = {"fp16": 16, "bf16": 16, "fp32": 8, "int8": 32}[at.name]
+    if m < 16 or n < 8 or k < kmin:
+        return f"tile {m}x{n}x{k} is below the tensor-core minimum of 16x8x{kmin}"
+    if scalar_of(c).name not in ("fp32", "int32"):
+        return f"accumulator type {scalar_of(c)} (tensor cores accumulate in fp32/int32 here)"
+    if not all(is_pow2(x) for x in (m, n, k)):
+        return "non-power-of-two dot shape"
+    return None
+
+
+class LayoutPlan:
+    """Value id -> Layout (concrete) or absent (flexible/scalar); plus notes for the compile log."""
+
+    def __init__(self):
+        self.layouts: Dict[int, Layout] = {}
+        self.notes: list = []
+        self.dot_fma: Dict[int, str] = {}  # dot op id -> reason for FMA
+        self.op_layouts: Dict[int, Layout] = {}  # reduce/scan op id -> layout of its inputs
+
+    def get(self, v: Value) -> Optional[Layout]:
+        return self.layouts.get(v.id)
+
+
+class LayoutAssigner:
+    def __init__(self, fn: Function, axis: AxisAnalysis, num_warps: int, arch_major: int):
+        self.fn = fn
+        self.axis = axis
+        self.nw = num_warps
+        self.arch_major = arch_major
+        self.plan = LayoutPlan()
+
+    def run(self) -> LayoutPlan:
+        self._block(self.fn.body)
+        return self.plan
+
+    # -- anchors -------------------------------------------------------------------------------
+    def memory_layout(self, ptr: Value, vec_limit_bits: int = 128) -> Layout:
+        """Coalesced layout for accessing the pointer tile ``ptr``."""
+        shape = shape_of(ptr.type)
+        info = self.axis.get(ptr)
+        rank = len(shape)
+        elt = scalar_of(ptr.type).element_ty
+        ebytes = max(1, elt.itemsize)
+        order = sorted(range(rank), key=lambda d: (-info.contiguity[d], -d))
+        d0 = order[0]
+        vec = min(info.contiguity[d0], max(1, info.divisibility[d0] // ebytes), max(1, vec_limit_bits // 8 // ebytes),
+                  shape[d0])
+        vec = 1 << (max(1, vec).bit_length() - 1)
+        return default_blocked(shape, self.nw, order, vec)
+
+    def elementwise_layout(self, op: Op) -> Optional[Layout]:
+        best = None
+        for o in op.operands:
+            lay = self.plan.get(o)
+            if lay is None:
+                continue
+            if best is None or (lay.kind == "mma" and best.kind != "mma"):
+                best = lay
+        return best
+
+    # -- walk ----------------------------------------------------------------------------------
+    def _block(self, block: Block):
+        for op in block.ops:
+            self._op(op)
+
+    def _set(self, v: Value, lay: Optional[Layout]):
+        if lay is not None and shape_of(v.type):
+            self.plan.layouts[v.id] = lay
+
+    def _op(self, op: Op):
+        name = op.name
+        if name == "scf.for":
+            self._loop(op, op.regions[0], op.operands[3:], body_args=op.regions[0].args[1:])
+            return
+        if name == "scf.while":
+            self._while(op)
+            return
+        if name == "scf.if":
+            for r in op.regions:
+                self._block(r)
+            for i, res in enumerate(op.results):
+                lays = [self.plan.get(r.ops[-1].operands[i]) for r in op.regions]
+                lay = next((x for x in lays if x is not None), None)
+                if lay is None and shape_of(res.type):
+                    lay = default_blocked(shape_of(res.type), self.nw)
+                self._set(res, lay)
+            return
+        if not op.results:
+            if name in ("store", "atomic_rmw", "atomic_cas"):
+                pass
+            for r in op.regions:
+                self._block(r)
+            return
+        res = op.results[0]
+        shape = shape_of(res.type)
+        if name == "load":
+            if shape:
+                self._set(res, self.memory_layout(op.operands[0]))
+            return
+        if name in ("atomic_rmw", "atomic_cas"):
+            if shape:
+                self._set(res, self.memory_layout(op.operands[0], vec_limit_bits=scalar_of(res.type).primitive_bitwidth))
+            return
+        if name == "dot":
+            reason = dot_uses_tensor_cores(op, self.arch_major)
+            a_shape = shape_of(op.operands[0].type)
+            if reason is None:
+                m, n = shape[-2], shape[-1]
+                self._set(res, mma_v2(shape, mma_warps(m, n, self.nw)))
+            else:
+                self.plan.dot_fma[id(op)] = reason
+                self.plan.notes.append(f"{op.loc.file}:{op.loc.line}: dot {list(a_shape)} x "
+                                       f"{list(shape_of(op.operands[1].type))} runs on FMA, not tensor cores: {reason}")
+                self._set(res, default_blocked(shape, self.nw))
+            return
+        if name in ("reduce", "scan"):
+            for r in op.regions:
+                self._block(r)
+            src = self.plan.get(op.operands[0])
+            if src is None:
+                src = default_blocked(shape_of(op.operands[0].type), self.nw)
+            self.plan.op_layouts[id(op)] = src
+            for r in op.results:
+                if name == "reduce":
+                    self._set(r, src.sliced(op.attrs["axis"]))
+                else:
+                    self._set(r, src)
+            return
+        if name in REMATERIALIZABLE or OPS[name].elementwise:
+            lay = self._derived(op)
+            self._set(res, lay)
+            return
+        if name in ("join",):
+            lay = self.elementwise_layout(op)
+            self._set(res, lay.joined() if lay is not None else None)
+            return
+        if name == "split":
+            src = self.plan.get(op.operands[0])
+            if src is None:
+                return
+            # the last dim must live in a register bit to split in registers; else convert first
+            for r in op.results:
+                self._set(r, None)
+            return
+        if name == "cat":
+            self._set(res, default_blocked(shape, self.nw))
+            return
+        # Anything else with a tile result: a default layout.
+        if shape:
+            self._set(res, default_blocked(shape, self.nw))
+
+    def _derived(self, op: Op) -> Optional[Layout]:
+        """Layout of a rematerialisable op from its operands (None stays flexible)."""
+        name = op.name
+        if name in ("constant", "arange", "splat"):
+            return None
+        src = self.plan.get(op.operands[0]) if op.operands else None
+        res = op.results[0]
+        if name == "expand_dims":
+            return src.expanded(op.attrs["axis"]) if src is not None else None
+        if name == "broadcast":
+            if src is None:
+                return None
+            if src.parent is not None and src.parent.shape == shape_of(res.type):
+                return src.parent
+            # A broadcast of a concrete tile: a default layout for the result (source converted).
+            return default_blocked(shape_of(res.type), self.nw)
+        if name == "trans":
+            return src.transposed(op.attrs["perm"]) if src is not None else None
+        if name == "reshape":
+            return src.reshaped(shape_of(res.type)) if src is not None else None
+        return self.elementwise_layout(op)
+
+    def _loop(self, op: Op, body: Block, inits, body_args):
+        # Carried tiles take their init's layout if concrete; otherwise what the body yields.
+        for a, v in zip(body_args, inits):
+            self._set(a, self.plan.get(v))
+        for _ in range(2):
+            self._block(body)
+            yld = body.ops[-1]
+            changed = False
+            for a, y in zip(body_args, yld.operands):
+                if not shape_of(a.type):
+                    continue
+                cur = self.plan.get(a)
+                ylay = self.plan.get(y)
+                if cur is None:
+                    new = ylay if ylay is not None else default_blocked(shape_of(a.type), self.nw)
+                    self._set(a, new)
+                    changed = True
+            if not changed:
+                break
+        for r, a in zip(op.results, body_args):
+            self._set(r, self.plan.get(a))
+
+    def _while(self, op: Op):
+        before, after = op.regions
+        for region in (before, after):
+            for a, v in zip(region.args, op.operands):
+                lay = self.plan.get(v)
+                if lay is None and shape_of(a.type):
+                    lay = default_blocked(shape_of(a.type), self.nw)
+                self._set(a, lay)
+        self._block(before)
+        self._block(after)
+        for r, a in zip(op.results, after.args):
+            self._set(r, self.plan.get(a))
+
+
+def assign_layouts(fn: Function, axis: AxisAnalysis, num_warps: int, arch_major: int) -> LayoutPlan:
+    return LayoutAssigner(fn, axis, num_warps, arch_major).run()

@@ -1,0 +1,168 @@
+"""Constant folding, algebraic identities, CSE and DCE on the tile IR."""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+from ...language.dtypes import dtype, pointer_type, scalar_of
+from ..ir.core import Block, Function, Op, Value, replace_all_uses
+from ..ir.ops import OPS
+
+
+def _const_value(v: Value):
+    op = v.op
+    return op.attrs["value"] if op is not None and op.name == "constant" else None
+
+
+def _is_const(v: Value) -> bool:
+    op = v.op
+    return op is not None and op.name == "constant"
+
+
+def _wrap_int(x: int, t: dtype) -> int:
+    bits = t.int_bitwidth
+    if t.is_int1():
+        return int(bool(x))
+    x &= (1 << bits) - 1
+    if t.is_int_signed() and x >> (bits - 1):
+        x -= 1 << bits
+    return x
+
+
+def _convert(value, src, dst):
+    if isinstance(dst, pointer_type) or isinstance(src, pointer_type):
+        return None
+    if dst.is_floating():
+        return float(value)
+    if dst.is_int():
+        if isinstance(value, float):
+            if value != value or value in (float("inf"), float("-inf")):
+                return None
+            value = int(value)  # truncates toward zero, like cvt.rzi
+        return _wrap_int(int(value), dst)
+    return None
+
+
+_INT_FOLD = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b,
+    "smax": max, "smin": min,
+}
+
+
+def _fold(op: Op):
+    """Return a new constant value for ``op`` or None."""
+    if op.name == "cast" and _is_const(op.operands[0]):
+        return _convert(_const_value(op.operands[0]), scalar_of(op.operands[0].type), scalar_of(op.results[0].type))
+    if op.name in ("splat", "broadcast") and _is_const(op.operands[0]):
+        return _const_value(op.operands[0])
+    if op.name in _INT_FOLD and all(_is_const(o) for o in op.operands):
+        t = scalar_of(op.results[0].type)
+        a, b = (_const_value(o) for o in op.operands)
+        return _wrap_int(_INT_FOLD[op.name](int(a), int(b)), t)
+    return None
+
+
+def _identity(op: Op) -> Optional[Value]:
+    """x + 0, x * 1, x - 0 -> x (same type)."""
+    if len(op.operands) != 2 or not op.results:
+        return None
+    a, b = op.operands
+    rt = op.results[0].type
+    if op.name in ("add", "sub", "or", "xor", "shl", "ashr", "lshr") and _const_value(b) == 0 and a.type == rt:
+        return a
+    if op.name in ("add", "or", "xor") and _const_value(a) == 0 and b.type == rt:
+        return b
+    if op.name == "mul" and _const_value(b) == 1 and a.type == rt:
+        return a
+    if op.name == "mul" and _const_value(a) == 1 and b.type == rt:
+        return b
+    if op.name == "addptr" and _const_value(b) == 0 and a.type == rt:
+        return a
+    return None
+
+
+def fold_constants(fn: Function) -> Function:
+    _fold_block(fn.body, fn.body)
+    return fn
+
+
+def _fold_block(block: Block, root: Block):
+    for op in list(block.ops):
+        for r in op.regions:
+            _fold_block(r, root)
+        v = _fold(op) if op.results else None
+        if v is not None:
+            new = Op("constant", [], [op.results[0].type], {"value": v}, loc=op.loc)
+            new.block = block
+            block.ops[block.ops.index(op)] = new
+            replace_all_uses(root, op.results[0], new.results[0])
+            continue
+        same = _identity(op)
+        if same is not None:
+            replace_all_uses(root, op.results[0], same)
+
+
+def _key(op: Op):
+    try:
+        attrs = tuple(sorted((k, repr(v)) for k, v in op.attrs.items()))
+    except Exception:
+        return None
+    return (op.name, tuple(o.id for o in op.operands), attrs, tuple(str(r.type) for r in op.results))
+
+
+def cse(fn: Function) -> Function:
+    """Merge identical pure ops; a value defined in an enclosing block is reused inside regions."""
+    _cse_block(fn.body, {}, fn.body)
+    return fn
+
+
+def _cse_block(block: Block, seen: Dict, root: Block):
+    seen = dict(seen)
+    for op in list(block.ops):
+        d = OPS.get(op.name)
+        if d is not None and d.pure and not op.regions and op.results:
+            k = _key(op)
+            if k is not None:
+                prev = seen.get(k)
+                if prev is not None:
+                    for a, b in zip(op.results, prev.results):
+                        replace_all_uses(root, a, b)
+                    block.ops.remove(op)
+                    continue
+                seen[k] = op
+        for r in op.regions:
+            _cse_block(r, seen, root)
+
+
+def dce(fn: Function) -> Function:
+    """Remove pure ops whose results are unused (iterating to a fixpoint)."""
+    while True:
+        used = set()
+        for op in fn.walk():
+            for o in op.operands:
+                used.add(o.id)
+        removed = _dce_block(fn.body, used)
+        if not removed:
+            return fn
+
+
+def _dce_block(block: Block, used) -> int:
+    n = 0
+    keep: List[Op] = []
+    for op in block.ops:
+        for r in op.regions:
+            n += _dce_block(r, used)
+        d = OPS.get(op.name)
+        pure = d is not None and d.pure and op.name not in ("scf.for", "scf.if", "scf.while")
+        if pure and op.results and not any(r.id in used for r in op.results):
+            n += 1
+            continue
+        keep.append(op)
+    block.ops[:] = keep
+    return n
+
+
+def simplify(fn: Function) -> Function:
+    for p in (fold_constants, cse, fold_constants, dce):
+        fn = p(fn)
+    return fn
