@@ -74,7 +74,8 @@ class CompiledKernel:
     asm: Dict[str, Any]
     n_regs: int = 0
     n_spills: int = 0
-    shared: int = 0
+    shared: int = 0  # static + dynamic shared memory per program (bytes)
+    dynamic_shared: int = 0  # the part passed at launch
     local_bytes: int = 0
     source_map: Any = None
     compile_log: List[str] = field(default_factory=list)
@@ -147,15 +148,15 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     for k, v in art.timings.items():
         timings[k] = v
     limit = tgt.limits.max_shared_per_block_optin
-    if limit and smem_bytes > limit:
+    if limit and smem_bytes + art.shared > limit:
         from ..errors import OutOfResources
-        raise OutOfResources(smem_bytes, limit, "shared memory", func.name)
+        raise OutOfResources(smem_bytes + art.shared, limit, "shared memory", func.name)
     asm = _LazyAsm(art, tir=print_function(func), tir_initial=tir_text_initial, llir=llir, llir_opt=art.llir_opt,
                    ptx=art.ptx, cubin=art.cubin)
     ck = CompiledKernel(
         name=func.name, signature={a.name: str(a.type) for a in func.arguments}, constexprs=dict(constexprs or {}),
         num_warps=num_warps, num_stages=num_stages, target=tgt, asm=asm, n_regs=art.n_regs, n_spills=art.n_spills,
-        shared=smem_bytes + art.shared, local_bytes=art.local_bytes, source_map=art.source_map,
+        shared=smem_bytes + art.shared, dynamic_shared=smem_bytes, local_bytes=art.local_bytes, source_map=art.source_map,
         compile_log=list(plan.notes), timings=timings, arg_names=[a.name for a in func.arguments],
         arg_types=[a.type for a in func.arguments], used_globals=used, artifacts=art)
     for stage, secs in timings.items():

@@ -259,16 +259,22 @@ def mma_v2(shape: Sequence[int], warps: Tuple[int, int]) -> Layout:
     return Layout(shape, tuple(reg), tuple(lane), tuple(warp), "mma", mma_meta=((wm, wn),))
 
 
-def mma_warps(m: int, n: int, num_warps: int) -> Tuple[int, int]:
-    """Split warps over an M x N accumulator: along M while M allows, balancing tile counts."""
+def mma_warps(m: int, n: int, num_warps: int, chained: bool = False) -> Tuple[int, int]:
+    """Split warps over an M x N accumulator (Triton's rule: grow along M while M has at least as many
+    16-row tiles per warp as N has 16-column tiles). A dot chained into another dot (attention's
+    QK^T -> PV) puts every warp along M, so row reductions between them stay inside a warp."""
+    if chained:
+        wm = max(1, min(num_warps, m // 16))
+        return wm, num_warps // wm
     wm, wn = 1, 1
     while wm * wn < num_warps:
-        if m // (16 * wm) >= 2 and (m // (16 * wm) >= n // (8 * wn) or n // (8 * wn) < 2):
-            wm *= 2
-        elif n // (8 * wn) >= 2:
-            wn *= 2
+        if m // 16 // wm >= n // 16 // wn:
+            if wm < m // 16:
+                wm *= 2
+            else:
+                wn *= 2
         else:
-            wm *= 2  # more warps than tiles: replicate
+            wn *= 2
     return wm, wn
 
 

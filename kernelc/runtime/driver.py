@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from typing import Tuple
+from typing import Optional, Tuple
 
 from ..errors import KernelError, OutOfResources
 
@@ -87,12 +87,14 @@ def device_properties(device: int = 0) -> dict:
 class LoadedFunction:
     """A cubin loaded into the current context: the CUfunction and what a launch needs."""
 
-    def __init__(self, cubin: bytes, name: str, shared: int, num_warps: int, n_regs: int, device: int = 0):
+    def __init__(self, cubin: bytes, name: str, shared: int, num_warps: int, n_regs: int, device: int = 0,
+                 total_shared: Optional[int] = None):
         drv = _drv()
         ensure_context(device)
         props = device_properties(device)
-        if shared > props["max_shared_optin"]:
-            raise OutOfResources(shared, props["max_shared_optin"], "shared memory", name)
+        total = shared if total_shared is None else total_shared
+        if total > props["max_shared_optin"]:
+            raise OutOfResources(total, props["max_shared_optin"], "shared memory", name)
         regs_needed = n_regs * 32 * num_warps
         if regs_needed > props["max_regs_per_block"]:
             raise OutOfResources(regs_needed, props["max_regs_per_block"], "registers per block", name)

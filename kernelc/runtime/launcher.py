@@ -1,8 +1,206 @@
-"""CUDA launch path (compile, cache, load, launch). Implemented by the GPU codegen/runtime issues."""
+"""The CUDA launch path of a ``@jit`` kernel: specialise, look up (or compile) the kernel, pack the
+arguments into a reusable buffer and call cuLaunchKernel on torch's current stream.
+
+The hot path for a cached kernel is: one generated binder call, one pass over the arguments to
+build the specialisation key, one dict lookup, in-place argument writes, one ctypes call.
+"""
 from __future__ import annotations
 
+import os
+import sys
+from typing import Any, Dict, List, Optional, Tuple
 
-def launch_cuda(fn, values, grid, num_warps, num_stages, options, warmup):
-    raise NotImplementedError(
-        f"kernelc cannot launch {fn.__name__} on the GPU yet: the CUDA backend is not built. "
-        f"Set KERNELC_INTERPRET=1 to run it in the CPU interpreter")
+from ..errors import CompilationError
+from . import hooks
+from .interpreter.args import kl_dtype_of
+
+_SIG_OF_DTYPE = {}
+
+
+def _dtype_sig(x) -> str:
+    d = x.dtype
+    s = _SIG_OF_DTYPE.get(d)
+    if s is None:
+        s = kl_dtype_of(x).short
+        _SIG_OF_DTYPE[d] = s
+    return s
+
+
+class Specializer:
+    """Turns call arguments into (specialisation key, signature, divisibility, equal_to_1)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.names = fn.arg_names
+        self.dns = fn.do_not_specialize
+
+    def key(self, values: List[Any], cmask: List[bool]) -> tuple:
+        parts = []
+        for name, v, cx in zip(self.names, values, cmask):
+            if cx:
+                parts.append(("c", v if _hashable(v) else repr(v)))
+            elif hasattr(v, "data_ptr"):
+                parts.append((_dtype_sig(v), v.data_ptr() % 16 == 0))
+            elif v is True or v is False:
+                parts.append("i1")
+            elif isinstance(v, int):
+                if name in self.dns:
+                    parts.append("i32" if -2**31 <= v < 2**31 else "i64")
+                else:
+                    parts.append(("i32" if -2**31 <= v < 2**31 else ("i64" if v < 2**63 else "u64"),
+                                  v == 1, v % 16 == 0))
+            elif isinstance(v, float):
+                parts.append("fp32")
+            else:
+                raise TypeError(f"{self.fn.__name__}: argument {name!r} has unsupported type {type(v).__name__}; "
+                                f"pass a torch tensor, int, float or bool")
+        return tuple(parts)
+
+    def signature(self, key: tuple) -> Tuple[Dict[str, str], Dict[str, Any], Dict[str, int], Tuple[str, ...], List[str]]:
+        sig, cx, div, eq1, kinds = {}, {}, {}, [], []
+        for name, part in zip(self.names, key):
+            if isinstance(part, tuple) and part[0] == "c":
+                cx[name] = part[1]
+                continue
+            if isinstance(part, str):
+                sig[name] = part
+                kinds.append(part if part != "i1" else "i1")
+                continue
+            t = part[0]
+            if t in ("i32", "i64", "u64"):
+                sig[name] = t
+                kinds.append(t)
+                if part[1]:
+                    eq1.append(name)
+                if part[2]:
+                    div[name] = 16
+            else:
+                sig[name] = "*" + t
+                kinds.append("ptr")
+                if part[1]:
+                    div[name] = 16
+        return sig, cx, div, tuple(eq1), kinds
+
+
+def _hashable(v) -> bool:
+    try:
+        hash(v)
+        return True
+    except TypeError:
+        return False
+
+
+class KernelCache:
+    """Per-kernel in-memory cache: specialisation key -> loaded kernel (disk cache behind it)."""
+
+    def __init__(self):
+        self.entries: Dict[tuple, Any] = {}
+
+
+class Loaded:
+    __slots__ = ("compiled", "function", "buffer", "setters", "kinds")
+
+    def __init__(self, compiled, function, buffer, kinds):
+        self.compiled = compiled
+        self.function = function
+        self.buffer = buffer
+        self.kinds = kinds
+
+
+def _current_stream(device: int) -> int:
+    import torch
+    return torch._C._cuda_getCurrentRawStream(device)
+
+
+def get_state(fn):
+    st = getattr(fn, "_cuda_state", None)
+    if st is None:
+        st = fn._cuda_state = {"spec": Specializer(fn), "cache": {}, "compiles": 0}
+    return st
+
+
+def compile_for(fn, key, num_warps, num_stages, device: int = 0):
+    """Compile (or load from the disk cache) the kernel for this specialisation."""
+    from ..compiler.compiler import compile as kcompile
+    from .cache import cached_compile
+    from .driver import ArgBuffer, LoadedFunction, device_properties
+    st = get_state(fn)
+    sig, cx, div, eq1, kinds = st["spec"].signature(key)
+    props = device_properties(device)
+    from ..compiler.backend import target_for_device
+    target = target_for_device(props["major"], props["minor"])
+    ck = cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target)
+    lf = LoadedFunction(ck.asm["cubin"], ck.name, ck.dynamic_shared, num_warps, ck.n_regs, device,
+                        total_shared=ck.shared)
+    return Loaded(ck, lf, ArgBuffer(tuple(kinds)), kinds)
+
+
+def launch_cuda(fn, values: Dict[str, Any], grid, num_warps, num_stages, options, warmup):
+    import torch
+    st = get_state(fn)
+    names = fn.arg_names
+    vals = [values[n] for n in names]
+    cmask = fn.constexpr_mask(values)
+    device = torch.cuda.current_device()
+    key = (st["spec"].key(vals, cmask), num_warps, num_stages, device)
+    ent = st["cache"].get(key)
+    if ent is None:
+        if os.environ.get("KERNELC_LOG_RECOMPILES") and st["cache"]:
+            _log_recompile(fn, key, st["cache"])
+        ent = compile_for(fn, key[0], num_warps, num_stages, device)
+        st["cache"][key] = ent
+        st["compiles"] += 1
+    if warmup:
+        return ent.compiled
+    stream = options.get("stream")
+    stream = _current_stream(device) if stream is None else int(getattr(stream, "cuda_stream", stream))
+    _fill(ent, vals, cmask)
+    rec = None
+    if hooks._enter_hooks or hooks._exit_hooks:
+        rec = fn._record(values, cmask, grid, num_warps, num_stages, "cuda", stream=stream, compiled=ent.compiled,
+                         shared=ent.compiled.shared, cache_key=ent.compiled.cache_key)
+        hooks.fire_enter(rec)
+    if grid[0] and grid[1] and grid[2]:
+        from .driver import launch
+        launch(ent.function, grid, stream, ent.buffer)
+    if rec is not None:
+        hooks.fire_exit(rec)
+    return ent.compiled
+
+
+def _fill(ent: Loaded, vals, cmask):
+    s = ent.buffer.struct
+    i = 0
+    for v, cx in zip(vals, cmask):
+        if cx:
+            continue
+        if hasattr(v, "data_ptr"):
+            setattr(s, f"a{i}", v.data_ptr())
+        else:
+            setattr(s, f"a{i}", v)
+        i += 1
+
+
+def _log_recompile(fn, key, cache):
+    """Say which argument changed the specialisation (KERNELC_LOG_RECOMPILES=1)."""
+    prev = next(reversed(cache))
+    names = fn.arg_names
+    diffs = []
+    for name, a, b in zip(names, prev[0], key[0]):
+        if a != b:
+            diffs.append(f"{name}: {_describe(b)} (was {_describe(a)})")
+    for label, a, b in (("num_warps", prev[1], key[1]), ("num_stages", prev[2], key[2])):
+        if a != b:
+            diffs.append(f"{label}: {b} (was {a})")
+    print(f"kernelc: recompiling {fn.__name__} (#{len(cache) + 1}) because " + "; ".join(diffs or ["device"]),
+          file=sys.stderr)
+
+
+def _describe(part) -> str:
+    if isinstance(part, tuple) and part[0] == "c":
+        return f"constexpr={part[1]!r}"
+    if isinstance(part, str):
+        return part
+    if part[0] in ("i32", "i64", "u64"):
+        return f"{part[0]}" + (" ==1" if part[1] else "") + (" divisible by 16" if part[2] else "")
+    return f"*{part[0]}" + (" 16-byte aligned" if part[1] else " unaligned")

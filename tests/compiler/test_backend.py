@@ -11,7 +11,6 @@ import time
 import pytest
 
 from kernelc.errors import CompilationError
-from kernelc.compiler import backend as B
 from kernelc.compiler.backend import (
     ARCH_LIMITS, SourceMap, Target, compile_llir, compile_ptx, inspect_cubin, parse_ptxas_report, parse_sass,
     parse_target, target_for_device,
@@ -198,7 +197,7 @@ def spill_ir(n=24):
                   f'  %q{k} = getelementptr float, ptr addrspace(1) %p{k}, i64 {k * 37}',
                   f'  %v{k} = load volatile float, ptr addrspace(1) %q{k}, align 4']
     for j in range(n):
-        prev = f"v0"
+        prev = "v0"
         for i in range(n):
             lines.append(f'  %m{j}_{i} = fmul float %v{i}, %v{(i * j + 1) % n}')
             lines.append(f'  %s{j}_{i} = fadd float %{prev}, %m{j}_{i}')
@@ -487,3 +486,22 @@ k:
         (0, "LDC", "", 3, "k"), (16, "EXIT", "@P0", 3, "k"), (32, "LDS", "@!PT", 4, "k"),
         (48, "BRA", "", 4, "k"), (0, "NOP", "", None, "g")]
     assert ins[0].operands == "R1, c[0x0][0x28]" and ins[2].operands == "RZ, [RZ]"
+
+
+def test_source_map_from_sequences_rules():
+    from kernelc.compiler.backend.debugline import LineSequence
+    seqs = [LineSequence("k", rows=[(0, "/a.py", 3), (16, "/a.py", 4), (16, "/a.py", 5),   # same pc twice: last wins
+                                    (48, "/a.py", 0), (64, "/a.py", 5), (80, "/b.py", 5)], end=96),
+            LineSequence(None, rows=[(0, "/a.py", 9)], end=16)]                          # unresolved: dropped
+    sm = SourceMap.from_sequences(seqs, "k")
+    assert [sm.pc_to_line(pc) for pc in range(0, 112, 16)] == [
+        ("/a.py", 3), ("/a.py", 5), ("/a.py", 5), None, ("/a.py", 5), ("/b.py", 5), None]
+    assert sm.line_to_pcs("/a.py", 5) == [16, 32, 64] and sm.line_to_pcs("b.py", 5) == [80]
+    assert sm.functions["k"].starts == [0, 16, 64, 80]                                   # adjacent equal ranges merged
+    assert list(sm.functions) == ["k"]
+
+
+@pytest.mark.parametrize("opt_level", [0, 1, 2])
+def test_lower_opt_levels_compile(opt_level):
+    art = compile_llir(VADD, "sm_90a", "vadd", opt_level=opt_level)
+    assert [i.opcode for i in art.instructions].count("LDG.E.128") == 2

@@ -13,9 +13,9 @@ Accurate math (``__nv_erff``, ``__nv_sinf``, ``__nv_expf``, ...) comes from NVID
 ``nvidia/cu13/nvvm/libdevice/``), else ``$KERNELC_LIBDEVICE``, else ``$CUDA_HOME/nvvm/libdevice``.  It is linked
 only into modules that declare ``__nv_*`` functions.  Before linking, every libdevice definition is made
 ``linkonce_odr``: the IR linker then brings in only the functions the kernel references (and what they call),
-and the optimiser drops them once inlined.  (Linking all 575 functions costs ~400 ms of optimisation and
-~300 ms of PTX emission; linking only what is used costs ~5 ms.)  The set of needed functions is cached per
-process as a small bitcode module, so repeated compiles skip parsing the 460 KB library.
+and the optimiser drops them once inlined.  (Linked whole, its 575 functions cost ~400 ms of optimisation and
+~300 ms of PTX emission per kernel.)  Each set of needed functions is extracted once per process into a small
+bitcode module (~30 ms, mostly parsing the 460 KB library) and later compiles link that (~0.5 ms).
 
 libdevice branches on ``__nvvm_reflect("__CUDA_FTZ")``, ``("__CUDA_PREC_SQRT")`` and ``("__CUDA_ARCH")``.
 LLVM 22's NVVMReflect answers ``__CUDA_FTZ`` from the module flag ``nvvm-reflect-ftz`` (absent = 0: denormals
@@ -28,7 +28,6 @@ flush-to-zero sets ``!{i32 4, !"nvvm-reflect-ftz", i32 1}`` in ``!llvm.module.fl
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
 from typing import Dict, FrozenSet, Optional, Tuple
@@ -44,8 +43,6 @@ _initialized = False
 
 #: Values the NVVMReflect pass substitutes for libdevice's queries that LLVM does not take from module flags.
 REFLECT_OPTIONS = ("__CUDA_PREC_SQRT=1",)
-
-_NV_DECL_RE = re.compile(r"^declare\b[^@\n]*@(__nv_\w+)\s*\(", re.M)
 
 
 def _llvm():

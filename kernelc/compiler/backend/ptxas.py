@@ -128,7 +128,8 @@ def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequen
     """
     nvjitlink = _nvjitlink()
     target = parse_target(target)
-    opts = [f"-arch={target.arch}", f"-O{int(opt_level)}", "-Xptxas=-v", *extra]
+    # ptxas's level goes through -Xptxas: nvJitLink's own -O accepts only 0 and 3.
+    opts = [f"-arch={target.arch}", f"-Xptxas=-O{int(opt_level)}", "-Xptxas=-v", *extra]
     data = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
     try:
         handle = nvjitlink.create(len(opts), opts)   # the count MUST be len(opts)

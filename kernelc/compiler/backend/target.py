@@ -16,8 +16,9 @@ turns it into a cubin.  The default is the newest version both accept (checked o
 * nvJitLink 13.0.88 accepts ``.version 9.0`` and rejects 9.1 ("Unsupported .version 9.1; current version is
   '9.0'").
 
-So the default is PTX ISA 9.0 (``+ptx90``).  The driver (580 = CUDA 13.0) loads the cubin, not the PTX, so the
-PTX version only has to suit these two tools; a driver asked to JIT the PTX itself also accepts 9.0.
+So the default is PTX ISA 9.0 (``+ptx90``).  The runtime loads the cubin, not the PTX; on an H200 with driver 580
+(CUDA 13.0) cubins built this way load and run (vector add and erf results checked), and the driver also JITs
+the PTX 9.0 text itself (``cuModuleLoadData`` on the PTX).
 Each arch also has a minimum PTX version (LLVM writes it when no ``+ptx`` feature is given); those minima are in
 ``MIN_PTX_VERSION`` and were read from LLVM 22's output.
 

@@ -223,7 +223,7 @@ def _r_div(a, op):
     con = tuple(gcd(kx, ky) for kx, ky in zip(x.constancy, y.constancy))
     div = (1,) * len(con)
     if isinstance(y.value, int) and y.value > 0:
-        # (c * k) / k keeps constancy-ish; a contiguous run divided by k is constant over k-aligned runs.
+        # a contiguous run starting at a multiple of k, divided by k, is constant over k elements
         k = y.value
         con = tuple(max(c, gcd(cx, k) if dx % k == 0 else c) for c, cx, dx in zip(con, x.contiguity, x.divisibility))
         div = tuple(max(1, dx // k) if dx % k == 0 else 1 for dx in x.divisibility)
@@ -233,12 +233,11 @@ def _r_div(a, op):
 def _r_rem(a, op):
     x, y = (a.get(v) for v in op.operands)
     con = tuple(gcd(kx, ky) for kx, ky in zip(x.constancy, y.constancy))
-    cont = (1,) * len(con)
-    div = (1,) * len(con)
-    if isinstance(y.value, int) and y.value > 0:
-        k = y.value
-        cont = tuple(gcd(cx, k) if dx % k == 0 or cx <= k else 1 for cx, dx in zip(x.contiguity, x.divisibility))
-        div = tuple(gcd(dx, _pow2_div(k)) for dx in x.divisibility)
+    # x % m does not wrap inside a run that starts at a multiple of gcd(divisibilities) when m is
+    # constant along the dim (Triton's rule): contiguity gcd(contig(x), div(m)).
+    cont = tuple(gcd(cx, dy) if ky > 1 or len(con) == 1 else 1
+                 for cx, dy, ky in zip(x.contiguity, y.divisibility, y.constancy))
+    div = tuple(gcd(dx, dy) for dx, dy in zip(x.divisibility, y.divisibility))
     return AxisInfo(cont, div, con, _binval(op, a, lambda p, q: p - q * int(p / q)))
 
 

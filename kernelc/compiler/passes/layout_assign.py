@@ -73,6 +73,7 @@ class LayoutAssigner:
         self.plan = LayoutPlan()
 
     def run(self) -> LayoutPlan:
+        self.chained = _chained_dots(self.fn)
         self._block(self.fn.body)
         return self.plan
 
@@ -149,7 +150,7 @@ class LayoutAssigner:
             a_shape = shape_of(op.operands[0].type)
             if reason is None:
                 m, n = shape[-2], shape[-1]
-                self._set(res, mma_v2(shape, mma_warps(m, n, self.nw)))
+                self._set(res, mma_v2(shape, mma_warps(m, n, self.nw, id(op) in self.chained)))
             else:
                 self.plan.dot_fma[id(op)] = reason
                 self.plan.notes.append(f"{op.loc.file}:{op.loc.line}: dot {list(a_shape)} x "
@@ -206,6 +207,12 @@ class LayoutAssigner:
                 return None
             if src.parent is not None and src.parent.shape == shape_of(res.type):
                 return src.parent
+            if src.parent is not None and src.parent.kind == "mma" and len(shape_of(res.type)) == 2:
+                # a row/column vector of an MMA tile broadcast to another width: same warps, new shape
+                cand = mma_v2(shape_of(res.type), src.parent.mma_meta[0])
+                axes = [i for i, (a, b) in enumerate(zip(src.shape, cand.shape)) if a != b]
+                if cand.broadcast_from(axes) == src:
+                    return cand
             # A broadcast of a concrete tile: a default layout for the result (source converted).
             return default_blocked(shape_of(res.type), self.nw)
         if name == "trans":
@@ -215,9 +222,13 @@ class LayoutAssigner:
         return self.elementwise_layout(op)
 
     def _loop(self, op: Op, body: Block, inits, body_args):
-        # Carried tiles take their init's layout if concrete; otherwise what the body yields.
+        # Carried tiles take their init's layout if concrete; otherwise what the body yields; if both
+        # are flexible (pointer tiles advanced each iteration), the layout of the access they feed.
         for a, v in zip(body_args, inits):
-            self._set(a, self.plan.get(v))
+            lay = self.plan.get(v)
+            if lay is None and shape_of(a.type):
+                lay = self._consumer_layout(a, body)
+            self._set(a, lay)
         for _ in range(2):
             self._block(body)
             yld = body.ops[-1]
@@ -236,6 +247,17 @@ class LayoutAssigner:
         for r, a in zip(op.results, body_args):
             self._set(r, self.plan.get(a))
 
+    def _consumer_layout(self, arg: Value, body: Block) -> Optional[Layout]:
+        """Memory layout of the first load/store in ``body`` whose pointer derives from ``arg``."""
+        derived = {arg.id}
+        for op in _walk(body):
+            if op.name in ("load", "store", "atomic_rmw", "atomic_cas") and op.operands[0].id in derived \
+                    and shape_of(op.operands[0].type) == shape_of(arg.type):
+                return self.memory_layout(op.operands[0])
+            if op.name in REMATERIALIZABLE and any(o.id in derived for o in op.operands):
+                derived.update(r.id for r in op.results)
+        return None
+
     def _while(self, op: Op):
         before, after = op.regions
         for region in (before, after):
@@ -252,3 +274,30 @@ class LayoutAssigner:
 
 def assign_layouts(fn: Function, axis: AxisAnalysis, num_warps: int, arch_major: int) -> LayoutPlan:
     return LayoutAssigner(fn, axis, num_warps, arch_major).run()
+
+
+def _walk(block: Block):
+    for op in block.ops:
+        yield from op.walk()
+
+
+def _chained_dots(fn: Function) -> set:
+    """ids of dots whose result reaches another dot's A operand, and of those consumer dots."""
+    producers = {}  # value id -> set of dot op ids it derives from
+    chained = set()
+    for op in fn.walk():
+        srcs = set()
+        for o in op.operands:
+            srcs |= producers.get(o.id, set())
+        if op.name == "dot":
+            a_src = producers.get(op.operands[0].id, set())
+            if a_src:
+                chained |= a_src
+                chained.add(id(op))
+            srcs = {id(op)}
+        if op.name in ("scf.for", "scf.while"):
+            continue
+        for r in op.results:
+            if srcs:
+                producers[r.id] = srcs
+    return chained

@@ -1,0 +1,163 @@
+"""On-disk kernel cache (``KERNELC_CACHE_DIR``, default ``~/.cache/kernelc``).
+
+The key covers the kernel's source and the source of every ``@jit`` function it reaches, the
+values of the plain/constexpr globals it reads, the specialisation, the options, the target and
+the compiler version. An entry is a directory written atomically (built under a temporary name,
+then renamed), so concurrent processes never see half an entry; a truncated or corrupt entry is
+recompiled with a warning, never trusted.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from typing import Any, Dict, Optional, Tuple
+
+from ..language.core import DeviceFunction, constexpr
+
+FORMAT_VERSION = 1
+
+
+def cache_dir() -> str:
+    return os.environ.get("KERNELC_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kernelc")
+
+
+def dependency_fingerprint(fn: DeviceFunction, _seen=None) -> str:
+    """Hash of ``fn``'s source, the sources of the @jit functions it calls (transitively) and the
+    values of the constant globals it reads."""
+    seen = _seen if _seen is not None else {}
+    key = id(fn)
+    if key in seen:
+        return seen[key]
+    seen[key] = ""
+    h = hashlib.sha256()
+    h.update(fn.src.encode())
+    g = fn.__globals__
+    try:
+        names = sorted({n.id for n in ast.walk(fn.parse()) if isinstance(n, ast.Name)} |
+                       {n.value.id + "." + n.attr for n in ast.walk(fn.parse())
+                        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)})
+    except Exception:
+        names = []
+    for name in names:
+        base, _, attr = name.partition(".")
+        v = g.get(base)
+        if attr and v is not None and hasattr(v, attr):
+            v = getattr(v, attr)
+        if isinstance(v, DeviceFunction):
+            h.update(f"{name}:{dependency_fingerprint(v, seen)}".encode())
+        elif isinstance(v, constexpr):
+            h.update(f"{name}={v.value!r}".encode())
+        elif isinstance(v, (bool, int, float, str)) and not attr:
+            h.update(f"{name}={v!r}".encode())
+    out = h.hexdigest()
+    seen[key] = out
+    return out
+
+
+def cache_key(fn, sig, cx, div, eq1, num_warps, num_stages, target) -> str:
+    from ..compiler.compiler import COMPILER_VERSION
+    payload = json.dumps({
+        "fp": dependency_fingerprint(fn), "name": fn.__name__, "sig": sig,
+        "cx": {k: repr(v) for k, v in cx.items()}, "div": div, "eq1": list(eq1), "warps": num_warps,
+        "stages": num_stages, "target": str(target), "ptx": getattr(target, "ptx_version", None),
+        "compiler": COMPILER_VERSION, "format": FORMAT_VERSION,
+    }, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:40]
+
+
+_TEXT_STAGES = ("tir", "tir_initial", "llir", "llir_opt", "ptx")
+
+
+def _save(path: str, ck) -> None:
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".tmp-", dir=parent)
+    try:
+        with open(os.path.join(tmp, "kernel.cubin"), "wb") as f:
+            f.write(ck.asm["cubin"])
+        for stage in _TEXT_STAGES:
+            if stage in ck.asm:
+                with open(os.path.join(tmp, f"kernel.{stage}"), "w") as f:
+                    f.write(ck.asm[stage])
+        meta = {
+            "name": ck.name, "signature": ck.signature, "constexprs": {k: repr(v) for k, v in ck.constexprs.items()},
+            "num_warps": ck.num_warps, "num_stages": ck.num_stages, "target": str(ck.target), "n_regs": ck.n_regs,
+            "n_spills": ck.n_spills, "shared": ck.shared, "dynamic_shared": ck.dynamic_shared, "local_bytes": ck.local_bytes,
+            "compile_log": ck.compile_log, "timings": ck.timings, "arg_names": ck.arg_names,
+            "source_map": ck.source_map.to_dict() if ck.source_map is not None else None,
+            "cubin_sha256": hashlib.sha256(ck.asm["cubin"]).hexdigest(), "cache_key": ck.cache_key,
+        }
+        with open(os.path.join(tmp, "meta.json"), "w") as f:
+            json.dump(meta, f)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.rename(tmp, path)
+        except OSError:  # another process won the race: keep theirs
+            shutil.rmtree(tmp, ignore_errors=True)
+    except Exception:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _load(path: str, fn):
+    from ..compiler.backend import parse_target
+    from ..compiler.backend.sourcemap import SourceMap
+    from ..compiler.compiler import CompiledKernel, _LazyAsm
+    with open(os.path.join(path, "meta.json")) as f:
+        meta = json.load(f)
+    with open(os.path.join(path, "kernel.cubin"), "rb") as f:
+        cubin = f.read()
+    if hashlib.sha256(cubin).hexdigest() != meta["cubin_sha256"]:
+        raise ValueError("cubin checksum mismatch")
+    asm = _LazyAsm(_CubinSass(cubin), cubin=cubin)
+    for stage in _TEXT_STAGES:
+        p = os.path.join(path, f"kernel.{stage}")
+        if os.path.exists(p):
+            with open(p) as f:
+                asm[stage] = f.read()
+    tgt = parse_target(meta["target"])
+    return CompiledKernel(
+        name=meta["name"], signature=meta["signature"], constexprs=meta["constexprs"], num_warps=meta["num_warps"],
+        num_stages=meta["num_stages"], target=tgt, asm=asm, n_regs=meta["n_regs"], n_spills=meta["n_spills"],
+        shared=meta["shared"], dynamic_shared=meta["dynamic_shared"], local_bytes=meta["local_bytes"],
+        source_map=SourceMap.from_dict(meta["source_map"]) if meta.get("source_map") else None,
+        compile_log=meta["compile_log"], timings=meta["timings"], arg_names=meta["arg_names"],
+        cache_key=meta["cache_key"])
+
+
+class _CubinSass:
+    """Lazy SASS for a kernel loaded from the disk cache."""
+
+    def __init__(self, cubin):
+        self.cubin = cubin
+
+    @property
+    def sass(self):
+        from ..compiler.backend import disassemble
+        return disassemble(self.cubin)
+
+
+def cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target):
+    """Compile through the disk cache."""
+    from ..compiler.compiler import compile as kcompile
+    key = cache_key(fn, sig, cx, div, eq1, num_warps, num_stages, target)
+    path = os.path.join(cache_dir(), key[:2], key)
+    if os.path.isdir(path):
+        try:
+            return _load(path, fn)
+        except Exception as e:  # truncated or corrupt: recompile, never trust
+            warnings.warn(f"kernelc: cache entry {path} is corrupt ({e}); recompiling", RuntimeWarning)
+            shutil.rmtree(path, ignore_errors=True)
+    ck = kcompile(fn, sig, cx, target, num_warps, num_stages, divisibility=div, equal_to_1=eq1)
+    ck.cache_key = key
+    try:
+        _save(path, ck)
+    except OSError as e:
+        warnings.warn(f"kernelc: could not write the kernel cache at {path}: {e}", RuntimeWarning)
+    return ck
