@@ -1,0 +1,72 @@
+"""Shared helpers for the benchmarks: the Triton twin of a kernels module, result writing."""
+from __future__ import annotations
+
+import datetime
+import importlib.util
+import json
+import os
+import platform
+import re
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def triton_twin(module_name: str):
+    """Import examples/kernels/<module_name>.py compiled by real Triton (imports swapped)."""
+    path = os.path.join(ROOT, "examples", "kernels", f"{module_name}.py")
+    src = open(path).read()
+    src = src.replace("import kernelc as triton", "import triton").replace("import kernelc.language as tl",
+                                                                          "import triton.language as tl")
+    d = tempfile.mkdtemp(prefix="triton_twin_")
+    p = os.path.join(d, f"triton_{module_name}.py")
+    with open(p, "w") as f:
+        f.write(src)
+    spec = importlib.util.spec_from_file_location(f"triton_{module_name}", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def environment() -> dict:
+    import torch
+    info = {"date": datetime.date.today().isoformat(), "python": platform.python_version(), "torch": torch.__version__}
+    try:
+        import triton
+        info["triton"] = triton.__version__
+    except Exception:
+        info["triton"] = None
+    if torch.cuda.is_available():
+        info["device"] = torch.cuda.get_device_name()
+        info["driver"] = torch.version.cuda
+    return info
+
+
+def write_results(name: str, rows, extra=None):
+    """Write rows to bench/results/<name>.json (and $OUT if set); print a table."""
+    payload = {"benchmark": name, "environment": environment(), "rows": rows}
+    if extra:
+        payload.update(extra)
+    text = json.dumps(payload, indent=2)
+    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
+    with open(os.path.join(ROOT, "bench", "results", f"{name}.json"), "w") as f:
+        f.write(text)
+    out = os.environ.get("OUT")
+    if out:
+        os.makedirs(os.path.join(out, "results"), exist_ok=True)
+        with open(os.path.join(out, "results", f"{name}.json"), "w") as f:
+            f.write(text)
+    if rows:
+        cols = list(rows[0].keys())
+        widths = [max(len(str(c)), *(len(_fmt(r.get(c))) for r in rows)) for c in cols]
+        print("  ".join(str(c).ljust(w) for c, w in zip(cols, widths)))
+        for r in rows:
+            print("  ".join(_fmt(r.get(c)).ljust(w) for c, w in zip(cols, widths)))
+    sys.stdout.flush()
+
+
+def _fmt(v):
+    if isinstance(v, float):
+        return f"{v:.3f}" if abs(v) < 100 else f"{v:.1f}"
+    return str(v)

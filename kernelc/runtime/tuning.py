@@ -1,0 +1,115 @@
+"""Choosing an autotune config on the GPU: benchmark the candidates, keep the fastest per key.
+
+Candidates are compiled in parallel threads before timing (compilation releases the GIL in LLVM
+and ptxas). Results persist on disk per (kernel, key values, device) unless ``cache_results`` is off.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Dict, List
+
+from .cache import cache_dir, dependency_fingerprint
+
+
+def _key_values(tuner, named: Dict[str, Any]):
+    vals = []
+    for k in tuner.key:
+        v = named.get(k)
+        vals.append(str(v.dtype) if hasattr(v, "dtype") and hasattr(v, "data_ptr") else v)
+    # dtypes of tensor args also select kernels (Triton includes them in the key)
+    vals += [str(v.dtype) for v in named.values() if hasattr(v, "data_ptr")]
+    return tuple(vals)
+
+
+def _disk_path(tuner, key, device_name):
+    fn = tuner.base_fn
+    h = hashlib.sha256(json.dumps([dependency_fingerprint(fn), repr(key), device_name,
+                                   [repr(c) for c in tuner.configs]]).encode()).hexdigest()[:32]
+    return os.path.join(cache_dir(), "autotune", f"{fn.__name__}-{h}.json")
+
+
+def select_config(tuner, configs, args, kwargs, grid):
+    import torch
+    from ..testing import do_bench
+    named = dict(zip(tuner.arg_names, args))
+    named.update(kwargs)
+    key = _key_values(tuner, named)
+    hit = tuner.cache.get(key)
+    if hit is not None:
+        return hit
+    device_name = torch.cuda.get_device_name()
+    path = _disk_path(tuner, key, device_name)
+    if tuner.cache_results or os.environ.get("KERNELC_AUTOTUNE_DISK_CACHE", "1") == "1":
+        try:
+            with open(path) as f:
+                saved = json.load(f)
+            for c in configs:
+                if repr(c) == saved["config"]:
+                    tuner.cache[key] = c
+                    return c
+        except (OSError, ValueError, KeyError):
+            pass
+    if len(configs) == 1:
+        tuner.cache[key] = configs[0]
+        return configs[0]
+    t0 = time.perf_counter()
+    fn = tuner.fn
+    # compile every candidate first, in parallel
+    def warm(c):
+        try:
+            fn.warmup(*args, grid=grid, **dict(kwargs, **c.all_kwargs()))
+            return None
+        except Exception as e:  # a config that cannot compile (e.g. out of shared memory) is skipped
+            return e
+    with ThreadPoolExecutor(max_workers=min(8, len(configs))) as ex:
+        errors = list(ex.map(warm, configs))
+    restore = {n: named[n].clone() for n in tuner.restore_value if n in named}
+    timings = {}
+    show = False
+    for i, (c, err) in enumerate(zip(configs, errors)):
+        if err is not None:
+            timings[c] = float("inf")
+            continue
+
+        def call():
+            for n in tuner.reset_to_zero:
+                named[n].zero_()
+            if c.pre_hook is not None:
+                c.pre_hook(dict(named, **c.all_kwargs()))
+            fn.run(*args, grid=grid, **dict(kwargs, **c.all_kwargs()))
+        try:
+            timings[c] = do_bench(call, warmup=tuner.warmup_ms or 5, rep=tuner.rep_ms or 20, return_mode="median")
+        except Exception:
+            timings[c] = float("inf")
+        for n, v in restore.items():
+            named[n].copy_(v)
+        if not show and time.perf_counter() - t0 > 1.0:
+            show = True
+        if show:
+            done = i + 1
+            bar = "#" * int(30 * done / len(configs))
+            print(f"\rkernelc autotune {tuner.__name__}: [{bar:<30}] {done}/{len(configs)}", end="", file=sys.stderr)
+    if show:
+        print(file=sys.stderr)
+    best = min(timings, key=timings.get)
+    if timings[best] == float("inf"):
+        raise RuntimeError(f"no autotune config of {tuner.__name__} could run: {[str(e) for e in errors if e][:2]}")
+    tuner.cache[key] = best
+    elapsed = time.perf_counter() - t0
+    if os.environ.get("KERNELC_PRINT_AUTOTUNING") == "1":
+        print(f"kernelc autotuning {tuner.__name__} for key {key}: best {best} ({timings[best]:.4f} ms) "
+              f"after {elapsed:.2f}s over {len(configs)} configs", file=sys.stderr)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + f".tmp{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump({"config": repr(best), "timings_ms": {repr(c): t for c, t in timings.items()}}, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return best

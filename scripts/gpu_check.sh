@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# One call on the lent GPU machine: install what it lacks, run the GPU tests and the benchmarks,
+# leave logs and JSON results under $OUT.
+#   bash scripts/gpu_check.sh [tests] [bench] [compile] [launch] [proton] [profiler]   (default: tests bench)
+# Wheels travel in .wheels/ (built by scripts/fetch_gpu_wheels.sh on the CPU machine).
+set -uo pipefail
+OUT=${OUT:-/tmp/kernelc-out}
+mkdir -p "$OUT"
+SITE=/tmp/site
+mkdir -p "$SITE"
+what=${*:-tests bench}
+if ! python3 -c "import llvmlite, sys; sys.exit(0 if llvmlite.__version__ >= '0.50' else 1)" 2>/dev/null; then
+  [ -f "$SITE/llvmlite/__init__.py" ] || tar xJf .wheels/llvmlite-0.50.0-py312.tar.xz -C "$SITE"
+fi
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .wheels/*.whl 2>&1 | tail -2
+if [[ " $what " == *" profiler "* ]] || [[ " $what " == *" proton "* ]]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .wheels/profiler/*.whl 2>&1 | tail -2
+fi
+export PYTHONPATH="$SITE:$PWD"
+export PYTHONUNBUFFERED=1
+[ -f /usr/local/cuda/nvvm/libdevice/libdevice.10.bc ] || export KERNELC_LIBDEVICE="$PWD/.wheels/libdevice.10.bc"
+export KERNELC_CACHE_DIR=/tmp/kernelc-cache
+{
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+  python3 -c "import llvmlite, torch, triton, numpy; print('llvmlite', llvmlite.__version__, 'torch', torch.__version__, 'triton', triton.__version__, 'numpy', numpy.__version__)"
+} 2>&1 | tee "$OUT/env.txt"
+for step in $what; do
+  case $step in
+    tests)
+      timeout 420 python3 -m pytest -q -m gpu -p no:cacheprovider tests -rfE --durations=10 2>&1 | tee "$OUT/gpu_tests.log" | tail -60 ;;
+    bench)
+      timeout 300 python3 bench/bench_kernels.py 2>&1 | tee "$OUT/bench_kernels.log" | tail -30 ;;
+    compile)
+      timeout 200 python3 bench/bench_compile.py 2>&1 | tee "$OUT/bench_compile.log" | tail -12 ;;
+    launch)
+      timeout 200 python3 bench/bench_launch.py 2>&1 | tee "$OUT/bench_launch.log" | tail -12 ;;
+    proton)
+      timeout 120 python3 bench/make_proton_fixture.py "$OUT/proton_small.hatchet" 2>&1 | tail -5 ;;
+    *)
+      [ -f "bench/$step.py" ] && timeout 300 python3 "bench/$step.py" 2>&1 | tee "$OUT/$step.log" | tail -30 ;;
+  esac
+done
+cp -r bench/results "$OUT/" 2>/dev/null || true
