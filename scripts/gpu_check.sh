@@ -10,15 +10,15 @@ SITE=/tmp/site
 mkdir -p "$SITE"
 what=${*:-tests bench}
 if ! python3 -c "import llvmlite, sys; sys.exit(0 if llvmlite.__version__ >= '0.50' else 1)" 2>/dev/null; then
-  [ -f "$SITE/llvmlite/__init__.py" ] || tar xJf .wheels/llvmlite-0.50.0-py312.tar.xz -C "$SITE"
+  [ -f "$SITE/llvmlite/__init__.py" ] || tar xJf .wheels/core/llvmlite-0.50.0-py312.tar.xz -C "$SITE"
 fi
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .wheels/*.whl 2>&1 | tail -2
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .wheels/core/*.whl 2>&1 | tail -2
 if [[ " $what " == *" profiler "* ]] || [[ " $what " == *" proton "* ]]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .wheels/profiler/*.whl 2>&1 | tail -2
 fi
 export PYTHONPATH="$SITE:$PWD"
 export PYTHONUNBUFFERED=1
-[ -f /usr/local/cuda/nvvm/libdevice/libdevice.10.bc ] || export KERNELC_LIBDEVICE="$PWD/.wheels/libdevice.10.bc"
+[ -f /usr/local/cuda/nvvm/libdevice/libdevice.10.bc ] || export KERNELC_LIBDEVICE="$PWD/.wheels/core/libdevice.10.bc"
 export KERNELC_CACHE_DIR=/tmp/kernelc-cache
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
