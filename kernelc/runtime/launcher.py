@@ -40,7 +40,7 @@ class Specializer:
             if cx:
                 parts.append(("c", v if _hashable(v) else repr(v)))
             elif hasattr(v, "data_ptr"):
-                parts.append((_dtype_sig(v), v.data_ptr() % 16 == 0))
+                parts.append(("*", _dtype_sig(v), v.data_ptr() % 16 == 0))
             elif v is True or v is False:
                 parts.append("i1")
             elif isinstance(v, int):
@@ -67,17 +67,18 @@ class Specializer:
                 kinds.append(part if part != "i1" else "i1")
                 continue
             t = part[0]
+            if t == "*":
+                sig[name] = "*" + part[1]
+                kinds.append("ptr")
+                if part[2]:
+                    div[name] = 16
+                continue
             if t in ("i32", "i64", "u64"):
                 sig[name] = t
                 kinds.append(t)
                 if part[1]:
                     eq1.append(name)
                 if part[2]:
-                    div[name] = 16
-            else:
-                sig[name] = "*" + t
-                kinds.append("ptr")
-                if part[1]:
                     div[name] = 16
         return sig, cx, div, tuple(eq1), kinds
 
@@ -203,4 +204,4 @@ def _describe(part) -> str:
         return part
     if part[0] in ("i32", "i64", "u64"):
         return f"{part[0]}" + (" ==1" if part[1] else "") + (" divisible by 16" if part[2] else "")
-    return f"*{part[0]}" + (" 16-byte aligned" if part[1] else " unaligned")
+    return f"*{part[1]}" + (" 16-byte aligned" if part[2] else " unaligned")

@@ -117,9 +117,12 @@ def _ew_case(expr, dt, n, block, positive_y=False):
 
 def _out_dtype(kern, dt):
     # all templates store into memory typed like their inputs unless the expression is a comparison
+    # or an integer true division (fp32: storing it into ints would make fast-division rounding visible)
     src = kern.src
     if ".to(kl.int32)" in src:
         return torch.int32
+    if "x / y" in src and not TORCH[dt].is_floating_point:
+        return torch.float32
     return TORCH[dt]
 
 
