@@ -38,6 +38,17 @@ def lower_for(lw: Lowering, op):
     init_flat = []
     for v, L in zip(inits, layouts):
         init_flat.append(lw.flat(v, L))
+    from .pipeline import PipelinedLoop, plan_pipeline, stage_invariant_operands
+    stage_invariant_operands(lw, op)
+    pplan = plan_pipeline(lw, op)
+    pipe = PipelinedLoop(lw, pplan) if pplan is not None else None
+    extra = []
+    if pipe is not None:
+        init_carried = {}
+        for i in pplan.carried_idx:
+            v = inits[i]
+            init_carried[i] = lw.get(v, layouts[i]) if lw.is_tile(v) else lw.scalar(v)
+        extra = pipe.prologue(lb, ub, step, iv_ty, init_carried)
     pre = e.cur_label
     header, bodyl, exitl = e.label("for_head"), e.label("for_body"), e.label("for_exit")
     e.br(header)
@@ -55,6 +66,12 @@ def lower_for(lw: Lowering, op):
             phi_lines.append(len(e.body) - 1)
             names.append(p)
         carried_phis.append(names)
+    extra_phis = []
+    for ty, init in extra:
+        p = e.fresh("xphi")
+        e.body.append(f"  {p} = phi {ty} [ {init}, %{pre} ], [ __Y{len(phi_lines)}__, %__LATCH__ ]")
+        phi_lines.append(len(e.body) - 1)
+        extra_phis.append(p)
     step_c = _const_int(op.operands[2], lw)
     if step_c is not None and step_c < 0:
         cond = e.val(f"icmp sgt {iv_ty} {iv}, {ub}")
@@ -74,9 +91,10 @@ def lower_for(lw: Lowering, op):
     pending_before = list(lw.smem.pending)
     if _smem_in(body.ops):
         _conservative_pending(lw)
+    extra_next = pipe.iteration_start(iv, extra_phis) if pipe is not None else []
     lw.lower_block(body)  # ends with scf.yield: values collected below
     yld = body.ops[-1]
-    yflat = [lw.flat(v, L)[1] for v, L in zip(yld.operands, layouts)]
+    yflat = [lw.flat(v, L)[1] for v, L in zip(yld.operands, layouts)] + [extra_next]
     nxt = e.val(f"add {iv_ty} {iv}, {step}")
     latch = e.cur_label
     e.br(header)
@@ -87,6 +105,8 @@ def lower_for(lw: Lowering, op):
     for i, line_idx in enumerate(phi_lines[1:], start=1):
         e.body[line_idx] = e.body[line_idx].replace(f"__Y{i}__", flat_y[i - 1]).replace("__LATCH__", latch)
     e.start_block(exitl)
+    if pipe is not None:
+        pipe.finish()
     lw.smem.pending = pending_before + ([(0, 1 << 30, True)] if _smem_in(body.ops) else [])
     for r, L, names in zip(op.results, layouts, carried_phis):
         lw.set_result(r, names if lw.is_tile(r) else names[0], L)

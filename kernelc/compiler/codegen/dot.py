@@ -27,7 +27,7 @@ MMA_SHAPES = {
 class SmemOperand:
     """A 2-D operand in shared memory as [rows, cols] with cols contiguous, swizzled by 16-byte chunks."""
 
-    def __init__(self, base: int, rows: int, cols: int, ebytes: int):
+    def __init__(self, base, rows: int, cols: int, ebytes: int):
         self.base, self.rows, self.cols, self.eb = base, rows, cols, ebytes
         self.chunk = max(1, 16 // ebytes)
         row_bytes = cols * ebytes
@@ -53,10 +53,14 @@ class SmemOperand:
             colp = e.val(f"or i32 {e.val(f'shl i32 {sw}, {self.chunk.bit_length() - 1}')}, {within}")
             lin = e.val(f"add i32 {e.val(f'mul i32 {row}, {self.cols}')}, {colp}")
         off = e.val(f"mul i32 {lin}, {self.eb}") if self.eb > 1 else lin
-        return e.val(f"add i32 {off}, {self.base}") if self.base else off
+        return e.val(f"add i32 {off}, {self.base}") if self.base not in (0, "0") else off
+
+    def at(self, base) -> "SmemOperand":
+        """The same geometry at another base (a pipeline stage)."""
+        return SmemOperand(base, self.rows, self.cols, self.eb)
 
 
-def _store_operand(lw: Lowering, tile: Tile, ty: str, ebytes: int, sm: SmemOperand, row_dim: int, col_dim: int):
+def store_operand(lw: Lowering, tile: Tile, ty: str, ebytes: int, sm: SmemOperand, row_dim: int, col_dim: int):
     """Write a register tile into the swizzled buffer: element (i, j) of the tile goes to
     (row = coord[row_dim], col = coord[col_dim]). Vectorised when registers run along col_dim."""
     e = lw.e
@@ -102,39 +106,93 @@ def _smem_addr(lw: Lowering, off: str) -> str:
     return e.val(f"ptrtoint ptr addrspace(3) {p} to i32")
 
 
-def mma_dot(lw: Lowering, op, L: Layout):
+def choose_trans(layout: Layout, eb: int, is_a: bool) -> bool:
+    """Store the operand with its outer dim (M for A, N for B) contiguous (read back with
+    ldmatrix.trans) when its registers run along that dim; only 16-bit types can be transposed."""
+    outer_dim = 0 if is_a else 1
+    k_dim = 1 - outer_dim
+    return eb == 2 and layout.contig_regs(outer_dim) > 1 and layout.contig_regs(k_dim) == 1
+
+
+def operand_geometry(is_a: bool, trans: bool, outer: int, K: int, eb: int, base=0) -> SmemOperand:
+    """Rows/cols of an operand in shared memory: [outer, K] (K contiguous) or, transposed, [K, outer]."""
+    return SmemOperand(base, K, outer, eb) if trans else SmemOperand(base, outer, K, eb)
+
+
+def _a_from_registers(lw: Lowering, a_v, L: Layout, M: int, K: int):
+    """A-operand fragments straight from registers when A lives in the accumulator layout of a
+    previous dot with the same warps along M (attention's P): no shared-memory round trip."""
+    t = lw.tiles.get(a_v.id)
+    elt = scalar_of(a_v.type)
+    if t is None or elt.itemsize != 2 or L.mma_meta is None:
+        return None
+    wm, wn = L.mma_meta[0]
+    if wn != 1 or K % 16:
+        return None
+    from ..layouts import mma_v2
+    if t.layout != mma_v2((M, K), (wm, 1)):
+        return None
     e = lw.e
+    ty = llty(elt)
+    nbits_n = (max(1, K // 8) - 1).bit_length()
+    reps_m = max(1, M // (16 * wm))
+
+    def pack(x, y):
+        v = e.val(f"insertelement <2 x {ty}> undef, {ty} {x}, i32 0")
+        v = e.val(f"insertelement <2 x {ty}> {v}, {ty} {y}, i32 1")
+        return e.val(f"bitcast <2 x {ty}> {v} to i32")
+
+    frags = {}
+    for i in range(reps_m):
+        for kk in range(K // 16):
+            r = lambda n, c: t.regs[c | (n << 2) | (i << (2 + nbits_n))]  # noqa: E731
+            n0, n1 = 2 * kk, 2 * kk + 1
+            frags[(i, kk)] = [pack(r(n0, 0), r(n0, 1)), pack(r(n0, 2), r(n0, 3)),
+                              pack(r(n1, 0), r(n1, 1)), pack(r(n1, 2), r(n1, 3))]
+    return frags
+
+
+def mma_dot(lw: Lowering, op, L: Layout):
     a_v, b_v, c_v = op.operands
     elt = scalar_of(a_v.type)
     kind = elt.name
     K = shape_of(a_v.type)[1]
     M, N = shape_of(c_v.type)
-    kstep, ptx_ab, _, _ = MMA_SHAPES[kind]
     eb = elt.itemsize
     ty = llty(elt)
-    wm, wn = L.mma_meta[0]
-    a_t = lw.get(a_v, lw.layout_of(a_v) or _pref_operand_layout(lw, a_v, 1))
-    b_t = lw.get(b_v, lw.layout_of(b_v) or _pref_operand_layout(lw, b_v, 1))
-    # orientation: store K-contiguous unless the operand's registers run along its outer dim (16-bit only)
-    a_trans = eb == 2 and a_t.layout.contig_regs(0) > 1 and a_t.layout.contig_regs(1) == 1
-    b_trans = not (eb != 2 or (b_t.layout.contig_regs(0) > 1 and b_t.layout.contig_regs(1) == 1))
-    a_sm_shape = (K, M) if a_trans else (M, K)
-    b_sm_shape = (K, N) if b_trans else (N, K)
-    a_bytes = M * K * eb
-    base = lw.scratch(a_bytes + K * N * eb)
-    A = SmemOperand(base, a_sm_shape[0], a_sm_shape[1], eb)
-    B = SmemOperand(base + a_bytes, b_sm_shape[0], b_sm_shape[1], eb)
-    lw.smem_access(base, base + a_bytes + K * N * eb, True)
-    _store_operand(lw, a_t, ty, eb, A, 1 if a_trans else 0, 0 if a_trans else 1)
-    _store_operand(lw, b_t, ty, eb, B, 0 if b_trans else 1, 1 if b_trans else 0)
-    lw.smem_access(base, base + a_bytes + K * N * eb, False)
+    a_regs = None
+    staged = {}
+    for idx, v in ((0, a_v), (1, b_v)):
+        if v.id in lw.smem_operands:
+            staged[idx] = lw.smem_operands[v.id]
+    if 0 not in staged:
+        a_regs = _a_from_registers(lw, a_v, L, M, K)
+    todo = [(idx, v) for idx, v in ((0, a_v), (1, b_v)) if idx not in staged and not (idx == 0 and a_regs)]
+    if todo:
+        geoms = []
+        total = 0
+        for idx, v in todo:
+            t = lw.get(v, lw.layout_of(v) or _pref_operand_layout(lw, v, 1))
+            trans = choose_trans(t.layout, eb, idx == 0)
+            g = operand_geometry(idx == 0, trans, M if idx == 0 else N, K, eb, base=total)
+            geoms.append((idx, t, trans, g))
+            total += g.nbytes
+        base = lw.scratch(total)
+        lw.smem_access(base, base + total, True)
+        for idx, t, trans, g in geoms:
+            from .pipeline import _dims
+            store_operand(lw, t, ty, eb, g, *_dims(idx == 0, trans))
+            staged[idx] = (g, trans)
+        lw.smem_access(base, base + total, False)
     acc = list(lw.get(c_v, L).regs)
-    run_mma(lw, kind, A, B, a_trans, b_trans, acc, L, M, N, K)
+    A, a_trans = staged.get(0, (None, False))
+    B, b_trans = staged[1]
+    run_mma(lw, kind, A, B, a_trans, b_trans, acc, L, M, N, K, a_regs=a_regs)
     lw.tiles[op.results[0].id] = Tile(L, acc)
 
 
-def run_mma(lw: Lowering, kind: str, A: SmemOperand, B: SmemOperand, a_trans: bool, b_trans: bool,
-            acc: List[str], L: Layout, M: int, N: int, K: int):
+def run_mma(lw: Lowering, kind: str, A: Optional[SmemOperand], B: SmemOperand, a_trans: bool, b_trans: bool,
+            acc: List[str], L: Layout, M: int, N: int, K: int, a_regs=None):
     """Issue ldmatrix + mma.sync for every k-step and every (m, n) repetition of this warp."""
     e = lw.e
     kstep, ptx_ab, _, _ = MMA_SHAPES[kind]
@@ -163,6 +221,9 @@ def run_mma(lw: Lowering, kind: str, A: SmemOperand, B: SmemOperand, a_trans: bo
     for k0 in range(0, K, kstep):
         afr = []
         for i in range(reps_m):
+            if a_regs is not None:
+                afr.append(a_regs[(i, k0 // kstep)])
+                continue
             m_base = e.val(f"add i32 {mrow0}, {i * 16 * wm}") if i else mrow0
             if not a_trans:
                 # matrices: (rows 0-7, k lo), (rows 8-15, k lo), (rows 0-7, k hi), (rows 8-15, k hi)

@@ -30,7 +30,10 @@ class Tile:
 
 
 class SharedMemory:
-    """Dynamic shared memory: persistent buffers below, per-op scratch above; barrier bookkeeping."""
+    """Dynamic shared memory: per-op scratch at offset 0 (shared by all ops, kept apart by barriers),
+    then persistent buffers (pipeline stages, staged loop-invariant operands) placed after the final
+    scratch size, which is only known once the whole kernel is lowered: their offsets are tokens
+    patched at the end."""
 
     def __init__(self):
         self.persistent = 0
@@ -38,17 +41,22 @@ class SharedMemory:
         self.pending: List[Tuple[int, int, bool]] = []  # (lo, hi, is_write) since the last barrier
 
     @property
+    def scratch_aligned(self) -> int:
+        return (self.scratch + 127) // 128 * 128
+
+    @property
     def total(self) -> int:
-        return self.persistent + self.scratch
+        return self.scratch_aligned + self.persistent
 
 
 class Lowering:
     def __init__(self, fn: Function, plan: LayoutPlan, axis: AxisAnalysis, num_warps: int, target,
-                 scratch_base: int = 0):
+                 num_stages: int = 3):
         self.fn = fn
         self.plan = plan
         self.axis = axis
         self.nw = num_warps
+        self.num_stages = num_stages
         self.target = target
         self.e = Emitter(fn.name, fn.file, fn.line)
         self.scalars: Dict[int, str] = {}
@@ -56,7 +64,9 @@ class Lowering:
         self.memo: List[Dict] = [{}]
         self.defs: Dict[int, Op] = {}
         self.smem = SharedMemory()
-        self.smem.persistent = scratch_base
+        self.persistent_tokens: Dict[str, int] = {}
+        self.smem_operands: Dict[int, object] = {}  # value id -> operand already staged in shared memory
+        self.skip_ops: set = set()  # ids of ops lowered by a pipelined loop instead
         self.params: List[Tuple[str, str, str]] = []
         self.uses_smem = False
         self._base_cache: Dict = {}
@@ -83,7 +93,10 @@ class Lowering:
         self.warp = e.val(f"lshr i32 {tid}, 5")
         self.tid = tid
         self.lower_block(self.fn.body)
-        return e.module(self.params, maxntid=32 * self.nw)
+        text = e.module(self.params, maxntid=32 * self.nw)
+        for tok, rel in self.persistent_tokens.items():
+            text = text.replace(tok, str(self.smem.scratch_aligned + rel))
+        return text
 
     # -- values --------------------------------------------------------------------------------
     def is_tile(self, v: Value) -> bool:
@@ -348,7 +361,15 @@ class Lowering:
         """Reserve ``nbytes`` of per-op scratch (shared by all ops: barriers keep them apart)."""
         self.smem.scratch = max(self.smem.scratch, (nbytes + 15) // 16 * 16)
         self.smem_base()
-        return self.smem.persistent
+        return 0
+
+    def persistent(self, nbytes: int) -> str:
+        """A buffer that lives across ops (pipeline stages); returns an i32 offset token."""
+        self.smem_base()
+        tok = f"__PBASE{len(self.persistent_tokens)}__"
+        self.persistent_tokens[tok] = self.smem.persistent
+        self.smem.persistent += (nbytes + 127) // 128 * 128
+        return tok
 
     def smem_access(self, lo: int, hi: int, write: bool) -> None:
         """Record an access; emit a barrier first if it conflicts with one since the last barrier."""
@@ -368,6 +389,8 @@ class Lowering:
             self.lower_op(op)
 
     def lower_op(self, op: Op) -> None:
+        if id(op) in self.skip_ops:
+            return
         e = self.e
         e.set_loc(op.loc.file, op.loc.line, op.loc.col)
         name = op.name

@@ -1,0 +1,345 @@
+"""Software pipelining of the global->shared loads that feed tensor-core dots in a loop.
+
+For ``for k in range(...): a = load(pa, ...); b = load(pb, ...); acc = dot(a, b, acc); pa += ...``
+the loads become ``cp.async`` copies straight into a ring of ``num_stages`` swizzled shared-memory
+buffers, issued ``num_stages - 1`` iterations ahead:
+
+    prologue:  copy stages 0 .. S-2 (addresses computed from the loop's own index arithmetic)
+    iteration: wait for stage i, barrier, copy stage i+S-1 (into the slot iteration i-1 freed),
+               ldmatrix + mma from stage i
+
+The address chain of each load (its pointer, mask and the pointer increments in the yield) is
+re-evaluated ahead of time with the prefetch iteration's bindings; anything the chain cannot be
+re-evaluated for (values from other loads, nested control flow) keeps the plain lowering.
+Loop-invariant dot operands (attention's Q) are staged into shared memory once, before the loop.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+from ...language.dtypes import scalar_of, shape_of
+from ..ir.core import Block, Op, Value
+from ..passes.layout_assign import REMATERIALIZABLE
+from .dot import MMA_SHAPES, SmemOperand, operand_geometry, store_operand, choose_trans
+from .emitter import llty
+from .lowering import Lowering, Tile
+
+
+class _Load:
+    def __init__(self, op: Op, dot: Op, is_a: bool):
+        self.op, self.dot, self.is_a = op, dot, is_a
+        self.trans = False
+        self.geom: Optional[SmemOperand] = None
+        self.tokens = None
+        self.stage_bytes = 0
+
+
+class PipelinePlan:
+    def __init__(self, lw: Lowering, op: Op, stages: int, loads: List[_Load], chain: List[Op],
+                 carried_idx: List[int]):
+        self.lw, self.op, self.S, self.loads, self.chain, self.carried_idx = lw, op, stages, loads, chain, carried_idx
+
+
+def _body_defs(body: Block) -> Dict[int, Op]:
+    out = {}
+    for op in body.ops:
+        for r in op.results:
+            out[r.id] = op
+    return out
+
+
+def _closure(values: List[Value], defs: Dict[int, Op], args: set) -> Optional[List[Op]]:
+    """Ops of the body that compute ``values`` (in program order), or None if one is not re-computable."""
+    need: Dict[int, Op] = {}
+    stack = list(values)
+    while stack:
+        v = stack.pop()
+        if v.id in args:
+            continue
+        op = defs.get(v.id)
+        if op is None:
+            continue  # defined outside the loop: loop-invariant
+        if id(op) in need:
+            continue
+        if op.name not in REMATERIALIZABLE and op.name not in ("program_id", "num_programs"):
+            return None
+        need[id(op)] = op
+        stack.extend(op.operands)
+    return list(need.values())
+
+
+def plan_pipeline(lw: Lowering, op: Op) -> Optional[PipelinePlan]:
+    stages = op.attrs.get("num_stages", lw.num_stages)
+    if stages is None or stages < 2:
+        return None
+    body = op.regions[0]
+    defs = _body_defs(body)
+    args = {a.id for a in body.args}
+    uses: Dict[int, List[Tuple[Op, int]]] = {}
+    for o in body.ops:
+        for t in o.walk():
+            for i, v in enumerate(t.operands):
+                uses.setdefault(v.id, []).append((t, i))
+    loads = []
+    for o in body.ops:
+        if o.name != "dot" or id(o) in lw.plan.dot_fma or lw.plan.get(o.results[0]) is None:
+            continue
+        for idx in (0, 1):
+            v = o.operands[idx]
+            lop = defs.get(v.id)
+            if lop is None or lop.name != "load":
+                continue
+            if any(u is not o or i != idx for u, i in uses.get(v.id, [])):
+                continue  # the loaded tile is used elsewhere too
+            if len(lop.operands) > 2:
+                other = lw.defs.get(lop.operands[2].id)
+                if other is None or other.name != "constant" or other.attrs["value"] != 0:
+                    continue
+            loads.append(_Load(lop, o, idx == 0))
+    if not loads:
+        return None
+    # the address chain: pointer and mask of every load, plus the increments of the carried values they use
+    wanted = [v for ld in loads for v in ld.op.operands[:2]]
+    chain = _closure(wanted, defs, args)
+    if chain is None:
+        return None
+    used_args = set()
+    for ld in loads:
+        for v in ld.op.operands[:2]:
+            used_args.add(v.id)
+    for c in chain:
+        used_args.update(o.id for o in c.operands)
+    carried = body.args[1:]
+    carried_idx = [i for i, a in enumerate(carried) if a.id in used_args]
+    yld = body.ops[-1]
+    inc_chain = _closure([yld.operands[i] for i in carried_idx], defs, args)
+    if inc_chain is None:
+        return None
+    # the chain may only read the carried values it advances itself (and the induction variable)
+    allowed = {body.args[0].id} | {carried[i].id for i in carried_idx}
+    for c in chain + inc_chain:
+        for o in c.operands:
+            if o.id in args and o.id not in allowed:
+                return None
+    # every pipelined load must be vectorisable to at least 4 bytes (cp.async's minimum)
+    from .memory import vector_width
+    for ld in loads:
+        elt = scalar_of(ld.op.results[0].type)
+        L = lw.plan.get(ld.op.results[0])
+        mask = ld.op.operands[1] if len(ld.op.operands) > 1 else None
+        vec = vector_width(lw, ld.op.operands[0], mask, L, elt.itemsize)
+        if vec * elt.itemsize < 4 or elt.name not in MMA_SHAPES:
+            return None
+        ld.vec = vec
+    order = {id(o): i for i, o in enumerate(body.ops)}
+    full = {id(c): c for c in chain + inc_chain}
+    chain_all = sorted(full.values(), key=lambda o: order[id(o)])
+    return PipelinePlan(lw, op, stages, loads, chain_all, carried_idx)
+
+
+def _eval_chain(lw: Lowering, plan: PipelinePlan, iv: str, carried_vals: Dict[int, Tile]):
+    """Lower the address chain with the given bindings; returns (per-load (ptrs, masks), advanced carried)."""
+    body = plan.op.regions[0]
+    lw.push_scope()
+    saved_s = dict(lw.scalars)
+    saved_t = dict(lw.tiles)
+    lw.scalars[body.args[0].id] = iv
+    for i in plan.carried_idx:
+        a = body.args[1 + i]
+        if lw.is_tile(a):
+            lw.tiles[a.id] = carried_vals[i]
+        else:
+            lw.scalars[a.id] = carried_vals[i]
+    for c in plan.chain:
+        if not c.results:
+            continue
+        v = c.results[0]
+        if not lw.is_tile(v):
+            lw.lower_scalar_op(c)
+        else:
+            L = lw.plan.get(v)
+            if L is not None:
+                lw.tiles[v.id] = lw.materialize(c, v, L)
+    out = []
+    for ld in plan.loads:
+        L = lw.plan.get(ld.op.results[0])
+        ptrs = lw.get(ld.op.operands[0], L).regs
+        masks = lw.operand(ld.op.operands[1], L) if len(ld.op.operands) > 1 else None
+        out.append((ptrs, masks))
+    yld = body.ops[-1]
+    advanced = {}
+    for i in plan.carried_idx:
+        a = body.args[1 + i]
+        v = yld.operands[i]
+        if lw.is_tile(a):
+            advanced[i] = lw.get(v, lw.plan.get(a))
+        else:
+            advanced[i] = lw.scalar(v)
+    lw.scalars = saved_s
+    lw.tiles = saved_t
+    lw.pop_scope()
+    return out, advanced
+
+
+def _issue(lw: Lowering, plan: PipelinePlan, addrs, stage: str, guard: Optional[str]):
+    """cp.async every chunk of every pipelined load into ``stage``; one commit group."""
+    e = lw.e
+    for ld, (ptrs, masks) in zip(plan.loads, addrs):
+        L = lw.plan.get(ld.op.results[0])
+        elt = scalar_of(ld.op.results[0].type)
+        eb = elt.itemsize
+        vec = ld.vec
+        nbytes = vec * eb
+        coords = lw.coords(L)
+        row_dim, col_dim = ld.dims
+        base = e.val(f"add i32 {ld.token}, {e.val(f'mul i32 {stage}, {ld.stage_bytes}')}")
+        sm = ld.geom.at(base)
+        own = lw.owner_predicate(L)
+        for g in range(0, L.num_regs, vec):
+            off = sm.offset(lw, coords[g][row_dim], coords[g][col_dim])
+            p = e.val(f"getelementptr i8, ptr addrspace(3) @global_smem, i32 {off}")
+            saddr = e.val(f"ptrtoint ptr addrspace(3) {p} to i32")
+            m = masks[g] if masks is not None else "true"
+            if guard is not None:
+                m = guard if m == "true" else e.val(f"and i1 {m}, {guard}")
+            src_size = e.val(f"select i1 {m}, i32 {nbytes}, i32 0") if m != "true" else str(nbytes)
+            cache = ".cg" if nbytes == 16 else ".ca"
+            if own is not None:
+                e.asm("void", f"@$3 cp.async{cache}.shared.global [$0], [$1], {nbytes}, $2;", "r,l,r,b",
+                      [("i32", saddr), ("ptr addrspace(1)", ptrs[g]), ("i32", src_size), ("i1", own)])
+            else:
+                e.asm("void", f"cp.async{cache}.shared.global [$0], [$1], {nbytes}, $2;", "r,l,r",
+                      [("i32", saddr), ("ptr addrspace(1)", ptrs[g]), ("i32", src_size)])
+    e.asm("void", "cp.async.commit_group;", "", [])
+
+
+class PipelinedLoop:
+    """Drives the emission; ``lower_for`` calls prologue / iteration_start / finish."""
+
+    def __init__(self, lw: Lowering, plan: PipelinePlan):
+        self.lw, self.plan = lw, plan
+
+    def prologue(self, lb: str, ub: str, step: str, iv_ty: str, init_carried: Dict[int, object]):
+        lw, plan = self.lw, self.plan
+        e = lw.e
+        S = plan.S
+        for ld in plan.loads:
+            dot = ld.dot
+            elt = scalar_of(ld.op.results[0].type)
+            eb = elt.itemsize
+            M, N = shape_of(dot.results[0].type)
+            K = shape_of(dot.operands[0].type)[1]
+            L = lw.plan.get(ld.op.results[0])
+            ld.trans = choose_trans(L, eb, ld.is_a)
+            ld.geom = operand_geometry(ld.is_a, ld.trans, M if ld.is_a else N, K, eb)
+            ld.dims = _dims(ld.is_a, ld.trans)
+            ld.stage_bytes = ld.geom.nbytes
+            ld.token = lw.persistent(S * ld.stage_bytes)
+        self.iv_ty = iv_ty
+        self.ub = ub
+        self.step = step
+        cur = dict(init_carried)
+        for s in range(S - 1):
+            iv_s = lb if s == 0 else e.val(f"add {iv_ty} {lb}, {e.val(f'mul {iv_ty} {step}, {s}')}")
+            guard = e.val(f"icmp slt {iv_ty} {iv_s}, {ub}")
+            addrs, cur = _eval_chain(lw, plan, iv_s, cur)
+            _issue(lw, plan, addrs, str(s), guard)
+        # extra loop-carried state: prefetch bindings (S-1 iterations ahead), read and write stage
+        self.extra_types = []
+        self.extra_inits = []
+        for i in plan.carried_idx:
+            v = cur[i]
+            if isinstance(v, Tile):
+                ty = "ptr addrspace(1)" if True else None
+                a = plan.op.regions[0].args[1 + i]
+                ty = llty(scalar_of(a.type))
+                self.extra_types += [ty] * len(v.regs)
+                self.extra_inits += list(v.regs)
+            else:
+                a = plan.op.regions[0].args[1 + i]
+                self.extra_types.append(llty(scalar_of(a.type)))
+                self.extra_inits.append(v)
+        self.extra_types += ["i32", "i32"]
+        self.extra_inits += ["0", str(S - 1)]
+        return list(zip(self.extra_types, self.extra_inits))
+
+    def iteration_start(self, iv: str, extra_phis: List[str]) -> List[str]:
+        """Wait for this iteration's stage, prefetch ahead, bind the dots' operands; returns next extras."""
+        lw, plan = self.lw, self.plan
+        e = lw.e
+        S = plan.S
+        read_stage, write_stage = extra_phis[-2], extra_phis[-1]
+        cur: Dict[int, object] = {}
+        k = 0
+        body = plan.op.regions[0]
+        for i in plan.carried_idx:
+            a = body.args[1 + i]
+            if lw.is_tile(a):
+                L = lw.plan.get(a)
+                cur[i] = Tile(L, extra_phis[k:k + L.num_regs])
+                k += L.num_regs
+            else:
+                cur[i] = extra_phis[k]
+                k += 1
+        e.asm("void", f"cp.async.wait_group {S - 2};", "", [])
+        lw.barrier()
+        iv_pf = e.val(f"add {self.iv_ty} {iv}, {e.val(f'mul {self.iv_ty} {self.step}, {S - 1}')}")
+        guard = e.val(f"icmp slt {self.iv_ty} {iv_pf}, {self.ub}")
+        addrs, nxt = _eval_chain(lw, plan, iv_pf, cur)
+        _issue(lw, plan, addrs, write_stage, guard)
+        for ld in plan.loads:
+            base = e.val(f"add i32 {ld.token}, {e.val(f'mul i32 {read_stage}, {ld.stage_bytes}')}")
+            lw.smem_operands[ld.op.results[0].id] = (ld.geom.at(base), ld.trans)
+            lw.skip_ops.add(id(ld.op))
+        out = []
+        for i in plan.carried_idx:
+            v = nxt[i]
+            out += list(v.regs) if isinstance(v, Tile) else [v]
+        for st in (read_stage, write_stage):
+            inc = e.val(f"add i32 {st}, 1")
+            wrap = e.val(f"icmp eq i32 {inc}, {S}")
+            out.append(e.val(f"select i1 {wrap}, i32 0, i32 {inc}"))
+        return out
+
+    def finish(self):
+        e = self.lw.e
+        e.asm("void", "cp.async.wait_all;", "", [])
+        for ld in self.plan.loads:
+            self.lw.smem_operands.pop(ld.op.results[0].id, None)
+
+
+def _dims(is_a: bool, trans: bool) -> Tuple[int, int]:
+    """(row_dim, col_dim) of the loaded tile in the operand's shared-memory rows/columns."""
+    if is_a:
+        return (1, 0) if trans else (0, 1)
+    return (0, 1) if trans else (1, 0)
+
+
+def stage_invariant_operands(lw: Lowering, op: Op) -> None:
+    """Before a loop: copy dot operands that do not change in the loop into shared memory once."""
+    body = op.regions[0]
+    inner = {r.id for o in body.ops for t in o.walk() for r in t.results} | {a.id for a in body.args}
+    e = lw.e
+    staged = False
+    for o in body.ops:
+        if o.name != "dot" or id(o) in lw.plan.dot_fma or lw.plan.get(o.results[0]) is None:
+            continue
+        for idx in (0, 1):
+            v = o.operands[idx]
+            if v.id in inner or v.id in lw.smem_operands or not lw.is_tile(v):
+                continue
+            elt = scalar_of(v.type)
+            if elt.name not in MMA_SHAPES:
+                continue
+            M, N = shape_of(o.results[0].type)
+            K = shape_of(o.operands[0].type)[1]
+            t = lw.get(v)
+            trans = choose_trans(t.layout, elt.itemsize, idx == 0)
+            geom = operand_geometry(idx == 0, trans, M if idx == 0 else N, K, elt.itemsize)
+            tok = lw.persistent(geom.nbytes)
+            sm = geom.at(tok)
+            store_operand(lw, t, llty(elt), elt.itemsize, sm, *_dims(idx == 0, trans))
+            lw.smem_operands[v.id] = (sm, trans)
+            staged = True
+    if staged:
+        lw.barrier()
