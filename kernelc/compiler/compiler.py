@@ -129,6 +129,12 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
         raise ValueError(f"num_warps must be a power of two between 1 and 32, got {num_warps}")
     tgt = parse_target(target) if target is not None else _default_target()
+    # Pointers default to 16-byte alignment: every torch/CUDA allocation has it, and the runtime
+    # specialises on it (pass divisibility={name: 1} to compile for unaligned pointers).
+    divisibility = dict(divisibility or {})
+    for pname, pty in signature.items():
+        if str(pty).startswith("*"):
+            divisibility.setdefault(pname, 16)
     timings: Dict[str, float] = {}
     t0 = time.perf_counter()
     func, used = generate_ir(fn, signature, constexprs or {}, divisibility, tuple(equal_to_1), name)

@@ -17,9 +17,11 @@ _warned = set()
 
 
 def _warn_once(key, msg):
+    # said once per process on stderr (not through `warnings`, which would point into kernelc)
     if key not in _warned:
         _warned.add(key)
-        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+        import sys
+        print(msg, file=sys.stderr)
 
 
 def interpret_requested() -> bool:

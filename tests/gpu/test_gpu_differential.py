@@ -376,7 +376,12 @@ def test_random_differential(capsys):
         grid = ((R + BR - 1) // BR, (C + BC - 1) // BC)
         (g,), (c,) = _run_both(kern, grid, [x, y], [out], R=R, C=C, BR=BR, BC=BC, num_warps=nw)
         ran += 1
-        if not _close(g, c, TORCH[dt], approx=True):
+        ok = _close(g, c, TORCH[dt], approx=True)
+        if not ok and dt == "fp16" and "sum" in expr:
+            # an fp16 row sum rounds at every add: the GPU's tree order and numpy's order differ by
+            # up to ~n ulp of the sum, so compare at the sum's own precision
+            ok = bool(torch.isclose(g.double(), c.double(), rtol=1e-2, atol=1e-2 * c.double().abs().max()).all())
+        if not ok:
             differed += 1
             failures.append((expr, dt, R, C, BR, BC, nw))
     with capsys.disabled():
