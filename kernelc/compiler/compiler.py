@@ -21,8 +21,8 @@ from .ir import print_function, verify
 from .passes.axis_info import analyze
 from .passes.layout_assign import assign_layouts
 from .passes.simplify import simplify
+from .artifact import COMPILER_VERSION, CompiledKernel, _LazyAsm  # noqa: F401
 
-COMPILER_VERSION = "0.1.0"
 
 # Compilation listeners (like Triton's): called with (kernel name, stage, seconds) for every stage.
 _listeners: List[Callable[[str, str, float], None]] = []
@@ -35,64 +35,6 @@ def add_compile_listener(fn: Callable[[str, str, float], None]) -> None:
 def remove_compile_listener(fn) -> None:
     if fn in _listeners:
         _listeners.remove(fn)
-
-
-class _LazyAsm(dict):
-    """``asm`` dict whose "sass" entry is disassembled on first access."""
-
-    def __init__(self, artifacts, **kw):
-        super().__init__(**kw)
-        self._art = artifacts
-
-    def __missing__(self, key):
-        if key == "sass" and self._art is not None:
-            v = self._art.sass
-            self["sass"] = v
-            return v
-        raise KeyError(key)
-
-    def __contains__(self, key):
-        return super().__contains__(key) or (key == "sass" and self._art is not None)
-
-    def keys(self):
-        ks = list(super().keys())
-        if "sass" not in ks and self._art is not None:
-            ks.append("sass")
-        return ks
-
-
-@dataclass
-class CompiledKernel:
-    """A compiled kernel: every stage's text, resources, the source map and compile-time breakdown."""
-
-    name: str
-    signature: Dict[str, str]
-    constexprs: Dict[str, Any]
-    num_warps: int
-    num_stages: int
-    target: Any
-    asm: Dict[str, Any]
-    n_regs: int = 0
-    n_spills: int = 0
-    shared: int = 0  # static + dynamic shared memory per program (bytes)
-    dynamic_shared: int = 0  # the part passed at launch
-    local_bytes: int = 0
-    source_map: Any = None
-    compile_log: List[str] = field(default_factory=list)
-    timings: Dict[str, float] = field(default_factory=dict)
-    arg_names: List[str] = field(default_factory=list)
-    arg_types: List[Any] = field(default_factory=list)
-    used_globals: Dict[str, Any] = field(default_factory=dict)
-    cache_key: Optional[str] = None
-    artifacts: Any = None
-
-    @property
-    def function_name(self) -> str:
-        return self.name
-
-    def __repr__(self):
-        return (f"<CompiledKernel {self.name} {self.target.arch if self.target else '?'} warps={self.num_warps} "
-                f"regs={self.n_regs} spills={self.n_spills} smem={self.shared}>")
 
 
 def _base_function(kernel) -> DeviceFunction:

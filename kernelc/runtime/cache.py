@@ -8,8 +8,9 @@ recompiled with a warning, never trusted.
 """
 from __future__ import annotations
 
-import ast
 import hashlib
+import marshal
+import types
 import json
 import os
 import shutil
@@ -27,40 +28,49 @@ def cache_dir() -> str:
 
 
 def dependency_fingerprint(fn: DeviceFunction, _seen=None) -> str:
-    """Hash of ``fn``'s source, the sources of the @jit functions it calls (transitively) and the
-    values of the constant globals it reads."""
+    """Hash of ``fn``'s source, the sources of the @jit functions it calls (transitively, also through
+    module attributes like ``helpers.f``) and the values of the constant globals it reads."""
     seen = _seen if _seen is not None else {}
     key = id(fn)
     if key in seen:
         return seen[key]
     seen[key] = ""
     h = hashlib.sha256()
-    h.update(fn.src.encode())
+    # The code object carries the function's bytecode, constants, names, file and line table (the
+    # kernel's debug lines depend on them); marshalling it is ~100x faster than re-reading the source.
+    h.update(marshal.dumps(fn.fn.__code__))
     g = fn.__globals__
-    try:
-        names = sorted({n.id for n in ast.walk(fn.parse()) if isinstance(n, ast.Name)} |
-                       {n.value.id + "." + n.attr for n in ast.walk(fn.parse())
-                        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)})
-    except Exception:
-        names = []
+    names = sorted(set(_code_names(fn.fn.__code__)))
+    modules = [g[n] for n in names if isinstance(g.get(n), types.ModuleType)]
     for name in names:
-        base, _, attr = name.partition(".")
-        v = g.get(base)
-        if attr and v is not None and hasattr(v, attr):
-            v = getattr(v, attr)
+        v = g.get(name)
+        if v is None:
+            for m in modules:  # helpers.f, cfg.BLOCK: attribute names of referenced modules
+                cand = getattr(m, name, None)
+                if isinstance(cand, (DeviceFunction, constexpr)):
+                    v = cand
+                    break
         if isinstance(v, DeviceFunction):
             h.update(f"{name}:{dependency_fingerprint(v, seen)}".encode())
         elif isinstance(v, constexpr):
             h.update(f"{name}={v.value!r}".encode())
-        elif isinstance(v, (bool, int, float, str)) and not attr:
+        elif isinstance(v, (bool, int, float, str)):
             h.update(f"{name}={v!r}".encode())
     out = h.hexdigest()
     seen[key] = out
     return out
 
 
+def _code_names(code):
+    """Global and attribute names a code object (and its nested code objects) refers to."""
+    yield from code.co_names
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            yield from _code_names(c)
+
+
 def cache_key(fn, sig, cx, div, eq1, num_warps, num_stages, target) -> str:
-    from ..compiler.compiler import COMPILER_VERSION
+    from ..compiler.artifact import COMPILER_VERSION
     payload = json.dumps({
         "fp": dependency_fingerprint(fn), "name": fn.__name__, "sig": sig,
         "cx": {k: repr(v) for k, v in cx.items()}, "div": div, "eq1": list(eq1), "warps": num_warps,
@@ -106,9 +116,9 @@ def _save(path: str, ck) -> None:
 
 
 def _load(path: str, fn):
+    from ..compiler.artifact import CompiledKernel, _LazyAsm
     from ..compiler.backend import parse_target
     from ..compiler.backend.sourcemap import SourceMap
-    from ..compiler.compiler import CompiledKernel, _LazyAsm
     with open(os.path.join(path, "meta.json")) as f:
         meta = json.load(f)
     with open(os.path.join(path, "kernel.cubin"), "rb") as f:
@@ -145,7 +155,6 @@ class _CubinSass:
 
 def cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target):
     """Compile through the disk cache."""
-    from ..compiler.compiler import compile as kcompile
     key = cache_key(fn, sig, cx, div, eq1, num_warps, num_stages, target)
     path = os.path.join(cache_dir(), key[:2], key)
     if os.path.isdir(path):
@@ -154,6 +163,7 @@ def cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target):
         except Exception as e:  # truncated or corrupt: recompile, never trust
             warnings.warn(f"kernelc: cache entry {path} is corrupt ({e}); recompiling", RuntimeWarning)
             shutil.rmtree(path, ignore_errors=True)
+    from ..compiler.compiler import compile as kcompile
     ck = kcompile(fn, sig, cx, target, num_warps, num_stages, divisibility=div, equal_to_1=eq1)
     ck.cache_key = key
     try:

@@ -2,6 +2,7 @@
 (CUDA or the CPU interpreter) and fires launch hooks."""
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import warnings
@@ -34,6 +35,17 @@ class KernelInterface:
     def __getitem__(self, grid) -> Callable:
         return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
 
+
+_fast_enabled = None
+
+
+def _fast_path_enabled() -> bool:
+    global _fast_enabled
+    if _fast_enabled is None:
+        from .device import cuda_available
+        _fast_enabled = cuda_available() and not interpret_requested()
+    return _fast_enabled
+
     def run(self, *args, grid, **kwargs):  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -58,6 +70,14 @@ class JITFunction(DeviceFunction, KernelInterface):
         self.repr = repr
         self.params = list(self.signature.parameters.values())
         self._backend = None  # the CUDA launcher, created on first GPU launch
+
+    def __getitem__(self, grid) -> Callable:
+        if self.interpret is not True and _fast_path_enabled():
+            from .launcher import fast_launcher
+            fast = fast_launcher(self)
+            if fast is not None:
+                return functools.partial(fast, grid)
+        return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
 
     # -- argument binding ------------------------------------------------------------------
     def bind(self, args, kwargs) -> Tuple[Dict[str, Any], Dict[str, Any]]:

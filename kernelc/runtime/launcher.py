@@ -27,7 +27,8 @@ def _dtype_sig(x) -> str:
 
 
 class Specializer:
-    """Turns call arguments into (specialisation key, signature, divisibility, equal_to_1)."""
+    """Turns call arguments into the specialisation key and back into (signature, constexprs,
+    divisibility, equal_to_1, argument kinds). The key format is shared with the generated fast path."""
 
     def __init__(self, fn):
         self.fn = fn
@@ -35,51 +36,39 @@ class Specializer:
         self.dns = fn.do_not_specialize
 
     def key(self, values: List[Any], cmask: List[bool]) -> tuple:
+        from .fastpath import spec_part
         parts = []
         for name, v, cx in zip(self.names, values, cmask):
             if cx:
-                parts.append(("c", v if _hashable(v) else repr(v)))
-            elif hasattr(v, "data_ptr"):
-                parts.append(("*", _dtype_sig(v), v.data_ptr() % 16 == 0))
-            elif v is True or v is False:
-                parts.append("i1")
-            elif isinstance(v, int):
-                if name in self.dns:
-                    parts.append("i32" if -2**31 <= v < 2**31 else "i64")
-                else:
-                    parts.append(("i32" if -2**31 <= v < 2**31 else ("i64" if v < 2**63 else "u64"),
-                                  v == 1, v % 16 == 0))
-            elif isinstance(v, float):
-                parts.append("fp32")
+                parts.append(("c", v))
             else:
-                raise TypeError(f"{self.fn.__name__}: argument {name!r} has unsupported type {type(v).__name__}; "
-                                f"pass a torch tensor, int, float or bool")
+                try:
+                    parts.append(spec_part(v, name not in self.dns))
+                except TypeError as e:
+                    raise TypeError(f"{self.fn.__name__}: argument {name!r}: {e}") from None
         return tuple(parts)
 
-    def signature(self, key: tuple) -> Tuple[Dict[str, str], Dict[str, Any], Dict[str, int], Tuple[str, ...], List[str]]:
+    def signature(self, key: tuple):
         sig, cx, div, eq1, kinds = {}, {}, {}, [], []
         for name, part in zip(self.names, key):
             if isinstance(part, tuple) and part[0] == "c":
                 cx[name] = part[1]
-                continue
-            if isinstance(part, str):
+            elif isinstance(part, str):
                 sig[name] = part
-                kinds.append(part if part != "i1" else "i1")
-                continue
-            t = part[0]
-            if t == "*":
-                sig[name] = "*" + part[1]
+                kinds.append(part)
+            elif part[0] == "*":
+                sig[name] = "*" + kl_dtype_of(part[1]).short
                 kinds.append("ptr")
                 if part[2]:
                     div[name] = 16
-                continue
-            if t in ("i32", "i64", "u64"):
-                sig[name] = t
-                kinds.append(t)
-                if part[1]:
-                    eq1.append(name)
-                if part[2]:
-                    div[name] = 16
+            else:
+                sig[name] = part[0]
+                kinds.append(part[0])
+                if len(part) > 1:
+                    if part[1]:
+                        eq1.append(name)
+                    if part[2]:
+                        div[name] = 16
         return sig, cx, div, tuple(eq1), kinds
 
 
@@ -99,13 +88,14 @@ class KernelCache:
 
 
 class Loaded:
-    __slots__ = ("compiled", "function", "buffer", "setters", "kinds")
+    __slots__ = ("compiled", "function", "buffer", "kinds", "launch")
 
     def __init__(self, compiled, function, buffer, kinds):
         self.compiled = compiled
         self.function = function
         self.buffer = buffer
         self.kinds = kinds
+        self.launch = None
 
 
 def _current_stream(device: int) -> int:
@@ -116,13 +106,12 @@ def _current_stream(device: int) -> int:
 def get_state(fn):
     st = getattr(fn, "_cuda_state", None)
     if st is None:
-        st = fn._cuda_state = {"spec": Specializer(fn), "cache": {}, "compiles": 0}
+        st = fn._cuda_state = {"spec": Specializer(fn), "cache": {}, "compiles": 0, "fast": None}
     return st
 
 
 def compile_for(fn, key, num_warps, num_stages, device: int = 0):
     """Compile (or load from the disk cache) the kernel for this specialisation."""
-    from ..compiler.compiler import compile as kcompile
     from .cache import cached_compile
     from .driver import ArgBuffer, LoadedFunction, device_properties
     st = get_state(fn)
@@ -136,50 +125,50 @@ def compile_for(fn, key, num_warps, num_stages, device: int = 0):
     return Loaded(ck, lf, ArgBuffer(tuple(kinds)), kinds)
 
 
+def fast_launcher(fn):
+    """The generated fast path for ``fn`` (None if its signature does not allow one)."""
+    st = get_state(fn)
+    if st["fast"] is None:
+        from .fastpath import make_binder
+        st["fast"] = make_binder(fn) or False
+    return st["fast"] or None
+
+
 def launch_cuda(fn, values: Dict[str, Any], grid, num_warps, num_stages, options, warmup):
     import torch
     st = get_state(fn)
     names = fn.arg_names
     vals = [values[n] for n in names]
     cmask = fn.constexpr_mask(values)
-    device = torch.cuda.current_device()
+    device = torch._C._cuda_getDevice()
     key = (st["spec"].key(vals, cmask), num_warps, num_stages, device)
-    ent = st["cache"].get(key)
+    try:
+        ent = st["cache"].get(key)
+    except TypeError:  # an unhashable constexpr value
+        key = (tuple(p if not (isinstance(p, tuple) and p[0] == "c") else ("c", repr(p[1])) for p in key[0]),) + key[1:]
+        ent = st["cache"].get(key)
     if ent is None:
         if os.environ.get("KERNELC_LOG_RECOMPILES") and st["cache"]:
             _log_recompile(fn, key, st["cache"])
         ent = compile_for(fn, key[0], num_warps, num_stages, device)
+        from .fastpath import make_launch
+        ent.launch = make_launch(ent, fn, cmask)
         st["cache"][key] = ent
         st["compiles"] += 1
     if warmup:
         return ent.compiled
     stream = options.get("stream")
     stream = _current_stream(device) if stream is None else int(getattr(stream, "cuda_stream", stream))
-    _fill(ent, vals, cmask)
     rec = None
     if hooks._enter_hooks or hooks._exit_hooks:
         rec = fn._record(values, cmask, grid, num_warps, num_stages, "cuda", stream=stream, compiled=ent.compiled,
                          shared=ent.compiled.shared, cache_key=ent.compiled.cache_key)
         hooks.fire_enter(rec)
     if grid[0] and grid[1] and grid[2]:
-        from .driver import launch
-        launch(ent.function, grid, stream, ent.buffer)
+        ent.launch(grid[0], grid[1], grid[2], stream, *vals)
     if rec is not None:
         hooks.fire_exit(rec)
     return ent.compiled
-
-
-def _fill(ent: Loaded, vals, cmask):
-    s = ent.buffer.struct
-    i = 0
-    for v, cx in zip(vals, cmask):
-        if cx:
-            continue
-        if hasattr(v, "data_ptr"):
-            setattr(s, f"a{i}", v.data_ptr())
-        else:
-            setattr(s, f"a{i}", v)
-        i += 1
 
 
 def _log_recompile(fn, key, cache):
@@ -202,6 +191,9 @@ def _describe(part) -> str:
         return f"constexpr={part[1]!r}"
     if isinstance(part, str):
         return part
-    if part[0] in ("i32", "i64", "u64"):
-        return f"{part[0]}" + (" ==1" if part[1] else "") + (" divisible by 16" if part[2] else "")
-    return f"*{part[1]}" + (" 16-byte aligned" if part[2] else " unaligned")
+    if part[0] == "*":
+        return f"*{str(part[1]).replace('torch.', '')}" + (" 16-byte aligned" if part[2] else " unaligned") + \
+            ("" if part[3] else " (host memory)")
+    if len(part) == 1:
+        return part[0]
+    return f"{part[0]}" + (" ==1" if part[1] else "") + (" divisible by 16" if part[2] else "")

@@ -22,12 +22,27 @@ from typing import Dict, List, Optional, Sequence
 
 from kernelc.errors import CompilationError
 
-from .cubin import CubinInfo, FunctionInfo, inspect_cubin, line_sequences
-from .llvm import link_libdevice, llvm_to_ptx
-from .ptxas import CubinResult, FunctionResources, parse_ptxas_report, ptx_to_cubin
-from .sass import Instr, disassemble, disassemble_with_instructions, instructions, parse_sass
-from .sourcemap import SourceMap
 from .target import ARCH_LIMITS, ArchLimits, Target, parse_target, target_for_device
+
+# The heavy stages (llvmlite, nvJitLink, pyelftools) load on first use, so loading a cached kernel
+# (which needs none of them) stays fast.
+_LAZY = {
+    "CubinInfo": ".cubin", "FunctionInfo": ".cubin", "inspect_cubin": ".cubin", "line_sequences": ".cubin",
+    "link_libdevice": ".llvm", "llvm_to_ptx": ".llvm",
+    "CubinResult": ".ptxas", "FunctionResources": ".ptxas", "parse_ptxas_report": ".ptxas", "ptx_to_cubin": ".ptxas",
+    "Instr": ".sass", "disassemble": ".sass", "disassemble_with_instructions": ".sass", "instructions": ".sass",
+    "parse_sass": ".sass", "SourceMap": ".sourcemap",
+}
+
+
+def __getattr__(name):
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(mod, __name__), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "BinaryArtifacts", "compile_llir", "compile_ptx",
@@ -70,6 +85,7 @@ class BinaryArtifacts:
             if self._sass is not None:
                 return
             t0 = time.perf_counter()
+            from .sass import disassemble_with_instructions
             text, instrs = disassemble_with_instructions(self.cubin)
             self.timings["nvdisasm"] = time.perf_counter() - t0
             self._instructions = instrs
@@ -105,6 +121,8 @@ class BinaryArtifacts:
 def _finish(name: Optional[str], target: Target, ptx: str, llir_opt: str, res: CubinResult, timings: Dict[str, float],
             eager_sass: bool) -> BinaryArtifacts:
     t0 = time.perf_counter()
+    from .cubin import inspect_cubin
+    from .sourcemap import SourceMap
     info = inspect_cubin(res.cubin)
     if name is None:
         if len(info.kernels) != 1:
@@ -143,6 +161,8 @@ def compile_llir(llir_text: str, target="sm_90a", name: Optional[str] = None, *,
     target = parse_target(target)
     timings: Dict[str, float] = {}
     t0 = time.perf_counter()
+    from .llvm import llvm_to_ptx
+    from .ptxas import ptx_to_cubin
     ptx, llir_opt = llvm_to_ptx(llir_text, target, opt_level=opt_level, timings=timings)
     t1 = time.perf_counter()
     res = ptx_to_cubin(ptx, target, opt_level=opt_level, extra=tuple(ptxas_options))
@@ -155,6 +175,7 @@ def compile_llir(llir_text: str, target="sm_90a", name: Optional[str] = None, *,
 def compile_ptx(ptx: str, target="sm_90a", name: Optional[str] = None, *, opt_level: int = 3,
                 ptxas_options: Sequence[str] = ()) -> BinaryArtifacts:
     """Like :func:`compile_llir` for PTX text (hand-written or cached PTX)."""
+    from .ptxas import ptx_to_cubin
     target = parse_target(target)
     timings: Dict[str, float] = {}
     t0 = time.perf_counter()

@@ -1,0 +1,138 @@
+"""The launch fast path: Python source generated per kernel (argument binding, specialisation key)
+and per compiled specialisation (argument packing + cuLaunchKernel), so a cached launch costs one
+key tuple, one dict lookup, a few ctypes field writes and one foreign call.
+
+Anything unusual (no compiled entry yet, hooks registered, extra keyword options, the interpreter)
+falls back to the general path in ``JITFunction.run``.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Dict, List
+
+from . import hooks
+
+
+def spec_part(v, specialize: bool = True):
+    """The specialisation of one runtime argument (also used as part of the cache key)."""
+    if hasattr(v, "data_ptr"):
+        return ("*", v.dtype, v.data_ptr() & 15 == 0, v.is_cuda)
+    if v is True or v is False:
+        return "i1"
+    if type(v) is int or isinstance(v, int):
+        if -2147483648 <= v < 2147483648:
+            t = "i32"
+        elif v < 9223372036854775808:
+            t = "i64"
+        else:
+            t = "u64"
+        if not specialize:
+            return (t,)
+        return (t, v == 1, v & 15 == 0)
+    if isinstance(v, float):
+        return "fp32"
+    raise TypeError(f"unsupported argument type {type(v).__name__}; pass a torch tensor, int, float or bool")
+
+
+def make_binder(fn) -> Any:
+    """Generate ``fast(grid, <params>, num_warps=4, num_stages=3, stream=None, **kw)`` for ``fn``."""
+    params = list(fn.signature.parameters.values())
+    names = [p.name for p in params]
+    for reserved in ("grid", "num_warps", "num_stages", "stream", "kw"):
+        if reserved in names:
+            return None  # a parameter shadows an option name: keep the general path
+    defaults = {}
+    sig_parts = []
+    for p in params:
+        if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY):
+            return None
+        if p.default is not inspect.Parameter.empty:
+            defaults[f"_d_{p.name}"] = p.default
+            sig_parts.append(f"{p.name}=_d_{p.name}")
+        else:
+            sig_parts.append(p.name)
+    key_parts = []
+    for n in names:
+        if n in fn.constexpr_names:
+            key_parts.append(f"('c', {n})")
+        elif n in fn.do_not_specialize:
+            key_parts.append(f"(None if {n} is None else _spec({n}, False))")
+        else:
+            key_parts.append(f"(('c', None) if {n} is None else _spec({n}))")
+    meta = ", ".join(f"'{n}': {n}" for n in names)
+    src = f"""
+def fast(grid, {', '.join(sig_parts)}, num_warps=4, num_stages=3, stream=None, **kw):
+    if kw or _hooks_enter or _hooks_exit:
+        return _slow(grid, ({', '.join(names)},), kw, num_warps, num_stages, stream)
+    try:
+        key = (({', '.join(key_parts)},), num_warps, num_stages, _getdev())
+        ent = _cache.get(key)
+    except TypeError:
+        ent = None
+    if ent is None:
+        return _slow(grid, ({', '.join(names)},), kw, num_warps, num_stages, stream)
+    if type(grid) is tuple:
+        g = grid
+    elif callable(grid):
+        g = grid({{{meta}, 'num_warps': num_warps, 'num_stages': num_stages}})
+        if type(g) is not tuple:
+            g = tuple(g) if not isinstance(g, int) else (g,)
+    else:
+        g = tuple(grid) if not isinstance(grid, int) else (grid,)
+    n = len(g)
+    ent.launch(int(g[0]), int(g[1]) if n > 1 else 1, int(g[2]) if n > 2 else 1,
+               _getstream(key[3]) if stream is None else _stream_handle(stream), {', '.join(names)})
+    return ent.compiled
+"""
+    from .launcher import _current_stream, get_state
+    import torch
+    st = get_state(fn)
+    ns = dict(defaults)
+    ns.update(_spec=spec_part, _cache=st["cache"], _hooks_enter=hooks._enter_hooks, _hooks_exit=hooks._exit_hooks,
+              _getdev=torch._C._cuda_getDevice, _getstream=torch._C._cuda_getCurrentRawStream,
+              _stream_handle=lambda s: int(getattr(s, "cuda_stream", s)), _slow=_make_slow(fn))
+    exec(compile(src, f"<kernelc launcher {fn.__name__}>", "exec"), ns)
+    return ns["fast"]
+
+
+def _make_slow(fn):
+    def slow(grid, values, kw, num_warps, num_stages, stream):
+        kwargs = dict(kw)
+        kwargs["num_warps"] = num_warps
+        kwargs["num_stages"] = num_stages
+        if stream is not None:
+            kwargs["stream"] = stream
+        return fn.run(*values, grid=grid, **kwargs)
+    return slow
+
+
+def make_launch(ent, fn, cmask: List[bool]):
+    """Generate ``launch(g0, g1, g2, stream, <all params>)`` for one compiled specialisation."""
+    from .driver import _libcuda, check, _drv
+    names = fn.arg_names
+    lines = []
+    i = 0
+    for name, cx in zip(names, cmask):
+        if cx:
+            continue
+        if ent.kinds[i] == "ptr":
+            lines.append(f"    s.a{i} = {name}.data_ptr()")
+        else:
+            lines.append(f"    s.a{i} = {name}")
+        i += 1
+    src = f"""
+def launch(g0, g1, g2, stream, {', '.join(names)}):
+{chr(10).join(lines) if lines else '    pass'}
+    err = _cu(handle, g0, g1, g2, threads, 1, 1, shared, stream, ptrs, None)
+    if err:
+        _fail(err)
+"""
+    f = ent.function
+
+    def fail(err):
+        check(_drv().CUresult(err), "cuLaunchKernel", f.name)
+
+    ns = {"s": ent.buffer.struct, "_cu": _libcuda(), "handle": f.handle, "threads": f.threads, "shared": f.shared,
+          "ptrs": ent.buffer.ptrs_addr, "_fail": fail}
+    exec(compile(src, f"<kernelc launch {fn.__name__}>", "exec"), ns)
+    return ns["launch"]
