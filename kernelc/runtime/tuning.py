@@ -33,16 +33,24 @@ def _disk_path(tuner, key, device_name):
     return os.path.join(cache_dir(), "autotune", f"{fn.__name__}-{h}.json")
 
 
-def select_config(tuner, configs, args, kwargs, grid):
+def _device_name() -> str:
     import torch
+    return torch.cuda.get_device_name()
+
+
+def _bench(fn, warmup, rep):
     from ..testing import do_bench
+    return do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
+
+
+def select_config(tuner, configs, args, kwargs, grid):
     named = dict(zip(tuner.arg_names, args))
     named.update(kwargs)
     key = _key_values(tuner, named)
     hit = tuner.cache.get(key)
     if hit is not None:
         return hit
-    device_name = torch.cuda.get_device_name()
+    device_name = _device_name()
     path = _disk_path(tuner, key, device_name)
     if tuner.cache_results or os.environ.get("KERNELC_AUTOTUNE_DISK_CACHE", "1") == "1":
         try:
@@ -83,7 +91,7 @@ def select_config(tuner, configs, args, kwargs, grid):
                 c.pre_hook(dict(named, **c.all_kwargs()))
             fn.run(*args, grid=grid, **dict(kwargs, **c.all_kwargs()))
         try:
-            timings[c] = do_bench(call, warmup=tuner.warmup_ms or 5, rep=tuner.rep_ms or 20, return_mode="median")
+            timings[c] = _bench(call, tuner.warmup_ms or 5, tuner.rep_ms or 20)
         except Exception:
             timings[c] = float("inf")
         for n, v in restore.items():

@@ -1,0 +1,97 @@
+"""Autotuning: selection with a fake timer, caching per key, persistence, pruning, hooks."""
+import pytest
+
+import kernelc
+from kernelc.runtime import tuning
+from kernelc.runtime.autotuner import Autotuner, Config
+
+FAKE_MS = {}
+
+
+class FakeKernel:
+    """Stands in for a JITFunction: records launches; 'time' comes from FAKE_MS by BLOCK."""
+    arg_names = ["x", "n"]
+    __name__ = "fake"
+
+    def __init__(self):
+        self.runs = []
+        self.warmups = []
+        self.fn = None
+
+    def warmup(self, *args, grid, **kw):
+        self.warmups.append(kw["BLOCK"])
+        if kw["BLOCK"] == 512:
+            raise RuntimeError("out of shared memory")
+
+    def run(self, *args, grid, **kw):
+        self.runs.append(kw["BLOCK"])
+
+
+@pytest.fixture
+def fake_bench(monkeypatch):
+    def bench(call, warmup, rep):
+        k = FAKE.runs
+        before = len(k)
+        call()
+        return FAKE_MS[k[before]]
+    monkeypatch.setattr(tuning, "_bench", bench)
+    monkeypatch.setattr(tuning, "_device_name", lambda: "Fake GPU")
+    monkeypatch.setattr(tuning, "dependency_fingerprint", lambda fn: "fake")
+
+
+FAKE = None
+
+
+def _tuner(configs, **kw):
+    global FAKE
+    FAKE = FakeKernel()
+    t = Autotuner(FAKE, FakeKernel.arg_names, configs, key=["n"], **kw)
+    return t
+
+
+CONFIGS = [Config({"BLOCK": b}, num_warps=4) for b in (64, 128, 256, 512)]
+
+
+def test_picks_fastest_and_caches_per_key(fake_bench, capsys, monkeypatch):
+    monkeypatch.setenv("KERNELC_PRINT_AUTOTUNING", "1")
+    FAKE_MS.update({64: 3.0, 128: 1.0, 256: 2.0})
+    t = _tuner(CONFIGS)
+    best = tuning.select_config(t, CONFIGS, (None, 1000), {}, (1,))
+    assert best.kwargs == {"BLOCK": 128}
+    assert sorted(FAKE.warmups) == [64, 128, 256, 512]      # every candidate compiled (in parallel)
+    assert 512 not in FAKE.runs                              # the one that failed to compile was skipped
+    assert "best Config({BLOCK: 128}" in capsys.readouterr().err
+    n_runs = len(FAKE.runs)
+    assert tuning.select_config(t, CONFIGS, (None, 1000), {}, (1,)) is best and len(FAKE.runs) == n_runs
+    FAKE_MS.update({64: 0.5})
+    assert tuning.select_config(t, CONFIGS, (None, 2000), {}, (1,)).kwargs == {"BLOCK": 64}   # new key: re-tuned
+
+
+def test_result_persists_on_disk(fake_bench):
+    FAKE_MS.update({64: 3.0, 128: 1.0, 256: 2.0})
+    t = _tuner(CONFIGS)
+    tuning.select_config(t, CONFIGS, (None, 77), {}, (1,))
+    t2 = _tuner(CONFIGS)
+    FAKE_MS.update({64: 0.1})  # would win if re-tuned
+    assert tuning.select_config(t2, CONFIGS, (None, 77), {}, (1,)).kwargs == {"BLOCK": 128}
+    assert FAKE.runs == []                                   # nothing timed: read from disk
+
+
+def test_prune_and_reset(fake_bench):
+    import torch
+    FAKE_MS.update({64: 3.0, 128: 1.0, 256: 2.0})
+    x = torch.ones(4)
+    pruned = []
+    t = _tuner(CONFIGS, prune_configs_by={"early_config_prune": lambda cs, args: [c for c in cs if c.kwargs["BLOCK"] != 128]},
+               reset_to_zero=["x"])
+    configs = t.prune_configs({"x": x, "n": 5})
+    best = tuning.select_config(t, configs, (x, 5), {}, (1,))
+    assert best.kwargs == {"BLOCK": 256}
+    assert torch.equal(x, torch.zeros(4))                    # reset before every timed run
+    with pytest.raises(ValueError, match="removed every config"):
+        _tuner(CONFIGS, prune_configs_by={"early_config_prune": lambda cs, a: []}).prune_configs({})
+
+
+def test_unknown_key_is_an_error():
+    with pytest.raises(ValueError, match="autotune key 'm' is not a parameter"):
+        Autotuner(FakeKernel(), FakeKernel.arg_names, CONFIGS, key=["m"])
