@@ -113,7 +113,7 @@ def test_illegal_address_is_reported_with_the_kernel_name(tmp_path):
         import torch, kernelc, kernelc.language as kl
         @kernelc.jit
         def wild(x_ptr):
-            kl.store(x_ptr + 1 << 40, 1.0)
+            kl.store(x_ptr + (1 << 40), 1.0)
         x = torch.zeros(4, device="cuda")
         wild[(1,)](x)
         torch.cuda.synchronize()
