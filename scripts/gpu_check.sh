@@ -28,6 +28,8 @@ for step in $what; do
   case $step in
     tests)
       timeout 420 python3 -m pytest -q -m gpu -p no:cacheprovider tests -rfE --durations=10 2>&1 | tee "$OUT/gpu_tests.log" | tail -60 ;;
+    tests:*)  # a subset: tests:tests/gpu/test_gpu_runtime.py
+      timeout 420 python3 -m pytest -q -m gpu -p no:cacheprovider ${step#tests:} -rfE 2>&1 | tee -a "$OUT/gpu_tests.log" | tail -40 ;;
     bench)
       timeout 300 python3 bench/bench_kernels.py 2>&1 | tee "$OUT/bench_kernels.log" | tail -30 ;;
     compile)

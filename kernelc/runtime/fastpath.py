@@ -51,22 +51,33 @@ def make_binder(fn) -> Any:
             sig_parts.append(f"{p.name}=_d_{p.name}")
         else:
             sig_parts.append(p.name)
+    pre = []        # per runtime parameter: its key part and the value the launch needs
     key_parts = []
+    runtime = []
     for n in names:
         if n in fn.constexpr_names:
             key_parts.append(f"('c', {n})")
-        elif n in fn.do_not_specialize:
-            key_parts.append(f"(None if {n} is None else _spec({n}, False))")
-        else:
-            key_parts.append(f"(('c', None) if {n} is None else _spec({n}))")
+            continue
+        spec_arg = "False" if n in fn.do_not_specialize else "True"
+        pre.append(f"""    if type({n}) is _Tensor:
+        _p_{n} = {n}.data_ptr()
+        _k_{n} = ('*', {n}.dtype, _p_{n} & 15 == 0, {n}.is_cuda)
+    elif {n} is None:
+        _p_{n} = None
+        _k_{n} = ('c', None)
+    else:
+        _p_{n} = {n}
+        _k_{n} = _spec({n}, {spec_arg})""")
+        key_parts.append(f"_k_{n}")
+        runtime.append(f"_p_{n}")
     meta = ", ".join(f"'{n}': {n}" for n in names)
     src = f"""
 def fast(grid, {', '.join(sig_parts)}, num_warps=4, num_stages=3, stream=None, **kw):
     if kw or _hooks_enter or _hooks_exit:
         return _slow(grid, ({', '.join(names)},), kw, num_warps, num_stages, stream)
+{chr(10).join(pre)}
     try:
-        key = (({', '.join(key_parts)},), num_warps, num_stages, _getdev())
-        ent = _cache.get(key)
+        ent = _cache.get((({', '.join(key_parts)},), num_warps, num_stages, _getdev()))
     except TypeError:
         ent = None
     if ent is None:
@@ -80,16 +91,17 @@ def fast(grid, {', '.join(sig_parts)}, num_warps=4, num_stages=3, stream=None, *
     else:
         g = tuple(grid) if not isinstance(grid, int) else (grid,)
     n = len(g)
-    ent.launch(int(g[0]), int(g[1]) if n > 1 else 1, int(g[2]) if n > 2 else 1,
-               _getstream(key[3]) if stream is None else _stream_handle(stream), {', '.join(names)})
+    ent.launch(g[0], g[1] if n > 1 else 1, g[2] if n > 2 else 1,
+               _getstream(_getdev()) if stream is None else _stream_handle(stream){''.join(', ' + r for r in runtime)})
     return ent.compiled
 """
     from .launcher import _current_stream, get_state
     import torch
     st = get_state(fn)
     ns = dict(defaults)
-    ns.update(_spec=spec_part, _cache=st["cache"], _hooks_enter=hooks._enter_hooks, _hooks_exit=hooks._exit_hooks,
-              _getdev=torch._C._cuda_getDevice, _getstream=torch._C._cuda_getCurrentRawStream,
+    ns.update(_spec=spec_part, _Tensor=torch.Tensor, _cache=st["cache"], _hooks_enter=hooks._enter_hooks, _hooks_exit=hooks._exit_hooks,
+              _getdev=getattr(torch._C, "_cuda_getDevice", lambda: 0),
+              _getstream=getattr(torch._C, "_cuda_getCurrentRawStream", lambda d: 0),
               _stream_handle=lambda s: int(getattr(s, "cuda_stream", s)), _slow=_make_slow(fn))
     exec(compile(src, f"<kernelc launcher {fn.__name__}>", "exec"), ns)
     return ns["fast"]
@@ -107,32 +119,32 @@ def _make_slow(fn):
 
 
 def make_launch(ent, fn, cmask: List[bool]):
-    """Generate ``launch(g0, g1, g2, stream, <all params>)`` for one compiled specialisation."""
-    from .driver import _libcuda, check, _drv
-    names = fn.arg_names
-    lines = []
-    i = 0
-    for name, cx in zip(names, cmask):
-        if cx:
-            continue
-        if ent.kinds[i] == "ptr":
-            lines.append(f"    s.a{i} = {name}.data_ptr()")
-        else:
-            lines.append(f"    s.a{i} = {name}")
-        i += 1
+    """Generate ``launch(g0, g1, g2, stream, <runtime values>)`` for one compiled specialisation:
+    tensors arrive as data pointers already; the values go into the reusable argument struct."""
+    import os
+    from .driver import _drv, _libcuda, check
+    n = sum(1 for c in cmask if not c)
+    args = [f"v{i}" for i in range(n)]
+    lines = [f"    s.a{i} = v{i}" for i in range(n)]
+    impl = os.environ.get("KERNELC_LAUNCH_IMPL", "ctypes")
+    if impl == "cuda-python":
+        call = "    err = _cu(func, g0, g1, g2, threads, 1, 1, shared, stream, ptrs, 0)[0]"
+    else:
+        call = "    err = _cu(handle, g0, g1, g2, threads, 1, 1, shared, stream, ptrs, None)"
     src = f"""
-def launch(g0, g1, g2, stream, {', '.join(names)}):
+def launch(g0, g1, g2, stream{''.join(', ' + a for a in args)}):
 {chr(10).join(lines) if lines else '    pass'}
-    err = _cu(handle, g0, g1, g2, threads, 1, 1, shared, stream, ptrs, None)
+{call}
     if err:
         _fail(err)
 """
     f = ent.function
 
     def fail(err):
-        check(_drv().CUresult(err), "cuLaunchKernel", f.name)
+        check(_drv().CUresult(int(err)), "cuLaunchKernel", f.name)
 
-    ns = {"s": ent.buffer.struct, "_cu": _libcuda(), "handle": f.handle, "threads": f.threads, "shared": f.shared,
-          "ptrs": ent.buffer.ptrs_addr, "_fail": fail}
+    ns = {"s": ent.buffer.struct, "handle": f.handle, "func": f.function, "threads": f.threads, "shared": f.shared,
+          "ptrs": ent.buffer.ptrs_addr, "_fail": fail,
+          "_cu": _drv().cuLaunchKernel if impl == "cuda-python" else _libcuda()}
     exec(compile(src, f"<kernelc launch {fn.__name__}>", "exec"), ns)
     return ns["launch"]

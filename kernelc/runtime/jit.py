@@ -70,13 +70,18 @@ class JITFunction(DeviceFunction, KernelInterface):
         self.repr = repr
         self.params = list(self.signature.parameters.values())
         self._backend = None  # the CUDA launcher, created on first GPU launch
+        self._fast = None  # generated launch fast path (False: not available)
 
     def __getitem__(self, grid) -> Callable:
-        if self.interpret is not True and _fast_path_enabled():
-            from .launcher import fast_launcher
-            fast = fast_launcher(self)
-            if fast is not None:
-                return functools.partial(fast, grid)
+        fast = self._fast
+        if fast is None:
+            fast = False
+            if self.interpret is not True and _fast_path_enabled():
+                from .launcher import fast_launcher
+                fast = fast_launcher(self) or False
+            self._fast = fast
+        if fast:
+            return functools.partial(fast, grid)
         return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
 
     # -- argument binding ------------------------------------------------------------------

@@ -165,7 +165,8 @@ def launch_cuda(fn, values: Dict[str, Any], grid, num_warps, num_stages, options
                          shared=ent.compiled.shared, cache_key=ent.compiled.cache_key)
         hooks.fire_enter(rec)
     if grid[0] and grid[1] and grid[2]:
-        ent.launch(grid[0], grid[1], grid[2], stream, *vals)
+        runtime = [v.data_ptr() if hasattr(v, "data_ptr") else v for v, cx in zip(vals, cmask) if not cx]
+        ent.launch(grid[0], grid[1], grid[2], stream, *runtime)
     if rec is not None:
         hooks.fire_exit(rec)
     return ent.compiled
