@@ -87,7 +87,7 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     func = simplify(func)
     verify(func)
     axis = analyze(func)
-    plan = assign_layouts(func, axis, num_warps, tgt.capability[0])
+    plan = assign_layouts(func, axis, num_warps, tgt.capability[0], tgt.arch)
     timings["tile_passes"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     llir, smem_bytes = lower_to_llvm(func, plan, axis, num_warps, tgt, num_stages)

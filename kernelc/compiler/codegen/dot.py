@@ -25,12 +25,21 @@ MMA_SHAPES = {
 
 
 class SmemOperand:
-    """A 2-D operand in shared memory as [rows, cols] with cols contiguous, swizzled by 16-byte chunks."""
+    """A 2-D operand in shared memory as [rows, cols] with cols contiguous, in panels of at most 128
+    bytes of columns ([panel][row][<=128 B]), each row's 16-byte chunks XOR-swizzled by the row.
+
+    The swizzle is exactly wgmma's 128B/64B/32B swizzle (chunk ^= address bits 7..9) when the buffer is
+    1024-byte aligned, so the same buffer serves ldmatrix and wgmma descriptors; it also keeps the 8
+    rows one ldmatrix phase reads in distinct banks.
+    """
 
     def __init__(self, base, rows: int, cols: int, ebytes: int):
         self.base, self.rows, self.cols, self.eb = base, rows, cols, ebytes
         self.chunk = max(1, 16 // ebytes)
-        row_bytes = cols * ebytes
+        self.panel_cols = min(cols, max(1, 128 // ebytes))  # columns per panel
+        row_bytes = self.panel_cols * ebytes
+        self.row_bytes = row_bytes
+        self.panel_bytes = rows * row_bytes
         self.chunks_per_row = max(1, row_bytes // 16)
         self.per_phase = max(1, 128 // max(row_bytes, 1))
         self.max_phase = min(self.chunks_per_row, 8)
@@ -39,11 +48,22 @@ class SmemOperand:
     def nbytes(self) -> int:
         return self.rows * self.cols * self.eb
 
+    @property
+    def swizzle_bytes(self) -> int:
+        """The wgmma swizzle mode this geometry matches (128, 64 or 32 bytes; 0 = none)."""
+        return self.row_bytes if self.row_bytes in (32, 64, 128) and self.max_phase > 1 else 0
+
     def offset(self, lw: Lowering, row: str, col: str) -> str:
         """Byte offset (i32) of element (row, col); ``col`` must be chunk-aligned for vector access."""
         e = lw.e
+        pc = self.panel_cols
+        if self.cols > pc:
+            panel = e.val(f"lshr i32 {col}, {pc.bit_length() - 1}")
+            col = e.val(f"and i32 {col}, {pc - 1}")
+        else:
+            panel = None
         if self.max_phase <= 1:
-            lin = e.val(f"add i32 {e.val(f'mul i32 {row}, {self.cols}')}, {col}")
+            lin = e.val(f"add i32 {e.val(f'mul i32 {row}, {pc}')}, {col}")
         else:
             chunk = e.val(f"lshr i32 {col}, {self.chunk.bit_length() - 1}")
             within = e.val(f"and i32 {col}, {self.chunk - 1}")
@@ -51,8 +71,10 @@ class SmemOperand:
             ph = e.val(f"and i32 {ph}, {self.max_phase - 1}")
             sw = e.val(f"xor i32 {chunk}, {ph}")
             colp = e.val(f"or i32 {e.val(f'shl i32 {sw}, {self.chunk.bit_length() - 1}')}, {within}")
-            lin = e.val(f"add i32 {e.val(f'mul i32 {row}, {self.cols}')}, {colp}")
+            lin = e.val(f"add i32 {e.val(f'mul i32 {row}, {pc}')}, {colp}")
         off = e.val(f"mul i32 {lin}, {self.eb}") if self.eb > 1 else lin
+        if panel is not None:
+            off = e.val(f"add i32 {off}, {e.val(f'mul i32 {panel}, {self.panel_bytes}')}")
         return e.val(f"add i32 {off}, {self.base}") if self.base not in (0, "0") else off
 
     def at(self, base) -> "SmemOperand":
@@ -167,6 +189,7 @@ def mma_dot(lw: Lowering, op, L: Layout):
             staged[idx] = lw.smem_operands[v.id]
     if 0 not in staged:
         a_regs = _a_from_registers(lw, a_v, L, M, K)
+    use_wgmma = id(op) in lw.plan.wgmma
     todo = [(idx, v) for idx, v in ((0, a_v), (1, b_v)) if idx not in staged and not (idx == 0 and a_regs)]
     if todo:
         geoms = []
@@ -176,18 +199,25 @@ def mma_dot(lw: Lowering, op, L: Layout):
             trans = choose_trans(t.layout, eb, idx == 0)
             g = operand_geometry(idx == 0, trans, M if idx == 0 else N, K, eb, base=total)
             geoms.append((idx, t, trans, g))
-            total += g.nbytes
+            total += (g.nbytes + 1023) // 1024 * 1024  # wgmma swizzle atoms need 1024-byte alignment
         base = lw.scratch(total)
         lw.smem_access(base, base + total, True)
         for idx, t, trans, g in geoms:
             from .pipeline import _dims
             store_operand(lw, t, ty, eb, g, *_dims(idx == 0, trans))
             staged[idx] = (g, trans)
+        if use_wgmma:
+            from .wgmma import fence_proxy_async
+            fence_proxy_async(lw)
         lw.smem_access(base, base + total, False)
     acc = list(lw.get(c_v, L).regs)
     A, a_trans = staged.get(0, (None, False))
     B, b_trans = staged[1]
-    run_mma(lw, kind, A, B, a_trans, b_trans, acc, L, M, N, K, a_regs=a_regs)
+    if use_wgmma:
+        from .wgmma import run_wgmma
+        run_wgmma(lw, kind, A, a_trans, B, b_trans, acc, L, M, N, K, a_regs=a_regs)
+    else:
+        run_mma(lw, kind, A, B, a_trans, b_trans, acc, L, M, N, K, a_regs=a_regs)
     lw.tiles[op.results[0].id] = Tile(L, acc)
 
 

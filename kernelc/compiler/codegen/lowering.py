@@ -42,7 +42,8 @@ class SharedMemory:
 
     @property
     def scratch_aligned(self) -> int:
-        return (self.scratch + 127) // 128 * 128
+        # persistent buffers start 1024-byte aligned (wgmma's 128-byte swizzle atoms need it)
+        return (self.scratch + 1023) // 1024 * 1024
 
     @property
     def total(self) -> int:
@@ -368,7 +369,7 @@ class Lowering:
         self.smem_base()
         tok = f"__PBASE{len(self.persistent_tokens)}__"
         self.persistent_tokens[tok] = self.smem.persistent
-        self.smem.persistent += (nbytes + 127) // 128 * 128
+        self.smem.persistent += (nbytes + 1023) // 1024 * 1024
         return tok
 
     def smem_access(self, lo: int, hi: int, write: bool) -> None:

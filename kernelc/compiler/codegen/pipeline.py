@@ -233,7 +233,7 @@ class PipelinedLoop:
             ld.trans = choose_trans(L, eb, ld.is_a)
             ld.geom = operand_geometry(ld.is_a, ld.trans, M if ld.is_a else N, K, eb)
             ld.dims = _dims(ld.is_a, ld.trans)
-            ld.stage_bytes = ld.geom.nbytes
+            ld.stage_bytes = (ld.geom.nbytes + 1023) // 1024 * 1024  # stages stay 1024-byte aligned
             ld.token = lw.persistent(S * ld.stage_bytes)
         self.iv_ty = iv_ty
         self.ub = ub
@@ -282,6 +282,8 @@ class PipelinedLoop:
                 cur[i] = extra_phis[k]
                 k += 1
         e.asm("void", f"cp.async.wait_group {S - 2};", "", [])
+        # wgmma reads shared memory through the async proxy: order the cp.async writes before it
+        e.asm("void", "fence.proxy.async.shared::cta;", "", [])
         lw.barrier()
         iv_pf = e.val(f"add {self.iv_ty} {iv}, {e.val(f'mul {self.iv_ty} {self.step}, {S - 1}')}")
         guard = e.val(f"icmp slt {self.iv_ty} {iv_pf}, {self.ub}")
@@ -342,4 +344,5 @@ def stage_invariant_operands(lw: Lowering, op: Op) -> None:
             lw.smem_operands[v.id] = (sm, trans)
             staged = True
     if staged:
+        e.asm("void", "fence.proxy.async.shared::cta;", "", [])
         lw.barrier()

@@ -59,17 +59,19 @@ class LayoutPlan:
         self.notes: list = []
         self.dot_fma: Dict[int, str] = {}  # dot op id -> reason for FMA
         self.op_layouts: Dict[int, Layout] = {}  # reduce/scan op id -> layout of its inputs
+        self.wgmma: set = set()  # ids of dots lowered to Hopper wgmma
 
     def get(self, v: Value) -> Optional[Layout]:
         return self.layouts.get(v.id)
 
 
 class LayoutAssigner:
-    def __init__(self, fn: Function, axis: AxisAnalysis, num_warps: int, arch_major: int):
+    def __init__(self, fn: Function, axis: AxisAnalysis, num_warps: int, arch_major: int, arch: str = ""):
         self.fn = fn
         self.axis = axis
         self.nw = num_warps
         self.arch_major = arch_major
+        self.arch = arch
         self.plan = LayoutPlan()
 
     def run(self) -> LayoutPlan:
@@ -150,7 +152,13 @@ class LayoutAssigner:
             a_shape = shape_of(op.operands[0].type)
             if reason is None:
                 m, n = shape[-2], shape[-1]
-                self._set(res, mma_v2(shape, mma_warps(m, n, self.nw, id(op) in self.chained)))
+                from ..codegen.wgmma import wgmma_eligible
+                if wgmma_eligible(op.operands[0].type, op.operands[1].type, res.type, self.nw, self.arch):
+                    # warpgroups own 64-row blocks: every warp along M
+                    self.plan.wgmma.add(id(op))
+                    self._set(res, mma_v2(shape, (self.nw, 1)))
+                else:
+                    self._set(res, mma_v2(shape, mma_warps(m, n, self.nw, id(op) in self.chained)))
             else:
                 self.plan.dot_fma[id(op)] = reason
                 self.plan.notes.append(f"{op.loc.file}:{op.loc.line}: dot {list(a_shape)} x "
@@ -272,8 +280,8 @@ class LayoutAssigner:
             self._set(r, self.plan.get(a))
 
 
-def assign_layouts(fn: Function, axis: AxisAnalysis, num_warps: int, arch_major: int) -> LayoutPlan:
-    return LayoutAssigner(fn, axis, num_warps, arch_major).run()
+def assign_layouts(fn: Function, axis: AxisAnalysis, num_warps: int, arch_major: int, arch: str = "") -> LayoutPlan:
+    return LayoutAssigner(fn, axis, num_warps, arch_major, arch).run()
 
 
 def _walk(block: Block):
