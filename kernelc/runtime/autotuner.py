@@ -87,7 +87,13 @@ class Autotuner(KernelInterface):
         configs = self.prune_configs(named)
         # Interpreter (or CPU-only machine): run the first surviving config; tuning is a GPU matter.
         config = configs[0]
-        if not interpret_requested() and not _interpreting(self.base_fn):
+        from .override import overrides_for
+        forced = overrides_for(self.base_fn.__name__)
+        if forced:  # KERNELC_OVERRIDE: no tuning; the forced values win over the first config
+            config = Config({k: v for k, v in config.kwargs.items() if k not in forced},
+                            num_warps=forced.get("num_warps", config.num_warps),
+                            num_stages=forced.get("num_stages", config.num_stages))
+        elif not interpret_requested() and not _interpreting(self.base_fn):
             from .tuning import select_config
             config = select_config(self, configs, args, kwargs, grid)
         self.best_config = config

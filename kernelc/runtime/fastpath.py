@@ -73,7 +73,7 @@ def make_binder(fn) -> Any:
     meta = ", ".join(f"'{n}': {n}" for n in names)
     src = f"""
 def fast(grid, {', '.join(sig_parts)}, num_warps=4, num_stages=3, stream=None, **kw):
-    if kw or _hooks_enter or _hooks_exit:
+    if kw:
         return _slow(grid, ({', '.join(names)},), kw, num_warps, num_stages, stream)
 {chr(10).join(pre)}
     try:
@@ -91,8 +91,18 @@ def fast(grid, {', '.join(sig_parts)}, num_warps=4, num_stages=3, stream=None, *
     else:
         g = tuple(grid) if not isinstance(grid, int) else (grid,)
     n = len(g)
-    ent.launch(g[0], g[1] if n > 1 else 1, g[2] if n > 2 else 1,
-               _getstream(_getdev()) if stream is None else _stream_handle(stream){''.join(', ' + r for r in runtime)})
+    g0, g1, g2 = g[0], g[1] if n > 1 else 1, g[2] if n > 2 else 1
+    st = _getstream(_getdev()) if stream is None else _stream_handle(stream)
+    if _hooks_enter or _hooks_exit:
+        rec = _Record(_name, (g0, g1, g2), num_warps, num_stages, ent.compiled.shared, st, "cuda", ent.compiled,
+                      ent.compiled.cache_key, _fn, ({', '.join(names)},), _cmask, _metadata_fn)
+        for h in _hooks_enter:
+            h(rec)
+        ent.launch(g0, g1, g2, st{''.join(', ' + r for r in runtime)})
+        for h in _hooks_exit:
+            h(rec)
+        return ent.compiled
+    ent.launch(g0, g1, g2, st{''.join(', ' + r for r in runtime)})
     return ent.compiled
 """
     from .launcher import _current_stream, get_state
@@ -102,7 +112,9 @@ def fast(grid, {', '.join(sig_parts)}, num_warps=4, num_stages=3, stream=None, *
     ns.update(_spec=spec_part, _Tensor=torch.Tensor, _cache=st["cache"], _hooks_enter=hooks._enter_hooks, _hooks_exit=hooks._exit_hooks,
               _getdev=getattr(torch._C, "_cuda_getDevice", lambda: 0),
               _getstream=getattr(torch._C, "_cuda_getCurrentRawStream", lambda d: 0),
-              _stream_handle=lambda s: int(getattr(s, "cuda_stream", s)), _slow=_make_slow(fn))
+              _stream_handle=lambda s: int(getattr(s, "cuda_stream", s)), _slow=_make_slow(fn),
+              _Record=hooks.LaunchRecord, _name=fn.__name__, _fn=fn, _metadata_fn=fn.launch_metadata,
+              _cmask=[n in fn.constexpr_names for n in names])
     exec(compile(src, f"<kernelc launcher {fn.__name__}>", "exec"), ns)
     return ns["fast"]
 

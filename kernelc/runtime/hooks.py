@@ -18,7 +18,7 @@ Example::
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 # Read on every launch: a plain list so the no-hook check is `if _enter_hooks:`.
@@ -36,25 +36,46 @@ class ArgInfo:
     value: Any = None  # scalars and constexprs only
 
 
-@dataclass
 class LaunchRecord:
-    """Everything a tool may want about one launch."""
+    """Everything a tool may want about one launch. Cheap to create: argument details, constexprs and
+    the user's ``launch_metadata`` are computed only when read."""
 
-    name: str
-    grid: Tuple[int, int, int]
-    num_warps: int
-    num_stages: int
-    shared: int
-    constexprs: Dict[str, Any]
-    args: List[ArgInfo]
-    stream: Any
-    backend: str  # "cuda" | "interpreter"
-    compiled: Any = None  # CompiledKernel (asm, source map, cache key) when backend == "cuda"
-    cache_key: Optional[str] = None
-    function: Any = None  # the JITFunction
-    _metadata_fn: Optional[Callable] = field(default=None, repr=False)
-    _raw_args: Optional[Dict[str, Any]] = field(default=None, repr=False)
-    _metadata: Optional[Dict[str, Any]] = field(default=None, repr=False)
+    __slots__ = ("name", "grid", "num_warps", "num_stages", "shared", "stream", "backend", "compiled", "cache_key",
+                 "function", "_values", "_cmask", "_metadata_fn", "_metadata", "_args", "_constexprs")
+
+    def __init__(self, name, grid, num_warps, num_stages, shared, stream, backend, compiled=None, cache_key=None,
+                 function=None, values=None, cmask=None, metadata_fn=None):
+        self.name = name
+        self.grid = grid
+        self.num_warps = num_warps
+        self.num_stages = num_stages
+        self.shared = shared
+        self.stream = stream
+        self.backend = backend  # "cuda" | "interpreter"
+        self.compiled = compiled  # CompiledKernel (asm, source map, cache key) when backend == "cuda"
+        self.cache_key = cache_key
+        self.function = function  # the JITFunction
+        self._values = values  # argument values in parameter order
+        self._cmask = cmask  # which parameters are constexprs
+        self._metadata_fn = metadata_fn
+        self._metadata = None
+        self._args = None
+        self._constexprs = None
+
+    def _names(self):
+        return self.function.arg_names if self.function is not None else [f"arg{i}" for i in range(len(self._values))]
+
+    @property
+    def constexprs(self) -> Dict[str, Any]:
+        if self._constexprs is None:
+            self._constexprs = {n: v for n, v, c in zip(self._names(), self._values or (), self._cmask or ()) if c}
+        return self._constexprs
+
+    @property
+    def args(self) -> List[ArgInfo]:
+        if self._args is None:
+            self._args = [_arg_info(n, v, c) for n, v, c in zip(self._names(), self._values or (), self._cmask or ())]
+        return self._args
 
     @property
     def launch_metadata(self) -> Dict[str, Any]:
@@ -63,7 +84,8 @@ class LaunchRecord:
             self._metadata = {}
             if self._metadata_fn is not None:
                 meta = dict(self.constexprs, num_warps=self.num_warps, num_stages=self.num_stages)
-                out = self._metadata_fn(self.grid, meta, dict(self._raw_args or {}))
+                raw = dict(zip(self._names(), self._values or ()))
+                out = self._metadata_fn(self.grid, meta, raw)
                 self._metadata = dict(out or {})
         return self._metadata
 
@@ -74,6 +96,23 @@ class LaunchRecord:
         g = "x".join(str(x) for x in self.grid)
         smem = f", smem {self.shared // 1024}KiB" if self.shared >= 1024 else (f", smem {self.shared}B" if self.shared else "")
         return f"{name} [grid {g}, warps {self.num_warps}, stages {self.num_stages}{smem}]"
+
+    def __repr__(self):
+        return f"<LaunchRecord {self.display_name} {self.backend}>"
+
+
+def _arg_info(name, v, cx) -> ArgInfo:
+    if cx:
+        return ArgInfo(name, "constexpr", value=v)
+    if hasattr(v, "shape") and hasattr(v, "dtype") and not isinstance(v, (int, float, bool)):
+        return ArgInfo(name, "tensor", str(v.dtype).replace("torch.", ""), tuple(v.shape))
+    if isinstance(v, bool):
+        return ArgInfo(name, "bool", value=v)
+    if isinstance(v, int):
+        return ArgInfo(name, "int", value=v)
+    if isinstance(v, float):
+        return ArgInfo(name, "float", value=v)
+    return ArgInfo(name, "other")
 
 
 class HookHandle:

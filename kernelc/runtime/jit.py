@@ -76,7 +76,8 @@ class JITFunction(DeviceFunction, KernelInterface):
         fast = self._fast
         if fast is None:
             fast = False
-            if self.interpret is not True and _fast_path_enabled():
+            from .override import overrides_for
+            if self.interpret is not True and _fast_path_enabled() and overrides_for(self.__name__) is None:
                 from .launcher import fast_launcher
                 fast = fast_launcher(self) or False
             self._fast = fast
@@ -114,6 +115,10 @@ class JITFunction(DeviceFunction, KernelInterface):
 
     # -- launch ----------------------------------------------------------------------------
     def run(self, *args, grid, warmup=False, **kwargs):
+        from .override import overrides_for
+        forced = overrides_for(self.__name__)
+        if forced:
+            kwargs.update(forced)
         values, options = self.bind(args, kwargs)
         num_warps = int(options.get("num_warps", 4))
         num_stages = int(options.get("num_stages", 3))
@@ -142,31 +147,11 @@ class JITFunction(DeviceFunction, KernelInterface):
             return True
         return False
 
-    def _arg_infos(self, values, mask):
-        out = []
-        for (name, v), cx in zip(values.items(), mask):
-            if cx:
-                out.append(hooks.ArgInfo(name, "constexpr", value=v))
-            elif hasattr(v, "shape") and hasattr(v, "dtype") and not isinstance(v, (int, float, bool)):
-                out.append(hooks.ArgInfo(name, "tensor", str(v.dtype).replace("torch.", ""), tuple(v.shape)))
-            elif isinstance(v, bool):
-                out.append(hooks.ArgInfo(name, "bool", value=v))
-            elif isinstance(v, int):
-                out.append(hooks.ArgInfo(name, "int", value=v))
-            elif isinstance(v, float):
-                out.append(hooks.ArgInfo(name, "float", value=v))
-            else:
-                out.append(hooks.ArgInfo(name, "other"))
-        return out
-
     def _record(self, values, mask, grid3, num_warps, num_stages, backend, stream=None, compiled=None, shared=0,
                 cache_key=None):
-        cx = {n: values[n] for n, m in zip(self.arg_names, mask) if m}
-        return hooks.LaunchRecord(
-            name=self.__name__, grid=grid3, num_warps=num_warps, num_stages=num_stages, shared=shared,
-            constexprs=cx, args=self._arg_infos(values, mask), stream=stream, backend=backend,
-            compiled=compiled, cache_key=cache_key, function=self, _metadata_fn=self.launch_metadata,
-            _raw_args=values)
+        vals = list(values.values()) if isinstance(values, dict) else list(values)
+        return hooks.LaunchRecord(self.__name__, grid3, num_warps, num_stages, shared, stream, backend, compiled,
+                                  cache_key, self, vals, mask, self.launch_metadata)
 
     def _run_interpreter(self, values, grid3, num_warps, num_stages, options, warmup):
         from . import interpreter
