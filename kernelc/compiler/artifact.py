@@ -55,6 +55,9 @@ class CompiledKernel:
     used_globals: Dict[str, Any] = field(default_factory=dict)
     cache_key: Optional[str] = None
     artifacts: Any = None
+    # Facts for tools: "memory_accesses" (per load/store: vector width, contiguity, what limited it) and
+    # "dots" (per dot: wgmma / mma.sync / fma and why).
+    reports: Dict[str, Any] = field(default_factory=dict)
 
     @property
     def function_name(self) -> str:

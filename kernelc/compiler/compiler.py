@@ -90,7 +90,8 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     plan = assign_layouts(func, axis, num_warps, tgt.capability[0], tgt.arch)
     timings["tile_passes"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    llir, smem_bytes = lower_to_llvm(func, plan, axis, num_warps, tgt, num_stages)
+    reports: Dict[str, Any] = {}
+    llir, smem_bytes = lower_to_llvm(func, plan, axis, num_warps, tgt, num_stages, reports)
     timings["lower_to_llvm"] = time.perf_counter() - t0
     art = compile_llir(llir, tgt, func.name)
     for k, v in art.timings.items():
@@ -106,7 +107,8 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
         num_warps=num_warps, num_stages=num_stages, target=tgt, asm=asm, n_regs=art.n_regs, n_spills=art.n_spills,
         shared=smem_bytes + art.shared, dynamic_shared=smem_bytes, local_bytes=art.local_bytes, source_map=art.source_map,
         compile_log=list(plan.notes), timings=timings, arg_names=[a.name for a in func.arguments],
-        arg_types=[a.type for a in func.arguments], used_globals=used, artifacts=art)
+        arg_types=[a.type for a in func.arguments], used_globals=used, artifacts=art,
+        reports=reports)
     for stage, secs in timings.items():
         for cb in list(_listeners):
             cb(func.name, stage, secs)

@@ -5,8 +5,10 @@ from . import control, dot, memory, reduce  # noqa: F401  (register their op rul
 from .lowering import Lowering
 
 
-def lower_to_llvm(func, plan, axis, num_warps, target, num_stages=3):
-    """Returns (LLVM IR text, dynamic shared memory bytes)."""
+def lower_to_llvm(func, plan, axis, num_warps, target, num_stages=3, reports=None):
+    """Returns (LLVM IR text, dynamic shared memory bytes); fills ``reports`` (memory accesses, dots)."""
     lw = Lowering(func, plan, axis, num_warps, target, num_stages)
     text = lw.run()
+    if reports is not None:
+        reports.update(lw.reports)
     return text, lw.smem.total if lw.uses_smem else 0

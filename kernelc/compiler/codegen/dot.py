@@ -374,7 +374,16 @@ def _lds(lw, ty, base, idx, eb):
 @rule("dot")
 def lower_dot(lw: Lowering, op):
     L = lw.plan.get(op.results[0])
-    if id(op) in lw.plan.dot_fma or L.kind != "mma" and L.mma_meta is None:
+    fma = id(op) in lw.plan.dot_fma or L.mma_meta is None
+    engine = "fma" if fma else ("wgmma" if id(op) in lw.plan.wgmma else "mma.sync")
+    a, b = op.operands[0], op.operands[1]
+    lw.reports["dots"].append({
+        "file": op.loc.file, "line": op.loc.line, "engine": engine, "a_shape": list(shape_of(a.type)),
+        "b_shape": list(shape_of(b.type)), "a_dtype": str(scalar_of(a.type)), "b_dtype": str(scalar_of(b.type)),
+        "acc_dtype": str(scalar_of(op.results[0].type)), "input_precision": op.attrs.get("input_precision"),
+        "fma_reason": lw.plan.dot_fma.get(id(op)), "warps": list(L.mma_meta[0]) if L.mma_meta else None,
+    })
+    if fma:
         fma_dot(lw, op, L)
     else:
         mma_dot(lw, op, L)

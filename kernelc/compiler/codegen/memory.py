@@ -19,6 +19,26 @@ CACHE_PTX = {"": "", ".ca": ".ca", ".cg": ".cg", ".cv": ".cv", ".cs": ".cs", ".w
 EVICT_PTX = {"": "", "evict_normal": "", "evict_first": ".L1::evict_first", "evict_last": ".L1::evict_last"}
 
 
+def report_access(lw: Lowering, op, kind: str, ptr, mask, layout, ebytes: int, vec: int) -> None:
+    """Record what the access compiled to and, when narrower than 16 bytes, which fact limited it."""
+    shape = shape_of(ptr.type)
+    info = lw.axis.get(ptr) if shape else None
+    dim = next((d for d in range(layout.rank) if layout.reg and layout.reg[0][d]), None) if layout is not None else None
+    limits = {}
+    if info is not None and dim is not None:
+        limits = {"layout_regs": layout.contig_regs(dim), "contiguity": info.contiguity[dim],
+                  "alignment_elems": max(1, info.divisibility[dim] // ebytes), "max_vector": max(1, 16 // ebytes)}
+        if mask is not None and lw.is_tile(mask):
+            limits["mask_constancy"] = lw.axis.get(mask).constancy[dim]
+    limiting = sorted(k for k, v in limits.items() if v == vec and k != "max_vector") if vec * ebytes < 16 else []
+    lw.reports["memory_accesses"].append({
+        "kind": kind, "file": op.loc.file, "line": op.loc.line, "shape": list(shape), "elem_bytes": ebytes,
+        "vector_elems": vec, "vector_bytes": vec * ebytes, "contiguous_dim": dim,
+        "contiguity": list(info.contiguity) if info else [], "divisibility_bytes": list(info.divisibility) if info else [],
+        "limits": limits, "limited_by": limiting,
+    })
+
+
 def vector_width(lw: Lowering, ptr, mask, layout, ebytes: int) -> int:
     """Largest power-of-two vector (<= 16 bytes) that the layout, addresses and mask all allow."""
     shape = shape_of(ptr.type)
@@ -105,6 +125,7 @@ def lower_load(lw: Lowering, op):
     L = lw.plan.get(res)
     ebytes = elt.itemsize
     vec = vector_width(lw, ptr, mask, L, ebytes)
+    report_access(lw, op, "load", ptr, mask, L, ebytes, vec)
     ptrs = lw.get(ptr, L).regs
     masks = lw.operand(mask, L) if mask is not None else None
     others = lw.operand(other, L) if other is not None else None
@@ -172,6 +193,7 @@ def lower_store(lw: Lowering, op):
         L = lw.plan.get(ptr) or _store_layout(lw, ptr)
     ebytes = elt.itemsize
     vec = vector_width(lw, ptr, mask, L, ebytes)
+    report_access(lw, op, "store", ptr, mask, L, ebytes, vec)
     ptrs = lw.get(ptr, L).regs
     vals = lw.operand(val, L)
     masks = lw.operand(mask, L) if mask is not None else None

@@ -131,6 +131,12 @@ def plan_pipeline(lw: Lowering, op: Op) -> Optional[PipelinePlan]:
         if vec * elt.itemsize < 4 or elt.name not in MMA_SHAPES:
             return None
         ld.vec = vec
+    for ld in loads:
+        from .memory import report_access
+        L = lw.plan.get(ld.op.results[0])
+        mask = ld.op.operands[1] if len(ld.op.operands) > 1 else None
+        report_access(lw, ld.op, "load (cp.async pipelined)", ld.op.operands[0], mask, L,
+                      scalar_of(ld.op.results[0].type).itemsize, ld.vec)
     order = {id(o): i for i, o in enumerate(body.ops)}
     full = {id(c): c for c in chain + inc_chain}
     chain_all = sorted(full.values(), key=lambda o: order[id(o)])
