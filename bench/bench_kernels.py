@@ -61,15 +61,16 @@ def layernorm(rows):
 def matmul(rows):
     from examples.kernels import matmul as K
     T = triton_twin("matmul")
-    for n in (4096, 8192):
-        a = torch.randn(n, n, device="cuda", dtype=torch.float16)
-        b = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    for n, dt in ((4096, torch.float16), (8192, torch.float16), (4096, torch.bfloat16), (8192, torch.bfloat16)):
+        a = torch.randn(n, n, device="cuda", dtype=dt)
+        b = torch.randn(n, n, device="cuda", dtype=dt)
         tf = lambda ms: 2 * n ** 3 / ms / 1e9  # noqa: E731
         ours = bench(lambda: K.matmul(a, b))
         tri = bench(lambda: T.matmul(a, b))
         ref = bench(lambda: torch.matmul(a, b))
         best = K.matmul_autotuned.best_config
-        r = row(f"matmul fp16 {n}^3", tf, ours, tri, ref, "TFLOP/s", "cublas")
+        r = row(f"matmul {str(dt).replace('torch.', '').replace('float16', 'fp16').replace('bfloat16', 'bf16')} {n}^3",
+                tf, ours, tri, ref, "TFLOP/s", "cublas")
         r["config"] = repr(best)
         rows.append(r)
 

@@ -76,8 +76,9 @@ def fast(grid, {', '.join(sig_parts)}, num_warps=4, num_stages=3, stream=None, *
     if kw:
         return _slow(grid, ({', '.join(names)},), kw, num_warps, num_stages, stream)
 {chr(10).join(pre)}
+    dev = _getdev()
     try:
-        ent = _cache.get((({', '.join(key_parts)},), num_warps, num_stages, _getdev()))
+        ent = _cache.get((({', '.join(key_parts)},), num_warps, num_stages, dev))
     except TypeError:
         ent = None
     if ent is None:
@@ -92,7 +93,7 @@ def fast(grid, {', '.join(sig_parts)}, num_warps=4, num_stages=3, stream=None, *
         g = tuple(grid) if not isinstance(grid, int) else (grid,)
     n = len(g)
     g0, g1, g2 = g[0], g[1] if n > 1 else 1, g[2] if n > 2 else 1
-    st = _getstream(_getdev()) if stream is None else _stream_handle(stream)
+    st = _getstream(dev) if stream is None else _stream_handle(stream)
     if _hooks_enter or _hooks_exit:
         rec = _Record(_name, (g0, g1, g2), num_warps, num_stages, ent.compiled.shared, st, "cuda", ent.compiled,
                       ent.compiled.cache_key, _fn, ({', '.join(names)},), _cmask, _metadata_fn)

@@ -71,18 +71,29 @@ class JITFunction(DeviceFunction, KernelInterface):
         self.params = list(self.signature.parameters.values())
         self._backend = None  # the CUDA launcher, created on first GPU launch
         self._fast = None  # generated launch fast path (False: not available)
+        self._bound: Dict[tuple, Callable] = {}  # grid tuple -> fast path bound to it
 
     def __getitem__(self, grid) -> Callable:
         fast = self._fast
+        if fast:
+            if type(grid) is tuple:
+                bound = self._bound.get(grid)
+                if bound is None:
+                    if len(self._bound) > 64:
+                        self._bound.clear()
+                    bound = self._bound[grid] = functools.partial(fast, grid)
+                return bound
+            return functools.partial(fast, grid)
         if fast is None:
             fast = False
             from .override import overrides_for
-            if self.interpret is not True and _fast_path_enabled() and overrides_for(self.__name__) is None:
+            if self.interpret is not True and _fast_path_enabled() and overrides_for(self.__name__) is None \
+                    and os.environ.get("KERNELC_LAUNCH_BLOCKING", "0") != "1":
                 from .launcher import fast_launcher
                 fast = fast_launcher(self) or False
             self._fast = fast
-        if fast:
-            return functools.partial(fast, grid)
+            if fast:
+                return self[grid]
         return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
 
     # -- argument binding ------------------------------------------------------------------

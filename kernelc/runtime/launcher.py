@@ -167,6 +167,11 @@ def launch_cuda(fn, values: Dict[str, Any], grid, num_warps, num_stages, options
     if grid[0] and grid[1] and grid[2]:
         runtime = [v.data_ptr() if hasattr(v, "data_ptr") else v for v, cx in zip(vals, cmask) if not cx]
         ent.launch(grid[0], grid[1], grid[2], stream, *runtime)
+        if os.environ.get("KERNELC_LAUNCH_BLOCKING", "0") == "1":
+            # debugging: wait for this kernel so a fault is reported with its name and launch
+            from .driver import _drv, check
+            check(_drv().cuStreamSynchronize(_drv().CUstream(stream)), "cuStreamSynchronize after launching",
+                  f"{fn.__name__} (grid {grid}, warps {num_warps})")
     if rec is not None:
         hooks.fire_exit(rec)
     return ent.compiled

@@ -215,7 +215,8 @@ def mma_dot(lw: Lowering, op, L: Layout):
     B, b_trans = staged[1]
     if use_wgmma:
         from .wgmma import run_wgmma
-        run_wgmma(lw, kind, A, a_trans, B, b_trans, acc, L, M, N, K, a_regs=a_regs)
+        run_wgmma(lw, kind, A, a_trans, B, b_trans, acc, L, M, N, K, a_regs=a_regs,
+                  in_flight=1 if id(op) in lw.async_dots else 0)
     else:
         run_mma(lw, kind, A, B, a_trans, b_trans, acc, L, M, N, K, a_regs=a_regs)
     lw.tiles[op.results[0].id] = Tile(L, acc)

@@ -68,6 +68,7 @@ class Lowering:
         self.persistent_tokens: Dict[str, int] = {}
         self.smem_operands: Dict[int, object] = {}  # value id -> operand already staged in shared memory
         self.skip_ops: set = set()  # ids of ops lowered by a pipelined loop instead
+        self.async_dots: set = set()  # wgmma dots allowed to stay in flight across loop iterations
         self.reports: Dict[str, list] = {"memory_accesses": [], "dots": []}  # facts for tools (analyzer)
         self.params: List[Tuple[str, str, str]] = []
         self.uses_smem = False

@@ -38,6 +38,11 @@ class PipelinePlan:
     def __init__(self, lw: Lowering, op: Op, stages: int, loads: List[_Load], chain: List[Op],
                  carried_idx: List[int]):
         self.lw, self.op, self.S, self.loads, self.chain, self.carried_idx = lw, op, stages, loads, chain, carried_idx
+        # async_dots: wgmma dots whose accumulator only chains into themselves across iterations; they may
+        # stay in flight (one group) while the next iteration starts, so the prefetch runs one stage less
+        # far ahead (the slot the in-flight wgmma reads is not overwritten).
+        self.async_dots: set = set()
+        self.lookahead = stages - 1
 
 
 def _body_defs(body: Block) -> Dict[int, Op]:
@@ -140,7 +145,25 @@ def plan_pipeline(lw: Lowering, op: Op) -> Optional[PipelinePlan]:
     order = {id(o): i for i, o in enumerate(body.ops)}
     full = {id(c): c for c in chain + inc_chain}
     chain_all = sorted(full.values(), key=lambda o: order[id(o)])
-    return PipelinePlan(lw, op, stages, loads, chain_all, carried_idx)
+    plan = PipelinePlan(lw, op, stages, loads, chain_all, carried_idx)
+    dots = [o for o in body.ops if o.name == "dot" and id(o) in lw.plan.wgmma]
+    if stages >= 3 and dots and all(_chains_only_into_itself(o, body, uses) for o in dots) \
+            and not any(o.name == "dot" and id(o) not in lw.plan.wgmma for o in body.ops):
+        plan.async_dots = {id(o) for o in dots}
+        plan.lookahead = stages - 2
+    return plan
+
+
+def _chains_only_into_itself(dot: Op, body: Block, uses) -> bool:
+    """The dot's result is only yielded, and the carried value it becomes is only this dot's acc."""
+    yld = body.ops[-1]
+    r = dot.results[0]
+    r_uses = uses.get(r.id, [])
+    if len(r_uses) != 1 or r_uses[0][0] is not yld:
+        return False
+    arg = body.args[1 + r_uses[0][1]]
+    a_uses = uses.get(arg.id, [])
+    return len(a_uses) == 1 and a_uses[0][0] is dot and a_uses[0][1] == 2
 
 
 def _eval_chain(lw: Lowering, plan: PipelinePlan, iv: str, carried_vals: Dict[int, Tile]):
@@ -245,7 +268,9 @@ class PipelinedLoop:
         self.ub = ub
         self.step = step
         cur = dict(init_carried)
-        for s in range(S - 1):
+        LA = plan.lookahead
+        lw.async_dots |= plan.async_dots
+        for s in range(LA):
             iv_s = lb if s == 0 else e.val(f"add {iv_ty} {lb}, {e.val(f'mul {iv_ty} {step}, {s}')}")
             guard = e.val(f"icmp slt {iv_ty} {iv_s}, {ub}")
             addrs, cur = _eval_chain(lw, plan, iv_s, cur)
@@ -266,7 +291,7 @@ class PipelinedLoop:
                 self.extra_types.append(llty(scalar_of(a.type)))
                 self.extra_inits.append(v)
         self.extra_types += ["i32", "i32"]
-        self.extra_inits += ["0", str(S - 1)]
+        self.extra_inits += ["0", str(LA)]
         return list(zip(self.extra_types, self.extra_inits))
 
     def iteration_start(self, iv: str, extra_phis: List[str]) -> List[str]:
@@ -287,11 +312,12 @@ class PipelinedLoop:
             else:
                 cur[i] = extra_phis[k]
                 k += 1
-        e.asm("void", f"cp.async.wait_group {S - 2};", "", [])
+        LA = plan.lookahead
+        e.asm("void", f"cp.async.wait_group {LA - 1};", "", [])
         # wgmma reads shared memory through the async proxy: order the cp.async writes before it
         e.asm("void", "fence.proxy.async.shared::cta;", "", [])
         lw.barrier()
-        iv_pf = e.val(f"add {self.iv_ty} {iv}, {e.val(f'mul {self.iv_ty} {self.step}, {S - 1}')}")
+        iv_pf = e.val(f"add {self.iv_ty} {iv}, {e.val(f'mul {self.iv_ty} {self.step}, {LA}')}")
         guard = e.val(f"icmp slt {self.iv_ty} {iv_pf}, {self.ub}")
         addrs, nxt = _eval_chain(lw, plan, iv_pf, cur)
         _issue(lw, plan, addrs, write_stage, guard)
@@ -311,6 +337,9 @@ class PipelinedLoop:
 
     def finish(self):
         e = self.lw.e
+        if self.plan.async_dots:
+            e.asm("void", "wgmma.wait_group.sync.aligned 0;", "", [])
+            self.lw.async_dots -= self.plan.async_dots
         e.asm("void", "cp.async.wait_all;", "", [])
         for ld in self.plan.loads:
             self.lw.smem_operands.pop(ld.op.results[0].id, None)

@@ -76,7 +76,7 @@ def operand_descriptor(lw: Lowering, sm, trans: bool, k0: int, outer_off: str) -
 
 
 def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: List[str], L: Layout,
-              M: int, N: int, K: int, a_regs=None) -> None:
+              M: int, N: int, K: int, a_regs=None, in_flight: int = 0) -> None:
     e = lw.e
     nw = lw.nw
     t = WGMMA_TYPES[kind]
@@ -112,4 +112,4 @@ def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: 
             cur = [e.val(f"extractvalue {ret} {res}, {i}") for i in range(nacc)]
         acc[base_idx:base_idx + nacc] = cur
     e.asm("void", "wgmma.commit_group.sync.aligned;", "", [])
-    e.asm("void", "wgmma.wait_group.sync.aligned 0;", "", [])
+    e.asm("void", f"wgmma.wait_group.sync.aligned {in_flight};", "", [])
