@@ -13,10 +13,10 @@ from bench.common import triton_twin, write_results  # noqa: E402
 from kernelc.testing import do_bench  # noqa: E402
 
 MATMUL = [  # BM, BN, BK, warps, stages
-    (128, 128, 32, 4, 4), (128, 128, 64, 4, 3), (128, 128, 32, 8, 4), (128, 256, 32, 8, 3), (256, 128, 32, 8, 3),
-    (128, 256, 64, 8, 3), (64, 128, 64, 4, 4), (128, 64, 64, 4, 4), (256, 128, 64, 8, 3),
+    (128, 128, 64, 4, 3), (128, 128, 64, 4, 4), (128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (256, 128, 64, 8, 3),
+    (128, 128, 64, 8, 4), (128, 256, 32, 8, 4),
 ]
-ATTN = [(128, 64, 8, 2), (128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3), (128, 64, 4, 2), (128, 32, 8, 3)]
+ATTN = [(128, 64, 8, 2), (128, 128, 8, 2), (128, 64, 4, 2), (128, 128, 8, 3)]
 
 
 def main():
@@ -31,7 +31,7 @@ def main():
     for BM, BN, BK, w, s in MATMUL:
         cfg = dict(BLOCK_SIZE_M=BM, BLOCK_SIZE_N=BN, BLOCK_SIZE_K=BK, GROUP_SIZE_M=8, num_warps=w, num_stages=s)
         r = {"kernel": "matmul 4096^3 fp16", "config": f"{BM}x{BN}x{BK} w{w} s{s}"}
-        for name, mod in (("kernelc", KM), ("triton", TM)):
+        for name, mod in (("kernelc", KM), ("triton", TM)) if not os.environ.get("SWEEP_ONLY_KERNELC") else (("kernelc", KM),):
             try:
                 r[name] = tf(do_bench(lambda: mod.matmul(a, b, kernel=mod.matmul_kernel, **cfg), warmup=10, rep=40,
                                       return_mode="median"))
@@ -45,7 +45,7 @@ def main():
         for causal in (False,):
             flops = 4 * Z * H * N * N * D
             r = {"kernel": "attention 4x32x4096x128", "config": f"{BM}x{BN} w{w} s{s}"}
-            for name, mod in (("kernelc", KA), ("triton", TA)):
+            for name, mod in (("kernelc", KA), ("triton", TA)) if not os.environ.get("SWEEP_ONLY_KERNELC") else (("kernelc", KA),):
                 try:
                     ms = do_bench(lambda: mod.attention(q, k, v, causal=causal, BLOCK_M=BM, BLOCK_N=BN, num_warps=w,
                                                         num_stages=s), warmup=10, rep=40, return_mode="median")
@@ -54,7 +54,10 @@ def main():
                     r[name] = f"{type(e).__name__}"
             rows.append(r)
             print(r, flush=True)
-    write_results("sweep_dot_kernels", rows)
+    tag = os.environ.get("SWEEP_TAG", "")
+    for r in rows:
+        r["variant"] = tag
+    write_results("sweep_dot_kernels" + (f"_{tag}" if tag else ""), rows)
 
 
 if __name__ == "__main__":

@@ -75,6 +75,7 @@ def cache_key(fn, sig, cx, div, eq1, num_warps, num_stages, target) -> str:
         "fp": dependency_fingerprint(fn), "name": fn.__name__, "sig": sig,
         "cx": {k: repr(v) for k, v in cx.items()}, "div": div, "eq1": list(eq1), "warps": num_warps,
         "stages": num_stages, "target": str(target), "ptx": getattr(target, "ptx_version", None),
+        "env": {k: os.environ[k] for k in ("KERNELC_WGMMA_ASYNC",) if k in os.environ},
         "compiler": COMPILER_VERSION, "format": FORMAT_VERSION,
     }, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:40]
@@ -160,7 +161,11 @@ def cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target):
     path = os.path.join(cache_dir(), key[:2], key)
     if os.path.isdir(path):
         try:
-            return _load(path, fn)
+            import time
+            t0 = time.perf_counter()
+            ck = _load(path, fn)
+            ck.timings["disk_cache_load"] = time.perf_counter() - t0
+            return ck
         except Exception as e:  # truncated or corrupt: recompile, never trust
             warnings.warn(f"kernelc: cache entry {path} is corrupt ({e}); recompiling", RuntimeWarning)
             shutil.rmtree(path, ignore_errors=True)

@@ -42,7 +42,10 @@ class SharedMemory:
 
     @property
     def scratch_aligned(self) -> int:
-        # persistent buffers start 1024-byte aligned (wgmma's 128-byte swizzle atoms need it)
+        # persistent buffers start 1024-byte aligned (wgmma's 128-byte swizzle atoms need it); without
+        # them keep the request small: the driver sizes the L1/shared carveout from it
+        if not self.persistent:
+            return (self.scratch + 127) // 128 * 128
         return (self.scratch + 1023) // 1024 * 1024
 
     @property

@@ -147,7 +147,9 @@ def plan_pipeline(lw: Lowering, op: Op) -> Optional[PipelinePlan]:
     chain_all = sorted(full.values(), key=lambda o: order[id(o)])
     plan = PipelinePlan(lw, op, stages, loads, chain_all, carried_idx)
     dots = [o for o in body.ops if o.name == "dot" and id(o) in lw.plan.wgmma]
-    if stages >= 3 and dots and all(_chains_only_into_itself(o, body, uses) for o in dots) \
+    import os
+    if os.environ.get("KERNELC_WGMMA_ASYNC", "1") == "1" and stages >= 3 and dots \
+            and all(_chains_only_into_itself(o, body, uses) for o in dots) \
             and not any(o.name == "dot" and id(o) not in lw.plan.wgmma for o in body.ops):
         plan.async_dots = {id(o) for o in dots}
         plan.lookahead = stages - 2
