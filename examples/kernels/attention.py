@@ -51,7 +51,7 @@ def attn_fwd_kernel(Q, K, V, Out, sm_scale, stride_qz, stride_qh, stride_qm, str
              mask=offs_m[:, None] < N_CTX)
 
 
-def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=2):
+def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=2):
     import torch
     Z, H, N, D = q.shape
     sm_scale = sm_scale if sm_scale is not None else D ** -0.5

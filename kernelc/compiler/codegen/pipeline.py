@@ -40,7 +40,9 @@ class PipelinePlan:
         self.lw, self.op, self.S, self.loads, self.chain, self.carried_idx = lw, op, stages, loads, chain, carried_idx
         # async_dots: wgmma dots whose accumulator only chains into themselves across iterations; they may
         # stay in flight (one group) while the next iteration starts, so the prefetch runs one stage less
-        # far ahead (the slot the in-flight wgmma reads is not overwritten).
+        # far ahead (the slot the in-flight wgmma reads is not overwritten). Off by default
+        # (KERNELC_WGMMA_ASYNC=1 enables it): on an H200 (2026-11-22) the shorter prefetch cost more than
+        # the overlap gained (4096^3 fp16, 128x128x64, 3 stages: 517 vs 570 TFLOP/s).
         self.async_dots: set = set()
         self.lookahead = stages - 1
 
@@ -148,7 +150,7 @@ def plan_pipeline(lw: Lowering, op: Op) -> Optional[PipelinePlan]:
     plan = PipelinePlan(lw, op, stages, loads, chain_all, carried_idx)
     dots = [o for o in body.ops if o.name == "dot" and id(o) in lw.plan.wgmma]
     import os
-    if os.environ.get("KERNELC_WGMMA_ASYNC", "1") == "1" and stages >= 3 and dots \
+    if os.environ.get("KERNELC_WGMMA_ASYNC", "0") == "1" and stages >= 3 and dots \
             and all(_chains_only_into_itself(o, body, uses) for o in dots) \
             and not any(o.name == "dot" and id(o) not in lw.plan.wgmma for o in body.ops):
         plan.async_dots = {id(o) for o in dots}
