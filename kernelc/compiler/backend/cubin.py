@@ -186,16 +186,22 @@ def line_sequences(cubin: bytes) -> List[LineSequence]:
     for _, name, _, shndx, value, _ in e.func_symbols():
         func_at.setdefault(shndx, []).append((value, name))
     relocs: Dict[int, Tuple[Optional[str], int]] = {}
-    rela = e.by_name.get(".rela.debug_line")
-    if rela is not None:
+    data = sec.data()
+    # sm_90 cubins carry RELA relocations; sm_8x cubins REL ones, whose addend sits in the section
+    # data at the relocated offset (the DW_LNE_set_address operand).
+    for rel_name, explicit in ((".rela.debug_line", True), (".rel.debug_line", False)):
+        rela = e.by_name.get(rel_name)
+        if rela is None:
+            continue
         for r in rela.iter_relocations():
             sym_i = r["r_info_sym"]
             if sym_i >= len(e.symbols):
                 continue
             name, typ, _, shndx, value, _ = e.symbols[sym_i]
-            target = value + r["r_addend"]
+            addend = r["r_addend"] if explicit else int.from_bytes(data[r["r_offset"]:r["r_offset"] + 8], "little")
+            target = value + addend
             if typ == STT_FUNC:
-                relocs[r["r_offset"]] = (name, r["r_addend"])
+                relocs[r["r_offset"]] = (name, addend)
             elif shndx in func_at:
                 starts = [fv for fv in sorted(func_at[shndx]) if fv[0] <= target]
                 if starts:

@@ -241,6 +241,14 @@ class Lowering:
 
     # -- materialisation of flexible values --------------------------------------------------
     def materialize(self, op: Op, v: Value, L: Layout) -> Tile:
+        # operands are materialised on demand inside another op's lowering: restore its location after
+        prev = self.e.cur_dbg
+        try:
+            return self._materialize(op, v, L)
+        finally:
+            self.e.cur_dbg = prev
+
+    def _materialize(self, op: Op, v: Value, L: Layout) -> Tile:
         e = self.e
         e.set_loc(op.loc.file, op.loc.line, op.loc.col)
         name = op.name
@@ -333,6 +341,13 @@ class Lowering:
         raise CompilationError(f"the GPU backend cannot lower `{name}` yet", op.loc.file, op.loc.line, op.loc.col)
 
     def lower_scalar_op(self, op: Op) -> str:
+        prev = self.e.cur_dbg
+        try:
+            return self._lower_scalar_op(op)
+        finally:
+            self.e.cur_dbg = prev
+
+    def _lower_scalar_op(self, op: Op) -> str:
         e = self.e
         e.set_loc(op.loc.file, op.loc.line, op.loc.col)
         name = op.name

@@ -45,6 +45,7 @@ class PipelinePlan:
         # the overlap gained (4096^3 fp16, 128x128x64, 3 stages: 517 vs 570 TFLOP/s).
         self.async_dots: set = set()
         self.lookahead = stages - 1
+        self.uses_wgmma = any(o.name == "dot" and id(o) in lw.plan.wgmma for o in op.regions[0].ops)
 
 
 def _body_defs(body: Block) -> Dict[int, Op]:
@@ -319,7 +320,8 @@ class PipelinedLoop:
         LA = plan.lookahead
         e.asm("void", f"cp.async.wait_group {LA - 1};", "", [])
         # wgmma reads shared memory through the async proxy: order the cp.async writes before it
-        e.asm("void", "fence.proxy.async.shared::cta;", "", [])
+        if plan.uses_wgmma:
+            e.asm("void", "fence.proxy.async.shared::cta;", "", [])
         lw.barrier()
         iv_pf = e.val(f"add {self.iv_ty} {iv}, {e.val(f'mul {self.iv_ty} {self.step}, {LA}')}")
         guard = e.val(f"icmp slt {self.iv_ty} {iv_pf}, {self.ub}")
@@ -383,5 +385,6 @@ def stage_invariant_operands(lw: Lowering, op: Op) -> None:
             lw.smem_operands[v.id] = (sm, trans)
             staged = True
     if staged:
-        e.asm("void", "fence.proxy.async.shared::cta;", "", [])
+        if any(id(o) in lw.plan.wgmma for o in body.ops):
+            e.asm("void", "fence.proxy.async.shared::cta;", "", [])
         lw.barrier()
