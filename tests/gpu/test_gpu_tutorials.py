@@ -39,6 +39,23 @@ def test_matmul_configs(dtype, mnk):
         assert _rel(out, ref) < 1e-2, (cfg, _rel(out, ref))
 
 
+@pytest.mark.parametrize("b_k_major", [False, True])
+def test_matmul_fp32_tf32(b_k_major):
+    # fp32 operands run as tf32; B either N-contiguous (transposed through registers) or K-contiguous
+    a = torch.randn(512, 256, device="cuda")
+    b = torch.randn(384, 256, device="cuda").t() if b_k_major else torch.randn(256, 384, device="cuda")
+    c = torch.empty(512, 384, device="cuda")
+    grid = (kernelc_cdiv(512, 64) * kernelc_cdiv(384, 64),)
+    matmul.matmul_kernel[grid](a, b, c, 512, 384, 256, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                               c.stride(0), c.stride(1), BLOCK_SIZE_M=64, BLOCK_SIZE_N=64, BLOCK_SIZE_K=32,
+                               GROUP_SIZE_M=4, num_warps=4, num_stages=3)
+    assert _rel(c, a.double() @ b.double()) < 3e-3
+
+
+def kernelc_cdiv(a, b):
+    return (a + b - 1) // b
+
+
 def test_matmul_autotuned_and_activation():
     a = torch.randn(1024, 512, device="cuda", dtype=torch.float16)
     b = torch.randn(512, 768, device="cuda", dtype=torch.float16)

@@ -129,7 +129,9 @@ def plan_pipeline(lw: Lowering, op: Op) -> Optional[PipelinePlan]:
         for o in c.operands:
             if o.id in args and o.id not in allowed:
                 return None
-    # every pipelined load must be vectorisable to at least 4 bytes (cp.async's minimum)
+    # every pipelined load must be vectorisable to at least 4 bytes (cp.async's minimum), and its chunks
+    # must run along the shared-memory row (cp.async copies bytes; it cannot transpose): e.g. an fp32 B
+    # with N contiguous is stored K-major for tf32, so it keeps the register path that transposes.
     from .memory import vector_width
     for ld in loads:
         elt = scalar_of(ld.op.results[0].type)
@@ -137,6 +139,9 @@ def plan_pipeline(lw: Lowering, op: Op) -> Optional[PipelinePlan]:
         mask = ld.op.operands[1] if len(ld.op.operands) > 1 else None
         vec = vector_width(lw, ld.op.operands[0], mask, L, elt.itemsize)
         if vec * elt.itemsize < 4 or elt.name not in MMA_SHAPES:
+            return None
+        run_dim = next((d for d in range(L.rank) if L.reg and L.reg[0][d]), None)
+        if run_dim != _dims(ld.is_a, choose_trans(L, elt.itemsize, ld.is_a))[1]:
             return None
         ld.vec = vec
     for ld in loads:
