@@ -106,6 +106,31 @@ def plan_pipeline(lw: Lowering, op: Op) -> Optional[PipelinePlan]:
             loads.append(_Load(lop, o, idx == 0))
     if not loads:
         return None
+    # every pipelined load must be vectorisable to at least 4 bytes (cp.async's minimum), and its chunks
+    # must run along the shared-memory row (cp.async copies bytes; it cannot transpose): e.g. an fp32 B
+    # with N contiguous is stored K-major for tf32, so it keeps the register path that transposes.
+    from .memory import vector_width
+    eligible = []
+    for ld in loads:
+        elt = scalar_of(ld.op.results[0].type)
+        L = lw.plan.get(ld.op.results[0])
+        mask = ld.op.operands[1] if len(ld.op.operands) > 1 else None
+        vec = vector_width(lw, ld.op.operands[0], mask, L, elt.itemsize)
+        run_dim = next((d for d in range(L.rank) if L.reg and L.reg[0][d]), None)
+        if vec * elt.itemsize < 4 or elt.name not in MMA_SHAPES or \
+                run_dim != _dims(ld.is_a, choose_trans(L, elt.itemsize, ld.is_a))[1]:
+            continue  # this operand keeps the plain (register -> shared) path
+        ld.vec = vec
+        eligible.append(ld)
+    loads = eligible
+    if not loads:
+        return None
+    for ld in loads:
+        from .memory import report_access
+        L = lw.plan.get(ld.op.results[0])
+        mask = ld.op.operands[1] if len(ld.op.operands) > 1 else None
+        report_access(lw, ld.op, "load (cp.async pipelined)", ld.op.operands[0], mask, L,
+                      scalar_of(ld.op.results[0].type).itemsize, ld.vec)
     # the address chain: pointer and mask of every load, plus the increments of the carried values they use
     wanted = [v for ld in loads for v in ld.op.operands[:2]]
     chain = _closure(wanted, defs, args)
@@ -129,27 +154,6 @@ def plan_pipeline(lw: Lowering, op: Op) -> Optional[PipelinePlan]:
         for o in c.operands:
             if o.id in args and o.id not in allowed:
                 return None
-    # every pipelined load must be vectorisable to at least 4 bytes (cp.async's minimum), and its chunks
-    # must run along the shared-memory row (cp.async copies bytes; it cannot transpose): e.g. an fp32 B
-    # with N contiguous is stored K-major for tf32, so it keeps the register path that transposes.
-    from .memory import vector_width
-    for ld in loads:
-        elt = scalar_of(ld.op.results[0].type)
-        L = lw.plan.get(ld.op.results[0])
-        mask = ld.op.operands[1] if len(ld.op.operands) > 1 else None
-        vec = vector_width(lw, ld.op.operands[0], mask, L, elt.itemsize)
-        if vec * elt.itemsize < 4 or elt.name not in MMA_SHAPES:
-            return None
-        run_dim = next((d for d in range(L.rank) if L.reg and L.reg[0][d]), None)
-        if run_dim != _dims(ld.is_a, choose_trans(L, elt.itemsize, ld.is_a))[1]:
-            return None
-        ld.vec = vec
-    for ld in loads:
-        from .memory import report_access
-        L = lw.plan.get(ld.op.results[0])
-        mask = ld.op.operands[1] if len(ld.op.operands) > 1 else None
-        report_access(lw, ld.op, "load (cp.async pipelined)", ld.op.operands[0], mask, L,
-                      scalar_of(ld.op.results[0].type).itemsize, ld.vec)
     order = {id(o): i for i, o in enumerate(body.ops)}
     full = {id(c): c for c in chain + inc_chain}
     chain_all = sorted(full.values(), key=lambda o: order[id(o)])
