@@ -1,0 +1,6 @@
+"""``python -m analyzer`` = ``kprof-analyze``."""
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,103 @@
+"""Performance diagnostics: each a function ``(KernelFacts) -> list[Diagnostic]``, listed in ``REGISTRY``.
+
+=====  =======================  ==============================================================
+ no.   id                       finds
+=====  =======================  ==============================================================
+ 1     ``no-tensor-cores``      a ``dot`` that compiled to FFMA (fp32 'ieee', tiny tiles, types)
+ 2     ``hopper-no-wgmma``      a dot on mma.sync (HMMA) where wgmma (HGMMA) applies on sm_90a
+ 3     ``low-utilisation``      fewer programs than SMs / than the GPU holds at once
+ 3     ``low-occupancy``        resident warps capped by registers or shared memory
+ 4     ``uncoalesced-access``   strided/gathered global access (contiguity 1), lg_throttle samples
+ 4     ``unvectorised-access``  accesses narrower than 16 B because of alignment or masks
+ 5     ``register-spills``      spill stores/loads (local memory) in the SASS
+ 6     ``latency-bound-loop``   a tensor-core loop whose operand loads are not prefetched
+ 7     ``barrier-stalls``       barrier / shared-memory stalls, or reductions spread over too many warps
+=====  =======================  ==============================================================
+
+A :class:`Diagnostic` carries a severity (``error`` > ``warning`` > ``info``; only warnings and errors
+count as findings), the source line, the evidence in numbers, the fix in words, and ``changes``:
+config deltas (``{"num_warps": 8}``, ``{"BLOCK_M": 64, "BLOCK_N": 64}``) that
+:mod:`analyzer.suggest` turns into ``kernelc.Config`` candidates.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional
+
+SEVERITIES = ("error", "warning", "info")
+SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+
+
+@dataclass
+class Diagnostic:
+    id: str
+    number: int
+    title: str
+    severity: str
+    message: str
+    fix: str
+    file: Optional[str] = None
+    line: Optional[int] = None
+    source: Optional[str] = None
+    evidence: Dict[str, Any] = field(default_factory=dict)
+    changes: List[Dict[str, Any]] = field(default_factory=list)
+    basis: str = "static"          # "static" | "samples" | "static+samples"
+
+    @property
+    def is_finding(self) -> bool:
+        return self.severity in ("error", "warning")
+
+    @property
+    def location(self) -> str:
+        if self.line is None:
+            return ""
+        f = (self.file or "?").replace("\\", "/").rsplit("/", 1)[-1]
+        return f"{f}:{self.line}"
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "number": self.number, "title": self.title, "severity": self.severity,
+                "message": self.message, "file": self.file, "line": self.line, "source": self.source,
+                "evidence": self.evidence, "fix": self.fix, "changes": self.changes, "basis": self.basis}
+
+
+Check = Callable[[Any], List[Diagnostic]]
+
+
+def _registry() -> List[tuple]:
+    from . import barriers, latency, memory, spills, tensor_cores, utilisation, wgmma
+    return [
+        (1, "no-tensor-cores", tensor_cores.check),
+        (2, "hopper-no-wgmma", wgmma.check),
+        (3, "low-utilisation", utilisation.check_grid),
+        (3, "low-occupancy", utilisation.check_occupancy),
+        (4, "uncoalesced-access", memory.check),
+        (5, "register-spills", spills.check),
+        (6, "latency-bound-loop", latency.check),
+        (7, "barrier-stalls", barriers.check),
+    ]
+
+
+REGISTRY: List[tuple] = []
+
+
+def registry() -> List[tuple]:
+    if not REGISTRY:
+        REGISTRY.extend(_registry())
+    return REGISTRY
+
+
+def run(facts, only: Optional[List[str]] = None) -> List[Diagnostic]:
+    """All diagnostics of a kernel, most severe first.  A check that fails is reported as an info
+    diagnostic naming the failure rather than breaking the report."""
+    out: List[Diagnostic] = []
+    for number, ident, check in registry():
+        if only and ident not in only:
+            continue
+        try:
+            out.extend(check(facts))
+        except Exception as e:  # a bug in one check must not hide the others
+            out.append(Diagnostic("analyzer-error", number, f"check {ident} failed", "info",
+                                  f"internal error in the {ident} check: {type(e).__name__}: {e}",
+                                  "report this as an analyzer bug"))
+    out.sort(key=lambda d: (SEVERITY_RANK.get(d.severity, 9), d.number, d.line or 0))
+    return out

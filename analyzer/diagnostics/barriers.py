@@ -1,0 +1,123 @@
+"""7. Barrier / shared-memory stalls.
+
+From samples: ``barrier``, ``short_scoreboard``, ``mio_throttle`` and ``membar`` together make up at
+least 40 % of the kernel's stalled samples (60 % for tensor-core kernels, whose pipelines synchronise
+every stage) and more than ``long_scoreboard`` (else the barriers mostly wait for other warps'
+memory loads); the lines where they dominate are named, mapped back from inlined library code to
+the kernel's line.
+
+Static: a reduction whose tile gives each thread fewer than 2 elements while spanning several
+warps (e.g. 256 elements on 16 warps): every such reduction goes through shared memory with two
+barriers while most threads hold nothing useful.  The fix is fewer warps for the tile.
+"""
+from __future__ import annotations
+
+from typing import Dict, List
+
+from . import Diagnostic
+from ._util import is_tensor_core_kernel, numel, pct, source_of, stalls_text
+from .. import stalls as S
+from ..facts import KernelFacts
+
+KERNEL_SHARE = 0.40
+KERNEL_SHARE_TC = 0.60
+LINE_SHARE = 0.50
+MIN_STALLED = 50
+ELEMS_PER_THREAD = 2
+
+
+def _warps_for(n: int, per_thread: int) -> int:
+    w = max(1, n // (32 * per_thread))
+    p = 1
+    while p * 2 <= w:
+        p *= 2
+    return min(p, 32)
+
+
+def check(facts: KernelFacts) -> List[Diagnostic]:
+    out: List[Diagnostic] = []
+    # static: reductions spread too thin over many warps
+    bars = facts.opcodes("BAR")
+    small = []
+    if facts.num_warps > 1:
+        for op in facts.tir.ops_named("reduce"):
+            shape = facts.tir.operand_shape(op, 0)
+            n = numel(shape)
+            if n and n / (32 * facts.num_warps) < ELEMS_PER_THREAD:
+                small.append((op, n))
+    changes: List[Dict[str, int]] = []
+    if small:
+        n = max(x for _, x in small)
+        for per in (8, 4):
+            w = _warps_for(n, per)
+            if w < facts.num_warps and {"num_warps": w} not in changes:
+                changes.append({"num_warps": w})
+    stalled = facts.total_stalled
+    bs = ls = 0.0
+    if facts.total_samples and stalled >= MIN_STALLED:
+        bs = S.share(facts.stall_totals, S.BARRIER_SMEM, stalled)
+        ls = S.share(facts.stall_totals, S.MEMORY_LATENCY, stalled)
+    # Warps of a memory-bound kernel wait at barriers for the warps whose loads are late: barrier
+    # stalls are the problem only when they outweigh the memory waits.  Pipelined tensor-core loops
+    # synchronise every stage by design: a higher bar.
+    threshold = KERNEL_SHARE_TC if is_tensor_core_kernel(facts) else KERNEL_SHARE
+    if bs >= threshold and bs > ls:
+        lines = []
+        for s in facts.hot_lines(30):
+            sh = s.share(S.BARRIER_SMEM)
+            if sh >= LINE_SHARE:
+                lines.append((s, sh))
+        lines.sort(key=lambda x: -x[0].samples * x[1])
+        first = lines[0][0] if lines else None
+        dominant = max(((r, facts.stall_totals.get(r, 0.0)) for r in S.BARRIER_SMEM), key=lambda kv: kv[1])[0]
+        ev = {"barrier_smem_share_of_stalled": round(bs, 4), "stalled_samples": stalled,
+              "kernel_stalls": {k: round(v / stalled, 4) for k, v in sorted(facts.stall_totals.items(),
+                                                                          key=lambda kv: -kv[1])[:5] if k != "selected"},
+              "lines": [{"file": s.file, "line": s.line, "samples": s.samples, "share": round(sh, 4),
+                         "stalls": stalls_text(s.stalls, s.samples)} for s, sh in lines[:3]],
+              "barriers_in_sass": len(bars)}
+        if small:
+            ev["reductions"] = [{"line": op.line, "elements": n, "warps": facts.num_warps} for op, n in small]
+        if dominant in ("barrier", "membar"):
+            fix = ("fewer block-wide synchronisations: fewer warps for small tiles (a reduction inside one warp needs "
+                   "no barrier), fuse reductions, or do more work per barrier")
+        else:
+            fix = ("less shared-memory traffic per useful instruction: avoid layout conversions through shared "
+                   "memory, use wider shared accesses, and avoid bank conflicts (swizzled layouts)")
+        where = facts.location(first.file, first.line) if first else facts.name
+        file, line = (first.file, first.line) if first else (None, None)
+        via = ""
+        if first:
+            users = facts.user_lines(first.file, first.line)
+            if users and users != [(first.file, first.line)]:
+                # library code (a reduction's combine function): point at the kernel's own line
+                via = f" (inlined into line {', '.join(str(ln) for _, ln in users)})"
+                file, line = users[0]
+                ev["inlined_into"] = [ln for _, ln in users]
+        msg = (f"{where}{via}: {pct(bs)} of the stalled samples wait on barriers/shared memory "
+               f"({stalls_text(facts.stall_totals, stalled)})")
+        if first:
+            msg += f"; this line has {pct(first.samples / facts.total_samples)} of the samples"
+        out.append(Diagnostic("barrier-stalls", 7, "barrier / shared-memory bound", "warning", msg, fix,
+                              facts.full_path(file) or file, line, source_of(facts, file, line), ev, changes,
+                              "static+samples" if small else "samples"))
+        return out
+    if small and bars:
+        op, n = max(small, key=lambda x: x[1])
+        lines = sorted({op2.line for op2, _ in small})
+        ev = {"reductions": [{"line": o.line, "elements": x, "elements_per_thread": round(x / (32 * facts.num_warps), 3)}
+                             for o, x in small], "num_warps": facts.num_warps, "barriers_in_sass": len(bars)}
+        if facts.total_samples and stalled:
+            ev["barrier_smem_share_of_stalled"] = round(bs, 4)
+        fix = ("use fewer warps for this tile so reductions stay within a warp (shuffles, no barriers)"
+               + (f": num_warps={changes[0]['num_warps']}" if changes else ""))
+        out.append(Diagnostic(
+            "barrier-stalls", 7, "reductions spread over too many warps", "warning",
+            f"{facts.location(op.file, op.line)}: {len(small)} reduction(s) of {n} elements on {facts.num_warps} warps "
+            f"({n / (32 * facts.num_warps):.2g} elements per thread) at line(s) {', '.join(map(str, lines))}: each "
+            f"crosses warps through shared memory and barriers ({len(bars)} BAR in the SASS)",
+            fix, facts.full_path(op.file) or op.file, op.line, source_of(facts, op.file, op.line), ev, changes))
+    return out
+
+
+__all__ = ["check"]

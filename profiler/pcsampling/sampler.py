@@ -1,0 +1,499 @@
+"""``PCSampler``: CUPTI PC sampling around a piece of a program, with or without a kprof session.
+
+::
+
+    from profiler.pcsampling import PCSampler
+
+    with PCSampler(period=10) as s:          # a sample every 2^10 cycles per SM sub-partition
+        run()
+    s.records                                 # CUPTI-shaped records (function, pc, correlation id, stalls)
+    s.profile()                               # ProfileNode tree: kernel frames with per-line children
+    s.top_lines("matmul_kernel")              # [(file, line, samples), ...]
+
+Failure never reaches the program: no GPU, no libcupti, missing permissions
+(CUPTI_ERROR_INSUFFICIENT_PRIVILEGES), or CUPTI busy (another profiler, a second sampler) print one
+``kprof: pcsampling: ...`` line on stderr, ``start()`` returns False, ``s.active`` is False and the
+program runs unsampled.  One sampler runs at a time in a process.
+
+Collection is CUPTI's kernel-serialized mode with start/stop control (see :mod:`.cupti_pc`):
+every record carries the correlation id of its kernel launch.  CUPTI is drained after kernelc
+launches (the launch hook), when a session forwards its launch callbacks (:meth:`on_launch`), and
+at :meth:`stop`.
+"""
+
+from __future__ import annotations
+
+import base64
+import ctypes
+import functools
+import json
+import sys
+import threading
+from typing import Any
+
+import numpy as np
+
+from .attribution import KernelAttribution, KernelCode, SampleTable, annotate, attribute
+from .cupti_pc import Collector, Cupti, CuptiError, MIN_CUPTI_VERSION, period_exponent
+from .stall_reasons import FAMILY
+
+__all__ = ["PCSampler", "current_context", "demangle", "register_module_cubin", "explain"]
+
+# Test seams: factories used when PCSampler gets no ``cupti``/``context`` argument (tests point them
+# at a fake CUPTI; sessions never touch them).
+CUPTI_FACTORY = None     # () -> Cupti
+CONTEXT_FACTORY = None   # (device) -> int
+
+_lock = threading.RLock()
+_active: "PCSampler | None" = None
+_module_cubins: list[bytes] = []   # cubins of loaded modules, from a session's CUPTI resource callback
+MAX_DISASSEMBLE_BYTES = 64 << 20
+
+
+def register_module_cubin(cubin: bytes) -> None:
+    """Remember a loaded module's cubin (a session's CUPTI module-load callback calls this), so
+    samples of non-kernelc kernels in it get opcodes, and lines where the cubin has line info."""
+    if cubin:
+        _module_cubins.append(bytes(cubin))
+
+
+def _say(text: str) -> None:
+    try:
+        sys.stderr.write(f"kprof: pcsampling: {text}\n")
+        sys.stderr.flush()
+    except Exception:
+        pass
+
+
+def explain(err: BaseException) -> str:
+    """One line telling the user why there are no samples, and what to do."""
+    if isinstance(err, CuptiError):
+        if err.privileges:
+            return (f"{err.name} from {err.call}: this user may not read GPU performance counters (the driver "
+                    "restricts profiling to admin users); run as root or load the nvidia module with "
+                    "NVreg_RestrictProfilingToAdminUsers=0 (https://developer.nvidia.com/ERR_NVGPUCTRPERM)")
+        if err.busy:
+            return (f"CUPTI is busy ({err.name} from {err.call}): another profiler holds PC sampling or CUPTI on "
+                    "this GPU context (Nsight Systems/Compute, torch.profiler, Proton, another sampler); "
+                    "profile without it")
+        if err.unsupported:
+            return f"PC sampling is not supported here ({err.name} from {err.call})"
+        return str(err)
+    return f"{type(err).__name__}: {err}"
+
+
+def current_context(device: int | None = None) -> int:
+    """The CUDA context torch uses on ``device`` (default: torch's current device), as an int."""
+    import torch
+    if not torch.cuda.is_available():
+        raise RuntimeError("no CUDA GPU is available (torch.cuda.is_available() is False)")
+    dev = torch.cuda.current_device() if device is None else int(device)
+    from kernelc.runtime.driver import ensure_context
+    ctx = ensure_context(dev)
+    try:
+        value = int(ctx)
+    except TypeError:
+        value = int(ctx.getPtr())
+    if not value:
+        raise RuntimeError("no current CUDA context")
+    return value
+
+
+@functools.lru_cache(maxsize=4096)
+def demangle(name: str) -> str:
+    """A C++ kernel name demangled with libstdc++'s ``__cxa_demangle`` (the name itself if that fails)."""
+    if not name.startswith("_Z"):
+        return name
+    try:
+        lib = _cxxabi()
+        status = ctypes.c_int(0)
+        out = lib.__cxa_demangle(name.encode(), None, None, ctypes.byref(status))
+        if status.value == 0 and out:
+            try:
+                return ctypes.string_at(out).decode(errors="replace")
+            finally:
+                ctypes.CDLL(None).free(ctypes.c_void_p(out))
+    except Exception:
+        pass
+    return name
+
+
+@functools.lru_cache(maxsize=1)
+def _cxxabi():
+    lib = ctypes.CDLL("libstdc++.so.6")
+    lib.__cxa_demangle.restype = ctypes.c_void_p
+    lib.__cxa_demangle.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    return lib
+
+
+class PCSampler:
+    """CUPTI PC sampling on one CUDA context (torch's, on ``device``).
+
+    ``period``: a sample every 2^period cycles (5..31; 32 or more is read as cycles; default 10).
+    ``drain_every``: drain CUPTI's buffers every N observed launches (0: only at stop).
+    ``scratch_mb``/``hw_mb``: CUPTI's host scratch buffer and device hardware buffer.
+    ``hook_kernelc``: watch kernelc launches (to find each sampled kernel's code and drain).
+    ``quiet``: do not print the one-line failure message (``error`` still says it).
+    """
+
+    def __init__(self, period: int | None = None, *, device: int | None = None, drain_every: int = 1,
+                 scratch_mb: int = 64, hw_mb: int = 128, capacity: int = 16384, hook_kernelc: bool = True,
+                 quiet: bool = False, cupti: Any = None, context: int | None = None):
+        self.period = period_exponent(period)
+        self.device = device
+        self.drain_every = max(0, int(drain_every))
+        self.scratch_bytes = int(scratch_mb) << 20
+        self.hw_bytes = int(hw_mb) << 20
+        self.capacity = int(capacity)
+        self.hook_kernelc = hook_kernelc
+        self.drain_on_kernelc = True
+        self.quiet = quiet
+        self.error: str | None = None
+        self.active = False
+        self.ran = False      # sampling did start at some point (there may be samples)
+        self.table = SampleTable()
+        self.collector: Collector | None = None
+        self._cupti_arg, self._ctx_arg = cupti, context
+        self._cupti: Cupti | None = None
+        self._hook = None
+        self._ticks = 0
+        self._seen: dict[int, tuple[Any, Any]] = {}    # id(compiled) -> (CompiledKernel, JITFunction)
+        self._crc: dict[int, int | None] = {}           # id(compiled or cubin) -> CUPTI CRC
+        self._stopped = False
+        self._codes: dict[str, list[KernelCode]] = {}   # codes given with add_code (recorded data)
+        self._drain_lock = threading.Lock()
+
+    @classmethod
+    def from_recorded(cls, recorded: Any, **kw: Any) -> "PCSampler":
+        """An inactive sampler holding recorded samples (:class:`.fixture.Recorded`) and their
+        kernels' code: everything but the collection works on it (profile, top_lines, save)."""
+        s = cls(**kw)
+        s.table = recorded.table
+        for code in recorded.codes.values():
+            s.add_code(code)
+        return s
+
+    def add_code(self, code: KernelCode) -> None:
+        """Make a kernel's code known by function name (e.g. from recorded data or a session)."""
+        self._codes.setdefault(code.name, []).append(code)
+
+    # ----------------------------------------------------------------------------------- lifecycle
+    def start(self) -> bool:
+        """Start sampling; False (with one stderr line, and ``error`` set) if it cannot."""
+        global _active
+        if self.active:
+            return True
+        with _lock:
+            if _active is not None and _active is not self:
+                return self._fail("another kprof PC sampler is already running in this process; "
+                                  "only one can sample at a time")
+            _active = self
+        try:
+            if self._ctx_arg is not None:
+                ctx = self._ctx_arg
+            else:
+                ctx = (CONTEXT_FACTORY or current_context)(self.device)
+        except Exception as e:
+            return self._fail(f"no CUDA context ({type(e).__name__}: {e})")
+        try:
+            if self._cupti_arg is not None:
+                self._cupti = self._cupti_arg
+            else:
+                self._cupti = CUPTI_FACTORY() if CUPTI_FACTORY is not None else Cupti()
+        except Exception as e:
+            return self._fail(f"libcupti could not be loaded ({type(e).__name__}: {e}); install nvidia-cuda-cupti "
+                              "(pip) or set KPROF_LIBCUPTI")
+        try:
+            v = self._cupti.version()
+            if v < MIN_CUPTI_VERSION:
+                return self._fail(f"libcupti is too old (API version {v}; PC records with correlation ids need "
+                                  "CUDA 12.4 or later)")
+            self.collector = Collector(self._cupti, ctx, period=self.period, scratch_bytes=self.scratch_bytes,
+                                       hardware_bytes=self.hw_bytes, capacity=self.capacity, sink=self._sink)
+            self.collector.enable()
+            self.table.stall_names = {i: n for i, n in self.collector.stall_table}
+            self.collector.start()
+        except Exception as e:
+            if self.collector is not None and self.collector.enabled:
+                try:
+                    self.collector.disable()
+                except Exception:
+                    pass
+            return self._fail(explain(e))
+        self.active = True
+        self.ran = True
+        self._stopped = False
+        if self.hook_kernelc:
+            try:
+                from kernelc.runtime import hooks
+                self._hook = hooks.register(exit=self._on_kernelc_launch)
+            except Exception:
+                self._hook = None
+        return True
+
+    def _fail(self, why: str) -> bool:
+        global _active
+        self.error = why
+        self.active = False
+        with _lock:
+            if _active is self:
+                _active = None
+        if not self.quiet:
+            _say(f"{why}; continuing without instruction samples")
+        return False
+
+    def stop(self) -> None:
+        """End the sampled range and collect its samples (the sampler can be started again with
+        :meth:`resume`; :meth:`close` releases CUPTI)."""
+        if not self.active or self.collector is None:
+            return
+        with self._drain_lock:
+            try:
+                self.collector.stop()
+            except Exception as e:
+                self._runtime_error(e)
+        self._stopped = True
+
+    def resume(self) -> None:
+        """Start a new range after :meth:`stop` (e.g. a session re-activated)."""
+        if self.active and self.collector is not None and not self.collector.running:
+            try:
+                self.collector.start()
+                self._stopped = False
+            except Exception as e:
+                self._runtime_error(e)
+
+    def close(self) -> None:
+        """Stop (if running), compute CUPTI CRCs of the kernels seen, disable PC sampling."""
+        global _active
+        if self._hook is not None:
+            try:
+                from kernelc.runtime import hooks
+                hooks.unregister(self._hook)
+            except Exception:
+                pass
+            self._hook = None
+        if self.collector is not None:
+            if self.collector.running:
+                self.stop()
+            self._compute_crcs()
+            if self.collector.enabled:
+                try:
+                    self.collector.disable()
+                except Exception as e:
+                    self._runtime_error(e, quiet=True)
+        self.active = False
+        with _lock:
+            if _active is self:
+                _active = None
+
+    def __enter__(self) -> "PCSampler":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _runtime_error(self, e: BaseException, quiet: bool = False) -> None:
+        msg = explain(e)
+        if self.error is None:
+            self.error = msg
+            if not (self.quiet or quiet):
+                _say(f"{msg}; samples so far are kept")
+        if self.collector is not None:
+            self.collector.stats.warnings.append(msg)
+            self.collector.running = False
+
+    # ------------------------------------------------------------------------------------ draining
+    def drain(self, wait: bool = True) -> None:
+        """Move what CUPTI has collected so far into :attr:`table`.
+
+        A failing mid-range GetData does not stop sampling: draining during the range is turned
+        off (with a warning in :meth:`info`) and everything is collected at :meth:`stop`."""
+        c = self.collector
+        if not self.active or c is None or not c.running:
+            return
+        if not self._drain_lock.acquire(blocking=wait):
+            return  # another thread is draining right now
+        try:
+            c.drain()
+        except Exception as e:
+            self.drain_every = 0
+            c.stats.warnings.append(f"draining during the range failed ({explain(e)}); collecting at stop only")
+        finally:
+            self._drain_lock.release()
+
+    def on_launch(self, *args: Any, **kwargs: Any) -> None:
+        """A launch callback for sessions (any arguments): drains every ``drain_every`` launches."""
+        if self.drain_every and self.active:
+            self._ticks += 1
+            if self._ticks >= self.drain_every:
+                self._ticks = 0
+                self.drain(wait=False)
+
+    def _on_kernelc_launch(self, rec: Any) -> None:
+        try:
+            compiled = getattr(rec, "compiled", None)
+            if compiled is not None and id(compiled) not in self._seen:
+                self._seen[id(compiled)] = (compiled, getattr(rec, "function", None))
+            if self.drain_on_kernelc:
+                self.on_launch()
+        except Exception:  # a profiler problem must never break the user's launch
+            pass
+
+    def note_kernel(self, compiled: Any, function: Any = None) -> None:
+        """Tell the sampler about a kernelc kernel launched without the hook (e.g. by a session)."""
+        if compiled is not None and id(compiled) not in self._seen:
+            self._seen[id(compiled)] = (compiled, function)
+
+    def _sink(self, cols: dict[str, np.ndarray], names: dict[int, str]) -> None:
+        uniq, inv = np.unique(cols["name_ptr"], return_inverse=True)
+        ids = np.array([self.table.function_id(names.get(int(p), "<unknown>")) for p in uniq.tolist()], dtype=np.uint32)
+        self.table.add(cols["corr"], ids[inv.ravel()], cols["crc"], cols["pc"], cols["fidx"], cols["reason"],
+                       cols["samples"])
+
+    # ----------------------------------------------------------------------------------------- code
+    def _compute_crcs(self) -> None:
+        if self._cupti is None:
+            return
+        for key, (compiled, _) in list(self._seen.items()):
+            if key not in self._crc:
+                try:
+                    self._crc[key] = self._cupti.cubin_crc(compiled.asm["cubin"])
+                except Exception:
+                    self._crc[key] = None
+        for cubin in _module_cubins:
+            if id(cubin) not in self._crc:
+                self._crc[id(cubin)] = self._cupti.cubin_crc(cubin)
+
+    def kernels_seen(self) -> list[tuple[Any, Any, int | None]]:
+        """``[(CompiledKernel, JITFunction, CUPTI CRC or None)]`` of the kernelc kernels launched."""
+        return [(c, f, self._crc.get(k)) for k, (c, f) in self._seen.items()]
+
+    def code_for(self, function: str, cubin_crc: int = 0, *, compiled: Any = None, jit: Any = None,
+                 cache_key: str | None = None) -> KernelCode | None:
+        """What is known about a sampled function's code: the kernelc kernel (given, or seen with
+        that cache key, or that name and CRC, or that name), else a registered module cubin with that
+        CRC, else None."""
+        if compiled is None:
+            cands = [(c, f, k) for k, (c, f) in self._seen.items() if getattr(c, "name", None) == function]
+            if cache_key:
+                keyed = [t for t in cands if getattr(t[0], "cache_key", None) == cache_key]
+                cands = keyed or cands
+            if cubin_crc:
+                exact = [t for t in cands if self._crc.get(t[2]) == cubin_crc]
+                cands = exact or cands
+            if cands:
+                compiled, jit, key = cands[-1]
+        if compiled is not None:
+            return _code_cache(compiled, jit, self._crc.get(id(compiled)))
+        given = self._codes.get(function) or []
+        if cubin_crc:
+            exact = [c for c in given if c.cubin_crc == cubin_crc]
+            given = exact or given  # lenient: a CRC computed differently must not lose the lines
+        if given:
+            return given[-1]
+        if cubin_crc:
+            for cubin in _module_cubins:
+                if self._crc.get(id(cubin)) == cubin_crc and len(cubin) <= MAX_DISASSEMBLE_BYTES:
+                    return _cubin_code(cubin, function, cubin_crc)
+        return None
+
+    # ---------------------------------------------------------------------------------------- output
+    @property
+    def stall_names(self) -> dict[int, str]:
+        return dict(self.table.stall_names)
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """The raw samples as CUPTI-shaped records (see :meth:`.SampleTable.to_records`)."""
+        return self.table.to_records()
+
+    def info(self) -> dict[str, Any]:
+        c = self.collector
+        out: dict[str, Any] = {"period": self.period, "period_cycles": 1 << self.period,
+                               "collection": "kernel-serialized", "family": FAMILY}
+        if c is not None:
+            out["collection"] = "kernel-serialized" if c.mode == 2 else "continuous"
+            out.update({"effective_period": c.effective_period, "stall_reasons": c.configured_reasons,
+                        "cupti_total_samples": c.stats.total_samples, "dropped_samples": c.stats.dropped_samples,
+                        "non_user_samples": c.stats.non_user_samples, "pcs_read": c.stats.pcs_read,
+                        "get_data_calls": c.stats.get_data_calls})
+            if c.stats.warnings:
+                out["warnings"] = list(c.stats.warnings)
+        if self.error:
+            out["error"] = self.error
+        return out
+
+    def attribute(self) -> dict[tuple[str, int], KernelAttribution]:
+        """Per (function, cubin CRC), all launches together, placed on the code known for it."""
+        if self.collector is not None and self.collector.running:
+            self.drain()
+        return {key: attribute(counts, self.code_for(key[0], key[1])) for key, counts in self.table.by_function().items()}
+
+    def profile(self, root: Any = None) -> Any:
+        """A profile tree (``ROOT > kernel > file.py:line``) of everything sampled, standalone."""
+        from profiler.format import ProfileNode
+        root = root if root is not None else ProfileNode("ROOT")
+        info = self.info()
+        for (fname, crc), counts in sorted(self.table.by_function().items(), key=lambda kv: -kv[1].total):
+            code = self.code_for(fname, crc)
+            node = root.child(fname if code is not None else demangle(fname))
+            annotate(node, attribute(counts, code), code, info)
+        root.extra = dict(root.extra or {})
+        root.extra["pcsampling"] = info
+        return root
+
+    def top_lines(self, kernel: str, n: int | None = 10) -> list[tuple[str, int, int]]:
+        """The kernel's source lines by samples, highest first: ``[(file, line, samples)]``."""
+        acc: dict[tuple[str, int], int] = {}
+        for (fname, _), a in self.attribute().items():
+            if fname == kernel or demangle(fname) == kernel:
+                for f, ln, s in a.top_lines():
+                    acc[(f, ln)] = acc.get((f, ln), 0) + s
+        rows = sorted(((f, ln, s) for (f, ln), s in acc.items()), key=lambda t: (-t[2], t[0], t[1]))
+        return rows if n is None else rows[:n]
+
+    def save(self, path: str, *, description: str = "", extra: dict | None = None) -> dict:
+        """Write the samples, stall-reason table and the sampled kernelc kernels' cubins as a JSON
+        test-data file (:mod:`.fixture` reads it back); returns the written object."""
+        from .fixture import dump
+        sampled = {fname for (fname, _crc) in self.table.by_function()}
+        kernels = []
+        for compiled, jit, crc in self.kernels_seen():
+            if compiled.name not in sampled:
+                continue
+            code = _code_cache(compiled, jit, crc)
+            kernels.append({"name": compiled.name, "cubin_crc": crc or 0, "cache_key": getattr(compiled, "cache_key", None),
+                            "cubin_b64": base64.b64encode(compiled.asm["cubin"]).decode(),
+                            "source": code.source})
+        obj = dump(self.table, kernels, info=self.info(), description=description, extra=extra)
+        with open(path, "w") as f:
+            json.dump(obj, f, separators=(",", ":"))
+            f.write("\n")
+        return obj
+
+
+_codes: dict[int, KernelCode] = {}
+
+
+def _code_cache(compiled: Any, jit: Any, crc: int | None) -> KernelCode:
+    code = _codes.get(id(compiled))
+    if code is None or code._compiled_ref is not compiled:  # type: ignore[attr-defined]
+        code = KernelCode.from_compiled(compiled, jit, crc)
+        code._compiled_ref = compiled  # type: ignore[attr-defined]
+        _codes[id(compiled)] = code
+    elif crc and not code.cubin_crc:
+        code.cubin_crc = crc
+    return code
+
+
+_cubin_codes: dict[tuple[int, str], KernelCode] = {}
+
+
+def _cubin_code(cubin: bytes, function: str, crc: int) -> KernelCode:
+    key = (crc, function)
+    code = _cubin_codes.get(key)
+    if code is None:
+        code = _cubin_codes[key] = KernelCode.from_cubin(cubin, function, crc)
+    return code
