@@ -40,6 +40,7 @@ __all__ = [
     "ProfileFormatError",
     "read_profile",
     "write_profile",
+    "atomic_write_text",
     "load_profile_json",
     "device_entry",
     "additive_metric_names",
@@ -249,6 +250,14 @@ def write_profile(path: str | os.PathLike, root: ProfileNode, device_info: Mappi
                 raise ValueError(f"metric {key!r} of frame {node.name!r} is {value}; profiles hold finite numbers only")
     data = [root.to_json(), dict(device_info or {})]
     text = "\n" + json.dumps(data, indent=4, sort_keys=True, allow_nan=False) + "\n"
+    atomic_write_text(path, text)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: a temporary file in the same directory, flushed and
+    fsynced, then renamed over ``path``.  On any failure the old file stays as it was and no
+    temporary file is left behind.  (Used for profiles and for kprof's Chrome traces.)"""
+    path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     # The name ends in ".<file>.tmp" so that the repository's "*.hatchet.tmp" ignore rule covers
     # it.  os.open with O_EXCL and mode 0o666 (not mkstemp's 0o600): the profile gets the usual

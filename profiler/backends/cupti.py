@@ -1,0 +1,516 @@
+"""The ``cupti`` backend: every kernel, memcpy and memset of the process, timed by CUPTI activity
+records and joined to the launching thread's context through correlation ids.
+
+How it works (cupti-python, one subscriber per process):
+
+* **Launch callbacks** (driver API domain: ``cuLaunchKernel[Ex]``, cooperative launches,
+  ``cuGraphLaunch``, ``cuMemcpy*``, ``cuMemset*``).  A torch / cuBLAS launch goes through the runtime
+  API, which calls the driver with the *same* correlation id, so one domain sees every launch (set
+  ``KPROF_CUPTI_RUNTIME=1`` to also enable the runtime-API launch ids).  On API entry the callback
+  stores one value under the correlation id: the thread's scope id (``context="shadow"``), or
+  ``(scope id, Python call path)`` when a ``context="python"`` session is active.  Nothing else
+  happens on the launching thread.
+* **Activity records** (``CONCURRENT_KERNEL``, ``MEMCPY``, ``MEMSET``) arrive in 8 MiB buffers
+  on CUPTI's thread when a buffer fills, and at :meth:`flush` (finalize): each record is joined to
+  the stored value, and added to the sessions whose active window holds its correlation id.
+* **CUDA graphs.** While a graph is captured, each launch creates a graph node
+  (``RESOURCE/GRAPHNODE_CREATED``, on the capturing thread): the node's CUPTI id is mapped to the
+  capture-time context.  Instantiation clones the nodes (``GRAPHNODE_CLONED``): the clone inherits the
+  original's context.  A replayed kernel's record carries ``graph_node_id``; it is attributed to
+  the capture site when known, else to where the graph was launched.
+* **Names** are demangled at the end (``__cxa_demangle`` from libstdc++ through ctypes; a name
+  that does not demangle stays as it is).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+from .. import context
+
+BUFFER_SIZE = 8 << 20
+PRUNE_AT = 1 << 20        # correlation entries kept before old ones are dropped
+PRUNE_MARGIN = 200_000    # ...keeping this many correlation ids behind the newest completed record
+
+_MEMCPY_KINDS = {"HTOD": "HtoD", "DTOH": "DtoH", "DTOD": "DtoD", "HTOH": "HtoH", "PTOP": "PtoP",
+                 "HTOA": "HtoA", "ATOH": "AtoH", "ATOA": "AtoA", "ATOD": "AtoD", "DTOA": "DtoA"}
+
+
+# Every function ever handed to CUPTI stays referenced for the life of the process: CUPTI may call
+# a completion callback for a buffer it handed out before a re-registration.
+_KEEPALIVE: List[Any] = []
+
+
+class BackendUnavailable(Exception):
+    """CUPTI cannot be used here; ``str()`` says why in a few words."""
+
+
+def _torch_profiler_active() -> bool:
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    for probe in (lambda: torch.autograd.profiler._is_profiler_enabled,
+                  lambda: torch._C._autograd._profiler_enabled()):
+        try:
+            if probe():
+                return True
+        except Exception:
+            pass
+    return False
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
+
+
+def _explain(e: BaseException) -> str:
+    msg = _first_line(e)
+    name = type(e).__name__
+    up = msg.upper()
+    if name == "NotSupportedError" or "DRIVER IS NOT FOUND" in up or "LIBCUDA" in up:
+        return "no CUDA driver (libcuda.so.1 not found)" if "LIBCUDA" in up else f"no CUDA driver ({msg})"
+    if "MULTIPLE_SUBSCRIBERS" in up or "SUBSCRIBER" in up:
+        return f"CUPTI is held by another tool (nsys, ncu, torch.profiler?): {msg}"
+    if "INSUFFICIENT_PRIVILEGES" in up or "PRIVILEGE" in up:
+        return f"no permission to use CUPTI ({msg})"
+    if "NO_DEVICE" in up:
+        return f"no CUDA device ({msg})"
+    return f"CUPTI unavailable ({name}: {msg})"
+
+
+def _device_count() -> Optional[int]:
+    try:
+        from cuda.bindings import driver as drv
+        err, = drv.cuInit(0)
+        if int(err) != 0:
+            return 0
+        err, n = drv.cuDeviceGetCount()
+        return int(n) if int(err) == 0 else 0
+    except Exception:
+        return None  # cannot tell; let CUPTI decide
+
+
+class CuptiBackend:
+    """The process-wide CUPTI collector, shared by every session that uses the ``cupti`` backend."""
+
+    name = "cupti"
+    _instance: Optional["CuptiBackend"] = None
+    _lock = threading.Lock()
+
+    # -- acquisition -----------------------------------------------------------------------
+    @classmethod
+    def acquire(cls, kernel_activity: str = "concurrent") -> "CuptiBackend":
+        """The running collector, starting it if needed; raises :class:`BackendUnavailable`."""
+        with cls._lock:
+            inst = cls._instance
+            if inst is not None and inst.running:
+                return inst
+            if _torch_profiler_active():
+                raise BackendUnavailable("CUPTI is held by torch.profiler (it is profiling now)")
+            try:
+                from cupti import cupti
+            except Exception as e:  # ImportError, or a broken install
+                raise BackendUnavailable(f"cupti-python is not usable ({_first_line(e)}); "
+                                         "pip install cupti-python") from None
+            n = _device_count()
+            if n == 0:
+                raise BackendUnavailable("no CUDA device")
+            inst = cls(cupti, kernel_activity)
+            try:
+                inst._start()
+            except BackendUnavailable:
+                raise
+            except Exception as e:
+                raise BackendUnavailable(_explain(e)) from None
+            cls._instance = inst
+            return inst
+
+    def __init__(self, cupti, kernel_activity: str = "concurrent"):
+        self.cupti = cupti
+        self.kernel_activity = kernel_activity
+        self.corr: Dict[int, Any] = {}
+        self.graph_nodes: Dict[int, Any] = {}
+        self.sessions: List[Any] = []          # sessions attached (each has .windows)
+        self.python = False                     # capture Python call paths in the callback
+        self.subscriber = None
+        self.running = False
+        self.max_cid = 0                        # newest correlation id seen in a record
+        self.proc_lock = threading.Lock()       # record processing
+        self.handlers: Dict[tuple, List[Callable]] = {}
+        self.launch_listeners: List[Callable] = []  # fn(correlation_id=, name=) after each launch
+        self.clock_offset = 0                   # CUPTI timestamp - perf_counter_ns
+        self.errors: List[str] = []
+        self.kinds: List[Any] = []
+        self._callback: Optional[Callable] = None
+        self._activity_callbacks: tuple = ()
+        c = cupti
+        self.DRIVER = int(c.CallbackDomain.DRIVER_API)
+        self.RUNTIME = int(c.CallbackDomain.RUNTIME_API)
+        self.RESOURCE = int(c.CallbackDomain.RESOURCE)
+        self.GRAPHNODE_CREATED = int(c.CallbackIdResource.GRAPHNODE_CREATED)
+        self.GRAPHNODE_CLONED = int(c.CallbackIdResource.GRAPHNODE_CLONED)
+        K = c.ActivityKind
+        self.K_KERNEL = {int(K.CONCURRENT_KERNEL), int(K.KERNEL)}
+        self.K_MEMCPY = int(K.MEMCPY)
+        self.K_MEMSET = int(K.MEMSET)
+
+    # -- start / stop ----------------------------------------------------------------------
+    def _start(self) -> None:
+        c = self.cupti
+        # Keep every function handed to CUPTI referenced here, whatever cupti-python does with it.
+        self._callback = self._make_callback()
+        self._activity_callbacks = (self._buffer_requested, self._buffer_completed)
+        _KEEPALIVE.extend((self._callback, self._activity_callbacks))
+        self.subscriber = c.subscribe(self._callback, None)
+        try:
+            self._enable_callbacks(1)
+            c.activity_register_callbacks(*self._activity_callbacks)
+            K = c.ActivityKind
+            kernel_kind = K.KERNEL if self.kernel_activity == "serialized" else K.CONCURRENT_KERNEL
+            for kind in (kernel_kind, K.MEMCPY, K.MEMSET):
+                c.activity_enable(kind)
+                self.kinds.append(kind)
+        except BaseException:
+            self._teardown()
+            raise
+        self.clock_offset = int(c.get_timestamp()) - time.perf_counter_ns()
+        self.running = True
+
+    def _launch_cbids(self) -> List[int]:
+        D = self.cupti.DriverApiTraceCbid
+        names = ["cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
+                 "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz",
+                 "cuLaunchCooperativeKernelMultiDevice", "cuLaunchGrid", "cuLaunchGridAsync",
+                 "cuGraphLaunch", "cuGraphLaunch_ptsz"]
+        names += [n for n in D.__members__ if n.startswith(("cuMemcpy", "cuMemset"))]
+        return sorted({int(getattr(D, n)) for n in names if hasattr(D, n)})
+
+    def _runtime_cbids(self) -> List[int]:
+        R = self.cupti.RuntimeApiTraceCbid
+        return sorted({int(getattr(R, n)) for n in R.__members__
+                       if n.startswith(("cudaLaunchKernel", "cudaLaunchCooperativeKernel", "cudaGraphLaunch"))})
+
+    def _enable_callbacks(self, on: int) -> None:
+        c, sub = self.cupti, self.subscriber
+        for cbid in self._launch_cbids():
+            c.enable_callback(on, sub, self.DRIVER, cbid)
+        if os.environ.get("KPROF_CUPTI_RUNTIME", "0") not in ("", "0"):
+            for cbid in self._runtime_cbids():
+                try:
+                    c.enable_callback(on, sub, self.RUNTIME, cbid)
+                except Exception:
+                    pass
+        for cbid in (self.GRAPHNODE_CREATED, self.GRAPHNODE_CLONED):
+            c.enable_callback(on, sub, self.RESOURCE, cbid)
+        for (domain, cbid) in self.handlers:
+            try:
+                c.enable_callback(on, sub, domain, cbid)
+            except Exception:
+                pass
+
+    def _teardown(self) -> None:
+        c = self.cupti
+        for kind in self.kinds:
+            try:
+                c.activity_disable(kind)
+            except Exception:
+                pass
+        self.kinds = []
+        if self.subscriber is not None:
+            try:
+                c.unsubscribe(self.subscriber)
+            except Exception:
+                pass
+            self.subscriber = None
+
+    def stop(self) -> None:
+        """Disable everything and release the subscriber (after the last session; its records
+        were flushed when it was finalized)."""
+        with CuptiBackend._lock:
+            if not self.running:
+                return
+            self.running = False
+            self._teardown()
+            self.corr.clear()
+            if CuptiBackend._instance is self:
+                CuptiBackend._instance = None
+
+    # -- the launch callback ---------------------------------------------------------------
+    def _make_callback(self):
+        """The subscriber callback: the leanest variant that does what the sessions need."""
+        corr = self.corr
+        local = context.local
+        MAIN = context.MAIN
+        RESOURCE = self.RESOURCE
+        CallbackData = self.cupti.CallbackData
+        slow = self._slow_callback
+        if not self.python and not self.launch_listeners:
+            def callback(userdata, domain, cbid, data):
+                if domain != RESOURCE:
+                    try:
+                        if type(data) is int:
+                            data = CallbackData.from_ptr(data)
+                        if data.callback_site == 0:   # API_ENTER
+                            c = local.ctx
+                            if c.inherit and c.node == 0:
+                                corr[data.correlation_id] = MAIN.node
+                            else:
+                                corr[data.correlation_id] = c.node
+                    except Exception:
+                        pass
+                else:
+                    slow(domain, cbid, data)
+            return callback
+
+        capture = self._capture
+        listeners = self.launch_listeners
+        error = self._error
+
+        def callback_full(userdata, domain, cbid, data):
+            if domain != RESOURCE:
+                try:
+                    if type(data) is int:
+                        data = CallbackData.from_ptr(data)
+                    if data.callback_site == 0:
+                        corr[data.correlation_id] = capture()
+                    elif listeners:
+                        cid, name = data.correlation_id, data.symbol_name
+                        for fn in listeners:
+                            try:
+                                fn(correlation_id=cid, name=name)
+                            except Exception as e:
+                                error(f"launch listener: {_first_line(e)}")
+                except Exception:
+                    pass
+            else:
+                slow(domain, cbid, data)
+        return callback_full
+
+    @staticmethod
+    def _capture_python():
+        c = context.local.ctx
+        n = c.node
+        if n == 0 and c.inherit:
+            n = context.MAIN.node
+        # kprof's own frames (this one, the callback) are dropped when the key becomes frame names
+        return (n, context.python_key_here(1))
+
+    def _capture(self):
+        if self.python:
+            return self._capture_python()
+        c = context.local.ctx
+        n = c.node
+        if n == 0 and c.inherit:
+            n = context.MAIN.node
+        return n
+
+    def _slow_callback(self, domain, cbid, data) -> None:
+        try:
+            if domain == self.RESOURCE and cbid in (self.GRAPHNODE_CREATED, self.GRAPHNODE_CLONED):
+                c = self.cupti
+                rd = data if hasattr(data, "resource_descriptor") else c.ResourceData.from_ptr(int(data))
+                g = c.GraphData.from_ptr(int(rd.resource_descriptor))
+                nid = int(c.get_graph_node_id(g.node))
+                if cbid == self.GRAPHNODE_CREATED:
+                    # Nodes created while capturing get the capture site; nodes created by
+                    # instantiation keep what GRAPHNODE_CLONED gives them (whatever the order).
+                    self.graph_nodes.setdefault(nid, self._capture())
+                else:
+                    v = self.graph_nodes.get(int(c.get_graph_node_id(g.original_node)))
+                    if v is not None:
+                        self.graph_nodes[nid] = v
+        except Exception as e:
+            self._error(f"graph callback: {_first_line(e)}")
+        for h in self.handlers.get((int(domain), int(cbid)), ()):
+            try:
+                h(domain, cbid, data)
+            except Exception as e:
+                self._error(f"callback handler {getattr(h, '__name__', h)}: {_first_line(e)}")
+
+    def register_callback(self, domain: int, cbid: int, fn: Callable) -> None:
+        """Let another part of kprof (PC sampling) receive CUPTI callbacks of ``(domain, cbid)`` on
+        this process's single subscriber: ``fn(domain, cbid, data)``.  Not for launch ids."""
+        key = (int(domain), int(cbid))
+        self.handlers.setdefault(key, []).append(fn)
+        if self.subscriber is not None:
+            self.cupti.enable_callback(1, self.subscriber, key[0], key[1])
+
+    def _error(self, msg: str) -> None:
+        if len(self.errors) < 20:
+            self.errors.append(msg)
+
+    def set_python(self, on: bool) -> None:
+        """Capture Python call paths in the launch callback (re-subscribes when it changes)."""
+        if on != self.python:
+            self.python = on
+            self._resubscribe()
+
+    def add_launch_listener(self, fn: Callable) -> None:
+        """Call ``fn(correlation_id=..., name=...)`` on every launch's API exit (PC sampling)."""
+        self.launch_listeners.append(fn)
+        self._resubscribe()
+
+    def _resubscribe(self) -> None:
+        if self.subscriber is None:
+            return
+        c = self.cupti
+        self._enable_callbacks(0)
+        c.unsubscribe(self.subscriber)
+        self._callback = self._make_callback()
+        _KEEPALIVE.append(self._callback)
+        self.subscriber = c.subscribe(self._callback, None)
+        self._enable_callbacks(1)
+
+    # -- sessions --------------------------------------------------------------------------
+    def watermark(self) -> int:
+        """The newest correlation id handed out so far (approximately: the last one stored)."""
+        try:
+            return max(next(reversed(self.corr)), self.max_cid)
+        except (StopIteration, RuntimeError):
+            return self.max_cid
+
+    def attach(self, session) -> None:
+        session.windows.append([self.watermark(), None])
+        if session not in self.sessions:
+            self.sessions.append(session)
+        if session.context == "python" and not self.python:
+            self.set_python(True)
+
+    def detach(self, session) -> None:
+        if session.windows and session.windows[-1][1] is None:
+            session.windows[-1][1] = self.watermark()
+
+    def release(self, session) -> None:
+        """The session is finalized: stop routing records to it; stop CUPTI after the last one."""
+        if session in self.sessions:
+            self.sessions.remove(session)
+        if not self.sessions:
+            self.launch_listeners.clear()
+            self.stop()
+        elif self.python and not any(s.context == "python" for s in self.sessions):
+            try:
+                self.set_python(False)
+            except Exception:
+                pass
+
+    def to_trace_clock(self, host_ns: int) -> int:
+        return host_ns + self.clock_offset
+
+    # -- records ---------------------------------------------------------------------------
+    def _buffer_requested(self):
+        return BUFFER_SIZE, 0
+
+    def _buffer_completed(self, activities) -> None:
+        try:
+            with self.proc_lock:
+                self._process(activities)
+        except Exception as e:
+            self._error(f"activity records: {_first_line(e)}")
+
+    def synchronize(self) -> None:
+        """Wait for this process's GPU work (so its records are complete before the flush): every
+        device whose primary context is active -- without creating contexts on unused devices."""
+        try:
+            from cuda.bindings import driver as drv
+            err, n = drv.cuDeviceGetCount()
+            if int(err) != 0:
+                raise RuntimeError("cuDeviceGetCount")
+            for d in range(int(n)):
+                err, dev = drv.cuDeviceGet(d)
+                if int(err) != 0:
+                    continue
+                err, _flags, active = drv.cuDevicePrimaryCtxGetState(dev)
+                if int(err) != 0 or not active:
+                    continue
+                err, ctx = drv.cuDevicePrimaryCtxRetain(dev)
+                if int(err) != 0:
+                    continue
+                try:
+                    if int(drv.cuCtxPushCurrent(ctx)[0]) == 0:
+                        try:
+                            drv.cuCtxSynchronize()
+                        finally:
+                            drv.cuCtxPopCurrent()
+                finally:
+                    drv.cuDevicePrimaryCtxRelease(dev)
+            return
+        except Exception:
+            pass
+        torch = sys.modules.get("torch")
+        try:
+            if torch is not None and torch.cuda.is_initialized():
+                torch.cuda.synchronize()
+        except Exception:
+            pass
+
+    def flush(self) -> None:
+        if not self.running:
+            return
+        self.synchronize()
+        try:
+            self.cupti.activity_flush_all(1)
+        except Exception as e:
+            self._error(f"flush: {_first_line(e)}")
+        with self.proc_lock:  # wait for a completion callback still running on CUPTI's thread
+            pass
+
+    def _targets(self, cid: int) -> List[Any]:
+        out = []
+        for s in self.sessions:
+            for lo, hi in s.windows:
+                if cid > lo and (hi is None or cid <= hi):
+                    out.append(s)
+                    break
+        return out
+
+    def _process(self, activities) -> None:
+        corr_get = self.corr.get
+        graph_get = self.graph_nodes.get
+        K_KERNEL, K_MEMCPY, K_MEMSET = self.K_KERNEL, self.K_MEMCPY, self.K_MEMSET
+        max_cid = self.max_cid
+        targets_of = self._targets
+        for a in activities:
+            kind = int(a.kind)
+            if kind in K_KERNEL:
+                name = a.name or "<unnamed kernel>"
+                extra_bytes = None
+            elif kind == K_MEMCPY:
+                name = "memcpy " + _memcpy_name(self.cupti, a.copy_kind)
+                extra_bytes = int(a.bytes)
+            elif kind == K_MEMSET:
+                name = "memset"
+                extra_bytes = int(a.bytes)
+            else:
+                continue
+            cid = int(a.correlation_id)
+            if cid > max_cid:
+                max_cid = cid
+            targets = targets_of(cid)
+            if not targets:
+                continue
+            value = corr_get(cid, 0)
+            gnode = int(getattr(a, "graph_node_id", 0) or 0)
+            if gnode:
+                value = graph_get(gnode, value)
+            start, end = int(a.start), int(a.end)
+            dev = int(a.device_id)
+            for s in targets:
+                s.add_gpu_record(value, name, kind in K_KERNEL, dev, start, end, extra_bytes,
+                                 int(getattr(a, "stream_id", 0) or 0), cid)
+        self.max_cid = max_cid
+        if len(self.corr) > PRUNE_AT:
+            limit = max_cid - PRUNE_MARGIN
+            for k in [k for k in list(self.corr) if k < limit]:
+                self.corr.pop(k, None)
+
+
+def _memcpy_name(cupti, kind) -> str:
+    try:
+        n = cupti.ActivityMemcpyKind(int(kind)).name
+    except Exception:
+        return str(kind)
+    return _MEMCPY_KINDS.get(n, n)

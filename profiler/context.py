@@ -1,0 +1,226 @@
+"""Where a measurement belongs: the scope stack (``context="shadow"``) or the Python call path
+(``context="python"``), captured cheaply at launch time and turned into frame names at the end.
+
+* **Scope ids.** Scope paths are interned in one process-wide trie: ``(parent id, name) -> id``
+  (``ROOT`` is 0).  A thread's current position is one int, so capturing the shadow context of a
+  launch is one attribute read.
+* **Per-thread state.** Every thread has a :class:`ThreadContext` (``node``: current scope id,
+  ``stack``: the ids to return to).  Threads never see each other's scopes.  A *native* thread
+  that never entered a scope (torch's autograd engine runs CUDA backward ops on its own C++
+  thread) inherits the main thread's current scope, so ``with scope("backward"): loss.backward()``
+  holds the backward kernels.
+* **Python call paths.** :func:`python_key` walks ``frame.f_back`` and keeps ``(code, line)``
+  pairs, innermost first; :func:`frame_names` turns such a key into ``file:line@function`` frames
+  (outermost first) and drops kprof's, runpy's and kernelc's launch machinery frames.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any, Iterable, List, Tuple
+
+ROOT = 0
+ROOT_NAME = "ROOT"
+
+# -- scope trie ------------------------------------------------------------------------------
+_ids: dict = {}            # (parent id, name) -> id
+_parents: List[int] = [-1]
+_names: List[str] = [ROOT_NAME]
+_trie_lock = threading.Lock()
+
+
+def intern(parent: int, name: str) -> int:
+    """The id of scope ``name`` under scope ``parent`` (created on first use)."""
+    key = (parent, name)
+    nid = _ids.get(key)
+    if nid is None:
+        with _trie_lock:
+            nid = _ids.get(key)
+            if nid is None:
+                nid = len(_names)
+                _names.append(name)
+                _parents.append(parent)
+                _ids[key] = nid
+    return nid
+
+
+def scope_names(node: int) -> List[str]:
+    """Scope names from the root's child down to ``node`` (``[]`` for the root)."""
+    out = []
+    while node > 0:
+        out.append(_names[node])
+        node = _parents[node]
+    out.reverse()
+    return out
+
+
+# -- per-thread state ------------------------------------------------------------------------
+class KernelLaunch:
+    """Stands in for a thread's scope id while a kernelc kernel is being launched on the GPU, so a
+    CUPTI launch callback that reads the thread's context also gets the kernel's description.
+    Interned by :mod:`profiler.hooks` (equal launches share one object)."""
+
+    __slots__ = ("node", "info", "metrics")
+
+    def __init__(self, node: int, info: Any, metrics: Any):
+        self.node = node
+        self.info = info
+        self.metrics = metrics
+
+
+class ThreadContext:
+    __slots__ = ("node", "stack", "inherit", "tstack", "kprev", "kstart", "kkey")
+
+    def __init__(self, inherit: bool = False):
+        self.node: Any = ROOT        # current scope id (a KernelLaunch during a GPU kernelc launch)
+        self.stack: List[int] = []   # scope ids to return to
+        self.inherit = inherit       # a native thread: attribute to the main thread's scope while at ROOT
+        self.tstack: list = []       # host timing of open scopes: [node, start_ns, child_ns, key]
+        self.kprev: Any = ROOT       # node to restore after a kernelc launch
+        self.kstart = 0              # host start of an interpreted kernelc launch
+        self.kkey: Any = None        # context key of that launch
+
+
+MAIN = ThreadContext()
+
+
+class _Local(threading.local):
+    def __init__(self):
+        t = threading.current_thread()
+        if t is threading.main_thread():
+            self.ctx = MAIN
+        else:
+            # _DummyThread: a thread not started by `threading` (C++ worker calling into Python).
+            self.ctx = ThreadContext(inherit=isinstance(t, threading._DummyThread))
+
+
+local = _Local()
+
+
+def current() -> ThreadContext:
+    return local.ctx
+
+
+def current_node() -> int:
+    """The calling thread's scope id for attribution (a native thread at ROOT: the main thread's)."""
+    c = local.ctx
+    n = c.node
+    if type(n) is not int:
+        n = n.node
+    if n == ROOT and c.inherit:
+        n = MAIN.node
+        if type(n) is not int:
+            n = n.node
+    return n
+
+
+def push(name: str) -> int:
+    """Enter scope ``name`` on this thread; returns its id."""
+    c = local.ctx
+    parent = c.node
+    if type(parent) is not int:  # a kernelc launch that raised before its exit hook
+        parent = c.kprev
+    nid = _ids.get((parent, name))
+    if nid is None:
+        nid = intern(parent, name)
+    c.stack.append(parent)
+    c.node = nid
+    return nid
+
+
+def pop() -> None:
+    """Leave the innermost scope of this thread."""
+    c = local.ctx
+    c.node = c.stack.pop() if c.stack else ROOT
+
+
+# -- Python call paths ----------------------------------------------------------------------
+MAX_DEPTH = 128
+
+
+def python_key(frame, limit: int = MAX_DEPTH) -> Tuple:
+    """``((code, line), ...)`` from ``frame`` outwards (innermost first)."""
+    out = []
+    while frame is not None and limit:
+        out.append((frame.f_code, frame.f_lineno))
+        frame = frame.f_back
+        limit -= 1
+    return tuple(out)
+
+
+def python_key_here(skip: int = 1) -> Tuple:
+    """The calling thread's Python call path; a native thread without Python frames gets the main
+    thread's (it is the one waiting for this work, e.g. in ``loss.backward()``)."""
+    try:
+        frame = sys._getframe(skip + 1)
+    except ValueError:
+        frame = None
+    if frame is None and local.ctx.inherit:
+        frame = sys._current_frames().get(threading.main_thread().ident)
+    return python_key(frame)
+
+
+_PKG_DIRS: List[str] = []
+
+
+def _skip_dirs() -> List[str]:
+    if not _PKG_DIRS:
+        here = os.path.dirname(os.path.abspath(__file__))
+        _PKG_DIRS.append(here + os.sep)
+        _PKG_DIRS.append(os.path.join(os.path.dirname(here), "kprof") + os.sep)
+        import runpy
+        _PKG_DIRS.append(os.path.abspath(runpy.__file__))
+    dirs = list(_PKG_DIRS)
+    hooks = sys.modules.get("kernelc.runtime.hooks")
+    if hooks is not None:
+        dirs.append(os.path.dirname(os.path.abspath(hooks.__file__)) + os.sep)
+    return dirs
+
+
+def _skipped(filename: str, dirs: Iterable[str]) -> bool:
+    if filename.startswith("<"):
+        return filename.startswith(("<frozen runpy", "<frozen importlib", "<kernelc"))
+    return filename.startswith(tuple(dirs))
+
+
+def _is_runpy(filename: str) -> bool:
+    if filename.startswith("<frozen runpy"):
+        return True
+    return os.path.basename(filename) == "runpy.py" and filename == _runpy_file()
+
+
+def _runpy_file() -> str:
+    import runpy
+    return runpy.__file__
+
+
+def frame_names(key: Tuple) -> List[str]:
+    """Frame names, outermost first, for a :func:`python_key` (a ``(None, name)`` entry is a scope
+    marker and becomes the frame ``name``)."""
+    dirs = _skip_dirs()
+    # Frames outside the innermost runpy frame belong to whatever started the program
+    # (``python -m``, the ``kprof`` launcher script): not the program's call path.
+    for i, (code, _) in enumerate(key):
+        if code is not None and _is_runpy(code.co_filename):
+            key = key[:i]
+            break
+    out = []
+    for code, line in reversed(key):
+        if code is None:
+            out.append(str(line))
+            continue
+        fn = code.co_filename
+        if _skipped(fn, dirs):
+            continue
+        out.append(f"{fn}:{line}@{code.co_name}")
+    return out
+
+
+def names_of(key: Any) -> List[str]:
+    """Frame names for any context key: a scope id, a KernelLaunch or a Python call path."""
+    if type(key) is KernelLaunch:
+        key = key.node
+    if isinstance(key, int):
+        return scope_names(key)
+    return frame_names(key)

@@ -1,0 +1,264 @@
+"""A stand-in for cupti-python's ``cupti.cupti`` module, enough to drive kprof's cupti backend on a
+machine without a GPU: launches call the subscriber's callback as CUPTI does (API enter and exit,
+same correlation id), graph capture/instantiation raise the resource callbacks, and
+``activity_flush_all`` hands the queued activity records to the buffer-completed callback.
+
+Names and shapes follow cupti-python 13.4 (``cupti.pyi``): enums, ``CallbackData.callback_site`` /
+``correlation_id``, ``ResourceData.resource_descriptor``, ``GraphData.node`` / ``original_node``,
+records with ``kind, name, start, end, device_id, stream_id, correlation_id, graph_node_id``.
+"""
+from __future__ import annotations
+
+import enum
+import itertools
+from types import SimpleNamespace
+
+
+class CallbackDomain(enum.IntEnum):
+    INVALID = 0
+    DRIVER_API = 1
+    RUNTIME_API = 2
+    RESOURCE = 3
+
+
+class CallbackIdResource(enum.IntEnum):
+    GRAPHNODE_CREATED = 13
+    GRAPHNODE_CLONED = 20
+
+
+class ActivityKind(enum.IntEnum):
+    MEMCPY = 1
+    MEMSET = 2
+    KERNEL = 3
+    CONCURRENT_KERNEL = 10
+
+
+class ActivityMemcpyKind(enum.IntEnum):
+    UNKNOWN = 0
+    HTOD = 1
+    DTOH = 2
+
+
+class DriverApiTraceCbid(enum.IntEnum):
+    cuMemcpyHtoD_v2 = 276
+    cuMemsetD8_v2 = 290
+    cuLaunchKernel = 307
+    cuLaunchKernel_ptsz = 442
+    cuGraphLaunch = 514
+    cuLaunchKernelEx = 652
+
+
+class RuntimeApiTraceCbid(enum.IntEnum):
+    cudaLaunchKernel_v7000 = 211
+
+
+class cuptiError(Exception):
+    pass
+
+
+class NotSupportedError(RuntimeError):
+    pass
+
+
+_objects = {}
+_ptr = itertools.count(0x1000, 0x10)
+
+
+def _register(obj) -> int:
+    p = next(_ptr)
+    _objects[p] = obj
+    return p
+
+
+class CallbackData:
+    def __init__(self, site, cid, name=""):
+        self.callback_site = site
+        self.correlation_id = cid
+        self.symbol_name = name
+        self.function_name = "cuLaunchKernel"
+
+    @staticmethod
+    def from_ptr(ptr, readonly=False, owner=None):
+        return _objects[ptr]
+
+
+class ResourceData:
+    def __init__(self, descriptor_ptr):
+        self.resource_descriptor = descriptor_ptr
+        self.context = 0
+
+    @staticmethod
+    def from_ptr(ptr, readonly=False, owner=None):
+        return _objects[ptr]
+
+
+class GraphData:
+    def __init__(self, node, original_node=0, node_type=0):
+        self.node = node
+        self.original_node = original_node
+        self.node_type = node_type
+
+    @staticmethod
+    def from_ptr(ptr, readonly=False, owner=None):
+        return _objects[ptr]
+
+
+class FakeCupti:
+    """The module object (``from cupti import cupti`` gives an instance) plus simulation methods."""
+
+    CallbackDomain = CallbackDomain
+    CallbackIdResource = CallbackIdResource
+    ActivityKind = ActivityKind
+    ActivityMemcpyKind = ActivityMemcpyKind
+    DriverApiTraceCbid = DriverApiTraceCbid
+    RuntimeApiTraceCbid = RuntimeApiTraceCbid
+    CallbackData = CallbackData
+    ResourceData = ResourceData
+    GraphData = GraphData
+    cuptiError = cuptiError
+
+    def __init__(self, *, busy=False, pass_pointers=False):
+        self.busy = busy
+        self.pass_pointers = pass_pointers  # hand callbacks raw pointers (ints) instead of objects
+        self.callback = None
+        self.enabled = set()
+        self.kinds = set()
+        self.requested = self.completed = None
+        self.pending = []
+        self.cid = itertools.count(1)
+        self.clock = 1_000_000
+        self.node_ids = {}          # node handle -> CUPTI graph node id
+        self.next_node = itertools.count(100)
+        self.subscribes = 0
+        self.unsubscribes = 0
+        self.flushes = 0
+
+    # -- the cupti-python surface kprof uses ---------------------------------------------
+    def subscribe(self, callback, userdata):
+        if self.busy or self.callback is not None:
+            raise cuptiError("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED")
+        self.callback = callback
+        self.subscribes += 1
+        return 0xABC
+
+    def unsubscribe(self, handle):
+        self.callback = None
+        self.enabled.clear()
+        self.unsubscribes += 1
+
+    def enable_callback(self, enable, subscriber, domain, cbid):
+        key = (int(domain), int(cbid))
+        (self.enabled.add if enable else self.enabled.discard)(key)
+
+    def activity_register_callbacks(self, requested, completed):
+        self.requested, self.completed = requested, completed
+
+    def activity_enable(self, kind):
+        self.kinds.add(int(kind))
+
+    def activity_disable(self, kind):
+        self.kinds.discard(int(kind))
+
+    def activity_flush_all(self, flag):
+        self.flushes += 1
+        size, _ = self.requested()
+        assert size > 0
+        recs, self.pending = self.pending, []
+        if recs:
+            self.completed(recs)
+
+    def get_timestamp(self):
+        return self.clock
+
+    def get_graph_node_id(self, node):
+        return self.node_ids[node]
+
+    # -- simulation ----------------------------------------------------------------------
+    def _api(self, domain, cbid, cid):
+        if (int(domain), int(cbid)) not in self.enabled or self.callback is None:
+            return
+        for site in (0, 1):
+            data = CallbackData(site, cid)
+            self.callback(None, int(domain), int(cbid), _register(data) if self.pass_pointers else data)
+
+    def _resource(self, cbid, graph_data):
+        if (int(CallbackDomain.RESOURCE), int(cbid)) not in self.enabled or self.callback is None:
+            return
+        rd = ResourceData(_register(graph_data))
+        self.callback(None, int(CallbackDomain.RESOURCE), int(cbid), _register(rd) if self.pass_pointers else rd)
+
+    def _record(self, kind, cid, name=None, dur=1000, device=0, stream=7, graph_node_id=0, nbytes=0, copy_kind=1):
+        start = self.clock
+        self.clock += dur + 10
+        rec = SimpleNamespace(kind=int(kind), correlation_id=cid, start=start, end=start + dur, device_id=device,
+                              stream_id=stream, graph_node_id=graph_node_id, name=name, bytes=nbytes,
+                              copy_kind=copy_kind)
+        if int(kind) in self.kinds or (int(kind) == ActivityKind.CONCURRENT_KERNEL and ActivityKind.KERNEL in self.kinds):
+            self.pending.append(rec)
+
+    def launch(self, name="kernel", dur=1000, device=0, cbid=DriverApiTraceCbid.cuLaunchKernel, runtime=False):
+        """A kernel launch (a torch launch: the runtime callback first, then the driver's, one id)."""
+        cid = next(self.cid)
+        if runtime:
+            self._api(CallbackDomain.RUNTIME_API, RuntimeApiTraceCbid.cudaLaunchKernel_v7000, cid)
+        self._api(CallbackDomain.DRIVER_API, cbid, cid)
+        self._record(ActivityKind.CONCURRENT_KERNEL, cid, name, dur, device)
+        return cid
+
+    def memcpy(self, nbytes=4096, dur=500):
+        cid = next(self.cid)
+        self._api(CallbackDomain.DRIVER_API, DriverApiTraceCbid.cuMemcpyHtoD_v2, cid)
+        self._record(ActivityKind.MEMCPY, cid, None, dur, nbytes=nbytes, copy_kind=ActivityMemcpyKind.HTOD)
+
+    def memset(self, nbytes=1024, dur=300):
+        cid = next(self.cid)
+        self._api(CallbackDomain.DRIVER_API, DriverApiTraceCbid.cuMemsetD8_v2, cid)
+        self._record(ActivityKind.MEMSET, cid, None, dur, nbytes=nbytes)
+
+    def capture_launch(self, graph, name="kernel"):
+        """A launch while a stream is captured into ``graph`` (a list): no record, a new node."""
+        cid = next(self.cid)
+        node = next(self.next_node)
+        self.node_ids[node] = 10_000 + node
+        # CUPTI calls the resource callback from inside the launch API call
+        if (int(CallbackDomain.DRIVER_API), int(DriverApiTraceCbid.cuLaunchKernel)) in self.enabled and self.callback:
+            self.callback(None, 1, int(DriverApiTraceCbid.cuLaunchKernel), CallbackData(0, cid))
+            self._resource(CallbackIdResource.GRAPHNODE_CREATED, GraphData(node))
+            self.callback(None, 1, int(DriverApiTraceCbid.cuLaunchKernel), CallbackData(1, cid))
+        else:
+            self._resource(CallbackIdResource.GRAPHNODE_CREATED, GraphData(node))
+        graph.append((node, name))
+
+    def instantiate(self, graph):
+        """cuGraphInstantiate: every node is created anew, then reported as a clone."""
+        exec_graph = []
+        for node, name in graph:
+            new = next(self.next_node)
+            self.node_ids[new] = 10_000 + new
+            self._resource(CallbackIdResource.GRAPHNODE_CREATED, GraphData(new))
+            self._resource(CallbackIdResource.GRAPHNODE_CLONED, GraphData(new, original_node=node))
+            exec_graph.append((new, name))
+        return exec_graph
+
+    def graph_launch(self, exec_graph, dur=800):
+        cid = next(self.cid)
+        self._api(CallbackDomain.DRIVER_API, DriverApiTraceCbid.cuGraphLaunch, cid)
+        for node, name in exec_graph:
+            self._record(ActivityKind.CONCURRENT_KERNEL, cid, name, dur, graph_node_id=self.node_ids[node])
+        return cid
+
+
+def install(monkeypatch, fake: FakeCupti) -> FakeCupti:
+    """Make ``from cupti import cupti`` return ``fake`` and reset kprof's backend state."""
+    import sys
+    import types
+
+    pkg = types.ModuleType("cupti")
+    pkg.cupti = fake
+    monkeypatch.setitem(sys.modules, "cupti", pkg)
+    monkeypatch.setitem(sys.modules, "cupti.cupti", fake)
+    from profiler.backends import cupti as backend_mod
+    monkeypatch.setattr(backend_mod.CuptiBackend, "_instance", None)
+    monkeypatch.setattr(backend_mod, "_device_count", lambda: 1)
+    monkeypatch.setattr("profiler.backends._said", False)
+    return fake

@@ -1,0 +1,270 @@
+"""The cupti backend's logic on CPU, driven by a fake cupti-python module (tests/profiler/fake_cupti.py):
+correlation ids joined to scopes and call paths, kernelc launch descriptions, graphs, memcpy/memset,
+windows of activate/deactivate, demangling, devices, busy CUPTI.  The real thing: test_gpu_profiler.py."""
+import os
+
+import pytest
+
+import profiler
+from profiler import hooks, session as S
+from profiler.format import read_profile
+
+from . import fake_cupti
+from .test_api import find, names, paths_to
+
+MANGLED = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_15CUDAFunctor_addIfEESt5arrayIPcLm3EEEEviT0_T1_"
+DEMANGLED = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+             "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)")
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    monkeypatch.setenv("KPROF_BACKEND", "auto")
+    return fake_cupti.install(monkeypatch, fake_cupti.FakeCupti())
+
+
+def test_kernels_joined_to_scopes(fake, tmp_path):
+    sid = profiler.start(str(tmp_path / "c"))
+    assert S.get(sid).backend_name == "cupti"
+    assert fake.subscribes == 1 and int(fake_cupti.ActivityKind.CONCURRENT_KERNEL) in fake.kinds
+    assert (1, int(fake_cupti.DriverApiTraceCbid.cuLaunchKernel)) in fake.enabled
+    assert (1, int(fake_cupti.DriverApiTraceCbid.cuGraphLaunch)) in fake.enabled
+    assert (3, 13) in fake.enabled and (3, 20) in fake.enabled
+    with profiler.scope("fwd"):
+        for _ in range(3):
+            fake.launch(MANGLED, dur=1000, runtime=True)
+        with profiler.scope("inner"):
+            fake.launch("gemm_kernel", dur=5000)
+    fake.launch("outside", dur=10)
+    profiler.finalize(sid)
+    assert fake.flushes == 1 and fake.callback is None and not fake.kinds   # released CUPTI
+    root, dev = read_profile(tmp_path / "c.hatchet")
+    assert names(root) == ["fwd", "outside"]
+    k = find(root, "fwd").children[0]
+    assert k.name == DEMANGLED
+    assert k.metrics == {"count": 3, "time (ns)": 3000, "device_id": "0", "device_type": "CUDA"}
+    assert find(root, "fwd", "inner", "gemm_kernel").metrics["time (ns)"] == 5000
+    assert list(dev) == ["CUDA"] and "0" in dev["CUDA"]
+
+
+def test_raw_pointer_callback_data(monkeypatch, tmp_path):
+    monkeypatch.setenv("KPROF_BACKEND", "auto")
+    fake = fake_cupti.install(monkeypatch, fake_cupti.FakeCupti(pass_pointers=True))
+    sid = profiler.start(str(tmp_path / "p"))
+    with profiler.scope("s"):
+        fake.launch("k")
+        g = []
+        fake.capture_launch(g, "captured")
+    ex = fake.instantiate(g)
+    fake.graph_launch(ex)
+    profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "p.hatchet")
+    assert sorted(names(find(root, "s"))) == ["captured", "k"]
+
+
+def test_memcpy_memset(fake, tmp_path):
+    sid = profiler.start(str(tmp_path / "m"))
+    with profiler.scope("io"):
+        fake.memcpy(nbytes=4096, dur=500)
+        fake.memcpy(nbytes=4096, dur=500)
+        fake.memset(nbytes=1024, dur=300)
+    profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "m.hatchet")
+    cp = find(root, "io", "memcpy HtoD")
+    assert cp.metrics["count"] == 2 and cp.metrics["bytes"] == 8192 and cp.metrics["time (ns)"] == 1000
+    assert cp.extra == {"kind": "memcpy"}
+    assert find(root, "io", "memset").metrics["bytes"] == 1024
+
+
+def test_graph_replays_attributed_to_capture_site(fake, tmp_path):
+    sid = profiler.start(str(tmp_path / "g"))
+    graph = []
+    with profiler.scope("capture"):
+        with profiler.scope("layer1"):
+            fake.capture_launch(graph, "k1")
+        with profiler.scope("layer2"):
+            fake.capture_launch(graph, "k2")
+    with profiler.scope("instantiate"):
+        ex = fake.instantiate(graph)
+    with profiler.scope("replay"):
+        for _ in range(4):
+            fake.graph_launch(ex, dur=800)
+    profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "g.hatchet")
+    k1 = find(root, "capture", "layer1", "k1")
+    assert k1.metrics["count"] == 4 and k1.metrics["time (ns)"] == 3200
+    assert find(root, "capture", "layer2", "k2").metrics["count"] == 4
+    assert "replay" not in names(root) and "instantiate" not in names(root)
+
+
+def test_graph_captured_before_start_goes_to_launch_site(fake, tmp_path):
+    graph = []
+    fake.capture_launch(graph, "k")          # nobody subscribed yet: no node mapping
+    ex = fake.instantiate(graph)
+    sid = profiler.start(str(tmp_path / "g2"))
+    with profiler.scope("replay"):
+        fake.graph_launch(ex)
+    profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "g2.hatchet")
+    assert find(root, "replay", "k").metrics["count"] == 1
+
+
+def test_deactivated_window_dropped(fake, tmp_path):
+    sid = profiler.start(str(tmp_path / "w"))
+    fake.launch("first")
+    profiler.deactivate(sid)
+    fake.launch("skipped")
+    profiler.activate(sid)
+    fake.launch("second")
+    profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "w.hatchet")
+    assert names(root) == ["first", "second"]
+
+
+def test_two_sessions_share_one_subscriber(fake, tmp_path):
+    a = profiler.start(str(tmp_path / "a"))
+    fake.launch("k_a")
+    b = profiler.start(str(tmp_path / "b"))
+    fake.launch("k_ab")
+    profiler.finalize(a)
+    assert fake.callback is not None       # b still needs CUPTI
+    fake.launch("k_b")
+    profiler.finalize(b)
+    assert fake.subscribes == 1 and fake.callback is None
+    ra, _ = read_profile(tmp_path / "a.hatchet")
+    rb, _ = read_profile(tmp_path / "b.hatchet")
+    assert names(ra) == ["k_a", "k_ab"]
+    assert names(rb) == ["k_ab", "k_b"]
+
+
+def test_python_context(fake, tmp_path):
+    def launch_here():
+        fake.launch("pykernel")
+
+    sid = profiler.start(str(tmp_path / "py"), context="python")
+    launch_here()
+    profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "py.hatchet")
+    chains = paths_to(root, lambda n: n.name == "pykernel")
+    assert len(chains) == 1
+    chain = chains[0]
+    funcs = [n.rsplit("@", 1)[-1] for n in chain[:-1]]
+    # ... -> this test -> launch_here -> the fake module's frames (they stand for the library that
+    # launches: its frames are part of the call path like torch's)
+    i = funcs.index("test_python_context")
+    assert funcs[i + 1] == "launch_here" and funcs[i + 2:] == ["launch", "_api"], chain
+    assert chain[i].startswith(os.path.abspath(__file__) + ":")
+    pkg = os.path.dirname(os.path.abspath(profiler.__file__)) + os.sep
+    assert not any(n.startswith(pkg) for n in chain)
+
+
+def test_kernelc_gpu_launch_description(fake, tmp_path):
+    """The GPU path of the kernelc hook: enter swaps the thread context for a KernelLaunch that the
+    CUPTI launch callback stores; exit restores it.  A fake LaunchRecord stands in for kernelc's."""
+
+    class FakeFn:
+        launch_metadata = staticmethod(lambda grid, meta, args: {"flops": 64, "bytes": 8})
+        file = __file__
+        first_line = 1
+        src = "@kernelc.jit\ndef mm(x):\n    pass\n"
+
+    class Compiled:
+        signature = {"x": "*fp16"}
+        target = type("T", (), {"arch": "sm_90a"})()
+        n_regs, n_spills = 128, 0
+
+    class Rec:
+        name, grid, num_warps, num_stages, shared = "mm", (128, 1, 1), 8, 3, 96 * 1024
+        stream, backend, cache_key, function, compiled = 0, "cuda", "abc123", FakeFn(), Compiled()
+        constexprs = {"BLOCK": 64}
+        launch_metadata = {"flops": 64, "bytes": 8}
+        args = []
+
+    sid = profiler.start(str(tmp_path / "kc"))
+    assert hooks.installed()
+    with profiler.scope("attn"):
+        for _ in range(2):
+            hooks._enter(Rec)
+            fake.launch("mm", dur=2000)
+            hooks._exit(Rec)
+        fake.launch("torch_kernel")           # after the exit hook: a plain kernel again
+    profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "kc.hatchet")
+    k = find(root, "attn", "mm")
+    assert k.name == "mm [grid 128x1x1, warps 8, stages 3, smem 96KiB]"
+    assert k.metrics["count"] == 2 and k.metrics["flops"] == 128 and k.metrics["time (ns)"] == 4000
+    assert k.extra["cache_key"] == "abc123" and k.extra["signature"] == {"x": "*fp16"}
+    assert k.extra["target"] == "sm_90a" and k.extra["n_regs"] == 128
+    assert k.extra["constexprs"] == {"BLOCK": 64}
+    assert "torch_kernel" in names(find(root, "attn"))
+
+
+def test_busy_cupti_falls_back_once(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("KPROF_BACKEND", "auto")
+    fake_cupti.install(monkeypatch, fake_cupti.FakeCupti(busy=True))
+    a = profiler.start(str(tmp_path / "a"))
+    b = profiler.start(str(tmp_path / "b"))
+    assert S.get(a).backend_name == "cpu" and S.get(b).backend_name == "cpu"
+    profiler.finalize()
+    err = capsys.readouterr().err
+    assert err.count("kprof:") == 1
+    assert "CUPTI is held by another tool" in err and "using the cpu backend" in err
+    assert os.path.exists(tmp_path / "a.hatchet") and os.path.exists(tmp_path / "b.hatchet")
+
+
+def test_torch_profiler_active_is_busy(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("KPROF_BACKEND", "auto")
+    fake = fake_cupti.install(monkeypatch, fake_cupti.FakeCupti())
+    from profiler.backends import cupti as backend_mod
+    monkeypatch.setattr(backend_mod, "_torch_profiler_active", lambda: True)
+    sid = profiler.start(str(tmp_path / "t"))
+    assert S.get(sid).backend_name == "cpu" and fake.subscribes == 0
+    profiler.finalize(sid)
+    assert "torch.profiler" in capsys.readouterr().err
+
+
+def test_chrome_trace_from_cupti(fake, tmp_path):
+    import json
+    sid = profiler.start(str(tmp_path / "tr"), format="chrome")
+    with profiler.scope("step"):
+        fake.launch("k", dur=1000)
+        fake.memcpy()
+    profiler.finalize(sid)
+    data = json.load(open(tmp_path / "tr.trace.json"))
+    ev = [e for e in data["traceEvents"] if e["ph"] == "X"]
+    kinds = {(e["name"], e["cat"]) for e in ev}
+    assert ("k", "kernel") in kinds and ("memcpy HtoD", "memory") in kinds and ("step", "scope") in kinds
+    k = next(e for e in ev if e["name"] == "k")
+    assert k["dur"] == 1.0 and k["args"]["path"] == "step" and "correlation" in k["args"]
+    procs = {e["args"]["name"] for e in data["traceEvents"] if e["name"] == "process_name"}
+    assert procs == {"GPU 0", "host"}
+
+
+def test_pcsampling_protocol(fake, tmp_path, monkeypatch):
+    """What profiler.pcsampling relies on (see profiler/pcsampling/integration.py): mode options,
+    serialized kernel records, add_launch_callback, and session.kernels at finish."""
+    import sys
+    import types
+    seen = {"launches": []}
+
+    def attach(s):
+        seen["attach"] = (s.mode, s.mode_options, s.kernel_activity)
+        s.add_launch_callback(lambda **kw: seen["launches"].append(kw))
+
+    def finish(s, root):
+        seen["kernels"] = {cid: (node.name, getattr(info, "name", None)) for cid, (node, info) in s.kernels.items()}
+
+    mod = types.ModuleType("profiler.pcsampling")
+    mod.attach, mod.finish = attach, finish
+    monkeypatch.setitem(sys.modules, "profiler.pcsampling", mod)
+    monkeypatch.setattr(profiler, "pcsampling", mod, raising=False)
+    sid = profiler.start(str(tmp_path / "pcs"), mode="pcsampling:period=10:drain=1")
+    assert int(fake_cupti.ActivityKind.KERNEL) in fake.kinds            # serialized kernel records
+    assert int(fake_cupti.ActivityKind.CONCURRENT_KERNEL) not in fake.kinds
+    with profiler.scope("s"):
+        c1 = fake.launch("k1")
+        c2 = fake.launch("k2")
+    profiler.finalize(sid)
+    assert seen["attach"] == ("pcsampling", {"period": 10, "drain": 1}, "serialized")
+    assert [d["correlation_id"] for d in seen["launches"]] == [c1, c2]
+    assert seen["kernels"] == {c1: ("k1", None), c2: ("k2", None)}

@@ -1,0 +1,253 @@
+"""kprof on a GPU with the real CUPTI (cupti-python): kernel timing of torch/cuBLAS/kernelc kernels,
+call paths, scopes, the kernelc hook, CUDA graphs, memcpy, busy CUPTI, the CLI on examples/train.py.
+
+Every test runs its program in a fresh subprocess: CUPTI allows one subscriber per process and keeps
+state across sessions, so isolation makes each test say one thing.
+"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from profiler.format import inclusive_metrics, read_profile
+
+from .conftest import REPO
+
+pytestmark = pytest.mark.gpu
+
+
+def run_program(tmp_path, code, *args, timeout=300):
+    path = tmp_path / "prog.py"
+    path.write_text(textwrap.dedent(code))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("KPROF_BACKEND", None)
+    env.pop("KERNELC_INTERPRET", None)
+    r = subprocess.run([sys.executable, str(path), *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=timeout)
+    assert r.returncode == 0, f"rc={r.returncode}\nstdout:\n{r.stdout[-3000:]}\nstderr:\n{r.stderr[-5000:]}"
+    return r
+
+
+def kernels_under(node):
+    return [n for n, _ in node.walk() if "time (ns)" in n.metrics and n.metrics.get("device_type") == "CUDA"]
+
+
+def child(node, prefix):
+    for c in node.children:
+        if c.name == prefix or c.name.startswith(prefix):
+            return c
+    raise AssertionError(f"no {prefix!r} under {node.name!r}: {[c.name for c in node.children]}")
+
+
+def test_torch_kernels_scopes_timing_memcpy(tmp_path):
+    r = run_program(tmp_path, """
+        import json, torch, profiler
+        from profiler import session
+        x = torch.randn(1 << 20, device="cuda")
+        a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+        torch.cuda.synchronize()
+        sid = profiler.start("torch_scopes")
+        info = {"backend": session.get(sid).backend_name}
+        with profiler.scope("adds"):
+            for _ in range(100):
+                x = x + 1
+        with profiler.scope("gemm"):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            for _ in range(20):
+                c = a @ a
+            e.record()
+        with profiler.scope("copy"):
+            h = x.cpu()
+        torch.cuda.synchronize()
+        info["gemm_event_ms"] = s.elapsed_time(e)
+        profiler.deactivate(sid)
+        for _ in range(7):
+            x = x * 1.0
+        profiler.activate(sid)
+        print("paths", profiler.finalize())
+        # a second session in the same process (CUPTI subscribed again)
+        sid2 = profiler.start("second")
+        with profiler.scope("again"):
+            y = x.sin()
+        profiler.finalize(sid2)
+        json.dump(info, open("info.json", "w"))
+    """)
+    info = json.load(open(tmp_path / "info.json"))
+    assert info["backend"] == "cupti", r.stderr
+    assert "kprof:" not in r.stderr, r.stderr          # no fallback message
+    root, dev = read_profile(tmp_path / "torch_scopes.hatchet")
+    scopes = [c.name for c in root.children if not kernels_under(c) or c.children]
+    assert scopes[:3] == ["adds", "gemm", "copy"], [c.name for c in root.children]
+    adds = kernels_under(child(root, "adds"))
+    assert len(adds) == 1 and adds[0].metrics["count"] == 100, [(k.name, k.metrics) for k in adds]
+    assert "elementwise_kernel" in adds[0].name and not adds[0].name.startswith("_Z")     # demangled
+    gemm = kernels_under(child(root, "gemm"))
+    assert sum(k.metrics["count"] for k in gemm) >= 20
+    t = sum(k.metrics["time (ns)"] for k in gemm) / 1e6
+    assert 0.8 * info["gemm_event_ms"] <= t <= 1.05 * info["gemm_event_ms"], (t, info)   # CUPTI agrees with events
+    cp = [c for c in child(root, "copy").children if c.name.startswith("memcpy")]
+    assert cp and cp[0].name == "memcpy DtoH" and cp[0].metrics["bytes"] == 4 << 20
+    assert inclusive_metrics(root)[root]["count"] >= 120
+    assert not any("MulFunctor" in k.name for k in kernels_under(root)), "kernels launched while deactivated"
+    assert dev["CUDA"]["0"]["arch"] == "90" and dev["CUDA"]["0"]["num_sms"] >= 100
+    assert dev["CUDA"]["0"]["bus_width"] > 0 and dev["CUDA"]["0"]["clock_rate"] > 0
+    root2, _ = read_profile(tmp_path / "second.hatchet")
+    assert [c.name for c in root2.children] == ["again"] and kernels_under(root2)
+
+
+def test_python_call_paths(tmp_path):
+    run_program(tmp_path, """
+        import torch, profiler
+        x = torch.randn(1024, device="cuda")
+
+        def hot(y):
+            for _ in range(50):
+                y = y * 2.0
+            return y
+
+        def outer():
+            return hot(x)
+
+        sid = profiler.start("py", context="python")
+        outer()
+        profiler.finalize()
+    """)
+    root, _ = read_profile(tmp_path / "py.hatchet")
+    prog = str(tmp_path / "prog.py")
+    found = []
+    for node, _ in root.walk():
+        if node.name.startswith(prog) and node.name.endswith("@hot"):
+            found.append(node)
+    assert len(found) == 1, [n.name for n, _ in root.walk()][:40]
+    ks = kernels_under(found[0])
+    assert len(ks) == 1 and ks[0].metrics["count"] == 50
+    # the path is <module> -> outer -> hot -> kernel, with no kprof frames
+    names = [n.name for n, _ in root.walk()]
+    assert not any(n.startswith(os.path.join(REPO, "profiler") + os.sep) for n in names)
+    top = root.children[0].name
+    assert top.startswith(prog) and top.endswith("@<module>"), top
+
+
+def test_kernelc_hook_on_gpu(tmp_path):
+    run_program(tmp_path, """
+        import torch, kernelc, profiler
+        import kernelc.language as kl
+
+        def meta(grid, m, args):
+            return {"flops": 2 * args["n"], "bytes": 12 * args["n"]}
+
+        @kernelc.jit(launch_metadata=meta)
+        def axpy(x_ptr, y_ptr, n, a, BLOCK: kl.constexpr):
+            offs = kl.program_id(0) * BLOCK + kl.arange(0, BLOCK)
+            m = offs < n
+            kl.store(y_ptr + offs, a * kl.load(x_ptr + offs, mask=m) + kl.load(y_ptr + offs, mask=m), mask=m)
+
+        n = 1 << 20
+        x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+        axpy[(n // 1024,)](x, y, n, 2.0, BLOCK=1024, num_warps=4)     # compile outside the profile
+        torch.cuda.synchronize()
+        profiler.start("kc")
+        with profiler.scope("axpy_scope"):
+            for _ in range(10):
+                axpy[(n // 1024,)](x, y, n, 2.0, BLOCK=1024, num_warps=4)
+            z = x + y                                                  # a torch kernel beside it
+        profiler.finalize()
+    """)
+    root, _ = read_profile(tmp_path / "kc.hatchet")
+    sc = child(root, "axpy_scope")
+    k = child(sc, "axpy [")
+    assert k.name == "axpy [grid 1024x1x1, warps 4, stages 3]", k.name
+    assert k.metrics["count"] == 10 and k.metrics["time (ns)"] > 0
+    assert k.metrics["flops"] == 10 * 2 * (1 << 20) and k.metrics["bytes"] == 10 * 12 * (1 << 20)
+    e = k.extra
+    assert e["kind"] == "kernel" and e["kernel"] == "axpy" and e["backend"] == "cuda"
+    assert isinstance(e["cache_key"], str) and len(e["cache_key"]) >= 16
+    assert e["signature"]["x_ptr"] == "*fp32" and e["constexprs"] == {"BLOCK": 1024}
+    assert e["target"].startswith("sm_90") and e["source"]["file"] == str(tmp_path / "prog.py")
+    assert any("elementwise" in c.name for c in sc.children)
+
+
+def test_cuda_graph_replays_attributed_to_capture(tmp_path):
+    run_program(tmp_path, """
+        import torch, profiler
+        x = torch.randn(1 << 16, device="cuda")
+
+        def f(t):
+            return (t * 2 + 1).relu()
+
+        profiler.start("graph")
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            with profiler.scope("warmup"):
+                f(x)
+        torch.cuda.current_stream().wait_stream(s)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(s):
+            with profiler.scope("capture"):        # the kernels are captured here...
+                g.capture_begin()
+                y = f(x)
+            with profiler.scope("instantiate"):    # ...the executable graph (clones) is made here
+                g.capture_end()
+        torch.cuda.synchronize()
+        with profiler.scope("replay"):
+            for _ in range(5):
+                g.replay()
+        torch.cuda.synchronize()
+        profiler.finalize()
+    """)
+    root, _ = read_profile(tmp_path / "graph.hatchet")
+    cap = kernels_under(child(root, "capture"))
+    assert sum(k.metrics["count"] for k in cap) == 15, [(k.name, k.metrics["count"]) for k in cap]  # 3 kernels x 5
+    names = [c.name for c in root.children]
+    for where in ("replay", "instantiate"):
+        if where in names:
+            assert not kernels_under(child(root, where)), f"replayed kernels attributed to the {where} site"
+    assert sum(k.metrics["count"] for k in kernels_under(child(root, "warmup"))) == 3
+
+
+def test_busy_cupti_falls_back(tmp_path):
+    r = run_program(tmp_path, """
+        import torch, profiler
+        from profiler import session
+        x = torch.randn(1024, device="cuda")
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as p:
+            sid = profiler.start("busy")
+            print("backend", session.get(sid).backend_name)
+            with profiler.scope("s"):
+                y = x + 1
+            profiler.finalize()
+        print("torch events", len(p.events()) > 0)
+    """)
+    assert "backend cpu" in r.stdout
+    lines = [line for line in r.stderr.splitlines() if line.startswith("kprof:")]
+    assert len(lines) == 1 and "torch.profiler" in lines[0] and "cpu backend" in lines[0], r.stderr
+    read_profile(tmp_path / "busy.hatchet")
+
+
+def test_cli_train_example_on_gpu(tmp_path):
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("KPROF_BACKEND", None)
+    env.pop("KERNELC_INTERPRET", None)
+    r = subprocess.run([sys.executable, "-m", "kprof", "-n", "train", os.path.join(REPO, "examples", "train.py"),
+                        "--steps", "3", "--warmup", "1"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-5000:]
+    root, dev = read_profile(tmp_path / "train.hatchet")
+    step = child(root, "train_step")
+    ks = kernels_under(step)
+    kc = [k for k in ks if k.extra and k.extra.get("kind") == "kernel"]
+    assert {k.extra["kernel"] for k in kc} == {"attn_fwd_kernel", "layer_norm_fwd_kernel", "softmax_kernel"}
+    assert all("[grid" in k.name and k.extra["cache_key"] for k in kc)
+    others = [k for k in ks if not k.extra]
+    assert len(others) >= 10                             # torch / cuBLAS kernels
+    attn = child(child(step, "forward"), "attn")
+    assert any(k.extra and k.extra.get("kernel") == "attn_fwd_kernel" for k in kernels_under(attn))
+    assert kernels_under(child(step, "backward")), "backward kernels (autograd thread) not under the scope"
+    assert "0" in dev["CUDA"]
