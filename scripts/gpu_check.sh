@@ -10,15 +10,18 @@ SITE=/tmp/site
 mkdir -p "$SITE"
 what=${*:-tests bench}
 if ! python3 -c "import llvmlite, sys; sys.exit(0 if llvmlite.__version__ >= '0.50' else 1)" 2>/dev/null; then
-  [ -f "$SITE/llvmlite/__init__.py" ] || tar xJf .wheels/core/llvmlite-0.50.0-py312.tar.xz -C "$SITE"
+  tarball=$(ls .wheels/*/llvmlite-*-py312.tar.xz 2>/dev/null | head -1)
+  [ -f "$SITE/llvmlite/__init__.py" ] || tar xJf "$tarball" -C "$SITE"
 fi
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .wheels/core/*.whl 2>&1 | tail -2
-if [[ " $what " == *" profiler "* ]] || [[ " $what " == *" proton "* ]]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .wheels/profiler/*.whl 2>&1 | tail -2
-fi
+# whatever wheel folders were carried (.wheels/core, .wheels/profiler, or a trimmed .wheels/run)
+wheels=$(ls .wheels/*/*.whl 2>/dev/null)
+[ -n "$wheels" ] && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" $wheels 2>&1 | tail -2
+python3 -c "import cuda.pathfinder as p; assert p.find_nvidia_binary_utility('nvdisasm')" 2>/dev/null || \
+  { command -v nvdisasm >/dev/null && export KERNELC_NVDISASM=$(command -v nvdisasm); } || \
+  { [ -x /usr/local/cuda/bin/nvdisasm ] && export KERNELC_NVDISASM=/usr/local/cuda/bin/nvdisasm; }
 export PYTHONPATH="$SITE:$PWD"
 export PYTHONUNBUFFERED=1
-[ -f /usr/local/cuda/nvvm/libdevice/libdevice.10.bc ] || export KERNELC_LIBDEVICE="$PWD/.wheels/core/libdevice.10.bc"
+[ -f /usr/local/cuda/nvvm/libdevice/libdevice.10.bc ] || export KERNELC_LIBDEVICE=$(ls "$PWD"/.wheels/*/libdevice.10.bc | head -1)
 export KERNELC_CACHE_DIR=/tmp/kernelc-cache
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
@@ -27,7 +30,7 @@ export KERNELC_CACHE_DIR=/tmp/kernelc-cache
 for step in $what; do
   case $step in
     tests)
-      timeout 420 python3 -m pytest -q -m gpu -p no:cacheprovider tests -rfE --durations=10 2>&1 | tee "$OUT/gpu_tests.log" | tail -60 ;;
+      timeout 500 python3 -m pytest -q -m gpu -p no:cacheprovider tests -rfE --durations=10 2>&1 | tee "$OUT/gpu_tests.log" | tail -60 ;;
     tests:*)  # a subset: tests:tests/gpu/test_gpu_runtime.py
       timeout 420 python3 -m pytest -q -m gpu -p no:cacheprovider ${step#tests:} -rfE 2>&1 | tee -a "$OUT/gpu_tests.log" | tail -40 ;;
     bench)

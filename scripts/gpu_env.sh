@@ -3,4 +3,6 @@
 export PYTHONPATH="/tmp/site:$PWD"
 export PYTHONUNBUFFERED=1
 export KERNELC_CACHE_DIR=${KERNELC_CACHE_DIR:-/tmp/kernelc-cache}
-[ -f /usr/local/cuda/nvvm/libdevice/libdevice.10.bc ] || export KERNELC_LIBDEVICE="$PWD/.wheels/core/libdevice.10.bc"
+[ -f /usr/local/cuda/nvvm/libdevice/libdevice.10.bc ] || export KERNELC_LIBDEVICE=$(ls "$PWD"/.wheels/*/libdevice.10.bc | head -1)
+python3 -c "import cuda.pathfinder as p; assert p.find_nvidia_binary_utility('nvdisasm')" 2>/dev/null || \
+  { [ -x /usr/local/cuda/bin/nvdisasm ] && export KERNELC_NVDISASM=/usr/local/cuda/bin/nvdisasm; }
