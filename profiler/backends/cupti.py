@@ -172,7 +172,13 @@ class CuptiBackend:
             K = c.ActivityKind
             kernel_kind = K.KERNEL if self.kernel_activity == "serialized" else K.CONCURRENT_KERNEL
             for kind in (kernel_kind, K.MEMCPY, K.MEMSET):
-                c.activity_enable(kind)
+                try:
+                    c.activity_enable(kind)
+                except Exception as e:
+                    if kind == kernel_kind:
+                        raise
+                    self._error(f"activity {kind} not enabled: {_first_line(e)}")
+                    continue
                 self.kinds.append(kind)
         except BaseException:
             self._teardown()
@@ -196,8 +202,16 @@ class CuptiBackend:
 
     def _enable_callbacks(self, on: int) -> None:
         c, sub = self.cupti, self.subscriber
+        D = self.cupti.DriverApiTraceCbid
+        required = {int(getattr(D, n)) for n in ("cuLaunchKernel", "cuLaunchKernelEx") if hasattr(D, n)}
         for cbid in self._launch_cbids():
-            c.enable_callback(on, sub, self.DRIVER, cbid)
+            # ids this CUPTI/driver pair does not know are skipped; the core launch ids must work
+            try:
+                c.enable_callback(on, sub, self.DRIVER, cbid)
+            except Exception as e:
+                if cbid in required:
+                    raise
+                self._error(f"callback id {cbid} not enabled: {_first_line(e)}")
         if os.environ.get("KPROF_CUPTI_RUNTIME", "0") not in ("", "0"):
             for cbid in self._runtime_cbids():
                 try:
@@ -205,7 +219,10 @@ class CuptiBackend:
                 except Exception:
                     pass
         for cbid in (self.GRAPHNODE_CREATED, self.GRAPHNODE_CLONED):
-            c.enable_callback(on, sub, self.RESOURCE, cbid)
+            try:
+                c.enable_callback(on, sub, self.RESOURCE, cbid)
+            except Exception as e:  # graphs then fall back to the launch site
+                self._error(f"graph callback {cbid} not enabled: {_first_line(e)}")
         for (domain, cbid) in self.handlers:
             try:
                 c.enable_callback(on, sub, domain, cbid)
