@@ -59,7 +59,7 @@ def make_binder(fn) -> Any:
             key_parts.append(f"('c', {n})")
             continue
         spec_arg = "False" if n in fn.do_not_specialize else "True"
-        pre.append(f"""    if type({n}) is _Tensor:
+        pre.append(f"""    if isinstance({n}, _Tensor):  # subclasses too (nn.Parameter)
         _p_{n} = {n}.data_ptr()
         _k_{n} = ('*', {n}.dtype, _p_{n} & 15 == 0, {n}.is_cuda)
     elif {n} is None:

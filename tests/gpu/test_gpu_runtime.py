@@ -122,3 +122,13 @@ def test_illegal_address_is_reported_with_the_kernel_name(tmp_path):
                        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), KERNELC_LAUNCH_BLOCKING="1"))
     assert p.returncode != 0
     assert "CUDA_ERROR_ILLEGAL_ADDRESS" in p.stderr and "in kernel wild" in p.stderr, p.stderr[-2000:]
+
+
+def test_parameter_arguments_take_the_fast_path():
+    # nn.Parameter is a Tensor subclass: the cached fast path must pass its data pointer too
+    x = torch.nn.Parameter(torch.randn(300, device="cuda"), requires_grad=False)
+    y = torch.zeros(300, device="cuda")
+    for _ in range(2):  # the second launch uses the generated fast path
+        y.zero_()
+        axpy[(2,)](x, y, 300, 3.0, BLOCK=256)
+    torch.testing.assert_close(y, 3.0 * x.detach())
