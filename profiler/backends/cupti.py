@@ -161,6 +161,8 @@ class CuptiBackend:
     # -- start / stop ----------------------------------------------------------------------
     def _start(self) -> None:
         c = self.cupti
+        # what this driver/CUPTI pair does not support (not an error: kept for `kprof -v`/debugging)
+        self.skipped: List[str] = []
         # Keep every function handed to CUPTI referenced here, whatever cupti-python does with it.
         self._callback = self._make_callback()
         self._activity_callbacks = (self._buffer_requested, self._buffer_completed)
@@ -177,7 +179,7 @@ class CuptiBackend:
                 except Exception as e:
                     if kind == kernel_kind:
                         raise
-                    self._error(f"activity {kind} not enabled: {_first_line(e)}")
+                    self.skipped.append(f"activity {kind}: {_first_line(e)}")
                     continue
                 self.kinds.append(kind)
         except BaseException:
@@ -211,7 +213,7 @@ class CuptiBackend:
             except Exception as e:
                 if cbid in required:
                     raise
-                self._error(f"callback id {cbid} not enabled: {_first_line(e)}")
+                self.skipped.append(f"callback id {cbid}: {_first_line(e)}")
         if os.environ.get("KPROF_CUPTI_RUNTIME", "0") not in ("", "0"):
             for cbid in self._runtime_cbids():
                 try:
@@ -222,7 +224,7 @@ class CuptiBackend:
             try:
                 c.enable_callback(on, sub, self.RESOURCE, cbid)
             except Exception as e:  # graphs then fall back to the launch site
-                self._error(f"graph callback {cbid} not enabled: {_first_line(e)}")
+                self.skipped.append(f"graph callback {cbid}: {_first_line(e)}")
         for (domain, cbid) in self.handlers:
             try:
                 c.enable_callback(on, sub, domain, cbid)
