@@ -45,4 +45,4 @@ for step in $what; do
       [ -f "bench/$step.py" ] && timeout 300 python3 "bench/$step.py" 2>&1 | tee "$OUT/$step.log" | tail -30 ;;
   esac
 done
-cp -r bench/results "$OUT/" 2>/dev/null || true
+# (benchmarks write their JSON to $OUT/results themselves)

@@ -41,6 +41,8 @@ def make_binder(fn) -> Any:
     for reserved in ("grid", "num_warps", "num_stages", "stream", "kw"):
         if reserved in names:
             return None  # a parameter shadows an option name: keep the general path
+    if any(n.startswith("_") for n in names):
+        return None  # could shadow the generated code's own names (_kc_*, _p_*, _cache, ...)
     defaults = {}
     sig_parts = []
     for p in params:
@@ -76,35 +78,35 @@ def fast(grid, {', '.join(sig_parts)}, num_warps=4, num_stages=3, stream=None, *
     if kw:
         return _slow(grid, ({', '.join(names)},), kw, num_warps, num_stages, stream)
 {chr(10).join(pre)}
-    dev = _getdev()
+    _kc_dev = _getdev()
     try:
-        ent = _cache.get((({', '.join(key_parts)},), num_warps, num_stages, dev))
+        _kc_ent = _cache.get((({', '.join(key_parts)},), num_warps, num_stages, _kc_dev))
     except TypeError:
-        ent = None
-    if ent is None:
+        _kc_ent = None
+    if _kc_ent is None:
         return _slow(grid, ({', '.join(names)},), kw, num_warps, num_stages, stream)
     if type(grid) is tuple:
-        g = grid
+        _kc_g = grid
     elif callable(grid):
-        g = grid({{{meta}, 'num_warps': num_warps, 'num_stages': num_stages}})
-        if type(g) is not tuple:
-            g = tuple(g) if not isinstance(g, int) else (g,)
+        _kc_g = grid({{{meta}, 'num_warps': num_warps, 'num_stages': num_stages}})
+        if type(_kc_g) is not tuple:
+            _kc_g = tuple(_kc_g) if not isinstance(_kc_g, int) else (_kc_g,)
     else:
-        g = tuple(grid) if not isinstance(grid, int) else (grid,)
-    n = len(g)
-    g0, g1, g2 = g[0], g[1] if n > 1 else 1, g[2] if n > 2 else 1
-    st = _getstream(dev) if stream is None else _stream_handle(stream)
+        _kc_g = tuple(grid) if not isinstance(grid, int) else (grid,)
+    _kc_n = len(_kc_g)
+    _kc_g0, _kc_g1, _kc_g2 = _kc_g[0], _kc_g[1] if _kc_n > 1 else 1, _kc_g[2] if _kc_n > 2 else 1
+    _kc_st = _getstream(_kc_dev) if stream is None else _stream_handle(stream)
     if _hooks_enter or _hooks_exit:
-        rec = _Record(_name, (g0, g1, g2), num_warps, num_stages, ent.compiled.shared, st, "cuda", ent.compiled,
-                      ent.compiled.cache_key, _fn, ({', '.join(names)},), _cmask, _metadata_fn)
-        for h in _hooks_enter:
-            h(rec)
-        ent.launch(g0, g1, g2, st{''.join(', ' + r for r in runtime)})
-        for h in _hooks_exit:
-            h(rec)
-        return ent.compiled
-    ent.launch(g0, g1, g2, st{''.join(', ' + r for r in runtime)})
-    return ent.compiled
+        _kc_rec = _Record(_name, (_kc_g0, _kc_g1, _kc_g2), num_warps, num_stages, _kc_ent.compiled.shared, _kc_st, "cuda",
+                          _kc_ent.compiled, _kc_ent.compiled.cache_key, _fn, ({', '.join(names)},), _cmask, _metadata_fn)
+        for _kc_h in _hooks_enter:
+            _kc_h(_kc_rec)
+        _kc_ent.launch(_kc_g0, _kc_g1, _kc_g2, _kc_st{''.join(', ' + r for r in runtime)})
+        for _kc_h in _hooks_exit:
+            _kc_h(_kc_rec)
+        return _kc_ent.compiled
+    _kc_ent.launch(_kc_g0, _kc_g1, _kc_g2, _kc_st{''.join(', ' + r for r in runtime)})
+    return _kc_ent.compiled
 """
     from .launcher import _current_stream, get_state
     import torch

@@ -136,6 +136,7 @@ class CuptiBackend:
         self.graph_nodes: Dict[int, Any] = {}
         self.sessions: List[Any] = []          # sessions attached (each has .windows)
         self.python = False                     # capture Python call paths in the callback
+        self._full = [False]                    # the callback reads this: capture call paths
         self.subscriber = None
         self.running = False
         self.max_cid = 0                        # newest correlation id seen in a record
@@ -260,42 +261,34 @@ class CuptiBackend:
 
     # -- the launch callback ---------------------------------------------------------------
     def _make_callback(self):
-        """The subscriber callback: the leanest variant that does what the sessions need."""
+        """The subscriber callback.  One callback for the whole run: switching call-path capture or
+        launch listeners on flips ``self._full`` (re-subscribing CUPTI mid-run lost every later
+        activity record on an H200, 2026-11-22)."""
         corr = self.corr
         local = context.local
         MAIN = context.MAIN
         RESOURCE = self.RESOURCE
         CallbackData = self.cupti.CallbackData
         slow = self._slow_callback
-        if not self.python and not self.launch_listeners:
-            def callback(userdata, domain, cbid, data):
-                if domain != RESOURCE:
-                    try:
-                        if type(data) is int:
-                            data = CallbackData.from_ptr(data)
-                        if data.callback_site == 0:   # API_ENTER
-                            c = local.ctx
-                            if c.inherit and c.node == 0:
-                                corr[data.correlation_id] = MAIN.node
-                            else:
-                                corr[data.correlation_id] = c.node
-                    except Exception:
-                        pass
-                else:
-                    slow(domain, cbid, data)
-            return callback
-
+        full = self._full
         capture = self._capture
         listeners = self.launch_listeners
         error = self._error
 
-        def callback_full(userdata, domain, cbid, data):
+        def callback(userdata, domain, cbid, data):
             if domain != RESOURCE:
                 try:
                     if type(data) is int:
                         data = CallbackData.from_ptr(data)
-                    if data.callback_site == 0:
-                        corr[data.correlation_id] = capture()
+                    if data.callback_site == 0:   # API_ENTER
+                        if full[0]:
+                            corr[data.correlation_id] = capture()
+                            return
+                        c = local.ctx
+                        if c.inherit and c.node == 0:
+                            corr[data.correlation_id] = MAIN.node
+                        else:
+                            corr[data.correlation_id] = c.node
                     elif listeners:
                         cid, name = data.correlation_id, data.symbol_name
                         for fn in listeners:
@@ -307,7 +300,7 @@ class CuptiBackend:
                     pass
             else:
                 slow(domain, cbid, data)
-        return callback_full
+        return callback
 
     @staticmethod
     def _capture_python():
@@ -363,26 +356,13 @@ class CuptiBackend:
             self.errors.append(msg)
 
     def set_python(self, on: bool) -> None:
-        """Capture Python call paths in the launch callback (re-subscribes when it changes)."""
-        if on != self.python:
-            self.python = on
-            self._resubscribe()
+        """Capture Python call paths in the launch callback."""
+        self.python = bool(on)
+        self._full[0] = self.python
 
     def add_launch_listener(self, fn: Callable) -> None:
         """Call ``fn(correlation_id=..., name=...)`` on every launch's API exit (PC sampling)."""
         self.launch_listeners.append(fn)
-        self._resubscribe()
-
-    def _resubscribe(self) -> None:
-        if self.subscriber is None:
-            return
-        c = self.cupti
-        self._enable_callbacks(0)
-        c.unsubscribe(self.subscriber)
-        self._callback = self._make_callback()
-        _KEEPALIVE.append(self._callback)
-        self.subscriber = c.subscribe(self._callback, None)
-        self._enable_callbacks(1)
 
     # -- sessions --------------------------------------------------------------------------
     def watermark(self) -> int:

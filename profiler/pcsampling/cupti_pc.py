@@ -471,6 +471,17 @@ class Collector:
         assert last is not None
         raise last
 
+    def adopt(self, *, period: int | None, scratch_bytes: int, hardware_bytes: int,
+              sink: Callable[[dict[str, np.ndarray], dict[int, str]], None] | None) -> None:
+        """Hand this enabled, stopped collector to a new sampler: fresh statistics, its sink, and
+        its settings (re-configured only when they differ)."""
+        self.stats = CollectorStats()
+        self.sink = sink
+        want = (period_exponent(period), int(scratch_bytes), int(hardware_bytes))
+        if want != (self.period, self.scratch_bytes, self.hardware_bytes):
+            self.period, self.scratch_bytes, self.hardware_bytes = want
+            self._configure()
+
     def _read_period(self) -> None:
         v = self.cupti.get_attribute(self.ctx, ATTR_SAMPLING_PERIOD)
         self.effective_period = (v & 0xFFFFFFFF) if v is not None else None

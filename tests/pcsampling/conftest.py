@@ -55,5 +55,6 @@ def _clean_sampler_state():
         except Exception:
             pass
     sampler._active = None
+    sampler.release_contexts()
     sampler._module_cubins.clear()
     fake_cupti.reset()

@@ -6,6 +6,7 @@ import pytest
 import fake_cupti
 from fake_cupti import FakeCupti, sm90_like_table
 from profiler.pcsampling import PCSampler
+from profiler.pcsampling.sampler import release_contexts
 from profiler.pcsampling.cupti_pc import Cupti
 
 CTX = 0x7F00DEAD0000
@@ -46,6 +47,9 @@ def test_lifecycle_and_read_after_stop(capsys):
     s.stop()       # Stop puts 7 PCs in the configured buffer; the other 23 come through GetData
     assert fake.calls.index("cuptiPCSamplingStop") < len(fake.calls)
     s.close()
+    # left enabled (stopped) for the next sampler; released explicitly or at exit
+    assert "cuptiPCSamplingDisable" not in fake.calls and fake.enabled and not fake.running
+    release_contexts()
     assert "cuptiPCSamplingDisable" in fake.calls and not fake.enabled
     by = s.table.by_launch()
     assert set(by) == {101, 102}
@@ -60,7 +64,7 @@ def test_lifecycle_and_read_after_stop(capsys):
 
 def test_records_left_at_disable_are_read():
     fake = FakeCupti()
-    s = sampler(fake, drain_every=0)
+    s = sampler(fake, drain_every=0, keep_enabled=False)
     assert s.start()
     fake.launch(kernel("k", 5, 3, wait=1))
     s.collector.running = False      # pretend the range ended without our Stop: Disable flushes
@@ -97,6 +101,7 @@ def test_busy_context_and_second_sampler(capsys):
     second = sampler(FakeCupti())
     assert second.start() is False and "already running" in second.error
     first.close()
+    release_contexts()
     # Another client (not kprof) holds PC sampling on the context: CUPTI refuses Enable.
     fake_cupti._enabled_contexts.add(CTX)
     third = sampler(FakeCupti())
@@ -186,3 +191,37 @@ def test_serialized_refused_falls_back_to_continuous():
     s.close()
     assert s.info()["collection"] == "continuous" and any("per kernel function" in w for w in s.info()["warnings"])
     assert s.table.by_function()[("k", 77)].total == 3
+
+
+def test_next_sampler_reuses_the_enabled_context():
+    """CUPTI only learns modules loaded while PC sampling is enabled: a closed sampler leaves it
+    enabled, the next one starts on it (new period, fresh counts) without Enable."""
+    fake = FakeCupti()
+    first = sampler(fake, period=10)
+    assert first.start()
+    fake.launch(kernel("a", 1, 2, wait=1))
+    first.close()
+    enables = fake.calls.count("cuptiPCSamplingEnable")
+    second = sampler(FakeCupti(), period=14)
+    assert second.start() and second.collector is first.collector
+    assert fake.calls.count("cuptiPCSamplingEnable") == enables and fake.attrs[1] == 14
+    fake.launch(kernel("b", 2, 3, wait=1))
+    second.close()
+    assert set(second.table.by_launch()) == {2} and set(first.table.by_launch()) == {1}
+    assert second.info()["pcs_read"] == 3 and second.collector.effective_period == 14
+    # a sampler that asks not to keep it enabled releases the context
+    third = sampler(FakeCupti(), keep_enabled=False)
+    assert third.start() and third.collector is first.collector
+    third.close()
+    assert not fake.enabled
+
+
+def test_resident_context_that_fails_to_restart_is_released(capsys):
+    fake = FakeCupti()
+    first = sampler(fake)
+    assert first.start()
+    first.close()
+    fake.fail["cuptiPCSamplingStart"] = 7
+    second = sampler(FakeCupti())
+    assert second.start() is False and second.error
+    assert not fake.enabled and "kprof: pcsampling:" in capsys.readouterr().err

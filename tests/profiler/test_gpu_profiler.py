@@ -49,6 +49,7 @@ def test_torch_kernels_scopes_timing_memcpy(tmp_path):
         from profiler import session
         x = torch.randn(1 << 20, device="cuda")
         a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+        c = a @ a                   # cuBLAS loads its kernels lazily: keep that out of the timed window
         torch.cuda.synchronize()
         sid = profiler.start("torch_scopes")
         info = {"backend": session.get(sid).backend_name}
@@ -204,7 +205,12 @@ def test_cuda_graph_replays_attributed_to_capture(tmp_path):
     """)
     root, _ = read_profile(tmp_path / "graph.hatchet")
     cap = kernels_under(child(root, "capture"))
-    assert sum(k.metrics["count"] for k in cap) == 15, [(k.name, k.metrics["count"]) for k in cap]  # 3 kernels x 5
+    # the graph's 3 kernels, replayed 5 times, belong to the capture site
+    replayed = [k for k in cap if k.metrics["count"] == 5]
+    assert len(replayed) == 3, [(k.name[:60], k.metrics["count"]) for k in cap]
+    # anything else there ran eagerly inside capture_begin (torch seeds its graph RNG state with fills)
+    eager = [k for k in cap if k not in replayed]
+    assert all("FillFunctor" in k.name for k in eager), [(k.name[:60], k.metrics["count"]) for k in eager]
     names = [c.name for c in root.children]
     for where in ("replay", "instantiate"):
         if where in names:

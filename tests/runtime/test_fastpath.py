@@ -1,0 +1,56 @@
+"""The generated launch fast path, on CPU: a fake compiled entry stands in for the GPU so the
+binder's argument handling and the launch record it gives hooks can be checked."""
+import types
+
+import torch
+
+import kernelc
+import kernelc.language as kl
+from kernelc.runtime import hooks
+from kernelc.runtime.fastpath import make_binder, spec_part
+from kernelc.runtime.launcher import get_state
+
+
+@kernelc.jit(launch_metadata=lambda grid, meta, args: {"flops": 2 * args["n"]})
+def scaled(x_ptr, n, g, dev, ent, st, rec, h, BLOCK: kl.constexpr):
+    # parameter names that the generated code once used for its own locals
+    offs = kl.program_id(0) * BLOCK + kl.arange(0, BLOCK)
+    kl.store(x_ptr + offs, kl.load(x_ptr + offs, mask=offs < n) * g, mask=offs < n)
+
+
+def fake_entry():
+    launches = []
+    compiled = types.SimpleNamespace(shared=0, cache_key="k" * 32)
+    return types.SimpleNamespace(compiled=compiled, launch=lambda *a: launches.append(a)), launches
+
+
+def test_user_names_do_not_clash_with_the_binders_locals():
+    fast = make_binder(scaled)
+    assert fast is not None
+    x = torch.zeros(64)
+    args = (x, 1 << 20, 3, 7, 11, 13, 17, 19)
+    key = tuple(spec_part(v) if i else ("*", x.dtype, x.data_ptr() & 15 == 0, x.is_cuda)
+                for i, v in enumerate(args)) + (("c", 128),)
+    ent, launches = fake_entry()
+    get_state(scaled)["cache"][(key, 4, 3, 0)] = ent
+    seen = []
+    handle = hooks.register(enter=seen.append)
+    try:
+        fast((5,), *args, 128)
+    finally:
+        hooks.unregister(handle)
+        get_state(scaled)["cache"].clear()
+    assert len(launches) == 1
+    g0, g1, g2, _stream, *values = launches[0]
+    assert (g0, g1, g2) == (5, 1, 1)
+    assert values == [x.data_ptr(), 1 << 20, 3, 7, 11, 13, 17, 19]
+    rec = seen[0]
+    assert rec.grid == (5, 1, 1)
+    assert rec.launch_metadata == {"flops": 2 << 20}
+
+
+def test_underscore_parameters_keep_the_general_path():
+    @kernelc.jit
+    def k(_cache, n, BLOCK: kl.constexpr):
+        pass
+    assert make_binder(k) is None
