@@ -186,6 +186,7 @@ class PCSampler:
         self._seen: dict[int, tuple[Any, Any]] = {}    # id(compiled) -> (CompiledKernel, JITFunction)
         self._crc: dict[int, int | None] = {}           # id(compiled or cubin) -> CUPTI CRC
         self._stopped = False
+        self._closed_info: dict[str, Any] | None = None  # info() as it was at close (the collector moves on)
         self._codes: dict[str, list[KernelCode]] = {}   # codes given with add_code (recorded data)
         self._drain_lock = threading.Lock()
 
@@ -328,6 +329,8 @@ class PCSampler:
             if self.collector.running:
                 self.stop()
             self._compute_crcs()
+            self._closed_info = None
+            self._closed_info = self.info()
             if self.collector.enabled:
                 keep = self.keep_enabled and self.error is None and self.active
                 if keep:
@@ -468,7 +471,14 @@ class PCSampler:
         """The raw samples as CUPTI-shaped records (see :meth:`.SampleTable.to_records`)."""
         return self.table.to_records()
 
+    @property
+    def effective_period(self) -> int | None:
+        """The sampling period CUPTI reports for this sampler's range (2^N cycles)."""
+        return self.info().get("effective_period")
+
     def info(self) -> dict[str, Any]:
+        if self._closed_info is not None:
+            return dict(self._closed_info)
         c = self.collector
         out: dict[str, Any] = {"period": self.period, "period_cycles": 1 << self.period,
                                "collection": "kernel-serialized", "family": FAMILY}

@@ -99,7 +99,7 @@ def test_period_is_honoured(torch):
     run = workloads.kernelc_matmul(2048)
     fine = sample(torch, run, period=8)
     coarse = sample(torch, run, period=12)
-    assert fine.collector.effective_period in (None, 8) and coarse.collector.effective_period in (None, 12)
+    assert fine.effective_period in (None, 8) and coarse.effective_period in (None, 12)
     n_fine, n_coarse = fine.table.total_samples(), coarse.table.total_samples()
     assert n_coarse > 0 and n_fine > 4 * n_coarse, (n_fine, n_coarse)  # 16x expected
 
