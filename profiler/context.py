@@ -9,16 +9,21 @@
   that never entered a scope (torch's autograd engine runs CUDA backward ops on its own C++
   thread) inherits the main thread's current scope, so ``with scope("backward"): loss.backward()``
   holds the backward kernels.
+* **Timelines.**  While the ``cupti`` backend attributes launches without a per-launch callback
+  (its default), every change of a thread's ``node`` is also appended, with a CUPTI-clock
+  timestamp, to that thread's timeline; a kernel is placed by its launch API record (thread id,
+  start time) with :func:`node_at`.  A scope costs two clock reads; a launch costs nothing here.
 * **Python call paths.** :func:`python_key` walks ``frame.f_back`` and keeps ``(code, line)``
   pairs, innermost first; :func:`frame_names` turns such a key into ``file:line@function`` frames
   (outermost first) and drops kprof's, runpy's and kernelc's launch machinery frames.
 """
 from __future__ import annotations
 
+import bisect
 import os
 import sys
 import threading
-from typing import Any, Iterable, List, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 ROOT = 0
 ROOT_NAME = "ROOT"
@@ -70,9 +75,9 @@ class KernelLaunch:
 
 
 class ThreadContext:
-    __slots__ = ("node", "stack", "inherit", "tstack", "kprev", "kstart", "kkey")
+    __slots__ = ("node", "stack", "inherit", "tstack", "kprev", "kstart", "kkey", "tid", "times", "nodes", "thread")
 
-    def __init__(self, inherit: bool = False):
+    def __init__(self, inherit: bool = False, tid: int = 0, thread: Any = None):
         self.node: Any = ROOT        # current scope id (a KernelLaunch during a GPU kernelc launch)
         self.stack: List[int] = []   # scope ids to return to
         self.inherit = inherit       # a native thread: attribute to the main thread's scope while at ROOT
@@ -80,9 +85,16 @@ class ThreadContext:
         self.kprev: Any = ROOT       # node to restore after a kernelc launch
         self.kstart = 0              # host start of an interpreted kernelc launch
         self.kkey: Any = None        # context key of that launch
+        self.tid = tid               # the thread id CUPTI's API records carry (low 32 bits of the ident)
+        self.times: List[int] = []   # timeline (see the module notes): CUPTI-clock times ...
+        self.nodes: List[Any] = []   # ... and the node from that time on
+        self.thread = thread         # its threading.Thread (thread ids are reused)
 
 
-MAIN = ThreadContext()
+TID_MASK = 0xFFFFFFFF   # CUPTI's API records carry the low 32 bits of pthread_self (= threading.get_ident())
+MAIN = ThreadContext(tid=threading.main_thread().ident & TID_MASK, thread=threading.main_thread())
+_by_tid: Dict[int, ThreadContext] = {MAIN.tid: MAIN}
+_clock: Optional[Callable[[], int]] = None
 
 
 class _Local(threading.local):
@@ -92,7 +104,11 @@ class _Local(threading.local):
             self.ctx = MAIN
         else:
             # _DummyThread: a thread not started by `threading` (C++ worker calling into Python).
-            self.ctx = ThreadContext(inherit=isinstance(t, threading._DummyThread))
+            self.ctx = ThreadContext(inherit=isinstance(t, threading._DummyThread), tid=threading.get_ident() & TID_MASK,
+                                     thread=t)
+            _by_tid[self.ctx.tid] = self.ctx
+            if _clock is not None:
+                mark(self.ctx)
 
 
 local = _Local()
@@ -126,6 +142,9 @@ def push(name: str) -> int:
         nid = intern(parent, name)
     c.stack.append(parent)
     c.node = nid
+    if _clock is not None:
+        c.times.append(_clock())
+        c.nodes.append(nid)
     return nid
 
 
@@ -133,6 +152,65 @@ def pop() -> None:
     """Leave the innermost scope of this thread."""
     c = local.ctx
     c.node = c.stack.pop() if c.stack else ROOT
+    if _clock is not None:
+        c.times.append(_clock())
+        c.nodes.append(c.node)
+
+
+# -- timelines -------------------------------------------------------------------------------
+def mark(c: ThreadContext) -> None:
+    """Record ``c.node`` as the thread's node from now on (when timelines are on)."""
+    clock = _clock
+    if clock is not None:
+        c.times.append(clock())
+        c.nodes.append(c.node)
+
+
+def timelines_on(clock: Callable[[], int]) -> None:
+    """Start timelines with ``clock`` (the clock of CUPTI's records): each known thread begins at its
+    current node."""
+    global _clock
+    live = set(threading.enumerate())
+    for tid, c in list(_by_tid.items()):
+        if c is not MAIN and c.thread not in live:
+            _by_tid.pop(tid, None)
+        c.times, c.nodes = [], []
+    _clock = clock
+    for c in list(_by_tid.values()):
+        mark(c)
+
+
+def timelines_off() -> None:
+    global _clock
+    _clock = None
+    for c in list(_by_tid.values()):
+        c.times, c.nodes = [], []
+
+
+def live_threads() -> Dict[int, Any]:
+    """CUPTI thread id -> the live ``threading.Thread`` with that id (for :func:`node_at`)."""
+    return {t.ident & TID_MASK: t for t in threading.enumerate() if t.ident}
+
+
+def node_at(tid: int, t: int, threads: Optional[Dict[int, Any]] = None) -> Any:
+    """The node (scope id, or a KernelLaunch) of thread ``tid`` at CUPTI time ``t``.  A thread
+    without a timeline is native (it gets the main thread's node) unless ``threads`` (from
+    :func:`live_threads`) has a Python thread under that id."""
+    c = _by_tid.get(tid)
+    owner = threads.get(tid) if threads else None
+    if c is not None and owner is not c.thread and not c.times[1:]:
+        c = None  # a dead thread's context (nothing changed while profiling); the id may be reused
+    if c is not None:
+        i = bisect.bisect_right(c.times, t) - 1
+        n = c.nodes[i] if i >= 0 else ROOT
+        nn = n.node if type(n) is KernelLaunch else n
+        if nn != ROOT or not c.inherit:
+            return n
+    elif owner is not None and not isinstance(owner, threading._DummyThread):
+        return ROOT
+    i = bisect.bisect_right(MAIN.times, t) - 1
+    n = MAIN.nodes[i] if i >= 0 else ROOT
+    return n.node if type(n) is KernelLaunch else n
 
 
 # -- Python call paths ----------------------------------------------------------------------

@@ -108,6 +108,8 @@ def _enter(rec) -> None:
                 if type(node) is not int:
                     node = node.node
             c.node = context.KernelLaunch(node, info, metrics)
+            if context._clock is not None:
+                context.mark(c)
         else:
             c.kkey = (context.current_node(), context.python_key_here(1) if _python else None)
             c.kstart = _now()
@@ -121,6 +123,8 @@ def _exit(rec) -> None:
         if _cupti and rec.backend == "cuda":
             if type(c.node) is context.KernelLaunch:
                 c.node = c.kprev
+                if context._clock is not None:
+                    context.mark(c)
             return
         end = _now()
         if c.kkey is None:

@@ -9,6 +9,7 @@ Example (no GPU needed)::
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -20,6 +21,7 @@ from .frontend import generate_ir
 from .ir import print_function, verify
 from .passes.axis_info import analyze
 from .passes.layout_assign import assign_layouts
+from .passes.pipeline_loads import pipeline_loads
 from .passes.simplify import simplify
 from .artifact import COMPILER_VERSION, CompiledKernel, _LazyAsm  # noqa: F401
 
@@ -86,8 +88,13 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     tir_text_initial = print_function(func)
     func = simplify(func)
     verify(func)
+    pipe_notes = []
+    if pipeline_loads_enabled():
+        func = simplify(pipeline_loads(func, num_warps, pipe_notes))
+        verify(func)
     axis = analyze(func)
     plan = assign_layouts(func, axis, num_warps, tgt.capability[0], tgt.arch)
+    plan.notes[:0] = pipe_notes
     timings["tile_passes"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     reports: Dict[str, Any] = {}
@@ -113,6 +120,11 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
         for cb in list(_listeners):
             cb(func.name, stage, secs)
     return ck
+
+
+def pipeline_loads_enabled() -> bool:
+    """Register prefetch of plain loads in ``num_stages >= 2`` loops; KERNELC_PIPELINE_LOADS=0 turns it off."""
+    return os.environ.get("KERNELC_PIPELINE_LOADS", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def _default_target():

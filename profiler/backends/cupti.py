@@ -3,16 +3,24 @@ records and joined to the launching thread's context through correlation ids.
 
 How it works (cupti-python, one subscriber per process):
 
-* **Launch callbacks** (driver API domain: ``cuLaunchKernel[Ex]``, cooperative launches,
-  ``cuGraphLaunch``, ``cuMemcpy*``, ``cuMemset*``).  A torch / cuBLAS launch goes through the runtime
-  API, which calls the driver with the *same* correlation id, so one domain sees every launch (set
-  ``KPROF_CUPTI_RUNTIME=1`` to also enable the runtime-API launch ids).  On API entry the callback
-  stores one value under the correlation id: the thread's scope id (``context="shadow"``), or
-  ``(scope id, Python call path)`` when a ``context="python"`` session is active.  Nothing else
-  happens on the launching thread.
-* **Activity records** (``CONCURRENT_KERNEL``, ``MEMCPY``, ``MEMSET``) arrive in 8 MiB buffers
-  on CUPTI's thread when a buffer fills, and at :meth:`flush` (finalize): each record is joined to
-  the stored value, and added to the sessions whose active window holds its correlation id.
+* **Launch attribution without a launch callback** (the default).  CUPTI writes an API activity
+  record for each launch call only (``cuptiActivityEnableDriverApi`` on ``cuLaunchKernel[Ex]``,
+  cooperative launches, ``cuGraphLaunch``, ``cuMemcpy*``, ``cuMemset*``): correlation id, thread id
+  and start time, written in C on the launching thread.  Scopes and kernelc launches append to
+  per-thread timelines on CUPTI's clock (:mod:`profiler.context`), and a kernel goes to the node
+  its thread had when the launch call started.  A Python callback per launch cost 1-2 us per
+  launch through cupti-python on an H200 (bench/profiler_overhead_breakdown.py, 2026-11-22); this
+  costs two clock reads per scope.  A torch / cuBLAS launch goes through the runtime API, which
+  calls the driver, so the driver ids see every launch.
+* **Launch callbacks** are still used where the launching thread's Python state is needed at the
+  call: ``context="python"`` sessions (the call path) and launch listeners (PC sampling drains its
+  buffers), and when CUPTI cannot record API activity per id (``KPROF_CUPTI_CALLBACKS=1`` forces
+  them).  On API entry the callback stores one value under the correlation id: the thread's scope id,
+  or ``(scope id, Python call path)``.
+* **Activity records** (``CONCURRENT_KERNEL``, ``MEMCPY``, ``MEMSET``, ``DRIVER``) arrive in 8 MiB
+  buffers on CUPTI's thread when a buffer fills, and at :meth:`flush` (finalize): each record is
+  joined to its launch, and added to the sessions whose active window holds its launch time (or
+  correlation id, with callbacks only).
 * **CUDA graphs.** While a graph is captured, each launch creates a graph node
   (``RESOURCE/GRAPHNODE_CREATED``, on the capturing thread): the node's CUPTI id is mapped to the
   capture-time context.  Instantiation clones the nodes (``GRAPHNODE_CLONED``): the clone inherits the
@@ -137,6 +145,11 @@ class CuptiBackend:
         self.sessions: List[Any] = []          # sessions attached (each has .windows)
         self.python = False                     # capture Python call paths in the callback
         self._full = [False]                    # the callback reads this: capture call paths
+        self.light = False                      # launches placed by API records + timelines (no callback)
+        self.launch_callbacks = False           # the launch ids' callbacks are enabled now
+        self.api: Dict[int, tuple] = {}         # correlation id -> (thread id, launch start) from API records
+        self.pending: List[tuple] = []          # device records whose API record has not arrived yet
+        self.clock: Callable[[], int] = time.perf_counter_ns
         self.subscriber = None
         self.running = False
         self.max_cid = 0                        # newest correlation id seen in a record
@@ -158,6 +171,7 @@ class CuptiBackend:
         self.K_KERNEL = {int(K.CONCURRENT_KERNEL), int(K.KERNEL)}
         self.K_MEMCPY = int(K.MEMCPY)
         self.K_MEMSET = int(K.MEMSET)
+        self.K_DRIVER = int(getattr(K, "DRIVER", -1))
 
     # -- start / stop ----------------------------------------------------------------------
     def _start(self) -> None:
@@ -170,7 +184,6 @@ class CuptiBackend:
         _KEEPALIVE.extend((self._callback, self._activity_callbacks))
         self.subscriber = c.subscribe(self._callback, None)
         try:
-            self._enable_callbacks(1)
             c.activity_register_callbacks(*self._activity_callbacks)
             K = c.ActivityKind
             kernel_kind = K.KERNEL if self.kernel_activity == "serialized" else K.CONCURRENT_KERNEL
@@ -183,11 +196,40 @@ class CuptiBackend:
                     self.skipped.append(f"activity {kind}: {_first_line(e)}")
                     continue
                 self.kinds.append(kind)
+            if os.environ.get("KPROF_CUPTI_CALLBACKS", "0") in ("", "0"):
+                self.light = self._enable_api_records(1)
+            self._enable_callbacks(1)
         except BaseException:
             self._teardown()
             raise
+        self.clock = c.get_timestamp
         self.clock_offset = int(c.get_timestamp()) - time.perf_counter_ns()
+        if self.light:
+            context.timelines_on(self.clock)
         self.running = True
+
+    def _enable_api_records(self, on: int) -> bool:
+        """API activity records for the launch ids only; False (and nothing left on) if CUPTI cannot."""
+        c = self.cupti
+        if self.K_DRIVER < 0 or not hasattr(c, "activity_enable_driver_api"):
+            return False
+        D = c.DriverApiTraceCbid
+        required = {int(getattr(D, n)) for n in ("cuLaunchKernel", "cuLaunchKernelEx") if hasattr(D, n)}
+        done = []
+        for cbid in self._launch_cbids():
+            try:
+                c.activity_enable_driver_api(cbid, on)
+                done.append(cbid)
+            except Exception as e:
+                if cbid in required and on:
+                    self.skipped.append(f"API records for callback id {cbid}: {_first_line(e)}; using launch callbacks")
+                    for d in done:
+                        try:
+                            c.activity_enable_driver_api(d, 0)
+                        except Exception:
+                            pass
+                    return False
+        return True
 
     def _launch_cbids(self) -> List[int]:
         D = self.cupti.DriverApiTraceCbid
@@ -203,18 +245,25 @@ class CuptiBackend:
         return sorted({int(getattr(R, n)) for n in R.__members__
                        if n.startswith(("cudaLaunchKernel", "cudaLaunchCooperativeKernel", "cudaGraphLaunch"))})
 
-    def _enable_callbacks(self, on: int) -> None:
+    def _set_launch_callbacks(self, on: bool) -> None:
         c, sub = self.cupti, self.subscriber
-        D = self.cupti.DriverApiTraceCbid
+        D = c.DriverApiTraceCbid
         required = {int(getattr(D, n)) for n in ("cuLaunchKernel", "cuLaunchKernelEx") if hasattr(D, n)}
         for cbid in self._launch_cbids():
             # ids this CUPTI/driver pair does not know are skipped; the core launch ids must work
             try:
-                c.enable_callback(on, sub, self.DRIVER, cbid)
+                c.enable_callback(int(on), sub, self.DRIVER, cbid)
             except Exception as e:
-                if cbid in required:
+                if cbid in required and on:
                     raise
                 self.skipped.append(f"callback id {cbid}: {_first_line(e)}")
+        self.launch_callbacks = bool(on)
+
+    def _enable_callbacks(self, on: int) -> None:
+        c, sub = self.cupti, self.subscriber
+        launches = bool(on) and (not self.light or self.python or bool(self.launch_listeners))
+        if launches or self.launch_callbacks:
+            self._set_launch_callbacks(launches)
         if os.environ.get("KPROF_CUPTI_RUNTIME", "0") not in ("", "0"):
             for cbid in self._runtime_cbids():
                 try:
@@ -234,6 +283,9 @@ class CuptiBackend:
 
     def _teardown(self) -> None:
         c = self.cupti
+        if self.light:
+            self._enable_api_records(0)
+            context.timelines_off()
         for kind in self.kinds:
             try:
                 c.activity_disable(kind)
@@ -256,6 +308,8 @@ class CuptiBackend:
             self.running = False
             self._teardown()
             self.corr.clear()
+            self.api.clear()
+            self.pending.clear()
             if CuptiBackend._instance is self:
                 CuptiBackend._instance = None
 
@@ -356,17 +410,32 @@ class CuptiBackend:
             self.errors.append(msg)
 
     def set_python(self, on: bool) -> None:
-        """Capture Python call paths in the launch callback."""
+        """Capture Python call paths in the launch callback (turning the callback on if needed)."""
         self.python = bool(on)
         self._full[0] = self.python
+        self._update_launch_callbacks()
 
     def add_launch_listener(self, fn: Callable) -> None:
         """Call ``fn(correlation_id=..., name=...)`` on every launch's API exit (PC sampling)."""
         self.launch_listeners.append(fn)
+        self._update_launch_callbacks()
+
+    def _update_launch_callbacks(self) -> None:
+        if self.subscriber is None or not self.light:
+            return
+        want = self.python or bool(self.launch_listeners)
+        if want != self.launch_callbacks:
+            try:
+                self._set_launch_callbacks(want)
+            except Exception as e:
+                self._error(f"launch callbacks: {_first_line(e)}")
 
     # -- sessions --------------------------------------------------------------------------
     def watermark(self) -> int:
-        """The newest correlation id handed out so far (approximately: the last one stored)."""
+        """Where a session window starts or ends: now on CUPTI's clock (API-record mode), else the
+        newest correlation id handed out so far (approximately: the last one stored)."""
+        if self.light:
+            return int(self.clock())
         try:
             return max(next(reversed(self.corr)), self.max_cid)
         except (StopIteration, RuntimeError):
@@ -390,11 +459,12 @@ class CuptiBackend:
         if not self.sessions:
             self.launch_listeners.clear()
             self.stop()
-        elif self.python and not any(s.context == "python" for s in self.sessions):
-            try:
-                self.set_python(False)
-            except Exception:
-                pass
+        else:
+            if self.python and not any(s.context == "python" for s in self.sessions):
+                try:
+                    self.set_python(False)
+                except Exception:
+                    pass
 
     def to_trace_clock(self, host_ns: int) -> int:
         return host_ns + self.clock_offset
@@ -455,23 +525,30 @@ class CuptiBackend:
         except Exception as e:
             self._error(f"flush: {_first_line(e)}")
         with self.proc_lock:  # wait for a completion callback still running on CUPTI's thread
-            pass
+            if self.pending:
+                try:
+                    self._process((), final=True)
+                except Exception as e:
+                    self._error(f"activity records: {_first_line(e)}")
 
-    def _targets(self, cid: int) -> List[Any]:
+    def _targets(self, key: int) -> List[Any]:
+        """Sessions whose active windows hold ``key`` (launch time, or correlation id)."""
         out = []
         for s in self.sessions:
             for lo, hi in s.windows:
-                if cid > lo and (hi is None or cid <= hi):
+                if key > lo and (hi is None or key <= hi):
                     out.append(s)
                     break
         return out
 
-    def _process(self, activities) -> None:
-        corr_get = self.corr.get
-        graph_get = self.graph_nodes.get
-        K_KERNEL, K_MEMCPY, K_MEMSET = self.K_KERNEL, self.K_MEMCPY, self.K_MEMSET
+    def _process(self, activities, final: bool = False) -> None:
+        """Join device records to their launches and hand them to the sessions.  ``final``: the
+        last flush -- a record whose API record never came goes to the root (window: its start)."""
+        K_KERNEL, K_MEMCPY, K_MEMSET, K_DRIVER = self.K_KERNEL, self.K_MEMCPY, self.K_MEMSET, self.K_DRIVER
         max_cid = self.max_cid
-        targets_of = self._targets
+        api = self.api
+        recs = self.pending
+        self.pending = []
         for a in activities:
             kind = int(a.kind)
             if kind in K_KERNEL:
@@ -483,28 +560,60 @@ class CuptiBackend:
             elif kind == K_MEMSET:
                 name = "memset"
                 extra_bytes = int(a.bytes)
+            elif kind == K_DRIVER:
+                api[int(a.correlation_id)] = (int(a.thread_id) & context.TID_MASK, int(a.start))
+                continue
             else:
                 continue
             cid = int(a.correlation_id)
             if cid > max_cid:
                 max_cid = cid
-            targets = targets_of(cid)
-            if not targets:
-                continue
-            value = corr_get(cid, 0)
-            gnode = int(getattr(a, "graph_node_id", 0) or 0)
+            # the record's memory belongs to CUPTI's buffer: keep plain values only
+            recs.append((cid, name, kind in K_KERNEL, int(a.device_id), int(a.start), int(a.end), extra_bytes,
+                         int(getattr(a, "stream_id", 0) or 0), int(getattr(a, "graph_node_id", 0) or 0)))
+        self.max_cid = max_cid
+        if recs:
+            self._deliver(recs, final)
+        if len(self.corr) > PRUNE_AT or len(api) > PRUNE_AT:
+            limit = max_cid - PRUNE_MARGIN
+            for d in (self.corr, api):
+                for k in [k for k in list(d) if k < limit]:
+                    d.pop(k, None)
+
+    def _deliver(self, recs: List[tuple], final: bool) -> None:
+        corr_get = self.corr.get
+        graph_get = self.graph_nodes.get
+        api_get = self.api.get
+        targets_of = self._targets
+        light = self.light
+        threads = None
+        for rec in recs:
+            cid, name, is_kernel, dev, start, end, extra_bytes, stream, gnode = rec
+            value = corr_get(cid)
+            if light:
+                launch = api_get(cid)
+                if launch is None:
+                    if not final:
+                        self.pending.append(rec)
+                        continue
+                    key = start
+                else:
+                    key = launch[1]
+                    if value is None:
+                        if threads is None:
+                            threads = context.live_threads()
+                        value = context.node_at(launch[0], launch[1], threads)
+            else:
+                key = cid
+            if value is None:
+                value = 0
             if gnode:
                 value = graph_get(gnode, value)
-            start, end = int(a.start), int(a.end)
-            dev = int(a.device_id)
+            targets = targets_of(key)
+            if not targets:
+                continue
             for s in targets:
-                s.add_gpu_record(value, name, kind in K_KERNEL, dev, start, end, extra_bytes,
-                                 int(getattr(a, "stream_id", 0) or 0), cid)
-        self.max_cid = max_cid
-        if len(self.corr) > PRUNE_AT:
-            limit = max_cid - PRUNE_MARGIN
-            for k in [k for k in list(self.corr) if k < limit]:
-                self.corr.pop(k, None)
+                s.add_gpu_record(value, name, is_kernel, dev, start, end, extra_bytes, stream, cid)
 
 
 def _memcpy_name(cupti, kind) -> str:

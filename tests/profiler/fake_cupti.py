@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import threading
 from types import SimpleNamespace
 
 
@@ -30,6 +31,7 @@ class ActivityKind(enum.IntEnum):
     MEMCPY = 1
     MEMSET = 2
     KERNEL = 3
+    DRIVER = 4
     CONCURRENT_KERNEL = 10
 
 
@@ -117,8 +119,10 @@ class FakeCupti:
     GraphData = GraphData
     cuptiError = cuptiError
 
-    def __init__(self, *, busy=False, pass_pointers=False):
+    def __init__(self, *, busy=False, pass_pointers=False, api_records=True):
         self.busy = busy
+        self.api_records = api_records    # False: a CUPTI without per-id API activity records
+        self.api_ids = set()              # driver ids whose API activity records are on
         self.pass_pointers = pass_pointers  # hand callbacks raw pointers (ints) instead of objects
         self.callback = None
         self.enabled = set()
@@ -167,7 +171,13 @@ class FakeCupti:
         if recs:
             self.completed(recs)
 
+    def activity_enable_driver_api(self, cbid, enable):
+        if not self.api_records:
+            raise cuptiError("CUPTI_ERROR_NOT_SUPPORTED")
+        (self.api_ids.add if enable else self.api_ids.discard)(int(cbid))
+
     def get_timestamp(self):
+        self.clock += 1
         return self.clock
 
     def get_graph_node_id(self, node):
@@ -175,6 +185,11 @@ class FakeCupti:
 
     # -- simulation ----------------------------------------------------------------------
     def _api(self, domain, cbid, cid):
+        if int(domain) == CallbackDomain.DRIVER_API and int(cbid) in self.api_ids and ActivityKind.DRIVER not in self.kinds:
+            start = self.get_timestamp()   # written by CUPTI on the launching thread, as the call starts
+            self.pending.append(SimpleNamespace(kind=int(ActivityKind.DRIVER), correlation_id=cid, start=start,
+                                                end=start + 1, thread_id=threading.get_ident() & 0xFFFFFFFF,
+                                                cbid=int(cbid)))
         if (int(domain), int(cbid)) not in self.enabled or self.callback is None:
             return
         for site in (0, 1):

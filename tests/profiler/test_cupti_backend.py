@@ -17,18 +17,23 @@ DEMANGLED = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDA
              "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)")
 
 
-@pytest.fixture
-def fake(monkeypatch):
+@pytest.fixture(params=["api-records", "callbacks"])
+def fake(monkeypatch, request):
+    """Both ways of placing launches: API activity records + timelines (the default), and launch
+    callbacks (a CUPTI without per-id API records)."""
     monkeypatch.setenv("KPROF_BACKEND", "auto")
-    return fake_cupti.install(monkeypatch, fake_cupti.FakeCupti())
+    return fake_cupti.install(monkeypatch, fake_cupti.FakeCupti(api_records=request.param == "api-records"))
 
 
 def test_kernels_joined_to_scopes(fake, tmp_path):
     sid = profiler.start(str(tmp_path / "c"))
     assert S.get(sid).backend_name == "cupti"
     assert fake.subscribes == 1 and int(fake_cupti.ActivityKind.CONCURRENT_KERNEL) in fake.kinds
-    assert (1, int(fake_cupti.DriverApiTraceCbid.cuLaunchKernel)) in fake.enabled
-    assert (1, int(fake_cupti.DriverApiTraceCbid.cuGraphLaunch)) in fake.enabled
+    launch_ids = {int(fake_cupti.DriverApiTraceCbid.cuLaunchKernel), int(fake_cupti.DriverApiTraceCbid.cuGraphLaunch)}
+    if fake.api_records:     # no Python callback per launch: CUPTI records the launch calls
+        assert launch_ids <= fake.api_ids and not any((1, i) in fake.enabled for i in launch_ids)
+    else:
+        assert all((1, i) in fake.enabled for i in launch_ids)
     assert (3, 13) in fake.enabled and (3, 20) in fake.enabled
     with profiler.scope("fwd"):
         for _ in range(3):
@@ -37,7 +42,7 @@ def test_kernels_joined_to_scopes(fake, tmp_path):
             fake.launch("gemm_kernel", dur=5000)
     fake.launch("outside", dur=10)
     profiler.finalize(sid)
-    assert fake.flushes == 1 and fake.callback is None and not fake.kinds   # released CUPTI
+    assert fake.flushes == 1 and fake.callback is None and not fake.kinds and not fake.api_ids  # released CUPTI
     root, dev = read_profile(tmp_path / "c.hatchet")
     assert names(root) == ["fwd", "outside"]
     k = find(root, "fwd").children[0]
@@ -49,7 +54,7 @@ def test_kernels_joined_to_scopes(fake, tmp_path):
 
 def test_raw_pointer_callback_data(monkeypatch, tmp_path):
     monkeypatch.setenv("KPROF_BACKEND", "auto")
-    fake = fake_cupti.install(monkeypatch, fake_cupti.FakeCupti(pass_pointers=True))
+    fake = fake_cupti.install(monkeypatch, fake_cupti.FakeCupti(pass_pointers=True, api_records=False))
     sid = profiler.start(str(tmp_path / "p"))
     with profiler.scope("s"):
         fake.launch("k")
@@ -268,3 +273,53 @@ def test_pcsampling_protocol(fake, tmp_path, monkeypatch):
     assert seen["attach"] == ("pcsampling", {"period": 10, "drain": 1}, "serialized")
     assert [d["correlation_id"] for d in seen["launches"]] == [c1, c2]
     assert seen["kernels"] == {c1: ("k1", None), c2: ("k2", None)}
+
+
+def test_threads_with_api_records(monkeypatch, tmp_path):
+    """A native thread (no Python thread object, like torch's autograd engine) inherits the main
+    thread's scope; a Python thread keeps its own (here: none)."""
+    import _thread
+    import threading
+    monkeypatch.setenv("KPROF_BACKEND", "auto")
+    fake = fake_cupti.install(monkeypatch, fake_cupti.FakeCupti())
+    sid = profiler.start(str(tmp_path / "t"))
+    done = threading.Event()
+    release = threading.Event()
+
+    def python_thread():
+        fake.launch("from_python_thread")
+        done.set()
+        release.wait(10)
+
+    with profiler.scope("backward"):
+        finished = threading.Lock()
+        finished.acquire()
+        # both threads stay alive until the end, so that they have different thread ids
+        _thread.start_new_thread(lambda: (fake.launch("from_native_thread"), finished.release(), release.wait(10)), ())
+        assert finished.acquire(timeout=10)
+        t = threading.Thread(target=python_thread)
+        t.start()
+        assert done.wait(10)
+    fake.launch("after")
+    profiler.finalize(sid)
+    release.set()
+    t.join()
+    root, _ = read_profile(tmp_path / "t.hatchet")
+    assert names(find(root, "backward")) == ["from_native_thread"]
+    assert sorted(names(root)) == ["after", "backward", "from_python_thread"]
+
+
+def test_api_record_after_its_kernel_record(monkeypatch, tmp_path):
+    """A device record whose API record comes in a later buffer waits for it."""
+    monkeypatch.setenv("KPROF_BACKEND", "auto")
+    fake = fake_cupti.install(monkeypatch, fake_cupti.FakeCupti())
+    sid = profiler.start(str(tmp_path / "o"))
+    with profiler.scope("s"):
+        fake.launch("k")
+    api = [r for r in fake.pending if r.kind == int(fake_cupti.ActivityKind.DRIVER)]
+    fake.pending = [r for r in fake.pending if r not in api]
+    fake.activity_flush_all(1)           # the kernel record alone
+    fake.pending = api                   # then its API record
+    profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "o.hatchet")
+    assert names(find(root, "s")) == ["k"]

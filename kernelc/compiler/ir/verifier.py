@@ -140,6 +140,47 @@ def _shape_op(op):
     return []
 
 
+def _types(vals):
+    return [str(v.type) for v in vals]
+
+
+def _for(op):
+    """Loop-carried values: inits, body arguments, yielded values and results agree in number and type."""
+    if len(op.regions) != 1 or len(op.operands) < 3:
+        return []
+    body = op.regions[0]
+    errs = []
+    lb, ub, step = op.operands[:3]
+    if len({str(lb.type), str(ub.type), str(step.type)}) > 1 or shape_of(lb.type):
+        errs.append(f"bounds must be scalars of one type, got {_types(op.operands[:3])}")
+    if not body.args or body.args[0].type != lb.type:
+        errs.append("the body's first argument must be the induction variable (the bounds' type)")
+    inits = op.operands[3:]
+    carried = body.args[1:]
+    yld = body.ops[-1] if body.ops else None
+    if yld is None or yld.name != "scf.yield":
+        return errs + ["the body must end in scf.yield"]
+    if not (len(inits) == len(carried) == len(yld.operands) == len(op.results)):
+        return errs + [f"{len(inits)} inits, {len(carried)} carried arguments, {len(yld.operands)} yielded "
+                       f"values and {len(op.results)} results must agree"]
+    for i, (a, b, c, d) in enumerate(zip(inits, carried, yld.operands, op.results)):
+        if not (a.type == b.type == c.type == d.type):
+            errs.append(f"carried value {i}: init {a.type}, argument {b.type}, yield {c.type}, result {d.type}")
+    return errs
+
+
+def _if(op):
+    if len(op.regions) != 2:
+        return []
+    errs = []
+    for r in op.regions:
+        term = r.ops[-1] if r.ops else None
+        if term is None or term.name != "scf.yield" or _types(term.operands) != _types(op.results):
+            errs.append(f"each branch must yield the results' types {_types(op.results)}")
+            break
+    return errs
+
+
 RULES: Dict[str, Callable[[Op], List[str]]] = {
     **{k: _arith(_float_only) for k in ("fadd", "fsub", "fmul", "fdiv", "frem", "fmax", "fmin", "fma",
                                          "fneg", "fabs", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn",
@@ -159,6 +200,8 @@ RULES: Dict[str, Callable[[Op], List[str]]] = {
     "atomic_rmw": _atomic,
     "atomic_cas": _atomic,
     "dot": _dot,
+    "scf.for": _for,
+    "scf.if": _if,
     **{k: _shape_op for k in ("splat", "broadcast", "expand_dims", "reshape", "trans")},
 }
 

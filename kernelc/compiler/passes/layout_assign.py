@@ -3,9 +3,10 @@
 Anchors get concrete layouts: loads/stores/atomics a coalesced blocked layout chosen from the axis
 analysis (order by contiguity, 128-bit vectors when alignment allows), dots an MMA accumulator
 layout, reductions the slice of their input's layout, loop-carried values the layout their loop
-yields. Everything cheap to recompute (constants, aranges, splats, index arithmetic on them) stays
-*flexible* (None): the lowering materialises it directly in whatever layout its consumer needs, so
-index math never forces a layout conversion through shared memory.
+yields (a tile loaded before a loop and reloaded in its body, as the load prefetch produces, gets
+one layout for both loads). Everything cheap to recompute (constants, aranges, splats, index
+arithmetic on them) stays *flexible* (None): the lowering materialises it directly in whatever
+layout its consumer needs, so index math never forces a layout conversion through shared memory.
 """
 from __future__ import annotations
 
@@ -76,14 +77,16 @@ class LayoutAssigner:
 
     def run(self) -> LayoutPlan:
         self.chained = _chained_dots(self.fn)
+        self.shared_load_layouts = self._carried_load_layouts()
         self._block(self.fn.body)
         return self.plan
 
     # -- anchors -------------------------------------------------------------------------------
-    def memory_layout(self, ptr: Value, vec_limit_bits: int = 128) -> Layout:
-        """Coalesced layout for accessing the pointer tile ``ptr``."""
+    def memory_layout(self, ptr: Value, vec_limit_bits: int = 128, info=None) -> Layout:
+        """Coalesced layout for accessing the pointer tile ``ptr`` (``info``: its axis info if not the
+        analysis' own)."""
         shape = shape_of(ptr.type)
-        info = self.axis.get(ptr)
+        info = info if info is not None else self.axis.get(ptr)
         rank = len(shape)
         elt = scalar_of(ptr.type).element_ty
         ebytes = max(1, elt.itemsize)
@@ -141,7 +144,8 @@ class LayoutAssigner:
         shape = shape_of(res.type)
         if name == "load":
             if shape:
-                self._set(res, self.memory_layout(op.operands[0]))
+                lay = self.shared_load_layouts.get(id(op))
+                self._set(res, lay if lay is not None else self.memory_layout(op.operands[0]))
             return
         if name in ("atomic_rmw", "atomic_cas"):
             if shape:
@@ -254,6 +258,27 @@ class LayoutAssigner:
                 break
         for r, a in zip(op.results, body_args):
             self._set(r, self.plan.get(a))
+
+    def _carried_load_layouts(self) -> Dict[int, Layout]:
+        """One layout for a loop-carried tile that is loaded before the loop and reloaded in the body
+        (register prefetch): both loads take the layout their addresses' common axis info allows,
+        so the carried value never needs a layout conversion."""
+        out: Dict[int, Layout] = {}
+        for op in self.fn.walk():
+            if op.name != "scf.for":
+                continue
+            yld = op.regions[0].ops[-1]
+            for init, y in zip(op.operands[3:], yld.operands):
+                a, b = init.op, y.op
+                if a is None or b is None or a.name != "load" or b.name != "load" or not shape_of(init.type) \
+                        or shape_of(a.operands[0].type) != shape_of(b.operands[0].type):
+                    continue
+                lay = out.get(id(a)) or out.get(id(b))
+                if lay is None:
+                    info = self.axis.get(a.operands[0]).meet(self.axis.get(b.operands[0]))
+                    lay = self.memory_layout(a.operands[0], info=info)
+                out[id(a)] = out[id(b)] = lay
+        return out
 
     def _consumer_layout(self, arg: Value, body: Block) -> Optional[Layout]:
         """Memory layout of the first load/store in ``body`` whose pointer derives from ``arg``."""
