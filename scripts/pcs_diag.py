@@ -74,12 +74,39 @@ SCENARIOS = {
         base["matmul_us_disabled"] = loop_us(mm)
         out["timing"] = base
     """,
+    # a kprof timing session came and went before sampling (the GPU test suite's order)
+    "after_timing_session": """
+        import profiler
+        mm = workloads.kernelc_matmul(); mm(); torch.cuda.synchronize()
+        profiler.start("/tmp/pcs_diag_timing"); mm(); torch.cuda.synchronize(); profiler.finalize()
+        out["matmul_after_session"] = sample(mm)
+        sm = workloads.kernelc_softmax(); sm()
+        out["softmax_after_session"] = sample(sm)
+    """,
+    "after_timing_session_callbacks": """
+        import os; os.environ["KPROF_CUPTI_CALLBACKS"] = "1"
+        import profiler
+        mm = workloads.kernelc_matmul(); mm(); torch.cuda.synchronize()
+        profiler.start("/tmp/pcs_diag_timing2"); mm(); torch.cuda.synchronize(); profiler.finalize()
+        out["matmul_after_session"] = sample(mm)
+    """,
+    # sampling first, then a timing session, then sampling again
+    "sampler_session_sampler": """
+        import profiler
+        mm = workloads.kernelc_matmul(); mm(); torch.cuda.synchronize()
+        out["first"] = sample(mm)
+        profiler.start("/tmp/pcs_diag_timing3"); mm(); torch.cuda.synchronize(); profiler.finalize()
+        out["second"] = sample(mm)
+    """,
 }
 
 
 def main() -> int:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
+    only = sys.argv[1:]
     for name, body in SCENARIOS.items():
+        if only and name not in only:
+            continue
         code = PRELUDE + textwrap.dedent(body) + "\nprint(json.dumps(out))\n"
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240, env=env, cwd=REPO)
         last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""

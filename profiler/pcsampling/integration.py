@@ -89,7 +89,10 @@ def attach(session: Any) -> PCSampler:
         sampler = PCSampler(period=opts.get("period"), device=getattr(session, "device", None),
                             drain_every=int(opts.get("drain", opts.get("drain_every", 1))),
                             scratch_mb=int(opts.get("scratch_mb", 64)), hw_mb=int(opts.get("hw_mb", 128)),
-                            capacity=int(opts.get("capacity", 16384)))
+                            capacity=int(opts.get("capacity", 16384)),
+                            # beside the timing backend a context left enabled came back busy with no
+                            # records on an H200 (2026-11-22): a session releases it at the end
+                            keep_enabled=False)
     except (TypeError, ValueError) as e:  # e.g. period=3: say so once, run without samples
         sampler = PCSampler(quiet=True, hook_kernelc=False)
         sampler.error = str(e)
