@@ -176,6 +176,14 @@ class CuptiBackend:
     # -- start / stop ----------------------------------------------------------------------
     def _start(self) -> None:
         c = self.cupti
+        # A PC-sampling context left enabled by a closed sampler gave no samples any more once a
+        # timing session had run beside it (H200, 2026-11-22): give it back first.
+        pcs = sys.modules.get("profiler.pcsampling.sampler")
+        if pcs is not None:
+            try:
+                pcs.release_contexts()
+            except Exception:
+                pass
         # what this driver/CUPTI pair does not support (not an error: kept for `kprof -v`/debugging)
         self.skipped: List[str] = []
         # Keep every function handed to CUPTI referenced here, whatever cupti-python does with it.
