@@ -425,8 +425,25 @@ class CuptiBackend:
 
     def add_launch_listener(self, fn: Callable) -> None:
         """Call ``fn(correlation_id=..., name=...)`` on every launch's API exit (PC sampling)."""
+        if self.light:
+            self._leave_light_mode()
         self.launch_listeners.append(fn)
         self._update_launch_callbacks()
+
+    def _leave_light_mode(self) -> None:
+        """Switch to launch callbacks: a kprof session with PC sampling got no kernel records at all
+        beside API activity records (H200, 2026-11-22).  What was launched so far is delivered
+        first; the sessions' windows then continue in correlation ids."""
+        self.flush()
+        with self.proc_lock:
+            self._enable_api_records(0)
+            self.light = False
+            context.timelines_off()
+            mark = self.watermark()
+            for s in self.sessions:
+                open_now = bool(s.windows) and s.windows[-1][1] is None
+                s.windows[:] = [[mark, None]] if open_now else []
+        self._set_launch_callbacks(True)
 
     def _update_launch_callbacks(self) -> None:
         if self.subscriber is None or not self.light:

@@ -266,6 +266,8 @@ def test_pcsampling_protocol(fake, tmp_path, monkeypatch):
     sid = profiler.start(str(tmp_path / "pcs"), mode="pcsampling:period=10:drain=1")
     assert int(fake_cupti.ActivityKind.KERNEL) in fake.kinds            # serialized kernel records
     assert int(fake_cupti.ActivityKind.CONCURRENT_KERNEL) not in fake.kinds
+    # beside PC sampling, launches are placed by callbacks (no API activity records)
+    assert not fake.api_ids and (1, int(fake_cupti.DriverApiTraceCbid.cuLaunchKernel)) in fake.enabled
     with profiler.scope("s"):
         c1 = fake.launch("k1")
         c2 = fake.launch("k2")
@@ -323,3 +325,20 @@ def test_api_record_after_its_kernel_record(monkeypatch, tmp_path):
     profiler.finalize(sid)
     root, _ = read_profile(tmp_path / "o.hatchet")
     assert names(find(root, "s")) == ["k"]
+
+
+def test_light_mode_left_when_a_listener_arrives(monkeypatch, tmp_path):
+    """A session placing launches by API records is switched to callbacks when PC sampling needs
+    them; launches from before the switch keep their scopes, later ones get theirs."""
+    monkeypatch.setenv("KPROF_BACKEND", "auto")
+    fake = fake_cupti.install(monkeypatch, fake_cupti.FakeCupti())
+    sid = profiler.start(str(tmp_path / "sw"))
+    with profiler.scope("before"):
+        fake.launch("k_before")
+    S.get(sid).add_launch_callback(lambda **kw: None)
+    assert not fake.api_ids
+    with profiler.scope("after"):
+        fake.launch("k_after")
+    profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "sw.hatchet")
+    assert names(find(root, "before")) == ["k_before"] and names(find(root, "after")) == ["k_after"]
