@@ -56,23 +56,33 @@ def _finalize(prof: str):
         proton.finalize()
 
 
-def child_tiny(prof: str, out: str) -> dict:
+TINY_WARMUP, TINY_ROUNDS, TINY_ADDS = 500, 5, 5000
+
+
+def tiny_loop(start) -> tuple:
+    """The tiny-launch workload: ``start()`` after the tensors exist, then best-of-rounds microseconds
+    per ``torch.add`` on 1-element tensors; returns ``(us_per_add, start's result)``."""
     import torch
     a = torch.zeros(1, device="cuda")
     b = torch.ones(1, device="cuda")
     c = torch.empty_like(a)
     torch.cuda.synchronize()
-    backend = _start(prof, out)
-    for _ in range(500):
+    started = start()
+    for _ in range(TINY_WARMUP):
         torch.add(a, b, out=c)
     torch.cuda.synchronize()
     best = float("inf")
-    for _ in range(5):
+    for _ in range(TINY_ROUNDS):
         t0 = time.perf_counter()
-        for _ in range(5000):
+        for _ in range(TINY_ADDS):
             torch.add(a, b, out=c)
         torch.cuda.synchronize()
-        best = min(best, (time.perf_counter() - t0) / 5000 * 1e6)
+        best = min(best, (time.perf_counter() - t0) / TINY_ADDS * 1e6)
+    return best, started
+
+
+def child_tiny(prof: str, out: str) -> dict:
+    best, backend = tiny_loop(lambda: _start(prof, out))
     t0 = time.perf_counter()
     _finalize(prof)
     return {"value": best, "unit": "us/add", "backend": backend, "finalize_s": time.perf_counter() - t0}

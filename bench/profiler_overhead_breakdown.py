@@ -15,7 +15,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -107,24 +106,10 @@ def _setup(variant: str):
 
 
 def child(variant: str, result: str) -> None:
-    import torch
-    a = torch.zeros(1, device="cuda")
-    b = torch.ones(1, device="cuda")
-    c = torch.empty_like(a)
-    torch.cuda.synchronize()
-    done = _setup(variant)
-    for _ in range(500):
-        torch.add(a, b, out=c)
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(5000):
-            torch.add(a, b, out=c)
-        torch.cuda.synchronize()
-        best = min(best, (time.perf_counter() - t0) / 5000 * 1e6)
+    from bench.bench_profiler_overhead import TINY_ADDS, TINY_ROUNDS, TINY_WARMUP, tiny_loop
+    best, done = tiny_loop(lambda: _setup(variant))
     info = done() or {}
-    info["launches"] = 500 + 5 * 5000
+    info["launches"] = TINY_WARMUP + TINY_ROUNDS * TINY_ADDS
     json.dump({"us": best, "info": info}, open(result, "w"))
 
 
