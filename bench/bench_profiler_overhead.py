@@ -8,7 +8,8 @@ Workloads (each measurement in a fresh process, rounds interleaved, best round k
   kernelc softmax (fp32 4096x4096); milliseconds per step.
 * ``train``: ``examples/train.py`` (the small model), the time per step it reports, run as
   ``python examples/train.py``, ``python -m kprof examples/train.py`` and
-  ``python -m triton.profiler.proton examples/train.py``.
+  ``python -m triton.profiler.proton examples/train.py``; also ``cupti-floor`` (bench/cupti_floor.py:
+  CUPTI kernel/memcpy/memset activity records only, no kprof), what any CUPTI-based profiler pays.
 
 Targets (issue 5): kprof <= 1.3x on ``tiny`` (Proton measured 2.2x), <= 1.02x on ``step`` and ``train``.
 Writes bench/results/profiler_overhead.json (and $OUT/results/).
@@ -148,6 +149,8 @@ def measure_train(prof: str, tmp: str, steps: int, warmup: int) -> dict:
         cmd = [sys.executable] + targs
     elif prof == "kprof":
         cmd = [sys.executable, "-m", "kprof", "-n", os.path.join(tmp, "train_kprof")] + targs
+    elif prof == "cupti-floor":
+        cmd = [sys.executable, os.path.join(HERE, "cupti_floor.py")] + targs
     else:
         cmd = [sys.executable, "-m", "triton.profiler.proton", "-n", os.path.join(tmp, "train_proton")] + targs
     if os.path.exists(res):
@@ -156,7 +159,7 @@ def measure_train(prof: str, tmp: str, steps: int, warmup: int) -> dict:
     if r.returncode != 0 or not os.path.exists(res):
         return {"error": (r.stderr or r.stdout)[-1500:]}
     d = json.load(open(res))
-    backend = "none" if prof == "none" else prof
+    backend = prof
     if prof == "kprof" and "cpu backend" in r.stderr:
         backend = "cpu (fallback!)"
     elif prof == "kprof":
@@ -191,8 +194,9 @@ def main(argv=None) -> int:
     raw = {}
     for wl in workloads:
         best = {}
+        wl_profs = profs + (["cupti-floor"] if wl == "train" else [])
         for rnd in range(args.rounds):
-            for prof in profs:
+            for prof in wl_profs:
                 d = (measure_train(prof, tmp, args.train_steps, args.train_warmup) if wl == "train"
                      else measure_inprocess(wl, prof, tmp))
                 raw.setdefault(wl, {}).setdefault(prof, []).append(d)
@@ -201,7 +205,7 @@ def main(argv=None) -> int:
                 if "value" in d and (prof not in best or d["value"] < best[prof]["value"]):
                     best[prof] = d
         base = best.get("none")
-        for prof in profs:
+        for prof in wl_profs:
             d = best.get(prof)
             if d is None:
                 rows.append({"workload": wl, "profiler": prof, "value": None, "unit": "", "ratio": None,

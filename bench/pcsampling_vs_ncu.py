@@ -10,11 +10,12 @@ bound):
 2. Nsight Compute on the same kernel in a child process (one launch after a warm-up)::
 
        ncu --target-processes all -k regex:^<kernel>$ -s 1 -c 1 --section SourceCounters
-           --section WarpStateStats --sampling-interval <N-5> --import-source yes -f -o <rep> python <this> --child <k>
+           --section WarpStateStats --warp-sampling-interval <N-5> --import-source yes -f -o <rep> python <this> --child <k>
        ncu -i <rep>.ncu-rep --page source --csv --print-source sass    (per SASS instruction)
        ncu -i <rep>.ncu-rep --page source --csv --print-source cuda    (per source line, ncu's own mapping)
 
-   ncu's sampling interval v means 2^(5+v) cycles, so v = N - 5 samples at kprof's rate.  The SASS
+   ncu's sampling interval v means 2^(5+v) cycles, so v = N - 5 samples at kprof's rate (the flag's
+   spelling is read from ``ncu --help``: older releases call it ``--sampling-interval``).  The SASS
    view's "Warp Stall Sampling (All Samples)" per address is put on lines with the kernel's source
    map ("ncu sass"); the CUDA view gives ncu's own per-line numbers ("ncu lines") when it parses.
 3. The rankings side by side, with agreement measures: top-1 equal, overlap of the top 5, Spearman
@@ -212,13 +213,28 @@ def ours(kind: str, period: int):
     return lines, code, s.error
 
 
+def sampling_interval_flag(ncu: str) -> str | None:
+    """The option this ncu spells the warp-sampling interval with (``--warp-sampling-interval`` in current
+    releases, ``--sampling-interval`` in old ones), read from ``ncu --help``; None when it has neither."""
+    try:
+        text = subprocess.run([ncu, "--help"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for flag in ("--warp-sampling-interval", "--sampling-interval"):
+        if re.search(re.escape(flag) + r"\b", text):
+            return flag
+    return None
+
+
 def run_ncu(ncu: str, kind: str, period: int, outdir: str) -> dict:
     kernel = KERNELS[kind][1]
+    flag = sampling_interval_flag(ncu)
+    interval = [flag, str(max(0, min(31, period - 5)))] if flag else []
     rep = os.path.join(outdir, f"{kind}")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
     prof = [ncu, "--target-processes", "all", "-k", f"regex:^{kernel}$", "-s", "1", "-c", "1",
             "--section", "SourceCounters", "--section", "WarpStateStats",
-            "--sampling-interval", str(max(0, min(31, period - 5))), "--import-source", "yes", "-f", "-o", rep,
+            *interval, "--import-source", "yes", "-f", "-o", rep,
             sys.executable, os.path.abspath(__file__), "--child", kind]
     res: dict = {"command": " ".join(prof)}
     r = subprocess.run(prof, capture_output=True, text=True, timeout=400, env=env, cwd=ROOT)

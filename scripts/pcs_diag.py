@@ -28,6 +28,19 @@ def loop_us(run, n=200):
     run(); torch.cuda.synchronize(); t = time.perf_counter()
     for _ in range(n): run()
     torch.cuda.synchronize(); return round((time.perf_counter() - t) / n * 1e6, 2)
+def session(mode, run, n=2, env=None):
+    import os, profiler
+    from profiler.format import read_profile
+    os.environ.update(env or {})
+    import tempfile; path = tempfile.mktemp(prefix="pcs_diag_")
+    profiler.start(path, mode=mode)
+    for _ in range(n): run()
+    torch.cuda.synchronize(); p = profiler.finalize()[0]
+    root, _ = read_profile(p)
+    ks = [(n.name[:30], n.metrics.get("time (ns)"), (n.extra.get("pcsampling") or {}).get("samples", 0))
+          for n, d in root.walk() if n.extra and n.extra.get("kind") == "kernel"]
+    summ = (root.extra or {}).get("pcsampling") or {}
+    return {"kernels": ks, "samples": summ.get("samples"), "error": summ.get("error") or summ.get("errors")}
 out = {}
 """
 
@@ -97,6 +110,31 @@ SCENARIOS = {
         out["first"] = sample(mm)
         profiler.start("/tmp/pcs_diag_timing3"); mm(); torch.cuda.synchronize(); profiler.finalize()
         out["second"] = sample(mm)
+    """,
+    # profiler.start(mode="pcsampling") as the GPU test does (timing + samples in one session)
+    "session_mode": """
+        mm = workloads.kernelc_matmul(); mm(); torch.cuda.synchronize()
+        out["session"] = session("pcsampling:period=10", mm)
+    """,
+    "session_mode_callbacks": """
+        mm = workloads.kernelc_matmul(); mm(); torch.cuda.synchronize()
+        out["session"] = session("pcsampling:period=10", mm, env={"KPROF_CUPTI_CALLBACKS": "1"})
+    """,
+    # a sampling session, then a module loaded, then a sampler (the analyzer-then-sampler test order)
+    "session_then_new_module": """
+        mm = workloads.kernelc_matmul(); mm(); torch.cuda.synchronize()
+        out["session"] = session("pcsampling:period=10", mm)
+        sm = workloads.kernelc_softmax(); sm()
+        out["softmax_after"] = sample(sm)
+        out["session2"] = session("pcsampling:period=10", sm)
+    """,
+    "session_keep_then_new_module": """
+        mm = workloads.kernelc_matmul(); mm(); torch.cuda.synchronize()
+        out["session"] = session("pcsampling:period=10:keep=1", mm)
+        sm = workloads.kernelc_softmax(); sm()
+        out["softmax_after"] = sample(sm)
+        out["session2"] = session("pcsampling:period=10:keep=1", sm)
+        out["matmul_after"] = sample(mm)
     """,
 }
 

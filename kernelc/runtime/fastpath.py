@@ -38,9 +38,12 @@ def make_binder(fn) -> Any:
     """Generate ``fast(grid, <params>, num_warps=4, num_stages=3, stream=None, **kw)`` for ``fn``."""
     params = list(fn.signature.parameters.values())
     names = [p.name for p in params]
-    for reserved in ("grid", "num_warps", "num_stages", "stream", "kw"):
+    for reserved in ("grid", "stream", "kw"):
         if reserved in names:
             return None  # a parameter shadows an option name: keep the general path
+    # num_warps / num_stages may be kernel parameters too (the tutorial softmax): then the parameter
+    # is also the option (see jit.SHARED_OPTIONS), so the generated signature has it only once
+    opt_parts = [f"{o}={d}" for o, d in (("num_warps", 4), ("num_stages", 3)) if o not in names]
     if any(n.startswith("_") for n in names):
         return None  # could shadow the generated code's own names (_kc_*, _p_*, _cache, ...)
     defaults = {}
@@ -74,7 +77,7 @@ def make_binder(fn) -> Any:
         runtime.append(f"_p_{n}")
     meta = ", ".join(f"'{n}': {n}" for n in names)
     src = f"""
-def fast(grid, {', '.join(sig_parts)}, num_warps=4, num_stages=3, stream=None, **kw):
+def fast(grid, {', '.join(sig_parts + opt_parts)}, stream=None, **kw):
     if kw:
         return _slow(grid, ({', '.join(names)},), kw, num_warps, num_stages, stream)
 {chr(10).join(pre)}
@@ -108,7 +111,7 @@ def fast(grid, {', '.join(sig_parts)}, num_warps=4, num_stages=3, stream=None, *
     _kc_ent.launch(_kc_g0, _kc_g1, _kc_g2, _kc_st{''.join(', ' + r for r in runtime)})
     return _kc_ent.compiled
 """
-    from .launcher import _current_stream, get_state
+    from .launcher import get_state
     import torch
     st = get_state(fn)
     ns = dict(defaults)
@@ -123,10 +126,14 @@ def fast(grid, {', '.join(sig_parts)}, num_warps=4, num_stages=3, stream=None, *
 
 
 def _make_slow(fn):
+    params = set(fn.arg_names)
+
     def slow(grid, values, kw, num_warps, num_stages, stream):
         kwargs = dict(kw)
-        kwargs["num_warps"] = num_warps
-        kwargs["num_stages"] = num_stages
+        if "num_warps" not in params:  # else it is already among ``values``
+            kwargs["num_warps"] = num_warps
+        if "num_stages" not in params:
+            kwargs["num_stages"] = num_stages
         if stream is not None:
             kwargs["stream"] = stream
         return fn.run(*values, grid=grid, **kwargs)

@@ -14,6 +14,7 @@ from . import hooks
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "stream", "enable_fp_fusion",
                   "launch_cooperative_grid", "warmup")
+SHARED_OPTIONS = ("num_warps", "num_stages")  # options a kernel parameter of the same name also sets
 _warned = set()
 
 
@@ -112,6 +113,11 @@ class JITFunction(DeviceFunction, KernelInterface):
         values = {}
         for name, v in bound.arguments.items():
             values[name] = v.value if isinstance(v, constexpr) else v
+        # A parameter named like a compile option (Triton's tutorial softmax takes ``num_stages``) is
+        # both the kernel argument and the option, as in Triton.
+        for k in SHARED_OPTIONS:
+            if isinstance(values.get(k), int):
+                options[k] = values[k]
         return values, options
 
     def _def_col(self) -> int:

@@ -204,7 +204,9 @@ class CuptiBackend:
                     self.skipped.append(f"activity {kind}: {_first_line(e)}")
                     continue
                 self.kinds.append(kind)
-            if os.environ.get("KPROF_CUPTI_CALLBACKS", "0") in ("", "0"):
+            # PC sampling sessions (serialized kernels) use launch callbacks from the start: with API
+            # activity records enabled first, a sampling session got no kernel records (H200, 2026-11-22)
+            if os.environ.get("KPROF_CUPTI_CALLBACKS", "0") in ("", "0") and self.kernel_activity != "serialized":
                 self.light = self._enable_api_records(1)
             self._enable_callbacks(1)
         except BaseException:

@@ -39,7 +39,8 @@ from .sampler import PCSampler, _say, demangle
 
 __all__ = ["attach", "finish", "parse_mode", "sampler_of"]
 
-_INT_OPTIONS = ("period", "drain", "drain_every", "hw_mb", "scratch_mb", "capacity")
+_INT_OPTIONS = ("period", "drain", "drain_every", "hw_mb", "scratch_mb", "capacity", "keep")
+KEEP_DEFAULT = False
 _samplers: dict[int, tuple[Any, PCSampler]] = {}
 
 
@@ -90,9 +91,9 @@ def attach(session: Any) -> PCSampler:
                             drain_every=int(opts.get("drain", opts.get("drain_every", 1))),
                             scratch_mb=int(opts.get("scratch_mb", 64)), hw_mb=int(opts.get("hw_mb", 128)),
                             capacity=int(opts.get("capacity", 16384)),
-                            # beside the timing backend a context left enabled came back busy with no
-                            # records on an H200 (2026-11-22): a session releases it at the end
-                            keep_enabled=False)
+                            # ``keep``: leave the context enabled (stopped) at the end so later samplers
+                            # still learn modules loaded after this session (see sampler.py)
+                            keep_enabled=bool(opts.get("keep", KEEP_DEFAULT)))
     except (TypeError, ValueError) as e:  # e.g. period=3: say so once, run without samples
         sampler = PCSampler(quiet=True, hook_kernelc=False)
         sampler.error = str(e)

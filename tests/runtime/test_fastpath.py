@@ -54,3 +54,27 @@ def test_underscore_parameters_keep_the_general_path():
     def k(_cache, n, BLOCK: kl.constexpr):
         pass
     assert make_binder(k) is None
+
+
+@kernelc.jit
+def staged(x_ptr, n, BLOCK: kl.constexpr, num_stages: kl.constexpr):
+    # Triton's tutorial softmax names a constexpr parameter like the launch option
+    offs = kl.arange(0, BLOCK)
+    kl.store(x_ptr + offs, kl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def test_a_parameter_named_num_stages_is_also_the_option_and_keeps_the_fast_path():
+    values, options = staged.bind((1, 2), {"BLOCK": 4, "num_stages": 2})
+    assert values["num_stages"] == 2 and options == {"num_stages": 2}
+    fast = make_binder(staged)
+    assert fast is not None  # used to fall back to the general (slow) launch path
+    x = torch.zeros(8)
+    key = (("*", x.dtype, x.data_ptr() & 15 == 0, x.is_cuda), spec_part(8), ("c", 8), ("c", 2))
+    ent, launches = fake_entry()
+    get_state(staged)["cache"][(key, 4, 2, 0)] = ent  # compiled with num_stages=2: the parameter's value
+    try:
+        fast((1,), x, 8, 8, 2)
+        fast((1,), x, 8, BLOCK=8, num_stages=2)
+    finally:
+        get_state(staged)["cache"].clear()
+    assert len(launches) == 2
