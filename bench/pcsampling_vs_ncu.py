@@ -200,7 +200,9 @@ def ours(kind: str, period: int):
     run = getattr(workloads, KERNELS[kind][0])()
     run()
     torch.cuda.synchronize()
-    with PCSampler(period=period) as s:
+    # keep_enabled=False: a context left enabled holds the GPU's sampling unit, and the ncu child
+    # then fails with "a driver resource was unavailable" (H200, 2026-11-22)
+    with PCSampler(period=period, keep_enabled=False) as s:
         for _ in range(3):
             run()
         torch.cuda.synchronize()
@@ -283,6 +285,8 @@ def main(argv=None) -> int:
         if ncu is None:
             row["ncu_error"] = "ncu not found (pass --ncu PATH)"
         else:
+            from profiler.pcsampling.sampler import release_contexts
+            release_contexts()  # ncu needs the sampling unit this process may hold
             res = run_ncu(ncu, kind, args.period, outdir)
             row["ncu_command"] = res.get("command")
             if "error" in res:

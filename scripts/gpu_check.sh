@@ -28,10 +28,11 @@ export KERNELC_CACHE_DIR=/tmp/kernelc-cache
   python3 -c "import llvmlite, torch, triton, numpy; print('llvmlite', llvmlite.__version__, 'torch', torch.__version__, 'triton', triton.__version__, 'numpy', numpy.__version__)"
 } 2>&1 | tee "$OUT/env.txt"
 for step in $what; do
+  [[ $step == tests:* ]] && step=${step//,/ }
   case $step in
     tests)
       timeout 500 python3 -m pytest -q -m gpu -p no:cacheprovider tests -rfE --durations=10 2>&1 | tee "$OUT/gpu_tests.log" | tail -60 ;;
-    tests:*)  # a subset: tests:tests/gpu/test_gpu_runtime.py
+    tests:*)  # a subset, comma-separated, one pytest process: tests:tests/gpu/test_gpu_runtime.py,tests/pcsampling
       timeout 420 python3 -m pytest -q -m gpu -p no:cacheprovider ${step#tests:} -rfE 2>&1 | tee -a "$OUT/gpu_tests.log" | tail -40 ;;
     bench)
       timeout 300 python3 bench/bench_kernels.py 2>&1 | tee "$OUT/bench_kernels.log" | tail -30 ;;

@@ -177,13 +177,9 @@ class CuptiBackend:
     def _start(self) -> None:
         c = self.cupti
         # A PC-sampling context left enabled by a closed sampler gave no samples any more once a
-        # timing session had run beside it (H200, 2026-11-22): give it back first.
-        pcs = sys.modules.get("profiler.pcsampling.sampler")
-        if pcs is not None:
-            try:
-                pcs.release_contexts()
-            except Exception:
-                pass
+        # timing session had started beside it (H200, 2026-11-22): release it now, enable it afresh
+        # once subscribed (see pcsampling.sampler.rearm_contexts).
+        rearm = self._release_pcsampling()
         # what this driver/CUPTI pair does not support (not an error: kept for `kprof -v`/debugging)
         self.skipped: List[str] = []
         # Keep every function handed to CUPTI referenced here, whatever cupti-python does with it.
@@ -217,6 +213,24 @@ class CuptiBackend:
         if self.light:
             context.timelines_on(self.clock)
         self.running = True
+        self._rearm_pcsampling(rearm)
+
+    @staticmethod
+    def _release_pcsampling() -> list:
+        pcs = sys.modules.get("profiler.pcsampling.sampler")
+        try:
+            return pcs.release_contexts() if pcs is not None else []
+        except Exception:
+            return []
+
+    @staticmethod
+    def _rearm_pcsampling(collectors=None) -> None:
+        pcs = sys.modules.get("profiler.pcsampling.sampler")
+        if pcs is not None and (collectors is None or collectors):
+            try:
+                pcs.rearm_contexts(collectors)
+            except Exception:
+                pass
 
     def _enable_api_records(self, on: int) -> bool:
         """API activity records for the launch ids only; False (and nothing left on) if CUPTI cannot."""
@@ -317,6 +331,7 @@ class CuptiBackend:
                 return
             self.running = False
             self._teardown()
+            self._rearm_pcsampling()  # contexts left enabled across the unsubscribe: enable afresh
             self.corr.clear()
             self.api.clear()
             self.pending.clear()

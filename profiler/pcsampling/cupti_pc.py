@@ -394,6 +394,7 @@ class Collector:
                  hardware_bytes: int = 128 << 20, capacity: int = 16384, configure_family: bool = True,
                  sink: Callable[[dict[str, np.ndarray], dict[int, str]], None] | None = None):
         self.cupti, self.ctx = cupti, int(ctx)
+        self.period_arg = period  # as given (rearm_contexts builds a twin from it)
         self.period = period_exponent(period)
         self.scratch_bytes, self.hardware_bytes = int(scratch_bytes), int(hardware_bytes)
         self.capacity = int(capacity)
@@ -478,6 +479,7 @@ class Collector:
         self.stats = CollectorStats()
         self.sink = sink
         want = (period_exponent(period), int(scratch_bytes), int(hardware_bytes))
+        self.period_arg = period
         if want != (self.period, self.scratch_bytes, self.hardware_bytes):
             self.period, self.scratch_bytes, self.hardware_bytes = want
             self._configure()

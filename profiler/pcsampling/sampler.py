@@ -58,8 +58,9 @@ MAX_DISASSEMBLE_BYTES = 64 << 20
 _resident: dict[int, Collector] = {}   # context -> collector left enabled (stopped) by a closed sampler
 
 
-def release_contexts() -> None:
-    """Disable PC sampling on every context a closed sampler left enabled."""
+def release_contexts() -> list[Collector]:
+    """Disable PC sampling on every context a closed sampler left enabled; returns those collectors
+    (for :func:`rearm_contexts`)."""
     with _lock:
         collectors = list(_resident.values())
         _resident.clear()
@@ -68,6 +69,33 @@ def release_contexts() -> None:
             c.disable()
         except Exception:
             pass
+    return collectors
+
+
+def rearm_contexts(collectors: list[Collector] | None = None) -> None:
+    """Enable PC sampling afresh (stopped) on the contexts of ``collectors`` (default: the resident
+    ones, which are released first).
+
+    The kprof timing backend calls this after it subscribes to CUPTI and after it unsubscribes: a
+    collector left enabled across either gave 0 samples afterwards, while a fresh enable works and
+    still knows the modules loaded while the old one was enabled (H200, 2026-11-22,
+    scripts/pcs_diag.py).  Keeping a context enabled is what lets later samplers see kernels loaded
+    in between (CUPTI learns a module's code only while sampling is enabled)."""
+    if collectors is None:
+        collectors = release_contexts()
+    for old in collectors:
+        with _lock:
+            if old.ctx in _resident or (_active is not None and _active.collector is not None
+                                        and _active.collector.ctx == old.ctx):
+                continue
+        fresh = Collector(old.cupti, old.ctx, period=old.period_arg, scratch_bytes=old.scratch_bytes,
+                          hardware_bytes=old.hardware_bytes, capacity=old.capacity)
+        try:
+            fresh.enable()
+        except Exception:
+            continue  # e.g. the context is gone: nothing to keep
+        with _lock:
+            _resident[fresh.ctx] = fresh
 
 
 atexit.register(release_contexts)

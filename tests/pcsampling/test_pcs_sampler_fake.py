@@ -225,3 +225,40 @@ def test_resident_context_that_fails_to_restart_is_released(capsys):
     second = sampler(FakeCupti())
     assert second.start() is False and second.error
     assert not fake.enabled and "kprof: pcsampling:" in capsys.readouterr().err
+
+
+def test_rearm_enables_the_resident_context_afresh_and_the_next_sampler_uses_it():
+    """The timing backend re-arms left-enabled contexts around its subscribe/unsubscribe: a
+    collector left enabled across either gave 0 samples on an H200; a fresh Enable works."""
+    from profiler.pcsampling.sampler import _resident, rearm_contexts
+    fake = FakeCupti()
+    first = sampler(fake, period=11)
+    assert first.start()
+    first.close()
+    old = first.collector
+    rearm_contexts()
+    assert fake.calls.count("cuptiPCSamplingDisable") == 1 and fake.calls.count("cuptiPCSamplingEnable") == 2
+    fresh = _resident[CTX]
+    assert fresh is not old and fresh.enabled and not fresh.running and fake.enabled
+    second = sampler(FakeCupti(), period=11)
+    assert second.start() and second.collector is fresh
+    fake.launch(kernel("c", 3, 2, wait=1))
+    second.close()
+    assert second.info()["pcs_read"] == 2
+    release_contexts()
+    assert not fake.enabled
+
+
+def test_rearm_skips_a_context_a_running_sampler_holds():
+    from profiler.pcsampling.sampler import _resident, rearm_contexts
+    fake = FakeCupti()
+    first = sampler(fake)
+    assert first.start()
+    first.close()
+    collectors = [first.collector]
+    second = sampler(FakeCupti())
+    assert second.start()        # adopts the resident collector
+    rearm_contexts(collectors)   # must not enable the context a second time under it
+    assert CTX not in _resident and fake.calls.count("cuptiPCSamplingEnable") == 1
+    second.close()
+    release_contexts()
