@@ -7,6 +7,7 @@ build the specialisation key, one dict lookup, in-place argument writes, one cty
 from __future__ import annotations
 
 import os
+import weakref
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -56,6 +57,10 @@ class Specializer:
             elif isinstance(part, str):
                 sig[name] = part
                 kinds.append(part)
+            elif part[0] == "tensordesc":
+                sig[name] = part[1]
+                kinds.append(("tensordesc", part[1]))
+                div.update(_descriptor_divisibility(name, part))
             elif part[0] == "*":
                 sig[name] = "*" + kl_dtype_of(part[1]).short
                 kinds.append("ptr")
@@ -70,6 +75,22 @@ class Specializer:
                     if part[2]:
                         div[name] = 16
         return sig, cx, div, tuple(eq1), kinds
+
+
+def _descriptor_divisibility(name, part) -> Dict[str, int]:
+    """Per machine field of a descriptor argument: 16 where the key part says aligned/divisible, and
+    an explicit 1 for an unaligned base (``kernelc.compile`` would otherwise assume 16)."""
+    from ..compiler.abi import descriptor_fields
+    from ..language.dtypes import parse_type
+    _, ty, base_ok, _, shapes_ok, strides_ok = part
+    out = {}
+    for f in descriptor_fields(parse_type(ty)):
+        ok = base_ok if f.role == "base" else (shapes_ok if f.role == "shape" else strides_ok)[max(f.dim, 0)]
+        if ok:
+            out[f.name(name)] = 16
+        elif f.role == "base":
+            out[f.name(name)] = 1
+    return out
 
 
 def _hashable(v) -> bool:
@@ -88,7 +109,7 @@ class KernelCache:
 
 
 class Loaded:
-    __slots__ = ("compiled", "function", "buffer", "kinds", "launch")
+    __slots__ = ("compiled", "function", "buffer", "kinds", "launch", "cmask", "device")
 
     def __init__(self, compiled, function, buffer, kinds):
         self.compiled = compiled
@@ -96,6 +117,8 @@ class Loaded:
         self.buffer = buffer
         self.kinds = kinds
         self.launch = None
+        self.cmask = None
+        self.device = 0
 
 
 def _current_stream(device: int) -> int:
@@ -103,11 +126,37 @@ def _current_stream(device: int) -> int:
     return torch._C._cuda_getCurrentRawStream(device)
 
 
+_with_state: "weakref.WeakSet" = weakref.WeakSet()   # every JIT function that has loaded kernels
+
+
 def get_state(fn):
     st = getattr(fn, "_cuda_state", None)
     if st is None:
         st = fn._cuda_state = {"spec": Specializer(fn), "cache": {}, "compiles": 0, "fast": None}
+        _with_state.add(fn)
     return st
+
+
+def reload_modules(device: Optional[int] = None) -> int:
+    """Load every loaded kernel's module again (from its cubin) and launch through the new one;
+    returns how many were reloaded.
+
+    For tools: CUPTI PC sampling knows the code of modules loaded while it is enabled (or before it
+    was first enabled in the process), so a sampler calls this right after enabling to see kernels
+    loaded in between.  The old modules stay loaded (a launch in flight may still use them)."""
+    from .driver import LoadedFunction
+    from .fastpath import make_launch
+    n = 0
+    for fn in list(_with_state):
+        for ent in list(get_state(fn)["cache"].values()):
+            if ent.cmask is None or (device is not None and ent.device != device):
+                continue
+            ck, old = ent.compiled, ent.function
+            ent.function = LoadedFunction(ck.asm["cubin"], ck.name, ck.dynamic_shared, old.threads // 32, ck.n_regs,
+                                          ent.device, total_shared=ck.shared)
+            ent.launch = make_launch(ent, fn, ent.cmask)
+            n += 1
+    return n
 
 
 def compile_for(fn, key, num_warps, num_stages, device: int = 0):
@@ -122,7 +171,12 @@ def compile_for(fn, key, num_warps, num_stages, device: int = 0):
     ck = cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target)
     lf = LoadedFunction(ck.asm["cubin"], ck.name, ck.dynamic_shared, num_warps, ck.n_regs, device,
                         total_shared=ck.shared)
-    return Loaded(ck, lf, ArgBuffer(tuple(kinds)), kinds)
+    buf_kinds = kinds
+    if any(isinstance(k, tuple) for k in kinds):
+        # tensor descriptors flatten: the compiled kernel's machine signature says into what
+        from ..compiler.abi import machine_kind, machine_params
+        buf_kinds = [machine_kind(str(t)) for _, t, _ in machine_params(ck.signature, ck.target.arch)]
+    return Loaded(ck, lf, ArgBuffer(tuple(buf_kinds)), kinds)
 
 
 def fast_launcher(fn):
@@ -153,6 +207,7 @@ def launch_cuda(fn, values: Dict[str, Any], grid, num_warps, num_stages, options
         ent = compile_for(fn, key[0], num_warps, num_stages, device)
         from .fastpath import make_launch
         ent.launch = make_launch(ent, fn, cmask)
+        ent.cmask, ent.device = cmask, device
         st["cache"][key] = ent
         st["compiles"] += 1
     if warmup:
@@ -197,6 +252,9 @@ def _describe(part) -> str:
         return f"constexpr={part[1]!r}"
     if isinstance(part, str):
         return part
+    if part[0] == "tensordesc":
+        return f"{part[1]}" + (" 16-byte aligned" if part[2] else " unaligned") + \
+            f", shape divisible by 16: {list(part[4])}, strides divisible by 16: {list(part[5])}"
     if part[0] == "*":
         return f"*{str(part[1]).replace('torch.', '')}" + (" 16-byte aligned" if part[2] else " unaligned") + \
             ("" if part[3] else " (host memory)")

@@ -40,7 +40,7 @@ from .sampler import PCSampler, _say, demangle
 __all__ = ["attach", "finish", "parse_mode", "sampler_of"]
 
 _INT_OPTIONS = ("period", "drain", "drain_every", "hw_mb", "scratch_mb", "capacity", "keep")
-KEEP_DEFAULT = True  # see sampler.rearm_contexts
+KEEP_DEFAULT = False  # see PCSampler's keep_enabled
 _samplers: dict[int, tuple[Any, PCSampler]] = {}
 
 

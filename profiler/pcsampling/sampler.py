@@ -101,6 +101,21 @@ def rearm_contexts(collectors: list[Collector] | None = None) -> None:
 atexit.register(release_contexts)
 
 
+def _reload_kernelc_modules(device: int | None) -> int:
+    """CUPTI learns a module's code only while PC sampling is enabled (or before it is first enabled
+    in the process): kernelc kernels loaded between two samplers came back as "non-user" samples
+    without PCs (H200, 2026-11-22).  Reloading kernelc's modules right after Enable avoids that."""
+    launcher = sys.modules.get("kernelc.runtime.launcher")
+    if launcher is None:
+        return 0
+    try:
+        import torch
+        dev = torch.cuda.current_device() if device is None else int(device)
+        return launcher.reload_modules(dev)
+    except Exception:
+        return 0
+
+
 def register_module_cubin(cubin: bytes) -> None:
     """Remember a loaded module's cubin (a session's CUPTI module-load callback calls this), so
     samples of non-kernelc kernels in it get opcodes, and lines where the cubin has line info."""
@@ -186,12 +201,16 @@ class PCSampler:
     ``hook_kernelc``: watch kernelc launches (to find each sampled kernel's code and drain).
     ``quiet``: do not print the one-line failure message (``error`` still says it).
     ``keep_enabled``: at :meth:`close`, leave PC sampling enabled (stopped) on the context so that
-    the next sampler still sees kernels whose modules load in between (see the module notes).
+    the next sampler in this process also sees torch/library kernels whose modules load in between.
+    Off by default: an enabled context holds the GPU's sampling unit, so PC sampling in any other
+    process (Nsight Compute, a child process's kprof) fails with "busy" until it is released
+    (:func:`release_contexts`, or at exit).  kernelc kernels are seen either way: a sampler that
+    enables a context reloads kernelc's loaded modules (``kernelc.runtime.launcher.reload_modules``).
     """
 
     def __init__(self, period: int | None = None, *, device: int | None = None, drain_every: int = 1,
                  scratch_mb: int = 64, hw_mb: int = 128, capacity: int = 16384, hook_kernelc: bool = True,
-                 quiet: bool = False, cupti: Any = None, context: int | None = None, keep_enabled: bool = True):
+                 quiet: bool = False, cupti: Any = None, context: int | None = None, keep_enabled: bool = False):
         self.period = period_exponent(period)
         self.device = device
         self.drain_every = max(0, int(drain_every))
@@ -217,6 +236,7 @@ class PCSampler:
         self._closed_info: dict[str, Any] | None = None  # info() as it was at close (the collector moves on)
         self._codes: dict[str, list[KernelCode]] = {}   # codes given with add_code (recorded data)
         self._drain_lock = threading.Lock()
+        self.reloaded = 0     # kernelc modules reloaded after Enable (see _reload_kernelc_modules)
 
     @classmethod
     def from_recorded(cls, recorded: Any, **kw: Any) -> "PCSampler":
@@ -301,6 +321,8 @@ class PCSampler:
                                        hardware_bytes=self.hw_bytes, capacity=self.capacity, sink=self._sink)
             self.collector.enable()
             self.table.stall_names = {i: n for i, n in self.collector.stall_table}
+            if self._cupti_arg is None:  # a real context (not a test double): make kernelc's code known
+                self.reloaded = _reload_kernelc_modules(self.device)
             self.collector.start()
         except Exception as e:
             if self.collector is not None and self.collector.enabled:
@@ -515,7 +537,7 @@ class PCSampler:
             out.update({"effective_period": c.effective_period, "stall_reasons": c.configured_reasons,
                         "cupti_total_samples": c.stats.total_samples, "dropped_samples": c.stats.dropped_samples,
                         "non_user_samples": c.stats.non_user_samples, "pcs_read": c.stats.pcs_read,
-                        "get_data_calls": c.stats.get_data_calls})
+                        "get_data_calls": c.stats.get_data_calls, "kernelc_modules_reloaded": self.reloaded})
             if c.stats.warnings:
                 out["warnings"] = list(c.stats.warnings)
         if self.error:

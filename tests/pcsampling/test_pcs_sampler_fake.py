@@ -32,9 +32,18 @@ def sampler(fake, **kw):
     return PCSampler(cupti=Cupti(fake), context=CTX, **kw)
 
 
+def test_closing_releases_the_context_by_default():
+    """An enabled context holds the GPU's sampling unit for every process: released at close."""
+    fake = FakeCupti()
+    s = sampler(fake)
+    assert s.start()
+    s.close()
+    assert "cuptiPCSamplingDisable" in fake.calls and not fake.enabled
+
+
 def test_lifecycle_and_read_after_stop(capsys):
     fake = FakeCupti()
-    s = sampler(fake, period=12, capacity=7)
+    s = sampler(fake, period=12, capacity=7, keep_enabled=True)
     assert s.start() and s.active and s.error is None
     # Configuration: the period, kernel-serialized mode, start/stop control, our buffer, the family.
     assert fake.attrs[1] == 12 and fake.attrs[5] == 2 and fake.attrs[6] == 1 and fake.attrs[8]
@@ -197,12 +206,12 @@ def test_next_sampler_reuses_the_enabled_context():
     """CUPTI only learns modules loaded while PC sampling is enabled: a closed sampler leaves it
     enabled, the next one starts on it (new period, fresh counts) without Enable."""
     fake = FakeCupti()
-    first = sampler(fake, period=10)
+    first = sampler(fake, period=10, keep_enabled=True)
     assert first.start()
     fake.launch(kernel("a", 1, 2, wait=1))
     first.close()
     enables = fake.calls.count("cuptiPCSamplingEnable")
-    second = sampler(FakeCupti(), period=14)
+    second = sampler(FakeCupti(), period=14, keep_enabled=True)
     assert second.start() and second.collector is first.collector
     assert fake.calls.count("cuptiPCSamplingEnable") == enables and fake.attrs[1] == 14
     fake.launch(kernel("b", 2, 3, wait=1))
@@ -218,7 +227,7 @@ def test_next_sampler_reuses_the_enabled_context():
 
 def test_resident_context_that_fails_to_restart_is_released(capsys):
     fake = FakeCupti()
-    first = sampler(fake)
+    first = sampler(fake, keep_enabled=True)
     assert first.start()
     first.close()
     fake.fail["cuptiPCSamplingStart"] = 7
@@ -232,7 +241,7 @@ def test_rearm_enables_the_resident_context_afresh_and_the_next_sampler_uses_it(
     collector left enabled across either gave 0 samples on an H200; a fresh Enable works."""
     from profiler.pcsampling.sampler import _resident, rearm_contexts
     fake = FakeCupti()
-    first = sampler(fake, period=11)
+    first = sampler(fake, period=11, keep_enabled=True)
     assert first.start()
     first.close()
     old = first.collector
@@ -252,7 +261,7 @@ def test_rearm_enables_the_resident_context_afresh_and_the_next_sampler_uses_it(
 def test_rearm_skips_a_context_a_running_sampler_holds():
     from profiler.pcsampling.sampler import _resident, rearm_contexts
     fake = FakeCupti()
-    first = sampler(fake)
+    first = sampler(fake, keep_enabled=True)
     assert first.start()
     first.close()
     collectors = [first.collector]

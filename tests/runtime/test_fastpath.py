@@ -78,3 +78,31 @@ def test_a_parameter_named_num_stages_is_also_the_option_and_keeps_the_fast_path
     finally:
         get_state(staged)["cache"].clear()
     assert len(launches) == 2
+
+
+def test_reload_modules_loads_each_kernel_again_and_rebinds_its_launch(monkeypatch):
+    from kernelc.runtime import driver, fastpath, launcher
+    loads = []
+
+    class FakeLoaded:
+        def __init__(self, cubin, name, shared, num_warps, n_regs, device=0, total_shared=None):
+            loads.append((cubin, name, num_warps, device))
+            self.threads = 32 * num_warps
+
+    monkeypatch.setattr(driver, "LoadedFunction", FakeLoaded)
+    monkeypatch.setattr(fastpath, "make_launch", lambda ent, fn, cmask: ("launch", ent.function, tuple(cmask)))
+    compiled = types.SimpleNamespace(asm={"cubin": b"CUBIN"}, name="staged", dynamic_shared=0, n_regs=32, shared=0)
+    ent = launcher.Loaded(compiled, types.SimpleNamespace(threads=256), None, ())
+    ent.cmask, ent.device = [False, False, True, True], 0
+    other = launcher.Loaded(compiled, types.SimpleNamespace(threads=128), None, ())
+    other.cmask, other.device = [False], 1
+    cache = get_state(staged)["cache"]
+    cache[("k", 8, 2, 0)] = ent
+    cache[("k", 4, 2, 1)] = other
+    try:
+        assert launcher.reload_modules(0) == 1      # only the device asked for
+    finally:
+        cache.clear()
+    assert loads == [(b"CUBIN", "staged", 8, 0)]
+    assert isinstance(ent.function, FakeLoaded) and ent.launch == ("launch", ent.function, (False, False, True, True))
+    assert not isinstance(other.function, FakeLoaded)
