@@ -1,6 +1,6 @@
 """Overhead of instruction sampling: kprof's pcsampling vs Proton's, on the same matmul + softmax loop.
 
-    python bench/bench_pcsampling.py [--iters 50] [--period 10] [--workloads kernelc,triton,torch]
+    python bench/bench_pcsampling.py [--iters 50] [--period 10] [--workloads kernelc,triton,torch] [--sweep-periods 12,14]
 
 One run, each variant in its own process (CUPTI state is per process, and only one PC-sampling
 client can own a context):
@@ -153,6 +153,8 @@ def main(argv=None) -> int:
     ap.add_argument("--period", type=int, default=10)
     ap.add_argument("--workloads", default="kernelc")
     ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--sweep-periods", default="",
+                    help="also run kprof_pcsampling at these periods, e.g. 12,14,16 (rows kprof_pcsampling@pN)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -162,8 +164,11 @@ def main(argv=None) -> int:
     rows = []
     for workload in args.workloads.split(","):
         base = None
-        for variant in args.variants.split(","):
-            res = run_child(variant, workload, args.iters, args.period)
+        runs = [(v, args.period) for v in args.variants.split(",")]
+        runs += [("kprof_pcsampling", int(p)) for p in args.sweep_periods.split(",") if p]
+        for variant, period in runs:
+            res = run_child(variant, workload, args.iters, period)
+            variant = variant if period == args.period else f"{variant}@p{period}"
             if variant == "baseline" and "loop_s" in res:
                 base = res["loop_s"]
             row = {"workload": workload, "variant": variant,
