@@ -8,6 +8,7 @@ client can own a context):
     baseline            the loop, no profiler
     kprof_timing        profiler.start()  (CUPTI kernel timing only)            reference
     kprof_pcsampling    profiler.start(mode="pcsampling:period=N")  session: timing + samples
+    kprof_pcsampling_continuous   the same with collection=continuous (samples per kernel function)
     kprof_sampler       PCSampler(period=N), drain after every launch
     kprof_sampler_d8    PCSampler(period=N, drain_every=8)
     proton_timing       proton.start(name)                                       reference
@@ -35,8 +36,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-VARIANTS = ("baseline", "kprof_timing", "kprof_pcsampling", "kprof_sampler", "kprof_sampler_d8", "proton_timing",
-            "proton_pcsampling")
+VARIANTS = ("baseline", "kprof_timing", "kprof_pcsampling", "kprof_pcsampling_continuous", "kprof_sampler",
+            "kprof_sampler_d8", "proton_timing", "proton_pcsampling")
 
 
 def make_loop(workload: str):
@@ -66,9 +67,11 @@ def child(variant: str, workload: str, iters: int, period: int) -> dict:
     out: dict = {"variant": variant, "workload": workload}
     tmp = tempfile.mkdtemp(prefix="pcs_bench_")
     stop = None
-    if variant in ("kprof_timing", "kprof_pcsampling"):
+    if variant in ("kprof_timing", "kprof_pcsampling", "kprof_pcsampling_continuous"):
         import profiler
-        mode = f"pcsampling:period={period}" if variant == "kprof_pcsampling" else None
+        mode = f"pcsampling:period={period}" if variant.startswith("kprof_pcsampling") else None
+        if variant.endswith("continuous"):
+            mode += ":collection=continuous"
         sid = profiler.start(os.path.join(tmp, "kprof"), mode=mode)
 
         def stop():

@@ -56,6 +56,10 @@ ATTR_OUTPUT_DATA_FORMAT = 7
 ATTR_SAMPLING_DATA_BUFFER = 8
 ATTR_WORKER_THREAD_PERIODIC_SLEEP_SPAN = 9
 MODE_CONTINUOUS, MODE_KERNEL_SERIALIZED = 1, 2
+# "serialized": CUPTI serializes kernels and tags samples with the launch's correlation id (exact per
+# launch, ~1.3 ms per launch on an H200); "continuous": kernels run concurrently, samples are per
+# kernel function (lower overhead).
+COLLECTIONS = {"serialized": MODE_KERNEL_SERIALIZED, "continuous": MODE_CONTINUOUS}
 
 CUPTI_SUCCESS = 0
 ERROR_NAMES = {
@@ -392,13 +396,17 @@ class Collector:
 
     def __init__(self, cupti: Cupti, ctx: int, *, period: int | None = None, scratch_bytes: int = 64 << 20,
                  hardware_bytes: int = 128 << 20, capacity: int = 16384, configure_family: bool = True,
-                 sink: Callable[[dict[str, np.ndarray], dict[int, str]], None] | None = None):
+                 sink: Callable[[dict[str, np.ndarray], dict[int, str]], None] | None = None,
+                 collection: str = "serialized"):
         self.cupti, self.ctx = cupti, int(ctx)
         self.period_arg = period  # as given (rearm_contexts builds a twin from it)
         self.period = period_exponent(period)
         self.scratch_bytes, self.hardware_bytes = int(scratch_bytes), int(hardware_bytes)
         self.capacity = int(capacity)
         self.configure_family = configure_family
+        if collection not in COLLECTIONS:
+            raise ValueError(f"collection must be one of {', '.join(COLLECTIONS)}, got {collection!r}")
+        self.collection = collection
         self.sink = sink
         self.stats = CollectorStats()
         self.names: dict[int, str] = {}
@@ -436,9 +444,10 @@ class Collector:
         self._keep.append(idx)
         subset = self.configure_family and self.counted and len(self.counted) < len(self.stall_table)
         tries = []
+        first = COLLECTIONS[self.collection]
         if subset:
-            tries.append((MODE_KERNEL_SERIALIZED, True))
-        tries += [(MODE_KERNEL_SERIALIZED, False), (MODE_CONTINUOUS, False)]
+            tries.append((first, True))
+        tries += [(first, False)] + ([(MODE_CONTINUOUS, False)] if first != MODE_CONTINUOUS else [])
         last: CuptiError | None = None
         for mode, with_subset in tries:
             # The attribute order of Proton's working configuration (stall reasons first when given).
@@ -464,7 +473,7 @@ class Collector:
             self.mode = mode
             self.configured_reasons = (f"{len(family)} of {len(self.stall_table)} (counted family)" if with_subset
                                        else f"all {len(self.stall_table)}")
-            if mode == MODE_CONTINUOUS:
+            if mode == MODE_CONTINUOUS and first != MODE_CONTINUOUS:
                 self.stats.warnings.append("CUPTI refused kernel-serialized collection: continuous mode, samples "
                                            "are per kernel function, not per launch")
             self._read_period()

@@ -3,7 +3,8 @@
 The session protocol (duck-typed; everything but ``mode`` is optional):
 
 ``session.mode``
-    the mode string, ``"pcsampling"`` or ``"pcsampling:period=N[:drain=K][:hw_mb=M][:scratch_mb=M]"``.
+    the mode string, ``"pcsampling"`` or
+    ``"pcsampling:period=N[:drain=K][:hw_mb=M][:scratch_mb=M][:collection=serialized|continuous][:keep=1]"``.
 ``session.mode_options`` (or ``session.options``)
     a dict of those options (parsed from ``mode`` with :func:`parse_mode` when absent).
 ``session.device``
@@ -93,7 +94,8 @@ def attach(session: Any) -> PCSampler:
                             capacity=int(opts.get("capacity", 16384)),
                             # ``keep``: leave the context enabled (stopped) at the end so later samplers
                             # still learn modules loaded after this session (see sampler.py)
-                            keep_enabled=bool(opts.get("keep", KEEP_DEFAULT)))
+                            keep_enabled=bool(opts.get("keep", KEEP_DEFAULT)),
+                            collection=str(opts.get("collection", "serialized")))
     except (TypeError, ValueError) as e:  # e.g. period=3: say so once, run without samples
         sampler = PCSampler(quiet=True, hook_kernelc=False)
         sampler.error = str(e)

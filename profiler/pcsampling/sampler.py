@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from .attribution import KernelAttribution, KernelCode, SampleTable, annotate, attribute
-from .cupti_pc import Collector, Cupti, CuptiError, MIN_CUPTI_VERSION, period_exponent
+from .cupti_pc import COLLECTIONS, Collector, Cupti, CuptiError, MIN_CUPTI_VERSION, period_exponent
 from .stall_reasons import FAMILY
 
 __all__ = ["PCSampler", "current_context", "demangle", "register_module_cubin", "explain", "release_contexts"]
@@ -88,7 +88,8 @@ def rearm_contexts(collectors: list[Collector] | None = None) -> None:
             if old.ctx in _resident or (_active is not None and _active.collector is not None
                                         and _active.collector.ctx == old.ctx):
                 continue
-        fresh = Collector(old.cupti, old.ctx, period=old.period_arg, scratch_bytes=old.scratch_bytes,
+        fresh = Collector(old.cupti, old.ctx, period=old.period_arg, collection=old.collection,
+                          scratch_bytes=old.scratch_bytes,
                           hardware_bytes=old.hardware_bytes, capacity=old.capacity)
         try:
             fresh.enable()
@@ -199,6 +200,9 @@ class PCSampler:
     ``drain_every``: drain CUPTI's buffers every N observed launches (0: only at stop).
     ``scratch_mb``/``hw_mb``: CUPTI's host scratch buffer and device hardware buffer.
     ``hook_kernelc``: watch kernelc launches (to find each sampled kernel's code and drain).
+    ``collection``: ``"serialized"`` (default: CUPTI runs kernels one at a time and tags every sample
+    with its launch) or ``"continuous"`` (kernels overlap as usual, samples per kernel function;
+    much lower overhead, see bench/results/pcsampling_overhead.json).
     ``quiet``: do not print the one-line failure message (``error`` still says it).
     ``keep_enabled``: at :meth:`close`, leave PC sampling enabled (stopped) on the context so that
     the next sampler in this process also sees torch/library kernels whose modules load in between.
@@ -210,8 +214,12 @@ class PCSampler:
 
     def __init__(self, period: int | None = None, *, device: int | None = None, drain_every: int = 1,
                  scratch_mb: int = 64, hw_mb: int = 128, capacity: int = 16384, hook_kernelc: bool = True,
-                 quiet: bool = False, cupti: Any = None, context: int | None = None, keep_enabled: bool = False):
+                 quiet: bool = False, cupti: Any = None, context: int | None = None, keep_enabled: bool = False,
+                 collection: str = "serialized"):
         self.period = period_exponent(period)
+        if collection not in COLLECTIONS:
+            raise ValueError(f"collection must be 'serialized' or 'continuous', got {collection!r}")
+        self.collection = collection
         self.device = device
         self.drain_every = max(0, int(drain_every))
         self.scratch_bytes = int(scratch_mb) << 20
@@ -272,6 +280,12 @@ class PCSampler:
             return self._fail(f"no CUDA context ({type(e).__name__}: {e})")
         with _lock:
             resident = _resident.pop(int(ctx), None)
+        if resident is not None and resident.enabled and resident.collection != self.collection:
+            try:
+                resident.disable()  # configured for the other collection mode: start afresh
+            except Exception:
+                pass
+            resident = None
         if resident is not None and resident.enabled:
             try:
                 self._cupti = resident.cupti
@@ -317,7 +331,8 @@ class PCSampler:
             if v < MIN_CUPTI_VERSION:
                 return self._fail(f"libcupti is too old (API version {v}; PC records with correlation ids need "
                                   "CUDA 12.4 or later)")
-            self.collector = Collector(self._cupti, ctx, period=self.period, scratch_bytes=self.scratch_bytes,
+            self.collector = Collector(self._cupti, ctx, period=self.period, collection=self.collection,
+                                       scratch_bytes=self.scratch_bytes,
                                        hardware_bytes=self.hw_bytes, capacity=self.capacity, sink=self._sink)
             self.collector.enable()
             self.table.stall_names = {i: n for i, n in self.collector.stall_table}

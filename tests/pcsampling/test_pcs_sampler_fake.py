@@ -271,3 +271,20 @@ def test_rearm_skips_a_context_a_running_sampler_holds():
     assert CTX not in _resident and fake.calls.count("cuptiPCSamplingEnable") == 1
     second.close()
     release_contexts()
+
+
+def test_continuous_collection_is_configured_when_asked():
+    fake = FakeCupti()
+    s = sampler(fake, collection="continuous")
+    assert s.start()
+    assert fake.attrs[5] == 1 and s.info()["collection"] == "continuous"
+    assert not any("refused" in w for w in s.info().get("warnings", []))
+    s.close()
+    with pytest.raises(ValueError, match="serialized"):
+        PCSampler(collection="sometimes")
+
+
+def test_session_mode_option_selects_the_collection():
+    from profiler.pcsampling.integration import parse_mode
+    assert parse_mode("pcsampling:period=12:collection=continuous") == (
+        "pcsampling", {"period": 12, "collection": "continuous"})
