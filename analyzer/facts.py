@@ -26,7 +26,8 @@ from .occupancy import Occupancy, occupancy
 #: SM counts assumed when the profile has no device_info (the usual datacenter part of each arch).
 DEFAULT_SMS = {80: 108, 86: 84, 89: 128, 90: 132, 100: 148, 120: 84}
 
-TENSOR_CORE_OPCODES = ("HMMA", "HGMMA", "IMMA", "IGMMA", "QGMMA", "DMMA", "BMMA", "UTCHMMA", "UTCQMMA", "UTCIMMA")
+TENSOR_CORE_OPCODES = ("HMMA", "HGMMA", "IMMA", "IGMMA", "QMMA", "QGMMA", "DMMA", "BMMA", "UTCHMMA", "UTCQMMA",
+                       "UTCIMMA")
 
 
 def base(path: Optional[str]) -> str:

@@ -1,6 +1,6 @@
 """Kernel speed, side by side on one GPU in one run: kernelc vs Triton (same kernel source) vs torch.
 
-    python bench/bench_kernels.py [names...]   # vector_add softmax layernorm matmul attention
+    python bench/bench_kernels.py [names...]   # vector_add softmax layernorm matmul matmul_tma matmul_fp8 attention
 """
 from __future__ import annotations
 
@@ -75,6 +75,66 @@ def matmul(rows):
         rows.append(r)
 
 
+def matmul_tma(rows):
+    """The tensor-descriptor matmul (examples/kernels/matmul_tma.py): on sm_90a TMA loads into an S-stage
+    ring read in place by wgmma, TMA store epilogue. Autotuned over 128x128x64 / 128x256x64 blocks, 4/8
+    warps, 3/4 stages; Triton runs the same source with its own host TensorDescriptor."""
+    from examples.kernels import matmul_tma as K
+    try:
+        T = triton_twin("matmul_tma")
+    except Exception:  # no Triton (or it rejects the kernel): kernelc and cuBLAS only
+        import traceback
+        traceback.print_exc()
+        T = None
+    for n, dt in ((4096, torch.float16), (8192, torch.float16), (4096, torch.bfloat16), (8192, torch.bfloat16)):
+        a = torch.randn(n, n, device="cuda", dtype=dt)
+        b = torch.randn(n, n, device="cuda", dtype=dt)
+        tf = lambda ms: 2 * n ** 3 / ms / 1e9  # noqa: E731
+        ours = bench(lambda: K.matmul_tma(a, b))
+        tri = bench(lambda: T.matmul_tma(a, b)) if T is not None else None
+        ref = bench(lambda: torch.matmul(a, b))
+        r = row(f"matmul_tma {str(dt).replace('torch.', '').replace('float16', 'fp16').replace('bfloat16', 'bf16')} "
+                f"{n}^3", tf, ours, tri, ref, "TFLOP/s", "cublas")
+        r["config"] = repr(K.matmul_tma_autotuned.best_config)
+        r["max_abs_err_vs_cublas"] = (K.matmul_tma(a, b).float() - torch.matmul(a, b).float()).abs().max().item()
+        rows.append(r)
+
+
+def matmul_fp8(rows):
+    """e4m3 x e4m3 -> fp32 accumulate, per-tensor scales in the epilogue, bf16 out: vs torch._scaled_mm.
+
+    B is column-major (``b_nk.t()``), the layout torch._scaled_mm takes. Our kernel and Triton's accumulate
+    fp8 products in the tensor cores' fp8 accumulator (Triton's default), which is cuBLAS's
+    ``use_fast_accum=True``: that is the reference column; cuBLAS without fast accumulation (torch's
+    default) is reported too.
+    """
+    from examples.kernels import matmul_fp8 as K
+    try:
+        T = triton_twin("matmul_fp8")
+    except Exception:  # no Triton, or it rejects the kernel: report kernelc and cuBLAS only
+        import traceback
+        traceback.print_exc()
+        T = None
+    for n in (4096, 8192):
+        a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()  # [K, N], column-major
+        sa = torch.tensor(0.75, device="cuda")
+        sb = torch.tensor(1.25, device="cuda")
+        out = torch.bfloat16
+        tf = lambda ms: 2 * n ** 3 / ms / 1e9  # noqa: E731
+        ours = bench(lambda: K.matmul_fp8(a, b, sa, sb, out))
+        tri = bench(lambda: T.matmul_fp8(a, b, sa, sb, out)) if T is not None else None
+        ref = bench(lambda: torch._scaled_mm(a, b, sa, sb, out_dtype=out, use_fast_accum=True))
+        slow = bench(lambda: torch._scaled_mm(a, b, sa, sb, out_dtype=out))
+        r = row(f"matmul fp8e4m3 {n}^3 (scaled, bf16 out)", tf, ours, tri, ref, "TFLOP/s", "cublas_fast_accum")
+        r["cublas"] = tf(slow)
+        r["config"] = repr(K.matmul_fp8_autotuned.best_config)
+        want = torch._scaled_mm(a, b, sa, sb, out_dtype=out, use_fast_accum=True).float()
+        got = K.matmul_fp8(a, b, sa, sb, out).float()
+        r["max_rel_err_vs_cublas"] = ((got - want).abs().max() / want.abs().max()).item()
+        rows.append(r)
+
+
 def attention(rows):
     from examples.kernels import attention as K
     T = triton_twin("attention")
@@ -91,7 +151,7 @@ def attention(rows):
 
 
 ALL = {"vector_add": vector_add, "softmax": softmax, "layernorm": layernorm, "matmul": matmul,
-       "attention": attention}
+       "matmul_tma": matmul_tma, "matmul_fp8": matmul_fp8, "attention": attention}
 
 if __name__ == "__main__":
     names = sys.argv[1:] or list(ALL)

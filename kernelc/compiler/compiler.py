@@ -20,7 +20,10 @@ from ..language.dtypes import parse_type, pointer_type
 from .frontend import generate_ir
 from .ir import print_function, verify
 from .passes.axis_info import analyze
+from .passes.fp8_dot import upcast_fp8_dots
 from .passes.layout_assign import assign_layouts
+from .passes.lower_descriptors import lower_descriptors
+from .abi import flat_divisibility
 from .passes.pipeline_loads import pipeline_loads
 from .passes.simplify import simplify
 from .artifact import COMPILER_VERSION, CompiledKernel, _LazyAsm  # noqa: F401
@@ -53,7 +56,7 @@ def to_tile_ir(kernel, signature, constexprs=None, divisibility=None, equal_to_1
     fn = _base_function(kernel)
     func, used = generate_ir(fn, signature, constexprs or {}, divisibility, tuple(equal_to_1))
     verify(func)
-    func = simplify(func)
+    func = simplify(lower_descriptors(func))
     verify(func)
     return func, used
 
@@ -63,9 +66,11 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
             equal_to_1: Tuple[str, ...] = (), name: Optional[str] = None) -> CompiledKernel:
     """Compile ``kernel`` for ``target`` ("sm_80", "sm_90a", ...; default: the current GPU or sm_90a).
 
-    ``signature`` gives each runtime argument's type ("*fp32", "i32", ...); ``constexprs`` the values of
-    constexpr arguments; ``divisibility`` the known alignment (bytes for pointers) of arguments, as the
-    runtime's 16-byte specialisation supplies.
+    ``signature`` gives each runtime argument's type ("*fp32", "i32", "tensordesc<fp16[64, 64]>", ...);
+    ``constexprs`` the values of constexpr arguments; ``divisibility`` the known alignment (bytes for
+    pointers) of arguments, as the runtime's 16-byte specialisation supplies; a tensor descriptor
+    argument ``d`` takes entries per machine field (``"d.base"``, ``"d.shape1"``, ``"d.stride0"``, see
+    ``kernelc/compiler/abi.py``) or one entry ``"d"`` for all of them.
     """
     from .backend import compile_llir, parse_target
     from .codegen import lower_to_llvm
@@ -79,16 +84,21 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     for pname, pty in signature.items():
         if str(pty).startswith("*"):
             divisibility.setdefault(pname, 16)
+    # tensor descriptor parameters: per field ("a_desc.stride0"), or one entry for all their fields
+    divisibility = flat_divisibility({k: parse_type(v) for k, v in signature.items()}, divisibility, base_default=16)
     timings: Dict[str, float] = {}
     t0 = time.perf_counter()
-    func, used = generate_ir(fn, signature, constexprs or {}, divisibility, tuple(equal_to_1), name)
+    func, used = generate_ir(fn, signature, constexprs or {}, divisibility, tuple(equal_to_1), name, arch=tgt.arch)
     verify(func)
+    func = lower_descriptors(func, tgt.arch)
     timings["frontend"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     tir_text_initial = print_function(func)
     func = simplify(func)
     verify(func)
     pipe_notes = []
+    # before the load prefetch: the casts it inserts decide which loads feed dots directly
+    func = upcast_fp8_dots(func, tgt.capability, pipe_notes)
     if pipeline_loads_enabled():
         func = simplify(pipeline_loads(func, num_warps, pipe_notes))
         verify(func)
@@ -110,7 +120,7 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     asm = _LazyAsm(art, tir=print_function(func), tir_initial=tir_text_initial, llir=llir, llir_opt=art.llir_opt,
                    ptx=art.ptx, cubin=art.cubin)
     ck = CompiledKernel(
-        name=func.name, signature={a.name: str(a.type) for a in func.arguments}, constexprs=dict(constexprs or {}),
+        name=func.name, signature=_kernel_signature(fn, signature), constexprs=dict(constexprs or {}),
         num_warps=num_warps, num_stages=num_stages, target=tgt, asm=asm, n_regs=art.n_regs, n_spills=art.n_spills,
         shared=smem_bytes + art.shared, dynamic_shared=smem_bytes, local_bytes=art.local_bytes, source_map=art.source_map,
         compile_log=list(plan.notes), timings=timings, arg_names=[a.name for a in func.arguments],
@@ -120,6 +130,12 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
         for cb in list(_listeners):
             cb(func.name, stage, secs)
     return ck
+
+
+def _kernel_signature(fn, signature) -> Dict[str, str]:
+    """``{parameter: type}`` in parameter order, as the user gives it (a tensor descriptor stays one
+    entry; ``arg_names``/``arg_types`` list the machine parameters, see ``kernelc/compiler/abi.py``)."""
+    return {p: str(parse_type(signature[p])) for p in fn.arg_names if p in signature}
 
 
 def pipeline_loads_enabled() -> bool:

@@ -256,6 +256,34 @@ tensor.__invert__ = _unary("invert")
 tensor.__abs__ = _unary("abs")
 
 
+class aggregate:
+    """A kernel value made of several runtime values (block pointers, tensor descriptors).
+
+    The compiler threads the runtime parts through loops and ``if``s one by one: ``_kc_parts``
+    lists them (tensors), ``_kc_rebuild`` makes a value of the same structure from new parts, and
+    ``_kc_structure`` is a hashable key of everything compile-time (values merge only when equal).
+    Parts that stay the same object through a loop body are not carried at all, so compile-time
+    facts about them (constants, divisibility) survive the loop.
+
+    Example (the frontend's view of ``p = kl.advance(p, (0, 64))`` in a loop): only the parts of
+    ``p`` that the body replaced -- its offsets -- become loop-carried values.
+    """
+
+    # False: the parts must not change in a loop or differ between the branches of an ``if``
+    # (compiled code must see where the value was made; tensor descriptors).
+    _kc_carriable = True
+    _kc_what = "value"
+
+    def _kc_parts(self) -> list:
+        raise NotImplementedError
+
+    def _kc_rebuild(self, parts) -> "aggregate":
+        raise NotImplementedError
+
+    def _kc_structure(self):
+        raise NotImplementedError
+
+
 def _member(fn, name=None):
     """Expose a language function as a tensor method (``x.sum(0)``, ``x.reshape(...)``)."""
     setattr(tensor, name or fn.__name__, lambda self, *a, **k: fn(self, *a, **k))

@@ -7,6 +7,7 @@ cache-key parts.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 from typing import Tuple
 
@@ -45,6 +46,36 @@ _TABLE = {
     "bf16": _Info(Kind.FLOAT, 16, "bfloat16", 7, 8),
     "fp32": _Info(Kind.FLOAT, 32, "float32", 23, 8),
     "fp64": _Info(Kind.FLOAT, 64, "float64", 52, 11),
+}
+
+
+
+@dataclass(frozen=True)
+class FP8Format:
+    """Encoding facts of an 8-bit float, shared by the interpreter, the code generator and tests.
+
+    ``overflow_at``: the smallest magnitude that no longer rounds to a finite value (the value the
+    NaN/Inf encoding would have); ``overflow`` says what a finite overflow and an infinity become:
+    ``"saturate"`` (largest finite, as torch >= 2.12 and PTX ``cvt.rn.satfinite`` do for e4m3fn, which
+    has no infinity) or ``"inf"`` (e5m2 keeps its infinities, as torch does). NaN becomes ``nan | sign``.
+    """
+    exponent: int
+    mantissa: int
+    bias: int
+    max_finite: float
+    overflow_at: float
+    overflow: str  # "saturate" | "inf"
+    max_code: int  # largest finite magnitude's bits
+    inf_code: int  # -1: no infinity
+    nan_code: int  # the NaN every conversion produces (sign added)
+
+
+# fp8 formats: e4m3fn (OCP "fn": finite + NaN, no Inf) and e5m2 (IEEE-like, with Inf).
+FP8_FORMATS = {
+    "fp8e4nv": FP8Format(exponent=4, mantissa=3, bias=7, max_finite=448.0, overflow_at=480.0,
+                         overflow="saturate", max_code=0x7E, inf_code=-1, nan_code=0x7F),
+    "fp8e5": FP8Format(exponent=5, mantissa=2, bias=15, max_finite=57344.0, overflow_at=65536.0,
+                       overflow="inf", max_code=0x7B, inf_code=0x7C, nan_code=0x7F),
 }
 
 # Aliases accepted in signatures ("*fp32", "i32", "u8", "bf16", ...).
@@ -295,11 +326,71 @@ def with_scalar(ty: base_type, scalar: base_type) -> base_type:
     return block_type(scalar, ty.shape) if isinstance(ty, block_type) else scalar
 
 
+PADDING_OPTIONS = ("zero", "nan")
+
+
+@dataclass(frozen=True)
+class tensor_descriptor_type(base_type):
+    """The type of a tensor descriptor: tiles of ``block_type`` read and written at runtime offsets.
+
+    Spelled ``tensordesc<fp16[64, 64]>`` in signatures (Triton's spelling); a trailing
+    ``, padding=nan`` makes out-of-bounds elements read as NaN instead of zero.
+    """
+
+    block_type: block_type
+    padding: str = "zero"
+
+    @property
+    def element_ty(self) -> dtype:
+        return self.block_type.element_ty
+
+    @property
+    def block_shape(self) -> Tuple[int, ...]:
+        return self.block_type.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.block_type.shape)
+
+    def is_floating(self) -> bool:
+        return False
+
+    def is_int(self) -> bool:
+        return False
+
+    @property
+    def short(self) -> str:
+        pad = "" if self.padding == "zero" else f", padding={self.padding}"
+        return f"tensordesc<{self.element_ty.short}{list(self.block_shape)}{pad}>"
+
+    def __repr__(self) -> str:
+        return self.short
+
+    __str__ = __repr__
+
+
+_TENSORDESC = re.compile(r"tensordesc<\s*(\w+)\s*\[([\d,\s]*)\]\s*(?:,\s*(?:padding\s*=\s*)?(\w+)\s*)?>$")
+
+
+def _parse_tensordesc(spec: str) -> tensor_descriptor_type:
+    m = _TENSORDESC.match(spec)
+    if m is None:
+        raise ValueError(f"cannot parse the type {spec!r}; expected e.g. 'tensordesc<fp16[64, 64]>'")
+    shape = tuple(int(x) for x in m.group(2).replace(" ", "").split(",") if x)
+    padding = m.group(3) or "zero"
+    if padding not in PADDING_OPTIONS:
+        raise ValueError(f"tensor descriptor padding must be one of {list(PADDING_OPTIONS)}, got {padding!r}")
+    return tensor_descriptor_type(block_type(dtype(m.group(1)), shape), padding)
+
+
 def parse_type(spec) -> base_type:
-    """``"*fp32"`` -> pointer_type(fp32); ``"i32"`` -> int32; dtype/pointer objects pass through."""
+    """``"*fp32"`` -> pointer_type(fp32); ``"i32"`` -> int32; ``"tensordesc<fp16[64, 64]>"`` ->
+    tensor_descriptor_type; dtype/pointer objects pass through."""
     if isinstance(spec, base_type):
         return spec
     spec = str(spec).strip()
+    if spec.startswith("tensordesc<"):
+        return _parse_tensordesc(spec)
     if spec.startswith("*k"):  # Triton's "*k" (const pointer) spelling
         return pointer_type(parse_type(spec[2:]), const=True)
     if spec.startswith("*"):

@@ -299,10 +299,11 @@ def computation_type(a: dtype, a_lit: bool, b: dtype, b_lit: bool, div_or_mod: b
         if div_or_mod:
             return T.float32
         return T.bfloat16 if (a.is_bf16() and b.is_bf16()) else T.float32
-    if a.is_fp8() or b.is_fp8():
-        if a.is_fp8() and b.is_fp8():
-            return a if a == b else T.float16
-        return T.float16
+    if a.is_fp8() and b.is_fp8():
+        return a if a == b else T.float16
+    if a.is_fp8() or b.is_fp8():  # Triton: "unexpected type" (fp8 never promotes with integers)
+        raise TypeError(f"cannot combine {a} and {b}: fp8 tiles only combine with floats, fp8 tiles and "
+                        f"Python numbers; convert first, e.g. x.to(kl.float16)")
     if div_or_mod and a.int_signedness != b.int_signedness:
         raise TypeError(f"cannot use /, // or % with {a} and {b} because they have different signedness; "
                         f"cast them to the same signedness")
@@ -643,6 +644,9 @@ def cast(x, dst, fp_downcast_rounding=None) -> tensor:
             raise ValueError(f"fp_downcast_rounding must be 'rtne' or 'rtz', got {fp_downcast_rounding!r}")
         if not (src.is_floating() and dst.is_floating() and dst.primitive_bitwidth < src.primitive_bitwidth):
             raise ValueError("fp_downcast_rounding applies only to floating-point downcasts")
+        if dst.is_fp8() and fp_downcast_rounding != "rtne":
+            raise ValueError("conversions to fp8 round to nearest even only (the GPU's fp8 cvt has no "
+                             "round-toward-zero form); leave fp_downcast_rounding unset")
     if dst.is_ptr() and not (src.is_ptr() or (src.is_int() and src.int_bitwidth == 64)):
         raise TypeError(f"cannot cast {src} to the pointer type {dst}; only int64 and pointers can")
     if src.is_ptr() and not (dst.is_ptr() or dst in (T.int64, T.uint64, T.int1)):
@@ -922,8 +926,13 @@ def dot(a, b, acc=None, input_precision=None, allow_tf32=None, max_num_imprecise
             raise ValueError(f"dot() accumulator has shape {acc.shape}, expected {shape}")
         ret = acc.dtype
     ty = block_type(ret, shape)
-    return _make("dot", [a, b, acc], ty, input_precision=input_precision,
-                 max_num_imprecise_acc=_unwrap(max_num_imprecise_acc) or 0)
+    extra = {}
+    mnia = _unwrap(max_num_imprecise_acc)
+    if mnia is not None:  # unset: the tensor cores' own fp8 accumulation (Triton's default on Hopper)
+        if at.is_fp8() and mnia > a.shape[-1]:
+            raise ValueError(f"max_num_imprecise_acc ({mnia}) must be <= K ({a.shape[-1]})")
+        extra["max_num_imprecise_acc"] = int(mnia)
+    return _make("dot", [a, b, acc], ty, input_precision=input_precision, **extra)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import builtins
 import enum
 
 from . import dtypes as T
-from . import semantic
+from . import blocks, semantic
 from .core import _member, _unwrap, _unwrap_shape, device_function, tensor
 
 
@@ -133,18 +133,61 @@ def cat(input, other, can_reorder=False):
 
 def load(pointer, mask=None, other=None, boundary_check=(), padding_option="", cache_modifier="",
          eviction_policy="", volatile=False):
-    """Load a tile from ``pointer`` (a tile of pointers); masked-off lanes take ``other`` (or 0)."""
+    """Load a tile from ``pointer`` (a tile of pointers); masked-off lanes take ``other`` (or 0).
+
+    ``pointer`` may also be a block pointer (``make_block_ptr``): then ``boundary_check`` lists the
+    dims whose out-of-bounds elements read as ``padding_option`` ("zero" or "nan") instead of
+    ``mask``/``other``.
+    """
+    if isinstance(_unwrap(pointer), blocks.block_pointer):
+        return blocks.load_block(_unwrap(pointer), mask, other, boundary_check, padding_option, cache_modifier,
+                                 eviction_policy, volatile)
     if _unwrap(boundary_check) or _unwrap(padding_option):
-        raise NotImplementedError("boundary_check/padding_option apply to block pointers, which kernelc "
-                                  "does not support yet; use mask= and other=")
+        raise ValueError("boundary_check and padding_option apply to block pointers (kl.make_block_ptr); "
+                         "with a tile of pointers use mask= and other=")
     return semantic.load(pointer, mask, other, cache_modifier, eviction_policy, volatile)
 
 
 def store(pointer, value, mask=None, boundary_check=(), cache_modifier="", eviction_policy=""):
-    """Store ``value`` at ``pointer`` where ``mask`` is true."""
+    """Store ``value`` at ``pointer`` where ``mask`` is true (or, for a block pointer, inside the
+    tensor along the ``boundary_check`` dims)."""
+    if isinstance(_unwrap(pointer), blocks.block_pointer):
+        return blocks.store_block(_unwrap(pointer), value, mask, boundary_check, cache_modifier, eviction_policy)
     if _unwrap(boundary_check):
-        raise NotImplementedError("boundary_check applies to block pointers, which kernelc does not support yet")
+        raise ValueError("boundary_check applies to block pointers (kl.make_block_ptr); with a tile of "
+                         "pointers use mask=")
     return semantic.store(pointer, value, mask, cache_modifier, eviction_policy)
+
+
+def make_block_ptr(base, shape, strides, offsets, block_shape, order):
+    """A pointer to the ``block_shape`` tile at ``offsets`` of an n-D tensor (Triton's ``tl.make_block_ptr``).
+
+    Example::
+
+        a_bp = kl.make_block_ptr(a_ptr, shape=(M, K), strides=(stride_am, stride_ak),
+                                 offsets=(pid_m * BLOCK_M, 0), block_shape=(BLOCK_M, BLOCK_K), order=(1, 0))
+        a = kl.load(a_bp, boundary_check=(0, 1))      # out-of-bounds elements read as 0
+        a_bp = kl.advance(a_bp, (0, BLOCK_K))
+    """
+    return blocks.make_block_ptr(base, shape, strides, offsets, block_shape, order)
+
+
+def advance(base, offsets):
+    """The block pointer ``base`` moved by ``offsets`` elements, one per dimension (Triton's ``tl.advance``)."""
+    return blocks.advance(base, offsets)
+
+
+def make_tensor_descriptor(base, shape, strides, block_shape, padding_option="zero"):
+    """A tensor descriptor made in the kernel (Triton's ``tl.make_tensor_descriptor``); the last
+    stride must be 1.
+
+    Example::
+
+        desc = kl.make_tensor_descriptor(x_ptr, shape=[M, N], strides=[N, 1], block_shape=[64, 64])
+        tile = desc.load([pid_m * 64, pid_n * 64])          # out-of-bounds elements read as 0
+        desc.store([pid_m * 64, pid_n * 64], tile * 2)      # out-of-bounds elements are not written
+    """
+    return blocks.make_tensor_descriptor(base, shape, strides, block_shape, padding_option)
 
 
 def atomic_add(pointer, val, mask=None, sem=None, scope=None):

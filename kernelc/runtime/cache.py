@@ -75,7 +75,8 @@ def cache_key(fn, sig, cx, div, eq1, num_warps, num_stages, target) -> str:
         "fp": dependency_fingerprint(fn), "name": fn.__name__, "sig": sig,
         "cx": {k: repr(v) for k, v in cx.items()}, "div": div, "eq1": list(eq1), "warps": num_warps,
         "stages": num_stages, "target": str(target), "ptx": getattr(target, "ptx_version", None),
-        "env": {k: os.environ[k] for k in ("KERNELC_WGMMA_ASYNC", "KERNELC_PIPELINE_LOADS") if k in os.environ},
+        "env": {k: os.environ[k] for k in ("KERNELC_WGMMA_ASYNC", "KERNELC_PIPELINE_LOADS", "KERNELC_TMA")
+                if k in os.environ},
         "compiler": COMPILER_VERSION, "format": FORMAT_VERSION,
     }, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:40]

@@ -3,13 +3,16 @@ and per compiled specialisation (argument packing + cuLaunchKernel), so a cached
 key tuple, one dict lookup, a few ctypes field writes and one foreign call.
 
 Anything unusual (no compiled entry yet, hooks registered, extra keyword options, the interpreter)
-falls back to the general path in ``JITFunction.run``.
+falls back to the general path in ``JITFunction.run``. ``TensorDescriptor`` arguments take the fast
+path too: the binder passes the descriptor object through and the generated ``launch`` of the
+compiled specialisation writes its flattened fields (``kernelc/compiler/abi.py``).
 """
 from __future__ import annotations
 
 import inspect
 from typing import Any, Dict, List
 
+from ..tools.tensor_descriptor import TensorDescriptor
 from . import hooks
 
 
@@ -31,7 +34,20 @@ def spec_part(v, specialize: bool = True):
         return (t, v == 1, v & 15 == 0)
     if isinstance(v, float):
         return "fp32"
-    raise TypeError(f"unsupported argument type {type(v).__name__}; pass a torch tensor, int, float or bool")
+    if isinstance(v, TensorDescriptor):
+        return descriptor_part(v, specialize)
+    raise TypeError(f"unsupported argument type {type(v).__name__}; pass a torch tensor, int, float, bool "
+                    f"or kernelc.TensorDescriptor")
+
+
+def descriptor_part(d, specialize: bool = True) -> tuple:
+    """The specialisation of a TensorDescriptor argument: its type (dtype, block shape, padding) and,
+    as for pointers and ints, 16-byte alignment of the base and divisibility by 16 of each shape and
+    stride but the last (``kernelc/compiler/abi.py`` names the fields)."""
+    base = d.base
+    return ("tensordesc", str(d.kl_type), specialize and base.data_ptr() & 15 == 0,
+            bool(getattr(base, "is_cuda", False)),
+            tuple(specialize and s & 15 == 0 for s in d.shape), tuple(specialize and s & 15 == 0 for s in d.strides[:-1]))
 
 
 def make_binder(fn) -> Any:
@@ -162,6 +178,13 @@ def make_launch(ent, fn, cmask: List[bool]):
     n = sum(1 for c in cmask if not c)
     args = [f"v{i}" for i in range(n)]
     lines = [f"    s.a{i} = v{i}" for i in range(n)]
+    if any(isinstance(k, tuple) for k in ent.kinds):
+        # tensor descriptors: one struct field per machine parameter of the compiled kernel
+        from ..compiler.abi import machine_params, pack_expressions
+        runtime_names = [name for name, c in zip(fn.arg_names, cmask) if not c]
+        machine = [m for m, _, _ in machine_params(ent.compiled.signature, ent.compiled.target.arch)]
+        exprs = pack_expressions(runtime_names, machine)
+        lines = [f"    s.a{j} = {x}" for j, x in enumerate(exprs)]
     # cuda-python's cuLaunchKernel with a prebuilt parameter array measured faster than a ctypes call
     # into libcuda (10.3 vs 12.4 us per launch on an H200, 2026-11-22); KERNELC_LAUNCH_IMPL=ctypes keeps the other.
     impl = os.environ.get("KERNELC_LAUNCH_IMPL", "cuda-python")
@@ -184,5 +207,7 @@ def launch(g0, g1, g2, stream{''.join(', ' + a for a in args)}):
     ns = {"s": ent.buffer.struct, "handle": f.handle, "func": f.function, "threads": f.threads, "shared": f.shared,
           "ptrs": ent.buffer.ptrs_addr, "_fail": fail, "_streams": _STREAMS, "_stream_obj": _stream_obj,
           "_cu": _drv().cuLaunchKernel if impl == "cuda-python" else _libcuda()}
+    from .tensor_map import descriptor_tensor_map
+    ns["_kc_tensor_map"] = descriptor_tensor_map  # d.tensormap fields (abi.py): the cached encoded CUtensorMap
     exec(compile(src, f"<kernelc launch {fn.__name__}>", "exec"), ns)
     return ns["launch"]

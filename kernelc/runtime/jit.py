@@ -157,9 +157,9 @@ class JITFunction(DeviceFunction, KernelInterface):
         if not cuda_available():
             _warn_once("no-gpu", "kernelc: no CUDA GPU found; running kernels in the CPU interpreter")
             return True
-        # CPU-resident tensors cannot be read by a GPU kernel.
+        # CPU-resident tensors (also as TensorDescriptor bases) cannot be read by a GPU kernel.
         if any(getattr(getattr(v, "device", None), "type", "cuda") == "cpu" for v in values.values()
-               if hasattr(v, "data_ptr")):
+               if hasattr(v, "data_ptr") or hasattr(v, "block_shape")):
             _warn_once("cpu-tensors", "kernelc: arguments live on the CPU; running in the interpreter")
             return True
         return False

@@ -168,6 +168,9 @@ def compile_for(fn, key, num_warps, num_stages, device: int = 0):
     props = device_properties(device)
     from ..compiler.backend import target_for_device
     target = target_for_device(props["major"], props["minor"])
+    # kernelc.compile assumes 16-byte alignment for a pointer it is told nothing about: say 1 for the
+    # pointers the key found unaligned (x[1:] would otherwise get 128-bit accesses and fault)
+    div = dict(div, **{n: 1 for n, t in sig.items() if t.startswith("*") and n not in div})
     ck = cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target)
     lf = LoadedFunction(ck.asm["cubin"], ck.name, ck.dynamic_shared, num_warps, ck.n_regs, device,
                         total_shared=ck.shared)

@@ -70,7 +70,12 @@ def select_config(tuner, configs, args, kwargs, grid):
     # compile every candidate first, in parallel
     def warm(c):
         try:
-            fn.warmup(*args, grid=grid, **dict(kwargs, **c.all_kwargs()))
+            a, kw = args, kwargs
+            if c.pre_hook is not None:
+                # a pre-hook may change what the kernel is compiled for (Triton's tutorials set tensor
+                # descriptors' block shapes there): run it on copies of such arguments, per thread
+                a, kw = _hook_copies(tuner.arg_names, args, kwargs, c)
+            fn.warmup(*a, grid=grid, **dict(kw, **c.all_kwargs()))
             return None
         except Exception as e:  # a config that cannot compile (e.g. out of shared memory) is skipped
             return e
@@ -121,3 +126,19 @@ def select_config(tuner, configs, args, kwargs, grid):
     except OSError:
         pass
     return best
+
+
+def _hook_copies(arg_names, args, kwargs, config):
+    """``args``/``kwargs`` with shallow copies of the non-tensor objects (tensor descriptors) after
+    ``config.pre_hook`` ran on them, leaving the caller's objects as they were."""
+    import copy
+    named = dict(zip(arg_names, args))
+    named.update(kwargs)
+    copies = {}
+    for k, v in named.items():
+        if hasattr(v, "block_shape") and not hasattr(v, "data_ptr"):
+            v = copy.copy(v)
+            v.block_shape = list(v.block_shape)  # the copy owns its block shape
+        copies[k] = v
+    config.pre_hook(dict(copies, **config.all_kwargs()))
+    return [copies[n] for n in arg_names[:len(args)]], {k: copies[k] for k in kwargs}

@@ -93,6 +93,8 @@ def lower_for(lw: Lowering, op):
         _conservative_pending(lw)
     extra_next = pipe.iteration_start(iv, extra_phis) if pipe is not None else []
     lw.lower_block(body)  # ends with scf.yield: values collected below
+    if pipe is not None:
+        pipe.iteration_end()
     yld = body.ops[-1]
     yflat = [lw.flat(v, L)[1] for v, L in zip(yld.operands, layouts)] + [extra_next]
     nxt = e.val(f"add {iv_ty} {iv}, {step}")
@@ -106,7 +108,7 @@ def lower_for(lw: Lowering, op):
         e.body[line_idx] = e.body[line_idx].replace(f"__Y{i}__", flat_y[i - 1]).replace("__LATCH__", latch)
     e.start_block(exitl)
     if pipe is not None:
-        pipe.finish()
+        carried_phis = pipe.finish(carried_phis)
     lw.smem.pending = pending_before + ([(0, 1 << 30, True)] if _smem_in(body.ops) else [])
     for r, L, names in zip(op.results, layouts, carried_phis):
         lw.set_result(r, names if lw.is_tile(r) else names[0], L)

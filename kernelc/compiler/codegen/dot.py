@@ -15,12 +15,16 @@ from .emitter import llty
 from ..layouts import Layout
 from .lowering import Lowering, Tile, rule
 
-# element type -> (mma k, PTX type of A/B, A regs, B regs)
+# element type -> (mma k, PTX type of A/B, A regs, B regs). The 8-bit types share m16n8k32 and its
+# fragment layout (K-major in shared memory: ldmatrix cannot transpose bytes); fp8 needs sm_89, and
+# A and B may be different fp8 types (passes/fp8_dot.py upcasts fp8 to fp16 on older targets).
 MMA_SHAPES = {
     "fp16": (16, "f16", 4, 2),
     "bf16": (16, "bf16", 4, 2),
     "fp32": (8, "tf32", 4, 2),
     "int8": (32, "s8", 4, 2),
+    "fp8e4nv": (32, "e4m3", 4, 2),
+    "fp8e5": (32, "e5m2", 4, 2),
 }
 
 
@@ -178,6 +182,7 @@ def mma_dot(lw: Lowering, op, L: Layout):
     a_v, b_v, c_v = op.operands
     elt = scalar_of(a_v.type)
     kind = elt.name
+    b_kind = scalar_of(b_v.type).name  # differs from kind only for e4m3 x e5m2
     K = shape_of(a_v.type)[1]
     M, N = shape_of(c_v.type)
     eb = elt.itemsize
@@ -216,17 +221,19 @@ def mma_dot(lw: Lowering, op, L: Layout):
     if use_wgmma:
         from .wgmma import run_wgmma
         run_wgmma(lw, kind, A, a_trans, B, b_trans, acc, L, M, N, K, a_regs=a_regs,
-                  in_flight=1 if id(op) in lw.async_dots else 0)
+                  in_flight=1 if id(op) in lw.async_dots else 0, b_kind=b_kind,
+                  promote_every=op.attrs.get("max_num_imprecise_acc"))
     else:
-        run_mma(lw, kind, A, B, a_trans, b_trans, acc, L, M, N, K, a_regs=a_regs)
+        run_mma(lw, kind, A, B, a_trans, b_trans, acc, L, M, N, K, a_regs=a_regs, b_kind=b_kind)
     lw.tiles[op.results[0].id] = Tile(L, acc)
 
 
 def run_mma(lw: Lowering, kind: str, A: Optional[SmemOperand], B: SmemOperand, a_trans: bool, b_trans: bool,
-            acc: List[str], L: Layout, M: int, N: int, K: int, a_regs=None):
+            acc: List[str], L: Layout, M: int, N: int, K: int, a_regs=None, b_kind: Optional[str] = None):
     """Issue ldmatrix + mma.sync for every k-step and every (m, n) repetition of this warp."""
     e = lw.e
     kstep, ptx_ab, _, _ = MMA_SHAPES[kind]
+    ptx_b = MMA_SHAPES[b_kind or kind][1]
     wm, wn = L.mma_meta[0]
     reps_m = max(1, M // (16 * wm))
     reps_n = max(1, N // (8 * wn))
@@ -288,16 +295,16 @@ def run_mma(lw: Lowering, kind: str, A: Optional[SmemOperand], B: SmemOperand, a
                 base_r = (j << 2) | (i << (2 + nbits_n))
                 idx = [base_r, base_r + 1, base_r + 2, base_r + 3]
                 c = [acc[x] for x in idx]
-                d = _mma(lw, kind, ptx_ab, cty, acc_ty, afr[i], bfr[j], c)
+                d = _mma(lw, kind, ptx_ab, cty, acc_ty, afr[i], bfr[j], c, ptx_b)
                 for x, v in zip(idx, d):
                     acc[x] = v
 
 
-def _mma(lw, kind, ptx_ab, cty, acc_ty, a, b, c):
+def _mma(lw, kind, ptx_ab, cty, acc_ty, a, b, c, ptx_b=None):
     e = lw.e
     k = MMA_SHAPES[kind][0]
     cons = "f" if acc_ty == "float" else "r"
-    code = (f"mma.sync.aligned.m16n8k{k}.row.col.{cty}.{ptx_ab}.{ptx_ab}.{cty} "
+    code = (f"mma.sync.aligned.m16n8k{k}.row.col.{cty}.{ptx_ab}.{ptx_b or ptx_ab}.{cty} "
             "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};")
     ret = "{ " + ", ".join([acc_ty] * 4) + " }"
     args = [("i32", x) for x in a] + [("i32", x) for x in b] + [(acc_ty, x) for x in c]
@@ -383,6 +390,7 @@ def lower_dot(lw: Lowering, op):
         "b_shape": list(shape_of(b.type)), "a_dtype": str(scalar_of(a.type)), "b_dtype": str(scalar_of(b.type)),
         "acc_dtype": str(scalar_of(op.results[0].type)), "input_precision": op.attrs.get("input_precision"),
         "fma_reason": lw.plan.dot_fma.get(id(op)), "warps": list(L.mma_meta[0]) if L.mma_meta else None,
+        "fp8_upcast": op.attrs.get("fp8_upcast"),  # fp8 operands converted to fp16 first (and why)
     })
     if fma:
         fma_dot(lw, op, L)

@@ -205,9 +205,34 @@ RULES: Dict[str, Callable] = {
 CMP_RULES = {"cmpi": _cmp("icmp"), "cmpf": _cmp("fcmp")}
 
 
-# -- casts -------------------------------------------------------------------------------------
+# fp8 has no arithmetic instructions: compute in fp32 and round once to fp8, as the interpreter does
+# (exact for + - * because fp32 holds the exact result of two fp8 operands). Triton lets these
+# typecheck and then fails in LLVM; kernelc gives them this meaning instead.
+def _fp8_via_f32(rule):
+    def wrapped(e, t, args, attrs):
+        if not t.is_fp8():
+            return rule(e, t, args, attrs)
+        f32 = dtype("fp32")
+        return cast(e, f32, t, rule(e, f32, [cast(e, t, f32, a) for a in args], attrs))
+    return wrapped
 
-_FP8_TO_F16 = {"fp8e4nv": "e4m3x2", "fp8e5": "e5m2x2"}
+
+def _fp8_cmp_via_f32(rule):
+    def wrapped(e, t, args, attrs, operand_type=None):
+        if operand_type is None or not operand_type.is_fp8():
+            return rule(e, t, args, attrs, operand_type=operand_type)
+        f32 = dtype("fp32")
+        return rule(e, t, [cast(e, operand_type, f32, a) for a in args], attrs, operand_type=f32)
+    return wrapped
+
+
+for _name in ("fadd", "fsub", "fmul", "frem", "fdiv", "fmax", "fmin", "fneg", "fabs", "floor", "ceil", "exp",
+              "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "tanh", "sin", "cos", "erf", "fma"):
+    RULES[_name] = _fp8_via_f32(RULES[_name])
+CMP_RULES["cmpf"] = _fp8_cmp_via_f32(CMP_RULES["cmpf"])
+
+
+# -- casts -------------------------------------------------------------------------------------
 
 
 def cast(e: Emitter, src, dst, x: str, rounding: str = "rtne") -> str:
@@ -221,7 +246,8 @@ def cast(e: Emitter, src, dst, x: str, rounding: str = "rtne") -> str:
         return e.val(f"inttoptr {llty(src)} {x} to ptr addrspace(1)")
     s, d = llty(src), llty(dst)
     if src.is_fp8() or dst.is_fp8():
-        return _cast_fp8(e, src, dst, x)
+        from .fp8 import cast_one
+        return cast_one(e, src, dst, x)
     if src.is_int() and dst.is_int():
         sb, db = src.int_bitwidth, dst.int_bitwidth
         if sb == db:
@@ -258,24 +284,12 @@ def _fsuffix(ty: str) -> str:
     return {"float": "f32", "double": "f64", "half": "f16", "bfloat": "bf16"}[ty]
 
 
-def _cast_fp8(e: Emitter, src, dst, x: str) -> str:
-    """fp8 <-> wider floats through PTX cvt (sm_89+)."""
-    if src.is_fp8() and dst.is_fp8():
-        x = _cast_fp8(e, src, dtype("fp16"), x)
-        return _cast_fp8(e, dtype("fp16"), dst, x)
-    if src.is_fp8():
-        fmt = _FP8_TO_F16[src.name]
-        w = e.val(f"zext i8 {x} to i16")
-        h2 = e.asm("i32", f"cvt.rn.f16x2.{fmt} $0, $1;", "=r,h", [("i16", w)], side_effects=False)
-        lo = e.val(f"trunc i32 {h2} to i16")
-        h = e.val(f"bitcast i16 {lo} to half")
-        return h if llty(dst) == "half" else cast(e, dtype("fp16"), dst, h)
-    # to fp8: from f32 via cvt.rn.satfinite.{e4m3,e5m2}x2.f32
-    fmt = _FP8_TO_F16[dst.name]
-    if llty(src) != "float":
-        x = cast(e, src, dtype("fp32"), x)
-    r = e.asm("i16", f"cvt.rn.satfinite.{fmt}.f32 $0, $1, $1;", "=h,f", [("float", x)], side_effects=False)
-    return e.val(f"trunc i16 {r} to i8")
+def cast_many(e: Emitter, src, dst, xs: List[str], rounding: str = "rtne") -> List[str]:
+    """Convert all registers of a thread; fp8 conversions go two at a time (one cvt per pair)."""
+    if not isinstance(src, pointer_type) and not isinstance(dst, pointer_type) and (src.is_fp8() or dst.is_fp8()):
+        from .fp8 import cast_many as fp8_cast_many
+        return fp8_cast_many(e, src, dst, xs)
+    return [cast(e, src, dst, x, rounding) for x in xs]
 
 
 def bitcast(e: Emitter, src, dst, x: str) -> str:
@@ -291,11 +305,10 @@ def constant(value, t) -> str:
     if isinstance(t, pointer_type):
         return "null" if not value else f"inttoptr (i64 {int(value)} to ptr addrspace(1))"
     ty = llty(t)
-    if t.is_fp8():
-        import ml_dtypes
+    if t.is_fp8():  # folded exactly as the interpreter (and torch) round it
         import numpy as np
-        npt = ml_dtypes.float8_e4m3fn if t.name == "fp8e4nv" else ml_dtypes.float8_e5m2
-        return str(int(np.array(float(value), dtype=npt).view(np.uint8)))
+        from ...runtime.interpreter.fp8 import from_float
+        return str(int(from_float(np.array(float(value), np.float64), t.name).view(np.int8)))
     if t.is_floating():
         return float_literal(float(value), ty)
     if t.is_int1():

@@ -63,6 +63,7 @@ class Lowering:
         self.num_stages = num_stages
         self.target = target
         self.e = Emitter(fn.name, fn.file, fn.line)
+        self.e.capability = tuple(target.capability) if target is not None else (9, 0)  # fp8 cvt choice
         self.scalars: Dict[int, str] = {}
         self.tiles: Dict[int, Tile] = {}
         self.memo: List[Dict] = [{}]
@@ -82,6 +83,7 @@ class Lowering:
 
     # -- entry ---------------------------------------------------------------------------------
     def run(self) -> str:
+        from .descriptors import declare_tensor_maps, is_tensor_map, tensor_map_param
         e = self.e
         for i, (a, v) in enumerate(zip(self.fn.arguments, self.fn.body.args)):
             t = a.type
@@ -91,8 +93,12 @@ class Lowering:
                 attrs = "noundef"
                 if a.divisibility >= 16:
                     attrs += f" align {min(a.divisibility, 16)}"
-            self.params.append((llty(t) if not isinstance(t, pointer_type) else "ptr addrspace(1)", name, attrs))
+            if is_tensor_map(t):  # a host descriptor's CUtensorMap: 128 bytes by value (TMA)
+                self.params.append(tensor_map_param(name))
+            else:
+                self.params.append((llty(t) if not isinstance(t, pointer_type) else "ptr addrspace(1)", name, attrs))
             self.scalars[v.id] = f"%{name}"
+        declare_tensor_maps(self)
         e.set_loc(self.fn.file, self.fn.line)
         tid = e.call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", [])
         self.lane = e.val(f"and i32 {tid}, 31")
@@ -304,6 +310,8 @@ class Lowering:
         args = [self.operand(o, L) if L is not None else [self.scalar(o)] for o in op.operands]
         rt = scalar_of(op.results[0].type)
         name = op.name
+        if name == "cast":  # fp8 conversions go two registers per instruction
+            return EW.cast_many(e, scalar_of(op.operands[0].type), rt, args[0], op.attrs.get("rounding", "rtne"))
         out = []
         for r in range(n):
             a = [x[r] for x in args]

@@ -12,6 +12,16 @@ The address chain of each load (its pointer, mask and the pointer increments in 
 re-evaluated ahead of time with the prefetch iteration's bindings; anything the chain cannot be
 re-evaluated for (values from other loads, nested control flow) keeps the plain lowering.
 Loop-invariant dot operands (attention's Q) are staged into shared memory once, before the loop.
+
+Tensor-descriptor loads (sm_90a TMA, codegen/descriptors.py) feeding a dot use the same ring, the
+same address-chain re-evaluation and the same stage counters, with TMA copies completing on one
+mbarrier per stage instead of cp.async groups:
+
+    prologue:  init the S barriers; thread 0 copies stages 0 .. S-2
+    iteration: wait on stage i's barrier (phase parity (i / S) & 1); the dot reads stage i in place
+               (wgmma may stay in flight: wait_group 1 keeps one group, so stage i-1 is free);
+               barrier; thread 0 copies iteration i+S-1 into stage i-1's slot
+    after:     barrier, invalidate the barriers
 """
 from __future__ import annotations
 
@@ -34,15 +44,32 @@ class _Load:
         self.stage_bytes = 0
 
 
+class _TmaLoad:
+    """A ``descriptor_load`` (TMA) feeding operand A/B of ``dot``, directly or through ``via`` (a 2-D trans)."""
+
+    def __init__(self, op: Op, dot: Op, is_a: bool, via: Optional[Op], trans: bool):
+        self.op, self.dot, self.is_a, self.via, self.trans = op, dot, is_a, via, trans
+        self.value = (via or op).results[0]  # what the dot reads
+        self.tmap = None
+        self.box = None
+        self.geom: Optional[SmemOperand] = None
+        self.token = None
+        self.stage_bytes = 0
+
+
 class PipelinePlan:
     def __init__(self, lw: Lowering, op: Op, stages: int, loads: List[_Load], chain: List[Op],
-                 carried_idx: List[int]):
+                 carried_idx: List[int], tma_loads: Optional[List[_TmaLoad]] = None):
         self.lw, self.op, self.S, self.loads, self.chain, self.carried_idx = lw, op, stages, loads, chain, carried_idx
+        self.tma_loads: List[_TmaLoad] = list(tma_loads or [])
         # async_dots: wgmma dots whose accumulator only chains into themselves across iterations; they may
         # stay in flight (one group) while the next iteration starts, so the prefetch runs one stage less
         # far ahead (the slot the in-flight wgmma reads is not overwritten). Off by default
         # (KERNELC_WGMMA_ASYNC=1 enables it): on an H200 (2026-11-22) the shorter prefetch cost more than
-        # the overlap gained (4096^3 fp16, 128x128x64, 3 stages: 517 vs 570 TFLOP/s).
+        # the overlap gained (4096^3 fp16, 128x128x64, 3 stages: 517 vs 570 TFLOP/s) -- measured while the
+        # accumulators were read before the final wait, so ptxas serialised every wgmma (fixed since:
+        # _wait_accumulators); worth re-measuring. TMA loops refill after the dot and keep the full S-1
+        # lookahead, so there it is on by default (KERNELC_WGMMA_ASYNC=0 turns it off).
         self.async_dots: set = set()
         self.lookahead = stages - 1
         self.uses_wgmma = any(o.name == "dot" and id(o) in lw.plan.wgmma for o in op.regions[0].ops)
@@ -104,7 +131,8 @@ def plan_pipeline(lw: Lowering, op: Op) -> Optional[PipelinePlan]:
                 if other is None or other.name != "constant" or other.attrs["value"] != 0:
                     continue
             loads.append(_Load(lop, o, idx == 0))
-    if not loads:
+    tma_loads = _tma_loads(lw, body, defs, uses)
+    if not loads and not tma_loads:
         return None
     # every pipelined load must be vectorisable to at least 4 bytes (cp.async's minimum), and its chunks
     # must run along the shared-memory row (cp.async copies bytes; it cannot transpose): e.g. an fp32 B
@@ -123,7 +151,7 @@ def plan_pipeline(lw: Lowering, op: Op) -> Optional[PipelinePlan]:
         ld.vec = vec
         eligible.append(ld)
     loads = eligible
-    if not loads:
+    if not loads and not tma_loads:
         return None
     for ld in loads:
         from .memory import report_access
@@ -131,15 +159,16 @@ def plan_pipeline(lw: Lowering, op: Op) -> Optional[PipelinePlan]:
         mask = ld.op.operands[1] if len(ld.op.operands) > 1 else None
         report_access(lw, ld.op, "load (cp.async pipelined)", ld.op.operands[0], mask, L,
                       scalar_of(ld.op.results[0].type).itemsize, ld.vec)
-    # the address chain: pointer and mask of every load, plus the increments of the carried values they use
-    wanted = [v for ld in loads for v in ld.op.operands[:2]]
+    from .descriptors import report_tma
+    for t in tma_loads:
+        report_tma(lw, t.op, "load (TMA pipelined)", t.op.operands[0].type)
+    # the address chain: pointer and mask of every load (offsets of a TMA load), plus the increments of
+    # the carried values they use
+    wanted = [v for ld in loads for v in ld.op.operands[:2]] + [v for t in tma_loads for v in t.op.operands[1:]]
     chain = _closure(wanted, defs, args)
     if chain is None:
         return None
-    used_args = set()
-    for ld in loads:
-        for v in ld.op.operands[:2]:
-            used_args.add(v.id)
+    used_args = {v.id for v in wanted}
     for c in chain:
         used_args.update(o.id for o in c.operands)
     carried = body.args[1:]
@@ -157,15 +186,49 @@ def plan_pipeline(lw: Lowering, op: Op) -> Optional[PipelinePlan]:
     order = {id(o): i for i, o in enumerate(body.ops)}
     full = {id(c): c for c in chain + inc_chain}
     chain_all = sorted(full.values(), key=lambda o: order[id(o)])
-    plan = PipelinePlan(lw, op, stages, loads, chain_all, carried_idx)
+    plan = PipelinePlan(lw, op, stages, loads, chain_all, carried_idx, tma_loads)
     dots = [o for o in body.ops if o.name == "dot" and id(o) in lw.plan.wgmma]
     import os
-    if os.environ.get("KERNELC_WGMMA_ASYNC", "0") == "1" and stages >= 3 and dots \
-            and all(_chains_only_into_itself(o, body, uses) for o in dots) \
-            and not any(o.name == "dot" and id(o) not in lw.plan.wgmma for o in body.ops):
+    chaining = dots and all(_chains_only_into_itself(o, body, uses) for o in dots) \
+        and not any(o.name == "dot" and id(o) not in lw.plan.wgmma for o in body.ops)
+    if tma_loads:
+        # TMA refills stage i-1 after iteration i's dot, so one wgmma group may stay in flight with the
+        # full S-1 lookahead -- if nothing else the dots read is rewritten every iteration (registers
+        # staged through scratch, cp.async stages on their own schedule)
+        served = {t.value.id for t in tma_loads} | set(lw.smem_operands)
+        if os.environ.get("KERNELC_WGMMA_ASYNC", "1") == "1" and chaining and not loads \
+                and all(o.operands[i].id in served for o in dots for i in (0, 1)):
+            plan.async_dots = {id(o) for o in dots}
+    elif os.environ.get("KERNELC_WGMMA_ASYNC", "0") == "1" and stages >= 3 and chaining:
         plan.async_dots = {id(o) for o in dots}
         plan.lookahead = stages - 2
     return plan
+
+
+def _tma_loads(lw: Lowering, body: Block, defs: Dict[int, Op], uses) -> List[_TmaLoad]:
+    """Descriptor loads (left in the IR for TMA) whose tile is only read, in place, by one dot operand."""
+    from .descriptors import operand_orientation, smem_servable
+    out = []
+    only = lambda v, user, i: uses.get(v.id, []) == [(user, i)]  # noqa: E731
+    for o in body.ops:
+        if o.name != "dot":
+            continue
+        for idx in (0, 1):
+            v = o.operands[idx]
+            src, via = defs.get(v.id), None
+            if not only(v, o, idx):
+                continue
+            if src is not None and src.name == "trans" and list(src.attrs.get("perm", [])) == [1, 0]:
+                via, v = src, src.operands[0]
+                src = defs.get(v.id)
+                if not only(v, via, 0):
+                    continue
+            if src is None or src.name != "descriptor_load":
+                continue
+            trans = operand_orientation(idx == 0, via is not None)
+            if smem_servable(lw, o, idx, trans, scalar_of(v.type)):
+                out.append(_TmaLoad(src, o, idx == 0, via, trans))
+    return out
 
 
 def _chains_only_into_itself(dot: Op, body: Block, uses) -> bool:
@@ -209,6 +272,8 @@ def _eval_chain(lw: Lowering, plan: PipelinePlan, iv: str, carried_vals: Dict[in
         ptrs = lw.get(ld.op.operands[0], L).regs
         masks = lw.operand(ld.op.operands[1], L) if len(ld.op.operands) > 1 else None
         out.append((ptrs, masks))
+    for t in plan.tma_loads:  # after the cp.async loads: element offsets, outermost first
+        out.append([lw.scalar(v) for v in t.op.operands[1:]])
     yld = body.ops[-1]
     advanced = {}
     for i in plan.carried_idx:
@@ -256,8 +321,24 @@ def _issue(lw: Lowering, plan: PipelinePlan, addrs, stage: str, guard: Optional[
     e.asm("void", "cp.async.commit_group;", "", [])
 
 
+def _issue_tma(lw: Lowering, plan: PipelinePlan, offsets, stage: str, guard: Optional[str], bars):
+    """Thread 0 copies every TMA-pipelined tile of one iteration into ``stage``, completing on its barrier."""
+    from . import tma as T
+    e = lw.e
+    pred = T.elected(lw)
+    if guard is not None:
+        pred = e.val(f"and i1 {pred}, {guard}")
+    pool, tok, off = bars
+    bar = pool.address(tok, off, stage)
+    T.mbarrier_expect_tx(lw, bar, sum(t.box.nbytes for t in plan.tma_loads), pred)
+    for t, offs in zip(plan.tma_loads, offsets):
+        base = e.val(f"add i32 {t.token}, {e.val(f'mul i32 {stage}, {t.stage_bytes}')}")
+        tmap = T.tensormap_address(lw, t.tmap.param)
+        T.copy_tile_in(lw, t.box, tmap, base, bar, offs, pred)
+
+
 class PipelinedLoop:
-    """Drives the emission; ``lower_for`` calls prologue / iteration_start / finish."""
+    """Drives the emission; ``lower_for`` calls prologue / iteration_start / iteration_end / finish."""
 
     def __init__(self, lw: Lowering, plan: PipelinePlan):
         self.lw, self.plan = lw, plan
@@ -278,17 +359,23 @@ class PipelinedLoop:
             ld.dims = _dims(ld.is_a, ld.trans)
             ld.stage_bytes = (ld.geom.nbytes + 1023) // 1024 * 1024  # stages stay 1024-byte aligned
             ld.token = lw.persistent(S * ld.stage_bytes)
+        if plan.tma_loads:
+            self._tma_setup()
         self.iv_ty = iv_ty
         self.ub = ub
         self.step = step
         cur = dict(init_carried)
         LA = plan.lookahead
         lw.async_dots |= plan.async_dots
+        n = len(plan.loads)
         for s in range(LA):
             iv_s = lb if s == 0 else e.val(f"add {iv_ty} {lb}, {e.val(f'mul {iv_ty} {step}, {s}')}")
             guard = e.val(f"icmp slt {iv_ty} {iv_s}, {ub}")
             addrs, cur = _eval_chain(lw, plan, iv_s, cur)
-            _issue(lw, plan, addrs, str(s), guard)
+            if plan.loads:
+                _issue(lw, plan, addrs, str(s), guard)
+            if plan.tma_loads:
+                _issue_tma(lw, plan, addrs[n:], str(s), guard, self.bars)
         # extra loop-carried state: prefetch bindings (S-1 iterations ahead), read and write stage
         self.extra_types = []
         self.extra_inits = []
@@ -304,16 +391,49 @@ class PipelinedLoop:
                 a = plan.op.regions[0].args[1 + i]
                 self.extra_types.append(llty(scalar_of(a.type)))
                 self.extra_inits.append(v)
+        self.n_chain = len(self.extra_types)
         self.extra_types += ["i32", "i32"]
         self.extra_inits += ["0", str(LA)]
+        if plan.tma_loads:  # the phase parity of the stage read next
+            self.extra_types.append("i32")
+            self.extra_inits.append("0")
         return list(zip(self.extra_types, self.extra_inits))
+
+    def _tma_setup(self):
+        """Stage buffers (1024-byte aligned for the 128B swizzle) and one initialised mbarrier per stage."""
+        from . import tma as T
+        from .descriptors import tensor_map_of
+        lw, plan = self.lw, self.plan
+        S = plan.S
+        for t in plan.tma_loads:
+            ty = t.op.operands[0].type
+            t.tmap = tensor_map_of(lw, t.op.operands[0])
+            t.box = t.tmap.box
+            t.geom = t.box.smem(0)
+            M, N = shape_of(t.dot.results[0].type)
+            K = shape_of(t.dot.operands[0].type)[1]
+            want = operand_geometry(t.is_a, t.trans, M if t.is_a else N, K, ty.element_ty.itemsize)
+            assert (t.geom.rows, t.geom.cols) == (want.rows, want.cols), "internal: TMA tile is not the operand"
+            t.stage_bytes = (t.box.nbytes + 1023) // 1024 * 1024
+            t.token = lw.persistent(S * t.stage_bytes)
+        pool = T.BarrierPool.of(lw)
+        tok, off = pool.take(S)
+        self.bars = (pool, tok, off)
+        t0 = T.elected(lw)
+        lw.barrier()  # an earlier trip of an enclosing loop is done with the ring and the barriers
+        for s in range(S):
+            T.mbarrier_init(lw, pool.address(tok, off, str(s)), 1, t0)
+        T.fence_mbarrier_init(lw)
+        lw.barrier()
+        for param in sorted({t.tmap.param for t in plan.tma_loads}):
+            T.prefetch_tensormap(lw, T.tensormap_address(lw, param), t0)
 
     def iteration_start(self, iv: str, extra_phis: List[str]) -> List[str]:
         """Wait for this iteration's stage, prefetch ahead, bind the dots' operands; returns next extras."""
         lw, plan = self.lw, self.plan
         e = lw.e
         S = plan.S
-        read_stage, write_stage = extra_phis[-2], extra_phis[-1]
+        read_stage, write_stage = extra_phis[self.n_chain], extra_phis[self.n_chain + 1]
         cur: Dict[int, object] = {}
         k = 0
         body = plan.op.regions[0]
@@ -327,15 +447,29 @@ class PipelinedLoop:
                 cur[i] = extra_phis[k]
                 k += 1
         LA = plan.lookahead
-        e.asm("void", f"cp.async.wait_group {LA - 1};", "", [])
-        # wgmma reads shared memory through the async proxy: order the cp.async writes before it
-        if plan.uses_wgmma:
-            e.asm("void", "fence.proxy.async.shared::cta;", "", [])
-        lw.barrier()
+        if plan.loads:
+            e.asm("void", f"cp.async.wait_group {LA - 1};", "", [])
+            # wgmma reads shared memory through the async proxy: order the cp.async writes before it
+            if plan.uses_wgmma:
+                e.asm("void", "fence.proxy.async.shared::cta;", "", [])
+            lw.barrier()
+        if plan.tma_loads:
+            from . import tma as T
+            pool, tok, off = self.bars
+            T.mbarrier_wait(lw, pool.address(tok, off, read_stage), extra_phis[self.n_chain + 2])
         iv_pf = e.val(f"add {self.iv_ty} {iv}, {e.val(f'mul {self.iv_ty} {self.step}, {LA}')}")
         guard = e.val(f"icmp slt {self.iv_ty} {iv_pf}, {self.ub}")
         addrs, nxt = _eval_chain(lw, plan, iv_pf, cur)
-        _issue(lw, plan, addrs, write_stage, guard)
+        if plan.loads:
+            _issue(lw, plan, addrs, write_stage, guard)
+        # TMA copies for iteration i+S-1 go out after this iteration's dots (iteration_end)
+        self.tma_pending = (addrs[len(plan.loads):], write_stage, guard)
+        for t in plan.tma_loads:
+            base = e.val(f"add i32 {t.token}, {e.val(f'mul i32 {read_stage}, {t.stage_bytes}')}")
+            lw.smem_operands[t.value.id] = (t.box.smem(base), t.trans)
+            lw.skip_ops.add(id(t.op))
+            if t.via is not None:
+                lw.skip_ops.add(id(t.via))
         for ld in plan.loads:
             base = e.val(f"add i32 {ld.token}, {e.val(f'mul i32 {read_stage}, {ld.stage_bytes}')}")
             lw.smem_operands[ld.op.results[0].id] = (ld.geom.at(base), ld.trans)
@@ -344,20 +478,79 @@ class PipelinedLoop:
         for i in plan.carried_idx:
             v = nxt[i]
             out += list(v.regs) if isinstance(v, Tile) else [v]
+        wraps = []
         for st in (read_stage, write_stage):
             inc = e.val(f"add i32 {st}, 1")
             wrap = e.val(f"icmp eq i32 {inc}, {S}")
+            wraps.append(wrap)
             out.append(e.val(f"select i1 {wrap}, i32 0, i32 {inc}"))
+        if plan.tma_loads:  # the parity flips each time the read stage wraps around
+            out.append(e.val(f"xor i32 {extra_phis[self.n_chain + 2]}, {e.val(f'zext i1 {wraps[0]} to i32')}"))
         return out
 
-    def finish(self):
+    def iteration_end(self):
+        """After the body's dots: refill the slot the previous iteration read (every warp is past it)."""
+        if not self.plan.tma_loads:
+            return
+        offsets, write_stage, guard = self.tma_pending
+        self.lw.barrier()
+        _issue_tma(self.lw, self.plan, offsets, write_stage, guard, self.bars)
+
+    def finish(self, carried: Optional[List[List[str]]] = None) -> Optional[List[List[str]]]:
+        """After the loop (exit block): drain what is in flight; returns ``carried`` (the loop results'
+        registers per carried value) with the in-flight accumulators replaced by the wait's results."""
         e = self.lw.e
         if self.plan.async_dots:
-            e.asm("void", "wgmma.wait_group.sync.aligned 0;", "", [])
+            carried = _wait_accumulators(self.lw, self.plan, carried)
             self.lw.async_dots -= self.plan.async_dots
-        e.asm("void", "cp.async.wait_all;", "", [])
+        if self.plan.loads:
+            e.asm("void", "cp.async.wait_all;", "", [])
         for ld in self.plan.loads:
             self.lw.smem_operands.pop(ld.op.results[0].id, None)
+        if self.plan.tma_loads:
+            from . import tma as T
+            lw = self.lw
+            # every copy issued was waited for by its iteration; once all threads are past their last
+            # wait the barriers can be invalidated (an enclosing loop initialises them again)
+            lw.barrier()
+            t0 = T.elected(lw)
+            pool, tok, off = self.bars
+            for s in range(self.plan.S):
+                T.mbarrier_inval(lw, pool.address(tok, off, str(s)), t0)
+            for t in self.plan.tma_loads:
+                lw.smem_operands.pop(t.value.id, None)
+            from .descriptors import free_regions, inside_loop
+            if not inside_loop(self.plan.op):
+                # the ring is dead from here on (all copies waited, all readers past the barrier): an
+                # epilogue's TMA store may stage its tile there instead of growing the scratch area
+                free_regions(lw).extend((t.token, self.plan.S * t.stage_bytes) for t in self.plan.tma_loads)
+        return carried
+
+
+def _wait_accumulators(lw: Lowering, plan: PipelinePlan, carried: Optional[List[List[str]]]):
+    """``wgmma.wait_group 0`` that takes the in-flight accumulators (the carried values the async dots
+    are yielded as) and hands them back: every later read of them depends on the wait, so LLVM cannot
+    hoist one above it (say, a conversion sunk into the loop exit), which would read registers the
+    tensor cores still write (ptxas then serialises every wgmma of the kernel, C7514)."""
+    e = lw.e
+    body = plan.op.regions[0]
+    yld = body.ops[-1]
+    idx = sorted({i for i, v in enumerate(yld.operands) if v.op is not None and id(v.op) in plan.async_dots})
+    regs = [r for i in idx for r in carried[i]] if carried is not None else []
+    if not regs:
+        e.asm("void", "wgmma.wait_group.sync.aligned 0;", "", [])
+        return carried
+    out = list(carried)
+    n = len(regs)
+    ret = "{ " + ", ".join(["float"] * n) + " }"
+    r = e.asm(ret, "wgmma.wait_group.sync.aligned 0;", ",".join(["=f"] * n + [str(i) for i in range(n)]),
+              [("float", x) for x in regs])
+    vals = [e.val(f"extractvalue {ret} {r}, {i}") for i in range(n)]
+    k = 0
+    for i in idx:
+        out[i] = vals[k:k + len(carried[i])]
+        k += len(carried[i])
+    return out
 
 
 def _dims(is_a: bool, trans: bool) -> Tuple[int, int]:

@@ -6,7 +6,13 @@ read straight from shared memory through 64-bit matrix descriptors: the buffers 
 SmemOperand panels (K-major, or MN-major with the transpose bit for 16-bit types), already filled
 by the cp.async pipeline, by a one-off staging of a loop-invariant operand, or staged here. An A
 operand that lives in the accumulator layout of a previous dot (attention's P) is fed from
-registers. The issue sequence is fence -> mma_async per k16 step -> commit -> wait.
+registers. The issue sequence is fence -> mma_async per k step -> commit -> wait.
+
+fp8 (e4m3 / e5m2, any pairing of the two) runs as ``m64nNk32``: the same 32 bytes of K per step as
+the 16-bit types' k16. 8-bit operands have no transpose bit, so both must be K-major in shared memory;
+the staging keeps them so (``dot.choose_trans`` transposes only 16-bit types), and a B loaded from a
+column-major matrix (``b = b_nk.t()``, as ``torch._scaled_mm`` takes it) already is K-contiguous and
+goes through the cp.async pipeline unchanged.
 """
 from __future__ import annotations
 
@@ -17,7 +23,13 @@ from ..layouts import Layout
 from .emitter import llty
 from .lowering import Lowering, Tile
 
-WGMMA_TYPES = {"fp16": "f16", "bf16": "bf16"}
+# operand type -> (PTX type, k per instruction, has the transpose bit)
+WGMMA_TYPES = {
+    "fp16": ("f16", 16, True),
+    "bf16": ("bf16", 16, True),
+    "fp8e4nv": ("e4m3", 32, False),
+    "fp8e5": ("e5m2", 32, False),
+}
 SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}  # descriptor bits 62-63
 
 
@@ -26,11 +38,13 @@ def wgmma_eligible(a_ty, b_ty, c_ty, num_warps: int, arch: str) -> bool:
         return False
     at, bt, ct = scalar_of(a_ty), scalar_of(b_ty), scalar_of(c_ty)
     sa, sb, sc = shape_of(a_ty), shape_of(b_ty), shape_of(c_ty)
-    if len(sa) != 2 or at != bt or at.name not in WGMMA_TYPES or ct.name != "fp32":
+    same_family = at == bt or (at.is_fp8() and bt.is_fp8())
+    if len(sa) != 2 or not same_family or at.name not in WGMMA_TYPES or ct.name != "fp32":
         return False
     M, K = sa
     N = sb[1]
-    return num_warps % 4 == 0 and M % (16 * num_warps) == 0 and N % 8 == 0 and 8 <= N <= 256 and K % 16 == 0
+    kstep = WGMMA_TYPES[at.name][1]
+    return num_warps % 4 == 0 and M % (16 * num_warps) == 0 and N % 8 == 0 and 8 <= N <= 256 and K % kstep == 0
 
 
 def fence_proxy_async(lw: Lowering) -> None:
@@ -75,41 +89,73 @@ def operand_descriptor(lw: Lowering, sm, trans: bool, k0: int, outer_off: str) -
     return _descriptor(lw, _smem_addr(lw, off), lbo, sbo, sm.swizzle_bytes)
 
 
+def _promote(lw: Lowering, main: List[str], partial: List[str]) -> List[str]:
+    """Add a finished partial accumulator to the fp32 one (waits for the wgmmas that produce it)."""
+    e = lw.e
+    e.asm("void", "wgmma.commit_group.sync.aligned;", "", [])
+    e.asm("void", "wgmma.wait_group.sync.aligned 0;", "", [])
+    out = [e.val(f"fadd float {m}, {p}") for m, p in zip(main, partial)]
+    e.asm("void", "wgmma.fence.sync.aligned;", "", [])
+    return out
+
+
 def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: List[str], L: Layout,
-              M: int, N: int, K: int, a_regs=None, in_flight: int = 0) -> None:
+              M: int, N: int, K: int, a_regs=None, in_flight: int = 0, b_kind: Optional[str] = None,
+              promote_every: Optional[int] = None) -> None:
+    """Issue the wgmmas of one dot. ``promote_every`` (fp8 only; Triton's ``max_num_imprecise_acc``): the fp8
+    tensor cores accumulate with reduced precision, so every ``promote_every`` K elements the products are
+    summed into a fresh accumulator and added to the fp32 one with FADD (slower, as accurate as cuBLAS
+    without fast accumulation); None keeps the tensor cores' own accumulation, Triton's default on Hopper."""
     e = lw.e
     nw = lw.nw
-    t = WGMMA_TYPES[kind]
+    t, kstep, has_trans = WGMMA_TYPES[kind]
+    tb = WGMMA_TYPES[b_kind or kind][0]
+    if not has_trans and (a_trans or b_trans):
+        raise AssertionError(f"internal: {kind} wgmma operands must be K-major in shared memory")
+    # 16-bit types take the transpose immediates; 8-bit types have none (K-major only)
+    a_imm = f", {int(a_trans)}, {int(b_trans)}" if has_trans else ""
+    b_imm = f", {int(b_trans)}" if has_trans else ""
     reps_m = M // (16 * nw)
     nbits_n = (max(1, N // 8) - 1).bit_length()
     nacc = N // 2
     g = e.val(f"lshr i32 {lw.warp}, 2")
     wg_row = e.val(f"shl i32 {g}, 6")  # 64 rows per warpgroup
+    nk = K // kstep
+    partial = not has_trans and promote_every is not None and promote_every <= K
+    group = max(1, promote_every // kstep) if partial else nk
+    if partial:
+        in_flight = 0  # the FADDs need the results
+    instr = f"wgmma.mma_async.sync.aligned.m64n{N}k{kstep}.f32.{t}.{tb}"
     e.asm("void", "wgmma.fence.sync.aligned;", "", [])
     ret = "{ " + ", ".join(["float"] * nacc) + " }"
     outs = ", ".join(f"${i}" for i in range(nacc))
     for r in range(reps_m):
         row0 = e.val(f"add i32 {wg_row}, {r * 16 * nw}") if r else wg_row
         base_idx = r << (2 + nbits_n)
-        cur = acc[base_idx:base_idx + nacc]
-        for kk in range(K // 16):
-            b_desc = operand_descriptor(lw, B, b_trans, kk * 16, "0")
+        main = cur = acc[base_idx:base_idx + nacc]
+        for kk in range(nk):
+            if partial and kk % group == 0:
+                if kk:
+                    main = _promote(lw, main, cur)
+                cur = ["0.0"] * nacc
+            b_desc = operand_descriptor(lw, B, b_trans, kk * kstep, "0")
             tied = ",".join(str(i) for i in range(nacc))
             if a_regs is not None:
                 a = a_regs[(r, kk)]
-                code = (f"{{ .reg .pred p; setp.ne.b32 p, 1, 0; wgmma.mma_async.sync.aligned.m64n{N}k16.f32.{t}.{t} "
-                        f"{{{outs}}}, {{${nacc}, ${nacc + 1}, ${nacc + 2}, ${nacc + 3}}}, ${nacc + 4}, p, 1, 1, "
-                        f"{int(b_trans)}; }}")
+                code = (f"{{ .reg .pred p; setp.ne.b32 p, 1, 0; {instr} "
+                        f"{{{outs}}}, {{${nacc}, ${nacc + 1}, ${nacc + 2}, ${nacc + 3}}}, ${nacc + 4}, p, 1, 1"
+                        f"{b_imm}; }}")
                 cons = ",".join(["=f"] * nacc + ["r"] * 4 + ["l"]) + "," + tied
                 args = [("i32", x) for x in a] + [("i64", b_desc)] + [("float", x) for x in cur]
             else:
-                a_desc = operand_descriptor(lw, A, a_trans, kk * 16, row0)
-                code = (f"{{ .reg .pred p; setp.ne.b32 p, 1, 0; wgmma.mma_async.sync.aligned.m64n{N}k16.f32.{t}.{t} "
-                        f"{{{outs}}}, ${nacc}, ${nacc + 1}, p, 1, 1, {int(a_trans)}, {int(b_trans)}; }}")
+                a_desc = operand_descriptor(lw, A, a_trans, kk * kstep, row0)
+                code = (f"{{ .reg .pred p; setp.ne.b32 p, 1, 0; {instr} "
+                        f"{{{outs}}}, ${nacc}, ${nacc + 1}, p, 1, 1{a_imm}; }}")
                 cons = ",".join(["=f"] * nacc + ["l", "l"]) + "," + tied
                 args = [("i64", a_desc), ("i64", b_desc)] + [("float", x) for x in cur]
             res = e.asm(ret, code, cons, args)
             cur = [e.val(f"extractvalue {ret} {res}, {i}") for i in range(nacc)]
-        acc[base_idx:base_idx + nacc] = cur
-    e.asm("void", "wgmma.commit_group.sync.aligned;", "", [])
-    e.asm("void", f"wgmma.wait_group.sync.aligned {in_flight};", "", [])
+        acc[base_idx:base_idx + nacc] = _promote(lw, main, cur) if partial else cur
+    if not partial:  # (each promotion already waited for its group)
+        e.asm("void", "wgmma.commit_group.sync.aligned;", "", [])
+        e.asm("void", f"wgmma.wait_group.sync.aligned {in_flight};", "", [])

@@ -16,8 +16,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from ... import language as kl
 from ...errors import CompilationError
 from ...language import semantic
-from ...language.core import DeviceFunction, builder_scope, constexpr, static_range, tensor
-from ...language.dtypes import base_type
+from ...language.core import DeviceFunction, aggregate, builder_scope, constexpr, static_range, tensor
+from ...language.dtypes import base_type, tensor_descriptor_type
 from ..ir.core import Argument, Block, Function, Loc, Op
 from .ir_builder import IRBuilder
 
@@ -255,6 +255,7 @@ class CodeGenerator(ast.NodeVisitor):
             return
         names = [n for n in dict.fromkeys(list(then.scope) + list(other.scope))]
         merged, results = [], []
+        targets, aggs = [], []  # per merged value: (name, part index or None); aggregates to rebuild
         for name in names:
             tv, ov = then.scope.get(name, _MISSING), other.scope.get(name, _MISSING)
             if tv is _MISSING or ov is _MISSING or isinstance(tv, _Undefined) or isinstance(ov, _Undefined):
@@ -265,6 +266,17 @@ class CodeGenerator(ast.NodeVisitor):
             if tv is ov:
                 self.scope[name] = tv
                 continue
+            if isinstance(tv, aggregate) or isinstance(ov, aggregate):
+                diff = self._aggregate_diff(name, tv, ov, node)
+                if not diff:
+                    self.scope[name] = tv
+                    continue
+                aggs.append((name, tv))
+                for j, a, b in diff:
+                    merged.append(f"{name} (part {j})")
+                    results.append((a, b))
+                    targets.append((name, j))
+                continue
             if not (_is_runtime(tv) or _is_runtime(ov) or _is_number(tv) and _is_number(ov)):
                 if tv == ov:
                     self.scope[name] = tv
@@ -273,10 +285,33 @@ class CodeGenerator(ast.NodeVisitor):
                                        f"runtime `if` ({tv!r} vs {ov!r})")
             merged.append(name)
             results.append((tv, ov))
+            targets.append((name, None))
         tvals, ovals = self._unify_branch_values(merged, results, then, other, node)
         op = self._emit_if(cond, then.block, other.block, tvals, ovals)
-        for name, r in zip(merged, op.results):
-            self.scope[name] = tensor(r, r.type)
+        new_parts: Dict[str, Dict[int, tensor]] = {}
+        for (name, j), r in zip(targets, op.results):
+            if j is None:
+                self.scope[name] = tensor(r, r.type)
+            else:
+                new_parts.setdefault(name, {})[j] = tensor(r, r.type)
+        for name, tv in aggs:
+            parts = list(tv._kc_parts())
+            for j, t in new_parts[name].items():
+                parts[j] = t
+            self.scope[name] = tv._kc_rebuild(parts)
+
+    def _aggregate_diff(self, name, tv, ov, node):
+        """The parts (index, then-value, else-value) in which two aggregates from the branches of an
+        ``if`` differ; they must have one structure (e.g. block pointers of one block shape)."""
+        if not (isinstance(tv, aggregate) and isinstance(ov, aggregate)) or tv._kc_structure() != ov._kc_structure():
+            raise self.error(node, f"{name!r} is {_what(tv)} in the then-branch but {_what(ov)} in the else-branch "
+                                   f"of a runtime `if`; give it one kind (and block shape) on both paths")
+        diff = [(j, a, b) for j, (a, b) in enumerate(zip(tv._kc_parts(), ov._kc_parts())) if a.handle is not b.handle]
+        if diff and not tv._kc_carriable:
+            raise self.error(node, f"the {tv._kc_what} {name!r} differs between the branches of a runtime `if`; "
+                                   f"compiled code must see where it is made: use one {tv._kc_what} per branch "
+                                   f"where it is used")
+        return diff
 
     def _scalar_condition(self, cond, node):
         if cond.type.is_block():
@@ -331,10 +366,30 @@ class CodeGenerator(ast.NodeVisitor):
             what = "returns a value on one path and nothing on the other" if (tv is None) != (ov is None) \
                 else "returns different numbers of values on its paths"
             raise self.error(node, f"{self.fn.__name__} {what}")
-        names = [f"return value {i}" for i in range(len(tvs))]
-        tvals, ovals = self._unify_branch_values(names, list(zip(tvs, ovs)), then, other, node)
+        names, pairs, slots = [], [], []  # slots: (return value index, aggregate part index or None)
+        for i, (a, b) in enumerate(zip(tvs, ovs)):
+            if isinstance(a, aggregate) or isinstance(b, aggregate):
+                for j, x, y in ([] if a is b else self._aggregate_diff(f"return value {i}", a, b, node)):
+                    names.append(f"return value {i} (part {j})")
+                    pairs.append((x, y))
+                    slots.append((i, j))
+            else:
+                names.append(f"return value {i}")
+                pairs.append((a, b))
+                slots.append((i, None))
+        tvals, ovals = self._unify_branch_values(names, pairs, then, other, node)
         op = self._emit_if(cond, then.block, other.block, tvals, ovals)
-        outs = [tensor(r, r.type) for r in op.results]
+        outs, parts = list(tvs), {}
+        for (i, j), r in zip(slots, op.results):
+            if j is None:
+                outs[i] = tensor(r, r.type)
+            else:
+                parts.setdefault(i, {})[j] = tensor(r, r.type)
+        for i, new in parts.items():
+            p = list(outs[i]._kc_parts())
+            for j, t in new.items():
+                p[j] = t
+            outs[i] = outs[i]._kc_rebuild(p)
         self.returned = True
         self.ret_value = tuple(outs) if isinstance(tv, tuple) else (outs[0] if outs else None)
 
@@ -381,12 +436,11 @@ class CodeGenerator(ast.NodeVisitor):
         carried = [n for n in _assigned_names(node.body) if n in self.scope and n != target
                    and not isinstance(self.scope[n], _Undefined)]
         init_vals = [self.scope[n] for n in carried]
-        carried, init_vals = self._carriable(carried, init_vals, node)
+        carry = _Carry(*self._carriable(carried, init_vals, node))
 
         def body(block_args):
             self.scope[target] = tensor(block_args[0], iv_ty)
-            for n, a in zip(carried, block_args[1:]):
-                self.scope[n] = tensor(a, a.type)
+            carry.bind(self.scope, [tensor(a, a.type) for a in block_args[1:]])
             self.visit_block(node.body)
 
         attrs = {}
@@ -394,10 +448,9 @@ class CodeGenerator(ast.NodeVisitor):
             attrs["num_stages"] = int(rng.num_stages)
         if rng.loop_unroll_factor is not None:
             attrs["unroll"] = int(rng.loop_unroll_factor)
-        results = self._loop(node, "scf.for", carried, init_vals, body, [b.handle for b in bounds], [iv_ty], attrs)
+        results = self._loop(node, "scf.for", carry, body, [b.handle for b in bounds], [iv_ty], attrs)
         self.scope.pop(target, None)
-        for n, r in zip(carried, results):
-            self.scope[n] = r
+        carry.bind(self.scope, results)
 
     def visit_While(self, node):
         if node.orelse:
@@ -406,43 +459,42 @@ class CodeGenerator(ast.NodeVisitor):
             raise self.error(node, "`return` inside a loop is not supported; set a flag or restructure the loop")
         carried = [n for n in _assigned_names(node.body) if n in self.scope and not isinstance(self.scope[n], _Undefined)]
         init_vals = [self.scope[n] for n in carried]
-        carried, init_vals = self._carriable(carried, init_vals, node)
+        carry = _Carry(*self._carriable(carried, init_vals, node))
         before_block_holder = {}
 
         def before(block_args):
-            for n, a in zip(carried, block_args):
-                self.scope[n] = tensor(a, a.type)
+            carry.bind(self.scope, [tensor(a, a.type) for a in block_args])
             cond = self.visit(node.test)
             cond = semantic.to_tensor(cond)
             cond = self._scalar_condition(cond, node.test)
             self.builder.create("scf.condition", [cond.handle] + list(block_args), None)
 
         def body(block_args):
-            for n, a in zip(carried, block_args):
-                self.scope[n] = tensor(a, a.type)
+            carry.bind(self.scope, [tensor(a, a.type) for a in block_args])
             self.visit_block(node.body)
 
         before_block_holder["fn"] = before
-        results = self._loop(node, "scf.while", carried, init_vals, body, [], [], {}, before=before)
-        for n, r in zip(carried, results):
-            self.scope[n] = r
+        results = self._loop(node, "scf.while", carry, body, [], [], {}, before=before)
+        carry.bind(self.scope, results)
 
     def _carriable(self, names, vals, node):
         out_n, out_v = [], []
         for n, v in zip(names, vals):
-            if _is_runtime(v) or _is_number(v):
+            if _is_runtime(v) or _is_number(v) or isinstance(v, aggregate):
                 out_n.append(n)
                 out_v.append(v)
             # Other Python objects (dtypes, functions) reassigned in the loop are not supported.
         return out_n, out_v
 
-    def _loop(self, node, opname, carried, init_vals, body_fn, lead_operands, lead_types, attrs, before=None):
+    def _loop(self, node, opname, carry, body_fn, lead_operands, lead_types, attrs, before=None):
         """Generate a loop op, discovering carried types by a dry run of the body first."""
         saved_scope = dict(self.scope)
+        init_vals = carry.live_inits
         types = [v.type if _is_runtime(v) else semantic.literal_type(v) for v in init_vals]
         literal = [not _is_runtime(v) for v in init_vals]
         for attempt in range(3):
-            outs = self._run_body(body_fn, lead_types + types, carried, before, dry=True)
+            carried = carry.live_names
+            outs, dry_args = self._run_body(body_fn, lead_types + types, carry, before, dry=True)
             self.scope = dict(saved_scope)
             new_types = []
             changed = False
@@ -463,6 +515,11 @@ class CodeGenerator(ast.NodeVisitor):
             types = new_types
             if not changed:
                 break
+        # aggregate parts the body leaves as they were are not carried (see _Carry.fix_invariant)
+        kept = carry.fix_invariant(outs, dry_args[len(lead_types):])
+        types = [types[i] for i in kept]
+        init_vals = carry.live_inits
+        carry.check_carriable(lambda msg: self.error(node, msg))
         self.scope = dict(saved_scope)
         inits = []
         for v, t in zip(init_vals, types):
@@ -472,14 +529,14 @@ class CodeGenerator(ast.NodeVisitor):
                 if t.is_block():
                     x = semantic.broadcast_to(x, t.shape)
             inits.append(x)
-        regions, outs = self._run_body(body_fn, lead_types + types, carried, before, dry=False, types=types)
+        regions, outs = self._run_body(body_fn, lead_types + types, carry, before, dry=False, types=types)
         self.scope = dict(saved_scope)
         op = Op(opname, lead_operands + [x.handle for x in inits], types, attrs, regions=regions,
                 loc=self.loc_of(node))
         self.builder.append(op)
         return [tensor(r, r.type) for r in op.results]
 
-    def _run_body(self, body_fn, block_types, carried, before, dry, types=None):
+    def _run_body(self, body_fn, block_types, carry, before, dry, types=None):
         regions = []
         if before is not None:
             bblock = Block(block_types)
@@ -493,9 +550,10 @@ class CodeGenerator(ast.NodeVisitor):
         self.builder.push(block)
         try:
             body_fn(block.args)
-            outs = [self.scope.get(n, _Undefined("")) for n in carried]
+            outs = carry.gather(self.scope, lambda msg: self.error(self.cur_node, msg))
             if dry:
-                return outs
+                return outs, block.args
+            carried = carry.live_names
             vals = []
             for n, o, t in zip(carried, outs, types):
                 if isinstance(o, _Undefined):
@@ -665,6 +723,106 @@ class CodeGenerator(ast.NodeVisitor):
 _MISSING = object()
 
 
+def _what(v) -> str:
+    if isinstance(v, aggregate):
+        return f"a {v._kc_what} ({v!r})"
+    if _is_runtime(v):
+        return f"a {v.type} value"
+    return _type_name(v)
+
+
+class _Carry:
+    """Loop-carried names as a flat list of leaves: a tensor or number is one leaf, an aggregate
+    (block pointer, tensor descriptor) one leaf per runtime part. Aggregate parts that the dry run
+    of the body leaves as they were (a block pointer's base, shape and strides under ``advance``)
+    are *fixed*: bound to their value from before the loop instead of carried, so what the compiler
+    knows about them (constants, divisibility) holds inside the loop too."""
+
+    def __init__(self, names, values):
+        self.names, self.values = list(names), list(values)
+        self.slots: List[Tuple[int, Optional[int]]] = []  # (name index, part index or None)
+        self.inits: List[Any] = []
+        for i, v in enumerate(self.values):
+            if isinstance(v, aggregate):
+                for j, part in enumerate(v._kc_parts()):
+                    self.slots.append((i, j))
+                    self.inits.append(part)
+            else:
+                self.slots.append((i, None))
+                self.inits.append(v)
+        self.fixed: Dict[int, Any] = {}  # slot -> value
+
+    @property
+    def live(self) -> List[int]:
+        return [k for k in range(len(self.slots)) if k not in self.fixed]
+
+    @property
+    def live_inits(self) -> list:
+        return [self.inits[k] for k in self.live]
+
+    @property
+    def live_names(self) -> List[str]:
+        out = []
+        for k in self.live:
+            i, j = self.slots[k]
+            out.append(self.names[i] if j is None else f"{self.names[i]} (part {j} of the {self.values[i]._kc_what})")
+        return out
+
+    def bind(self, scope, leaves) -> None:
+        """Set each name from the live leaves (block arguments, loop results) and the fixed ones."""
+        vals = dict(self.fixed)
+        vals.update(zip(self.live, leaves))
+        parts: Dict[int, list] = {}
+        for k, (i, j) in enumerate(self.slots):
+            if j is None:
+                scope[self.names[i]] = vals[k]
+            else:
+                parts.setdefault(i, []).append(vals[k])
+        for i, ps in parts.items():
+            init = self.values[i]
+            mine = [k for k, (a, _) in enumerate(self.slots) if a == i]
+            scope[self.names[i]] = init if all(k in self.fixed for k in mine) else init._kc_rebuild(ps)
+
+    def gather(self, scope, error) -> list:
+        """The live leaves of each name at the end of the body (``_Undefined`` for a missing plain name)."""
+        outs: Dict[Tuple[int, Optional[int]], Any] = {}
+        for i, n in enumerate(self.names):
+            v, init = scope.get(n, _Undefined("")), self.values[i]
+            if isinstance(init, aggregate):
+                if not isinstance(v, aggregate) or v._kc_structure() != init._kc_structure():
+                    raise error(f"loop-carried variable {n!r} is {_what(init)} before the loop but "
+                                f"{_what(v) if not isinstance(v, _Undefined) else 'undefined'} after one "
+                                f"iteration; keep its kind (and block shape) in the loop")
+                for j, part in enumerate(v._kc_parts()):
+                    outs[(i, j)] = part
+            elif isinstance(v, aggregate):
+                raise error(f"loop-carried variable {n!r} is {_what(init)} before the loop but {_what(v)} after "
+                            f"one iteration; make it a {v._kc_what} before the loop")
+            else:
+                outs[(i, None)] = v
+        return [outs[self.slots[k]] for k in self.live]
+
+    def fix_invariant(self, outs, block_args) -> List[int]:
+        """Fix the aggregate parts whose end-of-body value is their own block argument; returns the
+        positions (among the previously live leaves) that stay carried."""
+        kept = []
+        for pos, (k, o, a) in enumerate(zip(self.live, outs, block_args)):
+            if self.slots[k][1] is not None and _is_runtime(o) and o.handle is a:
+                self.fixed[k] = self.inits[k]
+            else:
+                kept.append(pos)
+        return kept
+
+    def check_carriable(self, error) -> None:
+        for k in self.live:
+            i, j = self.slots[k]
+            v = self.values[i]
+            if j is not None and not v._kc_carriable:
+                raise error(f"the {v._kc_what} {self.names[i]!r} is reassigned inside the loop; compiled code must "
+                            f"see where a {v._kc_what} is made: make it before the loop and keep it, or make "
+                            f"it inside the loop body where it is used")
+
+
 class _Branch:
     """Runs one branch of a runtime ``if`` in its own block and scope."""
 
@@ -793,17 +951,31 @@ _BUILTIN_CALLS = {
 # -- entry point ----------------------------------------------------------------------------------
 
 
+def _host_descriptor(name, ty, func, index, arch):
+    """The descriptor value of host descriptor parameter ``name`` from its machine arguments."""
+    from ...language.blocks import host_descriptor
+    from ..abi import flat_params
+    parts: Dict[str, list] = {}
+    for mname, mty, field in flat_params(name, ty, arch):
+        parts.setdefault(field.role, []).append(tensor(func.body.args[index[mname]], mty))
+    return host_descriptor(ty, parts["base"][0], parts["shape"], parts.get("stride", []), name)
+
+
 def generate_ir(fn: DeviceFunction, signature: Dict[str, Any], constexprs: Dict[str, Any],
                 divisibility: Optional[Dict[str, int]] = None, equal_to_1: Tuple[str, ...] = (),
-                name: Optional[str] = None) -> Tuple[Function, Dict[str, Any]]:
+                name: Optional[str] = None, arch: Optional[str] = None) -> Tuple[Function, Dict[str, Any]]:
     """Build the tile IR of kernel ``fn``.
 
-    ``signature`` maps each runtime argument to its type (``"*fp32"``, ``"i32"``, a kl type);
-    ``constexprs`` maps constexpr (and None) arguments to their values; ``divisibility`` gives the
-    known byte alignment of pointers / divisor of integers (16-byte specialisation).
+    ``signature`` maps each runtime argument to its type (``"*fp32"``, ``"i32"``,
+    ``"tensordesc<fp16[64, 64]>"``, a kl type); ``constexprs`` maps constexpr (and None) arguments to
+    their values; ``divisibility`` gives the known byte alignment of pointers / divisor of integers
+    (16-byte specialisation), per machine parameter. A tensor descriptor argument becomes several
+    function arguments (see ``kernelc/compiler/abi.py``; ``arch`` may add fields) and one
+    ``make_tensor_descriptor`` op.
     Returns the IR function and the globals it read (for the cache key).
     """
     from ...language.dtypes import parse_type
+    from ..abi import flat_divisibility, flat_params
     divisibility = divisibility or {}
     params = fn.arg_names
     unknown = [k for k in list(signature) + list(constexprs) if k not in params]
@@ -816,10 +988,12 @@ def generate_ir(fn: DeviceFunction, signature: Dict[str, Any], constexprs: Dict[
         raise CompilationError(f"{fn.__name__} needs a type or value for parameter(s) {', '.join(map(repr, missing))}",
                                fn.file, fn.first_line, None, fn.__name__)
     args, scope = [], {}
+    types = {p: parse_type(signature[p]) for p in params if p in signature}
+    divisibility = flat_divisibility(types, divisibility)
     for p in params:
         if p in signature:
-            ty = parse_type(signature[p])
-            args.append(Argument(p, ty, divisibility.get(p, 1), p in equal_to_1))
+            for mname, mty, _ in flat_params(p, types[p], arch):
+                args.append(Argument(mname, mty, divisibility.get(mname, 1), mname in equal_to_1))
     func = Function(name or fn.__name__, args, fn.file, fn.first_line,
                     {k: v for k, v in constexprs.items()})
     used_globals: Dict[str, Any] = {}
@@ -833,10 +1007,14 @@ def generate_ir(fn: DeviceFunction, signature: Dict[str, Any], constexprs: Dict[
         return gen.call_function(combine_fn, targs, {}, gen.cur_node)
 
     builder._trace = trace
+    index = {a.name: i for i, a in enumerate(args)}
+    descriptors = []
     for p in params:
         if p in signature:
-            i = [a.name for a in args].index(p)
-            v = func.body.args[i]
+            if isinstance(types[p], tensor_descriptor_type):
+                descriptors.append(p)  # made from its flattened arguments in the body, below
+                continue
+            v = func.body.args[index[p]]
             scope[p] = 1 if p in equal_to_1 else tensor(v, v.type)
         elif p in constexprs:
             scope[p] = _unwrap(constexprs[p])
@@ -846,6 +1024,9 @@ def generate_ir(fn: DeviceFunction, signature: Dict[str, Any], constexprs: Dict[
     gen_holder["gen"] = gen
     builder.push(func.body)
     with builder_scope(builder):
+        builder.loc = Loc(fn.file, fn.first_line, 0, fn.__name__)
+        for p in descriptors:
+            scope[p] = _host_descriptor(p, types[p], func, index, arch)
         gen.visit_block(fn.parse().body)
         if gen.ret_value is not None:
             raise CompilationError("a kernel cannot return a value; store results to memory", fn.file,

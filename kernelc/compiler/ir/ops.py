@@ -73,8 +73,20 @@ for op in [
     OpDef("atomic_rmw", (2, 3), ("kind", "sem", "scope"), pure=False, category="memory",
           doc="ptr, val [, mask] -> old"),
     OpDef("atomic_cas", (3, 3), ("sem", "scope"), pure=False, category="memory", doc="ptr, cmp, val -> old"),
+    # Tensor descriptors (kernelc/language/blocks.py). A descriptor is an SSA value of type
+    # tensordesc<elt[block_shape]>; passes/lower_descriptors.py rewrites the loads/stores into
+    # masked load/store unless a backend claims them (Hopper TMA).
+    OpDef("make_tensor_descriptor", (2, -1), ("padding",), category="descriptor",
+          doc="base, shape x n (i32), strides x (n-1) (i64; the last stride is 1) -> tensordesc; "
+              "host_arg names the kernel parameter it was flattened from",
+          optional_attrs=("host_arg",)),
+    OpDef("descriptor_load", (2, -1), ("block_shape",), category="descriptor",
+          doc="desc, offsets x n (i32) -> tile of block_shape; out-of-bounds elements read as the padding",
+          optional_attrs=("padding",)),
+    OpDef("descriptor_store", (3, -1), ("block_shape",), pure=False, results=0, category="descriptor",
+          doc="desc, value, offsets x n (i32); out-of-bounds elements are not written"),
     OpDef("dot", (3, 3), ("input_precision",), category="dot", doc="a @ b + acc",
-          optional_attrs=("max_num_imprecise_acc",)),
+          optional_attrs=("max_num_imprecise_acc", "fp8_upcast")),
     OpDef("reduce", (1, -1), ("axis",), results=-1, regions=1, category="reduce",
           doc="combine region (2n scalars -> n); kind names a known combine", optional_attrs=("kind",)),
     OpDef("scan", (1, -1), ("axis", "reverse"), results=-1, regions=1, category="reduce",

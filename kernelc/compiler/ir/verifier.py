@@ -140,6 +140,44 @@ def _shape_op(op):
     return []
 
 
+def _desc_type(v):
+    return v.type if isinstance(v.type, T.tensor_descriptor_type) else None
+
+
+def _make_descriptor(op):
+    ty = op.results[0].type if op.results else None
+    if not isinstance(ty, T.tensor_descriptor_type):
+        return [f"result must be a tensor descriptor, got {ty}"]
+    n = ty.ndim
+    if len(op.operands) != 2 * n:
+        return [f"a {n}-D descriptor takes base, {n} shapes and {n - 1} strides, got {len(op.operands)} operands"]
+    base = op.operands[0].type
+    errs = []
+    if not isinstance(base, pointer_type) or base.element_ty != ty.element_ty:
+        errs.append(f"base {base} does not point to {ty.element_ty}")
+    if any(v.type != T.int32 for v in op.operands[1:1 + n]):
+        errs.append(f"shapes must be i32 scalars, got {_types(op.operands[1:1 + n])}")
+    if any(v.type != T.int64 for v in op.operands[1 + n:]):
+        errs.append(f"strides must be i64 scalars, got {_types(op.operands[1 + n:])}")
+    return errs
+
+
+def _descriptor_access(op):
+    desc = _desc_type(op.operands[0])
+    if desc is None:
+        return [f"operand 0 must be a tensor descriptor, got {op.operands[0].type}"]
+    errs = []
+    offs = op.operands[1:] if op.name == "descriptor_load" else op.operands[2:]
+    if len(offs) != desc.ndim or any(v.type != T.int32 for v in offs):
+        errs.append(f"needs {desc.ndim} i32 scalar offsets, got {_types(offs)}")
+    if tuple(op.attrs.get("block_shape", ())) != tuple(desc.block_shape):
+        errs.append(f"block_shape {op.attrs.get('block_shape')} differs from the descriptor's {list(desc.block_shape)}")
+    tile = op.results[0].type if op.name == "descriptor_load" else op.operands[1].type
+    if tile != desc.block_type:
+        errs.append(f"tile type {tile} differs from the descriptor's block {desc.block_type}")
+    return errs
+
+
 def _types(vals):
     return [str(v.type) for v in vals]
 
@@ -200,6 +238,9 @@ RULES: Dict[str, Callable[[Op], List[str]]] = {
     "atomic_rmw": _atomic,
     "atomic_cas": _atomic,
     "dot": _dot,
+    "make_tensor_descriptor": _make_descriptor,
+    "descriptor_load": _descriptor_access,
+    "descriptor_store": _descriptor_access,
     "scf.for": _for,
     "scf.if": _if,
     **{k: _shape_op for k in ("splat", "broadcast", "expand_dims", "reshape", "trans")},

@@ -24,7 +24,11 @@ REMATERIALIZABLE = {"constant", "arange", "splat", "broadcast", "expand_dims", "
     {n for n, d in OPS.items() if d.elementwise}
 
 
-def dot_uses_tensor_cores(op: Op, arch_major: int) -> Optional[str]:
+# operand type -> k of its mma.sync shape (m16n8k*); fp8 needs sm_89 (passes/fp8_dot.py upcasts before)
+MMA_K = {"fp16": 16, "bf16": 16, "fp32": 8, "int8": 32, "fp8e4nv": 32, "fp8e5": 32}
+
+
+def dot_uses_tensor_cores(op: Op, arch_major: int, arch: str = "") -> Optional[str]:
     """None if the dot can run on mma.sync, else the reason it falls back to FMA."""
     a, b, c = (v.type for v in op.operands)
     at, bt = scalar_of(a), scalar_of(b)
@@ -38,11 +42,13 @@ def dot_uses_tensor_cores(op: Op, arch_major: int) -> Optional[str]:
         return "fp32 inputs with input_precision='ieee' (TF32 tensor cores would round the inputs)"
     if at.name == "fp64":
         return "fp64 dot is lowered with FMA"
-    if at != bt:
+    if at != bt and not (at.is_fp8() and bt.is_fp8()):  # e4m3 x e5m2 is one fp8 MMA
         return f"mixed operand types {at} and {bt}"
-    if at.name not in ("fp16", "bf16", "fp32", "int8"):
+    if at.name not in MMA_K:
         return f"operand type {at} has no mma.sync form"
-    kmin = {"fp16": 16, "bf16": 16, "fp32": 8, "int8": 32}[at.name]
+    if at.is_fp8() and arch and int("".join(c for c in arch if c.isdigit()) or 90) < 89:
+        return f"fp8 operands need sm_89 or newer for tensor cores (target {arch})"
+    kmin = MMA_K[at.name]
     if m < 16 or n < 8 or k < kmin:
         return f"tile {m}x{n}x{k} is below the tensor-core minimum of 16x8x{kmin}"
     if scalar_of(c).name not in ("fp32", "int32"):
@@ -152,7 +158,7 @@ class LayoutAssigner:
                 self._set(res, self.memory_layout(op.operands[0], vec_limit_bits=scalar_of(res.type).primitive_bitwidth))
             return
         if name == "dot":
-            reason = dot_uses_tensor_cores(op, self.arch_major)
+            reason = dot_uses_tensor_cores(op, self.arch_major, self.arch)
             a_shape = shape_of(op.operands[0].type)
             if reason is None:
                 m, n = shape[-2], shape[-1]
@@ -200,6 +206,10 @@ class LayoutAssigner:
             return
         if name == "cat":
             self._set(res, default_blocked(shape, self.nw))
+            return
+        if name == "descriptor_load" and shape:
+            # a TMA tile read back from (swizzled) shared memory: 16-byte vectors along the last dim
+            self._set(res, default_blocked(shape, self.nw, vec=max(1, 16 // max(1, scalar_of(res.type).itemsize))))
             return
         # Anything else with a tile result: a default layout.
         if shape:

@@ -7,7 +7,8 @@ array/tensor to its kernelc element type.
 Wrapping (interpreter only): array-likes become pointer scalars into the launch's
 :class:`~kernelc.runtime.interpreter.memory.Memory`; Python ``int`` becomes ``int32`` when it fits,
 else ``int64`` (``uint64`` from ``2**63``), ``float`` -> ``fp32``, ``bool`` -> ``int1``, ``None`` stays
-``None``, numpy scalars keep their dtype.
+``None``, numpy scalars keep their dtype; a host ``TensorDescriptor`` becomes a ``kl.tensor_descriptor``
+(``descriptors.py``).
 """
 from __future__ import annotations
 
@@ -73,10 +74,18 @@ def scalar_tensor(value, ty) -> tensor:
     return tensor(numerics.constant(value, ty), ty)
 
 
+def _is_descriptor(value) -> bool:
+    from ...tools.tensor_descriptor import TensorDescriptor
+    return isinstance(value, TensorDescriptor)
+
+
 def wrap_arg(value, name: str, memory):
     """The kernel-side value of one non-constexpr argument."""
     if value is None or isinstance(value, tensor):
         return value
+    if _is_descriptor(value):
+        from .descriptors import wrap_descriptor
+        return wrap_descriptor(value, name, memory, ArgumentError)
     if is_array_like(value):
         elt = kl_dtype_of(value)
         ptr = memory.map(value, name, elt)

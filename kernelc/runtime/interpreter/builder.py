@@ -18,6 +18,7 @@ from ...language import dtypes as T
 from ...language.core import tensor
 from . import numerics as N
 from .locate import current_location
+from .descriptors import IMPLS as _DESCRIPTOR_IMPLS, DescriptorHandle
 from .memory import Fault
 
 _F32 = np.dtype(np.float32)
@@ -71,9 +72,11 @@ class InterpreterBuilder:
         impl = _IMPLS.get(op)
         if impl is None:
             raise NotImplementedError(f"the interpreter does not implement the op '{op}'")
-        r = impl(self, [np.asarray(o) for o in operands], ty, **attrs)
+        r = impl(self, [o if isinstance(o, DescriptorHandle) else np.asarray(o) for o in operands], ty, **attrs)
         if ty is None:
             return None
+        if isinstance(ty, T.tensor_descriptor_type):
+            return r  # a DescriptorHandle (descriptors.py)
         return _fit(r, ty)
 
     def create_multi(self, op: str, operands: list, tys: list, **attrs):
@@ -154,6 +157,10 @@ class InterpreterBuilder:
                   f"(valid offsets 0..{n - 1}); mask the access (mask=...) or fix the offsets")
         return self.error(f"out-of-bounds {what}", detail, arg_name=name, offset=off, size=n, kind=what,
                           lane=lane)
+
+    @staticmethod
+    def _kl_of(arr: np.ndarray):
+        return _kl_of(arr)
 
     # -- combine-function helpers ---------------------------------------------------------------
     def _call_combine(self, combine_fn, args: List[tensor]):
@@ -394,6 +401,11 @@ class InterpreterBuilder:
                 a, b = N.round_tf32(a), N.round_tf32(b)
             r = np.matmul(a.astype(_F64), b.astype(_F64)) + acc.astype(_F64)
             return N.float_to_float(r, d)
+        if a.dtype in N.FP8_NAMES and b.dtype in N.FP8_NAMES:
+            # fp8 x fp8 products are exact; summed in fp64 and rounded once to fp32 they give the dot as
+            # exactly as fp32 can hold it (the GPU's accumulation differs only by its rounding along K)
+            r = np.matmul(a.astype(_F64), b.astype(_F64)) + acc.astype(_F64)
+            return N.float_to_float(r.astype(_F32) if d == _F32 else r, d)
         if _is_float(a.dtype):
             r = np.matmul(a.astype(_F32), b.astype(_F32)) + acc.astype(_F32)
             return N.float_to_float(r, d)
@@ -565,3 +577,4 @@ _IMPLS.update({
     "assert": lambda b, o, ty, **a: b._assert(o, ty, **a),
     "barrier": lambda b, o, ty, **a: None,
 })
+_IMPLS.update(_DESCRIPTOR_IMPLS)

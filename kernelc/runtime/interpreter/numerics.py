@@ -6,7 +6,8 @@ CUDA backend emits (PTX semantics):
 
 * float -> int conversions truncate toward zero, map NaN to 0 and saturate out-of-range values
   (``cvt.rzi`` clamps);
-* float -> fp8 conversions saturate to the largest finite value (``cvt.rn.satfinite``), NaN stays NaN;
+* fp8 conversions are torch's (>= 2.12), bit for bit (see ``fp8.py``): round to nearest even, e4m3fn
+  saturates to +-448, e5m2 overflows to +-Inf, NaN becomes ``0x7F | sign``;
 * integer division by zero gives all ones (``udiv``: the type's maximum, ``sdiv``: -1) and the
   remainder by zero is the dividend, as ``div``/``rem`` do on NVIDIA GPUs; ``INT_MIN / -1`` wraps;
 * shifts by the type's width or more clamp like PTX ``shl``/``shr``: 0 for ``shl``/``lshr``, the
@@ -22,6 +23,7 @@ import ml_dtypes
 import numpy as np
 
 from ...language import dtypes as T
+from . import fp8
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
@@ -239,28 +241,25 @@ def _toward_zero(y: np.ndarray, src: np.ndarray) -> np.ndarray:
     return u.view(y.dtype)
 
 
-_FP8 = None
-
-
-def _fp8_dtypes():
-    global _FP8
-    if _FP8 is None:
-        _FP8 = (np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2))
-    return _FP8
+# numpy dtype of each fp8 type -> kernelc name (the key of dtypes.FP8_FORMATS)
+FP8_NAMES = {np.dtype(ml_dtypes.float8_e4m3fn): "fp8e4nv", np.dtype(ml_dtypes.float8_e5m2): "fp8e5"}
 
 
 def float_to_float(x: np.ndarray, dst: np.dtype, rounding: str = "rtne") -> np.ndarray:
     x = np.asarray(x)
     if x.dtype == dst:
         return x
+    if x.dtype in FP8_NAMES:  # exact widening (torch's NaN payloads); fp8 -> fp8 goes through fp32
+        wide = dst if dst not in FP8_NAMES else _F32
+        x = fp8.to_float(x, FP8_NAMES[x.dtype], wide)
+        if x.dtype == dst:
+            return x
+    if dst in FP8_NAMES:  # round to nearest even only: the semantic layer rejects rtz for fp8
+        return fp8.from_float(x, FP8_NAMES[dst])
     src_wide = _F64 if x.dtype == _F64 else _F32
     s = x.astype(src_wide)  # exact
     if dst == _F64:
         return s.astype(_F64)
-    fp8 = dst in _fp8_dtypes()
-    if fp8:
-        m = float_finfo_max(dst)
-        s = np.clip(s, -m, m)  # satfinite (NaN stays NaN)
     if dst == _F32 or dst == np.float16:
         y = s.astype(dst)
     elif s.dtype == _F64:

@@ -1,0 +1,361 @@
+"""Tensor-descriptor ops on Hopper TMA (sm_90a): ``descriptor_load`` / ``descriptor_store`` of host
+``kernelc.TensorDescriptor`` arguments.
+
+The frontend flattens a host descriptor into base pointer, shapes, strides and -- on sm_90a, for a
+block TMA can copy -- its 128-byte CUtensorMap (compiler/abi.py), and rebuilds it in the kernel with
+``make_tensor_descriptor(..., host_arg=name)``. Ops that ``tma_eligible`` claims stay in the IR
+(passes/lower_descriptors.py rewrites the others into masked loads/stores) and address the tensor
+through the map, a by-value parameter (``.param .align 64 .b8 [128]``, a ``__grid_constant__``).
+``reports["tensor_maps"]`` records the box and swizzle the code assumes (the host derives the same).
+
+- ``descriptor_load``: thread 0 copies the tile into shared memory (SmemOperand layout, swizzled)
+  and every thread waits on an mbarrier. A tile whose only consumers are tensor-core dot operands
+  (directly or through a 2-D ``trans``) stays there: the dot (wgmma/ldmatrix) reads it in place. Any
+  other tile is read back into its register layout. Inside ``kl.range(num_stages>=2)`` loops, dot
+  operands are instead pipelined by codegen/pipeline.py (a ring of stages, one mbarrier each).
+- ``descriptor_store``: registers -> swizzled shared memory -> ``fence.proxy.async`` -> barrier ->
+  thread 0 issues the bulk tensor store and waits until the copy has read shared memory.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+from ...errors import CompilationError
+from ...language.dtypes import scalar_of, shape_of, tensor_descriptor_type
+from ..ir.core import Argument, Function, Op, Value
+from . import tma as T
+from .emitter import llty
+from .lowering import Lowering, Tile, rule
+
+# by-value CUtensorMap: 128 bytes, 64-byte aligned, a grid constant (its address is taken: cvta.param)
+TENSOR_MAP_PARAM_ATTRS = 'byval([128 x i8]) align 64 "nvvm.grid_constant"'
+
+
+# -- eligibility -----------------------------------------------------------------------------------
+
+
+def host_descriptor_op(desc: Value) -> Optional[Op]:
+    """The ``make_tensor_descriptor`` of a host descriptor argument behind ``desc`` (None otherwise)."""
+    mk = desc.op
+    if mk is None or mk.name != "make_tensor_descriptor" or not mk.attrs.get("host_arg"):
+        return None
+    return mk
+
+
+def is_tensor_map(ty) -> bool:
+    from ..abi import tensor_map_type
+    return isinstance(ty, tensor_map_type)
+
+
+def tensor_map_param(name: str) -> Tuple[str, str, str]:
+    """The LLVM parameter (type, name, attributes) of a CUtensorMap machine argument."""
+    return ("ptr", name, TENSOR_MAP_PARAM_ATTRS)
+
+
+def _argument_of(fn: Function, v: Value) -> Optional[Argument]:
+    for a, arg in zip(fn.arguments, fn.body.args):
+        if arg is v:
+            return a
+    return None
+
+
+def tma_eligible(op: Op, arch: Optional[str], fn: Optional[Function] = None) -> bool:
+    """Whether the TMA lowering takes this ``descriptor_load``/``descriptor_store`` (else the generic
+    lowering rewrites it): sm_90a, KERNELC_TMA not 0, a host descriptor whose machine arguments
+    include a CUtensorMap (compiler/abi.py: the type is one TMA copies into the swizzled operand
+    layout) and whose base and strides are known 16-byte aligned (``fn``'s argument divisibility, as
+    the runtime specialises on it; without ``fn`` nothing is known, so no)."""
+    if op.name not in ("descriptor_load", "descriptor_store") or fn is None:
+        return False
+    if not T.tma_type_ok(op.operands[0].type, arch or ""):
+        return False
+    mk = host_descriptor_op(op.operands[0])
+    if mk is None:
+        return False  # made in the kernel: would need a CUtensorMap built on the device
+    name = mk.attrs["host_arg"]
+    if not any(is_tensor_map(a.type) and a.name == f"{name}.tensormap" for a in fn.arguments):
+        return False
+    ty = op.operands[0].type
+    n = ty.ndim
+    eb = ty.element_ty.itemsize
+    base = _argument_of(fn, mk.operands[0])
+    strides = [_argument_of(fn, v) for v in mk.operands[1 + n:]]
+    if base is None or base.divisibility < 16:
+        return False
+    # the runtime reports int divisibility by 16 (elements): then the byte stride is 16-aligned too
+    return all(s is not None and (s.divisibility * eb) % 16 == 0 for s in strides)
+
+
+# -- tensor-map parameters -------------------------------------------------------------------------
+
+
+class TensorMapParam:
+    def __init__(self, host_arg: str, param: str, ty: tensor_descriptor_type, box: T.TmaBox):
+        self.host_arg, self.param, self.ty, self.box = host_arg, param, ty, box
+
+    def report(self) -> dict:
+        return {"arg": self.host_arg, "param": f"{self.host_arg}.tensormap", "dtype": self.ty.element_ty.name,
+                "block_shape": list(self.ty.block_shape), "box_shape": list(self.box.box_shape),
+                "swizzle": self.box.swizzle, "padding": self.ty.padding}
+
+
+def declare_tensor_maps(lw: Lowering) -> None:
+    """After the parameters are declared: find the CUtensorMap argument of every host descriptor a
+    descriptor op uses (the ops left in the IR are TMA's) and report what the host encodes."""
+    lw.tensor_maps = {}
+    arch = lw.target.arch if lw.target is not None else ""
+    params = {a.name: lw.scalars[v.id] for a, v in zip(lw.fn.arguments, lw.fn.body.args) if is_tensor_map(a.type)}
+    for op in lw.fn.walk():
+        if op.name not in ("descriptor_load", "descriptor_store"):
+            continue
+        if not tma_eligible(op, arch, lw.fn):
+            raise CompilationError(
+                f"`{op.name}` reached code generation for {arch or 'this target'} without a TMA lowering for it; "
+                "it should have been rewritten into masked loads/stores (passes/lower_descriptors.py)",
+                op.loc.file, op.loc.line, op.loc.col)
+        name = host_descriptor_op(op.operands[0]).attrs["host_arg"]
+        if name in lw.tensor_maps:
+            continue
+        ty = op.operands[0].type
+        lw.tensor_maps[name] = TensorMapParam(name, params[f"{name}.tensormap"].lstrip("%"), ty,
+                                              T.tma_box(ty.block_shape, ty.element_ty.itemsize))
+    if lw.tensor_maps:
+        lw.reports["tensor_maps"] = [m.report() for m in lw.tensor_maps.values()]
+        # TMA's swizzle follows absolute shared addresses: the tiles' 1024-byte offsets must be absolute
+        if not any("@global_smem" in g for g in lw.e.globals):
+            lw.e.add_global("@global_smem = external addrspace(3) global [0 x i8], align 1024")
+
+
+def tensor_map_of(lw: Lowering, desc: Value) -> TensorMapParam:
+    return lw.tensor_maps[host_descriptor_op(desc).attrs["host_arg"]]
+
+
+# -- consumers that read the tile in place -----------------------------------------------------------
+
+
+def _uses(lw: Lowering) -> Dict[int, List[Tuple[Op, int]]]:
+    u = getattr(lw, "_value_uses", None)
+    if u is None:
+        u = {}
+        for op in lw.fn.walk():
+            for i, v in enumerate(op.operands):
+                u.setdefault(v.id, []).append((op, i))
+        lw._value_uses = u
+    return u
+
+
+def smem_servable(lw: Lowering, dot: Op, idx: int, trans: bool, elt) -> bool:
+    """Whether this dot reads operand ``idx`` from a shared buffer in SmemOperand layout (``trans``:
+    stored with the outer dim M/N contiguous) instead of staging registers itself."""
+    from .dot import MMA_SHAPES
+    if idx not in (0, 1) or id(dot) in lw.plan.dot_fma or lw.plan.get(dot.results[0]) is None:
+        return False
+    if elt.name not in MMA_SHAPES or len(shape_of(dot.operands[0].type)) != 2:
+        return False
+    # only 16-bit types transpose (ldmatrix.trans, wgmma's transpose bit): 8/32-bit ones must be K-major
+    return not trans or elt.itemsize == 2
+
+
+def operand_orientation(is_a: bool, through_trans: bool) -> bool:
+    """The SmemOperand ``trans`` flag of a loaded tile used as operand A ([M, K]) or B ([K, N]): the
+    tile's rows are its dim 0, so A is K-major unless transposed, B is N-major unless transposed."""
+    return through_trans if is_a else not through_trans
+
+
+def in_place_consumers(lw: Lowering, v: Value) -> Optional[List[Tuple[Op, int, Optional[Op]]]]:
+    """(dot, operand index, trans op or None) for every use of the loaded tile ``v`` if all of them are
+    tensor-core dot operands able to read it in place; else None."""
+    uses = _uses(lw)
+    out = []
+    elt = scalar_of(v.type)
+    for op, i in uses.get(v.id, []):
+        via = None
+        if op.name == "trans" and len(shape_of(v.type)) == 2 and list(op.attrs.get("perm", [])) == [1, 0]:
+            t_uses = uses.get(op.results[0].id, [])
+            if len(t_uses) != 1:
+                return None
+            via = op
+            op, i = t_uses[0]
+        if op.name != "dot" or i not in (0, 1):
+            return None
+        if not smem_servable(lw, op, i, operand_orientation(i == 0, via is not None), elt):
+            return None
+        out.append((op, i, via))
+    return out or None
+
+
+def inside_loop(op: Op) -> bool:
+    """Whether ``op`` may run more than once (it is nested in a loop)."""
+    b = op.block
+    while b is not None and b.parent is not None:
+        if b.parent.name in ("scf.for", "scf.while"):
+            return True
+        b = b.parent.block
+    return False
+
+
+# -- tiles between registers and shared memory -----------------------------------------------------
+
+
+def _row_col(lw: Lowering, c: List[str], block_shape) -> Tuple[str, str]:
+    """SmemOperand (row, col) of tile coordinate ``c``: the outer dims flattened row-major."""
+    e = lw.e
+    row = "0"
+    for d in range(len(block_shape) - 1):
+        if row == "0":
+            row = c[d]
+        else:
+            row = e.val(f"add i32 {e.val(f'mul i32 {row}, {block_shape[d]}')}, {c[d]}")
+    return row, c[-1]
+
+
+def read_tile(lw: Lowering, sm, L, elt, block_shape) -> List[str]:
+    """Registers of layout ``L`` from the tile in shared memory (16-byte vectors where ``L`` allows)."""
+    e = lw.e
+    ty = llty(elt)
+    eb = elt.itemsize
+    coords = lw.coords(L)
+    vec = max(1, min(L.contig_regs(L.rank - 1), sm.chunk))
+    out: List[str] = []
+    for g in range(0, L.num_regs, vec):
+        row, col = _row_col(lw, coords[g], block_shape)
+        p = e.val(f"getelementptr i8, ptr addrspace(3) @global_smem, i32 {sm.offset(lw, row, col)}")
+        if vec == 1:
+            out.append(e.val(f"load {ty}, ptr addrspace(3) {p}, align {eb}"))
+        else:
+            vt = f"<{vec} x {ty}>"
+            v = e.val(f"load {vt}, ptr addrspace(3) {p}, align {vec * eb}")
+            out += [e.val(f"extractelement {vt} {v}, i32 {i}") for i in range(vec)]
+    return out
+
+
+def write_tile(lw: Lowering, tile: Tile, sm, elt, block_shape) -> None:
+    """Store a register tile into the shared tile (each element once: replicas skip)."""
+    e = lw.e
+    ty = llty(elt)
+    eb = elt.itemsize
+    L = tile.layout
+    coords = lw.coords(L)
+    vec = max(1, min(L.contig_regs(L.rank - 1), sm.chunk))
+    own = lw.owner_predicate(L)
+    if own is not None:
+        w, cont = e.label("tma_st"), e.label("tma_st_end")
+        e.cond_br(own, w, cont)
+        e.start_block(w)
+    for g in range(0, L.num_regs, vec):
+        row, col = _row_col(lw, coords[g], block_shape)
+        p = e.val(f"getelementptr i8, ptr addrspace(3) @global_smem, i32 {sm.offset(lw, row, col)}")
+        if vec == 1:
+            e.emit(f"store {ty} {tile.regs[g]}, ptr addrspace(3) {p}, align {eb}")
+        else:
+            vt = f"<{vec} x {ty}>"
+            acc = "undef"
+            for i in range(vec):
+                acc = e.val(f"insertelement {vt} {acc}, {ty} {tile.regs[g + i]}, i32 {i}")
+            e.emit(f"store {vt} {acc}, ptr addrspace(3) {p}, align {vec * eb}")
+    if own is not None:
+        e.br(cont)
+        e.start_block(cont)
+
+
+def report_tma(lw: Lowering, op: Op, kind: str, ty: tensor_descriptor_type) -> None:
+    """The access report entry of a bulk copy (16-byte granules, no per-thread vector to limit)."""
+    eb = ty.element_ty.itemsize
+    lw.reports["memory_accesses"].append({
+        "kind": kind, "file": op.loc.file, "line": op.loc.line, "shape": list(ty.block_shape), "elem_bytes": eb,
+        "vector_elems": max(1, 16 // eb), "vector_bytes": 16, "contiguous_dim": len(ty.block_shape) - 1,
+        "contiguity": [], "divisibility_bytes": [], "limits": {}, "limited_by": [], "engine": "tma",
+    })
+
+
+def free_regions(lw: Lowering) -> List[Tuple[str, int]]:
+    """(persistent offset token, bytes) of shared buffers no later op reads (finished pipeline rings)."""
+    return lw.__dict__.setdefault("free_smem", [])
+
+
+def offsets_of(lw: Lowering, vals) -> List[str]:
+    return [lw.scalar(v) for v in vals]
+
+
+# -- rules -----------------------------------------------------------------------------------------
+
+
+@rule("make_tensor_descriptor")
+def lower_make_descriptor(lw: Lowering, op):
+    pass  # its parts are kernel parameters; TMA ops address the tensor through the CUtensorMap
+
+
+@rule("descriptor_load")
+def lower_descriptor_load(lw: Lowering, op):
+    desc = op.operands[0]
+    ty: tensor_descriptor_type = desc.type
+    tm = tensor_map_of(lw, desc)
+    box = tm.box
+    res = op.results[0]
+    elt = ty.element_ty
+    offsets = offsets_of(lw, op.operands[1:])
+    consumers = in_place_consumers(lw, res)
+    report_tma(lw, op, "load (TMA)", ty)
+    # a tile read in place must outlive this op (other ops' scratch would overwrite it)
+    base = lw.persistent(box.nbytes) if consumers else lw.scratch(box.nbytes)
+    pool = T.BarrierPool.of(lw)
+    btok, boff = pool.take(1)
+    bar = pool.address(btok, boff)
+    t0 = T.elected(lw)
+    tmap = T.tensormap_address(lw, tm.param)
+    if not consumers:
+        T.fence_proxy_async(lw)  # scratch: other ops' generic accesses come before the copy engine's write
+    lw.barrier()  # earlier readers of the buffer and waiters on the barrier are done
+    T.mbarrier_init(lw, bar, 1, t0)
+    T.fence_mbarrier_init(lw)
+    lw.barrier()
+    T.mbarrier_expect_tx(lw, bar, box.nbytes, t0)
+    T.copy_tile_in(lw, box, tmap, base, bar, offsets, t0)
+    T.mbarrier_wait(lw, bar, "0")
+    sm = box.smem(base)
+    if consumers:
+        for dot, idx, via in consumers:
+            trans = operand_orientation(idx == 0, via is not None)
+            v = via.results[0] if via is not None else res
+            lw.smem_operands[v.id] = (sm, trans)
+            if via is not None:
+                lw.skip_ops.add(id(via))
+    else:
+        L = lw.plan.get(res)
+        lw.tiles[res.id] = Tile(L, read_tile(lw, sm, L, elt, ty.block_shape))
+        lw.smem.pending.append((base, base + box.nbytes, False))
+    if inside_loop(op):
+        # the barrier is initialised again on the next trip: invalidate it once every thread has waited
+        lw.barrier()
+        T.mbarrier_inval(lw, bar, t0)
+
+
+@rule("descriptor_store")
+def lower_descriptor_store(lw: Lowering, op):
+    desc, val = op.operands[0], op.operands[1]
+    ty: tensor_descriptor_type = desc.type
+    tm = tensor_map_of(lw, desc)
+    box = tm.box
+    elt = ty.element_ty
+    offsets = offsets_of(lw, op.operands[2:])
+    report_tma(lw, op, "store (TMA)", ty)
+    tile = lw.get(val)
+    free = [tok for tok, size in free_regions(lw) if size >= box.nbytes]
+    if free:
+        base = free[0]  # a finished pipeline's ring (1024-byte aligned)
+        lw.barrier()  # earlier users (another store's copy, read by thread 0's wait) are done with it
+    else:
+        base = lw.scratch(box.nbytes)
+        lw.smem_access(base, base + box.nbytes, True)
+    sm = box.smem(base)
+    write_tile(lw, tile, sm, elt, ty.block_shape)
+    T.fence_proxy_async(lw)  # the copy engine reads through the async proxy
+    lw.barrier()
+    t0 = T.elected(lw)
+    tmap = T.tensormap_address(lw, tm.param)
+    T.copy_tile_out(lw, box, tmap, base, offsets, t0)
+    T.bulk_commit(lw, t0)
+    # thread 0 waits until the copy has read the buffer; the next writer's barrier waits for thread 0
+    T.bulk_wait_read(lw, 0, t0)
+    if not free:
+        lw.smem.pending.append((base, base + box.nbytes, False))

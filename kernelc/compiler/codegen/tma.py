@@ -1,0 +1,307 @@
+"""Hopper's tensor memory accelerator (TMA, ``cp.async.bulk.tensor``) and mbarriers: geometry and PTX.
+
+A tensor-descriptor tile lands in shared memory in exactly the layout ``dot.SmemOperand`` describes
+([panel][row][<=128 B], 16-byte chunks XOR-swizzled by the row), so wgmma/ldmatrix read it as they
+read a cp.async-filled operand. TMA writes that layout by itself: a box whose inner extent is one
+panel (at most 128 bytes, the swizzle span) and whose 128B/64B/32B swizzle is the SmemOperand XOR,
+provided every box starts on the swizzle's repeat (1024/512/256 bytes; 8 rows): ``TmaBox`` works
+out the boxes of a block and where each lands. The host encodes the CUtensorMap from the same
+``TmaBox`` (runtime/tensor_map.py), so the compiler and the map always agree.
+
+The helpers below emit the PTX; the copy engine is driven from one elected thread (tid 0) and
+completes on an mbarrier (``complete_tx::bytes``) that every thread waits on by phase parity.
+Without a GPU they are checked down to SASS: UTMALDG / UTMASTG (copies), SYNCS.EXCH.64 (init),
+SYNCS.ARRIVE.TRANS64 (arrive.expect_tx), SYNCS.PHASECHK.TRANS64.TRYWAIT (wait), UTMACCTL.PF
+(prefetch.tensormap), UTMACMDFLUSH (commit), SYNCS.CCTL.IV (inval).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterator, Optional, Sequence, Tuple
+
+SWIZZLE_SPAN = 128  # bytes: the widest swizzle; a box's inner extent never exceeds it (one panel)
+MAX_BOX_DIM = 256  # elements per box dimension (TMA limit)
+MAX_RANK = 5
+TMA_ELEMENT_BYTES = (1, 2, 4, 8)
+MBARRIER_BYTES = 8
+
+
+def tma_enabled() -> bool:
+    """``KERNELC_TMA=0`` turns the TMA lowering off (descriptor ops then take the generic lowering)."""
+    return os.environ.get("KERNELC_TMA", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def arch_has_tma(arch: str) -> bool:
+    # TMA itself exists on plain sm_90, but its consumers here (wgmma, the swizzled operand ring) are
+    # sm_90a-only; plain sm_90 and older keep the generic lowering.
+    return arch.startswith("sm_9") and arch.endswith("a")
+
+
+# OOB fill with NaN needs a floating-point map type
+NAN_FILL_TYPES = ("fp16", "bf16", "fp32", "fp64")
+
+
+def tma_type_ok(ty, arch: str) -> bool:
+    """Whether TMA can serve descriptors of type ``ty`` (a ``tensordesc``) on ``arch``: the type-level
+    half of ``tma_eligible``, which decides whether the ABI carries a CUtensorMap (compiler/abi.py)."""
+    if not tma_enabled() or not arch or not arch_has_tma(arch):
+        return False
+    elt = ty.element_ty
+    if elt.is_int1() or tma_box(ty.block_shape, elt.itemsize) is None:
+        return False
+    return ty.padding != "nan" or elt.name in NAN_FILL_TYPES
+
+
+# -- geometry ------------------------------------------------------------------------------------
+
+
+def _prod(xs) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+@dataclass(frozen=True)
+class TmaBox:
+    """How a ``block_shape`` tile (outermost dim first) of ``ebytes``-byte elements is copied by TMA
+    into the SmemOperand layout of ``rows = prod(block_shape[:-1])`` x ``cols = block_shape[-1]``.
+
+    Boxes are ``box_shape`` (outermost first): the inner extent is one panel (``inner_box`` elements,
+    at most 128 bytes), dim 0 is cut into pieces of at most 256; the other dims are whole.
+    ``swizzle`` is the TMA swizzle (bytes; 0 = none) equal to the SmemOperand XOR of this geometry.
+    """
+
+    block_shape: Tuple[int, ...]
+    ebytes: int
+    inner_box: int
+    outer_box: int  # elements of dim 0 per box (rank >= 2)
+    swizzle: int
+
+    @property
+    def rank(self) -> int:
+        return len(self.block_shape)
+
+    @property
+    def rows(self) -> int:
+        return _prod(self.block_shape[:-1])
+
+    @property
+    def cols(self) -> int:
+        return self.block_shape[-1]
+
+    @property
+    def row_bytes(self) -> int:
+        return self.inner_box * self.ebytes
+
+    @property
+    def panel_bytes(self) -> int:
+        return self.rows * self.row_bytes
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows * self.cols * self.ebytes
+
+    @property
+    def box_shape(self) -> Tuple[int, ...]:
+        if self.rank == 1:
+            return (self.inner_box,)
+        return (self.outer_box,) + tuple(self.block_shape[1:-1]) + (self.inner_box,)
+
+    @property
+    def box_bytes(self) -> int:
+        return _prod(self.box_shape) * self.ebytes
+
+    def boxes(self) -> Iterator[Tuple[Tuple[int, ...], int]]:
+        """(coordinate delta per dim, outermost first; byte offset in the tile) of every box."""
+        n_panels = self.cols // self.inner_box
+        n_pieces = 1 if self.rank == 1 else self.block_shape[0] // self.outer_box
+        piece_bytes = (self.outer_box * _prod(self.block_shape[1:-1]) * self.row_bytes) if self.rank > 1 else 0
+        for p in range(n_panels):
+            for r in range(n_pieces):
+                delta = [0] * self.rank
+                delta[-1] = p * self.inner_box
+                if self.rank > 1:
+                    delta[0] = r * self.outer_box
+                yield tuple(delta), p * self.panel_bytes + r * piece_bytes
+
+    def smem(self, base):
+        """The SmemOperand view of the tile at ``base`` (1024-byte aligned), swizzled iff TMA swizzles."""
+        from .dot import SmemOperand
+        sm = SmemOperand(base, self.rows, self.cols, self.ebytes)
+        assert sm.row_bytes == self.row_bytes
+        if self.swizzle == 0:
+            sm.max_phase = 1  # TMA writes rows unswizzled: read them back the same way
+        else:
+            assert sm.swizzle_bytes == self.swizzle
+        return sm
+
+
+def tma_box(block_shape: Sequence[int], ebytes: int) -> Optional[TmaBox]:
+    """The TMA geometry of a block, or None if TMA cannot copy it (the generic lowering then does)."""
+    shape = tuple(int(d) for d in block_shape)
+    if not 1 <= len(shape) <= MAX_RANK or ebytes not in TMA_ELEMENT_BYTES:
+        return None
+    if any(d < 1 or d & (d - 1) for d in shape):
+        return None  # SmemOperand panels index with shifts
+    inner = shape[-1]
+    inner_box = min(inner, SWIZZLE_SPAN // ebytes)
+    row_bytes = inner_box * ebytes
+    if row_bytes < 16:
+        return None  # a box's inner extent must be a multiple of 16 bytes
+    if any(d > MAX_BOX_DIM for d in shape[1:-1]):
+        return None  # only dim 0 is cut into pieces
+    outer_box = min(shape[0], MAX_BOX_DIM) if len(shape) > 1 else 1
+    box_rows = outer_box * _prod(shape[1:-1]) if len(shape) > 1 else 1
+    # the swizzle pattern follows address bits 4..9: every box must start on its repeat (8 rows)
+    swizzle = row_bytes if row_bytes in (32, 64, 128) and box_rows % 8 == 0 else 0
+    box = TmaBox(shape, ebytes, inner_box, outer_box, swizzle)
+    if any(off % 128 for _, off in box.boxes()):
+        return None  # a bulk tensor copy's shared-memory side must be 128-byte aligned
+    return box
+
+
+# -- PTX emission --------------------------------------------------------------------------------
+
+
+def smem_addr(lw, off) -> str:
+    """The 32-bit shared::cta address of byte ``off`` of the dynamic shared memory."""
+    e = lw.e
+    lw.smem_base()
+    p = e.val(f"getelementptr i8, ptr addrspace(3) @global_smem, i32 {off}")
+    return e.val(f"ptrtoint ptr addrspace(3) {p} to i32")
+
+
+def elected(lw) -> str:
+    """True in the one thread that drives the copy engine (thread 0)."""
+    return lw.e.val(f"icmp eq i32 {lw.tid}, 0")
+
+
+def _pred(lw, pred: Optional[str]) -> str:
+    return pred if pred is not None else "true"
+
+
+def mbarrier_init(lw, bar: str, count: int, pred: Optional[str]) -> None:
+    lw.e.asm("void", f"@$0 mbarrier.init.shared::cta.b64 [$1], {count};", "b,r",
+             [("i1", _pred(lw, pred)), ("i32", bar)])
+
+
+def fence_mbarrier_init(lw) -> None:
+    """Make initialised barriers visible to the async proxy (the copy engine's complete_tx)."""
+    lw.e.asm("void", "fence.mbarrier_init.release.cluster;", "", [])
+
+
+def mbarrier_inval(lw, bar: str, pred: Optional[str]) -> None:
+    lw.e.asm("void", "@$0 mbarrier.inval.shared::cta.b64 [$1];", "b,r", [("i1", _pred(lw, pred)), ("i32", bar)])
+
+
+def mbarrier_expect_tx(lw, bar: str, nbytes: int, pred: Optional[str]) -> None:
+    """Arrive once and announce ``nbytes`` of copies that will complete on ``bar``."""
+    lw.e.asm("void", f"@$0 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$1], {nbytes};", "b,r",
+             [("i1", _pred(lw, pred)), ("i32", bar)])
+
+
+def mbarrier_wait(lw, bar: str, parity: str) -> None:
+    """Spin until the phase with ``parity`` (0/1, i32) of ``bar`` has completed. The labels are local
+    to the braces, so the asm may be duplicated (unrolled) freely."""
+    lw.e.asm("void", "{ .reg .pred p; kc_wait: mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1; "
+                     "@!p bra kc_wait; }", "r,r", [("i32", bar), ("i32", parity)])
+
+
+def tensormap_address(lw, param: str) -> str:
+    """Generic address (i64) of a by-value CUtensorMap kernel parameter (``cvta.param``)."""
+    return lw.e.val(f"ptrtoint ptr %{param} to i64")
+
+
+def prefetch_tensormap(lw, tmap: str, pred: Optional[str] = None) -> None:
+    lw.e.asm("void", "@$0 prefetch.tensormap [$1];", "b,l", [("i1", _pred(lw, pred)), ("i64", tmap)])
+
+
+def _coords(coords: Sequence[str], first: int) -> str:
+    return "{" + ", ".join(f"${first + i}" for i in range(len(coords))) + "}"
+
+
+def tma_load(lw, tmap: str, dst: str, bar: str, coords: Sequence[str], pred: Optional[str]) -> None:
+    """One box global -> shared at ``dst`` (i32 shared address); ``coords`` innermost first (i32)."""
+    n = len(coords)
+    code = (f"@$0 cp.async.bulk.tensor.{n}d.shared::cluster.global.mbarrier::complete_tx::bytes "
+            f"[$1], [$2, {_coords(coords, 4)}], [$3];")
+    args = [("i1", _pred(lw, pred)), ("i32", dst), ("i64", tmap), ("i32", bar)] + [("i32", c) for c in coords]
+    lw.e.asm("void", code, ",".join(["b", "r", "l", "r"] + ["r"] * n), args)
+
+
+def tma_store(lw, tmap: str, src: str, coords: Sequence[str], pred: Optional[str]) -> None:
+    """One box shared (``src``) -> global; out-of-bounds elements of the box are not written."""
+    n = len(coords)
+    code = f"@$0 cp.async.bulk.tensor.{n}d.global.shared::cta.bulk_group [$1, {_coords(coords, 3)}], [$2];"
+    args = [("i1", _pred(lw, pred)), ("i64", tmap), ("i32", src)] + [("i32", c) for c in coords]
+    lw.e.asm("void", code, ",".join(["b", "l", "r"] + ["r"] * n), args)
+
+
+def bulk_commit(lw, pred: Optional[str]) -> None:
+    lw.e.asm("void", "@$0 cp.async.bulk.commit_group;", "b", [("i1", _pred(lw, pred))])
+
+
+def bulk_wait_read(lw, pending: int, pred: Optional[str]) -> None:
+    """Wait until at most ``pending`` bulk groups still read their shared-memory source."""
+    lw.e.asm("void", f"@$0 cp.async.bulk.wait_group.read {pending};", "b", [("i1", _pred(lw, pred))])
+
+
+def fence_proxy_async(lw) -> None:
+    """Order this thread's generic-proxy shared-memory writes before async-proxy reads (TMA store, wgmma)."""
+    lw.e.asm("void", "fence.proxy.async.shared::cta;", "", [])
+
+
+def copy_tile_in(lw, box: TmaBox, tmap: str, base, bar: str, offsets: Sequence[str], pred: Optional[str]) -> None:
+    """Issue every box of a tile whose element ``offsets`` (outermost first, i32) land at smem byte
+    offset ``base``; completes on ``bar`` (the caller announced ``box.nbytes``)."""
+    e = lw.e
+    for delta, off in box.boxes():
+        coords = [o if d == 0 else e.val(f"add i32 {o}, {d}") for o, d in zip(offsets, delta)]
+        dst = smem_addr(lw, base if off == 0 else e.val(f"add i32 {base}, {off}"))
+        tma_load(lw, tmap, dst, bar, list(reversed(coords)), pred)
+
+
+def copy_tile_out(lw, box: TmaBox, tmap: str, base, offsets: Sequence[str], pred: Optional[str]) -> None:
+    e = lw.e
+    for delta, off in box.boxes():
+        coords = [o if d == 0 else e.val(f"add i32 {o}, {d}") for o, d in zip(offsets, delta)]
+        src = smem_addr(lw, base if off == 0 else e.val(f"add i32 {base}, {off}"))
+        tma_store(lw, tmap, src, list(reversed(coords)), pred)
+
+
+class BarrierPool:
+    """mbarriers (8 bytes each) carved out of 1024-byte persistent shared-memory blocks."""
+
+    PER_BLOCK = 1024 // MBARRIER_BYTES
+
+    def __init__(self, lw):
+        self.lw = lw
+        self.block: Optional[str] = None
+        self.used = 0
+
+    @staticmethod
+    def of(lw) -> "BarrierPool":
+        pool = getattr(lw, "_mbarrier_pool", None)
+        if pool is None:
+            pool = lw._mbarrier_pool = BarrierPool(lw)
+        return pool
+
+    def take(self, n: int) -> Tuple[str, int]:
+        """(persistent offset token, byte offset from it) of ``n`` consecutive barriers."""
+        if self.block is None or self.used + n > self.PER_BLOCK:
+            self.block = self.lw.persistent(max(n, self.PER_BLOCK) * MBARRIER_BYTES)
+            self.used = 0
+        off = self.used * MBARRIER_BYTES
+        self.used += n
+        return self.block, off
+
+    def address(self, token: str, off: int, index="0") -> str:
+        """Shared address (i32) of barrier ``index`` (i32 value or constant) of a group from ``take``."""
+        e = self.lw.e
+        if index in (0, "0"):
+            rel = str(off)
+        else:
+            rel = e.val(f"add i32 {e.val(f'shl i32 {index}, 3')}, {off}") if off else e.val(f"shl i32 {index}, 3")
+        return smem_addr(self.lw, e.val(f"add i32 {token}, {rel}"))

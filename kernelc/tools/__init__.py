@@ -1,0 +1,1 @@
+"""Host-side helpers, mirroring ``triton.tools`` (``kernelc.tools.tensor_descriptor.TensorDescriptor``)."""
