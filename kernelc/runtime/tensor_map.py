@@ -111,9 +111,11 @@ def encode(p: TensorMapParams) -> bytes:
     """The 128-byte CUtensorMap (needs the CUDA driver: a GPU machine)."""
     from cuda.bindings import driver as drv
     from .driver import check
+    u32, u64 = drv.cuuint32_t, drv.cuuint64_t  # cuda-python wants its own integer wrappers here
     tm = check(drv.cuTensorMapEncodeTiled(
-        drv.CUtensorMapDataType(p.data_type), p.rank, p.global_address, list(p.global_dim), list(p.global_strides),
-        list(p.box_dim), list(p.element_strides), drv.CUtensorMapInterleave(p.interleave),
+        drv.CUtensorMapDataType(p.data_type), u32(p.rank), p.global_address, [u64(x) for x in p.global_dim],
+        [u64(x) for x in p.global_strides], [u32(x) for x in p.box_dim], [u32(x) for x in p.element_strides],
+        drv.CUtensorMapInterleave(p.interleave),
         drv.CUtensorMapSwizzle(p.swizzle), drv.CUtensorMapL2promotion(p.l2_promotion),
         drv.CUtensorMapFloatOOBfill(p.oob_fill)), "cuTensorMapEncodeTiled")
     return ctypes.string_at(tm.getPtr(), TENSOR_MAP_BYTES)

@@ -78,27 +78,38 @@ def to_f16_soft(e: Emitter, name: str, x: str) -> str:
 # -- narrowing: fp32 -> fp8 ----------------------------------------------------------------------
 
 
-def from_f32_pair(e: Emitter, name: str, x0: str, x1: str) -> Tuple[str, str]:
-    """Two ``float`` values -> two fp8 values (i8), as torch rounds them."""
+def from_f32_pair(e: Emitter, name: str, x0: str, x1: str, signs=(None, None)) -> Tuple[str, str]:
+    """Two ``float`` values -> two fp8 values (i8), as torch rounds them.  ``signs``: the sign bytes
+    of the values before they were widened to float, where the widening may drop a NaN's sign."""
     if not has_hw_cvt(e):
-        return from_f32_soft(e, name, x0), from_f32_soft(e, name, x1)
+        return from_f32_soft(e, name, x0, signs[0]), from_f32_soft(e, name, x1, signs[1])
     # cvt puts its first source in the high byte
     r = e.asm("i16", f"cvt.rn.satfinite.{PTX_PAIR[name]}.f32 $0, $1, $2;", "=h,f,f",
               [("float", x1), ("float", x0)], side_effects=False)
     y0 = e.val(f"trunc i16 {r} to i8")
     y1 = e.val(f"trunc i16 {e.val(f'lshr i16 {r}, 8')} to i8")
-    return torch_fixup(e, name, x0, y0), torch_fixup(e, name, x1, y1)
+    return torch_fixup(e, name, x0, y0, signs[0]), torch_fixup(e, name, x1, y1, signs[1])
 
 
-def _sign_byte(e: Emitter, x: str) -> str:
-    bits = e.val(f"bitcast float {x} to i32")
-    return e.val(f"trunc i32 {e.val(f'lshr i32 {bits}, 24')} to i8")
+def _sign_byte(e: Emitter, x: str, ty: str = "float", bits: int = 32) -> str:
+    """The top byte of ``x``'s bits (its sign in bit 7)."""
+    raw = e.val(f"bitcast {ty} {x} to i{bits}")
+    return e.val(f"trunc i{bits} {e.val(f'lshr i{bits} {raw}, {bits - 8}')} to i8")
 
 
-def torch_fixup(e: Emitter, name: str, x: str, y: str) -> str:
+# widening that may drop a NaN's sign: the hardware's cvt.f32.f16 returns the canonical (positive) NaN
+_SIGN_BEFORE_WIDENING = {"fp16": ("half", 16)}
+
+
+def _source_sign(e: Emitter, src, x: str):
+    spec = _SIGN_BEFORE_WIDENING.get(src.name)
+    return _sign_byte(e, x, *spec) if spec else None
+
+
+def torch_fixup(e: Emitter, name: str, x: str, y: str, sign_byte=None) -> str:
     """cvt.rn.satfinite -> torch: NaN is ``nan_code | sign``; e5m2 overflows to +-Inf, not +-max."""
     fmt = FP8_FORMATS[name]
-    sign = e.val(f"and i8 {_sign_byte(e, x)}, -128")
+    sign = e.val(f"and i8 {sign_byte or _sign_byte(e, x)}, -128")
     special = e.val(f"fcmp uno float {x}, 0.0")
     code = e.val(f"or i8 {sign}, {fmt.nan_code}")
     if fmt.overflow == "inf":
@@ -112,12 +123,12 @@ def torch_fixup(e: Emitter, name: str, x: str, y: str) -> str:
     return e.val(f"select i1 {special}, i8 {code}, i8 {y}")
 
 
-def from_f32_soft(e: Emitter, name: str, x: str) -> str:
+def from_f32_soft(e: Emitter, name: str, x: str, sign_byte=None) -> str:
     """torch's fp32 -> fp8 algorithm with integer ops (and one fp32 add for subnormal results)."""
     fmt = FP8_FORMATS[name]
     shift = 23 - fmt.mantissa
     bits = e.val(f"bitcast float {x} to i32")
-    sign = e.val(f"trunc i32 {e.val(f'lshr i32 {bits}, 24')} to i8")
+    sign = sign_byte or e.val(f"trunc i32 {e.val(f'lshr i32 {bits}, 24')} to i8")
     sign = e.val(f"and i8 {sign}, -128")
     a = e.val(f"and i32 {bits}, 2147483647")
     # normal: rebias, round the dropped bits to nearest even
@@ -154,9 +165,10 @@ def cast_pair(e: Emitter, src, dst, x0: str, x1: str) -> Tuple[str, str]:
         if dst == F16:
             return h0, h1
         return cast(e, F16, dst, h0), cast(e, F16, dst, h1)
+    signs = (_source_sign(e, src, x0), _source_sign(e, src, x1))
     if src != F32:
         x0, x1 = cast(e, src, F32, x0), cast(e, src, F32, x1)
-    return from_f32_pair(e, dst.name, x0, x1)
+    return from_f32_pair(e, dst.name, x0, x1, signs)
 
 
 def cast_one(e: Emitter, src, dst, x: str) -> str:
@@ -168,12 +180,13 @@ def cast_one(e: Emitter, src, dst, x: str) -> str:
         h = to_f16_pair(e, src.name, x, x)[0] if has_hw_cvt(e) else to_f16_soft(e, src.name, x)
         from .elementwise import cast
         return h if dst == F16 else cast(e, F16, dst, h)
+    sign = _source_sign(e, src, x)
     if src != F32:
         from .elementwise import cast
         x = cast(e, src, F32, x)
     if not has_hw_cvt(e):
-        return from_f32_soft(e, dst.name, x)
-    return from_f32_pair(e, dst.name, x, x)[0]
+        return from_f32_soft(e, dst.name, x, sign)
+    return from_f32_pair(e, dst.name, x, x, (sign, sign))[0]
 
 
 def cast_many(e: Emitter, src, dst, xs: List[str]) -> List[str]:
