@@ -69,7 +69,7 @@ def matmul(rows):
         tri = bench(lambda: T.matmul(a, b))
         ref = bench(lambda: torch.matmul(a, b))
         best = K.matmul_autotuned.best_config
-        r = row(f"matmul {str(dt).replace('torch.', '').replace('float16', 'fp16').replace('bfloat16', 'bf16')} {n}^3",
+        r = row(f"matmul {str(dt).replace('torch.', '').replace('bfloat16', 'bf16').replace('float16', 'fp16')} {n}^3",
                 tf, ours, tri, ref, "TFLOP/s", "cublas")
         r["config"] = repr(best)
         rows.append(r)
@@ -93,7 +93,7 @@ def matmul_tma(rows):
         ours = bench(lambda: K.matmul_tma(a, b))
         tri = bench(lambda: T.matmul_tma(a, b)) if T is not None else None
         ref = bench(lambda: torch.matmul(a, b))
-        r = row(f"matmul_tma {str(dt).replace('torch.', '').replace('float16', 'fp16').replace('bfloat16', 'bf16')} "
+        r = row(f"matmul_tma {str(dt).replace('torch.', '').replace('bfloat16', 'bf16').replace('float16', 'fp16')} "
                 f"{n}^3", tf, ours, tri, ref, "TFLOP/s", "cublas")
         r["config"] = repr(K.matmul_tma_autotuned.best_config)
         r["max_abs_err_vs_cublas"] = (K.matmul_tma(a, b).float() - torch.matmul(a, b).float()).abs().max().item()

@@ -431,3 +431,17 @@ def test_autotune_warmup_compiles_each_config_with_its_own_block_shapes():
     args, kw = _hook_copies(["a_desc", "b_desc", "c_desc", "M"], (a_desc, a_desc, a_desc, 256), {}, cfg)
     assert args[0] is not a_desc and args[0].block_shape == [128, 64] and args[1].block_shape == [64, 256]
     assert a_desc.block_shape == [16, 16] and args[3] == 256
+
+
+@pytest.mark.parametrize("inner_div, tma_store", [(16, True), (1, False)])
+def test_tma_store_needs_rows_that_end_on_16_bytes(inner_div, tma_store):
+    """A TMA store wrote the whole 16-byte chunk a row ends in (H200): without knowing the innermost
+    extent is a multiple of 16 bytes, the store takes the masked generic path."""
+    from tests.block_kernels import desc_copy
+    sig = {"in_desc": "tensordesc<fp32[32, 32]>", "out_desc": "tensordesc<fp32[32, 32]>"}
+    ck = kernelc.compile(desc_copy, signature=sig, constexprs={"BM": 32, "BN": 32}, target="sm_90a", num_warps=4,
+                         divisibility={"in_desc": 16, "out_desc.base": 16, "out_desc.stride0": 16,
+                                       "out_desc.shape1": inner_div})
+    sass = ck.asm["sass"]
+    assert "UTMALDG" in sass
+    assert ("UTMASTG" in sass) == tma_store

@@ -83,7 +83,15 @@ def tma_eligible(op: Op, arch: Optional[str], fn: Optional[Function] = None) -> 
     if base is None or base.divisibility < 16:
         return False
     # the runtime reports int divisibility by 16 (elements): then the byte stride is 16-aligned too
-    return all(s is not None and (s.divisibility * eb) % 16 == 0 for s in strides)
+    if not all(s is not None and (s.divisibility * eb) % 16 == 0 for s in strides):
+        return False
+    if op.name == "descriptor_store":
+        # A TMA store into a tensor whose rows end inside a 16-byte chunk wrote that whole chunk: a
+        # [50, 70] fp32 destination got columns 70 and 71 written (H200, 2026-11-22).  Stores use TMA
+        # only when the innermost extent is known to be a multiple of 16 bytes.
+        inner = _argument_of(fn, mk.operands[n])
+        return inner is not None and (inner.divisibility * eb) % 16 == 0
+    return True
 
 
 # -- tensor-map parameters -------------------------------------------------------------------------
