@@ -239,31 +239,9 @@ def read_tile(lw: Lowering, sm, L, elt, block_shape) -> List[str]:
 
 def write_tile(lw: Lowering, tile: Tile, sm, elt, block_shape) -> None:
     """Store a register tile into the shared tile (each element once: replicas skip)."""
-    e = lw.e
-    ty = llty(elt)
-    eb = elt.itemsize
-    L = tile.layout
-    coords = lw.coords(L)
-    vec = max(1, min(L.contig_regs(L.rank - 1), sm.chunk))
-    own = lw.owner_predicate(L)
-    if own is not None:
-        w, cont = e.label("tma_st"), e.label("tma_st_end")
-        e.cond_br(own, w, cont)
-        e.start_block(w)
-    for g in range(0, L.num_regs, vec):
-        row, col = _row_col(lw, coords[g], block_shape)
-        p = e.val(f"getelementptr i8, ptr addrspace(3) @global_smem, i32 {sm.offset(lw, row, col)}")
-        if vec == 1:
-            e.emit(f"store {ty} {tile.regs[g]}, ptr addrspace(3) {p}, align {eb}")
-        else:
-            vt = f"<{vec} x {ty}>"
-            acc = "undef"
-            for i in range(vec):
-                acc = e.val(f"insertelement {vt} {acc}, {ty} {tile.regs[g + i]}, i32 {i}")
-            e.emit(f"store {vt} {acc}, ptr addrspace(3) {p}, align {vec * eb}")
-    if own is not None:
-        e.br(cont)
-        e.start_block(cont)
+    from .dot import store_tile
+    vec = max(1, min(tile.layout.contig_regs(tile.layout.rank - 1), sm.chunk))
+    store_tile(lw, tile, llty(elt), elt.itemsize, sm, vec, lambda c: _row_col(lw, c, block_shape))
 
 
 def report_tma(lw: Lowering, op: Op, kind: str, ty: tensor_descriptor_type) -> None:

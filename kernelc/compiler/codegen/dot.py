@@ -89,28 +89,33 @@ class SmemOperand:
 def store_operand(lw: Lowering, tile: Tile, ty: str, ebytes: int, sm: SmemOperand, row_dim: int, col_dim: int):
     """Write a register tile into the swizzled buffer: element (i, j) of the tile goes to
     (row = coord[row_dim], col = coord[col_dim]). Vectorised when registers run along col_dim."""
+    L = tile.layout
+    vec = L.contig_regs(col_dim) if L.rank == 2 else 1
+    store_tile(lw, tile, "i8" if ty == "i1" else ty, ebytes, sm, max(1, min(vec, sm.chunk)),
+               lambda c: (c[row_dim], c[col_dim]))
+
+
+def store_tile(lw: Lowering, tile: Tile, ty: str, ebytes: int, sm: SmemOperand, vec: int, row_col) -> None:
+    """Store ``tile``'s registers into ``sm``, ``vec`` consecutive registers per (vector) store, each
+    element once (replicas skip); ``row_col(coords)`` places a register's element as (row, col)."""
     e = lw.e
     L = tile.layout
     coords = lw.coords(L)
-    vec = L.contig_regs(col_dim) if L.rank == 2 else 1
-    vec = max(1, min(vec, sm.chunk))
     own = lw.owner_predicate(L)
     if own is not None:
-        w, cont = e.label("st_op"), e.label("st_op_end")
+        w, cont = e.label("st_smem"), e.label("st_smem_end")
         e.cond_br(own, w, cont)
         e.start_block(w)
-    sty = "i8" if ty == "i1" else ty
     for g in range(0, L.num_regs, vec):
-        c = coords[g]
-        off = sm.offset(lw, c[row_dim], c[col_dim])
-        p = e.val(f"getelementptr i8, ptr addrspace(3) @global_smem, i32 {off}")
+        row, col = row_col(coords[g])
+        p = e.val(f"getelementptr i8, ptr addrspace(3) @global_smem, i32 {sm.offset(lw, row, col)}")
         if vec == 1:
-            e.emit(f"store {sty} {tile.regs[g]}, ptr addrspace(3) {p}, align {ebytes}")
+            e.emit(f"store {ty} {tile.regs[g]}, ptr addrspace(3) {p}, align {ebytes}")
         else:
-            vt = f"<{vec} x {sty}>"
+            vt = f"<{vec} x {ty}>"
             acc = "undef"
             for i in range(vec):
-                acc = e.val(f"insertelement {vt} {acc}, {sty} {tile.regs[g + i]}, i32 {i}")
+                acc = e.val(f"insertelement {vt} {acc}, {ty} {tile.regs[g + i]}, i32 {i}")
             e.emit(f"store {vt} {acc}, ptr addrspace(3) {p}, align {vec * ebytes}")
     if own is not None:
         e.br(cont)
