@@ -316,7 +316,7 @@ def apply_compiled(facts: KernelFacts, ck) -> None:
     facts.n_spills = int(ck.n_spills or 0)
     facts.shared = int(ck.shared or 0)
     facts.local_bytes = int(ck.local_bytes or 0)
-    facts.num_warps = int(ck.num_warps)
+    facts.num_warps = int(getattr(ck, "launch_warps", ck.num_warps))  # a producer warp counts for occupancy
     facts.num_stages = int(ck.num_stages)
     if ck.constexprs:
         facts.constexprs = {k: _literal(v) for k, v in ck.constexprs.items()}

@@ -1,6 +1,7 @@
 """Kernel speed, side by side on one GPU in one run: kernelc vs Triton (same kernel source) vs torch.
 
-    python bench/bench_kernels.py [names...]   # vector_add softmax layernorm matmul matmul_tma matmul_fp8 attention
+    python bench/bench_kernels.py [names...]   # vector_add softmax layernorm matmul matmul_tma
+    # matmul_persistent matmul_fp8 attention attention_tma  (BENCH_RESULTS_NAME: results file name)
 """
 from __future__ import annotations
 
@@ -150,8 +151,77 @@ def attention(rows):
                         "TFLOP/s", "sdpa"))
 
 
+def matmul_persistent(rows):
+    """The persistent tensor-descriptor matmul (examples/kernels/matmul_persistent.py): one program per SM
+    walks the output tiles; on sm_90a a producer warp fills the TMA ring across tiles. Autotuned over
+    128x128x64 / 128x256x64 blocks and 3/4 stages; Triton runs the same source."""
+    from examples.kernels import matmul_persistent as K
+    try:
+        T = triton_twin("matmul_persistent")
+    except Exception:
+        import traceback
+        traceback.print_exc()
+        T = None
+    for n, dt in ((4096, torch.float16), (8192, torch.float16), (4096, torch.bfloat16), (8192, torch.bfloat16)):
+        a = torch.randn(n, n, device="cuda", dtype=dt)
+        b = torch.randn(n, n, device="cuda", dtype=dt)
+        tf = lambda ms: 2 * n ** 3 / ms / 1e9  # noqa: E731
+        ours = bench(lambda: K.matmul_persistent(a, b))
+        tri = bench(lambda: T.matmul_persistent(a, b)) if T is not None else None
+        ref = bench(lambda: torch.matmul(a, b))
+        r = row(f"matmul_persistent {str(dt).replace('torch.', '').replace('bfloat16', 'bf16').replace('float16', 'fp16')} "
+                f"{n}^3", tf, ours, tri, ref, "TFLOP/s", "cublas")
+        r["config"] = repr(K.matmul_persistent_autotuned.best_config)
+        if T is not None:
+            r["triton_config"] = repr(T.matmul_persistent_autotuned.best_config)
+        r["max_abs_err_vs_cublas"] = (K.matmul_persistent(a, b).float() - torch.matmul(a, b).float()).abs().max().item()
+        rows.append(r)
+
+
+ATTN_TMA_CONFIGS = [dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2),
+                    dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3),
+                    dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=2),
+                    dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3)]
+
+
+def attention_tma(rows):
+    """Attention through tensor descriptors (examples/kernels/attention_tma.py), best of a few configs for
+    each compiler (the same configs for both), vs torch SDPA."""
+    from examples.kernels import attention_tma as K
+    try:
+        T = triton_twin("attention_tma")
+    except Exception:
+        import traceback
+        traceback.print_exc()
+        T = None
+    Z, H, N, D = 4, 32, 4096, 128
+    q, k, v = (torch.randn(Z, H, N, D, device="cuda", dtype=torch.float16) for _ in range(3))
+    for causal in (False, True):
+        flops = 4 * Z * H * N * N * D * (0.5 if causal else 1.0)
+        tf = lambda ms: flops / ms / 1e9  # noqa: E731
+
+        def best(mod):
+            out = []
+            for cfg in ATTN_TMA_CONFIGS:
+                try:
+                    out.append((bench(lambda: mod.attention(q, k, v, causal=causal, **cfg)), cfg))
+                except Exception as e:
+                    print(f"attention_tma {cfg}: {type(e).__name__}: {str(e)[:200]}", flush=True)
+            return min(out, key=lambda x: x[0]) if out else (None, None)
+        ours, cfg = best(K)
+        tri, tcfg = best(T) if T is not None else (None, None)
+        ref = bench(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal))
+        r = row(f"attention_tma fwd {Z}x{H}x{N}x{D} fp16{' causal' if causal else ''}", tf, ours, tri, ref,
+                "TFLOP/s", "sdpa")
+        r["config"], r["triton_config"] = repr(cfg), repr(tcfg)
+        want = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal).float()
+        r["max_abs_err_vs_sdpa"] = (K.attention(q, k, v, causal=causal, **cfg).float() - want).abs().max().item()
+        rows.append(r)
+
+
 ALL = {"vector_add": vector_add, "softmax": softmax, "layernorm": layernorm, "matmul": matmul,
-       "matmul_tma": matmul_tma, "matmul_fp8": matmul_fp8, "attention": attention}
+       "matmul_tma": matmul_tma, "matmul_persistent": matmul_persistent, "matmul_fp8": matmul_fp8,
+       "attention": attention, "attention_tma": attention_tma}
 
 if __name__ == "__main__":
     names = sys.argv[1:] or list(ALL)
@@ -163,4 +233,4 @@ if __name__ == "__main__":
             import traceback
             traceback.print_exc()
             rows.append({"benchmark": name, "error": f"{type(e).__name__}: {str(e)[:300]}"})
-    write_results("kernels", rows)
+    write_results(os.environ.get("BENCH_RESULTS_NAME", "kernels"), rows)

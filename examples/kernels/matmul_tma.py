@@ -25,7 +25,7 @@ def get_configs():
     return [
         triton.Config({"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8},
                       num_stages=s, num_warps=w, pre_hook=_set_block_shapes)
-        for bm, bn, w in ((128, 128, 4), (128, 128, 8), (128, 256, 8))
+        for bm, bn, w in ((128, 128, 4), (128, 128, 8), (128, 256, 8), (256, 128, 8))
         for s in (3, 4)
     ]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-COMPILER_VERSION = "0.2.0"  # bump when generated code or semantics change: keys the disk cache
+COMPILER_VERSION = "0.3.0"  # bump when generated code or semantics change: keys the disk cache
 
 
 class _LazyAsm(dict):
@@ -58,6 +58,13 @@ class CompiledKernel:
     # Facts for tools: "memory_accesses" (per load/store: vector width, contiguity, what limited it) and
     # "dots" (per dot: wgmma / mma.sync / fma and why).
     reports: Dict[str, Any] = field(default_factory=dict)
+    # warps launched besides num_warps: a warp-specialised kernel's producer (codegen/warp_specialize.py)
+    extra_warps: int = 0
+
+    @property
+    def launch_warps(self) -> int:
+        """Warps per program at launch (``num_warps`` plus any producer warps)."""
+        return self.num_warps + self.extra_warps
 
     @property
     def function_name(self) -> str:

@@ -381,11 +381,13 @@ class range:
     """A device loop: ``for i in kl.range(start, end, step, num_stages=3)``.
 
     Compiled as a loop with loop-carried tiles; ``num_stages`` asks the compiler to pipeline the
-    loads inside it. In the interpreter it is a plain Python range.
+    loads inside it. ``warp_specialize=True`` asks for a producer warp that issues the loop's TMA
+    copies while the other warps run its dots (sm_90a; False keeps it off for this loop; unset
+    follows ``KERNELC_WARP_SPECIALIZE``). In the interpreter it is a plain Python range.
     """
 
     def __init__(self, arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None,
-                 disallow_acc_multi_buffer=False, flatten=False, warp_specialize=False):
+                 disallow_acc_multi_buffer=False, flatten=False, warp_specialize=None):
         if arg2 is None:
             self.start, self.end = 0, arg1
         else:

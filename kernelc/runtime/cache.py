@@ -75,7 +75,8 @@ def cache_key(fn, sig, cx, div, eq1, num_warps, num_stages, target) -> str:
         "fp": dependency_fingerprint(fn), "name": fn.__name__, "sig": sig,
         "cx": {k: repr(v) for k, v in cx.items()}, "div": div, "eq1": list(eq1), "warps": num_warps,
         "stages": num_stages, "target": str(target), "ptx": getattr(target, "ptx_version", None),
-        "env": {k: os.environ[k] for k in ("KERNELC_WGMMA_ASYNC", "KERNELC_PIPELINE_LOADS", "KERNELC_TMA")
+        "env": {k: os.environ[k] for k in ("KERNELC_WGMMA_ASYNC", "KERNELC_PIPELINE_LOADS", "KERNELC_TMA",
+                                                     "KERNELC_WARP_SPECIALIZE")
                 if k in os.environ},
         "compiler": COMPILER_VERSION, "format": FORMAT_VERSION,
     }, sort_keys=True)
@@ -103,7 +104,7 @@ def _save(path: str, ck) -> None:
             "compile_log": ck.compile_log, "timings": ck.timings, "arg_names": ck.arg_names,
             "source_map": ck.source_map.to_dict() if ck.source_map is not None else None,
             "cubin_sha256": hashlib.sha256(ck.asm["cubin"]).hexdigest(), "cache_key": ck.cache_key,
-            "reports": ck.reports,
+            "reports": ck.reports, "extra_warps": ck.extra_warps,
         }
         with open(os.path.join(tmp, "meta.json"), "w") as f:
             json.dump(meta, f)
@@ -141,7 +142,7 @@ def _load(path: str, fn):
         shared=meta["shared"], dynamic_shared=meta["dynamic_shared"], local_bytes=meta["local_bytes"],
         source_map=SourceMap.from_dict(meta["source_map"]) if meta.get("source_map") else None,
         compile_log=meta["compile_log"], timings=meta["timings"], arg_names=meta["arg_names"],
-        cache_key=meta["cache_key"], reports=meta.get("reports", {}))
+        cache_key=meta["cache_key"], reports=meta.get("reports", {}), extra_warps=meta.get("extra_warps", 0))
 
 
 class _CubinSass:

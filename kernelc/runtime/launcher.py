@@ -172,7 +172,7 @@ def compile_for(fn, key, num_warps, num_stages, device: int = 0):
     # pointers the key found unaligned (x[1:] would otherwise get 128-bit accesses and fault)
     div = dict(div, **{n: 1 for n, t in sig.items() if t.startswith("*") and n not in div})
     ck = cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target)
-    lf = LoadedFunction(ck.asm["cubin"], ck.name, ck.dynamic_shared, num_warps, ck.n_regs, device,
+    lf = LoadedFunction(ck.asm["cubin"], ck.name, ck.dynamic_shared, ck.launch_warps, ck.n_regs, device,
                         total_shared=ck.shared)
     buf_kinds = kinds
     if any(isinstance(k, tuple) for k in kinds):

@@ -38,10 +38,15 @@ def lower_for(lw: Lowering, op):
     init_flat = []
     for v, L in zip(inits, layouts):
         init_flat.append(lw.flat(v, L))
-    from .pipeline import PipelinedLoop, plan_pipeline, stage_invariant_operands
+    from .pipeline import PipelinedLoop, decide_async_dots, plan_pipeline, report_pipeline, stage_invariant_operands
     stage_invariant_operands(lw, op)
-    pplan = plan_pipeline(lw, op)
-    pipe = PipelinedLoop(lw, pplan) if pplan is not None else None
+    if lw.ws is not None and lw.ws.loop is op:  # its producer warp was emitted at the kernel's entry
+        pipe, pplan = lw.ws.pipe, lw.ws.plan
+        report_pipeline(lw, pplan)
+        decide_async_dots(lw, pplan)  # operands staged before the loop (Q) count as served now
+    else:
+        pplan = plan_pipeline(lw, op)
+        pipe = PipelinedLoop(lw, pplan) if pplan is not None else None
     extra = []
     if pipe is not None:
         init_carried = {}

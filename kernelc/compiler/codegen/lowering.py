@@ -76,6 +76,8 @@ class Lowering:
         self.reports: Dict[str, list] = {"memory_accesses": [], "dots": []}  # facts for tools (analyzer)
         self.params: List[Tuple[str, str, str]] = []
         self.uses_smem = False
+        self.ws = None  # the kernel's WarpSpecialization (codegen/warp_specialize.py), if any
+        self.consumer_threads = 0  # set once a warp-specialised kernel has split: barriers count these
         self._base_cache: Dict = {}
         for op in fn.walk():
             for r in op.results:
@@ -104,8 +106,16 @@ class Lowering:
         self.lane = e.val(f"and i32 {tid}, 31")
         self.warp = e.val(f"lshr i32 {tid}, 5")
         self.tid = tid
+        from .warp_specialize import PRODUCER_WARPS, emit_split, plan_warp_specialization
+        self.ws = plan_warp_specialization(self)
+        if self.ws is not None:
+            emit_split(self, self.ws)
+            self.reports["warp_specialization"] = {
+                "file": self.ws.loop.loc.file, "line": self.ws.loop.loc.line, "producer_warps": PRODUCER_WARPS,
+                "stages": self.ws.plan.S}
         self.lower_block(self.fn.body)
-        text = e.module(self.params, maxntid=32 * self.nw)
+        extra = PRODUCER_WARPS if self.ws is not None else 0
+        text = e.module(self.params, maxntid=32 * (self.nw + extra))
         for tok, rel in self.persistent_tokens.items():
             text = text.replace(tok, str(self.smem.scratch_aligned + rel))
         return text
@@ -409,7 +419,14 @@ class Lowering:
         self.smem.pending.append((lo, hi, write))
 
     def barrier(self) -> None:
-        self.e.call("void", "llvm.nvvm.barrier0", [])
+        """CTA barrier over the threads that run tile code (all, or the consumers of a warp-specialised
+        kernel: its producer warp never joins one)."""
+        if self.consumer_threads:
+            from .warp_specialize import CONSUMER_BARRIER
+            self.e.call("void", "llvm.nvvm.barrier.cta.sync.aligned.count",
+                        [("i32", str(CONSUMER_BARRIER)), ("i32", str(self.consumer_threads))])
+        else:
+            self.e.call("void", "llvm.nvvm.barrier0", [])
         self.smem.pending = []
 
     # -- ops ----------------------------------------------------------------------------------------

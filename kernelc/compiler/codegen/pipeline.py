@@ -103,7 +103,10 @@ def _closure(values: List[Value], defs: Dict[int, Op], args: set) -> Optional[Li
     return list(need.values())
 
 
-def plan_pipeline(lw: Lowering, op: Op) -> Optional[PipelinePlan]:
+def plan_pipeline(lw: Lowering, op: Op, report: bool = True) -> Optional[PipelinePlan]:
+    """The pipeline of loop ``op`` (None: its loads keep the plain lowering). ``report``: add the
+    pipelined accesses to the kernel's access report (warp specialisation plans early, then reports
+    through ``report_pipeline`` when the loop is lowered)."""
     stages = op.attrs.get("num_stages", lw.num_stages)
     if stages is None or stages < 2:
         return None
@@ -153,15 +156,6 @@ def plan_pipeline(lw: Lowering, op: Op) -> Optional[PipelinePlan]:
     loads = eligible
     if not loads and not tma_loads:
         return None
-    for ld in loads:
-        from .memory import report_access
-        L = lw.plan.get(ld.op.results[0])
-        mask = ld.op.operands[1] if len(ld.op.operands) > 1 else None
-        report_access(lw, ld.op, "load (cp.async pipelined)", ld.op.operands[0], mask, L,
-                      scalar_of(ld.op.results[0].type).itemsize, ld.vec)
-    from .descriptors import report_tma
-    for t in tma_loads:
-        report_tma(lw, t.op, "load (TMA pipelined)", t.op.operands[0].type)
     # the address chain: pointer and mask of every load (offsets of a TMA load), plus the increments of
     # the carried values they use
     wanted = [v for ld in loads for v in ld.op.operands[:2]] + [v for t in tma_loads for v in t.op.operands[1:]]
@@ -187,8 +181,26 @@ def plan_pipeline(lw: Lowering, op: Op) -> Optional[PipelinePlan]:
     full = {id(c): c for c in chain + inc_chain}
     chain_all = sorted(full.values(), key=lambda o: order[id(o)])
     plan = PipelinePlan(lw, op, stages, loads, chain_all, carried_idx, tma_loads)
-    dots = [o for o in body.ops if o.name == "dot" and id(o) in lw.plan.wgmma]
+    if report:
+        report_pipeline(lw, plan)
+    decide_async_dots(lw, plan)
+    return plan
+
+
+def decide_async_dots(lw: Lowering, plan: PipelinePlan) -> None:
+    """Which wgmma dots may stay in flight across iterations (``plan.async_dots``), given the operands
+    already staged in shared memory now (a warp-specialised loop decides again when it is lowered)."""
     import os
+    body = plan.op.regions[0]
+    stages = plan.S
+    tma_loads, loads = plan.tma_loads, plan.loads
+    uses: Dict[int, List[Tuple[Op, int]]] = {}
+    for o in body.ops:
+        for t in o.walk():
+            for i, v in enumerate(t.operands):
+                uses.setdefault(v.id, []).append((t, i))
+    plan.async_dots, plan.lookahead = set(), stages - 1
+    dots = [o for o in body.ops if o.name == "dot" and id(o) in lw.plan.wgmma]
     chaining = dots and all(_chains_only_into_itself(o, body, uses) for o in dots) \
         and not any(o.name == "dot" and id(o) not in lw.plan.wgmma for o in body.ops)
     if tma_loads:
@@ -202,7 +214,19 @@ def plan_pipeline(lw: Lowering, op: Op) -> Optional[PipelinePlan]:
     elif os.environ.get("KERNELC_WGMMA_ASYNC", "0") == "1" and stages >= 3 and chaining:
         plan.async_dots = {id(o) for o in dots}
         plan.lookahead = stages - 2
-    return plan
+
+
+def report_pipeline(lw: Lowering, plan: PipelinePlan) -> None:
+    """Add the plan's pipelined loads to the kernel's memory-access report (for the analyzer)."""
+    from .descriptors import report_tma
+    from .memory import report_access
+    for ld in plan.loads:
+        L = lw.plan.get(ld.op.results[0])
+        mask = ld.op.operands[1] if len(ld.op.operands) > 1 else None
+        report_access(lw, ld.op, "load (cp.async pipelined)", ld.op.operands[0], mask, L,
+                      scalar_of(ld.op.results[0].type).itemsize, ld.vec)
+    for t in plan.tma_loads:
+        report_tma(lw, t.op, "load (TMA pipelined)", t.op.operands[0].type)
 
 
 def _tma_loads(lw: Lowering, body: Block, defs: Dict[int, Op], uses) -> List[_TmaLoad]:
@@ -321,11 +345,13 @@ def _issue(lw: Lowering, plan: PipelinePlan, addrs, stage: str, guard: Optional[
     e.asm("void", "cp.async.commit_group;", "", [])
 
 
-def _issue_tma(lw: Lowering, plan: PipelinePlan, offsets, stage: str, guard: Optional[str], bars):
-    """Thread 0 copies every TMA-pipelined tile of one iteration into ``stage``, completing on its barrier."""
+def _issue_tma(lw: Lowering, plan: PipelinePlan, offsets, stage: str, guard: Optional[str], bars,
+               pred: Optional[str] = None):
+    """One thread (``pred``; thread 0 by default) copies every TMA-pipelined tile of one iteration into
+    ``stage``, completing on its barrier."""
     from . import tma as T
     e = lw.e
-    pred = T.elected(lw)
+    pred = T.elected(lw) if pred is None else pred
     if guard is not None:
         pred = e.val(f"and i1 {pred}, {guard}")
     pool, tok, off = bars
@@ -340,13 +366,18 @@ def _issue_tma(lw: Lowering, plan: PipelinePlan, offsets, stage: str, guard: Opt
 class PipelinedLoop:
     """Drives the emission; ``lower_for`` calls prologue / iteration_start / iteration_end / finish."""
 
-    def __init__(self, lw: Lowering, plan: PipelinePlan):
+    def __init__(self, lw: Lowering, plan: PipelinePlan, ws=None):
         self.lw, self.plan = lw, plan
+        # ws: the kernel's WarpSpecialization when this is its loop (codegen/warp_specialize.py): a
+        # producer warp fills the ring, this code is the consumers' side of it
+        self.ws = ws
 
     def prologue(self, lb: str, ub: str, step: str, iv_ty: str, init_carried: Dict[int, object]):
         lw, plan = self.lw, self.plan
         e = lw.e
         S = plan.S
+        if self.ws is not None:
+            return self._consumer_prologue(lb, ub, iv_ty)
         for ld in plan.loads:
             dot = ld.dot
             elt = scalar_of(ld.op.results[0].type)
@@ -399,9 +430,21 @@ class PipelinedLoop:
             self.extra_inits.append("0")
         return list(zip(self.extra_types, self.extra_inits))
 
-    def _tma_setup(self):
-        """Stage buffers (1024-byte aligned for the 128B swizzle) and one initialised mbarrier per stage."""
-        from . import tma as T
+    def _consumer_prologue(self, lb: str, ub: str, iv_ty: str):
+        """Warp-specialised consumers: nothing to prefetch (the producer does); the ring position
+        (read stage, phase parity) continues from where the previous run of this loop left it."""
+        lw, plan = self.lw, self.plan
+        e = lw.e
+        self.lb, self.ub, self.iv_ty = lb, ub, iv_ty
+        lw.async_dots |= plan.async_dots
+        self.n_chain = 0
+        stage = e.val(f"load i32, ptr {self.ws.stage_ptr}")
+        phase = e.val(f"load i32, ptr {self.ws.phase_ptr}")
+        self.extra_types = ["i32", "i32", "i32"]  # read stage, (unused) write stage, phase parity
+        return [("i32", stage), ("i32", "0"), ("i32", phase)]
+
+    def tma_buffers(self):
+        """Tensor maps, boxes and the ring's stage buffers (1024-byte aligned for the 128B swizzle)."""
         from .descriptors import tensor_map_of
         lw, plan = self.lw, self.plan
         S = plan.S
@@ -415,7 +458,14 @@ class PipelinedLoop:
             want = operand_geometry(t.is_a, t.trans, M if t.is_a else N, K, ty.element_ty.itemsize)
             assert (t.geom.rows, t.geom.cols) == (want.rows, want.cols), "internal: TMA tile is not the operand"
             t.stage_bytes = (t.box.nbytes + 1023) // 1024 * 1024
-            t.token = lw.persistent(S * t.stage_bytes)
+            t.token = _reuse_or_allocate(lw, S * t.stage_bytes)
+
+    def _tma_setup(self):
+        """Stage buffers and one initialised mbarrier per stage."""
+        from . import tma as T
+        lw, plan = self.lw, self.plan
+        S = plan.S
+        self.tma_buffers()
         pool = T.BarrierPool.of(lw)
         tok, off = pool.take(S)
         self.bars = (pool, tok, off)
@@ -434,6 +484,8 @@ class PipelinedLoop:
         e = lw.e
         S = plan.S
         read_stage, write_stage = extra_phis[self.n_chain], extra_phis[self.n_chain + 1]
+        if self.ws is not None:
+            return self._consumer_start(iv, extra_phis)
         cur: Dict[int, object] = {}
         k = 0
         body = plan.op.regions[0]
@@ -464,12 +516,7 @@ class PipelinedLoop:
             _issue(lw, plan, addrs, write_stage, guard)
         # TMA copies for iteration i+S-1 go out after this iteration's dots (iteration_end)
         self.tma_pending = (addrs[len(plan.loads):], write_stage, guard)
-        for t in plan.tma_loads:
-            base = e.val(f"add i32 {t.token}, {e.val(f'mul i32 {read_stage}, {t.stage_bytes}')}")
-            lw.smem_operands[t.value.id] = (t.box.smem(base), t.trans)
-            lw.skip_ops.add(id(t.op))
-            if t.via is not None:
-                lw.skip_ops.add(id(t.via))
+        self._bind_tma_operands(read_stage)
         for ld in plan.loads:
             base = e.val(f"add i32 {ld.token}, {e.val(f'mul i32 {read_stage}, {ld.stage_bytes}')}")
             lw.smem_operands[ld.op.results[0].id] = (ld.geom.at(base), ld.trans)
@@ -488,8 +535,54 @@ class PipelinedLoop:
             out.append(e.val(f"xor i32 {extra_phis[self.n_chain + 2]}, {e.val(f'zext i1 {wraps[0]} to i32')}"))
         return out
 
+    def _bind_tma_operands(self, read_stage: str) -> None:
+        """The dots read this iteration's TMA tiles in place, in stage ``read_stage``."""
+        lw, e = self.lw, self.lw.e
+        for t in self.plan.tma_loads:
+            base = e.val(f"add i32 {t.token}, {e.val(f'mul i32 {read_stage}, {t.stage_bytes}')}")
+            lw.smem_operands[t.value.id] = (t.box.smem(base), t.trans)
+            lw.skip_ops.add(id(t.op))
+            if t.via is not None:
+                lw.skip_ops.add(id(t.via))
+
+    def _consumer_start(self, iv: str, extra_phis: List[str]) -> List[str]:
+        """Wait until the producer's copies for this iteration landed; bind the dots' operands."""
+        from . import tma as T
+        lw, e, S = self.lw, self.lw.e, self.plan.S
+        read_stage, write_stage, phase = extra_phis
+        self.iv, self.read_stage, self.extra_phis = iv, read_stage, extra_phis
+        T.mbarrier_wait(lw, self.ws.full(read_stage), phase)
+        self._bind_tma_operands(read_stage)
+        inc = e.val(f"add i32 {read_stage}, 1")
+        wrap = e.val(f"icmp eq i32 {inc}, {S}")
+        nxt = e.val(f"select i1 {wrap}, i32 0, i32 {inc}")
+        return [nxt, write_stage, e.val(f"xor i32 {phase}, {e.val(f'zext i1 {wrap} to i32')}")]
+
+    def _release(self, stage: str, cond: Optional[str]) -> None:
+        """Lane 0 of every consumer warp arrives on the stage's "empty" barrier: its readers are done."""
+        from . import tma as T
+        e = self.lw.e
+        pred = e.val(f"icmp eq i32 {self.lw.lane}, 0")
+        if cond is not None:
+            pred = e.val(f"and i1 {pred}, {cond}")
+        T.mbarrier_arrive(self.lw, self.ws.empty(stage), pred)
+
+    def _previous_stage(self, stage: str) -> str:
+        e = self.lw.e
+        first = e.val(f"icmp eq i32 {stage}, 0")
+        return e.val(f"select i1 {first}, i32 {self.plan.S - 1}, i32 {e.val(f'sub i32 {stage}, 1')}")
+
     def iteration_end(self):
         """After the body's dots: refill the slot the previous iteration read (every warp is past it)."""
+        if self.ws is not None:
+            # the dots of this iteration are issued; with one wgmma group left in flight the previous
+            # iteration's group is complete now, else this one's is
+            if self.plan.async_dots:
+                not_first = self.lw.e.val(f"icmp ne {self.iv_ty} {self.iv}, {self.lb}")
+                self._release(self._previous_stage(self.read_stage), not_first)
+            else:
+                self._release(self.read_stage, None)
+            return
         if not self.plan.tma_loads:
             return
         offsets, write_stage, guard = self.tma_pending
@@ -503,6 +596,8 @@ class PipelinedLoop:
         if self.plan.async_dots:
             carried = _wait_accumulators(self.lw, self.plan, carried)
             self.lw.async_dots -= self.plan.async_dots
+        if self.ws is not None:
+            return self._consumer_finish(carried)
         if self.plan.loads:
             e.asm("void", "cp.async.wait_all;", "", [])
         for ld in self.plan.loads:
@@ -525,6 +620,38 @@ class PipelinedLoop:
                 # epilogue's TMA store may stage its tile there instead of growing the scratch area
                 free_regions(lw).extend((t.token, self.plan.S * t.stage_bytes) for t in self.plan.tma_loads)
         return carried
+
+
+    def _consumer_finish(self, carried):
+        """Release the last stage (its wgmma group was still in flight), save the ring position."""
+        lw, e = self.lw, self.lw.e
+        read_stage, _, phase = self.extra_phis
+        if self.plan.async_dots:
+            ran = e.val(f"icmp slt {self.iv_ty} {self.lb}, {self.ub}")
+            self._release(self._previous_stage(read_stage), ran)
+        e.emit(f"store i32 {read_stage}, ptr {self.ws.stage_ptr}")
+        e.emit(f"store i32 {phase}, ptr {self.ws.phase_ptr}")
+        for t in self.plan.tma_loads:
+            lw.smem_operands.pop(t.value.id, None)
+        from .descriptors import free_regions, inside_loop
+        if not inside_loop(self.plan.op):
+            # every copy landed (each was waited for) and the producer issues no more: an epilogue's
+            # TMA store may stage its tile in the ring (it waits at a barrier for all readers first)
+            free_regions(lw).extend((t.token, self.plan.S * t.stage_bytes) for t in self.plan.tma_loads)
+        return carried
+
+
+def _reuse_or_allocate(lw: Lowering, nbytes: int) -> str:
+    """A persistent buffer of ``nbytes``: the ring of a loop that already finished if one is big enough
+    (a causal attention's diagonal loop takes the main loop's), else a new one. Reuse is safe: every copy
+    into the old ring was waited for, and the new ring's setup starts with a barrier past its readers."""
+    from .descriptors import free_regions
+    free = free_regions(lw)
+    for i, (tok, size) in enumerate(free):
+        if size >= nbytes:
+            del free[i]
+            return tok
+    return lw.persistent(nbytes)
 
 
 def _wait_accumulators(lw: Lowering, plan: PipelinePlan, carried: Optional[List[List[str]]]):

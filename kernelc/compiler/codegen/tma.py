@@ -202,6 +202,11 @@ def mbarrier_expect_tx(lw, bar: str, nbytes: int, pred: Optional[str]) -> None:
              [("i1", _pred(lw, pred)), ("i32", bar)])
 
 
+def mbarrier_arrive(lw, bar: str, pred: Optional[str]) -> None:
+    """Arrive once (no transaction bytes): a consumer is done with what the barrier guards."""
+    lw.e.asm("void", "@$0 mbarrier.arrive.shared::cta.b64 _, [$1];", "b,r", [("i1", _pred(lw, pred)), ("i32", bar)])
+
+
 def mbarrier_wait(lw, bar: str, parity: str) -> None:
     """Spin until the phase with ``parity`` (0/1, i32) of ``bar`` has completed. The labels are local
     to the braces, so the asm may be duplicated (unrolled) freely."""

@@ -448,6 +448,8 @@ class CodeGenerator(ast.NodeVisitor):
             attrs["num_stages"] = int(rng.num_stages)
         if rng.loop_unroll_factor is not None:
             attrs["unroll"] = int(rng.loop_unroll_factor)
+        if getattr(rng, "warp_specialize", None) is not None:
+            attrs["warp_specialize"] = bool(rng.warp_specialize)
         results = self._loop(node, "scf.for", carry, body, [b.handle for b in bounds], [iv_ty], attrs)
         self.scope.pop(target, None)
         carry.bind(self.scope, results)

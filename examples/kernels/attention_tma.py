@@ -1,0 +1,84 @@
+"""Fused attention forward through tensor descriptors (the Hopper shape of ``attention.py``).
+
+Q, K, V and O are viewed as 2-D ``[Z * H * N_CTX, HEAD_DIM]`` tensors, so one descriptor per tensor
+serves every head (``N_CTX`` must be a multiple of ``BLOCK_M``, as in Triton's tutorial). On sm_90a
+the K/V tiles arrive by TMA into a ring that wgmma reads in place, P stays in registers as the
+second dot's A operand, and a producer warp issues the copies (warp specialisation). Causal attention
+runs in two loops: the blocks left of the diagonal without any mask, then the diagonal block(s)
+masked (the second loop reuses the first one's shared-memory ring).
+"""
+import importlib
+
+import kernelc as triton
+import kernelc.language as tl
+
+TensorDescriptor = importlib.import_module(triton.__name__ + ".tools.tensor_descriptor").TensorDescriptor
+
+
+@triton.jit
+def attn_fwd_tma_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, BLOCK_M: tl.constexpr,
+                        BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr):
+    # causal: a head's heaviest row blocks (most columns left of the diagonal) launch first, the light
+    # ones fill the tail of the grid
+    start_m = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
+    off_hz = tl.program_id(1)
+    offset_y = off_hz * N_CTX
+    qo_offset_y = offset_y + start_m * BLOCK_M
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32) + 1.0
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * 1.44269504
+    q = desc_q.load([qo_offset_y, 0])
+    hi = start_m * BLOCK_M if CAUSAL else N_CTX
+    for start_n in range(0, hi, BLOCK_N):  # no mask: every column is visible
+        k = desc_k.load([offset_y + start_n, 0]).T
+        qk = tl.dot(q, k)
+        m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        qk = qk * qk_scale - m_ij[:, None]
+        p = tl.math.exp2(qk)
+        l_ij = tl.sum(p, 1)
+        alpha = tl.math.exp2(m_i - m_ij)
+        acc = acc * alpha[:, None]
+        v = desc_v.load([offset_y + start_n, 0])
+        acc = tl.dot(p.to(tl.float16), v, acc)
+        l_i = l_i * alpha + l_ij
+        m_i = m_ij
+    if CAUSAL:
+        for start_n in range(start_m * BLOCK_M, (start_m + 1) * BLOCK_M, BLOCK_N):  # the diagonal blocks
+            k = desc_k.load([offset_y + start_n, 0]).T
+            qk = tl.dot(q, k)
+            visible = offs_m[:, None] >= (start_n + offs_n[None, :])
+            qk = qk * qk_scale + tl.where(visible, 0.0, -1.0e6)
+            m_ij = tl.maximum(m_i, tl.max(qk, 1))
+            qk = qk - m_ij[:, None]
+            p = tl.math.exp2(qk)
+            l_ij = tl.sum(p, 1)
+            alpha = tl.math.exp2(m_i - m_ij)
+            acc = acc * alpha[:, None]
+            v = desc_v.load([offset_y + start_n, 0])
+            acc = tl.dot(p.to(tl.float16), v, acc)
+            l_i = l_i * alpha + l_ij
+            m_i = m_ij
+    acc = acc / l_i[:, None]
+    desc_o.store([qo_offset_y, 0], acc.to(tl.float16))
+
+
+def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2):
+    """softmax(q k^T * sm_scale) v for fp16 ``[Z, H, N_CTX, HEAD_DIM]`` tensors (contiguous)."""
+    import torch
+    Z, H, N, D = q.shape
+    assert N % BLOCK_M == 0 and BLOCK_M % BLOCK_N == 0, "N_CTX must be a multiple of BLOCK_M (and BLOCK_M of BLOCK_N)"
+    assert q.dtype == torch.float16 and all(t.is_contiguous() for t in (q, k, v))
+    sm_scale = sm_scale if sm_scale is not None else D ** -0.5
+    o = torch.empty_like(q)
+    y = Z * H * N
+    desc_q = TensorDescriptor(q, [y, D], [D, 1], [BLOCK_M, D])
+    desc_k = TensorDescriptor(k, [y, D], [D, 1], [BLOCK_N, D])
+    desc_v = TensorDescriptor(v, [y, D], [D, 1], [BLOCK_N, D])
+    desc_o = TensorDescriptor(o, [y, D], [D, 1], [BLOCK_M, D])
+    grid = (triton.cdiv(N, BLOCK_M), Z * H, 1)
+    attn_fwd_tma_kernel[grid](sm_scale, desc_q, desc_k, desc_v, desc_o, N, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+                              HEAD_DIM=D, CAUSAL=causal, num_warps=num_warps, num_stages=num_stages)
+    return o

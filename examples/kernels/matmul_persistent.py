@@ -1,0 +1,91 @@
+"""Persistent matrix multiplication: one program per SM walks the output tiles.
+
+A tile scheduler in the kernel: program ``p`` takes tiles ``p, p + NUM_SMS, p + 2 NUM_SMS, ...`` in
+the grouped order (``GROUP_SIZE_M`` rows of tiles at a time, for L2 reuse), so the grid is at most
+one wave and a program's next tile starts while its last epilogue drains. On sm_90a the K loop is a
+TMA -> wgmma ring; ``WARP_SPECIALIZE=True`` adds a producer warp that keeps filling the ring across
+tiles -- it loads the next tile's first K blocks while the consumers store this one (off by default:
+on an H200 it measured slower than the plain ring for this loop, see bench/results).
+"""
+import importlib
+
+import kernelc as triton
+import kernelc.language as tl
+
+TensorDescriptor = importlib.import_module(triton.__name__ + ".tools.tensor_descriptor").TensorDescriptor
+
+
+def _set_block_shapes(nargs):
+    bm, bn, bk = nargs["BLOCK_SIZE_M"], nargs["BLOCK_SIZE_N"], nargs["BLOCK_SIZE_K"]
+    nargs["a_desc"].block_shape = [bm, bk]
+    nargs["b_desc"].block_shape = [bk, bn]
+    nargs["c_desc"].block_shape = [bm, bn]
+
+
+def get_configs():
+    return [
+        triton.Config({"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8},
+                      num_stages=s, num_warps=w, pre_hook=_set_block_shapes)
+        for bm, bn, w, s in ((128, 128, 8, 4), (128, 256, 8, 3), (256, 128, 8, 3), (128, 128, 4, 4))
+    ]
+
+
+@triton.jit
+def matmul_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_SIZE_M: tl.constexpr,
+                             BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+                             NUM_SMS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False):
+    start_pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
+    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
+    k_tiles = tl.cdiv(K, BLOCK_SIZE_K)
+    num_tiles = num_pid_m * num_pid_n
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    for tile_id in range(start_pid, num_tiles, NUM_SMS):
+        group_id = tile_id // num_pid_in_group
+        first_pid_m = group_id * GROUP_SIZE_M
+        group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
+        pid_m = first_pid_m + (tile_id % group_size_m)
+        pid_n = (tile_id % num_pid_in_group) // group_size_m
+        offs_am = pid_m * BLOCK_SIZE_M
+        offs_bn = pid_n * BLOCK_SIZE_N
+        accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+        for ki in tl.range(0, k_tiles, warp_specialize=WARP_SPECIALIZE):
+            offs_k = ki * BLOCK_SIZE_K
+            a = a_desc.load([offs_am, offs_k])
+            b = b_desc.load([offs_k, offs_bn])
+            accumulator = tl.dot(a, b, accumulator)
+        c_desc.store([offs_am, offs_bn], accumulator.to(c_desc.dtype))
+
+
+matmul_persistent_autotuned = triton.autotune(configs=get_configs(), key=["M", "N", "K"])(matmul_persistent_kernel)
+
+
+def num_sms(device=None) -> int:
+    """SMs of the GPU (a few programs for CPU tensors, which run in the interpreter)."""
+    import torch
+    if device is not None and torch.device(device).type != "cuda":
+        return 4
+    return torch.cuda.get_device_properties(device if device is not None else torch.cuda.current_device()) \
+        .multi_processor_count
+
+
+def matmul_persistent(a, b, kernel=None, warp_specialize=False, **config):
+    """``a @ b`` (fp16/bf16, row-major, 16-byte aligned rows) with at most one program per SM.
+    ``config`` (BLOCK_SIZE_M/N/K, GROUP_SIZE_M, num_warps, num_stages) skips autotuning."""
+    import torch
+    M, K = a.shape
+    K2, N = b.shape
+    assert K == K2, "incompatible dimensions"
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    if config:
+        for name, default in (("BLOCK_SIZE_M", 128), ("BLOCK_SIZE_N", 128), ("BLOCK_SIZE_K", 64), ("GROUP_SIZE_M", 8)):
+            config.setdefault(name, default)
+    bm, bn, bk = (config.get("BLOCK_SIZE_M", 128), config.get("BLOCK_SIZE_N", 128), config.get("BLOCK_SIZE_K", 64))
+    a_desc = TensorDescriptor.from_tensor(a, [bm, bk])
+    b_desc = TensorDescriptor.from_tensor(b, [bk, bn])
+    c_desc = TensorDescriptor.from_tensor(c, [bm, bn])
+    sms = num_sms(a.device)
+    grid = lambda META: (min(sms, triton.cdiv(M, META["BLOCK_SIZE_M"]) * triton.cdiv(N, META["BLOCK_SIZE_N"])),)  # noqa: E731
+    k = kernel or (matmul_persistent_autotuned if not config else matmul_persistent_kernel)
+    k[grid](a_desc, b_desc, c_desc, M, N, K, NUM_SMS=sms, WARP_SPECIALIZE=warp_specialize, **config)
+    return c

@@ -1,0 +1,291 @@
+"""Producer/consumer warp specialisation of a TMA -> wgmma loop (sm_90a).
+
+Without it the ring of a pipelined loop (codegen/pipeline.py) is refilled by thread 0 of the warps
+that also run the dots, behind a CTA barrier per iteration. With it one extra warp only copies:
+
+    entry      all threads: init full[s] (1 arrival + the copies' bytes) and empty[s] (one arrival
+               per consumer warp) for every stage; CTA barrier; then split by warp
+    producer   warp ``num_warps``, lane 0: the loop's skeleton -- its bounds, the loops around it,
+               the descriptor offsets -- and per iteration: wait empty[stage] (parity phase^1: the
+               phase before a fresh barrier's first counts as complete), arrive.expect_tx on
+               full[stage], the TMA copies. Then it exits.
+    consumers  warps 0 .. num_warps-1: the whole kernel. Per iteration: wait full[stage] (parity
+               phase), the dots read the stage in place; when their wgmma group is complete (the
+               next iteration's ``wait_group 1``, or the wait after the loop) lane 0 of every warp
+               arrives on empty[stage].
+
+The producer never joins a CTA barrier after the split, so the consumers' barriers are named
+barrier 1 over their own threads. The ring position (stage, phase) lives in two allocas that both
+sides keep up to date: loops around the pipelined one (a persistent kernel's tile loop) carry it
+from one run of the inner loop to the next, so the producer runs ahead into the next tile while the
+consumers finish the current one. LLVM promotes the allocas to registers.
+
+A loop qualifies when its dots are wgmma reading only TMA-pipelined tiles (no cp.async operands),
+the loops around it are plain ``for`` loops with constant positive steps, and everything the
+producer must compute (bounds, offsets) is scalar arithmetic on arguments, program ids and the loop
+indices. ``kl.range(..., warp_specialize=True)`` asks for it, ``False`` refuses it; other loops
+follow ``KERNELC_WARP_SPECIALIZE``: ``auto`` (default) specialises qualifying loops with two or more
+dots (attention: the softmax between them no longer stalls behind a CTA barrier per iteration), ``1``
+every qualifying loop, ``0`` none. Measured on an H200 (2026-11-22, bench/sweep_warp_specialize.py):
+attention 4x32x4096x128 fp16 394 -> 525 TFLOP/s (128x128, 8 warps, 2 stages) and causal 365 -> 454,
+but a plain matmul loop lost 0-15% (4096^3, 128x128x64, 4 warps: 725 -> 666), hence ``auto``.
+"""
+from __future__ import annotations
+
+import os
+from typing import List, Optional
+
+from ...language.dtypes import shape_of
+from ..ir.core import Op, Value
+from ..passes.layout_assign import REMATERIALIZABLE
+from .lowering import Lowering
+
+PRODUCER_WARPS = 1
+CONSUMER_BARRIER = 1  # named barrier id of the consumers' CTA barriers (0 is __syncthreads)
+
+
+def default_policy() -> str:
+    """``auto`` (loops with two or more dots), ``all`` or ``none``: KERNELC_WARP_SPECIALIZE."""
+    v = os.environ.get("KERNELC_WARP_SPECIALIZE", "auto").strip().lower()
+    if v in ("0", "false", "no", "off", "none"):
+        return "none"
+    return "all" if v in ("1", "true", "yes", "on", "all") else "auto"
+
+
+def _wanted_by_default(op: Op, policy: str) -> bool:
+    if policy != "auto":
+        return policy == "all"
+    return sum(o.name == "dot" for o in op.regions[0].ops) >= 2
+
+
+class WarpSpecialization:
+    """The warp-specialised loop of a kernel, its pipeline and the ring's barriers."""
+
+    def __init__(self, lw: Lowering, loop: Op, plan, path: List[Op]):
+        self.lw, self.loop, self.plan, self.path = lw, loop, plan, path
+        self.stage_ptr = self.phase_ptr = None
+        self.bars = None  # (pool, token, offset) of 2*S barriers: full[0..S-1], empty[0..S-1]
+        self.pipe = None
+
+    @property
+    def consumer_threads(self) -> int:
+        return 32 * self.lw.nw
+
+    def full(self, stage: str) -> str:
+        pool, tok, off = self.bars
+        return pool.address(tok, off, stage)
+
+    def empty(self, stage: str) -> str:
+        pool, tok, off = self.bars
+        e = self.lw.e
+        return pool.address(tok, off, e.val(f"add i32 {stage}, {self.plan.S}"))
+
+
+def plan_warp_specialization(lw: Lowering) -> Optional[WarpSpecialization]:
+    """The loop to warp-specialise (at most one per kernel), or None."""
+    arch = getattr(lw.target, "arch", "") or ""
+    if not (arch.startswith("sm_90") and arch.endswith("a")):
+        return None
+    from .pipeline import plan_pipeline
+    policy = default_policy()
+    for op in lw.fn.walk():
+        if op.name != "scf.for":
+            continue
+        asked = op.attrs.get("warp_specialize")
+        if asked is False or (asked is None and not _wanted_by_default(op, policy)):
+            continue
+        why = _why_not(lw, op)
+        plan = None
+        if why is None:
+            plan = plan_pipeline(lw, op, report=False)
+            why = _why_not_plan(lw, op, plan)
+        if why is not None:
+            if asked:
+                lw.plan.notes.append(f"{op.loc.file}:{op.loc.line}: loop not warp-specialised: {why}")
+            continue
+        return WarpSpecialization(lw, op, plan, _path(op))
+    return None
+
+
+def _path(op: Op) -> List[Op]:
+    """The loops from the function body down to ``op`` (outermost first)."""
+    out = [op]
+    b = op.block
+    while b is not None and b.parent is not None:
+        out.append(b.parent)
+        b = b.parent.block
+    return list(reversed(out))
+
+
+def _const(lw: Lowering, v: Value) -> Optional[int]:
+    d = lw.defs.get(v.id)
+    return int(d.attrs["value"]) if d is not None and d.name == "constant" else None
+
+
+def _why_not(lw: Lowering, op: Op) -> Optional[str]:
+    for p in _path(op):
+        if p.name != "scf.for":
+            return f"it is inside `{p.name}` (only `for` loops may enclose it)"
+        step = _const(lw, p.operands[2])
+        if step is None or step <= 0:
+            return "a loop step is not a positive constant"
+    return None
+
+
+def _why_not_plan(lw: Lowering, op: Op, plan) -> Optional[str]:
+    if plan is None or not plan.tma_loads:
+        return "no tensor-descriptor (TMA) loads feed its dots"
+    if plan.loads:
+        return "some dot operands are loaded through pointers (cp.async)"
+    body = op.regions[0]
+    dots = [o for o in body.ops if o.name == "dot"]
+    if not dots or any(id(o) not in lw.plan.wgmma for o in dots):
+        return "not every dot in it runs on wgmma"
+    if any(o.name == "dot" for t in body.ops for o in t.walk() if o.block is not body):
+        return "a dot is nested in control flow inside it"
+    if any(shape_of(c.results[0].type) for c in plan.chain if c.results):
+        return "the copies' offsets are computed from tiles"
+    carried = body.args[1:]
+    if any(shape_of(carried[i].type) for i in plan.carried_idx):
+        return "the copies' offsets are loop-carried tiles"
+    # what the producer computes outside the loop body: bounds of every loop on the path, the carried
+    # offsets' initial values, the chain's loop-invariant inputs
+    inner = {r.id for o in body.ops for t in o.walk() for r in t.results} | {a.id for a in body.args}
+    need = [v for p in _path(op) for v in p.operands[:3]] + [op.operands[3 + i] for i in plan.carried_idx]
+    need += [v for c in plan.chain for v in c.operands if v.id not in inner]
+    ivs = {p.regions[0].args[0].id for p in _path(op)}
+    args = {a.id for a in lw.fn.body.args}
+    seen = set()
+    while need:
+        v = need.pop()
+        if v.id in seen or v.id in args or v.id in ivs:
+            continue
+        seen.add(v.id)
+        d = lw.defs.get(v.id)
+        if d is None:
+            return "the copies' offsets depend on a value carried by an enclosing loop"
+        if shape_of(v.type) or (d.name not in REMATERIALIZABLE and d.name not in ("program_id", "num_programs")):
+            return f"the copies' offsets depend on `{d.name}`"
+        need.extend(d.operands)
+    return None
+
+
+# -- emission ------------------------------------------------------------------------------------
+
+
+def emit_split(lw: Lowering, ws: WarpSpecialization) -> None:
+    """At the kernel's entry: the ring, its barriers, the producer warp's whole program; emission
+    continues in the consumers' block (with CTA barriers over the consumers only)."""
+    from . import tma as T
+    from .pipeline import PipelinedLoop
+    e = lw.e
+    plan = ws.plan
+    S = plan.S
+    ws.pipe = PipelinedLoop(lw, plan, ws)
+    ws.pipe.tma_buffers()
+    pool = T.BarrierPool.of(lw)
+    tok, off = pool.take(2 * S)
+    ws.bars = (pool, tok, off)
+    ws.stage_ptr, ws.phase_ptr = e.fresh("ws_stage"), e.fresh("ws_phase")
+    for p in (ws.stage_ptr, ws.phase_ptr):
+        e.allocas.append(f"  {p} = alloca i32")
+        e.emit(f"store i32 0, ptr {p}")
+    t0 = T.elected(lw)
+    for s in range(S):
+        T.mbarrier_init(lw, ws.full(str(s)), 1, t0)
+        T.mbarrier_init(lw, ws.empty(str(s)), lw.nw, t0)
+    T.fence_mbarrier_init(lw)
+    e.call("void", "llvm.nvvm.barrier0", [])
+    producer, rest, consumers, idle = (e.label(n) for n in ("ws_producer", "ws_rest", "ws_consumers", "ws_idle"))
+    e.cond_br(e.val(f"icmp eq i32 {lw.tid}, {ws.consumer_threads}"), producer, rest)
+    e.start_block(rest)
+    e.cond_br(e.val(f"icmp ult i32 {lw.tid}, {ws.consumer_threads}"), consumers, idle)
+    e.start_block(idle)
+    e.emit("ret void")
+    e.start_block(producer)
+    saved = (dict(lw.scalars), dict(lw.tiles), [dict(m) for m in lw.memo])
+    for param in sorted({t.tmap.param for t in plan.tma_loads}):
+        T.prefetch_tensormap(lw, T.tensormap_address(lw, param))
+    _producer_loops(lw, ws, 0)
+    e.emit("ret void")
+    lw.scalars, lw.tiles, lw.memo = saved
+    e.start_block(consumers)
+    lw.consumer_threads = ws.consumer_threads
+
+
+def _producer_loops(lw: Lowering, ws: WarpSpecialization, depth: int) -> None:
+    op = ws.path[depth]
+    if op is not ws.loop:
+        _loop_typed(lw, op, [], [], lambda iv, extras: (_producer_loops(lw, ws, depth + 1), [])[1])
+        return
+    from . import tma as T
+    from .pipeline import _eval_chain, _issue_tma
+    e = lw.e
+    plan = ws.plan
+    S = plan.S
+    body = op.regions[0]
+    carried_idx = plan.carried_idx
+    inits = [lw.scalar(op.operands[3 + i]) for i in carried_idx]
+    # the offsets' loop-invariant inputs (tile coordinates: divisions LLVM may not hoist) once, before the loop
+    inner = {r.id for c in body.ops for t in c.walk() for r in t.results} | {a.id for a in body.args}
+    for c in plan.chain:
+        for v in c.operands:
+            if v.id not in inner and not shape_of(v.type):
+                lw.scalar(v)
+    stage0 = e.val(f"load i32, ptr {ws.stage_ptr}")
+    phase0 = e.val(f"load i32, ptr {ws.phase_ptr}")
+    tys = [_llty(body.args[1 + i]) for i in carried_idx]
+
+    def step(iv, extras):
+        stage, phase = extras[0], extras[1]
+        cur = {i: x for i, x in zip(carried_idx, extras[2:])}
+        T.mbarrier_wait(lw, ws.empty(stage), e.val(f"xor i32 {phase}, 1"))
+        offsets, nxt = _eval_chain(lw, plan, iv, cur)
+        _issue_tma(lw, plan, offsets, stage, None, ws.bars, pred="true")
+        inc = e.val(f"add i32 {stage}, 1")
+        wrap = e.val(f"icmp eq i32 {inc}, {S}")
+        return [e.val(f"select i1 {wrap}, i32 0, i32 {inc}"),
+                e.val(f"xor i32 {phase}, {e.val(f'zext i1 {wrap} to i32')}")] + [nxt[i] for i in carried_idx]
+
+    phis = _loop_typed(lw, op, ["i32", "i32"] + tys, [stage0, phase0] + inits, step)
+    e.emit(f"store i32 {phis[0]}, ptr {ws.stage_ptr}")
+    e.emit(f"store i32 {phis[1]}, ptr {ws.phase_ptr}")
+
+
+def _llty(v: Value) -> str:
+    from ...language.dtypes import scalar_of
+    from .emitter import llty
+    return llty(scalar_of(v.type))
+
+
+def _loop_typed(lw: Lowering, op: Op, types: List[str], inits: List[str], body_fn):
+    """A scalar ``for`` over ``op``'s bounds (step > 0) carrying ``inits`` (LLVM ``types``) besides the
+    index; ``body_fn(iv, carried)`` emits the body and returns the next carried values. Returns the
+    carried values' phis (their values after the loop)."""
+    e = lw.e
+    lb, ub, step = (lw.scalar(v) for v in op.operands[:3])
+    ty = _llty(op.operands[0])
+    pre = e.cur_label
+    head, body, done = e.label("wsp_head"), e.label("wsp_body"), e.label("wsp_exit")
+    e.br(head)
+    e.start_block(head)
+    iv = e.fresh("wsp_iv")
+    phis = [e.fresh("wsp_x") for _ in inits]
+    at = len(e.body)
+    e.body.extend([None] * (1 + len(phis)))
+    e.cond_br(e.val(f"icmp slt {ty} {iv}, {ub}"), body, done)
+    e.start_block(body)
+    saved = dict(lw.scalars)
+    lw.push_scope()
+    lw.scalars[op.regions[0].args[0].id] = iv
+    nxt_extras = body_fn(iv, phis)
+    nxt = e.val(f"add {ty} {iv}, {step}")
+    latch = e.cur_label
+    e.br(head)
+    lw.pop_scope()
+    lw.scalars = saved
+    e.body[at] = f"  {iv} = phi {ty} [ {lb}, %{pre} ], [ {nxt}, %{latch} ]"
+    for i, (p, t, init, n) in enumerate(zip(phis, types, inits, nxt_extras)):
+        e.body[at + 1 + i] = f"  {p} = phi {t} [ {init}, %{pre} ], [ {n}, %{latch} ]"
+    e.start_block(done)
+    return phis

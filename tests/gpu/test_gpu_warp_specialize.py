@@ -1,0 +1,85 @@
+"""Warp-specialised TMA -> wgmma loops on the GPU against torch: the descriptor matmul with and without
+the producer warp (``kl.range(warp_specialize=...)``), ragged shapes, K shorter than the ring, and the
+persistent kernel whose producer runs ahead across output tiles."""
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.gpu
+
+import kernelc  # noqa: E402
+from kernelc import TensorDescriptor  # noqa: E402
+
+from examples.kernels import matmul_persistent as MP  # noqa: E402
+from tests.compiler.test_warp_specialize import mm_loop  # noqa: E402
+
+
+def _hopper():
+    return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+
+
+def _check(c, a, b):
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=0.05 * a.shape[1] ** 0.5, rtol=1e-2)
+
+
+SHAPES = [(4096, 4096, 4096), (1000, 1040, 1008), (257, 136, 520), (300, 264, 64), (128, 128, 16), (2000, 8, 3000)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("M,N,K", SHAPES)
+@pytest.mark.parametrize("bm,bn,num_warps,num_stages", [(128, 128, 4, 3), (128, 256, 8, 3), (128, 128, 4, 2),
+                                                        (64, 128, 4, 4)])
+@pytest.mark.parametrize("ws", [True, False])
+def test_persistent_matmul_matches_torch(dtype, M, N, K, bm, bn, num_warps, num_stages, ws):
+    torch.manual_seed(0)
+    a = torch.randn(M, K, device="cuda", dtype=dtype)
+    b = torch.randn(K, N, device="cuda", dtype=dtype)
+    c = MP.matmul_persistent(a, b, warp_specialize=ws, BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, num_warps=num_warps,
+                             num_stages=num_stages)
+    _check(c, a, b)
+
+
+def test_persistent_kernel_is_warp_specialised_on_hopper():
+    if not _hopper():
+        pytest.skip("sm_90a only")
+    a = torch.randn(1024, 1024, device="cuda", dtype=torch.float16)
+    b = torch.randn(1024, 1024, device="cuda", dtype=torch.float16)
+    c = torch.empty_like(a)
+    descs = [TensorDescriptor.from_tensor(t, blk) for t, blk in ((a, [128, 64]), (b, [64, 128]), (c, [128, 128]))]
+    ck = MP.matmul_persistent_kernel[(8,)](*descs, 1024, 1024, 1024, BLOCK_SIZE_M=128, BLOCK_SIZE_N=128,
+                                          BLOCK_SIZE_K=64, GROUP_SIZE_M=8, NUM_SMS=8, WARP_SPECIALIZE=True, num_warps=4,
+                                          num_stages=3)
+    _check(c, a, b)  # 64 tiles on 8 programs: every producer wraps the ring across 8 tiles
+    assert ck.extra_warps == 1 and "UTMALDG" in ck.asm["sass"]
+
+
+@pytest.mark.parametrize("ws", [True, False])
+@pytest.mark.parametrize("K", [64, 128, 192, 4096, 1000])
+def test_with_and_without_the_producer_warp(ws, K):
+    torch.manual_seed(1)
+    M, BN = 512, 128
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, BN, device="cuda", dtype=torch.float16)
+    c = torch.empty(M, BN, device="cuda", dtype=torch.float16)
+    descs = [TensorDescriptor.from_tensor(t, blk) for t, blk in ((a, [128, 64]), (b, [64, BN]), (c, [128, BN]))]
+    ck = mm_loop[(M // 128,)](*descs, K, BM=128, BN=BN, BK=64, WS=ws, num_warps=4, num_stages=3)
+    _check(c, a, b)
+    if _hopper():
+        assert ck.extra_warps == (1 if ws else 0)
+
+
+def test_persistent_autotuned_large():
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    _check(MP.matmul_persistent(a, b), a, b)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("Z,H,N,D", [(2, 3, 1024, 128), (1, 2, 256, 64), (1, 1, 128, 128)])
+@pytest.mark.parametrize("BM,BN,num_warps,num_stages", [(128, 128, 8, 2), (128, 64, 4, 2), (128, 64, 8, 3)])
+def test_attention_tma_matches_sdpa(causal, Z, H, N, D, BM, BN, num_warps, num_stages):
+    from examples.kernels import attention_tma as A
+    torch.manual_seed(2)
+    q, k, v = (torch.randn(Z, H, N, D, device="cuda", dtype=torch.float16) for _ in range(3))
+    o = A.attention(q, k, v, causal=causal, BLOCK_M=BM, BLOCK_N=BN, num_warps=num_warps, num_stages=num_stages)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+    torch.testing.assert_close(o.float(), ref, atol=2e-2, rtol=2e-2)
