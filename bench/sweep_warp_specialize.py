@@ -4,6 +4,7 @@ same configs (Triton only in the default pass). Run once per setting:
     KERNELC_WARP_SPECIALIZE=0 SWEEP_TAG=ws0 python bench/sweep_warp_specialize.py
     SWEEP_TAG=ws1 python bench/sweep_warp_specialize.py
 
+SWEEP_PARTS=matmul,attention picks what runs (default both); SWEEP_MATMUL_N=4096 limits the matmul sizes.
 Writes bench/results/sweep_warp_specialize_<tag>.json."""
 from __future__ import annotations
 
@@ -43,7 +44,9 @@ def main():
             except Exception as e:
                 print(f"no Triton twin of {name}: {e}")
     rows = []
-    for n in (4096, 8192):
+    parts = os.environ.get("SWEEP_PARTS", "matmul,attention").split(",")
+    sizes = [int(x) for x in os.environ.get("SWEEP_MATMUL_N", "4096,8192").split(",")] if "matmul" in parts else []
+    for n in sizes:
         a = torch.randn(n, n, device="cuda", dtype=torch.float16)
         b = torch.randn(n, n, device="cuda", dtype=torch.float16)
         tf = lambda ms: 2 * n ** 3 / ms / 1e9 if ms else None  # noqa: E731
@@ -61,7 +64,7 @@ def main():
                 print(r, flush=True)
     Z, H, N, D = 4, 32, 4096, 128
     q, k, v = (torch.randn(Z, H, N, D, device="cuda", dtype=torch.float16) for _ in range(3))
-    for causal in (False, True):
+    for causal in (False, True) if "attention" in parts else ():
         flops = 4 * Z * H * N * N * D * (0.5 if causal else 1.0)
         tf = lambda ms: flops / ms / 1e9 if ms else None  # noqa: E731
         sdpa = tf(_run(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)))

@@ -169,3 +169,14 @@ def test_persistent_example_runs_in_the_interpreter():
     b = torch.randn(96, 150, dtype=torch.float16)
     c = matmul_persistent.matmul_persistent(a, b, BLOCK_SIZE_M=64, BLOCK_SIZE_N=64, BLOCK_SIZE_K=32)
     torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=0.05, rtol=1e-2)
+
+
+def test_two_consumer_warpgroups_take_turns_on_the_first_dot(monkeypatch):
+    monkeypatch.setenv("KERNELC_WS_PINGPONG", "1")
+    ptx = _attention().asm["ptx"]
+    # warpgroup 1 hands the first turn to warpgroup 0, turns alternate on barriers 2 and 3, warpgroup 0
+    # takes the last hand-over after the loop
+    assert re.search(r"@%p\d+ bar\.arrive 2, 256;", ptx) and re.search(r"@%p\d+ bar\.sync 2, 256;", ptx)
+    assert re.search(r"bar\.sync t, 256;", ptx) and re.search(r"bar\.arrive t, 256;", ptx)
+    monkeypatch.setenv("KERNELC_WS_PINGPONG", "0")
+    assert "bar.arrive" not in _attention().asm["ptx"]

@@ -83,3 +83,24 @@ def test_attention_tma_matches_sdpa(causal, Z, H, N, D, BM, BN, num_warps, num_s
     o = A.attention(q, k, v, causal=causal, BLOCK_M=BM, BLOCK_N=BN, num_warps=num_warps, num_stages=num_stages)
     ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
     torch.testing.assert_close(o.float(), ref, atol=2e-2, rtol=2e-2)
+
+
+def test_attention_with_warpgroup_ping_pong():
+    """KERNELC_WS_PINGPONG=1 (off by default): the two consumer warpgroups take turns on the first dot. In a
+    fresh process, so the setting reaches the compiler (it is part of the cache key, not the launch key)."""
+    import os
+    import subprocess
+    import sys
+    code = (
+        "import torch\n"
+        "from examples.kernels import attention_tma as A\n"
+        "for causal in (False, True):\n"
+        "    q, k, v = (torch.randn(2, 3, 1024, 128, device='cuda', dtype=torch.float16) for _ in range(3))\n"
+        "    o = A.attention(q, k, v, causal=causal, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2)\n"
+        "    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)\n"
+        "    torch.testing.assert_close(o.float(), ref, atol=2e-2, rtol=2e-2)\n"
+        "print('ok')\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, KERNELC_WS_PINGPONG="1", PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]

@@ -227,7 +227,7 @@ def mma_dot(lw: Lowering, op, L: Layout):
         from .wgmma import run_wgmma
         run_wgmma(lw, kind, A, a_trans, B, b_trans, acc, L, M, N, K, a_regs=a_regs,
                   in_flight=1 if id(op) in lw.async_dots else 0, b_kind=b_kind,
-                  promote_every=op.attrs.get("max_num_imprecise_acc"))
+                  promote_every=op.attrs.get("max_num_imprecise_acc"), turn=lw.wgmma_turns.get(id(op)))
     else:
         run_mma(lw, kind, A, B, a_trans, b_trans, acc, L, M, N, K, a_regs=a_regs, b_kind=b_kind)
     lw.tiles[op.results[0].id] = Tile(L, acc)

@@ -78,6 +78,7 @@ class Lowering:
         self.uses_smem = False
         self.ws = None  # the kernel's WarpSpecialization (codegen/warp_specialize.py), if any
         self.consumer_threads = 0  # set once a warp-specialised kernel has split: barriers count these
+        self.wgmma_turns: Dict[int, object] = {}  # dot op id -> PingPong: warpgroups issue it in turns
         self._base_cache: Dict = {}
         for op in fn.walk():
             for r in op.results:

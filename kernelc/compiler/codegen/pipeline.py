@@ -441,6 +441,12 @@ class PipelinedLoop:
         stage = e.val(f"load i32, ptr {self.ws.stage_ptr}")
         phase = e.val(f"load i32, ptr {self.ws.phase_ptr}")
         self.extra_types = ["i32", "i32", "i32"]  # read stage, (unused) write stage, phase parity
+        from .warp_specialize import PingPong
+        self.pingpong = PingPong(lw) if PingPong.applies(lw, plan) else None
+        if self.pingpong is not None:
+            first = next(o for o in plan.op.regions[0].ops if o.name == "dot")
+            lw.wgmma_turns[id(first)] = self.pingpong
+            self.pingpong.before_loop()
         return [("i32", stage), ("i32", "0"), ("i32", phase)]
 
     def tma_buffers(self):
@@ -626,6 +632,9 @@ class PipelinedLoop:
         """Release the last stage (its wgmma group was still in flight), save the ring position."""
         lw, e = self.lw, self.lw.e
         read_stage, _, phase = self.extra_phis
+        if self.pingpong is not None:
+            self.pingpong.after_loop()
+            lw.wgmma_turns.clear()
         if self.plan.async_dots:
             ran = e.val(f"icmp slt {self.iv_ty} {self.lb}, {self.ub}")
             self._release(self._previous_stage(read_stage), ran)

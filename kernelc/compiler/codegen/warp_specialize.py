@@ -170,6 +170,54 @@ def _why_not_plan(lw: Lowering, op: Op, plan) -> Optional[str]:
     return None
 
 
+class PingPong:
+    """Two consumer warpgroups take turns issuing the loop's first dot (FlashAttention-3's ping-pong):
+    while one runs the softmax between its dots, the other's first dot has the tensor cores. Turn ``w``
+    is named barrier ``2 + w`` over both warpgroups: a warpgroup waits for its turn (bar.sync), issues the
+    wgmmas, commits, then hands the turn over (bar.arrive) before waiting for its results. Warpgroup 1
+    hands warpgroup 0 the first turn before the loop; warpgroup 0 takes the last hand-over after it, so
+    every barrier phase completes. Off unless ``KERNELC_WS_PINGPONG=1``: on an H200 (2026-11-22,
+    bench/results/sweep_warp_specialize_variants.json) it moved attention by -5% to +3% depending on the
+    config -- without FA3's other half (issuing the next QK before this block's softmax) the turns
+    mostly reorder work that already overlapped."""
+
+    THREADS = 256
+
+    def __init__(self, lw: Lowering):
+        self.lw = lw
+
+    @staticmethod
+    def applies(lw: Lowering, plan) -> bool:
+        if os.environ.get("KERNELC_WS_PINGPONG", "0").strip() not in ("1", "true", "yes", "on"):
+            return False
+        dots = [o for o in plan.op.regions[0].ops if o.name == "dot"]
+        return lw.nw == 8 and len(dots) >= 2
+
+    def _asm(self, code: str, pred: Optional[str] = None) -> None:
+        lw = self.lw
+        wg = lw.e.val(f"lshr i32 {lw.warp}, 2")
+        if pred is None:
+            lw.e.asm("void", code, "r", [("i32", wg)])
+        else:
+            lw.e.asm("void", "@$1 " + code, "r,b", [("i32", wg), ("i1", pred)])
+
+    def _is_wg(self, w: int) -> str:
+        e = self.lw.e
+        return e.val(f"icmp eq i32 {e.val(f'lshr i32 {self.lw.warp}, 2')}, {w}")
+
+    def before_loop(self) -> None:
+        self._asm(f"bar.arrive 2, {self.THREADS};", self._is_wg(1))
+
+    def before_issue(self) -> None:  # bar.sync (2 + my warpgroup)
+        self._asm(f"{{ .reg .b32 t; add.u32 t, $0, 2; bar.sync t, {self.THREADS}; }}")
+
+    def after_commit(self) -> None:  # bar.arrive (2 + the other warpgroup)
+        self._asm(f"{{ .reg .b32 t; sub.u32 t, 3, $0; bar.arrive t, {self.THREADS}; }}")
+
+    def after_loop(self) -> None:
+        self._asm(f"bar.sync 2, {self.THREADS};", self._is_wg(0))
+
+
 # -- emission ------------------------------------------------------------------------------------
 
 

@@ -101,11 +101,13 @@ def _promote(lw: Lowering, main: List[str], partial: List[str]) -> List[str]:
 
 def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: List[str], L: Layout,
               M: int, N: int, K: int, a_regs=None, in_flight: int = 0, b_kind: Optional[str] = None,
-              promote_every: Optional[int] = None) -> None:
+              promote_every: Optional[int] = None, turn=None) -> None:
     """Issue the wgmmas of one dot. ``promote_every`` (fp8 only; Triton's ``max_num_imprecise_acc``): the fp8
     tensor cores accumulate with reduced precision, so every ``promote_every`` K elements the products are
     summed into a fresh accumulator and added to the fp32 one with FADD (slower, as accurate as cuBLAS
-    without fast accumulation); None keeps the tensor cores' own accumulation, Triton's default on Hopper."""
+    without fast accumulation); None keeps the tensor cores' own accumulation, Triton's default on Hopper.
+    ``turn``: warpgroups issue this dot in turns (``warp_specialize.PingPong``): wait before the fence,
+    hand over after the commit."""
     e = lw.e
     nw = lw.nw
     t, kstep, has_trans = WGMMA_TYPES[kind]
@@ -126,6 +128,10 @@ def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: 
     if partial:
         in_flight = 0  # the FADDs need the results
     instr = f"wgmma.mma_async.sync.aligned.m64n{N}k{kstep}.f32.{t}.{tb}"
+    if turn is not None and partial:
+        turn = None  # (fp8 promotion waits inside the issue sequence)
+    if turn is not None:
+        turn.before_issue()
     e.asm("void", "wgmma.fence.sync.aligned;", "", [])
     ret = "{ " + ", ".join(["float"] * nacc) + " }"
     outs = ", ".join(f"${i}" for i in range(nacc))
@@ -158,4 +164,6 @@ def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: 
         acc[base_idx:base_idx + nacc] = _promote(lw, main, cur) if partial else cur
     if not partial:  # (each promotion already waited for its group)
         e.asm("void", "wgmma.commit_group.sync.aligned;", "", [])
+        if turn is not None:
+            turn.after_commit()
         e.asm("void", f"wgmma.wait_group.sync.aligned {in_flight};", "", [])
