@@ -10,7 +10,7 @@ import kernelc
 import kernelc.language as kl
 
 from examples.kernels import matmul_persistent, matmul_tma
-from tests.compiler.tma_kernels import qk_sum
+from tests.compiler.tma_kernels import attn_fa3_order, qk_sum
 
 ALIGNED = {"a_desc": 16, "b_desc": 16, "c_desc": 16}
 
@@ -36,9 +36,11 @@ def test_a_producer_warp_fills_the_ring(num_warps, bn, stages, monkeypatch):
     monkeypatch.setenv("KERNELC_WARP_SPECIALIZE", "1")  # every qualifying loop (auto: loops with 2+ dots)
     ck = _mm(num_warps=num_warps, bn=bn, num_stages=stages)
     consumers = 32 * num_warps
-    assert ck.extra_warps == 1 and ck.launch_warps == num_warps + 1
+    producer = 1  # one producer warp (KERNELC_WS_SETMAXNREG=1: a warpgroup, see test_dot_results_...)
+    assert ck.extra_warps == producer and ck.launch_warps == num_warps + producer
     ptx = ck.asm["ptx"]
-    assert f".maxntid {consumers + 32}" in ptx
+    assert f".maxntid {consumers + 32 * producer}" in ptx
+    assert ("setmaxnreg" in ptx) == (producer == 4)
     # one CTA barrier before the split (all threads), named barrier 1 over the consumers after it
     assert len(re.findall(r"\bbar\.sync\s+0;", ptx)) == 1
     assert re.search(rf"\bbar\.sync\s+1, {consumers};", ptx)
@@ -54,7 +56,7 @@ def test_a_producer_warp_fills_the_ring(num_warps, bn, stages, monkeypatch):
     assert ops.count("WARPGROUP.ARRIVE") == 1  # wgmma stays asynchronous (one group in flight)
     assert ck.n_spills == 0 and ck.local_bytes == 0
     ws = ck.reports["warp_specialization"]
-    assert ws["producer_warps"] == 1 and ws["stages"] == stages
+    assert ws["producer_warps"] == producer and ws["stages"] == stages
     src = open(matmul_tma.__file__).read().splitlines()
     assert src[ws["line"] - 1].strip().startswith("for k in range(")
 
@@ -105,6 +107,7 @@ def test_attention_loop_is_specialised_by_default(causal):
     assert not any(o.startswith(("LDGSTS", "LDG")) for o in ops)
     src = open(ck.reports["warp_specialization"]["file"]).read().splitlines()
     assert "no mask" in src[ck.reports["warp_specialization"]["line"] - 1]  # the main loop
+    assert ck.launch_warps == 9 and "setmaxnreg" not in ck.asm["ptx"]  # 8 consumer warps, a producer warp
     if causal:  # the diagonal loop reuses the main loop's ring: Q + 2 stages of K and V fit twice over
         assert ck.shared < 200 * 1024
 
@@ -180,3 +183,39 @@ def test_two_consumer_warpgroups_take_turns_on_the_first_dot(monkeypatch):
     assert re.search(r"bar\.sync t, 256;", ptx) and re.search(r"bar\.arrive t, 256;", ptx)
     monkeypatch.setenv("KERNELC_WS_PINGPONG", "0")
     assert "bar.arrive" not in _attention().asm["ptx"]
+
+
+def _fa3_order(monkeypatch, setmaxnreg):
+    monkeypatch.setenv("KERNELC_WS_SETMAXNREG", setmaxnreg)
+    sig = {"sm_scale": "fp32", "desc_q": "tensordesc<fp16[128, 128]>", "desc_k": "tensordesc<fp16[128, 128]>",
+           "desc_v": "tensordesc<fp16[128, 128]>", "desc_o": "tensordesc<fp16[128, 128]>", "N_CTX": "i32"}
+    return kernelc.compile(attn_fa3_order, sig, dict(BLOCK_M=128, BLOCK_N=128, HEAD_DIM=128), target="sm_90a",
+                           num_warps=8, num_stages=2, divisibility={k: 16 for k in sig if k.startswith("desc")})
+
+
+def test_dot_results_are_waited_for_where_first_read(monkeypatch):
+    """FlashAttention-3's order issues the next block's QK^T, then this block's PV, then reads the scores:
+    the compiler waits with ``wait_group 1`` there (PV stays on the tensor cores during the softmax). With
+    KERNELC_WS_SETMAXNREG=1 the producer is a warpgroup that hands registers to the consumers, and ptxas
+    (standalone: nvJitLink ignores setmaxnreg) keeps the wgmmas asynchronous."""
+    from kernelc.compiler.backend.ptxas import ptxas_binary
+    if ptxas_binary() is None:
+        pytest.skip("no standalone ptxas: nvJitLink ignores setmaxnreg (C7504) and serialises the wgmmas")
+    ck = _fa3_order(monkeypatch, "1")
+    ptx = ck.asm["ptx"]
+    assert re.findall(r"wgmma\.wait_group\.sync\.aligned (\d)", ptx).count("1") == 1
+    assert "setmaxnreg.dec.sync.aligned.u32 40;" in ptx and "setmaxnreg.inc.sync.aligned.u32 232;" in ptx
+    assert ck.launch_warps == 12 and ck.n_spills == 0
+    assert _ops(ck).count("WARPGROUP.ARRIVE") <= 4
+    assert "C7512" not in ck.artifacts.ptxas_log and "C7514" not in ck.artifacts.ptxas_log
+    # with the one-warp producer's 168 registers ptxas serialises them (why setmaxnreg exists)
+    assert "C7512" in _fa3_order(monkeypatch, "0").artifacts.ptxas_log
+
+
+def test_fa3_order_matches_the_reference_in_the_interpreter():
+    torch = pytest.importorskip("torch")
+    from tests.compiler.tma_kernels import run_attention
+    q, k, v = (torch.randn(1, 2, 256, 64, dtype=torch.float16) for _ in range(3))
+    o, _ = run_attention(attn_fa3_order, q, k, v, BLOCK_M=64, BLOCK_N=32)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float())
+    torch.testing.assert_close(o.float(), ref, atol=2e-3, rtol=2e-3)

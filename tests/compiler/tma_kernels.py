@@ -61,3 +61,46 @@ def load_tile(x_desc, out_ptr, R0, C0, BM: kl.constexpr, BN: kl.constexpr):
     r = kl.arange(0, BM)
     c = kl.arange(0, BN)
     kl.store(out_ptr + r[:, None] * BN + c[None, :], t)
+
+
+@kernelc.jit
+def attn_fa3_order(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, BLOCK_M: kl.constexpr, BLOCK_N: kl.constexpr,
+                   HEAD_DIM: kl.constexpr):
+    """Attention (no mask) in FlashAttention-3's order: block 0's softmax before the loop; each iteration
+    issues the next block's QK^T and this block's PV back to back, then the next softmax reads the scores
+    while PV is still on the tensor cores (the compiler waits for a wgmma where its result is first read)."""
+    start_m = kl.program_id(0)
+    offset_y = kl.program_id(1) * N_CTX
+    qo_offset_y = offset_y + start_m * BLOCK_M
+    acc = kl.zeros([BLOCK_M, HEAD_DIM], dtype=kl.float32)
+    qk_scale = sm_scale * 1.44269504
+    q = desc_q.load([qo_offset_y, 0])
+    qk = kl.dot(q, desc_k.load([offset_y, 0]).T)
+    m_i = kl.max(qk, 1) * qk_scale
+    p = kl.math.exp2(qk * qk_scale - m_i[:, None])
+    l_i = kl.sum(p, 1)
+    for start_n in range(0, N_CTX - BLOCK_N, BLOCK_N):
+        qk = kl.dot(q, desc_k.load([offset_y + start_n + BLOCK_N, 0]).T)
+        acc = kl.dot(p.to(kl.float16), desc_v.load([offset_y + start_n, 0]), acc)
+        m_ij = kl.maximum(m_i, kl.max(qk, 1) * qk_scale)
+        p = kl.math.exp2(qk * qk_scale - m_ij[:, None])
+        alpha = kl.math.exp2(m_i - m_ij)
+        l_i = l_i * alpha + kl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        m_i = m_ij
+    acc = kl.dot(p.to(kl.float16), desc_v.load([offset_y + N_CTX - BLOCK_N, 0]), acc)
+    acc = acc / l_i[:, None]
+    desc_o.store([qo_offset_y, 0], acc.to(kl.float16))
+
+
+def run_attention(kernel, q, k, v, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2):
+    """Launch ``kernel`` (the signature of ``attn_fa3_order``) on contiguous [Z, H, N, D] fp16 tensors."""
+    import torch
+    Z, H, N, D = q.shape
+    o = torch.empty_like(q)
+    y = Z * H * N
+    descs = [kernelc.TensorDescriptor(t, [y, D], [D, 1], [b, D])
+             for t, b in ((q, BLOCK_M), (k, BLOCK_N), (v, BLOCK_N), (o, BLOCK_M))]
+    ck = kernel[(N // BLOCK_M, Z * H, 1)](D ** -0.5, *descs, N, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=D,
+                                         num_warps=num_warps, num_stages=num_stages)
+    return o, ck

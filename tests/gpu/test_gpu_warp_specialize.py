@@ -85,22 +85,32 @@ def test_attention_tma_matches_sdpa(causal, Z, H, N, D, BM, BN, num_warps, num_s
     torch.testing.assert_close(o.float(), ref, atol=2e-2, rtol=2e-2)
 
 
-def test_attention_with_warpgroup_ping_pong():
-    """KERNELC_WS_PINGPONG=1 (off by default): the two consumer warpgroups take turns on the first dot. In a
-    fresh process, so the setting reaches the compiler (it is part of the cache key, not the launch key)."""
+_OPT_IN = (
+    "import torch\n"
+    "from examples.kernels import attention_tma as A\n"
+    "from tests.compiler.tma_kernels import attn_fa3_order, run_attention\n"
+    "torch.manual_seed(0)\n"
+    "q, k, v = (torch.randn(2, 3, 1024, 128, device='cuda', dtype=torch.float16) for _ in range(3))\n"
+    "sdpa = torch.nn.functional.scaled_dot_product_attention\n"
+    "for causal in (False, True):\n"
+    "    o = A.attention(q, k, v, causal=causal, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2)\n"
+    "    ref = sdpa(q.float(), k.float(), v.float(), is_causal=causal)\n"
+    "    torch.testing.assert_close(o.float(), ref, atol=2e-2, rtol=2e-2)\n"
+    "o, ck = run_attention(attn_fa3_order, q, k, v)\n"
+    "torch.testing.assert_close(o.float(), sdpa(q.float(), k.float(), v.float()), atol=2e-2, rtol=2e-2)\n"
+    "print('ok', ck.launch_warps)\n")
+
+
+@pytest.mark.parametrize("setting,warps", [("KERNELC_WS_PINGPONG", 9), ("KERNELC_WS_SETMAXNREG", 12)])
+def test_attention_with_opt_in_settings(setting, warps):
+    """The opt-in variants (off by default, see warp_specialize.py): warpgroups taking turns on the first dot;
+    a producer warpgroup handing registers to the consumers (setmaxnreg). In a fresh process each, so the
+    setting reaches the compiler (it is part of the cache key, not of the launch key)."""
     import os
     import subprocess
     import sys
-    code = (
-        "import torch\n"
-        "from examples.kernels import attention_tma as A\n"
-        "for causal in (False, True):\n"
-        "    q, k, v = (torch.randn(2, 3, 1024, 128, device='cuda', dtype=torch.float16) for _ in range(3))\n"
-        "    o = A.attention(q, k, v, causal=causal, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2)\n"
-        "    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)\n"
-        "    torch.testing.assert_close(o.float(), ref, atol=2e-2, rtol=2e-2)\n"
-        "print('ok')\n")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, KERNELC_WS_PINGPONG="1", PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
-    out = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
+    env = dict(os.environ, **{setting: "1"}, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-c", _OPT_IN], cwd=root, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith(f"ok {warps}"), out.stderr[-2000:]

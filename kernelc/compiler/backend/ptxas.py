@@ -14,6 +14,8 @@ the PTX in the cubin's ``.debug_line``.
 """
 from __future__ import annotations
 
+import functools
+import os
 import re
 import threading
 from dataclasses import dataclass, field
@@ -119,15 +121,62 @@ def _log(nvjitlink, handle, which: str) -> str:
     return buf.rstrip(b"\x00").decode("utf-8", "replace")
 
 
+@functools.lru_cache(maxsize=None)
+def ptxas_binary() -> Optional[str]:
+    """A standalone ptxas (``$KERNELC_PTXAS``, cuda.pathfinder, the one Triton ships), or None."""
+    env = os.environ.get("KERNELC_PTXAS")
+    if env:
+        return env if os.path.isfile(env) else None
+    try:
+        from cuda import pathfinder
+        path = pathfinder.find_nvidia_binary_utility("ptxas")
+        if path:
+            return path
+    except Exception:
+        pass
+    import importlib.util
+    spec = importlib.util.find_spec("triton")
+    if spec is not None and spec.submodule_search_locations:
+        for root in spec.submodule_search_locations:
+            cand = os.path.join(root, "backends", "nvidia", "bin", "ptxas")
+            if os.path.isfile(cand) and os.access(cand, os.X_OK):
+                return cand
+    return None
+
+
+def _standalone(ptx: str, target, opt_level: int, extra: Sequence[str], exe: str) -> CubinResult:
+    """ptxas as a program: nvJitLink assembles for a link step and then ignores ``setmaxnreg`` (C7504,
+    "to maintain compatibility across compilation units"), which a warp-specialised kernel needs."""
+    import subprocess
+    import tempfile
+    opts = [o[len("-Xptxas="):] if o.startswith("-Xptxas=") else o for o in extra]
+    with tempfile.TemporaryDirectory(prefix="kernelc-ptxas-") as d:
+        src, out = os.path.join(d, "kernel.ptx"), os.path.join(d, "kernel.cubin")
+        with open(src, "w") as f:
+            f.write(ptx)
+        cmd = [exe, f"-arch={target.arch}", f"-O{int(opt_level)}", "-v", "-lineinfo", *opts, src, "-o", out]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        info = (r.stdout or "") + (r.stderr or "")
+        if r.returncode != 0:
+            raise CompilationError(f"ptxas failed for {target.arch} ({exe}):\n{info.strip()}")
+        with open(out, "rb") as f:
+            cubin = f.read()
+    warnings = [ln.strip() for ln in info.splitlines() if "warning" in ln.lower()]
+    return CubinResult(cubin, info, parse_ptxas_report(info), warnings)
+
+
 def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequence[str] = (),
                  name: str = "kernel.ptx") -> CubinResult:
-    """Assemble ``ptx`` into a cubin for ``target`` with nvJitLink.
+    """Assemble ``ptx`` into a cubin for ``target`` with nvJitLink (with a standalone ptxas when the PTX moves
+    registers between warpgroups with ``setmaxnreg``, which nvJitLink ignores).
 
     ``extra`` options are passed to nvJitLink as given (e.g. ``"-maxrregcount=64"``, ``"-Xptxas=-warn-spills"``).
     Raises :class:`CompilationError` with ptxas's error log when the PTX does not assemble.
     """
-    nvjitlink = _nvjitlink()
     target = parse_target(target)
+    if "setmaxnreg" in ptx and ptxas_binary() is not None:
+        return _standalone(ptx, target, opt_level, extra, ptxas_binary())
+    nvjitlink = _nvjitlink()
     # ptxas's level goes through -Xptxas: nvJitLink's own -O accepts only 0 and 3.
     opts = [f"-arch={target.arch}", f"-Xptxas=-O{int(opt_level)}", "-Xptxas=-v", *extra]
     data = ptx.encode() if isinstance(ptx, str) else bytes(ptx)

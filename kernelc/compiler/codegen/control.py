@@ -30,6 +30,7 @@ def _conservative_pending(lw: Lowering):
 def lower_for(lw: Lowering, op):
     e = lw.e
     body = op.regions[0]
+    lw.wgmma_groups.complete_all()  # a deferred dot's distance to the newest group differs per iteration
     lb, ub, step = (lw.scalar(v) for v in op.operands[:3])
     iv_ty = llty(scalar_of(op.operands[0].type))
     inits = op.operands[3:]
@@ -98,9 +99,10 @@ def lower_for(lw: Lowering, op):
         _conservative_pending(lw)
     extra_next = pipe.iteration_start(iv, extra_phis) if pipe is not None else []
     lw.lower_block(body)  # ends with scf.yield: values collected below
-    if pipe is not None:
-        pipe.iteration_end()
     yld = body.ops[-1]
+    if pipe is not None:
+        pipe.before_yield(yld)
+        pipe.iteration_end()
     yflat = [lw.flat(v, L)[1] for v, L in zip(yld.operands, layouts)] + [extra_next]
     nxt = e.val(f"add {iv_ty} {iv}, {step}")
     latch = e.cur_label
@@ -134,6 +136,7 @@ def lower_terminator(lw: Lowering, op):
 @rule("scf.if")
 def lower_if(lw: Lowering, op):
     e = lw.e
+    lw.wgmma_groups.complete_all()
     cond = lw.scalar(op.operands[0])
     layouts = [lw.plan.get(r) if lw.is_tile(r) else None for r in op.results]
     thenl, elsel, mergel = e.label("if_then"), e.label("if_else"), e.label("if_end")
@@ -163,6 +166,7 @@ def lower_if(lw: Lowering, op):
 @rule("scf.while")
 def lower_while(lw: Lowering, op):
     e = lw.e
+    lw.wgmma_groups.complete_all()
     before, after = op.regions
     layouts = [lw.plan.get(a) if lw.is_tile(a) else None for a in before.args]
     init_flat = [lw.flat(v, L) for v, L in zip(op.operands, layouts)]

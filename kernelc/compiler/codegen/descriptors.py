@@ -282,8 +282,10 @@ def lower_descriptor_load(lw: Lowering, op):
     offsets = offsets_of(lw, op.operands[1:])
     consumers = in_place_consumers(lw, res)
     report_tma(lw, op, "load (TMA)", ty)
-    # a tile read in place must outlive this op (other ops' scratch would overwrite it)
-    base = lw.persistent(box.nbytes) if consumers else lw.scratch(box.nbytes)
+    # a tile read in place must outlive this op (other ops' scratch would overwrite it): its own buffer,
+    # or a finished loop's ring (the barrier below orders it after the ring's last readers)
+    from .pipeline import _reuse_or_allocate
+    base = _reuse_or_allocate(lw, box.nbytes) if consumers else lw.scratch(box.nbytes)
     pool = T.BarrierPool.of(lw)
     btok, boff = pool.take(1)
     bar = pool.address(btok, boff)

@@ -153,6 +153,8 @@ def operand_geometry(is_a: bool, trans: bool, outer: int, K: int, eb: int, base=
 def _a_from_registers(lw: Lowering, a_v, L: Layout, M: int, K: int):
     """A-operand fragments straight from registers when A lives in the accumulator layout of a
     previous dot with the same warps along M (attention's P): no shared-memory round trip."""
+    if a_v.id in lw.wgmma_groups.pending:
+        lw.wgmma_groups.complete(a_v.id)
     t = lw.tiles.get(a_v.id)
     elt = scalar_of(a_v.type)
     if t is None or elt.itemsize != 2 or L.mma_meta is None:
@@ -225,12 +227,15 @@ def mma_dot(lw: Lowering, op, L: Layout):
     B, b_trans = staged[1]
     if use_wgmma:
         from .wgmma import run_wgmma
+        deferred = id(op) in lw.deferred_dots and op.attrs.get("max_num_imprecise_acc") is None
         run_wgmma(lw, kind, A, a_trans, B, b_trans, acc, L, M, N, K, a_regs=a_regs,
-                  in_flight=1 if id(op) in lw.async_dots else 0, b_kind=b_kind,
+                  in_flight=None if deferred else 1 if id(op) in lw.async_dots else 0, b_kind=b_kind,
                   promote_every=op.attrs.get("max_num_imprecise_acc"), turn=lw.wgmma_turns.get(id(op)))
     else:
         run_mma(lw, kind, A, B, a_trans, b_trans, acc, L, M, N, K, a_regs=a_regs, b_kind=b_kind)
     lw.tiles[op.results[0].id] = Tile(L, acc)
+    if use_wgmma and deferred:
+        lw.wgmma_groups.defer(op.results[0].id)
 
 
 def run_mma(lw: Lowering, kind: str, A: Optional[SmemOperand], B: SmemOperand, a_trans: bool, b_trans: bool,

@@ -79,6 +79,9 @@ class Lowering:
         self.ws = None  # the kernel's WarpSpecialization (codegen/warp_specialize.py), if any
         self.consumer_threads = 0  # set once a warp-specialised kernel has split: barriers count these
         self.wgmma_turns: Dict[int, object] = {}  # dot op id -> PingPong: warpgroups issue it in turns
+        self.deferred_dots: set = set()  # wgmma dots whose wait moves to the first read of the result
+        from .wgmma import WgmmaGroups
+        self.wgmma_groups = WgmmaGroups(self)
         self._base_cache: Dict = {}
         for op in fn.walk():
             for r in op.results:
@@ -107,15 +110,15 @@ class Lowering:
         self.lane = e.val(f"and i32 {tid}, 31")
         self.warp = e.val(f"lshr i32 {tid}, 5")
         self.tid = tid
-        from .warp_specialize import PRODUCER_WARPS, emit_split, plan_warp_specialization
+        from .warp_specialize import emit_split, plan_warp_specialization
         self.ws = plan_warp_specialization(self)
         if self.ws is not None:
             emit_split(self, self.ws)
             self.reports["warp_specialization"] = {
-                "file": self.ws.loop.loc.file, "line": self.ws.loop.loc.line, "producer_warps": PRODUCER_WARPS,
+                "file": self.ws.loop.loc.file, "line": self.ws.loop.loc.line, "producer_warps": self.ws.producer_warps,
                 "stages": self.ws.plan.S}
         self.lower_block(self.fn.body)
-        extra = PRODUCER_WARPS if self.ws is not None else 0
+        extra = self.ws.producer_warps if self.ws is not None else 0
         text = e.module(self.params, maxntid=32 * (self.nw + extra))
         for tok, rel in self.persistent_tokens.items():
             text = text.replace(tok, str(self.smem.scratch_aligned + rel))
@@ -142,6 +145,8 @@ class Lowering:
 
     def get(self, v: Value, layout: Optional[Layout] = None) -> Tile:
         """``v`` as a Tile in ``layout`` (its own layout if None)."""
+        if v.id in self.wgmma_groups.pending:  # a deferred dot's result: wait for its group first
+            self.wgmma_groups.complete(v.id)
         t = self.tiles.get(v.id)
         if t is not None:
             if layout is None or t.layout == layout:

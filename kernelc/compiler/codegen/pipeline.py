@@ -368,6 +368,7 @@ class PipelinedLoop:
 
     def __init__(self, lw: Lowering, plan: PipelinePlan, ws=None):
         self.lw, self.plan = lw, plan
+        self.deferred, self.release_lag = set(), bool(plan.async_dots)
         # ws: the kernel's WarpSpecialization when this is its loop (codegen/warp_specialize.py): a
         # producer warp fills the ring, this code is the consumers' side of it
         self.ws = ws
@@ -441,6 +442,7 @@ class PipelinedLoop:
         stage = e.val(f"load i32, ptr {self.ws.stage_ptr}")
         phase = e.val(f"load i32, ptr {self.ws.phase_ptr}")
         self.extra_types = ["i32", "i32", "i32"]  # read stage, (unused) write stage, phase parity
+        self._plan_deferred_dots()
         from .warp_specialize import PingPong
         self.pingpong = PingPong(lw) if PingPong.applies(lw, plan) else None
         if self.pingpong is not None:
@@ -583,7 +585,7 @@ class PipelinedLoop:
         if self.ws is not None:
             # the dots of this iteration are issued; with one wgmma group left in flight the previous
             # iteration's group is complete now, else this one's is
-            if self.plan.async_dots:
+            if self.release_lag:
                 not_first = self.lw.e.val(f"icmp ne {self.iv_ty} {self.iv}, {self.lb}")
                 self._release(self._previous_stage(self.read_stage), not_first)
             else:
@@ -628,6 +630,27 @@ class PipelinedLoop:
         return carried
 
 
+    def _plan_deferred_dots(self) -> None:
+        """Warp-specialised loops with several dots: each wgmma result is waited for at its first read
+        (``wgmma.WgmmaGroups``), so a dot issued before independent work (attention's next QK^T before
+        this block's PV and softmax, FlashAttention-3's order) overlaps it. Everything is complete again
+        at the end of the iteration (``before_yield``): ptxas cannot follow a wgmma in flight across the
+        back edge once two are (C7514, it would serialise them)."""
+        import os
+        lw, plan = self.lw, self.plan
+        body = plan.op.regions[0]
+        dots = [o for o in body.ops if o.name == "dot" and id(o) in lw.plan.wgmma]
+        on = os.environ.get("KERNELC_WGMMA_DEFER", "1").strip() not in ("0", "false", "no", "off")
+        if on and len(dots) >= 2 and not plan.async_dots and \
+                all(o.attrs.get("max_num_imprecise_acc") is None for o in dots) and \
+                not any(t.name == "dot" for o in body.ops for t in o.walk() if t.block is not body):
+            self.deferred = {id(o) for o in dots}
+        lw.deferred_dots |= self.deferred
+
+    def before_yield(self, yld) -> None:
+        """End of the body: wait for whatever is still in flight (see ``_plan_deferred_dots``)."""
+        self.lw.wgmma_groups.complete_all()
+
     def _consumer_finish(self, carried):
         """Release the last stage (its wgmma group was still in flight), save the ring position."""
         lw, e = self.lw, self.lw.e
@@ -635,7 +658,8 @@ class PipelinedLoop:
         if self.pingpong is not None:
             self.pingpong.after_loop()
             lw.wgmma_turns.clear()
-        if self.plan.async_dots:
+        lw.deferred_dots -= self.deferred
+        if self.release_lag:
             ran = e.val(f"icmp slt {self.iv_ty} {self.lb}, {self.ub}")
             self._release(self._previous_stage(read_stage), ran)
         e.emit(f"store i32 {read_stage}, ptr {self.ws.stage_ptr}")
@@ -665,23 +689,17 @@ def _reuse_or_allocate(lw: Lowering, nbytes: int) -> str:
 
 def _wait_accumulators(lw: Lowering, plan: PipelinePlan, carried: Optional[List[List[str]]]):
     """``wgmma.wait_group 0`` that takes the in-flight accumulators (the carried values the async dots
-    are yielded as) and hands them back: every later read of them depends on the wait, so LLVM cannot
-    hoist one above it (say, a conversion sunk into the loop exit), which would read registers the
-    tensor cores still write (ptxas then serialises every wgmma of the kernel, C7514)."""
-    e = lw.e
+    are yielded as) and hands them back (``wgmma.tie_through_wait``): a conversion sunk into the loop
+    exit cannot read registers the tensor cores still write (ptxas would serialise every wgmma, C7514)."""
+    from .wgmma import tie_through_wait
     body = plan.op.regions[0]
     yld = body.ops[-1]
     idx = sorted({i for i, v in enumerate(yld.operands) if v.op is not None and id(v.op) in plan.async_dots})
     regs = [r for i in idx for r in carried[i]] if carried is not None else []
+    vals = tie_through_wait(lw, 0, regs)
     if not regs:
-        e.asm("void", "wgmma.wait_group.sync.aligned 0;", "", [])
         return carried
     out = list(carried)
-    n = len(regs)
-    ret = "{ " + ", ".join(["float"] * n) + " }"
-    r = e.asm(ret, "wgmma.wait_group.sync.aligned 0;", ",".join(["=f"] * n + [str(i) for i in range(n)]),
-              [("float", x) for x in regs])
-    vals = [e.val(f"extractvalue {ret} {r}, {i}") for i in range(n)]
     k = 0
     for i in idx:
         out[i] = vals[k:k + len(carried[i])]

@@ -42,6 +42,14 @@ from .lowering import Lowering
 
 PRODUCER_WARPS = 1
 CONSUMER_BARRIER = 1  # named barrier id of the consumers' CTA barriers (0 is __syncthreads)
+# Two consumer warpgroups: ptxas sizes registers for the launched warps rounded up to whole warpgroups, so
+# 8 + 1 warps get 168 registers each -- too few to keep a wgmma result in flight across softmax work
+# (ptxas then serialises the wgmmas, C7512). KERNELC_WS_SETMAXNREG=1 makes the producer a warpgroup that
+# gives registers back (setmaxnreg.dec) to the consumers (setmaxnreg.inc): 128 x 40 + 256 x 232 <= 64K
+# (assembled by a standalone ptxas: nvJitLink ignores setmaxnreg, C7504). Off by default: on an H200
+# (2026-11-22, bench/results/attention_ws_variants.json) the attention loop ran 10% slower with it
+# (496-500 vs 541-559 TFLOP/s), and FlashAttention-3's loop order, which needs it, did not win it back.
+PRODUCER_REGS, CONSUMER_REGS = 40, 232
 
 
 def default_policy() -> str:
@@ -70,6 +78,15 @@ class WarpSpecialization:
     @property
     def consumer_threads(self) -> int:
         return 32 * self.lw.nw
+
+    @property
+    def setmaxnreg(self) -> bool:
+        return self.lw.nw == 8 and os.environ.get("KERNELC_WS_SETMAXNREG", "0").strip() in ("1", "true", "yes", "on")
+
+    @property
+    def producer_warps(self) -> int:
+        """Warps launched besides the consumers: a whole warpgroup when registers move (setmaxnreg)."""
+        return 4 if self.setmaxnreg else PRODUCER_WARPS
 
     def full(self, stage: str) -> str:
         pool, tok, off = self.bars
@@ -245,9 +262,11 @@ def emit_split(lw: Lowering, ws: WarpSpecialization) -> None:
     T.fence_mbarrier_init(lw)
     e.call("void", "llvm.nvvm.barrier0", [])
     producer, rest, consumers, idle = (e.label(n) for n in ("ws_producer", "ws_rest", "ws_consumers", "ws_idle"))
-    e.cond_br(e.val(f"icmp eq i32 {lw.tid}, {ws.consumer_threads}"), producer, rest)
+    e.cond_br(e.val(f"icmp ult i32 {lw.tid}, {ws.consumer_threads}"), consumers, rest)
     e.start_block(rest)
-    e.cond_br(e.val(f"icmp ult i32 {lw.tid}, {ws.consumer_threads}"), consumers, idle)
+    if ws.setmaxnreg:  # the whole producer warpgroup gives its registers back before one thread works
+        e.asm("void", f"setmaxnreg.dec.sync.aligned.u32 {PRODUCER_REGS};", "", [])
+    e.cond_br(e.val(f"icmp eq i32 {lw.tid}, {ws.consumer_threads}"), producer, idle)
     e.start_block(idle)
     e.emit("ret void")
     e.start_block(producer)
@@ -258,6 +277,8 @@ def emit_split(lw: Lowering, ws: WarpSpecialization) -> None:
     e.emit("ret void")
     lw.scalars, lw.tiles, lw.memo = saved
     e.start_block(consumers)
+    if ws.setmaxnreg:
+        e.asm("void", f"setmaxnreg.inc.sync.aligned.u32 {CONSUMER_REGS};", "", [])
     lw.consumer_threads = ws.consumer_threads
 
 

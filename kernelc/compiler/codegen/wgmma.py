@@ -93,10 +93,62 @@ def _promote(lw: Lowering, main: List[str], partial: List[str]) -> List[str]:
     """Add a finished partial accumulator to the fp32 one (waits for the wgmmas that produce it)."""
     e = lw.e
     e.asm("void", "wgmma.commit_group.sync.aligned;", "", [])
+    lw.wgmma_groups.committed()
     e.asm("void", "wgmma.wait_group.sync.aligned 0;", "", [])
     out = [e.val(f"fadd float {m}, {p}") for m, p in zip(main, partial)]
     e.asm("void", "wgmma.fence.sync.aligned;", "", [])
     return out
+
+
+class WgmmaGroups:
+    """wgmma groups committed but not waited for, and the tile values they produce (deferred dots).
+
+    A deferred dot commits its group without waiting; ``pending[value id]`` counts the groups committed
+    after it. The first read of the value (``Lowering.get``) waits with ``wait_group <that count>`` and
+    takes the value's registers -- and those of every older pending value, complete as well -- through
+    the wait, so nothing reading them can be scheduled above it. Attention's next ``QK^T`` then runs
+    on the tensor cores while this block's ``PV`` is still in flight (FlashAttention-3's overlap)."""
+
+    def __init__(self, lw: Lowering):
+        self.lw = lw
+        self.pending: dict = {}
+
+    def committed(self, n: int = 1) -> None:
+        for k in self.pending:
+            self.pending[k] += n
+
+    def defer(self, vid: int) -> None:
+        self.pending[vid] = 0
+
+    def complete(self, vid: int) -> None:
+        d = self.pending[vid]
+        done = [k for k, dist in self.pending.items() if dist >= d]
+        tiles = [self.lw.tiles[k] for k in done]
+        regs = [r for t in tiles for r in t.regs]
+        new = tie_through_wait(self.lw, d, regs)
+        k = 0
+        for vid2, t in zip(done, tiles):
+            self.lw.tiles[vid2] = Tile(t.layout, new[k:k + len(t.regs)])
+            k += len(t.regs)
+            del self.pending[vid2]
+
+    def complete_all(self) -> None:
+        if self.pending:
+            self.complete(min(self.pending, key=lambda k: self.pending[k]))
+
+
+def tie_through_wait(lw: Lowering, n: int, regs: List[str]) -> List[str]:
+    """``wgmma.wait_group n`` that takes ``regs`` (fp32 accumulators) and hands them back: every later read
+    depends on the wait, so LLVM cannot hoist one above it (ptxas would then serialise the wgmmas)."""
+    e = lw.e
+    if not regs:
+        e.asm("void", f"wgmma.wait_group.sync.aligned {n};", "", [])
+        return []
+    m = len(regs)
+    ret = "{ " + ", ".join(["float"] * m) + " }"
+    r = e.asm(ret, f"wgmma.wait_group.sync.aligned {n};", ",".join(["=f"] * m + [str(i) for i in range(m)]),
+              [("float", x) for x in regs])
+    return [e.val(f"extractvalue {ret} {r}, {i}") for i in range(m)]
 
 
 def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: List[str], L: Layout,
@@ -164,6 +216,8 @@ def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: 
         acc[base_idx:base_idx + nacc] = _promote(lw, main, cur) if partial else cur
     if not partial:  # (each promotion already waited for its group)
         e.asm("void", "wgmma.commit_group.sync.aligned;", "", [])
+        lw.wgmma_groups.committed()
         if turn is not None:
             turn.after_commit()
-        e.asm("void", f"wgmma.wait_group.sync.aligned {in_flight};", "", [])
+        if in_flight is not None:  # None: deferred, the first read of the result waits (WgmmaGroups)
+            e.asm("void", f"wgmma.wait_group.sync.aligned {in_flight};", "", [])
