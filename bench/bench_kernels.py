@@ -80,9 +80,16 @@ def matmul_tma(rows):
     """The tensor-descriptor matmul (examples/kernels/matmul_tma.py): on sm_90a TMA loads into an S-stage
     ring read in place by wgmma, TMA store epilogue. Autotuned over 128x128x64 / 128x256x64 blocks, 4/8
     warps, 3/4 stages; Triton runs the same source with its own host TensorDescriptor."""
-    from examples.kernels import matmul_tma as K
+    _descriptor_matmul(rows, "matmul_tma")
+
+
+def _descriptor_matmul(rows, name):
+    """kernelc vs Triton (the same example file ``name``.py) vs cuBLAS, fp16/bf16 at 4096^3 and 8192^3;
+    the example module has ``<name>(a, b)`` and ``<name>_autotuned``."""
+    import importlib
+    K = importlib.import_module(f"examples.kernels.{name}")
     try:
-        T = triton_twin("matmul_tma")
+        T = triton_twin(name)
     except Exception:  # no Triton (or it rejects the kernel): kernelc and cuBLAS only
         import traceback
         traceback.print_exc()
@@ -91,13 +98,15 @@ def matmul_tma(rows):
         a = torch.randn(n, n, device="cuda", dtype=dt)
         b = torch.randn(n, n, device="cuda", dtype=dt)
         tf = lambda ms: 2 * n ** 3 / ms / 1e9  # noqa: E731
-        ours = bench(lambda: K.matmul_tma(a, b))
-        tri = bench(lambda: T.matmul_tma(a, b)) if T is not None else None
+        ours = bench(lambda: getattr(K, name)(a, b))
+        tri = bench(lambda: getattr(T, name)(a, b)) if T is not None else None
         ref = bench(lambda: torch.matmul(a, b))
-        r = row(f"matmul_tma {str(dt).replace('torch.', '').replace('bfloat16', 'bf16').replace('float16', 'fp16')} "
+        r = row(f"{name} {str(dt).replace('torch.', '').replace('bfloat16', 'bf16').replace('float16', 'fp16')} "
                 f"{n}^3", tf, ours, tri, ref, "TFLOP/s", "cublas")
-        r["config"] = repr(K.matmul_tma_autotuned.best_config)
-        r["max_abs_err_vs_cublas"] = (K.matmul_tma(a, b).float() - torch.matmul(a, b).float()).abs().max().item()
+        r["config"] = repr(getattr(K, name + "_autotuned").best_config)
+        if T is not None:
+            r["triton_config"] = repr(getattr(T, name + "_autotuned").best_config)
+        r["max_abs_err_vs_cublas"] = (getattr(K, name)(a, b).float() - torch.matmul(a, b).float()).abs().max().item()
         rows.append(r)
 
 
@@ -153,29 +162,9 @@ def attention(rows):
 
 def matmul_persistent(rows):
     """The persistent tensor-descriptor matmul (examples/kernels/matmul_persistent.py): one program per SM
-    walks the output tiles; on sm_90a a producer warp fills the TMA ring across tiles. Autotuned over
-    128x128x64 / 128x256x64 blocks and 3/4 stages; Triton runs the same source."""
-    from examples.kernels import matmul_persistent as K
-    try:
-        T = triton_twin("matmul_persistent")
-    except Exception:
-        import traceback
-        traceback.print_exc()
-        T = None
-    for n, dt in ((4096, torch.float16), (8192, torch.float16), (4096, torch.bfloat16), (8192, torch.bfloat16)):
-        a = torch.randn(n, n, device="cuda", dtype=dt)
-        b = torch.randn(n, n, device="cuda", dtype=dt)
-        tf = lambda ms: 2 * n ** 3 / ms / 1e9  # noqa: E731
-        ours = bench(lambda: K.matmul_persistent(a, b))
-        tri = bench(lambda: T.matmul_persistent(a, b)) if T is not None else None
-        ref = bench(lambda: torch.matmul(a, b))
-        r = row(f"matmul_persistent {str(dt).replace('torch.', '').replace('bfloat16', 'bf16').replace('float16', 'fp16')} "
-                f"{n}^3", tf, ours, tri, ref, "TFLOP/s", "cublas")
-        r["config"] = repr(K.matmul_persistent_autotuned.best_config)
-        if T is not None:
-            r["triton_config"] = repr(T.matmul_persistent_autotuned.best_config)
-        r["max_abs_err_vs_cublas"] = (K.matmul_persistent(a, b).float() - torch.matmul(a, b).float()).abs().max().item()
-        rows.append(r)
+    walks the output tiles through the same TMA ring. Autotuned over 128x128x64 / 128x256x64 / 256x128x64
+    blocks; Triton runs the same source."""
+    _descriptor_matmul(rows, "matmul_persistent")
 
 
 ATTN_TMA_CONFIGS = [dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2),

@@ -12,14 +12,9 @@ import importlib
 import kernelc as triton
 import kernelc.language as tl
 
+from examples.kernels.matmul_tma import _set_block_shapes, host_operands
+
 TensorDescriptor = importlib.import_module(triton.__name__ + ".tools.tensor_descriptor").TensorDescriptor
-
-
-def _set_block_shapes(nargs):
-    bm, bn, bk = nargs["BLOCK_SIZE_M"], nargs["BLOCK_SIZE_N"], nargs["BLOCK_SIZE_K"]
-    nargs["a_desc"].block_shape = [bm, bk]
-    nargs["b_desc"].block_shape = [bk, bn]
-    nargs["c_desc"].block_shape = [bm, bn]
 
 
 def get_configs():
@@ -72,20 +67,10 @@ def num_sms(device=None) -> int:
 def matmul_persistent(a, b, kernel=None, warp_specialize=False, **config):
     """``a @ b`` (fp16/bf16, row-major, 16-byte aligned rows) with at most one program per SM.
     ``config`` (BLOCK_SIZE_M/N/K, GROUP_SIZE_M, num_warps, num_stages) skips autotuning."""
-    import torch
-    M, K = a.shape
-    K2, N = b.shape
-    assert K == K2, "incompatible dimensions"
-    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    if config:
-        for name, default in (("BLOCK_SIZE_M", 128), ("BLOCK_SIZE_N", 128), ("BLOCK_SIZE_K", 64), ("GROUP_SIZE_M", 8)):
-            config.setdefault(name, default)
-    bm, bn, bk = (config.get("BLOCK_SIZE_M", 128), config.get("BLOCK_SIZE_N", 128), config.get("BLOCK_SIZE_K", 64))
-    a_desc = TensorDescriptor.from_tensor(a, [bm, bk])
-    b_desc = TensorDescriptor.from_tensor(b, [bk, bn])
-    c_desc = TensorDescriptor.from_tensor(c, [bm, bn])
+    c, descs = host_operands(a, b, config, TensorDescriptor)
+    M, N, K = a.shape[0], b.shape[1], a.shape[1]
     sms = num_sms(a.device)
     grid = lambda META: (min(sms, triton.cdiv(M, META["BLOCK_SIZE_M"]) * triton.cdiv(N, META["BLOCK_SIZE_N"])),)  # noqa: E731
     k = kernel or (matmul_persistent_autotuned if not config else matmul_persistent_kernel)
-    k[grid](a_desc, b_desc, c_desc, M, N, K, NUM_SMS=sms, WARP_SPECIALIZE=warp_specialize, **config)
+    k[grid](*descs, M, N, K, NUM_SMS=sms, WARP_SPECIALIZE=warp_specialize, **config)
     return c

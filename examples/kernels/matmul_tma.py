@@ -55,10 +55,13 @@ def matmul_tma_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_SIZE_M: tl.constexp
 matmul_tma_autotuned = triton.autotune(configs=get_configs(), key=["M", "N", "K"])(matmul_tma_kernel)
 
 
-def matmul_tma(a, b, kernel=None, **config):
-    """``a @ b`` (fp16/bf16, row-major, 16-byte aligned rows). ``config`` (BLOCK_SIZE_M/N/K, GROUP_SIZE_M,
-    num_warps, num_stages) runs the plain kernel with it instead of autotuning."""
+def host_operands(a, b, config, descriptor=None):
+    """C and the A/B/C host descriptors for ``a @ b`` (fp16/bf16, row-major, 16-byte aligned rows).
+    ``config`` (a plain kernel's BLOCK_SIZE_M/N/K, GROUP_SIZE_M) gets its defaults filled in; an empty one
+    means autotuning, whose configs set the block shapes in their pre-hook. ``descriptor``: the host
+    descriptor class (Triton's when another example's Triton twin calls this)."""
     import torch
+    descriptor = descriptor or TensorDescriptor
     M, K = a.shape
     K2, N = b.shape
     assert K == K2, "incompatible dimensions"
@@ -66,12 +69,18 @@ def matmul_tma(a, b, kernel=None, **config):
     if config:
         for name, default in (("BLOCK_SIZE_M", 128), ("BLOCK_SIZE_N", 128), ("BLOCK_SIZE_K", 64), ("GROUP_SIZE_M", 8)):
             config.setdefault(name, default)
-    # block shapes for the plain kernel; the autotuned one sets them per config (pre-hook)
     bm, bn, bk = (config.get("BLOCK_SIZE_M", 128), config.get("BLOCK_SIZE_N", 128), config.get("BLOCK_SIZE_K", 64))
-    a_desc = TensorDescriptor.from_tensor(a, [bm, bk])
-    b_desc = TensorDescriptor.from_tensor(b, [bk, bn])
-    c_desc = TensorDescriptor.from_tensor(c, [bm, bn])
+    descs = (descriptor.from_tensor(a, [bm, bk]), descriptor.from_tensor(b, [bk, bn]),
+             descriptor.from_tensor(c, [bm, bn]))
+    return c, descs
+
+
+def matmul_tma(a, b, kernel=None, **config):
+    """``a @ b`` (fp16/bf16, row-major, 16-byte aligned rows). ``config`` (BLOCK_SIZE_M/N/K, GROUP_SIZE_M,
+    num_warps, num_stages) runs the plain kernel with it instead of autotuning."""
+    c, descs = host_operands(a, b, config)
+    M, N, K = a.shape[0], b.shape[1], a.shape[1]
     grid = lambda META: (triton.cdiv(M, META["BLOCK_SIZE_M"]) * triton.cdiv(N, META["BLOCK_SIZE_N"]),)  # noqa: E731
     k = kernel or (matmul_tma_autotuned if not config else matmul_tma_kernel)
-    k[grid](a_desc, b_desc, c_desc, M, N, K, **config)
+    k[grid](*descs, M, N, K, **config)
     return c

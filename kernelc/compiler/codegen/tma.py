@@ -207,18 +207,10 @@ def mbarrier_arrive(lw, bar: str, pred: Optional[str]) -> None:
     lw.e.asm("void", "@$0 mbarrier.arrive.shared::cta.b64 _, [$1];", "b,r", [("i1", _pred(lw, pred)), ("i32", bar)])
 
 
-def _suspend_hint() -> str:
-    """``, <ns>``: how long a waiting thread may be suspended in hardware before try_wait returns false
-    (KERNELC_MBARRIER_SUSPEND_NS; 0 leaves it to the hardware's default). Suspended threads do not
-    spin on the barrier while the copy or the other warps finish."""
-    ns = int(os.environ.get("KERNELC_MBARRIER_SUSPEND_NS", "0") or 0)
-    return f", {ns}" if ns > 0 else ""
-
-
 def mbarrier_wait(lw, bar: str, parity: str) -> None:
     """Wait until the phase with ``parity`` (0/1, i32) of ``bar`` has completed. The labels are local
     to the braces, so the asm may be duplicated (unrolled) freely."""
-    lw.e.asm("void", f"{{ .reg .pred p; kc_wait: mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1{_suspend_hint()}; "
+    lw.e.asm("void", "{ .reg .pred p; kc_wait: mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1; "
                      "@!p bra kc_wait; }", "r,r", [("i32", bar), ("i32", parity)])
 
 
