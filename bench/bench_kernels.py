@@ -1,7 +1,7 @@
 """Kernel speed, side by side on one GPU in one run: kernelc vs Triton (same kernel source) vs torch.
 
     python bench/bench_kernels.py [names...]   # vector_add softmax layernorm matmul matmul_tma
-    # matmul_persistent matmul_fp8 attention attention_tma  (BENCH_RESULTS_NAME: results file name)
+    # matmul_persistent matmul_device_desc matmul_fp8 attention attention_tma  (BENCH_RESULTS_NAME: results file name)
 """
 from __future__ import annotations
 
@@ -83,13 +83,14 @@ def matmul_tma(rows):
     _descriptor_matmul(rows, "matmul_tma")
 
 
-def _descriptor_matmul(rows, name):
-    """kernelc vs Triton (the same example file ``name``.py) vs cuBLAS, fp16/bf16 at 4096^3 and 8192^3;
-    the example module has ``<name>(a, b)`` and ``<name>_autotuned``."""
+def _descriptor_matmul(rows, module, name=None):
+    """kernelc vs Triton (the same example file ``module``.py) vs cuBLAS, fp16/bf16 at 4096^3 and 8192^3;
+    the example module has ``<name>(a, b)`` and ``<name>_autotuned`` (``name`` defaults to ``module``)."""
     import importlib
-    K = importlib.import_module(f"examples.kernels.{name}")
+    name = name or module
+    K = importlib.import_module(f"examples.kernels.{module}")
     try:
-        T = triton_twin(name)
+        T = triton_twin(module)
     except Exception:  # no Triton (or it rejects the kernel): kernelc and cuBLAS only
         import traceback
         traceback.print_exc()
@@ -167,6 +168,18 @@ def matmul_persistent(rows):
     _descriptor_matmul(rows, "matmul_persistent")
 
 
+def matmul_device_desc(rows):
+    """The persistent matmul on descriptors made in the kernel (``matmul_descriptor_persistent``): each
+    program builds its three CUtensorMaps on the device (kernelc: at its entry, in global scratch the
+    launcher provides; Triton: in the scratch of ``triton.set_allocator``), then runs the same tile loop."""
+    try:
+        import triton
+        triton.set_allocator(lambda size, alignment, stream: torch.empty(size, device="cuda", dtype=torch.int8))
+    except Exception:  # no Triton: kernelc and cuBLAS only
+        pass
+    _descriptor_matmul(rows, "matmul_persistent", "matmul_descriptor_persistent")
+
+
 ATTN_TMA_CONFIGS = [dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2),
                     dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3),
                     dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=2),
@@ -209,7 +222,8 @@ def attention_tma(rows):
 
 
 ALL = {"vector_add": vector_add, "softmax": softmax, "layernorm": layernorm, "matmul": matmul,
-       "matmul_tma": matmul_tma, "matmul_persistent": matmul_persistent, "matmul_fp8": matmul_fp8,
+       "matmul_tma": matmul_tma, "matmul_persistent": matmul_persistent,
+       "matmul_device_desc": matmul_device_desc, "matmul_fp8": matmul_fp8,
        "attention": attention, "attention_tma": attention_tma}
 
 if __name__ == "__main__":

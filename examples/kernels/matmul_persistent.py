@@ -6,29 +6,33 @@ one wave and a program's next tile starts while its last epilogue drains. On sm_
 TMA -> wgmma ring; ``WARP_SPECIALIZE=True`` adds a producer warp that keeps filling the ring across
 tiles -- it loads the next tile's first K blocks while the consumers store this one (off by default:
 on an H200 it measured slower than the plain ring for this loop, see bench/results).
+
+``matmul_descriptor_persistent`` runs the same tile loop on descriptors made in the kernel from plain
+tensors (Triton's device-side descriptors): no host descriptor objects, one map build per program.
 """
 import importlib
 
 import kernelc as triton
 import kernelc.language as tl
 
-from examples.kernels.matmul_tma import _set_block_shapes, host_operands
+from examples.kernels.matmul_tma import _set_block_shapes, fill_config, host_operands
 
 TensorDescriptor = importlib.import_module(triton.__name__ + ".tools.tensor_descriptor").TensorDescriptor
 
 
-def get_configs():
+def get_configs(pre_hook=_set_block_shapes):
+    """The autotune configs; ``pre_hook`` sets host descriptors' block shapes (none for made ones)."""
     return [
         triton.Config({"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8},
-                      num_stages=s, num_warps=w, pre_hook=_set_block_shapes)
+                      num_stages=s, num_warps=w, pre_hook=pre_hook)
         for bm, bn, w, s in ((128, 128, 8, 4), (128, 256, 8, 3), (256, 128, 8, 3), (128, 128, 4, 4))
     ]
 
 
 @triton.jit
-def matmul_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_SIZE_M: tl.constexpr,
-                             BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
-                             NUM_SMS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False):
+def _persistent_tiles(a_desc, b_desc, c_desc, M, N, K, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
+                      BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr, NUM_SMS: tl.constexpr,
+                      WARP_SPECIALIZE: tl.constexpr):
     start_pid = tl.program_id(axis=0)
     num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
     num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
@@ -52,6 +56,28 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_SIZE_M: tl.c
         c_desc.store([offs_am, offs_bn], accumulator.to(c_desc.dtype))
 
 
+@triton.jit
+def matmul_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_SIZE_M: tl.constexpr,
+                             BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+                             NUM_SMS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False):
+    _persistent_tiles(a_desc, b_desc, c_desc, M, N, K, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,
+                      NUM_SMS, WARP_SPECIALIZE)
+
+
+@triton.jit
+def matmul_descriptor_persistent_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_SIZE_M: tl.constexpr,
+                                        BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
+                                        GROUP_SIZE_M: tl.constexpr, NUM_SMS: tl.constexpr,
+                                        WARP_SPECIALIZE: tl.constexpr = False):
+    """The same kernel over plain pointers: the descriptors are made in the kernel (on sm_90a each
+    program builds their CUtensorMaps once, at its start)."""
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_SIZE_M, BLOCK_SIZE_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1], block_shape=[BLOCK_SIZE_K, BLOCK_SIZE_N])
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_SIZE_M, BLOCK_SIZE_N])
+    _persistent_tiles(a_desc, b_desc, c_desc, M, N, K, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,
+                      NUM_SMS, WARP_SPECIALIZE)
+
+
 matmul_persistent_autotuned = triton.autotune(configs=get_configs(), key=["M", "N", "K"])(matmul_persistent_kernel)
 
 
@@ -68,9 +94,28 @@ def matmul_persistent(a, b, kernel=None, warp_specialize=False, **config):
     """``a @ b`` (fp16/bf16, row-major, 16-byte aligned rows) with at most one program per SM.
     ``config`` (BLOCK_SIZE_M/N/K, GROUP_SIZE_M, num_warps, num_stages) skips autotuning."""
     c, descs = host_operands(a, b, config, TensorDescriptor)
+    k = kernel or (matmul_persistent_autotuned if not config else matmul_persistent_kernel)
+    _launch(k, descs, a, b, warp_specialize, config)
+    return c
+
+
+matmul_descriptor_persistent_autotuned = triton.autotune(configs=get_configs(pre_hook=None), key=["M", "N", "K"])(
+    matmul_descriptor_persistent_kernel)
+
+
+def matmul_descriptor_persistent(a, b, kernel=None, warp_specialize=False, **config):
+    """``matmul_persistent`` with the descriptors made in the kernel from plain tensors (Triton's
+    device-side descriptors; Triton itself also needs ``triton.set_allocator`` for their scratch)."""
+    import torch
+    c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype)
+    fill_config(config)
+    k = kernel or (matmul_descriptor_persistent_autotuned if not config else matmul_descriptor_persistent_kernel)
+    _launch(k, (a, b, c), a, b, warp_specialize, config)
+    return c
+
+
+def _launch(kernel, operands, a, b, warp_specialize, config):
     M, N, K = a.shape[0], b.shape[1], a.shape[1]
     sms = num_sms(a.device)
     grid = lambda META: (min(sms, triton.cdiv(M, META["BLOCK_SIZE_M"]) * triton.cdiv(N, META["BLOCK_SIZE_N"])),)  # noqa: E731
-    k = kernel or (matmul_persistent_autotuned if not config else matmul_persistent_kernel)
-    k[grid](*descs, M, N, K, NUM_SMS=sms, WARP_SPECIALIZE=warp_specialize, **config)
-    return c
+    kernel[grid](*operands, M, N, K, NUM_SMS=sms, WARP_SPECIALIZE=warp_specialize, **config)

@@ -55,6 +55,13 @@ def matmul_tma_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_SIZE_M: tl.constexp
 matmul_tma_autotuned = triton.autotune(configs=get_configs(), key=["M", "N", "K"])(matmul_tma_kernel)
 
 
+def fill_config(config):
+    """A plain kernel's config (non-empty: no autotuning) with BLOCK_SIZE_M/N/K and GROUP_SIZE_M defaults."""
+    if config:
+        for name, default in (("BLOCK_SIZE_M", 128), ("BLOCK_SIZE_N", 128), ("BLOCK_SIZE_K", 64), ("GROUP_SIZE_M", 8)):
+            config.setdefault(name, default)
+
+
 def host_operands(a, b, config, descriptor=None):
     """C and the A/B/C host descriptors for ``a @ b`` (fp16/bf16, row-major, 16-byte aligned rows).
     ``config`` (a plain kernel's BLOCK_SIZE_M/N/K, GROUP_SIZE_M) gets its defaults filled in; an empty one
@@ -66,9 +73,7 @@ def host_operands(a, b, config, descriptor=None):
     K2, N = b.shape
     assert K == K2, "incompatible dimensions"
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    if config:
-        for name, default in (("BLOCK_SIZE_M", 128), ("BLOCK_SIZE_N", 128), ("BLOCK_SIZE_K", 64), ("GROUP_SIZE_M", 8)):
-            config.setdefault(name, default)
+    fill_config(config)
     bm, bn, bk = (config.get("BLOCK_SIZE_M", 128), config.get("BLOCK_SIZE_N", 128), config.get("BLOCK_SIZE_K", 64))
     descs = (descriptor.from_tensor(a, [bm, bk]), descriptor.from_tensor(b, [bk, bn]),
              descriptor.from_tensor(c, [bm, bn]))

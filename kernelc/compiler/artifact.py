@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-COMPILER_VERSION = "0.3.0"  # bump when generated code or semantics change: keys the disk cache
+COMPILER_VERSION = "0.4.0"  # bump when generated code or semantics change: keys the disk cache
 
 
 class _LazyAsm(dict):
@@ -60,6 +60,9 @@ class CompiledKernel:
     reports: Dict[str, Any] = field(default_factory=dict)
     # warps launched besides num_warps: a warp-specialised kernel's producer (codegen/warp_specialize.py)
     extra_warps: int = 0
+    # bytes of global scratch per program, passed as a hidden last parameter: the CUtensorMaps of
+    # descriptors made in the kernel (codegen/device_tensor_map.py; the launcher allocates grid x this)
+    global_scratch_bytes: int = 0
 
     @property
     def launch_warps(self) -> int:

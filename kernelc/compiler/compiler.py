@@ -125,7 +125,8 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
         shared=smem_bytes + art.shared, dynamic_shared=smem_bytes, local_bytes=art.local_bytes, source_map=art.source_map,
         compile_log=list(plan.notes), timings=timings, arg_names=[a.name for a in func.arguments],
         arg_types=[a.type for a in func.arguments], used_globals=used, artifacts=art,
-        reports=reports, extra_warps=reports.get("warp_specialization", {}).get("producer_warps", 0))
+        reports=reports, extra_warps=reports.get("warp_specialization", {}).get("producer_warps", 0),
+        global_scratch_bytes=reports.get("global_scratch_bytes", 0))
     for stage, secs in timings.items():
         for cb in list(_listeners):
             cb(func.name, stage, secs)

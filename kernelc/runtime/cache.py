@@ -106,6 +106,7 @@ def _save(path: str, ck) -> None:
             "source_map": ck.source_map.to_dict() if ck.source_map is not None else None,
             "cubin_sha256": hashlib.sha256(ck.asm["cubin"]).hexdigest(), "cache_key": ck.cache_key,
             "reports": ck.reports, "extra_warps": ck.extra_warps,
+            "global_scratch_bytes": ck.global_scratch_bytes,
         }
         with open(os.path.join(tmp, "meta.json"), "w") as f:
             json.dump(meta, f)
@@ -143,7 +144,8 @@ def _load(path: str, fn):
         shared=meta["shared"], dynamic_shared=meta["dynamic_shared"], local_bytes=meta["local_bytes"],
         source_map=SourceMap.from_dict(meta["source_map"]) if meta.get("source_map") else None,
         compile_log=meta["compile_log"], timings=meta["timings"], arg_names=meta["arg_names"],
-        cache_key=meta["cache_key"], reports=meta.get("reports", {}), extra_warps=meta.get("extra_warps", 0))
+        cache_key=meta["cache_key"], reports=meta.get("reports", {}), extra_warps=meta.get("extra_warps", 0),
+        global_scratch_bytes=meta.get("global_scratch_bytes", 0))
 
 
 class _CubinSass:

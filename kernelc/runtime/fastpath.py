@@ -185,6 +185,9 @@ def make_launch(ent, fn, cmask: List[bool]):
         machine = [m for m, _, _ in machine_params(ent.compiled.signature, ent.compiled.target.arch)]
         exprs = pack_expressions(runtime_names, machine)
         lines = [f"    s.a{j} = {x}" for j, x in enumerate(exprs)]
+    scratch = getattr(ent.compiled, "global_scratch_bytes", 0)
+    if scratch:  # the hidden last parameter: global scratch for every program (runtime/scratch.py)
+        lines.append(f"    s.a{len(lines)} = _kc_scratch(g0 * g1 * g2 * {scratch}, stream, {ent.device})")
     # cuda-python's cuLaunchKernel with a prebuilt parameter array measured faster than a ctypes call
     # into libcuda (10.3 vs 12.4 us per launch on an H200, 2026-11-22); KERNELC_LAUNCH_IMPL=ctypes keeps the other.
     impl = os.environ.get("KERNELC_LAUNCH_IMPL", "cuda-python")
@@ -209,5 +212,7 @@ def launch(g0, g1, g2, stream{''.join(', ' + a for a in args)}):
           "_cu": _drv().cuLaunchKernel if impl == "cuda-python" else _libcuda()}
     from .tensor_map import descriptor_tensor_map
     ns["_kc_tensor_map"] = descriptor_tensor_map  # d.tensormap fields (abi.py): the cached encoded CUtensorMap
+    from .scratch import scratch_pointer
+    ns["_kc_scratch"] = scratch_pointer
     exec(compile(src, f"<kernelc launch {fn.__name__}>", "exec"), ns)
     return ns["launch"]

@@ -179,7 +179,11 @@ def compile_for(fn, key, num_warps, num_stages, device: int = 0):
         # tensor descriptors flatten: the compiled kernel's machine signature says into what
         from ..compiler.abi import machine_kind, machine_params
         buf_kinds = [machine_kind(str(t)) for _, t, _ in machine_params(ck.signature, ck.target.arch)]
-    return Loaded(ck, lf, ArgBuffer(tuple(buf_kinds)), kinds)
+    if ck.global_scratch_bytes:
+        buf_kinds = list(buf_kinds) + ["ptr"]  # the hidden scratch parameter (runtime/scratch.py)
+    ent = Loaded(ck, lf, ArgBuffer(tuple(buf_kinds)), kinds)
+    ent.device = device
+    return ent
 
 
 def fast_launcher(fn):

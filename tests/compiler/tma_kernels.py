@@ -104,3 +104,31 @@ def run_attention(kernel, q, k, v, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_st
     ck = kernel[(N // BLOCK_M, Z * H, 1)](D ** -0.5, *descs, N, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=D,
                                          num_warps=num_warps, num_stages=num_stages)
     return o, ck
+
+
+@kernelc.jit
+def made_desc_in_loop(x_ptr, y_ptr, M, N, BM: kl.constexpr, BN: kl.constexpr):
+    """A descriptor made inside a loop: its map cannot be built once at the entry (generic lowering)."""
+    for i in range(0, 2):
+        d = kl.make_tensor_descriptor(x_ptr + i * BN, [M, N], [N, 1], [BM, BN])
+        t = d.load([0, 0])
+        r = kl.arange(0, BM)[:, None] * BN + kl.arange(0, BN)[None, :]
+        kl.store(y_ptr + i * BM * BN + r, t)
+
+
+@kernelc.jit
+def made_desc_from_memory(x_ptr, off_ptr, y_ptr, M, N, BM: kl.constexpr, BN: kl.constexpr):
+    """A descriptor whose base depends on a loaded value: not computable at the entry (generic lowering)."""
+    d = kl.make_tensor_descriptor(x_ptr + kl.load(off_ptr), [M, N], [N, 1], [BM, BN])
+    r = kl.arange(0, BM)[:, None] * BN + kl.arange(0, BN)[None, :]
+    kl.store(y_ptr + r, d.load([0, 0]))
+
+
+@kernelc.jit
+def made_desc_batched_copy(x_ptr, y_ptr, M, N, stride_b, BM: kl.constexpr, BN: kl.constexpr):
+    """y[b] = x[b] for a batch of [M, N] matrices (batch stride ``stride_b`` elements): one descriptor
+    per batch entry, made from program ids (program (i, j, b) copies tile (i, j) of entry b)."""
+    b = kl.program_id(2)
+    src = kl.make_tensor_descriptor(x_ptr + b * stride_b, [M, N], [N, 1], [BM, BN])
+    dst = kl.make_tensor_descriptor(y_ptr + b * stride_b, [M, N], [N, 1], [BM, BN])
+    dst.store([kl.program_id(0) * BM, kl.program_id(1) * BN], src.load([kl.program_id(0) * BM, kl.program_id(1) * BN]))

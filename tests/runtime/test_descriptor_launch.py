@@ -107,3 +107,23 @@ def test_descriptor_kernels_with_cpu_tensors_run_in_the_interpreter(monkeypatch)
 def test_unsupported_argument_message_mentions_descriptors():
     with pytest.raises(TypeError, match="TensorDescriptor"):
         spec_part(object())
+
+
+def test_generated_launch_passes_global_scratch_for_every_program(monkeypatch):
+    """A kernel that builds tensor maps on the device (descriptors made in the kernel) gets a hidden
+    last parameter: grid size x its per-program scratch bytes, from runtime/scratch.py."""
+    from kernelc.runtime import scratch
+    fake = _FakeDriver()
+    monkeypatch.setattr(driver, "_drv", lambda: fake)
+    asked = []
+    monkeypatch.setattr(scratch, "scratch_pointer", lambda n, stream, dev: asked.append((n, stream, dev)) or 0xABC00)
+    sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32"}
+    ent = _fake_entry(KS.dev_desc_matmul, sig, ["ptr"] * 3 + ["i32"] * 3)
+    ent.buffer = ArgBuffer(("ptr",) * 3 + ("i32",) * 3 + ("ptr",))
+    ent.compiled.global_scratch_bytes = 384  # three maps of 128 bytes
+    ent.device = 1
+    ent.launch = make_launch(ent, KS.dev_desc_matmul, [False] * 6 + [True] * 3)
+    ent.launch(4, 3, 2, 77, 0x1000, 0x2000, 0x3000, 256, 512, 1024)
+    assert asked == [(4 * 3 * 2 * 384, 77, 1)]
+    assert [getattr(ent.buffer.struct, f"a{i}") for i in range(7)] == [0x1000, 0x2000, 0x3000, 256, 512, 1024, 0xABC00]
+    assert len(fake.calls) == 1

@@ -1,5 +1,5 @@
 """Tensor-descriptor ops on Hopper TMA (sm_90a): ``descriptor_load`` / ``descriptor_store`` of host
-``kernelc.TensorDescriptor`` arguments.
+``kernelc.TensorDescriptor`` arguments and of descriptors made in the kernel (``kl.make_tensor_descriptor``).
 
 The frontend flattens a host descriptor into base pointer, shapes, strides and -- on sm_90a, for a
 block TMA can copy -- its 128-byte CUtensorMap (compiler/abi.py), and rebuilds it in the kernel with
@@ -7,6 +7,9 @@ block TMA can copy -- its 128-byte CUtensorMap (compiler/abi.py), and rebuilds i
 (passes/lower_descriptors.py rewrites the others into masked loads/stores) and address the tensor
 through the map, a by-value parameter (``.param .align 64 .b8 [128]``, a ``__grid_constant__``).
 ``reports["tensor_maps"]`` records the box and swizzle the code assumes (the host derives the same).
+
+A descriptor made in the kernel gets its CUtensorMap built on the device (codegen/device_tensor_map.py),
+in a per-program slot of a global scratch buffer the launcher passes as a last, hidden parameter.
 
 - ``descriptor_load``: thread 0 copies the tile into shared memory (SmemOperand layout, swizzled)
   and every thread waits on an mbarrier. A tile whose only consumers are tensor-core dot operands
@@ -59,19 +62,26 @@ def _argument_of(fn: Function, v: Value) -> Optional[Argument]:
     return None
 
 
-def tma_eligible(op: Op, arch: Optional[str], fn: Optional[Function] = None) -> bool:
+def tma_eligible(op: Op, arch: Optional[str], fn: Optional[Function] = None, axis=None) -> bool:
     """Whether the TMA lowering takes this ``descriptor_load``/``descriptor_store`` (else the generic
-    lowering rewrites it): sm_90a, KERNELC_TMA not 0, a host descriptor whose machine arguments
-    include a CUtensorMap (compiler/abi.py: the type is one TMA copies into the swizzled operand
-    layout) and whose base and strides are known 16-byte aligned (``fn``'s argument divisibility, as
-    the runtime specialises on it; without ``fn`` nothing is known, so no)."""
+    lowering rewrites it): sm_90a, KERNELC_TMA not 0, and either
+
+    - a host descriptor whose machine arguments include a CUtensorMap (compiler/abi.py: the type is
+      one TMA copies into the swizzled operand layout) and whose base and strides are known 16-byte
+      aligned (``fn``'s argument divisibility, as the runtime specialises on it); or
+    - a descriptor made in the kernel that ``device_tensor_map.device_map_eligible`` accepts (made at
+      the top level from scalars the kernel entry can compute, with a base and strides ``axis``
+      proves 16-byte aligned).
+
+    Without ``fn`` nothing is known, so no."""
     if op.name not in ("descriptor_load", "descriptor_store") or fn is None:
         return False
     if not T.tma_type_ok(op.operands[0].type, arch or ""):
         return False
     mk = host_descriptor_op(op.operands[0])
     if mk is None:
-        return False  # made in the kernel: would need a CUtensorMap built on the device
+        from .device_tensor_map import device_map_eligible
+        return device_map_eligible(op, fn, axis)
     name = mk.attrs["host_arg"]
     if not any(is_tensor_map(a.type) and a.name == f"{name}.tensormap" for a in fn.arguments):
         return False
@@ -86,20 +96,30 @@ def tma_eligible(op: Op, arch: Optional[str], fn: Optional[Function] = None) -> 
     if not all(s is not None and (s.divisibility * eb) % 16 == 0 for s in strides):
         return False
     if op.name == "descriptor_store":
-        # A TMA store into a tensor whose rows end inside a 16-byte chunk wrote that whole chunk: a
-        # [50, 70] fp32 destination got columns 70 and 71 written (H200, 2026-11-22).  Stores use TMA
-        # only when the innermost extent is known to be a multiple of 16 bytes.
-        inner = _argument_of(fn, mk.operands[n])
-        return inner is not None and (inner.divisibility * eb) % 16 == 0
+        return store_extent_ok(_argument_of(fn, mk.operands[n]), eb)
     return True
+
+
+def store_extent_ok(inner_divisibility, eb: int) -> bool:
+    """A TMA store into a tensor whose rows end inside a 16-byte chunk wrote that whole chunk: a
+    [50, 70] fp32 destination got columns 70 and 71 written (H200, 2026-11-22).  Stores use TMA only
+    when the innermost extent is known to be a multiple of 16 bytes (``inner_divisibility``: an
+    ``Argument``, or its divisibility in elements)."""
+    d = getattr(inner_divisibility, "divisibility", inner_divisibility)
+    return d is not None and (d * eb) % 16 == 0
 
 
 # -- tensor-map parameters -------------------------------------------------------------------------
 
 
 class TensorMapParam:
+    """A host descriptor's CUtensorMap: a by-value kernel parameter."""
+
     def __init__(self, host_arg: str, param: str, ty: tensor_descriptor_type, box: T.TmaBox):
         self.host_arg, self.param, self.ty, self.box = host_arg, param, ty, box
+
+    def address(self, lw: Lowering) -> str:
+        return T.tensormap_address(lw, self.param)
 
     def report(self) -> dict:
         return {"arg": self.host_arg, "param": f"{self.host_arg}.tensormap", "dtype": self.ty.element_ty.name,
@@ -108,25 +128,33 @@ class TensorMapParam:
 
 
 def declare_tensor_maps(lw: Lowering) -> None:
-    """After the parameters are declared: find the CUtensorMap argument of every host descriptor a
-    descriptor op uses (the ops left in the IR are TMA's) and report what the host encodes."""
+    """After the parameters are declared: find the CUtensorMap of every descriptor a descriptor op
+    uses (the ops left in the IR are TMA's) -- a host descriptor's parameter, or a map the kernel builds
+    (its creation is emitted at the entry, codegen/device_tensor_map.py) -- and report what is encoded."""
+    from .device_tensor_map import DeviceTensorMap
     lw.tensor_maps = {}
     arch = lw.target.arch if lw.target is not None else ""
     params = {a.name: lw.scalars[v.id] for a, v in zip(lw.fn.arguments, lw.fn.body.args) if is_tensor_map(a.type)}
     for op in lw.fn.walk():
         if op.name not in ("descriptor_load", "descriptor_store"):
             continue
-        if not tma_eligible(op, arch, lw.fn):
+        if not tma_eligible(op, arch, lw.fn, lw.axis):
             raise CompilationError(
                 f"`{op.name}` reached code generation for {arch or 'this target'} without a TMA lowering for it; "
                 "it should have been rewritten into masked loads/stores (passes/lower_descriptors.py)",
                 op.loc.file, op.loc.line, op.loc.col)
-        name = host_descriptor_op(op.operands[0]).attrs["host_arg"]
-        if name in lw.tensor_maps:
+        key = _map_key(op.operands[0])
+        if key in lw.tensor_maps:
             continue
         ty = op.operands[0].type
-        lw.tensor_maps[name] = TensorMapParam(name, params[f"{name}.tensormap"].lstrip("%"), ty,
-                                              T.tma_box(ty.block_shape, ty.element_ty.itemsize))
+        box = T.tma_box(ty.block_shape, ty.element_ty.itemsize)
+        mk = host_descriptor_op(op.operands[0])
+        if mk is not None:
+            name = mk.attrs["host_arg"]
+            lw.tensor_maps[key] = TensorMapParam(name, params[f"{name}.tensormap"].lstrip("%"), ty, box)
+        else:
+            n_dev = sum(isinstance(m, DeviceTensorMap) for m in lw.tensor_maps.values())
+            lw.tensor_maps[key] = DeviceTensorMap(op.operands[0].op, n_dev, ty, box)
     if lw.tensor_maps:
         lw.reports["tensor_maps"] = [m.report() for m in lw.tensor_maps.values()]
         # TMA's swizzle follows absolute shared addresses: the tiles' 1024-byte offsets must be absolute
@@ -134,8 +162,14 @@ def declare_tensor_maps(lw: Lowering) -> None:
             lw.e.add_global("@global_smem = external addrspace(3) global [0 x i8], align 1024")
 
 
-def tensor_map_of(lw: Lowering, desc: Value) -> TensorMapParam:
-    return lw.tensor_maps[host_descriptor_op(desc).attrs["host_arg"]]
+def _map_key(desc: Value):
+    mk = host_descriptor_op(desc)
+    return ("host", mk.attrs["host_arg"]) if mk is not None else ("device", desc.id)
+
+
+def tensor_map_of(lw: Lowering, desc: Value):
+    """The ``TensorMapParam`` or ``DeviceTensorMap`` a descriptor op copies through."""
+    return lw.tensor_maps[_map_key(desc)]
 
 
 # -- consumers that read the tile in place -----------------------------------------------------------
@@ -268,7 +302,7 @@ def offsets_of(lw: Lowering, vals) -> List[str]:
 
 @rule("make_tensor_descriptor")
 def lower_make_descriptor(lw: Lowering, op):
-    pass  # its parts are kernel parameters; TMA ops address the tensor through the CUtensorMap
+    pass  # host: its parts are kernel parameters; in-kernel: its map was built at the entry
 
 
 @rule("descriptor_load")
@@ -290,7 +324,7 @@ def lower_descriptor_load(lw: Lowering, op):
     btok, boff = pool.take(1)
     bar = pool.address(btok, boff)
     t0 = T.elected(lw)
-    tmap = T.tensormap_address(lw, tm.param)
+    tmap = tm.address(lw)
     if not consumers:
         T.fence_proxy_async(lw)  # scratch: other ops' generic accesses come before the copy engine's write
     lw.barrier()  # earlier readers of the buffer and waiters on the barrier are done
@@ -340,7 +374,7 @@ def lower_descriptor_store(lw: Lowering, op):
     T.fence_proxy_async(lw)  # the copy engine reads through the async proxy
     lw.barrier()
     t0 = T.elected(lw)
-    tmap = T.tensormap_address(lw, tm.param)
+    tmap = tm.address(lw)
     T.copy_tile_out(lw, box, tmap, base, offsets, t0)
     T.bulk_commit(lw, t0)
     # thread 0 waits until the copy has read the buffer; the next writer's barrier waits for thread 0

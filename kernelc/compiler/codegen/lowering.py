@@ -110,6 +110,8 @@ class Lowering:
         self.lane = e.val(f"and i32 {tid}, 31")
         self.warp = e.val(f"lshr i32 {tid}, 5")
         self.tid = tid
+        from .device_tensor_map import emit_device_tensor_maps
+        emit_device_tensor_maps(self)  # before a warp-specialised split: the producer copies through them too
         from .warp_specialize import emit_split, plan_warp_specialization
         self.ws = plan_warp_specialization(self)
         if self.ws is not None:

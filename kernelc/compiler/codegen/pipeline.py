@@ -359,8 +359,16 @@ def _issue_tma(lw: Lowering, plan: PipelinePlan, offsets, stage: str, guard: Opt
     T.mbarrier_expect_tx(lw, bar, sum(t.box.nbytes for t in plan.tma_loads), pred)
     for t, offs in zip(plan.tma_loads, offsets):
         base = e.val(f"add i32 {t.token}, {e.val(f'mul i32 {stage}, {t.stage_bytes}')}")
-        tmap = T.tensormap_address(lw, t.tmap.param)
+        tmap = t.tmap.address(lw)
         T.copy_tile_in(lw, t.box, tmap, base, bar, offs, pred)
+
+
+def prefetch_tensor_maps(lw: Lowering, plan: PipelinePlan, pred: Optional[str]) -> None:
+    """Bring the maps of the loop's copies into the TMA unit's cache ahead of the first copy."""
+    from . import tma as T
+    maps = {t.tmap.param: t.tmap for t in plan.tma_loads}
+    for param in sorted(maps):
+        T.prefetch_tensormap(lw, maps[param].address(lw), pred)
 
 
 class PipelinedLoop:
@@ -483,8 +491,7 @@ class PipelinedLoop:
             T.mbarrier_init(lw, pool.address(tok, off, str(s)), 1, t0)
         T.fence_mbarrier_init(lw)
         lw.barrier()
-        for param in sorted({t.tmap.param for t in plan.tma_loads}):
-            T.prefetch_tensormap(lw, T.tensormap_address(lw, param), t0)
+        prefetch_tensor_maps(lw, plan, t0)
 
     def iteration_start(self, iv: str, extra_phis: List[str]) -> List[str]:
         """Wait for this iteration's stage, prefetch ahead, bind the dots' operands; returns next extras."""

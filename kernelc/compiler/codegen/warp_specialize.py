@@ -242,7 +242,7 @@ def emit_split(lw: Lowering, ws: WarpSpecialization) -> None:
     """At the kernel's entry: the ring, its barriers, the producer warp's whole program; emission
     continues in the consumers' block (with CTA barriers over the consumers only)."""
     from . import tma as T
-    from .pipeline import PipelinedLoop
+    from .pipeline import PipelinedLoop, prefetch_tensor_maps
     e = lw.e
     plan = ws.plan
     S = plan.S
@@ -271,8 +271,7 @@ def emit_split(lw: Lowering, ws: WarpSpecialization) -> None:
     e.emit("ret void")
     e.start_block(producer)
     saved = (dict(lw.scalars), dict(lw.tiles), [dict(m) for m in lw.memo])
-    for param in sorted({t.tmap.param for t in plan.tma_loads}):
-        T.prefetch_tensormap(lw, T.tensormap_address(lw, param))
+    prefetch_tensor_maps(lw, plan, None)
     _producer_loops(lw, ws, 0)
     e.emit("ret void")
     lw.scalars, lw.tiles, lw.memo = saved

@@ -35,7 +35,7 @@ from ..ir.core import Block, Function, Op, replace_all_uses
 DESCRIPTOR_OPS = ("descriptor_load", "descriptor_store")
 
 
-def tma_eligible(op: Op, arch: Optional[str], fn: Optional[Function] = None) -> bool:
+def tma_eligible(op: Op, arch: Optional[str], fn: Optional[Function] = None, axis=None) -> bool:
     """Whether the Hopper TMA lowering takes this ``descriptor_load``/``descriptor_store`` (the hook
     for ``codegen/tma.py``). False keeps the generic masked load/store, which is correct everywhere.
 
@@ -43,12 +43,13 @@ def tma_eligible(op: Op, arch: Optional[str], fn: Optional[Function] = None) -> 
     instructions), ``op.attrs["block_shape"]``, the descriptor's type ``op.operands[0].type``
     (element type, padding) and its maker ``op.operands[0].op`` -- a ``make_tensor_descriptor`` whose
     ``host_arg`` attribute names the host TensorDescriptor parameter (absent for descriptors made in
-    the kernel, which would need a device-side CUtensorMap). Its operands are the machine arguments
-    ``<param>.base/.shapeN/.strideN`` (``kernelc/compiler/abi.py``), whose ``Argument.divisibility``
-    tells whether the base and strides are 16-byte aligned as TMA requires (hence ``fn``).
+    the kernel, whose map the kernel builds at its entry). A host descriptor's operands are the
+    machine arguments ``<param>.base/.shapeN/.strideN`` (``kernelc/compiler/abi.py``), whose
+    ``Argument.divisibility`` tells whether the base and strides are 16-byte aligned as TMA requires
+    (hence ``fn``); a made one's alignment comes from the axis analysis ``axis`` (computed if None).
     """
     from ..codegen.descriptors import tma_eligible as tma_takes
-    return tma_takes(op, arch, fn)
+    return tma_takes(op, arch, fn, axis)
 
 
 def lower_descriptors(fn: Function, arch: Optional[str] = None,
@@ -59,7 +60,13 @@ def lower_descriptors(fn: Function, arch: Optional[str] = None,
     Mutates and returns ``fn``; run ``simplify`` afterwards (it removes unused descriptors).
     """
     if claim is None:
-        claim = lambda op, a: tma_eligible(op, a, fn)  # noqa: E731  (alignment facts live on fn's arguments)
+        axis = []  # computed once, on the first descriptor made in the kernel (its alignment proof)
+
+        def claim(op, a):
+            if not axis and op.operands[0].op is not None and not op.operands[0].op.attrs.get("host_arg"):
+                from .axis_info import analyze
+                axis.append(analyze(fn))
+            return tma_eligible(op, a, fn, axis[0] if axis else None)
     _lower_block(fn, fn.body, arch, claim)
     return fn
 
