@@ -12,6 +12,7 @@
  5     ``register-spills``      spill stores/loads (local memory) in the SASS
  6     ``latency-bound-loop``   a tensor-core loop whose operand loads are not prefetched
  7     ``barrier-stalls``       barrier / shared-memory stalls, or reductions spread over too many warps
+ 8     ``hopper-no-tma``        a wgmma loop whose operand tiles come through pointers, not TMA (sm_90a)
 =====  =======================  ==============================================================
 
 A :class:`Diagnostic` carries a severity (``error`` > ``warning`` > ``info``; only warnings and errors
@@ -64,7 +65,7 @@ Check = Callable[[Any], List[Diagnostic]]
 
 
 def _registry() -> List[tuple]:
-    from . import barriers, latency, memory, spills, tensor_cores, utilisation, wgmma
+    from . import barriers, latency, memory, spills, tensor_cores, tma, utilisation, wgmma
     return [
         (1, "no-tensor-cores", tensor_cores.check),
         (2, "hopper-no-wgmma", wgmma.check),
@@ -74,6 +75,7 @@ def _registry() -> List[tuple]:
         (5, "register-spills", spills.check),
         (6, "latency-bound-loop", latency.check),
         (7, "barrier-stalls", barriers.check),
+        (8, "hopper-no-tma", tma.check),
     ]
 
 

@@ -5,6 +5,7 @@ import pytest
 from analyzer import diagnostics as D
 from analyzer.facts import facts_from_compiled
 
+from .helpers import case as case_of
 from .helpers import compiled, grid_of, line_of, static_kernel_report
 from .planted import BY_NAME, PLANTED, well_tuned
 
@@ -123,3 +124,30 @@ def test_a_check_that_raises_becomes_an_info_diagnostic(monkeypatch):
     out = D.run(facts)
     assert any(d.id == "analyzer-error" and "kaboom" in d.message for d in out)
     assert any(d.id == "low-utilisation" for d in out)
+
+
+def test_pointer_operands_on_hopper_suggest_tensor_descriptors():
+    """The examples' pointer matmul is correct and tuned (no finding), but on sm_90a the analyzer says its
+    operand tiles could come by TMA, naming the load lines and the descriptor to write."""
+    rep = static_kernel_report("matmul[0]")
+    hits = [d for d in rep.diagnostics if d.id == "hopper-no-tma"]
+    assert len(hits) == 1 and hits[0].severity == "info"
+    d = hits[0]
+    from examples.kernels import matmul as MM
+    assert d.line == line_of(MM.matmul_kernel, "for k in range(")
+    assert d.evidence["load_kinds"] == ["load (cp.async pipelined)"] and len(d.evidence["load_lines"]) == 2
+    assert "kl.make_tensor_descriptor(a_ptr" in d.fix
+
+
+def test_descriptor_operands_and_other_targets_get_no_tma_advice():
+    import kernelc
+    from analyzer.diagnostics import tma
+    from examples.kernels.matmul_persistent import matmul_descriptor_persistent_kernel
+    sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32"}
+    cx = dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=128, BLOCK_SIZE_K=64, GROUP_SIZE_M=8, NUM_SMS=132)
+    ck = kernelc.compile(matmul_descriptor_persistent_kernel, sig, cx, target="sm_90a", num_warps=8, num_stages=3,
+                         divisibility={"M": 16, "N": 16, "K": 16})
+    assert ck.global_scratch_bytes  # TMA through maps built on the device
+    assert not tma.check(facts_from_compiled(ck, grid=(132, 1, 1)))
+    ck = compiled("matmul[0]", target="sm_80")
+    assert not tma.check(facts_from_compiled(ck, grid=grid_of(case_of("matmul[0]"))))
