@@ -117,9 +117,11 @@ def matmul_fp8(rows):
     B is column-major (``b_nk.t()``), the layout torch._scaled_mm takes. Our kernel and Triton's accumulate
     fp8 products in the tensor cores' fp8 accumulator (Triton's default), which is cuBLAS's
     ``use_fast_accum=True``: that is the reference column; cuBLAS without fast accumulation (torch's
-    default) is reported too.
+    default) is reported too. ``matmul_fp8`` takes the descriptor kernel (TMA, maps built in the kernel) for
+    these aligned operands; ``kernelc_pointers`` is the pointer (cp.async) kernel on the same inputs.
     """
     from examples.kernels import matmul_fp8 as K
+    _triton_scratch_allocator()
     try:
         T = triton_twin("matmul_fp8")
     except Exception:  # no Triton, or it rejects the kernel: report kernelc and cuBLAS only
@@ -139,7 +141,8 @@ def matmul_fp8(rows):
         slow = bench(lambda: torch._scaled_mm(a, b, sa, sb, out_dtype=out))
         r = row(f"matmul fp8e4m3 {n}^3 (scaled, bf16 out)", tf, ours, tri, ref, "TFLOP/s", "cublas_fast_accum")
         r["cublas"] = tf(slow)
-        r["config"] = repr(K.matmul_fp8_autotuned.best_config)
+        r["kernelc_pointers"] = tf(bench(lambda: K.matmul_fp8(a, b, sa, sb, out, kernel=K.matmul_fp8_autotuned)))
+        r["config"] = repr(K.matmul_fp8_tma_autotuned.best_config)
         want = torch._scaled_mm(a, b, sa, sb, out_dtype=out, use_fast_accum=True).float()
         got = K.matmul_fp8(a, b, sa, sb, out).float()
         r["max_rel_err_vs_cublas"] = ((got - want).abs().max() / want.abs().max()).item()
@@ -172,12 +175,17 @@ def matmul_device_desc(rows):
     """The persistent matmul on descriptors made in the kernel (``matmul_descriptor_persistent``): each
     program builds its three CUtensorMaps on the device (kernelc: at its entry, in global scratch the
     launcher provides; Triton: in the scratch of ``triton.set_allocator``), then runs the same tile loop."""
+    _triton_scratch_allocator()
+    _descriptor_matmul(rows, "matmul_persistent", "matmul_descriptor_persistent")
+
+
+def _triton_scratch_allocator():
+    """Triton needs a global-scratch allocator for descriptors made in a kernel (kernelc's launcher has its own)."""
     try:
         import triton
         triton.set_allocator(lambda size, alignment, stream: torch.empty(size, device="cuda", dtype=torch.int8))
-    except Exception:  # no Triton: kernelc and cuBLAS only
+    except Exception:  # no Triton: kernelc and the library reference only
         pass
-    _descriptor_matmul(rows, "matmul_persistent", "matmul_descriptor_persistent")
 
 
 ATTN_TMA_CONFIGS = [dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2),

@@ -6,6 +6,12 @@ per-tensor fp32 scalars in device memory). Like ``torch._scaled_mm``, ``b`` is e
 (``b = b_nk.t()``): its [BLOCK_K, BLOCK_N] tiles are then K-contiguous, which is the shared-memory
 order Hopper's fp8 wgmma needs, so they are copied with cp.async as they are. A row-major ``b`` works
 too but is transposed on the way to shared memory (slower).
+
+``matmul_fp8_tma_kernel`` is the same GEMM on tensor descriptors made in the kernel (on sm_90a: TMA
+copies into the ring wgmma reads, a TMA store for C). ``b``'s column-major [K, N] is the row-major
+[N, K] ``b_nk``, so its descriptor reads [BLOCK_N, BLOCK_K] tiles and the dot takes their transpose --
+K-major in shared memory, as fp8 wgmma needs. ``matmul_fp8`` takes it when ``b`` is column-major and
+the rows of ``a``, ``b_nk`` and ``c`` are 16-byte aligned (what TMA can address).
 """
 import kernelc as triton
 import kernelc.language as tl
@@ -59,6 +65,43 @@ def matmul_fp8_kernel(a_ptr, b_ptr, c_ptr, scale_a_ptr, scale_b_ptr, M, N, K, st
 matmul_fp8_autotuned = triton.autotune(configs=get_configs(), key=["M", "N", "K"])(matmul_fp8_kernel)
 
 
+@triton.jit
+def matmul_fp8_tma_kernel(a_ptr, b_ptr, c_ptr, scale_a_ptr, scale_b_ptr, M, N, K, stride_am, stride_bn, stride_cm,
+                          BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
+                          GROUP_SIZE_M: tl.constexpr):
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1],
+                                       block_shape=[BLOCK_SIZE_M, BLOCK_SIZE_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[stride_bn, 1],  # b_nk: b column-major
+                                       block_shape=[BLOCK_SIZE_N, BLOCK_SIZE_K])
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1],
+                                       block_shape=[BLOCK_SIZE_M, BLOCK_SIZE_N])
+    pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
+    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
+        a = a_desc.load([pid_m * BLOCK_SIZE_M, k * BLOCK_SIZE_K])  # out of bounds: 0
+        b = b_desc.load([pid_n * BLOCK_SIZE_N, k * BLOCK_SIZE_K])
+        accumulator = tl.dot(a, b.T, accumulator)
+    scale = tl.load(scale_a_ptr) * tl.load(scale_b_ptr)
+    c_desc.store([pid_m * BLOCK_SIZE_M, pid_n * BLOCK_SIZE_N], (accumulator * scale).to(c_desc.dtype))
+
+
+matmul_fp8_tma_autotuned = triton.autotune(configs=get_configs(), key=["M", "N", "K"])(matmul_fp8_tma_kernel)
+
+
+def _tma_ready(*mats) -> bool:
+    """Row-major matrices whose base and row stride are 16-byte aligned (what a descriptor needs)."""
+    return all(t.stride(1) == 1 and t.data_ptr() % 16 == 0 and (t.stride(0) * t.element_size()) % 16 == 0
+               for t in mats)
+
+
 def matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, kernel=None, **config):
     """``(a @ b) * scale_a * scale_b`` in ``out_dtype`` (default bfloat16); scales are 1-element fp32 tensors."""
     import torch
@@ -67,6 +110,10 @@ def matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, kernel=None, **config):
     assert K == K2, "incompatible dimensions"
     c = torch.empty((M, N), device=a.device, dtype=out_dtype or torch.bfloat16)
     grid = lambda META: (triton.cdiv(M, META["BLOCK_SIZE_M"]) * triton.cdiv(N, META["BLOCK_SIZE_N"]),)  # noqa: E731
+    if (kernel is None or kernel in (matmul_fp8_tma_kernel, matmul_fp8_tma_autotuned)) and _tma_ready(a, b.t(), c):
+        k = kernel or (matmul_fp8_tma_autotuned if not config else matmul_fp8_tma_kernel)
+        k[grid](a, b, c, scale_a, scale_b, M, N, K, a.stride(0), b.stride(1), c.stride(0), **config)
+        return c
     k = kernel or (matmul_fp8_autotuned if not config else matmul_fp8_kernel)
     k[grid](a, b, c, scale_a, scale_b, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
             c.stride(1), **config)

@@ -422,3 +422,31 @@ def test_fp16_matmul_example_still_uses_hgmma():
                                                          GROUP_SIZE_M=8), target="sm_90a",
                          divisibility={n: 16 for n in sig}, equal_to_1=("stride_ak", "stride_bn", "stride_cn"))
     assert _ops(ck)["HGMMA.64x128x16.F32"] == 8
+
+
+def test_fp8_descriptor_matmul_sm90a_is_qgmma_fed_by_tma():
+    """The descriptor form (maps built in the kernel): A and b_nk tiles come by TMA (no cp.async), the
+    transposed b_nk tile is K-major as fp8 wgmma needs, and C leaves by a TMA store."""
+    sig = dict(a_ptr=P("fp8e4nv"), b_ptr=P("fp8e4nv"), c_ptr=P("bf16"), scale_a_ptr=P("fp32"), scale_b_ptr=P("fp32"),
+               M="i32", N="i32", K="i32", stride_am="i32", stride_bn="i32", stride_cm="i32")
+    ck = kernelc.compile(matmul_fp8.matmul_fp8_tma_kernel, sig,
+                         dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=256, BLOCK_SIZE_K=128, GROUP_SIZE_M=8), target="sm_90a",
+                         num_warps=8, num_stages=3, divisibility={n: 16 for n in sig})
+    ops = _ops(ck)
+    assert ops["QGMMA.64x256x32.F32.E4M3.E4M3"] == 128 // 32 and ops["UTMALDG.2D"] >= 2 and ops["UTMASTG.2D"] >= 1
+    assert not any(o.startswith(("LDGSTS", "HGMMA", "HMMA")) for o in ops), sorted(ops)
+    assert ck.global_scratch_bytes == 3 * 128 and ck.n_spills == 0
+    assert ck.reports["dots"][0]["engine"] == "wgmma"
+
+
+def test_interpreter_fp8_descriptor_matmul_with_ragged_edges(monkeypatch):
+    monkeypatch.setenv("KERNELC_INTERPRET", "1")
+    g = torch.Generator().manual_seed(3)
+    M, N, K = 50, 72, 96  # rows of a, b_nk and the fp32 c are 16-byte multiples: the descriptor kernel runs
+    a = torch.randn(M, K, generator=g).to(torch.float8_e4m3fn)
+    b = torch.randn(N, K, generator=g).to(torch.float8_e4m3fn).t()
+    assert matmul_fp8._tma_ready(a, b.t(), torch.empty(M, N))
+    sa, sb = torch.tensor(0.5), torch.tensor(3.0)
+    out = matmul_fp8.matmul_fp8(a, b, sa, sb, torch.float32, BLOCK_SIZE_M=32, BLOCK_SIZE_N=32, BLOCK_SIZE_K=32,
+                                GROUP_SIZE_M=2)
+    torch.testing.assert_close(out, (a.float() @ b.float()) * 1.5, rtol=1e-6, atol=1e-5)

@@ -293,6 +293,20 @@ def free_regions(lw: Lowering) -> List[Tuple[str, int]]:
     return lw.__dict__.setdefault("free_smem", [])
 
 
+def free_span(lw: Lowering, nbytes: int) -> List[str]:
+    """[token] of finished rings that hold ``nbytes`` -- one ring, or several lying next to each other
+    (a matmul's A and B rings together take an fp32 C tile neither holds alone); [] if none do."""
+    at = lw.persistent_tokens
+    spans: List[List] = []  # [first token, end offset, bytes]
+    for tok, size in sorted(free_regions(lw), key=lambda r: at[r[0]]):
+        if spans and spans[-1][1] == at[tok]:
+            spans[-1][1] += size
+            spans[-1][2] += size
+        else:
+            spans.append([tok, at[tok] + size, size])
+    return [tok for tok, _, size in spans if size >= nbytes][:1]
+
+
 def offsets_of(lw: Lowering, vals) -> List[str]:
     return [lw.scalar(v) for v in vals]
 
@@ -362,9 +376,9 @@ def lower_descriptor_store(lw: Lowering, op):
     offsets = offsets_of(lw, op.operands[2:])
     report_tma(lw, op, "store (TMA)", ty)
     tile = lw.get(val)
-    free = [tok for tok, size in free_regions(lw) if size >= box.nbytes]
+    free = free_span(lw, box.nbytes)
     if free:
-        base = free[0]  # a finished pipeline's ring (1024-byte aligned)
+        base = free[0]  # finished pipeline rings (1024-byte aligned)
         lw.barrier()  # earlier users (another store's copy, read by thread 0's wait) are done with it
     else:
         base = lw.scratch(box.nbytes)

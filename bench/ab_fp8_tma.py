@@ -1,0 +1,47 @@
+"""A/B of the fp8 matmul example's two kernels on the same inputs, interleaved rounds: descriptors made in
+the kernel (TMA) vs pointers (cp.async), per size and config; prints TFLOP/s and writes
+results/ab_fp8_tma.json.
+
+    python bench/ab_fp8_tma.py
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+
+from bench.common import write_results  # noqa: E402
+from kernelc.testing import do_bench  # noqa: E402
+
+CONFIGS = [dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=256, BLOCK_SIZE_K=128, GROUP_SIZE_M=8, num_warps=8, num_stages=3),
+           dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=128, BLOCK_SIZE_K=128, GROUP_SIZE_M=8, num_warps=8, num_stages=4)]
+
+
+def main():
+    from examples.kernels import matmul_fp8 as K
+    rows = []
+    for n in (4096, 8192):
+        a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()
+        sa, sb = torch.tensor(0.75, device="cuda"), torch.tensor(1.25, device="cuda")
+        tf = lambda ms: 2 * n ** 3 / ms / 1e9  # noqa: E731
+        for cfg in CONFIGS:
+            for rnd in range(2):
+                for name, kern in (("tma", K.matmul_fp8_tma_kernel), ("pointers", K.matmul_fp8_kernel)):
+                    ms = do_bench(lambda: K.matmul_fp8(a, b, sa, sb, torch.bfloat16, kernel=kern, **cfg),
+                                  warmup=25, rep=100, return_mode="median")
+                    rows.append({"n": n, "kernel": name, "round": rnd, "config": repr(cfg), "tflops": tf(ms)})
+                    print(f"{n} {name:8s} round {rnd} {cfg['BLOCK_SIZE_N']}x{cfg['num_stages']}: {tf(ms):.0f} TFLOP/s",
+                          flush=True)
+        ref = do_bench(lambda: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True),
+                       warmup=25, rep=100, return_mode="median")
+        rows.append({"n": n, "kernel": "cublas_fast_accum", "tflops": tf(ref)})
+        print(f"{n} cublas fast accum {tf(ref):.0f}", flush=True)
+    write_results("ab_fp8_tma", rows)
+
+
+if __name__ == "__main__":
+    main()
