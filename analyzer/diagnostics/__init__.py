@@ -1,19 +1,21 @@
 """Performance diagnostics: each a function ``(KernelFacts) -> list[Diagnostic]``, listed in ``REGISTRY``.
 
-=====  =======================  ==============================================================
- no.   id                       finds
-=====  =======================  ==============================================================
- 1     ``no-tensor-cores``      a ``dot`` that compiled to FFMA (fp32 'ieee', tiny tiles, types)
- 2     ``hopper-no-wgmma``      a dot on mma.sync (HMMA) where wgmma (HGMMA) applies on sm_90a
- 3     ``low-utilisation``      fewer programs than SMs / than the GPU holds at once
- 3     ``low-occupancy``        resident warps capped by registers or shared memory
- 4     ``uncoalesced-access``   strided/gathered global access (contiguity 1), lg_throttle samples
- 4     ``unvectorised-access``  accesses narrower than 16 B because of alignment or masks
- 5     ``register-spills``      spill stores/loads (local memory) in the SASS
- 6     ``latency-bound-loop``   a tensor-core loop whose operand loads are not prefetched
- 7     ``barrier-stalls``       barrier / shared-memory stalls, or reductions spread over too many warps
- 8     ``hopper-no-tma``        a wgmma loop whose operand tiles come through pointers, not TMA (sm_90a)
-=====  =======================  ==============================================================
+=====  ============================  ========================================================================
+ no.   id                            finds
+=====  ============================  ========================================================================
+ 1     ``no-tensor-cores``           a ``dot`` that compiled to FFMA (fp32 'ieee', tiny tiles, types)
+ 2     ``hopper-no-wgmma``           a dot on mma.sync (HMMA/QMMA) where wgmma (HGMMA/QGMMA) applies on sm_90a
+ 3     ``low-utilisation``           fewer programs than SMs / than the GPU holds at once
+ 3     ``low-occupancy``             resident warps capped by registers or shared memory
+ 4     ``uncoalesced-access``        strided/gathered global access (contiguity 1), lg_throttle samples
+ 4     ``unvectorised-access``       accesses narrower than 16 B because of alignment or masks
+ 5     ``register-spills``           spill stores/loads (local memory) in the SASS
+ 6     ``latency-bound-loop``        a tensor-core loop whose operand loads are not prefetched
+ 7     ``barrier-stalls``            barrier / shared-memory stalls, or reductions spread over too many warps
+ 8     ``hopper-no-tma``             a wgmma loop whose operand tiles come through pointers, not TMA (sm_90a)
+ 9     ``fp8-upcast``                an fp8 dot upcast to fp16 (target before sm_89, or K not a multiple of 32)
+ 9     ``fp8-transposed-operand``    an fp8 operand not K-major in memory (row-major B), staged byte by byte
+=====  ============================  ========================================================================
 
 A :class:`Diagnostic` carries a severity (``error`` > ``warning`` > ``info``; only warnings and errors
 count as findings), the source line, the evidence in numbers, the fix in words, and ``changes``:
@@ -65,7 +67,7 @@ Check = Callable[[Any], List[Diagnostic]]
 
 
 def _registry() -> List[tuple]:
-    from . import barriers, latency, memory, spills, tensor_cores, tma, utilisation, wgmma
+    from . import barriers, fp8, latency, memory, spills, tensor_cores, tma, utilisation, wgmma
     return [
         (1, "no-tensor-cores", tensor_cores.check),
         (2, "hopper-no-wgmma", wgmma.check),
@@ -76,6 +78,8 @@ def _registry() -> List[tuple]:
         (6, "latency-bound-loop", latency.check),
         (7, "barrier-stalls", barriers.check),
         (8, "hopper-no-tma", tma.check),
+        (9, "fp8-upcast", fp8.check_upcast),
+        (9, "fp8-transposed-operand", fp8.check_transposed),
     ]
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..facts import KernelFacts, base
@@ -21,6 +22,54 @@ def dot_constexprs(facts: KernelFacts, d: dict) -> Dict[str, Optional[str]]:
     m, n, k = dot_dims(d)
     return {"M": facts.constexpr_for(m, ("M",)), "N": facts.constexpr_for(n, ("N",)),
             "K": facts.constexpr_for(k, ("K",))}
+
+
+FP8_TYPES = ("fp8e4nv", "fp8e5")
+FP8_MMA_K = 32          # the k of every fp8 MMA shape: mma.sync m16n8k32, wgmma m64nNk32
+FP8_MMA_SM = 89         # first architecture with fp8 tensor-core instructions (Ada; Hopper adds wgmma)
+# "fp8e4nv x fp8e5 -> fp16: why" (kernelc/compiler/passes/fp8_dot.py): the types the kernel wrote
+_UPCAST_TYPES = re.compile(r"^\s*(\w+) x (\w+) ->")
+
+
+def target_arch(facts: KernelFacts) -> str:
+    """The arch the kernel was compiled for (``sm_90a``); the analysed device's when unknown."""
+    return getattr(getattr(facts.compiled, "target", None), "arch", None) or facts.device.arch
+
+
+def target_sm(facts: KernelFacts) -> int:
+    """The compute capability the kernel was compiled for, as a number (``sm_90a`` -> 90)."""
+    from kernelc.compiler.backend.target import parse_target
+    return parse_target(target_arch(facts)).sm
+
+
+def fp8_types(d: dict) -> Optional[Tuple[str, str]]:
+    """The fp8 operand types of a dot as the kernel wrote them, also when the compiler upcast them to
+    fp16 (the report's dtypes are then fp16); None for a dot that is not fp8."""
+    a, b = str(d.get("a_dtype")), str(d.get("b_dtype"))
+    if a in FP8_TYPES and b in FP8_TYPES:
+        return a, b
+    m = _UPCAST_TYPES.match(d.get("fp8_upcast") or "")
+    return (m.group(1), m.group(2)) if m else None
+
+
+def dot_types(d: dict) -> str:
+    """A dot's operand types for messages: ``fp16``, ``fp8e4nv x fp8e5``, ``fp8e4nv x fp8e4nv upcast to fp16``."""
+    fp8 = fp8_types(d)
+    if fp8 is None:
+        return str(d.get("a_dtype"))
+    return " x ".join(fp8) + (" upcast to fp16" if d.get("fp8_upcast") else "")
+
+
+def sass_counts(facts: KernelFacts, *opcodes: str) -> Dict[str, int]:
+    """``{"qgmma_instructions": n, ...}``: how many SASS instructions have each opcode (its first field)."""
+    return {f"{op.lower()}_instructions": len(facts.opcodes(op)) for op in opcodes}
+
+
+def fp8_unpacks(facts: KernelFacts) -> int:
+    """fp8 -> fp16 conversions in the SASS (``F2FP.F16.E4M3.UNPACK_B``): how ptxas runs fp8 ``mma.sync`` on
+    sm_90, which has fp8 tensor cores only for wgmma (QGMMA), as HMMAs on converted operands."""
+    return len([i for i in facts.opcodes("F2FP")
+                if "UNPACK" in i.opcode and (".E4M3" in i.opcode or ".E5M2" in i.opcode)])
 
 
 def tensor_core_dots(facts: KernelFacts) -> List[dict]:
@@ -151,6 +200,11 @@ def fmt_shape(shape) -> str:
 def stalls_text(stalls: Dict[str, float], total: float, n: int = 3) -> str:
     items = sorted(((k, v) for k, v in stalls.items() if k != "selected" and v > 0), key=lambda kv: -kv[1])[:n]
     return ", ".join(f"{k} {pct(v / total)}" for k, v in items) if total else ""
+
+
+def basis_of(ev: Dict[str, Any]) -> str:
+    """A diagnostic's basis: ``static+samples`` when its evidence holds the line's samples."""
+    return "static+samples" if "line_samples" in ev else "static"
 
 
 def evidence_samples(facts: KernelFacts, file, line, reasons=()) -> Dict[str, Any]:

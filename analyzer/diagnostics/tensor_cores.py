@@ -1,21 +1,33 @@
-"""1. Missing tensor cores: a ``dot`` whose SASS has no HMMA/HGMMA/IMMA: which dot, why, and the fix."""
+"""1. Missing tensor cores: a ``dot`` whose SASS has no HMMA/HGMMA/QMMA/QGMMA/IMMA: which dot, why, and the fix."""
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, List, Tuple, Union
 
 from . import Diagnostic
-from ._util import dot_constexprs, dot_dims, evidence_samples, next_pow2, source_of
+from ._util import (FP8_MMA_SM, basis_of, dot_constexprs, dot_dims, dot_types, evidence_samples, fp8_types,
+                    next_pow2, source_of, target_sm)
 from ..facts import KernelFacts
 
 TITLE = "dot runs on FMA, not tensor cores"
-# K minimum per operand type (mma.sync shapes m16n8k16 f16/bf16, m16n8k8 tf32, m16n8k32 int8)
-K_MIN = {"fp16": 16, "bf16": 16, "fp32": 8, "int8": 32}
+# K minimum per operand type (mma.sync shapes m16n8k16 f16/bf16, m16n8k8 tf32, m16n8k32 int8 and fp8;
+# wgmma's k is 16 / 32 too)
+K_MIN = {"fp16": 16, "bf16": 16, "fp32": 8, "int8": 32, "fp8e4nv": 32, "fp8e5": 32}
+TENSOR_CORE_RULE = "tensor cores need fp16/bf16/tf32/int8 tiles of at least 16x8x16 (fp8: 16x8x32)"
+
+
+def _kmin(facts: KernelFacts, d: dict) -> int:
+    """K the dot needs for tensor cores. An fp8 dot (maybe upcast to fp16 because K was too small) needs
+    fp8's 32 where the target has fp8 MMAs: with K=16 it would only run as an fp16 dot."""
+    fp8 = fp8_types(d)
+    if fp8 and target_sm(facts) >= FP8_MMA_SM:
+        return K_MIN[fp8[0]]
+    return K_MIN.get(str(d.get("a_dtype")), 16)
 
 
 def _tile_fix(facts: KernelFacts, d: dict) -> Tuple[str, List[Dict[str, int]]]:
     m, n, k = dot_dims(d)
     names = dot_constexprs(facts, d)
-    kmin = K_MIN.get(str(d.get("a_dtype")), 16)
+    kmin = _kmin(facts, d)
     changes: List[Dict[str, int]] = []
     p = facts.num_programs
     sms = facts.device.num_sms
@@ -40,41 +52,54 @@ def _tile_fix(facts: KernelFacts, d: dict) -> Tuple[str, List[Dict[str, int]]]:
     return fix, changes
 
 
+def _fix_tile(facts: KernelFacts, d: dict) -> Tuple[str, str, List[Dict[str, int]]]:
+    fix, changes = _tile_fix(facts, d)
+    return "error", fix, changes
+
+
+def _fix_pow2(facts: KernelFacts, d: dict) -> Tuple[str, str, List[Dict[str, int]]]:
+    m, n, k = dot_dims(d)
+    names = dot_constexprs(facts, d)
+    delta = {names[x]: next_pow2(v) for x, v in (("M", m), ("N", n), ("K", k)) if names[x] and next_pow2(v) != v}
+    return "error", "use power-of-two tile sizes for the dot (mask the edges instead)", [delta] if delta else []
+
+
+Fix = Union[Tuple[str, str], Callable[[KernelFacts, dict], Tuple[str, str, List[Dict[str, int]]]]]
+# words in the compiler's FMA reason (passes/layout_assign.py) -> (severity, fix) or a function of the dot
+# that also proposes config changes; the first match wins (the fp8 target rule before the generic one)
+REASON_FIXES: List[Tuple[str, Fix]] = [
+    ("ieee", ("warning", "if TF32 accuracy (10-bit mantissa, fp32 range) is acceptable, write "
+              "kl.dot(a, b, input_precision=\"tf32\") (the default) to run on tensor cores (HMMA.1688.F32.TF32), "
+              "or convert the operands to bf16/fp16 (a.to(kl.bfloat16)) for the fastest path; keep 'ieee' only "
+              "where exact fp32 products are required")),
+    ("below the tensor-core minimum", _fix_tile),
+    ("non-power-of-two", _fix_pow2),
+    ("mixed operand types", ("error", "convert both operands to one tensor-core type before the dot, e.g. "
+                             "kl.dot(a.to(kl.float16), b.to(kl.float16))")),
+    ("batched", ("warning", "write the batched dot as a loop of 2-D dots (or fold the batch into M) so each runs "
+                 "on tensor cores")),
+    ("no mma.sync form", ("warning", "convert the operands to fp16/bf16 (or use fp32 with input_precision='tf32') "
+                          "before the dot")),
+    ("accumulator", ("warning", "accumulate in fp32 (out_dtype=kl.float32 / an fp32 acc) and convert the result")),
+    ("fp64", ("info", "fp64 dots run on FMA in kernelc; use fp32/tf32 where the precision allows")),
+    ("fp8 operands need sm_89", ("warning", "compile for sm_89 (fp8 mma.sync, QMMA) or sm_90a (fp8 wgmma, QGMMA) "
+                                 "(--arch / KERNELC_TARGET), or convert the operands to fp16 before the dot")),
+    ("sm_80", ("warning", "compile for sm_80 or newer (--arch / KERNELC_TARGET)")),
+]
+
+
 def _classify(facts: KernelFacts, d: dict, reason: str) -> Tuple[str, str, List[Dict[str, int]]]:
     """(severity, fix, config changes) for an FMA reason from the compiler."""
     r = reason.lower()
-    if "input_precision='ieee'" in r or "ieee" in r:
-        return ("warning", "if TF32 accuracy (10-bit mantissa, fp32 range) is acceptable, write "
-                "kl.dot(a, b, input_precision=\"tf32\") (the default) to run on tensor cores (HMMA.1688.F32.TF32), "
-                "or convert the operands to bf16/fp16 (a.to(kl.bfloat16)) for the fastest path; keep 'ieee' only "
-                "where exact fp32 products are required", [])
-    if "below the tensor-core minimum" in r:
-        fix, changes = _tile_fix(facts, d)
-        return "error", fix, changes
-    if "non-power-of-two" in r:
-        m, n, k = dot_dims(d)
-        names = dot_constexprs(facts, d)
-        delta = {names[x]: next_pow2(v) for x, v in (("M", m), ("N", n), ("K", k)) if names[x] and next_pow2(v) != v}
-        return ("error", "use power-of-two tile sizes for the dot (mask the edges instead)", [delta] if delta else [])
-    if "mixed operand types" in r:
-        return ("error", "convert both operands to one tensor-core type before the dot, e.g. "
-                "kl.dot(a.to(kl.float16), b.to(kl.float16))", [])
-    if "batched" in r:
-        return ("warning", "write the batched dot as a loop of 2-D dots (or fold the batch into M) so each runs "
-                "on tensor cores", [])
-    if "no mma.sync form" in r:
-        return ("warning", "convert the operands to fp16/bf16 (or use fp32 with input_precision='tf32') before "
-                "the dot", [])
-    if "accumulator" in r:
-        return ("warning", "accumulate in fp32 (out_dtype=kl.float32 / an fp32 acc) and convert the result", [])
-    if "fp64" in r:
-        return ("info", "fp64 dots run on FMA in kernelc; use fp32/tf32 where the precision allows", [])
-    if "sm_80" in r:
-        return ("warning", "compile for sm_80 or newer (--arch / KERNELC_TARGET)", [])
-    return ("warning", "see the compiler's reason; tensor cores need fp16/bf16/tf32/int8 tiles of at least 16x8x16", [])
+    for words, fix in REASON_FIXES:
+        if words in r:
+            return fix(facts, d) if callable(fix) else (fix[0], fix[1], [])
+    return ("warning", f"see the compiler's reason; {TENSOR_CORE_RULE}", [])
 
 
 def check(facts: KernelFacts) -> List[Diagnostic]:
+    """A ``no-tensor-cores`` diagnostic per dot the compiler lowered to FMA (or, without a dot report, per IR
+    dot of a kernel with no tensor-core instruction in its SASS)."""
     out: List[Diagnostic] = []
     ffma = len(facts.opcodes("FFMA", "HFMA2", "DFMA", "IMAD"))
     n_ffma = len(facts.opcodes("FFMA", "HFMA2", "DFMA"))
@@ -92,9 +117,9 @@ def check(facts: KernelFacts) -> List[Diagnostic]:
         sass = f"{n_ffma} FFMA, no HMMA/HGMMA" if n_tc == 0 else f"{n_ffma} FFMA"
         out.append(Diagnostic(
             "no-tensor-cores", 1, TITLE, severity,
-            f"{where}: dot {m}x{k} @ {k}x{n} ({d.get('a_dtype')}) runs on FMA ({sass}): {reason}",
+            f"{where}: dot {m}x{k} @ {k}x{n} ({dot_types(d)}) runs on FMA ({sass}): {reason}",
             fix, d.get("file"), d.get("line"), source_of(facts, d.get("file"), d.get("line")), ev, changes,
-            "static+samples" if "line_samples" in ev else "static"))
+            basis_of(ev)))
     if not facts.dots and facts.sass:
         # no compiler report (an older cache entry): fall back to the IR and the SASS
         ir_dots = facts.tir.ops_named("dot")
@@ -104,7 +129,7 @@ def check(facts: KernelFacts) -> List[Diagnostic]:
                 out.append(Diagnostic(
                     "no-tensor-cores", 1, TITLE, "warning",
                     f"{where}: dot compiled without tensor-core instructions ({n_ffma} FFMA, no HMMA/HGMMA)",
-                    "check the compile log; tensor cores need fp16/bf16/tf32/int8 tiles of at least 16x8x16",
+                    f"check the compile log; {TENSOR_CORE_RULE}",
                     facts.full_path(op.file) or op.file, op.line, source_of(facts, op.file, op.line),
                     {"fma_instructions": n_ffma, "tensor_core_instructions": 0, "fma_like_instructions": ffma}))
     return out

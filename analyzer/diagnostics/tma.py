@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import List
 
 from . import Diagnostic
-from ._util import dot_dims, loads_in_loop, pct, source_of
+from ._util import dot_dims, loads_in_loop, pct, source_of, target_arch
 from ..facts import KernelFacts, base
 
 LOAD_SHARE = 0.2
@@ -39,7 +39,7 @@ def _load_share(facts: KernelFacts, loads: List[dict]) -> float:
 
 
 def check(facts: KernelFacts) -> List[Diagnostic]:
-    arch = getattr(getattr(facts.compiled, "target", None), "arch", None) or facts.device.arch
+    arch = target_arch(facts)
     if facts.device.sm != 90 or not str(arch).endswith("a"):
         return []
     out: List[Diagnostic] = []

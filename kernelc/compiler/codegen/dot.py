@@ -185,7 +185,14 @@ def _a_from_registers(lw: Lowering, a_v, L: Layout, M: int, K: int):
     return frags
 
 
-def mma_dot(lw: Lowering, op, L: Layout):
+def transposing_store(layout: Layout, row_dim: int, col_dim: int) -> bool:
+    """Whether staging a register tile as (row_dim, col_dim) writes across its registers' contiguous dim (one
+    element per st.shared): an operand whose type cannot be stored transposed (8-bit: K-major only) given
+    with its outer dim contiguous, e.g. a row-major fp8 B."""
+    return layout.contig_regs(col_dim) == 1 and layout.contig_regs(row_dim) > 1
+
+
+def mma_dot(lw: Lowering, op, L: Layout, report: Optional[dict] = None):
     a_v, b_v, c_v = op.operands
     elt = scalar_of(a_v.type)
     kind = elt.name
@@ -216,8 +223,11 @@ def mma_dot(lw: Lowering, op, L: Layout):
         lw.smem_access(base, base + total, True)
         for idx, t, trans, g in geoms:
             from .pipeline import _dims
-            store_operand(lw, t, ty, eb, g, *_dims(idx == 0, trans))
+            dims = _dims(idx == 0, trans)
+            store_operand(lw, t, ty, eb, g, *dims)
             staged[idx] = (g, trans)
+            if report is not None and transposing_store(t.layout, *dims):
+                report["smem_transpose"].append("ab"[idx])
         if use_wgmma:
             from .wgmma import fence_proxy_async
             fence_proxy_async(lw)
@@ -395,14 +405,16 @@ def lower_dot(lw: Lowering, op):
     fma = id(op) in lw.plan.dot_fma or L.mma_meta is None
     engine = "fma" if fma else ("wgmma" if id(op) in lw.plan.wgmma else "mma.sync")
     a, b = op.operands[0], op.operands[1]
-    lw.reports["dots"].append({
+    report = {
         "file": op.loc.file, "line": op.loc.line, "engine": engine, "a_shape": list(shape_of(a.type)),
         "b_shape": list(shape_of(b.type)), "a_dtype": str(scalar_of(a.type)), "b_dtype": str(scalar_of(b.type)),
         "acc_dtype": str(scalar_of(op.results[0].type)), "input_precision": op.attrs.get("input_precision"),
         "fma_reason": lw.plan.dot_fma.get(id(op)), "warps": list(L.mma_meta[0]) if L.mma_meta else None,
         "fp8_upcast": op.attrs.get("fp8_upcast"),  # fp8 operands converted to fp16 first (and why)
-    })
+        "smem_transpose": [],  # operands ("a"/"b") staged to shared memory across their contiguous dim (slow)
+    }
+    lw.reports["dots"].append(report)
     if fma:
         fma_dot(lw, op, L)
     else:
-        mma_dot(lw, op, L)
+        mma_dot(lw, op, L, report)
