@@ -22,6 +22,7 @@ from .ir import print_function, verify
 from .passes.axis_info import analyze
 from .passes.fp8_dot import upcast_fp8_dots
 from .passes.layout_assign import assign_layouts
+from .passes.hoist_descriptors import hoist_descriptors
 from .passes.lower_descriptors import lower_descriptors
 from .abi import flat_divisibility
 from .passes.pipeline_loads import pipeline_loads
@@ -90,7 +91,7 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     t0 = time.perf_counter()
     func, used = generate_ir(fn, signature, constexprs or {}, divisibility, tuple(equal_to_1), name, arch=tgt.arch)
     verify(func)
-    func = lower_descriptors(func, tgt.arch)
+    func = lower_descriptors(hoist_descriptors(func), tgt.arch)
     timings["frontend"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     tir_text_initial = print_function(func)

@@ -302,6 +302,9 @@ def load_block(ptr: block_pointer, mask=None, other=None, boundary_check=(), pad
         raise ValueError("load() of a block pointer takes boundary_check= and padding_option=, not mask= or other=")
     check = _boundary_dims(boundary_check, len(ptr.block_shape), "load()")
     pad = _padding(padding_option, ptr.element_ty, "load()")
+    desc = _as_descriptor(ptr, check, pad)
+    if desc is not None:
+        return descriptor_load(desc, list(ptr.offsets))
     addrs, m = tile_addresses(ptr.base, ptr.shape, ptr.strides, ptr.offsets, ptr.block_shape, check)
     other = None if m is None else (float("nan") if pad == "nan" else 0)
     return semantic.load(addrs, m, other, cache_modifier, eviction_policy, volatile)
@@ -314,8 +317,43 @@ def store_block(ptr: block_pointer, value, mask=None, boundary_check=(), cache_m
         raise ValueError("store() to a block pointer takes boundary_check=, not mask=")
     check = _boundary_dims(boundary_check, len(ptr.block_shape), "store()")
     value = _block_value(value, ptr.block_shape, ptr.element_ty, "store()")
+    desc = _as_descriptor(ptr, check, "")
+    if desc is not None:
+        return descriptor_store(desc, list(ptr.offsets), value)
     addrs, m = tile_addresses(ptr.base, ptr.shape, ptr.strides, ptr.offsets, ptr.block_shape, check)
     return semantic.store(addrs, value, m, cache_modifier, eviction_policy)
+
+
+def _as_descriptor(ptr: block_pointer, check, pad: str) -> Optional["tensor_descriptor"]:
+    """The block pointer as a tensor descriptor, where the builder asks for that (a target with TMA:
+    ``IRBuilder.block_pointers_as_descriptors``) and it means the same access: every dim bounds-checked
+    (a descriptor checks them all), the last stride the constant 1, a shape that fits the descriptor's
+    32 bits, a type a descriptor can hold. The compiler then copies it by TMA where it can and lowers
+    it back to the same masked access where it cannot; None keeps the block pointer's own lowering."""
+    nd = len(ptr.block_shape)
+    if not getattr(current_builder(), "block_pointers_as_descriptors", False) or tuple(check) != tuple(builtins.range(nd)):
+        return None
+    if not _is_one(ptr.strides[-1]) or nd > MAX_DESCRIPTOR_RANK or ptr.element_ty.is_int1():
+        return None
+    shapes = [_int32_shape(s) for s in ptr.shape]
+    if any(s is None for s in shapes):
+        return None
+    ty = tensor_descriptor_type(block_type(ptr.element_ty, ptr.block_shape), "nan" if pad == "nan" else "zero")
+    strides = [_as_scalar(s, T.int64) for s in ptr.strides[:-1]]
+    return _make_descriptor(ptr.base, shapes, strides, ty)
+
+
+def _int32_shape(s) -> Optional[tensor]:
+    """A block pointer's (64-bit) extent as the 32-bit value a descriptor keeps, if it provably fits:
+    a small constant, or the widening of a 32-bit value (an ``i32`` argument)."""
+    if isinstance(s, int):
+        return semantic.to_tensor(s) if 0 <= s < 2**31 else None
+    if s.dtype == T.int32:
+        return s
+    src = s.handle.op
+    if src is not None and src.name == "cast" and src.operands[0].type == T.int32:
+        return tensor(src.operands[0], T.int32)
+    return None
 
 
 def _block_value(value, block_shape, elt, what) -> tensor:

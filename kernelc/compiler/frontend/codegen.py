@@ -1000,6 +1000,9 @@ def generate_ir(fn: DeviceFunction, signature: Dict[str, Any], constexprs: Dict[
                     {k: v for k, v in constexprs.items()})
     used_globals: Dict[str, Any] = {}
     builder = IRBuilder(trace_function=None)
+    if arch:
+        from ..codegen.tma import arch_has_tma, tma_enabled
+        builder.block_pointers_as_descriptors = arch_has_tma(arch) and tma_enabled()
     gen_holder = {}
 
     def trace(combine_fn, targs):

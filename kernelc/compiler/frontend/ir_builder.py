@@ -12,6 +12,9 @@ class IRBuilder:
     """Appends ops at an insertion point; ``loc`` is set by the frontend before each expression."""
 
     is_interpreter = False
+    # set by the frontend for targets with TMA: block pointers whose accesses check every dim become
+    # tensor-descriptor ops (language/blocks.py ``_as_descriptor``)
+    block_pointers_as_descriptors = False
 
     def __init__(self, trace_function):
         # trace_function(fn, args: list[tensor]) -> list[tensor]: inlines a device function (combine
