@@ -3,6 +3,7 @@ the kernel (TMA) vs pointers (cp.async), per size and config; prints TFLOP/s and
 results/ab_fp8_tma.json.
 
     python bench/ab_fp8_tma.py
+    AB_FP8_CONFIGS='[{"BLOCK_SIZE_M": 128, ...}]' AB_FP8_ONLY_TMA=1 AB_FP8_NAME=sweep_fp8_tma python bench/ab_fp8_tma.py
 """
 from __future__ import annotations
 
@@ -21,26 +22,30 @@ CONFIGS = [dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=256, BLOCK_SIZE_K=128, GROUP_SIZE
 
 
 def main():
+    import json
     from examples.kernels import matmul_fp8 as K
+    configs = json.loads(os.environ["AB_FP8_CONFIGS"]) if os.environ.get("AB_FP8_CONFIGS") else CONFIGS
+    kernels = [("tma", K.matmul_fp8_tma_kernel)]
+    if os.environ.get("AB_FP8_ONLY_TMA", "0") in ("", "0"):
+        kernels.append(("pointers", K.matmul_fp8_kernel))
     rows = []
     for n in (4096, 8192):
         a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
         b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()
         sa, sb = torch.tensor(0.75, device="cuda"), torch.tensor(1.25, device="cuda")
         tf = lambda ms: 2 * n ** 3 / ms / 1e9  # noqa: E731
-        for cfg in CONFIGS:
+        for cfg in configs:
             for rnd in range(2):
-                for name, kern in (("tma", K.matmul_fp8_tma_kernel), ("pointers", K.matmul_fp8_kernel)):
+                for name, kern in kernels:
                     ms = do_bench(lambda: K.matmul_fp8(a, b, sa, sb, torch.bfloat16, kernel=kern, **cfg),
                                   warmup=25, rep=100, return_mode="median")
                     rows.append({"n": n, "kernel": name, "round": rnd, "config": repr(cfg), "tflops": tf(ms)})
-                    print(f"{n} {name:8s} round {rnd} {cfg['BLOCK_SIZE_N']}x{cfg['num_stages']}: {tf(ms):.0f} TFLOP/s",
-                          flush=True)
+                    print(f"{n} {name:8s} round {rnd} {cfg}: {tf(ms):.0f} TFLOP/s", flush=True)
         ref = do_bench(lambda: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True),
                        warmup=25, rep=100, return_mode="median")
         rows.append({"n": n, "kernel": "cublas_fast_accum", "tflops": tf(ref)})
         print(f"{n} cublas fast accum {tf(ref):.0f}", flush=True)
-    write_results("ab_fp8_tma", rows)
+    write_results(os.environ.get("AB_FP8_NAME", "ab_fp8_tma"), rows)
 
 
 if __name__ == "__main__":
