@@ -28,6 +28,8 @@ def main():
     kernels = [("tma", K.matmul_fp8_tma_kernel)]
     if os.environ.get("AB_FP8_ONLY_TMA", "0") in ("", "0"):
         kernels.append(("pointers", K.matmul_fp8_kernel))
+    if os.environ.get("AB_FP8_AUTOTUNED", "0") not in ("", "0"):
+        kernels.append(("tma autotuned", None))  # matmul_fp8's default path: the autotuned descriptor kernel
     rows = []
     for n in (4096, 8192):
         a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
@@ -37,7 +39,8 @@ def main():
         for cfg in configs:
             for rnd in range(2):
                 for name, kern in kernels:
-                    ms = do_bench(lambda: K.matmul_fp8(a, b, sa, sb, torch.bfloat16, kernel=kern, **cfg),
+                    kw = dict(kernel=kern, **cfg) if kern is not None else {}
+                    ms = do_bench(lambda: K.matmul_fp8(a, b, sa, sb, torch.bfloat16, **kw),
                                   warmup=25, rep=100, return_mode="median")
                     rows.append({"n": n, "kernel": name, "round": rnd, "config": repr(cfg), "tflops": tf(ms)})
                     print(f"{n} {name:8s} round {rnd} {cfg}: {tf(ms):.0f} TFLOP/s", flush=True)
