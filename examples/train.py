@@ -153,6 +153,34 @@ def batch(cfg, gen, device):
     return seq[:, :-1].to(device), seq[:, 1:].to(device)
 
 
+class Trainer:
+    """The model, its optimizer and the batch generator; :meth:`step` runs one training step and
+    returns the loss as a device tensor (no host sync).  bench/profiler_overhead_ab.py times blocks of
+    these steps with and without a profiler in one process."""
+
+    def __init__(self, cfg: dict, device: str):
+        torch.manual_seed(0)
+        if device.startswith("cuda"):
+            torch.backends.cuda.matmul.allow_tf32 = True
+        self.cfg, self.device = cfg, device
+        self.gen = torch.Generator().manual_seed(0)
+        self.model = TinyGPT(cfg["vocab"], cfg["d_model"], cfg["heads"], cfg["layers"], cfg["seq"]).to(device)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=3e-3)
+        self.n_params = sum(p.numel() for p in self.model.parameters())
+
+    def step(self) -> torch.Tensor:
+        idx, tgt = batch(self.cfg, self.gen, self.device)
+        with profiler.scope("train_step"):
+            with profiler.scope("forward"):
+                loss = self.model(idx, tgt)
+            with profiler.scope("backward"):
+                self.opt.zero_grad(set_to_none=True)
+                loss.backward()
+            with profiler.scope("optimizer"):
+                self.opt.step()
+        return loss.detach()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", choices=sorted(SIZES), default=None, help="model size (default: small on a GPU, tiny on CPU)")
@@ -167,13 +195,8 @@ def main(argv=None) -> int:
     cfg = SIZES[args.size or ("small" if gpu else "tiny")]
     steps = args.steps if args.steps is not None else (30 if gpu else 6)
     warmup = min(args.warmup if args.warmup is not None else (5 if gpu else 1), max(steps - 1, 0))
-    torch.manual_seed(0)
-    if gpu:
-        torch.backends.cuda.matmul.allow_tf32 = True
-    gen = torch.Generator().manual_seed(0)
-    model = TinyGPT(cfg["vocab"], cfg["d_model"], cfg["heads"], cfg["layers"], cfg["seq"]).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    print(f"train: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {cfg}, {steps} steps on "
+    trainer = Trainer(cfg, device)
+    print(f"train: {trainer.n_params / 1e6:.2f}M parameters, {cfg}, {steps} steps on "
           f"{torch.cuda.get_device_name() if gpu else 'CPU (kernelc interpreter)'}", flush=True)
 
     losses = []
@@ -183,16 +206,7 @@ def main(argv=None) -> int:
             if gpu:
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
-        idx, tgt = batch(cfg, gen, device)
-        with profiler.scope("train_step"):
-            with profiler.scope("forward"):
-                loss = model(idx, tgt)
-            with profiler.scope("backward"):
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-            with profiler.scope("optimizer"):
-                opt.step()
-        losses.append(loss.detach())   # no .item() here: it would wait for the GPU every step
+        losses.append(trainer.step())   # no .item() here: it would wait for the GPU every step
     if gpu:
         torch.cuda.synchronize()
     losses = [x.item() for x in losses]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on the lent GPU machine: install what it lacks, run the GPU tests and the benchmarks,
 # leave logs and JSON results under $OUT.
-#   bash scripts/gpu_check.sh [tests] [bench] [compile] [launch] [proton] [profiler]   (default: tests bench)
+#   bash scripts/gpu_check.sh [tests] [tests:a.py,b.py] [bench] [compile] [launch] [proton] [overhead_ab] [overhead_train]
+#   (default: tests bench; any other word runs bench/WORD.py)
 # Wheels travel in .wheels/ (built by scripts/fetch_gpu_wheels.sh on the CPU machine).
 set -uo pipefail
 OUT=${OUT:-/tmp/kernelc-out}
@@ -40,6 +41,11 @@ for step in $what; do
       timeout 200 python3 bench/bench_compile.py 2>&1 | tee "$OUT/bench_compile.log" | tail -12 ;;
     launch)
       timeout 200 python3 bench/bench_launch.py 2>&1 | tee "$OUT/bench_launch.log" | tail -12 ;;
+    overhead_ab)   # profiler overhead, blocks alternated in one process (bench/profiler_overhead_ab.py)
+      timeout 560 python3 bench/profiler_overhead_ab.py 2>&1 | tee "$OUT/profiler_overhead_ab.log" | tail -30 ;;
+    overhead_train)   # whole-process examples/train.py runs, 150 steps each
+      timeout 560 python3 bench/bench_profiler_overhead.py --only train --rounds 3 --train-steps 150 --train-warmup 10 2>&1 \
+        | tee "$OUT/profiler_overhead_train.log" | tail -20 ;;
     proton)
       timeout 120 python3 bench/make_proton_fixture.py "$OUT/proton_small.hatchet" 2>&1 | tail -5 ;;
     *)

@@ -38,8 +38,10 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from .. import context
+from . import cupti_records
 
 BUFFER_SIZE = 8 << 20
+DEFER_MAX = 250_000       # device records kept undelivered until the flush (API-record mode)
 PRUNE_AT = 1 << 20        # correlation entries kept before old ones are dropped
 PRUNE_MARGIN = 200_000    # ...keeping this many correlation ids behind the newest completed record
 
@@ -149,6 +151,7 @@ class CuptiBackend:
         self.launch_callbacks = False           # the launch ids' callbacks are enabled now
         self.api: Dict[int, tuple] = {}         # correlation id -> (thread id, launch start) from API records
         self.pending: List[tuple] = []          # device records whose API record has not arrived yet
+        self.held = cupti_records.Records()     # records not delivered yet (see _process)
         self.clock: Callable[[], int] = time.perf_counter_ns
         self.subscriber = None
         self.running = False
@@ -172,6 +175,9 @@ class CuptiBackend:
         self.K_MEMCPY = int(K.MEMCPY)
         self.K_MEMSET = int(K.MEMSET)
         self.K_DRIVER = int(getattr(K, "DRIVER", -1))
+        self._kinds = (self.K_KERNEL, self.K_MEMCPY, self.K_MEMSET, self.K_DRIVER)
+        self._memcpy_labels: Dict[Any, str] = {}
+        self.names: Dict[int, str] = {}          # kernel name by CUPTI's name pointer
 
     # -- start / stop ----------------------------------------------------------------------
     def _start(self) -> None:
@@ -335,6 +341,7 @@ class CuptiBackend:
             self.corr.clear()
             self.api.clear()
             self.pending.clear()
+            self.held = cupti_records.Records()
             if CuptiBackend._instance is self:
                 CuptiBackend._instance = None
 
@@ -567,7 +574,7 @@ class CuptiBackend:
         except Exception as e:
             self._error(f"flush: {_first_line(e)}")
         with self.proc_lock:  # wait for a completion callback still running on CUPTI's thread
-            if self.pending:
+            if self.pending or self.held.count:
                 try:
                     self._process((), final=True)
                 except Exception as e:
@@ -585,42 +592,32 @@ class CuptiBackend:
 
     def _process(self, activities, final: bool = False) -> None:
         """Join device records to their launches and hand them to the sessions.  ``final``: the
-        last flush -- a record whose API record never came goes to the root (window: its start)."""
-        K_KERNEL, K_MEMCPY, K_MEMSET, K_DRIVER = self.K_KERNEL, self.K_MEMCPY, self.K_MEMSET, self.K_DRIVER
-        max_cid = self.max_cid
-        api = self.api
-        recs = self.pending
-        self.pending = []
-        for a in activities:
-            kind = int(a.kind)
-            if kind in K_KERNEL:
-                name = a.name or "<unnamed kernel>"
-                extra_bytes = None
-            elif kind == K_MEMCPY:
-                name = "memcpy " + _memcpy_name(self.cupti, a.copy_kind)
-                extra_bytes = int(a.bytes)
-            elif kind == K_MEMSET:
-                name = "memset"
-                extra_bytes = int(a.bytes)
-            elif kind == K_DRIVER:
-                api[int(a.correlation_id)] = (int(a.thread_id) & context.TID_MASK, int(a.start))
-                continue
-            else:
-                continue
-            cid = int(a.correlation_id)
-            if cid > max_cid:
-                max_cid = cid
-            # the record's memory belongs to CUPTI's buffer: keep plain values only
-            recs.append((cid, name, kind in K_KERNEL, int(a.device_id), int(a.start), int(a.end), extra_bytes,
-                         int(getattr(a, "stream_id", 0) or 0), int(getattr(a, "graph_node_id", 0) or 0)))
-        self.max_cid = max_cid
+        last flush -- a record whose API record never came goes to the root (window: its start).
+
+        With API records (the default), delivery waits for the flush, or until ``DEFER_MAX``
+        records are waiting: the join costs ~2 us per record under the GIL, and run during the
+        program it slows the program down (this callback runs on CUPTI's thread)."""
+        if activities:
+            self.held.extend(cupti_records.split(self.cupti, activities, self._kinds, self._memcpy_label, self.names))
+            self.max_cid = max(self.max_cid, self.held.max_cid)
+        if self.light and not final and self.held.count < DEFER_MAX:
+            return
+        held, self.held = self.held, cupti_records.Records()
+        self.api.update(held.api())
+        recs, self.pending = self.pending + held.device(), []
         if recs:
             self._deliver(recs, final)
-        if len(self.corr) > PRUNE_AT or len(api) > PRUNE_AT:
-            limit = max_cid - PRUNE_MARGIN
-            for d in (self.corr, api):
+        if len(self.corr) > PRUNE_AT or len(self.api) > PRUNE_AT:
+            limit = self.max_cid - PRUNE_MARGIN
+            for d in (self.corr, self.api):
                 for k in [k for k in list(d) if k < limit]:
                     d.pop(k, None)
+
+    def _memcpy_label(self, kind) -> str:
+        label = self._memcpy_labels.get(kind)
+        if label is None:
+            label = self._memcpy_labels[kind] = "memcpy " + _memcpy_name(self.cupti, kind)
+        return label
 
     def _deliver(self, recs: List[tuple], final: bool) -> None:
         corr_get = self.corr.get

@@ -342,3 +342,33 @@ def test_light_mode_left_when_a_listener_arrives(monkeypatch, tmp_path):
     profiler.finalize(sid)
     root, _ = read_profile(tmp_path / "sw.hatchet")
     assert names(find(root, "before")) == ["k_before"] and names(find(root, "after")) == ["k_after"]
+
+
+def test_records_held_until_flush_with_api_records(monkeypatch, tmp_path):
+    """With API records, buffers completed during the run are only split into columns; the join to
+    launches waits for the flush, or for DEFER_MAX held records (then it runs in the callback)."""
+    from profiler.backends import cupti as backend_mod
+    monkeypatch.setenv("KPROF_BACKEND", "auto")
+    monkeypatch.setattr(backend_mod, "DEFER_MAX", 5)
+    fake = fake_cupti.install(monkeypatch, fake_cupti.FakeCupti())
+    sid = profiler.start(str(tmp_path / "h"))
+    backend = S.get(sid).backend
+    delivered = []
+    real = backend._deliver
+    monkeypatch.setattr(backend, "_deliver", lambda recs, final: (delivered.append(len(recs)), real(recs, final)))
+    with profiler.scope("a"):
+        for _ in range(3):
+            fake.launch("k")
+    fake.activity_flush_all(1)               # a buffer completes mid-run: 3 records held
+    assert delivered == [] and backend.held.count == 3
+    with profiler.scope("b"):
+        for _ in range(3):
+            fake.launch("k")
+    fake.activity_flush_all(1)               # 6 held >= DEFER_MAX: delivered from the callback
+    assert delivered == [6] and backend.held.count == 0
+    with profiler.scope("c"):
+        fake.launch("k")
+    profiler.finalize(sid)
+    assert delivered == [6, 1]
+    root, _ = read_profile(tmp_path / "h.hatchet")
+    assert [find(root, s, "k").metrics["count"] for s in "abc"] == [3, 3, 1]
