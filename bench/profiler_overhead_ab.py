@@ -1,25 +1,30 @@
-"""Profiler overhead measured inside one process: blocks of the same workload run alternately with
-and without a profiler, so the machine, the allocator state and the GPU clocks are shared by both
-sides (separate processes on a lent H200 differed by up to 7% with no profiler at all).
+"""Profiler overhead with each process as its own baseline: a process runs a block of the workload
+with no profiler, then starts one (or, for ``control``, nothing) and runs the same block again; the
+overhead is the ratio of the two blocks, over many processes.
 
-    python bench/profiler_overhead_ab.py [--workload train,step,tiny] [--rounds 4] [--block train=150,...]
+Why not separate processes per variant: unprofiled processes on a lent H200 differed by up to 7%
+in ms/step among themselves.  Why not alternate profiled and unprofiled blocks in one process: once
+CUPTI has been initialised, launches stay slower after it is switched off (a tiny torch.add went
+from 5.7 to 7.7 us in "unprofiled" blocks, 2026-11-22), so every "none" block after the first is
+not a baseline.  ``control`` measures what a second block costs anyway (warm-up, clocks); the
+reported ratio is each variant's median ratio divided by control's.
 
-Variants (each block starts what it measures after the warm-up and stops it after a device sync;
-start/stop are not timed, as in a whole-process run where they happen before and after the loop):
+    python bench/profiler_overhead_ab.py [--workload train,step,tiny] [--rounds 5] [--block train=100,...]
 
-* ``none``: nothing.
+Variants:
+
+* ``control``: nothing in the second block either.
 * ``cupti-floor``: CUPTI kernel/memcpy/memset activity records only, counted and dropped (no
   callbacks): what any CUPTI-based profiler pays.
 * ``cupti-floor+api``: plus driver API records on the launch calls (how kprof places launches).
 * ``kprof``: ``profiler.start()``/``finalize()``, the defaults of ``python -m kprof``.
 * ``kprof-nohook``: the same with ``hook=None`` (no kernelc launch hook).
-* ``kprof-eager``: kprof joining records to launches as buffers complete (``DEFER_MAX = 0``)
-  instead of at the flush.
-* ``proton``: ``triton.profiler.start()``/``finalize()``, measured in a second process with its own
-  ``none`` blocks (Proton loads its own libcupti: the two never share a process).
+* ``proton``: ``triton.profiler.start()``/``finalize()``.
+* ``kprof-eager`` (not in the default list): kprof joining records to launches as buffers complete
+  (``DEFER_MAX = 0``) instead of at the flush.
 
-Rounds rotate the variant order; each variant's ratio is the median over rounds of its block time
-divided by the ``none`` block of the same round.  Writes bench/results/profiler_overhead_ab.json.
+Start and stop are outside the timed blocks, as in a whole-process run where they happen before
+and after the script's loop.  Writes bench/results/profiler_overhead_ab.json.
 """
 from __future__ import annotations
 
@@ -36,8 +41,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-KPROF_VARIANTS = ("none", "cupti-floor", "cupti-floor+api", "kprof", "kprof-nohook", "kprof-eager")
-PROTON_VARIANTS = ("none", "proton")
+VARIANTS = ["control", "cupti-floor", "cupti-floor+api", "kprof", "kprof-nohook", "proton"]
+TARGETS = {"train": 1.02, "step": 1.02, "tiny": 1.3}
 UNITS = {"train": "ms/step", "step": "ms/step", "tiny": "us/add"}
 
 
@@ -140,7 +145,7 @@ class CuptiFloor:
 
 
 def make_variant(name: str, tmp: str):
-    if name == "none":
+    if name == "control":
         return None
     if name in ("cupti-floor", "cupti-floor+api"):
         return CuptiFloor(api=name.endswith("+api"))
@@ -173,70 +178,65 @@ def make_variant(name: str, tmp: str):
     raise ValueError(name)
 
 
-def child(workload: str, variants, rounds: int, block: int, out: str) -> None:
+def child(workload: str, variant: str, block: int, out: str) -> None:
+    """One process: ``block`` units with nothing running, then the same with ``variant`` started."""
     tmp = tempfile.mkdtemp(prefix="kprof_ab_")
     run = WORKLOADS[workload]()
-    objs = {v: make_variant(v, tmp) for v in variants}
-    times = {v: [] for v in variants}
-    for r in range(rounds):
-        order = list(variants[r % len(variants):]) + list(variants[:r % len(variants)])
-        for v in order:
-            o = objs[v]
-            if o is not None:
-                o.start()
-            run(1)   # the first unit after a start pays one-time setup (CUPTI's, kernelc's hook caches)
-            times[v].append(run(block))
-            if o is not None:
-                o.stop()
-    json.dump({"times": times}, open(out, "w"))
-
-
-def summarize(times: dict) -> dict:
-    base = times["none"]
-    out = {}
-    for v, ts in times.items():
-        ratios = [t / b for t, b in zip(ts, base)]
-        out[v] = {"median": statistics.median(ts), "min": min(ts), "ratio_median": statistics.median(ratios),
-                  "ratios": [round(x, 4) for x in ratios]}
-    return out
+    run(1)
+    before = run(block)
+    o = make_variant(variant, tmp)
+    if o is not None:
+        o.start()
+    run(1)   # the first unit after a start pays one-time setup (CUPTI's, kernelc's hook caches)
+    after = run(block)
+    if o is not None:
+        o.stop()
+    json.dump({"before": before, "after": after}, open(out, "w"))
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workload", default="train,step,tiny")
-    ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--block", default="train=150,step=1000,tiny=300",
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--block", default="train=100,step=1000,tiny=300",
                     help="units per block, per workload (steps; x100 adds for tiny): long enough that CUPTI "
                          "completes activity buffers inside the blocks, so their processing is measured too")
-    ap.add_argument("--no-proton", action="store_true")
-    ap.add_argument("--child", nargs=3, metavar=("WORKLOAD", "VARIANTS", "OUT"), help=argparse.SUPPRESS)
+    ap.add_argument("--child", nargs=4, metavar=("WORKLOAD", "VARIANT", "BLOCK", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        wl, vs, out = args.child
-        child(wl, vs.split(","), args.rounds, int(args.block), out)
+        wl, v, block, out = args.child
+        child(wl, v, int(block), out)
         return 0
     from bench.common import write_results
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    rows, raw = [], {}
-    groups = [KPROF_VARIANTS] + ([] if args.no_proton else [PROTON_VARIANTS])
     blocks = dict(kv.split("=") for kv in args.block.split(",") if "=" in kv)
+    variants = [v for v in args.variants.split(",") if v]
+    rows, raw = [], {}
     for wl in [w for w in args.workload.split(",") if w]:
-        for vs in groups:
-            out = tempfile.mktemp(suffix=".json")
-            cmd = [sys.executable, os.path.abspath(__file__), "--rounds", str(args.rounds), "--block", blocks.get(wl, "20"),
-                   "--child", wl, ",".join(vs), out]
-            r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-            if r.returncode != 0 or not os.path.exists(out):
-                print(f"{wl} {vs}: failed\n{(r.stderr or r.stdout)[-2000:]}", flush=True)
+        ratios = {v: [] for v in variants}
+        for rnd in range(args.rounds):
+            for v in variants[rnd % len(variants):] + variants[:rnd % len(variants)]:
+                out = tempfile.mktemp(suffix=".json")
+                cmd = [sys.executable, os.path.abspath(__file__), "--child", wl, v, blocks.get(wl, "50"), out]
+                r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+                if r.returncode != 0 or not os.path.exists(out):
+                    print(f"{wl} {v}: failed\n{(r.stderr or r.stdout)[-1500:]}", flush=True)
+                    continue
+                d = json.load(open(out))
+                raw.setdefault(wl, {}).setdefault(v, []).append(d)
+                ratios[v].append(d["after"] / d["before"])
+                print(f"{wl:6s} {v:16s} round {rnd}: {d['before']:.4f} -> {d['after']:.4f} {UNITS[wl]} "
+                      f"({d['after'] / d['before']:.4f})", flush=True)
+        drift = statistics.median(ratios["control"]) if ratios.get("control") else 1.0
+        for v in variants:
+            if not ratios[v]:
                 continue
-            s = summarize(json.load(open(out))["times"])
-            proc = "kprof" if vs is KPROF_VARIANTS else "proton"
-            raw.setdefault(wl, {})[proc] = s
-            for v, d in s.items():
-                rows.append({"workload": wl, "process": proc, "variant": v, "median": round(d["median"], 4), "unit": UNITS[wl],
-                             "ratio": round(d["ratio_median"], 4), "ratios": d["ratios"]})
-                print(f"{wl:6s} {v:16s} {d['median']:9.4f} {UNITS[wl]:8s} ratio {d['ratio_median']:.4f}  {d['ratios']}",
-                      flush=True)
+            med = statistics.median(ratios[v])
+            rows.append({"workload": wl, "variant": v, "ratio": round(med / drift, 4), "raw_median": round(med, 4),
+                         "ratios": [round(x, 4) for x in ratios[v]],
+                         "unprofiled": round(statistics.median(d["before"] for d in raw[wl][v]), 4), "unit": UNITS[wl],
+                         "target": TARGETS[wl] if v == "kprof" else None})
         write_results("profiler_overhead_ab", rows, {"raw": raw, "rounds": args.rounds, "blocks": blocks})
     return 0
 

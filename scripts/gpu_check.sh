@@ -42,7 +42,7 @@ for step in $what; do
     launch)
       timeout 200 python3 bench/bench_launch.py 2>&1 | tee "$OUT/bench_launch.log" | tail -12 ;;
     overhead_ab)   # profiler overhead, blocks alternated in one process (bench/profiler_overhead_ab.py)
-      timeout 560 python3 bench/profiler_overhead_ab.py 2>&1 | tee "$OUT/profiler_overhead_ab.log" | tail -30 ;;
+      timeout 560 python3 bench/profiler_overhead_ab.py ${AB_ARGS:-} 2>&1 | tee -a "$OUT/profiler_overhead_ab.log" | tail -30 ;;
     overhead_train)   # whole-process examples/train.py runs, 150 steps each
       timeout 560 python3 bench/bench_profiler_overhead.py --only train --rounds 3 --train-steps 150 --train-warmup 10 2>&1 \
         | tee "$OUT/profiler_overhead_train.log" | tail -20 ;;
