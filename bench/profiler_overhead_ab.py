@@ -199,6 +199,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workload", default="train,step,tiny")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--name", default="profiler_overhead_ab", help="results file bench/results/NAME.json")
     ap.add_argument("--block", default="train=100,step=1000,tiny=300",
                     help="units per block, per workload (steps; x100 adds for tiny): long enough that CUPTI "
                          "completes activity buffers inside the blocks, so their processing is measured too")
@@ -237,7 +238,7 @@ def main(argv=None) -> int:
                          "ratios": [round(x, 4) for x in ratios[v]],
                          "unprofiled": round(statistics.median(d["before"] for d in raw[wl][v]), 4), "unit": UNITS[wl],
                          "target": TARGETS[wl] if v == "kprof" else None})
-        write_results("profiler_overhead_ab", rows, {"raw": raw, "rounds": args.rounds, "blocks": blocks})
+        write_results(args.name, rows, {"raw": raw, "rounds": args.rounds, "blocks": blocks})
     return 0
 
 
