@@ -1,6 +1,7 @@
 """Tutorial 03: matrix multiplication with grouped ordering and autotuning."""
 import kernelc as triton
 import kernelc.language as tl
+from examples.kernels.matmul_fp8 import _grouped_tile  # the tutorial's grouped tile order, as a helper
 
 
 def get_configs():
@@ -79,15 +80,7 @@ def matmul_masked_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, str
     Every load reads a rectangular tile of A or B with per-dim bounds, so on sm_90a the compiler turns
     them into TMA copies (kernelc/compiler/passes/pointer_tiles.py); elsewhere they are masked loads.
     """
-    pid = tl.program_id(axis=0)
-    num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
-    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
-    num_pid_in_group = GROUP_SIZE_M * num_pid_n
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * GROUP_SIZE_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
+    pid_m, pid_n = _grouped_tile(tl.program_id(axis=0), M, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
     offs_am = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
     offs_bn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
     offs_k = tl.arange(0, BLOCK_SIZE_K)

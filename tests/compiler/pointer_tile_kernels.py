@@ -16,6 +16,9 @@ def masked_sum(x_ptr, out_ptr, idx_ptr, M, K, stride_xm, BM: kl.constexpr, BK: k
     else:
         p = x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :]
     acc = kl.zeros((BM, BK), dtype=kl.float32)
+    out = out_ptr + kl.arange(0, BM)[:, None] * BK + kl.arange(0, BK)[None, :]
+    if FORM == "after_store":  # out may alias x: a TMA read would not be ordered after this write
+        kl.store(out, acc)
     for k in range(0, kl.cdiv(K, BK)):
         if FORM == "static_bound":  # the bound does not move with the pointer: not the tile's bound
             m = (offs_m[:, None] < M) & (offs_k[None, :] < K - 1)
@@ -26,8 +29,10 @@ def masked_sum(x_ptr, out_ptr, idx_ptr, M, K, stride_xm, BM: kl.constexpr, BK: k
         else:
             m = (offs_m[:, None] < M) & (offs_k[None, :] < K - k * BK)
         acc += kl.load(p, mask=m, other=0.0)
+        if FORM == "store_in_loop":  # written after the load, but before the next trip's load
+            kl.store(out, acc)
         p += BK
-    kl.store(out_ptr + kl.arange(0, BM)[:, None] * BK + kl.arange(0, BK)[None, :], acc)
+    kl.store(out, acc)
 
 
 @kernelc.jit

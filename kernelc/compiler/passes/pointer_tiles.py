@@ -12,7 +12,9 @@ proves the forms, in polynomials over uniform scalars and the tile axes ``x_d``)
 - its mask, if any, is a conjunction of one bound per dim, ``x_d + g_d < 0`` (``offs_m[:, None] < M``,
   or the relative ``offs_k[None, :] < K - k * BK``; ``<=``, ``>``, ``>=`` too); dims without a
   bound are read unchecked, as the original does;
-- ``other`` is absent, +0 or NaN (the descriptor's padding); the load is not volatile;
+- ``other`` is absent, +0 or NaN (the descriptor's padding); the load is not volatile nor ``.cv``,
+  and no global write of the program may come before it (``loads_after_writes``: TMA reads through
+  the async proxy, not ordered after generic writes without a proxy fence);
 - TMA can copy the block and the descriptor will be TMA-eligible: base and strides 16-byte aligned
   by the axis analysis (an unaligned access keeps its plain load rather than a masked copy).
 
@@ -103,10 +105,13 @@ def pointer_tiles_to_descriptors(fn: Function, arch: str, notes: Optional[List[s
     if not loads:
         return fn
     info = analyze(fn)
+    after_write = loads_after_writes(fn)
     trips = {}
     changed = False
     for op in loads:
         tile, why = match_tile_load(op, fn, ex, info, arch)
+        if tile is not None and id(op) in after_write:
+            tile, why = None, "the program may have written global memory before it (no proxy fence)"
         where = f"{os.path.basename(op.loc.file)}:{op.loc.line}"
         if tile is None:
             if notes is not None and why:  # a near miss: a tile access that something else keeps off TMA
@@ -125,8 +130,8 @@ def match_tile_load(load: Op, fn: Function, ex: TileExprs, info, arch: str) -> T
     ptr = load.operands[0]
     shape = shape_of(ptr.type)
     n = len(shape)
-    if not 2 <= n <= MAX_RANK or load.attrs.get("volatile"):
-        return None, "rank or volatile"
+    if not 2 <= n <= MAX_RANK or load.attrs.get("volatile") or load.attrs.get("cache") == ".cv":
+        return None, "rank, volatile or .cv"
     axes = tuple(range(n))
     pp = ex.pointer(ptr, axes)
     split = None if pp is None else _strides(pp[1], n)
@@ -162,6 +167,34 @@ def match_tile_load(load: Op, fn: Function, ex: TileExprs, info, arch: str) -> T
     if not _aligned(tile, ex, info):
         return None, "base or strides not proven 16-byte aligned"
     return tile, ""
+
+
+_WRITES = ("store", "atomic_rmw", "atomic_cas", "descriptor_store")
+
+
+def loads_after_writes(fn: Function) -> set:
+    """``id``s of the loads that may run after a global-memory write of the same program: a write
+    earlier in program order, or anywhere in a loop around the load (an earlier trip). TMA reads
+    through the async proxy, which a generic-proxy write is not ordered before without a
+    ``fence.proxy.async``, so such loads stay plain (a store to C after the K loop does not count)."""
+    out: set = set()
+
+    def visit(block, seen: bool) -> bool:
+        for op in block.ops:
+            if op.name in _WRITES:
+                seen = True
+            elif op.name == "load" and seen:
+                out.add(id(op))
+            if op.regions:
+                writes = any(o.name in _WRITES for o in op.walk())
+                loop = op.name in ("scf.for", "scf.while")
+                for r in op.regions:
+                    visit(r, seen or (loop and writes))
+                seen = seen or writes
+        return seen
+
+    visit(fn.body, False)
+    return out
 
 
 def _strides(offset: Poly, n: int) -> Optional[Tuple[Optional[List[Poly]], Poly]]:
