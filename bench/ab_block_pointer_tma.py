@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -43,21 +42,12 @@ def child(n: int) -> None:
 
 
 def main() -> None:
-    from bench.common import write_results
-    rows = []
-    for n in (4096, 8192):
-        for rnd in range(2):
-            for variant, env in (("tma", {}), ("masked loads (KERNELC_TMA=0)", {"KERNELC_TMA": "0"})):
-                p = subprocess.run([sys.executable, __file__, "--child", str(n)], env=dict(os.environ, **env),
-                                   capture_output=True, text=True, cwd=ROOT)
-                if p.returncode:
-                    print(p.stderr[-2000:], flush=True)
-                    continue
-                res = json.loads(p.stdout.strip().splitlines()[-1])
-                for key, r in res.items():
-                    rows.append({"n": n, "round": rnd, "variant": "cublas" if key == "cublas" else variant,
-                                 "config": key, **r})
-                print(n, rnd, variant, {k: round(v["tflops"]) for k, v in res.items()}, flush=True)
+    from bench.common import ab_rounds, write_results
+    rows = ab_rounds(__file__, (4096, 8192), (("tma", {}), ("masked loads (KERNELC_TMA=0)", {"KERNELC_TMA": "0"})),
+                     "config")
+    for r in rows:  # cuBLAS is the same in both processes: its own variant
+        if r["config"] == "cublas":
+            r["variant"] = "cublas"
     write_results("ab_block_pointer_tma", rows)
 
 

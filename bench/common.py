@@ -66,6 +66,27 @@ def write_results(name: str, rows, extra=None):
     sys.stdout.flush()
 
 
+def ab_rounds(script: str, sizes, variants, key: str, rounds: int = 2):
+    """Run ``script --child n`` once per size, round and (name, env) variant, each in its own process
+    (switches read at compile time), interleaved; its last stdout line is ``{entry: {metric: value}}``.
+    Returns one row per entry: n, round, variant, ``key`` (the entry) and the metrics."""
+    import subprocess
+    rows = []
+    for n in sizes:
+        for rnd in range(rounds):
+            for variant, env in variants:
+                p = subprocess.run([sys.executable, script, "--child", str(n)], env=dict(os.environ, **env),
+                                   capture_output=True, text=True, cwd=ROOT)
+                if p.returncode:
+                    print(p.stderr[-2000:], flush=True)
+                    continue
+                res = json.loads(p.stdout.strip().splitlines()[-1])
+                for entry, r in res.items():
+                    rows.append({"n": n, "round": rnd, "variant": variant, key: entry, **r})
+                print(n, rnd, variant, {k: round(v["tflops"]) for k, v in res.items()}, flush=True)
+    return rows
+
+
 def _fmt(v):
     if isinstance(v, float):
         return f"{v:.3f}" if abs(v) < 100 else f"{v:.1f}"

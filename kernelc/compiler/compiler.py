@@ -26,6 +26,7 @@ from .passes.hoist_descriptors import hoist_descriptors
 from .passes.lower_descriptors import lower_descriptors
 from .abi import flat_divisibility
 from .passes.pipeline_loads import pipeline_loads
+from .passes.pointer_tiles import pointer_tiles_to_descriptors
 from .passes.simplify import simplify
 from .artifact import COMPILER_VERSION, CompiledKernel, _LazyAsm  # noqa: F401
 
@@ -91,13 +92,15 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     t0 = time.perf_counter()
     func, used = generate_ir(fn, signature, constexprs or {}, divisibility, tuple(equal_to_1), name, arch=tgt.arch)
     verify(func)
+    pipe_notes: List[str] = []
+    # TMA targets: plain pointer loads of provable tiles become descriptor loads (KERNELC_AUTO_TMA=0: no)
+    func = pointer_tiles_to_descriptors(func, tgt.arch, pipe_notes)
     func = lower_descriptors(hoist_descriptors(func), tgt.arch)
     timings["frontend"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     tir_text_initial = print_function(func)
     func = simplify(func)
     verify(func)
-    pipe_notes = []
     # before the load prefetch: the casts it inserts decide which loads feed dots directly
     func = upcast_fp8_dots(func, tgt.capability, pipe_notes)
     if pipeline_loads_enabled():

@@ -75,7 +75,7 @@ def cache_key(fn, sig, cx, div, eq1, num_warps, num_stages, target) -> str:
         "fp": dependency_fingerprint(fn), "name": fn.__name__, "sig": sig,
         "cx": {k: repr(v) for k, v in cx.items()}, "div": div, "eq1": list(eq1), "warps": num_warps,
         "stages": num_stages, "target": str(target), "ptx": getattr(target, "ptx_version", None),
-        "env": {k: os.environ[k] for k in ("KERNELC_WGMMA_ASYNC", "KERNELC_PIPELINE_LOADS", "KERNELC_TMA",
+        "env": {k: os.environ[k] for k in ("KERNELC_WGMMA_ASYNC", "KERNELC_PIPELINE_LOADS", "KERNELC_TMA", "KERNELC_AUTO_TMA",
                                                      "KERNELC_WARP_SPECIALIZE", "KERNELC_WS_SETMAXNREG", "KERNELC_WGMMA_DEFER",
                                                      "KERNELC_WS_PINGPONG")
                 if k in os.environ},

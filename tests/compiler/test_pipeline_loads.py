@@ -328,6 +328,7 @@ def test_alias_check_follows_pointer_derivations(flip, prefetched):
 
 
 def test_dot_operand_loads_stay_with_the_cp_async_pipeline(monkeypatch):
+    monkeypatch.setenv("KERNELC_AUTO_TMA", "0")  # on sm_90a, b's tile load would otherwise copy by TMA
     fn, _ = _ir(mm_bias, MMB_SIG, MMB_CX)
     loop = _loop(fn)
     assert len(loop.results) == 2  # acc + the bias tile

@@ -1,0 +1,81 @@
+"""Write polynomials (``passes/poly.py``) back as i32 tile-IR ops, at a chosen insertion point.
+
+The leaves become the SSA values ``TileExprs`` recorded for them; a loop's trip count ``t`` becomes
+the induction variable itself when the loop starts at 0 with step 1, else ``(iv - lb) / step``
+computed once at the top of the loop body (exact: ``iv = lb + step * t``).
+
+Example::
+
+    emit(1024*%g*%s + 64*t - 1)  ->  %a = mul %g, %s ; %b = mul %a, 1024 ; %c = mul %k, 64
+                                     %d = add %b, %c ; %e = sub %d, 1
+"""
+from __future__ import annotations
+
+from typing import Dict, List
+
+from ...language import dtypes as T
+from ..ir.core import Block, Loc, Op, Value
+from .poly import Poly
+from .tile_exprs import TileExprs
+
+
+class PolyEmitter:
+    """Inserts ops before ``before`` in ``block`` (``before=None``: at the start of ``block``)."""
+
+    def __init__(self, block: Block, before, loc: Loc, ex: TileExprs, trips: Dict[int, Value]):
+        self.block, self.before, self.loc, self.ex, self.trips = block, before, loc, ex, trips
+        self._start = 0  # the next position when inserting at the start of the block
+
+    def op(self, name: str, operands: List[Value], ty, **attrs) -> Value:
+        new = Op(name, operands, [ty], attrs, loc=self.loc)
+        new.block = self.block
+        at = self.block.ops.index(self.before) if self.before is not None else self._start
+        self.block.ops.insert(at, new)
+        if self.before is None:
+            self._start = at + 1
+        return new.results[0]
+
+    def const(self, c: int) -> Value:
+        return self.op("constant", [], T.int32, value=int(c))
+
+    def poly(self, p: Poly) -> Value:
+        """The value of ``p`` (i32)."""
+        acc = None
+        for mono, coef in sorted(p.terms.items(), key=lambda mc: (mc[1] < 0, len(mc[0]), repr(mc[0]))):
+            v = None
+            for key in mono:
+                leaf = self.leaf(key)
+                v = leaf if v is None else self.op("mul", [v, leaf], T.int32)
+            mag = abs(coef)
+            if v is None:
+                v = self.const(mag)
+            elif mag != 1:
+                v = self.op("mul", [v, self.const(mag)], T.int32)
+            if acc is None:
+                acc = v if coef > 0 else self.op("sub", [self.const(0), v], T.int32)
+            else:
+                acc = self.op("add" if coef > 0 else "sub", [acc, v], T.int32)
+        return acc if acc is not None else self.const(0)
+
+    def leaf(self, key) -> Value:
+        if key[0] == "v":
+            return self.ex.values[key[1]]
+        return self.trip(self.ex.loops[key[1]])
+
+    def trip(self, loop: Op) -> Value:
+        """Loop ``loop``'s trip count in its body (one value per loop, shared by every user)."""
+        if id(loop) in self.trips:
+            return self.trips[id(loop)]
+        body = loop.regions[0]
+        iv = body.args[0]
+        lb = self.ex.scalar(loop.operands[0])
+        step = self.ex.scalar(loop.operands[2]).constant()
+        if lb.constant() == 0 and step == 1:
+            t = iv
+        else:
+            at = PolyEmitter(body, None, loop.loc, self.ex, self.trips)
+            t = at.op("sub", [iv, loop.operands[0]], T.int32)
+            if step != 1:
+                t = at.op("sdiv", [t, at.const(step)], T.int32)
+        self.trips[id(loop)] = t
+        return t

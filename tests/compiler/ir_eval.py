@@ -1,0 +1,118 @@
+"""A small numpy evaluator of tile IR, for checking on the CPU that a pass keeps a kernel's meaning.
+
+It runs one program (given program ids) of a ``Function`` over named numpy buffers: pointers are
+(buffer, element index) pairs packed in an int64 (``buffer << 40 + index``); a load or store at an
+enabled lane outside its buffer raises, so an out-of-bounds access shows up instead of reading
+garbage. Integers are exact (no i32 wrap), floats are float64 (both sides of a comparison round the
+same way). Only the ops the pointer-tile tests use are implemented.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kernelc.compiler.ir.core import Function
+from kernelc.language.dtypes import pointer_type, scalar_of, shape_of
+
+_SHIFT = 40
+_BIN = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "smin": np.minimum, "smax": np.maximum,
+        "and": np.logical_and, "or": np.logical_or, "fadd": np.add, "fmul": np.multiply}
+_CMP = {"slt": np.less, "sle": np.less_equal, "sgt": np.greater, "sge": np.greater_equal, "eq": np.equal,
+        "ne": np.not_equal}
+
+
+class OutOfBounds(Exception):
+    pass
+
+
+def run(fn: Function, args: dict, buffers: dict, pid=(0, 0, 0), nprog=(1, 1, 1)):
+    """Run ``fn`` for program ``pid``; ``args``: scalar arguments by name (a pointer argument names a
+    buffer of ``buffers``, which stores write into, or is (name, element offset) into one)."""
+    env = {}
+    names = list(buffers)
+    for a, v in zip(fn.arguments, fn.body.args):
+        x = args[a.name]
+        if isinstance(scalar_of(a.type), pointer_type):  # a buffer's name, or (name, element offset)
+            name, off = (x, 0) if isinstance(x, str) else x
+            x = np.int64((names.index(name) << _SHIFT) + off)
+        env[v.id] = x
+    _block(fn.body, env, buffers, names, pid, nprog)
+
+
+def _block(block, env, buffers, names, pid, nprog):
+    for op in block.ops:
+        if op.name in ("scf.yield", "return"):
+            return [env[o.id] for o in op.operands]
+        out = _op(op, env, buffers, names, pid, nprog)
+        if op.results and out is not None:
+            outs = out if op.name == "scf.for" else [out]
+            for r, v in zip(op.results, outs):
+                env[r.id] = v
+    return []
+
+
+def _load_addr(p, buffers, names, mask):
+    p = np.asarray(p, dtype=np.int64)
+    buf = (p + (1 << (_SHIFT - 1))) >> _SHIFT  # the nearest buffer: offsets may be negative
+    idx = p - (buf << _SHIFT)
+    ok = np.ones(np.shape(p), bool) if mask is None else np.broadcast_to(mask, np.shape(p))
+    for b in np.unique(buf[ok]) if ok.any() else []:
+        sel = ok & (buf == b)
+        if (idx[sel] < 0).any() or (idx[sel] >= buffers[names[b]].size).any():
+            raise OutOfBounds(f"access outside {names[b]}")
+    return buf, idx, ok
+
+
+def _op(op, env, buffers, names, pid, nprog):
+    o = [env[v.id] for v in op.operands]
+    shape = shape_of(op.results[0].type) if op.results else ()
+    n = op.name
+    if n == "constant":
+        return np.full(shape, op.attrs["value"]) if shape else op.attrs["value"]
+    if n == "arange":
+        return np.arange(op.attrs["start"], op.attrs["end"], dtype=np.int64)
+    if n in ("program_id", "num_programs"):
+        return (pid if n == "program_id" else nprog)[op.attrs["axis"]]
+    if n in ("splat", "broadcast"):
+        return np.broadcast_to(o[0], shape).copy()
+    if n == "expand_dims":
+        return np.expand_dims(o[0], op.attrs["axis"])
+    if n in _BIN:
+        return _BIN[n](o[0], o[1])
+    if n == "addptr":
+        return np.asarray(o[0], dtype=np.int64) + np.asarray(o[1], dtype=np.int64)
+    if n in ("sdiv", "srem"):
+        with np.errstate(all="ignore"):  # x / 0 is garbage on the GPU too; programs that use it are skipped
+            q = np.trunc(np.asarray(o[0]) / np.asarray(o[1])).astype(np.int64)
+        return q if n == "sdiv" else o[0] - q * o[1]
+    if n == "cmpi":
+        return _CMP[op.attrs["pred"]](o[0], o[1])
+    if n == "select":
+        return np.where(o[0], o[1], o[2])
+    if n in ("cast", "hint"):
+        return o[0]
+    if n == "load":
+        buf, idx, ok = _load_addr(o[0], buffers, names, o[1] if len(o) > 1 else None)
+        out = np.zeros(np.shape(o[0]))
+        for b in np.unique(buf[ok]):
+            sel = ok & (buf == b)
+            out[sel] = buffers[names[b]][idx[sel]]
+        if len(o) > 2:
+            out = np.where(ok, out, o[2])
+        return out
+    if n == "store":
+        buf, idx, ok = _load_addr(o[0], buffers, names, o[2] if len(o) > 2 else None)
+        for b in np.unique(buf[ok]):
+            sel = ok & (buf == b)
+            buffers[names[b]][idx[sel]] = np.broadcast_to(o[1], np.shape(o[0]))[sel]
+        return None
+    if n == "dot":
+        return o[0] @ o[1] + o[2]
+    if n == "scf.for":
+        carried = list(o[3:])
+        body = op.regions[0]
+        for iv in range(int(o[0]), int(o[1]), int(o[2])):
+            for a, v in zip(body.args, [iv] + carried):
+                env[a.id] = v
+            carried = _block(body, env, buffers, names, pid, nprog)
+        return carried
+    raise NotImplementedError(f"ir_eval: {n}")

@@ -1,0 +1,219 @@
+"""Plain pointer loads that read a provable tile become TMA descriptor loads on sm_90a
+(kernelc/compiler/passes/pointer_tiles.py), and only those: checked in the IR, the PTX and the SASS,
+and for meaning with a numpy evaluator of the IR before and after the rewrite (tests/compiler/ir_eval.py)."""
+import re
+
+import numpy as np
+import pytest
+
+import kernelc
+from examples.kernels import matmul as MM
+from kernelc.compiler.frontend import generate_ir
+from kernelc.compiler.passes.lower_descriptors import lower_descriptors
+from kernelc.compiler.passes.pointer_tiles import pointer_tiles_to_descriptors
+from kernelc.compiler.passes.simplify import simplify
+from tests.compiler import ir_eval
+from tests.compiler import pointer_tile_kernels as PT
+
+MM_SIG = dict(a_ptr="*fp16", b_ptr="*fp16", c_ptr="*fp16", M="i32", N="i32", K="i32", stride_am="i32",
+              stride_ak="i32", stride_bk="i32", stride_bn="i32", stride_cm="i32", stride_cn="i32")
+UNIT = ("stride_ak", "stride_bn", "stride_cn")
+DIV = {n: 16 for n in MM_SIG if n not in UNIT}
+MM_CX = dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=128, BLOCK_SIZE_K=64, GROUP_SIZE_M=8)
+
+
+def _sass_ops(ck):
+    return [re.sub(r"^\s*/\*[0-9a-f]+\*/\s*(@!?U?P\w+\s+)?", "", ln).split(" ")[0]
+            for ln in ck.asm["sass"].splitlines() if re.match(r"\s*/\*[0-9a-f]{4,}\*/", ln)]
+
+
+def _compile(kernel=MM.matmul_masked_kernel, sig=MM_SIG, cx=MM_CX, target="sm_90a", equal_to_1=UNIT, div=DIV,
+             **kw):
+    return kernelc.compile(kernel, sig, cx, target=target, num_warps=4, num_stages=3, divisibility=div,
+                           equal_to_1=equal_to_1, **kw)
+
+
+def _ir(kernel, sig, cx, div, equal_to_1=(), rewrite=True):
+    fn, _ = generate_ir(kernel, sig, cx, div, tuple(equal_to_1), arch="sm_90a")
+    notes = []
+    if rewrite:
+        pointer_tiles_to_descriptors(fn, "sm_90a", notes)
+    return fn, notes
+
+
+# -- the tutorial matmul with masks ------------------------------------------------------------------
+
+
+def test_masked_tutorial_matmul_loads_by_tma_on_sm_90a():
+    ck = _compile()
+    tir = ck.asm["tir_initial"]
+    assert tir.count("descriptor_load") == 2 and tir.count("make_tensor_descriptor") == 2
+    assert tir.index("make_tensor_descriptor") < tir.index("scf.for")  # made once, at the top level
+    assert not re.search(r"= load ", tir)  # no plain load left
+    assert "cp.async.bulk.tensor" in ck.asm["ptx"]
+    ops = _sass_ops(ck)
+    assert "UTMALDG.2D" in ops and any(o.startswith("HGMMA") for o in ops)
+    assert not any(o.startswith("LDGSTS") for o in ops)  # no cp.async left for A and B
+    assert ck.global_scratch_bytes == 2 * 128  # one device tensor map each for A and B
+    assert sum("auto-TMA" in n and "-> descriptor_load" in n for n in ck.compile_log) == 2
+    assert ck.n_spills == 0
+
+
+def test_loop_carried_pointers_are_dropped_and_offsets_follow_the_trip_count():
+    fn, _ = _ir(MM.matmul_masked_kernel, MM_SIG, MM_CX, DIV, UNIT)
+    loop = next(op for op in fn.walk() if op.name == "scf.for")
+    assert len(loop.results) == 1  # only the accumulator: a_ptrs / b_ptrs are no longer carried
+    loads = [op for op in fn.walk() if op.name == "descriptor_load"]
+    assert [op.attrs["block_shape"] for op in loads] == [(128, 64), (64, 128)]
+    assert all(op.block is loop.regions[0] for op in loads)
+    makes = [op for op in fn.walk() if op.name == "make_tensor_descriptor"]
+    assert all(op.block is fn.body for op in makes)
+    # K is A's dim-1 and B's dim-0 extent (smax(K, 1)), the bound the relative mask K - k*BK names
+    K = fn.body.args[5]
+    assert all(any(o.op is not None and o.op.name == "smax" and o.op.operands[0] is K for o in mk.operands)
+               for mk in makes)
+
+
+def test_masked_matmul_keeps_plain_loads_elsewhere():
+    ck = _compile(target="sm_80")
+    assert "descriptor" not in ck.asm["tir_initial"]
+    assert any(o.startswith("LDGSTS") for o in _sass_ops(ck))
+
+
+def test_kernelc_auto_tma_0_keeps_plain_loads(monkeypatch):
+    monkeypatch.setenv("KERNELC_AUTO_TMA", "0")
+    ck = _compile()
+    assert "descriptor" not in ck.asm["tir_initial"] and not any(o.startswith("UTMA") for o in _sass_ops(ck))
+
+
+@pytest.mark.parametrize("why,kw,reason", [
+    ("the last stride is a runtime value", dict(equal_to_1=()), "last stride"),
+    ("row strides not known 16-byte aligned", dict(div={}), "16-byte aligned"),
+])
+def test_masked_matmul_not_rewritten_without_proof(why, kw, reason):
+    ck = _compile(**kw)
+    assert "descriptor" not in ck.asm["tir_initial"], why
+    assert sum(reason in n for n in ck.compile_log) == 2, ck.compile_log
+
+
+def test_tutorial_modulo_wrap_is_not_a_tile():
+    ck = _compile(kernel=MM.matmul_kernel, cx=dict(MM_CX, ACTIVATION=""))
+    assert "descriptor" not in ck.asm["tir_initial"]
+    assert not any("auto-TMA" in n for n in ck.compile_log), ck.compile_log  # no tile: nothing to say
+    assert any(o.startswith("LDGSTS") for o in _sass_ops(ck))
+
+
+# -- forms that are not tiles -----------------------------------------------------------------------
+
+
+SUM_SIG = dict(x_ptr="*fp16", out_ptr="*fp32", idx_ptr="*i32", M="i32", K="i32", stride_xm="i32")
+SUM_DIV = {n: 16 for n in SUM_SIG}
+
+
+@pytest.mark.parametrize("form,rewritten,reason", [
+    ("tile", True, ""),
+    ("gather", False, None),
+    ("static_bound", False, "bound does not move"),
+    ("parity", False, "mask is not one bound per dim"),
+    ("lower_too", False, "mask is not one bound per dim"),
+    ("after_store", False, "may have written global memory before it"),
+    ("store_in_loop", False, "may have written global memory before it"),
+])
+def test_only_per_dim_bounds_of_the_tile_are_rewritten(form, rewritten, reason):
+    ck = kernelc.compile(PT.masked_sum, SUM_SIG, dict(BM=64, BK=64, FORM=form), target="sm_90a",
+                         divisibility=SUM_DIV)
+    tir = ck.asm["tir_initial"]
+    assert ("descriptor_load" in tir) == rewritten
+    assert ("UTMALDG.2D" in _sass_ops(ck)) == rewritten
+    if reason is None:  # no tile access at all: no note
+        assert not any("auto-TMA" in n for n in ck.compile_log), ck.compile_log
+    elif not rewritten:
+        assert any(reason in n for n in ck.compile_log), ck.compile_log
+
+
+def test_non_unit_last_stride_is_not_rewritten():
+    ck = _compile(equal_to_1=("stride_bn", "stride_cn"))  # stride_ak is a runtime value (not 1)
+    log = [n for n in ck.compile_log if "auto-TMA" in n]
+    assert len(log) == 2 and "kept: the last stride" in log[0] and "-> descriptor_load" in log[1], log
+    assert ck.asm["tir_initial"].count("descriptor_load") == 1  # B only
+
+
+# -- meaning: the IR before and after computes the same ------------------------------------------------
+
+
+def _run_all(fn, args, buffers, grid):
+    for pid in range(grid):
+        ir_eval.run(fn, args, buffers, pid=(pid, 0, 0), nprog=(grid, 1, 1))
+    return buffers
+
+
+def _same_meaning(kernel, sig, cx, div, eq1, args, make_buffers, grid, expect_descriptors):
+    """Run every program before and after the rewrite (the descriptor loads lowered to what they
+    mean); a program that reads outside a buffer before (undefined) is not compared."""
+    before, _ = _ir(kernel, sig, cx, div, eq1, rewrite=False)
+    after, notes = _ir(kernel, sig, cx, div, eq1)
+    n_desc = sum(op.name == "descriptor_load" for op in after.walk())
+    assert n_desc == expect_descriptors, notes
+    simplify(lower_descriptors(after, "sm_90a", claim=lambda op, arch: False))  # the descriptor's meaning
+    want, got = make_buffers(), make_buffers()
+    ran = 0
+    for pid in range(grid):
+        try:
+            ir_eval.run(before, args, want, pid=(pid, 0, 0), nprog=(grid, 1, 1))
+        except ir_eval.OutOfBounds:
+            continue
+        ir_eval.run(after, args, got, pid=(pid, 0, 0), nprog=(grid, 1, 1))
+        ran += 1
+    assert ran
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+@pytest.mark.parametrize("M,N,K,extra", [(37, 29, 45, 0), (16, 16, 16, 3), (50, 8, 70, 5), (1, 40, 3, 2)])
+def test_masked_matmul_means_the_same_after_the_rewrite(M, N, K, extra):
+    lda, ldb, ldc = K + 3, N + 5, N + 1
+    cx = dict(BLOCK_SIZE_M=16, BLOCK_SIZE_N=16, BLOCK_SIZE_K=16, GROUP_SIZE_M=2)
+
+    def buffers():
+        rng = np.random.default_rng(M * N + K)
+        return {"a": rng.standard_normal(M * lda).round(2), "b": rng.standard_normal(K * ldb).round(2),
+                "c": np.full(M * ldc, -7.0)}
+    grid = -(-M // 16) * -(-N // 16) + extra  # extra programs: tiles wholly out of bounds (extent <= 0)
+    args = dict(a_ptr="a", b_ptr="b", c_ptr="c", M=M, N=N, K=K, stride_am=lda, stride_ak=1, stride_bk=ldb,
+                stride_bn=1, stride_cm=ldc, stride_cn=1)
+    _same_meaning(MM.matmul_masked_kernel, MM_SIG, cx, DIV, UNIT, args, buffers, grid, 2)
+    bufs = buffers()
+    a = bufs["a"].reshape(M, lda)[:, :K]
+    b = bufs["b"].reshape(K, ldb)[:, :N]
+    after = _ir(MM.matmul_masked_kernel, MM_SIG, cx, DIV, UNIT)[0]
+    got = _run_all(simplify(lower_descriptors(after, "sm_90a", claim=lambda op, arch: False)), args, bufs,
+                   grid - extra)["c"]
+    np.testing.assert_allclose(got.reshape(M, ldc)[:, :N], a @ b)
+
+
+@pytest.mark.parametrize("pad", ["zero", "nan"])
+@pytest.mark.parametrize("shift,step", [(0, 16), (5, 16), (5, 32), (21, 16)])
+def test_shifted_rows_and_stepped_loops_mean_the_same(pad, shift, step):
+    M, N, ld, BM, BN = 40, 50, 64, 16, 16
+    sig = dict(x_ptr="*fp32", y_ptr="*fp32", M="i32", N="i32", stride_xm="i32", SHIFT="i32")
+    grid = 4
+
+    def buffers():
+        rng = np.random.default_rng(1)
+        return {"x": rng.standard_normal((M + 24) * ld).round(2), "y": np.zeros(grid * BM * BN)}
+    args = dict(x_ptr=("x", 24 * ld), y_ptr="y", M=M, N=N, stride_xm=ld, SHIFT=shift)
+    _same_meaning(PT.shifted_copy, sig, dict(BM=BM, BN=BN, PAD=pad, STEP=step), {"x_ptr": 16, "y_ptr": 16,
+                  "stride_xm": 16}, (), args, buffers, grid, 1)
+
+
+def test_unmasked_tile_reads_unchecked_dims():
+    sig = dict(x_ptr="*fp16", y_ptr="*fp16", stride_xm="i32")
+    fn, notes = _ir(PT.unmasked_tile, sig, dict(BM=64, BN=64), {n: 16 for n in sig})
+    mk = next(op for op in fn.walk() if op.name == "make_tensor_descriptor")
+    extents = [v.op.attrs["value"] for v in mk.operands[1:3]]
+    assert extents == [2**31 - 1] * 2  # no bound: every i32 coordinate is inside
+    args = dict(x_ptr="x", y_ptr="y", stride_xm=80)
+    _same_meaning(PT.unmasked_tile, sig, dict(BM=16, BN=16), {n: 16 for n in sig}, (), args,
+                  lambda: {"x": np.arange(48 * 80, dtype=float), "y": np.zeros(48 * 16)}, 3, 1)
+    ck = kernelc.compile(PT.unmasked_tile, sig, dict(BM=64, BN=64), target="sm_90a", divisibility={n: 16 for n in sig})
+    assert "UTMALDG.2D" in _sass_ops(ck) and "cp.async.bulk.tensor" in ck.asm["ptx"]
