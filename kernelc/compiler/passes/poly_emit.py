@@ -11,7 +11,7 @@ Example::
 """
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from ...language import dtypes as T
 from ..ir.core import Block, Loc, Op, Value
@@ -26,14 +26,15 @@ class PolyEmitter:
         self.block, self.before, self.loc, self.ex, self.trips = block, before, loc, ex, trips
         self._start = 0  # the next position when inserting at the start of the block
 
-    def op(self, name: str, operands: List[Value], ty, **attrs) -> Value:
-        new = Op(name, operands, [ty], attrs, loc=self.loc)
+    def op(self, name: str, operands: List[Value], ty, **attrs) -> Optional[Value]:
+        """Insert op ``name`` (result type ``ty``; None: no result) and return its result."""
+        new = Op(name, operands, [] if ty is None else [ty], attrs, loc=self.loc)
         new.block = self.block
         at = self.block.ops.index(self.before) if self.before is not None else self._start
         self.block.ops.insert(at, new)
         if self.before is None:
             self._start = at + 1
-        return new.results[0]
+        return new.results[0] if new.results else None
 
     def const(self, c: int) -> Value:
         return self.op("constant", [], T.int32, value=int(c))
