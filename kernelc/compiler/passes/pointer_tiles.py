@@ -149,8 +149,8 @@ def _rewrite(fn: Function, ex: TileExprs, tile: TileAccess, trips) -> None:
         holder = holder.block.parent
     top = PolyEmitter(fn.body, holder, op.loc, ex, trips)
     base = tile.base
-    if not tile.base_offset.is_zero():
-        base = top.op("addptr", [base, top.poly(tile.base_offset)], base.type)
+    if not tile.base_offset.is_zero():  # in 64 bits: exact whether the original used 32 or 64
+        base = top.op("addptr", [base, top.poly(tile.base_offset, T.int64)], base.type)
     shapes, shifts = [], []
     for e in tile.extents:
         if e is None:
@@ -161,7 +161,7 @@ def _rewrite(fn: Function, ex: TileExprs, tile: TileAccess, trips) -> None:
         outside = top.op("cmpi", [ev, top.const(1)], T.int1, pred="slt")  # E <= 0: no element inside
         shapes.append(top.op("select", [outside, empty, ev], T.int32))
         shifts.append(top.op("select", [outside, empty, top.const(0)], T.int32))
-    strides = [top.op("cast", [top.poly(s)], T.int64) for s in tile.strides]
+    strides = [top.poly(s, T.int64) for s in tile.strides]
     desc = top.op("make_tensor_descriptor", [base] + shapes + strides, tile.ty, padding=tile.ty.padding)
     here = PolyEmitter(op.block, op, op.loc, ex, trips)
     offsets = []

@@ -198,7 +198,8 @@ def _conjuncts(mask: Value, axes, ex: TileExprs) -> Optional[List[Poly]]:
     if op.name in ("broadcast", "expand_dims"):
         moved = ex.moved_axes(op, axes)
         return None if moved is None else _conjuncts(op.operands[0], moved, ex)
-    if op.name == "cmpi" and op.attrs["pred"] in _LESS:
+    if op.name == "cmpi" and op.attrs["pred"] in _LESS and scalar_of(op.operands[0].type) == T.int32:
+        # (an i32 compare: its bound fits the descriptor's i32 extent)
         a, b = (ex.index(o, axes) for o in op.operands)
         if a is None or b is None:
             return None
