@@ -72,13 +72,18 @@ def tile_stores(x_ptr, y_ptr, z_ptr, M, N, stride, BM: kl.constexpr, BN: kl.cons
 
 
 @kernelc.jit
-def dot_bt(a_ptr, bt_ptr, c_ptr, K, stride_a, stride_b, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr):
+def dot_bt(a_ptr, bt_ptr, c_ptr, K, stride_a, stride_b, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr,
+           KMAJOR: kl.constexpr = False):
     # b given as its transpose [N, K]: both tiles K-contiguous, the dot reads bt through a trans;
     # the loop steps by BK (the trip count is k // BK)
     rm, rn, rk = kl.arange(0, BM), kl.arange(0, BN), kl.arange(0, BK)
     acc = kl.zeros((BM, BN), dtype=kl.float32)
     for k in range(0, K, BK):
         a = kl.load(a_ptr + rm[:, None] * stride_a + (k + rk)[None, :], mask=(k + rk)[None, :] < K, other=0.0)
-        bt = kl.load(bt_ptr + rn[:, None] * stride_b + (k + rk)[None, :], mask=(k + rk)[None, :] < K, other=0.0)
-        acc = kl.dot(a, kl.trans(bt), acc)
+        if KMAJOR:  # b's [BK, BN] tile read directly, K contiguous: the transpose of a descriptor tile
+            b = kl.load(bt_ptr + (k + rk)[:, None] + rn[None, :] * stride_b, mask=(k + rk)[:, None] < K, other=0.0)
+        else:
+            b = kl.trans(kl.load(bt_ptr + rn[:, None] * stride_b + (k + rk)[None, :], mask=(k + rk)[None, :] < K,
+                                 other=0.0))
+        acc = kl.dot(a, b, acc)
     kl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)

@@ -258,18 +258,39 @@ def test_a_store_copies_by_tma_only_as_the_last_access_with_whole_16_byte_rows(l
     _same_meaning(PT.tile_stores, sig, dict(BM=16, BN=32, LOOP=loop), div, (), args, bufs, 3, 1)
 
 
-def test_operands_read_through_a_trans_and_stepped_loops():
+@pytest.mark.parametrize("kmajor", [False, True])
+def test_operands_read_through_a_trans_and_stepped_loops(kmajor):
     sig = dict(a_ptr="*fp16", bt_ptr="*fp16", c_ptr="*fp32", K="i32", stride_a="i32", stride_b="i32")
     div = {n: 16 for n in sig}
-    ck = kernelc.compile(PT.dot_bt, sig, dict(BM=64, BN=64, BK=32), target="sm_90a", divisibility=div)
+    ck = kernelc.compile(PT.dot_bt, sig, dict(BM=64, BN=64, BK=32, KMAJOR=kmajor), target="sm_90a", divisibility=div)
     assert ck.asm["tir_initial"].count("descriptor_load") == 2 and "UTMALDG.2D" in _sass_ops(ck)
-    fn, _ = _ir(PT.dot_bt, sig, dict(BM=16, BN=16, BK=16), div, scope="dots")
+    assert not any(o.startswith("LDGSTS") for o in _sass_ops(ck))
+    cx = dict(BM=16, BN=16, BK=16, KMAJOR=kmajor)
+    fn, _ = _ir(PT.dot_bt, sig, cx, div, scope="dots")
     assert any(op.name == "sdiv" and op.block.parent is not None and op.block.parent.name == "scf.for"
                for op in fn.walk())  # the trip count k // BK, at the top of the loop body
+    if kmajor:  # b's K-contiguous [BK, BN] tile: the descriptor reads [BN, BK], a trans gives it back
+        ld = [op for op in fn.walk() if op.name == "descriptor_load"][1]
+        assert ld.attrs["block_shape"] == (16, 16) and ld.results[0].type.shape == (16, 16)
+        assert any(op.name == "trans" and op.operands[0] is ld.results[0] for op in fn.walk())
     args = dict(a_ptr="a", bt_ptr="b", c_ptr="c", K=37, stride_a=48, stride_b=40)
     bufs = lambda: {"a": np.arange(16 * 48) % 7 - 3.0, "b": np.arange(16 * 40) % 5 - 2.0, "c": np.zeros(256)}  # noqa
-    _same_meaning(PT.dot_bt, sig, dict(BM=16, BN=16, BK=16), div, (), args, bufs, 1, 2)
+    _same_meaning(PT.dot_bt, sig, cx, div, (), args, bufs, 1, 2)
     c = bufs()
     a, b = c["a"].reshape(16, 48)[:, :37], c["b"].reshape(16, 40)[:, :37]
     ir_eval.run(simplify(lower_descriptors(fn, "sm_90a", claim=lambda op, arch: False)), args, c)
     np.testing.assert_allclose(c["c"].reshape(16, 16), a @ b.T)
+
+
+def test_attention_copies_q_k_and_v_by_tma():
+    from examples.kernels import attention as A
+    sig = dict(Q="*fp16", K="*fp16", V="*fp16", Out="*fp16", sm_scale="fp32")
+    sig.update({n: "i32" for n in A.attn_fwd_kernel.arg_names if n.startswith("stride") or n in ("H", "N_CTX")})
+    unit = ("stride_qk", "stride_kk", "stride_vk", "stride_ok")
+    div = {n: 16 for n in sig if n not in unit and n != "sm_scale"}
+    ck = kernelc.compile(A.attn_fwd_kernel, sig, dict(BLOCK_M=128, BLOCK_N=64, HEAD_DIM=64, CAUSAL=False),
+                         target="sm_90a", num_warps=4, num_stages=2, divisibility=div, equal_to_1=unit)
+    log = [n for n in ck.compile_log if "auto-TMA" in n]
+    assert len(log) == 3 and all("-> descriptor_load [" in n for n in log), log  # q, k (transposed), v
+    ops = _sass_ops(ck)
+    assert "UTMALDG.2D" in ops and not any(o.startswith("LDGSTS") for o in ops) and ck.n_spills == 0

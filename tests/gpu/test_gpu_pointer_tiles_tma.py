@@ -18,7 +18,7 @@ def _fresh():
     """Forget the kernels compiled so far: KERNELC_AUTO_TMA is read at compile time, and the launcher's
     in-memory cache does not key on it (the disk cache does)."""
     from kernelc.runtime.launcher import get_state
-    for k in (MM.matmul_masked_kernel, PT.shifted_copy, PT.unmasked_tile, PT.tile_stores):
+    for k in (MM.matmul_masked_kernel, PT.shifted_copy, PT.unmasked_tile, PT.tile_stores, PT.dot_bt):
         get_state(k)["cache"].clear()
 
 
@@ -142,3 +142,19 @@ def test_tile_store_writes_only_inside(N, monkeypatch):
     torch.testing.assert_close(y.view(-1, ld), want, atol=0, rtol=0)
     if _hopper():
         assert ("UTMASTG" in ck.asm["sass"]) == (N % 16 == 0), ck.compile_log
+
+
+@pytest.mark.parametrize("kmajor", [False, True])
+@pytest.mark.parametrize("K", [256, 100])
+def test_dot_operand_through_a_trans(kmajor, K):
+    # b as its transpose bt [N, K] (K contiguous): read through kl.trans, or (kmajor) as b's [BK, BN]
+    # tiles with dim 0 contiguous -- the descriptor reads the transposed tile either way
+    torch.manual_seed(0)
+    BM, BN, BK, ld = 64, 64, 32, 256
+    a = torch.randn(BM, ld, device="cuda", dtype=torch.float16)
+    bt = torch.randn(BN, ld, device="cuda", dtype=torch.float16)
+    c = torch.empty(BM, BN, device="cuda", dtype=torch.float32)
+    ck = PT.dot_bt[(1,)](a, bt, c, K, ld, ld, BM=BM, BN=BN, BK=BK, KMAJOR=kmajor)
+    torch.testing.assert_close(c, a[:, :K].float() @ bt[:, :K].float().T, atol=0.05 * K ** 0.5, rtol=1e-2)
+    if _hopper():
+        assert _tma_loads(ck) == 2 and "UTMALDG" in ck.asm["sass"], ck.compile_log

@@ -9,7 +9,8 @@ polynomials over uniform scalars and the tile axes ``x_d``):
 
 - its pointer tile is ``base + R + sum_d x_d * s_d`` with ``base`` a pointer argument, ``R`` uniform
   (it may grow by a loop-invariant amount each trip of an enclosing loop: ``a_ptrs += BK * stride_ak``),
-  ``s_last`` the constant 1 and the other strides uniform values computable at kernel entry;
+  ``s_last`` the constant 1 and the other strides uniform values computable at kernel entry (a 2-D
+  load with ``s_0`` the constant 1 instead reads the transposed tile and takes a ``trans``);
 - its mask, if any, is a conjunction of one bound per dim, ``x_d + g_d < 0`` (``offs_m[:, None] < M``,
   or the relative ``offs_k[None, :] < K - k * BK``; ``<=``, ``>``, ``>=`` too); dims without a
   bound are read unchecked, as the original does;
@@ -169,8 +170,10 @@ def _rewrite(fn: Function, ex: TileExprs, tile: TileAccess, trips) -> None:
         v = here.poly(q)
         offsets.append(v if shift is None else here.op("add", [v, shift], T.int32))
     if op.name == "load":
-        new = here.op("descriptor_load", [desc] + offsets, op.results[0].type,
+        new = here.op("descriptor_load", [desc] + offsets, tile.ty.block_type,
                       block_shape=tuple(tile.ty.block_shape), padding=tile.ty.padding)
+        if tile.transposed:  # the dot reads it through the trans, in place (codegen/descriptors.py)
+            new = here.op("trans", [new], op.results[0].type, perm=(1, 0))
         replace_all_uses(fn.body, op.results[0], new)
     else:
         here.op("descriptor_store", [desc, op.operands[1]] + offsets, None, block_shape=tuple(tile.ty.block_shape))

@@ -2,7 +2,8 @@
 ``passes/pointer_tiles.py``; the forms and the reasoning are in that module's docstring).
 
 ``match_tile_access`` reads a ``load``/``store``'s pointer tile and mask as polynomials
-(``passes/tile_exprs.py``) and returns a ``TileAccess``: the tensor (base pointer argument, strides),
+(``passes/tile_exprs.py``; for a 2-D load also with the dims swapped, a transposed tile) and returns a
+``TileAccess``: the tensor (base pointer argument, strides),
 the part of the offset that moves the base (``P``, computable at kernel entry), the per-dim
 coordinates (``q_d >= 0``) and extents (``E_d``, None for an unchecked dim), and the descriptor type.
 ``memory_order_blocks`` names the accesses whose order with other memory accesses of the program an
@@ -47,7 +48,8 @@ class TileAccess:
     strides: List[Poly]  # all dims but the last (stride 1)
     coords: List[Poly]  # q_d >= 0
     extents: List[Optional[Poly]]  # E_d; None: the dim is not checked
-    ty: tensor_descriptor_type
+    ty: tensor_descriptor_type  # per dim of the tensor (the descriptor), outermost first
+    transposed: bool = False  # a 2-D load whose contiguous dim is its first: the tile is ty's transpose
 
 
 def match_tile_access(op: Op, fn: Function, ex: TileExprs, info, arch: str) -> Tuple[Optional[TileAccess], str]:
@@ -58,14 +60,16 @@ def match_tile_access(op: Op, fn: Function, ex: TileExprs, info, arch: str) -> T
     n = len(shape)
     if not 2 <= n <= MAX_RANK or op.attrs.get("volatile") or op.attrs.get("cache") == ".cv":
         return None, "rank, volatile or .cv"
-    axes = tuple(range(n))
-    pp = ex.pointer(ptr, axes)
-    split = None if pp is None else _strides(pp[1], n)
-    if split is None:
-        return None, ""  # not a tile access at all (a gather, an index wrap, ...): nothing to say
-    base = pp[0]
-    if split[0] is None:
+    for axes in _orders(op, n):
+        pp = ex.pointer(ptr, axes)
+        split = None if pp is None else _strides(pp[1], n)
+        if split is None:
+            return None, ""  # not a tile access at all (a gather, an index wrap, ...): nothing to say
+        if split[0] is not None:
+            break
+    else:
         return None, "the last stride is not the constant 1"
+    base = pp[0]
     strides, rest = split
     entry = lambda k: k[0] == "v" and _entry_computable([ex.values[k[1]]], fn)  # noqa: E731
     if any(not all(entry(k) for k in s.leaves()) or (s.constant() or 1) < 0 for s in strides):
@@ -87,13 +91,22 @@ def match_tile_access(op: Op, fn: Function, ex: TileExprs, info, arch: str) -> T
     if any(scalar_of(ex.loops[k[1]].regions[0].args[0].type) != T.int32 for q in coords for k in q.leaves()):
         return None, "a 64-bit loop index"
     elt = scalar_of(ptr.type).element_ty
-    ty = tensor_descriptor_type(block_type(elt, tuple(shape)), pad)
+    ty = tensor_descriptor_type(block_type(elt, tuple(shape[axes.index(d)] for d in range(n))), pad)
     if not tma_type_ok(ty, arch) or elt.name not in PTX_ELEMTYPE:
         return None, "TMA cannot copy this block"
-    tile = TileAccess(op, base, base_offset, strides, coords, extents, ty)
+    tile = TileAccess(op, base, base_offset, strides, coords, extents, ty, axes != tuple(range(n)))
     if not _aligned(tile, ex, info):
         return None, "base or strides (or a stored row's extent) not proven 16-byte aligned"
     return tile, ""
+
+
+def _orders(op: Op, n: int):
+    """The ways to read the access's dims as the descriptor's (axes: access dim -> descriptor dim): as
+    they are, and for a 2-D load also transposed -- a tile whose contiguous dim is its first (a
+    K-major B operand, attention's K^T) is the transpose of a descriptor tile."""
+    yield tuple(range(n))
+    if n == 2 and op.name == "load":
+        yield (1, 0)
 
 
 def memory_order_blocks(fn: Function) -> dict:
