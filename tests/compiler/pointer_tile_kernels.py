@@ -87,3 +87,13 @@ def dot_bt(a_ptr, bt_ptr, c_ptr, K, stride_a, stride_b, BM: kl.constexpr, BN: kl
                                  other=0.0))
         acc = kl.dot(a, b, acc)
     kl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+
+@kernelc.jit
+def row_chunks(x_ptr, y_ptr, N, BM: kl.constexpr, BN: kl.constexpr, LD: kl.constexpr):
+    # the column step (BN per trip) equals the row stride LD: only the mask says which dim moves
+    rows, cols = kl.arange(0, BM), kl.arange(0, BN)
+    acc = kl.zeros((BM, BN), dtype=kl.float32)
+    for n0 in range(0, N, BN):
+        acc += kl.load(x_ptr + rows[:, None] * LD + (n0 + cols)[None, :], mask=(n0 + cols)[None, :] < N, other=0.0)
+    kl.store(y_ptr + rows[:, None] * BN + cols[None, :], acc)

@@ -125,7 +125,7 @@ SUM_DIV = {n: 16 for n in SUM_SIG}
 @pytest.mark.parametrize("form,rewritten,reason", [
     ("tile", True, ""),
     ("gather", False, None),
-    ("static_bound", False, "bound does not move"),
+    ("static_bound", False, "does not move with the pointer"),
     ("parity", False, "mask is not one bound per dim"),
     ("lower_too", False, "mask is not one bound per dim"),
     ("after_store", False, "may have written global memory before it"),
@@ -294,3 +294,29 @@ def test_attention_copies_q_k_and_v_by_tma():
     assert len(log) == 3 and all("-> descriptor_load [" in n for n in log), log  # q, k (transposed), v
     ops = _sass_ops(ck)
     assert "UTMALDG.2D" in ops and not any(o.startswith("LDGSTS") for o in ops) and ck.n_spills == 0
+
+
+def test_pointer_matmul_warp_specialises_once_its_loads_are_tma():
+    from tests.compiler.test_warp_specialize import mm_pointers
+    sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp32", "K": "i32"}
+
+    def build(div):
+        return kernelc.compile(mm_pointers, sig, dict(BM=128, BN=128, BK=64), target="sm_90a", num_warps=4,
+                               num_stages=3, divisibility=div)
+    assert build({}).extra_warps == 0  # a's row stride K not known aligned: a stays a cp.async load
+    ck = build({"K": 16})
+    assert ck.extra_warps == 1 and sum("-> descriptor_load" in n for n in ck.compile_log) == 2
+
+
+def test_the_mask_says_which_dim_the_loop_moves():
+    sig = dict(x_ptr="*fp32", y_ptr="*fp32", N="i32")
+    cx = dict(BM=16, BN=16, LD=16)
+    fn, notes = _ir(PT.row_chunks, sig, cx, {"x_ptr": 16, "y_ptr": 16})
+    ld = next(op for op in fn.walk() if op.name == "descriptor_load")
+    row, col = ld.operands[1].op, ld.operands[2].op
+    assert row.name == "constant" and row.attrs["value"] == 0  # rows: unbounded, they do not move
+    mul = col.operands[0].op  # columns: (n0 // 16) * 16 + the empty-extent shift
+    assert col.name == "add" and mul.name == "mul" and mul.operands[0].op.name == "sdiv"
+    args = dict(x_ptr="x", y_ptr="y", N=16 * 3 - 5)
+    bufs = lambda: {"x": np.arange(16 * 16 * 3, dtype=float), "y": np.zeros(256)}  # noqa: E731
+    _same_meaning(PT.row_chunks, sig, cx, {"x_ptr": 16, "y_ptr": 16}, (), args, bufs, 1, 1)

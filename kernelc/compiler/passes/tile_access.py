@@ -82,9 +82,10 @@ def match_tile_access(op: Op, fn: Function, ex: TileExprs, info, arch: str) -> T
     if pad is None:
         return None, "other is not 0 or NaN"
     base_offset, moving = rest.split(lambda m: all(entry(k) for k in m))
-    coords = _coords(moving, strides)
+    coords = _coords(moving, strides, bounds, entry)
     if coords is None:
-        return None, "the offset that changes in the loop is not provably >= 0 per dim"
+        return None, "the offset that changes in the loop is not the bounds' (a bound that does not move with " \
+                     "the pointer), or not provably >= 0"
     extents = [None if g is None else q - g for q, g in zip(coords, bounds)]
     if any(e is not None and not all(entry(k) for k in e.leaves()) for e in extents):
         return None, "a bound does not move with the pointer (not the tile's bound)"
@@ -238,20 +239,31 @@ def _padding(load: Op) -> Optional[str]:
     return None
 
 
-def _coords(moving: Poly, strides: List[Poly]) -> Optional[List[Poly]]:
-    """Split the loop-varying offset ``Q = sum_d q_d * s_d`` by stride, each ``q_d`` provably >= 0
-    (trip counts with positive coefficients)."""
-    coords = []
-    for s in strides:
-        if moving.is_zero():
-            coords.append(Poly())
+def _coords(moving: Poly, strides: List[Poly], bounds, entry) -> Optional[List[Poly]]:
+    """Split the loop-varying offset ``Q = sum_d q_d * s_d`` into per-dim coordinates, each provably
+    >= 0 (trip counts with positive coefficients). A bounded dim's coordinate is the part of its
+    bound ``g_d`` that varies (its extent ``q_d - g_d`` must not vary); the rest of ``Q`` goes to the
+    unbounded dims by dividing by their strides, the last (stride 1) taking what remains. Reading the
+    masks first settles what strides alone cannot: a row stride equal to the column step."""
+    n = len(strides) + 1
+    stride = strides + [Poly.const(1)]
+    coords: List[Optional[Poly]] = [None] * n
+    for d, g in enumerate(bounds):
+        if g is not None:
+            coords[d] = g.split(lambda m: not all(entry(k) for k in m))[0]
+            moving = moving - coords[d] * stride[d]
+    for d in range(n):
+        if coords[d] is not None:
             continue
-        if len(s.terms) != 1:
+        if d == n - 1 or moving.is_zero():
+            coords[d], moving = moving, Poly()
+            continue
+        if len(stride[d].terms) != 1:
             return None
-        (mono, coef), = s.terms.items()
-        q, moving = moving.divide_monomial(mono, coef)
-        coords.append(q)
-    coords.append(moving)
+        (mono, coef), = stride[d].terms.items()
+        coords[d], moving = moving.divide_monomial(mono, coef)
+    if not moving.is_zero():
+        return None  # a loop-varying offset no unbounded dim can take
     for q in coords:
         if any(c <= 0 or any(k[0] != "t" for k in m) for m, c in q.terms.items()):
             return None
