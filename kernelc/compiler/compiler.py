@@ -93,7 +93,8 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     func, used = generate_ir(fn, signature, constexprs or {}, divisibility, tuple(equal_to_1), name, arch=tgt.arch)
     verify(func)
     pipe_notes: List[str] = []
-    # TMA targets: plain pointer loads of provable tiles become descriptor loads (KERNELC_AUTO_TMA=0: no)
+    # TMA targets: plain pointer loads of provable tiles feeding dots become descriptor loads
+    # (KERNELC_AUTO_TMA=all: every tile load and store; 0: none)
     func = pointer_tiles_to_descriptors(func, tgt.arch, pipe_notes)
     func = lower_descriptors(hoist_descriptors(func), tgt.arch)
     timings["frontend"] = time.perf_counter() - t0

@@ -76,6 +76,8 @@ def _op(op, env, buffers, names, pid, nprog):
         return np.broadcast_to(o[0], shape).copy()
     if n == "expand_dims":
         return np.expand_dims(o[0], op.attrs["axis"])
+    if n == "trans":
+        return np.transpose(o[0], op.attrs["perm"])
     if n in _BIN:
         return _BIN[n](o[0], o[1])
     if n == "addptr":

@@ -55,3 +55,45 @@ def unmasked_tile(x_ptr, y_ptr, stride_xm, BM: kl.constexpr, BN: kl.constexpr):
     offs_m = kl.program_id(0) * BM + kl.arange(0, BM)
     t = kl.load(x_ptr + offs_m[:, None] * stride_xm + kl.arange(0, BN)[None, :])
     kl.store(y_ptr + offs_m[:, None] * BN + kl.arange(0, BN)[None, :], t)
+
+
+@kernelc.jit
+def tile_stores(x_ptr, y_ptr, z_ptr, M, N, stride, BM: kl.constexpr, BN: kl.constexpr, LOOP: kl.constexpr):
+    offs_m = kl.program_id(0) * BM + kl.arange(0, BM)
+    offs = offs_m[:, None] * stride + kl.arange(0, BN)[None, :]
+    m = (offs_m[:, None] < M) & (kl.arange(0, BN)[None, :] < N)
+    t = kl.load(x_ptr + offs, mask=m)
+    if LOOP:  # the store's next trip follows it
+        for i in range(0, 2):
+            kl.store(y_ptr + offs, t + i, mask=m)
+    else:  # the z store follows the y store
+        kl.store(y_ptr + offs, t, mask=m)
+        kl.store(z_ptr + offs, t * 2, mask=m)
+
+
+@kernelc.jit
+def dot_bt(a_ptr, bt_ptr, c_ptr, K, stride_a, stride_b, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr,
+           KMAJOR: kl.constexpr = False):
+    # b given as its transpose [N, K]: both tiles K-contiguous, the dot reads bt through a trans;
+    # the loop steps by BK (the trip count is k // BK)
+    rm, rn, rk = kl.arange(0, BM), kl.arange(0, BN), kl.arange(0, BK)
+    acc = kl.zeros((BM, BN), dtype=kl.float32)
+    for k in range(0, K, BK):
+        a = kl.load(a_ptr + rm[:, None] * stride_a + (k + rk)[None, :], mask=(k + rk)[None, :] < K, other=0.0)
+        if KMAJOR:  # b's [BK, BN] tile read directly, K contiguous: the transpose of a descriptor tile
+            b = kl.load(bt_ptr + (k + rk)[:, None] + rn[None, :] * stride_b, mask=(k + rk)[:, None] < K, other=0.0)
+        else:
+            b = kl.trans(kl.load(bt_ptr + rn[:, None] * stride_b + (k + rk)[None, :], mask=(k + rk)[None, :] < K,
+                                 other=0.0))
+        acc = kl.dot(a, b, acc)
+    kl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+
+@kernelc.jit
+def row_chunks(x_ptr, y_ptr, N, BM: kl.constexpr, BN: kl.constexpr, LD: kl.constexpr):
+    # the column step (BN per trip) equals the row stride LD: only the mask says which dim moves
+    rows, cols = kl.arange(0, BM), kl.arange(0, BN)
+    acc = kl.zeros((BM, BN), dtype=kl.float32)
+    for n0 in range(0, N, BN):
+        acc += kl.load(x_ptr + rows[:, None] * LD + (n0 + cols)[None, :], mask=(n0 + cols)[None, :] < N, other=0.0)
+    kl.store(y_ptr + rows[:, None] * BN + cols[None, :], acc)

@@ -4,6 +4,9 @@ The leaves become the SSA values ``TileExprs`` recorded for them; a loop's trip 
 the induction variable itself when the loop starts at 0 with step 1, else ``(iv - lb) / step``
 computed once at the top of the loop body (exact: ``iv = lb + step * t``).
 
+Arithmetic is in i32, or in i64 where the caller asks (a base offset or a stride: an original that
+computed them in 64 bits, like attention's ``off_z.to(tl.int64) * stride_qz``, must not wrap here).
+
 Example::
 
     emit(1024*%g*%s + 64*t - 1)  ->  %a = mul %g, %s ; %b = mul %a, 1024 ; %c = mul %k, 64
@@ -11,7 +14,7 @@ Example::
 """
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from ...language import dtypes as T
 from ..ir.core import Block, Loc, Op, Value
@@ -26,36 +29,39 @@ class PolyEmitter:
         self.block, self.before, self.loc, self.ex, self.trips = block, before, loc, ex, trips
         self._start = 0  # the next position when inserting at the start of the block
 
-    def op(self, name: str, operands: List[Value], ty, **attrs) -> Value:
-        new = Op(name, operands, [ty], attrs, loc=self.loc)
+    def op(self, name: str, operands: List[Value], ty, **attrs) -> Optional[Value]:
+        """Insert op ``name`` (result type ``ty``; None: no result) and return its result."""
+        new = Op(name, operands, [] if ty is None else [ty], attrs, loc=self.loc)
         new.block = self.block
         at = self.block.ops.index(self.before) if self.before is not None else self._start
         self.block.ops.insert(at, new)
         if self.before is None:
             self._start = at + 1
-        return new.results[0]
+        return new.results[0] if new.results else None
 
-    def const(self, c: int) -> Value:
-        return self.op("constant", [], T.int32, value=int(c))
+    def const(self, c: int, ty=T.int32) -> Value:
+        return self.op("constant", [], ty, value=int(c))
 
-    def poly(self, p: Poly) -> Value:
-        """The value of ``p`` (i32)."""
+    def poly(self, p: Poly, ty=T.int32) -> Value:
+        """The value of ``p`` computed in ``ty`` (i32, or i64: the leaves sign-extended first)."""
         acc = None
         for mono, coef in sorted(p.terms.items(), key=lambda mc: (mc[1] < 0, len(mc[0]), repr(mc[0]))):
             v = None
             for key in mono:
                 leaf = self.leaf(key)
-                v = leaf if v is None else self.op("mul", [v, leaf], T.int32)
+                if ty != T.int32:
+                    leaf = self.op("cast", [leaf], ty)
+                v = leaf if v is None else self.op("mul", [v, leaf], ty)
             mag = abs(coef)
             if v is None:
-                v = self.const(mag)
+                v = self.const(mag, ty)
             elif mag != 1:
-                v = self.op("mul", [v, self.const(mag)], T.int32)
+                v = self.op("mul", [v, self.const(mag, ty)], ty)
             if acc is None:
-                acc = v if coef > 0 else self.op("sub", [self.const(0), v], T.int32)
+                acc = v if coef > 0 else self.op("sub", [self.const(0, ty), v], ty)
             else:
-                acc = self.op("add" if coef > 0 else "sub", [acc, v], T.int32)
-        return acc if acc is not None else self.const(0)
+                acc = self.op("add" if coef > 0 else "sub", [acc, v], ty)
+        return acc if acc is not None else self.const(0, ty)
 
     def leaf(self, key) -> Value:
         if key[0] == "v":
