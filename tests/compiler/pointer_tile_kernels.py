@@ -97,3 +97,14 @@ def row_chunks(x_ptr, y_ptr, N, BM: kl.constexpr, BN: kl.constexpr, LD: kl.const
     for n0 in range(0, N, BN):
         acc += kl.load(x_ptr + rows[:, None] * LD + (n0 + cols)[None, :], mask=(n0 + cols)[None, :] < N, other=0.0)
     kl.store(y_ptr + rows[:, None] * BN + cols[None, :], acc)
+
+
+@kernelc.jit
+def after_flag(x_ptr, flag_ptr, y_ptr, M, BM: kl.constexpr, BN: kl.constexpr, VOLATILE: kl.constexpr):
+    # another program publishes x and raises the flag: the tile read after the flag read must not be a TMA copy
+    while kl.load(flag_ptr, volatile=VOLATILE) == 0:
+        pass
+    offs_m = kl.program_id(0) * BM + kl.arange(0, BM)
+    offs = offs_m[:, None] * BN + kl.arange(0, BN)[None, :]
+    t = kl.load(x_ptr + offs, mask=offs_m[:, None] < M)
+    kl.store(y_ptr + offs, kl.dot(t, t), mask=offs_m[:, None] < M)

@@ -128,8 +128,8 @@ SUM_DIV = {n: 16 for n in SUM_SIG}
     ("static_bound", False, "does not move with the pointer"),
     ("parity", False, "mask is not one bound per dim"),
     ("lower_too", False, "mask is not one bound per dim"),
-    ("after_store", False, "may have written global memory before it"),
-    ("store_in_loop", False, "may have written global memory before it"),
+    ("after_store", False, "global memory before it"),
+    ("store_in_loop", False, "global memory before it"),
 ])
 def test_only_per_dim_bounds_of_the_tile_are_rewritten(form, rewritten, reason, monkeypatch):
     monkeypatch.setenv("KERNELC_AUTO_TMA", "all")  # the loads feed no dot
@@ -320,3 +320,13 @@ def test_the_mask_says_which_dim_the_loop_moves():
     args = dict(x_ptr="x", y_ptr="y", N=16 * 3 - 5)
     bufs = lambda: {"x": np.arange(16 * 16 * 3, dtype=float), "y": np.zeros(256)}  # noqa: E731
     _same_meaning(PT.row_chunks, sig, cx, {"x_ptr": 16, "y_ptr": 16}, (), args, bufs, 1, 1)
+
+
+@pytest.mark.parametrize("volatile", [False, True])
+def test_a_tile_read_after_a_flag_read_stays_plain(volatile):
+    sig = dict(x_ptr="*fp16", flag_ptr="*i32", y_ptr="*fp16", M="i32")
+    ck = kernelc.compile(PT.after_flag, sig, dict(BM=64, BN=64, VOLATILE=volatile), target="sm_90a",
+                         divisibility={n: 16 for n in sig})
+    assert ("descriptor_load" in ck.asm["tir_initial"]) == (not volatile), ck.compile_log
+    if volatile:
+        assert any("global memory before it" in n for n in ck.compile_log)

@@ -158,3 +158,22 @@ def test_dot_operand_through_a_trans(kmajor, K):
     torch.testing.assert_close(c, a[:, :K].float() @ bt[:, :K].float().T, atol=0.05 * K ** 0.5, rtol=1e-2)
     if _hopper():
         assert _tma_loads(ck) == 2 and "UTMALDG" in ck.asm["sass"], ck.compile_log
+
+
+@pytest.mark.parametrize("col_b", [False, True])
+@pytest.mark.parametrize("M,N,K", [(256, 256, 256), (200, 144, 160)])
+def test_fp8_masked_matmul(col_b, M, N, K):
+    # fp8 wgmma wants both operands K-major: a column-major b (stride_bk == 1) is read as the transposed
+    # descriptor tile, a row-major one through registers (as its cp.async load was)
+    torch.manual_seed(0)
+    a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
+    b = (torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn).t() if col_b else
+         torch.randn(K, N, device="cuda").to(torch.float8_e4m3fn))
+    c = torch.empty(M, N, device="cuda", dtype=torch.float16)
+    cfg = dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=128, BLOCK_SIZE_K=128, GROUP_SIZE_M=8, num_warps=8, num_stages=3)
+    grid = (-(-M // 128) * -(-N // 128),)
+    ck = MM.matmul_masked_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                                       c.stride(0), c.stride(1), **cfg)
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=0.05 * K ** 0.5, rtol=2e-2)
+    if _hopper():
+        assert _tma_loads(ck) == 2, ck.compile_log

@@ -122,7 +122,7 @@ def memory_order_blocks(fn: Function) -> dict:
     write_seen = _writes_before(fn)
     for op in order:
         if op.name == "load" and id(op) in write_seen:
-            out[id(op)] = "the program may have written global memory before it (no proxy fence)"
+            out[id(op)] = "the program may have written (or read a flag in) global memory before it (no proxy fence)"
         elif op.name == "store" and (op is not last or _in_loop(op)):
             out[id(op)] = "other memory accesses of the program may follow it (no proxy fence)"
     return out
@@ -139,19 +139,26 @@ def _in_loop(op: Op) -> bool:
 _WRITES = ("store", "atomic_rmw", "atomic_cas", "descriptor_store")
 
 
+def _orders_memory(op: Op) -> bool:
+    """A write of the program, or a volatile / ``.cv`` load (a flag read that orders other programs'
+    writes before what follows it: data read after it must not go through the async proxy either)."""
+    return op.name in _WRITES or (op.name == "load" and (op.attrs.get("volatile") or op.attrs.get("cache") == ".cv"))
+
+
 def _writes_before(fn: Function) -> set:
-    """``id``s of the loads that may run after a global-memory write of the same program: a write
-    earlier in program order, or anywhere in a loop around the load (an earlier trip)."""
+    """``id``s of the loads that may run after a global-memory write of the same program (or a flag
+    read, ``_orders_memory``): earlier in program order, or anywhere in a loop around the load (an
+    earlier trip)."""
     out: set = set()
 
     def visit(block, seen: bool) -> bool:
         for op in block.ops:
-            if op.name in _WRITES:
-                seen = True
-            elif op.name == "load" and seen:
+            if op.name == "load" and seen:
                 out.add(id(op))
+            if _orders_memory(op):
+                seen = True
             if op.regions:
-                writes = any(o.name in _WRITES for o in op.walk())
+                writes = any(_orders_memory(o) for o in op.walk())
                 loop = op.name in ("scf.for", "scf.while")
                 for r in op.regions:
                     visit(r, seen or (loop and writes))
