@@ -14,8 +14,10 @@ reported ratio is each variant's median ratio divided by control's.
 Variants:
 
 * ``control``: nothing in the second block either.
+* ``cupti-kernel`` (not in the default list): CUPTI kernel activity records only, counted and
+  dropped: the activity kinds Proton enables (it adds launch callbacks in C++).
 * ``cupti-floor``: CUPTI kernel/memcpy/memset activity records only, counted and dropped (no
-  callbacks): what any CUPTI-based profiler pays.
+  callbacks): what a CUPTI-based profiler that also records copies pays.
 * ``cupti-floor+api``: plus driver API records on the launch calls (how kprof places launches).
 * ``kprof``: ``profiler.start()``/``finalize()``, the defaults of ``python -m kprof``.
 * ``kprof-nohook``: the same with ``hook=None`` (no kernelc launch hook).
@@ -108,10 +110,11 @@ WORKLOADS = {"train": workload_train, "step": workload_step, "tiny": workload_ti
 class CuptiFloor:
     """CUPTI activity records only (optionally driver API records on kprof's launch ids)."""
 
-    def __init__(self, api: bool):
+    def __init__(self, api: bool, copies: bool = True):
         from cupti import cupti
         self.cupti, self.api, self.count = cupti, api, 0
-        self.kinds = (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY, cupti.ActivityKind.MEMSET)
+        K = cupti.ActivityKind
+        self.kinds = (K.CONCURRENT_KERNEL, K.MEMCPY, K.MEMSET) if copies else (K.CONCURRENT_KERNEL,)
         self.cbids = []
         if api:
             from profiler.backends.cupti import CuptiBackend
@@ -149,8 +152,8 @@ class CuptiFloor:
 def make_variant(name: str, tmp: str):
     if name == "control":
         return None
-    if name in ("cupti-floor", "cupti-floor+api"):
-        return CuptiFloor(api=name.endswith("+api"))
+    if name in ("cupti-floor", "cupti-floor+api", "cupti-kernel"):
+        return CuptiFloor(api=name.endswith("+api"), copies=name != "cupti-kernel")
     if name.startswith("kprof"):
         import profiler
         from profiler.backends import cupti as backend
@@ -205,7 +208,8 @@ def rows_of(wl: str, variants, ratios: dict, raw: dict) -> list:
             continue
         med = statistics.median(ratios[v])
         rows.append({"workload": wl, "variant": v, "ratio": round(med / drift, 4), "raw_median": round(med, 4),
-                     "mean": round(statistics.fmean(ratios[v]), 4), "ratios": [round(x, 4) for x in ratios[v]],
+                     "mean": round(statistics.fmean(ratios[v]), 4),
+                     "stdev": round(statistics.stdev(ratios[v]), 4) if len(ratios[v]) > 1 else None, "ratios": [round(x, 4) for x in ratios[v]],
                      "unprofiled": round(statistics.median(d["before"] for d in raw[wl][v]), 4), "unit": UNITS[wl],
                      "target": TARGETS[wl] if v == "kprof" else None})
     return rows

@@ -25,10 +25,13 @@ the loops around it are plain ``for`` loops with constant positive steps, and ev
 producer must compute (bounds, offsets) is scalar arithmetic on arguments, program ids and the loop
 indices. ``kl.range(..., warp_specialize=True)`` asks for it, ``False`` refuses it; other loops
 follow ``KERNELC_WARP_SPECIALIZE``: ``auto`` (default) specialises qualifying loops with two or more
-dots (attention: the softmax between them no longer stalls behind a CTA barrier per iteration), ``1``
-every qualifying loop, ``0`` none. Measured on an H200 (2026-11-22, bench/sweep_warp_specialize.py):
-attention 4x32x4096x128 fp16 394 -> 525 TFLOP/s (128x128, 8 warps, 2 stages) and causal 365 -> 454,
-but a plain matmul loop lost 0-15% (4096^3, 128x128x64, 4 warps: 725 -> 666), hence ``auto``.
+dots in kernels of 8 or more warps (attention: the softmax between them no longer stalls behind a
+CTA barrier per iteration), ``1`` every qualifying loop, ``0`` none. Measured on an H200 (2026-11-22,
+bench/sweep_warp_specialize.py): attention 4x32x4096x128 fp16 394 -> 525 TFLOP/s (128x128, 8 warps,
+2 stages) and causal 365 -> 454, but a plain matmul loop lost 0-15% (4096^3, 128x128x64, 4 warps:
+725 -> 666). With one consumer warpgroup (4 warps) attention lost too: the pointer tutorial at
+128x64, 4 warps, 2 stages went 454 -> 390 TFLOP/s, causal 384 -> 321 (bench/ab_attention_auto_tma.py),
+hence both conditions of ``auto``.
 """
 from __future__ import annotations
 
@@ -60,10 +63,13 @@ def default_policy() -> str:
     return "all" if v in ("1", "true", "yes", "on", "all") else "auto"
 
 
-def _wanted_by_default(op: Op, policy: str) -> bool:
+AUTO_MIN_WARPS = 8   # auto: two consumer warpgroups, so one's softmax overlaps the other's dots
+
+
+def _wanted_by_default(op: Op, policy: str, num_warps: int) -> bool:
     if policy != "auto":
         return policy == "all"
-    return sum(o.name == "dot" for o in op.regions[0].ops) >= 2
+    return num_warps >= AUTO_MIN_WARPS and sum(o.name == "dot" for o in op.regions[0].ops) >= 2
 
 
 class WarpSpecialization:
@@ -109,7 +115,7 @@ def plan_warp_specialization(lw: Lowering) -> Optional[WarpSpecialization]:
         if op.name != "scf.for":
             continue
         asked = op.attrs.get("warp_specialize")
-        if asked is False or (asked is None and not _wanted_by_default(op, policy)):
+        if asked is False or (asked is None and not _wanted_by_default(op, policy, lw.nw)):
             continue
         why = _why_not(lw, op)
         plan = None
