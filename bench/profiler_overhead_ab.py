@@ -16,6 +16,7 @@ Variants:
 * ``control``: nothing in the second block either.
 * ``cupti-kernel`` (not in the default list): CUPTI kernel activity records only, counted and
   dropped: the activity kinds Proton enables (it adds launch callbacks in C++).
+* ``cupti-kernel+api`` (not in the default list): kernel records plus the driver API records.
 * ``cupti-floor``: CUPTI kernel/memcpy/memset activity records only, counted and dropped (no
   callbacks): what a CUPTI-based profiler that also records copies pays.
 * ``cupti-floor+api``: plus driver API records on the launch calls (how kprof places launches).
@@ -113,6 +114,7 @@ class CuptiFloor:
     def __init__(self, api: bool, copies: bool = True):
         from cupti import cupti
         self.cupti, self.api, self.count = cupti, api, 0
+        self.by_kind = None  # a dict to count records per kind (costs a Python loop per buffer)
         K = cupti.ActivityKind
         self.kinds = (K.CONCURRENT_KERNEL, K.MEMCPY, K.MEMSET) if copies else (K.CONCURRENT_KERNEL,)
         self.cbids = []
@@ -122,6 +124,9 @@ class CuptiFloor:
 
     def _completed(self, activities):
         self.count += len(activities)
+        for a in activities if self.by_kind is not None else ():
+            k = str(getattr(a, "kind", "?")).rsplit(".", 1)[-1]
+            self.by_kind[k] = self.by_kind.get(k, 0) + 1
 
     def start(self):
         c = self.cupti
@@ -152,8 +157,8 @@ class CuptiFloor:
 def make_variant(name: str, tmp: str):
     if name == "control":
         return None
-    if name in ("cupti-floor", "cupti-floor+api", "cupti-kernel"):
-        return CuptiFloor(api=name.endswith("+api"), copies=name != "cupti-kernel")
+    if name in ("cupti-floor", "cupti-floor+api", "cupti-kernel", "cupti-kernel+api"):
+        return CuptiFloor(api=name.endswith("+api"), copies=not name.startswith("cupti-kernel"))
     if name.startswith("kprof"):
         import profiler
         from profiler.backends import cupti as backend
