@@ -3,7 +3,8 @@ choices on sm_90a -- its q/k/v tiles turned into TMA copies (passes/pointer_tile
 dots in its loop, warp-specialised at 8 warps (codegen/warp_specialize.py) -- against each switched
 off in its own process (``KERNELC_WARP_SPECIALIZE=0``, ``KERNELC_AUTO_TMA=0``) and against warp
 specialisation forced on at every warp count (``KERNELC_WARP_SPECIALIZE=1``: the evidence for the
-``auto`` policy's 8-warp condition), for a few launch configurations, next to torch SDPA.  B=4 H=32 L=4096 D=128 fp16, causal and not; interleaved rounds.
+``auto`` policy's 8-warp condition), for a few launch configurations, next to torch SDPA.
+B=4 H=32 L=4096 D=128 fp16, causal and not; interleaved rounds.
 
     python bench/ab_attention_auto_tma.py       # writes results/ab_attention_auto_tma.json
 """

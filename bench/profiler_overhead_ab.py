@@ -50,15 +50,22 @@ UNITS = {"train": "ms/step", "step": "ms/step", "tiny": "us/add"}
 
 
 # -- workloads: (run n units) -> seconds, after a warm-up ------------------------------------------
-def workload_train():
+def warm_trainer():
+    """examples/train.py's small model after KPROF_AB_TRAIN_WARMUP (120) steps: long enough for the
+    GPU to reach its loaded clocks and temperature before the first block (without it the second
+    block of a process was 6% slower in the median, 2026-11-22)."""
     import torch
     from examples.train import SIZES, Trainer
     tr = Trainer(SIZES["small"], "cuda")
-    # long enough for the GPU to reach its loaded clocks and temperature before the first block
-    # (without it the second block of a process was 6% slower in the median, 2026-11-22)
     for _ in range(int(os.environ.get("KPROF_AB_TRAIN_WARMUP", "120"))):
         tr.step()
     torch.cuda.synchronize()
+    return tr
+
+
+def workload_train():
+    import torch
+    tr = warm_trainer()
 
     def run(n):
         torch.cuda.synchronize()
@@ -214,7 +221,8 @@ def rows_of(wl: str, variants, ratios: dict, raw: dict) -> list:
         med = statistics.median(ratios[v])
         rows.append({"workload": wl, "variant": v, "ratio": round(med / drift, 4), "raw_median": round(med, 4),
                      "mean": round(statistics.fmean(ratios[v]), 4),
-                     "stdev": round(statistics.stdev(ratios[v]), 4) if len(ratios[v]) > 1 else None, "ratios": [round(x, 4) for x in ratios[v]],
+                     "stdev": round(statistics.stdev(ratios[v]), 4) if len(ratios[v]) > 1 else None,
+                     "ratios": [round(x, 4) for x in ratios[v]],
                      "unprofiled": round(statistics.median(d["before"] for d in raw[wl][v]), 4), "unit": UNITS[wl],
                      "target": TARGETS[wl] if v == "kprof" else None})
     return rows

@@ -47,13 +47,8 @@ def measure(tr, block: int) -> dict:
 
 
 def child(variant: str, block: int, out: str) -> None:
-    import torch
-    from bench.profiler_overhead_ab import CuptiFloor, make_variant
-    from examples.train import SIZES, Trainer
-    tr = Trainer(SIZES["small"], "cuda")
-    for _ in range(int(os.environ.get("KPROF_AB_TRAIN_WARMUP", "120"))):
-        tr.step()
-    torch.cuda.synchronize()
+    from bench.profiler_overhead_ab import CuptiFloor, make_variant, warm_trainer
+    tr = warm_trainer()
     before = measure(tr, block)
     o = make_variant(variant, tempfile.mkdtemp(prefix="kprof_host_"))
     if isinstance(o, CuptiFloor):

@@ -56,7 +56,7 @@ PRODUCER_REGS, CONSUMER_REGS = 40, 232
 
 
 def default_policy() -> str:
-    """``auto`` (loops with two or more dots), ``all`` or ``none``: KERNELC_WARP_SPECIALIZE."""
+    """``auto`` (loops with two or more dots, 8+ warps), ``all`` or ``none``: KERNELC_WARP_SPECIALIZE."""
     v = os.environ.get("KERNELC_WARP_SPECIALIZE", "auto").strip().lower()
     if v in ("0", "false", "no", "off", "none"):
         return "none"
