@@ -22,6 +22,9 @@ Variants:
 * ``cupti-floor+api``: plus driver API records on the launch calls (how kprof places launches).
 * ``kprof``: ``profiler.start()``/``finalize()``, the defaults of ``python -m kprof``.
 * ``kprof-nohook``: the same with ``hook=None`` (no kernelc launch hook).
+* ``cupti-kernel+latency`` etc.: ``+latency`` turns on CUPTI's latency timestamps (kernel records'
+  ``queued``), ``+copyapi`` driver API records on the copy and memset ids only, ``+sub`` a CUPTI
+  subscriber with kprof's graph-node callbacks, ``+copycb`` plus callbacks on the copy ids.
 * ``proton``: ``triton.profiler.start()``/``finalize()``.
 * ``kprof-eager`` (not in the default list): kprof joining records to launches as buffers complete
   (``DEFER_MAX = 0``) instead of at the flush.
@@ -116,18 +119,23 @@ WORKLOADS = {"train": workload_train, "step": workload_step, "tiny": workload_ti
 
 # -- variants: start() -> stop() -----------------------------------------------------------------
 class CuptiFloor:
-    """CUPTI activity records only (optionally driver API records on kprof's launch ids)."""
+    """CUPTI activity records only: kernel records (with ``copies``, also memcpy/memset), and
+    optionally driver API records -- ``api="launch"`` on kprof's launch and copy ids, ``"copies"`` on
+    its copy and graph-launch ids only -- and ``latency``: the kernel records' queued timestamps."""
 
-    def __init__(self, api: bool, copies: bool = True):
+    def __init__(self, api=None, copies: bool = True, latency: bool = False, sub: bool = False,
+                 copy_callbacks: bool = False):
         from cupti import cupti
-        self.cupti, self.api, self.count = cupti, api, 0
+        self.cupti, self.api, self.latency, self.count = cupti, api, latency, 0
+        self.sub, self.copy_callbacks, self.subscriber = sub or copy_callbacks, copy_callbacks, None
         self.by_kind = None  # a dict to count records per kind (costs a Python loop per buffer)
         K = cupti.ActivityKind
         self.kinds = (K.CONCURRENT_KERNEL, K.MEMCPY, K.MEMSET) if copies else (K.CONCURRENT_KERNEL,)
         self.cbids = []
         if api:
             from profiler.backends.cupti import CuptiBackend
-            self.cbids = CuptiBackend(cupti)._launch_cbids()
+            b = CuptiBackend(cupti)
+            self.cbids = b._launch_cbids() if api == "launch" else b._copy_cbids()
 
     def _completed(self, activities):
         self.count += len(activities)
@@ -137,10 +145,20 @@ class CuptiFloor:
 
     def start(self):
         c = self.cupti
+        if self.sub:   # a subscriber with kprof's graph-node callbacks (and, with copycb, copy callbacks)
+            self.subscriber = c.subscribe(lambda *a: None, None)
+            for cbid in (c.CallbackIdResource.GRAPHNODE_CREATED, c.CallbackIdResource.GRAPHNODE_CLONED):
+                c.enable_callback(1, self.subscriber, c.CallbackDomain.RESOURCE, cbid)
+            if self.copy_callbacks:
+                from profiler.backends.cupti import CuptiBackend
+                for cbid in CuptiBackend(c)._copy_cbids():
+                    c.enable_callback(1, self.subscriber, c.CallbackDomain.DRIVER_API, cbid)
         c.activity_register_callbacks(lambda: (8 << 20, 0), self._completed)
+        if self.latency:
+            c.activity_enable_latency_timestamps(1)
         for k in self.kinds:
             c.activity_enable(k)
-        for cbid in self.cbids:     # as kprof does: API records for the launch ids only
+        for cbid in self.cbids:     # as kprof does: API records for some ids only
             try:
                 c.activity_enable_driver_api(cbid, 1)
             except Exception:
@@ -159,13 +177,27 @@ class CuptiFloor:
             except Exception:
                 pass
         c.activity_flush_all(1)
+        if self.subscriber is not None:
+            c.unsubscribe(self.subscriber)
+
+
+def cupti_variant(name: str) -> "CuptiFloor":
+    """``cupti-kernel`` / ``cupti-floor`` with ``+api``, ``+copyapi``, ``+latency``, ``+sub``,
+    ``+copycb`` in any order."""
+    base, *opts = name.split("+")
+    unknown = set(opts) - {"api", "copyapi", "latency", "sub", "copycb"}
+    if unknown:
+        raise ValueError(f"{name}: unknown option(s) {sorted(unknown)}")
+    api = "launch" if "api" in opts else "copies" if "copyapi" in opts else None
+    return CuptiFloor(api=api, copies=base == "cupti-floor", latency="latency" in opts, sub="sub" in opts,
+                      copy_callbacks="copycb" in opts)
 
 
 def make_variant(name: str, tmp: str):
     if name == "control":
         return None
-    if name in ("cupti-floor", "cupti-floor+api", "cupti-kernel", "cupti-kernel+api"):
-        return CuptiFloor(api=name.endswith("+api"), copies=not name.startswith("cupti-kernel"))
+    if name.split("+")[0] in ("cupti-floor", "cupti-kernel"):
+        return cupti_variant(name)
     if name.startswith("kprof"):
         import profiler
         from profiler.backends import cupti as backend
@@ -263,7 +295,8 @@ def main(argv=None) -> int:
                 ratios[v].append(d["after"] / d["before"])
                 print(f"{wl:6s} {v:16s} round {rnd}: {d['before']:.4f} -> {d['after']:.4f} {UNITS[wl]} "
                       f"({d['after'] / d['before']:.4f})", flush=True)
-            write_results(args.name, rows_of(wl, variants, ratios, raw) + [r for r in rows if r["workload"] != wl],
+            others = [r for r in rows if r["workload"] != wl]
+            write_results(args.name, rows_of(wl, variants, ratios, raw) + others,
                           {"raw": raw, "rounds": args.rounds, "blocks": blocks})
         rows = [r for r in rows if r["workload"] != wl] + rows_of(wl, variants, ratios, raw)
     return 0

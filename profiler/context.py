@@ -109,8 +109,30 @@ class _Local(threading.local):
             _by_tid[self.ctx.tid] = self.ctx
             if _clock is not None:
                 mark(self.ctx)
+            self.farewell = _Farewell(self.ctx)
 
 
+class _Farewell:
+    """Kept in a thread's ``local``: dropped when the thread ends, it ends the thread's timeline
+    there, so that a thread started later under the same id (pthread ids are reused: torch's
+    autograd thread after kernelc's compile threads) is not taken for it."""
+
+    __slots__ = ("ctx",)
+
+    def __init__(self, ctx: ThreadContext):
+        self.ctx = ctx
+
+    def __del__(self):
+        clock = _clock
+        if clock is not None:
+            try:
+                self.ctx.times.append(clock())
+                self.ctx.nodes.append(ENDED)
+            except Exception:
+                pass
+
+
+ENDED = object()   # a timeline's node after its thread ended
 local = _Local()
 
 
@@ -178,13 +200,51 @@ def timelines_on(clock: Callable[[], int]) -> None:
     _clock = clock
     for c in list(_by_tid.values()):
         mark(c)
+    _register_new_threads(True)
 
 
 def timelines_off() -> None:
     global _clock
+    _register_new_threads(False)
     _clock = None
     for c in list(_by_tid.values()):
         c.times, c.nodes = [], []
+
+
+_prev_thread_profile: Any = None
+_registering = False
+
+
+def _on_thread_start(frame, event, arg):
+    # Set with threading.setprofile while timelines are on, it runs once, at the first call of a
+    # new thread's run(): the thread gets its context and timeline now, so that its launches are
+    # told apart from the main thread's even if it never enters a scope and has ended by the time
+    # its records are joined (a thread without a context is taken for a native one).
+    prev = _prev_thread_profile
+    sys.setprofile(prev)
+    try:
+        local.ctx
+    except Exception:
+        pass
+    if prev is not None:
+        prev(frame, event, arg)
+
+
+def _register_new_threads(on: bool) -> None:
+    """Chain :func:`_on_thread_start` into ``threading.setprofile`` (a profile function the program
+    set there keeps working), or take it out again."""
+    global _prev_thread_profile, _registering
+    getprofile = getattr(threading, "getprofile", lambda: getattr(threading, "_profile_hook", None))
+    if on and not _registering:
+        prev = getprofile()
+        _prev_thread_profile = None if prev is _on_thread_start else prev
+        threading.setprofile(_on_thread_start)
+        _registering = True
+    elif not on and _registering:
+        if getprofile() is _on_thread_start:
+            threading.setprofile(_prev_thread_profile)
+        _prev_thread_profile = None
+        _registering = False
 
 
 def live_threads() -> Dict[int, Any]:
@@ -194,19 +254,22 @@ def live_threads() -> Dict[int, Any]:
 
 def node_at(tid: int, t: int, threads: Optional[Dict[int, Any]] = None) -> Any:
     """The node (scope id, or a KernelLaunch) of thread ``tid`` at CUPTI time ``t``.  A thread
-    without a timeline is native (it gets the main thread's node) unless ``threads`` (from
-    :func:`live_threads`) has a Python thread under that id."""
+    without a timeline, or whose timeline had ended by ``t``, is native (it gets the main thread's
+    node) unless ``threads`` (from :func:`live_threads`) has a Python thread under that id."""
     c = _by_tid.get(tid)
     owner = threads.get(tid) if threads else None
-    if c is not None and owner is not c.thread and not c.times[1:]:
-        c = None  # a dead thread's context (nothing changed while profiling); the id may be reused
+    if c is not None and owner is not None and owner is not c.thread and not c.times[1:]:
+        c = None  # a dead thread's context (nothing changed while profiling), its id reused since
     if c is not None:
         i = bisect.bisect_right(c.times, t) - 1
         n = c.nodes[i] if i >= 0 else ROOT
-        nn = n.node if type(n) is KernelLaunch else n
-        if nn != ROOT or not c.inherit:
-            return n
-    elif owner is not None and not isinstance(owner, threading._DummyThread):
+        if n is ENDED:
+            c = None
+        else:
+            nn = n.node if type(n) is KernelLaunch else n
+            if nn != ROOT or not c.inherit:
+                return n
+    if c is None and owner is not None and not isinstance(owner, threading._DummyThread):
         return ROOT
     i = bisect.bisect_right(MAIN.times, t) - 1
     n = MAIN.nodes[i] if i >= 0 else ROOT

@@ -18,5 +18,11 @@ if [ ! -f .wheels/core/llvmlite-0.50.0-py312.tar.xz ]; then
   mv "$tmp/llvmlite.tar.xz" .wheels/core/llvmlite-0.50.0-py312.tar.xz
   rm -rf "$tmp"
 fi
-cp "$(python3 -c 'import nvidia, os; print(os.path.join(nvidia.__path__[0], "cu13/nvvm/libdevice/libdevice.10.bc"))')" .wheels/core/
+if [ ! -f .wheels/core/libdevice.10.bc ]; then   # from NVIDIA's nvvm wheel (no local CUDA needed)
+  tmp=$(mktemp -d)
+  dl "$tmp" "nvidia-nvvm==13.*"
+  (cd "$tmp" && unzip -q -o nvidia_nvvm-*.whl 'nvidia/cu13/nvvm/libdevice/libdevice.10.bc')
+  cp "$tmp/nvidia/cu13/nvvm/libdevice/libdevice.10.bc" .wheels/core/
+  rm -rf "$tmp"
+fi
 du -sh .wheels/*

@@ -270,6 +270,12 @@ class CuptiBackend:
         names += [n for n in D.__members__ if n.startswith(("cuMemcpy", "cuMemset"))]
         return sorted({int(getattr(D, n)) for n in names if hasattr(D, n)})
 
+    def _copy_cbids(self) -> List[int]:
+        """The copy and memset ids among :meth:`_launch_cbids` (bench/profiler_overhead_ab.py
+        measures what placing only these would cost)."""
+        D = self.cupti.DriverApiTraceCbid
+        return sorted({int(getattr(D, n)) for n in D.__members__ if n.startswith(("cuMemcpy", "cuMemset"))})
+
     def _runtime_cbids(self) -> List[int]:
         R = self.cupti.RuntimeApiTraceCbid
         return sorted({int(getattr(R, n)) for n in R.__members__

@@ -372,3 +372,40 @@ def test_records_held_until_flush_with_api_records(monkeypatch, tmp_path):
     assert delivered == [6, 1]
     root, _ = read_profile(tmp_path / "h.hatchet")
     assert [find(root, s, "k").metrics["count"] for s in "abc"] == [3, 3, 1]
+
+
+def test_python_thread_ended_before_the_join(monkeypatch, tmp_path):
+    """A Python thread that launched outside any scope and has ended by the flush: its launches are
+    its own (the root), not the main thread's scope -- it got a context when it started."""
+    import threading
+    monkeypatch.setenv("KPROF_BACKEND", "auto")
+    fake = fake_cupti.install(monkeypatch, fake_cupti.FakeCupti())
+    sid = profiler.start(str(tmp_path / "ended"))
+    with profiler.scope("main"):
+        t = threading.Thread(target=lambda: fake.launch("from_thread"))
+        t.start()
+        t.join()
+        fake.launch("from_main")
+    profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "ended.hatchet")
+    assert names(find(root, "main")) == ["from_main"] and "from_thread" in names(root)
+
+
+def test_thread_registration_chains_the_programs_profile_function(monkeypatch, tmp_path):
+    import threading
+    monkeypatch.setenv("KPROF_BACKEND", "auto")
+    fake_cupti.install(monkeypatch, fake_cupti.FakeCupti())
+    calls = []
+
+    def mine(frame, event, arg):
+        calls.append(event)
+    threading.setprofile(mine)
+    try:
+        sid = profiler.start(str(tmp_path / "chain"))
+        t = threading.Thread(target=lambda: None)
+        t.start()
+        t.join()
+        profiler.finalize(sid)
+        assert calls and threading.getprofile() is mine     # called in the thread, and restored
+    finally:
+        threading.setprofile(None)

@@ -257,3 +257,73 @@ def test_cli_train_example_on_gpu(tmp_path):
     assert any(k.extra and k.extra.get("kernel") == "attn_fwd_kernel" for k in kernels_under(attn))
     assert kernels_under(child(step, "backward")), "backward kernels (autograd thread) not under the scope"
     assert "0" in dev["CUDA"]
+
+
+PLACEMENT_PROGRAM = """
+    import json, threading, torch, profiler
+    from profiler import session
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+    x = torch.randn(1 << 16, device="cuda")
+    h = torch.randn(1 << 16).pin_memory()
+    c = a @ a
+    torch.cuda.synchronize()
+    sid = profiler.start("placed")
+    for step in range(3):
+        with profiler.scope("step"):
+            with profiler.scope("gemm"):           # the GPU falls ~10 ms behind the host here
+                for _ in range(8):
+                    c = a @ a
+            with profiler.scope("small"):
+                for _ in range(50):
+                    x = x * 1.0001
+                with profiler.scope("inner"):
+                    x = x.sin()
+            with profiler.scope("copies"):
+                x.copy_(h, non_blocking=True)
+                x.zero_()
+    def worker():                                  # a Python thread, outside any scope
+        y = torch.ones(16, device="cuda")
+        for _ in range(5):
+            y = y.cos()
+    with profiler.scope("threaded"):
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+        x = x.exp()
+    info = {"backend": session.get(sid).backend_name}
+    profiler.finalize(sid)
+    json.dump(info, open("info.json", "w"))
+"""
+
+
+def _kernel_paths(root):
+    out = {}
+
+    def walk(node, path):
+        for c in node.children:
+            p = path + (c.name,)
+            if c.metrics.get("device_type") == "CUDA":
+                out[p] = out.get(p, 0) + c.metrics["count"]
+            walk(c, p)
+    walk(root, ())
+    return out
+
+
+def test_launch_placement_on_gpu(tmp_path):
+    """Kernels and copies land in their scopes while the GPU runs ~10 ms behind the host; a Python
+    thread's kernels stay out of the main thread's scope, though the thread ended before the flush."""
+    run_program(tmp_path, PLACEMENT_PROGRAM)
+    info = json.load(open(tmp_path / "info.json"))
+    assert info["backend"] == "cupti"
+    root, _ = read_profile(tmp_path / "placed.hatchet")
+    paths = _kernel_paths(root)
+    gemm = sum(n for p, n in paths.items() if p[:2] == ("step", "gemm"))
+    assert gemm >= 24 and not any(p[:2] == ("step", "gemm") and "elementwise" in p[2] for p in paths), paths
+    small = {p[2]: n for p, n in paths.items() if p[:2] == ("step", "small") and len(p) == 3}
+    assert sum(small.values()) == 150, paths
+    assert [n for p, n in paths.items() if p[:3] == ("step", "small", "inner")] == [3], paths
+    copies = {p[-1]: n for p, n in paths.items() if p[:2] == ("step", "copies")}
+    assert copies.get("memcpy HtoD") == 3, paths
+    threaded = {p: n for p, n in paths.items() if p[0] == "threaded"}
+    assert sum(threaded.values()) == 1, paths            # x.exp(); the worker's 6 kernels are not here
+    assert sum(n for p, n in paths.items() if len(p) == 1) >= 6, paths
