@@ -121,7 +121,7 @@ WORKLOADS = {"train": workload_train, "step": workload_step, "tiny": workload_ti
 class CuptiFloor:
     """CUPTI activity records only: kernel records (with ``copies``, also memcpy/memset), and
     optionally driver API records -- ``api="launch"`` on kprof's launch and copy ids, ``"copies"`` on
-    its copy and graph-launch ids only -- and ``latency``: the kernel records' queued timestamps."""
+    its copy and memset ids only -- and ``latency``: the kernel records' queued timestamps."""
 
     def __init__(self, api=None, copies: bool = True, latency: bool = False, sub: bool = False,
                  copy_callbacks: bool = False):
