@@ -267,8 +267,7 @@ class CuptiBackend:
                  "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz",
                  "cuLaunchCooperativeKernelMultiDevice", "cuLaunchGrid", "cuLaunchGridAsync",
                  "cuGraphLaunch", "cuGraphLaunch_ptsz"]
-        names += [n for n in D.__members__ if n.startswith(("cuMemcpy", "cuMemset"))]
-        return sorted({int(getattr(D, n)) for n in names if hasattr(D, n)})
+        return sorted({int(getattr(D, n)) for n in names if hasattr(D, n)} | set(self._copy_cbids()))
 
     def _copy_cbids(self) -> List[int]:
         """The copy and memset ids among :meth:`_launch_cbids` (bench/profiler_overhead_ab.py

@@ -390,22 +390,3 @@ def test_python_thread_ended_before_the_join(monkeypatch, tmp_path):
     root, _ = read_profile(tmp_path / "ended.hatchet")
     assert names(find(root, "main")) == ["from_main"] and "from_thread" in names(root)
 
-
-def test_thread_registration_chains_the_programs_profile_function(monkeypatch, tmp_path):
-    import threading
-    monkeypatch.setenv("KPROF_BACKEND", "auto")
-    fake_cupti.install(monkeypatch, fake_cupti.FakeCupti())
-    calls = []
-
-    def mine(frame, event, arg):
-        calls.append(event)
-    threading.setprofile(mine)
-    try:
-        sid = profiler.start(str(tmp_path / "chain"))
-        t = threading.Thread(target=lambda: None)
-        t.start()
-        t.join()
-        profiler.finalize(sid)
-        assert calls and threading.getprofile() is mine     # called in the thread, and restored
-    finally:
-        threading.setprofile(None)
