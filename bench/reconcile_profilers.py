@@ -16,12 +16,16 @@ flagged.  Each profiler profiles the same number of steps after the same warm-up
 exactly; times come from different processes, so each profiler runs ``--rounds`` times and the spread
 of a kernel's time between one profiler's own rounds is reported next to the cross-profiler difference.
 
+``reconcile`` also runs ``cupti``: CUPTI's own records decoded by cupti-python (no kprof, no Kineto),
+the reference the others are compared with.
+
 ``overhead`` runs ``none``, ``floor`` (CUPTI kernel/memcpy/memset activity records only, see
 bench/cupti_floor.py), ``kprof`` and ``proton`` in separate processes, rounds interleaved with the order
-rotated, and reports the median per-step time of each over the rounds and the control's spread.
+rotated; each process times an unprofiled block and then a profiled one, and the median of that ratio
+is the overhead; the control (``none``) shows the measurement's resolution.
 
     python bench/reconcile_profilers.py reconcile [--workloads encoder,train] [--steps 60] [--rounds 2]
-    python bench/reconcile_profilers.py overhead [--workloads encoder,train,tiny] [--rounds 6]
+    python bench/reconcile_profilers.py overhead [--workloads encoder,train,tiny] [--rounds 4]
 """
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ sys.path.insert(0, ROOT)
 
 WARMUP = {"encoder": 15, "train": 10, "tiny": 500}
 STEPS = {"encoder": 60, "train": 40, "tiny": 5000}
+OVERHEAD_STEPS = {"encoder": 200, "train": 100, "tiny": 20000}
 
 
 # -- workloads ---------------------------------------------------------------------------------
@@ -146,38 +151,89 @@ def _start(prof, out):
             from cupti import cupti
             cupti.activity_flush_all(1)
         return stop
+    if prof == "cupti":
+        return _raw_cupti(out + ".cupti.json")
     return lambda: None
 
 
-def child(workload: str, prof: str, out: str, steps: int, warmup: int, device: str) -> dict:
+def _raw_cupti(path):
+    """The reference for ``reconcile``: CUPTI's kernel/memcpy/memset records decoded by cupti-python's
+    own attributes (no kprof code, no Kineto), summed per key on CUPTI's thread."""
+    from cupti import cupti
+    sums = defaultdict(lambda: [0, 0])
+
+    def requested():
+        return 8 << 20, 0
+
+    def completed(activities):
+        for a in activities:
+            kind = int(a.kind)
+            if kind == int(cupti.ActivityKind.MEMSET):
+                k = "[memset]"
+            elif kind == int(cupti.ActivityKind.MEMCPY):
+                k = "[memcpy " + cupti.ActivityMemcpyKind(int(a.copy_kind)).name + "]"
+            else:
+                k = "mangled:" + str(a.name)
+            sums[k][0] += int(a.end) - int(a.start)
+            sums[k][1] += 1
+
+    cupti.activity_register_callbacks(requested, completed)
+    for kind in (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY, cupti.ActivityKind.MEMSET):
+        cupti.activity_enable(kind)
+
+    def stop():
+        cupti.activity_flush_all(1)
+        for kind in (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY, cupti.ActivityKind.MEMSET):
+            cupti.activity_disable(kind)
+        with open(path, "w") as f:
+            json.dump(dict(sums), f)
+    return stop
+
+
+def child(workload: str, prof: str, out: str, steps: int, warmup: int, device: str, baseline: bool) -> dict:
+    """Warm up, then (``baseline``) time ``steps`` unprofiled steps, start ``prof``, time ``steps`` more:
+    the ratio of the two blocks is this process's overhead, free of the process-to-process variation
+    (memory placement, clocks) that separate processes show."""
     import torch
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     w = WORKLOADS[workload](device, _scope_fn(prof))
+
+    def block():
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            w.step()
+        sync()
+        return (time.perf_counter() - t0) * 1e3 / steps
+
     for _ in range(warmup):
         w.step()
-    sync()
+    pre = block() if baseline else None
     stop = _start(prof, out)
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        w.step()
-    sync()
-    dt = time.perf_counter() - t0
+    post = block()
     stop()
-    return {"step_ms": dt * 1e3 / steps, "steps": steps}
+    return {"step_ms": post, "pre_ms": pre, "steps": steps}
 
 
 # -- reading the three profiles ----------------------------------------------------------------
 _COPY = re.compile(r"(HtoD|DtoH|DtoD|HtoH|PtoP|Peer)", re.I)
 
 
+def _demangle(name: str) -> str:
+    try:
+        from cubintools.demangle import demangle
+    except ImportError:
+        from profiler.backends.demangle import demangle
+    return demangle(name) if name.startswith("_Z") else name
+
+
 def _key(name: str, kind: str) -> str:
     if kind == "memcpy":
         m = _COPY.search(name.replace("Host", "H").replace("Device", "D").replace(" to ", "to"))
-        return f"[memcpy {m.group(1) if m else '?'}]"
+        return f"[memcpy {m.group(1).upper() if m else '?'}]"
     if kind == "memset":
         return "[memset]"
-    return " ".join(name.split())
+    return " ".join(_demangle(name).split())
 
 
 def _kind(name: str) -> str:
@@ -227,10 +283,23 @@ def torch_kernels(path: str) -> dict:
     return dict(out)
 
 
-def _run_child(workload, prof, out, steps, warmup, device):
+def cupti_kernels(path: str) -> dict:
+    out = defaultdict(lambda: [0, 0])
+    for k, (ns, n) in json.load(open(path)).items():
+        if k.startswith("mangled:"):
+            k = _key(k[len("mangled:"):], "kernel")
+        elif k.startswith("[memcpy"):
+            k = _key(k[1:-1].replace("_", " "), "memcpy")
+        out[k][0] += ns
+        out[k][1] += n
+    return dict(out)
+
+
+def _run_child(workload, prof, out, steps, warmup, device, baseline=False):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("KERNELC_INTERPRET", None)
-    cmd = [sys.executable, os.path.abspath(__file__), "_child", workload, prof, out, str(steps), str(warmup), device]
+    cmd = [sys.executable, os.path.abspath(__file__), "_child", workload, prof, out, str(steps), str(warmup), device,
+           "1" if baseline else "0"]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
     if p.returncode != 0:
         raise RuntimeError(f"{workload}/{prof} failed (rc {p.returncode}):\n{p.stdout[-1500:]}\n{p.stderr[-3000:]}")
@@ -251,7 +320,8 @@ def reconcile(args) -> int:
             for p in order:
                 out = os.path.join(tmp, f"{wl}_{p}_{rnd}")
                 _run_child(wl, p, out, steps, warm, args.device)
-                data[p].append(torch_kernels(out + ".json") if p == "torch" else hatchet_kernels(out + ".hatchet"))
+                data[p].append(torch_kernels(out + ".json") if p == "torch" else
+                               cupti_kernels(out + ".cupti.json") if p == "cupti" else hatchet_kernels(out + ".hatchet"))
         # per key: mean time over rounds, count (must agree across rounds), own-round spread
         agg = {}
         for p, runs in data.items():
@@ -260,7 +330,7 @@ def reconcile(args) -> int:
                           sorted({r.get(k, [0, 0])[1] for r in runs}),
                           (max(r.get(k, [0, 0])[0] for r in runs) - min(r.get(k, [0, 0])[0] for r in runs))
                           / max(1, statistics.mean(r.get(k, [0, 0])[0] for r in runs))) for k in keys}
-        ref = "torch" if "torch" in agg else profs[0]
+        ref = "cupti" if "cupti" in agg else "torch" if "torch" in agg else profs[0]
         keys = sorted(set().union(*(agg[p] for p in profs)), key=lambda k: -agg[ref].get(k, (0,))[0])
         total = {p: sum(v[0] for v in agg[p].values()) for p in profs}
         for k in keys:
@@ -270,11 +340,12 @@ def reconcile(args) -> int:
                 row[f"{p}_count"] = cnt[0] if len(cnt) == 1 else cnt
                 row[f"{p}_ms"] = round(ns / 1e6, 4)
                 row[f"{p}_spread_%"] = round(100 * spread, 2)
-            if "kprof" in agg and ref != "kprof":
-                r_ns = agg[ref].get(k, (0,))[0]
-                k_ns = agg["kprof"].get(k, (0,))[0]
-                row["kprof_vs_" + ref + "_%"] = round(100 * (k_ns - r_ns) / r_ns, 2) if r_ns else None
-                row["share_%"] = round(100 * max(r_ns, k_ns) / max(1, total[ref]), 2)
+            r_ns = agg[ref].get(k, (0,))[0]
+            row["share_%"] = round(100 * r_ns / max(1, total[ref]), 2)
+            for p in profs:
+                if p != ref:
+                    p_ns = agg[p].get(k, (0,))[0]
+                    row[f"{p}_vs_{ref}_%"] = round(100 * (p_ns - r_ns) / r_ns, 2) if r_ns else None
             all_rows.append(row)
         summaries[wl] = {"steps": steps, "warmup": warm, "rounds": args.rounds,
                          "total_ms": {p: round(total[p] / 1e6, 3) for p in profs},
@@ -285,25 +356,34 @@ def reconcile(args) -> int:
 
 
 def overhead(args) -> int:
+    """Each process times an unprofiled block, then starts its profiler and times a second block;
+    the ratio is its overhead.  ``none`` (no profiler started) is the control: the spread of its ratio
+    over the rounds is the resolution of the measurement."""
     from bench.common import write_results
     tmp = tempfile.mkdtemp(prefix="kprof_overhead_")
     profs = [p for p in args.profilers.split(",") if p]
     rows, summary = [], {}
     for wl in args.workloads.split(","):
-        steps = args.steps or STEPS[wl]
-        times = defaultdict(list)
+        steps = args.steps or OVERHEAD_STEPS[wl]
+        ratios = defaultdict(list)
         for rnd in range(args.rounds):
             order = profs[rnd % len(profs):] + profs[:rnd % len(profs)]
             for p in order:
-                r = _run_child(wl, p, os.path.join(tmp, f"{wl}_{p}_{rnd}"), steps, WARMUP[wl], args.device)
-                times[p].append(r["step_ms"])
-                rows.append({"workload": wl, "round": rnd, "profiler": p, "step_ms": round(r["step_ms"], 5)})
-        base = statistics.median(times["none"])
-        s = {"control_spread_%": round(100 * (max(times["none"]) - min(times["none"])) / base, 2),
-             "median_step_ms": {p: round(statistics.median(v), 5) for p, v in times.items()},
-             "overhead_x": {p: round(statistics.median(v) / base, 4) for p, v in times.items()}}
+                r = _run_child(wl, p, os.path.join(tmp, f"{wl}_{p}_{rnd}"), steps, WARMUP[wl], args.device,
+                               baseline=True)
+                ratios[p].append(r["step_ms"] / r["pre_ms"])
+                rows.append({"workload": wl, "round": rnd, "profiler": p, "pre_ms": round(r["pre_ms"], 5),
+                             "step_ms": round(r["step_ms"], 5), "ratio": round(r["step_ms"] / r["pre_ms"], 4)})
+        ctrl = ratios["none"]
+        s = {"steps_per_block": steps, "rounds": args.rounds,
+             "control_spread_%": round(100 * (max(ctrl) - min(ctrl)), 2) if ctrl else None,
+             "overhead_x_median": {p: round(statistics.median(v), 4) for p, v in ratios.items()},
+             "overhead_x_all": {p: [round(x, 4) for x in v] for p, v in ratios.items()}}
+        if "floor" in ratios and "kprof" in ratios:
+            s["kprof_over_floor_%"] = round(100 * (statistics.median(ratios["kprof"]) /
+                                                   statistics.median(ratios["floor"]) - 1), 2)
         summary[wl] = s
-        print(json.dumps({wl: s}, indent=1))
+        print(json.dumps({wl: s}, indent=1), flush=True)
     write_results(args.name or "profiler_overhead_rotated", rows, {"summary": summary})
     return 0
 
@@ -311,8 +391,8 @@ def overhead(args) -> int:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "_child":
-        wl, prof, out, steps, warmup, device = argv[1:7]
-        print(json.dumps(child(wl, prof, out, int(steps), int(warmup), device)))
+        wl, prof, out, steps, warmup, device, baseline = argv[1:8]
+        print(json.dumps(child(wl, prof, out, int(steps), int(warmup), device, baseline == "1")))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mode", choices=["reconcile", "overhead"])
@@ -327,12 +407,12 @@ def main(argv=None) -> int:
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if args.mode == "reconcile":
         args.workloads = args.workloads or "encoder,train"
-        args.profilers = args.profilers or "torch,kprof,proton"
+        args.profilers = args.profilers or "cupti,torch,kprof,proton"
         args.rounds = args.rounds or 2
         return reconcile(args)
     args.workloads = args.workloads or "encoder,train,tiny"
     args.profilers = args.profilers or "none,floor,kprof,proton"
-    args.rounds = args.rounds or 6
+    args.rounds = args.rounds or 4
     return overhead(args)
 
 
