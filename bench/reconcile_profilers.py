@@ -21,11 +21,12 @@ the reference the others are compared with.
 
 ``overhead`` runs ``none``, ``floor`` (CUPTI kernel/memcpy/memset activity records only, see
 bench/cupti_floor.py), ``kprof`` and ``proton`` in separate processes, rounds interleaved with the order
-rotated; each process times an unprofiled block and then a profiled one, and the median of that ratio
-is the overhead; the control (``none``) shows the measurement's resolution.
+rotated; each process alternates unprofiled and profiled blocks (the profiler started and finalized
+around each of its blocks, outside the timing) and the median of the block ratios is its overhead;
+the control (``none``) shows the measurement's resolution.
 
     python bench/reconcile_profilers.py reconcile [--workloads encoder,train] [--steps 60] [--rounds 2]
-    python bench/reconcile_profilers.py overhead [--workloads encoder,train,tiny] [--rounds 4]
+    python bench/reconcile_profilers.py overhead [--workloads encoder,train,tiny] [--rounds 3] [--pairs 8]
 """
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ sys.path.insert(0, ROOT)
 
 WARMUP = {"encoder": 15, "train": 10, "tiny": 500}
 STEPS = {"encoder": 60, "train": 40, "tiny": 5000}
-OVERHEAD_STEPS = {"encoder": 200, "train": 100, "tiny": 20000}
+OVERHEAD_STEPS = {"encoder": 50, "train": 25, "tiny": 5000}
 
 
 # -- workloads ---------------------------------------------------------------------------------
@@ -144,16 +145,25 @@ def _start(prof, out):
             p.export_chrome_trace(out + ".json")
         return stop
     if prof == "floor":
-        from bench.cupti_floor import enable_activity_only
-        enable_activity_only()
+        from cupti import cupti
+        kinds = (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY, cupti.ActivityKind.MEMSET)
+        if not _FLOOR_REGISTERED:
+            cupti.activity_register_callbacks(lambda: (8 << 20, 0), lambda activities: None)
+            _FLOOR_REGISTERED.append(True)
+        for kind in kinds:
+            cupti.activity_enable(kind)
 
         def stop():
-            from cupti import cupti
             cupti.activity_flush_all(1)
+            for kind in kinds:
+                cupti.activity_disable(kind)
         return stop
     if prof == "cupti":
         return _raw_cupti(out + ".cupti.json")
     return lambda: None
+
+
+_FLOOR_REGISTERED: list = []
 
 
 def _raw_cupti(path):
@@ -190,10 +200,30 @@ def _raw_cupti(path):
     return stop
 
 
-def child(workload: str, prof: str, out: str, steps: int, warmup: int, device: str, baseline: bool) -> dict:
-    """Warm up, then (``baseline``) time ``steps`` unprofiled steps, start ``prof``, time ``steps`` more:
-    the ratio of the two blocks is this process's overhead, free of the process-to-process variation
-    (memory placement, clocks) that separate processes show."""
+def child(workload: str, prof: str, out: str, steps: int, warmup: int, device: str) -> dict:
+    """Warm up unprofiled, start ``prof``, run ``steps`` steps, stop it (``reconcile``)."""
+    import torch
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    w = WORKLOADS[workload](device, _scope_fn(prof))
+    for _ in range(warmup):
+        w.step()
+    sync()
+    stop = _start(prof, out)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        w.step()
+    sync()
+    dt = time.perf_counter() - t0
+    stop()
+    return {"step_ms": dt * 1e3 / steps, "steps": steps}
+
+
+def child_alternating(workload: str, prof: str, out: str, steps: int, warmup: int, device: str,
+                      pairs: int) -> dict:
+    """``pairs`` times: an unprofiled block and a profiled one (the profiler started before and stopped
+    after its block, outside the timing), in alternating order (AB, BA, ...) so that a drift of the
+    step time cancels; returns the per-pair ratios."""
+    import gc
     import torch
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     w = WORKLOADS[workload](device, _scope_fn(prof))
@@ -206,13 +236,27 @@ def child(workload: str, prof: str, out: str, steps: int, warmup: int, device: s
         sync()
         return (time.perf_counter() - t0) * 1e3 / steps
 
+    def profiled(i):
+        stop = _start(prof, f"{out}_{i}")
+        t = block()
+        stop()
+        gc.collect()
+        return t
+
     for _ in range(warmup):
         w.step()
-    pre = block() if baseline else None
-    stop = _start(prof, out)
-    post = block()
-    stop()
-    return {"step_ms": post, "pre_ms": pre, "steps": steps}
+    profiled(-1)  # the profiler's first start (imports, CUPTI init) is not part of any pair
+    block()
+    ratios = []
+    for i in range(pairs):
+        if i % 2 == 0:
+            a = block()
+            b = profiled(i)
+        else:
+            b = profiled(i)
+            a = block()
+        ratios.append(b / a)
+    return {"ratios": ratios}
 
 
 # -- reading the three profiles ----------------------------------------------------------------
@@ -295,11 +339,10 @@ def cupti_kernels(path: str) -> dict:
     return dict(out)
 
 
-def _run_child(workload, prof, out, steps, warmup, device, baseline=False):
+def _run_child(workload, prof, out, steps, warmup, device, pairs=0):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("KERNELC_INTERPRET", None)
-    cmd = [sys.executable, os.path.abspath(__file__), "_child", workload, prof, out, str(steps), str(warmup), device,
-           "1" if baseline else "0"]
+    cmd = [sys.executable, os.path.abspath(__file__), "_child", workload, prof, out, str(steps), str(warmup), device, str(pairs)]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
     if p.returncode != 0:
         raise RuntimeError(f"{workload}/{prof} failed (rc {p.returncode}):\n{p.stdout[-1500:]}\n{p.stderr[-3000:]}")
@@ -356,34 +399,35 @@ def reconcile(args) -> int:
 
 
 def overhead(args) -> int:
-    """Each process times an unprofiled block, then starts its profiler and times a second block;
-    the ratio is its overhead.  ``none`` (no profiler started) is the control: the spread of its ratio
-    over the rounds is the resolution of the measurement."""
+    """Each process alternates unprofiled and profiled blocks (:func:`child_alternating`); the median
+    of its ratios is its overhead.  ``none`` (no profiler started) is the control: the spread of its
+    ratio over the processes is the resolution of the measurement."""
     from bench.common import write_results
     tmp = tempfile.mkdtemp(prefix="kprof_overhead_")
     profs = [p for p in args.profilers.split(",") if p]
     rows, summary = [], {}
     for wl in args.workloads.split(","):
         steps = args.steps or OVERHEAD_STEPS[wl]
-        ratios = defaultdict(list)
+        per_proc = defaultdict(list)
         for rnd in range(args.rounds):
             order = profs[rnd % len(profs):] + profs[:rnd % len(profs)]
             for p in order:
                 r = _run_child(wl, p, os.path.join(tmp, f"{wl}_{p}_{rnd}"), steps, WARMUP[wl], args.device,
-                               baseline=True)
-                ratios[p].append(r["step_ms"] / r["pre_ms"])
-                rows.append({"workload": wl, "round": rnd, "profiler": p, "pre_ms": round(r["pre_ms"], 5),
-                             "step_ms": round(r["step_ms"], 5), "ratio": round(r["step_ms"] / r["pre_ms"], 4)})
-        ctrl = ratios["none"]
-        s = {"steps_per_block": steps, "rounds": args.rounds,
+                               pairs=args.pairs)
+                med = statistics.median(r["ratios"])
+                per_proc[p].append(med)
+                rows.append({"workload": wl, "round": rnd, "profiler": p, "median_ratio": round(med, 4),
+                             "ratios": [round(x, 4) for x in r["ratios"]]})
+        ctrl = per_proc["none"]
+        s = {"steps_per_block": steps, "rounds": args.rounds, "pairs_per_process": args.pairs,
              "control_spread_%": round(100 * (max(ctrl) - min(ctrl)), 2) if ctrl else None,
-             "overhead_x_median": {p: round(statistics.median(v), 4) for p, v in ratios.items()},
-             "overhead_x_all": {p: [round(x, 4) for x in v] for p, v in ratios.items()}}
-        if "floor" in ratios and "kprof" in ratios:
-            s["kprof_over_floor_%"] = round(100 * (statistics.median(ratios["kprof"]) /
-                                                   statistics.median(ratios["floor"]) - 1), 2)
+             "overhead_x_median": {p: round(statistics.median(v), 4) for p, v in per_proc.items()},
+             "overhead_x_per_process": {p: [round(x, 4) for x in v] for p, v in per_proc.items()}}
+        if "floor" in per_proc and "kprof" in per_proc:
+            s["kprof_over_floor_%"] = round(100 * (statistics.median(per_proc["kprof"]) /
+                                                   statistics.median(per_proc["floor"]) - 1), 2)
         summary[wl] = s
-        print(json.dumps({wl: s}, indent=1), flush=True)
+        print(json.dumps({wl: s}), flush=True)
     write_results(args.name or "profiler_overhead_rotated", rows, {"summary": summary})
     return 0
 
@@ -391,8 +435,11 @@ def overhead(args) -> int:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "_child":
-        wl, prof, out, steps, warmup, device, baseline = argv[1:8]
-        print(json.dumps(child(wl, prof, out, int(steps), int(warmup), device, baseline == "1")))
+        wl, prof, out, steps, warmup, device, pairs = argv[1:8]
+        if int(pairs):
+            print(json.dumps(child_alternating(wl, prof, out, int(steps), int(warmup), device, int(pairs))))
+        else:
+            print(json.dumps(child(wl, prof, out, int(steps), int(warmup), device)))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mode", choices=["reconcile", "overhead"])
@@ -401,6 +448,7 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=None, help="profiled steps (default per workload)")
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--device", default=None)
+    ap.add_argument("--pairs", type=int, default=8, help="overhead: unprofiled/profiled block pairs per process")
     ap.add_argument("--name", default=None, help="results file name (bench/results/NAME.json)")
     args = ap.parse_args(argv)
     import torch
@@ -412,7 +460,7 @@ def main(argv=None) -> int:
         return reconcile(args)
     args.workloads = args.workloads or "encoder,train,tiny"
     args.profilers = args.profilers or "none,floor,kprof,proton"
-    args.rounds = args.rounds or 4
+    args.rounds = args.rounds or 3
     return overhead(args)
 
 
