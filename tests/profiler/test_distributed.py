@@ -168,6 +168,33 @@ def test_rank_naming_only_under_a_launcher(tmp_path, monkeypatch):
     assert distributed.rank_info() is None
 
 
+def test_nccl_kernel_records_keep_per_call_durations(tmp_path, monkeypatch):
+    """The path CUPTI records take (Session.add_gpu_record), fed by hand: NCCL kernels, mangled or
+    not, keep each call's duration; other kernels do not."""
+    import profiler
+    from profiler import context, session
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setattr(distributed, "options", distributed.Options(host_collectives=False))
+    sid = profiler.start(str(tmp_path / "g"))
+    s = session.get(sid)
+    node = context.intern(context.ROOT, "backward")
+    nccl = "_Z33ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE"
+    for i, dur in enumerate((5, 7, 6)):
+        s.add_gpu_record(node, nccl, True, 0, 1000 * i, 1000 * i + dur, None, 7, i)
+    s.add_gpu_record(node, "ampere_sgemm_128x64_nn", True, 0, 0, 50, None, 7, 9)
+    paths = profiler.finalize(sid)
+    assert paths == [str(tmp_path / "g.rank0.hatchet"), str(tmp_path / "g.merged.hatchet")]
+    root, _ = read_profile(paths[0])
+    kids = {c.name: c for c in node_at(root, "backward").children}
+    [k] = [c for name, c in kids.items() if "ncclDevKernel_AllReduce" in name]
+    assert k.extra["instances_ns"] == [5, 7, 6] and k.metrics["count"] == 3
+    assert "instances_ns" not in (kids["ampere_sgemm_128x64_nn"].extra or {})
+    merged, _ = read_profile(paths[1])
+    [m] = [c for c in node_at(merged, "backward").children if "ncclDevKernel" in c.name]
+    assert (m.metrics["wait (ns):rank0"], m.metrics["transfer (ns)"]) == (0, 18)
+
+
 # -- viewer -------------------------------------------------------------------------------------
 def viewer(*args):
     from profiler.viewer.cli import main
