@@ -344,6 +344,7 @@ def finalize(session: Optional[int] = None, output_format: Optional[str] = None)
         return []
     written: List[str] = []
     errors: List[str] = []
+    finished: List[tuple] = []
     with _lock:
         targets = _targets(session)
         for s in targets:
@@ -351,7 +352,8 @@ def finalize(session: Optional[int] = None, output_format: Optional[str] = None)
         for s in targets:
             try:
                 paths = _finish(s, parse_formats(output_format) if output_format else s.formats)
-                written += paths + distributed.after_finalize(s, paths)
+                written += paths
+                finished.append((s, paths))
             except Exception as e:
                 errors.append(f"{s.base}: {type(e).__name__}: {e}")
             finally:
@@ -361,6 +363,8 @@ def finalize(session: Optional[int] = None, output_format: Optional[str] = None)
                 except Exception as e:
                     errors.append(f"{s.base}: releasing {s.backend_name}: {e}")
         _refresh()
+    for s, paths in finished:  # rank 0 under torchrun: wait for the other ranks' files (not holding the lock)
+        written += distributed.after_finalize(s, paths)
     if errors:
         raise OSError("kprof: could not write the profile: " + "; ".join(errors))
     return written

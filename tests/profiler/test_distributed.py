@@ -168,6 +168,28 @@ def test_rank_naming_only_under_a_launcher(tmp_path, monkeypatch):
     assert distributed.rank_info() is None
 
 
+def test_cli_merge_options(tmp_path, monkeypatch, capsys):
+    from profiler import cli
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    monkeypatch.setattr(distributed, "options", distributed.Options(host_collectives=False))
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    script = tmp_path / "job.py"
+    script.write_text("import profiler\nwith profiler.scope('s'):\n    pass\n")
+    assert cli.main(["--no-merge", "-n", str(tmp_path / "a"), str(script)]) == 0
+    assert sorted(p.name for p in tmp_path.glob("a.*")) == ["a.rank0.hatchet"]
+    t0 = time.monotonic()
+    assert cli.main(["--merge-timeout", "0.3", "-n", str(tmp_path / "b"), str(script)]) == 0
+    assert time.monotonic() - t0 < 10
+    err = capsys.readouterr().err
+    assert "merging without rank(s) 1" in err and "wrote " + str(tmp_path / "b.merged.hatchet") in err
+    assert read_profile(str(tmp_path / "b.merged.hatchet"))[0].extra["distributed"]["missing"] == [1]
+    with pytest.raises(SystemExit):
+        cli.main(["--merge-timeout", "-1", str(script)])
+    assert "--merge-timeout must be 0 or more" in capsys.readouterr().err
+
+
 def test_nccl_kernel_records_keep_per_call_durations(tmp_path, monkeypatch):
     """The path CUPTI records take (Session.add_gpu_record), fed by hand: NCCL kernels, mangled or
     not, keep each call's duration; other kernels do not."""
