@@ -199,7 +199,7 @@ def session_started(session, info: RankInfo, unsuffixed_base: str) -> None:
 
 
 def _devices(session) -> List[str]:
-    out = [f"{t} {i}" for t, i in sorted(session.data.devices, key=lambda d: (d[0], str(d[1])))]
+    out = [f"{t} {i}" for t, i in sorted(session.data.devices, key=lambda d: (d[0], str(d[1]))) if t != "host"]
     torch = sys.modules.get("torch")
     try:
         if torch is not None and torch.cuda.is_initialized():

@@ -1,5 +1,5 @@
 """10. Straggler rank: in a merged profile (``NAME.merged.hatchet`` from kprof under torchrun), the
-rank that is busy longest outside collectives, the scope and kernels where its time differs from
+rank that is busy longest (collective waits left out), the scope and kernels where its time differs from
 the other ranks, and the collective in which the others waited for it.
 
 A rank's *busy* time is its total time minus its estimated collective wait (``wait (ns):rank<r>``,
