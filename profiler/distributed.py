@@ -214,9 +214,16 @@ def _devices(session) -> List[str]:
 def annotate(session, root, kernel_nodes: Dict[tuple, Any]) -> None:
     """Before writing a per-rank profile: rank metadata on the root, per-call durations on the
     collective frames."""
-    d = session.extra.get("distributed")
-    if d is None:
+    if session.extra.get("distributed") is None:
         return
+    try:
+        _annotate(session, root, kernel_nodes)
+    except Exception as e:  # the rank's profile is written without them rather than lost
+        print(f"kprof: rank metadata left out of the profile ({type(e).__name__}: {e})", file=sys.stderr)
+
+
+def _annotate(session, root, kernel_nodes: Dict[tuple, Any]) -> None:
+    d = session.extra["distributed"]
     info: RankInfo = d["info"]
     meta = {"rank": info.rank, "world_size": info.world_size, "local_rank": info.local_rank,
             "host": socket.gethostname(), "pid": os.getpid(), "devices": _devices(session),
