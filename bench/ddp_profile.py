@@ -37,14 +37,18 @@ def worker(args) -> None:
     import profiler
 
     rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", 0))
-    torch.cuda.set_device(local)
-    dist.init_process_group("nccl")
+    dev = "cpu" if args.cpu else "cuda"
+    if not args.cpu:
+        torch.cuda.set_device(local)
+    dist.init_process_group("gloo" if args.cpu else "nccl")
     torch.manual_seed(0)
-    model = torch.nn.Sequential(*[torch.nn.Linear(args.width, args.width) for _ in range(4)]).cuda()
-    ddp = DDP(model, device_ids=[local], bucket_cap_mb=4)
+    model = torch.nn.Sequential(*[torch.nn.Linear(args.width, args.width) for _ in range(4)]).to(dev)
+    ddp = DDP(model, device_ids=None if args.cpu else [local], bucket_cap_mb=4)
     opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
-    x = torch.randn(args.batch, args.width, device="cuda")
-    big = torch.randn(2048, 2048, device="cuda", dtype=torch.float16)
+    x = torch.randn(args.batch, args.width, device=dev)
+    n = 256 if args.cpu else 2048
+    big = torch.randn(n, n, device=dev, dtype=torch.float32 if args.cpu else torch.float16)
+    sync = (lambda: None) if args.cpu else torch.cuda.synchronize
 
     def step():
         with profiler.scope("forward"):
@@ -61,12 +65,12 @@ def worker(args) -> None:
 
     for _ in range(args.warmup):
         step()
-    torch.cuda.synchronize()
+    sync()
     dist.barrier()
     t0 = time.perf_counter()
     for _ in range(args.steps):
         step()
-    torch.cuda.synchronize()
+    sync()
     ms = (time.perf_counter() - t0) * 1e3 / args.steps
     with open(os.path.join(args.out, f"steps.rank{rank}.json"), "w") as f:
         json.dump({"rank": rank, "ms_per_step": ms}, f)
@@ -82,7 +86,7 @@ def run_job(prof: str, nproc: int, args, out: str):
         cmd += ["-m", "kprof", "-n", os.path.join(out, "ddp"), "--merge-timeout", "120"]
     cmd += [os.path.abspath(__file__), "--worker", "--out", out, "--steps", str(args.steps), "--warmup",
             str(args.warmup), "--slow-rank", str(args.slow_rank), "--slow-matmuls", str(args.slow_matmuls),
-            "--width", str(args.width), "--batch", str(args.batch)]
+            "--width", str(args.width), "--batch", str(args.batch)] + (["--cpu"] if args.cpu else [])
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     t0 = time.perf_counter()
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=args.timeout)
@@ -128,17 +132,18 @@ def main() -> int:
     ap.add_argument("--slow-matmuls", type=int, default=8)
     ap.add_argument("--width", type=int, default=2048)
     ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--timeout", type=int, default=280)
+    ap.add_argument("--cpu", action="store_true", help="smoke test of this script on the CPU (gloo; no NCCL kernels)")
+    ap.add_argument("--timeout", type=int, default=120, help="seconds per torchrun job")
     args = ap.parse_args()
     if args.worker:
         worker(args)
         return 0
     import torch
     ngpu = torch.cuda.device_count()
-    if ngpu == 0:
-        print("ddp_profile: no GPU; nothing to measure", file=sys.stderr)
+    if ngpu == 0 and not args.cpu:
+        print("ddp_profile: no GPU; nothing to measure (--cpu: a smoke test with gloo)", file=sys.stderr)
         return 1
-    nproc = args.nproc or min(ngpu, 8)
+    nproc = args.nproc or (2 if args.cpu else min(ngpu, 8))
     work = tempfile.mkdtemp(prefix="ddp_profile_")
     best: dict = {"none": {}, "kprof": {}}
     kprof_dir = None
@@ -152,7 +157,7 @@ def main() -> int:
                 best[prof][r] = min(best[prof].get(r, float("inf")), v)
             if prof == "kprof":
                 kprof_dir = out
-    result = {"gpus": ngpu, "nproc": nproc, "device": torch.cuda.get_device_name(0), "steps": args.steps,
+    result = {"gpus": ngpu, "nproc": nproc, "device": "cpu (gloo smoke test)" if args.cpu else torch.cuda.get_device_name(0), "steps": args.steps,
               "slow_rank": args.slow_rank if nproc > 1 else None, "slow_matmuls": args.slow_matmuls,
               "per_rank": {str(r): {"none_ms": round(best["none"][r], 4), "kprof_ms": round(best["kprof"][r], 4),
                                     "overhead": round(best["kprof"][r] / best["none"][r], 4)} for r in range(nproc)},
@@ -165,6 +170,8 @@ def main() -> int:
     else:
         result["merged_missing"] = merged
     print(json.dumps(result, indent=2))
+    if args.cpu:  # a smoke test: nothing to keep
+        return 0
     for d in [os.path.join(HERE, "results"), os.path.join(os.environ.get("OUT", ""), "results") if os.environ.get("OUT") else None]:
         if d:
             os.makedirs(d, exist_ok=True)
