@@ -318,6 +318,7 @@ def check_run(tmp_path, world, slow, stderr):
     assert diag["evidence"]["collective"]["path"] == "step/sync/all_reduce"
 
 
+@pytest.mark.slow
 def test_torchrun_three_ranks_gloo_slow_rank_found(tmp_path):
     (tmp_path / "train.py").write_text(TRAIN)
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""), SLOW_RANK="1",
@@ -330,6 +331,7 @@ def test_torchrun_three_ranks_gloo_slow_rank_found(tmp_path):
     check_run(tmp_path, 3, 1, r.stderr)
 
 
+@pytest.mark.slow
 def test_plain_launcher_two_ranks_gloo(tmp_path):
     """Any launcher that sets RANK/WORLD_SIZE (here: two processes started by hand, no run id)."""
     import socket
