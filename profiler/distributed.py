@@ -47,7 +47,10 @@ def configure(**kwargs) -> Options:
     for k, v in kwargs.items():
         if not hasattr(options, k):
             raise TypeError(f"unknown distributed option {k!r}; expected one of {', '.join(vars(options))}")
-        setattr(options, k, type(getattr(options, k))(v))
+        kind = type(getattr(options, k))
+        if kind is bool and not isinstance(v, bool):
+            raise TypeError(f"distributed option {k!r} takes True or False, got {v!r}")
+        setattr(options, k, v if kind is bool else kind(v))
     if options.merge_timeout < 0:
         raise ValueError(f"merge_timeout must be 0 or more seconds, got {options.merge_timeout}")
     return options
