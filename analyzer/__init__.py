@@ -77,6 +77,8 @@ def analyze(profile_path: str, kernel: Optional[str] = None, arch: Optional[str]
             raise AnalyzerError(f"--arch {arch!r}: {e}") from None
     groups, others, total = LD.kernel_groups(root)
     rep = Report(profile=str(profile_path), total_time_ns=total, other_kernels=others)
+    from . import diagnostics as D
+    rep.profile_diagnostics = D.run_profile(root)
     if kernel:
         try:
             pat = re.compile(kernel, re.IGNORECASE)
@@ -89,7 +91,7 @@ def analyze(profile_path: str, kernel: Optional[str] = None, arch: Optional[str]
                                 f"({', '.join(names) if names else 'none'})")
         groups = matched
         rep.other_kernels = [o for o in others if pat.search(o.name)]
-    if not groups:
+    if not groups and not rep.profile_diagnostics:
         rep.notes.append("the profile has no kernelc kernel frames (kprof frames with a 'kprof' kernel record, or "
                          "sampled kernels)")
     selected = [g for g in groups if not total or g.time_ns / total >= min_share] if min_share else groups

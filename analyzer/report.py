@@ -32,6 +32,7 @@ JSON layout (``Report.to_json()``, ``kprof-analyze --json``), schema ``"kprof-an
       ],
       "other_kernels": [{"name", "time_ns", "count"}],  # not kernelc kernels (torch, cuBLAS)
       "notes": ["..."],
+      "profile_diagnostics": [{...diagnostic...}],  # whole-profile checks, e.g. straggler-rank (merged profiles)
       "verification": [...]                          # only with --verify (see analyzer.verify)
     }
 """
@@ -120,6 +121,7 @@ class Report:
     other_kernels: List[Any] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
     verification: Optional[List[Dict[str, Any]]] = None
+    profile_diagnostics: List[Diagnostic] = field(default_factory=list)  # whole-profile checks (stragglers)
 
     # -- queries ------------------------------------------------------------------------------
     def kernel(self, name: str) -> KernelReport:
@@ -130,7 +132,7 @@ class Report:
 
     @property
     def findings(self) -> List[Diagnostic]:
-        return [d for k in self.kernels for d in k.findings]
+        return [d for d in self.profile_diagnostics if d.is_finding] + [d for k in self.kernels for d in k.findings]
 
     # -- JSON -----------------------------------------------------------------------------------
     def to_json(self) -> dict:
@@ -139,6 +141,7 @@ class Report:
             "kernels": [k.to_json() for k in self.kernels],
             "other_kernels": [{"name": o.name, "time_ns": o.time_ns, "count": o.count} for o in self.other_kernels],
             "notes": list(self.notes),
+            "profile_diagnostics": [d.to_json() for d in self.profile_diagnostics],
         }
         if self.verification is not None:
             out["verification"] = self.verification
@@ -212,6 +215,8 @@ def _render(rep: Report, width: int) -> List[List[Seg]]:
     line((head, "bold"), ("  |  " + "  |  ".join(parts) if parts else "", None))
     for n in rep.notes:
         line(("note: ", "dim"), (n, "dim"))
+    for d in rep.profile_diagnostics:
+        _render_profile_diagnostic(d, line, width)
     if not rep.kernels:
         line(("no kernelc kernels to analyse", "yellow"))
     for k in rep.kernels:
@@ -224,6 +229,16 @@ def _render(rep: Report, width: int) -> List[List[Seg]]:
     if rep.verification is not None:
         _render_verification(rep.verification, line)
     return out
+
+
+def _render_profile_diagnostic(d: Diagnostic, line, width: int) -> None:
+    line(("", None))
+    line((f"{d.severity}: ", SEVERITY_STYLE.get(d.severity)), (f"[{d.id}] {d.title}", "bold"))
+    for i, w in enumerate(_wrap(d.message, width, 8)):
+        line(("    " if i else "    ", None), (w, None))
+    if d.is_finding:
+        for i, w in enumerate(_wrap(d.fix, width, 10)):
+            line(("    fix: " if i == 0 else "         ", "green"), (w, None))
 
 
 def _render_kernel(k: KernelReport, line, width: int) -> None:

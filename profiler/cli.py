@@ -15,6 +15,7 @@ import sys
 import traceback
 from typing import List, Optional, Tuple
 
+from . import distributed as _distributed
 from . import session as _session
 
 PROG = "kprof"
@@ -37,11 +38,16 @@ examples:
   python -m kprof --format chrome -m pytest -q tests/test_model.py
 
 The exit status is the program's; the profile is written even when it raises, calls sys.exit,
-or is stopped with Ctrl-C or SIGTERM."""
+or is stopped with Ctrl-C or SIGTERM.
+
+Under torchrun (or any launcher that sets RANK and WORLD_SIZE) each rank writes NAME.rank<r>.hatchet
+and rank 0 then writes NAME.merged.hatchet (per-rank times, imbalance, collective wait):
+  torchrun --nproc-per-node 8 -m kprof -n train train.py"""
 
 _VALUE_OPTS = {"-n": "name", "--name": "name", "-c": "context", "--context": "context", "-m": "mode",
                "--mode": "mode", "-o": "output_dir", "--output-dir": "output_dir", "-f": "format",
-               "--format": "format", "-b": "backend", "--backend": "backend", "-k": "hook", "--hook": "hook"}
+               "--format": "format", "-b": "backend", "--backend": "backend", "-k": "hook", "--hook": "hook",
+               "--merge-timeout": "merge_timeout"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -59,6 +65,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="measurement backend (default: auto = cupti when CUDA and CUPTI work, else cpu)")
     p.add_argument("-k", "--hook", choices=["kernelc", "none"], default="kernelc",
                    help="kernelc launch hook: launch configuration and launch_metadata flops/bytes (default: kernelc)")
+    p.add_argument("--merge-timeout", type=float, metavar="SECONDS", default=_distributed.options.merge_timeout,
+                   help="under torchrun: how long rank 0 waits for the other ranks' profiles before merging "
+                        "what exists (default: %(default)s)")
+    p.add_argument("--no-merge", action="store_true",
+                   help="under torchrun: write only the per-rank profiles (merge later with python -m profiler.merge)")
     return p
 
 
@@ -149,6 +160,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         _session.parse_formats(opts.format)
     except ValueError as e:
         parser.error(str(e))
+    if opts.merge_timeout < 0:
+        parser.error(f"--merge-timeout must be 0 or more seconds, got {opts.merge_timeout}")
+    _distributed.configure(merge_timeout=opts.merge_timeout, merge=not opts.no_merge)
     if script is not None and not os.path.isfile(script):
         print(f"{PROG}: error: can't open file {script!r}: no such file", file=sys.stderr)
         return 2
@@ -202,6 +216,7 @@ def _write_profile() -> Optional[int]:
 
     def hold(signum, frame):
         pending.append(signum)
+        _distributed.interrupt()  # rank 0 stops waiting for other ranks' profiles and merges what it has
 
     saved = {}
     for sig in (signal.SIGINT, signal.SIGTERM):

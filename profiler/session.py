@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import backends, context
+from . import backends, context, distributed
 from .format import TIME_METRIC, write_profile
 from .tree import ProfileData, build_tree
 
@@ -127,6 +127,7 @@ class Session:
         # ``kernels``: correlation id -> (kernel frame, KernelInfo or None) once the tree is built.
         self.kernel_cids: Optional[Dict[int, tuple]] = {} if mode == "pcsampling" else None
         self.kernels: Dict[int, tuple] = {}
+        self.kernel_nodes: Dict[tuple, Any] = {}  # (ctx, name, device type, id) -> kernel frame, after build
         self.started_ns = time.perf_counter_ns()
 
     @property
@@ -177,6 +178,8 @@ class Session:
             metrics = {"bytes": nbytes} if nbytes else None
             extra = {"kind": name.split()[0]}
         self.data.add_kernel(ctx, name, "CUDA", device, end - start, metrics, extra)
+        if is_kernel and "distributed" in self.extra and distributed.is_collective_kernel(name):
+            distributed.add_instance(self, (ctx, name, "CUDA", device), end - start)
         if self.kernel_cids is not None and is_kernel:
             self.kernel_cids[cid] = ((ctx, name, "CUDA", device), info)
         if self.data.events is not None:
@@ -199,6 +202,7 @@ class Session:
         from .device_info import device_info
         nodes: Dict[tuple, Any] = {}
         root = build_tree(self.data, context.names_of, demangle, nodes=nodes)
+        self.kernel_nodes = nodes
         if self.kernel_cids is not None:
             self.kernels = {cid: (nodes[key], info) for cid, (key, info) in self.kernel_cids.items() if key in nodes}
         return root, device_info(self.data.devices)
@@ -255,8 +259,12 @@ def start(name: Optional[str] = DEFAULT_NAME, *, context: str = "shadow", mode: 
     with _lock:
         sid = _next_id
         _next_id += 1
-        s = Session(sid, name or DEFAULT_NAME, _base_path(name, output_dir), ctx, mode_name, mode_opts, hook, formats)
+        base, rank = _base_path(name, output_dir), distributed.rank_info()
+        s = Session(sid, name or DEFAULT_NAME, distributed.rank_base(base, rank), ctx, mode_name, mode_opts, hook,
+                    formats)
         s.backend = backends.select(backend, kernel_activity=s.kernel_activity)
+        if rank is not None:
+            distributed.session_started(s, rank, base)
         try:
             if mode_name == "pcsampling":
                 _attach_pcsampling(s)
@@ -336,13 +344,16 @@ def finalize(session: Optional[int] = None, output_format: Optional[str] = None)
         return []
     written: List[str] = []
     errors: List[str] = []
+    finished: List[tuple] = []
     with _lock:
         targets = _targets(session)
         for s in targets:
             _deactivate(s)
         for s in targets:
             try:
-                written += _finish(s, parse_formats(output_format) if output_format else s.formats)
+                paths = _finish(s, parse_formats(output_format) if output_format else s.formats)
+                written += paths
+                finished.append((s, paths))
             except Exception as e:
                 errors.append(f"{s.base}: {type(e).__name__}: {e}")
             finally:
@@ -352,6 +363,8 @@ def finalize(session: Optional[int] = None, output_format: Optional[str] = None)
                 except Exception as e:
                     errors.append(f"{s.base}: releasing {s.backend_name}: {e}")
         _refresh()
+    for s, paths in finished:  # rank 0 under torchrun: wait for the other ranks' files (not holding the lock)
+        written += distributed.after_finalize(s, paths)
     if errors:
         raise OSError("kprof: could not write the profile: " + "; ".join(errors))
     return written
@@ -364,6 +377,7 @@ def _finish(s: Session, formats: Tuple[str, ...]) -> List[str]:
         print(f"kprof: {len(errors)} CUPTI problem(s) while profiling, first: {errors[0]}", file=sys.stderr)
         errors.clear()
     root, devinfo = s.build()
+    distributed.annotate(s, root, s.kernel_nodes)
     if s.pcsampling is not None:
         finish = getattr(s.pcsampling, "finish", None)
         if finish is not None:
@@ -460,6 +474,28 @@ def kernel_launched(key, info, metrics, start: int, end: int, device_type: str, 
             clk = s.backend.to_trace_clock
             s.data.add_event(info.display_name, "kernel", clk(start), clk(end), f"{device_type} {device_id}",
                              "interpreter" if device_type == "CPU" else "launch", k)
+
+
+def host_collective(op: str, backend: str, start: int, end: int) -> None:
+    """A synchronous ``torch.distributed`` call timed on the host (:mod:`profiler.distributed`): a
+    child frame ``op`` of the calling scope on the cpu backend, like an interpreted launch."""
+    c = context.local.ctx
+    dur = end - start
+    if c.tstack:
+        c.tstack[-1][2] += dur      # not the scope's own time
+    node = context.current_node()
+    pykey = context.python_key_here(2) if python_ctx else None
+    for s in active:
+        if s.backend_name != "cpu":
+            continue
+        k = s.launch_key(node, pykey)
+        extra = {"kind": "collective", "op": op, "backend": backend}
+        s.data.add_kernel(k, op, "host", 0, dur, None, extra)
+        if "distributed" in s.extra:
+            distributed.add_instance(s, (k, op, "host", 0), dur)
+        if s.data.events is not None:
+            clk = s.backend.to_trace_clock
+            s.data.add_event(op, "collective", clk(start), clk(end), "host", f"thread {threading.get_ident()}", k)
 
 
 # -- command line ownership and exit ------------------------------------------------------------

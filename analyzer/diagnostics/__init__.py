@@ -15,6 +15,8 @@
  8     ``hopper-no-tma``             a wgmma loop whose operand tiles come through pointers, not TMA (sm_90a)
  9     ``fp8-upcast``                an fp8 dot upcast to fp16 (target before sm_89, or K not a multiple of 32)
  9     ``fp8-transposed-operand``    an fp8 operand not K-major in memory (row-major B), staged byte by byte
+ 10    ``straggler-rank``            merged (torchrun) profiles: the slow rank, its scope and kernels, the
+                                     collective the others waited in (a profile check, ``PROFILE_REGISTRY``)
 =====  ============================  ========================================================================
 
 A :class:`Diagnostic` carries a severity (``error`` > ``warning`` > ``info``; only warnings and errors
@@ -84,6 +86,37 @@ def _registry() -> List[tuple]:
 
 
 REGISTRY: List[tuple] = []
+
+
+def _profile_registry() -> List[tuple]:
+    from . import stragglers
+    return [(10, "straggler-rank", stragglers.check_profile)]
+
+
+PROFILE_REGISTRY: List[tuple] = []  # checks of a whole profile tree (not of one kernel's facts)
+
+
+def profile_registry() -> List[tuple]:
+    if not PROFILE_REGISTRY:
+        PROFILE_REGISTRY.extend(_profile_registry())
+    return PROFILE_REGISTRY
+
+
+def run_profile(root, only: Optional[List[str]] = None) -> List[Diagnostic]:
+    """The profile-level diagnostics of a profile tree, most severe first (a failing check is an
+    info diagnostic, as in :func:`run`)."""
+    out: List[Diagnostic] = []
+    for number, ident, check in profile_registry():
+        if only and ident not in only:
+            continue
+        try:
+            out.extend(check(root))
+        except Exception as e:
+            out.append(Diagnostic("analyzer-error", number, f"check {ident} failed", "info",
+                                  f"internal error in the {ident} check: {type(e).__name__}: {e}",
+                                  "report this as an analyzer bug"))
+    out.sort(key=lambda d: (SEVERITY_RANK.get(d.severity, 9), d.number))
+    return out
 
 
 def registry() -> List[tuple]:

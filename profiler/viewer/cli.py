@@ -25,7 +25,8 @@ Raw metrics are those in the file (time, count, flops16, bytes, ...; 'time' mean
 Derived: time/{s,ms,us,ns}, avg_time/{s,ms,us,ns} (time/count), flops (all widths),
 flop/s gflop/s tflop/s and flop{8,16,32,64}/s ..., byte/s gbyte/s tbyte/s,
 util (max of compute and bandwidth fraction of the device peak; sm_80, sm_89, sm_90, sm_100),
-<metric>/%% (share of the total). Names and units are case-insensitive."""
+<metric>/%% (share of the total). Merged profiles (torchrun): time/ms:rank<R>, time/ms:{min,median,max,mean},
+imbalance (max/median across ranks), wait/ms:max, transfer/ms:... Names and units are case-insensitive."""
 
 
 class _Fail(Exception):
@@ -42,7 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
                f"  {PROG} -i attn -d 3 profile.hatchet\n"
                f"  {PROG} --print-sorted -m time/us,time/% profile.hatchet\n"
                f"  {PROG} --diff-profile before.hatchet after.hatchet\n"
-               f"  {PROG} --source matmul_kernel profile.hatchet",
+               f"  {PROG} --source matmul_kernel profile.hatchet\n"
+               f"  {PROG} -m time/ms:max,time/ms:median,imbalance,wait/ms:max train.merged.hatchet\n"
+               f"  {PROG} --rank 1 train.merged.hatchet",
     )
     p.add_argument("profile", help="profile file (.hatchet JSON from kprof or Proton)")
     p.add_argument("-l", "--list", action="store_true", help="list the metrics in the file (raw and derivable) and the devices")
@@ -62,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--print-sorted", "--print_sorted", dest="print_sorted", action="store_true",
                    help="print a flat list of frames (merged by name), hottest first, instead of the tree")
     p.add_argument("--diff-profile", metavar="OTHER", help="show this profile minus OTHER, frame by frame")
+    p.add_argument("--rank", type=int, metavar="R",
+                   help="merged profile (NAME.merged.hatchet): show rank R alone, as its own profile")
     p.add_argument("--source", metavar="KERNEL",
                    help="show KERNEL's source with per-line samples, share and top stall reasons")
     p.add_argument("--no-color", action="store_true", help="plain text even on a terminal (also: NO_COLOR=1)")
@@ -109,6 +114,11 @@ def _compile(flag: str, pattern: str | None) -> re.Pattern[str] | None:
 def _prepare(path: str, args: argparse.Namespace, frame_format: str,
              inc: re.Pattern[str] | None, exc: re.Pattern[str] | None) -> tree.Profile:
     profile = tree.load(path)
+    if args.rank is not None:
+        try:
+            profile = tree.select_rank(profile, args.rank)
+        except ValueError as e:
+            raise _Fail(str(e)) from None
     tree.apply_frame_format(profile.root, frame_format)
     root = profile.root
     if inc is not None:

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import difflib
 import re
+import statistics
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from .. import format as fmt
+from ..merge import split_rank_name
 from . import peaks
 
 # --- data tables -------------------------------------------------------------------------------
@@ -56,6 +58,12 @@ KIND_DOC: dict[str, str] = {
     "rate": "counter / time",
     "share": "share of the total, in percent",
     "util": "max(compute, bandwidth) fraction of peak, kernel frames only",
+    "rank_stat": "across ranks (merged profiles): min, median, max, mean of the per-rank values",
+    "imbalance": "across ranks (merged profiles): max / median of the per-rank time",
+}
+# statistics across ranks of a merged profile's per-rank columns (<metric>:rank<r>)
+RANK_STATS: dict[str, Callable[[list[float]], float]] = {
+    "min": min, "median": statistics.median, "max": max, "mean": statistics.fmean,
 }
 
 
@@ -73,6 +81,7 @@ class Metric:
     factor: float = 1.0  # unit factor: time values are multiplied by it, rates divided by it
     additive: bool = False  # adds up over frames: a missing frame counts as 0 in a diff
     base: "Metric | None" = None  # for share: the metric whose share is shown
+    stat: str = ""  # for rank_stat: a key of RANK_STATS
 
     def value(self, row: Any, ctx: "EvalContext") -> float | None:
         """The metric on ``row`` (``None``: no data)."""
@@ -160,6 +169,26 @@ def _eval_util(m: Metric, row: Any, ctx: EvalContext) -> float | None:
     return max(min_time_flops, min_time_bytes) / secs
 
 
+def _rank_values(m: Metric, row: Any) -> list[float] | None:
+    vals = [row.inc.get(s) for s in m.sources]
+    if all(v is None for v in vals):
+        return None
+    return [0.0 if v is None else v for v in vals]  # a rank without this frame spent nothing there
+
+
+def _eval_rank_stat(m: Metric, row: Any, ctx: EvalContext) -> float | None:
+    vals = _rank_values(m, row)
+    return None if vals is None else RANK_STATS[m.stat](vals) * m.factor
+
+
+def _eval_imbalance(m: Metric, row: Any, ctx: EvalContext) -> float | None:
+    vals = _rank_values(m, row)
+    if vals is None:
+        return None
+    med = statistics.median(vals)
+    return max(vals) / med if med > 0 else None
+
+
 _EVALUATORS: dict[str, Callable[[Metric, Any, EvalContext], float | None]] = {
     "raw": _eval_raw,
     "own": _eval_own,
@@ -168,6 +197,8 @@ _EVALUATORS: dict[str, Callable[[Metric, Any, EvalContext], float | None]] = {
     "rate": _eval_rate,
     "share": _eval_share,
     "util": _eval_util,
+    "rank_stat": _eval_rank_stat,
+    "imbalance": _eval_imbalance,
 }
 
 
@@ -235,10 +266,37 @@ def catalog(raw_names: Iterable[str], additive: Iterable[str]) -> dict[str, Metr
                 put(Metric(f"{prefix}{stem}/s", "rate", have, scale))
         if any(f"flops{w}" in present for w in fmt.FLOP_WIDTHS) or "bytes" in present:
             put(Metric("util", "util", (time_source,)))
+    _rank_metrics(raw_names, summed, time_source, put)
     for m in list(out.values()):
         if m.additive and m.kind == "raw":
             put(Metric(f"{short_name(m.name)}/%", "share", m.sources, base=m))
     return out
+
+
+def _rank_metrics(raw_names: list[str], summed: set[str], time_source: str | None,
+                  put: Callable[[Metric], None]) -> None:
+    """Merged profiles: ``<stem>/<unit>:rank<r>``, ``<stem>/<unit>:<stat>`` and ``<stem>:<stat>``
+    from the per-rank columns, and ``imbalance`` from those of the main time metric."""
+    groups: dict[str, list[tuple[int, str]]] = {}
+    for name in raw_names:
+        split = split_rank_name(name)
+        if split is not None and name in summed:
+            groups.setdefault(split[0], []).append((split[1], name))
+    for base, cols in groups.items():
+        cols.sort()
+        sources = tuple(n for _, n in cols)
+        stem, unit = short_name(base), time_unit(base)
+        if unit:
+            for target, secs in TIME_UNITS.items():
+                factor = TIME_UNITS[unit] / secs
+                for r, n in cols:
+                    put(Metric(f"{stem}/{target}:rank{r}", "time", (n,), factor, additive=True))
+                for stat in RANK_STATS:
+                    put(Metric(f"{stem}/{target}:{stat}", "rank_stat", sources, factor, stat=stat))
+        for stat in RANK_STATS:
+            put(Metric(f"{stem}:{stat}", "rank_stat", sources, stat=stat))
+        if base == time_source:
+            put(Metric("imbalance", "imbalance", sources))
 
 
 def main_time_metric(raw_names: Iterable[str]) -> str | None:
@@ -282,7 +340,9 @@ def resolve(spec: str, cat: Mapping[str, Metric], raw_names: Iterable[str]) -> M
     low = text.lower()
     if low in cat:
         return cat[low]
-    by_short = {short_name(n).lower(): n for n in raw_names}
+    by_short: dict[str, str] = {}
+    for n in raw_names:  # the first wins: "time" is "time (ns)", not a merged profile's "time (ns):rank1"
+        by_short.setdefault(short_name(n).lower(), n)
     if low in by_short and by_short[low].lower() in cat:  # "time" means "time (ns)"
         return cat[by_short[low].lower()]
     key = canonical(text)
@@ -349,6 +409,8 @@ def split_specs(text: str) -> list[str]:
 
 def default_specs(cat: Mapping[str, Metric], raw_names: list[str]) -> list[str]:
     """What to show without ``-m``: time in ms and its share, else the first raw metric."""
+    if "imbalance" in cat and "time/ms:max" in cat:  # a merged profile: the spread across ranks
+        return ["time/ms:min", "time/ms:median", "time/ms:max", "imbalance"]
     if "time/ms" in cat:
         return ["time/ms", "time/%"]
     return [raw_names[0]] if raw_names else []

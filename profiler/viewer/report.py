@@ -195,7 +195,7 @@ def flat_report(profile: Profile, metrics: Sequence[M.Metric], *, threshold: flo
 
 # --- -l -----------------------------------------------------------------------------------------
 
-_KIND_ORDER = ("time", "avg_time", "rate", "util", "share")
+_KIND_ORDER = ("time", "avg_time", "rate", "util", "share", "rank_stat", "imbalance")
 
 
 def list_report(profile: Profile) -> list[Line]:

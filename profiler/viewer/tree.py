@@ -77,6 +77,45 @@ def load(path: str) -> Profile:
     return profile
 
 
+def ranks_of(profile: Profile) -> list[int]:
+    """The ranks whose per-rank columns (``<metric>:rank<r>``) a merged profile holds."""
+    from ..merge import split_rank_name
+    return sorted({s[1] for s in map(split_rank_name, profile.raw_names) if s is not None})
+
+
+def select_rank(profile: Profile, rank: int) -> Profile:
+    """One rank of a merged profile, as that rank's own profile: each frame keeps the rank's
+    per-rank columns under their plain names (``time (ns):rank1`` -> ``time (ns)``); frames the rank
+    never reached are dropped.  Raises ``ValueError`` for a profile without that rank."""
+    from ..merge import split_rank_name
+    ranks = ranks_of(profile)
+    if not ranks:
+        raise ValueError(f"{profile.label} has no per-rank metrics; --rank needs a merged profile "
+                         "(NAME.merged.hatchet, written by rank 0 under torchrun)")
+    if rank not in ranks:
+        missing = ((profile.root.extra or {}).get("distributed") or {}).get("missing") or []
+        why = " (its profile was missing when the merge was written)" if rank in missing else ""
+        raise ValueError(f"rank {rank} is not in {profile.label}{why}; ranks: {', '.join(map(str, ranks))}")
+    additive: dict[str, None] = {}
+    for node, _ in profile.root.walk():
+        own: dict[str, Any] = {}
+        for key, value in node.own.items():
+            split = split_rank_name(key)
+            if split is not None and split[1] == rank:
+                own[split[0]] = value
+                additive[split[0]] = None
+        if own:
+            own.update({k: node.own[k] for k in (fmt.DEVICE_ID, fmt.DEVICE_TYPE) if k in node.own})
+        node.own = own
+    order = [n for n, _ in profile.root.walk()]
+    for node in reversed(order):
+        node.children = [c for c in node.children if c.children or c.own]
+    names = order_metric_names(additive)
+    out = Profile(profile.path, profile.root, profile.device_info, names, names)
+    compute_inclusive(out.root, out.additive)
+    return out
+
+
 def order_metric_names(names) -> list[str]:
     """Headline metrics first (time, count, flop counters, bytes, samples), PC-sampling stall
     counters last, others in file order: the order of -l, messages and defaults."""
