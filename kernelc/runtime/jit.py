@@ -173,7 +173,8 @@ class JITFunction(DeviceFunction, KernelInterface):
     def _run_interpreter(self, values, grid3, num_warps, num_stages, options, warmup):
         from . import interpreter
         if warmup:
-            return None
+            from .launcher import compile_offline
+            return compile_offline(self, values, num_warps, num_stages)
         mask = self.constexpr_mask(values)
         rec = None
         if hooks.any_registered():
@@ -190,8 +191,22 @@ class JITFunction(DeviceFunction, KernelInterface):
         return launch_cuda(self, values, grid3, num_warps, num_stages, options, warmup)
 
     def warmup(self, *args, grid=(1,), **kwargs):
-        """Compile for these arguments without launching."""
-        return self.run(*args, grid=grid, warmup=True, **kwargs)
+        """Compile for these arguments without launching; returns the compiled kernel (``n_regs``,
+        ``n_spills``, ``metadata.shared``, ``asm``), launchable as ``kernel[grid](*args)``.
+
+        Example::
+
+            k = softmax_kernel.warmup(y, x, n_cols, BLOCK=1024, num_warps=8, grid=(1,))
+            occupancy = 65536 // (k.n_regs * 32 * 8)
+            k[(n_programs,)](y, x, n_cols)
+        """
+        from .compiled import WarmedKernel
+        compiled = self.run(*args, grid=grid, warmup=True, **dict(kwargs))
+        values, options = self.bind(args, dict(kwargs))
+        constexprs = {n: values[n] for n, cx in zip(self.arg_names, self.constexpr_mask(values)) if cx}
+        options.setdefault("num_warps", compiled.num_warps)
+        options.setdefault("num_stages", compiled.num_stages)
+        return WarmedKernel(self, compiled, constexprs, options)
 
 
 def _normalize_grid(g, name) -> Tuple[int, int, int]:

@@ -38,7 +38,13 @@ def _device_name() -> str:
     return torch.cuda.get_device_name()
 
 
-def _bench(fn, warmup, rep):
+def _bench(tuner, fn, warmup, rep):
+    if tuner.do_bench is not None:  # Triton's contract: do_bench(fn, quantiles=...) -> [median, ...]
+        out = tuner.do_bench(fn, quantiles=(0.5, 0.2, 0.8))
+        return float(out[0] if isinstance(out, (list, tuple)) else out)
+    if tuner.use_cuda_graph:
+        from ..testing import do_bench_cudagraph
+        return do_bench_cudagraph(fn, rep=rep, return_mode="median")
     from ..testing import do_bench
     return do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
 
@@ -90,13 +96,23 @@ def select_config(tuner, configs, args, kwargs, grid):
             continue
 
         def call():
+            full = dict(named, **c.all_kwargs())
             for n in tuner.reset_to_zero:
                 named[n].zero_()
             if c.pre_hook is not None:
-                c.pre_hook(dict(named, **c.all_kwargs()))
-            fn.run(*args, grid=grid, **dict(kwargs, **c.all_kwargs()))
+                c.pre_hook(full)
+            if tuner.pre_hook is not None:
+                tuner.pre_hook(full)
+            try:
+                fn.run(*args, grid=grid, **dict(kwargs, **c.all_kwargs()))
+            except Exception as e:
+                if tuner.post_hook is not None:
+                    tuner.post_hook(full, exception=e)
+                raise
+            if tuner.post_hook is not None:
+                tuner.post_hook(full, exception=None)
         try:
-            timings[c] = _bench(call, tuner.warmup_ms or 5, tuner.rep_ms or 20)
+            timings[c] = _bench(tuner, call, tuner.warmup_ms or 5, tuner.rep_ms or 20)
         except Exception:
             timings[c] = float("inf")
         for n, v in restore.items():
@@ -113,6 +129,7 @@ def select_config(tuner, configs, args, kwargs, grid):
     if timings[best] == float("inf"):
         raise RuntimeError(f"no autotune config of {tuner.__name__} could run: {[str(e) for e in errors if e][:2]}")
     tuner.cache[key] = best
+    tuner.configs_timings = timings
     elapsed = time.perf_counter() - t0
     if os.environ.get("KERNELC_PRINT_AUTOTUNING") == "1":
         print(f"kernelc autotuning {tuner.__name__} for key {key}: best {best} ({timings[best]:.4f} ms) "
