@@ -284,3 +284,53 @@ def perf_report(benchmarks):
     """Decorator: ``@perf_report(Benchmark(...))`` (or a list of them) turns a benchmark function into a
     :class:`Mark` whose ``run`` tabulates and plots it."""
     return lambda fn: Mark(fn, benchmarks)
+
+
+# -- device peaks (Triton's triton.testing helpers for roofline numbers) -----------------------------
+
+#: dense tensor-core flops per SM per clock, by compute capability major, for 16-bit inputs
+_TC_FLOPS_PER_CLK = {8: 2048, 9: 4096, 10: 8192}
+#: multiplier of the 16-bit rate by input type
+_TC_DTYPE_FACTOR = {"float8": 2.0, "int8": 2.0, "float16": 1.0, "bfloat16": 1.0, "float32": 0.5, "tf32": 0.5}
+
+
+def _props(device=None):
+    from .runtime.active import driver
+    return driver.active.utils.get_device_properties(device), driver.active.get_current_target()
+
+
+def get_dram_gbps(device=None) -> float:
+    """Peak DRAM bandwidth in GB/s from the memory clock and bus width (double data rate)."""
+    p, _ = _props(device)
+    return p["mem_clock_rate"] * 1e3 * 2 * p["mem_bus_width"] / 8 / 1e9
+
+
+def _dtype_key(dtype) -> str:
+    name = str(dtype).replace("torch.", "")
+    for k in ("float8", "int8", "bfloat16", "float16", "tf32", "float32"):
+        if name.startswith(k):
+            return k
+    raise ValueError(f"no tensor-core rate known for {dtype}")
+
+
+def get_max_tensorcore_tflops(dtype, clock_rate, device=None) -> float:
+    """Peak dense tensor-core TFLOP/s for ``dtype`` at ``clock_rate`` kHz (Triton's signature)."""
+    p, target = _props(device)
+    per_clk = _TC_FLOPS_PER_CLK.get(int(target.arch) // 10, 2048) * _TC_DTYPE_FACTOR[_dtype_key(dtype)]
+    return p["multiprocessor_count"] * per_clk * clock_rate * 1e3 / 1e12
+
+
+def get_max_simd_tflops(dtype, clock_rate, device=None) -> float:
+    """Peak FMA (non-tensor-core) TFLOP/s: 128 fp32 lanes per SM x 2 flops per FMA (fp16x2 doubles it)."""
+    p, _ = _props(device)
+    lanes = 128 * (2 if _dtype_key(dtype) in ("float16", "bfloat16") else 1)
+    return p["multiprocessor_count"] * lanes * 2 * clock_rate * 1e3 / 1e12
+
+
+def nvsmi(attrs: List[str]) -> List[Any]:
+    """``nvidia-smi --query-gpu=<attrs>`` for GPU 0, values as ints where they are numbers."""
+    import subprocess
+    out = subprocess.check_output(["nvidia-smi", "-i", "0", "--query-gpu=" + ",".join(attrs),
+                                   "--format=csv,noheader,nounits"], text=True)
+    vals = [v.strip() for v in out.strip().split(",")]
+    return [int(v) if v.isdigit() else v for v in vals]
