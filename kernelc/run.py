@@ -50,12 +50,19 @@ def main(argv: Optional[List[str]] = None) -> int:
         prog="python -m kernelc.run",
         description="Run an unmodified Triton program with `import triton` resolved to kernelc.")
     ap.add_argument("--interpret", action="store_true", help="run every kernel in the CPU interpreter")
+    ap.add_argument("--bench-points", type=int, metavar="N",
+                    help="run only the first N x values of each triton.testing.Benchmark (a quick CPU smoke run)")
     ap.add_argument("-m", dest="module", help="run a module (as python -m) instead of a script")
     ap.add_argument("script", nargs="?", help="the program to run")
     ap.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     a = ap.parse_args(argv)
     if a.interpret:
         os.environ["KERNELC_INTERPRET"] = "1"
+    if a.bench_points is not None:
+        if a.bench_points < 1:
+            ap.error("--bench-points must be 1 or more")
+        from . import testing
+        testing.bench_points = a.bench_points
     if a.module:
         rest = ([a.script] if a.script else []) + list(a.args)
         run_module(a.module, rest)
@@ -64,7 +71,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         ap.error("give a script to run (or -m module)")
     if not os.path.isfile(a.script):
         ap.error(f"no such file: {a.script}")
-    sys.path[0:0] = []  # the script's directory is put first by run_path
     run_path(a.script, a.args)
     return 0
 

@@ -200,6 +200,11 @@ class Benchmark:
         self.styles = styles
 
 
+#: run only the first N x values of every Benchmark (None: all); ``python -m kernelc.run --bench-points N``
+#: sets it, so a tutorial's benchmark can be smoke-run on CPU in the interpreter
+bench_points = None
+
+
 class Mark:
     """What ``perf_report`` returns: call ``.run(print_data=, show_plots=, save_path=, return_df=)``."""
 
@@ -211,7 +216,7 @@ class Mark:
         import pandas as pd
         labels = [f"{n} ({bench.ylabel})" for n in bench.line_names[:len(bench.line_vals)]]
         rows = []
-        for x in bench.x_vals:
+        for x in bench.x_vals[:bench_points]:
             xs = list(x) if isinstance(x, (list, tuple)) else [x] * len(bench.x_names)
             if len(xs) != len(bench.x_names):
                 raise ValueError(f"Benchmark {bench.plot_name!r}: x value {x!r} does not match x_names "

@@ -12,8 +12,9 @@ from ..errors import CompilationError
 from ..language.core import DeviceFunction, constexpr
 from . import hooks
 
+# extern_libs: Triton's custom libdevice path; kernelc links its own libdevice (accepted, not used)
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "stream", "enable_fp_fusion",
-                  "launch_cooperative_grid", "warmup")
+                  "launch_cooperative_grid", "warmup", "extern_libs")
 SHARED_OPTIONS = ("num_warps", "num_stages")  # options a kernel parameter of the same name also sets
 _warned = set()
 
