@@ -35,6 +35,7 @@ RENAMED: Dict[str, str] = {
     "triton.runtime.errors": "kernelc.errors",
     "triton.compiler.errors": "kernelc.errors",
     "triton.errors": "kernelc.errors",
+    "triton._C": "kernelc.compat._C",
 }
 
 #: names Triton keeps on the ``triton`` module that live elsewhere in kernelc

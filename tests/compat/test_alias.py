@@ -112,3 +112,14 @@ def test_run_path_for_notebooks(tmp_path, alias):
     script.write_text("import triton\nresult = (triton.__version__, triton.next_power_of_2(5))\n")
     g = run_path(str(script))
     assert g["result"] == ("3.6.0", 8)
+
+
+def test_cublas_baseline_of_the_tutorials(alias):
+    import torch
+    from triton._C.libtriton import nvidia
+    a, b = torch.randn(8, 4), torch.randn(5, 4)
+    c = torch.empty(8, 5)
+    nvidia.cublas.CublasLt(torch.empty(16)).matmul(a, b, c)  # c = a @ b.T, b given as [N, K]
+    assert torch.allclose(c, a @ b.T)
+    with pytest.raises(ValueError, match=r"a \[M, K\] and b \[N, K\]"):
+        nvidia.cublas.CublasLt(None).matmul(a, b.T, c)
