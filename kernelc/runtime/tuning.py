@@ -38,15 +38,20 @@ def _device_name() -> str:
     return torch.cuda.get_device_name()
 
 
-def _bench(tuner, fn, warmup, rep):
+def _bench(fn, warmup, rep):
+    from ..testing import do_bench
+    return do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
+
+
+def _tuner_bench(tuner, fn) -> float:
+    """Time one candidate as the autotuner was told: its ``do_bench``, a CUDA graph, or do_bench."""
     if tuner.do_bench is not None:  # Triton's contract: do_bench(fn, quantiles=...) -> [median, ...]
         out = tuner.do_bench(fn, quantiles=(0.5, 0.2, 0.8))
         return float(out[0] if isinstance(out, (list, tuple)) else out)
     if tuner.use_cuda_graph:
         from ..testing import do_bench_cudagraph
-        return do_bench_cudagraph(fn, rep=rep, return_mode="median")
-    from ..testing import do_bench
-    return do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
+        return do_bench_cudagraph(fn, rep=tuner.rep_ms or 20, return_mode="median")
+    return _bench(fn, tuner.warmup_ms or 5, tuner.rep_ms or 20)
 
 
 def select_config(tuner, configs, args, kwargs, grid):
@@ -112,7 +117,7 @@ def select_config(tuner, configs, args, kwargs, grid):
             if tuner.post_hook is not None:
                 tuner.post_hook(full, exception=None)
         try:
-            timings[c] = _bench(tuner, call, tuner.warmup_ms or 5, tuner.rep_ms or 20)
+            timings[c] = _tuner_bench(tuner, call)
         except Exception:
             timings[c] = float("inf")
         for n, v in restore.items():

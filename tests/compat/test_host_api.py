@@ -154,3 +154,44 @@ def test_gpu_driver_warmup_and_tuning_hooks():
     assert tuned.configs_timings and tuned.best_config in tuned.configs_timings
     ms = kernelc.testing.do_bench_cudagraph(lambda: twice[(5,)](x, y, 5000, BLOCK=1024))
     assert 0 < ms < 10
+
+
+def test_autotune_hooks_and_custom_do_bench_drive_the_selection(monkeypatch):
+    from kernelc.runtime import tuning
+    from kernelc.runtime.autotuner import Autotuner, Config
+
+    class Fake:  # stands in for a JIT kernel: records what ran
+        arg_names = ["x", "n"]
+        __name__ = "fake"
+        fn = None
+
+        def __init__(self):
+            self.ran = []
+
+        def warmup(self, *a, grid, **kw):
+            pass
+
+        def run(self, *a, grid, **kw):
+            self.ran.append(kw["BLOCK"])
+            if kw["BLOCK"] == 32:
+                raise RuntimeError("boom")
+
+    monkeypatch.setattr(tuning, "_device_name", lambda: "Fake GPU")
+    monkeypatch.setattr(tuning, "dependency_fingerprint", lambda fn: "fake")
+    monkeypatch.setenv("KERNELC_AUTOTUNE_DISK_CACHE", "0")
+    events, fake = [], Fake()
+    ms = {16: 2.0, 64: 1.0}
+
+    def bench(call, quantiles):
+        call()
+        return [ms[fake.ran[-1]], 0.0, 0.0]
+
+    configs = [Config({"BLOCK": b}) for b in (16, 32, 64)]
+    t = Autotuner(fake, Fake.arg_names, configs, key=["n"], do_bench=bench,
+                  pre_hook=lambda kw: events.append(("pre", kw["BLOCK"])),
+                  post_hook=lambda kw, exception: events.append(("post", kw["BLOCK"], type(exception).__name__)))
+    best = tuning.select_config(t, configs, (None, 100), {}, (1,))
+    assert best.kwargs == {"BLOCK": 64}
+    assert ("pre", 16) in events and ("post", 16, "NoneType") in events
+    assert ("post", 32, "RuntimeError") in events  # the failing config's exception reaches post_hook
+    assert t.configs_timings[configs[1]] == float("inf")
