@@ -31,6 +31,11 @@ class WarmedKernel:
             raise AttributeError(name)
         return getattr(self.compiled, name)
 
+    def options_for(self, values, options) -> bool:
+        """Whether this object stands for a warmup with these argument values and options."""
+        return all(values.get(n) == v for n, v in self.constexprs.items()) and \
+            all(self.options.get(k) == v for k, v in options.items())
+
     @property
     def n_max_threads(self) -> int:
         return 32 * self.compiled.launch_warps
