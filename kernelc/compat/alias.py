@@ -72,7 +72,13 @@ class MissingTritonAPI(AttributeError):
                          f"docs/triton-compat.md" + (f". {hint}" if hint else ""))
 
 
-def _missing_getattr(triton_name: str, module: types.ModuleType):
+#: kernelc module -> module whose names it also answers under the alias: Triton's
+#: ``triton.language.core`` holds every builtin that ``triton.language`` re-exports (torch reads
+#: ``triton.language.core.view``); kernelc keeps some of them in ``language.standard``
+FALLBACKS: Dict[str, str] = {"kernelc.language.core": "kernelc.language"}
+
+
+def _missing_getattr(triton_name: str, module: types.ModuleType, fallback: Optional[str] = None):
     previous = module.__dict__.get("__getattr__")
 
     def __getattr__(name):
@@ -81,6 +87,10 @@ def _missing_getattr(triton_name: str, module: types.ModuleType):
                 return previous(name)
             except AttributeError:
                 pass
+        if fallback is not None and not name.startswith("_"):
+            other = importlib.import_module(fallback)
+            if name in other.__dict__:
+                return other.__dict__[name]
         if name.startswith("__"):  # dunder probes (copy, pickle, inspect) stay plain
             raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")
         # a submodule not imported yet (``import triton.language`` then ``tl.extra``)
@@ -185,7 +195,7 @@ class TritonFinder(importlib.abc.MetaPathFinder):
         """Make a missing name in ``module`` raise :class:`MissingTritonAPI` (until uninstall)."""
         if getattr(module.__dict__.get("__getattr__"), "_kernelc_alias", False) is not False:
             return
-        module.__getattr__ = _missing_getattr(triton_name, module)
+        module.__getattr__ = _missing_getattr(triton_name, module, FALLBACKS.get(module.__name__))
         self.patched.append(module)
 
     def unpatch(self) -> None:
@@ -215,6 +225,8 @@ def install() -> None:
                            "kernelc alias before anything imports triton (use `python -m kernelc.run script.py`)")
     _finder = TritonFinder()
     sys.meta_path.insert(0, _finder)
+    for name in FALLBACKS:  # reached as attributes (triton.language.core), not only through imports
+        _finder._patch("triton" + name[len("kernelc"):], importlib.import_module(name))
 
 
 def uninstall() -> None:

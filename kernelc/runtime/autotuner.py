@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional
 
+from ..errors import OutOfResources  # noqa: F401  (Triton's triton.runtime.autotuner.OutOfResources)
 from .jit import KernelInterface
 
 

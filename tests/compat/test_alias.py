@@ -75,8 +75,20 @@ def test_refuses_when_a_real_triton_is_imported():
 def test_torch_and_its_triton_checks_import_under_the_alias():
     # a fresh process: torch caches has_triton_package() on first use
     code = textwrap.dedent("""
+        import sys, types
+        import kernelc.language as kl
+        if not hasattr(kl, "extra"):
+            # tl.extra.libdevice is the language side's (issue 20, branch h20lang); until it is merged, an
+            # empty stand-in lets torch's inductor import reach the host-side names this test is about
+            ex = types.ModuleType("kernelc.language.extra"); ex.__path__ = []
+            ex.libdevice = types.ModuleType("kernelc.language.extra.libdevice")
+            sys.modules["kernelc.language.extra"] = ex; sys.modules["kernelc.language.extra.libdevice"] = ex.libdevice
+            kl.extra = ex
         import kernelc.compat; kernelc.compat.install()
         import torch
+        import torch._inductor.runtime.triton_compat as tc  # what torch.compile imports from triton
+        assert tc.HAS_TRITON and tc.CompiledKernel is not None and tc.GPUTarget("cuda", 90, 32).arch == 90
+        assert isinstance(tc.triton_key(), str) and tc.builtins_use_semantic_kwarg is False
         import torch._inductor.runtime.hints
         from torch.utils._triton import has_triton_package, get_triton_version, has_triton
         import triton.backends, triton.backends.compiler, triton.compiler.compiler
