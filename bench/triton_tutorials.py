@@ -118,6 +118,7 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per tutorial run")
     ap.add_argument("--triton-site", help="directory to prepend to PYTHONPATH for the real-Triton runs")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "triton_tutorials.json"))
+    ap.add_argument("--fresh", action="store_true", help="start a new results file instead of adding to it")
     a = ap.parse_args(argv)
     names = TUTORIALS
     if a.only:
@@ -125,6 +126,14 @@ def main(argv=None) -> int:
         names = [n for n in names if any(n.startswith(p) for p in pre)]
     report = {"benchmark": "triton_tutorials", "environment": environment(), "bench_points": a.bench_points,
               "tutorials": {}}
+    if os.path.exists(a.out) and not a.fresh:  # runs split over several calls (--only) add up in one file
+        try:
+            with open(a.out) as f:
+                old = json.load(f)
+            if old.get("bench_points") == a.bench_points:
+                report["tutorials"] = old.get("tutorials", {})
+        except (OSError, ValueError):
+            pass
     for name in names:
         hits = glob.glob(os.path.join(a.tutorials, name + ".py"))
         if not hits:
