@@ -189,6 +189,11 @@ class TritonFinder(importlib.abc.MetaPathFinder):
                     f"No module named {fullname!r}: kernelc has no {fullname} (used at {file}:{line}); see "
                     f"docs/triton-compat.md for what kernelc supports", name=fullname) from None
             self._patch(fullname, module)
+            # submodules already imported are reached as attributes (tl.math, triton.runtime.driver)
+            prefix = module.__name__ + "."
+            for sub_name, sub in list(sys.modules.items()):
+                if sub_name.startswith(prefix) and isinstance(sub, types.ModuleType):
+                    self._patch(fullname + "." + sub_name[len(prefix):], sub)
         return importlib.machinery.ModuleSpec(fullname, _Existing(module), is_package=hasattr(module, "__path__"))
 
     def _patch(self, triton_name: str, module: types.ModuleType) -> None:

@@ -135,3 +135,9 @@ def test_cublas_baseline_of_the_tutorials(alias):
     assert torch.allclose(c, a @ b.T)
     with pytest.raises(ValueError, match=r"a \[M, K\] and b \[N, K\]"):
         nvidia.cublas.CublasLt(None).matmul(a, b.T, c)
+
+
+def test_submodules_reached_as_attributes_name_the_missing_api(alias):
+    import triton.language as tl
+    with pytest.raises(MissingTritonAPI, match=r"triton\.language\.math\.no_such_fn .*test_alias\.py:\d+"):
+        tl.math.no_such_fn  # noqa: B018
