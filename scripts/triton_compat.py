@@ -276,6 +276,16 @@ def render(rows: Dict[str, List[tuple]], host: List[tuple], version: str) -> str
         "- `python -m kernelc.run --bench-points N` runs only the first N sizes of each `triton.testing.Benchmark` "
         "(a quick smoke run of a tutorial's benchmark on CPU).",
         "",
+        "### Limits",
+        "",
+        "- The alias lives in one process: a subprocess the program starts (multiprocessing with spawn, torch "
+        "inductor's compile workers) imports whatever `triton` its own path has, unless it too runs under "
+        "`python -m kernelc.run`.",
+        "- torch.compile imports under the alias (its `triton_compat` module needs `triton.language.extra`, the "
+        "language side of issue 20), and on CPU it compiles with its C++ backend; on a GPU inductor would generate "
+        "Triton kernels through APIs kernelc does not have (`triton.compile(ASTSource)`, ...), so use torch.compile "
+        "without the alias there.",
+        "",
         "## Triton's tutorials",
         "",
         "Run one of Triton 3.6's `python/tutorials/` unmodified with `python -m kernelc.run TUTORIAL.py` (they are "
