@@ -156,10 +156,7 @@ def exit_state() -> None:
     _kprof.exit_scope()
 
 
-def depth(session: Optional[int] = 0) -> Optional[int]:
-    """How many scopes are open on this thread (Proton's ``proton.context.depth``)."""
-    return len(_context.local.ctx.stack)
-
+from . import context  # noqa: E402,F401  (Proton's proton.context.depth)
 
 __all__ = ["start", "activate", "deactivate", "finalize", "profile", "scope", "cpu_timed_scope", "enter_scope",
            "exit_scope", "state", "enter_state", "exit_state", "DEFAULT_PROFILE_NAME"]

@@ -45,6 +45,7 @@ def test_proton_session_scopes_and_viewer(tmp_path, cpu_profiler, alias, capsys)
     name = str(tmp_path / "run")
     sid = proton.start(name, hook="triton")
     with proton.scope("outer", {"bytes": 5}):
+        assert proton.context.depth() == 1
         inc[(2,)](x, 64, BLOCK=32)
     with proton.cpu_timed_scope("timed"):
         inc[(2,)](x, 64, BLOCK=32)
