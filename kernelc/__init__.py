@@ -7,8 +7,10 @@ from .errors import CompilationError, InterpreterError, OutOfResources  # noqa: 
 from .language.core import constexpr  # noqa: F401
 from .runtime.autotuner import Config, autotune, heuristics  # noqa: F401
 from .runtime.jit import JITFunction, KernelInterface, jit  # noqa: F401
+from .runtime.scratch import set_allocator  # noqa: F401
 from .tools.tensor_descriptor import TensorDescriptor  # noqa: F401
 from . import testing  # noqa: F401
+from . import runtime, tools  # noqa: F401
 
 __version__ = "0.1.0"
 

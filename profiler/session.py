@@ -425,6 +425,14 @@ def _numeric(metrics) -> Dict[str, Any]:
     return out
 
 
+def scope_metrics(name: str, node: int, metrics, pykey=None) -> None:
+    """Credit ``metrics`` to the frame of scope ``name`` (id ``node``) in every active session: for
+    numbers known only when the scope ends (Proton's ``cpu_timed_scope``)."""
+    values = _numeric(metrics)
+    for s in active:
+        s.data.add_frame(s.scope_key(node, name, pykey), values)
+
+
 def scope_entered(name: str, node: int, metrics) -> None:
     c = context.local.ctx
     pykey = context.python_key_here(1) if python_ctx else None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional
 
+from ..errors import OutOfResources  # noqa: F401  (Triton's triton.runtime.autotuner.OutOfResources)
 from .jit import KernelInterface
 
 
@@ -17,7 +18,12 @@ class Config:
     """
 
     def __init__(self, kwargs: Dict[str, Any], num_warps: int = 4, num_stages: int = 3, num_ctas: int = 1,
-                 maxnreg: Optional[int] = None, pre_hook: Optional[Callable] = None):
+                 maxnreg: Optional[int] = None, pre_hook: Optional[Callable] = None, ir_override: Optional[str] = None):
+        if ir_override is not None:
+            # Triton swaps in a hand-written IR file; kernelc has no such input (its IR is its own)
+            raise NotImplementedError(f"Config(ir_override={ir_override!r}): kernelc cannot load Triton IR files; "
+                                      "drop ir_override (kernelc compiles the kernel source)")
+        self.ir_override = None
         self.kwargs = dict(kwargs)
         self.num_warps = num_warps
         self.num_stages = num_stages
@@ -45,7 +51,8 @@ class Config:
 class Autotuner(KernelInterface):
     def __init__(self, fn, arg_names: List[str], configs: List[Config], key: List[str],
                  prune_configs_by: Optional[Dict[str, Callable]] = None, reset_to_zero=None,
-                 restore_value=None, warmup=None, rep=None, cache_results=False, do_bench=None):
+                 restore_value=None, warmup=None, rep=None, cache_results=False, do_bench=None,
+                 pre_hook: Optional[Callable] = None, post_hook: Optional[Callable] = None, use_cuda_graph=False):
         self.fn = fn
         self.arg_names = arg_names
         self.configs = list(configs) or [Config({})]
@@ -57,6 +64,12 @@ class Autotuner(KernelInterface):
         self.rep_ms = rep
         self.cache_results = cache_results
         self.do_bench = do_bench
+        # Triton's autotuner-level hooks around every benchmarked run: pre_hook(kwargs) and
+        # post_hook(kwargs, exception)
+        self.pre_hook = pre_hook
+        self.post_hook = post_hook
+        self.use_cuda_graph = use_cuda_graph
+        self.configs_timings: Optional[Dict[Config, float]] = None
         self.cache: Dict[tuple, Config] = {}
         self.best_config: Optional[Config] = None
         self.__name__ = getattr(fn, "__name__", "kernel")
@@ -78,6 +91,16 @@ class Autotuner(KernelInterface):
             configs = list(pruner(configs, named_args))
             if not configs:
                 raise ValueError(f"early_config_prune removed every config of {self.__name__}")
+        model = self.prune_configs_by.get("perf_model")
+        if model is not None:
+            top_k = self.prune_configs_by.get("top_k", 1.0)
+            if isinstance(top_k, float) and top_k <= 1.0:
+                top_k = max(1, int(len(configs) * top_k))
+            elif not isinstance(top_k, int):
+                raise TypeError(f"prune_configs_by['top_k'] must be an int or a float <= 1.0, got {top_k!r}")
+            if len(configs) > top_k:
+                est = {c: model(**named_args, **c.all_kwargs()) for c in configs}
+                configs = sorted(configs, key=est.get)[:top_k]
         return configs
 
     def run(self, *args, grid, **kwargs):
@@ -138,10 +161,14 @@ def _arg_names(fn) -> List[str]:
 def autotune(configs: List[Config], key: List[str], prune_configs_by=None, reset_to_zero=None,
              restore_value=None, pre_hook=None, post_hook=None, warmup=None, rep=None, use_cuda_graph=False,
              do_bench=None, cache_results=False):
-    """Decorator: pick the fastest of ``configs`` for each value of the ``key`` arguments."""
+    """Decorator: pick the fastest of ``configs`` for each value of the ``key`` arguments (Triton's
+    arguments: ``prune_configs_by={"early_config_prune": f(configs, nargs), "perf_model": f(**nargs,
+    **config), "top_k": n}``, ``reset_to_zero``/``restore_value`` argument names, ``pre_hook(nargs)`` /
+    ``post_hook(nargs, exception)`` around each benchmarked run, ``warmup``/``rep`` ms, ``use_cuda_graph``,
+    ``do_bench(fn, quantiles=...)``, ``cache_results`` to keep results on disk)."""
     def decorator(fn):
         return Autotuner(fn, _arg_names(fn), configs, key, prune_configs_by, reset_to_zero, restore_value,
-                         warmup, rep, cache_results, do_bench)
+                         warmup, rep, cache_results, do_bench, pre_hook, post_hook, use_cuda_graph)
     return decorator
 
 

@@ -23,6 +23,13 @@ from ..language.core import DeviceFunction, constexpr
 FORMAT_VERSION = 1
 
 
+def triton_key() -> str:
+    """A string naming the compiler's version, for caches kept by others that must change when
+    kernelc's code generation does (torch inductor reads Triton's ``triton_key`` for this)."""
+    from ..compiler.artifact import COMPILER_VERSION
+    return f"kernelc-{COMPILER_VERSION}"
+
+
 def cache_dir() -> str:
     return os.environ.get("KERNELC_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kernelc")
 

@@ -153,3 +153,12 @@ def launch(fn: LoadedFunction, grid, stream: int, buf: ArgBuffer) -> None:
     err = _libcuda()(fn.handle, gx, gy, gz, fn.threads, 1, 1, fn.shared, stream, buf.ptrs_addr, None)
     if err:
         check(_drv().CUresult(err), "cuLaunchKernel", fn.name)
+
+
+def __getattr__(name):
+    # Triton's ``triton.runtime.driver.active`` / ``driver.driver`` (runtime/active.py); looked up on
+    # every access so that ``driver.set_active`` takes effect
+    if name in ("active", "driver"):
+        from .active import driver as config
+        return config.active if name == "active" else config
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,8 +12,9 @@ from ..errors import CompilationError
 from ..language.core import DeviceFunction, constexpr
 from . import hooks
 
+# extern_libs: Triton's custom libdevice path; kernelc links its own libdevice (accepted, not used)
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "stream", "enable_fp_fusion",
-                  "launch_cooperative_grid", "warmup")
+                  "launch_cooperative_grid", "warmup", "extern_libs")
 SHARED_OPTIONS = ("num_warps", "num_stages")  # options a kernel parameter of the same name also sets
 _warned = set()
 
@@ -73,6 +74,7 @@ class JITFunction(DeviceFunction, KernelInterface):
         self._backend = None  # the CUDA launcher, created on first GPU launch
         self._fast = None  # generated launch fast path (False: not available)
         self._bound: Dict[tuple, Callable] = {}  # grid tuple -> fast path bound to it
+        self._warmed: Dict[int, Any] = {}  # id(compiled kernel) -> what warmup returned for it
 
     def __getitem__(self, grid) -> Callable:
         fast = self._fast
@@ -173,7 +175,8 @@ class JITFunction(DeviceFunction, KernelInterface):
     def _run_interpreter(self, values, grid3, num_warps, num_stages, options, warmup):
         from . import interpreter
         if warmup:
-            return None
+            from .launcher import compile_offline
+            return compile_offline(self, values, num_warps, num_stages)
         mask = self.constexpr_mask(values)
         rec = None
         if hooks.any_registered():
@@ -190,8 +193,36 @@ class JITFunction(DeviceFunction, KernelInterface):
         return launch_cuda(self, values, grid3, num_warps, num_stages, options, warmup)
 
     def warmup(self, *args, grid=(1,), **kwargs):
-        """Compile for these arguments without launching."""
-        return self.run(*args, grid=grid, warmup=True, **kwargs)
+        """Compile for these arguments without launching; returns the compiled kernel (``n_regs``,
+        ``n_spills``, ``metadata.shared``, ``asm``), launchable as ``kernel[grid](*args)``.
+
+        Example::
+
+            k = softmax_kernel.warmup(y, x, n_cols, BLOCK=1024, num_warps=8, grid=(1,))
+            occupancy = 65536 // (k.n_regs * 32 * 8)
+            k[(n_programs,)](y, x, n_cols)
+        """
+        from .compiled import WarmedKernel
+        from .override import overrides_for
+        forced = overrides_for(self.__name__)
+        if forced:
+            kwargs.update(forced)
+        values, options = self.bind(args, kwargs)
+        num_warps = int(options.get("num_warps", 4))
+        num_stages = int(options.get("num_stages", 3))
+        if self._use_interpreter(values):
+            compiled = self._run_interpreter(values, (1, 1, 1), num_warps, num_stages, options, True)
+        else:
+            compiled = self._run_cuda(values, (1, 1, 1), num_warps, num_stages, options, True)
+        # host code may warm up before every launch (Triton's tutorial 02 does): one object per compiled kernel
+        cached = self._warmed.get(id(compiled))
+        if cached is not None and cached.compiled is compiled and cached.options_for(values, options):
+            return cached
+        constexprs = {n: values[n] for n, cx in zip(self.arg_names, self.constexpr_mask(values)) if cx}
+        options.setdefault("num_warps", num_warps)
+        options.setdefault("num_stages", num_stages)
+        w = self._warmed[id(compiled)] = WarmedKernel(self, compiled, constexprs, options)
+        return w
 
 
 def _normalize_grid(g, name) -> Tuple[int, int, int]:

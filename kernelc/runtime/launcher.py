@@ -268,3 +268,18 @@ def _describe(part) -> str:
     if len(part) == 1:
         return part[0]
     return f"{part[0]}" + (" ==1" if part[1] else "") + (" divisible by 16" if part[2] else "")
+
+
+def compile_offline(fn, values: Dict[str, Any], num_warps: int, num_stages: int):
+    """Compile ``fn`` for these argument values without a GPU, for the stand-in device of
+    ``runtime/active.py`` (``KERNELC_TARGET`` overrides): what ``warmup`` returns in the interpreter,
+    so host code that reads ``n_regs`` or shared memory still gets the compiler's numbers."""
+    from ..compiler.backend import target_for_device
+    from .active import CPU_STAND_IN
+    from .cache import cached_compile
+    spec = get_state(fn)["spec"]
+    cmask = fn.constexpr_mask(values)
+    sig, cx, div, eq1, _ = spec.signature(spec.key([values[n] for n in fn.arg_names], cmask))
+    div = dict(div, **{n: 1 for n, t in sig.items() if t.startswith("*") and n not in div})
+    target = target_for_device(CPU_STAND_IN["major"], CPU_STAND_IN["minor"])
+    return cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target)

@@ -10,22 +10,59 @@ on another stream, concurrently with other launches.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 _buffers: Dict[Tuple[int, int], object] = {}
 _kept: List[object] = []  # outgrown and graph-captured buffers (see the module doc)
+_allocator: Optional[Callable] = None  # set_allocator's function (None: torch.empty)
+ALIGNMENT = 128  # CUtensorMap alignment
 
 
-def _allocate(nbytes: int, device: int):
+def set_allocator(allocator: Optional[Callable]) -> None:
+    """Allocate kernels' global scratch with ``allocator(size, alignment, stream) -> buffer`` (anything
+    with ``data_ptr()``), as Triton's ``triton.set_allocator``; ``None`` restores torch allocation.
+
+    kernelc allocates scratch itself when none is set (Triton raises instead), so programs that call
+    this keep their allocator and programs that don't still run. Buffers already handed out stay."""
+    global _allocator
+    if allocator is not None and not callable(allocator):
+        raise TypeError(f"set_allocator takes a function (size, alignment, stream) -> buffer, got {allocator!r}")
+    _allocator = allocator
+    _kept.extend(_buffers.values())  # a queued kernel may still use them
+    _buffers.clear()
+
+
+def _allocate(nbytes: int, device: int, stream: Optional[int] = None):
+    if _allocator is not None:
+        buf = _allocator(max(nbytes, 1), ALIGNMENT, stream)
+        if not hasattr(buf, "data_ptr"):
+            raise TypeError(f"the allocator given to set_allocator returned {type(buf).__name__}, "
+                            "which has no data_ptr()")
+        return _Sized(buf, max(nbytes, 1))
     import torch
     return torch.empty(max(nbytes, 1), dtype=torch.uint8, device=f"cuda:{device}")
+
+
+class _Sized:
+    """A user allocator's buffer with the size it was asked for (the buffer may not know it)."""
+
+    __slots__ = ("buf", "nbytes")
+
+    def __init__(self, buf, nbytes):
+        self.buf, self.nbytes = buf, nbytes
+
+    def numel(self) -> int:
+        return self.nbytes
+
+    def data_ptr(self) -> int:
+        return self.buf.data_ptr()
 
 
 def scratch_pointer(nbytes: int, stream: int, device: int) -> int:
     """The device address of at least ``nbytes`` of scratch for a launch on ``stream``."""
     import torch
     if torch.cuda.is_current_stream_capturing():
-        buf = _allocate(nbytes, device)
+        buf = _allocate(nbytes, device, stream)
         _kept.append(buf)
         return buf.data_ptr()
     key = (device, stream)
@@ -33,5 +70,5 @@ def scratch_pointer(nbytes: int, stream: int, device: int) -> int:
     if buf is None or buf.numel() < nbytes:
         if buf is not None:
             _kept.append(buf)
-        buf = _buffers[key] = _allocate(max(nbytes, 2 * (buf.numel() if buf is not None else 0)), device)
+        buf = _buffers[key] = _allocate(max(nbytes, 2 * (buf.numel() if buf is not None else 0)), device, stream)
     return buf.data_ptr()

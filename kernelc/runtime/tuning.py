@@ -43,6 +43,17 @@ def _bench(fn, warmup, rep):
     return do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
 
 
+def _tuner_bench(tuner, fn) -> float:
+    """Time one candidate as the autotuner was told: its ``do_bench``, a CUDA graph, or do_bench."""
+    if tuner.do_bench is not None:  # Triton's contract: do_bench(fn, quantiles=...) -> [median, ...]
+        out = tuner.do_bench(fn, quantiles=(0.5, 0.2, 0.8))
+        return float(out[0] if isinstance(out, (list, tuple)) else out)
+    if tuner.use_cuda_graph:
+        from ..testing import do_bench_cudagraph
+        return do_bench_cudagraph(fn, rep=tuner.rep_ms or 20, return_mode="median")
+    return _bench(fn, tuner.warmup_ms or 5, tuner.rep_ms or 20)
+
+
 def select_config(tuner, configs, args, kwargs, grid):
     named = dict(zip(tuner.arg_names, args))
     named.update(kwargs)
@@ -90,13 +101,23 @@ def select_config(tuner, configs, args, kwargs, grid):
             continue
 
         def call():
+            full = dict(named, **c.all_kwargs())
             for n in tuner.reset_to_zero:
                 named[n].zero_()
             if c.pre_hook is not None:
-                c.pre_hook(dict(named, **c.all_kwargs()))
-            fn.run(*args, grid=grid, **dict(kwargs, **c.all_kwargs()))
+                c.pre_hook(full)
+            if tuner.pre_hook is not None:
+                tuner.pre_hook(full)
+            try:
+                fn.run(*args, grid=grid, **dict(kwargs, **c.all_kwargs()))
+            except Exception as e:
+                if tuner.post_hook is not None:
+                    tuner.post_hook(full, exception=e)
+                raise
+            if tuner.post_hook is not None:
+                tuner.post_hook(full, exception=None)
         try:
-            timings[c] = _bench(call, tuner.warmup_ms or 5, tuner.rep_ms or 20)
+            timings[c] = _tuner_bench(tuner, call)
         except Exception:
             timings[c] = float("inf")
         for n, v in restore.items():
@@ -113,6 +134,7 @@ def select_config(tuner, configs, args, kwargs, grid):
     if timings[best] == float("inf"):
         raise RuntimeError(f"no autotune config of {tuner.__name__} could run: {[str(e) for e in errors if e][:2]}")
     tuner.cache[key] = best
+    tuner.configs_timings = timings
     elapsed = time.perf_counter() - t0
     if os.environ.get("KERNELC_PRINT_AUTOTUNING") == "1":
         print(f"kernelc autotuning {tuner.__name__} for key {key}: best {best} ({timings[best]:.4f} ms) "

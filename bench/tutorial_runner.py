@@ -1,0 +1,155 @@
+"""Run one Triton tutorial under real Triton or under kernelc and record what it measured.
+
+    python3 bench/tutorial_runner.py --impl kernelc|triton --json OUT.json [--bench-points N] tutorial.py [args]
+
+Used by ``bench/triton_tutorials.py`` (one process per tutorial and implementation). Records every
+``triton.testing`` benchmark table the tutorial produced (``Mark.run`` is wrapped to also return its
+DataFrames; ``--bench-points`` keeps the first N x values), the wall time of the first call of each
+kernel object (compile, and autotune where there is one, with a device sync), the script's exit status
+and its output's last lines. Writes the JSON even when the tutorial fails.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import runpy
+import sys
+import time
+import traceback
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class _Tee(io.TextIOBase):
+    def __init__(self, stream, keep=20000):
+        self.stream, self.buf, self.keep = stream, [], keep
+
+    def write(self, s):
+        self.stream.write(s)
+        self.buf.append(s)
+        if sum(len(b) for b in self.buf) > 4 * self.keep:
+            self.buf = ["".join(self.buf)[-self.keep:]]
+        return len(s)
+
+    def flush(self):
+        self.stream.flush()
+
+    def tail(self):
+        return "".join(self.buf)[-self.keep:]
+
+
+def _sync():
+    try:
+        import torch
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    except Exception:
+        pass
+
+
+def _wrap_first_calls(classes, record):
+    """Time the first launch of every kernel object: ``kernel[grid](...)`` through each class's
+    ``__getitem__``; nested first calls (an autotuner's inner kernel) are recorded with their depth."""
+    seen = set()
+    depth = [0]
+    for cls in classes:
+        orig = cls.__dict__.get("__getitem__")
+        if orig is None:
+            continue
+
+        def make(orig):
+            def __getitem__(self, grid):
+                launcher = orig(self, grid)
+                if id(self) in seen:
+                    return launcher
+
+                def first(*args, **kwargs):
+                    if id(self) in seen:
+                        return launcher(*args, **kwargs)
+                    seen.add(id(self))
+                    _sync()
+                    depth[0] += 1
+                    t0 = time.perf_counter()
+                    try:
+                        return launcher(*args, **kwargs)
+                    finally:
+                        _sync()
+                        depth[0] -= 1
+                        name = getattr(self, "__name__", None) or getattr(getattr(self, "fn", None), "__name__", "?")
+                        record.append({"kernel": name, "kind": type(self).__name__, "depth": depth[0],
+                                       "first_call_s": time.perf_counter() - t0})
+                return first
+            return __getitem__
+        cls.__getitem__ = make(orig)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--impl", choices=("kernelc", "triton"), required=True)
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--bench-points", type=int)
+    ap.add_argument("tutorial")
+    ap.add_argument("args", nargs=argparse.REMAINDER)
+    a = ap.parse_args(argv)
+    out = {"impl": a.impl, "tutorial": os.path.basename(a.tutorial), "benchmarks": [], "first_calls": []}
+    tee_out, tee_err = _Tee(sys.stdout), _Tee(sys.stderr)
+    sys.stdout, sys.stderr = tee_out, tee_err
+    t_start = time.perf_counter()
+    rc = 0
+    try:
+        if a.impl == "kernelc":
+            sys.path.insert(0, ROOT)
+            import kernelc.compat
+            kernelc.compat.install()
+        import triton
+        import triton.testing
+        out["triton_version"] = triton.__version__
+        out["module_file"] = getattr(sys.modules.get("kernelc" if a.impl == "kernelc" else "triton"), "__file__", None)
+        orig_run = triton.testing.Mark.run
+
+        def run(self, *args, **kwargs):
+            benches = [self.benchmarks] if isinstance(self.benchmarks, triton.testing.Benchmark) else self.benchmarks
+            if a.bench_points:
+                for b in benches:
+                    b.x_vals = list(b.x_vals)[:a.bench_points]
+            kwargs["return_df"] = True
+            t0 = time.perf_counter()
+            dfs = orig_run(self, *args, **kwargs)
+            dt = time.perf_counter() - t0
+            dfs = [dfs] if not isinstance(dfs, list) else dfs
+            for b, df in zip(benches, dfs):
+                out["benchmarks"].append({"plot_name": b.plot_name, "x_names": list(b.x_names), "ylabel": b.ylabel,
+                                          "columns": [str(c) for c in df.columns],
+                                          "rows": json.loads(df.to_json(orient="values")), "seconds": dt})
+            return None
+        triton.testing.Mark.run = run
+        if a.impl == "kernelc":
+            from kernelc.runtime import autotuner, jit
+            classes = [jit.JITFunction, jit.KernelInterface, autotuner.Autotuner, autotuner.Heuristics]
+        else:
+            from triton.runtime import autotuner, jit
+            classes = [jit.KernelInterface, jit.JITFunction, autotuner.Autotuner, autotuner.Heuristics]
+        _wrap_first_calls(classes, out["first_calls"])
+        sys.argv = [a.tutorial, *a.args]
+        runpy.run_path(a.tutorial, run_name="__main__")
+    except SystemExit as e:
+        rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+        rc = 1
+    finally:
+        sys.stdout, sys.stderr = tee_out.stream, tee_err.stream
+        out.update(rc=rc, seconds=time.perf_counter() - t_start, stdout_tail=tee_out.tail()[-4000:],
+                   stderr_tail=tee_err.tail()[-4000:],
+                   mismatch="❌" in tee_out.tail())
+        tmp = a.json + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(out, f, indent=1)
+        os.replace(tmp, a.json)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

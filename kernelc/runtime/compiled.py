@@ -1,0 +1,67 @@
+"""What ``JITFunction.warmup`` returns: the compiled kernel, bound to its kernel and launch options,
+launchable as ``kernel[grid](*args)`` (Triton's ``CompiledKernel`` as host code uses it).
+
+Attributes are the compiled kernel's (``n_regs``, ``n_spills``, ``asm``, ``shared``, ...) plus Triton's
+``metadata`` namespace (``shared``, ``num_warps``, ``num_stages``, ``name``, ...). In the CPU interpreter
+the kernel is compiled for the stand-in device (``runtime/active.py``) and launches run in the
+interpreter.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, Dict
+
+
+class WarmedKernel:
+    """A compiled kernel plus the constexpr values and options it was compiled with."""
+
+    def __init__(self, fn, compiled, constexprs: Dict[str, Any], options: Dict[str, Any]):
+        self.fn = fn
+        self.compiled = compiled
+        self.constexprs = dict(constexprs)
+        self.options = dict(options)
+        self.metadata = SimpleNamespace(
+            name=compiled.name, shared=compiled.shared, num_warps=compiled.num_warps,
+            num_stages=compiled.num_stages, num_ctas=1, cluster_dims=(1, 1, 1), n_regs=compiled.n_regs,
+            n_spills=compiled.n_spills, global_scratch_size=compiled.global_scratch_bytes,
+            target=_target_of(compiled))
+
+    def __getattr__(self, name):
+        if name in ("fn", "compiled"):  # not set yet (copy/pickle)
+            raise AttributeError(name)
+        return getattr(self.compiled, name)
+
+    def options_for(self, values, options) -> bool:
+        """Whether this object stands for a warmup with these argument values and options."""
+        return all(values.get(n) == v for n, v in self.constexprs.items()) and \
+            all(self.options.get(k) == v for k, v in options.items())
+
+    @property
+    def n_max_threads(self) -> int:
+        return 32 * self.compiled.launch_warps
+
+    def _init_handles(self) -> None:
+        """Triton loads the module here; kernelc loaded it when it compiled (nothing to do)."""
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            names = self.fn.arg_names
+            if len(args) > len(names):
+                raise TypeError(f"{self.fn.__name__} takes {len(names)} arguments, {len(args)} were given")
+            # arguments not passed are the constexprs it was compiled with
+            for n in names[len(args):]:
+                if n not in kwargs and n in self.constexprs:
+                    kwargs[n] = self.constexprs[n]
+            opts = {k: v for k, v in self.options.items() if k not in names and k not in kwargs}
+            return self.fn[grid](*args, **kwargs, **opts)
+        return launch
+
+    def __repr__(self):
+        return f"<WarmedKernel {self.compiled!r}>"
+
+
+def _target_of(compiled):
+    from .active import GPUTarget
+    arch = getattr(compiled.target, "arch", "sm_90a")
+    digits = "".join(ch for ch in str(arch) if ch.isdigit())
+    return GPUTarget("cuda", int(digits or 90), 32)
