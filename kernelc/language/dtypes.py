@@ -416,3 +416,24 @@ float32 = dtype("fp32")
 float64 = dtype("fp64")
 
 ALL_DTYPES = tuple(dtype(n) for n in _TABLE)
+
+
+class unsupported_dtype:
+    """A Triton dtype that kernelc does not implement: it exists so that code mentioning it imports,
+    and any use of it in a kernel fails with an error naming it."""
+
+    def __init__(self, triton_name: str, why: str):
+        self.name = triton_name
+        self.why = why
+
+    def __repr__(self):
+        return f"triton.language.{self.name} (not supported by kernelc)"
+
+    def error(self) -> TypeError:
+        return TypeError(f"tl.{self.name} is not supported by kernelc: {self.why}")
+
+
+_FNUZ = "kernelc's fp8 types are float8e4nv (e4m3fn) and float8e5 (e5m2)"
+float8e4b15 = unsupported_dtype("float8e4b15", "it is a pre-Hopper software fp8 format; " + _FNUZ)
+float8e4b8 = unsupported_dtype("float8e4b8", "it is an AMD (fnuz) fp8 format; " + _FNUZ)
+float8e5b16 = unsupported_dtype("float8e5b16", "it is an AMD (fnuz) fp8 format; " + _FNUZ)

@@ -547,3 +547,160 @@ def debug_barrier():
 def assume(cond):
     """Accepted for Triton compatibility; kernelc ignores it."""
     return None
+
+
+# -- sorting, permutations, gathers, histograms -----------------------------------------------
+
+
+@_member
+def sort(x, dim=None, descending=False):
+    """Sort ``x`` along its last dimension (ascending unless ``descending``)."""
+    return semantic.sort(x, dim, descending)
+
+
+@_member
+def topk(x, k, dim=None):
+    """The ``k`` largest elements along the last dimension, largest first (shape ``[..., k]``)."""
+    return semantic.sort(x, dim, True, k)
+
+
+def bitonic_merge(x, dim=None, descending=False):
+    """The merge stage of a bitonic sort along the last dimension: sorts ``x`` if it is bitonic."""
+    return semantic.bitonic_merge(x, dim, descending)
+
+
+@_member
+def flip(x, dim=None):
+    """Reverse ``x`` along ``dim`` (the last dimension by default)."""
+    return semantic.flip(x, dim)
+
+
+@_member
+def gather(src, index, axis):
+    """``out[..., i, ...] = src[..., index[..., i, ...], ...]`` along ``axis``; ``out`` has ``index``'s shape."""
+    return semantic.gather(src, index, axis)
+
+
+@_member
+def histogram(input, num_bins, mask=None):
+    """int32 counts of the values ``0 .. num_bins - 1`` in the 1-D integer tile ``input`` (masked-off lanes
+    and values outside that range are not counted)."""
+    return semantic.histogram(input, num_bins, mask)
+
+
+def interleave(a, b):
+    """Interleave ``a`` and ``b`` along their last dimension: ``[a0, b0, a1, b1, ...]``."""
+    j = semantic.join(a, b)
+    shape = j.shape
+    return semantic.reshape(j, tuple(shape[:-2]) + (shape[-2] * 2,))
+
+
+def swizzle2d(i, j, size_i, size_j, size_g):
+    """Map the row-major index ``(i, j)`` of a ``size_i x size_j`` grid to grouped order: groups of
+    ``size_g`` rows are walked column by column (the grouped tile order of matmul kernels)."""
+    ij = i * size_j + j
+    size_gj = size_g * size_j
+    group_id = ij // size_gj
+    off_i = group_id * size_g
+    rows = minimum(size_i - off_i, size_g)
+    ij = ij % size_gj
+    return off_i + ij % rows, ij // rows
+
+
+@device_function
+def _or_combine(a, b):
+    return a | b
+
+
+@_member
+def reduce_or(input, axis, keep_dims=False):
+    input = semantic.to_tensor(input)
+    if not input.dtype.is_int():
+        raise TypeError(f"reduce_or() needs an integer tile, got {input.dtype}")
+    return semantic.reduce(input, axis, _or_combine, keep_dims)
+
+
+# -- arithmetic with Triton's function names --------------------------------------------------
+
+
+def add(x, y, sanitize_overflow=True):
+    """``x + y`` (``sanitize_overflow`` is accepted; kernelc never inserts overflow checks)."""
+    return semantic.add(x, y)
+
+
+def sub(x, y, sanitize_overflow=True):
+    """``x - y`` (``sanitize_overflow`` is accepted; kernelc never inserts overflow checks)."""
+    return semantic.sub(x, y)
+
+
+def mul(x, y, sanitize_overflow=True):
+    """``x * y`` (``sanitize_overflow`` is accepted; kernelc never inserts overflow checks)."""
+    return semantic.mul(x, y)
+
+
+# -- user functions per element, inline assembly ----------------------------------------------
+
+
+def map_elementwise(scalar_fn, *args, pack=1):
+    """Apply the ``@jit`` function ``scalar_fn`` to each element of the (broadcast) ``args``.
+
+    The interpreter calls it once per element, so it may branch on values; compiled kernels inline it
+    once on whole tiles, so there it must be written with tile operations (``kl.where``, not ``if``).
+    """
+    if _unwrap(pack) != 1:
+        raise ValueError(f"map_elementwise() pack={_unwrap(pack)} is not supported by kernelc: use pack=1")
+    from .core import current_builder
+    args, shape = semantic._broadcast_all([_unwrap(a) for a in args])
+    b = current_builder()
+    if not getattr(b, "is_interpreter", False):
+        out = b._trace(scalar_fn, args)
+        return out[0] if isinstance(out, (tuple, list)) and len(out) == 1 else out
+    return b.map_elementwise(scalar_fn, args, shape)
+
+
+def inline_asm_elementwise(asm, constraints, args, dtype, is_pure, pack):
+    """Run the PTX ``asm`` once per element (``$0`` is the result, ``$1``.. the ``args``); GPU only, and
+    with ``pack=1`` and one result dtype in kernelc."""
+    return semantic.inline_asm(asm, constraints, list(_unwrap(args)), dtype, is_pure, pack)
+
+
+# -- tensor descriptors and scaled dots ------------------------------------------------------
+
+
+def load_tensor_descriptor(desc, offsets):
+    """``desc.load(offsets)``."""
+    return _unwrap(desc).load(offsets)
+
+
+def store_tensor_descriptor(desc, offsets, value):
+    """``desc.store(offsets, value)``."""
+    return _unwrap(desc).store(offsets, value)
+
+
+def dot_scaled(lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, acc=None, fast_math=False,
+               lhs_k_pack=True, rhs_k_pack=True, out_dtype=T.float32):
+    raise TypeError("tl.dot_scaled is not supported by kernelc: microscaled (mxfp4/mxfp8) dots need "
+                    "Blackwell tensor cores; scale the operands and use kl.dot")
+
+
+# -- tensor methods with Triton's names (``ptr.store(v)``, ``x.cdiv(4)``, ...) ----------------------
+
+for _fn in (associative_scan, reduce, cdiv, atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min,
+            atomic_or, atomic_xchg, atomic_xor, store, advance):
+    _member(_fn)
+_member(lambda x, y: semantic.logical_and(x, y), "logical_and")
+_member(lambda x, y: semantic.logical_or(x, y), "logical_or")
+
+
+@_member
+def item(x):
+    """The single element of a one-element tile, as a scalar."""
+    x = semantic.to_tensor(x)
+    if not x.type.is_block():
+        return x
+    if x.numel != 1:
+        raise ValueError(f"item() needs a tile with one element, got shape {x.shape}")
+    return semantic.reduce(x, None, _sum_combine)
+
+
+del _fn

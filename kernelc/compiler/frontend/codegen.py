@@ -1000,6 +1000,7 @@ def generate_ir(fn: DeviceFunction, signature: Dict[str, Any], constexprs: Dict[
                     {k: v for k, v in constexprs.items()})
     used_globals: Dict[str, Any] = {}
     builder = IRBuilder(trace_function=None)
+    builder.arch = arch  # kl.target_info
     if arch:
         from ..codegen.tma import arch_has_tma, tma_enabled
         builder.block_pointers_as_descriptors = arch_has_tma(arch) and tma_enabled()
