@@ -166,16 +166,20 @@ def _sqrt_directed(mode):
 
 # -- float -> integer with a rounding direction ---------------------------------------------------
 
-_INT_RANGE = {"int": (np.int32,), "uint": (np.uint32,), "ll": (np.int64,), "ull": (np.uint64,)}
+_INT_RANGE = {"int": np.int32, "uint": np.uint32, "ll": np.int64, "ull": np.uint64}
 _ROUND = {"rd": np.floor, "ru": np.ceil, "rn": np.rint, "rz": np.trunc}
 
 
-def _to_int(mode):
+def _to_int(mode, target):
+    """cvt.r*.{s,u}{32,64}: round, saturate to ``target``'s range, NaN -> 0; the bits are returned as
+    ``out`` (Triton types the unsigned conversions' results as signed integers of the same width)."""
+    target = np.dtype(target)
+
     def impl(args, out):
         x = _f64(args[0])
         t = _ROUND[mode](x)
-        info = np.iinfo(out)
-        res = np.zeros(t.shape, out)
+        info = np.iinfo(target)
+        res = np.zeros(t.shape, target)
         nan = np.isnan(t)
         big = t >= float(info.max)
         small = t <= float(info.min)
@@ -183,9 +187,7 @@ def _to_int(mode):
         res[mid] = t[mid].astype(out)
         res[big] = info.max
         res[small] = info.min
-        if info.min == 0:  # cvt to unsigned: NaN gives 0 as for signed
-            res[nan] = 0
-        return res
+        return res.view(out) if np.dtype(out).itemsize == target.itemsize else res.astype(out)
     return impl
 
 
@@ -436,6 +438,6 @@ for _m in ("rd", "rn", "ru", "rz"):
     for _src in ("int", "uint", "ll", "ull"):
         IMPLS[f"{_src}2float_{_m}"] = _exact(_conv, _m)
         IMPLS[f"{_src}2double_{_m}"] = _exact(_conv, _m)
-        IMPLS[f"double2{_src}_{_m}"] = _to_int(_m)
-        IMPLS[f"float2{_src}_{_m}"] = _to_int(_m)
+        IMPLS[f"double2{_src}_{_m}"] = _to_int(_m, _INT_RANGE[_src])
+        IMPLS[f"float2{_src}_{_m}"] = _to_int(_m, _INT_RANGE[_src])
 del _m, _src
