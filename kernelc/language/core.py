@@ -387,7 +387,7 @@ class range:
     """
 
     def __init__(self, arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None,
-                 disallow_acc_multi_buffer=False, flatten=False, warp_specialize=None):
+                 disallow_acc_multi_buffer=False, flatten=False, warp_specialize=None, disable_licm=False):
         if arg2 is None:
             self.start, self.end = 0, arg1
         else:

@@ -315,11 +315,12 @@ def sigmoid(x):
 
 
 @_member
-def softmax(x, ieee_rounding=False):
-    """Softmax along axis 0, as Triton's ``tl.softmax``."""
-    z = x - max(x, 0)
+def softmax(x, dim=None, keep_dims=False, ieee_rounding=False):
+    """Softmax along ``dim`` (axis 0 by default), as Triton's ``tl.softmax``."""
+    dim = 0 if _unwrap(dim) is None else _unwrap(dim)
+    z = x - max(x, dim, keep_dims=keep_dims)
     num = exp(z)
-    den = sum(num, 0)
+    den = sum(num, dim, keep_dims=keep_dims)
     return fdiv(num, den, ieee_rounding)
 
 

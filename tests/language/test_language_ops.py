@@ -286,3 +286,19 @@ def test_inline_asm_and_cuda_helpers_compile():
     for needle in ("shf.l.wrap.b32", "%smid", "%globaltimer", "%ntid.x", "griddepcontrol.wait",
                    "griddepcontrol.launch_dependents"):
         assert needle in ptx, needle
+
+
+def test_softmax_takes_tritons_dim_and_keep_dims():
+    x = _floats((4, 8))
+    got = run2d(x, lambda v: kl.softmax(v, dim=1, keep_dims=True))
+    np.testing.assert_allclose(got, torch.softmax(torch.from_numpy(x), 1).numpy(), rtol=1e-6, atol=1e-7)
+    got0 = run2d(x, kl.softmax)
+    np.testing.assert_allclose(got0, torch.softmax(torch.from_numpy(x), 0).numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_fast_tanhf_and_libdevice_paths():
+    from kernelc.language.extra import libdevice
+    from kernelc.language.extra.cuda import libdevice as cuda_libdevice
+    x = _floats((4, 8))
+    np.testing.assert_allclose(run2d(x, libdevice.fast_tanhf), np.tanh(x), rtol=1e-6, atol=1e-7)
+    assert cuda_libdevice.asin is libdevice.asin and kl.extra.libdevice.fast_tanhf is libdevice.fast_tanhf

@@ -322,11 +322,14 @@ def lower_histogram(lw: Lowering, op):
     L = t.layout
     ms = lw.get(mask, L).regs if mask is not None else None
     xt = scalar_of(x.type)
-    xty = llty(xt)
+    xty = "i32" if xt.int_bitwidth < 32 else llty(xt)
 
     def count():
         for r, val in enumerate(t.regs):
-            # values outside [0, bins) (and masked-off lanes) are not counted, as in the interpreter
+            # values outside [0, bins) (and masked-off lanes) are not counted, as in the interpreter;
+            # narrow values are widened first so that num_bins fits the comparison's type
+            if xt.int_bitwidth < 32:
+                val = e.val(f"{'zext' if xt.is_int_unsigned() else 'sext'} {llty(xt)} {val} to i32")
             if xt.is_int_unsigned():
                 ok = e.val(f"icmp ult {xty} {val}, {bins}")
             else:
@@ -336,8 +339,7 @@ def lower_histogram(lw: Lowering, op):
             y, cont = e.label("hist_y"), e.label("hist_c")
             e.cond_br(ok, y, cont)
             e.start_block(y)
-            i = val if xty == "i32" else (e.val(f"trunc {xty} {val} to i32") if xt.int_bitwidth > 32 else
-                                          e.val(f"zext {xty} {val} to i32"))
+            i = val if xty == "i32" else e.val(f"trunc {xty} {val} to i32")
             e.emit(f"atomicrmw add ptr addrspace(3) {_addr(lw, i, 4)}, i32 1 monotonic, align 4")
             e.br(cont)
             e.start_block(cont)

@@ -271,4 +271,13 @@ for _name, _rows in TABLE.items():
     globals()[_name] = _make(_name, _rows)
 del _name, _rows
 
-__all__ = sorted(TABLE)
+
+def fast_tanhf(arg0):
+    """Fast fp32 tanh (``tanh.approx.f32``); Triton lists it, CUDA's libdevice has no such symbol."""
+    x = semantic.to_tensor(_unwrap(arg0))
+    if x.dtype.name != "fp32":
+        raise TypeError(f"libdevice.fast_tanhf() has no version for argument types ({x.dtype}); it takes (fp32)")
+    return semantic.float_math("tanh", x)
+
+
+__all__ = sorted(TABLE) + ["fast_tanhf"]

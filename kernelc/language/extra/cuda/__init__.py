@@ -80,3 +80,4 @@ def _unsupported(name):
 convert_custom_float8_sm70 = _unsupported("convert_custom_float8_sm70")
 convert_custom_float8_sm80 = _unsupported("convert_custom_float8_sm80")
 del _unwrap
+from . import gdc, utils  # noqa: E402,F401  (Triton's submodule paths)
