@@ -354,3 +354,24 @@ def _all_kernel(f_ptr, d_ptr, i_ptr, l_ptr, u_ptr, ul_ptr, o_ptr, OP: kl.constex
     xs = (kl.load(f_ptr + r), kl.load(d_ptr + r), kl.load(i_ptr + r), kl.load(l_ptr + r), kl.load(u_ptr + r),
           kl.load(ul_ptr + r))
     kl.store(o_ptr + r, OP(xs))
+
+
+@kl.core.extern
+def _my_exp(x):
+    return kl.core.extern_elementwise("", "", [x], {(kl.core.dtype("fp32"),): ("__nv_expf", kl.core.dtype("fp32")),
+                                                    (kl.core.dtype("fp64"),): ("__nv_exp", kl.core.dtype("fp64"))},
+                                      is_pure=True)
+
+
+def _bad_extern(x):
+    return kl.core.extern_elementwise("mylib", "/x.bc", [x], {(kl.core.dtype("fp32"),): ("my_fn", kl.core.dtype("fp32"))},
+                                      is_pure=True)
+
+
+def test_core_extern_elementwise_wrappers_like_tritons_own():
+    x = NORMAL.astype(np.float32)
+    out = np.zeros(N, np.float32)
+    _k1[(1,)](x, out, N, _my_exp)
+    np.testing.assert_allclose(out, np.exp(x.astype(np.float64)), rtol=2e-7)
+    with pytest.raises(CompilationError, match="'my_fn' is not supported by kernelc: only libdevice"):
+        _k1[(1,)](x, out, N, _bad_extern)
