@@ -678,10 +678,77 @@ def store_tensor_descriptor(desc, offsets, value):
     return _unwrap(desc).store(offsets, value)
 
 
+_SCALED_FORMATS = ("e2m1", "e4m3", "e5m2", "bf16", "fp16")
+
+
+def _scaled_operand(x, scale, fmt, k_pack, side):
+    """An operand of ``dot_scaled`` as fp32 values times its e8m0 scales, K along its contraction dim."""
+    fmt = _unwrap(fmt)
+    if fmt not in _SCALED_FORMATS:
+        raise ValueError(f"dot_scaled() {side}_format must be one of {list(_SCALED_FORMATS)}, got {fmt!r}")
+    if not _unwrap(k_pack):
+        raise ValueError(f"dot_scaled() {side}_k_pack=False (fp4 packed along the non-K dimension) is not "
+                         f"supported by kernelc")
+    x = semantic.to_tensor(x)
+    if len(x.shape) != 2:
+        raise ValueError(f"dot_scaled() needs 2-D operands, got {side} of shape {x.shape}")
+    kdim = 1 if side == "lhs" else 0
+    if fmt == "e2m1":
+        if x.dtype not in (T.uint8, T.int8):
+            raise TypeError(f"dot_scaled() e2m1 operands are packed two per uint8, got {side} of {x.dtype}")
+        x = x.to(T.uint8, bitcast=True)
+        vals = []
+        for nib in (x & 0xF, x >> 4):  # the element at even K is the low nibble
+            n = nib.to(T.int32)
+            e, m = (n >> 1) & 3, n & 1
+            mag = where(e == 0, m, (2 + m) << maximum(e - 1, 0)).to(T.float32) * 0.5
+            vals.append(where((n & 8) != 0, -mag, mag))
+        j = semantic.join(vals[0], vals[1])  # [r, c, 2]: the pair sits next to each other along K
+        if kdim == 1:
+            v = semantic.reshape(j, (x.shape[0], 2 * x.shape[1]))
+        else:
+            v = semantic.reshape(semantic.trans(j, (0, 2, 1)), (2 * x.shape[0], x.shape[1]))
+    elif fmt in ("e4m3", "e5m2"):
+        want = T.float8e4nv if fmt == "e4m3" else T.float8e5
+        if x.dtype in (T.uint8, T.int8):
+            x = x.to(want, bitcast=True)
+        if x.dtype != want:
+            raise TypeError(f"dot_scaled() {fmt} operands must be {want} (or their uint8 bits), got {x.dtype}")
+        v = x.to(T.float32)
+    else:
+        want = T.bfloat16 if fmt == "bf16" else T.float16
+        if x.dtype != want:
+            raise TypeError(f"dot_scaled() {fmt} operands must be {want}, got {side} of {x.dtype}")
+        v = x.to(T.float32)
+    scale = _unwrap(scale)
+    if scale is None:
+        return v
+    scale = semantic.to_tensor(scale)
+    rows, k = (v.shape[0], v.shape[1]) if kdim == 1 else (v.shape[1], v.shape[0])
+    if list(scale.shape) != [rows, k // 32] or scale.dtype not in (T.uint8, T.int8):
+        raise ValueError(f"dot_scaled() {side}_scale must be uint8 of shape [{rows}, {k // 32}] (one e8m0 "
+                         f"exponent per 32 elements of K), got {scale.type}")
+    s = scale.to(T.uint8, bitcast=True).to(T.int32)
+    f = (s << 23).to(T.float32, bitcast=True)  # 2 ** (s - 127) for s in 1..254
+    f = where(s == 0, 2.0 ** -127, where(s == 255, float("nan"), f))
+    f = semantic.reshape(semantic.broadcast_to(semantic.expand_dims(f, 2), (rows, k // 32, 32)), (rows, k))
+    return v * (f if kdim == 1 else semantic.trans(f, None))
+
+
 def dot_scaled(lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, acc=None, fast_math=False,
                lhs_k_pack=True, rhs_k_pack=True, out_dtype=T.float32):
-    raise TypeError("tl.dot_scaled is not supported by kernelc: microscaled (mxfp4/mxfp8) dots need "
-                    "Blackwell tensor cores; scale the operands and use kl.dot")
+    """``(lhs * 2**(lhs_scale - 127)) @ (rhs * 2**(rhs_scale - 127)) + acc`` for microscaled operands.
+
+    Formats: "e2m1" (fp4, two per uint8 along K, low nibble first), "e4m3", "e5m2", "bf16", "fp16";
+    scales are uint8 e8m0 exponents, one per 32 elements of K (``[M, K // 32]`` and ``[N, K // 32]``),
+    or None. kernelc upcasts both operands to fp32 (exact: every format fits TF32's mantissa) and runs
+    a TF32 ``kl.dot``, as Triton does on GPUs without native microscaling.
+    """
+    a = _scaled_operand(lhs, lhs_scale, lhs_format, lhs_k_pack, "lhs")
+    b = _scaled_operand(rhs, rhs_scale, rhs_format, rhs_k_pack, "rhs")
+    out = semantic.dot(a, b, acc, "tf32", None, None, T.float32)
+    out_dtype = semantic._as_dtype(out_dtype)
+    return out if out_dtype == T.float32 else out.to(out_dtype)
 
 
 # -- tensor methods with Triton's names (``ptr.store(v)``, ``x.cdiv(4)``, ...) ----------------------

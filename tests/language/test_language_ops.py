@@ -183,8 +183,10 @@ def test_unsupported_names_raise_errors_that_name_them():
     with pytest.raises(CompilationError) as ei:
         run2d(x, lambda v: v.to(kl.float8e4b15))
     assert "tl.float8e4b15 is not supported by kernelc" in str(ei.value) and "test_language_ops.py" in str(ei.value)
-    with pytest.raises(CompilationError, match="tl.dot_scaled is not supported by kernelc"):
+    with pytest.raises(CompilationError, match="e2m1 operands are packed two per uint8"):
         run2d(x, lambda v: kl.dot_scaled(v, None, "e2m1", v, None, "e2m1"))
+    with pytest.raises(CompilationError, match="lhs_k_pack=False .* is not supported by kernelc"):
+        run2d(x, lambda v: kl.dot_scaled(v, None, "fp16", v, None, "fp16", lhs_k_pack=False))
     with pytest.raises(InterpreterError, match="inline assembly cannot run in the interpreter"):
         run2d(x, lambda v: kl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [v], kl.float32, True, 1))
     with pytest.raises(CompilationError, match="pack=4 is not supported by kernelc"):
@@ -302,3 +304,53 @@ def test_fast_tanhf_and_libdevice_paths():
     x = _floats((4, 8))
     np.testing.assert_allclose(run2d(x, libdevice.fast_tanhf), np.tanh(x), rtol=1e-6, atol=1e-7)
     assert cuda_libdevice.asin is libdevice.asin and kl.extra.libdevice.fast_tanhf is libdevice.fast_tanhf
+
+
+# -- dot_scaled -------------------------------------------------------------------------------------
+
+_FP4 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], np.float64)
+
+
+@jit
+def _dot_scaled_k(a_ptr, sa_ptr, b_ptr, sb_ptr, o_ptr, M: kl.constexpr, N: kl.constexpr, K: kl.constexpr,
+                  KA: kl.constexpr, KB: kl.constexpr, FA: kl.constexpr, FB: kl.constexpr):
+    rm, rn = kl.arange(0, M), kl.arange(0, N)
+    a = kl.load(a_ptr + rm[:, None] * KA + kl.arange(0, KA)[None, :])
+    b = kl.load(b_ptr + kl.arange(0, KB)[:, None] * N + rn[None, :])
+    sa = kl.load(sa_ptr + rm[:, None] * (K // 32) + kl.arange(0, K // 32)[None, :])
+    sb = kl.load(sb_ptr + rn[:, None] * (K // 32) + kl.arange(0, K // 32)[None, :])
+    kl.store(o_ptr + rm[:, None] * N + rn[None, :], kl.dot_scaled(a, sa, FA, b, sb, FB))
+
+
+@pytest.mark.parametrize("fa,fb", [("e2m1", "e2m1"), ("e4m3", "e2m1"), ("e5m2", "bf16"), ("fp16", "e4m3")])
+def test_dot_scaled_matches_a_numpy_reference(fa, fb):
+    M, N, K = 16, 16, 64
+    sa = _rng.integers(120, 134, (M, K // 32)).astype(np.uint8)
+    sb = _rng.integers(120, 134, (N, K // 32)).astype(np.uint8)
+
+    def operand(fmt, shape, packed_axis):
+        if fmt == "e2m1":
+            codes = _rng.integers(0, 16, shape).astype(np.uint8)
+            even, odd = (codes[:, 0::2], codes[:, 1::2]) if packed_axis == 1 else (codes[0::2], codes[1::2])
+            return (even | (odd << 4)).astype(np.uint8), _FP4[codes]
+        vals = _rng.standard_normal(shape)
+        dt = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2, "bf16": ml_dtypes.bfloat16,
+              "fp16": np.float16}[fmt]
+        arr = vals.astype(dt)
+        return arr, arr.astype(np.float64)
+
+    a, av = operand(fa, (M, K), 1)
+    b, bv = operand(fb, (K, N), 0)
+    fa_ = np.repeat(np.ldexp(1.0, sa.astype(np.int64) - 127), 32, axis=1)
+    fb_ = np.repeat(np.ldexp(1.0, sb.astype(np.int64) - 127), 32, axis=1).T
+    want = (av * fa_) @ (bv * fb_)
+    out = np.zeros((M, N), np.float32)
+    _dot_scaled_k[(1,)](a, sa, b, sb, out, M, N, K, a.shape[1], b.shape[0], fa, fb)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def test_dot_scaled_compiles_to_tensor_cores():
+    ck = kernelc.compile(kernelc.jit(_dot_scaled_k.fn),
+                         {"a_ptr": "*u8", "sa_ptr": "*u8", "b_ptr": "*u8", "sb_ptr": "*u8", "o_ptr": "*fp32"},
+                         {"M": 64, "N": 64, "K": 64, "KA": 32, "KB": 32, "FA": "e2m1", "FB": "e2m1"}, target="sm_90a")
+    assert re.search(r"\b(HMMA|HGMMA)\.\S*TF32", ck.asm["sass"]), "no TF32 tensor-core instruction"
