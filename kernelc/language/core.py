@@ -98,6 +98,8 @@ for _op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or
     setattr(constexpr, f"__{_op}__", _f)
     if _op not in ("lt", "le", "gt", "ge", "eq", "ne"):
         setattr(constexpr, f"__r{_op}__", _r)
+constexpr.logical_and = lambda self, other: constexpr(self.value and _unwrap(other))
+constexpr.logical_or = lambda self, other: constexpr(self.value or _unwrap(other))
 constexpr.__neg__ = lambda self: -self.value
 constexpr.__pos__ = lambda self: +self.value
 constexpr.__invert__ = lambda self: ~self.value

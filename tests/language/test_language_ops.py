@@ -354,3 +354,20 @@ def test_dot_scaled_compiles_to_tensor_cores():
                          {"a_ptr": "*u8", "sa_ptr": "*u8", "b_ptr": "*u8", "sb_ptr": "*u8", "o_ptr": "*fp32"},
                          {"M": 64, "N": 64, "K": 64, "KA": 32, "KB": 32, "FA": "e2m1", "FB": "e2m1"}, target="sm_90a")
     assert re.search(r"\b(HMMA|HGMMA)\.\S*TF32", ck.asm["sass"]), "no TF32 tensor-core instruction"
+
+
+def test_dtype_predicates_constexpr_logic_and_descriptor_gaps():
+    assert kl.int8.get_int_max_value() == 127 and kl.uint16.get_int_max_value() == 65535
+    assert kl.int32.get_int_min_value() == -2**31 and kl.uint8.get_int_min_value() == 0
+    assert kl.int32.is_int32() and not kl.int32.is_int64() and kl.uint64.is_uint64() and kl.float8e4nv.is_fp8e4nv()
+    assert kl.float8e5.is_fp8e5() and not kl.float16.is_fp8e4b15() and kl.dtype.is_dtype("fp32")
+    assert not kl.dtype.is_dtype("fp4") and "fp8e4b15" in kl.dtype.FP_TYPES
+    assert kl.constexpr(True).logical_and(False).value is False and kl.constexpr(0).logical_or(3).value == 3
+
+    @jit
+    def k(x_ptr, N: kl.constexpr):
+        desc = kl.make_tensor_descriptor(x_ptr, shape=[N], strides=[1], block_shape=[N])
+        desc.atomic_add([0], kl.zeros([N], kl.float32))
+
+    with pytest.raises(CompilationError, match="tensor_descriptor.atomic_add is not supported by kernelc"):
+        k[(1,)](np.zeros(16, np.float32), 16)
