@@ -64,10 +64,9 @@ CASES = [(kl.sort, None), (_sort_desc, None), (_topk16, 16), (_merge, None), (_f
 
 
 @pytest.mark.parametrize("op,out", CASES, ids=lambda c: getattr(c, "__name__", str(c)))
-@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.float16])
-@pytest.mark.parametrize("num_warps", [1, 4])
-def test_data_movement_ops_gpu_equal_interpreter(op, out, dtype, num_warps):
-    M, N = 8, 64
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("M,N,num_warps", [(8, 64, 1), (8, 64, 4), (1, 512, 8), (256, 16, 8), (2, 32, 8)])
+def test_data_movement_ops_gpu_equal_interpreter(op, out, dtype, M, N, num_warps):
     x = (torch.randn(M, N) * 50).to(dtype)
     x[:, ::9] = x[:, 1:2]  # ties
     if dtype.is_floating_point:
