@@ -137,7 +137,12 @@ def test_every_libdevice_function_gpu_equal_interpreter():
             ok = torch.equal(torch.nan_to_num(a), torch.nan_to_num(b)) and torch.equal(a.isnan(), b.isnan())
         else:
             tol = 1e-4 if name.startswith("fast_") else (1e-5 if ret == "fp32" or "fp32" in sig else 1e-12)
-            ok = bool((torch.isclose(a, b, rtol=tol, atol=tol) | (a.isnan() & b.isnan())).all())
+            atol = tol
+            if name in ("j0", "j1", "y0", "y1", "jn", "yn"):  # CUDA documents absolute error bounds here
+                atol = 2e-5 if "fp32" in sig else 1e-11
+            if name == "rcp64h":  # rcp.approx.ftz.f64: about 20 correct mantissa bits
+                tol = atol = 2.0 ** -19
+            ok = bool((torch.isclose(a, b, rtol=tol, atol=atol) | (a.isnan() & b.isnan())).all())
         if not ok:
             bad.append(f"{name}{sig}: gpu {a[:4].tolist()} interp {b[:4].tolist()}")
     assert not bad, f"{len(bad)} of {len(ROWS)} differ:\n" + "\n".join(bad)

@@ -305,6 +305,8 @@ def _hilo(args, out):
 
 
 def _rcp64h(args, out):
+    # the GPU's rcp.approx.ftz.f64 keeps about 20 mantissa bits; the interpreter gives the exact
+    # reciprocal truncated to its high word (the same 20 bits)
     r = 1.0 / _f64(args[0])
     return (r.view(np.uint64) & np.uint64(0xFFFFFFFF00000000)).view(_F64).astype(out)
 
