@@ -371,3 +371,23 @@ def test_dtype_predicates_constexpr_logic_and_descriptor_gaps():
 
     with pytest.raises(CompilationError, match="tensor_descriptor.atomic_add is not supported by kernelc"):
         k[(1,)](np.zeros(16, np.float32), 16)
+
+
+@kernelc.jit
+def _target_branch(o_ptr, n):
+    pair = kl.tuple([kl.program_id(0), n])
+    i = 0
+    while kl.condition(i < n, disable_licm=True):
+        i += 1
+    kl.store(o_ptr + 0, pair[0] * pair[1] + i)
+    if kl.target_info.cuda_capability_geq(9, 0):
+        kl.store(o_ptr + 1, kl.target_info.current_target().arch)
+
+
+def test_target_info_answers_for_the_compilation_target():
+    def stores(arch):
+        ptx = kernelc.compile(_target_branch, {"o_ptr": "*i32", "n": "i32"}, target=arch).asm["ptx"]
+        return len(re.findall(r"\bst\.global", ptx)), ptx
+    n90, ptx90 = stores("sm_90a")
+    n80, _ = stores("sm_80")
+    assert (n90, n80) == (2, 1) and re.search(r"\b90;", ptx90)
