@@ -100,15 +100,35 @@ def gather_regs(lw: Lowering, dst: Layout, ty: str, total: int, index: Callable[
     return Tile(dst, [_load(lw, ty, index(coords[r], r)) for r in range(dst.num_regs)])
 
 
+def _pair_bit(L: Layout) -> Optional[int]:
+    return L.pair_bit()
+
+
+def _unpaired(L: Layout, bit: int) -> Layout:
+    return L.unpaired(bit)
+
+
+def _half_index(k: int, bit: int) -> int:
+    """Register ``k`` of the paired layout -> its register in the half layout (``bit`` removed)."""
+    return (k & ((1 << bit) - 1)) | ((k >> (bit + 1)) << bit)
+
+
 @rule("join")
 def lower_join(lw: Lowering, op):
     a, b = op.operands
     v = op.results[0]
+    R = lw.plan.get(v) or default_blocked(shape_of(a.type), lw.nw).joined()
+    bit = _pair_bit(R)
+    if bit is not None:
+        H = _unpaired(R, bit)
+        ra, rb = lw.get(a, H).regs, lw.get(b, H).regs
+        lw.tiles[v.id] = Tile(R, [(rb if k >> bit & 1 else ra)[_half_index(k, bit)] for k in range(R.num_regs)])
+        return
     ty = llty(scalar_of(v.type))
     n = _numel(shape_of(a.type))
     stage(lw, [a, b], ty, 2 * n)
     src_shape = shape_of(a.type)
-    lw.tiles[v.id] = gather_regs(lw, _result_layout(lw, v), ty, 2 * n, lambda c, r: _join_index(lw, c, src_shape, n))
+    lw.tiles[v.id] = gather_regs(lw, R, ty, 2 * n, lambda c, r: _join_index(lw, c, src_shape, n))
 
 
 def _join_index(lw, c, src_shape, n):
@@ -124,22 +144,23 @@ def _join_index(lw, c, src_shape, n):
 @rule("split")
 def lower_split(lw: Lowering, op):
     x = op.operands[0]
+    shape = shape_of(x.type)
+    if len(shape) > 1:
+        t = lw.get(x)
+        bit = _pair_bit(t.layout)
+        if bit is None:  # move the pairs into registers first (a layout conversion)
+            t = lw.get(x, default_blocked(shape[:-1], lw.nw).joined())
+            bit = _pair_bit(t.layout)
+        H = _unpaired(t.layout, bit)
+        for i, v in enumerate(op.results):
+            lw.tiles[v.id] = Tile(H, [t.regs[k] for k in range(t.layout.num_regs) if (k >> bit & 1) == i])
+        return
+    # a [2] tile: two scalars, through shared memory
     ty = llty(scalar_of(x.type))
-    n = _numel(shape_of(x.type))
-    stage(lw, [x], ty, n)
-    e = lw.e
+    stage(lw, [x], ty, 2)
+    lw.smem_access(0, 2 * _bytes(ty), False)
     for i, v in enumerate(op.results):
-        shape = shape_of(v.type)
-        if not shape:  # a split of a [2] tile: scalars
-            lw.smem_access(0, n * _bytes(ty), False)
-            lw.scalars[v.id] = _load(lw, ty, str(i))
-            continue
-
-        def idx(c, r, shape=shape, i=i):
-            lin = linear_index(lw, c, shape)
-            two = lin if lin == "0" else e.val(f"shl i32 {lin}, 1")
-            return _add(lw, two, i)
-        lw.tiles[v.id] = gather_regs(lw, _result_layout(lw, v), ty, n, idx)
+        lw.scalars[v.id] = _load(lw, ty, str(i))
 
 
 @rule("cat")
