@@ -281,13 +281,15 @@ def test_inline_asm_and_cuda_helpers_compile():
         x = kl.load(x_ptr + r)
         cuda.gdc_wait()
         y = kl.inline_asm_elementwise("shf.l.wrap.b32 $0, $1, $1, 3;", "=r,r", [x], kl.int32, True, 1)
-        kl.store(o_ptr + r, y + cuda.smid() + cuda.num_warps() + cuda.globaltimer().to(kl.int32))
+        kl.store(o_ptr + r, y + cuda.smid() + cuda.globaltimer().to(kl.int32))
+        kl.store(o_ptr + 128 + kl.arange(0, cuda.num_warps()), cuda.num_threads())  # constexprs, as in Triton
         cuda.gdc_launch_dependents()
 
-    ptx = kernelc.compile(k, {"x_ptr": "*i32", "o_ptr": "*i32"}, target="sm_90a").asm["ptx"]
-    for needle in ("shf.l.wrap.b32", "%smid", "%globaltimer", "%ntid.x", "griddepcontrol.wait",
+    ptx = kernelc.compile(k, {"x_ptr": "*i32", "o_ptr": "*i32"}, target="sm_90a", num_warps=8).asm["ptx"]
+    for needle in ("shf.l.wrap.b32", "%smid", "%globaltimer", "griddepcontrol.wait",
                    "griddepcontrol.launch_dependents"):
         assert needle in ptx, needle
+    assert re.search(r"\b256;", ptx)  # num_threads() folded to 32 * 8
 
 
 def test_softmax_takes_tritons_dim_and_keep_dims():

@@ -10,7 +10,7 @@ import time
 
 from ... import dtypes as T
 from ... import semantic
-from ...core import _unwrap, current_builder
+from ...core import _unwrap, constexpr, current_builder
 from . import libdevice  # noqa: F401
 
 __all__ = ["libdevice", "globaltimer", "num_threads", "num_warps", "smid", "convert_custom_float8_sm70",
@@ -39,16 +39,24 @@ def smid():
     return _special("%smid", T.int32, 0)
 
 
+def _launch_warps():
+    return getattr(current_builder(), "num_warps", None)
+
+
 def num_threads():
-    """Threads per program (``32 * num_warps``; an int32 value, not a constexpr as in Triton)."""
-    return _special("%ntid.x", T.int32, 32 * getattr(current_builder(), "num_warps", 4))
+    """Threads per program, ``32 * num_warps`` (a constexpr, as in Triton)."""
+    n = _launch_warps()
+    if n is None:  # IR built without a launch configuration (tools): read it at run time
+        return _special("%ntid.x", T.int32, 0)
+    return constexpr(32 * int(n))
 
 
 def num_warps():
-    """Warps per program (an int32 value, not a constexpr as in Triton)."""
-    if _interpreting():
-        return semantic.to_tensor(getattr(current_builder(), "num_warps", 4))
-    return semantic.shr(num_threads(), 5)
+    """Warps per program (a constexpr, as in Triton)."""
+    n = _launch_warps()
+    if n is None:
+        return semantic.shr(num_threads(), 5)
+    return constexpr(int(n))
 
 
 def _gdc(ptx):
