@@ -21,7 +21,7 @@ def _f64(x):
     return np.asarray(x).astype(_F64)
 
 
-def _vec(f, otype=float):
+def _vec(f):
     """Elementwise Python function over fp64 arrays (NaN where ``f`` raises a domain error)."""
     def safe(*xs):
         try:
@@ -33,7 +33,7 @@ def _vec(f, otype=float):
 
     def apply(*arrs):
         arrs = np.broadcast_arrays(*[np.asarray(a) for a in arrs])
-        out = np.empty(arrs[0].shape, dtype=np.float64 if otype is float else np.int64)
+        out = np.empty(arrs[0].shape, dtype=np.float64)
         flat = [a.reshape(-1) for a in arrs]
         o = out.reshape(-1)
         for i in range(o.size):
@@ -372,10 +372,6 @@ def _bessel_n(name):
 
 def _erfcinv(y):
     return _scipy("erfcinv")(y)
-
-
-def _int_to_float(mode):
-    return _exact(_conv, mode)
 
 
 _erf_v = _vec(math.erf)
