@@ -1114,9 +1114,18 @@ def extern_elementwise(name, args, table, lib="libdevice") -> tensor:
     ``table`` maps a tuple of argument type names (``("fp32",)``) to ``(symbol, result type name)``;
     the arguments must match one row exactly (after Python numbers become int32/fp32), as in Triton.
     """
+    literal = [_is_literal(a) and not isinstance(_unwrap(a), bool) for a in args]
     args, shape = _broadcast_all(args)
     key = tuple(a.dtype.name if isinstance(a.dtype, dtype) else str(a.dtype) for a in args)
     row = table.get(key)
+    if row is None and any(literal):
+        # Python numbers take the type a signature needs (pow(x_fp64, 2.0)); Triton requires exact types
+        for sig in table:
+            if all(k == t or (lit and (T.dtype(t).is_floating() or key_t.startswith("int")))
+                   for k, t, lit, key_t in zip(key, sig, literal, key)):
+                args = [cast(a, t) if lit else a for a, t, lit in zip(args, sig, literal)]
+                key, row = sig, table[sig]
+                break
     if row is None:
         want = " or ".join("(" + ", ".join(k) + ")" for k in table)
         raise TypeError(f"{name}() has no version for argument types ({', '.join(key)}); it takes {want}: "

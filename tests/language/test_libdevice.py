@@ -384,3 +384,14 @@ def test_special_functions_without_scipy_use_mpmath(monkeypatch):
         dom, ref = UNARY[name]
         got = run(name, dom.astype(np.float64))
         np.testing.assert_allclose(got, ref(T(dom.astype(np.float64))).numpy(), rtol=1e-9, atol=1e-12, err_msg=name)
+
+
+def test_python_numbers_take_the_type_a_signature_needs():
+    d = POS.astype(np.float64)
+    out = np.zeros(N, np.float64)
+    _k1[(1,)](d, out, N, lambda x: ld.pow(x, 2.0))  # 2.0 would be fp32: no (fp64, fp32) signature
+    np.testing.assert_allclose(out, d ** 2, rtol=1e-15)
+    _k1[(1,)](d, out, N, lambda x: ld.ldexp(x, 3))
+    np.testing.assert_array_equal(out, d * 8)
+    _k1[(1,)](d, out, N, lambda x: ld.fdim(x, 1))  # an int literal where fp64 is needed
+    np.testing.assert_allclose(out, np.maximum(d - 1, 0), rtol=1e-15)
