@@ -645,18 +645,17 @@ def mul(x, y, sanitize_overflow=True):
 def map_elementwise(scalar_fn, *args, pack=1):
     """Apply the ``@jit`` function ``scalar_fn`` to each element of the (broadcast) ``args``.
 
-    The interpreter calls it once per element, so it may branch on values; compiled kernels inline it
-    once on whole tiles, so there it must be written with tile operations (``kl.where``, not ``if``).
+    ``scalar_fn`` sees scalars, so it may branch on their values (``if x > 0: ...``). The interpreter
+    calls it once per element; compiled kernels trace it once into a region that each thread runs on
+    each of its elements.
     """
     if _unwrap(pack) != 1:
         raise ValueError(f"map_elementwise() pack={_unwrap(pack)} is not supported by kernelc: use pack=1")
     from .core import current_builder
     args, shape = semantic._broadcast_all([_unwrap(a) for a in args])
-    b = current_builder()
-    if not getattr(b, "is_interpreter", False):
-        out = b._trace(scalar_fn, args)
-        return out[0] if isinstance(out, (tuple, list)) and len(out) == 1 else out
-    return b.map_elementwise(scalar_fn, args, shape)
+    if not args:
+        raise TypeError("map_elementwise() needs at least one tensor argument")
+    return current_builder().map_elementwise(scalar_fn, args, shape)
 
 
 def inline_asm_elementwise(asm, constraints, args, dtype, is_pure, pack):

@@ -59,7 +59,18 @@ def _join_split_cat(v):
     return kl.cat(b, a)
 
 
-CASES = [(kl.sort, None), (_sort_desc, None), (_topk16, 16), (_merge, None), (_flip0, None), (_flip1, None),
+@kernelc.jit
+def _branchy(a):
+    if a > 0:
+        return a * 3
+    return a - 1
+
+
+def _mapped(v):
+    return kl.map_elementwise(_branchy, v)
+
+
+CASES = [(_mapped, None), (kl.sort, None), (_sort_desc, None), (_topk16, 16), (_merge, None), (_flip0, None), (_flip1, None),
          (_interleave, "x2"), (_join_split_cat, "rows2")]
 
 

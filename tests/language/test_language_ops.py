@@ -178,6 +178,32 @@ def test_map_elementwise_calls_a_branching_function_per_element():
                                   np.where(x > 0, x, x * np.float32(0.25)))
 
 
+@kernelc.jit
+def _pick(a, b):
+    if a > b:
+        return a * 2.0, a
+    return b - a, b
+
+
+@kernelc.jit
+def _map_kernel(x_ptr, y_ptr, o_ptr, N: kl.constexpr):
+    r = kl.arange(0, N)
+    u, w = kl.map_elementwise(_pick, kl.load(x_ptr + r), kl.load(y_ptr + r))
+    kl.store(o_ptr + r, u + w)
+
+
+def test_map_elementwise_with_branches_compiles_to_per_element_branches():
+    x, y = _floats(256), _floats(256)[::-1].copy()
+    out = np.zeros(256, np.float32)
+    kernelc.jit(_map_kernel.fn, interpret=True)[(1,)](x, y, out, 256)
+    np.testing.assert_array_equal(out, np.where(x > y, x * 2 + x, (y - x) + y))
+    ck = kernelc.compile(_map_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "o_ptr": "*fp32"}, {"N": 256},
+                         target="sm_90a")
+    llir = ck.asm["llir"]
+    # 2 elements per thread: the function's `if` is one branch and one phi pair per element
+    assert llir.count("br i1") == 2 and llir.count("= phi float") == 4
+
+
 def test_unsupported_names_raise_errors_that_name_them():
     x = _floats((4, 8))
     with pytest.raises(CompilationError) as ei:

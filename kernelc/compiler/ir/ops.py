@@ -76,6 +76,9 @@ for op in [
           doc="the merge network of a bitonic sort along the last dim (sorts a bitonic sequence)"),
     OpDef("histogram", (1, 2), ("num_bins",), category="reduce",
           doc="input [, mask] -> int32 counts of each value in [0, num_bins); other values are not counted"),
+    OpDef("map_elementwise", (1, -1), results=-1, regions=1, category="extern",
+          doc="tiles of one shape -> tiles: the region (n scalars -> m scalars, ends in reduce.return) "
+              "applied to each element (kl.map_elementwise)"),
     # Calls into a device library (libdevice's __nv_* functions), one call per element.
     OpDef("extern_elementwise", (0, -1), ("symbol",), elementwise=True, category="extern",
           doc="symbol(args...) per element; operands already cast to the symbol's parameter types",

@@ -204,6 +204,13 @@ class LayoutAssigner:
             for r in op.results:
                 self._set(r, src.unpaired(bit) if bit is not None else None)
             return
+        if name == "map_elementwise":
+            for r in op.regions:
+                self._block(r)
+            lay = self.elementwise_layout(op) or (default_blocked(shape, self.nw) if shape else None)
+            for r in op.results:
+                self._set(r, lay)
+            return
         if name == "cat":
             self._set(res, default_blocked(shape, self.nw))
             return
