@@ -419,3 +419,8 @@ def test_target_info_answers_for_the_compilation_target():
     n90, ptx90 = stores("sm_90a")
     n80, _ = stores("sm_80")
     assert (n90, n80) == (2, 1) and re.search(r"\b90;", ptx90)
+
+
+def test_extra_hip_names_say_they_are_not_supported():
+    with pytest.raises(AttributeError, match="tl.extra.hip.libdevice is not supported by kernelc"):
+        kl.extra.hip.libdevice
