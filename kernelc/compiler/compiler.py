@@ -90,7 +90,8 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     divisibility = flat_divisibility({k: parse_type(v) for k, v in signature.items()}, divisibility, base_default=16)
     timings: Dict[str, float] = {}
     t0 = time.perf_counter()
-    func, used = generate_ir(fn, signature, constexprs or {}, divisibility, tuple(equal_to_1), name, arch=tgt.arch)
+    func, used = generate_ir(fn, signature, constexprs or {}, divisibility, tuple(equal_to_1), name, arch=tgt.arch,
+                             num_warps=num_warps)
     verify(func)
     pipe_notes: List[str] = []
     # TMA targets: plain pointer loads of provable tiles feeding dots become descriptor loads

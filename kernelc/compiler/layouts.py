@@ -135,6 +135,23 @@ class Layout:
         return Layout(self.shape + (2,), reg, tuple(ext(b) for b in self.lane), tuple(ext(b) for b in self.warp),
                       "derived")
 
+    def pair_bit(self) -> Optional[int]:
+        """The register bit that alone selects the last dimension (of size 2), if each pair lives in one
+        thread's registers: then join/split only rename registers."""
+        last = (0,) * (self.rank - 1) + (1,)
+        bits = [i for i, b in enumerate(self.reg) if b == last]
+        if not self.rank or self.shape[-1] != 2 or len(bits) != 1:
+            return None
+        others = [b for i, b in enumerate(self.reg) if i != bits[0]] + list(self.lane) + list(self.warp)
+        return bits[0] if all(b[-1] == 0 for b in others) else None
+
+    def unpaired(self, bit: int) -> "Layout":
+        """This layout without its pair bit and its last dimension (the layout of each half of a split)."""
+        def drop(c):
+            return c[:-1]
+        return Layout(self.shape[:-1], tuple(drop(b) for i, b in enumerate(self.reg) if i != bit),
+                      tuple(drop(b) for b in self.lane), tuple(drop(b) for b in self.warp), "derived")
+
     def broadcast_from(self, axes: Sequence[int]) -> "Layout":
         """The layout a source of shape (1 at ``axes``) must have to broadcast into ``self`` in registers."""
         def z(c):

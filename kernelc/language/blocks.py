@@ -418,6 +418,21 @@ class tensor_descriptor(aggregate):
     def __repr__(self):
         return f"tensor_descriptor<{self.dtype}{self.block_shape}>"
 
+    def _unsupported(self, what):
+        raise TypeError(f"tensor_descriptor.{what} is not supported by kernelc: use desc.load/desc.store, or "
+                        f"pointer tiles with kl.load/kl.store/kl.atomic_* for gathers, scatters and atomics")
+
+    def gather(self, *args, **kwargs):
+        self._unsupported("gather")
+
+    def scatter(self, *args, **kwargs):
+        self._unsupported("scatter")
+
+    def atomic_add(self, offsets, value):
+        self._unsupported("atomic_add")
+
+    atomic_min = atomic_max = atomic_and = atomic_or = atomic_xor = atomic_add
+
     # -- the aggregate protocol -------------------------------------------------------------
     def _kc_parts(self) -> list:
         return [self._value, *(x for x in self.shape + self.strides if isinstance(x, tensor))]

@@ -98,6 +98,8 @@ for _op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or
     setattr(constexpr, f"__{_op}__", _f)
     if _op not in ("lt", "le", "gt", "ge", "eq", "ne"):
         setattr(constexpr, f"__r{_op}__", _r)
+constexpr.logical_and = lambda self, other: constexpr(self.value and _unwrap(other))
+constexpr.logical_or = lambda self, other: constexpr(self.value or _unwrap(other))
 constexpr.__neg__ = lambda self: -self.value
 constexpr.__pos__ = lambda self: +self.value
 constexpr.__invert__ = lambda self: ~self.value
@@ -387,7 +389,7 @@ class range:
     """
 
     def __init__(self, arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None,
-                 disallow_acc_multi_buffer=False, flatten=False, warp_specialize=None):
+                 disallow_acc_multi_buffer=False, flatten=False, warp_specialize=None, disable_licm=False):
         if arg2 is None:
             self.start, self.end = 0, arg1
         else:
@@ -431,3 +433,32 @@ def dtype_of(x):
 
 __all__ = ["tensor", "constexpr", "DeviceFunction", "device_function", "range", "static_range",
            "current_builder", "builder_scope", "has_builder", "dtype"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Device-library calls written the way Triton's own libdevice wrappers are (``core.extern``)
+# ---------------------------------------------------------------------------------------------
+
+
+def extern(fn):
+    """Decorator of device-library wrappers (Triton's ``core.extern``): the function runs as written."""
+    return fn
+
+
+def extern_elementwise(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, _semantic=None):
+    """Call a libdevice (``__nv_*``) function per element, picking the symbol by the argument types.
+
+    ``arg_type_symbol_dict`` maps a tuple of argument dtypes to ``(symbol, result dtype)``, as in
+    Triton. Only libdevice symbols are supported: kernelc links NVIDIA's libdevice and nothing else.
+    """
+    from . import semantic
+    from .extra.libdevice import SYMBOLS
+    table = {}
+    for key, (symbol, ret) in dict(_unwrap(arg_type_symbol_dict)).items():
+        symbol = _unwrap(symbol)
+        if symbol not in SYMBOLS:
+            raise TypeError(f"tl.extern_elementwise symbol {symbol!r} is not supported by kernelc: only "
+                            f"libdevice functions (__nv_*) can be called (library {lib_name or 'libdevice'!r})")
+        table[tuple(str(getattr(_unwrap(t), "name", _unwrap(t))) for t in key)] = (
+            symbol, str(getattr(_unwrap(ret), "name", _unwrap(ret))))
+    return semantic.extern_elementwise("extern_elementwise", [_unwrap(a) for a in _unwrap(args)], table)

@@ -195,6 +195,55 @@ class dtype(base_type):
     def int_signedness(self) -> str:
         return "unsigned" if self.is_int_unsigned() else "signed"
 
+    # -- Triton's per-type predicates and helpers ------------------------------------------------
+    def is_fp8e4nv(self) -> bool:
+        return self.name == "fp8e4nv"
+
+    def is_fp8e5(self) -> bool:
+        return self.name == "fp8e5"
+
+    def is_fp8e4b15(self) -> bool:  # formats kernelc does not have (kl.float8e4b15 & co.)
+        return False
+
+    is_fp8e4b8 = is_fp8e5b16 = is_fp8e4b15
+
+    def is_void(self) -> bool:
+        return False
+
+    def is_const(self) -> bool:
+        return False
+
+    @staticmethod
+    def is_dtype(type_str) -> bool:
+        try:
+            dtype(type_str)
+            return True
+        except ValueError:
+            return False
+
+    def get_int_max_value(self) -> int:
+        if not self.is_int():
+            raise TypeError(f"get_int_max_value() needs an integer dtype, got {self}")
+        return 1 if self.is_int1() else (1 << (self.int_bitwidth - (0 if self.is_int_unsigned() else 1))) - 1
+
+    def get_int_min_value(self) -> int:
+        if not self.is_int():
+            raise TypeError(f"get_int_min_value() needs an integer dtype, got {self}")
+        return 0 if self.is_int_unsigned() else -(1 << (self.int_bitwidth - 1))
+
+    @property
+    def codegen_name(self) -> str:
+        return self.name
+
+    def cache_key_part(self) -> str:
+        return self.name
+
+    def mangle(self) -> str:
+        return self.short
+
+    def with_element_ty(self, element_ty) -> "dtype":
+        return element_ty
+
     def to_ir(self):  # Triton compatibility; kernelc types are their own IR types
         return self
 
@@ -416,3 +465,43 @@ float32 = dtype("fp32")
 float64 = dtype("fp64")
 
 ALL_DTYPES = tuple(dtype(n) for n in _TABLE)
+
+
+class _Signedness(enum.Enum):
+    SIGNED = 0
+    UNSIGNED = 1
+
+
+# Triton's class-level type lists (the fp8 variants kernelc lacks are listed: they name Triton's types)
+dtype.SINT_TYPES = ["int8", "int16", "int32", "int64"]
+dtype.UINT_TYPES = ["int1", "uint8", "uint16", "uint32", "uint64"]
+dtype.FP_TYPES = ["fp8e4b15", "fp8e4nv", "fp8e4b8", "fp8e5", "fp8e5b16", "fp16", "bf16", "fp32", "fp64"]
+dtype.STANDARD_FP_TYPES = ["fp16", "bf16", "fp32", "fp64"]
+dtype.OTHER_TYPES = ["void"]
+dtype.KIND = Kind
+dtype.SIGNEDNESS = _Signedness
+
+for _n in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"):
+    setattr(dtype, f"is_{_n}", (lambda name: lambda self: self.name == name)(_n))
+del _n
+
+
+class unsupported_dtype:
+    """A Triton dtype that kernelc does not implement: it exists so that code mentioning it imports,
+    and any use of it in a kernel fails with an error naming it."""
+
+    def __init__(self, triton_name: str, why: str):
+        self.name = triton_name
+        self.why = why
+
+    def __repr__(self):
+        return f"triton.language.{self.name} (not supported by kernelc)"
+
+    def error(self) -> TypeError:
+        return TypeError(f"tl.{self.name} is not supported by kernelc: {self.why}")
+
+
+_FNUZ = "kernelc's fp8 types are float8e4nv (e4m3fn) and float8e5 (e5m2)"
+float8e4b15 = unsupported_dtype("float8e4b15", "it is a pre-Hopper software fp8 format; " + _FNUZ)
+float8e4b8 = unsupported_dtype("float8e4b8", "it is an AMD (fnuz) fp8 format; " + _FNUZ)
+float8e5b16 = unsupported_dtype("float8e5b16", "it is an AMD (fnuz) fp8 format; " + _FNUZ)

@@ -78,6 +78,8 @@ def full(shape, value, dt) -> tensor:
 
 def _as_dtype(dt) -> base_type:
     dt = _unwrap(dt)
+    if isinstance(dt, T.unsupported_dtype):
+        raise dt.error()
     if isinstance(dt, str):
         return T.parse_type(dt)
     if isinstance(dt, base_type):
@@ -1004,3 +1006,149 @@ def scan(inputs, axis, combine_fn, reverse=False, kind=None):
     res = _b().scan(inputs, axis, combine_fn, kind, bool(_unwrap(reverse)))
     outs = [tensor(h, block_type(elt, shape)) for h, elt in res]
     return outs[0] if single else tuple(outs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sorting, flips, gathers, histograms
+# ---------------------------------------------------------------------------------------------
+
+
+def _minor_dim(x: tensor, dim, what) -> None:
+    """Sorting networks work along the last dimension only (as in Triton)."""
+    if not x.type.is_block():
+        raise TypeError(f"{what}() needs a tile, got a scalar")
+    dim = _unwrap(dim)
+    n = len(x.shape)
+    if dim is not None and _norm_axis(dim, n, what) != n - 1:
+        raise ValueError(f"{what}() sorts along the last dimension only (dim={n - 1} or None), got dim={dim}")
+    if x.dtype.is_ptr():
+        raise TypeError(f"{what}() needs a numeric tile, got {x.dtype}")
+
+
+def sort(x, dim=None, descending=False, k=None) -> tensor:
+    x = to_tensor(x)
+    what = "topk" if k is not None else "sort"
+    _minor_dim(x, dim, what)
+    n = x.shape[-1]
+    attrs = {"descending": bool(_unwrap(descending))}
+    shape = list(x.shape)
+    k = _unwrap(k)
+    if k is not None:
+        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= n:
+            raise ValueError(f"topk() k must be a constant integer in [1, {n}], got {k!r}")
+        attrs["k"] = k
+        shape[-1] = k
+    return _make("sort", [x], block_type(x.dtype, shape), **attrs)
+
+
+def bitonic_merge(x, dim=None, descending=False) -> tensor:
+    x = to_tensor(x)
+    _minor_dim(x, dim, "bitonic_merge")
+    n = x.shape[-1]
+    if n & (n - 1):
+        raise ValueError(f"bitonic_merge() needs a power-of-two last dimension, got {n}")
+    return _make("bitonic_merge", [x], x.type, descending=bool(_unwrap(descending)))
+
+
+def flip(x, dim=None) -> tensor:
+    x = to_tensor(x)
+    if not x.type.is_block():
+        raise TypeError("flip() needs a tile, got a scalar")
+    dim = _unwrap(dim)
+    axis = len(x.shape) - 1 if dim is None else _norm_axis(dim, len(x.shape), "flip")
+    if x.shape[axis] == 1:
+        return x
+    return _make("flip", [x], x.type, axis=axis)
+
+
+def gather(src, index, axis) -> tensor:
+    src, index = to_tensor(src), to_tensor(index)
+    if not src.type.is_block() or not index.type.is_block():
+        raise TypeError("gather() needs a source tile and an index tile")
+    if not index.dtype.is_int():
+        raise TypeError(f"gather() index must be an integer tile, got {index.dtype}")
+    if len(src.shape) != len(index.shape):
+        raise ValueError(f"gather() source and index must have the same rank, got shapes {src.shape} and "
+                         f"{index.shape}")
+    axis = _norm_axis(axis, len(src.shape), "gather")
+    for d, (s, i) in enumerate(zip(src.shape, index.shape)):
+        if d != axis and s != i:
+            raise ValueError(f"gather() index shape {index.shape} must equal the source shape {src.shape} "
+                             f"except along axis {axis}")
+    return _make("gather", [src, index], block_type(src.dtype, index.shape), axis=axis)
+
+
+def histogram(x, num_bins, mask=None) -> tensor:
+    x = to_tensor(x)
+    num_bins = _unwrap(num_bins)
+    if not isinstance(num_bins, int) or isinstance(num_bins, bool) or num_bins < 1:
+        raise ValueError(f"histogram() num_bins must be a positive constant integer, got {num_bins!r}")
+    if len(x.shape) != 1 or not x.dtype.is_int() or x.dtype.is_int1():
+        raise TypeError(f"histogram() needs a 1-D integer tile, got {x.type}")
+    operands = [x]
+    mask = _unwrap(mask)
+    if mask is not None:
+        operands.append(broadcast_to(_to_bool(mask), x.shape))
+    return _make("histogram", operands, block_type(T.int32, (num_bins,)), num_bins=num_bins)
+
+
+# ---------------------------------------------------------------------------------------------
+# Device libraries and inline assembly
+# ---------------------------------------------------------------------------------------------
+
+
+def _broadcast_all(args):
+    args = [to_tensor(a) for a in args]
+    shape = ()
+    for a in args:
+        if a.type.is_block():
+            shape = broadcast_shapes(shape, a.shape) if shape else tuple(a.shape)
+    if shape:
+        args = [broadcast_to(a, shape) for a in args]
+    return args, shape
+
+
+def extern_elementwise(name, args, table, lib="libdevice") -> tensor:
+    """One call of a device-library function per element.
+
+    ``table`` maps a tuple of argument type names (``("fp32",)``) to ``(symbol, result type name)``;
+    the arguments must match one row exactly (after Python numbers become int32/fp32), as in Triton.
+    """
+    literal = [_is_literal(a) and not isinstance(_unwrap(a), bool) for a in args]
+    args, shape = _broadcast_all(args)
+    key = tuple(a.dtype.name if isinstance(a.dtype, dtype) else str(a.dtype) for a in args)
+    row = table.get(key)
+    if row is None and any(literal):
+        # Python numbers take the type a signature needs (pow(x_fp64, 2.0)); Triton requires exact types
+        for sig in table:
+            if all(k == t or (lit and (T.dtype(t).is_floating() or key_t.startswith("int")))
+                   for k, t, lit, key_t in zip(key, sig, literal, key)):
+                args = [cast(a, t) if lit else a for a, t, lit in zip(args, sig, literal)]
+                key, row = sig, table[sig]
+                break
+    if row is None:
+        want = " or ".join("(" + ", ".join(k) + ")" for k in table)
+        raise TypeError(f"{name}() has no version for argument types ({', '.join(key)}); it takes {want}: "
+                        f"cast the arguments first, e.g. x.to(kl.float32)")
+    symbol, ret = row
+    rt = T.dtype(ret)
+    return _make("extern_elementwise", args, block_type(rt, shape) if shape else rt, symbol=symbol, lib=lib)
+
+
+def inline_asm(asm, constraints, args, dt, is_pure, pack) -> tensor:
+    asm, constraints = _unwrap(asm), _unwrap(constraints)
+    pack, dt = _unwrap(pack), _unwrap(dt)
+    if isinstance(dt, (tuple, list)):
+        if len(dt) != 1:
+            raise TypeError("inline_asm_elementwise() with several result dtypes is not supported by kernelc: "
+                            "write one call per result")
+        dt = _unwrap(dt[0])
+    if pack != 1:
+        raise ValueError(f"inline_asm_elementwise() pack={pack} is not supported by kernelc: use pack=1 "
+                         f"(one element per asm statement)")
+    if not isinstance(asm, str) or not isinstance(constraints, str):
+        raise TypeError("inline_asm_elementwise() asm and constraints must be constant strings")
+    rt = _as_dtype(dt)
+    args, shape = _broadcast_all(args)
+    return _make("inline_asm", args, block_type(rt, shape) if shape else rt, asm=asm, constraints=constraints,
+                 pure=bool(_unwrap(is_pure)))

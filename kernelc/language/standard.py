@@ -315,11 +315,12 @@ def sigmoid(x):
 
 
 @_member
-def softmax(x, ieee_rounding=False):
-    """Softmax along axis 0, as Triton's ``tl.softmax``."""
-    z = x - max(x, 0)
+def softmax(x, dim=None, keep_dims=False, ieee_rounding=False):
+    """Softmax along ``dim`` (axis 0 by default), as Triton's ``tl.softmax``."""
+    dim = 0 if _unwrap(dim) is None else _unwrap(dim)
+    z = x - max(x, dim, keep_dims=keep_dims)
     num = exp(z)
-    den = sum(num, 0)
+    den = sum(num, dim, keep_dims=keep_dims)
     return fdiv(num, den, ieee_rounding)
 
 
@@ -547,3 +548,226 @@ def debug_barrier():
 def assume(cond):
     """Accepted for Triton compatibility; kernelc ignores it."""
     return None
+
+
+# -- sorting, permutations, gathers, histograms -----------------------------------------------
+
+
+@_member
+def sort(x, dim=None, descending=False):
+    """Sort ``x`` along its last dimension (ascending unless ``descending``)."""
+    return semantic.sort(x, dim, descending)
+
+
+@_member
+def topk(x, k, dim=None):
+    """The ``k`` largest elements along the last dimension, largest first (shape ``[..., k]``)."""
+    return semantic.sort(x, dim, True, k)
+
+
+def bitonic_merge(x, dim=None, descending=False):
+    """The merge stage of a bitonic sort along the last dimension: sorts ``x`` if it is bitonic."""
+    return semantic.bitonic_merge(x, dim, descending)
+
+
+@_member
+def flip(x, dim=None):
+    """Reverse ``x`` along ``dim`` (the last dimension by default)."""
+    return semantic.flip(x, dim)
+
+
+@_member
+def gather(src, index, axis):
+    """``out[..., i, ...] = src[..., index[..., i, ...], ...]`` along ``axis``; ``out`` has ``index``'s shape."""
+    return semantic.gather(src, index, axis)
+
+
+@_member
+def histogram(input, num_bins, mask=None):
+    """int32 counts of the values ``0 .. num_bins - 1`` in the 1-D integer tile ``input`` (masked-off lanes
+    and values outside that range are not counted)."""
+    return semantic.histogram(input, num_bins, mask)
+
+
+def interleave(a, b):
+    """Interleave ``a`` and ``b`` along their last dimension: ``[a0, b0, a1, b1, ...]``."""
+    j = semantic.join(a, b)
+    shape = j.shape
+    return semantic.reshape(j, tuple(shape[:-2]) + (shape[-2] * 2,))
+
+
+def swizzle2d(i, j, size_i, size_j, size_g):
+    """Map the row-major index ``(i, j)`` of a ``size_i x size_j`` grid to grouped order: groups of
+    ``size_g`` rows are walked column by column (the grouped tile order of matmul kernels)."""
+    ij = i * size_j + j
+    size_gj = size_g * size_j
+    group_id = ij // size_gj
+    off_i = group_id * size_g
+    rows = minimum(size_i - off_i, size_g)
+    ij = ij % size_gj
+    return off_i + ij % rows, ij // rows
+
+
+@device_function
+def _or_combine(a, b):
+    return a | b
+
+
+@_member
+def reduce_or(input, axis, keep_dims=False):
+    input = semantic.to_tensor(input)
+    if not input.dtype.is_int():
+        raise TypeError(f"reduce_or() needs an integer tile, got {input.dtype}")
+    return semantic.reduce(input, axis, _or_combine, keep_dims)
+
+
+# -- arithmetic with Triton's function names --------------------------------------------------
+
+
+def add(x, y, sanitize_overflow=True):
+    """``x + y`` (``sanitize_overflow`` is accepted; kernelc never inserts overflow checks)."""
+    return semantic.add(x, y)
+
+
+def sub(x, y, sanitize_overflow=True):
+    """``x - y`` (``sanitize_overflow`` is accepted; kernelc never inserts overflow checks)."""
+    return semantic.sub(x, y)
+
+
+def mul(x, y, sanitize_overflow=True):
+    """``x * y`` (``sanitize_overflow`` is accepted; kernelc never inserts overflow checks)."""
+    return semantic.mul(x, y)
+
+
+# -- user functions per element, inline assembly ----------------------------------------------
+
+
+def map_elementwise(scalar_fn, *args, pack=1):
+    """Apply the ``@jit`` function ``scalar_fn`` to each element of the (broadcast) ``args``.
+
+    ``scalar_fn`` sees scalars, so it may branch on their values (``if x > 0: ...``). The interpreter
+    calls it once per element; compiled kernels trace it once into a region that each thread runs on
+    each of its elements.
+    """
+    if _unwrap(pack) != 1:
+        raise ValueError(f"map_elementwise() pack={_unwrap(pack)} is not supported by kernelc: use pack=1")
+    from .core import current_builder
+    args, shape = semantic._broadcast_all([_unwrap(a) for a in args])
+    if not args:
+        raise TypeError("map_elementwise() needs at least one tensor argument")
+    return current_builder().map_elementwise(scalar_fn, args, shape)
+
+
+def inline_asm_elementwise(asm, constraints, args, dtype, is_pure, pack):
+    """Run the PTX ``asm`` once per element (``$0`` is the result, ``$1``.. the ``args``); GPU only, and
+    with ``pack=1`` and one result dtype in kernelc."""
+    return semantic.inline_asm(asm, constraints, list(_unwrap(args)), dtype, is_pure, pack)
+
+
+# -- tensor descriptors and scaled dots ------------------------------------------------------
+
+
+def load_tensor_descriptor(desc, offsets):
+    """``desc.load(offsets)``."""
+    return _unwrap(desc).load(offsets)
+
+
+def store_tensor_descriptor(desc, offsets, value):
+    """``desc.store(offsets, value)``."""
+    return _unwrap(desc).store(offsets, value)
+
+
+_SCALED_FORMATS = ("e2m1", "e4m3", "e5m2", "bf16", "fp16")
+
+
+def _scaled_operand(x, scale, fmt, k_pack, side):
+    """An operand of ``dot_scaled`` as fp32 values times its e8m0 scales, K along its contraction dim."""
+    fmt = _unwrap(fmt)
+    if fmt not in _SCALED_FORMATS:
+        raise ValueError(f"dot_scaled() {side}_format must be one of {list(_SCALED_FORMATS)}, got {fmt!r}")
+    if not _unwrap(k_pack):
+        raise ValueError(f"dot_scaled() {side}_k_pack=False (fp4 packed along the non-K dimension) is not "
+                         f"supported by kernelc")
+    x = semantic.to_tensor(x)
+    if len(x.shape) != 2:
+        raise ValueError(f"dot_scaled() needs 2-D operands, got {side} of shape {x.shape}")
+    kdim = 1 if side == "lhs" else 0
+    if fmt == "e2m1":
+        if x.dtype not in (T.uint8, T.int8):
+            raise TypeError(f"dot_scaled() e2m1 operands are packed two per uint8, got {side} of {x.dtype}")
+        x = x.to(T.uint8, bitcast=True)
+        vals = []
+        for nib in (x & 0xF, x >> 4):  # the element at even K is the low nibble
+            n = nib.to(T.int32)
+            e, m = (n >> 1) & 3, n & 1
+            mag = where(e == 0, m, (2 + m) << maximum(e - 1, 0)).to(T.float32) * 0.5
+            vals.append(where((n & 8) != 0, -mag, mag))
+        j = semantic.join(vals[0], vals[1])  # [r, c, 2]: the pair sits next to each other along K
+        if kdim == 1:
+            v = semantic.reshape(j, (x.shape[0], 2 * x.shape[1]))
+        else:
+            v = semantic.reshape(semantic.trans(j, (0, 2, 1)), (2 * x.shape[0], x.shape[1]))
+    elif fmt in ("e4m3", "e5m2"):
+        want = T.float8e4nv if fmt == "e4m3" else T.float8e5
+        if x.dtype in (T.uint8, T.int8):
+            x = x.to(want, bitcast=True)
+        if x.dtype != want:
+            raise TypeError(f"dot_scaled() {fmt} operands must be {want} (or their uint8 bits), got {x.dtype}")
+        v = x.to(T.float32)
+    else:
+        want = T.bfloat16 if fmt == "bf16" else T.float16
+        if x.dtype != want:
+            raise TypeError(f"dot_scaled() {fmt} operands must be {want}, got {side} of {x.dtype}")
+        v = x.to(T.float32)
+    scale = _unwrap(scale)
+    if scale is None:
+        return v
+    scale = semantic.to_tensor(scale)
+    rows, k = (v.shape[0], v.shape[1]) if kdim == 1 else (v.shape[1], v.shape[0])
+    if list(scale.shape) != [rows, k // 32] or scale.dtype not in (T.uint8, T.int8):
+        raise ValueError(f"dot_scaled() {side}_scale must be uint8 of shape [{rows}, {k // 32}] (one e8m0 "
+                         f"exponent per 32 elements of K), got {scale.type}")
+    s = scale.to(T.uint8, bitcast=True).to(T.int32)
+    f = (s << 23).to(T.float32, bitcast=True)  # 2 ** (s - 127) for s in 1..254
+    f = where(s == 0, 2.0 ** -127, where(s == 255, float("nan"), f))
+    f = semantic.reshape(semantic.broadcast_to(semantic.expand_dims(f, 2), (rows, k // 32, 32)), (rows, k))
+    return v * (f if kdim == 1 else semantic.trans(f, None))
+
+
+def dot_scaled(lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, acc=None, fast_math=False,
+               lhs_k_pack=True, rhs_k_pack=True, out_dtype=T.float32):
+    """``(lhs * 2**(lhs_scale - 127)) @ (rhs * 2**(rhs_scale - 127)) + acc`` for microscaled operands.
+
+    Formats: "e2m1" (fp4, two per uint8 along K, low nibble first), "e4m3", "e5m2", "bf16", "fp16";
+    scales are uint8 e8m0 exponents, one per 32 elements of K (``[M, K // 32]`` and ``[N, K // 32]``),
+    or None. kernelc upcasts both operands to fp32 (exact: every format fits TF32's mantissa) and runs
+    a TF32 ``kl.dot``, as Triton does on GPUs without native microscaling.
+    """
+    a = _scaled_operand(lhs, lhs_scale, lhs_format, lhs_k_pack, "lhs")
+    b = _scaled_operand(rhs, rhs_scale, rhs_format, rhs_k_pack, "rhs")
+    out = semantic.dot(a, b, acc, "tf32", None, None, T.float32)
+    out_dtype = semantic._as_dtype(out_dtype)
+    return out if out_dtype == T.float32 else out.to(out_dtype)
+
+
+# -- tensor methods with Triton's names (``ptr.store(v)``, ``x.cdiv(4)``, ...) ----------------------
+
+for _fn in (associative_scan, reduce, cdiv, atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min,
+            atomic_or, atomic_xchg, atomic_xor, store, advance):
+    _member(_fn)
+_member(lambda x, y: semantic.logical_and(x, y), "logical_and")
+_member(lambda x, y: semantic.logical_or(x, y), "logical_or")
+
+
+@_member
+def item(x):
+    """The single element of a one-element tile, as a scalar."""
+    x = semantic.to_tensor(x)
+    if not x.type.is_block():
+        return x
+    if x.numel != 1:
+        raise ValueError(f"item() needs a tile with one element, got shape {x.shape}")
+    return semantic.reduce(x, None, _sum_combine)
+
+
+del _fn

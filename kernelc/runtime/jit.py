@@ -183,7 +183,7 @@ class JITFunction(DeviceFunction, KernelInterface):
             rec = self._record(values, mask, grid3, num_warps, num_stages, "interpreter")
             hooks.fire_enter(rec)
         interpreter.launch(self, grid3, [values[n] for n in self.arg_names], arg_names=self.arg_names,
-                           constexpr_mask=mask, kernel_name=self.__name__)
+                           constexpr_mask=mask, kernel_name=self.__name__, num_warps=num_warps)
         if rec is not None:
             hooks.fire_exit(rec)
         return None

@@ -181,6 +181,21 @@ def _tanh(e, t, args, attrs):
     return e.asm("float", "tanh.approx.f32 $0, $1;", "=f,f", [("float", args[0])], side_effects=False)
 
 
+def _extern(e, t, args, attrs, operand_types=()):
+    """A libdevice call; int32 and uint32 share LLVM's i32 (the symbol decides signedness)."""
+    return e.call(llty(t), attrs["symbol"], [(llty(ot), a) for ot, a in zip(operand_types, args)])
+
+
+def _inline_asm(e, t, args, attrs, operand_types=()):
+    # i1 results/operands travel as the predicate-free 8/32-bit values the constraints name
+    return e.asm(llty(t), attrs["asm"], attrs["constraints"], [(llty(ot), a) for ot, a in zip(operand_types, args)],
+                 side_effects=not attrs.get("pure", True))
+
+
+#: rules that need the operands' element types (mixed-type signatures such as ldexp(fp32, int32))
+TYPED_RULES = {"extern_elementwise": _extern, "inline_asm": _inline_asm}
+
+
 def _cmp(kind):
     def rule(e, t, args, attrs, operand_type=None):
         ty = llty(operand_type)

@@ -341,6 +341,8 @@ class Lowering:
         name = op.name
         if name in EW.RULES:
             return EW.RULES[name](e, rt, a, op.attrs)
+        if name in EW.TYPED_RULES:
+            return EW.TYPED_RULES[name](e, rt, a, op.attrs, operand_types=[scalar_of(o.type) for o in op.operands])
         if name in EW.CMP_RULES:
             return EW.CMP_RULES[name](e, rt, a, op.attrs, operand_type=scalar_of(op.operands[0].type))
         if name == "select":

@@ -965,7 +965,8 @@ def _host_descriptor(name, ty, func, index, arch):
 
 def generate_ir(fn: DeviceFunction, signature: Dict[str, Any], constexprs: Dict[str, Any],
                 divisibility: Optional[Dict[str, int]] = None, equal_to_1: Tuple[str, ...] = (),
-                name: Optional[str] = None, arch: Optional[str] = None) -> Tuple[Function, Dict[str, Any]]:
+                name: Optional[str] = None, arch: Optional[str] = None,
+                num_warps: Optional[int] = None) -> Tuple[Function, Dict[str, Any]]:
     """Build the tile IR of kernel ``fn``.
 
     ``signature`` maps each runtime argument to its type (``"*fp32"``, ``"i32"``,
@@ -1000,6 +1001,8 @@ def generate_ir(fn: DeviceFunction, signature: Dict[str, Any], constexprs: Dict[
                     {k: v for k, v in constexprs.items()})
     used_globals: Dict[str, Any] = {}
     builder = IRBuilder(trace_function=None)
+    builder.arch = arch  # kl.target_info
+    builder.num_warps = num_warps  # kl.extra.cuda.num_warps()
     if arch:
         from ..codegen.tma import arch_has_tma, tma_enabled
         builder.block_pointers_as_descriptors = arch_has_tma(arch) and tma_enabled()

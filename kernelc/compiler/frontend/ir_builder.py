@@ -87,3 +87,24 @@ class IRBuilder:
         op = self.append(Op("scan", [i.handle for i in inputs], tys,
                             {"axis": axis, "reverse": reverse, "kind": kind}, regions=[region], loc=self.loc))
         return [(r, e) for r, e in zip(op.results, elts)]
+
+    def map_elementwise(self, fn, inputs: List[tensor], shape):
+        """``fn`` traced once on scalars into a region applied per element (it may branch on values)."""
+        elts = [scalar_of(i.type) for i in inputs]
+        region = Block(list(elts))
+        self.push(region)
+        try:
+            outs = self._trace(fn, [tensor(a, a.type) for a in region.args])
+            single = not isinstance(outs, (tuple, list))
+            from ...language import semantic
+            outs = [semantic.to_tensor(o) for o in ([outs] if single else outs)]
+            for o in outs:
+                if o.type.is_block():
+                    raise TypeError(f"map_elementwise() function must return scalars, got a tile {o.type}")
+            self.create("reduce.return", [o.handle for o in outs], None)
+        finally:
+            self.pop()
+        tys = [block_type(o.type, shape) if shape else o.type for o in outs]
+        op = self.append(Op("map_elementwise", [i.handle for i in inputs], tys, {}, regions=[region], loc=self.loc))
+        res = [tensor(r, t) for r, t in zip(op.results, tys)]
+        return res[0] if single else tuple(res)

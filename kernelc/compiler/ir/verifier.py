@@ -219,6 +219,32 @@ def _if(op):
     return errs
 
 
+def _same_type(op):
+    if op.name == "sort" and op.attrs.get("k") is not None:
+        src, res = shape_of(op.operands[0].type), shape_of(op.results[0].type)
+        ok = src[:-1] == res[:-1] and res[-1] == op.attrs["k"] and scalar_of(op.operands[0].type) == \
+            scalar_of(op.results[0].type)
+        return [] if ok else [f"topk of {op.operands[0].type} cannot give {op.results[0].type}"]
+    return [] if op.operands[0].type == op.results[0].type else \
+        [f"result {op.results[0].type} differs from operand {op.operands[0].type}"]
+
+
+def _gather(op):
+    src, idx = (v.type for v in op.operands)
+    errs = []
+    if shape_of(idx) != shape_of(op.results[0].type) or scalar_of(src) != scalar_of(op.results[0].type):
+        errs.append(f"gather of {src} by {idx} cannot give {op.results[0].type}")
+    if not (isinstance(scalar_of(idx), T.dtype) and scalar_of(idx).is_int()):
+        errs.append(f"gather index must be an integer tile, got {idx}")
+    return errs
+
+
+def _histogram(op):
+    r = op.results[0].type
+    return [] if shape_of(r) == (op.attrs.get("num_bins"),) and scalar_of(r) == T.int32 else \
+        [f"histogram result must be int32[{op.attrs.get('num_bins')}], got {r}"]
+
+
 RULES: Dict[str, Callable[[Op], List[str]]] = {
     **{k: _arith(_float_only) for k in ("fadd", "fsub", "fmul", "fdiv", "frem", "fmax", "fmin", "fma",
                                          "fneg", "fabs", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn",
@@ -244,6 +270,11 @@ RULES: Dict[str, Callable[[Op], List[str]]] = {
     "scf.for": _for,
     "scf.if": _if,
     **{k: _shape_op for k in ("splat", "broadcast", "expand_dims", "reshape", "trans")},
+    "extern_elementwise": _same_shape,
+    "inline_asm": _same_shape,
+    **{k: _same_type for k in ("flip", "sort", "bitonic_merge")},
+    "gather": _gather,
+    "histogram": _histogram,
 }
 
 

@@ -198,11 +198,18 @@ class LayoutAssigner:
             return
         if name == "split":
             src = self.plan.get(op.operands[0])
-            if src is None:
-                return
-            # the last dim must live in a register bit to split in registers; else convert first
+            bit = src.pair_bit() if src is not None else None
+            # pairs held in one thread's registers split by renaming registers: the halves keep the
+            # source's distribution; otherwise the lowering converts the source first (codegen/permute.py)
             for r in op.results:
-                self._set(r, None)
+                self._set(r, src.unpaired(bit) if bit is not None else None)
+            return
+        if name == "map_elementwise":
+            for r in op.regions:
+                self._block(r)
+            lay = self.elementwise_layout(op) or (default_blocked(shape, self.nw) if shape else None)
+            for r in op.results:
+                self._set(r, lay)
             return
         if name == "cat":
             self._set(res, default_blocked(shape, self.nw))

@@ -108,6 +108,30 @@ class InterpreterBuilder:
             res = [(np.ascontiguousarray(np.flip(h, axis)), e) for h, e in res]
         return [(_fit(h, T.block_type(e, arrs[0].shape)), e) for h, e in res]
 
+    def map_elementwise(self, fn, args: List[tensor], shape):
+        """``fn`` called once per element on scalars (it may branch on their values)."""
+        f = getattr(fn, "fn", fn)
+        code = getattr(f, "__code__", None)
+        if code is not None and not str(getattr(f, "__module__", "")).startswith("kernelc."):
+            self.known_codes.add(code)
+        from ...language import semantic
+        outs, tys = None, None
+        for idx in np.ndindex(*shape) if shape else [()]:
+            scal = [tensor(N.contig(np.asarray(a.handle)[idx]), a.dtype) for a in args]
+            r = f(*scal)
+            single = not isinstance(r, (tuple, list))
+            rs = [semantic.to_tensor(x) for x in ([r] if single else r)]
+            if outs is None:
+                tys = [x.dtype for x in rs]
+                outs = [np.zeros(shape, N.np_dtype(t)) for t in tys]
+            for o, x, t in zip(outs, rs, tys):
+                if x.dtype != t:
+                    raise TypeError(f"map_elementwise() function returned {x.dtype} for one element and {t} "
+                                    f"for another; cast inside the function")
+                o[idx] = np.asarray(x.handle)
+        res = [self._wrap(o, t) for o, t in zip(outs, tys)]
+        return res[0] if single else tuple(res)
+
     # -- locations and errors ------------------------------------------------------------------
     def where(self):
         loc = current_location(self.known_codes)
@@ -578,3 +602,81 @@ _IMPLS.update({
     "barrier": lambda b, o, ty, **a: None,
 })
 _IMPLS.update(_DESCRIPTOR_IMPLS)
+
+
+def _extern(b, o, ty, symbol, lib="libdevice", **a):
+    from ...language.extra.libdevice import SYMBOLS
+    from .libdevice import IMPLS
+    name = SYMBOLS.get(symbol)
+    if name is None or name not in IMPLS:
+        raise NotImplementedError(f"the interpreter has no implementation of the {lib} function {symbol}")
+    return IMPLS[name](o, N.np_dtype(ty))
+
+
+def _inline_asm(b, o, ty, asm="", **a):
+    raise b.error("inline assembly cannot run in the interpreter",
+                  f"tl.inline_asm_elementwise runs PTX ({asm.strip().splitlines()[0] if asm.strip() else ''!r}), "
+                  f"which only the GPU executes; run this kernel on a GPU, or branch on "
+                  f"kl.extra.cuda-free code paths when interpreting")
+
+
+def _gather(b, o, ty, axis, **a):
+    src, idx = o
+    n = src.shape[axis]
+    i64 = idx.astype(np.int64)
+    if ((i64 < 0) | (i64 >= n)).any():
+        bad = tuple(int(v) for v in np.argwhere((i64 < 0) | (i64 >= n))[0])
+        raise b.error("out-of-range gather index",
+                      f"index[{bad}] = {int(i64[bad])} is outside 0..{n - 1} along axis {axis}; on the GPU the "
+                      f"result would be undefined", index=bad)
+    return np.take_along_axis(src, i64, axis)
+
+
+def _sort_key(x):
+    # sort in fp32/fp64 for narrow floats (numpy cannot order bf16/fp8 directly)
+    return x.astype(_F32) if _is_narrow_float(x.dtype) else x
+
+
+def _sort(b, o, ty, descending=False, k=None, **a):
+    x = o[0]
+    order = np.argsort(_sort_key(x), axis=-1, kind="stable")
+    r = np.take_along_axis(x, order, -1)
+    if descending:
+        r = np.flip(r, -1)
+    return N.contig(r[..., :k] if k is not None else r)
+
+
+def _bitonic_merge(b, o, ty, descending=False, **a):
+    """The merge network: compare-and-swap at strides n/2, n/4, ..., 1 (sorts a bitonic sequence)."""
+    x = N.contig(o[0])
+    n = x.shape[-1]
+    lead = x.shape[:-1]
+    s = n // 2
+    while s >= 1:
+        v = x.reshape(lead + (n // (2 * s), 2, s))
+        lo, hi = v[..., 0, :], v[..., 1, :]
+        kl_, kh = _sort_key(lo), _sort_key(hi)
+        swap = (kl_ > kh) if not descending else (kl_ < kh)
+        new_lo, new_hi = np.where(swap, hi, lo), np.where(swap, lo, hi)
+        x = np.stack([new_lo, new_hi], axis=-2).reshape(x.shape)
+        s //= 2
+    return x
+
+
+def _histogram(b, o, ty, num_bins, **a):
+    x = o[0].astype(np.int64)
+    keep = (x >= 0) & (x < num_bins)
+    if len(o) > 1:
+        keep &= o[1].astype(bool)
+    return np.bincount(x[keep], minlength=num_bins).astype(np.int32)
+
+
+_IMPLS.update({
+    "extern_elementwise": _extern,
+    "inline_asm": _inline_asm,
+    "flip": lambda b, o, ty, axis, **a: N.contig(np.flip(o[0], axis)),
+    "gather": _gather,
+    "sort": _sort,
+    "bitonic_merge": _bitonic_merge,
+    "histogram": _histogram,
+})

@@ -46,7 +46,7 @@ def _param_location(fn, name):
 
 
 def launch(fn, grid, args: Sequence, *, arg_names: Sequence[str], constexpr_mask: Sequence[bool],
-           kernel_name: str) -> None:
+           kernel_name: str, num_warps: int = 4) -> None:
     """Run ``fn`` (a DeviceFunction) on the CPU for every program of ``grid``.
 
     ``args`` are the bound argument values in parameter order; constexpr values (``constexpr_mask``)
@@ -68,6 +68,7 @@ def launch(fn, grid, args: Sequence, *, arg_names: Sequence[str], constexpr_mask
             file, line, col = _param_location(fn, name)
             raise CompilationError(str(e), file, line, col, kernel_name) from None
     builder = InterpreterBuilder(fn, (gx, gy, gz), memory, kernel_name)
+    builder.num_warps = int(num_warps)  # kl.extra.cuda.num_warps()
     try:
         with builder_scope(builder), np.errstate(all="ignore"):
             for z in range(gz):
