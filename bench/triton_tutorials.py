@@ -135,7 +135,7 @@ def main(argv=None) -> int:
         except (OSError, ValueError):
             pass
     for name in names:
-        hits = glob.glob(os.path.join(a.tutorials, name + ".py"))
+        hits = glob.glob(os.path.join(os.path.abspath(a.tutorials), name + ".py"))
         if not hits:
             report["tutorials"][name] = {"error": f"{name}.py not found in {a.tutorials}"}
             print(f"{name}: not found")

@@ -100,12 +100,14 @@ def merged_path(base: str) -> str:
 
 
 # -- collectives ------------------------------------------------------------------------------
-_NCCL_MARKERS = ("ncclDevKernel", "ncclKernel")
+# NCCL's collective kernels, and the kernel its one-rank path runs instead of a collective (world size
+# 1: ``oneRankReduce`` from onerank.cu, seen under NCCL 2.27 on an H100).
+_NCCL_MARKERS = ("ncclDevKernel", "ncclKernel", "oneRankReduce")
 
 
 def is_collective_kernel(name: str) -> bool:
     """An NCCL kernel, mangled (``_Z..ncclDevKernel_AllReduce..``) or not."""
-    return _NCCL_MARKERS[0] in name or _NCCL_MARKERS[1] in name
+    return any(m in name for m in _NCCL_MARKERS)
 
 
 def add_instance(session, key: tuple, duration_ns: int) -> None:

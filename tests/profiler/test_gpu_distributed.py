@@ -22,12 +22,12 @@ dist.init_process_group("nccl")
 x = torch.ones(1 << 20, device="cuda")
 y = torch.empty_like(x)
 dist.all_to_all_single(y, x)            # NCCL's first calls set up its communicator: keep them outside
-dist.all_reduce(x, op=dist.ReduceOp.AVG)
+dist.all_reduce(x, op=dist.ReduceOp.AVG)  # any scope (their kernels sit at the root)
 torch.cuda.synchronize()
 with profiler.scope("grad_sync"):
     for _ in range(3):
-        dist.all_to_all_single(y, x)    # one rank: a send/recv to itself, run by an NCCL kernel
-        dist.all_reduce(x, op=dist.ReduceOp.AVG)
+        dist.all_to_all_single(y, x)    # one rank: a device-to-device copy
+        dist.all_reduce(x, op=dist.ReduceOp.AVG)  # one rank: NCCL's oneRankReduce kernel
     torch.cuda.synchronize()
 with profiler.scope("compute"):
     (x * 2).sum().item()
@@ -52,10 +52,11 @@ def test_nccl_kernels_attributed_to_their_scope_world_size_1(tmp_path):
     everything = {"/".join(p): n for n, p in _paths(root)}
     nccl = {p: n for p, n in everything.items() if is_collective_kernel(n.name)}
     assert nccl, f"no NCCL kernel in the profile; frames: {sorted(everything)}"
-    assert all(p.startswith("grad_sync/") for p in nccl), sorted(nccl)   # none at the root or in compute
+    # the warm-up calls before any scope sit at the root; none in compute
+    assert all(p.startswith("grad_sync/") or "/" not in p for p in nccl), sorted(nccl)
     for n in nccl.values():
         assert n.extra.get("collective") and len(n.extra["instances_ns"]) == n.metrics["count"], n.extra
-    assert sum(n.metrics["count"] for n in nccl.values()) >= 3
+    assert sum(n.metrics["count"] for p, n in nccl.items() if p.startswith("grad_sync/")) == 3
     merged, _ = read_profile(str(tmp_path / "nccl.merged.hatchet"))
     assert merged.extra["distributed"]["ranks"] == [0]
     for p, n in {"/".join(p): n for n, p in _paths(merged)}.items():
