@@ -3,8 +3,8 @@
 A :class:`Target` names an architecture (``sm_80``, ``sm_86``, ``sm_89``, ``sm_90a``, ...) and the PTX ISA
 version written into the PTX.  :func:`target_for_device` maps a device's compute capability to the target
 kernelc builds for it (``sm_90a`` on Hopper: wgmma and setmaxnreg need the arch-specific ``a`` target, and
-ptxas rejects wgmma for plain ``sm_90``).  The environment variable ``KERNELC_TARGET`` (or an explicit
-``override`` argument) replaces the choice, e.g. ``KERNELC_TARGET=sm_80`` or ``KERNELC_TARGET=sm_90a+ptx86``.
+ptxas rejects wgmma for plain ``sm_90``).  An explicit ``override`` argument replaces the choice, e.g. ``"sm_80"``
+or ``"sm_90a+ptx86"`` (kernelc passes its ``KERNELC_TARGET`` knob here).
 
 PTX ISA version
 ---------------
@@ -51,10 +51,8 @@ from typing import Optional, Tuple
 
 __all__ = [
     "ArchLimits", "ARCH_LIMITS", "Target", "parse_target", "target_for_device", "default_ptx_version",
-    "MIN_PTX_VERSION", "LLVM_MAX_PTX", "NVJITLINK_MAX_PTX", "ENV_TARGET",
+    "MIN_PTX_VERSION", "LLVM_MAX_PTX", "NVJITLINK_MAX_PTX", "ARCH_SPECIFIC_DEFAULT",
 ]
-
-ENV_TARGET = "KERNELC_TARGET"
 
 KB = 1024
 
@@ -273,11 +271,9 @@ def parse_target(spec) -> Target:
 def target_for_device(major: int, minor: int, override=None) -> Target:
     """The target kernelc compiles for on a device of compute capability ``major.minor``.
 
-    ``override`` (a spec string or :class:`Target`), else the ``KERNELC_TARGET`` environment variable, replaces
-    the choice.  Hopper (9.0) gets ``sm_90a``; other devices get ``sm_<major><minor>``.
+    ``override`` (a spec string or :class:`Target`) replaces the choice.  Hopper (9.0) gets ``sm_90a``; other
+    devices get ``sm_<major><minor>``.
     """
-    if override is None:
-        override = os.environ.get(ENV_TARGET) or None
     if override is not None:
         return parse_target(override)
     sm = major * 10 + minor
