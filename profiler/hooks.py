@@ -12,7 +12,8 @@ signature, constexprs, warps/stages, target, the ``@jit`` function's source).
 * **In the CPU interpreter** (or on a GPU without CUPTI) the hooks time the launch with the host
   clock and report it to the sessions (:func:`profiler.session.kernel_launched`).
 
-Only this module imports kernelc, and only ``kernelc.runtime.hooks``.  Descriptions are cached per
+Only this module imports kernelc, and only ``kernelc.runtime.hooks`` (the PC sampler registers its own
+launch hook through :func:`register_kernelc_hook`).  Descriptions are cached per
 (kernel, specialisation, launch configuration); a launch with no ``launch_metadata`` costs two dict
 lookups and a small object.
 """
@@ -81,6 +82,22 @@ def _uninstall() -> None:
     if kh is not None:
         kh.unregister(_handle)
     _handle = None
+
+
+def register_kernelc_hook(enter=None, exit=None):
+    """Register launch callbacks with kernelc; a handle for :func:`unregister_kernelc_hook`, or None when
+    kernelc is not importable."""
+    try:
+        from kernelc.runtime import hooks as khooks
+    except Exception:
+        return None
+    return khooks.register(enter=enter, exit=exit)
+
+
+def unregister_kernelc_hook(handle) -> None:
+    kh = sys.modules.get("kernelc.runtime.hooks")
+    if handle is not None and kh is not None:
+        kh.unregister(handle)
 
 
 def installed() -> bool:

@@ -31,14 +31,14 @@ from __future__ import annotations
 
 import atexit
 import base64
-import ctypes
-import functools
 import json
 import sys
 import threading
 from typing import Any
 
 import numpy as np
+
+from cubintools.demangle import demangle
 
 from .attribution import KernelAttribution, KernelCode, SampleTable, annotate, attribute
 from .cupti_pc import COLLECTIONS, Collector, Cupti, CuptiError, MIN_CUPTI_VERSION, period_exponent
@@ -155,8 +155,7 @@ def current_context(device: int | None = None) -> int:
     if not torch.cuda.is_available():
         raise RuntimeError("no CUDA GPU is available (torch.cuda.is_available() is False)")
     dev = torch.cuda.current_device() if device is None else int(device)
-    from kernelc.runtime.driver import ensure_context
-    ctx = ensure_context(dev)
+    ctx = _primary_context(dev)
     try:
         value = int(ctx)
     except TypeError:
@@ -166,31 +165,27 @@ def current_context(device: int | None = None) -> int:
     return value
 
 
-@functools.lru_cache(maxsize=4096)
-def demangle(name: str) -> str:
-    """A C++ kernel name demangled with libstdc++'s ``__cxa_demangle`` (the name itself if that fails)."""
-    if not name.startswith("_Z"):
-        return name
-    try:
-        lib = _cxxabi()
-        status = ctypes.c_int(0)
-        out = lib.__cxa_demangle(name.encode(), None, None, ctypes.byref(status))
-        if status.value == 0 and out:
-            try:
-                return ctypes.string_at(out).decode(errors="replace")
-            finally:
-                ctypes.CDLL(None).free(ctypes.c_void_p(out))
-    except Exception:
-        pass
-    return name
+def _primary_context(device: int):
+    """Make torch's primary context on ``device`` current (CUDA initialised through torch) and return it."""
+    import torch
+    from cuda.bindings import driver as drv
+    torch.cuda.init()
+    if torch.cuda.current_device() != device:
+        torch.cuda.set_device(device)
+    torch.cuda.current_stream(device)
 
+    def check(res, what):
+        err, *rest = res
+        if int(err) != 0:
+            raise RuntimeError(f"{what} failed: {err}")
+        return rest[0] if rest else None
 
-@functools.lru_cache(maxsize=1)
-def _cxxabi():
-    lib = ctypes.CDLL("libstdc++.so.6")
-    lib.__cxa_demangle.restype = ctypes.c_void_p
-    lib.__cxa_demangle.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
-    return lib
+    ctx = check(drv.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    if ctx is None or int(ctx) == 0:
+        dev = check(drv.cuDeviceGet(device), "cuDeviceGet")
+        ctx = check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+        check(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    return ctx
 
 
 class PCSampler:
@@ -310,8 +305,8 @@ class PCSampler:
         self._stopped = False
         if self.hook_kernelc:
             try:
-                from kernelc.runtime import hooks
-                self._hook = hooks.register(exit=self._on_kernelc_launch)
+                from .. import hooks
+                self._hook = hooks.register_kernelc_hook(exit=self._on_kernelc_launch)
             except Exception:
                 self._hook = None
         return True
@@ -385,8 +380,8 @@ class PCSampler:
         global _active
         if self._hook is not None:
             try:
-                from kernelc.runtime import hooks
-                hooks.unregister(self._hook)
+                from .. import hooks
+                hooks.unregister_kernelc_hook(self._hook)
             except Exception:
                 pass
             self._hook = None
