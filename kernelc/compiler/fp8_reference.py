@@ -18,7 +18,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from ...language.dtypes import FP8_FORMATS, FP8Format
+from ..language.dtypes import FP8_FORMATS, FP8Format
 
 _U32 = np.uint32
 
