@@ -395,6 +395,7 @@ def _refresh() -> None:
         install=any(s.hook == "kernelc" for s in act),
         cupti=any(s.backend_name == "cupti" for s in act),
         python=python_ctx,
+        on_launch=kernel_launched,
     )
 
 

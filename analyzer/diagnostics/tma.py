@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import List
 
-from . import Diagnostic
+from .diagnostic import Diagnostic
 from ._util import dot_dims, loads_in_loop, pct, source_of, target_arch
 from ..facts import KernelFacts, base
 
