@@ -263,7 +263,10 @@ def demanglers(mods: Dict[str, str]) -> List[str]:
     out = []
     for mod, path in sorted(mods.items()):
         with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read(), path)
+            text = f.read()
+        if "__cxa_demangle" not in text:
+            continue
+        tree = ast.parse(text, path)
         if any(isinstance(n, ast.Attribute) and n.attr == "__cxa_demangle" for n in ast.walk(tree)):
             out.append(mod)
     return out
