@@ -15,8 +15,7 @@ Where each number comes from (checked against ptxas's ``-v`` report on nvJitLink
   driver reserves at the start of each block's shared memory on sm_90 cubins.  Those cubins declare the
   undefined symbol ``.nv.reservedSmem.offset0``, and their ``.nv.shared.<fn>`` is 1024 bytes larger than the
   kernel's variables (checked: a kernel with 4096 bytes of ``__shared__`` data has a 5120-byte section on sm_90a
-  and a 4096-byte one on sm_80/sm_89, and on an H200 with driver 580 ``CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES`` is
-  4096 and ``CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK`` is 1024).
+  and a 4096-byte one on sm_80/sm_89; the driver agrees, docs/performance.md).
 * **entry functions** (kernels): symbols of type ``STT_FUNC`` with ``STO_CUDA_ENTRY`` (0x10) in ``st_other``.
 * **spills** are not recorded in the cubin; they come from ptxas's report (see :mod:`.ptxas`).  The frame size is
   the local memory a thread uses, spills included.

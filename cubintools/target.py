@@ -16,9 +16,9 @@ turns it into a cubin.  The default is the newest version both accept (checked o
 * nvJitLink 13.0.88 accepts ``.version 9.0`` and rejects 9.1 ("Unsupported .version 9.1; current version is
   '9.0'").
 
-So the default is PTX ISA 9.0 (``+ptx90``).  The runtime loads the cubin, not the PTX; on an H200 with driver 580
-(CUDA 13.0) cubins built this way load and run (vector add and erf results checked), and the driver also JITs
-the PTX 9.0 text itself (``cuModuleLoadData`` on the PTX).
+So the default is PTX ISA 9.0 (``+ptx90``).  The runtime loads the cubin, not the PTX; with driver 580 (CUDA
+13.0) cubins built this way load and run, and the driver also JITs the PTX 9.0 text itself (checked on the
+GPU: docs/performance.md, "Targets and binaries").
 Each arch also has a minimum PTX version (LLVM writes it when no ``+ptx`` feature is given); those minima are in
 ``MIN_PTX_VERSION`` and were read from LLVM 22's output.
 
@@ -36,8 +36,7 @@ SM counts are facts of a device, not of an architecture, and are not here.  Sour
   (``reservedSharedMemPerBlock``): 163 KB = 166912 B, 99 KB = 101376 B, 227 KB = 232448 B;
 * 65536 registers per SM, at most 255 registers per thread, 1024 threads per block and the resident threads
   per SM (2048 on 8.0 and 9.0, 1536 on 8.6 and 8.9) are device attributes (``cuDeviceGetAttribute``).  The whole
-  9.0 row was read from an H200 with driver 580 (max threads/SM 2048, shared/SM 233472 = 228 KB, opt-in per
-  block 232448, reserved per block 1024, registers/SM 65536, blocks/SM 32); the 8.x threads-per-SM values are
+  9.0 row was read from a Hopper device with driver 580 (docs/performance.md); the 8.x threads-per-SM values are
   those of the CUDA programming guide's compute-capability table and were not read from a device here.  The
   255-register limit per thread is the ISA's (ptxas: "maximum register limit 256", R0-R254 plus RZ).
 """

@@ -19,9 +19,9 @@ Collection is CUPTI's kernel-serialized mode with start/stop control (see :mod:`
 every record carries the correlation id of its kernel launch.
 
 PC sampling stays enabled on a context after the first sampler closes (stopped: no samples, no
-measurable cost -- 35.6 vs 35.8 us per matmul launch on an H200).  CUPTI learns a module's code when
-sampling is first enabled or while it is enabled; a module loaded while it was disabled came back as
-"non-user" samples with no PCs when sampling was enabled again (H200, CUPTI 13, 2026-11-22).  Later
+measurable cost; docs/performance.md).  CUPTI learns a module's code when sampling is first enabled or
+while it is enabled; a module loaded while it was disabled comes back as "non-user" samples with no PCs
+when sampling is enabled again.  Later
 samplers reuse the enabled context; :func:`release_contexts` (also run at exit) disables it.  CUPTI is drained after kernelc
 launches (the launch hook), when a session forwards its launch callbacks (:meth:`on_launch`), and
 at :meth:`stop`.
@@ -78,8 +78,7 @@ def rearm_contexts(collectors: list[Collector] | None = None) -> None:
 
     The kprof timing backend calls this after it subscribes to CUPTI and after it unsubscribes: a
     collector left enabled across either gave 0 samples afterwards, while a fresh enable works and
-    still knows the modules loaded while the old one was enabled (H200, 2026-11-22,
-    scripts/pcs_diag.py).  Keeping a context enabled is what lets later samplers see kernels loaded
+    still knows the modules loaded while the old one was enabled (scripts/pcs_diag.py).  Keeping a context enabled is what lets later samplers see kernels loaded
     in between (CUPTI learns a module's code only while sampling is enabled)."""
     if collectors is None:
         collectors = release_contexts()
@@ -105,7 +104,7 @@ atexit.register(release_contexts)
 def _reload_kernelc_modules(device: int | None) -> int:
     """CUPTI learns a module's code only while PC sampling is enabled (or before it is first enabled
     in the process): kernelc kernels loaded between two samplers came back as "non-user" samples
-    without PCs (H200, 2026-11-22).  Reloading kernelc's modules right after Enable avoids that."""
+    without PCs.  Reloading kernelc's modules right after Enable avoids that."""
     launcher = sys.modules.get("kernelc.runtime.launcher")
     if launcher is None:
         return 0
