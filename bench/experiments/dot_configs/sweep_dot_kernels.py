@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(HERE))))  # bench/experiments/<topic>/
 
 import torch  # noqa: E402
 
@@ -57,7 +58,7 @@ def main():
     tag = os.environ.get("SWEEP_TAG", "")
     for r in rows:
         r["variant"] = tag
-    write_results("sweep_dot_kernels" + (f"_{tag}" if tag else ""), rows)
+    write_results("sweep_dot_kernels" + (f"_{tag}" if tag else ""), rows, results_dir=os.path.join(HERE, 'results'))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The Hopper kernels of bench_kernels (descriptor attention, TMA matmul) in a loop, to be run under kprof
 with instruction sampling so `kprof-analyze` says where their time goes:
 
-    python -m kprof -m pcsampling -o DIR -n hopper bench/profile_hopper_kernels.py
+    python -m kprof -m pcsampling -o DIR -n hopper bench/experiments/hopper_profile/profile_hopper_kernels.py
     kprof-analyze DIR/hopper.hatchet
 """
 from __future__ import annotations
@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(HERE))))  # bench/experiments/<topic>/
 
 import torch  # noqa: E402
 

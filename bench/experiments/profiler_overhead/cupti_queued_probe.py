@@ -7,7 +7,7 @@ it reads CUPTI's clock just before and just after the call, and checks that the 
 ``queued`` lies in between.  Also: kernels replayed from a CUDA graph, and whether enabling the
 timestamps after CUDA is initialised (how ``profiler.start()`` meets a running program) works.
 
-    python bench/cupti_queued_probe.py [--when after-init|before-init] [-n 2000]
+    python bench/experiments/profiler_overhead/cupti_queued_probe.py [--when after-init|before-init] [-n 2000]
 
 Prints one JSON line (and writes bench/results/cupti_queued_probe_<when>.json).
 """
@@ -19,7 +19,7 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(HERE))))  # bench/experiments/<topic>/
 
 
 def main(argv=None) -> int:
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
     }
     print(json.dumps(out))
     from bench.common import write_results
-    write_results(f"cupti_queued_probe_{args.when}", [out])
+    write_results(f"cupti_queued_probe_{args.when}", [out], results_dir=os.path.join(HERE, 'results'))
     return 0 if inside == args.n else 1
 
 

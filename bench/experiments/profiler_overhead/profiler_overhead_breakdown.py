@@ -1,7 +1,7 @@
 """Where kprof's per-launch cost goes: the tiny-launch loop of bench_profiler_overhead.py under
 pieces of the CUPTI setup, each in a fresh process.
 
-    python bench/profiler_overhead_breakdown.py
+    python bench/experiments/profiler_overhead/profiler_overhead_breakdown.py
 
 Variants: ``none``; ``activity`` (CUPTI concurrent-kernel records only, no callbacks);
 ``activity+extcorr`` (plus one pushed external correlation id and its records); ``activity+noop_cb``
@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))  # bench/experiments/<topic>/
 sys.path.insert(0, ROOT)
 
 VARIANTS = ("none", "activity", "activity+extcorr", "activity+drvapi", "activity+drvkind", "activity+extcorr+drvapi",
@@ -138,7 +138,7 @@ def main() -> int:
             rows.append({"variant": v, "us_per_add": round(best[v], 3), "ratio": ratio,
                          "added_us": round(best[v] - base, 3) if base else None, "info": infos.get(v)})
             print(f"{v:20s} {best[v]:7.3f} us/add  {ratio}x  (+{best[v] - base:.3f} us)  {infos.get(v)}")
-    write_results("profiler_overhead_breakdown", rows)
+    write_results("profiler_overhead_breakdown", rows, results_dir=os.path.join(HERE, 'results'))
     return 0
 
 

@@ -6,7 +6,7 @@ If issuing a step takes less host time than the GPU takes to run it, the step is
 profiler's per-launch host work is hidden up to that slack; what is left of its overhead is then
 GPU-side (CUPTI's kernel timestamps) or a host cost that exceeds the slack.
 
-    python bench/profiler_overhead_train_host.py [--variants control,cupti-kernel,kprof-nohook,kprof,proton]
+    python bench/experiments/profiler_overhead/profiler_overhead_train_host.py [--variants control,cupti-kernel,kprof-nohook,kprof,proton]
 
 Writes bench/results/profiler_overhead_train_host.json: per variant, before/after start: wall
 ms/step over a block, median host ms to issue a step (synchronised before, clock stopped when
@@ -24,7 +24,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))  # bench/experiments/<topic>/
 sys.path.insert(0, ROOT)
 
 
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
             d["round"] = rnd
             rows.append(d)
             print(json.dumps(d), flush=True)
-            write_results("profiler_overhead_train_host", rows)
+            write_results("profiler_overhead_train_host", rows, results_dir=os.path.join(HERE, 'results'))
     return 0
 
 

@@ -6,7 +6,7 @@ specialisation forced on at every warp count (``KERNELC_WARP_SPECIALIZE=1``: the
 ``auto`` policy's 8-warp condition), for a few launch configurations, next to torch SDPA.
 B=4 H=32 L=4096 D=128 fp16, causal and not; interleaved rounds.
 
-    python bench/ab_attention_auto_tma.py       # writes results/ab_attention_auto_tma.json
+    python bench/experiments/tma/ab_attention_auto_tma.py       # writes results/ab_attention_auto_tma.json
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))  # bench/experiments/<topic>/
 sys.path.insert(0, ROOT)
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages); the first is attention()'s default
@@ -55,7 +55,7 @@ def main() -> None:
     rows = ab_rounds(__file__, (0, 1), VARIANTS, "kernel")
     for r in rows:
         r["causal"] = bool(r.pop("n"))
-    write_results("ab_attention_auto_tma", rows)
+    write_results("ab_attention_auto_tma", rows, results_dir=os.path.join(HERE, 'results'))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 loads and store turned into TMA (the default on sm_90a) vs kept as masked loads (``KERNELC_TMA=0``), each
 variant in its own process (the switch is read at compile time), interleaved rounds, cuBLAS alongside.
 
-    python bench/ab_block_pointer_tma.py        # writes results/ab_block_pointer_tma.json
+    python bench/experiments/tma/ab_block_pointer_tma.py        # writes results/ab_block_pointer_tma.json
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))  # bench/experiments/<topic>/
 sys.path.insert(0, ROOT)
 
 CONFIGS = [dict(BM=128, BN=128, BK=64, num_warps=4, num_stages=4), dict(BM=128, BN=256, BK=64, num_warps=8, num_stages=3)]
@@ -48,7 +48,7 @@ def main() -> None:
     for r in rows:  # cuBLAS is the same in both processes: its own variant
         if r["config"] == "cublas":
             r["variant"] = "cublas"
-    write_results("ab_block_pointer_tma", rows)
+    write_results("ab_block_pointer_tma", rows, results_dir=os.path.join(HERE, 'results'))
 
 
 if __name__ == "__main__":

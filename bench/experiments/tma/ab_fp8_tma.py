@@ -1,16 +1,17 @@
 """A/B of the fp8 matmul example's two kernels on the same inputs, interleaved rounds: descriptors made in
 the kernel (TMA) vs pointers (cp.async), per size and config; prints TFLOP/s and writes
-results/ab_fp8_tma.json.
+bench/experiments/tma/results/ab_fp8_tma.json.
 
-    python bench/ab_fp8_tma.py
-    AB_FP8_CONFIGS='[{"BLOCK_SIZE_M": 128, ...}]' AB_FP8_ONLY_TMA=1 AB_FP8_NAME=sweep_fp8_tma python bench/ab_fp8_tma.py
+    python bench/experiments/tma/ab_fp8_tma.py
+    AB_FP8_CONFIGS='[{"BLOCK_SIZE_M": 128, ...}]' AB_FP8_ONLY_TMA=1 AB_FP8_NAME=sweep_fp8_tma python bench/experiments/tma/ab_fp8_tma.py
 """
 from __future__ import annotations
 
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(HERE))))  # bench/experiments/<topic>/
 
 import torch  # noqa: E402
 
@@ -48,7 +49,7 @@ def main():
                        warmup=25, rep=100, return_mode="median")
         rows.append({"n": n, "kernel": "cublas_fast_accum", "tflops": tf(ref)})
         print(f"{n} cublas fast accum {tf(ref):.0f}", flush=True)
-    write_results(os.environ.get("AB_FP8_NAME", "ab_fp8_tma"), rows)
+    write_results(os.environ.get("AB_FP8_NAME", "ab_fp8_tma"), rows, results_dir=os.path.join(HERE, 'results'))
 
 
 if __name__ == "__main__":

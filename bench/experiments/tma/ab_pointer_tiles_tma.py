@@ -3,7 +3,7 @@ turned into TMA copies by the compiler (the default on sm_90a, passes/pointer_ti
 cp.async loads (``KERNELC_AUTO_TMA=0``), next to the tutorial's ``% M`` matmul and torch (cuBLAS). Each
 variant runs in its own process (the switch is read at compile time), interleaved rounds.
 
-    python bench/ab_pointer_tiles_tma.py        # writes results/ab_pointer_tiles_tma.json
+    python bench/experiments/tma/ab_pointer_tiles_tma.py        # writes results/ab_pointer_tiles_tma.json
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))  # bench/experiments/<topic>/
 sys.path.insert(0, ROOT)
 
 
@@ -39,7 +39,7 @@ def main() -> None:
     from bench.common import ab_rounds, write_results
     rows = ab_rounds(__file__, (4096, 8192), (("auto-TMA", {}), ("cp.async (KERNELC_AUTO_TMA=0)",
                                                               {"KERNELC_AUTO_TMA": "0"})), "kernel")
-    write_results("ab_pointer_tiles_tma", rows)
+    write_results("ab_pointer_tiles_tma", rows, results_dir=os.path.join(HERE, 'results'))
 
 
 if __name__ == "__main__":

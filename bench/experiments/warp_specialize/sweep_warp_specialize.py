@@ -1,8 +1,8 @@
 """Config sweep of the Hopper TMA kernels with and without warp specialisation, kernelc vs Triton on the
 same configs (Triton only in the default pass). Run once per setting:
 
-    KERNELC_WARP_SPECIALIZE=0 SWEEP_TAG=ws0 python bench/sweep_warp_specialize.py
-    SWEEP_TAG=ws1 python bench/sweep_warp_specialize.py
+    KERNELC_WARP_SPECIALIZE=0 SWEEP_TAG=ws0 python bench/experiments/warp_specialize/sweep_warp_specialize.py
+    SWEEP_TAG=ws1 python bench/experiments/warp_specialize/sweep_warp_specialize.py
 
 SWEEP_PARTS=matmul,attention picks what runs (default both); SWEEP_MATMUL_N=4096 limits the matmul sizes.
 Writes bench/results/sweep_warp_specialize_<tag>.json."""
@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(HERE))))  # bench/experiments/<topic>/
 
 import torch  # noqa: E402
 
@@ -81,7 +82,7 @@ def main():
     for r in rows:
         r["variant"] = tag
         r["KERNELC_WARP_SPECIALIZE"] = os.environ.get("KERNELC_WARP_SPECIALIZE", "auto")
-    write_results("sweep_warp_specialize" + (f"_{tag}" if tag else ""), rows)
+    write_results("sweep_warp_specialize" + (f"_{tag}" if tag else ""), rows, results_dir=os.path.join(HERE, 'results'))
 
 
 if __name__ == "__main__":
