@@ -71,7 +71,7 @@ def analyze(profile_path: str, kernel: Optional[str] = None, arch: Optional[str]
         raise AnalyzerError(str(e)) from None
     if arch:
         try:
-            from kernelc.compiler.backend.target import parse_target
+            from cubintools.target import parse_target
             parse_target(arch)
         except ValueError as e:
             raise AnalyzerError(f"--arch {arch!r}: {e}") from None

@@ -44,12 +44,12 @@ class Device:
 
     @property
     def sm(self) -> int:
-        from kernelc.compiler.backend.target import parse_target
+        from cubintools.target import parse_target
         return parse_target(self.arch).sm
 
     @property
     def limits(self):
-        from kernelc.compiler.backend.target import ARCH_LIMITS, parse_target
+        from cubintools.target import ARCH_LIMITS, parse_target
         sm = parse_target(self.arch).sm
         if sm in ARCH_LIMITS:
             return ARCH_LIMITS[sm]
@@ -60,7 +60,7 @@ class Device:
     @classmethod
     def for_arch(cls, arch: str, num_sms: Optional[int] = None, clock_khz: Optional[int] = None,
                  source: Optional[str] = None) -> "Device":
-        from kernelc.compiler.backend.target import parse_target
+        from cubintools.target import parse_target
         t = parse_target(arch)
         sms = num_sms if num_sms else DEFAULT_SMS.get(t.sm, 132)
         return cls(t.arch, int(sms), clock_khz, source or ("profile" if num_sms else "assumed"))
@@ -110,7 +110,7 @@ class KernelFacts:
     n_spills: int = 0
     shared: int = 0
     local_bytes: int = 0
-    sass: List[Any] = field(default_factory=list)          # kernelc.compiler.backend.sass.Instr
+    sass: List[Any] = field(default_factory=list)          # cubintools.sass.Instr
     memory_accesses: List[dict] = field(default_factory=list)
     dots: List[dict] = field(default_factory=list)
     compile_log: List[str] = field(default_factory=list)
@@ -303,7 +303,7 @@ def sass_of(compiled) -> List[Any]:
     try:
         if art is not None and hasattr(art, "instructions"):
             return list(art.instructions)
-        from kernelc.compiler.backend import instructions
+        from cubintools.sass import instructions
         return [i for i in instructions(compiled.asm["cubin"]) if i.function in ("", compiled.name)]
     except Exception:
         return []

@@ -165,7 +165,7 @@ def device_for(device_info: Dict[str, Any], device_id: Optional[str], arch: Opti
             break
         if entry is None and gpu:
             entry = next(iter(gpu.values()))
-    from kernelc.compiler.backend.target import ARCH_SPECIFIC_DEFAULT, parse_target
+    from cubintools.target import ARCH_SPECIFIC_DEFAULT, parse_target
     prof_arch = None
     num_sms = clock = None
     if isinstance(entry, dict):
@@ -191,25 +191,10 @@ def device_for(device_info: Dict[str, Any], device_id: Optional[str], arch: Opti
 # artifacts
 
 
-def _cache_entry(key: str) -> Optional[str]:
-    from kernelc.runtime.cache import cache_dir
-    key = str(key)
-    if len(key) < 3 or "/" in key or "\\" in key or key.startswith("."):
-        return None
-    path = os.path.join(cache_dir(), key[:2], key)
-    return path if os.path.isfile(os.path.join(path, "meta.json")) else None
-
-
 def load_cached(key: str):
     """The :class:`CompiledKernel` of a disk-cache entry, or None (missing or corrupt)."""
-    path = _cache_entry(key)
-    if path is None:
-        return None
-    from kernelc.runtime.cache import _load
-    try:
-        return _load(path, None)
-    except Exception:
-        return None
+    from kernelc.runtime.cache import load_entry
+    return load_entry(key)
 
 
 _MODULES: Dict[str, Any] = {}
@@ -392,7 +377,7 @@ def build_facts(group: KernelGroup, device: Device, *, arch: Optional[str] = Non
     facts.shared = int(_num(extra.get("shared")) or info.get("shared") or 0)
     facts.n_spills = int(_num(extra.get("n_spills")))
 
-    from kernelc.compiler.backend.target import parse_target
+    from cubintools.target import parse_target
     want = parse_target(arch).arch if arch else None
     ck = load_cached(facts.cache_key) if facts.cache_key else None
     if ck is not None:

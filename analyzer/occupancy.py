@@ -68,7 +68,7 @@ def _ceil(x: int, unit: int) -> int:
 def occupancy(num_warps: int, n_regs: int, shared: int, limits) -> Occupancy:
     """Blocks per SM for a kernel of ``num_warps`` warps, ``n_regs`` registers per thread (0: unknown)
     and ``shared`` bytes of shared memory per block, on a device with ``limits``
-    (:class:`kernelc.compiler.backend.target.ArchLimits`)."""
+    (:class:`cubintools.target.ArchLimits`)."""
     wpb = max(1, int(num_warps))
     max_warps = limits.max_threads_per_sm // limits.warp_size
     by_warps = max_warps // wpb

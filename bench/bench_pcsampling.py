@@ -52,7 +52,7 @@ def make_loop(workload: str):
         M, S = triton_twin("matmul"), triton_twin("softmax")
     else:
         from examples.kernels import matmul as M, softmax as S
-    from profiler.pcsampling.workloads import MATMUL_CONFIG
+    from examples.workloads import MATMUL_CONFIG
     a = torch.randn(2048, 2048, device="cuda", dtype=torch.float16)
     b = torch.randn(2048, 2048, device="cuda", dtype=torch.float16)
     x = torch.randn(4096, 4096, device="cuda")

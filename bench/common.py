@@ -29,29 +29,63 @@ def triton_twin(module_name: str):
     return mod
 
 
+def _commit() -> str:
+    """The checkout's commit (``+dirty`` when tracked files differ), or ``unknown`` outside git."""
+    import subprocess
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (head + ("+dirty" if dirty else "")) if head else "unknown"
+
+
+def _version(dist: str):
+    try:
+        from importlib.metadata import version
+        return version(dist)
+    except Exception:
+        return None
+
+
 def environment() -> dict:
+    """What every results file records next to its numbers: device, date, versions, commit."""
     import torch
-    info = {"date": datetime.date.today().isoformat(), "python": platform.python_version(), "torch": torch.__version__}
+    info = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "device": None, "commit": _commit(), "python": platform.python_version(),
+            "torch": torch.__version__, "versions": {}}
     try:
         import triton
         info["triton"] = triton.__version__
     except Exception:
         info["triton"] = None
+    import kernelc
+    info["versions"] = {"kernelc": kernelc.__version__, "torch": torch.__version__, "triton": info["triton"],
+                        "cuda": torch.version.cuda, "llvmlite": _version("llvmlite"),
+                        "cupti-python": _version("cupti-python"), "nvidia-nvjitlink": _version("nvidia-nvjitlink")}
     if torch.cuda.is_available():
         info["device"] = torch.cuda.get_device_name()
         info["driver"] = torch.version.cuda
     return info
 
 
-def write_results(name: str, rows, extra=None):
-    """Write rows to bench/results/<name>.json (and $OUT if set); print a table."""
+RESULTS = os.path.join(ROOT, "bench", "results")
+
+
+def write_results(name: str, rows, extra=None, results_dir: str = RESULTS):
+    """Write rows to ``results_dir``/<name>.json (default bench/results; experiments pass their own
+    folder) and to $OUT/results if set, with :func:`environment`; print a table."""
     payload = {"benchmark": name, "environment": environment(), "rows": rows}
     if extra:
         payload.update(extra)
     text = json.dumps(payload, indent=2)
-    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
-    with open(os.path.join(ROOT, "bench", "results", f"{name}.json"), "w") as f:
+    os.makedirs(results_dir, exist_ok=True)
+    tmp = os.path.join(results_dir, f".{name}.json.tmp")
+    with open(tmp, "w") as f:
         f.write(text)
+    os.replace(tmp, os.path.join(results_dir, f"{name}.json"))
     out = os.environ.get("OUT")
     if out:
         os.makedirs(os.path.join(out, "results"), exist_ok=True)

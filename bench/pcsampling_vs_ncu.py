@@ -185,7 +185,7 @@ def find_ncu(given: str | None) -> str | None:
 
 def child(kind: str) -> None:
     import torch
-    from profiler.pcsampling import workloads
+    from examples import workloads
     run = getattr(workloads, KERNELS[kind][0])()
     run()
     torch.cuda.synchronize()
@@ -195,7 +195,8 @@ def child(kind: str) -> None:
 
 def ours(kind: str, period: int):
     import torch
-    from profiler.pcsampling import PCSampler, workloads
+    from profiler.pcsampling import PCSampler
+    from examples import workloads
     from profiler.pcsampling.attribution import KernelCode
     run = getattr(workloads, KERNELS[kind][0])()
     run()

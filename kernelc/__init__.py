@@ -27,6 +27,10 @@ def next_power_of_2(n: int) -> int:
 
 
 def compile(kernel, signature, constexprs=None, target=None, num_warps=4, num_stages=3, **kw):
-    """Compile a kernel without a GPU; see :func:`kernelc.compiler.compiler.compile`."""
+    """Compile a kernel without a GPU (``target`` default: the current GPU's, else sm_90a); see
+    :func:`kernelc.compiler.compiler.compile`."""
     from .compiler.compiler import compile as _compile
+    if target is None:
+        from .runtime.device import default_target
+        target = default_target()
     return _compile(kernel, signature, constexprs, target, num_warps, num_stages, **kw)

@@ -12,7 +12,8 @@ signature, constexprs, warps/stages, target, the ``@jit`` function's source).
 * **In the CPU interpreter** (or on a GPU without CUPTI) the hooks time the launch with the host
   clock and report it to the sessions (:func:`profiler.session.kernel_launched`).
 
-Only this module imports kernelc, and only ``kernelc.runtime.hooks``.  Descriptions are cached per
+Only this module imports kernelc, and only ``kernelc.runtime.hooks`` (the PC sampler registers its own
+launch hook through :func:`register_kernelc_hook`).  Descriptions are cached per
 (kernel, specialisation, launch configuration); a launch with no ``launch_metadata`` costs two dict
 lookups and a small object.
 """
@@ -31,6 +32,7 @@ _python = False  # capture Python call paths for interpreted launches
 _info_cache: Dict[tuple, "KernelInfo"] = {}
 _warned: set = set()
 _now = time.perf_counter_ns
+_on_launch = None  # the session registry's sink for host-timed launches (set by configure)
 
 _SIG_OF_DTYPE = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "int8": "i8",
                  "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32",
@@ -52,10 +54,13 @@ class KernelInfo:
         self.function = function
 
 
-def configure(install: bool, cupti: bool, python: bool) -> None:
-    """Called by the session registry whenever the set of active sessions changes."""
-    global _cupti, _python
+def configure(install: bool, cupti: bool, python: bool, on_launch=None) -> None:
+    """Called by the session registry whenever the set of active sessions changes; ``on_launch`` receives
+    host-timed launches (:func:`profiler.session.kernel_launched`)."""
+    global _cupti, _python, _on_launch
     _cupti, _python = cupti, python
+    if on_launch is not None:
+        _on_launch = on_launch
     if install:
         _install()
     else:
@@ -81,6 +86,22 @@ def _uninstall() -> None:
     if kh is not None:
         kh.unregister(_handle)
     _handle = None
+
+
+def register_kernelc_hook(enter=None, exit=None):
+    """Register launch callbacks with kernelc; a handle for :func:`unregister_kernelc_hook`, or None when
+    kernelc is not importable."""
+    try:
+        from kernelc.runtime import hooks as khooks
+    except Exception:
+        return None
+    return khooks.register(enter=enter, exit=exit)
+
+
+def unregister_kernelc_hook(handle) -> None:
+    kh = sys.modules.get("kernelc.runtime.hooks")
+    if handle is not None and kh is not None:
+        kh.unregister(handle)
 
 
 def installed() -> bool:
@@ -136,8 +157,8 @@ def _exit(rec) -> None:
             dtype, did, timed = "CUDA", _cuda_device(), False
         else:
             dtype, did, timed = "CPU", 0, True
-        from . import session
-        session.kernel_launched(key, info, metrics, start, end, dtype, did, timed)
+        if _on_launch is not None:
+            _on_launch(key, info, metrics, start, end, dtype, did, timed)
     except Exception as e:
         _warn_once("exit", f"kernelc launch hook failed ({type(e).__name__}: {e}); continuing")
 

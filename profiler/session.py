@@ -198,7 +198,7 @@ class Session:
     def build(self):
         """``(root, device_info)`` of what was recorded so far (also fills ``self.kernels`` for
         the pcsampling integration)."""
-        from .backends.demangle import demangle
+        from cubintools.demangle import demangle
         from .device_info import device_info
         nodes: Dict[tuple, Any] = {}
         root = build_tree(self.data, context.names_of, demangle, nodes=nodes)
@@ -409,6 +409,7 @@ def _refresh() -> None:
         install=any(s.hook == "kernelc" for s in act),
         cupti=any(s.backend_name == "cupti" for s in act),
         python=python_ctx,
+        on_launch=kernel_launched,
     )
 
 

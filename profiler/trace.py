@@ -26,7 +26,7 @@ __all__ = ["trace_events", "write_trace"]
 
 def trace_events(session) -> Dict[str, Any]:
     from . import context
-    from .backends.demangle import demangle
+    from cubintools.demangle import demangle
     events = list(session.data.events or ())
     out: List[Dict[str, Any]] = []
     pids: Dict[str, int] = {}

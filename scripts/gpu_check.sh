@@ -2,7 +2,8 @@
 # One call on the lent GPU machine: install what it lacks, run the GPU tests and the benchmarks,
 # leave logs and JSON results under $OUT.
 #   bash scripts/gpu_check.sh [tests] [tests:a.py,b.py] [bench] [compile] [launch] [proton] [overhead_ab] [overhead_train]
-#   (default: tests bench; any other word runs bench/WORD.py)
+#   (default: tests bench; any other word runs the maintained benchmark `python3 -m bench WORD`, or the
+#   experiment bench/experiments/*/WORD.py)
 # Wheels travel in .wheels/ (built by scripts/fetch_gpu_wheels.sh on the CPU machine).
 set -uo pipefail
 OUT=${OUT:-/tmp/kernelc-out}
@@ -36,20 +37,27 @@ for step in $what; do
     tests:*)  # a subset, comma-separated, one pytest process: tests:tests/gpu/test_gpu_runtime.py,tests/pcsampling
       timeout 420 python3 -m pytest -q -m gpu -p no:cacheprovider ${step#tests:} -rfE 2>&1 | tee -a "$OUT/gpu_tests.log" | tail -40 ;;
     bench)
-      timeout 300 python3 bench/bench_kernels.py 2>&1 | tee "$OUT/bench_kernels.log" | tail -30 ;;
+      timeout 300 python3 -m bench kernels 2>&1 | tee "$OUT/bench_kernels.log" | tail -30 ;;
     compile)
-      timeout 200 python3 bench/bench_compile.py 2>&1 | tee "$OUT/bench_compile.log" | tail -12 ;;
+      timeout 200 python3 -m bench compile 2>&1 | tee "$OUT/bench_compile.log" | tail -12 ;;
     launch)
-      timeout 200 python3 bench/bench_launch.py 2>&1 | tee "$OUT/bench_launch.log" | tail -12 ;;
-    overhead_ab)   # profiler overhead, blocks alternated in one process (bench/profiler_overhead_ab.py)
-      timeout 560 python3 bench/profiler_overhead_ab.py ${AB_ARGS:-} 2>&1 | tee -a "$OUT/profiler_overhead_ab.log" | tail -30 ;;
+      timeout 200 python3 -m bench launch 2>&1 | tee "$OUT/bench_launch.log" | tail -12 ;;
+    overhead_ab)   # profiler overhead, each process its own baseline (bench/profiler_overhead_ab.py)
+      timeout 560 python3 -m bench profiler_overhead_ab ${AB_ARGS:-} 2>&1 | tee -a "$OUT/profiler_overhead_ab.log" | tail -30 ;;
     overhead_train)   # whole-process examples/train.py runs, 150 steps each
-      timeout 560 python3 bench/bench_profiler_overhead.py --only train --rounds 3 --train-steps 150 --train-warmup 10 2>&1 \
+      timeout 560 python3 -m bench profiler_overhead --only train --rounds 3 --train-steps 150 --train-warmup 10 2>&1 \
         | tee "$OUT/profiler_overhead_train.log" | tail -20 ;;
     proton)
-      timeout 120 python3 bench/make_proton_fixture.py "$OUT/proton_small.hatchet" 2>&1 | tail -5 ;;
+      timeout 120 python3 -m bench proton_fixture "$OUT/proton_small.hatchet" 2>&1 | tail -5 ;;
     *)
-      [ -f "bench/$step.py" ] && timeout 300 python3 "bench/$step.py" 2>&1 | tee "$OUT/$step.log" | tail -30 ;;
+      exp=$(ls bench/experiments/*/"$step".py 2>/dev/null | head -1)
+      if python3 -m bench --list | grep -q "^  $step "; then
+        timeout 300 python3 -m bench "$step" 2>&1 | tee "$OUT/$step.log" | tail -30
+      elif [ -n "$exp" ]; then
+        timeout 300 python3 "$exp" 2>&1 | tee "$OUT/$step.log" | tail -30
+      else
+        echo "gpu_check: no benchmark or experiment named $step (python3 -m bench --list)" | tee -a "$OUT/errors.txt"
+      fi ;;
   esac
 done
 # (benchmarks write their JSON to $OUT/results themselves)

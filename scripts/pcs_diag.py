@@ -17,7 +17,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PRELUDE = """
 import json, time, torch
-from profiler.pcsampling import PCSampler, workloads
+from profiler.pcsampling import PCSampler
+from examples import workloads
 def sample(run, n=2, **kw):
     s = PCSampler(period=10, **kw); ok = s.start()
     for _ in range(n): run()

@@ -10,7 +10,7 @@ def _readme():
 
 
 def test_readme_example_runs(monkeypatch, tmp_path):
-    block = re.search(r"## Example\n\n```python\n(.*?)```", _readme(), re.S).group(1)
+    block = re.search(r"## One kernel\n\n```python\n(.*?)```", _readme(), re.S).group(1)
     path = tmp_path / "readme_example.py"  # kernels need a real source file
     path.write_text(block)
     code = compile(block, str(path), "exec")

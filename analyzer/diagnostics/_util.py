@@ -38,7 +38,7 @@ def target_arch(facts: KernelFacts) -> str:
 
 def target_sm(facts: KernelFacts) -> int:
     """The compute capability the kernel was compiled for, as a number (``sm_90a`` -> 90)."""
-    from kernelc.compiler.backend.target import parse_target
+    from cubintools.target import parse_target
     return parse_target(target_arch(facts)).sm
 
 

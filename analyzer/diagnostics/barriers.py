@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from . import Diagnostic
+from .diagnostic import Diagnostic
 from ._util import is_tensor_core_kernel, numel, pct, source_of, stalls_text
 from .. import stalls as S
 from ..facts import KernelFacts

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-from . import Diagnostic
+from .diagnostic import Diagnostic
 from ._util import (FP8_MMA_K, FP8_MMA_SM, basis_of, dot_constexprs, dot_dims, evidence_samples, fp8_types,
                     sass_counts, source_of, target_arch, target_sm)
 from ..facts import KernelFacts

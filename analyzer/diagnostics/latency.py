@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from . import Diagnostic
+from .diagnostic import Diagnostic
 from ._util import loads_in_loop, pct, source_of
 from ..facts import KernelFacts, base
 

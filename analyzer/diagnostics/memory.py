@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional
 
-from . import Diagnostic
+from .diagnostic import Diagnostic
 from ._util import evidence_samples, fmt_shape, pct, source_of
 from ..facts import KernelFacts, base
 

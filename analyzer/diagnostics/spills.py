@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Dict, List
 
-from . import Diagnostic
+from .diagnostic import Diagnostic
 from ._util import dot_constexprs, largest_tile, pct, source_of, valid_warps
 from ..facts import KernelFacts, base
 

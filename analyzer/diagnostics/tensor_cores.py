@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Tuple, Union
 
-from . import Diagnostic
+from .diagnostic import Diagnostic
 from ._util import (FP8_MMA_SM, basis_of, dot_constexprs, dot_dims, dot_types, evidence_samples, fp8_types,
                     next_pow2, source_of, target_sm)
 from ..facts import KernelFacts

@@ -2,9 +2,8 @@
 
 On sm_90a kernelc copies a tile addressed through a tensor descriptor with TMA, straight into the
 swizzled layout wgmma reads, on one thread, completing on an mbarrier; pointer tiles go through
-``cp.async`` issued by every thread, with address arithmetic per element. Measured on an H200
-(2026-11-22, ``bench/results/kernels.json``): the same matmul went from 512-543 TFLOP/s with pointers
-to 618-673 with descriptors (0.74-0.81x -> 0.91-0.97x cuBLAS), attention from 416 to 514. The fix is a
+``cp.async`` issued by every thread, with address arithmetic per element; the measured gain is in
+docs/performance.md ("TMA"). The fix is a
 source change, one line per operand: a descriptor made in the kernel needs nothing from the host
 (kernelc builds its CUtensorMap on the device).
 
@@ -15,7 +14,7 @@ from __future__ import annotations
 
 from typing import List
 
-from . import Diagnostic
+from .diagnostic import Diagnostic
 from ._util import dot_dims, loads_in_loop, pct, source_of, target_arch
 from ..facts import KernelFacts, base
 
@@ -73,7 +72,7 @@ def check(facts: KernelFacts) -> List[Diagnostic]:
                "`a_desc = kl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1], "
                "block_shape=[BLOCK_M, BLOCK_K])` and in it `a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])` "
                "(out-of-bounds elements read as zero, so the masks go); the base must be 16-byte aligned and the "
-               "row strides multiples of 16 bytes, as torch tensors with such shapes are. On an H200 this took a "
+               "row strides multiples of 16 bytes, as torch tensors with such shapes are. On Hopper this took a "
                "matmul from 0.74-0.81x to 0.91-0.97x cuBLAS (examples/kernels/matmul.py vs matmul_tma.py)")
         out.append(Diagnostic("hopper-no-tma", 8, TITLE, severity, msg, fix, facts.full_path(loop.file) or loop.file,
                               loop.line, source_of(facts, loop.file, loop.line), ev, [],

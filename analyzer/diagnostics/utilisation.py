@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from . import Diagnostic
+from .diagnostic import Diagnostic
 from ._util import (dot_constexprs, grid_constexprs, is_tensor_core_kernel, largest_tile, next_pow2, pct,
                     shrink_for_programs, valid_warps)
 from ..facts import KernelFacts

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-from . import Diagnostic
+from .diagnostic import Diagnostic
 from ._util import (FP8_MMA_K, FP8_TYPES, basis_of, dot_constexprs, dot_dims, dot_types, evidence_samples, fp8_types,
                     fp8_unpacks, sass_counts, source_of, target_arch)
 from ..facts import KernelFacts

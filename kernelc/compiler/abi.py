@@ -84,8 +84,9 @@ TENSOR_MAP = tensor_map_type()
 
 
 def _host_tensor_map(desc, d):
-    from ..runtime.tensor_map import descriptor_tensor_map
-    return descriptor_tensor_map(desc)
+    # The CUtensorMap needs the CUDA driver: the runtime encodes it (runtime/tensor_map.py) and binds
+    # _kc_tensor_map in the launch namespace; the compiler only names the field.
+    raise NotImplementedError("a descriptor's tensormap field is encoded by the CUDA runtime, not read here")
 
 
 # role -> (host value, launch-value expression): one row per kind of field.

@@ -66,7 +66,8 @@ def to_tile_ir(kernel, signature, constexprs=None, divisibility=None, equal_to_1
 def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, Any]] = None, target=None,
             num_warps: int = 4, num_stages: int = 3, divisibility: Optional[Dict[str, int]] = None,
             equal_to_1: Tuple[str, ...] = (), name: Optional[str] = None) -> CompiledKernel:
-    """Compile ``kernel`` for ``target`` ("sm_80", "sm_90a", ...; default: the current GPU or sm_90a).
+    """Compile ``kernel`` for ``target`` ("sm_80", "sm_90a", ...; default sm_90a; ``kernelc.compile`` defaults
+    to the current GPU's target instead).
 
     ``signature`` gives each runtime argument's type ("*fp32", "i32", "tensordesc<fp16[64, 64]>", ...);
     ``constexprs`` the values of constexpr arguments; ``divisibility`` the known alignment (bytes for
@@ -79,7 +80,7 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     fn = _base_function(kernel)
     if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
         raise ValueError(f"num_warps must be a power of two between 1 and 32, got {num_warps}")
-    tgt = parse_target(target) if target is not None else _default_target()
+    tgt = parse_target(target if target is not None else "sm_90a")
     # Pointers default to 16-byte alignment: every torch/CUDA allocation has it, and the runtime
     # specialises on it (pass divisibility={name: 1} to compile for unaligned pointers).
     divisibility = dict(divisibility or {})
@@ -148,16 +149,3 @@ def _kernel_signature(fn, signature) -> Dict[str, str]:
 def pipeline_loads_enabled() -> bool:
     """Register prefetch of plain loads in ``num_stages >= 2`` loops; KERNELC_PIPELINE_LOADS=0 turns it off."""
     return os.environ.get("KERNELC_PIPELINE_LOADS", "1").strip().lower() not in ("0", "false", "no", "off")
-
-
-def _default_target():
-    from .backend import parse_target, target_for_device
-    try:
-        from ..runtime.device import cuda_available
-        if cuda_available():
-            import torch
-            major, minor = torch.cuda.get_device_capability()
-            return target_for_device(major, minor)
-    except Exception:
-        pass
-    return parse_target("sm_90a")

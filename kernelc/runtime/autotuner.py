@@ -126,8 +126,7 @@ class Autotuner(KernelInterface):
             if k in kwargs:
                 raise ValueError(f"{k!r} is both passed to {self.__name__} and set by an autotune config")
         # through ``fn[grid]``: a JIT kernel's generated fast path (the general ``run`` binds arguments
-        # with inspect and cost ~100 us more per launch on an H200, 2026-11-22: more than a 4096^3 fp8
-        # GEMM runs, so the GPU waited for the host)
+        # with inspect, which costs more host time than a large GEMM runs; docs/performance.md)
         return self.fn[grid](*args, **dict(kwargs, **config.all_kwargs()))
 
 

@@ -131,7 +131,7 @@ def _save(path: str, ck) -> None:
 def _load(path: str, fn):
     from ..compiler.artifact import CompiledKernel, _LazyAsm
     from ..compiler.backend import parse_target
-    from ..compiler.backend.sourcemap import SourceMap
+    from cubintools.sourcemap import SourceMap
     with open(os.path.join(path, "meta.json")) as f:
         meta = json.load(f)
     with open(os.path.join(path, "kernel.cubin"), "rb") as f:
@@ -155,6 +155,28 @@ def _load(path: str, fn):
         global_scratch_bytes=meta.get("global_scratch_bytes", 0))
 
 
+def entry_path(key: str) -> Optional[str]:
+    """The directory of the disk-cache entry ``key`` (a :attr:`CompiledKernel.cache_key`), or None if there is
+    no such entry or ``key`` is not a plain key."""
+    key = str(key)
+    if len(key) < 3 or "/" in key or "\\" in key or key.startswith("."):
+        return None
+    path = os.path.join(cache_dir(), key[:2], key)
+    return path if os.path.isfile(os.path.join(path, "meta.json")) else None
+
+
+def load_entry(key: str):
+    """The :class:`CompiledKernel` stored under ``key`` in the disk cache, or None (missing or unreadable).
+    It carries the cubin, source map and reports, but no launcher: it is for inspection (SASS, lines)."""
+    path = entry_path(key)
+    if path is None:
+        return None
+    try:
+        return _load(path, None)
+    except Exception:
+        return None
+
+
 class _CubinSass:
     """Lazy SASS for a kernel loaded from the disk cache."""
 
@@ -163,7 +185,7 @@ class _CubinSass:
 
     @property
     def sass(self):
-        from ..compiler.backend import disassemble
+        from cubintools.sass import disassemble
         return disassemble(self.cubin)
 
 

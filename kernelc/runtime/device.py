@@ -23,3 +23,16 @@ def cuda_available() -> bool:
         return err == driver.CUresult.CUDA_SUCCESS and n > 0
     except Exception:  # no driver library, no bindings: no GPU
         return False
+
+
+def default_target():
+    """The target ``kernelc.compile`` builds for when none is named: the current GPU's, else sm_90a."""
+    from ..compiler.backend import parse_target, target_for_device
+    try:
+        if cuda_available():
+            import torch
+            major, minor = torch.cuda.get_device_capability()
+            return target_for_device(major, minor)
+    except Exception:
+        pass
+    return parse_target("sm_90a")

@@ -126,9 +126,10 @@ CTYPE = {"ptr": ctypes.c_uint64, "i1": ctypes.c_int8, "i8": ctypes.c_int8, "i16"
          "i32": ctypes.c_int32, "i64": ctypes.c_int64, "u8": ctypes.c_uint8, "u16": ctypes.c_uint16,
          "u32": ctypes.c_uint32, "u64": ctypes.c_uint64, "fp16": ctypes.c_uint16, "bf16": ctypes.c_uint16,
          "fp32": ctypes.c_float, "fp64": ctypes.c_double}
-# a host descriptor's CUtensorMap (Hopper TMA): 128 bytes passed by value (runtime/tensor_map.py)
-from .tensor_map import TensorMapBuffer as _TensorMapBuffer  # noqa: E402
-CTYPE["tmap"] = _TensorMapBuffer
+# a host descriptor's CUtensorMap (Hopper TMA): 128 bytes passed by value (encoded by runtime/tensor_map.py)
+TENSOR_MAP_BYTES = 128
+TensorMapBuffer = ctypes.c_uint64 * (TENSOR_MAP_BYTES // 8)  # the launch buffer's field type (8-byte aligned)
+CTYPE["tmap"] = TensorMapBuffer
 
 
 class ArgBuffer:

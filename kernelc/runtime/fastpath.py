@@ -189,7 +189,7 @@ def make_launch(ent, fn, cmask: List[bool]):
     if scratch:  # the hidden last parameter: global scratch for every program (runtime/scratch.py)
         lines.append(f"    s.a{len(lines)} = _kc_scratch(g0 * g1 * g2 * {scratch}, stream, {ent.device})")
     # cuda-python's cuLaunchKernel with a prebuilt parameter array measured faster than a ctypes call
-    # into libcuda (10.3 vs 12.4 us per launch on an H200, 2026-11-22); KERNELC_LAUNCH_IMPL=ctypes keeps the other.
+    # into libcuda (docs/performance.md, "Launches"); KERNELC_LAUNCH_IMPL=ctypes keeps the other.
     impl = os.environ.get("KERNELC_LAUNCH_IMPL", "cuda-python")
     if impl == "cuda-python":
         call = "    err = _cu(func, g0, g1, g2, threads, 1, 1, shared, _streams.get(stream) or _stream_obj(stream), ptrs, 0)[0]"

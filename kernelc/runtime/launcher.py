@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import CompilationError
 from . import hooks
-from .interpreter.args import kl_dtype_of
+from ..language.host_types import kl_dtype_of
 
 _SIG_OF_DTYPE = {}
 

@@ -22,8 +22,7 @@ import ctypes
 from dataclasses import dataclass
 from typing import Dict, Sequence, Tuple
 
-TENSOR_MAP_BYTES = 128
-TensorMapBuffer = ctypes.c_uint64 * (TENSOR_MAP_BYTES // 8)  # the launch buffer's field type (8-byte aligned)
+from .driver import TENSOR_MAP_BYTES, TensorMapBuffer, check
 
 # kernelc element type -> CUtensorMapDataType (values of the CUDA driver enum). TMA moves bytes: fp8
 # travels as UINT8, signed ints as their unsigned twins where the enum has no signed type.
@@ -110,7 +109,6 @@ def tensor_map_params(dtype: str, address: int, shape: Sequence[int], strides: S
 def encode(p: TensorMapParams) -> bytes:
     """The 128-byte CUtensorMap (needs the CUDA driver: a GPU machine)."""
     from cuda.bindings import driver as drv
-    from .driver import check
     u32, u64 = drv.cuuint32_t, drv.cuuint64_t  # cuda-python wants its own integer wrappers here
     tm = check(drv.cuTensorMapEncodeTiled(
         drv.CUtensorMapDataType(p.data_type), u32(p.rank), p.global_address, [u64(x) for x in p.global_dim],
@@ -127,7 +125,7 @@ MAX_CACHED = 4096
 
 
 def _dtype_name(base) -> str:
-    from .interpreter.args import kl_dtype_of
+    from ..language.host_types import kl_dtype_of
     return kl_dtype_of(base).name
 
 

@@ -90,7 +90,7 @@ class TensorDescriptor:
     @property
     def element_type(self):
         """The kernelc element type (``kl.float16``, ...)."""
-        from ..runtime.interpreter.args import kl_dtype_of
+        from ..language.host_types import kl_dtype_of
         return kl_dtype_of(self.base)
 
     @property

@@ -8,9 +8,9 @@ How it works (cupti-python, one subscriber per process):
   cooperative launches, ``cuGraphLaunch``, ``cuMemcpy*``, ``cuMemset*``): correlation id, thread id
   and start time, written in C on the launching thread.  Scopes and kernelc launches append to
   per-thread timelines on CUPTI's clock (:mod:`profiler.context`), and a kernel goes to the node
-  its thread had when the launch call started.  A Python callback per launch cost 1-2 us per
-  launch through cupti-python on an H200 (bench/profiler_overhead_breakdown.py, 2026-11-22); this
-  costs two clock reads per scope.  A torch / cuBLAS launch goes through the runtime API, which
+  its thread had when the launch call started.  A Python callback per launch costs microseconds
+  per launch through cupti-python (docs/performance.md, "Profiler (CUPTI)"); this costs two clock
+  reads per scope.  A torch / cuBLAS launch goes through the runtime API, which
   calls the driver, so the driver ids see every launch.
 * **Launch callbacks** are still used where the launching thread's Python state is needed at the
   call: ``context="python"`` sessions (the call path) and launch listeners (PC sampling drains its
@@ -182,8 +182,8 @@ class CuptiBackend:
     # -- start / stop ----------------------------------------------------------------------
     def _start(self) -> None:
         c = self.cupti
-        # A PC-sampling context left enabled by a closed sampler gave no samples any more once a
-        # timing session had started beside it (H200, 2026-11-22): release it now, enable it afresh
+        # A PC-sampling context left enabled by a closed sampler gives no samples any more once a
+        # timing session has started beside it (docs/performance.md): release it now, enable it afresh
         # once subscribed (see pcsampling.sampler.rearm_contexts).
         rearm = self._release_pcsampling()
         # what this driver/CUPTI pair does not support (not an error: kept for `kprof -v`/debugging)
@@ -207,7 +207,7 @@ class CuptiBackend:
                     continue
                 self.kinds.append(kind)
             # PC sampling sessions (serialized kernels) use launch callbacks from the start: with API
-            # activity records enabled first, a sampling session got no kernel records (H200, 2026-11-22)
+            # activity records enabled first, a sampling session gets no kernel records
             if os.environ.get("KPROF_CUPTI_CALLBACKS", "0") in ("", "0") and self.kernel_activity != "serialized":
                 self.light = self._enable_api_records(1)
             self._enable_callbacks(1)
@@ -353,8 +353,8 @@ class CuptiBackend:
     # -- the launch callback ---------------------------------------------------------------
     def _make_callback(self):
         """The subscriber callback.  One callback for the whole run: switching call-path capture or
-        launch listeners on flips ``self._full`` (re-subscribing CUPTI mid-run lost every later
-        activity record on an H200, 2026-11-22)."""
+        launch listeners on flips ``self._full`` (re-subscribing CUPTI mid-run loses every later
+        activity record)."""
         corr = self.corr
         local = context.local
         MAIN = context.MAIN
@@ -460,8 +460,8 @@ class CuptiBackend:
         self._update_launch_callbacks()
 
     def _leave_light_mode(self) -> None:
-        """Switch to launch callbacks: a kprof session with PC sampling got no kernel records at all
-        beside API activity records (H200, 2026-11-22).  What was launched so far is delivered
+        """Switch to launch callbacks: a kprof session with PC sampling gets no kernel records at all
+        beside API activity records.  What was launched so far is delivered
         first; the sessions' windows then continue in correlation ids."""
         self.flush()
         with self.proc_lock:

@@ -270,7 +270,7 @@ class KernelCode:
             elif isinstance(ins, (tuple, list)):
                 pc, op, file, line = (list(ins) + [None] * 4)[:4]
                 fn = None
-            else:  # kernelc.compiler.backend.Instr
+            else:  # cubintools.sass.Instr
                 pc, op, file, line, fn = ins.pc, ins.opcode, ins.file, ins.line, getattr(ins, "function", None)
             if fn and fn != self.name:
                 continue
@@ -298,7 +298,7 @@ class KernelCode:
             art = getattr(compiled, "artifacts", None)
             if art is not None and getattr(art, "instructions", None) is not None:
                 return art.instructions
-            from kernelc.compiler.backend import instructions
+            from cubintools.sass import instructions
             return instructions(compiled.asm["cubin"])
 
         smap = getattr(compiled, "source_map", None)
@@ -316,7 +316,7 @@ class KernelCode:
         """From any cubin: lines from its ``.debug_line`` (if it has one), opcodes from nvdisasm."""
         smap = None
         try:
-            from kernelc.compiler.backend.sourcemap import SourceMap
+            from cubintools.sourcemap import SourceMap
             smap = SourceMap.from_cubin(cubin)
             if not smap:
                 smap = None
@@ -324,7 +324,7 @@ class KernelCode:
             smap = None
 
         def load():
-            from kernelc.compiler.backend.sass import disassemble as dis, parse_sass
+            from cubintools.sass import disassemble as dis, parse_sass
             # nvdisasm's -fun takes symbol indices, not names: disassemble all, keep this function.
             return [i for i in parse_sass(dis(cubin, line_info=smap is not None)) if i.function == function_name]
 

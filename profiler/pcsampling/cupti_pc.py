@@ -57,7 +57,7 @@ ATTR_SAMPLING_DATA_BUFFER = 8
 ATTR_WORKER_THREAD_PERIODIC_SLEEP_SPAN = 9
 MODE_CONTINUOUS, MODE_KERNEL_SERIALIZED = 1, 2
 # "serialized": CUPTI serializes kernels and tags samples with the launch's correlation id (exact per
-# launch, ~1.3 ms per launch on an H200); "continuous": kernels run concurrently, samples are per
+# launch, about a millisecond per launch); "continuous": kernels run concurrently, samples are per
 # kernel function (lower overhead).
 COLLECTIONS = {"serialized": MODE_KERNEL_SERIALIZED, "continuous": MODE_CONTINUOUS}
 

@@ -19,9 +19,9 @@ Collection is CUPTI's kernel-serialized mode with start/stop control (see :mod:`
 every record carries the correlation id of its kernel launch.
 
 PC sampling stays enabled on a context after the first sampler closes (stopped: no samples, no
-measurable cost -- 35.6 vs 35.8 us per matmul launch on an H200).  CUPTI learns a module's code when
-sampling is first enabled or while it is enabled; a module loaded while it was disabled came back as
-"non-user" samples with no PCs when sampling was enabled again (H200, CUPTI 13, 2026-11-22).  Later
+measurable cost; docs/performance.md).  CUPTI learns a module's code when sampling is first enabled or
+while it is enabled; a module loaded while it was disabled comes back as "non-user" samples with no PCs
+when sampling is enabled again.  Later
 samplers reuse the enabled context; :func:`release_contexts` (also run at exit) disables it.  CUPTI is drained after kernelc
 launches (the launch hook), when a session forwards its launch callbacks (:meth:`on_launch`), and
 at :meth:`stop`.
@@ -31,14 +31,14 @@ from __future__ import annotations
 
 import atexit
 import base64
-import ctypes
-import functools
 import json
 import sys
 import threading
 from typing import Any
 
 import numpy as np
+
+from cubintools.demangle import demangle
 
 from .attribution import KernelAttribution, KernelCode, SampleTable, annotate, attribute
 from .cupti_pc import COLLECTIONS, Collector, Cupti, CuptiError, MIN_CUPTI_VERSION, period_exponent
@@ -78,8 +78,7 @@ def rearm_contexts(collectors: list[Collector] | None = None) -> None:
 
     The kprof timing backend calls this after it subscribes to CUPTI and after it unsubscribes: a
     collector left enabled across either gave 0 samples afterwards, while a fresh enable works and
-    still knows the modules loaded while the old one was enabled (H200, 2026-11-22,
-    scripts/pcs_diag.py).  Keeping a context enabled is what lets later samplers see kernels loaded
+    still knows the modules loaded while the old one was enabled (scripts/pcs_diag.py).  Keeping a context enabled is what lets later samplers see kernels loaded
     in between (CUPTI learns a module's code only while sampling is enabled)."""
     if collectors is None:
         collectors = release_contexts()
@@ -105,7 +104,7 @@ atexit.register(release_contexts)
 def _reload_kernelc_modules(device: int | None) -> int:
     """CUPTI learns a module's code only while PC sampling is enabled (or before it is first enabled
     in the process): kernelc kernels loaded between two samplers came back as "non-user" samples
-    without PCs (H200, 2026-11-22).  Reloading kernelc's modules right after Enable avoids that."""
+    without PCs.  Reloading kernelc's modules right after Enable avoids that."""
     launcher = sys.modules.get("kernelc.runtime.launcher")
     if launcher is None:
         return 0
@@ -155,8 +154,7 @@ def current_context(device: int | None = None) -> int:
     if not torch.cuda.is_available():
         raise RuntimeError("no CUDA GPU is available (torch.cuda.is_available() is False)")
     dev = torch.cuda.current_device() if device is None else int(device)
-    from kernelc.runtime.driver import ensure_context
-    ctx = ensure_context(dev)
+    ctx = _primary_context(dev)
     try:
         value = int(ctx)
     except TypeError:
@@ -166,31 +164,27 @@ def current_context(device: int | None = None) -> int:
     return value
 
 
-@functools.lru_cache(maxsize=4096)
-def demangle(name: str) -> str:
-    """A C++ kernel name demangled with libstdc++'s ``__cxa_demangle`` (the name itself if that fails)."""
-    if not name.startswith("_Z"):
-        return name
-    try:
-        lib = _cxxabi()
-        status = ctypes.c_int(0)
-        out = lib.__cxa_demangle(name.encode(), None, None, ctypes.byref(status))
-        if status.value == 0 and out:
-            try:
-                return ctypes.string_at(out).decode(errors="replace")
-            finally:
-                ctypes.CDLL(None).free(ctypes.c_void_p(out))
-    except Exception:
-        pass
-    return name
+def _primary_context(device: int):
+    """Make torch's primary context on ``device`` current (CUDA initialised through torch) and return it."""
+    import torch
+    from cuda.bindings import driver as drv
+    torch.cuda.init()
+    if torch.cuda.current_device() != device:
+        torch.cuda.set_device(device)
+    torch.cuda.current_stream(device)
 
+    def check(res, what):
+        err, *rest = res
+        if int(err) != 0:
+            raise RuntimeError(f"{what} failed: {err}")
+        return rest[0] if rest else None
 
-@functools.lru_cache(maxsize=1)
-def _cxxabi():
-    lib = ctypes.CDLL("libstdc++.so.6")
-    lib.__cxa_demangle.restype = ctypes.c_void_p
-    lib.__cxa_demangle.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
-    return lib
+    ctx = check(drv.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    if ctx is None or int(ctx) == 0:
+        dev = check(drv.cuDeviceGet(device), "cuDeviceGet")
+        ctx = check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+        check(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    return ctx
 
 
 class PCSampler:
@@ -310,8 +304,8 @@ class PCSampler:
         self._stopped = False
         if self.hook_kernelc:
             try:
-                from kernelc.runtime import hooks
-                self._hook = hooks.register(exit=self._on_kernelc_launch)
+                from .. import hooks
+                self._hook = hooks.register_kernelc_hook(exit=self._on_kernelc_launch)
             except Exception:
                 self._hook = None
         return True
@@ -385,8 +379,8 @@ class PCSampler:
         global _active
         if self._hook is not None:
             try:
-                from kernelc.runtime import hooks
-                hooks.unregister(self._hook)
+                from .. import hooks
+                hooks.unregister_kernelc_hook(self._hook)
             except Exception:
                 pass
             self._hook = None

@@ -9,7 +9,7 @@ means the same thing in both tools:
   memory clock in kHz as the driver reports it), except where a fixed figure is listed.
 
 Peaks either are fixed (sm_80, sm_89: Proton uses the datasheet number) or scale with the
-device's SM count and SM clock (sm_90, sm_100), so an H200 or a down-clocked part gets its own peak.
+device's SM count and SM clock (sm_90, sm_100), so a part with more SMs or a down-clocked one gets its own peak.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 import pytest
 
 from analyzer.occupancy import occupancy
-from kernelc.compiler.backend.target import parse_target
+from cubintools.target import parse_target
 
 H = parse_target("sm_90a").limits
 

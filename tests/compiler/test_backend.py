@@ -16,7 +16,7 @@ from kernelc.compiler.backend import (
     parse_target, target_for_device,
 )
 from kernelc.compiler.backend.llvm import libdevice_path, llvm_to_ptx
-from kernelc.compiler.backend.target import default_ptx_version
+from cubintools.target import default_ptx_version
 
 # ----------------------------------------------------------------------------------------------- kernels
 # (1) vector add, 4 floats per thread with 128-bit loads; debug info points at a fake Python file:
@@ -489,7 +489,7 @@ k:
 
 
 def test_source_map_from_sequences_rules():
-    from kernelc.compiler.backend.debugline import LineSequence
+    from cubintools.debugline import LineSequence
     seqs = [LineSequence("k", rows=[(0, "/a.py", 3), (16, "/a.py", 4), (16, "/a.py", 5),   # same pc twice: last wins
                                     (48, "/a.py", 0), (64, "/a.py", 5), (80, "/b.py", 5)], end=96),
             LineSequence(None, rows=[(0, "/a.py", 9)], end=16)]                          # unresolved: dropped

@@ -272,7 +272,7 @@ def _expected_fp8(x: torch.Tensor, dt) -> np.ndarray:
     """torch's cast (>= 2.12 semantics: e4m3fn saturates); on older torch the reference algorithm."""
     if TORCH_SATURATES_E4M3 or dt == torch.float8_e5m2:
         return _bits(x.to(dt))
-    from kernelc.runtime.interpreter import fp8
+    from kernelc.compiler import fp8_reference as fp8
     name = "fp8e4nv" if dt == torch.float8_e4m3fn else "fp8e5"
     return fp8.from_float(x.float().numpy(), name).view(np.uint8)
 
@@ -369,7 +369,7 @@ def test_sm80_software_fp8_to_fp16_matches_torch(name):
 def _satfinite_model(x: np.ndarray, name: str) -> np.ndarray:
     """What PTX cvt.rn.satfinite gives: round to nearest even, any overflow or infinity -> +-max, NaN -> NaN."""
     from kernelc.language.dtypes import FP8_FORMATS
-    from kernelc.runtime.interpreter import fp8
+    from kernelc.compiler import fp8_reference as fp8
     m = FP8_FORMATS[name].max_finite
     return fp8.from_float(np.where(np.isnan(x), x, np.clip(x, -m, m)), name).view(np.uint8)
 

@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
         return 2
-    from profiler.pcsampling import workloads
+    from examples import workloads
     os.makedirs(args.out, exist_ok=True)
     ok = record("matmul", workloads.kernelc_matmul, args.period, args.out)
     ok = record("softmax", workloads.kernelc_softmax, args.period, args.out) and ok

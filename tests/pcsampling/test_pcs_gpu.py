@@ -48,7 +48,7 @@ def source_line(run_module_file, needle):
 
 def test_kernelc_matmul_lines(torch):
     from examples.kernels import matmul as mm_mod
-    from profiler.pcsampling import workloads
+    from examples import workloads
     run = workloads.kernelc_matmul(2048)
     s = sample(torch, run)
     launches = [c for c in s.table.by_launch().values() if c.function == "matmul_kernel"]
@@ -70,7 +70,7 @@ def test_kernelc_matmul_lines(torch):
 
 
 def test_memory_bound_kernel_stalls_on_memory(torch):
-    from profiler.pcsampling import workloads
+    from examples import workloads
     s = sample(torch, workloads.kernelc_softmax(4096, 4096))
     attrs = {k: a for k, a in s.attribute().items() if k[0] == "softmax_kernel"}
     assert attrs
@@ -88,7 +88,8 @@ def test_torch_kernel_totals():
     own modules are reloaded by the sampler, a library's cannot be)."""
     res = _child("""
         import json, torch
-        from profiler.pcsampling import PCSampler, workloads
+        from profiler.pcsampling import PCSampler
+        from examples import workloads
         run = workloads.torch_matmul(4096); run(); torch.cuda.synchronize()
         s = PCSampler(period=10); assert s.start(), s.error
         for _ in range(3): run()
@@ -107,7 +108,7 @@ def test_torch_kernel_totals():
 
 
 def test_period_is_honoured(torch):
-    from profiler.pcsampling import workloads
+    from examples import workloads
     run = workloads.kernelc_matmul(2048)
     fine = sample(torch, run, period=8)
     coarse = sample(torch, run, period=12)
@@ -117,7 +118,8 @@ def test_period_is_honoured(torch):
 
 
 def test_second_sampler_is_refused(torch, capsys):
-    from profiler.pcsampling import PCSampler, workloads
+    from profiler.pcsampling import PCSampler
+    from examples import workloads
     run = workloads.kernelc_vector_add(1 << 22)
     run()
     with PCSampler() as first:
@@ -142,7 +144,8 @@ def test_foreign_pc_sampling_client():
     """Someone else enabled PC sampling on the context: clear message (or it works), no crash."""
     res = _child("""
         import json, torch
-        from profiler.pcsampling import PCSampler, workloads
+        from profiler.pcsampling import PCSampler
+        from examples import workloads
         from profiler.pcsampling.cupti_pc import Cupti
         from profiler.pcsampling.sampler import current_context
         run = workloads.kernelc_vector_add(1 << 22); run(); torch.cuda.synchronize()
@@ -160,7 +163,8 @@ def test_foreign_pc_sampling_client():
 def test_torch_profiler_active():
     res = _child("""
         import json, torch
-        from profiler.pcsampling import PCSampler, workloads
+        from profiler.pcsampling import PCSampler
+        from examples import workloads
         run = workloads.kernelc_vector_add(1 << 22); run(); torch.cuda.synchronize()
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             s = PCSampler(); ok = s.start()
@@ -178,7 +182,7 @@ def test_session_mode_pcsampling(tmp_path):
     res = _child(f"""
         import json, torch, profiler
         from profiler.format import read_profile
-        from profiler.pcsampling import workloads
+        from examples import workloads
         mm = workloads.kernelc_matmul(2048); tm = workloads.torch_matmul(2048)
         mm(); tm(); torch.cuda.synchronize()
         profiler.start({str(tmp_path / 'p')!r}, mode="pcsampling:period=10")

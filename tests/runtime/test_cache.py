@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from kernelc.compiler.backend.target import parse_target
+from cubintools.target import parse_target
 from kernelc.runtime import cache
 
 SRC = '''

@@ -9,29 +9,34 @@
     art.sass, art.instructions               # lazily, one nvdisasm run (~0.2 s) on first use
     art.timings                              # {"llvm_parse": s, "libdevice": s, "llvm_opt": s, "llc": s, ...}
 
-Modules: :mod:`.target` (targets, PTX version, device limits), :mod:`.llvm` (IR -> PTX, libdevice),
-:mod:`.ptxas` (PTX -> cubin with nvJitLink, ptxas report), :mod:`.cubin` (ELF facts), :mod:`.debugline`
-(DWARF line table), :mod:`.sass` (nvdisasm), :mod:`.sourcemap` (pc <-> line maps).
+Modules: :mod:`.llvm` (IR -> PTX, libdevice), :mod:`.ptxas` (PTX -> cubin with nvJitLink, ptxas report).
+Targets, cubin facts, line tables, SASS and source maps live in the :mod:`cubintools` package, which the
+profiler and analyzer use too; the names are re-exported here for the compiler's callers.
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
+from cubintools.target import ARCH_LIMITS, ArchLimits, Target, parse_target
+from cubintools.target import target_for_device as _target_for_device
 from kernelc.errors import CompilationError
 
-from .target import ARCH_LIMITS, ArchLimits, Target, parse_target, target_for_device
+ENV_TARGET = "KERNELC_TARGET"
 
 # The heavy stages (llvmlite, nvJitLink, pyelftools) load on first use, so loading a cached kernel
 # (which needs none of them) stays fast.
 _LAZY = {
-    "CubinInfo": ".cubin", "FunctionInfo": ".cubin", "inspect_cubin": ".cubin", "line_sequences": ".cubin",
+    "CubinInfo": "cubintools.cubin", "FunctionInfo": "cubintools.cubin", "inspect_cubin": "cubintools.cubin",
+    "line_sequences": "cubintools.cubin",
     "link_libdevice": ".llvm", "llvm_to_ptx": ".llvm",
     "CubinResult": ".ptxas", "FunctionResources": ".ptxas", "parse_ptxas_report": ".ptxas", "ptx_to_cubin": ".ptxas",
-    "Instr": ".sass", "disassemble": ".sass", "disassemble_with_instructions": ".sass", "instructions": ".sass",
-    "parse_sass": ".sass", "SourceMap": ".sourcemap",
+    "Instr": "cubintools.sass", "disassemble": "cubintools.sass",
+    "disassemble_with_instructions": "cubintools.sass", "instructions": "cubintools.sass",
+    "parse_sass": "cubintools.sass", "SourceMap": "cubintools.sourcemap",
 }
 
 
@@ -43,6 +48,14 @@ def __getattr__(name):
     value = getattr(importlib.import_module(mod, __name__), name)
     globals()[name] = value
     return value
+
+
+def target_for_device(major: int, minor: int, override=None) -> Target:
+    """The target kernelc compiles for on a device of compute capability ``major.minor``; ``override``, else
+    the ``KERNELC_TARGET`` environment variable (e.g. ``sm_80``, ``sm_90a+ptx86``), replaces the choice."""
+    if override is None:
+        override = os.environ.get(ENV_TARGET) or None
+    return _target_for_device(major, minor, override)
 
 __all__ = [
     "BinaryArtifacts", "compile_llir", "compile_ptx",
@@ -85,7 +98,7 @@ class BinaryArtifacts:
             if self._sass is not None:
                 return
             t0 = time.perf_counter()
-            from .sass import disassemble_with_instructions
+            from cubintools.sass import disassemble_with_instructions
             text, instrs = disassemble_with_instructions(self.cubin)
             self.timings["nvdisasm"] = time.perf_counter() - t0
             self._instructions = instrs
@@ -121,8 +134,8 @@ class BinaryArtifacts:
 def _finish(name: Optional[str], target: Target, ptx: str, llir_opt: str, res: CubinResult, timings: Dict[str, float],
             eager_sass: bool) -> BinaryArtifacts:
     t0 = time.perf_counter()
-    from .cubin import inspect_cubin
-    from .sourcemap import SourceMap
+    from cubintools.cubin import inspect_cubin
+    from cubintools.sourcemap import SourceMap
     info = inspect_cubin(res.cubin)
     if name is None:
         if len(info.kernels) != 1:

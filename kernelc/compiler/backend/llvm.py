@@ -34,7 +34,7 @@ from typing import Dict, FrozenSet, Optional, Tuple
 
 from kernelc.errors import CompilationError
 
-from .target import Target, parse_target
+from cubintools.target import Target, parse_target
 
 __all__ = ["ensure_initialized", "llvm_to_ptx", "link_libdevice", "libdevice_path", "needed_libdevice_functions"]
 

@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Sequence
 
 from kernelc.errors import CompilationError
 
-from .target import parse_target
+from cubintools.target import parse_target
 
 __all__ = ["CubinResult", "FunctionResources", "ptx_to_cubin", "parse_ptxas_report"]
 

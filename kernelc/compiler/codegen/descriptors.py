@@ -101,8 +101,8 @@ def tma_eligible(op: Op, arch: Optional[str], fn: Optional[Function] = None, axi
 
 
 def store_extent_ok(inner_divisibility, eb: int) -> bool:
-    """A TMA store into a tensor whose rows end inside a 16-byte chunk wrote that whole chunk: a
-    [50, 70] fp32 destination got columns 70 and 71 written (H200, 2026-11-22).  Stores use TMA only
+    """A TMA store into a tensor whose rows end inside a 16-byte chunk writes that whole chunk (seen on the
+    GPU: columns past the end written; docs/performance.md, "TMA").  Stores use TMA only
     when the innermost extent is known to be a multiple of 16 bytes (``inner_divisibility``: an
     ``Argument``, or its divisibility in elements)."""
     d = getattr(inner_divisibility, "divisibility", inner_divisibility)

@@ -322,7 +322,7 @@ def constant(value, t) -> str:
     ty = llty(t)
     if t.is_fp8():  # folded exactly as the interpreter (and torch) round it
         import numpy as np
-        from ...runtime.interpreter.fp8 import from_float
+        from ..fp8_reference import from_float
         return str(int(from_float(np.array(float(value), np.float64), t.name).view(np.int8)))
     if t.is_floating():
         return float_literal(float(value), ty)

@@ -8,7 +8,7 @@ Values travel as i8 bits. Two strategies, chosen by the target:
   so a short fix-up restores those (``torch_fixup``).
 * older targets (sm_80): integer bit manipulation. Widening places the fp8 fields in an fp16 and
   rescales by 2^(15 - bias) (exact, subnormals included); narrowing is torch's own algorithm
-  (``runtime/interpreter/fp8.py`` is the same algorithm in numpy, the interpreter's reference).
+  (``compiler/fp8_reference.py`` is the same algorithm in numpy, the interpreter's reference).
 
 Every other float type converts through fp16 (widening) or fp32 (narrowing), both exact steps.
 """

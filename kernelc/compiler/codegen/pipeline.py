@@ -65,11 +65,9 @@ class PipelinePlan:
         # async_dots: wgmma dots whose accumulator only chains into themselves across iterations; they may
         # stay in flight (one group) while the next iteration starts, so the prefetch runs one stage less
         # far ahead (the slot the in-flight wgmma reads is not overwritten). Off by default
-        # (KERNELC_WGMMA_ASYNC=1 enables it): on an H200 (2026-11-22) the shorter prefetch cost more than
-        # the overlap gained (4096^3 fp16, 128x128x64, 3 stages: 517 vs 570 TFLOP/s) -- measured while the
-        # accumulators were read before the final wait, so ptxas serialised every wgmma (fixed since:
-        # _wait_accumulators); worth re-measuring. TMA loops refill after the dot and keep the full S-1
-        # lookahead, so there it is on by default (KERNELC_WGMMA_ASYNC=0 turns it off).
+        # (KERNELC_WGMMA_ASYNC=1 enables it): the shorter prefetch measured costlier than the overlap
+        # gained (docs/performance.md, "wgmma"; worth re-measuring). TMA loops refill after the dot and
+        # keep the full S-1 lookahead, so there it is on by default (KERNELC_WGMMA_ASYNC=0 turns it off).
         self.async_dots: set = set()
         self.lookahead = stages - 1
         self.uses_wgmma = any(o.name == "dot" and id(o) in lw.plan.wgmma for o in op.regions[0].ops)

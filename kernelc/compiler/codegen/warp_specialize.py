@@ -26,12 +26,9 @@ producer must compute (bounds, offsets) is scalar arithmetic on arguments, progr
 indices. ``kl.range(..., warp_specialize=True)`` asks for it, ``False`` refuses it; other loops
 follow ``KERNELC_WARP_SPECIALIZE``: ``auto`` (default) specialises qualifying loops with two or more
 dots in kernels of 8 or more warps (attention: the softmax between them no longer stalls behind a
-CTA barrier per iteration), ``1`` every qualifying loop, ``0`` none. Measured on an H200 (2026-11-22,
-bench/sweep_warp_specialize.py): attention 4x32x4096x128 fp16 394 -> 525 TFLOP/s (128x128, 8 warps,
-2 stages) and causal 365 -> 454, but a plain matmul loop lost 0-15% (4096^3, 128x128x64, 4 warps:
-725 -> 666). With one consumer warpgroup (4 warps) attention lost too: the pointer tutorial at
-128x64, 4 warps, 2 stages ran at 454 TFLOP/s unspecialised and 390 specialised, causal 381 and 319
-(bench/ab_attention_auto_tma.py, results/ab_attention_auto_tma.json), hence both conditions of ``auto``.
+CTA barrier per iteration), ``1`` every qualifying loop, ``0`` none. Both conditions of ``auto`` follow
+measurements (single-dot matmul loops and 4-warp attention ran slower specialised): docs/performance.md,
+"Warp specialisation".
 """
 from __future__ import annotations
 
@@ -49,9 +46,8 @@ CONSUMER_BARRIER = 1  # named barrier id of the consumers' CTA barriers (0 is __
 # 8 + 1 warps get 168 registers each -- too few to keep a wgmma result in flight across softmax work
 # (ptxas then serialises the wgmmas, C7512). KERNELC_WS_SETMAXNREG=1 makes the producer a warpgroup that
 # gives registers back (setmaxnreg.dec) to the consumers (setmaxnreg.inc): 128 x 40 + 256 x 232 <= 64K
-# (assembled by a standalone ptxas: nvJitLink ignores setmaxnreg, C7504). Off by default: on an H200
-# (2026-11-22, bench/results/attention_ws_variants.json) the attention loop ran 10% slower with it
-# (496-500 vs 541-559 TFLOP/s), and FlashAttention-3's loop order, which needs it, did not win it back.
+# (assembled by a standalone ptxas: nvJitLink ignores setmaxnreg, C7504). Off by default: it measured
+# slower on attention (docs/performance.md, "Warp specialisation").
 PRODUCER_REGS, CONSUMER_REGS = 40, 232
 
 
@@ -199,10 +195,9 @@ class PingPong:
     is named barrier ``2 + w`` over both warpgroups: a warpgroup waits for its turn (bar.sync), issues the
     wgmmas, commits, then hands the turn over (bar.arrive) before waiting for its results. Warpgroup 1
     hands warpgroup 0 the first turn before the loop; warpgroup 0 takes the last hand-over after it, so
-    every barrier phase completes. Off unless ``KERNELC_WS_PINGPONG=1``: on an H200 (2026-11-22,
-    bench/results/sweep_warp_specialize_variants.json) it moved attention by -5% to +3% depending on the
-    config -- without FA3's other half (issuing the next QK before this block's softmax) the turns
-    mostly reorder work that already overlapped."""
+    every barrier phase completes. Off unless ``KERNELC_WS_PINGPONG=1``: without FA3's other half (issuing
+    the next QK before this block's softmax) the turns mostly reorder work that already overlapped, and it
+    measured no gain (docs/performance.md, "Warp specialisation")."""
 
     THREADS = 256
 

@@ -22,8 +22,8 @@ import math
 import ml_dtypes
 import numpy as np
 
+from ...compiler import fp8_reference as fp8
 from ...language import dtypes as T
-from . import fp8
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
