@@ -5,6 +5,7 @@ interpreter answers for the machine's GPU if it has one, else for kernelc's defa
 """
 from __future__ import annotations
 
+import sys
 from typing import NamedTuple
 
 from .core import has_builder, current_builder
@@ -20,10 +21,9 @@ def _arch_string() -> str:
     arch = getattr(current_builder(), "arch", None) if has_builder() else None
     if arch:
         return str(arch)
+    torch = sys.modules.get("torch")  # the language layer does not reach into the runtime's device code
     try:
-        from ..runtime.device import cuda_available
-        if cuda_available():
-            import torch
+        if torch is not None and torch.cuda.is_available():
             major, minor = torch.cuda.get_device_capability()
             return f"sm_{major}{minor}"
     except Exception:

@@ -126,7 +126,7 @@ class CudaDriver:
         return torch.cuda
 
     def get_benchmarker(self):
-        from ..testing import do_bench
+        from .timing import do_bench
         return do_bench
 
     def get_empty_cache_for_benchmark(self):

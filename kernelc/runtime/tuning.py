@@ -39,7 +39,7 @@ def _device_name() -> str:
 
 
 def _bench(fn, warmup, rep):
-    from ..testing import do_bench
+    from .timing import do_bench
     return do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
 
 
@@ -49,7 +49,7 @@ def _tuner_bench(tuner, fn) -> float:
         out = tuner.do_bench(fn, quantiles=(0.5, 0.2, 0.8))
         return float(out[0] if isinstance(out, (list, tuple)) else out)
     if tuner.use_cuda_graph:
-        from ..testing import do_bench_cudagraph
+        from .timing import do_bench_cudagraph
         return do_bench_cudagraph(fn, rep=tuner.rep_ms or 20, return_mode="median")
     return _bench(fn, tuner.warmup_ms or 5, tuner.rep_ms or 20)
 
