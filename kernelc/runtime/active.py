@@ -52,7 +52,7 @@ class DriverUtils:
         """Triton's property dict: ``max_shared_mem`` (opt-in bytes per program), ``max_num_regs``
         (registers per block), ``multiprocessor_count``, ``warpSize``, ``sm_clock_rate`` and
         ``mem_clock_rate`` (kHz), ``mem_bus_width`` (bits), plus ``max_threads_per_sm``."""
-        from ..compiler.backend.target import ARCH_LIMITS
+        from cubintools.target import ARCH_LIMITS
         if _gpu():
             from .driver import device_properties
             p = device_properties(_index(device))

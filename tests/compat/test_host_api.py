@@ -24,7 +24,7 @@ def test_driver_active_without_gpu(monkeypatch):
     assert (t.backend, t.arch, t.warp_size) == ("cuda", 90, 32)
     p = active.utils.get_device_properties(None)
     assert p["multiprocessor_count"] == 132 and p["warpSize"] == 32 and p["max_num_regs"] == 65536
-    assert p["max_shared_mem"] == 227 * 1024  # sm_90's opt-in limit (compiler/backend/target.py)
+    assert p["max_shared_mem"] == 227 * 1024  # sm_90's opt-in limit (cubintools/target.py)
     marker = object()
     driver.set_active(marker)
     try:
