@@ -22,8 +22,11 @@ import socket
 import sys
 import threading
 import time
+import types
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
+
+from .merge import merged_path, rank_path  # noqa: F401 (the file names; merge.py owns them)
 
 __all__ = ["Options", "options", "configure", "RankInfo", "rank_info", "rank_base", "merged_path", "rank_path",
            "is_collective_kernel", "install_torch_hook", "interrupt", "COLLECTIVE_OPS"]
@@ -90,15 +93,6 @@ def rank_base(base: str, info: Optional[RankInfo]) -> str:
     return base if info is None else f"{base}.rank{info.rank}"
 
 
-def rank_path(base: str, rank: int) -> str:
-    """``NAME.rank<r>.hatchet`` for the un-suffixed output base ``NAME``."""
-    return f"{base}.rank{rank}.hatchet"
-
-
-def merged_path(base: str) -> str:
-    return f"{base}.merged.hatchet"
-
-
 # -- collectives ------------------------------------------------------------------------------
 # NCCL's collective kernels, and the kernel its one-rank path runs instead of a collective (world size
 # 1: ``oneRankReduce`` from onerank.cu, seen under NCCL 2.27 on an H100).
@@ -140,11 +134,21 @@ def _group_backend(dist, kwargs) -> str:
         return "?"
 
 
+# What the collective wrappers need of profiler/session.py, which imports this module: set by
+# bind_sessions() when session.py loads, so that nothing here imports it back.
+_sessions = types.SimpleNamespace(active=lambda: (), record=lambda op, backend, start, end: None)
+
+
+def bind_sessions(active, record) -> None:
+    """``active()``: the sessions recording now; ``record(op, backend, start_ns, end_ns)``: a host-timed
+    collective call, for each of them."""
+    _sessions.active, _sessions.record = active, record
+
+
 def _wrap(dist, op: str, fn):
     @functools.wraps(fn)
     def timed(*args, **kwargs):
-        from . import session as S
-        sessions = [s for s in S.active if s.backend_name == "cpu"] if options.host_collectives else ()
+        sessions = [s for s in _sessions.active() if s.backend_name == "cpu"] if options.host_collectives else ()
         if not sessions or kwargs.get("async_op") or getattr(_inside, "depth", 0):
             return fn(*args, **kwargs)
         _inside.depth = 1
@@ -155,7 +159,7 @@ def _wrap(dist, op: str, fn):
             end = time.perf_counter_ns()
             _inside.depth = 0
             try:
-                S.host_collective(op, _group_backend(dist, kwargs), start, end)
+                _sessions.record(op, _group_backend(dist, kwargs), start, end)
             except Exception as e:  # never break the program
                 print(f"kprof: could not record {op} ({type(e).__name__}: {e})", file=sys.stderr)
 

@@ -24,7 +24,6 @@ import argparse
 import glob
 import os
 import re
-import statistics
 import sys
 import threading
 import time
@@ -206,11 +205,19 @@ def _current(path: str, rank: int, info, wall_start: float) -> Tuple[Optional[Ra
     return p, ""
 
 
+def rank_path(base: str, rank: int) -> str:
+    """``NAME.rank<r>.hatchet`` for the un-suffixed output base ``NAME``."""
+    return f"{base}.rank{rank}.hatchet"
+
+
+def merged_path(base: str) -> str:
+    return f"{base}.merged.hatchet"
+
+
 def gather_and_merge(base: str, info, *, wall_start: float, timeout: float,
                      stop: Optional[threading.Event] = None, poll: float = 0.2, say=None) -> Optional[str]:
     """Rank 0: wait up to ``timeout`` seconds (or until ``stop`` is set) for every rank's
     ``base.rank<r>.hatchet``, then write ``base.merged.hatchet`` from those found; returns its path."""
-    from .distributed import merged_path, rank_path
     say = say or (lambda msg: print(f"kprof: {msg}", file=sys.stderr, flush=True))
     stop = stop or threading.Event()
     world = info.world_size

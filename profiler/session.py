@@ -550,3 +550,6 @@ def _at_exit() -> None:
             print(f"kprof: session(s) not finalized; wrote {', '.join(paths)} at exit", file=sys.stderr)
     except Exception as e:
         print(f"kprof: {e}", file=sys.stderr)
+
+
+distributed.bind_sessions(lambda: active, host_collective)

@@ -61,7 +61,7 @@ def test_rules_catch_the_edges_they_forbid(edge, why):
     E("kernelc.runtime.launcher", "kernelc.language.host_types", "kl_dtype_of"), E("kernelc", "kernelc.runtime.jit"),
     E("kernelc.compiler.backend", "cubintools.target"), E("profiler.hooks", "kernelc.runtime.hooks"),
     E("profiler.pcsampling.attribution", "cubintools.sass"), E("analyzer.load", "kernelc.runtime.cache", "load_entry"),
-    E("kernelc.compiler.codegen.dot", "kernelc.options"), E("kernelc.runtime.tuning", "kernelc.testing", "do_bench"),
+    E("kernelc.compiler.codegen.dot", "kernelc.options"), E("kernelc.testing", "kernelc.runtime.timing", "do_bench"),
 ])
 def test_rules_allow_downward_edges(edge):
     assert L.layer_violations([edge]) == []

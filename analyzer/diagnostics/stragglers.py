@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from profiler.format import DEVICE_ID, TIME_METRIC, ProfileNode, inclusive_metrics
 from profiler.merge import WAIT_METRIC, per_rank_name, split_rank_name
 
-from . import Diagnostic
+from .diagnostic import Diagnostic
 
 MIN_EXCESS_NS = 1_000_000   # a straggler is at least 1 ms busier than the median of the others...
 MIN_EXCESS_SHARE = 0.05     # ...and at least 5% of that median

@@ -34,7 +34,7 @@ class GPUTarget:
 
 def _gpu() -> bool:
     from .device import cuda_available
-    from .jit import interpret_requested
+    from .device import interpret_requested
     return cuda_available() and not interpret_requested()
 
 

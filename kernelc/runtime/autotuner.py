@@ -104,7 +104,7 @@ class Autotuner(KernelInterface):
         return configs
 
     def run(self, *args, grid, **kwargs):
-        from .jit import interpret_requested
+        from .device import interpret_requested
         named = dict(zip(self.arg_names, args))
         named.update(kwargs)
         configs = self.prune_configs(named)

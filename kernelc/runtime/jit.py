@@ -11,6 +11,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 from ..errors import CompilationError
 from ..language.core import DeviceFunction, constexpr
 from . import hooks
+from .device import interpret_requested  # noqa: F401 (kernelc.runtime.jit.interpret_requested, used by callers)
 
 # extern_libs: Triton's custom libdevice path; kernelc links its own libdevice (accepted, not used)
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "stream", "enable_fp_fusion",
@@ -25,10 +26,6 @@ def _warn_once(key, msg):
         _warned.add(key)
         import sys
         print(msg, file=sys.stderr)
-
-
-def interpret_requested() -> bool:
-    return os.environ.get("KERNELC_INTERPRET", "0").lower() in ("1", "true", "yes", "on")
 
 
 class KernelInterface:

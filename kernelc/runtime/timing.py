@@ -81,7 +81,7 @@ def _summarize(times: List[float], quantiles, return_mode: str):
 
 def _on_gpu() -> bool:
     from .device import cuda_available
-    from .jit import interpret_requested
+    from .device import interpret_requested
     return cuda_available() and not interpret_requested()
 
 
