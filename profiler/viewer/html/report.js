@@ -456,13 +456,12 @@
       row.appendChild(bar(r.s ? r.s.stalls : {}, r.s ? r.s.samples : 0, maxLine, colors));
       row.appendChild(el("span", "n", r.s && r.s.samples ? r.s.samples : ""));
       row.appendChild(el("span", "pct", r.s && r.s.samples && K.samples ? pct(r.s.samples / K.samples) : ""));
-      const t = el("span", "txt", r.other ? "(outside the stored source)" : r.text);
-      for (const d of diagsByLine[key(r.file, r.line)] || []) {
-        const b = el("span", "badge " + d.severity, d.severity + ": " + d.id);
-        b.title = d.message;
-        t.appendChild(b);
+      for (const d of diagsByLine[key(r.file, r.line)] || []) { // before the text: long lines are cut
+        const b = el("span", "badge " + d.severity, d.id);
+        b.title = d.severity + ": " + d.message;
+        row.appendChild(b);
       }
-      row.appendChild(t);
+      row.appendChild(el("span", "txt", r.other ? "(outside the stored source)" : r.text));
       if (kp.sel && kp.sel === key(r.file, r.line)) row.classList.add("sel");
       row.addEventListener("click", () => selectLine(key(r.file, r.line), "src"));
       return row;
@@ -491,7 +490,8 @@
       go.addEventListener("click", () => { if (top.line !== null && top.line !== undefined) selectLine(key(top.file, top.line), "sass", sass.indexOf(top)); });
       hot.appendChild(go);
     } else {
-      hot.appendChild(el("div", "notes", "no instruction samples for this kernel (profile it with mode=\"pcsampling\" to get them)"));
+      hot.appendChild(el("div", "notes", K.samples ? "the profile has this kernel's samples per line, not per instruction"
+        : "no instruction samples for this kernel (profile it with mode=\"pcsampling\" to get them)"));
     }
     diagnoses(K);
     clear($("k-line"));
