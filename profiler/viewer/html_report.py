@@ -30,7 +30,6 @@ import html
 import json
 import math
 import os
-import tempfile
 from importlib import resources
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -66,6 +65,28 @@ def _num(v: Any) -> float | int | None:
     if v.is_integer() and abs(v) < 1e15:
         return int(v)
     return float(f"{v:.7g}")
+
+
+def _column(values: list[Any]) -> list[Any]:
+    """:func:`_num` over a whole column at once (numpy: a 100k-frame profile has millions of values)."""
+    import numpy as np
+
+    arr = np.array([v if isinstance(v, (int, float)) and not isinstance(v, bool) else np.nan for v in values],
+                   dtype=np.float64)
+    ok = np.isfinite(arr)
+    mag = np.zeros_like(arr)
+    nz = ok & (arr != 0)
+    mag[nz] = np.floor(np.log10(np.abs(arr[nz])))
+    scale = np.power(10.0, 6 - mag)
+    with np.errstate(over="ignore", invalid="ignore"):
+        rounded = np.where(ok, np.round(arr * scale) / scale, np.nan)
+    exact_int = ok & (np.abs(arr) < 1e15) & (arr == np.floor(arr))
+    out: list[Any] = rounded.tolist()
+    for i in np.flatnonzero(~ok):
+        out[i] = None
+    for i in np.flatnonzero(exact_int):
+        out[i] = int(arr[i])
+    return out
 
 
 # --- the tree -----------------------------------------------------------------------------------
@@ -157,11 +178,11 @@ def tree_data(profile: Profile, metrics: Sequence[M.Metric], kernel_index: Mappi
         parents.append(parent)
         kernels.append(kernel_index.get(id(node), -1))
         for col, m in zip(cols, metrics):
-            col.append(_num(m.value(node, ctx)))
+            col.append(m.value(node, ctx))
         for c in reversed(node.children):
             stack.append((c, i))
     tree = {"names": table.names, "name": names, "parent": parents, "kernel": kernels}
-    mblocks = [{"name": m.name, "kind": m.kind, "additive": bool(m.additive), "values": col}
+    mblocks = [{"name": m.name, "kind": m.kind, "additive": bool(m.additive), "values": _column(col)}
                for m, col in zip(metrics, cols)]
     return tree, mblocks
 
@@ -184,14 +205,14 @@ def diff_tree_data(a: Profile, b: Profile, pairs: Sequence[tuple[M.Metric, M.Met
         kernels.append(kernel_index.get(id(node.a), -1) if node.a is not None else -1)
         sides.append(0 if node.a is not None and node.b is not None else (1 if node.a is not None else 2))
         for (ca, cb, cd), (ma, mb) in zip(cols, pairs):
-            ca.append(_num(ma.value(node.a, ctx_a)) if node.a is not None else None)
-            cb.append(_num(mb.value(node.b, ctx_b)) if node.b is not None else None)
-            cd.append(_num(R.diff_metric_value(ma, mb, node, ctx_a, ctx_b)))
+            ca.append(ma.value(node.a, ctx_a) if node.a is not None else None)
+            cb.append(mb.value(node.b, ctx_b) if node.b is not None else None)
+            cd.append(R.diff_metric_value(ma, mb, node, ctx_a, ctx_b))
         for c in reversed(node.children):
             stack.append((c, i))
     tree = {"names": table.names, "name": names, "parent": parents, "kernel": kernels, "side": sides}
     mblocks = [{"name": ma.name, "kind": ma.kind, "additive": bool(ma.additive or ma.kind == "share"),
-                "a": ca, "b": cb, "d": cd} for (ma, _), (ca, cb, cd) in zip(pairs, cols)]
+                "a": _column(ca), "b": _column(cb), "d": _column(cd)} for (ma, _), (ca, cb, cd) in zip(pairs, cols)]
     return tree, mblocks
 
 
@@ -377,27 +398,15 @@ def render_html(data: Mapping[str, Any]) -> str:
 
 
 def write_html(path: str, data: Mapping[str, Any]) -> str:
-    """Write the page atomically (a temporary file in the same directory, then a rename); returns
-    the path.  Raises :class:`HtmlReportError` for a directory that does not exist or cannot be
-    written."""
+    """Write the page atomically (as profiles are: a temporary file, then a rename); returns the
+    path.  Raises :class:`HtmlReportError` when the file cannot be written."""
     text = render_html(data)
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise HtmlReportError(f"--html {path}: directory {folder} does not exist")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".kprof-html-", suffix=".tmp", dir=folder)
+        fmt.atomic_write_text(path, text)
     except OSError as e:
-        raise HtmlReportError(f"--html {path}: cannot write in {folder}: {e.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        raise HtmlReportError(f"--html {path}: cannot write it: {e.strerror or e}") from None
     return path
