@@ -22,7 +22,7 @@ def embedded(path):
     text = open(path, encoding="utf-8").read()
     m = re.search(r'<script type="application/json" id="kprof-data">(.*?)</script>', text, re.S)
     assert m, "no data block"
-    return text, json.loads(m.group(1))
+    return text, html_report.unpack(json.loads(m.group(1)))
 
 
 def frame_index(data, name):
@@ -50,7 +50,7 @@ def test_tree_values_are_the_terminal_viewers(viewer, data, tmp_path):
             got = d["metrics"][j]["values"][i]
             assert (got is None) == (want is None)
             if want is not None:
-                assert got == pytest.approx(want, rel=1e-6)
+                assert got == pytest.approx(want, rel=1e-6)  # 7 digits, float32 in the page
     # parents come before their children
     assert all(p < i for i, p in enumerate(d["tree"]["parent"]) if i)
 

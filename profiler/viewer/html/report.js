@@ -3,7 +3,30 @@
 // the canvas, never as HTML.
 "use strict";
 (function () {
+  const started = performance.now();
   const D = JSON.parse(document.getElementById("kprof-data").textContent);
+  const parsed = performance.now();
+  // Columns of fractional numbers come as base64 float32 (NaN: no value), instruction lists as
+  // tables: see profiler/viewer/html_report.py, pack().
+  function column(c) {
+    if (Array.isArray(c)) return c;
+    const bin = atob(c.f32), bytes = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    const f = new Float32Array(bytes.buffer), out = new Array(f.length);
+    for (let i = 0; i < f.length; i++) out[i] = Number.isNaN(f[i]) ? null : f[i];
+    return out;
+  }
+  function table(t) {
+    if (Array.isArray(t)) return t;
+    return t.rows.map((r) => ({ pc: r[0], text: r[1], file: t.files[r[2]], line: r[3], samples: r[4], stalls: r[5] || {} }));
+  }
+  for (const m of D.metrics) for (const k of ["values", "a", "b", "d"]) if (m[k] !== undefined) m[k] = column(m[k]);
+  const decoded = performance.now();
+  if (!Array.isArray(D.tree.kernel)) {
+    const k = new Int32Array(D.tree.kernel.n).fill(-1);
+    for (const [i, p] of D.tree.kernel.pairs) k[i] = p;
+    D.tree.kernel = k;
+  }
   const T = D.tree, N = T.parent.length, DIFF = D.other !== null && D.other !== undefined;
   const $ = (id) => document.getElementById(id);
   const ROW = 18;
@@ -33,6 +56,7 @@
   for (let i = 0; i < N; i++) kids[i] = [];
   for (let i = 1; i < N; i++) { kids[T.parent[i]].push(i); depth[i] = depth[T.parent[i]] + 1; }
   const nameOf = (i) => T.names[T.name[i]];
+  const built = performance.now();
   const M = D.metrics;
   const vals = (m) => (DIFF ? null : m.values);
 
@@ -394,6 +418,8 @@
   function showKernel(k, line) {
     const K = D.kernels[k];
     if (!K) { route("#tree"); return; }
+    K.instructions = table(K.instructions);
+    for (const a of K.analysis || []) a.sass = table(a.sass);
     $("tree-view").hidden = true; $("kernel-view").hidden = false;
     $("kernel-select").value = String(k);
     const A = K.analysis && K.analysis.length ? K.analysis[0] : null;
@@ -604,9 +630,9 @@
   window.addEventListener("resize", () => { if (!$("tree-view").hidden) draw(); });
   kernelTable();
   if (!M.length) $("legend").textContent = "the profile has no metrics to show";
-  for (let i = 0; i < N; i++) kids[i].sort((x, y) => width[y] - width[x]);
   width = refilter(rawWidth(widthMetric()));
   for (let i = 0; i < N; i++) kids[i].sort((x, y) => width[y] - width[x]);
+  const sorted = performance.now();
   route();
   // for tests and scripts: where a frame is drawn, and the time the page became interactive
   window.kprofReport = {
@@ -619,6 +645,7 @@
     },
     findFrame(name) { for (let i = 0; i < N; i++) if (nameOf(i) === name) return i; return -1; },
     readyAt: performance.now(),
+    timings: { scriptStart: started, dataParsed: parsed, decoded, treeBuilt: built, sorted, drawn: performance.now() },
   };
   document.body.dataset.ready = "1";
 })();
