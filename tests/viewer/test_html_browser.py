@@ -156,7 +156,7 @@ def test_tree_to_kernel_page_to_line_and_back_from_sass(browser, tmp_path):
     assert linked.count() >= 1
     for t in linked.locator(".ln").all_text_contents():
         assert t == str(top["line"])
-    assert o.js("() => location.hash") == f"#kernel/{d['kernels'].index(k)}/line/{top['file']}:{top['line']}"
+    assert o.js("() => decodeURIComponent(location.hash)") == f"#kernel/{d['kernels'].index(k)}/line/{top['file']}:{top['line']}"
     if os.environ.get("KPROF_SCREENSHOT_DIR"):
         os.makedirs(os.environ["KPROF_SCREENSHOT_DIR"], exist_ok=True)
         o.page.screenshot(path=os.path.join(os.environ["KPROF_SCREENSHOT_DIR"], "kernel_page.png"), full_page=True)
@@ -171,6 +171,12 @@ def test_tree_to_kernel_page_to_line_and_back_from_sass(browser, tmp_path):
     assert o.page.locator("#src-list .vrow.sel .no").text_content() == str(other["line"])
     o.page.locator("#nav-tree").click()
     o.page.wait_for_selector("#tree-view:not([hidden])")
+    # a sampled line frame in the tree opens the kernel page on that line
+    o.page.select_option("#metric", label="num_samples")
+    o.click_frame(f"{top['file']}:{top['line']}")
+    o.page.locator("#details button.open-line").click()
+    o.page.wait_for_selector("#kernel-view:not([hidden])")
+    assert o.page.locator("#src-list .vrow.sel .no").text_content() == str(top["line"])
     o.close_clean()
 
 

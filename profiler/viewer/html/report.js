@@ -49,6 +49,7 @@
   }
   function signed(v, kind) { const s = fmt(v, kind); return v > 0 ? "+" + s : s; }
   function pct(x) { return (100 * x).toFixed(1) + "%"; }
+  const base = (f) => (f || "").replace(/\\/g, "/").split("/").pop();
 
   // --- tree structure -------------------------------------------------------------------------
   const kids = new Array(N);
@@ -309,6 +310,14 @@
       b.addEventListener("click", () => { location.hash = "#kernel/" + k; });
       p.appendChild(b);
     }
+    // a sampled line frame under a kernel: open the kernel page on that line
+    const pk = i > 0 ? T.kernel[T.parent[i]] : -1, m = /^(.*?):(\d+)(?:@.*)?$/.exec(nameOf(i));
+    if (pk >= 0 && m) {
+      const where = base(m[1]) + ":" + m[2];
+      const b = el("button", "open-line", `open ${D.kernels[pk].name} at ${where}`);
+      b.addEventListener("click", () => { location.hash = `#kernel/${pk}/line/${encodeURIComponent(where)}`; });
+      p.appendChild(b);
+    }
   }
 
   function legend() {
@@ -413,7 +422,6 @@
     wrap.appendChild(el("div", "notes", keys.map((r) => `${r} ${pct(stalls[r] / total)}`).join(", ")));
     return wrap;
   }
-  const base = (f) => (f || "").replace(/\\/g, "/").split("/").pop();
 
   function showKernel(k, line) {
     const K = D.kernels[k];
@@ -546,7 +554,8 @@
     for (const a of K.analysis || []) for (const d of a.diagnostics || []) {
       if (d.line !== null && d.line !== undefined && kp.keyOf(d.file, d.line) === k) p.appendChild(diagCard(d));
     }
-    if (location.hash !== `#kernel/${kp.k}/line/${k}`) history.replaceState(null, "", `#kernel/${kp.k}/line/${k}`);
+    const h = `#kernel/${kp.k}/line/${encodeURIComponent(k)}`;
+    if (location.hash !== h) history.replaceState(null, "", h);
   }
 
   function diagCard(d) {
