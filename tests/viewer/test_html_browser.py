@@ -285,3 +285,26 @@ def test_100k_frames_interactive_within_2s_and_50k_sass_lines(browser, tmp_path)
     o.page.wait_for_function("() => [...document.querySelectorAll('#sass-list .vrow .pc')].some(e => e.textContent === 'c34f0')")
     assert o.page.locator("#sass-list .vrow").count() < 200
     o.close_clean()
+
+
+@pytest.mark.skipif(not os.environ.get("KPROF_SCREENSHOT_PROFILE"),
+                    reason="KPROF_SCREENSHOT_PROFILE (a .hatchet profile or an .html report) is not set")
+def test_screenshot_of_a_given_profile(browser, tmp_path):
+    """The README screenshot: the hottest sampled kernel's page of a real profile, its hottest line
+    selected, written to $KPROF_SCREENSHOT_DIR (default: the test's temporary directory)."""
+    src = os.environ["KPROF_SCREENSHOT_PROFILE"]
+    path = src if src.endswith(".html") else _write(tmp_path, "report.html", src)
+    shots = os.environ.get("KPROF_SCREENSHOT_DIR") or str(tmp_path)
+    os.makedirs(shots, exist_ok=True)
+    o = Opened(browser, path)
+    o.page.screenshot(path=os.path.join(shots, "tree.png"))
+    kernels = o.data()["kernels"]
+    assert kernels and max(k["samples"] or 0 for k in kernels) > 0, f"{src} has no kernel with PC samples"
+    i = max(range(len(kernels)), key=lambda j: kernels[j]["samples"] or 0)
+    top = max(kernels[i]["lines"], key=lambda x: x["samples"])
+    o.page.goto(o.url + f"#kernel/{i}/line/{top['file']}:{top['line']}")
+    o.page.wait_for_selector("#kernel-view:not([hidden])")
+    assert o.page.locator("#src-list .vrow.sel").count() == 1
+    o.page.screenshot(path=os.path.join(shots, "kernel_page.png"), full_page=True)
+    print(f"\nscreenshots of {kernels[i]['name']} in {shots}: tree.png, kernel_page.png")
+    o.close_clean()

@@ -436,7 +436,7 @@
     // facts
     const f = clear($("k-facts")), F = Object.assign({}, K.facts, A ? A.facts : {});
     const fact = (label, v) => { if (v === null || v === undefined || v === "") return; const s = el("span"); s.appendChild(el("b", "", label + ": ")); s.appendChild(document.createTextNode(String(v))); f.appendChild(s); };
-    if (K.time_ns) fact("GPU time", fmt(K.time_ns / 1e6, "time") + " ms");
+    if (K.time_ns) fact("time", fmt(K.time_ns / 1e6, "time") + " ms");
     if (K.count) fact("launches", K.count);
     fact("samples", K.samples ? `${K.samples} (${pct(K.stalled / K.samples)} stalled)` : "none");
     if (F.grid) fact("grid", [].concat(F.grid).join("x"));
@@ -592,7 +592,7 @@
   function kernelTable() {
     const t = clear($("kernel-table"));
     const h = el("tr");
-    ["kernel", "GPU time (ms)", "launches", "samples", "findings"].forEach((s, i) => h.appendChild(el("th", i ? "" : "l", s)));
+    ["kernel", "time (ms)", "launches", "samples", "findings"].forEach((s, i) => h.appendChild(el("th", i ? "" : "l", s)));
     t.appendChild(h);
     const order = D.kernels.map((k, i) => i).sort((a, b) => (D.kernels[b].time_ns || 0) - (D.kernels[a].time_ns || 0));
     for (const i of order) {
