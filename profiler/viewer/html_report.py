@@ -431,6 +431,8 @@ def build_data(profile: Profile, *, specs: Sequence[str] | None = None, other: P
         tree, mblocks = diff_tree_data(profile, other, pairs or [], kernel_index)
     else:
         tree, mblocks = tree_data(profile, page_metrics(profile, specs), kernel_index)
+    if not mblocks:
+        raise HtmlReportError(f"{profile.path}: the profile has no metrics to show")
     return {"schema": SCHEMA, "tool": tool, "profile": profile.label,
             "other": other.label if other is not None else None,
             "devices": [f"{t} {i}: arch {e.get('arch', '?')}, {e.get('num_sms', '?')} SMs"
