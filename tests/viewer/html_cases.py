@@ -6,6 +6,8 @@ import json
 import os
 import random
 
+import pytest
+
 from profiler.format import ProfileNode, device_entry, write_profile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -86,3 +88,40 @@ def big_profile(path: str, nodes: int = 100_000, seed: int = 7) -> str:
     with open(path, "w", encoding="utf-8") as f:
         f.write(json.dumps([root.to_json(), H100], separators=(",", ":")))
     return path
+
+
+@pytest.fixture(scope="session")
+def analyzed_report(tmp_path_factory):
+    """``kprof-analyze --html`` run once on a profile of two planted kernels (compiled through a
+    kernel cache of its own): a strided load with lg_throttle samples on its line, and a register-
+    heavy add with low occupancy.  Returns a dict: profile, html, load_line, status, stdout, stderr."""
+    import contextlib
+    import io
+
+    from analyzer import cli
+    from tests.analyzer.helpers import ProfileNode, cache_case, case, kernel_node, line_of, write
+
+    tmp = tmp_path_factory.mktemp("analyzed")
+    saved = os.environ.get("KERNELC_CACHE_DIR")
+    os.environ["KERNELC_CACHE_DIR"] = str(tmp / "kcache")  # session scope: before the per-test cache fixture
+    try:
+        c = case("strided_load")
+        load = line_of(c.kernel, "kl.load(")
+        root = ProfileNode("ROOT")
+        step = root.child("step")
+        kernel_node(step, c, cache_case(c), time_ns=4_000_000, count=3,
+                    samples={load: {"lg_throttle": 50, "long_scoreboard": 30, "selected": 20}})
+        c2 = case("register_occupancy")
+        kernel_node(step, c2, cache_case(c2), time_ns=1_000_000, count=3)
+        prof = write(tmp / "run.hatchet", root)
+        html = str(tmp / "a.html")
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = cli.main([prof, "--html", html, "--no-check"])
+    finally:
+        if saved is None:
+            os.environ.pop("KERNELC_CACHE_DIR", None)
+        else:
+            os.environ["KERNELC_CACHE_DIR"] = saved
+    return {"profile": prof, "html": html, "load_line": load, "status": status, "stdout": out.getvalue(),
+            "stderr": err.getvalue()}

@@ -180,18 +180,11 @@ def test_tree_to_kernel_page_to_line_and_back_from_sass(browser, tmp_path):
     o.close_clean()
 
 
-def test_analyzer_report_puts_diagnoses_on_their_lines(browser, tmp_path, capsys):
-    from analyzer import cli
-    from tests.analyzer.helpers import ProfileNode, cache_case, case, kernel_node, line_of, write
-    c = case("strided_load")
-    load = line_of(c.kernel, "kl.load(")
-    root = ProfileNode("ROOT")
-    kernel_node(root.child("step"), c, cache_case(c), time_ns=4_000_000, count=3,
-                samples={load: {"lg_throttle": 50, "long_scoreboard": 30, "selected": 20}})
-    prof = write(tmp_path / "run.hatchet", root)
-    out = str(tmp_path / "a.html")
-    assert cli.main([prof, "--html", out, "--no-check"]) == 0
-    o = Opened(browser, out, "#kernel/0")
+def test_analyzer_report_puts_diagnoses_on_their_lines(browser, analyzed_report):
+    load = analyzed_report["load_line"]
+    o = Opened(browser, analyzed_report["html"])
+    d = o.data()
+    o.page.goto(o.url + f"#kernel/{[k['name'] for k in d['kernels']].index('strided_gather')}")
     assert o.page.locator("#k-name").text_content() == "strided_gather"
     row = o.page.locator("#src-list .vrow", has=o.page.locator(".badge.warning", has_text="uncoalesced-access"))
     assert row.locator(".no").text_content() == str(load)
@@ -203,8 +196,17 @@ def test_analyzer_report_puts_diagnoses_on_their_lines(browser, tmp_path, capsys
     assert o.page.locator("#src-list .vrow.sel .no").text_content() == str(load)
     assert any("LDG" in t for t in o.page.locator("#sass-list .vrow.linked .txt").all_text_contents())
     assert "uncoalesced-access" in o.page.locator("#k-line").text_content()
+    # the other kernel's page: its finding and the suggested @autotune block
+    o.page.locator("#kernel-select").select_option(label="reg_heavy_add")
+    o.page.wait_for_function("() => document.getElementById('k-name').textContent === 'reg_heavy_add'")
+    assert "low-occupancy" in o.page.locator("#k-diags").text_content()
+    block = o.page.locator("#k-autotune pre.autotune").text_content()
+    heavy = next(k for k in d["kernels"] if k["name"] == "reg_heavy_add")["analysis"][0]
+    assert block == heavy["autotune"] and "kernelc.Config(" in block
+    assert "KERNELC_OVERRIDE='reg_heavy_add:" in o.page.locator("#k-autotune").text_content()
     o.page.goto(o.url + "#tree")
-    assert o.page.locator("#kernel-table").text_content().count("strided_gather") == 1
+    table = o.page.locator("#kernel-table").text_content()
+    assert table.count("strided_gather") == 1 and table.count("reg_heavy_add") == 1
     o.close_clean()
 
 

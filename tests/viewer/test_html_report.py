@@ -151,25 +151,21 @@ def test_package_data_holds_the_page_assets():
     assert '"profiler.viewer" = ["html/*' in toml
 
 
-def test_analyzer_html_adds_diagnoses_sass_and_build_facts(tmp_path, capsys):
+def test_analyzer_html_adds_diagnoses_sass_and_build_facts(analyzed_report, tmp_path):
     from analyzer import cli
-    from tests.analyzer.helpers import ProfileNode, cache_case, case, kernel_node, line_of, write
-    c = case("strided_load")
-    load = line_of(c.kernel, "kl.load(")
-    root = ProfileNode("ROOT")
-    kernel_node(root.child("step"), c, cache_case(c), time_ns=4_000_000, count=3,
-                samples={load: {"lg_throttle": 50, "long_scoreboard": 30, "selected": 20}})
-    prof = write(tmp_path / "run.hatchet", root)
-    out = tmp_path / "a.html"
-    assert cli.main([prof, "--html", str(out), "--no-check"]) == 0
-    cap = capsys.readouterr()
-    assert cap.out == "" and f"wrote {out}" in cap.err  # the page is the report
-    _, d = embedded(out)
+    r = analyzed_report
+    assert r["status"] == 0
+    assert r["stdout"] == "" and f"wrote {r['html']}" in r["stderr"]  # the page is the report
+    _, d = embedded(r["html"])
     assert d["tool"] == "kprof-analyze"
+    load = r["load_line"]
     k = next(k for k in d["kernels"] if k["name"] == "strided_gather")
     a = k["analysis"][0]
     diag = next(x for x in a["diagnostics"] if x["id"] == "uncoalesced-access")
     assert diag["line"] == load and diag["evidence"] and diag["fix"]
     assert a["facts"]["n_regs"] > 0 and "warps per SM" in a["facts"]["occupancy"] and a["facts"]["origin"] == "cache"
     assert len(a["sass"]) > 20 and any(i["line"] == load and "LDG" in i["text"] for i in a["sass"])
-    assert cli.main([prof, "--html", str(tmp_path / "no" / "a.html"), "--no-check"]) == 2
+    heavy = next(k for k in d["kernels"] if k["name"] == "reg_heavy_add")["analysis"][0]
+    assert heavy["autotune"].startswith("@kernelc.autotune(") and heavy["override"].startswith("reg_heavy_add:")
+    assert any(x["id"] == "low-occupancy" for x in heavy["diagnostics"])
+    assert cli.main([r["profile"], "--html", str(tmp_path / "no" / "a.html"), "--no-check"]) == 2
