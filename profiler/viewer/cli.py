@@ -15,7 +15,7 @@ from typing import IO, Sequence
 from ..format import ProfileFormatError
 from . import metrics as M
 from . import render, report, tree
-from .html_report import HtmlReportError
+from .html_report import HtmlReportError, write_report
 from .source_view import SourceViewError, source_report
 
 PROG = "kprof-viewer"
@@ -166,11 +166,9 @@ def _run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         return 0
     profile = _prepare(args.profile, args, frame_format, inc, exc)
     if args.html is not None:
-        from . import html_report
-
         other = _prepare(args.diff_profile, args, frame_format, inc, exc) if args.diff_profile else None
         pairs = _diff_pairs(profile, other, specs, err) if other is not None else None
-        _note(err, f"wrote {html_report.write_report(args.html, profile, specs=specs, other=other, pairs=pairs)}")
+        _note(err, f"wrote {write_report(args.html, profile, specs=specs, other=other, pairs=pairs)}")
         return 0
     if args.source is not None:
         output.lines(source_report(profile, args.source, width=width, color=color))

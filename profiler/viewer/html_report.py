@@ -30,7 +30,6 @@ import html
 import json
 import math
 import os
-from importlib import resources
 from typing import Any, Iterable, Mapping, Sequence
 
 from .. import format as fmt
@@ -458,6 +457,8 @@ def write_report(path: str, profile: Profile, **kw: Any) -> str:
 
 
 def _asset(name: str) -> str:
+    from importlib import resources  # only when a page is written: the terminal viewer starts fast
+
     return resources.files(__package__).joinpath("html", name).read_text(encoding="utf-8")
 
 

@@ -9,7 +9,6 @@ Without a browser these tests skip, except with ``KPROF_REQUIRE_BROWSER=1`` (CI)
 ``KPROF_SCREENSHOT_DIR`` set, the kernel page of the sampled profile is saved there as PNG.
 """
 
-import json
 import os
 import shutil
 import time
