@@ -3,7 +3,7 @@
 ::
 
     kprof-analyze profile.hatchet [--kernel REGEX] [--json] [--arch sm_90a] [--top N] [--lines N]
-                  [--no-check] [--no-color] [-o FILE] [--fail-on {error,warning}]
+                  [--no-check] [--no-color] [-o FILE] [--html FILE] [--fail-on {error,warning}]
                   [--verify script.py [-- script args...]]
 
 Exit status: 0, or 1 with ``--fail-on`` when a finding of that severity (or worse) is reported, or 2
@@ -42,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-check", action="store_true", help="do not compile the suggested configs to check them")
     ap.add_argument("--no-color", action="store_true", help="plain text even on a terminal (also NO_COLOR=1)")
     ap.add_argument("-o", "--output", metavar="FILE", help="write the report (text or JSON) to FILE")
+    ap.add_argument("--html", metavar="FILE", help="write a self-contained HTML report (flame graph, kernel pages "
+                    "with source, SASS, stall heat and these diagnoses inline) to FILE instead of printing the text")
     ap.add_argument("--fail-on", choices=("error", "warning"), help="exit 1 if a finding of this severity or worse "
                     "is reported")
     ap.add_argument("--verify", metavar="SCRIPT", help="re-run SCRIPT (arguments after --) with each suggested "
@@ -80,17 +82,26 @@ def main(argv: Optional[List[str]] = None) -> int:
         rep.verification = rows
         if not rows:
             rep.notes.append("--verify: no kernel has suggested configs to verify")
-    if args.json:
-        text = rep.json_text() + "\n"
-    else:
-        color = (not args.no_color and not args.output and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
-        text = rep.render(color=color)
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+    if args.html:
+        from profiler.viewer.html_report import HtmlReportError
+        from .html import write_html_report
+        try:
+            print(f"kprof-analyze: wrote {write_html_report(args.html, rep)}", file=sys.stderr)
+        except HtmlReportError as e:
+            print(f"kprof-analyze: {e}", file=sys.stderr)
+            return 2
+    if not args.html or args.json or args.output:  # with --html alone the page is the report
+        if args.json:
+            text = rep.json_text() + "\n"
+        else:
+            color = (not args.no_color and not args.output and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
+            text = rep.render(color=color)
+        if args.output:
+            with open(args.output, "w") as f:
+                f.write(text)
+        else:
+            sys.stdout.write(text)
+            sys.stdout.flush()
     if args.fail_on:
         worst = {"error": ("error",), "warning": ("error", "warning")}[args.fail_on]
         if any(d.severity in worst for d in rep.findings):

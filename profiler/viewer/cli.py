@@ -15,6 +15,7 @@ from typing import IO, Sequence
 from ..format import ProfileFormatError
 from . import metrics as M
 from . import render, report, tree
+from .html_report import HtmlReportError, write_report
 from .source_view import SourceViewError, source_report
 
 PROG = "kprof-viewer"
@@ -69,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="merged profile (NAME.merged.hatchet): show rank R alone, as its own profile")
     p.add_argument("--source", metavar="KERNEL",
                    help="show KERNEL's source with per-line samples, share and top stall reasons")
+    p.add_argument("--html", metavar="FILE",
+                   help="write one self-contained HTML report (flame graph, kernel pages with source and SASS) "
+                        "to FILE instead of printing; -m, -i, -e, -f and --diff-profile apply")
     p.add_argument("--no-color", action="store_true", help="plain text even on a terminal (also: NO_COLOR=1)")
     p.add_argument("-w", "--width", type=int, metavar="COLUMNS",
                    help="output width (default: the terminal's, or 160 when not a terminal)")
@@ -86,7 +90,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, st
         return int(e.code or 0)
     try:
         return _run(args, out, err)
-    except (ProfileFormatError, M.MetricError, SourceViewError, _Fail) as e:
+    except (ProfileFormatError, M.MetricError, SourceViewError, HtmlReportError, _Fail) as e:
         err.write(f"{PROG}: error: {e}\n")
         return 1
     except BrokenPipeError:  # e.g. piped into `head`: stop quietly, as other CLI tools do
@@ -171,6 +175,11 @@ def _run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         output.lines(report.list_report(tree.load(args.profile)))
         return 0
     profile = _prepare(args.profile, args, frame_format, inc, exc)
+    if args.html is not None:
+        other = _prepare(args.diff_profile, args, frame_format, inc, exc) if args.diff_profile else None
+        pairs = _diff_pairs(profile, other, specs, err) if other is not None else None
+        _note(err, f"wrote {write_report(args.html, profile, specs=specs, other=other, pairs=pairs)}")
+        return 0
     if args.source is not None:
         output.lines(source_report(profile, args.source, width=width, color=color))
         return 0

@@ -12,6 +12,7 @@ for p in (REPO, HERE):  # the repository (profiler package) and viewer_cases.py
         sys.path.insert(0, p)
 
 import viewer_cases  # noqa: E402
+from html_cases import analyzed_report  # noqa: E402,F401 (a session fixture shared by the HTML report tests)
 
 
 @pytest.fixture
