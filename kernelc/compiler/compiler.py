@@ -20,6 +20,7 @@ from ..language.dtypes import parse_type, pointer_type
 from .frontend import generate_ir
 from .ir import print_function, verify
 from .passes.axis_info import analyze
+from .passes.coalesce import coalesce
 from .passes.fp8_dot import upcast_fp8_dots
 from .passes.layout_assign import assign_layouts
 from .passes.hoist_descriptors import hoist_descriptors
@@ -107,6 +108,8 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     if pipeline_loads_enabled():
         func = simplify(pipeline_loads(func, num_warps, pipe_notes))
         verify(func)
+    func = coalesce(func, num_warps, tgt.capability[0], tgt.arch, pipe_notes)
+    verify(func)
     axis = analyze(func)
     plan = assign_layouts(func, axis, num_warps, tgt.capability[0], tgt.arch)
     plan.notes[:0] = pipe_notes

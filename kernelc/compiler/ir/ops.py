@@ -67,6 +67,12 @@ for op in [
     OpDef("join", (2, 2), category="shape", doc="stack along a new last dim of size 2"),
     OpDef("split", (1, 1), results=2, category="shape", doc="unstack the last dim of size 2"),
     OpDef("cat", (2, 2), category="shape", doc="concatenate along dim 0"),
+    # Layouts (kernelc/compiler/layouts.py): the value unchanged, redistributed over threads into
+    # ``layout``; ``smem`` names the shared-memory layout a conversion that must move data between
+    # threads goes through (passes/coalesce.py decides both; docs/layouts.md).
+    OpDef("convert_layout", (1, 1), ("layout",), category="layout",
+          doc="same tile in another register layout (through shared memory if threads must exchange)",
+          optional_attrs=("smem",)),
     OpDef("load", (1, 3), ("cache", "eviction", "volatile"), category="memory", doc="ptr [, mask [, other]]"),
     OpDef("store", (2, 3), ("cache", "eviction"), pure=False, results=0, category="memory",
           doc="ptr, value [, mask]"),

@@ -188,6 +188,9 @@ class LayoutAssigner:
                 else:
                     self._set(r, src)
             return
+        if name == "convert_layout":  # passes/coalesce.py chose it
+            self._set(res, op.attrs["layout"])
+            return
         if name in REMATERIALIZABLE or OPS[name].elementwise:
             lay = self._derived(op)
             self._set(res, lay)
