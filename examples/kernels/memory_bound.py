@@ -286,8 +286,9 @@ def _block(n_cols):
     return triton.next_power_of_2(n_cols)
 
 
-def _warps(block, elem_bytes=4):
-    return 4 if block * elem_bytes <= 8192 else (8 if block * elem_bytes <= 32768 else 16)
+def _warps(block):
+    # the usual library rule (more warps for longer rows)
+    return 32 if block >= 32768 else 16 if block >= 8192 else 8 if block >= 2048 else 4
 
 
 def swiglu_fwd(a, b):
