@@ -19,7 +19,8 @@ from kernelc.compiler.shared_layouts import (SharedLayout, conversion_cost, plan
                                              wavefronts)
 from tests.compiler import ir_eval
 from tests.compiler.filecheck import filecheck
-from tests.compiler.transpose_kernels import copy_kernel, permute021_3d_kernel, permute021_kernel, transpose_kernel
+from tests.compiler.transpose_kernels import (copy_kernel, permute021_3d_kernel, permute021_kernel, row_scale_kernel,
+                                              transpose_kernel)
 
 T_SIG = dict(x_ptr="*fp32", y_ptr="*fp32", M="i32", N="i32", stride_xm="i32", stride_ym="i32")
 T_DIV = {k: 16 for k in T_SIG}
@@ -91,6 +92,33 @@ def test_coalesced_ir_keeps_the_kernels_meaning():
         ir_eval.run(fn, dict(x_ptr="x", y_ptr="y", M=M, N=N, stride_xm=N, stride_ym=M), {"x": x, "y": y},
                     pid=pid + (0,), nprog=(2, 3, 1))
     np.testing.assert_array_equal(y.reshape(N, M), x.reshape(M, N).T)
+
+
+def test_broadcast_row_converts_before_the_broadcast():
+    """A row broadcast over a tile: the 64-element row converts (explicitly, in the IR), not the tile."""
+    sig = dict(x_ptr="*fp32", s_ptr="*fp32", y_ptr="*fp32", N="i32")
+    _, fn, _ = _coalesced(row_scale_kernel, sig, dict(BLOCK_H=32, BLOCK_D=64), {k: 16 for k in sig}, num_warps=8)
+    filecheck(print_function(fn, show_loc=False), """
+        CHECK: [[ROW:%\\d+]] = load {{%\\d+}} : <64xfp32>
+        CHECK: [[TILE:%\\d+]] = load {{%\\d+}} : <32x64xfp32>
+        CHECK-NEXT: [[E:%\\d+]] = expand_dims [[ROW]] {axis=0} : <1x64xfp32>
+        CHECK-NEXT: [[C:%\\d+]] = convert_layout [[E]] {layout=#derived<shape=[1, 64], {{.*}}} : <1x64xfp32>
+        CHECK-NEXT: [[B:%\\d+]] = broadcast [[C]] : <32x64xfp32>
+        CHECK-NEXT: {{%\\d+}} = fmul [[TILE]], [[B]] : <32x64xfp32>
+    """)
+    assert count_conversions(fn) == 1
+
+
+def test_lowering_makes_no_conversion_the_ir_does_not_show(monkeypatch):
+    """After the pass every shared-memory conversion is a convert_layout op: codegen's own fallback
+    (Lowering.convert through shared memory) is never reached."""
+    from kernelc.compiler.codegen import convert as CV
+    calls = []
+    monkeypatch.setattr(CV, "convert_through_smem", lambda *a, **k: calls.append(1))
+    sig = dict(x_ptr="*fp32", s_ptr="*fp32", y_ptr="*fp32", N="i32")
+    ck = kernelc.compile(row_scale_kernel, sig, dict(BLOCK_H=32, BLOCK_D=64), target="sm_90a", num_warps=8,
+                         divisibility={k: 16 for k in sig})
+    assert calls == [] and ck.asm["tir"].count("convert_layout") == 1 and "STG.E.128" in _mem_ops(ck)
 
 
 def test_verifier_rejects_a_bad_convert_layout():

@@ -51,3 +51,13 @@ def copy_kernel(x_ptr, y_ptr, M, N, stride, BLOCK_M: kl.constexpr, BLOCK_N: kl.c
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     offs = offs_m[:, None] * stride + offs_n[None, :]
     kl.store(y_ptr + offs, kl.load(x_ptr + offs, mask=mask) * 2, mask=mask)
+
+
+@kernelc.jit
+def row_scale_kernel(x_ptr, s_ptr, y_ptr, N, BLOCK_H: kl.constexpr, BLOCK_D: kl.constexpr):
+    """A 1-D row loaded once and broadcast over a 2-D tile (as rotary embeddings do with cos/sin)."""
+    d = kl.arange(0, BLOCK_D)
+    h = kl.arange(0, BLOCK_H)
+    s = kl.load(s_ptr + d)
+    offs = h[:, None] * N + d[None, :]
+    kl.store(y_ptr + offs, kl.load(x_ptr + offs) * s[None, :])

@@ -68,3 +68,17 @@ def test_compiled_transpose_for_this_gpu_has_one_conversion_and_128_bit_stores()
                          divisibility=dict(M=16, N=16, stride_xm=16, stride_ym=16))
     assert ck.asm["tir"].count("convert_layout") == 1
     assert "STG.E.128" in ck.asm["sass"]
+
+
+def test_memory_bound_kernels_match_torch_on_the_gpu(monkeypatch):
+    """Every bench_memory_bound case at its small (smoke) sizes, on the GPU, against its torch reference."""
+    import bench.bench_memory_bound as B
+    monkeypatch.setattr(B, "SMOKE", True)
+    monkeypatch.setattr(B, "DEV", "cuda")
+    bad = {}
+    for name, (make, call, ref, _) in B.cases().items():
+        args = make()
+        err = B._err(call(K, *[a.clone() for a in args]), ref(*args))
+        if not err < 5e-2:
+            bad[name] = err
+    assert not bad, bad

@@ -157,12 +157,13 @@ def convert_through_shared_layout(lw: Lowering, t: Tile, dst: Layout, ty: str, s
         return e.val(f"getelementptr i8, ptr addrspace(3) {smem}, i32 {off}")
 
     lw.smem_access(base, base + nbytes, True)
+    # coordinates before the owner branch: they are memoised and reused after it
+    src_coords = lw.coords(t.layout)
     own = lw.owner_predicate(t.layout)
     if own is not None:
         w, cont = e.label("cvt_w"), e.label("cvt_c")
         e.cond_br(own, w, cont)
         e.start_block(w)
-    src_coords = lw.coords(t.layout)
     wv = sl.write_vec
     for g in range(0, len(t.regs), wv):
         p = addr(src_coords[g])

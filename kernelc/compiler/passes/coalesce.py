@@ -23,10 +23,11 @@ import numpy as np
 
 from ...language.dtypes import pointer_type, scalar_of, shape_of
 from ..ir.core import Function, Op
-from ..layouts import Layout
+from ..layouts import Layout, register_map
 from ..shared_layouts import plan_shared_layout, vector_elems, warp_coords
+from ..ir.ops import OPS
 from .axis_info import AxisInfo, analyze
-from .layout_assign import LayoutAssigner
+from .layout_assign import LayoutAssigner, LayoutPlan
 
 SECTOR_BYTES = 32
 
@@ -68,6 +69,14 @@ def access_vector(layout: Layout, info: AxisInfo, ebytes: int, mask_constancy=No
 
 
 def coalesce(fn: Function, num_warps: int, arch_major: int, arch: str = "", notes: Optional[list] = None) -> Function:
+    """Coalesce the stores, then write down every conversion the lowering would otherwise make on
+    its own (``make_conversions_explicit``)."""
+    coalesce_stores(fn, num_warps, arch_major, arch, notes)
+    return make_conversions_explicit(fn, num_warps, arch_major, arch)
+
+
+def coalesce_stores(fn: Function, num_warps: int, arch_major: int, arch: str = "",
+                    notes: Optional[list] = None) -> Function:
     axis = analyze(fn)
     assigner = LayoutAssigner(fn, axis, num_warps, arch_major, arch)
     plan = assigner.run()
@@ -90,15 +99,82 @@ def coalesce(fn: Function, num_warps: int, arch_major: int, arch: str = "", note
         cost = 2 * cur.num_regs * 32 * ebytes
         if saved <= cost:
             continue
-        smem = plan_shared_layout(cur, want, ebytes)
-        cvt = Op("convert_layout", [val], [val.type], {"layout": want, "smem": smem}, loc=op.loc)
-        blk = op.block
-        cvt.block = blk
-        blk.ops.insert(blk.ops.index(op), cvt)
-        op.operands[1] = cvt.result
+        _insert_conversion(op, 1, cur, want)
         if notes is not None:
             notes.append(f"{op.loc.file}:{op.loc.line}: store converted to its coalesced layout through shared "
                          f"memory ({saved // SECTOR_BYTES} fewer sectors per warp)")
+    return fn
+
+
+def _ebytes(v) -> int:
+    elt = scalar_of(v.type)
+    return 8 if isinstance(elt, pointer_type) else 1 if elt.is_int1() else elt.itemsize
+
+
+def _insert_conversion(op: Op, i: int, have: Layout, want: Layout) -> Op:
+    """Read operand ``i`` of ``op`` through a new ``convert_layout`` (placed right before ``op``)."""
+    v = op.operands[i]
+    cvt = Op("convert_layout", [v], [v.type], {"layout": want, "smem": plan_shared_layout(have, want, _ebytes(v))},
+             loc=op.loc)
+    blk = op.block
+    cvt.block = blk
+    blk.ops.insert(blk.ops.index(op), cvt)
+    op.operands[i] = cvt.result
+    return cvt
+
+
+def operand_layouts(op: Op, plan: LayoutPlan, fn: Function):
+    """(operand index, layout its lowering reads it in) for the tile operands of ``op`` whose layout
+    the lowering rules dictate; the same rules as codegen's ``Lowering.get`` calls."""
+    name = op.name
+    res = op.results[0] if len(op.results) == 1 else None
+    R = plan.get(res) if res is not None else None
+    tiles = [i for i, o in enumerate(op.operands) if shape_of(o.type)]
+    if name in ("load",) and R is not None:
+        return [(i, R) for i in tiles]
+    if name == "broadcast" and R is not None:
+        src = shape_of(op.operands[0].type)
+        axes = [d for d, (a, b) in enumerate(zip(src, shape_of(res.type))) if a != b]
+        return [(0, R.broadcast_from(axes))] if tiles else []
+    if name == "expand_dims" and R is not None:
+        return [(0, R.sliced(op.attrs["axis"]))] if tiles else []
+    if name == "trans" and R is not None:
+        perm = op.attrs["perm"]
+        return [(0, R.transposed([perm.index(d) for d in range(len(perm))]))]
+    if name == "reshape" and R is not None:
+        return [(0, R.reshaped(shape_of(op.operands[0].type)))]
+    if name in ("reduce", "scan"):
+        L = plan.op_layouts.get(id(op))
+        return [(i, L) for i in tiles] if L is not None else []
+    if name == "scf.for":
+        args = op.regions[0].args[1:]
+        return [(3 + j, plan.get(a)) for j, a in enumerate(args) if shape_of(a.type) and plan.get(a) is not None]
+    if name == "scf.yield" and op.block is not None and op.block.parent is not None:
+        parent = op.block.parent
+        if parent.name == "scf.for":
+            targets = op.block.args[1:]
+        elif parent.name == "scf.if":
+            targets = parent.results
+        else:
+            return []
+        return [(j, plan.get(t)) for j, t in enumerate(targets) if j < len(op.operands)
+                and shape_of(t.type) and plan.get(t) is not None]
+    if OPS.get(name) is not None and OPS[name].elementwise and R is not None:
+        return [(i, R) for i in tiles]
+    return []
+
+
+def make_conversions_explicit(fn: Function, num_warps: int, arch_major: int, arch: str = "") -> Function:
+    """Insert a ``convert_layout`` wherever an op reads a tile whose layout it cannot take in
+    registers alone (codegen would otherwise move it through shared memory on its own)."""
+    plan = LayoutAssigner(fn, analyze(fn), num_warps, arch_major, arch).run()
+    for op in list(fn.walk()):
+        for i, want in operand_layouts(op, plan, fn):
+            v = op.operands[i]
+            have = plan.get(v)
+            if have is None or want is None or have == want or register_map(have, want, lambda c: c) is not None:
+                continue
+            _insert_conversion(op, i, have, want)
     return fn
 
 
