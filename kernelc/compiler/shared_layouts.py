@@ -152,8 +152,8 @@ def _candidates(shape: Sequence[int], inner: int, ebytes: int):
             vec *= 2
 
 
-def _vec_limit(c: dict, ebytes: int) -> int:
-    lim = max(1, 16 // ebytes)
+def _vec_limit(c: dict, ebytes: int, max_vec_bytes: int) -> int:
+    lim = max(1, max_vec_bytes // ebytes)
     if c.get("max_phase", 1) > 1:
         lim = min(lim, c["vec"])
     if c.get("pad"):
@@ -161,8 +161,9 @@ def _vec_limit(c: dict, ebytes: int) -> int:
     return lim
 
 
-def plan_shared_layout(src: Layout, dst: Layout, ebytes: int) -> SharedLayout:
-    """The candidate with the fewest write + read wavefronts (then the smallest, then the simplest)."""
+def plan_shared_layout(src: Layout, dst: Layout, ebytes: int, max_vec_bytes: int = 16) -> SharedLayout:
+    """The candidate with the fewest write + read wavefronts (then the fewest instructions, then the
+    smallest, then the simplest). ``max_vec_bytes``: the widest shared access to use."""
     shape = tuple(dst.shape)
     src_c, dst_c = warp_coords(src), warp_coords(dst)
     inners = []
@@ -172,12 +173,12 @@ def plan_shared_layout(src: Layout, dst: Layout, ebytes: int) -> SharedLayout:
     best, best_key = None, None
     for inner in inners:
         for i, c in enumerate(_candidates(shape, inner, ebytes)):
-            lim = _vec_limit(c, ebytes)
+            lim = _vec_limit(c, ebytes, max_vec_bytes)
             wv = vector_elems(src, inner, lim)
             rv = vector_elems(dst, inner, lim)
             sl = SharedLayout(shape, write_vec=wv, read_vec=rv, **c)
             cost = access_cost(src, sl, ebytes, wv, src_c) + access_cost(dst, sl, ebytes, rv, dst_c)
-            key = (cost, sl.nbytes(ebytes), i)
+            key = (cost, src.num_regs // wv + dst.num_regs // rv, sl.nbytes(ebytes), i)
             if best_key is None or key < best_key:
                 best, best_key = sl, key
     return best

@@ -54,7 +54,7 @@ def test_transpose_store_gets_a_conversion_to_its_coalesced_layout():
     filecheck(print_function(fn, show_loc=False), """
         CHECK: [[X:%\\d+]] = load {{%\\d+}}, [[MASK:%\\d+]] : <64x64xfp32>
         CHECK-NOT: convert_layout
-        CHECK: [[Y:%\\d+]] = convert_layout [[X]] {layout=#blocked<spt=[4, 1], tpw=[16, 2], wpc=[1, 4], order=[0, 1]>, smem=#shared<inner=1, swizzle=[2, 4, 16], vec=[2, 1]>} : <64x64xfp32>
+        CHECK: [[Y:%\\d+]] = convert_layout [[X]] {layout=#blocked<spt=[4, 1], tpw=[16, 2], wpc=[1, 4], order=[0, 1]>, smem=#shared<inner=1, swizzle=[4, 4, 8], vec=[4, 1]>} : <64x64xfp32>
         CHECK-NEXT: store {{%\\d+}}, [[Y]], [[MASK]]
         CHECK-NEXT: return
     """)

@@ -108,7 +108,8 @@ def lower_convert_layout(lw: Lowering, op):
     if not isinstance(sl, SharedLayout) or sl.shape != tuple(dst.shape) or \
             vector_elems(t.layout, sl.inner, sl.write_vec) < sl.write_vec or \
             vector_elems(dst, sl.inner, sl.read_vec) < sl.read_vec:
-        sl = plan_shared_layout(t.layout, dst, ebytes)  # the source layout is not the one the pass saw
+        # the source layout is not the one the pass saw
+        sl = plan_shared_layout(t.layout, dst, ebytes, 8 if ty.startswith("ptr") else 16)
     lw.tiles[res.id] = convert_through_shared_layout(lw, t, dst, ty, sl)
 
 

@@ -90,8 +90,7 @@ def coalesce_stores(fn: Function, num_warps: int, arch_major: int, arch: str = "
         want = assigner.memory_layout(ptr)
         if want == cur:
             continue
-        elt = scalar_of(val.type)
-        ebytes = 1 if elt.is_int1() else elt.itemsize
+        ebytes = _ebytes(val)
         info = axis.get(ptr)
         mask = op.operands[2] if len(op.operands) > 2 else None
         mc = axis.get(mask).constancy if mask is not None and shape_of(mask.type) else None
@@ -114,8 +113,10 @@ def _ebytes(v) -> int:
 def _insert_conversion(op: Op, i: int, have: Layout, want: Layout) -> Op:
     """Read operand ``i`` of ``op`` through a new ``convert_layout`` (placed right before ``op``)."""
     v = op.operands[i]
-    cvt = Op("convert_layout", [v], [v.type], {"layout": want, "smem": plan_shared_layout(have, want, _ebytes(v))},
-             loc=op.loc)
+    # pointer tiles move one element per shared access (no vectors of pointers)
+    vec_bytes = 8 if isinstance(scalar_of(v.type), pointer_type) else 16
+    smem = plan_shared_layout(have, want, _ebytes(v), vec_bytes)
+    cvt = Op("convert_layout", [v], [v.type], {"layout": want, "smem": smem}, loc=op.loc)
     blk = op.block
     cvt.block = blk
     blk.ops.insert(blk.ops.index(op), cvt)
