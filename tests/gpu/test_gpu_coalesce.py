@@ -82,3 +82,43 @@ def test_memory_bound_kernels_match_torch_on_the_gpu(monkeypatch):
         if not err < 5e-2:
             bad[name] = err
     assert not bad, bad
+
+
+@kernelc.jit
+def transpose_compare(x_ptr, y_ptr, M, N, BLOCK_M: kl.constexpr, BLOCK_N: kl.constexpr):
+    # an i1 tile converted through shared memory (as bytes) before its transposed store
+    offs_m = kl.program_id(0) * BLOCK_M + kl.arange(0, BLOCK_M)
+    offs_n = kl.program_id(1) * BLOCK_N + kl.arange(0, BLOCK_N)
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    x = kl.load(x_ptr + offs_m[:, None] * N + offs_n[None, :], mask=mask, other=0.0)
+    kl.store(y_ptr + offs_n[None, :] * M + offs_m[:, None], x > 0, mask=mask)
+
+
+@pytest.mark.parametrize("num_warps", [1, 4, 8])
+def test_transposed_bool_store(num_warps):
+    M, N = 200, 130
+    x = torch.randn(M, N, device="cuda")
+    y = torch.zeros(N, M, device="cuda", dtype=torch.bool)
+    transpose_compare[(kernelc.cdiv(M, 64), kernelc.cdiv(N, 64))](x, y, M, N, BLOCK_M=64, BLOCK_N=64,
+                                                                  num_warps=num_warps)
+    assert torch.equal(y, (x > 0).t())
+
+
+@kernelc.jit
+def rows_minus_mean_transposed(x_ptr, y_ptr, M, N, BLOCK_M: kl.constexpr, BLOCK_N: kl.constexpr):
+    # a reduction along dim 0, broadcast back, stored transposed: slice layouts meet the conversion
+    offs_m = kl.arange(0, BLOCK_M)
+    offs_n = kl.program_id(0) * BLOCK_N + kl.arange(0, BLOCK_N)
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    x = kl.load(x_ptr + offs_m[:, None] * N + offs_n[None, :], mask=mask, other=0.0)
+    mean = kl.sum(x, axis=0) / M
+    kl.store(y_ptr + offs_n[None, :] * M + offs_m[:, None], x - mean[None, :], mask=mask)
+
+
+@pytest.mark.parametrize("num_warps", [1, 4, 8])
+def test_reduction_then_transposed_store(num_warps):
+    M, N = 60, 300
+    x = torch.randn(M, N, device="cuda")
+    y = torch.empty(N, M, device="cuda")
+    rows_minus_mean_transposed[(kernelc.cdiv(N, 64),)](x, y, M, N, BLOCK_M=64, BLOCK_N=64, num_warps=num_warps)
+    torch.testing.assert_close(y, (x - x.mean(0, keepdim=True)).t())
