@@ -9,7 +9,6 @@ import pytest
 
 import kernelc
 from kernelc.compiler.compiler import to_tile_ir
-from kernelc.compiler.ir.core import Op
 from kernelc.compiler.ir.printer import print_function
 from kernelc.compiler.ir.verifier import VerificationError, verify
 from kernelc.compiler.layouts import default_blocked

@@ -5,7 +5,6 @@ import pytest
 import kernelc
 from kernelc.compiler import compiler as C
 from kernelc.compiler.compiler import to_tile_ir
-from kernelc.compiler.ir.core import Op
 from kernelc.compiler.ir.verifier import VerificationError
 from kernelc.compiler.pass_manager import PassContext, TilePass, pass_names, run_passes
 from tests.compiler.filecheck import filecheck

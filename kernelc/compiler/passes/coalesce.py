@@ -17,7 +17,7 @@ layout and are materialised directly in the store's layout: they never need a co
 """
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Optional
 
 import numpy as np
 
