@@ -136,6 +136,9 @@ def test_transpose_and_permute_sass_use_128_bit_global_accesses():
     ops = _mem_ops(ck)
     assert "STG.E.128" in ops and "LDG.E.128" in ops and "STG.E" not in ops, ops
     assert ck.asm["tir"].count("convert_layout") == 1
+    (cvt,) = ck.reports["conversions"]
+    assert cvt["smem"] == "#shared<inner=1, swizzle=[4, 4, 8], vec=[4, 1]>" and cvt["smem_bytes"] == 64 * 64 * 4
+    assert (cvt["warp_write_wavefronts"], cvt["warp_read_wavefronts"]) == (32, 64)
     stores = [a for a in ck.reports["memory_accesses"] if a["kind"] == "store"]
     assert [s["vector_bytes"] for s in stores] == [16] and stores[0]["contiguous_dim"] == 0
     ck3 = kernelc.compile(permute021_3d_kernel, P3_SIG, dict(BLOCK_B=2, BLOCK_M=64, BLOCK_N=64), target="sm_90a",

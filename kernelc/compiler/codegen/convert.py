@@ -10,7 +10,7 @@ from typing import List, Optional
 from ...language.dtypes import scalar_of
 from .emitter import llty
 from ..layouts import Layout, register_map
-from ..shared_layouts import SharedLayout, plan_shared_layout, vector_elems
+from ..shared_layouts import SharedLayout, conversion_cost, plan_shared_layout, vector_elems
 from .lowering import Lowering, Tile, rule
 
 _EBYTES = {"i1": 1, "i8": 1, "i16": 2, "half": 2, "bfloat": 2, "i32": 4, "float": 4, "i64": 8, "double": 8,
@@ -111,6 +111,11 @@ def lower_convert_layout(lw: Lowering, op):
         # the source layout is not the one the pass saw
         sl = plan_shared_layout(t.layout, dst, ebytes, 8 if ty.startswith("ptr") else 16)
     lw.tiles[res.id] = convert_through_shared_layout(lw, t, dst, ty, sl)
+    writes, reads = conversion_cost(t.layout, dst, sl, ebytes)
+    lw.reports.setdefault("conversions", []).append({  # facts for tools (analyzer, docs)
+        "file": op.loc.file, "line": op.loc.line, "shape": list(dst.shape), "elem_bytes": ebytes,
+        "src": str(t.layout), "dst": str(dst), "smem": str(sl), "smem_bytes": sl.nbytes(ebytes),
+        "warp_write_wavefronts": writes, "warp_read_wavefronts": reads})
 
 
 def _shared_offset(lw: Lowering, coord: List[str], sl: SharedLayout) -> str:
