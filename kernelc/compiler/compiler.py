@@ -20,6 +20,7 @@ from ..language.dtypes import parse_type, pointer_type
 from .frontend import generate_ir
 from .ir import print_function, verify
 from .passes.axis_info import analyze
+from .passes.coalesce import coalesce
 from .passes.fp8_dot import upcast_fp8_dots
 from .passes.layout_assign import assign_layouts
 from .passes.hoist_descriptors import hoist_descriptors
@@ -28,6 +29,7 @@ from .abi import flat_divisibility
 from .passes.pipeline_loads import pipeline_loads
 from .passes.pointer_tiles import pointer_tiles_to_descriptors
 from .passes.simplify import simplify
+from .pass_manager import PassContext, TilePass, run_passes
 from .artifact import COMPILER_VERSION, CompiledKernel, _LazyAsm  # noqa: F401
 
 
@@ -65,7 +67,7 @@ def to_tile_ir(kernel, signature, constexprs=None, divisibility=None, equal_to_1
 
 def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, Any]] = None, target=None,
             num_warps: int = 4, num_stages: int = 3, divisibility: Optional[Dict[str, int]] = None,
-            equal_to_1: Tuple[str, ...] = (), name: Optional[str] = None) -> CompiledKernel:
+            equal_to_1: Tuple[str, ...] = (), name: Optional[str] = None, dump_ir=None) -> CompiledKernel:
     """Compile ``kernel`` for ``target`` ("sm_80", "sm_90a", ...; default sm_90a; ``kernelc.compile`` defaults
     to the current GPU's target instead).
 
@@ -73,7 +75,8 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     ``constexprs`` the values of constexpr arguments; ``divisibility`` the known alignment (bytes for
     pointers) of arguments, as the runtime's 16-byte specialisation supplies; a tensor descriptor
     argument ``d`` takes entries per machine field (``"d.base"``, ``"d.shape1"``, ``"d.stride0"``, see
-    ``kernelc/compiler/abi.py``) or one entry ``"d"`` for all of them.
+    ``kernelc/compiler/abi.py``) or one entry ``"d"`` for all of them. ``dump_ir``: the tile IR after
+    every pass, to stderr (``True``) or to a callable ``(pass name, IR text)``; default: KERNELC_DUMP_IR.
     """
     from .backend import compile_llir, parse_target
     from .codegen import lower_to_llvm
@@ -94,21 +97,14 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     func, used = generate_ir(fn, signature, constexprs or {}, divisibility, tuple(equal_to_1), name, arch=tgt.arch,
                              num_warps=num_warps)
     verify(func)
-    pipe_notes: List[str] = []
-    # TMA targets: plain pointer loads of provable tiles feeding dots become descriptor loads
-    # (KERNELC_AUTO_TMA=all: every tile load and store; 0: none)
-    func = pointer_tiles_to_descriptors(func, tgt.arch, pipe_notes)
-    func = lower_descriptors(hoist_descriptors(func), tgt.arch)
+    ctx = PassContext(tgt.arch, tuple(tgt.capability), num_warps, pipeline_loads=pipeline_loads_enabled())
+    dump = dump_ir if dump_ir is not None else dump_ir_requested()
+    func = run_passes(func, FRONTEND_PASSES, ctx, verify_each=False, dump=dump, timings=timings)
     timings["frontend"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     tir_text_initial = print_function(func)
-    func = simplify(func)
-    verify(func)
-    # before the load prefetch: the casts it inserts decide which loads feed dots directly
-    func = upcast_fp8_dots(func, tgt.capability, pipe_notes)
-    if pipeline_loads_enabled():
-        func = simplify(pipeline_loads(func, num_warps, pipe_notes))
-        verify(func)
+    func = run_passes(func, TILE_PASSES, ctx, verify_each=True, dump=dump, timings=timings)
+    pipe_notes = ctx.notes
     axis = analyze(func)
     plan = assign_layouts(func, axis, num_warps, tgt.capability[0], tgt.arch)
     plan.notes[:0] = pipe_notes
@@ -144,6 +140,30 @@ def _kernel_signature(fn, signature) -> Dict[str, str]:
     """``{parameter: type}`` in parameter order, as the user gives it (a tensor descriptor stays one
     entry; ``arg_names``/``arg_types`` list the machine parameters, see ``kernelc/compiler/abi.py``)."""
     return {p: str(parse_type(signature[p])) for p in fn.arg_names if p in signature}
+
+
+# The tile-IR pipeline (kernelc/compiler/pass_manager.py): frontend passes run before the initial IR
+# text (asm["tir_initial"]), tile passes after it; each tile pass is verified.
+FRONTEND_PASSES = (
+    # TMA targets: plain pointer loads of provable tiles feeding dots become descriptor loads
+    # (KERNELC_AUTO_TMA=all: every tile load and store; 0: none)
+    TilePass("pointer_tiles_to_descriptors", lambda f, c: pointer_tiles_to_descriptors(f, c.arch, c.notes)),
+    TilePass("hoist_descriptors", lambda f, c: hoist_descriptors(f)),
+    TilePass("lower_descriptors", lambda f, c: lower_descriptors(f, c.arch)),
+)
+TILE_PASSES = (
+    TilePass("simplify", lambda f, c: simplify(f)),
+    # before the load prefetch: the casts it inserts decide which loads feed dots directly
+    TilePass("upcast_fp8_dots", lambda f, c: upcast_fp8_dots(f, c.capability, c.notes)),
+    TilePass("pipeline_loads", lambda f, c: pipeline_loads(f, c.num_warps, c.notes), lambda c: c.pipeline_loads),
+    TilePass("simplify", lambda f, c: simplify(f), lambda c: c.pipeline_loads),
+    TilePass("coalesce", lambda f, c: coalesce(f, c.num_warps, c.capability[0], c.arch, c.notes)),
+)
+
+
+def dump_ir_requested() -> bool:
+    """KERNELC_DUMP_IR=1: print the tile IR after every pass to stderr."""
+    return os.environ.get("KERNELC_DUMP_IR", "0").strip().lower() in ("1", "true", "yes", "on")
 
 
 def pipeline_loads_enabled() -> bool:

@@ -43,6 +43,8 @@ class Layout:
     parent: Optional["Layout"] = field(default=None, compare=False)
     sliced_axis: Optional[int] = field(default=None, compare=False)
     mma_meta: Optional[tuple] = field(default=None, compare=False)
+    # blocked(): (size_per_thread, threads_per_warp, warps_per_cta, order), for a short printed form
+    params: Optional[tuple] = field(default=None, compare=False)
 
     @property
     def rank(self) -> int:
@@ -79,6 +81,9 @@ class Layout:
     def __str__(self):
         if self.kind == "mma" and self.mma_meta:
             return f"#mma<warps={list(self.mma_meta[0])}, shape={list(self.shape)}>"
+        if self.kind == "blocked" and self.params:
+            spt, tpw, wpc, order = (list(x) for x in self.params)
+            return f"#blocked<spt={spt}, tpw={tpw}, wpc={wpc}, order={order}>"
         return f"#{self.kind}<shape={list(self.shape)}, regs={self.num_regs}, reg={list(self.reg)}, lane={list(self.lane)}, warp={list(self.warp)}>"
 
     # -- derived layouts ---------------------------------------------------------------------
@@ -208,7 +213,8 @@ def blocked(shape: Sequence[int], size_per_thread: Sequence[int], threads_per_wa
     # A register basis of zero would hold a duplicate element: drop it (spt larger than the tile).
     zero = (0,) * rank
     reg = [b for b in reg if b != zero]
-    return Layout(shape, tuple(reg), tuple(lane), tuple(warp), "blocked")
+    return Layout(shape, tuple(reg), tuple(lane), tuple(warp), "blocked",
+                  params=(tuple(size_per_thread), tuple(threads_per_warp), tuple(warps_per_cta), tuple(order)))
 
 
 def default_blocked(shape: Sequence[int], num_warps: int, order: Optional[Sequence[int]] = None,

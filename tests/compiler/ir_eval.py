@@ -90,7 +90,7 @@ def _op(op, env, buffers, names, pid, nprog):
         return _CMP[op.attrs["pred"]](o[0], o[1])
     if n == "select":
         return np.where(o[0], o[1], o[2])
-    if n in ("cast", "hint"):
+    if n in ("cast", "hint", "convert_layout"):
         return o[0]
     if n == "load":
         buf, idx, ok = _load_addr(o[0], buffers, names, o[1] if len(o) > 1 else None)

@@ -1,7 +1,7 @@
 """Tile IR (with layouts) -> LLVM IR text for NVPTX."""
 from __future__ import annotations
 
-from . import control, descriptors, dot, mapping, memory, permute, reduce  # noqa: F401  (register their op rules)
+from . import control, convert, descriptors, dot, mapping, memory, permute, reduce  # noqa: F401  (register their op rules)
 from .lowering import Lowering
 
 

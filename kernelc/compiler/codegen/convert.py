@@ -7,9 +7,14 @@ from __future__ import annotations
 
 from typing import List, Optional
 
+from ...language.dtypes import scalar_of
 from .emitter import llty
-from ..layouts import Layout
-from .lowering import Lowering, Tile
+from ..layouts import Layout, register_map
+from ..shared_layouts import SharedLayout, conversion_cost, plan_shared_layout, vector_elems
+from .lowering import Lowering, Tile, rule
+
+_EBYTES = {"i1": 1, "i8": 1, "i16": 2, "half": 2, "bfloat": 2, "i32": 4, "float": 4, "i64": 8, "double": 8,
+           "ptr addrspace(1)": 8}
 
 
 def linear_index(lw: Lowering, coords: List[str], shape) -> str:
@@ -43,8 +48,7 @@ def _numel(shape):
 
 def convert_through_smem(lw: Lowering, t: Tile, dst: Layout, ty: str, write_pred: Optional[str] = None) -> Tile:
     e = lw.e
-    ebytes = {"i1": 1, "i8": 1, "i16": 2, "half": 2, "bfloat": 2, "i32": 4, "float": 4, "i64": 8, "double": 8,
-              "ptr addrspace(1)": 8}[ty]
+    ebytes = _EBYTES[ty]
     sty = "i8" if ty == "i1" else ty
     numel = _numel(dst.shape)
     nbytes = (numel + numel // 32 + 1) * ebytes
@@ -87,3 +91,111 @@ def replicate_from_owner(lw: Lowering, L: Layout, vals: List[str], elt) -> List[
     own = lw.owner_predicate(L)
     t = convert_through_smem(lw, Tile(L, vals), L, llty(elt), write_pred=own)
     return t.regs
+
+
+@rule("convert_layout")
+def lower_convert_layout(lw: Lowering, op):
+    src, res = op.operands[0], op.results[0]
+    dst = op.attrs["layout"]
+    t = lw.get(src)
+    m = register_map(t.layout, dst, lambda c: c)
+    if m is not None:
+        lw.tiles[res.id] = Tile(dst, [t.regs[i] for i in m])
+        return
+    ty = llty(scalar_of(src.type))
+    ebytes = _EBYTES[ty]
+    sl = op.attrs.get("smem")
+    if not isinstance(sl, SharedLayout) or sl.shape != tuple(dst.shape) or \
+            vector_elems(t.layout, sl.inner, sl.write_vec) < sl.write_vec or \
+            vector_elems(dst, sl.inner, sl.read_vec) < sl.read_vec:
+        # the source layout is not the one the pass saw
+        sl = plan_shared_layout(t.layout, dst, ebytes, 8 if ty.startswith("ptr") else 16)
+    lw.tiles[res.id] = convert_through_shared_layout(lw, t, dst, ty, sl)
+    writes, reads = conversion_cost(t.layout, dst, sl, ebytes)
+    lw.reports.setdefault("conversions", []).append({  # facts for tools (analyzer, docs)
+        "file": op.loc.file, "line": op.loc.line, "shape": list(dst.shape), "elem_bytes": ebytes,
+        "src": str(t.layout), "dst": str(dst), "smem": str(sl), "smem_bytes": sl.nbytes(ebytes),
+        "warp_write_wavefronts": writes, "warp_read_wavefronts": reads})
+
+
+def _shared_offset(lw: Lowering, coord: List[str], sl: SharedLayout) -> str:
+    """Element offset of a (runtime) tile coordinate in ``sl`` (i32); constants fold."""
+    e = lw.e if lw is not None else None
+
+    def const(x):
+        return x.lstrip("-").isdigit()
+
+    def binop(opname, a, b, fold):
+        if const(a) and const(b):
+            return str(fold(int(a), int(b)))
+        return e.val(f"{opname} i32 {a}, {b}")
+
+    row = "0"
+    for d, stride in sl.outer_strides():
+        term = coord[d] if stride == 1 else binop("mul", coord[d], str(stride), lambda a, b: a * b)
+        row = term if row == "0" else binop("add", row, term, lambda a, b: a + b)
+    col = coord[sl.inner]
+    if sl.max_phase > 1:
+        ph = binop("lshr", row, str(sl.per_phase.bit_length() - 1), lambda a, b: a >> b) if sl.per_phase > 1 else row
+        ph = binop("and", ph, str(sl.max_phase - 1), lambda a, b: a & b)
+        ph = binop("mul", ph, str(sl.vec), lambda a, b: a * b) if sl.vec > 1 else ph
+        col = binop("xor", col, ph, lambda a, b: a ^ b)
+    if row == "0":
+        return col
+    base = binop("mul", row, str(sl.row_len + sl.pad), lambda a, b: a * b)
+    return binop("add", base, col, lambda a, b: a + b)
+
+
+def convert_through_shared_layout(lw: Lowering, t: Tile, dst: Layout, ty: str, sl: SharedLayout) -> Tile:
+    """Write ``t`` to shared memory in ``sl`` (vectors of ``sl.write_vec``), barrier, read it back in
+    ``dst`` (vectors of ``sl.read_vec``). Replicated source registers are written by one owner."""
+    e = lw.e
+    ebytes = _EBYTES[ty]
+    sty = "i8" if ty == "i1" else ty
+    nbytes = sl.nbytes(ebytes)
+    base = lw.scratch(nbytes)
+    smem = lw.smem_base()
+
+    def addr(coord):
+        off = _shared_offset(lw, coord, sl)
+        off = e.val(f"mul i32 {off}, {ebytes}") if ebytes > 1 else off
+        off = e.val(f"add i32 {off}, {base}") if base else off
+        return e.val(f"getelementptr i8, ptr addrspace(3) {smem}, i32 {off}")
+
+    lw.smem_access(base, base + nbytes, True)
+    # coordinates before the owner branch: they are memoised and reused after it
+    src_coords = lw.coords(t.layout)
+    own = lw.owner_predicate(t.layout)
+    if own is not None:
+        w, cont = e.label("cvt_w"), e.label("cvt_c")
+        e.cond_br(own, w, cont)
+        e.start_block(w)
+    wv = sl.write_vec
+    for g in range(0, len(t.regs), wv):
+        p = addr(src_coords[g])
+        vals = [e.val(f"zext i1 {v} to i8") if ty == "i1" else v for v in t.regs[g:g + wv]]
+        if wv == 1:
+            e.emit(f"store {sty} {vals[0]}, ptr addrspace(3) {p}, align {ebytes}")
+            continue
+        vecty = f"<{wv} x {sty}>"
+        acc = "undef"
+        for i, v in enumerate(vals):
+            acc = e.val(f"insertelement {vecty} {acc}, {sty} {v}, i32 {i}")
+        e.emit(f"store {vecty} {acc}, ptr addrspace(3) {p}, align {wv * ebytes}")
+    if own is not None:
+        e.br(cont)
+        e.start_block(cont)
+    lw.smem_access(base, base + nbytes, False)
+    dst_coords = lw.coords(dst)
+    rv = sl.read_vec
+    out: List[str] = []
+    for g in range(0, dst.num_regs, rv):
+        p = addr(dst_coords[g])
+        if rv == 1:
+            vals = [e.val(f"load {sty}, ptr addrspace(3) {p}, align {ebytes}")]
+        else:
+            vecty = f"<{rv} x {sty}>"
+            v = e.val(f"load {vecty}, ptr addrspace(3) {p}, align {rv * ebytes}")
+            vals = [e.val(f"extractelement {vecty} {v}, i32 {i}") for i in range(rv)]
+        out += [e.val(f"trunc i8 {v} to i1") if ty == "i1" else v for v in vals]
+    return Tile(dst, out)

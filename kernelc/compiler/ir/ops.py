@@ -86,6 +86,12 @@ for op in [
     # User PTX per element (tl.inline_asm_elementwise); never merged or removed: it may have effects.
     OpDef("inline_asm", (0, -1), ("asm", "constraints"), elementwise=True, pure=False, category="extern",
           doc="asm text with $0 (result) and $1.. (operands); constraints as in LLVM inline asm"),
+    # Layouts (kernelc/compiler/layouts.py): the value unchanged, redistributed over threads into
+    # ``layout``; ``smem`` names the shared-memory layout a conversion that must move data between
+    # threads goes through (passes/coalesce.py decides both; docs/layouts.md).
+    OpDef("convert_layout", (1, 1), ("layout",), category="layout",
+          doc="same tile in another register layout (through shared memory if threads must exchange)",
+          optional_attrs=("smem",)),
     OpDef("load", (1, 3), ("cache", "eviction", "volatile"), category="memory", doc="ptr [, mask [, other]]"),
     OpDef("store", (2, 3), ("cache", "eviction"), pure=False, results=0, category="memory",
           doc="ptr, value [, mask]"),

@@ -140,6 +140,19 @@ def _shape_op(op):
     return []
 
 
+def _convert_layout(op):
+    from ..layouts import Layout
+    src, res = op.operands[0].type, op.results[0].type
+    if src != res:
+        return [f"convert_layout changes the type {src} -> {res}"]
+    lay = op.attrs.get("layout")
+    if not isinstance(lay, Layout):
+        return [f"layout must be a Layout, got {type(lay).__name__}"]
+    if tuple(lay.shape) != tuple(shape_of(res)):
+        return [f"layout shape {list(lay.shape)} differs from the tile shape {list(shape_of(res))}"]
+    return []
+
+
 def _desc_type(v):
     return v.type if isinstance(v.type, T.tensor_descriptor_type) else None
 
@@ -259,6 +272,7 @@ RULES: Dict[str, Callable[[Op], List[str]]] = {
     "bitcast": _same_shape,
     "addptr": _addptr,
     "hint": _same_shape,
+    "convert_layout": _convert_layout,
     "load": _load,
     "store": _store,
     "atomic_rmw": _atomic,

@@ -315,7 +315,7 @@ RULES: Dict[str, Callable] = {
     "sub": lambda a, op: _r_add(a, op, sub=True), "mul": _r_mul, "sdiv": _r_div, "udiv": _r_div,
     "srem": _r_rem, "urem": _r_rem, "cmpi": _r_cmp, "cmpf": _r_cmp, "and": _r_logic, "or": _r_logic,
     "xor": _r_logic, "select": _r_logic, "shl": _r_shift, "ashr": _r_shift, "lshr": _r_shift,
-    "cast": _r_cast, "bitcast": _r_same, "hint": _r_hint, "program_id": _r_pid, "num_programs": _r_pid,
+    "cast": _r_cast, "bitcast": _r_same, "convert_layout": _r_same, "hint": _r_hint, "program_id": _r_pid, "num_programs": _r_pid,
     "smax": _r_minmax, "smin": _r_minmax, "umax": _r_minmax, "umin": _r_minmax,
 }
 

@@ -14,7 +14,7 @@ from typing import Dict, Optional
 
 from ...language.dtypes import block_type, pointer_type, scalar_of, shape_of
 from ..layouts import Layout, default_blocked, is_pow2, mma_v2, mma_warps
-from ..ir.core import Block, Function, Op, Value
+from ..ir.core import Block, Function, Op, Value, users
 from ..ir.ops import OPS
 from .axis_info import AxisAnalysis
 
@@ -83,6 +83,7 @@ class LayoutAssigner:
 
     def run(self) -> LayoutPlan:
         self.chained = _chained_dots(self.fn)
+        self.users = users(self.fn.body)
         self.shared_load_layouts = self._carried_load_layouts()
         self._block(self.fn.body)
         return self.plan
@@ -188,6 +189,9 @@ class LayoutAssigner:
                 else:
                     self._set(r, src)
             return
+        if name == "convert_layout":  # passes/coalesce.py chose it
+            self._set(res, op.attrs["layout"])
+            return
         if name in REMATERIALIZABLE or OPS[name].elementwise:
             lay = self._derived(op)
             self._set(res, lay)
@@ -242,13 +246,27 @@ class LayoutAssigner:
                 axes = [i for i, (a, b) in enumerate(zip(src.shape, cand.shape)) if a != b]
                 if cand.broadcast_from(axes) == src:
                     return cand
-            # A broadcast of a concrete tile: a default layout for the result (source converted).
-            return default_blocked(shape_of(res.type), self.nw)
+            # A broadcast of a concrete tile: the layout of a full-size tile it is combined with (so
+            # only the small source converts), else a default layout (source converted).
+            sib = self._sibling_layout(op)
+            return sib if sib is not None else default_blocked(shape_of(res.type), self.nw)
         if name == "trans":
             return src.transposed(op.attrs["perm"]) if src is not None else None
         if name == "reshape":
             return src.reshaped(shape_of(res.type)) if src is not None else None
         return self.elementwise_layout(op)
+
+    def _sibling_layout(self, op: Op) -> Optional[Layout]:
+        """Concrete layout of another operand of an elementwise user of ``op``'s result."""
+        res = op.results[0]
+        for user in self.users.get(res.id, ()):
+            if not OPS[user.name].elementwise or shape_of(user.results[0].type) != shape_of(res.type):
+                continue
+            for o in user.operands:
+                lay = self.plan.get(o) if o is not res else None
+                if lay is not None and lay.shape == shape_of(res.type):
+                    return lay
+        return None
 
     def _loop(self, op: Op, body: Block, inits, body_args):
         # Carried tiles take their init's layout if concrete; otherwise what the body yields; if both

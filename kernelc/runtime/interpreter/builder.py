@@ -590,6 +590,7 @@ _IMPLS.update({
     "expand_dims": lambda b, o, ty, axis, **a: np.expand_dims(o[0], axis),
     "reshape": lambda b, o, ty, **a: np.reshape(o[0], T.shape_of(ty)),
     "trans": lambda b, o, ty, perm, **a: np.transpose(o[0], perm),
+    "convert_layout": lambda b, o, ty, **a: o[0],  # a register layout has no meaning here
     "join": lambda b, o, ty, **a: np.stack([o[0], o[1]], axis=-1),
     "cat": lambda b, o, ty, **a: np.concatenate([o[0], o[1]], axis=0),
     "load": lambda b, o, ty, **a: b._load(o, ty, **a),

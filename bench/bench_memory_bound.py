@@ -1,0 +1,238 @@
+"""Memory-bound kernels, side by side in one run on one GPU: kernelc vs Triton (the same source,
+examples/kernels/memory_bound.py) vs torch eager, in GB/s of ideal traffic (each input read once,
+each output written once).
+
+    python bench/bench_memory_bound.py [names...] [--rounds R]   # writes bench/results/memory_bound.json
+    python bench/bench_memory_bound.py --cpu-smoke               # tiny sizes, kernelc interpreter only
+
+Rounds interleave the three implementations (kernelc, Triton, torch, then the next round in another
+order) so clock and thermal drift hit all of them alike; each figure is the median over rounds of
+do_bench's median.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+
+from bench.common import ROOT, triton_twin, write_results  # noqa: E402
+from examples.kernels import memory_bound as K  # noqa: E402
+
+F = torch.nn.functional
+SMOKE = "--cpu-smoke" in sys.argv
+DEV = "cpu" if SMOKE else "cuda"
+
+
+def _nbytes(*ts):
+    return sum(t.numel() * t.element_size() for t in ts)
+
+
+def _rnd(*shape, dtype=torch.bfloat16):
+    return torch.randn(*shape, device=DEV, dtype=torch.float32).to(dtype)
+
+
+def _err(a, b):
+    if isinstance(a, (tuple, list)):
+        return max(_err(x, y) for x, y in zip(a, b))
+    return (a.float() - b.float()).abs().max().item()
+
+
+# -- torch references (eager) ---------------------------------------------------------------------------
+
+def _swiglu_bwd_ref(dc, a, b):
+    af = a.float()
+    s = torch.sigmoid(af)
+    silu = af * s
+    return ((dc.float() * (silu * (1 - s) + s) * b.float()).to(a.dtype), (dc.float() * silu).to(b.dtype))
+
+
+def _geglu_bwd_ref(dc, a, b):
+    af = a.float()
+    k = 0.7978845608028654
+    t = torch.tanh(k * (af + 0.044715 * af ** 3))
+    gelu = 0.5 * af * (1 + t)
+    dgelu = 0.5 * (1 + t) + 0.5 * af * (1 - t * t) * k * (1 + 3 * 0.044715 * af * af)
+    return ((dc.float() * b.float() * dgelu).to(a.dtype), (dc.float() * gelu).to(b.dtype))
+
+
+def _rms_bwd_ref(dy, x, w, rstd):
+    xf, dyf = x.float(), dy.float()
+    x_hat = xf * rstd[:, None]
+    wdy = w.float() * dyf
+    c = (x_hat * wdy).mean(-1, keepdim=True)
+    return ((wdy - x_hat * c) * rstd[:, None]).to(x.dtype), (dyf * x_hat).sum(0).to(w.dtype)
+
+
+def _ln_bwd_ref(dy, x, w, mean, rstd):
+    if not x.is_cuda:  # the CPU kernel keeps the statistics in the input dtype
+        mean, rstd = mean.to(x.dtype), rstd.to(x.dtype)
+    out = torch.ops.aten.native_layer_norm_backward(dy, x, [x.shape[-1]], mean[:, None], rstd[:, None], w,
+                                                    torch.zeros_like(w), [True, True, True])
+    return out
+
+
+def _ce_ref(logits, target):
+    lx = logits.detach().requires_grad_(True)
+    loss = F.cross_entropy(lx.float() if lx.dtype != torch.float32 else lx, target)
+    loss.backward()
+    return loss.detach(), lx.grad
+
+
+def _rope_ref(q, cos, sin):
+    h = q.shape[-1] // 2
+    x1, x2 = q[..., :h].float(), q[..., h:].float()
+    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1).to(q.dtype)
+
+
+# -- cases: name -> (make inputs, kernelc/triton call on module M, torch call, bytes moved) ------------------
+
+def cases():
+    big = not SMOKE
+    out = {}
+    M, N = (8192, 8192) if big else (40, 70)
+    out["transpose 8192x8192 fp32" if big else "transpose"] = (
+        lambda: (_rnd(M, N, dtype=torch.float32),),
+        lambda m, x: m.transpose(x), lambda x: x.t().contiguous(), lambda x: 2 * _nbytes(x))
+    B, PM, PN = (32, 2048, 1024) if big else (2, 20, 36)
+    out[f"permute(0,2,1) {B}x{PM}x{PN} fp16"] = (
+        lambda: (_rnd(B, PM, PN, dtype=torch.float16),),
+        lambda m, x: m.permute021(x), lambda x: x.permute(0, 2, 1).contiguous(), lambda x: 2 * _nbytes(x))
+    R, C = (4096, 14336) if big else (4, 100)
+    out[f"swiglu fwd {R}x{C} bf16"] = (
+        lambda: (_rnd(R, C), _rnd(R, C)), lambda m, a, b: m.swiglu_fwd(a, b), lambda a, b: F.silu(a) * b,
+        lambda a, b: 3 * _nbytes(a))
+    out[f"swiglu bwd {R}x{C} bf16"] = (
+        lambda: (_rnd(R, C), _rnd(R, C), _rnd(R, C)), lambda m, dc, a, b: m.swiglu_bwd(dc, a, b), _swiglu_bwd_ref,
+        lambda dc, a, b: 5 * _nbytes(a))
+    out[f"geglu fwd {R}x{C} bf16"] = (
+        lambda: (_rnd(R, C), _rnd(R, C)), lambda m, a, b: m.geglu_fwd(a, b),
+        lambda a, b: F.gelu(a, approximate="tanh") * b, lambda a, b: 3 * _nbytes(a))
+    out[f"geglu bwd {R}x{C} bf16"] = (
+        lambda: (_rnd(R, C), _rnd(R, C), _rnd(R, C)), lambda m, dc, a, b: m.geglu_bwd(dc, a, b), _geglu_bwd_ref,
+        lambda dc, a, b: 5 * _nbytes(a))
+    R, C = (8192, 8192) if big else (5, 77)
+    out[f"softmax fwd {R}x{C} fp16"] = (
+        lambda: (_rnd(R, C, dtype=torch.float16),), lambda m, x: m.softmax_fwd(x), lambda x: torch.softmax(x, -1),
+        lambda x: 2 * _nbytes(x))
+    out[f"softmax bwd {R}x{C} fp16"] = (
+        lambda: (_rnd(R, C, dtype=torch.float16), torch.softmax(_rnd(R, C, dtype=torch.float32), -1).half()),
+        lambda m, dy, y: m.softmax_bwd(dy, y),
+        lambda dy, y: torch.ops.aten._softmax_backward_data(dy, y, -1, y.dtype), lambda dy, y: 3 * _nbytes(y))
+    out[f"log_softmax fwd {R}x{C} fp16"] = (
+        lambda: (_rnd(R, C, dtype=torch.float16),), lambda m, x: m.log_softmax_fwd(x),
+        lambda x: torch.log_softmax(x, -1), lambda x: 2 * _nbytes(x))
+    out[f"log_softmax bwd {R}x{C} fp16"] = (
+        lambda: (_rnd(R, C, dtype=torch.float16), torch.log_softmax(_rnd(R, C, dtype=torch.float32), -1).half()),
+        lambda m, dy, y: m.log_softmax_bwd(dy, y),
+        lambda dy, y: torch.ops.aten._log_softmax_backward_data(dy, y, -1, y.dtype), lambda dy, y: 3 * _nbytes(y))
+    R, C = (8192, 4096) if big else (9, 50)
+
+    def rms_inputs():
+        x = _rnd(R, C)
+        return _rnd(R, C), x, _rnd(C), K.rms_norm_stats(x)
+    out[f"rms_norm bwd {R}x{C} bf16"] = (
+        rms_inputs, lambda m, dy, x, w, rstd: m.rms_norm_bwd(dy, x, w, rstd), _rms_bwd_ref,
+        lambda dy, x, w, rstd: 3 * _nbytes(x))
+
+    def ln_inputs():
+        x = _rnd(R, C, dtype=torch.float16)
+        xf = x.float()
+        return (_rnd(R, C, dtype=torch.float16), x, _rnd(C, dtype=torch.float16), xf.mean(-1),
+                torch.rsqrt(xf.var(-1, unbiased=False) + 1e-5))
+    out[f"layer_norm bwd {R}x{C} fp16"] = (
+        ln_inputs, lambda m, dy, x, w, mean, rstd: m.layer_norm_bwd(dy, x, w, mean, rstd), _ln_bwd_ref,
+        lambda dy, x, w, mean, rstd: 3 * _nbytes(x))
+    R, V = (2048, 128256) if big else (3, 300)
+    out[f"cross_entropy {R}x{V} bf16"] = (
+        lambda: (_rnd(R, V), torch.randint(0, V, (R,), device=DEV)), lambda m, x, t: m.cross_entropy(x, t),
+        _ce_ref, lambda x, t: 3 * _nbytes(x))  # read twice, gradient written once
+    Bq, S, H, D = (4, 4096, 32, 128) if big else (2, 5, 3, 12)
+
+    def rope_inputs():
+        pos = torch.arange(S, device=DEV, dtype=torch.float32)[:, None] * \
+            torch.arange(D // 2, device=DEV, dtype=torch.float32)[None, :] * 1e-3
+        return _rnd(Bq, S, H, D), torch.cos(pos), torch.sin(pos)
+    out[f"rope {Bq}x{S}x{H}x{D} bf16"] = (
+        rope_inputs, lambda m, q, c, s: m.rope(q, c, s), _rope_ref, lambda q, c, s: 2 * _nbytes(q))
+    return out
+
+
+def _time(fn):
+    from kernelc.testing import do_bench
+    return do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def run(names, rounds):
+    T = None
+    try:
+        T = triton_twin("memory_bound")
+    except Exception as e:  # no Triton: kernelc and torch only, said in the results
+        print(f"triton unavailable: {type(e).__name__}: {e}", flush=True)
+    rows = []
+    for name, (make, call, ref, nbytes) in cases().items():
+        if names and not any(n in name for n in names):
+            continue
+        try:
+            args = make()
+            want = ref(*args)
+            got = call(K, *[a.clone() for a in args])
+            r = {"benchmark": name, "unit": "GB/s", "kernelc_max_abs_err_vs_torch": _err(got, want)}
+            if T is not None:
+                r["triton_max_abs_err_vs_torch"] = _err(call(T, *[a.clone() for a in args]), want)
+            impls = [("kernelc", lambda: call(K, *args)), ("torch", lambda: ref(*args))]
+            if T is not None:
+                impls.insert(1, ("triton", lambda: call(T, *args)))
+            times = {n: [] for n, _ in impls}
+            for rnd in range(rounds):
+                order = impls[rnd % len(impls):] + impls[:rnd % len(impls)]
+                for n, fn in order:
+                    times[n].append(_time(fn))
+            gb = nbytes(*args)
+            for n in times:
+                ms = statistics.median(times[n])
+                r[f"{n}_ms"] = ms
+                r[n] = gb / ms / 1e6
+            r["kernelc/triton"] = r["triton_ms"] / r["kernelc_ms"] if T is not None else None
+            r["kernelc/torch"] = r["torch_ms"] / r["kernelc_ms"]
+            rows.append(r)
+            print(name, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k != "benchmark"},
+                  flush=True)
+        except Exception as e:  # one failing benchmark must not hide the others
+            import traceback
+            traceback.print_exc()
+            rows.append({"benchmark": name, "error": f"{type(e).__name__}: {str(e)[:300]}"})
+        torch.cuda.empty_cache()
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    write_results("memory_bound", rows, {"rounds": rounds, "kernelc_commit": commit or None})
+
+
+def smoke():
+    """Every case at tiny sizes in kernelc's CPU interpreter, checked against its torch reference."""
+    bad = []
+    for name, (make, call, ref, nbytes) in cases().items():
+        args = make()
+        err = _err(call(K, *[a.clone() for a in args]), ref(*args))
+        print(f"{name}: max abs err {err:.3g}, {nbytes(*args)} bytes", flush=True)
+        if not err < 5e-2:
+            bad.append(name)
+    if bad:
+        raise SystemExit(f"mismatches: {bad}")
+
+
+if __name__ == "__main__":
+    argv = [a for a in sys.argv[1:] if a != "--cpu-smoke"]
+    rounds = 5
+    if "--rounds" in argv:
+        i = argv.index("--rounds")
+        rounds = int(argv[i + 1])
+        del argv[i:i + 2]
+    if SMOKE:
+        smoke()
+    else:
+        run(argv, rounds)

@@ -1,0 +1,183 @@
+"""Coalescing: give each global store the register layout that makes its own addresses contiguous.
+
+Layout assignment gives a load the coalesced layout of its addresses, and a stored value keeps the
+layout it was produced in. When a store's addresses run along another dimension than the value's
+layout (a transpose: ``y[j, i] = x[i, j]``), every lane writes its own 32-byte sector. This pass
+finds such stores and, where the cost model says it pays, inserts a ``convert_layout`` to the
+store's coalesced layout (128-bit vectors where alignment allows), with the shared-memory layout
+the conversion goes through (``shared_layouts.plan_shared_layout``). Codegen then lowers the op as
+written.
+
+Cost model (per warp, in bytes): a store in layout L costs 32 bytes per global sector its
+instructions touch; a conversion costs its tile's bytes twice (written to and read from shared
+memory). A conversion is inserted when the sectors it saves outweigh that, so a store that is
+already sector-efficient (an MMA accumulator stored as fp32 pairs) never gains one. Values whose
+producers are cheap to recompute (index math, constants, elementwise chains of them) have no fixed
+layout and are materialised directly in the store's layout: they never need a conversion.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ...language.dtypes import pointer_type, scalar_of, shape_of
+from ..ir.core import Function, Op
+from ..layouts import Layout, register_map
+from ..shared_layouts import plan_shared_layout, vector_elems, warp_coords
+from ..ir.ops import OPS
+from .axis_info import AxisInfo, analyze
+from .layout_assign import LayoutAssigner, LayoutPlan
+
+SECTOR_BYTES = 32
+
+
+def global_sectors(layout: Layout, info: AxisInfo, ebytes: int, mask_constancy=None) -> int:
+    """32-byte sectors warp 0 touches accessing a pointer tile (``info``: its axis info) in ``layout``.
+
+    Addresses are only known relative to each other along the pointer's contiguous dimension d
+    (runs of ``contiguity[d]`` consecutive elements); elements that differ in another coordinate are
+    taken to lie in different sectors."""
+    rank = layout.rank
+    d = max(range(rank), key=lambda i: (info.contiguity[i], i))
+    vec = access_vector(layout, info, ebytes, mask_constancy)
+    seg = max(1, min(SECTOR_BYTES // ebytes, info.contiguity[d]))
+    coords = warp_coords(layout)[::vec]  # [instr, lane, dim]: each instruction's first elements
+    run = coords[..., d][..., None] + np.arange(vec)  # the vector's elements run along d
+    other = np.zeros(coords.shape[:-1], dtype=np.int64)
+    for i in range(rank):
+        if i != d:
+            other = other * layout.shape[i] + coords[..., i]
+    span = layout.shape[d] // seg + vec + 1
+    keys = (other[..., None] * span + run // seg).reshape(coords.shape[0], -1)
+    keys = np.sort(keys, axis=1)
+    return int(coords.shape[0] + (keys[:, 1:] != keys[:, :-1]).sum())
+
+
+def access_vector(layout: Layout, info: AxisInfo, ebytes: int, mask_constancy=None) -> int:
+    """Elements per global access in ``layout``: the same limits codegen applies (layout registers,
+    address contiguity, alignment, 16 bytes, mask constancy)."""
+    if not layout.reg:
+        return 1
+    dim = next((i for i in range(layout.rank) if layout.reg[0][i]), None)
+    if dim is None:
+        return 1
+    lim = min(info.contiguity[dim], max(1, info.divisibility[dim] // ebytes), max(1, 16 // ebytes))
+    if mask_constancy is not None:
+        lim = min(lim, mask_constancy[dim])
+    return vector_elems(layout, dim, max(1, lim))
+
+
+def coalesce(fn: Function, num_warps: int, arch_major: int, arch: str = "", notes: Optional[list] = None) -> Function:
+    """Coalesce the stores, then write down every conversion the lowering would otherwise make on
+    its own (``make_conversions_explicit``)."""
+    coalesce_stores(fn, num_warps, arch_major, arch, notes)
+    return make_conversions_explicit(fn, num_warps, arch_major, arch)
+
+
+def coalesce_stores(fn: Function, num_warps: int, arch_major: int, arch: str = "",
+                    notes: Optional[list] = None) -> Function:
+    axis = analyze(fn)
+    assigner = LayoutAssigner(fn, axis, num_warps, arch_major, arch)
+    plan = assigner.run()
+    for op in list(fn.walk()):
+        if op.name != "store" or not shape_of(op.operands[0].type) or not shape_of(op.operands[1].type):
+            continue
+        ptr, val = op.operands[0], op.operands[1]
+        cur = plan.get(val)
+        if cur is None:
+            continue  # materialised in the store's own layout
+        want = assigner.memory_layout(ptr)
+        if want == cur:
+            continue
+        ebytes = _ebytes(val)
+        info = axis.get(ptr)
+        mask = op.operands[2] if len(op.operands) > 2 else None
+        mc = axis.get(mask).constancy if mask is not None and shape_of(mask.type) else None
+        saved = (global_sectors(cur, info, ebytes, mc) - global_sectors(want, info, ebytes, mc)) * SECTOR_BYTES
+        cost = 2 * cur.num_regs * 32 * ebytes
+        if saved <= cost:
+            continue
+        _insert_conversion(op, 1, cur, want)
+        if notes is not None:
+            notes.append(f"{op.loc.file}:{op.loc.line}: store converted to its coalesced layout through shared "
+                         f"memory ({saved // SECTOR_BYTES} fewer sectors per warp)")
+    return fn
+
+
+def _ebytes(v) -> int:
+    elt = scalar_of(v.type)
+    return 8 if isinstance(elt, pointer_type) else 1 if elt.is_int1() else elt.itemsize
+
+
+def _insert_conversion(op: Op, i: int, have: Layout, want: Layout) -> Op:
+    """Read operand ``i`` of ``op`` through a new ``convert_layout`` (placed right before ``op``)."""
+    v = op.operands[i]
+    # pointer tiles move one element per shared access (no vectors of pointers)
+    vec_bytes = 8 if isinstance(scalar_of(v.type), pointer_type) else 16
+    smem = plan_shared_layout(have, want, _ebytes(v), vec_bytes)
+    cvt = Op("convert_layout", [v], [v.type], {"layout": want, "smem": smem}, loc=op.loc)
+    blk = op.block
+    cvt.block = blk
+    blk.ops.insert(blk.ops.index(op), cvt)
+    op.operands[i] = cvt.result
+    return cvt
+
+
+def operand_layouts(op: Op, plan: LayoutPlan, fn: Function):
+    """(operand index, layout its lowering reads it in) for the tile operands of ``op`` whose layout
+    the lowering rules dictate; the same rules as codegen's ``Lowering.get`` calls."""
+    name = op.name
+    res = op.results[0] if len(op.results) == 1 else None
+    R = plan.get(res) if res is not None else None
+    tiles = [i for i, o in enumerate(op.operands) if shape_of(o.type)]
+    if name in ("load",) and R is not None:
+        return [(i, R) for i in tiles]
+    if name == "broadcast" and R is not None:
+        src = shape_of(op.operands[0].type)
+        axes = [d for d, (a, b) in enumerate(zip(src, shape_of(res.type))) if a != b]
+        return [(0, R.broadcast_from(axes))] if tiles else []
+    if name == "expand_dims" and R is not None:
+        return [(0, R.sliced(op.attrs["axis"]))] if tiles else []
+    if name == "trans" and R is not None:
+        perm = op.attrs["perm"]
+        return [(0, R.transposed([perm.index(d) for d in range(len(perm))]))]
+    if name == "reshape" and R is not None:
+        return [(0, R.reshaped(shape_of(op.operands[0].type)))]
+    if name in ("reduce", "scan"):
+        L = plan.op_layouts.get(id(op))
+        return [(i, L) for i in tiles] if L is not None else []
+    if name == "scf.for":
+        args = op.regions[0].args[1:]
+        return [(3 + j, plan.get(a)) for j, a in enumerate(args) if shape_of(a.type) and plan.get(a) is not None]
+    if name == "scf.yield" and op.block is not None and op.block.parent is not None:
+        parent = op.block.parent
+        if parent.name == "scf.for":
+            targets = op.block.args[1:]
+        elif parent.name == "scf.if":
+            targets = parent.results
+        else:
+            return []
+        return [(j, plan.get(t)) for j, t in enumerate(targets) if j < len(op.operands)
+                and shape_of(t.type) and plan.get(t) is not None]
+    if OPS.get(name) is not None and OPS[name].elementwise and R is not None:
+        return [(i, R) for i in tiles]
+    return []
+
+
+def make_conversions_explicit(fn: Function, num_warps: int, arch_major: int, arch: str = "") -> Function:
+    """Insert a ``convert_layout`` wherever an op reads a tile whose layout it cannot take in
+    registers alone (codegen would otherwise move it through shared memory on its own)."""
+    plan = LayoutAssigner(fn, analyze(fn), num_warps, arch_major, arch).run()
+    for op in list(fn.walk()):
+        for i, want in operand_layouts(op, plan, fn):
+            v = op.operands[i]
+            have = plan.get(v)
+            if have is None or want is None or have == want or register_map(have, want, lambda c: c) is not None:
+                continue
+            _insert_conversion(op, i, have, want)
+    return fn
+
+
+def count_conversions(fn: Function) -> int:
+    return sum(1 for op in fn.walk() if op.name == "convert_layout")

@@ -1,0 +1,136 @@
+"""The tile-IR pipeline as data (kernelc/compiler/pass_manager.py): named passes in order, IR dumps
+after each (compile option and KERNELC_DUMP_IR), per-pass timings, verification naming the pass."""
+import pytest
+
+import kernelc
+from kernelc.compiler import compiler as C
+from kernelc.compiler.compiler import to_tile_ir
+from kernelc.compiler.ir.verifier import VerificationError
+from kernelc.compiler.pass_manager import PassContext, TilePass, pass_names, run_passes
+from tests.compiler.filecheck import filecheck
+from tests.compiler.transpose_kernels import transpose_kernel
+
+T_SIG = dict(x_ptr="*fp32", y_ptr="*fp32", M="i32", N="i32", stride_xm="i32", stride_ym="i32")
+T_DIV = {k: 16 for k in T_SIG}
+CX = dict(BLOCK_M=64, BLOCK_N=64)
+
+
+def test_the_pipeline_is_a_list_of_named_passes():
+    ctx = PassContext("sm_90a", (9, 0), 4)
+    assert pass_names(C.FRONTEND_PASSES, ctx) == ["pointer_tiles_to_descriptors", "hoist_descriptors",
+                                                  "lower_descriptors"]
+    assert pass_names(C.TILE_PASSES, ctx) == ["simplify", "upcast_fp8_dots", "pipeline_loads", "simplify",
+                                              "coalesce"]
+    ctx.pipeline_loads = False
+    assert pass_names(C.TILE_PASSES, ctx) == ["simplify", "upcast_fp8_dots", "coalesce"]
+
+
+def test_compile_dumps_the_ir_after_every_pass_and_times_each():
+    dumps = []
+    ck = kernelc.compile(transpose_kernel, T_SIG, CX, target="sm_90a", divisibility=T_DIV,
+                         dump_ir=lambda name, text: dumps.append((name, text)))
+    assert [n for n, _ in dumps] == ["pointer_tiles_to_descriptors", "hoist_descriptors", "lower_descriptors",
+                                     "simplify", "upcast_fp8_dots", "pipeline_loads", "simplify", "coalesce"]
+    assert all("convert_layout" not in t for _, t in dumps[:-1])
+    filecheck(dumps[-1][1], """
+        CHECK: kernel transpose_kernel(
+        CHECK: = convert_layout
+        CHECK-NEXT: store
+    """)
+    assert dumps[-1][1].split("\n", 1)[1] == ck.asm["tir"].split("\n", 1)[1]
+    assert {"pass.simplify", "pass.coalesce", "pass.lower_descriptors"} <= set(ck.timings)
+
+
+def test_kernelc_dump_ir_env_prints_to_stderr(monkeypatch, capfd):
+    monkeypatch.setenv("KERNELC_DUMP_IR", "1")
+    fn, _ = to_tile_ir(transpose_kernel, T_SIG, CX, divisibility=T_DIV)
+    run_passes(fn, C.TILE_PASSES, PassContext("sm_90a", (9, 0), 4), dump=C.dump_ir_requested())
+    err = capfd.readouterr().err
+    assert err.count("// -----// IR after ") == 5 and "// -----// IR after coalesce //----- //" in err
+
+
+def test_a_pass_that_breaks_the_ir_is_named():
+    def corrupt(fn, ctx):
+        ld = next(o for o in fn.walk() if o.name == "load")
+        ld.attrs.pop("cache")  # a required attribute
+        return fn
+    fn, _ = to_tile_ir(transpose_kernel, T_SIG, CX, divisibility=T_DIV)
+    with pytest.raises(VerificationError, match=r"^after pass corrupt_loads: "):
+        run_passes(fn, [TilePass("simplify", lambda f, c: f), TilePass("corrupt_loads", corrupt)],
+                   PassContext("sm_90a", (9, 0), 4))
+
+
+# -- golden IR per pass (frontend IR before -> after one pass) ------------------------------------------
+
+import kernelc.language as kl  # noqa: E402
+from kernelc.compiler.compiler import _base_function  # noqa: E402
+from kernelc.compiler.frontend import generate_ir  # noqa: E402
+from kernelc.compiler.ir.printer import print_function  # noqa: E402
+
+
+@kernelc.jit
+def fold_kernel(x_ptr, y_ptr, n, BLOCK: kl.constexpr):
+    offs = kl.arange(0, BLOCK)
+    x = kl.load(x_ptr + offs, mask=offs < n)
+    unused = x * 7.0  # noqa: F841
+    kl.store(y_ptr + offs, x + (2 + 3), mask=offs < n)
+
+
+@kernelc.jit
+def fp8_dot_kernel(a_ptr, b_ptr, c_ptr):
+    r = kl.arange(0, 32)
+    a = kl.load(a_ptr + r[:, None] * 32 + r[None, :])
+    b = kl.load(b_ptr + r[:, None] * 32 + r[None, :])
+    kl.store(c_ptr + r[:, None] * 32 + r[None, :], kl.dot(a, b))
+
+
+def _frontend(kernel, sig, cx=None):
+    fn, _ = generate_ir(_base_function(kernel), sig, cx or {}, {}, ())
+    return fn
+
+
+def _one_pass(name, fn, ctx):
+    passes = [p for p in C.FRONTEND_PASSES + C.TILE_PASSES if p.name == name][:1]
+    return print_function(run_passes(fn, passes, ctx), show_loc=False)
+
+
+def test_simplify_golden():
+    fn = _frontend(fold_kernel, dict(x_ptr="*fp32", y_ptr="*fp32", n="i32"), dict(BLOCK=128))
+    filecheck(print_function(fn, show_loc=False), """
+        CHECK: [[M:%\\d+]] = cmpi %0, {{%\\d+}} {pred='slt'} : <128xi1>
+        CHECK: fmul {{.*}} : <128xfp32>
+        CHECK: constant {value=5} : i32
+        CHECK-NEXT: cast {{%\\d+}} {rounding='rtne'} : fp32
+        CHECK: [[M2:%\\d+]] = cmpi %0, {{%\\d+}} {pred='slt'} : <128xi1>
+        CHECK: store {{%\\d+}}, {{%\\d+}}, [[M2]]
+    """)
+    after = _one_pass("simplify", fn, PassContext("sm_90a", (9, 0), 4))
+    filecheck(after, """
+        CHECK: [[M:%\\d+]] = cmpi %0, {{%\\d+}} {pred='slt'} : <128xi1>
+        CHECK-NEXT: [[X:%\\d+]] = load {{%\\d+}}, [[M]] : <128xfp32>
+        CHECK-NOT: fmul
+        CHECK-NOT: cmpi
+        CHECK: [[C:%\\d+]] = constant {value=5.0} : <128xfp32>
+        CHECK-NEXT: [[S:%\\d+]] = fadd [[X]], [[C]] : <128xfp32>
+        CHECK-NEXT: store {{%\\d+}}, [[S]], [[M]]
+    """)
+
+
+def test_upcast_fp8_dots_golden():
+    sig = dict(a_ptr="*fp8e4nv", b_ptr="*fp8e4nv", c_ptr="*fp32")
+    before = print_function(_frontend(fp8_dot_kernel, sig), show_loc=False)
+    assert " = cast " not in before
+    for cap, upcast in (((8, 0), True), ((9, 0), False)):
+        ctx = PassContext(f"sm_{cap[0]}{cap[1]}", cap, 4)
+        after = _one_pass("upcast_fp8_dots", _frontend(fp8_dot_kernel, sig), ctx)
+        if upcast:
+            filecheck(after, """
+                CHECK: [[A:%\\d+]] = load {{%\\d+}} : <32x32xfp8e4nv>
+                CHECK: [[B:%\\d+]] = load {{%\\d+}} : <32x32xfp8e4nv>
+                CHECK: [[A16:%\\d+]] = cast [[A]] {rounding='rtne'} : <32x32xfp16>
+                CHECK-NEXT: [[B16:%\\d+]] = cast [[B]] {rounding='rtne'} : <32x32xfp16>
+                CHECK-NEXT: dot [[A16]], [[B16]], {{%\\d+}} {input_precision='tf32', fp8_upcast='fp8e4nv x fp8e4nv -> fp16{{.*}}'} : <32x32xfp32>
+            """)
+            assert any("upcast to fp16" in n for n in ctx.notes)
+        else:
+            assert after == before and not ctx.notes  # sm_90 has fp8 tensor cores: unchanged

@@ -1,0 +1,63 @@
+"""Kernels whose loads and stores run along different dimensions (the coalescing pass's target cases)."""
+import kernelc
+import kernelc.language as kl
+
+
+@kernelc.jit
+def transpose_kernel(x_ptr, y_ptr, M, N, stride_xm, stride_ym, BLOCK_M: kl.constexpr, BLOCK_N: kl.constexpr):
+    """y[j, i] = x[i, j] for an M x N row-major x (y is N x M)."""
+    pid_m = kl.program_id(0)
+    pid_n = kl.program_id(1)
+    offs_m = pid_m * BLOCK_M + kl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + kl.arange(0, BLOCK_N)
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    x = kl.load(x_ptr + offs_m[:, None] * stride_xm + offs_n[None, :], mask=mask)
+    kl.store(y_ptr + offs_n[None, :] * stride_ym + offs_m[:, None], x, mask=mask)
+
+
+@kernelc.jit
+def permute021_kernel(x_ptr, y_ptr, B, M, N, stride_xb, stride_xm, stride_yb, stride_yn,
+                      BLOCK_M: kl.constexpr, BLOCK_N: kl.constexpr):
+    """y[b, j, i] = x[b, i, j]: permute(0, 2, 1) of a contiguous B x M x N tensor."""
+    pid_b = kl.program_id(2)
+    pid_m = kl.program_id(0)
+    pid_n = kl.program_id(1)
+    offs_m = pid_m * BLOCK_M + kl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + kl.arange(0, BLOCK_N)
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    x = kl.load(x_ptr + pid_b * stride_xb + offs_m[:, None] * stride_xm + offs_n[None, :], mask=mask)
+    kl.store(y_ptr + pid_b * stride_yb + offs_n[None, :] * stride_yn + offs_m[:, None], x, mask=mask)
+
+
+@kernelc.jit
+def permute021_3d_kernel(x_ptr, y_ptr, B, M, N, BLOCK_B: kl.constexpr, BLOCK_M: kl.constexpr, BLOCK_N: kl.constexpr):
+    """The same permute with one 3-D tile per program: y (B x N x M) from a contiguous x (B x M x N)."""
+    offs_b = kl.program_id(2) * BLOCK_B + kl.arange(0, BLOCK_B)
+    offs_m = kl.program_id(0) * BLOCK_M + kl.arange(0, BLOCK_M)
+    offs_n = kl.program_id(1) * BLOCK_N + kl.arange(0, BLOCK_N)
+    b = offs_b[:, None, None]
+    m = offs_m[None, :, None]
+    n = offs_n[None, None, :]
+    mask = (b < B) & (m < M) & (n < N)
+    x = kl.load(x_ptr + b * (M * N) + m * N + n, mask=mask)
+    kl.store(y_ptr + b * (M * N) + n * M + m, x, mask=mask)
+
+
+@kernelc.jit
+def copy_kernel(x_ptr, y_ptr, M, N, stride, BLOCK_M: kl.constexpr, BLOCK_N: kl.constexpr):
+    """A plain 2-D copy: loads and stores run along the same dimension (no conversion needed)."""
+    offs_m = kl.program_id(0) * BLOCK_M + kl.arange(0, BLOCK_M)
+    offs_n = kl.program_id(1) * BLOCK_N + kl.arange(0, BLOCK_N)
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    offs = offs_m[:, None] * stride + offs_n[None, :]
+    kl.store(y_ptr + offs, kl.load(x_ptr + offs, mask=mask) * 2, mask=mask)
+
+
+@kernelc.jit
+def row_scale_kernel(x_ptr, s_ptr, y_ptr, N, BLOCK_H: kl.constexpr, BLOCK_D: kl.constexpr):
+    """A 1-D row loaded once and broadcast over a 2-D tile (as rotary embeddings do with cos/sin)."""
+    d = kl.arange(0, BLOCK_D)
+    h = kl.arange(0, BLOCK_H)
+    s = kl.load(s_ptr + d)
+    offs = h[:, None] * N + d[None, :]
+    kl.store(y_ptr + offs, kl.load(x_ptr + offs) * s[None, :])
