@@ -4,6 +4,7 @@
 
     kprof-analyze profile.hatchet [--kernel REGEX] [--json] [--arch sm_90a] [--top N] [--lines N]
                   [--no-check] [--no-color] [-o FILE] [--fail-on {error,warning}]
+                  [--recompile-from-source [--allow-import-outside]]
                   [--verify script.py [-- script args...]]
 
 Exit status: 0, or 1 with ``--fail-on`` when a finding of that severity (or worse) is reported, or 2
@@ -20,7 +21,8 @@ EPILOG = """\
 examples:
   kprof-analyze run.hatchet                         hottest kernels: lines, diagnostics, configs
   kprof-analyze run.hatchet --kernel matmul --json  one kernel, JSON (schema kprof-analyze/1)
-  kprof-analyze run.hatchet --arch sm_90a           analyse (recompile) for another target
+  kprof-analyze run.hatchet --arch sm_90a --recompile-from-source
+                                                    analyse (recompile) for another target
   kprof-analyze run.hatchet --verify train.py -- --steps 10
                                                     re-run train.py with each suggested config
                                                     forced (KERNELC_OVERRIDE) and time the kernel
@@ -44,6 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("-o", "--output", metavar="FILE", help="write the report (text or JSON) to FILE")
     ap.add_argument("--fail-on", choices=("error", "warning"), help="exit 1 if a finding of this severity or worse "
                     "is reported")
+    ap.add_argument("--recompile-from-source", action="store_true", help="when a kernel's cache entry is missing "
+                    "(or --arch asks for another target), import the kernel's source file named in the profile to "
+                    "recompile it: its top level runs; the file is named on stderr first")
+    ap.add_argument("--allow-import-outside", action="store_true", help="with --recompile-from-source, also import "
+                    "source files outside the current working directory")
     ap.add_argument("--verify", metavar="SCRIPT", help="re-run SCRIPT (arguments after --) with each suggested "
                     "config forced on its kernel and report the measured times")
     return ap
@@ -58,9 +65,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
     import analyzer
+    from .load import SourcePolicy
+    if args.allow_import_outside and not args.recompile_from_source:
+        print("kprof-analyze: --allow-import-outside needs --recompile-from-source", file=sys.stderr)
+        return 2
+    policy = SourcePolicy(recompile_from_source=args.recompile_from_source,
+                          allow_import_outside=args.allow_import_outside)
     try:
         rep = analyzer.analyze(args.profile, kernel=args.kernel, arch=args.arch, top=args.top,
-                               validate=not args.no_check, n_lines=args.lines)
+                               validate=not args.no_check, n_lines=args.lines, source_policy=policy)
     except analyzer.AnalyzerError as e:
         print(f"kprof-analyze: {e}", file=sys.stderr)
         return 2

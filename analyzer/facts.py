@@ -122,6 +122,8 @@ class KernelFacts:
     stall_totals: Dict[str, float] = field(default_factory=dict)
     notes: List[str] = field(default_factory=list)
     function: Any = None                     # the @jit function, when importable (for recompiling candidates)
+    source_policy: Any = None                # analyzer.load.SourcePolicy: may the source file be imported
+    import_refusal: Optional[str] = None     # why the source file was not imported (and how to allow it)
     specialization: Dict[str, Any] = field(default_factory=dict)  # {"divisibility": {...}, "equal_to_1": [...]}
     specialization_known: bool = True        # False: recompiled without the launch's specialisation
     _occ: Optional[Occupancy] = None

@@ -13,10 +13,13 @@ What the analyzer reads from a kprof kernel frame's ``kprof`` dict (all optional
 found), and the launch's specialisation: ``divisibility`` + ``equal_to_1``, or ``args`` (a list of
 ``{"name", "kind", "value"}`` or a ``{name: value}`` dict of scalar arguments).
 
-Artifacts: the kernelc disk cache entry named by ``cache_key`` (``KERNELC_CACHE_DIR``); if it is gone,
-or if ``--arch`` asks for another target, the kernel is recompiled from its source file (the module is
-imported by path and the ``@jit`` function found by name) with the recorded signature, constexprs,
-options and specialisation.  When neither works the kernel is analysed from the profile alone.
+Artifacts: the kernelc disk cache entry named by ``cache_key`` (``KERNELC_CACHE_DIR``).  Nothing is
+executed implicitly: if the entry is gone, or if ``--arch`` asks for another target, the kernel is
+recompiled from its source file only when the user asked for it (:class:`SourcePolicy`,
+``--recompile-from-source``; the module is imported by path, the file named on stderr, and a file
+outside the current working directory also needs ``--allow-import-outside``).  A module this process
+has already imported is reused (no code runs).  Otherwise the kernel is analysed from the profile
+alone and the report says what is missing and how to get it.
 """
 from __future__ import annotations
 
@@ -215,9 +218,33 @@ def load_cached(key: str):
 _MODULES: Dict[str, Any] = {}
 
 
-def import_module_from(path: str):
-    """Import a Python file by path (reusing a module already imported from it)."""
-    path = os.path.abspath(path)
+@dataclass(frozen=True)
+class SourcePolicy:
+    """Whether the analyzer may import a kernel's source file (running its top level) to recompile it.
+
+    ``recompile_from_source``: the user asked for it (``--recompile-from-source``);
+    ``allow_import_outside``: files outside ``cwd`` (default: the current working directory) too."""
+    recompile_from_source: bool = False
+    allow_import_outside: bool = False
+    cwd: Optional[str] = None
+
+    def refusal(self, path: str) -> Optional[str]:
+        """Why ``path`` may not be imported, or None."""
+        if not self.recompile_from_source:
+            return (f"recompiling needs its source file {path} imported (its top level runs): pass "
+                    "--recompile-from-source (API: source_policy=SourcePolicy(recompile_from_source=True))")
+        root = os.path.realpath(self.cwd or os.getcwd())
+        real = os.path.realpath(path)
+        if not self.allow_import_outside and os.path.commonpath([root, real]) != root:
+            return (f"its source file {path} is outside the working directory {root}: pass "
+                    "--allow-import-outside to import it")
+        return None
+
+
+NO_IMPORT = SourcePolicy()
+
+
+def _already_imported(path: str):
     for mod in list(sys.modules.values()):
         f = getattr(mod, "__file__", None)
         if f and not f.endswith(".pyc"):
@@ -226,8 +253,20 @@ def import_module_from(path: str):
                     return mod
             except OSError:
                 continue
-    if path in _MODULES:
-        return _MODULES[path]
+    return _MODULES.get(path)
+
+
+def import_module_from(path: str, policy: SourcePolicy = NO_IMPORT):
+    """The module of a Python file: one this process already imported, else imported by path when
+    ``policy`` allows it (raises PermissionError naming the file and the flag otherwise)."""
+    path = os.path.abspath(path)
+    mod = _already_imported(path)
+    if mod is not None:
+        return mod
+    why = policy.refusal(path)
+    if why is not None:
+        raise PermissionError(why)
+    print(f"kprof-analyze: importing {path} to recompile its kernels", file=sys.stderr)
     name = "_kprof_analyze_" + hashlib.sha1(path.encode()).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -286,15 +325,19 @@ def kernel_source_file(facts: KernelFacts, extra: Optional[dict] = None) -> Opti
 
 
 def kernel_function(facts: KernelFacts, extra: Optional[dict] = None):
-    """The kernel's ``@jit`` function imported from its source file, or None (sets ``facts.function``)."""
+    """The kernel's ``@jit`` function from its source file, or None (sets ``facts.function``); the file
+    is imported only as ``facts.source_policy`` allows (a refusal is noted once in ``facts.notes``)."""
     if facts.function is not None:
         return facts.function
     path = kernel_source_file(facts, extra)
     if path is None:
         return None
     try:
-        mod = import_module_from(path)
+        mod = import_module_from(path, facts.source_policy or NO_IMPORT)
         facts.function = find_function(mod, facts.name)
+    except PermissionError as e:
+        facts.import_refusal = str(e)
+        return None
     except Exception as e:  # the user's module may fail to import here (missing deps, side effects)
         facts.notes.append(f"could not import {path} to recompile {facts.name}: {type(e).__name__}: {e}")
         return None
@@ -347,6 +390,8 @@ def _arg_values(extra: dict) -> Dict[str, Any]:
 def recompile(facts: KernelFacts, extra: dict, arch: str):
     """Compile the profiled kernel again for ``arch``; returns the CompiledKernel or raises."""
     fn = kernel_function(facts, extra)
+    if fn is None and facts.import_refusal:
+        raise PermissionError(facts.import_refusal)
     if fn is None:
         raise LookupError(f"the source of {facts.name} was not found (profile source: "
                           f"{(extra.get('source') or {}).get('file', 'none')})")
@@ -364,11 +409,12 @@ def recompile(facts: KernelFacts, extra: dict, arch: str):
 
 
 def build_facts(group: KernelGroup, device: Device, *, arch: Optional[str] = None, total_ns: float = 0.0,
-                recompile_missing: bool = True) -> KernelFacts:
+                recompile_missing: bool = True, source_policy: SourcePolicy = NO_IMPORT) -> KernelFacts:
     """Facts of one kernel group: profile numbers, samples, and artifacts (cache or recompiled)."""
     extra = group.extra
     info = group.name_info
     facts = KernelFacts(name=group.name, device=device, time_ns=group.time_ns, count=group.count)
+    facts.source_policy = source_policy
     facts.share = group.time_ns / total_ns if total_ns else None
     if group.grids:
         facts.grids = sorted(group.grids.items(), key=lambda kv: -kv[1])
@@ -419,7 +465,10 @@ def build_facts(group: KernelGroup, device: Device, *, arch: Optional[str] = Non
         except Exception as e:
             why = f"cache entry {str(facts.cache_key)[:12]} not found" if facts.cache_key else "no cache key"
             msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-            facts.notes.append(f"no artifacts ({why}; recompiling failed: {msg}): static diagnostics skipped")
+            if isinstance(e, PermissionError):
+                facts.notes.append(f"no artifacts ({why}): static diagnostics skipped; {msg}")
+            else:
+                facts.notes.append(f"no artifacts ({why}; recompiling failed: {msg}): static diagnostics skipped")
     elif not group.is_kernelc:
         facts.notes.append("not a kernelc kernel (no artifacts): only its samples are analysed")
     # the profile's view of the launch wins over the artifact's where they disagree
