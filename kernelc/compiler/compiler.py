@@ -9,7 +9,6 @@ Example (no GPU needed)::
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -146,7 +145,8 @@ def _kernel_signature(fn, signature) -> Dict[str, str]:
 
 def pipeline_loads_enabled() -> bool:
     """Register prefetch of plain loads in ``num_stages >= 2`` loops; KERNELC_PIPELINE_LOADS=0 turns it off."""
-    return os.environ.get("KERNELC_PIPELINE_LOADS", "1").strip().lower() not in ("0", "false", "no", "off")
+    from ..options import get
+    return get("KERNELC_PIPELINE_LOADS")
 
 
 def _default_target():

@@ -18,13 +18,14 @@ import tempfile
 import warnings
 from typing import Any, Dict, Optional, Tuple
 
+from .. import options
 from ..language.core import DeviceFunction, constexpr
 
 FORMAT_VERSION = 1
 
 
 def cache_dir() -> str:
-    return os.environ.get("KERNELC_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kernelc")
+    return options.get("KERNELC_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kernelc")
 
 
 def dependency_fingerprint(fn: DeviceFunction, _seen=None) -> str:
@@ -75,10 +76,7 @@ def cache_key(fn, sig, cx, div, eq1, num_warps, num_stages, target) -> str:
         "fp": dependency_fingerprint(fn), "name": fn.__name__, "sig": sig,
         "cx": {k: repr(v) for k, v in cx.items()}, "div": div, "eq1": list(eq1), "warps": num_warps,
         "stages": num_stages, "target": str(target), "ptx": getattr(target, "ptx_version", None),
-        "env": {k: os.environ[k] for k in ("KERNELC_WGMMA_ASYNC", "KERNELC_PIPELINE_LOADS", "KERNELC_TMA", "KERNELC_AUTO_TMA",
-                                                     "KERNELC_WARP_SPECIALIZE", "KERNELC_WS_SETMAXNREG", "KERNELC_WGMMA_DEFER",
-                                                     "KERNELC_WS_PINGPONG")
-                if k in os.environ},
+        "options": options.compile_options().key(),
         "compiler": COMPILER_VERSION, "format": FORMAT_VERSION,
     }, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:40]

@@ -173,7 +173,6 @@ def _stream_obj(raw: int):
 def make_launch(ent, fn, cmask: List[bool]):
     """Generate ``launch(g0, g1, g2, stream, <runtime values>)`` for one compiled specialisation:
     tensors arrive as data pointers already; the values go into the reusable argument struct."""
-    import os
     from .driver import _drv, _libcuda, check
     n = sum(1 for c in cmask if not c)
     args = [f"v{i}" for i in range(n)]
@@ -190,7 +189,8 @@ def make_launch(ent, fn, cmask: List[bool]):
         lines.append(f"    s.a{len(lines)} = _kc_scratch(g0 * g1 * g2 * {scratch}, stream, {ent.device})")
     # cuda-python's cuLaunchKernel with a prebuilt parameter array measured faster than a ctypes call
     # into libcuda (10.3 vs 12.4 us per launch on an H200, 2026-11-22); KERNELC_LAUNCH_IMPL=ctypes keeps the other.
-    impl = os.environ.get("KERNELC_LAUNCH_IMPL", "cuda-python")
+    from .. import options
+    impl = options.get("KERNELC_LAUNCH_IMPL")
     if impl == "cuda-python":
         call = "    err = _cu(func, g0, g1, g2, threads, 1, 1, shared, _streams.get(stream) or _stream_obj(stream), ptrs, 0)[0]"
     else:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 import warnings
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from ..errors import CompilationError
 from ..language.core import DeviceFunction, constexpr
 from . import hooks
+from ..options import get as option
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "stream", "enable_fp_fusion",
                   "launch_cooperative_grid", "warmup")
@@ -27,7 +27,7 @@ def _warn_once(key, msg):
 
 
 def interpret_requested() -> bool:
-    return os.environ.get("KERNELC_INTERPRET", "0").lower() in ("1", "true", "yes", "on")
+    return option("KERNELC_INTERPRET")
 
 
 class KernelInterface:
@@ -89,7 +89,7 @@ class JITFunction(DeviceFunction, KernelInterface):
             fast = False
             from .override import overrides_for
             if self.interpret is not True and _fast_path_enabled() and overrides_for(self.__name__) is None \
-                    and os.environ.get("KERNELC_LAUNCH_BLOCKING", "0") != "1":
+                    and not option("KERNELC_LAUNCH_BLOCKING"):
                 from .launcher import fast_launcher
                 fast = fast_launcher(self) or False
             self._fast = fast
@@ -135,6 +135,10 @@ class JITFunction(DeviceFunction, KernelInterface):
         from .override import overrides_for
         forced = overrides_for(self.__name__)
         if forced:
+            unknown = sorted(k for k in forced if k not in self.arg_names and k not in LAUNCH_OPTIONS)
+            if unknown:
+                raise ValueError(f"KERNELC_OVERRIDE sets {', '.join(unknown)} for {self.__name__}, which has no such "
+                                 f"parameter or launch option (parameters: {', '.join(self.arg_names)})")
             kwargs.update(forced)
         values, options = self.bind(args, kwargs)
         num_warps = int(options.get("num_warps", 4))

@@ -13,6 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List
 
+from .. import options
 from .cache import cache_dir, dependency_fingerprint
 
 
@@ -52,7 +53,7 @@ def select_config(tuner, configs, args, kwargs, grid):
         return hit
     device_name = _device_name()
     path = _disk_path(tuner, key, device_name)
-    if tuner.cache_results or os.environ.get("KERNELC_AUTOTUNE_DISK_CACHE", "1") == "1":
+    if tuner.cache_results or options.get("KERNELC_AUTOTUNE_DISK_CACHE"):
         try:
             with open(path) as f:
                 saved = json.load(f)
@@ -114,7 +115,7 @@ def select_config(tuner, configs, args, kwargs, grid):
         raise RuntimeError(f"no autotune config of {tuner.__name__} could run: {[str(e) for e in errors if e][:2]}")
     tuner.cache[key] = best
     elapsed = time.perf_counter() - t0
-    if os.environ.get("KERNELC_PRINT_AUTOTUNING") == "1":
+    if options.get("KERNELC_PRINT_AUTOTUNING"):
         print(f"kernelc autotuning {tuner.__name__} for key {key}: best {best} ({timings[best]:.4f} ms) "
               f"after {elapsed:.2f}s over {len(configs)} configs", file=sys.stderr)
     try:

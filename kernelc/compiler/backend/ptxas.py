@@ -124,7 +124,8 @@ def _log(nvjitlink, handle, which: str) -> str:
 @functools.lru_cache(maxsize=None)
 def ptxas_binary() -> Optional[str]:
     """A standalone ptxas (``$KERNELC_PTXAS``, cuda.pathfinder, the one Triton ships), or None."""
-    env = os.environ.get("KERNELC_PTXAS")
+    from ...options import get
+    env = get("KERNELC_PTXAS")
     if env:
         return env if os.path.isfile(env) else None
     try:

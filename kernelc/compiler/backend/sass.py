@@ -50,7 +50,8 @@ class Instr:
 @lru_cache(maxsize=None)
 def nvdisasm_path() -> str:
     """Path of the nvdisasm binary: ``$KERNELC_NVDISASM``, cuda.pathfinder, then ``site-packages/nvidia/cu13/bin``."""
-    env = os.environ.get("KERNELC_NVDISASM")
+    from ...options import get
+    env = get("KERNELC_NVDISASM")
     if env:
         return env
     try:

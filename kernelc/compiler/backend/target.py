@@ -277,7 +277,8 @@ def target_for_device(major: int, minor: int, override=None) -> Target:
     the choice.  Hopper (9.0) gets ``sm_90a``; other devices get ``sm_<major><minor>``.
     """
     if override is None:
-        override = os.environ.get(ENV_TARGET) or None
+        from ...options import get
+        override = get(ENV_TARGET)
     if override is not None:
         return parse_target(override)
     sm = major * 10 + minor
