@@ -128,7 +128,9 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
         num_warps=num_warps, num_stages=num_stages, target=tgt, asm=asm, n_regs=art.n_regs, n_spills=art.n_spills,
         shared=smem_bytes + art.shared, dynamic_shared=smem_bytes, local_bytes=art.local_bytes, source_map=art.source_map,
         compile_log=list(plan.notes), timings=timings, arg_names=[a.name for a in func.arguments],
-        arg_types=[a.type for a in func.arguments], used_globals=used, artifacts=art,
+        arg_types=[a.type for a in func.arguments], artifacts=art,
+        used_globals={f"{m}.{n}": s for (k, m, n), s in used.items.items() if k == "global"},
+        dependencies=used.to_list(),
         reports=reports, extra_warps=reports.get("warp_specialization", {}).get("producer_warps", 0),
         global_scratch_bytes=reports.get("global_scratch_bytes", 0))
     for stage, secs in timings.items():

@@ -39,6 +39,31 @@ def _device_name() -> str:
     return torch.cuda.get_device_name()
 
 
+def read_saved(path: str, configs):
+    """The config a saved autotuning result names, or None (no file, or one of the wrong shape: then a
+    warning names the file, and the caller tunes again and overwrites it)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    try:
+        saved = json.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        why = f"not JSON ({type(e).__name__})"
+    else:
+        if not isinstance(saved, dict) or not isinstance(saved.get("config"), str):
+            why = 'not an object with a "config" string'
+        else:
+            for c in configs:
+                if repr(c) == saved["config"]:
+                    return c
+            return None  # tuned for configs that have since changed: tune again
+    import warnings
+    warnings.warn(f"kernelc: autotune cache file {path} is corrupt ({why}); tuning again", RuntimeWarning)
+    return None
+
+
 def _bench(fn, warmup, rep):
     from ..testing import do_bench
     return do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
@@ -54,15 +79,10 @@ def select_config(tuner, configs, args, kwargs, grid):
     device_name = _device_name()
     path = _disk_path(tuner, key, device_name)
     if tuner.cache_results or options.get("KERNELC_AUTOTUNE_DISK_CACHE"):
-        try:
-            with open(path) as f:
-                saved = json.load(f)
-            for c in configs:
-                if repr(c) == saved["config"]:
-                    tuner.cache[key] = c
-                    return c
-        except (OSError, ValueError, KeyError):
-            pass
+        c = read_saved(path, configs)
+        if c is not None:
+            tuner.cache[key] = c
+            return c
     if len(configs) == 1:
         tuner.cache[key] = configs[0]
         return configs[0]

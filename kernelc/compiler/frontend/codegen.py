@@ -11,6 +11,7 @@ import ast
 import builtins
 import inspect
 import operator
+import types
 from typing import Any, Dict, List, Optional, Tuple
 
 from ... import language as kl
@@ -19,6 +20,7 @@ from ...language import semantic
 from ...language.core import DeviceFunction, aggregate, builder_scope, constexpr, static_range, tensor
 from ...language.dtypes import base_type, tensor_descriptor_type
 from ..ir.core import Argument, Block, Function, Loc, Op
+from .deps import Dependencies, is_user_function
 from .ir_builder import IRBuilder
 
 _BINOPS = {
@@ -81,13 +83,13 @@ class CodeGenerator(ast.NodeVisitor):
     """Generates IR for one function body (kernel or inlined device function)."""
 
     def __init__(self, fn: DeviceFunction, builder: IRBuilder, scope: Dict[str, Any], *, kernel_name: str,
-                 depth: int = 0, used_globals: Optional[Dict[str, Any]] = None):
+                 depth: int = 0, used_globals: Optional[Dependencies] = None):
         self.fn = fn
         self.builder = builder
         self.scope = scope
         self.kernel_name = kernel_name
         self.depth = depth
-        self.used_globals = used_globals if used_globals is not None else {}
+        self.used_globals = used_globals if used_globals is not None else Dependencies()
         self.returned = False
         self.ret_value: Any = None
         self.file = fn.file
@@ -133,19 +135,20 @@ class CodeGenerator(ast.NodeVisitor):
             if isinstance(v, _Undefined):
                 raise self.error(node, f"name {name!r} is not defined here: {v.why}")
             return v
-        if name in self.closure:
-            return self._global_value(name, self.closure[name], node)
+        if name in self.closure:  # closure cells are in the kernel's fingerprint (runtime/cache.py)
+            return self._global_value(name, self.closure[name], node, None)
         g = self.fn.__globals__
         if name in g:
-            return self._global_value(name, g[name], node)
+            return self._global_value(name, g[name], node, self.fn.__module__)
         if hasattr(builtins, name):
             return getattr(builtins, name)
         raise self.error(node, f"name {name!r} is not defined")
 
-    def _global_value(self, name, v, node):
-        # Plain numbers/strings/tuples are folded as constants and become part of the cache key.
+    def _global_value(self, name, v, node, module):
+        # Plain data (numbers, strings, and lists/tuples/dicts of them) is folded as constants: recorded
+        # with its value, so that the disk cache rebuilds when it changes.
+        self.used_globals.add_global(module, name, v)
         if isinstance(v, constexpr) or isinstance(v, (bool, int, float, str, type(None), tuple)):
-            self.used_globals[f"{self.fn.__module__}.{name}"] = v.value if isinstance(v, constexpr) else v
             return v.value if isinstance(v, constexpr) else v
         if isinstance(v, tensor):
             raise self.error(node, f"global {name!r} is a tensor; pass it as an argument")
@@ -608,7 +611,10 @@ class CodeGenerator(ast.NodeVisitor):
     def visit_Attribute(self, node):
         obj = self.visit(node.value)
         try:
-            return getattr(obj, node.attr)
+            v = getattr(obj, node.attr)
+            if isinstance(obj, types.ModuleType):  # cfg.TABLE: folded like a global of that module
+                self.used_globals.add_global(obj.__name__, node.attr, v)
+            return v
         except AttributeError:
             what = "a tile" if _is_runtime(obj) else f"{type(obj).__name__}"
             raise self.error(node, f"{what} has no attribute {node.attr!r}") from None
@@ -701,6 +707,8 @@ class CodeGenerator(ast.NodeVisitor):
             raise self.error(node, "range() can only be used as the iterable of a for-loop")
         if not callable(fn):
             raise self.error(node, f"{_type_name(fn)} is not callable")
+        if is_user_function(fn):  # a plain Python helper runs on the tiles: its code is part of the build
+            self.used_globals.add_function(fn)
         return fn(*args, **kwargs)
 
     def call_function(self, fn: DeviceFunction, args, kwargs, node):
@@ -974,7 +982,7 @@ def generate_ir(fn: DeviceFunction, signature: Dict[str, Any], constexprs: Dict[
     (16-byte specialisation), per machine parameter. A tensor descriptor argument becomes several
     function arguments (see ``kernelc/compiler/abi.py``; ``arch`` may add fields) and one
     ``make_tensor_descriptor`` op.
-    Returns the IR function and the globals it read (for the cache key).
+    Returns the IR function and what it read from the Python world (:class:`Dependencies`).
     """
     from ...language.dtypes import parse_type
     from ..abi import flat_divisibility, flat_params
@@ -998,7 +1006,7 @@ def generate_ir(fn: DeviceFunction, signature: Dict[str, Any], constexprs: Dict[
                 args.append(Argument(mname, mty, divisibility.get(mname, 1), mname in equal_to_1))
     func = Function(name or fn.__name__, args, fn.file, fn.first_line,
                     {k: v for k, v in constexprs.items()})
-    used_globals: Dict[str, Any] = {}
+    used_globals = Dependencies()
     builder = IRBuilder(trace_function=None)
     if arch:
         from ..codegen.tma import arch_has_tma, tma_enabled
