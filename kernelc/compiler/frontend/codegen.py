@@ -16,7 +16,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ... import language as kl
 from ...errors import CompilationError
-from ...language import semantic
+from ...language import semantic, syntax
+from ...language.syntax import MAX_INLINE_DEPTH
 from ...language.core import DeviceFunction, aggregate, builder_scope, constexpr, static_range, tensor
 from ...language.dtypes import base_type, tensor_descriptor_type
 from ..ir.core import Argument, Block, Function, Loc, Op
@@ -34,13 +35,6 @@ _CMPOPS = {
     ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not,
     ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
 }
-_UNSUPPORTED_STMTS = {
-    ast.Break: "`break`", ast.Continue: "`continue`", ast.Try: "`try`", ast.With: "`with`", ast.Raise: "`raise`",
-    ast.Global: "`global`", ast.Nonlocal: "`nonlocal`", ast.Delete: "`del`", ast.ClassDef: "class definitions",
-    ast.Import: "`import`", ast.ImportFrom: "`import`", ast.FunctionDef: "nested function definitions",
-    ast.AsyncFunctionDef: "async functions", ast.AsyncFor: "`async for`", ast.AsyncWith: "`async with`",
-}
-MAX_INLINE_DEPTH = 32
 
 
 class _Undefined:
@@ -125,8 +119,7 @@ class CodeGenerator(ast.NodeVisitor):
                                 self.fn.__name__)
 
     def generic_visit(self, node):
-        what = _UNSUPPORTED_STMTS.get(type(node)) or f"`{type(node).__name__}`"
-        raise self.error(node, f"{what} is not supported in kernelc kernels")
+        raise self.error(node, syntax.unsupported(node))  # syntax.check rejects these first
 
     # -- names --------------------------------------------------------------------------------
     def lookup(self, name, node):
@@ -177,8 +170,7 @@ class CodeGenerator(ast.NodeVisitor):
                 self.assign(t, v, node)
             return
         if isinstance(target, ast.Subscript):
-            raise self.error(target, "assigning into a tile element is not supported; build the tile with "
-                                     "kl.where or store to memory")
+            raise self.error(target, syntax.SUBSCRIPT_ASSIGN)
         raise self.error(target, f"cannot assign to {type(target).__name__}")
 
     # -- statements ---------------------------------------------------------------------------
@@ -401,7 +393,7 @@ class CodeGenerator(ast.NodeVisitor):
         if node.orelse:
             raise self.error(node, "`for ... else` is not supported")
         if _contains_return(ast.Module(body=node.body, type_ignores=[])):
-            raise self.error(node, "`return` inside a loop is not supported; set a flag or restructure the loop")
+            raise self.error(node, syntax.RETURN_IN_LOOP)
         it = node.iter
         iterable = self.visit(it.func) if isinstance(it, ast.Call) else None
         if isinstance(it, ast.Call) and (iterable is static_range or iterable is builtins.range or iterable is kl.range):
@@ -461,7 +453,7 @@ class CodeGenerator(ast.NodeVisitor):
         if node.orelse:
             raise self.error(node, "`while ... else` is not supported")
         if _contains_return(ast.Module(body=node.body, type_ignores=[])):
-            raise self.error(node, "`return` inside a loop is not supported; set a flag or restructure the loop")
+            raise self.error(node, syntax.RETURN_IN_LOOP)
         carried = [n for n in _assigned_names(node.body) if n in self.scope and not isinstance(self.scope[n], _Undefined)]
         init_vals = [self.scope[n] for n in carried]
         carry = _Carry(*self._carriable(carried, init_vals, node))
@@ -638,7 +630,7 @@ class CodeGenerator(ast.NodeVisitor):
     def _binop(self, op, lhs, rhs, node):
         fn = _BINOPS.get(type(op))
         if fn is None:
-            raise self.error(node, "`@` is not supported; use kl.dot(a, b)")
+            raise self.error(node, syntax.MATMUL)
         lhs, rhs = _unwrap(lhs), _unwrap(rhs)
         try:
             return fn(lhs, rhs)
@@ -713,7 +705,8 @@ class CodeGenerator(ast.NodeVisitor):
 
     def call_function(self, fn: DeviceFunction, args, kwargs, node):
         if self.depth >= MAX_INLINE_DEPTH:
-            raise self.error(node, f"calls nest deeper than {MAX_INLINE_DEPTH} (recursion is not supported)")
+            raise self.error(node, syntax.TOO_DEEP)
+        syntax.check(fn)
         try:
             bound = fn.signature.bind(*args, **kwargs)
         except TypeError as e:
@@ -1040,10 +1033,10 @@ def generate_ir(fn: DeviceFunction, signature: Dict[str, Any], constexprs: Dict[
         builder.loc = Loc(fn.file, fn.first_line, 0, fn.__name__)
         for p in descriptors:
             scope[p] = _host_descriptor(p, types[p], func, index, arch)
+        syntax.check(fn)
         gen.visit_block(fn.parse().body)
         if gen.ret_value is not None:
-            raise CompilationError("a kernel cannot return a value; store results to memory", fn.file,
-                                   fn.first_line, None, fn.__name__)
+            raise CompilationError(syntax.RETURN_VALUE, fn.file, fn.first_line, None, fn.__name__)
         builder.loc = Loc(fn.file, fn.first_line, 0, fn.__name__)
         builder.create("return", [], None)
     builder.pop()

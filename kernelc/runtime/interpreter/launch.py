@@ -13,7 +13,8 @@ from typing import Sequence
 import numpy as np
 
 from ...errors import CompilationError, KernelError
-from ...language.core import builder_scope
+from ...language import syntax
+from ...language.core import DeviceFunction, builder_scope
 from .args import ArgumentError, wrap_arg
 from .builder import InterpreterBuilder
 from .locate import raised_in_language, traceback_location
@@ -54,6 +55,8 @@ def launch(fn, grid, args: Sequence, *, arg_names: Sequence[str], constexpr_mask
     scalar tiles). Results are written back into the caller's arrays/tensors after the launch.
     """
     gx, gy, gz = _grid3(grid)
+    if isinstance(fn, DeviceFunction):
+        syntax.check(fn)  # what the compiler would reject, rejected here with the same error
     pyfn = getattr(fn, "fn", fn)
     memory = Memory()
     kernel_name = kernel_name or getattr(fn, "__name__", "kernel")
@@ -74,14 +77,14 @@ def launch(fn, grid, args: Sequence, *, arg_names: Sequence[str], constexpr_mask
                 for y in range(gy):
                     for x in range(gx):
                         builder.pid = (x, y, z)
-                        _run_program(builder, pyfn, wrapped)
+                        _run_program(builder, pyfn, wrapped, fn)
     finally:
         memory.write_back()
 
 
-def _run_program(builder, pyfn, wrapped):
+def _run_program(builder, pyfn, wrapped, fn=None):
     try:
-        pyfn(*wrapped)
+        ret = pyfn(*wrapped)
     except KernelError:
         raise
     except AssertionError as e:
@@ -101,3 +104,5 @@ def _run_program(builder, pyfn, wrapped):
         err = CompilationError(str(e), *loc)
         err.original = e
         raise err from None
+    if ret is not None and isinstance(fn, DeviceFunction):
+        raise CompilationError(syntax.RETURN_VALUE, fn.file, fn.first_line, None, fn.__name__)
