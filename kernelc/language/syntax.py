@@ -105,7 +105,10 @@ def check(fn) -> None:
     kernels may not contain. The result is remembered on ``fn``."""
     if getattr(fn, "_syntax_checked", False):
         return
-    fdef = fn.parse()
+    try:
+        fdef = fn.parse()
+    except (OSError, TypeError, SyntaxError):  # no source (exec'd, REPL): nothing to check; the compiler says so
+        return
     for node, msg in problems(fdef.body):
         raise CompilationError(msg, fn.file, getattr(node, "lineno", 0), getattr(node, "col_offset", None),
                                fn.__name__)
