@@ -34,7 +34,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from profiler.format import COUNT_METRIC, DEVICE_ID, TIME_METRIC, ProfileNode, read_profile
 
 from . import lines as L
-from .facts import Device, KernelFacts, apply_compiled, base, _literal
+from .facts import Device, KernelFacts, apply_compiled, base, positive_int, _literal
 
 _NAME_INFO = re.compile(r"^(?P<name>.*?)\s*\[(?P<info>[^\[\]]*)\]\s*$")
 _GRID = re.compile(r"grid\s+(\d+)(?:x(\d+))?(?:x(\d+))?")
@@ -143,9 +143,9 @@ def kernel_groups(root: ProfileNode) -> Tuple[List[KernelGroup], List[OtherKerne
             g.extra = extra
         for k, v in info.items():
             g.name_info.setdefault(k, v)
-        grid = extra.get("grid") or info.get("grid")
+        grid = extra.get("grid") if isinstance(extra.get("grid"), (list, tuple)) else info.get("grid")
         if grid:
-            gt = tuple(int(x) for x in (tuple(grid) + (1, 1, 1))[:3])
+            gt = tuple(positive_int(x, 2**31) or 1 for x in (tuple(grid) + (1, 1, 1))[:3])
             g.grids[gt] = g.grids.get(gt, 0.0) + t
         if g.device_id is None and node.metrics.get(DEVICE_ID) is not None:
             g.device_id = str(node.metrics.get(DEVICE_ID))
@@ -178,8 +178,7 @@ def device_for(device_info: Dict[str, Any], device_id: Optional[str], arch: Opti
                 prof_arch = parse_target(ARCH_SPECIFIC_DEFAULT.get(a, f"sm_{a}")).arch
         except (ValueError, TypeError):
             prof_arch = None
-        num_sms = int(entry.get("num_sms") or 0) or None
-        clock = int(entry.get("clock_rate") or 0) or None
+        num_sms, clock = entry.get("num_sms"), entry.get("clock_rate")   # checked by Device.for_arch
     if arch:
         want = parse_target(arch).arch
         if prof_arch and parse_target(prof_arch).sm != parse_target(want).sm:
@@ -419,8 +418,8 @@ def build_facts(group: KernelGroup, device: Device, *, arch: Optional[str] = Non
     if group.grids:
         facts.grids = sorted(group.grids.items(), key=lambda kv: -kv[1])
         facts.grid = facts.grids[0][0]
-    facts.num_warps = int(extra.get("num_warps") or info.get("num_warps") or 4)
-    facts.num_stages = int(extra.get("num_stages") or info.get("num_stages") or 3)
+    facts.num_warps = positive_int(extra.get("num_warps"), 64) or positive_int(info.get("num_warps"), 64) or 4
+    facts.num_stages = positive_int(extra.get("num_stages"), 64) or positive_int(info.get("num_stages"), 64) or 3
     cx = extra.get("constexprs")
     if isinstance(cx, dict):
         facts.constexprs = {k: _literal(v) for k, v in cx.items()}
@@ -472,8 +471,8 @@ def build_facts(group: KernelGroup, device: Device, *, arch: Optional[str] = Non
     elif not group.is_kernelc:
         facts.notes.append("not a kernelc kernel (no artifacts): only its samples are analysed")
     # the profile's view of the launch wins over the artifact's where they disagree
-    if extra.get("num_warps"):
-        facts.num_warps = int(extra["num_warps"])
+    if positive_int(extra.get("num_warps"), 64):
+        facts.num_warps = positive_int(extra["num_warps"], 64)
     if facts.source and facts.source.get("file") and os.path.isfile(facts.source["file"]) and facts.source.get("lines"):
         _check_source_unchanged(facts)
     return facts
