@@ -99,16 +99,29 @@ def main(argv: Optional[List[str]] = None) -> int:
         color = (not args.no_color and not args.output and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
         text = rep.render(color=color)
     if args.output:
-        with open(args.output, "w") as f:
+        with open(args.output, "w", encoding="utf-8") as f:   # files are UTF-8 whatever the locale
             f.write(text)
     else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        _write_escaped(sys.stdout, text)
     if args.fail_on:
         worst = {"error": ("error",), "warning": ("error", "warning")}[args.fail_on]
         if any(d.severity in worst for d in rep.findings):
             return 1
     return 0
+
+
+def _write_escaped(stream, text: str) -> None:
+    """Write ``text``; characters the stream's encoding cannot carry (a kernel named in Unicode on an
+    ASCII terminal) are written as backslash escapes instead of failing."""
+    enc = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        text.encode(enc)
+    except LookupError:
+        text = text.encode("ascii", "backslashreplace").decode("ascii")
+    except UnicodeEncodeError:
+        text = text.encode(enc, "backslashreplace").decode(enc)
+    stream.write(text)
+    stream.flush()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -82,3 +82,22 @@ def test_flag_refuses_a_file_outside_the_working_tree(tmp_path, marker, capsys, 
 def test_allow_outside_alone_is_a_usage_error(tmp_path, capsys):
     assert cli.main([str(tmp_path / "p.hatchet"), "--allow-import-outside"]) == 2
     assert "needs --recompile-from-source" in capsys.readouterr().err
+
+
+def test_text_the_output_encoding_cannot_carry_is_escaped(tmp_path, monkeypatch, capsys):
+    # before: UnicodeEncodeError on an ASCII stdout, and -o FILE followed the locale's encoding
+    import io
+    import sys
+    from .helpers import cache_case, case, kernel_node
+    c = case("strided_load")
+    root = ProfileNode("ROOT")
+    kernel_node(root, c, cache_case(c), extra={"kernel": "gather_\u03c0"})
+    path = write(tmp_path / "p.hatchet", root)
+    out = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    monkeypatch.setattr(sys, "stdout", out)
+    assert cli.main([path, "--no-check", "--no-color"]) == 0
+    out.seek(0)
+    assert "[1] gather_\\u03c0" in out.read()
+    monkeypatch.setattr("locale.getpreferredencoding", lambda *a: "ascii")
+    assert cli.main([path, "--no-check", "-o", str(tmp_path / "r.txt")]) == 0
+    assert "[1] gather_\u03c0" in (tmp_path / "r.txt").read_text(encoding="utf-8")
