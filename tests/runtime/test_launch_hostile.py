@@ -178,3 +178,36 @@ def test_fuzz_launch_arguments_run_or_get_an_error_naming_what_is_wrong(x, y, n,
         assert e.file if isinstance(e, CompilationError) else str(e)
     except (ValueError, TypeError) as e:
         assert "two_args" in str(e), f"error names neither the kernel nor the argument: {e!r}"
+
+
+@pytest.mark.gpu
+def test_gpu_launch_paths_check_grids_and_arguments():
+    torch = pytest.importorskip("torch")
+
+    @kernelc.jit
+    def gpu_fill(x_ptr, n, BLOCK: kl.constexpr):
+        offs = kl.program_id(0) * BLOCK + kl.arange(0, BLOCK)
+        kl.store(x_ptr + offs, 1.0, mask=offs < n)
+    x = torch.zeros(256, device="cuda")
+    for _ in range(2):                       # the second launch takes the generated fast path
+        gpu_fill[(2,)](x, 256, BLOCK=128)
+        gpu_fill[lambda m: (triton_cdiv(256, m["BLOCK"]),)](x, 256, BLOCK=128)
+    torch.cuda.synchronize()
+    assert bool((x == 1).all())
+    x.zero_()
+    gpu_fill[(0,)](x, 256, BLOCK=128)       # empty: nothing launched, no driver error
+    gpu_fill[lambda m: (0, 1)](x, 256, BLOCK=128)
+    torch.cuda.synchronize()
+    assert not bool(x.any())
+    for bad, msg in (((2.0,), "dimension x is 2.0"), (lambda m: (1, 70000), "dimension y is 70000"),
+                     (lambda m: None, "returned None"), ((-1,), "negative")):
+        with pytest.raises(GridError, match=msg):
+            gpu_fill[bad](x, 256, BLOCK=128)
+    with pytest.raises(TypeError, match="argument 'n'.*does not fit in 64 bits"):
+        gpu_fill[(1,)](x, 2**64, BLOCK=128)
+    with pytest.raises(TypeError, match="argument 'n'.*does not fit in fp32"):
+        gpu_fill[(1,)](x, 1e300, BLOCK=128)
+
+
+def triton_cdiv(a, b):
+    return (a + b - 1) // b

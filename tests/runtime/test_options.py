@@ -171,3 +171,20 @@ def test_override_of_an_unknown_parameter_names_it(monkeypatch):
     monkeypatch.setenv("KERNELC_OVERRIDE", "_copy:BLOKC=32")
     with pytest.raises(ValueError, match="KERNELC_OVERRIDE sets BLOKC for _copy, which has no such parameter"):
         _copy[(1,)](np.zeros(16, np.float32), np.zeros(16, np.float32), BLOCK=16)
+
+
+def test_tool_and_target_knobs_name_themselves(monkeypatch, tmp_path):
+    from kernelc.compiler.backend import ptxas, sass
+    from kernelc.compiler.backend.target import target_for_device
+    monkeypatch.setenv("KERNELC_TARGET", "sm_banana")
+    with pytest.raises(options.OptionError, match="KERNELC_TARGET='sm_banana': not a GPU architecture"):
+        target_for_device(9, 0)
+    for var, fn in (("KERNELC_NVDISASM", sass.nvdisasm_path), ("KERNELC_PTXAS", ptxas.ptxas_binary)):
+        fn.cache_clear()
+        monkeypatch.setenv(var, str(tmp_path / "missing"))
+        try:
+            with pytest.raises(options.OptionError, match=f"{var}=.*missing.*: no such file"):
+                fn()
+        finally:
+            monkeypatch.delenv(var)
+            fn.cache_clear()

@@ -50,9 +50,11 @@ class Instr:
 @lru_cache(maxsize=None)
 def nvdisasm_path() -> str:
     """Path of the nvdisasm binary: ``$KERNELC_NVDISASM``, cuda.pathfinder, then ``site-packages/nvidia/cu13/bin``."""
-    from ...options import get
+    from ...options import OptionError, get
     env = get("KERNELC_NVDISASM")
     if env:
+        if not os.path.isfile(env):
+            raise OptionError(f"KERNELC_NVDISASM={env!r}: no such file (unset it to use the installed nvdisasm)")
         return env
     try:
         from cuda import pathfinder

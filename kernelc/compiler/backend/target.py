@@ -277,8 +277,13 @@ def target_for_device(major: int, minor: int, override=None) -> Target:
     the choice.  Hopper (9.0) gets ``sm_90a``; other devices get ``sm_<major><minor>``.
     """
     if override is None:
-        from ...options import get
+        from ...options import OptionError, get
         override = get(ENV_TARGET)
+        if override is not None:
+            try:
+                return parse_target(override)
+            except ValueError as e:
+                raise OptionError(f"{ENV_TARGET}={override!r}: {e}") from None
     if override is not None:
         return parse_target(override)
     sm = major * 10 + minor
