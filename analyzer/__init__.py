@@ -99,6 +99,7 @@ def analyze(profile_path: str, kernel: Optional[str] = None, arch: Optional[str]
         selected = selected[:top]
     for i, g in enumerate(selected, 1):
         dev = LD.device_for(device_info, g.device_id, arch)
-        facts = LD.build_facts(g, dev, arch=arch, total_ns=total, source_policy=source_policy or LD.NO_IMPORT)
+        facts = LD.build_facts(g, dev, arch=arch, total_ns=total, source_policy=source_policy or LD.NO_IMPORT,
+                               profile_path=str(profile_path))
         rep.kernels.append(analyze_facts(facts, rank=i, validate=validate, n_lines=n_lines))
     return rep

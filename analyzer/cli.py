@@ -51,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "recompile it: its top level runs; the file is named on stderr first")
     ap.add_argument("--allow-import-outside", action="store_true", help="with --recompile-from-source, also import "
                     "source files outside the current working directory")
+    ap.add_argument("--bundle-artifacts", action="store_true", help="copy the profiled kernels' cache entries to "
+                    "PROFILE.kernels/ (next to the profile), where kprof-analyze finds them on another machine")
     ap.add_argument("--verify", metavar="SCRIPT", help="re-run SCRIPT (arguments after --) with each suggested "
                     "config forced on its kernel and report the measured times")
     return ap
@@ -77,6 +79,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     except analyzer.AnalyzerError as e:
         print(f"kprof-analyze: {e}", file=sys.stderr)
         return 2
+    if args.bundle_artifacts:
+        from .load import bundle_artifacts, bundle_dir
+        keys = [k.facts.cache_key for k in rep.kernels]
+        done = bundle_artifacts(args.profile, keys)
+        print(f"kprof-analyze: {len(done)} of {len([k for k in keys if k])} kernel artifacts in "
+              f"{bundle_dir(args.profile)}", file=sys.stderr)
     if args.verify:
         if not os.path.isfile(args.verify):
             print(f"kprof-analyze: --verify {args.verify}: no such script", file=sys.stderr)

@@ -193,25 +193,61 @@ def device_for(device_info: Dict[str, Any], device_id: Optional[str], arch: Opti
 # artifacts
 
 
-def _cache_entry(key: str) -> Optional[str]:
+def bundle_dir(profile_path: str) -> str:
+    """Where a profile's kernel artifacts travel with it: ``PROFILE.kernels/<cache key>/``."""
+    return str(profile_path) + ".kernels"
+
+
+def _cache_entry(key: str, profile_path: Optional[str] = None) -> Optional[str]:
     from kernelc.runtime.cache import cache_dir
     key = str(key)
-    if len(key) < 3 or "/" in key or "\\" in key or key.startswith("."):
+    if len(key) < 3 or not key.isalnum():
         return None
-    path = os.path.join(cache_dir(), key[:2], key)
-    return path if os.path.isfile(os.path.join(path, "meta.json")) else None
+    cands = [os.path.join(cache_dir(), key[:2], key)]
+    if profile_path:
+        cands.append(os.path.join(bundle_dir(profile_path), key))
+    for path in cands:
+        if os.path.isfile(os.path.join(path, "meta.json")):
+            return path
+    return None
 
 
-def load_cached(key: str):
-    """The :class:`CompiledKernel` of a disk-cache entry, or None (missing or corrupt)."""
-    path = _cache_entry(key)
+def load_cached(key: str, profile_path: Optional[str] = None, notes: Optional[List[str]] = None):
+    """The :class:`CompiledKernel` of a kernel's cache entry (the disk cache, else the bundle next to
+    the profile), or None (missing, or corrupt: then why is added to ``notes``)."""
+    path = _cache_entry(key, profile_path)
     if path is None:
         return None
     from kernelc.runtime.cache import _load
     try:
         return _load(path, None)
-    except Exception:
+    except Exception as e:
+        if notes is not None:
+            notes.append(f"cache entry {path} is unusable ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
         return None
+
+
+def bundle_artifacts(profile_path: str, keys) -> List[str]:
+    """Copy the cache entries of ``keys`` next to the profile (``PROFILE.kernels/``) so that the
+    analyzer finds them on another machine; returns the keys copied (valid entries only)."""
+    import shutil
+    from kernelc.runtime.cache import _load
+    done = []
+    for key in sorted({str(k) for k in keys if k}):
+        src = _cache_entry(key)
+        if src is None:
+            continue
+        try:
+            _load(src, None)
+        except Exception:
+            continue
+        dst = os.path.join(bundle_dir(profile_path), key)
+        if not os.path.isdir(dst):
+            tmp = dst + f".tmp{os.getpid()}"
+            shutil.copytree(src, tmp)
+            os.replace(tmp, dst)
+        done.append(key)
+    return done
 
 
 _MODULES: Dict[str, Any] = {}
@@ -408,7 +444,8 @@ def recompile(facts: KernelFacts, extra: dict, arch: str):
 
 
 def build_facts(group: KernelGroup, device: Device, *, arch: Optional[str] = None, total_ns: float = 0.0,
-                recompile_missing: bool = True, source_policy: SourcePolicy = NO_IMPORT) -> KernelFacts:
+                recompile_missing: bool = True, source_policy: SourcePolicy = NO_IMPORT,
+                profile_path: Optional[str] = None) -> KernelFacts:
     """Facts of one kernel group: profile numbers, samples, and artifacts (cache or recompiled)."""
     extra = group.extra
     info = group.name_info
@@ -439,7 +476,7 @@ def build_facts(group: KernelGroup, device: Device, *, arch: Optional[str] = Non
 
     from kernelc.compiler.backend.target import parse_target
     want = parse_target(arch).arch if arch else None
-    ck = load_cached(facts.cache_key) if facts.cache_key else None
+    ck = load_cached(facts.cache_key, profile_path, facts.notes) if facts.cache_key else None
     if ck is not None:
         facts.artifact_origin = "cache"
         cached_arch = getattr(ck.target, "arch", None)
@@ -465,7 +502,9 @@ def build_facts(group: KernelGroup, device: Device, *, arch: Optional[str] = Non
             why = f"cache entry {str(facts.cache_key)[:12]} not found" if facts.cache_key else "no cache key"
             msg = str(e).splitlines()[0] if str(e) else type(e).__name__
             if isinstance(e, PermissionError):
-                facts.notes.append(f"no artifacts ({why}): static diagnostics skipped; {msg}")
+                facts.notes.append(f"no artifacts ({why}): static diagnostics skipped; {msg}; or bring the "
+                                   f"artifacts along: kprof-analyze PROFILE --bundle-artifacts on the machine that "
+                                   f"profiled copies them to PROFILE.kernels/")
             else:
                 facts.notes.append(f"no artifacts ({why}; recompiling failed: {msg}): static diagnostics skipped")
     elif not group.is_kernelc:

@@ -101,3 +101,24 @@ def test_text_the_output_encoding_cannot_carry_is_escaped(tmp_path, monkeypatch,
     monkeypatch.setattr("locale.getpreferredencoding", lambda *a: "ascii")
     assert cli.main([path, "--no-check", "-o", str(tmp_path / "r.txt")]) == 0
     assert "[1] gather_\u03c0" in (tmp_path / "r.txt").read_text(encoding="utf-8")
+
+
+def test_artifacts_bundled_next_to_the_profile_are_found_on_another_machine(tmp_path, monkeypatch, capsys):
+    import json
+    import analyzer
+    from .helpers import cache_case, case, kernel_node
+    c = case("strided_load")
+    root = ProfileNode("ROOT")
+    ck = cache_case(c)
+    kernel_node(root, c, ck)
+    path = write(tmp_path / "p.hatchet", root)
+    assert cli.main([path, "--json", "--no-check", "--bundle-artifacts"]) == 0
+    assert "1 of 1 kernel artifacts in" in capsys.readouterr().err
+    monkeypatch.setenv("KERNELC_CACHE_DIR", str(tmp_path / "empty-cache"))       # "another machine"
+    k = analyzer.analyze(path, validate=False).kernels[0]
+    assert k.facts.artifact_origin == "cache" and k.facts.compiled.cache_key == ck.cache_key
+    meta = tmp_path / "p.hatchet.kernels" / ck.cache_key / "meta.json"
+    meta.write_text(json.dumps(dict(json.loads(meta.read_text()), n_regs="many")))
+    k = analyzer.analyze(path, validate=False).kernels[0]
+    assert k.facts.artifact_origin != "cache"
+    assert any("unusable" in n and "n_regs" in n for n in k.facts.notes)
