@@ -229,4 +229,18 @@ def k_match(x_ptr, n, BLOCK: kl.constexpr):
             kl.store(x_ptr + offs, 1.0)
 
 
+
+
+@kernelc.jit
+def _combine_with_lambda(a, b):
+    f = lambda u, v: u + v  # noqa: E731
+    return f(a, b)
+
+
+@_k
+def k_combine_function_lambda(x_ptr, n, BLOCK: kl.constexpr):
+    offs = kl.arange(0, BLOCK)
+    kl.store(x_ptr + offs, kl.reduce(kl.load(x_ptr + offs), 0, _combine_with_lambda))
+
+
 REJECTED = [v for k, v in sorted(globals().items()) if k.startswith("k_")]
