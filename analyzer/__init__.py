@@ -1,7 +1,8 @@
 """analyzer: what is wrong with a kernel, on which line, and which configs to try.
 
 Reads a kprof (or Proton) profile and the kernels' compiled artifacts (the kernelc disk cache entry
-named in the profile, or a recompilation from the kernel's source), and reports per hot kernel:
+named in the profile or bundled next to it, or, when asked, a recompilation from the kernel's source),
+and reports per hot kernel:
 the hottest source lines with their stall reasons, diagnostics with evidence and a fix, and
 ``kernelc.Config`` suggestions as a ready-to-paste ``@kernelc.autotune`` block.
 

@@ -4,7 +4,7 @@
 
     kprof-analyze profile.hatchet [--kernel REGEX] [--json] [--arch sm_90a] [--top N] [--lines N]
                   [--no-check] [--no-color] [-o FILE] [--fail-on {error,warning}]
-                  [--recompile-from-source [--allow-import-outside]]
+                  [--recompile-from-source [--allow-import-outside]] [--bundle-artifacts]
                   [--verify script.py [-- script args...]]
 
 Exit status: 0, or 1 with ``--fail-on`` when a finding of that severity (or worse) is reported, or 2

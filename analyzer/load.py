@@ -13,7 +13,8 @@ What the analyzer reads from a kprof kernel frame's ``kprof`` dict (all optional
 found), and the launch's specialisation: ``divisibility`` + ``equal_to_1``, or ``args`` (a list of
 ``{"name", "kind", "value"}`` or a ``{name: value}`` dict of scalar arguments).
 
-Artifacts: the kernelc disk cache entry named by ``cache_key`` (``KERNELC_CACHE_DIR``).  Nothing is
+Artifacts: the kernelc disk cache entry named by ``cache_key`` (``KERNELC_CACHE_DIR``), else a copy of
+it next to the profile (``PROFILE.kernels/<cache key>/``, written by ``--bundle-artifacts``).  Nothing is
 executed implicitly: if the entry is gone, or if ``--arch`` asks for another target, the kernel is
 recompiled from its source file only when the user asked for it (:class:`SourcePolicy`,
 ``--recompile-from-source``; the module is imported by path, the file named on stderr, and a file
