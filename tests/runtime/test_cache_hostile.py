@@ -39,10 +39,16 @@ def inner(x):               # called by the helper, never seen by the frontend
     return x * {inner}
 
 @kernelc.jit
+def jit_helper(x):          # reached through a dict: invisible to a fingerprint of the kernel's names
+    return x - {jit}
+
+OPS = {{"sub": jit_helper}}
+
+@kernelc.jit
 def kern(x_ptr, n, BLOCK: kl.constexpr):
     offs = kl.arange(0, BLOCK)
     x = kl.load(x_ptr + offs, mask=offs < n)
-    y = plain_helper(x) * FACTORS[1] + SCALES["a"][0] + cfg.TABLE[0][1]
+    y = OPS["sub"](plain_helper(x)) * FACTORS[1] + SCALES["a"][0] + cfg.TABLE[0][1]
     kl.store(x_ptr + offs, y, mask=offs < n)
 '''
 
@@ -55,10 +61,11 @@ def _load_module(name, path):
     return mod
 
 
-def _build(tmp_path, name="m_stale", factors="[1.0, 2.0]", scale=3.0, helper=4.0, inner=5.0, table="[(6.0, 7.0)]"):
+def _build(tmp_path, name="m_stale", factors="[1.0, 2.0]", scale=3.0, helper=4.0, inner=5.0, table="[(6.0, 7.0)]",
+           jit=8.0):
     (tmp_path / f"{name}_cfg.py").write_text(CFG.format(table=table))
     (tmp_path / f"{name}.py").write_text(textwrap.dedent(SRC.format(cfg=f"{name}_cfg", factors=factors, scale=scale,
-                                                                     helper=helper, inner=inner)))
+                                                                     helper=helper, inner=inner, jit=jit)))
     sys.path.insert(0, str(tmp_path))
     try:
         _load_module(f"{name}_cfg", tmp_path / f"{name}_cfg.py")
@@ -73,9 +80,9 @@ def _consts(ck):
 
 
 @pytest.mark.parametrize("edit", [dict(helper=40.0), dict(inner=50.0), dict(factors="[1.0, 20.0]"),
-                                  dict(scale=30.0), dict(table="[(6.0, 70.0)]")],
+                                  dict(scale=30.0), dict(table="[(6.0, 70.0)]"), dict(jit=80.0)],
                          ids=["plain-helper", "helper-of-helper", "list-element", "nested-dict-tuple",
-                              "module-attribute-list"])
+                              "module-attribute-list", "jit-helper-through-a-dict"])
 def test_an_edit_the_build_depends_on_rebuilds(tmp_path, edit):
     first = _build(tmp_path)
     again = _build(tmp_path)

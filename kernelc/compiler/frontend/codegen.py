@@ -707,6 +707,8 @@ class CodeGenerator(ast.NodeVisitor):
         if self.depth >= MAX_INLINE_DEPTH:
             raise self.error(node, syntax.TOO_DEEP)
         syntax.check(fn)
+        if not (fn.__module__ or "").startswith("kernelc."):  # reached by any route (a dict, an argument)
+            self.used_globals.add_function(fn)
         try:
             bound = fn.signature.bind(*args, **kwargs)
         except TypeError as e:

@@ -101,8 +101,10 @@ class Dependencies:
             self.items[("global", module, name)] = c
 
     def add_function(self, fn) -> None:
-        if fn.__module__ and "<locals>" not in fn.__qualname__:
-            self.items[("function", fn.__module__, fn.__qualname__)] = function_fingerprint(fn)
+        """A plain helper run, or a ``@jit`` function inlined, with the fingerprint of its code."""
+        key = ("function", fn.__module__, fn.__qualname__)
+        if fn.__module__ and "<locals>" not in fn.__qualname__ and key not in self.items:
+            self.items[key] = function_fingerprint(fn)
 
     def to_list(self) -> List[List[str]]:
         return [[k, m, n, s] for (k, m, n), s in sorted(self.items.items())]
