@@ -1,7 +1,8 @@
 """analyzer: what is wrong with a kernel, on which line, and which configs to try.
 
 Reads a kprof (or Proton) profile and the kernels' compiled artifacts (the kernelc disk cache entry
-named in the profile, or a recompilation from the kernel's source), and reports per hot kernel:
+named in the profile or bundled next to it, or, when asked, a recompilation from the kernel's source),
+and reports per hot kernel:
 the hottest source lines with their stall reasons, diagnostics with evidence and a fix, and
 ``kernelc.Config`` suggestions as a ready-to-paste ``@kernelc.autotune`` block.
 
@@ -53,7 +54,7 @@ def analyze_compiled(compiled, *, grid=None, device: Optional[Device] = None, fu
 
 
 def analyze(profile_path: str, kernel: Optional[str] = None, arch: Optional[str] = None, *, top: int = 5,
-            validate: bool = True, n_lines: int = 8, min_share: float = 0.0) -> Report:
+            validate: bool = True, n_lines: int = 8, min_share: float = 0.0, source_policy=None) -> Report:
     """Analyse the hot kernelc kernels of a profile.
 
     ``kernel`` is a regular expression on kernel names (``re.search``, case-insensitive);
@@ -61,7 +62,8 @@ def analyze(profile_path: str, kernel: Optional[str] = None, arch: Optional[str]
     recompiled, and a kernel whose cache entry is gone is recompiled for it; ``top`` limits the
     number of kernels (ranked by GPU time); ``validate`` compiles each suggested config on the CPU to
     check it.  Raises :class:`AnalyzerError` for an unreadable profile or a pattern that matches
-    nothing.
+    nothing.  ``source_policy`` (:class:`analyzer.load.SourcePolicy`) says whether a kernel's source
+    file may be imported to recompile it; by default nothing is imported (no user code runs).
     """
     from profiler.format import ProfileFormatError
     from . import load as LD
@@ -100,6 +102,7 @@ def analyze(profile_path: str, kernel: Optional[str] = None, arch: Optional[str]
         selected = selected[:top]
     for i, g in enumerate(selected, 1):
         dev = LD.device_for(device_info, g.device_id, arch)
-        facts = LD.build_facts(g, dev, arch=arch, total_ns=total)
+        facts = LD.build_facts(g, dev, arch=arch, total_ns=total, source_policy=source_policy or LD.NO_IMPORT,
+                               profile_path=str(profile_path))
         rep.kernels.append(analyze_facts(facts, rank=i, validate=validate, n_lines=n_lines))
     return rep

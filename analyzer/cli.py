@@ -4,6 +4,7 @@
 
     kprof-analyze profile.hatchet [--kernel REGEX] [--json] [--arch sm_90a] [--top N] [--lines N]
                   [--no-check] [--no-color] [-o FILE] [--html FILE] [--fail-on {error,warning}]
+                  [--recompile-from-source [--allow-import-outside]] [--bundle-artifacts]
                   [--verify script.py [-- script args...]]
 
 Exit status: 0, or 1 with ``--fail-on`` when a finding of that severity (or worse) is reported, or 2
@@ -20,7 +21,8 @@ EPILOG = """\
 examples:
   kprof-analyze run.hatchet                         hottest kernels: lines, diagnostics, configs
   kprof-analyze run.hatchet --kernel matmul --json  one kernel, JSON (schema kprof-analyze/1)
-  kprof-analyze run.hatchet --arch sm_90a           analyse (recompile) for another target
+  kprof-analyze run.hatchet --arch sm_90a --recompile-from-source
+                                                    analyse (recompile) for another target
   kprof-analyze run.hatchet --verify train.py -- --steps 10
                                                     re-run train.py with each suggested config
                                                     forced (KERNELC_OVERRIDE) and time the kernel
@@ -46,6 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "with source, SASS, stall heat and these diagnoses inline) to FILE instead of printing the text")
     ap.add_argument("--fail-on", choices=("error", "warning"), help="exit 1 if a finding of this severity or worse "
                     "is reported")
+    ap.add_argument("--recompile-from-source", action="store_true", help="when a kernel's cache entry is missing "
+                    "(or --arch asks for another target), import the kernel's source file named in the profile to "
+                    "recompile it: its top level runs; the file is named on stderr first")
+    ap.add_argument("--allow-import-outside", action="store_true", help="with --recompile-from-source, also import "
+                    "source files outside the current working directory")
+    ap.add_argument("--bundle-artifacts", action="store_true", help="copy the profiled kernels' cache entries to "
+                    "PROFILE.kernels/ (next to the profile), where kprof-analyze finds them on another machine")
     ap.add_argument("--verify", metavar="SCRIPT", help="re-run SCRIPT (arguments after --) with each suggested "
                     "config forced on its kernel and report the measured times")
     return ap
@@ -60,12 +69,24 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
     import analyzer
+    from .load import SourcePolicy
+    if args.allow_import_outside and not args.recompile_from_source:
+        print("kprof-analyze: --allow-import-outside needs --recompile-from-source", file=sys.stderr)
+        return 2
+    policy = SourcePolicy(recompile_from_source=args.recompile_from_source,
+                          allow_import_outside=args.allow_import_outside)
     try:
         rep = analyzer.analyze(args.profile, kernel=args.kernel, arch=args.arch, top=args.top,
-                               validate=not args.no_check, n_lines=args.lines)
+                               validate=not args.no_check, n_lines=args.lines, source_policy=policy)
     except analyzer.AnalyzerError as e:
         print(f"kprof-analyze: {e}", file=sys.stderr)
         return 2
+    if args.bundle_artifacts:
+        from .load import bundle_artifacts, bundle_dir
+        keys = [k.facts.cache_key for k in rep.kernels]
+        done = bundle_artifacts(args.profile, keys)
+        print(f"kprof-analyze: {len(done)} of {len([k for k in keys if k])} kernel artifacts in "
+              f"{bundle_dir(args.profile)}", file=sys.stderr)
     if args.verify:
         if not os.path.isfile(args.verify):
             print(f"kprof-analyze: --verify {args.verify}: no such script", file=sys.stderr)
@@ -97,16 +118,29 @@ def main(argv: Optional[List[str]] = None) -> int:
             color = (not args.no_color and not args.output and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
             text = rep.render(color=color)
         if args.output:
-            with open(args.output, "w") as f:
+            with open(args.output, "w", encoding="utf-8") as f:   # files are UTF-8 whatever the locale
                 f.write(text)
         else:
-            sys.stdout.write(text)
-            sys.stdout.flush()
+            _write_escaped(sys.stdout, text)
     if args.fail_on:
         worst = {"error": ("error",), "warning": ("error", "warning")}[args.fail_on]
         if any(d.severity in worst for d in rep.findings):
             return 1
     return 0
+
+
+def _write_escaped(stream, text: str) -> None:
+    """Write ``text``; characters the stream's encoding cannot carry (a kernel named in Unicode on an
+    ASCII terminal) are written as backslash escapes instead of failing."""
+    enc = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        text.encode(enc)
+    except LookupError:
+        text = text.encode("ascii", "backslashreplace").decode("ascii")
+    except UnicodeEncodeError:
+        text = text.encode(enc, "backslashreplace").decode(enc)
+    stream.write(text)
+    stream.flush()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -58,12 +58,16 @@ class Device:
         return ARCH_LIMITS[max(older) if older else min(ARCH_LIMITS)]
 
     @classmethod
-    def for_arch(cls, arch: str, num_sms: Optional[int] = None, clock_khz: Optional[int] = None,
-                 source: Optional[str] = None) -> "Device":
+    def for_arch(cls, arch: str, num_sms=None, clock_khz=None, source: Optional[str] = None) -> "Device":
+        """``num_sms`` / ``clock_khz`` from a profile are used only when they are plausible positive
+        integers (a zero, negative, non-finite or non-numeric value is replaced by the architecture's
+        default: the diagnostics divide by them)."""
         from cubintools.target import parse_target
         t = parse_target(arch)
-        sms = num_sms if num_sms else DEFAULT_SMS.get(t.sm, 132)
-        return cls(t.arch, int(sms), clock_khz, source or ("profile" if num_sms else "assumed"))
+        num_sms = positive_int(num_sms, 100_000)
+        clock_khz = positive_int(clock_khz, 100_000_000)
+        sms = num_sms or DEFAULT_SMS.get(t.sm, 132)
+        return cls(t.arch, sms, clock_khz, (source or "profile") if num_sms else "assumed")
 
     def to_json(self) -> dict:
         return {"arch": self.arch, "num_sms": self.num_sms, "clock_khz": self.clock_khz, "source": self.source}
@@ -122,6 +126,8 @@ class KernelFacts:
     stall_totals: Dict[str, float] = field(default_factory=dict)
     notes: List[str] = field(default_factory=list)
     function: Any = None                     # the @jit function, when importable (for recompiling candidates)
+    source_policy: Any = None                # analyzer.load.SourcePolicy: may the source file be imported
+    import_refusal: Optional[str] = None     # why the source file was not imported (and how to allow it)
     specialization: Dict[str, Any] = field(default_factory=dict)  # {"divisibility": {...}, "equal_to_1": [...]}
     specialization_known: bool = True        # False: recompiled without the launch's specialisation
     _occ: Optional[Occupancy] = None
@@ -341,12 +347,25 @@ def apply_compiled(facts: KernelFacts, ck) -> None:
     facts._occ = None
 
 
+def positive_int(v, hi: int) -> Optional[int]:
+    """``v`` as an int in ``1..hi`` if it is one (int, integral float or numeric text), else None."""
+    if isinstance(v, bool):
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if not (1 <= f <= hi) or f != int(f):
+        return None
+    return int(f)
+
+
 def _literal(v):
     """Constexpr values from the disk cache are repr() strings: turn them back into values."""
     if isinstance(v, str):
         try:
             return ast.literal_eval(v)
-        except (ValueError, SyntaxError):
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             return v
     return v
 

@@ -13,10 +13,14 @@ What the analyzer reads from a kprof kernel frame's ``kprof`` dict (all optional
 found), and the launch's specialisation: ``divisibility`` + ``equal_to_1``, or ``args`` (a list of
 ``{"name", "kind", "value"}`` or a ``{name: value}`` dict of scalar arguments).
 
-Artifacts: the kernelc disk cache entry named by ``cache_key`` (``KERNELC_CACHE_DIR``); if it is gone,
-or if ``--arch`` asks for another target, the kernel is recompiled from its source file (the module is
-imported by path and the ``@jit`` function found by name) with the recorded signature, constexprs,
-options and specialisation.  When neither works the kernel is analysed from the profile alone.
+Artifacts: the kernelc disk cache entry named by ``cache_key`` (``KERNELC_CACHE_DIR``), else a copy of
+it next to the profile (``PROFILE.kernels/<cache key>/``, written by ``--bundle-artifacts``).  Nothing is
+executed implicitly: if the entry is gone, or if ``--arch`` asks for another target, the kernel is
+recompiled from its source file only when the user asked for it (:class:`SourcePolicy`,
+``--recompile-from-source``; the module is imported by path, the file named on stderr, and a file
+outside the current working directory also needs ``--allow-import-outside``).  A module this process
+has already imported is reused (no code runs).  Otherwise the kernel is analysed from the profile
+alone and the report says what is missing and how to get it.
 """
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from profiler.format import COUNT_METRIC, DEVICE_ID, TIME_METRIC, ProfileNode, read_profile
 
 from . import lines as L
-from .facts import Device, KernelFacts, apply_compiled, base, _literal
+from .facts import Device, KernelFacts, apply_compiled, base, positive_int, _literal
 
 _NAME_INFO = re.compile(r"^(?P<name>.*?)\s*\[(?P<info>[^\[\]]*)\]\s*$")
 _GRID = re.compile(r"grid\s+(\d+)(?:x(\d+))?(?:x(\d+))?")
@@ -140,9 +144,9 @@ def kernel_groups(root: ProfileNode) -> Tuple[List[KernelGroup], List[OtherKerne
             g.extra = extra
         for k, v in info.items():
             g.name_info.setdefault(k, v)
-        grid = extra.get("grid") or info.get("grid")
+        grid = extra.get("grid") if isinstance(extra.get("grid"), (list, tuple)) else info.get("grid")
         if grid:
-            gt = tuple(int(x) for x in (tuple(grid) + (1, 1, 1))[:3])
+            gt = tuple(positive_int(x, 2**31) or 1 for x in (tuple(grid) + (1, 1, 1))[:3])
             g.grids[gt] = g.grids.get(gt, 0.0) + t
         if g.device_id is None and node.metrics.get(DEVICE_ID) is not None:
             g.device_id = str(node.metrics.get(DEVICE_ID))
@@ -175,8 +179,7 @@ def device_for(device_info: Dict[str, Any], device_id: Optional[str], arch: Opti
                 prof_arch = parse_target(ARCH_SPECIFIC_DEFAULT.get(a, f"sm_{a}")).arch
         except (ValueError, TypeError):
             prof_arch = None
-        num_sms = int(entry.get("num_sms") or 0) or None
-        clock = int(entry.get("clock_rate") or 0) or None
+        num_sms, clock = entry.get("num_sms"), entry.get("clock_rate")   # checked by Device.for_arch
     if arch:
         want = parse_target(arch).arch
         if prof_arch and parse_target(prof_arch).sm != parse_target(want).sm:
@@ -191,18 +194,92 @@ def device_for(device_info: Dict[str, Any], device_id: Optional[str], arch: Opti
 # artifacts
 
 
-def load_cached(key: str):
-    """The :class:`CompiledKernel` of a disk-cache entry, or None (missing or corrupt)."""
-    from kernelc.runtime.cache import load_entry
-    return load_entry(key)
+def bundle_dir(profile_path: str) -> str:
+    """Where a profile's kernel artifacts travel with it: ``PROFILE.kernels/<cache key>/``."""
+    return str(profile_path) + ".kernels"
+
+
+def _cache_entry(key: str, profile_path: Optional[str] = None) -> Optional[str]:
+    from kernelc.runtime.cache import entry_path
+    key = str(key)
+    if len(key) < 3 or not key.isalnum():
+        return None
+    found = entry_path(key)
+    if found is None and profile_path:
+        bundled = os.path.join(bundle_dir(profile_path), key)
+        if os.path.isfile(os.path.join(bundled, "meta.json")):
+            found = bundled
+    return found
+
+
+def load_cached(key: str, profile_path: Optional[str] = None, notes: Optional[List[str]] = None):
+    """The :class:`CompiledKernel` of a kernel's cache entry (the disk cache, else the bundle next to
+    the profile), or None (missing, or corrupt: then why is added to ``notes``)."""
+    path = _cache_entry(key, profile_path)
+    if path is None:
+        return None
+    from kernelc.runtime.cache import load_entry_dir
+    try:
+        return load_entry_dir(path)
+    except Exception as e:
+        if notes is not None:
+            notes.append(f"cache entry {path} is unusable ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
+        return None
+
+
+def bundle_artifacts(profile_path: str, keys) -> List[str]:
+    """Copy the cache entries of ``keys`` next to the profile (``PROFILE.kernels/``) so that the
+    analyzer finds them on another machine; returns the keys copied (valid entries only)."""
+    import shutil
+    from kernelc.runtime.cache import load_entry_dir
+    done = []
+    for key in sorted({str(k) for k in keys if k}):
+        src = _cache_entry(key)
+        if src is None:
+            continue
+        try:
+            load_entry_dir(src)
+        except Exception:
+            continue
+        dst = os.path.join(bundle_dir(profile_path), key)
+        if not os.path.isdir(dst):
+            tmp = dst + f".tmp{os.getpid()}"
+            shutil.copytree(src, tmp)
+            os.replace(tmp, dst)
+        done.append(key)
+    return done
 
 
 _MODULES: Dict[str, Any] = {}
 
 
-def import_module_from(path: str):
-    """Import a Python file by path (reusing a module already imported from it)."""
-    path = os.path.abspath(path)
+@dataclass(frozen=True)
+class SourcePolicy:
+    """Whether the analyzer may import a kernel's source file (running its top level) to recompile it.
+
+    ``recompile_from_source``: the user asked for it (``--recompile-from-source``);
+    ``allow_import_outside``: files outside ``cwd`` (default: the current working directory) too."""
+    recompile_from_source: bool = False
+    allow_import_outside: bool = False
+    cwd: Optional[str] = None
+
+    def refusal(self, path: str) -> Optional[str]:
+        """Why ``path`` may not be imported, or None."""
+        if not self.recompile_from_source:
+            return (f"recompiling needs its source file {path} imported (its top level runs): pass "
+                    "--recompile-from-source (API: source_policy=SourcePolicy(recompile_from_source=True))")
+        root = os.path.realpath(self.cwd or os.getcwd())
+        real = os.path.realpath(path)
+        if not self.allow_import_outside and os.path.commonpath([root, real]) != root:
+            return (f"its source file {path} is outside the working directory {root}: pass "
+                    "--allow-import-outside to import it")
+        return None
+
+
+NO_IMPORT = SourcePolicy()
+
+
+def _already_imported(path: str):
     for mod in list(sys.modules.values()):
         f = getattr(mod, "__file__", None)
         if f and not f.endswith(".pyc"):
@@ -211,8 +288,20 @@ def import_module_from(path: str):
                     return mod
             except OSError:
                 continue
-    if path in _MODULES:
-        return _MODULES[path]
+    return _MODULES.get(path)
+
+
+def import_module_from(path: str, policy: SourcePolicy = NO_IMPORT):
+    """The module of a Python file: one this process already imported, else imported by path when
+    ``policy`` allows it (raises PermissionError naming the file and the flag otherwise)."""
+    path = os.path.abspath(path)
+    mod = _already_imported(path)
+    if mod is not None:
+        return mod
+    why = policy.refusal(path)
+    if why is not None:
+        raise PermissionError(why)
+    print(f"kprof-analyze: importing {path} to recompile its kernels", file=sys.stderr)
     name = "_kprof_analyze_" + hashlib.sha1(path.encode()).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -271,15 +360,19 @@ def kernel_source_file(facts: KernelFacts, extra: Optional[dict] = None) -> Opti
 
 
 def kernel_function(facts: KernelFacts, extra: Optional[dict] = None):
-    """The kernel's ``@jit`` function imported from its source file, or None (sets ``facts.function``)."""
+    """The kernel's ``@jit`` function from its source file, or None (sets ``facts.function``); the file
+    is imported only as ``facts.source_policy`` allows (a refusal is noted once in ``facts.notes``)."""
     if facts.function is not None:
         return facts.function
     path = kernel_source_file(facts, extra)
     if path is None:
         return None
     try:
-        mod = import_module_from(path)
+        mod = import_module_from(path, facts.source_policy or NO_IMPORT)
         facts.function = find_function(mod, facts.name)
+    except PermissionError as e:
+        facts.import_refusal = str(e)
+        return None
     except Exception as e:  # the user's module may fail to import here (missing deps, side effects)
         facts.notes.append(f"could not import {path} to recompile {facts.name}: {type(e).__name__}: {e}")
         return None
@@ -332,6 +425,8 @@ def _arg_values(extra: dict) -> Dict[str, Any]:
 def recompile(facts: KernelFacts, extra: dict, arch: str):
     """Compile the profiled kernel again for ``arch``; returns the CompiledKernel or raises."""
     fn = kernel_function(facts, extra)
+    if fn is None and facts.import_refusal:
+        raise PermissionError(facts.import_refusal)
     if fn is None:
         raise LookupError(f"the source of {facts.name} was not found (profile source: "
                           f"{(extra.get('source') or {}).get('file', 'none')})")
@@ -349,17 +444,19 @@ def recompile(facts: KernelFacts, extra: dict, arch: str):
 
 
 def build_facts(group: KernelGroup, device: Device, *, arch: Optional[str] = None, total_ns: float = 0.0,
-                recompile_missing: bool = True) -> KernelFacts:
+                recompile_missing: bool = True, source_policy: SourcePolicy = NO_IMPORT,
+                profile_path: Optional[str] = None) -> KernelFacts:
     """Facts of one kernel group: profile numbers, samples, and artifacts (cache or recompiled)."""
     extra = group.extra
     info = group.name_info
     facts = KernelFacts(name=group.name, device=device, time_ns=group.time_ns, count=group.count)
+    facts.source_policy = source_policy
     facts.share = group.time_ns / total_ns if total_ns else None
     if group.grids:
         facts.grids = sorted(group.grids.items(), key=lambda kv: -kv[1])
         facts.grid = facts.grids[0][0]
-    facts.num_warps = int(extra.get("num_warps") or info.get("num_warps") or 4)
-    facts.num_stages = int(extra.get("num_stages") or info.get("num_stages") or 3)
+    facts.num_warps = positive_int(extra.get("num_warps"), 64) or positive_int(info.get("num_warps"), 64) or 4
+    facts.num_stages = positive_int(extra.get("num_stages"), 64) or positive_int(info.get("num_stages"), 64) or 3
     cx = extra.get("constexprs")
     if isinstance(cx, dict):
         facts.constexprs = {k: _literal(v) for k, v in cx.items()}
@@ -379,7 +476,7 @@ def build_facts(group: KernelGroup, device: Device, *, arch: Optional[str] = Non
 
     from cubintools.target import parse_target
     want = parse_target(arch).arch if arch else None
-    ck = load_cached(facts.cache_key) if facts.cache_key else None
+    ck = load_cached(facts.cache_key, profile_path, facts.notes) if facts.cache_key else None
     if ck is not None:
         facts.artifact_origin = "cache"
         cached_arch = getattr(ck.target, "arch", None)
@@ -404,12 +501,17 @@ def build_facts(group: KernelGroup, device: Device, *, arch: Optional[str] = Non
         except Exception as e:
             why = f"cache entry {str(facts.cache_key)[:12]} not found" if facts.cache_key else "no cache key"
             msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-            facts.notes.append(f"no artifacts ({why}; recompiling failed: {msg}): static diagnostics skipped")
+            if isinstance(e, PermissionError):
+                facts.notes.append(f"no artifacts ({why}): static diagnostics skipped; {msg}; or bring the "
+                                   f"artifacts along: kprof-analyze PROFILE --bundle-artifacts on the machine that "
+                                   f"profiled copies them to PROFILE.kernels/")
+            else:
+                facts.notes.append(f"no artifacts ({why}; recompiling failed: {msg}): static diagnostics skipped")
     elif not group.is_kernelc:
         facts.notes.append("not a kernelc kernel (no artifacts): only its samples are analysed")
     # the profile's view of the launch wins over the artifact's where they disagree
-    if extra.get("num_warps"):
-        facts.num_warps = int(extra["num_warps"])
+    if positive_int(extra.get("num_warps"), 64):
+        facts.num_warps = positive_int(extra["num_warps"], 64)
     if facts.source and facts.source.get("file") and os.path.isfile(facts.source["file"]) and facts.source.get("lines"):
         _check_source_unchanged(facts)
     return facts

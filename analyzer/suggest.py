@@ -157,6 +157,8 @@ def suggest(facts: KernelFacts, diags: List[Diagnostic], *, validate: bool = Tru
     if validate and facts.signature:
         from .load import kernel_function
         fn = kernel_function(facts)
+        if fn is None and facts.import_refusal:
+            facts.notes.append(f"suggested configs not compile-checked: {facts.import_refusal}")
     if fn is None:
         return cands[:max_configs]
     target = getattr(getattr(facts.compiled, "target", None), "arch", None) or facts.device.arch

@@ -50,8 +50,11 @@ class Instr:
 @lru_cache(maxsize=None)
 def nvdisasm_path() -> str:
     """Path of the nvdisasm binary: ``$KERNELC_NVDISASM``, cuda.pathfinder, then ``site-packages/nvidia/cu13/bin``."""
-    env = os.environ.get("KERNELC_NVDISASM")
+    # KERNELC_NVDISASM is documented in kernelc's options table; read here directly (cubintools imports no kernelc)
+    env = os.environ.get("KERNELC_NVDISASM", "").strip()
     if env:
+        if not os.path.isfile(env):
+            raise FileNotFoundError(f"KERNELC_NVDISASM={env!r}: no such file (unset it to use the installed nvdisasm)")
         return env
     try:
         from cuda import pathfinder

@@ -52,7 +52,10 @@ class CompiledKernel:
     timings: Dict[str, float] = field(default_factory=dict)
     arg_names: List[str] = field(default_factory=list)
     arg_types: List[Any] = field(default_factory=list)
-    used_globals: Dict[str, Any] = field(default_factory=dict)
+    used_globals: Dict[str, Any] = field(default_factory=dict)    # "module.name" -> canonical value text
+    # what the frontend read: [kind, module, name, snapshot] (compiler/frontend/deps.py); the disk
+    # cache checks it before reusing the build
+    dependencies: List[List[str]] = field(default_factory=list)
     cache_key: Optional[str] = None
     artifacts: Any = None
     # Facts for tools: "memory_accesses" (per load/store: vector width, contiguity, what limited it) and

@@ -9,7 +9,6 @@ Example (no GPU needed)::
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -127,7 +126,9 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
         num_warps=num_warps, num_stages=num_stages, target=tgt, asm=asm, n_regs=art.n_regs, n_spills=art.n_spills,
         shared=smem_bytes + art.shared, dynamic_shared=smem_bytes, local_bytes=art.local_bytes, source_map=art.source_map,
         compile_log=list(plan.notes), timings=timings, arg_names=[a.name for a in func.arguments],
-        arg_types=[a.type for a in func.arguments], used_globals=used, artifacts=art,
+        arg_types=[a.type for a in func.arguments], artifacts=art,
+        used_globals={f"{m}.{n}": s for (k, m, n), s in used.items.items() if k == "global"},
+        dependencies=used.to_list(),
         reports=reports, extra_warps=reports.get("warp_specialization", {}).get("producer_warps", 0),
         global_scratch_bytes=reports.get("global_scratch_bytes", 0))
     for stage, secs in timings.items():
@@ -163,9 +164,11 @@ TILE_PASSES = (
 
 def dump_ir_requested() -> bool:
     """KERNELC_DUMP_IR=1: print the tile IR after every pass to stderr."""
-    return os.environ.get("KERNELC_DUMP_IR", "0").strip().lower() in ("1", "true", "yes", "on")
+    from ..options import get
+    return get("KERNELC_DUMP_IR")
 
 
 def pipeline_loads_enabled() -> bool:
     """Register prefetch of plain loads in ``num_stages >= 2`` loops; KERNELC_PIPELINE_LOADS=0 turns it off."""
-    return os.environ.get("KERNELC_PIPELINE_LOADS", "1").strip().lower() not in ("0", "false", "no", "off")
+    from ..options import get
+    return get("KERNELC_PIPELINE_LOADS")

@@ -295,6 +295,22 @@ def _member(fn, name=None):
 # ---------------------------------------------------------------------------------------------
 # Device functions
 # ---------------------------------------------------------------------------------------------
+def _call_site_error(msg):
+    """A CompilationError at the call expression that called into kernelc (two frames up), located as
+    the compiler locates the call node."""
+    import sys
+    from ..errors import CompilationError
+    frame = sys._getframe(2)
+    code = frame.f_code
+    col = None
+    try:
+        pos = list(code.co_positions())[frame.f_lasti // 2]
+        line, col = pos[0] or frame.f_lineno, pos[2]
+    except (AttributeError, IndexError):
+        line = frame.f_lineno
+    return CompilationError(msg, code.co_filename, line, col, code.co_name)
+
+
 class DeviceFunction:
     """A Python function that kernels may call (the base of ``@kernelc.jit``).
 
@@ -352,8 +368,19 @@ class DeviceFunction:
         return self._ast
 
     def __call__(self, *args, **kwargs):
-        if has_builder() and getattr(current_builder(), "is_interpreter", False):
-            return self.fn(*args, **kwargs)
+        b = current_builder() if has_builder() else None
+        if getattr(b, "is_interpreter", False):
+            # the interpreter runs the function as Python: hold it to the compiler's rules first
+            from . import syntax
+            depth = getattr(b, "call_depth", 0)
+            if depth >= syntax.MAX_INLINE_DEPTH:
+                raise _call_site_error(syntax.TOO_DEEP)
+            syntax.check(self)
+            b.call_depth = depth + 1
+            try:
+                return self.fn(*args, **kwargs)
+            finally:
+                b.call_depth = depth
         raise RuntimeError(f"{self.__name__} is a kernelc kernel: launch it with {self.__name__}[grid](...), "
                            f"or call it from inside another @kernelc.jit function")
 

@@ -1,8 +1,10 @@
 """On-disk kernel cache (``KERNELC_CACHE_DIR``, default ``~/.cache/kernelc``).
 
 The key covers the kernel's source and the source of every ``@jit`` function it reaches, the
-values of the plain/constexpr globals it reads, the specialisation, the options, the target and
-the compiler version. An entry is a directory written atomically (built under a temporary name,
+values of the plain/constexpr globals it reads, the specialisation, the compile options
+(``kernelc.options.CompileOptions``, whole), the target and the compiler version.  The entry also
+stores what the frontend actually read (folded globals, plain Python helpers it ran:
+``compiler/frontend/deps.py``); an entry whose record no longer matches the program is rebuilt. An entry is a directory written atomically (built under a temporary name,
 then renamed), so concurrent processes never see half an entry; a truncated or corrupt entry is
 recompiled with a warning, never trusted.
 """
@@ -18,6 +20,8 @@ import tempfile
 import warnings
 from typing import Any, Dict, Optional, Tuple
 
+from .. import options
+from ..compiler.frontend.deps import canonical, stale_reason
 from ..language.core import DeviceFunction, constexpr
 
 FORMAT_VERSION = 1
@@ -31,7 +35,7 @@ def triton_key() -> str:
 
 
 def cache_dir() -> str:
-    return os.environ.get("KERNELC_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kernelc")
+    return options.get("KERNELC_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kernelc")
 
 
 def dependency_fingerprint(fn: DeviceFunction, _seen=None) -> str:
@@ -59,10 +63,15 @@ def dependency_fingerprint(fn: DeviceFunction, _seen=None) -> str:
                     break
         if isinstance(v, DeviceFunction):
             h.update(f"{name}:{dependency_fingerprint(v, seen)}".encode())
-        elif isinstance(v, constexpr):
-            h.update(f"{name}={v.value!r}".encode())
-        elif isinstance(v, (bool, int, float, str)):
-            h.update(f"{name}={v!r}".encode())
+        else:
+            c = canonical(v)   # plain data, lists/dicts of it included
+            if c is not None:
+                h.update(f"{name}={c}".encode())
+    for cell in fn.fn.__closure__ or ():
+        try:
+            h.update(repr(canonical(cell.cell_contents)).encode())
+        except ValueError:  # an empty cell
+            pass
     out = h.hexdigest()
     seen[key] = out
     return out
@@ -82,10 +91,7 @@ def cache_key(fn, sig, cx, div, eq1, num_warps, num_stages, target) -> str:
         "fp": dependency_fingerprint(fn), "name": fn.__name__, "sig": sig,
         "cx": {k: repr(v) for k, v in cx.items()}, "div": div, "eq1": list(eq1), "warps": num_warps,
         "stages": num_stages, "target": str(target), "ptx": getattr(target, "ptx_version", None),
-        "env": {k: os.environ[k] for k in ("KERNELC_WGMMA_ASYNC", "KERNELC_PIPELINE_LOADS", "KERNELC_TMA", "KERNELC_AUTO_TMA",
-                                                     "KERNELC_WARP_SPECIALIZE", "KERNELC_WS_SETMAXNREG", "KERNELC_WGMMA_DEFER",
-                                                     "KERNELC_WS_PINGPONG")
-                if k in os.environ},
+        "options": options.compile_options().key(),
         "compiler": COMPILER_VERSION, "format": FORMAT_VERSION,
     }, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:40]
@@ -113,7 +119,7 @@ def _save(path: str, ck) -> None:
             "source_map": ck.source_map.to_dict() if ck.source_map is not None else None,
             "cubin_sha256": hashlib.sha256(ck.asm["cubin"]).hexdigest(), "cache_key": ck.cache_key,
             "reports": ck.reports, "extra_warps": ck.extra_warps,
-            "global_scratch_bytes": ck.global_scratch_bytes,
+            "global_scratch_bytes": ck.global_scratch_bytes, "dependencies": ck.dependencies,
         }
         with open(os.path.join(tmp, "meta.json"), "w") as f:
             json.dump(meta, f)
@@ -128,31 +134,107 @@ def _save(path: str, ck) -> None:
         raise
 
 
+class CorruptEntry(ValueError):
+    """A cache file that fails validation (the message names the file and what is wrong)."""
+
+
+def _nat(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _str_map(v) -> bool:
+    return isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items())
+
+
+def _str_list(v) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+# meta.json: field -> (check, what it must be, required)
+META_SCHEMA = {
+    "name": (lambda v: isinstance(v, str) and v.isidentifier(), "an identifier", True),
+    "signature": (_str_map, "a {name: type} object of strings", True),
+    "constexprs": (_str_map, "a {name: repr} object of strings", True),
+    "num_warps": (lambda v: _nat(v) and v >= 1 and not v & (v - 1), "a power of two", True),
+    "num_stages": (_nat, "an integer >= 0", True),
+    "target": (lambda v: isinstance(v, str), "a target string", True),
+    "n_regs": (_nat, "an integer >= 0", True),
+    "n_spills": (_nat, "an integer >= 0", True),
+    "shared": (_nat, "an integer >= 0", True),
+    "dynamic_shared": (_nat, "an integer >= 0", True),
+    "local_bytes": (_nat, "an integer >= 0", True),
+    "compile_log": (_str_list, "a list of strings", True),
+    "timings": (lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, (int, float))
+                                                      and not isinstance(x, bool) for k, x in v.items()),
+                "a {stage: seconds} object", True),
+    "arg_names": (_str_list, "a list of strings", True),
+    "source_map": (lambda v: v is None or isinstance(v, dict), "an object or null", True),
+    "cubin_sha256": (lambda v: isinstance(v, str) and len(v) == 64 and all(c in "0123456789abcdef" for c in v),
+                     "a sha256 hex digest", True),
+    "cache_key": (lambda v: v is None or isinstance(v, str), "a string", True),
+    "reports": (lambda v: isinstance(v, dict), "an object", False),
+    "extra_warps": (_nat, "an integer >= 0", False),
+    "global_scratch_bytes": (_nat, "an integer >= 0", False),
+    "dependencies": (lambda v: isinstance(v, list) and all(_str_list(x) and len(x) == 4 for x in v),
+                     "a list of [kind, module, name, snapshot]", False),
+}
+
+
+def validate_meta(meta, where: str) -> dict:
+    """``meta`` if it matches :data:`META_SCHEMA`, else :class:`CorruptEntry` naming ``where`` and the field."""
+    if not isinstance(meta, dict):
+        raise CorruptEntry(f"{where}: must be a JSON object, got {type(meta).__name__}")
+    for key, (ok, what, required) in META_SCHEMA.items():
+        if key not in meta:
+            if required:
+                raise CorruptEntry(f"{where}: field {key!r} is missing")
+            continue
+        if not ok(meta[key]):
+            raise CorruptEntry(f"{where}: field {key!r} must be {what}, got {meta[key]!r:.80}")
+    return meta
+
+
 def _load(path: str, fn):
     from ..compiler.artifact import CompiledKernel, _LazyAsm
     from ..compiler.backend import parse_target
     from cubintools.sourcemap import SourceMap
-    with open(os.path.join(path, "meta.json")) as f:
-        meta = json.load(f)
-    with open(os.path.join(path, "kernel.cubin"), "rb") as f:
+    meta_path = os.path.join(path, "meta.json")
+    try:
+        with open(meta_path, "rb") as f:
+            meta = json.loads(f.read().decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise CorruptEntry(f"{meta_path}: not JSON ({type(e).__name__}: {e})") from None
+    validate_meta(meta, meta_path)
+    if meta["cache_key"] is not None and meta["cache_key"] != os.path.basename(path):
+        raise CorruptEntry(f"{meta_path}: written for cache key {meta['cache_key']!r}, found under "
+                           f"{os.path.basename(path)!r}")
+    cubin_path = os.path.join(path, "kernel.cubin")
+    with open(cubin_path, "rb") as f:
         cubin = f.read()
     if hashlib.sha256(cubin).hexdigest() != meta["cubin_sha256"]:
-        raise ValueError("cubin checksum mismatch")
+        raise CorruptEntry(f"{cubin_path}: checksum mismatch (truncated or replaced)")
     asm = _LazyAsm(_CubinSass(cubin), cubin=cubin)
     for stage in _TEXT_STAGES:
         p = os.path.join(path, f"kernel.{stage}")
         if os.path.exists(p):
             with open(p) as f:
                 asm[stage] = f.read()
-    tgt = parse_target(meta["target"])
+    try:
+        tgt = parse_target(meta["target"])
+    except (ValueError, TypeError) as e:
+        raise CorruptEntry(f"{meta_path}: field 'target': {e}") from None
+    try:
+        smap = SourceMap.from_dict(meta["source_map"]) if meta.get("source_map") else None
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise CorruptEntry(f"{meta_path}: field 'source_map': {type(e).__name__}: {e}") from None
     return CompiledKernel(
         name=meta["name"], signature=meta["signature"], constexprs=meta["constexprs"], num_warps=meta["num_warps"],
         num_stages=meta["num_stages"], target=tgt, asm=asm, n_regs=meta["n_regs"], n_spills=meta["n_spills"],
         shared=meta["shared"], dynamic_shared=meta["dynamic_shared"], local_bytes=meta["local_bytes"],
-        source_map=SourceMap.from_dict(meta["source_map"]) if meta.get("source_map") else None,
+        source_map=smap,
         compile_log=meta["compile_log"], timings=meta["timings"], arg_names=meta["arg_names"],
         cache_key=meta["cache_key"], reports=meta.get("reports", {}), extra_warps=meta.get("extra_warps", 0),
-        global_scratch_bytes=meta.get("global_scratch_bytes", 0))
+        global_scratch_bytes=meta.get("global_scratch_bytes", 0), dependencies=meta.get("dependencies", []))
 
 
 def entry_path(key: str) -> Optional[str]:
@@ -163,6 +245,12 @@ def entry_path(key: str) -> Optional[str]:
         return None
     path = os.path.join(cache_dir(), key[:2], key)
     return path if os.path.isfile(os.path.join(path, "meta.json")) else None
+
+
+def load_entry_dir(path: str):
+    """The :class:`CompiledKernel` stored in the cache-entry directory ``path`` (a disk-cache entry, or a copy
+    of one, e.g. next to a profile). Raises :class:`CorruptEntry` naming the file when the entry is unusable."""
+    return _load(path, None)
 
 
 def load_entry(key: str):
@@ -194,15 +282,20 @@ def cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target):
     key = cache_key(fn, sig, cx, div, eq1, num_warps, num_stages, target)
     path = os.path.join(cache_dir(), key[:2], key)
     if os.path.isdir(path):
+        stale = None
         try:
             import time
             t0 = time.perf_counter()
             ck = _load(path, fn)
             ck.timings["disk_cache_load"] = time.perf_counter() - t0
-            return ck
+            stale = stale_reason(ck.dependencies, fn)
+            if stale is None:
+                return ck
         except Exception as e:  # truncated or corrupt: recompile, never trust
-            warnings.warn(f"kernelc: cache entry {path} is corrupt ({e}); recompiling", RuntimeWarning)
-            shutil.rmtree(path, ignore_errors=True)
+            why = str(e) if isinstance(e, CorruptEntry) else f"{path}: {type(e).__name__}: {e}"
+            warnings.warn(f"kernelc: corrupt cache entry, recompiling ({why})", RuntimeWarning)
+        # stale (a folded global or a plain helper changed since the build) or corrupt: rebuild in place
+        shutil.rmtree(path, ignore_errors=True)
     from ..compiler.compiler import compile as kcompile
     ck = kcompile(fn, sig, cx, target, num_warps, num_stages, divisibility=div, equal_to_1=eq1)
     ck.cache_key = key

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import functools
-import os
 import sys
 
 
 def interpret_requested() -> bool:
     """``KERNELC_INTERPRET`` asks for the CPU interpreter even where a GPU is usable."""
-    return os.environ.get("KERNELC_INTERPRET", "0").lower() in ("1", "true", "yes", "on")
+    from ..options import get
+    return get("KERNELC_INTERPRET")
 
 
 @functools.lru_cache(maxsize=None)

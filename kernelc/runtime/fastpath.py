@@ -25,15 +25,21 @@ def spec_part(v, specialize: bool = True):
     if type(v) is int or isinstance(v, int):
         if -2147483648 <= v < 2147483648:
             t = "i32"
-        elif v < 9223372036854775808:
+        elif -9223372036854775808 <= v < 9223372036854775808:
             t = "i64"
-        else:
+        elif 0 <= v < 18446744073709551616:
             t = "u64"
+        else:
+            raise TypeError(f"the integer {v} does not fit in 64 bits (ints are passed as int32, int64 or uint64)")
         if not specialize:
             return (t,)
         return (t, v == 1, v & 15 == 0)
     if isinstance(v, float):
+        if abs(v) > 3.4028234663852886e38 and abs(v) != float("inf"):
+            raise TypeError(f"the float {v!r} does not fit in fp32 (Python floats are passed as fp32)")
         return "fp32"
+    if hasattr(v, "__index__") and not hasattr(v, "dtype"):  # other integer types (not numpy/torch scalars)
+        return spec_part(v.__index__(), specialize)
     if isinstance(v, TensorDescriptor):
         return descriptor_part(v, specialize)
     raise TypeError(f"unsupported argument type {type(v).__name__}; pass a torch tensor, int, float, bool "
@@ -96,7 +102,10 @@ def make_binder(fn) -> Any:
 def fast(grid, {', '.join(sig_parts + opt_parts)}, stream=None, **kw):
     if kw:
         return _slow(grid, ({', '.join(names)},), kw, num_warps, num_stages, stream)
-{chr(10).join(pre)}
+    try:
+{chr(10).join("    " + ln for blk in pre for ln in blk.splitlines())}
+    except TypeError:  # an argument kernelc cannot pass: the general path names it
+        return _slow(grid, ({', '.join(names)},), kw, num_warps, num_stages, stream)
     _kc_dev = _getdev()
     try:
         _kc_ent = _cache.get((({', '.join(key_parts)},), num_warps, num_stages, _kc_dev))
@@ -106,14 +115,21 @@ def fast(grid, {', '.join(sig_parts + opt_parts)}, stream=None, **kw):
         return _slow(grid, ({', '.join(names)},), kw, num_warps, num_stages, stream)
     if type(grid) is tuple:
         _kc_g = grid
-    elif callable(grid):
+    else:
         _kc_g = grid({{{meta}, 'num_warps': num_warps, 'num_stages': num_stages}})
         if type(_kc_g) is not tuple:
-            _kc_g = tuple(_kc_g) if not isinstance(_kc_g, int) else (_kc_g,)
-    else:
-        _kc_g = tuple(grid) if not isinstance(grid, int) else (grid,)
+            _kc_g = (_kc_g,) if type(_kc_g) is int else ()
     _kc_n = len(_kc_g)
-    _kc_g0, _kc_g1, _kc_g2 = _kc_g[0], _kc_g[1] if _kc_n > 1 else 1, _kc_g[2] if _kc_n > 2 else 1
+    if _kc_n == 3:
+        _kc_g0, _kc_g1, _kc_g2 = _kc_g
+    elif 0 < _kc_n < 3:
+        _kc_g0, _kc_g1, _kc_g2 = _kc_g[0], _kc_g[1] if _kc_n > 1 else 1, 1
+    else:
+        _kc_g0 = None
+    if not (type(_kc_g0) is int and 0 < _kc_g0 < 2147483648 and type(_kc_g1) is int and 0 < _kc_g1 < 65536
+            and type(_kc_g2) is int and 0 < _kc_g2 < 65536):
+        # empty, malformed or too large: the general path launches nothing or says what is wrong
+        return _slow(grid, ({', '.join(names)},), kw, num_warps, num_stages, stream)
     _kc_st = _getstream(_kc_dev) if stream is None else _stream_handle(stream)
     if _hooks_enter or _hooks_exit:
         _kc_rec = _Record(_name, (_kc_g0, _kc_g1, _kc_g2), num_warps, num_stages, _kc_ent.compiled.shared, _kc_st, "cuda",
@@ -173,7 +189,6 @@ def _stream_obj(raw: int):
 def make_launch(ent, fn, cmask: List[bool]):
     """Generate ``launch(g0, g1, g2, stream, <runtime values>)`` for one compiled specialisation:
     tensors arrive as data pointers already; the values go into the reusable argument struct."""
-    import os
     from .driver import _drv, _libcuda, check
     n = sum(1 for c in cmask if not c)
     args = [f"v{i}" for i in range(n)]
@@ -190,7 +205,8 @@ def make_launch(ent, fn, cmask: List[bool]):
         lines.append(f"    s.a{len(lines)} = _kc_scratch(g0 * g1 * g2 * {scratch}, stream, {ent.device})")
     # cuda-python's cuLaunchKernel with a prebuilt parameter array measured faster than a ctypes call
     # into libcuda (docs/performance.md, "Launches"); KERNELC_LAUNCH_IMPL=ctypes keeps the other.
-    impl = os.environ.get("KERNELC_LAUNCH_IMPL", "cuda-python")
+    from .. import options
+    impl = options.get("KERNELC_LAUNCH_IMPL")
     if impl == "cuda-python":
         call = "    err = _cu(func, g0, g1, g2, threads, 1, 1, shared, _streams.get(stream) or _stream_obj(stream), ptrs, 0)[0]"
     else:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
-import warnings
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from ..errors import CompilationError
 from ..language.core import DeviceFunction, constexpr
 from . import hooks
 from .device import interpret_requested  # noqa: F401 (kernelc.runtime.jit.interpret_requested, used by callers)
+from .grid import call_site, normalize_grid
+from ..options import get as option
 
 # extern_libs: Triton's custom libdevice path; kernelc links its own libdevice (accepted, not used)
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "stream", "enable_fp_fusion",
@@ -81,14 +81,21 @@ class JITFunction(DeviceFunction, KernelInterface):
                 if bound is None:
                     if len(self._bound) > 64:
                         self._bound.clear()
-                    bound = self._bound[grid] = functools.partial(fast, grid)
+                    # validated once per distinct grid; the fast path launches it as given
+                    g3 = normalize_grid(grid, self.__name__)
+                    bound = self._bound[grid] = functools.partial(fast, g3) if all(g3) else \
+                        (lambda *args, **kwargs: self.run(*args, grid=g3, **kwargs))
                 return bound
+            if not callable(grid):
+                grid = normalize_grid(grid, self.__name__)
+                if not all(grid):  # an empty grid launches nothing: the general path
+                    return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
             return functools.partial(fast, grid)
         if fast is None:
             fast = False
             from .override import overrides_for
             if self.interpret is not True and _fast_path_enabled() and overrides_for(self.__name__) is None \
-                    and os.environ.get("KERNELC_LAUNCH_BLOCKING", "0") != "1":
+                    and not option("KERNELC_LAUNCH_BLOCKING"):
                 from .launcher import fast_launcher
                 fast = fast_launcher(self) or False
             self._fast = fast
@@ -106,7 +113,8 @@ class JITFunction(DeviceFunction, KernelInterface):
             n_req = sum(1 for p in self.params if p.default is inspect.Parameter.empty)
             raise CompilationError(
                 f"{self.__name__}() was launched with {len(args)} positional and {len(kwargs)} keyword "
-                f"arguments but takes {n_req} required parameters ({', '.join(self.arg_names)}): {e}",
+                f"arguments but takes {n_req} required parameters ({', '.join(self.arg_names)}): {e}"
+                f"{call_site()}",
                 self.file, self.first_line, self._def_col(), self.__name__) from None
         bound.apply_defaults()
         values = {}
@@ -118,6 +126,12 @@ class JITFunction(DeviceFunction, KernelInterface):
             if isinstance(values.get(k), int):
                 options[k] = values[k]
         return values, options
+
+    def _option_int(self, options, name, default, what, ok) -> int:
+        v = options.get(name, default)
+        if isinstance(v, bool) or not hasattr(v, "__index__") or not ok(v.__index__()):
+            raise ValueError(f"{name} of {self.__name__} must be {what}, got {v!r}{call_site()}")
+        return v.__index__()
 
     def _def_col(self) -> int:
         try:
@@ -134,15 +148,17 @@ class JITFunction(DeviceFunction, KernelInterface):
         from .override import overrides_for
         forced = overrides_for(self.__name__)
         if forced:
+            unknown = sorted(k for k in forced if k not in self.arg_names and k not in LAUNCH_OPTIONS)
+            if unknown:
+                raise ValueError(f"KERNELC_OVERRIDE sets {', '.join(unknown)} for {self.__name__}, which has no such "
+                                 f"parameter or launch option (parameters: {', '.join(self.arg_names)})")
             kwargs.update(forced)
         values, options = self.bind(args, kwargs)
-        num_warps = int(options.get("num_warps", 4))
-        num_stages = int(options.get("num_stages", 3))
-        if num_warps < 1 or num_warps & (num_warps - 1):
-            raise ValueError(f"num_warps must be a power of two, got {num_warps}")
+        num_warps = self._option_int(options, "num_warps", 4, "a power of two from 1 to 32",
+                                     lambda v: 1 <= v <= 32 and not v & (v - 1))
+        num_stages = self._option_int(options, "num_stages", 3, "an integer from 0 to 16", lambda v: 0 <= v <= 16)
         meta = dict(values, num_warps=num_warps, num_stages=num_stages)
-        g = grid(meta) if callable(grid) else grid
-        grid3 = _normalize_grid(g, self.__name__)
+        grid3 = normalize_grid(grid, self.__name__, meta)
         if self._use_interpreter(values):
             return self._run_interpreter(values, grid3, num_warps, num_stages, options, warmup)
         return self._run_cuda(values, grid3, num_warps, num_stages, options, warmup)
@@ -220,20 +236,6 @@ class JITFunction(DeviceFunction, KernelInterface):
         options.setdefault("num_stages", num_stages)
         w = self._warmed[id(compiled)] = WarmedKernel(self, compiled, constexprs, options)
         return w
-
-
-def _normalize_grid(g, name) -> Tuple[int, int, int]:
-    if isinstance(g, int) or hasattr(g, "__index__") and not isinstance(g, (tuple, list)):
-        g = (g,)
-    try:
-        g = tuple(int(x) for x in g)
-    except TypeError:
-        raise TypeError(f"grid for {name} must be a tuple of ints or a function of META returning one, got {g!r}") from None
-    if not 1 <= len(g) <= 3:
-        raise ValueError(f"grid for {name} must have 1 to 3 dimensions, got {g}")
-    if any(x < 0 for x in g):
-        raise ValueError(f"grid for {name} has a negative dimension: {g}")
-    return g + (1,) * (3 - len(g))
 
 
 def jit(fn=None, *, do_not_specialize: Iterable = (), debug: Optional[bool] = None, noinline: bool = False,

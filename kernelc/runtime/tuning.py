@@ -13,6 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List
 
+from .. import options
 from .cache import cache_dir, dependency_fingerprint
 
 
@@ -36,6 +37,31 @@ def _disk_path(tuner, key, device_name):
 def _device_name() -> str:
     import torch
     return torch.cuda.get_device_name()
+
+
+def read_saved(path: str, configs):
+    """The config a saved autotuning result names, or None (no file, or one of the wrong shape: then a
+    warning names the file, and the caller tunes again and overwrites it)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    try:
+        saved = json.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        why = f"not JSON ({type(e).__name__})"
+    else:
+        if not isinstance(saved, dict) or not isinstance(saved.get("config"), str):
+            why = 'not an object with a "config" string'
+        else:
+            for c in configs:
+                if repr(c) == saved["config"]:
+                    return c
+            return None  # tuned for configs that have since changed: tune again
+    import warnings
+    warnings.warn(f"kernelc: autotune cache file {path} is corrupt ({why}); tuning again", RuntimeWarning)
+    return None
 
 
 def _bench(fn, warmup, rep):
@@ -63,16 +89,11 @@ def select_config(tuner, configs, args, kwargs, grid):
         return hit
     device_name = _device_name()
     path = _disk_path(tuner, key, device_name)
-    if tuner.cache_results or os.environ.get("KERNELC_AUTOTUNE_DISK_CACHE", "1") == "1":
-        try:
-            with open(path) as f:
-                saved = json.load(f)
-            for c in configs:
-                if repr(c) == saved["config"]:
-                    tuner.cache[key] = c
-                    return c
-        except (OSError, ValueError, KeyError):
-            pass
+    if tuner.cache_results or options.get("KERNELC_AUTOTUNE_DISK_CACHE"):
+        c = read_saved(path, configs)
+        if c is not None:
+            tuner.cache[key] = c
+            return c
     if len(configs) == 1:
         tuner.cache[key] = configs[0]
         return configs[0]
@@ -136,7 +157,7 @@ def select_config(tuner, configs, args, kwargs, grid):
     tuner.cache[key] = best
     tuner.configs_timings = timings
     elapsed = time.perf_counter() - t0
-    if os.environ.get("KERNELC_PRINT_AUTOTUNING") == "1":
+    if options.get("KERNELC_PRINT_AUTOTUNING"):
         print(f"kernelc autotuning {tuner.__name__} for key {key}: best {best} ({timings[best]:.4f} ms) "
               f"after {elapsed:.2f}s over {len(configs)} configs", file=sys.stderr)
     try:

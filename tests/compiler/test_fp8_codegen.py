@@ -223,8 +223,7 @@ def test_fp8_promotion_follows_triton():
     def k(a_ptr, b_ptr, h_ptr, o_ptr):
         r = kl.arange(0, 4)
         a, b, h = kl.load(a_ptr + r), kl.load(b_ptr + r), kl.load(h_ptr + r)
-        seen["same"], seen["mixed"], seen["half"], seen["lit"] = (a + a).dtype, (a + b).dtype, (a + h).dtype, \
-            (a * 2).dtype
+        seen.update(same=(a + a).dtype, mixed=(a + b).dtype, half=(a + h).dtype, lit=(a * 2).dtype)
         kl.store(o_ptr + r, a * a)
 
     a = torch.tensor([1.0, 2.0, 3.0, 20.0]).to(torch.float8_e4m3fn)

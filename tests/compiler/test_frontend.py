@@ -62,7 +62,9 @@ def test_control_flow_structure():
     # the runtime `if acc > 3: v = 2.0` merges v through an scf.if result of type fp32
     ifs = [o for o in fn.walk() if o.name == "scf.if" and o.results]
     assert any(str(o.results[0].type) == "fp32" for o in ifs)
-    assert used == {"tests.compiler.kernels_frontend.LIMIT": 7}
+    assert [r[:3] for r in used.to_list()] == [["function", "tests.compiler.kernels_frontend", "twice_plus"],
+                                              ["global", "tests.compiler.kernels_frontend", "LIMIT"]]
+    assert used.to_list()[1][3] == "int:7"
 
 
 def test_constexpr_if_is_folded():

@@ -357,13 +357,17 @@ def test_dtype_table():
         kl_dtype_of(torch.complex64)
 
 
+def _record(rec, name, v):  # a plain helper: kernels may not assign into a subscript themselves
+    rec[name] = (v.dtype, float(v))
+
+
 def test_scalar_argument_types():
     seen = {}
 
     @jit
     def k(a, b, c, d, e, f, g, REC: kl.constexpr):
         for name, v in zip("abcdefg", (a, b, c, d, e, f, g)):
-            REC[name] = (v.dtype, float(v))
+            _record(REC, name, v)
 
     k[(1,)](5, 2**40, 2**63 + 1, 1.5, True, np.float16(0.5), np.uint8(200), REC=seen)
     assert seen["a"] == (kl.int32, 5.0)

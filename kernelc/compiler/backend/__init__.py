@@ -15,7 +15,6 @@ profiler and analyzer use too; the names are re-exported here for the compiler's
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -54,7 +53,13 @@ def target_for_device(major: int, minor: int, override=None) -> Target:
     """The target kernelc compiles for on a device of compute capability ``major.minor``; ``override``, else
     the ``KERNELC_TARGET`` environment variable (e.g. ``sm_80``, ``sm_90a+ptx86``), replaces the choice."""
     if override is None:
-        override = os.environ.get(ENV_TARGET) or None
+        from ...options import OptionError, get
+        override = get(ENV_TARGET)
+        if override is not None:
+            try:
+                return parse_target(override)
+            except ValueError as e:
+                raise OptionError(f"{ENV_TARGET}={override!r}: {e}") from None
     return _target_for_device(major, minor, override)
 
 __all__ = [

@@ -74,7 +74,8 @@ _libdevice_subsets: Dict[FrozenSet[str], bytes] = {}
 
 def libdevice_path() -> str:
     """Path of ``libdevice.10.bc``; raises :class:`CompilationError` if none is installed."""
-    env = os.environ.get("KERNELC_LIBDEVICE")
+    from ...options import get
+    env = get("KERNELC_LIBDEVICE")
     if env:
         if os.path.isfile(env):
             return env

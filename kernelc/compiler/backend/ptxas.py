@@ -124,9 +124,12 @@ def _log(nvjitlink, handle, which: str) -> str:
 @functools.lru_cache(maxsize=None)
 def ptxas_binary() -> Optional[str]:
     """A standalone ptxas (``$KERNELC_PTXAS``, cuda.pathfinder, the one Triton ships), or None."""
-    env = os.environ.get("KERNELC_PTXAS")
+    from ...options import OptionError, get
+    env = get("KERNELC_PTXAS")
     if env:
-        return env if os.path.isfile(env) else None
+        if not os.path.isfile(env):
+            raise OptionError(f"KERNELC_PTXAS={env!r}: no such file (unset it to use the installed ptxas)")
+        return env
     try:
         from cuda import pathfinder
         path = pathfinder.find_nvidia_binary_utility("ptxas")

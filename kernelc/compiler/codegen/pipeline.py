@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
+from ...options import get
+
 from ...language.dtypes import scalar_of, shape_of
 from ..ir.core import Block, Op, Value
 from ..passes.layout_assign import REMATERIALIZABLE
@@ -188,7 +190,6 @@ def plan_pipeline(lw: Lowering, op: Op, report: bool = True) -> Optional[Pipelin
 def decide_async_dots(lw: Lowering, plan: PipelinePlan) -> None:
     """Which wgmma dots may stay in flight across iterations (``plan.async_dots``), given the operands
     already staged in shared memory now (a warp-specialised loop decides again when it is lowered)."""
-    import os
     body = plan.op.regions[0]
     stages = plan.S
     tma_loads, loads = plan.tma_loads, plan.loads
@@ -206,10 +207,10 @@ def decide_async_dots(lw: Lowering, plan: PipelinePlan) -> None:
         # full S-1 lookahead -- if nothing else the dots read is rewritten every iteration (registers
         # staged through scratch, cp.async stages on their own schedule)
         served = {t.value.id for t in tma_loads} | set(lw.smem_operands)
-        if os.environ.get("KERNELC_WGMMA_ASYNC", "1") == "1" and chaining and not loads \
+        if get("KERNELC_WGMMA_ASYNC") in ("default", "on") and chaining and not loads \
                 and all(o.operands[i].id in served for o in dots for i in (0, 1)):
             plan.async_dots = {id(o) for o in dots}
-    elif os.environ.get("KERNELC_WGMMA_ASYNC", "0") == "1" and stages >= 3 and chaining:
+    elif get("KERNELC_WGMMA_ASYNC") == "on" and stages >= 3 and chaining:
         plan.async_dots = {id(o) for o in dots}
         plan.lookahead = stages - 2
 
@@ -641,11 +642,10 @@ class PipelinedLoop:
         this block's PV and softmax, FlashAttention-3's order) overlaps it. Everything is complete again
         at the end of the iteration (``before_yield``): ptxas cannot follow a wgmma in flight across the
         back edge once two are (C7514, it would serialise them)."""
-        import os
         lw, plan = self.lw, self.plan
         body = plan.op.regions[0]
         dots = [o for o in body.ops if o.name == "dot" and id(o) in lw.plan.wgmma]
-        on = os.environ.get("KERNELC_WGMMA_DEFER", "1").strip() not in ("0", "false", "no", "off")
+        on = get("KERNELC_WGMMA_DEFER")
         if on and len(dots) >= 2 and not plan.async_dots and \
                 all(o.attrs.get("max_num_imprecise_acc") is None for o in dots) and \
                 not any(t.name == "dot" for o in body.ops for t in o.walk() if t.block is not body):

@@ -16,7 +16,6 @@ SYNCS.ARRIVE.TRANS64 (arrive.expect_tx), SYNCS.PHASECHK.TRANS64.TRYWAIT (wait), 
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Iterator, Optional, Sequence, Tuple
 
@@ -29,7 +28,8 @@ MBARRIER_BYTES = 8
 
 def tma_enabled() -> bool:
     """``KERNELC_TMA=0`` turns the TMA lowering off (descriptor ops then take the generic lowering)."""
-    return os.environ.get("KERNELC_TMA", "1").strip().lower() not in ("0", "false", "no", "off")
+    from ...options import get
+    return get("KERNELC_TMA")
 
 
 def arch_has_tma(arch: str) -> bool:

@@ -32,7 +32,6 @@ measurements (single-dot matmul loops and 4-warp attention ran slower specialise
 """
 from __future__ import annotations
 
-import os
 from typing import List, Optional
 
 from ...language.dtypes import shape_of
@@ -53,10 +52,8 @@ PRODUCER_REGS, CONSUMER_REGS = 40, 232
 
 def default_policy() -> str:
     """``auto`` (loops with two or more dots, 8+ warps), ``all`` or ``none``: KERNELC_WARP_SPECIALIZE."""
-    v = os.environ.get("KERNELC_WARP_SPECIALIZE", "auto").strip().lower()
-    if v in ("0", "false", "no", "off", "none"):
-        return "none"
-    return "all" if v in ("1", "true", "yes", "on", "all") else "auto"
+    from ...options import get
+    return get("KERNELC_WARP_SPECIALIZE")
 
 
 AUTO_MIN_WARPS = 8   # auto: two consumer warpgroups, so one's softmax overlaps the other's dots
@@ -83,7 +80,8 @@ class WarpSpecialization:
 
     @property
     def setmaxnreg(self) -> bool:
-        return self.lw.nw == 8 and os.environ.get("KERNELC_WS_SETMAXNREG", "0").strip() in ("1", "true", "yes", "on")
+        from ...options import get
+        return self.lw.nw == 8 and get("KERNELC_WS_SETMAXNREG")
 
     @property
     def producer_warps(self) -> int:
@@ -206,7 +204,8 @@ class PingPong:
 
     @staticmethod
     def applies(lw: Lowering, plan) -> bool:
-        if os.environ.get("KERNELC_WS_PINGPONG", "0").strip() not in ("1", "true", "yes", "on"):
+        from ...options import get
+        if not get("KERNELC_WS_PINGPONG"):
             return False
         dots = [o for o in plan.op.regions[0].ops if o.name == "dot"]
         return lw.nw == 8 and len(dots) >= 2

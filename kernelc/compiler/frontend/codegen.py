@@ -11,14 +11,17 @@ import ast
 import builtins
 import inspect
 import operator
+import types
 from typing import Any, Dict, List, Optional, Tuple
 
 from ... import language as kl
 from ...errors import CompilationError
-from ...language import semantic
+from ...language import semantic, syntax
+from ...language.syntax import MAX_INLINE_DEPTH
 from ...language.core import DeviceFunction, aggregate, builder_scope, constexpr, static_range, tensor
 from ...language.dtypes import base_type, tensor_descriptor_type
 from ..ir.core import Argument, Block, Function, Loc, Op
+from .deps import Dependencies, is_user_function
 from .ir_builder import IRBuilder
 
 _BINOPS = {
@@ -32,13 +35,6 @@ _CMPOPS = {
     ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not,
     ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
 }
-_UNSUPPORTED_STMTS = {
-    ast.Break: "`break`", ast.Continue: "`continue`", ast.Try: "`try`", ast.With: "`with`", ast.Raise: "`raise`",
-    ast.Global: "`global`", ast.Nonlocal: "`nonlocal`", ast.Delete: "`del`", ast.ClassDef: "class definitions",
-    ast.Import: "`import`", ast.ImportFrom: "`import`", ast.FunctionDef: "nested function definitions",
-    ast.AsyncFunctionDef: "async functions", ast.AsyncFor: "`async for`", ast.AsyncWith: "`async with`",
-}
-MAX_INLINE_DEPTH = 32
 
 
 class _Undefined:
@@ -81,13 +77,13 @@ class CodeGenerator(ast.NodeVisitor):
     """Generates IR for one function body (kernel or inlined device function)."""
 
     def __init__(self, fn: DeviceFunction, builder: IRBuilder, scope: Dict[str, Any], *, kernel_name: str,
-                 depth: int = 0, used_globals: Optional[Dict[str, Any]] = None):
+                 depth: int = 0, used_globals: Optional[Dependencies] = None):
         self.fn = fn
         self.builder = builder
         self.scope = scope
         self.kernel_name = kernel_name
         self.depth = depth
-        self.used_globals = used_globals if used_globals is not None else {}
+        self.used_globals = used_globals if used_globals is not None else Dependencies()
         self.returned = False
         self.ret_value: Any = None
         self.file = fn.file
@@ -123,8 +119,7 @@ class CodeGenerator(ast.NodeVisitor):
                                 self.fn.__name__)
 
     def generic_visit(self, node):
-        what = _UNSUPPORTED_STMTS.get(type(node)) or f"`{type(node).__name__}`"
-        raise self.error(node, f"{what} is not supported in kernelc kernels")
+        raise self.error(node, syntax.unsupported(node))  # syntax.check rejects these first
 
     # -- names --------------------------------------------------------------------------------
     def lookup(self, name, node):
@@ -133,19 +128,20 @@ class CodeGenerator(ast.NodeVisitor):
             if isinstance(v, _Undefined):
                 raise self.error(node, f"name {name!r} is not defined here: {v.why}")
             return v
-        if name in self.closure:
-            return self._global_value(name, self.closure[name], node)
+        if name in self.closure:  # closure cells are in the kernel's fingerprint (runtime/cache.py)
+            return self._global_value(name, self.closure[name], node, None)
         g = self.fn.__globals__
         if name in g:
-            return self._global_value(name, g[name], node)
+            return self._global_value(name, g[name], node, self.fn.__module__)
         if hasattr(builtins, name):
             return getattr(builtins, name)
         raise self.error(node, f"name {name!r} is not defined")
 
-    def _global_value(self, name, v, node):
-        # Plain numbers/strings/tuples are folded as constants and become part of the cache key.
+    def _global_value(self, name, v, node, module):
+        # Plain data (numbers, strings, and lists/tuples/dicts of them) is folded as constants: recorded
+        # with its value, so that the disk cache rebuilds when it changes.
+        self.used_globals.add_global(module, name, v)
         if isinstance(v, constexpr) or isinstance(v, (bool, int, float, str, type(None), tuple)):
-            self.used_globals[f"{self.fn.__module__}.{name}"] = v.value if isinstance(v, constexpr) else v
             return v.value if isinstance(v, constexpr) else v
         if isinstance(v, tensor):
             raise self.error(node, f"global {name!r} is a tensor; pass it as an argument")
@@ -174,8 +170,7 @@ class CodeGenerator(ast.NodeVisitor):
                 self.assign(t, v, node)
             return
         if isinstance(target, ast.Subscript):
-            raise self.error(target, "assigning into a tile element is not supported; build the tile with "
-                                     "kl.where or store to memory")
+            raise self.error(target, syntax.SUBSCRIPT_ASSIGN)
         raise self.error(target, f"cannot assign to {type(target).__name__}")
 
     # -- statements ---------------------------------------------------------------------------
@@ -398,7 +393,7 @@ class CodeGenerator(ast.NodeVisitor):
         if node.orelse:
             raise self.error(node, "`for ... else` is not supported")
         if _contains_return(ast.Module(body=node.body, type_ignores=[])):
-            raise self.error(node, "`return` inside a loop is not supported; set a flag or restructure the loop")
+            raise self.error(node, syntax.RETURN_IN_LOOP)
         it = node.iter
         iterable = self.visit(it.func) if isinstance(it, ast.Call) else None
         if isinstance(it, ast.Call) and (iterable is static_range or iterable is builtins.range or iterable is kl.range):
@@ -458,7 +453,7 @@ class CodeGenerator(ast.NodeVisitor):
         if node.orelse:
             raise self.error(node, "`while ... else` is not supported")
         if _contains_return(ast.Module(body=node.body, type_ignores=[])):
-            raise self.error(node, "`return` inside a loop is not supported; set a flag or restructure the loop")
+            raise self.error(node, syntax.RETURN_IN_LOOP)
         carried = [n for n in _assigned_names(node.body) if n in self.scope and not isinstance(self.scope[n], _Undefined)]
         init_vals = [self.scope[n] for n in carried]
         carry = _Carry(*self._carriable(carried, init_vals, node))
@@ -608,7 +603,10 @@ class CodeGenerator(ast.NodeVisitor):
     def visit_Attribute(self, node):
         obj = self.visit(node.value)
         try:
-            return getattr(obj, node.attr)
+            v = getattr(obj, node.attr)
+            if isinstance(obj, types.ModuleType):  # cfg.TABLE: folded like a global of that module
+                self.used_globals.add_global(obj.__name__, node.attr, v)
+            return v
         except AttributeError:
             what = "a tile" if _is_runtime(obj) else f"{type(obj).__name__}"
             raise self.error(node, f"{what} has no attribute {node.attr!r}") from None
@@ -632,7 +630,7 @@ class CodeGenerator(ast.NodeVisitor):
     def _binop(self, op, lhs, rhs, node):
         fn = _BINOPS.get(type(op))
         if fn is None:
-            raise self.error(node, "`@` is not supported; use kl.dot(a, b)")
+            raise self.error(node, syntax.MATMUL)
         lhs, rhs = _unwrap(lhs), _unwrap(rhs)
         try:
             return fn(lhs, rhs)
@@ -701,11 +699,16 @@ class CodeGenerator(ast.NodeVisitor):
             raise self.error(node, "range() can only be used as the iterable of a for-loop")
         if not callable(fn):
             raise self.error(node, f"{_type_name(fn)} is not callable")
+        if is_user_function(fn):  # a plain Python helper runs on the tiles: its code is part of the build
+            self.used_globals.add_function(fn)
         return fn(*args, **kwargs)
 
     def call_function(self, fn: DeviceFunction, args, kwargs, node):
         if self.depth >= MAX_INLINE_DEPTH:
-            raise self.error(node, f"calls nest deeper than {MAX_INLINE_DEPTH} (recursion is not supported)")
+            raise self.error(node, syntax.TOO_DEEP)
+        syntax.check(fn)
+        if not (fn.__module__ or "").startswith("kernelc."):  # reached by any route (a dict, an argument)
+            self.used_globals.add_function(fn)
         try:
             bound = fn.signature.bind(*args, **kwargs)
         except TypeError as e:
@@ -975,7 +978,7 @@ def generate_ir(fn: DeviceFunction, signature: Dict[str, Any], constexprs: Dict[
     (16-byte specialisation), per machine parameter. A tensor descriptor argument becomes several
     function arguments (see ``kernelc/compiler/abi.py``; ``arch`` may add fields) and one
     ``make_tensor_descriptor`` op.
-    Returns the IR function and the globals it read (for the cache key).
+    Returns the IR function and what it read from the Python world (:class:`Dependencies`).
     """
     from ...language.dtypes import parse_type
     from ..abi import flat_divisibility, flat_params
@@ -999,7 +1002,7 @@ def generate_ir(fn: DeviceFunction, signature: Dict[str, Any], constexprs: Dict[
                 args.append(Argument(mname, mty, divisibility.get(mname, 1), mname in equal_to_1))
     func = Function(name or fn.__name__, args, fn.file, fn.first_line,
                     {k: v for k, v in constexprs.items()})
-    used_globals: Dict[str, Any] = {}
+    used_globals = Dependencies()
     builder = IRBuilder(trace_function=None)
     builder.arch = arch  # kl.target_info
     builder.num_warps = num_warps  # kl.extra.cuda.num_warps()
@@ -1035,10 +1038,10 @@ def generate_ir(fn: DeviceFunction, signature: Dict[str, Any], constexprs: Dict[
         builder.loc = Loc(fn.file, fn.first_line, 0, fn.__name__)
         for p in descriptors:
             scope[p] = _host_descriptor(p, types[p], func, index, arch)
+        syntax.check(fn)
         gen.visit_block(fn.parse().body)
         if gen.ret_value is not None:
-            raise CompilationError("a kernel cannot return a value; store results to memory", fn.file,
-                                   fn.first_line, None, fn.__name__)
+            raise CompilationError(syntax.RETURN_VALUE, fn.file, fn.first_line, None, fn.__name__)
         builder.loc = Loc(fn.file, fn.first_line, 0, fn.__name__)
         builder.create("return", [], None)
     builder.pop()

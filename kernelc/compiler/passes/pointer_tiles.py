@@ -92,8 +92,8 @@ EMPTY = 16  # the extent (and coordinate shift) of a dim whose bound leaves the 
 
 def auto_tma_scope() -> str:
     """What ``KERNELC_AUTO_TMA`` asks for: "off" (0), "all" (all), else "dots" (the default, 1)."""
-    v = os.environ.get("KERNELC_AUTO_TMA", "1").strip().lower()
-    return "off" if v in ("0", "false", "no", "off") else "all" if v == "all" else "dots"
+    from ...options import get
+    return get("KERNELC_AUTO_TMA")
 
 
 def pointer_tiles_to_descriptors(fn: Function, arch: str, notes: Optional[List[str]] = None,

@@ -18,6 +18,7 @@ from ...language.core import tensor
 from ...language.host_types import ArgumentError, is_torch_object, kl_dtype_of  # noqa: F401 (re-exported)
 from . import numerics
 
+FP32_MAX = float(np.finfo(np.float32).max)
 _INT_RANGES = ((-2**31, 2**31, T.int32), (-2**63, 2**63, T.int64), (2**63, 2**64, T.uint64))
 
 
@@ -58,7 +59,10 @@ def wrap_arg(value, name: str, memory):
     if isinstance(value, int):
         return scalar_tensor(value, int_type(value))
     if isinstance(value, float):
-        return scalar_tensor(value, T.float32)
+        if value != value or abs(value) <= FP32_MAX or value in (float("inf"), float("-inf")):
+            return scalar_tensor(value, T.float32)
+        raise ArgumentError(f"argument '{name}' = {value!r} does not fit in fp32 (Python floats are passed as "
+                            "fp32); pass a numpy.float64 scalar or a tensor for a wider value")
     if isinstance(value, np.generic):
         ty = kl_dtype_of(value.dtype)
         return tensor(np.asarray(value).astype(numerics.np_dtype(ty)), ty)

@@ -14,8 +14,8 @@ from typing import List, Optional
 import numpy as np
 
 from ...errors import InterpreterError, format_source_snippet
-from ...language import dtypes as T
-from ...language.core import tensor
+from ...language import dtypes as T, syntax
+from ...language.core import DeviceFunction, tensor
 from . import numerics as N
 from .locate import current_location
 from .descriptors import IMPLS as _DESCRIPTOR_IMPLS, DescriptorHandle
@@ -189,6 +189,8 @@ class InterpreterBuilder:
     # -- combine-function helpers ---------------------------------------------------------------
     def _call_combine(self, combine_fn, args: List[tensor]):
         f = getattr(combine_fn, "fn", combine_fn)
+        if isinstance(combine_fn, DeviceFunction):
+            syntax.check(combine_fn)  # what the compiler rejects when it inlines the combine function
         code = getattr(f, "__code__", None)
         if code is not None and not str(getattr(f, "__module__", "")).startswith("kernelc."):
             self.known_codes.add(code)  # user code: errors inside it point at its lines

@@ -13,7 +13,9 @@ from typing import Sequence
 import numpy as np
 
 from ...errors import CompilationError, KernelError
-from ...language.core import builder_scope
+from ...language import syntax
+from ...language.core import DeviceFunction, builder_scope
+from ..grid import normalize_grid
 from .args import ArgumentError, wrap_arg
 from .builder import InterpreterBuilder
 from .locate import raised_in_language, traceback_location
@@ -22,13 +24,6 @@ from .memory import Memory
 # Python exceptions that, raised while a kernel body runs, mean "this kernel is wrong" (the compiler
 # would reject it): they are reported as CompilationErrors at the kernel line.
 _COMPILE_ERRORS = (TypeError, ValueError, NotImplementedError, NameError, AttributeError, IndexError)
-
-
-def _grid3(grid):
-    g = tuple(int(x) for x in (grid if isinstance(grid, (tuple, list)) else (grid,)))
-    if not 1 <= len(g) <= 3 or any(x < 0 for x in g):
-        raise ValueError(f"grid must be 1 to 3 non-negative ints, got {grid!r}")
-    return g + (1,) * (3 - len(g))
 
 
 def _param_location(fn, name):
@@ -53,7 +48,10 @@ def launch(fn, grid, args: Sequence, *, arg_names: Sequence[str], constexpr_mask
     are passed through unchanged, the others are wrapped (arrays/tensors -> pointers, Python numbers ->
     scalar tiles). Results are written back into the caller's arrays/tensors after the launch.
     """
-    gx, gy, gz = _grid3(grid)
+    kernel_name = kernel_name or getattr(fn, "__name__", "kernel")
+    gx, gy, gz = normalize_grid(grid, kernel_name)
+    if isinstance(fn, DeviceFunction):
+        syntax.check(fn)  # what the compiler would reject, rejected here with the same error
     pyfn = getattr(fn, "fn", fn)
     memory = Memory()
     kernel_name = kernel_name or getattr(fn, "__name__", "kernel")
@@ -75,14 +73,14 @@ def launch(fn, grid, args: Sequence, *, arg_names: Sequence[str], constexpr_mask
                 for y in range(gy):
                     for x in range(gx):
                         builder.pid = (x, y, z)
-                        _run_program(builder, pyfn, wrapped)
+                        _run_program(builder, pyfn, wrapped, fn)
     finally:
         memory.write_back()
 
 
-def _run_program(builder, pyfn, wrapped):
+def _run_program(builder, pyfn, wrapped, fn=None):
     try:
-        pyfn(*wrapped)
+        ret = pyfn(*wrapped)
     except KernelError:
         raise
     except AssertionError as e:
@@ -102,3 +100,5 @@ def _run_program(builder, pyfn, wrapped):
         err = CompilationError(str(e), *loc)
         err.original = e
         raise err from None
+    if ret is not None and isinstance(fn, DeviceFunction):
+        raise CompilationError(syntax.RETURN_VALUE, fn.file, fn.first_line, None, fn.__name__)

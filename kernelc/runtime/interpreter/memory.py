@@ -2,8 +2,9 @@
 
 Each array argument (numpy array, torch tensor on CPU or CUDA, any dtype, contiguous or strided) is
 mapped as a byte buffer covering its whole underlying storage, at a base address that is a multiple
-of 2**20 with at least 1 MiB of unmapped guard space between buffers (so 16-byte divisibility of data
-pointers holds as on the GPU, and small out-of-bounds offsets never land in a neighbour). The pointer
+of 2**20 with 2**40 bytes of unmapped guard space between buffers (so 16-byte divisibility of data
+pointers holds as on the GPU, and an out-of-bounds offset never lands in a neighbour, nor nearer to
+it than to its own buffer: any int32 element offset of up to 16-byte elements is below 2**36). The pointer
 passed to the kernel is ``base + storage_offset * itemsize``.
 
 Host memory (numpy arrays, CPU tensors) is aliased, so stores land directly in the caller's array.
@@ -23,7 +24,7 @@ import numpy as np
 
 GRANULE = 1 << 20
 FIRST_BASE = 1 << 32  # above 4 GiB: a pointer truncated to 32 bits never stays valid
-GUARD = 1 << 20
+GUARD = 1 << 40
 # Copy CPU tensors too (instead of aliasing them), as CUDA tensors always are: lets CPU-only tests
 # exercise the copy-in / write-back path.
 FORCE_HOST_COPY = False

@@ -1,0 +1,168 @@
+"""Every ``KERNELC_*`` environment knob in one typed table, and the one parser for them.
+
+Each :class:`Knob` has a name, a type, a default and a doc line; :func:`get` reads the environment
+and returns the typed value, or raises :class:`OptionError` naming the variable and the values it
+accepts.  Knobs marked ``compile=True`` change the code the compiler emits: :func:`compile_options`
+collects them into a frozen :class:`CompileOptions` that the disk cache hashes whole into its key,
+so a new compile knob cannot be forgotten there.
+
+``python3 -m kernelc.options --markdown`` prints the table for ``docs/options.md``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, fields
+from typing import Any, Dict, Optional, Tuple
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+class OptionError(ValueError):
+    """A malformed ``KERNELC_*`` value (the message names the variable and the accepted values)."""
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str
+    type: str                 # "bool" | "choice" | "str" | "path"
+    default: Any
+    doc: str
+    choices: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()   # choice: (value, spellings accepted for it)
+    compile: bool = False     # changes the emitted code: part of CompileOptions and the cache key
+    field: str = ""           # CompileOptions attribute (compile knobs)
+
+    def accepted(self) -> str:
+        if self.type == "bool":
+            return ", ".join(_TRUE + _FALSE)
+        if self.type == "choice":
+            return ", ".join(s for _, spell in self.choices for s in spell)
+        return "any text" if self.type == "str" else "a path"
+
+    def parse(self, raw: Optional[str]) -> Any:
+        if raw is None or raw.strip() == "":
+            return self.default
+        v = raw.strip()
+        if self.type == "bool":
+            low = v.lower()
+            if low in _TRUE:
+                return True
+            if low in _FALSE:
+                return False
+        elif self.type == "choice":
+            low = v.lower()
+            for value, spell in self.choices:
+                if low in spell:
+                    return value
+        elif self.type == "path":
+            if "\x00" not in v:
+                return v
+        else:
+            return v
+        raise OptionError(f"{self.name}={raw!r} is not a valid value: use one of {self.accepted()}")
+
+
+def _choice(*pairs):
+    return tuple((v, tuple(s)) for v, s in pairs)
+
+
+KNOBS: Tuple[Knob, ...] = (
+    # -- runtime ------------------------------------------------------------------------------
+    Knob("KERNELC_INTERPRET", "bool", False, "run every kernel in the CPU interpreter"),
+    Knob("KERNELC_LAUNCH_BLOCKING", "bool", False,
+         "synchronise after every launch and take the checked (slow) launch path, so errors point at their launch"),
+    Knob("KERNELC_LOG_RECOMPILES", "bool", False, "say on stderr which argument changed a kernel's specialisation"),
+    Knob("KERNELC_LAUNCH_IMPL", "choice", "cuda-python", "how the launch fast path calls cuLaunchKernel",
+         _choice(("cuda-python", ("cuda-python",)), ("ctypes", ("ctypes",)))),
+    Knob("KERNELC_CACHE_DIR", "path", None, "kernel disk cache directory (default ~/.cache/kernelc)"),
+    Knob("KERNELC_AUTOTUNE_DISK_CACHE", "bool", True, "keep autotuning results on disk (next to the kernel cache)"),
+    Knob("KERNELC_PRINT_AUTOTUNING", "bool", False, "print each autotuning result on stderr"),
+    Knob("KERNELC_DUMP_IR", "bool", False, "print the tile IR after every compiler pass on stderr"),
+    Knob("KERNELC_OVERRIDE", "str", "",
+         "force constexprs / launch options per kernel: 'kernel:KEY=VALUE,...;kernel2:...' "
+         "(parsed by kernelc.runtime.override)"),
+    # -- toolchain ----------------------------------------------------------------------------
+    Knob("KERNELC_TARGET", "str", None, "compile for this target instead of the device's, e.g. sm_80, sm_90a+ptx86"),
+    Knob("KERNELC_LIBDEVICE", "path", None, "libdevice.10.bc to link (default: the nvidia-nvvm wheel, CUDA_HOME)"),
+    Knob("KERNELC_NVDISASM", "path", None, "nvdisasm binary (default: cuda.pathfinder, the nvidia wheels)"),
+    Knob("KERNELC_PTXAS", "path", None, "standalone ptxas binary (default: cuda.pathfinder, Triton's)"),
+    # -- code generation (hashed into the cache key) ------------------------------------------
+    Knob("KERNELC_TMA", "bool", True, "use TMA for descriptor loads/stores on sm_90a", compile=True, field="tma"),
+    Knob("KERNELC_AUTO_TMA", "choice", "dots",
+         "which pointer-tile loads/stores become TMA: dots (tiles feeding only dot operands), all, or off",
+         _choice(("off", _FALSE), ("dots", _TRUE + ("dots",)), ("all", ("all",))), compile=True, field="auto_tma"),
+    Knob("KERNELC_WARP_SPECIALIZE", "choice", "auto",
+         "warp specialisation of pipelined loops: auto (two or more dots, 8+ warps), all, or none",
+         _choice(("none", _FALSE + ("none",)), ("all", _TRUE + ("all",)), ("auto", ("auto",))),
+         compile=True, field="warp_specialize"),
+    Knob("KERNELC_WS_SETMAXNREG", "bool", False, "warp-specialised producer as a warpgroup with setmaxnreg",
+         compile=True, field="ws_setmaxnreg"),
+    Knob("KERNELC_WS_PINGPONG", "bool", False, "ping-pong ordering of the consumer warpgroups",
+         compile=True, field="ws_pingpong"),
+    Knob("KERNELC_WGMMA_ASYNC", "choice", "default",
+         "keep one wgmma group in flight across iterations: default (on with TMA loads, off with cp.async), 1, 0",
+         _choice(("default", ("default",)), ("on", _TRUE), ("off", _FALSE)), compile=True, field="wgmma_async"),
+    Knob("KERNELC_WGMMA_DEFER", "bool", True, "defer the waits of two or more wgmmas per iteration",
+         compile=True, field="wgmma_defer"),
+    Knob("KERNELC_PIPELINE_LOADS", "bool", True, "register prefetch of plain loads in num_stages >= 2 loops",
+         compile=True, field="pipeline_loads"),
+)
+BY_NAME: Dict[str, Knob] = {k.name: k for k in KNOBS}
+
+
+def get(name: str, environ=None) -> Any:
+    """The typed value of knob ``name`` from the environment (raises :class:`OptionError` if malformed)."""
+    return BY_NAME[name].parse((os.environ if environ is None else environ).get(name))
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """The compile-affecting knobs, read together (hashed whole into the cache key)."""
+    tma: bool = True
+    auto_tma: str = "dots"
+    warp_specialize: str = "auto"
+    ws_setmaxnreg: bool = False
+    ws_pingpong: bool = False
+    wgmma_async: str = "default"
+    wgmma_defer: bool = True
+    pipeline_loads: bool = True
+
+    def key(self) -> Dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def compile_options(environ=None) -> CompileOptions:
+    """Every compile knob of the environment, validated."""
+    return CompileOptions(**{k.field: get(k.name, environ) for k in KNOBS if k.compile})
+
+
+def check_environment(environ=None) -> None:
+    """Parse every ``KERNELC_*`` knob that is set (raises on the first malformed one)."""
+    env = os.environ if environ is None else environ
+    for k in KNOBS:
+        k.parse(env.get(k.name))
+
+
+def markdown() -> str:
+    """The table of knobs as Markdown (``docs/options.md``)."""
+    out = ["# kernelc environment options", "",
+           "Generated by `python3 -m kernelc.options --markdown > docs/options.md` from `kernelc/options.py`;",
+           "do not edit by hand. A malformed value is an error naming the variable and the accepted values.",
+           "Options marked *compile* change the generated code and are part of the kernel cache key.", "",
+           "| Variable | Type | Default | Accepted values | Compile | Meaning |",
+           "|---|---|---|---|---|---|"]
+    for k in KNOBS:
+        default = "unset" if k.default is None else (str(k.default).lower() if k.type == "bool" else str(k.default))
+        out.append(f"| `{k.name}` | {k.type} | `{default}` | {k.accepted()} | {'yes' if k.compile else ''} | "
+                   f"{k.doc.replace('|', '/')} |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv != ["--markdown"]:
+        print("usage: python3 -m kernelc.options --markdown", file=sys.stderr)
+        return 2
+    sys.stdout.write(markdown())
+    return 0
