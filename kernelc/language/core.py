@@ -479,7 +479,7 @@ def extern_elementwise(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, 
     Triton. Only libdevice symbols are supported: kernelc links NVIDIA's libdevice and nothing else.
     """
     from . import semantic
-    from .extra.libdevice import SYMBOLS
+    from .extra.libdevice_abi import SYMBOLS
     table = {}
     for key, (symbol, ret) in dict(_unwrap(arg_type_symbol_dict)).items():
         symbol = _unwrap(symbol)

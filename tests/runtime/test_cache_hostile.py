@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import kernelc
-from kernelc.compiler.backend.target import parse_target
+from cubintools.target import parse_target
 from kernelc.runtime import cache
 
 SIG = {"x_ptr": "*fp32", "n": "i32"}
