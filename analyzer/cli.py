@@ -58,11 +58,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
     import analyzer
+    from profiler.textsafe import encodable, term_escape
     try:
         rep = analyzer.analyze(args.profile, kernel=args.kernel, arch=args.arch, top=args.top,
                                validate=not args.no_check, n_lines=args.lines)
     except analyzer.AnalyzerError as e:
-        print(f"kprof-analyze: {e}", file=sys.stderr)
+        print(f"kprof-analyze: {term_escape(e)}", file=sys.stderr)
         return 2
     if args.verify:
         if not os.path.isfile(args.verify):
@@ -74,7 +75,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             if not k.suggestions:
                 continue
             if not args.json:
-                print(f"kprof-analyze: verifying {len(k.suggestions)} config(s) of {k.name} with {args.verify} ...",
+                print(f"kprof-analyze: verifying {len(k.suggestions)} config(s) of {term_escape(k.name)} with "
+                      f"{args.verify} ...",
                       file=sys.stderr)
             rows.extend(verify(args.verify, script_args, k.name, k.suggestions))
         rep.verification = rows
@@ -89,7 +91,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         with open(args.output, "w") as f:
             f.write(text)
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(encodable(text, getattr(sys.stdout, "encoding", None)))
         sys.stdout.flush()
     if args.fail_on:
         worst = {"error": ("error",), "warning": ("error", "warning")}[args.fail_on]

@@ -13,6 +13,7 @@ import sys
 from typing import IO, Sequence
 
 from ..format import ProfileFormatError
+from ..textsafe import encodable, term_escape
 from . import metrics as M
 from . import render, report, tree
 from .source_view import SourceViewError, source_report
@@ -82,7 +83,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, st
     try:
         return _run(args, out, err)
     except (ProfileFormatError, M.MetricError, SourceViewError, _Fail) as e:
-        err.write(f"{PROG}: error: {e}\n")
+        _say(err, f"{PROG}: error: {e}")
         return 1
     except BrokenPipeError:  # e.g. piped into `head`: stop quietly, as other CLI tools do
         try:
@@ -93,8 +94,13 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, st
         return 0
 
 
+def _say(err: IO[str], text: str) -> None:
+    # Messages quote names from the profile: escaped like everything else printed.
+    err.write(encodable(term_escape(text), getattr(err, "encoding", None)) + "\n")
+
+
 def _note(err: IO[str], text: str) -> None:
-    err.write(f"{PROG}: note: {text}\n")
+    _say(err, f"{PROG}: note: {text}")
 
 
 def _compile(flag: str, pattern: str | None) -> re.Pattern[str] | None:
