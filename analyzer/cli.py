@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("-o", "--output", metavar="FILE", help="write the report (text or JSON) to FILE")
     ap.add_argument("--fail-on", choices=("error", "warning"), help="exit 1 if a finding of this severity or worse "
                     "is reported")
+    ap.add_argument("--max-size", metavar="SIZE", help="largest profile file to load, e.g. 4G (default 1G; also "
+                    "KPROF_MAX_PROFILE_SIZE)")
     ap.add_argument("--verify", metavar="SCRIPT", help="re-run SCRIPT (arguments after --) with each suggested "
                     "config forced on its kernel and report the measured times")
     return ap
@@ -57,6 +59,19 @@ def main(argv: Optional[List[str]] = None) -> int:
         argv, script_args = argv[:i], argv[i + 1:]
     ap = build_parser()
     args = ap.parse_args(argv)
+    from profiler import options
+    if args.max_size is not None:
+        try:
+            options.set_override("max_profile_bytes", options.parse_size(args.max_size, "--max-size"))
+        except options.OptionError as e:
+            ap.error(str(e))
+    try:
+        return _main(args, script_args)
+    finally:
+        options.set_override("max_profile_bytes", None)
+
+
+def _main(args, script_args: List[str]) -> int:
     import analyzer
     from profiler.textsafe import encodable, term_escape
     try:

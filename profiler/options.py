@@ -2,7 +2,8 @@
 
 Each knob has a type, a default, an environment variable and a parser that turns a malformed value
 into a one-line error naming the variable.  Read them with :func:`get` (the environment is read at
-each call, so a test or a wrapper may set it late); command-line flags override them.
+each call, so a test or a wrapper may set it late); command-line flags (``kprof-viewer --max-size``,
+``kprof-analyze --max-size``) override them through :func:`set_override`.
 
 ==========================  ==========================  =======================================
 knob                        environment variable        meaning
@@ -21,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional
 
-__all__ = ["Knob", "KNOBS", "OptionError", "get", "parse_size"]
+__all__ = ["Knob", "KNOBS", "OptionError", "get", "set_override", "parse_size"]
 
 
 class OptionError(ValueError):
@@ -72,10 +73,24 @@ KNOBS: Dict[str, Knob] = {k.name: k for k in (
 )}
 
 
+_overrides: Dict[str, Any] = {}
+
+
+def set_override(name: str, value: Any) -> None:
+    """Set a knob for this process (a command-line flag such as ``--max-size``); ``None`` clears it."""
+    KNOBS[name]  # KeyError for an unknown knob
+    if value is None:
+        _overrides.pop(name, None)
+    else:
+        _overrides[name] = value
+
+
 def get(name: str, environ: Optional[Mapping[str, str]] = None) -> Any:
-    """The knob's value: its environment variable if set (parsed; a bad value raises
-    :class:`OptionError`), else its default."""
+    """The knob's value: a command-line override, else its environment variable if set (parsed; a
+    bad value raises :class:`OptionError`), else its default."""
     knob = KNOBS[name]
+    if name in _overrides:
+        return _overrides[name]
     env = os.environ if environ is None else environ
     raw = env.get(knob.env)
     if raw is None or raw.strip() == "":

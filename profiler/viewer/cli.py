@@ -12,6 +12,7 @@ import re
 import sys
 from typing import IO, Sequence
 
+from .. import options
 from ..format import ProfileFormatError
 from ..textsafe import encodable, term_escape
 from . import metrics as M
@@ -66,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source", metavar="KERNEL",
                    help="show KERNEL's source with per-line samples, share and top stall reasons")
     p.add_argument("--no-color", action="store_true", help="plain text even on a terminal (also: NO_COLOR=1)")
+    p.add_argument("--max-size", metavar="SIZE",
+                   help="largest profile file to load, e.g. 4G or 500M (default 1G; also KPROF_MAX_PROFILE_SIZE)")
     p.add_argument("-w", "--width", type=int, metavar="COLUMNS",
                    help="output width (default: the terminal's, or 160 when not a terminal)")
     return p
@@ -81,8 +84,13 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, st
     except SystemExit as e:  # argparse already printed its usage message
         return int(e.code or 0)
     try:
-        return _run(args, out, err)
-    except (ProfileFormatError, M.MetricError, SourceViewError, _Fail) as e:
+        if args.max_size is not None:
+            options.set_override("max_profile_bytes", options.parse_size(args.max_size, "--max-size"))
+        try:
+            return _run(args, out, err)
+        finally:
+            options.set_override("max_profile_bytes", None)
+    except (ProfileFormatError, M.MetricError, SourceViewError, _Fail, options.OptionError) as e:
         _say(err, f"{PROG}: error: {e}")
         return 1
     except BrokenPipeError:  # e.g. piped into `head`: stop quietly, as other CLI tools do
