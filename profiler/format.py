@@ -214,10 +214,11 @@ class _BadNode(Exception):
 
 
 def _spell(where: Any, keep: int = 6) -> str:
+    from .textsafe import term_escape
     names: list[str] = []
     while where is not None:
         where, name = where
-        names.append(name)
+        names.append(term_escape(name))
     names.reverse()
     if len(names) > keep:
         names = names[:1] + [f"...({len(names) - keep} frames)..."] + names[-(keep - 1):]
