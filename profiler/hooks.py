@@ -164,9 +164,13 @@ def describe(rec) -> Tuple[KernelInfo, Optional[Dict[str, Any]]]:
             _warn_once(f"md:{rec.name}", f"launch_metadata of {rec.name} raised {type(e).__name__}: {e}; "
                        "its flops/bytes are left out")
             md = {}
-        mname = md.get("name")
-        metrics = {k: v for k, v in md.items()
-                   if k != "name" and isinstance(v, (int, float)) and not isinstance(v, bool)} or None
+        mname = md.get("name") if isinstance(md.get("name"), str) else None
+        metrics = {}
+        for k, v in md.items():
+            num = None if k == "name" else _as_number(v)
+            if num is not None:
+                metrics[str(k)] = num
+        metrics = metrics or None
     key = (fn, rec.cache_key, rec.grid, rec.num_warps, rec.num_stages, rec.shared, mname, rec.backend)
     if rec.cache_key is None:  # the interpreter has no cache key: tell specialisations apart
         key += (repr(sorted(rec.constexprs.items())),)
@@ -174,6 +178,25 @@ def describe(rec) -> Tuple[KernelInfo, Optional[Dict[str, Any]]]:
     if info is None:
         info = _info_cache[key] = _build_info(rec, mname)
     return info, metrics
+
+
+def _as_number(v) -> Any:
+    """A launch-metadata value as a Python int or float (numpy and torch scalars included), or
+    ``None`` for anything that is not a single number."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return v
+    if isinstance(v, (str, bytes)):
+        return None
+    try:
+        if hasattr(v, "__index__"):
+            return int(v.__index__())
+        if hasattr(v, "__float__"):
+            return float(v)
+    except Exception:  # a tensor of several elements, a broken __float__
+        return None
+    return None
 
 
 def _display_name(rec, mname: Optional[str]) -> str:

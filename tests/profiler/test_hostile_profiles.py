@@ -47,8 +47,10 @@ def test_nan_launch_metadata_keeps_the_profile(tmp_path):
     import kernelc
     import kernelc.language as kl
 
-    def meta(grid, kernel, args):
-        return {"flops": float("nan"), "bytes": float("-inf")}
+    import numpy as np
+
+    def meta(grid, kernel, args):   # numpy scalars too: written as JSON numbers
+        return {"flops": float("nan"), "bytes": float("-inf"), "loads": np.int64(7), "ratio": np.float32(0.5)}
 
     @kernelc.jit(launch_metadata=meta)
     def nan_meta_kernel(x_ptr, BLOCK: kl.constexpr):
@@ -63,6 +65,7 @@ def test_nan_launch_metadata_keeps_the_profile(tmp_path):
     k = find(root, "k", "nan_meta_kernel")
     assert k.metrics["count"] == 1
     assert k.extra["non_finite_metrics"] == {"flops": "nan", "bytes": "-inf"}
+    assert k.metrics["loads"] == 7 and k.metrics["ratio"] == 0.5
 
 
 # -- depth and scale --------------------------------------------------------------------------------

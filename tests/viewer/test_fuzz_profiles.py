@@ -131,7 +131,7 @@ def _one_line_error(err, prog):
     assert len(lines) == 1 and lines[0].startswith(f"{prog}: "), err
 
 
-@settings(FUZZ, max_examples=150)
+@settings(FUZZ, max_examples=100)
 @given(doc=documents)
 def test_fuzz_reader(tmp_path, doc):
     path = _write(tmp_path, doc)
