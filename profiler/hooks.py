@@ -28,6 +28,7 @@ from . import context
 _handle = None
 _cupti = False   # GPU launches are timed by CUPTI: only attach the description
 _python = False  # capture Python call paths for interpreted launches
+_idle = True     # no session records kernelc launches (the hook, if still registered, does nothing)
 _info_cache: Dict[tuple, "KernelInfo"] = {}
 _warned: set = set()
 _now = time.perf_counter_ns
@@ -54,8 +55,9 @@ class KernelInfo:
 
 def configure(install: bool, cupti: bool, python: bool) -> None:
     """Called by the session registry whenever the set of active sessions changes."""
-    global _cupti, _python
+    global _cupti, _python, _idle
     _cupti, _python = cupti, python
+    _idle = not install
     if install:
         _install()
     else:
@@ -83,6 +85,14 @@ def _uninstall() -> None:
     _handle = None
 
 
+def sessions_gone() -> None:
+    """In a forked child that dropped its parent's sessions: the hook stays registered (see
+    session._after_fork_in_child) but records nothing."""
+    global _cupti, _python, _idle
+    _cupti = _python = False
+    _idle = True
+
+
 def installed() -> bool:
     return _handle is not None
 
@@ -95,6 +105,8 @@ def _warn_once(key: str, msg: str) -> None:
 
 # -- the hooks ----------------------------------------------------------------------------------
 def _enter(rec) -> None:
+    if _idle:
+        return
     try:
         c = context.local.ctx
         if _cupti and rec.backend == "cuda":
@@ -118,6 +130,15 @@ def _enter(rec) -> None:
 
 
 def _exit(rec) -> None:
+    if _idle:
+        try:  # a launch that began while recording: give the thread its scope back
+            c = context.local.ctx
+            if type(c.node) is context.KernelLaunch:
+                c.node = c.kprev
+            c.kkey = None
+        except Exception:
+            pass
+        return
     try:
         c = context.local.ctx
         if _cupti and rec.backend == "cuda":

@@ -504,10 +504,10 @@ def _after_fork_in_child() -> None:
     _sessions = {}
     _cli_session = None
     active, timing, python_ctx = (), (), False
-    try:
-        _refresh()
-    except Exception:
-        pass
+    # Not _refresh(): unhooking takes kernelc's hook lock, which another thread of the parent may
+    # have held at fork time.  The kernelc hook stays registered and does nothing without sessions.
+    from . import hooks
+    hooks.sessions_gone()
 
 
 if hasattr(os, "register_at_fork"):

@@ -82,6 +82,19 @@ def test_deep_nesting_is_written_and_read(tmp_path):
     assert deepest == depth
 
 
+def test_writer_handles_100k_nesting(tmp_path):
+    from profiler.format import ProfileNode, write_profile
+    root = n = ProfileNode("ROOT")
+    for i in range(100_000):
+        n = n.child(f"s{i}")
+    n.add_metrics({"time (ns)": 1})
+    write_profile(tmp_path / "deep.hatchet", root, {})
+    text = (tmp_path / "deep.hatchet").read_text()
+    # Linear in depth (indentation stops growing), every frame present, the list closed.
+    assert len(text) < 200 * 100_000
+    assert text.count('"name": "s') == 100_000 and text.rstrip().endswith("]")
+
+
 def test_100k_distinct_scopes_finalize_in_seconds(tmp_path):
     sid = profiler.start(str(tmp_path / "flat"))
     for i in range(100_000):

@@ -135,6 +135,19 @@ def test_viewer_never_prints_profile_text_raw(tmp_path, monkeypatch, view, colou
         assert term_escape(MATMUL_SOURCE[17] + "".join(HOSTILE.values()))[:40] in out
 
 
+def test_viewer_output_to_an_ascii_stream(tmp_path, monkeypatch):
+    # Text the stream's encoding cannot carry ("…", "└─", any name) becomes escapes, not a crash.
+    path = hostile_profile(tmp_path)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    raw = io.BytesIO()
+    out = io.TextIOWrapper(raw, encoding="ascii")
+    assert viewer_main([path, "--no-color"], stdout=out, stderr=io.StringIO()) == 0
+    out.flush()
+    text = raw.getvalue().decode("ascii")
+    assert "\\u2514" in text and "\\x1b[2J" in text   # the tree glyph and an escaped ESC
+    assert_clean(text)
+
+
 def test_viewer_errors_quote_file_names_escaped(tmp_path, monkeypatch):
     bad = tmp_path / "evil\x1b]0;t\x07.hatchet"
     bad.write_text("[1, 2, 3]")
