@@ -12,7 +12,7 @@ knob                        environment variable        meaning
                                                         (``1G``, ``500M``, ``64K`` or bytes;
                                                         default 1 GiB)
 ``max_profile_depth``       ``KPROF_MAX_PROFILE_DEPTH`` deepest frame nesting the readers accept
-                                                        (default 200000)
+                                                        (default 10000)
 ==========================  ==========================  =======================================
 """
 from __future__ import annotations
@@ -68,7 +68,7 @@ class Knob:
 KNOBS: Dict[str, Knob] = {k.name: k for k in (
     Knob("max_profile_bytes", "KPROF_MAX_PROFILE_SIZE", 1 << 30, parse_size,
          "largest profile file the readers load"),
-    Knob("max_profile_depth", "KPROF_MAX_PROFILE_DEPTH", 200_000, _positive_int,
+    Knob("max_profile_depth", "KPROF_MAX_PROFILE_DEPTH", 10_000, _positive_int,
          "deepest frame nesting the readers accept"),
 )}
 

@@ -10,6 +10,7 @@ import argparse
 import os
 import re
 import sys
+import threading
 from typing import IO, Sequence
 
 from .. import options
@@ -87,7 +88,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, st
         if args.max_size is not None:
             options.set_override("max_profile_bytes", options.parse_size(args.max_size, "--max-size"))
         try:
-            return _run(args, out, err)
+            return _deep_safe(_run, args, out, err)
         finally:
             options.set_override("max_profile_bytes", None)
     except (ProfileFormatError, M.MetricError, SourceViewError, _Fail, options.OptionError) as e:
@@ -100,6 +101,47 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, st
         except (OSError, ValueError, AttributeError):
             pass
         return 0
+
+
+_STACK_BYTES = 1 << 30   # reserved, not committed: only the pages a deep tree touches are used
+
+
+def _deep_safe(fn, *args):
+    """Run ``fn(*args)`` so that the tree walks of the reports (recursive, a few frames per tree
+    level) work on any tree the reader accepts (``KPROF_MAX_PROFILE_DEPTH`` frames): in a thread
+    with a large stack and a recursion limit to match.  Exceptions are re-raised here."""
+    depth = options.get("max_profile_depth")
+    need = 8 * depth + 2000
+    if need <= sys.getrecursionlimit():
+        return fn(*args)
+    result: list = []
+    failure: list = []
+
+    def target():
+        try:
+            result.append(fn(*args))
+        except BaseException as e:  # handed to the calling thread
+            failure.append(e)
+
+    old_limit = sys.getrecursionlimit()
+    old_stack = threading.stack_size()
+    try:
+        threading.stack_size(_STACK_BYTES)
+        sys.setrecursionlimit(need)
+        t = threading.Thread(target=target, name="kprof-viewer", daemon=True)   # Ctrl-C ends the process
+        t.start()
+    except (ValueError, RuntimeError, MemoryError):  # no large stacks here: run as is
+        sys.setrecursionlimit(old_limit)
+        return fn(*args)
+    finally:
+        threading.stack_size(old_stack)
+    try:
+        t.join()
+    finally:
+        sys.setrecursionlimit(old_limit)
+    if failure:
+        raise failure[0]
+    return result[0]
 
 
 def _say(err: IO[str], text: str) -> None:

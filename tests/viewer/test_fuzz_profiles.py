@@ -171,7 +171,7 @@ FLAGS = st.lists(st.one_of(
 ), max_size=3)
 
 
-@settings(FUZZ, max_examples=120)
+@settings(FUZZ, max_examples=90)
 @given(doc=mostly_profiles(85), other=profiles, flags=FLAGS, colour=st.booleans())
 def test_fuzz_viewer(tmp_path, monkeypatch, doc, other, flags, colour):
     path = _write(tmp_path, doc)

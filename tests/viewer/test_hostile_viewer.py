@@ -231,15 +231,30 @@ def test_deeply_nested_json_reads_or_fails_in_one_line(tmp_path):
     text = '[{"frame": {"name": "ROOT"}, "children": [' + text + '{"frame": {"name": "leaf"}}' + "]}" * depth + "]}, {}]"
     path = tmp_path / "deep.hatchet"
     path.write_text(text)
-    root, _ = read_profile(path)
+    root, _ = read_profile(path, max_depth=30000)
     assert max(d for _, d in root.walk()) == depth + 1
-    with pytest.raises(ProfileFormatError, match="nested deeper than 500 frames") as e:
-        read_profile(path, max_depth=500)
+    with pytest.raises(ProfileFormatError, match="nested deeper than 10000 frames.*KPROF_MAX_PROFILE_DEPTH") as e:
+        read_profile(path)   # the default limit
     assert "\n" not in str(e.value)
     # Arrays nested with no frames at all (a hostile file): the same one-line error.
     path.write_text("[" * 30000 + "]" * 30000)
     with pytest.raises(ProfileFormatError, match="nested deeper"):
         read_profile(path, max_depth=1000)
+
+
+@pytest.mark.parametrize("flags", [["-e", "nothing"], ["-i", "leaf", "--diff-profile", "SELF"]])
+def test_viewer_shows_a_tree_as_deep_as_the_reader_accepts(tmp_path, flags):
+    # The report walks recurse a few frames per level: the viewer gives them the stack they need.
+    depth = 5000
+    text = '{"frame": {"name": "f"}, "metrics": {"time (ns)": 1}, "children": [' * depth
+    text = ('[{"frame": {"name": "ROOT"}, "children": [' + text + '{"frame": {"name": "leaf"}, "metrics": '
+            '{"time (ns)": 1}}' + "]}" * depth + "]}, {}]")
+    path = tmp_path / "deep.hatchet"
+    path.write_text(text)
+    out, err = io.StringIO(), io.StringIO()
+    argv = [a.replace("SELF", str(path)) for a in flags] + [str(path), "--no-color"]
+    assert viewer_main(argv, stdout=out, stderr=err) == 0, err.getvalue()
+    assert "└─ f" in out.getvalue() or "leaf" in out.getvalue()   # the tree (cut at -d 100), or the flat list
 
 
 @pytest.mark.parametrize("text,what", [
