@@ -10,7 +10,6 @@ import time
 import pytest
 
 import profiler
-from profiler import session as S
 from profiler.format import read_profile
 
 from .conftest import run_kprof

@@ -9,9 +9,7 @@ import contextlib
 import io
 import json
 import math
-import os
 import re
-import string
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
