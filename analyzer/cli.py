@@ -55,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "source files outside the current working directory")
     ap.add_argument("--bundle-artifacts", action="store_true", help="copy the profiled kernels' cache entries to "
                     "PROFILE.kernels/ (next to the profile), where kprof-analyze finds them on another machine")
+    ap.add_argument("--max-size", metavar="SIZE", help="largest profile file to load, e.g. 4G (default 1G; also "
+                    "KPROF_MAX_PROFILE_SIZE)")
     ap.add_argument("--verify", metavar="SCRIPT", help="re-run SCRIPT (arguments after --) with each suggested "
                     "config forced on its kernel and report the measured times")
     return ap
@@ -68,6 +70,19 @@ def main(argv: Optional[List[str]] = None) -> int:
         argv, script_args = argv[:i], argv[i + 1:]
     ap = build_parser()
     args = ap.parse_args(argv)
+    from profiler import options
+    if args.max_size is not None:
+        try:
+            options.set_override("max_profile_bytes", options.parse_size(args.max_size, "--max-size"))
+        except options.OptionError as e:
+            ap.error(str(e))
+    try:
+        return _main(args, script_args)
+    finally:
+        options.set_override("max_profile_bytes", None)
+
+
+def _main(args, script_args: List[str]) -> int:
     import analyzer
     from .load import SourcePolicy
     if args.allow_import_outside and not args.recompile_from_source:
@@ -75,11 +90,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     policy = SourcePolicy(recompile_from_source=args.recompile_from_source,
                           allow_import_outside=args.allow_import_outside)
+    from profiler.textsafe import encodable, term_escape
     try:
         rep = analyzer.analyze(args.profile, kernel=args.kernel, arch=args.arch, top=args.top,
                                validate=not args.no_check, n_lines=args.lines, source_policy=policy)
     except analyzer.AnalyzerError as e:
-        print(f"kprof-analyze: {e}", file=sys.stderr)
+        print(f"kprof-analyze: {term_escape(e)}", file=sys.stderr)
         return 2
     if args.bundle_artifacts:
         from .load import bundle_artifacts, bundle_dir
@@ -97,7 +113,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             if not k.suggestions:
                 continue
             if not args.json:
-                print(f"kprof-analyze: verifying {len(k.suggestions)} config(s) of {k.name} with {args.verify} ...",
+                print(f"kprof-analyze: verifying {len(k.suggestions)} config(s) of {term_escape(k.name)} with "
+                      f"{args.verify} ...",
                       file=sys.stderr)
             rows.extend(verify(args.verify, script_args, k.name, k.suggestions))
         rep.verification = rows
@@ -109,7 +126,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         try:
             print(f"kprof-analyze: wrote {write_html_report(args.html, rep)}", file=sys.stderr)
         except HtmlReportError as e:
-            print(f"kprof-analyze: {e}", file=sys.stderr)
+            print(f"kprof-analyze: {term_escape(e)}", file=sys.stderr)
             return 2
     if not args.html or args.json or args.output:  # with --html alone the page is the report
         if args.json:
@@ -121,26 +138,13 @@ def main(argv: Optional[List[str]] = None) -> int:
             with open(args.output, "w", encoding="utf-8") as f:   # files are UTF-8 whatever the locale
                 f.write(text)
         else:
-            _write_escaped(sys.stdout, text)
+            sys.stdout.write(encodable(text, getattr(sys.stdout, "encoding", None)))
+            sys.stdout.flush()
     if args.fail_on:
         worst = {"error": ("error",), "warning": ("error", "warning")}[args.fail_on]
         if any(d.severity in worst for d in rep.findings):
             return 1
     return 0
-
-
-def _write_escaped(stream, text: str) -> None:
-    """Write ``text``; characters the stream's encoding cannot carry (a kernel named in Unicode on an
-    ASCII terminal) are written as backslash escapes instead of failing."""
-    enc = getattr(stream, "encoding", None) or "utf-8"
-    try:
-        text.encode(enc)
-    except LookupError:
-        text = text.encode("ascii", "backslashreplace").decode("ascii")
-    except UnicodeEncodeError:
-        text = text.encode(enc, "backslashreplace").decode(enc)
-    stream.write(text)
-    stream.flush()
 
 
 if __name__ == "__main__":  # pragma: no cover

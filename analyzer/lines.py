@@ -14,13 +14,14 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from . import stalls as S
 from .facts import KernelFacts, LineStat, base
+from .schema import clean_extra, clean_instructions, finite
 
 SAMPLE_FRAME = re.compile(r"^(?P<file>.*?):(?P<line>\d+)(?:@(?P<func>.*))?$")
 SAMPLES, STALLED, STALL_PREFIX = "num_samples", "num_stalled_samples", "stalled_"
 
 
 def _num(v) -> float:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+    return finite(v)   # NaN, inf, text and bools from a hand-edited profile count as 0
 
 
 def is_sample_frame(node) -> bool:
@@ -54,14 +55,12 @@ def collect(facts: KernelFacts, frames: Iterable[Any]) -> None:
             from_frames = True
     src_file = None
     for f in frames:
-        extra = f.extra or {}
-        if isinstance(extra.get("source"), dict):
-            src_file = extra["source"].get("file")
+        extra = clean_extra(f.extra)[0]
+        if isinstance(extra.get("source"), dict) and extra["source"].get("file"):
+            src_file = extra["source"]["file"]
             break
     for f in frames:
-        for ins in (f.extra or {}).get("instructions") or ():
-            if not isinstance(ins, dict) or not isinstance(ins.get("line"), int):
-                continue
+        for ins in clean_instructions(clean_extra(f.extra)[0].get("instructions")):
             file = ins.get("file") if isinstance(ins.get("file"), str) else (src_file or "?")
             key = (base(file), ins["line"])
             s = stats.setdefault(key, LineStat(key[0], key[1]))

@@ -36,6 +36,7 @@ from profiler.format import COUNT_METRIC, DEVICE_ID, TIME_METRIC, ProfileNode, r
 
 from . import lines as L
 from .facts import Device, KernelFacts, apply_compiled, base, positive_int, _literal
+from .schema import clean_extra, finite
 
 _NAME_INFO = re.compile(r"^(?P<name>.*?)\s*\[(?P<info>[^\[\]]*)\]\s*$")
 _GRID = re.compile(r"grid\s+(\d+)(?:x(\d+))?(?:x(\d+))?")
@@ -55,6 +56,7 @@ class KernelGroup:
     grids: Dict[Tuple[int, int, int], float] = field(default_factory=dict)
     device_id: Optional[str] = None
     name_info: Dict[str, Any] = field(default_factory=dict)
+    invalid: List[str] = field(default_factory=list)   # malformed kprof fields left out (analyzer.schema)
 
     @property
     def is_kernelc(self) -> bool:
@@ -73,7 +75,7 @@ class OtherKernel:
 
 
 def _num(v) -> float:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+    return finite(v)   # NaN, inf, text and bools from a hand-edited profile count as 0
 
 
 def parse_frame_name(name: str) -> Tuple[str, Dict[str, Any]]:
@@ -119,7 +121,7 @@ def kernel_groups(root: ProfileNode) -> Tuple[List[KernelGroup], List[OtherKerne
         t = _num(node.metrics.get(TIME_METRIC))
         c = int(_num(node.metrics.get(COUNT_METRIC)))
         total += t
-        extra = dict(node.extra or {})
+        extra, invalid = clean_extra(node.extra)
         short, info = parse_frame_name(node.name)
         is_kc = extra.get("kind") == "kernel" or "cache_key" in extra
         sampled = any(L.is_sample_frame(ch) for ch in node.children)
@@ -138,6 +140,7 @@ def kernel_groups(root: ProfileNode) -> Tuple[List[KernelGroup], List[OtherKerne
         if g is None:
             g = groups[key] = KernelGroup(kname)
         g.frames.append(node)
+        g.invalid.extend(k for k in invalid if k not in g.invalid)
         g.time_ns += t
         g.count += c
         if extra and (not g.extra or len(extra) > len(g.extra)):
@@ -455,6 +458,9 @@ def build_facts(group: KernelGroup, device: Device, *, arch: Optional[str] = Non
     if group.grids:
         facts.grids = sorted(group.grids.items(), key=lambda kv: -kv[1])
         facts.grid = facts.grids[0][0]
+    if group.invalid:
+        facts.notes.append(f"the profile's {', '.join(repr(k) for k in group.invalid)} field(s) of this kernel "
+                           "have the wrong type or range and were ignored")
     facts.num_warps = positive_int(extra.get("num_warps"), 64) or positive_int(info.get("num_warps"), 64) or 4
     facts.num_stages = positive_int(extra.get("num_stages"), 64) or positive_int(info.get("num_stages"), 64) or 3
     cx = extra.get("constexprs")

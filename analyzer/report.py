@@ -46,6 +46,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from profiler.textsafe import term_escape
+
 from . import stalls as S
 from .diagnostics import Diagnostic
 from .facts import KernelFacts
@@ -161,7 +163,9 @@ class Report:
             width = shutil.get_terminal_size((100, 24)).columns
         if color is None:
             color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-        lines = self.lines(width)
+        # Names, files and source lines come from the profile: every segment is escaped for the
+        # terminal (term_escape), with or without colour.
+        lines = [[(term_escape(t), s) for t, s in ln] for ln in self.lines(width)]
         if not color:
             return "\n".join("".join(t for t, _ in ln).rstrip() for ln in lines) + "\n"
         try:

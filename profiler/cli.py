@@ -19,6 +19,7 @@ from . import distributed as _distributed
 from . import session as _session
 
 PROG = "kprof"
+WRITE_FAILED = 3   # exit status when the program succeeded but its profile could not be written
 
 USAGE = f"""{PROG} [options] script.py [args...]
        {PROG} [options] -m module [args...]"""
@@ -38,7 +39,8 @@ examples:
   python -m kprof --format chrome -m pytest -q tests/test_model.py
 
 The exit status is the program's; the profile is written even when it raises, calls sys.exit,
-or is stopped with Ctrl-C or SIGTERM.
+or is stopped with Ctrl-C or SIGTERM. If the program succeeded but the profile could not be
+written, kprof says why and exits with status 3.
 
 Under torchrun (or any launcher that sets RANK and WORLD_SIZE) each rank writes NAME.rank<r>.hatchet
 and rank 0 then writes NAME.merged.hatchet (per-rank times, imbalance, collective wait):
@@ -113,6 +115,28 @@ def _on_sigterm(signum, frame):
     raise _Terminated()
 
 
+_prev_term = None            # the SIGTERM handler kprof replaced (restored in forked children)
+_fork_hook_registered = False
+
+
+def _after_fork_in_child() -> None:
+    # A forked child (multiprocessing's fork workers, os.fork) is not the profiled program's main
+    # process: kprof's SIGTERM handler would raise _Terminated inside it (pool.terminate() then
+    # prints tracebacks or hangs on a lock the worker held).  It gets the handler it had before.
+    try:
+        if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+            signal.signal(signal.SIGTERM, _prev_term if _prev_term is not None else signal.SIG_DFL)
+    except (ValueError, OSError, TypeError):
+        pass
+
+
+def _register_fork_hook() -> None:
+    global _fork_hook_registered
+    if not _fork_hook_registered and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+        _fork_hook_registered = True
+
+
 def _our_frame(filename: str) -> bool:
     here = os.path.dirname(os.path.abspath(__file__)) + os.sep
     kprof_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kprof") + os.sep
@@ -171,11 +195,15 @@ def main(argv: Optional[List[str]] = None) -> int:
                        backend=None if opts.backend == "auto" else opts.backend,
                        output_dir=opts.output_dir, format=opts.format)
 
+    global _prev_term
     prev_term = None
+    _register_fork_hook()
     try:
         prev_term = signal.signal(signal.SIGTERM, _on_sigterm)
     except (ValueError, OSError):  # not the main thread, or no signals here
         prev_term = None
+    _prev_term = prev_term
+    main_pid = os.getpid()
 
     exit_exc: Optional[SystemExit] = None
     code = 0
@@ -198,21 +226,28 @@ def main(argv: Optional[List[str]] = None) -> int:
                 signal.signal(signal.SIGTERM, prev_term)
             except (ValueError, OSError):
                 pass
-        held = _write_profile()
+        held, write_failed = _write_profile() if os.getpid() == main_pid else (None, False)
 
     if die_of is None and held is not None:
         die_of = held
     if die_of is not None:
         _die(die_of)
+    if write_failed:
+        # The profile is lost: say so in the exit status, unless the program already failed.
+        status = exit_exc.code if exit_exc is not None else code
+        if status is None or status == 0:
+            return WRITE_FAILED
     if exit_exc is not None:
         raise exit_exc
     return code
 
 
-def _write_profile() -> Optional[int]:
+def _write_profile() -> Tuple[Optional[int], bool]:
     """Finalize the session.  SIGINT/SIGTERM arriving meanwhile are held back (a second Ctrl-C must
-    not lose the profile) and returned, to be re-raised once the profile is written."""
+    not lose the profile) and returned, to be re-raised once the profile is written.  Returns
+    ``(held signal or None, whether writing failed)``."""
     pending: List[int] = []
+    failed = False
 
     def hold(signum, frame):
         pending.append(signum)
@@ -229,7 +264,11 @@ def _write_profile() -> Optional[int]:
         for p in paths:
             print(f"{PROG}: wrote {p}", file=sys.stderr)
     except Exception as e:
-        print(f"{PROG}: {e}", file=sys.stderr)
+        failed = True
+        msg = str(e)
+        if not msg.startswith(f"{PROG}:"):
+            msg = f"{PROG}: could not write the profile: {type(e).__name__}: {msg}"
+        print(f"{msg} (exit status {WRITE_FAILED})", file=sys.stderr)
     finally:
         for sig, prev in saved.items():
             try:
@@ -241,7 +280,7 @@ def _write_profile() -> Optional[int]:
             sys.stderr.flush()
         except Exception:
             pass
-    return pending[0] if pending else None
+    return (pending[0] if pending else None), failed
 
 
 def _die(sig: int) -> None:

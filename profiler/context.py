@@ -60,6 +60,16 @@ def scope_names(node: int) -> List[str]:
     return out
 
 
+def scope_link(node: Any):
+    """``(parent id, name)`` of scope id ``node``; ``None`` for the root or a key that is not a
+    scope id (a Python call path).  Lets the tree builder place every scope in O(1)."""
+    if type(node) is KernelLaunch:
+        node = node.node
+    if type(node) is int and 0 < node < len(_names):
+        return _parents[node], _names[node]
+    return None
+
+
 # -- per-thread state ------------------------------------------------------------------------
 class KernelLaunch:
     """Stands in for a thread's scope id while a kernelc kernel is being launched on the GPU, so a

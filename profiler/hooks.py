@@ -29,6 +29,7 @@ from . import context
 _handle = None
 _cupti = False   # GPU launches are timed by CUPTI: only attach the description
 _python = False  # capture Python call paths for interpreted launches
+_idle = True     # no session records kernelc launches (the hook, if still registered, does nothing)
 _info_cache: Dict[tuple, "KernelInfo"] = {}
 _warned: set = set()
 _now = time.perf_counter_ns
@@ -57,8 +58,9 @@ class KernelInfo:
 def configure(install: bool, cupti: bool, python: bool, on_launch=None) -> None:
     """Called by the session registry whenever the set of active sessions changes; ``on_launch`` receives
     host-timed launches (:func:`profiler.session.kernel_launched`)."""
-    global _cupti, _python, _on_launch
+    global _cupti, _python, _idle, _on_launch
     _cupti, _python = cupti, python
+    _idle = not install
     if on_launch is not None:
         _on_launch = on_launch
     if install:
@@ -102,6 +104,12 @@ def unregister_kernelc_hook(handle) -> None:
     kh = sys.modules.get("kernelc.runtime.hooks")
     if handle is not None and kh is not None:
         kh.unregister(handle)
+def sessions_gone() -> None:
+    """In a forked child that dropped its parent's sessions: the hook stays registered (see
+    session._after_fork_in_child) but records nothing."""
+    global _cupti, _python, _idle
+    _cupti = _python = False
+    _idle = True
 
 
 def installed() -> bool:
@@ -116,6 +124,8 @@ def _warn_once(key: str, msg: str) -> None:
 
 # -- the hooks ----------------------------------------------------------------------------------
 def _enter(rec) -> None:
+    if _idle:
+        return
     try:
         c = context.local.ctx
         if _cupti and rec.backend == "cuda":
@@ -139,6 +149,15 @@ def _enter(rec) -> None:
 
 
 def _exit(rec) -> None:
+    if _idle:
+        try:  # a launch that began while recording: give the thread its scope back
+            c = context.local.ctx
+            if type(c.node) is context.KernelLaunch:
+                c.node = c.kprev
+            c.kkey = None
+        except Exception:
+            pass
+        return
     try:
         c = context.local.ctx
         if _cupti and rec.backend == "cuda":
@@ -185,9 +204,13 @@ def describe(rec) -> Tuple[KernelInfo, Optional[Dict[str, Any]]]:
             _warn_once(f"md:{rec.name}", f"launch_metadata of {rec.name} raised {type(e).__name__}: {e}; "
                        "its flops/bytes are left out")
             md = {}
-        mname = md.get("name")
-        metrics = {k: v for k, v in md.items()
-                   if k != "name" and isinstance(v, (int, float)) and not isinstance(v, bool)} or None
+        mname = md.get("name") if isinstance(md.get("name"), str) else None
+        metrics = {}
+        for k, v in md.items():
+            num = None if k == "name" else _as_number(v)
+            if num is not None:
+                metrics[str(k)] = num
+        metrics = metrics or None
     key = (fn, rec.cache_key, rec.grid, rec.num_warps, rec.num_stages, rec.shared, mname, rec.backend)
     if rec.cache_key is None:  # the interpreter has no cache key: tell specialisations apart
         key += (repr(sorted(rec.constexprs.items())),)
@@ -195,6 +218,25 @@ def describe(rec) -> Tuple[KernelInfo, Optional[Dict[str, Any]]]:
     if info is None:
         info = _info_cache[key] = _build_info(rec, mname)
     return info, metrics
+
+
+def _as_number(v) -> Any:
+    """A launch-metadata value as a Python int or float (numpy and torch scalars included), or
+    ``None`` for anything that is not a single number."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return v
+    if isinstance(v, (str, bytes)):
+        return None
+    try:
+        if hasattr(v, "__index__"):
+            return int(v.__index__())
+        if hasattr(v, "__float__"):
+            return float(v)
+    except Exception:  # a tensor of several elements, a broken __float__
+        return None
+    return None
 
 
 def _display_name(rec, mname: Optional[str]) -> str:

@@ -111,6 +111,7 @@ class Session:
         self.name = name
         self.base = base                       # output path without extension, as given
         self.base_abs = os.path.abspath(base)  # where it is written (the script may chdir)
+        self.claim: Optional[str] = None       # the claim file that reserves base_abs for this process
         self.context = ctx
         self.mode = mode
         self.mode_options = mode_options
@@ -201,7 +202,7 @@ class Session:
         from cubintools.demangle import demangle
         from .device_info import device_info
         nodes: Dict[tuple, Any] = {}
-        root = build_tree(self.data, context.names_of, demangle, nodes=nodes)
+        root = build_tree(self.data, context.names_of, demangle, nodes=nodes, link_of=context.scope_link)
         self.kernel_nodes = nodes
         if self.kernel_cids is not None:
             self.kernels = {cid: (nodes[key], info) for cid, (key, info) in self.kernel_cids.items() if key in nodes}
@@ -265,6 +266,7 @@ def start(name: Optional[str] = DEFAULT_NAME, *, context: str = "shadow", mode: 
         s.backend = backends.select(backend, kernel_activity=s.kernel_activity)
         if rank is not None:
             distributed.session_started(s, rank, base)
+        _claim_output(s)
         try:
             if mode_name == "pcsampling":
                 _attach_pcsampling(s)
@@ -272,6 +274,7 @@ def start(name: Optional[str] = DEFAULT_NAME, *, context: str = "shadow", mode: 
             _activate(s)
         except BaseException:
             _sessions.pop(sid, None)
+            _release_claim(s)
             s.active = False
             try:
                 s.backend.release(s)
@@ -358,6 +361,7 @@ def finalize(session: Optional[int] = None, output_format: Optional[str] = None)
                 errors.append(f"{s.base}: {type(e).__name__}: {e}")
             finally:
                 _sessions.pop(s.id, None)
+                _release_claim(s)
                 try:
                     s.backend.release(s)
                 except Exception as e:
@@ -388,13 +392,140 @@ def _finish(s: Session, formats: Tuple[str, ...]) -> List[str]:
     out = []
     os.makedirs(os.path.dirname(s.base_abs), exist_ok=True)
     if "hatchet" in formats:
-        write_profile(s.base_abs + ".hatchet", root, devinfo)
+        moved = write_profile(s.base_abs + ".hatchet", root, devinfo)
+        if moved:
+            _warn_non_finite(s.path, moved)
         out.append(s.path)
     if "chrome" in formats:
         from .trace import write_trace
         write_trace(s.base_abs + ".trace.json", s, root)
         out.append(s.trace_path)
     return out
+
+
+def _warn_non_finite(path: str, moved: List[Tuple[str, str, str]]) -> None:
+    from .textsafe import term_escape
+    shown = ", ".join(f"{m!r} of {f!r} = {v}" for f, m, v in moved[:5])
+    more = f" and {len(moved) - 5} more" if len(moved) > 5 else ""
+    print(term_escape(f"kprof: warning: {path}: {len(moved)} metric value(s) are NaN or infinite and were left out "
+                      f"of the metrics (kept as text under \"kprof\".\"non_finite_metrics\"): {shown}{more}"),
+          file=sys.stderr)
+
+
+# -- one file per process ----------------------------------------------------------------------
+# A session reserves its output path with a claim file beside it (".NAME.hatchet.kprof-owner",
+# holding the pid) when it starts.  A second live process that would write the same path (a
+# subprocess profiling itself, a concurrent run in the same directory) gets NAME.pid<PID> instead,
+# so no process ever writes over another's profile.  A claim whose process is gone is taken over.
+CLAIM_SUFFIX = ".hatchet.kprof-owner"
+
+
+def _claim_path(base_abs: str) -> str:
+    d, b = os.path.split(base_abs)
+    return os.path.join(d, "." + b + CLAIM_SUFFIX)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def _try_claim(base_abs: str) -> Optional[bool]:
+    """True: claimed (or already ours); False: a live process holds it; None: could not tell
+    (unwritable directory: the write at the end reports that)."""
+    path = _claim_path(base_abs)
+    me = os.getpid()
+    for _ in range(3):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            try:
+                with open(path, "r", encoding="ascii", errors="replace") as f:
+                    owner = int((f.read(32).strip() or "0"))
+            except (OSError, ValueError):
+                owner = 0
+            if owner == me:
+                return True
+            if _pid_alive(owner):
+                return False
+            try:  # a stale claim (its process ended without releasing it)
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                return None
+            continue
+        except OSError:
+            return None
+        try:
+            os.write(fd, str(me).encode("ascii"))
+        finally:
+            os.close(fd)
+        return True
+    return None
+
+
+def _claim_output(s: Session) -> None:
+    """Reserve ``s``'s output path for this process, or move the session to ``NAME.pid<PID>``."""
+    try:
+        os.makedirs(os.path.dirname(s.base_abs), exist_ok=True)
+    except OSError:
+        return
+    got = _try_claim(s.base_abs)
+    if got is False:
+        suffix = f".pid{os.getpid()}"
+        print(f"kprof: {s.path} belongs to another running process; this process (pid {os.getpid()}) writes "
+              f"{s.base + suffix}.hatchet", file=sys.stderr)
+        s.base += suffix
+        s.base_abs += suffix
+        got = _try_claim(s.base_abs)
+    if got:
+        s.claim = _claim_path(s.base_abs)
+
+
+def _release_claim(s: Session) -> None:
+    path, s.claim = s.claim, None
+    if path is None:
+        return
+    try:
+        with open(path, "r", encoding="ascii", errors="replace") as f:
+            owner = f.read(32).strip()
+        if owner == str(os.getpid()):
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+# -- fork ----------------------------------------------------------------------------------------
+def _after_fork_in_child() -> None:
+    """A forked child (``os.fork``, multiprocessing's fork workers) does not own its parent's
+    sessions: it neither records into them nor writes them (at exit or at the end of ``python -m
+    kprof``), so the parent's profile is never overwritten.  The child may start sessions of its own."""
+    global _sessions, _lock, _cli_session, active, timing, python_ctx
+    _lock = threading.RLock()      # another thread of the parent may have held it at fork time
+    for s in _sessions.values():
+        s.active = False
+        s.claim = None
+    _sessions = {}
+    _cli_session = None
+    active, timing, python_ctx = (), (), False
+    # Not _refresh(): unhooking takes kernelc's hook lock, which another thread of the parent may
+    # have held at fork time.  The kernelc hook stays registered and does nothing without sessions.
+    from . import hooks
+    hooks.sessions_gone()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _refresh() -> None:

@@ -83,20 +83,43 @@ def _merge_extra(st: list, extra: Dict[str, Any]) -> None:
 
 def build_tree(data: ProfileData, names_of: Callable[[Any], List[str]],
                kernel_name: Callable[[str], str] = lambda n: n,
-               nodes: Optional[Dict[tuple, ProfileNode]] = None) -> ProfileNode:
+               nodes: Optional[Dict[tuple, ProfileNode]] = None,
+               link_of: Optional[Callable[[Any], Optional[tuple]]] = None) -> ProfileNode:
     """The profile tree of ``data``: ``names_of(ctx)`` gives a context's frame path (outermost
     first), ``kernel_name`` turns a recorded kernel name into its frame name (demangling).
-    ``nodes``, if given, receives ``(ctx, name, device_type, device_id) -> kernel frame``."""
+    ``nodes``, if given, receives ``(ctx, name, device_type, device_id) -> kernel frame``.
+    ``link_of(ctx)``, if given, is ``(parent ctx, name)`` for a context that has a parent context
+    (scope ids) and ``None`` otherwise: such contexts are placed from their parent's frame, so the
+    build is linear in the number of contexts however deep they nest."""
     root = ProfileNode(ROOT_NAME)
-    paths: Dict[Any, List[str]] = {}
+    frames: Dict[Any, ProfileNode] = {}
 
     def node_for(ctx) -> ProfileNode:
-        names = paths.get(ctx)
-        if names is None:
-            names = paths[ctx] = names_of(ctx)
+        n = frames.get(ctx)
+        if n is not None:
+            return n
+        if link_of is not None and link_of(ctx) is not None:
+            chain = []
+            c = ctx
+            while c not in frames:
+                link = link_of(c)
+                if link is None:
+                    break
+                chain.append((c, link[1]))
+                c = link[0]
+            n = frames.get(c)
+            if n is None:  # reached a context without a parent context: the root's path
+                n = root
+                for name in names_of(c):
+                    n = n.child(name)
+            for c, name in reversed(chain):
+                n = n.child(name)
+                frames[c] = n
+            return n
         n = root
-        for name in names:
+        for name in names_of(ctx):
             n = n.child(name)
+        frames[ctx] = n
         return n
 
     for ctx, metrics in data.frames.items():

@@ -10,9 +10,12 @@ import argparse
 import os
 import re
 import sys
+import threading
 from typing import IO, Sequence
 
+from .. import options
 from ..format import ProfileFormatError
+from ..textsafe import encodable, term_escape
 from . import metrics as M
 from . import render, report, tree
 from .html_report import HtmlReportError, write_report
@@ -74,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write one self-contained HTML report (flame graph, kernel pages with source and SASS) "
                         "to FILE instead of printing; -m, -i, -e, -f and --diff-profile apply")
     p.add_argument("--no-color", action="store_true", help="plain text even on a terminal (also: NO_COLOR=1)")
+    p.add_argument("--max-size", metavar="SIZE",
+                   help="largest profile file to load, e.g. 4G or 500M (default 1G; also KPROF_MAX_PROFILE_SIZE)")
     p.add_argument("-w", "--width", type=int, metavar="COLUMNS",
                    help="output width (default: the terminal's, or 160 when not a terminal)")
     return p
@@ -89,9 +94,14 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, st
     except SystemExit as e:  # argparse already printed its usage message
         return int(e.code or 0)
     try:
-        return _run(args, out, err)
-    except (ProfileFormatError, M.MetricError, SourceViewError, HtmlReportError, _Fail) as e:
-        err.write(f"{PROG}: error: {e}\n")
+        if args.max_size is not None:
+            options.set_override("max_profile_bytes", options.parse_size(args.max_size, "--max-size"))
+        try:
+            return _deep_safe(_run, args, out, err)
+        finally:
+            options.set_override("max_profile_bytes", None)
+    except (ProfileFormatError, M.MetricError, SourceViewError, HtmlReportError, _Fail, options.OptionError) as e:
+        _say(err, f"{PROG}: error: {e}")
         return 1
     except BrokenPipeError:  # e.g. piped into `head`: stop quietly, as other CLI tools do
         try:
@@ -102,8 +112,54 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, st
         return 0
 
 
+_STACK_BYTES = 1 << 30   # reserved, not committed: only the pages a deep tree touches are used
+
+
+def _deep_safe(fn, *args):
+    """Run ``fn(*args)`` so that the tree walks of the reports (recursive, a few frames per tree
+    level) work on any tree the reader accepts (``KPROF_MAX_PROFILE_DEPTH`` frames): in a thread
+    with a large stack and a recursion limit to match.  Exceptions are re-raised here."""
+    depth = options.get("max_profile_depth")
+    need = 8 * depth + 2000
+    if need <= sys.getrecursionlimit():
+        return fn(*args)
+    result: list = []
+    failure: list = []
+
+    def target():
+        try:
+            result.append(fn(*args))
+        except BaseException as e:  # handed to the calling thread
+            failure.append(e)
+
+    old_limit = sys.getrecursionlimit()
+    old_stack = threading.stack_size()
+    try:
+        threading.stack_size(_STACK_BYTES)
+        sys.setrecursionlimit(need)
+        t = threading.Thread(target=target, name="kprof-viewer", daemon=True)   # Ctrl-C ends the process
+        t.start()
+    except (ValueError, RuntimeError, MemoryError):  # no large stacks here: run as is
+        sys.setrecursionlimit(old_limit)
+        return fn(*args)
+    finally:
+        threading.stack_size(old_stack)
+    try:
+        t.join()
+    finally:
+        sys.setrecursionlimit(old_limit)
+    if failure:
+        raise failure[0]
+    return result[0]
+
+
+def _say(err: IO[str], text: str) -> None:
+    # Messages quote names from the profile: escaped like everything else printed.
+    err.write(encodable(term_escape(text), getattr(err, "encoding", None)) + "\n")
+
+
 def _note(err: IO[str], text: str) -> None:
-    err.write(f"{PROG}: note: {text}\n")
+    _say(err, f"{PROG}: note: {text}")
 
 
 def _compile(flag: str, pattern: str | None) -> re.Pattern[str] | None:

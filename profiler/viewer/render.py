@@ -13,6 +13,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import IO, Iterable, Sequence
 
+from ..textsafe import encodable, term_escape
+
 Segment = tuple[str, "str | None"]
 Line = list[Segment]
 
@@ -90,7 +92,12 @@ def shorten_middle(text: str, width: int) -> str:
 
 
 def layout(headers: Sequence[str], rows: Sequence[RowSpec], *, width: int, name_header: str = "name") -> list[Line]:
-    """Lay the rows out: right-aligned metric columns, then prefix + name within ``width``."""
+    """Lay the rows out: right-aligned metric columns, then prefix + name within ``width``.
+    Headers, cells and names come from the profile: they are escaped (:func:`term_escape`) before
+    they are measured, so a hostile name is shown visibly and the columns stay aligned."""
+    headers = [term_escape(h) for h in headers]
+    name_header = term_escape(name_header)
+    rows = [_escaped_row(r) for r in rows]
     widths = [len(h) for h in headers]
     for r in rows:
         for i, c in enumerate(r.cells):
@@ -119,8 +126,14 @@ def layout(headers: Sequence[str], rows: Sequence[RowSpec], *, width: int, name_
     return lines
 
 
+def _escaped_row(r: RowSpec) -> RowSpec:
+    return RowSpec([term_escape(c) for c in r.cells], term_escape(r.name), term_escape(r.prefix), r.first_style,
+                   r.name_style, term_escape(r.suffix), r.cell_styles)
+
+
 def plain(line: Line) -> str:
-    return "".join(text for text, _ in line).rstrip()
+    """The line as text; every segment escaped for the terminal (a no-op on escaped text)."""
+    return "".join(term_escape(text) for text, _ in line).rstrip()
 
 
 def legend_line(metric_name: str, relative_to: str) -> Line:
@@ -158,14 +171,17 @@ class Output:
             self.line(line)
 
     def line(self, line: Line) -> None:
+        # Every line passes through term_escape here, whatever built it: nothing from a profile
+        # reaches the terminal raw.  Characters the stream's encoding lacks become escapes too.
+        enc = getattr(self.file, "encoding", None)
         if self._console is None:
-            self.file.write(plain(line) + "\n")
+            self.file.write(encodable(plain(line), enc) + "\n")
             return
         from rich.text import Text
 
         text = Text()
         for chunk, style in line:
-            text.append(chunk, style=style or "")
+            text.append(encodable(term_escape(chunk), enc), style=style or "")
         text.rstrip()
         self._console.print(text)
 

@@ -97,12 +97,15 @@ def test_write_is_atomic_and_leaves_no_temp_file(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == ["p.hatchet"]
 
 
-def test_write_rejects_nan(tmp_path):
+def test_write_keeps_nan_as_text_under_kprof(tmp_path):
+    # JSON has no NaN: the value moves to the node's "kprof" dict as text and the write succeeds.
     root = ProfileNode("ROOT")
-    root.child("k").add_metrics({"time (ns)": float("nan")})
-    with pytest.raises(ValueError, match="finite"):
-        write_profile(tmp_path / "p.hatchet", root, {})
-    assert not os.listdir(tmp_path)
+    root.child("k").add_metrics({"time (ns)": float("nan"), "count": 1})
+    moved = write_profile(tmp_path / "p.hatchet", root, {})
+    assert moved == [("k", "time (ns)", "nan")]
+    back, _ = read_profile(tmp_path / "p.hatchet")
+    assert back.children[0].metrics == {"count": 1}
+    assert back.children[0].extra == {"non_finite_metrics": {"time (ns)": "nan"}}
 
 
 def test_reads_protons_own_test_example(tmp_path):

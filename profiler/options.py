@@ -1,0 +1,98 @@
+"""kprof's knobs that come from the environment, in one typed table.
+
+Each knob has a type, a default, an environment variable and a parser that turns a malformed value
+into a one-line error naming the variable.  Read them with :func:`get` (the environment is read at
+each call, so a test or a wrapper may set it late); command-line flags (``kprof-viewer --max-size``,
+``kprof-analyze --max-size``) override them through :func:`set_override`.
+
+==========================  ==========================  =======================================
+knob                        environment variable        meaning
+==========================  ==========================  =======================================
+``max_profile_bytes``       ``KPROF_MAX_PROFILE_SIZE``  largest profile file the readers load
+                                                        (``1G``, ``500M``, ``64K`` or bytes;
+                                                        default 1 GiB)
+``max_profile_depth``       ``KPROF_MAX_PROFILE_DEPTH`` deepest frame nesting the readers accept
+                                                        (default 10000)
+==========================  ==========================  =======================================
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Mapping, Optional
+
+__all__ = ["Knob", "KNOBS", "OptionError", "get", "set_override", "parse_size"]
+
+
+class OptionError(ValueError):
+    """A malformed knob value; ``str(err)`` is one line naming the variable or flag."""
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str, what: str = "size") -> int:
+    """``"1G"`` -> 1073741824; ``"500M"``, ``"64k"``, ``"2GiB"``, ``"12345"`` (bytes).  Raises
+    :class:`OptionError` naming ``what`` for anything else, or for a size below 1."""
+    m = _SIZE.match(str(text))
+    if not m:
+        raise OptionError(f"{what}: bad size {text!r}; expected bytes or a number with K, M, G or T "
+                          "(e.g. 2G, 500M)")
+    value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if value < 1:
+        raise OptionError(f"{what}: size {text!r} is below 1 byte")
+    return value
+
+
+def _positive_int(text: str, what: str) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise OptionError(f"{what}: bad value {text!r}; expected a positive whole number") from None
+    if value < 1:
+        raise OptionError(f"{what}: bad value {text!r}; expected a positive whole number")
+    return value
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str
+    env: str
+    default: Any
+    parse: Callable[[str, str], Any]
+    help: str
+
+
+KNOBS: Dict[str, Knob] = {k.name: k for k in (
+    Knob("max_profile_bytes", "KPROF_MAX_PROFILE_SIZE", 1 << 30, parse_size,
+         "largest profile file the readers load"),
+    Knob("max_profile_depth", "KPROF_MAX_PROFILE_DEPTH", 10_000, _positive_int,
+         "deepest frame nesting the readers accept"),
+)}
+
+
+_overrides: Dict[str, Any] = {}
+
+
+def set_override(name: str, value: Any) -> None:
+    """Set a knob for this process (a command-line flag such as ``--max-size``); ``None`` clears it."""
+    KNOBS[name]  # KeyError for an unknown knob
+    if value is None:
+        _overrides.pop(name, None)
+    else:
+        _overrides[name] = value
+
+
+def get(name: str, environ: Optional[Mapping[str, str]] = None) -> Any:
+    """The knob's value: a command-line override, else its environment variable if set (parsed; a
+    bad value raises :class:`OptionError`), else its default."""
+    knob = KNOBS[name]
+    if name in _overrides:
+        return _overrides[name]
+    env = os.environ if environ is None else environ
+    raw = env.get(knob.env)
+    if raw is None or raw.strip() == "":
+        return knob.default
+    return knob.parse(raw, knob.env)
