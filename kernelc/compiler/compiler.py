@@ -19,6 +19,7 @@ from ..language.core import DeviceFunction
 from ..language.dtypes import parse_type, pointer_type
 from .frontend import generate_ir
 from .ir import print_function, verify
+from .passes.atomic_results import mark_unused_atomic_results
 from .passes.axis_info import analyze
 from .passes.fp8_dot import upcast_fp8_dots
 from .passes.layout_assign import assign_layouts
@@ -109,6 +110,7 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     if pipeline_loads_enabled():
         func = simplify(pipeline_loads(func, num_warps, pipe_notes))
         verify(func)
+    func = mark_unused_atomic_results(func)
     axis = analyze(func)
     plan = assign_layouts(func, axis, num_warps, tgt.capability[0], tgt.arch)
     plan.notes[:0] = pipe_notes
