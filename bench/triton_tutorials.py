@@ -1,14 +1,21 @@
 """Triton's tutorials, unmodified, under real Triton and under kernelc, side by side on one GPU.
 
-    python3 bench/triton_tutorials.py --tutorials DIR [--only 01,03] [--bench-points N] [--timeout S]
+    python3 bench/triton_tutorials.py --tutorials DIR [--only 01,03] [--repeats N] [--bench-points N]
+                                      [--first-points] [--libdevice PATH] [--max-seconds S] [--timeout S]
 
-``DIR`` holds Triton 3.6's ``python/tutorials/0?-*.py`` (not part of this repository). Each tutorial runs
-twice, each time in a fresh process with an empty compile cache: once with the real Triton
-(``--triton-site`` prepends a directory to PYTHONPATH, else the installed one) and once under kernelc's
-alias (``python -m kernelc.run``'s mechanism, ``bench/tutorial_runner.py``). Writes
-``bench/results/triton_tutorials.json``: per tutorial, both runs' exit status, every benchmark table,
-per table and column the ratio kernelc/Triton (higher is better: for time columns Triton/kernelc), and
-the first call of each kernel (compile + autotune) under both.
+``DIR`` holds Triton 3.6's ``python/tutorials/0?-*.py`` (not part of this repository). They are copied
+to ``<tmp>/python/tutorials/`` with ``libdevice.10.bc`` at ``<tmp>/third_party/nvidia/backend/lib/``,
+Triton's source-tree layout, which tutorial 07 reads its libdevice path from. Each tutorial runs
+``--repeats`` times per implementation, in fresh processes with empty compile caches, alternating
+which implementation goes first: real Triton (``--triton-site`` prepends a directory to PYTHONPATH,
+else the installed one) and kernelc's alias (``python -m kernelc.run``'s mechanism,
+``bench/tutorial_runner.py``). Per table, point and column the best of the repeats is kept.
+
+Writes ``bench/results/triton_tutorials.json``: per tutorial, the runs' exit status, every benchmark
+table, per table and column the ratio kernelc/Triton (higher is better: for time columns
+Triton/kernelc), and the noise floor: the same ratio for the control columns (the ones not named
+``Triton...``: Torch, cuBLAS, ..., identical code in both processes). A kernel column's gap is called
+real only where it is outside that floor. Also the first call of each kernel (compile + autotune).
 """
 from __future__ import annotations
 
@@ -17,9 +24,12 @@ import glob
 import json
 import math
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from typing import Dict, List, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,7 +41,50 @@ TUTORIALS = ["01-vector-add", "02-fused-softmax", "03-matrix-multiplication", "0
              "09-persistent-matmul"]
 
 
-def run_one(path: str, impl: str, bench_points: Optional[int], timeout: int, triton_site: Optional[str]) -> dict:
+LIBDEVICE_IN_TREE = os.path.join("third_party", "nvidia", "backend", "lib", "libdevice.10.bc")
+
+
+def find_libdevice(triton_site: Optional[str] = None) -> Optional[str]:
+    """A ``libdevice.10.bc``: the one in the Triton package (``triton_site`` or installed), else kernelc's."""
+    import importlib.util
+    cands = []
+    if triton_site:
+        cands.append(os.path.join(triton_site, "triton", "backends", "nvidia", "lib", "libdevice.10.bc"))
+    try:
+        spec = importlib.util.find_spec("triton")  # locates the package without importing it
+        if spec is not None and spec.submodule_search_locations:
+            for d in spec.submodule_search_locations:
+                cands.append(os.path.join(d, "backends", "nvidia", "lib", "libdevice.10.bc"))
+    except (ImportError, ValueError):
+        pass
+    cands += sorted(glob.glob(os.path.join(ROOT, ".wheels", "*", "libdevice.10.bc")))
+    for c in cands:
+        if os.path.isfile(c):
+            return c
+    try:
+        from kernelc.compiler.backend.llvm import libdevice_path
+        return libdevice_path()
+    except Exception:
+        return None
+
+
+def stage_tutorials(src_dir: str, libdevice: Optional[str]) -> str:
+    """Copy the tutorials to ``<tmp>/python/tutorials/`` and put ``libdevice`` where tutorial 07 looks for it
+    (``<tutorials>/../../third_party/nvidia/backend/lib/``); returns the tutorials directory."""
+    root = tempfile.mkdtemp(prefix="triton_tree_")
+    dst = os.path.join(root, "python", "tutorials")
+    os.makedirs(dst)
+    for f in glob.glob(os.path.join(os.path.abspath(src_dir), "*.py")):
+        shutil.copy(f, dst)
+    if libdevice:
+        lib = os.path.join(root, LIBDEVICE_IN_TREE)
+        os.makedirs(os.path.dirname(lib))
+        shutil.copy(libdevice, lib)
+    return dst
+
+
+def run_one(path: str, impl: str, bench_points: Optional[int], timeout: int, triton_site: Optional[str],
+            spread: bool = False) -> dict:
     work = tempfile.mkdtemp(prefix=f"tut_{impl}_")  # tutorials save plots/CSVs to '.'
     js = os.path.join(work, "result.json")
     env = dict(os.environ)
@@ -43,7 +96,7 @@ def run_one(path: str, impl: str, bench_points: Optional[int], timeout: int, tri
         env["PYTHONPATH"] = triton_site + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, os.path.join(ROOT, "bench", "tutorial_runner.py"), "--impl", impl, "--json", js]
     if bench_points:
-        cmd += ["--bench-points", str(bench_points)]
+        cmd += ["--bench-points", str(bench_points)] + (["--spread"] if spread else [])
     cmd.append(path)
     try:
         p = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
@@ -58,6 +111,92 @@ def run_one(path: str, impl: str, bench_points: Optional[int], timeout: int, tri
     res["rc"] = rc if rc == "timeout" else res.get("rc", rc)
     print(f"  {impl:8s} rc={res['rc']} {res.get('seconds', 0):7.1f} s  tables={len(res['benchmarks'])}", flush=True)
     return res
+
+
+def merge_runs(runs: List[dict]) -> dict:
+    """One implementation's repeats as one result: per table, point and value column the best value
+    (max, or min for time columns), ``spread`` per column and point (worst/best, >= 1); the first call
+    per kernel is the median over the runs (each one starts with an empty cache). Exit status and
+    mismatch: the worst run's."""
+    first = runs[0]
+    out = {k: first.get(k) for k in ("triton_version", "stderr_tail")}
+    bad = [r for r in runs if r.get("rc") != 0]
+    out["rc"] = bad[0]["rc"] if bad else 0
+    if bad:
+        out["stderr_tail"] = bad[0].get("stderr_tail")
+    out["mismatch"] = any(r.get("mismatch") for r in runs)
+    out["seconds"] = sum(r.get("seconds") or 0.0 for r in runs)
+    out["repeats"] = len(runs)
+    tables = []
+    for tb in first["benchmarks"]:
+        same = [b for r in runs for b in r["benchmarks"]
+                if b["plot_name"] == tb["plot_name"] and b["columns"] == tb["columns"] and len(b["rows"]) == len(tb["rows"])]
+        nx = len(tb["x_names"])
+        lower = _lower_is_better(tb["ylabel"])
+        rows, spread = [], {c: [] for c in tb["columns"][nx:]}
+        for i, row in enumerate(tb["rows"]):
+            best = list(row[:nx])
+            for j, col in enumerate(tb["columns"][nx:], start=nx):
+                vals = [b["rows"][i][j] for b in same if _good(b["rows"][i][j])]
+                if not vals:
+                    best.append(None)
+                    spread[col].append(None)
+                    continue
+                best.append(min(vals) if lower else max(vals))
+                spread[col].append(max(vals) / min(vals))
+            rows.append(best)
+        tables.append(dict(tb, rows=rows, spread=spread, repeats=len(same)))
+    out["benchmarks"] = tables
+    per: Dict[str, List[float]] = {}
+    for r in runs:
+        for n, s in _outer_first_calls(r).items():
+            per.setdefault(n, []).append(s)
+    out["first_calls"] = [{"kernel": n, "depth": 0, "first_call_s": statistics.median(v)} for n, v in per.items()]
+    return out
+
+
+def _good(v) -> bool:
+    return isinstance(v, (int, float)) and not math.isnan(v) and v > 0
+
+
+def is_control(column: str) -> bool:
+    """Columns that run the same (non-kernelc) code in both processes: everything not named Triton..."""
+    return not column.strip().lower().startswith("triton")
+
+
+def noise_floor(entry: dict) -> dict:
+    """The control columns' kernelc-run/Triton-run ratios as the noise floor of one compared table:
+    per point the largest deviation from 1 (as a factor >= 1) over the control columns, and for the
+    table the largest over its points. Each kernel column gets a verdict per point and for its
+    geomean: 'slower'/'faster' only outside the floor, else 'within noise'."""
+    cols = entry.get("columns", {})
+    ctrl = [c for c in cols if is_control(c)]
+    npts = max((len(c["ratio"]) for c in cols.values()), default=0)
+    per_point = []
+    for i in range(npts):
+        devs = [max(r, 1 / r) for c in ctrl for r in [cols[c]["ratio"][i]] if r]
+        per_point.append(max(devs) if devs else None)
+    known = [f for f in per_point if f]
+    floor = max(known) if known else None
+    entry["noise_floor"] = {"control_columns": ctrl, "per_point": per_point, "table": floor}
+    for name, c in cols.items():
+        if name in ctrl:
+            continue
+        c["verdict"] = [_verdict(r, f) for r, f in zip(c["ratio"], per_point)]
+        c["geomean_verdict"] = _verdict(c["geomean_ratio"], floor)
+    return entry
+
+
+def _verdict(ratio: Optional[float], floor: Optional[float]) -> str:
+    if not ratio:
+        return "no data"
+    if floor is None:
+        return "no control column"
+    if ratio < 1 / floor:
+        return "slower"
+    if ratio > floor:
+        return "faster"
+    return "within noise"
 
 
 def _lower_is_better(ylabel: str) -> bool:
@@ -92,19 +231,23 @@ def compare(tri: dict, kc: dict) -> List[dict]:
                 "kernelc": [r[j] for r in kb["rows"]], "ratio": ratios,
                 "geomean_ratio": math.exp(sum(math.log(r) for r in ok) / len(ok)) if ok else None,
                 "min_ratio": min(ok) if ok else None}
+            if "spread" in tb and "spread" in kb:  # worst/best over the repeats, per point
+                entry["columns"][col].update(triton_spread=tb["spread"][col], kernelc_spread=kb["spread"][col])
         out.append(entry)
     return out
 
 
+def _outer_first_calls(res: dict) -> Dict[str, float]:
+    d: Dict[str, float] = {}
+    for r in res["first_calls"]:
+        if r["depth"] == 0:
+            d[r["kernel"]] = d.get(r["kernel"], 0.0) + r["first_call_s"]
+    return d
+
+
 def first_calls(tri: dict, kc: dict) -> List[dict]:
     """Outermost first call per kernel name (compile + autotune), Triton vs kernelc seconds."""
-    def outer(res):
-        d: Dict[str, float] = {}
-        for r in res["first_calls"]:
-            if r["depth"] == 0:
-                d[r["kernel"]] = d.get(r["kernel"], 0.0) + r["first_call_s"]
-        return d
-    t, k = outer(tri), outer(kc)
+    t, k = _outer_first_calls(tri), _outer_first_calls(kc)
     return [{"kernel": n, "triton_s": t.get(n), "kernelc_s": k.get(n),
              "kernelc_over_triton": (k[n] / t[n]) if n in t and n in k and t[n] else None}
             for n in sorted(set(t) | set(k))]
@@ -114,63 +257,110 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tutorials", required=True, help="directory with Triton 3.6's tutorial files")
     ap.add_argument("--only", help="comma-separated prefixes, e.g. 01,03")
-    ap.add_argument("--bench-points", type=int, help="first N x values of each benchmark table (default: all)")
-    ap.add_argument("--timeout", type=int, default=1800, help="seconds per tutorial run")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="runs per tutorial and implementation, alternating which goes first (default 3)")
+    ap.add_argument("--bench-points", type=int, default=4,
+                    help="x values per benchmark table (default 4; 0: all)")
+    ap.add_argument("--first-points", action="store_true",
+                    help="the first --bench-points x values (default: spread from the first to the last)")
+    ap.add_argument("--max-seconds", type=float, default=480,
+                    help="start no round that would end past this many seconds, judged by the last round "
+                         "(default 480; the first round always runs)")
+    ap.add_argument("--timeout", type=int, default=600, help="seconds per tutorial run")
     ap.add_argument("--triton-site", help="directory to prepend to PYTHONPATH for the real-Triton runs")
+    ap.add_argument("--libdevice", help="libdevice.10.bc for tutorial 07 (default: Triton's, else kernelc's)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "triton_tutorials.json"))
     ap.add_argument("--fresh", action="store_true", help="start a new results file instead of adding to it")
     a = ap.parse_args(argv)
+    t_start = time.perf_counter()
     names = TUTORIALS
     if a.only:
         pre = [p.strip() for p in a.only.split(",")]
         names = [n for n in names if any(n.startswith(p) for p in pre)]
-    report = {"benchmark": "triton_tutorials", "environment": environment(), "bench_points": a.bench_points,
-              "tutorials": {}}
+    points = a.bench_points or None
+    spread = not a.first_points
+    libdevice = a.libdevice or find_libdevice(a.triton_site)
+    tut_dir = stage_tutorials(a.tutorials, libdevice)
+    print(f"tutorials staged in {tut_dir}; libdevice {libdevice or 'NOT FOUND (07 fails under Triton)'}", flush=True)
+    report = {"benchmark": "triton_tutorials", "environment": environment(), "bench_points": points,
+              "points": "spread" if spread else "first", "repeats": a.repeats, "tutorials": {}}
     if os.path.exists(a.out) and not a.fresh:  # runs split over several calls (--only) add up in one file
         try:
             with open(a.out) as f:
                 old = json.load(f)
-            if old.get("bench_points") == a.bench_points:
+            if (old.get("bench_points"), old.get("points"), old.get("repeats")) == (points, report["points"], a.repeats):
                 report["tutorials"] = old.get("tutorials", {})
         except (OSError, ValueError):
             pass
+    found = {n: os.path.join(tut_dir, n + ".py") for n in names}
     for name in names:
-        hits = glob.glob(os.path.join(os.path.abspath(a.tutorials), name + ".py"))
-        if not hits:
+        if not os.path.isfile(found[name]):
             report["tutorials"][name] = {"error": f"{name}.py not found in {a.tutorials}"}
             print(f"{name}: not found")
-            continue
-        print(name, flush=True)
-        tri = run_one(hits[0], "triton", a.bench_points, a.timeout, a.triton_site)
-        kc = run_one(hits[0], "kernelc", a.bench_points, a.timeout, None)
-        report["tutorials"][name] = {
-            "triton": {k: tri.get(k) for k in ("rc", "seconds", "mismatch", "stderr_tail", "triton_version")},
-            "kernelc": {k: kc.get(k) for k in ("rc", "seconds", "mismatch", "stderr_tail", "triton_version")},
-            "passed": {"triton": tri.get("rc") == 0 and not tri.get("mismatch"),
-                       "kernelc": kc.get("rc") == 0 and not kc.get("mismatch")},
-            "tables": compare(tri, kc), "first_calls": first_calls(tri, kc)}
-        for t in report["tutorials"][name]["tables"]:
-            for col, c in t.get("columns", {}).items():
-                if c["geomean_ratio"]:
-                    print(f"    {t['plot_name']:40s} {col:28s} kernelc/Triton geomean {c['geomean_ratio']:.3f} "
-                          f"(min {c['min_ratio']:.3f})")
-            if "error" in t:
-                print(f"    {t['plot_name']}: {t['error']}")
-        for fc in report["tutorials"][name]["first_calls"]:
-            print(f"    first call {fc['kernel']:32s} triton {fc['triton_s'] or float('nan'):7.2f} s  "
-                  f"kernelc {fc['kernelc_s'] or float('nan'):7.2f} s")
-        os.makedirs(os.path.dirname(a.out), exist_ok=True)
-        tmp = a.out + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(report, f, indent=1)
-        os.replace(tmp, a.out)  # written after each tutorial: a later timeout loses nothing
+    runs: Dict[str, Dict[str, List[dict]]] = {n: {"triton": [], "kernelc": []} for n in names if os.path.isfile(found[n])}
+    # rounds over all tutorials (not N repeats of one, then the next): a slow drift of the machine
+    # (clocks, another tenant) then hits both implementations alike
+    last_round = 0.0
+    for rnd in range(max(1, a.repeats)):
+        if rnd and time.perf_counter() - t_start + last_round > a.max_seconds:
+            print(f"another round would pass --max-seconds {a.max_seconds:g}: stopping after {rnd}", flush=True)
+            break
+        t_round = time.perf_counter()
+        for name in runs:
+            print(f"{name} (round {rnd + 1}/{a.repeats})", flush=True)
+            order = ("triton", "kernelc") if rnd % 2 == 0 else ("kernelc", "triton")
+            for impl in order:
+                runs[name][impl].append(run_one(found[name], impl, points, a.timeout, a.triton_site, spread))
+            _report_tutorial(report, name, runs[name])
+            _write(report, a.out)
+        last_round = time.perf_counter() - t_round
+    for name in runs:
+        _print_tutorial(name, report["tutorials"][name])
+    report["seconds"] = time.perf_counter() - t_start
+    _write(report, a.out)
     out_dir = os.environ.get("OUT")
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
-        with open(os.path.join(out_dir, os.path.basename(a.out)), "w") as f:
-            json.dump(report, f, indent=1)
-    print(f"wrote {a.out}")
+        _write(report, os.path.join(out_dir, os.path.basename(a.out)))
+    print(f"wrote {a.out} ({report['seconds']:.0f} s)")
     return 0
+
+
+def _report_tutorial(report: dict, name: str, runs: Dict[str, List[dict]]) -> None:
+    tri, kc = merge_runs(runs["triton"]), merge_runs(runs["kernelc"])
+    keys = ("rc", "seconds", "mismatch", "stderr_tail", "triton_version", "repeats")
+    report["tutorials"][name] = {
+        "triton": {k: tri.get(k) for k in keys}, "kernelc": {k: kc.get(k) for k in keys},
+        "passed": {"triton": tri.get("rc") == 0 and not tri.get("mismatch"),
+                   "kernelc": kc.get("rc") == 0 and not kc.get("mismatch")},
+        "tables": [noise_floor(t) for t in compare(tri, kc)], "first_calls": first_calls(tri, kc)}
+
+
+def _print_tutorial(name: str, res: dict) -> None:
+    print(f"{name}: passed triton={res['passed']['triton']} kernelc={res['passed']['kernelc']} "
+          f"({res['kernelc'].get('repeats')} repeats)")
+    for t in res["tables"]:
+        if "error" in t:
+            print(f"    {t['plot_name']}: {t['error']}")
+            continue
+        nf = t.get("noise_floor", {}).get("table")
+        for col, c in t.get("columns", {}).items():
+            if c["geomean_ratio"]:
+                tag = "control" if is_control(col) else c.get("geomean_verdict", "")
+                print(f"    {t['plot_name']:28s} {col:24s} kernelc/Triton geomean {c['geomean_ratio']:.3f} "
+                      f"(min {c['min_ratio']:.3f})  noise floor x{nf or float('nan'):.3f}  {tag}")
+    for fc in res["first_calls"]:
+        print(f"    first call {fc['kernel']:32s} triton {fc['triton_s'] or float('nan'):7.2f} s  "
+              f"kernelc {fc['kernelc_s'] or float('nan'):7.2f} s")
+
+
+def _write(report: dict, path: str) -> None:
+    """Atomic: a later timeout or crash loses nothing already written."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(report, f, indent=1)
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":

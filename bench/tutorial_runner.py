@@ -1,10 +1,11 @@
 """Run one Triton tutorial under real Triton or under kernelc and record what it measured.
 
-    python3 bench/tutorial_runner.py --impl kernelc|triton --json OUT.json [--bench-points N] tutorial.py [args]
+    python3 bench/tutorial_runner.py --impl kernelc|triton --json OUT.json [--bench-points N [--spread]] tutorial.py
 
 Used by ``bench/triton_tutorials.py`` (one process per tutorial and implementation). Records every
 ``triton.testing`` benchmark table the tutorial produced (``Mark.run`` is wrapped to also return its
-DataFrames; ``--bench-points`` keeps the first N x values), the wall time of the first call of each
+DataFrames; ``--bench-points`` keeps N x values: the first N, or with ``--spread`` N spread evenly from the
+first to the last), the wall time of the first call of each
 kernel object (compile, and autotune where there is one, with a device sync), the script's exit status
 and its output's last lines. Writes the JSON even when the tutorial fails.
 """
@@ -38,6 +39,18 @@ class _Tee(io.TextIOBase):
 
     def tail(self):
         return "".join(self.buf)[-self.keep:]
+
+
+def pick_points(xs, n, spread=False):
+    """``n`` of the x values: the first ``n``, or (``spread``) ``n`` evenly spaced ones, first and last included."""
+    xs = list(xs)
+    if not n or n >= len(xs):
+        return xs
+    if not spread:
+        return xs[:n]
+    if n == 1:
+        return xs[:1]
+    return [xs[round(i * (len(xs) - 1) / (n - 1))] for i in range(n)]
 
 
 def _sync():
@@ -90,6 +103,7 @@ def main(argv=None) -> int:
     ap.add_argument("--impl", choices=("kernelc", "triton"), required=True)
     ap.add_argument("--json", required=True)
     ap.add_argument("--bench-points", type=int)
+    ap.add_argument("--spread", action="store_true", help="bench points spread over the x range, not the first N")
     ap.add_argument("tutorial")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
@@ -113,7 +127,7 @@ def main(argv=None) -> int:
             benches = [self.benchmarks] if isinstance(self.benchmarks, triton.testing.Benchmark) else self.benchmarks
             if a.bench_points:
                 for b in benches:
-                    b.x_vals = list(b.x_vals)[:a.bench_points]
+                    b.x_vals = pick_points(b.x_vals, a.bench_points, a.spread)
             kwargs["return_df"] = True
             t0 = time.perf_counter()
             dfs = orig_run(self, *args, **kwargs)

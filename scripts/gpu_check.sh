@@ -2,6 +2,7 @@
 # One call on the lent GPU machine: install what it lacks, run the GPU tests and the benchmarks,
 # leave logs and JSON results under $OUT.
 #   bash scripts/gpu_check.sh [tests] [tests:a.py,b.py] [bench] [compile] [launch] [proton] [overhead_ab] [overhead_train]
+#                             [tutorials]
 #   (default: tests bench; any other word runs the maintained benchmark `python3 -m bench WORD`, or the
 #   experiment bench/experiments/*/WORD.py)
 # Wheels travel in .wheels/ (built by scripts/fetch_gpu_wheels.sh on the CPU machine).
@@ -47,6 +48,9 @@ for step in $what; do
     overhead_train)   # whole-process examples/train.py runs, 150 steps each
       timeout 560 python3 -m bench profiler_overhead --only train --rounds 3 --train-steps 150 --train-warmup 10 2>&1 \
         | tee "$OUT/profiler_overhead_train.log" | tail -20 ;;
+    tutorials)   # Triton's tutorials (copied to .ext/tutorials) under Triton and kernelc, side by side
+      timeout 570 python3 bench/triton_tutorials.py --tutorials .ext/tutorials ${TUT_ARGS:---only 01,02,04,05,07} --fresh \
+        2>&1 | tee "$OUT/triton_tutorials.log" | tail -40 ;;
     proton)
       timeout 120 python3 -m bench proton_fixture "$OUT/proton_small.hatchet" 2>&1 | tail -5 ;;
     *)

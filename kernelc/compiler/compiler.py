@@ -18,6 +18,7 @@ from ..language.core import DeviceFunction
 from ..language.dtypes import parse_type, pointer_type
 from .frontend import generate_ir
 from .ir import print_function, verify
+from .passes.atomic_results import mark_unused_atomic_results
 from .passes.axis_info import analyze
 from .passes.coalesce import coalesce
 from .passes.fp8_dot import upcast_fp8_dots
@@ -158,6 +159,8 @@ TILE_PASSES = (
     TilePass("upcast_fp8_dots", lambda f, c: upcast_fp8_dots(f, c.capability, c.notes)),
     TilePass("pipeline_loads", lambda f, c: pipeline_loads(f, c.num_warps, c.notes), lambda c: c.pipeline_loads),
     TilePass("simplify", lambda f, c: simplify(f), lambda c: c.pipeline_loads),
+    # atomics whose old value nobody reads skip its broadcast (passes/atomic_results.py)
+    TilePass("mark_unused_atomic_results", lambda f, c: mark_unused_atomic_results(f)),
     TilePass("coalesce", lambda f, c: coalesce(f, c.num_warps, c.capability[0], c.arch, c.notes)),
 )
 

@@ -26,3 +26,76 @@ def test_missing_table_and_first_calls():
     kc = {"benchmarks": [], "first_calls": [{"kernel": "k", "depth": 0, "first_call_s": 1.0}]}
     assert compare(tri, kc)[0]["error"] == "kernelc produced no table of this name"
     assert first_calls(tri, kc) == [{"kernel": "k", "triton_s": 2.0, "kernelc_s": 1.0, "kernelc_over_triton": 0.5}]
+
+
+def test_merge_keeps_best_per_point_and_spread():
+    from bench.triton_tutorials import merge_runs
+    a = dict(_run([[1, 100.0, 50.0], [2, 150.0, 40.0]], calls=[{"kernel": "k", "depth": 0, "first_call_s": 3.0}]),
+             rc=0, seconds=1.0)
+    b = dict(_run([[1, 80.0, 55.0], [2, 200.0, 20.0]], calls=[{"kernel": "k", "depth": 0, "first_call_s": 1.0}]),
+             rc=0, seconds=2.0)
+    c = dict(_run([[1, 90.0, 45.0], [2, 100.0, 30.0]], calls=[{"kernel": "k", "depth": 0, "first_call_s": 2.0}]),
+             rc=0, seconds=3.0)
+    m = merge_runs([a, b, c])
+    assert m["benchmarks"][0]["rows"] == [[1, 100.0, 55.0], [2, 200.0, 40.0]]
+    assert m["benchmarks"][0]["spread"]["Triton (x)"] == [100.0 / 80.0, 2.0]
+    assert m["first_calls"] == [{"kernel": "k", "depth": 0, "first_call_s": 2.0}]  # the median
+    assert m["rc"] == 0 and m["repeats"] == 3 and m["seconds"] == 6.0
+    t = merge_runs([dict(_run([[1, 2.0, 1.0]], "runtime(ms)"), rc=0), dict(_run([[1, 3.0, 0.5]], "runtime(ms)"), rc=1)])
+    assert t["benchmarks"][0]["rows"] == [[1, 2.0, 0.5]] and t["rc"] == 1  # times: the least; status: the worst
+
+
+def test_noise_floor_from_control_columns():
+    from bench.triton_tutorials import noise_floor
+    tri = _run([[1, 100.0, 100.0], [2, 100.0, 100.0]])
+    kc = _run([[1, 95.0, 110.0], [2, 70.0, 100.0]])
+    t = noise_floor(compare(tri, kc)[0])
+    assert t["noise_floor"]["control_columns"] == ["Torch (x)"]
+    assert t["noise_floor"]["per_point"] == [1.1, 1.0] and t["noise_floor"]["table"] == 1.1
+    col = t["columns"]["Triton (x)"]
+    assert col["verdict"] == ["within noise", "slower"]  # 0.95 is inside x1.1; 0.70 is outside x1.0
+    assert col["geomean_verdict"] == "slower"  # sqrt(0.95 * 0.7) = 0.815 < 1/1.1
+    assert "verdict" not in t["columns"]["Torch (x)"]
+
+
+def test_points_spread_and_tree_layout(tmp_path):
+    import os
+    from bench.triton_tutorials import LIBDEVICE_IN_TREE, stage_tutorials
+    from bench.tutorial_runner import pick_points
+    xs = list(range(2, 100))
+    assert pick_points(xs, 4) == [2, 3, 4, 5]
+    assert pick_points(xs, 4, spread=True) == [2, 34, 67, 99]
+    assert pick_points(xs, 0, spread=True) == xs and pick_points(xs[:3], 5, spread=True) == xs[:3]
+    (tmp_path / "07-extern-functions.py").write_text("print('hi')\n")
+    lib = tmp_path / "libdevice.10.bc"
+    lib.write_bytes(b"BC")
+    tut = stage_tutorials(str(tmp_path), str(lib))
+    assert os.path.isfile(os.path.join(tut, "07-extern-functions.py"))
+    # 07 reads Path(__file__).parent.parent.parent / third_party/nvidia/backend/lib/libdevice.10.bc
+    assert open(os.path.join(tut, "..", "..", LIBDEVICE_IN_TREE), "rb").read() == b"BC"
+
+
+def test_main_alternates_and_writes_floor(tmp_path, monkeypatch):
+    import json
+    import bench.triton_tutorials as tt
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "01-vector-add.py").write_text("")
+    calls = []
+
+    def fake_run_one(path, impl, points, timeout, site, spread=False):
+        calls.append(impl)
+        v = 100.0 if impl == "triton" else 90.0
+        return dict(_run([[1, v, 100.0 + len(calls)]]), rc=0, seconds=0.1)
+    monkeypatch.setattr(tt, "run_one", fake_run_one)
+    monkeypatch.setattr(tt, "environment", lambda: {})  # (imports torch: seconds, and not under test)
+    out = tmp_path / "r.json"
+    assert tt.main(["--tutorials", str(src), "--only", "01", "--repeats", "3", "--libdevice", str(src / "01-vector-add.py"),
+                    "--out", str(out)]) == 0
+    assert calls == ["triton", "kernelc", "kernelc", "triton", "triton", "kernelc"]
+    rep = json.load(open(out))
+    t = rep["tutorials"]["01-vector-add"]["tables"][0]
+    assert rep["repeats"] == 3 and rep["tutorials"]["01-vector-add"]["kernelc"]["repeats"] == 3
+    # Torch best: triton runs 101/104/105 -> 105, kernelc runs 102/103/106 -> 106
+    assert t["noise_floor"]["table"] == 106.0 / 105.0
+    assert t["columns"]["Triton (x)"]["geomean_verdict"] == "slower"

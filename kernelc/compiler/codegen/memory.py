@@ -349,7 +349,8 @@ def lower_atomic(lw: Lowering, op):
             old = _fp_minmax_cas(lw, kind, elt, sem, scope, p, vals[0], m)
         else:
             old = _atomic_one(lw, code, elt, p, vals, m)
-        lw.scalars[res.id] = _broadcast_from_thread0(lw, elt, old)
+        # nothing reads the old value (a lock release): no shared-memory broadcast, no barriers
+        lw.scalars[res.id] = old if op.attrs.get("result_unused") else _broadcast_from_thread0(lw, elt, old)
         return
     L = lw.plan.get(res)
     ptrs = lw.get(ptr, L).regs
@@ -366,7 +367,7 @@ def lower_atomic(lw: Lowering, op):
         else:
             old = _atomic_one(lw, code, elt, ptrs[r], [v[r] for v in vals], m)
         out.append(old)
-    if own is not None:
+    if own is not None and not op.attrs.get("result_unused"):
         # replicas did not execute: take the owner's old value
         from .convert import replicate_from_owner
         out = replicate_from_owner(lw, L, out, elt)
