@@ -7,7 +7,8 @@
  2     ``hopper-no-wgmma``           a dot on mma.sync (HMMA/QMMA) where wgmma (HGMMA/QGMMA) applies on sm_90a
  3     ``low-utilisation``           fewer programs than SMs / than the GPU holds at once
  3     ``low-occupancy``             resident warps capped by registers or shared memory
- 4     ``uncoalesced-access``        strided/gathered global access (contiguity 1), lg_throttle samples
+ 4     ``uncoalesced-access``        < 50% sector efficiency (sectors per warp request from the layout and
+                                     the address, ``sectors.py``), gathers, lg_throttle samples
  4     ``unvectorised-access``       accesses narrower than 16 B because of alignment or masks
  5     ``register-spills``           spill stores/loads (local memory) in the SASS
  6     ``latency-bound-loop``        a tensor-core loop whose operand loads are not prefetched
@@ -69,12 +70,13 @@ Check = Callable[[Any], List[Diagnostic]]
 
 
 def _registry() -> List[tuple]:
-    from . import barriers, fp8, latency, memory, spills, tensor_cores, tma, utilisation, wgmma
+    from . import barriers, fp8, latency, memory, sectors, spills, tensor_cores, tma, utilisation, wgmma
     return [
         (1, "no-tensor-cores", tensor_cores.check),
         (2, "hopper-no-wgmma", wgmma.check),
         (3, "low-utilisation", utilisation.check_grid),
         (3, "low-occupancy", utilisation.check_occupancy),
+        (4, "uncoalesced-access", sectors.check),
         (4, "uncoalesced-access", memory.check),
         (5, "register-spills", spills.check),
         (6, "latency-bound-loop", latency.check),

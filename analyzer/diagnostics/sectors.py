@@ -1,0 +1,114 @@
+"""4. Exact memory efficiency per global access: 32-byte sectors per warp request (``uncoalesced-access``).
+
+For every global load/store with the compiler's layout and affine address facts
+(:mod:`analyzer.sectors`), the sectors one warp instruction touches against the fewest that hold
+the bytes it moves.  An access below :data:`MIN_EFFICIENCY` is a finding when its line is hot
+(>= :data:`HOT_LINE` of the kernel's PC samples) or the kernel is memory-bound
+(:mod:`analyzer.roofline`), whatever the line's stall mix; else it is an info.
+
+The fix depends on the address:
+
+* a dim with unit stride exists but the layout walks another one: the compiler can fix it with a
+  layout conversion (through shared memory) to a layout whose fastest dim is the contiguous one --
+  the evidence gives the sectors after the conversion and the shared memory it costs;
+* no dim has unit stride (a column walk, offsets scaled by a stride): the code or the data layout
+  must change.
+
+Gathers (addresses from loaded values) have no static address form; :mod:`.memory` keeps its
+contiguity rule for them.
+"""
+from __future__ import annotations
+
+from typing import List
+
+from . import Diagnostic
+from ._util import evidence_samples, fmt_shape, numel, pct, source_of
+from .. import roofline as R
+from ..facts import KernelFacts
+from ..sectors import converted_layout, model_access, simulate
+
+MIN_EFFICIENCY = 0.5
+HOT_LINE = 0.10
+
+
+def models(facts: KernelFacts):
+    """(access, AccessModel) for every modelled access of the kernel."""
+    spec = facts.specialization or {}
+    div = dict(spec.get("divisibility") or {})
+    eq1 = tuple(spec.get("equal_to_1") or ())
+    out = []
+    for a in facts.memory_accesses:
+        if a.get("engine") == "tma":
+            continue
+        m = model_access(a, arg_values=facts.arg_values, equal_to_1=eq1, divisibility=div)
+        if m is not None:
+            out.append((a, m))
+    return out
+
+
+def check(facts: KernelFacts) -> List[Diagnostic]:
+    out: List[Diagnostic] = []
+    mem_bound = None
+    for a, m in models(facts):
+        if m.efficiency >= MIN_EFFICIENCY:
+            continue
+        if mem_bound is None:
+            rl = R.roofline(facts)
+            mem_bound = rl is not None and rl.bound == "memory"
+        file, line = a.get("file"), a.get("line")
+        kind = str(a.get("kind", "access"))
+        what = "load" if kind.startswith("load") else ("store" if kind.startswith("store") else kind)
+        shape = list(a.get("shape") or [])
+        eb = int(a.get("elem_bytes") or 4)
+        ev = {"access": kind, "shape": shape, "elem_bytes": eb, "vector_bytes": m.vector_elems * eb,
+              "sectors_per_request": round(m.sectors_per_request, 2),
+              "min_sectors_per_request": round(m.min_sectors_per_request, 2),
+              "sector_efficiency": round(m.efficiency, 4),
+              "lines_per_request": round(m.lines / max(1, m.instructions), 2),
+              "min_lines_per_request": round(m.min_lines / max(1, m.instructions), 2),
+              "requests_per_warp": m.instructions, "stride_bytes": m.strides,
+              "contiguous_dim": m.contiguous_dim, "layout_fastest_dim": m.fastest_dim}
+        if m.assumed:
+            ev["assumed_strides"] = m.assumed
+        ev.update(evidence_samples(facts, file, line, ("lg_throttle", "long_scoreboard")))
+        hot = ev.get("line_share_of_kernel")
+        finding = (hot is not None and hot >= HOT_LINE) or mem_bound
+        where = facts.location(file, line)
+        dims = f"dim {m.contiguous_dim}" if m.contiguous_dim is not None else "no dim"
+        msg = (f"{where}: {what} of a {fmt_shape(shape)} tile touches {m.sectors_per_request:.1f} sectors per warp "
+               f"request where {m.min_sectors_per_request:.1f} hold its bytes ({pct(m.efficiency)} sector efficiency"
+               f", {ev['lines_per_request']:g} lines/request); memory is contiguous along {dims}, the layout's "
+               f"fastest dim is {m.fastest_dim}")
+        if hot is not None:
+            msg += f"; {pct(hot)} of the kernel's samples are on this line"
+        if mem_bound:
+            msg += "; the kernel is memory-bound"
+        if m.assumed:
+            msg += " (assumed " + ", ".join(f"{k}={v}" for k, v in m.assumed.items()) + ")"
+        if m.contiguous_dim is not None and m.contiguous_dim != m.fastest_dim:
+            warps = 1 << len(a["layout"].get("warp") or [])
+            conv = converted_layout(a["layout"]["shape"], warps, m.contiguous_dim, eb)
+            strides_el = [s // eb for s in m.strides]
+            ci, cs, cmin, _, _, _ = simulate(conv, strides_el, eb, conv["vector_elems"])
+            ev["after_conversion"] = {"sectors_per_request": round(cs / max(1, ci), 2),
+                                      "sector_efficiency": round(cmin / cs, 4) if cs else 1.0,
+                                      "requests_per_warp": ci,
+                                      "shared_bytes": numel(shape) * eb}
+            ev["fix_by"] = "compiler"
+            fix = (f"the compiler can fix this: convert the {what}'s layout (convert_layout through "
+                   f"{numel(shape) * eb} bytes of shared memory) to one whose fastest dim is {m.contiguous_dim}; "
+                   f"then {ev['after_conversion']['sectors_per_request']:g} sectors/request "
+                   f"({pct(ev['after_conversion']['sector_efficiency'])}). By hand: compute the value in, or "
+                   f"kl.trans() it to, a tile whose last dim is the one memory is contiguous along")
+        else:
+            ev["fix_by"] = "code"
+            fix = ("the code must change: no dimension of this access walks memory with stride 1 (a column walk or "
+                   "offsets scaled by a stride); lay the data out so the tile's dimension is contiguous (transpose "
+                   "once, .contiguous()), or make the program walk rows instead of columns")
+        saving = (hot if hot is not None else R.access_share(facts, a)) * (1.0 - m.efficiency)
+        ev["est_time_saved_share"] = round(saving, 4)
+        sev = "warning" if finding else "info"
+        out.append(Diagnostic("uncoalesced-access", 4, f"uncoalesced global {what}", sev, msg, fix,
+                              facts.full_path(file) or file, line, source_of(facts, file, line), ev, [],
+                              "static+samples" if "line_samples" in ev else "static"))
+    return out
