@@ -1,0 +1,195 @@
+"""Memory-access corpus for the analyzer: kernels whose expected diagnosis (id and line) is known, and
+access patterns that must raise nothing.  Each case runs on the CPU in the interpreter (one program,
+so the sector oracle can read its addresses) and compiles for sm_90a (the static analysis).
+
+The expected line is the one marked ``#: expect`` in the kernel's source.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Optional, Tuple
+
+import kernelc
+import kernelc.language as kl
+
+
+@kernelc.jit
+def transpose(x_ptr, y_ptr, M, N, stride_xm, stride_yn, BM: kl.constexpr, BN: kl.constexpr):
+    offs_m = kl.program_id(0) * BM + kl.arange(0, BM)
+    offs_n = kl.program_id(1) * BN + kl.arange(0, BN)
+    x = kl.load(x_ptr + offs_m[:, None] * stride_xm + offs_n[None, :])
+    kl.store(y_ptr + offs_n[None, :] * stride_yn + offs_m[:, None], x)  #: expect
+
+
+@kernelc.jit
+def column_sum(x_ptr, y_ptr, M, N, stride_m, BLOCK: kl.constexpr):
+    col = kl.program_id(0)
+    acc = kl.zeros((BLOCK,), dtype=kl.float32)
+    for start in range(0, M, BLOCK):
+        rows = start + kl.arange(0, BLOCK)
+        acc += kl.load(x_ptr + rows * stride_m + col)  #: expect
+    kl.store(y_ptr + col, kl.sum(acc, axis=0))
+
+
+@kernelc.jit
+def aos_field(x_ptr, y_ptr, n, BLOCK: kl.constexpr):
+    offs = kl.program_id(0) * BLOCK + kl.arange(0, BLOCK)
+    v = kl.load(x_ptr + offs * 4 + 1)  #: expect
+    kl.store(y_ptr + offs, v)
+
+
+@kernelc.jit
+def stride3_scale(x_ptr, y_ptr, n, BLOCK: kl.constexpr):
+    offs = kl.program_id(0) * BLOCK + kl.arange(0, BLOCK)
+    v = kl.load(x_ptr + offs * 3)  #: expect
+    kl.store(y_ptr + offs, v * 2.0)
+
+
+@kernelc.jit
+def transposed_tile_load(x_ptr, y_ptr, M, N, stride_xn, stride_ym, BM: kl.constexpr, BN: kl.constexpr):
+    # x is column-major: memory is contiguous along dim 0 of the tile; the layout follows it
+    offs_m = kl.program_id(0) * BM + kl.arange(0, BM)
+    offs_n = kl.program_id(1) * BN + kl.arange(0, BN)
+    x = kl.load(x_ptr + offs_m[:, None] + offs_n[None, :] * stride_xn)
+    kl.store(y_ptr + offs_m[:, None] + offs_n[None, :] * stride_ym, x + 1.0)
+
+
+@kernelc.jit
+def copy2d(x_ptr, y_ptr, M, N, stride_m, BM: kl.constexpr, BN: kl.constexpr):
+    offs_m = kl.program_id(0) * BM + kl.arange(0, BM)
+    offs_n = kl.arange(0, BN)
+    x = kl.load(x_ptr + offs_m[:, None] * stride_m + offs_n[None, :])
+    kl.store(y_ptr + offs_m[:, None] * stride_m + offs_n[None, :], x)
+
+
+@kernelc.jit
+def bias_add(x_ptr, b_ptr, y_ptr, M, N, stride_m, BM: kl.constexpr, BN: kl.constexpr):
+    offs_m = kl.program_id(0) * BM + kl.arange(0, BM)
+    offs_n = kl.arange(0, BN)
+    b = kl.load(b_ptr + offs_n)
+    x = kl.load(x_ptr + offs_m[:, None] * stride_m + offs_n[None, :])
+    kl.store(y_ptr + offs_m[:, None] * stride_m + offs_n[None, :], x + b[None, :])
+
+
+@kernelc.jit
+def copy3d(x_ptr, y_ptr, s0, s1, B0: kl.constexpr, B1: kl.constexpr, B2: kl.constexpr):
+    i = kl.arange(0, B0)
+    j = kl.arange(0, B1)
+    k = kl.arange(0, B2)
+    off = i[:, None, None] * s0 + j[None, :, None] * s1 + k[None, None, :]
+    kl.store(y_ptr + off, kl.load(x_ptr + off) * 2.0)
+
+
+@kernelc.jit
+def permute3d(x_ptr, y_ptr, s0, s1, B0: kl.constexpr, B1: kl.constexpr, B2: kl.constexpr):
+    i = kl.arange(0, B0)
+    j = kl.arange(0, B1)
+    k = kl.arange(0, B2)
+    x = kl.load(x_ptr + i[:, None, None] * s0 + j[None, :, None] * s1 + k[None, None, :])
+    kl.store(y_ptr + k[None, None, :] * s0 + j[None, :, None] * s1 + i[:, None, None], x)  #: expect
+
+
+@kernelc.jit
+def half_rows(x_ptr, y_ptr, M, stride_m, BM: kl.constexpr, BN: kl.constexpr):
+    offs_m = kl.program_id(0) * BM + kl.arange(0, BM)
+    offs_n = kl.arange(0, BN)
+    x = kl.load(x_ptr + offs_m[:, None] * stride_m + offs_n[None, :])
+    kl.store(y_ptr + offs_m[:, None] * stride_m + offs_n[None, :], x)
+
+
+@kernelc.jit
+def row_gather_cols(x_ptr, y_ptr, M, N, stride_m, BM: kl.constexpr, BN: kl.constexpr):
+    # rows along the tile's last dim, columns contiguous in memory: the compiler's layout follows memory
+    offs_m = kl.program_id(0) * BM + kl.arange(0, BM)
+    offs_n = kl.arange(0, BN)
+    x = kl.load(x_ptr + offs_n[:, None] + offs_m[None, :] * stride_m)
+    kl.store(y_ptr + offs_n[:, None] * M + offs_m[None, :], x)
+
+
+@dataclass
+class Case:
+    name: str
+    kernel: Any
+    expected: Optional[str]                     # diagnostic id, None: must raise nothing
+    signature: Dict[str, str]
+    constexprs: Dict[str, Any]
+    make_args: Callable[[], Tuple[Any, ...]]    # CPU tensors + scalars, in signature order
+    grid: Tuple[int, ...] = (1,)                # the launch grid analysed (the oracle runs program 0 only)
+    num_warps: int = 4
+    divisibility: Dict[str, int] = field(default_factory=dict)
+    description: str = ""
+
+    @property
+    def expected_line(self) -> Optional[int]:
+        src, first = inspect.getsourcelines(self.kernel.fn)
+        for i, text in enumerate(src):
+            if "#: expect" in text:
+                return first + i
+        return None
+
+    def compile(self, target: str = "sm_90a", **kw):
+        return kernelc.compile(self.kernel, signature=self.signature, constexprs=self.constexprs, target=target,
+                               num_warps=kw.get("num_warps", self.num_warps), num_stages=1,
+                               divisibility=self.divisibility)
+
+    def scalar_args(self) -> Dict[str, int]:
+        args = self.make_args()
+        return {n: v for n, v in zip(self.signature, args) if isinstance(v, int)}
+
+    def run_program0(self):
+        args = self.make_args()
+        self.kernel[(1,)](*args, num_warps=self.num_warps, **self.constexprs)
+
+
+def _t(*shape, dtype="float32"):
+    import torch
+    return torch.zeros(*shape, dtype=getattr(torch, dtype))
+
+
+F32 = {"x_ptr": "*fp32", "y_ptr": "*fp32"}
+D16 = 16
+
+
+def cases():
+    M = N = 512
+    return [
+        Case("transpose_store", transpose, "uncoalesced-access",
+             dict(F32, M="i32", N="i32", stride_xm="i32", stride_yn="i32"), {"BM": 64, "BN": 64},
+             lambda: (_t(M, N), _t(N, M), M, N, N, M), grid=(64, 64),
+             divisibility={"M": D16, "N": D16, "stride_xm": D16, "stride_yn": D16},
+             description="transpose: the store walks dim 1, memory is contiguous along dim 0"),
+        Case("column_walk", column_sum, "uncoalesced-access", dict(F32, M="i32", N="i32", stride_m="i32"),
+             {"BLOCK": 128}, lambda: (_t(M, N), _t(N), M, N, N), grid=(8192,),
+             divisibility={"M": D16, "N": D16, "stride_m": D16}, description="a column read with the row stride"),
+        Case("aos_field", aos_field, "uncoalesced-access", dict(F32, n="i32"), {"BLOCK": 1024},
+             lambda: (_t(4 * 4096), _t(4096), 4096), grid=(8192,), divisibility={"n": D16},
+             description="one float of a 16-byte struct per element"),
+        Case("stride3", stride3_scale, "uncoalesced-access", dict(F32, n="i32"), {"BLOCK": 1024},
+             lambda: (_t(3 * 4096), _t(4096), 4096), grid=(8192,), divisibility={"n": D16},
+             description="every third float"),
+        Case("permute3d_store", permute3d, "uncoalesced-access", dict(F32, s0="i32", s1="i32"),
+             {"B0": 8, "B1": 8, "B2": 32}, lambda: (_t(8 * 8 * 32 * 4), _t(8 * 8 * 32 * 4), 256, 32), grid=(8192,),
+             divisibility={"s0": D16, "s1": D16}, description="a (0, 2) permutation written element-wise"),
+        Case("row_gather_cols_ok", row_gather_cols, None,
+             dict(F32, M="i32", N="i32", stride_m="i32"), {"BM": 64, "BN": 16},
+             lambda: (_t(M, N), _t(16, M), M, N, N), divisibility={"M": D16, "N": D16, "stride_m": D16},
+             grid=(4096,), description="rows on the tile's last dim, columns contiguous: the layout follows memory"),
+        Case("transposed_tile_ok", transposed_tile_load, None,
+             dict(F32, M="i32", N="i32", stride_xn="i32", stride_ym="i32"), {"BM": 64, "BN": 32},
+             lambda: (_t(N, M), _t(N, M), M, N, M, M), grid=(64, 128),
+             divisibility={"M": D16, "N": D16, "stride_xn": D16, "stride_ym": D16},
+             description="column-major tile read along its contiguous dim"),
+        Case("copy2d_ok", copy2d, None, dict(F32, M="i32", N="i32", stride_m="i32"), {"BM": 16, "BN": 256},
+             lambda: (_t(M, 256), _t(M, 256), M, 256, 256), grid=(4096,),
+             divisibility={"M": D16, "N": D16, "stride_m": D16}),
+        Case("bias_add_ok", bias_add, None, {"x_ptr": "*fp32", "b_ptr": "*fp32", "y_ptr": "*fp32", "M": "i32",
+                                             "N": "i32", "stride_m": "i32"}, {"BM": 32, "BN": 128},
+             lambda: (_t(M, 128), _t(128), _t(M, 128), M, 128, 128), grid=(4096,),
+             divisibility={"M": D16, "N": D16, "stride_m": D16}),
+        Case("copy3d_ok", copy3d, None, dict(F32, s0="i32", s1="i32"), {"B0": 4, "B1": 8, "B2": 64},
+             lambda: (_t(4 * 8 * 64), _t(4 * 8 * 64), 512, 64), grid=(8192,), divisibility={"s0": D16, "s1": D16}),
+        Case("half_rows_ok", half_rows, None, {"x_ptr": "*fp16", "y_ptr": "*fp16", "M": "i32", "stride_m": "i32"},
+             {"BM": 64, "BN": 64}, lambda: (_t(M, 64, dtype="float16"), _t(M, 64, dtype="float16"), M, 64),
+             grid=(4096,), divisibility={"M": D16, "stride_m": D16}),
+    ]
