@@ -75,7 +75,8 @@ class Device:
         return None
 
     def to_json(self) -> dict:
-        return {"arch": self.arch, "num_sms": self.num_sms, "clock_khz": self.clock_khz, "source": self.source}
+        return {"arch": self.arch, "num_sms": self.num_sms, "clock_khz": self.clock_khz, "source": self.source,
+                "memory_clock_khz": self.memory_clock_khz, "bus_width_bits": self.bus_width_bits}
 
 
 @dataclass

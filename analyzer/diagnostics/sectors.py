@@ -67,14 +67,20 @@ def check(facts: KernelFacts) -> List[Diagnostic]:
               "lines_per_request": round(m.lines / max(1, m.instructions), 2),
               "min_lines_per_request": round(m.min_lines / max(1, m.instructions), 2),
               "requests_per_warp": m.instructions, "stride_bytes": m.strides,
-              "contiguous_dim": m.contiguous_dim, "layout_fastest_dim": m.fastest_dim}
+              "contiguous_dim": m.contiguous_dim, "layout_fastest_dim": m.fastest_dim,
+              "contiguity": list(a.get("contiguity") or [])}
         if m.assumed:
             ev["assumed_strides"] = m.assumed
         ev.update(evidence_samples(facts, file, line, ("lg_throttle", "long_scoreboard")))
         hot = ev.get("line_share_of_kernel")
         finding = (hot is not None and hot >= HOT_LINE) or mem_bound
         where = facts.location(file, line)
-        dims = f"dim {m.contiguous_dim}" if m.contiguous_dim is not None else "no dim"
+        if m.contiguous_dim is not None:
+            dims = f"dim {m.contiguous_dim}"
+        else:
+            from .memory import _scaled_by
+            scaled = _scaled_by(facts, source_of(facts, file, line))
+            dims = "no dim (no dimension has stride 1" + (f"; offsets scaled by {scaled}" if scaled else "") + ")"
         msg = (f"{where}: {what} of a {fmt_shape(shape)} tile touches {m.sectors_per_request:.1f} sectors per warp "
                f"request where {m.min_sectors_per_request:.1f} hold its bytes ({pct(m.efficiency)} sector efficiency"
                f", {ev['lines_per_request']:g} lines/request); memory is contiguous along {dims}, the layout's "
@@ -96,10 +102,11 @@ def check(facts: KernelFacts) -> List[Diagnostic]:
                                       "shared_bytes": numel(shape) * eb}
             ev["fix_by"] = "compiler"
             fix = (f"the compiler can fix this: convert the {what}'s layout (convert_layout through "
-                   f"{numel(shape) * eb} bytes of shared memory) to one whose fastest dim is {m.contiguous_dim}; "
-                   f"then {ev['after_conversion']['sectors_per_request']:g} sectors/request "
-                   f"({pct(ev['after_conversion']['sector_efficiency'])}). By hand: compute the value in, or "
-                   f"kl.trans() it to, a tile whose last dim is the one memory is contiguous along")
+                   f"{numel(shape) * eb} bytes of shared memory) to one whose fastest dim is {m.contiguous_dim}: "
+                   f"{ci} requests of {ev['after_conversion']['sectors_per_request']:g} sectors per warp instead of "
+                   f"{m.instructions} of {m.sectors_per_request:g} "
+                   f"({pct(ev['after_conversion']['sector_efficiency'])} efficiency); until it does, kl.trans() the "
+                   f"tile and index it with the transposed offsets so that its last dim is dim {m.contiguous_dim}")
         else:
             ev["fix_by"] = "code"
             fix = ("the code must change: no dimension of this access walks memory with stride 1 (a column walk or "
