@@ -133,7 +133,9 @@ def roofline(facts: KernelFacts) -> Optional[Roofline]:
     tc = is_tensor_core_kernel(facts)
     pf, pb = peaks(facts, tc)
     engine = "tensor cores" if tc else "fp32 FFMA"
-    time_s = facts.time_ns * 1e-9 if facts.time_ns else None
+    # a time measured on another device (an interpreted launch, a profile without device_info) says
+    # nothing about this GPU's peaks: classify by intensity then
+    time_s = facts.time_ns * 1e-9 if facts.time_ns and facts.device.source == "profile" else None
     flops = sum(v for k, v in facts.metrics.items() if k.startswith("flops"))
     nbytes = facts.metrics.get("bytes", 0.0)
     if flops or nbytes:

@@ -16,6 +16,8 @@
  8     ``hopper-no-tma``             a wgmma loop whose operand tiles come through pointers, not TMA (sm_90a)
  9     ``fp8-upcast``                an fp8 dot upcast to fp16 (target before sm_89, or K not a multiple of 32)
  9     ``fp8-transposed-operand``    an fp8 operand not K-major in memory (row-major B), staged byte by byte
+ 11    ``small-tiles``               tile configs outside the user's list that the target model (feed rate,
+                                     waves, pipeline depth) expects >= 1.3x faster (``analyzer/space.py``)
  10    ``straggler-rank``            merged (torchrun) profiles: the slow rank, its scope and kernels, the
                                      collective the others waited in (a profile check, ``PROFILE_REGISTRY``)
 =====  ============================  ========================================================================
@@ -70,7 +72,7 @@ Check = Callable[[Any], List[Diagnostic]]
 
 
 def _registry() -> List[tuple]:
-    from . import barriers, fp8, latency, memory, sectors, spills, tensor_cores, tma, utilisation, wgmma
+    from . import barriers, fp8, latency, memory, sectors, spills, tensor_cores, tiles, tma, utilisation, wgmma
     return [
         (1, "no-tensor-cores", tensor_cores.check),
         (2, "hopper-no-wgmma", wgmma.check),
@@ -84,6 +86,7 @@ def _registry() -> List[tuple]:
         (8, "hopper-no-tma", tma.check),
         (9, "fp8-upcast", fp8.check_upcast),
         (9, "fp8-transposed-operand", fp8.check_transposed),
+        (11, "small-tiles", tiles.check),
     ]
 
 
