@@ -13,6 +13,8 @@ name :func:`analyzer.diagnostics._util.dot_constexprs` recognises), every combin
   a partial last wave idles the rest of the GPU;
 * **pipeline depth**: ``num_stages`` - 1 loads in flight must cover the load latency
   (:data:`LATENCY_STAGES`);
+* **K step**: each iteration's MMA work (``2 * BM * BN * BK`` over the SM's dense rate) against a
+  fixed per-step cost (:data:`STEP_CYCLES`, an estimate ``--verify``/``--tune`` timings calibrate);
 * **fit**: shared memory of the ring ``stages * (BM + BN) * BK * bytes`` within the opt-in limit;
   accumulator registers ``BM * BN / (32 * warps)`` + :data:`REG_OVERHEAD` within 255; wgmma's rule
   ``BM >= 16 * warps`` (a warpgroup spans 64 rows).
@@ -39,6 +41,7 @@ NEEDED_INTENSITY = 96.0     # FLOP/byte: 989 TFLOP/s over ~10 TB/s of L2 + share
 LATENCY_STAGES = 3          # loads in flight needed to hide global latency behind one K step
 REG_OVERHEAD = 128          # registers besides the accumulator: kernelc sm_90a spills from 128 accumulator regs/thread
 MIN_SPEEDUP = 1.3           # a model gain worth a finding
+STEP_CYCLES = 100           # fixed cost of one K step (barrier, MMA wait, address update): an estimate
 
 
 @dataclass
@@ -101,9 +104,13 @@ def score(facts: KernelFacts, names: Dict[str, str], bm: int, bn: int, bk: int, 
         # fewer programs than SMs: the idle SMs are lost outright
         waves_eff = min(waves_eff, progs / facts.device.num_sms) if progs < facts.device.num_sms else waves_eff
     pipe = min(1.0, (ns - 1) / (LATENCY_STAGES - 1)) if ns > 1 else 0.5
+    from .roofline import _PER_SM_CLOCK
+    per_clk = _PER_SM_CLOCK.get(facts.device.sm, (4096, 256))[0] * (2 if eb == 1 else 1)
+    work = 2.0 * bm * bn * bk / per_clk
+    step = work / (work + STEP_CYCLES)
     cfg = {names["M"]: bm, names["N"]: bn, names["K"]: bk, "num_warps": nw, "num_stages": ns}
-    return Candidate(cfg, feed * waves_eff * pipe, {"feed": round(feed, 3), "waves": round(waves_eff, 3),
-                                                    "pipeline": round(pipe, 3), "smem": smem, "regs_est": r,
+    return Candidate(cfg, feed * waves_eff * pipe * step, {"feed": round(feed, 3), "waves": round(waves_eff, 3),
+                                                    "pipeline": round(pipe, 3), "k_step": round(step, 3), "smem": smem, "regs_est": r,
                                                     "blocks_per_sm": per_sm, "programs": progs or 0})
 
 

@@ -37,18 +37,20 @@ def check(facts: KernelFacts) -> List[Diagnostic]:
     tile = "x".join(str(cx[names[k]]) for k in ("M", "N", "K"))
     btile = "x".join(str(best.config[names[k]]) for k in ("M", "N", "K"))
     ev = {"tile": tile, "model_score": round(cur.score, 3), "feed": cur.parts["feed"], "waves": cur.parts["waves"],
-          "pipeline": cur.parts["pipeline"], "best_tile": btile, "best_num_warps": best.config["num_warps"],
+          "pipeline": cur.parts["pipeline"], "k_step": cur.parts["k_step"], "best_tile": btile, "best_num_warps": best.config["num_warps"],
           "best_num_stages": best.config["num_stages"], "best_model_score": round(best.score, 3),
           "model_speedup": round(gain, 2), "programs": cur.parts["programs"],
           "needed_intensity_flop_per_byte": SP.NEEDED_INTENSITY,
           "est_time_saved_share": round(1.0 - 1.0 / gain, 4)}
     limiting = min(("feed", cur.parts["feed"]), ("waves", cur.parts["waves"]), ("pipeline", cur.parts["pipeline"]),
-                   key=lambda kv: kv[1])
+                   ("k_step", cur.parts["k_step"]), key=lambda kv: kv[1])
     why = {"feed": f"a {tile} tile reaches {pct(cur.parts['feed'])} of the operand feed rate the tensor cores need "
                    f"({SP.NEEDED_INTENSITY:g} FLOP/byte)",
            "waves": f"{cur.parts['programs']} programs fill {pct(cur.parts['waves'])} of the last wave's slots",
-           "pipeline": f"{facts.num_stages} stage(s) keep {max(0, facts.num_stages - 1)} loads in flight"}[limiting[0]]
-    msg = (f"the config model of {facts.device.arch} (operand feed, waves, pipeline depth) expects {btile} with "
+           "pipeline": f"{facts.num_stages} stage(s) keep {max(0, facts.num_stages - 1)} loads in flight",
+           "k_step": f"a K step of {cx[names['K']]} does {pct(cur.parts['k_step'])} useful MMA work against its fixed "
+                     f"cost ({SP.STEP_CYCLES} cycles)"}[limiting[0]]
+    msg = (f"the config model of {facts.device.arch} (operand feed, waves, pipeline depth, K step) expects {btile} with "
            f"num_warps={best.config['num_warps']}, num_stages={best.config['num_stages']} to be {gain:.2f}x faster "
            f"than the current {tile} (num_warps={facts.num_warps}, num_stages={facts.num_stages}): {why}")
     changes = []

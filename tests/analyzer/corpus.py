@@ -107,6 +107,35 @@ def row_gather_cols(x_ptr, y_ptr, M, N, stride_m, BM: kl.constexpr, BN: kl.const
     kl.store(y_ptr + offs_n[:, None] * M + offs_m[None, :], x)
 
 
+@kernelc.jit
+def mm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
+       BLOCK_M: kl.constexpr, BLOCK_N: kl.constexpr, BLOCK_K: kl.constexpr):
+    pid = kl.program_id(0)
+    num_n = kl.cdiv(N, BLOCK_N)
+    offs_m = (pid // num_n) * BLOCK_M + kl.arange(0, BLOCK_M)
+    offs_n = (pid % num_n) * BLOCK_N + kl.arange(0, BLOCK_N)
+    offs_k = kl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :]
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :]
+    acc = kl.zeros((BLOCK_M, BLOCK_N), dtype=kl.float32)
+    for k in range(0, kl.cdiv(K, BLOCK_K)):
+        acc += kl.dot(kl.load(a_ptrs), kl.load(b_ptrs))  #: expect
+        a_ptrs += BLOCK_K
+        b_ptrs += BLOCK_K * stride_bk
+    kl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :], acc.to(kl.float16))
+
+
+# the autotuned fp16 matmul: two small configs
+mm_autotuned = kernelc.autotune(configs=[
+    kernelc.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, num_warps=4, num_stages=3),
+    kernelc.Config({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32}, num_warps=4, num_stages=3),
+], key=["M", "N", "K"])(mm)
+
+MM_SIG = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
+          "stride_am": "i32", "stride_bk": "i32", "stride_cm": "i32"}
+MM_DIV = {"M": 16, "N": 16, "K": 16, "stride_am": 16, "stride_bk": 16, "stride_cm": 16}
+
+
 @dataclass
 class Case:
     name: str
@@ -119,6 +148,8 @@ class Case:
     num_warps: int = 4
     divisibility: Dict[str, int] = field(default_factory=dict)
     description: str = ""
+    num_stages: int = 1
+    equal_to_1: Tuple[str, ...] = ()
 
     @property
     def expected_line(self) -> Optional[int]:
@@ -130,7 +161,7 @@ class Case:
 
     def compile(self, target: str = "sm_90a", **kw):
         return kernelc.compile(self.kernel, signature=self.signature, constexprs=self.constexprs, target=target,
-                               num_warps=kw.get("num_warps", self.num_warps), num_stages=1,
+                               num_warps=kw.get("num_warps", self.num_warps), num_stages=self.num_stages,
                                divisibility=self.divisibility)
 
     def scalar_args(self) -> Dict[str, int]:
