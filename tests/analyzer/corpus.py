@@ -108,6 +108,38 @@ def row_gather_cols(x_ptr, y_ptr, M, N, stride_m, BM: kl.constexpr, BN: kl.const
 
 
 @kernelc.jit
+def gather_rows(x_ptr, idx_ptr, y_ptr, n, BLOCK: kl.constexpr):
+    offs = kl.program_id(0) * BLOCK + kl.arange(0, BLOCK)
+    i = kl.load(idx_ptr + offs)
+    kl.store(y_ptr + offs, kl.load(x_ptr + i * 64))  #: expect
+
+
+@kernelc.jit
+def half_stride4_store(x_ptr, y_ptr, n, BLOCK: kl.constexpr):
+    offs = kl.program_id(0) * BLOCK + kl.arange(0, BLOCK)
+    v = kl.load(x_ptr + offs)
+    kl.store(y_ptr + offs * 4, v)  #: expect
+
+
+@kernelc.jit
+def swap_last_two(x_ptr, y_ptr, s0, s1, B0: kl.constexpr, B1: kl.constexpr, B2: kl.constexpr):
+    i = kl.arange(0, B0)
+    j = kl.arange(0, B1)
+    k = kl.arange(0, B2)
+    x = kl.load(x_ptr + i[:, None, None] * s0 + j[None, :, None] * s1 + k[None, None, :])
+    kl.store(y_ptr + i[:, None, None] * s0 + k[None, None, :] * s1 + j[None, :, None], x)  #: expect
+
+
+@kernelc.jit
+def col_tiles(x_ptr, y_ptr, M, stride_m, BM: kl.constexpr, BN: kl.constexpr):
+    # a tile of BN columns whose stride is the row pitch along both dims: every element its own row
+    offs_m = kl.program_id(0) * BM + kl.arange(0, BM)
+    offs_n = kl.arange(0, BN)
+    x = kl.load(x_ptr + offs_m[:, None] * stride_m + offs_n[None, :] * (stride_m * 8))  #: expect
+    kl.store(y_ptr + offs_m[:, None] * BN + offs_n[None, :], x)
+
+
+@kernelc.jit
 def mm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
        BLOCK_M: kl.constexpr, BLOCK_N: kl.constexpr, BLOCK_K: kl.constexpr):
     pid = kl.program_id(0)
@@ -202,6 +234,20 @@ def cases():
         Case("permute3d_store", permute3d, "uncoalesced-access", dict(F32, s0="i32", s1="i32"),
              {"B0": 8, "B1": 8, "B2": 32}, lambda: (_t(8 * 8 * 32 * 4), _t(8 * 8 * 32 * 4), 256, 32), grid=(8192,),
              divisibility={"s0": D16, "s1": D16}, description="a (0, 2) permutation written element-wise"),
+        Case("gather", gather_rows, "uncoalesced-access", {"x_ptr": "*fp32", "idx_ptr": "*i32", "y_ptr": "*fp32",
+                                                           "n": "i32"}, {"BLOCK": 1024},
+             lambda: (_t(64 * 4096), _t(4096, dtype="int32"), _t(4096), 4096), grid=(8192,), divisibility={"n": D16},
+             description="rows gathered through loaded indices (no static address form)"),
+        Case("fp16_stride4_store", half_stride4_store, "uncoalesced-access", {"x_ptr": "*fp16", "y_ptr": "*fp16",
+                                                                              "n": "i32"}, {"BLOCK": 1024},
+             lambda: (_t(4096, dtype="float16"), _t(4 * 4096, dtype="float16"), 4096), grid=(8192,),
+             divisibility={"n": D16}, description="every fourth fp16 written"),
+        Case("swap_last_two_store", swap_last_two, "uncoalesced-access", dict(F32, s0="i32", s1="i32"),
+             {"B0": 2, "B1": 64, "B2": 64}, lambda: (_t(2 * 64 * 64), _t(2 * 64 * 64), 4096, 64), grid=(8192,),
+             divisibility={"s0": D16, "s1": D16}, description="a (0, 2, 1) permutation written element-wise"),
+        Case("column_tiles", col_tiles, "uncoalesced-access", dict(F32, M="i32", stride_m="i32"),
+             {"BM": 64, "BN": 16}, lambda: (_t(64 * 16 * 8 * 16), _t(64 * 16), 64, 16), grid=(8192,),
+             divisibility={"M": D16, "stride_m": D16}, description="no dim of the tile has unit stride"),
         Case("row_gather_cols_ok", row_gather_cols, None,
              dict(F32, M="i32", N="i32", stride_m="i32"), {"BM": 64, "BN": 16},
              lambda: (_t(M, N), _t(16, M), M, N, N), divisibility={"M": D16, "N": D16, "stride_m": D16},
