@@ -67,6 +67,12 @@ def _elem_bytes(facts: KernelFacts) -> int:
     return 1 if t.startswith("fp8") else (4 if t in ("fp32", "tf32") else 2)
 
 
+def sizes_known(facts: KernelFacts, names: Dict[str, str]) -> bool:
+    """Whether the launch recorded the problem's M and N (else programs are guessed from the grid)."""
+    vals = {k: v for k, v in facts.arg_values.items() if isinstance(v, int) and not isinstance(v, bool)}
+    return all(vals.get(names[d].split("_")[-1]) or vals.get(d) for d in ("M", "N"))
+
+
 def problem_programs(facts: KernelFacts, names: Dict[str, str], bm: int, bn: int) -> Optional[int]:
     """Programs a (bm, bn) tile needs: from the recorded M and N, else the grid scaled by tile area."""
     vals = {k: v for k, v in facts.arg_values.items() if isinstance(v, int) and not isinstance(v, bool)}

@@ -3,8 +3,9 @@
 For a tensor-core dot with tile constexprs, :mod:`analyzer.space` scores the current config and
 every candidate (tiles, BLOCK_K, num_warps, num_stages) on feed rate (tile intensity against what
 the tensor cores need), wave quantisation and pipeline depth.  When the best candidate the user did
-not list scores :data:`analyzer.space.MIN_SPEEDUP` x higher, this is a warning whose ``changes``
-are the best candidates; :mod:`analyzer.suggest` compiles them on the CPU and drops those that
+not list scores :data:`analyzer.space.MIN_SPEEDUP` x higher, this is a warning (an info when the
+launch did not record M and N: the wave term then rests on a guess) whose ``changes`` are the best
+candidates; :mod:`analyzer.suggest` compiles them on the CPU and drops those that
 spill or do not fit.
 """
 from __future__ import annotations
@@ -61,6 +62,10 @@ def check(facts: KernelFacts) -> List[Diagnostic]:
            f"num_warps={best.config['num_warps']}, num_stages={best.config['num_stages']}); the suggested configs "
            "below were compiled for the target and keep no spills; time them with kprof-analyze --verify")
     d0 = facts.dots[0] if facts.dots else {}
-    return [Diagnostic("small-tiles", 11, "faster tile configs outside the autotune list", "warning", msg, fix,
+    # the wave term needs the problem size: guessed from the grid it is a hint, not a finding
+    sev = "warning" if SP.sizes_known(facts, names) else "info"
+    if sev == "info":
+        msg += " (the launch's M and N are not recorded: programs estimated from the grid)"
+    return [Diagnostic("small-tiles", 11, "faster tile configs outside the autotune list", sev, msg, fix,
                        facts.full_path(d0.get("file")) or d0.get("file"), d0.get("line"), None, ev, changes,
                        "static")]
