@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("-o", "--output", metavar="FILE", help="write the report (text or JSON) to FILE")
     ap.add_argument("--fail-on", choices=("error", "warning"), help="exit 1 if a finding of this severity or worse "
                     "is reported")
+    ap.add_argument("--tune", action="store_true", help="time the current and the suggested configs on synthetic "
+                    "inputs shaped like the profiled launch (needs a GPU; the user's program is not re-run)")
     ap.add_argument("--verify", metavar="SCRIPT", help="re-run SCRIPT (arguments after --) with each suggested "
                     "config forced on its kernel and report the measured times")
     return ap
@@ -80,11 +82,20 @@ def main(argv: Optional[List[str]] = None) -> int:
         rep.verification = rows
         if not rows:
             rep.notes.append("--verify: no kernel has suggested configs to verify")
+    tune_text = ""
+    if args.tune:
+        from .tune import render, tune
+        results = {}
+        for k in rep.kernels:
+            res = tune(k.facts, k.suggestions)
+            results[k.name] = res
+            tune_text += render(k.name, res)
+        rep.tuning = results
     if args.json:
         text = rep.json_text() + "\n"
     else:
         color = (not args.no_color and not args.output and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
-        text = rep.render(color=color)
+        text = rep.render(color=color) + tune_text
     if args.output:
         with open(args.output, "w") as f:
             f.write(text)

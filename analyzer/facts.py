@@ -114,6 +114,7 @@ class KernelFacts:
     signature: Dict[str, str] = field(default_factory=dict)
     arg_values: Dict[str, Any] = field(default_factory=dict)   # scalar launch arguments, when recorded
     metrics: Dict[str, float] = field(default_factory=dict)    # launch-metadata totals (flops*, bytes)
+    launch_args: List[dict] = field(default_factory=list)     # recorded arguments: name, kind, dtype/shape/strides or value
     cache_key: Optional[str] = None
     compiled: Any = None
     artifact_origin: str = "none"            # "cache" | "recompiled" | "compiled" | "none"

@@ -393,6 +393,8 @@ def build_facts(group: KernelGroup, device: Device, *, arch: Optional[str] = Non
         facts.source = extra["source"]
         facts.add_files([extra["source"].get("file")])
     facts.arg_values = _arg_values(extra)
+    if isinstance(extra.get("args"), list):
+        facts.launch_args = [a for a in extra["args"] if isinstance(a, dict)]
     for f in group.frames:   # launch-metadata counters (flops16, bytes, ...) summed over the launches
         for k, v in f.metrics.items():
             if str(k).startswith("flops") or k == "bytes":

@@ -128,6 +128,7 @@ class Report:
     notes: List[str] = field(default_factory=list)
     verification: Optional[List[Dict[str, Any]]] = None
     profile_diagnostics: List[Diagnostic] = field(default_factory=list)  # whole-profile checks (stragglers)
+    tuning: Optional[Dict[str, Any]] = None   # --tune: kernel name -> analyzer.tune.tune() result
 
     # -- queries ------------------------------------------------------------------------------
     def kernel(self, name: str) -> KernelReport:
@@ -151,6 +152,8 @@ class Report:
         }
         if self.verification is not None:
             out["verification"] = self.verification
+        if self.tuning is not None:
+            out["tuning"] = self.tuning
         return out
 
     def json_text(self) -> str:
