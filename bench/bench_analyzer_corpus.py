@@ -7,7 +7,9 @@ Problems (each with the diagnosis id it must get, and the line where the case na
 * the planted kernels of ``tests/analyzer/planted.py`` (id only: their cases name no line);
 * the memory-access corpus of ``tests/analyzer/corpus.py`` (id and line, ``#: expect``);
 * issue #22's matmuls: fp16 4096^3 with the 128x64x32 config of a two-config autotune list and with a
-  single 32x32x32 config (``small-tiles`` on the dot line).
+  single 32x32x32 config (``small-tiles`` on the dot line);
+* ``corpus.compile_only_problems()``: fp8 upcast (K=16), fp8 row-major B, a 64x512 tile on one warp
+  (spills), 8 programs of a 2-D copy, a 512-column softmax on 32 warps (id only).
 
 Clean kernels (must raise no warning or error): ``planted.well_tuned()`` (examples/kernels) and the
 corpus cases whose ``expected`` is None.
@@ -64,6 +66,10 @@ def _rows():
                                  target="sm_90a", num_warps=4, num_stages=3, divisibility=MM_DIV)
             return analyse_ck(ck, (N4K // bm) * (N4K // bn), mm, {"M": N4K, "N": N4K, "K": N4K})
         items.append(("issue22", label, "small-tiles", dot_line, run))
+    from tests.analyzer.corpus import compile_only_problems
+    for name, expected, comp, grid, av, fn in compile_only_problems():
+        items.append(("more", name, expected, None,
+                      lambda comp=comp, grid=grid, av=av, fn=fn: analyse_ck(comp(), grid, fn, av)))
     for w in well_tuned():
         items.append(("well_tuned", w.name, None, None, lambda w=w: analyse_ck(w.compile(), w.grid)))
 

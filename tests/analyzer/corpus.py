@@ -270,3 +270,43 @@ def cases():
              {"BM": 64, "BN": 64}, lambda: (_t(M, 64, dtype="float16"), _t(M, 64, dtype="float16"), M, 64),
              grid=(4096,), divisibility={"M": D16, "stride_m": D16}),
     ]
+
+
+@kernelc.jit
+def wide_tile_scale(x_ptr, y_ptr, stride_m, BM: kl.constexpr, BN: kl.constexpr):
+    offs_m = kl.program_id(0) * BM + kl.arange(0, BM)
+    offs_n = kl.arange(0, BN)
+    x = kl.load(x_ptr + offs_m[:, None] * stride_m + offs_n[None, :])
+    s = kl.sum(x, axis=1)
+    kl.store(y_ptr + offs_m[:, None] * stride_m + offs_n[None, :], x / s[:, None] + kl.max(x, axis=1)[:, None])
+
+
+@kernelc.jit
+def row_softmax(x_ptr, y_ptr, n_cols, BLOCK: kl.constexpr):
+    row = kl.program_id(0)
+    offs = kl.arange(0, BLOCK)
+    x = kl.load(x_ptr + row * n_cols + offs)
+    e = kl.exp(x - kl.max(x, axis=0))
+    kl.store(y_ptr + row * n_cols + offs, e / kl.sum(e, axis=0))
+
+
+def compile_only_problems():
+    """More problems for the bench (compile-only, static): (name, expected id, compile() -> ck, grid,
+    arg_values, function)."""
+    from .test_fp8_diagnostics import _compile as fp8_compile, fp8_matmul
+    f32 = {"x_ptr": "*fp32", "y_ptr": "*fp32"}
+    out = [
+        ("fp8_k16_upcast", "fp8-upcast", lambda: fp8_compile(BLOCK_SIZE_K=16), (1024,), {}, fp8_matmul),
+        ("fp8_row_major_b", "fp8-transposed-operand", lambda: fp8_compile(col_b=False), (1024,), {}, fp8_matmul),
+        ("wide_tile_one_warp", "register-spills",
+         lambda: kernelc.compile(wide_tile_scale, dict(f32, stride_m="i32"), {"BM": 64, "BN": 512}, target="sm_90a",
+                                 num_warps=1, num_stages=1, divisibility={"stride_m": 16}), (1024,), {}, None),
+        ("copy2d_8_programs", "low-utilisation",
+         lambda: kernelc.compile(copy2d, dict(f32, M="i32", N="i32", stride_m="i32"), {"BM": 16, "BN": 256},
+                                 target="sm_90a", num_warps=4, num_stages=1, divisibility={"M": 16, "stride_m": 16}),
+         (8,), {"M": 128, "N": 256, "stride_m": 256}, None),
+        ("softmax_32_warps", "barrier-stalls",
+         lambda: kernelc.compile(row_softmax, dict(f32, n_cols="i32"), {"BLOCK": 512}, target="sm_90a", num_warps=32,
+                                 num_stages=1, divisibility={"n_cols": 16}), (65536,), {"n_cols": 512}, None),
+    ]
+    return out
