@@ -9,6 +9,8 @@
  3     ``low-occupancy``             resident warps capped by registers or shared memory
  4     ``uncoalesced-access``        < 50% sector efficiency (sectors per warp request from the layout and
                                      the address, ``sectors.py``), gathers, lg_throttle samples
+ 4     ``layout-conversion``         (info) the compiler converts an access's layout: sectors it buys, shared
+                                     memory it costs (emitted by the ``uncoalesced-access`` check)
  4     ``unvectorised-access``       accesses narrower than 16 B because of alignment or masks
  5     ``register-spills``           spill stores/loads (local memory) in the SASS
  6     ``latency-bound-loop``        a tensor-core loop whose operand loads are not prefetched

@@ -46,11 +46,34 @@ def models(facts: KernelFacts):
     return out
 
 
+CONVERT_OPS = ("convert_layout",)
+
+
+def _conversions(facts: KernelFacts):
+    """{(file, line): [bytes moved through shared memory]} of the layout conversions in the tile IR."""
+    from ..tir import shape_of
+    from ..facts import base
+    out = {}
+    for o in facts.tir.ops:
+        if o.op in CONVERT_OPS:
+            ty = o.result_type.strip()
+            shape = shape_of(ty)
+            elt = ty.rstrip(">").rsplit("x", 1)[-1] if shape else ""
+            bits = int("".join(ch for ch in elt if ch.isdigit()) or 32)
+            out.setdefault((base(o.file), o.line), []).append(numel(shape) * max(1, bits // 8))
+    return out
+
+
 def check(facts: KernelFacts) -> List[Diagnostic]:
     out: List[Diagnostic] = []
     mem_bound = None
+    conv = _conversions(facts) if facts.tir.ops else {}
+    from ..facts import base
     for a, m in models(facts):
+        key = (base(a.get("file")), a.get("line"))
         if m.efficiency >= MIN_EFFICIENCY:
+            if key in conv:
+                out.append(_converted(facts, a, m, sum(conv[key])))
             continue
         if mem_bound is None:
             rl = R.roofline(facts)
@@ -119,3 +142,26 @@ def check(facts: KernelFacts) -> List[Diagnostic]:
                               facts.full_path(file) or file, line, source_of(facts, file, line), ev, [],
                               "static+samples" if "line_samples" in ev else "static"))
     return out
+
+
+def _converted(facts: KernelFacts, a: dict, m, shared_bytes: int) -> Diagnostic:
+    """An info: the compiler converts this access's layout, and what that buys and costs."""
+    file, line = a.get("file"), a.get("line")
+    kind = str(a.get("kind", "access"))
+    what = "load" if kind.startswith("load") else ("store" if kind.startswith("store") else kind)
+    ev = {"access": kind, "sectors_per_request": round(m.sectors_per_request, 2),
+          "min_sectors_per_request": round(m.min_sectors_per_request, 2), "sector_efficiency": round(m.efficiency, 4),
+          "requests_per_warp": m.instructions, "conversion_shared_bytes": shared_bytes,
+          "contiguous_dim": m.contiguous_dim, "layout_fastest_dim": m.fastest_dim, "est_time_saved_share": 0.0}
+    ev.update(evidence_samples(facts, file, line, ("barrier", "mio_throttle", "short_scoreboard")))
+    msg = (f"{facts.location(file, line)}: the compiler converts this {what}'s layout through {shared_bytes} bytes "
+           f"of shared memory so that it walks dim {m.contiguous_dim}: {m.sectors_per_request:g} sectors per request "
+           f"({pct(m.efficiency)} efficiency) in {m.instructions} requests per warp")
+    if "line_samples" in ev:
+        msg += (f"; the conversion's cost shows as this line's barrier/shared-memory stalls "
+                f"({pct(ev['barrier_share_of_line'] + ev['mio_throttle_share_of_line'] + ev['short_scoreboard_share_of_line'])}"
+                f" of its samples)")
+    return Diagnostic("layout-conversion", 4, f"layout converted for a coalesced {what}", "info", msg,
+                      "nothing to do; to avoid the shared-memory round trip, compute the tile in the layout memory "
+                      "wants (index it with the contiguous dim last)", facts.full_path(file) or file, line,
+                      source_of(facts, file, line), ev, [], "static+samples" if "line_samples" in ev else "static")

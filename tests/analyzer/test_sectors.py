@@ -81,3 +81,18 @@ def test_unrecorded_stride_is_named_as_assumed():
     m = model_access(a, divisibility={"stride_yn": 16})
     assert m.assumed == {"stride_yn": 4096}
     assert m.strides[1] == 4096 * 4
+
+
+def test_a_compiler_layout_conversion_is_reported_with_its_cost():
+    # the coalescing pass (branch h21) inserts convert_layout ops before such accesses; a conversion op
+    # on the line of an efficient access gets an info with the shared memory it costs
+    from analyzer.diagnostics.sectors import check
+    from analyzer.facts import facts_from_compiled
+    from analyzer.tir import TirOp
+    ck = _compiled("copy2d_ok")
+    facts = facts_from_compiled(ck, grid=(4096,))
+    store = next(a for a in facts.memory_accesses if a["kind"] == "store")
+    facts.tir.ops.append(TirOp("convert_layout", store["file"], store["line"], ["%9"], "<16x256xfp32>", (), ""))
+    d = next(d for d in check(facts) if d.id == "layout-conversion")
+    assert d.severity == "info" and d.line == store["line"]
+    assert d.evidence["conversion_shared_bytes"] == 16 * 256 * 4 and d.evidence["sector_efficiency"] == 1.0
