@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Optional
 
-from .facts import KernelFacts, base
+from .facts import KernelFacts
 
 # dense FLOP per clock per SM: (fp16/bf16 tensor cores, fp32 FFMA); clocks in kHz; DRAM bytes/s
 _PER_SM_CLOCK = {80: (2048, 128), 86: (1024, 256), 89: (1024, 256), 90: (4096, 256), 100: (8192, 256),
