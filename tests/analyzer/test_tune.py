@@ -76,3 +76,30 @@ def test_tune_finds_a_faster_config_for_the_32x32x32_matmul(tmp_path):
     assert best >= 1.3, res["rows"]
     assert "@kernelc.autotune(" in res["autotune"]
     del kernelc
+
+
+def test_tune_loop_times_each_config_and_prints_the_winner(tmp_path, monkeypatch):
+    # the GPU parts replaced by the interpreter and a host timer: the replay, grid and ranking logic run
+    import time
+
+    import torch
+    import kernelc.testing
+    from analyzer.suggest import Suggestion
+    from analyzer.tune import render
+    path = _profile_transpose(tmp_path)
+    k = analyzer.analyze(path, validate=False).kernel("transpose")
+
+    def host_bench(fn, **kw):
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1e3
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(kernelc.testing, "do_bench", host_bench)
+    other = Suggestion(dict(k.facts.config(), num_warps=2), {"num_warps": 2}, ["test"])
+    res = tune(k.facts, [other], device="cpu")
+    assert res["skipped"] is None and [r["status"] for r in res["rows"]] == ["ok", "ok"]
+    assert res["rows"][0]["speedup"] == 1.0 and res["rows"][1]["speedup"] > 0
+    assert res["winner"] in (k.facts.config(), other.config)
+    text = render("transpose", res)
+    assert "winner:" in text and "@kernelc.autotune(" in text
