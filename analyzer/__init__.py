@@ -41,9 +41,12 @@ def analyze_facts(facts: KernelFacts, *, rank: int = 1, validate: bool = True, n
     """Diagnostics, hot lines and suggestions for one kernel's facts."""
     from . import diagnostics as D
     from .lines import hot_lines
-    diags = D.run(facts)
+    from .ranking import rank as by_saving
+    from .roofline import roofline
+    rl = roofline(facts)
+    diags = by_saving(facts, D.run(facts), rl)
     sugg = suggest(facts, diags, validate=validate)
-    return KernelReport(rank, facts, hot_lines(facts, n_lines), diags, sugg, autotune_block(facts, sugg))
+    return KernelReport(rank, facts, hot_lines(facts, n_lines), diags, sugg, autotune_block(facts, sugg), rl)
 
 
 def analyze_compiled(compiled, *, grid=None, device: Optional[Device] = None, function=None,

@@ -57,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "PROFILE.kernels/ (next to the profile), where kprof-analyze finds them on another machine")
     ap.add_argument("--max-size", metavar="SIZE", help="largest profile file to load, e.g. 4G (default 1G; also "
                     "KPROF_MAX_PROFILE_SIZE)")
+    ap.add_argument("--tune", action="store_true", help="time the current and the suggested configs on synthetic "
+                    "inputs shaped like the profiled launch (needs a GPU; the user's program is not re-run)")
     ap.add_argument("--verify", metavar="SCRIPT", help="re-run SCRIPT (arguments after --) with each suggested "
                     "config forced on its kernel and report the measured times")
     return ap
@@ -120,6 +122,15 @@ def _main(args, script_args: List[str]) -> int:
         rep.verification = rows
         if not rows:
             rep.notes.append("--verify: no kernel has suggested configs to verify")
+    tune_text = ""
+    if args.tune:
+        from .tune import render, tune
+        results = {}
+        for k in rep.kernels:
+            res = tune(k.facts, k.suggestions)
+            results[k.name] = res
+            tune_text += render(k.name, res)
+        rep.tuning = results
     if args.html:
         from profiler.viewer.html_report import HtmlReportError
         from .html import write_html_report
@@ -133,7 +144,7 @@ def _main(args, script_args: List[str]) -> int:
             text = rep.json_text() + "\n"
         else:
             color = (not args.no_color and not args.output and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
-            text = rep.render(color=color)
+            text = rep.render(color=color) + tune_text
         if args.output:
             with open(args.output, "w", encoding="utf-8") as f:   # files are UTF-8 whatever the locale
                 f.write(text)

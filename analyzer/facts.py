@@ -41,6 +41,8 @@ class Device:
     num_sms: int = 132
     clock_khz: Optional[int] = None
     source: str = "assumed"          # "profile" | "assumed"
+    memory_clock_khz: Optional[int] = None   # with bus_width_bits: the DRAM bandwidth (profile device_info)
+    bus_width_bits: Optional[int] = None
 
     @property
     def sm(self) -> int:
@@ -69,8 +71,16 @@ class Device:
         sms = num_sms or DEFAULT_SMS.get(t.sm, 132)
         return cls(t.arch, sms, clock_khz, (source or "profile") if num_sms else "assumed")
 
+    @property
+    def dram_bytes_per_s(self) -> Optional[float]:
+        """DRAM bandwidth from the profile's memory clock and bus width (double data rate)."""
+        if self.memory_clock_khz and self.bus_width_bits:
+            return 2.0 * self.memory_clock_khz * 1e3 * self.bus_width_bits / 8
+        return None
+
     def to_json(self) -> dict:
-        return {"arch": self.arch, "num_sms": self.num_sms, "clock_khz": self.clock_khz, "source": self.source}
+        return {"arch": self.arch, "num_sms": self.num_sms, "clock_khz": self.clock_khz, "source": self.source,
+                "memory_clock_khz": self.memory_clock_khz, "bus_width_bits": self.bus_width_bits}
 
 
 @dataclass
@@ -107,6 +117,8 @@ class KernelFacts:
     constexprs: Dict[str, Any] = field(default_factory=dict)
     signature: Dict[str, str] = field(default_factory=dict)
     arg_values: Dict[str, Any] = field(default_factory=dict)   # scalar launch arguments, when recorded
+    metrics: Dict[str, float] = field(default_factory=dict)    # launch-metadata totals (flops*, bytes)
+    launch_args: List[dict] = field(default_factory=list)     # recorded arguments: name, kind, dtype/shape/strides or value
     cache_key: Optional[str] = None
     compiled: Any = None
     artifact_origin: str = "none"            # "cache" | "recompiled" | "compiled" | "none"

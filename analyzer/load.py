@@ -175,6 +175,7 @@ def device_for(device_info: Dict[str, Any], device_id: Optional[str], arch: Opti
     from cubintools.target import ARCH_SPECIFIC_DEFAULT, parse_target
     prof_arch = None
     num_sms = clock = None
+    mem = (None, None)
     if isinstance(entry, dict):
         try:
             a = int(str(entry.get("arch", "")).strip().lower().replace("sm_", "").rstrip("af") or 0)
@@ -183,14 +184,21 @@ def device_for(device_info: Dict[str, Any], device_id: Optional[str], arch: Opti
         except (ValueError, TypeError):
             prof_arch = None
         num_sms, clock = entry.get("num_sms"), entry.get("clock_rate")   # checked by Device.for_arch
+        # memory clock (kHz) and bus width (bits): used only when plausible (the roofline divides by them)
+        mem = (positive_int(entry.get("memory_clock_rate"), 100_000_000), positive_int(entry.get("bus_width"), 65_536))
     if arch:
         want = parse_target(arch).arch
         if prof_arch and parse_target(prof_arch).sm != parse_target(want).sm:
             return Device.for_arch(want)          # the profile's SM count is for another GPU
-        return Device.for_arch(want, num_sms, clock, "profile" if num_sms else "assumed")
+        return _with_memory(Device.for_arch(want, num_sms, clock, "profile" if num_sms else "assumed"), mem)
     if prof_arch:
-        return Device.for_arch(prof_arch, num_sms, clock, "profile" if num_sms else "assumed")
+        return _with_memory(Device.for_arch(prof_arch, num_sms, clock, "profile" if num_sms else "assumed"), mem)
     return Device.for_arch("sm_90a")
+
+
+def _with_memory(dev: Device, mem) -> Device:
+    dev.memory_clock_khz, dev.bus_width_bits = mem
+    return dev
 
 
 # -------------------------------------------------------------------------------------------------
@@ -474,6 +482,12 @@ def build_facts(group: KernelGroup, device: Device, *, arch: Optional[str] = Non
         facts.source = extra["source"]
         facts.add_files([extra["source"].get("file")])
     facts.arg_values = _arg_values(extra)
+    if isinstance(extra.get("args"), list):
+        facts.launch_args = [a for a in extra["args"] if isinstance(a, dict)]
+    for f in group.frames:   # launch-metadata counters (flops16, bytes, ...) summed over the launches
+        for k, v in f.metrics.items():
+            if str(k).startswith("flops") or k == "bytes":
+                facts.metrics[k] = facts.metrics.get(k, 0.0) + _num(v)
     L.collect(facts, group.frames)
     # profile-only resource numbers (overwritten by the artifacts when found)
     facts.n_regs = int(_num(extra.get("n_regs")))

@@ -18,10 +18,14 @@ JSON layout (``Report.to_json()``, ``kprof-analyze --json``), schema ``"kprof-an
           "device": {"arch": "sm_90a", "num_sms": 132, "clock_khz": 1980000, "source": "profile"|"assumed"},
           "occupancy": {"blocks_per_sm", "limiter", "active_warps", "max_warps", "fraction", "by_warps",
                         "by_blocks", "by_registers", "by_shared", ...} | null,
+          "roofline": {"bound": "compute"|"memory"|"latency", "flops", "bytes", "source": "launch_metadata"|
+                       "static", "peak_flops", "peak_bytes_per_s", "engine", "intensity_flop_per_byte",
+                       "ridge_flop_per_byte", [with a time:] "flops_pct_of_peak", "bytes_pct_of_peak",
+                       "headroom_pct", ...} | null,
           "samples": {"total": 1580, "stalled": 1285, "stalls": {"long_scoreboard": 470, ...}},
           "hot_lines": [{"file", "line", "samples", "share", "stalled_share",
                          "stalls": [{"reason", "share"}], "hot_instruction", "source"}],
-          "diagnostics": [{"id", "number", "title", "severity": "error"|"warning"|"info", "message",
+          "diagnostics": [{"id", "number",  # ordered by evidence.est_time_saved_share (biggest win first) "title", "severity": "error"|"warning"|"info", "message",
                            "file", "line", "source", "evidence": {...numbers...}, "fix",
                            "changes": [{...config delta...}], "basis": "static"|"samples"|"static+samples"}],
           "suggestions": [{"config", "changes", "fixes": [ids], "checked": {...}|null,
@@ -70,6 +74,7 @@ class KernelReport:
     diagnostics: List[Diagnostic] = field(default_factory=list)
     suggestions: List[Suggestion] = field(default_factory=list)
     autotune: str = ""
+    roofline: Any = None               # analyzer.roofline.Roofline, None without counts
 
     @property
     def name(self) -> str:
@@ -97,6 +102,7 @@ class KernelReport:
                           "shared_bytes": f.shared, "local_bytes": f.local_bytes},
             "device": f.device.to_json(),
             "occupancy": occ.to_json() if occ else None,
+            "roofline": self.roofline.to_json() if self.roofline is not None else None,
             "samples": {"total": f.total_samples, "stalled": f.total_stalled,
                         "stalls": dict(sorted(f.stall_totals.items(), key=lambda kv: -kv[1]))},
             "hot_lines": [h.to_json() for h in self.hot_lines],
@@ -124,6 +130,7 @@ class Report:
     notes: List[str] = field(default_factory=list)
     verification: Optional[List[Dict[str, Any]]] = None
     profile_diagnostics: List[Diagnostic] = field(default_factory=list)  # whole-profile checks (stragglers)
+    tuning: Optional[Dict[str, Any]] = None   # --tune: kernel name -> analyzer.tune.tune() result
 
     # -- queries ------------------------------------------------------------------------------
     def kernel(self, name: str) -> KernelReport:
@@ -147,6 +154,8 @@ class Report:
         }
         if self.verification is not None:
             out["verification"] = self.verification
+        if self.tuning is not None:
+            out["tuning"] = self.tuning
         return out
 
     def json_text(self) -> str:
@@ -274,6 +283,9 @@ def _render_kernel(k: KernelReport, line, width: int) -> None:
             res += (f"; occupancy {occ.active_warps}/{occ.max_warps} warps per SM ({100 * occ.fraction:.0f}%, "
                     f"{LIMIT_NAMES[occ.limiter]})")
         line(("    build : ", "dim"), (res, None))
+    if k.roofline is not None:
+        for i, w in enumerate(_wrap(_roofline_text(k.roofline), width, 14)):
+            line(("    roofline: " if i == 0 else "              ", "dim"), (w, None))
     for n in f.notes:
         for i, w in enumerate(_wrap(n, width, 12)):
             line(("    note: " if i == 0 else "          ", "dim"), (w, "dim"))
@@ -330,6 +342,17 @@ def _render_kernel(k: KernelReport, line, width: int) -> None:
             line(("      ", None), (t, "cyan"))
         line(("    try one without editing the code: ", "dim"),
              (f"KERNELC_OVERRIDE='{k.suggestions[0].override(f.name)}' python your_script.py", None))
+
+
+def _roofline_text(r) -> str:
+    src = "launch metadata" if r.source == "launch_metadata" else "static count x grid, masks as all-true"
+    if r.time_s:
+        return (f"{r.bound}-bound: {r.flops / r.time_s / 1e12:.3g} TFLOP/s ({100 * r.flops_fraction:.1f}% of "
+                f"{r.peak_flops / 1e12:.0f} on {r.engine}), {r.bytes / r.time_s / 1e12:.3g} TB/s "
+                f"({100 * r.bytes_fraction:.1f}% of {r.peak_bytes_per_s / 1e12:.2f}); headroom "
+                f"{100 * r.headroom:.0f}% ({src})")
+    return (f"{r.bound}-bound by intensity: {r.intensity:.3g} FLOP/byte vs ridge {r.ridge:.3g} "
+            f"({r.peak_flops / 1e12:.0f} TFLOP/s on {r.engine} / {r.peak_bytes_per_s / 1e12:.2f} TB/s; {src})")
 
 
 def _fmt_ev(v) -> str:

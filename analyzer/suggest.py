@@ -171,6 +171,10 @@ def suggest(facts: KernelFacts, diags: List[Diagnostic], *, validate: bool = Tru
         s.checked = check(facts, s, target)
         if s.checked.get("ok") and s.fixes and not s.checked.get("fixed"):
             continue        # compiled, it still has every problem it was meant to fix
+        if s.checked.get("ok") and s.checked.get("n_spills") and not facts.n_spills:
+            facts.notes.append(f"suggested config {s.changes} dropped: it spills {s.checked['n_spills']} bytes "
+                               f"on {target}")
+            continue        # a new config must not trade the problem for spills
         if s.checked.get("ok"):
             kept.append(s)
         else:

@@ -285,6 +285,8 @@ def _arg_json(a) -> Dict[str, Any]:
     if a.kind == "tensor":
         out["dtype"] = a.dtype
         out["shape"] = list(a.shape or ())
+        if getattr(a, "strides", None) is not None:
+            out["strides"] = list(a.strides)
     elif a.kind in ("int", "float", "bool"):
         out["value"] = a.value
     return out

@@ -7,7 +7,10 @@
  2     ``hopper-no-wgmma``           a dot on mma.sync (HMMA/QMMA) where wgmma (HGMMA/QGMMA) applies on sm_90a
  3     ``low-utilisation``           fewer programs than SMs / than the GPU holds at once
  3     ``low-occupancy``             resident warps capped by registers or shared memory
- 4     ``uncoalesced-access``        strided/gathered global access (contiguity 1), lg_throttle samples
+ 4     ``uncoalesced-access``        < 50% sector efficiency (sectors per warp request from the layout and
+                                     the address, ``sectors.py``), gathers, lg_throttle samples
+ 4     ``layout-conversion``         (info) the compiler converts an access's layout: sectors it buys, shared
+                                     memory it costs (emitted by the ``uncoalesced-access`` check)
  4     ``unvectorised-access``       accesses narrower than 16 B because of alignment or masks
  5     ``register-spills``           spill stores/loads (local memory) in the SASS
  6     ``latency-bound-loop``        a tensor-core loop whose operand loads are not prefetched
@@ -15,6 +18,8 @@
  8     ``hopper-no-tma``             a wgmma loop whose operand tiles come through pointers, not TMA (sm_90a)
  9     ``fp8-upcast``                an fp8 dot upcast to fp16 (target before sm_89, or K not a multiple of 32)
  9     ``fp8-transposed-operand``    an fp8 operand not K-major in memory (row-major B), staged byte by byte
+ 11    ``small-tiles``               tile configs outside the user's list that the target model (feed rate,
+                                     waves, pipeline depth) expects >= 1.3x faster (``analyzer/space.py``)
  10    ``straggler-rank``            merged (torchrun) profiles: the slow rank, its scope and kernels, the
                                      collective the others waited in (a profile check, ``PROFILE_REGISTRY``)
 =====  ============================  ========================================================================
@@ -32,12 +37,13 @@ from .diagnostic import SEVERITIES, SEVERITY_RANK, Check, Diagnostic  # noqa: F4
 
 
 def _registry() -> List[tuple]:
-    from . import barriers, fp8, latency, memory, spills, tensor_cores, tma, utilisation, wgmma
+    from . import barriers, fp8, latency, memory, sectors, spills, tensor_cores, tiles, tma, utilisation, wgmma
     return [
         (1, "no-tensor-cores", tensor_cores.check),
         (2, "hopper-no-wgmma", wgmma.check),
         (3, "low-utilisation", utilisation.check_grid),
         (3, "low-occupancy", utilisation.check_occupancy),
+        (4, "uncoalesced-access", sectors.check),
         (4, "uncoalesced-access", memory.check),
         (5, "register-spills", spills.check),
         (6, "latency-bound-loop", latency.check),
@@ -45,6 +51,7 @@ def _registry() -> List[tuple]:
         (8, "hopper-no-tma", tma.check),
         (9, "fp8-upcast", fp8.check_upcast),
         (9, "fp8-transposed-operand", fp8.check_transposed),
+        (11, "small-tiles", tiles.check),
     ]
 
 

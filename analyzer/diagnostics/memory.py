@@ -44,6 +44,11 @@ def _scaled_by(facts: KernelFacts, text: Optional[str]) -> Optional[str]:
 def check(facts: KernelFacts) -> List[Diagnostic]:
     out: List[Diagnostic] = []
     flagged = set()
+    # accesses with the compiler's layout and an affine address: .sectors counts their sectors exactly
+    from .sectors import MIN_EFFICIENCY, models
+    modelled = {id(a): m for a, m in models(facts)}
+    for a, m in ((a, m) for a, m in models(facts) if m.efficiency < MIN_EFFICIENCY):
+        flagged.add((base(a.get("file")), a.get("line")))
     for a in facts.memory_accesses:
         shape = list(a.get("shape") or [])
         contig = list(a.get("contiguity") or [])
@@ -59,7 +64,7 @@ def check(facts: KernelFacts) -> List[Diagnostic]:
               "divisibility_bytes": a.get("divisibility_bytes"), "limited_by": a.get("limited_by")}
         ev.update(evidence_samples(facts, file, line, ("lg_throttle", "long_scoreboard")))
         basis = "static+samples" if "line_samples" in ev else "static"
-        if dims and len(contig) == len(shape) and all(contig[d] <= 1 for d in dims):
+        if dims and id(a) not in modelled and len(contig) == len(shape) and all(contig[d] <= 1 for d in dims):
             scaled = _scaled_by(facts, src)
             ev["sector_efficiency_at_most"] = round(eb / SECTOR, 4)
             hot = ev.get("line_share_of_kernel")

@@ -34,6 +34,7 @@ class ArgInfo:
     dtype: Optional[str] = None
     shape: Optional[Tuple[int, ...]] = None
     value: Any = None  # scalars and constexprs only
+    strides: Optional[Tuple[int, ...]] = None  # tensors, in elements (a replay rebuilds the same views)
 
 
 class LaunchRecord:
@@ -105,7 +106,9 @@ def _arg_info(name, v, cx) -> ArgInfo:
     if cx:
         return ArgInfo(name, "constexpr", value=v)
     if hasattr(v, "shape") and hasattr(v, "dtype") and not isinstance(v, (int, float, bool)):
-        return ArgInfo(name, "tensor", str(v.dtype).replace("torch.", ""), tuple(v.shape))
+        st = v.stride() if callable(getattr(v, "stride", None)) else None
+        return ArgInfo(name, "tensor", str(v.dtype).replace("torch.", ""), tuple(v.shape),
+                       strides=tuple(int(x) for x in st) if st is not None else None)
     if isinstance(v, bool):
         return ArgInfo(name, "bool", value=v)
     if isinstance(v, int):

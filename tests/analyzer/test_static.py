@@ -75,7 +75,8 @@ def test_strided_load_names_the_load_and_the_stride():
     d = _find(static_kernel_report("strided_load"), "uncoalesced-access")
     k = BY_NAME["strided_load"].kernel
     assert d.line == line_of(k, "kl.load(")
-    assert "STRIDE=16" in d.message and "contiguity 1" in d.message
+    assert "STRIDE=16" in d.message and "no dimension has stride 1" in d.message
+    assert d.evidence["sectors_per_request"] == 32.0 and d.evidence["min_sectors_per_request"] == 4.0
     assert d.evidence["vector_bytes"] == 4 and d.evidence["contiguity"] == [1]
 
 

@@ -294,7 +294,7 @@ def test_kernelc_hook_names_and_launch_metadata(tmp_path):
     assert e["signature"] == {"x_ptr": "*fp32", "n": "i32", "s": "fp32"}
     assert e["constexprs"] == {"BLOCK": 32}
     assert e["num_warps"] == 2 and e["num_stages"] == 3 and e["grid"] == [4, 1, 1]
-    assert e["args"] == [{"name": "x_ptr", "kind": "tensor", "dtype": "float32", "shape": [100]},
+    assert e["args"] == [{"name": "x_ptr", "kind": "tensor", "dtype": "float32", "shape": [100], "strides": [1]},
                          {"name": "n", "kind": "int", "value": 100}, {"name": "s", "kind": "float", "value": 3.0}]
     assert e["specialization"] == {"divisibility": {"x_ptr": 16}, "equal_to_1": []}
     src = e["source"]

@@ -36,7 +36,51 @@ def report_access(lw: Lowering, op, kind: str, ptr, mask, layout, ebytes: int, v
         "vector_elems": vec, "vector_bytes": vec * ebytes, "contiguous_dim": dim,
         "contiguity": list(info.contiguity) if info else [], "divisibility_bytes": list(info.divisibility) if info else [],
         "limits": limits, "limited_by": limiting,
+        "layout": layout_bases(layout), "address": address_form(lw, ptr),
     })
+
+
+def layout_bases(layout) -> Optional[dict]:
+    """The register layout of an access as its GF(2) bases (``compiler/layouts.py``): with the
+    address form below, a tool can list the addresses each lane of a warp touches."""
+    if layout is None:
+        return None
+    return {"shape": list(layout.shape), "reg": [list(b) for b in layout.reg],
+            "lane": [list(b) for b in layout.lane], "warp": [list(b) for b in layout.warp]}
+
+
+def address_form(lw: Lowering, ptr) -> dict:
+    """The pointer tile as ``base + sum_d stride_d * x_d + rest`` (elements), strides as polynomials
+    over argument names (``[[coef, [names]], ...]``); ``{"affine": False}`` for a gather, a modulo or
+    a product of two tile axes (the addresses depend on values, not only on the position)."""
+    from ..passes.tile_exprs import TileExprs, is_axis
+    shape = shape_of(ptr.type)
+    if not shape:
+        return {"affine": False}
+    tx = lw.__dict__.get("_tile_exprs")
+    if tx is None:
+        tx = lw.__dict__["_tile_exprs"] = TileExprs(lw.fn)
+    try:
+        got = tx.pointer(ptr, tuple(range(len(shape))))
+    except Exception:  # an IR form the normaliser does not know: no address facts, never a failed compile
+        got = None
+    if got is None:
+        return {"affine": False}
+    base, poly = got
+    names = {a.id: arg.name for a, arg in zip(lw.fn.body.args, lw.fn.arguments)}
+
+    def leaf_name(k):
+        if k[0] == "v" and k[1] in names:
+            return names[k[1]]
+        return "?"   # a program id, a loop trip, a computed scalar: uniform over the warp
+    strides = [[] for _ in shape]
+    for mono, coef in poly.terms.items():
+        axes = [k for k in mono if is_axis(k)]
+        if len(axes) > 1:
+            return {"affine": False}
+        if axes:
+            strides[axes[0][1]].append([int(coef), sorted(leaf_name(k) for k in mono if not is_axis(k))])
+    return {"affine": True, "base": names.get(base.id, "?"), "strides": strides}
 
 
 def vector_width(lw: Lowering, ptr, mask, layout, ebytes: int) -> int:

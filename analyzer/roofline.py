@@ -1,0 +1,163 @@
+"""A roofline per kernel: achieved FLOP/s and bytes/s against the device's peaks.
+
+The counts come from the profile's launch metadata (``flops*``, ``bytes``) when the kernel's
+``launch_metadata`` gave them; else from the compiler's static count of one program (every global
+access's tile bytes, ``2*M*N*K`` per dot), times the loop trips the recorded arguments give (``K //
+BLOCK_K`` for a dot loop), times the number of programs.  Masks are taken as all-true (the count is an
+upper bound for ragged edges).  Without a measured time the kernel is classified by its arithmetic
+intensity against the ridge point ``peak FLOP/s / peak bytes/s``.
+
+Peaks are per SM and clock (the architecture's dense tensor-core and FFMA rates), times the
+profile's SM count and clock; DRAM bandwidth from the profile's memory clock and bus width, else the
+architecture's usual datacenter part.  ``latency-bound``: neither reaches :data:`BOUND_FRACTION` of its peak.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Optional
+
+from .facts import KernelFacts
+
+# dense FLOP per clock per SM: (fp16/bf16 tensor cores, fp32 FFMA); clocks in kHz; DRAM bytes/s
+_PER_SM_CLOCK = {80: (2048, 128), 86: (1024, 256), 89: (1024, 256), 90: (4096, 256), 100: (8192, 256),
+                 120: (1024, 256)}
+_DEFAULT_CLOCK_KHZ = {80: 1410000, 86: 1740000, 89: 2520000, 90: 1980000, 100: 1965000, 120: 2400000}
+_DEFAULT_DRAM = {80: 2.04e12, 86: 0.94e12, 89: 1.0e12, 90: 3.35e12, 100: 8.0e12, 120: 1.79e12}
+BOUND_FRACTION = 0.5
+
+
+@dataclass
+class Roofline:
+    flops: float                  # per kernel launch set (all launches in the profile, or one grid statically)
+    bytes: float
+    source: str                   # "launch_metadata" | "static"
+    peak_flops: float
+    peak_bytes_per_s: float
+    engine: str                   # "tensor cores" | "fp32 FFMA"
+    time_s: Optional[float] = None
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.bytes if self.bytes else float("inf")
+
+    @property
+    def ridge(self) -> float:
+        return self.peak_flops / self.peak_bytes_per_s
+
+    @property
+    def flops_fraction(self) -> Optional[float]:
+        return self.flops / self.time_s / self.peak_flops if self.time_s else None
+
+    @property
+    def bytes_fraction(self) -> Optional[float]:
+        return self.bytes / self.time_s / self.peak_bytes_per_s if self.time_s else None
+
+    @property
+    def bound(self) -> str:
+        if self.time_s:
+            f, b = self.flops_fraction or 0.0, self.bytes_fraction or 0.0
+            if max(f, b) < BOUND_FRACTION:
+                return "latency"
+            return "compute" if f >= b else "memory"
+        return "compute" if self.intensity >= self.ridge else "memory"
+
+    @property
+    def headroom(self) -> Optional[float]:
+        """1 - the larger fraction of peak reached (None without a time)."""
+        if not self.time_s:
+            return None
+        return max(0.0, 1.0 - max(self.flops_fraction or 0.0, self.bytes_fraction or 0.0))
+
+    def to_json(self) -> Dict:
+        out = {"bound": self.bound, "flops": self.flops, "bytes": self.bytes, "source": self.source,
+               "intensity_flop_per_byte": round(self.intensity, 3) if self.bytes else None,
+               "ridge_flop_per_byte": round(self.ridge, 3), "peak_flops": self.peak_flops,
+               "peak_bytes_per_s": self.peak_bytes_per_s, "engine": self.engine}
+        if self.time_s:
+            out.update({"time_s": self.time_s, "flops_per_s": self.flops / self.time_s,
+                        "bytes_per_s": self.bytes / self.time_s,
+                        "flops_pct_of_peak": round(100 * (self.flops_fraction or 0), 2),
+                        "bytes_pct_of_peak": round(100 * (self.bytes_fraction or 0), 2),
+                        "headroom_pct": round(100 * (self.headroom or 0), 2)})
+        return out
+
+
+def peaks(facts: KernelFacts, tensor_cores: bool) -> tuple:
+    sm = facts.device.sm
+    key = sm if sm in _PER_SM_CLOCK else max([k for k in _PER_SM_CLOCK if k <= sm] or [90])
+    tc, ffma = _PER_SM_CLOCK[key]
+    clock_hz = (facts.device.clock_khz or _DEFAULT_CLOCK_KHZ[key]) * 1e3
+    per_clk = tc if tensor_cores else ffma
+    bw = facts.device.dram_bytes_per_s or _DEFAULT_DRAM[key]
+    return per_clk * facts.device.num_sms * clock_hz, bw
+
+
+def _trips(facts: KernelFacts, a: dict, dot_k_trips: int) -> int:
+    if dot_k_trips > 1 and facts.in_loop(a.get("file"), int(a.get("line") or 0)):
+        return dot_k_trips
+    return 1
+
+
+def _dot_trips(facts: KernelFacts) -> int:
+    """K // BLOCK_K for a dot loop when the launch recorded an argument named like the dot's K."""
+    from .diagnostics._util import dot_constexprs, dot_dims
+    for d in facts.dots:
+        kname = dot_constexprs(facts, d).get("K")
+        k_tile = dot_dims(d)[2]
+        cands = [kname.split("_")[-1]] if kname else []
+        cands += ["K"]
+        for n in cands:
+            v = facts.arg_values.get(n)
+            if isinstance(v, int) and not isinstance(v, bool) and v > k_tile:
+                return max(1, -(-v // k_tile))
+    return 1
+
+
+def static_counts(facts: KernelFacts) -> tuple:
+    """(flops, bytes) of one program from the compiler's reports (masks taken as all-true)."""
+    from .diagnostics._util import dot_dims, numel
+    trips = _dot_trips(facts)
+    flops = 0.0
+    for d in facts.dots:
+        m, n, k = dot_dims(d)
+        inloop = facts.in_loop(d.get("file"), int(d.get("line") or 0))
+        flops += 2.0 * m * n * k * (trips if inloop else 1)
+    nbytes = 0.0
+    for a in facts.memory_accesses:
+        nbytes += numel(a.get("shape")) * int(a.get("elem_bytes") or 4) * _trips(facts, a, trips)
+    return flops, nbytes
+
+
+def roofline(facts: KernelFacts) -> Optional[Roofline]:
+    from .diagnostics._util import is_tensor_core_kernel
+    tc = is_tensor_core_kernel(facts)
+    pf, pb = peaks(facts, tc)
+    engine = "tensor cores" if tc else "fp32 FFMA"
+    # a time measured on another device (an interpreted launch, a profile without device_info) says
+    # nothing about this GPU's peaks: classify by intensity then
+    time_s = facts.time_ns * 1e-9 if facts.time_ns and facts.device.source == "profile" else None
+    flops = sum(v for k, v in facts.metrics.items() if k.startswith("flops"))
+    nbytes = facts.metrics.get("bytes", 0.0)
+    if flops or nbytes:
+        return Roofline(flops, nbytes, "launch_metadata", pf, pb, engine, time_s)
+    if not facts.memory_accesses and not facts.dots:
+        return None
+    f1, b1 = static_counts(facts)
+    progs = facts.num_programs or 1
+    launches = max(1, facts.count) if time_s else 1
+    return Roofline(f1 * progs * launches, b1 * progs * launches, "static", pf, pb, engine, time_s)
+
+
+def memory_bound(facts: KernelFacts) -> bool:
+    r = roofline(facts)
+    return r is not None and r.bound == "memory"
+
+
+def access_share(facts: KernelFacts, access: dict) -> float:
+    """The access's share of the kernel's bytes (static count): how much of a memory-bound kernel's
+    time it can account for."""
+    from .diagnostics._util import numel
+    _, total = static_counts(facts)
+    trips = _dot_trips(facts)
+    mine = numel(access.get("shape")) * int(access.get("elem_bytes") or 4) * _trips(facts, access, trips)
+    return min(1.0, mine / total) if total else 0.0
