@@ -27,13 +27,21 @@ _ICMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "slt": lambda a, 
          "uge": lambda a, b: a >= b}
 _FCMP = {"eq": lambda a, b: a == b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
          "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "ne": lambda a, b: a != b}
+
+
+def _tdiv(a: int, b: int) -> int:
+    """Integer division rounding toward zero (LLVM's sdiv)."""
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
 _INT_OPS = {"add": lambda x, y, sx, sy: x + y, "sub": lambda x, y, sx, sy: x - y,
             "mul": lambda x, y, sx, sy: x * y, "and": lambda x, y, sx, sy: x & y,
             "or": lambda x, y, sx, sy: x | y, "xor": lambda x, y, sx, sy: x ^ y,
             "shl": lambda x, y, sx, sy: x << y, "lshr": lambda x, y, sx, sy: x >> y,
             "ashr": lambda x, y, sx, sy: sx >> y, "udiv": lambda x, y, sx, sy: x // y,
-            "urem": lambda x, y, sx, sy: x % y, "sdiv": lambda x, y, sx, sy: int(sx / sy),
-            "srem": lambda x, y, sx, sy: sx - sy * int(sx / sy)}
+            "urem": lambda x, y, sx, sy: x % y, "sdiv": lambda x, y, sx, sy: _tdiv(sx, sy),
+            "srem": lambda x, y, sx, sy: sx - sy * _tdiv(sx, sy)}
 _FLOAT_OPS = {"fadd": np.add, "fsub": np.subtract, "fmul": np.multiply, "fdiv": np.divide}
 _FLAGS = re.compile(r"^(?:(?:nuw|nsw|disjoint|exact|fast|nnan|ninf|contract|inbounds) )+")
 
