@@ -209,6 +209,10 @@ def mma_dot(lw: Lowering, op, L: Layout, report: Optional[dict] = None):
     if 0 not in staged:
         a_regs = _a_from_registers(lw, a_v, L, M, K)
     use_wgmma = id(op) in lw.plan.wgmma
+    c_t = lw.tiles.get(c_v.id)
+    if c_t is not None and c_t.layout != L:
+        # convert the accumulator before staging: the conversion goes through the same scratch
+        lw.get(c_v, L)
     todo = [(idx, v) for idx, v in ((0, a_v), (1, b_v)) if idx not in staged and not (idx == 0 and a_regs)]
     if todo:
         geoms = []
@@ -351,6 +355,7 @@ def fma_dot(lw: Lowering, op, L: Layout):
     ty, oty = llty(elt), llty(out_elt)
     eb = elt.itemsize
     a_t, b_t = lw.get(a_v), lw.get(b_v)
+    acc = list(lw.get(c_v, L).regs)  # before staging: a conversion would go through the same scratch
     from .convert import linear_index as lin_idx
     na = 1
     for s in sa:
@@ -368,7 +373,6 @@ def fma_dot(lw: Lowering, op, L: Layout):
             p = e.val(f"getelementptr i8, ptr addrspace(3) @global_smem, i32 {o}")
             e.emit(f"store {ty} {val}, ptr addrspace(3) {p}, align {eb}")
     lw.smem_access(base, base + (na + nb) * eb, False)
-    acc = list(lw.get(c_v, L).regs)
     coords = lw.coords(L)
     is_int = out_elt.is_int()
     for r in range(L.num_regs):

@@ -81,8 +81,8 @@ def stage(lw: Lowering, values, ty: str, total: int) -> None:
     lw.scratch(nbytes)
     lw.smem_access(0, nbytes, True)
     base = 0
-    for v in values:
-        t = lw.get(v)
+    tiles = [lw.get(v) for v in values]  # before any write: getting a tile may convert it through scratch
+    for v, t in zip(values, tiles):
         coords = lw.coords(t.layout)
         shape = t.layout.shape
 
@@ -214,10 +214,12 @@ def lower_gather(lw: Lowering, op):
     sshape = shape_of(src.type)
     axis = op.attrs["axis"]
     total = _numel(sshape)
-    stage(lw, [src], ty, total)
     dst = _result_layout(lw, v)
     it = scalar_of(index.type)
+    # the index first: its conversion to the result layout may go through the same scratch buffer,
+    # which would overwrite the staged source
     ids = lw.get(index, dst).regs
+    stage(lw, [src], ty, total)
     e = lw.e
 
     def idx(c, r):
@@ -236,21 +238,29 @@ def lower_gather(lw: Lowering, op):
 # -- sorting networks ------------------------------------------------------------------------------
 
 
-def _greater(lw: Lowering, elt, ty: str, a: str, b: str) -> str:
-    """a > b in the total order the interpreter sorts by (NaN above every number)."""
+def _greater(lw: Lowering, elt, ty: str, a: str, b: str, total: bool = True) -> str:
+    """a > b: in the total order the interpreter sorts by (NaN above every number), or with ``total``
+    False IEEE's ordered comparison (false when either is NaN), which Triton's bitonic_merge uses."""
     e = lw.e
     if elt.is_floating():
         gt = e.val(f"fcmp ogt {ty} {a}, {b}")
+        if not total:
+            return gt
         a_nan = e.val(f"fcmp uno {ty} {a}, {a}")
         b_num = e.val(f"fcmp ord {ty} {b}, {b}")
         return e.val(f"or i1 {gt}, {e.val(f'and i1 {a_nan}, {b_num}')}")
     return e.val(f"icmp {'ugt' if (elt.is_int_unsigned() or elt.is_int1()) else 'sgt'} {ty} {a}, {b}")
 
 
-def _network(lw: Lowering, x, steps, descending: bool) -> None:
+def _network(lw: Lowering, x, steps, descending: bool, total_order: bool = True) -> None:
     """Run compare-exchange ``steps`` ((distance j, block k or None)) on the staged rows of ``x``:
     within each pair (p, p ^ j), the lower position keeps the smaller value when the pair sorts
-    ascending; with a block size k, pairs in odd k-blocks sort the other way (bitonic sort)."""
+    ascending; with a block size k, pairs in odd k-blocks sort the other way (bitonic sort).
+
+    Each position decides alone: it takes its partner's value when ``(mine > other) != (flip ^ high)``
+    (flip: the pair sorts descending; high: it is the upper position). With the total order that is an
+    exchange; with IEEE ``>`` (``total_order`` False, Triton's rule) a pair holding a NaN compares
+    false both ways, and both positions end up with one of the two values."""
     e = lw.e
     elt = scalar_of(x.type)
     ty = llty(elt)
@@ -269,19 +279,17 @@ def _network(lw: Lowering, x, steps, descending: bool) -> None:
             mine = _load(lw, ty, lin)
             other = _load(lw, ty, q_lin)
             p_bit = e.val(f"and i32 {p}, {j}")
-            is_low = e.val(f"icmp eq i32 {p_bit}, 0")
-            up = "true"
+            high = e.val(f"icmp ne i32 {p_bit}, 0")
+            flip = "false"
             if k is not None and k < n:
                 kb = e.val(f"and i32 {p}, {k}")
-                up = e.val(f"icmp eq i32 {kb}, 0")
+                flip = e.val(f"icmp ne i32 {kb}, 0")
             if descending:
-                up = e.val(f"xor i1 {up}, true")
-            # the low position takes min when ascending, max when descending; the high one the other
-            take_min = e.val(f"xor i1 {e.val(f'xor i1 {is_low}, {up}')}, true")
-            gt = _greater(lw, elt, ty, mine, other)
-            mn = e.val(f"select i1 {gt}, {ty} {other}, {ty} {mine}")
-            mx = e.val(f"select i1 {gt}, {ty} {mine}, {ty} {other}")
-            news.append((lin, e.val(f"select i1 {take_min}, {ty} {mn}, {ty} {mx}")))
+                flip = "true" if flip == "false" else e.val(f"xor i1 {flip}, true")
+            gt = _greater(lw, elt, ty, mine, other, total_order)
+            side = high if flip == "false" else e.val(f"xor i1 {flip}, {high}")
+            take = e.val(f"xor i1 {gt}, {side}")
+            news.append((lin, e.val(f"select i1 {take}, {ty} {other}, {ty} {mine}")))
         lw.smem_access(0, total * _bytes(ty), True)
 
         def write(news=news):
@@ -313,7 +321,8 @@ def lower_sort(lw: Lowering, op):
     else:
         steps = [(j, k) for kk in range(1, _log2(n) + 1) for k in [1 << kk]
                  for j in [k >> s for s in range(1, kk + 1)]]
-    _network(lw, x, steps, desc)
+    # sort/topk order NaN above every number; bitonic_merge compares as Triton 3.6's does (IEEE >)
+    _network(lw, x, steps, desc, total_order=op.name == "sort")
     def idx(c, r):  # topk keeps the first k of each sorted row
         row = linear_index(lw, c[:-1], shape[:-1]) if len(shape) > 1 else "0"
         base = row if row == "0" else lw.e.val(f"shl i32 {row}, {_log2(n)}")
@@ -328,6 +337,10 @@ def lower_histogram(lw: Lowering, op):
     v = op.results[0]
     bins = op.attrs["num_bins"]
     e = lw.e
+    # the operands before the counters are zeroed: a conversion would go through the same scratch
+    t = lw.get(x)
+    L = t.layout
+    ms = lw.get(mask, L).regs if mask is not None else None
     nbytes = bins * 4
     lw.scratch(nbytes)
     lw.smem_access(0, nbytes, True)
@@ -339,9 +352,6 @@ def lower_histogram(lw: Lowering, op):
             _store(lw, "i32", zc[r][0], "0")
     _owned(lw, zl, zero)
     lw.barrier()
-    t = lw.get(x)
-    L = t.layout
-    ms = lw.get(mask, L).regs if mask is not None else None
     xt = scalar_of(x.type)
     xty = "i32" if xt.int_bitwidth < 32 else llty(xt)
 

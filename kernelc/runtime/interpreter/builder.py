@@ -650,17 +650,23 @@ def _sort(b, o, ty, descending=False, k=None, **a):
 
 
 def _bitonic_merge(b, o, ty, descending=False, **a):
-    """The merge network: compare-and-swap at strides n/2, n/4, ..., 1 (sorts a bitonic sequence)."""
+    """The merge network: compare-and-swap at strides n/2, n/4, ..., 1 (sorts a bitonic sequence).
+
+    As in Triton 3.6, each position decides alone with IEEE ``>``: it takes its partner's value when
+    ``(mine > other) != (descending ^ upper)``. A pair holding a NaN compares false both ways, so both
+    positions get the lower one's value (ascending) or the upper one's (descending)."""
     x = N.contig(o[0])
     n = x.shape[-1]
     lead = x.shape[:-1]
+    d = bool(descending)
     s = n // 2
     while s >= 1:
         v = x.reshape(lead + (n // (2 * s), 2, s))
         lo, hi = v[..., 0, :], v[..., 1, :]
         kl_, kh = _sort_key(lo), _sort_key(hi)
-        swap = (kl_ > kh) if not descending else (kl_ < kh)
-        new_lo, new_hi = np.where(swap, hi, lo), np.where(swap, lo, hi)
+        with np.errstate(invalid="ignore"):
+            new_lo = np.where((kl_ > kh) != d, hi, lo)
+            new_hi = np.where((kh > kl_) != (not d), lo, hi)
         x = np.stack([new_lo, new_hi], axis=-2).reshape(x.shape)
         s //= 2
     return x
