@@ -10,7 +10,7 @@ import weakref
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from .. import options
+from .. import options as knobs  # not "options": launch_cuda takes a dict of launch options by that name
 from ..errors import CompilationError
 from . import hooks
 from ..language.host_types import kl_dtype_of
@@ -209,7 +209,7 @@ def launch_cuda(fn, values: Dict[str, Any], grid, num_warps, num_stages, options
         key = (tuple(p if not (isinstance(p, tuple) and p[0] == "c") else ("c", repr(p[1])) for p in key[0]),) + key[1:]
         ent = st["cache"].get(key)
     if ent is None:
-        if options.get("KERNELC_LOG_RECOMPILES") and st["cache"]:
+        if knobs.get("KERNELC_LOG_RECOMPILES") and st["cache"]:
             _log_recompile(fn, key, st["cache"])
         ent = compile_for(fn, key[0], num_warps, num_stages, device)
         from .fastpath import make_launch
@@ -229,7 +229,7 @@ def launch_cuda(fn, values: Dict[str, Any], grid, num_warps, num_stages, options
     if grid[0] and grid[1] and grid[2]:
         runtime = [v.data_ptr() if hasattr(v, "data_ptr") else v for v, cx in zip(vals, cmask) if not cx]
         ent.launch(grid[0], grid[1], grid[2], stream, *runtime)
-        if options.get("KERNELC_LAUNCH_BLOCKING"):
+        if knobs.get("KERNELC_LAUNCH_BLOCKING"):
             # debugging: wait for this kernel so a fault is reported with its name and launch
             from .driver import _drv, check
             check(_drv().cuStreamSynchronize(_drv().CUstream(stream)), "cuStreamSynchronize after launching",

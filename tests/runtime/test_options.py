@@ -193,3 +193,25 @@ def test_tool_and_target_knobs_name_themselves(monkeypatch, tmp_path):
         finally:
             monkeypatch.delenv(var)
             fn.cache_clear()
+
+
+def test_no_knob_is_read_through_a_shadowing_local():
+    """``options.get("KERNELC_...")`` inside a function whose parameter or local is also called
+    ``options`` (launch_cuda's dict of launch options) reads that dict, not the knob: the knob is then
+    silently ignored (it happened to KERNELC_LOG_RECOMPILES and KERNELC_LAUNCH_BLOCKING; seen on an H100)."""
+    import ast
+    bad = []
+    for p in (ROOT / "kernelc").rglob("*.py"):
+        for f in ast.walk(ast.parse(p.read_text())):
+            if not isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            local = {a.arg for a in f.args.args + f.args.kwonlyargs + f.args.posonlyargs}
+            local |= {t.id for n in ast.walk(f) if isinstance(n, ast.Assign) for t in n.targets
+                      if isinstance(t, ast.Name)}
+            for n in ast.walk(f):
+                if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                        and isinstance(n.func.value, ast.Name) and n.func.value.id in local
+                        and n.args and isinstance(n.args[0], ast.Constant)
+                        and str(n.args[0].value).startswith("KERNELC_")):
+                    bad.append(f"{p}:{n.lineno} {f.name}: {n.func.value.id}.{n.func.attr}({n.args[0].value!r})")
+    assert bad == []
