@@ -27,6 +27,18 @@ BENCHMARKS = {
     "profiler_vs_torch": ("bench_profiler_vs_torch", "profiler_vs_torch",
                           "per-kernel times of examples/train.py vs torch.profiler (GPU)"),
     "proton_fixture": ("make_proton_fixture", None, "write the Proton fixture of tests/viewer (GPU, Triton)"),
+    "reconcile_profilers": ("reconcile_profilers", "reconcile_profilers",
+                            "kprof, Proton, torch.profiler and raw CUPTI per kernel; rotated overhead rounds (GPU)"),
+    "memory_bound": ("bench_memory_bound", "memory_bound",
+                     "transpose, permute and library-style memory-bound kernels vs Triton, torch (GPU)"),
+    "triton_tutorials": ("triton_tutorials", "triton_tutorials",
+                         "Triton's tutorials, unmodified, under Triton and kernelc (GPU; tutorials not in the repo)"),
+    "analyzer_corpus": ("bench_analyzer_corpus", "analyzer_corpus_cpu",
+                        "the analyzer's recall and precision on its corpus (CPU static; GPU with samples)"),
+    "issue22_cases": ("issue22_cases", "issue22_gpu", "the analyzer on a strided store and small-tile matmuls, --tune (GPU)"),
+    "ddp_profile": ("ddp_profile", "ddp_profile", "a DDP step under torchrun, per-rank overhead, the slow rank (GPUs)"),
+    "html_report_profile": ("html_report_profile", None,
+                            "a PC-sampled profile and its HTML reports, for the README screenshot (GPU)"),
 }
 
 
@@ -35,7 +47,7 @@ def usage() -> str:
              "maintained benchmarks:"]
     w = max(map(len, BENCHMARKS))
     for name, (mod, res, what) in BENCHMARKS.items():
-        where = f"bench/results/{res}.json" if res else "tests/viewer/data/"
+        where = f"bench/results/{res}.json" if res else ("tests/viewer/data/" if mod == "make_proton_fixture" else "$OUT")
         lines.append(f"  {name.ljust(w)}  {what}; -> {where}")
     lines.append("")
     lines.append("experiments: bench/experiments/<topic>/ (see bench/README.md)")

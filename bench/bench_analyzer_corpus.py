@@ -79,10 +79,11 @@ def _rows():
         try:
             k = fn()
             findings = [(d.id, d.line) for d in k.findings]
+            reported = [(d.id, d.line) for d in k.diagnostics]   # infos too (layout-conversion is one)
             err = None
         except Exception as e:  # a case that fails to analyse counts as a miss, with its error
-            findings, err = [], f"{type(e).__name__}: {e}"
-        hit = bool(expected) and any(i == expected and (line is None or ln == line) for i, ln in findings)
+            findings, reported, err = [], [], f"{type(e).__name__}: {e}"
+        hit = bool(expected) and any(i == expected and (line is None or ln == line) for i, ln in reported)
         other = [f for f in findings if not (f[0] == expected and (line is None or f[1] == line))]
         rows.append({"group": group, "case": name, "expected": expected, "expected_line": line,
                      "found": hit if expected else None, "findings": [f"{i}@{ln}" for i, ln in findings],

@@ -217,3 +217,15 @@ def evidence_samples(facts: KernelFacts, file, line, reasons=()) -> Dict[str, An
         ev[f"{r}_share_of_line"] = round(s.stalls.get(r, 0.0) / s.samples, 4)
     return ev
 
+
+def _scaled_by(facts: KernelFacts, text: Optional[str]) -> Optional[str]:
+    """A constexpr or argument that multiplies the offsets on the line (``offs * STRIDE``)."""
+    if not text:
+        return None
+    for m in re.finditer(r"\*\s*([A-Za-z_]\w*)", text):
+        name = m.group(1)
+        if name in facts.constexprs:
+            return f"{name}={facts.constexprs[name]}"
+        if name in facts.signature and not str(facts.signature[name]).startswith("*"):
+            return name
+    return None

@@ -16,29 +16,15 @@ the line is added to the evidence.
 """
 from __future__ import annotations
 
-import re
-from typing import List, Optional
+from typing import List
 
 from .diagnostic import Diagnostic
-from ._util import evidence_samples, fmt_shape, pct, source_of
+from ._util import _scaled_by, evidence_samples, fmt_shape, pct, source_of
 from ..facts import KernelFacts, base
 
 HOT_LINE = 0.10
 LG_THROTTLE_SHARE = 0.40
 SECTOR = 32
-
-
-def _scaled_by(facts: KernelFacts, text: Optional[str]) -> Optional[str]:
-    """A constexpr or argument that multiplies the offsets on the line (``offs * STRIDE``)."""
-    if not text:
-        return None
-    for m in re.finditer(r"\*\s*([A-Za-z_]\w*)", text):
-        name = m.group(1)
-        if name in facts.constexprs:
-            return f"{name}={facts.constexprs[name]}"
-        if name in facts.signature and not str(facts.signature[name]).startswith("*"):
-            return name
-    return None
 
 
 def check(facts: KernelFacts) -> List[Diagnostic]:

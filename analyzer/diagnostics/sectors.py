@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import List
 
-from . import Diagnostic
+from .diagnostic import Diagnostic
 from ._util import evidence_samples, fmt_shape, numel, pct, source_of
 from .. import roofline as R
 from ..facts import KernelFacts
@@ -101,7 +101,7 @@ def check(facts: KernelFacts) -> List[Diagnostic]:
         if m.contiguous_dim is not None:
             dims = f"dim {m.contiguous_dim}"
         else:
-            from .memory import _scaled_by
+            from ._util import _scaled_by
             scaled = _scaled_by(facts, source_of(facts, file, line))
             dims = "no dim (no dimension has stride 1" + (f"; offsets scaled by {scaled}" if scaled else "") + ")"
         msg = (f"{where}: {what} of a {fmt_shape(shape)} tile touches {m.sectors_per_request:.1f} sectors per warp "

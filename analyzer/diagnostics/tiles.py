@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import List
 
-from . import Diagnostic
+from .diagnostic import Diagnostic
 from ._util import pct
 from .. import space as SP
 from ..facts import KernelFacts
