@@ -95,7 +95,7 @@ def rank_base(base: str, info: Optional[RankInfo]) -> str:
 
 # -- collectives ------------------------------------------------------------------------------
 # NCCL's collective kernels, and the kernel its one-rank path runs instead of a collective (world size
-# 1: ``oneRankReduce`` from onerank.cu, seen under NCCL 2.27 on an H100).
+# 1: ``oneRankReduce`` from onerank.cu; docs/distributed.md).
 _NCCL_MARKERS = ("ncclDevKernel", "ncclKernel", "oneRankReduce")
 
 
