@@ -306,11 +306,12 @@ def render(rows: Dict[str, List[tuple]], host: List[tuple], version: str) -> str
         "| 04-low-memory-dropout | runs; seeded outputs repeat for the same seed |",
         "| 05-layer-norm | forward and dx match; db/dw fail the 0.01 check against torch's CPU fp16 reference, which "
         "is itself 0.090 off the exact sum (kernelc's: 0.011) |",
-        "| 06-fused-attention, 09-persistent-matmul | not run: the Triton 3.6 text of these two was not available "
-        "(the stored copies are older or modified versions) |",
-        "| 07-extern-functions | needs CUDA (`assert x.is_cuda`); also `triton.language.extra.libdevice` "
-        "(language side) |",
+        "| 06-fused-attention, 09-persistent-matmul | not run on CPU yet (their text at Triton 3.6.0 was found later "
+        "in the day: upstream's tree at version 3.6.0, 2025-12-16) |",
+        "| 07-extern-functions | needs CUDA (`assert x.is_cuda`) |",
         "| 08-grouped-gemm | needs CUDA (`torch.cuda.get_device_properties` at import) |",
+        "",
+        "On a GPU, side by side with Triton: [triton-tutorials.md](triton-tutorials.md).",
         "",
         "## Summary",
         "",
