@@ -123,23 +123,9 @@ def _kernelc_params(v):
     return ps, var_kw
 
 
-def _resolve(path: str):
-    import importlib
-    parts = path.split(".")
-    for i in range(len(parts), 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:i]))
-        except ImportError:
-            continue
-        for p in parts[i:]:
-            obj = getattr(obj, p)
-        return obj
-    raise ImportError(path)
-
-
 def check(names: Dict[str, Dict[str, dict]]) -> Tuple[Dict[str, List[tuple]], List[tuple]]:
     """Per module: ``(name, status, note)`` rows; and the host-API rows."""
-    from kernelc.compat import install, uninstall
+    from kernelc.compat import install, resolve as _resolve, uninstall
     install()
     try:
         rows: Dict[str, List[tuple]] = {}

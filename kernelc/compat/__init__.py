@@ -13,4 +13,20 @@ Example::
 """
 from .alias import TRITON_VERSION, MissingTritonAPI, install, installed, uninstall  # noqa: F401
 
-__all__ = ["install", "uninstall", "installed", "MissingTritonAPI", "TRITON_VERSION"]
+__all__ = ["install", "uninstall", "installed", "MissingTritonAPI", "TRITON_VERSION", "resolve"]
+
+
+def resolve(path: str):
+    """The object a dotted ``module.attr.attr`` path names (the longest importable module prefix, then
+    attributes); under the alias, ``triton.language.sort`` is kernelc's. Raises ImportError/AttributeError."""
+    import importlib
+    parts = path.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for p in parts[i:]:
+            obj = getattr(obj, p)
+        return obj
+    raise ImportError(path)

@@ -1,25 +1,12 @@
 """Every Triton name that docs/triton-compat.md records as supported (kernelc/compat/triton_supported.json,
 written by scripts/triton_compat.py from the real wheel) must stay present in kernelc."""
-import importlib
 import json
 import os
 
 import kernelc.compat
+from kernelc.compat import resolve as _resolve
 
 SNAPSHOT = os.path.join(os.path.dirname(kernelc.compat.__file__), "triton_supported.json")
-
-
-def _resolve(path):
-    parts = path.split(".")
-    for i in range(len(parts), 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:i]))
-        except ImportError:
-            continue
-        for p in parts[i:]:
-            obj = getattr(obj, p)
-        return obj
-    raise ImportError(path)
 
 
 def test_snapshot_names_resolve(alias):
