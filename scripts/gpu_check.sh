@@ -49,7 +49,7 @@ for step in $what; do
       timeout 560 python3 -m bench profiler_overhead --only train --rounds 3 --train-steps 150 --train-warmup 10 2>&1 \
         | tee "$OUT/profiler_overhead_train.log" | tail -20 ;;
     tutorials)   # Triton's tutorials (copied to .ext/tutorials) under Triton and kernelc, side by side
-      timeout 570 python3 bench/triton_tutorials.py --tutorials .ext/tutorials ${TUT_ARGS:---only 01,02,04,05,07} --fresh \
+      timeout ${TUT_TIMEOUT:-570} python3 bench/triton_tutorials.py --tutorials .ext/tutorials ${TUT_ARGS:---only 01,02,04,05,07} --fresh \
         2>&1 | tee "$OUT/triton_tutorials.log" | tail -40 ;;
     proton)
       timeout 120 python3 -m bench proton_fixture "$OUT/proton_small.hatchet" 2>&1 | tail -5 ;;

@@ -73,9 +73,13 @@ class Autotuner(KernelInterface):
         self.cache: Dict[tuple, Config] = {}
         self.best_config: Optional[Config] = None
         self.__name__ = getattr(fn, "__name__", "kernel")
-        for k in self.key:
-            if k not in arg_names:
-                raise ValueError(f"autotune key {k!r} is not a parameter of {self.__name__}")
+        # Triton keys the cache on the key names that are parameters and ignores the others (tutorial
+        # 08 ships with a misspelt key): do the same, but say so once
+        unknown = [k for k in self.key if k not in arg_names]
+        if unknown:
+            import warnings
+            warnings.warn(f"autotune key(s) {', '.join(map(repr, unknown))} of {self.__name__} are not parameters "
+                          f"of the kernel and are ignored (parameters: {', '.join(arg_names)})", stacklevel=3)
 
     @property
     def base_fn(self):
@@ -84,11 +88,16 @@ class Autotuner(KernelInterface):
             f = f.fn
         return f
 
-    def prune_configs(self, named_args: Dict[str, Any]) -> List[Config]:
+    def prune_configs(self, kwargs: Dict[str, Any], nargs: Optional[Dict[str, Any]] = None) -> List[Config]:
+        """As Triton 3.6: ``early_config_prune(configs, nargs, **kwargs)`` and ``perf_model(**nargs,
+        **kwargs, **config)``, where ``nargs`` are the positional arguments by name and ``kwargs`` the
+        keyword arguments of the launch."""
         configs = self.configs
+        nargs = dict(nargs or {})
+        named_args = {**nargs, **kwargs}
         pruner = self.prune_configs_by.get("early_config_prune")
         if pruner is not None:
-            configs = list(pruner(configs, named_args))
+            configs = list(pruner(configs, nargs, **kwargs))
             if not configs:
                 raise ValueError(f"early_config_prune removed every config of {self.__name__}")
         model = self.prune_configs_by.get("perf_model")
@@ -105,9 +114,9 @@ class Autotuner(KernelInterface):
 
     def run(self, *args, grid, **kwargs):
         from .device import interpret_requested
-        named = dict(zip(self.arg_names, args))
-        named.update(kwargs)
-        configs = self.prune_configs(named)
+        nargs = dict(zip(self.arg_names, args))
+        named = dict(nargs, **kwargs)
+        configs = self.prune_configs(kwargs, nargs)
         # Interpreter (or CPU-only machine): run the first surviving config; tuning is a GPU matter.
         config = configs[0]
         from .override import overrides_for
@@ -161,7 +170,7 @@ def autotune(configs: List[Config], key: List[str], prune_configs_by=None, reset
              restore_value=None, pre_hook=None, post_hook=None, warmup=None, rep=None, use_cuda_graph=False,
              do_bench=None, cache_results=False):
     """Decorator: pick the fastest of ``configs`` for each value of the ``key`` arguments (Triton's
-    arguments: ``prune_configs_by={"early_config_prune": f(configs, nargs), "perf_model": f(**nargs,
+    arguments: ``prune_configs_by={"early_config_prune": f(configs, nargs, **kwargs), "perf_model": f(**nargs, **kwargs,
     **config), "top_k": n}``, ``reset_to_zero``/``restore_value`` argument names, ``pre_hook(nargs)`` /
     ``post_hook(nargs, exception)`` around each benchmarked run, ``warmup``/``rep`` ms, ``use_cuda_graph``,
     ``do_bench(fn, quantiles=...)``, ``cache_results`` to keep results on disk)."""
