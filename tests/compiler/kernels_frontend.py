@@ -108,3 +108,14 @@ def bad_kwarg(x_ptr, n):
 @kernelc.jit
 def bad_undefined(x_ptr):
     kl.store(x_ptr, undefined_thing)  # noqa: F821
+
+
+@kernelc.jit
+def _scale_rows(x, offs: kl.constexpr, SCALE: kl.constexpr):
+    return x * SCALE + offs
+
+
+@kernelc.jit
+def constexpr_param_gets_tensor(x_ptr, y_ptr, BLOCK: kl.constexpr):
+    offs = kl.arange(0, BLOCK)  # a runtime tensor passed where the callee says kl.constexpr (Triton's tutorial 06)
+    kl.store(y_ptr + offs, _scale_rows(kl.load(x_ptr + offs), offs, 2))

@@ -94,3 +94,17 @@ def test_signature_must_match_parameters():
 def kernelc_errors():
     import kernelc.errors
     return kernelc.errors
+
+
+def test_constexpr_annotated_device_parameter_takes_a_tensor():
+    # Triton ignores a device function's kl.constexpr annotation for runtime values (tutorial 06's
+    # _attn_fwd_inner(..., offs_m: tl.constexpr, ...) gets a tensor); compiled and interpreted alike
+    import torch
+    import kernelc
+    fn, _ = generate_ir(K.constexpr_param_gets_tensor, {"x_ptr": "*fp32", "y_ptr": "*fp32"}, {"BLOCK": 16})
+    verify(fn)
+    assert [o.name for o in fn.walk()].count("arange") >= 1
+    x = torch.arange(16, dtype=torch.float32)
+    y = torch.empty(16)
+    kernelc.jit(K.constexpr_param_gets_tensor.fn, interpret=True)[(1,)](x, y, BLOCK=16)
+    assert torch.equal(y, x * 2 + torch.arange(16))

@@ -716,8 +716,9 @@ class CodeGenerator(ast.NodeVisitor):
         bound.apply_defaults()
         scope = {}
         for name, v in bound.arguments.items():
-            if name in fn.constexpr_names and _is_runtime(v):
-                raise self.error(node, f"argument {name!r} of {fn.__name__} is a kl.constexpr but got a runtime tensor")
+            # a kl.constexpr annotation on a device function's parameter only matters for values known
+            # at compile time: a runtime tensor passes through as a value (Triton does the same, and its
+            # tutorial 06 passes `offs_m` so)
             scope[name] = _unwrap(v) if isinstance(v, constexpr) else v
         gen = CodeGenerator(fn, self.builder, scope, kernel_name=self.kernel_name, depth=self.depth + 1,
                             used_globals=self.used_globals)
