@@ -65,7 +65,7 @@ def _dkdv_inner(dk, dv, k, v, qT_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, 
         dk = tl.dot(dsT, tl.trans(qT), dk)
         if ATOMIC_DQ:
             dq = tl.dot(tl.trans(dsT), k) * sm_scale
-            tl.atomic_add(dq_ptrs + start_m * stride_dqm, dq, mask=rows[:, None])
+            tl.atomic_add(dq_ptrs + offs_m[:, None] * stride_dqm, dq, mask=rows[:, None], sem="relaxed")
     return dk, dv
 
 
@@ -92,7 +92,8 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
     k_scaled = (k * (sm_scale * 1.44269504)).to(k.dtype)
     qT_ptrs = Q + off + offs_m0[None, :] * stride_m + offs_d[:, None] * stride_k
     do_ptrs = DO + off + offs_m0[:, None] * stride_m + offs_d[None, :] * stride_k
-    dq_ptrs = DQ + dq_off + offs_m0[:, None] * dq_stride_m + offs_d[None, :]
+    dq_ptrs = DQ + dq_off + offs_d[None, :]  # rows are added per step: a [BLOCK_M, HEAD_DIM] pointer tile held
+    # across the loop would cost 2 registers per element
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     lo = 0
@@ -161,6 +162,8 @@ def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) by head dim, for the dK/dV kernel (BLOCK_M query rows per step of a
 # BLOCK_N key block) and the dQ kernel (BLOCK_M query block, BLOCK_N keys per step); 0 spills on sm_90a
 DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 128, 4, 3), 128: (32, 128, 8, 3)}
+# ATOMIC_DQ adds a [BLOCK_M, HEAD_DIM] fp32 tile of atomics per step: smaller query steps keep it spill-free
+ATOMIC_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 128, 8, 3), 128: (16, 128, 8, 3)}
 DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (128, 32, 4, 3), 128: (128, 32, 8, 3)}
 PRE_BLOCK = 64
 
@@ -178,14 +181,17 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkd
     """(dq, dk, dv) for ``o, lse = attention_fwd(q, k, v, causal, sm_scale, return_lse=True)``.
 
     ``dq_mode``: ``"separate"`` (a second kernel, deterministic) or ``"atomic"`` (fp32 atomics in the dK/dV
-    kernel, then one cast). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS` / :data:`DQ_CONFIGS`.
+    kernel, then one cast). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS` (atomic:
+    :data:`ATOMIC_DKDV_CONFIGS`) / :data:`DQ_CONFIGS`.
     """
     import torch
     if dq_mode not in ("separate", "atomic"):
         raise ValueError(f"dq_mode must be 'separate' or 'atomic', got {dq_mode!r}")
     q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
     Z, H, N, D = q.shape
-    c1, c2 = _cfg(DKDV_CONFIGS, D, dkdv_config), _cfg(DQ_CONFIGS, D, dq_config)
+    atomic = dq_mode == "atomic"
+    c1 = _cfg(ATOMIC_DKDV_CONFIGS if atomic else DKDV_CONFIGS, D, dkdv_config)
+    c2 = _cfg(DQ_CONFIGS, D, dq_config)
     if causal and (c1["BLOCK_N"] % c1["BLOCK_M"] or c2["BLOCK_M"] % c2["BLOCK_N"]):
         raise ValueError("causal backward needs the dK/dV kernel's BLOCK_N to be a multiple of its BLOCK_M and the "
                          f"dQ kernel's BLOCK_M a multiple of its BLOCK_N (got {c1}, {c2})")
@@ -193,7 +199,6 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkd
     attn_bwd_preprocess_kernel[(triton.cdiv(N, PRE_BLOCK), Z * H, 1)](o, do, delta, *o.stride(), *do.stride(), H, N,
                                                                     BLOCK_M=PRE_BLOCK, HEAD_DIM=D)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
-    atomic = dq_mode == "atomic"
     dq = torch.zeros(q.shape, device=q.device, dtype=torch.float32) if atomic else torch.empty_like(q)
     attn_bwd_dkdv_kernel[(triton.cdiv(N, c1["BLOCK_N"]), Z * H, 1)](
         q, k, v, do, dk, dv, dq, lse, delta, sm_scale, *q.stride(), *dq.stride()[:3], H, N, HEAD_DIM=D,
