@@ -159,6 +159,8 @@ FWD_CONFIGS = {16: (64, 32, 4, 2), 32: (64, 32, 4, 2), 64: (128, 64, 4, 3), 128:
 
 def fwd_config(head_dim, **overrides):
     """The forward's launch config for ``head_dim`` as a dict, with ``overrides`` applied."""
+    if head_dim not in FWD_CONFIGS:
+        raise ValueError(f"head dim {head_dim} is not supported (expected one of {sorted(FWD_CONFIGS)})")
     bm, bn, w, s = FWD_CONFIGS[head_dim]
     cfg = dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s)
     cfg.update({k: v for k, v in overrides.items() if v is not None})
@@ -167,8 +169,6 @@ def fwd_config(head_dim, **overrides):
 
 def _launch_fwd(q, k, v, o, lse, descale, causal, sm_scale, store_lse, fp8, cfg):
     Z, H, N, D = q.shape
-    if D not in FWD_CONFIGS:
-        raise ValueError(f"head dim {D} is not supported (expected one of {sorted(FWD_CONFIGS)})")
     if causal and cfg["BLOCK_M"] % cfg["BLOCK_N"]:
         raise ValueError(f"causal attention needs BLOCK_M ({cfg['BLOCK_M']}) to be a multiple of BLOCK_N "
                          f"({cfg['BLOCK_N']}): the diagonal loop starts at the row block's first key")
