@@ -152,7 +152,8 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, Descale, sm_scale, stride_qz, stride_
         tl.store(LSE + off_hz.to(tl.int64) * N_CTX + offs_m, m_i + tl.math.log2(l_i), mask=offs_m < N_CTX)
 
 
-# (BLOCK_M, BLOCK_N, num_warps, num_stages) by head dim: 0 register spills on sm_90a (tests/compiler/test_attention_kernels.py)
+# (BLOCK_M, BLOCK_N, num_warps, num_stages) by head dim: 0 register spills on sm_90a
+# (tests/compiler/test_attention_kernels.py)
 FWD_CONFIGS = {16: (64, 32, 4, 2), 32: (64, 32, 4, 2), 64: (128, 64, 4, 3), 128: (128, 64, 4, 2),
                256: (64, 64, 4, 2)}
 
