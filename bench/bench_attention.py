@@ -2,14 +2,15 @@
 backend (FlashAttention and cuDNN timed separately) and Triton's tutorial 06 backward.
 
     python3 -m bench attention [--check] [--tutorial06 PATH] [--seq 4096 16384] [--head-dim 128 64]
-                               [--dtype fp16 bf16] [--causal 0 1] [--full] [--rep-ms 200]
+                               [--dtype fp16 bf16] [--causal 0 1] [--full] [--rep-ms 200] [--sweep]
 
 Default matrix (~4 min on an H100): seq 4096 x head dim {128, 64} x {fp16, bf16} x {causal, not}, and seq
 16384 x head dim 128 x fp16 x {causal, not}; batch 4, 32 heads. ``--full`` runs every combination of the
 given seqs, head dims, dtypes and causal flags; the other options restrict the matrix. ``--check`` compares
 outputs and gradients with torch before timing (a failed check is recorded and makes the exit status 1).
 Results: bench/results/attention.json (rows: TFLOP/s and ratios; ``timings``: median/p20/p80 ms of every
-variant). Backward TFLOP/s count 2.5x the forward's FLOPs (5 matmuls against 2), causal half of them.
+variant). ``--sweep`` also times the forward and backward kernels at the other spill-free configs in
+SWEEP_* (rows: ``sweep_best_fwd``, ``sweep_best_bwd``; all in ``timings``). Backward TFLOP/s count 2.5x the forward's FLOPs (5 matmuls against 2), causal half of them.
 """
 from __future__ import annotations
 
@@ -82,6 +83,45 @@ def _err(a, b):
     return ((a.float() - b.float()).abs().max() / b.float().abs().max().clamp(min=1e-6)).item()
 
 
+# --sweep: other launch configs (BLOCK_M, BLOCK_N, num_warps, num_stages), each spill-free on sm_90a when listed
+SWEEP_FWD = {128: [(128, 128, 8, 2), (128, 64, 8, 3), (64, 64, 4, 3)],
+             64: [(128, 128, 8, 2), (128, 64, 8, 3), (64, 64, 4, 3)]}
+SWEEP_DKDV = {128: [(64, 128, 8, 2), (32, 64, 4, 3), (32, 128, 8, 2)],
+              64: [(64, 128, 8, 2), (32, 64, 4, 3), (64, 64, 4, 3)]}
+SWEEP_DQ = {128: [(64, 32, 4, 3), (64, 64, 4, 3), (128, 32, 8, 2)],
+            64: [(128, 64, 8, 2), (64, 32, 4, 3), (64, 64, 4, 3)]}
+
+
+def _cfg(c):
+    return dict(zip(("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"), c))
+
+
+def sweep(N, D, q, k, v, do, causal, scale, record, res, row):
+    """Time the forward and the (separate-dQ) backward kernels at other configs; backward called directly on
+    the saved O and LSE (no autograd), its default config timed the same way for reference."""
+    from examples.kernels import attention as A
+    from examples.kernels import attention_bwd as B
+    for c in SWEEP_FWD.get(D, []):
+        if not causal or c[0] % c[1] == 0:
+            record(f"sweep_fwd{list(c)}", lambda c=c: A.attention_fwd(q, k, v, causal, scale, **_cfg(c)))
+    o, lse = A.attention_fwd(q, k, v, causal, scale, return_lse=True)
+    record("sweep_bwd_default", lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale))
+    for c in SWEEP_DKDV.get(D, []):
+        if not causal or c[1] % c[0] == 0:
+            record(f"sweep_bwd_dkdv{list(c)}",
+                   lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dkdv_config=_cfg(c)))
+    for c in SWEEP_DQ.get(D, []):
+        if not causal or c[0] % c[1] == 0:
+            record(f"sweep_bwd_dq{list(c)}",
+                   lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_config=_cfg(c)))
+    fwd = {n: r["ms"] for n, r in res.items() if n.startswith("sweep_fwd") or n == "ours_fwd"}  # with the default
+    bwd = {n: r["ms"] for n, r in res.items() if n.startswith("sweep_bwd")}
+    if fwd:
+        row["sweep_best_fwd"] = min(fwd, key=fwd.get)
+    if bwd:
+        row["sweep_best_bwd"] = min(bwd, key=bwd.get)
+
+
 def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
     from examples.kernels import attention as A
     from examples.kernels import attention_bwd as B
@@ -148,6 +188,8 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
             if ours:
                 row["fp8_vs_our_fp16"] = min(ours) / res["ours_fp8_fwd"]["ms"]
         del q8, k8, v8, v8t
+    if args.sweep:
+        sweep(N, D, q, k, v, do, causal, scale, record, res, row)
     if args.no_bwd:
         return row
     # backward: every variant through autograd, o.backward(do) with the grads cleared (untimed) before each call
@@ -231,6 +273,7 @@ def main(argv=None):
     p.add_argument("--rep-ms", type=float, default=200.0, help="GPU time to spend per variant (>= 3 calls)")
     p.add_argument("--no-bwd", action="store_true")
     p.add_argument("--no-fp8", action="store_true")
+    p.add_argument("--sweep", action="store_true", help="also time other forward/backward launch configs")
     p.add_argument("--batch", type=int, default=Z)
     p.add_argument("--heads", type=int, default=H)
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
