@@ -28,7 +28,7 @@ def compile_fwd(D, causal, dt="fp16", fp8=False):
     sig.update(H="i32", N_CTX="i32")
     ones = ("stride_qk", "stride_kk", "stride_ok") + (("stride_vn",) if fp8 else ("stride_vk",))  # fp8: V^T
     return _compile(A.attn_fwd_lse_kernel, sig, dict(HEAD_DIM=D, CAUSAL=causal, STORE_LSE=not fp8, FP8=fp8),
-                    A.fwd_config(D), ones)
+                    A.fwd_config(D, fp8=fp8), ones)
 
 
 def compile_dkdv(D, causal, dt="fp16", atomic=False):
