@@ -44,7 +44,7 @@ def attn_bwd_preprocess_kernel(O, DO, Delta, stride_oz, stride_oh, stride_om, st
 
 @triton.jit
 def _dkdv_inner(dk, dv, k, v, qT_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, stride_dom, stride_dqm, offs_n,
-                offs_m0, k_scaled, lo, hi, N_CTX, sm_scale, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
+                offs_m0, qk_scale, lo, hi, N_CTX, sm_scale, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
                 ATOMIC_DQ: tl.constexpr):
     """Query blocks [lo, hi) into (dk, dv) of one key block; P^T and dS^T are [BLOCK_N, BLOCK_M]."""
     for start_m in range(lo, hi, BLOCK_M):
@@ -53,8 +53,8 @@ def _dkdv_inner(dk, dv, k, v, qT_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, 
         # rows past N_CTX load as 0 (q, dO, LSE, delta): their P^T is exp2(0) but dO = 0 and Q = 0, so they add 0
         qT = tl.load(qT_ptrs + start_m * stride_qm, mask=rows[None, :], other=0.0)
         lse = tl.load(LSE + offs_m, mask=rows, other=0.0)
-        qkT = tl.dot(k_scaled, qT)  # K was scaled by sm_scale * log2(e) once, outside the loop
-        pT = tl.math.exp2(qkT - lse[None, :])
+        # the scale is applied to the fp32 logits (one FMA with the LSE), not folded into a rounded fp16/bf16 K
+        pT = tl.math.exp2(tl.dot(k, qT) * qk_scale - lse[None, :])
         if MASKED:
             pT = tl.where(offs_m[None, :] >= offs_n[:, None], pT, 0.0)
         do = tl.load(do_ptrs + start_m * stride_dom, mask=rows[:, None], other=0.0)
@@ -89,7 +89,7 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
     kv_idx = offs_n[:, None] * stride_m + offs_d[None, :] * stride_k
     k = tl.load(K + off + kv_idx, mask=cols, other=0.0)
     v = tl.load(V + off + kv_idx, mask=cols, other=0.0)
-    k_scaled = (k * (sm_scale * 1.44269504)).to(k.dtype)
+    qk_scale = sm_scale * 1.44269504
     qT_ptrs = Q + off + offs_m0[None, :] * stride_m + offs_d[:, None] * stride_k
     do_ptrs = DO + off + offs_m0[:, None] * stride_m + offs_d[None, :] * stride_k
     dq_ptrs = DQ + dq_off + offs_d[None, :]  # rows are added per step: a [BLOCK_M, HEAD_DIM] pointer tile held
@@ -101,16 +101,16 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         # the diagonal: query rows start_n .. start_n + BLOCK_N see part of this key block (BLOCK_N % BLOCK_M == 0)
         lo = start_n + BLOCK_N
         dk, dv = _dkdv_inner(dk, dv, k, v, qT_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
-                             offs_n, offs_m0, k_scaled, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
+                             offs_n, offs_m0, qk_scale, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
                              True, ATOMIC_DQ)
     dk, dv = _dkdv_inner(dk, dv, k, v, qT_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
-                         offs_n, offs_m0, k_scaled, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ)
+                         offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
     tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
 
 
 @triton.jit
-def _dq_inner(dq, q, do, lse, delta, kT_ptrs, vT_ptrs, stride_n, offs_m, offs_n0, lo, hi, N_CTX,
+def _dq_inner(dq, q, do, lse, delta, kT_ptrs, vT_ptrs, stride_n, offs_m, offs_n0, lo, hi, N_CTX, qk_scale,
               BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
     """Key blocks [lo, hi) into dq of one query block; P and dS are [BLOCK_M, BLOCK_N]."""
     for start_n in range(lo, hi, BLOCK_N):
@@ -118,7 +118,7 @@ def _dq_inner(dq, q, do, lse, delta, kT_ptrs, vT_ptrs, stride_n, offs_m, offs_n0
         # keys past N_CTX load as 0: their P is not 0, but dS K and the dS they feed are multiplied by K = 0, V = 0
         kT = tl.load(kT_ptrs + start_n * stride_n, mask=offs_n[None, :] < N_CTX, other=0.0)
         vT = tl.load(vT_ptrs + start_n * stride_n, mask=offs_n[None, :] < N_CTX, other=0.0)
-        p = tl.math.exp2(tl.dot(q, kT) - lse[:, None])
+        p = tl.math.exp2(tl.dot(q, kT) * qk_scale - lse[:, None])
         if MASKED:
             p = tl.where(offs_m[:, None] >= offs_n[None, :], p, 0.0)
         dp = tl.dot(do, vT)
@@ -140,7 +140,7 @@ def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h
     rows = offs_m < N_CTX
     q_idx = offs_m[:, None] * stride_m + offs_d[None, :] * stride_k
     q = tl.load(Q + off + q_idx, mask=rows[:, None], other=0.0)
-    q = (q * (sm_scale * 1.44269504)).to(q.dtype)
+    qk_scale = sm_scale * 1.44269504
     do = tl.load(DO + off + q_idx, mask=rows[:, None], other=0.0)
     lse = tl.load(LSE + off_hz.to(tl.int64) * N_CTX + offs_m, mask=rows, other=0.0)
     delta = tl.load(Delta + off_hz.to(tl.int64) * N_CTX + offs_m, mask=rows, other=0.0)
@@ -150,12 +150,12 @@ def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h
     if CAUSAL:
         # keys left of the diagonal unmasked, then the diagonal block(s) (BLOCK_M % BLOCK_N == 0)
         dq = _dq_inner(dq, q, do, lse, delta, kT_ptrs, vT_ptrs, stride_m, offs_m, offs_n0, 0, start_m, N_CTX,
-                       BLOCK_N, False)
+                       qk_scale, BLOCK_N, False)
         dq = _dq_inner(dq, q, do, lse, delta, kT_ptrs, vT_ptrs, stride_m, offs_m, offs_n0, start_m,
-                       tl.minimum(start_m + BLOCK_M, N_CTX), N_CTX, BLOCK_N, True)
+                       tl.minimum(start_m + BLOCK_M, N_CTX), N_CTX, qk_scale, BLOCK_N, True)
     else:
         dq = _dq_inner(dq, q, do, lse, delta, kT_ptrs, vT_ptrs, stride_m, offs_m, offs_n0, 0, N_CTX, N_CTX,
-                       BLOCK_N, False)
+                       qk_scale, BLOCK_N, False)
     tl.store(DQ + off + q_idx, (dq * sm_scale).to(DQ.dtype.element_ty), mask=rows[:, None])
 
 
