@@ -15,6 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # name -> (module, results file, what it measures)
 BENCHMARKS = {
     "kernels": ("bench_kernels", "kernels", "kernels vs Triton (same source), torch, cuBLAS, SDPA (GPU)"),
+    "attention": ("bench_attention", "attention", "attention fwd/bwd/fp8 vs SDPA's best backend, tutorial 06 bwd (GPU)"),
     "launch": ("bench_launch", "launch_overhead", "host time per launch of a cached kernel vs Triton, torch (GPU)"),
     "compile": ("bench_compile", "compile_time", "cold/warm first launch and disk-cache load vs Triton (GPU)"),
     "analyzer": ("bench_analyzer", "bench_analyzer", "kprof-analyze finds planted problems; speed-ups (GPU)"),

@@ -61,3 +61,173 @@ def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=64, num
                           BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=D, CAUSAL=causal, num_warps=num_warps,
                           num_stages=num_stages)
     return o
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The same forward with the extras training and inference need (docs/attention.md): the row log-sum-exp saved for
+# the backward pass, causal masking only on the diagonal blocks, head dims up to 256, and fp8 (e4m3) inputs.
+
+
+@triton.jit
+def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, lo, hi, N_CTX, qk_scale,
+                    BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr):
+    """Key blocks [lo, hi) into the running (acc, l_i, m_i); only MASKED blocks pay for the mask."""
+    for start_n in range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        if MASKED:
+            k = tl.load(k_ptrs + start_n * stride_kn, mask=cols[None, :] < N_CTX, other=0.0)
+        else:
+            k = tl.load(k_ptrs + start_n * stride_kn)
+        qk = tl.dot(q, k) * qk_scale
+        if MASKED:
+            visible = cols[None, :] < N_CTX
+            if CAUSAL:
+                visible = visible & (offs_m[:, None] >= cols[None, :])
+            qk = tl.where(visible, qk, -1.0e6)
+        m_ij = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.math.exp2(qk - m_ij[:, None])
+        alpha = tl.math.exp2(m_i - m_ij)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        if MASKED:
+            v = tl.load(v_ptrs + start_n * stride_vn, mask=cols[:, None] < N_CTX, other=0.0)
+        else:
+            v = tl.load(v_ptrs + start_n * stride_vn)
+        acc = tl.dot(p.to(v.dtype), v, acc)  # fp8 V: P is rounded to e4m3 too (it lies in [0, 1])
+        m_i = m_ij
+    return acc, l_i, m_i
+
+
+@triton.jit
+def attn_fwd_lse_kernel(Q, K, V, Out, LSE, Descale, sm_scale, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz,
+                        stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz,
+                        stride_oh, stride_om, stride_ok, H, N_CTX, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                        HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, STORE_LSE: tl.constexpr, FP8: tl.constexpr):
+    """One [BLOCK_M, HEAD_DIM] block of O (and of the base-2 log-sum-exp LSE [Z*H, N_CTX] when STORE_LSE).
+
+    Causal: the key blocks left of the diagonal run unmasked, then the diagonal block(s) masked
+    (BLOCK_M must be a multiple of BLOCK_N). Not causal: full key blocks unmasked, the ragged tail
+    masked. FP8: Q, K, V are e4m3 and Descale holds their three fp32 per-tensor scales; V may be
+    passed K-major (strides of a transposed tensor), which is what fp8 wgmma reads.
+    """
+    start_m = tl.program_id(0)
+    off_hz = tl.program_id(1)
+    off_z = off_hz // H
+    off_h = off_hz % H
+    q_off = off_z.to(tl.int64) * stride_qz + off_h.to(tl.int64) * stride_qh
+    k_off = off_z.to(tl.int64) * stride_kz + off_h.to(tl.int64) * stride_kh
+    v_off = off_z.to(tl.int64) * stride_vz + off_h.to(tl.int64) * stride_vh
+    o_off = off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q = tl.load(Q + q_off + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qk,
+                mask=offs_m[:, None] < N_CTX, other=0.0)
+    k_ptrs = K + k_off + offs_n[None, :] * stride_kn + offs_d[:, None] * stride_kk
+    v_ptrs = V + v_off + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
+    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32) + 1.0
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * 1.44269504
+    if FP8:
+        qk_scale = qk_scale * tl.load(Descale) * tl.load(Descale + 1)
+    if CAUSAL:
+        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, 0,
+                                        start_m * BLOCK_M, N_CTX, qk_scale, BLOCK_N, False, CAUSAL)
+        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
+                                        start_m * BLOCK_M, tl.minimum((start_m + 1) * BLOCK_M, N_CTX), N_CTX,
+                                        qk_scale, BLOCK_N, True, CAUSAL)
+    else:
+        n_full = (N_CTX // BLOCK_N) * BLOCK_N
+        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, 0,
+                                        n_full, N_CTX, qk_scale, BLOCK_N, False, CAUSAL)
+        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
+                                        n_full, N_CTX, N_CTX, qk_scale, BLOCK_N, True, CAUSAL)
+    if FP8:
+        acc = acc * tl.load(Descale + 2)
+    acc = acc / l_i[:, None]
+    tl.store(Out + o_off + offs_m[:, None] * stride_om + offs_d[None, :] * stride_ok, acc.to(Out.dtype.element_ty),
+             mask=offs_m[:, None] < N_CTX)
+    if STORE_LSE:
+        tl.store(LSE + off_hz.to(tl.int64) * N_CTX + offs_m, m_i + tl.math.log2(l_i), mask=offs_m < N_CTX)
+
+
+# (BLOCK_M, BLOCK_N, num_warps, num_stages) by head dim: 0 register spills on sm_90a
+# (tests/compiler/test_attention_kernels.py)
+FWD_CONFIGS = {16: (64, 32, 4, 2), 32: (64, 32, 4, 2), 64: (128, 64, 4, 3), 128: (128, 128, 8, 2),
+               256: (64, 64, 4, 2)}
+
+
+# fp8: rounding P to e4m3 for the second dot needs more registers than the warp-specialised 8-warp config's
+# 168 (336 spills at head dim 128), so fp8 keeps 4 warps
+FP8_FWD_CONFIGS = {**FWD_CONFIGS, 128: (128, 64, 4, 2)}
+
+
+def fwd_config(head_dim, fp8=False, **overrides):
+    """The forward's launch config for ``head_dim`` as a dict, with ``overrides`` applied."""
+    table = FP8_FWD_CONFIGS if fp8 else FWD_CONFIGS
+    if head_dim not in table:
+        raise ValueError(f"head dim {head_dim} is not supported (expected one of {sorted(table)})")
+    bm, bn, w, s = table[head_dim]
+    cfg = dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s)
+    cfg.update({k: v for k, v in overrides.items() if v is not None})
+    return cfg
+
+
+def _launch_fwd(q, k, v, o, lse, descale, causal, sm_scale, store_lse, fp8, cfg):
+    Z, H, N, D = q.shape
+    if causal and cfg["BLOCK_M"] % cfg["BLOCK_N"]:
+        raise ValueError(f"causal attention needs BLOCK_M ({cfg['BLOCK_M']}) to be a multiple of BLOCK_N "
+                         f"({cfg['BLOCK_N']}): the diagonal loop starts at the row block's first key")
+    grid = (triton.cdiv(N, cfg["BLOCK_M"]), Z * H, 1)
+    attn_fwd_lse_kernel[grid](q, k, v, o, lse, descale, sm_scale, *q.stride(), *k.stride(), *v.stride(), *o.stride(),
+                              H, N, HEAD_DIM=D, CAUSAL=causal, STORE_LSE=store_lse, FP8=fp8, **cfg)
+
+
+def attention_fwd(q, k, v, causal=False, sm_scale=None, return_lse=False, **config):
+    """softmax(q k^T * sm_scale) v for fp16/bf16 ``[Z, H, N_CTX, HEAD_DIM]`` (HEAD_DIM 16..256, any N_CTX).
+
+    With ``return_lse`` also returns the base-2 row log-sum-exp ``[Z, H, N_CTX]`` fp32 of the scaled
+    logits (``m + log2(l)``), which the backward pass recomputes P from. ``config``: BLOCK_M, BLOCK_N,
+    num_warps, num_stages (defaults: :data:`FWD_CONFIGS`).
+    """
+    import torch
+    Z, H, N, D = q.shape
+    if q.dtype not in (torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise TypeError(f"attention_fwd expects q, k, v in one of float16/bfloat16, got {q.dtype}, {k.dtype}, "
+                        f"{v.dtype} (fp8: attention_fp8)")
+    sm_scale = sm_scale if sm_scale is not None else D ** -0.5
+    o = torch.empty_like(q)
+    lse = torch.empty((Z, H, N), device=q.device, dtype=torch.float32) if return_lse else o
+    _launch_fwd(q, k, v, o, lse, o, causal, sm_scale, return_lse, False, fwd_config(D, **config))
+    return (o, lse) if return_lse else o
+
+
+def quantize_fp8(t):
+    """``(t / scale)`` in e4m3 and its fp32 per-tensor ``scale`` (a 1-element tensor): amax maps to 448."""
+    import torch
+    scale = (t.abs().amax().float() / torch.finfo(torch.float8_e4m3fn).max).clamp(min=1e-12).reshape(1)
+    return (t.float() / scale).to(torch.float8_e4m3fn), scale
+
+
+def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None, **config):
+    """fp8 (e4m3) attention forward: ``softmax(q k^T * sm_scale) v`` with ``q = q8 * q_scale`` etc.
+
+    ``q8``, ``k8``: ``[Z, H, N_CTX, HEAD_DIM]`` e4m3; ``v8t``: V transposed, ``[Z, H, HEAD_DIM, N_CTX]``
+    (contiguous: K-major tiles for the P V dot, as fp8 wgmma needs); the scales are 1-element fp32
+    tensors (:func:`quantize_fp8`). Q K^T runs in fp8, P is rounded to e4m3 for P V, accumulation is
+    fp32, the output ``out_dtype`` (default float16).
+    """
+    import torch
+    Z, H, N, D = q8.shape
+    for name, t in (("q8", q8), ("k8", k8), ("v8t", v8t)):
+        if t.dtype != torch.float8_e4m3fn:
+            raise TypeError(f"attention_fp8: {name} must be torch.float8_e4m3fn, got {t.dtype}")
+    if tuple(v8t.shape) != (Z, H, D, N):
+        raise ValueError(f"attention_fp8: v8t must be V transposed, shape {(Z, H, D, N)}, got {tuple(v8t.shape)}")
+    sm_scale = sm_scale if sm_scale is not None else D ** -0.5
+    o = torch.empty((Z, H, N, D), device=q8.device, dtype=out_dtype or torch.float16)
+    descale = torch.cat([s.reshape(1).float() for s in (q_scale, k_scale, v_scale)])
+    _launch_fwd(q8, k8, v8t.transpose(-1, -2), o, o, descale, causal, sm_scale, False, True,
+                fwd_config(D, fp8=True, **config))
+    return o

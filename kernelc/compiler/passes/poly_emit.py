@@ -45,9 +45,15 @@ class PolyEmitter:
     def poly(self, p: Poly, ty=T.int32) -> Value:
         """The value of ``p`` computed in ``ty`` (i32, or i64: the leaves sign-extended first)."""
         acc = None
-        for mono, coef in sorted(p.terms.items(), key=lambda mc: (mc[1] < 0, len(mc[0]), repr(mc[0]))):
+        # terms and factors in the program order of their leaves: leaf keys hold process-wide value ids and
+        # addresses, so ordering by them changed the emitted ops (and ptxas's register allocation, up to
+        # spills) with whatever the process had compiled before
+        rank = self._ranks()
+        order = lambda key: rank.get((key[0], key[1]), (1 << 62) + key[1])  # noqa: E731
+        terms = sorted(p.terms.items(), key=lambda mc: (mc[1] < 0, len(mc[0]), sorted(map(order, mc[0]))))
+        for mono, coef in terms:
             v = None
-            for key in mono:
+            for key in sorted(mono, key=order):
                 leaf = self.leaf(key)
                 if ty != T.int32:
                     leaf = self.op("cast", [leaf], ty)
@@ -62,6 +68,18 @@ class PolyEmitter:
             else:
                 acc = self.op("add" if coef > 0 else "sub", [acc, v], ty)
         return acc if acc is not None else self.const(0, ty)
+
+    def _ranks(self) -> Dict[tuple, int]:
+        """Leaf key -> position in the function (arguments first, then ops in program order)."""
+        ranks = getattr(self.ex, "_leaf_ranks", None)
+        if ranks is None:
+            ranks = {("v", a.id): i for i, a in enumerate(self.ex.fn.body.args)}
+            for op in self.ex.fn.walk():
+                ranks[("t", id(op))] = len(ranks)
+                for v in [*op.results, *(a for region in op.regions for a in region.args)]:
+                    ranks[("v", v.id)] = len(ranks)
+            self.ex._leaf_ranks = ranks
+        return ranks
 
     def leaf(self, key) -> Value:
         if key[0] == "v":

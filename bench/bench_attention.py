@@ -1,0 +1,335 @@
+"""Attention side by side on one GPU (issue 27): our forward, backward and fp8 forward against SDPA's best
+backend (FlashAttention and cuDNN timed separately) and Triton's tutorial 06 backward.
+
+    python3 -m bench attention [--check] [--tutorial06 PATH] [--seq 4096 16384] [--head-dim 128 64]
+                               [--dtype fp16 bf16] [--causal 0 1] [--full] [--rep-ms 200] [--sweep]
+
+Default matrix (~4 min on an H100): seq 4096 x head dim {128, 64} x {fp16, bf16} x {causal, not}, and seq
+16384 x head dim 128 x fp16 x {causal, not}; batch 4, 32 heads. ``--full`` runs every combination of the
+given seqs, head dims, dtypes and causal flags; the other options restrict the matrix. ``--check`` compares
+outputs and gradients with torch before timing (a failed check is recorded and makes the exit status 1).
+Results: bench/results/attention.json (rows: TFLOP/s and ratios; ``timings``: median/p20/p80 ms of every
+variant). ``--sweep`` also times the forward and backward kernels at the other spill-free configs in
+SWEEP_* (rows: ``sweep_best_fwd``, ``sweep_best_bwd``; all in ``timings``). Backward TFLOP/s count 2.5x the forward's FLOPs (5 matmuls against 2), causal half of them.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+
+from bench.common import write_results  # noqa: E402
+
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+Z, H = 4, 32
+DEVICE = "cuda"
+TUTORIAL06 = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".ext", "tutorials",
+                          "06-fused-attention.py")  # where the lead's GPU runs carry it (not in the repo)
+
+
+def timeit(fn, rep_ms: float, before=None, min_reps: int = 3, max_reps: int = 200) -> dict:
+    """Median and 20/80th percentile ms of ``fn`` with CUDA events, one pair per call (``before`` runs
+    untimed ahead of each call); two warm-up calls, then as many calls as ``rep_ms`` allows. On CPU
+    (``--device cpu``, the interpreter: a smoke run of this script) the host clock times one call."""
+    if DEVICE == "cpu":
+        import time
+        t = time.perf_counter()
+        fn()
+        ms = (time.perf_counter() - t) * 1e3
+        return {"ms": ms, "p20_ms": ms, "p80_ms": ms, "reps": 1}
+    for _ in range(2):
+        if before:
+            before()
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    total = 0.0
+    while len(times) < min_reps or (total < rep_ms and len(times) < max_reps):
+        if before:
+            before()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e))
+        total += times[-1]
+    q = torch.tensor(times).quantile(torch.tensor([0.5, 0.2, 0.8])).tolist()
+    return {"ms": q[0], "p20_ms": q[1], "p80_ms": q[2], "reps": len(times)}
+
+
+def sdpa_backends():
+    """(name, context factory) for SDPA's FlashAttention and cuDNN backends."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    out = [("sdpa_flash", lambda: sdpa_kernel([SDPBackend.FLASH_ATTENTION]))]
+    if hasattr(SDPBackend, "CUDNN_ATTENTION"):
+        out.append(("sdpa_cudnn", lambda: sdpa_kernel([SDPBackend.CUDNN_ATTENTION])))
+    return out
+
+
+def load_tutorial06(path):
+    """Triton's python/tutorials/06-fused-attention.py, imported by path under real Triton.
+
+    Only its backward is timed, so its forward's autotuning (36 configs per shape; minutes on a fresh cache)
+    is pinned to the one config the tutorial itself uses under pytest (128x64, 4 warps, 2 stages)."""
+    spec = importlib.util.spec_from_file_location("triton_tutorial06_fused_attention", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    fwd = getattr(mod, "_attn_fwd", None)
+    pinned = [c for c in getattr(fwd, "configs", []) if c.kwargs.get("BLOCK_M") == 128 and
+              c.kwargs.get("BLOCK_N") == 64 and c.num_warps == 4 and c.num_stages == 2]
+    if pinned:
+        fwd.configs = pinned[:1]
+    return mod
+
+
+def _err(a, b):
+    """Max |a - b| relative to max |b|."""
+    return ((a.float() - b.float()).abs().max() / b.float().abs().max().clamp(min=1e-6)).item()
+
+
+# --sweep: other launch configs (BLOCK_M, BLOCK_N, num_warps, num_stages), each spill-free on sm_90a when listed
+SWEEP_FWD = {128: [(128, 64, 4, 2), (128, 64, 8, 3), (64, 64, 4, 3)],
+             64: [(128, 128, 8, 2), (128, 64, 8, 3), (64, 64, 4, 3)]}
+SWEEP_DKDV = {128: [(64, 128, 8, 2), (32, 64, 4, 3), (32, 128, 8, 2)],
+              64: [(64, 128, 8, 2), (32, 64, 4, 3), (64, 64, 4, 3)]}
+SWEEP_DQ = {128: [(64, 32, 4, 3), (64, 64, 4, 3), (128, 32, 8, 2)],
+            64: [(128, 64, 8, 2), (64, 32, 4, 3), (64, 64, 4, 3)]}
+
+
+def _cfg(c):
+    return dict(zip(("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"), c))
+
+
+def sweep(N, D, q, k, v, do, causal, scale, record, res, row):
+    """Time the forward and the (separate-dQ) backward kernels at other configs; backward called directly on
+    the saved O and LSE (no autograd), its default config timed the same way for reference."""
+    from examples.kernels import attention as A
+    from examples.kernels import attention_bwd as B
+    for c in SWEEP_FWD.get(D, []):
+        if not causal or c[0] % c[1] == 0:
+            record(f"sweep_fwd{list(c)}", lambda c=c: A.attention_fwd(q, k, v, causal, scale, **_cfg(c)))
+    o, lse = A.attention_fwd(q, k, v, causal, scale, return_lse=True)
+    record("sweep_bwd_default", lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale))
+    for c in SWEEP_DKDV.get(D, []):
+        if not causal or c[1] % c[0] == 0:
+            record(f"sweep_bwd_dkdv{list(c)}",
+                   lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dkdv_config=_cfg(c)))
+    for c in SWEEP_DQ.get(D, []):
+        if not causal or c[0] % c[1] == 0:
+            record(f"sweep_bwd_dq{list(c)}",
+                   lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_config=_cfg(c)))
+    fwd = {n: r["ms"] for n, r in res.items() if n.startswith("sweep_fwd") or n == "ours_fwd"}  # with the default
+    bwd = {n: r["ms"] for n, r in res.items() if n.startswith("sweep_bwd")}
+    if fwd:
+        row["sweep_best_fwd"] = min(fwd, key=fwd.get)
+    if bwd:
+        row["sweep_best_bwd"] = min(bwd, key=bwd.get)
+
+
+def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
+    from examples.kernels import attention as A
+    from examples.kernels import attention_bwd as B
+    from examples.kernels import attention_tma as AT
+    SDPA = torch.nn.functional.scaled_dot_product_attention
+    dtype = DTYPES[dtype_name]
+    scale = D ** -0.5
+    fwd_flop = 4 * Z * H * N * N * D * (0.5 if causal else 1.0)
+    tf = lambda ms, flop: flop / ms / 1e9  # noqa: E731
+    g = torch.Generator(device=DEVICE).manual_seed(0)
+    q, k, v, do = (torch.randn(Z, H, N, D, device=DEVICE, dtype=dtype, generator=g) for _ in range(4))
+    tag = dict(seq=N, head_dim=D, dtype=dtype_name, causal=causal)
+    row = dict(tag)
+    res = {}
+
+    def record(name, fn, before=None):
+        try:
+            res[name] = timeit(fn, args.rep_ms, before)
+            timings.append(dict(tag, variant=name, **res[name]))
+        except Exception as e:  # one failing variant must not hide the others
+            print(f"{name} {tag}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+            timings.append(dict(tag, variant=name, error=f"{type(e).__name__}: {str(e)[:300]}"))
+
+    def check(name, err, tol):
+        row[f"check_{name}"] = err
+        if err > tol:
+            failures.append(f"{tag} {name}: relative max error {err:.3g} > {tol}")
+
+    tol = 2e-2 if dtype == torch.float16 else 5e-2
+    # forward
+    if args.check:
+        want = SDPA(q, k, v, is_causal=causal, scale=scale)
+        check("fwd", _err(A.attention_fwd(q, k, v, causal, scale), want), tol)
+        if dtype == torch.float16 and N % 128 == 0:
+            check("fwd_tma", _err(AT.attention(q, k, v, causal, scale), want), tol)
+    record("ours_fwd", lambda: A.attention_fwd(q, k, v, causal, scale))
+    if dtype == torch.float16 and N % 128 == 0:  # the descriptor kernel is fp16-only
+        record("ours_fwd_tma", lambda: AT.attention(q, k, v, causal, scale))
+    for name, ctx in sdpa_backends():
+        def f(ctx=ctx):
+            with ctx():
+                return SDPA(q, k, v, is_causal=causal, scale=scale)
+        record(name + "_fwd", f)
+    ours = [res[n]["ms"] for n in ("ours_fwd", "ours_fwd_tma") if n in res]
+    sdpa = {n: res[n + "_fwd"]["ms"] for n, _ in sdpa_backends() if n + "_fwd" in res}
+    if ours:
+        row["fwd_tflops"] = tf(min(ours), fwd_flop)
+    if sdpa:
+        best = min(sdpa, key=sdpa.get)
+        row["fwd_sdpa_best"], row["fwd_sdpa_tflops"] = best, tf(sdpa[best], fwd_flop)
+        if ours:
+            row["fwd_vs_sdpa"] = sdpa[best] / min(ours)
+    # fp8 forward (vs our fp16 forward of the same shape)
+    if dtype == torch.float16 and not args.no_fp8:
+        (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in (q, k, v))
+        v8t = v8.transpose(-1, -2).contiguous()
+        if args.check:
+            want = SDPA(q8.float() * qs, k8.float() * ks, v8.float() * vs, is_causal=causal, scale=scale)
+            check("fp8_fwd", _err(A.attention_fp8(q8, k8, v8t, qs, ks, vs, causal, scale), want), 0.1)
+            del want
+        record("ours_fp8_fwd", lambda: A.attention_fp8(q8, k8, v8t, qs, ks, vs, causal, scale))
+        if "ours_fp8_fwd" in res:
+            row["fp8_fwd_tflops"] = tf(res["ours_fp8_fwd"]["ms"], fwd_flop)
+            if ours:
+                row["fp8_vs_our_fp16"] = min(ours) / res["ours_fp8_fwd"]["ms"]
+        del q8, k8, v8, v8t
+    if args.sweep:
+        sweep(N, D, q, k, v, do, causal, scale, record, res, row)
+    if args.no_bwd:
+        return row
+    # backward: every variant through autograd, o.backward(do) with the grads cleared (untimed) before each call
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+
+    def clear():
+        for t in leaves:
+            t.grad = None
+
+    def bwd_of(forward):
+        clear()
+        o = forward(*leaves)
+        return o, lambda: o.backward(do, retain_graph=True)
+
+    variants = [(f"ours_bwd_{m}", lambda a, b, c, m=m: B.attention(a, b, c, causal, scale, dq_mode=m))
+                for m in ("separate", "atomic")]
+    for name, ctx in sdpa_backends():
+        def f(a, b, c, ctx=ctx):
+            with ctx():
+                return SDPA(a, b, c, is_causal=causal, scale=scale)
+        variants.append((name + "_bwd", f))
+    if tut06 is not None and dtype == torch.float16:  # tutorial 06's backward casts to fp16 internally
+        variants.append(("tutorial06_bwd", lambda a, b, c: tut06.attention(a, b, c, causal, scale, False)))
+    grads = {}
+    for name, forward in variants:
+        try:
+            o, step = bwd_of(forward)
+            if args.check:
+                step()
+                grads[name] = [o.detach()] + [t.grad.clone() for t in leaves]
+        except Exception as e:  # e.g. a backend without this backward
+            print(f"{name} {tag}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+            timings.append(dict(tag, variant=name, error=f"{type(e).__name__}: {str(e)[:300]}"))
+            continue
+        record(name, step, before=clear)
+        del o
+    if args.check and grads:
+        ref = next((grads[n] for n in ("sdpa_flash_bwd", "sdpa_cudnn_bwd") if n in grads), None)
+        for name in ("ours_bwd_separate", "ours_bwd_atomic"):
+            if ref is not None and name in grads:
+                check(name, max(_err(a, b) for a, b in zip(grads[name], ref)), tol)
+    fl = 2.5 * fwd_flop
+    ours_b = {n: res[n]["ms"] for n in ("ours_bwd_separate", "ours_bwd_atomic") if n in res}
+    if ours_b:
+        best_o = min(ours_b, key=ours_b.get)
+        row["bwd_best_mode"], row["bwd_tflops"] = best_o.replace("ours_bwd_", ""), tf(ours_b[best_o], fl)
+        for n in ours_b:
+            row[f"bwd_{n.replace('ours_bwd_', '')}_tflops"] = tf(ours_b[n], fl)
+    sdpa_b = {n: res[n + "_bwd"]["ms"] for n, _ in sdpa_backends() if n + "_bwd" in res}
+    if sdpa_b:
+        best = min(sdpa_b, key=sdpa_b.get)
+        row["bwd_sdpa_best"], row["bwd_sdpa_tflops"] = best, tf(sdpa_b[best], fl)
+        if ours_b:
+            row["bwd_vs_sdpa"] = sdpa_b[best] / min(ours_b.values())
+    if "tutorial06_bwd" in res:
+        row["bwd_tutorial06_tflops"] = tf(res["tutorial06_bwd"]["ms"], fl)
+        if ours_b:
+            row["bwd_vs_tutorial06"] = res["tutorial06_bwd"]["ms"] / min(ours_b.values())
+    return row
+
+
+def matrix(args):
+    seqs, dims, dts, causals = args.seq, args.head_dim, args.dtype, [bool(c) for c in args.causal]
+    if args.full:
+        return [(n, d, t, c) for n in seqs for d in dims for t in dts for c in causals]
+    default = [(4096, d, t, c) for d in (128, 64) for t in ("fp16", "bf16") for c in (False, True)]
+    default += [(16384, 128, "fp16", c) for c in (False, True)]
+    return [m for m in default if m[0] in seqs and m[1] in dims and m[2] in dts and m[3] in causals]
+
+
+def main(argv=None):
+    global Z, H, DEVICE
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seq", type=int, nargs="+", default=[4096, 16384])
+    p.add_argument("--head-dim", type=int, nargs="+", default=[128, 64])
+    p.add_argument("--dtype", nargs="+", choices=sorted(DTYPES), default=["fp16", "bf16"])
+    p.add_argument("--causal", type=int, nargs="+", choices=[0, 1], default=[0, 1])
+    p.add_argument("--full", action="store_true", help="every combination of the options (default: a subset)")
+    p.add_argument("--check", action="store_true", help="compare outputs and gradients with torch first")
+    p.add_argument("--tutorial06", metavar="PATH", default=TUTORIAL06 if os.path.isfile(TUTORIAL06) else None,
+                   help="Triton 3.6's python/tutorials/06-fused-attention.py (default: .ext/tutorials/ when there)")
+    p.add_argument("--no-tutorial06", action="store_true", help="do not time tutorial 06 even if it is there")
+    p.add_argument("--rep-ms", type=float, default=200.0, help="GPU time to spend per variant (>= 3 calls)")
+    p.add_argument("--no-bwd", action="store_true")
+    p.add_argument("--no-fp8", action="store_true")
+    p.add_argument("--sweep", action="store_true", help="also time other forward/backward launch configs")
+    p.add_argument("--batch", type=int, default=Z)
+    p.add_argument("--heads", type=int, default=H)
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                   help="cpu: the interpreter at tiny sizes, a smoke run of this script (no meaningful times)")
+    p.add_argument("--results-dir", default=None, help="where attention.json goes (default bench/results)")
+    args = p.parse_args(argv)
+    Z, H, DEVICE = args.batch, args.heads, args.device
+    if DEVICE == "cpu":
+        os.environ["KERNELC_INTERPRET"] = "1"
+    elif not torch.cuda.is_available():
+        print("bench attention: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    tut06, tut06_error = None, None
+    if args.no_tutorial06 or DEVICE == "cpu":
+        args.tutorial06 = None
+    if args.tutorial06:
+        if not os.path.isfile(args.tutorial06):
+            print(f"bench attention: --tutorial06 {args.tutorial06}: no such file", file=sys.stderr)
+            return 2
+        try:
+            tut06 = load_tutorial06(args.tutorial06)
+        except Exception as e:  # e.g. no Triton here: time everything else, say why in the results
+            tut06_error = f"{type(e).__name__}: {str(e)[:300]}"
+            print(f"bench attention: tutorial 06 not timed: {tut06_error}", file=sys.stderr)
+    rows, timings, failures = [], [], []
+    for n, d, t, c in matrix(args):
+        try:
+            rows.append(run_config(n, d, t, c, args, tut06, timings, failures))
+        except Exception as e:  # one failing configuration must not hide the others
+            import traceback
+            traceback.print_exc()
+            rows.append(dict(seq=n, head_dim=d, dtype=t, causal=c, error=f"{type(e).__name__}: {str(e)[:300]}"))
+        if DEVICE == "cuda":
+            torch.cuda.empty_cache()
+        print(rows[-1], flush=True)
+    from bench.common import RESULTS
+    write_results("attention", rows, extra={"batch": Z, "heads": H, "device_kind": DEVICE, "timings": timings,
+                                            "check_failures": failures, "tutorial06": args.tutorial06,
+                                            "tutorial06_error": tut06_error},
+                  results_dir=args.results_dir or RESULTS)
+    for f in failures:
+        print("CHECK FAILED:", f, file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

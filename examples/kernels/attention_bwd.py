@@ -1,0 +1,253 @@
+"""Fused attention backward (FlashAttention-2's algorithm) and an autograd Function around it.
+
+Forward: :func:`examples.kernels.attention.attention_fwd` with ``return_lse=True`` saves O and the
+base-2 row log-sum-exp ``LSE`` of the scaled logits. Backward, for dO:
+
+1. ``attn_bwd_preprocess_kernel``: ``delta = rowsum(dO * O)`` (one fp32 per query row).
+2. ``attn_bwd_dkdv_kernel``: one program per key block keeps K, V in registers and walks the query
+   blocks that see it, recomputing ``P^T = exp2(K Q^T * scale - LSE)`` (no softmax state needed),
+   accumulating ``dV += P^T dO`` and ``dK += dS^T Q`` with ``dS = P * (dO V^T - delta)``. Causal: only
+   the query blocks on the key block's diagonal are masked; those below it run unmasked.
+   With ``ATOMIC_DQ`` it also adds ``dS K`` into an fp32 dQ with atomics (one kernel, not
+   deterministic: the order of the adds varies from run to run).
+3. ``attn_bwd_dq_kernel`` (the default, deterministic): one program per query block walks the key
+   blocks, recomputes P and dS the same way and accumulates ``dQ += dS K`` in registers.
+
+``attention(q, k, v, causal, sm_scale)`` is differentiable; ``dq_mode="atomic"`` picks the one-kernel
+variant (which is faster is a question for the GPU: ``python3 -m bench attention``).
+"""
+import kernelc as triton
+import kernelc.language as tl
+
+from examples.kernels.attention import attention_fwd
+
+LOG2E = 1.44269504
+
+
+@triton.jit
+def attn_bwd_preprocess_kernel(O, DO, Delta, stride_oz, stride_oh, stride_om, stride_ok, stride_dz, stride_dh,
+                               stride_dm, stride_dk, H, N_CTX, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr):
+    start_m = tl.program_id(0)
+    off_hz = tl.program_id(1)
+    off_z = off_hz // H
+    off_h = off_hz % H
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    rows = offs_m[:, None] < N_CTX
+    o = tl.load(O + off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh + offs_m[:, None] * stride_om
+                + offs_d[None, :] * stride_ok, mask=rows, other=0.0)
+    do = tl.load(DO + off_z.to(tl.int64) * stride_dz + off_h.to(tl.int64) * stride_dh + offs_m[:, None] * stride_dm
+                 + offs_d[None, :] * stride_dk, mask=rows, other=0.0)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    tl.store(Delta + off_hz.to(tl.int64) * N_CTX + offs_m, delta, mask=offs_m < N_CTX)
+
+
+@triton.jit
+def _dkdv_inner(dk, dv, k, v, qT_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, stride_dom, stride_dqm, offs_n,
+                offs_m0, qk_scale, lo, hi, N_CTX, sm_scale, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
+                ATOMIC_DQ: tl.constexpr):
+    """Query blocks [lo, hi) into (dk, dv) of one key block; P^T and dS^T are [BLOCK_N, BLOCK_M]."""
+    for start_m in range(lo, hi, BLOCK_M):
+        offs_m = start_m + offs_m0
+        rows = offs_m < N_CTX
+        # rows past N_CTX load as 0 (q, dO, LSE, delta): their P^T is exp2(0) but dO = 0 and Q = 0, so they add 0
+        qT = tl.load(qT_ptrs + start_m * stride_qm, mask=rows[None, :], other=0.0)
+        lse = tl.load(LSE + offs_m, mask=rows, other=0.0)
+        # the scale is applied to the fp32 logits (one FMA with the LSE), not folded into a rounded fp16/bf16 K
+        pT = tl.math.exp2(tl.dot(k, qT) * qk_scale - lse[None, :])
+        if MASKED:
+            pT = tl.where(offs_m[None, :] >= offs_n[:, None], pT, 0.0)
+        do = tl.load(do_ptrs + start_m * stride_dom, mask=rows[:, None], other=0.0)
+        dv = tl.dot(pT.to(do.dtype), do, dv)
+        delta = tl.load(Delta + offs_m, mask=rows, other=0.0)
+        dpT = tl.dot(v, tl.trans(do))
+        dsT = (pT * (dpT - delta[None, :])).to(qT.dtype)
+        dk = tl.dot(dsT, tl.trans(qT), dk)
+        if ATOMIC_DQ:
+            dq = tl.dot(tl.trans(dsT), k) * sm_scale
+            tl.atomic_add(dq_ptrs + offs_m[:, None] * stride_dqm, dq, mask=rows[:, None], sem="relaxed")
+    return dk, dv
+
+
+@triton.jit
+def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k,
+                         dq_stride_z, dq_stride_h, dq_stride_m, H, N_CTX, BLOCK_M: tl.constexpr,
+                         BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
+                         ATOMIC_DQ: tl.constexpr):
+    """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ). Q, K, V, dO, dK, dV share
+    the strides (the wrapper makes them contiguous); DQ is fp32 with its own."""
+    start_n = tl.program_id(0) * BLOCK_N
+    off_hz = tl.program_id(1)
+    off = (off_hz // H).to(tl.int64) * stride_z + (off_hz % H).to(tl.int64) * stride_h
+    dq_off = (off_hz // H).to(tl.int64) * dq_stride_z + (off_hz % H).to(tl.int64) * dq_stride_h
+    LSE += off_hz.to(tl.int64) * N_CTX
+    Delta += off_hz.to(tl.int64) * N_CTX
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_m0 = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    cols = offs_n[:, None] < N_CTX
+    kv_idx = offs_n[:, None] * stride_m + offs_d[None, :] * stride_k
+    k = tl.load(K + off + kv_idx, mask=cols, other=0.0)
+    v = tl.load(V + off + kv_idx, mask=cols, other=0.0)
+    qk_scale = sm_scale * 1.44269504
+    qT_ptrs = Q + off + offs_m0[None, :] * stride_m + offs_d[:, None] * stride_k
+    do_ptrs = DO + off + offs_m0[:, None] * stride_m + offs_d[None, :] * stride_k
+    dq_ptrs = DQ + dq_off + offs_d[None, :]  # rows are added per step: a [BLOCK_M, HEAD_DIM] pointer tile held
+    # across the loop would cost 2 registers per element
+    dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    lo = 0
+    if CAUSAL:
+        # the diagonal: query rows start_n .. start_n + BLOCK_N see part of this key block (BLOCK_N % BLOCK_M == 0)
+        lo = start_n + BLOCK_N
+        dk, dv = _dkdv_inner(dk, dv, k, v, qT_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
+                             offs_n, offs_m0, qk_scale, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
+                             True, ATOMIC_DQ)
+    dk, dv = _dkdv_inner(dk, dv, k, v, qT_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
+                         offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ)
+    tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
+    tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
+
+
+@triton.jit
+def _dq_inner(dq, q, do, lse, delta, kT_ptrs, vT_ptrs, stride_n, offs_m, offs_n0, lo, hi, N_CTX, qk_scale,
+              BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
+    """Key blocks [lo, hi) into dq of one query block; P and dS are [BLOCK_M, BLOCK_N]."""
+    for start_n in range(lo, hi, BLOCK_N):
+        offs_n = start_n + offs_n0
+        # keys past N_CTX load as 0: their P is not 0, but dS K and the dS they feed are multiplied by K = 0, V = 0
+        kT = tl.load(kT_ptrs + start_n * stride_n, mask=offs_n[None, :] < N_CTX, other=0.0)
+        vT = tl.load(vT_ptrs + start_n * stride_n, mask=offs_n[None, :] < N_CTX, other=0.0)
+        p = tl.math.exp2(tl.dot(q, kT) * qk_scale - lse[:, None])
+        if MASKED:
+            p = tl.where(offs_m[:, None] >= offs_n[None, :], p, 0.0)
+        dp = tl.dot(do, vT)
+        ds = (p * (dp - delta[:, None])).to(kT.dtype)
+        dq = tl.dot(ds, tl.trans(kT), dq)
+    return dq
+
+
+@triton.jit
+def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr):
+    """dQ of one [BLOCK_M] query block (deterministic: no atomics)."""
+    start_m = tl.program_id(0) * BLOCK_M
+    off_hz = tl.program_id(1)
+    off = (off_hz // H).to(tl.int64) * stride_z + (off_hz % H).to(tl.int64) * stride_h
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_n0 = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    rows = offs_m < N_CTX
+    q_idx = offs_m[:, None] * stride_m + offs_d[None, :] * stride_k
+    q = tl.load(Q + off + q_idx, mask=rows[:, None], other=0.0)
+    qk_scale = sm_scale * 1.44269504
+    do = tl.load(DO + off + q_idx, mask=rows[:, None], other=0.0)
+    lse = tl.load(LSE + off_hz.to(tl.int64) * N_CTX + offs_m, mask=rows, other=0.0)
+    delta = tl.load(Delta + off_hz.to(tl.int64) * N_CTX + offs_m, mask=rows, other=0.0)
+    kT_ptrs = K + off + offs_n0[None, :] * stride_m + offs_d[:, None] * stride_k
+    vT_ptrs = V + off + offs_n0[None, :] * stride_m + offs_d[:, None] * stride_k
+    dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    if CAUSAL:
+        # keys left of the diagonal unmasked, then the diagonal block(s) (BLOCK_M % BLOCK_N == 0)
+        dq = _dq_inner(dq, q, do, lse, delta, kT_ptrs, vT_ptrs, stride_m, offs_m, offs_n0, 0, start_m, N_CTX,
+                       qk_scale, BLOCK_N, False)
+        dq = _dq_inner(dq, q, do, lse, delta, kT_ptrs, vT_ptrs, stride_m, offs_m, offs_n0, start_m,
+                       tl.minimum(start_m + BLOCK_M, N_CTX), N_CTX, qk_scale, BLOCK_N, True)
+    else:
+        dq = _dq_inner(dq, q, do, lse, delta, kT_ptrs, vT_ptrs, stride_m, offs_m, offs_n0, 0, N_CTX, N_CTX,
+                       qk_scale, BLOCK_N, False)
+    tl.store(DQ + off + q_idx, (dq * sm_scale).to(DQ.dtype.element_ty), mask=rows[:, None])
+
+
+# (BLOCK_M, BLOCK_N, num_warps, num_stages) by head dim, for the dK/dV kernel (BLOCK_M query rows per step of a
+# BLOCK_N key block) and the dQ kernel (BLOCK_M query block, BLOCK_N keys per step); 0 spills on sm_90a
+DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 128, 4, 3), 128: (32, 128, 8, 3)}
+# ATOMIC_DQ adds a [BLOCK_M, HEAD_DIM] fp32 tile of atomics per step: smaller query steps keep it spill-free
+ATOMIC_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 128, 8, 3), 128: (16, 128, 8, 3)}
+DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (128, 32, 4, 3), 128: (128, 32, 8, 3)}
+PRE_BLOCK = 64
+
+
+def _cfg(table, head_dim, overrides):
+    if head_dim not in table:
+        raise ValueError(f"attention backward: head dim {head_dim} is not supported (expected one of {sorted(table)})")
+    bm, bn, w, s = table[head_dim]
+    cfg = dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s)
+    cfg.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return cfg
+
+
+def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkdv_config=None, dq_config=None):
+    """(dq, dk, dv) for ``o, lse = attention_fwd(q, k, v, causal, sm_scale, return_lse=True)``.
+
+    ``dq_mode``: ``"separate"`` (a second kernel, deterministic) or ``"atomic"`` (fp32 atomics in the dK/dV
+    kernel, then one cast). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS` (atomic:
+    :data:`ATOMIC_DKDV_CONFIGS`) / :data:`DQ_CONFIGS`.
+    """
+    import torch
+    if dq_mode not in ("separate", "atomic"):
+        raise ValueError(f"dq_mode must be 'separate' or 'atomic', got {dq_mode!r}")
+    q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
+    Z, H, N, D = q.shape
+    atomic = dq_mode == "atomic"
+    c1 = _cfg(ATOMIC_DKDV_CONFIGS if atomic else DKDV_CONFIGS, D, dkdv_config)
+    c2 = _cfg(DQ_CONFIGS, D, dq_config)
+    if causal and (c1["BLOCK_N"] % c1["BLOCK_M"] or c2["BLOCK_M"] % c2["BLOCK_N"]):
+        raise ValueError("causal backward needs the dK/dV kernel's BLOCK_N to be a multiple of its BLOCK_M and the "
+                         f"dQ kernel's BLOCK_M a multiple of its BLOCK_N (got {c1}, {c2})")
+    delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
+    attn_bwd_preprocess_kernel[(triton.cdiv(N, PRE_BLOCK), Z * H, 1)](o, do, delta, *o.stride(), *do.stride(), H, N,
+                                                                    BLOCK_M=PRE_BLOCK, HEAD_DIM=D)
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    dq = torch.zeros(q.shape, device=q.device, dtype=torch.float32) if atomic else torch.empty_like(q)
+    attn_bwd_dkdv_kernel[(triton.cdiv(N, c1["BLOCK_N"]), Z * H, 1)](
+        q, k, v, do, dk, dv, dq, lse, delta, sm_scale, *q.stride(), *dq.stride()[:3], H, N, HEAD_DIM=D,
+        CAUSAL=causal, ATOMIC_DQ=atomic, **c1)
+    if atomic:
+        return dq.to(q.dtype), dk, dv
+    attn_bwd_dq_kernel[(triton.cdiv(N, c2["BLOCK_M"]), Z * H, 1)](q, k, v, do, dq, lse, delta, sm_scale, *q.stride(),
+                                                                  H, N, HEAD_DIM=D, CAUSAL=causal, **c2)
+    return dq, dk, dv
+
+
+def _autograd_function():
+    import torch
+
+    class AttentionFunction(torch.autograd.Function):
+        """softmax(q k^T * sm_scale) v with the fused backward above."""
+
+        @staticmethod
+        def forward(ctx, q, k, v, causal, sm_scale, dq_mode, fwd_config):
+            q, k, v = (t.contiguous() for t in (q, k, v))
+            o, lse = attention_fwd(q, k, v, causal, sm_scale, return_lse=True, **(fwd_config or {}))
+            ctx.save_for_backward(q, k, v, o, lse)
+            ctx.causal, ctx.sm_scale, ctx.dq_mode = causal, sm_scale, dq_mode
+            return o
+
+        @staticmethod
+        def backward(ctx, do):
+            q, k, v, o, lse = ctx.saved_tensors
+            dq, dk, dv = attention_bwd(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, ctx.dq_mode)
+            return dq, dk, dv, None, None, None, None
+
+    return AttentionFunction
+
+
+_FUNCTION = None
+
+
+def __getattr__(name):
+    # torch is imported only when the Function is first asked for (the kernels above compile without it)
+    global _FUNCTION
+    if name == "AttentionFunction":
+        if _FUNCTION is None:
+            _FUNCTION = _autograd_function()
+        return _FUNCTION
+    raise AttributeError(name)
+
+
+def attention(q, k, v, causal=False, sm_scale=None, dq_mode="separate", fwd_config=None):
+    """Differentiable fused attention on fp16/bf16 ``[Z, H, N_CTX, HEAD_DIM]`` tensors (HEAD_DIM 16..128
+    for the backward): ``loss.backward()`` runs the kernels above."""
+    sm_scale = sm_scale if sm_scale is not None else q.shape[-1] ** -0.5
+    return __getattr__("AttentionFunction").apply(q, k, v, causal, sm_scale, dq_mode, fwd_config)

@@ -1,0 +1,100 @@
+"""Issue 27 on CPU: the attention forward with saved LSE, diagonal-only causal masking, head dim 256, fp8,
+and the fused backward (dQ separate and atomic) in the interpreter, against torch autograd in fp32."""
+import math
+
+import pytest
+import torch
+
+from examples.kernels import attention as A
+from examples.kernels import attention_bwd as B
+
+
+@pytest.fixture(autouse=True)
+def _interpret(monkeypatch):
+    monkeypatch.setenv("KERNELC_INTERPRET", "1")
+
+
+def _qkv(N, D, dtype, Z=1, H=2, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(Z, H, N, D, generator=g).to(dtype) for _ in range(3)]
+
+
+def _ref(q, k, v, causal, sm_scale=None):
+    """fp32 attention, its base-2 log-sum-exp."""
+    D = q.shape[-1]
+    s = q.float() @ k.float().transpose(-1, -2) * (sm_scale if sm_scale is not None else D ** -0.5)
+    if causal:
+        N = q.shape[-2]
+        s = s.masked_fill(torch.ones(N, N, dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(s, -1) @ v.float(), torch.logsumexp(s, -1) / math.log(2)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("N,D,blocks", [(80, 16, dict(BLOCK_M=32, BLOCK_N=16)), (64, 32, {}), (48, 256, {})])
+def test_forward_saves_lse(N, D, blocks, causal):
+    q, k, v = _qkv(N, D, torch.float16)
+    o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True, **blocks)
+    ref, ref_lse = _ref(q, k, v, causal)
+    torch.testing.assert_close(o.float(), ref, rtol=1e-2, atol=2e-3)
+    torch.testing.assert_close(lse, ref_lse, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dq_mode", ["separate", "atomic"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("N,D", [(80, 16), (64, 32)])
+def test_backward_matches_torch_autograd(N, D, dtype, dq_mode, causal):
+    q, k, v = (t.requires_grad_() for t in _qkv(N, D, dtype))
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(dtype)
+    o = B.attention(q, k, v, causal, dq_mode=dq_mode)
+    o.backward(do)
+    qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
+    ref = torch.nn.functional.scaled_dot_product_attention(qf, kf, vf, is_causal=causal)
+    ref.backward(do.float())
+    tol = dict(rtol=2e-2, atol=4e-3) if dtype == torch.float16 else dict(rtol=5e-2, atol=3e-2)
+    torch.testing.assert_close(o.float(), ref, **tol)
+    for name, ours, want in (("dq", q.grad, qf.grad), ("dk", k.grad, kf.grad), ("dv", v.grad, vf.grad)):
+        assert ours.dtype == dtype, name
+        torch.testing.assert_close(ours.float(), want, **tol, msg=lambda m: f"{name}: {m}")
+
+
+def test_backward_of_strided_inputs_and_custom_scale():
+    # q, k, v as [Z, H, N, D] views of [Z, N, H, D] storage (what a fused QKV projection gives)
+    base = [t.transpose(1, 2).contiguous().transpose(1, 2).requires_grad_() for t in _qkv(40, 16, torch.float16)]
+    o = B.attention(*base, causal=True, sm_scale=0.3)
+    o.float().square().sum().backward()
+    ref_in = [t.detach().float().requires_grad_() for t in base]
+    ref = torch.nn.functional.scaled_dot_product_attention(*ref_in, is_causal=True, scale=0.3)
+    ref.square().sum().backward()
+    for t, r in zip(base, ref_in):
+        torch.testing.assert_close(t.grad.float(), r.grad, rtol=2e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fp8_forward_against_the_same_quantised_inputs(causal):
+    q, k, v = _qkv(80, 32, torch.float16)
+    (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in (q, k, v))
+    o = A.attention_fp8(q8, k8, v8.transpose(-1, -2).contiguous(), qs, ks, vs, causal=causal, BLOCK_M=32, BLOCK_N=16)
+    assert o.dtype == torch.float16
+    ref, _ = _ref(q8.float() * qs, k8.float() * ks, v8.float() * vs, causal)
+    # P (in [0, 1]) is rounded to e4m3 for P V: a relative error of at most 2^-4 per weight, while the row sum l
+    # uses the exact P, so |O - ref| <= 2^-4 * max|V| (plus fp16 output rounding)
+    vmax = (v8.float() * vs).abs().max().item()
+    err = (o.float() - ref).abs()
+    assert err.max().item() <= 2 ** -4 * vmax + 1e-2, err.max().item()
+    assert err.mean().item() <= 2 ** -8 * vmax, err.mean().item()  # rounding errors average out across a row
+
+
+def test_bad_inputs_are_clear_errors():
+    q, k, v = _qkv(32, 16, torch.float16)
+    with pytest.raises(TypeError, match="float16/bfloat16"):
+        A.attention_fwd(q.float(), k.float(), v.float())
+    q48 = torch.zeros(1, 1, 32, 48, dtype=torch.float16)
+    with pytest.raises(ValueError, match="head dim 48 is not supported"):
+        A.attention_fwd(q48, q48, q48)
+    with pytest.raises(ValueError, match="BLOCK_M .* multiple of BLOCK_N"):
+        A.attention_fwd(q, k, v, causal=True, BLOCK_M=16, BLOCK_N=32)
+    with pytest.raises(TypeError, match="float8_e4m3fn"):
+        A.attention_fp8(q, k, v, *(torch.ones(1),) * 3)
+    with pytest.raises(ValueError, match="dq_mode"):
+        B.attention_bwd(q, q, k, v, q, q, False, 1.0, dq_mode="fast")
