@@ -37,11 +37,11 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from .. import context
+from .. import context, options
 from . import cupti_records
 
-BUFFER_SIZE = 8 << 20
 DEFER_MAX = 250_000       # device records kept undelivered until the flush (API-record mode)
+RAW_MAX = 250_000         # records kept as cupti-python delivered them (cupti_records="deferred")
 PRUNE_AT = 1 << 20        # correlation entries kept before old ones are dropped
 PRUNE_MARGIN = 200_000    # ...keeping this many correlation ids behind the newest completed record
 
@@ -152,6 +152,13 @@ class CuptiBackend:
         self.api: Dict[int, tuple] = {}         # correlation id -> (thread id, launch start) from API records
         self.pending: List[tuple] = []          # device records whose API record has not arrived yet
         self.held = cupti_records.Records()     # records not delivered yet (see _process)
+        self.ext: Dict[int, int] = {}           # correlation id -> external correlation id
+        self.external = False                   # launches placed by external correlation ids too
+        self.attribution = options.get("cupti_attribution")
+        self.deferred = options.get("cupti_records") == "deferred"
+        self.buffer_bytes = int(options.get("cupti_buffer_bytes"))
+        self.raw: List[Any] = []                # completed buffers not split yet (deferred)
+        self.raw_count = 0
         self.clock: Callable[[], int] = time.perf_counter_ns
         self.subscriber = None
         self.running = False
@@ -175,7 +182,8 @@ class CuptiBackend:
         self.K_MEMCPY = int(K.MEMCPY)
         self.K_MEMSET = int(K.MEMSET)
         self.K_DRIVER = int(getattr(K, "DRIVER", -1))
-        self._kinds = (self.K_KERNEL, self.K_MEMCPY, self.K_MEMSET, self.K_DRIVER)
+        self.K_EXT = int(getattr(K, "EXTERNAL_CORRELATION", -1))
+        self._kinds = (self.K_KERNEL, self.K_MEMCPY, self.K_MEMSET, self.K_DRIVER, self.K_EXT)
         self._memcpy_labels: Dict[Any, str] = {}
         self.names: Dict[int, str] = {}          # kernel name by CUPTI's name pointer
 
@@ -210,6 +218,8 @@ class CuptiBackend:
             # activity records enabled first, a sampling session gets no kernel records
             if os.environ.get("KPROF_CUPTI_CALLBACKS", "0") in ("", "0") and self.kernel_activity != "serialized":
                 self.light = self._enable_api_records(1)
+            if self.light and self.attribution == "external-correlation":
+                self.external = self._enable_external()
             self._enable_callbacks(1)
         except BaseException:
             self._teardown()
@@ -217,7 +227,7 @@ class CuptiBackend:
         self.clock = c.get_timestamp
         self.clock_offset = int(c.get_timestamp()) - time.perf_counter_ns()
         if self.light:
-            context.timelines_on(self.clock)
+            context.timelines_on(self.clock, self._ext_stack() if self.external else None)
         self.running = True
         self._rearm_pcsampling(rearm)
 
@@ -237,6 +247,28 @@ class CuptiBackend:
                 pcs.rearm_contexts(collectors)
             except Exception:
                 pass
+
+    def _enable_external(self) -> bool:
+        """EXTERNAL_CORRELATION records: each launch's API record comes with the id its thread pushed
+        (the thread's node, :func:`profiler.context.ext_id`).  False if CUPTI cannot."""
+        c = self.cupti
+        if self.K_EXT < 0 or not hasattr(c, "activity_push_external_correlation_id"):
+            self.skipped.append("external correlation: not in this cupti-python; using scope timelines")
+            return False
+        try:
+            c.activity_enable(c.ActivityKind.EXTERNAL_CORRELATION)
+        except Exception as e:
+            self.skipped.append(f"external correlation: {_first_line(e)}; using scope timelines")
+            return False
+        self.kinds.append(c.ActivityKind.EXTERNAL_CORRELATION)
+        return True
+
+    def _ext_stack(self):
+        import functools
+        c = self.cupti
+        kind = int(c.ExternalCorrelationKind.CUSTOM0)
+        return (functools.partial(c.activity_push_external_correlation_id, kind),
+                functools.partial(c.activity_pop_external_correlation_id, kind))
 
     def _enable_api_records(self, on: int) -> bool:
         """API activity records for the launch ids only; False (and nothing left on) if CUPTI cannot."""
@@ -345,8 +377,10 @@ class CuptiBackend:
             self._rearm_pcsampling()  # contexts left enabled across the unsubscribe: enable afresh
             self.corr.clear()
             self.api.clear()
+            self.ext.clear()
             self.pending.clear()
             self.held = cupti_records.Records()
+            self.raw, self.raw_count = [], 0
             if CuptiBackend._instance is self:
                 CuptiBackend._instance = None
 
@@ -467,6 +501,7 @@ class CuptiBackend:
         with self.proc_lock:
             self._enable_api_records(0)
             self.light = False
+            self.external = False
             context.timelines_off()
             mark = self.watermark()
             for s in self.sessions:
@@ -525,11 +560,19 @@ class CuptiBackend:
 
     # -- records ---------------------------------------------------------------------------
     def _buffer_requested(self):
-        return BUFFER_SIZE, 0
+        return self.buffer_bytes, 0
 
     def _buffer_completed(self, activities) -> None:
         try:
             with self.proc_lock:
+                if self.deferred and self.light:
+                    # keep cupti-python's record objects (they own copies of the records); split them
+                    # at the flush, or here once RAW_MAX are held (memory: ~0.3 KB a record)
+                    self.raw.append(activities)
+                    self.raw_count += len(activities)
+                    if self.raw_count < RAW_MAX:
+                        return
+                    activities = ()
                 self._process(activities)
         except Exception as e:
             self._error(f"activity records: {_first_line(e)}")
@@ -579,7 +622,7 @@ class CuptiBackend:
         except Exception as e:
             self._error(f"flush: {_first_line(e)}")
         with self.proc_lock:  # wait for a completion callback still running on CUPTI's thread
-            if self.pending or self.held.count:
+            if self.pending or self.held.count or self.raw:
                 try:
                     self._process((), final=True)
                 except Exception as e:
@@ -602,19 +645,25 @@ class CuptiBackend:
         With API records (the default), delivery waits for the flush, or until ``DEFER_MAX``
         records are waiting: the join costs ~2 us per record under the GIL, and run during the
         program it slows the program down (this callback runs on CUPTI's thread)."""
+        if self.raw:
+            raw, self.raw, self.raw_count = self.raw, [], 0
+            for acts in raw:
+                self.held.extend(cupti_records.split(self.cupti, acts, self._kinds, self._memcpy_label, self.names))
         if activities:
             self.held.extend(cupti_records.split(self.cupti, activities, self._kinds, self._memcpy_label, self.names))
-            self.max_cid = max(self.max_cid, self.held.max_cid)
+        self.max_cid = max(self.max_cid, self.held.max_cid)
         if self.light and not final and self.held.count < DEFER_MAX:
             return
         held, self.held = self.held, cupti_records.Records()
         self.api.update(held.api())
+        if self.external:
+            self.ext.update(held.ext())
         recs, self.pending = self.pending + held.device(), []
         if recs:
             self._deliver(recs, final)
-        if len(self.corr) > PRUNE_AT or len(self.api) > PRUNE_AT:
+        if len(self.corr) > PRUNE_AT or len(self.api) > PRUNE_AT or len(self.ext) > PRUNE_AT:
             limit = self.max_cid - PRUNE_MARGIN
-            for d in (self.corr, self.api):
+            for d in (self.corr, self.api, self.ext):
                 for k in [k for k in list(d) if k < limit]:
                     d.pop(k, None)
 
@@ -628,6 +677,8 @@ class CuptiBackend:
         corr_get = self.corr.get
         graph_get = self.graph_nodes.get
         api_get = self.api.get
+        ext_get = self.ext.get
+        ext_node = context.ext_node
         targets_of = self._targets
         light = self.light
         threads = None
@@ -643,6 +694,10 @@ class CuptiBackend:
                     key = start
                 else:
                     key = launch[1]
+                    if value is None:
+                        eid = ext_get(cid)
+                        if eid is not None:
+                            value = ext_node(eid)
                     if value is None:
                         if threads is None:
                             threads = context.live_threads()

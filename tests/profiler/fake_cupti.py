@@ -33,6 +33,14 @@ class ActivityKind(enum.IntEnum):
     KERNEL = 3
     DRIVER = 4
     CONCURRENT_KERNEL = 10
+    EXTERNAL_CORRELATION = 39
+
+
+class ExternalCorrelationKind(enum.IntEnum):
+    INVALID = 0
+    UNKNOWN = 1
+    OPENACC = 2
+    CUSTOM0 = 3
 
 
 class ActivityMemcpyKind(enum.IntEnum):
@@ -111,6 +119,7 @@ class FakeCupti:
     CallbackDomain = CallbackDomain
     CallbackIdResource = CallbackIdResource
     ActivityKind = ActivityKind
+    ExternalCorrelationKind = ExternalCorrelationKind
     ActivityMemcpyKind = ActivityMemcpyKind
     DriverApiTraceCbid = DriverApiTraceCbid
     RuntimeApiTraceCbid = RuntimeApiTraceCbid
@@ -136,6 +145,7 @@ class FakeCupti:
         self.subscribes = 0
         self.unsubscribes = 0
         self.flushes = 0
+        self.ext_stacks = {}        # (thread id, kind) -> CUPTI's external correlation stack
 
     # -- the cupti-python surface kprof uses ---------------------------------------------
     def subscribe(self, callback, userdata):
@@ -176,6 +186,15 @@ class FakeCupti:
             raise cuptiError("CUPTI_ERROR_NOT_SUPPORTED")
         (self.api_ids.add if enable else self.api_ids.discard)(int(cbid))
 
+    def activity_push_external_correlation_id(self, kind, id):
+        self.ext_stacks.setdefault((threading.get_ident(), int(kind)), []).append(int(id))
+
+    def activity_pop_external_correlation_id(self, kind):
+        stack = self.ext_stacks.get((threading.get_ident(), int(kind)))
+        if not stack:
+            raise cuptiError("CUPTI_ERROR_QUEUE_EMPTY")
+        return stack.pop()
+
     def get_timestamp(self):
         self.clock += 1
         return self.clock
@@ -187,6 +206,12 @@ class FakeCupti:
     def _api(self, domain, cbid, cid):
         if int(domain) == CallbackDomain.DRIVER_API and int(cbid) in self.api_ids and ActivityKind.DRIVER not in self.kinds:
             start = self.get_timestamp()   # written by CUPTI on the launching thread, as the call starts
+            if ActivityKind.EXTERNAL_CORRELATION in self.kinds:   # one record per kind with a pushed id
+                for (tid, kind), stack in self.ext_stacks.items():
+                    if tid == threading.get_ident() and stack:
+                        self.pending.append(SimpleNamespace(kind=int(ActivityKind.EXTERNAL_CORRELATION),
+                                                            external_kind=kind, external_id=stack[-1],
+                                                            correlation_id=cid))
             self.pending.append(SimpleNamespace(kind=int(ActivityKind.DRIVER), correlation_id=cid, start=start,
                                                 end=start + 1, thread_id=threading.get_ident() & 0xFFFFFFFF,
                                                 cbid=int(cbid)))
