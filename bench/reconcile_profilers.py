@@ -31,8 +31,9 @@ behind in the process) and ``full`` = warm x residue (the cost against a process
 medians with bootstrap 95% intervals.  ``none`` (no profiler) is the control: its spread is the
 resolution.  Profilers: ``none``, ``floor`` (CUPTI kernel/memcpy/memset records counted and dropped,
 nothing else), ``kprof`` and its variants (``kprof-ext``: CUPTI external correlation ids,
-``kprof-deferred``: records decoded at the flush, ``kprof-nohook``: no kernelc launch hook; see
-profiler/options.py), ``proton``, ``torch``.
+``kprof-deferred``: cupti-python's record objects kept and decoded at the flush, ``kprof-raw``: buffers
+taken from libcupti, no Python per record until the flush, ``kprof-nohook``: no kernelc launch hook;
+see profiler/options.py), ``proton``, ``torch``.
 
     python bench/reconcile_profilers.py reconcile [--workloads encoder,train] [--steps 60] [--rounds 2]
     python bench/reconcile_profilers.py overhead [--workloads encoder,train,tiny] [--budget 500] [--quick]
@@ -65,7 +66,7 @@ KPROF_VARIANTS = {
     "kprof": ({}, {}),
     "kprof-ext": ({"cupti_attribution": "external-correlation"}, {}),
     "kprof-deferred": ({"cupti_records": "deferred"}, {}),
-    "kprof-ext-deferred": ({"cupti_attribution": "external-correlation", "cupti_records": "deferred"}, {}),
+    "kprof-raw": ({"cupti_records": "raw"}, {}),
     "kprof-nohook": ({}, {"hook": None}),
 }
 
@@ -665,8 +666,8 @@ def main(argv=None) -> int:
     from profiler.options import parse_size
     args.buffer = 0 if str(args.buffer) == "0" else parse_size(args.buffer, "--buffer")
     args.workloads = args.workloads or "encoder,train,tiny"
-    default = "none,floor,kprof,kprof-ext,kprof-deferred,kprof-nohook,proton" if args.device == "cuda" else \
-        "none,kprof,kprof-ext,kprof-deferred"
+    default = "none,floor,kprof,kprof-ext,kprof-deferred,kprof-raw,kprof-nohook,proton" if args.device == "cuda" \
+        else "none,kprof,kprof-ext,kprof-deferred"
     args.profilers = args.profilers or default
     args.rounds = args.rounds or (1 if args.quick else 2)
     args.budget = args.budget or (90.0 if args.quick else 450.0)

@@ -23,7 +23,11 @@ knob                        environment variable        meaning
                                                         decoded: ``split`` (into numpy columns
                                                         on CUPTI's thread, as each completes) or
                                                         ``deferred`` (kept as delivered, decoded
-                                                        at the flush or past a bound)
+                                                        at the flush or past a bound) or ``raw``
+                                                        (buffers taken from libcupti through
+                                                        ctypes, no cupti-python object per
+                                                        record; decoded at the flush or past a
+                                                        bound)
 ``cupti_buffer_bytes``      ``KPROF_CUPTI_BUFFER_SIZE`` size of each CUPTI activity buffer
                                                         (default 8M)
 ==========================  ==========================  =======================================
@@ -83,7 +87,7 @@ def _choice(*values: str) -> Callable[[str, str], str]:
 
 
 ATTRIBUTIONS = ("api-records", "external-correlation")
-RECORD_MODES = ("split", "deferred")
+RECORD_MODES = ("split", "deferred", "raw")
 
 
 @dataclass(frozen=True)

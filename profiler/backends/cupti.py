@@ -42,6 +42,7 @@ from . import cupti_records
 
 DEFER_MAX = 250_000       # device records kept undelivered until the flush (API-record mode)
 RAW_MAX = 250_000         # records kept as cupti-python delivered them (cupti_records="deferred")
+RAW_MAX_BYTES = 256 << 20  # raw buffers kept undecoded (cupti_records="raw")
 PRUNE_AT = 1 << 20        # correlation entries kept before old ones are dropped
 PRUNE_MARGIN = 200_000    # ...keeping this many correlation ids behind the newest completed record
 
@@ -155,7 +156,9 @@ class CuptiBackend:
         self.ext: Dict[int, int] = {}           # correlation id -> external correlation id
         self.external = False                   # launches placed by external correlation ids too
         self.attribution = options.get("cupti_attribution")
-        self.deferred = options.get("cupti_records") == "deferred"
+        self.records_mode = options.get("cupti_records")
+        self.deferred = self.records_mode == "deferred"
+        self.rawbufs: Optional[Any] = None      # cupti_raw.RawBuffers when cupti_records="raw" works
         self.buffer_bytes = int(options.get("cupti_buffer_bytes"))
         self.raw: List[Any] = []                # completed buffers not split yet (deferred)
         self.raw_count = 0
@@ -220,12 +223,16 @@ class CuptiBackend:
                 self.light = self._enable_api_records(1)
             if self.light and self.attribution == "external-correlation":
                 self.external = self._enable_external()
+            if self.records_mode == "raw":
+                self._use_raw_buffers()
             self._enable_callbacks(1)
         except BaseException:
             self._teardown()
             raise
         self.clock = c.get_timestamp
         self.clock_offset = int(c.get_timestamp()) - time.perf_counter_ns()
+        if self.rawbufs is not None:
+            self.rawbufs.eager = not self.light
         if self.light:
             context.timelines_on(self.clock, self._ext_stack() if self.external else None)
         self.running = True
@@ -247,6 +254,42 @@ class CuptiBackend:
                 pcs.rearm_contexts(collectors)
             except Exception:
                 pass
+
+    def _use_raw_buffers(self) -> None:
+        """Take activity buffers from libcupti directly (:mod:`profiler.backends.cupti_raw`); on any
+        failure cupti-python's callbacks, registered just before, stay."""
+        from . import cupti_raw
+        lib = cupti_raw.find_libcupti()
+        if lib is None:
+            self.skipped.append("raw buffers: libcupti not found in this process; using cupti-python's")
+            return
+        try:
+            raw = cupti_raw.RawBuffers(lib, self.buffer_bytes, RAW_MAX_BYTES, self._raw_full)
+            _KEEPALIVE.append(raw)    # CUPTI may complete a buffer it holds at any later time
+            raw.register()
+        except Exception as e:
+            self.skipped.append(f"raw buffers: {_first_line(e)}; using cupti-python's")
+            try:
+                self.cupti.activity_register_callbacks(*self._activity_callbacks)
+            except Exception:
+                pass
+            return
+        self.rawbufs = raw
+
+    def _raw_full(self) -> None:
+        """A raw buffer completed past the memory bound, or with delivery not deferred: decode now."""
+        try:
+            with self.proc_lock:
+                self._process(())
+        except Exception as e:
+            self._error(f"activity records: {_first_line(e)}")
+
+    def _take_raw(self) -> None:
+        from . import cupti_raw
+        bufs = self.rawbufs.take()
+        if bufs:
+            self.held.extend(cupti_raw.decode(self.cupti, bufs, self.rawbufs.walker, self._kinds,
+                                              self._memcpy_label, self.names))
 
     def _enable_external(self) -> bool:
         """EXTERNAL_CORRELATION records: each launch's API record comes with the id its thread pushed
@@ -502,6 +545,8 @@ class CuptiBackend:
             self._enable_api_records(0)
             self.light = False
             self.external = False
+            if self.rawbufs is not None:
+                self.rawbufs.eager = True
             context.timelines_off()
             mark = self.watermark()
             for s in self.sessions:
@@ -622,7 +667,7 @@ class CuptiBackend:
         except Exception as e:
             self._error(f"flush: {_first_line(e)}")
         with self.proc_lock:  # wait for a completion callback still running on CUPTI's thread
-            if self.pending or self.held.count or self.raw:
+            if self.pending or self.held.count or self.raw or (self.rawbufs is not None and self.rawbufs.done):
                 try:
                     self._process((), final=True)
                 except Exception as e:
@@ -645,6 +690,8 @@ class CuptiBackend:
         With API records (the default), delivery waits for the flush, or until ``DEFER_MAX``
         records are waiting: the join costs ~2 us per record under the GIL, and run during the
         program it slows the program down (this callback runs on CUPTI's thread)."""
+        if self.rawbufs is not None:
+            self._take_raw()
         if self.raw:
             raw, self.raw, self.raw_count = self.raw, [], 0
             for acts in raw:

@@ -118,38 +118,47 @@ def split(cupti, activities, kinds, memcpy_name, names: Dict[int, str]) -> Recor
         if lay is None:
             _by_attributes(objs, kinds, memcpy_name, out)
             continue
-        arr = _columns(objs, *lay)
-        kind = int(arr["kind"][0])
-        cids = arr["correlation_id"]
-        if kind == k_ext:
-            out.ext_chunks.append((cids, arr["external_id"]))
-            continue
-        if kind == k_driver:
-            out.api_chunks.append((cids, arr["thread_id"] & TID_MASK, arr["start"]))
-            continue
-        fields = arr.dtype.names
-        zeros = np.zeros(len(arr), dtype=np.int64)
-        gnode = arr["graph_node_id"] if "graph_node_id" in fields else zeros
-        stream = arr["stream_id"] if "stream_id" in fields else zeros
-        if kind in k_kernel:
-            ptrs = arr["name"]
-            for p in np.unique(ptrs).tolist():
-                if p not in names:
-                    names[p] = ctypes.string_at(p).decode("utf-8", "replace") if p else "<unnamed kernel>"
-            labels = _kernel_labels(ptrs, names)
-            is_kernel, nbytes = True, None
-        elif kind == k_memcpy:
-            labels = _memcpy_labels(arr["copy_kind"], memcpy_name)
-            is_kernel, nbytes = False, arr["bytes"]
-        elif kind == k_memset:
-            labels = _const_labels(len(arr), "memset")
-            is_kernel, nbytes = False, arr["bytes"]
-        else:
-            continue
-        out.max_cid = max(out.max_cid, int(cids.max()))
-        out.count += len(arr)
-        out.chunks.append((labels, is_kernel, cids, arr["device_id"], arr["start"], arr["end"], nbytes, stream, gnode))
+        add_columns(_columns(objs, *lay), kinds, memcpy_name, names, out)
     return out
+
+
+def add_columns(arr, kinds, memcpy_name, names: Dict[int, str], out: Records) -> None:
+    """Add ``arr`` (records of one kind, viewed through cupti-python's dtype of their struct) to
+    ``out``; records of kinds not in ``kinds`` are dropped."""
+    k_kernel, k_memcpy, k_memset, k_driver = kinds[:4]
+    k_ext = kinds[4] if len(kinds) > 4 else -1
+    if not len(arr):
+        return
+    kind = int(arr["kind"][0])
+    cids = arr["correlation_id"]
+    if kind == k_ext:
+        out.ext_chunks.append((cids, arr["external_id"]))
+        return
+    if kind == k_driver:
+        out.api_chunks.append((cids, arr["thread_id"] & TID_MASK, arr["start"]))
+        return
+    fields = arr.dtype.names
+    zeros = np.zeros(len(arr), dtype=np.int64)
+    gnode = arr["graph_node_id"] if "graph_node_id" in fields else zeros
+    stream = arr["stream_id"] if "stream_id" in fields else zeros
+    if kind in k_kernel:
+        ptrs = arr["name"]
+        for p in np.unique(ptrs).tolist():
+            if p not in names:
+                names[p] = ctypes.string_at(p).decode("utf-8", "replace") if p else "<unnamed kernel>"
+        labels = _kernel_labels(ptrs, names)
+        is_kernel, nbytes = True, None
+    elif kind == k_memcpy:
+        labels = _memcpy_labels(arr["copy_kind"], memcpy_name)
+        is_kernel, nbytes = False, arr["bytes"]
+    elif kind == k_memset:
+        labels = _const_labels(len(arr), "memset")
+        is_kernel, nbytes = False, arr["bytes"]
+    else:
+        return
+    out.max_cid = max(out.max_cid, int(cids.max()))
+    out.count += len(arr)
+    out.chunks.append((labels, is_kernel, cids, arr["device_id"], arr["start"], arr["end"], nbytes, stream, gnode))
 
 
 def _kernel_labels(ptrs, names):

@@ -19,26 +19,31 @@ DEMANGLED = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDA
 
 # the variants of profiler.options that change how launches are placed or records processed
 VARIANTS = {"external-correlation": {"KPROF_CUPTI_ATTRIBUTION": "external-correlation"},
-            "deferred": {"KPROF_CUPTI_RECORDS": "deferred"}}
+            "deferred": {"KPROF_CUPTI_RECORDS": "deferred"},
+            "raw": {"KPROF_CUPTI_RECORDS": "raw"}}
+
+
+def _fake_for(monkeypatch, variant, **kw):
+    monkeypatch.setenv("KPROF_BACKEND", "auto")
+    for k, v in VARIANTS.get(variant, {}).items():
+        monkeypatch.setenv(k, v)
+    fake = fake_cupti.install(monkeypatch, fake_cupti.FakeCupti(**kw))
+    if variant == "raw":
+        fake_cupti.install_libcupti(monkeypatch, fake)
+    return fake
 
 
 @pytest.fixture(params=["api-records", "callbacks", *VARIANTS])
 def fake(monkeypatch, request):
     """Every way of placing launches: API activity records + timelines (the default), launch
     callbacks (a CUPTI without per-id API records), and the variants of profiler.options."""
-    monkeypatch.setenv("KPROF_BACKEND", "auto")
-    for k, v in VARIANTS.get(request.param, {}).items():
-        monkeypatch.setenv(k, v)
-    return fake_cupti.install(monkeypatch, fake_cupti.FakeCupti(api_records=request.param != "callbacks"))
+    return _fake_for(monkeypatch, request.param, api_records=request.param != "callbacks")
 
 
 @pytest.fixture(params=["api-records", *VARIANTS])
 def light_fake(monkeypatch, request):
     """API activity records, with each variant of profiler.options."""
-    monkeypatch.setenv("KPROF_BACKEND", "auto")
-    for k, v in VARIANTS.get(request.param, {}).items():
-        monkeypatch.setenv(k, v)
-    return fake_cupti.install(monkeypatch, fake_cupti.FakeCupti())
+    return _fake_for(monkeypatch, request.param)
 
 
 def test_kernels_joined_to_scopes(fake, tmp_path):

@@ -131,3 +131,75 @@ def test_bad_option_names_the_variable(monkeypatch, tmp_path, var, value):
     with pytest.raises(options.OptionError, match=var):
         profiler.start(str(tmp_path / "x"))
     assert not S._sessions
+
+
+def test_raw_buffers_from_libcupti(monkeypatch, tmp_path):
+    """``cupti_records="raw"``: buffers come from libcupti's own callbacks (cupti-python's are replaced)
+    and are only kept while the program runs; the first buffer is walked with CUPTI's iterator, which
+    teaches the record sizes, later ones without it; past RAW_MAX_BYTES they are decoded at once."""
+    from profiler.backends import cupti as backend_mod
+    fake = _install(monkeypatch, KPROF_CUPTI_RECORDS="raw")
+    lib = fake_cupti.install_libcupti(monkeypatch, fake)
+    monkeypatch.setattr(fake, "completed", lambda recs: pytest.fail("cupti-python's callback was used"))
+    sid = profiler.start(str(tmp_path / "r"))
+    backend = S.get(sid).backend
+    assert backend.rawbufs is not None and lib.req is not None and fake.requested is not None
+    monkeypatch.setattr(fake, "completed", lambda recs: pytest.fail("cupti-python's callback was used"))
+    with profiler.scope("a"):
+        fake.launch("k")
+        fake.memset()
+        fake.memcpy()
+    fake.activity_flush_all(1)                 # completed mid-run: kept, not decoded
+    assert lib.buffers == 1 and len(backend.rawbufs.done) == 1 and lib.next_calls == 0
+    with profiler.scope("b"):
+        fake.launch("k")
+        fake.launch("k")
+    profiler.finalize(sid)
+    walked = lib.next_calls
+    assert walked > 0 and not backend.rawbufs.done
+    root, _ = read_profile(tmp_path / "r.hatchet")
+    assert sorted(names(find(root, "a"))) == ["k", "memcpy HtoD", "memset"]
+    assert find(root, "b", "k").metrics["count"] == 2
+    assert find(root, "a", "memset").metrics["bytes"] == 1024
+    # a second profile: sizes are known, no CUPTI iterator; a tiny bound decodes in the callback
+    monkeypatch.setattr(backend_mod, "RAW_MAX_BYTES", 1)
+    sid = profiler.start(str(tmp_path / "r2"))
+    backend = S.get(sid).backend
+    backend.rawbufs.walker.sizes.update({int(k): lib._dtype(k).itemsize for k in lib.DTYPES})
+    calls = lib.next_calls
+    with profiler.scope("c"):
+        fake.launch("k")
+    fake.activity_flush_all(1)
+    assert not backend.rawbufs.done and backend.held.count == 1 and lib.next_calls == calls
+    profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "r2.hatchet")
+    assert names(find(root, "c")) == ["k"]
+
+
+def test_raw_walker_learns_sizes():
+    """The walk without CUPTI's iterator uses the sizes learned from it; a buffer whose records do not
+    add up (a size learned wrong) is walked with the iterator again."""
+    import ctypes
+    from profiler.backends import cupti_raw
+    sizes = {1: 16, 2: 8}
+    calls = []
+
+    def next_record(base, valid, cur):
+        calls.append(cur)
+        if not cur:
+            return base
+        nxt = cur + sizes[ctypes.c_int32.from_address(cur).value]
+        return nxt if nxt < base + valid else 0
+
+    layout = [1, 2, 2, 1]
+    arr = (ctypes.c_uint8 * 64)()
+    off = 0
+    for k in layout:
+        ctypes.c_int32.from_address(ctypes.addressof(arr) + off).value = k
+        off += sizes[k]
+    w = cupti_raw.Walker(next_record)
+    assert dict(w.offsets(arr, off)) == {1: [0, 32], 2: [16, 24]} and w.sizes == {1: 16, 2: 8}
+    n = len(calls)
+    assert dict(w.offsets(arr, off)) == {1: [0, 32], 2: [16, 24]} and len(calls) == n
+    w.sizes[2] = 12                               # wrong: the records no longer add up to the buffer
+    assert dict(w.offsets(arr, off)) == {1: [0, 32], 2: [16, 24]} and len(calls) > n
