@@ -539,6 +539,8 @@ def summarize(results: list, reps: int = 2000) -> dict:
             d = sorted(100 * (a / b - 1) for a, b in zip(boots[p], boots["floor"]))
             out[p]["over_floor_%"] = round(100 * (out[p]["warm"] / out["floor"]["warm"] - 1), 2)
             out[p]["over_floor_ci_%"] = [round(d[int(0.025 * reps)], 2), round(d[int(0.975 * reps) - 1], 2)]
+            if out[p]["full"] and out["floor"]["full"]:
+                out[p]["full_over_floor_%"] = round(100 * (out[p]["full"] / out["floor"]["full"] - 1), 2)
     return out
 
 
@@ -562,11 +564,19 @@ def overhead(args) -> int:
                 for p in (profs[rnd % len(profs):] + profs[:rnd % len(profs)])]
         results = []
         for k, (rnd, p) in enumerate(plan):
-            child_deadline = time.time() + (wl_deadline - time.time()) / (len(plan) - k)
+            if time.time() > deadline + args.grace:  # past the budget: keep what was measured, write it
+                rows.append({"workload": wl, "round": rnd, "profiler": p, "error": "skipped: budget spent"})
+                print(json.dumps(rows[-1]), flush=True)
+                continue
+            share_s = (wl_deadline - time.time()) / (len(plan) - k)
+            setup = statistics.median([r["setup_s"] for r in raw]) if raw else 0.0
+            child_deadline = time.time() + share_s
             spec = {"workload": wl, "profiler": p, "device": args.device, "out": os.path.join(tmp, f"{wl}_{p}_{rnd}"),
                     "warmup": WARMUP[wl] if not args.quick else min(WARMUP[wl], 50), "block_s": args.block_s or (
                         BLOCK_S[wl] / (4 if args.quick else 1)),
-                    "steps": args.steps or 0, "pre": args.pre, "min_pairs": args.min_pairs, "max_pairs": args.max_pairs,
+                    "steps": args.steps or 0, "pre": args.pre, "max_pairs": args.max_pairs,
+                    # late (the children's setup took more than planned): one pair each, to stay near the budget
+                    "min_pairs": args.min_pairs if share_s > setup + args.min_pairs * 3 * BLOCK_S[wl] else 1,
                     "deadline": child_deadline, "cpus": cpus, "threads": args.threads, "buffer": args.buffer}
             try:
                 r = _run_overhead_child(spec)
@@ -654,7 +664,9 @@ def main(argv=None) -> int:
     ov.add_argument("--threads", type=int, default=4, help="torch.set_num_threads in each child")
     ov.add_argument("--buffer", default="1M", help="CUPTI buffer size for floor and kprof (0: their defaults): "
                     "small enough that buffers complete inside every block")
-    ov.add_argument("--quick", action="store_true", help="smoke run: one round, short blocks, --budget 90")
+    ov.add_argument("--grace", type=float, default=40.0, help="no child starts later than this past --budget")
+    ov.add_argument("--quick", action="store_true", help="smoke run: the tiny workload (unless --workloads), one "
+                    "round, short blocks, --budget 90")
     args = ap.parse_args(argv)
     import torch
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -665,7 +677,7 @@ def main(argv=None) -> int:
         return reconcile(args)
     from profiler.options import parse_size
     args.buffer = 0 if str(args.buffer) == "0" else parse_size(args.buffer, "--buffer")
-    args.workloads = args.workloads or "encoder,train,tiny"
+    args.workloads = args.workloads or ("tiny" if args.quick else "encoder,train,tiny")
     default = "none,floor,kprof,kprof-ext,kprof-deferred,kprof-raw,kprof-nohook,proton" if args.device == "cuda" \
         else "none,kprof,kprof-ext,kprof-deferred"
     args.profilers = args.profilers or default
