@@ -12,6 +12,9 @@ ns per record of the buffer:
   on CUPTI's thread with ``cupti_records="split"`` (the default);
 * ``deferred``: what the callback runs with ``cupti_records="deferred"`` (keep the list);
 * ``decode``: turning held columns into tuples/dicts at the flush (``device()``, ``api()``, ``ext()``);
+* ``raw_decode``: with ``cupti_records="raw"``, walking a libcupti buffer of these records and
+  gathering them into columns at the flush (the callback itself only keeps the buffer: nothing per
+  record, and cupti-python's ``make`` is not paid at all);
 * ``place_timeline`` / ``place_ext``: placing one launch in its scope at the flush, by the thread's
   timeline (:func:`profiler.context.node_at`) or by its external correlation id
   (:func:`profiler.context.ext_node`).
@@ -100,6 +103,15 @@ def measure(launches: int, memset_every: int, ext: bool, repeat: int) -> dict:
     keep = []
     r["deferred"] = _best(lambda: keep.append(acts), repeat) / n
     recs = held[-1]
+    # cupti_records="raw": the buffer as libcupti fills it, walked with the record sizes already learned
+    from profiler.backends import cupti_raw
+    data = b"".join(b for _, b in raw)
+    buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+    walker = cupti_raw.Walker(lambda *a: 0)
+    for cls, b in raw:
+        walker.sizes[int.from_bytes(b[:4], "little")] = len(b)
+    r["raw_decode"] = _best(lambda: cupti_raw.decode(cupti, [(buf, len(data))], walker, kinds, memcpy_name, {}),
+                            repeat) / n
     r["decode"] = _best(lambda: (recs.device(), recs.api(), recs.ext()), repeat) / n
     # placement at the flush: a main-thread timeline of 3 scopes per 100 launches
     times = list(range(0, 1000 * (launches + 2), 1000 * 33))
