@@ -21,6 +21,11 @@ How it works (cupti-python, one subscriber per process):
   buffers on CUPTI's thread when a buffer fills, and at :meth:`flush` (finalize): each record is
   joined to its launch, and added to the sessions whose active window holds its launch time (or
   correlation id, with callbacks only).
+* **Variants** (``profiler/options.py``; docs/performance.md measures them): ``cupti_attribution=
+  "external-correlation"`` also places launches by CUPTI external correlation ids (the scope's id,
+  pushed at each scope change: :mod:`profiler.context`); ``cupti_records="deferred"`` keeps
+  cupti-python's record objects until the flush; ``cupti_records="raw"`` takes the buffers from
+  libcupti itself (:mod:`profiler.backends.cupti_raw`), with no Python object per record.
 * **CUDA graphs.** While a graph is captured, each launch creates a graph node
   (``RESOURCE/GRAPHNODE_CREATED``, on the capturing thread): the node's CUPTI id is mapped to the
   capture-time context.  Instantiation clones the nodes (``GRAPHNODE_CLONED``): the clone inherits the
