@@ -29,8 +29,9 @@ blocks, outside the timing, and the garbage collector runs only between blocks. 
 ``residue`` (unprofiled blocks after CUPTI was first initialised over the cold ones: what CUPTI leaves
 behind in the process) and ``full`` = warm x residue (the cost against a process that never profiled);
 medians with bootstrap 95% intervals.  ``none`` (no profiler) is the control: its spread is the
-resolution.  Profilers: ``none``, ``floor`` (CUPTI kernel/memcpy/memset records counted and dropped,
-nothing else), ``kprof`` and its variants (``kprof-ext``: CUPTI external correlation ids,
+resolution.  Profilers: ``none``, ``floor`` (CUPTI kernel/memcpy/memset records dropped by a cupti-python
+callback, nothing else), ``floor-raw`` (the same records dropped by libcupti's own buffer callbacks, so
+without cupti-python's Python object per record), ``kprof`` and its variants (``kprof-ext``: CUPTI external correlation ids,
 ``kprof-deferred``: cupti-python's record objects kept and decoded at the flush, ``kprof-raw``: buffers
 taken from libcupti, no Python per record until the flush, ``kprof-nohook``: no kernelc launch hook;
 see profiler/options.py), ``proton``, ``torch``.
@@ -185,6 +186,27 @@ def _start(prof, out):
             for kind in kinds:
                 cupti.activity_disable(kind)
         return stop
+    if prof == "floor-raw":
+        from cupti import cupti
+
+        from profiler.backends import cupti_raw
+        kinds = (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY, cupti.ActivityKind.MEMSET)
+        if not _FLOOR_REGISTERED:
+            # libcupti's own buffer callbacks (as kprof's cupti_records="raw"): each completed buffer
+            # dropped, no Python per record -- the floor without cupti-python's record objects
+            cupti.activity_register_callbacks(lambda: (8 << 20, 0), lambda activities: None)  # loads libcupti
+            lib = cupti_raw.find_libcupti()
+            raw = cupti_raw.RawBuffers(lib, _BUFFER[0] or (8 << 20), 0, lambda: raw.take())
+            raw.register()
+            _FLOOR_REGISTERED.append(raw)
+        for kind in kinds:
+            cupti.activity_enable(kind)
+
+        def stop():
+            cupti.activity_flush_all(1)
+            for kind in kinds:
+                cupti.activity_disable(kind)
+        return stop
     if prof == "cupti":
         return _raw_cupti(out + ".cupti.json")
     return lambda: None
@@ -309,6 +331,10 @@ def child_overhead(spec: dict) -> dict:
         return t
 
     cold = [block() for _ in range(spec["pre"])]
+    # first profiled block(s) not counted: first-use costs (imports, CUPTI's first records) are not the
+    # steady state of a profiled run
+    prime = [profiled(f"prime{j}") for j in range(spec.get("prime", 1))]
+    stops.clear()
     t_setup = time.time() - t_begin
     pairs, unprof, prof_ms = [], [], []
     i = 0
@@ -327,7 +353,8 @@ def child_overhead(spec: dict) -> dict:
         left = spec["deadline"] - time.time()
         if i >= spec.get("max_pairs", 1000) or (i >= spec["min_pairs"] and left < (time.time() - t_pair) * 1.1):
             break
-    return {"workload": wl, "profiler": prof, "steps_per_block": steps, "cold_ms": cold, "unprof_ms": unprof,
+    return {"workload": wl, "profiler": prof, "steps_per_block": steps, "cold_ms": cold, "prime_ms": prime,
+            "unprof_ms": unprof,
             "prof_ms": prof_ms, "warm": pairs, "stop_s": stops, "setup_s": round(t_setup, 2),
             "wall_s": round(time.time() - t_begin, 2), "cpus": cpus, "threads": torch.get_num_threads()}
 
@@ -534,13 +561,17 @@ def summarize(results: list, reps: int = 2000) -> dict:
             e[name + "_ci"] = None if m is None else [round(lo, 4), round(hi, 4)]
         boots[p] = _boot_medians([w for w in warm if w], reps, 1)
         out[p] = e
-    for p in out:
-        if p != "floor" and "floor" in out and p != "none":
-            d = sorted(100 * (a / b - 1) for a, b in zip(boots[p], boots["floor"]))
-            out[p]["over_floor_%"] = round(100 * (out[p]["warm"] / out["floor"]["warm"] - 1), 2)
-            out[p]["over_floor_ci_%"] = [round(d[int(0.025 * reps)], 2), round(d[int(0.975 * reps) - 1], 2)]
-            if out[p]["full"] and out["floor"]["full"]:
-                out[p]["full_over_floor_%"] = round(100 * (out[p]["full"] / out["floor"]["full"] - 1), 2)
+    for floor, tag in (("floor", "floor"), ("floor-raw", "floor_raw")):
+        if floor not in out:
+            continue
+        for p in out:
+            if p in ("none", "floor", "floor-raw"):
+                continue
+            d = sorted(100 * (a / b - 1) for a, b in zip(boots[p], boots[floor]))
+            out[p][f"over_{tag}_%"] = round(100 * (out[p]["warm"] / out[floor]["warm"] - 1), 2)
+            out[p][f"over_{tag}_ci_%"] = [round(d[int(0.025 * reps)], 2), round(d[int(0.975 * reps) - 1], 2)]
+            if out[p]["full"] and out[floor]["full"]:
+                out[p][f"full_over_{tag}_%"] = round(100 * (out[p]["full"] / out[floor]["full"] - 1), 2)
     return out
 
 
@@ -574,7 +605,7 @@ def overhead(args) -> int:
             spec = {"workload": wl, "profiler": p, "device": args.device, "out": os.path.join(tmp, f"{wl}_{p}_{rnd}"),
                     "warmup": WARMUP[wl] if not args.quick else min(WARMUP[wl], 50), "block_s": args.block_s or (
                         BLOCK_S[wl] / (4 if args.quick else 1)),
-                    "steps": args.steps or 0, "pre": args.pre, "max_pairs": args.max_pairs,
+                    "steps": args.steps or 0, "pre": args.pre, "prime": args.prime, "max_pairs": args.max_pairs,
                     # late (the children's setup took more than planned): one pair each, to stay near the budget
                     "min_pairs": args.min_pairs if share_s > setup + args.min_pairs * 3 * BLOCK_S[wl] else 1,
                     "deadline": child_deadline, "cpus": cpus, "threads": args.threads, "buffer": args.buffer}
@@ -603,6 +634,7 @@ def overhead(args) -> int:
                        "control_warm_ci": s.get("none", {}).get("warm_ci"),
                        "kprof_over_floor_%": s.get("kprof", {}).get("over_floor_%"),
                        "kprof_over_floor_ci_%": s.get("kprof", {}).get("over_floor_ci_%"),
+                       "kprof_over_floor_raw_%": s.get("kprof", {}).get("over_floor_raw_%"),
                        "wall_s": round(sum(r["wall_s"] for r in results), 1)}
         print(json.dumps({wl: {k: v for k, v in summary[wl].items() if k != "profilers"}}), flush=True)
         for p, e in s.items():
@@ -658,6 +690,7 @@ def main(argv=None) -> int:
     ov.add_argument("--budget", type=float, default=None, help="seconds for everything (default 450; --quick 90)")
     ov.add_argument("--block-s", type=float, default=None, help="seconds per block (default per workload)")
     ov.add_argument("--pre", type=int, default=2, help="unprofiled blocks before CUPTI is first started")
+    ov.add_argument("--prime", type=int, default=1, help="profiled blocks after the cold ones, not counted")
     ov.add_argument("--min-pairs", type=int, default=3)
     ov.add_argument("--max-pairs", type=int, default=1000)
     ov.add_argument("--cpus", default="auto", help="cores to pin each child to: auto, none, 2-5, 2,3,4")
@@ -678,7 +711,8 @@ def main(argv=None) -> int:
     from profiler.options import parse_size
     args.buffer = 0 if str(args.buffer) == "0" else parse_size(args.buffer, "--buffer")
     args.workloads = args.workloads or ("tiny" if args.quick else "encoder,train,tiny")
-    default = "none,floor,kprof,kprof-ext,kprof-deferred,kprof-raw,kprof-nohook,proton" if args.device == "cuda" \
+    default = "none,floor,floor-raw,kprof,kprof-ext,kprof-deferred,kprof-raw,kprof-nohook,proton" \
+        if args.device == "cuda" \
         else "none,kprof,kprof-ext,kprof-deferred"
     args.profilers = args.profilers or default
     args.rounds = args.rounds or (1 if args.quick else 2)

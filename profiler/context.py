@@ -237,6 +237,8 @@ def timelines_on(clock: Callable[[], int], external: Optional[Tuple[Callable, Ca
     _mark_all()
     if external is not None:
         _ext_gen += 1
+        _ext_objects.clear()   # a generation's KernelLaunch ids live as long as its timelines
+        _ext_index.clear()
         _ext = external
         _ext_changed(local.ctx)
     _register_new_threads(True)
@@ -254,6 +256,8 @@ def timelines_off() -> None:
                 pass
             c.ext = False
         _ext = None
+        _ext_objects.clear()
+        _ext_index.clear()
     _clock = None
     for c in list(_by_tid.values()):
         c.times, c.nodes = [], []
@@ -265,7 +269,7 @@ _ext_gen = 0
 EXT_GEN_SHIFT = 40
 _EXT_LOW = (1 << EXT_GEN_SHIFT) - 1
 _EXT_OBJ = 1 << 39          # low parts from here on name a KernelLaunch, below are scope ids
-_ext_objects: List[Any] = []
+_ext_objects: List[Any] = []   # this generation's KernelLaunch objects (one per kernelc launch, like timeline entries)
 _ext_index: Dict[int, int] = {}
 
 

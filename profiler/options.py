@@ -30,6 +30,10 @@ knob                        environment variable        meaning
                                                         bound)
 ``cupti_buffer_bytes``      ``KPROF_CUPTI_BUFFER_SIZE`` size of each CUPTI activity buffer
                                                         (default 8M)
+``cupti_callbacks``         ``KPROF_CUPTI_CALLBACKS``   ``1``: place launches by a Python launch
+                                                        callback, not API activity records
+``cupti_runtime_callbacks`` ``KPROF_CUPTI_RUNTIME``     ``1``: also subscribe to the runtime API's
+                                                        launch ids
 ==========================  ==========================  =======================================
 
 The defaults of the cupti knobs are what docs/performance.md ("Profiler overhead") measured best;
@@ -86,6 +90,15 @@ def _choice(*values: str) -> Callable[[str, str], str]:
     return parse
 
 
+def _flag(text: str, what: str) -> bool:
+    v = str(text).strip().lower()
+    if v in ("", "0", "false", "no", "off"):
+        return False
+    if v in ("1", "true", "yes", "on"):
+        return True
+    raise OptionError(f"{what}: bad value {text!r}; expected 1 or 0")
+
+
 ATTRIBUTIONS = ("api-records", "external-correlation")
 RECORD_MODES = ("split", "deferred", "raw")
 
@@ -110,6 +123,10 @@ KNOBS: Dict[str, Knob] = {k.name: k for k in (
          "when completed CUPTI activity buffers are decoded"),
     Knob("cupti_buffer_bytes", "KPROF_CUPTI_BUFFER_SIZE", 8 << 20, parse_size,
          "size of each CUPTI activity buffer"),
+    Knob("cupti_callbacks", "KPROF_CUPTI_CALLBACKS", False, _flag,
+         "place launches by a Python launch callback"),
+    Knob("cupti_runtime_callbacks", "KPROF_CUPTI_RUNTIME", False, _flag,
+         "also subscribe to the runtime API's launch ids"),
 )}
 
 

@@ -38,7 +38,8 @@ def select(requested: Optional[str] = None, *, kernel_activity: str = "concurren
     if req == "cpu":
         return CpuBackend()
     from .. import options
-    for knob in ("cupti_attribution", "cupti_records", "cupti_buffer_bytes"):
+    for knob in ("cupti_attribution", "cupti_records", "cupti_buffer_bytes", "cupti_callbacks",
+                 "cupti_runtime_callbacks"):
         options.get(knob)  # a malformed value is the user's error to fix, like an unknown backend
     from .cupti import BackendUnavailable, CuptiBackend
     try:

@@ -36,7 +36,6 @@ How it works (cupti-python, one subscriber per process):
 """
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
@@ -224,7 +223,7 @@ class CuptiBackend:
                 self.kinds.append(kind)
             # PC sampling sessions (serialized kernels) use launch callbacks from the start: with API
             # activity records enabled first, a sampling session gets no kernel records
-            if os.environ.get("KPROF_CUPTI_CALLBACKS", "0") in ("", "0") and self.kernel_activity != "serialized":
+            if not options.get("cupti_callbacks") and self.kernel_activity != "serialized":
                 self.light = self._enable_api_records(1)
             if self.light and self.attribution == "external-correlation":
                 self.external = self._enable_external()
@@ -379,7 +378,7 @@ class CuptiBackend:
         launches = bool(on) and (not self.light or self.python or bool(self.launch_listeners))
         if launches or self.launch_callbacks:
             self._set_launch_callbacks(launches)
-        if os.environ.get("KPROF_CUPTI_RUNTIME", "0") not in ("", "0"):
+        if options.get("cupti_runtime_callbacks"):
             for cbid in self._runtime_cbids():
                 try:
                     c.enable_callback(on, sub, self.RUNTIME, cbid)
