@@ -20,7 +20,8 @@ of a kernel's time between one profiler's own rounds is reported next to the cro
 the reference the others are compared with.
 
 ``overhead`` measures each profiler's cost against an unprofiled control and the CUPTI floor, one
-process per profiler and round (rounds interleaved, order rotated).  Each process is pinned to a fixed
+process per profiler and round (``--rounds``, default 1: rounds interleaved, order rotated), and a
+closing control process after the last.  Each process is pinned to a fixed
 core set (``--cpus``; torch's threads too), warms up, then times ``--pre`` unprofiled blocks before
 anything initialises CUPTI (``cold``), then alternates profiled and unprofiled blocks (AB, BA, ...) until
 its share of ``--budget`` is spent; the profiler is started before and finalized after each of its
@@ -351,7 +352,9 @@ def child_overhead(spec: dict) -> dict:
         pairs.append(b / a)
         i += 1
         left = spec["deadline"] - time.time()
-        if i >= spec.get("max_pairs", 1000) or (i >= spec["min_pairs"] and left < (time.time() - t_pair) * 1.1):
+        # an even number of pairs: as many AB as BA, so a block's position in its pair cancels
+        if i % 2 == 0 and (i >= spec.get("max_pairs", 1000) or
+                           (i >= spec["min_pairs"] and left < 2 * (time.time() - t_pair) * 1.1)):
             break
     return {"workload": wl, "profiler": prof, "steps_per_block": steps, "cold_ms": cold, "prime_ms": prime,
             "unprof_ms": unprof,
@@ -593,6 +596,8 @@ def overhead(args) -> int:
         wl_deadline = time.time() + left * share[wl] / sum(share[w] for w in wls[wi:])
         plan = [(rnd, p) for rnd in range(args.rounds)
                 for p in (profs[rnd % len(profs):] + profs[:rnd % len(profs)])]
+        if "none" in profs:  # a closing control: the control's spread is measured across the whole run
+            plan.append((args.rounds, "none"))
         results = []
         for k, (rnd, p) in enumerate(plan):
             if time.time() > deadline + args.grace:  # past the budget: keep what was measured, write it
@@ -607,7 +612,7 @@ def overhead(args) -> int:
                         BLOCK_S[wl] / (4 if args.quick else 1)),
                     "steps": args.steps or 0, "pre": args.pre, "prime": args.prime, "max_pairs": args.max_pairs,
                     # late (the children's setup took more than planned): one pair each, to stay near the budget
-                    "min_pairs": args.min_pairs if share_s > setup + args.min_pairs * 3 * BLOCK_S[wl] else 1,
+                    "min_pairs": args.min_pairs if share_s > setup + args.min_pairs * 3 * BLOCK_S[wl] else 2,
                     "deadline": child_deadline, "cpus": cpus, "threads": args.threads, "buffer": args.buffer}
             try:
                 r = _run_overhead_child(spec)
@@ -691,7 +696,7 @@ def main(argv=None) -> int:
     ov.add_argument("--block-s", type=float, default=None, help="seconds per block (default per workload)")
     ov.add_argument("--pre", type=int, default=2, help="unprofiled blocks before CUPTI is first started")
     ov.add_argument("--prime", type=int, default=1, help="profiled blocks after the cold ones, not counted")
-    ov.add_argument("--min-pairs", type=int, default=3)
+    ov.add_argument("--min-pairs", type=int, default=4, help="pairs per process at least (even: AB and BA)")
     ov.add_argument("--max-pairs", type=int, default=1000)
     ov.add_argument("--cpus", default="auto", help="cores to pin each child to: auto, none, 2-5, 2,3,4")
     ov.add_argument("--threads", type=int, default=4, help="torch.set_num_threads in each child")
@@ -711,11 +716,11 @@ def main(argv=None) -> int:
     from profiler.options import parse_size
     args.buffer = 0 if str(args.buffer) == "0" else parse_size(args.buffer, "--buffer")
     args.workloads = args.workloads or ("tiny" if args.quick else "encoder,train,tiny")
-    default = "none,floor,floor-raw,kprof,kprof-ext,kprof-deferred,kprof-raw,kprof-nohook,proton" \
+    default = "none,floor,floor-raw,kprof,kprof-ext,kprof-raw,kprof-nohook,proton" \
         if args.device == "cuda" \
         else "none,kprof,kprof-ext,kprof-deferred"
     args.profilers = args.profilers or default
-    args.rounds = args.rounds or (1 if args.quick else 2)
+    args.rounds = args.rounds or 1
     args.budget = args.budget or (90.0 if args.quick else 450.0)
     return overhead(args)
 
