@@ -210,6 +210,8 @@ class CuptiBackend:
         self.subscriber = c.subscribe(self._callback, None)
         try:
             c.activity_register_callbacks(*self._activity_callbacks)
+            if self.records_mode == "raw":   # before any kind is enabled, as CUPTI's callbacks are
+                self._use_raw_buffers()
             K = c.ActivityKind
             kernel_kind = K.KERNEL if self.kernel_activity == "serialized" else K.CONCURRENT_KERNEL
             for kind in (kernel_kind, K.MEMCPY, K.MEMSET):
@@ -227,8 +229,6 @@ class CuptiBackend:
                 self.light = self._enable_api_records(1)
             if self.light and self.attribution == "external-correlation":
                 self.external = self._enable_external()
-            if self.records_mode == "raw":
-                self._use_raw_buffers()
             self._enable_callbacks(1)
         except BaseException:
             self._teardown()
