@@ -45,8 +45,8 @@ from .. import context, options
 from . import cupti_records
 
 DEFER_MAX = 250_000       # device records kept undelivered until the flush (API-record mode)
-RAW_MAX = 250_000         # records kept as cupti-python delivered them (cupti_records="deferred")
-RAW_MAX_BYTES = 256 << 20  # raw buffers kept undecoded (cupti_records="raw")
+RAW_MAX = 100_000         # records kept as cupti-python delivered them (cupti_records="deferred"; ~30 MB)
+RAW_MAX_BYTES = 64 << 20   # raw buffers kept undecoded (cupti_records="raw")
 PRUNE_AT = 1 << 20        # correlation entries kept before old ones are dropped
 PRUNE_MARGIN = 200_000    # ...keeping this many correlation ids behind the newest completed record
 
