@@ -157,7 +157,12 @@ def _start(prof, out):
             options.set_override(k, v)
         if _BUFFER[0]:
             options.set_override("cupti_buffer_bytes", _BUFFER[0])
-        profiler.start(out, **kwargs)
+        sid = profiler.start(out, **kwargs)
+        b = profiler.session.get(sid).backend
+        # what is really in effect (a variant CUPTI cannot do falls back, and says so in `skipped`)
+        _STATE.update(backend=getattr(b, "name", "?"), external=bool(getattr(b, "external", False)),
+                      raw=getattr(b, "rawbufs", None) is not None, deferred=bool(getattr(b, "deferred", False)),
+                      light=bool(getattr(b, "light", False)), skipped=list(getattr(b, "skipped", []))[:5])
         return lambda: profiler.finalize()
     if prof == "proton":
         import triton.profiler as proton
@@ -214,6 +219,7 @@ def _start(prof, out):
 
 
 _FLOOR_REGISTERED: list = []
+_STATE: dict = {}   # the kprof backend's mode as started (overhead children report it)
 _BUFFER = [0]   # overhead --buffer: CUPTI buffer bytes for floor and kprof (0: their defaults)
 
 
@@ -359,7 +365,8 @@ def child_overhead(spec: dict) -> dict:
     return {"workload": wl, "profiler": prof, "steps_per_block": steps, "cold_ms": cold, "prime_ms": prime,
             "unprof_ms": unprof,
             "prof_ms": prof_ms, "warm": pairs, "stop_s": stops, "setup_s": round(t_setup, 2),
-            "wall_s": round(time.time() - t_begin, 2), "cpus": cpus, "threads": torch.get_num_threads()}
+            "wall_s": round(time.time() - t_begin, 2), "cpus": cpus, "threads": torch.get_num_threads(),
+            "kprof_state": dict(_STATE)}
 
 
 # -- reading the three profiles ----------------------------------------------------------------
@@ -628,7 +635,8 @@ def overhead(args) -> int:
                          "warm_median": round(statistics.median(r["warm"]), 4),
                          "residue": round(statistics.median(r["unprof_ms"]) / statistics.median(r["cold_ms"]), 4)
                          if r["cold_ms"] else None,
-                         "ms_per_step": round(statistics.median(r["unprof_ms"]), 4), "wall_s": r["wall_s"]})
+                         "ms_per_step": round(statistics.median(r["unprof_ms"]), 4), "wall_s": r["wall_s"],
+                         "kprof_state": r.get("kprof_state") or None})
             print(json.dumps(rows[-1]), flush=True)
         if not results:
             summary[wl] = {"error": "no child finished"}

@@ -49,6 +49,7 @@ def test_child_on_cpu(tmp_path):
     assert len(r["cold_ms"]) == 2 and len(r["prime_ms"]) == 1
     assert len(r["warm"]) == len(r["unprof_ms"]) == len(r["stop_s"]) == 2
     assert r["cpus"] == spec["cpus"] and r["threads"] == 1
+    assert r["kprof_state"]["backend"] == "cpu"
     assert all(x > 0 for x in r["warm"] + r["cold_ms"])
     assert os.path.exists(str(tmp_path / "p_0.hatchet")) and os.path.exists(str(tmp_path / "p_1.hatchet"))
 
