@@ -19,14 +19,26 @@ of a kernel's time between one profiler's own rounds is reported next to the cro
 ``reconcile`` also runs ``cupti``: CUPTI's own records decoded by cupti-python (no kprof, no Kineto),
 the reference the others are compared with.
 
-``overhead`` runs ``none``, ``floor`` (CUPTI kernel/memcpy/memset activity records only, see
-bench/cupti_floor.py), ``kprof`` and ``proton`` in separate processes, rounds interleaved with the order
-rotated; each process alternates unprofiled and profiled blocks (the profiler started and finalized
-around each of its blocks, outside the timing) and the median of the block ratios is its overhead;
-the control (``none``) shows the measurement's resolution.
+``overhead`` measures each profiler's cost against an unprofiled control and the CUPTI floor, one
+process per profiler and round (``--rounds``, default 1: rounds interleaved, order rotated), and a
+closing control process after the last.  Each process is pinned to a fixed
+core set (``--cpus``; torch's threads too), warms up, then times ``--pre`` unprofiled blocks before
+anything initialises CUPTI (``cold``), then alternates profiled and unprofiled blocks (AB, BA, ...) until
+its share of ``--budget`` is spent; the profiler is started before and finalized after each of its
+blocks, outside the timing, and the garbage collector runs only between blocks.  Per profiler it reports
+``warm`` (profiled block over the unprofiled block next to it: the cost while the profiler is on),
+``residue`` (unprofiled blocks after CUPTI was first initialised over the cold ones: what CUPTI leaves
+behind in the process) and ``full`` = warm x residue (the cost against a process that never profiled);
+medians with bootstrap 95% intervals.  ``none`` (no profiler) is the control: its spread is the
+resolution.  Profilers: ``none``, ``floor`` (CUPTI kernel/memcpy/memset records dropped by a cupti-python
+callback, nothing else), ``floor-raw`` (the same records dropped by libcupti's own buffer callbacks, so
+without cupti-python's Python object per record), ``kprof`` and its variants (``kprof-ext``: CUPTI external correlation ids,
+``kprof-deferred``: cupti-python's record objects kept and decoded at the flush, ``kprof-raw``: buffers
+taken from libcupti, no Python per record until the flush, ``kprof-nohook``: no kernelc launch hook;
+see profiler/options.py), ``proton``, ``torch``.
 
     python bench/reconcile_profilers.py reconcile [--workloads encoder,train] [--steps 60] [--rounds 2]
-    python bench/reconcile_profilers.py overhead [--workloads encoder,train,tiny] [--rounds 3] [--pairs 8]
+    python bench/reconcile_profilers.py overhead [--workloads encoder,train,tiny] [--budget 500] [--quick]
 """
 from __future__ import annotations
 
@@ -48,7 +60,17 @@ sys.path.insert(0, ROOT)
 
 WARMUP = {"encoder": 15, "train": 10, "tiny": 500}
 STEPS = {"encoder": 60, "train": 40, "tiny": 5000}
-OVERHEAD_STEPS = {"encoder": 50, "train": 25, "tiny": 5000}
+# overhead: share of --budget per workload, and the block length each aims at
+BUDGET_SHARE = {"encoder": 0.4, "train": 0.35, "tiny": 0.25}
+BLOCK_S = {"encoder": 0.4, "train": 0.5, "tiny": 0.2}
+# kprof variants: the profiler.options knobs (and start() arguments) each one sets
+KPROF_VARIANTS = {
+    "kprof": ({}, {}),
+    "kprof-ext": ({"cupti_attribution": "external-correlation"}, {}),
+    "kprof-deferred": ({"cupti_records": "deferred"}, {}),
+    "kprof-raw": ({"cupti_records": "raw"}, {}),
+    "kprof-nohook": ({}, {"hook": None}),
+}
 
 
 # -- workloads ---------------------------------------------------------------------------------
@@ -113,7 +135,7 @@ WORKLOADS = {"encoder": Encoder, "train": Train, "tiny": Tiny}
 
 # -- profilers ---------------------------------------------------------------------------------
 def _scope_fn(prof):
-    if prof == "kprof":
+    if prof in KPROF_VARIANTS:
         import profiler
         return profiler.scope
     if prof == "proton":
@@ -127,9 +149,20 @@ def _scope_fn(prof):
 
 def _start(prof, out):
     """Start ``prof`` writing to ``out`` (no suffix); returns a stop function."""
-    if prof == "kprof":
+    if prof in KPROF_VARIANTS:
         import profiler
-        profiler.start(out)
+        from profiler import options
+        knobs, kwargs = KPROF_VARIANTS[prof]
+        for k, v in knobs.items():
+            options.set_override(k, v)
+        if _BUFFER[0]:
+            options.set_override("cupti_buffer_bytes", _BUFFER[0])
+        sid = profiler.start(out, **kwargs)
+        b = profiler.session.get(sid).backend
+        # what is really in effect (a variant CUPTI cannot do falls back, and says so in `skipped`)
+        _STATE.update(backend=getattr(b, "name", "?"), external=bool(getattr(b, "external", False)),
+                      raw=getattr(b, "rawbufs", None) is not None, deferred=bool(getattr(b, "deferred", False)),
+                      light=bool(getattr(b, "light", False)), skipped=list(getattr(b, "skipped", []))[:5])
         return lambda: profiler.finalize()
     if prof == "proton":
         import triton.profiler as proton
@@ -148,8 +181,30 @@ def _start(prof, out):
         from cupti import cupti
         kinds = (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY, cupti.ActivityKind.MEMSET)
         if not _FLOOR_REGISTERED:
-            cupti.activity_register_callbacks(lambda: (8 << 20, 0), lambda activities: None)
+            size = _BUFFER[0] or (8 << 20)
+            cupti.activity_register_callbacks(lambda: (size, 0), lambda activities: None)
             _FLOOR_REGISTERED.append(True)
+        for kind in kinds:
+            cupti.activity_enable(kind)
+
+        def stop():
+            cupti.activity_flush_all(1)
+            for kind in kinds:
+                cupti.activity_disable(kind)
+        return stop
+    if prof == "floor-raw":
+        from cupti import cupti
+
+        from profiler.backends import cupti_raw
+        kinds = (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY, cupti.ActivityKind.MEMSET)
+        if not _FLOOR_REGISTERED:
+            # libcupti's own buffer callbacks (as kprof's cupti_records="raw"): each completed buffer
+            # dropped, no Python per record -- the floor without cupti-python's record objects
+            cupti.activity_register_callbacks(lambda: (8 << 20, 0), lambda activities: None)  # loads libcupti
+            lib = cupti_raw.find_libcupti()
+            raw = cupti_raw.RawBuffers(lib, _BUFFER[0] or (8 << 20), 0, lambda: raw.take())
+            raw.register()
+            _FLOOR_REGISTERED.append(raw)
         for kind in kinds:
             cupti.activity_enable(kind)
 
@@ -164,6 +219,8 @@ def _start(prof, out):
 
 
 _FLOOR_REGISTERED: list = []
+_STATE: dict = {}   # the kprof backend's mode as started (overhead children report it)
+_BUFFER = [0]   # overhead --buffer: CUPTI buffer bytes for floor and kprof (0: their defaults)
 
 
 def _raw_cupti(path):
@@ -218,45 +275,98 @@ def child(workload: str, prof: str, out: str, steps: int, warmup: int, device: s
     return {"step_ms": dt * 1e3 / steps, "steps": steps}
 
 
-def child_alternating(workload: str, prof: str, out: str, steps: int, warmup: int, device: str,
-                      pairs: int) -> dict:
-    """``pairs`` times: an unprofiled block and a profiled one (the profiler started before and stopped
-    after its block, outside the timing), in alternating order (AB, BA, ...) so that a drift of the
-    step time cancels; returns the per-pair ratios."""
-    import gc
+def _pin(cpus, threads):
+    """Pin this process (and the threads it starts later: torch's, CUPTI's) to ``cpus``."""
+    if cpus and hasattr(os, "sched_setaffinity"):
+        try:
+            os.sched_setaffinity(0, cpus)
+        except OSError:
+            pass
     import torch
+    if threads:
+        torch.set_num_threads(threads)
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+
+
+def child_overhead(spec: dict) -> dict:
+    """One process of ``overhead``: pin, warm up, calibrate the block, ``pre`` cold blocks, then
+    profiled/unprofiled pairs (AB, BA, ...) until ``deadline`` (wall clock; at least ``min_pairs``)."""
+    import gc
+    t_begin = time.time()
+    cpus = _pin(spec.get("cpus"), spec.get("threads"))
+    import torch
+    device, prof, wl = spec["device"], spec["profiler"], spec["workload"]
+    _BUFFER[0] = spec.get("buffer", 0)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    w = WORKLOADS[workload](device, _scope_fn(prof))
+    w = WORKLOADS[wl](device, _scope_fn(prof))
+    for _ in range(spec["warmup"]):
+        w.step()
+    sync()
+    gc.collect()
+    gc.freeze()  # what the warm-up allocated is never scanned again
+    steps = spec.get("steps") or 0
+    if not steps:  # calibrate: steps for a block of block_s
+        t0 = time.perf_counter()
+        n = 0
+        while n < 3 or time.perf_counter() - t0 < min(0.2, spec["block_s"] / 2):
+            w.step()
+            n += 1
+        sync()
+        steps = max(spec.get("min_steps", 3), int(spec["block_s"] / ((time.perf_counter() - t0) / n)))
 
     def block():
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            w.step()
-        sync()
-        return (time.perf_counter() - t0) * 1e3 / steps
+        gc.collect()
+        gc.disable()
+        try:
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                w.step()
+            sync()
+            return (time.perf_counter() - t0) * 1e3 / steps
+        finally:
+            gc.enable()
+
+    stops = []
 
     def profiled(i):
-        stop = _start(prof, f"{out}_{i}")
+        stop = _start(prof, f"{spec['out']}_{i}")
         t = block()
+        t0 = time.perf_counter()
         stop()
-        gc.collect()
+        stops.append(time.perf_counter() - t0)
         return t
 
-    for _ in range(warmup):
-        w.step()
-    profiled(-1)  # the profiler's first start (imports, CUPTI init) is not part of any pair
-    block()
-    ratios = []
-    for i in range(pairs):
+    cold = [block() for _ in range(spec["pre"])]
+    # first profiled block(s) not counted: first-use costs (imports, CUPTI's first records) are not the
+    # steady state of a profiled run
+    prime = [profiled(f"prime{j}") for j in range(spec.get("prime", 1))]
+    stops.clear()
+    t_setup = time.time() - t_begin
+    pairs, unprof, prof_ms = [], [], []
+    i = 0
+    while True:
+        t_pair = time.time()
         if i % 2 == 0:
             a = block()
             b = profiled(i)
         else:
             b = profiled(i)
             a = block()
-        ratios.append(b / a)
-    return {"ratios": ratios}
+        unprof.append(a)
+        prof_ms.append(b)
+        pairs.append(b / a)
+        i += 1
+        left = spec["deadline"] - time.time()
+        # an even number of pairs: as many AB as BA, so a block's position in its pair cancels
+        if i % 2 == 0 and (i >= spec.get("max_pairs", 1000) or
+                           (i >= spec["min_pairs"] and left < 2 * (time.time() - t_pair) * 1.1)):
+            break
+    return {"workload": wl, "profiler": prof, "steps_per_block": steps, "cold_ms": cold, "prime_ms": prime,
+            "unprof_ms": unprof,
+            "prof_ms": prof_ms, "warm": pairs, "stop_s": stops, "setup_s": round(t_setup, 2),
+            "wall_s": round(time.time() - t_begin, 2), "cpus": cpus, "threads": torch.get_num_threads(),
+            "kprof_state": dict(_STATE)}
 
 
 # -- reading the three profiles ----------------------------------------------------------------
@@ -398,58 +508,211 @@ def reconcile(args) -> int:
     return 0
 
 
+def _run_overhead_child(spec: dict) -> dict:
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("KERNELC_INTERPRET", None)
+    cmd = [sys.executable, os.path.abspath(__file__), "_overhead_child", json.dumps(spec)]
+    timeout = max(60.0, spec["deadline"] - time.time() + 120)
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    if p.returncode != 0:
+        raise RuntimeError(f"{spec['workload']}/{spec['profiler']} failed (rc {p.returncode}):\n"
+                           f"{p.stdout[-1500:]}\n{p.stderr[-3000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _boot_medians(groups, reps, seed):
+    """Bootstrap medians of the values pooled over ``groups`` (one list per process): processes
+    resampled, then values within each, so both levels of noise are in the interval."""
+    import random
+    rnd = random.Random(seed)
+    out = []
+    for _ in range(reps):
+        pool = []
+        for g in rnd.choices(groups, k=len(groups)):
+            pool.extend(rnd.choices(g, k=len(g)))
+        out.append(statistics.median(pool))
+    return out
+
+
+def _median_ci(groups, reps=2000, seed=0):
+    """Median of the pooled values and its 95% bootstrap interval (:func:`_boot_medians`)."""
+    groups = [g for g in groups if g]
+    if not groups:
+        return None, None, None
+    boots = sorted(_boot_medians(groups, reps, seed))
+    return statistics.median([x for g in groups for x in g]), boots[int(0.025 * reps)], boots[int(0.975 * reps) - 1]
+
+
+def summarize(results: list, reps: int = 2000) -> dict:
+    """Per profiler, from the children's results of one workload: warm, residue and full overheads
+    (median and 95% interval), the spread of the per-process medians, kprof-over-floor."""
+    by = defaultdict(list)
+    for r in results:
+        by[r["profiler"]].append(r)
+    out = {}
+    boots = {}
+    for p, rs in by.items():
+        warm = [r["warm"] for r in rs]
+        # residue: each unprofiled block after CUPTI's first start over the process's cold median
+        residue = [[u / statistics.median(r["cold_ms"]) for u in r["unprof_ms"]] for r in rs if r["cold_ms"]]
+        # full: each profiled block over the cold median
+        full = [[b / statistics.median(r["cold_ms"]) for b in r["prof_ms"]] for r in rs if r["cold_ms"]]
+        per_proc = [statistics.median(w) for w in warm if w]
+        e = {"processes": len(rs), "pairs": sum(len(w) for w in warm),
+             "steps_per_block": sorted({r["steps_per_block"] for r in rs}),
+             "unprofiled_ms_per_step": round(statistics.median([u for r in rs for u in r["unprof_ms"]]), 4),
+             "stop_s_median": round(statistics.median([x for r in rs for x in r["stop_s"]]), 3) if any(r["stop_s"] for r in rs) else None,
+             "setup_s_median": round(statistics.median([r["setup_s"] for r in rs]), 1),
+             "warm_per_process": [round(x, 4) for x in per_proc],
+             "spread_%": round(100 * (max(per_proc) - min(per_proc)), 2) if per_proc else None}
+        for name, groups in (("warm", warm), ("residue", residue), ("full", full)):
+            m, lo, hi = _median_ci(groups, reps)
+            e[name] = None if m is None else round(m, 4)
+            e[name + "_ci"] = None if m is None else [round(lo, 4), round(hi, 4)]
+        boots[p] = _boot_medians([w for w in warm if w], reps, 1)
+        out[p] = e
+    for floor, tag in (("floor", "floor"), ("floor-raw", "floor_raw")):
+        if floor not in out:
+            continue
+        for p in out:
+            if p in ("none", "floor", "floor-raw"):
+                continue
+            d = sorted(100 * (a / b - 1) for a, b in zip(boots[p], boots[floor]))
+            out[p][f"over_{tag}_%"] = round(100 * (out[p]["warm"] / out[floor]["warm"] - 1), 2)
+            out[p][f"over_{tag}_ci_%"] = [round(d[int(0.025 * reps)], 2), round(d[int(0.975 * reps) - 1], 2)]
+            if out[p]["full"] and out[floor]["full"]:
+                out[p][f"full_over_{tag}_%"] = round(100 * (out[p]["full"] / out[floor]["full"] - 1), 2)
+    return out
+
+
 def overhead(args) -> int:
-    """Each process alternates unprofiled and profiled blocks (:func:`child_alternating`); the median
-    of its ratios is its overhead.  ``none`` (no profiler started) is the control: the spread of its
-    ratio over the processes is the resolution of the measurement."""
+    """One process per (profiler, round), rounds interleaved and rotated; each child has its share of
+    the remaining budget (:func:`child_overhead`); the summary is :func:`summarize`'s."""
     from bench.common import write_results
     tmp = tempfile.mkdtemp(prefix="kprof_overhead_")
     profs = [p for p in args.profilers.split(",") if p]
-    rows, summary = [], {}
-    for wl in args.workloads.split(","):
-        steps = args.steps or OVERHEAD_STEPS[wl]
-        per_proc = defaultdict(list)
-        for rnd in range(args.rounds):
-            order = profs[rnd % len(profs):] + profs[:rnd % len(profs)]
-            for p in order:
-                r = _run_child(wl, p, os.path.join(tmp, f"{wl}_{p}_{rnd}"), steps, WARMUP[wl], args.device,
-                               pairs=args.pairs)
-                med = statistics.median(r["ratios"])
-                per_proc[p].append(med)
-                rows.append({"workload": wl, "round": rnd, "profiler": p, "median_ratio": round(med, 4),
-                             "ratios": [round(x, 4) for x in r["ratios"]]})
-        ctrl = per_proc["none"]
-        s = {"steps_per_block": steps, "rounds": args.rounds, "pairs_per_process": args.pairs,
-             "control_spread_%": round(100 * (max(ctrl) - min(ctrl)), 2) if ctrl else None,
-             "overhead_x_median": {p: round(statistics.median(v), 4) for p, v in per_proc.items()},
-             "overhead_x_per_process": {p: [round(x, 4) for x in v] for p, v in per_proc.items()}}
-        if "floor" in per_proc and "kprof" in per_proc:
-            s["kprof_over_floor_%"] = round(100 * (statistics.median(per_proc["kprof"]) /
-                                                   statistics.median(per_proc["floor"]) - 1), 2)
-        summary[wl] = s
-        print(json.dumps({wl: s}), flush=True)
-    write_results(args.name or "profiler_overhead_rotated", rows, {"summary": summary})
+    wls = [w for w in args.workloads.split(",") if w]
+    t_start = time.time()
+    deadline = t_start + args.budget
+    share = {w: BUDGET_SHARE.get(w, 1.0) for w in wls}
+    cpus = _cpu_set(args.cpus)
+    rows, summary, raw = [], {}, []
+    for wi, wl in enumerate(wls):
+        # this workload's part of what is left, by share
+        left = deadline - time.time()
+        wl_deadline = time.time() + left * share[wl] / sum(share[w] for w in wls[wi:])
+        plan = [(rnd, p) for rnd in range(args.rounds)
+                for p in (profs[rnd % len(profs):] + profs[:rnd % len(profs)])]
+        if "none" in profs:  # a closing control: the control's spread is measured across the whole run
+            plan.append((args.rounds, "none"))
+        results = []
+        for k, (rnd, p) in enumerate(plan):
+            if time.time() > deadline + args.grace:  # past the budget: keep what was measured, write it
+                rows.append({"workload": wl, "round": rnd, "profiler": p, "error": "skipped: budget spent"})
+                print(json.dumps(rows[-1]), flush=True)
+                continue
+            share_s = (wl_deadline - time.time()) / (len(plan) - k)
+            setup = statistics.median([r["setup_s"] for r in raw]) if raw else 0.0
+            child_deadline = time.time() + share_s
+            spec = {"workload": wl, "profiler": p, "device": args.device, "out": os.path.join(tmp, f"{wl}_{p}_{rnd}"),
+                    "warmup": WARMUP[wl] if not args.quick else min(WARMUP[wl], 50), "block_s": args.block_s or (
+                        BLOCK_S[wl] / (4 if args.quick else 1)),
+                    "steps": args.steps or 0, "pre": args.pre, "prime": args.prime, "max_pairs": args.max_pairs,
+                    # late (the children's setup took more than planned): one pair each, to stay near the budget
+                    "min_pairs": args.min_pairs if share_s > setup + args.min_pairs * 3 * BLOCK_S[wl] else 2,
+                    "deadline": child_deadline, "cpus": cpus, "threads": args.threads, "buffer": args.buffer}
+            try:
+                r = _run_overhead_child(spec)
+            except (RuntimeError, subprocess.TimeoutExpired) as e:  # one failed child costs its own numbers only
+                msg = str(e).strip().splitlines()
+                rows.append({"workload": wl, "round": rnd, "profiler": p, "error": " | ".join(msg[:1] + msg[-3:])})
+                print(json.dumps(rows[-1]), flush=True)
+                continue
+            r["round"] = rnd
+            results.append(r)
+            raw.append(r)
+            rows.append({"workload": wl, "round": rnd, "profiler": p, "pairs": len(r["warm"]),
+                         "warm_median": round(statistics.median(r["warm"]), 4),
+                         "residue": round(statistics.median(r["unprof_ms"]) / statistics.median(r["cold_ms"]), 4)
+                         if r["cold_ms"] else None,
+                         "ms_per_step": round(statistics.median(r["unprof_ms"]), 4), "wall_s": r["wall_s"],
+                         "kprof_state": r.get("kprof_state") or None})
+            print(json.dumps(rows[-1]), flush=True)
+        if not results:
+            summary[wl] = {"error": "no child finished"}
+            continue
+        s = summarize(results)
+        summary[wl] = {"profilers": s,
+                       "control_spread_%": s.get("none", {}).get("spread_%"),
+                       "control_warm_ci": s.get("none", {}).get("warm_ci"),
+                       "kprof_over_floor_%": s.get("kprof", {}).get("over_floor_%"),
+                       "kprof_over_floor_ci_%": s.get("kprof", {}).get("over_floor_ci_%"),
+                       "kprof_over_floor_raw_%": s.get("kprof", {}).get("over_floor_raw_%"),
+                       "wall_s": round(sum(r["wall_s"] for r in results), 1)}
+        print(json.dumps({wl: {k: v for k, v in summary[wl].items() if k != "profilers"}}), flush=True)
+        for p, e in s.items():
+            print(f"  {wl:8s} {p:18s} warm {e['warm']} {e['warm_ci']}  residue {e['residue']}  full {e['full']}  "
+                  f"over floor {e.get('over_floor_%')} {e.get('over_floor_ci_%')}  spread {e['spread_%']}%  "
+                  f"stop {e['stop_s_median']} s", flush=True)
+    meta = {"summary": summary, "budget_s": args.budget, "elapsed_s": round(time.time() - t_start, 1),
+            "args": {k: v for k, v in vars(args).items()}, "children": raw}
+    from bench.common import RESULTS
+    write_results(args.name or ("profiler_overhead_rotated_quick" if args.quick else "profiler_overhead_rotated"),
+                  rows, meta, results_dir=args.results_dir or RESULTS)
     return 0
+
+
+def _cpu_set(text):
+    """``--cpus``: "2-5" or "2,3,4" or "auto" (4 cores from the third, where the machine has 8 or
+    more: away from core 0's interrupts; else none) or "none"."""
+    if text in (None, "", "none"):
+        return None
+    avail = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    if text == "auto":
+        return avail[2:6] if len(avail) >= 8 else None
+    out = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    bad = [c for c in out if c not in avail]
+    if bad:
+        raise SystemExit(f"--cpus: cores {bad} are not available here (available: {avail})")
+    return out
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "_child":
-        wl, prof, out, steps, warmup, device, pairs = argv[1:8]
-        if int(pairs):
-            print(json.dumps(child_alternating(wl, prof, out, int(steps), int(warmup), device, int(pairs))))
-        else:
-            print(json.dumps(child(wl, prof, out, int(steps), int(warmup), device)))
+        wl, prof, out, steps, warmup, device, _ = argv[1:8]
+        print(json.dumps(child(wl, prof, out, int(steps), int(warmup), device)))
+        return 0
+    if argv and argv[0] == "_overhead_child":
+        print(json.dumps(child_overhead(json.loads(argv[1]))))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mode", choices=["reconcile", "overhead"])
     ap.add_argument("--workloads", default=None)
     ap.add_argument("--profilers", default=None)
-    ap.add_argument("--steps", type=int, default=None, help="profiled steps (default per workload)")
+    ap.add_argument("--steps", type=int, default=None, help="steps per block (default: reconcile per workload; "
+                    "overhead: calibrated to --block-s)")
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--device", default=None)
-    ap.add_argument("--pairs", type=int, default=8, help="overhead: unprofiled/profiled block pairs per process")
     ap.add_argument("--name", default=None, help="results file name (bench/results/NAME.json)")
+    ap.add_argument("--results-dir", default=None, help="folder of the results file (default bench/results)")
+    ov = ap.add_argument_group("overhead")
+    ov.add_argument("--budget", type=float, default=None, help="seconds for everything (default 450; --quick 90)")
+    ov.add_argument("--block-s", type=float, default=None, help="seconds per block (default per workload)")
+    ov.add_argument("--pre", type=int, default=2, help="unprofiled blocks before CUPTI is first started")
+    ov.add_argument("--prime", type=int, default=1, help="profiled blocks after the cold ones, not counted")
+    ov.add_argument("--min-pairs", type=int, default=4, help="pairs per process at least (even: AB and BA)")
+    ov.add_argument("--max-pairs", type=int, default=1000)
+    ov.add_argument("--cpus", default="auto", help="cores to pin each child to: auto, none, 2-5, 2,3,4")
+    ov.add_argument("--threads", type=int, default=4, help="torch.set_num_threads in each child")
+    ov.add_argument("--buffer", default="1M", help="CUPTI buffer size for floor and kprof (0: their defaults): "
+                    "small enough that buffers complete inside every block")
+    ov.add_argument("--grace", type=float, default=40.0, help="no child starts later than this past --budget")
+    ov.add_argument("--quick", action="store_true", help="smoke run: the tiny workload (unless --workloads), one "
+                    "round, short blocks, --budget 90")
     args = ap.parse_args(argv)
     import torch
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -458,9 +721,15 @@ def main(argv=None) -> int:
         args.profilers = args.profilers or "cupti,torch,kprof,proton"
         args.rounds = args.rounds or 2
         return reconcile(args)
-    args.workloads = args.workloads or "encoder,train,tiny"
-    args.profilers = args.profilers or "none,floor,kprof,proton"
-    args.rounds = args.rounds or 3
+    from profiler.options import parse_size
+    args.buffer = 0 if str(args.buffer) == "0" else parse_size(args.buffer, "--buffer")
+    args.workloads = args.workloads or ("tiny" if args.quick else "encoder,train,tiny")
+    default = "none,floor,floor-raw,kprof,kprof-ext,kprof-raw,kprof-nohook,proton" \
+        if args.device == "cuda" \
+        else "none,kprof,kprof-ext,kprof-deferred"
+    args.profilers = args.profilers or default
+    args.rounds = args.rounds or 1
+    args.budget = args.budget or (90.0 if args.quick else 450.0)
     return overhead(args)
 
 

@@ -13,6 +13,12 @@
   (its default), every change of a thread's ``node`` is also appended, with a CUPTI-clock
   timestamp, to that thread's timeline; a kernel is placed by its launch API record (thread id,
   start time) with :func:`node_at`.  A scope costs two clock reads; a launch costs nothing here.
+* **External correlation ids** (``cupti_attribution = "external-correlation"``, see
+  :mod:`profiler.options`): each change of a thread's node also replaces the id the thread has on
+  CUPTI's external-correlation stack (:func:`ext_id`), so each launch's API record comes with its
+  node; then only the main thread's timeline (for native threads) and a thread's returns to the
+  root (for launches with no id) are kept.  Ids carry a generation, so an id left on another
+  thread's stack by an earlier profile is never taken for a node of this one.
 * **Python call paths.** :func:`python_key` walks ``frame.f_back`` and keeps ``(code, line)``
   pairs, innermost first; :func:`frame_names` turns such a key into ``file:line@function`` frames
   (outermost first) and drops kprof's, runpy's and kernelc's launch machinery frames.
@@ -85,7 +91,8 @@ class KernelLaunch:
 
 
 class ThreadContext:
-    __slots__ = ("node", "stack", "inherit", "tstack", "kprev", "kstart", "kkey", "tid", "times", "nodes", "thread")
+    __slots__ = ("node", "stack", "inherit", "tstack", "kprev", "kstart", "kkey", "tid", "times", "nodes", "thread",
+                 "ext")
 
     def __init__(self, inherit: bool = False, tid: int = 0, thread: Any = None):
         self.node: Any = ROOT        # current scope id (a KernelLaunch during a GPU kernelc launch)
@@ -99,6 +106,7 @@ class ThreadContext:
         self.times: List[int] = []   # timeline (see the module notes): CUPTI-clock times ...
         self.nodes: List[Any] = []   # ... and the node from that time on
         self.thread = thread         # its threading.Thread (thread ids are reused)
+        self.ext = False             # an id of ours is on CUPTI's external-correlation stack of this thread
 
 
 TID_MASK = 0xFFFFFFFF   # CUPTI's API records carry the low 32 bits of pthread_self (= threading.get_ident())
@@ -175,8 +183,11 @@ def push(name: str) -> int:
     c.stack.append(parent)
     c.node = nid
     if _clock is not None:
-        c.times.append(_clock())
-        c.nodes.append(nid)
+        if _ext is None:
+            c.times.append(_clock())
+            c.nodes.append(nid)
+        else:
+            _ext_changed(c)
     return nid
 
 
@@ -185,40 +196,129 @@ def pop() -> None:
     c = local.ctx
     c.node = c.stack.pop() if c.stack else ROOT
     if _clock is not None:
-        c.times.append(_clock())
-        c.nodes.append(c.node)
+        if _ext is None:
+            c.times.append(_clock())
+            c.nodes.append(c.node)
+        else:
+            _ext_changed(c)
 
 
 # -- timelines -------------------------------------------------------------------------------
 def mark(c: ThreadContext) -> None:
-    """Record ``c.node`` as the thread's node from now on (when timelines are on)."""
+    """Record ``c.node`` as the thread's node from now on (when timelines are on); ``c`` is the
+    calling thread's context (the kernelc hook) or a thread's first entry."""
     clock = _clock
     if clock is not None:
+        if _ext is None:
+            c.times.append(clock())
+            c.nodes.append(c.node)
+        else:
+            _ext_changed(c)
+
+
+def _mark_all() -> None:
+    clock = _clock
+    for c in list(_by_tid.values()):
         c.times.append(clock())
         c.nodes.append(c.node)
 
 
-def timelines_on(clock: Callable[[], int]) -> None:
+def timelines_on(clock: Callable[[], int], external: Optional[Tuple[Callable, Callable]] = None) -> None:
     """Start timelines with ``clock`` (the clock of CUPTI's records): each known thread begins at its
-    current node."""
-    global _clock
+    current node.  ``external``: ``(push(id), pop())`` of CUPTI's external-correlation stack of the
+    calling thread, to place launches by external correlation ids (see the module notes)."""
+    global _clock, _ext, _ext_gen
     live = set(threading.enumerate())
     for tid, c in list(_by_tid.items()):
         if c is not MAIN and c.thread not in live:
             _by_tid.pop(tid, None)
         c.times, c.nodes = [], []
     _clock = clock
-    for c in list(_by_tid.values()):
-        mark(c)
+    _mark_all()
+    if external is not None:
+        _ext_gen += 1
+        _ext_objects.clear()   # a generation's KernelLaunch ids live as long as its timelines
+        _ext_index.clear()
+        _ext = external
+        _ext_changed(local.ctx)
     _register_new_threads(True)
 
 
 def timelines_off() -> None:
-    global _clock
+    global _clock, _ext
     _register_new_threads(False)
+    if _ext is not None:
+        c = local.ctx
+        if c.ext:
+            try:
+                _ext[1]()
+            except Exception:
+                pass
+            c.ext = False
+        _ext = None
+        _ext_objects.clear()
+        _ext_index.clear()
     _clock = None
     for c in list(_by_tid.values()):
         c.times, c.nodes = [], []
+
+
+# -- external correlation ids ----------------------------------------------------------------
+_ext: Optional[Tuple[Callable, Callable]] = None   # (push, pop) while launches are placed by external ids
+_ext_gen = 0
+EXT_GEN_SHIFT = 40
+_EXT_LOW = (1 << EXT_GEN_SHIFT) - 1
+_EXT_OBJ = 1 << 39          # low parts from here on name a KernelLaunch, below are scope ids
+_ext_objects: List[Any] = []   # this generation's KernelLaunch objects (one per kernelc launch, like timeline entries)
+_ext_index: Dict[int, int] = {}
+
+
+def ext_id(node: Any) -> int:
+    """The external correlation id of ``node`` (a scope id or a KernelLaunch) in this generation."""
+    if type(node) is int:
+        low = node
+    else:
+        low = _ext_index.get(id(node))
+        if low is None:
+            with _trie_lock:
+                low = _ext_index.get(id(node))
+                if low is None:
+                    low = _EXT_OBJ + len(_ext_objects)
+                    _ext_objects.append(node)   # kept: its id() is never reused for another object
+                    _ext_index[id(node)] = low
+    return (_ext_gen << EXT_GEN_SHIFT) | low
+
+
+def ext_node(eid: int) -> Any:
+    """The node of external correlation id ``eid``, or None if it is of another generation."""
+    if eid >> EXT_GEN_SHIFT != _ext_gen:
+        return None
+    low = eid & _EXT_LOW
+    if low >= _EXT_OBJ:
+        i = low - _EXT_OBJ
+        return _ext_objects[i] if i < len(_ext_objects) else None
+    return low if low < len(_names) else None
+
+
+def _ext_changed(c: ThreadContext) -> None:
+    """``c`` (the calling thread's context) has a new node: replace its external id.  A launch with
+    no id is placed by the timeline, which then needs only the main thread's changes (native
+    threads take its node) and a thread's returns to the root."""
+    ext = _ext
+    n = c.node
+    scope = type(n) is not int or n != ROOT
+    if c is MAIN or not scope:
+        c.times.append(_clock())
+        c.nodes.append(n)
+    try:
+        if c.ext:
+            c.ext = False
+            ext[1]()
+        if scope:
+            ext[0](ext_id(n))
+            c.ext = True
+    except Exception:
+        pass
 
 
 _prev_thread_profile: Any = None

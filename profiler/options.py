@@ -13,7 +13,31 @@ knob                        environment variable        meaning
                                                         default 1 GiB)
 ``max_profile_depth``       ``KPROF_MAX_PROFILE_DEPTH`` deepest frame nesting the readers accept
                                                         (default 10000)
+``cupti_attribution``       ``KPROF_CUPTI_ATTRIBUTION`` how the cupti backend places a launch in
+                                                        its thread's scope: ``api-records``
+                                                        (driver-API activity records + scope
+                                                        timelines) or ``external-correlation``
+                                                        (also CUPTI external correlation ids
+                                                        pushed at each scope change)
+``cupti_records``           ``KPROF_CUPTI_RECORDS``     when completed activity buffers are
+                                                        decoded: ``split`` (into numpy columns
+                                                        on CUPTI's thread, as each completes) or
+                                                        ``deferred`` (kept as delivered, decoded
+                                                        at the flush or past a bound) or ``raw``
+                                                        (buffers taken from libcupti through
+                                                        ctypes, no cupti-python object per
+                                                        record; decoded at the flush or past a
+                                                        bound)
+``cupti_buffer_bytes``      ``KPROF_CUPTI_BUFFER_SIZE`` size of each CUPTI activity buffer
+                                                        (default 8M)
+``cupti_callbacks``         ``KPROF_CUPTI_CALLBACKS``   ``1``: place launches by a Python launch
+                                                        callback, not API activity records
+``cupti_runtime_callbacks`` ``KPROF_CUPTI_RUNTIME``     ``1``: also subscribe to the runtime API's
+                                                        launch ids
 ==========================  ==========================  =======================================
+
+The defaults of the cupti knobs are what docs/performance.md ("Profiler overhead") measured best;
+switching one is a change of its ``default`` in :data:`KNOBS`.
 """
 from __future__ import annotations
 
@@ -56,6 +80,29 @@ def _positive_int(text: str, what: str) -> int:
     return value
 
 
+def _choice(*values: str) -> Callable[[str, str], str]:
+    def parse(text: str, what: str) -> str:
+        v = str(text).strip().lower()
+        if v not in values:
+            raise OptionError(f"{what}: bad value {text!r}; expected one of {', '.join(values)}")
+        return v
+    parse.values = values  # type: ignore[attr-defined]
+    return parse
+
+
+def _flag(text: str, what: str) -> bool:
+    v = str(text).strip().lower()
+    if v in ("", "0", "false", "no", "off"):
+        return False
+    if v in ("1", "true", "yes", "on"):
+        return True
+    raise OptionError(f"{what}: bad value {text!r}; expected 1 or 0")
+
+
+ATTRIBUTIONS = ("api-records", "external-correlation")
+RECORD_MODES = ("split", "deferred", "raw")
+
+
 @dataclass(frozen=True)
 class Knob:
     name: str
@@ -70,6 +117,16 @@ KNOBS: Dict[str, Knob] = {k.name: k for k in (
          "largest profile file the readers load"),
     Knob("max_profile_depth", "KPROF_MAX_PROFILE_DEPTH", 10_000, _positive_int,
          "deepest frame nesting the readers accept"),
+    Knob("cupti_attribution", "KPROF_CUPTI_ATTRIBUTION", "api-records", _choice(*ATTRIBUTIONS),
+         "how the cupti backend places launches in scopes"),
+    Knob("cupti_records", "KPROF_CUPTI_RECORDS", "split", _choice(*RECORD_MODES),
+         "when completed CUPTI activity buffers are decoded"),
+    Knob("cupti_buffer_bytes", "KPROF_CUPTI_BUFFER_SIZE", 8 << 20, parse_size,
+         "size of each CUPTI activity buffer"),
+    Knob("cupti_callbacks", "KPROF_CUPTI_CALLBACKS", False, _flag,
+         "place launches by a Python launch callback"),
+    Knob("cupti_runtime_callbacks", "KPROF_CUPTI_RUNTIME", False, _flag,
+         "also subscribe to the runtime API's launch ids"),
 )}
 
 
@@ -77,8 +134,11 @@ _overrides: Dict[str, Any] = {}
 
 
 def set_override(name: str, value: Any) -> None:
-    """Set a knob for this process (a command-line flag such as ``--max-size``); ``None`` clears it."""
-    KNOBS[name]  # KeyError for an unknown knob
+    """Set a knob for this process (a command-line flag such as ``--max-size``, a
+    bench's variant); ``None`` clears it.  A string is parsed like the environment variable."""
+    knob = KNOBS[name]  # KeyError for an unknown knob
+    if isinstance(value, str):
+        value = knob.parse(value, name)
     if value is None:
         _overrides.pop(name, None)
     else:

@@ -37,6 +37,10 @@ def select(requested: Optional[str] = None, *, kernel_activity: str = "concurren
         raise ValueError(f"unknown backend {requested!r}; expected one of {', '.join(BACKENDS)}")
     if req == "cpu":
         return CpuBackend()
+    from .. import options
+    for knob in ("cupti_attribution", "cupti_records", "cupti_buffer_bytes", "cupti_callbacks",
+                 "cupti_runtime_callbacks"):
+        options.get(knob)  # a malformed value is the user's error to fix, like an unknown backend
     from .cupti import BackendUnavailable, CuptiBackend
     try:
         return CuptiBackend.acquire(kernel_activity)

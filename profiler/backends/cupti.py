@@ -21,6 +21,11 @@ How it works (cupti-python, one subscriber per process):
   buffers on CUPTI's thread when a buffer fills, and at :meth:`flush` (finalize): each record is
   joined to its launch, and added to the sessions whose active window holds its launch time (or
   correlation id, with callbacks only).
+* **Variants** (``profiler/options.py``; docs/performance.md measures them): ``cupti_attribution=
+  "external-correlation"`` also places launches by CUPTI external correlation ids (the scope's id,
+  pushed at each scope change: :mod:`profiler.context`); ``cupti_records="deferred"`` keeps
+  cupti-python's record objects until the flush; ``cupti_records="raw"`` takes the buffers from
+  libcupti itself (:mod:`profiler.backends.cupti_raw`), with no Python object per record.
 * **CUDA graphs.** While a graph is captured, each launch creates a graph node
   (``RESOURCE/GRAPHNODE_CREATED``, on the capturing thread): the node's CUPTI id is mapped to the
   capture-time context.  Instantiation clones the nodes (``GRAPHNODE_CLONED``): the clone inherits the
@@ -31,17 +36,17 @@ How it works (cupti-python, one subscriber per process):
 """
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from .. import context
+from .. import context, options
 from . import cupti_records
 
-BUFFER_SIZE = 8 << 20
 DEFER_MAX = 250_000       # device records kept undelivered until the flush (API-record mode)
+RAW_MAX = 100_000         # records kept as cupti-python delivered them (cupti_records="deferred"; ~30 MB)
+RAW_MAX_BYTES = 64 << 20   # raw buffers kept undecoded (cupti_records="raw")
 PRUNE_AT = 1 << 20        # correlation entries kept before old ones are dropped
 PRUNE_MARGIN = 200_000    # ...keeping this many correlation ids behind the newest completed record
 
@@ -152,6 +157,15 @@ class CuptiBackend:
         self.api: Dict[int, tuple] = {}         # correlation id -> (thread id, launch start) from API records
         self.pending: List[tuple] = []          # device records whose API record has not arrived yet
         self.held = cupti_records.Records()     # records not delivered yet (see _process)
+        self.ext: Dict[int, int] = {}           # correlation id -> external correlation id
+        self.external = False                   # launches placed by external correlation ids too
+        self.attribution = options.get("cupti_attribution")
+        self.records_mode = options.get("cupti_records")
+        self.deferred = self.records_mode == "deferred"
+        self.rawbufs: Optional[Any] = None      # cupti_raw.RawBuffers when cupti_records="raw" works
+        self.buffer_bytes = int(options.get("cupti_buffer_bytes"))
+        self.raw: List[Any] = []                # completed buffers not split yet (deferred)
+        self.raw_count = 0
         self.clock: Callable[[], int] = time.perf_counter_ns
         self.subscriber = None
         self.running = False
@@ -175,7 +189,8 @@ class CuptiBackend:
         self.K_MEMCPY = int(K.MEMCPY)
         self.K_MEMSET = int(K.MEMSET)
         self.K_DRIVER = int(getattr(K, "DRIVER", -1))
-        self._kinds = (self.K_KERNEL, self.K_MEMCPY, self.K_MEMSET, self.K_DRIVER)
+        self.K_EXT = int(getattr(K, "EXTERNAL_CORRELATION", -1))
+        self._kinds = (self.K_KERNEL, self.K_MEMCPY, self.K_MEMSET, self.K_DRIVER, self.K_EXT)
         self._memcpy_labels: Dict[Any, str] = {}
         self.names: Dict[int, str] = {}          # kernel name by CUPTI's name pointer
 
@@ -195,6 +210,8 @@ class CuptiBackend:
         self.subscriber = c.subscribe(self._callback, None)
         try:
             c.activity_register_callbacks(*self._activity_callbacks)
+            if self.records_mode == "raw":   # before any kind is enabled, as CUPTI's callbacks are
+                self._use_raw_buffers()
             K = c.ActivityKind
             kernel_kind = K.KERNEL if self.kernel_activity == "serialized" else K.CONCURRENT_KERNEL
             for kind in (kernel_kind, K.MEMCPY, K.MEMSET):
@@ -208,16 +225,20 @@ class CuptiBackend:
                 self.kinds.append(kind)
             # PC sampling sessions (serialized kernels) use launch callbacks from the start: with API
             # activity records enabled first, a sampling session gets no kernel records
-            if os.environ.get("KPROF_CUPTI_CALLBACKS", "0") in ("", "0") and self.kernel_activity != "serialized":
+            if not options.get("cupti_callbacks") and self.kernel_activity != "serialized":
                 self.light = self._enable_api_records(1)
+            if self.light and self.attribution == "external-correlation":
+                self.external = self._enable_external()
             self._enable_callbacks(1)
         except BaseException:
             self._teardown()
             raise
         self.clock = c.get_timestamp
         self.clock_offset = int(c.get_timestamp()) - time.perf_counter_ns()
+        if self.rawbufs is not None:
+            self.rawbufs.eager = not self.light
         if self.light:
-            context.timelines_on(self.clock)
+            context.timelines_on(self.clock, self._ext_stack() if self.external else None)
         self.running = True
         self._rearm_pcsampling(rearm)
 
@@ -237,6 +258,64 @@ class CuptiBackend:
                 pcs.rearm_contexts(collectors)
             except Exception:
                 pass
+
+    def _use_raw_buffers(self) -> None:
+        """Take activity buffers from libcupti directly (:mod:`profiler.backends.cupti_raw`); on any
+        failure cupti-python's callbacks, registered just before, stay."""
+        from . import cupti_raw
+        lib = cupti_raw.find_libcupti()
+        if lib is None:
+            self.skipped.append("raw buffers: libcupti not found in this process; using cupti-python's")
+            return
+        try:
+            raw = cupti_raw.RawBuffers(lib, self.buffer_bytes, RAW_MAX_BYTES, self._raw_full)
+            _KEEPALIVE.append(raw)    # CUPTI may complete a buffer it holds at any later time
+            raw.register()
+        except Exception as e:
+            self.skipped.append(f"raw buffers: {_first_line(e)}; using cupti-python's")
+            try:
+                self.cupti.activity_register_callbacks(*self._activity_callbacks)
+            except Exception:
+                pass
+            return
+        self.rawbufs = raw
+
+    def _raw_full(self) -> None:
+        """A raw buffer completed past the memory bound, or with delivery not deferred: decode now."""
+        try:
+            with self.proc_lock:
+                self._process(())
+        except Exception as e:
+            self._error(f"activity records: {_first_line(e)}")
+
+    def _take_raw(self) -> None:
+        from . import cupti_raw
+        bufs = self.rawbufs.take()
+        if bufs:
+            self.held.extend(cupti_raw.decode(self.cupti, bufs, self.rawbufs.walker, self._kinds,
+                                              self._memcpy_label, self.names))
+
+    def _enable_external(self) -> bool:
+        """EXTERNAL_CORRELATION records: each launch's API record comes with the id its thread pushed
+        (the thread's node, :func:`profiler.context.ext_id`).  False if CUPTI cannot."""
+        c = self.cupti
+        if self.K_EXT < 0 or not hasattr(c, "activity_push_external_correlation_id"):
+            self.skipped.append("external correlation: not in this cupti-python; using scope timelines")
+            return False
+        try:
+            c.activity_enable(c.ActivityKind.EXTERNAL_CORRELATION)
+        except Exception as e:
+            self.skipped.append(f"external correlation: {_first_line(e)}; using scope timelines")
+            return False
+        self.kinds.append(c.ActivityKind.EXTERNAL_CORRELATION)
+        return True
+
+    def _ext_stack(self):
+        import functools
+        c = self.cupti
+        kind = int(c.ExternalCorrelationKind.CUSTOM0)
+        return (functools.partial(c.activity_push_external_correlation_id, kind),
+                functools.partial(c.activity_pop_external_correlation_id, kind))
 
     def _enable_api_records(self, on: int) -> bool:
         """API activity records for the launch ids only; False (and nothing left on) if CUPTI cannot."""
@@ -299,7 +378,7 @@ class CuptiBackend:
         launches = bool(on) and (not self.light or self.python or bool(self.launch_listeners))
         if launches or self.launch_callbacks:
             self._set_launch_callbacks(launches)
-        if os.environ.get("KPROF_CUPTI_RUNTIME", "0") not in ("", "0"):
+        if options.get("cupti_runtime_callbacks"):
             for cbid in self._runtime_cbids():
                 try:
                     c.enable_callback(on, sub, self.RUNTIME, cbid)
@@ -345,8 +424,10 @@ class CuptiBackend:
             self._rearm_pcsampling()  # contexts left enabled across the unsubscribe: enable afresh
             self.corr.clear()
             self.api.clear()
+            self.ext.clear()
             self.pending.clear()
             self.held = cupti_records.Records()
+            self.raw, self.raw_count = [], 0
             if CuptiBackend._instance is self:
                 CuptiBackend._instance = None
 
@@ -467,6 +548,9 @@ class CuptiBackend:
         with self.proc_lock:
             self._enable_api_records(0)
             self.light = False
+            self.external = False
+            if self.rawbufs is not None:
+                self.rawbufs.eager = True
             context.timelines_off()
             mark = self.watermark()
             for s in self.sessions:
@@ -525,11 +609,19 @@ class CuptiBackend:
 
     # -- records ---------------------------------------------------------------------------
     def _buffer_requested(self):
-        return BUFFER_SIZE, 0
+        return self.buffer_bytes, 0
 
     def _buffer_completed(self, activities) -> None:
         try:
             with self.proc_lock:
+                if self.deferred and self.light:
+                    # keep cupti-python's record objects (they own copies of the records); split them
+                    # at the flush, or here once RAW_MAX are held (memory: ~0.3 KB a record)
+                    self.raw.append(activities)
+                    self.raw_count += len(activities)
+                    if self.raw_count < RAW_MAX:
+                        return
+                    activities = ()
                 self._process(activities)
         except Exception as e:
             self._error(f"activity records: {_first_line(e)}")
@@ -579,7 +671,7 @@ class CuptiBackend:
         except Exception as e:
             self._error(f"flush: {_first_line(e)}")
         with self.proc_lock:  # wait for a completion callback still running on CUPTI's thread
-            if self.pending or self.held.count:
+            if self.pending or self.held.count or self.raw or (self.rawbufs is not None and self.rawbufs.done):
                 try:
                     self._process((), final=True)
                 except Exception as e:
@@ -602,19 +694,27 @@ class CuptiBackend:
         With API records (the default), delivery waits for the flush, or until ``DEFER_MAX``
         records are waiting: the join costs ~2 us per record under the GIL, and run during the
         program it slows the program down (this callback runs on CUPTI's thread)."""
+        if self.rawbufs is not None:
+            self._take_raw()
+        if self.raw:
+            raw, self.raw, self.raw_count = self.raw, [], 0
+            for acts in raw:
+                self.held.extend(cupti_records.split(self.cupti, acts, self._kinds, self._memcpy_label, self.names))
         if activities:
             self.held.extend(cupti_records.split(self.cupti, activities, self._kinds, self._memcpy_label, self.names))
-            self.max_cid = max(self.max_cid, self.held.max_cid)
+        self.max_cid = max(self.max_cid, self.held.max_cid)
         if self.light and not final and self.held.count < DEFER_MAX:
             return
         held, self.held = self.held, cupti_records.Records()
         self.api.update(held.api())
+        if self.external:
+            self.ext.update(held.ext())
         recs, self.pending = self.pending + held.device(), []
         if recs:
             self._deliver(recs, final)
-        if len(self.corr) > PRUNE_AT or len(self.api) > PRUNE_AT:
+        if len(self.corr) > PRUNE_AT or len(self.api) > PRUNE_AT or len(self.ext) > PRUNE_AT:
             limit = self.max_cid - PRUNE_MARGIN
-            for d in (self.corr, self.api):
+            for d in (self.corr, self.api, self.ext):
                 for k in [k for k in list(d) if k < limit]:
                     d.pop(k, None)
 
@@ -628,6 +728,8 @@ class CuptiBackend:
         corr_get = self.corr.get
         graph_get = self.graph_nodes.get
         api_get = self.api.get
+        ext_get = self.ext.get
+        ext_node = context.ext_node
         targets_of = self._targets
         light = self.light
         threads = None
@@ -643,6 +745,10 @@ class CuptiBackend:
                     key = start
                 else:
                     key = launch[1]
+                    if value is None:
+                        eid = ext_get(cid)
+                        if eid is not None:
+                            value = ext_node(eid)
                     if value is None:
                         if threads is None:
                             threads = context.live_threads()

@@ -16,6 +16,7 @@ the backend delivers them: with API records on, that is at the flush.
 from __future__ import annotations
 
 import ctypes
+import re
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -29,8 +30,12 @@ _layouts: Dict[type, Optional[Tuple[Any, int]]] = {}
 def _layout(cupti, cls) -> Optional[Tuple[Any, int]]:
     lay = _layouts.get(cls, ())
     if lay == ():
-        # cupti-python names the dtype of record class ActivityKernel13 `activity_kernel13_dtype`
-        dt = getattr(cupti, "activity_" + cls.__name__[len("Activity"):].lower() + "_dtype", None)
+        # cupti-python names the dtype of record class ActivityKernel13 `activity_kernel13_dtype`, of
+        # ActivityAPI `activity_api_dtype`, of ActivityExternalCorrelation `activity_external_correlation_dtype`
+        base = cls.__name__[len("Activity"):]
+        dt = getattr(cupti, "activity_" + base.lower() + "_dtype", None)
+        if dt is None:
+            dt = getattr(cupti, "activity_" + re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", base).lower() + "_dtype", None)
         lay = (dt, int(dt.itemsize)) if dt is not None and dt.names else None
         _layouts[cls] = lay
     return lay
@@ -40,13 +45,15 @@ class Records:
     """Records of completed buffers, kept as numpy columns until :meth:`device` and :meth:`api`
     turn them into Python objects (at delivery, which may be much later than the buffer)."""
 
-    __slots__ = ("chunks", "api_chunks", "loose", "loose_api", "max_cid", "count")
+    __slots__ = ("chunks", "api_chunks", "ext_chunks", "loose", "loose_api", "loose_ext", "max_cid", "count")
 
     def __init__(self):
         self.chunks: List[tuple] = []       # (label of row i: fn(i), columns...)
         self.api_chunks: List[tuple] = []   # (cids, thread ids, starts)
+        self.ext_chunks: List[tuple] = []   # (cids, external ids)
         self.loose: List[tuple] = []        # device tuples read attribute by attribute
         self.loose_api: Dict[int, tuple] = {}
+        self.loose_ext: Dict[int, int] = {}
         self.max_cid = 0                    # newest correlation id among the device records
         self.count = 0                      # device records held
 
@@ -66,11 +73,20 @@ class Records:
             out.update(zip(cids.tolist(), zip(tids.tolist(), start.tolist())))
         return out
 
+    def ext(self) -> Dict[int, int]:
+        """``{cid: external correlation id}`` of the external-correlation records."""
+        out = dict(self.loose_ext)
+        for cids, eids in self.ext_chunks:
+            out.update(zip(cids.tolist(), eids.tolist()))
+        return out
+
     def extend(self, other: "Records") -> None:
         self.chunks += other.chunks
         self.api_chunks += other.api_chunks
+        self.ext_chunks += other.ext_chunks
         self.loose += other.loose
         self.loose_api.update(other.loose_api)
+        self.loose_ext.update(other.loose_ext)
         self.max_cid = max(self.max_cid, other.max_cid)
         self.count += other.count
 
@@ -85,10 +101,11 @@ def _columns(objs: list, dt, size: int) -> np.ndarray:
 
 def split(cupti, activities, kinds, memcpy_name, names: Dict[int, str]) -> Records:
     """Split ``activities`` (one completed buffer) into :class:`Records`.  ``kinds``: the backend's
-    ``(kernel kinds, memcpy, memset, driver API)`` ints; ``memcpy_name(copy_kind)`` names a copy;
+    ``(kernel kinds, memcpy, memset, driver API[, external correlation])`` ints; ``memcpy_name(copy_kind)`` names a copy;
     ``names``: kernel name by name pointer, shared across buffers (CUPTI keeps one string per kernel,
     so a pointer is read once; it is read here, while the buffer's strings are certainly alive)."""
-    k_kernel, k_memcpy, k_memset, k_driver = kinds
+    k_kernel, k_memcpy, k_memset, k_driver = kinds[:4]
+    k_ext = kinds[4] if len(kinds) > 4 else -1
     out = Records()
     groups: Dict[type, list] = {}
     for a in activities:
@@ -101,35 +118,47 @@ def split(cupti, activities, kinds, memcpy_name, names: Dict[int, str]) -> Recor
         if lay is None:
             _by_attributes(objs, kinds, memcpy_name, out)
             continue
-        arr = _columns(objs, *lay)
-        kind = int(arr["kind"][0])
-        cids = arr["correlation_id"]
-        if kind == k_driver:
-            out.api_chunks.append((cids, arr["thread_id"] & TID_MASK, arr["start"]))
-            continue
-        fields = arr.dtype.names
-        zeros = np.zeros(len(arr), dtype=np.int64)
-        gnode = arr["graph_node_id"] if "graph_node_id" in fields else zeros
-        stream = arr["stream_id"] if "stream_id" in fields else zeros
-        if kind in k_kernel:
-            ptrs = arr["name"]
-            for p in np.unique(ptrs).tolist():
-                if p not in names:
-                    names[p] = ctypes.string_at(p).decode("utf-8", "replace") if p else "<unnamed kernel>"
-            labels = _kernel_labels(ptrs, names)
-            is_kernel, nbytes = True, None
-        elif kind == k_memcpy:
-            labels = _memcpy_labels(arr["copy_kind"], memcpy_name)
-            is_kernel, nbytes = False, arr["bytes"]
-        elif kind == k_memset:
-            labels = _const_labels(len(arr), "memset")
-            is_kernel, nbytes = False, arr["bytes"]
-        else:
-            continue
-        out.max_cid = max(out.max_cid, int(cids.max()))
-        out.count += len(arr)
-        out.chunks.append((labels, is_kernel, cids, arr["device_id"], arr["start"], arr["end"], nbytes, stream, gnode))
+        add_columns(_columns(objs, *lay), kinds, memcpy_name, names, out)
     return out
+
+
+def add_columns(arr, kinds, memcpy_name, names: Dict[int, str], out: Records) -> None:
+    """Add ``arr`` (records of one kind, viewed through cupti-python's dtype of their struct) to
+    ``out``; records of kinds not in ``kinds`` are dropped."""
+    k_kernel, k_memcpy, k_memset, k_driver = kinds[:4]
+    k_ext = kinds[4] if len(kinds) > 4 else -1
+    if not len(arr):
+        return
+    kind = int(arr["kind"][0])
+    cids = arr["correlation_id"]
+    if kind == k_ext:
+        out.ext_chunks.append((cids, arr["external_id"]))
+        return
+    if kind == k_driver:
+        out.api_chunks.append((cids, arr["thread_id"] & TID_MASK, arr["start"]))
+        return
+    fields = arr.dtype.names
+    zeros = np.zeros(len(arr), dtype=np.int64)
+    gnode = arr["graph_node_id"] if "graph_node_id" in fields else zeros
+    stream = arr["stream_id"] if "stream_id" in fields else zeros
+    if kind in k_kernel:
+        ptrs = arr["name"]
+        for p in np.unique(ptrs).tolist():
+            if p not in names:
+                names[p] = ctypes.string_at(p).decode("utf-8", "replace") if p else "<unnamed kernel>"
+        labels = _kernel_labels(ptrs, names)
+        is_kernel, nbytes = True, None
+    elif kind == k_memcpy:
+        labels = _memcpy_labels(arr["copy_kind"], memcpy_name)
+        is_kernel, nbytes = False, arr["bytes"]
+    elif kind == k_memset:
+        labels = _const_labels(len(arr), "memset")
+        is_kernel, nbytes = False, arr["bytes"]
+    else:
+        return
+    out.max_cid = max(out.max_cid, int(cids.max()))
+    out.count += len(arr)
+    out.chunks.append((labels, is_kernel, cids, arr["device_id"], arr["start"], arr["end"], nbytes, stream, gnode))
 
 
 def _kernel_labels(ptrs, names):
@@ -146,7 +175,8 @@ def _const_labels(n, label):
 
 def _by_attributes(objs: list, kinds, memcpy_name, out: Records) -> None:
     """Record classes without a dtype: read attribute by attribute."""
-    k_kernel, k_memcpy, k_memset, k_driver = kinds
+    k_kernel, k_memcpy, k_memset, k_driver = kinds[:4]
+    k_ext = kinds[4] if len(kinds) > 4 else -1
     for a in objs:
         kind = int(a.kind)
         if kind in k_kernel:
@@ -157,6 +187,9 @@ def _by_attributes(objs: list, kinds, memcpy_name, out: Records) -> None:
             name, nbytes = "memset", int(a.bytes)
         elif kind == k_driver:
             out.loose_api[int(a.correlation_id)] = (int(a.thread_id) & TID_MASK, int(a.start))
+            continue
+        elif kind == k_ext:
+            out.loose_ext[int(a.correlation_id)] = int(a.external_id)
             continue
         else:
             continue

@@ -14,6 +14,11 @@ import itertools
 import threading
 from types import SimpleNamespace
 
+try:   # the real module's struct dtypes (it imports without a GPU), for raw buffers
+    from cupti import cupti as _REAL
+except Exception:  # pragma: no cover - cupti-python is a test dependency
+    _REAL = None
+
 
 class CallbackDomain(enum.IntEnum):
     INVALID = 0
@@ -33,6 +38,14 @@ class ActivityKind(enum.IntEnum):
     KERNEL = 3
     DRIVER = 4
     CONCURRENT_KERNEL = 10
+    EXTERNAL_CORRELATION = 39
+
+
+class ExternalCorrelationKind(enum.IntEnum):
+    INVALID = 0
+    UNKNOWN = 1
+    OPENACC = 2
+    CUSTOM0 = 3
 
 
 class ActivityMemcpyKind(enum.IntEnum):
@@ -111,6 +124,7 @@ class FakeCupti:
     CallbackDomain = CallbackDomain
     CallbackIdResource = CallbackIdResource
     ActivityKind = ActivityKind
+    ExternalCorrelationKind = ExternalCorrelationKind
     ActivityMemcpyKind = ActivityMemcpyKind
     DriverApiTraceCbid = DriverApiTraceCbid
     RuntimeApiTraceCbid = RuntimeApiTraceCbid
@@ -118,6 +132,11 @@ class FakeCupti:
     ResourceData = ResourceData
     GraphData = GraphData
     cuptiError = cuptiError
+
+    def __getattr__(self, name):
+        if name.endswith("_dtype") and _REAL is not None:
+            return getattr(_REAL, name)
+        raise AttributeError(name)
 
     def __init__(self, *, busy=False, pass_pointers=False, api_records=True):
         self.busy = busy
@@ -136,6 +155,8 @@ class FakeCupti:
         self.subscribes = 0
         self.unsubscribes = 0
         self.flushes = 0
+        self.ext_stacks = {}        # (thread id, kind) -> CUPTI's external correlation stack
+        self.lib = None             # a FakeLibcupti, when kprof takes buffers from libcupti itself
 
     # -- the cupti-python surface kprof uses ---------------------------------------------
     def subscribe(self, callback, userdata):
@@ -156,6 +177,8 @@ class FakeCupti:
 
     def activity_register_callbacks(self, requested, completed):
         self.requested, self.completed = requested, completed
+        if self.lib is not None:   # one registration per process: the last one wins
+            self.lib.req = self.lib.cmp = None
 
     def activity_enable(self, kind):
         self.kinds.add(int(kind))
@@ -165,9 +188,12 @@ class FakeCupti:
 
     def activity_flush_all(self, flag):
         self.flushes += 1
+        recs, self.pending = self.pending, []
+        if self.lib is not None and self.lib.req is not None:
+            self.lib.deliver(recs)
+            return
         size, _ = self.requested()
         assert size > 0
-        recs, self.pending = self.pending, []
         if recs:
             self.completed(recs)
 
@@ -175,6 +201,15 @@ class FakeCupti:
         if not self.api_records:
             raise cuptiError("CUPTI_ERROR_NOT_SUPPORTED")
         (self.api_ids.add if enable else self.api_ids.discard)(int(cbid))
+
+    def activity_push_external_correlation_id(self, kind, id):
+        self.ext_stacks.setdefault((threading.get_ident(), int(kind)), []).append(int(id))
+
+    def activity_pop_external_correlation_id(self, kind):
+        stack = self.ext_stacks.get((threading.get_ident(), int(kind)))
+        if not stack:
+            raise cuptiError("CUPTI_ERROR_QUEUE_EMPTY")
+        return stack.pop()
 
     def get_timestamp(self):
         self.clock += 1
@@ -187,6 +222,12 @@ class FakeCupti:
     def _api(self, domain, cbid, cid):
         if int(domain) == CallbackDomain.DRIVER_API and int(cbid) in self.api_ids and ActivityKind.DRIVER not in self.kinds:
             start = self.get_timestamp()   # written by CUPTI on the launching thread, as the call starts
+            if ActivityKind.EXTERNAL_CORRELATION in self.kinds:   # one record per kind with a pushed id
+                for (tid, kind), stack in self.ext_stacks.items():
+                    if tid == threading.get_ident() and stack:
+                        self.pending.append(SimpleNamespace(kind=int(ActivityKind.EXTERNAL_CORRELATION),
+                                                            external_kind=kind, external_id=stack[-1],
+                                                            correlation_id=cid))
             self.pending.append(SimpleNamespace(kind=int(ActivityKind.DRIVER), correlation_id=cid, start=start,
                                                 end=start + 1, thread_id=threading.get_ident() & 0xFFFFFFFF,
                                                 cbid=int(cbid)))
@@ -261,6 +302,79 @@ class FakeCupti:
         for node, name in exec_graph:
             self._record(ActivityKind.CONCURRENT_KERNEL, cid, name, dur, graph_node_id=self.node_ids[node])
         return cid
+
+
+class FakeLibcupti:
+    """libcupti's buffer callbacks as profiler/backends/cupti_raw.py uses them through ctypes: records
+    are written as the structs of cupti-python's dtypes, back to back, into the buffer kprof hands out."""
+
+    DTYPES = {ActivityKind.CONCURRENT_KERNEL: "activity_kernel13_dtype", ActivityKind.KERNEL: "activity_kernel13_dtype",
+              ActivityKind.MEMCPY: "activity_memcpy6_dtype", ActivityKind.MEMSET: "activity_memset4_dtype",
+              ActivityKind.DRIVER: "activity_api_dtype",
+              ActivityKind.EXTERNAL_CORRELATION: "activity_external_correlation_dtype"}
+
+    def __init__(self, fake: FakeCupti):
+        import ctypes
+        self.ctypes, self.real = ctypes, _REAL
+        self.fake = fake
+        fake.lib = self
+        self.req = self.cmp = None
+        self.names = {}
+        self.next_calls = 0
+        self.buffers = 0
+        self.cuptiActivityGetNextRecord = SimpleNamespace()   # kprof sets argtypes/restype on it
+
+    def cuptiActivityRegisterCallbacks(self, req, cmp):
+        self.req, self.cmp = req, cmp
+        return 0
+
+    def _dtype(self, kind):
+        return getattr(self.real, self.DTYPES[ActivityKind(kind)])
+
+    def _struct(self, rec) -> bytes:
+        import numpy as np
+        dt = self._dtype(rec.kind)
+        a = np.zeros(1, dtype=dt)
+        for f in dt.names:
+            v = getattr(rec, f, None)
+            if f == "name":
+                if v is None:
+                    continue
+                buf = self.names.setdefault(v, self.ctypes.create_string_buffer(v.encode()))
+                v = self.ctypes.addressof(buf)
+            if v is not None:
+                a[f] = v
+        return a.tobytes()
+
+    def deliver(self, recs) -> None:
+        """One buffer per flush: request it, write the records, complete it (as CUPTI's thread would)."""
+        ctypes = self.ctypes
+        u8p = ctypes.POINTER(ctypes.c_uint8)
+        bufp, size, maxrec = ctypes.pointer(u8p()), ctypes.pointer(ctypes.c_size_t()), ctypes.pointer(ctypes.c_size_t())
+        self.req(bufp, size, maxrec)
+        data = b"".join(self._struct(r) for r in recs)
+        assert len(data) <= size.contents.value, "records overflow the buffer"
+        ctypes.memmove(ctypes.cast(bufp.contents, ctypes.c_void_p).value, data, len(data))
+        self.buffers += 1
+        self.cmp(None, 0, bufp.contents, size.contents.value, len(data))
+
+    def next_record(self, base: int, valid: int, cur: int) -> int:
+        """cuptiActivityGetNextRecord: the record after ``cur`` (0: the first), 0 at the end."""
+        self.next_calls += 1
+        if not cur:
+            return base if valid else 0
+        kind = self.ctypes.c_int32.from_address(cur).value
+        nxt = cur + self._dtype(kind).itemsize
+        return nxt if nxt < base + valid else 0
+
+
+def install_libcupti(monkeypatch, fake: FakeCupti) -> FakeLibcupti:
+    """Let kprof's ``cupti_records="raw"`` find ``FakeLibcupti`` as the process's libcupti."""
+    from profiler.backends import cupti_raw
+    lib = FakeLibcupti(fake)
+    monkeypatch.setattr(cupti_raw, "find_libcupti", lambda: lib)
+    monkeypatch.setattr(cupti_raw.RawBuffers, "_next_record", lambda self, b, v, c: lib.next_record(b, v, c))
+    return lib
 
 
 def install(monkeypatch, fake: FakeCupti) -> FakeCupti:

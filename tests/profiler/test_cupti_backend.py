@@ -17,12 +17,33 @@ DEMANGLED = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDA
              "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)")
 
 
-@pytest.fixture(params=["api-records", "callbacks"])
-def fake(monkeypatch, request):
-    """Both ways of placing launches: API activity records + timelines (the default), and launch
-    callbacks (a CUPTI without per-id API records)."""
+# the variants of profiler.options that change how launches are placed or records processed
+VARIANTS = {"external-correlation": {"KPROF_CUPTI_ATTRIBUTION": "external-correlation"},
+            "deferred": {"KPROF_CUPTI_RECORDS": "deferred"},
+            "raw": {"KPROF_CUPTI_RECORDS": "raw"}}
+
+
+def _fake_for(monkeypatch, variant, **kw):
     monkeypatch.setenv("KPROF_BACKEND", "auto")
-    return fake_cupti.install(monkeypatch, fake_cupti.FakeCupti(api_records=request.param == "api-records"))
+    for k, v in VARIANTS.get(variant, {}).items():
+        monkeypatch.setenv(k, v)
+    fake = fake_cupti.install(monkeypatch, fake_cupti.FakeCupti(**kw))
+    if variant == "raw":
+        fake_cupti.install_libcupti(monkeypatch, fake)
+    return fake
+
+
+@pytest.fixture(params=["api-records", "callbacks", *VARIANTS])
+def fake(monkeypatch, request):
+    """Every way of placing launches: API activity records + timelines (the default), launch
+    callbacks (a CUPTI without per-id API records), and the variants of profiler.options."""
+    return _fake_for(monkeypatch, request.param, api_records=request.param != "callbacks")
+
+
+@pytest.fixture(params=["api-records", *VARIANTS])
+def light_fake(monkeypatch, request):
+    """API activity records, with each variant of profiler.options."""
+    return _fake_for(monkeypatch, request.param)
 
 
 def test_kernels_joined_to_scopes(fake, tmp_path):
@@ -277,13 +298,12 @@ def test_pcsampling_protocol(fake, tmp_path, monkeypatch):
     assert seen["kernels"] == {c1: ("k1", None), c2: ("k2", None)}
 
 
-def test_threads_with_api_records(monkeypatch, tmp_path):
+def test_threads_with_api_records(light_fake, tmp_path):
     """A native thread (no Python thread object, like torch's autograd engine) inherits the main
     thread's scope; a Python thread keeps its own (here: none)."""
     import _thread
     import threading
-    monkeypatch.setenv("KPROF_BACKEND", "auto")
-    fake = fake_cupti.install(monkeypatch, fake_cupti.FakeCupti())
+    fake = light_fake
     sid = profiler.start(str(tmp_path / "t"))
     done = threading.Event()
     release = threading.Event()
@@ -350,6 +370,7 @@ def test_records_held_until_flush_with_api_records(monkeypatch, tmp_path):
     from profiler.backends import cupti as backend_mod
     monkeypatch.setenv("KPROF_BACKEND", "auto")
     monkeypatch.setattr(backend_mod, "DEFER_MAX", 5)
+    monkeypatch.setenv("KPROF_CUPTI_RECORDS", "split")
     fake = fake_cupti.install(monkeypatch, fake_cupti.FakeCupti())
     sid = profiler.start(str(tmp_path / "h"))
     backend = S.get(sid).backend
@@ -374,12 +395,11 @@ def test_records_held_until_flush_with_api_records(monkeypatch, tmp_path):
     assert [find(root, s, "k").metrics["count"] for s in "abc"] == [3, 3, 1]
 
 
-def test_python_thread_ended_before_the_join(monkeypatch, tmp_path):
+def test_python_thread_ended_before_the_join(light_fake, tmp_path):
     """A Python thread that launched outside any scope and has ended by the flush: its launches are
     its own (the root), not the main thread's scope -- it got a context when it started."""
     import threading
-    monkeypatch.setenv("KPROF_BACKEND", "auto")
-    fake = fake_cupti.install(monkeypatch, fake_cupti.FakeCupti())
+    fake = light_fake
     sid = profiler.start(str(tmp_path / "ended"))
     with profiler.scope("main"):
         t = threading.Thread(target=lambda: fake.launch("from_thread"))

@@ -19,10 +19,16 @@ from .conftest import REPO
 pytestmark = pytest.mark.gpu
 
 
-def run_program(tmp_path, code, *args, timeout=300):
+# the variants of profiler.options the placement tests also run under (docs/performance.md, issue 23)
+VARIANTS = {"default": {}, "external-correlation": {"KPROF_CUPTI_ATTRIBUTION": "external-correlation"},
+            "deferred": {"KPROF_CUPTI_RECORDS": "deferred"}, "raw": {"KPROF_CUPTI_RECORDS": "raw"}}
+
+
+def run_program(tmp_path, code, *args, timeout=300, env_extra=None):
     path = tmp_path / "prog.py"
     path.write_text(textwrap.dedent(code))
     env = dict(os.environ)
+    env.update(env_extra or {})
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("KPROF_BACKEND", None)
     env.pop("KERNELC_INTERPRET", None)
@@ -134,7 +140,8 @@ def test_python_call_paths(tmp_path):
     assert top.startswith(prog) and top.endswith("@<module>"), top
 
 
-def test_kernelc_hook_on_gpu(tmp_path):
+@pytest.mark.parametrize("variant", ["default", "external-correlation", "raw"])
+def test_kernelc_hook_on_gpu(tmp_path, variant):
     run_program(tmp_path, """
         import torch, kernelc, profiler
         import kernelc.language as kl
@@ -158,7 +165,7 @@ def test_kernelc_hook_on_gpu(tmp_path):
                 axpy[(n // 1024,)](x, y, n, 2.0, BLOCK=1024, num_warps=4)
             z = x + y                                                  # a torch kernel beside it
         profiler.finalize()
-    """)
+    """, env_extra=VARIANTS[variant])
     root, _ = read_profile(tmp_path / "kc.hatchet")
     sc = child(root, "axpy_scope")
     k = child(sc, "axpy [")
@@ -173,7 +180,8 @@ def test_kernelc_hook_on_gpu(tmp_path):
     assert any("elementwise" in c.name for c in sc.children)
 
 
-def test_cuda_graph_replays_attributed_to_capture(tmp_path):
+@pytest.mark.parametrize("variant", ["default", "external-correlation", "raw"])
+def test_cuda_graph_replays_attributed_to_capture(tmp_path, variant):
     run_program(tmp_path, """
         import torch, profiler
         x = torch.randn(1 << 16, device="cuda")
@@ -202,7 +210,7 @@ def test_cuda_graph_replays_attributed_to_capture(tmp_path):
                 g.replay()
         torch.cuda.synchronize()
         profiler.finalize()
-    """)
+    """, env_extra=VARIANTS[variant])
     root, _ = read_profile(tmp_path / "graph.hatchet")
     cap = kernels_under(child(root, "capture"))
     # the graph's 3 kernels, replayed 5 times, belong to the capture site
@@ -290,7 +298,9 @@ PLACEMENT_PROGRAM = """
         t.start()
         t.join()
         x = x.exp()
-    info = {"backend": session.get(sid).backend_name}
+    b = session.get(sid).backend
+    info = {"backend": session.get(sid).backend_name, "external": getattr(b, "external", False),
+            "raw": getattr(b, "rawbufs", None) is not None, "deferred": getattr(b, "deferred", False)}
     profiler.finalize(sid)
     json.dump(info, open("info.json", "w"))
 """
@@ -309,12 +319,16 @@ def _kernel_paths(root):
     return out
 
 
-def test_launch_placement_on_gpu(tmp_path):
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_launch_placement_on_gpu(tmp_path, variant):
     """Kernels and copies land in their scopes while the GPU runs ~10 ms behind the host; a Python
-    thread's kernels stay out of the main thread's scope, though the thread ended before the flush."""
-    run_program(tmp_path, PLACEMENT_PROGRAM)
+    thread's kernels stay out of the main thread's scope, though the thread ended before the flush.
+    The same under each variant of profiler.options, which must really be in use."""
+    run_program(tmp_path, PLACEMENT_PROGRAM, env_extra=VARIANTS[variant])
     info = json.load(open(tmp_path / "info.json"))
     assert info["backend"] == "cupti"
+    assert (info["external"], info["raw"], info["deferred"]) == (
+        variant == "external-correlation", variant == "raw", variant == "deferred"), info
     root, _ = read_profile(tmp_path / "placed.hatchet")
     paths = _kernel_paths(root)
     gemm = sum(n for p, n in paths.items() if p[:2] == ("step", "gemm"))
