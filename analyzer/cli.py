@@ -125,11 +125,12 @@ def _main(args, script_args: List[str]) -> int:
     tune_text = ""
     if args.tune:
         from .tune import render, tune
-        results = {}
+        results = []
         for k in rep.kernels:
             res = tune(k.facts, k.suggestions)
-            results[k.name] = res
-            tune_text += render(k.name, res)
+            k.tuning = res
+            results.append(dict(res, rank=k.rank, name=k.name))
+            tune_text += render(f"{k.name} (rank {k.rank}, {_config_text(k.facts.config())})", res)
         rep.tuning = results
     if args.html:
         from profiler.viewer.html_report import HtmlReportError
@@ -156,6 +157,10 @@ def _main(args, script_args: List[str]) -> int:
         if any(d.severity in worst for d in rep.findings):
             return 1
     return 0
+
+
+def _config_text(cfg) -> str:
+    return ", ".join(f"{k}={v}" for k, v in cfg.items())
 
 
 if __name__ == "__main__":  # pragma: no cover

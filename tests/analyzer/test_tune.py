@@ -42,7 +42,7 @@ def test_recorded_launch_is_rebuilt_with_its_strides_and_tune_skips_without_gpu(
     assert res["rows"] == [] and "needs a CUDA GPU" in res["skipped"]
     from analyzer.cli import main
     assert main([path, "--tune", "--no-check", "--no-color"]) == 0
-    assert "--tune transpose:" in capsys.readouterr().out
+    assert "--tune transpose (rank 1, BM=64, BN=64, num_warps=4, num_stages=3):" in capsys.readouterr().out
 
 
 @pytest.mark.gpu
@@ -103,3 +103,39 @@ def test_tune_loop_times_each_config_and_prints_the_winner(tmp_path, monkeypatch
     assert res["winner"] in (k.facts.config(), other.config)
     text = render("transpose", res)
     assert "winner:" in text and "@kernelc.autotune(" in text
+
+
+def _mm32_facts(function):
+    import kernelc
+    from analyzer.facts import facts_from_compiled
+    from .corpus import MM_DIV, MM_SIG, mm
+    ck = kernelc.compile(mm, signature=MM_SIG, constexprs={"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32},
+                         target="sm_90a", num_warps=4, num_stages=3, divisibility=MM_DIV)
+    f = facts_from_compiled(ck, grid=(16384,), function=mm if function else None)
+    f.arg_values = {"M": 4096, "N": 4096, "K": 4096, "stride_am": 4096, "stride_bk": 4096, "stride_cm": 4096}
+    return f
+
+
+def test_tune_space_has_the_usual_hopper_configs_first_and_prunes_spills_by_compiling():
+    from analyzer import space as SP
+    f = _mm32_facts(function=False)
+    tiles = [tuple(c.config[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages"))
+             for c in SP.tune_space(f, n=40)]
+    # unchecked (no source): the usual configs in their order, then the model's best
+    assert tiles[:len(SP.HOPPER_USUAL)] == list(SP.HOPPER_USUAL)
+    assert len(set(tiles)) == len(tiles) and (32, 32, 32, 4, 3) not in tiles
+    # a WARP_SPECIALIZE constexpr doubles every candidate, on and off
+    f.constexprs["WARP_SPECIALIZE"] = False
+    ws = SP.tune_space(f, n=4)
+    assert [c.config["WARP_SPECIALIZE"] for c in ws] == [True, False, True, False]
+    del f.constexprs["WARP_SPECIALIZE"]
+    # compiled: what spills on sm_90a is dropped (and reported), what is kept compiled clean on wgmma
+    f = _mm32_facts(function=True)
+    dropped = []
+    kept = SP.tune_space(f, n=2, dropped=dropped)
+    assert len(kept) == 2
+    for c in kept:
+        assert c.checked["ok"] and c.checked["n_spills"] == 0 and c.checked["dot_engines"] == ["wgmma"]
+        assert c.config["BLOCK_M"] * c.config["BLOCK_N"] >= 128 * 128
+    for c in dropped:
+        assert not c.checked.get("ok") or c.checked["n_spills"] > 0
