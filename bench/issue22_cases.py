@@ -3,6 +3,8 @@
     bash scripts/gpu_check.sh issue22_cases        # on the GPU machine (sets up the environment)
     python bench/issue22_cases.py                   # the same, in a prepared environment
     python bench/issue22_cases.py --workload        # only the kernels (what kprof profiles)
+    python bench/issue22_cases.py --dry-run         # the pipeline on the CPU interpreter (128^2 sizes;
+                                                    # --tune then says it needs a GPU)
 
 The workload runs (a few launches each):
 
@@ -32,7 +34,9 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-N = 4096
+DRY = "--dry-run" in sys.argv
+N = 128 if DRY else 4096
+DEVICE = "cpu" if DRY else "cuda"
 
 
 def workload():
@@ -40,18 +44,19 @@ def workload():
     import kernelc
     from tests.analyzer.corpus import cases, mm, mm_autotuned
     t = {c.name: c for c in cases()}["transpose_store"]
-    x = torch.randn(N, N, device="cuda")
-    y = torch.empty(N, N, device="cuda")
-    a = torch.randn(N, N, device="cuda", dtype=torch.float16)
-    b = torch.randn(N, N, device="cuda", dtype=torch.float16)
-    c = torch.empty(N, N, device="cuda", dtype=torch.float16)
+    x = torch.randn(N, N, device=DEVICE)
+    y = torch.empty(N, N, device=DEVICE)
+    a = torch.randn(N, N, device=DEVICE, dtype=torch.float16)
+    b = torch.randn(N, N, device=DEVICE, dtype=torch.float16)
+    c = torch.empty(N, N, device=DEVICE, dtype=torch.float16)
     grid = lambda META: (kernelc.cdiv(N, META["BLOCK_M"]) * kernelc.cdiv(N, META["BLOCK_N"]),)  # noqa: E731
-    for _ in range(5):
+    for _ in range(2 if DRY else 5):
         t.kernel[(N // 64, N // 64)](x, y, N, N, N, N, BM=64, BN=64)
         mm_autotuned[grid](a, b, c, N, N, N, N, N, N)
         mm[((N // 32) * (N // 32),)](a, b, c, N, N, N, N, N, N, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, num_warps=4,
                                       num_stages=3)
-    torch.cuda.synchronize()
+    if not DRY:
+        torch.cuda.synchronize()
     assert torch.equal(y, x.t()), "transpose is wrong"
 
 
@@ -61,7 +66,8 @@ def drive():
     out = tempfile.mkdtemp(prefix="issue22-")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
     prof = subprocess.run([sys.executable, "-m", "kprof", "-m", "pcsampling", "-n", "issue22", "-o", out,
-                           os.path.abspath(__file__), "--workload"], cwd=ROOT, env=env, capture_output=True, text=True)
+                           os.path.abspath(__file__), "--workload"] + (["--dry-run"] if DRY else []), cwd=ROOT,
+                          env=env, capture_output=True, text=True)
     print(prof.stdout[-3000:], prof.stderr[-3000:], flush=True)
     path = os.path.join(out, "issue22.hatchet")
     if not os.path.isfile(path):
@@ -69,11 +75,15 @@ def drive():
         return 1
     jpath = os.path.join(out, "issue22.json")
     # one --tune run: the text report (with the tune tables) on stdout, the same report as JSON in a file
-    tuned = subprocess.run([sys.executable, "-m", "analyzer.cli", path, "--top", "0", "--tune", "--no-color"],
+    # the dry run's kernels ran in the interpreter: no artifacts, recompiled for sm_90a from the repo's source
+    extra = ["--arch", "sm_90a", "--recompile-from-source"] if DRY else []
+    tuned = subprocess.run([sys.executable, "-m", "analyzer.cli", path, "--top", "0", "--tune", "--no-color"] + extra,
                            cwd=ROOT, env=env, capture_output=True, text=True)
     text = tuned.stdout
     print(text, tuned.stderr[-2000:], flush=True)
-    ana = subprocess.run([sys.executable, "-m", "analyzer.cli", path, "--top", "0", "--json", "-o", jpath],
+    # the diagnoses as JSON (suggestions not compile-checked again: the --tune run above did)
+    ana = subprocess.run([sys.executable, "-m", "analyzer.cli", path, "--top", "0", "--json", "--no-check", "-o", jpath]
+                         + extra,
                          cwd=ROOT, env=env, capture_output=True, text=True)
     if ana.returncode != 0 or tuned.returncode != 0 or not os.path.isfile(jpath):
         print(ana.stderr, tuned.stderr, file=sys.stderr)
@@ -113,7 +123,7 @@ def drive():
                           and checks["matmuls_small_tiles"] >= 2 and checks["tune_32x32x32_speedup"] >= 1.3
                           and checks["tune_32x32x32_autotune_printed"])
     print(json.dumps(checks, indent=2))
-    write_results("issue22_gpu", rows, {"checks": checks})
+    write_results("issue22_gpu_dryrun" if DRY else "issue22_gpu", rows, {"checks": checks, "n": N})
     return 0
 
 
