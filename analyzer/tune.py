@@ -71,6 +71,11 @@ def grid_for(facts: KernelFacts, cfg: Dict[str, Any]) -> Optional[Tuple[int, ...
         return grid
     if any(x > 1 for x in grid[1:]):
         return None
+    from . import space as SP
+    dn = SP.dot_tile_names(facts)
+    if dn and set(names) <= {dn["M"], dn["N"]} and SP.sizes_known(facts, dn):
+        # the recorded grid is cdiv(M, BM) * cdiv(N, BN) (grid_constexprs matched it): exact for any tile
+        return (int(SP.problem_programs(facts, dn, cfg[dn["M"]], cfg[dn["N"]])), 1, 1)
     scale = 1.0
     for n in names:
         scale *= facts.constexprs[n] / cfg[n]

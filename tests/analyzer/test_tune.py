@@ -139,3 +139,51 @@ def test_tune_space_has_the_usual_hopper_configs_first_and_prunes_spills_by_comp
         assert c.config["BLOCK_M"] * c.config["BLOCK_N"] >= 128 * 128
     for c in dropped:
         assert not c.checked.get("ok") or c.checked["n_spills"] > 0
+
+
+def test_tune_times_the_space_candidates_of_a_small_tile_matmul_in_the_interpreter(tmp_path, monkeypatch):
+    # the replay of a recorded 128^3 fp16 matmul launch (32x32x32 tiles): tune_space's candidates are
+    # compiled for sm_90a on the CPU, the spilling ones listed as pruned, the rest launched through the
+    # interpreter with the grid scaled to their tiles and timed (host clock in place of the GPU's)
+    import functools
+    import time
+
+    import torch
+    import kernelc.testing
+    import profiler
+    from analyzer import space as SP
+    from analyzer.load import SourcePolicy
+    from .corpus import mm
+    n = 128
+    a, b = torch.randn(n, n, dtype=torch.float16), torch.randn(n, n, dtype=torch.float16)
+    c = torch.empty(n, n, dtype=torch.float16)
+    sid = profiler.start(str(tmp_path / "mm"), backend="cpu")
+    try:
+        mm[((n // 32) ** 2,)](a, b, c, n, n, n, n, n, n, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, num_warps=4,
+                              num_stages=3)
+    finally:
+        path = next(p for p in profiler.finalize(sid) if p.endswith(".hatchet"))
+    k = analyzer.analyze(path, arch="sm_90a", validate=False,
+                         source_policy=SourcePolicy(recompile_from_source=True)).kernel("mm")
+    timed = []
+
+    def host_bench(fn, **kw):
+        t0 = time.perf_counter()
+        fn()
+        timed.append(1)
+        return (time.perf_counter() - t0) * 1e3
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(kernelc.testing, "do_bench", host_bench)
+    monkeypatch.setattr(SP, "tune_space", functools.partial(SP.tune_space, n=2))
+    res = tune(k.facts, [], device="cpu")
+    assert res["skipped"] is None, res
+    ok = [r for r in res["rows"] if r["status"] == "ok"]
+    assert len(ok) == 3 and len(timed) == 3, [(r["config"], r["status"]) for r in res["rows"]]  # current + 2
+    for r in ok[1:]:
+        assert r["from"] == ["tune-space"] and r["config"]["BLOCK_M"] * r["config"]["BLOCK_N"] >= 128 * 128
+        assert r["grid"] == [1, 1, 1] and r["speedup"] > 0
+    pruned = [r for r in res["rows"] if r["status"].startswith("pruned on the CPU")]
+    assert all(r["checked"].get("n_spills") or not r["checked"].get("ok") for r in pruned)
+    assert res["best_speedup"] == max(r["speedup"] for r in ok) and "@kernelc.autotune(" in res["autotune"]
+    torch.testing.assert_close(c.float(), (a.float() @ b.float()), atol=0.5, rtol=0.05)
