@@ -128,6 +128,7 @@ def main(argv=None):
     ap.add_argument("--modes", default="pcsampling,timing", help="--gpu profiling modes (default both)")
     ap.add_argument("--launches", type=int, default=3, help="launches of each case per mode (--gpu)")
     ap.add_argument("--jobs", type=int, default=0, help="analysis processes (--gpu; default min(8, cores))")
+    ap.add_argument("--child-timeout", type=float, default=200.0, help="seconds for each profiled child (--gpu)")
     ap.add_argument("--keep", metavar="DIR", help="--gpu: write the profiles to DIR (default a temporary folder)")
     ap.add_argument("--workload", metavar="STATUS_JSON", help=argparse.SUPPRESS)   # the child under kprof
     args = ap.parse_args(argv)
@@ -266,7 +267,8 @@ def score_case(case, result):
     finds = [d for d in diags if d["severity"] in ("error", "warning")]
     exp, line = case.expected, case.line
     row = {"group": case.group, "case": case.name, "expected": exp, "expected_line": line,
-           "kernels": len(kernels), "error": (result or {}).get("error"),
+           "kernels": len(kernels),
+           "error": (result or {}).get("error") or (None if kernels else "no kernelc kernel in the case's scope"),
            "findings": [f"{d['id']}@{d['line']}" for d in finds]}
     if exp:
         on = [d for d in diags if d["id"] == exp and (line is None or d["line"] == line)]
@@ -346,6 +348,8 @@ def gpu_main(args) -> int:
     fwd += ["--only", ",".join(c.name for c in cases)]
     modes = [m for m in args.modes.split(",") if m]
     all_rows, summaries, timings = [], {}, {}
+    extra_base = {"near_peak_fraction": NEAR_PEAK, "launches_per_case": args.launches,
+                  "mode": "dry run: CPU interpreter, small sizes, no samples" if args.dry_run else "gpu"}
     jobs = args.jobs or min(8, os.cpu_count() or 1)
     for mode in modes:
         t0 = time.perf_counter()
@@ -353,11 +357,19 @@ def gpu_main(args) -> int:
         cmd = [sys.executable, "-m", "kprof"] + (["-m", "pcsampling"] if mode == "pcsampling" else []) + \
             ["-n", f"corpus_{mode}", "-o", out, os.path.abspath(__file__), "--workload", status_path] + fwd
         print(f"[{time.perf_counter() - t_start:6.1f}s] {mode}: {' '.join(cmd[1:])}", flush=True)
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
-            proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
-            tail = (proc.stdout + proc.stderr)[-4000:]
-        except subprocess.TimeoutExpired as e:
-            tail = f"timed out after {e.timeout} s"
+            tail = proc.communicate(timeout=args.child_timeout)[0][-4000:]
+        except subprocess.TimeoutExpired:
+            # SIGTERM: kprof writes the profile of what ran (the cases finished so far are scored)
+            proc.terminate()
+            try:
+                tail = proc.communicate(timeout=60)[0][-4000:]
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                tail = proc.communicate()[0][-4000:]
+            tail += f"\n(stopped after {args.child_timeout:g} s)"
+            timings[f"{mode}_stopped"] = True
         timings[f"{mode}_profile_s"] = round(time.perf_counter() - t0, 1)
         prof = os.path.join(out, f"corpus_{mode}.hatchet")
         if not os.path.isfile(prof):
@@ -395,11 +407,9 @@ def gpu_main(args) -> int:
         summaries[mode]["workload_failures"] = {k: v["error"] for k, v in status.items() if not v.get("ok")}
         all_rows.extend(rows)
         print(json.dumps({mode: summaries[mode]}, indent=1), flush=True)
-    timings["wall_s"] = round(time.perf_counter() - t_start, 1)
-    extra = {"summary": summaries, "timings": timings, "near_peak_fraction": NEAR_PEAK,
-             "mode": "dry run: CPU interpreter, small sizes, no samples" if args.dry_run else "gpu",
-             "launches_per_case": args.launches}
-    write_results(name, all_rows, extra)
+        timings["wall_s"] = round(time.perf_counter() - t_start, 1)
+        # written after each mode: a run cut short by its caller's timeout keeps the modes it finished
+        write_results(name, all_rows, dict(extra_base, summary=summaries, timings=timings))
     print(json.dumps(timings), flush=True)
     if not args.keep:
         shutil.rmtree(out, ignore_errors=True)
