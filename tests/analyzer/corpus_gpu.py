@@ -60,9 +60,10 @@ def _corpus_args(name: str, device: str, small: bool):
         return (r(p * 8192), e(p * 8192), 256, 32), (p,)
     if name == "gather":
         import torch
-        n = 1024 if small else 1 << 20
-        idx = torch.randint(0, n, (n,), device=device, dtype=torch.int32)
-        return (r(64 * n), idx, e(n), n), (n // 1024,)
+        n = 1024 if small else 1 << 22
+        rows = n if small else 1 << 18      # random rows of a 64 MiB table, 4096 programs
+        idx = torch.randint(0, rows, (n,), device=device, dtype=torch.int32)
+        return (r(64 * rows), idx, e(n), n), (n // 1024,)
     if name == "fp16_stride4_store":
         n = 1024 if small else 1 << 23
         return (r(n, dtype="float16"), e(4 * n, dtype="float16"), n), (n // 1024,)
