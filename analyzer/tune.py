@@ -124,7 +124,8 @@ def tune(facts: KernelFacts, suggestions, *, device: str = "cuda", space: bool =
     from .load import kernel_function
     fn = facts.function or (kernel_function(facts) if facts.signature else None)
     if fn is None:
-        return {"rows": [], "winner": None, "autotune": "", "skipped": f"the source of {facts.name} is not importable"}
+        why = facts.import_refusal or f"the source of {facts.name} is not importable"
+        return {"rows": [], "winner": None, "autotune": "", "skipped": f"--tune launches the kernel from its source: {why}"}
     if facts.function is None:
         facts.function = fn          # tune_space compiles its candidates from it
     try:

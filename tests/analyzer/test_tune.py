@@ -68,7 +68,8 @@ def test_tune_finds_a_faster_config_for_the_32x32x32_matmul(tmp_path):
     finally:
         paths = profiler.finalize(sid)
     path = next(p for p in paths if p.endswith(".hatchet"))
-    k = analyzer.analyze(path, kernel="^mm$").kernel("mm")
+    from analyzer.load import SourcePolicy
+    k = analyzer.analyze(path, kernel="^mm$", source_policy=SourcePolicy(recompile_from_source=True)).kernel("mm")
     assert "small-tiles" in k.ids(), [(d.id, d.severity) for d in k.diagnostics]
     res = tune(k.facts, k.suggestions)
     assert res["skipped"] is None, res
