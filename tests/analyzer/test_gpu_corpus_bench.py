@@ -126,6 +126,9 @@ def test_gpu_cases_cover_the_static_corpus_and_build_small_inputs():
     problems = [c for c in cs if c.expected and c.group != "unseen"]
     assert len(problems) >= 25 and len([c for c in cs if not c.expected and c.group != "unseen"]) >= 10
     # the interpreter-size inputs of a few cases launch (one program each)
+    import torch
+    if torch.cuda.is_available():
+        return   # kernelc would launch on the GPU: the CPU tensors are for the interpreter
     for c in cs:
         if c.name in ("aos_field", "permute3d_store", "copy3d_ok"):
             c.build("cpu", small=True)()
