@@ -230,6 +230,8 @@ def analyse_case(job):
     kernels = []
     for k in rep.kernels:
         j = k.to_json()
+        if not j["cache_key"] and j["artifacts"]["origin"] == "none":
+            continue    # a sampled library kernel (torch's), not a kernelc one
         f = k.facts
         rl = j.get("roofline") or {}
         accesses = []
