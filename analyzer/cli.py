@@ -57,8 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "PROFILE.kernels/ (next to the profile), where kprof-analyze finds them on another machine")
     ap.add_argument("--max-size", metavar="SIZE", help="largest profile file to load, e.g. 4G (default 1G; also "
                     "KPROF_MAX_PROFILE_SIZE)")
-    ap.add_argument("--tune", action="store_true", help="time the current and the suggested configs on synthetic "
-                    "inputs shaped like the profiled launch (needs a GPU; the user's program is not re-run)")
+    ap.add_argument("--tune", action="store_true", help="time the current config, the suggested ones and the "
+                    "usual/model-ranked tile configs on synthetic inputs shaped like the profiled launch (needs a GPU; "
+                    "the user's program is not re-run, the kernels' source files are imported as with "
+                    "--recompile-from-source)")
     ap.add_argument("--verify", metavar="SCRIPT", help="re-run SCRIPT (arguments after --) with each suggested "
                     "config forced on its kernel and report the measured times")
     return ap
@@ -87,10 +89,11 @@ def main(argv: Optional[List[str]] = None) -> int:
 def _main(args, script_args: List[str]) -> int:
     import analyzer
     from .load import SourcePolicy
-    if args.allow_import_outside and not args.recompile_from_source:
+    if args.allow_import_outside and not (args.recompile_from_source or args.tune):
         print("kprof-analyze: --allow-import-outside needs --recompile-from-source", file=sys.stderr)
         return 2
-    policy = SourcePolicy(recompile_from_source=args.recompile_from_source,
+    # --tune launches the kernels, so it imports their source files (as --recompile-from-source does)
+    policy = SourcePolicy(recompile_from_source=args.recompile_from_source or args.tune,
                           allow_import_outside=args.allow_import_outside)
     from profiler.textsafe import encodable, term_escape
     try:
@@ -125,11 +128,12 @@ def _main(args, script_args: List[str]) -> int:
     tune_text = ""
     if args.tune:
         from .tune import render, tune
-        results = {}
+        results = []
         for k in rep.kernels:
             res = tune(k.facts, k.suggestions)
-            results[k.name] = res
-            tune_text += render(k.name, res)
+            k.tuning = res
+            results.append(dict(res, rank=k.rank, name=k.name))
+            tune_text += render(f"{k.name} (rank {k.rank}, {_config_text(k.facts.config())})", res)
         rep.tuning = results
     if args.html:
         from profiler.viewer.html_report import HtmlReportError
@@ -156,6 +160,10 @@ def _main(args, script_args: List[str]) -> int:
         if any(d.severity in worst for d in rep.findings):
             return 1
     return 0
+
+
+def _config_text(cfg) -> str:
+    return ", ".join(f"{k}={v}" for k, v in cfg.items())
 
 
 if __name__ == "__main__":  # pragma: no cover

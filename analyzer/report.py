@@ -37,7 +37,9 @@ JSON layout (``Report.to_json()``, ``kprof-analyze --json``), schema ``"kprof-an
       "other_kernels": [{"name", "time_ns", "count"}],  # not kernelc kernels (torch, cuBLAS)
       "notes": ["..."],
       "profile_diagnostics": [{...diagnostic...}],  # whole-profile checks, e.g. straggler-rank (merged profiles)
-      "verification": [...]                          # only with --verify (see analyzer.verify)
+      "verification": [...],                         # only with --verify (see analyzer.verify)
+      "tuning": [{"rank", "name", "rows", "winner", "best_speedup", "autotune", "skipped"}]
+                                                     # only with --tune (analyzer.tune; also in each kernel)
     }
 """
 from __future__ import annotations
@@ -75,6 +77,7 @@ class KernelReport:
     suggestions: List[Suggestion] = field(default_factory=list)
     autotune: str = ""
     roofline: Any = None               # analyzer.roofline.Roofline, None without counts
+    tuning: Optional[Dict[str, Any]] = None   # --tune: analyzer.tune.tune()'s result for this kernel
 
     @property
     def name(self) -> str:
@@ -110,6 +113,7 @@ class KernelReport:
             "suggestions": [s.to_json(f.name) for s in self.suggestions],
             "autotune": self.autotune or None,
             "notes": list(f.notes),
+            **({"tuning": self.tuning} if self.tuning is not None else {}),
         }
 
 
@@ -130,7 +134,7 @@ class Report:
     notes: List[str] = field(default_factory=list)
     verification: Optional[List[Dict[str, Any]]] = None
     profile_diagnostics: List[Diagnostic] = field(default_factory=list)  # whole-profile checks (stragglers)
-    tuning: Optional[Dict[str, Any]] = None   # --tune: kernel name -> analyzer.tune.tune() result
+    tuning: Optional[List[Dict[str, Any]]] = None   # --tune: [{"rank", "name", **tune() result}] per kernel
 
     # -- queries ------------------------------------------------------------------------------
     def kernel(self, name: str) -> KernelReport:

@@ -217,3 +217,74 @@ def explore(facts: KernelFacts, *, keep: int = 3, budget_s: float = 30.0, target
                 out.append(c)
     out.sort(key=lambda c: -c.score)
     return out
+
+
+# -- the candidates kprof-analyze --tune times ---------------------------------------------------
+
+# configs a Hopper user tries first (BM, BN, BK, num_warps, num_stages): timed whenever they fit the model
+HOPPER_USUAL = ((128, 128, 64, 4, 3), (128, 128, 64, 8, 3), (128, 128, 64, 4, 4), (128, 128, 64, 8, 4),
+                (128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (256, 128, 64, 8, 3))
+TUNE_TIMED = 8              # compiled candidates --tune times (besides the current config and the suggestions)
+TUNE_COMPILE_BUDGET_S = 60.0
+WS_NAMES = ("WARP_SPECIALIZE", "WARP_SPECIALISE", "WS")
+
+
+def ws_constexpr(facts: KernelFacts) -> Optional[str]:
+    """The kernel's boolean warp-specialisation constexpr (``WARP_SPECIALIZE``), None when it has none:
+    warp specialisation is a per-loop choice of the kernel's source (``kl.range(..., warp_specialize=)``)."""
+    for k, v in facts.constexprs.items():
+        if isinstance(v, bool) and k.upper() in WS_NAMES:
+            return k
+    return None
+
+
+def _key(c: Candidate, names: Dict[str, str]) -> tuple:
+    return tuple(c.config[names[k]] for k in ("M", "N", "K")) + (c.config["num_warps"], c.config["num_stages"])
+
+
+def tune_space(facts: KernelFacts, *, n: int = TUNE_TIMED, budget_s: float = TUNE_COMPILE_BUDGET_S,
+               target: Optional[str] = None, dropped: Optional[List[Candidate]] = None) -> List[Candidate]:
+    """The candidates ``--tune`` times: on sm_90 the usual Hopper configs (:data:`HOPPER_USUAL`) that fit,
+    then the model's best (:func:`ranked`), each with warp specialisation on and off when the kernel
+    has a ``WARP_SPECIALIZE`` constexpr; every one compiled for the target on the CPU first and dropped
+    when it fails to compile or spills (too much shared memory fails the compile).  At most ``n`` are
+    kept, in that order; compiling stops after ``budget_s``.  Unchecked (``checked`` None) when the
+    kernel's source is not importable.  ``dropped`` collects the compiled candidates that were pruned."""
+    names = dot_tile_names(facts)
+    if names is None:
+        return []
+    cands = ranked(facts)
+    cur = current_score(facts, names)
+    base = cur.score if cur is not None and cur.score > 0 else None
+    for c in cands:
+        c.parts["model_speedup"] = round(c.score / base, 2) if base else None
+    if facts.device.sm >= 90:
+        by_key = {_key(c, names): c for c in cands}
+        have = {tuple(u.get(names[k]) for k in ("M", "N", "K")) + (u.get("num_warps"), u.get("num_stages"))
+                for u in user_configs(facts)}
+        usual = []
+        for k in HOPPER_USUAL:
+            # the register estimate is conservative (128x256 on 8 warps): the compile decides
+            c = by_key.get(k) or (None if k in have else
+                                  score(facts, names, *k, regs=facts.device.limits.max_regs_per_thread))
+            if c is not None:
+                c.parts.setdefault("model_speedup", round(c.score / base, 2) if base else None)
+                usual.append(c)
+        cands = usual + [c for c in cands if c not in usual]
+    ws = ws_constexpr(facts)
+    if ws:
+        cands = [Candidate(dict(c.config, **{ws: v}), c.score, dict(c.parts)) for c in cands for v in (True, False)]
+    if facts.function is None or not facts.signature:
+        return cands[:n]
+    target = target or getattr(getattr(facts.compiled, "target", None), "arch", None) or facts.device.arch
+    out: List[Candidate] = []
+    t_end = time.perf_counter() + budget_s
+    for c in cands:
+        if len(out) >= n or time.perf_counter() > t_end:
+            break
+        c.checked = compile_check(facts, c, target)
+        if c.checked.get("ok") and not c.checked.get("n_spills"):
+            out.append(c)
+        elif dropped is not None:
+            dropped.append(c)
+    return out

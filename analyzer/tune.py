@@ -6,8 +6,11 @@ The launch hook records every argument (tensors: dtype, shape, strides; scalars:
 tensors then point at element 0 and masks stay in range), scalars as recorded, the same strides.  A
 candidate that changes the constexprs the grid is computed from gets the recorded grid scaled by the
 tile ratio along a 1-D grid; on a multi-dimensional grid such candidates are skipped (the grid function
-is not recorded).  Each config is launched through the kernel's ``@jit`` function and timed with
-``kernelc.testing.do_bench`` (median); results are rows and the winning ``@kernelc.autotune`` block.
+is not recorded).  The candidates are the report's suggestions plus, for a tensor-core kernel with tile
+constexprs, :func:`analyzer.space.tune_space` (the usual Hopper configs and the model's best, compiled on
+the CPU first, spilling ones dropped).  Each config is launched through the kernel's ``@jit`` function
+and timed with ``kernelc.testing.do_bench`` (median); results are rows, the best speedup and the
+winning ``@kernelc.autotune`` block.
 """
 from __future__ import annotations
 
@@ -68,14 +71,48 @@ def grid_for(facts: KernelFacts, cfg: Dict[str, Any]) -> Optional[Tuple[int, ...
         return grid
     if any(x > 1 for x in grid[1:]):
         return None
+    from . import space as SP
+    dn = SP.dot_tile_names(facts)
+    if dn and set(names) <= {dn["M"], dn["N"]} and SP.sizes_known(facts, dn):
+        # the recorded grid is cdiv(M, BM) * cdiv(N, BN) (grid_constexprs matched it): exact for any tile
+        return (int(SP.problem_programs(facts, dn, cfg[dn["M"]], cfg[dn["N"]])), 1, 1)
     scale = 1.0
     for n in names:
         scale *= facts.constexprs[n] / cfg[n]
     return (max(1, int(round(grid[0] * scale))), 1, 1)
 
 
-def tune(facts: KernelFacts, suggestions, *, device: str = "cuda") -> Dict[str, Any]:
-    """{"rows": [...], "winner": config | None, "autotune": text, "skipped": reason | None}."""
+def candidates(facts: KernelFacts, suggestions, *, space: bool = True, n: Optional[int] = None,
+               pruned: Optional[List[Dict[str, Any]]] = None) -> List[Any]:
+    """The suggestions, then the compiled :func:`analyzer.space.tune_space` candidates not among them
+    (``pruned`` collects rows for those dropped by the compile: spills, too much shared memory)."""
+    from . import space as SP
+    from .suggest import Suggestion
+    out = list(suggestions)
+    if not space:
+        return out
+    seen = [s.config for s in out] + [facts.config()]
+    cur = facts.config()
+    dropped: List[Any] = []
+    kept = SP.tune_space(facts, dropped=dropped, **({"n": n} if n is not None else {}))
+    for c in dropped:
+        if pruned is not None:
+            ch = c.checked or {}
+            why = (f"spills {ch.get('n_spills')} bytes" if ch.get("ok") else ch.get("error"))
+            pruned.append({"config": dict(cur, **c.config), "status": f"pruned on the CPU: {why}",
+                           "from": ["tune-space"], "checked": ch})
+    for c in kept:
+        cfg = dict(cur, **c.config)
+        if cfg in seen:
+            continue
+        seen.append(cfg)
+        out.append(Suggestion(cfg, {k: v for k, v in cfg.items() if cur.get(k) != v}, ["tune-space"], c.checked))
+    return out
+
+
+def tune(facts: KernelFacts, suggestions, *, device: str = "cuda", space: bool = True) -> Dict[str, Any]:
+    """{"rows": [...], "winner": config | None, "best_speedup": x | None, "autotune": text,
+    "skipped": reason | None}; ``space`` adds :func:`analyzer.space.tune_space`'s candidates."""
     try:
         import torch
         has_gpu = torch.cuda.is_available()
@@ -87,18 +124,23 @@ def tune(facts: KernelFacts, suggestions, *, device: str = "cuda") -> Dict[str, 
     from .load import kernel_function
     fn = facts.function or (kernel_function(facts) if facts.signature else None)
     if fn is None:
-        return {"rows": [], "winner": None, "autotune": "", "skipped": f"the source of {facts.name} is not importable"}
+        why = facts.import_refusal or f"the source of {facts.name} is not importable"
+        return {"rows": [], "winner": None, "autotune": "", "skipped": f"--tune launches the kernel from its source: {why}"}
+    if facts.function is None:
+        facts.function = fn          # tune_space compiles its candidates from it
     try:
         args = synthetic_args(facts, device)
     except TuneError as e:
         return {"rows": [], "winner": None, "autotune": "", "skipped": str(e)}
     from kernelc.testing import do_bench
     from .suggest import Suggestion, autotune_block
+    pruned: List[Dict[str, Any]] = []
+    suggestions = candidates(facts, suggestions, space=space, pruned=pruned)
     current = Suggestion(facts.config(), {}, [])
     rows = []
     for s in [current] + list(suggestions):
         g = grid_for(facts, s.config)
-        row = {"config": s.config, "changes": s.changes, "grid": list(g) if g else None}
+        row = {"config": s.config, "changes": s.changes, "grid": list(g) if g else None, "from": s.fixes}
         if g is None:
             row["status"] = "skipped: the grid function is not recorded for a multi-dimensional grid"
             rows.append(row)
@@ -114,16 +156,18 @@ def tune(facts: KernelFacts, suggestions, *, device: str = "cuda") -> Dict[str, 
         except Exception as e:
             row["status"] = f"failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         rows.append(row)
+    rows.extend(pruned)
     base = rows[0].get("time_ms")
     for r in rows:
         if base and r.get("time_ms"):
             r["speedup"] = round(base / r["time_ms"], 3)
     timed = [(r, s) for r, s in zip(rows, [current] + list(suggestions)) if r.get("time_ms")]
     if not timed:
-        return {"rows": rows, "winner": None, "autotune": "", "skipped": None}
+        return {"rows": rows, "winner": None, "best_speedup": None, "autotune": "", "skipped": None}
     best_row, best = min(timed, key=lambda rs: rs[0]["time_ms"])
     ordered = [best] + [s for _, s in sorted(timed, key=lambda rs: rs[0]["time_ms"]) if s is not best and s is not current]
-    return {"rows": rows, "winner": best.config, "autotune": autotune_block(facts, ordered), "skipped": None}
+    return {"rows": rows, "winner": best.config, "best_speedup": best_row.get("speedup"),
+            "autotune": autotune_block(facts, ordered), "skipped": None}
 
 
 def render(name: str, result: Dict[str, Any]) -> str:
@@ -138,5 +182,7 @@ def render(name: str, result: Dict[str, Any]) -> str:
         lines.append(f"  {t}  {sp}  {r['config']}  {r['status']}")
     if result.get("winner"):
         lines.append(f"  winner: {result['winner']}")
+        if result.get("best_speedup"):
+            lines.append(f"  best speedup: {result['best_speedup']:.2f}x over the profiled config")
         lines.extend("  " + ln for ln in result["autotune"].splitlines())
     return "\n".join(lines) + "\n"

@@ -35,7 +35,10 @@ BENCHMARKS = {
     "triton_tutorials": ("triton_tutorials", "triton_tutorials",
                          "Triton's tutorials, unmodified, under Triton and kernelc (GPU; tutorials not in the repo)"),
     "analyzer_corpus": ("bench_analyzer_corpus", "analyzer_corpus_cpu",
-                        "the analyzer's recall and precision on its corpus (CPU static; GPU with samples)"),
+                        "the analyzer's recall and precision on its corpus (CPU static; --gpu: PC samples "
+                        "-> analyzer_corpus_gpu.json)"),
+    "analyzer_corpus_gpu": ("bench_analyzer_corpus_gpu", "analyzer_corpus_gpu",
+                            "the analyzer's recall and precision on its corpus with PC samples, unseen examples (GPU)"),
     "issue22_cases": ("issue22_cases", "issue22_gpu", "the analyzer on a strided store and small-tile matmuls, --tune (GPU)"),
     "ddp_profile": ("ddp_profile", "ddp_profile", "a DDP step under torchrun, per-rank overhead, the slow rank (GPUs)"),
     "html_report_profile": ("html_report_profile", None,

@@ -133,6 +133,14 @@ def grid_constexprs(facts: KernelFacts) -> List[str]:
         return []
     ints = {k: v for k, v in facts.arg_values.items() if isinstance(v, int) and not isinstance(v, bool) and v > 1}
     if facts.arg_values:
+        # a dot's M and N tiles first: with equal tiles and sizes (32x32x32 on 4096^3) BLOCK_K matches too
+        for d in facts.dots:
+            names = dot_constexprs(facts, d)
+            c1, c2 = names["M"], names["N"]
+            if c1 in tiles and c2 in tiles and c1 != c2 and any(
+                    a1 != a2 and -(-v1 // tiles[c1]) * -(-v2 // tiles[c2]) == p
+                    for a1, v1 in ints.items() for a2, v2 in ints.items()):
+                return [c1, c2]
         for c, cv in sorted(tiles.items(), key=lambda kv: -kv[1]):
             for _a, av in ints.items():
                 if -(-av // cv) == p:

@@ -24,6 +24,10 @@ KERNEL_SHARE_TC = 0.60
 LINE_SHARE = 0.50
 MIN_STALLED = 50
 ELEMS_PER_THREAD = 2
+# tile-IR ops that may go through shared memory or synchronise besides a layout conversion (conservative)
+SMEM_OPS = {"reduce", "scan", "dot", "histogram", "sort", "bitonic_merge", "gather", "trans", "atomic_rmw",
+            "atomic_cas", "barrier", "descriptor_load", "descriptor_store", "cat", "join", "split", "flip",
+            "inline_asm", "asm", "reshape"}
 
 
 def _warps_for(n: int, per_thread: int) -> int:
@@ -32,6 +36,17 @@ def _warps_for(n: int, per_thread: int) -> int:
     while p * 2 <= w:
         p *= 2
     return min(p, 32)
+
+
+def _conversion_only(facts: KernelFacts) -> Dict:
+    """{(file, line): [bytes]} of the compiler's layout conversions when they are the kernel's only
+    shared-memory users (no reduction, dot or atomic in the tile IR), else {}."""
+    if not facts.tir.ops or facts.dots:
+        return {}
+    if any(o.op.rsplit(".", 1)[-1] in SMEM_OPS for o in facts.tir.ops):
+        return {}
+    from .sectors import _conversions
+    return _conversions(facts)
 
 
 def check(facts: KernelFacts) -> List[Diagnostic]:
@@ -98,7 +113,20 @@ def check(facts: KernelFacts) -> List[Diagnostic]:
                f"({stalls_text(facts.stall_totals, stalled)})")
         if first:
             msg += f"; this line has {pct(first.samples / facts.total_samples)} of the samples"
-        out.append(Diagnostic("barrier-stalls", 7, "barrier / shared-memory bound", "warning", msg, fix,
+        sev, title = "warning", "barrier / shared-memory bound"
+        conv = _conversion_only(facts)
+        if conv and not small:
+            # no reduction, dot or atomic: the compiler's layout conversions are the kernel's only shared-memory
+            # traffic, so these stalls are their cost, which the layout-conversion report shows on its line
+            ev["conversion_lines"] = sorted(ln for _f, ln in conv)
+            ev["conversion_shared_bytes"] = sum(sum(v) for v in conv.values())
+            sev, title = "info", "barrier / shared-memory stalls of the compiler's layout conversion"
+            msg += (f"; the kernel's only shared-memory traffic is the layout conversion at line(s) "
+                    f"{', '.join(map(str, ev['conversion_lines']))} ({ev['conversion_shared_bytes']} bytes a program): "
+                    "this is its cost (see layout-conversion)")
+            fix = ("compute the tile in the layout memory wants (index it with the contiguous dim last) so that no "
+                   "conversion is needed, or accept the conversion's cost")
+        out.append(Diagnostic("barrier-stalls", 7, title, sev, msg, fix,
                               facts.full_path(file) or file, line, source_of(facts, file, line), ev, changes,
                               "static+samples" if small else "samples"))
         return out

@@ -74,20 +74,22 @@ def bias_add(x_ptr, b_ptr, y_ptr, M, N, stride_m, BM: kl.constexpr, BN: kl.const
 
 @kernelc.jit
 def copy3d(x_ptr, y_ptr, s0, s1, B0: kl.constexpr, B1: kl.constexpr, B2: kl.constexpr):
+    blk = kl.program_id(0) * (B0 * s0)      # each program its own block (a GPU-sized launch)
     i = kl.arange(0, B0)
     j = kl.arange(0, B1)
     k = kl.arange(0, B2)
-    off = i[:, None, None] * s0 + j[None, :, None] * s1 + k[None, None, :]
+    off = blk + i[:, None, None] * s0 + j[None, :, None] * s1 + k[None, None, :]
     kl.store(y_ptr + off, kl.load(x_ptr + off) * 2.0)
 
 
 @kernelc.jit
 def permute3d(x_ptr, y_ptr, s0, s1, B0: kl.constexpr, B1: kl.constexpr, B2: kl.constexpr):
+    blk = kl.program_id(0) * (B2 * s0)      # each program its own block (y's span is B2 * s0)
     i = kl.arange(0, B0)
     j = kl.arange(0, B1)
     k = kl.arange(0, B2)
-    x = kl.load(x_ptr + i[:, None, None] * s0 + j[None, :, None] * s1 + k[None, None, :])
-    kl.store(y_ptr + k[None, None, :] * s0 + j[None, :, None] * s1 + i[:, None, None], x)  #: expect
+    x = kl.load(x_ptr + blk + i[:, None, None] * s0 + j[None, :, None] * s1 + k[None, None, :])
+    kl.store(y_ptr + blk + k[None, None, :] * s0 + j[None, :, None] * s1 + i[:, None, None], x)  #: expect
 
 
 @kernelc.jit
@@ -123,11 +125,12 @@ def half_stride4_store(x_ptr, y_ptr, n, BLOCK: kl.constexpr):
 
 @kernelc.jit
 def swap_last_two(x_ptr, y_ptr, s0, s1, B0: kl.constexpr, B1: kl.constexpr, B2: kl.constexpr):
+    blk = kl.program_id(0) * (B0 * s0)      # each program its own block
     i = kl.arange(0, B0)
     j = kl.arange(0, B1)
     k = kl.arange(0, B2)
-    x = kl.load(x_ptr + i[:, None, None] * s0 + j[None, :, None] * s1 + k[None, None, :])
-    kl.store(y_ptr + i[:, None, None] * s0 + k[None, None, :] * s1 + j[None, :, None], x)  #: expect
+    x = kl.load(x_ptr + blk + i[:, None, None] * s0 + j[None, :, None] * s1 + k[None, None, :])
+    kl.store(y_ptr + blk + i[:, None, None] * s0 + k[None, None, :] * s1 + j[None, :, None], x)  #: expect
 
 
 @kernelc.jit
