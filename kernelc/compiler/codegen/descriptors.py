@@ -15,7 +15,7 @@ in a per-program slot of a global scratch buffer the launcher passes as a last, 
   and every thread waits on an mbarrier. A tile whose only consumers are tensor-core dot operands
   (directly or through a 2-D ``trans``) stays there: the dot (wgmma/ldmatrix) reads it in place. Any
   other tile is read back into its register layout. Inside ``kl.range(num_stages>=2)`` loops, dot
-  operands are instead pipelined by codegen/pipeline.py (a ring of stages, one mbarrier each).
+  operands are instead pipelined (passes/schedule.py tags them, codegen/pipeline.py emits the ring).
 - ``descriptor_store``: registers -> swizzled shared memory -> ``fence.proxy.async`` -> barrier ->
   thread 0 issues the bulk tensor store and waits until the copy has read shared memory.
 """
@@ -27,6 +27,9 @@ from ...errors import CompilationError
 from ...language.dtypes import scalar_of, shape_of, tensor_descriptor_type
 from ..ir.core import Argument, Function, Op, Value
 from . import tma as T
+from ..target_rules import store_extent_ok
+from .device_tensor_map import DeviceTensorMap, device_map_eligible
+from .dot import MMA_SHAPES, store_tile
 from .emitter import llty
 from .lowering import Lowering, Tile, rule
 
@@ -80,7 +83,6 @@ def tma_eligible(op: Op, arch: Optional[str], fn: Optional[Function] = None, axi
         return False
     mk = host_descriptor_op(op.operands[0])
     if mk is None:
-        from .device_tensor_map import device_map_eligible
         return device_map_eligible(op, fn, axis)
     name = mk.attrs["host_arg"]
     if not any(is_tensor_map(a.type) and a.name == f"{name}.tensormap" for a in fn.arguments):
@@ -98,15 +100,6 @@ def tma_eligible(op: Op, arch: Optional[str], fn: Optional[Function] = None, axi
     if op.name == "descriptor_store":
         return store_extent_ok(_argument_of(fn, mk.operands[n]), eb)
     return True
-
-
-def store_extent_ok(inner_divisibility, eb: int) -> bool:
-    """A TMA store into a tensor whose rows end inside a 16-byte chunk writes that whole chunk (seen on the
-    GPU: columns past the end written; docs/performance.md, "TMA").  Stores use TMA only
-    when the innermost extent is known to be a multiple of 16 bytes (``inner_divisibility``: an
-    ``Argument``, or its divisibility in elements)."""
-    d = getattr(inner_divisibility, "divisibility", inner_divisibility)
-    return d is not None and (d * eb) % 16 == 0
 
 
 # -- tensor-map parameters -------------------------------------------------------------------------
@@ -131,7 +124,6 @@ def declare_tensor_maps(lw: Lowering) -> None:
     """After the parameters are declared: find the CUtensorMap of every descriptor a descriptor op
     uses (the ops left in the IR are TMA's) -- a host descriptor's parameter, or a map the kernel builds
     (its creation is emitted at the entry, codegen/device_tensor_map.py) -- and report what is encoded."""
-    from .device_tensor_map import DeviceTensorMap
     lw.tensor_maps = {}
     arch = lw.target.arch if lw.target is not None else ""
     params = {a.name: lw.scalars[v.id] for a, v in zip(lw.fn.arguments, lw.fn.body.args) if is_tensor_map(a.type)}
@@ -189,7 +181,6 @@ def _uses(lw: Lowering) -> Dict[int, List[Tuple[Op, int]]]:
 def smem_servable(lw: Lowering, dot: Op, idx: int, trans: bool, elt) -> bool:
     """Whether this dot reads operand ``idx`` from a shared buffer in SmemOperand layout (``trans``:
     stored with the outer dim M/N contiguous) instead of staging registers itself."""
-    from .dot import MMA_SHAPES
     if idx not in (0, 1) or id(dot) in lw.plan.dot_fma or lw.plan.get(dot.results[0]) is None:
         return False
     if elt.name not in MMA_SHAPES or len(shape_of(dot.operands[0].type)) != 2:
@@ -273,7 +264,6 @@ def read_tile(lw: Lowering, sm, L, elt, block_shape) -> List[str]:
 
 def write_tile(lw: Lowering, tile: Tile, sm, elt, block_shape) -> None:
     """Store a register tile into the shared tile (each element once: replicas skip)."""
-    from .dot import store_tile
     vec = max(1, min(tile.layout.contig_regs(tile.layout.rank - 1), sm.chunk))
     store_tile(lw, tile, llty(elt), elt.itemsize, sm, vec, lambda c: _row_col(lw, c, block_shape))
 
@@ -291,6 +281,18 @@ def report_tma(lw: Lowering, op: Op, kind: str, ty: tensor_descriptor_type) -> N
 def free_regions(lw: Lowering) -> List[Tuple[str, int]]:
     """(persistent offset token, bytes) of shared buffers no later op reads (finished pipeline rings)."""
     return lw.__dict__.setdefault("free_smem", [])
+
+
+def reuse_or_allocate(lw: Lowering, nbytes: int) -> str:
+    """A persistent buffer of ``nbytes``: the ring of a loop that already finished if one is big enough
+    (a causal attention's diagonal loop takes the main loop's), else a new one. Reuse is safe: every copy
+    into the old ring was waited for, and the new ring's setup starts with a barrier past its readers."""
+    free = free_regions(lw)
+    for i, (tok, size) in enumerate(free):
+        if size >= nbytes:
+            del free[i]
+            return tok
+    return lw.persistent(nbytes)
 
 
 def free_span(lw: Lowering, nbytes: int) -> List[str]:
@@ -332,8 +334,7 @@ def lower_descriptor_load(lw: Lowering, op):
     report_tma(lw, op, "load (TMA)", ty)
     # a tile read in place must outlive this op (other ops' scratch would overwrite it): its own buffer,
     # or a finished loop's ring (the barrier below orders it after the ring's last readers)
-    from .pipeline import _reuse_or_allocate
-    base = _reuse_or_allocate(lw, box.nbytes) if consumers else lw.scratch(box.nbytes)
+    base = reuse_or_allocate(lw, box.nbytes) if consumers else lw.scratch(box.nbytes)
     pool = T.BarrierPool.of(lw)
     btok, boff = pool.take(1)
     bar = pool.address(btok, boff)
@@ -348,7 +349,7 @@ def lower_descriptor_load(lw: Lowering, op):
     T.mbarrier_expect_tx(lw, bar, box.nbytes, t0)
     T.copy_tile_in(lw, box, tmap, base, bar, offsets, t0)
     T.mbarrier_wait(lw, bar, "0")
-    sm = box.smem(base)
+    sm = T.box_smem(box, base)
     if consumers:
         for dot, idx, via in consumers:
             trans = operand_orientation(idx == 0, via is not None)
@@ -383,7 +384,7 @@ def lower_descriptor_store(lw: Lowering, op):
     else:
         base = lw.scratch(box.nbytes)
         lw.smem_access(base, base + box.nbytes, True)
-    sm = box.smem(base)
+    sm = T.box_smem(box, base)
     write_tile(lw, tile, sm, elt, ty.block_shape)
     T.fence_proxy_async(lw)  # the copy engine reads through the async proxy
     lw.barrier()

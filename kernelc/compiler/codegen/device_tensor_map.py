@@ -32,6 +32,7 @@ from typing import List, Optional
 from ...language.dtypes import shape_of, tensor_descriptor_type
 from ..ir.core import Function, Op, Value
 from ..passes.layout_assign import REMATERIALIZABLE
+from ..target_rules import store_extent_ok
 from . import tma as T
 from .lowering import Lowering
 
@@ -77,7 +78,6 @@ def device_map_eligible(op: Op, fn: Function, axis=None) -> bool:
     if div(mk.operands[0]) < 16 or any((div(s) * eb) % 16 for s in mk.operands[1 + n:]):
         return False
     if op.name == "descriptor_store":
-        from .descriptors import store_extent_ok
         return store_extent_ok(div(mk.operands[n]), eb)
     return True
 
