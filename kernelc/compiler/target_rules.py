@@ -172,7 +172,7 @@ def tma_box(block_shape: Sequence[int], ebytes: int) -> Optional[TmaBox]:
 
 def tma_type_ok(ty, arch: str) -> bool:
     """Whether TMA can serve descriptors of type ``ty`` (a ``tensordesc``) on ``arch``: the type-level
-    half of ``codegen/descriptors.tma_eligible``, which decides whether the ABI carries a CUtensorMap
+    half of ``passes/lower_descriptors.tma_eligible``, which decides whether the ABI carries a CUtensorMap
     (compiler/abi.py)."""
     if not tma_enabled() or not arch or not arch_has_tma(arch):
         return False
@@ -189,3 +189,15 @@ def store_extent_ok(inner_divisibility, eb: int) -> bool:
     ``Argument``, or its divisibility in elements)."""
     d = getattr(inner_divisibility, "divisibility", inner_divisibility)
     return d is not None and (d * eb) % 16 == 0
+
+
+# kernelc element type -> ``tensormap.replace ... .elemtype`` value. This is the PTX ISA's encoding,
+# not the driver's CUtensorMapDataType (the PTX table puts f32.ftz at 8, so f64 is 9 and bf16 10).
+# TMA moves bytes: fp8 travels as u8, signed 8/16-bit ints as their unsigned twins.
+TMA_PTX_ELEMTYPE = {
+    "int8": 0, "uint8": 0, "fp8e4nv": 0, "fp8e5": 0,
+    "int16": 1, "uint16": 1,
+    "uint32": 2, "int32": 3,
+    "uint64": 4, "int64": 5,
+    "fp16": 6, "fp32": 7, "fp64": 9, "bf16": 10,
+}

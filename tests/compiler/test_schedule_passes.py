@@ -9,7 +9,7 @@ import kernelc
 import kernelc.language as kl
 from kernelc.compiler import compiler as C
 from kernelc.compiler.frontend import generate_ir
-from kernelc.compiler.ir import print_function, verify
+from kernelc.compiler.ir import verify
 from kernelc.compiler.ir.verifier import VerificationError
 from kernelc.compiler.pass_manager import PassContext, run_passes
 from kernelc.compiler.backend import parse_target
@@ -163,6 +163,47 @@ def test_schedule_wgmma_defers_waits_and_takes_turns(monkeypatch):
     assert "wgmma='deferred'" not in ir["schedule_wgmma"]
 
 
+def test_tma_tiles_outside_a_ring_are_read_in_place_only_by_dots():
+    from tests.compiler.tma_kernels import copy2d
+    ir, _, _ = _passes(two_dots, TD_SIG, dict(BM=128, BN=64, D=64), num_warps=8, num_stages=2, div=TD_DIV)
+    # Q, loaded once before the loop, is only a dot operand: the dot reads it where TMA put it
+    filecheck(ir["schedule_pipelines"], """
+        CHECK: [[Q:%\\d+]] = descriptor_load {{.*}}tma=True, in_place=True} : <128x64xfp16>
+        CHECK: scf.for
+        CHECK: = dot [[Q]], {{.*}}
+    """)
+    assert "in_place" not in ir["assign_layouts"]
+    ty = "tensordesc<fp16[64, 64]>"
+    ir, _, _ = _passes(copy2d, {"x_desc": ty, "y_desc": ty}, dict(BM=64, BN=64), div={"x_desc": 16, "y_desc": 16})
+    filecheck(ir["schedule_pipelines"], """
+        CHECK: = descriptor_load {{.*}}{block_shape=[64, 64], padding='zero', tma=True} :
+        CHECK-NOT: in_place
+    """)
+
+
+def test_lower_descriptors_tags_what_tma_takes_and_codegen_trusts_the_tag():
+    ir, fn, ctx = _passes(mm_loop, MM_DESC_SIG, dict(BM=128, BN=128, BK=64, WS=False), div=MM_DESC_DIV)
+    filecheck(ir["hoist_descriptors"], """
+        CHECK: descriptor_load {{.*}}{block_shape=[128, 64], padding='zero'} :
+        CHECK-NOT: tma=True
+    """)
+    filecheck(ir["lower_descriptors"], """
+        CHECK: = descriptor_load {{.*}}{block_shape=[128, 64], padding='zero', tma=True} :
+        CHECK: = descriptor_load {{.*}}{block_shape=[64, 128], padding='zero', tma=True} :
+        CHECK: descriptor_store {{.*}}{block_shape=[128, 128], tma=True}
+    """)
+    # no TMA on sm_80: the same ops become masked loads/stores, nothing is tagged
+    ir80, _, _ = _passes(mm_loop, MM_DESC_SIG, dict(BM=128, BN=128, BK=64, WS=False), target="sm_80",
+                         div=MM_DESC_DIV)
+    assert "descriptor_load" not in ir80["lower_descriptors"] and "tma=True" not in ir80["lower_descriptors"]
+    # codegen lowers descriptor ops only when tagged
+    from kernelc.compiler.codegen import lower_to_llvm
+    from kernelc.errors import CompilationError
+    next(o for o in fn.walk() if o.name == "descriptor_store").attrs.pop("tma")
+    with pytest.raises(CompilationError, match="without a TMA lowering"):
+        lower_to_llvm(fn, ctx.plan, ctx.axis, 4, parse_target("sm_90a"), 3)
+
+
 def test_the_verifier_checks_the_schedule():
     _, fn, _ = _passes(mm_loop, MM_DESC_SIG, dict(BM=128, BN=128, BK=64, WS=True), div=MM_DESC_DIV)
     loop = next(o for o in fn.walk() if o.name == "scf.for")
@@ -175,6 +216,8 @@ def test_the_verifier_checks_the_schedule():
         (dot, "wgmma", "sometimes", "wgmma must be one of"),
         (dot, "wgmma", "deferred", None),  # fine: the loop is warp-specialised
         (dot, "wgmma_turns", True, "wgmma_turns needs a warp-specialised loop with pingpong"),
+        (ld, "tma", "maybe", "tma must be True"),
+        (ld, "in_place", True, "in_place is True on a TMA tile outside a ring"),  # it is in the ring
     ]:
         old = op.attrs.get(key)
         op.attrs[key] = bad
@@ -220,7 +263,8 @@ def codegen_scheduling_reads(root=CODEGEN):
             elif isinstance(node, ast.Call):
                 f = node.func
                 fname = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
-                if fname.startswith(("plan_pipeline", "plan_warp", "decide_")) or fname in ("default_policy", "applies"):
+                planner = fname.startswith(("plan_pipeline", "plan_warp", "decide_"))
+                if planner or fname in ("default_policy", "applies"):
                     out.append(f"{where}: calls {fname}")
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 mod = getattr(node, "module", None) or ""

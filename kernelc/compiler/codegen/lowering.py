@@ -71,7 +71,6 @@ class Lowering:
         self.smem = SharedMemory()
         self.persistent_tokens: Dict[str, int] = {}
         self.smem_operands: Dict[int, object] = {}  # value id -> operand already staged in shared memory
-        self.skip_ops: set = set()  # ids of ``trans`` ops a TMA tile read in place is viewed through
         self.reports: Dict[str, list] = {"memory_accesses": [], "dots": []}  # facts for tools (analyzer)
         self.params: List[Tuple[str, str, str]] = []
         self.uses_smem = False
@@ -442,10 +441,8 @@ class Lowering:
             self.lower_op(op)
 
     def lower_op(self, op: Op) -> None:
-        if id(op) in self.skip_ops:
-            return
-        if op.attrs.get("pipeline") and op.name != "scf.for":
-            return  # a load (or its trans view) that its loop's ring copies (passes/schedule.py)
+        if (op.attrs.get("pipeline") and op.name != "scf.for") or (op.attrs.get("in_place") and op.name == "trans"):
+            return  # copied by its loop's ring, or a view of a tile its dots read in place (passes/schedule.py)
         e = self.e
         e.set_loc(op.loc.file, op.loc.line, op.loc.col)
         name = op.name

@@ -28,7 +28,7 @@ mbarrier per stage instead of cp.async groups:
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 from ...language.dtypes import scalar_of, shape_of
 from ..ir.core import Op
@@ -89,7 +89,8 @@ def pipeline_of(lw: Lowering, op: Op) -> Optional[PipelinePlan]:
         ld = _Load(lop, dot, is_a)
         ld.vec = lop.attrs["pipeline"]["vec"]
         loads.append(ld)
-    tma_loads = [_TmaLoad(src, dot, is_a, via, operand_orientation(is_a, via is not None)) for src, dot, is_a, via in tma]
+    tma_loads = [_TmaLoad(src, dot, is_a, via, operand_orientation(is_a, via is not None))
+                 for src, dot, is_a, via in tma]
     chain, carried_idx = address_chain(op, [ld.op for ld in loads], [t.op for t in tma_loads])
     return PipelinePlan(lw, op, tag["stages"], tag["lookahead"], loads, chain, carried_idx, tma_loads)
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from ...language.dtypes import scalar_of, shape_of
 from ..layouts import Layout
 from ..target_rules import WGMMA_TYPES, wgmma_eligible  # noqa: F401
 from .emitter import llty

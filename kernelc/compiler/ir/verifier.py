@@ -188,6 +188,8 @@ def _descriptor_access(op):
     tile = op.results[0].type if op.name == "descriptor_load" else op.operands[1].type
     if tile != desc.block_type:
         errs.append(f"tile type {tile} differs from the descriptor's block {desc.block_type}")
+    if op.attrs.get("tma") not in (None, True):
+        errs.append(f"tma must be True (the TMA lowering takes it) or absent, got {op.attrs.get('tma')!r}")
     return errs
 
 
@@ -279,7 +281,8 @@ def _schedule(op: Op) -> List[str]:
         ring = p.get("ring") if isinstance(p, dict) else None
         if ring not in RINGS or (op.name == "load") != (ring == "cp.async"):
             errs.append(f"{op.name} cannot join a {ring!r} ring (cp.async: load; tma: descriptor_load, trans)")
-        elif ring == "cp.async" and not (isinstance(p.get("vec"), int) and p["vec"] > 0 and p["vec"] & (p["vec"] - 1) == 0):
+        elif ring == "cp.async" and not (isinstance(p.get("vec"), int) and p["vec"] > 0
+                                         and p["vec"] & (p["vec"] - 1) == 0):
             errs.append(f"a cp.async load needs a power-of-two vec, got {p.get('vec')!r}")
         if loop is None or not loop.attrs.get("pipeline"):
             errs.append("a ringed load must sit directly in a pipelined loop")
@@ -297,6 +300,11 @@ def _schedule(op: Op) -> List[str]:
         errs.append(f"wgmma must be one of {WGMMA_ISSUE} on a dot in a pipelined loop, got {w!r}")
     if w == "deferred" and not (loop is not None and loop.attrs.get("ws")):
         errs.append("deferred wgmma waits need a warp-specialised loop")
+    ip = op.attrs.get("in_place")
+    if ip is not None and (ip is not True or op.attrs.get("pipeline")
+                           or (op.name == "trans" and not (op.operands[0].op is not None
+                                                           and op.operands[0].op.attrs.get("in_place")))):
+        errs.append("in_place is True on a TMA tile outside a ring (or the trans of one)")
     if op.attrs.get("wgmma_turns") and not (loop is not None and (loop.attrs.get("ws") or {}).get("pingpong")):
         errs.append("wgmma_turns needs a warp-specialised loop with pingpong")
     return errs
@@ -335,7 +343,7 @@ RULES: Dict[str, Callable[[Op], List[str]]] = {
     "histogram": _histogram,
 }
 
-_SCHEDULE_ATTRS = frozenset({"pipeline", "ws", "wgmma", "wgmma_turns"})
+_SCHEDULE_ATTRS = frozenset({"pipeline", "ws", "wgmma", "wgmma_turns", "in_place"})
 
 
 def verify(fn: Function) -> None:

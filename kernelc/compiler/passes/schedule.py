@@ -11,6 +11,9 @@
         trans ... {pipeline={ring='tma'}}          # the view a TMA-ringed tile is read through
         dot ... {wgmma='async'}
 
+  and which TMA tiles outside a ring the dots read in place (``descriptor_load ... {in_place=True}``,
+  and the 2-D ``trans`` they are read through).
+
 - ``warp_specialize``: at most one loop per kernel gets a producer warp that fills its TMA ring::
 
       scf.for ... {ws={producer_warps=1, setmaxnreg=False, release='at_issue', pingpong=False}}
@@ -34,7 +37,7 @@ from ..codegen.dot import MMA_SHAPES, choose_trans
 from ..codegen.memory import vector_width
 from ..ir.core import Block, Function, Op, Value
 from .layout_assign import REMATERIALIZABLE
-from .schedule_ir import CP_ASYNC, TMA, address_chain, loop_path, ringed_operands
+from .schedule_ir import CP_ASYNC, TMA, address_chain, function_uses, in_place_readers, loop_path, ringed_operands
 from .schedule_ir import body_defs as _body_defs, body_uses as _uses
 
 
@@ -166,6 +169,22 @@ def schedule_pipelines(fn: Function, ctx) -> Function:
     for op in fn.walk():
         if op.name == "scf.for":
             _schedule_loop(f, op)
+    # TMA tiles outside a ring whose every reader is a tensor-core dot operand stay where the copy put
+    # them: the dots read them in place (codegen/descriptors.py), else they are read back into registers
+    uses = function_uses(fn)
+    for op in fn.walk():
+        if op.name != "descriptor_load" or op.attrs.get("pipeline"):
+            continue
+        res = op.results[0]
+        readers = in_place_readers(uses, res)
+        elt = scalar_of(res.type)
+        if readers and all(d.name == "dot" and i in (0, 1) and
+                           smem_servable(f, d, i, operand_orientation(i == 0, via is not None), elt)
+                           for d, i, via in readers):
+            op.attrs["in_place"] = True
+            for _, _, via in readers:
+                if via is not None:
+                    via.attrs["in_place"] = True
     return fn
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
+from ...language.dtypes import shape_of
 from ..ir.core import Block, Op, Value
 from .layout_assign import REMATERIALIZABLE
 
@@ -107,3 +108,29 @@ def loop_path(op: Op) -> List[Op]:
         out.append(b.parent)
         b = b.parent.block
     return list(reversed(out))
+
+
+def function_uses(fn) -> Dict[int, List[Tuple[Op, int]]]:
+    """Value id -> (op, operand index) of every use in the function."""
+    u: Dict[int, List[Tuple[Op, int]]] = {}
+    for op in fn.walk():
+        for i, v in enumerate(op.operands):
+            u.setdefault(v.id, []).append((op, i))
+    return u
+
+
+def in_place_readers(uses, v: Value) -> Optional[List[Tuple[Op, int, Optional[Op]]]]:
+    """(reader, operand index, 2-D trans or None) of every use of the tile ``v``, looking through a
+    ``trans`` with one use (a view); None if a trans has other uses. ``schedule_pipelines`` tags a TMA
+    tile ``in_place`` when every reader is a dot operand that reads shared memory."""
+    out = []
+    for op, i in uses.get(v.id, []):
+        via = None
+        if op.name == "trans" and len(shape_of(v.type)) == 2 and list(op.attrs.get("perm", [])) == [1, 0]:
+            t_uses = uses.get(op.results[0].id, [])
+            if len(t_uses) != 1:
+                return None
+            via = op
+            op, i = t_uses[0]
+        out.append((op, i, via))
+    return out
