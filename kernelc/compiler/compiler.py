@@ -111,7 +111,7 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     timings["tile_passes"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     reports: Dict[str, Any] = {}
-    llir, smem_bytes = lower_to_llvm(func, plan, axis, num_warps, tgt, num_stages, reports)
+    llir, smem_bytes = lower_to_llvm(func, plan, axis, num_warps, tgt, reports)
     timings["lower_to_llvm"] = time.perf_counter() - t0
     art = compile_llir(llir, tgt, func.name)
     for k, v in art.timings.items():

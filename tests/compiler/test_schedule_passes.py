@@ -201,7 +201,7 @@ def test_lower_descriptors_tags_what_tma_takes_and_codegen_trusts_the_tag():
     from kernelc.errors import CompilationError
     next(o for o in fn.walk() if o.name == "descriptor_store").attrs.pop("tma")
     with pytest.raises(CompilationError, match="without a TMA lowering"):
-        lower_to_llvm(fn, ctx.plan, ctx.axis, 4, parse_target("sm_90a"), 3)
+        lower_to_llvm(fn, ctx.plan, ctx.axis, 4, parse_target("sm_90a"))
 
 
 def test_the_verifier_checks_the_schedule():

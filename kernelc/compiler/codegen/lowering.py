@@ -54,13 +54,11 @@ class SharedMemory:
 
 
 class Lowering:
-    def __init__(self, fn: Function, plan: LayoutPlan, axis: AxisAnalysis, num_warps: int, target,
-                 num_stages: int = 3):
+    def __init__(self, fn: Function, plan: LayoutPlan, axis: AxisAnalysis, num_warps: int, target):
         self.fn = fn
         self.plan = plan
         self.axis = axis
         self.nw = num_warps
-        self.num_stages = num_stages
         self.target = target
         self.e = Emitter(fn.name, fn.file, fn.line)
         self.e.capability = tuple(target.capability) if target is not None else (9, 0)  # fp8 cvt choice
