@@ -4,8 +4,9 @@ A tensor-descriptor tile lands in shared memory in exactly the layout ``dot.Smem
 ([panel][row][<=128 B], 16-byte chunks XOR-swizzled by the row), so wgmma/ldmatrix read it as they
 read a cp.async-filled operand. TMA writes that layout by itself: a box whose inner extent is one
 panel (at most 128 bytes, the swizzle span) and whose 128B/64B/32B swizzle is the SmemOperand XOR,
-provided every box starts on the swizzle's repeat (1024/512/256 bytes; 8 rows): ``TmaBox`` works
-out the boxes of a block and where each lands. The host encodes the CUtensorMap from the same
+provided every box starts on the swizzle's repeat (1024/512/256 bytes; 8 rows): ``TmaBox`` (a
+target rule: compiler/target_rules.py, re-exported here) works out the boxes of a block and where each
+lands; ``box_smem`` is its SmemOperand view. The host encodes the CUtensorMap from the same
 ``TmaBox`` (runtime/tensor_map.py), so the compiler and the map always agree.
 
 The helpers below emit the PTX; the copy engine is driven from one elected thread (tid 0) and
