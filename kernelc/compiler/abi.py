@@ -107,7 +107,7 @@ def descriptor_fields(ty: tensor_descriptor_type, arch: Optional[str] = None) ->
               + [Field("shape", d, T.int32) for d in range(n)]
               + [Field("stride", d, T.int64) for d in range(n - 1)])
     if arch is not None:
-        from .codegen.tma import tma_type_ok
+        from .target_rules import tma_type_ok
         if tma_type_ok(ty, arch):  # the TMA lowering may take its ops: the host encodes a CUtensorMap
             fields.append(Field("tensormap", -1, TENSOR_MAP))
     return fields

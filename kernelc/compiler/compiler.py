@@ -28,6 +28,7 @@ from .passes.lower_descriptors import lower_descriptors
 from .abi import flat_divisibility
 from .passes.pipeline_loads import pipeline_loads
 from .passes.pointer_tiles import pointer_tiles_to_descriptors
+from .passes.schedule import schedule_pipelines, schedule_wgmma, warp_specialize
 from .passes.simplify import simplify
 from .pass_manager import PassContext, TilePass, run_passes
 from .artifact import COMPILER_VERSION, CompiledKernel, _LazyAsm  # noqa: F401
@@ -97,21 +98,20 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     func, used = generate_ir(fn, signature, constexprs or {}, divisibility, tuple(equal_to_1), name, arch=tgt.arch,
                              num_warps=num_warps)
     verify(func)
-    ctx = PassContext(tgt.arch, tuple(tgt.capability), num_warps, pipeline_loads=pipeline_loads_enabled())
+    ctx = PassContext(tgt.arch, tuple(tgt.capability), num_warps, pipeline_loads=pipeline_loads_enabled(),
+                      num_stages=num_stages)
     dump = dump_ir if dump_ir is not None else dump_ir_requested()
     func = run_passes(func, FRONTEND_PASSES, ctx, verify_each=False, dump=dump, timings=timings)
     timings["frontend"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     tir_text_initial = print_function(func)
     func = run_passes(func, TILE_PASSES, ctx, verify_each=True, dump=dump, timings=timings)
-    pipe_notes = ctx.notes
-    axis = analyze(func)
-    plan = assign_layouts(func, axis, num_warps, tgt.capability[0], tgt.arch)
-    plan.notes[:0] = pipe_notes
+    axis, plan = ctx.axis, ctx.plan
+    plan.notes[:0] = ctx.notes
     timings["tile_passes"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     reports: Dict[str, Any] = {}
-    llir, smem_bytes = lower_to_llvm(func, plan, axis, num_warps, tgt, num_stages, reports)
+    llir, smem_bytes = lower_to_llvm(func, plan, axis, num_warps, tgt, reports)
     timings["lower_to_llvm"] = time.perf_counter() - t0
     art = compile_llir(llir, tgt, func.name)
     for k, v in art.timings.items():
@@ -144,6 +144,12 @@ def _kernel_signature(fn, signature) -> Dict[str, str]:
     return {p: str(parse_type(signature[p])) for p in fn.arg_names if p in signature}
 
 
+def _assign_layouts(fn, ctx: PassContext):
+    ctx.axis = analyze(fn)
+    ctx.plan = assign_layouts(fn, ctx.axis, ctx.num_warps, ctx.capability[0], ctx.arch)
+    return fn
+
+
 # The tile-IR pipeline (kernelc/compiler/pass_manager.py): frontend passes run before the initial IR
 # text (asm["tir_initial"]), tile passes after it; each tile pass is verified.
 FRONTEND_PASSES = (
@@ -162,6 +168,13 @@ TILE_PASSES = (
     # atomics whose old value nobody reads skip its broadcast (passes/atomic_results.py)
     TilePass("mark_unused_atomic_results", lambda f, c: mark_unused_atomic_results(f)),
     TilePass("coalesce", lambda f, c: coalesce(f, c.num_warps, c.capability[0], c.arch, c.notes)),
+    # layouts (and axis info) for the scheduling passes and codegen: an analysis, the IR is unchanged
+    TilePass("assign_layouts", _assign_layouts),
+    # the schedule, written into the IR (passes/schedule.py, docs/schedule-ir.md): rings, warp
+    # specialisation, wgmma issue/wait points; codegen reads these attributes and decides nothing
+    TilePass("schedule_pipelines", schedule_pipelines),
+    TilePass("warp_specialize", warp_specialize),
+    TilePass("schedule_wgmma", schedule_wgmma),
 )
 
 

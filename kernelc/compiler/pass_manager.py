@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from .ir import print_function, verify
 from .ir.core import Function
@@ -20,6 +20,10 @@ class PassContext:
     num_warps: int
     notes: List[str] = field(default_factory=list)
     pipeline_loads: bool = True
+    num_stages: int = 3  # the kernel's default for loops without their own ``num_stages``
+    # set by the ``assign_layouts`` pass for the scheduling passes after it
+    axis: Any = None
+    plan: Any = None
 
 
 @dataclass(frozen=True)

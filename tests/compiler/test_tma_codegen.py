@@ -7,6 +7,7 @@ import re
 import pytest
 
 import kernelc
+from kernelc.compiler.codegen import tma as T
 from kernelc.compiler.codegen.tma import tma_box
 from kernelc.runtime import tensor_map as TM
 
@@ -221,7 +222,7 @@ def _tma_address(box, r, c):
                                       ((16, 128), 1), ((64, 256), 4), ((8, 64), 2), ((4, 64), 2), ((512, 64), 2)])
 def test_tma_swizzle_matches_the_operand_layout(shape, eb):
     box = tma_box(shape, eb)
-    sm = box.smem(0)
+    sm = T.box_smem(box, 0)
     lw = _Eval()
     rows, cols = shape
     for r in range(rows):

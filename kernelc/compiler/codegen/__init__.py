@@ -5,9 +5,9 @@ from . import control, convert, descriptors, dot, mapping, memory, permute, redu
 from .lowering import Lowering
 
 
-def lower_to_llvm(func, plan, axis, num_warps, target, num_stages=3, reports=None):
+def lower_to_llvm(func, plan, axis, num_warps, target, reports=None):
     """Returns (LLVM IR text, dynamic shared memory bytes); fills ``reports`` (memory accesses, dots)."""
-    lw = Lowering(func, plan, axis, num_warps, target, num_stages)
+    lw = Lowering(func, plan, axis, num_warps, target)
     text = lw.run()
     if reports is not None:
         reports.update(lw.reports)

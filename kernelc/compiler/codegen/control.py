@@ -7,6 +7,7 @@ from ...language.dtypes import scalar_of, shape_of
 from .elementwise import constant
 from .emitter import llty
 from .lowering import Lowering, Tile, rule
+from .pipeline import PipelinedLoop, pipeline_of, report_pipeline, stage_invariant_operands
 
 
 def _carried_layouts(lw: Lowering, values):
@@ -39,15 +40,14 @@ def lower_for(lw: Lowering, op):
     init_flat = []
     for v, L in zip(inits, layouts):
         init_flat.append(lw.flat(v, L))
-    from .pipeline import PipelinedLoop, decide_async_dots, plan_pipeline, report_pipeline, stage_invariant_operands
     stage_invariant_operands(lw, op)
     if lw.ws is not None and lw.ws.loop is op:  # its producer warp was emitted at the kernel's entry
         pipe, pplan = lw.ws.pipe, lw.ws.plan
-        report_pipeline(lw, pplan)
-        decide_async_dots(lw, pplan)  # operands staged before the loop (Q) count as served now
     else:
-        pplan = plan_pipeline(lw, op)
+        pplan = pipeline_of(lw, op)  # the ring passes/schedule.py wrote down, if any
         pipe = PipelinedLoop(lw, pplan) if pplan is not None else None
+    if pplan is not None:
+        report_pipeline(lw, pplan)
     extra = []
     if pipe is not None:
         init_carried = {}

@@ -3,8 +3,8 @@
 
 The frontend flattens a host descriptor into base pointer, shapes, strides and -- on sm_90a, for a
 block TMA can copy -- its 128-byte CUtensorMap (compiler/abi.py), and rebuilds it in the kernel with
-``make_tensor_descriptor(..., host_arg=name)``. Ops that ``tma_eligible`` claims stay in the IR
-(passes/lower_descriptors.py rewrites the others into masked loads/stores) and address the tensor
+``make_tensor_descriptor(..., host_arg=name)``. Ops that ``passes/lower_descriptors.tma_eligible`` claims
+stay in the IR, tagged ``tma=True`` (the pass rewrites the others into masked loads/stores), and address the tensor
 through the map, a by-value parameter (``.param .align 64 .b8 [128]``, a ``__grid_constant__``).
 ``reports["tensor_maps"]`` records the box and swizzle the code assumes (the host derives the same).
 
@@ -15,7 +15,7 @@ in a per-program slot of a global scratch buffer the launcher passes as a last, 
   and every thread waits on an mbarrier. A tile whose only consumers are tensor-core dot operands
   (directly or through a 2-D ``trans``) stays there: the dot (wgmma/ldmatrix) reads it in place. Any
   other tile is read back into its register layout. Inside ``kl.range(num_stages>=2)`` loops, dot
-  operands are instead pipelined by codegen/pipeline.py (a ring of stages, one mbarrier each).
+  operands are instead pipelined (passes/schedule.py tags them, codegen/pipeline.py emits the ring).
 - ``descriptor_store``: registers -> swizzled shared memory -> ``fence.proxy.async`` -> barrier ->
   thread 0 issues the bulk tensor store and waits until the copy has read shared memory.
 """
@@ -24,9 +24,12 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Tuple
 
 from ...errors import CompilationError
-from ...language.dtypes import scalar_of, shape_of, tensor_descriptor_type
-from ..ir.core import Argument, Function, Op, Value
+from ...language.dtypes import shape_of, tensor_descriptor_type
+from ..ir.core import Op, Value
 from . import tma as T
+from ..passes.schedule_ir import function_uses, in_place_readers
+from .device_tensor_map import DeviceTensorMap
+from .dot import MMA_SHAPES, store_tile
 from .emitter import llty
 from .lowering import Lowering, Tile, rule
 
@@ -55,60 +58,6 @@ def tensor_map_param(name: str) -> Tuple[str, str, str]:
     return ("ptr", name, TENSOR_MAP_PARAM_ATTRS)
 
 
-def _argument_of(fn: Function, v: Value) -> Optional[Argument]:
-    for a, arg in zip(fn.arguments, fn.body.args):
-        if arg is v:
-            return a
-    return None
-
-
-def tma_eligible(op: Op, arch: Optional[str], fn: Optional[Function] = None, axis=None) -> bool:
-    """Whether the TMA lowering takes this ``descriptor_load``/``descriptor_store`` (else the generic
-    lowering rewrites it): sm_90a, KERNELC_TMA not 0, and either
-
-    - a host descriptor whose machine arguments include a CUtensorMap (compiler/abi.py: the type is
-      one TMA copies into the swizzled operand layout) and whose base and strides are known 16-byte
-      aligned (``fn``'s argument divisibility, as the runtime specialises on it); or
-    - a descriptor made in the kernel that ``device_tensor_map.device_map_eligible`` accepts (made at
-      the top level from scalars the kernel entry can compute, with a base and strides ``axis``
-      proves 16-byte aligned).
-
-    Without ``fn`` nothing is known, so no."""
-    if op.name not in ("descriptor_load", "descriptor_store") or fn is None:
-        return False
-    if not T.tma_type_ok(op.operands[0].type, arch or ""):
-        return False
-    mk = host_descriptor_op(op.operands[0])
-    if mk is None:
-        from .device_tensor_map import device_map_eligible
-        return device_map_eligible(op, fn, axis)
-    name = mk.attrs["host_arg"]
-    if not any(is_tensor_map(a.type) and a.name == f"{name}.tensormap" for a in fn.arguments):
-        return False
-    ty = op.operands[0].type
-    n = ty.ndim
-    eb = ty.element_ty.itemsize
-    base = _argument_of(fn, mk.operands[0])
-    strides = [_argument_of(fn, v) for v in mk.operands[1 + n:]]
-    if base is None or base.divisibility < 16:
-        return False
-    # the runtime reports int divisibility by 16 (elements): then the byte stride is 16-aligned too
-    if not all(s is not None and (s.divisibility * eb) % 16 == 0 for s in strides):
-        return False
-    if op.name == "descriptor_store":
-        return store_extent_ok(_argument_of(fn, mk.operands[n]), eb)
-    return True
-
-
-def store_extent_ok(inner_divisibility, eb: int) -> bool:
-    """A TMA store into a tensor whose rows end inside a 16-byte chunk writes that whole chunk (seen on the
-    GPU: columns past the end written; docs/performance.md, "TMA").  Stores use TMA only
-    when the innermost extent is known to be a multiple of 16 bytes (``inner_divisibility``: an
-    ``Argument``, or its divisibility in elements)."""
-    d = getattr(inner_divisibility, "divisibility", inner_divisibility)
-    return d is not None and (d * eb) % 16 == 0
-
-
 # -- tensor-map parameters -------------------------------------------------------------------------
 
 
@@ -131,14 +80,13 @@ def declare_tensor_maps(lw: Lowering) -> None:
     """After the parameters are declared: find the CUtensorMap of every descriptor a descriptor op
     uses (the ops left in the IR are TMA's) -- a host descriptor's parameter, or a map the kernel builds
     (its creation is emitted at the entry, codegen/device_tensor_map.py) -- and report what is encoded."""
-    from .device_tensor_map import DeviceTensorMap
     lw.tensor_maps = {}
     arch = lw.target.arch if lw.target is not None else ""
     params = {a.name: lw.scalars[v.id] for a, v in zip(lw.fn.arguments, lw.fn.body.args) if is_tensor_map(a.type)}
     for op in lw.fn.walk():
         if op.name not in ("descriptor_load", "descriptor_store"):
             continue
-        if not tma_eligible(op, arch, lw.fn, lw.axis):
+        if op.attrs.get("tma") is not True:  # passes/lower_descriptors.py tags the ops TMA takes
             raise CompilationError(
                 f"`{op.name}` reached code generation for {arch or 'this target'} without a TMA lowering for it; "
                 "it should have been rewritten into masked loads/stores (passes/lower_descriptors.py)",
@@ -178,18 +126,13 @@ def tensor_map_of(lw: Lowering, desc: Value):
 def _uses(lw: Lowering) -> Dict[int, List[Tuple[Op, int]]]:
     u = getattr(lw, "_value_uses", None)
     if u is None:
-        u = {}
-        for op in lw.fn.walk():
-            for i, v in enumerate(op.operands):
-                u.setdefault(v.id, []).append((op, i))
-        lw._value_uses = u
+        u = lw._value_uses = function_uses(lw.fn)
     return u
 
 
 def smem_servable(lw: Lowering, dot: Op, idx: int, trans: bool, elt) -> bool:
     """Whether this dot reads operand ``idx`` from a shared buffer in SmemOperand layout (``trans``:
     stored with the outer dim M/N contiguous) instead of staging registers itself."""
-    from .dot import MMA_SHAPES
     if idx not in (0, 1) or id(dot) in lw.plan.dot_fma or lw.plan.get(dot.results[0]) is None:
         return False
     if elt.name not in MMA_SHAPES or len(shape_of(dot.operands[0].type)) != 2:
@@ -202,28 +145,6 @@ def operand_orientation(is_a: bool, through_trans: bool) -> bool:
     """The SmemOperand ``trans`` flag of a loaded tile used as operand A ([M, K]) or B ([K, N]): the
     tile's rows are its dim 0, so A is K-major unless transposed, B is N-major unless transposed."""
     return through_trans if is_a else not through_trans
-
-
-def in_place_consumers(lw: Lowering, v: Value) -> Optional[List[Tuple[Op, int, Optional[Op]]]]:
-    """(dot, operand index, trans op or None) for every use of the loaded tile ``v`` if all of them are
-    tensor-core dot operands able to read it in place; else None."""
-    uses = _uses(lw)
-    out = []
-    elt = scalar_of(v.type)
-    for op, i in uses.get(v.id, []):
-        via = None
-        if op.name == "trans" and len(shape_of(v.type)) == 2 and list(op.attrs.get("perm", [])) == [1, 0]:
-            t_uses = uses.get(op.results[0].id, [])
-            if len(t_uses) != 1:
-                return None
-            via = op
-            op, i = t_uses[0]
-        if op.name != "dot" or i not in (0, 1):
-            return None
-        if not smem_servable(lw, op, i, operand_orientation(i == 0, via is not None), elt):
-            return None
-        out.append((op, i, via))
-    return out or None
 
 
 def inside_loop(op: Op) -> bool:
@@ -273,7 +194,6 @@ def read_tile(lw: Lowering, sm, L, elt, block_shape) -> List[str]:
 
 def write_tile(lw: Lowering, tile: Tile, sm, elt, block_shape) -> None:
     """Store a register tile into the shared tile (each element once: replicas skip)."""
-    from .dot import store_tile
     vec = max(1, min(tile.layout.contig_regs(tile.layout.rank - 1), sm.chunk))
     store_tile(lw, tile, llty(elt), elt.itemsize, sm, vec, lambda c: _row_col(lw, c, block_shape))
 
@@ -291,6 +211,18 @@ def report_tma(lw: Lowering, op: Op, kind: str, ty: tensor_descriptor_type) -> N
 def free_regions(lw: Lowering) -> List[Tuple[str, int]]:
     """(persistent offset token, bytes) of shared buffers no later op reads (finished pipeline rings)."""
     return lw.__dict__.setdefault("free_smem", [])
+
+
+def reuse_or_allocate(lw: Lowering, nbytes: int) -> str:
+    """A persistent buffer of ``nbytes``: the ring of a loop that already finished if one is big enough
+    (a causal attention's diagonal loop takes the main loop's), else a new one. Reuse is safe: every copy
+    into the old ring was waited for, and the new ring's setup starts with a barrier past its readers."""
+    free = free_regions(lw)
+    for i, (tok, size) in enumerate(free):
+        if size >= nbytes:
+            del free[i]
+            return tok
+    return lw.persistent(nbytes)
 
 
 def free_span(lw: Lowering, nbytes: int) -> List[str]:
@@ -328,12 +260,12 @@ def lower_descriptor_load(lw: Lowering, op):
     res = op.results[0]
     elt = ty.element_ty
     offsets = offsets_of(lw, op.operands[1:])
-    consumers = in_place_consumers(lw, res)
+    # the dots read the tile in place when passes/schedule.py tagged it so
+    consumers = in_place_readers(_uses(lw), res) if op.attrs.get("in_place") else None
     report_tma(lw, op, "load (TMA)", ty)
     # a tile read in place must outlive this op (other ops' scratch would overwrite it): its own buffer,
     # or a finished loop's ring (the barrier below orders it after the ring's last readers)
-    from .pipeline import _reuse_or_allocate
-    base = _reuse_or_allocate(lw, box.nbytes) if consumers else lw.scratch(box.nbytes)
+    base = reuse_or_allocate(lw, box.nbytes) if consumers else lw.scratch(box.nbytes)
     pool = T.BarrierPool.of(lw)
     btok, boff = pool.take(1)
     bar = pool.address(btok, boff)
@@ -348,14 +280,12 @@ def lower_descriptor_load(lw: Lowering, op):
     T.mbarrier_expect_tx(lw, bar, box.nbytes, t0)
     T.copy_tile_in(lw, box, tmap, base, bar, offsets, t0)
     T.mbarrier_wait(lw, bar, "0")
-    sm = box.smem(base)
+    sm = T.box_smem(box, base)
     if consumers:
         for dot, idx, via in consumers:
             trans = operand_orientation(idx == 0, via is not None)
             v = via.results[0] if via is not None else res
             lw.smem_operands[v.id] = (sm, trans)
-            if via is not None:
-                lw.skip_ops.add(id(via))
     else:
         L = lw.plan.get(res)
         lw.tiles[res.id] = Tile(L, read_tile(lw, sm, L, elt, ty.block_shape))
@@ -383,7 +313,7 @@ def lower_descriptor_store(lw: Lowering, op):
     else:
         base = lw.scratch(box.nbytes)
         lw.smem_access(base, base + box.nbytes, True)
-    sm = box.smem(base)
+    sm = T.box_smem(box, base)
     write_tile(lw, tile, sm, elt, ty.block_shape)
     T.fence_proxy_async(lw)  # the copy engine reads through the async proxy
     lw.barrier()

@@ -19,85 +19,28 @@ kernel parameter (``SCRATCH_PARAM``) that the launcher allocates per stream
 (``CompiledKernel.global_scratch_bytes`` per program; runtime/scratch.py). The box and swizzle are
 the same ``TmaBox`` as a host map's, so the tile code does not know which kind it reads through.
 
-A made descriptor qualifies (``device_map_eligible``) when it is made at the kernel's top level (the
-map is built before the body, and before a warp-specialised split, so the producer warp sees it)
+A made descriptor qualifies (``passes/lower_descriptors.device_map_eligible``, which tags its ops
+``tma=True``) when it is made at the kernel's top level (the map is built before the body, and before a
+warp-specialised split, so the producer warp sees it)
 from scalars the entry can compute -- arguments, program ids, constants and arithmetic on them --
 and the axis analysis proves its base and byte strides 16-byte aligned, as TMA requires. Others
 keep the generic lowering (masked loads/stores), which is correct everywhere.
 """
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Optional
 
-from ...language.dtypes import shape_of, tensor_descriptor_type
-from ..ir.core import Function, Op, Value
-from ..passes.layout_assign import REMATERIALIZABLE
+from ...language.dtypes import tensor_descriptor_type
+from ..ir.core import Op
+from ..target_rules import TMA_PTX_ELEMTYPE as PTX_ELEMTYPE
 from . import tma as T
 from .lowering import Lowering
 
 SLOT_BYTES = 128  # one CUtensorMap
 SCRATCH_PARAM = "kc_global_scratch"
 
-# kernelc element type -> ``tensormap.replace ... .elemtype`` value. This is the PTX ISA's encoding,
-# not the driver's CUtensorMapDataType (the PTX table puts f32.ftz at 8, so f64 is 9 and bf16 10).
-# TMA moves bytes: fp8 travels as u8, signed 8/16-bit ints as their unsigned twins.
-PTX_ELEMTYPE = {
-    "int8": 0, "uint8": 0, "fp8e4nv": 0, "fp8e5": 0,
-    "int16": 1, "uint16": 1,
-    "uint32": 2, "int32": 3,
-    "uint64": 4, "int64": 5,
-    "fp16": 6, "fp32": 7, "fp64": 9, "bf16": 10,
-}
 PTX_FILL = {"zero": 0, "nan": 1}  # padding -> .fill_mode
 PTX_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}  # swizzle bytes -> .swizzle_mode
-
-_ENTRY_OPS = REMATERIALIZABLE | {"program_id", "num_programs"}
-
-
-# -- eligibility -----------------------------------------------------------------------------------
-
-
-def device_map_eligible(op: Op, fn: Function, axis=None) -> bool:
-    """Whether the descriptor op ``op`` (whose descriptor was made in the kernel) can copy through a
-    map the kernel builds at its entry; ``axis``: the function's axis analysis (computed if None)."""
-    mk = op.operands[0].op
-    if mk is None or mk.name != "make_tensor_descriptor" or mk.attrs.get("host_arg"):
-        return False
-    ty: tensor_descriptor_type = op.operands[0].type
-    if ty.element_ty.name not in PTX_ELEMTYPE or mk.block is not fn.body:
-        return False
-    if not _entry_computable(mk.operands, fn):
-        return False
-    if axis is None:
-        from ..passes.axis_info import analyze
-        axis = analyze(fn)
-    n = ty.ndim
-    eb = ty.element_ty.itemsize
-    div = lambda v: axis.get(v).divisibility[0]  # noqa: E731  (bytes for the pointer, elements for ints)
-    if div(mk.operands[0]) < 16 or any((div(s) * eb) % 16 for s in mk.operands[1 + n:]):
-        return False
-    if op.name == "descriptor_store":
-        from .descriptors import store_extent_ok
-        return store_extent_ok(div(mk.operands[n]), eb)
-    return True
-
-
-def _entry_computable(values: List[Value], fn: Function) -> bool:
-    """Whether every value is a scalar computed from arguments by ops the entry can re-emit."""
-    args = {a.id for a in fn.body.args}
-    seen = set()
-    todo = list(values)
-    while todo:
-        v = todo.pop()
-        if v.id in seen or v.id in args:
-            continue
-        seen.add(v.id)
-        d = v.op
-        if d is None or shape_of(v.type) or d.name not in _ENTRY_OPS or d.block is not fn.body:
-            return False
-        todo.extend(d.operands)
-    return True
-
 
 # -- the maps --------------------------------------------------------------------------------------
 

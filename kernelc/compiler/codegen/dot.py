@@ -14,6 +14,7 @@ from .convert import linear_index
 from .emitter import llty
 from ..layouts import Layout
 from .lowering import Lowering, Tile, rule
+from .wgmma import PingPong, fence_proxy_async, run_wgmma
 
 # element type -> (mma k, PTX type of A/B, A regs, B regs). The 8-bit types share m16n8k32 and its
 # fragment layout (K-major in shared memory: ldmatrix cannot transpose bytes); fp8 needs sm_89, and
@@ -150,6 +151,13 @@ def operand_geometry(is_a: bool, trans: bool, outer: int, K: int, eb: int, base=
     return SmemOperand(base, K, outer, eb) if trans else SmemOperand(base, outer, K, eb)
 
 
+def _dims(is_a: bool, trans: bool) -> Tuple[int, int]:
+    """(row_dim, col_dim) of the loaded tile in the operand's shared-memory rows/columns."""
+    if is_a:
+        return (1, 0) if trans else (0, 1)
+    return (0, 1) if trans else (1, 0)
+
+
 def _a_from_registers(lw: Lowering, a_v, L: Layout, M: int, K: int):
     """A-operand fragments straight from registers when A lives in the accumulator layout of a
     previous dot with the same warps along M (attention's P): no shared-memory round trip."""
@@ -226,25 +234,23 @@ def mma_dot(lw: Lowering, op, L: Layout, report: Optional[dict] = None):
         base = lw.scratch(total)
         lw.smem_access(base, base + total, True)
         for idx, t, trans, g in geoms:
-            from .pipeline import _dims
             dims = _dims(idx == 0, trans)
             store_operand(lw, t, ty, eb, g, *dims)
             staged[idx] = (g, trans)
             if report is not None and transposing_store(t.layout, *dims):
                 report["smem_transpose"].append("ab"[idx])
         if use_wgmma:
-            from .wgmma import fence_proxy_async
             fence_proxy_async(lw)
         lw.smem_access(base, base + total, False)
     acc = list(lw.get(c_v, L).regs)
     A, a_trans = staged.get(0, (None, False))
     B, b_trans = staged[1]
     if use_wgmma:
-        from .wgmma import run_wgmma
-        deferred = id(op) in lw.deferred_dots and op.attrs.get("max_num_imprecise_acc") is None
+        deferred = op.attrs.get("wgmma") == "deferred" and op.attrs.get("max_num_imprecise_acc") is None
         run_wgmma(lw, kind, A, a_trans, B, b_trans, acc, L, M, N, K, a_regs=a_regs,
-                  in_flight=None if deferred else 1 if id(op) in lw.async_dots else 0, b_kind=b_kind,
-                  promote_every=op.attrs.get("max_num_imprecise_acc"), turn=lw.wgmma_turns.get(id(op)))
+                  in_flight=None if deferred else 1 if op.attrs.get("wgmma") == "async" else 0, b_kind=b_kind,
+                  promote_every=op.attrs.get("max_num_imprecise_acc"),
+                  turn=PingPong(lw) if op.attrs.get("wgmma_turns") else None)
     else:
         run_mma(lw, kind, A, B, a_trans, b_trans, acc, L, M, N, K, a_regs=a_regs, b_kind=b_kind)
     lw.tiles[op.results[0].id] = Tile(L, acc)

@@ -22,15 +22,14 @@ from .emitter import Emitter
 
 # fp8 type -> PTX name of a packed pair in cvt
 PTX_PAIR = {"fp8e4nv": "e4m3x2", "fp8e5": "e5m2x2"}
-# first compute capability with the fp8 cvt forms (PTX ISA 7.8, sm_89)
-HW_CVT_CAPABILITY = (8, 9)
+from ..target_rules import FP8_HW_CVT_CAPABILITY as HW_CVT_CAPABILITY, has_fp8_cvt  # noqa: F401
 
 F16, F32 = dtype("fp16"), dtype("fp32")
 
 
 def has_hw_cvt(e: Emitter) -> bool:
     """Whether the target has the fp8 cvt instructions (the lowering sets ``e.capability``)."""
-    return tuple(getattr(e, "capability", (9, 0))) >= HW_CVT_CAPABILITY
+    return has_fp8_cvt(getattr(e, "capability", (9, 0)))
 
 
 def _hex_f32(x: float) -> str:

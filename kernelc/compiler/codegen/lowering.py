@@ -54,13 +54,11 @@ class SharedMemory:
 
 
 class Lowering:
-    def __init__(self, fn: Function, plan: LayoutPlan, axis: AxisAnalysis, num_warps: int, target,
-                 num_stages: int = 3):
+    def __init__(self, fn: Function, plan: LayoutPlan, axis: AxisAnalysis, num_warps: int, target):
         self.fn = fn
         self.plan = plan
         self.axis = axis
         self.nw = num_warps
-        self.num_stages = num_stages
         self.target = target
         self.e = Emitter(fn.name, fn.file, fn.line)
         self.e.capability = tuple(target.capability) if target is not None else (9, 0)  # fp8 cvt choice
@@ -71,15 +69,11 @@ class Lowering:
         self.smem = SharedMemory()
         self.persistent_tokens: Dict[str, int] = {}
         self.smem_operands: Dict[int, object] = {}  # value id -> operand already staged in shared memory
-        self.skip_ops: set = set()  # ids of ops lowered by a pipelined loop instead
-        self.async_dots: set = set()  # wgmma dots allowed to stay in flight across loop iterations
         self.reports: Dict[str, list] = {"memory_accesses": [], "dots": []}  # facts for tools (analyzer)
         self.params: List[Tuple[str, str, str]] = []
         self.uses_smem = False
         self.ws = None  # the kernel's WarpSpecialization (codegen/warp_specialize.py), if any
         self.consumer_threads = 0  # set once a warp-specialised kernel has split: barriers count these
-        self.wgmma_turns: Dict[int, object] = {}  # dot op id -> PingPong: warpgroups issue it in turns
-        self.deferred_dots: set = set()  # wgmma dots whose wait moves to the first read of the result
         from .wgmma import WgmmaGroups
         self.wgmma_groups = WgmmaGroups(self)
         self._base_cache: Dict = {}
@@ -112,8 +106,8 @@ class Lowering:
         self.tid = tid
         from .device_tensor_map import emit_device_tensor_maps
         emit_device_tensor_maps(self)  # before a warp-specialised split: the producer copies through them too
-        from .warp_specialize import emit_split, plan_warp_specialization
-        self.ws = plan_warp_specialization(self)
+        from .warp_specialize import emit_split, warp_specialization_of
+        self.ws = warp_specialization_of(self)  # the loop passes/schedule.py tagged ``ws``
         if self.ws is not None:
             emit_split(self, self.ws)
             self.reports["warp_specialization"] = {
@@ -445,8 +439,8 @@ class Lowering:
             self.lower_op(op)
 
     def lower_op(self, op: Op) -> None:
-        if id(op) in self.skip_ops:
-            return
+        if (op.attrs.get("pipeline") and op.name != "scf.for") or (op.attrs.get("in_place") and op.name == "trans"):
+            return  # copied by its loop's ring, or a view of a tile its dots read in place (passes/schedule.py)
         e = self.e
         e.set_loc(op.loc.file, op.loc.line, op.loc.col)
         name = op.name

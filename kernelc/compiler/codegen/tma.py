@@ -4,8 +4,9 @@ A tensor-descriptor tile lands in shared memory in exactly the layout ``dot.Smem
 ([panel][row][<=128 B], 16-byte chunks XOR-swizzled by the row), so wgmma/ldmatrix read it as they
 read a cp.async-filled operand. TMA writes that layout by itself: a box whose inner extent is one
 panel (at most 128 bytes, the swizzle span) and whose 128B/64B/32B swizzle is the SmemOperand XOR,
-provided every box starts on the swizzle's repeat (1024/512/256 bytes; 8 rows): ``TmaBox`` works
-out the boxes of a block and where each lands. The host encodes the CUtensorMap from the same
+provided every box starts on the swizzle's repeat (1024/512/256 bytes; 8 rows): ``TmaBox`` (a
+target rule: compiler/target_rules.py, re-exported here) works out the boxes of a block and where each
+lands; ``box_smem`` is its SmemOperand view. The host encodes the CUtensorMap from the same
 ``TmaBox`` (runtime/tensor_map.py), so the compiler and the map always agree.
 
 The helpers below emit the PTX; the copy engine is driven from one elected thread (tid 0) and
@@ -16,150 +17,24 @@ SYNCS.ARRIVE.TRANS64 (arrive.expect_tx), SYNCS.PHASECHK.TRANS64.TRYWAIT (wait), 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterator, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
-SWIZZLE_SPAN = 128  # bytes: the widest swizzle; a box's inner extent never exceeds it (one panel)
-MAX_BOX_DIM = 256  # elements per box dimension (TMA limit)
-MAX_RANK = 5
-TMA_ELEMENT_BYTES = (1, 2, 4, 8)
+from ..target_rules import (MAX_BOX_DIM, MAX_RANK, NAN_FILL_TYPES, SWIZZLE_SPAN, TMA_ELEMENT_BYTES,  # noqa: F401
+                            TmaBox, arch_has_tma, tma_box, tma_enabled, tma_type_ok)
+from .dot import SmemOperand
+
 MBARRIER_BYTES = 8
 
 
-def tma_enabled() -> bool:
-    """``KERNELC_TMA=0`` turns the TMA lowering off (descriptor ops then take the generic lowering)."""
-    from ...options import get
-    return get("KERNELC_TMA")
-
-
-def arch_has_tma(arch: str) -> bool:
-    # TMA itself exists on plain sm_90, but its consumers here (wgmma, the swizzled operand ring) are
-    # sm_90a-only; plain sm_90 and older keep the generic lowering.
-    return arch.startswith("sm_9") and arch.endswith("a")
-
-
-# OOB fill with NaN needs a floating-point map type
-NAN_FILL_TYPES = ("fp16", "bf16", "fp32", "fp64")
-
-
-def tma_type_ok(ty, arch: str) -> bool:
-    """Whether TMA can serve descriptors of type ``ty`` (a ``tensordesc``) on ``arch``: the type-level
-    half of ``tma_eligible``, which decides whether the ABI carries a CUtensorMap (compiler/abi.py)."""
-    if not tma_enabled() or not arch or not arch_has_tma(arch):
-        return False
-    elt = ty.element_ty
-    if elt.is_int1() or tma_box(ty.block_shape, elt.itemsize) is None:
-        return False
-    return ty.padding != "nan" or elt.name in NAN_FILL_TYPES
-
-
-# -- geometry ------------------------------------------------------------------------------------
-
-
-def _prod(xs) -> int:
-    n = 1
-    for x in xs:
-        n *= x
-    return n
-
-
-@dataclass(frozen=True)
-class TmaBox:
-    """How a ``block_shape`` tile (outermost dim first) of ``ebytes``-byte elements is copied by TMA
-    into the SmemOperand layout of ``rows = prod(block_shape[:-1])`` x ``cols = block_shape[-1]``.
-
-    Boxes are ``box_shape`` (outermost first): the inner extent is one panel (``inner_box`` elements,
-    at most 128 bytes), dim 0 is cut into pieces of at most 256; the other dims are whole.
-    ``swizzle`` is the TMA swizzle (bytes; 0 = none) equal to the SmemOperand XOR of this geometry.
-    """
-
-    block_shape: Tuple[int, ...]
-    ebytes: int
-    inner_box: int
-    outer_box: int  # elements of dim 0 per box (rank >= 2)
-    swizzle: int
-
-    @property
-    def rank(self) -> int:
-        return len(self.block_shape)
-
-    @property
-    def rows(self) -> int:
-        return _prod(self.block_shape[:-1])
-
-    @property
-    def cols(self) -> int:
-        return self.block_shape[-1]
-
-    @property
-    def row_bytes(self) -> int:
-        return self.inner_box * self.ebytes
-
-    @property
-    def panel_bytes(self) -> int:
-        return self.rows * self.row_bytes
-
-    @property
-    def nbytes(self) -> int:
-        return self.rows * self.cols * self.ebytes
-
-    @property
-    def box_shape(self) -> Tuple[int, ...]:
-        if self.rank == 1:
-            return (self.inner_box,)
-        return (self.outer_box,) + tuple(self.block_shape[1:-1]) + (self.inner_box,)
-
-    @property
-    def box_bytes(self) -> int:
-        return _prod(self.box_shape) * self.ebytes
-
-    def boxes(self) -> Iterator[Tuple[Tuple[int, ...], int]]:
-        """(coordinate delta per dim, outermost first; byte offset in the tile) of every box."""
-        n_panels = self.cols // self.inner_box
-        n_pieces = 1 if self.rank == 1 else self.block_shape[0] // self.outer_box
-        piece_bytes = (self.outer_box * _prod(self.block_shape[1:-1]) * self.row_bytes) if self.rank > 1 else 0
-        for p in range(n_panels):
-            for r in range(n_pieces):
-                delta = [0] * self.rank
-                delta[-1] = p * self.inner_box
-                if self.rank > 1:
-                    delta[0] = r * self.outer_box
-                yield tuple(delta), p * self.panel_bytes + r * piece_bytes
-
-    def smem(self, base):
-        """The SmemOperand view of the tile at ``base`` (1024-byte aligned), swizzled iff TMA swizzles."""
-        from .dot import SmemOperand
-        sm = SmemOperand(base, self.rows, self.cols, self.ebytes)
-        assert sm.row_bytes == self.row_bytes
-        if self.swizzle == 0:
-            sm.max_phase = 1  # TMA writes rows unswizzled: read them back the same way
-        else:
-            assert sm.swizzle_bytes == self.swizzle
-        return sm
-
-
-def tma_box(block_shape: Sequence[int], ebytes: int) -> Optional[TmaBox]:
-    """The TMA geometry of a block, or None if TMA cannot copy it (the generic lowering then does)."""
-    shape = tuple(int(d) for d in block_shape)
-    if not 1 <= len(shape) <= MAX_RANK or ebytes not in TMA_ELEMENT_BYTES:
-        return None
-    if any(d < 1 or d & (d - 1) for d in shape):
-        return None  # SmemOperand panels index with shifts
-    inner = shape[-1]
-    inner_box = min(inner, SWIZZLE_SPAN // ebytes)
-    row_bytes = inner_box * ebytes
-    if row_bytes < 16:
-        return None  # a box's inner extent must be a multiple of 16 bytes
-    if any(d > MAX_BOX_DIM for d in shape[1:-1]):
-        return None  # only dim 0 is cut into pieces
-    outer_box = min(shape[0], MAX_BOX_DIM) if len(shape) > 1 else 1
-    box_rows = outer_box * _prod(shape[1:-1]) if len(shape) > 1 else 1
-    # the swizzle pattern follows address bits 4..9: every box must start on its repeat (8 rows)
-    swizzle = row_bytes if row_bytes in (32, 64, 128) and box_rows % 8 == 0 else 0
-    box = TmaBox(shape, ebytes, inner_box, outer_box, swizzle)
-    if any(off % 128 for _, off in box.boxes()):
-        return None  # a bulk tensor copy's shared-memory side must be 128-byte aligned
-    return box
+def box_smem(box: TmaBox, base) -> SmemOperand:
+    """The SmemOperand view of ``box``'s tile at ``base`` (1024-byte aligned), swizzled iff TMA swizzles."""
+    sm = SmemOperand(base, box.rows, box.cols, box.ebytes)
+    assert sm.row_bytes == box.row_bytes
+    if box.swizzle == 0:
+        sm.max_phase = 1  # TMA writes rows unswizzled: read them back the same way
+    else:
+        assert sm.swizzle_bytes == box.swizzle
+    return sm
 
 
 # -- PTX emission --------------------------------------------------------------------------------

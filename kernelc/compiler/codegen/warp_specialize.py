@@ -20,26 +20,23 @@ sides keep up to date: loops around the pipelined one (a persistent kernel's til
 from one run of the inner loop to the next, so the producer runs ahead into the next tile while the
 consumers finish the current one. LLVM promotes the allocas to registers.
 
-A loop qualifies when its dots are wgmma reading only TMA-pipelined tiles (no cp.async operands),
-the loops around it are plain ``for`` loops with constant positive steps, and everything the
-producer must compute (bounds, offsets) is scalar arithmetic on arguments, program ids and the loop
-indices. ``kl.range(..., warp_specialize=True)`` asks for it, ``False`` refuses it; other loops
-follow ``KERNELC_WARP_SPECIALIZE``: ``auto`` (default) specialises qualifying loops with two or more
-dots in kernels of 8 or more warps (attention: the softmax between them no longer stalls behind a
-CTA barrier per iteration), ``1`` every qualifying loop, ``0`` none. Both conditions of ``auto`` follow
-measurements (single-dot matmul loops and 4-warp attention ran slower specialised): docs/performance.md,
-"Warp specialisation".
+Which loop (if any) is specialised, with how many producer warps, whether registers move
+(setmaxnreg), when a stage is released and whether the consumers take turns is decided by
+``passes/schedule.py`` and written on the loop as ``ws={...}`` (docs/schedule-ir.md); this module
+emits it.
 """
 from __future__ import annotations
 
 from typing import List, Optional
 
-from ...language.dtypes import shape_of
+from ...language.dtypes import scalar_of, shape_of
+from .emitter import llty
 from ..ir.core import Op, Value
-from ..passes.layout_assign import REMATERIALIZABLE
+from ..passes.schedule_ir import loop_path
+from . import tma as T
 from .lowering import Lowering
+from .pipeline import PipelinedLoop, _eval_chain, _issue_tma, pipeline_of, prefetch_tensor_maps
 
-PRODUCER_WARPS = 1
 CONSUMER_BARRIER = 1  # named barrier id of the consumers' CTA barriers (0 is __syncthreads)
 # Two consumer warpgroups: ptxas sizes registers for the launched warps rounded up to whole warpgroups, so
 # 8 + 1 warps get 168 registers each -- too few to keep a wgmma result in flight across softmax work
@@ -48,21 +45,6 @@ CONSUMER_BARRIER = 1  # named barrier id of the consumers' CTA barriers (0 is __
 # (assembled by a standalone ptxas: nvJitLink ignores setmaxnreg, C7504). Off by default: it measured
 # slower on attention (docs/performance.md, "Warp specialisation").
 PRODUCER_REGS, CONSUMER_REGS = 40, 232
-
-
-def default_policy() -> str:
-    """``auto`` (loops with two or more dots, 8+ warps), ``all`` or ``none``: KERNELC_WARP_SPECIALIZE."""
-    from ...options import get
-    return get("KERNELC_WARP_SPECIALIZE")
-
-
-AUTO_MIN_WARPS = 8   # auto: two consumer warpgroups, so one's softmax overlaps the other's dots
-
-
-def _wanted_by_default(op: Op, policy: str, num_warps: int) -> bool:
-    if policy != "auto":
-        return policy == "all"
-    return num_warps >= AUTO_MIN_WARPS and sum(o.name == "dot" for o in op.regions[0].ops) >= 2
 
 
 class WarpSpecialization:
@@ -80,13 +62,12 @@ class WarpSpecialization:
 
     @property
     def setmaxnreg(self) -> bool:
-        from ...options import get
-        return self.lw.nw == 8 and get("KERNELC_WS_SETMAXNREG")
+        return bool(self.loop.attrs["ws"]["setmaxnreg"])
 
     @property
     def producer_warps(self) -> int:
         """Warps launched besides the consumers: a whole warpgroup when registers move (setmaxnreg)."""
-        return 4 if self.setmaxnreg else PRODUCER_WARPS
+        return self.loop.attrs["ws"]["producer_warps"]
 
     def full(self, stage: str) -> str:
         pool, tok, off = self.bars
@@ -98,141 +79,12 @@ class WarpSpecialization:
         return pool.address(tok, off, e.val(f"add i32 {stage}, {self.plan.S}"))
 
 
-def plan_warp_specialization(lw: Lowering) -> Optional[WarpSpecialization]:
-    """The loop to warp-specialise (at most one per kernel), or None."""
-    arch = getattr(lw.target, "arch", "") or ""
-    if not (arch.startswith("sm_90") and arch.endswith("a")):
-        return None
-    from .pipeline import plan_pipeline
-    policy = default_policy()
+def warp_specialization_of(lw: Lowering) -> Optional[WarpSpecialization]:
+    """The loop ``passes/schedule.py`` tagged ``ws`` (at most one per kernel), with its ring, or None."""
     for op in lw.fn.walk():
-        if op.name != "scf.for":
-            continue
-        asked = op.attrs.get("warp_specialize")
-        if asked is False or (asked is None and not _wanted_by_default(op, policy, lw.nw)):
-            continue
-        why = _why_not(lw, op)
-        plan = None
-        if why is None:
-            plan = plan_pipeline(lw, op, report=False)
-            why = _why_not_plan(lw, op, plan)
-        if why is not None:
-            if asked:
-                lw.plan.notes.append(f"{op.loc.file}:{op.loc.line}: loop not warp-specialised: {why}")
-            continue
-        return WarpSpecialization(lw, op, plan, _path(op))
+        if op.name == "scf.for" and op.attrs.get("ws"):
+            return WarpSpecialization(lw, op, pipeline_of(lw, op), loop_path(op))
     return None
-
-
-def _path(op: Op) -> List[Op]:
-    """The loops from the function body down to ``op`` (outermost first)."""
-    out = [op]
-    b = op.block
-    while b is not None and b.parent is not None:
-        out.append(b.parent)
-        b = b.parent.block
-    return list(reversed(out))
-
-
-def _const(lw: Lowering, v: Value) -> Optional[int]:
-    d = lw.defs.get(v.id)
-    return int(d.attrs["value"]) if d is not None and d.name == "constant" else None
-
-
-def _why_not(lw: Lowering, op: Op) -> Optional[str]:
-    for p in _path(op):
-        if p.name != "scf.for":
-            return f"it is inside `{p.name}` (only `for` loops may enclose it)"
-        step = _const(lw, p.operands[2])
-        if step is None or step <= 0:
-            return "a loop step is not a positive constant"
-    return None
-
-
-def _why_not_plan(lw: Lowering, op: Op, plan) -> Optional[str]:
-    if plan is None or not plan.tma_loads:
-        return "no tensor-descriptor (TMA) loads feed its dots"
-    if plan.loads:
-        return "some dot operands are loaded through pointers (cp.async)"
-    body = op.regions[0]
-    dots = [o for o in body.ops if o.name == "dot"]
-    if not dots or any(id(o) not in lw.plan.wgmma for o in dots):
-        return "not every dot in it runs on wgmma"
-    if any(o.name == "dot" for t in body.ops for o in t.walk() if o.block is not body):
-        return "a dot is nested in control flow inside it"
-    if any(shape_of(c.results[0].type) for c in plan.chain if c.results):
-        return "the copies' offsets are computed from tiles"
-    carried = body.args[1:]
-    if any(shape_of(carried[i].type) for i in plan.carried_idx):
-        return "the copies' offsets are loop-carried tiles"
-    # what the producer computes outside the loop body: bounds of every loop on the path, the carried
-    # offsets' initial values, the chain's loop-invariant inputs
-    inner = {r.id for o in body.ops for t in o.walk() for r in t.results} | {a.id for a in body.args}
-    need = [v for p in _path(op) for v in p.operands[:3]] + [op.operands[3 + i] for i in plan.carried_idx]
-    need += [v for c in plan.chain for v in c.operands if v.id not in inner]
-    ivs = {p.regions[0].args[0].id for p in _path(op)}
-    args = {a.id for a in lw.fn.body.args}
-    seen = set()
-    while need:
-        v = need.pop()
-        if v.id in seen or v.id in args or v.id in ivs:
-            continue
-        seen.add(v.id)
-        d = lw.defs.get(v.id)
-        if d is None:
-            return "the copies' offsets depend on a value carried by an enclosing loop"
-        if shape_of(v.type) or (d.name not in REMATERIALIZABLE and d.name not in ("program_id", "num_programs")):
-            return f"the copies' offsets depend on `{d.name}`"
-        need.extend(d.operands)
-    return None
-
-
-class PingPong:
-    """Two consumer warpgroups take turns issuing the loop's first dot (FlashAttention-3's ping-pong):
-    while one runs the softmax between its dots, the other's first dot has the tensor cores. Turn ``w``
-    is named barrier ``2 + w`` over both warpgroups: a warpgroup waits for its turn (bar.sync), issues the
-    wgmmas, commits, then hands the turn over (bar.arrive) before waiting for its results. Warpgroup 1
-    hands warpgroup 0 the first turn before the loop; warpgroup 0 takes the last hand-over after it, so
-    every barrier phase completes. Off unless ``KERNELC_WS_PINGPONG=1``: without FA3's other half (issuing
-    the next QK before this block's softmax) the turns mostly reorder work that already overlapped, and it
-    measured no gain (docs/performance.md, "Warp specialisation")."""
-
-    THREADS = 256
-
-    def __init__(self, lw: Lowering):
-        self.lw = lw
-
-    @staticmethod
-    def applies(lw: Lowering, plan) -> bool:
-        from ...options import get
-        if not get("KERNELC_WS_PINGPONG"):
-            return False
-        dots = [o for o in plan.op.regions[0].ops if o.name == "dot"]
-        return lw.nw == 8 and len(dots) >= 2
-
-    def _asm(self, code: str, pred: Optional[str] = None) -> None:
-        lw = self.lw
-        wg = lw.e.val(f"lshr i32 {lw.warp}, 2")
-        if pred is None:
-            lw.e.asm("void", code, "r", [("i32", wg)])
-        else:
-            lw.e.asm("void", "@$1 " + code, "r,b", [("i32", wg), ("i1", pred)])
-
-    def _is_wg(self, w: int) -> str:
-        e = self.lw.e
-        return e.val(f"icmp eq i32 {e.val(f'lshr i32 {self.lw.warp}, 2')}, {w}")
-
-    def before_loop(self) -> None:
-        self._asm(f"bar.arrive 2, {self.THREADS};", self._is_wg(1))
-
-    def before_issue(self) -> None:  # bar.sync (2 + my warpgroup)
-        self._asm(f"{{ .reg .b32 t; add.u32 t, $0, 2; bar.sync t, {self.THREADS}; }}")
-
-    def after_commit(self) -> None:  # bar.arrive (2 + the other warpgroup)
-        self._asm(f"{{ .reg .b32 t; sub.u32 t, 3, $0; bar.arrive t, {self.THREADS}; }}")
-
-    def after_loop(self) -> None:
-        self._asm(f"bar.sync 2, {self.THREADS};", self._is_wg(0))
 
 
 # -- emission ------------------------------------------------------------------------------------
@@ -241,8 +93,6 @@ class PingPong:
 def emit_split(lw: Lowering, ws: WarpSpecialization) -> None:
     """At the kernel's entry: the ring, its barriers, the producer warp's whole program; emission
     continues in the consumers' block (with CTA barriers over the consumers only)."""
-    from . import tma as T
-    from .pipeline import PipelinedLoop, prefetch_tensor_maps
     e = lw.e
     plan = ws.plan
     S = plan.S
@@ -286,8 +136,6 @@ def _producer_loops(lw: Lowering, ws: WarpSpecialization, depth: int) -> None:
     if op is not ws.loop:
         _loop_typed(lw, op, [], [], lambda iv, extras: (_producer_loops(lw, ws, depth + 1), [])[1])
         return
-    from . import tma as T
-    from .pipeline import _eval_chain, _issue_tma
     e = lw.e
     plan = ws.plan
     S = plan.S
@@ -321,8 +169,6 @@ def _producer_loops(lw: Lowering, ws: WarpSpecialization, depth: int) -> None:
 
 
 def _llty(v: Value) -> str:
-    from ...language.dtypes import scalar_of
-    from .emitter import llty
     return llty(scalar_of(v.type))
 
 

@@ -18,33 +18,12 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from ...language.dtypes import scalar_of, shape_of
 from ..layouts import Layout
+from ..target_rules import WGMMA_TYPES, wgmma_eligible  # noqa: F401
 from .emitter import llty
 from .lowering import Lowering, Tile
 
-# operand type -> (PTX type, k per instruction, has the transpose bit)
-WGMMA_TYPES = {
-    "fp16": ("f16", 16, True),
-    "bf16": ("bf16", 16, True),
-    "fp8e4nv": ("e4m3", 32, False),
-    "fp8e5": ("e5m2", 32, False),
-}
 SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}  # descriptor bits 62-63
-
-
-def wgmma_eligible(a_ty, b_ty, c_ty, num_warps: int, arch: str) -> bool:
-    if not arch.endswith("a") or not arch.startswith("sm_90"):
-        return False
-    at, bt, ct = scalar_of(a_ty), scalar_of(b_ty), scalar_of(c_ty)
-    sa, sb, sc = shape_of(a_ty), shape_of(b_ty), shape_of(c_ty)
-    same_family = at == bt or (at.is_fp8() and bt.is_fp8())
-    if len(sa) != 2 or not same_family or at.name not in WGMMA_TYPES or ct.name != "fp32":
-        return False
-    M, K = sa
-    N = sb[1]
-    kstep = WGMMA_TYPES[at.name][1]
-    return num_warps % 4 == 0 and M % (16 * num_warps) == 0 and N % 8 == 0 and 8 <= N <= 256 and K % kstep == 0
 
 
 def fence_proxy_async(lw: Lowering) -> None:
@@ -221,3 +200,44 @@ def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: 
             turn.after_commit()
         if in_flight is not None:  # None: deferred, the first read of the result waits (WgmmaGroups)
             e.asm("void", f"wgmma.wait_group.sync.aligned {in_flight};", "", [])
+
+
+class PingPong:
+    """Two consumer warpgroups take turns issuing the loop's first dot (FlashAttention-3's ping-pong):
+    while one runs the softmax between its dots, the other's first dot has the tensor cores. Turn ``w``
+    is named barrier ``2 + w`` over both warpgroups: a warpgroup waits for its turn (bar.sync), issues the
+    wgmmas, commits, then hands the turn over (bar.arrive) before waiting for its results. Warpgroup 1
+    hands warpgroup 0 the first turn before the loop; warpgroup 0 takes the last hand-over after it, so
+    every barrier phase completes. passes/schedule.py turns it on (``ws.pingpong``) only with
+    ``KERNELC_WS_PINGPONG=1``: without FA3's other half (issuing
+    the next QK before this block's softmax) the turns mostly reorder work that already overlapped, and it
+    measured no gain (docs/performance.md, "Warp specialisation")."""
+
+    THREADS = 256
+
+    def __init__(self, lw: Lowering):
+        self.lw = lw
+
+    def _asm(self, code: str, pred: Optional[str] = None) -> None:
+        lw = self.lw
+        wg = lw.e.val(f"lshr i32 {lw.warp}, 2")
+        if pred is None:
+            lw.e.asm("void", code, "r", [("i32", wg)])
+        else:
+            lw.e.asm("void", "@$1 " + code, "r,b", [("i32", wg), ("i1", pred)])
+
+    def _is_wg(self, w: int) -> str:
+        e = self.lw.e
+        return e.val(f"icmp eq i32 {e.val(f'lshr i32 {self.lw.warp}, 2')}, {w}")
+
+    def before_loop(self) -> None:
+        self._asm(f"bar.arrive 2, {self.THREADS};", self._is_wg(1))
+
+    def before_issue(self) -> None:  # bar.sync (2 + my warpgroup)
+        self._asm(f"{{ .reg .b32 t; add.u32 t, $0, 2; bar.sync t, {self.THREADS}; }}")
+
+    def after_commit(self) -> None:  # bar.arrive (2 + the other warpgroup)
+        self._asm(f"{{ .reg .b32 t; sub.u32 t, 3, $0; bar.arrive t, {self.THREADS}; }}")
+
+    def after_loop(self) -> None:
+        self._asm(f"bar.sync 2, {self.THREADS};", self._is_wg(0))

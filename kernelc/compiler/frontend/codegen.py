@@ -1008,7 +1008,7 @@ def generate_ir(fn: DeviceFunction, signature: Dict[str, Any], constexprs: Dict[
     builder.arch = arch  # kl.target_info
     builder.num_warps = num_warps  # kl.extra.cuda.num_warps()
     if arch:
-        from ..codegen.tma import arch_has_tma, tma_enabled
+        from ..target_rules import arch_has_tma, tma_enabled
         builder.block_pointers_as_descriptors = arch_has_tma(arch) and tma_enabled()
     gen_holder = {}
 

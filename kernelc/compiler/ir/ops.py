@@ -63,7 +63,7 @@ for op in [
     OpDef("broadcast", (1, 1), category="shape", doc="size-1 dims -> result shape"),
     OpDef("expand_dims", (1, 1), ("axis",), category="shape"),
     OpDef("reshape", (1, 1), category="shape", doc="row-major reshape"),
-    OpDef("trans", (1, 1), ("perm",), category="shape"),
+    OpDef("trans", (1, 1), ("perm",), category="shape", optional_attrs=("pipeline", "in_place")),
     OpDef("join", (2, 2), category="shape", doc="stack along a new last dim of size 2"),
     OpDef("split", (1, 1), results=2, category="shape", doc="unstack the last dim of size 2"),
     OpDef("cat", (2, 2), category="shape", doc="concatenate along dim 0"),
@@ -92,7 +92,8 @@ for op in [
     OpDef("convert_layout", (1, 1), ("layout",), category="layout",
           doc="same tile in another register layout (through shared memory if threads must exchange)",
           optional_attrs=("smem",)),
-    OpDef("load", (1, 3), ("cache", "eviction", "volatile"), category="memory", doc="ptr [, mask [, other]]"),
+    OpDef("load", (1, 3), ("cache", "eviction", "volatile"), category="memory", doc="ptr [, mask [, other]]",
+          optional_attrs=("pipeline",)),
     OpDef("store", (2, 3), ("cache", "eviction"), pure=False, results=0, category="memory",
           doc="ptr, value [, mask]"),
     OpDef("atomic_rmw", (2, 3), ("kind", "sem", "scope"), pure=False, category="memory",
@@ -100,18 +101,18 @@ for op in [
     OpDef("atomic_cas", (3, 3), ("sem", "scope"), pure=False, category="memory", doc="ptr, cmp, val -> old"),
     # Tensor descriptors (kernelc/language/blocks.py). A descriptor is an SSA value of type
     # tensordesc<elt[block_shape]>; passes/lower_descriptors.py rewrites the loads/stores into
-    # masked load/store unless a backend claims them (Hopper TMA).
+    # masked load/store unless a backend claims them (Hopper TMA: it tags them ``tma=True``).
     OpDef("make_tensor_descriptor", (2, -1), ("padding",), category="descriptor",
           doc="base, shape x n (i32), strides x (n-1) (i64; the last stride is 1) -> tensordesc; "
               "host_arg names the kernel parameter it was flattened from",
           optional_attrs=("host_arg",)),
     OpDef("descriptor_load", (2, -1), ("block_shape",), category="descriptor",
           doc="desc, offsets x n (i32) -> tile of block_shape; out-of-bounds elements read as the padding",
-          optional_attrs=("padding",)),
+          optional_attrs=("padding", "pipeline", "tma", "in_place")),
     OpDef("descriptor_store", (3, -1), ("block_shape",), pure=False, results=0, category="descriptor",
-          doc="desc, value, offsets x n (i32); out-of-bounds elements are not written"),
+          doc="desc, value, offsets x n (i32); out-of-bounds elements are not written", optional_attrs=("tma",)),
     OpDef("dot", (3, 3), ("input_precision",), category="dot", doc="a @ b + acc",
-          optional_attrs=("max_num_imprecise_acc", "fp8_upcast")),
+          optional_attrs=("max_num_imprecise_acc", "fp8_upcast", "wgmma", "wgmma_turns")),
     OpDef("reduce", (1, -1), ("axis",), results=-1, regions=1, category="reduce",
           doc="combine region (2n scalars -> n); kind names a known combine", optional_attrs=("kind",)),
     OpDef("scan", (1, -1), ("axis", "reverse"), results=-1, regions=1, category="reduce",
@@ -121,7 +122,8 @@ for op in [
     OpDef("barrier", (0, 0), pure=False, results=0, category="sync"),
     # Structured control flow (compiled code only; the interpreter runs Python control flow).
     OpDef("scf.for", (3, -1), results=-1, regions=1, pure=False, category="control",
-          doc="lb, ub, step, inits...; body block args (iv, carried...)", optional_attrs=("num_stages", "unroll")),
+          doc="lb, ub, step, inits...; body block args (iv, carried...)",
+          optional_attrs=("num_stages", "unroll", "warp_specialize", "pipeline", "ws")),
     OpDef("scf.if", (1, 1), results=-1, regions=2, pure=False, category="control", doc="then/else regions"),
     OpDef("scf.while", (0, -1), results=-1, regions=2, pure=False, category="control",
           doc="before region ends in scf.condition, after region in scf.yield"),
@@ -137,3 +139,13 @@ TERMINATORS = frozenset({"scf.yield", "scf.condition", "reduce.return", "return"
 INT_PREDICATES = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
 FLOAT_PREDICATES = ("oeq", "une", "olt", "ole", "ogt", "oge")
 ATOMIC_KINDS = ("add", "fadd", "max", "umax", "fmax", "min", "umin", "fmin", "xchg", "and", "or", "xor")
+
+# The schedule (passes/schedule.py, docs/schedule-ir.md): attributes the scheduling passes write and
+# codegen reads. ``pipeline`` on a loop: {stages, lookahead}; on a load the ring copies: {ring, vec} for
+# cp.async, {ring} for TMA (also on the 2-D ``trans`` a TMA tile is read through); ``ws`` on the
+# warp-specialised loop; ``wgmma`` on a dot: "async" (stays in flight across iterations) or "deferred"
+# (waited for at its first read); ``wgmma_turns``: the consumer warpgroups issue it in turns;
+# ``in_place`` on a descriptor_load outside a ring (and its 2-D trans): the dots read the tile where TMA put it.
+RINGS = ("cp.async", "tma")
+WGMMA_ISSUE = ("async", "deferred")
+WS_RELEASE = ("lagged", "at_issue")

@@ -46,6 +46,8 @@ def _fmt_attr(v) -> str:
         return "[" + ", ".join(_fmt_attr(x) for x in v) + "]"
     if isinstance(v, str):
         return repr(v)
+    if isinstance(v, dict):  # structured attributes (the schedule): {key=value, ...}
+        return "{" + ", ".join(f"{k}={_fmt_attr(x)}" for k, x in v.items()) + "}"
     return str(v)
 
 

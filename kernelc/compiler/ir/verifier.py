@@ -188,6 +188,8 @@ def _descriptor_access(op):
     tile = op.results[0].type if op.name == "descriptor_load" else op.operands[1].type
     if tile != desc.block_type:
         errs.append(f"tile type {tile} differs from the descriptor's block {desc.block_type}")
+    if op.attrs.get("tma") not in (None, True):
+        errs.append(f"tma must be True (the TMA lowering takes it) or absent, got {op.attrs.get('tma')!r}")
     return errs
 
 
@@ -258,6 +260,56 @@ def _histogram(op):
         [f"histogram result must be int32[{op.attrs.get('num_bins')}], got {r}"]
 
 
+def _enclosing_loop(op: Op):
+    b = op.block
+    return b.parent if b is not None and b.parent is not None and b.parent.name == "scf.for" else None
+
+
+def _schedule(op: Op) -> List[str]:
+    """The schedule attributes (passes/schedule.py): well-formed, on the ops that may carry them, and on
+    loads/dots directly inside a loop that has a ring."""
+    from .ops import RINGS, WGMMA_ISSUE, WS_RELEASE
+    errs = []
+    p, loop = op.attrs.get("pipeline"), _enclosing_loop(op)
+    if p is not None and op.name == "scf.for":
+        st, la = (p.get("stages"), p.get("lookahead")) if isinstance(p, dict) else (None, None)
+        if not (isinstance(st, int) and isinstance(la, int) and st >= 2 and 1 <= la <= st - 1):
+            errs.append(f"pipeline must be {{stages >= 2, lookahead in 1..stages-1}}, got {p!r}")
+        elif not any(o.attrs.get("pipeline") for o in op.regions[0].ops if o.name in ("load", "descriptor_load")):
+            errs.append("a pipelined loop needs at least one load its ring copies")
+    elif p is not None:
+        ring = p.get("ring") if isinstance(p, dict) else None
+        if ring not in RINGS or (op.name == "load") != (ring == "cp.async"):
+            errs.append(f"{op.name} cannot join a {ring!r} ring (cp.async: load; tma: descriptor_load, trans)")
+        elif ring == "cp.async" and not (isinstance(p.get("vec"), int) and p["vec"] > 0
+                                         and p["vec"] & (p["vec"] - 1) == 0):
+            errs.append(f"a cp.async load needs a power-of-two vec, got {p.get('vec')!r}")
+        if loop is None or not loop.attrs.get("pipeline"):
+            errs.append("a ringed load must sit directly in a pipelined loop")
+    ws = op.attrs.get("ws")
+    if ws is not None:
+        ok = isinstance(ws, dict) and ws.get("producer_warps") in (1, 4) and ws.get("release") in WS_RELEASE \
+            and isinstance(ws.get("setmaxnreg"), bool) and isinstance(ws.get("pingpong"), bool)
+        if not ok:
+            errs.append(f"ws must be {{producer_warps in (1, 4), setmaxnreg, release in {WS_RELEASE}, pingpong}}, "
+                        f"got {ws!r}")
+        if not op.attrs.get("pipeline"):
+            errs.append("a warp-specialised loop needs a pipeline (its producer fills the ring)")
+    w = op.attrs.get("wgmma")
+    if w is not None and (w not in WGMMA_ISSUE or loop is None or not loop.attrs.get("pipeline")):
+        errs.append(f"wgmma must be one of {WGMMA_ISSUE} on a dot in a pipelined loop, got {w!r}")
+    if w == "deferred" and not (loop is not None and loop.attrs.get("ws")):
+        errs.append("deferred wgmma waits need a warp-specialised loop")
+    ip = op.attrs.get("in_place")
+    if ip is not None and (ip is not True or op.attrs.get("pipeline")
+                           or (op.name == "trans" and not (op.operands[0].op is not None
+                                                           and op.operands[0].op.attrs.get("in_place")))):
+        errs.append("in_place is True on a TMA tile outside a ring (or the trans of one)")
+    if op.attrs.get("wgmma_turns") and not (loop is not None and (loop.attrs.get("ws") or {}).get("pingpong")):
+        errs.append("wgmma_turns needs a warp-specialised loop with pingpong")
+    return errs
+
+
 RULES: Dict[str, Callable[[Op], List[str]]] = {
     **{k: _arith(_float_only) for k in ("fadd", "fsub", "fmul", "fdiv", "frem", "fmax", "fmin", "fma",
                                          "fneg", "fabs", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn",
@@ -291,6 +343,8 @@ RULES: Dict[str, Callable[[Op], List[str]]] = {
     "histogram": _histogram,
 }
 
+_SCHEDULE_ATTRS = frozenset({"pipeline", "ws", "wgmma", "wgmma_turns", "in_place"})
+
 
 def verify(fn: Function) -> None:
     """Raise ``VerificationError`` listing every broken op (with its kernel line)."""
@@ -321,8 +375,9 @@ def _verify_block(block: Block, defined: Set[int], errors: List[str], top=False)
             errors.append(f"{op.name} needs {d.regions} regions, has {len(op.regions)}\n{where}")
         if op.name in TERMINATORS and i != len(block.ops) - 1:
             errors.append(f"terminator {op.name} is not last in its block\n{where}")
-        rule = RULES.get(op.name)
-        if rule:
+        for rule in (RULES.get(op.name), _schedule if _SCHEDULE_ATTRS & op.attrs.keys() else None):
+            if not rule:
+                continue
             try:
                 for e in rule(op):
                     errors.append(f"{op.name}: {e}\n{where}")

@@ -16,6 +16,7 @@ from ...language.dtypes import block_type, pointer_type, scalar_of, shape_of
 from ..layouts import Layout, default_blocked, is_pow2, mma_v2, mma_warps
 from ..ir.core import Block, Function, Op, Value, users
 from ..ir.ops import OPS
+from ..target_rules import wgmma_eligible
 from .axis_info import AxisAnalysis
 
 # Ops whose result can be recomputed per layout (no memory traffic, no cross-thread work).
@@ -163,7 +164,6 @@ class LayoutAssigner:
             a_shape = shape_of(op.operands[0].type)
             if reason is None:
                 m, n = shape[-2], shape[-1]
-                from ..codegen.wgmma import wgmma_eligible
                 if wgmma_eligible(op.operands[0].type, op.operands[1].type, res.type, self.nw, self.arch):
                     # warpgroups own 64-row blocks: every warp along M
                     self.plan.wgmma.add(id(op))

@@ -24,32 +24,115 @@ Example (tile IR before and after, 2-D descriptor, names shortened)::
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
 from ...errors import CompilationError
 from ...language.blocks import generic_descriptor_load, generic_descriptor_store
 from ...language.core import builder_scope, tensor
+from ...language.dtypes import shape_of, tensor_descriptor_type
 from ..frontend.ir_builder import IRBuilder
-from ..ir.core import Block, Function, Op, replace_all_uses
+from ..abi import tensor_map_type
+from ..ir.core import Argument, Block, Function, Op, Value, replace_all_uses
+from ..target_rules import TMA_PTX_ELEMTYPE, store_extent_ok, tma_type_ok
+from .axis_info import analyze
+from .layout_assign import REMATERIALIZABLE
 
 DESCRIPTOR_OPS = ("descriptor_load", "descriptor_store")
 
 
-def tma_eligible(op: Op, arch: Optional[str], fn: Optional[Function] = None, axis=None) -> bool:
-    """Whether the Hopper TMA lowering takes this ``descriptor_load``/``descriptor_store`` (the hook
-    for ``codegen/tma.py``). False keeps the generic masked load/store, which is correct everywhere.
+def host_descriptor_op(desc: Value) -> Optional[Op]:
+    """The ``make_tensor_descriptor`` of a host descriptor argument behind ``desc`` (None otherwise)."""
+    mk = desc.op
+    if mk is None or mk.name != "make_tensor_descriptor" or not mk.attrs.get("host_arg"):
+        return None
+    return mk
 
-    What the TMA lowering can see: ``arch`` ("sm_90a" needs the ``a`` for the async proxy
-    instructions), ``op.attrs["block_shape"]``, the descriptor's type ``op.operands[0].type``
-    (element type, padding) and its maker ``op.operands[0].op`` -- a ``make_tensor_descriptor`` whose
-    ``host_arg`` attribute names the host TensorDescriptor parameter (absent for descriptors made in
-    the kernel, whose map the kernel builds at its entry). A host descriptor's operands are the
-    machine arguments ``<param>.base/.shapeN/.strideN`` (``kernelc/compiler/abi.py``), whose
-    ``Argument.divisibility`` tells whether the base and strides are 16-byte aligned as TMA requires
-    (hence ``fn``); a made one's alignment comes from the axis analysis ``axis`` (computed if None).
-    """
-    from ..codegen.descriptors import tma_eligible as tma_takes
-    return tma_takes(op, arch, fn, axis)
+
+def _argument_of(fn: Function, v: Value) -> Optional[Argument]:
+    for a, arg in zip(fn.arguments, fn.body.args):
+        if arg is v:
+            return a
+    return None
+
+
+def tma_eligible(op: Op, arch: Optional[str], fn: Optional[Function] = None, axis=None) -> bool:
+    """Whether the TMA lowering takes this ``descriptor_load``/``descriptor_store`` (else the generic
+    lowering rewrites it): sm_90a, KERNELC_TMA not 0, and either
+
+    - a host descriptor whose machine arguments include a CUtensorMap (compiler/abi.py: the type is
+      one TMA copies into the swizzled operand layout) and whose base and strides are known 16-byte
+      aligned (``fn``'s argument divisibility, as the runtime specialises on it); or
+    - a descriptor made in the kernel that ``device_map_eligible`` accepts (made at
+      the top level from scalars the kernel entry can compute, with a base and strides ``axis``
+      proves 16-byte aligned).
+
+    Without ``fn`` nothing is known, so no."""
+    if op.name not in ("descriptor_load", "descriptor_store") or fn is None:
+        return False
+    if not tma_type_ok(op.operands[0].type, arch or ""):
+        return False
+    mk = host_descriptor_op(op.operands[0])
+    if mk is None:
+        return device_map_eligible(op, fn, axis)
+    name = mk.attrs["host_arg"]
+    if not any(isinstance(a.type, tensor_map_type) and a.name == f"{name}.tensormap" for a in fn.arguments):
+        return False
+    ty = op.operands[0].type
+    n = ty.ndim
+    eb = ty.element_ty.itemsize
+    base = _argument_of(fn, mk.operands[0])
+    strides = [_argument_of(fn, v) for v in mk.operands[1 + n:]]
+    if base is None or base.divisibility < 16:
+        return False
+    # the runtime reports int divisibility by 16 (elements): then the byte stride is 16-aligned too
+    if not all(s is not None and (s.divisibility * eb) % 16 == 0 for s in strides):
+        return False
+    if op.name == "descriptor_store":
+        return store_extent_ok(_argument_of(fn, mk.operands[n]), eb)
+    return True
+
+
+_ENTRY_OPS = REMATERIALIZABLE | {"program_id", "num_programs"}
+
+
+def device_map_eligible(op: Op, fn: Function, axis=None) -> bool:
+    """Whether the descriptor op ``op`` (whose descriptor was made in the kernel) can copy through a
+    map the kernel builds at its entry; ``axis``: the function's axis analysis (computed if None)."""
+    mk = op.operands[0].op
+    if mk is None or mk.name != "make_tensor_descriptor" or mk.attrs.get("host_arg"):
+        return False
+    ty: tensor_descriptor_type = op.operands[0].type
+    if ty.element_ty.name not in TMA_PTX_ELEMTYPE or mk.block is not fn.body:
+        return False
+    if not entry_computable(mk.operands, fn):
+        return False
+    if axis is None:
+        axis = analyze(fn)
+    n = ty.ndim
+    eb = ty.element_ty.itemsize
+    div = lambda v: axis.get(v).divisibility[0]  # noqa: E731  (bytes for the pointer, elements for ints)
+    if div(mk.operands[0]) < 16 or any((div(s) * eb) % 16 for s in mk.operands[1 + n:]):
+        return False
+    if op.name == "descriptor_store":
+        return store_extent_ok(div(mk.operands[n]), eb)
+    return True
+
+
+def entry_computable(values: List[Value], fn: Function) -> bool:
+    """Whether every value is a scalar computed from arguments by ops the entry can re-emit."""
+    args = {a.id for a in fn.body.args}
+    seen = set()
+    todo = list(values)
+    while todo:
+        v = todo.pop()
+        if v.id in seen or v.id in args:
+            continue
+        seen.add(v.id)
+        d = v.op
+        if d is None or shape_of(v.type) or d.name not in _ENTRY_OPS or d.block is not fn.body:
+            return False
+        todo.extend(d.operands)
+    return True
 
 
 def lower_descriptors(fn: Function, arch: Optional[str] = None,
@@ -64,7 +147,6 @@ def lower_descriptors(fn: Function, arch: Optional[str] = None,
 
         def claim(op, a):
             if not axis and op.operands[0].op is not None and not op.operands[0].op.attrs.get("host_arg"):
-                from .axis_info import analyze
                 axis.append(analyze(fn))
             return tma_eligible(op, a, fn, axis[0] if axis else None)
     _lower_block(fn, fn.body, arch, claim)
@@ -75,8 +157,11 @@ def _lower_block(fn: Function, block: Block, arch, claim) -> None:
     for op in list(block.ops):
         for region in op.regions:
             _lower_block(fn, region, arch, claim)
-        if op.name in DESCRIPTOR_OPS and not claim(op, arch):
-            _rewrite(fn, block, op)
+        if op.name in DESCRIPTOR_OPS:
+            if claim(op, arch):
+                op.attrs["tma"] = True  # codegen/descriptors.py lowers it with TMA, trusting this tag
+            else:
+                _rewrite(fn, block, op)
 
 
 def _maker(op: Op) -> Op:

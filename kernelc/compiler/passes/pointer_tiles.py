@@ -79,7 +79,7 @@ from typing import List, Optional
 
 from ...language import dtypes as T
 from ...language.dtypes import shape_of
-from ..codegen.tma import arch_has_tma, tma_enabled
+from ..target_rules import arch_has_tma, tma_enabled
 from ..ir.core import Function, Value, replace_all_uses, users
 from .axis_info import analyze
 from .dead_carries import drop_dead_carries

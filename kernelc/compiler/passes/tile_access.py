@@ -23,9 +23,8 @@ from typing import List, Optional, Tuple
 
 from ...language import dtypes as T
 from ...language.dtypes import block_type, scalar_of, shape_of, tensor_descriptor_type
-from ..codegen.descriptors import store_extent_ok
-from ..codegen.device_tensor_map import PTX_ELEMTYPE, _entry_computable
-from ..codegen.tma import MAX_RANK, tma_type_ok
+from ..target_rules import MAX_RANK, TMA_PTX_ELEMTYPE as PTX_ELEMTYPE, store_extent_ok, tma_type_ok
+from .lower_descriptors import entry_computable as _entry_computable
 from ..ir.core import Function, Op, Value
 from .poly import Poly
 from .tile_exprs import TileExprs, axis, is_axis

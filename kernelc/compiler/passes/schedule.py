@@ -1,0 +1,342 @@
+"""Scheduling passes: decide how loops feeding tensor-core dots run and write it down in the tile IR
+(docs/schedule-ir.md). Code generation reads these attributes and makes no scheduling choice itself.
+
+- ``schedule_pipelines``: which loops get a shared-memory ring (cp.async and/or TMA copies), how many
+  stages and how far ahead the copies run, which loads join the ring, and which wgmma dots stay in
+  flight across iterations::
+
+      scf.for ... {pipeline={stages=3, lookahead=2}}
+        load ... {pipeline={ring='cp.async', vec=8}}
+        descriptor_load ... {pipeline={ring='tma'}}
+        trans ... {pipeline={ring='tma'}}          # the view a TMA-ringed tile is read through
+        dot ... {wgmma='async'}
+
+  and which TMA tiles outside a ring the dots read in place (``descriptor_load ... {in_place=True}``,
+  and the 2-D ``trans`` they are read through).
+
+- ``warp_specialize``: at most one loop per kernel gets a producer warp that fills its TMA ring::
+
+      scf.for ... {ws={producer_warps=1, setmaxnreg=False, release='at_issue', pingpong=False}}
+
+- ``schedule_wgmma``: in a warp-specialised loop with several wgmma dots, where each result is
+  waited for (``wgmma='deferred'``: at its first read) and which dot the two consumer warpgroups
+  issue in turns (``wgmma_turns=True``, ping-pong).
+
+The decisions follow measurements and knobs documented in docs/performance.md; the knobs are read
+here (kernelc/options), never in codegen.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+from ...language.dtypes import scalar_of, shape_of
+from ...options import get
+from .. import target_rules as R
+from ..codegen.descriptors import operand_orientation, smem_servable
+from ..codegen.dot import MMA_SHAPES, choose_trans
+from ..codegen.memory import vector_width
+from ..ir.core import Block, Function, Op, Value
+from .layout_assign import REMATERIALIZABLE
+from .schedule_ir import CP_ASYNC, TMA, address_chain, function_uses, in_place_readers, loop_path, ringed_operands
+from .schedule_ir import body_defs as _body_defs, body_uses as _uses
+
+
+class _Facts:
+    """What the scheduling rules read about the kernel: the IR, its layout plan and axis info (the
+    shape of the lowering's view, so the shared legality helpers take either)."""
+
+    def __init__(self, fn: Function, plan, axis, num_warps: int, num_stages: int, arch: str):
+        self.fn, self.plan, self.axis, self.nw, self.num_stages, self.arch = fn, plan, axis, num_warps, num_stages, arch
+        self.defs: Dict[int, Op] = {}
+        for op in fn.walk():
+            for r in op.results:
+                self.defs[r.id] = op
+
+    def is_tile(self, v: Value) -> bool:
+        return bool(shape_of(v.type))
+
+
+def _facts(fn: Function, ctx) -> _Facts:
+    return _Facts(fn, ctx.plan, ctx.axis, ctx.num_warps, ctx.num_stages, ctx.arch)
+
+
+# -- schedule_pipelines -----------------------------------------------------------------------------
+
+
+def _cp_async_loads(f: _Facts, body: Block, defs, uses) -> List[Tuple[Op, int]]:
+    """(load, vector width) of plain loads that feed one dot operand only and cp.async can copy."""
+    out = []
+    for o in body.ops:
+        if o.name != "dot" or id(o) in f.plan.dot_fma or f.plan.get(o.results[0]) is None:
+            continue
+        for idx in (0, 1):
+            v = o.operands[idx]
+            lop = defs.get(v.id)
+            if lop is None or lop.name != "load":
+                continue
+            if any(u is not o or i != idx for u, i in uses.get(v.id, [])):
+                continue  # the loaded tile is used elsewhere too
+            if len(lop.operands) > 2:
+                other = f.defs.get(lop.operands[2].id)
+                if other is None or other.name != "constant" or other.attrs["value"] != 0:
+                    continue
+            # cp.async copies at least 4 bytes, along the shared-memory row (it cannot transpose: an fp32
+            # B with N contiguous is stored K-major for tf32, so it keeps the register path)
+            elt = scalar_of(lop.results[0].type)
+            L = f.plan.get(lop.results[0])
+            mask = lop.operands[1] if len(lop.operands) > 1 else None
+            vec = vector_width(f, lop.operands[0], mask, L, elt.itemsize)
+            run_dim = next((d for d in range(L.rank) if L.reg and L.reg[0][d]), None)
+            is_a = idx == 0
+            trans = choose_trans(L, elt.itemsize, is_a)
+            row_col = ((1, 0) if trans else (0, 1)) if is_a else ((0, 1) if trans else (1, 0))
+            if vec * elt.itemsize < 4 or elt.name not in MMA_SHAPES or run_dim != row_col[1]:
+                continue
+            out.append((lop, vec))
+    return out
+
+
+def _tma_loads(f: _Facts, body: Block, defs, uses) -> List[Tuple[Op, Optional[Op]]]:
+    """(descriptor_load, trans or None) whose tile only one dot operand reads, in place."""
+    out = []
+    only = lambda v, user, i: uses.get(v.id, []) == [(user, i)]  # noqa: E731
+    for o in body.ops:
+        if o.name != "dot":
+            continue
+        for idx in (0, 1):
+            v = o.operands[idx]
+            src, via = defs.get(v.id), None
+            if not only(v, o, idx):
+                continue
+            if src is not None and src.name == "trans" and list(src.attrs.get("perm", [])) == [1, 0]:
+                via, v = src, src.operands[0]
+                src = defs.get(v.id)
+                if not only(v, via, 0):
+                    continue
+            if src is None or src.name != "descriptor_load":
+                continue
+            if smem_servable(f, o, idx, operand_orientation(idx == 0, via is not None), scalar_of(v.type)):
+                out.append((src, via))
+    return out
+
+
+def _chains_only_into_itself(dot: Op, body: Block, uses) -> bool:
+    """The dot's result is only yielded, and the carried value it becomes is only this dot's acc."""
+    yld = body.ops[-1]
+    r_uses = uses.get(dot.results[0].id, [])
+    if len(r_uses) != 1 or r_uses[0][0] is not yld:
+        return False
+    a_uses = uses.get(body.args[1 + r_uses[0][1]].id, [])
+    return len(a_uses) == 1 and a_uses[0][0] is dot and a_uses[0][1] == 2
+
+
+def async_dots(f: _Facts, loop: Op, has_cp: bool, has_tma: bool, tma_values: set, staged_outside: bool):
+    """(wgmma dots that may stay in flight across iterations, lookahead) of a pipelined loop.
+
+    A TMA ring refills stage i-1 after iteration i's dots, so one wgmma group may stay in flight with the
+    full S-1 lookahead -- if every operand the dots read is in shared memory for the whole iteration
+    (TMA-ringed tiles; operands from outside the loop when ``staged_outside``: codegen stages those into
+    shared memory before the loop). On by default (KERNELC_WGMMA_ASYNC=0 turns it off). A cp.async ring
+    must then prefetch one stage less far ahead, which measured costlier than the overlap gained: only
+    KERNELC_WGMMA_ASYNC=1 (docs/performance.md, "wgmma")."""
+    body = loop.regions[0]
+    stages = loop.attrs.get("num_stages", f.num_stages)
+    uses = _uses(body)
+    dots = [o for o in body.ops if o.name == "dot" and id(o) in f.plan.wgmma]
+    chaining = dots and all(_chains_only_into_itself(o, body, uses) for o in dots) \
+        and not any(o.name == "dot" and id(o) not in f.plan.wgmma for o in body.ops)
+    inner = {r.id for o in body.ops for t in o.walk() for r in t.results} | {a.id for a in body.args}
+
+    def served(v: Value) -> bool:
+        if v.id in tma_values:
+            return True
+        return staged_outside and v.id not in inner and scalar_of(v.type).name in MMA_SHAPES
+
+    knob = get("KERNELC_WGMMA_ASYNC")
+    if has_tma:
+        if knob in ("default", "on") and chaining and not has_cp and \
+                all(served(o.operands[i]) for o in dots for i in (0, 1)):
+            return dots, stages - 1
+        return [], stages - 1
+    if knob == "on" and stages >= 3 and chaining:
+        return dots, stages - 2
+    return [], stages - 1
+
+
+def schedule_pipelines(fn: Function, ctx) -> Function:
+    """Tag every loop whose dot operands get a shared-memory ring (see the module docstring)."""
+    f = _facts(fn, ctx)
+    for op in fn.walk():
+        if op.name == "scf.for":
+            _schedule_loop(f, op)
+    # TMA tiles outside a ring whose every reader is a tensor-core dot operand stay where the copy put
+    # them: the dots read them in place (codegen/descriptors.py), else they are read back into registers
+    uses = function_uses(fn)
+    for op in fn.walk():
+        if op.name != "descriptor_load" or op.attrs.get("pipeline"):
+            continue
+        res = op.results[0]
+        readers = in_place_readers(uses, res)
+        elt = scalar_of(res.type)
+        if readers and all(d.name == "dot" and i in (0, 1) and
+                           smem_servable(f, d, i, operand_orientation(i == 0, via is not None), elt)
+                           for d, i, via in readers):
+            op.attrs["in_place"] = True
+            for _, _, via in readers:
+                if via is not None:
+                    via.attrs["in_place"] = True
+    return fn
+
+
+def _schedule_loop(f: _Facts, op: Op) -> None:
+    stages = op.attrs.get("num_stages", f.num_stages)
+    if stages is None or stages < 2:
+        return
+    body = op.regions[0]
+    defs, uses = _body_defs(body), _uses(body)
+    cp = _cp_async_loads(f, body, defs, uses)
+    tma = _tma_loads(f, body, defs, uses)
+    if not cp and not tma:
+        return
+    if address_chain(op, [ld for ld, _ in cp], [t for t, _ in tma]) is None:
+        return
+    tma_values = {(via or t).results[0].id for t, via in tma}
+    dots, lookahead = async_dots(f, op, bool(cp), bool(tma), tma_values, staged_outside=True)
+    op.attrs["pipeline"] = {"stages": stages, "lookahead": lookahead}
+    for ld, vec in cp:
+        ld.attrs["pipeline"] = {"ring": CP_ASYNC, "vec": vec}
+    for t, via in tma:
+        t.attrs["pipeline"] = {"ring": TMA}
+        if via is not None:
+            via.attrs["pipeline"] = {"ring": TMA}
+    for d in dots:
+        d.attrs["wgmma"] = "async"
+
+
+# -- warp_specialize --------------------------------------------------------------------------------
+
+
+# ``auto`` specialises loops with two or more dots in kernels of at least this many warps: two consumer
+# warpgroups, so one's softmax overlaps the other's dots (single-dot matmul loops and 4-warp attention
+# measured slower specialised; docs/performance.md, "Warp specialisation").
+AUTO_MIN_WARPS = 8
+PRODUCER_WARPS = 1
+
+
+def _wanted_by_default(op: Op, policy: str, num_warps: int) -> bool:
+    if policy != "auto":
+        return policy == "all"
+    return num_warps >= AUTO_MIN_WARPS and sum(o.name == "dot" for o in op.regions[0].ops) >= 2
+
+
+def warp_specialize(fn: Function, ctx) -> Function:
+    """Pick the loop (at most one per kernel) whose TMA ring a producer warp fills; tag it ``ws``.
+    ``kl.range(..., warp_specialize=True)`` asks for it, ``False`` refuses it; other loops follow
+    KERNELC_WARP_SPECIALIZE (``auto``/``all``/``none``)."""
+    if not R.arch_has_wgmma(ctx.arch):
+        return fn
+    f = _facts(fn, ctx)
+    policy = get("KERNELC_WARP_SPECIALIZE")
+    for op in fn.walk():
+        if op.name != "scf.for":
+            continue
+        asked = op.attrs.get("warp_specialize")
+        if asked is False or (asked is None and not _wanted_by_default(op, policy, f.nw)):
+            continue
+        why = _why_not(f, op)
+        if why is not None:
+            if asked:
+                f.plan.notes.append(f"{op.loc.file}:{op.loc.line}: loop not warp-specialised: {why}")
+            continue
+        _tag_ws(f, op)
+        return fn
+    return fn
+
+
+def _tag_ws(f: _Facts, op: Op) -> None:
+    cp, tma = ringed_operands(op)
+    # the stage a consumer read is released one iteration late when its wgmma group stays in flight;
+    # operands staged outside the loop are not counted here (the choice made at the kernel's entry)
+    tma_values = {(via or t).results[0].id for t, _, _, via in tma}
+    lagged, _ = async_dots(f, op, bool(cp), bool(tma), tma_values, staged_outside=False)
+    setmaxnreg = f.nw == 8 and get("KERNELC_WS_SETMAXNREG")
+    dots = [o for o in op.regions[0].ops if o.name == "dot"]
+    op.attrs["ws"] = {"producer_warps": 4 if setmaxnreg else PRODUCER_WARPS, "setmaxnreg": bool(setmaxnreg),
+                      "release": "lagged" if lagged else "at_issue",
+                      "pingpong": bool(get("KERNELC_WS_PINGPONG") and f.nw == 8 and len(dots) >= 2)}
+
+
+def _const(f: _Facts, v: Value) -> Optional[int]:
+    d = f.defs.get(v.id)
+    return int(d.attrs["value"]) if d is not None and d.name == "constant" else None
+
+
+def _why_not(f: _Facts, op: Op) -> Optional[str]:
+    for p in loop_path(op):
+        if p.name != "scf.for":
+            return f"it is inside `{p.name}` (only `for` loops may enclose it)"
+        step = _const(f, p.operands[2])
+        if step is None or step <= 0:
+            return "a loop step is not a positive constant"
+    cp, tma = ringed_operands(op) if op.attrs.get("pipeline") else ([], [])
+    if not tma:
+        return "no tensor-descriptor (TMA) loads feed its dots"
+    if cp:
+        return "some dot operands are loaded through pointers (cp.async)"
+    body = op.regions[0]
+    dots = [o for o in body.ops if o.name == "dot"]
+    if not dots or any(id(o) not in f.plan.wgmma for o in dots):
+        return "not every dot in it runs on wgmma"
+    if any(o.name == "dot" for t in body.ops for o in t.walk() if o.block is not body):
+        return "a dot is nested in control flow inside it"
+    chain, carried_idx = address_chain(op, [], [t for t, _, _, _ in tma])
+    if any(shape_of(c.results[0].type) for c in chain if c.results):
+        return "the copies' offsets are computed from tiles"
+    carried = body.args[1:]
+    if any(shape_of(carried[i].type) for i in carried_idx):
+        return "the copies' offsets are loop-carried tiles"
+    # what the producer computes outside the loop body: bounds of every loop on the path, the carried
+    # offsets' initial values, the chain's loop-invariant inputs
+    inner = {r.id for o in body.ops for t in o.walk() for r in t.results} | {a.id for a in body.args}
+    need = [v for p in loop_path(op) for v in p.operands[:3]] + [op.operands[3 + i] for i in carried_idx]
+    need += [v for c in chain for v in c.operands if v.id not in inner]
+    ivs = {p.regions[0].args[0].id for p in loop_path(op)}
+    args = {a.id for a in f.fn.body.args}
+    seen = set()
+    while need:
+        v = need.pop()
+        if v.id in seen or v.id in args or v.id in ivs:
+            continue
+        seen.add(v.id)
+        d = f.defs.get(v.id)
+        if d is None:
+            return "the copies' offsets depend on a value carried by an enclosing loop"
+        if shape_of(v.type) or (d.name not in REMATERIALIZABLE and d.name not in ("program_id", "num_programs")):
+            return f"the copies' offsets depend on `{d.name}`"
+        need.extend(d.operands)
+    return None
+
+
+# -- schedule_wgmma ---------------------------------------------------------------------------------
+
+
+def schedule_wgmma(fn: Function, ctx) -> Function:
+    """In the warp-specialised loop: with two or more wgmma dots and none in flight across iterations,
+    wait for each result where it is first read (``wgmma='deferred'``, FlashAttention-3's order: the
+    next QK^T overlaps this block's softmax; KERNELC_WGMMA_DEFER); with ping-pong, the loop's first dot
+    is issued in turns by the two consumer warpgroups (``wgmma_turns``)."""
+    plan = ctx.plan
+    for op in fn.walk():
+        ws = op.attrs.get("ws") if op.name == "scf.for" else None
+        if not ws:
+            continue
+        body = op.regions[0]
+        dots = [o for o in body.ops if o.name == "dot" and id(o) in plan.wgmma]
+        if get("KERNELC_WGMMA_DEFER") and len(dots) >= 2 and not any(o.attrs.get("wgmma") == "async" for o in dots) \
+                and all(o.attrs.get("max_num_imprecise_acc") is None for o in dots) \
+                and not any(t.name == "dot" for o in body.ops for t in o.walk() if t.block is not body):
+            for o in dots:
+                o.attrs["wgmma"] = "deferred"
+        if ws.get("pingpong"):
+            next(o for o in body.ops if o.name == "dot").attrs["wgmma_turns"] = True
+    return fn
