@@ -215,6 +215,8 @@ def test_the_verifier_checks_the_schedule():
         (ld, "pipeline", {"ring": "cp.async", "vec": 8}, "cannot join a 'cp.async' ring"),
         (dot, "wgmma", "sometimes", "wgmma must be one of"),
         (dot, "wgmma", "deferred", None),  # fine: the loop is warp-specialised
+        (loop, "ws", {"producer_warps": 1, "setmaxnreg": False, "release": "at_issue", "pingpong": False},
+         "must release its stages 'lagged'"),  # its dot is async: a stage released at issue is refilled under it
         (dot, "wgmma_turns", True, "wgmma_turns needs a warp-specialised loop with pingpong"),
         (ld, "tma", "maybe", "tma must be True"),
         (ld, "in_place", True, "in_place is True on a TMA tile outside a ring"),  # it is in the ring
@@ -287,3 +289,17 @@ def test_the_codegen_scan_catches_a_knob_read_and_a_planner(tmp_path):
     found = codegen_scheduling_reads(str(tmp_path))
     assert found == ["bad.py:1: imports options", "bad.py:3: reads KERNELC_WS_PINGPONG",
                      "bad.py:4: calls plan_warp_specialization"], found
+
+
+def test_a_dot_reading_an_operand_staged_before_the_loop_releases_its_stage_lagged(monkeypatch):
+    # qk_sum: Q is loaded before the loop, K is ringed; the dot stays in flight (wgmma='async'), so the
+    # producer may refill K's stage only once that wgmma has finished (the WS pass said 'at_issue' before)
+    from tests.compiler.tma_kernels import qk_sum
+    monkeypatch.setenv("KERNELC_WARP_SPECIALIZE", "1")
+    ir, _, _ = _passes(qk_sum, {"q_desc": "tensordesc<fp16[128, 64]>", "k_desc": "tensordesc<fp16[64, 64]>",
+                                "out_ptr": "*fp32", "N_CTX": "i32"}, dict(BM=128, BN=64, D=64),
+                       div={"q_desc": 16, "k_desc": 16})
+    filecheck(ir["warp_specialize"], """
+        CHECK: = scf.for {{.*}}ws={producer_warps=1, setmaxnreg=False, release='lagged', pingpong=False}}
+        CHECK: = dot {{.*}}wgmma='async'}
+    """)

@@ -295,6 +295,12 @@ def _schedule(op: Op) -> List[str]:
                         f"got {ws!r}")
         if not op.attrs.get("pipeline"):
             errs.append("a warp-specialised loop needs a pipeline (its producer fills the ring)")
+        elif isinstance(ws, dict) and ws.get("release") == "at_issue" and any(
+                o.name == "dot" and o.attrs.get("wgmma") == "async" for o in op.regions[0].ops):
+            # the producer refills a stage as soon as it is released: a wgmma still in flight across the
+            # back edge would read it ('deferred' ones are waited for before the release, at the yield)
+            errs.append("a warp-specialised loop with wgmma dots left in flight must release its stages "
+                        "'lagged', not 'at_issue'")
     w = op.attrs.get("wgmma")
     if w is not None and (w not in WGMMA_ISSUE or loop is None or not loop.attrs.get("pipeline")):
         errs.append(f"wgmma must be one of {WGMMA_ISSUE} on a dot in a pipelined loop, got {w!r}")

@@ -256,9 +256,10 @@ def warp_specialize(fn: Function, ctx) -> Function:
 def _tag_ws(f: _Facts, op: Op) -> None:
     cp, tma = ringed_operands(op)
     # the stage a consumer read is released one iteration late when its wgmma group stays in flight;
-    # operands staged outside the loop are not counted here (the choice made at the kernel's entry)
+    # the same rule as schedule_pipelines' (operands staged before the loop count as served), else a dot
+    # tagged async would have its ring stage released at issue and refilled while it still reads it
     tma_values = {(via or t).results[0].id for t, _, _, via in tma}
-    lagged, _ = async_dots(f, op, bool(cp), bool(tma), tma_values, staged_outside=False)
+    lagged, _ = async_dots(f, op, bool(cp), bool(tma), tma_values, staged_outside=True)
     setmaxnreg = f.nw == 8 and get("KERNELC_WS_SETMAXNREG")
     dots = [o for o in op.regions[0].ops if o.name == "dot"]
     op.attrs["ws"] = {"producer_warps": 4 if setmaxnreg else PRODUCER_WARPS, "setmaxnreg": bool(setmaxnreg),
