@@ -143,3 +143,12 @@ def test_dot_with_second_user_is_not_folded():
     assert any(op.name == "fadd" for op in fn.walk())
     dot = next(op for op in fn.walk() if op.name == "dot")
     assert dot.operands[2].op.name == "constant"
+
+
+def test_folded_accumulation_has_no_elementwise_add_in_ptx():
+    ck = kernelc.compile(k_loop, DOT_SIG, dict(BM=64, BN=64, BK=32, SWAP=False), target="sm_90a", num_warps=4,
+                         num_stages=2)
+    ptx = ck.asm["ptx"]
+    assert "wgmma.mma_async" in ptx
+    # the running sum lives in the wgmma accumulator: no fp32 add of a product tile onto it
+    assert not re.findall(r"\badd(\.rn)?\.f32\b", ptx), re.findall(r"\badd(?:\.rn)?\.f32[^;]*", ptx)[:4]
