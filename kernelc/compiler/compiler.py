@@ -21,7 +21,9 @@ from .ir import print_function, verify
 from .passes.atomic_results import mark_unused_atomic_results
 from .passes.axis_info import analyze
 from .passes.coalesce import coalesce
+from .passes.dot_acc import fold_dot_accumulate
 from .passes.fp8_dot import upcast_fp8_dots
+from .passes.hints import anchor_hints
 from .passes.layout_assign import assign_layouts
 from .passes.hoist_descriptors import hoist_descriptors
 from .passes.lower_descriptors import lower_descriptors
@@ -61,7 +63,7 @@ def to_tile_ir(kernel, signature, constexprs=None, divisibility=None, equal_to_1
     fn = _base_function(kernel)
     func, used = generate_ir(fn, signature, constexprs or {}, divisibility, tuple(equal_to_1))
     verify(func)
-    func = simplify(lower_descriptors(func))
+    func = simplify(lower_descriptors(anchor_hints(func)))
     verify(func)
     return func, used
 
@@ -153,6 +155,8 @@ def _assign_layouts(fn, ctx: PassContext):
 # The tile-IR pipeline (kernelc/compiler/pass_manager.py): frontend passes run before the initial IR
 # text (asm["tir_initial"]), tile passes after it; each tile pass is verified.
 FRONTEND_PASSES = (
+    # a hint holds for its operand everywhere, also when the call's result is dropped (as in Triton)
+    TilePass("anchor_hints", lambda f, c: anchor_hints(f)),
     # TMA targets: plain pointer loads of provable tiles feeding dots become descriptor loads
     # (KERNELC_AUTO_TMA=all: every tile load and store; 0: none)
     TilePass("pointer_tiles_to_descriptors", lambda f, c: pointer_tiles_to_descriptors(f, c.arch, c.notes)),
@@ -161,6 +165,8 @@ FRONTEND_PASSES = (
 )
 TILE_PASSES = (
     TilePass("simplify", lambda f, c: simplify(f)),
+    # acc + dot(a, b) -> dot(a, b, acc), as Triton's combine pass: one accumulator tile, not two
+    TilePass("fold_dot_accumulate", lambda f, c: fold_dot_accumulate(f)),
     # before the load prefetch: the casts it inserts decide which loads feed dots directly
     TilePass("upcast_fp8_dots", lambda f, c: upcast_fp8_dots(f, c.capability, c.notes)),
     TilePass("pipeline_loads", lambda f, c: pipeline_loads(f, c.num_warps, c.notes), lambda c: c.pipeline_loads),

@@ -87,6 +87,9 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_LIBDEVICE", "path", None, "libdevice.10.bc to link (default: the nvidia-nvvm wheel, CUDA_HOME)"),
     Knob("KERNELC_NVDISASM", "path", None, "nvdisasm binary (default: cuda.pathfinder, the nvidia wheels)"),
     Knob("KERNELC_PTXAS", "path", None, "standalone ptxas binary (default: cuda.pathfinder, Triton's)"),
+    Knob("KERNELC_LLVM_PROCESSES", "bool", True,
+         "run LLVM for compiles that overlap (autotune candidates) in worker processes, since llvmlite lets one "
+         "thread of a process into LLVM at a time"),
     # -- code generation (hashed into the cache key) ------------------------------------------
     Knob("KERNELC_TMA", "bool", True, "use TMA for descriptor loads/stores on sm_90a", compile=True, field="tma"),
     Knob("KERNELC_AUTO_TMA", "choice", "dots",

@@ -1,7 +1,9 @@
 """Choosing an autotune config on the GPU: benchmark the candidates, keep the fastest per key.
 
-Candidates are compiled in parallel threads before timing (compilation releases the GIL in LLVM
-and ptxas). Results persist on disk per (kernel, key values, device) unless ``cache_results`` is off.
+Candidates are compiled in parallel threads (one per core) before timing; LLVM, which llvmlite lets
+only one thread of a process into, runs in worker processes for the compiles that overlap
+(compiler/backend/llvm_pool.py). Results persist on disk per (kernel, key values, device) unless
+``cache_results`` is off.
 """
 from __future__ import annotations
 
@@ -111,7 +113,7 @@ def select_config(tuner, configs, args, kwargs, grid):
             return None
         except Exception as e:  # a config that cannot compile (e.g. out of shared memory) is skipped
             return e
-    with ThreadPoolExecutor(max_workers=min(8, len(configs))) as ex:
+    with ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, len(configs)))) as ex:
         errors = list(ex.map(warm, configs))
     restore = {n: named[n].clone() for n in tuner.restore_value if n in named}
     timings = {}

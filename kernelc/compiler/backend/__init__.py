@@ -179,9 +179,10 @@ def compile_llir(llir_text: str, target="sm_90a", name: Optional[str] = None, *,
     target = parse_target(target)
     timings: Dict[str, float] = {}
     t0 = time.perf_counter()
-    from .llvm import llvm_to_ptx
+    from .llvm_pool import to_ptx
     from .ptxas import ptx_to_cubin
-    ptx, llir_opt = llvm_to_ptx(llir_text, target, opt_level=opt_level, timings=timings)
+    # concurrent compiles (autotuning) run LLVM in worker processes: llvmlite serialises LLVM calls
+    ptx, llir_opt = to_ptx(llir_text, target, opt_level, timings)
     t1 = time.perf_counter()
     res = ptx_to_cubin(ptx, target, opt_level=opt_level, extra=tuple(ptxas_options))
     timings["ptxas"] = time.perf_counter() - t1

@@ -1,0 +1,157 @@
+"""LLVM IR -> PTX for compiles that run at the same time, in worker processes.
+
+llvmlite wraps every LLVM C-API call in one process-wide lock (``llvmlite.binding.ffi._LLVMLock``), so
+threads that compile autotune candidates together (``runtime/tuning.py``) queue for the optimiser
+and ``llc``: they run one at a time however many cores the machine has, and the first call of an
+autotuned kernel pays for each candidate's LLVM time in turn. Only one compile in a process can be
+inside LLVM at once; ``to_ptx`` runs a compile in this process when no other one is there, and
+otherwise hands the LLVM IR text to a worker process (its own interpreter, its own llvmlite, its
+own lock), which returns the PTX and the optimised IR. A worker is started on first need and kept
+for later compiles (workers: ``os.cpu_count()``; ``KERNELC_LLVM_PROCESSES=0`` turns this off).
+Anything that goes wrong in a worker falls back to compiling here, so errors read the same.
+
+Protocol: pickled ``(llir_text, target, opt_level)`` requests and ``("ok", ptx, llir_opt, timings)``
+or ``("error", message)`` replies, each framed by an 8-byte length, over the worker's stdin/stdout
+(the worker moves its own prints to stderr).
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import threading
+from typing import Dict, List, Optional, Tuple
+
+_here = threading.Lock()          # held while this process is inside LLVM for a compile
+_pool_lock = threading.Lock()
+_idle: List["_Worker"] = []
+_started = 0
+
+
+def _send(f, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    f.write(struct.pack("<Q", len(data)))
+    f.write(data)
+    f.flush()
+
+
+def _recv(f):
+    head = f.read(8)
+    if len(head) < 8:
+        raise EOFError("LLVM worker closed its pipe")
+    (n,) = struct.unpack("<Q", head)
+    data = f.read(n)
+    if len(data) < n:
+        raise EOFError("LLVM worker closed its pipe")
+    return pickle.loads(data)
+
+
+class _Worker:
+    def __init__(self):
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.proc = subprocess.Popen([sys.executable, "-c", "from kernelc.compiler.backend.llvm_pool import serve; serve()"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=root)
+
+    def run(self, llir_text: str, target, opt_level: int):
+        _send(self.proc.stdin, (llir_text, target, opt_level))
+        return _recv(self.proc.stdout)
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=5)
+        except Exception:
+            self.proc.kill()
+
+
+def _take() -> Optional[_Worker]:
+    global _started
+    with _pool_lock:
+        if _idle:
+            return _idle.pop()
+        if _started >= max(1, (os.cpu_count() or 2) - 1):
+            return None
+        _started += 1
+    try:
+        return _Worker()
+    except OSError:
+        with _pool_lock:
+            _started -= 1
+        return None
+
+
+def _give(w: _Worker, ok: bool) -> None:
+    global _started
+    if ok:
+        with _pool_lock:
+            _idle.append(w)
+        return
+    w.close()
+    with _pool_lock:
+        _started -= 1
+
+
+@atexit.register
+def shutdown() -> None:
+    """Stop the idle workers (at exit; a later compile starts new ones)."""
+    global _started
+    with _pool_lock:
+        ws, _idle[:] = list(_idle), []
+        _started -= len(ws)
+    for w in ws:
+        w.close()
+
+
+def workers_enabled() -> bool:
+    from ...options import get
+    return get("KERNELC_LLVM_PROCESSES")
+
+
+def to_ptx(llir_text: str, target, opt_level: int, timings: Dict[str, float]) -> Tuple[str, str]:
+    """``llvm.llvm_to_ptx``, in a worker process when another compile of this process is inside LLVM."""
+    from .llvm import llvm_to_ptx
+    if not workers_enabled():
+        return llvm_to_ptx(llir_text, target, opt_level=opt_level, timings=timings)
+    if _here.acquire(blocking=False):
+        try:
+            return llvm_to_ptx(llir_text, target, opt_level=opt_level, timings=timings)
+        finally:
+            _here.release()
+    w = _take()
+    if w is not None:
+        ok = False
+        try:
+            reply = w.run(llir_text, target, opt_level)
+            ok = True
+            if reply[0] == "ok":
+                for k, v in reply[3].items():
+                    timings[k] = timings.get(k, 0.0) + v
+                return reply[1], reply[2]
+        except Exception:  # a broken worker: compile here instead
+            pass
+        finally:
+            _give(w, ok)
+    return llvm_to_ptx(llir_text, target, opt_level=opt_level, timings=timings)
+
+
+def serve() -> None:
+    """The worker's loop: requests on stdin, replies on stdout, until stdin closes."""
+    inp, out = sys.stdin.buffer, os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints must not corrupt the replies
+    from .llvm import llvm_to_ptx
+    while True:
+        try:
+            llir_text, target, opt_level = _recv(inp)
+        except EOFError:
+            return
+        timings: Dict[str, float] = {}
+        try:
+            ptx, opt = llvm_to_ptx(llir_text, target, opt_level=opt_level, timings=timings)
+            _send(out, ("ok", ptx, opt, timings))
+        except Exception as e:  # the parent compiles again in-process and raises the real error
+            _send(out, ("error", str(e)))
