@@ -379,6 +379,12 @@ def gpu_main(args) -> int:
             summaries[mode] = {"error": f"no profile at {prof}", "log_tail": tail[-1500:]}
             continue
         status = json.load(open(status_path)) if os.path.isfile(status_path) else {}
+        if not status:
+            # the child stopped before writing its status (an H100 run, 2026-11-25: both modes ended after
+            # ~6 s with an empty profile): keep what it printed, in the log and in the results
+            print(f"{mode}: the profiled child wrote no status (exit {proc.returncode}); its output:\n{tail}", flush=True)
+            timings[f"{mode}_child_exit"] = proc.returncode
+            timings[f"{mode}_child_log_tail"] = tail[-3000:]
         split_dir = os.path.join(out, f"cases_{mode}")
         os.makedirs(split_dir, exist_ok=True)
         paths = split_profile(prof, split_dir)
