@@ -20,6 +20,7 @@ class PassContext:
     num_warps: int
     notes: List[str] = field(default_factory=list)
     pipeline_loads: bool = True
+    fp_fusion: bool = True
 
 
 @dataclass(frozen=True)

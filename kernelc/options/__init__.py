@@ -107,6 +107,9 @@ KNOBS: Tuple[Knob, ...] = (
          compile=True, field="wgmma_defer"),
     Knob("KERNELC_PIPELINE_LOADS", "bool", True, "register prefetch of plain loads in num_stages >= 2 loops",
          compile=True, field="pipeline_loads"),
+    Knob("KERNELC_DEFAULT_FP_FUSION", "bool", True,
+         "let float a*b+c contract into fma (Triton's enable_fp_fusion); a launch's enable_fp_fusion= overrides it",
+         compile=True, field="enable_fp_fusion"),
 )
 BY_NAME: Dict[str, Knob] = {k.name: k for k in KNOBS}
 
@@ -127,14 +130,22 @@ class CompileOptions:
     wgmma_async: str = "default"
     wgmma_defer: bool = True
     pipeline_loads: bool = True
+    enable_fp_fusion: bool = True
 
     def key(self) -> Dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def compile_options(environ=None) -> CompileOptions:
-    """Every compile knob of the environment, validated."""
-    return CompileOptions(**{k.field: get(k.name, environ) for k in KNOBS if k.compile})
+def compile_options(environ=None, **overrides) -> CompileOptions:
+    """Every compile knob of the environment, validated; ``overrides`` (field=value, ``None`` = keep the
+    environment's) are the per-launch options, e.g. ``enable_fp_fusion=False``."""
+    opts = {k.field: get(k.name, environ) for k in KNOBS if k.compile}
+    for name, value in overrides.items():
+        if name not in opts:
+            raise TypeError(f"compile_options() got an unknown option {name!r}")
+        if value is not None:
+            opts[name] = value
+    return CompileOptions(**opts)
 
 
 def check_environment(environ=None) -> None:
