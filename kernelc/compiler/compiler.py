@@ -168,9 +168,9 @@ TILE_PASSES = (
     TilePass("simplify", lambda f, c: simplify(f), lambda c: c.pipeline_loads),
     # atomics whose old value nobody reads skip its broadcast (passes/atomic_results.py)
     TilePass("mark_unused_atomic_results", lambda f, c: mark_unused_atomic_results(f)),
-    TilePass("coalesce", lambda f, c: coalesce(f, c.num_warps, c.capability[0], c.arch, c.notes)),
     # enable_fp_fusion: float mul/add/sub may contract into fma (passes/fp_contract.py)
     TilePass("mark_fp_contraction", lambda f, c: mark_fp_contraction(f, c.fp_fusion)),
+    TilePass("coalesce", lambda f, c: coalesce(f, c.num_warps, c.capability[0], c.arch, c.notes)),
 )
 
 

@@ -20,10 +20,10 @@ def test_the_pipeline_is_a_list_of_named_passes():
     assert pass_names(C.FRONTEND_PASSES, ctx) == ["pointer_tiles_to_descriptors", "hoist_descriptors",
                                                   "lower_descriptors"]
     assert pass_names(C.TILE_PASSES, ctx) == ["simplify", "upcast_fp8_dots", "pipeline_loads", "simplify",
-                                              "mark_unused_atomic_results", "coalesce"]
+                                              "mark_unused_atomic_results", "mark_fp_contraction", "coalesce"]
     ctx.pipeline_loads = False
     assert pass_names(C.TILE_PASSES, ctx) == ["simplify", "upcast_fp8_dots", "mark_unused_atomic_results",
-                                              "coalesce"]
+                                              "mark_fp_contraction", "coalesce"]
 
 
 def test_compile_dumps_the_ir_after_every_pass_and_times_each():
@@ -32,7 +32,7 @@ def test_compile_dumps_the_ir_after_every_pass_and_times_each():
                          dump_ir=lambda name, text: dumps.append((name, text)))
     assert [n for n, _ in dumps] == ["pointer_tiles_to_descriptors", "hoist_descriptors", "lower_descriptors",
                                      "simplify", "upcast_fp8_dots", "pipeline_loads", "simplify",
-                                     "mark_unused_atomic_results", "coalesce"]
+                                     "mark_unused_atomic_results", "mark_fp_contraction", "coalesce"]
     assert all("convert_layout" not in t for _, t in dumps[:-1])
     filecheck(dumps[-1][1], """
         CHECK: kernel transpose_kernel(
@@ -48,7 +48,7 @@ def test_kernelc_dump_ir_env_prints_to_stderr(monkeypatch, capfd):
     fn, _ = to_tile_ir(transpose_kernel, T_SIG, CX, divisibility=T_DIV)
     run_passes(fn, C.TILE_PASSES, PassContext("sm_90a", (9, 0), 4), dump=C.dump_ir_requested())
     err = capfd.readouterr().err
-    assert err.count("// -----// IR after ") == 6 and "// -----// IR after coalesce //----- //" in err
+    assert err.count("// -----// IR after ") == 7 and "// -----// IR after coalesce //----- //" in err
 
 
 def test_a_pass_that_breaks_the_ir_is_named():
