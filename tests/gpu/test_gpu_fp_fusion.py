@@ -60,3 +60,34 @@ def test_fusion_off_matches_interpreter_bit_for_bit_and_on_is_one_rounding():
     res_ulp = [np.spacing(np.abs(r.numpy())).astype(np.float64) for r in (on, off)]
     diff = np.abs(on.numpy().astype(np.float64) - off.numpy().astype(np.float64))
     assert (diff <= 0.5 * prod_ulp + 0.5 * res_ulp[0] + 0.5 * res_ulp[1]).all()
+
+
+# -- whole-block reductions across warps (codegen/reduce.py: one shared-memory read per lane and a
+# butterfly over the warps' partials)
+
+@kernelc.jit
+def row_stats(X, Out, Arg, N, BLOCK: kl.constexpr):
+    cols = kl.arange(0, BLOCK)
+    mask = cols < N
+    x = kl.load(X + kl.program_id(0) * N + cols, mask=mask, other=0.0).to(kl.float32)
+    s = kl.sum(kl.where(mask, x, 0.0), axis=0)
+    m = kl.max(kl.where(mask, x, -float("inf")), axis=0)
+    a = kl.argmax(kl.where(mask, x, -float("inf")), axis=0)
+    kl.store(Out + kl.program_id(0) * 2, s)
+    kl.store(Out + kl.program_id(0) * 2 + 1, m)
+    kl.store(Arg + kl.program_id(0), a)
+
+
+@pytest.mark.parametrize("num_warps", [1, 2, 4, 8, 16, 32])
+@pytest.mark.parametrize("n,dtype", [(4096, torch.float16), (1000, torch.float32), (8192, torch.float32)])
+def test_block_reductions_across_warps(num_warps, n, dtype):
+    rows = 33
+    x = torch.randn(rows, n, device="cuda").to(dtype)
+    out = torch.empty(rows, 2, device="cuda")
+    arg = torch.empty(rows, dtype=torch.int32, device="cuda")
+    block = 1 << (n - 1).bit_length()
+    row_stats[(rows,)](x, out, arg, n, BLOCK=block, num_warps=num_warps)
+    xf = x.float()
+    torch.testing.assert_close(out[:, 0], xf.sum(1), rtol=1e-4, atol=1e-3)
+    assert torch.equal(out[:, 1], xf.max(1).values)
+    assert torch.equal(arg.long(), xf.argmax(1))
