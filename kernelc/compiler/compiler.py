@@ -88,6 +88,8 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
         raise ValueError(f"num_warps must be a power of two between 1 and 32, got {num_warps}")
     tgt = parse_target(target if target is not None else "sm_90a")
+    from .backend.ptxas import fit_target_to_assembler
+    tgt = fit_target_to_assembler(tgt)   # PTX an older standalone ptxas reads (KERNELC_ASSEMBLER=auto)
     # Pointers default to 16-byte alignment: every torch/CUDA allocation has it, and the runtime
     # specialises on it (pass divisibility={name: 1} to compile for unaligned pointers).
     divisibility = dict(divisibility or {})

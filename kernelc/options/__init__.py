@@ -107,6 +107,11 @@ KNOBS: Tuple[Knob, ...] = (
          compile=True, field="wgmma_defer"),
     Knob("KERNELC_PIPELINE_LOADS", "bool", True, "register prefetch of plain loads in num_stages >= 2 loops",
          compile=True, field="pipeline_loads"),
+    Knob("KERNELC_ASSEMBLER", "choice", "auto",
+         "PTX -> cubin: auto (a standalone ptxas, whole-program as Triton, when one is found that reads the PTX's "
+         "version; else nvJitLink), ptxas (always the standalone one), nvjitlink (relocatable, link-time ptxas)",
+         _choice(("auto", ("auto",)), ("ptxas", ("ptxas",)), ("nvjitlink", ("nvjitlink",))),
+         compile=True, field="assembler"),
     Knob("KERNELC_DEFAULT_FP_FUSION", "bool", True,
          "let float a*b+c contract into fma (Triton's enable_fp_fusion); a launch's enable_fp_fusion= overrides it",
          compile=True, field="enable_fp_fusion"),
@@ -130,6 +135,7 @@ class CompileOptions:
     wgmma_async: str = "default"
     wgmma_defer: bool = True
     pipeline_loads: bool = True
+    assembler: str = "auto"
     enable_fp_fusion: bool = True
 
     def key(self) -> Dict[str, Any]:
