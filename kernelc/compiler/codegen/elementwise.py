@@ -124,7 +124,8 @@ def _iabs(e, t, args, attrs):
 
 
 def _fneg(e, t, args, attrs):
-    return e.val(f"fneg {llty(t)} {args[0]}")
+    # contract too: LLVM folds a negation into the multiply that uses it, keeping only flags both carry
+    return e.val(f"fneg {_contract(attrs)}{llty(t)} {args[0]}")
 
 
 def _fma(e, t, args, attrs):

@@ -38,8 +38,9 @@ for op in (
     + _ew("frem", 2, "float", "IEEE float remainder")
     + _ew("fdiv", 2, "float", "float division; ieee=True asks for correctly rounded", optional=("ieee",))
     + _ew("fmax fmin", 2, "float", "float max/min; propagate_nan: none|all", attrs=("propagate_nan",))
-    + _ew("exp log", 1, "math", "contract=True: the fp32 scaling multiply may fuse into an fma", optional=("contract",))
-    + _ew("fneg fabs exp2 log2 sqrt sqrt_rn rsqrt sin cos erf floor ceil tanh", 1, "math")
+    + _ew("exp log fneg", 1, "math", "contract=True: may fuse into an fma (exp/log: their fp32 scaling multiply)",
+          optional=("contract",))
+    + _ew("fabs exp2 log2 sqrt sqrt_rn rsqrt sin cos erf floor ceil tanh", 1, "math")
     + _ew("fma", 3, "float", "fused multiply-add a*b+c")
     + _ew("add sub mul sdiv udiv srem urem smax smin umax umin and or xor shl ashr lshr umulhi smulhi",
           2, "int", "integer arithmetic with C semantics (division truncates toward zero)")

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from ..ir.core import Function
 
-#: exp and log lower (fp32) to a multiply by log2(e) / ln(2) around ex2/lg2, which may contract as well
-CONTRACTABLE = ("fadd", "fsub", "fmul", "exp", "log")
+#: exp and log lower (fp32) to a multiply by log2(e) / ln(2) around ex2/lg2, which may contract as well;
+#: fneg, because LLVM folds it into a multiply with the flags the two share
+CONTRACTABLE = ("fadd", "fsub", "fmul", "fneg", "exp", "log")
 
 
 def mark_fp_contraction(fn: Function, enabled: bool = True) -> Function:
