@@ -217,11 +217,11 @@ def standalone_assembler(ptx: str) -> Optional[str]:
 
 def fit_target_to_assembler(tgt):
     """``tgt`` with its default PTX version lowered to the newest the standalone ptxas reads, so that
-    KERNELC_ASSEMBLER=auto can use an older ptxas (Triton 3.6's, CUDA 12.8: PTX 8.7) rather than fall
+    KERNELC_ASSEMBLER=auto (or ptxas) can use an older ptxas (Triton 3.6's, CUDA 12.8: PTX 8.7) rather than fall
     back to nvJitLink. An explicitly chosen PTX version, or one below the arch's minimum, is kept."""
     from cubintools.target import MIN_PTX_VERSION, Target, default_ptx_version
     from ...options import get
-    if get("KERNELC_ASSEMBLER") != "auto" or tgt.ptx_version != default_ptx_version(tgt.arch):
+    if get("KERNELC_ASSEMBLER") == "nvjitlink" or tgt.ptx_version != default_ptx_version(tgt.arch):
         return tgt
     exe = ptxas_binary()
     cap = ptxas_max_ptx(exe) if exe else 0
