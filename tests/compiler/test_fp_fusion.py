@@ -82,3 +82,17 @@ def test_launch_option_and_environment_default(monkeypatch, tmp_path):
     monkeypatch.setenv("KERNELC_DEFAULT_FP_FUSION", "maybe")
     with pytest.raises(options.OptionError, match="KERNELC_DEFAULT_FP_FUSION"):
         options.compile_options()
+
+
+@kernelc.jit
+def neg_exp(X, Y, N, BLOCK: kl.constexpr):
+    cols = kl.arange(0, BLOCK)
+    x = kl.load(X + cols, mask=cols < N, other=0.0)
+    kl.store(Y + cols, kl.exp(-(x * 3.0)) * x + x, mask=cols < N)
+
+
+def test_negation_folded_into_a_multiply_keeps_contraction():
+    # LLVM folds -(3x) into one multiply; the fold keeps only the flags both ops carry
+    ck = kernelc.compile(neg_exp, dict(X="*fp32", Y="*fp32", N="i32"), dict(BLOCK=256), target="sm_90a", num_warps=4)
+    ops = _ptx_ops(ck.asm["ptx"])
+    assert "mul.rn.f32" not in ops and "add.rn.f32" not in ops and "fma.rn.f32" in ops, ops
