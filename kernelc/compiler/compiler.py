@@ -24,6 +24,7 @@ from .passes.coalesce import coalesce
 from .passes.dot_acc import fold_dot_accumulate
 from .passes.fp8_dot import upcast_fp8_dots
 from .passes.hints import anchor_hints
+from .passes.fp_contract import mark_fp_contraction
 from .passes.layout_assign import assign_layouts
 from .passes.hoist_descriptors import hoist_descriptors
 from .passes.lower_descriptors import lower_descriptors
@@ -70,7 +71,8 @@ def to_tile_ir(kernel, signature, constexprs=None, divisibility=None, equal_to_1
 
 def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, Any]] = None, target=None,
             num_warps: int = 4, num_stages: int = 3, divisibility: Optional[Dict[str, int]] = None,
-            equal_to_1: Tuple[str, ...] = (), name: Optional[str] = None, dump_ir=None) -> CompiledKernel:
+            equal_to_1: Tuple[str, ...] = (), name: Optional[str] = None, dump_ir=None,
+            enable_fp_fusion: Optional[bool] = None) -> CompiledKernel:
     """Compile ``kernel`` for ``target`` ("sm_80", "sm_90a", ...; default sm_90a; ``kernelc.compile`` defaults
     to the current GPU's target instead).
 
@@ -80,6 +82,8 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     argument ``d`` takes entries per machine field (``"d.base"``, ``"d.shape1"``, ``"d.stride0"``, see
     ``kernelc/compiler/abi.py``) or one entry ``"d"`` for all of them. ``dump_ir``: the tile IR after
     every pass, to stderr (``True``) or to a callable ``(pass name, IR text)``; default: KERNELC_DUMP_IR.
+    ``enable_fp_fusion``: let float ``a * b + c`` contract into fma, as Triton's option of that name;
+    default: KERNELC_DEFAULT_FP_FUSION (on).
     """
     from .backend import compile_llir, parse_target
     from .codegen import lower_to_llvm
@@ -87,6 +91,8 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
         raise ValueError(f"num_warps must be a power of two between 1 and 32, got {num_warps}")
     tgt = parse_target(target if target is not None else "sm_90a")
+    from .backend.ptxas import fit_target_to_assembler
+    tgt = fit_target_to_assembler(tgt)   # PTX an older standalone ptxas reads (KERNELC_ASSEMBLER=auto)
     # Pointers default to 16-byte alignment: every torch/CUDA allocation has it, and the runtime
     # specialises on it (pass divisibility={name: 1} to compile for unaligned pointers).
     divisibility = dict(divisibility or {})
@@ -100,8 +106,10 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     func, used = generate_ir(fn, signature, constexprs or {}, divisibility, tuple(equal_to_1), name, arch=tgt.arch,
                              num_warps=num_warps)
     verify(func)
+    if enable_fp_fusion is None:
+        enable_fp_fusion = fp_fusion_default()
     ctx = PassContext(tgt.arch, tuple(tgt.capability), num_warps, pipeline_loads=pipeline_loads_enabled(),
-                      num_stages=num_stages)
+                      num_stages=num_stages, fp_fusion=bool(enable_fp_fusion))
     dump = dump_ir if dump_ir is not None else dump_ir_requested()
     func = run_passes(func, FRONTEND_PASSES, ctx, verify_each=False, dump=dump, timings=timings)
     timings["frontend"] = time.perf_counter() - t0
@@ -173,6 +181,8 @@ TILE_PASSES = (
     TilePass("simplify", lambda f, c: simplify(f), lambda c: c.pipeline_loads),
     # atomics whose old value nobody reads skip its broadcast (passes/atomic_results.py)
     TilePass("mark_unused_atomic_results", lambda f, c: mark_unused_atomic_results(f)),
+    # enable_fp_fusion: float mul/add/sub may contract into fma (passes/fp_contract.py)
+    TilePass("mark_fp_contraction", lambda f, c: mark_fp_contraction(f, c.fp_fusion)),
     TilePass("coalesce", lambda f, c: coalesce(f, c.num_warps, c.capability[0], c.arch, c.notes)),
     # layouts (and axis info) for the scheduling passes and codegen: an analysis, the IR is unchanged
     TilePass("assign_layouts", _assign_layouts),
@@ -188,6 +198,13 @@ def dump_ir_requested() -> bool:
     """KERNELC_DUMP_IR=1: print the tile IR after every pass to stderr."""
     from ..options import get
     return get("KERNELC_DUMP_IR")
+
+
+def fp_fusion_default() -> bool:
+    """Triton's ``enable_fp_fusion`` default; KERNELC_DEFAULT_FP_FUSION=0 turns it off for every launch
+    that does not pass the option."""
+    from ..options import get
+    return get("KERNELC_DEFAULT_FP_FUSION")
 
 
 def pipeline_loads_enabled() -> bool:

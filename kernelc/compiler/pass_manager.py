@@ -24,6 +24,7 @@ class PassContext:
     # set by the ``assign_layouts`` pass for the scheduling passes after it
     axis: Any = None
     plan: Any = None
+    fp_fusion: bool = True
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,14 @@ KNOBS: Tuple[Knob, ...] = (
          compile=True, field="wgmma_defer"),
     Knob("KERNELC_PIPELINE_LOADS", "bool", True, "register prefetch of plain loads in num_stages >= 2 loops",
          compile=True, field="pipeline_loads"),
+    Knob("KERNELC_ASSEMBLER", "choice", "nvjitlink",
+         "PTX -> cubin: auto (a standalone ptxas, whole-program as Triton, when one is found that reads the PTX's "
+         "version; else nvJitLink), ptxas (always the standalone one), nvjitlink (relocatable, link-time ptxas)",
+         _choice(("auto", ("auto",)), ("ptxas", ("ptxas",)), ("nvjitlink", ("nvjitlink",))),
+         compile=True, field="assembler"),
+    Knob("KERNELC_DEFAULT_FP_FUSION", "bool", True,
+         "let float a*b+c contract into fma (Triton's enable_fp_fusion); a launch's enable_fp_fusion= overrides it",
+         compile=True, field="enable_fp_fusion"),
 )
 BY_NAME: Dict[str, Knob] = {k.name: k for k in KNOBS}
 
@@ -130,14 +138,23 @@ class CompileOptions:
     wgmma_async: str = "default"
     wgmma_defer: bool = True
     pipeline_loads: bool = True
+    assembler: str = "nvjitlink"
+    enable_fp_fusion: bool = True
 
     def key(self) -> Dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def compile_options(environ=None) -> CompileOptions:
-    """Every compile knob of the environment, validated."""
-    return CompileOptions(**{k.field: get(k.name, environ) for k in KNOBS if k.compile})
+def compile_options(environ=None, **overrides) -> CompileOptions:
+    """Every compile knob of the environment, validated; ``overrides`` (field=value, ``None`` = keep the
+    environment's) are the per-launch options, e.g. ``enable_fp_fusion=False``."""
+    opts = {k.field: get(k.name, environ) for k in KNOBS if k.compile}
+    for name, value in overrides.items():
+        if name not in opts:
+            raise TypeError(f"compile_options() got an unknown option {name!r}")
+        if value is not None:
+            opts[name] = value
+    return CompileOptions(**opts)
 
 
 def check_environment(environ=None) -> None:

@@ -85,13 +85,13 @@ def _code_names(code):
             yield from _code_names(c)
 
 
-def cache_key(fn, sig, cx, div, eq1, num_warps, num_stages, target) -> str:
+def cache_key(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_fp_fusion=None) -> str:
     from ..compiler.artifact import COMPILER_VERSION
     payload = json.dumps({
         "fp": dependency_fingerprint(fn), "name": fn.__name__, "sig": sig,
         "cx": {k: repr(v) for k, v in cx.items()}, "div": div, "eq1": list(eq1), "warps": num_warps,
         "stages": num_stages, "target": str(target), "ptx": getattr(target, "ptx_version", None),
-        "options": options.compile_options().key(),
+        "options": options.compile_options(enable_fp_fusion=enable_fp_fusion).key(),
         "compiler": COMPILER_VERSION, "format": FORMAT_VERSION,
     }, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:40]
@@ -277,9 +277,9 @@ class _CubinSass:
         return disassemble(self.cubin)
 
 
-def cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target):
-    """Compile through the disk cache."""
-    key = cache_key(fn, sig, cx, div, eq1, num_warps, num_stages, target)
+def cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_fp_fusion=None):
+    """Compile through the disk cache (``enable_fp_fusion``: the launch option, None = the environment's default)."""
+    key = cache_key(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_fp_fusion)
     path = os.path.join(cache_dir(), key[:2], key)
     if os.path.isdir(path):
         stale = None
@@ -297,7 +297,8 @@ def cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target):
         # stale (a folded global or a plain helper changed since the build) or corrupt: rebuild in place
         shutil.rmtree(path, ignore_errors=True)
     from ..compiler.compiler import compile as kcompile
-    ck = kcompile(fn, sig, cx, target, num_warps, num_stages, divisibility=div, equal_to_1=eq1)
+    ck = kcompile(fn, sig, cx, target, num_warps, num_stages, divisibility=div, equal_to_1=eq1,
+                  enable_fp_fusion=enable_fp_fusion)
     ck.cache_key = key
     try:
         _save(path, ck)

@@ -159,7 +159,7 @@ def reload_modules(device: Optional[int] = None) -> int:
     return n
 
 
-def compile_for(fn, key, num_warps, num_stages, device: int = 0):
+def compile_for(fn, key, num_warps, num_stages, device: int = 0, enable_fp_fusion=None):
     """Compile (or load from the disk cache) the kernel for this specialisation."""
     from .cache import cached_compile
     from .driver import ArgBuffer, LoadedFunction, device_properties
@@ -171,7 +171,7 @@ def compile_for(fn, key, num_warps, num_stages, device: int = 0):
     # kernelc.compile assumes 16-byte alignment for a pointer it is told nothing about: say 1 for the
     # pointers the key found unaligned (x[1:] would otherwise get 128-bit accesses and fault)
     div = dict(div, **{n: 1 for n, t in sig.items() if t.startswith("*") and n not in div})
-    ck = cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target)
+    ck = cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_fp_fusion)
     lf = LoadedFunction(ck.asm["cubin"], ck.name, ck.dynamic_shared, ck.launch_warps, ck.n_regs, device,
                         total_shared=ck.shared)
     buf_kinds = kinds
@@ -203,6 +203,9 @@ def launch_cuda(fn, values: Dict[str, Any], grid, num_warps, num_stages, options
     cmask = fn.constexpr_mask(values)
     device = torch._C._cuda_getDevice()
     key = (st["spec"].key(vals, cmask), num_warps, num_stages, device)
+    fusion = _fp_fusion_option(options)
+    if fusion is not None:  # a non-default enable_fp_fusion: its own entry (the fast path never passes it)
+        key += (("enable_fp_fusion", fusion),)
     try:
         ent = st["cache"].get(key)
     except TypeError:  # an unhashable constexpr value
@@ -211,7 +214,7 @@ def launch_cuda(fn, values: Dict[str, Any], grid, num_warps, num_stages, options
     if ent is None:
         if knobs.get("KERNELC_LOG_RECOMPILES") and st["cache"]:
             _log_recompile(fn, key, st["cache"])
-        ent = compile_for(fn, key[0], num_warps, num_stages, device)
+        ent = compile_for(fn, key[0], num_warps, num_stages, device, fusion)
         from .fastpath import make_launch
         ent.launch = make_launch(ent, fn, cmask)
         ent.cmask, ent.device = cmask, device
@@ -237,6 +240,15 @@ def launch_cuda(fn, values: Dict[str, Any], grid, num_warps, num_stages, options
     if rec is not None:
         hooks.fire_exit(rec)
     return ent.compiled
+
+
+def _fp_fusion_option(options) -> Optional[bool]:
+    """The launch's ``enable_fp_fusion`` when it differs from the default (KERNELC_DEFAULT_FP_FUSION), else None."""
+    v = options.get("enable_fp_fusion")
+    if v is None:
+        return None
+    v = bool(v)
+    return None if v == knobs.get("KERNELC_DEFAULT_FP_FUSION") else v
 
 
 def _log_recompile(fn, key, cache):
@@ -270,7 +282,7 @@ def _describe(part) -> str:
     return f"{part[0]}" + (" ==1" if part[1] else "") + (" divisible by 16" if part[2] else "")
 
 
-def compile_offline(fn, values: Dict[str, Any], num_warps: int, num_stages: int):
+def compile_offline(fn, values: Dict[str, Any], num_warps: int, num_stages: int, enable_fp_fusion=None):
     """Compile ``fn`` for these argument values without a GPU, for the stand-in device of
     ``runtime/active.py`` (``KERNELC_TARGET`` overrides): what ``warmup`` returns in the interpreter,
     so host code that reads ``n_regs`` or shared memory still gets the compiler's numbers."""
@@ -282,4 +294,4 @@ def compile_offline(fn, values: Dict[str, Any], num_warps: int, num_stages: int)
     sig, cx, div, eq1, _ = spec.signature(spec.key([values[n] for n in fn.arg_names], cmask))
     div = dict(div, **{n: 1 for n, t in sig.items() if t.startswith("*") and n not in div})
     target = target_for_device(CPU_STAND_IN["major"], CPU_STAND_IN["minor"])
-    return cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target)
+    return cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_fp_fusion)

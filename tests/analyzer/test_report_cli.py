@@ -29,13 +29,13 @@ def test_text_report_sections(profile, capsys):
     assert out.startswith("kprof-analyze  ")
     assert "[1] reg_heavy_add" in out and "[2] strided_gather" in out
     assert "60.0% of GPU time" in out
-    assert "launch: grid 32768x1x1 (32768 programs), warps 1, stages 1, BLOCK=2048" in out
-    assert "occupancy 12/64 warps per SM (19%, registers)" in out
+    assert "launch: grid 16384x1x1 (16384 programs), warps 1, stages 1, BLOCK=4096" in out
+    assert "occupancy 8/64 warps per SM (12%, registers)" in out
     assert "WARNING low-occupancy" in out and "WARNING uncoalesced-access" in out
     assert "hottest lines (100 samples, 80% stalled)" in out
     assert "lg_throttle 50%" in out and "kl.load(x_ptr + offs * STRIDE, mask=mask)" in out
     assert "fix: " in out and "evidence: " in out
-    assert "@kernelc.autotune(" in out and "KERNELC_OVERRIDE='reg_heavy_add:BLOCK=2048,num_warps=" in out
+    assert "@kernelc.autotune(" in out and "KERNELC_OVERRIDE='reg_heavy_add:BLOCK=4096,num_warps=" in out
     assert "\x1b[" not in out
 
 
@@ -81,7 +81,7 @@ def test_autotune_block_is_valid_python_that_makes_configs(profile):
     assert tuned.key == ["n"]
     warps = [c.num_warps for c in tuned.configs]
     assert warps[-1] == 1 and all(w > 1 for w in warps[:-1])      # the profiled config comes last
-    assert all(c.kwargs == {"BLOCK": 2048} for c in tuned.configs)
+    assert all(c.kwargs == {"BLOCK": 4096} for c in tuned.configs)
 
 
 def test_override_strings_parse_back_to_the_config(profile):

@@ -382,7 +382,7 @@ def test_libdevice_erf_links_and_is_accurate():
     # erf is inlined (its polynomial and exp2 are in the kernel); the only call left is ptxas's own
     # sqrt.rn slow path, which is a function of the same cubin -- no call to an unresolved symbol
     assert "MUFU.EX2" in art.sass and "__nv_" not in art.sass
-    calls = [re.search(r"`\((\w+)\)", i.operands).group(1) for i in art.instructions if i.opcode.startswith("CALL")]
+    calls = [re.search(r"`\(([^)]+)\)", i.operands).group(1) for i in art.instructions if i.opcode.startswith("CALL")]
     assert all(c in art.cubin_info.functions for c in calls), calls
     # linking only what is used keeps libdevice cheap; a regression to linking all 575 functions costs ~0.7 s
     t0 = time.perf_counter()
@@ -403,7 +403,9 @@ def test_register_spills_are_reported():
     assert any(i.opcode.startswith("STL") for i in art.instructions)
 
 
-def test_multiple_functions_and_files():
+def test_multiple_functions_and_files(monkeypatch):
+    # relocatable (nvJitLink) keeps the device function; a whole-program ptxas may inline it away
+    monkeypatch.setenv("KERNELC_ASSEMBLER", "nvjitlink")
     art = compile_llir(MULTI, "sm_90a", "k1")
     info = art.cubin_info
     assert sorted(info.kernels) == ["k1", "k2"] and not info.functions["helper"].is_entry
@@ -421,7 +423,9 @@ def test_multiple_functions_and_files():
         compile_llir(MULTI, "sm_90a", "helper")
 
 
-def test_compile_timings_and_speed(vadd):
+def test_compile_timings_and_speed(vadd, monkeypatch):
+    # the in-process budget: a standalone ptxas (KERNELC_ASSEMBLER=auto) adds a process start, ~40-70 ms
+    monkeypatch.setenv("KERNELC_ASSEMBLER", "nvjitlink")
     compile_llir(VADD, "sm_90a", "vadd")                       # warm
     t0 = time.perf_counter()
     art = compile_llir(VADD, "sm_90a", "vadd")

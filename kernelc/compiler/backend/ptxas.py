@@ -168,17 +168,80 @@ def _standalone(ptx: str, target, opt_level: int, extra: Sequence[str], exe: str
     return CubinResult(cubin, info, parse_ptxas_report(info), warnings)
 
 
+#: The newest PTX ISA (x10) each CUDA 12 release's ptxas reads (CUDA 13.m reads 9.m).
+_PTXAS_12_ISA = {0: 80, 1: 81, 2: 82, 3: 83, 4: 84, 5: 85, 6: 85, 8: 87, 9: 88}
+
+
+@functools.lru_cache(maxsize=None)
+def ptxas_max_ptx(exe: str) -> int:
+    """The newest PTX ISA version (x10) the ptxas at ``exe`` reads, from its ``--version`` (0 if unknown)."""
+    import subprocess
+    try:
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    m = re.search(r"release (\d+)\.(\d+)", out)
+    if not m:
+        return 0
+    major, minor = int(m.group(1)), int(m.group(2))
+    if major >= 13:
+        return 90 + 10 * (major - 13) + minor
+    return _PTXAS_12_ISA.get(minor, 0) if major == 12 else 0
+
+
+def _ptx_version(ptx: str) -> int:
+    m = re.search(r"^\.version (\d+)\.(\d+)", ptx, re.M)
+    return int(m.group(1)) * 10 + int(m.group(2)) if m else 0
+
+
+def standalone_assembler(ptx: str) -> Optional[str]:
+    """The standalone ptxas that assembles ``ptx`` under KERNELC_ASSEMBLER, or None for nvJitLink.
+
+    A standalone ptxas compiles the kernel as a whole program, as Triton does; nvJitLink compiles it
+    relocatable for a link step, and ptxas then allocates registers differently: a SwiGLU row of 16384
+    bf16 over 16 warps takes 123 registers relocatable (``ptxas -c``, also through nvJitLink) against 36
+    as a whole program, the same PTX and ptxas (docs/triton-tutorials.md)."""
+    from ...options import OptionError, get
+    mode = get("KERNELC_ASSEMBLER")
+    exe = ptxas_binary() if mode != "nvjitlink" or "setmaxnreg" in ptx else None
+    if exe is None:
+        if mode == "ptxas":
+            raise OptionError("KERNELC_ASSEMBLER=ptxas: no standalone ptxas found (set KERNELC_PTXAS to one)")
+        return None
+    if "setmaxnreg" in ptx:
+        return exe   # nvJitLink ignores setmaxnreg (C7504)
+    if mode == "auto" and ptxas_max_ptx(exe) < _ptx_version(ptx):
+        return None  # an older ptxas (e.g. Triton's) that cannot read this PTX
+    return exe
+
+
+def fit_target_to_assembler(tgt):
+    """``tgt`` with its default PTX version lowered to the newest the standalone ptxas reads, so that
+    KERNELC_ASSEMBLER=auto (or ptxas) can use an older ptxas (Triton 3.6's, CUDA 12.8: PTX 8.7) rather than fall
+    back to nvJitLink. An explicitly chosen PTX version, or one below the arch's minimum, is kept."""
+    from cubintools.target import MIN_PTX_VERSION, Target, default_ptx_version
+    from ...options import get
+    if get("KERNELC_ASSEMBLER") == "nvjitlink" or tgt.ptx_version != default_ptx_version(tgt.arch):
+        return tgt
+    exe = ptxas_binary()
+    cap = ptxas_max_ptx(exe) if exe else 0
+    if cap >= tgt.ptx_version or cap < MIN_PTX_VERSION.get(tgt.arch, 0):
+        return tgt
+    return Target(tgt.arch, cap, tgt.features)
+
+
 def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequence[str] = (),
                  name: str = "kernel.ptx") -> CubinResult:
-    """Assemble ``ptx`` into a cubin for ``target`` with nvJitLink (with a standalone ptxas when the PTX moves
-    registers between warpgroups with ``setmaxnreg``, which nvJitLink ignores).
+    """Assemble ``ptx`` into a cubin for ``target``: with a standalone ptxas as a whole program where
+    :func:`standalone_assembler` finds one, else with nvJitLink.
 
-    ``extra`` options are passed to nvJitLink as given (e.g. ``"-maxrregcount=64"``, ``"-Xptxas=-warn-spills"``).
+    ``extra`` options are passed to ptxas / nvJitLink as given (e.g. ``"-Xptxas=-warn-spills"``).
     Raises :class:`CompilationError` with ptxas's error log when the PTX does not assemble.
     """
     target = parse_target(target)
-    if "setmaxnreg" in ptx and ptxas_binary() is not None:
-        return _standalone(ptx, target, opt_level, extra, ptxas_binary())
+    exe = standalone_assembler(ptx if isinstance(ptx, str) else bytes(ptx).decode())
+    if exe is not None:
+        return _standalone(ptx, target, opt_level, extra, exe)
     nvjitlink = _nvjitlink()
     # ptxas's level goes through -Xptxas: nvJitLink's own -O accepts only 0 and 3.
     opts = [f"-arch={target.arch}", f"-Xptxas=-O{int(opt_level)}", "-Xptxas=-v", *extra]

@@ -64,6 +64,18 @@ def _binop(inst):
     return rule
 
 
+def _contract(attrs) -> str:
+    """LLVM's ``contract`` flag for an op marked by passes/fp_contract.py: LLVM may fuse a*b+c into fma and
+    emits mul.f32/add.f32 rather than mul.rn/add.rn, which ptxas would not fuse."""
+    return "contract " if attrs.get("contract") else ""
+
+
+def _fbinop(inst):
+    def rule(e, t, args, attrs):
+        return e.val(f"{inst} {_contract(attrs)}{llty(t)} {args[0]}, {args[1]}")
+    return rule
+
+
 def _fdiv(e, t, args, attrs):
     ty = llty(t)
     if ty == "float" and not attrs.get("ieee"):
@@ -112,7 +124,8 @@ def _iabs(e, t, args, attrs):
 
 
 def _fneg(e, t, args, attrs):
-    return e.val(f"fneg {llty(t)} {args[0]}")
+    # contract too: LLVM folds a negation into the multiply that uses it, keeping only flags both carry
+    return e.val(f"fneg {_contract(attrs)}{llty(t)} {args[0]}")
 
 
 def _fma(e, t, args, attrs):
@@ -129,7 +142,7 @@ def _exp(e, t, args, attrs):
     ty = llty(t)
     if ty != "float":
         return e.call(ty, "__nv_exp", [(ty, args[0])])
-    return _exp2_f32(e, e.val(f"fmul float {args[0]}, {_flit(LOG2E)}"))
+    return _exp2_f32(e, e.val(f"fmul {_contract(attrs)}float {args[0]}, {_flit(LOG2E)}"))
 
 
 def _exp2(e, t, args, attrs):
@@ -144,7 +157,7 @@ def _log(e, t, args, attrs):
     if ty != "float":
         return e.call(ty, "__nv_log", [(ty, args[0])])
     y = e.asm("float", "lg2.approx.f32 $0, $1;", "=f,f", [("float", args[0])], side_effects=False)
-    return e.val(f"fmul float {y}, {_flit(LN2)}")
+    return e.val(f"fmul {_contract(attrs)}float {y}, {_flit(LN2)}")  # contract: may fuse with an add after
 
 
 def _log2(e, t, args, attrs):
@@ -204,7 +217,7 @@ def _cmp(kind):
 
 
 RULES: Dict[str, Callable] = {
-    "fadd": _binop("fadd"), "fsub": _binop("fsub"), "fmul": _binop("fmul"), "frem": _binop("frem"),
+    "fadd": _fbinop("fadd"), "fsub": _fbinop("fsub"), "fmul": _fbinop("fmul"), "frem": _binop("frem"),
     "fdiv": _fdiv, "fmax": _fminmax("max"), "fmin": _fminmax("min"), "fneg": _fneg,
     "fabs": _intrinsic("fabs"), "floor": _intrinsic("floor"), "ceil": _intrinsic("ceil"),
     "exp": _exp, "exp2": _exp2, "log": _log, "log2": _log2, "sqrt": _sqrt, "sqrt_rn": _sqrt_rn,

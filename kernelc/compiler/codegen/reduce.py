@@ -146,7 +146,18 @@ def lower_reduce(lw: Lowering, op):
                 off = e.val(f"add i32 {off}, {base + offs[q]}")
                 _smem_store(lw, ty, off, acc[j][q])
         lw.smem_access(base, base + total, False)
-        for j in range(len(acc)):
+        if out_numel == 1:
+            # one result for the whole block: lane l reads warp (l mod nw_ax)'s partial and a butterfly
+            # over log2(nw_ax) lanes combines them -- one live register per value, not nw_ax
+            sel = e.val(f"and i32 {lw.lane}, {nw_ax - 1}")
+            got = []
+            for q, ty in enumerate(tys):
+                off = e.val(f"mul i32 {sel}, {_bytes(ty)}")
+                got.append(_smem_load(lw, ty, e.val(f"add i32 {off}, {base + offs[q]}")))
+            for i in range(len(wbits)):
+                got = comb(got, [shuffle(lw, ty, x, "bfly", str(1 << i), 0x1F) for ty, x in zip(tys, got)])
+            acc[0] = got
+        for j in range(len(acc) if out_numel != 1 else 0):
             cur = None
             for w in range(nw_ax):
                 s = e.val(f"add i32 {slots[j]}, {w}") if slots[j] != "0" else str(w)

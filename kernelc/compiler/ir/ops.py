@@ -33,10 +33,14 @@ def _ew(names, n, cat, doc="", attrs=(), optional=()):
 OPS = {}
 for op in (
     # Float and integer arithmetic (operands share one type).
-    _ew("fadd fsub fmul frem", 2, "float", "IEEE float arithmetic")
+    _ew("fadd fsub fmul", 2, "float", "IEEE float arithmetic; contract=True lets a*b+c fuse into fma",
+        optional=("contract",))
+    + _ew("frem", 2, "float", "IEEE float remainder")
     + _ew("fdiv", 2, "float", "float division; ieee=True asks for correctly rounded", optional=("ieee",))
     + _ew("fmax fmin", 2, "float", "float max/min; propagate_nan: none|all", attrs=("propagate_nan",))
-    + _ew("fneg fabs exp exp2 log log2 sqrt sqrt_rn rsqrt sin cos erf floor ceil tanh", 1, "math")
+    + _ew("exp log fneg", 1, "math", "contract=True: may fuse into an fma (exp/log: their fp32 scaling multiply)",
+          optional=("contract",))
+    + _ew("fabs exp2 log2 sqrt sqrt_rn rsqrt sin cos erf floor ceil tanh", 1, "math")
     + _ew("fma", 3, "float", "fused multiply-add a*b+c")
     + _ew("add sub mul sdiv udiv srem urem smax smin umax umin and or xor shl ashr lshr umulhi smulhi",
           2, "int", "integer arithmetic with C semantics (division truncates toward zero)")

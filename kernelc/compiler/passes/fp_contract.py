@@ -1,0 +1,27 @@
+"""Mark the float multiplies, adds and subtracts that may contract into fma: ``attrs["contract"] = True``.
+
+Triton compiles with ``enable_fp_fusion=True`` by default: LLVM may fuse ``a * b + c`` into one
+``fma.rn`` (rounded once, not twice) and leaves the rest as ``mul.f32``/``add.f32``, which ptxas
+may fuse too. Without the mark codegen emits ``mul.rn``/``add.rn``, which neither LLVM nor ptxas
+fuses, so every product is rounded before it is added (the CPU interpreter's semantics).
+Codegen (``codegen/elementwise.py``) lowers a marked op with LLVM's ``contract`` fast-math flag.
+Ops inside regions (a reduction's combine, a loop body) are marked as well.
+"""
+from __future__ import annotations
+
+from ..ir.core import Function
+
+#: exp and log lower (fp32) to a multiply by log2(e) / ln(2) around ex2/lg2, which may contract as well;
+#: fneg, because LLVM folds it into a multiply with the flags the two share
+CONTRACTABLE = ("fadd", "fsub", "fmul", "fneg", "exp", "log")
+
+
+def mark_fp_contraction(fn: Function, enabled: bool = True) -> Function:
+    """Set (``enabled``) or clear ``contract`` on every op of :data:`CONTRACTABLE`. Mutates ``fn``."""
+    for op in fn.walk():
+        if op.name in CONTRACTABLE:
+            if enabled:
+                op.attrs["contract"] = True
+            else:
+                op.attrs.pop("contract", None)
+    return fn

@@ -1,0 +1,98 @@
+"""Register counts against Triton 3.6's on the same source (numbers from
+bench/experiments/tutorial_gaps/cpu_compare.py, recorded in docs/triton-tutorials.md, 2026-11-25).
+
+The counts depend on how the PTX is assembled: a standalone ptxas compiles the kernel as a whole
+program, as Triton does, nvJitLink relocatable (``ptxas -c``), which gave a SwiGLU row 123 registers
+instead of 36 (backend/ptxas.py, KERNELC_ASSEMBLER). Without a standalone ptxas the bounds do not apply."""
+import pytest
+
+import kernelc
+import kernelc.language as kl
+from kernelc import options
+from kernelc.compiler.backend import ptxas as P
+from examples.kernels import memory_bound as K
+
+needs_ptxas = pytest.mark.skipif(P.ptxas_binary() is None, reason="no standalone ptxas")
+
+
+@pytest.fixture(autouse=True)
+def _standalone_assembler(monkeypatch):
+    # the default stays nvJitLink until a GPU A/B (docs/triton-tutorials.md, "Closing the gaps"); these bounds
+    # are about the whole-program assembly, so ask for it
+    monkeypatch.setenv("KERNELC_ASSEMBLER", "auto")
+
+
+@kernelc.jit
+def persistent_row_softmax(out_ptr, in_ptr, in_stride, out_stride, n_rows, n_cols, BLOCK: kl.constexpr,
+                           STAGES: kl.constexpr):
+    # one program walks rows pid, pid + grid, ...; the row load is pipelined num_stages deep
+    cols = kl.arange(0, BLOCK)
+    mask = cols < n_cols
+    for r in kl.range(kl.program_id(0), n_rows, kl.num_programs(0), num_stages=STAGES):
+        x = kl.load(in_ptr + r * in_stride + cols, mask=mask, other=-float("inf"))
+        z = x - kl.max(x, axis=0)
+        e = kl.exp(z)
+        kl.store(out_ptr + r * out_stride + cols, e / kl.sum(e, axis=0), mask=mask)
+
+
+SOFTMAX_SIG = dict(out_ptr="*fp32", in_ptr="*fp32", in_stride="i32", out_stride="i32", n_rows="i32", n_cols="i32")
+SWIGLU_SIG = dict(a_ptr="*bf16", b_ptr="*bf16", c_ptr="*bf16", stride="i32", n_cols="i32")
+# Triton 3.6.0 (its ptxas 12.8), sm_90a, 2026-11-25: (kernel, constexprs, warps) -> registers
+TRITON = {"softmax-1024": 32, "softmax-4096": 64, "swiglu-16384": 36}
+
+
+@needs_ptxas
+@pytest.mark.parametrize("block,warps", [(1024, 8), (4096, 8)])
+def test_persistent_softmax_registers_at_most_tritons(block, warps):
+    div = dict({k: 16 for k in SOFTMAX_SIG}, n_cols=1)
+    ck = kernelc.compile(persistent_row_softmax, SOFTMAX_SIG, dict(BLOCK=block, STAGES=4), target="sm_90a",
+                         num_warps=warps, divisibility=div)
+    assert "prefetched" in ck.asm["tir"]          # the register prefetch of the row is in, and still fits
+    assert ck.n_regs <= TRITON[f"softmax-{block}"], ck.n_regs
+
+
+@needs_ptxas
+def test_swiglu_row_registers_at_most_tritons():
+    # the runtime's specialisation for the bench's rows (14336 columns: stride and n_cols divisible by 16)
+    ck = kernelc.compile(K.swiglu_fwd_kernel, SWIGLU_SIG, dict(BLOCK_SIZE=16384), target="sm_90a", num_warps=16,
+                         divisibility={k: 16 for k in SWIGLU_SIG})
+    assert ck.n_regs <= TRITON["swiglu-16384"], ck.n_regs
+
+
+def test_assembler_choice(monkeypatch):
+    ptx = ".version 9.0\n.target sm_90a\n"
+    monkeypatch.setenv("KERNELC_ASSEMBLER", "nvjitlink")
+    assert P.standalone_assembler(ptx) is None
+    monkeypatch.setenv("KERNELC_ASSEMBLER", "auto")
+    monkeypatch.setattr(P, "ptxas_binary", lambda: "/opt/ptxas")
+    monkeypatch.setattr(P, "ptxas_max_ptx", lambda exe: 87)     # a CUDA 12.8 ptxas cannot read PTX 9.0
+    assert P.standalone_assembler(ptx) is None
+    assert P.standalone_assembler(ptx.replace("9.0", "8.7")) == "/opt/ptxas"
+    monkeypatch.setattr(P, "ptxas_binary", lambda: None)
+    assert P.standalone_assembler(ptx) is None
+    monkeypatch.setenv("KERNELC_ASSEMBLER", "ptxas")
+    with pytest.raises(options.OptionError, match="KERNELC_ASSEMBLER=ptxas"):
+        P.standalone_assembler(ptx)
+    assert options.compile_options().assembler == "ptxas"
+
+
+@needs_ptxas
+def test_ptxas_version_is_read():
+    assert P.ptxas_max_ptx(P.ptxas_binary()) >= 80
+
+
+def test_default_ptx_version_fits_an_older_standalone_ptxas(monkeypatch):
+    from cubintools.target import Target, default_ptx_version
+    monkeypatch.setattr(P, "ptxas_binary", lambda: "/opt/ptxas")
+    monkeypatch.setattr(P, "ptxas_max_ptx", lambda exe: 87)    # Triton 3.6's ptxas (CUDA 12.8)
+    monkeypatch.setenv("KERNELC_ASSEMBLER", "auto")
+    default = Target("sm_90a")
+    want = min(default.ptx_version, 87)
+    assert P.fit_target_to_assembler(default).ptx_version == want
+    explicit = Target("sm_90a", 86)
+    assert P.fit_target_to_assembler(explicit) is explicit                       # chosen by the user: kept
+    monkeypatch.setattr(P, "ptxas_max_ptx", lambda exe: 78)    # below sm_90a's minimum (8.0): kept, nvJitLink
+    assert P.fit_target_to_assembler(default) is default
+    monkeypatch.setenv("KERNELC_ASSEMBLER", "nvjitlink")
+    assert P.fit_target_to_assembler(default) is default
+    assert default.ptx_version == default_ptx_version("sm_90a")
