@@ -77,3 +77,15 @@ def problem_tables(As, Bs, Cs, pool=None):
                        device=dev)
     return table, dims, lds
 
+
+
+@kernelc.jit
+def batched_gram_made_descs(table, y_ptr, n, K, BM: kl.constexpr, BK: kl.constexpr, WS: kl.constexpr):
+    """y[p] = X_p @ X_p^T for [BM, K] fp16 matrices X_p at the addresses ``table[p]`` (fp32 [BM, BM] out),
+    the K loop asking for a producer warp when ``WS``."""
+    for p in range(n):
+        x = kl.make_tensor_descriptor(kl.load(table + p).to(kl.pointer_type(kl.float16)), [BM, K], [K, 1], [BM, BK])
+        acc = kl.zeros((BM, BM), dtype=kl.float32)
+        for kk in kl.range(0, kl.cdiv(K, BK), warp_specialize=WS):
+            acc += kl.dot(x.load([0, kk * BK]), x.load([0, kk * BK]).T)
+        kl.store(y_ptr + p * BM * BM + kl.arange(0, BM)[:, None] * BM + kl.arange(0, BM)[None, :], acc)

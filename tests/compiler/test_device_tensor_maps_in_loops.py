@@ -74,6 +74,16 @@ def test_offsets_into_an_argument_read_from_memory_build_the_same_way():
     assert "UTMALDG.2D" in _sass_ops(ck) and ck.n_spills == 0
 
 
+@pytest.mark.parametrize("ws", [False, True])
+def test_a_loop_asking_for_a_producer_warp_keeps_the_generic_lowering(ws):
+    # a producer warp only sees maps built before the split; a kernel that rebuilds maps gets none
+    sig = {"table": "*i64", "y_ptr": "*fp32", "n": "i32", "K": "i32"}
+    ck = kernelc.compile(G.batched_gram_made_descs, signature=sig, constexprs=dict(BM=128, BK=64, WS=ws),
+                         target="sm_90a", num_warps=8, num_stages=3, divisibility={"K": 16})
+    assert [m["built"] for m in ck.reports.get("tensor_maps", [])] == ([] if ws else ["here"])
+    assert ck.extra_warps == 0
+
+
 def test_a_descriptor_made_in_the_loop_its_dot_reads_keeps_the_generic_lowering():
     sig = {"x_ptr": "*fp16", "w_ptr": "*fp16", "y_ptr": "*fp32", "M": "i32", "K": "i32"}
     ck = kernelc.compile(G.made_desc_per_k_step, signature=sig, constexprs=dict(BM=64, BK=64), target="sm_90a",
