@@ -135,8 +135,9 @@ def device_map_build(op: Op, fn: Function, axis=None) -> Optional[dict]:
         if build == "entry" or not from_memory(v, fn):
             return None
         check = True
-    if op.name == "descriptor_store" and not store_extent_ok(div(mk.operands[n]), eb):
-        return None  # a store's inner extent must be provably whole 16-byte chunks (target_rules)
+    if op.name == "descriptor_store" and not op.attrs.get("extent_checked") and \
+            not store_extent_ok(div(mk.operands[n]), eb):
+        return None  # a store's inner extent must be whole 16-byte chunks (target_rules): proven, or checked
     return {"build": build, "check_alignment": check}
 
 
@@ -264,8 +265,61 @@ def _lower_block(fn: Function, block: Block, arch, claim) -> None:
         if op.name in DESCRIPTOR_OPS:
             if claim(op, arch):
                 op.attrs["tma"] = True  # codegen/descriptors.py lowers it with TMA, trusting this tag
+            elif _claimed_if_extent_checked(fn, op, arch, claim):
+                _split_on_extent(fn, block, op)
             else:
                 _rewrite(fn, block, op)
+
+
+def _claimed_if_extent_checked(fn: Function, op: Op, arch, claim) -> bool:
+    """Whether TMA would take this store of a made descriptor but for its inner extent, which is read
+    from memory (a grouped GEMM's N): then a run-time test picks TMA or the masked store."""
+    if op.name != "descriptor_store" or host_descriptor_op(op.operands[0]) is not None:
+        return False
+    mk = op.operands[0].op
+    if mk is None or mk.name != "make_tensor_descriptor" or not from_memory(mk.operands[op.operands[0].type.ndim], fn):
+        return False
+    op.attrs["extent_checked"] = True
+    if claim(op, arch):
+        return True
+    del op.attrs["extent_checked"]
+    return False
+
+
+def _split_on_extent(fn: Function, block: Block, op: Op) -> None:
+    """``descriptor_store`` -> ``scf.if (inner extent * element bytes) % 16 == 0``: the TMA store in the
+    then-branch, the masked store (``_rewrite``) in the else-branch.
+
+    Example (tile IR, fp16, names shortened)::
+
+        descriptor_store %c, %t, %r, %k
+      ->
+        %ok = cmpi eq (rem %N, 8), 0
+        scf.if %ok { descriptor_store %c, %t, %r, %k {tma=True, extent_checked=True} }
+        else { <masked store of %t> }
+    """
+    ty = op.operands[0].type
+    inner = op.operands[0].op.operands[ty.ndim]
+    builder = IRBuilder(trace_function=None)
+    scratch = builder.push(Block())
+    builder.loc = op.loc
+    with builder_scope(builder):
+        ok = (tensor(inner, inner.type) % (16 // ty.element_ty.itemsize)) == 0
+    then_b, else_b = Block(), Block()
+    at = block.ops.index(op)
+    block.ops.remove(op)
+    op.attrs["tma"] = True
+    then_b.append(op)
+    then_b.append(Op("scf.yield", [], [], loc=op.loc))
+    generic = Op(op.name, op.operands, [], {k: v for k, v in op.attrs.items() if k not in ("tma", "extent_checked")},
+                 loc=op.loc)
+    else_b.append(generic)
+    _rewrite(fn, else_b, generic)
+    else_b.append(Op("scf.yield", [], [], loc=op.loc))
+    branch = Op("scf.if", [ok.handle], [], regions=[then_b, else_b], loc=op.loc)
+    for k, new in enumerate(scratch.ops + [branch]):
+        new.block = block
+        block.ops.insert(at + k, new)
 
 
 def _maker(op: Op) -> Op:
