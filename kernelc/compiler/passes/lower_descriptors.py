@@ -10,7 +10,11 @@ layouts (and the cp.async pipeline takes those feeding a dot).
 
 Ops that ``tma_eligible(op, arch)`` claims are left in place for the Hopper TMA lowering
 (``kernelc/compiler/codegen/tma.py``), which must then handle them from layout assignment on. A
-``make_tensor_descriptor`` left without users is removed by the following ``simplify``.
+``make_tensor_descriptor`` left without users is removed by the following ``simplify``. Descriptors
+made in the kernel that TMA copies through get ``tensor_map={slot, build, check_alignment}``
+(``_assign_device_maps``; codegen/device_tensor_map.py builds the maps). A store of such a descriptor
+whose inner extent is read from memory becomes ``scf.if`` on that extent: TMA or the masked store
+(``_split_on_extent``).
 
 Example (tile IR before and after, 2-D descriptor, names shortened)::
 
