@@ -108,7 +108,7 @@ def run_attention(kernel, q, k, v, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_st
 
 @kernelc.jit
 def made_desc_in_loop(x_ptr, y_ptr, M, N, BM: kl.constexpr, BN: kl.constexpr):
-    """A descriptor made inside a loop: its map cannot be built once at the entry (generic lowering)."""
+    """A descriptor made inside a loop: its map is built there, on every trip."""
     for i in range(0, 2):
         d = kl.make_tensor_descriptor(x_ptr + i * BN, [M, N], [N, 1], [BM, BN])
         t = d.load([0, 0])
@@ -118,7 +118,7 @@ def made_desc_in_loop(x_ptr, y_ptr, M, N, BM: kl.constexpr, BN: kl.constexpr):
 
 @kernelc.jit
 def made_desc_from_memory(x_ptr, off_ptr, y_ptr, M, N, BM: kl.constexpr, BN: kl.constexpr):
-    """A descriptor whose base depends on a loaded value: not computable at the entry (generic lowering)."""
+    """A descriptor whose base depends on a loaded value: its map is built where it is made."""
     d = kl.make_tensor_descriptor(x_ptr + kl.load(off_ptr), [M, N], [N, 1], [BM, BN])
     r = kl.arange(0, BM)[:, None] * BN + kl.arange(0, BN)[None, :]
     kl.store(y_ptr + r, d.load([0, 0]))

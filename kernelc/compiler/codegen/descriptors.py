@@ -9,7 +9,8 @@ through the map, a by-value parameter (``.param .align 64 .b8 [128]``, a ``__gri
 ``reports["tensor_maps"]`` records the box and swizzle the code assumes (the host derives the same).
 
 A descriptor made in the kernel gets its CUtensorMap built on the device (codegen/device_tensor_map.py),
-in a per-program slot of a global scratch buffer the launcher passes as a last, hidden parameter.
+in a per-program slot of a global scratch buffer the launcher passes as a last, hidden parameter: at
+the entry, or where ``make_tensor_descriptor`` is (its ``tensor_map`` attribute says which).
 
 - ``descriptor_load``: thread 0 copies the tile into shared memory (SmemOperand layout, swizzled)
   and every thread waits on an mbarrier. A tile whose only consumers are tensor-core dot operands
@@ -28,7 +29,7 @@ from ...language.dtypes import shape_of, tensor_descriptor_type
 from ..ir.core import Op, Value
 from . import tma as T
 from ..passes.schedule_ir import function_uses, in_place_readers
-from .device_tensor_map import DeviceTensorMap
+from .device_tensor_map import DeviceTensorMap, build_device_tensor_map_here
 from .dot import MMA_SHAPES, store_tile
 from .emitter import llty
 from .lowering import Lowering, Tile, rule
@@ -101,8 +102,11 @@ def declare_tensor_maps(lw: Lowering) -> None:
             name = mk.attrs["host_arg"]
             lw.tensor_maps[key] = TensorMapParam(name, params[f"{name}.tensormap"].lstrip("%"), ty, box)
         else:
-            n_dev = sum(isinstance(m, DeviceTensorMap) for m in lw.tensor_maps.values())
-            lw.tensor_maps[key] = DeviceTensorMap(op.operands[0].op, n_dev, ty, box)
+            mk = op.operands[0].op
+            if "tensor_map" not in mk.attrs:  # passes/lower_descriptors.py gives every used one a slot
+                raise CompilationError("internal: a made tensor descriptor without a `tensor_map` slot reached "
+                                       "code generation", mk.loc.file, mk.loc.line, mk.loc.col)
+            lw.tensor_maps[key] = DeviceTensorMap(mk, ty, box)
     if lw.tensor_maps:
         lw.reports["tensor_maps"] = [m.report() for m in lw.tensor_maps.values()]
         # TMA's swizzle follows absolute shared addresses: the tiles' 1024-byte offsets must be absolute
@@ -248,7 +252,10 @@ def offsets_of(lw: Lowering, vals) -> List[str]:
 
 @rule("make_tensor_descriptor")
 def lower_make_descriptor(lw: Lowering, op):
-    pass  # host: its parts are kernel parameters; in-kernel: its map was built at the entry
+    # host: its parts are kernel parameters; in-kernel: its map is built at the entry, or here
+    m = lw.tensor_maps.get(("device", op.results[0].id))
+    if isinstance(m, DeviceTensorMap) and m.build == "here":
+        build_device_tensor_map_here(lw, m, inside_loop(op))
 
 
 @rule("descriptor_load")

@@ -19,12 +19,19 @@ kernel parameter (``SCRATCH_PARAM``) that the launcher allocates per stream
 (``CompiledKernel.global_scratch_bytes`` per program; runtime/scratch.py). The box and swizzle are
 the same ``TmaBox`` as a host map's, so the tile code does not know which kind it reads through.
 
-A made descriptor qualifies (``passes/lower_descriptors.device_map_eligible``, which tags its ops
-``tma=True``) when it is made at the kernel's top level (the map is built before the body, and before a
-warp-specialised split, so the producer warp sees it)
-from scalars the entry can compute -- arguments, program ids, constants and arithmetic on them --
-and the axis analysis proves its base and byte strides 16-byte aligned, as TMA requires. Others
-keep the generic lowering (masked loads/stores), which is correct everywhere.
+A made descriptor qualifies when ``passes/lower_descriptors.device_map_build`` says so; the pass
+writes ``tensor_map={slot, build, check_alignment}`` on its ``make_tensor_descriptor``:
+
+- ``build='entry'``: made at the kernel's top level from scalars the entry can compute (arguments,
+  program ids, constants and arithmetic on them). The map is built once, before the body and before
+  a warp-specialised split, so the producer warp sees it.
+- ``build='here'``: made anywhere else -- inside loops and branches, from addresses and leading
+  dimensions loaded from memory (grouped GEMMs). The map is built where the op is, each time it
+  runs, with the same sequence into the same per-program slot (``build_device_tensor_map_here``).
+- ``check_alignment``: a base or stride came from memory, where no analysis sees its alignment; the
+  build traps when it is not 16-byte aligned (``make_tensor_descriptor``'s contract, as in Triton).
+
+Others keep the generic lowering (masked loads/stores), which is correct everywhere.
 """
 from __future__ import annotations
 
@@ -46,45 +53,77 @@ PTX_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}  # swizzle bytes -> .swizzle_mode
 
 
 class DeviceTensorMap:
-    """The map of one descriptor made in the kernel: slot ``index`` of the program's scratch."""
+    """The map of one descriptor made in the kernel: slot ``index`` of the program's scratch, built at the
+    entry or where its ``make_tensor_descriptor`` is (the op's ``tensor_map`` attribute, written by
+    passes/lower_descriptors.py)."""
 
-    def __init__(self, make: Op, index: int, ty: tensor_descriptor_type, box: T.TmaBox):
-        self.make, self.index, self.ty, self.box = make, index, ty, box
-        self.param = f"device_tensormap{index}"  # a stable name (prefetch order, reports)
+    def __init__(self, make: Op, ty: tensor_descriptor_type, box: T.TmaBox):
+        plan = make.attrs["tensor_map"]
+        self.make, self.ty, self.box = make, ty, box
+        self.index, self.build = plan["slot"], plan["build"]
+        self.check_alignment = bool(plan.get("check_alignment"))
+        self.param = f"device_tensormap{self.index}"  # a stable name (prefetch order, reports)
         self.addr: Optional[str] = None  # i64 generic address of the slot, set at the entry
 
     def address(self, lw: Lowering) -> str:
-        assert self.addr is not None, "internal: a device tensor map used before the entry built it"
+        assert self.addr is not None, "internal: a device tensor map used before it was built"
         return self.addr
 
     def report(self) -> dict:
         return {"made_at": f"{self.make.loc.file}:{self.make.loc.line}", "param": self.param, "device": True,
-                "dtype": self.ty.element_ty.name, "block_shape": list(self.ty.block_shape),
+                "built": self.build, "dtype": self.ty.element_ty.name, "block_shape": list(self.ty.block_shape),
                 "box_shape": list(self.box.box_shape), "swizzle": self.box.swizzle, "padding": self.ty.padding}
 
 
 def emit_device_tensor_maps(lw: Lowering) -> None:
-    """At the kernel entry (after ``declare_tensor_maps``): build every in-kernel descriptor's map in
-    this program's scratch slot, and declare the scratch parameter."""
-    maps = [m for m in lw.tensor_maps.values() if isinstance(m, DeviceTensorMap)]
+    """At the kernel entry (after ``declare_tensor_maps``): declare the scratch parameter, compute every
+    map's slot address, and build the maps of descriptors made at the top level in their slots (the
+    others are built where they are made: ``build_device_tensor_map_here``)."""
+    maps = sorted((m for m in lw.tensor_maps.values() if isinstance(m, DeviceTensorMap)), key=lambda m: m.index)
     if not maps:
         return
     e = lw.e
     first = maps[0].make.loc
     e.set_loc(first.file, first.line, first.col)  # the map building shows up on the descriptors' lines
+    n_slots = max(m.index for m in maps) + 1
     lw.params.append(("ptr addrspace(1)", SCRATCH_PARAM, "noundef align 128"))
-    lw.reports["global_scratch_bytes"] = SLOT_BYTES * len(maps)
-    slot0 = _program_slot(lw, len(maps))
+    lw.reports["global_scratch_bytes"] = SLOT_BYTES * n_slots
+    slot0 = _program_slot(lw, n_slots)
+    glob = {}
+    for m in maps:
+        g = e.val(f"getelementptr i8, ptr addrspace(1) {slot0}, i64 {m.index * SLOT_BYTES}")
+        glob[m.index] = e.val(f"ptrtoint ptr addrspace(1) {g} to i64")
+        if m.build == "here":
+            m.addr = glob[m.index]  # its slot; the map in it is valid once the make op has run
+    entry = [m for m in maps if m.build == "entry"]
+    if entry:
+        _build(lw, entry, [glob[m.index] for m in entry])
+
+
+def build_device_tensor_map_here(lw: Lowering, m: DeviceTensorMap, in_loop: bool) -> None:
+    """Build ``m`` in its slot where its ``make_tensor_descriptor`` is (inside loops and branches, from
+    loaded values); the code runs each time the op does. In a loop the slot still holds the previous
+    trip's map: thread 0, which issues every bulk copy, first waits for its bulk stores to finish
+    (loads through the map were waited for on their mbarriers before their tiles were used); a kernel
+    without TMA stores has nothing to wait for."""
+    if in_loop and any(o.name == "descriptor_store" and o.attrs.get("tma") for o in lw.fn.walk()):
+        lw.e.asm("void", "@$0 cp.async.bulk.wait_group 0;", "b", [("i1", T.elected(lw))])
+    _build(lw, [m], [m.addr])
+
+
+def _build(lw: Lowering, maps, glob) -> None:
+    """Write ``maps`` in shared memory, publish them to their global slots ``glob`` (i64 addresses)
+    and acquire them for the copy engine (the sequence in the module docstring)."""
+    e = lw.e
     smem0 = lw.scratch(SLOT_BYTES * len(maps))
+    lw.smem_access(smem0, smem0 + SLOT_BYTES * len(maps), True)  # earlier users of the scratch are done
     w0 = e.val(f"icmp eq i32 {lw.warp}, 0")
     t0 = T.elected(lw)
     lane4 = e.val(f"shl i32 {lw.lane}, 2")
-    smem, glob = [], []
-    for m in maps:
-        s = T.smem_addr(lw, smem0 + m.index * SLOT_BYTES)
+    smem = []
+    for k, m in enumerate(maps):
+        s = T.smem_addr(lw, smem0 + k * SLOT_BYTES)
         smem.append(s)
-        g = e.val(f"getelementptr i8, ptr addrspace(1) {slot0}, i64 {m.index * SLOT_BYTES}")
-        glob.append(e.val(f"ptrtoint ptr addrspace(1) {g} to i64"))
         e.asm("void", "@$0 st.shared.b32 [$1], 0;", "b,r", [("i1", w0), ("i32", e.val(f"add i32 {s}, {lane4}"))])
     e.asm("void", "bar.warp.sync -1;", "", [])
     for m, s in zip(maps, smem):
@@ -120,6 +159,14 @@ def _replace_fields(lw: Lowering, m: DeviceTensorMap, smem: str, t0: str) -> Non
     base = e.val(f"ptrtoint ptr addrspace(1) {lw.scalar(mk.operands[0])} to i64")
     shapes = [lw.scalar(v) for v in mk.operands[1:1 + n]]
     strides = [e.val(f"mul i64 {lw.scalar(v)}, {eb}") for v in mk.operands[1 + n:]]
+    if m.check_alignment:
+        # an address or leading dimension read from memory: TMA needs 16-byte alignment, so a violated
+        # ``make_tensor_descriptor`` contract stops the kernel here rather than copying from elsewhere
+        bits = base
+        for st in strides:
+            bits = e.val(f"or i64 {bits}, {st}")
+        bad = e.val(f"icmp ne i64 {e.val(f'and i64 {bits}, 15')}, 0")
+        e.asm("void", "@$0 trap;", "b", [("i1", bad)])
 
     def put(field: str, bits: int, value: str, ord_: Optional[int] = None) -> None:
         where = "[$1]" if ord_ is None else f"[$1], {ord_}"

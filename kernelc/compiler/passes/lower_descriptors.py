@@ -10,7 +10,11 @@ layouts (and the cp.async pipeline takes those feeding a dot).
 
 Ops that ``tma_eligible(op, arch)`` claims are left in place for the Hopper TMA lowering
 (``kernelc/compiler/codegen/tma.py``), which must then handle them from layout assignment on. A
-``make_tensor_descriptor`` left without users is removed by the following ``simplify``.
+``make_tensor_descriptor`` left without users is removed by the following ``simplify``. Descriptors
+made in the kernel that TMA copies through get ``tensor_map={slot, build, check_alignment}``
+(``_assign_device_maps``; codegen/device_tensor_map.py builds the maps). A store of such a descriptor
+whose inner extent is read from memory becomes ``scf.if`` on that extent: TMA or the masked store
+(``_split_on_extent``).
 
 Example (tile IR before and after, 2-D descriptor, names shortened)::
 
@@ -62,9 +66,8 @@ def tma_eligible(op: Op, arch: Optional[str], fn: Optional[Function] = None, axi
     - a host descriptor whose machine arguments include a CUtensorMap (compiler/abi.py: the type is
       one TMA copies into the swizzled operand layout) and whose base and strides are known 16-byte
       aligned (``fn``'s argument divisibility, as the runtime specialises on it); or
-    - a descriptor made in the kernel that ``device_map_eligible`` accepts (made at
-      the top level from scalars the kernel entry can compute, with a base and strides ``axis``
-      proves 16-byte aligned).
+    - a descriptor made in the kernel that ``device_map_build`` accepts (its map built at the entry or
+      where it is made, with a base and strides 16-byte aligned).
 
     Without ``fn`` nothing is known, so no."""
     if op.name not in ("descriptor_load", "descriptor_store") or fn is None:
@@ -97,25 +100,99 @@ _ENTRY_OPS = REMATERIALIZABLE | {"program_id", "num_programs"}
 
 def device_map_eligible(op: Op, fn: Function, axis=None) -> bool:
     """Whether the descriptor op ``op`` (whose descriptor was made in the kernel) can copy through a
-    map the kernel builds at its entry; ``axis``: the function's axis analysis (computed if None)."""
+    map the kernel builds on the device; ``axis``: the function's axis analysis (computed if None)."""
+    return device_map_build(op, fn, axis) is not None
+
+
+def device_map_build(op: Op, fn: Function, axis=None) -> Optional[dict]:
+    """How the map of ``op``'s made descriptor is built, or None (generic lowering):
+
+    - ``{"build": "entry"}``: made at the top level from scalars the entry can compute; the map is
+      built once at the kernel's entry (before a warp-specialised split).
+    - ``{"build": "here"}``: made anywhere else (inside loops and branches, from loaded values); the
+      map is built where the ``make_tensor_descriptor`` is, every time it runs.
+
+    TMA needs a 16-byte aligned base and byte strides. The axis analysis must prove it, except for a
+    value computed from memory (a loaded pointer or leading dimension), which nothing can see: there
+    the kernel relies on ``make_tensor_descriptor``'s documented contract (Triton's too), and
+    ``check_alignment`` makes the build trap on a violation instead of misaddressing."""
     mk = op.operands[0].op
     if mk is None or mk.name != "make_tensor_descriptor" or mk.attrs.get("host_arg"):
-        return False
+        return None
     ty: tensor_descriptor_type = op.operands[0].type
-    if ty.element_ty.name not in TMA_PTX_ELEMTYPE or mk.block is not fn.body:
-        return False
-    if not entry_computable(mk.operands, fn):
-        return False
+    if ty.element_ty.name not in TMA_PTX_ELEMTYPE:
+        return None
+    build = "entry" if mk.block is fn.body and entry_computable(mk.operands, fn) else "here"
+    if build == "here" and _asks_warp_specialization(fn):
+        return None  # the producer warp would copy through a map the consumers rebuild (see lower_descriptors)
+    if build == "here" and _may_be_ringed(op) and _made_in_loop_of(mk, op):
+        return None  # a ring prefetches later trips' tiles before this trip's map exists
     if axis is None:
         axis = analyze(fn)
     n = ty.ndim
     eb = ty.element_ty.itemsize
     div = lambda v: axis.get(v).divisibility[0]  # noqa: E731  (bytes for the pointer, elements for ints)
-    if div(mk.operands[0]) < 16 or any((div(s) * eb) % 16 for s in mk.operands[1 + n:]):
+    check = False
+    for v, scale in [(mk.operands[0], 1)] + [(s, eb) for s in mk.operands[1 + n:]]:
+        if (div(v) * scale) % 16 == 0:
+            continue
+        if build == "entry" or not from_memory(v, fn):
+            return None
+        check = True
+    if op.name == "descriptor_store" and not op.attrs.get("extent_checked") and \
+            not store_extent_ok(div(mk.operands[n]), eb):
+        return None  # a store's inner extent must be whole 16-byte chunks (target_rules): proven, or checked
+    return {"build": build, "check_alignment": check}
+
+
+def from_memory(v: Value, fn: Function) -> bool:
+    """Whether ``v`` is computed (through scalar ops) from a value loaded from memory."""
+    seen = set()
+    todo = [v]
+    while todo:
+        v = todo.pop()
+        if v.id in seen or v.op is None:
+            continue
+        seen.add(v.id)
+        if v.op.name == "load":
+            return True
+        if not shape_of(v.type):
+            todo.extend(v.op.operands)
+    return False
+
+
+def _innermost_for(op: Op) -> Optional[Op]:
+    b = op.block
+    while b is not None and b.parent is not None:
+        if b.parent.name == "scf.for":
+            return b.parent
+        b = b.parent.block
+    return None
+
+
+def _made_in_loop_of(mk: Op, op: Op) -> bool:
+    """Whether ``mk`` is inside the innermost ``for`` loop around ``op`` (it runs on every trip of it)."""
+    loop = _innermost_for(op)
+    b = mk.block
+    while loop is not None and b is not None and b.parent is not None:
+        if b.parent is loop:
+            return True
+        b = b.parent.block
+    return False
+
+
+def _may_be_ringed(op: Op) -> bool:
+    """Whether ``op`` is a load whose tile a dot reads (directly or transposed): a load the pipeline
+    schedule may move into a ring that prefetches it trips ahead (passes/schedule.py)."""
+    if op.name != "descriptor_load":
         return False
-    if op.name == "descriptor_store":
-        return store_extent_ok(div(mk.operands[n]), eb)
-    return True
+    readers = [u for u in op.block.ops if op.results[0] in u.operands]
+    readers += [u for t in readers if t.name == "trans" for u in op.block.ops if t.results[0] in u.operands]
+    return any(u.name == "dot" for u in readers)
+
+
+def _asks_warp_specialization(fn: Function) -> bool:
+    return any(o.name == "scf.for" and o.attrs.get("warp_specialize") for o in fn.walk())
 
 
 def entry_computable(values: List[Value], fn: Function) -> bool:
@@ -150,7 +227,39 @@ def lower_descriptors(fn: Function, arch: Optional[str] = None,
                 axis.append(analyze(fn))
             return tma_eligible(op, a, fn, axis[0] if axis else None)
     _lower_block(fn, fn.body, arch, claim)
+    _assign_device_maps(fn)
     return fn
+
+
+def _assign_device_maps(fn: Function) -> None:
+    """Write each made descriptor's map into its ``make_tensor_descriptor`` as ``tensor_map``: its slot
+    in the program's global scratch (codegen/device_tensor_map.py), where it is built, and whether the
+    build checks the alignment at run time. Codegen follows these attributes."""
+    axis = None
+    slot = 0
+    builds_here = False
+    for mk in fn.walk():
+        if mk.name != "make_tensor_descriptor" or mk.attrs.get("host_arg"):
+            continue
+        users = [o for o in fn.walk() if o.name in DESCRIPTOR_OPS and o.attrs.get("tma") and o.operands[0] is
+                 mk.results[0]]
+        if not users:
+            continue
+        if axis is None:
+            axis = analyze(fn)
+        plans = [device_map_build(o, fn, axis) for o in users]
+        if any(p is None for p in plans):
+            raise CompilationError("internal: a descriptor op tagged for TMA lost its device map", mk.loc.file,
+                                   mk.loc.line, mk.loc.col, mk.loc.function)
+        mk.attrs["tensor_map"] = {"slot": slot, "build": plans[0]["build"],
+                                  "check_alignment": any(p["check_alignment"] for p in plans)}
+        builds_here |= plans[0]["build"] == "here"
+        slot += 1
+    if builds_here:
+        # a producer warp only sees maps built before the split: no loop of this kernel gets one
+        for o in fn.walk():
+            if o.name == "scf.for" and o.attrs.get("warp_specialize") is None:
+                o.attrs["warp_specialize"] = False
 
 
 def _lower_block(fn: Function, block: Block, arch, claim) -> None:
@@ -160,8 +269,61 @@ def _lower_block(fn: Function, block: Block, arch, claim) -> None:
         if op.name in DESCRIPTOR_OPS:
             if claim(op, arch):
                 op.attrs["tma"] = True  # codegen/descriptors.py lowers it with TMA, trusting this tag
+            elif _claimed_if_extent_checked(fn, op, arch, claim):
+                _split_on_extent(fn, block, op)
             else:
                 _rewrite(fn, block, op)
+
+
+def _claimed_if_extent_checked(fn: Function, op: Op, arch, claim) -> bool:
+    """Whether TMA would take this store of a made descriptor but for its inner extent, which is read
+    from memory (a grouped GEMM's N): then a run-time test picks TMA or the masked store."""
+    if op.name != "descriptor_store" or host_descriptor_op(op.operands[0]) is not None:
+        return False
+    mk = op.operands[0].op
+    if mk is None or mk.name != "make_tensor_descriptor" or not from_memory(mk.operands[op.operands[0].type.ndim], fn):
+        return False
+    op.attrs["extent_checked"] = True
+    if claim(op, arch):
+        return True
+    del op.attrs["extent_checked"]
+    return False
+
+
+def _split_on_extent(fn: Function, block: Block, op: Op) -> None:
+    """``descriptor_store`` -> ``scf.if (inner extent * element bytes) % 16 == 0``: the TMA store in the
+    then-branch, the masked store (``_rewrite``) in the else-branch.
+
+    Example (tile IR, fp16, names shortened)::
+
+        descriptor_store %c, %t, %r, %k
+      ->
+        %ok = cmpi eq (rem %N, 8), 0
+        scf.if %ok { descriptor_store %c, %t, %r, %k {tma=True, extent_checked=True} }
+        else { <masked store of %t> }
+    """
+    ty = op.operands[0].type
+    inner = op.operands[0].op.operands[ty.ndim]
+    builder = IRBuilder(trace_function=None)
+    scratch = builder.push(Block())
+    builder.loc = op.loc
+    with builder_scope(builder):
+        ok = (tensor(inner, inner.type) % (16 // ty.element_ty.itemsize)) == 0
+    then_b, else_b = Block(), Block()
+    at = block.ops.index(op)
+    block.ops.remove(op)
+    op.attrs["tma"] = True
+    then_b.append(op)
+    then_b.append(Op("scf.yield", [], [], loc=op.loc))
+    generic = Op(op.name, op.operands, [], {k: v for k, v in op.attrs.items() if k not in ("tma", "extent_checked")},
+                 loc=op.loc)
+    else_b.append(generic)
+    _rewrite(fn, else_b, generic)
+    else_b.append(Op("scf.yield", [], [], loc=op.loc))
+    branch = Op("scf.if", [ok.handle], [], regions=[then_b, else_b], loc=op.loc)
+    for k, new in enumerate(scratch.ops + [branch]):
+        new.block = block
+        block.ops.insert(at + k, new)
 
 
 def _maker(op: Op) -> Op:
