@@ -103,6 +103,10 @@ KNOBS: Tuple[Knob, ...] = (
          compile=True, field="ws_setmaxnreg"),
     Knob("KERNELC_WS_PINGPONG", "bool", False, "ping-pong ordering of the consumer warpgroups",
          compile=True, field="ws_pingpong"),
+    Knob("KERNELC_DEVICE_MAPS_ANYWHERE", "bool", False,
+         "tensor maps for descriptors made inside loops/branches or from loaded pointers, built where they are made "
+         "(off: those use the generic masked lowering; opt-in until checked on a GPU)",
+         compile=True, field="device_maps_anywhere"),
     Knob("KERNELC_WGMMA_ASYNC", "choice", "default",
          "keep one wgmma group in flight across iterations: default (on with TMA loads, off with cp.async), 1, 0",
          _choice(("default", ("default",)), ("on", _TRUE), ("off", _FALSE)), compile=True, field="wgmma_async"),
@@ -135,6 +139,7 @@ class CompileOptions:
     warp_specialize: str = "auto"
     ws_setmaxnreg: bool = False
     ws_pingpong: bool = False
+    device_maps_anywhere: bool = False
     wgmma_async: str = "default"
     wgmma_defer: bool = True
     pipeline_loads: bool = True

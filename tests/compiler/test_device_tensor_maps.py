@@ -93,13 +93,18 @@ def test_kernelc_tma_0_turns_it_off(monkeypatch):
     assert _mm().global_scratch_bytes == 0
 
 
+@pytest.mark.parametrize("anywhere", [False, True])
 @pytest.mark.parametrize("kernel", [TK.made_desc_in_loop, TK.made_desc_from_memory])
-def test_descriptors_the_entry_cannot_build_get_maps_built_where_they_are_made(kernel):
+def test_descriptors_the_entry_cannot_build_get_maps_built_where_they_are_made(kernel, anywhere, monkeypatch):
     sig = {"x_ptr": "*fp16", "y_ptr": "*fp16", "M": "i32", "N": "i32"}
     if kernel is TK.made_desc_from_memory:
         sig = {"x_ptr": "*fp16", "off_ptr": "*i32", "y_ptr": "*fp16", "M": "i32", "N": "i32"}
+    monkeypatch.setenv("KERNELC_DEVICE_MAPS_ANYWHERE", "1" if anywhere else "0")
     ck = kernelc.compile(kernel, signature=sig, constexprs={"BM": 64, "BN": 64}, target="sm_90a",
                          divisibility={"M": 16, "N": 16})
+    if not anywhere:  # the default until checked on a GPU: the generic lowering, no map
+        assert ck.global_scratch_bytes == 0 and "cp.async.bulk.tensor" not in ck.asm["ptx"]
+        return
     assert [m["built"] for m in ck.reports["tensor_maps"]] == ["here"]
     assert ck.global_scratch_bytes == 128 and "cp.async.bulk.tensor" in ck.asm["ptx"]
     # a base offset read from memory: nothing proves it 16-byte aligned, so the build checks it

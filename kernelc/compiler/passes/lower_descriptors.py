@@ -37,6 +37,7 @@ from ...language.dtypes import shape_of, tensor_descriptor_type
 from ..frontend.ir_builder import IRBuilder
 from ..abi import tensor_map_type
 from ..ir.core import Argument, Block, Function, Op, Value, replace_all_uses
+from ...options import get
 from ..target_rules import TMA_PTX_ELEMTYPE, store_extent_ok, tma_type_ok
 from .axis_info import analyze
 from .layout_assign import REMATERIALIZABLE
@@ -123,6 +124,8 @@ def device_map_build(op: Op, fn: Function, axis=None) -> Optional[dict]:
     if ty.element_ty.name not in TMA_PTX_ELEMTYPE:
         return None
     build = "entry" if mk.block is fn.body and entry_computable(mk.operands, fn) else "here"
+    if build == "here" and not get("KERNELC_DEVICE_MAPS_ANYWHERE"):
+        return None  # opt-in until the in-place build has run on a GPU (docs/triton-tutorials.md, 08)
     if build == "here" and _asks_warp_specialization(fn):
         return None  # the producer warp would copy through a map the consumers rebuild (see lower_descriptors)
     if build == "here" and _may_be_ringed(op) and _made_in_loop_of(mk, op):
