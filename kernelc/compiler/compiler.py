@@ -25,6 +25,7 @@ from .passes.dot_acc import fold_dot_accumulate
 from .passes.fp8_dot import upcast_fp8_dots
 from .passes.hints import anchor_hints
 from .passes.layout_assign import assign_layouts
+from .passes.hoist_conversions import hoist_conversions
 from .passes.hoist_descriptors import hoist_descriptors
 from .passes.lower_descriptors import lower_descriptors
 from .abi import flat_divisibility
@@ -174,6 +175,8 @@ TILE_PASSES = (
     # atomics whose old value nobody reads skip its broadcast (passes/atomic_results.py)
     TilePass("mark_unused_atomic_results", lambda f, c: mark_unused_atomic_results(f)),
     TilePass("coalesce", lambda f, c: coalesce(f, c.num_warps, c.capability[0], c.arch, c.notes)),
+    # a conversion of a value computed before a loop is done once, before it, not on every trip
+    TilePass("hoist_conversions", lambda f, c: hoist_conversions(f, c.notes)),
     # layouts (and axis info) for the scheduling passes and codegen: an analysis, the IR is unchanged
     TilePass("assign_layouts", _assign_layouts),
     # the schedule, written into the IR (passes/schedule.py, docs/schedule-ir.md): rings, warp
