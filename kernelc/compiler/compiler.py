@@ -18,7 +18,7 @@ from ..language.core import DeviceFunction
 from ..language.dtypes import parse_type, pointer_type
 from .frontend import generate_ir
 from .ir import print_function, verify
-from .passes.atomic_results import mark_unused_atomic_results
+from .passes.atomic_results import mark_unused_atomic_results, vectorize_atomics
 from .passes.axis_info import analyze
 from .passes.coalesce import coalesce
 from .passes.dot_acc import fold_dot_accumulate
@@ -174,6 +174,8 @@ TILE_PASSES = (
     TilePass("simplify", lambda f, c: simplify(f), lambda c: c.pipeline_loads),
     # atomics whose old value nobody reads skip its broadcast (passes/atomic_results.py)
     TilePass("mark_unused_atomic_results", lambda f, c: mark_unused_atomic_results(f)),
+    # fp32 adds nobody reads the result of, over contiguous addresses: sm_90 vector red (vec=N)
+    TilePass("vectorize_atomics", lambda f, c: vectorize_atomics(f, c.capability[0])),
     TilePass("coalesce", lambda f, c: coalesce(f, c.num_warps, c.capability[0], c.arch, c.notes)),
     # a conversion of a value computed before a loop is done once, before it, not on every trip
     TilePass("hoist_conversions", lambda f, c: hoist_conversions(f, c.notes)),

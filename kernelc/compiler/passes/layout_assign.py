@@ -157,7 +157,9 @@ class LayoutAssigner:
             return
         if name in ("atomic_rmw", "atomic_cas"):
             if shape:
-                self._set(res, self.memory_layout(op.operands[0], vec_limit_bits=scalar_of(res.type).primitive_bitwidth))
+                # one element per thread, unless passes/atomic_results.py made it a vector red (vec)
+                bits = scalar_of(res.type).primitive_bitwidth * op.attrs.get("vec", 1)
+                self._set(res, self.memory_layout(op.operands[0], vec_limit_bits=bits))
             return
         if name == "dot":
             reason = dot_uses_tensor_cores(op, self.arch_major, self.arch)
