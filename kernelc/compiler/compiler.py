@@ -18,7 +18,7 @@ from ..language.core import DeviceFunction
 from ..language.dtypes import parse_type, pointer_type
 from .frontend import generate_ir
 from .ir import print_function, verify
-from .passes.atomic_results import mark_unused_atomic_results
+from .passes.atomic_results import mark_unused_atomic_results, vectorize_atomics
 from .passes.axis_info import analyze
 from .passes.coalesce import coalesce
 from .passes.dot_acc import fold_dot_accumulate
@@ -26,6 +26,7 @@ from .passes.fp8_dot import upcast_fp8_dots
 from .passes.hints import anchor_hints
 from .passes.fp_contract import mark_fp_contraction
 from .passes.layout_assign import assign_layouts
+from .passes.hoist_conversions import hoist_conversions
 from .passes.hoist_descriptors import hoist_descriptors
 from .passes.lower_descriptors import lower_descriptors
 from .abi import flat_divisibility
@@ -183,7 +184,11 @@ TILE_PASSES = (
     TilePass("mark_unused_atomic_results", lambda f, c: mark_unused_atomic_results(f)),
     # enable_fp_fusion: float mul/add/sub may contract into fma (passes/fp_contract.py)
     TilePass("mark_fp_contraction", lambda f, c: mark_fp_contraction(f, c.fp_fusion)),
+    # fp32 adds nobody reads the result of, over contiguous addresses: sm_90 vector red (vec=N)
+    TilePass("vectorize_atomics", lambda f, c: vectorize_atomics(f, c.capability[0])),
     TilePass("coalesce", lambda f, c: coalesce(f, c.num_warps, c.capability[0], c.arch, c.notes)),
+    # a conversion of a value computed before a loop is done once, before it, not on every trip
+    TilePass("hoist_conversions", lambda f, c: hoist_conversions(f, c.notes)),
     # layouts (and axis info) for the scheduling passes and codegen: an analysis, the IR is unchanged
     TilePass("assign_layouts", _assign_layouts),
     # the schedule, written into the IR (passes/schedule.py, docs/schedule-ir.md): rings, warp

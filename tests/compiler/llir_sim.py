@@ -4,7 +4,7 @@ buffer, global memory the numpy arrays passed as pointer arguments.
 
 It covers the instructions the shared-memory lowerings of ``codegen/permute.py`` emit (integer and
 float arithmetic, compares, selects, GEPs, scalar/vector loads and stores, ``srem``, casts, shared
-atomics, branches, ``tid.x``, predicated ``st.global`` inline asm) and raises ``Unsupported`` on
+atomics, branches, ``tid.x``, predicated ``st.global`` and vector ``red.global.add`` inline asm) and raises ``Unsupported`` on
 anything else, so a test can compare a compiled kernel with the interpreter without a GPU. Memory
 accesses are bounds-checked, and a shared-memory byte that one thread writes and another reads or
 writes between the same two barriers (a race; atomics excepted) raises ``Race``.
@@ -272,6 +272,18 @@ class Kernel:
                 if pred(env):
                     self._store(p(env), vty, v(env))
             return st_global
+        m = re.fullmatch(r'call void asm sideeffect "@\$0 red(?:\.\w+)*\.global\.add\.v\d\.f32 \[ \$1 \+ 0 \], '
+                         r'\{[^}]*\};", "[^"]*"\((.*)\)', f"{op} {rest}")
+        if m:  # sm_90's vector reduction: each element added on its own (atomically)
+            (_, pred), (_, p), *vals = [_typed(a) for a in _split_args(m.group(1))]
+
+            def red_vector(env):
+                if pred(env):
+                    buf, off = p(env)
+                    for i, (vty, v) in enumerate(vals):
+                        q = (buf, off + 4 * i)
+                        self._store(q, "float", np.float32(self._load(q, "float", True) + v(env)), True)
+            return red_vector
         raise Unsupported(line)
 
     def _value(self, op: str, rest: str, line: str):

@@ -21,10 +21,10 @@ def test_the_pipeline_is_a_list_of_named_passes():
                                                   "hoist_descriptors", "lower_descriptors"]
     schedule = ["assign_layouts", "schedule_pipelines", "warp_specialize", "schedule_wgmma"]
     assert pass_names(C.TILE_PASSES, ctx) == ["simplify", "fold_dot_accumulate", "upcast_fp8_dots", "pipeline_loads",
-                                              "simplify", "mark_unused_atomic_results", "mark_fp_contraction", "coalesce"] + schedule
+                                              "simplify", "mark_unused_atomic_results", "mark_fp_contraction", "vectorize_atomics", "coalesce", "hoist_conversions"] + schedule
     ctx.pipeline_loads = False
     assert pass_names(C.TILE_PASSES, ctx) == ["simplify", "fold_dot_accumulate", "upcast_fp8_dots",
-                                              "mark_unused_atomic_results", "mark_fp_contraction", "coalesce"] + schedule
+                                              "mark_unused_atomic_results", "mark_fp_contraction", "vectorize_atomics", "coalesce", "hoist_conversions"] + schedule
 
 
 def test_compile_dumps_the_ir_after_every_pass_and_times_each():
@@ -33,8 +33,8 @@ def test_compile_dumps_the_ir_after_every_pass_and_times_each():
                          dump_ir=lambda name, text: dumps.append((name, text)))
     assert [n for n, _ in dumps] == ["anchor_hints", "pointer_tiles_to_descriptors", "hoist_descriptors",
                                      "lower_descriptors", "simplify", "fold_dot_accumulate", "upcast_fp8_dots",
-                                     "pipeline_loads", "simplify", "mark_unused_atomic_results", "mark_fp_contraction", "coalesce",
-                                     "assign_layouts", "schedule_pipelines", "warp_specialize", "schedule_wgmma"]
+                                     "pipeline_loads", "simplify", "mark_unused_atomic_results", "mark_fp_contraction", "vectorize_atomics", "coalesce",
+                                     "hoist_conversions", "assign_layouts", "schedule_pipelines", "warp_specialize", "schedule_wgmma"]
     coalesced = [n for n, _ in dumps].index("coalesce")
     assert all("convert_layout" not in t for _, t in dumps[:coalesced])
     filecheck(dumps[-1][1], """

@@ -401,6 +401,16 @@ def lower_atomic(lw: Lowering, op):
     vals = [lw.operand(d, L) for d in data]
     masks = lw.operand(mask, L) if mask is not None else None
     own = lw.owner_predicate(L)
+    vec = min(op.attrs.get("vec", 1), vector_width(lw, ptr, mask, L, elt.itemsize))
+    if vec > 1:  # passes/atomic_results.py: an fp32 add nobody reads -> sm_90 vector reductions
+        report_access(lw, op, "atomic", ptr, mask, L, elt.itemsize, vec)
+        for g in range(0, L.num_regs, vec):
+            m = masks[g] if masks is not None else None
+            if own is not None:
+                m = own if m is None else e.val(f"and i1 {m}, {own}")
+            _red_vector(lw, sem_ptx, scope_ptx, ptrs[g], vals[0][g:g + vec], m)
+        lw.tiles[res.id] = Tile(L, [constant(0, elt)] * L.num_regs)  # unread (result_unused)
+        return
     out = []
     for r in range(L.num_regs):
         m = masks[r] if masks is not None else None
@@ -416,6 +426,15 @@ def lower_atomic(lw: Lowering, op):
         from .convert import replicate_from_owner
         out = replicate_from_owner(lw, L, out, elt)
     lw.tiles[res.id] = Tile(L, out)
+
+
+def _red_vector(lw: Lowering, sem_ptx: str, scope_ptx: str, ptr: str, vals: List[str], mask: Optional[str]):
+    """One ``red.global.add.v{2,4}.f32`` of contiguous fp32 elements (sm_90+, PTX 8.1)."""
+    n = len(vals)
+    ins = ", ".join(f"${i + 2}" for i in range(n))
+    code = f"@$0 red{sem_ptx}{scope_ptx}.global.add.v{n}.f32 [ $1 + 0 ], {{{ins}}};"
+    args = [("i1", mask if mask is not None else "true"), ("ptr addrspace(1)", ptr)] + [("float", v) for v in vals]
+    lw.e.asm("void", code, ",".join(["b", "l"] + ["f"] * n), args)
 
 
 def _broadcast_from_thread0(lw: Lowering, elt, val: str) -> str:

@@ -105,6 +105,26 @@ class LayoutAssigner:
         vec = 1 << (max(1, vec).bit_length() - 1)
         return default_blocked(shape, self.nw, order, vec)
 
+    def _vector_atomic_layout(self, op: Op, coalesced: Layout, vec: int) -> Layout:
+        """A vector atomic keeps its value's layout (an MMA accumulator: fp32 pairs along the row) when
+        that already gives vectors and the sectors a conversion to ``coalesced`` would save do not pay
+        for it (the store cost model of passes/coalesce.py)."""
+        from .coalesce import SECTOR_BYTES, global_sectors
+        from ..shared_layouts import vector_elems
+        cur = self.plan.get(op.operands[1])
+        if cur is None or cur == coalesced:
+            return coalesced
+        ptr = op.operands[0]
+        info = self.axis.get(ptr)
+        d = max(range(len(info.contiguity)), key=lambda i: (info.contiguity[i], i))
+        if vector_elems(cur, d, vec) < 2:
+            return coalesced
+        ebytes = scalar_of(op.results[0].type).primitive_bitwidth // 8
+        mask = op.operands[2] if len(op.operands) > 2 and shape_of(op.operands[2].type) else None
+        mc = self.axis.get(mask).constancy if mask is not None else None
+        saved = (global_sectors(cur, info, ebytes, mc) - global_sectors(coalesced, info, ebytes, mc)) * SECTOR_BYTES
+        return coalesced if saved > 2 * cur.num_regs * 32 * ebytes else cur
+
     def elementwise_layout(self, op: Op) -> Optional[Layout]:
         best = None
         for o in op.operands:
@@ -157,7 +177,10 @@ class LayoutAssigner:
             return
         if name in ("atomic_rmw", "atomic_cas"):
             if shape:
-                self._set(res, self.memory_layout(op.operands[0], vec_limit_bits=scalar_of(res.type).primitive_bitwidth))
+                # one element per thread, unless passes/atomic_results.py made it a vector red (vec)
+                vec = op.attrs.get("vec", 1)
+                lay = self.memory_layout(op.operands[0], vec_limit_bits=scalar_of(res.type).primitive_bitwidth * vec)
+                self._set(res, self._vector_atomic_layout(op, lay, vec) if vec > 1 else lay)
             return
         if name == "dot":
             reason = dot_uses_tensor_cores(op, self.arch_major, self.arch)
