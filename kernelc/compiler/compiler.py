@@ -31,6 +31,7 @@ from .abi import flat_divisibility
 from .passes.pipeline_loads import pipeline_loads
 from .passes.pointer_tiles import pointer_tiles_to_descriptors
 from .passes.schedule import schedule_pipelines, schedule_wgmma, warp_specialize
+from .passes.cp_async_rings import expand_cp_async_rings
 from .passes.simplify import simplify
 from .pass_manager import PassContext, TilePass, run_passes
 from .artifact import COMPILER_VERSION, CompiledKernel, _LazyAsm  # noqa: F401
@@ -181,6 +182,9 @@ TILE_PASSES = (
     TilePass("schedule_pipelines", schedule_pipelines),
     TilePass("warp_specialize", warp_specialize),
     TilePass("schedule_wgmma", schedule_wgmma),
+    # the cp.async rings as explicit ops (ring_alloc, async_copy, commit/wait, ring_read): codegen
+    # lowers them one at a time (passes/cp_async_rings.py)
+    TilePass("expand_cp_async_rings", expand_cp_async_rings),
 )
 
 
