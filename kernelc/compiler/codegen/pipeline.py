@@ -31,13 +31,14 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 from ...language.dtypes import scalar_of, shape_of
-from ..ir.core import Op
+from ..ir.core import Loc, Op
 from ..passes.schedule_ir import address_chain, ringed_operands
 from . import tma as T
 from .descriptors import (free_regions, inside_loop, operand_orientation, report_tma, reuse_or_allocate,
                           tensor_map_of)
 from .dot import MMA_SHAPES, SmemOperand, _dims, operand_geometry, store_operand, choose_trans
 from .emitter import llty
+from .memory import report_access
 from .lowering import Lowering, Tile, rule
 from .wgmma import PingPong, tie_through_wait
 
@@ -462,6 +463,13 @@ class Ring:
         return e.val(f"add i32 {self.token}, {e.val(f'mul i32 {stage}, {self.stage_bytes}')}")
 
 
+class _At:
+    """Where a report entry points (the load an ``async_copy`` stands for)."""
+
+    def __init__(self, loc: Loc):
+        self.loc = loc
+
+
 @rule("ring_alloc")
 def lower_ring_alloc(lw: Lowering, op: Op) -> None:
     r = op.results[0]
@@ -490,6 +498,10 @@ def lower_async_copy(lw: Lowering, op: Op) -> None:
     ptrs = lw.get(ptr_v, L).regs
     masks = lw.operand(op.operands[3], L) if op.attrs["masked"] else None
     guard = lw.scalar(op.operands[-1])
+    if op.attrs.get("source"):
+        file, line, col = op.attrs["source"].rsplit(":", 2)
+        report_access(lw, _At(Loc(file, int(line), int(col))), "load (cp.async pipelined)", ptr_v,
+                      op.operands[3] if op.attrs["masked"] else None, L, eb, vec)
     coords = lw.coords(L)
     row_dim, col_dim = ring.dims
     sm = ring.geom.at(ring.stage_base(lw, lw.scalar(stage_v)))

@@ -125,7 +125,8 @@ for op in [
           doc="a shared-memory ring of `stages` copies of the result's tile, laid out as dot operand 'a' or 'b'"),
     OpDef("async_copy", (4, 5), ("vec", "masked"), pure=False, results=0, category="ring",
           doc="ring, stage (i32), ptr [, mask], guard (i1): cp.async the tile into the stage, `vec` elements "
-              "per copy; masked-off or unguarded elements read as zero"),
+              "per copy; masked-off or unguarded elements read as zero; source: the load it stands for "
+              "(file:line:col), on the copy the kernel's memory-access report lists", optional_attrs=("source",)),
     OpDef("async_commit_group", (0, 0), pure=False, results=0, category="ring",
           doc="close the group of this thread's cp.async copies issued since the last commit"),
     OpDef("async_wait_group", (0, 0), ("pending",), pure=False, results=0, category="ring",

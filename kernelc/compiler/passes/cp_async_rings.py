@@ -91,11 +91,13 @@ class _Expander:
                 if id(c) in self.tail_layout and self.plan.layouts.get(r.id) is None:
                     self._like(nr, self.tail_layout[id(c)])  # copied in the loaded tile's layout
 
-    def _copies(self, out, rings, env, stage: Value, guard: Value) -> None:
+    def _copies(self, out, rings, env, stage: Value, guard: Value, steady: bool = False) -> None:
         for (ld, _, _, _), ring in zip(self.cp, rings):
             ops = [env.get(v.id, v) for v in ld.operands[:2]] + [guard]
-            self._op(out, "async_copy", [ring, stage] + ops, [],
-                     {"vec": ld.attrs["pipeline"]["vec"], "masked": len(ld.operands) > 1})
+            attrs = {"vec": ld.attrs["pipeline"]["vec"], "masked": len(ld.operands) > 1}
+            if steady:  # the copy tools are told about (the compiled kernel's memory-access report)
+                attrs["source"] = str(ld.loc)
+            self._op(out, "async_copy", [ring, stage] + ops, [], attrs)
         self._op(out, "async_commit_group", [], [])
 
     def run(self) -> None:
@@ -147,7 +149,7 @@ class _Expander:
         guard = self._op(head, "cmpi", [iv_pf, ub], [int1], {"pred": "slt"}).results[0]
         env = {iv.id: iv_pf, **{carried[i].id: a for i, a in zip(carried_idx, ahead)}}
         self._chain(head, chain, env)
-        self._copies(head, rings, env, wr, guard)
+        self._copies(head, rings, env, wr, guard, steady=True)
         reads = []
         for (ld, _, _, _), ring in zip(self.cp, rings):
             t = self._op(head, "ring_read", [ring, rd], [ld.results[0].type]).results[0]
