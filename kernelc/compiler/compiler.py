@@ -28,10 +28,10 @@ from .passes.layout_assign import assign_layouts
 from .passes.hoist_descriptors import hoist_descriptors
 from .passes.lower_descriptors import lower_descriptors
 from .abi import flat_divisibility
+from .passes.cp_async_rings import expand_cp_async_rings
 from .passes.pipeline_loads import pipeline_loads
 from .passes.pointer_tiles import pointer_tiles_to_descriptors
 from .passes.schedule import schedule_pipelines, schedule_wgmma, warp_specialize
-from .passes.cp_async_rings import expand_cp_async_rings
 from .passes.simplify import simplify
 from .pass_manager import PassContext, TilePass, run_passes
 from .artifact import COMPILER_VERSION, CompiledKernel, _LazyAsm  # noqa: F401

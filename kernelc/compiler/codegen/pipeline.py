@@ -1,30 +1,26 @@
-"""Software pipelining of the global->shared loads that feed tensor-core dots in a loop: the
-emission of the ring ``passes/schedule.py`` wrote into the IR (``pipeline`` on the loop and on the
-loads it copies, ``wgmma`` on the dots; docs/schedule-ir.md). Nothing here decides which loops or
+"""Shared-memory rings of pipelined loops (docs/schedule-ir.md). Nothing here decides which loops or
 loads are pipelined.
 
-For ``for k in range(...): a = load(pa, ...); b = load(pb, ...); acc = dot(a, b, acc); pa += ...``
-the loads become ``cp.async`` copies straight into a ring of ``num_stages`` swizzled shared-memory
-buffers, issued ``num_stages - 1`` iterations ahead:
+**cp.async rings** are explicit tile-IR ops by the time they reach codegen
+(``passes/cp_async_rings.py``: ``ring_alloc``, ``async_copy``, ``async_commit_group``,
+``async_wait_group``, ``async_wait_all``, ``fence_async_shared``, ``ring_read``); the rules at the end of
+this module lower them one op at a time, keeping only the ring value -> shared memory map
+(``Lowering.rings``) and the ring_read value -> shared operand map (``Lowering.smem_operands``).
 
-    prologue:  copy stages 0 .. S-2 (addresses computed from the loop's own index arithmetic)
-    iteration: wait for stage i, barrier, copy stage i+S-1 (into the slot iteration i-1 freed),
-               ldmatrix + mma from stage i
-
-The address chain of each load (its pointer, mask and the pointer increments in the yield) is
-re-evaluated ahead of time with the prefetch iteration's bindings (the pass only rings loads whose
-chain can be: ``passes/schedule_ir.address_chain``).
-Loop-invariant dot operands (attention's Q) are staged into shared memory once, before the loop.
-
-Tensor-descriptor loads (sm_90a TMA, codegen/descriptors.py) feeding a dot use the same ring, the
-same address-chain re-evaluation and the same stage counters, with TMA copies completing on one
-mbarrier per stage instead of cp.async groups:
+**TMA rings** (tensor-descriptor loads, ``pipeline={ring='tma'}``) are still expanded here from the
+attributes ``passes/schedule.py`` wrote (``PipelinedLoop``): the loop's address chain is re-evaluated
+ahead of time with the prefetch iteration's bindings (``passes/schedule_ir.address_chain``), and the
+copies complete on one mbarrier per stage:
 
     prologue:  init the S barriers; thread 0 copies stages 0 .. S-2
     iteration: wait on stage i's barrier (phase parity (i / S) & 1); the dot reads stage i in place
                (wgmma may stay in flight: wait_group 1 keeps one group, so stage i-1 is free);
                barrier; thread 0 copies iteration i+S-1 into stage i-1's slot
     after:     barrier, invalidate the barriers
+
+A warp-specialised loop's consumers use the same class (codegen/warp_specialize.py fills the ring).
+Loop-invariant dot operands (attention's Q) are staged into shared memory once, before the loop
+(``stage_invariant_operands``).
 """
 from __future__ import annotations
 
@@ -169,7 +165,6 @@ class PipelinedLoop:
     def prologue(self, lb: str, ub: str, step: str, iv_ty: str, init_carried: Dict[int, object]):
         lw, plan = self.lw, self.plan
         e = lw.e
-        S = plan.S
         if self.ws is not None:
             return self._consumer_prologue(lb, ub, iv_ty)
         self._tma_setup()
@@ -540,6 +535,25 @@ def lower_async_wait_all(lw: Lowering, op: Op) -> None:
 @rule("fence_async_shared")
 def lower_fence_async_shared(lw: Lowering, op: Op) -> None:
     lw.e.asm("void", "fence.proxy.async.shared::cta;", "", [])
+
+
+@rule("stage_operand")
+def lower_stage_operand(lw: Lowering, op: Op) -> None:
+    """Store the tile to shared memory once, in the dot operand's layout; the dots read it there."""
+    v, res = op.operands[0], op.results[0]
+    elt = scalar_of(v.type)
+    t = lw.get(v)
+    if elt.name not in MMA_SHAPES:  # no tensor-core dot reads it: the registers as they are
+        lw.tiles[res.id] = t
+        return
+    is_a = op.attrs["operand"] == "a"
+    rows, cols = shape_of(v.type)
+    mn, k = (rows, cols) if is_a else (cols, rows)
+    trans = choose_trans(t.layout, elt.itemsize, is_a)
+    geom = operand_geometry(is_a, trans, mn, k, elt.itemsize)
+    sm = geom.at(lw.persistent(geom.nbytes))
+    store_operand(lw, t, llty(elt), elt.itemsize, sm, *_dims(is_a, trans))
+    lw.smem_operands[res.id] = (sm, trans)
 
 
 @rule("ring_read")

@@ -134,6 +134,8 @@ for op in [
     OpDef("async_wait_all", (0, 0), pure=False, results=0, category="ring", doc="wait for every cp.async copy"),
     OpDef("fence_async_shared", (0, 0), pure=False, results=0, category="ring",
           doc="order this thread's shared-memory writes before async-proxy reads (wgmma)"),
+    OpDef("stage_operand", (1, 1), ("operand",), pure=False, category="ring",
+          doc="the tile stored once to shared memory, laid out as dot operand 'a' or 'b', read there in place"),
     OpDef("ring_read", (2, 2), pure=False, category="ring",
           doc="ring, stage (i32) -> the stage's tile, read in place by a tensor-core dot"),
     # Structured control flow (compiled code only; the interpreter runs Python control flow).

@@ -360,6 +360,16 @@ def _async_copy(op: Op) -> List[str]:
     return errs
 
 
+def _staged_operand(op: Op) -> List[str]:
+    errs = []
+    if op.attrs.get("operand") not in ("a", "b"):
+        errs.append(f"operand must be 'a' or 'b', got {op.attrs.get('operand')!r}")
+    if not isinstance(op.operands[0].type, block_type) or len(shape_of(op.operands[0].type)) != 2 \
+            or op.results[0].type != op.operands[0].type:
+        errs.append("stages a 2-D tile and yields its type")
+    return errs
+
+
 def _ring_read(op: Op) -> List[str]:
     errs = _stage_operand(op)
     if _is_ring(op.operands[0]) and op.results[0].type != op.operands[0].type:
@@ -376,6 +386,7 @@ RULES: Dict[str, Callable[[Op], List[str]]] = {
     "ring_alloc": _ring_alloc,
     "async_copy": _async_copy,
     "ring_read": _ring_read,
+    "stage_operand": _staged_operand,
     "async_wait_group": _wait_group,
     **{k: _arith(_float_only) for k in ("fadd", "fsub", "fmul", "fdiv", "frem", "fmax", "fmin", "fma",
                                          "fneg", "fabs", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn",

@@ -66,6 +66,50 @@ class _Expander:
         off = self._op(out, "mul", [step, self._const(out, n, ty)], [ty]).results[0]
         return self._op(out, "add", [iv, off], [ty]).results[0]
 
+    def _entry_values(self, inits, carried) -> List[Op]:
+        """The loop's tile inits that only the loop reads and that have no layout yet (materialised where
+        used): computed in the carried layout right before the prologue, where the loop would otherwise
+        materialise them on entry (their defining ops move there, in operand order)."""
+        blk, loop, out = self.loop.block, self.loop, []
+        before = blk.ops[:blk.ops.index(loop)]
+        for v, a in zip(inits, carried):
+            d = v.op
+            L = self.plan.layouts.get(a.id)
+            if d is None or d not in before or L is None or self.plan.layouts.get(v.id) is not None \
+                    or len(d.results) != 1 or d.name == "constant":
+                continue
+            readers = [o for o in blk.ops for t in o.walk() for x in t.operands if x is v]
+            if readers != [loop] or loop.operands.count(v) != 1:
+                continue
+            blk.ops.remove(d)
+            before.remove(d)
+            self.plan.layouts[v.id] = L
+            out.append(d)
+        return out
+
+    def _stage_invariants(self, pre: List[Op], body) -> None:
+        """Tensor-core dot operands defined outside the loop (attention's Q) are stored to shared memory
+        once, before the ring (``stage_operand``); the dots read the staged copy."""
+        plan = self.plan
+        inner = {r.id for o in body.ops for t in o.walk() for r in t.results} | {a.id for a in body.args}
+        staged: Dict[int, Value] = {}
+        for o in body.ops:
+            if o.name != "dot" or id(o) in plan.dot_fma or plan.layouts.get(o.results[0].id) is None:
+                continue
+            for idx in (0, 1):
+                v = o.operands[idx]
+                if v.id in inner or not hasattr(v.type, "shape") or (v.op is not None and v.op.attrs.get("in_place")):
+                    continue
+                if v.id not in staged:
+                    st = self._op(pre, "stage_operand", [v], [v.type], {"operand": "a" if idx == 0 else "b"})
+                    self._like(st.results[0], v)
+                    staged[v.id] = st.results[0]
+                o.operands[idx] = staged[v.id]
+        if staged:
+            if any(o.name == "dot" and id(o) in plan.wgmma for o in body.ops):
+                self._op(pre, "fence_async_shared", [], [])
+            self._op(pre, "barrier", [], [])
+
     def _order(self, chain: List[Op], yld: Op):
         """The chain with the ops that compute the copies' pointers and masks last, in copy order, and
         the layout each of those is copied in: every address is ready before the first copy goes out."""
@@ -111,7 +155,8 @@ class _Expander:
         inits = loop.operands[3:]
         yld = body.ops[-1]
         chain = self._order(chain, yld)
-        pre: List[Op] = []
+        pre: List[Op] = self._entry_values(inits, carried)
+        self._stage_invariants(pre, body)
         rings = []
         for ld, _, is_a, _ in self.cp:
             r = self._op(pre, "ring_alloc", [], [ld.results[0].type],
