@@ -179,3 +179,88 @@ def mm_pointer_loop(a_ptr, b_ptr, c_ptr, K, BM: kl.constexpr, BN: kl.constexpr, 
         pa += BK
         pb += BK * BN
     kl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+
+@kernelc.jit
+def qk_loop(q_ptr, k_ptr, o_ptr, N, BM: kl.constexpr, BN: kl.constexpr, D: kl.constexpr):
+    rm = kl.arange(0, BM)
+    rn = kl.arange(0, BN)
+    rd = kl.arange(0, D)
+    q = kl.load(q_ptr + rm[:, None] * D + rd[None, :])
+    acc = kl.zeros((BM, BN), dtype=kl.float32)
+    for n in kl.range(0, N, BN):
+        k = kl.load(k_ptr + rd[:, None] * N + (n + rn)[None, :])
+        acc += kl.dot(q, k)
+    kl.store(o_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+
+def test_a_loop_invariant_dot_operand_is_staged_before_the_ring():
+    """q is loaded once before the loop: ``stage_operand`` stores it to shared memory (then a barrier)
+    ahead of the ring, and the dot reads the staged copy; only k goes through the ring."""
+    sig = {"q_ptr": "*fp16", "k_ptr": "*fp16", "o_ptr": "*fp32", "N": "i32"}
+    ir, fn, _ = _passes(qk_loop, sig, dict(BM=64, BN=64, D=32), target="sm_80", num_stages=2)
+    filecheck(ir["expand_cp_async_rings"], """
+        CHECK: [[Q:%\\d+]] = load {{.*}} : <64x32xfp16>
+        CHECK: [[SQ:%\\d+]] = stage_operand [[Q]] {operand='a'} : <64x32xfp16>
+        CHECK-NEXT: barrier
+        CHECK-NEXT: [[RK:%\\d+]] = ring_alloc {stages=2, operand='b'} : <32x64xfp16>
+        CHECK-NOT: ring_alloc
+        CHECK: async_wait_group {pending=0}
+        CHECK: [[K:%\\d+]] = ring_read [[RK]], {{%\\d+}} : <32x64xfp16>
+        CHECK: = dot [[SQ]], [[K]],
+    """)
+    verify(fn)
+
+
+@kernelc.jit
+def mm_mixed(a_desc, b_ptr, c_ptr, K, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr):
+    rn = kl.arange(0, BN)
+    rk = kl.arange(0, BK)
+    rm = kl.arange(0, BM)
+    acc = kl.zeros((BM, BN), dtype=kl.float32)
+    for k in kl.range(0, K, BK):
+        a = a_desc.load([0, k])
+        b = kl.load(b_ptr + (k + rk)[:, None] * BN + rn[None, :])
+        acc = kl.dot(a, b, acc)
+    kl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+
+def test_a_loop_with_both_rings_expands_the_cp_async_one():
+    """A from TMA, B from pointers: B's cp.async ring becomes ops, A's TMA ring stays tagged (codegen's
+    PipelinedLoop keeps its own stage counters and mbarriers)."""
+    sig = {"a_desc": "tensordesc<fp16[64, 32]>", "b_ptr": "*fp16", "c_ptr": "*fp32", "K": "i32"}
+    div = {"a_desc": 16, "b_ptr": 16, "c_ptr": 16}
+    ir, fn, _ = _passes(mm_mixed, sig, CX, div=div)
+    filecheck(ir["expand_cp_async_rings"], """
+        CHECK: [[RB:%\\d+]] = ring_alloc {stages=3, operand='b'} : <32x64xfp16>
+        CHECK-NOT: ring_alloc
+        CHECK: = scf.for {{.*}} {pipeline={stages=3, lookahead=2}}
+        CHECK: [[B:%\\d+]] = ring_read [[RB]],
+        CHECK: [[A:%\\d+]] = descriptor_load {{.*}}pipeline={ring='tma'}}
+        CHECK: = dot [[A]], [[B]],
+    """)
+    verify(fn)
+    ck = kernelc.compile(mm_mixed, sig, CX, target="sm_90a", num_warps=4, num_stages=3, divisibility=div)
+    ptx = ck.asm["ptx"]
+    assert "cp.async.wait_group 1;" in ptx and "mbarrier.try_wait" in ptx and "cp.async.bulk.tensor" in ptx
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_gpu_both_rings_in_one_loop(stages):
+    """On a Hopper GPU: the loop with a TMA ring (A) and an explicit cp.async ring (B) against torch."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("needs an sm_90 GPU")
+    from kernelc import TensorDescriptor
+    from kernelc.runtime.launcher import get_state
+    get_state(mm_mixed)["cache"].clear()  # KERNELC_AUTO_TMA is read at compile time
+    K = 32 * 9  # more iterations than stages, and not a multiple of the ring
+    a = torch.randn(64, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, 64, device="cuda", dtype=torch.float16)
+    c = torch.empty(64, 64, device="cuda", dtype=torch.float32)
+    ck = mm_mixed[(1,)](TensorDescriptor.from_tensor(a, [64, 32]), b, c, K, BM=64, BN=64, BK=32, num_warps=4,
+                        num_stages=stages)
+    torch.cuda.synchronize()
+    assert "ring_alloc" in ck.asm["tir"] and "ring='tma'" in ck.asm["tir"]
+    torch.testing.assert_close(c, a.float() @ b.float(), atol=1e-2, rtol=1e-2)
