@@ -7,8 +7,8 @@ loads are pipelined.
 this module lower them one op at a time, keeping only the ring value -> shared memory map
 (``Lowering.rings``) and the ring_read value -> shared operand map (``Lowering.smem_operands``).
 
-**TMA rings** (tensor-descriptor loads, ``pipeline={ring='tma'}``) are still expanded here from the
-attributes ``passes/schedule.py`` wrote (``PipelinedLoop``): the loop's address chain is re-evaluated
+**TMA rings** (tensor-descriptor loads, ``pipeline={ring='tma'}``), and a loop that has both a TMA
+ring and cp.async loads, are still expanded here (``PipelinedLoop``) from the attributes ``passes/schedule.py`` wrote (``PipelinedLoop``): the loop's address chain is re-evaluated
 ahead of time with the prefetch iteration's bindings (``passes/schedule_ir.address_chain``), and the
 copies complete on one mbarrier per stage:
 
@@ -33,10 +33,19 @@ from . import tma as T
 from .descriptors import (free_regions, inside_loop, operand_orientation, report_tma, reuse_or_allocate,
                           tensor_map_of)
 from .dot import MMA_SHAPES, SmemOperand, _dims, operand_geometry, store_operand, choose_trans
-from .emitter import llty
 from .memory import report_access
+from .emitter import llty
 from .lowering import Lowering, Tile, rule
 from .wgmma import PingPong, tie_through_wait
+
+
+class _Load:
+    def __init__(self, op: Op, dot: Op, is_a: bool):
+        self.op, self.dot, self.is_a = op, dot, is_a
+        self.trans = False
+        self.geom: Optional[SmemOperand] = None
+        self.tokens = None
+        self.stage_bytes = 0
 
 
 class _TmaLoad:
@@ -55,33 +64,44 @@ class _TmaLoad:
 class PipelinePlan:
     """A loop's ring as ``passes/schedule.py`` wrote it down (``pipeline``/``wgmma`` attributes)."""
 
-    def __init__(self, lw: Lowering, op: Op, stages: int, lookahead: int, chain: List[Op],
+    def __init__(self, lw: Lowering, op: Op, stages: int, lookahead: int, loads: List[_Load], chain: List[Op],
                  carried_idx: List[int], tma_loads: Optional[List[_TmaLoad]] = None):
-        self.lw, self.op, self.S, self.chain, self.carried_idx = lw, op, stages, chain, carried_idx
+        self.lw, self.op, self.S, self.loads, self.chain, self.carried_idx = lw, op, stages, loads, chain, carried_idx
         self.tma_loads: List[_TmaLoad] = list(tma_loads or [])
         self.lookahead = lookahead
         # wgmma dots that stay in flight (one group) across iterations
         self.async_dots = async_dots(op)
+        self.uses_wgmma = any(o.name == "dot" and id(o) in lw.plan.wgmma for o in op.regions[0].ops)
 
 
 def pipeline_of(lw: Lowering, op: Op) -> Optional[PipelinePlan]:
-    """The TMA ring of loop ``op`` as tagged in the IR (None: no TMA ring; a cp.async ring is explicit
-    ops by now, passes/cp_async_rings.py)."""
+    """The TMA ring of loop ``op`` as tagged in the IR, with the cp.async loads of the same loop (None:
+    no TMA ring; a loop with only cp.async loads has its ring as ops by now, passes/cp_async_rings.py)."""
     tag = op.attrs.get("pipeline")
     if not tag:
         return None
     cp, tma = ringed_operands(op)
-    assert not cp, "internal: a cp.async ring reached codegen unexpanded (passes/cp_async_rings.py)"
     if not tma:
+        assert not cp, "internal: a cp.async ring reached codegen unexpanded (passes/cp_async_rings.py)"
         return None
+    loads = []
+    for lop, dot, is_a, _ in cp:
+        ld = _Load(lop, dot, is_a)
+        ld.vec = lop.attrs["pipeline"]["vec"]
+        loads.append(ld)
     tma_loads = [_TmaLoad(src, dot, is_a, via, operand_orientation(is_a, via is not None))
                  for src, dot, is_a, via in tma]
-    chain, carried_idx = address_chain(op, [], [t.op for t in tma_loads])
-    return PipelinePlan(lw, op, tag["stages"], tag["lookahead"], chain, carried_idx, tma_loads)
+    chain, carried_idx = address_chain(op, [ld.op for ld in loads], [t.op for t in tma_loads])
+    return PipelinePlan(lw, op, tag["stages"], tag["lookahead"], loads, chain, carried_idx, tma_loads)
 
 
 def report_pipeline(lw: Lowering, plan: PipelinePlan) -> None:
     """Add the plan's pipelined loads to the kernel's memory-access report (for the analyzer)."""
+    for ld in plan.loads:
+        L = lw.plan.get(ld.op.results[0])
+        mask = ld.op.operands[1] if len(ld.op.operands) > 1 else None
+        report_access(lw, ld.op, "load (cp.async pipelined)", ld.op.operands[0], mask, L,
+                      scalar_of(ld.op.results[0].type).itemsize, ld.vec)
     for t in plan.tma_loads:
         report_tma(lw, t.op, "load (TMA pipelined)", t.op.operands[0].type)
 
@@ -110,7 +130,12 @@ def _eval_chain(lw: Lowering, plan: PipelinePlan, iv: str, carried_vals: Dict[in
             if L is not None:
                 lw.tiles[v.id] = lw.materialize(c, v, L)
     out = []
-    for t in plan.tma_loads:  # element offsets, outermost first
+    for ld in plan.loads:
+        L = lw.plan.get(ld.op.results[0])
+        ptrs = lw.get(ld.op.operands[0], L).regs
+        masks = lw.operand(ld.op.operands[1], L) if len(ld.op.operands) > 1 else None
+        out.append((ptrs, masks))
+    for t in plan.tma_loads:  # after the cp.async loads: element offsets, outermost first
         out.append([lw.scalar(v) for v in t.op.operands[1:]])
     yld = body.ops[-1]
     advanced = {}
@@ -125,6 +150,18 @@ def _eval_chain(lw: Lowering, plan: PipelinePlan, iv: str, carried_vals: Dict[in
     lw.tiles = saved_t
     lw.pop_scope()
     return out, advanced
+
+
+def _issue(lw: Lowering, plan: PipelinePlan, addrs, stage: str, guard: Optional[str]):
+    """cp.async every chunk of every pipelined load into ``stage``; one commit group."""
+    e = lw.e
+    for ld, (ptrs, masks) in zip(plan.loads, addrs):
+        L = lw.plan.get(ld.op.results[0])
+
+        def stage_at(ld=ld):
+            return ld.geom.at(e.val(f"add i32 {ld.token}, {e.val(f'mul i32 {stage}, {ld.stage_bytes}')}"))
+        copy_tile(lw, L, scalar_of(ld.op.results[0].type).itemsize, ld.vec, stage_at, ld.dims, ptrs, masks, guard)
+    e.asm("void", "cp.async.commit_group;", "", [])
 
 
 def _issue_tma(lw: Lowering, plan: PipelinePlan, offsets, stage: str, guard: Optional[str], bars,
@@ -165,19 +202,37 @@ class PipelinedLoop:
     def prologue(self, lb: str, ub: str, step: str, iv_ty: str, init_carried: Dict[int, object]):
         lw, plan = self.lw, self.plan
         e = lw.e
+        S = plan.S
         if self.ws is not None:
             return self._consumer_prologue(lb, ub, iv_ty)
-        self._tma_setup()
+        for ld in plan.loads:
+            dot = ld.dot
+            elt = scalar_of(ld.op.results[0].type)
+            eb = elt.itemsize
+            M, N = shape_of(dot.results[0].type)
+            K = shape_of(dot.operands[0].type)[1]
+            L = lw.plan.get(ld.op.results[0])
+            ld.trans = choose_trans(L, eb, ld.is_a)
+            ld.geom = operand_geometry(ld.is_a, ld.trans, M if ld.is_a else N, K, eb)
+            ld.dims = _dims(ld.is_a, ld.trans)
+            ld.stage_bytes = (ld.geom.nbytes + 1023) // 1024 * 1024  # stages stay 1024-byte aligned
+            ld.token = lw.persistent(S * ld.stage_bytes)
+        if plan.tma_loads:
+            self._tma_setup()
         self.iv_ty = iv_ty
         self.ub = ub
         self.step = step
         cur = dict(init_carried)
         LA = plan.lookahead
+        n = len(plan.loads)
         for s in range(LA):
             iv_s = lb if s == 0 else e.val(f"add {iv_ty} {lb}, {e.val(f'mul {iv_ty} {step}, {s}')}")
             guard = e.val(f"icmp slt {iv_ty} {iv_s}, {ub}")
             addrs, cur = _eval_chain(lw, plan, iv_s, cur)
-            _issue_tma(lw, plan, addrs, str(s), guard, self.bars)
+            if plan.loads:
+                _issue(lw, plan, addrs, str(s), guard)
+            if plan.tma_loads:
+                _issue_tma(lw, plan, addrs[n:], str(s), guard, self.bars)
         # extra loop-carried state: prefetch bindings (S-1 iterations ahead), read and write stage
         self.extra_types = []
         self.extra_inits = []
@@ -195,8 +250,9 @@ class PipelinedLoop:
         self.n_chain = len(self.extra_types)
         self.extra_types += ["i32", "i32"]
         self.extra_inits += ["0", str(LA)]
-        self.extra_types.append("i32")  # the phase parity of the stage read next
-        self.extra_inits.append("0")
+        if plan.tma_loads:  # the phase parity of the stage read next
+            self.extra_types.append("i32")
+            self.extra_inits.append("0")
         return list(zip(self.extra_types, self.extra_inits))
 
     def _consumer_prologue(self, lb: str, ub: str, iv_ty: str):
@@ -267,14 +323,26 @@ class PipelinedLoop:
                 cur[i] = extra_phis[k]
                 k += 1
         LA = plan.lookahead
-        pool, tok, off = self.bars
-        T.mbarrier_wait(lw, pool.address(tok, off, read_stage), extra_phis[self.n_chain + 2])
+        if plan.loads:
+            e.asm("void", f"cp.async.wait_group {LA - 1};", "", [])
+            # wgmma reads shared memory through the async proxy: order the cp.async writes before it
+            if plan.uses_wgmma:
+                e.asm("void", "fence.proxy.async.shared::cta;", "", [])
+            lw.barrier()
+        if plan.tma_loads:
+            pool, tok, off = self.bars
+            T.mbarrier_wait(lw, pool.address(tok, off, read_stage), extra_phis[self.n_chain + 2])
         iv_pf = e.val(f"add {self.iv_ty} {iv}, {e.val(f'mul {self.iv_ty} {self.step}, {LA}')}")
         guard = e.val(f"icmp slt {self.iv_ty} {iv_pf}, {self.ub}")
         addrs, nxt = _eval_chain(lw, plan, iv_pf, cur)
+        if plan.loads:
+            _issue(lw, plan, addrs, write_stage, guard)
         # TMA copies for iteration i+S-1 go out after this iteration's dots (iteration_end)
-        self.tma_pending = (addrs, write_stage, guard)
+        self.tma_pending = (addrs[len(plan.loads):], write_stage, guard)
         self._bind_tma_operands(read_stage)
+        for ld in plan.loads:
+            base = e.val(f"add i32 {ld.token}, {e.val(f'mul i32 {read_stage}, {ld.stage_bytes}')}")
+            lw.smem_operands[ld.op.results[0].id] = (ld.geom.at(base), ld.trans)
         out = []
         for i in plan.carried_idx:
             v = nxt[i]
@@ -285,8 +353,8 @@ class PipelinedLoop:
             wrap = e.val(f"icmp eq i32 {inc}, {S}")
             wraps.append(wrap)
             out.append(e.val(f"select i1 {wrap}, i32 0, i32 {inc}"))
-        # the parity flips each time the read stage wraps around
-        out.append(e.val(f"xor i32 {extra_phis[self.n_chain + 2]}, {e.val(f'zext i1 {wraps[0]} to i32')}"))
+        if plan.tma_loads:  # the parity flips each time the read stage wraps around
+            out.append(e.val(f"xor i32 {extra_phis[self.n_chain + 2]}, {e.val(f'zext i1 {wraps[0]} to i32')}"))
         return out
 
     def _bind_tma_operands(self, read_stage: str) -> None:
@@ -332,6 +400,8 @@ class PipelinedLoop:
             else:
                 self._release(self.read_stage, None)
             return
+        if not self.plan.tma_loads:
+            return
         offsets, write_stage, guard = self.tma_pending
         self.lw.barrier()
         _issue_tma(self.lw, self.plan, offsets, write_stage, guard, self.bars)
@@ -339,24 +409,30 @@ class PipelinedLoop:
     def finish(self, carried: Optional[List[List[str]]] = None) -> Optional[List[List[str]]]:
         """After the loop (exit block): drain what is in flight; returns ``carried`` (the loop results'
         registers per carried value) with the in-flight accumulators replaced by the wait's results."""
+        e = self.lw.e
         if self.plan.async_dots:
             carried = wait_accumulators(self.lw, self.plan.op, carried)
         if self.ws is not None:
             return self._consumer_finish(carried)
-        lw = self.lw
-        # every copy issued was waited for by its iteration; once all threads are past their last
-        # wait the barriers can be invalidated (an enclosing loop initialises them again)
-        lw.barrier()
-        t0 = T.elected(lw)
-        pool, tok, off = self.bars
-        for s in range(self.plan.S):
-            T.mbarrier_inval(lw, pool.address(tok, off, str(s)), t0)
-        for t in self.plan.tma_loads:
-            lw.smem_operands.pop(t.value.id, None)
-        if not inside_loop(self.plan.op):
-            # the ring is dead from here on (all copies waited, all readers past the barrier): an
-            # epilogue's TMA store may stage its tile there instead of growing the scratch area
-            free_regions(lw).extend((t.token, self.plan.S * t.stage_bytes) for t in self.plan.tma_loads)
+        if self.plan.loads:
+            e.asm("void", "cp.async.wait_all;", "", [])
+        for ld in self.plan.loads:
+            self.lw.smem_operands.pop(ld.op.results[0].id, None)
+        if self.plan.tma_loads:
+            lw = self.lw
+            # every copy issued was waited for by its iteration; once all threads are past their last
+            # wait the barriers can be invalidated (an enclosing loop initialises them again)
+            lw.barrier()
+            t0 = T.elected(lw)
+            pool, tok, off = self.bars
+            for s in range(self.plan.S):
+                T.mbarrier_inval(lw, pool.address(tok, off, str(s)), t0)
+            for t in self.plan.tma_loads:
+                lw.smem_operands.pop(t.value.id, None)
+            if not inside_loop(self.plan.op):
+                # the ring is dead from here on (all copies waited, all readers past the barrier): an
+                # epilogue's TMA store may stage its tile there instead of growing the scratch area
+                free_regions(lw).extend((t.token, self.plan.S * t.stage_bytes) for t in self.plan.tma_loads)
         return carried
 
 
@@ -483,13 +559,11 @@ def lower_ring_alloc(lw: Lowering, op: Op) -> None:
 @rule("async_copy")
 def lower_async_copy(lw: Lowering, op: Op) -> None:
     """cp.async every ``vec``-element chunk of this thread's part of the tile into the stage."""
-    e = lw.e
     ring_v, stage_v, ptr_v = op.operands[:3]
     ring = lw.rings[ring_v.id]
     L = lw.plan.get(ring_v)
     eb = scalar_of(ring_v.type).itemsize
     vec = op.attrs["vec"]
-    nbytes = vec * eb
     ptrs = lw.get(ptr_v, L).regs
     masks = lw.operand(op.operands[3], L) if op.attrs["masked"] else None
     guard = lw.scalar(op.operands[-1])
@@ -497,16 +571,27 @@ def lower_async_copy(lw: Lowering, op: Op) -> None:
         file, line, col = op.attrs["source"].rsplit(":", 2)
         report_access(lw, _At(Loc(file, int(line), int(col))), "load (cp.async pipelined)", ptr_v,
                       op.operands[3] if op.attrs["masked"] else None, L, eb, vec)
+    stage = lw.scalar(stage_v)
+    copy_tile(lw, L, eb, vec, lambda: ring.geom.at(ring.stage_base(lw, stage)), ring.dims, ptrs, masks, guard)
+
+
+def copy_tile(lw: Lowering, L, eb: int, vec: int, stage_at, dims, ptrs, masks, guard: Optional[str]) -> None:
+    """cp.async every ``vec``-element chunk of this thread's registers of a tile in layout ``L`` into the
+    shared operand ``stage_at()`` returns (``dims``: the tile's row and column dims there); masked-off chunks and all of
+    them when ``guard`` is false read as zero."""
+    e = lw.e
+    nbytes = vec * eb
     coords = lw.coords(L)
-    row_dim, col_dim = ring.dims
-    sm = ring.geom.at(ring.stage_base(lw, lw.scalar(stage_v)))
+    row_dim, col_dim = dims
+    sm = stage_at()
     own = lw.owner_predicate(L)
     for g in range(0, L.num_regs, vec):
         off = sm.offset(lw, coords[g][row_dim], coords[g][col_dim])
         p = e.val(f"getelementptr i8, ptr addrspace(3) @global_smem, i32 {off}")
         saddr = e.val(f"ptrtoint ptr addrspace(3) {p} to i32")
         m = masks[g] if masks is not None else "true"
-        m = guard if m == "true" else e.val(f"and i1 {m}, {guard}")
+        if guard is not None:
+            m = guard if m == "true" else e.val(f"and i1 {m}, {guard}")
         src_size = e.val(f"select i1 {m}, i32 {nbytes}, i32 0") if m != "true" else str(nbytes)
         cache = ".cg" if nbytes == 16 else ".ca"
         if own is not None:

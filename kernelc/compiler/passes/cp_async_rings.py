@@ -1,8 +1,8 @@
 """``expand_cp_async_rings``: the cp.async ring of a pipelined loop (``schedule_pipelines`` tagged it,
 docs/schedule-ir.md) rewritten into explicit tile-IR ops, so code generation lowers one op at a time.
 
-For a loop ``scf.for {pipeline={stages=S, lookahead=L}}`` (not warp-specialised) with loads ringed
-through cp.async, the pass writes
+For a loop ``scf.for {pipeline={stages=S, lookahead=L}}`` whose ringed loads all go through cp.async
+(no TMA ring, not warp-specialised), the pass writes
 
     %r = ring_alloc {stages=S, operand='a'|'b'}              one per ringed load, before the loop
     prologue, for s in 0..L-1: the loop's address chain re-evaluated at iteration s (cloned ops),
@@ -31,8 +31,8 @@ from .schedule_ir import address_chain, ringed_operands
 def expand_cp_async_rings(fn: Function, ctx) -> Function:
     loops = [op for op in fn.walk() if op.name == "scf.for" and op.attrs.get("pipeline") and not op.attrs.get("ws")]
     for loop in loops:
-        cp, _ = ringed_operands(loop)
-        if cp:  # a TMA ring in the same loop keeps its own stages (codegen/pipeline.py)
+        cp, tma = ringed_operands(loop)
+        if cp and not tma:  # with a TMA ring too, both share one pair of stage counters (codegen/pipeline.py)
             _Expander(ctx, loop, cp).run()
     return fn
 
