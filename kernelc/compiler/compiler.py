@@ -30,6 +30,7 @@ from .passes.hoist_conversions import hoist_conversions
 from .passes.hoist_descriptors import hoist_descriptors
 from .passes.lower_descriptors import lower_descriptors
 from .abi import flat_divisibility
+from .passes.cp_async_rings import expand_cp_async_rings
 from .passes.pipeline_loads import pipeline_loads
 from .passes.pointer_tiles import pointer_tiles_to_descriptors
 from .passes.schedule import schedule_pipelines, schedule_wgmma, warp_specialize
@@ -196,6 +197,9 @@ TILE_PASSES = (
     TilePass("schedule_pipelines", schedule_pipelines),
     TilePass("warp_specialize", warp_specialize),
     TilePass("schedule_wgmma", schedule_wgmma),
+    # the cp.async rings as explicit ops (ring_alloc, async_copy, commit/wait, ring_read): codegen
+    # lowers them one at a time (passes/cp_async_rings.py)
+    TilePass("expand_cp_async_rings", expand_cp_async_rings),
 )
 
 

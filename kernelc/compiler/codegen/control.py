@@ -7,7 +7,8 @@ from ...language.dtypes import scalar_of, shape_of
 from .elementwise import constant
 from .emitter import llty
 from .lowering import Lowering, Tile, rule
-from .pipeline import PipelinedLoop, pipeline_of, report_pipeline, stage_invariant_operands
+from .pipeline import (PipelinedLoop, async_dots, pipeline_of, report_pipeline, stage_invariant_operands,
+                       wait_accumulators)
 
 
 def _carried_layouts(lw: Lowering, values):
@@ -44,7 +45,7 @@ def lower_for(lw: Lowering, op):
     if lw.ws is not None and lw.ws.loop is op:  # its producer warp was emitted at the kernel's entry
         pipe, pplan = lw.ws.pipe, lw.ws.plan
     else:
-        pplan = pipeline_of(lw, op)  # the ring passes/schedule.py wrote down, if any
+        pplan = pipeline_of(lw, op)  # the TMA ring passes/schedule.py wrote down, if any
         pipe = PipelinedLoop(lw, pplan) if pplan is not None else None
     if pplan is not None:
         report_pipeline(lw, pplan)
@@ -103,6 +104,8 @@ def lower_for(lw: Lowering, op):
     if pipe is not None:
         pipe.before_yield(yld)
         pipe.iteration_end()
+    elif op.attrs.get("pipeline"):  # a cp.async ring (explicit ops): deferred dots are complete here too
+        lw.wgmma_groups.complete_all()
     yflat = [lw.flat(v, L)[1] for v, L in zip(yld.operands, layouts)] + [extra_next]
     nxt = e.val(f"add {iv_ty} {iv}, {step}")
     latch = e.cur_label
@@ -116,6 +119,8 @@ def lower_for(lw: Lowering, op):
     e.start_block(exitl)
     if pipe is not None:
         carried_phis = pipe.finish(carried_phis)
+    elif op.attrs.get("pipeline") and async_dots(op):
+        carried_phis = wait_accumulators(lw, op, carried_phis)
     lw.smem.pending = pending_before + ([(0, 1 << 30, True)] if _smem_in(body.ops) else [])
     for r, L, names in zip(op.results, layouts, carried_phis):
         lw.set_result(r, names if lw.is_tile(r) else names[0], L)

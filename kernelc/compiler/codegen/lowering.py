@@ -69,6 +69,7 @@ class Lowering:
         self.smem = SharedMemory()
         self.persistent_tokens: Dict[str, int] = {}
         self.smem_operands: Dict[int, object] = {}  # value id -> operand already staged in shared memory
+        self.rings: Dict[int, object] = {}  # ring_alloc value id -> its shared memory (codegen/pipeline.Ring)
         self.reports: Dict[str, list] = {"memory_accesses": [], "dots": []}  # facts for tools (analyzer)
         self.params: List[Tuple[str, str, str]] = []
         self.uses_smem = False

@@ -1,37 +1,33 @@
-"""Software pipelining of the global->shared loads that feed tensor-core dots in a loop: the
-emission of the ring ``passes/schedule.py`` wrote into the IR (``pipeline`` on the loop and on the
-loads it copies, ``wgmma`` on the dots; docs/schedule-ir.md). Nothing here decides which loops or
+"""Shared-memory rings of pipelined loops (docs/schedule-ir.md). Nothing here decides which loops or
 loads are pipelined.
 
-For ``for k in range(...): a = load(pa, ...); b = load(pb, ...); acc = dot(a, b, acc); pa += ...``
-the loads become ``cp.async`` copies straight into a ring of ``num_stages`` swizzled shared-memory
-buffers, issued ``num_stages - 1`` iterations ahead:
+**cp.async rings** are explicit tile-IR ops by the time they reach codegen
+(``passes/cp_async_rings.py``: ``ring_alloc``, ``async_copy``, ``async_commit_group``,
+``async_wait_group``, ``async_wait_all``, ``fence_async_shared``, ``ring_read``); the rules at the end of
+this module lower them one op at a time, keeping only the ring value -> shared memory map
+(``Lowering.rings``) and the ring_read value -> shared operand map (``Lowering.smem_operands``).
 
-    prologue:  copy stages 0 .. S-2 (addresses computed from the loop's own index arithmetic)
-    iteration: wait for stage i, barrier, copy stage i+S-1 (into the slot iteration i-1 freed),
-               ldmatrix + mma from stage i
-
-The address chain of each load (its pointer, mask and the pointer increments in the yield) is
-re-evaluated ahead of time with the prefetch iteration's bindings (the pass only rings loads whose
-chain can be: ``passes/schedule_ir.address_chain``).
-Loop-invariant dot operands (attention's Q) are staged into shared memory once, before the loop.
-
-Tensor-descriptor loads (sm_90a TMA, codegen/descriptors.py) feeding a dot use the same ring, the
-same address-chain re-evaluation and the same stage counters, with TMA copies completing on one
-mbarrier per stage instead of cp.async groups:
+**TMA rings** (tensor-descriptor loads, ``pipeline={ring='tma'}``), and a loop that has both a TMA
+ring and cp.async loads, are still expanded here (``PipelinedLoop``) from the attributes ``passes/schedule.py`` wrote (``PipelinedLoop``): the loop's address chain is re-evaluated
+ahead of time with the prefetch iteration's bindings (``passes/schedule_ir.address_chain``), and the
+copies complete on one mbarrier per stage:
 
     prologue:  init the S barriers; thread 0 copies stages 0 .. S-2
     iteration: wait on stage i's barrier (phase parity (i / S) & 1); the dot reads stage i in place
                (wgmma may stay in flight: wait_group 1 keeps one group, so stage i-1 is free);
                barrier; thread 0 copies iteration i+S-1 into stage i-1's slot
     after:     barrier, invalidate the barriers
+
+A warp-specialised loop's consumers use the same class (codegen/warp_specialize.py fills the ring).
+Loop-invariant dot operands (attention's Q) are staged into shared memory once, before the loop
+(``stage_invariant_operands``).
 """
 from __future__ import annotations
 
 from typing import Dict, List, Optional
 
 from ...language.dtypes import scalar_of, shape_of
-from ..ir.core import Op
+from ..ir.core import Loc, Op
 from ..passes.schedule_ir import address_chain, ringed_operands
 from . import tma as T
 from .descriptors import (free_regions, inside_loop, operand_orientation, report_tma, reuse_or_allocate,
@@ -39,7 +35,7 @@ from .descriptors import (free_regions, inside_loop, operand_orientation, report
 from .dot import MMA_SHAPES, SmemOperand, _dims, operand_geometry, store_operand, choose_trans
 from .memory import report_access
 from .emitter import llty
-from .lowering import Lowering, Tile
+from .lowering import Lowering, Tile, rule
 from .wgmma import PingPong, tie_through_wait
 
 
@@ -74,16 +70,20 @@ class PipelinePlan:
         self.tma_loads: List[_TmaLoad] = list(tma_loads or [])
         self.lookahead = lookahead
         # wgmma dots that stay in flight (one group) across iterations
-        self.async_dots = {id(o) for o in op.regions[0].ops if o.name == "dot" and o.attrs.get("wgmma") == "async"}
+        self.async_dots = async_dots(op)
         self.uses_wgmma = any(o.name == "dot" and id(o) in lw.plan.wgmma for o in op.regions[0].ops)
 
 
 def pipeline_of(lw: Lowering, op: Op) -> Optional[PipelinePlan]:
-    """The ring of loop ``op`` as tagged in the IR (None: no ``pipeline`` attribute, plain lowering)."""
+    """The TMA ring of loop ``op`` as tagged in the IR, with the cp.async loads of the same loop (None:
+    no TMA ring; a loop with only cp.async loads has its ring as ops by now, passes/cp_async_rings.py)."""
     tag = op.attrs.get("pipeline")
     if not tag:
         return None
     cp, tma = ringed_operands(op)
+    if not tma:
+        assert not cp, "internal: a cp.async ring reached codegen unexpanded (passes/cp_async_rings.py)"
+        return None
     loads = []
     for lop, dot, is_a, _ in cp:
         ld = _Load(lop, dot, is_a)
@@ -157,30 +157,10 @@ def _issue(lw: Lowering, plan: PipelinePlan, addrs, stage: str, guard: Optional[
     e = lw.e
     for ld, (ptrs, masks) in zip(plan.loads, addrs):
         L = lw.plan.get(ld.op.results[0])
-        elt = scalar_of(ld.op.results[0].type)
-        eb = elt.itemsize
-        vec = ld.vec
-        nbytes = vec * eb
-        coords = lw.coords(L)
-        row_dim, col_dim = ld.dims
-        base = e.val(f"add i32 {ld.token}, {e.val(f'mul i32 {stage}, {ld.stage_bytes}')}")
-        sm = ld.geom.at(base)
-        own = lw.owner_predicate(L)
-        for g in range(0, L.num_regs, vec):
-            off = sm.offset(lw, coords[g][row_dim], coords[g][col_dim])
-            p = e.val(f"getelementptr i8, ptr addrspace(3) @global_smem, i32 {off}")
-            saddr = e.val(f"ptrtoint ptr addrspace(3) {p} to i32")
-            m = masks[g] if masks is not None else "true"
-            if guard is not None:
-                m = guard if m == "true" else e.val(f"and i1 {m}, {guard}")
-            src_size = e.val(f"select i1 {m}, i32 {nbytes}, i32 0") if m != "true" else str(nbytes)
-            cache = ".cg" if nbytes == 16 else ".ca"
-            if own is not None:
-                e.asm("void", f"@$3 cp.async{cache}.shared.global [$0], [$1], {nbytes}, $2;", "r,l,r,b",
-                      [("i32", saddr), ("ptr addrspace(1)", ptrs[g]), ("i32", src_size), ("i1", own)])
-            else:
-                e.asm("void", f"cp.async{cache}.shared.global [$0], [$1], {nbytes}, $2;", "r,l,r",
-                      [("i32", saddr), ("ptr addrspace(1)", ptrs[g]), ("i32", src_size)])
+
+        def stage_at(ld=ld):
+            return ld.geom.at(e.val(f"add i32 {ld.token}, {e.val(f'mul i32 {stage}, {ld.stage_bytes}')}"))
+        copy_tile(lw, L, scalar_of(ld.op.results[0].type).itemsize, ld.vec, stage_at, ld.dims, ptrs, masks, guard)
     e.asm("void", "cp.async.commit_group;", "", [])
 
 
@@ -259,7 +239,6 @@ class PipelinedLoop:
         for i in plan.carried_idx:
             v = cur[i]
             if isinstance(v, Tile):
-                ty = "ptr addrspace(1)" if True else None
                 a = plan.op.regions[0].args[1 + i]
                 ty = llty(scalar_of(a.type))
                 self.extra_types += [ty] * len(v.regs)
@@ -432,7 +411,7 @@ class PipelinedLoop:
         registers per carried value) with the in-flight accumulators replaced by the wait's results."""
         e = self.lw.e
         if self.plan.async_dots:
-            carried = _wait_accumulators(self.lw, self.plan, carried)
+            carried = wait_accumulators(self.lw, self.plan.op, carried)
         if self.ws is not None:
             return self._consumer_finish(carried)
         if self.plan.loads:
@@ -483,13 +462,19 @@ class PipelinedLoop:
         return carried
 
 
-def _wait_accumulators(lw: Lowering, plan: PipelinePlan, carried: Optional[List[List[str]]]):
+def async_dots(loop: Op) -> set:
+    """Ids of the loop's wgmma dots that stay in flight across iterations (``wgmma='async'``)."""
+    return {id(o) for o in loop.regions[0].ops if o.name == "dot" and o.attrs.get("wgmma") == "async"}
+
+
+def wait_accumulators(lw: Lowering, loop: Op, carried: Optional[List[List[str]]]):
     """``wgmma.wait_group 0`` that takes the in-flight accumulators (the carried values the async dots
     are yielded as) and hands them back (``wgmma.tie_through_wait``): a conversion sunk into the loop
     exit cannot read registers the tensor cores still write (ptxas would serialise every wgmma, C7514)."""
-    body = plan.op.regions[0]
+    body = loop.regions[0]
     yld = body.ops[-1]
-    idx = sorted({i for i, v in enumerate(yld.operands) if v.op is not None and id(v.op) in plan.async_dots})
+    dots = async_dots(loop)
+    idx = sorted({i for i, v in enumerate(yld.operands) if v.op is not None and id(v.op) in dots})
     regs = [r for i in idx for r in carried[i]] if carried is not None else []
     vals = tie_through_wait(lw, 0, regs)
     if not regs:
@@ -532,3 +517,133 @@ def stage_invariant_operands(lw: Lowering, op: Op) -> None:
         if any(id(o) in lw.plan.wgmma for o in body.ops):
             e.asm("void", "fence.proxy.async.shared::cta;", "", [])
         lw.barrier()
+
+
+# -- the cp.async ring, one op at a time (passes/cp_async_rings.py wrote the ops) -----------------------
+
+
+class Ring:
+    """A ``ring_alloc``'s shared memory: ``stages`` buffers of ``stage_bytes`` at ``token``, each laid
+    out as the dot operand ``geom`` (``trans``: stored K-major); ``dims``: (row, col) tile dims."""
+
+    def __init__(self, token: str, geom: SmemOperand, trans: bool, dims, stage_bytes: int):
+        self.token, self.geom, self.trans, self.dims, self.stage_bytes = token, geom, trans, dims, stage_bytes
+
+    def stage_base(self, lw: Lowering, stage: str) -> str:
+        e = lw.e
+        return e.val(f"add i32 {self.token}, {e.val(f'mul i32 {stage}, {self.stage_bytes}')}")
+
+
+class _At:
+    """Where a report entry points (the load an ``async_copy`` stands for)."""
+
+    def __init__(self, loc: Loc):
+        self.loc = loc
+
+
+@rule("ring_alloc")
+def lower_ring_alloc(lw: Lowering, op: Op) -> None:
+    r = op.results[0]
+    L = lw.plan.get(r)
+    eb = scalar_of(r.type).itemsize
+    is_a = op.attrs["operand"] == "a"
+    rows, cols = shape_of(r.type)
+    mn, k = (rows, cols) if is_a else (cols, rows)
+    trans = choose_trans(L, eb, is_a)
+    geom = operand_geometry(is_a, trans, mn, k, eb)
+    stage_bytes = (geom.nbytes + 1023) // 1024 * 1024  # stages stay 1024-byte aligned
+    lw.rings[r.id] = Ring(lw.persistent(op.attrs["stages"] * stage_bytes), geom, trans, _dims(is_a, trans),
+                          stage_bytes)
+
+
+@rule("async_copy")
+def lower_async_copy(lw: Lowering, op: Op) -> None:
+    """cp.async every ``vec``-element chunk of this thread's part of the tile into the stage."""
+    ring_v, stage_v, ptr_v = op.operands[:3]
+    ring = lw.rings[ring_v.id]
+    L = lw.plan.get(ring_v)
+    eb = scalar_of(ring_v.type).itemsize
+    vec = op.attrs["vec"]
+    ptrs = lw.get(ptr_v, L).regs
+    masks = lw.operand(op.operands[3], L) if op.attrs["masked"] else None
+    guard = lw.scalar(op.operands[-1])
+    if op.attrs.get("source"):
+        file, line, col = op.attrs["source"].rsplit(":", 2)
+        report_access(lw, _At(Loc(file, int(line), int(col))), "load (cp.async pipelined)", ptr_v,
+                      op.operands[3] if op.attrs["masked"] else None, L, eb, vec)
+    stage = lw.scalar(stage_v)
+    copy_tile(lw, L, eb, vec, lambda: ring.geom.at(ring.stage_base(lw, stage)), ring.dims, ptrs, masks, guard)
+
+
+def copy_tile(lw: Lowering, L, eb: int, vec: int, stage_at, dims, ptrs, masks, guard: Optional[str]) -> None:
+    """cp.async every ``vec``-element chunk of this thread's registers of a tile in layout ``L`` into the
+    shared operand ``stage_at()`` returns (``dims``: the tile's row and column dims there); masked-off chunks and all of
+    them when ``guard`` is false read as zero."""
+    e = lw.e
+    nbytes = vec * eb
+    coords = lw.coords(L)
+    row_dim, col_dim = dims
+    sm = stage_at()
+    own = lw.owner_predicate(L)
+    for g in range(0, L.num_regs, vec):
+        off = sm.offset(lw, coords[g][row_dim], coords[g][col_dim])
+        p = e.val(f"getelementptr i8, ptr addrspace(3) @global_smem, i32 {off}")
+        saddr = e.val(f"ptrtoint ptr addrspace(3) {p} to i32")
+        m = masks[g] if masks is not None else "true"
+        if guard is not None:
+            m = guard if m == "true" else e.val(f"and i1 {m}, {guard}")
+        src_size = e.val(f"select i1 {m}, i32 {nbytes}, i32 0") if m != "true" else str(nbytes)
+        cache = ".cg" if nbytes == 16 else ".ca"
+        if own is not None:
+            e.asm("void", f"@$3 cp.async{cache}.shared.global [$0], [$1], {nbytes}, $2;", "r,l,r,b",
+                  [("i32", saddr), ("ptr addrspace(1)", ptrs[g]), ("i32", src_size), ("i1", own)])
+        else:
+            e.asm("void", f"cp.async{cache}.shared.global [$0], [$1], {nbytes}, $2;", "r,l,r",
+                  [("i32", saddr), ("ptr addrspace(1)", ptrs[g]), ("i32", src_size)])
+
+
+@rule("async_commit_group")
+def lower_async_commit_group(lw: Lowering, op: Op) -> None:
+    lw.e.asm("void", "cp.async.commit_group;", "", [])
+
+
+@rule("async_wait_group")
+def lower_async_wait_group(lw: Lowering, op: Op) -> None:
+    lw.e.asm("void", f"cp.async.wait_group {op.attrs['pending']};", "", [])
+
+
+@rule("async_wait_all")
+def lower_async_wait_all(lw: Lowering, op: Op) -> None:
+    lw.e.asm("void", "cp.async.wait_all;", "", [])
+
+
+@rule("fence_async_shared")
+def lower_fence_async_shared(lw: Lowering, op: Op) -> None:
+    lw.e.asm("void", "fence.proxy.async.shared::cta;", "", [])
+
+
+@rule("stage_operand")
+def lower_stage_operand(lw: Lowering, op: Op) -> None:
+    """Store the tile to shared memory once, in the dot operand's layout; the dots read it there."""
+    v, res = op.operands[0], op.results[0]
+    elt = scalar_of(v.type)
+    t = lw.get(v)
+    if elt.name not in MMA_SHAPES:  # no tensor-core dot reads it: the registers as they are
+        lw.tiles[res.id] = t
+        return
+    is_a = op.attrs["operand"] == "a"
+    rows, cols = shape_of(v.type)
+    mn, k = (rows, cols) if is_a else (cols, rows)
+    trans = choose_trans(t.layout, elt.itemsize, is_a)
+    geom = operand_geometry(is_a, trans, mn, k, elt.itemsize)
+    sm = geom.at(lw.persistent(geom.nbytes))
+    store_operand(lw, t, llty(elt), elt.itemsize, sm, *_dims(is_a, trans))
+    lw.smem_operands[res.id] = (sm, trans)
+
+
+@rule("ring_read")
+def lower_ring_read(lw: Lowering, op: Op) -> None:
+    """The dot reads the stage in place: bind the result to the stage's shared-memory operand."""
+    ring = lw.rings[op.operands[0].id]
+    base = ring.stage_base(lw, lw.scalar(op.operands[1]))
+    lw.smem_operands[op.results[0].id] = (ring.geom.at(base), ring.trans)

@@ -124,6 +124,24 @@ for op in [
     OpDef("print", (0, -1), ("prefix",), pure=False, results=0, category="debug", optional_attrs=("hex", "types")),
     OpDef("assert", (1, 1), ("msg",), pure=False, results=0, category="debug"),
     OpDef("barrier", (0, 0), pure=False, results=0, category="sync"),
+    # The cp.async ring of a pipelined loop as explicit ops (passes/cp_async_rings.py, docs/schedule-ir.md).
+    OpDef("ring_alloc", (0, 0), ("stages", "operand"), pure=False, category="ring",
+          doc="a shared-memory ring of `stages` copies of the result's tile, laid out as dot operand 'a' or 'b'"),
+    OpDef("async_copy", (4, 5), ("vec", "masked"), pure=False, results=0, category="ring",
+          doc="ring, stage (i32), ptr [, mask], guard (i1): cp.async the tile into the stage, `vec` elements "
+              "per copy; masked-off or unguarded elements read as zero; source: the load it stands for "
+              "(file:line:col), on the copy the kernel's memory-access report lists", optional_attrs=("source",)),
+    OpDef("async_commit_group", (0, 0), pure=False, results=0, category="ring",
+          doc="close the group of this thread's cp.async copies issued since the last commit"),
+    OpDef("async_wait_group", (0, 0), ("pending",), pure=False, results=0, category="ring",
+          doc="wait until at most `pending` of this thread's commit groups are in flight"),
+    OpDef("async_wait_all", (0, 0), pure=False, results=0, category="ring", doc="wait for every cp.async copy"),
+    OpDef("fence_async_shared", (0, 0), pure=False, results=0, category="ring",
+          doc="order this thread's shared-memory writes before async-proxy reads (wgmma)"),
+    OpDef("stage_operand", (1, 1), ("operand",), pure=False, category="ring",
+          doc="the tile stored once to shared memory, laid out as dot operand 'a' or 'b', read there in place"),
+    OpDef("ring_read", (2, 2), pure=False, category="ring",
+          doc="ring, stage (i32) -> the stage's tile, read in place by a tensor-core dot"),
     # Structured control flow (compiled code only; the interpreter runs Python control flow).
     OpDef("scf.for", (3, -1), results=-1, regions=1, pure=False, category="control",
           doc="lb, ub, step, inits...; body block args (iv, carried...)",

@@ -275,8 +275,9 @@ def _schedule(op: Op) -> List[str]:
         st, la = (p.get("stages"), p.get("lookahead")) if isinstance(p, dict) else (None, None)
         if not (isinstance(st, int) and isinstance(la, int) and st >= 2 and 1 <= la <= st - 1):
             errs.append(f"pipeline must be {{stages >= 2, lookahead in 1..stages-1}}, got {p!r}")
-        elif not any(o.attrs.get("pipeline") for o in op.regions[0].ops if o.name in ("load", "descriptor_load")):
-            errs.append("a pipelined loop needs at least one load its ring copies")
+        elif not any((o.attrs.get("pipeline") and o.name in ("load", "descriptor_load")) or o.name == "ring_read"
+                     for o in op.regions[0].ops):
+            errs.append("a pipelined loop needs at least one load its ring copies (or a ring_read)")
     elif p is not None:
         ring = p.get("ring") if isinstance(p, dict) else None
         if ring not in RINGS or (op.name == "load") != (ring == "cp.async"):
@@ -316,7 +317,77 @@ def _schedule(op: Op) -> List[str]:
     return errs
 
 
+def _is_ring(v) -> bool:
+    return v.op is not None and v.op.name == "ring_alloc"
+
+
+def _ring_alloc(op: Op) -> List[str]:
+    errs = []
+    st, which = op.attrs.get("stages"), op.attrs.get("operand")
+    if not (isinstance(st, int) and st >= 2):
+        errs.append(f"stages must be an int >= 2, got {st!r}")
+    if which not in ("a", "b"):
+        errs.append(f"operand must be 'a' or 'b', got {which!r}")
+    if not isinstance(op.results[0].type, block_type) or len(shape_of(op.results[0].type)) != 2:
+        errs.append("a ring holds 2-D tiles")
+    return errs
+
+
+def _stage_operand(op: Op) -> List[str]:
+    errs = []
+    if not _is_ring(op.operands[0]):
+        errs.append("operand 0 must be a ring_alloc")
+    if isinstance(op.operands[1].type, block_type) or op.operands[1].type != T.int32:
+        errs.append("the stage must be an i32 scalar")
+    return errs
+
+
+def _async_copy(op: Op) -> List[str]:
+    errs = _stage_operand(op)
+    vec, masked = op.attrs.get("vec"), op.attrs.get("masked")
+    if not (isinstance(vec, int) and vec > 0 and vec & (vec - 1) == 0):
+        errs.append(f"vec must be a power of two, got {vec!r}")
+    if not isinstance(masked, bool) or len(op.operands) != 4 + masked:
+        errs.append("operands are ring, stage, ptr [, mask if masked], guard")
+        return errs
+    ptr = op.operands[2]
+    if _is_ring(op.operands[0]) and shape_of(ptr.type) != shape_of(op.operands[0].type):
+        errs.append("the pointer tile must have the ring's tile shape")
+    if not isinstance(scalar_of(ptr.type), pointer_type):
+        errs.append("operand 2 must be a pointer tile")
+    if op.operands[-1].type != T.int1:
+        errs.append("the guard must be an i1 scalar")
+    return errs
+
+
+def _staged_operand(op: Op) -> List[str]:
+    errs = []
+    if op.attrs.get("operand") not in ("a", "b"):
+        errs.append(f"operand must be 'a' or 'b', got {op.attrs.get('operand')!r}")
+    if not isinstance(op.operands[0].type, block_type) or len(shape_of(op.operands[0].type)) != 2 \
+            or op.results[0].type != op.operands[0].type:
+        errs.append("stages a 2-D tile and yields its type")
+    return errs
+
+
+def _ring_read(op: Op) -> List[str]:
+    errs = _stage_operand(op)
+    if _is_ring(op.operands[0]) and op.results[0].type != op.operands[0].type:
+        errs.append("ring_read yields the ring's tile type")
+    return errs
+
+
+def _wait_group(op: Op) -> List[str]:
+    n = op.attrs.get("pending")
+    return [] if isinstance(n, int) and n >= 0 else [f"pending must be an int >= 0, got {n!r}"]
+
+
 RULES: Dict[str, Callable[[Op], List[str]]] = {
+    "ring_alloc": _ring_alloc,
+    "async_copy": _async_copy,
+    "ring_read": _ring_read,
+    "stage_operand": _staged_operand,
+    "async_wait_group": _wait_group,
     **{k: _arith(_float_only) for k in ("fadd", "fsub", "fmul", "fdiv", "frem", "fmax", "fmin", "fma",
                                          "fneg", "fabs", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn",
                                          "rsqrt", "sin", "cos", "erf", "floor", "ceil", "tanh")},

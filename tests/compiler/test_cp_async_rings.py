@@ -1,0 +1,263 @@
+"""``expand_cp_async_rings`` (passes/cp_async_rings.py, docs/schedule-ir.md): golden IR before -> after,
+the verifier's checks of the ring ops, and their lowering one op at a time."""
+import pytest
+
+from kernelc.compiler.ir import verify
+from kernelc.compiler.ir.verifier import VerificationError
+from tests.compiler.filecheck import filecheck
+from tests.compiler.test_schedule_passes import MM_DESC_DIV, MM_DESC_SIG, MM_PTR_SIG, _passes, mm_plain
+from tests.compiler.test_warp_specialize import mm_loop
+
+CX = dict(BM=64, BN=64, BK=32)
+
+
+@pytest.fixture(autouse=True)
+def _pointer_loads(monkeypatch):
+    monkeypatch.setenv("KERNELC_AUTO_TMA", "0")  # keep the pointer loads (no rewrite to descriptors)
+
+
+def test_a_cp_async_ring_becomes_explicit_ops():
+    ir, fn, _ = _passes(mm_plain, MM_PTR_SIG, CX, target="sm_80")
+    filecheck(ir["schedule_wgmma"], """
+        CHECK: = scf.for {{.*}} {pipeline={stages=3, lookahead=2}} : <64x64xfp32>
+        CHECK: [[A:%\\d+]] = load {{.*}}pipeline={ring='cp.async', vec=8}}
+        CHECK: [[B:%\\d+]] = load {{.*}}pipeline={ring='cp.async', vec=8}}
+        CHECK-NEXT: = dot [[A]], [[B]],
+    """)
+    filecheck(ir["expand_cp_async_rings"], """
+        CHECK: [[RA:%\\d+]] = ring_alloc {stages=3, operand='a'} : <64x32xfp16>
+        CHECK-NEXT: [[RB:%\\d+]] = ring_alloc {stages=3, operand='b'} : <32x64xfp16>
+        CHECK-NEXT: [[G0:%\\d+]] = cmpi {{%\\d+}}, %K {pred='slt'} : i1
+        CHECK: [[PA0:%\\d+]] = addptr {{.*}} : <64x32x*fp16>
+        CHECK-NEXT: [[PB0:%\\d+]] = addptr {{.*}} : <32x64x*fp16>
+        CHECK-NEXT: [[S0:%\\d+]] = constant {value=0} : i32
+        CHECK-NEXT: async_copy [[RA]], [[S0]], [[PA0]], [[G0]] {vec=8}
+        CHECK-NEXT: async_copy [[RB]], [[S0]], [[PB0]], [[G0]] {vec=8}
+        CHECK-NEXT: async_commit_group
+        CHECK: [[G1:%\\d+]] = cmpi {{%\\d+}}, %K {pred='slt'} : i1
+        CHECK: [[S1:%\\d+]] = constant {value=1} : i32
+        CHECK-NEXT: async_copy [[RA]], [[S1]], {{%\\d+}}, [[G1]] {vec=8}
+        CHECK-NEXT: async_copy [[RB]], [[S1]], {{%\\d+}}, [[G1]] {vec=8}
+        CHECK-NEXT: async_commit_group
+        CHECK-NEXT: [[R0:%\\d+]] = constant {value=0} : i32
+        CHECK-NEXT: [[W0:%\\d+]] = constant {value=2} : i32
+        CHECK-NEXT: = scf.for {{.*}}, [[R0]], [[W0]] {pipeline={stages=3, lookahead=2}} : <64x64xfp32>, i32, i32
+        CHECK-NEXT: ^body({{%\\d+}}: i32, [[ACC:%\\d+]]: <64x64xfp32>, [[RD:%\\d+]]: i32, [[WR:%\\d+]]: i32):
+        CHECK-NEXT: async_wait_group {pending=1}
+        CHECK-NEXT: barrier
+        CHECK: [[G:%\\d+]] = cmpi {{%\\d+}}, %K {pred='slt'} : i1
+        CHECK: async_copy [[RA]], [[WR]], {{%\\d+}}, [[G]] {vec=8, source='{{.*}}test_schedule_passes.py:32:{{\\d+}}'}
+        CHECK-NEXT: async_copy [[RB]], [[WR]], {{%\\d+}}, [[G]] {vec=8, source='{{.*}}test_schedule_passes.py:33:{{\\d+}}'}
+        CHECK-NEXT: async_commit_group
+        CHECK-NEXT: [[TA:%\\d+]] = ring_read [[RA]], [[RD]] : <64x32xfp16>
+        CHECK-NEXT: [[TB:%\\d+]] = ring_read [[RB]], [[RD]] : <32x64xfp16>
+        CHECK: [[RI:%\\d+]] = add [[RD]], {{%\\d+}} : i32
+        CHECK: [[RW:%\\d+]] = cmpi [[RI]], {{%\\d+}} {pred='eq'} : i1
+        CHECK: [[RN:%\\d+]] = select [[RW]], {{%\\d+}}, [[RI]] : i32
+        CHECK: [[WI:%\\d+]] = add [[WR]], {{%\\d+}} : i32
+        CHECK: [[WN:%\\d+]] = select {{%\\d+}}, {{%\\d+}}, [[WI]] : i32
+        CHECK-NOT: = load
+        CHECK: [[D:%\\d+]] = dot [[TA]], [[TB]], [[ACC]] {input_precision='tf32'}
+        CHECK-NEXT: scf.yield [[D]], [[RN]], [[WN]]
+        CHECK-NEXT: async_wait_all
+    """)
+    verify(fn)
+    # both stage counters wrap at the ring's 3 stages
+    wraps = [o for o in fn.walk() if o.name == "cmpi" and o.attrs["pred"] == "eq"]
+    assert [w.operands[1].op.attrs["value"] for w in wraps] == [3, 3]
+
+
+def test_pointer_increments_are_carried_ahead_and_wgmma_fences_the_copies(monkeypatch):
+    """mm_loop's pointers advance each iteration: the loop carries them ``lookahead`` iterations ahead for
+    the copies; on sm_90a the dot runs on wgmma (async proxy) so the copies are fenced before it reads."""
+    sig = dict(MM_PTR_SIG)
+    ir, fn, _ = _passes(mm_pointer_loop, sig, CX)
+    filecheck(ir["expand_cp_async_rings"], """
+        CHECK: ring_alloc {stages=3, operand='a'}
+        CHECK: ring_alloc {stages=3, operand='b'}
+        CHECK: async_commit_group
+        CHECK: [[PA1:%\\d+]] = addptr {{.*}} : <64x32x*fp16>
+        CHECK: async_commit_group
+        CHECK: = scf.for {{.*}} {pipeline={stages=3, lookahead=2}} : <64x64xfp32>, <64x32x*fp16>, <32x64x*fp16>, <64x32x*fp16>, <32x64x*fp16>, i32, i32
+        CHECK-NEXT: ^body({{%\\d+}}: i32, {{%\\d+}}: <64x64xfp32>, [[PA:%\\d+]]: <64x32x*fp16>, [[PB:%\\d+]]: <32x64x*fp16>, [[QA:%\\d+]]: <64x32x*fp16>, [[QB:%\\d+]]: <32x64x*fp16>, {{%\\d+}}: i32, {{%\\d+}}: i32):
+        CHECK-NEXT: async_wait_group {pending=1}
+        CHECK-NEXT: fence_async_shared
+        CHECK-NEXT: barrier
+        CHECK: async_copy {{%\\d+}}, {{%\\d+}}, [[QA]], {{%\\d+}} {vec=8, source=
+        CHECK-NEXT: async_copy {{%\\d+}}, {{%\\d+}}, [[QB]], {{%\\d+}} {vec=8, source=
+        CHECK: scf.yield
+        CHECK-NEXT: async_wait_all
+    """)
+    loop = next(o for o in fn.walk() if o.name == "scf.for")
+    yld = loop.regions[0].ops[-1]
+    assert len(yld.operands) == len(loop.results) == 7
+    monkeypatch.setenv("KERNELC_WGMMA_ASYNC", "1")  # a wgmma group in flight: one copy group less ahead
+    ir, _, _ = _passes(mm_pointer_loop, sig, CX)
+    filecheck(ir["expand_cp_async_rings"], """
+        CHECK: = scf.for {{.*}} {pipeline={stages=3, lookahead=1}}
+        CHECK: async_wait_group {pending=0}
+        CHECK: = dot {{.*}}wgmma='async'
+    """)
+
+
+def test_tma_rings_and_unpipelined_loops_are_left_alone():
+    ir, _, _ = _passes(mm_loop, MM_DESC_SIG, dict(BM=128, BN=128, BK=64, WS=False), div=MM_DESC_DIV)
+    assert ir["expand_cp_async_rings"] == ir["schedule_wgmma"]
+    ir, _, _ = _passes(mm_plain, MM_PTR_SIG, CX, target="sm_80", num_stages=1)
+    assert ir["expand_cp_async_rings"] == ir["schedule_wgmma"] and "ring_alloc" not in ir["expand_cp_async_rings"]
+
+
+def test_the_verifier_checks_the_ring_ops():
+    _, fn, _ = _passes(mm_plain, MM_PTR_SIG, CX, target="sm_80")
+    ops = list(fn.walk())
+    ring = next(o for o in ops if o.name == "ring_alloc")
+    copy = next(o for o in ops if o.name == "async_copy")
+    read = next(o for o in ops if o.name == "ring_read")
+    wait = next(o for o in ops if o.name == "async_wait_group")
+    guard = copy.operands[-1]
+    for op, key, bad, msg in [
+        (ring, "stages", 1, "stages must be an int >= 2"),
+        (ring, "operand", "c", "operand must be 'a' or 'b'"),
+        (copy, "vec", 6, "vec must be a power of two"),
+        (copy, "masked", True, "operands are ring, stage, ptr"),
+        (wait, "pending", -1, "pending must be an int >= 0"),
+    ]:
+        old = op.attrs[key]
+        op.attrs[key] = bad
+        with pytest.raises(VerificationError, match=msg):
+            verify(fn)
+        op.attrs[key] = old
+    verify(fn)
+    for op, i, bad, msg in [
+        (read, 0, copy.operands[2], "operand 0 must be a ring_alloc"),
+        (read, 1, guard, "the stage must be an i32 scalar"),
+        (copy, 3, read.operands[1], "the guard must be an i1 scalar"),
+        (copy, 2, read.results[0], "operand 2 must be a pointer tile"),
+    ]:
+        old = op.operands[i]
+        op.operands[i] = bad
+        with pytest.raises(VerificationError, match=msg):
+            verify(fn)
+        op.operands[i] = old
+    verify(fn)
+    # a pipelined loop whose ring is neither a tagged load nor a ring_read
+    body = next(o for o in ops if o.name == "scf.for").regions[0]
+    for o in [o for o in body.ops if o.name == "ring_read"]:
+        body.ops.remove(o)
+    with pytest.raises(VerificationError, match="a pipelined loop needs at least one load its ring copies"):
+        verify(fn)
+
+
+def test_codegen_lowers_each_ring_op():
+    """The PTX of the explicit ring: two prologue groups, the wait for stage i, the copies of i+2 (16-byte
+    cp.async.cg, one source size per guard), and the drain after the loop."""
+    import kernelc
+    ck = kernelc.compile(mm_plain, MM_PTR_SIG, CX, target="sm_80", num_warps=4, num_stages=3,
+                         divisibility={"a_ptr": 16, "b_ptr": 16, "c_ptr": 16})
+    ptx = ck.asm["ptx"]
+    assert ptx.count("cp.async.commit_group;") == 3  # two prologue groups + one per iteration
+    assert "cp.async.wait_group 1;" in ptx and ptx.count("cp.async.wait_all;") == 1
+    assert "cp.async.cg.shared.global" in ptx and "ldmatrix" in ptx
+    kinds = [a for a in ck.reports["memory_accesses"] if a["kind"] == "load (cp.async pipelined)"]
+    assert sorted(a["line"] for a in kinds) == [32, 33] and all(a["vector_bytes"] == 16 for a in kinds)
+
+
+import kernelc  # noqa: E402
+import kernelc.language as kl  # noqa: E402
+
+
+@kernelc.jit
+def mm_pointer_loop(a_ptr, b_ptr, c_ptr, K, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr):
+    rm = kl.arange(0, BM)
+    rn = kl.arange(0, BN)
+    rk = kl.arange(0, BK)
+    pa = a_ptr + rm[:, None] * K + rk[None, :]
+    pb = b_ptr + rk[:, None] * BN + rn[None, :]
+    acc = kl.zeros((BM, BN), dtype=kl.float32)
+    for k in kl.range(0, K, BK):
+        acc = kl.dot(kl.load(pa), kl.load(pb), acc)
+        pa += BK
+        pb += BK * BN
+    kl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+
+@kernelc.jit
+def qk_loop(q_ptr, k_ptr, o_ptr, N, BM: kl.constexpr, BN: kl.constexpr, D: kl.constexpr):
+    rm = kl.arange(0, BM)
+    rn = kl.arange(0, BN)
+    rd = kl.arange(0, D)
+    q = kl.load(q_ptr + rm[:, None] * D + rd[None, :])
+    acc = kl.zeros((BM, BN), dtype=kl.float32)
+    for n in kl.range(0, N, BN):
+        k = kl.load(k_ptr + rd[:, None] * N + (n + rn)[None, :])
+        acc += kl.dot(q, k)
+    kl.store(o_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+
+def test_a_loop_invariant_dot_operand_is_staged_before_the_ring():
+    """q is loaded once before the loop: ``stage_operand`` stores it to shared memory (then a barrier)
+    ahead of the ring, and the dot reads the staged copy; only k goes through the ring."""
+    sig = {"q_ptr": "*fp16", "k_ptr": "*fp16", "o_ptr": "*fp32", "N": "i32"}
+    ir, fn, _ = _passes(qk_loop, sig, dict(BM=64, BN=64, D=32), target="sm_80", num_stages=2)
+    filecheck(ir["expand_cp_async_rings"], """
+        CHECK: [[Q:%\\d+]] = load {{.*}} : <64x32xfp16>
+        CHECK: [[SQ:%\\d+]] = stage_operand [[Q]] {operand='a'} : <64x32xfp16>
+        CHECK-NEXT: barrier
+        CHECK-NEXT: [[RK:%\\d+]] = ring_alloc {stages=2, operand='b'} : <32x64xfp16>
+        CHECK-NOT: ring_alloc
+        CHECK: async_wait_group {pending=0}
+        CHECK: [[K:%\\d+]] = ring_read [[RK]], {{%\\d+}} : <32x64xfp16>
+        CHECK: = dot [[SQ]], [[K]],
+    """)
+    verify(fn)
+
+
+@kernelc.jit
+def mm_mixed(a_desc, b_ptr, c_ptr, K, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr):
+    rn = kl.arange(0, BN)
+    rk = kl.arange(0, BK)
+    rm = kl.arange(0, BM)
+    acc = kl.zeros((BM, BN), dtype=kl.float32)
+    for k in kl.range(0, K, BK):
+        a = a_desc.load([0, k])
+        b = kl.load(b_ptr + (k + rk)[:, None] * BN + rn[None, :])
+        acc = kl.dot(a, b, acc)
+    kl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+
+def test_a_loop_with_both_rings_is_left_to_codegen():
+    """A from TMA, B from pointers: both rings share one pair of stage counters, which codegen's
+    PipelinedLoop still expands from the tags (docs/schedule-ir.md); the pass leaves the loop alone."""
+    sig = {"a_desc": "tensordesc<fp16[64, 32]>", "b_ptr": "*fp16", "c_ptr": "*fp32", "K": "i32"}
+    div = {"a_desc": 16, "b_ptr": 16, "c_ptr": 16}
+    ir, fn, _ = _passes(mm_mixed, sig, CX, div=div)
+    assert ir["expand_cp_async_rings"] == ir["schedule_wgmma"]
+    filecheck(ir["expand_cp_async_rings"], """
+        CHECK: = scf.for {{.*}} {pipeline={stages=3, lookahead=2}}
+        CHECK: = descriptor_load {{.*}}pipeline={ring='tma'}}
+        CHECK: = load {{.*}}pipeline={ring='cp.async', vec=8}}
+    """)
+    ck = kernelc.compile(mm_mixed, sig, CX, target="sm_90a", num_warps=4, num_stages=3, divisibility=div)
+    ptx = ck.asm["ptx"]
+    assert "cp.async.wait_group 1;" in ptx and "mbarrier.try_wait" in ptx and "cp.async.bulk.tensor" in ptx
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_gpu_both_rings_in_one_loop(stages):
+    """On a Hopper GPU: the loop with a TMA ring (A) and a cp.async ring (B) against torch."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("needs an sm_90 GPU")
+    from kernelc import TensorDescriptor
+    from kernelc.runtime.launcher import get_state
+    get_state(mm_mixed)["cache"].clear()  # KERNELC_AUTO_TMA is read at compile time
+    K = 32 * 9  # more iterations than stages, and not a multiple of the ring
+    a = torch.randn(64, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, 64, device="cuda", dtype=torch.float16)
+    c = torch.empty(64, 64, device="cuda", dtype=torch.float32)
+    ck = mm_mixed[(1,)](TensorDescriptor.from_tensor(a, [64, 32]), b, c, K, BM=64, BN=64, BK=32, num_warps=4,
+                        num_stages=stages)
+    torch.cuda.synchronize()
+    assert "ring='cp.async'" in ck.asm["tir"] and "ring='tma'" in ck.asm["tir"]
+    torch.testing.assert_close(c, a.float() @ b.float(), atol=1e-2, rtol=1e-2)
