@@ -18,6 +18,7 @@ from ..ir.core import Block, Function, Op, Value, users
 from ..ir.ops import OPS
 from ..target_rules import wgmma_eligible
 from .axis_info import AxisAnalysis
+from .sector_cost import SECTOR_BYTES, global_sectors
 
 # Ops whose result can be recomputed per layout (no memory traffic, no cross-thread work).
 REMATERIALIZABLE = {"constant", "arange", "splat", "broadcast", "expand_dims", "reshape", "trans", "cast",
@@ -109,7 +110,6 @@ class LayoutAssigner:
         """A vector atomic keeps its value's layout (an MMA accumulator: fp32 pairs along the row) when
         that already gives vectors and the sectors a conversion to ``coalesced`` would save do not pay
         for it (the store cost model of passes/coalesce.py)."""
-        from .coalesce import SECTOR_BYTES, global_sectors
         from ..shared_layouts import vector_elems
         cur = self.plan.get(op.operands[1])
         if cur is None or cur == coalesced:
