@@ -270,13 +270,15 @@ def _diff_pairs(a: tree.Profile, b: tree.Profile, specs: list[str] | None, err: 
             raise _Fail(f"{a.label} and {b.label} have no metric in common; nothing to compare")
     pairs: list[tuple[M.Metric, M.Metric]] = []
     seen: set[str] = set()
+    # notes wait until it is known whether the diff can go ahead: if not, the one error line says why
+    notes: list[str] = []
     for spec in wanted:
         ma, mb = _try(spec, cat_a, a), _try(spec, cat_b, b)
         if ma is None and mb is None:
             M.resolve(spec, cat_a, a.raw_names)  # raises the one-line error with close matches
         if ma is None or mb is None:
             missing = a.label if ma is None else b.label
-            _note(err, f"{spec!r} is left out of the diff: {missing} does not have it")
+            notes.append(f"{spec!r} is left out of the diff: {missing} does not have it")
             continue
         if ma.name in seen:
             continue
@@ -287,11 +289,14 @@ def _diff_pairs(a: tree.Profile, b: tree.Profile, specs: list[str] | None, err: 
         for prof in (a, b):
             usable, note = M.util_note(prof.device_info)
             if note:
-                _note(err, f"{prof.label}: {note}")
+                notes.append(f"{prof.label}: {note}")
             if not usable:
                 pairs = [p for p in pairs if p[0].kind != "util"]
     if not pairs:
-        raise _Fail(f"none of the metrics {', '.join(wanted)} exist in both {a.label} and {b.label}")
+        why = f" ({'; '.join(notes)})" if notes else ""
+        raise _Fail(f"none of the metrics {', '.join(wanted)} exist in both {a.label} and {b.label}{why}")
+    for n in notes:
+        _note(err, n)
     return pairs
 
 

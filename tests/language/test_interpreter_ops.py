@@ -451,9 +451,10 @@ def test_fneg_and_tanh():
 def test_every_op_is_implemented():
     from kernelc.compiler.ir.ops import OPS
     from kernelc.runtime.interpreter import builder
-    # region ops and the multi-result split are built through their own builder methods
-    ops = {n for n, d in OPS.items() if d.category != "control" and n not in ("reduce", "scan", "split",
-                                                                               "map_elementwise")}
+    # region ops and the multi-result split are built through their own builder methods; "ring" ops are
+    # written by a tile pass after scheduling (passes/cp_async_rings.py), which the interpreter never runs
+    ops = {n for n, d in OPS.items() if d.category not in ("control", "ring")
+           and n not in ("reduce", "scan", "split", "map_elementwise")}
     assert hasattr(builder.InterpreterBuilder, "map_elementwise")
     assert ops - set(builder._IMPLS) == set()
 

@@ -102,6 +102,11 @@ def test_diff_with_different_metric_sets(viewer):
     # neither profile has it: an error, not a silent empty table
     status, out, err = viewer("--diff-profile", "kprof_other.hatchet", "-m", "tflop16/s", "kprof_small.hatchet")
     assert status == 1 and "none of the metrics" in err
+    # and the error is the one line on stderr, with the reason in it, not a note followed by an error (the
+    # hypothesis fuzzer's find: a profile without the metric diffed against one with it)
+    assert err.strip().splitlines() == [
+        "kprof-viewer: error: none of the metrics tflop16/s exist in both kprof_small.hatchet and "
+        "kprof_other.hatchet ('tflop16/s' is left out of the diff: kprof_other.hatchet does not have it)"]
 
 
 def test_diff_with_proton_profile(viewer):
