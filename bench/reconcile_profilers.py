@@ -147,6 +147,18 @@ def _scope_fn(prof):
     return lambda name: contextlib.nullcontext()
 
 
+def _enable_kinds(cupti, kinds):
+    """Enable ``kinds``; the returned stop() flushes and disables them (the two floors' shared tail)."""
+    for kind in kinds:
+        cupti.activity_enable(kind)
+
+    def stop():
+        cupti.activity_flush_all(1)
+        for kind in kinds:
+            cupti.activity_disable(kind)
+    return stop
+
+
 def _start(prof, out):
     """Start ``prof`` writing to ``out`` (no suffix); returns a stop function."""
     if prof in KPROF_VARIANTS:
@@ -184,14 +196,7 @@ def _start(prof, out):
             size = _BUFFER[0] or (8 << 20)
             cupti.activity_register_callbacks(lambda: (size, 0), lambda activities: None)
             _FLOOR_REGISTERED.append(True)
-        for kind in kinds:
-            cupti.activity_enable(kind)
-
-        def stop():
-            cupti.activity_flush_all(1)
-            for kind in kinds:
-                cupti.activity_disable(kind)
-        return stop
+        return _enable_kinds(cupti, kinds)
     if prof == "floor-raw":
         from cupti import cupti
 
@@ -205,14 +210,7 @@ def _start(prof, out):
             raw = cupti_raw.RawBuffers(lib, _BUFFER[0] or (8 << 20), 0, lambda: raw.take())
             raw.register()
             _FLOOR_REGISTERED.append(raw)
-        for kind in kinds:
-            cupti.activity_enable(kind)
-
-        def stop():
-            cupti.activity_flush_all(1)
-            for kind in kinds:
-                cupti.activity_disable(kind)
-        return stop
+        return _enable_kinds(cupti, kinds)
     if prof == "cupti":
         return _raw_cupti(out + ".cupti.json")
     return lambda: None
