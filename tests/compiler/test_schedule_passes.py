@@ -182,6 +182,22 @@ def test_tma_tiles_outside_a_ring_are_read_in_place_only_by_dots():
     """)
 
 
+
+@pytest.mark.parametrize("BM,D", [(16, 128), (32, 64)])
+def test_a_tma_tile_that_an_mma_sync_dot_reads_is_not_read_in_place(BM, D):
+    # K feeds a wgmma dot (K Q^T, 128 rows) and an mma.sync one (BM rows < 64 at 8 warps): only wgmma reads
+    # a TMA tile in place (H100, 2026-11-27: ldmatrix from the swizzled tile gave wrong dq / faulted)
+    from tests.compiler.tma_kernels import wgmma_then_mma_sync
+    sig = {"k_desc": f"tensordesc<fp16[128, {D}]>", "q_desc": f"tensordesc<fp16[{BM}, {D}]>", "out_ptr": "*fp32"}
+    ir, _, _ = _passes(wgmma_then_mma_sync, sig, dict(BN=128, BM=BM, D=D, ATOMIC=False), num_warps=8,
+                       div={"k_desc": 16, "q_desc": 16, "out_ptr": 16})
+    filecheck(ir["schedule_pipelines"], f"""
+        CHECK: [[K:%\\d+]] = descriptor_load {{{{.*}}}}tma=True}} : <128x{D}xfp16>
+        CHECK: = descriptor_load {{{{.*}}}}tma=True, in_place=True}} : <{BM}x{D}xfp16>
+        CHECK: = dot [[K]],
+        CHECK: = dot {{{{%\\d+}}}}, [[K]],
+    """)
+
 def test_lower_descriptors_tags_what_tma_takes_and_codegen_trusts_the_tag():
     ir, fn, ctx = _passes(mm_loop, MM_DESC_SIG, dict(BM=128, BN=128, BK=64, WS=False), div=MM_DESC_DIV)
     filecheck(ir["hoist_descriptors"], """

@@ -132,3 +132,19 @@ def made_desc_batched_copy(x_ptr, y_ptr, M, N, stride_b, BM: kl.constexpr, BN: k
     src = kl.make_tensor_descriptor(x_ptr + b * stride_b, [M, N], [N, 1], [BM, BN])
     dst = kl.make_tensor_descriptor(y_ptr + b * stride_b, [M, N], [N, 1], [BM, BN])
     dst.store([kl.program_id(0) * BM, kl.program_id(1) * BN], src.load([kl.program_id(0) * BM, kl.program_id(1) * BN]))
+
+
+@kernelc.jit
+def wgmma_then_mma_sync(k_desc, q_desc, out_ptr, BN: kl.constexpr, BM: kl.constexpr, D: kl.constexpr,
+                        ATOMIC: kl.constexpr):
+    """The attention backward's dQ step in miniature: sT = K Q^T on wgmma ([BN, BM]); dq = sT^T K, a dot of
+    BM < 64 rows (mma.sync) whose B operand is the same TMA tile K. Stored or atomically added."""
+    k = k_desc.load([0, 0])
+    q = q_desc.load([0, 0])
+    sT = kl.dot(k, q.T).to(kl.float16)
+    dq = kl.dot(kl.trans(sT), k)
+    offs = kl.arange(0, BM)[:, None] * D + kl.arange(0, D)[None, :]
+    if ATOMIC:
+        kl.atomic_add(out_ptr + offs, dq, sem="relaxed")
+    else:
+        kl.store(out_ptr + offs, dq)

@@ -178,7 +178,10 @@ def schedule_pipelines(fn: Function, ctx) -> Function:
         res = op.results[0]
         readers = in_place_readers(uses, res)
         elt = scalar_of(res.type)
-        if readers and all(d.name == "dot" and i in (0, 1) and
+        # only wgmma reads a TMA tile in place: an mma.sync dot (M below a warpgroup's rows) reading the
+        # swizzled tile through ldmatrix got wrong values and faulted on an H100 (2026-11-27, the attention
+        # backward's atomic dQ, tests/gpu/test_gpu_tma.py::test_mma_sync_reader_of_a_tma_tile)
+        if readers and all(d.name == "dot" and i in (0, 1) and id(d) in f.plan.wgmma and
                            smem_servable(f, d, i, operand_orientation(i == 0, via is not None), elt)
                            for d, i, via in readers):
             op.attrs["in_place"] = True
