@@ -183,19 +183,31 @@ def test_tma_tiles_outside_a_ring_are_read_in_place_only_by_dots():
 
 
 
-@pytest.mark.parametrize("BM,D", [(16, 128), (32, 64)])
-def test_a_tma_tile_that_an_mma_sync_dot_reads_is_not_read_in_place(BM, D):
-    # K feeds a wgmma dot (K Q^T, 128 rows) and an mma.sync one (BM rows < 64 at 8 warps): only wgmma reads
-    # a TMA tile in place (H100, 2026-11-27: ldmatrix from the swizzled tile gave wrong dq / faulted)
+@pytest.mark.parametrize("BM,D,num_warps", [(16, 128, 8), (32, 64, 8), (64, 64, 4)])
+def test_a_tma_tile_two_dots_read_in_different_orientations_is_not_read_in_place(BM, D, num_warps):
+    # K is wgmma's A in K Q^T (K-major) and the B of sT^T K (N-major; mma.sync below 64 rows at 8 warps,
+    # wgmma at 64 rows and 4 warps): codegen keeps one view per value, so K goes through registers
+    # (H100, 2026-11-27: in place, dq was wrong by its own size or the kernel faulted)
     from tests.compiler.tma_kernels import wgmma_then_mma_sync
     sig = {"k_desc": f"tensordesc<fp16[128, {D}]>", "q_desc": f"tensordesc<fp16[{BM}, {D}]>", "out_ptr": "*fp32"}
-    ir, _, _ = _passes(wgmma_then_mma_sync, sig, dict(BN=128, BM=BM, D=D, ATOMIC=False), num_warps=8,
+    ir, _, _ = _passes(wgmma_then_mma_sync, sig, dict(BN=128, BM=BM, D=D, ATOMIC=False), num_warps=num_warps,
                        div={"k_desc": 16, "q_desc": 16, "out_ptr": 16})
     filecheck(ir["schedule_pipelines"], f"""
         CHECK: [[K:%\\d+]] = descriptor_load {{{{.*}}}}tma=True}} : <128x{D}xfp16>
         CHECK: = descriptor_load {{{{.*}}}}tma=True, in_place=True}} : <{BM}x{D}xfp16>
         CHECK: = dot [[K]],
         CHECK: = dot {{{{%\\d+}}}}, [[K]],
+    """)
+
+
+def test_an_mma_sync_dot_reads_its_only_tma_operand_in_place():
+    from tests.compiler.tma_kernels import mma_sync_reads_tma_b
+    sig = {"a_ptr": "*fp16", "k_desc": "tensordesc<fp16[128, 128]>", "out_ptr": "*fp32"}
+    ir, _, _ = _passes(mma_sync_reads_tma_b, sig, dict(BN=128, BM=16, D=128), num_warps=8,
+                       div={"a_ptr": 16, "k_desc": 16, "out_ptr": 16})
+    filecheck(ir["schedule_pipelines"], """
+        CHECK: [[K:%\\d+]] = descriptor_load {{.*}}tma=True, in_place=True} : <128x128xfp16>
+        CHECK: = dot {{%\\d+}}, [[K]],
     """)
 
 def test_lower_descriptors_tags_what_tma_takes_and_codegen_trusts_the_tag():

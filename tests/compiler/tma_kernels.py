@@ -148,3 +148,12 @@ def wgmma_then_mma_sync(k_desc, q_desc, out_ptr, BN: kl.constexpr, BM: kl.conste
         kl.atomic_add(out_ptr + offs, dq, sem="relaxed")
     else:
         kl.store(out_ptr + offs, dq)
+
+
+@kernelc.jit
+def mma_sync_reads_tma_b(a_ptr, k_desc, out_ptr, BN: kl.constexpr, BM: kl.constexpr, D: kl.constexpr):
+    """out = A K with A [BM, BN] from pointers and K [BN, D] a TMA tile, one reader: with BM rows below a
+    warpgroup's the dot is mma.sync, which reads K in place (N-major, ldmatrix.trans)."""
+    a = kl.load(a_ptr + kl.arange(0, BM)[:, None] * BN + kl.arange(0, BN)[None, :])
+    out = kl.dot(a, k_desc.load([0, 0]))
+    kl.store(out_ptr + kl.arange(0, BM)[:, None] * D + kl.arange(0, D)[None, :], out)

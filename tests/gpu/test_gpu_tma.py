@@ -11,7 +11,7 @@ from kernelc import TensorDescriptor  # noqa: E402
 
 from examples.kernels import matmul_tma as MM  # noqa: E402
 from tests.compiler.tma_kernels import (copy2d, copy3d, copy_rows, load_tile, matmul_bt, qk_sum,  # noqa: E402
-                                       wgmma_then_mma_sync)
+                                       mma_sync_reads_tma_b, wgmma_then_mma_sync)
 
 
 def _hopper():
@@ -145,8 +145,8 @@ def test_out_of_bounds_reads_take_the_padding(padding):
 
 @pytest.mark.parametrize("atomic", [False, True])
 @pytest.mark.parametrize("BM,D,num_warps", [(16, 128, 8), (32, 64, 8), (16, 128, 4), (64, 64, 4)])
-def test_mma_sync_reader_of_a_tma_tile(BM, D, num_warps, atomic):
-    """A TMA tile read by a wgmma dot and by an mma.sync dot (the attention backward's atomic dQ step):
+def test_tma_tile_read_by_two_dots(BM, D, num_warps, atomic):
+    """A TMA tile read by two dots in different orientations (the attention backward's atomic dQ step):
     wrong by the size of the result, or a fault, on an H100 on 2026-11-27 while it was read in place."""
     torch.manual_seed(0)
     k = torch.randn(128, D, device="cuda", dtype=torch.float16) / 4
@@ -158,3 +158,15 @@ def test_mma_sync_reader_of_a_tma_tile(BM, D, num_warps, atomic):
                               out, BN=128, BM=BM, D=D, ATOMIC=atomic, num_warps=num_warps)
     torch.cuda.synchronize()
     torch.testing.assert_close(out, want, rtol=2e-3, atol=2e-2)
+
+
+def test_mma_sync_reads_its_tma_operand_in_place():
+    torch.manual_seed(0)
+    a = torch.randn(16, 128, device="cuda", dtype=torch.float16) / 4
+    k = torch.randn(128, 128, device="cuda", dtype=torch.float16) / 4
+    out = torch.empty(16, 128, device="cuda", dtype=torch.float32)
+    ck = mma_sync_reads_tma_b[(1,)](a, TensorDescriptor.from_tensor(k, [128, 128]), out, BN=128, BM=16, D=128,
+                                    num_warps=8)
+    torch.cuda.synchronize()
+    assert "HMMA" in ck.asm["sass"] and "UTMALDG" in ck.asm["sass"]
+    torch.testing.assert_close(out, a.float() @ k.float(), rtol=2e-3, atol=2e-2)

@@ -178,17 +178,27 @@ def schedule_pipelines(fn: Function, ctx) -> Function:
         res = op.results[0]
         readers = in_place_readers(uses, res)
         elt = scalar_of(res.type)
-        # only wgmma reads a TMA tile in place: an mma.sync dot (M below a warpgroup's rows) reading the
-        # swizzled tile through ldmatrix got wrong values and faulted on an H100 (2026-11-27, the attention
-        # backward's atomic dQ, tests/gpu/test_gpu_tma.py::test_mma_sync_reader_of_a_tma_tile)
-        if readers and all(d.name == "dot" and i in (0, 1) and id(d) in f.plan.wgmma and
+        if readers and all(d.name == "dot" and i in (0, 1) and
                            smem_servable(f, d, i, operand_orientation(i == 0, via is not None), elt)
-                           for d, i, via in readers):
+                           for d, i, via in readers) and _one_orientation_per_view(op, readers):
             op.attrs["in_place"] = True
             for _, _, via in readers:
                 if via is not None:
                     via.attrs["in_place"] = True
     return fn
+
+
+def _one_orientation_per_view(load: Op, readers) -> bool:
+    """Whether the dots read each value (the loaded tile, or a trans view of it) in one orientation.
+    Codegen keeps one shared-memory view per value: a tile that one dot reads K-major and another N-major
+    (K as wgmma's A in K Q^T and as the B of dS^T K: the attention backward's atomic dQ) goes through
+    registers; read in place it gave wrong results on an H100 (2026-11-27, tests/gpu/test_gpu_tma.py)."""
+    seen = {}
+    for _, i, via in readers:
+        trans = operand_orientation(i == 0, via is not None)
+        if seen.setdefault((via or load).results[0].id, trans) != trans:
+            return False
+    return True
 
 
 def _schedule_loop(f: _Facts, op: Op) -> None:
