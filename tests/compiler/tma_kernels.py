@@ -157,3 +157,20 @@ def mma_sync_reads_tma_b(a_ptr, k_desc, out_ptr, BN: kl.constexpr, BM: kl.conste
     a = kl.load(a_ptr + kl.arange(0, BM)[:, None] * BN + kl.arange(0, BN)[None, :])
     out = kl.dot(a, k_desc.load([0, 0]))
     kl.store(out_ptr + kl.arange(0, BM)[:, None] * D + kl.arange(0, D)[None, :], out)
+
+
+@kernelc.jit
+def invariant_operand_two_roles(k_ptr, q_ptr, out_ptr, ITERS: kl.constexpr, BN: kl.constexpr, BM: kl.constexpr,
+                                D: kl.constexpr):
+    """The attention backward's atomic-dQ loop in miniature: K, loaded before the loop, is A of sT = K Q_i^T and
+    B of acc += sT^T K in every iteration (codegen stages a loop-invariant dot operand once: for one role)."""
+    rn = kl.arange(0, BN)
+    rm = kl.arange(0, BM)
+    rd = kl.arange(0, D)
+    k = kl.load(k_ptr + rn[:, None] * D + rd[None, :])
+    acc = kl.zeros((BM, D), dtype=kl.float32)
+    for i in range(ITERS):
+        q = kl.load(q_ptr + (i * BM + rm)[:, None] * D + rd[None, :])
+        sT = kl.dot(k, kl.trans(q)).to(kl.float16)
+        acc = kl.dot(kl.trans(sT), k, acc)
+    kl.store(out_ptr + rm[:, None] * D + rd[None, :], acc)

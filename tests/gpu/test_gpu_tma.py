@@ -11,7 +11,7 @@ from kernelc import TensorDescriptor  # noqa: E402
 
 from examples.kernels import matmul_tma as MM  # noqa: E402
 from tests.compiler.tma_kernels import (copy2d, copy3d, copy_rows, load_tile, matmul_bt, qk_sum,  # noqa: E402
-                                       mma_sync_reads_tma_b, wgmma_then_mma_sync)
+                                       invariant_operand_two_roles, mma_sync_reads_tma_b, wgmma_then_mma_sync)
 
 
 def _hopper():
@@ -170,3 +170,20 @@ def test_mma_sync_reads_its_tma_operand_in_place():
     torch.cuda.synchronize()
     assert "HMMA" in ck.asm["sass"] and "UTMALDG" in ck.asm["sass"]
     torch.testing.assert_close(out, a.float() @ k.float(), rtol=2e-3, atol=2e-2)
+
+
+@pytest.mark.parametrize("BM,D,num_warps", [(16, 128, 8), (32, 64, 8), (64, 64, 4), (64, 128, 8)])
+def test_loop_invariant_operand_read_in_two_roles(BM, D, num_warps):
+    """K is A of one dot and B of the other in every iteration; staged once for one role, the other dot read
+    that copy with the wrong orientation (the atomic-dQ attention backward on an H100, 2026-11-27)."""
+    torch.manual_seed(0)
+    k = torch.randn(128, D, device="cuda", dtype=torch.float16) / 4
+    q = torch.randn(3 * BM, D, device="cuda", dtype=torch.float16) / 4
+    want = torch.zeros(BM, D, device="cuda")
+    for i in range(3):
+        sT = (k.float() @ q[i * BM:(i + 1) * BM].float().T).half()
+        want += sT.T.float() @ k.float()
+    out = torch.empty(BM, D, device="cuda", dtype=torch.float32)
+    invariant_operand_two_roles[(1,)](k, q, out, ITERS=3, BN=128, BM=BM, D=D, num_warps=num_warps)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, want, rtol=2e-3, atol=5e-2)

@@ -292,7 +292,7 @@ def lower_descriptor_load(lw: Lowering, op):
         for dot, idx, via in consumers:
             trans = operand_orientation(idx == 0, via is not None)
             v = via.results[0] if via is not None else res
-            lw.smem_operands[v.id] = (sm, trans)
+            lw.smem_operands[v.id] = (sm, trans, idx == 0)
     else:
         L = lw.plan.get(res)
         lw.tiles[res.id] = Tile(L, read_tile(lw, sm, L, elt, ty.block_shape))

@@ -68,7 +68,9 @@ class Lowering:
         self.defs: Dict[int, Op] = {}
         self.smem = SharedMemory()
         self.persistent_tokens: Dict[str, int] = {}
-        self.smem_operands: Dict[int, object] = {}  # value id -> operand already staged in shared memory
+        # value id -> (shared view, trans[, staged as A]) of a dot operand in shared memory; (value id, as A)
+        # -> (view, trans) for a loop-invariant operand staged for that role (pipeline.stage_invariant_operands)
+        self.smem_operands: Dict[int, tuple] = {}
         self.rings: Dict[int, object] = {}  # ring_alloc value id -> its shared memory (codegen/pipeline.Ring)
         self.reports: Dict[str, list] = {"memory_accesses": [], "dots": []}  # facts for tools (analyzer)
         self.params: List[Tuple[str, str, str]] = []

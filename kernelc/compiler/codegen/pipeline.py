@@ -498,7 +498,7 @@ def stage_invariant_operands(lw: Lowering, op: Op) -> None:
             continue
         for idx in (0, 1):
             v = o.operands[idx]
-            if v.id in inner or v.id in lw.smem_operands or not lw.is_tile(v):
+            if v.id in inner or v.id in lw.smem_operands or (v.id, idx == 0) in lw.smem_operands or not lw.is_tile(v):
                 continue
             elt = scalar_of(v.type)
             if elt.name not in MMA_SHAPES:
@@ -511,7 +511,8 @@ def stage_invariant_operands(lw: Lowering, op: Op) -> None:
             tok = lw.persistent(geom.nbytes)
             sm = geom.at(tok)
             store_operand(lw, t, llty(elt), elt.itemsize, sm, *_dims(idx == 0, trans))
-            lw.smem_operands[v.id] = (sm, trans)
+            # keyed by role: a K that is one dot's A and another's B is staged once for each
+            lw.smem_operands[(v.id, idx == 0)] = (sm, trans)
             staged = True
     if staged:
         if any(id(o) in lw.plan.wgmma for o in body.ops):
@@ -638,7 +639,7 @@ def lower_stage_operand(lw: Lowering, op: Op) -> None:
     geom = operand_geometry(is_a, trans, mn, k, elt.itemsize)
     sm = geom.at(lw.persistent(geom.nbytes))
     store_operand(lw, t, llty(elt), elt.itemsize, sm, *_dims(is_a, trans))
-    lw.smem_operands[res.id] = (sm, trans)
+    lw.smem_operands[res.id] = (sm, trans, is_a)
 
 
 @rule("ring_read")
