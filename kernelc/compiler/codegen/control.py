@@ -7,8 +7,7 @@ from ...language.dtypes import scalar_of, shape_of
 from .elementwise import constant
 from .emitter import llty
 from .lowering import Lowering, Tile, rule
-from .pipeline import (PipelinedLoop, async_dots, pipeline_of, report_pipeline, stage_invariant_operands,
-                       wait_accumulators)
+from .pipeline import async_dots, report_pipeline, stage_invariant_operands, wait_accumulators
 
 
 def _carried_layouts(lw: Lowering, values):
@@ -42,12 +41,9 @@ def lower_for(lw: Lowering, op):
     for v, L in zip(inits, layouts):
         init_flat.append(lw.flat(v, L))
     stage_invariant_operands(lw, op)
+    pipe = pplan = None
     if lw.ws is not None and lw.ws.loop is op:  # its producer warp was emitted at the kernel's entry
         pipe, pplan = lw.ws.pipe, lw.ws.plan
-    else:
-        pplan = pipeline_of(lw, op)  # the TMA ring passes/schedule.py wrote down, if any
-        pipe = PipelinedLoop(lw, pplan) if pplan is not None else None
-    if pplan is not None:
         report_pipeline(lw, pplan)
     extra = []
     if pipe is not None:
@@ -104,7 +100,7 @@ def lower_for(lw: Lowering, op):
     if pipe is not None:
         pipe.before_yield(yld)
         pipe.iteration_end()
-    elif op.attrs.get("pipeline"):  # a cp.async ring (explicit ops): deferred dots are complete here too
+    elif op.attrs.get("pipeline"):  # a ring as explicit ops: deferred dots are complete here too
         lw.wgmma_groups.complete_all()
     yflat = [lw.flat(v, L)[1] for v, L in zip(yld.operands, layouts)] + [extra_next]
     nxt = e.val(f"add {iv_ty} {iv}, {step}")

@@ -35,7 +35,7 @@ from ..ir.core import Op, Value
 from ..passes.schedule_ir import loop_path
 from . import tma as T
 from .lowering import Lowering
-from .pipeline import PipelinedLoop, _eval_chain, _issue_tma, pipeline_of, prefetch_tensor_maps
+from .pipeline import ConsumerLoop, _eval_chain, _issue_tma, pipeline_of, prefetch_tensor_maps
 
 CONSUMER_BARRIER = 1  # named barrier id of the consumers' CTA barriers (0 is __syncthreads)
 # Two consumer warpgroups: ptxas sizes registers for the launched warps rounded up to whole warpgroups, so
@@ -96,7 +96,7 @@ def emit_split(lw: Lowering, ws: WarpSpecialization) -> None:
     e = lw.e
     plan = ws.plan
     S = plan.S
-    ws.pipe = PipelinedLoop(lw, plan, ws)
+    ws.pipe = ConsumerLoop(lw, plan, ws)
     ws.pipe.tma_buffers()
     pool = T.BarrierPool.of(lw)
     tok, off = pool.take(2 * S)
@@ -157,7 +157,7 @@ def _producer_loops(lw: Lowering, ws: WarpSpecialization, depth: int) -> None:
         cur = {i: x for i, x in zip(carried_idx, extras[2:])}
         T.mbarrier_wait(lw, ws.empty(stage), e.val(f"xor i32 {phase}, 1"))
         offsets, nxt = _eval_chain(lw, plan, iv, cur)
-        _issue_tma(lw, plan, offsets, stage, None, ws.bars, pred="true")
+        _issue_tma(lw, plan, offsets, stage, ws.bars, "true")
         inc = e.val(f"add i32 {stage}, 1")
         wrap = e.val(f"icmp eq i32 {inc}, {S}")
         return [e.val(f"select i1 {wrap}, i32 0, i32 {inc}"),

@@ -142,6 +142,35 @@ for op in [
           doc="the tile stored once to shared memory, laid out as dot operand 'a' or 'b', read there in place"),
     OpDef("ring_read", (2, 2), pure=False, category="ring",
           doc="ring, stage (i32) -> the stage's tile, read in place by a tensor-core dot"),
+    # The TMA ring of a pipelined loop as explicit ops (passes/tma_rings.py, docs/schedule-ir.md): the
+    # ring's stages, one mbarrier per stage that the copies complete on, the phase parity as IR arithmetic.
+    OpDef("tma_ring_alloc", (1, 1), ("stages", "operand", "transposed"), pure=False, category="ring",
+          doc="desc -> a shared-memory ring of `stages` TMA boxes of the descriptor's block, read in place as "
+              "dot operand 'a' or 'b' (transposed: through a 2-D trans, the result's type); source: the "
+              "descriptor_load it stands for (file:line:col), listed in the kernel's memory-access report",
+          optional_attrs=("source",)),
+    OpDef("mbarrier_alloc", (0, 0), ("count",), pure=False, category="ring",
+          doc="`count` mbarriers (8 bytes each) in shared memory; the i64 result names the group"),
+    OpDef("mbarrier_at", (2, 2), category="ring",
+          doc="barrier group, index (i32) -> the shared-memory address (i32) of barrier `index`"),
+    OpDef("elect_one", (0, 0), category="ring", doc="i1: true in the one thread that drives the copy engine"),
+    OpDef("mbarrier_init", (2, 2), ("count",), pure=False, results=0, category="ring",
+          doc="barrier, pred (i1): where pred, initialise the barrier to expect `count` arrivals"),
+    OpDef("fence_mbarrier_init", (0, 0), pure=False, results=0, category="ring",
+          doc="make initialised barriers visible to the copy engine"),
+    OpDef("prefetch_tensormaps", (2, -1), pure=False, results=0, category="ring",
+          doc="descs..., pred (i1): where pred, bring the descriptors' tensor maps into the TMA unit's cache"),
+    OpDef("mbarrier_expect_tx", (2, 2), ("bytes",), pure=False, results=0, category="ring",
+          doc="barrier, pred (i1): where pred, arrive once and announce `bytes` of copies completing on it"),
+    OpDef("tma_copy_to_ring", (4, -1), pure=False, results=0, category="ring",
+          doc="ring, stage (i32), barrier, pred (i1), offsets (i32, outermost first): where pred, TMA-copy the "
+              "descriptor's block at the offsets into the stage, completing on the barrier"),
+    OpDef("mbarrier_wait", (2, 2), pure=False, results=0, category="ring",
+          doc="barrier, parity (i32): wait until the barrier's phase with that parity has completed"),
+    OpDef("mbarrier_inval", (2, 2), pure=False, results=0, category="ring",
+          doc="barrier, pred (i1): where pred, invalidate the barrier (it may be initialised again)"),
+    OpDef("ring_free", (1, 1), pure=False, results=0, category="ring",
+          doc="the ring's shared memory may hold later buffers: every copy into it landed, its readers are done"),
     # Structured control flow (compiled code only; the interpreter runs Python control flow).
     OpDef("scf.for", (3, -1), results=-1, regions=1, pure=False, category="control",
           doc="lb, ub, step, inits...; body block args (iv, carried...)",
