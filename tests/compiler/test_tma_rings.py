@@ -28,8 +28,8 @@ def test_a_tma_ring_becomes_explicit_ops():
         CHECK-NEXT: = dot [[A]], [[B]],
     """)
     filecheck(ir["expand_tma_rings"], """
-        CHECK: [[RA:%\\d+]] = tma_ring_alloc %0 {stages=3, operand='a', source='{{.*}}test_warp_specialize.py:131:{{\\d+}}'} : <128x64xfp16>
-        CHECK-NEXT: [[RB:%\\d+]] = tma_ring_alloc %1 {stages=3, operand='b', source='{{.*}}test_warp_specialize.py:131:{{\\d+}}'} : <64x128xfp16>
+        CHECK: [[RA:%\\d+]] = tma_ring_alloc %0 {stages=3, operand='a'} : <128x64xfp16>
+        CHECK-NEXT: [[RB:%\\d+]] = tma_ring_alloc %1 {stages=3, operand='b'} : <64x128xfp16>
         CHECK-NEXT: [[BARS:%\\d+]] = mbarrier_alloc {count=3} : i64
         CHECK-NEXT: [[T0:%\\d+]] = elect_one : i1
         CHECK-NEXT: barrier
@@ -75,8 +75,8 @@ def test_a_tma_ring_becomes_explicit_ops():
         CHECK-NEXT: [[P:%\\d+]] = and [[E]], [[G]] : i1
         CHECK-NEXT: [[BW:%\\d+]] = mbarrier_at [[BARS]], [[WR]] : i32
         CHECK-NEXT: mbarrier_expect_tx [[BW]], [[P]] {bytes=32768}
-        CHECK-NEXT: tma_copy_to_ring [[RA]], [[WR]], [[BW]], [[P]],
-        CHECK-NEXT: tma_copy_to_ring [[RB]], [[WR]], [[BW]], [[P]],
+        CHECK-NEXT: tma_copy_to_ring [[RA]], [[WR]], [[BW]], [[P]], {{%\\d+}}, {{%\\d+}} {source='{{.*}}test_warp_specialize.py:131:{{\\d+}}'}
+        CHECK-NEXT: tma_copy_to_ring [[RB]], [[WR]], [[BW]], [[P]], {{%\\d+}}, {{%\\d+}} {source='{{.*}}test_warp_specialize.py:131:{{\\d+}}'}
         CHECK-NEXT: scf.yield [[D]], [[RN]], [[WN]], [[PN]]
         CHECK-NEXT: barrier
         CHECK-NEXT: [[TE:%\\d+]] = elect_one : i1
@@ -105,8 +105,8 @@ def test_a_tile_read_through_a_trans_is_a_transposed_ring():
     assert "ws=" not in ir["expand_tma_rings"]
     filecheck(ir["expand_tma_rings"], """
         CHECK: = descriptor_load %0, {{.*}}in_place=True
-        CHECK: [[RK:%\\d+]] = tma_ring_alloc %1 {stages=3, operand='b', transposed=True, {{.*}}} : <64x64xfp16>
-        CHECK-NEXT: [[RV:%\\d+]] = tma_ring_alloc %2 {stages=3, operand='b', {{.*}}} : <64x64xfp16>
+        CHECK: [[RK:%\\d+]] = tma_ring_alloc %1 {stages=3, operand='b', transposed=True} : <64x64xfp16>
+        CHECK-NEXT: [[RV:%\\d+]] = tma_ring_alloc %2 {stages=3, operand='b'} : <64x64xfp16>
         CHECK: prefetch_tensormaps %1, %2, {{%\\d+}}
         CHECK: mbarrier_expect_tx {{%\\d+}}, {{%\\d+}} {bytes=16384}
         CHECK: [[K:%\\d+]] = ring_read [[RK]], [[RD:%\\d+]] : <64x64xfp16>
@@ -128,7 +128,7 @@ def test_a_loop_with_both_rings_shares_one_pair_of_counters(monkeypatch):
     assert ir["expand_cp_async_rings"] == ir["schedule_wgmma"]  # left to expand_tma_rings
     filecheck(ir["expand_tma_rings"], """
         CHECK: [[RB:%\\d+]] = ring_alloc {stages=3, operand='b'} : <32x64xfp16>
-        CHECK-NEXT: [[RA:%\\d+]] = tma_ring_alloc %0 {stages=3, operand='a', {{.*}}} : <64x32xfp16>
+        CHECK-NEXT: [[RA:%\\d+]] = tma_ring_alloc %0 {stages=3, operand='a'} : <64x32xfp16>
         CHECK-NEXT: [[BARS:%\\d+]] = mbarrier_alloc {count=3} : i64
         CHECK: async_copy [[RB]], [[S0:%\\d+]], {{%\\d+}}, {{%\\d+}} {vec=8}
         CHECK-NEXT: async_commit_group
@@ -147,7 +147,7 @@ def test_a_loop_with_both_rings_shares_one_pair_of_counters(monkeypatch):
         CHECK-NEXT: [[TB:%\\d+]] = ring_read [[RB]], [[RD]] : <32x64xfp16>
         CHECK: = dot [[TA]], [[TB]],
         CHECK-NEXT: barrier
-        CHECK: tma_copy_to_ring [[RA]], [[WR]],
+        CHECK: tma_copy_to_ring [[RA]], [[WR]], {{.*}} {source='{{.*}}test_cp_async_rings.py:222:{{\\d+}}'}
         CHECK-NEXT: scf.yield
         CHECK-NEXT: async_wait_all
         CHECK-NEXT: barrier
@@ -254,3 +254,6 @@ def test_codegen_lowers_each_tma_ring_op():
     assert "32768;" in ptx and ptx.count("prefetch.tensormap") == 2
     assert "mbarrier.try_wait.parity.shared::cta.b64" in ptx and "wgmma.mma_async" in ptx
     assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes") == 3 * 3
+    # the copies in the loop body put the loads they stand for in the memory-access report
+    pipelined = [r for r in ck.reports["memory_accesses"] if r["kind"] == "load (TMA pipelined)"]
+    assert [(r["line"], r["shape"], r["engine"]) for r in pipelined] == [(131, [128, 64], "tma"), (131, [64, 128], "tma")]

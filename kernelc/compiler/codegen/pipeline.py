@@ -439,9 +439,6 @@ class BarrierGroup:
 @rule("tma_ring_alloc")
 def lower_tma_ring_alloc(lw: Lowering, op: Op) -> None:
     desc, r = op.operands[0], op.results[0]
-    if op.attrs.get("source"):
-        file, line, col = op.attrs["source"].rsplit(":", 2)
-        report_tma(lw, _At(Loc(file, int(line), int(col))), "load (TMA pipelined)", desc.type)
     tm = tensor_map_of(lw, desc)
     is_a = op.attrs["operand"] == "a"
     trans = operand_orientation(is_a, op.attrs["transposed"])
@@ -502,6 +499,9 @@ def lower_mbarrier_expect_tx(lw: Lowering, op: Op) -> None:
 @rule("tma_copy_to_ring")
 def lower_tma_copy_to_ring(lw: Lowering, op: Op) -> None:
     ring = lw.rings[op.operands[0].id]
+    if op.attrs.get("source"):
+        file, line, col = op.attrs["source"].rsplit(":", 2)
+        report_tma(lw, _At(Loc(file, int(line), int(col))), "load (TMA pipelined)", ring.tmap.ty)
     stage, bar, pred = (lw.scalar(v) for v in op.operands[1:4])
     offs = [lw.scalar(v) for v in op.operands[4:]]
     base = ring.stage_base(lw, stage)

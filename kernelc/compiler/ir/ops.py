@@ -146,9 +146,7 @@ for op in [
     # ring's stages, one mbarrier per stage that the copies complete on, the phase parity as IR arithmetic.
     OpDef("tma_ring_alloc", (1, 1), ("stages", "operand", "transposed"), pure=False, category="ring",
           doc="desc -> a shared-memory ring of `stages` TMA boxes of the descriptor's block, read in place as "
-              "dot operand 'a' or 'b' (transposed: through a 2-D trans, the result's type); source: the "
-              "descriptor_load it stands for (file:line:col), listed in the kernel's memory-access report",
-          optional_attrs=("source",)),
+              "dot operand 'a' or 'b' (transposed: through a 2-D trans, the result's type)"),
     OpDef("mbarrier_alloc", (0, 0), ("count",), pure=False, category="ring",
           doc="`count` mbarriers (8 bytes each) in shared memory; the i64 result names the group"),
     OpDef("mbarrier_at", (2, 2), category="ring",
@@ -164,7 +162,9 @@ for op in [
           doc="barrier, pred (i1): where pred, arrive once and announce `bytes` of copies completing on it"),
     OpDef("tma_copy_to_ring", (4, -1), pure=False, results=0, category="ring",
           doc="ring, stage (i32), barrier, pred (i1), offsets (i32, outermost first): where pred, TMA-copy the "
-              "descriptor's block at the offsets into the stage, completing on the barrier"),
+              "descriptor's block at the offsets into the stage, completing on the barrier; source: the "
+              "descriptor_load it stands for (file:line:col), on the copy the memory-access report lists",
+          optional_attrs=("source",)),
     OpDef("mbarrier_wait", (2, 2), pure=False, results=0, category="ring",
           doc="barrier, parity (i32): wait until the barrier's phase with that parity has completed"),
     OpDef("mbarrier_inval", (2, 2), pure=False, results=0, category="ring",
