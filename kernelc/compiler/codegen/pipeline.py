@@ -6,223 +6,26 @@ ring (``ring_alloc``, ``async_copy``, ``async_commit_group``, ``async_wait_group
 ``fence_async_shared``, ``stage_operand``, ``ring_read``), ``passes/tma_rings.py`` a TMA ring and a loop
 with both (``tma_ring_alloc``, ``mbarrier_alloc``/``mbarrier_at``/``mbarrier_init``/``mbarrier_expect_tx``/
 ``mbarrier_wait``/``mbarrier_inval``, ``elect_one``, ``prefetch_tensormaps``, ``tma_copy_to_ring``,
-``ring_free``). The rules at the end of this module lower them one op at a time, keeping only the ring
-or barrier-group value -> shared memory map (``Lowering.rings``) and the ring_read value -> shared
-operand map the dots read (``Lowering.smem_operands``).
-
-**A warp-specialised loop** (``ws`` on the loop) is still expanded from the attributes
-``passes/schedule.py`` wrote: codegen/warp_specialize.py emits the producer warp's program (the loop's
-offset chain re-evaluated per iteration, ``passes/schedule_ir.address_chain``, and the copies), and
-``ConsumerLoop`` below is the consumers' side of the ring (wait on a stage's "full" barrier, the dots
-read it in place, release it on its "empty" barrier).
-Loop-invariant dot operands (attention's Q) of a loop without a cp.async or TMA ring are staged into
-shared memory once, before the loop (``stage_invariant_operands``).
+``ring_free``), ``passes/warp_regions.py`` the ring of a warp-specialised loop (the same ops, and those
+of codegen/warp_specialize.py). The rules at the end of this module lower them one op at a time,
+keeping only the ring or barrier-group value -> shared memory map (``Lowering.rings``) and the
+ring_read value -> shared operand map the dots read (``Lowering.smem_operands``).
+Loop-invariant dot operands (attention's Q) of a loop without a ring are staged into shared memory once,
+before the loop (``stage_invariant_operands``).
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 from ...language.dtypes import scalar_of, shape_of
 from ..ir.core import Loc, Op
-from ..passes.schedule_ir import address_chain, ringed_operands
 from . import tma as T
-from .descriptors import (free_regions, inside_loop, operand_orientation, report_tma, reuse_or_allocate,
-                          tensor_map_of)
+from .descriptors import free_regions, operand_orientation, report_tma, reuse_or_allocate, tensor_map_of
 from .dot import MMA_SHAPES, SmemOperand, _dims, operand_geometry, store_operand, choose_trans
 from .memory import report_access
 from .emitter import llty
 from .lowering import Lowering, rule
-from .wgmma import PingPong, tie_through_wait
-
-
-class _TmaLoad:
-    """A ``descriptor_load`` (TMA) feeding operand A/B of ``dot``, directly or through ``via`` (a 2-D trans)."""
-
-    def __init__(self, op: Op, dot: Op, is_a: bool, via: Optional[Op], trans: bool):
-        self.op, self.dot, self.is_a, self.via, self.trans = op, dot, is_a, via, trans
-        self.value = (via or op).results[0]  # what the dot reads
-        self.tmap = None
-        self.box = None
-        self.token = None
-        self.stage_bytes = 0
-
-
-class PipelinePlan:
-    """A warp-specialised loop's TMA ring as ``passes/schedule.py`` wrote it down (``pipeline``/``wgmma``)."""
-
-    def __init__(self, lw: Lowering, op: Op, stages: int, chain: List[Op], carried_idx: List[int],
-                 tma_loads: List[_TmaLoad]):
-        self.lw, self.op, self.S, self.chain, self.carried_idx = lw, op, stages, chain, carried_idx
-        self.tma_loads = tma_loads
-        # wgmma dots that stay in flight (one group) across iterations
-        self.async_dots = async_dots(op)
-
-
-def pipeline_of(lw: Lowering, op: Op) -> PipelinePlan:
-    """The TMA ring of the warp-specialised loop ``op`` as tagged in the IR (every other ring is ops by
-    now: passes/cp_async_rings.py, passes/tma_rings.py)."""
-    cp, tma = ringed_operands(op)
-    assert op.attrs.get("ws") and tma and not cp, "internal: a ring reached codegen unexpanded"
-    tma_loads = [_TmaLoad(src, dot, is_a, via, operand_orientation(is_a, via is not None))
-                 for src, dot, is_a, via in tma]
-    chain, carried_idx = address_chain(op, [], [t.op for t in tma_loads])
-    return PipelinePlan(lw, op, op.attrs["pipeline"]["stages"], chain, carried_idx, tma_loads)
-
-
-def report_pipeline(lw: Lowering, plan: PipelinePlan) -> None:
-    """Add the plan's pipelined loads to the kernel's memory-access report (for the analyzer)."""
-    for t in plan.tma_loads:
-        report_tma(lw, t.op, "load (TMA pipelined)", t.op.operands[0].type)
-
-
-def _eval_chain(lw: Lowering, plan: PipelinePlan, iv: str, carried_vals: Dict[int, str]):
-    """Lower the offset chain with the given bindings; returns (per-load offsets, advanced carried)."""
-    body = plan.op.regions[0]
-    lw.push_scope()
-    saved_s = dict(lw.scalars)
-    saved_t = dict(lw.tiles)
-    lw.scalars[body.args[0].id] = iv
-    for i in plan.carried_idx:
-        lw.scalars[body.args[1 + i].id] = carried_vals[i]  # warp_specialize: the carried offsets are scalars
-    for c in plan.chain:
-        if c.results:
-            lw.lower_scalar_op(c)  # warp_specialize: the offsets are computed from scalars
-    out = [[lw.scalar(v) for v in t.op.operands[1:]] for t in plan.tma_loads]  # element offsets, outermost first
-    yld = body.ops[-1]
-    advanced = {i: lw.scalar(yld.operands[i]) for i in plan.carried_idx}
-    lw.scalars = saved_s
-    lw.tiles = saved_t
-    lw.pop_scope()
-    return out, advanced
-
-
-def _issue_tma(lw: Lowering, plan: PipelinePlan, offsets, stage: str, bars, pred: str):
-    """Thread ``pred`` copies every TMA-pipelined tile of one iteration into ``stage``, completing on its
-    barrier."""
-    pool, tok, off = bars
-    bar = pool.address(tok, off, stage)
-    T.mbarrier_expect_tx(lw, bar, sum(t.box.nbytes for t in plan.tma_loads), pred)
-    e = lw.e
-    for t, offs in zip(plan.tma_loads, offsets):
-        base = e.val(f"add i32 {t.token}, {e.val(f'mul i32 {stage}, {t.stage_bytes}')}")
-        tmap = t.tmap.address(lw)
-        T.copy_tile_in(lw, t.box, tmap, base, bar, offs, pred)
-
-
-def prefetch_tensor_maps(lw: Lowering, plan: PipelinePlan, pred: Optional[str]) -> None:
-    """Bring the maps of the loop's copies into the TMA unit's cache ahead of the first copy."""
-    maps = {t.tmap.param: t.tmap for t in plan.tma_loads}
-    for param in sorted(maps):
-        T.prefetch_tensormap(lw, maps[param].address(lw), pred)
-
-
-class ConsumerLoop:
-    """The consumers' side of a warp-specialised loop's ring (codegen/warp_specialize.py fills it);
-    ``lower_for`` calls prologue / iteration_start / before_yield / iteration_end / finish."""
-
-    def __init__(self, lw: Lowering, plan: PipelinePlan, ws):
-        self.lw, self.plan, self.ws = lw, plan, ws
-        # a stage is released one iteration late when its wgmma group stays in flight
-        self.release_lag = plan.op.attrs["ws"]["release"] == "lagged"
-
-    def prologue(self, lb: str, ub: str, step: str, iv_ty: str, init_carried: Dict[int, object]):
-        """Nothing to prefetch (the producer does); the ring position (read stage, phase parity)
-        continues from where the previous run of this loop left it."""
-        lw = self.lw
-        e = lw.e
-        self.lb, self.ub, self.iv_ty = lb, ub, iv_ty
-        stage = e.val(f"load i32, ptr {self.ws.stage_ptr}")
-        phase = e.val(f"load i32, ptr {self.ws.phase_ptr}")
-        self.pingpong = PingPong(lw) if self.plan.op.attrs["ws"].get("pingpong") else None
-        if self.pingpong is not None:
-            self.pingpong.before_loop()
-        return [("i32", stage), ("i32", "0"), ("i32", phase)]  # read stage, (unused) write stage, phase parity
-
-    def tma_buffers(self):
-        """Tensor maps, boxes and the ring's stage buffers (1024-byte aligned for the 128B swizzle)."""
-        lw, plan = self.lw, self.plan
-        S = plan.S
-        for t in plan.tma_loads:
-            ty = t.op.operands[0].type
-            t.tmap = tensor_map_of(lw, t.op.operands[0])
-            t.box = t.tmap.box
-            geom = T.box_smem(t.box, 0)
-            M, N = shape_of(t.dot.results[0].type)
-            K = shape_of(t.dot.operands[0].type)[1]
-            want = operand_geometry(t.is_a, t.trans, M if t.is_a else N, K, ty.element_ty.itemsize)
-            assert (geom.rows, geom.cols) == (want.rows, want.cols), "internal: TMA tile is not the operand"
-            t.stage_bytes = (t.box.nbytes + 1023) // 1024 * 1024
-            t.token = reuse_or_allocate(lw, S * t.stage_bytes)
-
-    def _bind_tma_operands(self, read_stage: str) -> None:
-        """The dots read this iteration's TMA tiles in place, in stage ``read_stage``."""
-        lw, e = self.lw, self.lw.e
-        for t in self.plan.tma_loads:
-            base = e.val(f"add i32 {t.token}, {e.val(f'mul i32 {read_stage}, {t.stage_bytes}')}")
-            lw.smem_operands[t.value.id] = (T.box_smem(t.box, base), t.trans)
-
-    def iteration_start(self, iv: str, extra_phis: List[str]) -> List[str]:
-        """Wait until the producer's copies for this iteration landed; bind the dots' operands."""
-        lw, e, S = self.lw, self.lw.e, self.plan.S
-        read_stage, write_stage, phase = extra_phis
-        self.iv, self.read_stage, self.extra_phis = iv, read_stage, extra_phis
-        T.mbarrier_wait(lw, self.ws.full(read_stage), phase)
-        self._bind_tma_operands(read_stage)
-        inc = e.val(f"add i32 {read_stage}, 1")
-        wrap = e.val(f"icmp eq i32 {inc}, {S}")
-        nxt = e.val(f"select i1 {wrap}, i32 0, i32 {inc}")
-        return [nxt, write_stage, e.val(f"xor i32 {phase}, {e.val(f'zext i1 {wrap} to i32')}")]
-
-    def _release(self, stage: str, cond: Optional[str]) -> None:
-        """Lane 0 of every consumer warp arrives on the stage's "empty" barrier: its readers are done."""
-        e = self.lw.e
-        pred = e.val(f"icmp eq i32 {self.lw.lane}, 0")
-        if cond is not None:
-            pred = e.val(f"and i1 {pred}, {cond}")
-        T.mbarrier_arrive(self.lw, self.ws.empty(stage), pred)
-
-    def _previous_stage(self, stage: str) -> str:
-        e = self.lw.e
-        first = e.val(f"icmp eq i32 {stage}, 0")
-        return e.val(f"select i1 {first}, i32 {self.plan.S - 1}, i32 {e.val(f'sub i32 {stage}, 1')}")
-
-    def before_yield(self, yld) -> None:
-        """End of the body: wait for whatever is still in flight. Deferred dots (``wgmma='deferred'``,
-        passes/schedule.py) are complete again here: ptxas cannot follow a wgmma in flight across the back
-        edge once two are (C7514, it would serialise them)."""
-        self.lw.wgmma_groups.complete_all()
-
-    def iteration_end(self):
-        """The dots of this iteration are issued; with one wgmma group left in flight the previous
-        iteration's group is complete now, else this one's is: release that stage."""
-        if self.release_lag:
-            not_first = self.lw.e.val(f"icmp ne {self.iv_ty} {self.iv}, {self.lb}")
-            self._release(self._previous_stage(self.read_stage), not_first)
-        else:
-            self._release(self.read_stage, None)
-
-    def finish(self, carried: Optional[List[List[str]]] = None) -> Optional[List[List[str]]]:
-        """After the loop (exit block): wait for the in-flight accumulators, release the last stage (its
-        wgmma group was still in flight), save the ring position; returns ``carried`` (the loop results'
-        registers per carried value) with the in-flight accumulators replaced by the wait's results."""
-        lw, e = self.lw, self.lw.e
-        if self.plan.async_dots:
-            carried = wait_accumulators(lw, self.plan.op, carried)
-        read_stage, _, phase = self.extra_phis
-        if self.pingpong is not None:
-            self.pingpong.after_loop()
-        if self.release_lag:
-            ran = e.val(f"icmp slt {self.iv_ty} {self.lb}, {self.ub}")
-            self._release(self._previous_stage(read_stage), ran)
-        e.emit(f"store i32 {read_stage}, ptr {self.ws.stage_ptr}")
-        e.emit(f"store i32 {phase}, ptr {self.ws.phase_ptr}")
-        for t in self.plan.tma_loads:
-            lw.smem_operands.pop(t.value.id, None)
-        if not inside_loop(self.plan.op):
-            # every copy landed (each was waited for) and the producer issues no more: an epilogue's
-            # TMA store may stage its tile in the ring (it waits at a barrier for all readers first)
-            free_regions(lw).extend((t.token, self.plan.S * t.stage_bytes) for t in self.plan.tma_loads)
-        return carried
+from .wgmma import tie_through_wait
 
 
 def async_dots(loop: Op) -> set:

@@ -392,6 +392,35 @@ def _prefetch_tensormaps(op: Op) -> List[str]:
     return errs
 
 
+def _ws_producer(op: Op) -> List[str]:
+    errs = []
+    if op.attrs.get("producer_warps") not in (1, 4):
+        errs.append(f"producer_warps must be 1 or 4, got {op.attrs.get('producer_warps')!r}")
+    if not isinstance(op.attrs.get("setmaxnreg"), bool) or (op.attrs.get("setmaxnreg") and
+                                                            op.attrs.get("producer_warps") != 4):
+        errs.append("setmaxnreg must be a bool (True only with a producer warpgroup: producer_warps=4)")
+    st = op.attrs.get("stages")
+    if not (isinstance(st, int) and st >= 2):
+        errs.append(f"stages must be an int >= 2, got {st!r}")
+    if op.block is None or op.block.parent is not None:
+        errs.append("ws_producer sits in the kernel's body, not in a region")
+    return errs
+
+
+def _cursor(store: bool) -> Callable[[Op], List[str]]:
+    def rule(op: Op) -> List[str]:
+        errs = []
+        c = op.operands[0]
+        if c.op is None or c.op.name != "ring_cursor":
+            errs.append("operand 0 must be a ring_cursor")
+        if op.attrs.get("field") not in ("stage", "phase"):
+            errs.append(f"field must be 'stage' or 'phase', got {op.attrs.get('field')!r}")
+        if not _is_i32(op.operands[1] if store else op.results[0]):
+            errs.append("the stage and the phase are i32 scalars")
+        return errs
+    return rule
+
+
 def _tma_copy_to_ring(op: Op) -> List[str]:
     ring = op.operands[0]
     if ring.op is None or ring.op.name != "tma_ring_alloc":
@@ -484,6 +513,12 @@ RULES: Dict[str, Callable[[Op], List[str]]] = {
     "mbarrier_wait": _barrier_and("an i32 parity", _is_i32),
     "prefetch_tensormaps": _prefetch_tensormaps,
     "tma_copy_to_ring": _tma_copy_to_ring,
+    "ws_producer": _ws_producer,
+    "ring_cursor": lambda op: [] if op.results[0].type == T.int64 else ["ring_cursor yields an i64 (the cursor)"],
+    "cursor_load": _cursor(False),
+    "cursor_store": _cursor(True),
+    "warp_leader": lambda op: [] if _is_i1(op.results[0]) else ["warp_leader yields an i1"],
+    "mbarrier_arrive": _barrier_and("an i1 predicate", _is_i1),
     "ring_free": lambda op: [] if op.operands[0].op is not None and op.operands[0].op.name == "tma_ring_alloc"
     else ["operand 0 must be a tma_ring_alloc"],
     "stage_operand": _staged_operand,
