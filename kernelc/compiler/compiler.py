@@ -31,6 +31,8 @@ from .passes.hoist_descriptors import hoist_descriptors
 from .passes.lower_descriptors import lower_descriptors
 from .abi import flat_divisibility
 from .passes.cp_async_rings import expand_cp_async_rings
+from .passes.tma_rings import expand_tma_rings
+from .passes.warp_regions import expand_warp_specialize
 from .passes.pipeline_loads import pipeline_loads
 from .passes.pointer_tiles import pointer_tiles_to_descriptors
 from .passes.schedule import schedule_pipelines, schedule_wgmma, warp_specialize
@@ -200,6 +202,12 @@ TILE_PASSES = (
     # the cp.async rings as explicit ops (ring_alloc, async_copy, commit/wait, ring_read): codegen
     # lowers them one at a time (passes/cp_async_rings.py)
     TilePass("expand_cp_async_rings", expand_cp_async_rings),
+    # the TMA rings as explicit ops (tma_ring_alloc, mbarrier init/expect_tx/wait, tma_copy_to_ring,
+    # ring_read; the phase parity as arithmetic): a loop no producer warp fills (passes/tma_rings.py)
+    TilePass("expand_tma_rings", expand_tma_rings),
+    # the warp-specialised loop as explicit ops: the producer warp's program (ws_producer), the full/empty
+    # barriers, the consumers' waits and releases (passes/warp_regions.py)
+    TilePass("expand_warp_specialize", expand_warp_specialize),
 )
 
 

@@ -225,9 +225,9 @@ def mm_mixed(a_desc, b_ptr, c_ptr, K, BM: kl.constexpr, BN: kl.constexpr, BK: kl
     kl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
 
 
-def test_a_loop_with_both_rings_is_left_to_codegen():
-    """A from TMA, B from pointers: both rings share one pair of stage counters, which codegen's
-    PipelinedLoop still expands from the tags (docs/schedule-ir.md); the pass leaves the loop alone."""
+def test_a_loop_with_both_rings_is_left_to_expand_tma_rings():
+    """A from TMA, B from pointers: both rings share one pair of stage counters, which
+    ``expand_tma_rings`` writes (tests/compiler/test_tma_rings.py); this pass leaves the loop alone."""
     sig = {"a_desc": "tensordesc<fp16[64, 32]>", "b_ptr": "*fp16", "c_ptr": "*fp32", "K": "i32"}
     div = {"a_desc": 16, "b_ptr": 16, "c_ptr": 16}
     ir, fn, _ = _passes(mm_mixed, sig, CX, div=div)

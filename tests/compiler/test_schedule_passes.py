@@ -51,8 +51,9 @@ TD_SIG = {"q_desc": "tensordesc<fp16[128, 64]>", "k_desc": "tensordesc<fp16[64, 
 TD_DIV = {k: 16 for k in TD_SIG if k.endswith("desc")}
 
 
-def _passes(kernel, sig, cx, target="sm_90a", num_warps=4, num_stages=3, div=None):
-    """{pass name: IR text after it} through the whole tile pipeline (as ``kernelc.compile`` runs it)."""
+def _passes(kernel, sig, cx, target="sm_90a", num_warps=4, num_stages=3, div=None, upto=None):
+    """{pass name: IR text after it} through the whole tile pipeline (as ``kernelc.compile`` runs it), or
+    through the pass named ``upto``."""
     tgt = parse_target(target)
     div = dict(div or {})
     for k, t in sig.items():
@@ -64,14 +65,17 @@ def _passes(kernel, sig, cx, target="sm_90a", num_warps=4, num_stages=3, div=Non
     out = {}
     sink = lambda name, text: out.__setitem__(name, text)  # noqa: E731
     fn = run_passes(fn, C.FRONTEND_PASSES, ctx, verify_each=False, dump=sink)
-    fn = run_passes(fn, C.TILE_PASSES, ctx, dump=sink)
+    passes = C.TILE_PASSES
+    if upto is not None:
+        passes = passes[:[p.name for p in passes].index(upto) + 1]
+    fn = run_passes(fn, passes, ctx, dump=sink)
     return out, fn, ctx
 
 
 def test_the_scheduling_passes_run_after_layout_assignment():
     names = [p.name for p in C.TILE_PASSES]
-    assert names[-5:] == ["assign_layouts", "schedule_pipelines", "warp_specialize", "schedule_wgmma",
-                          "expand_cp_async_rings"]
+    assert names[-7:] == ["assign_layouts", "schedule_pipelines", "warp_specialize", "schedule_wgmma",
+                          "expand_cp_async_rings", "expand_tma_rings", "expand_warp_specialize"]
 
 
 def test_schedule_pipelines_rings_pointer_loads_with_cp_async(monkeypatch):
@@ -234,7 +238,9 @@ def test_lower_descriptors_tags_what_tma_takes_and_codegen_trusts_the_tag():
 
 
 def test_the_verifier_checks_the_schedule():
-    _, fn, _ = _passes(mm_loop, MM_DESC_SIG, dict(BM=128, BN=128, BK=64, WS=True), div=MM_DESC_DIV)
+    # the attributes as the scheduling passes leave them (the expansions after them turn rings into ops)
+    _, fn, _ = _passes(mm_loop, MM_DESC_SIG, dict(BM=128, BN=128, BK=64, WS=True), div=MM_DESC_DIV,
+                       upto="schedule_wgmma")
     loop = next(o for o in fn.walk() if o.name == "scf.for")
     dot = next(o for o in fn.walk() if o.name == "dot")
     ld = next(o for o in fn.walk() if o.name == "descriptor_load")
