@@ -91,13 +91,68 @@ def test_pointer_increments_are_carried_ahead_and_wgmma_fences_the_copies(monkey
     loop = next(o for o in fn.walk() if o.name == "scf.for")
     yld = loop.regions[0].ops[-1]
     assert len(yld.operands) == len(loop.results) == 7
-    monkeypatch.setenv("KERNELC_WGMMA_ASYNC", "1")  # a wgmma group in flight: one copy group less ahead
-    ir, _, _ = _passes(mm_pointer_loop, sig, CX)
-    filecheck(ir["expand_cp_async_rings"], """
-        CHECK: = scf.for {{.*}} {pipeline={stages=3, lookahead=1}}
-        CHECK: async_wait_group {pending=0}
+
+
+def test_with_a_wgmma_in_flight_the_copies_follow_the_dot(monkeypatch):
+    """KERNELC_WGMMA_ASYNC=1: one wgmma group stays in flight and the ring keeps its full lookahead
+    (``refill='after_dots'``): the head waits for stage i, the dot is issued, then a barrier and the copies
+    of iteration i+2 into stage i-1, which the dot's ``wait_group 1`` has retired (Triton's order)."""
+    monkeypatch.setenv("KERNELC_WGMMA_ASYNC", "1")
+    ir, fn, _ = _passes(mm_pointer_loop, dict(MM_PTR_SIG), CX)
+    filecheck(ir["schedule_pipelines"], """
+        CHECK: = scf.for {{.*}} {pipeline={stages=3, lookahead=2, refill='after_dots'}}
         CHECK: = dot {{.*}}wgmma='async'
     """)
+    filecheck(ir["expand_cp_async_rings"], """
+        CHECK: [[RA:%\\d+]] = ring_alloc {stages=3, operand='a'}
+        CHECK-NEXT: [[RB:%\\d+]] = ring_alloc {stages=3, operand='b'}
+        CHECK: async_copy [[RA]], {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {vec=8}
+        CHECK: async_commit_group
+        CHECK: async_commit_group
+        CHECK: = scf.for {{.*}} {pipeline={stages=3, lookahead=2, refill='after_dots'}}
+        CHECK-NEXT: ^body([[IV:%\\d+]]: i32, [[ACC:%\\d+]]: <64x64xfp32>, {{%\\d+}}: <64x32x*fp16>, {{%\\d+}}: <32x64x*fp16>, [[QA:%\\d+]]: <64x32x*fp16>, [[QB:%\\d+]]: <32x64x*fp16>, [[RD:%\\d+]]: i32, [[WR:%\\d+]]: i32):
+        CHECK-NEXT: async_wait_group {pending=1}
+        CHECK-NEXT: fence_async_shared
+        CHECK-NEXT: barrier
+        CHECK-NEXT: [[TA:%\\d+]] = ring_read [[RA]], [[RD]] : <64x32xfp16>
+        CHECK-NEXT: [[TB:%\\d+]] = ring_read [[RB]], [[RD]] : <32x64xfp16>
+        CHECK-NOT: async_copy
+        CHECK: [[D:%\\d+]] = dot [[TA]], [[TB]], [[ACC]] {input_precision='tf32', wgmma='async'}
+        CHECK-NEXT: barrier
+        CHECK: [[G:%\\d+]] = cmpi {{%\\d+}}, %K {pred='slt'} : i1
+        CHECK: async_copy [[RA]], [[WR]], [[QA]], [[G]] {vec=8, source=
+        CHECK-NEXT: async_copy [[RB]], [[WR]], [[QB]], [[G]] {vec=8, source=
+        CHECK-NEXT: async_commit_group
+        CHECK-NOT: async_copy
+        CHECK: scf.yield [[D]],
+        CHECK-NEXT: async_wait_all
+    """)
+    verify(fn)
+    # the write stage starts at 2: iteration 0's copies refill the stage of iteration -1 (= 2 mod 3)
+    loop = next(o for o in fn.walk() if o.name == "scf.for")
+    assert loop.operands[-1].op.attrs["value"] == 2 and loop.operands[-2].op.attrs["value"] == 0
+    # without the tag, a wgmma in flight with the full lookahead would race with the head's copies
+    del loop.attrs["pipeline"]["refill"]
+    with pytest.raises(VerificationError, match="refill='after_dots'"):
+        verify(fn)
+    loop.attrs["pipeline"]["refill"] = "before_dots"
+    with pytest.raises(VerificationError, match="pipeline refill must be one of"):
+        verify(fn)
+
+
+def test_the_refill_after_the_dot_in_ptx(monkeypatch):
+    """The lowering of that loop on sm_90a: in the loop, the wgmma commit and ``wait_group 1`` come before
+    the barrier and the cp.async copies; ``cp.async.wait_group 1`` (two groups ahead) at its head."""
+    import kernelc
+    monkeypatch.setenv("KERNELC_WGMMA_ASYNC", "1")
+    ck = kernelc.compile(mm_pointer_loop, dict(MM_PTR_SIG), CX, target="sm_90a", num_warps=4, num_stages=3)
+    ptx = ck.asm["ptx"]
+    assert ptx.count("cp.async.commit_group;") == 3 and "cp.async.wait_group 1;" in ptx
+    at = ptx.index("cp.async.wait_group 1;")
+    assert "cp.async.cg" not in ptx[at:ptx.index("wgmma.mma_async", at)]  # no copy before the dot
+    for s in ("fence.proxy.async", "bar.sync", "wgmma.mma_async", "wgmma.commit_group",
+              "wgmma.wait_group.sync.aligned 1", "bar.sync", "cp.async.cg.shared.global", "cp.async.commit_group"):
+        at = ptx.index(s, at)  # each after the one before
 
 
 def test_tma_rings_and_unpipelined_loops_are_left_alone():

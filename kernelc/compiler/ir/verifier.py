@@ -265,16 +265,31 @@ def _enclosing_loop(op: Op):
     return b.parent if b is not None and b.parent is not None and b.parent.name == "scf.for" else None
 
 
+def _cp_ring_with_async_wgmma(loop: Op) -> bool:
+    """A loop with a cp.async ring (tagged loads or ring_reads) and no TMA ring, whose dots stay in flight."""
+    ops = loop.regions[0].ops
+    rings = {(o.attrs.get("pipeline") or {}).get("ring") for o in ops if o.name in ("load", "descriptor_load")}
+    cp = "cp.async" in rings or any(o.name == "ring_read" for o in ops)
+    return cp and "tma" not in rings and any(o.name == "dot" and o.attrs.get("wgmma") == "async" for o in ops)
+
+
 def _schedule(op: Op) -> List[str]:
     """The schedule attributes (passes/schedule.py): well-formed, on the ops that may carry them, and on
     loads/dots directly inside a loop that has a ring."""
-    from .ops import RINGS, WGMMA_ISSUE, WS_RELEASE
+    from .ops import RING_REFILL, RINGS, WGMMA_ISSUE, WS_RELEASE
     errs = []
     p, loop = op.attrs.get("pipeline"), _enclosing_loop(op)
     if p is not None and op.name == "scf.for":
         st, la = (p.get("stages"), p.get("lookahead")) if isinstance(p, dict) else (None, None)
+        refill = p.get("refill") if isinstance(p, dict) else None
         if not (isinstance(st, int) and isinstance(la, int) and st >= 2 and 1 <= la <= st - 1):
             errs.append(f"pipeline must be {{stages >= 2, lookahead in 1..stages-1}}, got {p!r}")
+        elif refill is not None and refill not in RING_REFILL:
+            errs.append(f"pipeline refill must be one of {RING_REFILL}, got {refill!r}")
+        elif la == st - 1 and refill is None and not op.attrs.get("ws") and _cp_ring_with_async_wgmma(op):
+            # the head of iteration i would refill the stage iteration i-1's wgmma may still be reading
+            errs.append("a cp.async ring whose wgmma stays in flight needs lookahead <= stages-2 or "
+                        "refill='after_dots'")
         elif not any((o.attrs.get("pipeline") and o.name in ("load", "descriptor_load")) or o.name == "ring_read"
                      for o in op.regions[0].ops):
             errs.append("a pipelined loop needs at least one load its ring copies (or a ring_read)")

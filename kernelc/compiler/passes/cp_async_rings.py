@@ -15,6 +15,10 @@ For a loop ``scf.for {pipeline={stages=S, lookahead=L}}`` whose ringed loads all
         ... the body ...
     async_wait_all                                          after the loop
 
+With ``refill='after_dots'`` on the loop (its dots stay in flight, ``wgmma='async'``, and the ring keeps
+the full lookahead S-1), the chain at i+L and its copies come after the body's last dot, behind a barrier:
+the write stage is the one iteration i-1's wgmma read, and the dot's ``wait_group 1`` has retired it.
+
 The decision record (``pipeline`` on the loop, ``wgmma`` on the dots) stays. Layouts and axis facts
 of the values the pass adds are those of the values they stand for (a stage holds the load's tile;
 a chain value one iteration later has the same layout and the same contiguity/divisibility).
@@ -25,7 +29,7 @@ from typing import Dict, List
 
 from ...language.dtypes import int1, int32
 from ..ir.core import Function, Op, Value, replace_all_uses
-from .schedule_ir import address_chain, ringed_operands
+from .schedule_ir import REFILL_AFTER_DOTS, address_chain, ringed_operands
 
 
 def expand_cp_async_rings(fn: Function, ctx) -> Function:
@@ -190,11 +194,18 @@ class _Expander:
             # wgmma reads shared memory through the async proxy: order the cp.async writes before it
             self._op(head, "fence_async_shared", [], [])
         self._op(head, "barrier", [], [])
-        iv_pf = self._iv_at(head, iv, step, LA)
-        guard = self._op(head, "cmpi", [iv_pf, ub], [int1], {"pred": "slt"}).results[0]
+        # refill='after_dots': the copies follow the last dot (a barrier first: every warpgroup's
+        # wait_group 1 has retired last iteration's wgmma, which read the stage they overwrite)
+        after_dots = tag.get("refill") == REFILL_AFTER_DOTS
+        refill: List[Op] = []
+        if after_dots:
+            self._op(refill, "barrier", [], [])
+        fill = refill if after_dots else head
+        iv_pf = self._iv_at(fill, iv, step, LA)
+        guard = self._op(fill, "cmpi", [iv_pf, ub], [int1], {"pred": "slt"}).results[0]
         env = {iv.id: iv_pf, **{carried[i].id: a for i, a in zip(carried_idx, ahead)}}
-        self._chain(head, chain, env)
-        self._copies(head, rings, env, wr, guard, steady=True)
+        self._chain(fill, chain, env)
+        self._copies(fill, rings, env, wr, guard, steady=True)
         reads = []
         for (ld, _, _, _), ring in zip(self.cp, rings):
             t = self._op(head, "ring_read", [ring, rd], [ld.results[0].type]).results[0]
@@ -208,6 +219,9 @@ class _Expander:
             stages.append(self._op(head, "select", [wrap, self._const(head, 0), inc], [int32]).results[0])
         ringed = {id(ld) for ld, _, _, _ in self.cp}
         kept = [o for o in body.ops if id(o) not in ringed]
+        if after_dots:
+            last = max(i for i, o in enumerate(kept) if o.name == "dot" and o.attrs.get("wgmma") == "async")
+            kept[last + 1:last + 1] = refill
         body.ops = []
         for o in head + kept:
             body.append(o)
