@@ -217,6 +217,42 @@ def test_codegen_lowers_each_ring_op():
     assert sorted(a["line"] for a in kinds) == [32, 33] and all(a["vector_bytes"] == 16 for a in kinds)
 
 
+
+def test_the_refill_after_the_dot_in_sass(monkeypatch):
+    """What ptxas makes of it (128x128x64, 4 warps, 3 stages): in the loop the eight HGMMAs, then
+    ``WARPGROUP.DEPBAR.LE gsb0, 0x1`` (one group left in flight), the barrier, and only then the 16
+    LDGSTS of the refill: Triton's loop shape for tutorial 08's grouped GEMM. Without the knob the loop
+    ends in ``WARPGROUP.DEPBAR.LE gsb0, 0x0`` with the copies before the MMAs."""
+    import re
+    import kernelc
+
+    def loop_ops():
+        ck = kernelc.compile(mm_pointer_loop, dict(MM_PTR_SIG), dict(BM=128, BN=128, BK=64), target="sm_90a",
+                             num_warps=4, num_stages=3)
+        ops = [re.sub(r"^\s*/\*[0-9a-f]+\*/\s*(@!?U?P\w+\s+)?", "", ln).rstrip(" ;")
+               for ln in ck.asm["sass"].splitlines() if re.match(r"\s*/\*[0-9a-f]{4,}\*/", ln)]
+        first = next(i for i, o in enumerate(ops) if o.startswith("HGMMA"))
+        start = max(i for i in range(first) if ops[i].startswith("DEPBAR.LE SB0"))  # the head's cp.async wait
+        end = next(i for i in range(first, len(ops)) if ops[i].startswith("BRA"))
+        keep = ("HGMMA", "WARPGROUP.DEPBAR", "BAR.SYNC", "LDGSTS", "LDGDEPBAR", "DEPBAR.LE SB0")
+        out = []
+        for o in ops[start:end]:
+            k = next((p for p in keep if o.startswith(p)), None)
+            if k == "WARPGROUP.DEPBAR":
+                k = o.split()[-1]  # the count left in flight
+            if k and (not out or out[-1][0] != k):
+                out.append([k, 1])
+            elif k:
+                out[-1][1] += 1
+        return [tuple(x) for x in out]
+
+    monkeypatch.setenv("KERNELC_WGMMA_ASYNC", "1")
+    assert loop_ops() == [("DEPBAR.LE SB0", 1), ("BAR.SYNC", 1), ("HGMMA", 8), ("0x1", 1), ("BAR.SYNC", 1),
+                          ("LDGSTS", 16), ("LDGDEPBAR", 1)]
+    monkeypatch.setenv("KERNELC_WGMMA_ASYNC", "0")
+    assert loop_ops() == [("DEPBAR.LE SB0", 1), ("BAR.SYNC", 1), ("LDGSTS", 16), ("LDGDEPBAR", 1), ("HGMMA", 8),
+                          ("0x0", 1)]
+
 import kernelc  # noqa: E402
 import kernelc.language as kl  # noqa: E402
 
@@ -316,3 +352,26 @@ def test_gpu_both_rings_in_one_loop(stages):
     torch.cuda.synchronize()
     assert "ring='cp.async'" in ck.asm["tir"] and "ring='tma'" in ck.asm["tir"]
     torch.testing.assert_close(c, a.float() @ b.float(), atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("stages,warps", [(2, 4), (3, 4), (4, 4), (3, 8)])
+def test_gpu_refill_after_dots(monkeypatch, stages, warps):
+    """On a Hopper GPU: a cp.async ring with its wgmma left in flight and the copies after the dots
+    (KERNELC_WGMMA_ASYNC=1) against torch; K spans more iterations than stages, not a multiple of them."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("needs an sm_90 GPU")
+    from kernelc.runtime.launcher import get_state
+    monkeypatch.setenv("KERNELC_WGMMA_ASYNC", "1")
+    get_state(mm_pointer_loop)["cache"].clear()  # the knob is read at compile time
+    BM, BN, BK = 128, 128, 64
+    K = BK * (3 * stages + 1)
+    a = torch.randn(BM, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, BN, device="cuda", dtype=torch.float16)
+    c = torch.empty(BM, BN, device="cuda", dtype=torch.float32)
+    ck = mm_pointer_loop[(1,)](a, b, c, K, BM=BM, BN=BN, BK=BK, num_warps=warps, num_stages=stages)
+    torch.cuda.synchronize()
+    assert "refill='after_dots'" in ck.asm["tir"]
+    torch.testing.assert_close(c, a.float() @ b.float(), atol=5e-2, rtol=1e-2)
+    get_state(mm_pointer_loop)["cache"].clear()

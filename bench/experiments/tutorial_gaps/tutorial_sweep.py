@@ -327,6 +327,9 @@ def summarise(res: dict, keep: str = "", tag: str = "") -> dict:
                main_loop={"instructions": len(loop_ops), **categorise(loop_ops)} if loop else None,
                mma_shapes=sorted({o for o in ops if o.startswith(MMA)}),
                wgmma_wait=sorted(set(re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", ptx))),
+               # the epilogue's stores inside the MMA loop: the tile loop and the K loop are one (flattened)
+               loop_holds_epilogue=any(o.startswith(("STG", "UTMASTG", "UBLKCP")) for o in loop_ops),
+               threads=int(next(iter(re.findall(r"\.(?:maxntid|reqntid)\s+(\d+)", ptx)), 0)),
                device_tensor_maps=len(re.findall(r"tensormap\.replace", ptx)) > 0,
                tensormap_fences=len(re.findall(r"fence\.proxy\.tensormap", ptx)),
                ptx_lines=ptx.count("\n"))
