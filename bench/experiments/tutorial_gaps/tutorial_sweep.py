@@ -221,7 +221,6 @@ def compile_one(impl: str, mod_path: str, fn: str, sig: dict, cx: dict, eq1: dic
 
 # --- reading the binaries ---------------------------------------------------------------------------
 
-_BRA_TARGET = re.compile(r"(?:0x)?([0-9a-f]+)\b|`\(\.L_x_(\d+)\)")
 _LABEL = re.compile(r"^\.L_x_(\d+):")
 _INSTR = re.compile(r"^\s*/\*([0-9a-fA-F]+)\*/\s+(.*?)\s*;?\s*$")
 MMA = ("HGMMA", "HMMA", "QGMMA")
