@@ -446,10 +446,24 @@ def verify(fn: Function) -> None:
         raise VerificationError("tile IR verification failed:\n" + "\n".join(errors[:20]))
 
 
+class _Where:
+    """``"  <the op's first line>  [file:line:col]"``, formatted when an error message is."""
+    __slots__ = ("op",)
+
+    def __init__(self, op: Op):
+        self.op = op
+
+    def __str__(self) -> str:
+        return f"  {print_op(self.op).splitlines()[0].strip()}  [{self.op.loc}]"
+
+
+
 def _verify_block(block: Block, defined: Set[int], errors: List[str], top=False):
     defined = set(defined) | {a.id for a in block.args}
     for i, op in enumerate(block.ops):
-        where = f"  {print_op(op).splitlines()[0].strip()}  [{op.loc}]"
+        # the op's text only when something is wrong: printing an op prints its regions too, so doing it
+        # for every op of nested loops was most of the verifier's time (run after every tile pass)
+        where = _Where(op)
         d = OPS.get(op.name)
         if d is None:
             errors.append(f"unknown op {op.name!r}\n{where}")
