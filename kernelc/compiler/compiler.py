@@ -127,12 +127,16 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     reports: Dict[str, Any] = {}
     llir, smem_bytes = lower_to_llvm(func, plan, axis, num_warps, tgt, reports)
     timings["lower_to_llvm"] = time.perf_counter() - t0
+    limit = tgt.limits.max_shared_per_block_optin
+    from ..errors import OutOfResources
+    if limit and smem_bytes > limit:
+        # known before LLVM and ptxas, which are most of a compile: an autotuner's oversized configs
+        # (60 of tutorial 09's 192) fail here in a fraction of the time
+        raise OutOfResources(smem_bytes, limit, "shared memory", func.name)
     art = compile_llir(llir, tgt, func.name)
     for k, v in art.timings.items():
         timings[k] = v
-    limit = tgt.limits.max_shared_per_block_optin
     if limit and smem_bytes + art.shared > limit:
-        from ..errors import OutOfResources
         raise OutOfResources(smem_bytes + art.shared, limit, "shared memory", func.name)
     asm = _LazyAsm(art, tir=print_function(func), tir_initial=tir_text_initial, llir=llir, llir_opt=art.llir_opt,
                    ptx=art.ptx, cubin=art.cubin)

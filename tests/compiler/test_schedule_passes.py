@@ -108,7 +108,7 @@ def test_one_stage_loops_and_async_wgmma_on_cp_async_rings(monkeypatch):
     monkeypatch.setenv("KERNELC_WGMMA_ASYNC", "1")
     ir, _, _ = _passes(mm_plain, MM_PTR_SIG, dict(BM=128, BN=128, BK=64))
     filecheck(ir["schedule_pipelines"], """
-        CHECK: {pipeline={stages=3, lookahead=1}}
+        CHECK: {pipeline={stages=3, lookahead=2, refill='after_dots'}}
         CHECK: = dot {{.*}}wgmma='async'
     """)
 

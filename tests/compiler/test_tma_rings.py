@@ -147,7 +147,7 @@ def test_a_loop_with_both_rings_shares_one_pair_of_counters(monkeypatch):
         CHECK-NEXT: [[TB:%\\d+]] = ring_read [[RB]], [[RD]] : <32x64xfp16>
         CHECK: = dot [[TA]], [[TB]],
         CHECK-NEXT: barrier
-        CHECK: tma_copy_to_ring [[RA]], [[WR]], {{.*}} {source='{{.*}}test_cp_async_rings.py:222:{{\\d+}}'}
+        CHECK: tma_copy_to_ring [[RA]], [[WR]], {{.*}} {source='{{.*}}test_cp_async_rings.py:{{\\d+}}:{{\\d+}}'}
         CHECK-NEXT: scf.yield
         CHECK-NEXT: async_wait_all
         CHECK-NEXT: barrier

@@ -214,11 +214,13 @@ FLOAT_PREDICATES = ("oeq", "une", "olt", "ole", "ogt", "oge")
 ATOMIC_KINDS = ("add", "fadd", "max", "umax", "fmax", "min", "umin", "fmin", "xchg", "and", "or", "xor")
 
 # The schedule (passes/schedule.py, docs/schedule-ir.md): attributes the scheduling passes write and
-# codegen reads. ``pipeline`` on a loop: {stages, lookahead}; on a load the ring copies: {ring, vec} for
+# codegen reads. ``pipeline`` on a loop: {stages, lookahead[, refill]} (refill='after_dots': a cp.async ring
+# whose copies go after the dots, so a wgmma left in flight keeps the full lookahead); on a load the ring copies: {ring, vec} for
 # cp.async, {ring} for TMA (also on the 2-D ``trans`` a TMA tile is read through); ``ws`` on the
 # warp-specialised loop; ``wgmma`` on a dot: "async" (stays in flight across iterations) or "deferred"
 # (waited for at its first read); ``wgmma_turns``: the consumer warpgroups issue it in turns;
 # ``in_place`` on a descriptor_load outside a ring (and its 2-D trans): the dots read the tile where TMA put it.
 RINGS = ("cp.async", "tma")
+RING_REFILL = ("after_dots",)
 WGMMA_ISSUE = ("async", "deferred")
 WS_RELEASE = ("lagged", "at_issue")

@@ -265,16 +265,33 @@ def _enclosing_loop(op: Op):
     return b.parent if b is not None and b.parent is not None and b.parent.name == "scf.for" else None
 
 
+def _cp_ring_with_async_wgmma(loop: Op) -> bool:
+    """A loop with a cp.async ring (tagged loads or ring_reads) and no TMA ring, whose dots stay in flight."""
+    ops = loop.regions[0].ops
+    rings = {(o.attrs.get("pipeline") or {}).get("ring") for o in ops if o.name in ("load", "descriptor_load")}
+    # after the expansions the tags are gone: a TMA ring shows as its copies/waits, a cp.async ring as async_copy
+    tma = "tma" in rings or any(o.name in ("tma_copy_to_ring", "mbarrier_wait") for o in ops)
+    cp = "cp.async" in rings or any(o.name == "async_copy" for o in ops)
+    return cp and not tma and any(o.name == "dot" and o.attrs.get("wgmma") == "async" for o in ops)
+
+
 def _schedule(op: Op) -> List[str]:
     """The schedule attributes (passes/schedule.py): well-formed, on the ops that may carry them, and on
     loads/dots directly inside a loop that has a ring."""
-    from .ops import RINGS, WGMMA_ISSUE, WS_RELEASE
+    from .ops import RING_REFILL, RINGS, WGMMA_ISSUE, WS_RELEASE
     errs = []
     p, loop = op.attrs.get("pipeline"), _enclosing_loop(op)
     if p is not None and op.name == "scf.for":
         st, la = (p.get("stages"), p.get("lookahead")) if isinstance(p, dict) else (None, None)
+        refill = p.get("refill") if isinstance(p, dict) else None
         if not (isinstance(st, int) and isinstance(la, int) and st >= 2 and 1 <= la <= st - 1):
             errs.append(f"pipeline must be {{stages >= 2, lookahead in 1..stages-1}}, got {p!r}")
+        elif refill is not None and refill not in RING_REFILL:
+            errs.append(f"pipeline refill must be one of {RING_REFILL}, got {refill!r}")
+        elif la == st - 1 and refill is None and not op.attrs.get("ws") and _cp_ring_with_async_wgmma(op):
+            # the head of iteration i would refill the stage iteration i-1's wgmma may still be reading
+            errs.append("a cp.async ring whose wgmma stays in flight needs lookahead <= stages-2 or "
+                        "refill='after_dots'")
         elif not any((o.attrs.get("pipeline") and o.name in ("load", "descriptor_load")) or o.name == "ring_read"
                      for o in op.regions[0].ops):
             errs.append("a pipelined loop needs at least one load its ring copies (or a ring_read)")
@@ -566,10 +583,24 @@ def verify(fn: Function) -> None:
         raise VerificationError("tile IR verification failed:\n" + "\n".join(errors[:20]))
 
 
+class _Where:
+    """``"  <the op's first line>  [file:line:col]"``, formatted when an error message is."""
+    __slots__ = ("op",)
+
+    def __init__(self, op: Op):
+        self.op = op
+
+    def __str__(self) -> str:
+        return f"  {print_op(self.op).splitlines()[0].strip()}  [{self.op.loc}]"
+
+
+
 def _verify_block(block: Block, defined: Set[int], errors: List[str], top=False):
     defined = set(defined) | {a.id for a in block.args}
     for i, op in enumerate(block.ops):
-        where = f"  {print_op(op).splitlines()[0].strip()}  [{op.loc}]"
+        # the op's text only when something is wrong: printing an op prints its regions too, so doing it
+        # for every op of nested loops was most of the verifier's time (run after every tile pass)
+        where = _Where(op)
         d = OPS.get(op.name)
         if d is None:
             errors.append(f"unknown op {op.name!r}\n{where}")

@@ -15,6 +15,10 @@ For a loop ``scf.for {pipeline={stages=S, lookahead=L}}`` whose ringed loads all
         ... the body ...
     async_wait_all                                          after the loop
 
+With ``refill='after_dots'`` on the loop (its dots stay in flight, ``wgmma='async'``, and the ring keeps
+the full lookahead S-1), the chain at i+L and its copies come after the body's last dot, behind a barrier:
+the write stage is the one iteration i-1's wgmma read, and the dot's ``wait_group 1`` has retired it.
+
 The decision record (``pipeline`` on the loop, ``wgmma`` on the dots) stays. Layouts and axis facts
 of the values the pass adds are those of the values they stand for (a stage holds the load's tile;
 a chain value one iteration later has the same layout and the same contiguity/divisibility). The

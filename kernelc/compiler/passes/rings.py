@@ -10,7 +10,7 @@ from typing import Dict, List
 
 from ...language.dtypes import int1, int32, int64
 from ..ir.core import Op, Value, replace_all_uses
-from .schedule_ir import address_chain
+from .schedule_ir import REFILL_AFTER_DOTS, address_chain
 
 
 def _inside_loop(op: Op) -> bool:
@@ -245,12 +245,19 @@ class RingExpander:
         if self.tma:
             bar = self._op(head, "mbarrier_at", [bars, rd], [int32]).results[0]
             self._op(head, "mbarrier_wait", [bar, counters[2]], [])
-        iv_pf = self._iv_at(head, iv, step, LA)
-        guard = self._op(head, "cmpi", [iv_pf, ub], [int1], {"pred": "slt"}).results[0]
+        # refill='after_dots': the chain and the cp.async copies follow the last dot (a barrier first: every
+        # warpgroup's wait_group 1 has retired last iteration's wgmma, which read the stage they overwrite)
+        after_dots = tag.get("refill") == REFILL_AFTER_DOTS
+        refill: List[Op] = []
+        if after_dots:
+            self._op(refill, "barrier", [], [])
+        fill = refill if after_dots else head
+        iv_pf = self._iv_at(fill, iv, step, LA)
+        guard = self._op(fill, "cmpi", [iv_pf, ub], [int1], {"pred": "slt"}).results[0]
         env = {iv.id: iv_pf, **{carried[i].id: a for i, a in zip(carried_idx, ahead)}}
-        self._chain(head, chain, env)
+        self._chain(fill, chain, env)
         if self.cp:
-            self._copies(head, rings, env, wr, guard, steady=True)
+            self._copies(fill, rings, env, wr, guard, steady=True)
         reads = []
         for (src, _, _, via), ring in zip(self.tma, trings):
             seen = (via or src).results[0]
@@ -280,6 +287,9 @@ class RingExpander:
         ringed = {id(ld) for ld, _, _, _ in self.cp} | {id(t) for t, _, _, _ in self.tma} \
             | {id(via) for _, _, _, via in self.tma if via is not None}
         kept = [o for o in body.ops[:-1] if id(o) not in ringed]
+        if after_dots:
+            last = max(i for i, o in enumerate(kept) if o.name == "dot" and o.attrs.get("wgmma") == "async")
+            kept[last + 1:last + 1] = refill
         body.ops = []
         for o in head + kept + tail + [yld]:
             body.append(o)
