@@ -43,9 +43,12 @@ sys.path.insert(0, ROOT)
 from bench.common import write_results  # noqa: E402
 
 N4K = 4096
+INFO_IDS = ("layout-conversion",)     # reports that are infos by design: an info with this id is a hit
 
 
-def _rows():
+def _rows(facts_hook=None):
+    """One row per corpus case (static analysis); ``facts_hook(group, name, facts)`` may add what a
+    profile would have (time, device, launch arguments) before the analysis (``--rescore``)."""
     import kernelc
     import analyzer
     from analyzer.facts import facts_from_compiled
@@ -53,10 +56,14 @@ def _rows():
     from tests.analyzer.helpers import grid_of
     from tests.analyzer.planted import PLANTED, well_tuned
 
+    current = {}
+
     def analyse_ck(ck, grid, function=None, arg_values=None):
         facts = facts_from_compiled(ck, grid=grid, function=function)
         if arg_values:
             facts.arg_values = dict(arg_values)
+        if facts_hook is not None:
+            facts_hook(current["group"], current["name"], facts)
         return analyzer.analyze_facts(facts, validate=False)
 
     items = []
@@ -84,20 +91,34 @@ def _rows():
     rows = []
     for group, name, expected, line, fn in items:
         t0 = time.perf_counter()
+        current.update(group=group, name=name)
         try:
             k = fn()
             findings = [(d.id, d.line) for d in k.findings]
             reported = [(d.id, d.line) for d in k.diagnostics]   # infos too (layout-conversion is one)
+            # recall_findings: infos only for the ids that are infos by design (a demoted warning is no hit)
+            reported_f = [(d.id, d.line) for d in k.diagnostics if d.is_finding or d.id in INFO_IDS]
             err = None
         except Exception as e:  # a case that fails to analyse counts as a miss, with its error
-            findings, reported, err = [], [], f"{type(e).__name__}: {e}"
+            findings, reported, reported_f, err = [], [], [], f"{type(e).__name__}: {e}"
+        extra = {}
+        if err is None:
+            rl = k.roofline.to_json() if k.roofline is not None else {}
+            extra = {"bound": rl.get("bound"), "bytes_pct_of_peak": rl.get("bytes_pct_of_peak"),
+                     "flops_pct_of_peak": rl.get("flops_pct_of_peak"),
+                     "demoted": [f"{d.id}@{d.line}" for d in k.diagnostics if d.evidence.get("demoted")]}
         hit = bool(expected) and any(i == expected and (line is None or ln == line) for i, ln in reported)
+        hit_f = bool(expected) and any(i == expected and (line is None or ln == line) for i, ln in reported_f)
         other = [f for f in findings if not (f[0] == expected and (line is None or f[1] == line))]
         rows.append({"group": group, "case": name, "expected": expected, "expected_line": line,
-                     "found": hit if expected else None, "findings": [f"{i}@{ln}" for i, ln in findings],
-                     "other_findings": len(other), "error": err, "seconds": round(time.perf_counter() - t0, 2)})
+                     "found": hit if expected else None, "found_as_finding": hit_f if expected else None,
+                     "findings": [f"{i}@{ln}" for i, ln in findings],
+                     "other_findings": len(other), "error": err, "seconds": round(time.perf_counter() - t0, 2),
+                     **extra})
         print(f"{group:10s} {name:28s} expected={expected or '-':20s} hit={hit if expected else '-'} "
-              f"findings={rows[-1]['findings']}", flush=True)
+              f"findings={rows[-1]['findings']}" + (f" {extra['bound']} bytes {extra['bytes_pct_of_peak']}% flops "
+                                                   f"{extra['flops_pct_of_peak']}% demoted={extra['demoted']}"
+                                                   if extra.get("bytes_pct_of_peak") is not None else ""), flush=True)
     return rows
 
 
@@ -105,10 +126,12 @@ def summary(rows):
     problems = [r for r in rows if r["expected"]]
     clean = [r for r in rows if not r["expected"]]
     tp = sum(1 for r in problems if r["found"])
+    tp_f = sum(1 for r in problems if r.get("found_as_finding"))
     fp_clean = sum(len(r["findings"]) for r in clean)
     fp_strict = fp_clean + sum(r["other_findings"] for r in problems)
     return {"problems": len(problems), "clean_kernels": len(clean), "true_positives": tp,
             "recall": round(tp / len(problems), 4) if problems else None,
+            "recall_findings": round(tp_f / len(problems), 4) if problems else None,
             "false_alarms_on_clean": fp_clean,
             "precision_clean": round(tp / (tp + fp_clean), 4) if tp + fp_clean else None,
             "precision_strict": round(tp / (tp + fp_strict), 4) if tp + fp_strict else None,
@@ -131,10 +154,15 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=0, help="analysis processes (--gpu; default min(8, cores))")
     ap.add_argument("--child-timeout", type=float, default=200.0, help="seconds for each profiled child (--gpu)")
     ap.add_argument("--keep", metavar="DIR", help="--gpu: write the profiles to DIR (default a temporary folder)")
+    ap.add_argument("--rescore", metavar="GPU_JSON", help="re-score a GPU run's timing mode on the CPU: the static "
+                    "facts of each case plus the run's measured time per launch, an H100's peaks and the launch's "
+                    "tensor arguments (no samples: an approximation of the timing mode)")
     ap.add_argument("--workload", metavar="STATUS_JSON", help=argparse.SUPPRESS)   # the child under kprof
     args = ap.parse_args(argv)
     if args.workload:
         return workload(args)
+    if args.rescore:
+        return rescore_main(args)
     if args.gpu:
         return gpu_main(args)
     args.json_name = args.json_name or "analyzer_corpus_cpu"
@@ -145,6 +173,88 @@ def main(argv=None):
     s["mode"] = "cpu static (no samples)"
     print(s)
     write_results(args.json_name, rows, {"summary": s})
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
+# Re-scoring a GPU run's timing mode on the CPU (``--rescore``)
+
+# the GPU cases the static corpus names differently
+RESCORE_NAMES = {"mm_autotuned_128x64x32": "mm_128x64x32"}
+# H100 SXM as kprof's device_info recorded it on 2026-11-27 (its roofline: 3.35 TB/s, 1070 dense fp16 TFLOP/s)
+H100 = {"num_sms": 132, "clock_khz": 1980000, "memory_clock_khz": 2619000, "bus_width_bits": 5120}
+
+
+def captured_launches(names=None):
+    """{GPU case: (grid, [recorded argument dicts as kprof writes them])}: each case's first launch,
+    built on torch's ``meta`` device and stopped in the launch hook (nothing runs, no memory)."""
+    from kernelc.runtime import hooks
+    from profiler.hooks import _arg_json
+    from tests.analyzer.corpus_gpu import gpu_cases
+
+    class _Stop(Exception):
+        pass
+    got = []
+
+    def enter(rec):
+        got.append((tuple(rec.grid), [_arg_json(a) for a in rec.args if a.kind != "constexpr"]))
+        raise _Stop()
+    out = {}
+    h = hooks.register(enter=enter)
+    try:
+        for c in gpu_cases():
+            if c.group == "unseen" or (names is not None and c.name not in names):
+                continue
+            got.clear()
+            try:
+                c.build("meta", small=False)()
+            except _Stop:
+                pass
+            except Exception as e:  # a case that cannot be built on meta is scored without arguments
+                print(f"rescore: {c.name}: no launch record ({type(e).__name__}: {e})", flush=True)
+            if got:
+                out[c.name] = got[0]
+    finally:
+        hooks.unregister(h)
+    return out
+
+
+def rescore_main(args) -> int:
+    """The timing mode of a saved GPU run re-scored with this checkout's analyzer: per case, the static
+    facts (as the CPU bench builds them) with the run's time per launch x 3 launches, the H100's
+    peaks and the launch's tensor arguments (shapes, strides, dtypes from a ``meta``-device build).
+    Samples are not saved in the GPU results, so the pcsampling mode cannot be re-scored this way."""
+    import json
+    from analyzer.facts import Device
+    data = json.load(open(args.rescore))
+    times = {r["case"]: r.get("time_us") for r in data["rows"] if r.get("mode") == "timing" and r.get("group") != "unseen"}
+    launches = int(data.get("launches_per_case") or 3)
+    caps = captured_launches()
+
+    def hook(group, name, facts):
+        gname = RESCORE_NAMES.get(name, name)
+        t = times.get(gname)
+        dev = Device.for_arch("sm_90a", num_sms=H100["num_sms"], clock_khz=H100["clock_khz"], source="profile")
+        dev.memory_clock_khz, dev.bus_width_bits = H100["memory_clock_khz"], H100["bus_width_bits"]
+        facts.device = dev
+        if t:
+            facts.time_ns, facts.count = float(t) * 1e3 * launches, launches
+        if gname in caps:
+            _grid, recs = caps[gname]
+            facts.launch_args = recs
+            for a in recs:
+                if a.get("kind") == "int" and a["name"] not in facts.arg_values:
+                    facts.arg_values[a["name"]] = a["value"]
+    t0 = time.perf_counter()
+    rows = _rows(hook)
+    for r in rows:
+        r["gpu_time_us"] = times.get(RESCORE_NAMES.get(r["case"], r["case"]))
+    s = summary(rows)
+    s["wall_s"] = round(time.perf_counter() - t0, 1)
+    s["mode"] = (f"GPU timing mode re-scored on the CPU from {os.path.basename(args.rescore)} "
+                 f"({data.get('environment', {}).get('device')}, {data.get('environment', {}).get('date')})")
+    print(s)
+    write_results(args.json_name or "analyzer_corpus_gpu_rescored_timing", rows, {"summary": s})
     return 0
 
 
@@ -267,7 +377,8 @@ def analyse_case(job):
 
 def score_case(case, result):
     """Per case: hit (expected id, on the expected line where one is named, infos included: the
-    layout-conversion report is an info), true positives, and the false positives, per emitted finding:
+    layout-conversion report is an info; ``found_as_finding`` only as a warning/error or an info of
+    :data:`INFO_IDS`, so a warning the roofline demoted is no hit there), true positives, and the false positives, per emitted finding:
     every warning/error on a clean case; on a problem case the expected id on another line
     (``fp_wrong_line``) and, counted separately (``other_findings``, for ``precision_strict``), every
     other finding."""
@@ -282,6 +393,7 @@ def score_case(case, result):
     if exp:
         on = [d for d in diags if d["id"] == exp and (line is None or d["line"] == line)]
         row["found"] = bool(on)
+        row["found_as_finding"] = any(d["severity"] in ("error", "warning") or d["id"] in INFO_IDS for d in on)
         row["fp_wrong_line"] = sum(1 for d in finds if d["id"] == exp and line is not None and d["line"] != line)
         row["other_findings"] = sum(1 for d in finds if d["id"] != exp)
         ev = on[0]["evidence"] if on else {}
@@ -304,12 +416,14 @@ def gpu_summary(rows):
     problems = [r for r in scored if r["expected"]]
     clean = [r for r in scored if not r["expected"]]
     tp = sum(1 for r in problems if r["found"])
+    tp_f = sum(1 for r in problems if r.get("found_as_finding"))
     fp = sum(r.get("fp_clean", 0) for r in clean) + sum(r.get("fp_wrong_line", 0) for r in problems)
     fp_strict = fp + sum(r.get("other_findings", 0) for r in problems)
     unseen = [r for r in rows if r["group"] == "unseen"]
     near = [r for r in unseen if r.get("near_peak")]
     return {"problems": len(problems), "clean_kernels": len(clean), "true_positives": tp,
             "recall": round(tp / len(problems), 4) if problems else None,
+            "recall_findings": round(tp_f / len(problems), 4) if problems else None,
             "false_positives": fp, "precision": round(tp / (tp + fp), 4) if tp + fp else None,
             "precision_strict": round(tp / (tp + fp_strict), 4) if tp + fp_strict else None,
             "missed": [r["case"] for r in problems if not r["found"]],
