@@ -16,7 +16,8 @@ With a measured time the roofline caps every estimate: a kernel at 80 % of its b
 get more than 20 % faster, whatever a stall or a model suggests (``est_time_saved_uncapped`` keeps the
 check's own estimate).  A warning whose capped saving is below :data:`MIN_SAVING` is not a problem worth
 acting on and becomes an info (``evidence["demoted"]`` says why); without a measured time nothing is
-demoted (the static estimates are bounds, not measurements).
+demoted (the static estimates are bounds, not measurements), nor with a roofline above 100 % of a peak (L2-resident data or a count
+that is off: :attr:`analyzer.roofline.Roofline.plausible`).
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def estimate(facts, d, headroom: Optional[float]) -> float:
 
 
 def rank(facts, diags: List, roofline=None) -> List:
-    headroom = roofline.headroom if roofline is not None else None
+    headroom = roofline.headroom if roofline is not None and roofline.plausible else None
     for d in diags:
         share = round(min(1.0, max(0.0, estimate(facts, d, headroom))), 4)
         if headroom is not None and share > headroom:

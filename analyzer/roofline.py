@@ -77,6 +77,15 @@ class Roofline:
             return None
         return max(0.0, 1.0 - max(self.flops_fraction or 0.0, self.bytes_fraction or 0.0))
 
+    @property
+    def plausible(self) -> bool:
+        """Whether the measured fractions are physically possible (<= 100 % of both peaks).  More bytes
+        per second than DRAM delivers means the data came from L2 (a small tensor launched again) or the
+        count or time is off: the headroom then says nothing (None without a time)."""
+        if not self.time_s:
+            return False
+        return max(self.flops_fraction or 0.0, self.bytes_fraction or 0.0) <= 1.0
+
     def to_json(self) -> Dict:
         out = {"bound": self.bound, "flops": self.flops, "bytes": self.bytes, "source": self.source,
                "intensity_flop_per_byte": round(self.intensity, 3) if self.bytes else None,

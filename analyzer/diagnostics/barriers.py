@@ -146,7 +146,7 @@ def check(facts: KernelFacts) -> List[Diagnostic]:
                 msg += (f"; the SASS has {len(bars)} barrier(s) for {loops} loop(s): the pipeline's stage barrier, "
                         "which the loop needs (its wait is the tile config's and pipeline depth's: see small-tiles, "
                         "latency-bound-loop)")
-            elif rl is not None and rl.time_s and rl.bound in ("memory", "compute"):
+            elif rl is not None and rl.plausible and rl.bound in ("memory", "compute"):
                 frac = rl.bytes_fraction if rl.bound == "memory" else rl.flops_fraction
                 ev["roofline_bound"] = rl.bound
                 ev["bound_fraction_of_peak"] = round(frac or 0.0, 4)

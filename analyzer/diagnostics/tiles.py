@@ -63,7 +63,7 @@ def check(facts: KernelFacts) -> List[Diagnostic]:
     best = cands[0]
     from ..roofline import roofline
     rl = roofline(facts)
-    measured = rl.flops_fraction if rl is not None and rl.engine == "tensor cores" else None
+    measured = rl.flops_fraction if rl is not None and rl.plausible and rl.engine == "tensor cores" else None
     base = max(cur.score, measured or 0.0)
     gain = best.score / base
     if gain < SP.MIN_SPEEDUP:

@@ -124,10 +124,10 @@ def _h100():
 
 # -- ranking: the roofline caps every estimate ------------------------------------------------------
 
-def _ranked(share, headroom, time_ns=1000.0, severity="warning"):
+def _ranked(share, headroom, time_ns=1000.0, severity="warning", plausible=True):
     d = Diagnostic("x", 1, "t", severity, "m", "f", evidence={"est_time_saved_share": share})
     facts = types.SimpleNamespace(time_ns=time_ns)
-    rl = types.SimpleNamespace(headroom=headroom, bound="memory")
+    rl = None if headroom is None else types.SimpleNamespace(headroom=headroom, bound="memory", plausible=plausible)
     ranking.rank(facts, [d], rl)
     return d
 
@@ -150,6 +150,9 @@ def test_a_finding_with_nothing_to_save_is_an_info():
     # without a measured time (no headroom) nothing is demoted
     d = _ranked(0.0, None)
     assert d.severity == "warning" and "demoted" not in d.evidence
+    # nor above 100 % of a peak (L2-resident data, or a time that is off): the headroom says nothing
+    d = _ranked(0.3, 0.0, plausible=False)
+    assert d.severity == "warning" and d.evidence["est_time_saved_share"] == 0.3
 
 
 # -- barrier-stalls ----------------------------------------------------------------------------------
