@@ -3,6 +3,9 @@
     python bench/bench_analyzer_corpus.py [--json-name analyzer_corpus_cpu]      # CPU, static
     python bench/bench_analyzer_corpus.py --gpu [--only NAME,...] [--groups G,...]  # GPU, PC samples
     python bench/bench_analyzer_corpus.py --gpu --dry-run   # the GPU bench's pipeline on the CPU interpreter
+    python bench/bench_analyzer_corpus.py --gpu --keep DIR  # ... and keep the profiles; later, on any machine:
+    python bench/bench_analyzer_corpus.py --gpu --reanalyse DIR --json-name NAME   # re-score them
+    python bench/bench_analyzer_corpus.py --rescore bench/results/analyzer_corpus_gpu.json  # timing mode, approx.
 
 The ``--gpu`` mode (section "GPU" below, and docs/analyzer-gpu.md) launches every case at a hot size in
 one child process per mode (``python -m kprof -m pcsampling``, then plain ``python -m kprof`` timing),
@@ -157,6 +160,8 @@ def main(argv=None):
     ap.add_argument("--rescore", metavar="GPU_JSON", help="re-score a GPU run's timing mode on the CPU: the static "
                     "facts of each case plus the run's measured time per launch, an H100's peaks and the launch's "
                     "tensor arguments (no samples: an approximation of the timing mode)")
+    ap.add_argument("--reanalyse", metavar="DIR", help="with --gpu: analyse and score the per-case profiles an "
+                    "earlier --gpu --keep DIR run kept (DIR/cases_MODE/*.hatchet), on this machine (no GPU needed)")
     ap.add_argument("--workload", metavar="STATUS_JSON", help=argparse.SUPPRESS)   # the child under kprof
     args = ap.parse_args(argv)
     if args.workload:
@@ -463,7 +468,7 @@ def gpu_main(args) -> int:
     from bench.common import write_results
     t_start = time.perf_counter()
     name = args.json_name or ("analyzer_corpus_gpu_dryrun" if args.dry_run else "analyzer_corpus_gpu")
-    out = args.keep or tempfile.mkdtemp(prefix="analyzer-corpus-")
+    out = args.reanalyse or args.keep or tempfile.mkdtemp(prefix="analyzer-corpus-")
     os.makedirs(out, exist_ok=True)
     cases = _selected(args)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
@@ -475,40 +480,51 @@ def gpu_main(args) -> int:
                   "mode": "dry run: CPU interpreter, small sizes, no samples" if args.dry_run else "gpu"}
     jobs = args.jobs or min(8, os.cpu_count() or 1)
     for mode in modes:
-        t0 = time.perf_counter()
-        status_path = os.path.join(out, f"status_{mode}.json")
-        cmd = [sys.executable, "-m", "kprof"] + (["-m", "pcsampling"] if mode == "pcsampling" else []) + \
-            ["-n", f"corpus_{mode}", "-o", out, os.path.abspath(__file__), "--workload", status_path] + fwd
-        print(f"[{time.perf_counter() - t_start:6.1f}s] {mode}: {' '.join(cmd[1:])}", flush=True)
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        try:
-            tail = proc.communicate(timeout=args.child_timeout)[0][-4000:]
-        except subprocess.TimeoutExpired:
-            # SIGTERM: kprof writes the profile of what ran (the cases finished so far are scored)
-            proc.terminate()
+        if args.reanalyse:
+            # profiles kept by an earlier run (--keep): analysed and scored with this checkout's analyzer
+            split_dir = os.path.join(out, f"cases_{mode}")
+            if not os.path.isdir(split_dir):
+                summaries[mode] = {"error": f"no {split_dir}"}
+                continue
+            paths = {f[:-len(".hatchet")]: os.path.join(split_dir, f) for f in sorted(os.listdir(split_dir))
+                     if f.endswith(".hatchet")}
+            status_path = os.path.join(out, f"status_{mode}.json")
+            status = json.load(open(status_path)) if os.path.isfile(status_path) else {}
+        else:
+            t0 = time.perf_counter()
+            status_path = os.path.join(out, f"status_{mode}.json")
+            cmd = [sys.executable, "-m", "kprof"] + (["-m", "pcsampling"] if mode == "pcsampling" else []) + \
+                ["-n", f"corpus_{mode}", "-o", out, os.path.abspath(__file__), "--workload", status_path] + fwd
+            print(f"[{time.perf_counter() - t_start:6.1f}s] {mode}: {' '.join(cmd[1:])}", flush=True)
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             try:
-                tail = proc.communicate(timeout=60)[0][-4000:]
+                tail = proc.communicate(timeout=args.child_timeout)[0][-4000:]
             except subprocess.TimeoutExpired:
-                proc.kill()
-                tail = proc.communicate()[0][-4000:]
-            tail += f"\n(stopped after {args.child_timeout:g} s)"
-            timings[f"{mode}_stopped"] = True
-        timings[f"{mode}_profile_s"] = round(time.perf_counter() - t0, 1)
-        prof = os.path.join(out, f"corpus_{mode}.hatchet")
-        if not os.path.isfile(prof):
-            print(tail, flush=True)
-            summaries[mode] = {"error": f"no profile at {prof}", "log_tail": tail[-1500:]}
-            continue
-        status = json.load(open(status_path)) if os.path.isfile(status_path) else {}
-        if not status:
-            # the child stopped before writing its status (an H100 run, 2026-11-25: both modes ended after
-            # ~6 s with an empty profile): keep what it printed, in the log and in the results
-            print(f"{mode}: the profiled child wrote no status (exit {proc.returncode}); its output:\n{tail}", flush=True)
-            timings[f"{mode}_child_exit"] = proc.returncode
-            timings[f"{mode}_child_log_tail"] = tail[-3000:]
-        split_dir = os.path.join(out, f"cases_{mode}")
-        os.makedirs(split_dir, exist_ok=True)
-        paths = split_profile(prof, split_dir)
+                # SIGTERM: kprof writes the profile of what ran (the cases finished so far are scored)
+                proc.terminate()
+                try:
+                    tail = proc.communicate(timeout=60)[0][-4000:]
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    tail = proc.communicate()[0][-4000:]
+                tail += f"\n(stopped after {args.child_timeout:g} s)"
+                timings[f"{mode}_stopped"] = True
+            timings[f"{mode}_profile_s"] = round(time.perf_counter() - t0, 1)
+            prof = os.path.join(out, f"corpus_{mode}.hatchet")
+            if not os.path.isfile(prof):
+                print(tail, flush=True)
+                summaries[mode] = {"error": f"no profile at {prof}", "log_tail": tail[-1500:]}
+                continue
+            status = json.load(open(status_path)) if os.path.isfile(status_path) else {}
+            if not status:
+                # the child stopped before writing its status (an H100 run, 2026-11-25: both modes ended after
+                # ~6 s with an empty profile): keep what it printed, in the log and in the results
+                print(f"{mode}: the profiled child wrote no status (exit {proc.returncode}); its output:\n{tail}", flush=True)
+                timings[f"{mode}_child_exit"] = proc.returncode
+                timings[f"{mode}_child_log_tail"] = tail[-3000:]
+            split_dir = os.path.join(out, f"cases_{mode}")
+            os.makedirs(split_dir, exist_ok=True)
+            paths = split_profile(prof, split_dir)
         t1 = time.perf_counter()
         arch = "sm_90a" if args.dry_run else None
         todo = [c for c in cases if c.name in paths]
@@ -540,7 +556,7 @@ def gpu_main(args) -> int:
         # written after each mode: a run cut short by its caller's timeout keeps the modes it finished
         write_results(name, all_rows, dict(extra_base, summary=summaries, timings=timings))
     print(json.dumps(timings), flush=True)
-    if not args.keep:
+    if not args.keep and not args.reanalyse:
         shutil.rmtree(out, ignore_errors=True)
     return 0
 
