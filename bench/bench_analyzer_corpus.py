@@ -337,6 +337,31 @@ def split_profile(path, out_dir):
     return out
 
 
+def rebase_sources(path, root=ROOT):
+    """Point a kept profile's kernel sources at this checkout: a profile from the GPU machine names its
+    files by that machine's paths (``/x/repo/examples/kernels/matmul.py``); the longest tail of the path
+    that exists under ``root`` replaces it, so the analyzer can recompile the kernels here.  Rewrites
+    ``path`` in place when something changed; returns how many records were rebased."""
+    from profiler.format import read_profile, write_profile
+    tree, dinfo = read_profile(path)
+    n = 0
+    for node, _ in tree.walk():
+        src = (node.extra or {}).get("source") if isinstance(getattr(node, "extra", None), dict) else None
+        f = src.get("file") if isinstance(src, dict) else None
+        if not f or os.path.isfile(f):
+            continue
+        parts = f.replace("\\", "/").split("/")
+        for i in range(1, len(parts)):
+            cand = os.path.join(root, *parts[i:])
+            if os.path.isfile(cand):
+                src["file"] = cand
+                n += 1
+                break
+    if n:
+        write_profile(path, tree, dinfo)
+    return n
+
+
 def analyse_case(job):
     """One case's profile through the analyzer (what ``kprof-analyze PROFILE --top 0 --json`` prints),
     with the per-access evidence: sectors per request, the line's sample share, the kernel's % of peak."""
@@ -488,6 +513,8 @@ def gpu_main(args) -> int:
                 continue
             paths = {f[:-len(".hatchet")]: os.path.join(split_dir, f) for f in sorted(os.listdir(split_dir))
                      if f.endswith(".hatchet")}
+            for p in paths.values():
+                rebase_sources(p)
             status_path = os.path.join(out, f"status_{mode}.json")
             status = json.load(open(status_path)) if os.path.isfile(status_path) else {}
         else:

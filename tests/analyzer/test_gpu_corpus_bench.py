@@ -179,13 +179,17 @@ def test_a_demoted_warning_is_no_hit_in_recall_findings():
 def test_kept_profiles_are_reanalysed_and_scored_without_a_gpu(tmp_path):
     # what --gpu --keep DIR leaves (DIR/cases_timing/CASE.hatchet), re-scored by --gpu --reanalyse DIR
     import json
+    import os
     c = {c.name: c for c in cases()}["copy2d_ok"]
     ck = cache_case(c)
     d = tmp_path / "keep" / "cases_timing"
     d.mkdir(parents=True)
     root = ProfileNode("ROOT")
     scope = root.child("case:copy2d_ok")
-    kernel_node(scope, c, ck, time_ns=3 * 46_300, count=3, grid=(4096, 1, 1))
+    node = kernel_node(scope, c, ck, time_ns=3 * 46_300, count=3, grid=(4096, 1, 1))
+    local = node.extra["source"]["file"]
+    # as the GPU machine wrote it: its own checkout's path
+    node.extra["source"]["file"] = "/elsewhere/checkout/" + os.path.relpath(local, bench.ROOT)
     write(d / "copy2d_ok.hatchet", root)
     (tmp_path / "keep" / "status_timing.json").write_text(json.dumps({"copy2d_ok": {"ok": True}}))
     name = "test_reanalyse_tmp"
@@ -201,4 +205,7 @@ def test_kept_profiles_are_reanalysed_and_scored_without_a_gpu(tmp_path):
             os.remove(p)
     row = out["rows"][0]
     assert row["case"] == "copy2d_ok" and row["kernels"] == 1 and row["error"] is None
+    from profiler.format import read_profile
+    kept, _ = read_profile(str(d / "copy2d_ok.hatchet"))
+    assert [n.extra["source"]["file"] for n, _ in kept.walk() if (n.extra or {}).get("source")] == [local]
     assert out["summary"]["timing"]["clean_kernels"] == 1 and row["fp_clean"] == 0
