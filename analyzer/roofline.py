@@ -181,6 +181,17 @@ def tensor_span_bytes(arg: dict) -> Optional[int]:
         return None
 
 
+def _spans(facts: KernelFacts) -> Dict[str, int]:
+    """{argument name: span in bytes} of the launch's recorded tensor arguments."""
+    spans = {}
+    for a in facts.launch_args:
+        if a.get("kind") == "tensor" and isinstance(a.get("name"), str):
+            b = tensor_span_bytes(a)
+            if b is not None:
+                spans[a["name"]] = b
+    return spans
+
+
 def dram_bytes(facts: KernelFacts) -> Optional[float]:
     """Compulsory DRAM bytes of one launch, None without recorded tensor arguments (no ``args`` in the
     profile, a static analysis).
@@ -189,12 +200,7 @@ def dram_bytes(facts: KernelFacts) -> Optional[float]:
     by the static count of the accesses to it when that count has no uncounted loop (a kernel that
     reads one row of a large tensor moves the row, not the tensor).  Accesses whose address names no
     tensor (non-affine: ``% M`` offsets, gathers) count against the tensors no other access names."""
-    spans = {}
-    for a in facts.launch_args:
-        if a.get("kind") == "tensor" and isinstance(a.get("name"), str):
-            b = tensor_span_bytes(a)
-            if b is not None:
-                spans[a["name"]] = b
+    spans = _spans(facts)
     if not spans or not facts.memory_accesses:
         return None
     from .diagnostics._util import numel
@@ -244,6 +250,31 @@ def roofline(facts: KernelFacts) -> Optional[Roofline]:
     if fp is not None:
         nbytes, source = fp, "static+footprint"
     return Roofline(f1 * progs * launches, nbytes * launches, source, pf, pb, engine, time_s)
+
+
+def sector_fraction(facts: KernelFacts, rl: Optional[Roofline], inefficient) -> Optional[float]:
+    """The kernel's bytes per second counting the whole sectors its accesses fetch, against the DRAM
+    peak (None without a measured time).  ``inefficient``: (access, sector efficiency) pairs; each
+    moves ``1 / efficiency`` times its bytes.  Part of that traffic may come from L2 (a column walk's
+    neighbouring programs share sectors), so this can pass 100 %: it says whether memory traffic, not
+    latency, bounds the kernel (>= :data:`BOUND_FRACTION`)."""
+    if rl is None or not rl.time_s:
+        return None
+    from .diagnostics._util import numel
+    trips = _dot_trips(facts)
+    progs, launches = facts.num_programs or 1, max(1, facts.count)
+    spans = _spans(facts)
+    waste = 0.0
+    for a, eff in inefficient:
+        if not 0 < eff < 1:
+            continue
+        t = _trips(facts, a, trips)
+        moved = numel(a.get("shape")) * int(a.get("elem_bytes") or 4) * t * progs
+        base = (a.get("address") or {}).get("base")
+        if t == 1 and base in spans and a.get("line") and facts.in_loop(a.get("file"), int(a.get("line"))):
+            moved = spans[base]      # a loop the static count does not multiply in: the tensor it walks
+        waste += moved * launches * (1.0 / eff - 1.0)
+    return (rl.bytes + waste) / rl.time_s / rl.peak_bytes_per_s
 
 
 def memory_bound(facts: KernelFacts) -> bool:

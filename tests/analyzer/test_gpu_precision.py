@@ -216,3 +216,20 @@ def test_small_tiles_on_the_issues_autotuned_matmul_is_a_finding(tmp_path):
     k = _analyse(tmp_path, c, 409.0, args=args, grid=((N // 128) * (N // 64), 1, 1))
     d = next(d for d in k.findings if d.id == "small-tiles")
     assert d.evidence["model_speedup"] >= 1.3 and "best_listed_tile" not in d.evidence
+
+
+# -- uncoalesced-access without samples ----------------------------------------------------------------
+
+@pytest.mark.parametrize("us,finding", [(260.3, True), (2603.0, False)])
+def test_a_column_walk_is_memory_bound_by_the_sectors_it_fetches(tmp_path, us, finding):
+    # the H100 timing run (no samples): column_walk's useful bytes reach 15 % of the DRAM peak, but its load
+    # fetches 8x its bytes (12.5 % sector efficiency): memory traffic bounds it.  Ten times slower it would not.
+    from .corpus import cases
+    c = {c.name: c for c in cases()}["column_walk"]
+    args = [_tensor("x_ptr", "float32", 4096, 8192), _tensor("y_ptr", "float32", 8192),
+            _int("M", 4096), _int("N", 8192), _int("stride_m", 8192)]
+    k = _analyse(tmp_path, c, us, args=args, grid=(8192, 1, 1))
+    d = next(d for d in k.diagnostics if d.id == "uncoalesced-access" and d.line == c.expected_line)
+    assert k.roofline.bound == "latency" and k.roofline.bytes_fraction < 0.2
+    assert (d.severity == "warning") == finding
+    assert (d.evidence["sector_traffic_pct_of_dram_peak"] >= 50) == finding
