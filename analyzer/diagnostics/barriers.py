@@ -153,8 +153,8 @@ def check(facts: KernelFacts) -> List[Diagnostic]:
                 sev, title = "info", f"barrier waits of a {rl.bound}-bound kernel"
                 msg += (f"; the kernel is {rl.bound}-bound at {pct(frac or 0.0)} of the peak "
                         f"{'DRAM bandwidth' if rl.bound == 'memory' else 'FLOP/s'}: warps wait at the barriers while "
-                        f"{'DRAM' if rl.bound == 'memory' else 'the tensor cores'} work, so fewer barriers would not "
-                        "remove the bound")
+                        f"{'their loads stream from DRAM' if rl.bound == 'memory' else 'the math units work'}, so "
+                        "fewer barriers would not remove the bound")
         out.append(Diagnostic("barrier-stalls", 7, title, sev, msg, fix,
                               facts.full_path(file) or file, line, source_of(facts, file, line), ev, changes,
                               "static+samples" if small else "samples"))
