@@ -19,7 +19,7 @@ JSON layout (``Report.to_json()``, ``kprof-analyze --json``), schema ``"kprof-an
           "occupancy": {"blocks_per_sm", "limiter", "active_warps", "max_warps", "fraction", "by_warps",
                         "by_blocks", "by_registers", "by_shared", ...} | null,
           "roofline": {"bound": "compute"|"memory"|"latency", "flops", "bytes", "source": "launch_metadata"|
-                       "static", "peak_flops", "peak_bytes_per_s", "engine", "intensity_flop_per_byte",
+                       "static"|"static+footprint", "peak_flops", "peak_bytes_per_s", "engine", "intensity_flop_per_byte",
                        "ridge_flop_per_byte", [with a time:] "flops_pct_of_peak", "bytes_pct_of_peak",
                        "headroom_pct", ...} | null,
           "samples": {"total": 1580, "stalled": 1285, "stalls": {"long_scoreboard": 470, ...}},
@@ -349,7 +349,9 @@ def _render_kernel(k: KernelReport, line, width: int) -> None:
 
 
 def _roofline_text(r) -> str:
-    src = "launch metadata" if r.source == "launch_metadata" else "static count x grid, masks as all-true"
+    src = {"launch_metadata": "launch metadata",
+           "static+footprint": "FLOPs: static count x grid; bytes: the recorded tensors' compulsory DRAM traffic"}.get(
+        r.source, "static count x grid, masks as all-true")
     if r.time_s:
         return (f"{r.bound}-bound: {r.flops / r.time_s / 1e12:.3g} TFLOP/s ({100 * r.flops_fraction:.1f}% of "
                 f"{r.peak_flops / 1e12:.0f} on {r.engine}), {r.bytes / r.time_s / 1e12:.3g} TB/s "

@@ -4,7 +4,16 @@ The counts come from the profile's launch metadata (``flops*``, ``bytes``) when 
 ``launch_metadata`` gave them; else from the compiler's static count of one program (every global
 access's tile bytes, ``2*M*N*K`` per dot), times the loop trips the recorded arguments give (``K //
 BLOCK_K`` for a dot loop), times the number of programs.  Masks are taken as all-true (the count is an
-upper bound for ragged edges).  Without a measured time the kernel is classified by its arithmetic
+upper bound for ragged edges).
+
+That static byte count is what the programs request, not what DRAM moves: a tiled matmul re-reads each
+operand tile from L2 once per program row/column (the H100 corpus run of 2026-11-27 put a 4096^3 fp16
+matmul at 190-250 % of DRAM peak), and a loop whose trip count is not recorded (a persistent softmax
+walking rows) is counted once (the same run put a softmax moving 2.8 TB/s at 16 %).  When the launch
+recorded its tensor arguments (shape, strides, dtype), the DRAM bytes are the compulsory traffic
+instead: the span of every tensor the kernel loads from, plus the span of every tensor it stores to
+(:func:`dram_bytes`), capped by the static count when that count has no uncounted loop (a kernel
+that touches part of a tensor).  Without a measured time the kernel is classified by its arithmetic
 intensity against the ridge point ``peak FLOP/s / peak bytes/s``.
 
 Peaks are per SM and clock (the architecture's dense tensor-core and FFMA rates), times the
@@ -30,7 +39,7 @@ BOUND_FRACTION = 0.5
 class Roofline:
     flops: float                  # per kernel launch set (all launches in the profile, or one grid statically)
     bytes: float
-    source: str                   # "launch_metadata" | "static"
+    source: str                   # "launch_metadata" | "static" | "static+footprint" (DRAM bytes from the tensors)
     peak_flops: float
     peak_bytes_per_s: float
     engine: str                   # "tensor cores" | "fp32 FFMA"
@@ -67,6 +76,15 @@ class Roofline:
         if not self.time_s:
             return None
         return max(0.0, 1.0 - max(self.flops_fraction or 0.0, self.bytes_fraction or 0.0))
+
+    @property
+    def plausible(self) -> bool:
+        """Whether the measured fractions are physically possible (<= 100 % of both peaks).  More bytes
+        per second than DRAM delivers means the data came from L2 (a small tensor launched again) or the
+        count or time is off: the headroom then says nothing (None without a time)."""
+        if not self.time_s:
+            return False
+        return max(self.flops_fraction or 0.0, self.bytes_fraction or 0.0) <= 1.0
 
     def to_json(self) -> Dict:
         out = {"bound": self.bound, "flops": self.flops, "bytes": self.bytes, "source": self.source,
@@ -128,6 +146,88 @@ def static_counts(facts: KernelFacts) -> tuple:
     return flops, nbytes
 
 
+_DTYPE_BYTES = {"float64": 8, "int64": 8, "uint64": 8, "complex64": 8, "float32": 4, "int32": 4, "uint32": 4,
+                "float16": 2, "bfloat16": 2, "int16": 2, "uint16": 2, "int8": 1, "uint8": 1, "bool": 1}
+
+
+def _dtype_bytes(dtype) -> Optional[int]:
+    t = str(dtype or "").rsplit(".", 1)[-1]
+    if t in _DTYPE_BYTES:
+        return _DTYPE_BYTES[t]
+    if t.startswith("float8"):
+        return 1
+    return None
+
+
+def tensor_span_bytes(arg: dict) -> Optional[int]:
+    """Bytes between a recorded tensor argument's first and last element (its shape and strides;
+    contiguous strides when none were recorded), None when the record lacks them."""
+    eb = _dtype_bytes(arg.get("dtype"))
+    shape = arg.get("shape")
+    if eb is None or not isinstance(shape, (list, tuple)):
+        return None
+    try:
+        shape = [int(x) for x in shape]
+        if any(x <= 0 for x in shape):
+            return 0
+        strides = arg.get("strides")
+        if not isinstance(strides, (list, tuple)) or len(strides) != len(shape):
+            n = 1
+            for x in shape:
+                n *= x
+            return n * eb
+        return (1 + sum((x - 1) * abs(int(st)) for x, st in zip(shape, strides))) * eb
+    except (TypeError, ValueError):
+        return None
+
+
+def _spans(facts: KernelFacts) -> Dict[str, int]:
+    """{argument name: span in bytes} of the launch's recorded tensor arguments."""
+    spans = {}
+    for a in facts.launch_args:
+        if a.get("kind") == "tensor" and isinstance(a.get("name"), str):
+            b = tensor_span_bytes(a)
+            if b is not None:
+                spans[a["name"]] = b
+    return spans
+
+
+def dram_bytes(facts: KernelFacts) -> Optional[float]:
+    """Compulsory DRAM bytes of one launch, None without recorded tensor arguments (no ``args`` in the
+    profile, a static analysis).
+
+    Per tensor and direction (loads, stores: a tensor read and written moves twice): its span, capped
+    by the static count of the accesses to it when that count has no uncounted loop (a kernel that
+    reads one row of a large tensor moves the row, not the tensor).  Accesses whose address names no
+    tensor (non-affine: ``% M`` offsets, gathers) count against the tensors no other access names."""
+    spans = _spans(facts)
+    if not spans or not facts.memory_accesses:
+        return None
+    from .diagnostics._util import numel
+    trips = _dot_trips(facts)
+    progs = facts.num_programs or 1
+    static: Dict[tuple, float] = {}
+    uncounted = set()
+    for a in facts.memory_accesses:
+        # a non-affine address (``% M`` offsets, a gather) names no base: grouped under None
+        base = (a.get("address") or {}).get("base")
+        base = base if base in spans else None
+        kind = "store" if str(a.get("kind") or "").startswith(("store", "atomic")) else "load"
+        t = _trips(facts, a, trips)
+        key = (base, kind)
+        if a.get("line") and t == 1 and facts.in_loop(a.get("file"), int(a.get("line") or 0)):
+            uncounted.add(key)
+        static[key] = static.get(key, 0.0) + numel(a.get("shape")) * int(a.get("elem_bytes") or 4) * t * progs
+    named = {b for b, _ in static if b is not None}
+    # accesses without a base read or write the tensors no other access names (else any of them)
+    rest = sum(v for k, v in spans.items() if k not in named) or sum(spans.values())
+    total = 0.0
+    for (b, kind), v in static.items():
+        span = spans[b] if b is not None else rest
+        total += span if (b, kind) in uncounted else min(span, v)
+    return total
+
+
 def roofline(facts: KernelFacts) -> Optional[Roofline]:
     from .diagnostics._util import is_tensor_core_kernel
     tc = is_tensor_core_kernel(facts)
@@ -145,7 +245,36 @@ def roofline(facts: KernelFacts) -> Optional[Roofline]:
     f1, b1 = static_counts(facts)
     progs = facts.num_programs or 1
     launches = max(1, facts.count) if time_s else 1
-    return Roofline(f1 * progs * launches, b1 * progs * launches, "static", pf, pb, engine, time_s)
+    nbytes, source = b1 * progs, "static"
+    fp = dram_bytes(facts)
+    if fp is not None:
+        nbytes, source = fp, "static+footprint"
+    return Roofline(f1 * progs * launches, nbytes * launches, source, pf, pb, engine, time_s)
+
+
+def sector_fraction(facts: KernelFacts, rl: Optional[Roofline], inefficient) -> Optional[float]:
+    """The kernel's bytes per second counting the whole sectors its accesses fetch, against the DRAM
+    peak (None without a measured time).  ``inefficient``: (access, sector efficiency) pairs; each
+    moves ``1 / efficiency`` times its bytes.  Part of that traffic may come from L2 (a column walk's
+    neighbouring programs share sectors), so this can pass 100 %: it says whether memory traffic, not
+    latency, bounds the kernel (>= :data:`BOUND_FRACTION`)."""
+    if rl is None or not rl.time_s:
+        return None
+    from .diagnostics._util import numel
+    trips = _dot_trips(facts)
+    progs, launches = facts.num_programs or 1, max(1, facts.count)
+    spans = _spans(facts)
+    waste = 0.0
+    for a, eff in inefficient:
+        if not 0 < eff < 1:
+            continue
+        t = _trips(facts, a, trips)
+        moved = numel(a.get("shape")) * int(a.get("elem_bytes") or 4) * t * progs
+        base = (a.get("address") or {}).get("base")
+        if t == 1 and base in spans and a.get("line") and facts.in_loop(a.get("file"), int(a.get("line"))):
+            moved = spans[base]      # a loop the static count does not multiply in: the tensor it walks
+        waste += moved * launches * (1.0 / eff - 1.0)
+    return (rl.bytes + waste) / rl.time_s / rl.peak_bytes_per_s
 
 
 def memory_bound(facts: KernelFacts) -> bool:

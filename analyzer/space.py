@@ -129,17 +129,26 @@ def current_score(facts: KernelFacts, names: Dict[str, str], *, own_pipeline: bo
                  regs=facts.n_regs or None, shared=facts.shared or None)
 
 
+def _kernel_module(facts: KernelFacts):
+    """The module that defines the kernel: the @jit function's, else the kernel's source file when this
+    process already imported it or the source policy allows importing it (None otherwise)."""
+    import sys
+    fn = facts.function
+    if fn is not None:
+        return sys.modules.get(getattr(getattr(fn, "fn", None), "__module__", "") or "")
+    from . import load as LD
+    try:
+        path = LD.kernel_source_file(facts)
+        return LD.import_module_from(path, facts.source_policy or LD.NO_IMPORT) if path else None
+    except Exception:       # refused by the policy, or the module fails to import: the list is unknown
+        return None
+
+
 def user_configs(facts: KernelFacts) -> List[Dict[str, Any]]:
     """The configs of the user's ``@kernelc.autotune`` list when its module is importable, plus the
     profiled config."""
     out = [facts.config()]
-    fn = facts.function
-    mod = None
-    try:
-        import sys
-        mod = sys.modules.get(getattr(getattr(fn, "fn", None), "__module__", "") or "")
-    except Exception:
-        mod = None
+    mod = _kernel_module(facts)
     for obj in (vars(mod).values() if mod else ()):
         if type(obj).__name__ == "Autotuner" and getattr(getattr(obj, "fn", None), "__name__", None) == facts.name:
             for c in obj.configs:

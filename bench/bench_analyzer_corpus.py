@@ -3,6 +3,9 @@
     python bench/bench_analyzer_corpus.py [--json-name analyzer_corpus_cpu]      # CPU, static
     python bench/bench_analyzer_corpus.py --gpu [--only NAME,...] [--groups G,...]  # GPU, PC samples
     python bench/bench_analyzer_corpus.py --gpu --dry-run   # the GPU bench's pipeline on the CPU interpreter
+    python bench/bench_analyzer_corpus.py --gpu --keep DIR  # ... and keep the profiles; later, on any machine:
+    python bench/bench_analyzer_corpus.py --gpu --reanalyse DIR --json-name NAME   # re-score them
+    python bench/bench_analyzer_corpus.py --rescore bench/results/analyzer_corpus_gpu.json  # timing mode, approx.
 
 The ``--gpu`` mode (section "GPU" below, and docs/analyzer-gpu.md) launches every case at a hot size in
 one child process per mode (``python -m kprof -m pcsampling``, then plain ``python -m kprof`` timing),
@@ -43,9 +46,12 @@ sys.path.insert(0, ROOT)
 from bench.common import write_results  # noqa: E402
 
 N4K = 4096
+INFO_IDS = ("layout-conversion",)     # reports that are infos by design: an info with this id is a hit
 
 
-def _rows():
+def _rows(facts_hook=None):
+    """One row per corpus case (static analysis); ``facts_hook(group, name, facts)`` may add what a
+    profile would have (time, device, launch arguments) before the analysis (``--rescore``)."""
     import kernelc
     import analyzer
     from analyzer.facts import facts_from_compiled
@@ -53,10 +59,14 @@ def _rows():
     from tests.analyzer.helpers import grid_of
     from tests.analyzer.planted import PLANTED, well_tuned
 
+    current = {}
+
     def analyse_ck(ck, grid, function=None, arg_values=None):
         facts = facts_from_compiled(ck, grid=grid, function=function)
         if arg_values:
             facts.arg_values = dict(arg_values)
+        if facts_hook is not None:
+            facts_hook(current["group"], current["name"], facts)
         return analyzer.analyze_facts(facts, validate=False)
 
     items = []
@@ -84,20 +94,34 @@ def _rows():
     rows = []
     for group, name, expected, line, fn in items:
         t0 = time.perf_counter()
+        current.update(group=group, name=name)
         try:
             k = fn()
             findings = [(d.id, d.line) for d in k.findings]
             reported = [(d.id, d.line) for d in k.diagnostics]   # infos too (layout-conversion is one)
+            # recall_findings: infos only for the ids that are infos by design (a demoted warning is no hit)
+            reported_f = [(d.id, d.line) for d in k.diagnostics if d.is_finding or d.id in INFO_IDS]
             err = None
         except Exception as e:  # a case that fails to analyse counts as a miss, with its error
-            findings, reported, err = [], [], f"{type(e).__name__}: {e}"
+            findings, reported, reported_f, err = [], [], [], f"{type(e).__name__}: {e}"
+        extra = {}
+        if err is None:
+            rl = k.roofline.to_json() if k.roofline is not None else {}
+            extra = {"bound": rl.get("bound"), "bytes_pct_of_peak": rl.get("bytes_pct_of_peak"),
+                     "flops_pct_of_peak": rl.get("flops_pct_of_peak"),
+                     "demoted": [f"{d.id}@{d.line}" for d in k.diagnostics if d.evidence.get("demoted")]}
         hit = bool(expected) and any(i == expected and (line is None or ln == line) for i, ln in reported)
+        hit_f = bool(expected) and any(i == expected and (line is None or ln == line) for i, ln in reported_f)
         other = [f for f in findings if not (f[0] == expected and (line is None or f[1] == line))]
         rows.append({"group": group, "case": name, "expected": expected, "expected_line": line,
-                     "found": hit if expected else None, "findings": [f"{i}@{ln}" for i, ln in findings],
-                     "other_findings": len(other), "error": err, "seconds": round(time.perf_counter() - t0, 2)})
+                     "found": hit if expected else None, "found_as_finding": hit_f if expected else None,
+                     "findings": [f"{i}@{ln}" for i, ln in findings],
+                     "other_findings": len(other), "error": err, "seconds": round(time.perf_counter() - t0, 2),
+                     **extra})
         print(f"{group:10s} {name:28s} expected={expected or '-':20s} hit={hit if expected else '-'} "
-              f"findings={rows[-1]['findings']}", flush=True)
+              f"findings={rows[-1]['findings']}" + (f" {extra['bound']} bytes {extra['bytes_pct_of_peak']}% flops "
+                                                   f"{extra['flops_pct_of_peak']}% demoted={extra['demoted']}"
+                                                   if extra.get("bytes_pct_of_peak") is not None else ""), flush=True)
     return rows
 
 
@@ -105,10 +129,12 @@ def summary(rows):
     problems = [r for r in rows if r["expected"]]
     clean = [r for r in rows if not r["expected"]]
     tp = sum(1 for r in problems if r["found"])
+    tp_f = sum(1 for r in problems if r.get("found_as_finding"))
     fp_clean = sum(len(r["findings"]) for r in clean)
     fp_strict = fp_clean + sum(r["other_findings"] for r in problems)
     return {"problems": len(problems), "clean_kernels": len(clean), "true_positives": tp,
             "recall": round(tp / len(problems), 4) if problems else None,
+            "recall_findings": round(tp_f / len(problems), 4) if problems else None,
             "false_alarms_on_clean": fp_clean,
             "precision_clean": round(tp / (tp + fp_clean), 4) if tp + fp_clean else None,
             "precision_strict": round(tp / (tp + fp_strict), 4) if tp + fp_strict else None,
@@ -131,10 +157,17 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=0, help="analysis processes (--gpu; default min(8, cores))")
     ap.add_argument("--child-timeout", type=float, default=200.0, help="seconds for each profiled child (--gpu)")
     ap.add_argument("--keep", metavar="DIR", help="--gpu: write the profiles to DIR (default a temporary folder)")
+    ap.add_argument("--rescore", metavar="GPU_JSON", help="re-score a GPU run's timing mode on the CPU: the static "
+                    "facts of each case plus the run's measured time per launch, an H100's peaks and the launch's "
+                    "tensor arguments (no samples: an approximation of the timing mode)")
+    ap.add_argument("--reanalyse", metavar="DIR", help="with --gpu: analyse and score the per-case profiles an "
+                    "earlier --gpu --keep DIR run kept (DIR/cases_MODE/*.hatchet), on this machine (no GPU needed)")
     ap.add_argument("--workload", metavar="STATUS_JSON", help=argparse.SUPPRESS)   # the child under kprof
     args = ap.parse_args(argv)
     if args.workload:
         return workload(args)
+    if args.rescore:
+        return rescore_main(args)
     if args.gpu:
         return gpu_main(args)
     args.json_name = args.json_name or "analyzer_corpus_cpu"
@@ -145,6 +178,88 @@ def main(argv=None):
     s["mode"] = "cpu static (no samples)"
     print(s)
     write_results(args.json_name, rows, {"summary": s})
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
+# Re-scoring a GPU run's timing mode on the CPU (``--rescore``)
+
+# the GPU cases the static corpus names differently
+RESCORE_NAMES = {"mm_autotuned_128x64x32": "mm_128x64x32"}
+# H100 SXM as kprof's device_info recorded it on 2026-11-27 (its roofline: 3.35 TB/s, 1070 dense fp16 TFLOP/s)
+H100 = {"num_sms": 132, "clock_khz": 1980000, "memory_clock_khz": 2619000, "bus_width_bits": 5120}
+
+
+def captured_launches(names=None):
+    """{GPU case: (grid, [recorded argument dicts as kprof writes them])}: each case's first launch,
+    built on torch's ``meta`` device and stopped in the launch hook (nothing runs, no memory)."""
+    from kernelc.runtime import hooks
+    from profiler.hooks import _arg_json
+    from tests.analyzer.corpus_gpu import gpu_cases
+
+    class _Stop(Exception):
+        pass
+    got = []
+
+    def enter(rec):
+        got.append((tuple(rec.grid), [_arg_json(a) for a in rec.args if a.kind != "constexpr"]))
+        raise _Stop()
+    out = {}
+    h = hooks.register(enter=enter)
+    try:
+        for c in gpu_cases():
+            if c.group == "unseen" or (names is not None and c.name not in names):
+                continue
+            got.clear()
+            try:
+                c.build("meta", small=False)()
+            except _Stop:
+                pass
+            except Exception as e:  # a case that cannot be built on meta is scored without arguments
+                print(f"rescore: {c.name}: no launch record ({type(e).__name__}: {e})", flush=True)
+            if got:
+                out[c.name] = got[0]
+    finally:
+        hooks.unregister(h)
+    return out
+
+
+def rescore_main(args) -> int:
+    """The timing mode of a saved GPU run re-scored with this checkout's analyzer: per case, the static
+    facts (as the CPU bench builds them) with the run's time per launch x 3 launches, the H100's
+    peaks and the launch's tensor arguments (shapes, strides, dtypes from a ``meta``-device build).
+    Samples are not saved in the GPU results, so the pcsampling mode cannot be re-scored this way."""
+    import json
+    from analyzer.facts import Device
+    data = json.load(open(args.rescore))
+    times = {r["case"]: r.get("time_us") for r in data["rows"] if r.get("mode") == "timing" and r.get("group") != "unseen"}
+    launches = int(data.get("launches_per_case") or 3)
+    caps = captured_launches()
+
+    def hook(group, name, facts):
+        gname = RESCORE_NAMES.get(name, name)
+        t = times.get(gname)
+        dev = Device.for_arch("sm_90a", num_sms=H100["num_sms"], clock_khz=H100["clock_khz"], source="profile")
+        dev.memory_clock_khz, dev.bus_width_bits = H100["memory_clock_khz"], H100["bus_width_bits"]
+        facts.device = dev
+        if t:
+            facts.time_ns, facts.count = float(t) * 1e3 * launches, launches
+        if gname in caps:
+            _grid, recs = caps[gname]
+            facts.launch_args = recs
+            for a in recs:
+                if a.get("kind") == "int" and a["name"] not in facts.arg_values:
+                    facts.arg_values[a["name"]] = a["value"]
+    t0 = time.perf_counter()
+    rows = _rows(hook)
+    for r in rows:
+        r["gpu_time_us"] = times.get(RESCORE_NAMES.get(r["case"], r["case"]))
+    s = summary(rows)
+    s["wall_s"] = round(time.perf_counter() - t0, 1)
+    s["mode"] = (f"GPU timing mode re-scored on the CPU from {os.path.basename(args.rescore)} "
+                 f"({data.get('environment', {}).get('device')}, {data.get('environment', {}).get('date')})")
+    print(s)
+    write_results(args.json_name or "analyzer_corpus_gpu_rescored_timing", rows, {"summary": s})
     return 0
 
 
@@ -222,6 +337,31 @@ def split_profile(path, out_dir):
     return out
 
 
+def rebase_sources(path, root=ROOT):
+    """Point a kept profile's kernel sources at this checkout: a profile from the GPU machine names its
+    files by that machine's paths (``/x/repo/examples/kernels/matmul.py``); the longest tail of the path
+    that exists under ``root`` replaces it, so the analyzer can recompile the kernels here.  Rewrites
+    ``path`` in place when something changed; returns how many records were rebased."""
+    from profiler.format import read_profile, write_profile
+    tree, dinfo = read_profile(path)
+    n = 0
+    for node, _ in tree.walk():
+        src = (node.extra or {}).get("source") if isinstance(getattr(node, "extra", None), dict) else None
+        f = src.get("file") if isinstance(src, dict) else None
+        if not f or os.path.isfile(f):
+            continue
+        parts = f.replace("\\", "/").split("/")
+        for i in range(1, len(parts)):
+            cand = os.path.join(root, *parts[i:])
+            if os.path.isfile(cand):
+                src["file"] = cand
+                n += 1
+                break
+    if n:
+        write_profile(path, tree, dinfo)
+    return n
+
+
 def analyse_case(job):
     """One case's profile through the analyzer (what ``kprof-analyze PROFILE --top 0 --json`` prints),
     with the per-access evidence: sectors per request, the line's sample share, the kernel's % of peak."""
@@ -267,7 +407,8 @@ def analyse_case(job):
 
 def score_case(case, result):
     """Per case: hit (expected id, on the expected line where one is named, infos included: the
-    layout-conversion report is an info), true positives, and the false positives, per emitted finding:
+    layout-conversion report is an info; ``found_as_finding`` only as a warning/error or an info of
+    :data:`INFO_IDS`, so a warning the roofline demoted is no hit there), true positives, and the false positives, per emitted finding:
     every warning/error on a clean case; on a problem case the expected id on another line
     (``fp_wrong_line``) and, counted separately (``other_findings``, for ``precision_strict``), every
     other finding."""
@@ -282,6 +423,7 @@ def score_case(case, result):
     if exp:
         on = [d for d in diags if d["id"] == exp and (line is None or d["line"] == line)]
         row["found"] = bool(on)
+        row["found_as_finding"] = any(d["severity"] in ("error", "warning") or d["id"] in INFO_IDS for d in on)
         row["fp_wrong_line"] = sum(1 for d in finds if d["id"] == exp and line is not None and d["line"] != line)
         row["other_findings"] = sum(1 for d in finds if d["id"] != exp)
         ev = on[0]["evidence"] if on else {}
@@ -304,12 +446,14 @@ def gpu_summary(rows):
     problems = [r for r in scored if r["expected"]]
     clean = [r for r in scored if not r["expected"]]
     tp = sum(1 for r in problems if r["found"])
+    tp_f = sum(1 for r in problems if r.get("found_as_finding"))
     fp = sum(r.get("fp_clean", 0) for r in clean) + sum(r.get("fp_wrong_line", 0) for r in problems)
     fp_strict = fp + sum(r.get("other_findings", 0) for r in problems)
     unseen = [r for r in rows if r["group"] == "unseen"]
     near = [r for r in unseen if r.get("near_peak")]
     return {"problems": len(problems), "clean_kernels": len(clean), "true_positives": tp,
             "recall": round(tp / len(problems), 4) if problems else None,
+            "recall_findings": round(tp_f / len(problems), 4) if problems else None,
             "false_positives": fp, "precision": round(tp / (tp + fp), 4) if tp + fp else None,
             "precision_strict": round(tp / (tp + fp_strict), 4) if tp + fp_strict else None,
             "missed": [r["case"] for r in problems if not r["found"]],
@@ -349,7 +493,7 @@ def gpu_main(args) -> int:
     from bench.common import write_results
     t_start = time.perf_counter()
     name = args.json_name or ("analyzer_corpus_gpu_dryrun" if args.dry_run else "analyzer_corpus_gpu")
-    out = args.keep or tempfile.mkdtemp(prefix="analyzer-corpus-")
+    out = args.reanalyse or args.keep or tempfile.mkdtemp(prefix="analyzer-corpus-")
     os.makedirs(out, exist_ok=True)
     cases = _selected(args)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
@@ -361,40 +505,53 @@ def gpu_main(args) -> int:
                   "mode": "dry run: CPU interpreter, small sizes, no samples" if args.dry_run else "gpu"}
     jobs = args.jobs or min(8, os.cpu_count() or 1)
     for mode in modes:
-        t0 = time.perf_counter()
-        status_path = os.path.join(out, f"status_{mode}.json")
-        cmd = [sys.executable, "-m", "kprof"] + (["-m", "pcsampling"] if mode == "pcsampling" else []) + \
-            ["-n", f"corpus_{mode}", "-o", out, os.path.abspath(__file__), "--workload", status_path] + fwd
-        print(f"[{time.perf_counter() - t_start:6.1f}s] {mode}: {' '.join(cmd[1:])}", flush=True)
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        try:
-            tail = proc.communicate(timeout=args.child_timeout)[0][-4000:]
-        except subprocess.TimeoutExpired:
-            # SIGTERM: kprof writes the profile of what ran (the cases finished so far are scored)
-            proc.terminate()
+        if args.reanalyse:
+            # profiles kept by an earlier run (--keep): analysed and scored with this checkout's analyzer
+            split_dir = os.path.join(out, f"cases_{mode}")
+            if not os.path.isdir(split_dir):
+                summaries[mode] = {"error": f"no {split_dir}"}
+                continue
+            paths = {f[:-len(".hatchet")]: os.path.join(split_dir, f) for f in sorted(os.listdir(split_dir))
+                     if f.endswith(".hatchet")}
+            for p in paths.values():
+                rebase_sources(p)
+            status_path = os.path.join(out, f"status_{mode}.json")
+            status = json.load(open(status_path)) if os.path.isfile(status_path) else {}
+        else:
+            t0 = time.perf_counter()
+            status_path = os.path.join(out, f"status_{mode}.json")
+            cmd = [sys.executable, "-m", "kprof"] + (["-m", "pcsampling"] if mode == "pcsampling" else []) + \
+                ["-n", f"corpus_{mode}", "-o", out, os.path.abspath(__file__), "--workload", status_path] + fwd
+            print(f"[{time.perf_counter() - t_start:6.1f}s] {mode}: {' '.join(cmd[1:])}", flush=True)
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             try:
-                tail = proc.communicate(timeout=60)[0][-4000:]
+                tail = proc.communicate(timeout=args.child_timeout)[0][-4000:]
             except subprocess.TimeoutExpired:
-                proc.kill()
-                tail = proc.communicate()[0][-4000:]
-            tail += f"\n(stopped after {args.child_timeout:g} s)"
-            timings[f"{mode}_stopped"] = True
-        timings[f"{mode}_profile_s"] = round(time.perf_counter() - t0, 1)
-        prof = os.path.join(out, f"corpus_{mode}.hatchet")
-        if not os.path.isfile(prof):
-            print(tail, flush=True)
-            summaries[mode] = {"error": f"no profile at {prof}", "log_tail": tail[-1500:]}
-            continue
-        status = json.load(open(status_path)) if os.path.isfile(status_path) else {}
-        if not status:
-            # the child stopped before writing its status (an H100 run, 2026-11-25: both modes ended after
-            # ~6 s with an empty profile): keep what it printed, in the log and in the results
-            print(f"{mode}: the profiled child wrote no status (exit {proc.returncode}); its output:\n{tail}", flush=True)
-            timings[f"{mode}_child_exit"] = proc.returncode
-            timings[f"{mode}_child_log_tail"] = tail[-3000:]
-        split_dir = os.path.join(out, f"cases_{mode}")
-        os.makedirs(split_dir, exist_ok=True)
-        paths = split_profile(prof, split_dir)
+                # SIGTERM: kprof writes the profile of what ran (the cases finished so far are scored)
+                proc.terminate()
+                try:
+                    tail = proc.communicate(timeout=60)[0][-4000:]
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    tail = proc.communicate()[0][-4000:]
+                tail += f"\n(stopped after {args.child_timeout:g} s)"
+                timings[f"{mode}_stopped"] = True
+            timings[f"{mode}_profile_s"] = round(time.perf_counter() - t0, 1)
+            prof = os.path.join(out, f"corpus_{mode}.hatchet")
+            if not os.path.isfile(prof):
+                print(tail, flush=True)
+                summaries[mode] = {"error": f"no profile at {prof}", "log_tail": tail[-1500:]}
+                continue
+            status = json.load(open(status_path)) if os.path.isfile(status_path) else {}
+            if not status:
+                # the child stopped before writing its status (an H100 run, 2026-11-25: both modes ended after
+                # ~6 s with an empty profile): keep what it printed, in the log and in the results
+                print(f"{mode}: the profiled child wrote no status (exit {proc.returncode}); its output:\n{tail}", flush=True)
+                timings[f"{mode}_child_exit"] = proc.returncode
+                timings[f"{mode}_child_log_tail"] = tail[-3000:]
+            split_dir = os.path.join(out, f"cases_{mode}")
+            os.makedirs(split_dir, exist_ok=True)
+            paths = split_profile(prof, split_dir)
         t1 = time.perf_counter()
         arch = "sm_90a" if args.dry_run else None
         todo = [c for c in cases if c.name in paths]
@@ -426,7 +583,7 @@ def gpu_main(args) -> int:
         # written after each mode: a run cut short by its caller's timeout keeps the modes it finished
         write_results(name, all_rows, dict(extra_base, summary=summaries, timings=timings))
     print(json.dumps(timings), flush=True)
-    if not args.keep:
+    if not args.keep and not args.reanalyse:
         shutil.rmtree(out, ignore_errors=True)
     return 0
 

@@ -6,6 +6,16 @@ every stage) and more than ``long_scoreboard`` (else the barriers mostly wait fo
 memory loads); the lines where they dominate are named, mapped back from inlined library code to
 the kernel's line.
 
+Two measured reasons make these stalls an info rather than a finding (the H100 corpus run of
+2026-11-27 flagged the examples' well-tuned matmuls and softmaxes):
+
+* a tensor-core kernel whose SASS holds no more barriers than it has loops: each is the pipeline's
+  stage barrier, which the loop needs; the wait there is the tile config's or the pipeline depth's
+  (``small-tiles``, ``latency-bound-loop``), not too many synchronisations;
+* a measured time whose roofline says the kernel is memory- or compute-bound (at least
+  :data:`analyzer.roofline.BOUND_FRACTION` of a peak): warps wait at barriers while DRAM or the tensor
+  cores are busy, so removing barriers does not remove the bound.
+
 Static: a reduction whose tile gives each thread fewer than 2 elements while spanning several
 warps (e.g. 256 elements on 16 warps): every such reduction goes through shared memory with two
 barriers while most threads hold nothing useful.  The fix is fewer warps for the tile.
@@ -126,6 +136,25 @@ def check(facts: KernelFacts) -> List[Diagnostic]:
                     "this is its cost (see layout-conversion)")
             fix = ("compute the tile in the layout memory wants (index it with the contiguous dim last) so that no "
                    "conversion is needed, or accept the conversion's cost")
+        if sev == "warning" and not small:
+            from ..roofline import roofline
+            rl = roofline(facts)
+            loops = len(facts.tir.loops) if facts.tir.loops else len(facts._ast_loops())
+            if is_tensor_core_kernel(facts) and loops and len(bars) <= loops:
+                ev["loops"] = loops
+                sev, title = "info", "barrier waits of a pipelined tensor-core loop"
+                msg += (f"; the SASS has {len(bars)} barrier(s) for {loops} loop(s): the pipeline's stage barrier, "
+                        "which the loop needs (its wait is the tile config's and pipeline depth's: see small-tiles, "
+                        "latency-bound-loop)")
+            elif rl is not None and rl.plausible and rl.bound in ("memory", "compute"):
+                frac = rl.bytes_fraction if rl.bound == "memory" else rl.flops_fraction
+                ev["roofline_bound"] = rl.bound
+                ev["bound_fraction_of_peak"] = round(frac or 0.0, 4)
+                sev, title = "info", f"barrier waits of a {rl.bound}-bound kernel"
+                msg += (f"; the kernel is {rl.bound}-bound at {pct(frac or 0.0)} of the peak "
+                        f"{'DRAM bandwidth' if rl.bound == 'memory' else 'FLOP/s'}: warps wait at the barriers while "
+                        f"{'their loads stream from DRAM' if rl.bound == 'memory' else 'the math units work'}, so "
+                        "fewer barriers would not remove the bound")
         out.append(Diagnostic("barrier-stalls", 7, title, sev, msg, fix,
                               facts.full_path(file) or file, line, source_of(facts, file, line), ev, changes,
                               "static+samples" if small else "samples"))

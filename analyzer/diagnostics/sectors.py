@@ -4,7 +4,11 @@ For every global load/store with the compiler's layout and affine address facts
 (:mod:`analyzer.sectors`), the sectors one warp instruction touches against the fewest that hold
 the bytes it moves.  An access below :data:`MIN_EFFICIENCY` is a finding when its line is hot
 (>= :data:`HOT_LINE` of the kernel's PC samples) or the kernel is memory-bound
-(:mod:`analyzer.roofline`), whatever the line's stall mix; else it is an info.
+(:mod:`analyzer.roofline`), whatever the line's stall mix; else it is an info.  With a measured time,
+memory-bound also counts the whole sectors the inefficient accesses fetch
+(:func:`analyzer.roofline.sector_fraction`): a strided load that moves four times its bytes bounds the
+kernel by memory traffic even when the useful bytes reach a fraction of the DRAM peak (without samples
+this is the only way to tell such a kernel from a latency-bound one).
 
 The fix depends on the address:
 
@@ -69,7 +73,9 @@ def check(facts: KernelFacts) -> List[Diagnostic]:
     mem_bound = None
     conv = _conversions(facts) if facts.tir.ops else {}
     from ..facts import base
-    for a, m in models(facts):
+    ms = models(facts)
+    sector_frac, by_sectors = None, False
+    for a, m in ms:
         key = (base(a.get("file")), a.get("line"))
         if m.efficiency >= MIN_EFFICIENCY:
             if key in conv:
@@ -78,6 +84,10 @@ def check(facts: KernelFacts) -> List[Diagnostic]:
         if mem_bound is None:
             rl = R.roofline(facts)
             mem_bound = rl is not None and rl.bound == "memory"
+            sector_frac = R.sector_fraction(facts, rl, [(x, mx.efficiency) for x, mx in ms
+                                                        if mx.efficiency < MIN_EFFICIENCY])
+            by_sectors = not mem_bound and sector_frac is not None and sector_frac >= R.BOUND_FRACTION
+            mem_bound = mem_bound or by_sectors
         file, line = a.get("file"), a.get("line")
         kind = str(a.get("kind", "access"))
         what = "load" if kind.startswith("load") else ("store" if kind.startswith("store") else kind)
@@ -110,8 +120,11 @@ def check(facts: KernelFacts) -> List[Diagnostic]:
                f"fastest dim is {m.fastest_dim}")
         if hot is not None:
             msg += f"; {pct(hot)} of the kernel's samples are on this line"
+        if sector_frac is not None:
+            ev["sector_traffic_pct_of_dram_peak"] = round(100 * sector_frac, 2)
         if mem_bound:
-            msg += "; the kernel is memory-bound"
+            msg += ("; the kernel is memory-bound" + (f" counting the whole sectors its accesses fetch "
+                                                      f"({pct(sector_frac)} of the DRAM peak)" if by_sectors else ""))
         if m.assumed:
             msg += " (assumed " + ", ".join(f"{k}={v}" for k, v in m.assumed.items()) + ")"
         if m.contiguous_dim is not None and m.contiguous_dim != m.fastest_dim:

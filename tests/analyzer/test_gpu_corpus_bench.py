@@ -157,3 +157,55 @@ def test_case_names_with_commas_survive_the_child_command_line():
     assert any("," in n for n in names)
     assert bench.split_names(",".join(names)) == names
     assert bench.split_names("a, b(1,2)_c,,d") == ["a", "b(1,2)_c", "d"]
+
+
+def test_a_demoted_warning_is_no_hit_in_recall_findings():
+    C = lambda exp, line=None: type("C", (), {"group": "planted", "name": "x", "expected": exp, "line": line})()  # noqa: E731
+    diag = lambda sev: {"kernels": [{"name": "k", "config": {}, "time_ns": 1, "count": 1, "grid": [1], "samples": 0,  # noqa: E731
+                                      "artifacts": "cache", "bound": None, "bytes_pct_of_peak": None,
+                                      "flops_pct_of_peak": None, "headroom_pct": None, "accesses": [],
+                                      "diagnostics": [{"id": "barrier-stalls", "line": 3, "severity": sev,
+                                                       "basis": "samples", "evidence": {}}]}]}
+    warn, info = bench.score_case(C("barrier-stalls"), diag("warning")), bench.score_case(C("barrier-stalls"), diag("info"))
+    assert warn["found"] and warn["found_as_finding"]
+    assert info["found"] and not info["found_as_finding"]        # infos still count in `recall` (layout-conversion)
+    conv = bench.score_case(C("layout-conversion", 3), {"kernels": [dict(diag("info")["kernels"][0], diagnostics=[
+        {"id": "layout-conversion", "line": 3, "severity": "info", "basis": "static", "evidence": {}}])]})
+    assert conv["found_as_finding"]                              # an info by design
+    s = bench.gpu_summary([warn, info])
+    assert s["recall"] == 1.0 and s["recall_findings"] == 0.5
+
+
+def test_kept_profiles_are_reanalysed_and_scored_without_a_gpu(tmp_path):
+    # what --gpu --keep DIR leaves (DIR/cases_timing/CASE.hatchet), re-scored by --gpu --reanalyse DIR
+    import json
+    import os
+    c = {c.name: c for c in cases()}["copy2d_ok"]
+    ck = cache_case(c)
+    d = tmp_path / "keep" / "cases_timing"
+    d.mkdir(parents=True)
+    root = ProfileNode("ROOT")
+    scope = root.child("case:copy2d_ok")
+    node = kernel_node(scope, c, ck, time_ns=3 * 46_300, count=3, grid=(4096, 1, 1))
+    local = node.extra["source"]["file"]
+    # as the GPU machine wrote it: its own checkout's path
+    node.extra["source"]["file"] = "/elsewhere/checkout/" + os.path.relpath(local, bench.ROOT)
+    write(d / "copy2d_ok.hatchet", root)
+    (tmp_path / "keep" / "status_timing.json").write_text(json.dumps({"copy2d_ok": {"ok": True}}))
+    name = "test_reanalyse_tmp"
+    try:
+        assert bench.main(["--gpu", "--reanalyse", str(tmp_path / "keep"), "--modes", "timing", "--only", "copy2d_ok",
+                           "--jobs", "1", "--json-name", name]) == 0
+        import os
+        out = json.load(open(os.path.join(bench.ROOT, "bench", "results", name + ".json")))
+    finally:
+        import os
+        p = os.path.join(bench.ROOT, "bench", "results", name + ".json")
+        if os.path.exists(p):
+            os.remove(p)
+    row = out["rows"][0]
+    assert row["case"] == "copy2d_ok" and row["kernels"] == 1 and row["error"] is None
+    from profiler.format import read_profile
+    kept, _ = read_profile(str(d / "copy2d_ok.hatchet"))
+    assert [n.extra["source"]["file"] for n, _ in kept.walk() if (n.extra or {}).get("source")] == [local]
+    assert out["summary"]["timing"]["clean_kernels"] == 1 and row["fp_clean"] == 0
