@@ -29,6 +29,7 @@ from .passes.layout_assign import assign_layouts
 from .passes.hoist_conversions import hoist_conversions
 from .passes.hoist_descriptors import hoist_descriptors
 from .passes.lower_descriptors import lower_descriptors
+from .passes.narrow_carries import narrow_loop_carries
 from .abi import flat_divisibility
 from .passes.cp_async_rings import expand_cp_async_rings
 from .passes.pipeline_loads import pipeline_loads
@@ -177,6 +178,8 @@ TILE_PASSES = (
     TilePass("simplify", lambda f, c: simplify(f)),
     # acc + dot(a, b) -> dot(a, b, acc), as Triton's combine pass: one accumulator tile, not two
     TilePass("fold_dot_accumulate", lambda f, c: fold_dot_accumulate(f)),
+    # a loop value read only through one cast (FA3-order attention's P.to(fp16)) is carried cast
+    TilePass("narrow_loop_carries", lambda f, c: narrow_loop_carries(f)),
     # before the load prefetch: the casts it inserts decide which loads feed dots directly
     TilePass("upcast_fp8_dots", lambda f, c: upcast_fp8_dots(f, c.capability, c.notes)),
     TilePass("pipeline_loads", lambda f, c: pipeline_loads(f, c.num_warps, c.notes), lambda c: c.pipeline_loads),

@@ -112,6 +112,9 @@ KNOBS: Tuple[Knob, ...] = (
          _choice(("default", ("default",)), ("on", _TRUE), ("off", _FALSE)), compile=True, field="wgmma_async"),
     Knob("KERNELC_WGMMA_DEFER", "bool", True, "defer the waits of two or more wgmmas per iteration",
          compile=True, field="wgmma_defer"),
+    Knob("KERNELC_WGMMA_PIN_WAITS", "bool", True,
+         "keep a deferred wgmma wait where the IR puts it, past the work before it (ptxas would move it up)",
+         compile=True, field="wgmma_pin_waits"),
     Knob("KERNELC_PIPELINE_LOADS", "bool", True, "register prefetch of plain loads in num_stages >= 2 loops",
          compile=True, field="pipeline_loads"),
     Knob("KERNELC_ASSEMBLER", "choice", "nvjitlink",
@@ -142,6 +145,7 @@ class CompileOptions:
     device_maps_anywhere: bool = False
     wgmma_async: str = "default"
     wgmma_defer: bool = True
+    wgmma_pin_waits: bool = True
     pipeline_loads: bool = True
     assembler: str = "nvjitlink"
     enable_fp_fusion: bool = True

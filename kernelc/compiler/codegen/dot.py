@@ -255,7 +255,7 @@ def mma_dot(lw: Lowering, op, L: Layout, report: Optional[dict] = None):
         run_mma(lw, kind, A, B, a_trans, b_trans, acc, L, M, N, K, a_regs=a_regs, b_kind=b_kind)
     lw.tiles[op.results[0].id] = Tile(L, acc)
     if use_wgmma and deferred:
-        lw.wgmma_groups.defer(op.results[0].id)
+        lw.wgmma_groups.defer(op.results[0].id, pin=bool(op.attrs.get("pin_wait")))
 
 
 def run_mma(lw: Lowering, kind: str, A: Optional[SmemOperand], B: SmemOperand, a_trans: bool, b_trans: bool,

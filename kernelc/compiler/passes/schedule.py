@@ -19,8 +19,9 @@
       scf.for ... {ws={producer_warps=1, setmaxnreg=False, release='at_issue', pingpong=False}}
 
 - ``schedule_wgmma``: in a warp-specialised loop with several wgmma dots, where each result is
-  waited for (``wgmma='deferred'``: at its first read) and which dot the two consumer warpgroups
-  issue in turns (``wgmma_turns=True``, ping-pong).
+  waited for (``wgmma='deferred'``: at its first read; ``pin_wait=True`` when code runs before that
+  read, so that ptxas keeps the wait there) and which dot the two consumer warpgroups issue in turns
+  (``wgmma_turns=True``, ping-pong).
 
 The decisions follow measurements and knobs documented in docs/performance.md; the knobs are read
 here (kernelc/options), never in codegen.
@@ -321,6 +322,22 @@ def _why_not(f: _Facts, op: Op) -> Optional[str]:
 # -- schedule_wgmma ---------------------------------------------------------------------------------
 
 
+def _work_before_first_read(dot: Op, body: Block) -> bool:
+    """Whether code runs between ``dot``'s issue and the first read of its result (the op that reads it,
+    or the end of the iteration where everything is complete): other dots and the ring's tiles (copied by
+    the producer, read in place) issue nothing to overlap. Only such a wait needs pinning: with nothing
+    before it, ptxas has nothing to move it above."""
+    rid = dot.results[0].id
+    ops = body.ops
+    start = ops.index(dot)
+    for o in ops[start + 1:]:
+        if o.name == "scf.yield" or any(v.id == rid for t in o.walk() for v in t.operands):
+            return False
+        if o.name not in ("dot", "descriptor_load", "trans") or (o.name != "dot" and not o.attrs.get("pipeline")):
+            return True
+    return False
+
+
 def schedule_wgmma(fn: Function, ctx) -> Function:
     """In the warp-specialised loop: with two or more wgmma dots and none in flight across iterations,
     wait for each result where it is first read (``wgmma='deferred'``, FlashAttention-3's order: the
@@ -338,6 +355,8 @@ def schedule_wgmma(fn: Function, ctx) -> Function:
                 and not any(t.name == "dot" for o in body.ops for t in o.walk() if t.block is not body):
             for o in dots:
                 o.attrs["wgmma"] = "deferred"
+                if get("KERNELC_WGMMA_PIN_WAITS") and _work_before_first_read(o, body):
+                    o.attrs["pin_wait"] = True
         if ws.get("pingpong"):
             next(o for o in body.ops if o.name == "dot").attrs["wgmma_turns"] = True
     return fn
