@@ -24,7 +24,7 @@ from .passes.coalesce import coalesce
 from .passes.dot_acc import fold_dot_accumulate
 from .passes.fp8_dot import upcast_fp8_dots
 from .passes.hints import anchor_hints
-from .passes.fp_contract import mark_fp_contraction
+from .passes.fp_contract import mark_exp2_ftz, mark_fp_contraction
 from .passes.layout_assign import assign_layouts
 from .passes.hoist_conversions import hoist_conversions
 from .passes.hoist_descriptors import hoist_descriptors
@@ -188,6 +188,8 @@ TILE_PASSES = (
     TilePass("mark_unused_atomic_results", lambda f, c: mark_unused_atomic_results(f)),
     # enable_fp_fusion: float mul/add/sub may contract into fma (passes/fp_contract.py)
     TilePass("mark_fp_contraction", lambda f, c: mark_fp_contraction(f, c.fp_fusion)),
+    # exp2 as ex2.approx.ftz (Triton's): KERNELC_EXP2_FTZ
+    TilePass("mark_exp2_ftz", lambda f, c: mark_exp2_ftz(f, exp2_ftz_enabled())),
     # fp32 adds nobody reads the result of, over contiguous addresses: sm_90 vector red (vec=N)
     TilePass("vectorize_atomics", lambda f, c: vectorize_atomics(f, c.capability[0])),
     TilePass("coalesce", lambda f, c: coalesce(f, c.num_warps, c.capability[0], c.arch, c.notes)),
@@ -217,6 +219,12 @@ def fp_fusion_default() -> bool:
     that does not pass the option."""
     from ..options import get
     return get("KERNELC_DEFAULT_FP_FUSION")
+
+
+def exp2_ftz_enabled() -> bool:
+    """fp32 exp2 as ex2.approx.ftz (Triton's); KERNELC_EXP2_FTZ=0 keeps subnormal results."""
+    from ..options import get
+    return get("KERNELC_EXP2_FTZ")
 
 
 def pipeline_loads_enabled() -> bool:

@@ -135,8 +135,6 @@ def _fma(e, t, args, attrs):
 
 
 def _exp2_f32(e, x, ftz=False):
-    # without .ftz, sm_90's ex2 keeps subnormal results: ptxas wraps each MUFU.EX2 in a range test and two
-    # scaling multiplies (FSETP + 2 FMUL), 3 of attention's ~8 instructions per score (docs/attention.md)
     op = "ex2.approx.ftz.f32" if ftz else "ex2.approx.f32"
     return e.asm("float", f"{op} $0, $1;", "=f,f", [("float", x)], side_effects=False)
 
@@ -152,9 +150,7 @@ def _exp2(e, t, args, attrs):
     ty = llty(t)
     if ty != "float":
         return e.call(ty, "__nv_exp2", [(ty, args[0])])
-    # exp2 flushes subnormal results (2^x for x < -126) to zero, as Triton's tl.math.exp2 does: it is the
-    # softmax's exponential, where such terms vanish next to the row maximum's 1.0; exp keeps them (as Triton)
-    return _exp2_f32(e, args[0], ftz=True)
+    return _exp2_f32(e, args[0], ftz=bool(attrs.get("ftz")))  # passes/fp_contract.py: mark_exp2_ftz
 
 
 def _log(e, t, args, attrs):

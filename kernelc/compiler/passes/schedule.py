@@ -261,7 +261,12 @@ def _tag_ws(f: _Facts, op: Op) -> None:
     # tagged async would have its ring stage released at issue and refilled while it still reads it
     tma_values = {(via or t).results[0].id for t, _, _, via in tma}
     lagged, _ = async_dots(f, op, bool(cp), bool(tma), tma_values, staged_outside=True)
-    setmaxnreg = f.nw == 8 and get("KERNELC_WS_SETMAXNREG")
+    # registers move to the consumers when asked (on), or (auto) when a wgmma stays in flight across other
+    # work of the iteration (FlashAttention-3's order: this block's PV during the next block's softmax):
+    # with the one-warp producer's 168 registers ptxas serialises those wgmmas (C7512) and spills
+    knob = get("KERNELC_WS_SETMAXNREG")
+    overlap = any(_pinned(o, op.regions[0]) for o in _deferrable(f.plan, op.regions[0]))
+    setmaxnreg = f.nw == 8 and (knob == "on" or (knob == "auto" and overlap))
     dots = [o for o in op.regions[0].ops if o.name == "dot"]
     op.attrs["ws"] = {"producer_warps": 4 if setmaxnreg else PRODUCER_WARPS, "setmaxnreg": bool(setmaxnreg),
                       "release": "lagged" if lagged else "at_issue",
@@ -322,19 +327,36 @@ def _why_not(f: _Facts, op: Op) -> Optional[str]:
 # -- schedule_wgmma ---------------------------------------------------------------------------------
 
 
+def _deferrable(plan, body: Block) -> List[Op]:
+    """The wgmma dots of a warp-specialised loop body whose waits move to their first reads: two or more,
+    none in flight across iterations (KERNELC_WGMMA_DEFER)."""
+    dots = [o for o in body.ops if o.name == "dot" and id(o) in plan.wgmma]
+    if get("KERNELC_WGMMA_DEFER") and len(dots) >= 2 and not any(o.attrs.get("wgmma") == "async" for o in dots) \
+            and all(o.attrs.get("max_num_imprecise_acc") is None for o in dots) \
+            and not any(t.name == "dot" for o in body.ops for t in o.walk() if t.block is not body):
+        return dots
+    return []
+
+
+def _pinned(dot: Op, body: Block) -> bool:
+    return bool(get("KERNELC_WGMMA_PIN_WAITS")) and _work_before_first_read(dot, body)
+
+
 def _work_before_first_read(dot: Op, body: Block) -> bool:
-    """Whether code runs between ``dot``'s issue and the first read of its result (the op that reads it,
-    or the end of the iteration where everything is complete): other dots and the ring's tiles (copied by
-    the producer, read in place) issue nothing to overlap. Only such a wait needs pinning: with nothing
-    before it, ptxas has nothing to move it above."""
+    """Whether an op of the body reads ``dot``'s result (not just the yield: the end of the iteration,
+    where everything is waited for anyway) and code runs between the issue and that read. Other dots
+    and the ring's tiles (copied by the producer, read in place) issue nothing to overlap. Only such a
+    wait needs pinning: with nothing before it, ptxas has nothing to move it above."""
     rid = dot.results[0].id
     ops = body.ops
-    start = ops.index(dot)
-    for o in ops[start + 1:]:
-        if o.name == "scf.yield" or any(v.id == rid for t in o.walk() for v in t.operands):
+    work = False
+    for o in ops[ops.index(dot) + 1:]:
+        if o.name == "scf.yield":
             return False
+        if any(v.id == rid for t in o.walk() for v in t.operands):
+            return work
         if o.name not in ("dot", "descriptor_load", "trans") or (o.name != "dot" and not o.attrs.get("pipeline")):
-            return True
+            work = True
     return False
 
 
@@ -349,14 +371,10 @@ def schedule_wgmma(fn: Function, ctx) -> Function:
         if not ws:
             continue
         body = op.regions[0]
-        dots = [o for o in body.ops if o.name == "dot" and id(o) in plan.wgmma]
-        if get("KERNELC_WGMMA_DEFER") and len(dots) >= 2 and not any(o.attrs.get("wgmma") == "async" for o in dots) \
-                and all(o.attrs.get("max_num_imprecise_acc") is None for o in dots) \
-                and not any(t.name == "dot" for o in body.ops for t in o.walk() if t.block is not body):
-            for o in dots:
-                o.attrs["wgmma"] = "deferred"
-                if get("KERNELC_WGMMA_PIN_WAITS") and _work_before_first_read(o, body):
-                    o.attrs["pin_wait"] = True
+        for o in _deferrable(plan, body):
+            o.attrs["wgmma"] = "deferred"
+            if _pinned(o, body):
+                o.attrs["pin_wait"] = True
         if ws.get("pingpong"):
             next(o for o in body.ops if o.name == "dot").attrs["wgmma_turns"] = True
     return fn
