@@ -339,24 +339,26 @@ def _deferrable(plan, body: Block) -> List[Op]:
 
 
 def _pinned(dot: Op, body: Block) -> bool:
-    return bool(get("KERNELC_WGMMA_PIN_WAITS")) and _work_before_first_read(dot, body)
+    return bool(get("KERNELC_WGMMA_PIN_WAITS")) and _overlaps_other_results(dot, body)
 
 
-def _work_before_first_read(dot: Op, body: Block) -> bool:
-    """Whether an op of the body reads ``dot``'s result (not just the yield: the end of the iteration,
-    where everything is waited for anyway) and code runs between the issue and that read. Other dots
-    and the ring's tiles (copied by the producer, read in place) issue nothing to overlap. Only such a
-    wait needs pinning: with nothing before it, ptxas has nothing to move it above."""
+def _overlaps_other_results(dot: Op, body: Block) -> bool:
+    """Whether, between ``dot``'s issue and the first op of the body that reads its result (the yield --
+    the end of the iteration, where everything is waited for -- does not count), an op reads another
+    dot's result: FlashAttention-3's order, where this block's PV stays on the tensor cores while the
+    softmax reads the next block's scores. Only such a wait is worth pinning (ptxas would move it above
+    that work and serialise the two), and only such a loop needs the registers of two live results."""
     rid = dot.results[0].id
+    others = {o.results[0].id for o in body.ops if o.name == "dot" and o is not dot}
     ops = body.ops
-    work = False
+    seen = False
     for o in ops[ops.index(dot) + 1:]:
         if o.name == "scf.yield":
             return False
-        if any(v.id == rid for t in o.walk() for v in t.operands):
-            return work
-        if o.name not in ("dot", "descriptor_load", "trans") or (o.name != "dot" and not o.attrs.get("pipeline")):
-            work = True
+        reads = {v.id for t in o.walk() for v in t.operands}
+        if rid in reads:
+            return seen
+        seen = seen or bool(reads & others)
     return False
 
 
