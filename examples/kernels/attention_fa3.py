@@ -61,9 +61,10 @@ def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, BLOCK_M
     desc_o.store([qo_offset_y, 0], acc.to(dtype))
 
 
-def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2):
+def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2, kernel=None):
     """softmax(q k^T * sm_scale) v for fp16/bf16 ``[Z, H, N_CTX, HEAD_DIM]`` tensors (contiguous; N_CTX a
-    multiple of BLOCK_M; BLOCK_M == BLOCK_N when causal: the diagonal is one block)."""
+    multiple of BLOCK_M; BLOCK_M == BLOCK_N when causal: the diagonal is one block). ``kernel``: another
+    ``kernelc.jit`` of :func:`attn_fwd_fa3_kernel` (its own compiled variants, e.g. under other compile knobs)."""
     import torch
     Z, H, N, D = q.shape
     if q.dtype not in (torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
@@ -81,6 +82,7 @@ def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, nu
     desc_v = TensorDescriptor(v, [y, D], [D, 1], [BLOCK_N, D])
     desc_o = TensorDescriptor(o, [y, D], [D, 1], [BLOCK_M, D])
     grid = (N // BLOCK_M, Z * H, 1)
-    attn_fwd_fa3_kernel[grid](sm_scale, desc_q, desc_k, desc_v, desc_o, N, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
-                              HEAD_DIM=D, CAUSAL=causal, num_warps=num_warps, num_stages=num_stages)
+    (kernel or attn_fwd_fa3_kernel)[grid](sm_scale, desc_q, desc_k, desc_v, desc_o, N, BLOCK_M=BLOCK_M,
+                                          BLOCK_N=BLOCK_N, HEAD_DIM=D, CAUSAL=causal, num_warps=num_warps,
+                                          num_stages=num_stages)
     return o
