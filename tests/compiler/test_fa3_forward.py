@@ -237,3 +237,19 @@ def test_fa3_example_matches_the_reference_in_the_interpreter():
         torch.testing.assert_close(o.float(), ref, atol=1e-2 if dt == torch.bfloat16 else 2e-3, rtol=1e-2)
     with pytest.raises(ValueError, match="BLOCK_M == BLOCK_N"):
         attention_fa3.attention(q, k, v, causal=True, BLOCK_M=64, BLOCK_N=32)
+
+
+def test_ping_pong_turn_covers_both_dots_in_fa3_order(monkeypatch):
+    """KERNELC_WS_PINGPONG=1 on FA3's order: a warpgroup waits for its turn, issues QK^T(j+1) and PV(j),
+    then hands the turn over before waiting for QK^T (FlashAttention-3's schedule); in the FA2 order the
+    turn still covers the first dot alone."""
+    monkeypatch.setenv("KERNELC_WS_PINGPONG", "1")
+    ck = _fwd(attention_fa3.attn_fwd_fa3_kernel)
+    turns = [re.search(r"wgmma_turns=(\S+?)[,}]", d) for d in _dots(ck.asm["tir"])]
+    assert [t.group(1) for t in turns if t] == ["'take'", "'give'"]
+    body = _main_loop(ck.asm["sass"], full=True)
+    events = [e for ln in body for e in ("BAR.SYNC", "WARPGROUP.ARRIVE", "BAR.ARV", "DEPBAR.LE gsb0, 0x1") if e in ln]
+    assert events == ["BAR.SYNC", "WARPGROUP.ARRIVE", "WARPGROUP.ARRIVE", "BAR.ARV", "DEPBAR.LE gsb0, 0x1"], events
+    assert ck.n_spills == 0
+    fa2 = _fwd(attention_tma.attn_fwd_tma_kernel).asm["tir"]
+    assert [d for d in _dots(fa2) if "wgmma_turns=True" in d] and "'take'" not in fa2

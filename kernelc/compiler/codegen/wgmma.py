@@ -176,7 +176,7 @@ def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: 
     instr = f"wgmma.mma_async.sync.aligned.m64n{N}k{kstep}.f32.{t}.{tb}"
     if turn is not None and partial:
         turn = None  # (fp8 promotion waits inside the issue sequence)
-    if turn is not None:
+    if turn is not None and turn.take:
         turn.before_issue()
     e.asm("void", "wgmma.fence.sync.aligned;", "", [])
     ret = "{ " + ", ".join(["float"] * nacc) + " }"
@@ -211,7 +211,7 @@ def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: 
     if not partial:  # (each promotion already waited for its group)
         e.asm("void", "wgmma.commit_group.sync.aligned;", "", [])
         lw.wgmma_groups.committed()
-        if turn is not None:
+        if turn is not None and turn.give:
             turn.after_commit()
         if in_flight is not None:  # None: deferred, the first read of the result waits (WgmmaGroups)
             e.asm("void", f"wgmma.wait_group.sync.aligned {in_flight};", "", [])
@@ -230,8 +230,12 @@ class PingPong:
 
     THREADS = 256
 
-    def __init__(self, lw: Lowering):
+    def __init__(self, lw: Lowering, mode=True):
+        # mode (the dot's ``wgmma_turns``): True takes the turn before this dot and hands it over after it;
+        # 'take' / 'give': the first / last of dots issued back to back (FA3's order: QK^T and PV in one turn)
         self.lw = lw
+        self.take = mode in (True, "take")
+        self.give = mode in (True, "give")
 
     def _asm(self, code: str, pred: Optional[str] = None) -> None:
         lw = self.lw

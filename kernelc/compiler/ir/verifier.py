@@ -316,6 +316,8 @@ def _schedule(op: Op) -> List[str]:
         errs.append("in_place is True on a TMA tile outside a ring (or the trans of one)")
     if op.attrs.get("wgmma_turns") and not (loop is not None and (loop.attrs.get("ws") or {}).get("pingpong")):
         errs.append("wgmma_turns needs a warp-specialised loop with pingpong")
+    if op.attrs.get("wgmma_turns") not in (None, True, "take", "give"):
+        errs.append(f"wgmma_turns must be True, 'take' or 'give', got {op.attrs['wgmma_turns']!r}")
     return errs
 
 

@@ -21,7 +21,8 @@
 - ``schedule_wgmma``: in a warp-specialised loop with several wgmma dots, where each result is
   waited for (``wgmma='deferred'``: at its first read; ``pin_wait=True`` when code runs before that
   read, so that ptxas keeps the wait there) and which dot the two consumer warpgroups issue in turns
-  (``wgmma_turns=True``, ping-pong).
+  (``wgmma_turns=True``, ping-pong; ``'take'``/``'give'`` on the first/last of dots issued back to
+  back, FA3's order).
 
 The decisions follow measurements and knobs documented in docs/performance.md; the knobs are read
 here (kernelc/options), never in codegen.
@@ -327,6 +328,20 @@ def _why_not(f: _Facts, op: Op) -> Optional[str]:
 # -- schedule_wgmma ---------------------------------------------------------------------------------
 
 
+def _back_to_back_dots(body: Block) -> List[Op]:
+    """The body's first dot and the dots issued right after it (only ring tiles, which the producer
+    copies, in between)."""
+    ops = body.ops
+    i = next(k for k, o in enumerate(ops) if o.name == "dot")
+    run = [ops[i]]
+    for o in ops[i + 1:]:
+        if o.name == "dot":
+            run.append(o)
+        elif not (o.name in ("descriptor_load", "trans") and o.attrs.get("pipeline")):
+            break
+    return run
+
+
 def _deferrable(plan, body: Block) -> List[Op]:
     """The wgmma dots of a warp-specialised loop body whose waits move to their first reads: two or more,
     none in flight across iterations (KERNELC_WGMMA_DEFER)."""
@@ -378,5 +393,9 @@ def schedule_wgmma(fn: Function, ctx) -> Function:
             if _pinned(o, body):
                 o.attrs["pin_wait"] = True
         if ws.get("pingpong"):
-            next(o for o in body.ops if o.name == "dot").attrs["wgmma_turns"] = True
+            run = _back_to_back_dots(body)
+            if len(run) == 1:
+                run[0].attrs["wgmma_turns"] = True
+            else:  # FA3's order: one turn covers the next block's QK^T and this block's PV
+                run[0].attrs["wgmma_turns"], run[-1].attrs["wgmma_turns"] = "take", "give"
     return fn
