@@ -217,13 +217,14 @@ def test_fa3_forward_compiles_without_spills(D, causal, dt):
 
 def test_exp2_is_one_mufu_per_element(monkeypatch):
     """Tutorial 06's loop in Triton 3.6 (sm_90a, 128x128, 8 warps): 491 instructions, 66 MUFU.EX2, no FSETP.
-    Ours had a range test and two multiplies around every MUFU.EX2 (ex2 without .ftz): 714 -> 516."""
+    Ours was 714 with a range test and two multiplies around every MUFU.EX2 (ex2 without .ftz)."""
     ops = _main_loop(_fwd(attention_tma.attn_fwd_tma_kernel).asm["sass"])
     assert ops.count("MUFU.EX2") == 66 and not any(o.startswith("FSETP") for o in ops)
+    assert len(ops) <= 530, len(ops)
     monkeypatch.setenv("KERNELC_EXP2_FTZ", "0")
     ck = _fwd(attention_tma.attn_fwd_tma_kernel)
-    slow = _main_loop(ck.asm["sass"])
-    assert sum(o == "FSETP.GEU.AND" for o in slow) == 66 and len(slow) - len(ops) >= 3 * 64
+    ops = _main_loop(ck.asm["sass"])
+    assert sum(o == "FSETP.GEU.AND" for o in ops) == 66 and len(ops) >= 700
     assert "ex2.approx.ftz" not in ck.asm["ptx"]
 
 
@@ -253,15 +254,3 @@ def test_ping_pong_turn_covers_both_dots_in_fa3_order(monkeypatch):
     assert ck.n_spills == 0
     fa2 = _fwd(attention_tma.attn_fwd_tma_kernel).asm["tir"]
     assert [d for d in _dots(fa2) if "wgmma_turns=True" in d] and "'take'" not in fa2
-
-
-def test_wgmma_descriptors_are_built_once_per_operand():
-    """A wgmma descriptor is built once per operand and iteration and each k-step adds its offset to the
-    address field (as Triton's UIADD3.64): the loop's uniform datapath work fell from ~100 instructions
-    (6 per HGMMA: add, shift, two masks, two moves) to ~40, the descriptor forward's loop from 516 to 474
-    SASS instructions, below Triton 3.6's 491 for the same tile."""
-    ops = _main_loop(_fwd(attention_tma.attn_fwd_tma_kernel).asm["sass"])
-    assert sum(o.startswith(("ULOP3", "USHF")) for o in ops) <= 12, ops
-    assert len(ops) <= 480, len(ops)
-    ck = _fwd(attention_fa3.attn_fwd_fa3_kernel)
-    assert len(_main_loop(ck.asm["sass"])) <= 480 and ck.n_spills == 0

@@ -63,13 +63,9 @@ def operand_descriptor(lw: Lowering, sm, trans: bool, k0: int, outer_off: str) -
         else:
             off = "0"
         lbo, sbo = sm.panel_bytes, 8 * sm.row_bytes
+    off = e.val(f"add i32 {off}, {const}") if const else off
     off = e.val(f"add i32 {off}, {sm.base}") if sm.base not in (0, "0") else off
-    if const % 16:
-        return _descriptor(lw, _smem_addr(lw, e.val(f"add i32 {off}, {const}")), lbo, sbo, sm.swizzle_bytes)
-    # one descriptor per operand and iteration, the k-steps' offsets added to its address field (shared
-    # addresses are below 2^18, so the 14-bit field of address >> 4 cannot carry into the next field)
-    desc = _descriptor(lw, _smem_addr(lw, off), lbo, sbo, sm.swizzle_bytes)
-    return e.val(f"add i64 {desc}, {const >> 4}") if const else desc
+    return _descriptor(lw, _smem_addr(lw, off), lbo, sbo, sm.swizzle_bytes)
 
 
 def _promote(lw: Lowering, main: List[str], partial: List[str]) -> List[str]:
