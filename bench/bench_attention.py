@@ -135,8 +135,8 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row):
 # --fwd-variants: the descriptor forwards compiled again under other compile knobs, each as its own
 # ``kernelc.jit`` of the same function (a JIT object keeps one compiled kernel per specialisation, whatever
 # the environment says later), compiled on its first call inside the environment below:
-#   tma_noftz   the descriptor forward with exp2 keeping subnormals (the code before KERNELC_EXP2_FTZ)
-#   fa3_nopin   FA3's order with the deferred waits unpinned but setmaxnreg forced (the code before pin_wait)
+#   tma_noftz   the descriptor forward with exp2 keeping subnormals (main's code: KERNELC_EXP2_FTZ=0)
+#   fa3_nopin   FA3's order with the deferred waits unpinned but setmaxnreg forced (ptxas serialises it)
 #   fa3_pingpong  FA3's order with the two consumer warpgroups taking turns on the first dot
 FWD_VARIANTS = {
     "tma_noftz": ("attention_tma", "attn_fwd_tma_kernel", {"KERNELC_EXP2_FTZ": "0"}),
