@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 _LOC = re.compile(r"#\s*(?P<file>[^\s#]+):(?P<line>\d+)\s*$")
+_SOURCE = re.compile(r"source='(?P<file>[^']+):(?P<line>\d+):\d+'")
 _OP = re.compile(r"^(?P<indent>\s*)(?:(?P<results>%[\w.]+(?:\s*,\s*%[\w.]+)*)\s*=\s*)?(?P<op>[A-Za-z_][\w.]*)"
                  r"(?P<rest>.*)$")
 _BLOCK_ARGS = re.compile(r"^\s*\^\w+\((?P<args>.*)\)\s*:?\s*$")
@@ -163,8 +164,11 @@ def parse(text: Optional[str]) -> TirFacts:
                 facts.types[r] = rtypes[i]
         enclosing = tuple(i for _, i in stack)
         key = (_base(file), line)
+        # a ring op in the body stands for the load it replaced (source='file:line:col', passes/rings.py)
+        src = _SOURCE.search(attrs)
+        keys = [key] + ([(_base(src.group("file")), int(src.group("line")))] if src else [])
         for _, i in stack:
-            facts.loops[i].body_lines.add(key)
+            facts.loops[i].body_lines.update(keys)
         facts.ops.append(TirOp(op, file, line, operands, rtypes[0] if rtypes else "", enclosing, attrs,
                                parents[-1][1] if parents else None))
         parents.append((indent, len(facts.ops) - 1))

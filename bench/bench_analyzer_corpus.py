@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 
@@ -154,10 +155,16 @@ NEAR_PEAK = 0.70        # an unseen kernel at >= 70% of its roofline bound's pea
 SCOPE = "case:"
 
 
+def split_names(text: str):
+    """Comma-separated case names; a comma inside parentheses belongs to the name (``ex_permute(0,2,1)_...``:
+    splitting it there made the H100 run of 2026-11-25 profile nothing)."""
+    return [n.strip() for n in re.split(r",(?![^()]*\))", text) if n.strip()]
+
+
 def _selected(args):
     from tests.analyzer.corpus_gpu import gpu_cases
     groups = [g for g in args.groups.split(",") if g]
-    only = [n for n in args.only.split(",") if n]
+    only = split_names(args.only)
     cs = gpu_cases(groups or None)
     if only:
         unknown = sorted(set(only) - {c.name for c in cs})

@@ -32,6 +32,8 @@ from .passes.lower_descriptors import lower_descriptors
 from .passes.narrow_carries import narrow_loop_carries
 from .abi import flat_divisibility
 from .passes.cp_async_rings import expand_cp_async_rings
+from .passes.tma_rings import expand_tma_rings
+from .passes.warp_regions import expand_warp_specialize
 from .passes.pipeline_loads import pipeline_loads
 from .passes.pointer_tiles import pointer_tiles_to_descriptors
 from .passes.schedule import schedule_pipelines, schedule_wgmma, warp_specialize
@@ -126,12 +128,16 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     reports: Dict[str, Any] = {}
     llir, smem_bytes = lower_to_llvm(func, plan, axis, num_warps, tgt, reports)
     timings["lower_to_llvm"] = time.perf_counter() - t0
+    limit = tgt.limits.max_shared_per_block_optin
+    from ..errors import OutOfResources
+    if limit and smem_bytes > limit:
+        # known before LLVM and ptxas, which are most of a compile: an autotuner's oversized configs
+        # (60 of tutorial 09's 192) fail here in a fraction of the time
+        raise OutOfResources(smem_bytes, limit, "shared memory", func.name)
     art = compile_llir(llir, tgt, func.name)
     for k, v in art.timings.items():
         timings[k] = v
-    limit = tgt.limits.max_shared_per_block_optin
     if limit and smem_bytes + art.shared > limit:
-        from ..errors import OutOfResources
         raise OutOfResources(smem_bytes + art.shared, limit, "shared memory", func.name)
     asm = _LazyAsm(art, tir=print_function(func), tir_initial=tir_text_initial, llir=llir, llir_opt=art.llir_opt,
                    ptx=art.ptx, cubin=art.cubin)
@@ -205,6 +211,12 @@ TILE_PASSES = (
     # the cp.async rings as explicit ops (ring_alloc, async_copy, commit/wait, ring_read): codegen
     # lowers them one at a time (passes/cp_async_rings.py)
     TilePass("expand_cp_async_rings", expand_cp_async_rings),
+    # the TMA rings as explicit ops (tma_ring_alloc, mbarrier init/expect_tx/wait, tma_copy_to_ring,
+    # ring_read; the phase parity as arithmetic): a loop no producer warp fills (passes/tma_rings.py)
+    TilePass("expand_tma_rings", expand_tma_rings),
+    # the warp-specialised loop as explicit ops: the producer warp's program (ws_producer), the full/empty
+    # barriers, the consumers' waits and releases (passes/warp_regions.py)
+    TilePass("expand_warp_specialize", expand_warp_specialize),
 )
 
 

@@ -78,6 +78,10 @@ class JITFunction(DeviceFunction, KernelInterface):
         if fast:
             if type(grid) is tuple:
                 bound = self._bound.get(grid)
+                for x in grid:  # (2.0,) == (2,) as a dict key: a float or bool grid must not hit a checked one
+                    if type(x) is not int:
+                        bound = None
+                        break
                 if bound is None:
                     if len(self._bound) > 64:
                         self._bound.clear()

@@ -148,3 +148,12 @@ def test_tune_text_is_parsed_back():
     got = parse_tune_text(text)
     assert got[2]["best_speedup"] == 2.5 and got[2]["autotune"] == res["autotune"] and len(got[2]["rows"]) == 2
     assert got[1]["skipped"] == "no GPU" and got[1]["best_speedup"] is None
+
+
+def test_case_names_with_commas_survive_the_child_command_line():
+    # the unseen examples are named like ex_permute(0,2,1)_...: the parent joins names with commas for its
+    # child's --only, which must split them back to exactly the names it selected
+    names = [c.name for c in gpu_cases(None)]
+    assert any("," in n for n in names)
+    assert bench.split_names(",".join(names)) == names
+    assert bench.split_names("a, b(1,2)_c,,d") == ["a", "b(1,2)_c", "d"]

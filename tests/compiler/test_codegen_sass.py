@@ -113,7 +113,13 @@ def test_attention_feeds_p_from_registers():
     assert [d["engine"] for d in ck.reports["dots"]] == ["wgmma", "wgmma"]
 
 
-def test_too_much_shared_memory_is_a_clear_error():
+def test_too_much_shared_memory_is_a_clear_error(monkeypatch):
+    """... raised before LLVM and ptxas run: the dynamic shared memory is known after lowering."""
+    import kernelc.compiler.backend as backend
+
+    def no_backend(*a, **k):
+        raise AssertionError("compile_llir ran for a kernel that cannot fit")
+    monkeypatch.setattr(backend, "compile_llir", no_backend)
     with pytest.raises(kernelc.OutOfResources, match=r"needs \d+ bytes of shared memory but the device allows 232448"):
         kernelc.compile(matmul.matmul_kernel, MM_SIG, dict(MM_CX, BLOCK_SIZE_M=256, BLOCK_SIZE_N=256, BLOCK_SIZE_K=128),
                         target="sm_90a", num_warps=8, num_stages=4, divisibility={n: 16 for n in MM_SIG},

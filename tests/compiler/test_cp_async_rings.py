@@ -91,13 +91,68 @@ def test_pointer_increments_are_carried_ahead_and_wgmma_fences_the_copies(monkey
     loop = next(o for o in fn.walk() if o.name == "scf.for")
     yld = loop.regions[0].ops[-1]
     assert len(yld.operands) == len(loop.results) == 7
-    monkeypatch.setenv("KERNELC_WGMMA_ASYNC", "1")  # a wgmma group in flight: one copy group less ahead
-    ir, _, _ = _passes(mm_pointer_loop, sig, CX)
-    filecheck(ir["expand_cp_async_rings"], """
-        CHECK: = scf.for {{.*}} {pipeline={stages=3, lookahead=1}}
-        CHECK: async_wait_group {pending=0}
+
+
+def test_with_a_wgmma_in_flight_the_copies_follow_the_dot(monkeypatch):
+    """KERNELC_WGMMA_ASYNC=1: one wgmma group stays in flight and the ring keeps its full lookahead
+    (``refill='after_dots'``): the head waits for stage i, the dot is issued, then a barrier and the copies
+    of iteration i+2 into stage i-1, which the dot's ``wait_group 1`` has retired (Triton's order)."""
+    monkeypatch.setenv("KERNELC_WGMMA_ASYNC", "1")
+    ir, fn, _ = _passes(mm_pointer_loop, dict(MM_PTR_SIG), CX)
+    filecheck(ir["schedule_pipelines"], """
+        CHECK: = scf.for {{.*}} {pipeline={stages=3, lookahead=2, refill='after_dots'}}
         CHECK: = dot {{.*}}wgmma='async'
     """)
+    filecheck(ir["expand_cp_async_rings"], """
+        CHECK: [[RA:%\\d+]] = ring_alloc {stages=3, operand='a'}
+        CHECK-NEXT: [[RB:%\\d+]] = ring_alloc {stages=3, operand='b'}
+        CHECK: async_copy [[RA]], {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {vec=8}
+        CHECK: async_commit_group
+        CHECK: async_commit_group
+        CHECK: = scf.for {{.*}} {pipeline={stages=3, lookahead=2, refill='after_dots'}}
+        CHECK-NEXT: ^body([[IV:%\\d+]]: i32, [[ACC:%\\d+]]: <64x64xfp32>, {{%\\d+}}: <64x32x*fp16>, {{%\\d+}}: <32x64x*fp16>, [[QA:%\\d+]]: <64x32x*fp16>, [[QB:%\\d+]]: <32x64x*fp16>, [[RD:%\\d+]]: i32, [[WR:%\\d+]]: i32):
+        CHECK-NEXT: async_wait_group {pending=1}
+        CHECK-NEXT: fence_async_shared
+        CHECK-NEXT: barrier
+        CHECK-NEXT: [[TA:%\\d+]] = ring_read [[RA]], [[RD]] : <64x32xfp16>
+        CHECK-NEXT: [[TB:%\\d+]] = ring_read [[RB]], [[RD]] : <32x64xfp16>
+        CHECK-NOT: async_copy
+        CHECK: [[D:%\\d+]] = dot [[TA]], [[TB]], [[ACC]] {input_precision='tf32', wgmma='async'}
+        CHECK-NEXT: barrier
+        CHECK: [[G:%\\d+]] = cmpi {{%\\d+}}, %K {pred='slt'} : i1
+        CHECK: async_copy [[RA]], [[WR]], [[QA]], [[G]] {vec=8, source=
+        CHECK-NEXT: async_copy [[RB]], [[WR]], [[QB]], [[G]] {vec=8, source=
+        CHECK-NEXT: async_commit_group
+        CHECK-NOT: async_copy
+        CHECK: scf.yield [[D]],
+        CHECK-NEXT: async_wait_all
+    """)
+    verify(fn)
+    # the write stage starts at 2: iteration 0's copies refill the stage of iteration -1 (= 2 mod 3)
+    loop = next(o for o in fn.walk() if o.name == "scf.for")
+    assert loop.operands[-1].op.attrs["value"] == 2 and loop.operands[-2].op.attrs["value"] == 0
+    # without the tag, a wgmma in flight with the full lookahead would race with the head's copies
+    del loop.attrs["pipeline"]["refill"]
+    with pytest.raises(VerificationError, match="refill='after_dots'"):
+        verify(fn)
+    loop.attrs["pipeline"]["refill"] = "before_dots"
+    with pytest.raises(VerificationError, match="pipeline refill must be one of"):
+        verify(fn)
+
+
+def test_the_refill_after_the_dot_in_ptx(monkeypatch):
+    """The lowering of that loop on sm_90a: in the loop, the wgmma commit and ``wait_group 1`` come before
+    the barrier and the cp.async copies; ``cp.async.wait_group 1`` (two groups ahead) at its head."""
+    import kernelc
+    monkeypatch.setenv("KERNELC_WGMMA_ASYNC", "1")
+    ck = kernelc.compile(mm_pointer_loop, dict(MM_PTR_SIG), CX, target="sm_90a", num_warps=4, num_stages=3)
+    ptx = ck.asm["ptx"]
+    assert ptx.count("cp.async.commit_group;") == 3 and "cp.async.wait_group 1;" in ptx
+    at = ptx.index("cp.async.wait_group 1;")
+    assert "cp.async.cg" not in ptx[at:ptx.index("wgmma.mma_async", at)]  # no copy before the dot
+    for s in ("fence.proxy.async", "bar.sync", "wgmma.mma_async", "wgmma.commit_group",
+              "wgmma.wait_group.sync.aligned 1", "bar.sync", "cp.async.cg.shared.global", "cp.async.commit_group"):
+        at = ptx.index(s, at)  # each after the one before
 
 
 def test_tma_rings_and_unpipelined_loops_are_left_alone():
@@ -162,6 +217,42 @@ def test_codegen_lowers_each_ring_op():
     assert sorted(a["line"] for a in kinds) == [32, 33] and all(a["vector_bytes"] == 16 for a in kinds)
 
 
+
+def test_the_refill_after_the_dot_in_sass(monkeypatch):
+    """What ptxas makes of it (128x128x64, 4 warps, 3 stages): in the loop the eight HGMMAs, then
+    ``WARPGROUP.DEPBAR.LE gsb0, 0x1`` (one group left in flight), the barrier, and only then the 16
+    LDGSTS of the refill: Triton's loop shape for tutorial 08's grouped GEMM. Without the knob the loop
+    ends in ``WARPGROUP.DEPBAR.LE gsb0, 0x0`` with the copies before the MMAs."""
+    import re
+    import kernelc
+
+    def loop_ops():
+        ck = kernelc.compile(mm_pointer_loop, dict(MM_PTR_SIG), dict(BM=128, BN=128, BK=64), target="sm_90a",
+                             num_warps=4, num_stages=3)
+        ops = [re.sub(r"^\s*/\*[0-9a-f]+\*/\s*(@!?U?P\w+\s+)?", "", ln).rstrip(" ;")
+               for ln in ck.asm["sass"].splitlines() if re.match(r"\s*/\*[0-9a-f]{4,}\*/", ln)]
+        first = next(i for i, o in enumerate(ops) if o.startswith("HGMMA"))
+        start = max(i for i in range(first) if ops[i].startswith("DEPBAR.LE SB0"))  # the head's cp.async wait
+        end = next(i for i in range(first, len(ops)) if ops[i].startswith("BRA"))
+        keep = ("HGMMA", "WARPGROUP.DEPBAR", "BAR.SYNC", "LDGSTS", "LDGDEPBAR", "DEPBAR.LE SB0")
+        out = []
+        for o in ops[start:end]:
+            k = next((p for p in keep if o.startswith(p)), None)
+            if k == "WARPGROUP.DEPBAR":
+                k = o.split()[-1]  # the count left in flight
+            if k and (not out or out[-1][0] != k):
+                out.append([k, 1])
+            elif k:
+                out[-1][1] += 1
+        return [tuple(x) for x in out]
+
+    monkeypatch.setenv("KERNELC_WGMMA_ASYNC", "1")
+    assert loop_ops() == [("DEPBAR.LE SB0", 1), ("BAR.SYNC", 1), ("HGMMA", 8), ("0x1", 1), ("BAR.SYNC", 1),
+                          ("LDGSTS", 16), ("LDGDEPBAR", 1)]
+    monkeypatch.setenv("KERNELC_WGMMA_ASYNC", "0")
+    assert loop_ops() == [("DEPBAR.LE SB0", 1), ("BAR.SYNC", 1), ("LDGSTS", 16), ("LDGDEPBAR", 1), ("HGMMA", 8),
+                          ("0x0", 1)]
+
 import kernelc  # noqa: E402
 import kernelc.language as kl  # noqa: E402
 
@@ -225,9 +316,9 @@ def mm_mixed(a_desc, b_ptr, c_ptr, K, BM: kl.constexpr, BN: kl.constexpr, BK: kl
     kl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
 
 
-def test_a_loop_with_both_rings_is_left_to_codegen():
-    """A from TMA, B from pointers: both rings share one pair of stage counters, which codegen's
-    PipelinedLoop still expands from the tags (docs/schedule-ir.md); the pass leaves the loop alone."""
+def test_a_loop_with_both_rings_is_left_to_expand_tma_rings():
+    """A from TMA, B from pointers: both rings share one pair of stage counters, which
+    ``expand_tma_rings`` writes (tests/compiler/test_tma_rings.py); this pass leaves the loop alone."""
     sig = {"a_desc": "tensordesc<fp16[64, 32]>", "b_ptr": "*fp16", "c_ptr": "*fp32", "K": "i32"}
     div = {"a_desc": 16, "b_ptr": 16, "c_ptr": 16}
     ir, fn, _ = _passes(mm_mixed, sig, CX, div=div)
@@ -259,5 +350,29 @@ def test_gpu_both_rings_in_one_loop(stages):
     ck = mm_mixed[(1,)](TensorDescriptor.from_tensor(a, [64, 32]), b, c, K, BM=64, BN=64, BK=32, num_warps=4,
                         num_stages=stages)
     torch.cuda.synchronize()
-    assert "ring='cp.async'" in ck.asm["tir"] and "ring='tma'" in ck.asm["tir"]
+    # both rings, as expand_tma_rings writes them: TMA copies into the ring, cp.async in the PTX
+    assert "tma_copy_to_ring" in ck.asm["tir"] and "cp.async.wait_group" in ck.asm["ptx"]
     torch.testing.assert_close(c, a.float() @ b.float(), atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("stages,warps", [(2, 4), (3, 4), (4, 4), (3, 8)])
+def test_gpu_refill_after_dots(monkeypatch, stages, warps):
+    """On a Hopper GPU: a cp.async ring with its wgmma left in flight and the copies after the dots
+    (KERNELC_WGMMA_ASYNC=1) against torch; K spans more iterations than stages, not a multiple of them."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("needs an sm_90 GPU")
+    from kernelc.runtime.launcher import get_state
+    monkeypatch.setenv("KERNELC_WGMMA_ASYNC", "1")
+    get_state(mm_pointer_loop)["cache"].clear()  # the knob is read at compile time
+    BM, BN, BK = 128, 128, 64
+    K = BK * (3 * stages + 1)
+    a = torch.randn(BM, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, BN, device="cuda", dtype=torch.float16)
+    c = torch.empty(BM, BN, device="cuda", dtype=torch.float32)
+    ck = mm_pointer_loop[(1,)](a, b, c, K, BM=BM, BN=BN, BK=BK, num_warps=warps, num_stages=stages)
+    torch.cuda.synchronize()
+    assert "refill='after_dots'" in ck.asm["tir"]
+    torch.testing.assert_close(c, a.float() @ b.float(), atol=5e-2, rtol=1e-2)
+    get_state(mm_pointer_loop)["cache"].clear()

@@ -51,8 +51,9 @@ TD_SIG = {"q_desc": "tensordesc<fp16[128, 64]>", "k_desc": "tensordesc<fp16[64, 
 TD_DIV = {k: 16 for k in TD_SIG if k.endswith("desc")}
 
 
-def _passes(kernel, sig, cx, target="sm_90a", num_warps=4, num_stages=3, div=None):
-    """{pass name: IR text after it} through the whole tile pipeline (as ``kernelc.compile`` runs it)."""
+def _passes(kernel, sig, cx, target="sm_90a", num_warps=4, num_stages=3, div=None, upto=None):
+    """{pass name: IR text after it} through the whole tile pipeline (as ``kernelc.compile`` runs it), or
+    through the pass named ``upto``."""
     tgt = parse_target(target)
     div = dict(div or {})
     for k, t in sig.items():
@@ -64,14 +65,17 @@ def _passes(kernel, sig, cx, target="sm_90a", num_warps=4, num_stages=3, div=Non
     out = {}
     sink = lambda name, text: out.__setitem__(name, text)  # noqa: E731
     fn = run_passes(fn, C.FRONTEND_PASSES, ctx, verify_each=False, dump=sink)
-    fn = run_passes(fn, C.TILE_PASSES, ctx, dump=sink)
+    passes = C.TILE_PASSES
+    if upto is not None:
+        passes = passes[:[p.name for p in passes].index(upto) + 1]
+    fn = run_passes(fn, passes, ctx, dump=sink)
     return out, fn, ctx
 
 
 def test_the_scheduling_passes_run_after_layout_assignment():
     names = [p.name for p in C.TILE_PASSES]
-    assert names[-5:] == ["assign_layouts", "schedule_pipelines", "warp_specialize", "schedule_wgmma",
-                          "expand_cp_async_rings"]
+    assert names[-7:] == ["assign_layouts", "schedule_pipelines", "warp_specialize", "schedule_wgmma",
+                          "expand_cp_async_rings", "expand_tma_rings", "expand_warp_specialize"]
 
 
 def test_schedule_pipelines_rings_pointer_loads_with_cp_async(monkeypatch):
@@ -104,7 +108,7 @@ def test_one_stage_loops_and_async_wgmma_on_cp_async_rings(monkeypatch):
     monkeypatch.setenv("KERNELC_WGMMA_ASYNC", "1")
     ir, _, _ = _passes(mm_plain, MM_PTR_SIG, dict(BM=128, BN=128, BK=64))
     filecheck(ir["schedule_pipelines"], """
-        CHECK: {pipeline={stages=3, lookahead=1}}
+        CHECK: {pipeline={stages=3, lookahead=2, refill='after_dots'}}
         CHECK: = dot {{.*}}wgmma='async'
     """)
 
@@ -182,6 +186,34 @@ def test_tma_tiles_outside_a_ring_are_read_in_place_only_by_dots():
     """)
 
 
+
+@pytest.mark.parametrize("BM,D,num_warps", [(16, 128, 8), (32, 64, 8), (64, 64, 4)])
+def test_a_tma_tile_two_dots_read_in_different_orientations_is_not_read_in_place(BM, D, num_warps):
+    # K is wgmma's A in K Q^T (K-major) and the B of sT^T K (N-major; mma.sync below 64 rows at 8 warps,
+    # wgmma at 64 rows and 4 warps): codegen keeps one view per value, so K goes through registers
+    # (H100, 2026-11-27: in place, dq was wrong by its own size or the kernel faulted)
+    from tests.compiler.tma_kernels import wgmma_then_mma_sync
+    sig = {"k_desc": f"tensordesc<fp16[128, {D}]>", "q_desc": f"tensordesc<fp16[{BM}, {D}]>", "out_ptr": "*fp32"}
+    ir, _, _ = _passes(wgmma_then_mma_sync, sig, dict(BN=128, BM=BM, D=D, ATOMIC=False), num_warps=num_warps,
+                       div={"k_desc": 16, "q_desc": 16, "out_ptr": 16})
+    filecheck(ir["schedule_pipelines"], f"""
+        CHECK: [[K:%\\d+]] = descriptor_load {{{{.*}}}}tma=True}} : <128x{D}xfp16>
+        CHECK: = descriptor_load {{{{.*}}}}tma=True, in_place=True}} : <{BM}x{D}xfp16>
+        CHECK: = dot [[K]],
+        CHECK: = dot {{{{%\\d+}}}}, [[K]],
+    """)
+
+
+def test_an_mma_sync_dot_reads_its_only_tma_operand_in_place():
+    from tests.compiler.tma_kernels import mma_sync_reads_tma_b
+    sig = {"a_ptr": "*fp16", "k_desc": "tensordesc<fp16[128, 128]>", "out_ptr": "*fp32"}
+    ir, _, _ = _passes(mma_sync_reads_tma_b, sig, dict(BN=128, BM=16, D=128), num_warps=8,
+                       div={"a_ptr": 16, "k_desc": 16, "out_ptr": 16})
+    filecheck(ir["schedule_pipelines"], """
+        CHECK: [[K:%\\d+]] = descriptor_load {{.*}}tma=True, in_place=True} : <128x128xfp16>
+        CHECK: = dot {{%\\d+}}, [[K]],
+    """)
+
 def test_lower_descriptors_tags_what_tma_takes_and_codegen_trusts_the_tag():
     ir, fn, ctx = _passes(mm_loop, MM_DESC_SIG, dict(BM=128, BN=128, BK=64, WS=False), div=MM_DESC_DIV)
     filecheck(ir["hoist_descriptors"], """
@@ -206,7 +238,9 @@ def test_lower_descriptors_tags_what_tma_takes_and_codegen_trusts_the_tag():
 
 
 def test_the_verifier_checks_the_schedule():
-    _, fn, _ = _passes(mm_loop, MM_DESC_SIG, dict(BM=128, BN=128, BK=64, WS=True), div=MM_DESC_DIV)
+    # the attributes as the scheduling passes leave them (the expansions after them turn rings into ops)
+    _, fn, _ = _passes(mm_loop, MM_DESC_SIG, dict(BM=128, BN=128, BK=64, WS=True), div=MM_DESC_DIV,
+                       upto="schedule_wgmma")
     loop = next(o for o in fn.walk() if o.name == "scf.for")
     dot = next(o for o in fn.walk() if o.name == "dot")
     ld = next(o for o in fn.walk() if o.name == "descriptor_load")

@@ -132,3 +132,45 @@ def made_desc_batched_copy(x_ptr, y_ptr, M, N, stride_b, BM: kl.constexpr, BN: k
     src = kl.make_tensor_descriptor(x_ptr + b * stride_b, [M, N], [N, 1], [BM, BN])
     dst = kl.make_tensor_descriptor(y_ptr + b * stride_b, [M, N], [N, 1], [BM, BN])
     dst.store([kl.program_id(0) * BM, kl.program_id(1) * BN], src.load([kl.program_id(0) * BM, kl.program_id(1) * BN]))
+
+
+@kernelc.jit
+def wgmma_then_mma_sync(k_desc, q_desc, out_ptr, BN: kl.constexpr, BM: kl.constexpr, D: kl.constexpr,
+                        ATOMIC: kl.constexpr):
+    """The attention backward's dQ step in miniature: sT = K Q^T on wgmma ([BN, BM]); dq = sT^T K, a dot of
+    BM < 64 rows (mma.sync) whose B operand is the same TMA tile K. Stored or atomically added."""
+    k = k_desc.load([0, 0])
+    q = q_desc.load([0, 0])
+    sT = kl.dot(k, q.T).to(kl.float16)
+    dq = kl.dot(kl.trans(sT), k)
+    offs = kl.arange(0, BM)[:, None] * D + kl.arange(0, D)[None, :]
+    if ATOMIC:
+        kl.atomic_add(out_ptr + offs, dq, sem="relaxed")
+    else:
+        kl.store(out_ptr + offs, dq)
+
+
+@kernelc.jit
+def mma_sync_reads_tma_b(a_ptr, k_desc, out_ptr, BN: kl.constexpr, BM: kl.constexpr, D: kl.constexpr):
+    """out = A K with A [BM, BN] from pointers and K [BN, D] a TMA tile, one reader: with BM rows below a
+    warpgroup's the dot is mma.sync, which reads K in place (N-major, ldmatrix.trans)."""
+    a = kl.load(a_ptr + kl.arange(0, BM)[:, None] * BN + kl.arange(0, BN)[None, :])
+    out = kl.dot(a, k_desc.load([0, 0]))
+    kl.store(out_ptr + kl.arange(0, BM)[:, None] * D + kl.arange(0, D)[None, :], out)
+
+
+@kernelc.jit
+def invariant_operand_two_roles(k_ptr, q_ptr, out_ptr, ITERS: kl.constexpr, BN: kl.constexpr, BM: kl.constexpr,
+                                D: kl.constexpr):
+    """The attention backward's atomic-dQ loop in miniature: K, loaded before the loop, is A of sT = K Q_i^T and
+    B of acc += sT^T K in every iteration (codegen stages a loop-invariant dot operand once: for one role)."""
+    rn = kl.arange(0, BN)
+    rm = kl.arange(0, BM)
+    rd = kl.arange(0, D)
+    k = kl.load(k_ptr + rn[:, None] * D + rd[None, :])
+    acc = kl.zeros((BM, D), dtype=kl.float32)
+    for i in range(ITERS):
+        q = kl.load(q_ptr + (i * BM + rm)[:, None] * D + rd[None, :])
+        sT = kl.dot(k, kl.trans(q)).to(kl.float16)
+        acc = kl.dot(kl.trans(sT), k, acc)
+    kl.store(out_ptr + rm[:, None] * D + rd[None, :], acc)

@@ -10,7 +10,8 @@ import kernelc  # noqa: E402
 from kernelc import TensorDescriptor  # noqa: E402
 
 from examples.kernels import matmul_tma as MM  # noqa: E402
-from tests.compiler.tma_kernels import copy2d, copy3d, copy_rows, load_tile, matmul_bt, qk_sum  # noqa: E402
+from tests.compiler.tma_kernels import (copy2d, copy3d, copy_rows, load_tile, matmul_bt, qk_sum,  # noqa: E402
+                                       invariant_operand_two_roles, mma_sync_reads_tma_b, wgmma_then_mma_sync)
 
 
 def _hopper():
@@ -140,3 +141,49 @@ def test_out_of_bounds_reads_take_the_padding(padding):
     want = torch.full((32, 32), float("nan") if padding == "nan" else 0.0, device="cuda")
     want[8:, 16:] = x[:24, :16]
     torch.testing.assert_close(out, want, equal_nan=True, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("atomic", [False, True])
+@pytest.mark.parametrize("BM,D,num_warps", [(16, 128, 8), (32, 64, 8), (16, 128, 4), (64, 64, 4)])
+def test_tma_tile_read_by_two_dots(BM, D, num_warps, atomic):
+    """A TMA tile read by two dots in different orientations (the attention backward's atomic dQ step):
+    wrong by the size of the result, or a fault, on an H100 on 2026-11-27 while it was read in place."""
+    torch.manual_seed(0)
+    k = torch.randn(128, D, device="cuda", dtype=torch.float16) / 4
+    q = torch.randn(BM, D, device="cuda", dtype=torch.float16) / 4
+    sT = (k.float() @ q.float().T).half()
+    want = sT.T.float() @ k.float()
+    out = torch.zeros(BM, D, device="cuda", dtype=torch.float32)
+    wgmma_then_mma_sync[(1,)](TensorDescriptor.from_tensor(k, [128, D]), TensorDescriptor.from_tensor(q, [BM, D]),
+                              out, BN=128, BM=BM, D=D, ATOMIC=atomic, num_warps=num_warps)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, want, rtol=2e-3, atol=2e-2)
+
+
+def test_mma_sync_reads_its_tma_operand_in_place():
+    torch.manual_seed(0)
+    a = torch.randn(16, 128, device="cuda", dtype=torch.float16) / 4
+    k = torch.randn(128, 128, device="cuda", dtype=torch.float16) / 4
+    out = torch.empty(16, 128, device="cuda", dtype=torch.float32)
+    ck = mma_sync_reads_tma_b[(1,)](a, TensorDescriptor.from_tensor(k, [128, 128]), out, BN=128, BM=16, D=128,
+                                    num_warps=8)
+    torch.cuda.synchronize()
+    assert "HMMA" in ck.asm["sass"] and "UTMALDG" in ck.asm["sass"]
+    torch.testing.assert_close(out, a.float() @ k.float(), rtol=2e-3, atol=2e-2)
+
+
+@pytest.mark.parametrize("BM,D,num_warps", [(16, 128, 8), (32, 64, 8), (64, 64, 4), (64, 128, 8)])
+def test_loop_invariant_operand_read_in_two_roles(BM, D, num_warps):
+    """K is A of one dot and B of the other in every iteration; staged once for one role, the other dot read
+    that copy with the wrong orientation (the atomic-dQ attention backward on an H100, 2026-11-27)."""
+    torch.manual_seed(0)
+    k = torch.randn(128, D, device="cuda", dtype=torch.float16) / 4
+    q = torch.randn(3 * BM, D, device="cuda", dtype=torch.float16) / 4
+    want = torch.zeros(BM, D, device="cuda")
+    for i in range(3):
+        sT = (k.float() @ q[i * BM:(i + 1) * BM].float().T).half()
+        want += sT.T.float() @ k.float()
+    out = torch.empty(BM, D, device="cuda", dtype=torch.float32)
+    invariant_operand_two_roles[(1,)](k, q, out, ITERS=3, BN=128, BM=BM, D=D, num_warps=num_warps)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, want, rtol=2e-3, atol=5e-2)

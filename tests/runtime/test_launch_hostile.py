@@ -134,6 +134,23 @@ def test_generated_fast_path_sends_bad_grids_and_values_to_the_checked_path():
     assert launched == [(2, 1, 1), (2, 3, 1)]
 
 
+
+def test_a_float_grid_never_reuses_the_checked_int_grid_it_equals():
+    # (2.0,) == (2,) and hashes alike: the per-grid cache of checked tuples must not let the float through
+    # (found on an H100, 2026-11-27: the GPU test launched (2,) first, then (2.0,) raised nothing)
+    @kernelc.jit
+    def g_kernel(x_ptr, BLOCK: kl.constexpr):
+        kl.store(x_ptr + kl.arange(0, BLOCK), 1.0)
+    seen = []
+    g_kernel._fast = lambda grid, *a, **k: seen.append(grid)   # stands in for the generated CUDA fast path
+    g_kernel[(2,)](None, BLOCK=16)
+    g_kernel[(2,)](None, BLOCK=16)
+    for bad, msg in (((2.0,), "dimension x is 2.0"), ((True,), "dimension x is True"), ((2, 1.0), "dimension y")):
+        with pytest.raises(GridError, match=msg):
+            g_kernel[bad]
+    g_kernel[(np.int64(2),)](None, BLOCK=16)                 # an integer type that is not int is still a grid
+    assert seen == [(2, 1, 1)] * 3
+
 # -- fuzzers ------------------------------------------------------------------------------------
 
 _SMALL = st.integers(0, 3)

@@ -7,8 +7,7 @@ from ...language.dtypes import scalar_of, shape_of
 from .elementwise import constant
 from .emitter import llty
 from .lowering import Lowering, Tile, rule
-from .pipeline import (PipelinedLoop, async_dots, pipeline_of, report_pipeline, stage_invariant_operands,
-                       wait_accumulators)
+from .pipeline import async_dots, stage_invariant_operands, wait_accumulators
 
 
 def _carried_layouts(lw: Lowering, values):
@@ -42,20 +41,6 @@ def lower_for(lw: Lowering, op):
     for v, L in zip(inits, layouts):
         init_flat.append(lw.flat(v, L))
     stage_invariant_operands(lw, op)
-    if lw.ws is not None and lw.ws.loop is op:  # its producer warp was emitted at the kernel's entry
-        pipe, pplan = lw.ws.pipe, lw.ws.plan
-    else:
-        pplan = pipeline_of(lw, op)  # the TMA ring passes/schedule.py wrote down, if any
-        pipe = PipelinedLoop(lw, pplan) if pplan is not None else None
-    if pplan is not None:
-        report_pipeline(lw, pplan)
-    extra = []
-    if pipe is not None:
-        init_carried = {}
-        for i in pplan.carried_idx:
-            v = inits[i]
-            init_carried[i] = lw.get(v, layouts[i]) if lw.is_tile(v) else lw.scalar(v)
-        extra = pipe.prologue(lb, ub, step, iv_ty, init_carried)
     pre = e.cur_label
     header, bodyl, exitl = e.label("for_head"), e.label("for_body"), e.label("for_exit")
     e.br(header)
@@ -73,12 +58,6 @@ def lower_for(lw: Lowering, op):
             phi_lines.append(len(e.body) - 1)
             names.append(p)
         carried_phis.append(names)
-    extra_phis = []
-    for ty, init in extra:
-        p = e.fresh("xphi")
-        e.body.append(f"  {p} = phi {ty} [ {init}, %{pre} ], [ __Y{len(phi_lines)}__, %__LATCH__ ]")
-        phi_lines.append(len(e.body) - 1)
-        extra_phis.append(p)
     step_c = _const_int(op.operands[2], lw)
     if step_c is not None and step_c < 0:
         cond = e.val(f"icmp sgt {iv_ty} {iv}, {ub}")
@@ -98,15 +77,11 @@ def lower_for(lw: Lowering, op):
     pending_before = list(lw.smem.pending)
     if _smem_in(body.ops):
         _conservative_pending(lw)
-    extra_next = pipe.iteration_start(iv, extra_phis) if pipe is not None else []
     lw.lower_block(body)  # ends with scf.yield: values collected below
     yld = body.ops[-1]
-    if pipe is not None:
-        pipe.before_yield(yld)
-        pipe.iteration_end()
-    elif op.attrs.get("pipeline"):  # a cp.async ring (explicit ops): deferred dots are complete here too
+    if op.attrs.get("pipeline"):  # a ring (explicit ops): deferred dots are complete at the back edge too
         lw.wgmma_groups.complete_all()
-    yflat = [lw.flat(v, L)[1] for v, L in zip(yld.operands, layouts)] + [extra_next]
+    yflat = [lw.flat(v, L)[1] for v, L in zip(yld.operands, layouts)]
     nxt = e.val(f"add {iv_ty} {iv}, {step}")
     latch = e.cur_label
     e.br(header)
@@ -117,9 +92,7 @@ def lower_for(lw: Lowering, op):
     for i, line_idx in enumerate(phi_lines[1:], start=1):
         e.body[line_idx] = e.body[line_idx].replace(f"__Y{i}__", flat_y[i - 1]).replace("__LATCH__", latch)
     e.start_block(exitl)
-    if pipe is not None:
-        carried_phis = pipe.finish(carried_phis)
-    elif op.attrs.get("pipeline") and async_dots(op):
+    if op.attrs.get("pipeline") and async_dots(op):
         carried_phis = wait_accumulators(lw, op, carried_phis)
     lw.smem.pending = pending_before + ([(0, 1 << 30, True)] if _smem_in(body.ops) else [])
     for r, L, names in zip(op.results, layouts, carried_phis):

@@ -85,9 +85,9 @@ def declare_tensor_maps(lw: Lowering) -> None:
     arch = lw.target.arch if lw.target is not None else ""
     params = {a.name: lw.scalars[v.id] for a, v in zip(lw.fn.arguments, lw.fn.body.args) if is_tensor_map(a.type)}
     for op in lw.fn.walk():
-        if op.name not in ("descriptor_load", "descriptor_store"):
+        if op.name not in ("descriptor_load", "descriptor_store", "tma_ring_alloc"):
             continue
-        if op.attrs.get("tma") is not True:  # passes/lower_descriptors.py tags the ops TMA takes
+        if op.name != "tma_ring_alloc" and op.attrs.get("tma") is not True:  # passes/lower_descriptors.py tags the ops TMA takes
             raise CompilationError(
                 f"`{op.name}` reached code generation for {arch or 'this target'} without a TMA lowering for it; "
                 "it should have been rewritten into masked loads/stores (passes/lower_descriptors.py)",
@@ -292,7 +292,7 @@ def lower_descriptor_load(lw: Lowering, op):
         for dot, idx, via in consumers:
             trans = operand_orientation(idx == 0, via is not None)
             v = via.results[0] if via is not None else res
-            lw.smem_operands[v.id] = (sm, trans)
+            lw.smem_operands[v.id] = (sm, trans, idx == 0)
     else:
         L = lw.plan.get(res)
         lw.tiles[res.id] = Tile(L, read_tile(lw, sm, L, elt, ty.block_shape))

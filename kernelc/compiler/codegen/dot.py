@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
+from ...errors import CompilationError
 from ...language.dtypes import scalar_of, shape_of
 from .convert import linear_index
 from .emitter import llty
@@ -212,8 +213,19 @@ def mma_dot(lw: Lowering, op, L: Layout, report: Optional[dict] = None):
     a_regs = None
     staged = {}
     for idx, v in ((0, a_v), (1, b_v)):
-        if v.id in lw.smem_operands:
-            staged[idx] = lw.smem_operands[v.id]
+        ent = lw.smem_operands.get((v.id, idx == 0)) or lw.smem_operands.get(v.id)
+        if ent is None:
+            continue
+        sm, trans, role = ent if len(ent) == 3 else (*ent, None)
+        if role is not None and role != (idx == 0):
+            # staged for the other operand role: its `trans` and geometry describe that role, so this dot
+            # stages its own copy from the registers
+            if v.id not in lw.tiles:
+                raise CompilationError("internal: a tile two dots read in different roles is only in shared memory "
+                                       "(passes/schedule.py keeps such a TMA tile in registers)",
+                                       op.loc.file, op.loc.line, op.loc.col)
+            continue
+        staged[idx] = (sm, trans)
     if 0 not in staged:
         a_regs = _a_from_registers(lw, a_v, L, M, K)
     use_wgmma = id(op) in lw.plan.wgmma

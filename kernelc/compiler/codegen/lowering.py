@@ -68,13 +68,16 @@ class Lowering:
         self.defs: Dict[int, Op] = {}
         self.smem = SharedMemory()
         self.persistent_tokens: Dict[str, int] = {}
-        self.smem_operands: Dict[int, object] = {}  # value id -> operand already staged in shared memory
-        self.rings: Dict[int, object] = {}  # ring_alloc value id -> its shared memory (codegen/pipeline.Ring)
+        # value id -> (shared view, trans[, staged as A]) of a dot operand in shared memory; (value id, as A)
+        # -> (view, trans) for a loop-invariant operand staged for that role (pipeline.stage_invariant_operands)
+        self.smem_operands: Dict[int, tuple] = {}
+        # ring_alloc / tma_ring_alloc / mbarrier_alloc / ring_cursor value id -> what it stands for (its shared
+        # memory, codegen/pipeline.Ring, TmaRing, BarrierGroup; the cursor's cells, codegen/warp_specialize.py)
+        self.rings: Dict[int, object] = {}
         self.reports: Dict[str, list] = {"memory_accesses": [], "dots": []}  # facts for tools (analyzer)
         self.params: List[Tuple[str, str, str]] = []
         self.uses_smem = False
-        self.ws = None  # the kernel's WarpSpecialization (codegen/warp_specialize.py), if any
-        self.consumer_threads = 0  # set once a warp-specialised kernel has split: barriers count these
+        self.consumer_threads = 0  # set once a warp-specialised kernel has split (ws_producer): barriers count these
         from .wgmma import WgmmaGroups
         self.wgmma_groups = WgmmaGroups(self)
         self._base_cache: Dict = {}
@@ -107,15 +110,9 @@ class Lowering:
         self.tid = tid
         from .device_tensor_map import emit_device_tensor_maps
         emit_device_tensor_maps(self)  # before a warp-specialised split: the producer copies through them too
-        from .warp_specialize import emit_split, warp_specialization_of
-        self.ws = warp_specialization_of(self)  # the loop passes/schedule.py tagged ``ws``
-        if self.ws is not None:
-            emit_split(self, self.ws)
-            self.reports["warp_specialization"] = {
-                "file": self.ws.loop.loc.file, "line": self.ws.loop.loc.line, "producer_warps": self.ws.producer_warps,
-                "stages": self.ws.plan.S}
         self.lower_block(self.fn.body)
-        extra = self.ws.producer_warps if self.ws is not None else 0
+        from .warp_specialize import producer_warps
+        extra = producer_warps(self.fn)
         text = e.module(self.params, maxntid=32 * (self.nw + extra))
         for tok, rel in self.persistent_tokens.items():
             text = text.replace(tok, str(self.smem.scratch_aligned + rel))
@@ -440,8 +437,12 @@ class Lowering:
             self.lower_op(op)
 
     def lower_op(self, op: Op) -> None:
-        if (op.attrs.get("pipeline") and op.name != "scf.for") or (op.attrs.get("in_place") and op.name == "trans"):
-            return  # copied by its loop's ring, or a view of a tile its dots read in place (passes/schedule.py)
+        if op.attrs.get("in_place") and op.name == "trans":
+            return  # a view of a tile its dots read in place (passes/schedule.py)
+        if op.attrs.get("pipeline") and op.name != "scf.for":
+            raise CompilationError(f"internal: a ringed `{op.name}` reached code generation (the ring passes "
+                                   "rewrite every ring into ops: passes/rings.py, passes/warp_regions.py)",
+                                   op.loc.file, op.loc.line, op.loc.col)
         e = self.e
         e.set_loc(op.loc.file, op.loc.line, op.loc.col)
         name = op.name

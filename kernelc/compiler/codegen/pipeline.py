@@ -1,465 +1,31 @@
 """Shared-memory rings of pipelined loops (docs/schedule-ir.md). Nothing here decides which loops or
 loads are pipelined.
 
-**cp.async rings** are explicit tile-IR ops by the time they reach codegen
-(``passes/cp_async_rings.py``: ``ring_alloc``, ``async_copy``, ``async_commit_group``,
-``async_wait_group``, ``async_wait_all``, ``fence_async_shared``, ``ring_read``); the rules at the end of
-this module lower them one op at a time, keeping only the ring value -> shared memory map
-(``Lowering.rings``) and the ring_read value -> shared operand map (``Lowering.smem_operands``).
-
-**TMA rings** (tensor-descriptor loads, ``pipeline={ring='tma'}``), and a loop that has both a TMA
-ring and cp.async loads, are still expanded here (``PipelinedLoop``) from the attributes ``passes/schedule.py`` wrote (``PipelinedLoop``): the loop's address chain is re-evaluated
-ahead of time with the prefetch iteration's bindings (``passes/schedule_ir.address_chain``), and the
-copies complete on one mbarrier per stage:
-
-    prologue:  init the S barriers; thread 0 copies stages 0 .. S-2
-    iteration: wait on stage i's barrier (phase parity (i / S) & 1); the dot reads stage i in place
-               (wgmma may stay in flight: wait_group 1 keeps one group, so stage i-1 is free);
-               barrier; thread 0 copies iteration i+S-1 into stage i-1's slot
-    after:     barrier, invalidate the barriers
-
-A warp-specialised loop's consumers use the same class (codegen/warp_specialize.py fills the ring).
-Loop-invariant dot operands (attention's Q) are staged into shared memory once, before the loop
-(``stage_invariant_operands``).
+A loop's ring reaches codegen as explicit tile-IR ops: ``passes/cp_async_rings.py`` writes a cp.async
+ring (``ring_alloc``, ``async_copy``, ``async_commit_group``, ``async_wait_group``, ``async_wait_all``,
+``fence_async_shared``, ``stage_operand``, ``ring_read``), ``passes/tma_rings.py`` a TMA ring and a loop
+with both (``tma_ring_alloc``, ``mbarrier_alloc``/``mbarrier_at``/``mbarrier_init``/``mbarrier_expect_tx``/
+``mbarrier_wait``/``mbarrier_inval``, ``elect_one``, ``prefetch_tensormaps``, ``tma_copy_to_ring``,
+``ring_free``), ``passes/warp_regions.py`` the ring of a warp-specialised loop (the same ops, and those
+of codegen/warp_specialize.py). The rules at the end of this module lower them one op at a time,
+keeping only the ring or barrier-group value -> shared memory map (``Lowering.rings``) and the
+ring_read value -> shared operand map the dots read (``Lowering.smem_operands``).
+Loop-invariant dot operands (attention's Q) of a loop without a ring are staged into shared memory once,
+before the loop (``stage_invariant_operands``).
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 from ...language.dtypes import scalar_of, shape_of
 from ..ir.core import Loc, Op
-from ..passes.schedule_ir import address_chain, ringed_operands
 from . import tma as T
-from .descriptors import (free_regions, inside_loop, operand_orientation, report_tma, reuse_or_allocate,
-                          tensor_map_of)
+from .descriptors import free_regions, operand_orientation, report_tma, reuse_or_allocate, tensor_map_of
 from .dot import MMA_SHAPES, SmemOperand, _dims, operand_geometry, store_operand, choose_trans
 from .memory import report_access
 from .emitter import llty
-from .lowering import Lowering, Tile, rule
-from .wgmma import PingPong, tie_through_wait
-
-
-class _Load:
-    def __init__(self, op: Op, dot: Op, is_a: bool):
-        self.op, self.dot, self.is_a = op, dot, is_a
-        self.trans = False
-        self.geom: Optional[SmemOperand] = None
-        self.tokens = None
-        self.stage_bytes = 0
-
-
-class _TmaLoad:
-    """A ``descriptor_load`` (TMA) feeding operand A/B of ``dot``, directly or through ``via`` (a 2-D trans)."""
-
-    def __init__(self, op: Op, dot: Op, is_a: bool, via: Optional[Op], trans: bool):
-        self.op, self.dot, self.is_a, self.via, self.trans = op, dot, is_a, via, trans
-        self.value = (via or op).results[0]  # what the dot reads
-        self.tmap = None
-        self.box = None
-        self.geom: Optional[SmemOperand] = None
-        self.token = None
-        self.stage_bytes = 0
-
-
-class PipelinePlan:
-    """A loop's ring as ``passes/schedule.py`` wrote it down (``pipeline``/``wgmma`` attributes)."""
-
-    def __init__(self, lw: Lowering, op: Op, stages: int, lookahead: int, loads: List[_Load], chain: List[Op],
-                 carried_idx: List[int], tma_loads: Optional[List[_TmaLoad]] = None):
-        self.lw, self.op, self.S, self.loads, self.chain, self.carried_idx = lw, op, stages, loads, chain, carried_idx
-        self.tma_loads: List[_TmaLoad] = list(tma_loads or [])
-        self.lookahead = lookahead
-        # wgmma dots that stay in flight (one group) across iterations
-        self.async_dots = async_dots(op)
-        self.uses_wgmma = any(o.name == "dot" and id(o) in lw.plan.wgmma for o in op.regions[0].ops)
-
-
-def pipeline_of(lw: Lowering, op: Op) -> Optional[PipelinePlan]:
-    """The TMA ring of loop ``op`` as tagged in the IR, with the cp.async loads of the same loop (None:
-    no TMA ring; a loop with only cp.async loads has its ring as ops by now, passes/cp_async_rings.py)."""
-    tag = op.attrs.get("pipeline")
-    if not tag:
-        return None
-    cp, tma = ringed_operands(op)
-    if not tma:
-        assert not cp, "internal: a cp.async ring reached codegen unexpanded (passes/cp_async_rings.py)"
-        return None
-    loads = []
-    for lop, dot, is_a, _ in cp:
-        ld = _Load(lop, dot, is_a)
-        ld.vec = lop.attrs["pipeline"]["vec"]
-        loads.append(ld)
-    tma_loads = [_TmaLoad(src, dot, is_a, via, operand_orientation(is_a, via is not None))
-                 for src, dot, is_a, via in tma]
-    chain, carried_idx = address_chain(op, [ld.op for ld in loads], [t.op for t in tma_loads])
-    return PipelinePlan(lw, op, tag["stages"], tag["lookahead"], loads, chain, carried_idx, tma_loads)
-
-
-def report_pipeline(lw: Lowering, plan: PipelinePlan) -> None:
-    """Add the plan's pipelined loads to the kernel's memory-access report (for the analyzer)."""
-    for ld in plan.loads:
-        L = lw.plan.get(ld.op.results[0])
-        mask = ld.op.operands[1] if len(ld.op.operands) > 1 else None
-        report_access(lw, ld.op, "load (cp.async pipelined)", ld.op.operands[0], mask, L,
-                      scalar_of(ld.op.results[0].type).itemsize, ld.vec)
-    for t in plan.tma_loads:
-        report_tma(lw, t.op, "load (TMA pipelined)", t.op.operands[0].type)
-
-
-def _eval_chain(lw: Lowering, plan: PipelinePlan, iv: str, carried_vals: Dict[int, Tile]):
-    """Lower the address chain with the given bindings; returns (per-load (ptrs, masks), advanced carried)."""
-    body = plan.op.regions[0]
-    lw.push_scope()
-    saved_s = dict(lw.scalars)
-    saved_t = dict(lw.tiles)
-    lw.scalars[body.args[0].id] = iv
-    for i in plan.carried_idx:
-        a = body.args[1 + i]
-        if lw.is_tile(a):
-            lw.tiles[a.id] = carried_vals[i]
-        else:
-            lw.scalars[a.id] = carried_vals[i]
-    for c in plan.chain:
-        if not c.results:
-            continue
-        v = c.results[0]
-        if not lw.is_tile(v):
-            lw.lower_scalar_op(c)
-        else:
-            L = lw.plan.get(v)
-            if L is not None:
-                lw.tiles[v.id] = lw.materialize(c, v, L)
-    out = []
-    for ld in plan.loads:
-        L = lw.plan.get(ld.op.results[0])
-        ptrs = lw.get(ld.op.operands[0], L).regs
-        masks = lw.operand(ld.op.operands[1], L) if len(ld.op.operands) > 1 else None
-        out.append((ptrs, masks))
-    for t in plan.tma_loads:  # after the cp.async loads: element offsets, outermost first
-        out.append([lw.scalar(v) for v in t.op.operands[1:]])
-    yld = body.ops[-1]
-    advanced = {}
-    for i in plan.carried_idx:
-        a = body.args[1 + i]
-        v = yld.operands[i]
-        if lw.is_tile(a):
-            advanced[i] = lw.get(v, lw.plan.get(a))
-        else:
-            advanced[i] = lw.scalar(v)
-    lw.scalars = saved_s
-    lw.tiles = saved_t
-    lw.pop_scope()
-    return out, advanced
-
-
-def _issue(lw: Lowering, plan: PipelinePlan, addrs, stage: str, guard: Optional[str]):
-    """cp.async every chunk of every pipelined load into ``stage``; one commit group."""
-    e = lw.e
-    for ld, (ptrs, masks) in zip(plan.loads, addrs):
-        L = lw.plan.get(ld.op.results[0])
-
-        def stage_at(ld=ld):
-            return ld.geom.at(e.val(f"add i32 {ld.token}, {e.val(f'mul i32 {stage}, {ld.stage_bytes}')}"))
-        copy_tile(lw, L, scalar_of(ld.op.results[0].type).itemsize, ld.vec, stage_at, ld.dims, ptrs, masks, guard)
-    e.asm("void", "cp.async.commit_group;", "", [])
-
-
-def _issue_tma(lw: Lowering, plan: PipelinePlan, offsets, stage: str, guard: Optional[str], bars,
-               pred: Optional[str] = None):
-    """One thread (``pred``; thread 0 by default) copies every TMA-pipelined tile of one iteration into
-    ``stage``, completing on its barrier."""
-    e = lw.e
-    pred = T.elected(lw) if pred is None else pred
-    if guard is not None:
-        pred = e.val(f"and i1 {pred}, {guard}")
-    pool, tok, off = bars
-    bar = pool.address(tok, off, stage)
-    T.mbarrier_expect_tx(lw, bar, sum(t.box.nbytes for t in plan.tma_loads), pred)
-    for t, offs in zip(plan.tma_loads, offsets):
-        base = e.val(f"add i32 {t.token}, {e.val(f'mul i32 {stage}, {t.stage_bytes}')}")
-        tmap = t.tmap.address(lw)
-        T.copy_tile_in(lw, t.box, tmap, base, bar, offs, pred)
-
-
-def prefetch_tensor_maps(lw: Lowering, plan: PipelinePlan, pred: Optional[str]) -> None:
-    """Bring the maps of the loop's copies into the TMA unit's cache ahead of the first copy."""
-    maps = {t.tmap.param: t.tmap for t in plan.tma_loads}
-    for param in sorted(maps):
-        T.prefetch_tensormap(lw, maps[param].address(lw), pred)
-
-
-class PipelinedLoop:
-    """Drives the emission; ``lower_for`` calls prologue / iteration_start / iteration_end / finish."""
-
-    def __init__(self, lw: Lowering, plan: PipelinePlan, ws=None):
-        self.lw, self.plan = lw, plan
-        # a warp-specialised loop releases a stage one iteration late when its wgmma group stays in flight
-        self.release_lag = ws is not None and plan.op.attrs["ws"]["release"] == "lagged"
-        # ws: the kernel's WarpSpecialization when this is its loop (codegen/warp_specialize.py): a
-        # producer warp fills the ring, this code is the consumers' side of it
-        self.ws = ws
-
-    def prologue(self, lb: str, ub: str, step: str, iv_ty: str, init_carried: Dict[int, object]):
-        lw, plan = self.lw, self.plan
-        e = lw.e
-        S = plan.S
-        if self.ws is not None:
-            return self._consumer_prologue(lb, ub, iv_ty)
-        for ld in plan.loads:
-            dot = ld.dot
-            elt = scalar_of(ld.op.results[0].type)
-            eb = elt.itemsize
-            M, N = shape_of(dot.results[0].type)
-            K = shape_of(dot.operands[0].type)[1]
-            L = lw.plan.get(ld.op.results[0])
-            ld.trans = choose_trans(L, eb, ld.is_a)
-            ld.geom = operand_geometry(ld.is_a, ld.trans, M if ld.is_a else N, K, eb)
-            ld.dims = _dims(ld.is_a, ld.trans)
-            ld.stage_bytes = (ld.geom.nbytes + 1023) // 1024 * 1024  # stages stay 1024-byte aligned
-            ld.token = lw.persistent(S * ld.stage_bytes)
-        if plan.tma_loads:
-            self._tma_setup()
-        self.iv_ty = iv_ty
-        self.ub = ub
-        self.step = step
-        cur = dict(init_carried)
-        LA = plan.lookahead
-        n = len(plan.loads)
-        for s in range(LA):
-            iv_s = lb if s == 0 else e.val(f"add {iv_ty} {lb}, {e.val(f'mul {iv_ty} {step}, {s}')}")
-            guard = e.val(f"icmp slt {iv_ty} {iv_s}, {ub}")
-            addrs, cur = _eval_chain(lw, plan, iv_s, cur)
-            if plan.loads:
-                _issue(lw, plan, addrs, str(s), guard)
-            if plan.tma_loads:
-                _issue_tma(lw, plan, addrs[n:], str(s), guard, self.bars)
-        # extra loop-carried state: prefetch bindings (S-1 iterations ahead), read and write stage
-        self.extra_types = []
-        self.extra_inits = []
-        for i in plan.carried_idx:
-            v = cur[i]
-            if isinstance(v, Tile):
-                a = plan.op.regions[0].args[1 + i]
-                ty = llty(scalar_of(a.type))
-                self.extra_types += [ty] * len(v.regs)
-                self.extra_inits += list(v.regs)
-            else:
-                a = plan.op.regions[0].args[1 + i]
-                self.extra_types.append(llty(scalar_of(a.type)))
-                self.extra_inits.append(v)
-        self.n_chain = len(self.extra_types)
-        self.extra_types += ["i32", "i32"]
-        self.extra_inits += ["0", str(LA)]
-        if plan.tma_loads:  # the phase parity of the stage read next
-            self.extra_types.append("i32")
-            self.extra_inits.append("0")
-        return list(zip(self.extra_types, self.extra_inits))
-
-    def _consumer_prologue(self, lb: str, ub: str, iv_ty: str):
-        """Warp-specialised consumers: nothing to prefetch (the producer does); the ring position
-        (read stage, phase parity) continues from where the previous run of this loop left it."""
-        lw, plan = self.lw, self.plan
-        e = lw.e
-        self.lb, self.ub, self.iv_ty = lb, ub, iv_ty
-        self.n_chain = 0
-        stage = e.val(f"load i32, ptr {self.ws.stage_ptr}")
-        phase = e.val(f"load i32, ptr {self.ws.phase_ptr}")
-        self.extra_types = ["i32", "i32", "i32"]  # read stage, (unused) write stage, phase parity
-        self.pingpong = PingPong(lw) if plan.op.attrs["ws"].get("pingpong") else None
-        if self.pingpong is not None:
-            self.pingpong.before_loop()
-        return [("i32", stage), ("i32", "0"), ("i32", phase)]
-
-    def tma_buffers(self):
-        """Tensor maps, boxes and the ring's stage buffers (1024-byte aligned for the 128B swizzle)."""
-        lw, plan = self.lw, self.plan
-        S = plan.S
-        for t in plan.tma_loads:
-            ty = t.op.operands[0].type
-            t.tmap = tensor_map_of(lw, t.op.operands[0])
-            t.box = t.tmap.box
-            t.geom = T.box_smem(t.box, 0)
-            M, N = shape_of(t.dot.results[0].type)
-            K = shape_of(t.dot.operands[0].type)[1]
-            want = operand_geometry(t.is_a, t.trans, M if t.is_a else N, K, ty.element_ty.itemsize)
-            assert (t.geom.rows, t.geom.cols) == (want.rows, want.cols), "internal: TMA tile is not the operand"
-            t.stage_bytes = (t.box.nbytes + 1023) // 1024 * 1024
-            t.token = reuse_or_allocate(lw, S * t.stage_bytes)
-
-    def _tma_setup(self):
-        """Stage buffers and one initialised mbarrier per stage."""
-        lw, plan = self.lw, self.plan
-        S = plan.S
-        self.tma_buffers()
-        pool = T.BarrierPool.of(lw)
-        tok, off = pool.take(S)
-        self.bars = (pool, tok, off)
-        t0 = T.elected(lw)
-        lw.barrier()  # an earlier trip of an enclosing loop is done with the ring and the barriers
-        for s in range(S):
-            T.mbarrier_init(lw, pool.address(tok, off, str(s)), 1, t0)
-        T.fence_mbarrier_init(lw)
-        lw.barrier()
-        prefetch_tensor_maps(lw, plan, t0)
-
-    def iteration_start(self, iv: str, extra_phis: List[str]) -> List[str]:
-        """Wait for this iteration's stage, prefetch ahead, bind the dots' operands; returns next extras."""
-        lw, plan = self.lw, self.plan
-        e = lw.e
-        S = plan.S
-        read_stage, write_stage = extra_phis[self.n_chain], extra_phis[self.n_chain + 1]
-        if self.ws is not None:
-            return self._consumer_start(iv, extra_phis)
-        cur: Dict[int, object] = {}
-        k = 0
-        body = plan.op.regions[0]
-        for i in plan.carried_idx:
-            a = body.args[1 + i]
-            if lw.is_tile(a):
-                L = lw.plan.get(a)
-                cur[i] = Tile(L, extra_phis[k:k + L.num_regs])
-                k += L.num_regs
-            else:
-                cur[i] = extra_phis[k]
-                k += 1
-        LA = plan.lookahead
-        if plan.loads:
-            e.asm("void", f"cp.async.wait_group {LA - 1};", "", [])
-            # wgmma reads shared memory through the async proxy: order the cp.async writes before it
-            if plan.uses_wgmma:
-                e.asm("void", "fence.proxy.async.shared::cta;", "", [])
-            lw.barrier()
-        if plan.tma_loads:
-            pool, tok, off = self.bars
-            T.mbarrier_wait(lw, pool.address(tok, off, read_stage), extra_phis[self.n_chain + 2])
-        iv_pf = e.val(f"add {self.iv_ty} {iv}, {e.val(f'mul {self.iv_ty} {self.step}, {LA}')}")
-        guard = e.val(f"icmp slt {self.iv_ty} {iv_pf}, {self.ub}")
-        addrs, nxt = _eval_chain(lw, plan, iv_pf, cur)
-        if plan.loads:
-            _issue(lw, plan, addrs, write_stage, guard)
-        # TMA copies for iteration i+S-1 go out after this iteration's dots (iteration_end)
-        self.tma_pending = (addrs[len(plan.loads):], write_stage, guard)
-        self._bind_tma_operands(read_stage)
-        for ld in plan.loads:
-            base = e.val(f"add i32 {ld.token}, {e.val(f'mul i32 {read_stage}, {ld.stage_bytes}')}")
-            lw.smem_operands[ld.op.results[0].id] = (ld.geom.at(base), ld.trans)
-        out = []
-        for i in plan.carried_idx:
-            v = nxt[i]
-            out += list(v.regs) if isinstance(v, Tile) else [v]
-        wraps = []
-        for st in (read_stage, write_stage):
-            inc = e.val(f"add i32 {st}, 1")
-            wrap = e.val(f"icmp eq i32 {inc}, {S}")
-            wraps.append(wrap)
-            out.append(e.val(f"select i1 {wrap}, i32 0, i32 {inc}"))
-        if plan.tma_loads:  # the parity flips each time the read stage wraps around
-            out.append(e.val(f"xor i32 {extra_phis[self.n_chain + 2]}, {e.val(f'zext i1 {wraps[0]} to i32')}"))
-        return out
-
-    def _bind_tma_operands(self, read_stage: str) -> None:
-        """The dots read this iteration's TMA tiles in place, in stage ``read_stage``."""
-        lw, e = self.lw, self.lw.e
-        for t in self.plan.tma_loads:
-            base = e.val(f"add i32 {t.token}, {e.val(f'mul i32 {read_stage}, {t.stage_bytes}')}")
-            lw.smem_operands[t.value.id] = (T.box_smem(t.box, base), t.trans)
-
-    def _consumer_start(self, iv: str, extra_phis: List[str]) -> List[str]:
-        """Wait until the producer's copies for this iteration landed; bind the dots' operands."""
-        lw, e, S = self.lw, self.lw.e, self.plan.S
-        read_stage, write_stage, phase = extra_phis
-        self.iv, self.read_stage, self.extra_phis = iv, read_stage, extra_phis
-        T.mbarrier_wait(lw, self.ws.full(read_stage), phase)
-        self._bind_tma_operands(read_stage)
-        inc = e.val(f"add i32 {read_stage}, 1")
-        wrap = e.val(f"icmp eq i32 {inc}, {S}")
-        nxt = e.val(f"select i1 {wrap}, i32 0, i32 {inc}")
-        return [nxt, write_stage, e.val(f"xor i32 {phase}, {e.val(f'zext i1 {wrap} to i32')}")]
-
-    def _release(self, stage: str, cond: Optional[str]) -> None:
-        """Lane 0 of every consumer warp arrives on the stage's "empty" barrier: its readers are done."""
-        e = self.lw.e
-        pred = e.val(f"icmp eq i32 {self.lw.lane}, 0")
-        if cond is not None:
-            pred = e.val(f"and i1 {pred}, {cond}")
-        T.mbarrier_arrive(self.lw, self.ws.empty(stage), pred)
-
-    def _previous_stage(self, stage: str) -> str:
-        e = self.lw.e
-        first = e.val(f"icmp eq i32 {stage}, 0")
-        return e.val(f"select i1 {first}, i32 {self.plan.S - 1}, i32 {e.val(f'sub i32 {stage}, 1')}")
-
-    def iteration_end(self):
-        """After the body's dots: refill the slot the previous iteration read (every warp is past it)."""
-        if self.ws is not None:
-            # the dots of this iteration are issued; with one wgmma group left in flight the previous
-            # iteration's group is complete now, else this one's is
-            if self.release_lag:
-                not_first = self.lw.e.val(f"icmp ne {self.iv_ty} {self.iv}, {self.lb}")
-                self._release(self._previous_stage(self.read_stage), not_first)
-            else:
-                self._release(self.read_stage, None)
-            return
-        if not self.plan.tma_loads:
-            return
-        offsets, write_stage, guard = self.tma_pending
-        self.lw.barrier()
-        _issue_tma(self.lw, self.plan, offsets, write_stage, guard, self.bars)
-
-    def finish(self, carried: Optional[List[List[str]]] = None) -> Optional[List[List[str]]]:
-        """After the loop (exit block): drain what is in flight; returns ``carried`` (the loop results'
-        registers per carried value) with the in-flight accumulators replaced by the wait's results."""
-        e = self.lw.e
-        if self.plan.async_dots:
-            carried = wait_accumulators(self.lw, self.plan.op, carried)
-        if self.ws is not None:
-            return self._consumer_finish(carried)
-        if self.plan.loads:
-            e.asm("void", "cp.async.wait_all;", "", [])
-        for ld in self.plan.loads:
-            self.lw.smem_operands.pop(ld.op.results[0].id, None)
-        if self.plan.tma_loads:
-            lw = self.lw
-            # every copy issued was waited for by its iteration; once all threads are past their last
-            # wait the barriers can be invalidated (an enclosing loop initialises them again)
-            lw.barrier()
-            t0 = T.elected(lw)
-            pool, tok, off = self.bars
-            for s in range(self.plan.S):
-                T.mbarrier_inval(lw, pool.address(tok, off, str(s)), t0)
-            for t in self.plan.tma_loads:
-                lw.smem_operands.pop(t.value.id, None)
-            if not inside_loop(self.plan.op):
-                # the ring is dead from here on (all copies waited, all readers past the barrier): an
-                # epilogue's TMA store may stage its tile there instead of growing the scratch area
-                free_regions(lw).extend((t.token, self.plan.S * t.stage_bytes) for t in self.plan.tma_loads)
-        return carried
-
-
-    def before_yield(self, yld) -> None:
-        """End of the body: wait for whatever is still in flight. Deferred dots (``wgmma='deferred'``,
-        passes/schedule.py) are complete again here: ptxas cannot follow a wgmma in flight across the back
-        edge once two are (C7514, it would serialise them)."""
-        self.lw.wgmma_groups.complete_all()
-
-    def _consumer_finish(self, carried):
-        """Release the last stage (its wgmma group was still in flight), save the ring position."""
-        lw, e = self.lw, self.lw.e
-        read_stage, _, phase = self.extra_phis
-        if self.pingpong is not None:
-            self.pingpong.after_loop()
-        if self.release_lag:
-            ran = e.val(f"icmp slt {self.iv_ty} {self.lb}, {self.ub}")
-            self._release(self._previous_stage(read_stage), ran)
-        e.emit(f"store i32 {read_stage}, ptr {self.ws.stage_ptr}")
-        e.emit(f"store i32 {phase}, ptr {self.ws.phase_ptr}")
-        for t in self.plan.tma_loads:
-            lw.smem_operands.pop(t.value.id, None)
-        if not inside_loop(self.plan.op):
-            # every copy landed (each was waited for) and the producer issues no more: an epilogue's
-            # TMA store may stage its tile in the ring (it waits at a barrier for all readers first)
-            free_regions(lw).extend((t.token, self.plan.S * t.stage_bytes) for t in self.plan.tma_loads)
-        return carried
+from .lowering import Lowering, rule
+from .wgmma import tie_through_wait
 
 
 def async_dots(loop: Op) -> set:
@@ -498,7 +64,7 @@ def stage_invariant_operands(lw: Lowering, op: Op) -> None:
             continue
         for idx in (0, 1):
             v = o.operands[idx]
-            if v.id in inner or v.id in lw.smem_operands or not lw.is_tile(v):
+            if v.id in inner or v.id in lw.smem_operands or (v.id, idx == 0) in lw.smem_operands or not lw.is_tile(v):
                 continue
             elt = scalar_of(v.type)
             if elt.name not in MMA_SHAPES:
@@ -511,7 +77,8 @@ def stage_invariant_operands(lw: Lowering, op: Op) -> None:
             tok = lw.persistent(geom.nbytes)
             sm = geom.at(tok)
             store_operand(lw, t, llty(elt), elt.itemsize, sm, *_dims(idx == 0, trans))
-            lw.smem_operands[v.id] = (sm, trans)
+            # keyed by role: a K that is one dot's A and another's B is staged once for each
+            lw.smem_operands[(v.id, idx == 0)] = (sm, trans)
             staged = True
     if staged:
         if any(id(o) in lw.plan.wgmma for o in body.ops):
@@ -638,7 +205,7 @@ def lower_stage_operand(lw: Lowering, op: Op) -> None:
     geom = operand_geometry(is_a, trans, mn, k, elt.itemsize)
     sm = geom.at(lw.persistent(geom.nbytes))
     store_operand(lw, t, llty(elt), elt.itemsize, sm, *_dims(is_a, trans))
-    lw.smem_operands[res.id] = (sm, trans)
+    lw.smem_operands[res.id] = (sm, trans, is_a)
 
 
 @rule("ring_read")
@@ -646,4 +213,116 @@ def lower_ring_read(lw: Lowering, op: Op) -> None:
     """The dot reads the stage in place: bind the result to the stage's shared-memory operand."""
     ring = lw.rings[op.operands[0].id]
     base = ring.stage_base(lw, lw.scalar(op.operands[1]))
-    lw.smem_operands[op.results[0].id] = (ring.geom.at(base), ring.trans)
+    sm = T.box_smem(ring.box, base) if isinstance(ring, TmaRing) else ring.geom.at(base)
+    lw.smem_operands[op.results[0].id] = (sm, ring.trans)
+
+
+# -- the TMA ring, one op at a time (passes/tma_rings.py wrote the ops) -------------------------------
+
+
+class TmaRing:
+    """A ``tma_ring_alloc``'s shared memory: ``stages`` boxes of ``stage_bytes`` at ``token`` that TMA
+    fills through ``tmap`` (``box``: its geometry); the dots read a stage as an operand stored ``trans``."""
+
+    def __init__(self, token: str, tmap, trans: bool, stages: int, stage_bytes: int):
+        self.token, self.tmap, self.box, self.trans = token, tmap, tmap.box, trans
+        self.stages, self.stage_bytes = stages, stage_bytes
+
+    def stage_base(self, lw: Lowering, stage: str) -> str:
+        e = lw.e
+        return e.val(f"add i32 {self.token}, {e.val(f'mul i32 {stage}, {self.stage_bytes}')}")
+
+
+class BarrierGroup:
+    """An ``mbarrier_alloc``'s barriers: ``BarrierPool.take``'s (token, offset)."""
+
+    def __init__(self, pool, token: str, off: int):
+        self.pool, self.token, self.off = pool, token, off
+
+
+@rule("tma_ring_alloc")
+def lower_tma_ring_alloc(lw: Lowering, op: Op) -> None:
+    desc, r = op.operands[0], op.results[0]
+    tm = tensor_map_of(lw, desc)
+    is_a = op.attrs["operand"] == "a"
+    trans = operand_orientation(is_a, op.attrs["transposed"])
+    rows, cols = shape_of(r.type)
+    mn, k = (rows, cols) if is_a else (cols, rows)
+    want = operand_geometry(is_a, trans, mn, k, desc.type.element_ty.itemsize)
+    got = T.box_smem(tm.box, 0)
+    assert (got.rows, got.cols) == (want.rows, want.cols), "internal: TMA tile is not the operand"
+    S = op.attrs["stages"]
+    stage_bytes = (tm.box.nbytes + 1023) // 1024 * 1024  # 1024-byte aligned for the 128B swizzle
+    lw.rings[r.id] = TmaRing(reuse_or_allocate(lw, S * stage_bytes), tm, trans, S, stage_bytes)
+
+
+@rule("mbarrier_alloc")
+def lower_mbarrier_alloc(lw: Lowering, op: Op) -> None:
+    pool = T.BarrierPool.of(lw)
+    tok, off = pool.take(op.attrs["count"])
+    lw.rings[op.results[0].id] = BarrierGroup(pool, tok, off)
+
+
+@rule("mbarrier_at")
+def lower_mbarrier_at(lw: Lowering, op: Op) -> None:
+    g = lw.rings[op.operands[0].id]
+    lw.scalars[op.results[0].id] = g.pool.address(g.token, g.off, lw.scalar(op.operands[1]))
+
+
+@rule("elect_one")
+def lower_elect_one(lw: Lowering, op: Op) -> None:
+    lw.scalars[op.results[0].id] = T.elected(lw)
+
+
+@rule("mbarrier_init")
+def lower_mbarrier_init(lw: Lowering, op: Op) -> None:
+    T.mbarrier_init(lw, lw.scalar(op.operands[0]), op.attrs["count"], lw.scalar(op.operands[1]))
+
+
+@rule("fence_mbarrier_init")
+def lower_fence_mbarrier_init(lw: Lowering, op: Op) -> None:
+    T.fence_mbarrier_init(lw)
+
+
+@rule("prefetch_tensormaps")
+def lower_prefetch_tensormaps(lw: Lowering, op: Op) -> None:
+    pred = lw.scalar(op.operands[-1])
+    maps = {}
+    for d in op.operands[:-1]:
+        tm = tensor_map_of(lw, d)
+        maps[tm.param] = tm
+    for param in sorted(maps):
+        T.prefetch_tensormap(lw, maps[param].address(lw), pred)
+
+
+@rule("mbarrier_expect_tx")
+def lower_mbarrier_expect_tx(lw: Lowering, op: Op) -> None:
+    T.mbarrier_expect_tx(lw, lw.scalar(op.operands[0]), op.attrs["bytes"], lw.scalar(op.operands[1]))
+
+
+@rule("tma_copy_to_ring")
+def lower_tma_copy_to_ring(lw: Lowering, op: Op) -> None:
+    ring = lw.rings[op.operands[0].id]
+    if op.attrs.get("source"):
+        file, line, col = op.attrs["source"].rsplit(":", 2)
+        report_tma(lw, _At(Loc(file, int(line), int(col))), "load (TMA pipelined)", ring.tmap.ty)
+    stage, bar, pred = (lw.scalar(v) for v in op.operands[1:4])
+    offs = [lw.scalar(v) for v in op.operands[4:]]
+    base = ring.stage_base(lw, stage)
+    T.copy_tile_in(lw, ring.box, ring.tmap.address(lw), base, bar, offs, pred)
+
+
+@rule("mbarrier_wait")
+def lower_mbarrier_wait(lw: Lowering, op: Op) -> None:
+    T.mbarrier_wait(lw, lw.scalar(op.operands[0]), lw.scalar(op.operands[1]))
+
+
+@rule("mbarrier_inval")
+def lower_mbarrier_inval(lw: Lowering, op: Op) -> None:
+    T.mbarrier_inval(lw, lw.scalar(op.operands[0]), lw.scalar(op.operands[1]))
+
+
+@rule("ring_free")
+def lower_ring_free(lw: Lowering, op: Op) -> None:
+    ring = lw.rings[op.operands[0].id]
+    free_regions(lw).append((ring.token, ring.stages * ring.stage_bytes))

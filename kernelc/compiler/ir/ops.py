@@ -142,7 +142,58 @@ for op in [
     OpDef("stage_operand", (1, 1), ("operand",), pure=False, category="ring",
           doc="the tile stored once to shared memory, laid out as dot operand 'a' or 'b', read there in place"),
     OpDef("ring_read", (2, 2), pure=False, category="ring",
-          doc="ring, stage (i32) -> the stage's tile, read in place by a tensor-core dot"),
+          doc="ring, stage (i32) -> the stage's tile, read in place by a tensor-core dot; source: the load it "
+              "stands for (file:line:col), where no copy in the loop names it (a warp-specialised loop)",
+          optional_attrs=("source",)),
+    # The TMA ring of a pipelined loop as explicit ops (passes/tma_rings.py, docs/schedule-ir.md): the
+    # ring's stages, one mbarrier per stage that the copies complete on, the phase parity as IR arithmetic.
+    OpDef("tma_ring_alloc", (1, 1), ("stages", "operand", "transposed"), pure=False, category="ring",
+          doc="desc -> a shared-memory ring of `stages` TMA boxes of the descriptor's block, read in place as "
+              "dot operand 'a' or 'b' (transposed: through a 2-D trans, the result's type)"),
+    OpDef("mbarrier_alloc", (0, 0), ("count",), pure=False, category="ring",
+          doc="`count` mbarriers (8 bytes each) in shared memory; the i64 result names the group"),
+    OpDef("mbarrier_at", (2, 2), category="ring",
+          doc="barrier group, index (i32) -> the shared-memory address (i32) of barrier `index`"),
+    OpDef("elect_one", (0, 0), category="ring", doc="i1: true in the one thread that drives the copy engine"),
+    OpDef("mbarrier_init", (2, 2), ("count",), pure=False, results=0, category="ring",
+          doc="barrier, pred (i1): where pred, initialise the barrier to expect `count` arrivals"),
+    OpDef("fence_mbarrier_init", (0, 0), pure=False, results=0, category="ring",
+          doc="make initialised barriers visible to the copy engine"),
+    OpDef("prefetch_tensormaps", (2, -1), pure=False, results=0, category="ring",
+          doc="descs..., pred (i1): where pred, bring the descriptors' tensor maps into the TMA unit's cache"),
+    OpDef("mbarrier_expect_tx", (2, 2), ("bytes",), pure=False, results=0, category="ring",
+          doc="barrier, pred (i1): where pred, arrive once and announce `bytes` of copies completing on it"),
+    OpDef("tma_copy_to_ring", (4, -1), pure=False, results=0, category="ring",
+          doc="ring, stage (i32), barrier, pred (i1), offsets (i32, outermost first): where pred, TMA-copy the "
+              "descriptor's block at the offsets into the stage, completing on the barrier; source: the "
+              "descriptor_load it stands for (file:line:col), on the copy the memory-access report lists",
+          optional_attrs=("source",)),
+    OpDef("mbarrier_wait", (2, 2), pure=False, results=0, category="ring",
+          doc="barrier, parity (i32): wait until the barrier's phase with that parity has completed"),
+    OpDef("mbarrier_inval", (2, 2), pure=False, results=0, category="ring",
+          doc="barrier, pred (i1): where pred, invalidate the barrier (it may be initialised again)"),
+    OpDef("ring_free", (1, 1), pure=False, results=0, category="ring",
+          doc="the ring's shared memory may hold later buffers: every copy into it landed, its readers are done"),
+    # Warp specialisation as explicit ops (passes/warp_regions.py, docs/schedule-ir.md).
+    OpDef("ws_producer", (0, 0), ("producer_warps", "stages", "setmaxnreg"), pure=False, results=0, regions=1,
+          category="ring", doc="the warps past the consumers run the region (one thread of them; with setmaxnreg "
+                               "the warpgroup gives its registers to the consumers) and exit; the consumers go on "
+                               "after it; source: the warp-specialised loop", optional_attrs=("source",)),
+    OpDef("ring_cursor", (0, 0), pure=False, category="ring",
+          doc="i64: the position of a warp-specialised ring, a stage and a phase parity (i32, both 0 at first) "
+              "that the producer and the consumers each keep across runs of the loop"),
+    OpDef("cursor_load", (1, 1), ("field",), pure=False, category="ring", doc="cursor -> its 'stage' or 'phase'"),
+    OpDef("cursor_store", (2, 2), ("field",), pure=False, results=0, category="ring",
+          doc="cursor, value (i32): set its 'stage' or 'phase'"),
+    OpDef("warp_leader", (0, 0), category="ring", doc="i1: true in lane 0 of every warp"),
+    OpDef("mbarrier_arrive", (2, 2), pure=False, results=0, category="ring",
+          doc="barrier, pred (i1): where pred, arrive once (a consumer is done with what the barrier guards)"),
+    OpDef("wgmma_wait_deferred", (0, 0), pure=False, results=0, category="ring",
+          doc="wait for the wgmma groups of deferred dots not waited for yet (before their stage is released)"),
+    OpDef("pingpong_begin", (0, 0), pure=False, results=0, category="ring",
+          doc="the second consumer warpgroup hands the first one the first turn (ws.pingpong)"),
+    OpDef("pingpong_end", (0, 0), pure=False, results=0, category="ring",
+          doc="the first consumer warpgroup takes the last hand-over (ws.pingpong)"),
     # Structured control flow (compiled code only; the interpreter runs Python control flow).
     OpDef("scf.for", (3, -1), results=-1, regions=1, pure=False, category="control",
           doc="lb, ub, step, inits...; body block args (iv, carried...)",
@@ -164,12 +215,14 @@ FLOAT_PREDICATES = ("oeq", "une", "olt", "ole", "ogt", "oge")
 ATOMIC_KINDS = ("add", "fadd", "max", "umax", "fmax", "min", "umin", "fmin", "xchg", "and", "or", "xor")
 
 # The schedule (passes/schedule.py, docs/schedule-ir.md): attributes the scheduling passes write and
-# codegen reads. ``pipeline`` on a loop: {stages, lookahead}; on a load the ring copies: {ring, vec} for
+# codegen reads. ``pipeline`` on a loop: {stages, lookahead[, refill]} (refill='after_dots': a cp.async ring
+# whose copies go after the dots, so a wgmma left in flight keeps the full lookahead); on a load the ring copies: {ring, vec} for
 # cp.async, {ring} for TMA (also on the 2-D ``trans`` a TMA tile is read through); ``ws`` on the
 # warp-specialised loop; ``wgmma`` on a dot: "async" (stays in flight across iterations) or "deferred"
 # (waited for at its first read); ``pin_wait``: that wait stays where it is in ptxas too; ``wgmma_turns``: the
 # consumer warpgroups issue it in turns;
 # ``in_place`` on a descriptor_load outside a ring (and its 2-D trans): the dots read the tile where TMA put it.
 RINGS = ("cp.async", "tma")
+RING_REFILL = ("after_dots",)
 WGMMA_ISSUE = ("async", "deferred")
 WS_RELEASE = ("lagged", "at_issue")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Set
 
 from ...language import dtypes as T
-from ...language.dtypes import block_type, pointer_type, scalar_of, shape_of
+from ...language.dtypes import block_type, pointer_type, scalar_of, shape_of, tensor_descriptor_type
 from .core import Block, Function, Op
 from .ops import ATOMIC_KINDS, FLOAT_PREDICATES, INT_PREDICATES, OPS, TERMINATORS
 from .printer import print_op
@@ -265,16 +265,33 @@ def _enclosing_loop(op: Op):
     return b.parent if b is not None and b.parent is not None and b.parent.name == "scf.for" else None
 
 
+def _cp_ring_with_async_wgmma(loop: Op) -> bool:
+    """A loop with a cp.async ring (tagged loads or ring_reads) and no TMA ring, whose dots stay in flight."""
+    ops = loop.regions[0].ops
+    rings = {(o.attrs.get("pipeline") or {}).get("ring") for o in ops if o.name in ("load", "descriptor_load")}
+    # after the expansions the tags are gone: a TMA ring shows as its copies/waits, a cp.async ring as async_copy
+    tma = "tma" in rings or any(o.name in ("tma_copy_to_ring", "mbarrier_wait") for o in ops)
+    cp = "cp.async" in rings or any(o.name == "async_copy" for o in ops)
+    return cp and not tma and any(o.name == "dot" and o.attrs.get("wgmma") == "async" for o in ops)
+
+
 def _schedule(op: Op) -> List[str]:
     """The schedule attributes (passes/schedule.py): well-formed, on the ops that may carry them, and on
     loads/dots directly inside a loop that has a ring."""
-    from .ops import RINGS, WGMMA_ISSUE, WS_RELEASE
+    from .ops import RING_REFILL, RINGS, WGMMA_ISSUE, WS_RELEASE
     errs = []
     p, loop = op.attrs.get("pipeline"), _enclosing_loop(op)
     if p is not None and op.name == "scf.for":
         st, la = (p.get("stages"), p.get("lookahead")) if isinstance(p, dict) else (None, None)
+        refill = p.get("refill") if isinstance(p, dict) else None
         if not (isinstance(st, int) and isinstance(la, int) and st >= 2 and 1 <= la <= st - 1):
             errs.append(f"pipeline must be {{stages >= 2, lookahead in 1..stages-1}}, got {p!r}")
+        elif refill is not None and refill not in RING_REFILL:
+            errs.append(f"pipeline refill must be one of {RING_REFILL}, got {refill!r}")
+        elif la == st - 1 and refill is None and not op.attrs.get("ws") and _cp_ring_with_async_wgmma(op):
+            # the head of iteration i would refill the stage iteration i-1's wgmma may still be reading
+            errs.append("a cp.async ring whose wgmma stays in flight needs lookahead <= stages-2 or "
+                        "refill='after_dots'")
         elif not any((o.attrs.get("pipeline") and o.name in ("load", "descriptor_load")) or o.name == "ring_read"
                      for o in op.regions[0].ops):
             errs.append("a pipelined loop needs at least one load its ring copies (or a ring_read)")
@@ -322,7 +339,124 @@ def _schedule(op: Op) -> List[str]:
 
 
 def _is_ring(v) -> bool:
-    return v.op is not None and v.op.name == "ring_alloc"
+    return v.op is not None and v.op.name in ("ring_alloc", "tma_ring_alloc")
+
+
+def _is_i32(v) -> bool:
+    return not isinstance(v.type, block_type) and v.type == T.int32
+
+
+def _is_i1(v) -> bool:
+    return not isinstance(v.type, block_type) and v.type == T.int1
+
+
+def _tma_ring_alloc(op: Op) -> List[str]:
+    errs = _ring_alloc(op)
+    desc = op.operands[0].type
+    if not isinstance(desc, tensor_descriptor_type):
+        return errs + ["operand 0 must be a tensor descriptor"]
+    if not isinstance(op.attrs.get("transposed"), bool):
+        errs.append(f"transposed must be a bool, got {op.attrs.get('transposed')!r}")
+    elif isinstance(op.results[0].type, block_type):
+        shape = tuple(desc.block_shape)
+        want = shape[::-1] if op.attrs["transposed"] else shape
+        if tuple(shape_of(op.results[0].type)) != want or scalar_of(op.results[0].type) != desc.element_ty:
+            errs.append("the ring's tile is the descriptor's block (transposed when read through a trans)")
+    return errs
+
+
+def _barrier_of(v) -> bool:
+    return v.op is not None and v.op.name == "mbarrier_at"
+
+
+def _mbarrier_alloc(op: Op) -> List[str]:
+    n = op.attrs.get("count")
+    errs = [] if isinstance(n, int) and n >= 1 else [f"count must be an int >= 1, got {n!r}"]
+    if op.results[0].type != T.int64:
+        errs.append("mbarrier_alloc yields an i64 (the barrier group)")
+    return errs
+
+
+def _mbarrier_at(op: Op) -> List[str]:
+    errs = []
+    if op.operands[0].op is None or op.operands[0].op.name != "mbarrier_alloc":
+        errs.append("operand 0 must be an mbarrier_alloc")
+    if not _is_i32(op.operands[1]) or not _is_i32(op.results[0]):
+        errs.append("the index and the address are i32 scalars")
+    return errs
+
+
+def _barrier_and(second: str, check) -> Callable[[Op], List[str]]:
+    def rule(op: Op) -> List[str]:
+        errs = [] if _barrier_of(op.operands[0]) else ["operand 0 must be a barrier (mbarrier_at)"]
+        if not check(op.operands[1]):
+            errs.append(f"operand 1 must be {second}")
+        return errs
+    return rule
+
+
+def _positive(attr: str, rule):
+    def check(op: Op) -> List[str]:
+        n = op.attrs.get(attr)
+        return rule(op) + ([] if isinstance(n, int) and n >= 1 else [f"{attr} must be an int >= 1, got {n!r}"])
+    return check
+
+
+def _elect_one(op: Op) -> List[str]:
+    return [] if _is_i1(op.results[0]) else ["elect_one yields an i1"]
+
+
+def _prefetch_tensormaps(op: Op) -> List[str]:
+    errs = [] if _is_i1(op.operands[-1]) else ["the last operand (the predicate) must be an i1 scalar"]
+    if not all(isinstance(v.type, tensor_descriptor_type) for v in op.operands[:-1]):
+        errs.append("operands before the predicate must be tensor descriptors")
+    return errs
+
+
+def _ws_producer(op: Op) -> List[str]:
+    errs = []
+    if op.attrs.get("producer_warps") not in (1, 4):
+        errs.append(f"producer_warps must be 1 or 4, got {op.attrs.get('producer_warps')!r}")
+    if not isinstance(op.attrs.get("setmaxnreg"), bool) or (op.attrs.get("setmaxnreg") and
+                                                            op.attrs.get("producer_warps") != 4):
+        errs.append("setmaxnreg must be a bool (True only with a producer warpgroup: producer_warps=4)")
+    st = op.attrs.get("stages")
+    if not (isinstance(st, int) and st >= 2):
+        errs.append(f"stages must be an int >= 2, got {st!r}")
+    if op.block is None or op.block.parent is not None:
+        errs.append("ws_producer sits in the kernel's body, not in a region")
+    return errs
+
+
+def _cursor(store: bool) -> Callable[[Op], List[str]]:
+    def rule(op: Op) -> List[str]:
+        errs = []
+        c = op.operands[0]
+        if c.op is None or c.op.name != "ring_cursor":
+            errs.append("operand 0 must be a ring_cursor")
+        if op.attrs.get("field") not in ("stage", "phase"):
+            errs.append(f"field must be 'stage' or 'phase', got {op.attrs.get('field')!r}")
+        if not _is_i32(op.operands[1] if store else op.results[0]):
+            errs.append("the stage and the phase are i32 scalars")
+        return errs
+    return rule
+
+
+def _tma_copy_to_ring(op: Op) -> List[str]:
+    ring = op.operands[0]
+    if ring.op is None or ring.op.name != "tma_ring_alloc":
+        return ["operand 0 must be a tma_ring_alloc"]
+    errs = []
+    if not _is_i32(op.operands[1]):
+        errs.append("the stage must be an i32 scalar")
+    if not _barrier_of(op.operands[2]):
+        errs.append("operand 2 must be a barrier (mbarrier_at)")
+    if not _is_i1(op.operands[3]):
+        errs.append("the predicate must be an i1 scalar")
+    offs = op.operands[4:]
+    if len(offs) != len(ring.op.operands[0].type.block_shape) or not all(_is_i32(v) for v in offs):
+        errs.append("one i32 offset per descriptor dimension")
+    return errs
 
 
 def _ring_alloc(op: Op) -> List[str]:
@@ -390,6 +524,24 @@ RULES: Dict[str, Callable[[Op], List[str]]] = {
     "ring_alloc": _ring_alloc,
     "async_copy": _async_copy,
     "ring_read": _ring_read,
+    "tma_ring_alloc": _tma_ring_alloc,
+    "mbarrier_alloc": _mbarrier_alloc,
+    "mbarrier_at": _mbarrier_at,
+    "elect_one": _elect_one,
+    "mbarrier_init": _positive("count", _barrier_and("an i1 predicate", _is_i1)),
+    "mbarrier_expect_tx": _positive("bytes", _barrier_and("an i1 predicate", _is_i1)),
+    "mbarrier_inval": _barrier_and("an i1 predicate", _is_i1),
+    "mbarrier_wait": _barrier_and("an i32 parity", _is_i32),
+    "prefetch_tensormaps": _prefetch_tensormaps,
+    "tma_copy_to_ring": _tma_copy_to_ring,
+    "ws_producer": _ws_producer,
+    "ring_cursor": lambda op: [] if op.results[0].type == T.int64 else ["ring_cursor yields an i64 (the cursor)"],
+    "cursor_load": _cursor(False),
+    "cursor_store": _cursor(True),
+    "warp_leader": lambda op: [] if _is_i1(op.results[0]) else ["warp_leader yields an i1"],
+    "mbarrier_arrive": _barrier_and("an i1 predicate", _is_i1),
+    "ring_free": lambda op: [] if op.operands[0].op is not None and op.operands[0].op.name == "tma_ring_alloc"
+    else ["operand 0 must be a tma_ring_alloc"],
     "stage_operand": _staged_operand,
     "async_wait_group": _wait_group,
     **{k: _arith(_float_only) for k in ("fadd", "fsub", "fmul", "fdiv", "frem", "fmax", "fmin", "fma",
@@ -435,10 +587,24 @@ def verify(fn: Function) -> None:
         raise VerificationError("tile IR verification failed:\n" + "\n".join(errors[:20]))
 
 
+class _Where:
+    """``"  <the op's first line>  [file:line:col]"``, formatted when an error message is."""
+    __slots__ = ("op",)
+
+    def __init__(self, op: Op):
+        self.op = op
+
+    def __str__(self) -> str:
+        return f"  {print_op(self.op).splitlines()[0].strip()}  [{self.op.loc}]"
+
+
+
 def _verify_block(block: Block, defined: Set[int], errors: List[str], top=False):
     defined = set(defined) | {a.id for a in block.args}
     for i, op in enumerate(block.ops):
-        where = f"  {print_op(op).splitlines()[0].strip()}  [{op.loc}]"
+        # the op's text only when something is wrong: printing an op prints its regions too, so doing it
+        # for every op of nested loops was most of the verifier's time (run after every tile pass)
+        where = _Where(op)
         d = OPS.get(op.name)
         if d is None:
             errors.append(f"unknown op {op.name!r}\n{where}")

@@ -39,7 +39,7 @@ from ..codegen.dot import MMA_SHAPES, choose_trans
 from ..codegen.memory import vector_width
 from ..ir.core import Block, Function, Op, Value
 from .layout_assign import REMATERIALIZABLE
-from .schedule_ir import CP_ASYNC, TMA, address_chain, function_uses, in_place_readers, loop_path, ringed_operands
+from .schedule_ir import CP_ASYNC, REFILL_AFTER_DOTS, TMA, address_chain, function_uses, in_place_readers, loop_path, ringed_operands
 from .schedule_ir import body_defs as _body_defs, body_uses as _uses
 
 
@@ -139,8 +139,9 @@ def async_dots(f: _Facts, loop: Op, has_cp: bool, has_tma: bool, tma_values: set
     full S-1 lookahead -- if every operand the dots read is in shared memory for the whole iteration
     (TMA-ringed tiles; operands from outside the loop when ``staged_outside``: codegen stages those into
     shared memory before the loop). On by default (KERNELC_WGMMA_ASYNC=0 turns it off). A cp.async ring
-    must then prefetch one stage less far ahead, which measured costlier than the overlap gained: only
-    KERNELC_WGMMA_ASYNC=1 (docs/performance.md, "wgmma")."""
+    keeps the full S-1 lookahead too when its copies are issued after the dots (``refill='after_dots'``,
+    Triton's order: ``wait_group 1`` has retired iteration i-1's wgmma, whose stage they overwrite); only
+    with KERNELC_WGMMA_ASYNC=1 until measured on a GPU (docs/performance.md, "wgmma")."""
     body = loop.regions[0]
     stages = loop.attrs.get("num_stages", f.num_stages)
     uses = _uses(body)
@@ -160,8 +161,8 @@ def async_dots(f: _Facts, loop: Op, has_cp: bool, has_tma: bool, tma_values: set
                 all(served(o.operands[i]) for o in dots for i in (0, 1)):
             return dots, stages - 1
         return [], stages - 1
-    if knob == "on" and stages >= 3 and chaining:
-        return dots, stages - 2
+    if knob == "on" and chaining:
+        return dots, stages - 1
     return [], stages - 1
 
 
@@ -182,12 +183,25 @@ def schedule_pipelines(fn: Function, ctx) -> Function:
         elt = scalar_of(res.type)
         if readers and all(d.name == "dot" and i in (0, 1) and
                            smem_servable(f, d, i, operand_orientation(i == 0, via is not None), elt)
-                           for d, i, via in readers):
+                           for d, i, via in readers) and _one_orientation_per_view(op, readers):
             op.attrs["in_place"] = True
             for _, _, via in readers:
                 if via is not None:
                     via.attrs["in_place"] = True
     return fn
+
+
+def _one_orientation_per_view(load: Op, readers) -> bool:
+    """Whether the dots read each value (the loaded tile, or a trans view of it) in one orientation.
+    Codegen keeps one shared-memory view per value: a tile that one dot reads K-major and another N-major
+    (K as wgmma's A in K Q^T and as the B of dS^T K: the attention backward's atomic dQ) goes through
+    registers; read in place it gave wrong results on an H100 (2026-11-27, tests/gpu/test_gpu_tma.py)."""
+    seen = {}
+    for _, i, via in readers:
+        trans = operand_orientation(i == 0, via is not None)
+        if seen.setdefault((via or load).results[0].id, trans) != trans:
+            return False
+    return True
 
 
 def _schedule_loop(f: _Facts, op: Op) -> None:
@@ -205,6 +219,10 @@ def _schedule_loop(f: _Facts, op: Op) -> None:
     tma_values = {(via or t).results[0].id for t, via in tma}
     dots, lookahead = async_dots(f, op, bool(cp), bool(tma), tma_values, staged_outside=True)
     op.attrs["pipeline"] = {"stages": stages, "lookahead": lookahead}
+    if dots and cp and not tma:
+        # the stage a copy overwrites is the one the wgmma left in flight last iteration was reading:
+        # the copies go after this iteration's dots, whose wait_group 1 retires it (docs/schedule-ir.md)
+        op.attrs["pipeline"]["refill"] = REFILL_AFTER_DOTS
     for ld, vec in cp:
         ld.attrs["pipeline"] = {"ring": CP_ASYNC, "vec": vec}
     for t, via in tma:

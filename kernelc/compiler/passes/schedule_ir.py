@@ -9,6 +9,7 @@ from ..ir.core import Block, Op, Value
 from .layout_assign import REMATERIALIZABLE
 
 CP_ASYNC, TMA = "cp.async", "tma"
+REFILL_AFTER_DOTS = "after_dots"   # ops.RING_REFILL
 
 
 def body_uses(body: Block) -> Dict[int, List[Tuple[Op, int]]]:

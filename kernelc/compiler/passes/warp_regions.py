@@ -1,0 +1,318 @@
+"""``expand_warp_specialize``: the warp-specialised loop (``warp_specialize`` tagged it ``ws``,
+docs/schedule-ir.md) rewritten into explicit tile-IR ops: a producer warp's program that fills the
+loop's TMA ring, and the consumers' side of the ring's full/empty barrier protocol.
+
+At the kernel's start (after the ops that define the ring's descriptors, moved up front) the pass writes
+
+    %r = tma_ring_alloc %desc {stages=S, operand, transposed}     one per ringed descriptor load
+    %bars = mbarrier_alloc {count=2S}          full[s] = barrier s, empty[s] = barrier S+s
+    %cur = ring_cursor                         the ring position (stage, phase parity), both sides keep it
+    mbarrier_init full[s] (1 arrival: the producer's expect_tx) and empty[s] (one per consumer warp)
+    fence_mbarrier_init; barrier
+    ws_producer {producer_warps, setmaxnreg, stages, source} ( region: the producer's program )
+
+and the region holds, for the elected producer thread: ``prefetch_tensormaps``, then a skeleton of the
+loops around the specialised one (their bounds only) and the specialised loop itself, whose body waits
+until the consumers released the stage (``mbarrier_wait`` on empty[stage] with parity phase^1: a fresh
+barrier's phase before its first counts as complete), re-evaluates the copies' offsets (cloned ops),
+announces the bytes on full[stage] and issues the copies (``mbarrier_expect_tx``, ``tma_copy_to_ring``)
+and advances stage and phase; the position is loaded from and stored back to the cursor around it, so
+an enclosing (persistent) loop carries it from one run of the loop to the next. The values the skeleton
+needs (bounds, the offsets' inputs) are cloned where the producer first needs them, as the code
+generator evaluated them before this pass existed.
+
+The specialised loop itself (the consumers' code) carries the read stage, an unused write stage and
+the phase: at the head ``mbarrier_wait`` on full[stage] with the phase and ``ring_read`` of each tile;
+after its dots ``wgmma_wait_deferred`` and the release, an ``mbarrier_arrive`` on empty[stage] by lane 0
+of every warp (``warp_leader``): right away (``release='at_issue'``) or, when a wgmma group stays in
+flight, for the previous stage from the second iteration on and for the last one after the loop
+(``'lagged'``); after the loop the position goes back to the cursor. ``ws.pingpong`` adds
+``pingpong_begin``/``pingpong_end`` around the loop.
+"""
+from __future__ import annotations
+
+from typing import Dict, List
+
+from ...errors import CompilationError
+from ...language.dtypes import int1, int32, int64, shape_of
+from ..ir.core import Block, Function, Loc, Op, Value, replace_all_uses
+from .rings import RingExpander, _inside_loop
+from .schedule_ir import address_chain, loop_path, ringed_operands
+
+
+def expand_warp_specialize(fn: Function, ctx) -> Function:
+    for loop in [op for op in fn.walk() if op.name == "scf.for" and op.attrs.get("ws")]:
+        cp, tma = ringed_operands(loop)
+        _WsExpander(ctx, fn, loop, cp, tma).run()
+    return fn
+
+
+def _entry_loc(fn: Function) -> Loc:
+    """The source location the split's code carries: the kernel's (its ``def`` line), or, when the kernel
+    builds tensor maps at its entry (codegen/device_tensor_map.py), the line of the last map built there
+    (of the first map made in the kernel when none is): the code generator emitted the split right after
+    that entry code, under its location, before the split became ops."""
+    maps = sorted((o for o in fn.walk() if o.name == "make_tensor_descriptor" and "tensor_map" in o.attrs),
+                  key=lambda o: o.attrs["tensor_map"]["slot"])
+    entry = [o for o in maps if o.attrs["tensor_map"]["build"] == "entry"]
+    if entry:
+        return entry[-1].loc
+    return maps[0].loc if maps else Loc(fn.file, fn.line, 0)
+
+
+class _WsExpander(RingExpander):
+    def __init__(self, ctx, fn: Function, loop: Op, cp, tma):
+        super().__init__(ctx, loop, cp, tma)
+        self.fn = fn
+        self.at = _entry_loc(fn)
+
+    def _c(self, out, value, ty=int32) -> Value:
+        return self._op(out, "constant", [], [ty], {"value": value}, loc=self.at).results[0]
+
+    def _p(self, out, name, operands, types, attrs=None) -> Op:
+        return self._op(out, name, operands, types, attrs, loc=self.at)
+
+    # -- the values the producer needs, cloned where it first needs them -------------------------------
+
+    def _need(self, v: Value, out: List[Op], scopes: List[Dict[int, Value]]) -> Value:
+        for sc in reversed(scopes):
+            if v.id in sc:
+                return sc[v.id]
+        if v.op is None:
+            if v.owner is self.fn.body:
+                return v  # a kernel argument
+            raise CompilationError("internal: the producer warp needs a loop value it cannot re-evaluate",
+                                   self.loop.loc.file, self.loop.loc.line, self.loop.loc.col)
+        if id(v.op) in self.before_split:
+            return v
+        op = v.op
+        if op.regions or len(op.results) != 1 or shape_of(v.type) or not op.name:
+            raise CompilationError(f"internal: the producer warp cannot re-evaluate `{op.name}`",
+                                   op.loc.file, op.loc.line, op.loc.col)
+        operands = [self._need(o, out, scopes) for o in op.operands]
+        new = Op(op.name, operands, [v.type], dict(op.attrs), loc=op.loc)
+        out.append(new)
+        scopes[-1][v.id] = new.results[0]
+        return new.results[0]
+
+    def _producer_loops(self, depth: int, out: List[Op], scopes) -> None:
+        op = self.path[depth]
+        if op is self.loop:
+            self._producer(out, scopes)
+            return
+        lb, ub, step = (self._need(v, out, scopes) for v in op.operands[:3])  # a loop around it: bounds only
+        body = Block([op.regions[0].args[0].type])
+        inner: List[Op] = []
+        self._producer_loops(depth + 1, inner, scopes + [{op.regions[0].args[0].id: body.args[0]}])
+        for o in inner + [Op("scf.yield", [], [], loc=self.at)]:
+            body.append(o)
+        out.append(Op("scf.for", [lb, ub, step], [], {}, regions=[body], loc=self.at))
+
+    def _producer(self, out: List[Op], scopes) -> None:
+        """The specialised loop's producer side, inside the skeleton of the loops around it."""
+        loop, S = self.loop, self.S
+        body = loop.regions[0]
+        iv, carried = body.args[0], body.args[1:]
+        inits = [self._need(loop.operands[3 + i], out, scopes) for i in self.carried_idx]
+        inner = {r.id for c in body.ops for t in c.walk() for r in t.results} | {a.id for a in body.args}
+        for c in self.chain:  # the offsets' loop-invariant inputs once, before the loop
+            for v in c.operands:
+                if v.id not in inner and not shape_of(v.type):
+                    self._need(v, out, scopes)
+        st0 = self._p(out, "cursor_load", [self.cur], [int32], {"field": "stage"}).results[0]
+        ph0 = self._p(out, "cursor_load", [self.cur], [int32], {"field": "phase"}).results[0]
+        lb, ub, step = (self._need(v, out, scopes) for v in loop.operands[:3])
+        tys = [carried[i].type for i in self.carried_idx]
+        pb = Block([iv.type, int32, int32] + tys)
+        stage, phase = pb.args[1], pb.args[2]
+        bind = {iv.id: pb.args[0], **{carried[i].id: a for i, a in zip(self.carried_idx, pb.args[3:])}}
+        ops: List[Op] = []
+        idx = self._p(ops, "add", [stage, self._c(ops, S)], [int32]).results[0]
+        empty = self._p(ops, "mbarrier_at", [self.bars, idx], [int32]).results[0]
+        par = self._p(ops, "xor", [phase, self._c(ops, 1)], [int32]).results[0]
+        self._p(ops, "mbarrier_wait", [empty, par], [])
+        ev = scopes + [bind, {}]
+        for c in self.chain:  # the offsets of this iteration, each chain op evaluated again
+            new = Op(c.name, [self._need(v, ops, ev) for v in c.operands], [r.type for r in c.results],
+                     dict(c.attrs), loc=c.loc)
+            ops.append(new)
+            for r, nr in zip(c.results, new.results):
+                ev[-1][r.id] = nr
+        offsets = [[self._need(v, ops, ev) for v in src.operands[1:]] for src, _, _, _ in self.tma]
+        yld = body.ops[-1]
+        advanced = [self._need(yld.operands[i], ops, ev) for i in self.carried_idx]
+        full = self._p(ops, "mbarrier_at", [self.bars, stage], [int32]).results[0]
+        self._p(ops, "mbarrier_expect_tx", [full, self.true], [], {"bytes": self._stage_bytes()})
+        for (src, _, _, _), ring, offs in zip(self.tma, self.trings, offsets):
+            self._p(ops, "tma_copy_to_ring", [ring, stage, full, self.true] + offs, [], {"source": str(src.loc)})
+        inc = self._p(ops, "add", [stage, self._c(ops, 1)], [int32]).results[0]
+        wrap = self._p(ops, "cmpi", [inc, self._c(ops, S)], [int1], {"pred": "eq"}).results[0]
+        nst = self._p(ops, "select", [wrap, self._c(ops, 0), inc], [int32]).results[0]
+        flip = self._p(ops, "cast", [wrap], [int32]).results[0]
+        nph = self._p(ops, "xor", [phase, flip], [int32]).results[0]
+        for o in ops + [Op("scf.yield", [nst, nph] + advanced, [], loc=self.at)]:
+            pb.append(o)
+        sk = Op("scf.for", [lb, ub, step, st0, ph0] + inits, [int32, int32] + tys, {}, regions=[pb], loc=self.at)
+        out.append(sk)
+        self._p(out, "cursor_store", [self.cur, sk.results[0]], [], {"field": "stage"})
+        self._p(out, "cursor_store", [self.cur, sk.results[1]], [], {"field": "phase"})
+
+    def _stage_bytes(self) -> int:
+        n = 0
+        for src, _, _, _ in self.tma:
+            ty = src.operands[0].type
+            b = ty.element_ty.itemsize
+            for d in ty.block_shape:
+                b *= d
+            n += b
+        return n
+
+    def _release(self, out: List[Op], stage: Value, cond) -> None:
+        """Lane 0 of every consumer warp arrives on empty[stage] (where ``cond``)."""
+        pred = self._op(out, "warp_leader", [], [int1]).results[0]
+        if cond is not None:
+            pred = self._op(out, "and", [pred, cond], [int1]).results[0]
+        idx = self._op(out, "add", [stage, self._const(out, self.S)], [int32]).results[0]
+        bar = self._op(out, "mbarrier_at", [self.bars, idx], [int32]).results[0]
+        self._op(out, "mbarrier_arrive", [bar, pred], [])
+
+    def _previous(self, out: List[Op], stage: Value) -> Value:
+        first = self._op(out, "cmpi", [stage, self._const(out, 0)], [int1], {"pred": "eq"}).results[0]
+        sub = self._op(out, "sub", [stage, self._const(out, 1)], [int32]).results[0]
+        return self._op(out, "select", [first, self._const(out, self.S - 1), sub], [int32]).results[0]
+
+    # -- the rewrite ------------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        fn, loop, plan = self.fn, self.loop, self.plan
+        ws = loop.attrs["ws"]
+        self.S = S = loop.attrs["pipeline"]["stages"]
+        if self.cp or not self.tma:
+            raise CompilationError("internal: a warp-specialised loop's ring is TMA only (passes/schedule.py)",
+                                   loop.loc.file, loop.loc.line, loop.loc.col)
+        self.path = loop_path(loop)
+        self.chain, self.carried_idx = address_chain(loop, [], [t for t, _, _, _ in self.tma])
+        # the ring's descriptors (and what they are computed from) come before the split
+        top = fn.body.ops
+        descs = []
+        for src, _, _, _ in self.tma:
+            if all(d is not src.operands[0] for d in descs):
+                descs.append(src.operands[0])
+        moved = set()
+
+        def pull(v):
+            if v.op is None or id(v.op) in moved:
+                return
+            if v.op.block is not fn.body:
+                raise CompilationError("internal: a warp-specialised ring's descriptor is made inside a loop",
+                                       v.op.loc.file, v.op.loc.line, v.op.loc.col)
+            for o in v.op.operands:
+                pull(o)
+            moved.add(id(v.op))
+        for d in descs:
+            pull(d)
+        first = [o for o in top if id(o) in moved]
+        rest = [o for o in top if id(o) not in moved]
+        self.before_split = moved
+        setup: List[Op] = []
+        self.trings = []
+        for src, _, is_a, via in self.tma:
+            seen = (via or src).results[0]
+            r = self._p(setup, "tma_ring_alloc", [src.operands[0]], [seen.type],
+                        {"stages": S, "operand": "a" if is_a else "b", "transposed": via is not None}).results[0]
+            self._like(r, seen)
+            self.trings.append(r)
+        self.bars = self._p(setup, "mbarrier_alloc", [], [int64], {"count": 2 * S}).results[0]
+        self.cur = self._p(setup, "ring_cursor", [], [int64]).results[0]
+        t0 = self._p(setup, "elect_one", [], [int1]).results[0]
+        for s in range(S):
+            full = self._p(setup, "mbarrier_at", [self.bars, self._c(setup, s)], [int32]).results[0]
+            self._p(setup, "mbarrier_init", [full, t0], [], {"count": 1})
+            idx = self._p(setup, "add", [self._c(setup, s), self._c(setup, S)], [int32]).results[0]
+            empty = self._p(setup, "mbarrier_at", [self.bars, idx], [int32]).results[0]
+            self._p(setup, "mbarrier_init", [empty, t0], [], {"count": self.ctx.num_warps})
+        self._p(setup, "fence_mbarrier_init", [], [])
+        self._p(setup, "barrier", [], [])
+        region: List[Op] = []
+        self.true = self._c(region, True, int1)
+        self._p(region, "prefetch_tensormaps", descs + [self.true], [])
+        self._producer_loops(0, region, [{}])
+        prod = Block()
+        for o in region:
+            prod.append(o)
+        setup.append(Op("ws_producer", [], [], {"producer_warps": ws["producer_warps"], "setmaxnreg": ws["setmaxnreg"],
+                                                "stages": S, "source": str(loop.loc)}, regions=[prod], loc=self.at))
+        fn.body.ops = []
+        for o in first + setup + rest:
+            fn.body.append(o)
+        self._consumers()
+
+    def _consumers(self) -> None:
+        """The specialised loop as the consumers run it."""
+        loop, S = self.loop, self.S
+        ws = loop.attrs["ws"]
+        body = loop.regions[0]
+        iv, carried = body.args[0], body.args[1:]
+        lb, ub = loop.operands[:2]
+        inits = loop.operands[3:]
+        yld = body.ops[-1]
+        pre: List[Op] = self._entry_values(inits, carried)
+        self._stage_invariants(pre, body)
+        rd0 = self._op(pre, "cursor_load", [self.cur], [int32], {"field": "stage"}).results[0]
+        ph0 = self._op(pre, "cursor_load", [self.cur], [int32], {"field": "phase"}).results[0]
+        if ws.get("pingpong"):
+            self._op(pre, "pingpong_begin", [], [])
+        rd, wr, ph = body.add_arg(int32), body.add_arg(int32), body.add_arg(int32)
+        loop.operands += [rd0, self._const(pre, 0), ph0]
+        for _ in range(3):
+            loop.results.append(Value(int32, loop, len(loop.results)))
+        rdN, phN = loop.results[-3], loop.results[-1]
+        head: List[Op] = []
+        full = self._op(head, "mbarrier_at", [self.bars, rd], [int32]).results[0]
+        self._op(head, "mbarrier_wait", [full, ph], [])
+        reads = []
+        for (src, _, _, via), ring in zip(self.tma, self.trings):
+            seen = (via or src).results[0]
+            t = self._op(head, "ring_read", [ring, rd], [seen.type], {"source": str(src.loc)}).results[0]
+            self._like(t, seen)
+            reads.append((seen, t))
+        inc = self._op(head, "add", [rd, self._const(head, 1)], [int32]).results[0]
+        wrap = self._op(head, "cmpi", [inc, self._const(head, S)], [int1], {"pred": "eq"}).results[0]
+        nrd = self._op(head, "select", [wrap, self._const(head, 0), inc], [int32]).results[0]
+        flip = self._op(head, "cast", [wrap], [int32]).results[0]
+        nph = self._op(head, "xor", [ph, flip], [int32]).results[0]
+        tail: List[Op] = []
+        # the dots' deferred wgmma groups are complete before their stage is released
+        self._op(tail, "wgmma_wait_deferred", [], [])
+        lagged = ws["release"] == "lagged"
+        if lagged:  # the previous iteration's group is complete now (one stays in flight)
+            not_first = self._op(tail, "cmpi", [iv, lb], [int1], {"pred": "ne"}).results[0]
+            self._release(tail, self._previous(tail, rd), not_first)
+        else:
+            self._release(tail, rd, None)
+        ringed = {id(t) for t, _, _, _ in self.tma} | {id(via) for _, _, _, via in self.tma if via is not None}
+        kept = [o for o in body.ops[:-1] if id(o) not in ringed]
+        body.ops = []
+        for o in head + kept + tail + [yld]:
+            body.append(o)
+        for old, t in reads:
+            replace_all_uses(body, old, t)
+        yld.operands += [nrd, wr, nph]
+        after: List[Op] = []
+        if ws.get("pingpong"):
+            self._op(after, "pingpong_end", [], [])
+        if lagged:  # the last stage's group was still in flight at the loop's last release
+            ran = self._op(after, "cmpi", [lb, ub], [int1], {"pred": "slt"}).results[0]
+            self._release(after, self._previous(after, rdN), ran)
+        self._op(after, "cursor_store", [self.cur, rdN], [], {"field": "stage"})
+        self._op(after, "cursor_store", [self.cur, phN], [], {"field": "phase"})
+        if not _inside_loop(loop):
+            # every copy landed (each was waited for) and the producer issues no more: an epilogue's TMA
+            # store may stage its tile in the ring
+            for r in self.trings:
+                self._op(after, "ring_free", [r], [])
+        blk = loop.block
+        at = blk.ops.index(loop)
+        blk.ops[at:at + 1] = pre + [loop] + after
+        for o in pre + after:
+            o.block = blk

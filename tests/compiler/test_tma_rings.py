@@ -1,0 +1,259 @@
+"""``expand_tma_rings`` (passes/tma_rings.py, docs/schedule-ir.md): golden IR before -> after, the
+verifier's checks of the TMA ring ops, and their lowering one op at a time."""
+import pytest
+
+import kernelc
+import kernelc.language as kl
+from kernelc.compiler.ir import verify
+from kernelc.compiler.ir.verifier import VerificationError
+from tests.compiler.filecheck import filecheck
+from tests.compiler.test_cp_async_rings import mm_mixed
+from tests.compiler.test_schedule_passes import MM_DESC_DIV, MM_DESC_SIG, TD_DIV, TD_SIG, _passes, two_dots
+from tests.compiler.test_warp_specialize import mm_loop
+
+MM_CX = dict(BM=128, BN=128, BK=64, WS=False)
+
+
+def test_the_ring_expansions_end_the_pass_list():
+    from kernelc.compiler import compiler as C
+    assert [p.name for p in C.TILE_PASSES][-3:-1] == ["expand_cp_async_rings", "expand_tma_rings"]
+
+
+def test_a_tma_ring_becomes_explicit_ops():
+    ir, fn, _ = _passes(mm_loop, MM_DESC_SIG, MM_CX, div=MM_DESC_DIV)
+    filecheck(ir["expand_cp_async_rings"], """
+        CHECK: = scf.for {{.*}} {pipeline={stages=3, lookahead=2}} : <128x128xfp32>
+        CHECK: [[A:%\\d+]] = descriptor_load %0, {{.*}}pipeline={ring='tma'}
+        CHECK: [[B:%\\d+]] = descriptor_load %1, {{.*}}pipeline={ring='tma'}
+        CHECK-NEXT: = dot [[A]], [[B]],
+    """)
+    filecheck(ir["expand_tma_rings"], """
+        CHECK: [[RA:%\\d+]] = tma_ring_alloc %0 {stages=3, operand='a'} : <128x64xfp16>
+        CHECK-NEXT: [[RB:%\\d+]] = tma_ring_alloc %1 {stages=3, operand='b'} : <64x128xfp16>
+        CHECK-NEXT: [[BARS:%\\d+]] = mbarrier_alloc {count=3} : i64
+        CHECK-NEXT: [[T0:%\\d+]] = elect_one : i1
+        CHECK-NEXT: barrier
+        CHECK-NEXT: [[I0:%\\d+]] = constant {value=0} : i32
+        CHECK-NEXT: [[B0:%\\d+]] = mbarrier_at [[BARS]], [[I0]] : i32
+        CHECK-NEXT: mbarrier_init [[B0]], [[T0]] {count=1}
+        CHECK: mbarrier_init {{%\\d+}}, [[T0]] {count=1}
+        CHECK: mbarrier_init {{%\\d+}}, [[T0]] {count=1}
+        CHECK-NEXT: fence_mbarrier_init
+        CHECK-NEXT: barrier
+        CHECK-NEXT: prefetch_tensormaps %0, %1, [[T0]]
+        CHECK: [[G0:%\\d+]] = cmpi {{%\\d+}}, {{%\\d+}} {pred='slt'} : i1
+        CHECK: [[S0:%\\d+]] = constant {value=0} : i32
+        CHECK-NEXT: [[E0:%\\d+]] = elect_one : i1
+        CHECK-NEXT: [[P0:%\\d+]] = and [[E0]], [[G0]] : i1
+        CHECK-NEXT: [[BS0:%\\d+]] = mbarrier_at [[BARS]], [[S0]] : i32
+        CHECK-NEXT: mbarrier_expect_tx [[BS0]], [[P0]] {bytes=32768}
+        CHECK-NEXT: tma_copy_to_ring [[RA]], [[S0]], [[BS0]], [[P0]], {{%\\d+}}, {{%\\d+}}
+        CHECK-NEXT: tma_copy_to_ring [[RB]], [[S0]], [[BS0]], [[P0]], {{%\\d+}}, {{%\\d+}}
+        CHECK: mbarrier_expect_tx {{%\\d+}}, {{%\\d+}} {bytes=32768}
+        CHECK-NEXT: tma_copy_to_ring [[RA]], [[S1:%\\d+]],
+        CHECK-NEXT: tma_copy_to_ring [[RB]], [[S1]],
+        CHECK-NEXT: [[R0:%\\d+]] = constant {value=0} : i32
+        CHECK-NEXT: [[W0:%\\d+]] = constant {value=2} : i32
+        CHECK-NEXT: [[PH0:%\\d+]] = constant {value=0} : i32
+        CHECK-NEXT: = scf.for {{.*}}, [[R0]], [[W0]], [[PH0]] {pipeline={stages=3, lookahead=2}} : <128x128xfp32>, i32, i32, i32
+        CHECK-NEXT: ^body({{%\\d+}}: i32, [[ACC:%\\d+]]: <128x128xfp32>, [[RD:%\\d+]]: i32, [[WR:%\\d+]]: i32, [[PH:%\\d+]]: i32):
+        CHECK-NEXT: [[BR:%\\d+]] = mbarrier_at [[BARS]], [[RD]] : i32
+        CHECK-NEXT: mbarrier_wait [[BR]], [[PH]]
+        CHECK: [[G:%\\d+]] = cmpi {{%\\d+}}, {{%\\d+}} {pred='slt'} : i1
+        CHECK: [[TA:%\\d+]] = ring_read [[RA]], [[RD]] : <128x64xfp16>
+        CHECK-NEXT: [[TB:%\\d+]] = ring_read [[RB]], [[RD]] : <64x128xfp16>
+        CHECK: [[RI:%\\d+]] = add [[RD]], {{%\\d+}} : i32
+        CHECK: [[RW:%\\d+]] = cmpi [[RI]], {{%\\d+}} {pred='eq'} : i1
+        CHECK: [[RN:%\\d+]] = select [[RW]], {{%\\d+}}, [[RI]] : i32
+        CHECK: [[WN:%\\d+]] = select {{%\\d+}}, {{%\\d+}}, {{%\\d+}} : i32
+        CHECK-NEXT: [[FLIP:%\\d+]] = cast [[RW]] : i32
+        CHECK-NEXT: [[PN:%\\d+]] = xor [[PH]], [[FLIP]] : i32
+        CHECK-NOT: descriptor_load
+        CHECK: [[D:%\\d+]] = dot [[TA]], [[TB]], [[ACC]] {input_precision='tf32', wgmma='async'}
+        CHECK-NEXT: barrier
+        CHECK-NEXT: [[E:%\\d+]] = elect_one : i1
+        CHECK-NEXT: [[P:%\\d+]] = and [[E]], [[G]] : i1
+        CHECK-NEXT: [[BW:%\\d+]] = mbarrier_at [[BARS]], [[WR]] : i32
+        CHECK-NEXT: mbarrier_expect_tx [[BW]], [[P]] {bytes=32768}
+        CHECK-NEXT: tma_copy_to_ring [[RA]], [[WR]], [[BW]], [[P]], {{%\\d+}}, {{%\\d+}} {source='{{.*}}test_warp_specialize.py:131:{{\\d+}}'}
+        CHECK-NEXT: tma_copy_to_ring [[RB]], [[WR]], [[BW]], [[P]], {{%\\d+}}, {{%\\d+}} {source='{{.*}}test_warp_specialize.py:131:{{\\d+}}'}
+        CHECK-NEXT: scf.yield [[D]], [[RN]], [[WN]], [[PN]]
+        CHECK-NEXT: barrier
+        CHECK-NEXT: [[TE:%\\d+]] = elect_one : i1
+        CHECK: mbarrier_inval {{%\\d+}}, [[TE]]
+        CHECK: mbarrier_inval {{%\\d+}}, [[TE]]
+        CHECK: mbarrier_inval {{%\\d+}}, [[TE]]
+        CHECK-NEXT: ring_free [[RA]]
+        CHECK-NEXT: ring_free [[RB]]
+        CHECK: descriptor_store %2
+    """)
+    verify(fn)
+    # the stage counters wrap at the ring's 3 stages; the barriers: 3 inits, 3 invalidations
+    ops = list(fn.walk())
+    wraps = [o for o in ops if o.name == "cmpi" and o.attrs["pred"] == "eq"]
+    assert [w.operands[1].op.attrs["value"] for w in wraps] == [3, 3]
+    assert sum(o.name == "mbarrier_init" for o in ops) == sum(o.name == "mbarrier_inval" for o in ops) == 3
+    # the prologue copies iterations 0 and 1 into stages 0 and 1
+    top = fn.body.ops
+    assert [o.operands[1].op.attrs["value"] for o in top if o.name == "tma_copy_to_ring"] == [0, 0, 1, 1]
+
+
+def test_a_tile_read_through_a_trans_is_a_transposed_ring():
+    """two_dots reads k through ``.T``: its ring holds the transposed view the dot reads (no trans op is
+    left), q is read in place outside the ring; the ring stays (no ring_free) when it is not freed."""
+    ir, fn, _ = _passes(two_dots, TD_SIG, dict(BM=128, BN=64, D=64), div=TD_DIV)
+    assert "ws=" not in ir["expand_tma_rings"]
+    filecheck(ir["expand_tma_rings"], """
+        CHECK: = descriptor_load %0, {{.*}}in_place=True
+        CHECK: [[RK:%\\d+]] = tma_ring_alloc %1 {stages=3, operand='b', transposed=True} : <64x64xfp16>
+        CHECK-NEXT: [[RV:%\\d+]] = tma_ring_alloc %2 {stages=3, operand='b'} : <64x64xfp16>
+        CHECK: prefetch_tensormaps %1, %2, {{%\\d+}}
+        CHECK: mbarrier_expect_tx {{%\\d+}}, {{%\\d+}} {bytes=16384}
+        CHECK: [[K:%\\d+]] = ring_read [[RK]], [[RD:%\\d+]] : <64x64xfp16>
+        CHECK-NEXT: [[V:%\\d+]] = ring_read [[RV]], [[RD]] : <64x64xfp16>
+        CHECK-NOT: trans
+        CHECK: = dot {{%\\d+}}, [[K]],
+        CHECK: = dot {{%\\d+}}, [[V]],
+    """)
+    verify(fn)
+
+
+def test_a_loop_with_both_rings_shares_one_pair_of_counters(monkeypatch):
+    """A from TMA, B from pointers: one loop, the cp.async ring's ops and the TMA ring's around one read
+    stage, one write stage and one phase parity."""
+    monkeypatch.setenv("KERNELC_AUTO_TMA", "0")  # keep b's pointer load
+    sig = {"a_desc": "tensordesc<fp16[64, 32]>", "b_ptr": "*fp16", "c_ptr": "*fp32", "K": "i32"}
+    div = {"a_desc": 16, "b_ptr": 16, "c_ptr": 16}
+    ir, fn, _ = _passes(mm_mixed, sig, dict(BM=64, BN=64, BK=32), div=div)
+    assert ir["expand_cp_async_rings"] == ir["schedule_wgmma"]  # left to expand_tma_rings
+    filecheck(ir["expand_tma_rings"], """
+        CHECK: [[RB:%\\d+]] = ring_alloc {stages=3, operand='b'} : <32x64xfp16>
+        CHECK-NEXT: [[RA:%\\d+]] = tma_ring_alloc %0 {stages=3, operand='a'} : <64x32xfp16>
+        CHECK-NEXT: [[BARS:%\\d+]] = mbarrier_alloc {count=3} : i64
+        CHECK: async_copy [[RB]], [[S0:%\\d+]], {{%\\d+}}, {{%\\d+}} {vec=8}
+        CHECK-NEXT: async_commit_group
+        CHECK-NEXT: elect_one
+        CHECK: tma_copy_to_ring [[RA]], [[S0]],
+        CHECK: = scf.for {{.*}} : <64x64xfp32>, i32, i32, i32
+        CHECK-NEXT: ^body({{%\\d+}}: i32, {{%\\d+}}: <64x64xfp32>, [[RD:%\\d+]]: i32, [[WR:%\\d+]]: i32, [[PH:%\\d+]]: i32):
+        CHECK-NEXT: async_wait_group {pending=1}
+        CHECK-NEXT: fence_async_shared
+        CHECK-NEXT: barrier
+        CHECK-NEXT: [[BR:%\\d+]] = mbarrier_at [[BARS]], [[RD]] : i32
+        CHECK-NEXT: mbarrier_wait [[BR]], [[PH]]
+        CHECK: async_copy [[RB]], [[WR]], {{.*}}source=
+        CHECK-NEXT: async_commit_group
+        CHECK-NEXT: [[TA:%\\d+]] = ring_read [[RA]], [[RD]] : <64x32xfp16>
+        CHECK-NEXT: [[TB:%\\d+]] = ring_read [[RB]], [[RD]] : <32x64xfp16>
+        CHECK: = dot [[TA]], [[TB]],
+        CHECK-NEXT: barrier
+        CHECK: tma_copy_to_ring [[RA]], [[WR]], {{.*}} {source='{{.*}}test_cp_async_rings.py:{{\\d+}}:{{\\d+}}'}
+        CHECK-NEXT: scf.yield
+        CHECK-NEXT: async_wait_all
+        CHECK-NEXT: barrier
+    """)
+    verify(fn)
+    ck = kernelc.compile(mm_mixed, sig, dict(BM=64, BN=64, BK=32), target="sm_90a", num_warps=4, num_stages=3,
+                         divisibility=div)
+    ptx = ck.asm["ptx"]
+    assert "cp.async.wait_group 1;" in ptx and "mbarrier.try_wait" in ptx and "cp.async.bulk.tensor" in ptx
+
+
+@kernelc.jit
+def mm_tiles(a_desc, b_desc, c_desc, K, T, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr):
+    for t in range(kl.program_id(0), T, kl.num_programs(0)):
+        acc = kl.zeros((BM, BN), dtype=kl.float32)
+        for k in kl.range(0, K, BK):
+            acc = kl.dot(a_desc.load([t * BM, k]), b_desc.load([k, 0]), acc)
+        c_desc.store([t * BM, 0], acc.to(kl.float16))
+
+
+def test_a_ring_inside_another_loop_is_set_up_per_trip_and_never_freed():
+    sig = dict(MM_DESC_SIG, T="i32")
+    ir, fn, _ = _passes(mm_tiles, sig, dict(BM=128, BN=128, BK=64), div=MM_DESC_DIV)
+    text = ir["expand_tma_rings"]
+    filecheck(text, """
+        CHECK: scf.for
+        CHECK: tma_ring_alloc %0
+        CHECK: mbarrier_alloc {count=3}
+        CHECK: scf.for
+        CHECK: mbarrier_wait
+        CHECK: scf.yield
+        CHECK: mbarrier_inval
+        CHECK: descriptor_store %2
+    """)
+    assert "ring_free" not in text
+    verify(fn)
+
+
+def test_warp_specialised_and_unpipelined_loops_are_left_alone():
+    ir, _, _ = _passes(mm_loop, MM_DESC_SIG, dict(MM_CX, WS=True), div=MM_DESC_DIV)
+    assert "ws={" in ir["expand_tma_rings"] and ir["expand_tma_rings"] == ir["expand_cp_async_rings"]
+    ir, _, _ = _passes(mm_loop, MM_DESC_SIG, MM_CX, div=MM_DESC_DIV, num_stages=1)
+    assert ir["expand_tma_rings"] == ir["expand_cp_async_rings"] and "tma_ring_alloc" not in ir["expand_tma_rings"]
+
+
+def test_the_verifier_checks_the_tma_ring_ops():
+    _, fn, _ = _passes(mm_loop, MM_DESC_SIG, MM_CX, div=MM_DESC_DIV)
+    ops = list(fn.walk())
+
+    def first(name):
+        return next(o for o in ops if o.name == name)
+    ring, bars, expect, init = first("tma_ring_alloc"), first("mbarrier_alloc"), first("mbarrier_expect_tx"), \
+        first("mbarrier_init")
+    for op, key, bad, msg in [
+        (ring, "stages", 1, "stages must be an int >= 2"),
+        (ring, "operand", "c", "operand must be 'a' or 'b'"),
+        (ring, "transposed", True, "the ring's tile is the descriptor's block"),
+        (ring, "transposed", None, "transposed must be a bool"),
+        (bars, "count", 0, "count must be an int >= 1"),
+        (expect, "bytes", 0, "bytes must be an int >= 1"),
+        (init, "count", "x", "count must be an int >= 1"),
+    ]:
+        old = op.attrs[key]
+        op.attrs[key] = bad
+        with pytest.raises(VerificationError, match=msg):
+            verify(fn)
+        op.attrs[key] = old
+    verify(fn)
+    copy, wait, at, read = first("tma_copy_to_ring"), first("mbarrier_wait"), first("mbarrier_at"), first("ring_read")
+    pred, stage = copy.operands[3], copy.operands[1]
+    for op, i, bad, msg in [
+        (copy, 0, bars.results[0], "operand 0 must be a tma_ring_alloc"),
+        (copy, 2, stage, "operand 2 must be a barrier"),
+        (copy, 3, stage, "the predicate must be an i1 scalar"),
+        (copy, 1, pred, "the stage must be an i32 scalar"),
+        (wait, 1, pred, "operand 1 must be an i32 parity"),
+        (wait, 0, stage, "operand 0 must be a barrier"),
+        (expect, 1, stage, "operand 1 must be an i1 predicate"),
+        (at, 0, stage, "operand 0 must be an mbarrier_alloc"),
+        (read, 1, pred, "the stage must be an i32 scalar"),
+    ]:
+        old = op.operands[i]
+        op.operands[i] = bad
+        with pytest.raises(VerificationError, match=msg):
+            verify(fn)
+        op.operands[i] = old
+    verify(fn)
+    copy.operands.append(stage)  # one offset too many
+    with pytest.raises(VerificationError, match="one i32 offset per descriptor dimension"):
+        verify(fn)
+    copy.operands.pop()
+    verify(fn)
+
+
+def test_codegen_lowers_each_tma_ring_op():
+    """The PTX of the explicit ring: 3 barriers initialised and invalidated by thread 0, two prologue
+    stages and one per iteration announced (32 KiB) and copied (two boxes each: A is one 128-byte panel
+    wide, B two), the wait on the read stage's parity."""
+    ck = kernelc.compile(mm_loop, MM_DESC_SIG, MM_CX, target="sm_90a", num_warps=4, num_stages=3,
+                         divisibility=MM_DESC_DIV)
+    ptx = ck.asm["ptx"]
+    assert ptx.count("mbarrier.init.shared::cta.b64") == 3 and ptx.count("mbarrier.inval.shared::cta.b64") == 3
+    assert ptx.count("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r") == 3
+    assert "32768;" in ptx and ptx.count("prefetch.tensormap") == 2
+    assert "mbarrier.try_wait.parity.shared::cta.b64" in ptx and "wgmma.mma_async" in ptx
+    assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes") == 3 * 3
+    # the copies in the loop body put the loads they stand for in the memory-access report
+    pipelined = [r for r in ck.reports["memory_accesses"] if r["kind"] == "load (TMA pipelined)"]
+    assert [(r["line"], r["shape"], r["engine"]) for r in pipelined] == [(131, [128, 64], "tma"), (131, [64, 128], "tma")]
