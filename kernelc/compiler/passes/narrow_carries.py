@@ -4,7 +4,7 @@
 FlashAttention-3's order carries the softmax's P to the next iteration, where ``P.to(fp16)`` feeds the
 ``P V`` dot. Carried in fp32 it holds twice the registers across the back edge, and ptxas must keep the
 new fp32 P in the registers the conversion (and so the in-flight wgmma's A operand) is made from: on
-sm_90a, with setmaxnreg's 232 registers, attention's loop in that order spilled 224 bytes; carried in
+sm_90a, with setmaxnreg's 232 registers, attention's loop in that order spilled 112 bytes; carried in
 fp16 it does not spill (docs/attention.md). The conversion moves to the end of the body (and before the
 loop for the initial value); each element is rounded once either way, so the values are the same.
 
