@@ -132,9 +132,52 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row):
         row["sweep_best_bwd"] = min(bwd, key=bwd.get)
 
 
+# --fwd-variants: the descriptor forwards compiled again under other compile knobs, each as its own
+# ``kernelc.jit`` of the same function (a JIT object keeps one compiled kernel per specialisation, whatever
+# the environment says later), compiled on its first call inside the environment below:
+#   tma_noftz   the descriptor forward with exp2 keeping subnormals (main's code: KERNELC_EXP2_FTZ=0)
+#   fa3_nopin   FA3's order with the deferred waits unpinned but setmaxnreg forced (ptxas serialises it)
+#   fa3_pingpong  FA3's order with the two consumer warpgroups taking turns on the first dot
+FWD_VARIANTS = {
+    "tma_noftz": ("attention_tma", "attn_fwd_tma_kernel", {"KERNELC_EXP2_FTZ": "0"}),
+    "fa3_nopin": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_WGMMA_PIN_WAITS": "0",
+                                                           "KERNELC_WS_SETMAXNREG": "1"}),
+    "fa3_pingpong": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_WS_PINGPONG": "1"}),
+}
+_variant_kernels = {}
+
+
+def variant_forward(name):
+    """(forward(q, k, v, causal, scale), first call) of FWD_VARIANTS[name]: the first call compiles under the
+    variant's environment."""
+    import kernelc
+    modname, kname, env = FWD_VARIANTS[name]
+    mod = importlib.import_module(f"examples.kernels.{modname}")
+    if name not in _variant_kernels:
+        _variant_kernels[name] = kernelc.jit(getattr(mod, kname).fn)
+    kern = _variant_kernels[name]
+
+    def forward(q, k, v, causal, scale):
+        return mod.attention(q, k, v, causal, scale, kernel=kern)
+
+    def first(*a):
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            return forward(*a)
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    return forward, first
+
+
 def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
     from examples.kernels import attention as A
     from examples.kernels import attention_bwd as B
+    from examples.kernels import attention_fa3 as AF
     from examples.kernels import attention_tma as AT
     SDPA = torch.nn.functional.scaled_dot_product_attention
     dtype = DTYPES[dtype_name]
@@ -167,15 +210,35 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
         check("fwd", _err(A.attention_fwd(q, k, v, causal, scale), want), tol)
         if dtype == torch.float16 and N % 128 == 0:
             check("fwd_tma", _err(AT.attention(q, k, v, causal, scale), want), tol)
+    fa3_ok = N % 128 == 0 and DEVICE == "cuda"  # FA3's order: descriptor loads, fp16/bf16
+    if args.check and fa3_ok:
+        check("fwd_fa3", _err(AF.attention(q, k, v, causal, scale), want), tol)
     record("ours_fwd", lambda: A.attention_fwd(q, k, v, causal, scale))
     if dtype == torch.float16 and N % 128 == 0:  # the descriptor kernel is fp16-only
         record("ours_fwd_tma", lambda: AT.attention(q, k, v, causal, scale))
+    if fa3_ok:
+        record("ours_fwd_fa3", lambda: AF.attention(q, k, v, causal, scale))
+    for name in (FWD_VARIANTS if args.fwd_variants and fa3_ok else ()):
+        if name.startswith("tma") and dtype != torch.float16:
+            continue
+        fwd, first = variant_forward(name)
+        try:
+            got = first(q, k, v, causal, scale)
+            if args.check:
+                check(f"fwd_{name}", _err(got, SDPA(q, k, v, is_causal=causal, scale=scale)), tol)
+        except Exception as e:
+            print(f"ours_fwd_{name} {tag}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+            continue
+        record(f"ours_fwd_{name}", lambda fwd=fwd: fwd(q, k, v, causal, scale))
     for name, ctx in sdpa_backends():
         def f(ctx=ctx):
             with ctx():
                 return SDPA(q, k, v, is_causal=causal, scale=scale)
         record(name + "_fwd", f)
-    ours = [res[n]["ms"] for n in ("ours_fwd", "ours_fwd_tma") if n in res]
+    ours = [res[n]["ms"] for n in ("ours_fwd", "ours_fwd_tma", "ours_fwd_fa3") if n in res]
+    for n in ("ours_fwd", "ours_fwd_tma", "ours_fwd_fa3", *(f"ours_fwd_{v}" for v in FWD_VARIANTS)):
+        if n in res:
+            row[f"{n}_tflops"] = tf(res[n]["ms"], fwd_flop)
     sdpa = {n: res[n + "_fwd"]["ms"] for n, _ in sdpa_backends() if n + "_fwd" in res}
     if ours:
         row["fwd_tflops"] = tf(min(ours), fwd_flop)
@@ -285,6 +348,9 @@ def main(argv=None):
     p.add_argument("--rep-ms", type=float, default=200.0, help="GPU time to spend per variant (>= 3 calls)")
     p.add_argument("--no-bwd", action="store_true")
     p.add_argument("--no-fp8", action="store_true")
+    p.add_argument("--fwd-variants", action="store_true",
+                   help="also time the descriptor forwards under other compile knobs (FWD_VARIANTS: A/B of the "
+                        "exp2 flush, the pinned waits, ping-pong)")
     p.add_argument("--sweep", action="store_true", help="also time other forward/backward launch configs")
     p.add_argument("--batch", type=int, default=Z)
     p.add_argument("--heads", type=int, default=H)

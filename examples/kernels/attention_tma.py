@@ -65,8 +65,9 @@ def attn_fwd_tma_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, BLOCK_M
     desc_o.store([qo_offset_y, 0], acc.to(tl.float16))
 
 
-def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2):
-    """softmax(q k^T * sm_scale) v for fp16 ``[Z, H, N_CTX, HEAD_DIM]`` tensors (contiguous)."""
+def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2, kernel=None):
+    """softmax(q k^T * sm_scale) v for fp16 ``[Z, H, N_CTX, HEAD_DIM]`` tensors (contiguous). ``kernel``: another
+    ``kernelc.jit`` of :func:`attn_fwd_tma_kernel` (its own compiled variants, e.g. under other compile knobs)."""
     import torch
     Z, H, N, D = q.shape
     assert N % BLOCK_M == 0 and BLOCK_M % BLOCK_N == 0, "N_CTX must be a multiple of BLOCK_M (and BLOCK_M of BLOCK_N)"
@@ -79,6 +80,7 @@ def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, nu
     desc_v = TensorDescriptor(v, [y, D], [D, 1], [BLOCK_N, D])
     desc_o = TensorDescriptor(o, [y, D], [D, 1], [BLOCK_M, D])
     grid = (triton.cdiv(N, BLOCK_M), Z * H, 1)
-    attn_fwd_tma_kernel[grid](sm_scale, desc_q, desc_k, desc_v, desc_o, N, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
-                              HEAD_DIM=D, CAUSAL=causal, num_warps=num_warps, num_stages=num_stages)
+    (kernel or attn_fwd_tma_kernel)[grid](sm_scale, desc_q, desc_k, desc_v, desc_o, N, BLOCK_M=BLOCK_M,
+                                          BLOCK_N=BLOCK_N, HEAD_DIM=D, CAUSAL=causal, num_warps=num_warps,
+                                          num_stages=num_stages)
     return o

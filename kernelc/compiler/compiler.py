@@ -24,11 +24,12 @@ from .passes.coalesce import coalesce
 from .passes.dot_acc import fold_dot_accumulate
 from .passes.fp8_dot import upcast_fp8_dots
 from .passes.hints import anchor_hints
-from .passes.fp_contract import mark_fp_contraction
+from .passes.fp_contract import mark_exp2_ftz, mark_fp_contraction
 from .passes.layout_assign import assign_layouts
 from .passes.hoist_conversions import hoist_conversions
 from .passes.hoist_descriptors import hoist_descriptors
 from .passes.lower_descriptors import lower_descriptors
+from .passes.narrow_carries import narrow_loop_carries
 from .abi import flat_divisibility
 from .passes.cp_async_rings import expand_cp_async_rings
 from .passes.tma_rings import expand_tma_rings
@@ -183,6 +184,8 @@ TILE_PASSES = (
     TilePass("simplify", lambda f, c: simplify(f)),
     # acc + dot(a, b) -> dot(a, b, acc), as Triton's combine pass: one accumulator tile, not two
     TilePass("fold_dot_accumulate", lambda f, c: fold_dot_accumulate(f)),
+    # a loop value read only through one cast (FA3-order attention's P.to(fp16)) is carried cast
+    TilePass("narrow_loop_carries", lambda f, c: narrow_loop_carries(f)),
     # before the load prefetch: the casts it inserts decide which loads feed dots directly
     TilePass("upcast_fp8_dots", lambda f, c: upcast_fp8_dots(f, c.capability, c.notes)),
     TilePass("pipeline_loads", lambda f, c: pipeline_loads(f, c.num_warps, c.notes), lambda c: c.pipeline_loads),
@@ -191,6 +194,8 @@ TILE_PASSES = (
     TilePass("mark_unused_atomic_results", lambda f, c: mark_unused_atomic_results(f)),
     # enable_fp_fusion: float mul/add/sub may contract into fma (passes/fp_contract.py)
     TilePass("mark_fp_contraction", lambda f, c: mark_fp_contraction(f, c.fp_fusion)),
+    # exp2 as ex2.approx.ftz (Triton's): KERNELC_EXP2_FTZ
+    TilePass("mark_exp2_ftz", lambda f, c: mark_exp2_ftz(f, exp2_ftz_enabled())),
     # fp32 adds nobody reads the result of, over contiguous addresses: sm_90 vector red (vec=N)
     TilePass("vectorize_atomics", lambda f, c: vectorize_atomics(f, c.capability[0])),
     TilePass("coalesce", lambda f, c: coalesce(f, c.num_warps, c.capability[0], c.arch, c.notes)),
@@ -226,6 +231,12 @@ def fp_fusion_default() -> bool:
     that does not pass the option."""
     from ..options import get
     return get("KERNELC_DEFAULT_FP_FUSION")
+
+
+def exp2_ftz_enabled() -> bool:
+    """fp32 exp2 as ex2.approx.ftz (Triton's); KERNELC_EXP2_FTZ=0 keeps subnormal results."""
+    from ..options import get
+    return get("KERNELC_EXP2_FTZ")
 
 
 def pipeline_loads_enabled() -> bool:

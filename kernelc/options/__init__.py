@@ -99,8 +99,10 @@ KNOBS: Tuple[Knob, ...] = (
          "warp specialisation of pipelined loops: auto (two or more dots, 8+ warps), all, or none",
          _choice(("none", _FALSE + ("none",)), ("all", _TRUE + ("all",)), ("auto", ("auto",))),
          compile=True, field="warp_specialize"),
-    Knob("KERNELC_WS_SETMAXNREG", "bool", False, "warp-specialised producer as a warpgroup with setmaxnreg",
-         compile=True, field="ws_setmaxnreg"),
+    Knob("KERNELC_WS_SETMAXNREG", "choice", "auto",
+         "warp-specialised producer as a warpgroup that gives registers to the consumers (setmaxnreg): auto (when a "
+         "wgmma stays in flight across other work of the loop, FlashAttention-3's order), 1 (always, 8 warps), 0",
+         _choice(("auto", ("auto",)), ("on", _TRUE), ("off", _FALSE)), compile=True, field="ws_setmaxnreg"),
     Knob("KERNELC_WS_PINGPONG", "bool", False, "ping-pong ordering of the consumer warpgroups",
          compile=True, field="ws_pingpong"),
     Knob("KERNELC_DEVICE_MAPS_ANYWHERE", "bool", False,
@@ -112,6 +114,12 @@ KNOBS: Tuple[Knob, ...] = (
          _choice(("default", ("default",)), ("on", _TRUE), ("off", _FALSE)), compile=True, field="wgmma_async"),
     Knob("KERNELC_WGMMA_DEFER", "bool", True, "defer the waits of two or more wgmmas per iteration",
          compile=True, field="wgmma_defer"),
+    Knob("KERNELC_EXP2_FTZ", "bool", True,
+         "fp32 exp2 flushes subnormal results to zero (ex2.approx.ftz, as Triton's tl.math.exp2): one MUFU.EX2 "
+         "instead of MUFU plus a range test and two multiplies", compile=True, field="exp2_ftz"),
+    Knob("KERNELC_WGMMA_PIN_WAITS", "bool", True,
+         "keep a deferred wgmma wait where the IR puts it, past the work before it (ptxas would move it up)",
+         compile=True, field="wgmma_pin_waits"),
     Knob("KERNELC_PIPELINE_LOADS", "bool", True, "register prefetch of plain loads in num_stages >= 2 loops",
          compile=True, field="pipeline_loads"),
     Knob("KERNELC_ASSEMBLER", "choice", "nvjitlink",
@@ -137,11 +145,13 @@ class CompileOptions:
     tma: bool = True
     auto_tma: str = "dots"
     warp_specialize: str = "auto"
-    ws_setmaxnreg: bool = False
+    ws_setmaxnreg: str = "auto"
     ws_pingpong: bool = False
     device_maps_anywhere: bool = False
     wgmma_async: str = "default"
     wgmma_defer: bool = True
+    wgmma_pin_waits: bool = True
+    exp2_ftz: bool = True
     pipeline_loads: bool = True
     assembler: str = "nvjitlink"
     enable_fp_fusion: bool = True

@@ -21,11 +21,11 @@ def test_the_pipeline_is_a_list_of_named_passes():
                                                   "hoist_descriptors", "lower_descriptors"]
     schedule = ["assign_layouts", "schedule_pipelines", "warp_specialize", "schedule_wgmma", "expand_cp_async_rings",
                 "expand_tma_rings", "expand_warp_specialize"]
-    assert pass_names(C.TILE_PASSES, ctx) == ["simplify", "fold_dot_accumulate", "upcast_fp8_dots", "pipeline_loads",
-                                              "simplify", "mark_unused_atomic_results", "mark_fp_contraction", "vectorize_atomics", "coalesce", "hoist_conversions"] + schedule
+    assert pass_names(C.TILE_PASSES, ctx) == ["simplify", "fold_dot_accumulate", "narrow_loop_carries", "upcast_fp8_dots", "pipeline_loads",
+                                              "simplify", "mark_unused_atomic_results", "mark_fp_contraction", "mark_exp2_ftz", "vectorize_atomics", "coalesce", "hoist_conversions"] + schedule
     ctx.pipeline_loads = False
-    assert pass_names(C.TILE_PASSES, ctx) == ["simplify", "fold_dot_accumulate", "upcast_fp8_dots",
-                                              "mark_unused_atomic_results", "mark_fp_contraction", "vectorize_atomics", "coalesce", "hoist_conversions"] + schedule
+    assert pass_names(C.TILE_PASSES, ctx) == ["simplify", "fold_dot_accumulate", "narrow_loop_carries", "upcast_fp8_dots",
+                                              "mark_unused_atomic_results", "mark_fp_contraction", "mark_exp2_ftz", "vectorize_atomics", "coalesce", "hoist_conversions"] + schedule
 
 
 def test_compile_dumps_the_ir_after_every_pass_and_times_each():
@@ -33,8 +33,8 @@ def test_compile_dumps_the_ir_after_every_pass_and_times_each():
     ck = kernelc.compile(transpose_kernel, T_SIG, CX, target="sm_90a", divisibility=T_DIV,
                          dump_ir=lambda name, text: dumps.append((name, text)))
     assert [n for n, _ in dumps] == ["anchor_hints", "pointer_tiles_to_descriptors", "hoist_descriptors",
-                                     "lower_descriptors", "simplify", "fold_dot_accumulate", "upcast_fp8_dots",
-                                     "pipeline_loads", "simplify", "mark_unused_atomic_results", "mark_fp_contraction", "vectorize_atomics", "coalesce",
+                                     "lower_descriptors", "simplify", "fold_dot_accumulate", "narrow_loop_carries", "upcast_fp8_dots",
+                                     "pipeline_loads", "simplify", "mark_unused_atomic_results", "mark_fp_contraction", "mark_exp2_ftz", "vectorize_atomics", "coalesce",
                                      "hoist_conversions", "assign_layouts", "schedule_pipelines", "warp_specialize", "schedule_wgmma",
                                      "expand_cp_async_rings", "expand_tma_rings", "expand_warp_specialize"]
     coalesced = [n for n, _ in dumps].index("coalesce")

@@ -101,11 +101,14 @@ _OPT_IN = (
     "print('ok', ck.launch_warps)\n")
 
 
-@pytest.mark.parametrize("setting,warps", [("KERNELC_WS_PINGPONG", 9), ("KERNELC_WS_SETMAXNREG", 12)])
+@pytest.mark.parametrize("setting,warps", [("KERNELC_WS_PINGPONG", 12), ("KERNELC_WS_SETMAXNREG", 12),
+                                           ("KERNELC_WGMMA_PIN_WAITS", 12)])
 def test_attention_with_opt_in_settings(setting, warps):
-    """The opt-in variants (off by default, see warp_specialize.py): warpgroups taking turns on the first dot;
-    a producer warpgroup handing registers to the consumers (setmaxnreg). In a fresh process each, so the
-    setting reaches the compiler (it is part of the cache key, not of the launch key)."""
+    """The opt-in variants (off by default, see warp_specialize.py): warpgroups taking turns on the first dot
+    (both dots in FA3's order); a producer warpgroup handing registers to the consumers (setmaxnreg: FA3's
+    order has it by default, ``auto``); the pinned waits (on by default; set to 1 here, a no-op check of the
+    path). In a fresh process each, so the setting reaches the compiler (it is part of the cache key, not of
+    the launch key)."""
     import os
     import subprocess
     import sys
@@ -114,3 +117,20 @@ def test_attention_with_opt_in_settings(setting, warps):
     out = subprocess.run([sys.executable, "-c", _OPT_IN], cwd=root, env=env, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0 and out.stdout.strip().endswith(f"ok {warps}"), out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_fa3_order_example_matches_sdpa(D, causal, dtype):
+    """examples/kernels/attention_fa3.py (FlashAttention-3's order: pinned waits, setmaxnreg) against SDPA."""
+    if not _hopper():
+        pytest.skip("descriptor loads and setmaxnreg: sm_90")
+    from examples.kernels import attention_fa3 as F
+    dt = getattr(torch, dtype)
+    torch.manual_seed(3)
+    q, k, v = (torch.randn(2, 4, 1024, D, device="cuda", dtype=dt) for _ in range(3))
+    o = F.attention(q, k, v, causal=causal)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+    tol = 2e-2 if dt == torch.float16 else 5e-2
+    torch.testing.assert_close(o.float(), ref, atol=tol, rtol=tol)

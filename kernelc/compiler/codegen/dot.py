@@ -262,12 +262,12 @@ def mma_dot(lw: Lowering, op, L: Layout, report: Optional[dict] = None):
         run_wgmma(lw, kind, A, a_trans, B, b_trans, acc, L, M, N, K, a_regs=a_regs,
                   in_flight=None if deferred else 1 if op.attrs.get("wgmma") == "async" else 0, b_kind=b_kind,
                   promote_every=op.attrs.get("max_num_imprecise_acc"),
-                  turn=PingPong(lw) if op.attrs.get("wgmma_turns") else None)
+                  turn=PingPong(lw, op.attrs["wgmma_turns"]) if op.attrs.get("wgmma_turns") else None)
     else:
         run_mma(lw, kind, A, B, a_trans, b_trans, acc, L, M, N, K, a_regs=a_regs, b_kind=b_kind)
     lw.tiles[op.results[0].id] = Tile(L, acc)
     if use_wgmma and deferred:
-        lw.wgmma_groups.defer(op.results[0].id)
+        lw.wgmma_groups.defer(op.results[0].id, pin=bool(op.attrs.get("pin_wait")))
 
 
 def run_mma(lw: Lowering, kind: str, A: Optional[SmemOperand], B: SmemOperand, a_trans: bool, b_trans: bool,

@@ -134,8 +134,9 @@ def _fma(e, t, args, attrs):
     return e.call(ty, f"llvm.fma.{suffix}", [(ty, a) for a in args])
 
 
-def _exp2_f32(e, x):
-    return e.asm("float", "ex2.approx.f32 $0, $1;", "=f,f", [("float", x)], side_effects=False)
+def _exp2_f32(e, x, ftz=False):
+    op = "ex2.approx.ftz.f32" if ftz else "ex2.approx.f32"
+    return e.asm("float", f"{op} $0, $1;", "=f,f", [("float", x)], side_effects=False)
 
 
 def _exp(e, t, args, attrs):
@@ -149,7 +150,7 @@ def _exp2(e, t, args, attrs):
     ty = llty(t)
     if ty != "float":
         return e.call(ty, "__nv_exp2", [(ty, args[0])])
-    return _exp2_f32(e, args[0])
+    return _exp2_f32(e, args[0], ftz=bool(attrs.get("ftz")))  # passes/fp_contract.py: mark_exp2_ftz
 
 
 def _log(e, t, args, attrs):

@@ -91,20 +91,24 @@ class WgmmaGroups:
     def __init__(self, lw: Lowering):
         self.lw = lw
         self.pending: dict = {}
+        self.pinned: set = set()
 
     def committed(self, n: int = 1) -> None:
         for k in self.pending:
             self.pending[k] += n
 
-    def defer(self, vid: int) -> None:
+    def defer(self, vid: int, pin: bool = False) -> None:
         self.pending[vid] = 0
+        if pin:
+            self.pinned.add(vid)
 
     def complete(self, vid: int) -> None:
         d = self.pending[vid]
         done = [k for k, dist in self.pending.items() if dist >= d]
         tiles = [self.lw.tiles[k] for k in done]
         regs = [r for t in tiles for r in t.regs]
-        new = tie_through_wait(self.lw, d, regs)
+        new = tie_through_wait(self.lw, d, regs, pin=vid in self.pinned)
+        self.pinned.difference_update(done)
         k = 0
         for vid2, t in zip(done, tiles):
             self.lw.tiles[vid2] = Tile(t.layout, new[k:k + len(t.regs)])
@@ -116,17 +120,28 @@ class WgmmaGroups:
             self.complete(min(self.pending, key=lambda k: self.pending[k]))
 
 
-def tie_through_wait(lw: Lowering, n: int, regs: List[str]) -> List[str]:
+def pinned_wait(n: int) -> str:
+    """PTX of ``wgmma.wait_group n`` that ptxas keeps where it is: the wait sits in both arms of a branch on
+    a CTA-uniform value it cannot fold (``%nctaid.x != 0``), so it starts and ends basic blocks. A plain
+    wait has no operands, and ptxas's scheduler moves it up to the first stall of the code before it (the
+    softmax's first shuffle), which would serialise the work it is meant to overlap (docs/attention.md)."""
+    w = f"wgmma.wait_group.sync.aligned {n};"
+    return ("{ .reg .pred kc_p; .reg .b32 kc_n; mov.u32 kc_n, %nctaid.x; setp.ne.u32 kc_p, kc_n, 0; "
+            f"@kc_p bra.uni kc_pin_a; {w} bra.uni kc_pin_j; kc_pin_a: {w} kc_pin_j: }}")
+
+
+def tie_through_wait(lw: Lowering, n: int, regs: List[str], pin: bool = False) -> List[str]:
     """``wgmma.wait_group n`` that takes ``regs`` (fp32 accumulators) and hands them back: every later read
-    depends on the wait, so LLVM cannot hoist one above it (ptxas would then serialise the wgmmas)."""
+    depends on the wait, so LLVM cannot hoist one above it (ptxas would then serialise the wgmmas).
+    ``pin``: the wait itself stays in place in ptxas too (:func:`pinned_wait`)."""
     e = lw.e
+    code = pinned_wait(n) if pin else f"wgmma.wait_group.sync.aligned {n};"
     if not regs:
-        e.asm("void", f"wgmma.wait_group.sync.aligned {n};", "", [])
+        e.asm("void", code, "", [])
         return []
     m = len(regs)
     ret = "{ " + ", ".join(["float"] * m) + " }"
-    r = e.asm(ret, f"wgmma.wait_group.sync.aligned {n};", ",".join(["=f"] * m + [str(i) for i in range(m)]),
-              [("float", x) for x in regs])
+    r = e.asm(ret, code, ",".join(["=f"] * m + [str(i) for i in range(m)]), [("float", x) for x in regs])
     return [e.val(f"extractvalue {ret} {r}, {i}") for i in range(m)]
 
 
@@ -161,7 +176,7 @@ def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: 
     instr = f"wgmma.mma_async.sync.aligned.m64n{N}k{kstep}.f32.{t}.{tb}"
     if turn is not None and partial:
         turn = None  # (fp8 promotion waits inside the issue sequence)
-    if turn is not None:
+    if turn is not None and turn.take:
         turn.before_issue()
     e.asm("void", "wgmma.fence.sync.aligned;", "", [])
     ret = "{ " + ", ".join(["float"] * nacc) + " }"
@@ -196,7 +211,7 @@ def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: 
     if not partial:  # (each promotion already waited for its group)
         e.asm("void", "wgmma.commit_group.sync.aligned;", "", [])
         lw.wgmma_groups.committed()
-        if turn is not None:
+        if turn is not None and turn.give:
             turn.after_commit()
         if in_flight is not None:  # None: deferred, the first read of the result waits (WgmmaGroups)
             e.asm("void", f"wgmma.wait_group.sync.aligned {in_flight};", "", [])
@@ -215,8 +230,12 @@ class PingPong:
 
     THREADS = 256
 
-    def __init__(self, lw: Lowering):
+    def __init__(self, lw: Lowering, mode=True):
+        # mode (the dot's ``wgmma_turns``): True takes the turn before this dot and hands it over after it;
+        # 'take' / 'give': the first / last of dots issued back to back (FA3's order: QK^T and PV in one turn)
         self.lw = lw
+        self.take = mode in (True, "take")
+        self.give = mode in (True, "give")
 
     def _asm(self, code: str, pred: Optional[str] = None) -> None:
         lw = self.lw

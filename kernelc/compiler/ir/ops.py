@@ -40,7 +40,8 @@ for op in (
     + _ew("fmax fmin", 2, "float", "float max/min; propagate_nan: none|all", attrs=("propagate_nan",))
     + _ew("exp log fneg", 1, "math", "contract=True: may fuse into an fma (exp/log: their fp32 scaling multiply)",
           optional=("contract",))
-    + _ew("fabs exp2 log2 sqrt sqrt_rn rsqrt sin cos erf floor ceil tanh", 1, "math")
+    + _ew("exp2", 1, "math", "ftz=True (fp32): a subnormal result flushes to 0 (ex2.approx.ftz)", optional=("ftz",))
+    + _ew("fabs log2 sqrt sqrt_rn rsqrt sin cos erf floor ceil tanh", 1, "math")
     + _ew("fma", 3, "float", "fused multiply-add a*b+c")
     + _ew("add sub mul sdiv udiv srem urem smax smin umax umin and or xor shl ashr lshr umulhi smulhi",
           2, "int", "integer arithmetic with C semantics (division truncates toward zero)")
@@ -116,7 +117,7 @@ for op in [
     OpDef("descriptor_store", (3, -1), ("block_shape",), pure=False, results=0, category="descriptor",
           doc="desc, value, offsets x n (i32); out-of-bounds elements are not written", optional_attrs=("tma",)),
     OpDef("dot", (3, 3), ("input_precision",), category="dot", doc="a @ b + acc",
-          optional_attrs=("max_num_imprecise_acc", "fp8_upcast", "wgmma", "wgmma_turns")),
+          optional_attrs=("max_num_imprecise_acc", "fp8_upcast", "wgmma", "wgmma_turns", "pin_wait")),
     OpDef("reduce", (1, -1), ("axis",), results=-1, regions=1, category="reduce",
           doc="combine region (2n scalars -> n); kind names a known combine", optional_attrs=("kind",)),
     OpDef("scan", (1, -1), ("axis", "reverse"), results=-1, regions=1, category="reduce",
@@ -218,7 +219,8 @@ ATOMIC_KINDS = ("add", "fadd", "max", "umax", "fmax", "min", "umin", "fmin", "xc
 # whose copies go after the dots, so a wgmma left in flight keeps the full lookahead); on a load the ring copies: {ring, vec} for
 # cp.async, {ring} for TMA (also on the 2-D ``trans`` a TMA tile is read through); ``ws`` on the
 # warp-specialised loop; ``wgmma`` on a dot: "async" (stays in flight across iterations) or "deferred"
-# (waited for at its first read); ``wgmma_turns``: the consumer warpgroups issue it in turns;
+# (waited for at its first read); ``pin_wait``: that wait stays where it is in ptxas too; ``wgmma_turns``: the
+# consumer warpgroups issue it in turns;
 # ``in_place`` on a descriptor_load outside a ring (and its 2-D trans): the dots read the tile where TMA put it.
 RINGS = ("cp.async", "tma")
 RING_REFILL = ("after_dots",)

@@ -324,6 +324,8 @@ def _schedule(op: Op) -> List[str]:
         errs.append(f"wgmma must be one of {WGMMA_ISSUE} on a dot in a pipelined loop, got {w!r}")
     if w == "deferred" and not (loop is not None and loop.attrs.get("ws")):
         errs.append("deferred wgmma waits need a warp-specialised loop")
+    if op.attrs.get("pin_wait") is not None and (op.attrs["pin_wait"] is not True or w != "deferred"):
+        errs.append(f"pin_wait is True on a dot with wgmma='deferred', got {op.attrs['pin_wait']!r} on {w!r}")
     ip = op.attrs.get("in_place")
     if ip is not None and (ip is not True or op.attrs.get("pipeline")
                            or (op.name == "trans" and not (op.operands[0].op is not None
@@ -331,6 +333,8 @@ def _schedule(op: Op) -> List[str]:
         errs.append("in_place is True on a TMA tile outside a ring (or the trans of one)")
     if op.attrs.get("wgmma_turns") and not (loop is not None and (loop.attrs.get("ws") or {}).get("pingpong")):
         errs.append("wgmma_turns needs a warp-specialised loop with pingpong")
+    if op.attrs.get("wgmma_turns") not in (None, True, "take", "give"):
+        errs.append(f"wgmma_turns must be True, 'take' or 'give', got {op.attrs['wgmma_turns']!r}")
     return errs
 
 
@@ -572,7 +576,7 @@ RULES: Dict[str, Callable[[Op], List[str]]] = {
     "histogram": _histogram,
 }
 
-_SCHEDULE_ATTRS = frozenset({"pipeline", "ws", "wgmma", "wgmma_turns", "in_place"})
+_SCHEDULE_ATTRS = frozenset({"pipeline", "ws", "wgmma", "wgmma_turns", "pin_wait", "in_place"})
 
 
 def verify(fn: Function) -> None:

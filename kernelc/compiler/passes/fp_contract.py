@@ -1,4 +1,5 @@
-"""Mark the float multiplies, adds and subtracts that may contract into fma: ``attrs["contract"] = True``.
+"""Mark the float multiplies, adds and subtracts that may contract into fma: ``attrs["contract"] = True``;
+and (``mark_exp2_ftz``) the ``exp2`` ops whose subnormal results may flush to zero: ``attrs["ftz"] = True``.
 
 Triton compiles with ``enable_fp_fusion=True`` by default: LLVM may fuse ``a * b + c`` into one
 ``fma.rn`` (rounded once, not twice) and leaves the rest as ``mul.f32``/``add.f32``, which ptxas
@@ -24,4 +25,18 @@ def mark_fp_contraction(fn: Function, enabled: bool = True) -> Function:
                 op.attrs["contract"] = True
             else:
                 op.attrs.pop("contract", None)
+    return fn
+
+
+def mark_exp2_ftz(fn: Function, enabled: bool = True) -> Function:
+    """Set (``enabled``, KERNELC_EXP2_FTZ) or clear ``ftz`` on every ``exp2``. Triton's ``tl.math.exp2``
+    is ``ex2.approx.ftz.f32``: without .ftz, sm_90's ex2 keeps subnormal results (2^x for x < -126) and
+    ptxas wraps every MUFU.EX2 in a range test and two scaling multiplies -- 3 of the ~8 instructions per
+    score in attention's softmax (docs/attention.md). ``exp`` keeps them, as Triton's does."""
+    for op in fn.walk():
+        if op.name == "exp2":
+            if enabled:
+                op.attrs["ftz"] = True
+            else:
+                op.attrs.pop("ftz", None)
     return fn

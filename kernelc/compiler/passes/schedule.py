@@ -19,8 +19,10 @@
       scf.for ... {ws={producer_warps=1, setmaxnreg=False, release='at_issue', pingpong=False}}
 
 - ``schedule_wgmma``: in a warp-specialised loop with several wgmma dots, where each result is
-  waited for (``wgmma='deferred'``: at its first read) and which dot the two consumer warpgroups
-  issue in turns (``wgmma_turns=True``, ping-pong).
+  waited for (``wgmma='deferred'``: at its first read; ``pin_wait=True`` when code runs before that
+  read, so that ptxas keeps the wait there) and which dot the two consumer warpgroups issue in turns
+  (``wgmma_turns=True``, ping-pong; ``'take'``/``'give'`` on the first/last of dots issued back to
+  back, FA3's order).
 
 The decisions follow measurements and knobs documented in docs/performance.md; the knobs are read
 here (kernelc/options), never in codegen.
@@ -278,7 +280,12 @@ def _tag_ws(f: _Facts, op: Op) -> None:
     # tagged async would have its ring stage released at issue and refilled while it still reads it
     tma_values = {(via or t).results[0].id for t, _, _, via in tma}
     lagged, _ = async_dots(f, op, bool(cp), bool(tma), tma_values, staged_outside=True)
-    setmaxnreg = f.nw == 8 and get("KERNELC_WS_SETMAXNREG")
+    # registers move to the consumers when asked (on), or (auto) when a wgmma stays in flight across other
+    # work of the iteration (FlashAttention-3's order: this block's PV during the next block's softmax):
+    # with the one-warp producer's 168 registers ptxas serialises those wgmmas (C7512) and spills
+    knob = get("KERNELC_WS_SETMAXNREG")
+    overlap = any(_pinned(o, op.regions[0]) for o in _deferrable(f.plan, op.regions[0]))
+    setmaxnreg = f.nw == 8 and (knob == "on" or (knob == "auto" and overlap))
     dots = [o for o in op.regions[0].ops if o.name == "dot"]
     op.attrs["ws"] = {"producer_warps": 4 if setmaxnreg else PRODUCER_WARPS, "setmaxnreg": bool(setmaxnreg),
                       "release": "lagged" if lagged else "at_issue",
@@ -339,6 +346,55 @@ def _why_not(f: _Facts, op: Op) -> Optional[str]:
 # -- schedule_wgmma ---------------------------------------------------------------------------------
 
 
+def _back_to_back_dots(body: Block) -> List[Op]:
+    """The body's first dot and the dots issued right after it (only ring tiles, which the producer
+    copies, in between)."""
+    ops = body.ops
+    i = next(k for k, o in enumerate(ops) if o.name == "dot")
+    run = [ops[i]]
+    for o in ops[i + 1:]:
+        if o.name == "dot":
+            run.append(o)
+        elif not (o.name in ("descriptor_load", "trans") and o.attrs.get("pipeline")):
+            break
+    return run
+
+
+def _deferrable(plan, body: Block) -> List[Op]:
+    """The wgmma dots of a warp-specialised loop body whose waits move to their first reads: two or more,
+    none in flight across iterations (KERNELC_WGMMA_DEFER)."""
+    dots = [o for o in body.ops if o.name == "dot" and id(o) in plan.wgmma]
+    if get("KERNELC_WGMMA_DEFER") and len(dots) >= 2 and not any(o.attrs.get("wgmma") == "async" for o in dots) \
+            and all(o.attrs.get("max_num_imprecise_acc") is None for o in dots) \
+            and not any(t.name == "dot" for o in body.ops for t in o.walk() if t.block is not body):
+        return dots
+    return []
+
+
+def _pinned(dot: Op, body: Block) -> bool:
+    return bool(get("KERNELC_WGMMA_PIN_WAITS")) and _overlaps_other_results(dot, body)
+
+
+def _overlaps_other_results(dot: Op, body: Block) -> bool:
+    """Whether, between ``dot``'s issue and the first op of the body that reads its result (the yield --
+    the end of the iteration, where everything is waited for -- does not count), an op reads another
+    dot's result: FlashAttention-3's order, where this block's PV stays on the tensor cores while the
+    softmax reads the next block's scores. Only such a wait is worth pinning (ptxas would move it above
+    that work and serialise the two), and only such a loop needs the registers of two live results."""
+    rid = dot.results[0].id
+    others = {o.results[0].id for o in body.ops if o.name == "dot" and o is not dot}
+    ops = body.ops
+    seen = False
+    for o in ops[ops.index(dot) + 1:]:
+        if o.name == "scf.yield":
+            return False
+        reads = {v.id for t in o.walk() for v in t.operands}
+        if rid in reads:
+            return seen
+        seen = seen or bool(reads & others)
+    return False
+
+
 def schedule_wgmma(fn: Function, ctx) -> Function:
     """In the warp-specialised loop: with two or more wgmma dots and none in flight across iterations,
     wait for each result where it is first read (``wgmma='deferred'``, FlashAttention-3's order: the
@@ -350,12 +406,14 @@ def schedule_wgmma(fn: Function, ctx) -> Function:
         if not ws:
             continue
         body = op.regions[0]
-        dots = [o for o in body.ops if o.name == "dot" and id(o) in plan.wgmma]
-        if get("KERNELC_WGMMA_DEFER") and len(dots) >= 2 and not any(o.attrs.get("wgmma") == "async" for o in dots) \
-                and all(o.attrs.get("max_num_imprecise_acc") is None for o in dots) \
-                and not any(t.name == "dot" for o in body.ops for t in o.walk() if t.block is not body):
-            for o in dots:
-                o.attrs["wgmma"] = "deferred"
+        for o in _deferrable(plan, body):
+            o.attrs["wgmma"] = "deferred"
+            if _pinned(o, body):
+                o.attrs["pin_wait"] = True
         if ws.get("pingpong"):
-            next(o for o in body.ops if o.name == "dot").attrs["wgmma_turns"] = True
+            run = _back_to_back_dots(body)
+            if len(run) == 1:
+                run[0].attrs["wgmma_turns"] = True
+            else:  # FA3's order: one turn covers the next block's QK^T and this block's PV
+                run[0].attrs["wgmma_turns"], run[-1].attrs["wgmma_turns"] = "take", "give"
     return fn
