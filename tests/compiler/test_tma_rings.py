@@ -257,3 +257,21 @@ def test_codegen_lowers_each_tma_ring_op():
     # the copies in the loop body put the loads they stand for in the memory-access report
     pipelined = [r for r in ck.reports["memory_accesses"] if r["kind"] == "load (TMA pipelined)"]
     assert [(r["line"], r["shape"], r["engine"]) for r in pipelined] == [(131, [128, 64], "tma"), (131, [64, 128], "tma")]
+
+
+def test_an_invariant_operand_read_in_two_roles_is_staged_once_per_role():
+    # K (outside the ringed loop) is A of K Q_i^T and B of sT^T K: one stage_operand each; one copy read in both
+    # roles gave wrong results on an H100 (2026-11-27)
+    import kernelc
+    from tests.compiler.filecheck import filecheck
+    from tests.compiler.tma_kernels import invariant_operand_two_roles
+    ck = kernelc.compile(invariant_operand_two_roles, {"k_ptr": "*fp16", "q_ptr": "*fp16", "out_ptr": "*fp32"},
+                         dict(ITERS=3, BN=128, BM=16, D=128), target="sm_90a", num_warps=8,
+                         divisibility={"k_ptr": 16, "q_ptr": 16, "out_ptr": 16})
+    filecheck(ck.asm["tir"], """
+        CHECK: [[A:%\\d+]] = stage_operand [[K:%\\d+]] {operand='a'}
+        CHECK: [[B:%\\d+]] = stage_operand [[K]] {operand='b'}
+        CHECK: scf.for
+        CHECK: = dot [[A]],
+        CHECK: = dot {{%\\d+}}, [[B]],
+    """)

@@ -80,7 +80,9 @@ class RingExpander:
         once, before the ring (``stage_operand``); the dots read the staged copy."""
         plan = self.plan
         inner = {r.id for o in body.ops for t in o.walk() for r in t.results} | {a.id for a in body.args}
-        staged: Dict[int, Value] = {}
+        # one staged copy per (value, role): a K that is one dot's A and another's B is stored once for each
+        # (a copy staged as A read as B was wrong on an H100, 2026-11-27, tests/gpu/test_gpu_tma.py)
+        staged: Dict[tuple, Value] = {}
         for o in body.ops:
             if o.name != "dot" or id(o) in plan.dot_fma or plan.layouts.get(o.results[0].id) is None:
                 continue
@@ -88,11 +90,12 @@ class RingExpander:
                 v = o.operands[idx]
                 if v.id in inner or not hasattr(v.type, "shape") or (v.op is not None and v.op.attrs.get("in_place")):
                     continue
-                if v.id not in staged:
+                key = (v.id, idx)
+                if key not in staged:
                     st = self._op(pre, "stage_operand", [v], [v.type], {"operand": "a" if idx == 0 else "b"})
                     self._like(st.results[0], v)
-                    staged[v.id] = st.results[0]
-                o.operands[idx] = staged[v.id]
+                    staged[key] = st.results[0]
+                o.operands[idx] = staged[key]
         if staged:
             if any(o.name == "dot" and id(o) in plan.wgmma for o in body.ops):
                 self._op(pre, "fence_async_shared", [], [])
