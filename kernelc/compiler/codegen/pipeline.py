@@ -49,11 +49,14 @@ class _Load:
 
 
 class _TmaLoad:
-    """A ``descriptor_load`` (TMA) feeding operand A/B of ``dot``, directly or through ``via`` (a 2-D trans)."""
+    """A ``descriptor_load`` (TMA) feeding operand A/B of ``dot``, directly or through ``via`` (a 2-D trans).
+    ``views``: every (value, dot, is_a, trans) that reads the tile in place -- one copy a stage serves them
+    all (the first is ``value``/``dot``/``is_a``/``trans``)."""
 
     def __init__(self, op: Op, dot: Op, is_a: bool, via: Optional[Op], trans: bool):
         self.op, self.dot, self.is_a, self.via, self.trans = op, dot, is_a, via, trans
         self.value = (via or op).results[0]  # what the dot reads
+        self.views = [(self.value, dot, is_a, trans)]
         self.tmap = None
         self.box = None
         self.geom: Optional[SmemOperand] = None
@@ -89,8 +92,16 @@ def pipeline_of(lw: Lowering, op: Op) -> Optional[PipelinePlan]:
         ld = _Load(lop, dot, is_a)
         ld.vec = lop.attrs["pipeline"]["vec"]
         loads.append(ld)
-    tma_loads = [_TmaLoad(src, dot, is_a, via, operand_orientation(is_a, via is not None))
-                 for src, dot, is_a, via in tma]
+    tma_loads: List[_TmaLoad] = []
+    by_src: Dict[int, _TmaLoad] = {}
+    for src, dot, is_a, via in tma:
+        trans = operand_orientation(is_a, via is not None)
+        t = by_src.get(id(src))
+        if t is None:
+            t = by_src[id(src)] = _TmaLoad(src, dot, is_a, via, trans)
+            tma_loads.append(t)
+        elif (via or src).results[0].id not in {v.id for v, _, _, _ in t.views}:
+            t.views.append(((via or src).results[0], dot, is_a, trans))
     chain, carried_idx = address_chain(op, [ld.op for ld in loads], [t.op for t in tma_loads])
     return PipelinePlan(lw, op, tag["stages"], tag["lookahead"], loads, chain, carried_idx, tma_loads)
 
@@ -279,10 +290,11 @@ class PipelinedLoop:
             t.tmap = tensor_map_of(lw, t.op.operands[0])
             t.box = t.tmap.box
             t.geom = T.box_smem(t.box, 0)
-            M, N = shape_of(t.dot.results[0].type)
-            K = shape_of(t.dot.operands[0].type)[1]
-            want = operand_geometry(t.is_a, t.trans, M if t.is_a else N, K, ty.element_ty.itemsize)
-            assert (t.geom.rows, t.geom.cols) == (want.rows, want.cols), "internal: TMA tile is not the operand"
+            for _, dot, is_a, trans in t.views:
+                M, N = shape_of(dot.results[0].type)
+                K = shape_of(dot.operands[0].type)[1]
+                want = operand_geometry(is_a, trans, M if is_a else N, K, ty.element_ty.itemsize)
+                assert (t.geom.rows, t.geom.cols) == (want.rows, want.cols), "internal: TMA tile is not the operand"
             t.stage_bytes = (t.box.nbytes + 1023) // 1024 * 1024
             t.token = reuse_or_allocate(lw, S * t.stage_bytes)
 
@@ -362,7 +374,8 @@ class PipelinedLoop:
         lw, e = self.lw, self.lw.e
         for t in self.plan.tma_loads:
             base = e.val(f"add i32 {t.token}, {e.val(f'mul i32 {read_stage}, {t.stage_bytes}')}")
-            lw.smem_operands[t.value.id] = (T.box_smem(t.box, base), t.trans)
+            for value, _, _, trans in t.views:
+                lw.smem_operands[value.id] = (T.box_smem(t.box, base), trans)
 
     def _consumer_start(self, iv: str, extra_phis: List[str]) -> List[str]:
         """Wait until the producer's copies for this iteration landed; bind the dots' operands."""
@@ -428,7 +441,8 @@ class PipelinedLoop:
             for s in range(self.plan.S):
                 T.mbarrier_inval(lw, pool.address(tok, off, str(s)), t0)
             for t in self.plan.tma_loads:
-                lw.smem_operands.pop(t.value.id, None)
+                for value, _, _, _ in t.views:
+                    lw.smem_operands.pop(value.id, None)
             if not inside_loop(self.plan.op):
                 # the ring is dead from here on (all copies waited, all readers past the barrier): an
                 # epilogue's TMA store may stage its tile there instead of growing the scratch area
@@ -454,7 +468,8 @@ class PipelinedLoop:
         e.emit(f"store i32 {read_stage}, ptr {self.ws.stage_ptr}")
         e.emit(f"store i32 {phase}, ptr {self.ws.phase_ptr}")
         for t in self.plan.tma_loads:
-            lw.smem_operands.pop(t.value.id, None)
+            for value, _, _, _ in t.views:
+                lw.smem_operands.pop(value.id, None)
         if not inside_loop(self.plan.op):
             # every copy landed (each was waited for) and the producer issues no more: an epilogue's
             # TMA store may stage its tile in the ring (it waits at a barrier for all readers first)
