@@ -10,8 +10,10 @@ read the same address; a warp's lanes that do share one request, so the cost is 
 instructions in place of the round trip through shared memory.
 
 Only this pattern moves: ``load`` (1-D, at most MAX_ELEMS elements, its result read only by an
-``expand_dims`` that only a ``convert_layout`` reads), and only when the target layout keeps the new
-axis of size 1 in every register/lane/warp base (a broadcast along it, nothing stored along it).
+``expand_dims`` that only a ``convert_layout`` reads) in the body of a ``for`` loop, whose address and
+mask are index math (materialised in any layout), and only when the target layout keeps the new axis of
+size 1 in every register/lane/warp base (a broadcast along it, nothing stored along it). Outside a loop
+the conversion runs once a program and is left alone (not measured either way).
 
 Example::
 
@@ -57,8 +59,9 @@ def _flexible(v: Value) -> bool:
     return True
 
 
-def loads_in_use_layout(fn: Function) -> Function:
-    """Rewrite every ``convert_layout(expand_dims(load))`` the module docstring allows. Mutates ``fn``."""
+def loads_in_use_layout(fn: Function, loops_only: bool = True) -> Function:
+    """Rewrite every ``convert_layout(expand_dims(load))`` the module docstring allows. Mutates ``fn``.
+    ``loops_only=False`` (tests: the CPU simulator runs no loops) also rewrites loads outside loops."""
     uses = _uses(fn)
     for cvt in [op for op in fn.walk() if op.name == "convert_layout"]:
         exp = cvt.operands[0].op
@@ -72,8 +75,11 @@ def loads_in_use_layout(fn: Function) -> Function:
             continue
         if not all(_flexible(o) for o in ld.operands):
             continue  # an address or mask with a layout of its own would need its own conversion
-        if ld.block is not cvt.block:
-            continue  # hoist_conversions moved the conversion out of the load's loop: it already runs once
+        in_loop = ld.block.parent is not None and ld.block.parent.name == "scf.for"
+        if ld.block is not cvt.block or (loops_only and not in_loop):
+            # outside a loop (or hoisted out of the load's loop by hoist_conversions) the round trip runs once
+            # a program: left as coalesce wrote it
+            continue
         axis = exp.attrs["axis"]
         want = cvt.attrs["layout"]
         if any(b[axis] != 0 for b in want.reg + want.lane + want.warp):
