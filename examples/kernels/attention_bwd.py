@@ -43,26 +43,30 @@ def attn_bwd_preprocess_kernel(O, DO, Delta, stride_oz, stride_oh, stride_om, st
 
 
 @triton.jit
-def _dkdv_inner(dk, dv, k, v, qT_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, stride_dom, stride_dqm, offs_n,
+def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, stride_dom, stride_dqm, offs_n,
                 offs_m0, qk_scale, lo, hi, N_CTX, sm_scale, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
                 ATOMIC_DQ: tl.constexpr):
     """Query blocks [lo, hi) into (dk, dv) of one key block; P^T and dS^T are [BLOCK_N, BLOCK_M]."""
-    for start_m in range(lo, hi, BLOCK_M):
+    # no producer warp: dK and dV hold two fp32 [BLOCK_N, HEAD_DIM] accumulators, and the producer's warpgroup
+    # would cut the registers a thread may use (head dim 128, 8 warps: 168 a thread, hundreds of spills)
+    for start_m in tl.range(lo, hi, BLOCK_M, warp_specialize=False):
         offs_m = start_m + offs_m0
         rows = offs_m < N_CTX
         # rows past N_CTX load as 0 (q, dO, LSE, delta): their P^T is exp2(0) but dO = 0 and Q = 0, so they add 0
-        qT = tl.load(qT_ptrs + start_m * stride_qm, mask=rows[None, :], other=0.0)
+        # Q is loaded as stored ([BLOCK_M, HEAD_DIM]) and read through tl.trans by K Q^T: both dots read the
+        # one shared-memory tile (a trans of a trans would be a second view, staged through registers)
+        q = tl.load(q_ptrs + start_m * stride_qm, mask=rows[:, None], other=0.0)
         lse = tl.load(LSE + offs_m, mask=rows, other=0.0)
         # the scale is applied to the fp32 logits (one FMA with the LSE), not folded into a rounded fp16/bf16 K
-        pT = tl.math.exp2(tl.dot(k, qT) * qk_scale - lse[None, :])
+        pT = tl.math.exp2(tl.dot(k, tl.trans(q)) * qk_scale - lse[None, :])
         if MASKED:
             pT = tl.where(offs_m[None, :] >= offs_n[:, None], pT, 0.0)
         do = tl.load(do_ptrs + start_m * stride_dom, mask=rows[:, None], other=0.0)
         dv = tl.dot(pT.to(do.dtype), do, dv)
         delta = tl.load(Delta + offs_m, mask=rows, other=0.0)
         dpT = tl.dot(v, tl.trans(do))
-        dsT = (pT * (dpT - delta[None, :])).to(qT.dtype)
-        dk = tl.dot(dsT, tl.trans(qT), dk)
+        dsT = (pT * (dpT - delta[None, :])).to(q.dtype)
+        dk = tl.dot(dsT, q, dk)
         if ATOMIC_DQ:
             dq = tl.dot(tl.trans(dsT), k) * sm_scale
             tl.atomic_add(dq_ptrs + offs_m[:, None] * stride_dqm, dq, mask=rows[:, None], sem="relaxed")
@@ -90,7 +94,7 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
     k = tl.load(K + off + kv_idx, mask=cols, other=0.0)
     v = tl.load(V + off + kv_idx, mask=cols, other=0.0)
     qk_scale = sm_scale * 1.44269504
-    qT_ptrs = Q + off + offs_m0[None, :] * stride_m + offs_d[:, None] * stride_k
+    q_ptrs = Q + off + offs_m0[:, None] * stride_m + offs_d[None, :] * stride_k
     do_ptrs = DO + off + offs_m0[:, None] * stride_m + offs_d[None, :] * stride_k
     dq_ptrs = DQ + dq_off + offs_d[None, :]  # rows are added per step: a [BLOCK_M, HEAD_DIM] pointer tile held
     # across the loop would cost 2 registers per element
@@ -100,30 +104,31 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
     if CAUSAL:
         # the diagonal: query rows start_n .. start_n + BLOCK_N see part of this key block (BLOCK_N % BLOCK_M == 0)
         lo = start_n + BLOCK_N
-        dk, dv = _dkdv_inner(dk, dv, k, v, qT_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
+        dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                              offs_n, offs_m0, qk_scale, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
                              True, ATOMIC_DQ)
-    dk, dv = _dkdv_inner(dk, dv, k, v, qT_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
+    dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                          offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
     tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
 
 
 @triton.jit
-def _dq_inner(dq, q, do, lse, delta, kT_ptrs, vT_ptrs, stride_n, offs_m, offs_n0, lo, hi, N_CTX, qk_scale,
+def _dq_inner(dq, q, do, lse, delta, k_ptrs, v_ptrs, stride_n, offs_m, offs_n0, lo, hi, N_CTX, qk_scale,
               BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
     """Key blocks [lo, hi) into dq of one query block; P and dS are [BLOCK_M, BLOCK_N]."""
     for start_n in range(lo, hi, BLOCK_N):
         offs_n = start_n + offs_n0
         # keys past N_CTX load as 0: their P is not 0, but dS K and the dS they feed are multiplied by K = 0, V = 0
-        kT = tl.load(kT_ptrs + start_n * stride_n, mask=offs_n[None, :] < N_CTX, other=0.0)
-        vT = tl.load(vT_ptrs + start_n * stride_n, mask=offs_n[None, :] < N_CTX, other=0.0)
-        p = tl.math.exp2(tl.dot(q, kT) * qk_scale - lse[:, None])
+        # K, V loaded as stored and read through tl.trans: Q K^T and dS K read one shared-memory tile of K
+        k = tl.load(k_ptrs + start_n * stride_n, mask=offs_n[:, None] < N_CTX, other=0.0)
+        v = tl.load(v_ptrs + start_n * stride_n, mask=offs_n[:, None] < N_CTX, other=0.0)
+        p = tl.math.exp2(tl.dot(q, tl.trans(k)) * qk_scale - lse[:, None])
         if MASKED:
             p = tl.where(offs_m[:, None] >= offs_n[None, :], p, 0.0)
-        dp = tl.dot(do, vT)
-        ds = (p * (dp - delta[:, None])).to(kT.dtype)
-        dq = tl.dot(ds, tl.trans(kT), dq)
+        dp = tl.dot(do, tl.trans(v))
+        ds = (p * (dp - delta[:, None])).to(k.dtype)
+        dq = tl.dot(ds, k, dq)
     return dq
 
 
@@ -144,17 +149,17 @@ def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h
     do = tl.load(DO + off + q_idx, mask=rows[:, None], other=0.0)
     lse = tl.load(LSE + off_hz.to(tl.int64) * N_CTX + offs_m, mask=rows, other=0.0)
     delta = tl.load(Delta + off_hz.to(tl.int64) * N_CTX + offs_m, mask=rows, other=0.0)
-    kT_ptrs = K + off + offs_n0[None, :] * stride_m + offs_d[:, None] * stride_k
-    vT_ptrs = V + off + offs_n0[None, :] * stride_m + offs_d[:, None] * stride_k
+    k_ptrs = K + off + offs_n0[:, None] * stride_m + offs_d[None, :] * stride_k
+    v_ptrs = V + off + offs_n0[:, None] * stride_m + offs_d[None, :] * stride_k
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     if CAUSAL:
         # keys left of the diagonal unmasked, then the diagonal block(s) (BLOCK_M % BLOCK_N == 0)
-        dq = _dq_inner(dq, q, do, lse, delta, kT_ptrs, vT_ptrs, stride_m, offs_m, offs_n0, 0, start_m, N_CTX,
+        dq = _dq_inner(dq, q, do, lse, delta, k_ptrs, v_ptrs, stride_m, offs_m, offs_n0, 0, start_m, N_CTX,
                        qk_scale, BLOCK_N, False)
-        dq = _dq_inner(dq, q, do, lse, delta, kT_ptrs, vT_ptrs, stride_m, offs_m, offs_n0, start_m,
+        dq = _dq_inner(dq, q, do, lse, delta, k_ptrs, v_ptrs, stride_m, offs_m, offs_n0, start_m,
                        tl.minimum(start_m + BLOCK_M, N_CTX), N_CTX, qk_scale, BLOCK_N, True)
     else:
-        dq = _dq_inner(dq, q, do, lse, delta, kT_ptrs, vT_ptrs, stride_m, offs_m, offs_n0, 0, N_CTX, N_CTX,
+        dq = _dq_inner(dq, q, do, lse, delta, k_ptrs, v_ptrs, stride_m, offs_m, offs_n0, 0, N_CTX, N_CTX,
                        qk_scale, BLOCK_N, False)
     tl.store(DQ + off + q_idx, (dq * sm_scale).to(DQ.dtype.element_ty), mask=rows[:, None])
 

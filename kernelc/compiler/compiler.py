@@ -27,6 +27,7 @@ from .passes.hints import anchor_hints
 from .passes.fp_contract import mark_exp2_ftz, mark_fp_contraction
 from .passes.layout_assign import assign_layouts
 from .passes.hoist_conversions import hoist_conversions
+from .passes.load_layouts import loads_in_use_layout
 from .passes.hoist_descriptors import hoist_descriptors
 from .passes.lower_descriptors import lower_descriptors
 from .passes.narrow_carries import narrow_loop_carries
@@ -201,6 +202,8 @@ TILE_PASSES = (
     TilePass("coalesce", lambda f, c: coalesce(f, c.num_warps, c.capability[0], c.arch, c.notes)),
     # a conversion of a value computed before a loop is done once, before it, not on every trip
     TilePass("hoist_conversions", lambda f, c: hoist_conversions(f, c.notes)),
+    # a small vector converted right after its load is loaded in the converted layout (passes/load_layouts.py)
+    TilePass("loads_in_use_layout", lambda f, c: loads_in_use_layout(f)),
     # layouts (and axis info) for the scheduling passes and codegen: an analysis, the IR is unchanged
     TilePass("assign_layouts", _assign_layouts),
     # the schedule, written into the IR (passes/schedule.py, docs/schedule-ir.md): rings, warp

@@ -98,7 +98,7 @@ for op in [
           doc="same tile in another register layout (through shared memory if threads must exchange)",
           optional_attrs=("smem",)),
     OpDef("load", (1, 3), ("cache", "eviction", "volatile"), category="memory", doc="ptr [, mask [, other]]",
-          optional_attrs=("pipeline",)),
+          optional_attrs=("pipeline", "layout")),
     OpDef("store", (2, 3), ("cache", "eviction"), pure=False, results=0, category="memory",
           doc="ptr, value [, mask]"),
     OpDef("atomic_rmw", (2, 3), ("kind", "sem", "scope"), pure=False, category="memory",

@@ -172,7 +172,7 @@ class LayoutAssigner:
         shape = shape_of(res.type)
         if name == "load":
             if shape:
-                lay = self.shared_load_layouts.get(id(op))
+                lay = op.attrs.get("layout") or self.shared_load_layouts.get(id(op))  # passes/load_layouts.py
                 self._set(res, lay if lay is not None else self.memory_layout(op.operands[0]))
             return
         if name in ("atomic_rmw", "atomic_cas"):
