@@ -84,6 +84,40 @@ def test_backward_kernels_compile_without_spills(D, causal, dt):
         assert {d["engine"] for d in ck.reports["dots"]} == {"wgmma"}, name
 
 
+def _first_loop(sass):
+    """SASS mnemonics of the first loop (a backward branch) that issues HGMMAs: the kernel's inner loop."""
+    ins, labels = [], {}
+    for line in sass.splitlines():
+        m = re.match(r"^\s*(\.L_x_\d+):", line)
+        if m:
+            labels[m.group(1)] = len(ins)
+            continue
+        m = re.match(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][\w.]*)(.*)$", line)
+        if m:
+            ins.append((m.group(1), m.group(2)))
+    for i, (op, rest) in enumerate(ins):
+        m = re.search(r"`\((\.L_x_\d+)\)", rest) if op == "BRA" else None
+        if m and labels.get(m.group(1), i + 1) <= i:
+            body = [o for o, _ in ins[labels[m.group(1)]:i + 1]]
+            if any(o.startswith("HGMMA") for o in body):
+                return body
+    raise AssertionError("no loop with HGMMA")
+
+
+@pytest.mark.parametrize("D", [128, 64])
+def test_backward_inner_loops_stage_nothing_through_shared_memory(D):
+    # 2026-11-27 (docs/attention.md): Q (dK/dV) and K (dQ) are TMA-ringed once and read in place by both of
+    # their dots; LSE/delta are loaded in the MMA layout. Before: 6 STS, 22 LDS, 12 BAR.SYNC a trip (dK/dV,
+    # D=128), the dK/dV loop was not pipelined at all
+    for name, ck in (("dkdv", compile_dkdv(D, False)), ("dq", compile_dq(D, False))):
+        body = _first_loop(ck.asm["sass"])
+        count = lambda p: sum(o.startswith(p) for o in body)  # noqa: E731
+        assert count("STS") == 0 and count("LDS") == 0, (name, count("STS"), count("LDS"))
+        assert count("BAR.SYNC") <= 1, (name, count("BAR.SYNC"))  # the TMA ring's refill, or none
+        assert count("SYNCS.PHASECHK") >= 1, name  # waits on the ring's mbarrier: a pipelined loop
+        assert ck.n_spills == 0, name
+
+
 def test_atomic_dq_variant_and_preprocess_compile_without_spills():
     ck = compile_dkdv(128, True, atomic=True)
     assert ck.n_spills == 0, ck.n_spills

@@ -214,7 +214,10 @@ def lower_ring_read(lw: Lowering, op: Op) -> None:
     ring = lw.rings[op.operands[0].id]
     base = ring.stage_base(lw, lw.scalar(op.operands[1]))
     sm = T.box_smem(ring.box, base) if isinstance(ring, TmaRing) else ring.geom.at(base)
-    lw.smem_operands[op.results[0].id] = (sm, ring.trans)
+    trans = ring.trans
+    if "operand" in op.attrs:  # another view of a shared TMA tile (passes/rings.py): its own orientation
+        trans = operand_orientation(op.attrs["operand"] == "a", op.attrs["transposed"])
+    lw.smem_operands[op.results[0].id] = (sm, trans)
 
 
 # -- the TMA ring, one op at a time (passes/tma_rings.py wrote the ops) -------------------------------

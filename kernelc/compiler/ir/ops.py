@@ -143,8 +143,9 @@ for op in [
           doc="the tile stored once to shared memory, laid out as dot operand 'a' or 'b', read there in place"),
     OpDef("ring_read", (2, 2), pure=False, category="ring",
           doc="ring, stage (i32) -> the stage's tile, read in place by a tensor-core dot; source: the load it "
-              "stands for (file:line:col), where no copy in the loop names it (a warp-specialised loop)",
-          optional_attrs=("source",)),
+              "stands for (file:line:col), where no copy in the loop names it (a warp-specialised loop); "
+              "operand/transposed: how this view reads a TMA ring whose first reader reads it otherwise",
+          optional_attrs=("source", "operand", "transposed")),
     # The TMA ring of a pipelined loop as explicit ops (passes/tma_rings.py, docs/schedule-ir.md): the
     # ring's stages, one mbarrier per stage that the copies complete on, the phase parity as IR arithmetic.
     OpDef("tma_ring_alloc", (1, 1), ("stages", "operand", "transposed"), pure=False, category="ring",

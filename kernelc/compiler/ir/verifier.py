@@ -511,7 +511,11 @@ def _staged_operand(op: Op) -> List[str]:
 def _ring_read(op: Op) -> List[str]:
     errs = _stage_operand(op)
     if _is_ring(op.operands[0]) and op.results[0].type != op.operands[0].type:
-        errs.append("ring_read yields the ring's tile type")
+        ring_ty, ty = op.operands[0].type, op.results[0].type
+        transposed_view = "operand" in op.attrs and list(shape_of(ty)) == list(reversed(shape_of(ring_ty))) \
+            and scalar_of(ty) == scalar_of(ring_ty)
+        if not transposed_view:
+            errs.append("ring_read yields the ring's tile type (or, with operand/transposed, its transpose)")
     return errs
 
 

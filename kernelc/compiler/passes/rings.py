@@ -27,8 +27,36 @@ class RingExpander:
     ``schedule_ir.ringed_operands`` lists them; either may be empty (not both)."""
 
     def __init__(self, ctx, loop: Op, cp, tma=()):
-        self.ctx, self.loop, self.cp, self.tma = ctx, loop, cp, list(tma)
+        self.ctx, self.loop, self.cp = ctx, loop, cp
         self.plan, self.axis = ctx.plan, ctx.axis
+        # a TMA tile several dots read (directly or through one trans each) has one ring: ``tma`` keeps its
+        # first reader's entry, ``views`` every distinct (value the dots read, ring index, is_a, via)
+        self.tma, self.views, seen_src, seen_view = [], [], {}, set()
+        for src, dot, is_a, via in tma:
+            if id(src) not in seen_src:
+                seen_src[id(src)] = len(self.tma)
+                self.tma.append((src, dot, is_a, via))
+            v = (via or src).results[0]
+            if v.id not in seen_view:
+                seen_view.add(v.id)
+                self.views.append((v, seen_src[id(src)], is_a, via))
+
+    def _ring_reads(self, head: List[Op], trings, rd: Value, attrs=None):
+        """A ``ring_read`` of each view of the TMA tiles (one per ring for a tile one dot reads); a view that
+        reads its ring in another orientation than the ring's first reader says so (``operand``/``transposed``)."""
+        reads = []
+        for v, k, is_a, via in self.views:
+            src, _, is_a0, via0 = self.tma[k]
+            a = dict(attrs(src)) if attrs else {}
+            if v is not (via0 or src).results[0]:
+                a.update(operand="a" if is_a else "b", transposed=via is not None)
+            t = self._op(head, "ring_read", [trings[k], rd], [v.type], a).results[0]
+            self._like(t, v)
+            reads.append((v, t))
+        return reads
+
+    def _ringed_ops(self):
+        return {id(t) for t, _, _, _ in self.tma} | {id(via) for _, _, _, via in self.views if via is not None}
 
     def _like(self, new: Value, old: Value) -> None:
         """``new`` stands for ``old`` (another iteration, a stage): same layout and axis facts."""
@@ -261,12 +289,7 @@ class RingExpander:
         self._chain(fill, chain, env)
         if self.cp:
             self._copies(fill, rings, env, wr, guard, steady=True)
-        reads = []
-        for (src, _, _, via), ring in zip(self.tma, trings):
-            seen = (via or src).results[0]
-            t = self._op(head, "ring_read", [ring, rd], [seen.type]).results[0]
-            self._like(t, seen)
-            reads.append((seen, t))
+        reads = self._ring_reads(head, trings, rd)
         for (ld, _, _, _), ring in zip(self.cp, rings):
             t = self._op(head, "ring_read", [ring, rd], [ld.results[0].type]).results[0]
             self._like(t, ld.results[0])
@@ -287,8 +310,7 @@ class RingExpander:
             # stage they overwrite (the one the previous iteration read)
             self._op(tail, "barrier", [], [])
             self._tma_copies(tail, trings, bars, env, wr, guard, steady=True)
-        ringed = {id(ld) for ld, _, _, _ in self.cp} | {id(t) for t, _, _, _ in self.tma} \
-            | {id(via) for _, _, _, via in self.tma if via is not None}
+        ringed = {id(ld) for ld, _, _, _ in self.cp} | self._ringed_ops()
         kept = [o for o in body.ops[:-1] if id(o) not in ringed]
         if after_dots:
             last = max(i for i, o in enumerate(kept) if o.name == "dot" and o.attrs.get("wgmma") == "async")

@@ -99,26 +99,24 @@ def _cp_async_loads(f: _Facts, body: Block, defs, uses) -> List[Tuple[Op, int]]:
 
 
 def _tma_loads(f: _Facts, body: Block, defs, uses) -> List[Tuple[Op, Optional[Op]]]:
-    """(descriptor_load, trans or None) whose tile only one dot operand reads, in place."""
+    """(descriptor_load, trans or None) for each dot operand that reads a ringable TMA tile in place.
+
+    A tile joins the ring when every use is an operand of a dot of this loop body (directly or through
+    one 2-D ``trans`` view with no other use) that wgmma can read from shared memory, each view in one
+    orientation: one copy per stage then serves all its readers (the attention backward reads dO as the
+    B of P^T dO and, transposed, of V dO^T). A tile with one entry per reader."""
     out = []
-    only = lambda v, user, i: uses.get(v.id, []) == [(user, i)]  # noqa: E731
-    for o in body.ops:
-        if o.name != "dot":
+    top = {id(o) for o in body.ops}
+    for src in body.ops:
+        if src.name != "descriptor_load":
             continue
-        for idx in (0, 1):
-            v = o.operands[idx]
-            src, via = defs.get(v.id), None
-            if not only(v, o, idx):
-                continue
-            if src is not None and src.name == "trans" and list(src.attrs.get("perm", [])) == [1, 0]:
-                via, v = src, src.operands[0]
-                src = defs.get(v.id)
-                if not only(v, via, 0):
-                    continue
-            if src is None or src.name != "descriptor_load":
-                continue
-            if smem_servable(f, o, idx, operand_orientation(idx == 0, via is not None), scalar_of(v.type)):
-                out.append((src, via))
+        readers = in_place_readers(uses, src.results[0])
+        if not readers or not all(d.name == "dot" and id(d) in top and i in (0, 1) for d, i, _ in readers):
+            continue
+        elt = scalar_of(src.results[0].type)
+        if all(smem_servable(f, d, i, operand_orientation(i == 0, via is not None), elt) for d, i, via in readers) \
+                and _one_orientation_per_view(src, readers):
+            out += [(src, via) for _, _, via in readers]
     return out
 
 

@@ -270,12 +270,7 @@ class _WsExpander(RingExpander):
         head: List[Op] = []
         full = self._op(head, "mbarrier_at", [self.bars, rd], [int32]).results[0]
         self._op(head, "mbarrier_wait", [full, ph], [])
-        reads = []
-        for (src, _, _, via), ring in zip(self.tma, self.trings):
-            seen = (via or src).results[0]
-            t = self._op(head, "ring_read", [ring, rd], [seen.type], {"source": str(src.loc)}).results[0]
-            self._like(t, seen)
-            reads.append((seen, t))
+        reads = self._ring_reads(head, self.trings, rd, lambda src: {"source": str(src.loc)})
         inc = self._op(head, "add", [rd, self._const(head, 1)], [int32]).results[0]
         wrap = self._op(head, "cmpi", [inc, self._const(head, S)], [int1], {"pred": "eq"}).results[0]
         nrd = self._op(head, "select", [wrap, self._const(head, 0), inc], [int32]).results[0]
@@ -290,7 +285,7 @@ class _WsExpander(RingExpander):
             self._release(tail, self._previous(tail, rd), not_first)
         else:
             self._release(tail, rd, None)
-        ringed = {id(t) for t, _, _, _ in self.tma} | {id(via) for _, _, _, via in self.tma if via is not None}
+        ringed = self._ringed_ops()
         kept = [o for o in body.ops[:-1] if id(o) not in ringed]
         body.ops = []
         for o in head + kept + tail + [yld]:
