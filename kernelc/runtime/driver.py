@@ -149,9 +149,24 @@ class ArgBuffer:
         self.setters = [f"a{i}" for i in range(len(kinds))]
 
 
+CUDA_ERROR_INVALID_CONTEXT = 201
+
+
+def context_made_current(err, device: int = 0) -> bool:
+    """After a launch failed with CUDA_ERROR_INVALID_CONTEXT: make the primary context current in this
+    thread and say so (the caller launches again). A thread that has not touched CUDA yet (torch's autograd
+    thread, on an H100 2026-11-27: the attention backward's first launch) has no current context."""
+    if int(err) != CUDA_ERROR_INVALID_CONTEXT:
+        return False
+    ensure_context(device)
+    return True
+
+
 def launch(fn: LoadedFunction, grid, stream: int, buf: ArgBuffer) -> None:
     gx, gy, gz = grid
     err = _libcuda()(fn.handle, gx, gy, gz, fn.threads, 1, 1, fn.shared, stream, buf.ptrs_addr, None)
+    if err and context_made_current(err):
+        err = _libcuda()(fn.handle, gx, gy, gz, fn.threads, 1, 1, fn.shared, stream, buf.ptrs_addr, None)
     if err:
         check(_drv().CUresult(err), "cuLaunchKernel", fn.name)
 

@@ -189,7 +189,7 @@ def _stream_obj(raw: int):
 def make_launch(ent, fn, cmask: List[bool]):
     """Generate ``launch(g0, g1, g2, stream, <runtime values>)`` for one compiled specialisation:
     tensors arrive as data pointers already; the values go into the reusable argument struct."""
-    from .driver import _drv, _libcuda, check
+    from .driver import _drv, _libcuda, check, context_made_current
     n = sum(1 for c in cmask if not c)
     args = [f"v{i}" for i in range(n)]
     lines = [f"    s.a{i} = v{i}" for i in range(n)]
@@ -215,6 +215,8 @@ def make_launch(ent, fn, cmask: List[bool]):
 def launch(g0, g1, g2, stream{''.join(', ' + a for a in args)}):
 {chr(10).join(lines) if lines else '    pass'}
 {call}
+    if err and _context_made_current(err):
+    {call}
     if err:
         _fail(err)
 """
@@ -225,6 +227,7 @@ def launch(g0, g1, g2, stream{''.join(', ' + a for a in args)}):
 
     ns = {"s": ent.buffer.struct, "handle": f.handle, "func": f.function, "threads": f.threads, "shared": f.shared,
           "ptrs": ent.buffer.ptrs_addr, "_fail": fail, "_streams": _STREAMS, "_stream_obj": _stream_obj,
+          "_context_made_current": lambda err: context_made_current(err, ent.device),
           "_cu": _drv().cuLaunchKernel if impl == "cuda-python" else _libcuda()}
     from .tensor_map import descriptor_tensor_map
     ns["_kc_tensor_map"] = descriptor_tensor_map  # d.tensormap fields (abi.py): the cached encoded CUtensorMap

@@ -228,3 +228,41 @@ def test_gpu_launch_paths_check_grids_and_arguments():
 
 def triton_cdiv(a, b):
     return (a + b - 1) // b
+
+
+def test_a_launch_without_a_current_context_makes_it_current_and_launches_again(monkeypatch):
+    # CPU half: only CUDA_ERROR_INVALID_CONTEXT makes the context current (and asks for a second launch)
+    from kernelc.runtime import driver
+    made = []
+    monkeypatch.setattr(driver, "ensure_context", lambda device=0: made.append(device))
+    assert driver.context_made_current(driver.CUDA_ERROR_INVALID_CONTEXT, 1) and made == [1]
+    assert not driver.context_made_current(700) and made == [1]   # an illegal address is not retried
+
+
+@pytest.mark.gpu
+def test_gpu_launch_from_a_thread_that_never_touched_cuda():
+    # torch's autograd thread launched the attention backward's first kernel without a current context
+    # (CUDA_ERROR_INVALID_CONTEXT on an H100, 2026-11-27)
+    import threading
+    torch = pytest.importorskip("torch")
+
+    @kernelc.jit
+    def fill_ones(x_ptr, BLOCK: kl.constexpr):
+        kl.store(x_ptr + kl.arange(0, BLOCK), 1.0)
+    x = torch.zeros(64, device="cuda")
+    fill_ones[(1,)](x, BLOCK=64)                  # compiled and loaded here
+    x.zero_()
+    torch.cuda.synchronize()
+    errors = []
+
+    def worker():
+        try:
+            fill_ones[(1,)](x, BLOCK=64)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    torch.cuda.synchronize()
+    assert not errors, errors
+    assert bool((x == 1).all())
