@@ -28,7 +28,7 @@ from ...errors import CompilationError
 from ...language.dtypes import shape_of, tensor_descriptor_type
 from ..ir.core import Op, Value
 from . import tma as T
-from ..passes.schedule_ir import function_uses, in_place_readers
+from ..passes.schedule_ir import function_uses, in_place_readers, inside_loop
 from .device_tensor_map import DeviceTensorMap, build_device_tensor_map_here
 from .dot import MMA_SHAPES, store_tile
 from .emitter import llty
@@ -149,16 +149,6 @@ def operand_orientation(is_a: bool, through_trans: bool) -> bool:
     """The SmemOperand ``trans`` flag of a loaded tile used as operand A ([M, K]) or B ([K, N]): the
     tile's rows are its dim 0, so A is K-major unless transposed, B is N-major unless transposed."""
     return through_trans if is_a else not through_trans
-
-
-def inside_loop(op: Op) -> bool:
-    """Whether ``op`` may run more than once (it is nested in a loop)."""
-    b = op.block
-    while b is not None and b.parent is not None:
-        if b.parent.name in ("scf.for", "scf.while"):
-            return True
-        b = b.parent.block
-    return False
 
 
 # -- tiles between registers and shared memory -----------------------------------------------------

@@ -10,16 +10,7 @@ from typing import Dict, List
 
 from ...language.dtypes import int1, int32, int64
 from ..ir.core import Op, Value, replace_all_uses
-from .schedule_ir import REFILL_AFTER_DOTS, address_chain
-
-
-def _inside_loop(op: Op) -> bool:
-    b = op.block
-    while b is not None and b.parent is not None:
-        if b.parent.name in ("scf.for", "scf.while"):
-            return True
-        b = b.parent.block
-    return False
+from .schedule_ir import REFILL_AFTER_DOTS, address_chain, inside_loop
 
 
 class RingExpander:
@@ -163,19 +154,23 @@ class RingExpander:
             self._op(out, "async_copy", [ring, stage] + ops, [], attrs)
         self._op(out, "async_commit_group", [], [])
 
+    def _stage_bytes(self) -> int:
+        """Bytes one stage's TMA copies bring (what its barrier expects)."""
+        n = 0
+        for src, _, _, _ in self.tma:
+            ty = src.operands[0].type
+            b = ty.element_ty.itemsize
+            for d in ty.block_shape:
+                b *= d
+            n += b
+        return n
+
     def _tma_copies(self, out, rings, bars: Value, env, stage: Value, guard: Value, steady: bool = False) -> None:
         """The elected thread (where ``guard``) announces the stage's bytes and copies every ringed tile."""
         t0 = self._op(out, "elect_one", [], [int1]).results[0]
         pred = self._op(out, "and", [t0, guard], [int1]).results[0]
         bar = self._op(out, "mbarrier_at", [bars, stage], [int32]).results[0]
-        nbytes = 0
-        for src, _, _, _ in self.tma:
-            ty = src.operands[0].type
-            n = ty.element_ty.itemsize
-            for d in ty.block_shape:
-                n *= d
-            nbytes += n
-        self._op(out, "mbarrier_expect_tx", [bar, pred], [], {"bytes": nbytes})
+        self._op(out, "mbarrier_expect_tx", [bar, pred], [], {"bytes": self._stage_bytes()})
         for (src, _, _, _), ring in zip(self.tma, rings):
             offs = [env.get(v.id, v) for v in src.operands[1:]]
             # the copy in the loop body names the load it stands for (the kernel's memory-access report)
@@ -212,7 +207,7 @@ class RingExpander:
         for s in range(S):
             bar = self._op(after, "mbarrier_at", [bars, self._const(after, s)], [int32]).results[0]
             self._op(after, "mbarrier_inval", [bar, t0], [])
-        if not _inside_loop(self.loop):
+        if not inside_loop(self.loop):
             # the ring is dead from here on: an epilogue's TMA store may stage its tile there
             for r in trings:
                 self._op(after, "ring_free", [r], [])

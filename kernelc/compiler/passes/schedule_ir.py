@@ -135,3 +135,13 @@ def in_place_readers(uses, v: Value) -> Optional[List[Tuple[Op, int, Optional[Op
             op, i = t_uses[0]
         out.append((op, i, via))
     return out
+
+
+def inside_loop(op: Op) -> bool:
+    """Whether ``op`` may run more than once (it is nested in a loop)."""
+    b = op.block
+    while b is not None and b.parent is not None:
+        if b.parent.name in ("scf.for", "scf.while"):
+            return True
+        b = b.parent.block
+    return False

@@ -36,8 +36,8 @@ from typing import Dict, List
 from ...errors import CompilationError
 from ...language.dtypes import int1, int32, int64, shape_of
 from ..ir.core import Block, Function, Loc, Op, Value, replace_all_uses
-from .rings import RingExpander, _inside_loop
-from .schedule_ir import address_chain, loop_path, ringed_operands
+from .rings import RingExpander
+from .schedule_ir import address_chain, inside_loop, loop_path, ringed_operands
 
 
 def expand_warp_specialize(fn: Function, ctx) -> Function:
@@ -156,16 +156,6 @@ class _WsExpander(RingExpander):
         out.append(sk)
         self._p(out, "cursor_store", [self.cur, sk.results[0]], [], {"field": "stage"})
         self._p(out, "cursor_store", [self.cur, sk.results[1]], [], {"field": "phase"})
-
-    def _stage_bytes(self) -> int:
-        n = 0
-        for src, _, _, _ in self.tma:
-            ty = src.operands[0].type
-            b = ty.element_ty.itemsize
-            for d in ty.block_shape:
-                b *= d
-            n += b
-        return n
 
     def _release(self, out: List[Op], stage: Value, cond) -> None:
         """Lane 0 of every consumer warp arrives on empty[stage] (where ``cond``)."""
@@ -301,7 +291,7 @@ class _WsExpander(RingExpander):
             self._release(after, self._previous(after, rdN), ran)
         self._op(after, "cursor_store", [self.cur, rdN], [], {"field": "stage"})
         self._op(after, "cursor_store", [self.cur, phN], [], {"field": "phase"})
-        if not _inside_loop(loop):
+        if not inside_loop(loop):
             # every copy landed (each was waited for) and the producer issues no more: an epilogue's TMA
             # store may stage its tile in the ring
             for r in self.trings:
