@@ -3,11 +3,14 @@ examples/kernels/memory_bound.py) vs torch eager, in GB/s of ideal traffic (each
 each output written once).
 
     python bench/bench_memory_bound.py [names...] [--rounds R]   # writes bench/results/memory_bound.json
+    python bench/bench_memory_bound.py --variant bound:KERNELC_NVJITLINK_LAUNCH_BOUND=1 \
+        --variant auto:KERNELC_ASSEMBLER=auto                       # kernelc A/B columns in the same run
     python bench/bench_memory_bound.py --cpu-smoke               # tiny sizes, kernelc interpreter only
 
-Rounds interleave the three implementations (kernelc, Triton, torch, then the next round in another
-order) so clock and thermal drift hit all of them alike; each figure is the median over rounds of
-do_bench's median.
+Rounds interleave the implementations (kernelc, Triton, torch, then the next round in another order) so
+clock and thermal drift hit all of them alike; each figure is the median over rounds of do_bench's median.
+A ``--variant TAG:VAR=VALUE[,VAR=VALUE]`` is one more kernelc column, ``kernelc[TAG]``: a second copy of the
+kernels module (its own JIT caches) whose kernels compile with those environment knobs set.
 """
 from __future__ import annotations
 
@@ -168,7 +171,56 @@ def _time(fn):
     return do_bench(fn, warmup=25, rep=100, return_mode="median")
 
 
-def run(names, rounds):
+def kernelc_variant(tag: str):
+    """examples/kernels/memory_bound.py loaded once more, as its own module: its JIT functions compile apart
+    from ``K``'s (the compile knobs are read when a kernel first compiles)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(f"memory_bound_{tag}", K.__file__)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _compiles(mod) -> int:
+    """How many times ``mod``'s kernels have compiled for the GPU in this process."""
+    return sum(getattr(f, "_cuda_state", {}).get("compiles", 0) for f in vars(mod).values()
+               if hasattr(f, "arg_names"))
+
+
+class _env:
+    """Environment variables set for the duration of a ``with`` block."""
+
+    def __init__(self, env):
+        self.env, self.saved = env, {}
+
+    def __enter__(self):
+        self.saved = {k: os.environ.get(k) for k in self.env}
+        os.environ.update(self.env)
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def parse_variants(argv):
+    """``--variant TAG:VAR=VALUE[,VAR=VALUE]`` options (removed from ``argv``) -> [(tag, env)]."""
+    out = []
+    while "--variant" in argv:
+        i = argv.index("--variant")
+        tag, _, assigns = argv[i + 1].partition(":")
+        env = dict(a.split("=", 1) for a in assigns.split(",") if a)
+        if not tag or not env or not all(k.startswith("KERNELC_") for k in env):
+            raise SystemExit(f"--variant {argv[i + 1]!r}: use TAG:KERNELC_VAR=VALUE[,KERNELC_VAR=VALUE]")
+        out.append((tag, env))
+        del argv[i:i + 2]
+    return out
+
+
+def run(names, rounds, variants=()):
+    V = [(f"kernelc[{tag}]", kernelc_variant(tag), env) for tag, env in variants]
     T = None
     try:
         T = triton_twin("memory_bound")
@@ -185,20 +237,29 @@ def run(names, rounds):
             r = {"benchmark": name, "unit": "GB/s", "kernelc_max_abs_err_vs_torch": _err(got, want)}
             if T is not None:
                 r["triton_max_abs_err_vs_torch"] = _err(call(T, *[a.clone() for a in args]), want)
+            for n, mod, env in V:   # compiles (first call) with the variant's knobs
+                with _env(env):
+                    r[f"{n}_max_abs_err_vs_torch"] = _err(call(mod, *[a.clone() for a in args]), want)
             impls = [("kernelc", lambda: call(K, *args)), ("torch", lambda: ref(*args))]
             if T is not None:
                 impls.insert(1, ("triton", lambda: call(T, *args)))
+            impls[1:1] = [(n, (lambda mod=mod: call(mod, *args))) for n, mod, _ in V]
+            compiled = [_compiles(mod) for _, mod, _ in V]
             times = {n: [] for n, _ in impls}
             for rnd in range(rounds):
                 order = impls[rnd % len(impls):] + impls[:rnd % len(impls)]
                 for n, fn in order:
                     times[n].append(_time(fn))
+            if [_compiles(mod) for _, mod, _ in V] != compiled:   # a compile outside the variant's knobs
+                raise RuntimeError("a kernelc variant compiled again while timed, without its knobs")
             gb = nbytes(*args)
             for n in times:
                 ms = statistics.median(times[n])
                 r[f"{n}_ms"] = ms
                 r[n] = gb / ms / 1e6
             r["kernelc/triton"] = r["triton_ms"] / r["kernelc_ms"] if T is not None else None
+            for n, _, _ in V:
+                r[f"{n}/triton"] = r["triton_ms"] / r[f"{n}_ms"] if T is not None else None
             r["kernelc/torch"] = r["torch_ms"] / r["kernelc_ms"]
             rows.append(r)
             print(name, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k != "benchmark"},
@@ -209,7 +270,8 @@ def run(names, rounds):
             rows.append({"benchmark": name, "error": f"{type(e).__name__}: {str(e)[:300]}"})
         torch.cuda.empty_cache()
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    write_results("memory_bound", rows, {"rounds": rounds, "kernelc_commit": commit or None})
+    write_results("memory_bound", rows, {"rounds": rounds, "kernelc_commit": commit or None,
+                                         "variants": {f"kernelc[{t}]": e for t, e in variants}})
 
 
 def smoke():
@@ -227,6 +289,7 @@ def smoke():
 
 if __name__ == "__main__":
     argv = [a for a in sys.argv[1:] if a != "--cpu-smoke"]
+    variants = parse_variants(argv)
     rounds = 5
     if "--rounds" in argv:
         i = argv.index("--rounds")
@@ -235,4 +298,4 @@ if __name__ == "__main__":
     if SMOKE:
         smoke()
     else:
-        run(argv, rounds)
+        run(argv, rounds, variants)
