@@ -1,5 +1,6 @@
 """The memory-bound set (examples/kernels/memory_bound.py) at the bench's sizes, compiled on CPU by kernelc
-under each assembler setting and by Triton 3.6: registers, SASS size, global access widths, MUFU use.
+under each assembler setting and by Triton 3.6: registers, SASS size, global access widths, MUFU use, and
+how many global loads each thread issues before it first uses one (``NNr/Mld`` in the printed table).
 
     python3 bench/experiments/tutorial_gaps/memory_bound_sass.py [--triton-site DIR] [names...]
 
@@ -71,7 +72,8 @@ def _summary(r):
         return r
     s = r["sass"]
     pick = lambda pre: {k: v for k, v in s.items() if k.startswith(pre)}  # noqa: E731
-    return {"regs": r["n_regs"], "local": r["local_bytes"], "sass": r["sass_total"], "ldg": pick("LDG"),
+    return {"regs": r["n_regs"], "local": r["local_bytes"], "sass": r["sass_total"],
+            "loads_before_first_use": r["loads_before_first_use"], "ldg": pick("LDG"),
             "stg": pick("STG"), "mufu": pick("MUFU"), "ffma": s.get("FFMA", 0),
             "fmul": s.get("FMUL", 0), "fadd": s.get("FADD", 0)}
 
@@ -89,7 +91,8 @@ def main(argv):
         row["triton"] = _summary(_compare(k, "triton", {}, site))
         out[k] = row
         print(f"{k:24s} " + "  ".join(f"{n.split(' ', 1)[-1] if n != 'triton' else 'triton'} "
-                                       f"{r.get('regs', 'ERR')}r/{r.get('sass', '-')}" for n, r in row.items()),
+                                       f"{r.get('regs', 'ERR')}r/{r.get('loads_before_first_use', '-')}ld"
+                                       for n, r in row.items()),
               flush=True)
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     with open(os.path.join(HERE, "results", "memory_bound_sass.json"), "w") as f:
