@@ -94,56 +94,59 @@ def _rope_ref(q, cos, sin):
 
 
 # -- cases: name -> (make inputs, kernelc/triton call on module M, torch call, bytes moved) ------------------
+# Each ``make`` binds its sizes as default arguments: a closure would read R, C when called, after cases() has
+# reassigned them (until 2026-11-27 every row kernel ran at the last R, C: 2048 x 4096, under its own name).
 
 def cases():
     big = not SMOKE
     out = {}
     M, N = (8192, 8192) if big else (40, 70)
     out["transpose 8192x8192 fp32" if big else "transpose"] = (
-        lambda: (_rnd(M, N, dtype=torch.float32),),
+        lambda M=M, N=N: (_rnd(M, N, dtype=torch.float32),),
         lambda m, x: m.transpose(x), lambda x: x.t().contiguous(), lambda x: 2 * _nbytes(x))
     B, PM, PN = (32, 2048, 1024) if big else (2, 20, 36)
     out[f"permute(0,2,1) {B}x{PM}x{PN} fp16"] = (
-        lambda: (_rnd(B, PM, PN, dtype=torch.float16),),
+        lambda B=B, PM=PM, PN=PN: (_rnd(B, PM, PN, dtype=torch.float16),),
         lambda m, x: m.permute021(x), lambda x: x.permute(0, 2, 1).contiguous(), lambda x: 2 * _nbytes(x))
     R, C = (4096, 14336) if big else (4, 100)
     out[f"swiglu fwd {R}x{C} bf16"] = (
-        lambda: (_rnd(R, C), _rnd(R, C)), lambda m, a, b: m.swiglu_fwd(a, b), lambda a, b: F.silu(a) * b,
+        lambda R=R, C=C: (_rnd(R, C), _rnd(R, C)), lambda m, a, b: m.swiglu_fwd(a, b), lambda a, b: F.silu(a) * b,
         lambda a, b: 3 * _nbytes(a))
     out[f"swiglu bwd {R}x{C} bf16"] = (
-        lambda: (_rnd(R, C), _rnd(R, C), _rnd(R, C)), lambda m, dc, a, b: m.swiglu_bwd(dc, a, b), _swiglu_bwd_ref,
-        lambda dc, a, b: 5 * _nbytes(a))
+        lambda R=R, C=C: (_rnd(R, C), _rnd(R, C), _rnd(R, C)), lambda m, dc, a, b: m.swiglu_bwd(dc, a, b),
+        _swiglu_bwd_ref, lambda dc, a, b: 5 * _nbytes(a))
     out[f"geglu fwd {R}x{C} bf16"] = (
-        lambda: (_rnd(R, C), _rnd(R, C)), lambda m, a, b: m.geglu_fwd(a, b),
+        lambda R=R, C=C: (_rnd(R, C), _rnd(R, C)), lambda m, a, b: m.geglu_fwd(a, b),
         lambda a, b: F.gelu(a, approximate="tanh") * b, lambda a, b: 3 * _nbytes(a))
     out[f"geglu bwd {R}x{C} bf16"] = (
-        lambda: (_rnd(R, C), _rnd(R, C), _rnd(R, C)), lambda m, dc, a, b: m.geglu_bwd(dc, a, b), _geglu_bwd_ref,
-        lambda dc, a, b: 5 * _nbytes(a))
+        lambda R=R, C=C: (_rnd(R, C), _rnd(R, C), _rnd(R, C)), lambda m, dc, a, b: m.geglu_bwd(dc, a, b),
+        _geglu_bwd_ref, lambda dc, a, b: 5 * _nbytes(a))
     R, C = (8192, 8192) if big else (5, 77)
     out[f"softmax fwd {R}x{C} fp16"] = (
-        lambda: (_rnd(R, C, dtype=torch.float16),), lambda m, x: m.softmax_fwd(x), lambda x: torch.softmax(x, -1),
-        lambda x: 2 * _nbytes(x))
+        lambda R=R, C=C: (_rnd(R, C, dtype=torch.float16),), lambda m, x: m.softmax_fwd(x),
+        lambda x: torch.softmax(x, -1), lambda x: 2 * _nbytes(x))
     out[f"softmax bwd {R}x{C} fp16"] = (
-        lambda: (_rnd(R, C, dtype=torch.float16), torch.softmax(_rnd(R, C, dtype=torch.float32), -1).half()),
+        lambda R=R, C=C: (_rnd(R, C, dtype=torch.float16), torch.softmax(_rnd(R, C, dtype=torch.float32), -1).half()),
         lambda m, dy, y: m.softmax_bwd(dy, y),
         lambda dy, y: torch.ops.aten._softmax_backward_data(dy, y, -1, y.dtype), lambda dy, y: 3 * _nbytes(y))
     out[f"log_softmax fwd {R}x{C} fp16"] = (
-        lambda: (_rnd(R, C, dtype=torch.float16),), lambda m, x: m.log_softmax_fwd(x),
+        lambda R=R, C=C: (_rnd(R, C, dtype=torch.float16),), lambda m, x: m.log_softmax_fwd(x),
         lambda x: torch.log_softmax(x, -1), lambda x: 2 * _nbytes(x))
     out[f"log_softmax bwd {R}x{C} fp16"] = (
-        lambda: (_rnd(R, C, dtype=torch.float16), torch.log_softmax(_rnd(R, C, dtype=torch.float32), -1).half()),
+        lambda R=R, C=C: (_rnd(R, C, dtype=torch.float16),
+                          torch.log_softmax(_rnd(R, C, dtype=torch.float32), -1).half()),
         lambda m, dy, y: m.log_softmax_bwd(dy, y),
         lambda dy, y: torch.ops.aten._log_softmax_backward_data(dy, y, -1, y.dtype), lambda dy, y: 3 * _nbytes(y))
     R, C = (8192, 4096) if big else (9, 50)
 
-    def rms_inputs():
+    def rms_inputs(R=R, C=C):
         x = _rnd(R, C)
         return _rnd(R, C), x, _rnd(C), K.rms_norm_stats(x)
     out[f"rms_norm bwd {R}x{C} bf16"] = (
         rms_inputs, lambda m, dy, x, w, rstd: m.rms_norm_bwd(dy, x, w, rstd), _rms_bwd_ref,
         lambda dy, x, w, rstd: 3 * _nbytes(x))
 
-    def ln_inputs():
+    def ln_inputs(R=R, C=C):
         x = _rnd(R, C, dtype=torch.float16)
         xf = x.float()
         return (_rnd(R, C, dtype=torch.float16), x, _rnd(C, dtype=torch.float16), xf.mean(-1),
@@ -153,11 +156,11 @@ def cases():
         lambda dy, x, w, mean, rstd: 3 * _nbytes(x))
     R, V = (2048, 128256) if big else (3, 300)
     out[f"cross_entropy {R}x{V} bf16"] = (
-        lambda: (_rnd(R, V), torch.randint(0, V, (R,), device=DEV)), lambda m, x, t: m.cross_entropy(x, t),
+        lambda R=R, V=V: (_rnd(R, V), torch.randint(0, V, (R,), device=DEV)), lambda m, x, t: m.cross_entropy(x, t),
         _ce_ref, lambda x, t: 3 * _nbytes(x))  # read twice, gradient written once
     Bq, S, H, D = (4, 4096, 32, 128) if big else (2, 5, 3, 12)
 
-    def rope_inputs():
+    def rope_inputs(Bq=Bq, S=S, H=H, D=D):
         pos = torch.arange(S, device=DEV, dtype=torch.float32)[:, None] * \
             torch.arange(D // 2, device=DEV, dtype=torch.float32)[None, :] * 1e-3
         return _rnd(Bq, S, H, D), torch.cos(pos), torch.sin(pos)
