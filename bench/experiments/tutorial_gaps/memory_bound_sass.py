@@ -2,7 +2,7 @@
 under each assembler setting and by Triton 3.6: registers, SASS size, global access widths, MUFU use, and
 how many global loads each thread issues before it first uses one (``NNr/Mld`` in the printed table).
 
-    python3 bench/experiments/tutorial_gaps/memory_bound_sass.py [--triton-site DIR] [names...]
+    python3 bench/experiments/tutorial_gaps/memory_bound_sass.py [--triton-site DIR] [--as-measured-2026-11] [names...]
 
 Writes results/memory_bound_sass.json and prints a table. Each kernelc setting compiles in its own
 process (cpu_compare.py --json) with its environment; integers and pointers are taken divisible by 16, as
@@ -47,6 +47,12 @@ CASES = {
     "rope_kernel": ("q_ptr=*bf16,q_row_stride=i32,cos_ptr=*fp32,sin_ptr=*fp32,cos_row_stride=i32,seq_len=i32,"
                     "n_heads=i32,head_dim=i32", "BLOCK_H=32,BLOCK_D=64", 4),
 }
+# What the GPU runs of 2026-11-25 and 2026-11-27 (08:45) compiled: bench_memory_bound then made every row kernel's
+# inputs 2048 x 4096 whatever its name said, so BLOCK_SIZE=4096 at 8 warps (--as-measured-2026-11)
+ROW_KERNELS = ("swiglu_fwd_kernel", "swiglu_bwd_kernel", "geglu_fwd_kernel", "geglu_bwd_kernel", "softmax_fwd_kernel",
+               "softmax_bwd_kernel", "log_softmax_fwd_kernel", "log_softmax_bwd_kernel")
+AS_MEASURED = {k: (sig, "BLOCK_SIZE=4096", 8) if k in ROW_KERNELS else (sig, cx, w)
+               for k, (sig, cx, w) in CASES.items()}
 # kernelc settings: name -> environment
 SETTINGS = {
     "kernelc nvjitlink+bound": {"KERNELC_ASSEMBLER": "nvjitlink", "KERNELC_NVJITLINK_LAUNCH_BOUND": "1"},
@@ -55,8 +61,8 @@ SETTINGS = {
 }
 
 
-def _compare(kernel, only, env, site):
-    sig, cx, warps = CASES[kernel]
+def _compare(kernel, only, env, site, cases):
+    sig, cx, warps = cases[kernel]
     cmd = [sys.executable, os.path.join(HERE, "cpu_compare.py"), SRC, kernel, "--sig", sig, "--cx", cx,
            "--num-warps", str(warps), "--only", only, "--json", "--triton-site", site]
     env = dict(os.environ, PYTHONPATH=ROOT, KERNELC_CACHE_DIR=os.environ.get("KERNELC_CACHE_DIR", "/tmp/mb_sass_cache"),
@@ -84,19 +90,23 @@ def main(argv):
         i = argv.index("--triton-site")
         site = argv[i + 1]
         del argv[i:i + 2]
-    names = [k for k in CASES if not argv or any(a in k for a in argv)]
+    cases, suffix = CASES, ""
+    if "--as-measured-2026-11" in argv:
+        argv.remove("--as-measured-2026-11")
+        cases, suffix = {k: AS_MEASURED[k] for k in ROW_KERNELS}, "_as_measured_2026_11"
+    names = [k for k in cases if not argv or any(a in k for a in argv)]
     out = {}
     for k in names:
-        row = {name: _summary(_compare(k, "kernelc", env, site)) for name, env in SETTINGS.items()}
-        row["triton"] = _summary(_compare(k, "triton", {}, site))
+        row = {name: _summary(_compare(k, "kernelc", env, site, cases)) for name, env in SETTINGS.items()}
+        row["triton"] = _summary(_compare(k, "triton", {}, site, cases))
         out[k] = row
         print(f"{k:24s} " + "  ".join(f"{n.split(' ', 1)[-1] if n != 'triton' else 'triton'} "
                                        f"{r.get('regs', 'ERR')}r/{r.get('loads_before_first_use', '-')}ld"
                                        for n, r in row.items()),
               flush=True)
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    with open(os.path.join(HERE, "results", "memory_bound_sass.json"), "w") as f:
-        json.dump({"settings": SETTINGS, "cases": {k: list(CASES[k]) for k in names}, "results": out}, f, indent=1)
+    with open(os.path.join(HERE, "results", f"memory_bound_sass{suffix}.json"), "w") as f:
+        json.dump({"settings": SETTINGS, "cases": {k: list(cases[k]) for k in names}, "results": out}, f, indent=1)
     return 0
 
 
