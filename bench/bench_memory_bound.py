@@ -3,7 +3,7 @@ examples/kernels/memory_bound.py) vs torch eager, in GB/s of ideal traffic (each
 each output written once).
 
     python bench/bench_memory_bound.py [names...] [--rounds R]   # writes bench/results/memory_bound.json
-    python bench/bench_memory_bound.py --variant bound:KERNELC_NVJITLINK_LAUNCH_BOUND=1 \
+    python bench/bench_memory_bound.py --variant free:KERNELC_NVJITLINK_LAUNCH_BOUND=0 \
         --variant auto:KERNELC_ASSEMBLER=auto                       # kernelc A/B columns in the same run
     python bench/bench_memory_bound.py --cpu-smoke               # tiny sizes, kernelc interpreter only
 

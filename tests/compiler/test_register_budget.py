@@ -5,7 +5,7 @@ The counts depend on how the PTX is assembled: a standalone ptxas compiles the k
 program, as Triton does, nvJitLink relocatable (``ptxas -c``), which gave a SwiGLU row 123 registers
 instead of 36 (backend/ptxas.py, KERNELC_ASSEMBLER). Without a standalone ptxas the bounds do not apply.
 The relocatable mode's extra registers come from the ``.maxntid`` launch bound, which that mode takes as its
-register target: nvJitLink now assembles without it (tests at the end of this file)."""
+register target: with KERNELC_NVJITLINK_LAUNCH_BOUND=0 nvJitLink assembles without it (tests at the end)."""
 import pytest
 
 import kernelc
@@ -134,6 +134,7 @@ def test_nvjitlink_without_the_launch_bound_takes_whole_program_registers(monkey
     # relocatable ptxas (nvJitLink) takes the .maxntid ceiling as its register target; without the bound it
     # allocates as a whole-program ptxas does, at most Triton's count (80, the table in the module docstring)
     monkeypatch.setenv("KERNELC_ASSEMBLER", "nvjitlink")
+    monkeypatch.setenv("KERNELC_NVJITLINK_LAUNCH_BOUND", "0")
     free = _swiglu_bwd(16384, 16)
     assert free.n_regs <= 80 and free.n_spills == 0, free.n_regs
     assert ".maxntid 512" in free.asm["ptx"] and "kernelc:" not in free.artifacts.ptxas_log
@@ -144,6 +145,7 @@ def test_nvjitlink_without_the_launch_bound_takes_whole_program_registers(monkey
 
 def test_nvjitlink_puts_the_bound_back_when_the_registers_do_not_fit(monkeypatch):
     monkeypatch.setenv("KERNELC_ASSEMBLER", "nvjitlink")
+    monkeypatch.setenv("KERNELC_NVJITLINK_LAUNCH_BOUND", "0")
     ck = _swiglu_bwd(32768, 16)     # 64 elements per thread of three tensors: more than 128 registers unbounded
     assert ck.n_regs <= 128
     assert "kernelc: without .maxntid swiglu_bwd_kernel takes" in ck.artifacts.ptxas_log
@@ -168,7 +170,8 @@ MEMORY_BOUND_TRITON = {
 
 @pytest.mark.parametrize("kernel", sorted(MEMORY_BOUND_TRITON))
 def test_memory_bound_registers_at_most_tritons_with_nvjitlink(kernel, monkeypatch):
-    monkeypatch.setenv("KERNELC_ASSEMBLER", "nvjitlink")   # the default path, no standalone ptxas needed
+    monkeypatch.setenv("KERNELC_ASSEMBLER", "nvjitlink")   # no standalone ptxas needed
+    monkeypatch.setenv("KERNELC_NVJITLINK_LAUNCH_BOUND", "0")
     sig, block, warps, triton = MEMORY_BOUND_TRITON[kernel]
     div = {k: 16 for k, t in sig.items() if t != "fp32"}
     ck = kernelc.compile(getattr(K, kernel), sig, dict(BLOCK_SIZE=block), target="sm_90a", num_warps=warps,
