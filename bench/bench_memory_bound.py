@@ -3,11 +3,14 @@ examples/kernels/memory_bound.py) vs torch eager, in GB/s of ideal traffic (each
 each output written once).
 
     python bench/bench_memory_bound.py [names...] [--rounds R]   # writes bench/results/memory_bound.json
+    python bench/bench_memory_bound.py --variant free:KERNELC_NVJITLINK_LAUNCH_BOUND=0 \
+        --variant auto:KERNELC_ASSEMBLER=auto                       # kernelc A/B columns in the same run
     python bench/bench_memory_bound.py --cpu-smoke               # tiny sizes, kernelc interpreter only
 
-Rounds interleave the three implementations (kernelc, Triton, torch, then the next round in another
-order) so clock and thermal drift hit all of them alike; each figure is the median over rounds of
-do_bench's median.
+Rounds interleave the implementations (kernelc, Triton, torch, then the next round in another order) so
+clock and thermal drift hit all of them alike; each figure is the median over rounds of do_bench's median.
+A ``--variant TAG:VAR=VALUE[,VAR=VALUE]`` is one more kernelc column, ``kernelc[TAG]``: a second copy of the
+kernels module (its own JIT caches) whose kernels compile with those environment knobs set.
 """
 from __future__ import annotations
 
@@ -91,56 +94,59 @@ def _rope_ref(q, cos, sin):
 
 
 # -- cases: name -> (make inputs, kernelc/triton call on module M, torch call, bytes moved) ------------------
+# Each ``make`` binds its sizes as default arguments: a closure would read R, C when called, after cases() has
+# reassigned them (until 2026-11-27 every row kernel ran at the last R, C: 2048 x 4096, under its own name).
 
 def cases():
     big = not SMOKE
     out = {}
     M, N = (8192, 8192) if big else (40, 70)
     out["transpose 8192x8192 fp32" if big else "transpose"] = (
-        lambda: (_rnd(M, N, dtype=torch.float32),),
+        lambda M=M, N=N: (_rnd(M, N, dtype=torch.float32),),
         lambda m, x: m.transpose(x), lambda x: x.t().contiguous(), lambda x: 2 * _nbytes(x))
     B, PM, PN = (32, 2048, 1024) if big else (2, 20, 36)
     out[f"permute(0,2,1) {B}x{PM}x{PN} fp16"] = (
-        lambda: (_rnd(B, PM, PN, dtype=torch.float16),),
+        lambda B=B, PM=PM, PN=PN: (_rnd(B, PM, PN, dtype=torch.float16),),
         lambda m, x: m.permute021(x), lambda x: x.permute(0, 2, 1).contiguous(), lambda x: 2 * _nbytes(x))
     R, C = (4096, 14336) if big else (4, 100)
     out[f"swiglu fwd {R}x{C} bf16"] = (
-        lambda: (_rnd(R, C), _rnd(R, C)), lambda m, a, b: m.swiglu_fwd(a, b), lambda a, b: F.silu(a) * b,
+        lambda R=R, C=C: (_rnd(R, C), _rnd(R, C)), lambda m, a, b: m.swiglu_fwd(a, b), lambda a, b: F.silu(a) * b,
         lambda a, b: 3 * _nbytes(a))
     out[f"swiglu bwd {R}x{C} bf16"] = (
-        lambda: (_rnd(R, C), _rnd(R, C), _rnd(R, C)), lambda m, dc, a, b: m.swiglu_bwd(dc, a, b), _swiglu_bwd_ref,
-        lambda dc, a, b: 5 * _nbytes(a))
+        lambda R=R, C=C: (_rnd(R, C), _rnd(R, C), _rnd(R, C)), lambda m, dc, a, b: m.swiglu_bwd(dc, a, b),
+        _swiglu_bwd_ref, lambda dc, a, b: 5 * _nbytes(a))
     out[f"geglu fwd {R}x{C} bf16"] = (
-        lambda: (_rnd(R, C), _rnd(R, C)), lambda m, a, b: m.geglu_fwd(a, b),
+        lambda R=R, C=C: (_rnd(R, C), _rnd(R, C)), lambda m, a, b: m.geglu_fwd(a, b),
         lambda a, b: F.gelu(a, approximate="tanh") * b, lambda a, b: 3 * _nbytes(a))
     out[f"geglu bwd {R}x{C} bf16"] = (
-        lambda: (_rnd(R, C), _rnd(R, C), _rnd(R, C)), lambda m, dc, a, b: m.geglu_bwd(dc, a, b), _geglu_bwd_ref,
-        lambda dc, a, b: 5 * _nbytes(a))
+        lambda R=R, C=C: (_rnd(R, C), _rnd(R, C), _rnd(R, C)), lambda m, dc, a, b: m.geglu_bwd(dc, a, b),
+        _geglu_bwd_ref, lambda dc, a, b: 5 * _nbytes(a))
     R, C = (8192, 8192) if big else (5, 77)
     out[f"softmax fwd {R}x{C} fp16"] = (
-        lambda: (_rnd(R, C, dtype=torch.float16),), lambda m, x: m.softmax_fwd(x), lambda x: torch.softmax(x, -1),
-        lambda x: 2 * _nbytes(x))
+        lambda R=R, C=C: (_rnd(R, C, dtype=torch.float16),), lambda m, x: m.softmax_fwd(x),
+        lambda x: torch.softmax(x, -1), lambda x: 2 * _nbytes(x))
     out[f"softmax bwd {R}x{C} fp16"] = (
-        lambda: (_rnd(R, C, dtype=torch.float16), torch.softmax(_rnd(R, C, dtype=torch.float32), -1).half()),
+        lambda R=R, C=C: (_rnd(R, C, dtype=torch.float16), torch.softmax(_rnd(R, C, dtype=torch.float32), -1).half()),
         lambda m, dy, y: m.softmax_bwd(dy, y),
         lambda dy, y: torch.ops.aten._softmax_backward_data(dy, y, -1, y.dtype), lambda dy, y: 3 * _nbytes(y))
     out[f"log_softmax fwd {R}x{C} fp16"] = (
-        lambda: (_rnd(R, C, dtype=torch.float16),), lambda m, x: m.log_softmax_fwd(x),
+        lambda R=R, C=C: (_rnd(R, C, dtype=torch.float16),), lambda m, x: m.log_softmax_fwd(x),
         lambda x: torch.log_softmax(x, -1), lambda x: 2 * _nbytes(x))
     out[f"log_softmax bwd {R}x{C} fp16"] = (
-        lambda: (_rnd(R, C, dtype=torch.float16), torch.log_softmax(_rnd(R, C, dtype=torch.float32), -1).half()),
+        lambda R=R, C=C: (_rnd(R, C, dtype=torch.float16),
+                          torch.log_softmax(_rnd(R, C, dtype=torch.float32), -1).half()),
         lambda m, dy, y: m.log_softmax_bwd(dy, y),
         lambda dy, y: torch.ops.aten._log_softmax_backward_data(dy, y, -1, y.dtype), lambda dy, y: 3 * _nbytes(y))
     R, C = (8192, 4096) if big else (9, 50)
 
-    def rms_inputs():
+    def rms_inputs(R=R, C=C):
         x = _rnd(R, C)
         return _rnd(R, C), x, _rnd(C), K.rms_norm_stats(x)
     out[f"rms_norm bwd {R}x{C} bf16"] = (
         rms_inputs, lambda m, dy, x, w, rstd: m.rms_norm_bwd(dy, x, w, rstd), _rms_bwd_ref,
         lambda dy, x, w, rstd: 3 * _nbytes(x))
 
-    def ln_inputs():
+    def ln_inputs(R=R, C=C):
         x = _rnd(R, C, dtype=torch.float16)
         xf = x.float()
         return (_rnd(R, C, dtype=torch.float16), x, _rnd(C, dtype=torch.float16), xf.mean(-1),
@@ -150,11 +156,11 @@ def cases():
         lambda dy, x, w, mean, rstd: 3 * _nbytes(x))
     R, V = (2048, 128256) if big else (3, 300)
     out[f"cross_entropy {R}x{V} bf16"] = (
-        lambda: (_rnd(R, V), torch.randint(0, V, (R,), device=DEV)), lambda m, x, t: m.cross_entropy(x, t),
+        lambda R=R, V=V: (_rnd(R, V), torch.randint(0, V, (R,), device=DEV)), lambda m, x, t: m.cross_entropy(x, t),
         _ce_ref, lambda x, t: 3 * _nbytes(x))  # read twice, gradient written once
     Bq, S, H, D = (4, 4096, 32, 128) if big else (2, 5, 3, 12)
 
-    def rope_inputs():
+    def rope_inputs(Bq=Bq, S=S, H=H, D=D):
         pos = torch.arange(S, device=DEV, dtype=torch.float32)[:, None] * \
             torch.arange(D // 2, device=DEV, dtype=torch.float32)[None, :] * 1e-3
         return _rnd(Bq, S, H, D), torch.cos(pos), torch.sin(pos)
@@ -168,7 +174,56 @@ def _time(fn):
     return do_bench(fn, warmup=25, rep=100, return_mode="median")
 
 
-def run(names, rounds):
+def kernelc_variant(tag: str):
+    """examples/kernels/memory_bound.py loaded once more, as its own module: its JIT functions compile apart
+    from ``K``'s (the compile knobs are read when a kernel first compiles)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(f"memory_bound_{tag}", K.__file__)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _compiles(mod) -> int:
+    """How many times ``mod``'s kernels have compiled for the GPU in this process."""
+    return sum(getattr(f, "_cuda_state", {}).get("compiles", 0) for f in vars(mod).values()
+               if hasattr(f, "arg_names"))
+
+
+class _env:
+    """Environment variables set for the duration of a ``with`` block."""
+
+    def __init__(self, env):
+        self.env, self.saved = env, {}
+
+    def __enter__(self):
+        self.saved = {k: os.environ.get(k) for k in self.env}
+        os.environ.update(self.env)
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def parse_variants(argv):
+    """``--variant TAG:VAR=VALUE[,VAR=VALUE]`` options (removed from ``argv``) -> [(tag, env)]."""
+    out = []
+    while "--variant" in argv:
+        i = argv.index("--variant")
+        tag, _, assigns = argv[i + 1].partition(":")
+        env = dict(a.split("=", 1) for a in assigns.split(",") if a)
+        if not tag or not env or not all(k.startswith("KERNELC_") for k in env):
+            raise SystemExit(f"--variant {argv[i + 1]!r}: use TAG:KERNELC_VAR=VALUE[,KERNELC_VAR=VALUE]")
+        out.append((tag, env))
+        del argv[i:i + 2]
+    return out
+
+
+def run(names, rounds, variants=()):
+    V = [(f"kernelc[{tag}]", kernelc_variant(tag), env) for tag, env in variants]
     T = None
     try:
         T = triton_twin("memory_bound")
@@ -185,20 +240,29 @@ def run(names, rounds):
             r = {"benchmark": name, "unit": "GB/s", "kernelc_max_abs_err_vs_torch": _err(got, want)}
             if T is not None:
                 r["triton_max_abs_err_vs_torch"] = _err(call(T, *[a.clone() for a in args]), want)
+            for n, mod, env in V:   # compiles (first call) with the variant's knobs
+                with _env(env):
+                    r[f"{n}_max_abs_err_vs_torch"] = _err(call(mod, *[a.clone() for a in args]), want)
             impls = [("kernelc", lambda: call(K, *args)), ("torch", lambda: ref(*args))]
             if T is not None:
                 impls.insert(1, ("triton", lambda: call(T, *args)))
+            impls[1:1] = [(n, (lambda mod=mod: call(mod, *args))) for n, mod, _ in V]
+            compiled = [_compiles(mod) for _, mod, _ in V]
             times = {n: [] for n, _ in impls}
             for rnd in range(rounds):
                 order = impls[rnd % len(impls):] + impls[:rnd % len(impls)]
                 for n, fn in order:
                     times[n].append(_time(fn))
+            if [_compiles(mod) for _, mod, _ in V] != compiled:   # a compile outside the variant's knobs
+                raise RuntimeError("a kernelc variant compiled again while timed, without its knobs")
             gb = nbytes(*args)
             for n in times:
                 ms = statistics.median(times[n])
                 r[f"{n}_ms"] = ms
                 r[n] = gb / ms / 1e6
             r["kernelc/triton"] = r["triton_ms"] / r["kernelc_ms"] if T is not None else None
+            for n, _, _ in V:
+                r[f"{n}/triton"] = r["triton_ms"] / r[f"{n}_ms"] if T is not None else None
             r["kernelc/torch"] = r["torch_ms"] / r["kernelc_ms"]
             rows.append(r)
             print(name, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k != "benchmark"},
@@ -209,7 +273,8 @@ def run(names, rounds):
             rows.append({"benchmark": name, "error": f"{type(e).__name__}: {str(e)[:300]}"})
         torch.cuda.empty_cache()
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    write_results("memory_bound", rows, {"rounds": rounds, "kernelc_commit": commit or None})
+    write_results("memory_bound", rows, {"rounds": rounds, "kernelc_commit": commit or None,
+                                         "variants": {f"kernelc[{t}]": e for t, e in variants}})
 
 
 def smoke():
@@ -227,6 +292,7 @@ def smoke():
 
 if __name__ == "__main__":
     argv = [a for a in sys.argv[1:] if a != "--cpu-smoke"]
+    variants = parse_variants(argv)
     rounds = 5
     if "--rounds" in argv:
         i = argv.index("--rounds")
@@ -235,4 +301,4 @@ if __name__ == "__main__":
     if SMOKE:
         smoke()
     else:
-        run(argv, rounds)
+        run(argv, rounds, variants)

@@ -70,6 +70,7 @@ class ArchLimits:
     default_shared_per_block: int = 48 * KB   # without the opt-in
     shared_alloc_unit: int = 128              # bytes
     reg_alloc_unit: int = 256                 # registers per warp
+    sub_partitions: int = 4                   # an SM's register file is split evenly among them
     warp_size: int = 32
 
     @property

@@ -127,6 +127,11 @@ KNOBS: Tuple[Knob, ...] = (
          "version; else nvJitLink), ptxas (always the standalone one), nvjitlink (relocatable, link-time ptxas)",
          _choice(("auto", ("auto",)), ("ptxas", ("ptxas",)), ("nvjitlink", ("nvjitlink",))),
          compile=True, field="assembler"),
+    Knob("KERNELC_NVJITLINK_LAUNCH_BOUND", "bool", True,
+         "keep the PTX's .maxntid when nvJitLink assembles (its relocatable ptxas then spends registers up to "
+         "65536/threads); off (opt-in until a GPU A/B): assembled without it, and again with it only if the "
+         "registers do not fit the block",
+         compile=True, field="nvjitlink_launch_bound"),
     Knob("KERNELC_DEFAULT_FP_FUSION", "bool", True,
          "let float a*b+c contract into fma (Triton's enable_fp_fusion); a launch's enable_fp_fusion= overrides it",
          compile=True, field="enable_fp_fusion"),
@@ -154,6 +159,7 @@ class CompileOptions:
     exp2_ftz: bool = True
     pipeline_loads: bool = True
     assembler: str = "nvjitlink"
+    nvjitlink_launch_bound: bool = True
     enable_fp_fusion: bool = True
 
     def key(self) -> Dict[str, Any]:

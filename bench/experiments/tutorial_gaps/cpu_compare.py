@@ -67,16 +67,41 @@ def _value(v: str):
     return {"True": True, "False": False}.get(v, v)
 
 
+_REG = re.compile(r"\bR(\d+)\b")
+_NO_DEST = ("ST", "RED", "BAR", "BRA", "EXIT", "RET", "CALL", "SYNCS", "MEMBAR", "ISETP", "FSETP")
+
+
+def loads_before_first_use(instrs) -> int:
+    """Global loads issued before any instruction reads a register one of them writes: how many of a
+    thread's loads are in flight together at the start (ptxas sinks loads when it saves registers)."""
+    pending, n = set(), 0
+    for i in instrs:
+        regs = [int(r) for r in _REG.findall(i.operands)]
+        if i.opcode.startswith("LDG"):
+            width = 4 if ".128" in i.opcode else 2 if ".64" in i.opcode else 1
+            if any(r in pending for r in regs[1:]):
+                return n
+            pending.update(range(regs[0], regs[0] + width)) if regs else None
+            n += 1
+            continue
+        sources = regs if i.opcode.startswith(_NO_DEST) else regs[1:]
+        if any(r in pending for r in sources):
+            return n
+    return n
+
+
 def summarise(cubin: bytes, ptx: str, name: str) -> dict:
     if ROOT not in sys.path:
         sys.path.insert(0, ROOT)
     from cubintools import inspect_cubin, instructions
     info = inspect_cubin(cubin)
     f = info.kernel(name if name in info.functions else None)
-    ops = collections.Counter(i.opcode for i in instructions(cubin))
+    instrs = list(instructions(cubin))
+    ops = collections.Counter(i.opcode for i in instrs)
     ptx_ops = collections.Counter("".join(m[:3]) + "." + m[3] for m in PTX_FLOAT.findall(ptx))
     return {"n_regs": f.n_regs, "local_bytes": f.frame_size, "shared_static": f.shared,
-            "sass_total": sum(ops.values()), "sass": dict(sorted(ops.items())), "ptx_float": dict(sorted(ptx_ops.items()))}
+            "sass_total": sum(ops.values()), "sass": dict(sorted(ops.items())), "ptx_float": dict(sorted(ptx_ops.items())),
+            "loads_before_first_use": loads_before_first_use(instrs)}
 
 
 def compile_kernelc(mod_path, kernel, sig, cx, div, num_warps, num_stages, fp_fusion) -> dict:

@@ -25,7 +25,7 @@ from kernelc.errors import CompilationError
 
 from cubintools.target import parse_target
 
-__all__ = ["CubinResult", "FunctionResources", "ptx_to_cubin", "parse_ptxas_report"]
+__all__ = ["CubinResult", "FunctionResources", "ptx_to_cubin", "parse_ptxas_report", "launch_bounds", "fits_block"]
 
 
 @dataclass
@@ -242,10 +242,77 @@ def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequen
     exe = standalone_assembler(ptx if isinstance(ptx, str) else bytes(ptx).decode())
     if exe is not None:
         return _standalone(ptx, target, opt_level, extra, exe)
+    data = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
+    from ...options import get
+    bounds = launch_bounds(data.decode("utf-8", "replace"))
+    if bounds and not get("KERNELC_NVJITLINK_LAUNCH_BOUND"):
+        free = _nvjitlink_cubin(_MAXNTID_RE.sub(b"", data), target, opt_level, extra, name)
+        over = _misfits(free, bounds, target)
+        if not over:
+            return free
+        res = _nvjitlink_cubin(data, target, opt_level, extra, name)
+        res.info_log = "".join(f"kernelc: without .maxntid {n} takes {r} registers, more than {t} threads can "
+                               f"have; assembled again with it\n" for n, r, t in over) + res.info_log
+        return res
+    return _nvjitlink_cubin(data, target, opt_level, extra, name)
+
+
+# -- the launch bound under nvJitLink ------------------------------------------------------------------------
+#
+# nvJitLink always runs ptxas relocatable (``-c``: it warns that ``-ewp`` conflicts with ``--compile-only``).
+# In that mode ptxas takes an explicit register ceiling -- the one a ``.maxntid`` implies (65536 / threads) or
+# ``-maxrregcount`` -- as the number of registers to use, not as a limit: a SwiGLU-backward row at 512
+# threads gets 111 registers with the bound and 64 without it, the same 64 as a whole-program ptxas, which
+# treats the bound as a limit (ptxas 13.0; docs/performance.md, 2026-11-27). With KERNELC_NVJITLINK_LAUNCH_BOUND=0
+# the bound is left out, and put back only for a kernel whose registers then would not fit its block (opt-in: one
+# GPU A/B was mixed, within 3%).
+
+_MAXNTID_RE = re.compile(rb"^[ \t]*\.maxntid[^\n]*\n", re.M)
+_ENTRY_RE = re.compile(r"\.entry\s+([A-Za-z_$%][\w$]*)")
+_BOUND_RE = re.compile(r"\.maxntid\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?")
+
+
+def launch_bounds(ptx: str) -> Dict[str, int]:
+    """Threads per block each entry of ``ptx`` declares with ``.maxntid`` (entries without one left out)."""
+    out: Dict[str, int] = {}
+    for m in _ENTRY_RE.finditer(ptx):
+        body = ptx.find("{", m.end())
+        b = _BOUND_RE.search(ptx, m.end(), body if body >= 0 else len(ptx))
+        if b:
+            out[m.group(1)] = int(b.group(1)) * int(b.group(2) or 1) * int(b.group(3) or 1)
+    return out
+
+
+def fits_block(registers: int, threads: int, limits) -> bool:
+    """Whether a block of ``threads`` threads using ``registers`` registers each can launch.
+
+    Warps go round-robin to the SM's sub-partitions, each with its own quarter of the register file, so the
+    fullest one decides: 9 warps of 224 registers need 3 * 7168 > 16384 there, though 9 * 7168 <= 65536."""
+    warps = -(-threads // limits.warp_size)
+    per_warp = -(-registers * limits.warp_size // limits.reg_alloc_unit) * limits.reg_alloc_unit
+    fullest = -(-warps // limits.sub_partitions)
+    return (registers <= limits.max_regs_per_thread
+            and fullest * per_warp <= limits.registers_per_sm // limits.sub_partitions)
+
+
+def _misfits(res: CubinResult, bounds: Dict[str, int], target) -> List[tuple]:
+    """(entry, registers, threads) of each entry whose registers do not fit its block (-1: not reported)."""
+    try:
+        limits = target.limits
+    except KeyError:   # no table for this arch: keep the bound rather than guess
+        return [(n, -1, t) for n, t in bounds.items()]
+    out = []
+    for name, threads in bounds.items():
+        r = res.resources.get(name)
+        if r is None or not fits_block(r.registers, threads, limits):
+            out.append((name, r.registers if r else -1, threads))
+    return out
+
+
+def _nvjitlink_cubin(data: bytes, target, opt_level: int, extra: Sequence[str], name: str) -> CubinResult:
     nvjitlink = _nvjitlink()
     # ptxas's level goes through -Xptxas: nvJitLink's own -O accepts only 0 and 3.
     opts = [f"-arch={target.arch}", f"-Xptxas=-O{int(opt_level)}", "-Xptxas=-v", *extra]
-    data = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
     try:
         handle = nvjitlink.create(len(opts), opts)   # the count MUST be len(opts)
     except nvjitlink.nvJitLinkError as e:
