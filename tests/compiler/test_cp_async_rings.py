@@ -7,6 +7,7 @@ from kernelc.compiler.ir.verifier import VerificationError
 from tests.compiler.filecheck import filecheck
 from tests.compiler.test_schedule_passes import MM_DESC_DIV, MM_DESC_SIG, MM_PTR_SIG, _passes, mm_plain
 from tests.compiler.test_warp_specialize import mm_loop
+from tests.compiler.verifier_cases import rejects_bad_attrs, rejects_bad_operands
 
 CX = dict(BM=64, BN=64, BK=32)
 
@@ -170,31 +171,19 @@ def test_the_verifier_checks_the_ring_ops():
     read = next(o for o in ops if o.name == "ring_read")
     wait = next(o for o in ops if o.name == "async_wait_group")
     guard = copy.operands[-1]
-    for op, key, bad, msg in [
+    rejects_bad_attrs(fn, [
         (ring, "stages", 1, "stages must be an int >= 2"),
         (ring, "operand", "c", "operand must be 'a' or 'b'"),
         (copy, "vec", 6, "vec must be a power of two"),
         (copy, "masked", True, "operands are ring, stage, ptr"),
         (wait, "pending", -1, "pending must be an int >= 0"),
-    ]:
-        old = op.attrs[key]
-        op.attrs[key] = bad
-        with pytest.raises(VerificationError, match=msg):
-            verify(fn)
-        op.attrs[key] = old
-    verify(fn)
-    for op, i, bad, msg in [
+    ])
+    rejects_bad_operands(fn, [
         (read, 0, copy.operands[2], "operand 0 must be a ring_alloc"),
         (read, 1, guard, "the stage must be an i32 scalar"),
         (copy, 3, read.operands[1], "the guard must be an i1 scalar"),
         (copy, 2, read.results[0], "operand 2 must be a pointer tile"),
-    ]:
-        old = op.operands[i]
-        op.operands[i] = bad
-        with pytest.raises(VerificationError, match=msg):
-            verify(fn)
-        op.operands[i] = old
-    verify(fn)
+    ])
     # a pipelined loop whose ring is neither a tagged load nor a ring_read
     body = next(o for o in ops if o.name == "scf.for").regions[0]
     for o in [o for o in body.ops if o.name == "ring_read"]:

@@ -10,6 +10,7 @@ from tests.compiler.filecheck import filecheck
 from tests.compiler.test_cp_async_rings import mm_mixed
 from tests.compiler.test_schedule_passes import MM_DESC_DIV, MM_DESC_SIG, TD_DIV, TD_SIG, _passes, two_dots
 from tests.compiler.test_warp_specialize import mm_loop
+from tests.compiler.verifier_cases import rejects_bad_attrs, rejects_bad_operands
 
 MM_CX = dict(BM=128, BN=128, BK=64, WS=False)
 
@@ -201,7 +202,7 @@ def test_the_verifier_checks_the_tma_ring_ops():
         return next(o for o in ops if o.name == name)
     ring, bars, expect, init = first("tma_ring_alloc"), first("mbarrier_alloc"), first("mbarrier_expect_tx"), \
         first("mbarrier_init")
-    for op, key, bad, msg in [
+    rejects_bad_attrs(fn, [
         (ring, "stages", 1, "stages must be an int >= 2"),
         (ring, "operand", "c", "operand must be 'a' or 'b'"),
         (ring, "transposed", True, "the ring's tile is the descriptor's block"),
@@ -209,16 +210,10 @@ def test_the_verifier_checks_the_tma_ring_ops():
         (bars, "count", 0, "count must be an int >= 1"),
         (expect, "bytes", 0, "bytes must be an int >= 1"),
         (init, "count", "x", "count must be an int >= 1"),
-    ]:
-        old = op.attrs[key]
-        op.attrs[key] = bad
-        with pytest.raises(VerificationError, match=msg):
-            verify(fn)
-        op.attrs[key] = old
-    verify(fn)
+    ])
     copy, wait, at, read = first("tma_copy_to_ring"), first("mbarrier_wait"), first("mbarrier_at"), first("ring_read")
     pred, stage = copy.operands[3], copy.operands[1]
-    for op, i, bad, msg in [
+    rejects_bad_operands(fn, [
         (copy, 0, bars.results[0], "operand 0 must be a tma_ring_alloc"),
         (copy, 2, stage, "operand 2 must be a barrier"),
         (copy, 3, stage, "the predicate must be an i1 scalar"),
@@ -228,13 +223,7 @@ def test_the_verifier_checks_the_tma_ring_ops():
         (expect, 1, stage, "operand 1 must be an i1 predicate"),
         (at, 0, stage, "operand 0 must be an mbarrier_alloc"),
         (read, 1, pred, "the stage must be an i32 scalar"),
-    ]:
-        old = op.operands[i]
-        op.operands[i] = bad
-        with pytest.raises(VerificationError, match=msg):
-            verify(fn)
-        op.operands[i] = old
-    verify(fn)
+    ])
     copy.operands.append(stage)  # one offset too many
     with pytest.raises(VerificationError, match="one i32 offset per descriptor dimension"):
         verify(fn)

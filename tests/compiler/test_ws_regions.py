@@ -1,15 +1,14 @@
 """``expand_warp_specialize`` (passes/warp_regions.py, docs/schedule-ir.md): golden IR before -> after
 for the warp-specialised loop (the producer warp's region, the full/empty barriers, the consumers' waits
 and releases), the verifier's checks of its ops, and their lowering."""
-import pytest
 
 import kernelc
 import kernelc.language as kl
 from kernelc.compiler.ir import verify
-from kernelc.compiler.ir.verifier import VerificationError
 from tests.compiler.filecheck import filecheck
 from tests.compiler.test_schedule_passes import MM_DESC_DIV, MM_DESC_SIG, TD_DIV, TD_SIG, _passes, two_dots
 from tests.compiler.test_warp_specialize import mm_loop
+from tests.compiler.verifier_cases import rejects_bad_attrs, rejects_bad_operands
 
 MM_WS = dict(BM=128, BN=128, BK=64, WS=True)
 
@@ -185,30 +184,18 @@ def test_the_verifier_checks_the_warp_specialisation_ops():
         return next(o for o in ops if o.name == name)
     split, load, store, arrive = first("ws_producer"), first("cursor_load"), first("cursor_store"), \
         first("mbarrier_arrive")
-    for op, key, bad, msg in [
+    rejects_bad_attrs(fn, [
         (split, "producer_warps", 2, "producer_warps must be 1 or 4"),
         (split, "setmaxnreg", True, "setmaxnreg must be a bool"),
         (split, "stages", 1, "stages must be an int >= 2"),
         (load, "field", "lap", "field must be 'stage' or 'phase'"),
-    ]:
-        old = op.attrs[key]
-        op.attrs[key] = bad
-        with pytest.raises(VerificationError, match=msg):
-            verify(fn)
-        op.attrs[key] = old
-    verify(fn)
-    for op, i, bad, msg in [
+    ])
+    rejects_bad_operands(fn, [
         (store, 0, arrive.operands[0], "operand 0 must be a ring_cursor"),
         (store, 1, arrive.operands[1], "the stage and the phase are i32 scalars"),
         (arrive, 1, store.operands[1], "operand 1 must be an i1 predicate"),
         (arrive, 0, store.operands[1], "operand 0 must be a barrier"),
-    ]:
-        old = op.operands[i]
-        op.operands[i] = bad
-        with pytest.raises(VerificationError, match=msg):
-            verify(fn)
-        op.operands[i] = old
-    verify(fn)
+    ])
 
 
 def test_codegen_splits_the_warps_and_lowers_the_protocol():
