@@ -6,23 +6,22 @@ from kernelc.compiler.ir import verify
 from kernelc.compiler.ir.verifier import VerificationError
 
 
-def rejects_bad_attrs(fn, cases):
-    """``cases``: (op, attribute, bad value, message the verifier must give)."""
+def _rejects(fn, field, cases):
     for op, key, bad, msg in cases:
-        old = op.attrs[key]
-        op.attrs[key] = bad
+        where = getattr(op, field)  # op.attrs (keyed by name) or op.operands (by index)
+        old = where[key]
+        where[key] = bad
         with pytest.raises(VerificationError, match=msg):
             verify(fn)
-        op.attrs[key] = old
+        where[key] = old
     verify(fn)
+
+
+def rejects_bad_attrs(fn, cases):
+    """``cases``: (op, attribute, bad value, message the verifier must give)."""
+    _rejects(fn, "attrs", cases)
 
 
 def rejects_bad_operands(fn, cases):
     """``cases``: (op, operand index, bad value, message the verifier must give)."""
-    for op, i, bad, msg in cases:
-        old = op.operands[i]
-        op.operands[i] = bad
-        with pytest.raises(VerificationError, match=msg):
-            verify(fn)
-        op.operands[i] = old
-    verify(fn)
+    _rejects(fn, "operands", cases)
