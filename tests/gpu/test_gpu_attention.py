@@ -67,6 +67,27 @@ def test_backward_vs_sdpa_backward(N, D, dtype, causal, dq_mode):
         _close_as_torch(name, grads["ours"][i], grads["torch"][i], grads["fp32"][i], 5e-3)
 
 
+# the sweep's faster candidates (bench/bench_attention.py SWEEP_*), checked before any becomes a default
+CANDIDATE_CONFIGS = [(128, "dkdv", (64, 128, 8, 3)), (128, "dq", (128, 64, 8, 2)), (64, "dkdv", (32, 64, 4, 3)),
+                     (128, "dkdv", (64, 128, 8, 2)), (64, "dq", (64, 64, 4, 3))]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("D,which,cfg", CANDIDATE_CONFIGS)
+def test_backward_candidate_configs(D, which, cfg, causal):
+    q, k, v, do = _inputs(1, 4, 1000, D, torch.float16)
+    override = dict(zip(("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"), cfg))
+    o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
+    ours = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, **{which + "_config": override})
+    grads = {}
+    for name, cast in (("torch", torch.float16), ("fp32", torch.float32)):
+        leaves = [t.detach().to(cast).requires_grad_() for t in (q, k, v)]
+        SDPA(*leaves, is_causal=causal).backward(do.to(cast))
+        grads[name] = [t.grad for t in leaves]
+    for i, name in enumerate(("dq", "dk", "dv")):
+        _close_as_torch(f"{name} at {which}={cfg}", ours[i], grads["torch"][i], grads["fp32"][i], 5e-3)
+
+
 def test_separate_dq_is_deterministic():
     q, k, v, do = _inputs(1, 4, 1024, 128, torch.float16)
     o, lse = A.attention_fwd(q, k, v, causal=True, return_lse=True)
