@@ -263,9 +263,9 @@ def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequen
 # In that mode ptxas takes an explicit register ceiling -- the one a ``.maxntid`` implies (65536 / threads) or
 # ``-maxrregcount`` -- as the number of registers to use, not as a limit: a SwiGLU-backward row at 512
 # threads gets 111 registers with the bound and 64 without it, the same 64 as a whole-program ptxas, which
-# treats the bound as a limit (ptxas 13.0; docs/performance.md, 2026-11-27). With KERNELC_NVJITLINK_LAUNCH_BOUND=0
-# the bound is left out, and put back only for a kernel whose registers then would not fit its block (opt-in: one
-# GPU A/B was mixed, within 3%).
+# treats the bound as a limit (ptxas 13.0; docs/performance.md, 2026-11-27). So by default
+# (KERNELC_NVJITLINK_LAUNCH_BOUND=0) the bound is left out, and put back only for a kernel whose registers then
+# would not fit its block.
 
 _MAXNTID_RE = re.compile(rb"^[ \t]*\.maxntid[^\n]*\n", re.M)
 _ENTRY_RE = re.compile(r"\.entry\s+([A-Za-z_$%][\w$]*)")
