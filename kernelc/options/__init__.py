@@ -132,6 +132,10 @@ KNOBS: Tuple[Knob, ...] = (
          "65536/threads); off (default since the H200 A/B of 2026-11-27): assembled without it, and again with it "
          "only if the registers do not fit the block",
          compile=True, field="nvjitlink_launch_bound"),
+    Knob("KERNELC_OCCUPANCY_STEP", "bool", False,
+         "without the launch bound: a kernel whose registers are just above an occupancy step (within 15%) is "
+         "assembled again with a register ceiling that fits one more block per SM, kept if nothing spills "
+         "(opt-in until a GPU A/B)", compile=True, field="occupancy_step"),
     Knob("KERNELC_DEFAULT_FP_FUSION", "bool", True,
          "let float a*b+c contract into fma (Triton's enable_fp_fusion); a launch's enable_fp_fusion= overrides it",
          compile=True, field="enable_fp_fusion"),
@@ -160,6 +164,7 @@ class CompileOptions:
     pipeline_loads: bool = True
     assembler: str = "nvjitlink"
     nvjitlink_launch_bound: bool = False
+    occupancy_step: bool = False
     enable_fp_fusion: bool = True
 
     def key(self) -> Dict[str, Any]:
