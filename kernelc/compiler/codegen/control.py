@@ -7,7 +7,7 @@ from ...language.dtypes import scalar_of, shape_of
 from .elementwise import constant
 from .emitter import llty
 from .lowering import Lowering, Tile, rule
-from .pipeline import async_dots, stage_invariant_operands, wait_accumulators
+from .pipeline import async_dots, wait_accumulators
 
 
 def _carried_layouts(lw: Lowering, values):
@@ -40,7 +40,6 @@ def lower_for(lw: Lowering, op):
     init_flat = []
     for v, L in zip(inits, layouts):
         init_flat.append(lw.flat(v, L))
-    stage_invariant_operands(lw, op)
     pre = e.cur_label
     header, bodyl, exitl = e.label("for_head"), e.label("for_body"), e.label("for_exit")
     e.br(header)

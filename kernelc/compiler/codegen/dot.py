@@ -213,7 +213,7 @@ def mma_dot(lw: Lowering, op, L: Layout, report: Optional[dict] = None):
     a_regs = None
     staged = {}
     for idx, v in ((0, a_v), (1, b_v)):
-        ent = lw.smem_operands.get((v.id, idx == 0)) or lw.smem_operands.get(v.id)
+        ent = lw.smem_operands.get(v.id)
         if ent is None:
             continue
         sm, trans, role = ent if len(ent) == 3 else (*ent, None)

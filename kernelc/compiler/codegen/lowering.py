@@ -68,8 +68,8 @@ class Lowering:
         self.defs: Dict[int, Op] = {}
         self.smem = SharedMemory()
         self.persistent_tokens: Dict[str, int] = {}
-        # value id -> (shared view, trans[, staged as A]) of a dot operand in shared memory; (value id, as A)
-        # -> (view, trans) for a loop-invariant operand staged for that role (pipeline.stage_invariant_operands)
+        # value id -> (shared view, trans[, staged as A]) of a dot operand in shared memory (ring_read,
+        # stage_operand, a TMA tile read in place)
         self.smem_operands: Dict[int, tuple] = {}
         # ring_alloc / tma_ring_alloc / mbarrier_alloc / ring_cursor value id -> what it stands for (its shared
         # memory, codegen/pipeline.Ring, TmaRing, BarrierGroup; the cursor's cells, codegen/warp_specialize.py)

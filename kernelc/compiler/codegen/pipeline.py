@@ -10,8 +10,8 @@ with both (``tma_ring_alloc``, ``mbarrier_alloc``/``mbarrier_at``/``mbarrier_ini
 of codegen/warp_specialize.py). The rules at the end of this module lower them one op at a time,
 keeping only the ring or barrier-group value -> shared memory map (``Lowering.rings``) and the
 ring_read value -> shared operand map the dots read (``Lowering.smem_operands``).
-Loop-invariant dot operands (attention's Q) of a loop without a ring are staged into shared memory once,
-before the loop (``stage_invariant_operands``).
+Loop-invariant dot operands (attention's Q) reach codegen as ``stage_operand`` ops
+(``passes/stage_operands.py``).
 """
 from __future__ import annotations
 
@@ -51,39 +51,6 @@ def wait_accumulators(lw: Lowering, loop: Op, carried: Optional[List[List[str]]]
         out[i] = vals[k:k + len(carried[i])]
         k += len(carried[i])
     return out
-
-
-def stage_invariant_operands(lw: Lowering, op: Op) -> None:
-    """Before a loop: copy dot operands that do not change in the loop into shared memory once."""
-    body = op.regions[0]
-    inner = {r.id for o in body.ops for t in o.walk() for r in t.results} | {a.id for a in body.args}
-    e = lw.e
-    staged = False
-    for o in body.ops:
-        if o.name != "dot" or id(o) in lw.plan.dot_fma or lw.plan.get(o.results[0]) is None:
-            continue
-        for idx in (0, 1):
-            v = o.operands[idx]
-            if v.id in inner or v.id in lw.smem_operands or (v.id, idx == 0) in lw.smem_operands or not lw.is_tile(v):
-                continue
-            elt = scalar_of(v.type)
-            if elt.name not in MMA_SHAPES:
-                continue
-            M, N = shape_of(o.results[0].type)
-            K = shape_of(o.operands[0].type)[1]
-            t = lw.get(v)
-            trans = choose_trans(t.layout, elt.itemsize, idx == 0)
-            geom = operand_geometry(idx == 0, trans, M if idx == 0 else N, K, elt.itemsize)
-            tok = lw.persistent(geom.nbytes)
-            sm = geom.at(tok)
-            store_operand(lw, t, llty(elt), elt.itemsize, sm, *_dims(idx == 0, trans))
-            # keyed by role: a K that is one dot's A and another's B is staged once for each
-            lw.smem_operands[(v.id, idx == 0)] = (sm, trans)
-            staged = True
-    if staged:
-        if any(id(o) in lw.plan.wgmma for o in body.ops):
-            e.asm("void", "fence.proxy.async.shared::cta;", "", [])
-        lw.barrier()
 
 
 # -- the cp.async ring, one op at a time (passes/cp_async_rings.py wrote the ops) -----------------------
