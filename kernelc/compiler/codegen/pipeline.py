@@ -15,7 +15,7 @@ Loop-invariant dot operands (attention's Q) reach codegen as ``stage_operand`` o
 """
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Optional
 
 from ...language.dtypes import scalar_of, shape_of
 from ..ir.core import Loc, Op
@@ -25,32 +25,6 @@ from .dot import MMA_SHAPES, SmemOperand, _dims, operand_geometry, store_operand
 from .memory import report_access
 from .emitter import llty
 from .lowering import Lowering, rule
-from .wgmma import tie_through_wait
-
-
-def async_dots(loop: Op) -> set:
-    """Ids of the loop's wgmma dots that stay in flight across iterations (``wgmma='async'``)."""
-    return {id(o) for o in loop.regions[0].ops if o.name == "dot" and o.attrs.get("wgmma") == "async"}
-
-
-def wait_accumulators(lw: Lowering, loop: Op, carried: Optional[List[List[str]]]):
-    """``wgmma.wait_group 0`` that takes the in-flight accumulators (the carried values the async dots
-    are yielded as) and hands them back (``wgmma.tie_through_wait``): a conversion sunk into the loop
-    exit cannot read registers the tensor cores still write (ptxas would serialise every wgmma, C7514)."""
-    body = loop.regions[0]
-    yld = body.ops[-1]
-    dots = async_dots(loop)
-    idx = sorted({i for i, v in enumerate(yld.operands) if v.op is not None and id(v.op) in dots})
-    regs = [r for i in idx for r in carried[i]] if carried is not None else []
-    vals = tie_through_wait(lw, 0, regs)
-    if not regs:
-        return carried
-    out = list(carried)
-    k = 0
-    for i in idx:
-        out[i] = vals[k:k + len(carried[i])]
-        k += len(carried[i])
-    return out
 
 
 # -- the cp.async ring, one op at a time (passes/cp_async_rings.py wrote the ops) -----------------------
