@@ -164,3 +164,143 @@ def test_before_sm90_the_epilogue_keeps_shared_stores():
                          target="sm_80", num_warps=4, num_stages=3)
     assert "convert_layout" in ck.asm["tir"] and "write=stmatrix" not in ck.asm["tir"]
     assert "stmatrix.sync" not in ck.asm["ptx"]
+
+
+# -- TMA stores: the box in shared memory written with stmatrix --------------------------------------
+
+
+def _jit_offset(sm):
+    """codegen's ``SmemOperand.offset`` as a native function of (row, col) (llvmlite MCJIT)."""
+    import ctypes
+    from types import SimpleNamespace
+
+    import llvmlite.binding as llvm
+    from kernelc.compiler.codegen.emitter import Emitter
+    e = Emitter("k", "k.py", 1)
+    res = sm.offset(SimpleNamespace(e=e), "%r", "%c")
+    mod = llvm.parse_assembly("define i32 @f(i32 %r, i32 %c) {\n" + "\n".join(e.body) + f"\n  ret i32 {res}\n}}\n")
+    mod.verify()
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    ee = llvm.create_mcjit_compiler(mod, llvm.Target.from_default_triple().create_target_machine())
+    ee.finalize_object()
+    f = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32, ctypes.c_int32)(ee.get_function_address("f"))
+    return f, ee
+
+
+@pytest.mark.parametrize("shape,warps", [((128, 128), (4, 1)), ((64, 128), (4, 1)), ((128, 256), (8, 1)),
+                                         ((64, 64), (4, 1)), ((128, 64), (2, 2))])
+def test_tma_box_written_with_stmatrix_puts_every_element_in_its_swizzled_place(shape, warps):
+    from kernelc.compiler.codegen.dot import SmemOperand
+    from kernelc.compiler.shared_layouts import stmatrix_rows_fit
+    src = mma_v2(shape, warps)
+    assert stmatrix_rows_fit(src, 2)
+    sm = SmemOperand(0, shape[0], shape[1], 2)  # the box: 128-byte panels, 128B swizzle
+    f, _keep = _jit_offset(sm)
+    rows = stmatrix_address_layout(src, False)
+    seen = set()
+    for w in range(src.num_warps):
+        for g in range(src.num_regs // 8):
+            starts = []
+            for l in range(32):
+                r, c = np.array(rows.reg_coord(g)) ^ np.array(rows.thread_coord(l, w))
+                assert c % 8 == 0
+                starts.append(f(int(r), int(c)))
+            assert all(s % 16 == 0 for s in starts)  # stmatrix rows are 16-byte aligned
+            for t in range(32):
+                for i in range(4):
+                    for k in range(2):
+                        r, c = np.array(src.reg_coord(8 * g + 2 * i + k)) ^ np.array(src.thread_coord(t, w))
+                        at = starts[8 * i + (t >> 2)] + 2 * (2 * (t & 3) + k)
+                        assert at == f(int(r), int(c)), (r, c)
+                        seen.add((int(r), int(c)))
+    assert len(seen) == shape[0] * shape[1]
+
+
+def test_tma_store_of_the_accumulator_is_marked_and_written_with_stmatrix(monkeypatch):
+    from tests.compiler import grouped_tma_kernels as G
+    monkeypatch.setenv("KERNELC_DEVICE_MAPS_ANYWHERE", "1")
+    sig = {"pool": "*fp16", "table": "*i64", "dims": "*i32", "lds": "*i32", "n_problems": "i32"}
+    ck = kernelc.compile(G.grouped_gemm_made_descs, signature=sig,
+                         constexprs=dict(NUM_PROGRAMS=132, BM=128, BN=128, BK=64, ADDRESSES=True),
+                         target="sm_90a", num_warps=8, num_stages=3)
+    stores = re.findall(r"descriptor_store .*", ck.asm["tir"])
+    assert len(stores) == 1 and "smem_write='stmatrix'" in stores[0] and "tma=True" in stores[0], stores
+    ops = collections.Counter(re.findall(r"\b((?:STSM|STS)[A-Z0-9._]*)", ck.asm["sass"]))
+    # the TMA branch: 128x128 fp16 on 256 threads = 64 halves a thread = 8 x4 stmatrix (the masked
+    # else-branch's conversion adds its own 8)
+    assert ops["STSM.16.M88.4"] == 16 and "UTMASTG.2D" in ck.asm["sass"]
+    assert ck.n_spills == 0
+
+
+# -- golden IR: the decisions the coalesce pass writes ----------------------------------------------
+
+
+def _coalesced(kernel, sig, cx, arch_major, num_warps=4):
+    from kernelc.compiler.compiler import to_tile_ir
+    from kernelc.compiler.ir.printer import print_function
+    from kernelc.compiler.ir.verifier import verify
+    from kernelc.compiler.passes.coalesce import coalesce
+    fn, _ = to_tile_ir(kernel, sig, cx, divisibility={k: 16 for k in sig})
+    before = print_function(fn, show_loc=False)
+    fn = coalesce(fn, num_warps, arch_major, f"sm_{arch_major}0{'a' if arch_major == 9 else ''}")
+    verify(fn)
+    return before, print_function(fn, show_loc=False)
+
+
+@pytest.mark.parametrize("arch_major", [9, 8])
+def test_golden_ir_the_epilogue_conversion_records_stmatrix(arch_major):
+    from tests.compiler.filecheck import filecheck
+    before, after = _coalesced(grouped_ptr_gemm, GSIG, dict(NUM_PROGRAMS=132, BM=128, BN=128, BK=64), arch_major)
+    filecheck(before, """
+        CHECK: [[C:%\\d+]] = cast {{%\\d+}} {rounding='rtne'} : <128x128xfp16>
+        CHECK-NOT: convert_layout
+        CHECK: store {{%\\d+}}, [[C]]
+    """)
+    # the C store's addresses are of unknown alignment: one element a thread per access, a thread's 128
+    # elements down a column; the buffer is column-major, written with stmatrix.trans on sm_90 (before:
+    # one 2-byte shared store per element, as on sm_80)
+    write = "[8, 8], write=stmatrix.trans" if arch_major == 9 else "[1, 8]"
+    filecheck(after, """
+        CHECK: [[C:%\\d+]] = cast {{%\\d+}} {rounding='rtne'} : <128x128xfp16>
+        CHECK-NEXT: [[Y:%\\d+]] = convert_layout [[C]] {layout=#blocked<spt=[1, 1], tpw=[1, 32], wpc=[1, 4], order=[1, 0]>, smem=#shared<inner=0, swizzle=[8, 1, 8], vec=%s>} : <128x128xfp16>
+        CHECK-NEXT: store {{%%\\d+}}, [[Y]]
+    """.replace("%s", write).replace("%%", "%"))
+
+
+@kernelc.jit
+def matmul_tma_store(a_desc, b_desc, c_desc, K, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr):
+    """C = A @ B^T (B stored [N, K]); A, B and C through host tensor descriptors, C fp16."""
+    acc = kl.zeros((BM, BN), dtype=kl.float32)
+    for k in range(0, kl.cdiv(K, BK)):
+        acc = kl.dot(a_desc.load([kl.program_id(0) * BM, k * BK]), b_desc.load([kl.program_id(1) * BN, k * BK]).T, acc)
+    c_desc.store([kl.program_id(0) * BM, kl.program_id(1) * BN], acc.to(kl.float16))
+
+
+def test_golden_ir_a_tma_store_of_the_accumulator_is_marked_for_stmatrix():
+    from tests.compiler.filecheck import filecheck
+    sig = {"a_desc": "tensordesc<fp16[64, 64]>", "b_desc": "tensordesc<fp16[64, 64]>",
+           "c_desc": "tensordesc<fp16[64, 64]>", "K": "i32"}
+    ck = kernelc.compile(matmul_tma_store, sig, {"BM": 64, "BN": 64, "BK": 64}, target="sm_90a", num_warps=4,
+                         divisibility={k: 16 for k in sig})
+    # before the tile passes, and after them (coalesce's mark_stmatrix_stores)
+    filecheck(ck.asm["tir_initial"], """
+        CHECK: [[C:%\\d+]] = cast {{%\\d+}} {rounding='rtne'} : <64x64xfp16>
+        CHECK-NEXT: descriptor_store {{%\\w+}}, [[C]], {{.*}} {block_shape=[64, 64], tma=True}
+    """)
+    filecheck(ck.asm["tir"], """
+        CHECK: [[C:%\\d+]] = cast {{%\\d+}} {rounding='rtne'} : <64x64xfp16>
+        CHECK-NEXT: descriptor_store {{%\\w+}}, [[C]], {{.*}} {block_shape=[64, 64], tma=True, smem_write='stmatrix'}
+    """)
+    # 64x64 fp16 on 128 threads = 32 halves a thread = 4 x4 stmatrix, no other shared store
+    ops = _sass_mem(ck)
+    assert ops["STSM.16.M88.4"] == 4 and not [o for o in ops if o.startswith("STS") and o != "STSM.16.M88.4"], ops
+    assert "UTMASTG.2D" in ck.asm["sass"] and ck.n_spills == 0
+
+
+def test_a_tma_store_of_a_loaded_tile_keeps_shared_stores():
+    from tests.compiler import tma_kernels as TK
+    ck = kernelc.compile(TK.copy2d, {"x_desc": "tensordesc<fp16[64, 64]>", "y_desc": "tensordesc<fp16[64, 64]>"},
+                         {"BM": 64, "BN": 64}, target="sm_90a", num_warps=4, divisibility={"x_desc": 16, "y_desc": 16})
+    assert "descriptor_store" in ck.asm["tir"] and "smem_write" not in ck.asm["tir"]
+    assert "STSM" not in ck.asm["sass"]
