@@ -22,7 +22,7 @@ from typing import Optional
 from ...language.dtypes import pointer_type, scalar_of, shape_of
 from ..ir.core import Function, Op
 from ..layouts import Layout, register_map
-from ..shared_layouts import plan_shared_layout, stmatrix_rows_fit
+from ..shared_layouts import plan_shared_layout
 from ..ir.ops import OPS
 from .axis_info import analyze
 from .layout_assign import LayoutAssigner, LayoutPlan
@@ -32,33 +32,7 @@ def coalesce(fn: Function, num_warps: int, arch_major: int, arch: str = "", note
     """Coalesce the stores, then write down every conversion the lowering would otherwise make on
     its own (``make_conversions_explicit``)."""
     coalesce_stores(fn, num_warps, arch_major, arch, notes)
-    make_conversions_explicit(fn, num_warps, arch_major, arch)
-    return mark_stmatrix_stores(fn, num_warps, arch_major, arch)
-
-
-def mark_stmatrix_stores(fn: Function, num_warps: int, arch_major: int, arch: str = "") -> Function:
-    """On sm_90, a TMA store of a 16-bit MMA accumulator writes its shared box with ``stmatrix``: the
-    op gets ``smem_write='stmatrix'`` (codegen/descriptors.py ``write_tile``; four times fewer shared
-    stores than 4-byte pairs). Other values keep the per-register stores.
-
-    Example (tile IR)::
-
-        descriptor_store %c, %acc16, %r, %k {tma=True}
-      ->
-        descriptor_store %c, %acc16, %r, %k {smem_write='stmatrix', tma=True}
-    """
-    if arch_major < 9:
-        return fn
-    plan = None
-    for op in fn.walk():
-        if op.name != "descriptor_store" or not op.attrs.get("tma"):
-            continue
-        if plan is None:
-            plan = LayoutAssigner(fn, analyze(fn), num_warps, arch_major, arch).run()
-        L = plan.get(op.operands[1])
-        if L is not None and stmatrix_rows_fit(L, _ebytes(op.operands[1])):
-            op.attrs["smem_write"] = "stmatrix"
-    return fn
+    return make_conversions_explicit(fn, num_warps, arch_major, arch)
 
 
 def coalesce_stores(fn: Function, num_warps: int, arch_major: int, arch: str = "",
