@@ -164,3 +164,38 @@ def test_before_sm90_the_epilogue_keeps_shared_stores():
                          target="sm_80", num_warps=4, num_stages=3)
     assert "convert_layout" in ck.asm["tir"] and "write=stmatrix" not in ck.asm["tir"]
     assert "stmatrix.sync" not in ck.asm["ptx"]
+
+
+# -- golden IR: the decisions the coalesce pass writes ----------------------------------------------
+
+
+def _coalesced(kernel, sig, cx, arch_major, num_warps=4):
+    from kernelc.compiler.compiler import to_tile_ir
+    from kernelc.compiler.ir.printer import print_function
+    from kernelc.compiler.ir.verifier import verify
+    from kernelc.compiler.passes.coalesce import coalesce
+    fn, _ = to_tile_ir(kernel, sig, cx, divisibility={k: 16 for k in sig})
+    before = print_function(fn, show_loc=False)
+    fn = coalesce(fn, num_warps, arch_major, f"sm_{arch_major}0{'a' if arch_major == 9 else ''}")
+    verify(fn)
+    return before, print_function(fn, show_loc=False)
+
+
+@pytest.mark.parametrize("arch_major", [9, 8])
+def test_golden_ir_the_epilogue_conversion_records_stmatrix(arch_major):
+    from tests.compiler.filecheck import filecheck
+    before, after = _coalesced(grouped_ptr_gemm, GSIG, dict(NUM_PROGRAMS=132, BM=128, BN=128, BK=64), arch_major)
+    filecheck(before, """
+        CHECK: [[C:%\\d+]] = cast {{%\\d+}} {rounding='rtne'} : <128x128xfp16>
+        CHECK-NOT: convert_layout
+        CHECK: store {{%\\d+}}, [[C]]
+    """)
+    # the C store's addresses are of unknown alignment: one element a thread per access, a thread's 128
+    # elements down a column; the buffer is column-major, written with stmatrix.trans on sm_90 (before:
+    # one 2-byte shared store per element, as on sm_80)
+    write = "[8, 8], write=stmatrix.trans" if arch_major == 9 else "[1, 8]"
+    filecheck(after, """
+        CHECK: [[C:%\\d+]] = cast {{%\\d+}} {rounding='rtne'} : <128x128xfp16>
+        CHECK-NEXT: [[Y:%\\d+]] = convert_layout [[C]] {layout=#blocked<spt=[1, 1], tpw=[1, 32], wpc=[1, 4], order=[1, 0]>, smem=#shared<inner=0, swizzle=[8, 1, 8], vec=%s>} : <128x128xfp16>
+        CHECK-NEXT: store {{%%\\d+}}, [[Y]]
+    """.replace("%s", write).replace("%%", "%"))
