@@ -20,23 +20,19 @@ from kernelc.compiler.shared_layouts import (SharedLayout, _stmatrix_ok, convers
 
 
 def _stmatrix_destinations(src, sl, ebytes=2):
-    """{element coordinate: byte offset it is stored at} for every warp's ``stmatrix`` writes."""
+    """(coords[n, rank], byte offset[n]) of every element as every warp's ``stmatrix`` writes store it."""
     trans = sl.write_op.endswith(".trans")
     rows = stmatrix_address_layout(src, trans)
-    out = {}
-    for w in range(src.num_warps):
-        for g in range(src.num_regs // 8):
-            starts = [sl.offsets(np.array(rows.reg_coord(g)) ^ np.array(rows.thread_coord(l, w))) * ebytes
-                      for l in range(32)]
-            for t in range(32):
-                for i in range(4):
-                    for k in range(2):
-                        coord = np.array(src.reg_coord(8 * g + 2 * i + k)) ^ np.array(src.thread_coord(t, w))
-                        r, c = t >> 2, 2 * (t & 3) + k  # the element's place in block i
-                        at = starts[8 * i + c] + 2 * r if trans else starts[8 * i + r] + 2 * c
-                        assert tuple(coord) not in out, "two registers hold one element"
-                        out[tuple(coord)] = int(at)
-    return out
+    W, G = src.num_warps, src.num_regs // 8
+    th = lambda L: np.array([[L.thread_coord(t, w) for t in range(32)] for w in range(W)])  # noqa: E731
+    row_coord = np.array(rows.reg_coords())[None, :, None, :] ^ th(rows)[:, None, :, :]  # [w, g, lane, d]
+    starts = sl.offsets(row_coord) * ebytes
+    w, g, t, i, k = np.meshgrid(range(W), range(G), range(32), range(4), range(2), indexing="ij")
+    reg = 8 * g + 2 * i + k
+    coord = np.array(src.reg_coords())[reg] ^ th(src)[w, t]
+    r, c = t >> 2, 2 * (t & 3) + k  # the element's place in block i
+    at = starts[w, g, 8 * i + c] + 2 * r if trans else starts[w, g, 8 * i + r] + 2 * c
+    return coord.reshape(-1, src.rank), at.reshape(-1)
 
 
 # the accumulators of the tutorial-08 shapes and of our matmul examples (mma_v2's bases are wgmma's too)
@@ -55,10 +51,10 @@ def test_stmatrix_writes_every_element_where_the_shared_layout_puts_it(shape, wa
     # the buffer runs along the rows (inner=0, column-major): the blocks are stored transposed
     assert op == ("stmatrix.trans" if inner == 0 else "stmatrix")
     sl = SharedLayout(shape, inner, write_vec=8, write_op=op, **swz)
-    got = _stmatrix_destinations(src, sl)
-    coords = np.array(sorted(got))
-    assert len(coords) == shape[0] * shape[1]
-    assert [got[tuple(c)] for c in coords] == (sl.offsets(coords) * 2).tolist()
+    coords, at = _stmatrix_destinations(src, sl)
+    # every element exactly once, at the offset the shared layout gives it
+    assert len({tuple(c) for c in coords.tolist()}) == len(coords) == shape[0] * shape[1]
+    assert (at == sl.offsets(coords) * 2).all()
 
 
 @pytest.mark.parametrize("shape,warps", CASES)
@@ -144,7 +140,6 @@ def _sass_mem(ck):
 
 
 @pytest.mark.parametrize("bm,bn,bk,write,stsm,lds", [(128, 128, 64, "stmatrix.trans", "STSM.16.MT88.4", "LDS.128"),
-                                                     (64, 128, 64, "stmatrix.trans", "STSM.16.MT88.4", "LDS.128"),
                                                      (64, 64, 32, "stmatrix", "STSM.16.M88.4", "LDS.U16")])
 def test_grouped_gemm_epilogue_writes_with_stmatrix(bm, bn, bk, write, stsm, lds):
     ck = kernelc.compile(grouped_ptr_gemm, signature=GSIG, constexprs=dict(NUM_PROGRAMS=132, BM=bm, BN=bn, BK=bk),
