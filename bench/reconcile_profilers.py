@@ -171,6 +171,7 @@ def _start(prof, out):
             options.set_override("cupti_buffer_bytes", _BUFFER[0])
         sid = profiler.start(out, **kwargs)
         b = profiler.session.get(sid).backend
+        _BACKEND[0] = b
         # what is really in effect (a variant CUPTI cannot do falls back, and says so in `skipped`)
         _STATE.update(backend=getattr(b, "name", "?"), external=bool(getattr(b, "external", False)),
                       raw=getattr(b, "rawbufs", None) is not None, deferred=bool(getattr(b, "deferred", False)),
@@ -217,6 +218,7 @@ def _start(prof, out):
 
 
 _FLOOR_REGISTERED: list = []
+_BACKEND: list = [None]   # the kprof backend of the profiled block running (its in-loop stats are read)
 _STATE: dict = {}   # the kprof backend's mode as started (overhead children report it)
 _BUFFER = [0]   # overhead --buffer: CUPTI buffer bytes for floor and kprof (0: their defaults)
 
@@ -286,20 +288,60 @@ def _pin(cpus, threads):
     return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
 
 
+def _sched():
+    """This process's scheduler counters now: ``(main thread CPU ns, main thread runqueue-wait ns,
+    all threads' CPU ns, all threads' wait ns, main thread involuntary switches)`` (waits from
+    /proc/.../schedstat; None where /proc does not say).  A block's wait is time its threads were runnable but not running:
+    the host's contention, which no profiler causes."""
+    try:
+        with open("/proc/self/schedstat") as f:   # the main thread (the thread group leader)
+            wait = int(f.read().split()[1])
+        twait = 0
+        for t in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{t}/schedstat") as f:
+                    twait += int(f.read().split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+        nvcsw = None
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("nonvoluntary_ctxt_switches"):
+                    nvcsw = int(line.split()[1])
+        # CPU time from the clocks (exact; schedstat's run time of a running thread lags up to a tick)
+        return (time.thread_time_ns(), wait, time.process_time_ns(), twait, nvcsw)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _sched_delta(a, b):
+    if a is None or b is None:
+        return None
+    return {"main_run_ms": (b[0] - a[0]) / 1e6, "main_wait_ms": (b[1] - a[1]) / 1e6,
+            "all_run_ms": (b[2] - a[2]) / 1e6, "all_wait_ms": (b[3] - a[3]) / 1e6,
+            "main_nvcsw": None if a[4] is None or b[4] is None else b[4] - a[4]}
+
+
 def child_overhead(spec: dict) -> dict:
     """One process of ``overhead``: pin, warm up, calibrate the block, ``pre`` cold blocks, then
     profiled/unprofiled pairs (AB, BA, ...) until ``deadline`` (wall clock; at least ``min_pairs``)."""
     import gc
     t_begin = time.time()
+    phases = {}   # setup: seconds from t_begin at the end of each phase (where start-up time goes)
     cpus = _pin(spec.get("cpus"), spec.get("threads"))
     import torch
     device, prof, wl = spec["device"], spec["profiler"], spec["workload"]
     _BUFFER[0] = spec.get("buffer", 0)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    if device == "cuda":
+        torch.cuda.init()
+    phases["torch"] = round(time.time() - t_begin, 2)
     w = WORKLOADS[wl](device, _scope_fn(prof))
+    phases["workload"] = round(time.time() - t_begin, 2)
     for _ in range(spec["warmup"]):
         w.step()
     sync()
+    phases["warmup"] = round(time.time() - t_begin, 2)
     gc.collect()
     gc.freeze()  # what the warm-up allocated is never scanned again
     steps = spec.get("steps") or 0
@@ -312,34 +354,48 @@ def child_overhead(spec: dict) -> dict:
         sync()
         steps = max(spec.get("min_steps", 3), int(spec["block_s"] / ((time.perf_counter() - t0) / n)))
 
-    def block():
+    sched = []   # per timed block: ("u" or "p", _sched_delta) -- the host's contention, block by block
+
+    def block(kind="u"):
         gc.collect()
         gc.disable()
         try:
             sync()
+            s0 = _sched()
             t0 = time.perf_counter()
             for _ in range(steps):
                 w.step()
             sync()
-            return (time.perf_counter() - t0) * 1e3 / steps
+            t = (time.perf_counter() - t0) * 1e3 / steps
+            sched.append((kind, _sched_delta(s0, _sched())))
+            return t
         finally:
             gc.enable()
 
     stops = []
+    loop_stats = []   # kprof: what its callbacks did on CUPTI's thread during each profiled block
 
     def profiled(i):
+        _BACKEND[0] = None
         stop = _start(prof, f"{spec['out']}_{i}")
-        t = block()
+        t = block("p")
+        b = _BACKEND[0]
+        if b is not None and hasattr(b, "stats"):   # before the flush: only what ran inside the block
+            loop_stats.append(b.stats())
         t0 = time.perf_counter()
         stop()
         stops.append(time.perf_counter() - t0)
         return t
 
     cold = [block() for _ in range(spec["pre"])]
+    phases["cold"] = round(time.time() - t_begin, 2)
     # first profiled block(s) not counted: first-use costs (imports, CUPTI's first records) are not the
     # steady state of a profiled run
     prime = [profiled(f"prime{j}") for j in range(spec.get("prime", 1))]
+    phases["prime"] = round(time.time() - t_begin, 2)
     stops.clear()
+    loop_stats.clear()
+    sched.clear()
     t_setup = time.time() - t_begin
     pairs, unprof, prof_ms = [], [], []
     i = 0
@@ -364,7 +420,8 @@ def child_overhead(spec: dict) -> dict:
             "unprof_ms": unprof,
             "prof_ms": prof_ms, "warm": pairs, "stop_s": stops, "setup_s": round(t_setup, 2),
             "wall_s": round(time.time() - t_begin, 2), "cpus": cpus, "threads": torch.get_num_threads(),
-            "kprof_state": dict(_STATE)}
+            "kprof_state": dict(_STATE), "setup_phases_s": phases, "loop_stats": loop_stats,
+            "sched": sched}
 
 
 # -- reading the three profiles ----------------------------------------------------------------
@@ -541,6 +598,40 @@ def _median_ci(groups, reps=2000, seed=0):
     return statistics.median([x for g in groups for x in g]), boots[int(0.025 * reps)], boots[int(0.975 * reps) - 1]
 
 
+def _aa(r):
+    """The process's own control: adjacent unprofiled blocks (AB, BA, AB, ... puts A next to A at each
+    pair boundary), later over earlier -- the noise of a ratio of two blocks in this process, with no
+    profiler in either."""
+    u = r["unprof_ms"]
+    return [u[k + 1] / u[k] for k in range(1, len(u) - 1, 2)]
+
+
+def _pair_sched(r, key):
+    """Per pair, profiled over unprofiled block of ``sched[key]`` (e.g. all threads' CPU time), or []."""
+    sched = r.get("sched") or []
+    out = []
+    for i in range(len(sched) // 2):
+        x, y = sched[2 * i], sched[2 * i + 1]
+        if x[1] is None or y[1] is None:
+            return []
+        p, u = (y, x) if x[0] == "u" else (x, y)
+        if u[1][key] > 0:
+            out.append(p[1][key] / u[1][key])
+    return out
+
+
+def _loop_stats(rs):
+    """Median per profiled block of what kprof's callbacks did on CUPTI's thread, or None."""
+    blocks = [b for r in rs for b in (r.get("loop_stats") or [])]
+    if not blocks:
+        return None
+    out = {}
+    for k in sorted({k for b in blocks for k in b}):
+        vals = [b.get(k, 0) for b in blocks]
+        out[k] = round(statistics.median(vals) / (1e6 if k.endswith("_ns") else 1), 3)
+    return {k[:-3] + "_ms" if k.endswith("_ns") else k: v for k, v in out.items()}
+
+
 def summarize(results: list, reps: int = 2000) -> dict:
     """Per profiler, from the children's results of one workload: warm, residue and full overheads
     (median and 95% interval), the spread of the per-process medians, kprof-over-floor."""
@@ -562,18 +653,32 @@ def summarize(results: list, reps: int = 2000) -> dict:
              "stop_s_median": round(statistics.median([x for r in rs for x in r["stop_s"]]), 3) if any(r["stop_s"] for r in rs) else None,
              "setup_s_median": round(statistics.median([r["setup_s"] for r in rs]), 1),
              "warm_per_process": [round(x, 4) for x in per_proc],
-             "spread_%": round(100 * (max(per_proc) - min(per_proc)), 2) if per_proc else None}
+             "spread_%": round(100 * (max(per_proc) - min(per_proc)), 2) if per_proc else None,
+             "aa_per_process": [round(statistics.median(a), 4) if a else None for a in map(_aa, rs)],
+             "loop_stats": _loop_stats(rs)}
+        cpu = [_pair_sched(r, "all_run_ms") for r in rs]
+        m, lo, hi = _median_ci(cpu, reps)
+        # the process's CPU time (all threads) per profiled block over the unprofiled one: the host work
+        # a profiler adds, without the time its threads waited for a core
+        e["warm_cpu"], e["warm_cpu_ci"] = (None, None) if m is None else (round(m, 4), [round(lo, 4), round(hi, 4)])
+        waits = [b[1]["all_wait_ms"] / max(b[1]["all_run_ms"], 1e-9) for r in rs for b in (r.get("sched") or [])
+                 if b[1] is not None]
+        e["wait_over_run_median"] = round(statistics.median(waits), 4) if waits else None
         for name, groups in (("warm", warm), ("residue", residue), ("full", full)):
             m, lo, hi = _median_ci(groups, reps)
             e[name] = None if m is None else round(m, 4)
             e[name + "_ci"] = None if m is None else [round(lo, 4), round(hi, 4)]
         boots[p] = _boot_medians([w for w in warm if w], reps, 1)
         out[p] = e
+    aa_all = [statistics.median(a) for a in map(_aa, results) if a]
+    if aa_all:  # every process's own control, whatever its profiler
+        out["_aa"] = {"processes": len(aa_all), "spread_%": round(100 * (max(aa_all) - min(aa_all)), 2),
+                      "sd_%": round(100 * statistics.pstdev(aa_all), 2), "median": round(statistics.median(aa_all), 4)}
     for floor, tag in (("floor", "floor"), ("floor-raw", "floor_raw")):
         if floor not in out:
             continue
         for p in out:
-            if p in ("none", "floor", "floor-raw"):
+            if p in ("none", "floor", "floor-raw", "_aa"):
                 continue
             d = sorted(100 * (a / b - 1) for a, b in zip(boots[p], boots[floor]))
             out[p][f"over_{tag}_%"] = round(100 * (out[p]["warm"] / out[floor]["warm"] - 1), 2)
@@ -642,6 +747,7 @@ def overhead(args) -> int:
         s = summarize(results)
         summary[wl] = {"profilers": s,
                        "control_spread_%": s.get("none", {}).get("spread_%"),
+                       "aa_control": s.get("_aa"),
                        "control_warm_ci": s.get("none", {}).get("warm_ci"),
                        "kprof_over_floor_%": s.get("kprof", {}).get("over_floor_%"),
                        "kprof_over_floor_ci_%": s.get("kprof", {}).get("over_floor_ci_%"),
@@ -649,9 +755,12 @@ def overhead(args) -> int:
                        "wall_s": round(sum(r["wall_s"] for r in results), 1)}
         print(json.dumps({wl: {k: v for k, v in summary[wl].items() if k != "profilers"}}), flush=True)
         for p, e in s.items():
+            if p.startswith("_"):
+                continue
             print(f"  {wl:8s} {p:18s} warm {e['warm']} {e['warm_ci']}  residue {e['residue']}  full {e['full']}  "
                   f"over floor {e.get('over_floor_%')} {e.get('over_floor_ci_%')}  spread {e['spread_%']}%  "
-                  f"stop {e['stop_s_median']} s", flush=True)
+                  f"stop {e['stop_s_median']} s  cpu {e['warm_cpu']} {e['warm_cpu_ci']}  aa {e['aa_per_process']}  "
+                  f"wait/run {e['wait_over_run_median']}  loop {e['loop_stats']}", flush=True)
     meta = {"summary": summary, "budget_s": args.budget, "elapsed_s": round(time.time() - t_start, 1),
             "args": {k: v for k, v in vars(args).items()}, "children": raw}
     from bench.common import RESULTS

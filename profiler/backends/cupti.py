@@ -193,6 +193,10 @@ class CuptiBackend:
         self._kinds = (self.K_KERNEL, self.K_MEMCPY, self.K_MEMSET, self.K_DRIVER, self.K_EXT)
         self._memcpy_labels: Dict[Any, str] = {}
         self.names: Dict[int, str] = {}          # kernel name by CUPTI's name pointer
+        # what ran on CUPTI's thread inside the program's loop (not at the flush): the overhead bench
+        # reports it per profiled block (docs/performance.md, "Overhead at CUPTI's floor")
+        self.loop_stats = {"buffers": 0, "records": 0, "callback_ns": 0, "decoded_buffers": 0,
+                           "delivered": 0}
 
     # -- start / stop ----------------------------------------------------------------------
     def _start(self) -> None:
@@ -281,18 +285,29 @@ class CuptiBackend:
         self.rawbufs = raw
 
     def _raw_full(self) -> None:
-        """A raw buffer completed past the memory bound, or with delivery not deferred: decode now."""
+        """A raw buffer completed past the memory bound, or with delivery not deferred: decode now
+        (past the bound only the oldest buffers beyond it, about one per completion)."""
         try:
             with self.proc_lock:
-                self._process(())
+                self._process((), in_loop=True)
         except Exception as e:
             self._error(f"activity records: {_first_line(e)}")
 
-    def _take_raw(self) -> None:
+    def stats(self) -> Dict[str, int]:
+        """:attr:`loop_stats`, with the raw buffer callbacks' own counters (``raw_*``)."""
+        out = dict(self.loop_stats)
+        if self.rawbufs is not None:
+            out.update({"raw_" + k: v for k, v in self.rawbufs.stats.items()})
+        return out
+
+    def _take_raw(self, everything: bool) -> None:
         from . import cupti_raw
-        bufs = self.rawbufs.take()
+        rb = self.rawbufs
+        bufs = rb.take(None if everything or rb.eager else max(0, rb.max_bytes - rb.size))
         if bufs:
-            self.held.extend(cupti_raw.decode(self.cupti, bufs, self.rawbufs.walker, self._kinds,
+            if not everything:
+                self.loop_stats["decoded_buffers"] += len(bufs)
+            self.held.extend(cupti_raw.decode(self.cupti, bufs, rb.walker, self._kinds,
                                               self._memcpy_label, self.names))
 
     def _enable_external(self) -> bool:
@@ -612,6 +627,10 @@ class CuptiBackend:
         return self.buffer_bytes, 0
 
     def _buffer_completed(self, activities) -> None:
+        t0 = time.perf_counter_ns()
+        st = self.loop_stats
+        st["buffers"] += 1
+        st["records"] += len(activities)
         try:
             with self.proc_lock:
                 if self.deferred and self.light:
@@ -622,9 +641,11 @@ class CuptiBackend:
                     if self.raw_count < RAW_MAX:
                         return
                     activities = ()
-                self._process(activities)
+                self._process(activities, in_loop=True)
         except Exception as e:
             self._error(f"activity records: {_first_line(e)}")
+        finally:
+            st["callback_ns"] += time.perf_counter_ns() - t0
 
     def synchronize(self) -> None:
         """Wait for this process's GPU work (so its records are complete before the flush): every
@@ -687,15 +708,16 @@ class CuptiBackend:
                     break
         return out
 
-    def _process(self, activities, final: bool = False) -> None:
+    def _process(self, activities, final: bool = False, in_loop: bool = False) -> None:
         """Join device records to their launches and hand them to the sessions.  ``final``: the
         last flush -- a record whose API record never came goes to the root (window: its start).
 
         With API records (the default), delivery waits for the flush, or until ``DEFER_MAX``
         records are waiting: the join costs ~2 us per record under the GIL, and run during the
-        program it slows the program down (this callback runs on CUPTI's thread)."""
+        program it slows the program down (this callback runs on CUPTI's thread).  ``in_loop``: called
+        from a buffer callback while the program runs (counted in :attr:`loop_stats`), not the flush."""
         if self.rawbufs is not None:
-            self._take_raw()
+            self._take_raw(everything=not in_loop)
         if self.raw:
             raw, self.raw, self.raw_count = self.raw, [], 0
             for acts in raw:
@@ -710,6 +732,8 @@ class CuptiBackend:
         if self.external:
             self.ext.update(held.ext())
         recs, self.pending = self.pending + held.device(), []
+        if in_loop:
+            self.loop_stats["delivered"] += len(recs)
         if recs:
             self._deliver(recs, final)
         if len(self.corr) > PRUNE_AT or len(self.api) > PRUNE_AT or len(self.ext) > PRUNE_AT:

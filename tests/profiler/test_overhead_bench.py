@@ -36,6 +36,25 @@ def test_summarize_known_numbers():
     assert "over_floor_%" not in s["none"] and "over_floor_%" not in s["floor"]
 
 
+def test_in_process_control_and_cpu_time():
+    """Each process's own control: adjacent unprofiled blocks (A B | B A | A B | B A: blocks 1-2 and
+    3-4 of the unprofiled ones); warm_cpu pairs each profiled block's CPU time with its unprofiled one."""
+    r = _child("kprof", [1.2, 1.2, 1.2, 1.2], unprof=[10.0, 10.0, 10.4, 10.0, 9.0])
+    assert rp._aa(r) == pytest.approx([1.04, 0.9])
+    sched = []
+    for i, (u, p) in enumerate([(10.0, 11.0), (20.0, 24.0)]):
+        blocks = [("u", {"all_run_ms": u, "all_wait_ms": 1.0}), ("p", {"all_run_ms": p, "all_wait_ms": 1.0})]
+        sched += blocks if i % 2 == 0 else blocks[::-1]
+    r["sched"] = sched
+    assert rp._pair_sched(r, "all_run_ms") == pytest.approx([1.1, 1.2])
+    r["loop_stats"] = [{"callback_ns": 2_000_000, "buffers": 3}, {"callback_ns": 4_000_000, "buffers": 5}]
+    s = rp.summarize([r, _child("none", [1.0, 1.0], unprof=[10.0, 10.0, 10.2])], reps=200)
+    assert s["kprof"]["warm_cpu"] == pytest.approx(1.15)
+    assert s["kprof"]["loop_stats"] == {"callback_ms": 3.0, "buffers": 4}
+    assert s["kprof"]["aa_per_process"] == [pytest.approx(0.97)]
+    assert s["_aa"]["processes"] == 2 and s["_aa"]["spread_%"] == pytest.approx(5.0)
+
+
 def test_child_on_cpu(tmp_path):
     spec = {"workload": "tiny", "profiler": "kprof-deferred", "device": "cpu", "out": str(tmp_path / "p"),
             "warmup": 20, "block_s": 0.02, "steps": 200, "pre": 2, "min_pairs": 2, "max_pairs": 2,
@@ -51,6 +70,11 @@ def test_child_on_cpu(tmp_path):
     assert r["cpus"] == spec["cpus"] and r["threads"] == 1
     assert r["kprof_state"]["backend"] == "cpu"
     assert all(x > 0 for x in r["warm"] + r["cold_ms"])
+    # per timed block (2 pairs: u p p u): which it was and the scheduler's counters over it
+    assert [k for k, _ in r["sched"]] == ["u", "p", "p", "u"]
+    assert all(d["all_run_ms"] >= 0 and d["all_wait_ms"] >= 0 for _, d in r["sched"])
+    assert sum(d["all_run_ms"] for _, d in r["sched"]) > 0
+    assert list(r["setup_phases_s"]) == ["torch", "workload", "warmup", "cold", "prime"]
     assert os.path.exists(str(tmp_path / "p_0.hatchet")) and os.path.exists(str(tmp_path / "p_1.hatchet"))
 
 
