@@ -291,8 +291,8 @@ def _pin(cpus, threads):
 def _sched():
     """This process's scheduler counters now: ``(main thread CPU ns, main thread runqueue-wait ns,
     all threads' CPU ns, all threads' wait ns, main thread involuntary switches)`` (waits from
-    /proc/.../schedstat; None where /proc does not say).  A block's wait is time its threads were runnable but not running:
-    the host's contention, which no profiler causes."""
+    /proc/.../schedstat; None where /proc does not say).  A block's wait is time its threads were
+    runnable but not running: the host's contention, which no profiler causes."""
     try:
         with open("/proc/self/schedstat") as f:   # the main thread (the thread group leader)
             wait = int(f.read().split()[1])
@@ -314,12 +314,49 @@ def _sched():
         return None
 
 
-def _sched_delta(a, b):
+def _cores(cpus):
+    """``(busy ticks, steal ticks, MHz or None)`` summed over ``cpus`` from /proc/stat (and cpufreq where
+    the machine has it), or None: with the process's own CPU time, the other work on its cores."""
+    if not cpus:
+        return None
+    want = {f"cpu{c}" for c in cpus}
+    busy = steal = 0
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                parts = line.split()
+                if parts and parts[0] in want:
+                    v = [int(x) for x in parts[1:9]]
+                    busy += v[0] + v[1] + v[2] + v[5] + v[6]   # user nice system irq softirq
+                    steal += v[7]
+    except (OSError, ValueError, IndexError):
+        return None
+    mhz = []
+    for c in cpus:
+        try:
+            with open(f"/sys/devices/system/cpu/cpu{c}/cpufreq/scaling_cur_freq") as f:
+                mhz.append(int(f.read()) / 1e3)
+        except (OSError, ValueError):
+            break
+    return busy, steal, (sum(mhz) / len(mhz) if mhz and len(mhz) == len(cpus) else None)
+
+
+_TICK_MS = 1e3 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+
+
+def _sched_delta(a, b, ca=None, cb=None):
     if a is None or b is None:
         return None
-    return {"main_run_ms": (b[0] - a[0]) / 1e6, "main_wait_ms": (b[1] - a[1]) / 1e6,
-            "all_run_ms": (b[2] - a[2]) / 1e6, "all_wait_ms": (b[3] - a[3]) / 1e6,
-            "main_nvcsw": None if a[4] is None or b[4] is None else b[4] - a[4]}
+    out = {"main_run_ms": (b[0] - a[0]) / 1e6, "main_wait_ms": (b[1] - a[1]) / 1e6,
+           "all_run_ms": (b[2] - a[2]) / 1e6, "all_wait_ms": (b[3] - a[3]) / 1e6,
+           "main_nvcsw": None if a[4] is None or b[4] is None else b[4] - a[4]}
+    if ca is not None and cb is not None:
+        # the pinned cores' busy time (all processes; ticks) and steal; MHz sampled at both ends
+        out["cores_busy_ms"] = (cb[0] - ca[0]) * _TICK_MS
+        out["cores_steal_ms"] = (cb[1] - ca[1]) * _TICK_MS
+        if ca[2] is not None and cb[2] is not None:
+            out["mhz"] = round((ca[2] + cb[2]) / 2)
+    return out
 
 
 def child_overhead(spec: dict) -> dict:
@@ -361,13 +398,14 @@ def child_overhead(spec: dict) -> dict:
         gc.disable()
         try:
             sync()
+            c0 = _cores(cpus)
             s0 = _sched()
             t0 = time.perf_counter()
             for _ in range(steps):
                 w.step()
             sync()
             t = (time.perf_counter() - t0) * 1e3 / steps
-            sched.append((kind, _sched_delta(s0, _sched())))
+            sched.append((kind, _sched_delta(s0, _sched(), c0, _cores(cpus))))
             return t
         finally:
             gc.enable()
@@ -664,6 +702,13 @@ def summarize(results: list, reps: int = 2000) -> dict:
         waits = [b[1]["all_wait_ms"] / max(b[1]["all_run_ms"], 1e-9) for r in rs for b in (r.get("sched") or [])
                  if b[1] is not None]
         e["wait_over_run_median"] = round(statistics.median(waits), 4) if waits else None
+        blocks = [b[1] for r in rs for b in (r.get("sched") or []) if b[1] is not None and "cores_busy_ms" in b[1]]
+        if blocks:
+            # other processes' CPU time on the pinned cores per block (ticks: +-10 ms), steal, MHz
+            e["cores_other_ms_median"] = round(statistics.median(b["cores_busy_ms"] - b["all_run_ms"] for b in blocks), 1)
+            e["cores_steal_ms_median"] = round(statistics.median(b["cores_steal_ms"] for b in blocks), 1)
+            mhz = [b["mhz"] for b in blocks if "mhz" in b]
+            e["mhz_range"] = [min(mhz), max(mhz)] if mhz else None
         for name, groups in (("warm", warm), ("residue", residue), ("full", full)):
             m, lo, hi = _median_ci(groups, reps)
             e[name] = None if m is None else round(m, 4)
@@ -760,7 +805,9 @@ def overhead(args) -> int:
             print(f"  {wl:8s} {p:18s} warm {e['warm']} {e['warm_ci']}  residue {e['residue']}  full {e['full']}  "
                   f"over floor {e.get('over_floor_%')} {e.get('over_floor_ci_%')}  spread {e['spread_%']}%  "
                   f"stop {e['stop_s_median']} s  cpu {e['warm_cpu']} {e['warm_cpu_ci']}  aa {e['aa_per_process']}  "
-                  f"wait/run {e['wait_over_run_median']}  loop {e['loop_stats']}", flush=True)
+                  f"wait/run {e['wait_over_run_median']}  others {e.get('cores_other_ms_median')} ms  "
+                  f"steal {e.get('cores_steal_ms_median')} ms  MHz {e.get('mhz_range')}  loop {e['loop_stats']}",
+                  flush=True)
     meta = {"summary": summary, "budget_s": args.budget, "elapsed_s": round(time.time() - t_start, 1),
             "args": {k: v for k, v in vars(args).items()}, "children": raw}
     from bench.common import RESULTS

@@ -74,6 +74,7 @@ def test_child_on_cpu(tmp_path):
     assert [k for k, _ in r["sched"]] == ["u", "p", "p", "u"]
     assert all(d["all_run_ms"] >= 0 and d["all_wait_ms"] >= 0 for _, d in r["sched"])
     assert sum(d["all_run_ms"] for _, d in r["sched"]) > 0
+    assert all(d["cores_busy_ms"] >= 0 and d["cores_steal_ms"] >= 0 for _, d in r["sched"])
     assert list(r["setup_phases_s"]) == ["torch", "workload", "warmup", "cold", "prime"]
     assert os.path.exists(str(tmp_path / "p_0.hatchet")) and os.path.exists(str(tmp_path / "p_1.hatchet"))
 
