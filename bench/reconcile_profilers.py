@@ -644,6 +644,31 @@ def _aa(r):
     return [u[k + 1] / u[k] for k in range(1, len(u) - 1, 2)]
 
 
+def _sequence(r):
+    """The process's timed blocks in time order: ``[("u" or "p", ms per step)]`` (pairs AB, BA, ...)."""
+    out = []
+    for i, (u, p) in enumerate(zip(r["unprof_ms"], r["prof_ms"])):
+        out += [("u", u), ("p", p)] if i % 2 == 0 else [("p", p), ("u", u)]
+    return out
+
+
+def _bracket(r):
+    """Each profiled block over the mean of the nearest unprofiled blocks before and after it (one side
+    at the ends): a drift that is linear over the three blocks cancels, where the pair ratio keeps half
+    of it."""
+    seq = _sequence(r)
+    out = []
+    for i, (k, v) in enumerate(seq):
+        if k != "p":
+            continue
+        before = next((x for kk, x in reversed(seq[:i]) if kk == "u"), None)
+        after = next((x for kk, x in seq[i + 1:] if kk == "u"), None)
+        ref = [x for x in (before, after) if x is not None]
+        if ref:
+            out.append(v / (sum(ref) / len(ref)))
+    return out
+
+
 def _pair_sched(r, key):
     """Per pair, profiled over unprofiled block of ``sched[key]`` (e.g. all threads' CPU time), or []."""
     sched = r.get("sched") or []
@@ -694,6 +719,8 @@ def summarize(results: list, reps: int = 2000) -> dict:
              "spread_%": round(100 * (max(per_proc) - min(per_proc)), 2) if per_proc else None,
              "aa_per_process": [round(statistics.median(a), 4) if a else None for a in map(_aa, rs)],
              "loop_stats": _loop_stats(rs)}
+        m, lo, hi = _median_ci([_bracket(r) for r in rs], reps)
+        e["warm_bracket"], e["warm_bracket_ci"] = (None, None) if m is None else (round(m, 4), [round(lo, 4), round(hi, 4)])
         cpu = [_pair_sched(r, "all_run_ms") for r in rs]
         m, lo, hi = _median_ci(cpu, reps)
         # the process's CPU time (all threads) per profiled block over the unprofiled one: the host work
@@ -714,6 +741,7 @@ def summarize(results: list, reps: int = 2000) -> dict:
             e[name] = None if m is None else round(m, 4)
             e[name + "_ci"] = None if m is None else [round(lo, 4), round(hi, 4)]
         boots[p] = _boot_medians([w for w in warm if w], reps, 1)
+        boots[p, "bracket"] = _boot_medians([b for b in map(_bracket, rs) if b], reps, 1)
         out[p] = e
     aa_all = [statistics.median(a) for a in map(_aa, results) if a]
     if aa_all:  # every process's own control, whatever its profiler
@@ -728,6 +756,10 @@ def summarize(results: list, reps: int = 2000) -> dict:
             d = sorted(100 * (a / b - 1) for a, b in zip(boots[p], boots[floor]))
             out[p][f"over_{tag}_%"] = round(100 * (out[p]["warm"] / out[floor]["warm"] - 1), 2)
             out[p][f"over_{tag}_ci_%"] = [round(d[int(0.025 * reps)], 2), round(d[int(0.975 * reps) - 1], 2)]
+            if out[p]["warm_bracket"] and out[floor]["warm_bracket"]:
+                d = sorted(100 * (a / b - 1) for a, b in zip(boots[p, "bracket"], boots[floor, "bracket"]))
+                out[p][f"bracket_over_{tag}_%"] = round(100 * (out[p]["warm_bracket"] / out[floor]["warm_bracket"] - 1), 2)
+                out[p][f"bracket_over_{tag}_ci_%"] = [round(d[int(0.025 * reps)], 2), round(d[int(0.975 * reps) - 1], 2)]
             if out[p]["full"] and out[floor]["full"]:
                 out[p][f"full_over_{tag}_%"] = round(100 * (out[p]["full"] / out[floor]["full"] - 1), 2)
     return out
@@ -804,7 +836,9 @@ def overhead(args) -> int:
                 continue
             print(f"  {wl:8s} {p:18s} warm {e['warm']} {e['warm_ci']}  residue {e['residue']}  full {e['full']}  "
                   f"over floor {e.get('over_floor_%')} {e.get('over_floor_ci_%')}  spread {e['spread_%']}%  "
-                  f"stop {e['stop_s_median']} s  cpu {e['warm_cpu']} {e['warm_cpu_ci']}  aa {e['aa_per_process']}  "
+                  f"stop {e['stop_s_median']} s  bracket {e['warm_bracket']} {e['warm_bracket_ci']} over floor "
+                  f"{e.get('bracket_over_floor_%')} {e.get('bracket_over_floor_ci_%')}  "
+                  f"cpu {e['warm_cpu']} {e['warm_cpu_ci']}  aa {e['aa_per_process']}  "
                   f"wait/run {e['wait_over_run_median']}  others {e.get('cores_other_ms_median')} ms  "
                   f"steal {e.get('cores_steal_ms_median')} ms  MHz {e.get('mhz_range')}  loop {e['loop_stats']}",
                   flush=True)

@@ -34,6 +34,7 @@ def test_summarize_known_numbers():
     assert s["kprof"]["full"] == pytest.approx(1.21)
     assert s["kprof"]["over_floor_%"] == pytest.approx(10.0) and s["kprof"]["over_floor_ci_%"] == [10.0, 10.0]
     assert "over_floor_%" not in s["none"] and "over_floor_%" not in s["floor"]
+    assert s["kprof"]["bracket_over_floor_%"] == pytest.approx(10.0, abs=0.01)
 
 
 def test_in_process_control_and_cpu_time():
@@ -41,6 +42,8 @@ def test_in_process_control_and_cpu_time():
     3-4 of the unprofiled ones); warm_cpu pairs each profiled block's CPU time with its unprofiled one."""
     r = _child("kprof", [1.2, 1.2, 1.2, 1.2], unprof=[10.0, 10.0, 10.4, 10.0, 9.0])
     assert rp._aa(r) == pytest.approx([1.04, 0.9])
+    # bracket: time order u0 p0 p1 u1 u2 p2 p3 u3 -- p0 and p1 between u0 and u1, p2 and p3 between u2 and u3
+    assert rp._bracket(r) == pytest.approx([12.0 / 10.0, 12.0 / 10.0, 12.48 / 10.2, 12.0 / 10.2])
     sched = []
     for i, (u, p) in enumerate([(10.0, 11.0), (20.0, 24.0)]):
         blocks = [("u", {"all_run_ms": u, "all_wait_ms": 1.0}), ("p", {"all_run_ms": p, "all_wait_ms": 1.0})]
