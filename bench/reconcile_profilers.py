@@ -29,7 +29,10 @@ blocks, outside the timing, and the garbage collector runs only between blocks. 
 ``warm`` (profiled block over the unprofiled block next to it: the cost while the profiler is on),
 ``residue`` (unprofiled blocks after CUPTI was first initialised over the cold ones: what CUPTI leaves
 behind in the process) and ``full`` = warm x residue (the cost against a process that never profiled);
-medians with bootstrap 95% intervals.  ``none`` (no profiler) is the control: its spread is the
+medians with bootstrap 95% intervals.  Next to them: ``warm_bracket`` (each profiled block over the
+unprofiled blocks on both sides), ``warm_cpu`` (the same ratio of the process's CPU time), each process's
+own A/A control (adjacent unprofiled blocks), and per block the scheduler's counters (run-queue wait, the
+pinned cores' other load, steal) and, for kprof, what its callbacks did on CUPTI's thread inside the block.  ``none`` (no profiler) is the control: its spread is the
 resolution.  Profilers: ``none``, ``floor`` (CUPTI kernel/memcpy/memset records dropped by a cupti-python
 callback, nothing else), ``floor-raw`` (the same records dropped by libcupti's own buffer callbacks, so
 without cupti-python's Python object per record), ``kprof`` and its variants (``kprof-ext``: CUPTI external correlation ids,
