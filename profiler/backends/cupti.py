@@ -630,7 +630,10 @@ class CuptiBackend:
         t0 = time.perf_counter_ns()
         st = self.loop_stats
         st["buffers"] += 1
-        st["records"] += len(activities)
+        try:
+            st["records"] += len(activities)
+        except TypeError:   # an iterable without a length: counted as buffers only
+            pass
         try:
             with self.proc_lock:
                 if self.deferred and self.light:

@@ -243,3 +243,22 @@ def test_raw_take_keeps_newest_bytes():
     assert [len(b) for b, _ in rb.take(35)] == [10, 20] and rb.held == 30 and len(rb.done) == 1
     assert rb.take(30) == [] and rb.held == 30
     assert [len(b) for b, _ in rb.take()] == [30] and rb.held == 0 and rb.done == []
+
+
+def test_loop_stats_of_split_buffers(monkeypatch, tmp_path):
+    """The default (split): each buffer completed while the program runs is counted with its records and
+    the time its callback took; delivery waits for the flush, so nothing is delivered inside the loop."""
+    fake = _install(monkeypatch)
+    sid = profiler.start(str(tmp_path / "s"))
+    backend = S.get(sid).backend
+    assert backend.rawbufs is None and backend.light
+    with profiler.scope("a"):
+        fake.launch("k")
+        fake.memset()
+    fake.activity_flush_all(1)          # one buffer: 2 device records + 2 API records
+    st = backend.stats()
+    assert (st["buffers"], st["records"], st["delivered"], st["decoded_buffers"]) == (1, 4, 0, 0)
+    assert st["callback_ns"] > 0 and not any(k.startswith("raw_") for k in st)
+    profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "s.hatchet")
+    assert sorted(names(find(root, "a"))) == ["k", "memset"]
