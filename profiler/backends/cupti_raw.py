@@ -140,6 +140,9 @@ def gather(arr, valid: int, offsets: List[int], dtype) -> np.ndarray:
 # record sizes per kind learned from cuptiActivityGetNextRecord, shared by every RawBuffers of the process
 # (one libcupti): a profile started after another walks its buffers without CUPTI's iterator at once
 LEARNED_SIZES: Dict[int, int] = {}
+# buffers handed to libcupti and not completed yet, by address, shared by every RawBuffers of the process:
+# a buffer handed out under one profile's registration may be completed into a later one's callback
+OUTSTANDING: Dict[int, Any] = {}
 
 
 class RawBuffers:
@@ -153,7 +156,7 @@ class RawBuffers:
         self.size = int(size)
         self.max_bytes = max_bytes
         self.on_full = on_full
-        self.out: Dict[int, Any] = {}           # address -> buffer handed to CUPTI
+        self.out: Dict[int, Any] = OUTSTANDING  # address -> buffer handed to CUPTI
         self.done: List[Tuple[Any, int]] = []   # (buffer, valid bytes), completed
         self.held = 0                           # bytes of the completed buffers kept
         self.eager = False                      # decode each buffer as it completes (delivery not deferred)

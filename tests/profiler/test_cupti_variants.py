@@ -262,3 +262,21 @@ def test_loop_stats_of_split_buffers(monkeypatch, tmp_path):
     profiler.finalize(sid)
     root, _ = read_profile(tmp_path / "s.hatchet")
     assert sorted(names(find(root, "a"))) == ["k", "memset"]
+
+
+def test_raw_buffer_of_an_earlier_registration_is_kept():
+    """A buffer libcupti took under one RawBuffers' callbacks and completes into a later one's (a profile
+    started after another) is kept by the later one, not dropped as unknown."""
+    import ctypes
+    from profiler.backends import cupti_raw
+
+    class Lib:
+        cuptiActivityGetNextRecord = type("F", (), {})()
+    first = cupti_raw.RawBuffers(Lib(), 4096, 1 << 30, lambda: None)
+    second = cupti_raw.RawBuffers(Lib(), 4096, 1 << 30, lambda: None)
+    u8p = ctypes.POINTER(ctypes.c_uint8)
+    bufp, size, mx = ctypes.pointer(u8p()), ctypes.pointer(ctypes.c_size_t()), ctypes.pointer(ctypes.c_size_t())
+    first._requested(bufp, size, mx)
+    second._completed(None, 0, bufp.contents, size.contents.value, 64)
+    assert [v for _, v in second.done] == [64] and first.done == [] and second.stats["buffers"] == 1
+    assert ctypes.cast(bufp.contents, ctypes.c_void_p).value not in cupti_raw.OUTSTANDING
