@@ -716,8 +716,9 @@ class CuptiBackend:
         last flush -- a record whose API record never came goes to the root (window: its start).
 
         With API records (the default), delivery waits for the flush, or until ``DEFER_MAX``
-        records are waiting: the join costs ~2 us per record under the GIL, and run during the
-        program it slows the program down (this callback runs on CUPTI's thread).  ``in_loop``: called
+        records are waiting (then the oldest beyond it): the join costs ~2 us per record under the
+        GIL, and run during the program it slows the program down (this callback runs on CUPTI's
+        thread).  ``in_loop``: called
         from a buffer callback while the program runs (counted in :attr:`loop_stats`), not the flush."""
         if self.rawbufs is not None:
             self._take_raw(everything=not in_loop)
@@ -728,9 +729,14 @@ class CuptiBackend:
         if activities:
             self.held.extend(cupti_records.split(self.cupti, activities, self._kinds, self._memcpy_label, self.names))
         self.max_cid = max(self.max_cid, self.held.max_cid)
-        if self.light and not final and self.held.count < DEFER_MAX:
-            return
-        held, self.held = self.held, cupti_records.Records()
+        if self.light and not final:
+            if self.held.count < DEFER_MAX:
+                return
+            # past the bound only the oldest records beyond it: about one buffer per completion, not a
+            # pause of DEFER_MAX records inside the program's loop
+            held = self.held.take_oldest(DEFER_MAX - 1)
+        else:
+            held, self.held = self.held, cupti_records.Records()
         self.api.update(held.api())
         if self.external:
             self.ext.update(held.ext())
