@@ -246,9 +246,9 @@ def test_raw_take_keeps_newest_bytes():
 
 
 def test_loop_stats_of_split_buffers(monkeypatch, tmp_path):
-    """The default (split): each buffer completed while the program runs is counted with its records and
-    the time its callback took; delivery waits for the flush, so nothing is delivered inside the loop."""
-    fake = _install(monkeypatch)
+    """``split``: each buffer completed while the program runs is counted with its records and the time
+    its callback took; delivery waits for the flush, so nothing is delivered inside the loop."""
+    fake = _install(monkeypatch, KPROF_CUPTI_RECORDS="split")
     sid = profiler.start(str(tmp_path / "s"))
     backend = S.get(sid).backend
     assert backend.rawbufs is None and backend.light
