@@ -718,8 +718,8 @@ class CuptiBackend:
         With API records (the default), delivery waits for the flush, or until ``DEFER_MAX``
         records are waiting (then the oldest beyond it): the join costs ~2 us per record under the
         GIL, and run during the program it slows the program down (this callback runs on CUPTI's
-        thread).  ``in_loop``: called
-        from a buffer callback while the program runs (counted in :attr:`loop_stats`), not the flush."""
+        thread).  ``in_loop``: called from a buffer callback while the program runs (counted in
+        :attr:`loop_stats`), not from the flush."""
         if self.rawbufs is not None:
             self._take_raw(everything=not in_loop)
         if self.raw:
