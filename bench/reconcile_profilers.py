@@ -616,6 +616,70 @@ def _run_overhead_child(spec: dict) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def _forked_child(spec: dict, conn) -> None:
+    """A child of ``--spawn fork``: forked from a server that has imported torch (CUDA untouched), so
+    each process skips torch's import; everything else is :func:`child_overhead` in a new process."""
+    try:
+        os.environ.pop("KERNELC_INTERPRET", None)
+        conn.send(("ok", child_overhead(spec)))
+    except BaseException:
+        import traceback
+        conn.send(("error", traceback.format_exc()[-3000:]))
+    finally:
+        conn.close()
+
+
+_FORK = {"ctx": None, "broken": None}   # --spawn fork: the forkserver context, or why it was given up
+
+
+def _noop() -> None:
+    pass
+
+
+def _start_forkserver() -> None:
+    """Start the fork server (it imports torch once) before the budget's clock runs; on failure,
+    ``--spawn fork`` is given up and every child starts with exec."""
+    import importlib
+    import multiprocessing as mp
+    try:
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["torch"])
+        mod = importlib.import_module("bench.reconcile_profilers")
+        p = ctx.Process(target=mod._noop, daemon=True)
+        p.start()
+        p.join(300)
+        if p.exitcode != 0:
+            raise RuntimeError(f"a trivial forked child exited with {p.exitcode}")
+        _FORK["ctx"] = ctx
+    except Exception as e:
+        _FORK["broken"] = f"fork server: {e}"
+        print(json.dumps({"spawn": "fork given up, exec from now on", "why": _FORK["broken"]}), flush=True)
+
+
+def _run_forked_child(spec: dict) -> dict:
+    import importlib
+    ctx = _FORK["ctx"]
+    mod = importlib.import_module("bench.reconcile_profilers")   # the target is pickled by module name
+    recv, send = ctx.Pipe(duplex=False)
+    p = ctx.Process(target=mod._forked_child, args=(spec, send), daemon=True)
+    p.start()
+    send.close()
+    timeout = max(60.0, spec["deadline"] - time.time() + 120)
+    try:
+        if not recv.poll(timeout):
+            raise subprocess.TimeoutExpired("forked child", timeout)
+        kind, payload = recv.recv()
+    except EOFError:
+        kind, payload = "error", f"the forked child died (exit code {p.exitcode})"
+    finally:
+        p.join(10)
+        if p.is_alive():
+            p.kill()
+    if kind != "ok":
+        raise RuntimeError(f"{spec['workload']}/{spec['profiler']} failed (forked child):\n{payload}")
+    return payload
+
+
 def _boot_medians(groups, reps, seed):
     """Bootstrap medians of the values pooled over ``groups`` (one list per process): processes
     resampled, then values within each, so both levels of noise are in the interval."""
@@ -772,6 +836,10 @@ def overhead(args) -> int:
     """One process per (profiler, round), rounds interleaved and rotated; each child has its share of
     the remaining budget (:func:`child_overhead`); the summary is :func:`summarize`'s."""
     from bench.common import write_results
+    if args.spawn == "fork":
+        t0 = time.time()
+        _start_forkserver()
+        print(json.dumps({"spawn": "fork", "server_start_s": round(time.time() - t0, 1)}), flush=True)
     tmp = tempfile.mkdtemp(prefix="kprof_overhead_")
     profs = [p for p in args.profilers.split(",") if p]
     wls = [w for w in args.workloads.split(",") if w]
@@ -805,7 +873,16 @@ def overhead(args) -> int:
                     "min_pairs": args.min_pairs if share_s > setup + args.min_pairs * 3 * BLOCK_S[wl] else 2,
                     "deadline": child_deadline, "cpus": cpus, "threads": args.threads, "buffer": args.buffer}
             try:
-                r = _run_overhead_child(spec)
+                r = None
+                if args.spawn == "fork" and _FORK["broken"] is None:
+                    try:
+                        r = _run_forked_child(spec)
+                    except Exception as e:  # fork did not work here: this child and the rest start afresh
+                        _FORK["broken"] = " | ".join(str(e).strip().splitlines()[-3:])
+                        print(json.dumps({"spawn": "fork given up, exec from now on", "why": _FORK["broken"]}),
+                              flush=True)
+                if r is None:
+                    r = _run_overhead_child(spec)
             except (RuntimeError, subprocess.TimeoutExpired) as e:  # one failed child costs its own numbers only
                 msg = str(e).strip().splitlines()
                 rows.append({"workload": wl, "round": rnd, "profiler": p, "error": " | ".join(msg[:1] + msg[-3:])})
@@ -846,6 +923,7 @@ def overhead(args) -> int:
                   f"steal {e.get('cores_steal_ms_median')} ms  MHz {e.get('mhz_range')}  loop {e['loop_stats']}",
                   flush=True)
     meta = {"summary": summary, "budget_s": args.budget, "elapsed_s": round(time.time() - t_start, 1),
+            "spawn_fork_given_up": _FORK["broken"],
             "args": {k: v for k, v in vars(args).items()}, "children": raw}
     from bench.common import RESULTS
     write_results(args.name or ("profiler_overhead_rotated_quick" if args.quick else "profiler_overhead_rotated"),
@@ -902,6 +980,9 @@ def main(argv=None) -> int:
     ov.add_argument("--buffer", default="1M", help="CUPTI buffer size for floor and kprof (0: their defaults): "
                     "small enough that buffers complete inside every block")
     ov.add_argument("--grace", type=float, default=40.0, help="no child starts later than this past --budget")
+    ov.add_argument("--spawn", choices=["exec", "fork"], default="exec",
+                    help="how each child process starts: exec (a new interpreter) or fork (from a server that "
+                    "has imported torch, CUDA untouched: no import per child; falls back to exec if it fails)")
     ov.add_argument("--quick", action="store_true", help="smoke run: the tiny workload (unless --workloads), one "
                     "round, short blocks, --budget 90")
     args = ap.parse_args(argv)

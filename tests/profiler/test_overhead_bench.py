@@ -82,6 +82,25 @@ def test_child_on_cpu(tmp_path):
     assert os.path.exists(str(tmp_path / "p_0.hatchet")) and os.path.exists(str(tmp_path / "p_1.hatchet"))
 
 
+def test_forked_child_on_cpu(tmp_path, monkeypatch):
+    """``--spawn fork``: the child is forked from a server that imported torch, runs the same blocks and
+    sends the same result back; a child that fails reports its traceback."""
+    monkeypatch.setenv("KPROF_BACKEND", "cpu")
+    monkeypatch.setenv("PYTHONPATH", REPO)
+    monkeypatch.setattr(rp, "_FORK", {"ctx": None, "broken": None})
+    rp._start_forkserver()
+    assert rp._FORK["broken"] is None, rp._FORK["broken"]
+    spec = {"workload": "tiny", "profiler": "kprof", "device": "cpu", "out": str(tmp_path / "f"),
+            "warmup": 5, "block_s": 0.02, "steps": 100, "pre": 1, "min_pairs": 2, "max_pairs": 2,
+            "deadline": time.time() + 60, "cpus": None, "threads": 1, "buffer": 0}
+    r = rp._run_forked_child(spec)
+    assert r["profiler"] == "kprof" and len(r["warm"]) == 2 and r["kprof_state"]["backend"] == "cpu"
+    assert r["setup_phases_s"]["torch"] < 5.0      # torch came with the fork, not imported again
+    assert os.path.exists(str(tmp_path / "f_0.hatchet"))
+    with pytest.raises(RuntimeError, match="no_such_workload"):
+        rp._run_forked_child(dict(spec, workload="no_such_workload"))
+
+
 def test_cpu_set_option():
     avail = sorted(os.sched_getaffinity(0))
     assert rp._cpu_set("none") is None
