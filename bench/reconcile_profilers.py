@@ -661,7 +661,7 @@ def _run_forked_child(spec: dict) -> dict:
     ctx = _FORK["ctx"]
     mod = importlib.import_module("bench.reconcile_profilers")   # the target is pickled by module name
     recv, send = ctx.Pipe(duplex=False)
-    p = ctx.Process(target=mod._forked_child, args=(spec, send), daemon=True)
+    p = ctx.Process(target=mod._forked_child, args=(spec, send))   # not daemonic: it may start processes
     p.start()
     send.close()
     timeout = max(60.0, spec["deadline"] - time.time() + 120)
