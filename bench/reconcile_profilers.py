@@ -36,7 +36,9 @@ pinned cores' other load, steal) and, for kprof, what its callbacks did on CUPTI
 resolution.  Profilers: ``none``, ``floor`` (CUPTI kernel/memcpy/memset records dropped by a cupti-python
 callback, nothing else), ``floor-raw`` (the same records dropped by libcupti's own buffer callbacks, so
 without cupti-python's Python object per record), ``kprof`` and its variants (``kprof-ext``: CUPTI external correlation ids,
-``kprof-deferred``: cupti-python's record objects kept and decoded at the flush, ``kprof-raw``: buffers
+``kprof-deferred``: cupti-python's record objects kept and decoded at the flush, ``kprof-split``:
+cupti-python's records split into columns as each buffer completes (the default before 2026-11-27),
+``kprof-raw``: buffers
 taken from libcupti, no Python per record until the flush, ``kprof-nohook``: no kernelc launch hook;
 see profiler/options.py), ``proton``, ``torch``.
 
@@ -72,6 +74,7 @@ KPROF_VARIANTS = {
     "kprof-ext": ({"cupti_attribution": "external-correlation"}, {}),
     "kprof-deferred": ({"cupti_records": "deferred"}, {}),
     "kprof-raw": ({"cupti_records": "raw"}, {}),
+    "kprof-split": ({"cupti_records": "split"}, {}),
     "kprof-nohook": ({}, {"hook": None}),
 }
 
@@ -996,7 +999,7 @@ def main(argv=None) -> int:
     from profiler.options import parse_size
     args.buffer = 0 if str(args.buffer) == "0" else parse_size(args.buffer, "--buffer")
     args.workloads = args.workloads or ("tiny" if args.quick else "encoder,train,tiny")
-    default = "none,floor,floor-raw,kprof,kprof-ext,kprof-raw,kprof-nohook,proton" \
+    default = "none,floor,floor-raw,kprof,kprof-ext,kprof-split,kprof-nohook,proton" \
         if args.device == "cuda" \
         else "none,kprof,kprof-ext,kprof-deferred"
     args.profilers = args.profilers or default

@@ -23,9 +23,11 @@ How it works (cupti-python, one subscriber per process):
   correlation id, with callbacks only).
 * **Variants** (``profiler/options.py``; docs/performance.md measures them): ``cupti_attribution=
   "external-correlation"`` also places launches by CUPTI external correlation ids (the scope's id,
-  pushed at each scope change: :mod:`profiler.context`); ``cupti_records="deferred"`` keeps
-  cupti-python's record objects until the flush; ``cupti_records="raw"`` takes the buffers from
-  libcupti itself (:mod:`profiler.backends.cupti_raw`), with no Python object per record.
+  pushed at each scope change: :mod:`profiler.context`).  ``cupti_records="raw"`` (the default)
+  takes the buffers from libcupti itself (:mod:`profiler.backends.cupti_raw`), with no Python
+  object per record, and falls back to cupti-python's callbacks where libcupti is not found;
+  ``"split"`` splits cupti-python's record objects into columns as each buffer completes;
+  ``"deferred"`` keeps cupti-python's record objects until the flush.
 * **CUDA graphs.** While a graph is captured, each launch creates a graph node
   (``RESOURCE/GRAPHNODE_CREATED``, on the capturing thread): the node's CUPTI id is mapped to the
   capture-time context.  Instantiation clones the nodes (``GRAPHNODE_CLONED``): the clone inherits the

@@ -20,7 +20,10 @@ DEMANGLED = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDA
 # the variants of profiler.options that change how launches are placed or records processed
 VARIANTS = {"external-correlation": {"KPROF_CUPTI_ATTRIBUTION": "external-correlation"},
             "deferred": {"KPROF_CUPTI_RECORDS": "deferred"},
-            "raw": {"KPROF_CUPTI_RECORDS": "raw"}}
+            "split": {"KPROF_CUPTI_RECORDS": "split"},
+            "raw": {"KPROF_CUPTI_RECORDS": "raw"},
+            "raw+external-correlation": {"KPROF_CUPTI_RECORDS": "raw",
+                                         "KPROF_CUPTI_ATTRIBUTION": "external-correlation"}}
 
 
 def _fake_for(monkeypatch, variant, **kw):
@@ -28,7 +31,7 @@ def _fake_for(monkeypatch, variant, **kw):
     for k, v in VARIANTS.get(variant, {}).items():
         monkeypatch.setenv(k, v)
     fake = fake_cupti.install(monkeypatch, fake_cupti.FakeCupti(**kw))
-    if variant == "raw":
+    if variant.startswith("raw"):   # libcupti's own buffers (the default where libcupti is found)
         fake_cupti.install_libcupti(monkeypatch, fake)
     return fake
 
