@@ -29,11 +29,16 @@ blocks, outside the timing, and the garbage collector runs only between blocks. 
 ``warm`` (profiled block over the unprofiled block next to it: the cost while the profiler is on),
 ``residue`` (unprofiled blocks after CUPTI was first initialised over the cold ones: what CUPTI leaves
 behind in the process) and ``full`` = warm x residue (the cost against a process that never profiled);
-medians with bootstrap 95% intervals.  ``none`` (no profiler) is the control: its spread is the
+medians with bootstrap 95% intervals.  Next to them: ``warm_bracket`` (each profiled block over the
+unprofiled blocks on both sides), ``warm_cpu`` (the same ratio of the process's CPU time), each process's
+own A/A control (adjacent unprofiled blocks), and per block the scheduler's counters (run-queue wait, the
+pinned cores' other load, steal) and, for kprof, what its callbacks did on CUPTI's thread inside the block.  ``none`` (no profiler) is the control: its spread is the
 resolution.  Profilers: ``none``, ``floor`` (CUPTI kernel/memcpy/memset records dropped by a cupti-python
 callback, nothing else), ``floor-raw`` (the same records dropped by libcupti's own buffer callbacks, so
 without cupti-python's Python object per record), ``kprof`` and its variants (``kprof-ext``: CUPTI external correlation ids,
-``kprof-deferred``: cupti-python's record objects kept and decoded at the flush, ``kprof-raw``: buffers
+``kprof-deferred``: cupti-python's record objects kept and decoded at the flush, ``kprof-split``:
+cupti-python's records split into columns as each buffer completes (the default before 2026-11-27),
+``kprof-raw``: buffers
 taken from libcupti, no Python per record until the flush, ``kprof-nohook``: no kernelc launch hook;
 see profiler/options.py), ``proton``, ``torch``.
 
@@ -69,6 +74,7 @@ KPROF_VARIANTS = {
     "kprof-ext": ({"cupti_attribution": "external-correlation"}, {}),
     "kprof-deferred": ({"cupti_records": "deferred"}, {}),
     "kprof-raw": ({"cupti_records": "raw"}, {}),
+    "kprof-split": ({"cupti_records": "split"}, {}),
     "kprof-nohook": ({}, {"hook": None}),
 }
 
@@ -171,6 +177,7 @@ def _start(prof, out):
             options.set_override("cupti_buffer_bytes", _BUFFER[0])
         sid = profiler.start(out, **kwargs)
         b = profiler.session.get(sid).backend
+        _BACKEND[0] = b
         # what is really in effect (a variant CUPTI cannot do falls back, and says so in `skipped`)
         _STATE.update(backend=getattr(b, "name", "?"), external=bool(getattr(b, "external", False)),
                       raw=getattr(b, "rawbufs", None) is not None, deferred=bool(getattr(b, "deferred", False)),
@@ -217,6 +224,7 @@ def _start(prof, out):
 
 
 _FLOOR_REGISTERED: list = []
+_BACKEND: list = [None]   # the kprof backend of the profiled block running (its in-loop stats are read)
 _STATE: dict = {}   # the kprof backend's mode as started (overhead children report it)
 _BUFFER = [0]   # overhead --buffer: CUPTI buffer bytes for floor and kprof (0: their defaults)
 
@@ -286,20 +294,97 @@ def _pin(cpus, threads):
     return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
 
 
+def _sched():
+    """This process's scheduler counters now: ``(main thread CPU ns, main thread runqueue-wait ns,
+    all threads' CPU ns, all threads' wait ns, main thread involuntary switches)`` (waits from
+    /proc/.../schedstat; None where /proc does not say).  A block's wait is time its threads were
+    runnable but not running: the host's contention, which no profiler causes."""
+    try:
+        with open("/proc/self/schedstat") as f:   # the main thread (the thread group leader)
+            wait = int(f.read().split()[1])
+        twait = 0
+        for t in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{t}/schedstat") as f:
+                    twait += int(f.read().split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+        nvcsw = None
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("nonvoluntary_ctxt_switches"):
+                    nvcsw = int(line.split()[1])
+        # CPU time from the clocks (exact; schedstat's run time of a running thread lags up to a tick)
+        return (time.thread_time_ns(), wait, time.process_time_ns(), twait, nvcsw)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _cores(cpus):
+    """``(busy ticks, steal ticks, MHz or None)`` summed over ``cpus`` from /proc/stat (and cpufreq where
+    the machine has it), or None: with the process's own CPU time, the other work on its cores."""
+    if not cpus:
+        return None
+    want = {f"cpu{c}" for c in cpus}
+    busy = steal = 0
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                parts = line.split()
+                if parts and parts[0] in want:
+                    v = [int(x) for x in parts[1:9]]
+                    busy += v[0] + v[1] + v[2] + v[5] + v[6]   # user nice system irq softirq
+                    steal += v[7]
+    except (OSError, ValueError, IndexError):
+        return None
+    mhz = []
+    for c in cpus:
+        try:
+            with open(f"/sys/devices/system/cpu/cpu{c}/cpufreq/scaling_cur_freq") as f:
+                mhz.append(int(f.read()) / 1e3)
+        except (OSError, ValueError):
+            break
+    return busy, steal, (sum(mhz) / len(mhz) if mhz and len(mhz) == len(cpus) else None)
+
+
+_TICK_MS = 1e3 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+
+
+def _sched_delta(a, b, ca=None, cb=None):
+    if a is None or b is None:
+        return None
+    out = {"main_run_ms": (b[0] - a[0]) / 1e6, "main_wait_ms": (b[1] - a[1]) / 1e6,
+           "all_run_ms": (b[2] - a[2]) / 1e6, "all_wait_ms": (b[3] - a[3]) / 1e6,
+           "main_nvcsw": None if a[4] is None or b[4] is None else b[4] - a[4]}
+    if ca is not None and cb is not None:
+        # the pinned cores' busy time (all processes; ticks) and steal; MHz sampled at both ends
+        out["cores_busy_ms"] = (cb[0] - ca[0]) * _TICK_MS
+        out["cores_steal_ms"] = (cb[1] - ca[1]) * _TICK_MS
+        if ca[2] is not None and cb[2] is not None:
+            out["mhz"] = round((ca[2] + cb[2]) / 2)
+    return out
+
+
 def child_overhead(spec: dict) -> dict:
     """One process of ``overhead``: pin, warm up, calibrate the block, ``pre`` cold blocks, then
     profiled/unprofiled pairs (AB, BA, ...) until ``deadline`` (wall clock; at least ``min_pairs``)."""
     import gc
     t_begin = time.time()
+    phases = {}   # setup: seconds from t_begin at the end of each phase (where start-up time goes)
     cpus = _pin(spec.get("cpus"), spec.get("threads"))
     import torch
     device, prof, wl = spec["device"], spec["profiler"], spec["workload"]
     _BUFFER[0] = spec.get("buffer", 0)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    if device == "cuda":
+        torch.cuda.init()
+    phases["torch"] = round(time.time() - t_begin, 2)
     w = WORKLOADS[wl](device, _scope_fn(prof))
+    phases["workload"] = round(time.time() - t_begin, 2)
     for _ in range(spec["warmup"]):
         w.step()
     sync()
+    phases["warmup"] = round(time.time() - t_begin, 2)
     gc.collect()
     gc.freeze()  # what the warm-up allocated is never scanned again
     steps = spec.get("steps") or 0
@@ -312,34 +397,49 @@ def child_overhead(spec: dict) -> dict:
         sync()
         steps = max(spec.get("min_steps", 3), int(spec["block_s"] / ((time.perf_counter() - t0) / n)))
 
-    def block():
+    sched = []   # per timed block: ("u" or "p", _sched_delta) -- the host's contention, block by block
+
+    def block(kind="u"):
         gc.collect()
         gc.disable()
         try:
             sync()
+            c0 = _cores(cpus)
+            s0 = _sched()
             t0 = time.perf_counter()
             for _ in range(steps):
                 w.step()
             sync()
-            return (time.perf_counter() - t0) * 1e3 / steps
+            t = (time.perf_counter() - t0) * 1e3 / steps
+            sched.append((kind, _sched_delta(s0, _sched(), c0, _cores(cpus))))
+            return t
         finally:
             gc.enable()
 
     stops = []
+    loop_stats = []   # kprof: what its callbacks did on CUPTI's thread during each profiled block
 
     def profiled(i):
+        _BACKEND[0] = None
         stop = _start(prof, f"{spec['out']}_{i}")
-        t = block()
+        t = block("p")
+        b = _BACKEND[0]
+        if b is not None and hasattr(b, "stats"):   # before the flush: only what ran inside the block
+            loop_stats.append(b.stats())
         t0 = time.perf_counter()
         stop()
         stops.append(time.perf_counter() - t0)
         return t
 
     cold = [block() for _ in range(spec["pre"])]
+    phases["cold"] = round(time.time() - t_begin, 2)
     # first profiled block(s) not counted: first-use costs (imports, CUPTI's first records) are not the
     # steady state of a profiled run
     prime = [profiled(f"prime{j}") for j in range(spec.get("prime", 1))]
+    phases["prime"] = round(time.time() - t_begin, 2)
     stops.clear()
+    loop_stats.clear()
+    sched.clear()
     t_setup = time.time() - t_begin
     pairs, unprof, prof_ms = [], [], []
     i = 0
@@ -364,7 +464,8 @@ def child_overhead(spec: dict) -> dict:
             "unprof_ms": unprof,
             "prof_ms": prof_ms, "warm": pairs, "stop_s": stops, "setup_s": round(t_setup, 2),
             "wall_s": round(time.time() - t_begin, 2), "cpus": cpus, "threads": torch.get_num_threads(),
-            "kprof_state": dict(_STATE)}
+            "kprof_state": dict(_STATE), "setup_phases_s": phases, "loop_stats": loop_stats,
+            "sched": sched}
 
 
 # -- reading the three profiles ----------------------------------------------------------------
@@ -518,6 +619,70 @@ def _run_overhead_child(spec: dict) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def _forked_child(spec: dict, conn) -> None:
+    """A child of ``--spawn fork``: forked from a server that has imported torch (CUDA untouched), so
+    each process skips torch's import; everything else is :func:`child_overhead` in a new process."""
+    try:
+        os.environ.pop("KERNELC_INTERPRET", None)
+        conn.send(("ok", child_overhead(spec)))
+    except BaseException:
+        import traceback
+        conn.send(("error", traceback.format_exc()[-3000:]))
+    finally:
+        conn.close()
+
+
+_FORK = {"ctx": None, "broken": None}   # --spawn fork: the forkserver context, or why it was given up
+
+
+def _noop() -> None:
+    pass
+
+
+def _start_forkserver() -> None:
+    """Start the fork server (it imports torch once) before the budget's clock runs; on failure,
+    ``--spawn fork`` is given up and every child starts with exec."""
+    import importlib
+    import multiprocessing as mp
+    try:
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["torch"])
+        mod = importlib.import_module("bench.reconcile_profilers")
+        p = ctx.Process(target=mod._noop, daemon=True)
+        p.start()
+        p.join(300)
+        if p.exitcode != 0:
+            raise RuntimeError(f"a trivial forked child exited with {p.exitcode}")
+        _FORK["ctx"] = ctx
+    except Exception as e:
+        _FORK["broken"] = f"fork server: {e}"
+        print(json.dumps({"spawn": "fork given up, exec from now on", "why": _FORK["broken"]}), flush=True)
+
+
+def _run_forked_child(spec: dict) -> dict:
+    import importlib
+    ctx = _FORK["ctx"]
+    mod = importlib.import_module("bench.reconcile_profilers")   # the target is pickled by module name
+    recv, send = ctx.Pipe(duplex=False)
+    p = ctx.Process(target=mod._forked_child, args=(spec, send))   # not daemonic: it may start processes
+    p.start()
+    send.close()
+    timeout = max(60.0, spec["deadline"] - time.time() + 120)
+    try:
+        if not recv.poll(timeout):
+            raise subprocess.TimeoutExpired("forked child", timeout)
+        kind, payload = recv.recv()
+    except EOFError:
+        kind, payload = "error", f"the forked child died (exit code {p.exitcode})"
+    finally:
+        p.join(10)
+        if p.is_alive():
+            p.kill()
+    if kind != "ok":
+        raise RuntimeError(f"{spec['workload']}/{spec['profiler']} failed (forked child):\n{payload}")
+    return payload
+
+
 def _boot_medians(groups, reps, seed):
     """Bootstrap medians of the values pooled over ``groups`` (one list per process): processes
     resampled, then values within each, so both levels of noise are in the interval."""
@@ -541,6 +706,65 @@ def _median_ci(groups, reps=2000, seed=0):
     return statistics.median([x for g in groups for x in g]), boots[int(0.025 * reps)], boots[int(0.975 * reps) - 1]
 
 
+def _aa(r):
+    """The process's own control: adjacent unprofiled blocks (AB, BA, AB, ... puts A next to A at each
+    pair boundary), later over earlier -- the noise of a ratio of two blocks in this process, with no
+    profiler in either."""
+    u = r["unprof_ms"]
+    return [u[k + 1] / u[k] for k in range(1, len(u) - 1, 2)]
+
+
+def _sequence(r):
+    """The process's timed blocks in time order: ``[("u" or "p", ms per step)]`` (pairs AB, BA, ...)."""
+    out = []
+    for i, (u, p) in enumerate(zip(r["unprof_ms"], r["prof_ms"])):
+        out += [("u", u), ("p", p)] if i % 2 == 0 else [("p", p), ("u", u)]
+    return out
+
+
+def _bracket(r):
+    """Each profiled block over the mean of the nearest unprofiled blocks before and after it (one side
+    at the ends): a drift that is linear over the three blocks cancels, where the pair ratio keeps half
+    of it."""
+    seq = _sequence(r)
+    out = []
+    for i, (k, v) in enumerate(seq):
+        if k != "p":
+            continue
+        before = next((x for kk, x in reversed(seq[:i]) if kk == "u"), None)
+        after = next((x for kk, x in seq[i + 1:] if kk == "u"), None)
+        ref = [x for x in (before, after) if x is not None]
+        if ref:
+            out.append(v / (sum(ref) / len(ref)))
+    return out
+
+
+def _pair_sched(r, key):
+    """Per pair, profiled over unprofiled block of ``sched[key]`` (e.g. all threads' CPU time), or []."""
+    sched = r.get("sched") or []
+    out = []
+    for i in range(len(sched) // 2):
+        x, y = sched[2 * i], sched[2 * i + 1]
+        if x[1] is None or y[1] is None:
+            return []
+        p, u = (y, x) if x[0] == "u" else (x, y)
+        if u[1][key] > 0:
+            out.append(p[1][key] / u[1][key])
+    return out
+
+
+def _loop_stats(rs):
+    """Median per profiled block of what kprof's callbacks did on CUPTI's thread, or None."""
+    blocks = [b for r in rs for b in (r.get("loop_stats") or [])]
+    if not blocks:
+        return None
+    out = {}
+    for k in sorted({k for b in blocks for k in b}):
+        vals = [b.get(k, 0) for b in blocks]
+        out[k] = round(statistics.median(vals) / (1e6 if k.endswith("_ns") else 1), 3)
+    return {k[:-3] + "_ms" if k.endswith("_ns") else k: v for k, v in out.items()}
+
+
 def summarize(results: list, reps: int = 2000) -> dict:
     """Per profiler, from the children's results of one workload: warm, residue and full overheads
     (median and 95% interval), the spread of the per-process medians, kprof-over-floor."""
@@ -562,22 +786,50 @@ def summarize(results: list, reps: int = 2000) -> dict:
              "stop_s_median": round(statistics.median([x for r in rs for x in r["stop_s"]]), 3) if any(r["stop_s"] for r in rs) else None,
              "setup_s_median": round(statistics.median([r["setup_s"] for r in rs]), 1),
              "warm_per_process": [round(x, 4) for x in per_proc],
-             "spread_%": round(100 * (max(per_proc) - min(per_proc)), 2) if per_proc else None}
+             "spread_%": round(100 * (max(per_proc) - min(per_proc)), 2) if per_proc else None,
+             "aa_per_process": [round(statistics.median(a), 4) if a else None for a in map(_aa, rs)],
+             "loop_stats": _loop_stats(rs)}
+        m, lo, hi = _median_ci([_bracket(r) for r in rs], reps)
+        e["warm_bracket"], e["warm_bracket_ci"] = (None, None) if m is None else (round(m, 4), [round(lo, 4), round(hi, 4)])
+        cpu = [_pair_sched(r, "all_run_ms") for r in rs]
+        m, lo, hi = _median_ci(cpu, reps)
+        # the process's CPU time (all threads) per profiled block over the unprofiled one: the host work
+        # a profiler adds, without the time its threads waited for a core
+        e["warm_cpu"], e["warm_cpu_ci"] = (None, None) if m is None else (round(m, 4), [round(lo, 4), round(hi, 4)])
+        waits = [b[1]["all_wait_ms"] / max(b[1]["all_run_ms"], 1e-9) for r in rs for b in (r.get("sched") or [])
+                 if b[1] is not None]
+        e["wait_over_run_median"] = round(statistics.median(waits), 4) if waits else None
+        blocks = [b[1] for r in rs for b in (r.get("sched") or []) if b[1] is not None and "cores_busy_ms" in b[1]]
+        if blocks:
+            # other processes' CPU time on the pinned cores per block (ticks: +-10 ms), steal, MHz
+            e["cores_other_ms_median"] = round(statistics.median(b["cores_busy_ms"] - b["all_run_ms"] for b in blocks), 1)
+            e["cores_steal_ms_median"] = round(statistics.median(b["cores_steal_ms"] for b in blocks), 1)
+            mhz = [b["mhz"] for b in blocks if "mhz" in b]
+            e["mhz_range"] = [min(mhz), max(mhz)] if mhz else None
         for name, groups in (("warm", warm), ("residue", residue), ("full", full)):
             m, lo, hi = _median_ci(groups, reps)
             e[name] = None if m is None else round(m, 4)
             e[name + "_ci"] = None if m is None else [round(lo, 4), round(hi, 4)]
         boots[p] = _boot_medians([w for w in warm if w], reps, 1)
+        boots[p, "bracket"] = _boot_medians([b for b in map(_bracket, rs) if b], reps, 1)
         out[p] = e
+    aa_all = [statistics.median(a) for a in map(_aa, results) if a]
+    if aa_all:  # every process's own control, whatever its profiler
+        out["_aa"] = {"processes": len(aa_all), "spread_%": round(100 * (max(aa_all) - min(aa_all)), 2),
+                      "sd_%": round(100 * statistics.pstdev(aa_all), 2), "median": round(statistics.median(aa_all), 4)}
     for floor, tag in (("floor", "floor"), ("floor-raw", "floor_raw")):
         if floor not in out:
             continue
         for p in out:
-            if p in ("none", "floor", "floor-raw"):
+            if p in ("none", "floor", "floor-raw", "_aa"):
                 continue
             d = sorted(100 * (a / b - 1) for a, b in zip(boots[p], boots[floor]))
             out[p][f"over_{tag}_%"] = round(100 * (out[p]["warm"] / out[floor]["warm"] - 1), 2)
             out[p][f"over_{tag}_ci_%"] = [round(d[int(0.025 * reps)], 2), round(d[int(0.975 * reps) - 1], 2)]
+            if out[p]["warm_bracket"] and out[floor]["warm_bracket"]:
+                d = sorted(100 * (a / b - 1) for a, b in zip(boots[p, "bracket"], boots[floor, "bracket"]))
+                out[p][f"bracket_over_{tag}_%"] = round(100 * (out[p]["warm_bracket"] / out[floor]["warm_bracket"] - 1), 2)
+                out[p][f"bracket_over_{tag}_ci_%"] = [round(d[int(0.025 * reps)], 2), round(d[int(0.975 * reps) - 1], 2)]
             if out[p]["full"] and out[floor]["full"]:
                 out[p][f"full_over_{tag}_%"] = round(100 * (out[p]["full"] / out[floor]["full"] - 1), 2)
     return out
@@ -587,6 +839,10 @@ def overhead(args) -> int:
     """One process per (profiler, round), rounds interleaved and rotated; each child has its share of
     the remaining budget (:func:`child_overhead`); the summary is :func:`summarize`'s."""
     from bench.common import write_results
+    if args.spawn == "fork":
+        t0 = time.time()
+        _start_forkserver()
+        print(json.dumps({"spawn": "fork", "server_start_s": round(time.time() - t0, 1)}), flush=True)
     tmp = tempfile.mkdtemp(prefix="kprof_overhead_")
     profs = [p for p in args.profilers.split(",") if p]
     wls = [w for w in args.workloads.split(",") if w]
@@ -620,7 +876,16 @@ def overhead(args) -> int:
                     "min_pairs": args.min_pairs if share_s > setup + args.min_pairs * 3 * BLOCK_S[wl] else 2,
                     "deadline": child_deadline, "cpus": cpus, "threads": args.threads, "buffer": args.buffer}
             try:
-                r = _run_overhead_child(spec)
+                r = None
+                if args.spawn == "fork" and _FORK["broken"] is None:
+                    try:
+                        r = _run_forked_child(spec)
+                    except Exception as e:  # fork did not work here: this child and the rest start afresh
+                        _FORK["broken"] = " | ".join(str(e).strip().splitlines()[-3:])
+                        print(json.dumps({"spawn": "fork given up, exec from now on", "why": _FORK["broken"]}),
+                              flush=True)
+                if r is None:
+                    r = _run_overhead_child(spec)
             except (RuntimeError, subprocess.TimeoutExpired) as e:  # one failed child costs its own numbers only
                 msg = str(e).strip().splitlines()
                 rows.append({"workload": wl, "round": rnd, "profiler": p, "error": " | ".join(msg[:1] + msg[-3:])})
@@ -642,6 +907,7 @@ def overhead(args) -> int:
         s = summarize(results)
         summary[wl] = {"profilers": s,
                        "control_spread_%": s.get("none", {}).get("spread_%"),
+                       "aa_control": s.get("_aa"),
                        "control_warm_ci": s.get("none", {}).get("warm_ci"),
                        "kprof_over_floor_%": s.get("kprof", {}).get("over_floor_%"),
                        "kprof_over_floor_ci_%": s.get("kprof", {}).get("over_floor_ci_%"),
@@ -649,10 +915,18 @@ def overhead(args) -> int:
                        "wall_s": round(sum(r["wall_s"] for r in results), 1)}
         print(json.dumps({wl: {k: v for k, v in summary[wl].items() if k != "profilers"}}), flush=True)
         for p, e in s.items():
+            if p.startswith("_"):
+                continue
             print(f"  {wl:8s} {p:18s} warm {e['warm']} {e['warm_ci']}  residue {e['residue']}  full {e['full']}  "
                   f"over floor {e.get('over_floor_%')} {e.get('over_floor_ci_%')}  spread {e['spread_%']}%  "
-                  f"stop {e['stop_s_median']} s", flush=True)
+                  f"stop {e['stop_s_median']} s  bracket {e['warm_bracket']} {e['warm_bracket_ci']} over floor "
+                  f"{e.get('bracket_over_floor_%')} {e.get('bracket_over_floor_ci_%')}  "
+                  f"cpu {e['warm_cpu']} {e['warm_cpu_ci']}  aa {e['aa_per_process']}  "
+                  f"wait/run {e['wait_over_run_median']}  others {e.get('cores_other_ms_median')} ms  "
+                  f"steal {e.get('cores_steal_ms_median')} ms  MHz {e.get('mhz_range')}  loop {e['loop_stats']}",
+                  flush=True)
     meta = {"summary": summary, "budget_s": args.budget, "elapsed_s": round(time.time() - t_start, 1),
+            "spawn_fork_given_up": _FORK["broken"],
             "args": {k: v for k, v in vars(args).items()}, "children": raw}
     from bench.common import RESULTS
     write_results(args.name or ("profiler_overhead_rotated_quick" if args.quick else "profiler_overhead_rotated"),
@@ -709,6 +983,9 @@ def main(argv=None) -> int:
     ov.add_argument("--buffer", default="1M", help="CUPTI buffer size for floor and kprof (0: their defaults): "
                     "small enough that buffers complete inside every block")
     ov.add_argument("--grace", type=float, default=40.0, help="no child starts later than this past --budget")
+    ov.add_argument("--spawn", choices=["exec", "fork"], default="exec",
+                    help="how each child process starts: exec (a new interpreter) or fork (from a server that "
+                    "has imported torch, CUDA untouched: no import per child; falls back to exec if it fails)")
     ov.add_argument("--quick", action="store_true", help="smoke run: the tiny workload (unless --workloads), one "
                     "round, short blocks, --budget 90")
     args = ap.parse_args(argv)
@@ -722,7 +999,7 @@ def main(argv=None) -> int:
     from profiler.options import parse_size
     args.buffer = 0 if str(args.buffer) == "0" else parse_size(args.buffer, "--buffer")
     args.workloads = args.workloads or ("tiny" if args.quick else "encoder,train,tiny")
-    default = "none,floor,floor-raw,kprof,kprof-ext,kprof-raw,kprof-nohook,proton" \
+    default = "none,floor,floor-raw,kprof,kprof-ext,kprof-split,kprof-nohook,proton" \
         if args.device == "cuda" \
         else "none,kprof,kprof-ext,kprof-deferred"
     args.profilers = args.profilers or default

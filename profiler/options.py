@@ -20,14 +20,17 @@ knob                        environment variable        meaning
                                                         (also CUPTI external correlation ids
                                                         pushed at each scope change)
 ``cupti_records``           ``KPROF_CUPTI_RECORDS``     when completed activity buffers are
-                                                        decoded: ``split`` (into numpy columns
-                                                        on CUPTI's thread, as each completes) or
-                                                        ``deferred`` (kept as delivered, decoded
-                                                        at the flush or past a bound) or ``raw``
-                                                        (buffers taken from libcupti through
-                                                        ctypes, no cupti-python object per
-                                                        record; decoded at the flush or past a
-                                                        bound)
+                                                        decoded: ``raw`` (the default: buffers
+                                                        taken from libcupti through ctypes, no
+                                                        cupti-python object per record; decoded
+                                                        at the flush or past a bound; falls back
+                                                        to cupti-python's callbacks where
+                                                        libcupti is not found) or ``split``
+                                                        (cupti-python's records, into numpy
+                                                        columns on CUPTI's thread as each buffer
+                                                        completes) or ``deferred`` (cupti-python's
+                                                        records kept as delivered, decoded at the
+                                                        flush or past a bound)
 ``cupti_buffer_bytes``      ``KPROF_CUPTI_BUFFER_SIZE`` size of each CUPTI activity buffer
                                                         (default 8M)
 ``cupti_callbacks``         ``KPROF_CUPTI_CALLBACKS``   ``1``: place launches by a Python launch
@@ -119,7 +122,7 @@ KNOBS: Dict[str, Knob] = {k.name: k for k in (
          "deepest frame nesting the readers accept"),
     Knob("cupti_attribution", "KPROF_CUPTI_ATTRIBUTION", "api-records", _choice(*ATTRIBUTIONS),
          "how the cupti backend places launches in scopes"),
-    Knob("cupti_records", "KPROF_CUPTI_RECORDS", "split", _choice(*RECORD_MODES),
+    Knob("cupti_records", "KPROF_CUPTI_RECORDS", "raw", _choice(*RECORD_MODES),
          "when completed CUPTI activity buffers are decoded"),
     Knob("cupti_buffer_bytes", "KPROF_CUPTI_BUFFER_SIZE", 8 << 20, parse_size,
          "size of each CUPTI activity buffer"),

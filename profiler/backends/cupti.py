@@ -23,9 +23,11 @@ How it works (cupti-python, one subscriber per process):
   correlation id, with callbacks only).
 * **Variants** (``profiler/options.py``; docs/performance.md measures them): ``cupti_attribution=
   "external-correlation"`` also places launches by CUPTI external correlation ids (the scope's id,
-  pushed at each scope change: :mod:`profiler.context`); ``cupti_records="deferred"`` keeps
-  cupti-python's record objects until the flush; ``cupti_records="raw"`` takes the buffers from
-  libcupti itself (:mod:`profiler.backends.cupti_raw`), with no Python object per record.
+  pushed at each scope change: :mod:`profiler.context`).  ``cupti_records="raw"`` (the default)
+  takes the buffers from libcupti itself (:mod:`profiler.backends.cupti_raw`), with no Python
+  object per record, and falls back to cupti-python's callbacks where libcupti is not found;
+  ``"split"`` splits cupti-python's record objects into columns as each buffer completes;
+  ``"deferred"`` keeps cupti-python's record objects until the flush.
 * **CUDA graphs.** While a graph is captured, each launch creates a graph node
   (``RESOURCE/GRAPHNODE_CREATED``, on the capturing thread): the node's CUPTI id is mapped to the
   capture-time context.  Instantiation clones the nodes (``GRAPHNODE_CLONED``): the clone inherits the
@@ -193,6 +195,10 @@ class CuptiBackend:
         self._kinds = (self.K_KERNEL, self.K_MEMCPY, self.K_MEMSET, self.K_DRIVER, self.K_EXT)
         self._memcpy_labels: Dict[Any, str] = {}
         self.names: Dict[int, str] = {}          # kernel name by CUPTI's name pointer
+        # what ran on CUPTI's thread inside the program's loop (not at the flush): the overhead bench
+        # reports it per profiled block (docs/performance.md, "Overhead at CUPTI's floor")
+        self.loop_stats = {"buffers": 0, "records": 0, "callback_ns": 0, "decoded_buffers": 0,
+                           "delivered": 0}
 
     # -- start / stop ----------------------------------------------------------------------
     def _start(self) -> None:
@@ -281,18 +287,29 @@ class CuptiBackend:
         self.rawbufs = raw
 
     def _raw_full(self) -> None:
-        """A raw buffer completed past the memory bound, or with delivery not deferred: decode now."""
+        """A raw buffer completed past the memory bound, or with delivery not deferred: decode now
+        (past the bound only the oldest buffers beyond it, about one per completion)."""
         try:
             with self.proc_lock:
-                self._process(())
+                self._process((), in_loop=True)
         except Exception as e:
             self._error(f"activity records: {_first_line(e)}")
 
-    def _take_raw(self) -> None:
+    def stats(self) -> Dict[str, int]:
+        """:attr:`loop_stats`, with the raw buffer callbacks' own counters (``raw_*``)."""
+        out = dict(self.loop_stats)
+        if self.rawbufs is not None:
+            out.update({"raw_" + k: v for k, v in self.rawbufs.stats.items()})
+        return out
+
+    def _take_raw(self, everything: bool) -> None:
         from . import cupti_raw
-        bufs = self.rawbufs.take()
+        rb = self.rawbufs
+        bufs = rb.take(None if everything or rb.eager else max(0, rb.max_bytes - rb.size))
         if bufs:
-            self.held.extend(cupti_raw.decode(self.cupti, bufs, self.rawbufs.walker, self._kinds,
+            if not everything:
+                self.loop_stats["decoded_buffers"] += len(bufs)
+            self.held.extend(cupti_raw.decode(self.cupti, bufs, rb.walker, self._kinds,
                                               self._memcpy_label, self.names))
 
     def _enable_external(self) -> bool:
@@ -612,6 +629,13 @@ class CuptiBackend:
         return self.buffer_bytes, 0
 
     def _buffer_completed(self, activities) -> None:
+        t0 = time.perf_counter_ns()
+        st = self.loop_stats
+        st["buffers"] += 1
+        try:
+            st["records"] += len(activities)
+        except TypeError:   # an iterable without a length: counted as buffers only
+            pass
         try:
             with self.proc_lock:
                 if self.deferred and self.light:
@@ -622,9 +646,11 @@ class CuptiBackend:
                     if self.raw_count < RAW_MAX:
                         return
                     activities = ()
-                self._process(activities)
+                self._process(activities, in_loop=True)
         except Exception as e:
             self._error(f"activity records: {_first_line(e)}")
+        finally:
+            st["callback_ns"] += time.perf_counter_ns() - t0
 
     def synchronize(self) -> None:
         """Wait for this process's GPU work (so its records are complete before the flush): every
@@ -687,15 +713,17 @@ class CuptiBackend:
                     break
         return out
 
-    def _process(self, activities, final: bool = False) -> None:
+    def _process(self, activities, final: bool = False, in_loop: bool = False) -> None:
         """Join device records to their launches and hand them to the sessions.  ``final``: the
         last flush -- a record whose API record never came goes to the root (window: its start).
 
         With API records (the default), delivery waits for the flush, or until ``DEFER_MAX``
-        records are waiting: the join costs ~2 us per record under the GIL, and run during the
-        program it slows the program down (this callback runs on CUPTI's thread)."""
+        records are waiting (then the oldest beyond it): the join costs ~2 us per record under the
+        GIL, and run during the program it slows the program down (this callback runs on CUPTI's
+        thread).  ``in_loop``: called from a buffer callback while the program runs (counted in
+        :attr:`loop_stats`), not from the flush."""
         if self.rawbufs is not None:
-            self._take_raw()
+            self._take_raw(everything=not in_loop)
         if self.raw:
             raw, self.raw, self.raw_count = self.raw, [], 0
             for acts in raw:
@@ -703,13 +731,20 @@ class CuptiBackend:
         if activities:
             self.held.extend(cupti_records.split(self.cupti, activities, self._kinds, self._memcpy_label, self.names))
         self.max_cid = max(self.max_cid, self.held.max_cid)
-        if self.light and not final and self.held.count < DEFER_MAX:
-            return
-        held, self.held = self.held, cupti_records.Records()
+        if self.light and not final:
+            if self.held.count < DEFER_MAX:
+                return
+            # past the bound only the oldest records beyond it: about one buffer per completion, not a
+            # pause of DEFER_MAX records inside the program's loop
+            held = self.held.take_oldest(DEFER_MAX - 1)
+        else:
+            held, self.held = self.held, cupti_records.Records()
         self.api.update(held.api())
         if self.external:
             self.ext.update(held.ext())
         recs, self.pending = self.pending + held.device(), []
+        if in_loop:
+            self.loop_stats["delivered"] += len(recs)
         if recs:
             self._deliver(recs, final)
         if len(self.corr) > PRUNE_AT or len(self.api) > PRUNE_AT or len(self.ext) > PRUNE_AT:

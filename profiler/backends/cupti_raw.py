@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import time
 from collections import defaultdict
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -25,6 +26,7 @@ import numpy as np
 
 from . import cupti_records
 
+_ns = time.perf_counter_ns
 _u8p = ctypes.POINTER(ctypes.c_uint8)
 REQUESTED = ctypes.CFUNCTYPE(None, ctypes.POINTER(_u8p), ctypes.POINTER(ctypes.c_size_t),
                              ctypes.POINTER(ctypes.c_size_t))
@@ -73,9 +75,9 @@ class Walker:
     """Finds the records of a buffer: ``next_record(addr, valid, cur) -> next address or 0`` is CUPTI's
     iterator (``cur`` 0: the first); record sizes per kind are learned from it."""
 
-    def __init__(self, next_record: Callable[[int, int, int], int]):
+    def __init__(self, next_record: Callable[[int, int, int], int], sizes: Optional[Dict[int, int]] = None):
         self.next_record = next_record
-        self.sizes: Dict[int, int] = {}
+        self.sizes: Dict[int, int] = {} if sizes is None else sizes
 
     def offsets(self, arr, valid: int) -> Dict[int, List[int]]:
         """``{kind: [offset, ...]}`` of the records in the first ``valid`` bytes of ``arr``."""
@@ -135,15 +137,26 @@ def gather(arr, valid: int, offsets: List[int], dtype) -> np.ndarray:
     return out
 
 
+# record sizes per kind learned from cuptiActivityGetNextRecord, shared by every RawBuffers of the process
+# (one libcupti): a profile started after another walks its buffers without CUPTI's iterator at once
+LEARNED_SIZES: Dict[int, int] = {}
+# buffers handed to libcupti and not completed yet, by address, shared by every RawBuffers of the process:
+# a buffer handed out under one profile's registration may be completed into a later one's callback
+OUTSTANDING: Dict[int, Any] = {}
+
+
 class RawBuffers:
-    """libcupti's buffer callbacks: buffers handed out, completed ones kept until :meth:`take`."""
+    """libcupti's buffer callbacks: buffers handed out, completed ones kept until :meth:`take`.
+
+    ``stats`` counts what the completion callback did on CUPTI's thread (buffers, bytes, ns spent
+    in it, ``on_full`` calls): the overhead bench reports it per profiled block."""
 
     def __init__(self, lib, size: int, max_bytes: int, on_full: Callable[[], None]):
         self.lib = lib
         self.size = int(size)
         self.max_bytes = max_bytes
         self.on_full = on_full
-        self.out: Dict[int, Any] = {}           # address -> buffer handed to CUPTI
+        self.out: Dict[int, Any] = OUTSTANDING  # address -> buffer handed to CUPTI
         self.done: List[Tuple[Any, int]] = []   # (buffer, valid bytes), completed
         self.held = 0                           # bytes of the completed buffers kept
         self.eager = False                      # decode each buffer as it completes (delivery not deferred)
@@ -154,7 +167,8 @@ class RawBuffers:
         lib.cuptiActivityGetNextRecord.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)]
         lib.cuptiActivityGetNextRecord.restype = ctypes.c_int
         self._rec = ctypes.c_void_p()
-        self.walker = Walker(self._next_record)
+        self.walker = Walker(self._next_record, LEARNED_SIZES)
+        self.stats = {"buffers": 0, "bytes": 0, "callback_ns": 0, "full_calls": 0}
 
     def register(self) -> None:
         rc = self.lib.cuptiActivityRegisterCallbacks(self._req, self._cmp)
@@ -180,6 +194,7 @@ class RawBuffers:
             self._error(f"buffer request: {e}")
 
     def _completed(self, ctx, stream, buf, size, valid) -> None:
+        t0 = _ns()
         try:
             addr = ctypes.cast(buf, ctypes.c_void_p).value or 0
             arr = self.out.pop(addr, None)
@@ -189,18 +204,34 @@ class RawBuffers:
                 self.done.append((arr, int(valid)))
                 self.held += len(arr)
                 full = self.eager or self.held >= self.max_bytes
+                st = self.stats
+                st["buffers"] += 1
+                st["bytes"] += int(valid)
             if full:
+                st["full_calls"] += 1
                 self.on_full()
         except Exception as e:
             self._error(f"buffer completed: {e}")
+        finally:
+            self.stats["callback_ns"] += _ns() - t0
 
     def _error(self, msg: str) -> None:
         if len(self.errors) < 20:
             self.errors.append(msg)
 
-    def take(self) -> List[Tuple[Any, int]]:
+    def take(self, keep_bytes: Optional[int] = None) -> List[Tuple[Any, int]]:
+        """The completed buffers, oldest first: all of them, or (``keep_bytes``) only the oldest ones
+        beyond the newest ``keep_bytes`` -- past the memory bound, each completion then decodes about
+        one buffer, instead of the whole bound at once inside the program's loop."""
         with self.lock:
-            done, self.done, self.held = self.done, [], 0
+            if keep_bytes is None:
+                done, self.done, self.held = self.done, [], 0
+                return done
+            n = 0
+            while n < len(self.done) and self.held > keep_bytes:
+                self.held -= len(self.done[n][0])
+                n += 1
+            done, self.done = self.done[:n], self.done[n:]
         return done
 
 

@@ -80,6 +80,28 @@ class Records:
             out.update(zip(cids.tolist(), eids.tolist()))
         return out
 
+    def take_oldest(self, keep: int) -> "Records":
+        """Move out the oldest device records (loose ones first, then whole chunks) until at most
+        ``keep`` stay here, with every API / external-correlation record (the launches of the records
+        moved may be in any chunk): the backend delivers past its bound about one buffer per
+        completion this way."""
+        out = Records()
+        out.api_chunks, self.api_chunks = self.api_chunks, []
+        out.ext_chunks, self.ext_chunks = self.ext_chunks, []
+        out.loose_api, self.loose_api = self.loose_api, {}
+        out.loose_ext, self.loose_ext = self.loose_ext, {}
+        k = max(0, min(len(self.loose), self.count - keep))
+        out.loose, self.loose = self.loose[:k], self.loose[k:]
+        moved = k
+        n = 0
+        while n < len(self.chunks) and self.count - moved > keep:
+            moved += len(self.chunks[n][2])
+            n += 1
+        out.chunks, self.chunks = self.chunks[:n], self.chunks[n:]
+        out.count, self.count = moved, self.count - moved
+        out.max_cid = self.max_cid
+        return out
+
     def extend(self, other: "Records") -> None:
         self.chunks += other.chunks
         self.api_chunks += other.api_chunks

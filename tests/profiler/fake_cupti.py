@@ -387,6 +387,10 @@ def install(monkeypatch, fake: FakeCupti) -> FakeCupti:
     monkeypatch.setitem(sys.modules, "cupti", pkg)
     monkeypatch.setitem(sys.modules, "cupti.cupti", fake)
     from profiler.backends import cupti as backend_mod
+    from profiler.backends import cupti_raw
+    # a fake cupti never pairs with a real libcupti this process may have loaded (the raw records mode,
+    # the default, then falls back to the fake's callbacks); install_libcupti gives it a fake one
+    monkeypatch.setattr(cupti_raw, "find_libcupti", lambda: None)
     monkeypatch.setattr(backend_mod.CuptiBackend, "_instance", None)
     monkeypatch.setattr(backend_mod, "_device_count", lambda: 1)
     monkeypatch.setattr("profiler.backends._said", False)

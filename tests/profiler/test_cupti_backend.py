@@ -20,7 +20,10 @@ DEMANGLED = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDA
 # the variants of profiler.options that change how launches are placed or records processed
 VARIANTS = {"external-correlation": {"KPROF_CUPTI_ATTRIBUTION": "external-correlation"},
             "deferred": {"KPROF_CUPTI_RECORDS": "deferred"},
-            "raw": {"KPROF_CUPTI_RECORDS": "raw"}}
+            "split": {"KPROF_CUPTI_RECORDS": "split"},
+            "raw": {"KPROF_CUPTI_RECORDS": "raw"},
+            "raw+external-correlation": {"KPROF_CUPTI_RECORDS": "raw",
+                                         "KPROF_CUPTI_ATTRIBUTION": "external-correlation"}}
 
 
 def _fake_for(monkeypatch, variant, **kw):
@@ -28,7 +31,7 @@ def _fake_for(monkeypatch, variant, **kw):
     for k, v in VARIANTS.get(variant, {}).items():
         monkeypatch.setenv(k, v)
     fake = fake_cupti.install(monkeypatch, fake_cupti.FakeCupti(**kw))
-    if variant == "raw":
+    if variant.startswith("raw"):   # libcupti's own buffers (the default where libcupti is found)
         fake_cupti.install_libcupti(monkeypatch, fake)
     return fake
 
@@ -366,10 +369,12 @@ def test_light_mode_left_when_a_listener_arrives(monkeypatch, tmp_path):
 
 def test_records_held_until_flush_with_api_records(monkeypatch, tmp_path):
     """With API records, buffers completed during the run are only split into columns; the join to
-    launches waits for the flush, or for DEFER_MAX held records (then it runs in the callback)."""
+    launches waits for the flush, or for DEFER_MAX held records (then the oldest records beyond the
+    bound are delivered in the callback, the newest stay held)."""
     from profiler.backends import cupti as backend_mod
     monkeypatch.setenv("KPROF_BACKEND", "auto")
-    monkeypatch.setattr(backend_mod, "DEFER_MAX", 5)
+    DEFER = 5
+    monkeypatch.setattr(backend_mod, "DEFER_MAX", DEFER)
     monkeypatch.setenv("KPROF_CUPTI_RECORDS", "split")
     fake = fake_cupti.install(monkeypatch, fake_cupti.FakeCupti())
     sid = profiler.start(str(tmp_path / "h"))
@@ -385,12 +390,13 @@ def test_records_held_until_flush_with_api_records(monkeypatch, tmp_path):
     with profiler.scope("b"):
         for _ in range(3):
             fake.launch("k")
-    fake.activity_flush_all(1)               # 6 held >= DEFER_MAX: delivered from the callback
-    assert delivered == [6] and backend.held.count == 0
+    fake.activity_flush_all(1)               # 6 held >= DEFER_MAX: the oldest 2 delivered, 4 stay
+    assert delivered == [2] and backend.held.count == DEFER - 1
     with profiler.scope("c"):
         fake.launch("k")
     profiler.finalize(sid)
-    assert delivered == [6, 1]
+    # the flush completes the last buffer first (5 held: the oldest 1 from the callback), then the rest
+    assert delivered == [2, 1, 4]
     root, _ = read_profile(tmp_path / "h.hatchet")
     assert [find(root, s, "k").metrics["count"] for s in "abc"] == [3, 3, 1]
 

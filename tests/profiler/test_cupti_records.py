@@ -82,3 +82,29 @@ def test_name_read_once_per_pointer():
     names[ctypes.addressof(_NAMES[0])] = "cached"
     recs = cupti_records.split(cupti, _activities(), KINDS, _label, names)
     assert {r[1] for r in recs.device() if r[2]} == {"cached", "void at::native::add<float>"}
+
+
+def test_take_oldest_moves_old_chunks_and_every_api_record():
+    """Records.take_oldest(keep): the oldest device records (loose first, then chunks) until at most
+    ``keep`` stay, with every API record (their device records may be in any chunk)."""
+    import numpy as np
+
+    from profiler.backends import cupti_records
+    r = cupti_records.Records()
+    for n in (3, 2, 4):
+        cids = np.arange(n)
+        r.chunks.append((lambda: [], True, cids, cids, cids, cids, None, cids, cids))
+        r.count += n
+    r.api_chunks.append((np.arange(3), np.zeros(3), np.arange(3)))
+    r.loose.append((1, "x", True, 0, 0, 1, None, 0, 0))
+    r.count += 1
+    r.max_cid = 9
+    old = r.take_oldest(6)
+    assert [len(c[2]) for c in old.chunks] == [3] and old.count == 4 and len(old.loose) == 1
+    assert [len(c[2]) for c in r.chunks] == [2, 4] and r.count == 6 and r.loose == []
+    assert len(old.api_chunks) == 1 and r.api_chunks == [] and old.max_cid == 9
+    rest = r.take_oldest(0)
+    assert rest.count == 6 and r.count == 0 and r.chunks == []
+    r.loose = [(i, "x", True, 0, 0, 1, None, 0, 0) for i in range(5)]
+    r.count = 5
+    assert [t[0] for t in r.take_oldest(2).loose] == [0, 1, 2] and [t[0] for t in r.loose] == [3, 4] and r.count == 2

@@ -203,3 +203,80 @@ def test_raw_walker_learns_sizes():
     assert dict(w.offsets(arr, off)) == {1: [0, 32], 2: [16, 24]} and len(calls) == n
     w.sizes[2] = 12                               # wrong: the records no longer add up to the buffer
     assert dict(w.offsets(arr, off)) == {1: [0, 32], 2: [16, 24]} and len(calls) > n
+
+
+def test_raw_bound_decodes_oldest_buffer_per_completion(monkeypatch, tmp_path):
+    """Past RAW_MAX_BYTES only the oldest buffers beyond the bound are decoded in the completion
+    callback (about one per completion), not everything held; what ran inside the loop is counted in
+    ``stats()``; the flush decodes the rest and the profile holds every launch."""
+    from profiler.backends import cupti as backend_mod
+    size = 64 << 10
+    fake = _install(monkeypatch, KPROF_CUPTI_RECORDS="raw", KPROF_CUPTI_BUFFER_SIZE=str(size))
+    fake_cupti.install_libcupti(monkeypatch, fake)
+    monkeypatch.setattr(backend_mod, "RAW_MAX_BYTES", 2 * size)
+    sid = profiler.start(str(tmp_path / "b"))
+    backend = S.get(sid).backend
+    seen = []
+    for i in range(4):
+        with profiler.scope(f"s{i}"):
+            fake.launch("k")
+            fake.launch("k")
+        fake.activity_flush_all(1)          # one buffer completes
+        st = backend.stats()
+        seen.append((len(backend.rawbufs.done), st["decoded_buffers"], st["raw_buffers"], st["raw_full_calls"]))
+    # held: 1 buffer, then 2 (the bound: the oldest decoded, 1 kept), then one decoded per completion
+    assert seen == [(1, 0, 1, 0), (1, 1, 2, 1), (1, 2, 3, 2), (1, 3, 4, 3)]
+    assert backend.held.count == 3 * 2 and backend.stats()["delivered"] == 0   # delivery waits for the flush
+    assert backend.stats()["raw_callback_ns"] > 0
+    profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "b.hatchet")
+    assert [find(root, f"s{i}", "k").metrics["count"] for i in range(4)] == [2, 2, 2, 2]
+
+
+def test_raw_take_keeps_newest_bytes():
+    """RawBuffers.take(keep_bytes): the oldest buffers first, until at most keep_bytes are held."""
+    from profiler.backends import cupti_raw
+    rb = cupti_raw.RawBuffers.__new__(cupti_raw.RawBuffers)
+    rb.lock = threading.Lock()
+    bufs = [bytearray(10), bytearray(20), bytearray(30)]
+    rb.done, rb.held = [(b, 1) for b in bufs], 60
+    assert [len(b) for b, _ in rb.take(35)] == [10, 20] and rb.held == 30 and len(rb.done) == 1
+    assert rb.take(30) == [] and rb.held == 30
+    assert [len(b) for b, _ in rb.take()] == [30] and rb.held == 0 and rb.done == []
+
+
+def test_loop_stats_of_split_buffers(monkeypatch, tmp_path):
+    """``split``: each buffer completed while the program runs is counted with its records and the time
+    its callback took; delivery waits for the flush, so nothing is delivered inside the loop."""
+    fake = _install(monkeypatch, KPROF_CUPTI_RECORDS="split")
+    sid = profiler.start(str(tmp_path / "s"))
+    backend = S.get(sid).backend
+    assert backend.rawbufs is None and backend.light
+    with profiler.scope("a"):
+        fake.launch("k")
+        fake.memset()
+    fake.activity_flush_all(1)          # one buffer: 2 device records + 2 API records
+    st = backend.stats()
+    assert (st["buffers"], st["records"], st["delivered"], st["decoded_buffers"]) == (1, 4, 0, 0)
+    assert st["callback_ns"] > 0 and not any(k.startswith("raw_") for k in st)
+    profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "s.hatchet")
+    assert sorted(names(find(root, "a"))) == ["k", "memset"]
+
+
+def test_raw_buffer_of_an_earlier_registration_is_kept():
+    """A buffer libcupti took under one RawBuffers' callbacks and completes into a later one's (a profile
+    started after another) is kept by the later one, not dropped as unknown."""
+    import ctypes
+    from profiler.backends import cupti_raw
+
+    class Lib:
+        cuptiActivityGetNextRecord = type("F", (), {})()
+    first = cupti_raw.RawBuffers(Lib(), 4096, 1 << 30, lambda: None)
+    second = cupti_raw.RawBuffers(Lib(), 4096, 1 << 30, lambda: None)
+    u8p = ctypes.POINTER(ctypes.c_uint8)
+    bufp, size, mx = ctypes.pointer(u8p()), ctypes.pointer(ctypes.c_size_t()), ctypes.pointer(ctypes.c_size_t())
+    first._requested(bufp, size, mx)
+    second._completed(None, 0, bufp.contents, size.contents.value, 64)
+    assert [v for _, v in second.done] == [64] and first.done == [] and second.stats["buffers"] == 1
+    assert ctypes.cast(bufp.contents, ctypes.c_void_p).value not in cupti_raw.OUTSTANDING

@@ -34,6 +34,28 @@ def test_summarize_known_numbers():
     assert s["kprof"]["full"] == pytest.approx(1.21)
     assert s["kprof"]["over_floor_%"] == pytest.approx(10.0) and s["kprof"]["over_floor_ci_%"] == [10.0, 10.0]
     assert "over_floor_%" not in s["none"] and "over_floor_%" not in s["floor"]
+    assert s["kprof"]["bracket_over_floor_%"] == pytest.approx(10.0, abs=0.01)
+
+
+def test_in_process_control_and_cpu_time():
+    """Each process's own control: adjacent unprofiled blocks (A B | B A | A B | B A: blocks 1-2 and
+    3-4 of the unprofiled ones); warm_cpu pairs each profiled block's CPU time with its unprofiled one."""
+    r = _child("kprof", [1.2, 1.2, 1.2, 1.2], unprof=[10.0, 10.0, 10.4, 10.0, 9.0])
+    assert rp._aa(r) == pytest.approx([1.04, 0.9])
+    # bracket: time order u0 p0 p1 u1 u2 p2 p3 u3 -- p0 and p1 between u0 and u1, p2 and p3 between u2 and u3
+    assert rp._bracket(r) == pytest.approx([12.0 / 10.0, 12.0 / 10.0, 12.48 / 10.2, 12.0 / 10.2])
+    sched = []
+    for i, (u, p) in enumerate([(10.0, 11.0), (20.0, 24.0)]):
+        blocks = [("u", {"all_run_ms": u, "all_wait_ms": 1.0}), ("p", {"all_run_ms": p, "all_wait_ms": 1.0})]
+        sched += blocks if i % 2 == 0 else blocks[::-1]
+    r["sched"] = sched
+    assert rp._pair_sched(r, "all_run_ms") == pytest.approx([1.1, 1.2])
+    r["loop_stats"] = [{"callback_ns": 2_000_000, "buffers": 3}, {"callback_ns": 4_000_000, "buffers": 5}]
+    s = rp.summarize([r, _child("none", [1.0, 1.0], unprof=[10.0, 10.0, 10.2])], reps=200)
+    assert s["kprof"]["warm_cpu"] == pytest.approx(1.15)
+    assert s["kprof"]["loop_stats"] == {"callback_ms": 3.0, "buffers": 4}
+    assert s["kprof"]["aa_per_process"] == [pytest.approx(0.97)]
+    assert s["_aa"]["processes"] == 2 and s["_aa"]["spread_%"] == pytest.approx(5.0)
 
 
 def test_child_on_cpu(tmp_path):
@@ -51,7 +73,32 @@ def test_child_on_cpu(tmp_path):
     assert r["cpus"] == spec["cpus"] and r["threads"] == 1
     assert r["kprof_state"]["backend"] == "cpu"
     assert all(x > 0 for x in r["warm"] + r["cold_ms"])
+    # per timed block (2 pairs: u p p u): which it was and the scheduler's counters over it
+    assert [k for k, _ in r["sched"]] == ["u", "p", "p", "u"]
+    assert all(d["all_run_ms"] >= 0 and d["all_wait_ms"] >= 0 for _, d in r["sched"])
+    assert sum(d["all_run_ms"] for _, d in r["sched"]) > 0
+    assert all(d["cores_busy_ms"] >= 0 and d["cores_steal_ms"] >= 0 for _, d in r["sched"])
+    assert list(r["setup_phases_s"]) == ["torch", "workload", "warmup", "cold", "prime"]
     assert os.path.exists(str(tmp_path / "p_0.hatchet")) and os.path.exists(str(tmp_path / "p_1.hatchet"))
+
+
+def test_forked_child_on_cpu(tmp_path, monkeypatch):
+    """``--spawn fork``: the child is forked from a server that imported torch, runs the same blocks and
+    sends the same result back; a child that fails reports its traceback."""
+    monkeypatch.setenv("KPROF_BACKEND", "cpu")
+    monkeypatch.setenv("PYTHONPATH", REPO)
+    monkeypatch.setattr(rp, "_FORK", {"ctx": None, "broken": None})
+    rp._start_forkserver()
+    assert rp._FORK["broken"] is None, rp._FORK["broken"]
+    spec = {"workload": "tiny", "profiler": "kprof", "device": "cpu", "out": str(tmp_path / "f"),
+            "warmup": 5, "block_s": 0.02, "steps": 100, "pre": 1, "min_pairs": 2, "max_pairs": 2,
+            "deadline": time.time() + 60, "cpus": None, "threads": 1, "buffer": 0}
+    r = rp._run_forked_child(spec)
+    assert r["profiler"] == "kprof" and len(r["warm"]) == 2 and r["kprof_state"]["backend"] == "cpu"
+    assert r["setup_phases_s"]["torch"] < 5.0      # torch came with the fork, not imported again
+    assert os.path.exists(str(tmp_path / "f_0.hatchet"))
+    with pytest.raises(RuntimeError, match="no_such_workload"):
+        rp._run_forked_child(dict(spec, workload="no_such_workload"))
 
 
 def test_cpu_set_option():
