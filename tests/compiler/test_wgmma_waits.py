@@ -7,6 +7,7 @@ import pytest
 import kernelc
 from kernelc.compiler.ir import verify
 from kernelc.compiler.passes.wgmma_waits import place_wgmma_waits
+import kernelc.language as kl
 from tests.compiler.filecheck import filecheck
 from tests.compiler.test_schedule_passes import (MM_DESC_DIV, MM_DESC_SIG, MM_PTR_SIG, TD_DIV, TD_SIG, _passes,
                                                  mm_plain, two_dots)
@@ -158,6 +159,42 @@ def test_values_without_a_layout_move_behind_the_wait():
     w = ops[ops.index(s) + 1]
     assert w.name == "wgmma_wait" and w.operands == [s.results[0]] and w.loc == t1.loc
     assert ops[ops.index(w) + 1:ops.index(w) + 4] == [t1, t2, red] and t1.operands[0] is w.results[0]
+
+
+@kernelc.jit
+def chained_dots(q_desc, k_desc, v_desc, o_desc, N, BM: kl.constexpr, BN: kl.constexpr, D: kl.constexpr):
+    """The second dot reads the first one's result (cast to fp16) as A from registers, nothing else reads it."""
+    q = q_desc.load([kl.program_id(0) * BM, 0])
+    acc = kl.zeros((BM, D), dtype=kl.float32)
+    for n in kl.range(0, N, BN):
+        p = kl.dot(q, k_desc.load([n, 0]).T).to(kl.float16)
+        acc = kl.dot(p, v_desc.load([n, 0]), acc)
+    o_desc.store([kl.program_id(0) * BM, 0], acc.to(kl.float16))
+
+
+def test_a_dot_reading_a_deferred_result_from_registers_is_its_first_read():
+    """A deferred result a later dot reads as its A operand from registers: the cast to fp16 (which has a layout)
+    is the first read and gets the wait. With the cast layout-less (materialised inside the second dot's
+    lowering, where the dot reads A from registers), the wait goes right before that dot, the cast moves behind
+    it, and the wait carries the cast's location."""
+    ir, fn, ctx = _passes(chained_dots, TD_SIG, TD_CX, num_warps=8, num_stages=2, div=TD_DIV)
+    filecheck(ir[PASS], """
+        CHECK: [[S:%\\d+]] = dot {{.*}}wgmma='deferred'} : <128x64xfp32>
+        CHECK-NEXT: [[SW:%\\d+]] = wgmma_wait [[S]] {pending=0} : <128x64xfp32>
+        CHECK-NEXT: [[P:%\\d+]] = cast [[SW]] {rounding='rtne'} : <128x64xfp16>
+        CHECK-NEXT: = dot [[P]], {{.*}}wgmma='deferred'}
+    """)
+    _, fn, ctx = _passes(chained_dots, TD_SIG, TD_CX, num_warps=8, num_stages=2, div=TD_DIV, upto=BEFORE)
+    s, pv = [o for o in fn.walk() if o.name == "dot" and o.attrs.get("wgmma") == "deferred"]
+    cast = pv.operands[0].op
+    assert cast.name == "cast" and cast.operands[0] is s.results[0]
+    del ctx.plan.layouts[cast.results[0].id]
+    place_wgmma_waits(fn, ctx)
+    verify(fn)
+    ops = pv.block.ops
+    w = ops[ops.index(pv) - 2]
+    assert w.name == "wgmma_wait" and w.operands == [s.results[0]] and w.attrs == {"pending": 0}
+    assert ops[ops.index(pv) - 1] is cast and cast.operands[0] is w.results[0] and w.loc == cast.loc
 
 
 def test_the_verifier_checks_wgmma_wait():
