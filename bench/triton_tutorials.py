@@ -16,6 +16,15 @@ table, per table and column the ratio kernelc/Triton (higher is better: for time
 Triton/kernelc), and the noise floor: the same ratio for the control columns (the ones not named
 ``Triton...``: Torch, cuBLAS, ..., identical code in both processes). A kernel column's gap is called
 real only where it is outside that floor. Also the first call of each kernel (compile + autotune).
+
+``--warm`` (tutorials 06 and 09: Triton's own autotuning compiles a few hundred kernels, more than one
+10-minute device call holds) first compiles every kernel each tutorial will compile, for each
+implementation, in a dry run (``bench/tutorial_dryrun.py``: the unmodified tutorial with kernels compiled
+and not launched, ``--warm-jobs`` processes in parallel, each taking every N-th benchmark table) into one
+cache directory per implementation. Every measured run then starts from a fresh copy of its
+implementation's warm cache instead of an empty one. Both implementations are treated alike; what the
+compiles cost is reported from the dry run (``warm``: wall time, kernels, compile seconds), and each run
+reports how many of its compiles hit the warm cache (``compile`` per implementation).
 """
 from __future__ import annotations
 
@@ -83,21 +92,66 @@ def stage_tutorials(src_dir: str, libdevice: Optional[str]) -> str:
     return dst
 
 
-def run_one(path: str, impl: str, bench_points: Optional[int], timeout: int, triton_site: Optional[str],
-            spread: bool = False) -> dict:
-    work = tempfile.mkdtemp(prefix=f"tut_{impl}_")  # tutorials save plots/CSVs to '.'
-    js = os.path.join(work, "result.json")
-    env = dict(os.environ)
-    env.pop("KERNELC_INTERPRET", None)
-    env["MPLBACKEND"] = "Agg"
-    env["TRITON_CACHE_DIR"] = os.path.join(work, "triton_cache")
-    env["KERNELC_CACHE_DIR"] = os.path.join(work, "kernelc_cache")
-    if impl == "triton" and triton_site:
-        env["PYTHONPATH"] = triton_site + os.pathsep + env.get("PYTHONPATH", "")
+CACHE_ENV = {"triton": "TRITON_CACHE_DIR", "kernelc": "KERNELC_CACHE_DIR"}
+
+
+def copy_cache(src: str, dst: str, impl: str) -> int:
+    """Copy a warm compile cache to ``dst`` (a run's own cache); returns the number of kernels in it.
+
+    Triton's cache groups (``__grp__*.json``) name their files by absolute path: they are rewritten to
+    point into ``dst``, so the run reads its own copy. Autotuning results stored in the cache (kernelc's
+    ``autotune/``, Triton's ``*.autotune.json``) are left out: a dry run's timings are not measurements."""
+    if not os.path.isdir(src):
+        os.makedirs(dst, exist_ok=True)
+        return 0
+    src = os.path.abspath(src)
+    dst = os.path.abspath(dst)
+
+    def ignore(d, names):
+        return [n for n in names if n == "autotune" and d == src or n.endswith(".autotune.json")
+                or n.startswith("tmp.pid_") or n.startswith(".tmp-")]
+    shutil.copytree(src, dst, ignore=ignore, dirs_exist_ok=True)
+    n = 0
+    if impl == "triton":
+        for grp in glob.glob(os.path.join(dst, "*", "__grp__*.json")):
+            with open(grp) as f:
+                data = json.load(f)
+            paths = data.get("child_paths") or {}
+            data["child_paths"] = {k: os.path.join(dst, os.path.relpath(v, src)) for k, v in paths.items()}
+            with open(grp, "w") as f:
+                json.dump(data, f)
+            n += 1
+    else:
+        n = len(glob.glob(os.path.join(dst, "??", "*", "meta.json")))
+    return n
+
+
+def _runner_cmd(path: str, impl: str, js: str, bench_points: Optional[int], spread: bool) -> List[str]:
     cmd = [sys.executable, os.path.join(ROOT, "bench", "tutorial_runner.py"), "--impl", impl, "--json", js]
     if bench_points:
         cmd += ["--bench-points", str(bench_points)] + (["--spread"] if spread else [])
-    cmd.append(path)
+    return cmd
+
+
+def _env(impl: str, triton_site: Optional[str], caches: Dict[str, str]) -> dict:
+    env = dict(os.environ)
+    env.pop("KERNELC_INTERPRET", None)
+    env["MPLBACKEND"] = "Agg"
+    env.update({CACHE_ENV[k]: v for k, v in caches.items()})
+    if impl == "triton" and triton_site:
+        env["PYTHONPATH"] = triton_site + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def run_one(path: str, impl: str, bench_points: Optional[int], timeout: int, triton_site: Optional[str],
+            spread: bool = False, warm: Optional[str] = None) -> dict:
+    """One measured run in a fresh process, with empty compile caches or (``warm``) a copy of the warm one."""
+    work = tempfile.mkdtemp(prefix=f"tut_{impl}_")  # tutorials save plots/CSVs to '.'
+    js = os.path.join(work, "result.json")
+    caches = {k: os.path.join(work, f"{k}_cache") for k in CACHE_ENV}
+    warm_kernels = copy_cache(warm, caches[impl], impl) if warm else None
+    env = _env(impl, triton_site, caches)
+    cmd = _runner_cmd(path, impl, js, bench_points, spread) + [path]
     try:
         p = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
         rc, tail = p.returncode, (p.stdout[-1500:], p.stderr[-3000:])
@@ -109,8 +163,60 @@ def run_one(path: str, impl: str, bench_points: Optional[int], timeout: int, tri
     except (OSError, ValueError):
         res = {"impl": impl, "benchmarks": [], "first_calls": [], "stdout_tail": tail[0], "stderr_tail": tail[1]}
     res["rc"] = rc if rc == "timeout" else res.get("rc", rc)
-    print(f"  {impl:8s} rc={res['rc']} {res.get('seconds', 0):7.1f} s  tables={len(res['benchmarks'])}", flush=True)
+    if warm_kernels is not None:
+        res.setdefault("compile", {})["warm_cache_kernels"] = warm_kernels
+    c = res.get("compile") or {}
+    print(f"  {impl:8s} rc={res['rc']} {res.get('seconds', 0):7.1f} s  tables={len(res['benchmarks'])}  "
+          f"compiles {c.get('kernels', '?')} (cache hits {c.get('cache_hits', '?')}, "
+          f"{c.get('compile_s', 0):.1f} s compiling, {c.get('autotune_s', 0):.1f} s autotuning)", flush=True)
+    shutil.rmtree(work, ignore_errors=True)
     return res
+
+
+def warm_caches(path: str, impl: str, cache: str, bench_points: Optional[int], spread: bool, jobs: int,
+                timeout: int, triton_site: Optional[str]) -> dict:
+    """Dry-run the tutorial in ``jobs`` parallel processes (each every ``jobs``-th benchmark table; the
+    code before and after the tables runs in all of them) compiling into ``cache``. Returns the wall
+    time, each process's exit status and the compile accounting summed over the processes."""
+    os.makedirs(cache, exist_ok=True)
+    work = tempfile.mkdtemp(prefix=f"warm_{impl}_")
+    env = _env(impl, triton_site, {impl: cache})
+    t0 = time.perf_counter()
+    procs = []
+    for i in range(jobs):
+        js = os.path.join(work, f"shard{i}.json")
+        wd = os.path.join(work, f"shard{i}")
+        os.makedirs(wd)
+        cmd = _runner_cmd(path, impl, js, bench_points, spread) + ["--dry-run", "--tables", f"{i}/{jobs}", path]
+        log = open(os.path.join(wd, "log.txt"), "w")
+        procs.append((subprocess.Popen(cmd, cwd=wd, env=env, stdout=log, stderr=subprocess.STDOUT), js, log))
+    out = {"jobs": jobs, "rc": [], "compile": {}, "errors": []}
+    for p, js, log in procs:
+        try:
+            rc = p.wait(timeout=max(1.0, timeout - (time.perf_counter() - t0)))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            rc = "timeout"
+        log.close()
+        out["rc"].append(rc)
+        try:
+            with open(js) as f:
+                res = json.load(f)
+        except (OSError, ValueError):
+            continue
+        for k, v in (res.get("compile") or {}).items():
+            if isinstance(v, (int, float)):
+                out["compile"][k] = out["compile"].get(k, 0) + v
+        if res.get("rc"):
+            out["errors"].append((res.get("stderr_tail") or "")[-800:])
+    out["wall_s"] = time.perf_counter() - t0
+    shutil.rmtree(work, ignore_errors=True)
+    c = out["compile"]
+    print(f"  warm {impl:8s} {out['wall_s']:6.1f} s wall, {jobs} processes, rc={out['rc']}: "
+          f"{c.get('cache_misses', 0)} compiles ({c.get('compile_s', 0):.1f} s summed), "
+          f"{c.get('cache_hits', 0)} already cached", flush=True)
+    return out
 
 
 def merge_runs(runs: List[dict]) -> dict:
@@ -127,6 +233,7 @@ def merge_runs(runs: List[dict]) -> dict:
     out["mismatch"] = any(r.get("mismatch") for r in runs)
     out["seconds"] = sum(r.get("seconds") or 0.0 for r in runs)
     out["repeats"] = len(runs)
+    out["compile"] = [r.get("compile") for r in runs]  # per run: compiles, cache hits, compile/autotune seconds
     tables = []
     for tb in first["benchmarks"]:
         same = [b for r in runs for b in r["benchmarks"]
@@ -269,6 +376,11 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=int, default=600, help="seconds per tutorial run")
     ap.add_argument("--triton-site", help="directory to prepend to PYTHONPATH for the real-Triton runs")
     ap.add_argument("--libdevice", help="libdevice.10.bc for tutorial 07 (default: Triton's, else kernelc's)")
+    ap.add_argument("--warm", action="store_true",
+                    help="compile every kernel first in a dry run (no GPU work), then measure each run from a copy "
+                         "of that warm cache")
+    ap.add_argument("--warm-jobs", type=int, default=max(1, min(10, (os.cpu_count() or 2) - 2)),
+                    help="dry-run processes per tutorial and implementation for --warm (default: cores - 2, at most 10)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "triton_tutorials.json"))
     ap.add_argument("--fresh", action="store_true", help="start a new results file instead of adding to it")
     a = ap.parse_args(argv)
@@ -298,6 +410,20 @@ def main(argv=None) -> int:
             report["tutorials"][name] = {"error": f"{name}.py not found in {a.tutorials}"}
             print(f"{name}: not found")
     runs: Dict[str, Dict[str, List[dict]]] = {n: {"triton": [], "kernelc": []} for n in names if os.path.isfile(found[n])}
+    warm: Dict[str, str] = {}
+    if a.warm:
+        # one warm cache per implementation, shared by the tutorials: the dry runs and the measured runs
+        # read the same staged files, so the kernels' cache keys (which hash source, and for kernelc its
+        # code object's file name) agree
+        warm_root = tempfile.mkdtemp(prefix="warm_caches_")
+        warm = {impl: os.path.join(warm_root, impl) for impl in ("triton", "kernelc")}
+        report["warm"] = {}
+        for name in runs:
+            print(f"{name}: warming the compile caches (dry run)", flush=True)
+            report["warm"][name] = {impl: warm_caches(found[name], impl, warm[impl], points, spread, a.warm_jobs,
+                                                      a.timeout, a.triton_site) for impl in ("triton", "kernelc")}
+            _write(report, a.out)
+        report["warm_seconds"] = time.perf_counter() - t_start
     # rounds over all tutorials (not N repeats of one, then the next): a slow drift of the machine
     # (clocks, another tenant) then hits both implementations alike
     last_round = 0.0
@@ -310,7 +436,8 @@ def main(argv=None) -> int:
             print(f"{name} (round {rnd + 1}/{a.repeats})", flush=True)
             order = ("triton", "kernelc") if rnd % 2 == 0 else ("kernelc", "triton")
             for impl in order:
-                runs[name][impl].append(run_one(found[name], impl, points, a.timeout, a.triton_site, spread))
+                runs[name][impl].append(run_one(found[name], impl, points, a.timeout, a.triton_site, spread,
+                                                warm.get(impl)))
             _report_tutorial(report, name, runs[name])
             _write(report, a.out)
         last_round = time.perf_counter() - t_round
@@ -328,7 +455,7 @@ def main(argv=None) -> int:
 
 def _report_tutorial(report: dict, name: str, runs: Dict[str, List[dict]]) -> None:
     tri, kc = merge_runs(runs["triton"]), merge_runs(runs["kernelc"])
-    keys = ("rc", "seconds", "mismatch", "stderr_tail", "triton_version", "repeats")
+    keys = ("rc", "seconds", "mismatch", "stderr_tail", "triton_version", "repeats", "compile")
     report["tutorials"][name] = {
         "triton": {k: tri.get(k) for k in keys}, "kernelc": {k: kc.get(k) for k in keys},
         "passed": {"triton": tri.get("rc") == 0 and not tri.get("mismatch"),

@@ -8,6 +8,13 @@ DataFrames; ``--bench-points`` keeps N x values: the first N, or with ``--spread
 first to the last), the wall time of the first call of each
 kernel object (compile, and autotune where there is one, with a device sync), the script's exit status
 and its output's last lines. Writes the JSON even when the tutorial fails.
+
+Where the time goes (``compile`` in the JSON), for either implementation: how many kernels were compiled
+and how many came from the on-disk cache, the wall seconds spent in compiles (summed per compile: kernelc's
+autotuner compiles on several threads at once, so its sum can exceed the elapsed time), and the wall
+seconds spent choosing autotune configs (compiles of candidates included; ``autotune_compile_s`` says how
+much of it was compiling). ``--dry-run`` runs the tutorial without a GPU (``bench/tutorial_dryrun.py``):
+every kernel compiles for an H100 into the compile cache, nothing launches.
 """
 from __future__ import annotations
 
@@ -98,12 +105,90 @@ def _wrap_first_calls(classes, record):
         cls.__getitem__ = make(orig)
 
 
+class _Accounting:
+    """Counts compiles (cache hits and misses) and the time spent compiling and autotuning."""
+
+    def __init__(self):
+        self.d = {"kernels": 0, "cache_hits": 0, "cache_misses": 0, "compile_s": 0.0, "hit_load_s": 0.0,
+                  "autotune_s": 0.0, "autotune_compile_s": 0.0, "misses": []}
+        self.tuning = 0
+
+    def compiled(self, name, seconds, hit):
+        d = self.d
+        d["kernels"] += 1
+        if hit:
+            d["cache_hits"] += 1
+            d["hit_load_s"] += seconds
+        else:
+            d["cache_misses"] += 1
+            d["compile_s"] += seconds
+            if len(d["misses"]) < 50:
+                d["misses"].append(name)
+        if self.tuning:
+            d["autotune_compile_s"] += seconds
+
+    def wrap_tuning(self, owner, attr):
+        orig = getattr(owner, attr)
+        acct = self
+
+        def tuned(*args, **kwargs):
+            acct.tuning += 1
+            t0 = time.perf_counter()
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                acct.tuning -= 1
+                if not acct.tuning:
+                    acct.d["autotune_s"] += time.perf_counter() - t0
+        setattr(owner, attr, tuned)
+
+
+def _count_triton_compiles(acct: _Accounting) -> None:
+    import triton.compiler
+    from triton import knobs
+    orig = triton.compiler.compile
+    last = {}
+
+    def listener(src=None, metadata=None, metadata_group=None, times=None, cache_hit=False, **_):
+        last["hit"] = bool(cache_hit)
+
+    knobs.compilation.listener = listener
+
+    def compile(src, *args, **kwargs):
+        last.clear()
+        t0 = time.perf_counter()
+        try:
+            return orig(src, *args, **kwargs)
+        finally:
+            acct.compiled(getattr(src, "name", "?"), time.perf_counter() - t0, last.get("hit", False))
+    triton.compiler.compile = compile  # what JITFunction.create_binder picks up
+    from triton.runtime import autotuner
+    acct.wrap_tuning(autotuner.Autotuner, "_bench")
+
+
+def _count_kernelc_compiles(acct: _Accounting) -> None:
+    from kernelc.runtime import cache, tuning
+    orig = cache.cached_compile
+
+    def cached_compile(fn, *args, **kwargs):
+        t0 = time.perf_counter()
+        ck = orig(fn, *args, **kwargs)
+        acct.compiled(getattr(fn, "__name__", "?"), time.perf_counter() - t0, "disk_cache_load" in ck.timings)
+        return ck
+    cache.cached_compile = cached_compile  # launcher.compile_for imports it at each call
+    acct.wrap_tuning(tuning, "select_config")  # the autotuner imports it at each call
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--impl", choices=("kernelc", "triton"), required=True)
     ap.add_argument("--json", required=True)
     ap.add_argument("--bench-points", type=int)
     ap.add_argument("--spread", action="store_true", help="bench points spread over the x range, not the first N")
+    ap.add_argument("--tables", help="I/N: run only the benchmark tables whose index is I modulo N (a dry run's "
+                                     "share of the work when N processes warm the cache in parallel)")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="no GPU: compile every kernel for an H100 into the cache, launch nothing")
     ap.add_argument("tutorial")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
@@ -112,6 +197,9 @@ def main(argv=None) -> int:
     sys.stdout, sys.stderr = tee_out, tee_err
     t_start = time.perf_counter()
     rc = 0
+    acct = _Accounting()
+    out["compile"] = acct.d
+    mode = None
     try:
         if a.impl == "kernelc":
             sys.path.insert(0, ROOT)
@@ -119,12 +207,35 @@ def main(argv=None) -> int:
             kernelc.compat.install()
         import triton
         import triton.testing
+        if a.dry_run:
+            sys.path.insert(0, ROOT)
+            from bench import tutorial_dryrun
+            (tutorial_dryrun.install_kernelc if a.impl == "kernelc" else tutorial_dryrun.install_triton)()
+            mode = tutorial_dryrun.torch_function_mode()
+            mode.__enter__()
+            out["dry_run"] = True
+        if a.impl == "kernelc":
+            _count_kernelc_compiles(acct)
+        else:
+            _count_triton_compiles(acct)
         out["triton_version"] = triton.__version__
         out["module_file"] = getattr(sys.modules.get("kernelc" if a.impl == "kernelc" else "triton"), "__file__", None)
         orig_run = triton.testing.Mark.run
+        shard = tuple(int(x) for x in a.tables.split("/")) if a.tables else None
+        seen_tables = [0]
 
         def run(self, *args, **kwargs):
             benches = [self.benchmarks] if isinstance(self.benchmarks, triton.testing.Benchmark) else self.benchmarks
+            if shard:
+                mine = []
+                for b in benches:
+                    if seen_tables[0] % shard[1] == shard[0]:
+                        mine.append(b)
+                    seen_tables[0] += 1
+                benches = mine
+                if not benches:
+                    return None
+                self.benchmarks = benches
             if a.bench_points:
                 for b in benches:
                     b.x_vals = pick_points(b.x_vals, a.bench_points, a.spread)
@@ -154,6 +265,8 @@ def main(argv=None) -> int:
         traceback.print_exc()
         rc = 1
     finally:
+        if mode is not None:
+            mode.__exit__(None, None, None)
         sys.stdout, sys.stderr = tee_out.stream, tee_err.stream
         out.update(rc=rc, seconds=time.perf_counter() - t_start, stdout_tail=tee_out.tail()[-4000:],
                    stderr_tail=tee_err.tail()[-4000:],

@@ -1,0 +1,255 @@
+"""A tutorial's dry run on a machine without a GPU: every kernel compiles as it would on an H100, none runs.
+
+``bench/tutorial_runner.py --dry-run`` installs this before it runs the (unmodified) tutorial. Under
+real Triton and under kernelc alike:
+
+- the compiler's target is the H100's (``sm_90``, 132 SMs, 227 KiB of shared memory per block);
+- every tensor the tutorial puts on ``cuda`` lives on torch's ``meta`` device instead: no memory,
+  no arithmetic. A meta tensor's ``data_ptr()`` is 0, so pointer arguments specialise as 16-byte
+  aligned, as a fresh CUDA allocation does;
+- launching is a no-op; a benchmark (``do_bench``, an autotuner's timing) calls its function once and
+  reports 1 ms, so every autotune config is compiled and the first one is "chosen";
+- the profiler (``triton.profiler``) records nothing.
+
+What it is for: filling each implementation's on-disk compile cache with exactly the kernels the
+tutorial compiles on the GPU, so that a GPU run with that cache measures the tutorial, not the
+compiler (``bench/triton_tutorials.py --warm-caches``). Whether a GPU run hit the cache is counted
+there (``compiles`` in the runner's JSON), so a kernel this run compiled for the wrong key shows up as a
+miss, never as a silently different kernel. Values of the tutorial's tensors are not computed:
+numerical checks in the tutorial see ``meta`` tensors (``allclose``/``equal`` on them answer True).
+"""
+from __future__ import annotations
+
+import contextlib
+import types
+from typing import Any, Dict
+
+# An H100 SXM (the kind the GPU runs use; the H200 has the same SM count and limits)
+H100_PROPERTIES: Dict[str, Any] = {
+    "max_shared_mem": 232448, "max_num_regs": 65536, "multiprocessor_count": 132, "warpSize": 32,
+    "sm_clock_rate": 1980000, "mem_clock_rate": 2619000, "mem_bus_width": 5120,
+}
+H100_NAME = "NVIDIA H100 80GB HBM3"
+CAPABILITY = (9, 0)
+
+
+def _is_cuda(d) -> bool:
+    import torch
+    if isinstance(d, str):
+        return d == "cuda" or d.startswith("cuda:")
+    if isinstance(d, torch.device):
+        return d.type == "cuda"
+    return False
+
+
+def _meta(d):
+    return "meta" if _is_cuda(d) else d
+
+
+def torch_function_mode():
+    """A TorchFunctionMode that puts every tensor asked for on ``cuda`` on ``meta``."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    to_funcs = {torch.Tensor.to, torch.Tensor.new_empty, torch.Tensor.new_zeros, torch.Tensor.new_ones,
+                torch.Tensor.new_full, torch.Tensor.new_tensor}
+    truthy = {torch.allclose, torch.equal, torch.Tensor.allclose, torch.Tensor.equal}
+
+    class CudaAsMeta(TorchFunctionMode):
+        def __torch_function__(self, func, types_, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if "device" in kwargs:
+                kwargs["device"] = _meta(kwargs["device"])
+            if func is torch.Tensor.cuda:
+                return args[0].to("meta")
+            if func in to_funcs:
+                args = tuple(_meta(a) for a in args)
+            if func in truthy and any(getattr(a, "is_meta", False) for a in args):
+                return True
+            if func is torch.Tensor.item and args and getattr(args[0], "is_meta", False):
+                return 0
+            return func(*args, **kwargs)
+
+    return CudaAsMeta()
+
+
+def _patch_torch_cuda() -> None:
+    import torch
+    props = types.SimpleNamespace(name=H100_NAME, major=CAPABILITY[0], minor=CAPABILITY[1],
+                                  multi_processor_count=H100_PROPERTIES["multiprocessor_count"],
+                                  total_memory=80 * 2**30, warp_size=32,
+                                  shared_memory_per_block_optin=H100_PROPERTIES["max_shared_mem"])
+    torch.cuda.get_device_capability = lambda *a, **k: CAPABILITY
+    torch.cuda.get_device_properties = lambda *a, **k: props
+    torch.cuda.get_device_name = lambda *a, **k: H100_NAME
+    torch.cuda.synchronize = lambda *a, **k: None
+    torch.cuda.current_device = lambda: 0
+    torch.cuda.set_device = lambda *a, **k: None
+    torch.cuda.empty_cache = lambda: None
+
+
+def bench_once(fn, *args, quantiles=None, return_mode="mean", **kwargs):
+    """A benchmark that runs ``fn`` once (to compile what it launches) and reports 1 ms."""
+    fn()
+    if quantiles:
+        return [1.0] * len(quantiles)
+    return 1.0
+
+
+def _noop(*a, **k):
+    return None
+
+
+@contextlib.contextmanager
+def _null_scope(*a, **k):
+    yield
+
+
+class _NullScope:
+    """``proton.scope`` as context manager and decorator, recording nothing."""
+
+    def __init__(self, *a, **k):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def __call__(self, fn):
+        return fn
+
+
+def _silence_profiler(mod) -> None:
+    for name in ("start", "activate", "deactivate", "finalize", "enter_scope", "exit_scope"):
+        if hasattr(mod, name):
+            setattr(mod, name, _noop)
+    for name in ("scope", "cpu_timed_scope"):
+        if hasattr(mod, name):
+            setattr(mod, name, _NullScope)
+
+
+# ---------------------------------------------------------------------------------------------
+# real Triton
+# ---------------------------------------------------------------------------------------------
+def install_triton() -> None:
+    """Make the real Triton (imported from PYTHONPATH) compile for an H100 and launch nothing."""
+    import torch
+    import triton
+    import triton.testing
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.driver import DriverBase
+    from triton.backends.nvidia.driver import ty_to_cpp
+
+    class _Launcher:
+        def __init__(self, src, metadata):
+            pass
+
+        def __call__(self, *args, **kwargs):
+            return None
+
+    class _Utils:
+        def get_device_properties(self, device):
+            return dict(H100_PROPERTIES)
+
+        def load_binary(self, name, kernel, shared, device):
+            return 0, 0, 0, 0, 1024  # module, function, n_regs (unknown), n_spills (unknown), max threads
+
+    class DryRunDriver(DriverBase):
+        def __init__(self):
+            self.utils = _Utils()
+            self.launcher_cls = _Launcher
+            self.get_current_stream = lambda device=None: 0
+            self.get_current_device = lambda: 0
+            self.set_current_device = lambda device: None
+            self.get_device_capability = lambda device=None: CAPABILITY
+
+        @staticmethod
+        def is_active():
+            return False
+
+        def map_python_to_cpp_type(self, ty):
+            return ty_to_cpp(ty)
+
+        def get_current_target(self):
+            return GPUTarget("cuda", CAPABILITY[0] * 10 + CAPABILITY[1], 32)
+
+        def get_active_torch_device(self):
+            return torch.device("meta")
+
+        def get_benchmarker(self):
+            return bench_once
+
+        def get_device_interface(self):
+            return torch.cuda
+
+        def get_empty_cache_for_benchmark(self):
+            return torch.empty(1, device="meta")
+
+        def clear_cache(self, cache):
+            pass
+
+    _patch_torch_cuda()
+    triton.runtime.driver.set_active(DryRunDriver())
+    triton.testing.do_bench = bench_once
+    triton.testing.do_bench_cudagraph = bench_once
+    try:
+        import triton.profiler as proton
+        _silence_profiler(proton)
+    except Exception:  # a Triton without Proton: the tutorials that need it fail as they would anyway
+        pass
+
+
+# ---------------------------------------------------------------------------------------------
+# kernelc (under the ``triton`` alias)
+# ---------------------------------------------------------------------------------------------
+def install_kernelc() -> None:
+    """Make kernelc compile every launch for an H100 (its disk cache, as ``compile_for`` does) and launch nothing."""
+    import kernelc.testing
+    from kernelc.compiler.backend import target_for_device
+    from kernelc.runtime import jit as kjit, launcher, timing, tuning
+    from kernelc.runtime import cache
+
+    def dry_launch(fn, values, grid, num_warps, num_stages, options, warmup):
+        st = launcher.get_state(fn)
+        cmask = fn.constexpr_mask(values)
+        spec_key = st["spec"].key([values[n] for n in fn.arg_names], cmask)
+        fusion = launcher._fp_fusion_option(options)
+        key = (spec_key, num_warps, num_stages, fusion)
+        dry = st.setdefault("dry_run", {})
+        try:
+            ck = dry.get(key)
+        except TypeError:  # an unhashable constexpr value
+            key = repr(key)
+            ck = dry.get(key)
+        if ck is None:
+            # the arguments compile_for passes on the GPU (kernelc/runtime/launcher.py)
+            sig, cx, div, eq1, _ = st["spec"].signature(spec_key)
+            div = dict(div, **{n: 1 for n, t in sig.items() if t.startswith("*") and n not in div})
+            target = target_for_device(*CAPABILITY)
+            ck = dry[key] = cache.cached_compile(  # looked up per call: the runner counts compiles through it
+                fn, sig, cx, div, eq1, num_warps, num_stages, target, fusion)
+        return ck
+
+    _patch_torch_cuda()
+    from kernelc.runtime.active import CudaDriver
+    import torch
+    CudaDriver.get_active_torch_device = lambda self: torch.device("meta")
+    CudaDriver.get_benchmarker = lambda self: bench_once
+    CudaDriver.get_empty_cache_for_benchmark = lambda self: torch.empty(1, device="meta")
+    launcher.launch_cuda = dry_launch
+    kjit.JITFunction._use_interpreter = lambda self, values: False
+    tuning._bench = lambda fn, warmup, rep: bench_once(fn)
+    tuning._device_name = lambda: H100_NAME
+    timing.do_bench = bench_once
+    kernelc.testing.do_bench = bench_once
+    if hasattr(kernelc.testing, "do_bench_cudagraph"):
+        kernelc.testing.do_bench_cudagraph = bench_once
+    if hasattr(timing, "do_bench_cudagraph"):
+        timing.do_bench_cudagraph = bench_once
+    try:
+        import triton.profiler as proton  # kprof under the alias
+        _silence_profiler(proton)
+    except Exception:
+        pass
