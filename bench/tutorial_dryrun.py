@@ -208,7 +208,7 @@ def install_kernelc() -> None:
     """Make kernelc compile every launch for an H100 (its disk cache, as ``compile_for`` does) and launch nothing."""
     import kernelc.testing
     from kernelc.compiler.backend import target_for_device
-    from kernelc.runtime import jit as kjit, launcher, timing, tuning
+    from kernelc.runtime import autotuner, jit as kjit, launcher, timing, tuning
     from kernelc.runtime import cache
 
     def dry_launch(fn, values, grid, num_warps, num_stages, options, warmup):
@@ -240,6 +240,8 @@ def install_kernelc() -> None:
     CudaDriver.get_empty_cache_for_benchmark = lambda self: torch.empty(1, device="meta")
     launcher.launch_cuda = dry_launch
     kjit.JITFunction._use_interpreter = lambda self, values: False
+    # without a GPU the autotuner would take its first config untimed: tune (i.e. compile) them all, as on the GPU
+    autotuner._interpreting = lambda fn: bool(getattr(fn, "interpret", False))
     tuning._bench = lambda fn, warmup, rep: bench_once(fn)
     tuning._device_name = lambda: H100_NAME
     timing.do_bench = bench_once
