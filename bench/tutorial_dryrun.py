@@ -190,7 +190,14 @@ def install_triton() -> None:
         def clear_cache(self, cache):
             pass
 
+    def tune_without_disk_cache(self, tuning_key, configs, bench_fn):
+        # (cache_results): never read or store dry-run "timings"; compile every config
+        bench_fn()
+        return False
+
     _patch_torch_cuda()
+    from triton.runtime.autotuner import Autotuner
+    Autotuner.check_disk_cache = tune_without_disk_cache
     triton.runtime.driver.set_active(DryRunDriver())
     triton.testing.do_bench = bench_once
     triton.testing.do_bench_cudagraph = bench_once
@@ -242,6 +249,9 @@ def install_kernelc() -> None:
     kjit.JITFunction._use_interpreter = lambda self, values: False
     # without a GPU the autotuner would take its first config untimed: tune (i.e. compile) them all, as on the GPU
     autotuner._interpreting = lambda fn: bool(getattr(fn, "interpret", False))
+    # never take a config from saved autotuning results: another dry-run process's are not timings, and a
+    # key found there would compile only its chosen config
+    tuning.read_saved = lambda path, configs: None
     tuning._bench = lambda fn, warmup, rep: bench_once(fn)
     tuning._device_name = lambda: H100_NAME
     timing.do_bench = bench_once

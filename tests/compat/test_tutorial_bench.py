@@ -83,7 +83,7 @@ def test_main_alternates_and_writes_floor(tmp_path, monkeypatch):
     (src / "01-vector-add.py").write_text("")
     calls = []
 
-    def fake_run_one(path, impl, points, timeout, site, spread=False):
+    def fake_run_one(path, impl, points, timeout, site, spread=False, warm=None):
         calls.append(impl)
         v = 100.0 if impl == "triton" else 90.0
         return dict(_run([[1, v, 100.0 + len(calls)]]), rc=0, seconds=0.1)
