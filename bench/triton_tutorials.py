@@ -254,6 +254,19 @@ def merge_runs(runs: List[dict]) -> dict:
             rows.append(best)
         tables.append(dict(tb, rows=rows, spread=spread, repeats=len(same)))
     out["benchmarks"] = tables
+    profiles: Dict[str, Dict[str, dict]] = {}
+    for r in runs:  # per profile file and scope: the run with the lowest time per launch
+        for fname, scopes in (r.get("profiles") or {}).items():
+            if "error" in scopes:
+                continue
+            best = profiles.setdefault(fname, {})
+            for scope, m in scopes.items():
+                if not m.get("count"):
+                    continue
+                per_call = m["time_ns"] / m["count"]
+                if scope not in best or per_call < best[scope]["time_ns"] / best[scope]["count"]:
+                    best[scope] = m
+    out["profiles"] = profiles
     per: Dict[str, List[float]] = {}
     for r in runs:
         for n, s in _outer_first_calls(r).items():
@@ -271,18 +284,53 @@ def is_control(column: str) -> bool:
     return not column.strip().lower().startswith("triton")
 
 
+CONTROL_SCOPES = ("cublas", "hipblas", "torch")
+
+
+def compare_profiles(tri: dict, kc: dict) -> List[dict]:
+    """Tutorials that time with the profiler (09: ``proton.scope`` per implementation, kernels named by
+    their ``launch_metadata``): per profile file, one entry like a table's, a "column" per top-level
+    scope found in both runs, its one value the mean time per kernel launch (ms; ratio Triton/kernelc,
+    >1: kernelc faster). Scopes of the tutorial's non-Triton baselines (cuBLAS, torch) are the control."""
+    out = []
+    kprof = kc.get("profiles") or {}
+    for fname, tscopes in sorted((tri.get("profiles") or {}).items()):
+        kscopes = kprof.get(fname)
+        entry = {"plot_name": f"profile {fname}", "ylabel": "ms per launch", "columns": {}}
+        if not kscopes:
+            entry["error"] = "kernelc wrote no profile of this name"
+            out.append(entry)
+            continue
+        for scope in sorted(set(tscopes) & set(kscopes)):
+            t, k = tscopes[scope], kscopes[scope]
+            if not t.get("count") or not k.get("count"):
+                continue
+            tm, km = t["time_ns"] / t["count"] / 1e6, k["time_ns"] / k["count"] / 1e6
+            r = tm / km if km else None
+            entry["columns"][scope] = {"x": [[scope]], "triton": [tm], "kernelc": [km], "ratio": [r],
+                                       "geomean_ratio": r, "min_ratio": r}
+        entry["control"] = [c for c in entry["columns"] if c.strip().lower().startswith(CONTROL_SCOPES)]
+        entry["only_triton"] = sorted(set(tscopes) - set(kscopes))
+        entry["only_kernelc"] = sorted(set(kscopes) - set(tscopes))
+        out.append(entry)
+    return out
+
+
 def noise_floor(entry: dict) -> dict:
     """The control columns' kernelc-run/Triton-run ratios as the noise floor of one compared table:
     per point the largest deviation from 1 (as a factor >= 1) over the control columns, and for the
     table the largest over its points. Each kernel column gets a verdict per point and for its
     geomean: 'slower'/'faster' only outside the floor, else 'within noise'."""
     cols = entry.get("columns", {})
-    ctrl = [c for c in cols if is_control(c)]
+    ctrl = entry["control"] if "control" in entry else [c for c in cols if is_control(c)]
     npts = max((len(c["ratio"]) for c in cols.values()), default=0)
     per_point = []
     for i in range(npts):
         devs = [max(r, 1 / r) for c in ctrl for r in [cols[c]["ratio"][i]] if r]
         per_point.append(max(devs) if devs else None)
+    if "control" in entry:  # profile scopes: one point each, the floor is the worst control scope
+        devs = [max(r, 1 / r) for c in ctrl for r in cols[c]["ratio"] if r]
+        per_point = [max(devs) if devs else None] * npts
     known = [f for f in per_point if f]
     floor = max(known) if known else None
     entry["noise_floor"] = {"control_columns": ctrl, "per_point": per_point, "table": floor}
@@ -460,7 +508,8 @@ def _report_tutorial(report: dict, name: str, runs: Dict[str, List[dict]]) -> No
         "triton": {k: tri.get(k) for k in keys}, "kernelc": {k: kc.get(k) for k in keys},
         "passed": {"triton": tri.get("rc") == 0 and not tri.get("mismatch"),
                    "kernelc": kc.get("rc") == 0 and not kc.get("mismatch")},
-        "tables": [noise_floor(t) for t in compare(tri, kc)], "first_calls": first_calls(tri, kc)}
+        "tables": [noise_floor(t) for t in compare(tri, kc) + compare_profiles(tri, kc)],
+        "first_calls": first_calls(tri, kc)}
 
 
 def _print_tutorial(name: str, res: dict) -> None:
@@ -473,7 +522,7 @@ def _print_tutorial(name: str, res: dict) -> None:
         nf = t.get("noise_floor", {}).get("table")
         for col, c in t.get("columns", {}).items():
             if c["geomean_ratio"]:
-                tag = "control" if is_control(col) else c.get("geomean_verdict", "")
+                tag = "control" if col in t.get("noise_floor", {}).get("control_columns", ()) else c.get("geomean_verdict", "")
                 print(f"    {t['plot_name']:28s} {col:24s} kernelc/Triton geomean {c['geomean_ratio']:.3f} "
                       f"(min {c['min_ratio']:.3f})  noise floor x{nf or float('nan'):.3f}  {tag}")
     for fc in res["first_calls"]:

@@ -19,6 +19,7 @@ every kernel compiles for an H100 into the compile cache, nothing launches.
 from __future__ import annotations
 
 import argparse
+import glob
 import io
 import json
 import os
@@ -179,6 +180,31 @@ def _count_kernelc_compiles(acct: _Accounting) -> None:
     acct.wrap_tuning(tuning, "select_config")  # the autotuner imports it at each call
 
 
+def read_hatchet(path: str) -> dict:
+    """Per top-level scope of a Proton-format profile (Triton's Proton and kprof write the same format):
+    inclusive ``time_ns`` and ``count`` (kernel launches) summed over the scope's subtree. Tutorial 09
+    times its kernels this way instead of with ``triton.testing`` tables."""
+    with open(path) as f:
+        data = json.load(f)
+    root = data[0] if isinstance(data, list) else data
+
+    def total(node):
+        m = node.get("metrics") or {}
+        t = float(m.get("time (ns)", 0) or 0)
+        c = float(m.get("count", 0) or 0)
+        for ch in node.get("children") or ():
+            ct, cc = total(ch)
+            t, c = t + ct, c + cc
+        return t, c
+    out = {}
+    for ch in root.get("children") or ():
+        name = (ch.get("frame") or {}).get("name", "?")
+        t, c = total(ch)
+        prev = out.get(name, {"time_ns": 0.0, "count": 0.0})
+        out[name] = {"time_ns": prev["time_ns"] + t, "count": prev["count"] + c}
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--impl", choices=("kernelc", "triton"), required=True)
@@ -196,6 +222,7 @@ def main(argv=None) -> int:
     tee_out, tee_err = _Tee(sys.stdout), _Tee(sys.stderr)
     sys.stdout, sys.stderr = tee_out, tee_err
     t_start = time.perf_counter()
+    wall_start = time.time() - 1.0
     rc = 0
     acct = _Accounting()
     out["compile"] = acct.d
@@ -267,6 +294,13 @@ def main(argv=None) -> int:
     finally:
         if mode is not None:
             mode.__exit__(None, None, None)
+        if not a.dry_run:
+            for hp in sorted(glob.glob("*.hatchet")):  # profiles the tutorial wrote to its working directory
+                try:
+                    if os.path.getmtime(hp) >= wall_start:
+                        out.setdefault("profiles", {})[hp] = read_hatchet(hp)
+                except (OSError, ValueError, AttributeError, TypeError) as e:
+                    out.setdefault("profiles", {})[hp] = {"error": f"{type(e).__name__}: {e}"}
         sys.stdout, sys.stderr = tee_out.stream, tee_err.stream
         out.update(rc=rc, seconds=time.perf_counter() - t_start, stdout_tail=tee_out.tail()[-4000:],
                    stderr_tail=tee_err.tail()[-4000:],
