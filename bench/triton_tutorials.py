@@ -234,6 +234,7 @@ def merge_runs(runs: List[dict]) -> dict:
     out["seconds"] = sum(r.get("seconds") or 0.0 for r in runs)
     out["repeats"] = len(runs)
     out["compile"] = [r.get("compile") for r in runs]  # per run: compiles, cache hits, compile/autotune seconds
+    out["table_errors"] = [r.get("table_errors") for r in runs]
     tables = []
     for tb in first["benchmarks"]:
         same = [b for r in runs for b in r["benchmarks"]
@@ -486,6 +487,9 @@ def main(argv=None) -> int:
             for impl in order:
                 runs[name][impl].append(run_one(found[name], impl, points, a.timeout, a.triton_site, spread,
                                                 warm.get(impl)))
+                if not all(runs[name].values()):  # the first of the two: keep what it measured if the call ends now
+                    report["tutorials"][name] = {"partial": {k: [_summary(r) for r in v] for k, v in runs[name].items()}}
+                    _write(report, a.out)
             _report_tutorial(report, name, runs[name])
             _write(report, a.out)
         last_round = time.perf_counter() - t_round
@@ -501,9 +505,14 @@ def main(argv=None) -> int:
     return 0
 
 
+def _summary(r: dict) -> dict:
+    return {k: r.get(k) for k in ("rc", "seconds", "compile", "first_calls", "benchmarks", "table_errors", "profiles",
+                                  "stderr_tail")}
+
+
 def _report_tutorial(report: dict, name: str, runs: Dict[str, List[dict]]) -> None:
     tri, kc = merge_runs(runs["triton"]), merge_runs(runs["kernelc"])
-    keys = ("rc", "seconds", "mismatch", "stderr_tail", "triton_version", "repeats", "compile")
+    keys = ("rc", "seconds", "mismatch", "stderr_tail", "triton_version", "repeats", "compile", "table_errors")
     report["tutorials"][name] = {
         "triton": {k: tri.get(k) for k in keys}, "kernelc": {k: kc.get(k) for k in keys},
         "passed": {"triton": tri.get("rc") == 0 and not tri.get("mismatch"),

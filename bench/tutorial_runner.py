@@ -218,7 +218,8 @@ def main(argv=None) -> int:
     ap.add_argument("tutorial")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
-    out = {"impl": a.impl, "tutorial": os.path.basename(a.tutorial), "benchmarks": [], "first_calls": []}
+    out = {"impl": a.impl, "tutorial": os.path.basename(a.tutorial), "benchmarks": [], "first_calls": [],
+           "table_errors": []}
     tee_out, tee_err = _Tee(sys.stdout), _Tee(sys.stderr)
     sys.stdout, sys.stderr = tee_out, tee_err
     t_start = time.perf_counter()
@@ -267,14 +268,30 @@ def main(argv=None) -> int:
                 for b in benches:
                     b.x_vals = pick_points(b.x_vals, a.bench_points, a.spread)
             kwargs["return_df"] = True
-            t0 = time.perf_counter()
-            dfs = orig_run(self, *args, **kwargs)
-            dt = time.perf_counter() - t0
-            dfs = [dfs] if not isinstance(dfs, list) else dfs
-            for b, df in zip(benches, dfs):
-                out["benchmarks"].append({"plot_name": b.plot_name, "x_names": list(b.x_names), "ylabel": b.ylabel,
-                                          "columns": [str(c) for c in df.columns],
-                                          "rows": json.loads(df.to_json(orient="values")), "seconds": dt})
+            # one table at a time: a table whose kernel fails (e.g. out of shared memory) is recorded with
+            # its error and the others still run; the first error is raised at the end (the exit status
+            # stays the tutorial's)
+            original, failed = self.benchmarks, None
+            try:
+                for b in benches:
+                    self.benchmarks = b
+                    t0 = time.perf_counter()
+                    try:
+                        df = orig_run(self, *args, **kwargs)
+                    except Exception as e:
+                        traceback.print_exc()
+                        out["table_errors"].append({"plot_name": b.plot_name, "error": f"{type(e).__name__}: {e}"[:2000]})
+                        failed = failed or e
+                        continue
+                    df = df[0] if isinstance(df, list) else df
+                    out["benchmarks"].append({"plot_name": b.plot_name, "x_names": list(b.x_names), "ylabel": b.ylabel,
+                                              "columns": [str(c) for c in df.columns],
+                                              "rows": json.loads(df.to_json(orient="values")),
+                                              "seconds": time.perf_counter() - t0})
+            finally:
+                self.benchmarks = original
+            if failed is not None:
+                raise failed
             return None
         triton.testing.Mark.run = run
         if a.impl == "kernelc":

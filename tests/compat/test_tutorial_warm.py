@@ -177,3 +177,31 @@ def test_main_warms_once_and_runs_from_copies(tmp_path, monkeypatch):
     rep = json.load(open(out))
     assert rep["warm"]["06-fused-attention"]["kernelc"]["compile"]["kernels"] == 3
     assert rep["tutorials"]["06-fused-attention"]["kernelc"]["compile"] == [{"kernels": 3, "cache_hits": 3}] * 2
+
+
+def test_a_failing_table_is_recorded_and_the_others_run(tmp_path):
+    tut = tmp_path / "tut.py"
+    tut.write_text('''
+import triton
+
+
+def bench(N, provider, which):
+    if which == 1:
+        raise ValueError("table 1 cannot run")
+    return float(N + which)
+
+
+tables = [triton.testing.Benchmark(x_names=["N"], x_vals=[8, 16], line_arg="provider", line_vals=["triton"],
+                                   line_names=["Triton"], ylabel="GB/s", plot_name=f"t{i}", args={"which": i})
+          for i in range(3)]
+triton.testing.perf_report(tables)(bench).run(print_data=True)
+''')
+    js = tmp_path / "r.json"
+    r = subprocess.run([sys.executable, os.path.join(REPO, "bench", "tutorial_runner.py"), "--impl", "kernelc",
+                        "--json", str(js), str(tut)], cwd=tmp_path, env=dict(subprocess_env(), MPLBACKEND="Agg"),
+                       capture_output=True, text=True, timeout=300)
+    res = json.loads(js.read_text())
+    assert res["rc"] == 1 and r.returncode == 1  # the tutorial still fails as a whole
+    assert [b["plot_name"] for b in res["benchmarks"]] == ["t0", "t2"]
+    assert res["benchmarks"][1]["rows"] == [[8.0, 10.0], [16.0, 18.0]]
+    assert res["table_errors"] == [{"plot_name": "t1", "error": "ValueError: table 1 cannot run"}]
