@@ -20,7 +20,7 @@ real only where it is outside that floor. Also the first call of each kernel (co
 ``--warm`` (tutorials 06 and 09: Triton's own autotuning compiles a few hundred kernels, more than one
 10-minute device call holds) first compiles every kernel each tutorial will compile, for each
 implementation, in a dry run (``bench/tutorial_dryrun.py``: the unmodified tutorial with kernels compiled
-and not launched, ``--warm-jobs`` processes in parallel, each taking every N-th benchmark table) into one
+and not launched, ``--warm-jobs`` processes in parallel, each compiling its share of the kernels) into one
 cache directory per implementation. Every measured run then starts from a fresh copy of its
 implementation's warm cache instead of an empty one. Both implementations are treated alike; what the
 compiles cost is reported from the dry run (``warm``: wall time, kernels, compile seconds), and each run
@@ -175,9 +175,10 @@ def run_one(path: str, impl: str, bench_points: Optional[int], timeout: int, tri
 
 def warm_caches(path: str, impl: str, cache: str, bench_points: Optional[int], spread: bool, jobs: int,
                 timeout: int, triton_site: Optional[str]) -> dict:
-    """Dry-run the tutorial in ``jobs`` parallel processes (each every ``jobs``-th benchmark table; the
-    code before and after the tables runs in all of them) compiling into ``cache``. Returns the wall
-    time, each process's exit status and the compile accounting summed over the processes."""
+    """Dry-run the tutorial in ``jobs`` parallel processes compiling into ``cache``: each runs the whole
+    tutorial and compiles the kernels whose identity hashes to its index (``--kernels i/N``), so every
+    kernel is compiled once. Returns the wall time, each process's exit status and the compile
+    accounting summed over the processes."""
     os.makedirs(cache, exist_ok=True)
     work = tempfile.mkdtemp(prefix=f"warm_{impl}_")
     env = _env(impl, triton_site, {impl: cache})
@@ -187,7 +188,7 @@ def warm_caches(path: str, impl: str, cache: str, bench_points: Optional[int], s
         js = os.path.join(work, f"shard{i}.json")
         wd = os.path.join(work, f"shard{i}")
         os.makedirs(wd)
-        cmd = _runner_cmd(path, impl, js, bench_points, spread) + ["--dry-run", "--tables", f"{i}/{jobs}", path]
+        cmd = _runner_cmd(path, impl, js, bench_points, spread) + ["--dry-run", "--kernels", f"{i}/{jobs}", path]
         log = open(os.path.join(wd, "log.txt"), "w")
         procs.append((subprocess.Popen(cmd, cwd=wd, env=env, stdout=log, stderr=subprocess.STDOUT), js, log))
     out = {"jobs": jobs, "rc": [], "compile": {}, "errors": []}

@@ -21,8 +21,9 @@ numerical checks in the tutorial see ``meta`` tensors (``allclose``/``equal`` on
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import types
-from typing import Any, Dict
+from typing import Any, Dict, Optional, Tuple
 
 # An H100 SXM (the kind the GPU runs use; the H200 has the same SM count and limits)
 H100_PROPERTIES: Dict[str, Any] = {
@@ -31,6 +32,16 @@ H100_PROPERTIES: Dict[str, Any] = {
 }
 H100_NAME = "NVIDIA H100 80GB HBM3"
 CAPABILITY = (9, 0)
+
+
+def mine(identity: str, shard: Optional[Tuple[int, int]]) -> bool:
+    """Whether this process compiles the kernel ``identity`` (its name, signature, constexprs and
+    options) when ``shard`` = (i, N) processes split the compiles: by a hash, so the split does not depend
+    on the order in which compiles are asked for (kernelc's autotuner compiles on threads)."""
+    if not shard:
+        return True
+    h = int.from_bytes(hashlib.sha256(identity.encode()).digest()[:8], "little")
+    return h % shard[1] == shard[0]
 
 
 def _is_cuda(d) -> bool:
@@ -151,8 +162,37 @@ class _NullBlas:
 # ---------------------------------------------------------------------------------------------
 # real Triton
 # ---------------------------------------------------------------------------------------------
-def install_triton() -> None:
-    """Make the real Triton (imported from PYTHONPATH) compile for an H100 and launch nothing."""
+class _Skipped:
+    """What a compile left to another dry-run process returns: enough of a compiled kernel for a no-op
+    launch. ``dry_run_skipped`` tells the runner's accounting not to count it."""
+    dry_run_skipped = True
+
+    def __init__(self, name, num_warps=4, num_stages=3, target=None):
+        self.name = name
+        self.n_regs = self.n_spills = self.shared = self.function = self.global_scratch_bytes = 0
+        self.num_warps = self.launch_warps = num_warps
+        self.num_stages = num_stages
+        self.packed_metadata = None
+        self.asm = {}
+        self.hash = self.cache_key = None
+        self.timings = {}
+        self.target = target
+        self.metadata = types.SimpleNamespace(name=name, shared=0, num_warps=num_warps, num_stages=num_stages,
+                                              target=target)
+
+    def launch_metadata(self, *args, **kwargs):
+        return None
+
+    def run(self, *args, **kwargs):
+        return None
+
+    def _init_handles(self):
+        pass
+
+
+def install_triton(shard: Optional[Tuple[int, int]] = None) -> None:
+    """Make the real Triton (imported from PYTHONPATH) compile for an H100 and launch nothing; with
+    ``shard`` = (i, N), compile only this process's share of the kernels."""
     import torch
     import triton
     import triton.testing
@@ -221,6 +261,19 @@ def install_triton() -> None:
         pass
     from triton.runtime.autotuner import Autotuner
     Autotuner.check_disk_cache = tune_without_disk_cache
+    if shard:
+        import triton.compiler
+        real_compile = triton.compiler.compile
+
+        def compile_share(src, target=None, options=None, **kwargs):
+            opts = dict(options or {})
+            identity = repr((getattr(src, "name", None), sorted(map(str, getattr(src, "signature", {}).items())),
+                             sorted(map(str, getattr(src, "constants", {}).items())),
+                             sorted(map(str, getattr(src, "attrs", {}).items())), sorted(map(str, opts.items()))))
+            if not mine(identity, shard):
+                return _Skipped(getattr(src, "name", "?"), opts.get("num_warps", 4), opts.get("num_stages", 3), target)
+            return real_compile(src, target=target, options=options, **kwargs)
+        triton.compiler.compile = compile_share  # what JITFunction.create_binder picks up
     triton.runtime.driver.set_active(DryRunDriver())
     triton.testing.do_bench = bench_once
     triton.testing.do_bench_cudagraph = bench_once
@@ -234,8 +287,9 @@ def install_triton() -> None:
 # ---------------------------------------------------------------------------------------------
 # kernelc (under the ``triton`` alias)
 # ---------------------------------------------------------------------------------------------
-def install_kernelc() -> None:
-    """Make kernelc compile every launch for an H100 (its disk cache, as ``compile_for`` does) and launch nothing."""
+def install_kernelc(shard: Optional[Tuple[int, int]] = None) -> None:
+    """Make kernelc compile every launch for an H100 (its disk cache, as ``compile_for`` does) and launch
+    nothing; with ``shard`` = (i, N), compile only this process's share of the kernels."""
     import kernelc.testing
     from kernelc.compiler.backend import target_for_device
     from kernelc.runtime import autotuner, jit as kjit, launcher, timing, tuning
@@ -254,10 +308,13 @@ def install_kernelc() -> None:
             key = repr(key)
             ck = dry.get(key)
         if ck is None:
+            target = target_for_device(*CAPABILITY)
+            if not mine(repr((fn.__name__, spec_key, num_warps, num_stages, fusion)), shard):
+                ck = dry[key] = _Skipped(fn.__name__, num_warps, num_stages, target)
+                return ck
             # the arguments compile_for passes on the GPU (kernelc/runtime/launcher.py)
             sig, cx, div, eq1, _ = st["spec"].signature(spec_key)
             div = dict(div, **{n: 1 for n, t in sig.items() if t.startswith("*") and n not in div})
-            target = target_for_device(*CAPABILITY)
             ck = dry[key] = cache.cached_compile(  # looked up per call: the runner counts compiles through it
                 fn, sig, cx, div, eq1, num_warps, num_stages, target, fusion)
         return ck

@@ -159,9 +159,13 @@ def _count_triton_compiles(acct: _Accounting) -> None:
         last.clear()
         t0 = time.perf_counter()
         try:
-            return orig(src, *args, **kwargs)
-        finally:
+            k = orig(src, *args, **kwargs)
+        except Exception:  # (a config that does not compile costs its time too)
+            acct.compiled(getattr(src, "name", "?"), time.perf_counter() - t0, False)
+            raise
+        if not getattr(k, "dry_run_skipped", False):  # (another dry-run process compiles that one)
             acct.compiled(getattr(src, "name", "?"), time.perf_counter() - t0, last.get("hit", False))
+        return k
     triton.compiler.compile = compile  # what JITFunction.create_binder picks up
     from triton.runtime import autotuner
     acct.wrap_tuning(autotuner.Autotuner, "_bench")
@@ -173,7 +177,11 @@ def _count_kernelc_compiles(acct: _Accounting) -> None:
 
     def cached_compile(fn, *args, **kwargs):
         t0 = time.perf_counter()
-        ck = orig(fn, *args, **kwargs)
+        try:
+            ck = orig(fn, *args, **kwargs)
+        except Exception:
+            acct.compiled(getattr(fn, "__name__", "?"), time.perf_counter() - t0, False)
+            raise
         acct.compiled(getattr(fn, "__name__", "?"), time.perf_counter() - t0, "disk_cache_load" in ck.timings)
         return ck
     cache.cached_compile = cached_compile  # launcher.compile_for imports it at each call
@@ -213,6 +221,8 @@ def main(argv=None) -> int:
     ap.add_argument("--spread", action="store_true", help="bench points spread over the x range, not the first N")
     ap.add_argument("--tables", help="I/N: run only the benchmark tables whose index is I modulo N (a dry run's "
                                      "share of the work when N processes warm the cache in parallel)")
+    ap.add_argument("--kernels", help="I/N with --dry-run: compile only the kernels whose identity hashes to I "
+                                      "modulo N (N processes split the compiles of one run between them)")
     ap.add_argument("--dry-run", action="store_true",
                     help="no GPU: compile every kernel for an H100 into the cache, launch nothing")
     ap.add_argument("tutorial")
@@ -238,7 +248,8 @@ def main(argv=None) -> int:
         if a.dry_run:
             sys.path.insert(0, ROOT)
             from bench import tutorial_dryrun
-            (tutorial_dryrun.install_kernelc if a.impl == "kernelc" else tutorial_dryrun.install_triton)()
+            kshard = tuple(int(x) for x in a.kernels.split("/")) if a.kernels else None
+            (tutorial_dryrun.install_kernelc if a.impl == "kernelc" else tutorial_dryrun.install_triton)(kshard)
             mode = tutorial_dryrun.torch_function_mode()
             mode.__enter__()
             out["dry_run"] = True

@@ -121,6 +121,11 @@ def test_triton_dry_run_fills_its_cache(tmp_path):
     assert len(cubins) == 6
     again = _runner(tmp_path, "triton", ["--dry-run"], cache, name="r2.json", env=env)
     assert (again["compile"]["cache_hits"], again["compile"]["cache_misses"]) == (6, 0), again["compile"]
+    # two processes splitting the compiles by kernel: each kernel compiled once, by one of them
+    shared = tmp_path / "tshared"
+    counts = [_runner(tmp_path, "triton", ["--dry-run", "--kernels", f"{i}/2"], shared, name=f"s{i}.json",
+                      env=env)["compile"] for i in range(2)]
+    assert [c["cache_hits"] for c in counts] == [0, 0] and sum(c["kernels"] for c in counts) == 6, counts
 
 
 def test_copy_cache_rewrites_triton_groups_and_drops_tuning_results(tmp_path):
@@ -205,3 +210,18 @@ triton.testing.perf_report(tables)(bench).run(print_data=True)
     assert [b["plot_name"] for b in res["benchmarks"]] == ["t0", "t2"]
     assert res["benchmarks"][1]["rows"] == [[8.0, 10.0], [16.0, 18.0]]
     assert res["table_errors"] == [{"plot_name": "t1", "error": "ValueError: table 1 cannot run"}]
+
+
+def test_kernel_shards_compile_each_kernel_once(tmp_path):
+    cache = tmp_path / "kcache"
+    counts = []
+    for i in range(2):
+        res = _runner(tmp_path, "kernelc", ["--dry-run", "--kernels", f"{i}/2"], cache, name=f"s{i}.json")
+        assert [b["plot_name"] for b in res["benchmarks"]] == ["t0", "t1", "t2"]  # every shard runs everything
+        assert res["compile"]["cache_hits"] == 0  # the other shard never compiled this one's kernels
+        counts.append(res["compile"]["kernels"])
+    assert sum(counts) == 6 and all(counts), counts  # the 6 kernels, each compiled by one shard
+    assert len([d for d, _, files in os.walk(cache) if "meta.json" in files]) == 6
+    # the union is the whole run's cache: an unsharded run finds everything
+    again = _runner(tmp_path, "kernelc", ["--dry-run"], cache, name="all.json")
+    assert (again["compile"]["cache_hits"], again["compile"]["cache_misses"]) == (6, 0), again["compile"]
