@@ -429,8 +429,9 @@ def main(argv=None) -> int:
     ap.add_argument("--warm", action="store_true",
                     help="compile every kernel first in a dry run (no GPU work), then measure each run from a copy "
                          "of that warm cache")
-    ap.add_argument("--warm-jobs", type=int, default=max(1, min(10, (os.cpu_count() or 2) - 2)),
-                    help="dry-run processes per tutorial and implementation for --warm (default: cores - 2, at most 10)")
+    ap.add_argument("--warm-jobs", type=int, default=max(1, min(16, (os.cpu_count() or 2) - 2)),
+                    help="dry-run processes per tutorial and implementation for --warm "
+                         "(default: cores - 2, at most 16)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "triton_tutorials.json"))
     ap.add_argument("--fresh", action="store_true", help="start a new results file instead of adding to it")
     a = ap.parse_args(argv)
@@ -489,7 +490,8 @@ def main(argv=None) -> int:
                 runs[name][impl].append(run_one(found[name], impl, points, a.timeout, a.triton_site, spread,
                                                 warm.get(impl)))
                 if not all(runs[name].values()):  # the first of the two: keep what it measured if the call ends now
-                    report["tutorials"][name] = {"partial": {k: [_summary(r) for r in v] for k, v in runs[name].items()}}
+                    partial = {k: [_summary(r) for r in v] for k, v in runs[name].items()}
+                    report["tutorials"][name] = {"partial": partial}
                     _write(report, a.out)
             _report_tutorial(report, name, runs[name])
             _write(report, a.out)
@@ -532,7 +534,8 @@ def _print_tutorial(name: str, res: dict) -> None:
         nf = t.get("noise_floor", {}).get("table")
         for col, c in t.get("columns", {}).items():
             if c["geomean_ratio"]:
-                tag = "control" if col in t.get("noise_floor", {}).get("control_columns", ()) else c.get("geomean_verdict", "")
+                ctrl = t.get("noise_floor", {}).get("control_columns", ())
+                tag = "control" if col in ctrl else c.get("geomean_verdict", "")
                 print(f"    {t['plot_name']:28s} {col:24s} kernelc/Triton geomean {c['geomean_ratio']:.3f} "
                       f"(min {c['min_ratio']:.3f})  noise floor x{nf or float('nan'):.3f}  {tag}")
     for fc in res["first_calls"]:

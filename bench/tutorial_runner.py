@@ -291,7 +291,8 @@ def main(argv=None) -> int:
                         df = orig_run(self, *args, **kwargs)
                     except Exception as e:
                         traceback.print_exc()
-                        out["table_errors"].append({"plot_name": b.plot_name, "error": f"{type(e).__name__}: {e}"[:2000]})
+                        err = f"{type(e).__name__}: {e}"[:2000]
+                        out["table_errors"].append({"plot_name": b.plot_name, "error": err})
                         failed = failed or e
                         continue
                     df = df[0] if isinstance(df, list) else df
