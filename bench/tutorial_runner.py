@@ -323,6 +323,8 @@ def main(argv=None) -> int:
     finally:
         if mode is not None:
             mode.__exit__(None, None, None)
+            from bench import tutorial_dryrun
+            out["compile"]["requests"] = list(tutorial_dryrun.REQUESTS)
         if not a.dry_run:
             for hp in sorted(glob.glob("*.hatchet")):  # profiles the tutorial wrote to its working directory
                 try:

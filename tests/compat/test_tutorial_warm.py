@@ -214,12 +214,15 @@ triton.testing.perf_report(tables)(bench).run(print_data=True)
 
 def test_kernel_shards_compile_each_kernel_once(tmp_path):
     cache = tmp_path / "kcache"
-    counts = []
+    counts, requests = [], []
     for i in range(2):
         res = _runner(tmp_path, "kernelc", ["--dry-run", "--kernels", f"{i}/2"], cache, name=f"s{i}.json")
         assert [b["plot_name"] for b in res["benchmarks"]] == ["t0", "t1", "t2"]  # every shard runs everything
         assert res["compile"]["cache_hits"] == 0  # the other shard never compiled this one's kernels
         counts.append(res["compile"]["kernels"])
+        requests.append(sorted(res["compile"]["requests"]))
+    # both processes were asked for the same 6 compiles (what the split relies on)
+    assert requests[0] == requests[1] and len(set(requests[0])) == 6
     assert sum(counts) == 6 and all(counts), counts  # the 6 kernels, each compiled by one shard
     assert len([d for d, _, files in os.walk(cache) if "meta.json" in files]) == 6
     # the union is the whole run's cache: an unsharded run finds everything
