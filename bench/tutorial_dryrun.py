@@ -3,24 +3,26 @@
 ``bench/tutorial_runner.py --dry-run`` installs this before it runs the (unmodified) tutorial. Under
 real Triton and under kernelc alike:
 
-- the compiler's target is the H100's (``sm_90``, 132 SMs, 227 KiB of shared memory per block);
+- the compiler's target is the H100's (``sm_90``, 132 SMs, 232448 B of shared memory per block);
 - every tensor the tutorial puts on ``cuda`` lives on torch's ``meta`` device instead: no memory,
   no arithmetic. A meta tensor's ``data_ptr()`` is 0, so pointer arguments specialise as 16-byte
   aligned, as a fresh CUDA allocation does;
 - launching is a no-op; a benchmark (``do_bench``, an autotuner's timing) calls its function once and
   reports 1 ms, so every autotune config is compiled and the first one is "chosen";
-- the profiler (``triton.profiler``) records nothing.
+- autotune results are neither read from nor written to disk;
+- the profiler (``triton.profiler``) and cuBLAS (``triton._C.libtriton.nvidia.cublas``) do nothing;
+- with a shard (i, N), this process compiles only the kernels whose identity hashes to i modulo N and
+  gives the others a stand-in (``_Skipped``) that launches as a no-op.
 
 What it is for: filling each implementation's on-disk compile cache with exactly the kernels the
 tutorial compiles on the GPU, so that a GPU run with that cache measures the tutorial, not the
-compiler (``bench/triton_tutorials.py --warm-caches``). Whether a GPU run hit the cache is counted
-there (``compiles`` in the runner's JSON), so a kernel this run compiled for the wrong key shows up as a
-miss, never as a silently different kernel. Values of the tutorial's tensors are not computed:
-numerical checks in the tutorial see ``meta`` tensors (``allclose``/``equal`` on them answer True).
+compiler (``bench/triton_tutorials.py --warm``). Whether a GPU run hit the cache is counted there
+(``compile`` in the runner's JSON), so a kernel this run compiled for the wrong key shows up as a miss,
+never as a silently different kernel. Values of the tutorial's tensors are not computed: numerical
+checks in the tutorial see ``meta`` tensors (``allclose``/``equal`` on them answer True).
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import types
 from typing import Any, Dict, Optional, Tuple
@@ -113,11 +115,6 @@ def bench_once(fn, *args, quantiles=None, return_mode="mean", **kwargs):
 
 def _noop(*a, **k):
     return None
-
-
-@contextlib.contextmanager
-def _null_scope(*a, **k):
-    yield
 
 
 class _NullScope:
