@@ -163,6 +163,17 @@ class _NullBlas:
 # ---------------------------------------------------------------------------------------------
 # real Triton
 # ---------------------------------------------------------------------------------------------
+def _retuning(run):
+    """An autotuner's ``run`` that forgets the configs it chose before each call, so a dry run compiles
+    every config at every launch. On the GPU, a key tuned once is launched later with the chosen config
+    only, and with other constexprs too (06's non-causal tables reuse the causal tables' key, with
+    another ``STAGE``); which config that is depends on real timings, so the dry run compiles them all."""
+    def retune(self, *args, **kwargs):
+        self.cache.clear()
+        return run(self, *args, **kwargs)
+    return retune
+
+
 class _Skipped:
     """What a compile left to another dry-run process returns: enough of a compiled kernel for a no-op
     launch. ``dry_run_skipped`` tells the runner's accounting not to count it."""
@@ -262,6 +273,7 @@ def install_triton(shard: Optional[Tuple[int, int]] = None) -> None:
         pass
     from triton.runtime.autotuner import Autotuner
     Autotuner.check_disk_cache = tune_without_disk_cache
+    Autotuner.run = _retuning(Autotuner.run)
     if shard:
         import triton.compiler
         real_compile = triton.compiler.compile
@@ -336,6 +348,7 @@ def install_kernelc(shard: Optional[Tuple[int, int]] = None) -> None:
     # never take a config from saved autotuning results: another dry-run process's are not timings, and a
     # key found there would compile only its chosen config
     tuning.read_saved = lambda path, configs: None
+    autotuner.Autotuner.run = _retuning(autotuner.Autotuner.run)
     tuning._bench = lambda fn, warmup, rep: bench_once(fn)
     tuning._device_name = lambda: H100_NAME
     timing.do_bench = bench_once

@@ -29,10 +29,10 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
 @triton.autotune(configs=[triton.Config({"BLOCK": 64}, num_warps=2), triton.Config({"BLOCK": 128}, num_warps=4)],
                  key=["n"])
 @triton.jit
-def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+def scale_kernel(x_ptr, out_ptr, n, SCALE: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2.0, mask=m)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * SCALE, mask=m)
 
 
 x = torch.rand(1000, device="cuda")
@@ -46,7 +46,10 @@ def bench(N, provider, which):
     a = torch.rand(N, device="cuda")
     o = torch.empty_like(a)
     if which == 2:
-        scale_kernel[lambda meta: (triton.cdiv(N, meta["BLOCK"]),)](a, o, N)
+        # the second launch reuses the first one's autotune key with another constexpr: on a GPU it
+        # compiles the chosen config only, which a dry run cannot know, so the dry run compiles both
+        scale_kernel[lambda meta: (triton.cdiv(N, meta["BLOCK"]),)](a, o, N, SCALE=2.0)
+        scale_kernel[lambda meta: (triton.cdiv(N, meta["BLOCK"]),)](a, o, N, SCALE=3.0)
     return triton.testing.do_bench(lambda: add_kernel[(1,)](a, a, o, N, BLOCK=256 << which))
 
 
@@ -78,18 +81,19 @@ def test_kernelc_dry_run_compiles_everything_and_the_second_run_hits(tmp_path):
     assert res["dry_run"] is True
     assert "DEVICE meta meta" in res["stdout_tail"]  # "cuda" tensors (and the driver's device) live on meta
     c = res["compile"]
-    # add_kernel at BLOCK 128 (before the tables), 256, 512, 1024 (tables 0-2) + scale_kernel's two configs
-    assert (c["kernels"], c["cache_misses"], c["cache_hits"]) == (6, 6, 0), c
+    # add_kernel at BLOCK 128 (before the tables), 256, 512, 1024 (tables 0-2) + scale_kernel's two
+    # configs at SCALE 2 and 3
+    assert (c["kernels"], c["cache_misses"], c["cache_hits"]) == (8, 8, 0), c
     # (kernelc compiles the candidates on parallel threads: their summed seconds may exceed the wall time)
     assert c["autotune_s"] > 0 and c["autotune_compile_s"] > 0
     assert [b["plot_name"] for b in res["benchmarks"]] == ["t0", "t1", "t2"]
     entries = [d for d, _, files in os.walk(cache) if "meta.json" in files]
-    assert len(entries) == 6
+    assert len(entries) == 8
     for e in entries:  # compiled for the H100 the GPU run will look the kernels up for
         assert json.load(open(os.path.join(e, "meta.json")))["target"].startswith("sm_90")
     # the same cache again: every kernel is found, nothing compiles
     again = _runner(tmp_path, "kernelc", ["--dry-run"], cache, name="r2.json")
-    assert (again["compile"]["cache_hits"], again["compile"]["cache_misses"]) == (6, 0), again["compile"]
+    assert (again["compile"]["cache_hits"], again["compile"]["cache_misses"]) == (8, 0), again["compile"]
 
 
 def test_table_shards_split_the_benchmarks(tmp_path):
@@ -115,17 +119,17 @@ def test_triton_dry_run_fills_its_cache(tmp_path):
     assert res["triton_version"].startswith("3.")
     assert "DEVICE meta meta" in res["stdout_tail"]
     c = res["compile"]
-    assert (c["kernels"], c["cache_misses"]) == (6, 6), c
+    assert (c["kernels"], c["cache_misses"]) == (8, 8), c
     assert 0 < c["autotune_compile_s"] <= c["autotune_s"]  # Triton compiles its candidates one by one
     cubins = [f for _, _, files in os.walk(cache) for f in files if f.endswith(".cubin")]
-    assert len(cubins) == 6
+    assert len(cubins) == 8
     again = _runner(tmp_path, "triton", ["--dry-run"], cache, name="r2.json", env=env)
-    assert (again["compile"]["cache_hits"], again["compile"]["cache_misses"]) == (6, 0), again["compile"]
+    assert (again["compile"]["cache_hits"], again["compile"]["cache_misses"]) == (8, 0), again["compile"]
     # two processes splitting the compiles by kernel: each kernel compiled once, by one of them
     shared = tmp_path / "tshared"
     counts = [_runner(tmp_path, "triton", ["--dry-run", "--kernels", f"{i}/2"], shared, name=f"s{i}.json",
                       env=env)["compile"] for i in range(2)]
-    assert [c["cache_hits"] for c in counts] == [0, 0] and sum(c["kernels"] for c in counts) == 6, counts
+    assert [c["cache_hits"] for c in counts] == [0, 0] and sum(c["kernels"] for c in counts) == 8, counts
 
 
 def test_copy_cache_rewrites_triton_groups_and_drops_tuning_results(tmp_path):
@@ -221,10 +225,10 @@ def test_kernel_shards_compile_each_kernel_once(tmp_path):
         assert res["compile"]["cache_hits"] == 0  # the other shard never compiled this one's kernels
         counts.append(res["compile"]["kernels"])
         requests.append(sorted(res["compile"]["requests"]))
-    # both processes were asked for the same 6 compiles (what the split relies on)
-    assert requests[0] == requests[1] and len(set(requests[0])) == 6
-    assert sum(counts) == 6 and all(counts), counts  # the 6 kernels, each compiled by one shard
-    assert len([d for d, _, files in os.walk(cache) if "meta.json" in files]) == 6
+    # both processes were asked for the same 8 compiles (what the split relies on)
+    assert requests[0] == requests[1] and len(set(requests[0])) == 8
+    assert sum(counts) == 8 and all(counts), counts  # the 8 kernels, each compiled by one shard
+    assert len([d for d, _, files in os.walk(cache) if "meta.json" in files]) == 8
     # the union is the whole run's cache: an unsharded run finds everything
     again = _runner(tmp_path, "kernelc", ["--dry-run"], cache, name="all.json")
-    assert (again["compile"]["cache_hits"], again["compile"]["cache_misses"]) == (6, 0), again["compile"]
+    assert (again["compile"]["cache_hits"], again["compile"]["cache_misses"]) == (8, 0), again["compile"]
