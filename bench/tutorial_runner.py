@@ -70,6 +70,28 @@ def _sync():
         pass
 
 
+def _track_tuners(cls, tuners: list) -> None:
+    """Keep every autotuner that runs, to report the configs it chose."""
+    orig = cls.run
+
+    def run(self, *args, **kwargs):
+        if not any(t is self for t in tuners):
+            tuners.append(self)
+        return orig(self, *args, **kwargs)
+    cls.run = run
+
+
+def _chosen_configs(tuners: list) -> dict:
+    """Per autotuned kernel, the config chosen for each key (Triton's and kernelc's ``Autotuner.cache``:
+    key -> Config), as strings: which kernel each benchmark point ran."""
+    out = {}
+    for t in tuners:
+        name = getattr(t, "__name__", None) or getattr(getattr(t, "base_fn", None), "__name__", "?")
+        for key, cfg in dict(getattr(t, "cache", {}) or {}).items():
+            out.setdefault(name, {})[str(key)] = str(cfg)
+    return out
+
+
 def _wrap_first_calls(classes, record):
     """Time the first launch of every kernel object: ``kernel[grid](...)`` through each class's
     ``__getitem__``; nested first calls (an autotuner's inner kernel) are recorded with their depth."""
@@ -237,6 +259,7 @@ def main(argv=None) -> int:
     rc = 0
     acct = _Accounting()
     out["compile"] = acct.d
+    tuners: list = []
     mode = None
     try:
         if a.impl == "kernelc":
@@ -313,6 +336,7 @@ def main(argv=None) -> int:
             from triton.runtime import autotuner, jit
             classes = [jit.KernelInterface, jit.JITFunction, autotuner.Autotuner, autotuner.Heuristics]
         _wrap_first_calls(classes, out["first_calls"])
+        _track_tuners(autotuner.Autotuner, tuners)
         sys.argv = [a.tutorial, *a.args]
         runpy.run_path(a.tutorial, run_name="__main__")
     except SystemExit as e:
@@ -332,6 +356,7 @@ def main(argv=None) -> int:
                         out.setdefault("profiles", {})[hp] = read_hatchet(hp)
                 except (OSError, ValueError, AttributeError, TypeError) as e:
                     out.setdefault("profiles", {})[hp] = {"error": f"{type(e).__name__}: {e}"}
+        out["autotune"] = _chosen_configs(tuners)
         sys.stdout, sys.stderr = tee_out.stream, tee_err.stream
         out.update(rc=rc, seconds=time.perf_counter() - t_start, stdout_tail=tee_out.tail()[-4000:],
                    stderr_tail=tee_err.tail()[-4000:],

@@ -87,6 +87,9 @@ def test_kernelc_dry_run_compiles_everything_and_the_second_run_hits(tmp_path):
     # (kernelc compiles the candidates on parallel threads: their summed seconds may exceed the wall time)
     assert c["autotune_s"] > 0 and c["autotune_compile_s"] > 0
     assert [b["plot_name"] for b in res["benchmarks"]] == ["t0", "t1", "t2"]
+    # the configs the autotuners chose, per key (here the dry run's "choice": every timing is 1 ms)
+    (chosen,) = res["autotune"]["scale_kernel"].values()
+    assert "BLOCK" in chosen and "64" in chosen
     entries = [d for d, _, files in os.walk(cache) if "meta.json" in files]
     assert len(entries) == 8
     for e in entries:  # compiled for the H100 the GPU run will look the kernels up for
