@@ -28,6 +28,7 @@ from .passes.fp_contract import mark_exp2_ftz, mark_fp_contraction
 from .passes.layout_assign import assign_layouts
 from .passes.hoist_conversions import hoist_conversions
 from .passes.load_layouts import loads_in_use_layout
+from .passes.staged_operands import share_staged_operands
 from .passes.hoist_descriptors import hoist_descriptors
 from .passes.lower_descriptors import lower_descriptors
 from .passes.narrow_carries import narrow_loop_carries
@@ -220,6 +221,8 @@ TILE_PASSES = (
     # the warp-specialised loop as explicit ops: the producer warp's program (ws_producer), the full/empty
     # barriers, the consumers' waits and releases (passes/warp_regions.py)
     TilePass("expand_warp_specialize", expand_warp_specialize),
+    # a loop-invariant dot operand staged for two loops of one block is stored once (passes/staged_operands.py)
+    TilePass("share_staged_operands", lambda f, c: share_staged_operands(f)),
 )
 
 

@@ -15,8 +15,9 @@ MM_WS = dict(BM=128, BN=128, BK=64, WS=True)
 
 def test_the_pass_list_ends_with_warp_specialisation():
     from kernelc.compiler import compiler as C
-    assert [p.name for p in C.TILE_PASSES][-3:] == ["expand_cp_async_rings", "expand_tma_rings",
-                                                   "expand_warp_specialize"]
+    # (then only share_staged_operands, which merges the stage_operand ops these expansions wrote)
+    assert [p.name for p in C.TILE_PASSES][-4:] == ["expand_cp_async_rings", "expand_tma_rings",
+                                                   "expand_warp_specialize", "share_staged_operands"]
 
 
 def test_a_warp_specialised_loop_becomes_a_producer_region_and_barrier_ops():
