@@ -16,6 +16,15 @@ table, per table and column the ratio kernelc/Triton (higher is better: for time
 Triton/kernelc), and the noise floor: the same ratio for the control columns (the ones not named
 ``Triton...``: Torch, cuBLAS, ..., identical code in both processes). A kernel column's gap is called
 real only where it is outside that floor. Also the first call of each kernel (compile + autotune).
+
+``--warm`` (tutorials 06 and 09: Triton's own autotuning compiles a few hundred kernels, more than one
+10-minute device call holds) first compiles every kernel each tutorial will compile, for each
+implementation, in a dry run (``bench/tutorial_dryrun.py``: the unmodified tutorial with kernels compiled
+and not launched, ``--warm-jobs`` processes in parallel, each compiling its share of the kernels) into one
+cache directory per implementation. Every measured run then starts from a fresh copy of its
+implementation's warm cache instead of an empty one. Both implementations are treated alike; what the
+compiles cost is reported from the dry run (``warm``: wall time, kernels, compile seconds), and each run
+reports how many of its compiles hit the warm cache (``compile`` per implementation).
 """
 from __future__ import annotations
 
@@ -83,21 +92,66 @@ def stage_tutorials(src_dir: str, libdevice: Optional[str]) -> str:
     return dst
 
 
-def run_one(path: str, impl: str, bench_points: Optional[int], timeout: int, triton_site: Optional[str],
-            spread: bool = False) -> dict:
-    work = tempfile.mkdtemp(prefix=f"tut_{impl}_")  # tutorials save plots/CSVs to '.'
-    js = os.path.join(work, "result.json")
-    env = dict(os.environ)
-    env.pop("KERNELC_INTERPRET", None)
-    env["MPLBACKEND"] = "Agg"
-    env["TRITON_CACHE_DIR"] = os.path.join(work, "triton_cache")
-    env["KERNELC_CACHE_DIR"] = os.path.join(work, "kernelc_cache")
-    if impl == "triton" and triton_site:
-        env["PYTHONPATH"] = triton_site + os.pathsep + env.get("PYTHONPATH", "")
+CACHE_ENV = {"triton": "TRITON_CACHE_DIR", "kernelc": "KERNELC_CACHE_DIR"}
+
+
+def copy_cache(src: str, dst: str, impl: str) -> int:
+    """Copy a warm compile cache to ``dst`` (a run's own cache); returns the number of kernels in it.
+
+    Triton's cache groups (``__grp__*.json``) name their files by absolute path: they are rewritten to
+    point into ``dst``, so the run reads its own copy. Autotuning results stored in the cache (kernelc's
+    ``autotune/``, Triton's ``*.autotune.json``) are left out: a dry run's timings are not measurements."""
+    if not os.path.isdir(src):
+        os.makedirs(dst, exist_ok=True)
+        return 0
+    src = os.path.abspath(src)
+    dst = os.path.abspath(dst)
+
+    def ignore(d, names):
+        return [n for n in names if n == "autotune" and d == src or n.endswith(".autotune.json")
+                or n.startswith("tmp.pid_") or n.startswith(".tmp-")]
+    shutil.copytree(src, dst, ignore=ignore, dirs_exist_ok=True)
+    n = 0
+    if impl == "triton":
+        for grp in glob.glob(os.path.join(dst, "*", "__grp__*.json")):
+            with open(grp) as f:
+                data = json.load(f)
+            paths = data.get("child_paths") or {}
+            data["child_paths"] = {k: os.path.join(dst, os.path.relpath(v, src)) for k, v in paths.items()}
+            with open(grp, "w") as f:
+                json.dump(data, f)
+            n += 1
+    else:
+        n = len(glob.glob(os.path.join(dst, "??", "*", "meta.json")))
+    return n
+
+
+def _runner_cmd(path: str, impl: str, js: str, bench_points: Optional[int], spread: bool) -> List[str]:
     cmd = [sys.executable, os.path.join(ROOT, "bench", "tutorial_runner.py"), "--impl", impl, "--json", js]
     if bench_points:
         cmd += ["--bench-points", str(bench_points)] + (["--spread"] if spread else [])
-    cmd.append(path)
+    return cmd
+
+
+def _env(impl: str, triton_site: Optional[str], caches: Dict[str, str]) -> dict:
+    env = dict(os.environ)
+    env.pop("KERNELC_INTERPRET", None)
+    env["MPLBACKEND"] = "Agg"
+    env.update({CACHE_ENV[k]: v for k, v in caches.items()})
+    if impl == "triton" and triton_site:
+        env["PYTHONPATH"] = triton_site + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def run_one(path: str, impl: str, bench_points: Optional[int], timeout: int, triton_site: Optional[str],
+            spread: bool = False, warm: Optional[str] = None) -> dict:
+    """One measured run in a fresh process, with empty compile caches or (``warm``) a copy of the warm one."""
+    work = tempfile.mkdtemp(prefix=f"tut_{impl}_")  # tutorials save plots/CSVs to '.'
+    js = os.path.join(work, "result.json")
+    caches = {k: os.path.join(work, f"{k}_cache") for k in CACHE_ENV}
+    warm_kernels = copy_cache(warm, caches[impl], impl) if warm else None
+    env = _env(impl, triton_site, caches)
+    cmd = _runner_cmd(path, impl, js, bench_points, spread) + [path]
     try:
         p = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
         rc, tail = p.returncode, (p.stdout[-1500:], p.stderr[-3000:])
@@ -109,8 +163,61 @@ def run_one(path: str, impl: str, bench_points: Optional[int], timeout: int, tri
     except (OSError, ValueError):
         res = {"impl": impl, "benchmarks": [], "first_calls": [], "stdout_tail": tail[0], "stderr_tail": tail[1]}
     res["rc"] = rc if rc == "timeout" else res.get("rc", rc)
-    print(f"  {impl:8s} rc={res['rc']} {res.get('seconds', 0):7.1f} s  tables={len(res['benchmarks'])}", flush=True)
+    if warm_kernels is not None:
+        res.setdefault("compile", {})["warm_cache_kernels"] = warm_kernels
+    c = res.get("compile") or {}
+    print(f"  {impl:8s} rc={res['rc']} {res.get('seconds', 0):7.1f} s  tables={len(res['benchmarks'])}  "
+          f"compiles {c.get('kernels', '?')} (cache hits {c.get('cache_hits', '?')}, "
+          f"{c.get('compile_s', 0):.1f} s compiling, {c.get('autotune_s', 0):.1f} s autotuning)", flush=True)
+    shutil.rmtree(work, ignore_errors=True)
     return res
+
+
+def warm_caches(path: str, impl: str, cache: str, bench_points: Optional[int], spread: bool, jobs: int,
+                timeout: int, triton_site: Optional[str]) -> dict:
+    """Dry-run the tutorial in ``jobs`` parallel processes compiling into ``cache``: each runs the whole
+    tutorial and compiles the kernels whose identity hashes to its index (``--kernels i/N``), so every
+    kernel is compiled once. Returns the wall time, each process's exit status and the compile
+    accounting summed over the processes."""
+    os.makedirs(cache, exist_ok=True)
+    work = tempfile.mkdtemp(prefix=f"warm_{impl}_")
+    env = _env(impl, triton_site, {impl: cache})
+    t0 = time.perf_counter()
+    procs = []
+    for i in range(jobs):
+        js = os.path.join(work, f"shard{i}.json")
+        wd = os.path.join(work, f"shard{i}")
+        os.makedirs(wd)
+        cmd = _runner_cmd(path, impl, js, bench_points, spread) + ["--dry-run", "--kernels", f"{i}/{jobs}", path]
+        log = open(os.path.join(wd, "log.txt"), "w")
+        procs.append((subprocess.Popen(cmd, cwd=wd, env=env, stdout=log, stderr=subprocess.STDOUT), js, log))
+    out = {"jobs": jobs, "rc": [], "compile": {}, "errors": []}
+    for p, js, log in procs:
+        try:
+            rc = p.wait(timeout=max(1.0, timeout - (time.perf_counter() - t0)))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            rc = "timeout"
+        log.close()
+        out["rc"].append(rc)
+        try:
+            with open(js) as f:
+                res = json.load(f)
+        except (OSError, ValueError):
+            continue
+        for k, v in (res.get("compile") or {}).items():
+            if isinstance(v, (int, float)):
+                out["compile"][k] = out["compile"].get(k, 0) + v
+        if res.get("rc"):
+            out["errors"].append((res.get("stderr_tail") or "")[-800:])
+    out["wall_s"] = time.perf_counter() - t0
+    shutil.rmtree(work, ignore_errors=True)
+    c = out["compile"]
+    print(f"  warm {impl:8s} {out['wall_s']:6.1f} s wall, {jobs} processes, rc={out['rc']}: "
+          f"{c.get('cache_misses', 0)} compiles ({c.get('compile_s', 0):.1f} s summed), "
+          f"{c.get('cache_hits', 0)} already cached", flush=True)
+    return out
 
 
 def merge_runs(runs: List[dict]) -> dict:
@@ -127,6 +234,9 @@ def merge_runs(runs: List[dict]) -> dict:
     out["mismatch"] = any(r.get("mismatch") for r in runs)
     out["seconds"] = sum(r.get("seconds") or 0.0 for r in runs)
     out["repeats"] = len(runs)
+    out["compile"] = [r.get("compile") for r in runs]  # per run: compiles, cache hits, compile/autotune seconds
+    out["table_errors"] = [r.get("table_errors") for r in runs]
+    out["autotune"] = [r.get("autotune") for r in runs]  # per run: the config each autotuner chose per key
     tables = []
     for tb in first["benchmarks"]:
         same = [b for r in runs for b in r["benchmarks"]
@@ -147,6 +257,19 @@ def merge_runs(runs: List[dict]) -> dict:
             rows.append(best)
         tables.append(dict(tb, rows=rows, spread=spread, repeats=len(same)))
     out["benchmarks"] = tables
+    profiles: Dict[str, Dict[str, dict]] = {}
+    for r in runs:  # per profile file and scope: the run with the lowest time per launch
+        for fname, scopes in (r.get("profiles") or {}).items():
+            if "error" in scopes:
+                continue
+            best = profiles.setdefault(fname, {})
+            for scope, m in scopes.items():
+                if not m.get("count"):
+                    continue
+                per_call = m["time_ns"] / m["count"]
+                if scope not in best or per_call < best[scope]["time_ns"] / best[scope]["count"]:
+                    best[scope] = m
+    out["profiles"] = profiles
     per: Dict[str, List[float]] = {}
     for r in runs:
         for n, s in _outer_first_calls(r).items():
@@ -164,18 +287,53 @@ def is_control(column: str) -> bool:
     return not column.strip().lower().startswith("triton")
 
 
+CONTROL_SCOPES = ("cublas", "hipblas", "torch")
+
+
+def compare_profiles(tri: dict, kc: dict) -> List[dict]:
+    """Tutorials that time with the profiler (09: ``proton.scope`` per implementation, kernels named by
+    their ``launch_metadata``): per profile file, one entry like a table's, a "column" per top-level
+    scope found in both runs, its one value the mean time per kernel launch (ms; ratio Triton/kernelc,
+    >1: kernelc faster). Scopes of the tutorial's non-Triton baselines (cuBLAS, torch) are the control."""
+    out = []
+    kprof = kc.get("profiles") or {}
+    for fname, tscopes in sorted((tri.get("profiles") or {}).items()):
+        kscopes = kprof.get(fname)
+        entry = {"plot_name": f"profile {fname}", "ylabel": "ms per launch", "columns": {}}
+        if not kscopes:
+            entry["error"] = "kernelc wrote no profile of this name"
+            out.append(entry)
+            continue
+        for scope in sorted(set(tscopes) & set(kscopes)):
+            t, k = tscopes[scope], kscopes[scope]
+            if not t.get("count") or not k.get("count"):
+                continue
+            tm, km = t["time_ns"] / t["count"] / 1e6, k["time_ns"] / k["count"] / 1e6
+            r = tm / km if km else None
+            entry["columns"][scope] = {"x": [[scope]], "triton": [tm], "kernelc": [km], "ratio": [r],
+                                       "geomean_ratio": r, "min_ratio": r}
+        entry["control"] = [c for c in entry["columns"] if c.strip().lower().startswith(CONTROL_SCOPES)]
+        entry["only_triton"] = sorted(set(tscopes) - set(kscopes))
+        entry["only_kernelc"] = sorted(set(kscopes) - set(tscopes))
+        out.append(entry)
+    return out
+
+
 def noise_floor(entry: dict) -> dict:
     """The control columns' kernelc-run/Triton-run ratios as the noise floor of one compared table:
     per point the largest deviation from 1 (as a factor >= 1) over the control columns, and for the
     table the largest over its points. Each kernel column gets a verdict per point and for its
     geomean: 'slower'/'faster' only outside the floor, else 'within noise'."""
     cols = entry.get("columns", {})
-    ctrl = [c for c in cols if is_control(c)]
+    ctrl = entry["control"] if "control" in entry else [c for c in cols if is_control(c)]
     npts = max((len(c["ratio"]) for c in cols.values()), default=0)
     per_point = []
     for i in range(npts):
         devs = [max(r, 1 / r) for c in ctrl for r in [cols[c]["ratio"][i]] if r]
         per_point.append(max(devs) if devs else None)
+    if "control" in entry:  # profile scopes: one point each, the floor is the worst control scope
+        devs = [max(r, 1 / r) for c in ctrl for r in cols[c]["ratio"] if r]
+        per_point = [max(devs) if devs else None] * npts
     known = [f for f in per_point if f]
     floor = max(known) if known else None
     entry["noise_floor"] = {"control_columns": ctrl, "per_point": per_point, "table": floor}
@@ -269,6 +427,12 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=int, default=600, help="seconds per tutorial run")
     ap.add_argument("--triton-site", help="directory to prepend to PYTHONPATH for the real-Triton runs")
     ap.add_argument("--libdevice", help="libdevice.10.bc for tutorial 07 (default: Triton's, else kernelc's)")
+    ap.add_argument("--warm", action="store_true",
+                    help="compile every kernel first in a dry run (no GPU work), then measure each run from a copy "
+                         "of that warm cache")
+    ap.add_argument("--warm-jobs", type=int, default=max(1, min(16, (os.cpu_count() or 2) - 2)),
+                    help="dry-run processes per tutorial and implementation for --warm "
+                         "(default: cores - 2, at most 16)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "triton_tutorials.json"))
     ap.add_argument("--fresh", action="store_true", help="start a new results file instead of adding to it")
     a = ap.parse_args(argv)
@@ -298,6 +462,20 @@ def main(argv=None) -> int:
             report["tutorials"][name] = {"error": f"{name}.py not found in {a.tutorials}"}
             print(f"{name}: not found")
     runs: Dict[str, Dict[str, List[dict]]] = {n: {"triton": [], "kernelc": []} for n in names if os.path.isfile(found[n])}
+    warm: Dict[str, str] = {}
+    if a.warm:
+        # one warm cache per implementation, shared by the tutorials: the dry runs and the measured runs
+        # read the same staged files, so the kernels' cache keys (which hash source, and for kernelc its
+        # code object's file name) agree
+        warm_root = tempfile.mkdtemp(prefix="warm_caches_")
+        warm = {impl: os.path.join(warm_root, impl) for impl in ("triton", "kernelc")}
+        report["warm"] = {}
+        for name in runs:
+            print(f"{name}: warming the compile caches (dry run)", flush=True)
+            report["warm"][name] = {impl: warm_caches(found[name], impl, warm[impl], points, spread, a.warm_jobs,
+                                                      a.timeout, a.triton_site) for impl in ("triton", "kernelc")}
+            _write(report, a.out)
+        report["warm_seconds"] = time.perf_counter() - t_start
     # rounds over all tutorials (not N repeats of one, then the next): a slow drift of the machine
     # (clocks, another tenant) then hits both implementations alike
     last_round = 0.0
@@ -310,7 +488,12 @@ def main(argv=None) -> int:
             print(f"{name} (round {rnd + 1}/{a.repeats})", flush=True)
             order = ("triton", "kernelc") if rnd % 2 == 0 else ("kernelc", "triton")
             for impl in order:
-                runs[name][impl].append(run_one(found[name], impl, points, a.timeout, a.triton_site, spread))
+                runs[name][impl].append(run_one(found[name], impl, points, a.timeout, a.triton_site, spread,
+                                                warm.get(impl)))
+                if not all(runs[name].values()):  # the first of the two: keep what it measured if the call ends now
+                    partial = {k: [_summary(r) for r in v] for k, v in runs[name].items()}
+                    report["tutorials"][name] = {"partial": partial}
+                    _write(report, a.out)
             _report_tutorial(report, name, runs[name])
             _write(report, a.out)
         last_round = time.perf_counter() - t_round
@@ -326,14 +509,21 @@ def main(argv=None) -> int:
     return 0
 
 
+def _summary(r: dict) -> dict:
+    return {k: r.get(k) for k in ("rc", "seconds", "compile", "first_calls", "benchmarks", "table_errors", "profiles",
+                                  "autotune", "stderr_tail")}
+
+
 def _report_tutorial(report: dict, name: str, runs: Dict[str, List[dict]]) -> None:
     tri, kc = merge_runs(runs["triton"]), merge_runs(runs["kernelc"])
-    keys = ("rc", "seconds", "mismatch", "stderr_tail", "triton_version", "repeats")
+    keys = ("rc", "seconds", "mismatch", "stderr_tail", "triton_version", "repeats", "compile", "table_errors",
+            "autotune")
     report["tutorials"][name] = {
         "triton": {k: tri.get(k) for k in keys}, "kernelc": {k: kc.get(k) for k in keys},
         "passed": {"triton": tri.get("rc") == 0 and not tri.get("mismatch"),
                    "kernelc": kc.get("rc") == 0 and not kc.get("mismatch")},
-        "tables": [noise_floor(t) for t in compare(tri, kc)], "first_calls": first_calls(tri, kc)}
+        "tables": [noise_floor(t) for t in compare(tri, kc) + compare_profiles(tri, kc)],
+        "first_calls": first_calls(tri, kc)}
 
 
 def _print_tutorial(name: str, res: dict) -> None:
@@ -346,7 +536,8 @@ def _print_tutorial(name: str, res: dict) -> None:
         nf = t.get("noise_floor", {}).get("table")
         for col, c in t.get("columns", {}).items():
             if c["geomean_ratio"]:
-                tag = "control" if is_control(col) else c.get("geomean_verdict", "")
+                ctrl = t.get("noise_floor", {}).get("control_columns", ())
+                tag = "control" if col in ctrl else c.get("geomean_verdict", "")
                 print(f"    {t['plot_name']:28s} {col:24s} kernelc/Triton geomean {c['geomean_ratio']:.3f} "
                       f"(min {c['min_ratio']:.3f})  noise floor x{nf or float('nan'):.3f}  {tag}")
     for fc in res["first_calls"]:

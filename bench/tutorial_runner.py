@@ -8,10 +8,18 @@ DataFrames; ``--bench-points`` keeps N x values: the first N, or with ``--spread
 first to the last), the wall time of the first call of each
 kernel object (compile, and autotune where there is one, with a device sync), the script's exit status
 and its output's last lines. Writes the JSON even when the tutorial fails.
+
+Where the time goes (``compile`` in the JSON), for either implementation: how many kernels were compiled
+and how many came from the on-disk cache, the wall seconds spent in compiles (summed per compile: kernelc's
+autotuner compiles on several threads at once, so its sum can exceed the elapsed time), and the wall
+seconds spent choosing autotune configs (compiles of candidates included; ``autotune_compile_s`` says how
+much of it was compiling). ``--dry-run`` runs the tutorial without a GPU (``bench/tutorial_dryrun.py``):
+every kernel compiles for an H100 into the compile cache, nothing launches.
 """
 from __future__ import annotations
 
 import argparse
+import glob
 import io
 import json
 import os
@@ -62,6 +70,28 @@ def _sync():
         pass
 
 
+def _track_tuners(cls, tuners: list) -> None:
+    """Keep every autotuner that runs, to report the configs it chose."""
+    orig = cls.run
+
+    def run(self, *args, **kwargs):
+        if not any(t is self for t in tuners):
+            tuners.append(self)
+        return orig(self, *args, **kwargs)
+    cls.run = run
+
+
+def _chosen_configs(tuners: list) -> dict:
+    """Per autotuned kernel, the config chosen for each key (Triton's and kernelc's ``Autotuner.cache``:
+    key -> Config), as strings: which kernel each benchmark point ran."""
+    out = {}
+    for t in tuners:
+        name = getattr(t, "__name__", None) or getattr(getattr(t, "base_fn", None), "__name__", "?")
+        for key, cfg in dict(getattr(t, "cache", {}) or {}).items():
+            out.setdefault(name, {})[str(key)] = str(cfg)
+    return out
+
+
 def _wrap_first_calls(classes, record):
     """Time the first launch of every kernel object: ``kernel[grid](...)`` through each class's
     ``__getitem__``; nested first calls (an autotuner's inner kernel) are recorded with their depth."""
@@ -98,20 +128,139 @@ def _wrap_first_calls(classes, record):
         cls.__getitem__ = make(orig)
 
 
+class _Accounting:
+    """Counts compiles (cache hits and misses) and the time spent compiling and autotuning."""
+
+    def __init__(self):
+        self.d = {"kernels": 0, "cache_hits": 0, "cache_misses": 0, "compile_s": 0.0, "hit_load_s": 0.0,
+                  "autotune_s": 0.0, "autotune_compile_s": 0.0, "misses": []}
+        self.tuning = 0
+
+    def compiled(self, name, seconds, hit):
+        d = self.d
+        d["kernels"] += 1
+        if hit:
+            d["cache_hits"] += 1
+            d["hit_load_s"] += seconds
+        else:
+            d["cache_misses"] += 1
+            d["compile_s"] += seconds
+            if len(d["misses"]) < 50:
+                d["misses"].append(name)
+        if self.tuning:
+            d["autotune_compile_s"] += seconds
+
+    def wrap_tuning(self, owner, attr):
+        orig = getattr(owner, attr)
+        acct = self
+
+        def tuned(*args, **kwargs):
+            acct.tuning += 1
+            t0 = time.perf_counter()
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                acct.tuning -= 1
+                if not acct.tuning:
+                    acct.d["autotune_s"] += time.perf_counter() - t0
+        setattr(owner, attr, tuned)
+
+
+def _count_triton_compiles(acct: _Accounting) -> None:
+    import triton.compiler
+    from triton import knobs
+    orig = triton.compiler.compile
+    last = {}
+
+    def listener(src=None, metadata=None, metadata_group=None, times=None, cache_hit=False, **_):
+        last["hit"] = bool(cache_hit)
+
+    knobs.compilation.listener = listener
+
+    def compile(src, *args, **kwargs):
+        last.clear()
+        t0 = time.perf_counter()
+        try:
+            k = orig(src, *args, **kwargs)
+        except Exception:  # (a config that does not compile costs its time too)
+            acct.compiled(getattr(src, "name", "?"), time.perf_counter() - t0, False)
+            raise
+        if not getattr(k, "dry_run_skipped", False):  # (another dry-run process compiles that one)
+            acct.compiled(getattr(src, "name", "?"), time.perf_counter() - t0, last.get("hit", False))
+        return k
+    triton.compiler.compile = compile  # what JITFunction.create_binder picks up
+    from triton.runtime import autotuner
+    acct.wrap_tuning(autotuner.Autotuner, "_bench")
+
+
+def _count_kernelc_compiles(acct: _Accounting) -> None:
+    from kernelc.runtime import cache, tuning
+    orig = cache.cached_compile
+
+    def cached_compile(fn, *args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            ck = orig(fn, *args, **kwargs)
+        except Exception:
+            acct.compiled(getattr(fn, "__name__", "?"), time.perf_counter() - t0, False)
+            raise
+        acct.compiled(getattr(fn, "__name__", "?"), time.perf_counter() - t0, "disk_cache_load" in ck.timings)
+        return ck
+    cache.cached_compile = cached_compile  # launcher.compile_for imports it at each call
+    acct.wrap_tuning(tuning, "select_config")  # the autotuner imports it at each call
+
+
+def read_hatchet(path: str) -> dict:
+    """Per top-level scope of a Proton-format profile (Triton's Proton and kprof write the same format):
+    inclusive ``time_ns`` and ``count`` (kernel launches) summed over the scope's subtree. Tutorial 09
+    times its kernels this way instead of with ``triton.testing`` tables."""
+    with open(path) as f:
+        data = json.load(f)
+    root = data[0] if isinstance(data, list) else data
+
+    def total(node):
+        m = node.get("metrics") or {}
+        t = float(m.get("time (ns)", 0) or 0)
+        c = float(m.get("count", 0) or 0)
+        for ch in node.get("children") or ():
+            ct, cc = total(ch)
+            t, c = t + ct, c + cc
+        return t, c
+    out = {}
+    for ch in root.get("children") or ():
+        name = (ch.get("frame") or {}).get("name", "?")
+        t, c = total(ch)
+        prev = out.get(name, {"time_ns": 0.0, "count": 0.0})
+        out[name] = {"time_ns": prev["time_ns"] + t, "count": prev["count"] + c}
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--impl", choices=("kernelc", "triton"), required=True)
     ap.add_argument("--json", required=True)
     ap.add_argument("--bench-points", type=int)
     ap.add_argument("--spread", action="store_true", help="bench points spread over the x range, not the first N")
+    ap.add_argument("--tables", help="I/N: run only the benchmark tables whose index is I modulo N (a dry run's "
+                                     "share of the work when N processes warm the cache in parallel)")
+    ap.add_argument("--kernels", help="I/N with --dry-run: compile only the kernels whose identity hashes to I "
+                                      "modulo N (N processes split the compiles of one run between them)")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="no GPU: compile every kernel for an H100 into the cache, launch nothing")
     ap.add_argument("tutorial")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
-    out = {"impl": a.impl, "tutorial": os.path.basename(a.tutorial), "benchmarks": [], "first_calls": []}
+    out = {"impl": a.impl, "tutorial": os.path.basename(a.tutorial), "benchmarks": [], "first_calls": [],
+           "table_errors": []}
     tee_out, tee_err = _Tee(sys.stdout), _Tee(sys.stderr)
     sys.stdout, sys.stderr = tee_out, tee_err
     t_start = time.perf_counter()
+    wall_start = time.time() - 1.0
     rc = 0
+    acct = _Accounting()
+    out["compile"] = acct.d
+    tuners: list = []
+    mode = None
     try:
         if a.impl == "kernelc":
             sys.path.insert(0, ROOT)
@@ -119,24 +268,65 @@ def main(argv=None) -> int:
             kernelc.compat.install()
         import triton
         import triton.testing
+        if a.dry_run:
+            sys.path.insert(0, ROOT)
+            from bench import tutorial_dryrun
+            kshard = tuple(int(x) for x in a.kernels.split("/")) if a.kernels else None
+            (tutorial_dryrun.install_kernelc if a.impl == "kernelc" else tutorial_dryrun.install_triton)(kshard)
+            mode = tutorial_dryrun.torch_function_mode()
+            mode.__enter__()
+            out["dry_run"] = True
+        if a.impl == "kernelc":
+            _count_kernelc_compiles(acct)
+        else:
+            _count_triton_compiles(acct)
         out["triton_version"] = triton.__version__
         out["module_file"] = getattr(sys.modules.get("kernelc" if a.impl == "kernelc" else "triton"), "__file__", None)
         orig_run = triton.testing.Mark.run
+        shard = tuple(int(x) for x in a.tables.split("/")) if a.tables else None
+        seen_tables = [0]
 
         def run(self, *args, **kwargs):
             benches = [self.benchmarks] if isinstance(self.benchmarks, triton.testing.Benchmark) else self.benchmarks
+            if shard:
+                mine = []
+                for b in benches:
+                    if seen_tables[0] % shard[1] == shard[0]:
+                        mine.append(b)
+                    seen_tables[0] += 1
+                benches = mine
+                if not benches:
+                    return None
+                self.benchmarks = benches
             if a.bench_points:
                 for b in benches:
                     b.x_vals = pick_points(b.x_vals, a.bench_points, a.spread)
             kwargs["return_df"] = True
-            t0 = time.perf_counter()
-            dfs = orig_run(self, *args, **kwargs)
-            dt = time.perf_counter() - t0
-            dfs = [dfs] if not isinstance(dfs, list) else dfs
-            for b, df in zip(benches, dfs):
-                out["benchmarks"].append({"plot_name": b.plot_name, "x_names": list(b.x_names), "ylabel": b.ylabel,
-                                          "columns": [str(c) for c in df.columns],
-                                          "rows": json.loads(df.to_json(orient="values")), "seconds": dt})
+            # one table at a time: a table whose kernel fails (e.g. out of shared memory) is recorded with
+            # its error and the others still run; the first error is raised at the end (the exit status
+            # stays the tutorial's)
+            original, failed = self.benchmarks, None
+            try:
+                for b in benches:
+                    self.benchmarks = b
+                    t0 = time.perf_counter()
+                    try:
+                        df = orig_run(self, *args, **kwargs)
+                    except Exception as e:
+                        traceback.print_exc()
+                        err = f"{type(e).__name__}: {e}"[:2000]
+                        out["table_errors"].append({"plot_name": b.plot_name, "error": err})
+                        failed = failed or e
+                        continue
+                    df = df[0] if isinstance(df, list) else df
+                    out["benchmarks"].append({"plot_name": b.plot_name, "x_names": list(b.x_names), "ylabel": b.ylabel,
+                                              "columns": [str(c) for c in df.columns],
+                                              "rows": json.loads(df.to_json(orient="values")),
+                                              "seconds": time.perf_counter() - t0})
+            finally:
+                self.benchmarks = original
+            if failed is not None:
+                raise failed
             return None
         triton.testing.Mark.run = run
         if a.impl == "kernelc":
@@ -146,6 +336,7 @@ def main(argv=None) -> int:
             from triton.runtime import autotuner, jit
             classes = [jit.KernelInterface, jit.JITFunction, autotuner.Autotuner, autotuner.Heuristics]
         _wrap_first_calls(classes, out["first_calls"])
+        _track_tuners(autotuner.Autotuner, tuners)
         sys.argv = [a.tutorial, *a.args]
         runpy.run_path(a.tutorial, run_name="__main__")
     except SystemExit as e:
@@ -154,6 +345,18 @@ def main(argv=None) -> int:
         traceback.print_exc()
         rc = 1
     finally:
+        if mode is not None:
+            mode.__exit__(None, None, None)
+            from bench import tutorial_dryrun
+            out["compile"]["requests"] = list(tutorial_dryrun.REQUESTS)
+        if not a.dry_run:
+            for hp in sorted(glob.glob("*.hatchet")):  # profiles the tutorial wrote to its working directory
+                try:
+                    if os.path.getmtime(hp) >= wall_start:
+                        out.setdefault("profiles", {})[hp] = read_hatchet(hp)
+                except (OSError, ValueError, AttributeError, TypeError) as e:
+                    out.setdefault("profiles", {})[hp] = {"error": f"{type(e).__name__}: {e}"}
+        out["autotune"] = _chosen_configs(tuners)
         sys.stdout, sys.stderr = tee_out.stream, tee_err.stream
         out.update(rc=rc, seconds=time.perf_counter() - t_start, stdout_tail=tee_out.tail()[-4000:],
                    stderr_tail=tee_err.tail()[-4000:],

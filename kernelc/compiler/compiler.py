@@ -28,6 +28,7 @@ from .passes.fp_contract import mark_exp2_ftz, mark_fp_contraction
 from .passes.layout_assign import assign_layouts
 from .passes.hoist_conversions import hoist_conversions
 from .passes.load_layouts import loads_in_use_layout
+from .passes.staged_operands import share_staged_operands
 from .passes.hoist_descriptors import hoist_descriptors
 from .passes.lower_descriptors import lower_descriptors
 from .passes.narrow_carries import narrow_loop_carries
@@ -225,6 +226,8 @@ TILE_PASSES = (
     # dot operands a loop without a ring does not change are stored to shared memory once, before it
     # (stage_operand; the ring passes stage those of their loops): passes/stage_operands.py
     TilePass("stage_invariant_operands", stage_invariant_operands),
+    # a loop-invariant dot operand staged for two loops of one block is stored once (passes/staged_operands.py)
+    TilePass("share_staged_operands", lambda f, c: share_staged_operands(f)),
     # every wgmma.wait_group as a wgmma_wait op: after each dot, after a loop whose dots stay in flight, at a
     # deferred dot's first read (passes/wgmma_waits.py)
     TilePass("place_wgmma_waits", place_wgmma_waits),

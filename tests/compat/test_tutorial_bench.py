@@ -83,7 +83,7 @@ def test_main_alternates_and_writes_floor(tmp_path, monkeypatch):
     (src / "01-vector-add.py").write_text("")
     calls = []
 
-    def fake_run_one(path, impl, points, timeout, site, spread=False):
+    def fake_run_one(path, impl, points, timeout, site, spread=False, warm=None):
         calls.append(impl)
         v = 100.0 if impl == "triton" else 90.0
         return dict(_run([[1, v, 100.0 + len(calls)]]), rc=0, seconds=0.1)
@@ -99,3 +99,35 @@ def test_main_alternates_and_writes_floor(tmp_path, monkeypatch):
     # Torch best: triton runs 101/104/105 -> 105, kernelc runs 102/103/106 -> 106
     assert t["noise_floor"]["table"] == 106.0 / 105.0
     assert t["columns"]["Triton (x)"]["geomean_verdict"] == "slower"
+
+
+def _hatchet(path, kernel_ns, blas_ns):
+    import json
+    node = lambda name, ns, n, kids=(): {"frame": {"name": name, "type": "function"},
+                                         "metrics": {"time (ns)": ns, "count": n} if ns else {}, "children": list(kids)}
+    root = {"frame": {"name": "ROOT"}, "metrics": {}, "children": [
+        node("cuBLAS [M=8, N=8, K=8]", 0, 0, [node("gemm_sm90", blas_ns, 10)]),
+        node("matmul_kernel [M=8, N=8, K=8]", 0, 0, [node("matmul_kernel", kernel_ns, 10)]),
+        node("only_here", 5, 1)]}
+    path.write_text(json.dumps([root, {"CUDA": {}}]))
+
+
+def test_profiles_compared_per_scope_with_blas_as_control(tmp_path):
+    from bench.triton_tutorials import compare_profiles, merge_runs, noise_floor
+    from bench.tutorial_runner import read_hatchet
+    _hatchet(tmp_path / "t.hatchet", kernel_ns=1000.0, blas_ns=2000.0)
+    _hatchet(tmp_path / "k1.hatchet", kernel_ns=1250.0, blas_ns=2100.0)
+    _hatchet(tmp_path / "k2.hatchet", kernel_ns=1100.0, blas_ns=2200.0)
+    t = read_hatchet(str(tmp_path / "t.hatchet"))
+    assert t["matmul_kernel [M=8, N=8, K=8]"] == {"time_ns": 1000.0, "count": 10.0}  # summed over the subtree
+    tri = {"profiles": {"matmul.hatchet": t}}
+    kc = merge_runs([{"benchmarks": [], "first_calls": [], "rc": 0,
+                      "profiles": {"matmul.hatchet": read_hatchet(str(tmp_path / f))}} for f in ("k1.hatchet", "k2.hatchet")])
+    (entry,) = compare_profiles(tri, kc)
+    noise_floor(entry)
+    col = entry["columns"]["matmul_kernel [M=8, N=8, K=8]"]
+    # best over the repeats: 110 ns a launch against Triton's 100
+    assert math.isclose(col["ratio"][0], 100 / 110) and math.isclose(col["kernelc"][0], 110e-6)
+    assert entry["noise_floor"]["control_columns"] == ["cuBLAS [M=8, N=8, K=8]"]
+    assert math.isclose(entry["noise_floor"]["table"], 210 / 200)  # cuBLAS: best kernelc-run 2100 vs 2000
+    assert col["geomean_verdict"] == "slower"  # 0.909 is below the floor's 1/1.05

@@ -14,7 +14,7 @@ from tests.compiler.test_schedule_passes import (MM_DESC_DIV, MM_DESC_SIG, MM_PT
 from tests.compiler.test_warp_specialize import mm_loop
 from tests.compiler.verifier_cases import rejects_bad_attrs, rejects_bad_operands
 
-BEFORE = "stage_invariant_operands"
+BEFORE = "share_staged_operands"
 PASS = "place_wgmma_waits"
 MM_CX = dict(BM=128, BN=128, BK=64, WS=False)
 TD_CX = dict(BM=128, BN=64, D=64)
