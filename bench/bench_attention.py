@@ -10,7 +10,8 @@ given seqs, head dims, dtypes and causal flags; the other options restrict the m
 outputs and gradients with torch before timing (a failed check is recorded and makes the exit status 1).
 Results: bench/results/attention.json (rows: TFLOP/s and ratios; ``timings``: median/p20/p80 ms of every
 variant). ``--sweep`` also times the forward and backward kernels at the other spill-free configs in
-SWEEP_* (rows: ``sweep_best_fwd``, ``sweep_best_bwd``; all in ``timings``). Backward TFLOP/s count 2.5x the forward's FLOPs (5 matmuls against 2), causal half of them.
+SWEEP_* (rows: ``sweep_best_fwd``, ``sweep_best_bwd``; all in ``timings``), the backward's kernels one by one
+(``sweep_bwd_part_*``) and under other compile knobs (BWD_VARIANTS, ``sweep_bwd_<variant>_*``). Backward TFLOP/s count 2.5x the forward's FLOPs (5 matmuls against 2), causal half of them.
 """
 from __future__ import annotations
 
@@ -96,10 +97,18 @@ def _err(a, b):
 # --sweep: other launch configs (BLOCK_M, BLOCK_N, num_warps, num_stages), each spill-free on sm_90a when listed
 SWEEP_FWD = {128: [(128, 64, 4, 2), (128, 64, 8, 3), (64, 64, 4, 3)],
              64: [(128, 128, 8, 2), (128, 64, 8, 3), (64, 64, 4, 3)]}
-SWEEP_DKDV = {128: [(64, 128, 8, 2), (32, 128, 8, 4), (64, 128, 8, 3)],
-              64: [(32, 128, 4, 5), (64, 128, 8, 2), (32, 64, 4, 3)]}
-SWEEP_DQ = {128: [(128, 64, 8, 2), (64, 64, 4, 3), (128, 32, 8, 4)],
-            64: [(128, 64, 8, 2), (64, 64, 4, 3), (128, 32, 4, 5)]}
+SWEEP_DKDV = {128: [(64, 128, 8, 2), (64, 128, 8, 3)],
+              64: [(32, 64, 4, 3), (64, 64, 4, 3), (64, 128, 8, 3)]}
+SWEEP_DQ = {128: [(128, 64, 8, 2), (128, 64, 8, 3), (128, 128, 8, 2)],
+            64: [(64, 64, 4, 3), (128, 64, 8, 3), (64, 32, 4, 3)]}
+# (dK/dV, dQ) configs timed together, and (with the backward's steps timed one by one) the pair the parts are
+# timed at: the best of each table above as of 2026-11-27
+SWEEP_BWD_PAIRS = {128: [((64, 128, 8, 3), (128, 64, 8, 2))], 64: [((32, 64, 4, 3), (64, 64, 4, 3))]}
+# the backward's dK/dV and dQ kernels compiled again under other compile knobs (A/B), at the default configs
+# and at the first pair of SWEEP_BWD_PAIRS:
+#   nodefer   every wgmma waited for right after its issue in the loops no producer warp fills (main's code
+#             before 2026-11-27's KERNELC_WGMMA_DEFER_RING: dP's wgmma not under the softmax recompute)
+BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}}
 
 
 def _cfg(c):
@@ -124,8 +133,29 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row):
         if not causal or c[0] % c[1] == 0:
             record(f"sweep_bwd_dq{list(c)}",
                    lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_config=_cfg(c)))
+    pairs = [(c1, c2) for c1, c2 in SWEEP_BWD_PAIRS.get(D, []) if not causal or (c1[1] % c1[0] == 0
+                                                                                   and c2[0] % c2[1] == 0)]
+    for c1, c2 in pairs:
+        record(f"sweep_bwd_pair{list(c1)}{list(c2)}", lambda c1=c1, c2=c2: B.attention_bwd(
+            do, q, k, v, o, lse, causal, scale, dkdv_config=_cfg(c1), dq_config=_cfg(c2)))
+    # each kernel of the backward alone (default configs, then the first pair): where the time goes
+    for tag, cfgs in [("default", {})] + [("pair", dict(dkdv_config=_cfg(c1), dq_config=_cfg(c2)))
+                                          for c1, c2 in pairs[:1]]:
+        grads, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, scale, **cfgs)
+        for _, launch in steps:  # once in order: the later steps read what the earlier ones wrote
+            launch()
+        for name, launch in steps:
+            record(f"sweep_bwd_part_{tag}_{name}", launch)
+    for name, env in BWD_VARIANTS.items():
+        kern = bwd_variant_kernels(name)
+        for tag, cfgs in [("default", {})] + [("pair", dict(dkdv_config=_cfg(c1), dq_config=_cfg(c2)))
+                                              for c1, c2 in pairs[:1]]:
+            fn = lambda cfgs=cfgs: B.attention_bwd(do, q, k, v, o, lse, causal, scale, kernels=kern, **cfgs)  # noqa
+            with _environ(env):  # compiles under the variant's knobs (kept per specialisation afterwards)
+                fn()
+            record(f"sweep_bwd_{name}_{tag}", fn)
     fwd = {n: r["ms"] for n, r in res.items() if n.startswith("sweep_fwd") or n == "ours_fwd"}  # with the default
-    bwd = {n: r["ms"] for n, r in res.items() if n.startswith("sweep_bwd")}
+    bwd = {n: r["ms"] for n, r in res.items() if n.startswith("sweep_bwd") and not n.startswith("sweep_bwd_part")}
     if fwd:
         row["sweep_best_fwd"] = min(fwd, key=fwd.get)
     if bwd:
@@ -147,6 +177,36 @@ FWD_VARIANTS = {
 _variant_kernels = {}
 
 
+class _environ:
+    """The process environment with ``env`` set, restored on exit (compile knobs are read at compile time)."""
+
+    def __init__(self, env):
+        self.env = env
+
+    def __enter__(self):
+        self.old = {k: os.environ.get(k) for k in self.env}
+        os.environ.update(self.env)
+
+    def __exit__(self, *exc):
+        for k, v in self.old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def bwd_variant_kernels(name):
+    """{"dkdv": ..., "dq": ...}: fresh ``kernelc.jit`` copies of the backward's kernels for BWD_VARIANTS[name]
+    (each compiles on its first launch, which the caller makes inside the variant's environment)."""
+    import kernelc
+    from examples.kernels import attention_bwd as B
+    key = "bwd_" + name
+    if key not in _variant_kernels:
+        _variant_kernels[key] = dict(dkdv=kernelc.jit(B.attn_bwd_dkdv_kernel.fn),
+                                     dq=kernelc.jit(B.attn_bwd_dq_kernel.fn))
+    return _variant_kernels[key]
+
+
 def variant_forward(name):
     """(forward(q, k, v, causal, scale), first call) of FWD_VARIANTS[name]: the first call compiles under the
     variant's environment."""
@@ -161,16 +221,8 @@ def variant_forward(name):
         return mod.attention(q, k, v, causal, scale, kernel=kern)
 
     def first(*a):
-        old = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
+        with _environ(env):
             return forward(*a)
-        finally:
-            for k, v in old.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
     return forward, first
 
 

@@ -56,15 +56,18 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
         # Q is loaded as stored ([BLOCK_M, HEAD_DIM]) and read through tl.trans by K Q^T: both dots read the
         # one shared-memory tile (a trans of a trans would be a second view, staged through registers)
         q = tl.load(q_ptrs + start_m * stride_qm, mask=rows[:, None], other=0.0)
+        do = tl.load(do_ptrs + start_m * stride_dom, mask=rows[:, None], other=0.0)
         lse = tl.load(LSE + offs_m, mask=rows, other=0.0)
+        delta = tl.load(Delta + offs_m, mask=rows, other=0.0)
+        # both logit-shaped dots first (FA3's order): the compiler then waits for each where it is first read,
+        # and V dO^T runs on the tensor cores while P^T is recomputed (schedule_wgmma, deferred waits)
+        qkT = tl.dot(k, tl.trans(q))
+        dpT = tl.dot(v, tl.trans(do))
         # the scale is applied to the fp32 logits (one FMA with the LSE), not folded into a rounded fp16/bf16 K
-        pT = tl.math.exp2(tl.dot(k, tl.trans(q)) * qk_scale - lse[None, :])
+        pT = tl.math.exp2(qkT * qk_scale - lse[None, :])
         if MASKED:
             pT = tl.where(offs_m[None, :] >= offs_n[:, None], pT, 0.0)
-        do = tl.load(do_ptrs + start_m * stride_dom, mask=rows[:, None], other=0.0)
         dv = tl.dot(pT.to(do.dtype), do, dv)
-        delta = tl.load(Delta + offs_m, mask=rows, other=0.0)
-        dpT = tl.dot(v, tl.trans(do))
         dsT = (pT * (dpT - delta[None, :])).to(q.dtype)
         dk = tl.dot(dsT, q, dk)
         if ATOMIC_DQ:
@@ -123,10 +126,11 @@ def _dq_inner(dq, q, do, lse, delta, k_ptrs, v_ptrs, stride_n, offs_m, offs_n0, 
         # K, V loaded as stored and read through tl.trans: Q K^T and dS K read one shared-memory tile of K
         k = tl.load(k_ptrs + start_n * stride_n, mask=offs_n[:, None] < N_CTX, other=0.0)
         v = tl.load(v_ptrs + start_n * stride_n, mask=offs_n[:, None] < N_CTX, other=0.0)
-        p = tl.math.exp2(tl.dot(q, tl.trans(k)) * qk_scale - lse[:, None])
+        qk = tl.dot(q, tl.trans(k))
+        dp = tl.dot(do, tl.trans(v))  # issued before P is recomputed, as in the dK/dV loop
+        p = tl.math.exp2(qk * qk_scale - lse[:, None])
         if MASKED:
             p = tl.where(offs_m[:, None] >= offs_n[None, :], p, 0.0)
-        dp = tl.dot(do, tl.trans(v))
         ds = (p * (dp - delta[:, None])).to(k.dtype)
         dq = tl.dot(ds, k, dq)
     return dq
@@ -182,16 +186,31 @@ def _cfg(table, head_dim, overrides):
     return cfg
 
 
-def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkdv_config=None, dq_config=None):
+def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkdv_config=None, dq_config=None,
+                  kernels=None):
     """(dq, dk, dv) for ``o, lse = attention_fwd(q, k, v, causal, sm_scale, return_lse=True)``.
 
     ``dq_mode``: ``"separate"`` (a second kernel, deterministic) or ``"atomic"`` (fp32 atomics in the dK/dV
     kernel, then one cast). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS` (atomic:
-    :data:`ATOMIC_DKDV_CONFIGS`) / :data:`DQ_CONFIGS`.
+    :data:`ATOMIC_DKDV_CONFIGS`) / :data:`DQ_CONFIGS`. ``kernels``: ``{"dkdv": ..., "dq": ...}``, other
+    compiled copies of the kernels to launch (the bench's A/B of compile knobs).
     """
+    grads, steps = attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode, dkdv_config, dq_config,
+                                       kernels)
+    for _, launch in steps:
+        launch()
+    return grads()
+
+
+def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkdv_config=None,
+                        dq_config=None, kernels=None):
+    """The backward as ``(grads, [(name, launch), ...])``: the buffers allocated, each kernel's launch a
+    callable (``preprocess``, ``dkdv``, then ``dq`` or the atomic mode's ``cast``) to run in order, and
+    ``grads()`` the (dq, dk, dv) they leave. :func:`attention_bwd` runs them; the bench times each alone."""
     import torch
     if dq_mode not in ("separate", "atomic"):
         raise ValueError(f"dq_mode must be 'separate' or 'atomic', got {dq_mode!r}")
+    kernels = dict(dict(dkdv=attn_bwd_dkdv_kernel, dq=attn_bwd_dq_kernel), **(kernels or {}))
     q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
     Z, H, N, D = q.shape
     atomic = dq_mode == "atomic"
@@ -201,18 +220,31 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkd
         raise ValueError("causal backward needs the dK/dV kernel's BLOCK_N to be a multiple of its BLOCK_M and the "
                          f"dQ kernel's BLOCK_M a multiple of its BLOCK_N (got {c1}, {c2})")
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
-    attn_bwd_preprocess_kernel[(triton.cdiv(N, PRE_BLOCK), Z * H, 1)](o, do, delta, *o.stride(), *do.stride(), H, N,
-                                                                    BLOCK_M=PRE_BLOCK, HEAD_DIM=D)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
-    dq = torch.zeros(q.shape, device=q.device, dtype=torch.float32) if atomic else torch.empty_like(q)
-    attn_bwd_dkdv_kernel[(triton.cdiv(N, c1["BLOCK_N"]), Z * H, 1)](
-        q, k, v, do, dk, dv, dq, lse, delta, sm_scale, *q.stride(), *dq.stride()[:3], H, N, HEAD_DIM=D,
-        CAUSAL=causal, ATOMIC_DQ=atomic, **c1)
-    if atomic:
-        return dq.to(q.dtype), dk, dv
-    attn_bwd_dq_kernel[(triton.cdiv(N, c2["BLOCK_M"]), Z * H, 1)](q, k, v, do, dq, lse, delta, sm_scale, *q.stride(),
-                                                                  H, N, HEAD_DIM=D, CAUSAL=causal, **c2)
-    return dq, dk, dv
+    dq = torch.empty(q.shape, device=q.device, dtype=torch.float32) if atomic else torch.empty_like(q)
+    out = {}
+
+    def preprocess():
+        attn_bwd_preprocess_kernel[(triton.cdiv(N, PRE_BLOCK), Z * H, 1)](
+            o, do, delta, *o.stride(), *do.stride(), H, N, BLOCK_M=PRE_BLOCK, HEAD_DIM=D)
+
+    def dkdv():
+        kernels["dkdv"][(triton.cdiv(N, c1["BLOCK_N"]), Z * H, 1)](
+            q, k, v, do, dk, dv, dq, lse, delta, sm_scale, *q.stride(), *dq.stride()[:3], H, N, HEAD_DIM=D,
+            CAUSAL=causal, ATOMIC_DQ=atomic, **c1)
+
+    def dq_pass():
+        kernels["dq"][(triton.cdiv(N, c2["BLOCK_M"]), Z * H, 1)](q, k, v, do, dq, lse, delta, sm_scale, *q.stride(),
+                                                                 H, N, HEAD_DIM=D, CAUSAL=causal, **c2)
+
+    def cast():
+        out["dq"] = dq.to(q.dtype)
+
+    if atomic:  # the atomics add into dq: zeroed on every run of the steps
+        steps = [("preprocess", preprocess), ("dkdv", lambda: (dq.zero_(), dkdv())), ("cast", cast)]
+    else:
+        steps = [("preprocess", preprocess), ("dkdv", dkdv), ("dq", dq_pass)]
+    return (lambda: (out.get("dq", dq), dk, dv)), steps
 
 
 def _autograd_function():
