@@ -97,15 +97,13 @@ def _err(a, b):
 # --sweep: other launch configs (BLOCK_M, BLOCK_N, num_warps, num_stages), each spill-free on sm_90a when listed
 SWEEP_FWD = {128: [(128, 64, 4, 2), (128, 64, 8, 3), (64, 64, 4, 3)],
              64: [(128, 128, 8, 2), (128, 64, 8, 3), (64, 64, 4, 3)]}
-SWEEP_DKDV = {128: [(64, 128, 8, 2), (64, 128, 8, 3)],
-              64: [(32, 64, 4, 3), (64, 64, 4, 3), (64, 128, 8, 3)]}
-SWEEP_DQ = {128: [(128, 64, 8, 2), (128, 64, 8, 3), (128, 128, 8, 2)],
-            64: [(64, 64, 4, 3), (128, 64, 8, 3), (64, 32, 4, 3)]}
+SWEEP_DKDV = {128: [(64, 128, 8, 3)], 64: [(32, 64, 4, 3), (64, 64, 4, 3)]}
+SWEEP_DQ = {128: [(128, 64, 8, 2), (128, 128, 8, 2)], 64: [(64, 64, 4, 3), (64, 32, 4, 3)]}
 # (dK/dV, dQ) configs timed together, and (with the backward's steps timed one by one) the pair the parts are
 # timed at: the best of each table above as of 2026-11-27
 SWEEP_BWD_PAIRS = {128: [((64, 128, 8, 3), (128, 64, 8, 2))], 64: [((32, 64, 4, 3), (64, 64, 4, 3))]}
-# the backward's dK/dV and dQ kernels compiled again under other compile knobs (A/B), at the default configs
-# and at the first pair of SWEEP_BWD_PAIRS:
+# the backward's dK/dV and dQ kernels compiled again under other compile knobs (A/B), at the first pair of
+# SWEEP_BWD_PAIRS (the default configs where there is none):
 #   nodefer   every wgmma waited for right after its issue in the loops no producer warp fills (main's code
 #             before 2026-11-27's KERNELC_WGMMA_DEFER_RING: dP's wgmma not under the softmax recompute)
 BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}}
@@ -115,12 +113,13 @@ def _cfg(c):
     return dict(zip(("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"), c))
 
 
-def sweep(N, D, q, k, v, do, causal, scale, record, res, row):
-    """Time the forward and the (separate-dQ) backward kernels at other configs; backward called directly on
-    the saved O and LSE (no autograd), its default config timed the same way for reference."""
+def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=True):
+    """Time the forward (``fwd``) and the (separate-dQ) backward kernels at other configs; backward called
+    directly on the saved O and LSE (no autograd), its default config timed the same way for reference.
+    ``check(name, err, tol)``: the pairs' and variants' gradients against the default config's."""
     from examples.kernels import attention as A
     from examples.kernels import attention_bwd as B
-    for c in SWEEP_FWD.get(D, []):
+    for c in (SWEEP_FWD.get(D, []) if fwd else []):
         if not causal or c[0] % c[1] == 0:
             record(f"sweep_fwd{list(c)}", lambda c=c: A.attention_fwd(q, k, v, causal, scale, **_cfg(c)))
     o, lse = A.attention_fwd(q, k, v, causal, scale, return_lse=True)
@@ -135,9 +134,19 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row):
                    lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_config=_cfg(c)))
     pairs = [(c1, c2) for c1, c2 in SWEEP_BWD_PAIRS.get(D, []) if not causal or (c1[1] % c1[0] == 0
                                                                                    and c2[0] % c2[1] == 0)]
+    base = B.attention_bwd(do, q, k, v, o, lse, causal, scale) if check else None
+    tol = 2e-2 if q.dtype == torch.float16 else 5e-2
+
+    def check_against_default(name, fn):
+        if check:
+            check(name, max(_err(a, b) for a, b in zip(fn(), base)), tol)
+
     for c1, c2 in pairs:
-        record(f"sweep_bwd_pair{list(c1)}{list(c2)}", lambda c1=c1, c2=c2: B.attention_bwd(
-            do, q, k, v, o, lse, causal, scale, dkdv_config=_cfg(c1), dq_config=_cfg(c2)))
+        name = f"sweep_bwd_pair{list(c1)}{list(c2)}"
+        fn = lambda c1=c1, c2=c2: B.attention_bwd(do, q, k, v, o, lse, causal, scale,  # noqa: E731
+                                                  dkdv_config=_cfg(c1), dq_config=_cfg(c2))
+        check_against_default(name, fn)
+        record(name, fn)
     # each kernel of the backward alone (default configs, then the first pair): where the time goes
     for tag, cfgs in [("default", {})] + [("pair", dict(dkdv_config=_cfg(c1), dq_config=_cfg(c2)))
                                           for c1, c2 in pairs[:1]]:
@@ -148,12 +157,13 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row):
             record(f"sweep_bwd_part_{tag}_{name}", launch)
     for name, env in BWD_VARIANTS.items():
         kern = bwd_variant_kernels(name)
-        for tag, cfgs in [("default", {})] + [("pair", dict(dkdv_config=_cfg(c1), dq_config=_cfg(c2)))
-                                              for c1, c2 in pairs[:1]]:
-            fn = lambda cfgs=cfgs: B.attention_bwd(do, q, k, v, o, lse, causal, scale, kernels=kern, **cfgs)  # noqa
-            with _environ(env):  # compiles under the variant's knobs (kept per specialisation afterwards)
-                fn()
-            record(f"sweep_bwd_{name}_{tag}", fn)
+        tag, cfgs = next(iter([("pair", dict(dkdv_config=_cfg(c1), dq_config=_cfg(c2))) for c1, c2 in pairs[:1]]),
+                         ("default", {}))
+        fn = lambda cfgs=cfgs: B.attention_bwd(do, q, k, v, o, lse, causal, scale, kernels=kern, **cfgs)  # noqa
+        with _environ(env):  # compiles under the variant's knobs (kept per specialisation afterwards)
+            fn()
+        check_against_default(f"sweep_bwd_{name}_{tag}", fn)
+        record(f"sweep_bwd_{name}_{tag}", fn)
     fwd = {n: r["ms"] for n, r in res.items() if n.startswith("sweep_fwd") or n == "ours_fwd"}  # with the default
     bwd = {n: r["ms"] for n, r in res.items() if n.startswith("sweep_bwd") and not n.startswith("sweep_bwd_part")}
     if fwd:
@@ -314,7 +324,8 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
                 row["fp8_vs_our_fp16"] = min(ours) / res["ours_fp8_fwd"]["ms"]
         del q8, k8, v8, v8t
     if args.sweep:
-        sweep(N, D, q, k, v, do, causal, scale, record, res, row)
+        sweep(N, D, q, k, v, do, causal, scale, record, res, row, check if args.check else None,
+              fwd=not args.no_fwd_sweep)
     if args.no_bwd:
         return row
     # backward: every variant through autograd, o.backward(do) with the grads cleared (untimed) before each call
@@ -404,6 +415,7 @@ def main(argv=None):
                    help="also time the descriptor forwards under other compile knobs (FWD_VARIANTS: A/B of the "
                         "exp2 flush, the pinned waits, ping-pong)")
     p.add_argument("--sweep", action="store_true", help="also time other forward/backward launch configs")
+    p.add_argument("--no-fwd-sweep", action="store_true", help="with --sweep: the backward's configs only")
     p.add_argument("--batch", type=int, default=Z)
     p.add_argument("--heads", type=int, default=H)
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
