@@ -106,7 +106,8 @@ SWEEP_BWD_PAIRS = {128: [((64, 128, 8, 3), (128, 64, 8, 2))], 64: [((32, 64, 4, 
 # SWEEP_BWD_PAIRS (the default configs where there is none):
 #   nodefer   every wgmma waited for right after its issue in the loops no producer warp fills (main's code
 #             before 2026-11-27's KERNELC_WGMMA_DEFER_RING: dP's wgmma not under the softmax recompute)
-BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}}
+#   nopin     the deferred waits not pinned (ptxas may move them up; FA3's forward was faster so on 2026-11-27)
+BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "nopin": {"KERNELC_WGMMA_PIN_WAITS": "0"}}
 
 
 def _cfg(c):
