@@ -97,8 +97,8 @@ def _err(a, b):
 # --sweep: other launch configs (BLOCK_M, BLOCK_N, num_warps, num_stages), each spill-free on sm_90a when listed
 SWEEP_FWD = {128: [(128, 64, 4, 2), (128, 64, 8, 3), (64, 64, 4, 3)],
              64: [(128, 128, 8, 2), (128, 64, 8, 3), (64, 64, 4, 3)]}
-SWEEP_DKDV = {128: [(64, 128, 8, 3)], 64: [(32, 64, 4, 3), (64, 64, 4, 3)]}
-SWEEP_DQ = {128: [(128, 64, 8, 2), (128, 128, 8, 2)], 64: [(64, 64, 4, 3), (64, 32, 4, 3)]}
+SWEEP_DKDV = {128: [(64, 128, 8, 3)], 64: [(32, 64, 4, 3), (64, 64, 4, 3), (64, 128, 8, 3)]}
+SWEEP_DQ = {128: [(128, 64, 8, 2), (128, 64, 8, 3), (128, 128, 8, 2)], 64: [(64, 64, 4, 3), (64, 32, 4, 3)]}
 # (dK/dV, dQ) configs timed together, and (with the backward's steps timed one by one) the pair the parts are
 # timed at: the best of each table above as of 2026-11-27
 SWEEP_BWD_PAIRS = {128: [((64, 128, 8, 3), (128, 64, 8, 2))], 64: [((32, 64, 4, 3), (64, 64, 4, 3))]}
