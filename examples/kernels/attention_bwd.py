@@ -8,8 +8,8 @@ base-2 row log-sum-exp ``LSE`` of the scaled logits. Backward, for dO:
    blocks that see it, recomputing ``P^T = exp2(K Q^T * scale - LSE)`` (no softmax state needed),
    accumulating ``dV += P^T dO`` and ``dK += dS^T Q`` with ``dS = P * (dO V^T - delta)``. Causal: only
    the query blocks on the key block's diagonal are masked; those below it run unmasked.
-   With ``ATOMIC_DQ`` it also adds ``dS K`` into an fp32 dQ with atomics (one kernel, not
-   deterministic: the order of the adds varies from run to run).
+   With ``ATOMIC_DQ`` it also adds ``dQ^T = K^T dS^T`` into an fp32 dQ^T with atomics (one kernel, not
+   deterministic: the order of the adds varies from run to run), cast and transposed afterwards.
 3. ``attn_bwd_dq_kernel`` (the default, deterministic): one program per query block walks the key
    blocks, recomputes P and dS the same way and accumulates ``dQ += dS K`` in registers.
 
@@ -55,8 +55,12 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
         # rows past N_CTX load as 0 (q, dO, LSE, delta): their P^T is exp2(0) but dO = 0 and Q = 0, so they add 0
         # Q is loaded as stored ([BLOCK_M, HEAD_DIM]) and read through tl.trans by K Q^T: both dots read the
         # one shared-memory tile (a trans of a trans would be a second view, staged through registers)
-        q = tl.load(q_ptrs + start_m * stride_qm, mask=rows[:, None], other=0.0)
-        do = tl.load(do_ptrs + start_m * stride_dom, mask=rows[:, None], other=0.0)
+        if ATOMIC_DQ:  # descriptors (zero-padded past N_CTX): see attn_bwd_dkdv_kernel
+            q = q_ptrs.load([start_m, 0])
+            do = do_ptrs.load([start_m, 0])
+        else:
+            q = tl.load(q_ptrs + start_m * stride_qm, mask=rows[:, None], other=0.0)
+            do = tl.load(do_ptrs + start_m * stride_dom, mask=rows[:, None], other=0.0)
         lse = tl.load(LSE + offs_m, mask=rows, other=0.0)
         delta = tl.load(Delta + offs_m, mask=rows, other=0.0)
         # both logit-shaped dots first (FA3's order): the compiler then waits for each where it is first read,
@@ -71,8 +75,11 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
         dsT = (pT * (dpT - delta[None, :])).to(q.dtype)
         dk = tl.dot(dsT, q, dk)
         if ATOMIC_DQ:
-            dq = tl.dot(tl.trans(dsT), k) * sm_scale
-            tl.atomic_add(dq_ptrs + offs_m[:, None] * stride_dqm, dq, mask=rows[:, None], sem="relaxed")
+            # dQ^T = K^T dS^T: the key block is the contraction, HEAD_DIM the rows (one warpgroup's 64 each
+            # with 8 warps) -- a wgmma whatever BLOCK_M; added into a transposed fp32 dQ whose query index is
+            # contiguous (the accumulator's pairs along a row are one 8-byte vector atomic each)
+            dqT = tl.dot(tl.trans(k), dsT) * sm_scale
+            tl.atomic_add(dq_ptrs + offs_m[None, :], dqT, mask=rows[None, :], sem="relaxed")
     return dk, dv
 
 
@@ -99,8 +106,17 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
     qk_scale = sm_scale * 1.44269504
     q_ptrs = Q + off + offs_m0[:, None] * stride_m + offs_d[None, :] * stride_k
     do_ptrs = DO + off + offs_m0[:, None] * stride_m + offs_d[None, :] * stride_k
-    dq_ptrs = DQ + dq_off + offs_d[None, :]  # rows are added per step: a [BLOCK_M, HEAD_DIM] pointer tile held
-    # across the loop would cost 2 registers per element
+    dq_ptrs = DQ + dq_off + offs_d[:, None] * dq_stride_m  # ATOMIC_DQ: dQ^T, [HEAD_DIM, N_CTX]; the query
+    # offsets are added per step: a [HEAD_DIM, BLOCK_M] pointer tile held across the loop would cost 2 registers
+    # per element
+    if ATOMIC_DQ:
+        # the atomics write global memory inside the loop, and the compiler does not copy a pointer load that
+        # may follow a write of the program with TMA (no proxy fence): Q and dO through descriptors, which it
+        # copies into the loop's TMA ring (the wrapper makes the tensors contiguous: unit inner stride)
+        q_ptrs = tl.make_tensor_descriptor(Q + off, shape=[N_CTX, HEAD_DIM], strides=[stride_m, 1],
+                                           block_shape=[BLOCK_M, HEAD_DIM])
+        do_ptrs = tl.make_tensor_descriptor(DO + off, shape=[N_CTX, HEAD_DIM], strides=[stride_m, 1],
+                                            block_shape=[BLOCK_M, HEAD_DIM])
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     lo = 0
@@ -171,8 +187,9 @@ def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) by head dim, for the dK/dV kernel (BLOCK_M query rows per step of a
 # BLOCK_N key block) and the dQ kernel (BLOCK_M query block, BLOCK_N keys per step); 0 spills on sm_90a
 DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 128, 4, 3), 128: (32, 128, 8, 3)}
-# ATOMIC_DQ adds a [BLOCK_M, HEAD_DIM] fp32 tile of atomics per step: smaller query steps keep it spill-free
-ATOMIC_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 128, 8, 3), 128: (16, 128, 8, 3)}
+# ATOMIC_DQ adds dQ^T = K^T dS^T ([HEAD_DIM, BLOCK_M]) a step: a wgmma when HEAD_DIM is 64 rows a warpgroup
+# (4 warps at 64, 8 at 128; else mma.sync), spill-free at these query steps
+ATOMIC_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (32, 128, 8, 3)}
 DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (128, 32, 4, 3), 128: (128, 32, 8, 3)}
 PRE_BLOCK = 64
 
@@ -221,7 +238,8 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate
                          f"dQ kernel's BLOCK_M a multiple of its BLOCK_N (got {c1}, {c2})")
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
-    dq = torch.empty(q.shape, device=q.device, dtype=torch.float32) if atomic else torch.empty_like(q)
+    # atomic: dQ^T in fp32, [Z, H, HEAD_DIM, N] (its third stride is the kernel's dq_stride_m)
+    dq = torch.empty((Z, H, D, N), device=q.device, dtype=torch.float32) if atomic else torch.empty_like(q)
     out = {}
 
     def preprocess():
@@ -238,7 +256,7 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate
                                                                  H, N, HEAD_DIM=D, CAUSAL=causal, **c2)
 
     def cast():
-        out["dq"] = dq.to(q.dtype)
+        out["dq"] = dq.transpose(-1, -2).to(q.dtype, memory_format=torch.contiguous_format)
 
     if atomic:  # the atomics add into dq: zeroed on every run of the steps
         steps = [("preprocess", preprocess), ("dkdv", lambda: (dq.zero_(), dkdv())), ("cast", cast)]
