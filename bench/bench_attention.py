@@ -99,6 +99,8 @@ SWEEP_FWD = {128: [(128, 64, 4, 2), (128, 64, 8, 3), (64, 64, 4, 3)],
              64: [(128, 128, 8, 2), (128, 64, 8, 3), (64, 64, 4, 3)]}
 SWEEP_DKDV = {128: [(64, 128, 8, 3)], 64: [(32, 64, 4, 3), (64, 64, 4, 3), (64, 128, 8, 3)]}
 SWEEP_DQ = {128: [(128, 64, 8, 2), (128, 64, 8, 3), (128, 128, 8, 2)], 64: [(64, 64, 4, 3), (64, 32, 4, 3)]}
+# the one-kernel (atomic dQ) backward at other dK/dV configs (its default is timed too, as sweep_bwd_atomic_default)
+SWEEP_ATOMIC = {128: [(16, 128, 8, 3)], 64: [(64, 64, 4, 3)]}
 # (dK/dV, dQ) configs timed together, and (with the backward's steps timed one by one) the pair the parts are
 # timed at: the best of each table above as of 2026-11-27
 SWEEP_BWD_PAIRS = {128: [((64, 128, 8, 3), (128, 64, 8, 2))], 64: [((32, 64, 4, 3), (64, 64, 4, 3))]}
@@ -148,9 +150,15 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                                                   dkdv_config=_cfg(c1), dq_config=_cfg(c2))
         check_against_default(name, fn)
         record(name, fn)
+    for c in [None] + [c for c in SWEEP_ATOMIC.get(D, []) if not causal or c[1] % c[0] == 0]:
+        name = "sweep_bwd_atomic_" + ("default" if c is None else str(list(c)))
+        fn = lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="atomic",  # noqa: E731
+                                         dkdv_config=c and _cfg(c))
+        check_against_default(name, fn)
+        record(name, fn)
     # each kernel of the backward alone (default configs, then the first pair): where the time goes
-    for tag, cfgs in [("default", {})] + [("pair", dict(dkdv_config=_cfg(c1), dq_config=_cfg(c2)))
-                                          for c1, c2 in pairs[:1]]:
+    for tag, cfgs in [("default", {}), ("atomic", dict(dq_mode="atomic"))] + [
+            ("pair", dict(dkdv_config=_cfg(c1), dq_config=_cfg(c2))) for c1, c2 in pairs[:1]]:
         grads, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, scale, **cfgs)
         for _, launch in steps:  # once in order: the later steps read what the earlier ones wrote
             launch()
