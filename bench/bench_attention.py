@@ -99,6 +99,8 @@ SWEEP_FWD = {128: [(128, 64, 4, 2), (128, 64, 8, 3), (64, 64, 4, 3)],
              64: [(128, 128, 8, 2), (128, 64, 8, 3), (64, 64, 4, 3)]}
 SWEEP_DKDV = {128: [(64, 128, 8, 3)], 64: [(32, 64, 4, 3), (64, 64, 4, 3), (64, 128, 8, 3)]}
 SWEEP_DQ = {128: [(128, 64, 8, 2), (128, 64, 8, 3), (128, 128, 8, 2)], 64: [(64, 64, 4, 3), (64, 32, 4, 3)]}
+# dK/dV configs with a producer warp(group) filling the loop's ring (the kernel's WS; setmaxnreg at 8 warps)
+SWEEP_DKDV_WS = {128: [(32, 128, 8, 3)], 64: [(32, 128, 4, 3)]}
 # the one-kernel (atomic dQ) backward at other dK/dV configs (its default is timed too, as sweep_bwd_atomic_default)
 SWEEP_ATOMIC = {128: [(16, 128, 8, 3)], 64: [(64, 64, 4, 3)]}
 # (dK/dV, dQ) configs timed together, and (with the backward's steps timed one by one) the pair the parts are
@@ -148,6 +150,12 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
         name = f"sweep_bwd_pair{list(c1)}{list(c2)}"
         fn = lambda c1=c1, c2=c2: B.attention_bwd(do, q, k, v, o, lse, causal, scale,  # noqa: E731
                                                   dkdv_config=_cfg(c1), dq_config=_cfg(c2))
+        check_against_default(name, fn)
+        record(name, fn)
+    for c in [c for c in SWEEP_DKDV_WS.get(D, []) if not causal or c[1] % c[0] == 0]:
+        name = f"sweep_bwd_dkdv_ws{list(c)}"
+        fn = lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale,  # noqa: E731
+                                         dkdv_config=dict(_cfg(c), WS=True))
         check_against_default(name, fn)
         record(name, fn)
     for c in [None] + [c for c in SWEEP_ATOMIC.get(D, []) if not causal or c[1] % c[0] == 0]:

@@ -45,11 +45,12 @@ def attn_bwd_preprocess_kernel(O, DO, Delta, stride_oz, stride_oh, stride_om, st
 @triton.jit
 def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, stride_dom, stride_dqm, offs_n,
                 offs_m0, qk_scale, lo, hi, N_CTX, sm_scale, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
-                ATOMIC_DQ: tl.constexpr):
+                ATOMIC_DQ: tl.constexpr, WS: tl.constexpr):
     """Query blocks [lo, hi) into (dk, dv) of one key block; P^T and dS^T are [BLOCK_N, BLOCK_M]."""
-    # no producer warp: dK and dV hold two fp32 [BLOCK_N, HEAD_DIM] accumulators, and the producer's warpgroup
-    # would cut the registers a thread may use (head dim 128, 8 warps: 168 a thread, hundreds of spills)
-    for start_m in tl.range(lo, hi, BLOCK_M, warp_specialize=False):
+    # no producer warp by default (WS): dK and dV hold two fp32 [BLOCK_N, HEAD_DIM] accumulators, and a
+    # producer warpgroup caps the consumers at 240 registers with setmaxnreg (spill-free at head dim 128 only
+    # with BLOCK_M = 32; 168 spilled at 64)
+    for start_m in tl.range(lo, hi, BLOCK_M, warp_specialize=WS):
         offs_m = start_m + offs_m0
         rows = offs_m < N_CTX
         # rows past N_CTX load as 0 (q, dO, LSE, delta): their P^T is exp2(0) but dO = 0 and Q = 0, so they add 0
@@ -87,8 +88,9 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
 def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k,
                          dq_stride_z, dq_stride_h, dq_stride_m, H, N_CTX, BLOCK_M: tl.constexpr,
                          BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
-                         ATOMIC_DQ: tl.constexpr):
-    """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ). Q, K, V, dO, dK, dV share
+                         ATOMIC_DQ: tl.constexpr, WS: tl.constexpr = False):
+    """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ); WS: a producer warp(group)
+    fills the loop's TMA ring (the bench's sweep tries it). Q, K, V, dO, dK, dV share
     the strides (the wrapper makes them contiguous); DQ is fp32 with its own."""
     start_n = tl.program_id(0) * BLOCK_N
     off_hz = tl.program_id(1)
@@ -125,9 +127,9 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         lo = start_n + BLOCK_N
         dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                              offs_n, offs_m0, qk_scale, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
-                             True, ATOMIC_DQ)
+                             True, ATOMIC_DQ, WS)
     dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
-                         offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ)
+                         offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
     tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
 

@@ -85,6 +85,13 @@ def test_backward_candidate_configs(D, which, cfg, causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("D,cfg", [(128, (32, 128, 8, 3)), (64, (32, 128, 4, 3))])
+def test_backward_candidate_dkdv_with_a_producer_warp(D, cfg, causal):
+    # bench SWEEP_DKDV_WS: the dK/dV loop's ring filled by a producer warp(group), setmaxnreg at 8 warps
+    _check_backward_at(D, causal, dkdv_config=dict(_cfg(cfg), WS=True))
+
+
+@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("D", [64, 128])
 def test_backward_without_deferred_ring_waits(D, causal, monkeypatch):
     # the bench's A/B (BWD_VARIANTS "nodefer"): the same kernels compiled with every wgmma waited for at its issue
