@@ -97,8 +97,8 @@ def _err(a, b):
 # --sweep: other launch configs (BLOCK_M, BLOCK_N, num_warps, num_stages), each spill-free on sm_90a when listed
 SWEEP_FWD = {128: [(128, 64, 4, 2), (128, 64, 8, 3), (64, 64, 4, 3)],
              64: [(128, 128, 8, 2), (128, 64, 8, 3), (64, 64, 4, 3)]}
-SWEEP_DKDV = {128: [(64, 128, 8, 3)], 64: [(32, 64, 4, 3), (64, 64, 4, 3), (64, 128, 8, 3)]}
-SWEEP_DQ = {128: [(128, 64, 8, 2), (128, 64, 8, 3), (128, 128, 8, 2)], 64: [(64, 64, 4, 3), (64, 32, 4, 3)]}
+SWEEP_DKDV = {128: [(64, 128, 8, 3)], 64: [(32, 64, 4, 3), (64, 64, 4, 3)]}
+SWEEP_DQ = {128: [(128, 64, 8, 2), (128, 64, 8, 3)], 64: [(64, 64, 4, 3)]}
 # dK/dV configs with a producer warp(group) filling the loop's ring (the kernel's WS; setmaxnreg at 8 warps)
 SWEEP_DKDV_WS = {128: [(32, 128, 8, 3)], 64: [(32, 128, 4, 3)]}
 # the one-kernel (atomic dQ) backward at other dK/dV configs (its default is timed too, as sweep_bwd_atomic_default)
@@ -110,8 +110,7 @@ SWEEP_BWD_PAIRS = {128: [((64, 128, 8, 3), (128, 64, 8, 2))], 64: [((32, 64, 4, 
 # SWEEP_BWD_PAIRS (the default configs where there is none):
 #   nodefer   every wgmma waited for right after its issue in the loops no producer warp fills (main's code
 #             before 2026-11-27's KERNELC_WGMMA_DEFER_RING: dP's wgmma not under the softmax recompute)
-#   nopin     the deferred waits not pinned (ptxas may move them up; FA3's forward was faster so on 2026-11-27)
-BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "nopin": {"KERNELC_WGMMA_PIN_WAITS": "0"}}
+BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}}
 
 
 def _cfg(c):
