@@ -110,7 +110,11 @@ SWEEP_BWD_PAIRS = {128: [((64, 128, 8, 3), (128, 64, 8, 2))], 64: [((32, 64, 4, 
 # SWEEP_BWD_PAIRS (the default configs where there is none):
 #   nodefer   every wgmma waited for right after its issue in the loops no producer warp fills (main's code
 #             before 2026-11-27's KERNELC_WGMMA_DEFER_RING: dP's wgmma not under the softmax recompute)
-BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}}
+#   dqnopin   the dQ kernel only (the dK/dV kernel as compiled by default), its deferred waits unpinned: at
+#             D128 its warp-specialised loop then keeps a one-warp producer without setmaxnreg (main's before
+#             the example issued dO V^T before P's exp2)
+BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNELC_WGMMA_PIN_WAITS": "0"}}
+_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",)}  # which kernels a variant compiles again (default: both)
 
 
 def _cfg(c):
@@ -228,8 +232,8 @@ def bwd_variant_kernels(name):
     from examples.kernels import attention_bwd as B
     key = "bwd_" + name
     if key not in _variant_kernels:
-        _variant_kernels[key] = dict(dkdv=kernelc.jit(B.attn_bwd_dkdv_kernel.fn),
-                                     dq=kernelc.jit(B.attn_bwd_dq_kernel.fn))
+        fns = dict(dkdv=B.attn_bwd_dkdv_kernel, dq=B.attn_bwd_dq_kernel)
+        _variant_kernels[key] = {k: kernelc.jit(fns[k].fn) for k in _BWD_VARIANT_KERNELS.get(name, ("dkdv", "dq"))}
     return _variant_kernels[key]
 
 
