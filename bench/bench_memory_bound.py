@@ -190,6 +190,17 @@ def _compiles(mod) -> int:
                if hasattr(f, "arg_names"))
 
 
+def _regs(mod) -> dict:
+    """Registers of each of ``mod``'s kernels as compiled in this process (what a variant really built)."""
+    out = {}
+    for n, f in vars(mod).items():
+        for ent in getattr(f, "_cuda_state", {}).get("cache", {}).values():
+            ck = getattr(ent, "compiled", None)
+            if ck is not None:
+                out[n] = ck.n_regs
+    return out
+
+
 class _env:
     """Environment variables set for the duration of a ``with`` block."""
 
@@ -255,6 +266,7 @@ def run(names, rounds, variants=()):
                     times[n].append(_time(fn))
             if [_compiles(mod) for _, mod, _ in V] != compiled:   # a compile outside the variant's knobs
                 raise RuntimeError("a kernelc variant compiled again while timed, without its knobs")
+            r["regs"] = {"kernelc": _regs(K), **{n: _regs(mod) for n, mod, _ in V}}
             gb = nbytes(*args)
             for n in times:
                 ms = statistics.median(times[n])
@@ -265,13 +277,15 @@ def run(names, rounds, variants=()):
                 r[f"{n}/triton"] = r["triton_ms"] / r[f"{n}_ms"] if T is not None else None
             r["kernelc/torch"] = r["torch_ms"] / r["kernelc_ms"]
             rows.append(r)
-            print(name, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k != "benchmark"},
+            print(name, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k not in ("benchmark", "regs")},
                   flush=True)
         except Exception as e:  # one failing benchmark must not hide the others
             import traceback
             traceback.print_exc()
             rows.append({"benchmark": name, "error": f"{type(e).__name__}: {str(e)[:300]}"})
         torch.cuda.empty_cache()
+    if not rows:
+        raise SystemExit(f"no benchmark matches {names}; the results file is left as it was")
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     write_results("memory_bound", rows, {"rounds": rounds, "kernelc_commit": commit or None,
                                          "variants": {f"kernelc[{t}]": e for t, e in variants}})
@@ -298,6 +312,10 @@ if __name__ == "__main__":
         i = argv.index("--rounds")
         rounds = int(argv[i + 1])
         del argv[i:i + 2]
+    unknown = [a for a in argv if a.startswith("-")]
+    if unknown:   # e.g. --help: print the usage, never run (and write an empty results file)
+        print(__doc__)
+        raise SystemExit(0 if unknown == ["--help"] or unknown == ["-h"] else f"unknown option(s) {unknown}")
     if SMOKE:
         smoke()
     else:

@@ -38,6 +38,8 @@ from .passes.warp_regions import expand_warp_specialize
 from .passes.pipeline_loads import pipeline_loads
 from .passes.pointer_tiles import pointer_tiles_to_descriptors
 from .passes.schedule import schedule_pipelines, schedule_wgmma, warp_specialize
+from .passes.stage_operands import stage_invariant_operands
+from .passes.wgmma_waits import place_wgmma_waits
 from .passes.simplify import simplify
 from .pass_manager import PassContext, TilePass, run_passes
 from .artifact import COMPILER_VERSION, CompiledKernel, _LazyAsm  # noqa: F401
@@ -220,6 +222,12 @@ TILE_PASSES = (
     # the warp-specialised loop as explicit ops: the producer warp's program (ws_producer), the full/empty
     # barriers, the consumers' waits and releases (passes/warp_regions.py)
     TilePass("expand_warp_specialize", expand_warp_specialize),
+    # dot operands a loop without a ring does not change are stored to shared memory once, before it
+    # (stage_operand; the ring passes stage those of their loops): passes/stage_operands.py
+    TilePass("stage_invariant_operands", stage_invariant_operands),
+    # every wgmma.wait_group as a wgmma_wait op: after each dot, after a loop whose dots stay in flight, at a
+    # deferred dot's first read (passes/wgmma_waits.py)
+    TilePass("place_wgmma_waits", place_wgmma_waits),
 )
 
 

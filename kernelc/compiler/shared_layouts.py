@@ -31,6 +31,9 @@ class SharedLayout:
     pad: int = 0  # elements of padding after each row
     write_vec: int = 1  # elements per shared store (source side)
     read_vec: int = 1  # elements per shared load (destination side)
+    # how the source side writes: "" (st.shared of write_vec elements), "stmatrix" or "stmatrix.trans"
+    # (16-bit MMA-fragment registers, eight 8x8 blocks per warp instruction; ``stmatrix_fit``)
+    write_op: str = ""
 
     @property
     def row_len(self) -> int:
@@ -74,6 +77,8 @@ class SharedLayout:
         if self.pad:
             parts.append(f"pad={self.pad}")
         parts.append(f"vec=[{self.write_vec}, {self.read_vec}]")
+        if self.write_op:
+            parts.append(f"write={self.write_op}")
         return "#shared<" + ", ".join(parts) + ">"
 
 
@@ -126,6 +131,59 @@ def wavefronts(byte_addrs: np.ndarray, access_bytes: int) -> int:
     return int(counts.max(axis=1).sum())
 
 
+def _unit(rank: int, d: int, x: int) -> Tuple[int, ...]:
+    return tuple(x if k == d else 0 for k in range(rank))
+
+
+def stmatrix_fit(layout: Layout, ebytes: int) -> Optional[Tuple[int, int]]:
+    """(row dim R, column dim C) if ``layout`` holds 16-bit elements as ``stmatrix`` fragments: register
+    bit 0 and lane bits 0-1 step 1, 2, 4 along C, lane bits 2-4 step 1, 2, 4 along R (one 8x8 block per
+    register pair and warp: the MMA accumulator layouts), and at least 8 registers (an x4 instruction
+    takes four blocks: register bits 1-2 pick the block, the higher bits the instruction). Every basis
+    must be one power of two along one dimension (or zero for a warp), so coordinates combine by OR."""
+    if ebytes != 2 or layout.rank < 2 or len(layout.reg) < 3 or len(layout.lane) != 5:
+        return None
+    for b in layout.reg + layout.lane + layout.warp:
+        nz = [x for x in b if x]
+        if len(nz) > 1 or (nz and nz[0] & (nz[0] - 1)) or (not nz and b not in layout.warp):
+            return None
+    c = next((d for d, x in enumerate(layout.reg[0]) if x), None)
+    r = next((d for d, x in enumerate(layout.lane[2]) if x), None)
+    if c is None or r is None or r == c:
+        return None
+    rank = layout.rank
+    if (layout.reg[0], layout.lane[0], layout.lane[1]) != (_unit(rank, c, 1), _unit(rank, c, 2), _unit(rank, c, 4)) \
+            or tuple(layout.lane[2:]) != (_unit(rank, r, 1), _unit(rank, r, 2), _unit(rank, r, 4)):
+        return None
+    return r, c
+
+
+def stmatrix_address_layout(layout: Layout, trans: bool) -> Layout:
+    """The layout whose register g, lane l coordinate is the start of the 16-byte row that lane l
+    addresses in ``stmatrix`` instruction g (l = 8 * block + row of the block): a row of the fragment
+    (along C; ``trans=False``) or, transposed, a column (along R). Blocks are register bits 1-2."""
+    row = tuple(layout.lane[2:5]) if not trans else (layout.reg[0],) + tuple(layout.lane[0:2])
+    return Layout(layout.shape, tuple(layout.reg[3:]), row + tuple(layout.reg[1:3]), layout.warp, "derived")
+
+
+def _stmatrix_ok(src: Layout, sl: SharedLayout, ebytes: int) -> str:
+    """The ``write_op`` with which ``src`` can be written into ``sl`` by ``stmatrix`` ("" if none): the
+    8 elements of each row of a block must be one aligned 16-byte run of ``sl``."""
+    fit = stmatrix_fit(src, ebytes)
+    if fit is None or (sl.max_phase > 1 and sl.vec * ebytes < 16) or (sl.pad * ebytes) % 16 or \
+            (sl.row_len * ebytes) % 16:
+        return ""
+    r, c = fit
+    if sl.inner not in (r, c):
+        return ""
+    trans = sl.inner == r
+    # the blocks' origins must start runs of 8 along ``inner`` (the other lane bases and register bit 0
+    # run along the other dimension)
+    if any(b[sl.inner] % 8 for b in src.reg[1:] + src.warp):
+        return ""
+    return "stmatrix.trans" if trans else "stmatrix"
+
+
 def access_cost(layout: Layout, sl: SharedLayout, ebytes: int, vec: int, coords: Optional[np.ndarray] = None) -> int:
     """Wavefronts warp 0 spends writing (or reading) its registers of ``layout`` in ``sl``."""
     coords = warp_coords(layout) if coords is None else coords
@@ -161,9 +219,11 @@ def _vec_limit(c: dict, ebytes: int, max_vec_bytes: int) -> int:
     return lim
 
 
-def plan_shared_layout(src: Layout, dst: Layout, ebytes: int, max_vec_bytes: int = 16) -> SharedLayout:
+def plan_shared_layout(src: Layout, dst: Layout, ebytes: int, max_vec_bytes: int = 16,
+                       stmatrix: bool = False) -> SharedLayout:
     """The candidate with the fewest write + read wavefronts (then the fewest instructions, then the
-    smallest, then the simplest). ``max_vec_bytes``: the widest shared access to use."""
+    smallest, then the simplest). ``max_vec_bytes``: the widest shared access to use. ``stmatrix``
+    (sm_90+): also consider writing 16-bit MMA fragments with ``stmatrix`` (``write_op``)."""
     shape = tuple(dst.shape)
     src_c, dst_c = warp_coords(src), warp_coords(dst)
     inners = []
@@ -181,9 +241,33 @@ def plan_shared_layout(src: Layout, dst: Layout, ebytes: int, max_vec_bytes: int
             key = (cost, src.num_regs // wv + dst.num_regs // rv, sl.nbytes(ebytes), i)
             if best_key is None or key < best_key:
                 best, best_key = sl, key
+            op = _stmatrix_ok(src, sl, ebytes) if stmatrix else ""
+            if op:
+                sm = SharedLayout(shape, write_vec=8, read_vec=rv, write_op=op, **c)
+                cost = stmatrix_cost(src, sm, ebytes) + access_cost(dst, sm, ebytes, rv, dst_c)
+                key = (cost, src.num_regs // 8 + dst.num_regs // rv, sm.nbytes(ebytes), i)
+                if key < best_key:
+                    best, best_key = sm, key
     return best
+
+
+def stmatrix_cost(src: Layout, sl: SharedLayout, ebytes: int) -> int:
+    """Wavefronts of warp 0's ``stmatrix`` writes: each instruction stores 32 rows of 16 bytes, served
+    eight rows (one block) per phase."""
+    coords = warp_coords(stmatrix_address_layout(src, sl.write_op.endswith(".trans")))
+    return wavefronts(sl.offsets(coords) * ebytes, 16)
 
 
 def conversion_cost(src: Layout, dst: Layout, sl: SharedLayout, ebytes: int) -> Tuple[int, int]:
     """(write, read) wavefronts of warp 0 for converting ``src`` -> ``dst`` through ``sl``."""
-    return (access_cost(src, sl, ebytes, sl.write_vec), access_cost(dst, sl, ebytes, sl.read_vec))
+    w = stmatrix_cost(src, sl, ebytes) if sl.write_op else access_cost(src, sl, ebytes, sl.write_vec)
+    return (w, access_cost(dst, sl, ebytes, sl.read_vec))
+
+
+def plan_fits(src: Layout, dst: Layout, sl: SharedLayout, ebytes: int) -> bool:
+    """Whether ``sl`` (planned by a pass) can convert ``src`` to ``dst`` as written."""
+    if sl.shape != tuple(dst.shape) or vector_elems(dst, sl.inner, sl.read_vec) < sl.read_vec:
+        return False
+    if sl.write_op:
+        return _stmatrix_ok(src, sl, ebytes) == sl.write_op
+    return vector_elems(src, sl.inner, sl.write_vec) >= sl.write_vec

@@ -131,11 +131,15 @@ KNOBS: Tuple[Knob, ...] = (
          "version; else nvJitLink), ptxas (always the standalone one), nvjitlink (relocatable, link-time ptxas)",
          _choice(("auto", ("auto",)), ("ptxas", ("ptxas",)), ("nvjitlink", ("nvjitlink",))),
          compile=True, field="assembler"),
-    Knob("KERNELC_NVJITLINK_LAUNCH_BOUND", "bool", True,
+    Knob("KERNELC_NVJITLINK_LAUNCH_BOUND", "bool", False,
          "keep the PTX's .maxntid when nvJitLink assembles (its relocatable ptxas then spends registers up to "
-         "65536/threads); off (opt-in until a GPU A/B): assembled without it, and again with it only if the "
-         "registers do not fit the block",
+         "65536/threads); off (default since the H200 A/B of 2026-11-27): assembled without it, and again with it "
+         "only if the registers do not fit the block",
          compile=True, field="nvjitlink_launch_bound"),
+    Knob("KERNELC_OCCUPANCY_STEP", "bool", False,
+         "without the launch bound: a kernel whose registers are just above an occupancy step (within 15%) is "
+         "assembled again with a register ceiling that fits one more block per SM, kept if nothing spills "
+         "(opt-in until a GPU A/B)", compile=True, field="occupancy_step"),
     Knob("KERNELC_DEFAULT_FP_FUSION", "bool", True,
          "let float a*b+c contract into fma (Triton's enable_fp_fusion); a launch's enable_fp_fusion= overrides it",
          compile=True, field="enable_fp_fusion"),
@@ -164,7 +168,8 @@ class CompileOptions:
     exp2_ftz: bool = True
     pipeline_loads: bool = True
     assembler: str = "nvjitlink"
-    nvjitlink_launch_bound: bool = True
+    nvjitlink_launch_bound: bool = False
+    occupancy_step: bool = False
     enable_fp_fusion: bool = True
 
     def key(self) -> Dict[str, Any]:

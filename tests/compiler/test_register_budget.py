@@ -177,3 +177,45 @@ def test_memory_bound_registers_at_most_tritons_with_nvjitlink(kernel, monkeypat
     ck = kernelc.compile(getattr(K, kernel), sig, dict(BLOCK_SIZE=block), target="sm_90a", num_warps=warps,
                          divisibility=div)
     assert ck.n_regs <= triton and ck.n_spills == 0, (ck.n_regs, triton)
+
+
+# -- KERNELC_OCCUPANCY_STEP: one more block per SM when the registers are just above a step ---------------------
+
+@pytest.mark.parametrize("regs,threads,shared,blocks", [
+    (70, 512, 0, 1), (64, 512, 0, 2),            # 16 warps: 64 registers is the edge of two blocks
+    (168, 256, 0, 1), (128, 256, 0, 2),
+    (32, 128, 0, 16),                            # the 2048-thread limit, not the registers
+    (40, 128, 100 * 1024, 2),                    # shared memory decides
+    (255, 1024, 0, 0)])                          # does not fit at all
+def test_blocks_per_sm(regs, threads, shared, blocks):
+    from cubintools.target import ARCH_LIMITS
+    assert P.blocks_per_sm(regs, threads, shared, ARCH_LIMITS[90]) == blocks
+
+
+def test_occupancy_step_target_only_just_above_a_step():
+    from cubintools.target import ARCH_LIMITS
+    L = ARCH_LIMITS[90]
+    assert P.occupancy_step_target(70, 512, 0, L) == 64          # 1 -> 2 blocks for 9% fewer registers
+    assert P.occupancy_step_target(104, 512, 0, L) is None       # the next step (64) is 38% below
+    assert P.occupancy_step_target(168, 256, 0, L) is None       # a matmul's accumulators are not squeezed
+    assert P.occupancy_step_target(40, 128, 100 * 1024, L) is None  # shared memory, not registers, decides
+    assert P.occupancy_step_target(32, 128, 0, L) is None        # already at the thread limit
+
+
+def test_occupancy_step_reassembles_geglu_bwd_without_spills(monkeypatch):
+    monkeypatch.setenv("KERNELC_ASSEMBLER", "nvjitlink")
+    monkeypatch.setenv("KERNELC_NVJITLINK_LAUNCH_BOUND", "0")
+    sig = {k: "*bf16" for k in ("dc_ptr", "a_ptr", "b_ptr", "da_ptr", "db_ptr")} | dict(stride="i32", n_cols="i32")
+
+    def build():
+        return kernelc.compile(K.geglu_bwd_kernel, sig, dict(BLOCK_SIZE=16384), target="sm_90a", num_warps=16,
+                               divisibility={k: 16 for k in sig})
+    free = build()
+    monkeypatch.setenv("KERNELC_OCCUPANCY_STEP", "1")
+    stepped = build()
+    want = P.occupancy_step_target(free.n_regs, 512, 0, __import__("cubintools.target").target.ARCH_LIMITS[90])
+    if want is None:   # this ptxas already allocates at or below a step: nothing to do, nothing done
+        assert stepped.n_regs == free.n_regs
+    else:
+        assert stepped.n_regs <= want and stepped.n_spills == 0, (free.n_regs, stepped.n_regs)
+        assert "runs 2 blocks an SM" in stepped.artifacts.ptxas_log

@@ -74,8 +74,9 @@ def _passes(kernel, sig, cx, target="sm_90a", num_warps=4, num_stages=3, div=Non
 
 def test_the_scheduling_passes_run_after_layout_assignment():
     names = [p.name for p in C.TILE_PASSES]
-    assert names[-7:] == ["assign_layouts", "schedule_pipelines", "warp_specialize", "schedule_wgmma",
-                          "expand_cp_async_rings", "expand_tma_rings", "expand_warp_specialize"]
+    assert names[-9:] == ["assign_layouts", "schedule_pipelines", "warp_specialize", "schedule_wgmma",
+                          "expand_cp_async_rings", "expand_tma_rings", "expand_warp_specialize",
+                          "stage_invariant_operands", "place_wgmma_waits"]
 
 
 def test_schedule_pipelines_rings_pointer_loads_with_cp_async(monkeypatch):

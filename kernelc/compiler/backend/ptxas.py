@@ -246,9 +246,12 @@ def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequen
     from ...options import get
     bounds = launch_bounds(data.decode("utf-8", "replace"))
     if bounds and not get("KERNELC_NVJITLINK_LAUNCH_BOUND"):
-        free = _nvjitlink_cubin(_MAXNTID_RE.sub(b"", data), target, opt_level, extra, name)
+        unbounded = _MAXNTID_RE.sub(b"", data)
+        free = _nvjitlink_cubin(unbounded, target, opt_level, extra, name)
         over = _misfits(free, bounds, target)
         if not over:
+            if get("KERNELC_OCCUPANCY_STEP"):
+                return _occupancy_step(free, unbounded, bounds, target, opt_level, extra, name)
             return free
         res = _nvjitlink_cubin(data, target, opt_level, extra, name)
         res.info_log = "".join(f"kernelc: without .maxntid {n} takes {r} registers, more than {t} threads can "
@@ -263,9 +266,9 @@ def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequen
 # In that mode ptxas takes an explicit register ceiling -- the one a ``.maxntid`` implies (65536 / threads) or
 # ``-maxrregcount`` -- as the number of registers to use, not as a limit: a SwiGLU-backward row at 512
 # threads gets 111 registers with the bound and 64 without it, the same 64 as a whole-program ptxas, which
-# treats the bound as a limit (ptxas 13.0; docs/performance.md, 2026-11-27). With KERNELC_NVJITLINK_LAUNCH_BOUND=0
-# the bound is left out, and put back only for a kernel whose registers then would not fit its block (opt-in: one
-# GPU A/B was mixed, within 3%).
+# treats the bound as a limit (ptxas 13.0; docs/performance.md, 2026-11-27). So by default
+# (KERNELC_NVJITLINK_LAUNCH_BOUND=0) the bound is left out, and put back only for a kernel whose registers then
+# would not fit its block.
 
 _MAXNTID_RE = re.compile(rb"^[ \t]*\.maxntid[^\n]*\n", re.M)
 _ENTRY_RE = re.compile(r"\.entry\s+([A-Za-z_$%][\w$]*)")
@@ -293,6 +296,65 @@ def fits_block(registers: int, threads: int, limits) -> bool:
     fullest = -(-warps // limits.sub_partitions)
     return (registers <= limits.max_regs_per_thread
             and fullest * per_warp <= limits.registers_per_sm // limits.sub_partitions)
+
+
+def blocks_per_sm(registers: int, threads: int, shared: int, limits) -> int:
+    """Blocks of ``threads`` threads, ``registers`` registers each and ``shared`` bytes of static shared memory
+    that one SM holds at once (0 if one does not fit)."""
+    warps = -(-threads // limits.warp_size)
+    per_warp = -(-registers * limits.warp_size // limits.reg_alloc_unit) * limits.reg_alloc_unit
+    per_sub = limits.registers_per_sm // limits.sub_partitions
+    k = 0
+    while -(-(k + 1) * warps // limits.sub_partitions) * per_warp <= per_sub:
+        k += 1
+    k = min(k, limits.max_threads_per_sm // (warps * limits.warp_size), limits.max_blocks_per_sm)
+    if shared:
+        k = min(k, limits.max_shared_per_sm // (shared + limits.reserved_shared_per_block))
+    return k
+
+
+# a register ceiling lower than this share of the unbounded count is not tried: the step is for kernels just
+# above an occupancy boundary (a row kernel at 70 registers, 64 for two 16-warp blocks), not for squeezing a
+# matmul's accumulators
+OCCUPANCY_STEP_MIN_SHARE = 0.85
+
+
+def occupancy_step_target(registers: int, threads: int, shared: int, limits) -> Optional[int]:
+    """The largest register count (a multiple of 8) at which one more block of this kernel fits an SM, if it
+    is at least OCCUPANCY_STEP_MIN_SHARE of ``registers``; else None."""
+    now = blocks_per_sm(registers, threads, shared, limits)
+    if now == 0:
+        return None
+    r = registers - registers % 8
+    while r >= max(32, int(registers * OCCUPANCY_STEP_MIN_SHARE)):
+        if r < registers and blocks_per_sm(r, threads, shared, limits) > now:
+            return r
+        r -= 8
+    return None
+
+
+def _occupancy_step(free: CubinResult, data: bytes, bounds: Dict[str, int], target, opt_level, extra, name):
+    """``free`` again with a register ceiling one occupancy step lower, kept if nothing spills
+    (KERNELC_OCCUPANCY_STEP; one entry per module, as kernelc emits)."""
+    if len(bounds) != 1:
+        return free
+    (entry, threads), = bounds.items()
+    r = free.resources.get(entry)
+    try:
+        limits = target.limits
+    except KeyError:
+        return free
+    cap = occupancy_step_target(r.registers, threads, r.shared, limits) if r is not None else None
+    if cap is None:
+        return free
+    stepped = _nvjitlink_cubin(data, target, opt_level, (*extra, f"-maxrregcount={cap}"), name)
+    s = stepped.resources.get(entry)
+    if s is None or s.spills or s.stack_frame > r.stack_frame:
+        return free
+    stepped.info_log = (f"kernelc: {entry} at {cap} registers (unbounded: {r.registers}) runs "
+                        f"{blocks_per_sm(s.registers, threads, s.shared, limits)} blocks an SM, not "
+                        f"{blocks_per_sm(r.registers, threads, r.shared, limits)}\n") + stepped.info_log
+    return stepped
 
 
 def _misfits(res: CubinResult, bounds: Dict[str, int], target) -> List[tuple]:

@@ -1,8 +1,8 @@
 """Tile IR (with layouts) -> LLVM IR text for NVPTX."""
 from __future__ import annotations
 
-from . import (control, convert, descriptors, dot, mapping, memory, permute, reduce,  # noqa: F401  (register their op rules)
-               warp_specialize)
+from . import (control, convert, descriptors, dot, mapping, memory, permute, pipeline, reduce,  # noqa: F401
+               warp_specialize, wgmma)  # (they register their op rules)
 from .lowering import Lowering
 
 

@@ -7,7 +7,6 @@ from ...language.dtypes import scalar_of, shape_of
 from .elementwise import constant
 from .emitter import llty
 from .lowering import Lowering, Tile, rule
-from .pipeline import async_dots, stage_invariant_operands, wait_accumulators
 
 
 def _carried_layouts(lw: Lowering, values):
@@ -31,7 +30,6 @@ def _conservative_pending(lw: Lowering):
 def lower_for(lw: Lowering, op):
     e = lw.e
     body = op.regions[0]
-    lw.wgmma_groups.complete_all()  # a deferred dot's distance to the newest group differs per iteration
     lb, ub, step = (lw.scalar(v) for v in op.operands[:3])
     iv_ty = llty(scalar_of(op.operands[0].type))
     inits = op.operands[3:]
@@ -40,7 +38,6 @@ def lower_for(lw: Lowering, op):
     init_flat = []
     for v, L in zip(inits, layouts):
         init_flat.append(lw.flat(v, L))
-    stage_invariant_operands(lw, op)
     pre = e.cur_label
     header, bodyl, exitl = e.label("for_head"), e.label("for_body"), e.label("for_exit")
     e.br(header)
@@ -79,8 +76,6 @@ def lower_for(lw: Lowering, op):
         _conservative_pending(lw)
     lw.lower_block(body)  # ends with scf.yield: values collected below
     yld = body.ops[-1]
-    if op.attrs.get("pipeline"):  # a ring (explicit ops): deferred dots are complete at the back edge too
-        lw.wgmma_groups.complete_all()
     yflat = [lw.flat(v, L)[1] for v, L in zip(yld.operands, layouts)]
     nxt = e.val(f"add {iv_ty} {iv}, {step}")
     latch = e.cur_label
@@ -92,8 +87,6 @@ def lower_for(lw: Lowering, op):
     for i, line_idx in enumerate(phi_lines[1:], start=1):
         e.body[line_idx] = e.body[line_idx].replace(f"__Y{i}__", flat_y[i - 1]).replace("__LATCH__", latch)
     e.start_block(exitl)
-    if op.attrs.get("pipeline") and async_dots(op):
-        carried_phis = wait_accumulators(lw, op, carried_phis)
     lw.smem.pending = pending_before + ([(0, 1 << 30, True)] if _smem_in(body.ops) else [])
     for r, L, names in zip(op.results, layouts, carried_phis):
         lw.set_result(r, names if lw.is_tile(r) else names[0], L)
@@ -114,7 +107,6 @@ def lower_terminator(lw: Lowering, op):
 @rule("scf.if")
 def lower_if(lw: Lowering, op):
     e = lw.e
-    lw.wgmma_groups.complete_all()
     cond = lw.scalar(op.operands[0])
     layouts = [lw.plan.get(r) if lw.is_tile(r) else None for r in op.results]
     thenl, elsel, mergel = e.label("if_then"), e.label("if_else"), e.label("if_end")
@@ -144,7 +136,6 @@ def lower_if(lw: Lowering, op):
 @rule("scf.while")
 def lower_while(lw: Lowering, op):
     e = lw.e
-    lw.wgmma_groups.complete_all()
     before, after = op.regions
     layouts = [lw.plan.get(a) if lw.is_tile(a) else None for a in before.args]
     init_flat = [lw.flat(v, L) for v, L in zip(op.operands, layouts)]

@@ -10,7 +10,8 @@ from typing import List, Optional
 from ...language.dtypes import scalar_of
 from .emitter import llty
 from ..layouts import Layout, register_map
-from ..shared_layouts import SharedLayout, conversion_cost, plan_shared_layout, vector_elems
+from ..shared_layouts import (SharedLayout, conversion_cost, plan_fits, plan_shared_layout,
+                             stmatrix_address_layout)
 from .lowering import Lowering, Tile, rule
 
 _EBYTES = {"i1": 1, "i8": 1, "i16": 2, "half": 2, "bfloat": 2, "i32": 4, "float": 4, "i64": 8, "double": 8,
@@ -105,9 +106,7 @@ def lower_convert_layout(lw: Lowering, op):
     ty = llty(scalar_of(src.type))
     ebytes = _EBYTES[ty]
     sl = op.attrs.get("smem")
-    if not isinstance(sl, SharedLayout) or sl.shape != tuple(dst.shape) or \
-            vector_elems(t.layout, sl.inner, sl.write_vec) < sl.write_vec or \
-            vector_elems(dst, sl.inner, sl.read_vec) < sl.read_vec:
+    if not isinstance(sl, SharedLayout) or not plan_fits(t.layout, dst, sl, ebytes):
         # the source layout is not the one the pass saw
         sl = plan_shared_layout(t.layout, dst, ebytes, 8 if ty.startswith("ptr") else 16)
     lw.tiles[res.id] = convert_through_shared_layout(lw, t, dst, ty, sl)
@@ -171,7 +170,9 @@ def convert_through_shared_layout(lw: Lowering, t: Tile, dst: Layout, ty: str, s
         e.cond_br(own, w, cont)
         e.start_block(w)
     wv = sl.write_vec
-    for g in range(0, len(t.regs), wv):
+    if sl.write_op:
+        _stmatrix_writes(lw, t, sl, ty, addr)
+    for g in range(0, len(t.regs) if not sl.write_op else 0, wv):
         p = addr(src_coords[g])
         vals = [e.val(f"zext i1 {v} to i8") if ty == "i1" else v for v in t.regs[g:g + wv]]
         if wv == 1:
@@ -199,3 +200,22 @@ def convert_through_shared_layout(lw: Lowering, t: Tile, dst: Layout, ty: str, s
             vals = [e.val(f"extractelement {vecty} {v}, i32 {i}") for i in range(rv)]
         out += [e.val(f"trunc i8 {v} to i1") if ty == "i1" else v for v in vals]
     return Tile(dst, out)
+
+
+def _stmatrix_writes(lw: Lowering, t: Tile, sl: SharedLayout, ty: str, addr) -> None:
+    """``t`` (16-bit MMA fragments, ``shared_layouts.stmatrix_fit``) into ``sl`` with one
+    ``stmatrix.x4`` per 8 registers: registers 8g + 2i, 8g + 2i + 1 are the thread's pair of block i;
+    lane 8i + j gives the address of row j of block i (``stmatrix_address_layout``)."""
+    e = lw.e
+    trans = sl.write_op.endswith(".trans")
+    rows = lw.coords(stmatrix_address_layout(t.layout, trans))
+    code = f"stmatrix.sync.aligned.m8n8.x4{'.trans' if trans else ''}.shared.b16 [$0], {{$1, $2, $3, $4}};"
+    for g in range(len(t.regs) // 8):
+        a = e.val(f"ptrtoint ptr addrspace(3) {addr(rows[g])} to i32")
+        words = []
+        for i in range(4):
+            pair = "undef"
+            for k in range(2):
+                pair = e.val(f"insertelement <2 x {ty}> {pair}, {ty} {t.regs[8 * g + 2 * i + k]}, i32 {k}")
+            words.append(e.val(f"bitcast <2 x {ty}> {pair} to i32"))
+        e.asm("void", code, "r,r,r,r,r", [("i32", a)] + [("i32", w) for w in words])

@@ -30,6 +30,8 @@ writes ``tensor_map={slot, build, check_alignment}`` on its ``make_tensor_descri
   runs, with the same sequence into the same per-program slot (``build_device_tensor_map_here``).
 - ``check_alignment``: a base or stride came from memory, where no analysis sees its alignment; the
   build traps when it is not 16-byte aligned (``make_tensor_descriptor``'s contract, as in Triton).
+  ``'guarded'``: the map's only users are TMA stores under an ``scf.if`` that tests that alignment
+  (a grouped GEMM's C with a loaded ldc); no trap, the masked store runs instead.
 
 Others keep the generic lowering (masked loads/stores), which is correct everywhere.
 """
@@ -61,7 +63,7 @@ class DeviceTensorMap:
         plan = make.attrs["tensor_map"]
         self.make, self.ty, self.box = make, ty, box
         self.index, self.build = plan["slot"], plan["build"]
-        self.check_alignment = bool(plan.get("check_alignment"))
+        self.check_alignment = plan.get("check_alignment") or False  # True (trap) | 'guarded' | False
         self.param = f"device_tensormap{self.index}"  # a stable name (prefetch order, reports)
         self.addr: Optional[str] = None  # i64 generic address of the slot, set at the entry
 
@@ -159,7 +161,12 @@ def _replace_fields(lw: Lowering, m: DeviceTensorMap, smem: str, t0: str) -> Non
     base = e.val(f"ptrtoint ptr addrspace(1) {lw.scalar(mk.operands[0])} to i64")
     shapes = [lw.scalar(v) for v in mk.operands[1:1 + n]]
     strides = [e.val(f"mul i64 {lw.scalar(v)}, {eb}") for v in mk.operands[1 + n:]]
-    if m.check_alignment:
+    if m.check_alignment == "guarded":
+        # only stores under a run-time test of this alignment use the map (passes/lower_descriptors.py,
+        # ``_split_on_extent``): where the test fails the map is never read, so it only has to be well-formed
+        base = e.val(f"and i64 {base}, -16")
+        strides = [e.val(f"and i64 {st}, -16") for st in strides]
+    elif m.check_alignment:
         # an address or leading dimension read from memory: TMA needs 16-byte alignment, so a violated
         # ``make_tensor_descriptor`` contract stops the kernel here rather than copying from elsewhere
         bits = base

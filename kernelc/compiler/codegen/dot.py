@@ -162,8 +162,6 @@ def _dims(is_a: bool, trans: bool) -> Tuple[int, int]:
 def _a_from_registers(lw: Lowering, a_v, L: Layout, M: int, K: int):
     """A-operand fragments straight from registers when A lives in the accumulator layout of a
     previous dot with the same warps along M (attention's P): no shared-memory round trip."""
-    if a_v.id in lw.wgmma_groups.pending:
-        lw.wgmma_groups.complete(a_v.id)
     t = lw.tiles.get(a_v.id)
     elt = scalar_of(a_v.type)
     if t is None or elt.itemsize != 2 or L.mma_meta is None:
@@ -213,7 +211,7 @@ def mma_dot(lw: Lowering, op, L: Layout, report: Optional[dict] = None):
     a_regs = None
     staged = {}
     for idx, v in ((0, a_v), (1, b_v)):
-        ent = lw.smem_operands.get((v.id, idx == 0)) or lw.smem_operands.get(v.id)
+        ent = lw.smem_operands.get(v.id)
         if ent is None:
             continue
         sm, trans, role = ent if len(ent) == 3 else (*ent, None)
@@ -258,16 +256,13 @@ def mma_dot(lw: Lowering, op, L: Layout, report: Optional[dict] = None):
     A, a_trans = staged.get(0, (None, False))
     B, b_trans = staged[1]
     if use_wgmma:
-        deferred = op.attrs.get("wgmma") == "deferred" and op.attrs.get("max_num_imprecise_acc") is None
-        run_wgmma(lw, kind, A, a_trans, B, b_trans, acc, L, M, N, K, a_regs=a_regs,
-                  in_flight=None if deferred else 1 if op.attrs.get("wgmma") == "async" else 0, b_kind=b_kind,
+        # issue and commit only: passes/wgmma_waits.py placed the wgmma_wait ops
+        run_wgmma(lw, kind, A, a_trans, B, b_trans, acc, L, M, N, K, a_regs=a_regs, b_kind=b_kind,
                   promote_every=op.attrs.get("max_num_imprecise_acc"),
                   turn=PingPong(lw, op.attrs["wgmma_turns"]) if op.attrs.get("wgmma_turns") else None)
     else:
         run_mma(lw, kind, A, B, a_trans, b_trans, acc, L, M, N, K, a_regs=a_regs, b_kind=b_kind)
     lw.tiles[op.results[0].id] = Tile(L, acc)
-    if use_wgmma and deferred:
-        lw.wgmma_groups.defer(op.results[0].id, pin=bool(op.attrs.get("pin_wait")))
 
 
 def run_mma(lw: Lowering, kind: str, A: Optional[SmemOperand], B: SmemOperand, a_trans: bool, b_trans: bool,

@@ -68,8 +68,8 @@ class Lowering:
         self.defs: Dict[int, Op] = {}
         self.smem = SharedMemory()
         self.persistent_tokens: Dict[str, int] = {}
-        # value id -> (shared view, trans[, staged as A]) of a dot operand in shared memory; (value id, as A)
-        # -> (view, trans) for a loop-invariant operand staged for that role (pipeline.stage_invariant_operands)
+        # value id -> (shared view, trans[, staged as A]) of a dot operand in shared memory (ring_read,
+        # stage_operand, a TMA tile read in place)
         self.smem_operands: Dict[int, tuple] = {}
         # ring_alloc / tma_ring_alloc / mbarrier_alloc / ring_cursor value id -> what it stands for (its shared
         # memory, codegen/pipeline.Ring, TmaRing, BarrierGroup; the cursor's cells, codegen/warp_specialize.py)
@@ -78,8 +78,6 @@ class Lowering:
         self.params: List[Tuple[str, str, str]] = []
         self.uses_smem = False
         self.consumer_threads = 0  # set once a warp-specialised kernel has split (ws_producer): barriers count these
-        from .wgmma import WgmmaGroups
-        self.wgmma_groups = WgmmaGroups(self)
         self._base_cache: Dict = {}
         for op in fn.walk():
             for r in op.results:
@@ -139,8 +137,6 @@ class Lowering:
 
     def get(self, v: Value, layout: Optional[Layout] = None) -> Tile:
         """``v`` as a Tile in ``layout`` (its own layout if None)."""
-        if v.id in self.wgmma_groups.pending:  # a deferred dot's result: wait for its group first
-            self.wgmma_groups.complete(v.id)
         t = self.tiles.get(v.id)
         if t is not None:
             if layout is None or t.layout == layout:

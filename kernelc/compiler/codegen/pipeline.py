@@ -10,12 +10,12 @@ with both (``tma_ring_alloc``, ``mbarrier_alloc``/``mbarrier_at``/``mbarrier_ini
 of codegen/warp_specialize.py). The rules at the end of this module lower them one op at a time,
 keeping only the ring or barrier-group value -> shared memory map (``Lowering.rings``) and the
 ring_read value -> shared operand map the dots read (``Lowering.smem_operands``).
-Loop-invariant dot operands (attention's Q) of a loop without a ring are staged into shared memory once,
-before the loop (``stage_invariant_operands``).
+Loop-invariant dot operands (attention's Q) reach codegen as ``stage_operand`` ops
+(``passes/stage_operands.py``).
 """
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Optional
 
 from ...language.dtypes import scalar_of, shape_of
 from ..ir.core import Loc, Op
@@ -25,65 +25,6 @@ from .dot import MMA_SHAPES, SmemOperand, _dims, operand_geometry, store_operand
 from .memory import report_access
 from .emitter import llty
 from .lowering import Lowering, rule
-from .wgmma import tie_through_wait
-
-
-def async_dots(loop: Op) -> set:
-    """Ids of the loop's wgmma dots that stay in flight across iterations (``wgmma='async'``)."""
-    return {id(o) for o in loop.regions[0].ops if o.name == "dot" and o.attrs.get("wgmma") == "async"}
-
-
-def wait_accumulators(lw: Lowering, loop: Op, carried: Optional[List[List[str]]]):
-    """``wgmma.wait_group 0`` that takes the in-flight accumulators (the carried values the async dots
-    are yielded as) and hands them back (``wgmma.tie_through_wait``): a conversion sunk into the loop
-    exit cannot read registers the tensor cores still write (ptxas would serialise every wgmma, C7514)."""
-    body = loop.regions[0]
-    yld = body.ops[-1]
-    dots = async_dots(loop)
-    idx = sorted({i for i, v in enumerate(yld.operands) if v.op is not None and id(v.op) in dots})
-    regs = [r for i in idx for r in carried[i]] if carried is not None else []
-    vals = tie_through_wait(lw, 0, regs)
-    if not regs:
-        return carried
-    out = list(carried)
-    k = 0
-    for i in idx:
-        out[i] = vals[k:k + len(carried[i])]
-        k += len(carried[i])
-    return out
-
-
-def stage_invariant_operands(lw: Lowering, op: Op) -> None:
-    """Before a loop: copy dot operands that do not change in the loop into shared memory once."""
-    body = op.regions[0]
-    inner = {r.id for o in body.ops for t in o.walk() for r in t.results} | {a.id for a in body.args}
-    e = lw.e
-    staged = False
-    for o in body.ops:
-        if o.name != "dot" or id(o) in lw.plan.dot_fma or lw.plan.get(o.results[0]) is None:
-            continue
-        for idx in (0, 1):
-            v = o.operands[idx]
-            if v.id in inner or v.id in lw.smem_operands or (v.id, idx == 0) in lw.smem_operands or not lw.is_tile(v):
-                continue
-            elt = scalar_of(v.type)
-            if elt.name not in MMA_SHAPES:
-                continue
-            M, N = shape_of(o.results[0].type)
-            K = shape_of(o.operands[0].type)[1]
-            t = lw.get(v)
-            trans = choose_trans(t.layout, elt.itemsize, idx == 0)
-            geom = operand_geometry(idx == 0, trans, M if idx == 0 else N, K, elt.itemsize)
-            tok = lw.persistent(geom.nbytes)
-            sm = geom.at(tok)
-            store_operand(lw, t, llty(elt), elt.itemsize, sm, *_dims(idx == 0, trans))
-            # keyed by role: a K that is one dot's A and another's B is staged once for each
-            lw.smem_operands[(v.id, idx == 0)] = (sm, trans)
-            staged = True
-    if staged:
-        if any(id(o) in lw.plan.wgmma for o in body.ops):
-            e.asm("void", "fence.proxy.async.shared::cta;", "", [])
-        lw.barrier()
 
 
 # -- the cp.async ring, one op at a time (passes/cp_async_rings.py wrote the ops) -----------------------

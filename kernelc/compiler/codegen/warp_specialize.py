@@ -100,11 +100,6 @@ def lower_mbarrier_arrive(lw: Lowering, op: Op) -> None:
     T.mbarrier_arrive(lw, lw.scalar(op.operands[0]), lw.scalar(op.operands[1]))
 
 
-@rule("wgmma_wait_deferred")
-def lower_wgmma_wait_deferred(lw: Lowering, op: Op) -> None:
-    lw.wgmma_groups.complete_all()
-
-
 @rule("pingpong_begin")
 def lower_pingpong_begin(lw: Lowering, op: Op) -> None:
     PingPong(lw).before_loop()

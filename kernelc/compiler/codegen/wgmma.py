@@ -6,7 +6,8 @@ read straight from shared memory through 64-bit matrix descriptors: the buffers 
 SmemOperand panels (K-major, or MN-major with the transpose bit for 16-bit types), already filled
 by the cp.async pipeline, by a one-off staging of a loop-invariant operand, or staged here. An A
 operand that lives in the accumulator layout of a previous dot (attention's P) is fed from
-registers. The issue sequence is fence -> mma_async per k step -> commit -> wait.
+registers. The issue sequence is fence -> mma_async per k step -> commit; the waits are `wgmma_wait` ops
+(passes/wgmma_waits.py).
 
 fp8 (e4m3 / e5m2, any pairing of the two) runs as ``m64nNk32``: the same 32 bytes of K per step as
 the 16-bit types' k16. 8-bit operands have no transpose bit, so both must be K-major in shared memory;
@@ -21,7 +22,7 @@ from typing import List, Optional
 from ..layouts import Layout
 from ..target_rules import WGMMA_TYPES, wgmma_eligible  # noqa: F401
 from .emitter import llty
-from .lowering import Lowering, Tile
+from .lowering import Lowering, Tile, rule
 
 SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}  # descriptor bits 62-63
 
@@ -72,52 +73,10 @@ def _promote(lw: Lowering, main: List[str], partial: List[str]) -> List[str]:
     """Add a finished partial accumulator to the fp32 one (waits for the wgmmas that produce it)."""
     e = lw.e
     e.asm("void", "wgmma.commit_group.sync.aligned;", "", [])
-    lw.wgmma_groups.committed()
     e.asm("void", "wgmma.wait_group.sync.aligned 0;", "", [])
     out = [e.val(f"fadd float {m}, {p}") for m, p in zip(main, partial)]
     e.asm("void", "wgmma.fence.sync.aligned;", "", [])
     return out
-
-
-class WgmmaGroups:
-    """wgmma groups committed but not waited for, and the tile values they produce (deferred dots).
-
-    A deferred dot commits its group without waiting; ``pending[value id]`` counts the groups committed
-    after it. The first read of the value (``Lowering.get``) waits with ``wait_group <that count>`` and
-    takes the value's registers -- and those of every older pending value, complete as well -- through
-    the wait, so nothing reading them can be scheduled above it. Attention's next ``QK^T`` then runs
-    on the tensor cores while this block's ``PV`` is still in flight (FlashAttention-3's overlap)."""
-
-    def __init__(self, lw: Lowering):
-        self.lw = lw
-        self.pending: dict = {}
-        self.pinned: set = set()
-
-    def committed(self, n: int = 1) -> None:
-        for k in self.pending:
-            self.pending[k] += n
-
-    def defer(self, vid: int, pin: bool = False) -> None:
-        self.pending[vid] = 0
-        if pin:
-            self.pinned.add(vid)
-
-    def complete(self, vid: int) -> None:
-        d = self.pending[vid]
-        done = [k for k, dist in self.pending.items() if dist >= d]
-        tiles = [self.lw.tiles[k] for k in done]
-        regs = [r for t in tiles for r in t.regs]
-        new = tie_through_wait(self.lw, d, regs, pin=vid in self.pinned)
-        self.pinned.difference_update(done)
-        k = 0
-        for vid2, t in zip(done, tiles):
-            self.lw.tiles[vid2] = Tile(t.layout, new[k:k + len(t.regs)])
-            k += len(t.regs)
-            del self.pending[vid2]
-
-    def complete_all(self) -> None:
-        if self.pending:
-            self.complete(min(self.pending, key=lambda k: self.pending[k]))
 
 
 def pinned_wait(n: int) -> str:
@@ -146,7 +105,7 @@ def tie_through_wait(lw: Lowering, n: int, regs: List[str], pin: bool = False) -
 
 
 def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: List[str], L: Layout,
-              M: int, N: int, K: int, a_regs=None, in_flight: int = 0, b_kind: Optional[str] = None,
+              M: int, N: int, K: int, a_regs=None, b_kind: Optional[str] = None,
               promote_every: Optional[int] = None, turn=None) -> None:
     """Issue the wgmmas of one dot. ``promote_every`` (fp8 only; Triton's ``max_num_imprecise_acc``): the fp8
     tensor cores accumulate with reduced precision, so every ``promote_every`` K elements the products are
@@ -171,8 +130,6 @@ def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: 
     nk = K // kstep
     partial = not has_trans and promote_every is not None and promote_every <= K
     group = max(1, promote_every // kstep) if partial else nk
-    if partial:
-        in_flight = 0  # the FADDs need the results
     instr = f"wgmma.mma_async.sync.aligned.m64n{N}k{kstep}.f32.{t}.{tb}"
     if turn is not None and partial:
         turn = None  # (fp8 promotion waits inside the issue sequence)
@@ -210,11 +167,9 @@ def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: 
         acc[base_idx:base_idx + nacc] = _promote(lw, main, cur) if partial else cur
     if not partial:  # (each promotion already waited for its group)
         e.asm("void", "wgmma.commit_group.sync.aligned;", "", [])
-        lw.wgmma_groups.committed()
         if turn is not None and turn.give:
             turn.after_commit()
-        if in_flight is not None:  # None: deferred, the first read of the result waits (WgmmaGroups)
-            e.asm("void", f"wgmma.wait_group.sync.aligned {in_flight};", "", [])
+        # the waits are wgmma_wait ops (passes/wgmma_waits.py)
 
 
 class PingPong:
@@ -260,3 +215,15 @@ class PingPong:
 
     def after_loop(self) -> None:
         self._asm(f"bar.sync 2, {self.THREADS};", self._is_wg(0))
+
+
+@rule("wgmma_wait")
+def lower_wgmma_wait(lw: Lowering, op) -> None:
+    """``wgmma.wait_group pending``, the operand tiles taken through it (:func:`tie_through_wait`); the results
+    are their registers after the wait."""
+    tiles = [lw.get(v) for v in op.operands]
+    new = tie_through_wait(lw, op.attrs["pending"], [r for t in tiles for r in t.regs], pin=bool(op.attrs.get("pin")))
+    k = 0
+    for res, t in zip(op.results, tiles):
+        lw.tiles[res.id] = Tile(t.layout, new[k:k + len(t.regs)])
+        k += len(t.regs)

@@ -190,7 +190,12 @@ for op in [
     OpDef("mbarrier_arrive", (2, 2), pure=False, results=0, category="ring",
           doc="barrier, pred (i1): where pred, arrive once (a consumer is done with what the barrier guards)"),
     OpDef("wgmma_wait_deferred", (0, 0), pure=False, results=0, category="ring",
-          doc="wait for the wgmma groups of deferred dots not waited for yet (before their stage is released)"),
+          doc="wait for the wgmma groups of deferred dots not waited for yet (before their stage is released); "
+              "place_wgmma_waits replaces it with wgmma_wait ops"),
+    OpDef("wgmma_wait", (0, -1), ("pending",), pure=False, results=-1, category="ring",
+          doc="tiles... -> the same tiles: wgmma.wait_group `pending` (at most that many of this warpgroup's "
+              "wgmma groups still in flight), the tiles taken through it so nothing reading them runs before; "
+              "pin=True: ptxas keeps it in place too (passes/wgmma_waits.py)", optional_attrs=("pin",)),
     OpDef("pingpong_begin", (0, 0), pure=False, results=0, category="ring",
           doc="the second consumer warpgroup hands the first one the first turn (ws.pingpong)"),
     OpDef("pingpong_end", (0, 0), pure=False, results=0, category="ring",

@@ -522,6 +522,17 @@ def _wait_group(op: Op) -> List[str]:
     return [] if isinstance(n, int) and n >= 0 else [f"pending must be an int >= 0, got {n!r}"]
 
 
+def _wgmma_wait(op: Op) -> List[str]:
+    errs = _wait_group(op)
+    if op.attrs.get("pin") not in (None, True):
+        errs.append(f"pin is True or absent, got {op.attrs['pin']!r}")
+    if [r.type for r in op.results] != [v.type for v in op.operands]:
+        errs.append("wgmma_wait yields its operands' types, one result per operand")
+    elif any(not isinstance(v.type, block_type) or scalar_of(v.type).name != "fp32" for v in op.operands):
+        errs.append("wgmma_wait takes fp32 accumulator tiles")
+    return errs
+
+
 RULES: Dict[str, Callable[[Op], List[str]]] = {
     "ring_alloc": _ring_alloc,
     "async_copy": _async_copy,
@@ -546,6 +557,7 @@ RULES: Dict[str, Callable[[Op], List[str]]] = {
     else ["operand 0 must be a tma_ring_alloc"],
     "stage_operand": _staged_operand,
     "async_wait_group": _wait_group,
+    "wgmma_wait": _wgmma_wait,
     **{k: _arith(_float_only) for k in ("fadd", "fsub", "fmul", "fdiv", "frem", "fmax", "fmin", "fma",
                                          "fneg", "fabs", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn",
                                          "rsqrt", "sin", "cos", "erf", "floor", "ceil", "tanh")},

@@ -58,7 +58,7 @@ def coalesce_stores(fn: Function, num_warps: int, arch_major: int, arch: str = "
         cost = 2 * cur.num_regs * 32 * ebytes
         if saved <= cost:
             continue
-        _insert_conversion(op, 1, cur, want)
+        _insert_conversion(op, 1, cur, want, arch_major)
         if notes is not None:
             notes.append(f"{op.loc.file}:{op.loc.line}: store converted to its coalesced layout through shared "
                          f"memory ({saved // SECTOR_BYTES} fewer sectors per warp)")
@@ -70,12 +70,13 @@ def _ebytes(v) -> int:
     return 8 if isinstance(elt, pointer_type) else 1 if elt.is_int1() else elt.itemsize
 
 
-def _insert_conversion(op: Op, i: int, have: Layout, want: Layout) -> Op:
+def _insert_conversion(op: Op, i: int, have: Layout, want: Layout, arch_major: int = 0) -> Op:
     """Read operand ``i`` of ``op`` through a new ``convert_layout`` (placed right before ``op``)."""
     v = op.operands[i]
     # pointer tiles move one element per shared access (no vectors of pointers)
     vec_bytes = 8 if isinstance(scalar_of(v.type), pointer_type) else 16
-    smem = plan_shared_layout(have, want, _ebytes(v), vec_bytes)
+    # sm_90's stmatrix writes 16-bit MMA accumulators eight 8x8 blocks per instruction
+    smem = plan_shared_layout(have, want, _ebytes(v), vec_bytes, stmatrix=arch_major >= 9)
     cvt = Op("convert_layout", [v], [v.type], {"layout": want, "smem": smem}, loc=op.loc)
     blk = op.block
     cvt.block = blk
@@ -135,7 +136,7 @@ def make_conversions_explicit(fn: Function, num_warps: int, arch_major: int, arc
             have = plan.get(v)
             if have is None or want is None or have == want or register_map(have, want, lambda c: c) is not None:
                 continue
-            _insert_conversion(op, i, have, want)
+            _insert_conversion(op, i, have, want, arch_major)
     return fn
 
 

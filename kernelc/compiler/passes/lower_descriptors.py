@@ -33,7 +33,7 @@ from typing import Callable, List, Optional
 from ...errors import CompilationError
 from ...language.blocks import generic_descriptor_load, generic_descriptor_store
 from ...language.core import builder_scope, tensor
-from ...language.dtypes import shape_of, tensor_descriptor_type
+from ...language.dtypes import int64, shape_of, tensor_descriptor_type
 from ..frontend.ir_builder import IRBuilder
 from ..abi import tensor_map_type
 from ..ir.core import Argument, Block, Function, Op, Value, replace_all_uses
@@ -136,16 +136,25 @@ def device_map_build(op: Op, fn: Function, axis=None) -> Optional[dict]:
     eb = ty.element_ty.itemsize
     div = lambda v: axis.get(v).divisibility[0]  # noqa: E731  (bytes for the pointer, elements for ints)
     check = False
-    for v, scale in [(mk.operands[0], 1)] + [(s, eb) for s in mk.operands[1 + n:]]:
-        if (div(v) * scale) % 16 == 0:
-            continue
+    for v, scale in _unproven_alignment(mk, axis):
         if build == "entry" or not from_memory(v, fn):
             return None
-        check = True
+        # a store split on its extent tests these too (``_split_on_extent``): no trap, the map is only
+        # used where the test passed
+        check = "guarded" if op.attrs.get("extent_checked") else True
     if op.name == "descriptor_store" and not op.attrs.get("extent_checked") and \
             not store_extent_ok(div(mk.operands[n]), eb):
         return None  # a store's inner extent must be whole 16-byte chunks (target_rules): proven, or checked
     return {"build": build, "check_alignment": check}
+
+
+def _unproven_alignment(mk: Op, axis) -> List[tuple]:
+    """(value, bytes per unit) of the base and strides of ``mk`` not proven 16-byte aligned."""
+    ty: tensor_descriptor_type = mk.results[0].type
+    n, eb = ty.ndim, ty.element_ty.itemsize
+    div = lambda v: axis.get(v).divisibility[0]  # noqa: E731  (bytes for the pointer, elements for ints)
+    return [(v, scale) for v, scale in [(mk.operands[0], 1)] + [(s, eb) for s in mk.operands[1 + n:]]
+            if (div(v) * scale) % 16]
 
 
 def from_memory(v: Value, fn: Function) -> bool:
@@ -254,8 +263,10 @@ def _assign_device_maps(fn: Function) -> None:
         if any(p is None for p in plans):
             raise CompilationError("internal: a descriptor op tagged for TMA lost its device map", mk.loc.file,
                                    mk.loc.line, mk.loc.col, mk.loc.function)
-        mk.attrs["tensor_map"] = {"slot": slot, "build": plans[0]["build"],
-                                  "check_alignment": any(p["check_alignment"] for p in plans)}
+        checks = [p["check_alignment"] for p in plans]
+        # a load's map traps on a violated contract; a map only guarded stores use needs no trap
+        check = True if True in checks else "guarded" if "guarded" in checks else False
+        mk.attrs["tensor_map"] = {"slot": slot, "build": plans[0]["build"], "check_alignment": check}
         builds_here |= plans[0]["build"] == "here"
         slot += 1
     if builds_here:
@@ -294,24 +305,35 @@ def _claimed_if_extent_checked(fn: Function, op: Op, arch, claim) -> bool:
 
 
 def _split_on_extent(fn: Function, block: Block, op: Op) -> None:
-    """``descriptor_store`` -> ``scf.if (inner extent * element bytes) % 16 == 0``: the TMA store in the
-    then-branch, the masked store (``_rewrite``) in the else-branch.
+    """``descriptor_store`` -> ``scf.if`` on the TMA store's requirements: the inner extent is whole
+    16-byte chunks, and so are the base and strides the axis analysis cannot prove aligned (read from
+    memory: a grouped GEMM's C and ldc). The TMA store in the then-branch, the masked store
+    (``_rewrite``) in the else-branch. The map is then built without a trap (``check_alignment='guarded'``):
+    a C whose rows are not 16-byte multiples takes the masked store instead of stopping the kernel.
 
-    Example (tile IR, fp16, names shortened)::
+    Example (tile IR, fp16, C's address and ldc loaded, names shortened)::
 
         descriptor_store %c, %t, %r, %k
       ->
-        %ok = cmpi eq (rem %N, 8), 0
+        %ok = and (and (cmpi eq (rem %N, 8), 0), (cmpi eq (rem %ldc, 8), 0)), (cmpi eq (rem (cast %C), 16), 0)
         scf.if %ok { descriptor_store %c, %t, %r, %k {tma=True, extent_checked=True} }
         else { <masked store of %t> }
     """
     ty = op.operands[0].type
-    inner = op.operands[0].op.operands[ty.ndim]
+    mk = op.operands[0].op
+    inner = mk.operands[ty.ndim]
+    per_chunk = 16 // ty.element_ty.itemsize
     builder = IRBuilder(trace_function=None)
     scratch = builder.push(Block())
     builder.loc = op.loc
     with builder_scope(builder):
-        ok = (tensor(inner, inner.type) % (16 // ty.element_ty.itemsize)) == 0
+        ok = (tensor(inner, inner.type) % per_chunk) == 0
+        for v, scale in _unproven_alignment(mk, analyze(fn)):
+            x = tensor(v, v.type)
+            if scale == 1:  # the base address, in bytes
+                ok = ok & ((x.to(int64) % 16) == 0)
+            else:  # a stride, in elements
+                ok = ok & ((x % per_chunk) == 0)
     then_b, else_b = Block(), Block()
     at = block.ops.index(op)
     block.ops.remove(op)

@@ -11,6 +11,7 @@ from typing import Dict, List
 from ...language.dtypes import int1, int32, int64
 from ..ir.core import Op, Value, replace_all_uses
 from .schedule_ir import REFILL_AFTER_DOTS, address_chain, inside_loop
+from .stage_operands import entry_values, stage_invariants
 
 
 class RingExpander:
@@ -72,53 +73,6 @@ class RingExpander:
         ty = iv.type
         off = self._op(out, "mul", [step, self._const(out, n, ty)], [ty]).results[0]
         return self._op(out, "add", [iv, off], [ty]).results[0]
-
-    def _entry_values(self, inits, carried) -> List[Op]:
-        """The loop's tile inits that only the loop reads and that have no layout yet (materialised where
-        used): computed in the carried layout right before the prologue, where the loop would otherwise
-        materialise them on entry (their defining ops move there, in operand order)."""
-        blk, loop, out = self.loop.block, self.loop, []
-        before = blk.ops[:blk.ops.index(loop)]
-        for v, a in zip(inits, carried):
-            d = v.op
-            L = self.plan.layouts.get(a.id)
-            if d is None or d not in before or L is None or self.plan.layouts.get(v.id) is not None \
-                    or len(d.results) != 1 or d.name == "constant":
-                continue
-            readers = [o for o in blk.ops for t in o.walk() for x in t.operands if x is v]
-            if readers != [loop] or loop.operands.count(v) != 1:
-                continue
-            blk.ops.remove(d)
-            before.remove(d)
-            self.plan.layouts[v.id] = L
-            out.append(d)
-        return out
-
-    def _stage_invariants(self, pre: List[Op], body) -> None:
-        """Tensor-core dot operands defined outside the loop (attention's Q) are stored to shared memory
-        once, before the ring (``stage_operand``); the dots read the staged copy."""
-        plan = self.plan
-        inner = {r.id for o in body.ops for t in o.walk() for r in t.results} | {a.id for a in body.args}
-        # one staged copy per (value, role): a K that is one dot's A and another's B is stored once for each
-        # (a copy staged as A read as B was wrong on an H100, 2026-11-27, tests/gpu/test_gpu_tma.py)
-        staged: Dict[tuple, Value] = {}
-        for o in body.ops:
-            if o.name != "dot" or id(o) in plan.dot_fma or plan.layouts.get(o.results[0].id) is None:
-                continue
-            for idx in (0, 1):
-                v = o.operands[idx]
-                if v.id in inner or not hasattr(v.type, "shape") or (v.op is not None and v.op.attrs.get("in_place")):
-                    continue
-                key = (v.id, idx)
-                if key not in staged:
-                    st = self._op(pre, "stage_operand", [v], [v.type], {"operand": "a" if idx == 0 else "b"})
-                    self._like(st.results[0], v)
-                    staged[key] = st.results[0]
-                o.operands[idx] = staged[key]
-        if staged:
-            if any(o.name == "dot" and id(o) in plan.wgmma for o in body.ops):
-                self._op(pre, "fence_async_shared", [], [])
-            self._op(pre, "barrier", [], [])
 
     def _order(self, chain: List[Op], yld: Op):
         """The chain with the ops that compute the copies' pointers and masks last, in copy order, and
@@ -223,8 +177,8 @@ class RingExpander:
         inits = loop.operands[3:]
         yld = body.ops[-1]
         chain = self._order(chain, yld)
-        pre: List[Op] = self._entry_values(inits, carried)
-        self._stage_invariants(pre, body)
+        pre: List[Op] = entry_values(plan, loop)
+        stage_invariants(plan, self.axis, loop, pre)
         rings = []
         for ld, _, is_a, _ in self.cp:
             r = self._op(pre, "ring_alloc", [], [ld.results[0].type],

@@ -38,6 +38,7 @@ from ...language.dtypes import int1, int32, int64, shape_of
 from ..ir.core import Block, Function, Loc, Op, Value, replace_all_uses
 from .rings import RingExpander
 from .schedule_ir import address_chain, inside_loop, loop_path, ringed_operands
+from .stage_operands import entry_values, stage_invariants
 
 
 def expand_warp_specialize(fn: Function, ctx) -> Function:
@@ -242,12 +243,11 @@ class _WsExpander(RingExpander):
         loop, S = self.loop, self.S
         ws = loop.attrs["ws"]
         body = loop.regions[0]
-        iv, carried = body.args[0], body.args[1:]
+        iv = body.args[0]
         lb, ub = loop.operands[:2]
-        inits = loop.operands[3:]
         yld = body.ops[-1]
-        pre: List[Op] = self._entry_values(inits, carried)
-        self._stage_invariants(pre, body)
+        pre: List[Op] = entry_values(self.plan, loop)
+        stage_invariants(self.plan, self.axis, loop, pre)
         rd0 = self._op(pre, "cursor_load", [self.cur], [int32], {"field": "stage"}).results[0]
         ph0 = self._op(pre, "cursor_load", [self.cur], [int32], {"field": "phase"}).results[0]
         if ws.get("pingpong"):

@@ -1,0 +1,160 @@
+"""``stage_invariant_operands``: tensor-core dot operands that a loop does not change (attention's Q)
+are stored to shared memory once, before the loop, as explicit ``stage_operand`` ops
+(docs/schedule-ir.md, "Loop-invariant dot operands").
+
+The ring passes (``passes/rings.py``) stage the invariants of the loops they expand with the same
+function, :func:`stage_invariants`; this pass, the last tile pass, does it for every other ``scf.for``
+(a loop without a ring: not pipelined, or its loads could not be ringed). For such a loop it writes,
+right before the loop::
+
+    (the ops defining the loop's tile inits that only the loop reads, moved here: see below)
+    %s = stage_operand %v {operand='a'|'b'}     one per (operand value, role) the loop's dots read
+    [fence_async_shared]                        when one of the loop's dots runs on wgmma
+    barrier
+
+and the loop's dots read ``%s``. One staged copy serves each role: a tile that one dot reads as A and
+another as B is staged twice (a copy laid out as A read as B was wrong on an H100, 2026-11-27). A
+copy staged before a loop also serves every later tensor-core dot that reads the same value in the same
+role where the copy dominates it (later loops, dots after the loop): those read it in place and no
+barrier is added for them. The moved inits are what the code generator materialised on loop entry,
+before the staging, when the decision was made there (so the generated code did not change).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+from ...language.dtypes import scalar_of, shape_of
+from ..codegen.dot import MMA_SHAPES
+from ..ir.core import Block, Function, Op, Value
+
+_READ_IN_PLACE = ("stage_operand", "ring_read")  # already shared-memory operands
+
+
+def tensor_core_dot(plan, op: Op) -> bool:
+    """A dot the code generator runs on mma.sync or wgmma (the others read registers)."""
+    return op.name == "dot" and id(op) not in plan.dot_fma and plan.layouts.get(op.results[0].id) is not None
+
+
+def _stageable(v: Value, inner: set) -> bool:
+    if v.id in inner or len(shape_of(v.type)) != 2 or scalar_of(v.type).name not in MMA_SHAPES:
+        return False
+    d = v.op
+    return d is None or not (d.attrs.get("in_place") or d.name in _READ_IN_PLACE)
+
+
+def like(plan, axis, new: Value, old: Value) -> None:
+    """``new`` stands for ``old``: the same register layout and axis facts."""
+    L = plan.layouts.get(old.id)
+    if L is not None:
+        plan.layouts[new.id] = L
+    info = axis.info.get(old.id) if axis is not None else None
+    if info is not None:
+        axis.info[new.id] = info
+
+
+def stage_invariants(plan, axis, loop: Op, pre: List[Op], staged: Optional[Dict[tuple, Value]] = None) -> bool:
+    """Stage the tensor-core dot operands of ``loop``'s body that are defined outside it: a
+    ``stage_operand`` per (value id, operand index) appended to ``pre`` (to go before the loop), unless
+    ``staged`` already has a copy for that key (reused); the dots read the copies. Appends the fence
+    (wgmma readers) and the barrier after new copies; returns whether it made any."""
+    body = loop.regions[0]
+    inner = {r.id for o in body.ops for t in o.walk() for r in t.results} | {a.id for a in body.args}
+    staged = {} if staged is None else staged
+    new = False
+    for o in body.ops:
+        if not tensor_core_dot(plan, o):
+            continue
+        for idx in (0, 1):
+            v = o.operands[idx]
+            key = (v.id, idx)
+            if key not in staged:
+                if not _stageable(v, inner):
+                    continue
+                st = Op("stage_operand", [v], [v.type], {"operand": "a" if idx == 0 else "b"}, loc=loop.loc)
+                pre.append(st)
+                like(plan, axis, st.results[0], v)
+                staged[key] = st.results[0]
+                new = True
+            o.operands[idx] = staged[key]
+    if new:
+        if any(o.name == "dot" and id(o) in plan.wgmma for o in body.ops):
+            pre.append(Op("fence_async_shared", [], [], loc=loop.loc))
+        pre.append(Op("barrier", [], [], loc=loop.loc))
+    return new
+
+
+def entry_values(plan, loop: Op) -> List[Op]:
+    """The defining ops of ``loop``'s tile inits that only the loop reads and that have no layout yet
+    (flexible values, materialised where used), removed from before the loop and given the carried
+    value's layout: the caller puts them back right before what it writes in front of the loop, where
+    lowering the loop would otherwise materialise them (in operand order)."""
+    blk, out = loop.block, []
+    body = loop.regions[0]
+    before = blk.ops[:blk.ops.index(loop)]
+    for v, a in zip(loop.operands[3:], body.args[1:]):
+        d = v.op
+        L = plan.layouts.get(a.id)
+        if d is None or d not in before or L is None or plan.layouts.get(v.id) is not None \
+                or len(d.results) != 1 or d.name == "constant":
+            continue
+        readers = [o for o in blk.ops for t in o.walk() for x in t.operands if x is v]
+        if readers != [loop] or loop.operands.count(v) != 1:
+            continue
+        blk.ops.remove(d)
+        before.remove(d)
+        plan.layouts[v.id] = L
+        out.append(d)
+    return out
+
+
+def stage_invariant_operands(fn: Function, ctx) -> Function:
+    """The pass (see the module docstring). Walks the kernel in program order with one table of staged
+    copies per block: a copy made before a loop in block B is visible in B after it and in the regions
+    nested there, i.e. exactly where it dominates."""
+    plan, axis = ctx.plan, ctx.axis
+    scopes: List[Dict[tuple, Value]] = []
+
+    def visible() -> Dict[tuple, Value]:
+        out: Dict[tuple, Value] = {}
+        for sc in scopes:
+            out.update(sc)
+        return out
+
+    def visit(block: Block) -> None:
+        scopes.append({})
+        i = 0
+        while i < len(block.ops):
+            op = block.ops[i]
+            if tensor_core_dot(plan, op):
+                seen = visible()
+                for idx in (0, 1):
+                    st = seen.get((op.operands[idx].id, idx))
+                    if st is not None:
+                        op.operands[idx] = st
+            elif op.name == "scf.for":
+                seen = visible()
+                before = set(seen)
+                pre: List[Op] = []
+                moved = entry_values(plan, op) if _needs_staging(plan, op, seen) else []
+                i = block.ops.index(op)
+                stage_invariants(plan, axis, op, pre, seen)
+                scopes[-1].update({k: v for k, v in seen.items() if k not in before})
+                block.ops[i:i] = moved + pre
+                for o in moved + pre:
+                    o.block = block
+                i += len(moved) + len(pre)
+            for r in op.regions:
+                visit(r)
+            i += 1
+        scopes.pop()
+
+    visit(fn.body)
+    return fn
+
+
+def _needs_staging(plan, loop: Op, seen: Dict[tuple, Value]) -> bool:
+    """Whether :func:`stage_invariants` will make a new copy for ``loop`` (the inits move only then)."""
+    body = loop.regions[0]
+    inner = {r.id for o in body.ops for t in o.walk() for r in t.results} | {a.id for a in body.args}
+    return any(tensor_core_dot(plan, o) and (o.operands[idx].id, idx) not in seen and _stageable(o.operands[idx], inner)
+               for o in body.ops for idx in (0, 1))
