@@ -97,17 +97,15 @@ def _err(a, b):
 # --sweep: other launch configs (BLOCK_M, BLOCK_N, num_warps, num_stages), each spill-free on sm_90a when listed
 SWEEP_FWD = {128: [(128, 64, 4, 2), (128, 64, 8, 3), (64, 64, 4, 3)],
              64: [(128, 128, 8, 2), (128, 64, 8, 3), (64, 64, 4, 3)]}
-SWEEP_DKDV = {128: [(64, 128, 8, 3)], 64: [(32, 64, 4, 3), (64, 64, 4, 3)]}
-SWEEP_DQ = {128: [(128, 64, 8, 2), (128, 64, 8, 3)], 64: [(64, 64, 4, 3)]}
+SWEEP_DKDV = {128: [(32, 128, 8, 3)], 64: [(32, 128, 4, 3), (64, 64, 4, 3)]}
+SWEEP_DQ = {128: [(128, 32, 8, 3), (128, 64, 8, 3)], 64: [(128, 32, 4, 3)]}
 # dK/dV configs with a producer warp(group) filling the loop's ring (the kernel's WS; setmaxnreg at 8 warps)
 SWEEP_DKDV_WS = {128: [(32, 128, 8, 3)], 64: [(32, 128, 4, 3)]}
 # the one-kernel (atomic dQ) backward at other dK/dV configs (its default is timed too, as sweep_bwd_atomic_default)
 SWEEP_ATOMIC = {128: [(16, 128, 8, 3)], 64: [(64, 64, 4, 3)]}
-# (dK/dV, dQ) configs timed together, and (with the backward's steps timed one by one) the pair the parts are
-# timed at: the best of each table above as of 2026-11-27
-SWEEP_BWD_PAIRS = {128: [((64, 128, 8, 3), (128, 64, 8, 2))], 64: [((32, 64, 4, 3), (64, 64, 4, 3))]}
-# the backward's dK/dV and dQ kernels compiled again under other compile knobs (A/B), at the first pair of
-# SWEEP_BWD_PAIRS (the default configs where there is none):
+# (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27
+SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4, 3), (128, 32, 4, 3))]}
+# the backward's dK/dV and dQ kernels compiled again under other compile knobs (A/B), at the default configs:
 #   nodefer   every wgmma waited for right after its issue in the loops no producer warp fills (main's code
 #             before 2026-11-27's KERNELC_WGMMA_DEFER_RING: dP's wgmma not under the softmax recompute)
 #   dqnopin   the dQ kernel only (the dK/dV kernel as compiled by default), its deferred waits unpinned: at
@@ -167,9 +165,8 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                                          dkdv_config=c and _cfg(c))
         check_against_default(name, fn)
         record(name, fn)
-    # each kernel of the backward alone (default configs, then the first pair): where the time goes
-    for tag, cfgs in [("default", {}), ("atomic", dict(dq_mode="atomic"))] + [
-            ("pair", dict(dkdv_config=_cfg(c1), dq_config=_cfg(c2))) for c1, c2 in pairs[:1]]:
+    # each kernel of the backward alone (default configs, separate and atomic dQ): where the time goes
+    for tag, cfgs in [("default", {}), ("atomic", dict(dq_mode="atomic"))]:
         grads, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, scale, **cfgs)
         for _, launch in steps:  # once in order: the later steps read what the earlier ones wrote
             launch()
@@ -177,13 +174,11 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
             record(f"sweep_bwd_part_{tag}_{name}", launch)
     for name, env in BWD_VARIANTS.items():
         kern = bwd_variant_kernels(name)
-        tag, cfgs = next(iter([("pair", dict(dkdv_config=_cfg(c1), dq_config=_cfg(c2))) for c1, c2 in pairs[:1]]),
-                         ("default", {}))
-        fn = lambda cfgs=cfgs: B.attention_bwd(do, q, k, v, o, lse, causal, scale, kernels=kern, **cfgs)  # noqa
+        fn = lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale, kernels=kern)  # noqa: E731
         with _environ(env):  # compiles under the variant's knobs (kept per specialisation afterwards)
             fn()
-        check_against_default(f"sweep_bwd_{name}_{tag}", fn)
-        record(f"sweep_bwd_{name}_{tag}", fn)
+        check_against_default(f"sweep_bwd_{name}", fn)
+        record(f"sweep_bwd_{name}", fn)
     fwd = {n: r["ms"] for n, r in res.items() if n.startswith("sweep_fwd") or n == "ours_fwd"}  # with the default
     bwd = {n: r["ms"] for n, r in res.items() if n.startswith("sweep_bwd") and not n.startswith("sweep_bwd_part")}
     if fwd:

@@ -187,12 +187,13 @@ def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h
 
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) by head dim, for the dK/dV kernel (BLOCK_M query rows per step of a
-# BLOCK_N key block) and the dQ kernel (BLOCK_M query block, BLOCK_N keys per step); 0 spills on sm_90a
-DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 128, 4, 3), 128: (32, 128, 8, 3)}
+# BLOCK_N key block) and the dQ kernel (BLOCK_M query block, BLOCK_N keys per step); 0 spills on sm_90a. Head
+# dims 64 and 128: the bench sweep's fastest pair on an H200 (2026-11-27, docs/attention.md)
+DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (64, 128, 8, 3)}
 # ATOMIC_DQ adds dQ^T = K^T dS^T ([HEAD_DIM, BLOCK_M]) a step: a wgmma when HEAD_DIM is 64 rows a warpgroup
 # (4 warps at 64, 8 at 128; else mma.sync), spill-free at these query steps
 ATOMIC_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (32, 128, 8, 3)}
-DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (128, 32, 4, 3), 128: (128, 32, 8, 3)}
+DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 3), 128: (128, 64, 8, 2)}
 PRE_BLOCK = 64
 
 

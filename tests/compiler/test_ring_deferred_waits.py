@@ -18,12 +18,13 @@ CX = dict(BM=64, BN=64, D=64)
 
 @kernelc.jit
 def dk_loop(q_desc, k_desc, v_desc, do_desc, dk_desc, N, BM: kl.constexpr, BN: kl.constexpr, D: kl.constexpr,
-            DP_FIRST: kl.constexpr):
+            DP_FIRST: kl.constexpr, DV: kl.constexpr = False):
     """dK of one key block, the backward's loop reduced to its three dots: with DP_FIRST both logit-shaped
     dots are issued before either result is read; without it, dP^T after P^T is computed."""
     k = k_desc.load([kl.program_id(0) * BN, 0])
     v = v_desc.load([kl.program_id(0) * BN, 0])
     dk = kl.zeros((BN, D), dtype=kl.float32)
+    dv = kl.zeros((BN, D), dtype=kl.float32)
     for m in kl.range(0, N, BM, warp_specialize=False):
         q = q_desc.load([m, 0])
         do = do_desc.load([m, 0])
@@ -34,8 +35,10 @@ def dk_loop(q_desc, k_desc, v_desc, do_desc, dk_desc, N, BM: kl.constexpr, BN: k
         else:
             pt = kl.math.exp2(kl.dot(k, q.T))
             dpt = kl.dot(v, do.T)
+        if DV:  # dV += P^T dO, issued between the two reads (the backward's order)
+            dv = kl.dot(pt.to(kl.float16), do, dv)
         dk = kl.dot((pt * dpt).to(kl.float16), q, dk)
-    dk_desc.store([kl.program_id(0) * BN, 0], dk.to(kl.float16))
+    dk_desc.store([kl.program_id(0) * BN, 0], (dk + dv).to(kl.float16))
 
 
 def _ir(monkeypatch=None, **cx):
@@ -69,6 +72,26 @@ def test_dots_issued_before_an_earlier_result_is_read_are_waited_for_at_their_fi
     """)
     # the ring expansion keeps them: the refill after the dots writes the stage the last iteration read
     assert ir["expand_tma_rings"].count("wgmma='deferred'") == 3
+
+
+def test_place_wgmma_waits_waits_once_per_read():
+    # (passes/wgmma_waits.py) each deferred result waited for where first read: S^T with dP^T left in flight,
+    # dP^T pinned with dK's group in flight; at the back edge the yield reads dK and dV: one wait, at 0
+    ir = _ir(DP_FIRST=True, DV=True)
+    filecheck(ir["place_wgmma_waits"], """
+        CHECK: = scf.for {{.*}}{pipeline={stages=2, lookahead=1}}
+        CHECK: [[ST:%\\d+]] = dot {{.*}}wgmma='deferred'}
+        CHECK: [[DP:%\\d+]] = dot {{.*}}wgmma='deferred', pin_wait=True}
+        CHECK-NEXT: [[S:%\\d+]] = wgmma_wait [[ST]] {pending=1}
+        CHECK-NEXT: = exp2 [[S]]
+        CHECK: [[DV:%\\d+]] = dot {{.*}}wgmma='deferred'}
+        CHECK: = wgmma_wait [[DP]] {pending=1, pin=True}
+        CHECK: [[DK:%\\d+]] = dot {{.*}}wgmma='deferred'}
+        CHECK-NOT: wgmma_wait
+        CHECK: [[W0:%\\d+]], [[W1:%\\d+]] = wgmma_wait [[DV]], [[DK]] {pending=0}
+        CHECK-NEXT: scf.yield
+    """)
+    assert ir["place_wgmma_waits"].count("wgmma_wait") == 3
 
 
 def test_a_body_that_reads_each_result_before_the_next_dot_is_left_alone():
