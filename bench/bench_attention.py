@@ -10,7 +10,8 @@ given seqs, head dims, dtypes and causal flags; the other options restrict the m
 outputs and gradients with torch before timing (a failed check is recorded and makes the exit status 1).
 Results: bench/results/attention.json (rows: TFLOP/s and ratios; ``timings``: median/p20/p80 ms of every
 variant). ``--sweep`` also times the forward and backward kernels at the other spill-free configs in
-SWEEP_* (rows: ``sweep_best_fwd``, ``sweep_best_bwd``; all in ``timings``). Backward TFLOP/s count 2.5x the forward's FLOPs (5 matmuls against 2), causal half of them.
+SWEEP_* (rows: ``sweep_best_fwd``, ``sweep_best_bwd``; all in ``timings``), the backward's kernels one by one
+(``sweep_bwd_part_*``) and under other compile knobs (BWD_VARIANTS, ``sweep_bwd_<variant>_*``). Backward TFLOP/s count 2.5x the forward's FLOPs (5 matmuls against 2), causal half of them.
 """
 from __future__ import annotations
 
@@ -96,22 +97,35 @@ def _err(a, b):
 # --sweep: other launch configs (BLOCK_M, BLOCK_N, num_warps, num_stages), each spill-free on sm_90a when listed
 SWEEP_FWD = {128: [(128, 64, 4, 2), (128, 64, 8, 3), (64, 64, 4, 3)],
              64: [(128, 128, 8, 2), (128, 64, 8, 3), (64, 64, 4, 3)]}
-SWEEP_DKDV = {128: [(64, 128, 8, 2), (32, 128, 8, 4), (64, 128, 8, 3)],
-              64: [(32, 128, 4, 5), (64, 128, 8, 2), (32, 64, 4, 3)]}
-SWEEP_DQ = {128: [(128, 64, 8, 2), (64, 64, 4, 3), (128, 32, 8, 4)],
-            64: [(128, 64, 8, 2), (64, 64, 4, 3), (128, 32, 4, 5)]}
+SWEEP_DKDV = {128: [(32, 128, 8, 3)], 64: [(32, 128, 4, 3), (64, 64, 4, 3)]}
+SWEEP_DQ = {128: [(128, 32, 8, 3), (128, 64, 8, 3)], 64: [(128, 32, 4, 3)]}
+# dK/dV configs with a producer warp(group) filling the loop's ring (the kernel's WS; setmaxnreg at 8 warps)
+SWEEP_DKDV_WS = {128: [(32, 128, 8, 3)], 64: [(32, 128, 4, 3)]}
+# the one-kernel (atomic dQ) backward at other dK/dV configs (its default is timed too, as sweep_bwd_atomic_default)
+SWEEP_ATOMIC = {128: [(16, 128, 8, 3)], 64: [(64, 64, 4, 3)]}
+# (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27
+SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4, 3), (128, 32, 4, 3))]}
+# the backward's dK/dV and dQ kernels compiled again under other compile knobs (A/B), at the default configs:
+#   nodefer   every wgmma waited for right after its issue in the loops no producer warp fills (main's code
+#             before 2026-11-27's KERNELC_WGMMA_DEFER_RING: dP's wgmma not under the softmax recompute)
+#   dqnopin   the dQ kernel only (the dK/dV kernel as compiled by default), its deferred waits unpinned: at
+#             D128 its warp-specialised loop then keeps a one-warp producer without setmaxnreg (main's before
+#             the example issued dO V^T before P's exp2)
+BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNELC_WGMMA_PIN_WAITS": "0"}}
+_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",)}  # which kernels a variant compiles again (default: both)
 
 
 def _cfg(c):
     return dict(zip(("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"), c))
 
 
-def sweep(N, D, q, k, v, do, causal, scale, record, res, row):
-    """Time the forward and the (separate-dQ) backward kernels at other configs; backward called directly on
-    the saved O and LSE (no autograd), its default config timed the same way for reference."""
+def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=True):
+    """Time the forward (``fwd``) and the (separate-dQ) backward kernels at other configs; backward called
+    directly on the saved O and LSE (no autograd), its default config timed the same way for reference.
+    ``check(name, err, tol)``: the pairs' and variants' gradients against the default config's."""
     from examples.kernels import attention as A
     from examples.kernels import attention_bwd as B
-    for c in SWEEP_FWD.get(D, []):
+    for c in (SWEEP_FWD.get(D, []) if fwd else []):
         if not causal or c[0] % c[1] == 0:
             record(f"sweep_fwd{list(c)}", lambda c=c: A.attention_fwd(q, k, v, causal, scale, **_cfg(c)))
     o, lse = A.attention_fwd(q, k, v, causal, scale, return_lse=True)
@@ -124,8 +138,49 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row):
         if not causal or c[0] % c[1] == 0:
             record(f"sweep_bwd_dq{list(c)}",
                    lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_config=_cfg(c)))
+    pairs = [(c1, c2) for c1, c2 in SWEEP_BWD_PAIRS.get(D, []) if not causal or (c1[1] % c1[0] == 0
+                                                                                   and c2[0] % c2[1] == 0)]
+    base = B.attention_bwd(do, q, k, v, o, lse, causal, scale) if check else None
+    tol = 2e-2 if q.dtype == torch.float16 else 5e-2
+
+    def check_against_default(name, fn):
+        if check:
+            check(name, max(_err(a, b) for a, b in zip(fn(), base)), tol)
+
+    for c1, c2 in pairs:
+        name = f"sweep_bwd_pair{list(c1)}{list(c2)}"
+        fn = lambda c1=c1, c2=c2: B.attention_bwd(do, q, k, v, o, lse, causal, scale,  # noqa: E731
+                                                  dkdv_config=_cfg(c1), dq_config=_cfg(c2))
+        check_against_default(name, fn)
+        record(name, fn)
+    for c in [c for c in SWEEP_DKDV_WS.get(D, []) if not causal or c[1] % c[0] == 0]:
+        name = f"sweep_bwd_dkdv_ws{list(c)}"
+        fn = lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale,  # noqa: E731
+                                         dkdv_config=dict(_cfg(c), WS=True))
+        check_against_default(name, fn)
+        record(name, fn)
+    for c in [None] + [c for c in SWEEP_ATOMIC.get(D, []) if not causal or c[1] % c[0] == 0]:
+        name = "sweep_bwd_atomic_" + ("default" if c is None else str(list(c)))
+        fn = lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="atomic",  # noqa: E731
+                                         dkdv_config=c and _cfg(c))
+        check_against_default(name, fn)
+        record(name, fn)
+    # each kernel of the backward alone (default configs, separate and atomic dQ): where the time goes
+    for tag, cfgs in [("default", {}), ("atomic", dict(dq_mode="atomic"))]:
+        grads, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, scale, **cfgs)
+        for _, launch in steps:  # once in order: the later steps read what the earlier ones wrote
+            launch()
+        for name, launch in steps:
+            record(f"sweep_bwd_part_{tag}_{name}", launch)
+    for name, env in BWD_VARIANTS.items():
+        kern = bwd_variant_kernels(name)
+        fn = lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale, kernels=kern)  # noqa: E731
+        with _environ(env):  # compiles under the variant's knobs (kept per specialisation afterwards)
+            fn()
+        check_against_default(f"sweep_bwd_{name}", fn)
+        record(f"sweep_bwd_{name}", fn)
     fwd = {n: r["ms"] for n, r in res.items() if n.startswith("sweep_fwd") or n == "ours_fwd"}  # with the default
-    bwd = {n: r["ms"] for n, r in res.items() if n.startswith("sweep_bwd")}
+    bwd = {n: r["ms"] for n, r in res.items() if n.startswith("sweep_bwd") and not n.startswith("sweep_bwd_part")}
     if fwd:
         row["sweep_best_fwd"] = min(fwd, key=fwd.get)
     if bwd:
@@ -147,6 +202,36 @@ FWD_VARIANTS = {
 _variant_kernels = {}
 
 
+class _environ:
+    """The process environment with ``env`` set, restored on exit (compile knobs are read at compile time)."""
+
+    def __init__(self, env):
+        self.env = env
+
+    def __enter__(self):
+        self.old = {k: os.environ.get(k) for k in self.env}
+        os.environ.update(self.env)
+
+    def __exit__(self, *exc):
+        for k, v in self.old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def bwd_variant_kernels(name):
+    """{"dkdv": ..., "dq": ...}: fresh ``kernelc.jit`` copies of the backward's kernels for BWD_VARIANTS[name]
+    (each compiles on its first launch, which the caller makes inside the variant's environment)."""
+    import kernelc
+    from examples.kernels import attention_bwd as B
+    key = "bwd_" + name
+    if key not in _variant_kernels:
+        fns = dict(dkdv=B.attn_bwd_dkdv_kernel, dq=B.attn_bwd_dq_kernel)
+        _variant_kernels[key] = {k: kernelc.jit(fns[k].fn) for k in _BWD_VARIANT_KERNELS.get(name, ("dkdv", "dq"))}
+    return _variant_kernels[key]
+
+
 def variant_forward(name):
     """(forward(q, k, v, causal, scale), first call) of FWD_VARIANTS[name]: the first call compiles under the
     variant's environment."""
@@ -161,16 +246,8 @@ def variant_forward(name):
         return mod.attention(q, k, v, causal, scale, kernel=kern)
 
     def first(*a):
-        old = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
+        with _environ(env):
             return forward(*a)
-        finally:
-            for k, v in old.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
     return forward, first
 
 
@@ -262,7 +339,8 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
                 row["fp8_vs_our_fp16"] = min(ours) / res["ours_fp8_fwd"]["ms"]
         del q8, k8, v8, v8t
     if args.sweep:
-        sweep(N, D, q, k, v, do, causal, scale, record, res, row)
+        sweep(N, D, q, k, v, do, causal, scale, record, res, row, check if args.check else None,
+              fwd=not args.no_fwd_sweep)
     if args.no_bwd:
         return row
     # backward: every variant through autograd, o.backward(do) with the grads cleared (untimed) before each call
@@ -352,6 +430,7 @@ def main(argv=None):
                    help="also time the descriptor forwards under other compile knobs (FWD_VARIANTS: A/B of the "
                         "exp2 flush, the pinned waits, ping-pong)")
     p.add_argument("--sweep", action="store_true", help="also time other forward/backward launch configs")
+    p.add_argument("--no-fwd-sweep", action="store_true", help="with --sweep: the backward's configs only")
     p.add_argument("--batch", type=int, default=Z)
     p.add_argument("--heads", type=int, default=H)
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",

@@ -8,8 +8,8 @@ base-2 row log-sum-exp ``LSE`` of the scaled logits. Backward, for dO:
    blocks that see it, recomputing ``P^T = exp2(K Q^T * scale - LSE)`` (no softmax state needed),
    accumulating ``dV += P^T dO`` and ``dK += dS^T Q`` with ``dS = P * (dO V^T - delta)``. Causal: only
    the query blocks on the key block's diagonal are masked; those below it run unmasked.
-   With ``ATOMIC_DQ`` it also adds ``dS K`` into an fp32 dQ with atomics (one kernel, not
-   deterministic: the order of the adds varies from run to run).
+   With ``ATOMIC_DQ`` it also adds ``dQ^T = K^T dS^T`` into an fp32 dQ^T with atomics (one kernel, not
+   deterministic: the order of the adds varies from run to run), cast and transposed afterwards.
 3. ``attn_bwd_dq_kernel`` (the default, deterministic): one program per query block walks the key
    blocks, recomputes P and dS the same way and accumulates ``dQ += dS K`` in registers.
 
@@ -45,31 +45,42 @@ def attn_bwd_preprocess_kernel(O, DO, Delta, stride_oz, stride_oh, stride_om, st
 @triton.jit
 def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, stride_dom, stride_dqm, offs_n,
                 offs_m0, qk_scale, lo, hi, N_CTX, sm_scale, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
-                ATOMIC_DQ: tl.constexpr):
+                ATOMIC_DQ: tl.constexpr, WS: tl.constexpr):
     """Query blocks [lo, hi) into (dk, dv) of one key block; P^T and dS^T are [BLOCK_N, BLOCK_M]."""
-    # no producer warp: dK and dV hold two fp32 [BLOCK_N, HEAD_DIM] accumulators, and the producer's warpgroup
-    # would cut the registers a thread may use (head dim 128, 8 warps: 168 a thread, hundreds of spills)
-    for start_m in tl.range(lo, hi, BLOCK_M, warp_specialize=False):
+    # no producer warp by default (WS): dK and dV hold two fp32 [BLOCK_N, HEAD_DIM] accumulators, and a
+    # producer warpgroup caps the consumers at 240 registers with setmaxnreg (spill-free at head dim 128 only
+    # with BLOCK_M = 32; 168 spilled at 64)
+    for start_m in tl.range(lo, hi, BLOCK_M, warp_specialize=WS):
         offs_m = start_m + offs_m0
         rows = offs_m < N_CTX
         # rows past N_CTX load as 0 (q, dO, LSE, delta): their P^T is exp2(0) but dO = 0 and Q = 0, so they add 0
         # Q is loaded as stored ([BLOCK_M, HEAD_DIM]) and read through tl.trans by K Q^T: both dots read the
         # one shared-memory tile (a trans of a trans would be a second view, staged through registers)
-        q = tl.load(q_ptrs + start_m * stride_qm, mask=rows[:, None], other=0.0)
+        if ATOMIC_DQ:  # descriptors (zero-padded past N_CTX): see attn_bwd_dkdv_kernel
+            q = q_ptrs.load([start_m, 0])
+            do = do_ptrs.load([start_m, 0])
+        else:
+            q = tl.load(q_ptrs + start_m * stride_qm, mask=rows[:, None], other=0.0)
+            do = tl.load(do_ptrs + start_m * stride_dom, mask=rows[:, None], other=0.0)
         lse = tl.load(LSE + offs_m, mask=rows, other=0.0)
+        delta = tl.load(Delta + offs_m, mask=rows, other=0.0)
+        # both logit-shaped dots first (FA3's order): the compiler then waits for each where it is first read,
+        # and V dO^T runs on the tensor cores while P^T is recomputed (schedule_wgmma, deferred waits)
+        qkT = tl.dot(k, tl.trans(q))
+        dpT = tl.dot(v, tl.trans(do))
         # the scale is applied to the fp32 logits (one FMA with the LSE), not folded into a rounded fp16/bf16 K
-        pT = tl.math.exp2(tl.dot(k, tl.trans(q)) * qk_scale - lse[None, :])
+        pT = tl.math.exp2(qkT * qk_scale - lse[None, :])
         if MASKED:
             pT = tl.where(offs_m[None, :] >= offs_n[:, None], pT, 0.0)
-        do = tl.load(do_ptrs + start_m * stride_dom, mask=rows[:, None], other=0.0)
         dv = tl.dot(pT.to(do.dtype), do, dv)
-        delta = tl.load(Delta + offs_m, mask=rows, other=0.0)
-        dpT = tl.dot(v, tl.trans(do))
         dsT = (pT * (dpT - delta[None, :])).to(q.dtype)
         dk = tl.dot(dsT, q, dk)
         if ATOMIC_DQ:
-            dq = tl.dot(tl.trans(dsT), k) * sm_scale
-            tl.atomic_add(dq_ptrs + offs_m[:, None] * stride_dqm, dq, mask=rows[:, None], sem="relaxed")
+            # dQ^T = K^T dS^T: the key block is the contraction, HEAD_DIM the rows (one warpgroup's 64 each
+            # with 8 warps) -- a wgmma whatever BLOCK_M; added into a transposed fp32 dQ whose query index is
+            # contiguous (the accumulator's pairs along a row are one 8-byte vector atomic each)
+            dqT = tl.dot(tl.trans(k), dsT) * sm_scale
+            tl.atomic_add(dq_ptrs + offs_m[None, :], dqT, mask=rows[None, :], sem="relaxed")
     return dk, dv
 
 
@@ -77,8 +88,9 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
 def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k,
                          dq_stride_z, dq_stride_h, dq_stride_m, H, N_CTX, BLOCK_M: tl.constexpr,
                          BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
-                         ATOMIC_DQ: tl.constexpr):
-    """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ). Q, K, V, dO, dK, dV share
+                         ATOMIC_DQ: tl.constexpr, WS: tl.constexpr = False):
+    """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ); WS: a producer warp(group)
+    fills the loop's TMA ring (the bench's sweep tries it). Q, K, V, dO, dK, dV share
     the strides (the wrapper makes them contiguous); DQ is fp32 with its own."""
     start_n = tl.program_id(0) * BLOCK_N
     off_hz = tl.program_id(1)
@@ -96,8 +108,17 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
     qk_scale = sm_scale * 1.44269504
     q_ptrs = Q + off + offs_m0[:, None] * stride_m + offs_d[None, :] * stride_k
     do_ptrs = DO + off + offs_m0[:, None] * stride_m + offs_d[None, :] * stride_k
-    dq_ptrs = DQ + dq_off + offs_d[None, :]  # rows are added per step: a [BLOCK_M, HEAD_DIM] pointer tile held
-    # across the loop would cost 2 registers per element
+    dq_ptrs = DQ + dq_off + offs_d[:, None] * dq_stride_m  # ATOMIC_DQ: dQ^T, [HEAD_DIM, N_CTX]; the query
+    # offsets are added per step: a [HEAD_DIM, BLOCK_M] pointer tile held across the loop would cost 2 registers
+    # per element
+    if ATOMIC_DQ:
+        # the atomics write global memory inside the loop, and the compiler does not copy a pointer load that
+        # may follow a write of the program with TMA (no proxy fence): Q and dO through descriptors, which it
+        # copies into the loop's TMA ring (the wrapper makes the tensors contiguous: unit inner stride)
+        q_ptrs = tl.make_tensor_descriptor(Q + off, shape=[N_CTX, HEAD_DIM], strides=[stride_m, 1],
+                                           block_shape=[BLOCK_M, HEAD_DIM])
+        do_ptrs = tl.make_tensor_descriptor(DO + off, shape=[N_CTX, HEAD_DIM], strides=[stride_m, 1],
+                                            block_shape=[BLOCK_M, HEAD_DIM])
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     lo = 0
@@ -106,9 +127,9 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         lo = start_n + BLOCK_N
         dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                              offs_n, offs_m0, qk_scale, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
-                             True, ATOMIC_DQ)
+                             True, ATOMIC_DQ, WS)
     dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
-                         offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ)
+                         offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
     tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
 
@@ -123,10 +144,11 @@ def _dq_inner(dq, q, do, lse, delta, k_ptrs, v_ptrs, stride_n, offs_m, offs_n0, 
         # K, V loaded as stored and read through tl.trans: Q K^T and dS K read one shared-memory tile of K
         k = tl.load(k_ptrs + start_n * stride_n, mask=offs_n[:, None] < N_CTX, other=0.0)
         v = tl.load(v_ptrs + start_n * stride_n, mask=offs_n[:, None] < N_CTX, other=0.0)
-        p = tl.math.exp2(tl.dot(q, tl.trans(k)) * qk_scale - lse[:, None])
+        qk = tl.dot(q, tl.trans(k))
+        dp = tl.dot(do, tl.trans(v))  # issued before P is recomputed, as in the dK/dV loop
+        p = tl.math.exp2(qk * qk_scale - lse[:, None])
         if MASKED:
             p = tl.where(offs_m[:, None] >= offs_n[None, :], p, 0.0)
-        dp = tl.dot(do, tl.trans(v))
         ds = (p * (dp - delta[:, None])).to(k.dtype)
         dq = tl.dot(ds, k, dq)
     return dq
@@ -165,11 +187,13 @@ def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h
 
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) by head dim, for the dK/dV kernel (BLOCK_M query rows per step of a
-# BLOCK_N key block) and the dQ kernel (BLOCK_M query block, BLOCK_N keys per step); 0 spills on sm_90a
-DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 128, 4, 3), 128: (32, 128, 8, 3)}
-# ATOMIC_DQ adds a [BLOCK_M, HEAD_DIM] fp32 tile of atomics per step: smaller query steps keep it spill-free
-ATOMIC_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 128, 8, 3), 128: (16, 128, 8, 3)}
-DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (128, 32, 4, 3), 128: (128, 32, 8, 3)}
+# BLOCK_N key block) and the dQ kernel (BLOCK_M query block, BLOCK_N keys per step); 0 spills on sm_90a. Head
+# dims 64 and 128: the bench sweep's fastest pair on an H200 (2026-11-27, docs/attention.md)
+DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (64, 128, 8, 3)}
+# ATOMIC_DQ adds dQ^T = K^T dS^T ([HEAD_DIM, BLOCK_M]) a step: a wgmma when HEAD_DIM is 64 rows a warpgroup
+# (4 warps at 64, 8 at 128; else mma.sync), spill-free at these query steps
+ATOMIC_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (32, 128, 8, 3)}
+DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 3), 128: (128, 64, 8, 2)}
 PRE_BLOCK = 64
 
 
@@ -182,16 +206,31 @@ def _cfg(table, head_dim, overrides):
     return cfg
 
 
-def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkdv_config=None, dq_config=None):
+def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkdv_config=None, dq_config=None,
+                  kernels=None):
     """(dq, dk, dv) for ``o, lse = attention_fwd(q, k, v, causal, sm_scale, return_lse=True)``.
 
     ``dq_mode``: ``"separate"`` (a second kernel, deterministic) or ``"atomic"`` (fp32 atomics in the dK/dV
     kernel, then one cast). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS` (atomic:
-    :data:`ATOMIC_DKDV_CONFIGS`) / :data:`DQ_CONFIGS`.
+    :data:`ATOMIC_DKDV_CONFIGS`) / :data:`DQ_CONFIGS`. ``kernels``: ``{"dkdv": ..., "dq": ...}``, other
+    compiled copies of the kernels to launch (the bench's A/B of compile knobs).
     """
+    grads, steps = attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode, dkdv_config, dq_config,
+                                       kernels)
+    for _, launch in steps:
+        launch()
+    return grads()
+
+
+def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkdv_config=None,
+                        dq_config=None, kernels=None):
+    """The backward as ``(grads, [(name, launch), ...])``: the buffers allocated, each kernel's launch a
+    callable (``preprocess``, ``dkdv``, then ``dq`` or the atomic mode's ``cast``) to run in order, and
+    ``grads()`` the (dq, dk, dv) they leave. :func:`attention_bwd` runs them; the bench times each alone."""
     import torch
     if dq_mode not in ("separate", "atomic"):
         raise ValueError(f"dq_mode must be 'separate' or 'atomic', got {dq_mode!r}")
+    kernels = dict(dict(dkdv=attn_bwd_dkdv_kernel, dq=attn_bwd_dq_kernel), **(kernels or {}))
     q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
     Z, H, N, D = q.shape
     atomic = dq_mode == "atomic"
@@ -201,18 +240,32 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkd
         raise ValueError("causal backward needs the dK/dV kernel's BLOCK_N to be a multiple of its BLOCK_M and the "
                          f"dQ kernel's BLOCK_M a multiple of its BLOCK_N (got {c1}, {c2})")
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
-    attn_bwd_preprocess_kernel[(triton.cdiv(N, PRE_BLOCK), Z * H, 1)](o, do, delta, *o.stride(), *do.stride(), H, N,
-                                                                    BLOCK_M=PRE_BLOCK, HEAD_DIM=D)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
-    dq = torch.zeros(q.shape, device=q.device, dtype=torch.float32) if atomic else torch.empty_like(q)
-    attn_bwd_dkdv_kernel[(triton.cdiv(N, c1["BLOCK_N"]), Z * H, 1)](
-        q, k, v, do, dk, dv, dq, lse, delta, sm_scale, *q.stride(), *dq.stride()[:3], H, N, HEAD_DIM=D,
-        CAUSAL=causal, ATOMIC_DQ=atomic, **c1)
-    if atomic:
-        return dq.to(q.dtype), dk, dv
-    attn_bwd_dq_kernel[(triton.cdiv(N, c2["BLOCK_M"]), Z * H, 1)](q, k, v, do, dq, lse, delta, sm_scale, *q.stride(),
-                                                                  H, N, HEAD_DIM=D, CAUSAL=causal, **c2)
-    return dq, dk, dv
+    # atomic: dQ^T in fp32, [Z, H, HEAD_DIM, N] (its third stride is the kernel's dq_stride_m)
+    dq = torch.empty((Z, H, D, N), device=q.device, dtype=torch.float32) if atomic else torch.empty_like(q)
+    out = {}
+
+    def preprocess():
+        attn_bwd_preprocess_kernel[(triton.cdiv(N, PRE_BLOCK), Z * H, 1)](
+            o, do, delta, *o.stride(), *do.stride(), H, N, BLOCK_M=PRE_BLOCK, HEAD_DIM=D)
+
+    def dkdv():
+        kernels["dkdv"][(triton.cdiv(N, c1["BLOCK_N"]), Z * H, 1)](
+            q, k, v, do, dk, dv, dq, lse, delta, sm_scale, *q.stride(), *dq.stride()[:3], H, N, HEAD_DIM=D,
+            CAUSAL=causal, ATOMIC_DQ=atomic, **c1)
+
+    def dq_pass():
+        kernels["dq"][(triton.cdiv(N, c2["BLOCK_M"]), Z * H, 1)](q, k, v, do, dq, lse, delta, sm_scale, *q.stride(),
+                                                                 H, N, HEAD_DIM=D, CAUSAL=causal, **c2)
+
+    def cast():
+        out["dq"] = dq.transpose(-1, -2).to(q.dtype, memory_format=torch.contiguous_format)
+
+    if atomic:  # the atomics add into dq: zeroed on every run of the steps
+        steps = [("preprocess", preprocess), ("dkdv", lambda: (dq.zero_(), dkdv())), ("cast", cast)]
+    else:
+        steps = [("preprocess", preprocess), ("dkdv", dkdv), ("dq", dq_pass)]
+    return (lambda: (out.get("dq", dq), dk, dv)), steps
 
 
 def _autograd_function():

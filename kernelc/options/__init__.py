@@ -114,6 +114,10 @@ KNOBS: Tuple[Knob, ...] = (
          _choice(("default", ("default",)), ("on", _TRUE), ("off", _FALSE)), compile=True, field="wgmma_async"),
     Knob("KERNELC_WGMMA_DEFER", "bool", True, "defer the waits of two or more wgmmas per iteration",
          compile=True, field="wgmma_defer"),
+    Knob("KERNELC_WGMMA_DEFER_RING", "bool", True,
+         "defer wgmma waits to the first read in a pipelined loop without a producer warp too, when its body issues "
+         "a dot before reading an earlier dot's result (attention backward: dP's wgmma under the softmax recompute)",
+         compile=True, field="wgmma_defer_ring"),
     Knob("KERNELC_EXP2_FTZ", "bool", True,
          "fp32 exp2 flushes subnormal results to zero (ex2.approx.ftz, as Triton's tl.math.exp2): one MUFU.EX2 "
          "instead of MUFU plus a range test and two multiplies", compile=True, field="exp2_ftz"),
@@ -159,6 +163,7 @@ class CompileOptions:
     device_maps_anywhere: bool = False
     wgmma_async: str = "default"
     wgmma_defer: bool = True
+    wgmma_defer_ring: bool = True
     wgmma_pin_waits: bool = True
     exp2_ftz: bool = True
     pipeline_loads: bool = True

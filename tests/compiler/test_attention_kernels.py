@@ -125,6 +125,21 @@ def test_atomic_dq_variant_and_preprocess_compile_without_spills():
     assert compile_preprocess(128).n_spills == 0
 
 
+@pytest.mark.parametrize("D", [128, 64])
+def test_atomic_dq_loop_is_pipelined_with_every_dot_on_wgmma(D):
+    # 2026-11-27 (docs/attention.md): dQ^T = K^T dS^T (HEAD_DIM rows, a warpgroup's 64 each) instead of
+    # dS K (BLOCK_M rows: mma.sync through ldmatrix), Q and dO through descriptors (pointer loads after the
+    # loop's atomics were not copied by TMA: 10 BAR.SYNC, 16 LDS a trip, no ring)
+    ck = compile_dkdv(D, False, atomic=True)
+    assert ck.n_spills == 0, ck.n_spills
+    assert {d["engine"] for d in ck.reports["dots"]} == {"wgmma"}
+    body = _first_loop(ck.asm["sass"])
+    count = lambda p: sum(o.startswith(p) for o in body)  # noqa: E731
+    assert count("SYNCS.PHASECHK") >= 1  # the TMA ring's wait: pipelined
+    assert count("BAR.SYNC") <= 3 and count("LDSM") == 0 and count("HMMA") == 0, body
+    assert count("REDG.E.ADD.F32x2") >= 4  # vector reductions straight from the accumulator
+
+
 def test_the_same_kernel_compiles_to_the_same_code_whatever_came_before(monkeypatch):
     # the auto-TMA address arithmetic was ordered by process-wide value ids (as strings): a compile whose ids
     # crossed a digit boundary emitted other ops, and ptxas spilled 36 registers in one order and 0 in the other

@@ -69,16 +69,43 @@ def test_backward_vs_sdpa_backward(N, D, dtype, causal, dq_mode):
 
 # the sweep's faster candidates (bench/bench_attention.py SWEEP_*), checked before any becomes a default
 CANDIDATE_CONFIGS = [(128, "dkdv", (64, 128, 8, 3)), (128, "dq", (128, 64, 8, 2)), (64, "dkdv", (32, 64, 4, 3)),
-                     (128, "dkdv", (64, 128, 8, 2)), (64, "dq", (64, 64, 4, 3))]
+                     (128, "dkdv", (64, 128, 8, 2)), (64, "dq", (64, 64, 4, 3)), (128, "dq", (128, 128, 8, 2)),
+                     (128, "dq", (128, 64, 8, 3)), (64, "dkdv", (64, 64, 4, 3)), (64, "dkdv", (64, 128, 8, 3)),
+                     (64, "dq", (128, 64, 8, 3)), (64, "dq", (64, 32, 4, 3))]
+
+
+def _cfg(cfg):
+    return dict(zip(("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"), cfg))
 
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("D,which,cfg", CANDIDATE_CONFIGS)
 def test_backward_candidate_configs(D, which, cfg, causal):
+    _check_backward_at(D, causal, **{which + "_config": _cfg(cfg)})
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("D,cfg", [(128, (32, 128, 8, 3)), (64, (32, 128, 4, 3))])
+def test_backward_candidate_dkdv_with_a_producer_warp(D, cfg, causal):
+    # bench SWEEP_DKDV_WS: the dK/dV loop's ring filled by a producer warp(group), setmaxnreg at 8 warps
+    _check_backward_at(D, causal, dkdv_config=dict(_cfg(cfg), WS=True))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("D", [64, 128])
+def test_backward_without_deferred_ring_waits(D, causal, monkeypatch):
+    # the bench's A/B (BWD_VARIANTS "nodefer"): the same kernels compiled with every wgmma waited for at its issue
+    import kernelc
+    monkeypatch.setenv("KERNELC_WGMMA_DEFER_RING", "0")
+    kernels = dict(dkdv=kernelc.jit(B.attn_bwd_dkdv_kernel.fn), dq=kernelc.jit(B.attn_bwd_dq_kernel.fn))
+    _check_backward_at(D, causal, kernels=kernels)
+
+
+def _check_backward_at(D, causal, **kw):
     q, k, v, do = _inputs(1, 4, 1000, D, torch.float16)
-    override = dict(zip(("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"), cfg))
     o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
-    ours = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, **{which + "_config": override})
+    ours = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, **kw)
+    which, cfg = next(iter(kw.items()))
     grads = {}
     for name, cast in (("torch", torch.float16), ("fp32", torch.float32)):
         leaves = [t.detach().to(cast).requires_grad_() for t in (q, k, v)]

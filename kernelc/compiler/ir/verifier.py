@@ -322,8 +322,6 @@ def _schedule(op: Op) -> List[str]:
     w = op.attrs.get("wgmma")
     if w is not None and (w not in WGMMA_ISSUE or loop is None or not loop.attrs.get("pipeline")):
         errs.append(f"wgmma must be one of {WGMMA_ISSUE} on a dot in a pipelined loop, got {w!r}")
-    if w == "deferred" and not (loop is not None and loop.attrs.get("ws")):
-        errs.append("deferred wgmma waits need a warp-specialised loop")
     if op.attrs.get("pin_wait") is not None and (op.attrs["pin_wait"] is not True or w != "deferred"):
         errs.append(f"pin_wait is True on a dot with wgmma='deferred', got {op.attrs['pin_wait']!r} on {w!r}")
     ip = op.attrs.get("in_place")

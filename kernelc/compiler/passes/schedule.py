@@ -18,7 +18,8 @@
 
       scf.for ... {ws={producer_warps=1, setmaxnreg=False, release='at_issue', pingpong=False}}
 
-- ``schedule_wgmma``: in a warp-specialised loop with several wgmma dots, where each result is
+- ``schedule_wgmma``: in a warp-specialised loop with several wgmma dots (or a pipelined loop whose
+  body issues a dot before it reads an earlier dot's result), where each result is
   waited for (``wgmma='deferred'``: at its first read; ``pin_wait=True`` when code runs before that
   read, so that ptxas keeps the wait there) and which dot the two consumer warpgroups issue in turns
   (``wgmma_turns=True``, ping-pong; ``'take'``/``'give'`` on the first/last of dots issued back to
@@ -393,15 +394,38 @@ def _overlaps_other_results(dot: Op, body: Block) -> bool:
     return False
 
 
+def _ring_deferrable(plan, op: Op) -> List[Op]:
+    """The wgmma dots of a pipelined loop no producer warp fills whose waits move to their first reads
+    (KERNELC_WGMMA_DEFER_RING): as in a warp-specialised loop, but only when the body already issues a dot
+    before reading an earlier dot's result (the attention backward's ``dP = dO V^T`` issued with ``S``, its
+    wgmma running under the softmax recompute). Otherwise deferring moves waits and overlaps nothing (a
+    matmul, FA2's forward order). The ring is refilled after the dots into the stage the previous
+    iteration read, and every deferred group is complete at the back edge, so no wgmma in flight reads
+    a stage being refilled."""
+    if not get("KERNELC_WGMMA_DEFER_RING"):
+        return []
+    dots = _deferrable(plan, op.regions[0])
+    return dots if any(_overlaps_other_results(d, op.regions[0]) for d in dots) else []
+
+
 def schedule_wgmma(fn: Function, ctx) -> Function:
     """In the warp-specialised loop: with two or more wgmma dots and none in flight across iterations,
     wait for each result where it is first read (``wgmma='deferred'``, FlashAttention-3's order: the
     next QK^T overlaps this block's softmax; KERNELC_WGMMA_DEFER); with ping-pong, the loop's first dot
-    is issued in turns by the two consumer warpgroups (``wgmma_turns``)."""
+    is issued in turns by the two consumer warpgroups (``wgmma_turns``). In a pipelined loop without a
+    producer warp, the same deferred waits where the body's order overlaps one dot with another's
+    consumer (:func:`_ring_deferrable`)."""
     plan = ctx.plan
     for op in fn.walk():
-        ws = op.attrs.get("ws") if op.name == "scf.for" else None
+        if op.name != "scf.for":
+            continue
+        ws = op.attrs.get("ws")
         if not ws:
+            if op.attrs.get("pipeline"):
+                for o in _ring_deferrable(plan, op):
+                    o.attrs["wgmma"] = "deferred"
+                    if _pinned(o, op.regions[0]):
+                        o.attrs["pin_wait"] = True
             continue
         body = op.regions[0]
         for o in _deferrable(plan, body):

@@ -16,6 +16,8 @@ reads the registers can be scheduled above the wait (LLVM keeps the data depende
 serialise every wgmma, C7514). ``pending=n`` for a deferred dot counts the groups committed after it (its
 first read waits for it and for every older deferred group, which are taken through the same wait);
 ``pin=True`` (the dot's ``pin_wait``): the wait stays where it is in ptxas too (``codegen/wgmma.pinned_wait``).
+An op that reads several pending values waits once, for the newest of them (a loop's yield reading two
+deferred accumulators: one ``pending=0``, not a ``pending=1`` and then a ``pending=0``).
 Deferred groups are all waited for before an ``scf.for``/``scf.if``/``scf.while`` (their distance differs
 per trip or branch), before the back edge of a pipelined loop and where ``expand_warp_specialize`` wrote
 ``wgmma_wait_deferred`` (before a stage is released); that op is replaced. A first read is the first op,
@@ -163,9 +165,12 @@ class _Waits:
                 continue
             # a layout-less value reads its operands where it is materialised, not here
             lazy = bool(op.results) and all(_flexible(self.plan, r) for r in op.results)
-            for vid, reader in ([] if lazy else self._reads(op)):
-                if vid in self.pending:
-                    i = self._complete(block, i, vid, reader.loc)
+            reads = [] if lazy else [(vid, reader) for vid, reader in self._reads(op) if vid in self.pending]
+            if reads:
+                # one wait for every pending value the op reads: the newest one's (fewest groups committed
+                # after it) completes the older ones too -- a yield reading dV and dK waits once, at 0
+                vid, reader = min(reads, key=lambda e: self.pending[e[0]][1])
+                i = self._complete(block, i, vid, reader.loc)
             for r in op.regions:  # reduce/scan combiners, a ws_producer's program
                 self.block(r)
             if _wgmma_dot(self.plan, op):
