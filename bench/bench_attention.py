@@ -193,11 +193,15 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
 #   tma_noftz   the descriptor forward with exp2 keeping subnormals (main's code: KERNELC_EXP2_FTZ=0)
 #   fa3_nopin   FA3's order with the deferred waits unpinned but setmaxnreg forced (ptxas serialises it)
 #   fa3_pingpong  FA3's order with the two consumer warpgroups taking turns on the first dot
+#   fa3_s3, fa3_bn64_s3  FA3's order at other launch configs (head dim 64: 3 TMA stages; 64-key blocks, non-causal
+#                 only: the diagonal is one block), each spill-free on sm_90a at head dims 64 and 128
 FWD_VARIANTS = {
     "tma_noftz": ("attention_tma", "attn_fwd_tma_kernel", {"KERNELC_EXP2_FTZ": "0"}),
     "fa3_nopin": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_WGMMA_PIN_WAITS": "0",
                                                            "KERNELC_WS_SETMAXNREG": "1"}),
     "fa3_pingpong": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_WS_PINGPONG": "1"}),
+    "fa3_s3": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(num_stages=3)),
+    "fa3_bn64_s3": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(BLOCK_N=64, num_stages=3)),
 }
 _variant_kernels = {}
 
@@ -236,14 +240,15 @@ def variant_forward(name):
     """(forward(q, k, v, causal, scale), first call) of FWD_VARIANTS[name]: the first call compiles under the
     variant's environment."""
     import kernelc
-    modname, kname, env = FWD_VARIANTS[name]
+    modname, kname, env, *cfg = FWD_VARIANTS[name]
+    cfg = cfg[0] if cfg else {}
     mod = importlib.import_module(f"examples.kernels.{modname}")
     if name not in _variant_kernels:
-        _variant_kernels[name] = kernelc.jit(getattr(mod, kname).fn)
+        _variant_kernels[name] = kernelc.jit(getattr(mod, kname).fn) if env else getattr(mod, kname)
     kern = _variant_kernels[name]
 
     def forward(q, k, v, causal, scale):
-        return mod.attention(q, k, v, causal, scale, kernel=kern)
+        return mod.attention(q, k, v, causal, scale, kernel=kern, **cfg)
 
     def first(*a):
         with _environ(env):
@@ -295,8 +300,8 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
         record("ours_fwd_tma", lambda: AT.attention(q, k, v, causal, scale))
     if fa3_ok:
         record("ours_fwd_fa3", lambda: AF.attention(q, k, v, causal, scale))
-    for name in (FWD_VARIANTS if args.fwd_variants and fa3_ok else ()):
-        if name.startswith("tma") and dtype != torch.float16:
+    for name in (args.fwd_variants or FWD_VARIANTS) if args.fwd_variants is not None and fa3_ok else ():
+        if name.startswith("tma") and dtype != torch.float16 or causal and "bn64" in name:
             continue
         fwd, first = variant_forward(name)
         try:
@@ -435,9 +440,9 @@ def main(argv=None):
     p.add_argument("--rep-ms", type=float, default=200.0, help="GPU time to spend per variant (>= 3 calls)")
     p.add_argument("--no-bwd", action="store_true")
     p.add_argument("--no-fp8", action="store_true")
-    p.add_argument("--fwd-variants", action="store_true",
-                   help="also time the descriptor forwards under other compile knobs (FWD_VARIANTS: A/B of the "
-                        "exp2 flush, the pinned waits, ping-pong)")
+    p.add_argument("--fwd-variants", nargs="*", default=None, choices=sorted(FWD_VARIANTS), metavar="NAME",
+                   help="also time the descriptor forwards under other compile knobs or configs (FWD_VARIANTS: A/B "
+                        "of the exp2 flush, the pinned waits, ping-pong, FA3 configs); no NAME: all of them")
     p.add_argument("--sweep", action="store_true", help="also time other forward/backward launch configs")
     p.add_argument("--no-fwd-sweep", action="store_true", help="with --sweep: the backward's configs only")
     p.add_argument("--batch", type=int, default=Z)
