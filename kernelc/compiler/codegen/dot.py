@@ -239,9 +239,12 @@ def _a8_from_registers(lw: Lowering, t, M: int, K: int, wm: int):
         r = lambda n, c: t.regs[c | (n << 2) | (i << (2 + nbits_n))]  # noqa: E731
         for kk in range(K // 32):
             regs = {}
+            # the four bytes of each 8-column block as one word: a loop-carried P already is one
+            # (codegen/control.py), so these fold away and each pair of halves is one byte permute
+            w = [word([r(4 * kk + j, c) for c in range(4)]) for j in range(4)]
             for h in (0, 1):  # row g (registers 0, 2), row g + 8 (registers 1, 3)
-                B = [(r(4 * kk + j, 2 * h), r(4 * kk + j, 2 * h + 1)) for j in range(4)]
-                p02, p13 = word(B[0] + B[2]), word(B[1] + B[3])
+                sel = 0x5410 if h == 0 else 0x7632  # the low / high halves of two words
+                p02, p13 = prmt(w[0], w[2], str(sel)), prmt(w[1], w[3], str(sel))
                 x = shfl(e.val(f"select i1 {odd}, i32 {p13}, i32 {p02}"), src_x)
                 y = shfl(e.val(f"select i1 {odd}, i32 {p02}, i32 {p13}"), src_y)
                 regs[h], regs[2 + h] = prmt(x, y, sel_lo), prmt(x, y, sel_hi)

@@ -179,7 +179,7 @@ def cast_pair(e: Emitter, src, dst, x0: str, x1: str, nan_positive: bool = False
     return from_f32_pair(e, dst.name, x0, x1, signs, nan_positive)
 
 
-def cast_one(e: Emitter, src, dst, x: str) -> str:
+def cast_one(e: Emitter, src, dst, x: str, nan_positive: bool = False) -> str:
     """Convert one value when ``src`` or ``dst`` is fp8."""
     if src.is_fp8() and dst.is_fp8():
         h = cast_one(e, src, F16, x)
@@ -194,7 +194,7 @@ def cast_one(e: Emitter, src, dst, x: str) -> str:
         x = cast(e, src, F32, x)
     if not has_hw_cvt(e):
         return from_f32_soft(e, dst.name, x, sign)
-    return from_f32_pair(e, dst.name, x, x, (sign, sign))[0]
+    return from_f32_pair(e, dst.name, x, x, (sign, sign), nan_positive)[0]
 
 
 def cast_many(e: Emitter, src, dst, xs: List[str], nan_positive: bool = False) -> List[str]:
@@ -206,5 +206,5 @@ def cast_many(e: Emitter, src, dst, xs: List[str], nan_positive: bool = False) -
     for i in range(0, len(xs) - 1, 2):
         out += cast_pair(e, src, dst, xs[i], xs[i + 1], nan_positive)
     if len(xs) % 2:
-        out.append(cast_one(e, src, dst, xs[-1]))
+        out.append(cast_one(e, src, dst, xs[-1], nan_positive))
     return out
