@@ -158,8 +158,8 @@ FWD_CONFIGS = {16: (64, 32, 4, 2), 32: (64, 32, 4, 2), 64: (128, 64, 4, 3), 128:
                256: (64, 64, 4, 2)}
 
 
-# fp8: rounding P to e4m3 for the second dot needs more registers than the warp-specialised 8-warp config's
-# 168 (336 spills at head dim 128), so fp8 keeps 4 warps
+# fp8: 4 warps at head dim 128 (the warp-specialised 8-warp config spilled 336 registers while P went through
+# shared memory; spill-free since it stays in registers, not yet measured: docs/attention.md)
 FP8_FWD_CONFIGS = {**FWD_CONFIGS, 128: (128, 64, 4, 2)}
 
 
