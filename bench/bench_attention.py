@@ -202,6 +202,9 @@ FWD_VARIANTS = {
     "fa3_pingpong": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_WS_PINGPONG": "1"}),
     "fa3_s3": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(num_stages=3)),
     "fa3_bn64_s3": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(BLOCK_N=64, num_stages=3)),
+    # fp8 (attention_fa3.attention_fp8): the softmax is a larger share of a key block than in fp16
+    "fp8_fa3_pingpong": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_WS_PINGPONG": "1"}, {}, "attention_fp8"),
+    "fp8_fa3_s3": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(num_stages=3), "attention_fp8"),
 }
 _variant_kernels = {}
 
@@ -237,18 +240,18 @@ def bwd_variant_kernels(name):
 
 
 def variant_forward(name):
-    """(forward(q, k, v, causal, scale), first call) of FWD_VARIANTS[name]: the first call compiles under the
-    variant's environment."""
+    """(forward(q, k, v, causal, scale), first call) of FWD_VARIANTS[name] (``fp8_*``: the arguments of
+    ``attention_fp8``): the first call compiles under the variant's environment."""
     import kernelc
-    modname, kname, env, *cfg = FWD_VARIANTS[name]
-    cfg = cfg[0] if cfg else {}
+    modname, kname, env, *rest = FWD_VARIANTS[name]
+    cfg, entry = (rest + [{}, "attention"][len(rest):])[:2]
     mod = importlib.import_module(f"examples.kernels.{modname}")
     if name not in _variant_kernels:
         _variant_kernels[name] = kernelc.jit(getattr(mod, kname).fn) if env else getattr(mod, kname)
     kern = _variant_kernels[name]
 
-    def forward(q, k, v, causal, scale):
-        return mod.attention(q, k, v, causal, scale, kernel=kern, **cfg)
+    def forward(*a):
+        return getattr(mod, entry)(*a, kernel=kern, **cfg)
 
     def first(*a):
         with _environ(env):
@@ -301,7 +304,7 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
     if fa3_ok:
         record("ours_fwd_fa3", lambda: AF.attention(q, k, v, causal, scale))
     for name in (args.fwd_variants or FWD_VARIANTS) if args.fwd_variants is not None and fa3_ok else ():
-        if name.startswith("tma") and dtype != torch.float16 or causal and "bn64" in name:
+        if name.startswith("tma") and dtype != torch.float16 or causal and "bn64" in name or name.startswith("fp8"):
             continue
         fwd, first = variant_forward(name)
         try:
@@ -348,7 +351,21 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
                 check("fp8_fwd_fa3", _err(AF.attention_fp8(q8, k8, v8t, qs, ks, vs, causal, scale), want), 0.1)
                 del want
             record("ours_fp8_fwd_fa3", lambda: AF.attention_fp8(q8, k8, v8t, qs, ks, vs, causal, scale))
-        fp8 = {n: res[n]["ms"] for n in ("ours_fp8_fwd", "ours_fp8_fwd_w8", "ours_fp8_fwd_fa3") if n in res}
+            for name in [n for n in (args.fwd_variants or FWD_VARIANTS) if n.startswith("fp8")] \
+                    if args.fwd_variants is not None else ():
+                fwd, first = variant_forward(name)
+                try:
+                    got = first(q8, k8, v8t, qs, ks, vs, causal, scale)
+                    if args.check:
+                        want = SDPA(q8.float() * qs, k8.float() * ks, v8.float() * vs, is_causal=causal, scale=scale)
+                        check(f"{name}_fwd", _err(got, want), 0.1)
+                        del want
+                except Exception as e:
+                    print(f"ours_{name}_fwd {tag}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+                    continue
+                record(f"ours_{name}_fwd", lambda fwd=fwd: fwd(q8, k8, v8t, qs, ks, vs, causal, scale))
+        fp8 = {n: res[n]["ms"] for n in ("ours_fp8_fwd", "ours_fp8_fwd_w8", "ours_fp8_fwd_fa3",
+                                         *(f"ours_{v}_fwd" for v in FWD_VARIANTS if v.startswith("fp8"))) if n in res}
         for n in fp8:
             row[f"{n}_tflops"] = tf(fp8[n], fwd_flop)
         if fp8:
