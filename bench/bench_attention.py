@@ -446,6 +446,17 @@ def matrix(args):
     return [m for m in default if m[0] in seqs and m[1] in dims and m[2] in dts and m[3] in causals]
 
 
+def _write_partial(results_dir, rows, timings):
+    """With ``--results-dir``: the rows so far (attention.partial.json there), so a run cut short by a time
+    limit still leaves its numbers."""
+    import json
+    if not results_dir:
+        return
+    os.makedirs(results_dir, exist_ok=True)
+    with open(os.path.join(results_dir, "attention.partial.json"), "w") as f:
+        json.dump({"rows": rows, "timings": timings}, f, indent=1)
+
+
 def main(argv=None):
     global Z, H, DEVICE
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -501,6 +512,7 @@ def main(argv=None):
         if DEVICE == "cuda":
             torch.cuda.empty_cache()
         print(rows[-1], flush=True)
+        _write_partial(args.results_dir, rows, timings)
     from bench.common import RESULTS
     write_results("attention", rows, extra={"batch": Z, "heads": H, "device_kind": DEVICE, "timings": timings,
                                             "check_failures": failures, "tutorial06": args.tutorial06,
