@@ -29,8 +29,8 @@ from tests.compiler.filecheck import filecheck
 def cast_kernel(x_ptr, a_ptr, b_ptr, BLOCK: kl.constexpr):
     i = kl.arange(0, BLOCK)
     x = kl.load(x_ptr + i)
-    kl.store(a_ptr + i, kl.math.exp2(x).to(kl.float8e4nv))  # exp2's NaN is positive: no fix-up
-    kl.store(b_ptr + i, x.to(kl.float8e4nv))  # any NaN: the sign is copied over
+    kl.store(a_ptr + i, kl.math.exp2(x).to(a_ptr.dtype.element_ty))  # exp2's NaN is positive: no fix-up
+    kl.store(b_ptr + i, x.to(b_ptr.dtype.element_ty))  # any NaN: the sign is copied over
 
 
 SIG = dict(x_ptr="*fp32", a_ptr="*fp8e4nv", b_ptr="*fp8e4nv")
@@ -63,11 +63,16 @@ def test_fp8_casts_of_exp2_results_are_marked_golden():
 
 
 @pytest.mark.parametrize("block", [128, 256])  # one value a thread (cast_one), two (a pair per cvt)
-def test_the_marked_cast_has_no_nan_test(block):
-    # the unmarked cast tests each value for NaN (to copy its sign), the marked one not
-    ck = kernelc.compile(cast_kernel, SIG, dict(BLOCK=block), target="sm_90a", num_warps=4)
-    assert ck.asm["llir"].count("fcmp uno") == 2
-    assert ck.asm["ptx"].count("cvt.rn.satfinite.e4m3x2.f32") == 2
+@pytest.mark.parametrize("fp8", ["fp8e4nv", "fp8e5"])
+def test_the_marked_cast_has_no_nan_test(block, fp8):
+    # the unmarked cast tests each value for NaN (to copy its sign), the marked one not; e5m2 keeps its
+    # overflow-to-Inf test in both
+    ck = kernelc.compile(cast_kernel, dict(SIG, a_ptr="*" + fp8, b_ptr="*" + fp8), dict(BLOCK=block),
+                         target="sm_90a", num_warps=4)
+    llir = ck.asm["llir"]
+    assert llir.count("fcmp uno") == 2
+    assert len(re.findall(r"fcmp o(ge|gt) float", llir)) == (4 if fp8 == "fp8e5" else 0)
+    assert ck.asm["ptx"].count("cvt.rn.satfinite.%s.f32" % ("e4m3x2" if fp8 == "fp8e4nv" else "e5m2x2")) == 2
 
 
 # -- fp8 A fragments from the accumulator layout -------------------------------------------------------

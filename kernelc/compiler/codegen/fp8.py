@@ -116,10 +116,11 @@ def torch_fixup(e: Emitter, name: str, x: str, y: str, sign_byte=None, nan_posit
     if nan_positive and fmt.overflow != "inf":
         return y
     sign = e.val(f"and i8 {sign_byte or _sign_byte(e, x)}, -128")
-    special = e.val(f"fcmp uno float {x}, 0.0")
-    code = e.val(f"or i8 {sign}, {fmt.nan_code}")
     if nan_positive:  # only the overflow (a NaN converts to nan_code as it is)
         special, code = "false", y
+    else:
+        special = e.val(f"fcmp uno float {x}, 0.0")
+        code = e.val(f"or i8 {sign}, {fmt.nan_code}")
     if fmt.overflow == "inf":
         # rounding to nearest even reaches the Inf code from the midpoint between max_finite and
         # overflow_at on (a tie goes to Inf when max's code is odd, as e5m2's 0x7B is)
