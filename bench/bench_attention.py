@@ -205,6 +205,8 @@ FWD_VARIANTS = {
     # fp8 (attention_fa3.attention_fp8): the softmax is a larger share of a key block than in fp16
     "fp8_fa3_pingpong": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_WS_PINGPONG": "1"}, {}, "attention_fp8"),
     "fp8_fa3_s3": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(num_stages=3), "attention_fp8"),
+    "fp8_fa3_pingpong_s3": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_WS_PINGPONG": "1"},
+                            dict(num_stages=3), "attention_fp8"),
 }
 _variant_kernels = {}
 
