@@ -193,7 +193,7 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
 #   tma_noftz   the descriptor forward with exp2 keeping subnormals (main's code: KERNELC_EXP2_FTZ=0)
 #   fa3_nopin   FA3's order with the deferred waits unpinned but setmaxnreg forced (ptxas serialises it)
 #   fa3_pingpong  FA3's order with the two consumer warpgroups taking turns on the first dot
-#   fa3_s3, fa3_bn64_s3  FA3's order at other launch configs (head dim 64: 3 TMA stages; 64-key blocks, non-causal
+#   fa3_s3, fa3_bn64_s3, tma_s3  FA3's order (the FA2-order descriptor kernel) at other launch configs (head dim 64: 3 TMA stages; 64-key blocks, non-causal
 #                 only: the diagonal is one block), each spill-free on sm_90a at head dims 64 and 128
 FWD_VARIANTS = {
     "tma_noftz": ("attention_tma", "attn_fwd_tma_kernel", {"KERNELC_EXP2_FTZ": "0"}),
@@ -201,6 +201,7 @@ FWD_VARIANTS = {
                                                            "KERNELC_WS_SETMAXNREG": "1"}),
     "fa3_pingpong": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_WS_PINGPONG": "1"}),
     "fa3_s3": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(num_stages=3)),
+    "tma_s3": ("attention_tma", "attn_fwd_tma_kernel", {}, dict(num_stages=3)),
     "fa3_bn64_s3": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(BLOCK_N=64, num_stages=3)),
     # fp8 (attention_fa3.attention_fp8): the softmax is a larger share of a key block than in fp16
     "fp8_fa3_pingpong": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_WS_PINGPONG": "1"}, {}, "attention_fp8"),
@@ -343,10 +344,6 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
             check("fp8_fwd", _err(A.attention_fp8(q8, k8, v8t, qs, ks, vs, causal, scale), want), 0.1)
             del want
         record("ours_fp8_fwd", lambda: A.attention_fp8(q8, k8, v8t, qs, ks, vs, causal, scale))
-        if args.fwd_variants is not None and D == 128:  # the warp-specialised 8-warp config: spill-free since the
-            # fp8 P stays in registers (2026-11-27), not yet the default
-            record("ours_fp8_fwd_w8", lambda: A.attention_fp8(q8, k8, v8t, qs, ks, vs, causal, scale, BLOCK_N=128,
-                                                              num_warps=8))
         if fa3_ok:  # FA3's order on descriptors, P fed to the second fp8 wgmma from registers
             if args.check:
                 want = SDPA(q8.float() * qs, k8.float() * ks, v8.float() * vs, is_causal=causal, scale=scale)
@@ -366,7 +363,7 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
                     print(f"ours_{name}_fwd {tag}: {type(e).__name__}: {str(e)[:300]}", flush=True)
                     continue
                 record(f"ours_{name}_fwd", lambda fwd=fwd: fwd(q8, k8, v8t, qs, ks, vs, causal, scale))
-        fp8 = {n: res[n]["ms"] for n in ("ours_fp8_fwd", "ours_fp8_fwd_w8", "ours_fp8_fwd_fa3",
+        fp8 = {n: res[n]["ms"] for n in ("ours_fp8_fwd", "ours_fp8_fwd_fa3",
                                          *(f"ours_{v}_fwd" for v in FWD_VARIANTS if v.startswith("fp8"))) if n in res}
         for n in fp8:
             row[f"{n}_tflops"] = tf(fp8[n], fwd_flop)
