@@ -339,16 +339,17 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
     if dtype == torch.float16 and not args.no_fp8:
         (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in (q, k, v))
         v8t = v8.transpose(-1, -2).contiguous()
+        # the fp32 reference on the dequantised inputs of the first two heads (fp32 SDPA of the whole tensor
+        # is slow, and may not fit at N 16384); our outputs are compared there
+        want = SDPA(*(t[:1, :2].float() * s for t, s in ((q8, qs), (k8, ks), (v8, vs))), is_causal=causal,
+                    scale=scale) if args.check else None
+        fp8_err = lambda o: _err(o[:1, :2], want)  # noqa: E731
         if args.check:
-            want = SDPA(q8.float() * qs, k8.float() * ks, v8.float() * vs, is_causal=causal, scale=scale)
-            check("fp8_fwd", _err(A.attention_fp8(q8, k8, v8t, qs, ks, vs, causal, scale), want), 0.1)
-            del want
+            check("fp8_fwd", fp8_err(A.attention_fp8(q8, k8, v8t, qs, ks, vs, causal, scale)), 0.1)
         record("ours_fp8_fwd", lambda: A.attention_fp8(q8, k8, v8t, qs, ks, vs, causal, scale))
         if fa3_ok:  # FA3's order on descriptors, P fed to the second fp8 wgmma from registers
             if args.check:
-                want = SDPA(q8.float() * qs, k8.float() * ks, v8.float() * vs, is_causal=causal, scale=scale)
-                check("fp8_fwd_fa3", _err(AF.attention_fp8(q8, k8, v8t, qs, ks, vs, causal, scale), want), 0.1)
-                del want
+                check("fp8_fwd_fa3", fp8_err(AF.attention_fp8(q8, k8, v8t, qs, ks, vs, causal, scale)), 0.1)
             record("ours_fp8_fwd_fa3", lambda: AF.attention_fp8(q8, k8, v8t, qs, ks, vs, causal, scale))
             for name in [n for n in (args.fwd_variants or FWD_VARIANTS) if n.startswith("fp8")] \
                     if args.fwd_variants is not None else ():
@@ -356,9 +357,7 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
                 try:
                     got = first(q8, k8, v8t, qs, ks, vs, causal, scale)
                     if args.check:
-                        want = SDPA(q8.float() * qs, k8.float() * ks, v8.float() * vs, is_causal=causal, scale=scale)
-                        check(f"{name}_fwd", _err(got, want), 0.1)
-                        del want
+                        check(f"{name}_fwd", fp8_err(got), 0.1)
                 except Exception as e:
                     print(f"ours_{name}_fwd {tag}: {type(e).__name__}: {str(e)[:300]}", flush=True)
                     continue
@@ -371,7 +370,7 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
             row["fp8_fwd_tflops"] = tf(min(fp8.values()), fwd_flop)
             if ours:
                 row["fp8_vs_our_fp16"] = min(ours) / min(fp8.values())
-        del q8, k8, v8, v8t
+        del q8, k8, v8, v8t, want
     if args.sweep:
         sweep(N, D, q, k, v, do, causal, scale, record, res, row, check if args.check else None,
               fwd=not args.no_fwd_sweep)
