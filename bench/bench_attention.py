@@ -195,9 +195,7 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
 #   fa3_pingpong  FA3's order with the two consumer warpgroups taking turns on the first dot
 #   fa3_s3, fa3_bn64_s3, tma_s3  FA3's order (the FA2-order descriptor kernel) at other launch configs: 3 TMA
 #                 stages (fa3_s3 at D=128 in fp16 needs more shared memory than there is); 64-key blocks
-#                 (non-causal only: the diagonal is one block); spill-free on sm_90a at head dims 64 and 128.
-#                 In FA3's order a stage (K and V of one block) is released only after the next trip's P V, so
-#                 with 2 stages the load of block j+2 starts when block j+2 is about to be read
+#                 (non-causal only: the diagonal is one block); spill-free on sm_90a at head dims 64 and 128
 FWD_VARIANTS = {
     "tma_noftz": ("attention_tma", "attn_fwd_tma_kernel", {"KERNELC_EXP2_FTZ": "0"}),
     "fa3_nopin": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_WGMMA_PIN_WAITS": "0",
