@@ -193,11 +193,23 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
 #   tma_noftz   the descriptor forward with exp2 keeping subnormals (main's code: KERNELC_EXP2_FTZ=0)
 #   fa3_nopin   FA3's order with the deferred waits unpinned but setmaxnreg forced (ptxas serialises it)
 #   fa3_pingpong  FA3's order with the two consumer warpgroups taking turns on the first dot
+#   fa3_s3, fa3_bn64_s3, tma_s3  FA3's order (the FA2-order descriptor kernel) at other launch configs: 3 TMA
+#                 stages (fa3_s3 at D=128 in fp16 needs more shared memory than there is); 64-key blocks
+#                 (non-causal only: the diagonal is one block); spill-free on sm_90a at head dims 64 and 128
 FWD_VARIANTS = {
     "tma_noftz": ("attention_tma", "attn_fwd_tma_kernel", {"KERNELC_EXP2_FTZ": "0"}),
     "fa3_nopin": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_WGMMA_PIN_WAITS": "0",
                                                            "KERNELC_WS_SETMAXNREG": "1"}),
     "fa3_pingpong": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_WS_PINGPONG": "1"}),
+    "fa3_s3": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(num_stages=3)),
+    "tma_s3": ("attention_tma", "attn_fwd_tma_kernel", {}, dict(num_stages=3)),
+    "fa3_bn64_s3": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(BLOCK_N=64, num_stages=3)),
+    # fp8 (attention_fa3.attention_fp8): the softmax is a larger share of a key block than in fp16
+    "fp8_fa3_pingpong": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_WS_PINGPONG": "1"}, {}, "attention_fp8"),
+    "fp8_fa3_s3": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(num_stages=3), "attention_fp8"),
+    "fp8_fa3_s4": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(num_stages=4), "attention_fp8"),
+    "fp8_fa3_pingpong_s3": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_WS_PINGPONG": "1"},
+                            dict(num_stages=3), "attention_fp8"),
 }
 _variant_kernels = {}
 
@@ -233,17 +245,18 @@ def bwd_variant_kernels(name):
 
 
 def variant_forward(name):
-    """(forward(q, k, v, causal, scale), first call) of FWD_VARIANTS[name]: the first call compiles under the
-    variant's environment."""
+    """(forward(q, k, v, causal, scale), first call) of FWD_VARIANTS[name] (``fp8_*``: the arguments of
+    ``attention_fp8``): the first call compiles under the variant's environment."""
     import kernelc
-    modname, kname, env = FWD_VARIANTS[name]
+    modname, kname, env, *rest = FWD_VARIANTS[name]
+    cfg, entry = (rest + [{}, "attention"][len(rest):])[:2]
     mod = importlib.import_module(f"examples.kernels.{modname}")
     if name not in _variant_kernels:
-        _variant_kernels[name] = kernelc.jit(getattr(mod, kname).fn)
+        _variant_kernels[name] = kernelc.jit(getattr(mod, kname).fn) if env else getattr(mod, kname)
     kern = _variant_kernels[name]
 
-    def forward(q, k, v, causal, scale):
-        return mod.attention(q, k, v, causal, scale, kernel=kern)
+    def forward(*a):
+        return getattr(mod, entry)(*a, kernel=kern, **cfg)
 
     def first(*a):
         with _environ(env):
@@ -295,8 +308,8 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
         record("ours_fwd_tma", lambda: AT.attention(q, k, v, causal, scale))
     if fa3_ok:
         record("ours_fwd_fa3", lambda: AF.attention(q, k, v, causal, scale))
-    for name in (FWD_VARIANTS if args.fwd_variants and fa3_ok else ()):
-        if name.startswith("tma") and dtype != torch.float16:
+    for name in (args.fwd_variants or FWD_VARIANTS) if args.fwd_variants is not None and fa3_ok else ():
+        if name.startswith("tma") and dtype != torch.float16 or causal and "bn64" in name or name.startswith("fp8"):
             continue
         fwd, first = variant_forward(name)
         try:
@@ -328,16 +341,38 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
     if dtype == torch.float16 and not args.no_fp8:
         (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in (q, k, v))
         v8t = v8.transpose(-1, -2).contiguous()
+        # the fp32 reference on the dequantised inputs of the first two heads (fp32 SDPA of the whole tensor
+        # is slow, and may not fit at N 16384); our outputs are compared there
+        want = SDPA(*(t[:1, :2].float() * s for t, s in ((q8, qs), (k8, ks), (v8, vs))), is_causal=causal,
+                    scale=scale) if args.check else None
+        fp8_err = lambda o: _err(o[:1, :2], want)  # noqa: E731
         if args.check:
-            want = SDPA(q8.float() * qs, k8.float() * ks, v8.float() * vs, is_causal=causal, scale=scale)
-            check("fp8_fwd", _err(A.attention_fp8(q8, k8, v8t, qs, ks, vs, causal, scale), want), 0.1)
-            del want
+            check("fp8_fwd", fp8_err(A.attention_fp8(q8, k8, v8t, qs, ks, vs, causal, scale)), 0.1)
         record("ours_fp8_fwd", lambda: A.attention_fp8(q8, k8, v8t, qs, ks, vs, causal, scale))
-        if "ours_fp8_fwd" in res:
-            row["fp8_fwd_tflops"] = tf(res["ours_fp8_fwd"]["ms"], fwd_flop)
+        if fa3_ok:  # FA3's order on descriptors, P fed to the second fp8 wgmma from registers
+            if args.check:
+                check("fp8_fwd_fa3", fp8_err(AF.attention_fp8(q8, k8, v8t, qs, ks, vs, causal, scale)), 0.1)
+            record("ours_fp8_fwd_fa3", lambda: AF.attention_fp8(q8, k8, v8t, qs, ks, vs, causal, scale))
+            for name in [n for n in (args.fwd_variants or FWD_VARIANTS) if n.startswith("fp8")] \
+                    if args.fwd_variants is not None else ():
+                fwd, first = variant_forward(name)
+                try:
+                    got = first(q8, k8, v8t, qs, ks, vs, causal, scale)
+                    if args.check:
+                        check(f"{name}_fwd", fp8_err(got), 0.1)
+                except Exception as e:
+                    print(f"ours_{name}_fwd {tag}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+                    continue
+                record(f"ours_{name}_fwd", lambda fwd=fwd: fwd(q8, k8, v8t, qs, ks, vs, causal, scale))
+        fp8 = {n: res[n]["ms"] for n in ("ours_fp8_fwd", "ours_fp8_fwd_fa3",
+                                         *(f"ours_{v}_fwd" for v in FWD_VARIANTS if v.startswith("fp8"))) if n in res}
+        for n in fp8:
+            row[f"{n}_tflops"] = tf(fp8[n], fwd_flop)
+        if fp8:
+            row["fp8_fwd_tflops"] = tf(min(fp8.values()), fwd_flop)
             if ours:
-                row["fp8_vs_our_fp16"] = min(ours) / res["ours_fp8_fwd"]["ms"]
-        del q8, k8, v8, v8t
+                row["fp8_vs_our_fp16"] = min(ours) / min(fp8.values())
+        del q8, k8, v8, v8t, want
     if args.sweep:
         sweep(N, D, q, k, v, do, causal, scale, record, res, row, check if args.check else None,
               fwd=not args.no_fwd_sweep)
@@ -411,6 +446,17 @@ def matrix(args):
     return [m for m in default if m[0] in seqs and m[1] in dims and m[2] in dts and m[3] in causals]
 
 
+def _write_partial(results_dir, rows, timings):
+    """With ``--results-dir``: the rows so far (attention.partial.json there), so a run cut short by a time
+    limit still leaves its numbers."""
+    import json
+    if not results_dir:
+        return
+    os.makedirs(results_dir, exist_ok=True)
+    with open(os.path.join(results_dir, "attention.partial.json"), "w") as f:
+        json.dump({"rows": rows, "timings": timings}, f, indent=1)
+
+
 def main(argv=None):
     global Z, H, DEVICE
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -426,9 +472,9 @@ def main(argv=None):
     p.add_argument("--rep-ms", type=float, default=200.0, help="GPU time to spend per variant (>= 3 calls)")
     p.add_argument("--no-bwd", action="store_true")
     p.add_argument("--no-fp8", action="store_true")
-    p.add_argument("--fwd-variants", action="store_true",
-                   help="also time the descriptor forwards under other compile knobs (FWD_VARIANTS: A/B of the "
-                        "exp2 flush, the pinned waits, ping-pong)")
+    p.add_argument("--fwd-variants", nargs="*", default=None, choices=sorted(FWD_VARIANTS), metavar="NAME",
+                   help="also time the descriptor forwards under other compile knobs or configs (FWD_VARIANTS: A/B "
+                        "of the exp2 flush, the pinned waits, ping-pong, FA3 configs); no NAME: all of them")
     p.add_argument("--sweep", action="store_true", help="also time other forward/backward launch configs")
     p.add_argument("--no-fwd-sweep", action="store_true", help="with --sweep: the backward's configs only")
     p.add_argument("--batch", type=int, default=Z)
@@ -466,6 +512,7 @@ def main(argv=None):
         if DEVICE == "cuda":
             torch.cuda.empty_cache()
         print(rows[-1], flush=True)
+        _write_partial(args.results_dir, rows, timings)
     from bench.common import RESULTS
     write_results("attention", rows, extra={"batch": Z, "heads": H, "device_kind": DEVICE, "timings": timings,
                                             "check_failures": failures, "tutorial06": args.tutorial06,

@@ -158,9 +158,10 @@ FWD_CONFIGS = {16: (64, 32, 4, 2), 32: (64, 32, 4, 2), 64: (128, 64, 4, 3), 128:
                256: (64, 64, 4, 2)}
 
 
-# fp8: rounding P to e4m3 for the second dot needs more registers than the warp-specialised 8-warp config's
-# 168 (336 spills at head dim 128), so fp8 keeps 4 warps
-FP8_FWD_CONFIGS = {**FWD_CONFIGS, 128: (128, 64, 4, 2)}
+# fp8 takes the fp16 configs: at head dim 128 the warp-specialised 8-warp one spilled 336 registers while P went
+# through shared memory; with P in registers it fits and measured 11-17% faster than 128x64 at 4 warps
+# (docs/attention.md, H200 2026-11-27)
+FP8_FWD_CONFIGS = dict(FWD_CONFIGS)
 
 
 def fwd_config(head_dim, fp8=False, **overrides):

@@ -21,13 +21,27 @@ TensorDescriptor = importlib.import_module(triton.__name__ + ".tools.tensor_desc
 
 
 @triton.jit
-def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, BLOCK_M: tl.constexpr,
-                        BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr):
+def _v_block(desc_v, row, off_hz, N_CTX, HEAD_DIM: tl.constexpr, FP8: tl.constexpr):
+    """The ``[BLOCK_N, HEAD_DIM]`` V block from row ``row`` of ``[Z * H * N_CTX, HEAD_DIM]``; fp8 reads it
+    from V^T, ``[Z * H * HEAD_DIM, N_CTX]``."""
+    if FP8:
+        return desc_v.load([off_hz * HEAD_DIM, row - off_hz * N_CTX]).T
+    return desc_v.load([row, 0])
+
+
+@triton.jit
+def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Descale, BLOCK_M: tl.constexpr,
+                        BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, FP8: tl.constexpr):
+    # FP8: q, k are e4m3 and desc_v is V^T ([Z * H * HEAD_DIM, N_CTX], keys contiguous: fp8 wgmma reads its B
+    # operand K-major only); Descale holds the per-tensor scales of q, k, v (fp32)
     # causal: a head's heaviest row blocks launch first, the light ones fill the tail of the grid
     start_m = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
-    offset_y = tl.program_id(1) * N_CTX
+    off_hz = tl.program_id(1)
+    offset_y = off_hz * N_CTX
     qo_offset_y = offset_y + start_m * BLOCK_M
     qk_scale = sm_scale * 1.44269504
+    if FP8:
+        qk_scale = qk_scale * tl.load(Descale) * tl.load(Descale + 1)
     q = desc_q.load([qo_offset_y, 0])
     dtype = q.dtype
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
@@ -41,13 +55,13 @@ def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, BLOCK_M
     m_i = tl.max(qk, 1)
     p32 = tl.math.exp2(qk - m_i[:, None])
     l_i = tl.sum(p32, 1)
-    p = p32.to(dtype)
-    v_prev = offset_y + first
+    p = p32.to(dtype)  # fp8: P lies in [0, 1] and is rounded to e4m3 for P V
+    v_prev = offset_y + first  # the row of the V block P belongs to
     lo = 0 if CAUSAL else BLOCK_N
     hi = start_m * BLOCK_M if CAUSAL else N_CTX
     for start_n in range(lo, hi, BLOCK_N):  # unmasked blocks
         qk = tl.dot(q, desc_k.load([offset_y + start_n, 0]).T)
-        acc = tl.dot(p, desc_v.load([v_prev, 0]), acc)  # the previous block's P V, during this softmax
+        acc = tl.dot(p, _v_block(desc_v, v_prev, off_hz, N_CTX, HEAD_DIM, FP8), acc)  # the previous block's P V
         m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
         p32 = tl.math.exp2(qk * qk_scale - m_ij[:, None])
         alpha = tl.math.exp2(m_i - m_ij)
@@ -56,9 +70,32 @@ def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, BLOCK_M
         m_i = m_ij
         p = p32.to(dtype)
         v_prev = offset_y + start_n
-    acc = tl.dot(p, desc_v.load([v_prev, 0]), acc)
+    acc = tl.dot(p, _v_block(desc_v, v_prev, off_hz, N_CTX, HEAD_DIM, FP8), acc)
+    if FP8:
+        acc = acc * tl.load(Descale + 2)
     acc = acc / l_i[:, None]
-    desc_o.store([qo_offset_y, 0], acc.to(dtype))
+    desc_o.store([qo_offset_y, 0], acc.to(desc_o.dtype))
+
+
+def _check_blocks(name, N, causal, BLOCK_M, BLOCK_N):
+    if N % BLOCK_M or N % BLOCK_N or (causal and BLOCK_M != BLOCK_N):
+        raise ValueError(f"{name}: N_CTX ({N}) must be a multiple of BLOCK_M ({BLOCK_M}) and BLOCK_N "
+                         f"({BLOCK_N}), and causal needs BLOCK_M == BLOCK_N (the diagonal is one block)")
+
+
+def _launch(kernel, q, k, v, o, descale, vt, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages):
+    Z, H, N, D = q.shape
+    y = Z * H * N
+    desc_q = TensorDescriptor(q, [y, D], [D, 1], [BLOCK_M, D])
+    desc_k = TensorDescriptor(k, [y, D], [D, 1], [BLOCK_N, D])
+    desc_v = (TensorDescriptor(v, [Z * H * D, N], [N, 1], [D, BLOCK_N]) if vt else
+              TensorDescriptor(v, [y, D], [D, 1], [BLOCK_N, D]))
+    desc_o = TensorDescriptor(o, [y, D], [D, 1], [BLOCK_M, D])
+    grid = (N // BLOCK_M, Z * H, 1)
+    (kernel or attn_fwd_fa3_kernel)[grid](sm_scale, desc_q, desc_k, desc_v, desc_o, N, descale, BLOCK_M=BLOCK_M,
+                                          BLOCK_N=BLOCK_N, HEAD_DIM=D, CAUSAL=causal, FP8=vt,
+                                          num_warps=num_warps, num_stages=num_stages)
+    return o
 
 
 def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2, kernel=None):
@@ -71,18 +108,31 @@ def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, nu
         raise TypeError(f"attention_fa3 expects q, k, v in float16 or bfloat16, got {q.dtype}, {k.dtype}, {v.dtype}")
     if not all(t.is_contiguous() for t in (q, k, v)):
         raise ValueError("attention_fa3 expects contiguous q, k, v")
-    if N % BLOCK_M or N % BLOCK_N or (causal and BLOCK_M != BLOCK_N):
-        raise ValueError(f"attention_fa3: N_CTX ({N}) must be a multiple of BLOCK_M ({BLOCK_M}) and BLOCK_N "
-                         f"({BLOCK_N}), and causal needs BLOCK_M == BLOCK_N (the diagonal is one block)")
+    _check_blocks("attention_fa3", N, causal, BLOCK_M, BLOCK_N)
     sm_scale = sm_scale if sm_scale is not None else D ** -0.5
     o = torch.empty_like(q)
-    y = Z * H * N
-    desc_q = TensorDescriptor(q, [y, D], [D, 1], [BLOCK_M, D])
-    desc_k = TensorDescriptor(k, [y, D], [D, 1], [BLOCK_N, D])
-    desc_v = TensorDescriptor(v, [y, D], [D, 1], [BLOCK_N, D])
-    desc_o = TensorDescriptor(o, [y, D], [D, 1], [BLOCK_M, D])
-    grid = (N // BLOCK_M, Z * H, 1)
-    (kernel or attn_fwd_fa3_kernel)[grid](sm_scale, desc_q, desc_k, desc_v, desc_o, N, BLOCK_M=BLOCK_M,
-                                          BLOCK_N=BLOCK_N, HEAD_DIM=D, CAUSAL=causal, num_warps=num_warps,
-                                          num_stages=num_stages)
-    return o
+    return _launch(kernel, q, k, v, o, o, False, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages)
+
+
+def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None, BLOCK_M=128,
+                  BLOCK_N=128, num_warps=8, num_stages=2, kernel=None):
+    """fp8 (e4m3) attention in FlashAttention-3's order: ``softmax(q k^T * sm_scale) v`` with ``q = q8 * q_scale``
+    etc. (``attention.quantize_fp8``). ``q8``, ``k8``: ``[Z, H, N_CTX, HEAD_DIM]``; ``v8t``: V transposed,
+    ``[Z, H, HEAD_DIM, N_CTX]`` (fp8 wgmma reads its B operand K-major only); all contiguous e4m3. Both dots
+    run on fp8 wgmma, P is rounded to e4m3, the output is ``out_dtype`` (default float16)."""
+    import torch
+    Z, H, N, D = q8.shape
+    for name, t in (("q8", q8), ("k8", k8), ("v8t", v8t)):
+        if t.dtype != torch.float8_e4m3fn:
+            raise TypeError(f"attention_fa3.attention_fp8: {name} must be torch.float8_e4m3fn, got {t.dtype}")
+        if not t.is_contiguous():
+            raise ValueError(f"attention_fa3.attention_fp8: {name} must be contiguous")
+    if tuple(v8t.shape) != (Z, H, D, N):
+        raise ValueError(f"attention_fa3.attention_fp8: v8t must be V transposed, shape {(Z, H, D, N)}, "
+                         f"got {tuple(v8t.shape)}")
+    _check_blocks("attention_fa3.attention_fp8", N, causal, BLOCK_M, BLOCK_N)
+    sm_scale = sm_scale if sm_scale is not None else D ** -0.5
+    o = torch.empty((Z, H, N, D), device=q8.device, dtype=out_dtype or torch.float16)
+    descale = torch.cat([s.reshape(1).float() for s in (q_scale, k_scale, v_scale)])
+    return _launch(kernel, q8, k8, v8t, o, descale, True, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps,
+                   num_stages)

@@ -24,7 +24,7 @@ from .passes.coalesce import coalesce
 from .passes.dot_acc import fold_dot_accumulate
 from .passes.fp8_dot import upcast_fp8_dots
 from .passes.hints import anchor_hints
-from .passes.fp_contract import mark_exp2_ftz, mark_fp_contraction
+from .passes.fp_contract import mark_exp2_ftz, mark_fp_contraction, mark_positive_nan_casts
 from .passes.layout_assign import assign_layouts
 from .passes.hoist_conversions import hoist_conversions
 from .passes.load_layouts import loads_in_use_layout
@@ -200,6 +200,8 @@ TILE_PASSES = (
     TilePass("mark_fp_contraction", lambda f, c: mark_fp_contraction(f, c.fp_fusion)),
     # exp2 as ex2.approx.ftz (Triton's): KERNELC_EXP2_FTZ
     TilePass("mark_exp2_ftz", lambda f, c: mark_exp2_ftz(f, exp2_ftz_enabled())),
+    # fp8 casts of exp2 results skip the NaN-sign fix-up (a canonical NaN is positive)
+    TilePass("mark_positive_nan_casts", lambda f, c: mark_positive_nan_casts(f)),
     # fp32 adds nobody reads the result of, over contiguous addresses: sm_90 vector red (vec=N)
     TilePass("vectorize_atomics", lambda f, c: vectorize_atomics(f, c.capability[0])),
     TilePass("coalesce", lambda f, c: coalesce(f, c.num_warps, c.capability[0], c.arch, c.notes)),

@@ -126,10 +126,14 @@ def test_separate_dq_is_deterministic():
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("D", [64, 128])
-def test_fp8_forward_vs_the_same_quantised_inputs(D, causal):
+@pytest.mark.parametrize("kernel", ["pointer", "fa3"])
+def test_fp8_forward_vs_the_same_quantised_inputs(D, causal, kernel):
+    # fa3: FA3's order on descriptors, P fed to the fp8 wgmma from registers through a quad shuffle
+    from examples.kernels import attention_fa3 as AF
     q, k, v, _ = _inputs(2, 4, 1024, D, torch.float16)
     (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in (q, k, v))
-    o = A.attention_fp8(q8, k8, v8.transpose(-1, -2).contiguous(), qs, ks, vs, causal=causal)
+    fwd = A.attention_fp8 if kernel == "pointer" else AF.attention_fp8
+    o = fwd(q8, k8, v8.transpose(-1, -2).contiguous(), qs, ks, vs, causal=causal)
     ref = SDPA(q8.float() * qs, k8.float() * ks, v8.float() * vs, is_causal=causal)
     # P is rounded to e4m3 (relative error <= 2^-4) for P V while l sums the exact P: |O - ref| <= 2^-4 max|V|
     vmax = (v8.float() * vs).abs().max().item()

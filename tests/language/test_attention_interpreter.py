@@ -98,3 +98,21 @@ def test_bad_inputs_are_clear_errors():
         A.attention_fp8(q, k, v, *(torch.ones(1),) * 3)
     with pytest.raises(ValueError, match="dq_mode"):
         B.attention_bwd(q, q, k, v, q, q, False, 1.0, dq_mode="fast")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fa3_order_fp8_forward_against_the_same_quantised_inputs(causal):
+    # attention_fa3.attention_fp8: V^T through its own descriptor, the scales from Descale; same bound as above
+    from examples.kernels import attention_fa3 as AF
+    q, k, v = _qkv(96, 32, torch.float16)
+    (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in (q, k, v))
+    o = AF.attention_fp8(q8, k8, v8.transpose(-1, -2).contiguous(), qs, ks, vs, causal=causal, BLOCK_M=32,
+                         BLOCK_N=32)
+    assert o.dtype == torch.float16
+    ref, _ = _ref(q8.float() * qs, k8.float() * ks, v8.float() * vs, causal)
+    vmax = (v8.float() * vs).abs().max().item()
+    err = (o.float() - ref).abs()
+    assert err.max().item() <= 2 ** -4 * vmax + 1e-2, err.max().item()
+    assert err.mean().item() <= 2 ** -8 * vmax, err.mean().item()
+    with pytest.raises(ValueError, match="V transposed"):
+        AF.attention_fp8(q8, k8, v8, qs, ks, vs)

@@ -37,7 +37,9 @@ def lower_for(lw: Lowering, op):
     layouts = [lw.plan.get(a) if lw.is_tile(a) else None for a in carried_args]
     init_flat = []
     for v, L in zip(inits, layouts):
-        init_flat.append(lw.flat(v, L))
+        init_flat.append(_packed(lw, *lw.flat(v, L)))
+    # 8-bit tiles that cross the back edge as words (_packed)
+    packed = [ty == "i32" and llty(scalar_of(v.type)) == "i8" for v, (ty, _) in zip(inits, init_flat)]
     pre = e.cur_label
     header, bodyl, exitl = e.label("for_head"), e.label("for_body"), e.label("for_exit")
     e.br(header)
@@ -69,14 +71,14 @@ def lower_for(lw: Lowering, op):
     e.start_block(bodyl)
     lw.push_scope()
     lw.scalars[body.args[0].id] = iv
-    for a, L, names in zip(carried_args, layouts, carried_phis):
-        lw.set_result(a, names if lw.is_tile(a) else names[0], L)
+    for a, L, names, pk in zip(carried_args, layouts, carried_phis, packed):
+        lw.set_result(a, _unpacked(lw, names) if pk else names if lw.is_tile(a) else names[0], L)
     pending_before = list(lw.smem.pending)
     if _smem_in(body.ops):
         _conservative_pending(lw)
     lw.lower_block(body)  # ends with scf.yield: values collected below
     yld = body.ops[-1]
-    yflat = [lw.flat(v, L)[1] for v, L in zip(yld.operands, layouts)]
+    yflat = [_packed(lw, *lw.flat(v, L))[1] for v, L in zip(yld.operands, layouts)]
     nxt = e.val(f"add {iv_ty} {iv}, {step}")
     latch = e.cur_label
     e.br(header)
@@ -88,8 +90,32 @@ def lower_for(lw: Lowering, op):
         e.body[line_idx] = e.body[line_idx].replace(f"__Y{i}__", flat_y[i - 1]).replace("__LATCH__", latch)
     e.start_block(exitl)
     lw.smem.pending = pending_before + ([(0, 1 << 30, True)] if _smem_in(body.ops) else [])
-    for r, L, names in zip(op.results, layouts, carried_phis):
-        lw.set_result(r, names if lw.is_tile(r) else names[0], L)
+    for r, L, names, pk in zip(op.results, layouts, carried_phis, packed):
+        lw.set_result(r, _unpacked(lw, names) if pk else names if lw.is_tile(r) else names[0], L)
+
+
+def _packed(lw: Lowering, ty: str, regs: List[str]):
+    """8-bit registers of a carried tile cross the back edge four to an i32: one phi per word, not per
+    byte (PTX has no 8-bit registers; a byte per phi took ~8 instructions per word to put back together
+    for an fp8 wgmma A operand). Other carries as they are."""
+    if ty != "i8" or len(regs) < 4 or len(regs) % 4:
+        return ty, regs
+    e = lw.e
+    words = []
+    for i in range(0, len(regs), 4):
+        w = None
+        for j in range(4):
+            x = e.val(f"zext i8 {regs[i + j]} to i32")
+            x = e.val(f"shl i32 {x}, {8 * j}") if j else x
+            w = x if w is None else e.val(f"or i32 {w}, {x}")
+        words.append(w)
+    return "i32", words
+
+
+def _unpacked(lw: Lowering, names: List[str]) -> List[str]:
+    """The bytes of :func:`_packed`'s words."""
+    e = lw.e
+    return [e.val(f"trunc i32 {e.val(f'lshr i32 {w}, {8 * j}') if j else w} to i8") for w in names for j in range(4)]
 
 
 def _const_int(v, lw):

@@ -159,19 +159,23 @@ def _dims(is_a: bool, trans: bool) -> Tuple[int, int]:
     return (0, 1) if trans else (1, 0)
 
 
-def _a_from_registers(lw: Lowering, a_v, L: Layout, M: int, K: int):
+def _a_from_registers(lw: Lowering, a_v, L: Layout, M: int, K: int, wgmma: bool = True):
     """A-operand fragments straight from registers when A lives in the accumulator layout of a
-    previous dot with the same warps along M (attention's P): no shared-memory round trip."""
+    previous dot with the same warps along M (attention's P): no shared-memory round trip. 16-bit A
+    fragments are the accumulator's registers as they are; 8-bit ones (wgmma only) are not
+    (:func:`_a8_from_registers`)."""
     t = lw.tiles.get(a_v.id)
     elt = scalar_of(a_v.type)
-    if t is None or elt.itemsize != 2 or L.mma_meta is None:
+    if t is None or elt.itemsize not in (1, 2) or L.mma_meta is None or (elt.itemsize == 1 and not wgmma):
         return None
     wm, wn = L.mma_meta[0]
-    if wn != 1 or K % 16:
+    if wn != 1 or K % (32 // elt.itemsize):
         return None
     from ..layouts import mma_v2
     if t.layout != mma_v2((M, K), (wm, 1)):
         return None
+    if elt.itemsize == 1:
+        return _a8_from_registers(lw, t, M, K, wm)
     e = lw.e
     ty = llty(elt)
     nbits_n = (max(1, K // 8) - 1).bit_length()
@@ -189,6 +193,62 @@ def _a_from_registers(lw: Lowering, a_v, L: Layout, M: int, K: int):
             n0, n1 = 2 * kk, 2 * kk + 1
             frags[(i, kk)] = [pack(r(n0, 0), r(n0, 1)), pack(r(n0, 2), r(n0, 3)),
                               pack(r(n1, 0), r(n1, 1)), pack(r(n1, 2), r(n1, 3))]
+    return frags
+
+
+def _a8_from_registers(lw: Lowering, t, M: int, K: int, wm: int):
+    """fp8 A fragments (k32 per step) from a tile in the fp32 accumulator layout, by a shuffle within each
+    quad of lanes. A thread q of a quad holds, per row and 8-column block n, columns 2q and 2q+1 (bytes
+    ``B_n``); the A fragment wants columns 4q..4q+3 (register 0) and 16+4q..16+4q+3 (register 2) of each
+    32-column step. Those are ``B_{q//2}`` and ``B_{2+q//2}`` of lanes 2(q%2) and 2(q%2)+1. Each lane
+    packs ``(B_0, B_2)`` and ``(B_1, B_3)``, offers the one its reader wants in each of two shuffles (lane
+    q reads lane 2(q%2) + q//2, then that lane ^ 1), and one byte permute per register puts the halves in
+    column order: 2 SHFL, 2 SEL and 2 PRMT per row and step, as Triton does (docs/attention.md, fp8)."""
+    e = lw.e
+    nbits_n = (max(1, K // 8) - 1).bit_length()
+    reps_m = max(1, M // (16 * wm))
+    q = e.val(f"and i32 {lw.lane}, 3")
+    bit0 = e.val(f"and i32 {lw.lane}, 1")
+    odd = e.val(f"icmp ne i32 {bit0}, 0")
+    upper = e.val(f"icmp ugt i32 {q}, 1")  # q // 2
+    quad = e.val(f"and i32 {lw.lane}, -4")
+    two_odd = e.val(f"shl i32 {e.val(f'and i32 {q}, 1')}, 1")
+    half = e.val(f"lshr i32 {q}, 1")
+    src_x = e.val(f"or i32 {quad}, {e.val(f'or i32 {two_odd}, {half}')}")  # lane 2(q%2) + q//2 of the quad
+    src_y = e.val(f"xor i32 {src_x}, 1")
+    sel_lo = e.val(f"select i1 {upper}, i32 {0x1054}, i32 {0x5410}")
+    sel_hi = e.val(f"select i1 {upper}, i32 {0x3276}, i32 {0x7632}")
+
+    def word(bs):  # four i8 -> i32, the first in the low byte
+        w = None
+        for j, b in enumerate(bs):
+            x = e.val(f"zext i8 {b} to i32")
+            x = e.val(f"shl i32 {x}, {8 * j}") if j else x
+            w = x if w is None else e.val(f"or i32 {w}, {x}")
+        return w
+
+    def shfl(x, src):
+        return e.call("i32", "llvm.nvvm.shfl.sync.idx.i32", [("i32", "-1"), ("i32", x), ("i32", src), ("i32", "31")])
+
+    def prmt(a, b, sel):
+        return e.asm("i32", "prmt.b32 $0, $1, $2, $3;", "=r,r,r,r", [("i32", a), ("i32", b), ("i32", sel)],
+                     side_effects=False)
+
+    frags = {}
+    for i in range(reps_m):
+        r = lambda n, c: t.regs[c | (n << 2) | (i << (2 + nbits_n))]  # noqa: E731
+        for kk in range(K // 32):
+            regs = {}
+            # the four bytes of each 8-column block as one word: a loop-carried P already is one
+            # (codegen/control.py), so these fold away and each pair of halves is one byte permute
+            w = [word([r(4 * kk + j, c) for c in range(4)]) for j in range(4)]
+            for h in (0, 1):  # row g (registers 0, 2), row g + 8 (registers 1, 3)
+                sel = 0x5410 if h == 0 else 0x7632  # the low / high halves of two words
+                p02, p13 = prmt(w[0], w[2], str(sel)), prmt(w[1], w[3], str(sel))
+                x = shfl(e.val(f"select i1 {odd}, i32 {p13}, i32 {p02}"), src_x)
+                y = shfl(e.val(f"select i1 {odd}, i32 {p02}, i32 {p13}"), src_y)
+                regs[h], regs[2 + h] = prmt(x, y, sel_lo), prmt(x, y, sel_hi)
+            frags[(i, kk)] = [regs[0], regs[1], regs[2], regs[3]]
     return frags
 
 
@@ -224,9 +284,9 @@ def mma_dot(lw: Lowering, op, L: Layout, report: Optional[dict] = None):
                                        op.loc.file, op.loc.line, op.loc.col)
             continue
         staged[idx] = (sm, trans)
-    if 0 not in staged:
-        a_regs = _a_from_registers(lw, a_v, L, M, K)
     use_wgmma = id(op) in lw.plan.wgmma
+    if 0 not in staged:
+        a_regs = _a_from_registers(lw, a_v, L, M, K, use_wgmma)
     c_t = lw.tiles.get(c_v.id)
     if c_t is not None and c_t.layout != L:
         # convert the accumulator before staging: the conversion goes through the same scratch

@@ -313,11 +313,12 @@ def _fsuffix(ty: str) -> str:
     return {"float": "f32", "double": "f64", "half": "f16", "bfloat": "bf16"}[ty]
 
 
-def cast_many(e: Emitter, src, dst, xs: List[str], rounding: str = "rtne") -> List[str]:
-    """Convert all registers of a thread; fp8 conversions go two at a time (one cvt per pair)."""
+def cast_many(e: Emitter, src, dst, xs: List[str], rounding: str = "rtne", nan_positive: bool = False) -> List[str]:
+    """Convert all registers of a thread; fp8 conversions go two at a time (one cvt per pair).
+    ``nan_positive``: the values' NaNs are positive (``passes/fp_contract.py: mark_positive_nan_casts``)."""
     if not isinstance(src, pointer_type) and not isinstance(dst, pointer_type) and (src.is_fp8() or dst.is_fp8()):
         from .fp8 import cast_many as fp8_cast_many
-        return fp8_cast_many(e, src, dst, xs)
+        return fp8_cast_many(e, src, dst, xs, nan_positive)
     return [cast(e, src, dst, x, rounding) for x in xs]
 
 

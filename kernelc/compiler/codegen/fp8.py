@@ -77,9 +77,11 @@ def to_f16_soft(e: Emitter, name: str, x: str) -> str:
 # -- narrowing: fp32 -> fp8 ----------------------------------------------------------------------
 
 
-def from_f32_pair(e: Emitter, name: str, x0: str, x1: str, signs=(None, None)) -> Tuple[str, str]:
+def from_f32_pair(e: Emitter, name: str, x0: str, x1: str, signs=(None, None),
+                  nan_positive: bool = False) -> Tuple[str, str]:
     """Two ``float`` values -> two fp8 values (i8), as torch rounds them.  ``signs``: the sign bytes
-    of the values before they were widened to float, where the widening may drop a NaN's sign."""
+    of the values before they were widened to float, where the widening may drop a NaN's sign;
+    ``nan_positive``: the values are never negative NaNs (no sign to restore)."""
     if not has_hw_cvt(e):
         return from_f32_soft(e, name, x0, signs[0]), from_f32_soft(e, name, x1, signs[1])
     # cvt puts its first source in the high byte
@@ -87,7 +89,8 @@ def from_f32_pair(e: Emitter, name: str, x0: str, x1: str, signs=(None, None)) -
               [("float", x1), ("float", x0)], side_effects=False)
     y0 = e.val(f"trunc i16 {r} to i8")
     y1 = e.val(f"trunc i16 {e.val(f'lshr i16 {r}, 8')} to i8")
-    return torch_fixup(e, name, x0, y0, signs[0]), torch_fixup(e, name, x1, y1, signs[1])
+    return (torch_fixup(e, name, x0, y0, signs[0], nan_positive),
+            torch_fixup(e, name, x1, y1, signs[1], nan_positive))
 
 
 def _sign_byte(e: Emitter, x: str, ty: str = "float", bits: int = 32) -> str:
@@ -105,12 +108,19 @@ def _source_sign(e: Emitter, src, x: str):
     return _sign_byte(e, x, *spec) if spec else None
 
 
-def torch_fixup(e: Emitter, name: str, x: str, y: str, sign_byte=None) -> str:
-    """cvt.rn.satfinite -> torch: NaN is ``nan_code | sign``; e5m2 overflows to +-Inf, not +-max."""
+def torch_fixup(e: Emitter, name: str, x: str, y: str, sign_byte=None, nan_positive: bool = False) -> str:
+    """cvt.rn.satfinite -> torch: NaN is ``nan_code | sign``; e5m2 overflows to +-Inf, not +-max.
+    ``nan_positive``: a NaN ``x`` is positive, and cvt's NaN is already ``nan_code``: only e5m2's
+    overflow is left to fix."""
     fmt = FP8_FORMATS[name]
+    if nan_positive and fmt.overflow != "inf":
+        return y
     sign = e.val(f"and i8 {sign_byte or _sign_byte(e, x)}, -128")
-    special = e.val(f"fcmp uno float {x}, 0.0")
-    code = e.val(f"or i8 {sign}, {fmt.nan_code}")
+    if nan_positive:  # only the overflow (a NaN converts to nan_code as it is)
+        special, code = "false", y
+    else:
+        special = e.val(f"fcmp uno float {x}, 0.0")
+        code = e.val(f"or i8 {sign}, {fmt.nan_code}")
     if fmt.overflow == "inf":
         # rounding to nearest even reaches the Inf code from the midpoint between max_finite and
         # overflow_at on (a tie goes to Inf when max's code is odd, as e5m2's 0x7B is)
@@ -156,7 +166,7 @@ def from_f32_soft(e: Emitter, name: str, x: str, sign_byte=None) -> str:
 # -- any float <-> fp8 ---------------------------------------------------------------------------
 
 
-def cast_pair(e: Emitter, src, dst, x0: str, x1: str) -> Tuple[str, str]:
+def cast_pair(e: Emitter, src, dst, x0: str, x1: str, nan_positive: bool = False) -> Tuple[str, str]:
     """Convert two values when ``src`` or ``dst`` is fp8 (two per cvt instruction on sm_89+)."""
     from .elementwise import cast
     if src.is_fp8():
@@ -167,10 +177,10 @@ def cast_pair(e: Emitter, src, dst, x0: str, x1: str) -> Tuple[str, str]:
     signs = (_source_sign(e, src, x0), _source_sign(e, src, x1))
     if src != F32:
         x0, x1 = cast(e, src, F32, x0), cast(e, src, F32, x1)
-    return from_f32_pair(e, dst.name, x0, x1, signs)
+    return from_f32_pair(e, dst.name, x0, x1, signs, nan_positive)
 
 
-def cast_one(e: Emitter, src, dst, x: str) -> str:
+def cast_one(e: Emitter, src, dst, x: str, nan_positive: bool = False) -> str:
     """Convert one value when ``src`` or ``dst`` is fp8."""
     if src.is_fp8() and dst.is_fp8():
         h = cast_one(e, src, F16, x)
@@ -185,16 +195,17 @@ def cast_one(e: Emitter, src, dst, x: str) -> str:
         x = cast(e, src, F32, x)
     if not has_hw_cvt(e):
         return from_f32_soft(e, dst.name, x, sign)
-    return from_f32_pair(e, dst.name, x, x, (sign, sign))[0]
+    return from_f32_pair(e, dst.name, x, x, (sign, sign), nan_positive)[0]
 
 
-def cast_many(e: Emitter, src, dst, xs: List[str]) -> List[str]:
-    """Convert a thread's registers, pairing neighbours so one cvt serves two values."""
+def cast_many(e: Emitter, src, dst, xs: List[str], nan_positive: bool = False) -> List[str]:
+    """Convert a thread's registers, pairing neighbours so one cvt serves two values (``nan_positive``:
+    the values are never negative NaNs, see :func:`torch_fixup`)."""
     if src.is_fp8() and dst.is_fp8():
         return cast_many(e, F16, dst, cast_many(e, src, F16, xs))
     out: List[str] = []
     for i in range(0, len(xs) - 1, 2):
-        out += cast_pair(e, src, dst, xs[i], xs[i + 1])
+        out += cast_pair(e, src, dst, xs[i], xs[i + 1], nan_positive)
     if len(xs) % 2:
-        out.append(cast_one(e, src, dst, xs[-1]))
+        out.append(cast_one(e, src, dst, xs[-1], nan_positive))
     return out

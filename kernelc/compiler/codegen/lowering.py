@@ -317,7 +317,8 @@ class Lowering:
         rt = scalar_of(op.results[0].type)
         name = op.name
         if name == "cast":  # fp8 conversions go two registers per instruction
-            return EW.cast_many(e, scalar_of(op.operands[0].type), rt, args[0], op.attrs.get("rounding", "rtne"))
+            return EW.cast_many(e, scalar_of(op.operands[0].type), rt, args[0], op.attrs.get("rounding", "rtne"),
+                                nan_positive=bool(op.attrs.get("nan_positive")))
         out = []
         for r in range(n):
             a = [x[r] for x in args]

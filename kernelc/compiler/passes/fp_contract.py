@@ -40,3 +40,27 @@ def mark_exp2_ftz(fn: Function, enabled: bool = True) -> Function:
             else:
                 op.attrs.pop("ftz", None)
     return fn
+
+
+#: ops whose NaN results are the hardware's canonical NaN (positive): ``exp2`` is ``ex2.approx`` and ``exp``
+#: a multiply feeding it
+POSITIVE_NAN_OPS = ("exp2", "exp")
+
+
+def mark_positive_nan_casts(fn: Function) -> Function:
+    """Set ``nan_positive`` on every float -> fp8 ``cast`` whose operand is computed by an op of
+    :data:`POSITIVE_NAN_OPS`. fp8 casts are bit-exact with torch, which gives a NaN the input's sign, and
+    ``cvt.rn.satfinite`` gives the positive NaN code: codegen adds a test and two integer ops per element to
+    copy the sign over (``codegen/fp8.py: torch_fixup``), about a quarter of the instructions of fp8
+    attention's key loop (rounding P to e4m3, docs/attention.md). An ``ex2.approx`` result is never a
+    negative NaN, so for such a cast the fix-up changes nothing and is left out. Mutates ``fn``."""
+    from ...language.dtypes import scalar_of
+    from ..ir.core import defining_op
+    for op in fn.walk():
+        if op.name != "cast" or not scalar_of(op.results[0].type).is_fp8():
+            continue
+        src = op.operands[0]
+        d = defining_op(src)
+        if d is not None and d.name in POSITIVE_NAN_OPS and not scalar_of(src.type).is_fp8():
+            op.attrs["nan_positive"] = True
+    return fn
