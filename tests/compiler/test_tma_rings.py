@@ -10,7 +10,7 @@ from tests.compiler.filecheck import filecheck
 from tests.compiler.test_cp_async_rings import mm_mixed
 from tests.compiler.test_schedule_passes import MM_DESC_DIV, MM_DESC_SIG, TD_DIV, TD_SIG, _passes, two_dots
 from tests.compiler.test_warp_specialize import mm_loop
-from tests.compiler.verifier_cases import rejects_bad_attrs, rejects_bad_operands
+from tests.compiler.verifier_cases import first_ops, rejects_bad_attrs, rejects_bad_operands
 
 MM_CX = dict(BM=128, BN=128, BK=64, WS=False)
 
@@ -197,12 +197,7 @@ def test_warp_specialised_and_unpipelined_loops_are_left_alone():
 
 def test_the_verifier_checks_the_tma_ring_ops():
     _, fn, _ = _passes(mm_loop, MM_DESC_SIG, MM_CX, div=MM_DESC_DIV)
-    ops = list(fn.walk())
-
-    def first(name):
-        return next(o for o in ops if o.name == name)
-    ring, bars, expect, init = first("tma_ring_alloc"), first("mbarrier_alloc"), first("mbarrier_expect_tx"), \
-        first("mbarrier_init")
+    ring, bars, expect, init = first_ops(fn, "tma_ring_alloc", "mbarrier_alloc", "mbarrier_expect_tx", "mbarrier_init")
     rejects_bad_attrs(fn, [
         (ring, "stages", 1, "stages must be an int >= 2"),
         (ring, "operand", "c", "operand must be 'a' or 'b'"),
@@ -212,7 +207,7 @@ def test_the_verifier_checks_the_tma_ring_ops():
         (expect, "bytes", 0, "bytes must be an int >= 1"),
         (init, "count", "x", "count must be an int >= 1"),
     ])
-    copy, wait, at, read = first("tma_copy_to_ring"), first("mbarrier_wait"), first("mbarrier_at"), first("ring_read")
+    copy, wait, at, read = first_ops(fn, "tma_copy_to_ring", "mbarrier_wait", "mbarrier_at", "ring_read")
     pred, stage = copy.operands[3], copy.operands[1]
     rejects_bad_operands(fn, [
         (copy, 0, bars.results[0], "operand 0 must be a tma_ring_alloc"),

@@ -8,7 +8,7 @@ from kernelc.compiler.ir import verify
 from tests.compiler.filecheck import filecheck
 from tests.compiler.test_schedule_passes import MM_DESC_DIV, MM_DESC_SIG, TD_DIV, TD_SIG, _passes, two_dots
 from tests.compiler.test_warp_specialize import mm_loop
-from tests.compiler.verifier_cases import rejects_bad_attrs, rejects_bad_operands
+from tests.compiler.verifier_cases import first_ops, rejects_bad_attrs, rejects_bad_operands
 
 MM_WS = dict(BM=128, BN=128, BK=64, WS=True)
 
@@ -179,12 +179,7 @@ def test_the_producer_runs_the_skeleton_of_the_loops_around_it():
 
 def test_the_verifier_checks_the_warp_specialisation_ops():
     _, fn, _ = _passes(mm_loop, MM_DESC_SIG, MM_WS, div=MM_DESC_DIV)
-    ops = list(fn.walk())
-
-    def first(name):
-        return next(o for o in ops if o.name == name)
-    split, load, store, arrive = first("ws_producer"), first("cursor_load"), first("cursor_store"), \
-        first("mbarrier_arrive")
+    split, load, store, arrive = first_ops(fn, "ws_producer", "cursor_load", "cursor_store", "mbarrier_arrive")
     rejects_bad_attrs(fn, [
         (split, "producer_warps", 2, "producer_warps must be 1 or 4"),
         (split, "setmaxnreg", True, "setmaxnreg must be a bool"),

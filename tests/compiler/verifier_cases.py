@@ -25,3 +25,9 @@ def rejects_bad_attrs(fn, cases):
 def rejects_bad_operands(fn, cases):
     """``cases``: (op, operand index, bad value, message the verifier must give)."""
     _rejects(fn, "operands", cases)
+
+
+def first_ops(fn, *names):
+    """The first op of each name in ``fn``, in the order asked."""
+    ops = list(fn.walk())
+    return [next(o for o in ops if o.name == n) for n in names]

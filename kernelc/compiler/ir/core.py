@@ -153,6 +153,11 @@ def defining_op(v: Value) -> Optional[Op]:
     return v.owner if isinstance(v.owner, Op) else None
 
 
+def clone_op(op: Op, operands: List[Value]) -> Op:
+    """A copy of ``op`` (name, result types, attributes, location) reading ``operands``; its results are new."""
+    return Op(op.name, list(operands), [r.type for r in op.results], dict(op.attrs), loc=op.loc)
+
+
 def replace_all_uses(root: Block, old: Value, new: Value) -> None:
     """Point every operand that reads ``old`` at ``new`` (within ``root`` and nested regions)."""
     for op in root.ops:

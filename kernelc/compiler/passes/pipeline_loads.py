@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 from ...language import dtypes as T
 from ...language.dtypes import block_type, pointer_type, scalar_of, shape_of
-from ..ir.core import Block, Function, Op, Value, replace_all_uses
+from ..ir.core import Block, Function, Op, Value, clone_op, replace_all_uses
 from ..ir.ops import OPS
 from .layout_assign import REMATERIALIZABLE
 
@@ -145,8 +145,7 @@ def _clone_load(ld: Op, chain: List[Op], mapping: Dict[int, Value], guard: Value
 def _clone(chain: List[Op], mapping: Dict[int, Value], out: List[Op]) -> Dict[int, Value]:
     mapping = dict(mapping)
     for op in chain:
-        new = Op(op.name, [mapping.get(o.id, o) for o in op.operands], [r.type for r in op.results],
-                 dict(op.attrs), loc=op.loc)
+        new = clone_op(op, [mapping.get(o.id, o) for o in op.operands])
         out.append(new)
         for a, b in zip(op.results, new.results):
             mapping[a.id] = b

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from ...language.dtypes import int1, int32, int64
-from ..ir.core import Op, Value, replace_all_uses
+from ..ir.core import Op, Value, clone_op, replace_all_uses
 from .schedule_ir import REFILL_AFTER_DOTS, address_chain, inside_loop
 from .stage_operands import entry_values, stage_invariants
 
@@ -90,8 +90,7 @@ class RingExpander:
     def _chain(self, out, chain: List[Op], env: Dict[int, Value]) -> None:
         """Clone the address chain into ``out`` with ``env`` (value id -> value) as its bindings."""
         for c in chain:
-            new = Op(c.name, [env.get(v.id, v) for v in c.operands], [r.type for r in c.results],
-                     dict(c.attrs), loc=c.loc)
+            new = clone_op(c, [env.get(v.id, v) for v in c.operands])
             out.append(new)
             for r, nr in zip(c.results, new.results):
                 env[r.id] = nr

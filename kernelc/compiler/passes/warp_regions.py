@@ -35,7 +35,7 @@ from typing import Dict, List
 
 from ...errors import CompilationError
 from ...language.dtypes import int1, int32, int64, shape_of
-from ..ir.core import Block, Function, Loc, Op, Value, replace_all_uses
+from ..ir.core import Block, Function, Loc, Op, Value, clone_op, replace_all_uses
 from .rings import RingExpander
 from .schedule_ir import address_chain, inside_loop, loop_path, ringed_operands
 from .stage_operands import entry_values, stage_invariants
@@ -134,8 +134,7 @@ class _WsExpander(RingExpander):
         self._p(ops, "mbarrier_wait", [empty, par], [])
         ev = scopes + [bind, {}]
         for c in self.chain:  # the offsets of this iteration, each chain op evaluated again
-            new = Op(c.name, [self._need(v, ops, ev) for v in c.operands], [r.type for r in c.results],
-                     dict(c.attrs), loc=c.loc)
+            new = clone_op(c, [self._need(v, ops, ev) for v in c.operands])
             ops.append(new)
             for r, nr in zip(c.results, new.results):
                 ev[-1][r.id] = nr
