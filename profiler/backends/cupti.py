@@ -358,18 +358,10 @@ class CuptiBackend:
         return True
 
     def _launch_cbids(self) -> List[int]:
-        D = self.cupti.DriverApiTraceCbid
-        names = ["cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
-                 "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz",
-                 "cuLaunchCooperativeKernelMultiDevice", "cuLaunchGrid", "cuLaunchGridAsync",
-                 "cuGraphLaunch", "cuGraphLaunch_ptsz"]
-        return sorted({int(getattr(D, n)) for n in names if hasattr(D, n)} | set(self._copy_cbids()))
+        return launch_cbids(self.cupti)
 
     def _copy_cbids(self) -> List[int]:
-        """The copy and memset ids among :meth:`_launch_cbids` (bench/profiler_overhead_ab.py
-        measures what placing only these would cost)."""
-        D = self.cupti.DriverApiTraceCbid
-        return sorted({int(getattr(D, n)) for n in D.__members__ if n.startswith(("cuMemcpy", "cuMemset"))})
+        return copy_cbids(self.cupti)
 
     def _runtime_cbids(self) -> List[int]:
         R = self.cupti.RuntimeApiTraceCbid
@@ -799,6 +791,23 @@ class CuptiBackend:
                 continue
             for s in targets:
                 s.add_gpu_record(value, name, is_kernel, dev, start, end, extra_bytes, stream, cid)
+
+
+def launch_cbids(cupti) -> List[int]:
+    """The driver-API ids whose activity records place launches (API-record mode): kernel launches,
+    graph launches, copies and memsets.  The overhead bench's ``floor-api`` enables the same ids."""
+    D = cupti.DriverApiTraceCbid
+    names = ["cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
+             "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz",
+             "cuLaunchCooperativeKernelMultiDevice", "cuLaunchGrid", "cuLaunchGridAsync",
+             "cuGraphLaunch", "cuGraphLaunch_ptsz"]
+    return sorted({int(getattr(D, n)) for n in names if hasattr(D, n)} | set(copy_cbids(cupti)))
+
+
+def copy_cbids(cupti) -> List[int]:
+    """The copy and memset ids among :func:`launch_cbids`."""
+    D = cupti.DriverApiTraceCbid
+    return sorted({int(getattr(D, n)) for n in D.__members__ if n.startswith(("cuMemcpy", "cuMemset"))})
 
 
 def _memcpy_name(cupti, kind) -> str:

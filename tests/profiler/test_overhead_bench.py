@@ -61,7 +61,8 @@ def test_in_process_control_and_cpu_time():
 def test_child_on_cpu(tmp_path):
     spec = {"workload": "tiny", "profiler": "kprof-deferred", "device": "cpu", "out": str(tmp_path / "p"),
             "warmup": 20, "block_s": 0.02, "steps": 200, "pre": 2, "min_pairs": 2, "max_pairs": 2,
-            "deadline": time.time() + 60, "cpus": sorted(os.sched_getaffinity(0))[:1], "threads": 1, "buffer": 0}
+            "deadline": time.time() + 60, "cpus": sorted(os.sched_getaffinity(0))[:1], "threads": 1, "buffer": 0,
+            "pin_threads": True}
     env = dict(os.environ, PYTHONPATH=REPO, KPROF_BACKEND="cpu")
     p = subprocess.run([sys.executable, os.path.join(REPO, "bench", "reconcile_profilers.py"), "_overhead_child",
                         json.dumps(spec)], env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
@@ -78,6 +79,14 @@ def test_child_on_cpu(tmp_path):
     assert all(d["all_run_ms"] >= 0 and d["all_wait_ms"] >= 0 for _, d in r["sched"])
     assert sum(d["all_run_ms"] for _, d in r["sched"]) > 0
     assert all(d["cores_busy_ms"] >= 0 and d["cores_steal_ms"] >= 0 for _, d in r["sched"])
+    # what moved with each block: the CPU probe, the queued tail, CPU time per thread name (the main thread's
+    # is most of a single-threaded loop's)
+    assert all(d["probe_us"] > 0 and d["tail_ms"] >= 0 for _, d in r["sched"])
+    assert all(d["threads_ms"].get("main", 0) > 0 for _, d in r["sched"])
+    assert r["pin_threads"] is True and r["cpu_latency0"] is None
+    s = rp.summarize([r], reps=50)[r["profiler"]]
+    assert s["cpu_share_by_thread"]["main"] > 0.5
+    assert s["probe_us_range"][0] > 0 and 0 <= s["tail_share_median"] <= 1
     assert list(r["setup_phases_s"]) == ["torch", "workload", "warmup", "cold", "prime"]
     assert os.path.exists(str(tmp_path / "p_0.hatchet")) and os.path.exists(str(tmp_path / "p_1.hatchet"))
 
@@ -99,6 +108,24 @@ def test_forked_child_on_cpu(tmp_path, monkeypatch):
     assert os.path.exists(str(tmp_path / "f_0.hatchet"))
     with pytest.raises(RuntimeError, match="no_such_workload"):
         rp._run_forked_child(dict(spec, workload="no_such_workload"))
+
+
+def test_pin_threads_main_apart(tmp_path):
+    """--pin-threads: the main thread on the first core, a thread started before on the others."""
+    avail = sorted(os.sched_getaffinity(0))
+    if len(avail) < 2:
+        pytest.skip("needs two cores")
+    code = ("import os, sys, threading, time, json; sys.path.insert(0, %r);"
+            "from bench import reconcile_profilers as rp;"
+            "ev = threading.Event(); ids = [];"
+            "t = threading.Thread(target=lambda: (ids.append(threading.get_native_id()), ev.wait())); t.start();"
+            "time.sleep(0.2); rp._pin_threads(%r);"
+            "print(json.dumps([sorted(os.sched_getaffinity(0)), sorted(os.sched_getaffinity(ids[0]))]));"
+            "ev.set(); t.join()") % (REPO, avail[:2])
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    main, other = json.loads(p.stdout)
+    assert main == avail[:1] and other == avail[1:2]
 
 
 def test_cpu_set_option():
