@@ -99,6 +99,15 @@ def measure() -> dict:
     session.active = (fake,)
     res["scope_timelines_session_ns"] = _ns_per_op(scopes)
     res["scope_metrics_timelines_session_ns"] = _ns_per_op(lambda n: scopes(n, scm))
+    # cupti_attribution="markers": a marker call after each timeline entry (cuDriverGetVersion through
+    # ctypes on a GPU; here libc's abs() through ctypes stands in for the call, not for CUPTI's record)
+    import ctypes
+    libc_abs = ctypes.CDLL(None).abs
+    libc_abs.restype, libc_abs.argtypes = ctypes.c_int, [ctypes.c_int]
+    context.set_marker(lambda: libc_abs(-1))
+    session.active = (fake,)
+    res["scope_timelines_session_marker_ns"] = _ns_per_op(scopes)
+    context.set_marker(None)
     session.active, session.timing = old
     res["timeline_entries_per_scope"] = 2
 
