@@ -228,9 +228,13 @@ def _start(prof, out):
 
         from profiler.backends.cupti import launch_cbids
         stop = _start("floor-raw", out)
-        ids = launch_cbids(cupti)
-        for cbid in ids:
-            cupti.activity_enable_driver_api(cbid, 1)
+        ids = []
+        for cbid in launch_cbids(cupti):
+            try:   # ids this driver does not trace are refused (ERROR_INVALID_PARAMETER), as kprof skips them
+                cupti.activity_enable_driver_api(cbid, 1)
+                ids.append(cbid)
+            except Exception:
+                pass
 
         def stop_api():
             stop()
@@ -817,9 +821,15 @@ def _run_forked_child(spec: dict) -> dict:
         p.join(10)
         if p.is_alive():
             p.kill()
+    if kind == "error":   # the child ran: its own failure, not the fork's
+        raise ChildError(f"{spec['workload']}/{spec['profiler']} failed (forked child):\n{payload}")
     if kind != "ok":
         raise RuntimeError(f"{spec['workload']}/{spec['profiler']} failed (forked child):\n{payload}")
     return payload
+
+
+class ChildError(RuntimeError):
+    """A forked child that started and reported its own failure (the fork server itself works)."""
 
 
 def _boot_medians(groups, reps, seed):
@@ -1072,6 +1082,8 @@ def overhead(args) -> int:
                 if args.spawn == "fork" and _FORK["broken"] is None:
                     try:
                         r = _run_forked_child(spec)
+                    except ChildError:   # the child ran and failed on its own: its row says why
+                        raise
                     except Exception as e:  # fork did not work here: this child and the rest start afresh
                         _FORK["broken"] = " | ".join(str(e).strip().splitlines()[-3:])
                         print(json.dumps({"spawn": "fork given up, exec from now on", "why": _FORK["broken"]}),

@@ -55,7 +55,7 @@ class ActivityMemcpyKind(enum.IntEnum):
 
 
 class DriverApiTraceCbid(enum.IntEnum):
-    cuDriverGetVersion = 3
+    cuDeviceGetCount = 3
     cuMemcpyHtoD_v2 = 276
     cuMemsetD8_v2 = 290
     cuLaunchKernel = 307
@@ -399,7 +399,7 @@ def install(monkeypatch, fake: FakeCupti) -> FakeCupti:
     # the default, then falls back to the fake's callbacks); install_libcupti gives it a fake one
     monkeypatch.setattr(cupti_raw, "find_libcupti", lambda: None)
     monkeypatch.setattr(backend_mod.CuptiBackend, "_instance", None)
-    marker = int(DriverApiTraceCbid.cuDriverGetVersion)
+    marker = int(DriverApiTraceCbid.cuDeviceGetCount)
     monkeypatch.setattr(backend_mod, "_make_marker", lambda cupti: (lambda: fake.driver_call(marker), marker))
     monkeypatch.setattr(backend_mod, "_device_count", lambda: 1)
     monkeypatch.setattr("profiler.backends._said", False)

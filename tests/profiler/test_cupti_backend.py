@@ -56,7 +56,7 @@ def test_kernels_joined_to_scopes(fake, tmp_path):
     assert S.get(sid).backend_name == "cupti"
     assert fake.subscribes == 1 and int(fake_cupti.ActivityKind.CONCURRENT_KERNEL) in fake.kinds
     launch_ids = {int(fake_cupti.DriverApiTraceCbid.cuLaunchKernel), int(fake_cupti.DriverApiTraceCbid.cuGraphLaunch)}
-    marker = int(fake_cupti.DriverApiTraceCbid.cuDriverGetVersion)
+    marker = int(fake_cupti.DriverApiTraceCbid.cuDeviceGetCount)
     if S.get(sid).backend.markers:   # one marker record per scope change, none per launch
         assert fake.api_ids == {marker} and not any((1, i) in fake.enabled for i in launch_ids)
     elif fake.api_records:     # no Python callback per launch: CUPTI records the launch calls

@@ -283,7 +283,7 @@ def test_raw_buffer_of_an_earlier_registration_is_kept():
 
 
 # -- cupti_attribution = "markers" ------------------------------------------------------------------
-MARKER = int(fake_cupti.DriverApiTraceCbid.cuDriverGetVersion)
+MARKER = int(fake_cupti.DriverApiTraceCbid.cuDeviceGetCount)
 
 
 def _api_records(fake):

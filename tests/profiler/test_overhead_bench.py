@@ -134,3 +134,19 @@ def test_cpu_set_option():
     assert rp._cpu_set(f"{avail[0]}") == [avail[0]]
     with pytest.raises(SystemExit, match="--cpus"):
         rp._cpu_set("100000-100001")
+
+
+def test_forked_child_failing_keeps_fork(tmp_path, monkeypatch):
+    """A forked child that fails on its own (here floor-api: no CUPTI on CPU) gets an error row; the fork
+    server is not given up for the children after it (the 2026-11-27 GPU run fell back to exec that way)."""
+    monkeypatch.setenv("KPROF_BACKEND", "cpu")
+    monkeypatch.setenv("PYTHONPATH", REPO)
+    monkeypatch.setattr(rp, "_FORK", {"ctx": None, "broken": None})
+    rc = rp.main(["overhead", "--workloads", "tiny", "--profilers", "floor-api,none", "--budget", "6", "--grace", "3",
+                  "--spawn", "fork", "--cpus", "none", "--device", "cpu", "--block-s", "0.02", "--min-pairs", "2",
+                  "--max-pairs", "2", "--results-dir", str(tmp_path), "--name", "forkerr"])
+    assert rc == 0 and rp._FORK["broken"] is None
+    rows = json.load(open(tmp_path / "forkerr.json"))
+    rows = rows.get("rows", rows) if isinstance(rows, dict) else rows
+    by = {(r["profiler"], r["round"]): r for r in rows}
+    assert "error" in by[("floor-api", 0)] and by[("none", 1)]["pairs"] == 2

@@ -99,7 +99,7 @@ def measure() -> dict:
     session.active = (fake,)
     res["scope_timelines_session_ns"] = _ns_per_op(scopes)
     res["scope_metrics_timelines_session_ns"] = _ns_per_op(lambda n: scopes(n, scm))
-    # cupti_attribution="markers": a marker call after each timeline entry (cuDriverGetVersion through
+    # cupti_attribution="markers": a marker call after each timeline entry (cuDeviceGetCount through
     # ctypes on a GPU; here libc's abs() through ctypes stands in for the call, not for CUPTI's record)
     import ctypes
     libc_abs = ctypes.CDLL(None).abs
