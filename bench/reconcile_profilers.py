@@ -420,6 +420,56 @@ def _probe_us():
     return (time.perf_counter_ns() - t0) / 1e3
 
 
+class _Instr:
+    """Instructions retired in user space by every thread of this process over a block: per-thread hardware
+    counters (perf_event_open through ctypes), opened before the block and read after it.  A count of work,
+    not time, so it does not move with the host CPU's clock the way block times do.  ``ok`` is False where
+    the machine has no PMU (most VMs without one: ENOENT) or forbids it (perf_event_paranoid)."""
+
+    _NR = {"x86_64": 298, "aarch64": 241}
+
+    def __init__(self):
+        import ctypes
+        import platform
+        import struct
+        self.nr = self._NR.get(platform.machine())
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        attr = bytearray(128)
+        struct.pack_into("IIQ", attr, 0, 0, 128, 1)           # PERF_TYPE_HARDWARE, size, INSTRUCTIONS
+        struct.pack_into("Q", attr, 40, (1 << 5) | (1 << 6))  # exclude_kernel, exclude_hv
+        self.attr = (ctypes.c_char * 128).from_buffer(attr)
+        self._keep = attr
+        fd = self._open(0)
+        self.ok = fd is not None
+        if fd is not None:
+            os.close(fd)
+
+    def _open(self, tid):
+        if self.nr is None:
+            return None
+        fd = self.libc.syscall(self.nr, self.attr, tid, -1, -1, 0)
+        return fd if fd >= 0 else None
+
+    def start(self):
+        fds = []
+        for t in os.listdir("/proc/self/task"):
+            fd = self._open(int(t))
+            if fd is not None:
+                fds.append(fd)
+        return fds
+
+    @staticmethod
+    def stop(fds):
+        total = 0
+        for fd in fds:
+            try:
+                total += int.from_bytes(os.read(fd, 8), "little")
+            except OSError:
+                pass
+            os.close(fd)
+        return total
+
+
 class _Nvml:
     """The GPU's SM clock (MHz) through libnvidia-ml's C API (ctypes; no package): sampled at each
     block's start and end, to see whether the GPU's clock moves with the step time.  ``mhz()`` is None
@@ -521,6 +571,11 @@ def child_overhead(spec: dict) -> dict:
 
     sched = []   # per timed block: ("u" or "p", _sched_delta) -- the host's contention, block by block
     nvml = _Nvml() if device == "cuda" else None
+    try:
+        instr = _Instr()
+        instr = instr if instr.ok else None
+    except Exception:   # no libc through ctypes, an odd platform: no instruction counts
+        instr = None
 
     def block(kind="u"):
         gc.collect()
@@ -533,6 +588,7 @@ def child_overhead(spec: dict) -> dict:
             c0 = _cores(cpus)
             th0 = _thread_cpu()
             g0 = nvml.mhz() if nvml else None
+            fds = instr.start() if instr else None
             s0 = _sched()
             t0 = time.perf_counter()
             for _ in range(steps):
@@ -542,7 +598,10 @@ def child_overhead(spec: dict) -> dict:
             t1 = time.perf_counter()
             t = (t1 - t0) * 1e3 / steps
             d = _sched_delta(s0, _sched(), c0, _cores(cpus))
+            n_instr = instr.stop(fds) if instr else None
             if d is not None:
+                if n_instr:
+                    d["instr"] = n_instr
                 # the GPU work still queued when the last step was issued (large: the GPU, not the host,
                 # set the pace), the CPU probe, the GPU clock at both ends, CPU ms per thread name
                 d["tail_ms"] = round((t1 - t_issued) * 1e3, 3)
@@ -897,6 +956,8 @@ def _pair_sched(r, key):
         if x[1] is None or y[1] is None:
             return []
         p, u = (y, x) if x[0] == "u" else (x, y)
+        if key not in u[1] or key not in p[1]:   # e.g. no PMU for instructions
+            return []
         if u[1][key] > 0:
             out.append(p[1][key] / u[1][key])
     return out
@@ -996,6 +1057,13 @@ def summarize(results: list, reps: int = 2000) -> dict:
         # the process's CPU time (all threads) per profiled block over the unprofiled one: the host work
         # a profiler adds, without the time its threads waited for a core
         e["warm_cpu"], e["warm_cpu_ci"] = (None, None) if m is None else (round(m, 4), [round(lo, 4), round(hi, 4)])
+        # user-space instructions of all threads, profiled block over unprofiled: the work a profiler adds,
+        # whatever the host CPU's clock did meanwhile (None where the machine has no PMU)
+        ins = [_pair_sched(r, "instr") for r in rs]
+        m, lo, hi = _median_ci(ins, reps)
+        e["warm_instr"], e["warm_instr_ci"] = (None, None) if m is None else (round(m, 4), [round(lo, 4), round(hi, 4)])
+        e["instr_per_process"] = [round(statistics.median(x), 4) if x else None for x in ins]
+        boots[p, "instr"] = _boot_medians([x for x in ins if x], reps, 1) if any(ins) else None
         waits = [b[1]["all_wait_ms"] / max(b[1]["all_run_ms"], 1e-9) for r in rs for b in (r.get("sched") or [])
                  if b[1] is not None]
         e["wait_over_run_median"] = round(statistics.median(waits), 4) if waits else None
@@ -1033,6 +1101,10 @@ def summarize(results: list, reps: int = 2000) -> dict:
                 out[p][f"bracket_over_{tag}_ci_%"] = [round(d[int(0.025 * reps)], 2), round(d[int(0.975 * reps) - 1], 2)]
             if out[p]["full"] and out[floor]["full"]:
                 out[p][f"full_over_{tag}_%"] = round(100 * (out[p]["full"] / out[floor]["full"] - 1), 2)
+            if out[p]["warm_instr"] and out[floor]["warm_instr"]:
+                d = sorted(100 * (a / b - 1) for a, b in zip(boots[p, "instr"], boots[floor, "instr"]))
+                out[p][f"instr_over_{tag}_%"] = round(100 * (out[p]["warm_instr"] / out[floor]["warm_instr"] - 1), 2)
+                out[p][f"instr_over_{tag}_ci_%"] = [round(d[int(0.025 * reps)], 2), round(d[int(0.975 * reps) - 1], 2)]
     return out
 
 
@@ -1130,7 +1202,9 @@ def overhead(args) -> int:
                   f"steal {e.get('cores_steal_ms_median')} ms  MHz {e.get('mhz_range')}  loop {e['loop_stats']}  "
                   f"tail {e.get('tail_share_median')}/{e.get('tail_share_max')}  probe {e.get('probe_us_range')} "
                   f"corr {e.get('corr_unprof_probe')}  GPU MHz {e.get('gpu_mhz_range')}  "
-                  f"threads {e.get('cpu_share_by_thread')}",
+                  f"threads {e.get('cpu_share_by_thread')}  instr {e.get('warm_instr')} {e.get('warm_instr_ci')} "
+                  f"per process {e.get('instr_per_process')} over floor {e.get('instr_over_floor_%')} "
+                  f"{e.get('instr_over_floor_ci_%')}",
                   flush=True)
     meta = {"summary": summary, "budget_s": args.budget, "elapsed_s": round(time.time() - t_start, 1),
             "spawn_fork_given_up": _FORK["broken"],

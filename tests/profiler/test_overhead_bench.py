@@ -50,6 +50,7 @@ def test_in_process_control_and_cpu_time():
         sched += blocks if i % 2 == 0 else blocks[::-1]
     r["sched"] = sched
     assert rp._pair_sched(r, "all_run_ms") == pytest.approx([1.1, 1.2])
+    assert rp._pair_sched(r, "instr") == []          # a machine without a PMU: no instruction counts
     r["loop_stats"] = [{"callback_ns": 2_000_000, "buffers": 3}, {"callback_ns": 4_000_000, "buffers": 5}]
     s = rp.summarize([r, _child("none", [1.0, 1.0], unprof=[10.0, 10.0, 10.2])], reps=200)
     assert s["kprof"]["warm_cpu"] == pytest.approx(1.15)
@@ -126,6 +127,40 @@ def test_pin_threads_main_apart(tmp_path):
     assert p.returncode == 0, p.stderr
     main, other = json.loads(p.stdout)
     assert main == avail[:1] and other == avail[1:2]
+
+
+def test_instructions_over_floor():
+    """Instructions per block (where the machine has a PMU): profiled over unprofiled, per pair, and over the
+    floor's -- a ratio of work that the host CPU's clock does not move."""
+    def child(prof, warm_instr):
+        r = _child(prof, [1.0] * len(warm_instr))
+        r["sched"] = []
+        for i, w in enumerate(warm_instr):
+            blocks = [("u", {"all_run_ms": 1.0, "all_wait_ms": 0.0, "instr": 1_000_000}),
+                      ("p", {"all_run_ms": 1.0, "all_wait_ms": 0.0, "instr": int(1_000_000 * w)})]
+            r["sched"] += blocks if i % 2 == 0 else blocks[::-1]
+        return r
+    s = rp.summarize([child("none", [1.0, 1.0]), child("floor", [1.10, 1.10]), child("kprof", [1.111, 1.111])],
+                     reps=100)
+    assert s["floor"]["warm_instr"] == pytest.approx(1.10) and s["floor"]["instr_per_process"] == [1.1]
+    assert s["kprof"]["instr_over_floor_%"] == pytest.approx(1.0) and s["kprof"]["instr_over_floor_ci_%"] == [1.0, 1.0]
+
+
+def test_instruction_counter_where_available():
+    """perf_event_open through ctypes: either the machine has no usable PMU (``ok`` False, as in most
+    containers and VMs without one), or a loop's instructions are counted and grow with the loop."""
+    ins = rp._Instr()
+    if not ins.ok:
+        assert ins.start() == []
+        return
+    def count(n):
+        fds = ins.start()
+        x = 0
+        for i in range(n):
+            x += i
+        return ins.stop(fds)
+    small, big = count(10_000), count(1_000_000)
+    assert 0 < small < big
 
 
 def test_cpu_set_option():
