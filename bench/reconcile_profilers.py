@@ -72,6 +72,7 @@ BLOCK_S = {"encoder": 0.4, "train": 0.5, "tiny": 0.2}
 KPROF_VARIANTS = {
     "kprof": ({}, {}),
     "kprof-ext": ({"cupti_attribution": "external-correlation"}, {}),
+    "kprof-markers": ({"cupti_attribution": "markers"}, {}),
     "kprof-deferred": ({"cupti_records": "deferred"}, {}),
     "kprof-raw": ({"cupti_records": "raw"}, {}),
     "kprof-split": ({"cupti_records": "split"}, {}),
@@ -180,6 +181,7 @@ def _start(prof, out):
         _BACKEND[0] = b
         # what is really in effect (a variant CUPTI cannot do falls back, and says so in `skipped`)
         _STATE.update(backend=getattr(b, "name", "?"), external=bool(getattr(b, "external", False)),
+                      markers=bool(getattr(b, "markers", False)),
                       raw=getattr(b, "rawbufs", None) is not None, deferred=bool(getattr(b, "deferred", False)),
                       light=bool(getattr(b, "light", False)), skipped=list(getattr(b, "skipped", []))[:5])
         return lambda: profiler.finalize()
@@ -218,6 +220,27 @@ def _start(prof, out):
             raw.register()
             _FLOOR_REGISTERED.append(raw)
         return _enable_kinds(cupti, kinds)
+    if prof == "floor-api":
+        # floor-raw plus the driver-API activity records kprof places launches with (the same ids,
+        # profiler.backends.cupti.launch_cbids), all dropped unread: what CUPTI itself costs kprof per
+        # launch, without any kprof code
+        from cupti import cupti
+
+        from profiler.backends.cupti import launch_cbids
+        stop = _start("floor-raw", out)
+        ids = []
+        for cbid in launch_cbids(cupti):
+            try:   # ids this driver does not trace are refused (ERROR_INVALID_PARAMETER), as kprof skips them
+                cupti.activity_enable_driver_api(cbid, 1)
+                ids.append(cbid)
+            except Exception:
+                pass
+
+        def stop_api():
+            stop()
+            for cbid in ids:
+                cupti.activity_enable_driver_api(cbid, 0)
+        return stop_api
     if prof == "cupti":
         return _raw_cupti(out + ".cupti.json")
     return lambda: None
@@ -365,6 +388,153 @@ def _sched_delta(a, b, ca=None, cb=None):
     return out
 
 
+def _thread_cpu():
+    """CPU ns per thread name (``/proc/self/task/*/comm``; threads of one name summed), or None: with
+    the block's wall time, which thread did the work (main, autograd, CUPTI's, torch's pool)."""
+    out = {}
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    for t in tasks:
+        try:
+            with open(f"/proc/self/task/{t}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/self/task/{t}/schedstat") as f:
+                run = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        if int(t) == os.getpid():
+            name = "main"
+        out[name] = out.get(name, 0) + run
+    return out
+
+
+def _probe_us():
+    """Microseconds for a fixed pure-Python loop on the main thread, just before a block: if blocks
+    slow down with it, the CPU itself was slower (clock, a busy SMT sibling), not the profiler."""
+    t0 = time.perf_counter_ns()
+    x = 0
+    for i in range(20000):
+        x += i * i
+    return (time.perf_counter_ns() - t0) / 1e3
+
+
+class _Instr:
+    """Instructions retired in user space by every thread of this process over a block: per-thread hardware
+    counters (perf_event_open through ctypes), opened before the block and read after it.  A count of work,
+    not time, so it does not move with the host CPU's clock the way block times do.  ``ok`` is False where
+    the machine has no PMU (most VMs without one: ENOENT) or forbids it (perf_event_paranoid)."""
+
+    _NR = {"x86_64": 298, "aarch64": 241}
+
+    def __init__(self):
+        import ctypes
+        import platform
+        import struct
+        self.nr = self._NR.get(platform.machine())
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        attr = bytearray(128)
+        struct.pack_into("IIQ", attr, 0, 0, 128, 1)           # PERF_TYPE_HARDWARE, size, INSTRUCTIONS
+        struct.pack_into("Q", attr, 40, (1 << 5) | (1 << 6))  # exclude_kernel, exclude_hv
+        self.attr = (ctypes.c_char * 128).from_buffer(attr)
+        self._keep = attr
+        fd = self._open(0)
+        self.ok = fd is not None
+        if fd is not None:
+            os.close(fd)
+
+    def _open(self, tid):
+        if self.nr is None:
+            return None
+        fd = self.libc.syscall(self.nr, self.attr, tid, -1, -1, 0)
+        return fd if fd >= 0 else None
+
+    def start(self):
+        fds = []
+        for t in os.listdir("/proc/self/task"):
+            fd = self._open(int(t))
+            if fd is not None:
+                fds.append(fd)
+        return fds
+
+    @staticmethod
+    def stop(fds):
+        total = 0
+        for fd in fds:
+            try:
+                total += int.from_bytes(os.read(fd, 8), "little")
+            except OSError:
+                pass
+            os.close(fd)
+        return total
+
+
+class _Nvml:
+    """The GPU's SM clock (MHz) through libnvidia-ml's C API (ctypes; no package): sampled at each
+    block's start and end, to see whether the GPU's clock moves with the step time.  ``mhz()`` is None
+    where NVML is not there."""
+
+    def __init__(self):
+        self.lib = self.handle = None
+        try:
+            import ctypes
+            lib = ctypes.CDLL("libnvidia-ml.so.1")
+            if lib.nvmlInit_v2() != 0:
+                return
+            handle = ctypes.c_void_p()
+            bus = None
+            try:
+                import torch
+                pr = torch.cuda.get_device_properties(torch.cuda.current_device())
+                bus = f"{pr.pci_domain_id:08x}:{pr.pci_bus_id:02x}:{pr.pci_device_id:02x}.0".encode()
+            except Exception:
+                pass
+            if bus is None or lib.nvmlDeviceGetHandleByPciBusId_v2(bus, ctypes.byref(handle)) != 0:
+                if lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle)) != 0:
+                    return
+            self.lib, self.handle, self._v = lib, handle, ctypes.c_uint()
+            self._byref = ctypes.byref
+        except Exception:
+            self.lib = None
+
+    def mhz(self):
+        if self.lib is None:
+            return None
+        if self.lib.nvmlDeviceGetClockInfo(self.handle, 1, self._byref(self._v)) != 0:   # NVML_CLOCK_SM
+            return None
+        return int(self._v.value)
+
+
+def _pin_threads(cpus):
+    """``--pin-threads``: the main thread on the first of ``cpus``, every other thread of the process
+    (torch's autograd thread, CUPTI's, the pools) on the rest; applied again before each block, for
+    threads started since.  The step's threads then stop migrating between the cores."""
+    if not cpus or len(cpus) < 2 or not hasattr(os, "sched_setaffinity"):
+        return
+    main = os.getpid()
+    for t in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(t), cpus[:1] if int(t) == main else cpus[1:])
+        except OSError:
+            pass
+
+
+def _hold_cpu_latency():
+    """``--cpu-latency0``: ask the kernel for zero wake-up latency (no deep C-states) while the process
+    lives, through /dev/cpu_dma_latency (root only); True if it took."""
+    try:
+        fd = os.open("/dev/cpu_dma_latency", os.O_WRONLY)
+        os.write(fd, (0).to_bytes(4, "little"))
+        _HELD.append(fd)   # the request holds as long as the file stays open
+        return True
+    except OSError:
+        return False
+
+
+_HELD: list = []
+
+
 def child_overhead(spec: dict) -> dict:
     """One process of ``overhead``: pin, warm up, calibrate the block, ``pre`` cold blocks, then
     profiled/unprofiled pairs (AB, BA, ...) until ``deadline`` (wall clock; at least ``min_pairs``)."""
@@ -372,6 +542,8 @@ def child_overhead(spec: dict) -> dict:
     t_begin = time.time()
     phases = {}   # setup: seconds from t_begin at the end of each phase (where start-up time goes)
     cpus = _pin(spec.get("cpus"), spec.get("threads"))
+    latency0 = _hold_cpu_latency() if spec.get("cpu_latency0") else None
+    pin_threads = bool(spec.get("pin_threads"))
     import torch
     device, prof, wl = spec["device"], spec["profiler"], spec["workload"]
     _BUFFER[0] = spec.get("buffer", 0)
@@ -398,20 +570,50 @@ def child_overhead(spec: dict) -> dict:
         steps = max(spec.get("min_steps", 3), int(spec["block_s"] / ((time.perf_counter() - t0) / n)))
 
     sched = []   # per timed block: ("u" or "p", _sched_delta) -- the host's contention, block by block
+    nvml = _Nvml() if device == "cuda" else None
+    try:
+        instr = _Instr()
+        instr = instr if instr.ok else None
+    except Exception:   # no libc through ctypes, an odd platform: no instruction counts
+        instr = None
 
     def block(kind="u"):
         gc.collect()
         gc.disable()
         try:
             sync()
+            if pin_threads:
+                _pin_threads(cpus)
+            probe = _probe_us()
             c0 = _cores(cpus)
+            th0 = _thread_cpu()
+            g0 = nvml.mhz() if nvml else None
+            fds = instr.start() if instr else None
             s0 = _sched()
             t0 = time.perf_counter()
             for _ in range(steps):
                 w.step()
+            t_issued = time.perf_counter()
             sync()
-            t = (time.perf_counter() - t0) * 1e3 / steps
-            sched.append((kind, _sched_delta(s0, _sched(), c0, _cores(cpus))))
+            t1 = time.perf_counter()
+            t = (t1 - t0) * 1e3 / steps
+            d = _sched_delta(s0, _sched(), c0, _cores(cpus))
+            n_instr = instr.stop(fds) if instr else None
+            if d is not None:
+                if n_instr:
+                    d["instr"] = n_instr
+                # the GPU work still queued when the last step was issued (large: the GPU, not the host,
+                # set the pace), the CPU probe, the GPU clock at both ends, CPU ms per thread name
+                d["tail_ms"] = round((t1 - t_issued) * 1e3, 3)
+                d["probe_us"] = round(probe, 1)
+                g1 = nvml.mhz() if nvml else None
+                if g0 is not None and g1 is not None:
+                    d["gpu_mhz"] = [g0, g1]
+                th1 = _thread_cpu()
+                if th0 is not None and th1 is not None:
+                    d["threads_ms"] = {k: round((v - th0.get(k, 0)) / 1e6, 2) for k, v in th1.items()
+                                       if v - th0.get(k, 0) > 0}
+            sched.append((kind, d))
             return t
         finally:
             gc.enable()
@@ -465,7 +667,7 @@ def child_overhead(spec: dict) -> dict:
             "prof_ms": prof_ms, "warm": pairs, "stop_s": stops, "setup_s": round(t_setup, 2),
             "wall_s": round(time.time() - t_begin, 2), "cpus": cpus, "threads": torch.get_num_threads(),
             "kprof_state": dict(_STATE), "setup_phases_s": phases, "loop_stats": loop_stats,
-            "sched": sched}
+            "sched": sched, "cpu_latency0": latency0, "pin_threads": pin_threads}
 
 
 # -- reading the three profiles ----------------------------------------------------------------
@@ -678,9 +880,15 @@ def _run_forked_child(spec: dict) -> dict:
         p.join(10)
         if p.is_alive():
             p.kill()
+    if kind == "error":   # the child ran: its own failure, not the fork's
+        raise ChildError(f"{spec['workload']}/{spec['profiler']} failed (forked child):\n{payload}")
     if kind != "ok":
         raise RuntimeError(f"{spec['workload']}/{spec['profiler']} failed (forked child):\n{payload}")
     return payload
+
+
+class ChildError(RuntimeError):
+    """A forked child that started and reported its own failure (the fork server itself works)."""
 
 
 def _boot_medians(groups, reps, seed):
@@ -748,6 +956,8 @@ def _pair_sched(r, key):
         if x[1] is None or y[1] is None:
             return []
         p, u = (y, x) if x[0] == "u" else (x, y)
+        if key not in u[1] or key not in p[1]:   # e.g. no PMU for instructions
+            return []
         if u[1][key] > 0:
             out.append(p[1][key] / u[1][key])
     return out
@@ -763,6 +973,57 @@ def _loop_stats(rs):
         vals = [b.get(k, 0) for b in blocks]
         out[k] = round(statistics.median(vals) / (1e6 if k.endswith("_ns") else 1), 3)
     return {k[:-3] + "_ms" if k.endswith("_ns") else k: v for k, v in out.items()}
+
+
+def _corr(xs, ys):
+    if len(xs) < 3:
+        return None
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sx = sum((x - mx) ** 2 for x in xs) ** 0.5
+    sy = sum((y - my) ** 2 for y in ys) ** 0.5
+    return round(sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / (sx * sy), 3) if sx and sy else None
+
+
+def _block_diagnostics(rs):
+    """What moved with the block times (the unprofiled blocks of every process, each over its process's
+    median): the CPU probe, the GPU clock, the queued GPU work at the end (``tail_ms``), and the share of
+    CPU time per thread name."""
+    out = {}
+    rel, probe, mhz, tail, shares = [], [], [], [], defaultdict(list)
+    for r in rs:
+        seq = _sequence(r)
+        sched = r.get("sched") or []
+        if len(sched) != len(seq):
+            continue
+        med = statistics.median(r["unprof_ms"])
+        for (k, ms), (_, d) in zip(seq, sched):
+            if d is None:
+                continue
+            if "tail_ms" in d:
+                tail.append(d["tail_ms"] / (ms * r["steps_per_block"]))
+            if "gpu_mhz" in d:
+                mhz.extend(d["gpu_mhz"])
+            if k == "u" and "probe_us" in d:
+                rel.append(ms / med)
+                probe.append(d["probe_us"])
+            tm = d.get("threads_ms")
+            if tm:
+                total = sum(tm.values())
+                for name, v in tm.items():
+                    shares[name].append(v / total)
+    if tail:
+        out["tail_share_median"] = round(statistics.median(tail), 4)   # of the block's wall time
+        out["tail_share_max"] = round(max(tail), 4)
+    if probe:
+        out["probe_us_range"] = [min(probe), max(probe)]
+        out["corr_unprof_probe"] = _corr(rel, probe)
+    if mhz:
+        out["gpu_mhz_range"] = [min(mhz), max(mhz)]
+    if shares:
+        n = max(len(v) for v in shares.values())
+        top = sorted(shares.items(), key=lambda kv: -sum(kv[1]))[:5]
+        out["cpu_share_by_thread"] = {k: round(sum(v) / n, 3) for k, v in top}
+    return out
 
 
 def summarize(results: list, reps: int = 2000) -> dict:
@@ -796,6 +1057,13 @@ def summarize(results: list, reps: int = 2000) -> dict:
         # the process's CPU time (all threads) per profiled block over the unprofiled one: the host work
         # a profiler adds, without the time its threads waited for a core
         e["warm_cpu"], e["warm_cpu_ci"] = (None, None) if m is None else (round(m, 4), [round(lo, 4), round(hi, 4)])
+        # user-space instructions of all threads, profiled block over unprofiled: the work a profiler adds,
+        # whatever the host CPU's clock did meanwhile (None where the machine has no PMU)
+        ins = [_pair_sched(r, "instr") for r in rs]
+        m, lo, hi = _median_ci(ins, reps)
+        e["warm_instr"], e["warm_instr_ci"] = (None, None) if m is None else (round(m, 4), [round(lo, 4), round(hi, 4)])
+        e["instr_per_process"] = [round(statistics.median(x), 4) if x else None for x in ins]
+        boots[p, "instr"] = _boot_medians([x for x in ins if x], reps, 1) if any(ins) else None
         waits = [b[1]["all_wait_ms"] / max(b[1]["all_run_ms"], 1e-9) for r in rs for b in (r.get("sched") or [])
                  if b[1] is not None]
         e["wait_over_run_median"] = round(statistics.median(waits), 4) if waits else None
@@ -806,6 +1074,7 @@ def summarize(results: list, reps: int = 2000) -> dict:
             e["cores_steal_ms_median"] = round(statistics.median(b["cores_steal_ms"] for b in blocks), 1)
             mhz = [b["mhz"] for b in blocks if "mhz" in b]
             e["mhz_range"] = [min(mhz), max(mhz)] if mhz else None
+        e.update(_block_diagnostics(rs))
         for name, groups in (("warm", warm), ("residue", residue), ("full", full)):
             m, lo, hi = _median_ci(groups, reps)
             e[name] = None if m is None else round(m, 4)
@@ -817,11 +1086,11 @@ def summarize(results: list, reps: int = 2000) -> dict:
     if aa_all:  # every process's own control, whatever its profiler
         out["_aa"] = {"processes": len(aa_all), "spread_%": round(100 * (max(aa_all) - min(aa_all)), 2),
                       "sd_%": round(100 * statistics.pstdev(aa_all), 2), "median": round(statistics.median(aa_all), 4)}
-    for floor, tag in (("floor", "floor"), ("floor-raw", "floor_raw")):
+    for floor, tag in (("floor", "floor"), ("floor-raw", "floor_raw"), ("floor-api", "floor_api")):
         if floor not in out:
             continue
         for p in out:
-            if p in ("none", "floor", "floor-raw", "_aa"):
+            if p in ("none", "floor", "floor-raw", "floor-api", "_aa"):
                 continue
             d = sorted(100 * (a / b - 1) for a, b in zip(boots[p], boots[floor]))
             out[p][f"over_{tag}_%"] = round(100 * (out[p]["warm"] / out[floor]["warm"] - 1), 2)
@@ -832,6 +1101,10 @@ def summarize(results: list, reps: int = 2000) -> dict:
                 out[p][f"bracket_over_{tag}_ci_%"] = [round(d[int(0.025 * reps)], 2), round(d[int(0.975 * reps) - 1], 2)]
             if out[p]["full"] and out[floor]["full"]:
                 out[p][f"full_over_{tag}_%"] = round(100 * (out[p]["full"] / out[floor]["full"] - 1), 2)
+            if out[p]["warm_instr"] and out[floor]["warm_instr"]:
+                d = sorted(100 * (a / b - 1) for a, b in zip(boots[p, "instr"], boots[floor, "instr"]))
+                out[p][f"instr_over_{tag}_%"] = round(100 * (out[p]["warm_instr"] / out[floor]["warm_instr"] - 1), 2)
+                out[p][f"instr_over_{tag}_ci_%"] = [round(d[int(0.025 * reps)], 2), round(d[int(0.975 * reps) - 1], 2)]
     return out
 
 
@@ -874,12 +1147,15 @@ def overhead(args) -> int:
                     "steps": args.steps or 0, "pre": args.pre, "prime": args.prime, "max_pairs": args.max_pairs,
                     # late (the children's setup took more than planned): one pair each, to stay near the budget
                     "min_pairs": args.min_pairs if share_s > setup + args.min_pairs * 3 * BLOCK_S[wl] else 2,
-                    "deadline": child_deadline, "cpus": cpus, "threads": args.threads, "buffer": args.buffer}
+                    "deadline": child_deadline, "cpus": cpus, "threads": args.threads, "buffer": args.buffer,
+                    "pin_threads": args.pin_threads, "cpu_latency0": args.cpu_latency0}
             try:
                 r = None
                 if args.spawn == "fork" and _FORK["broken"] is None:
                     try:
                         r = _run_forked_child(spec)
+                    except ChildError:   # the child ran and failed on its own: its row says why
+                        raise
                     except Exception as e:  # fork did not work here: this child and the rest start afresh
                         _FORK["broken"] = " | ".join(str(e).strip().splitlines()[-3:])
                         print(json.dumps({"spawn": "fork given up, exec from now on", "why": _FORK["broken"]}),
@@ -923,7 +1199,12 @@ def overhead(args) -> int:
                   f"{e.get('bracket_over_floor_%')} {e.get('bracket_over_floor_ci_%')}  "
                   f"cpu {e['warm_cpu']} {e['warm_cpu_ci']}  aa {e['aa_per_process']}  "
                   f"wait/run {e['wait_over_run_median']}  others {e.get('cores_other_ms_median')} ms  "
-                  f"steal {e.get('cores_steal_ms_median')} ms  MHz {e.get('mhz_range')}  loop {e['loop_stats']}",
+                  f"steal {e.get('cores_steal_ms_median')} ms  MHz {e.get('mhz_range')}  loop {e['loop_stats']}  "
+                  f"tail {e.get('tail_share_median')}/{e.get('tail_share_max')}  probe {e.get('probe_us_range')} "
+                  f"corr {e.get('corr_unprof_probe')}  GPU MHz {e.get('gpu_mhz_range')}  "
+                  f"threads {e.get('cpu_share_by_thread')}  instr {e.get('warm_instr')} {e.get('warm_instr_ci')} "
+                  f"per process {e.get('instr_per_process')} over floor {e.get('instr_over_floor_%')} "
+                  f"{e.get('instr_over_floor_ci_%')}",
                   flush=True)
     meta = {"summary": summary, "budget_s": args.budget, "elapsed_s": round(time.time() - t_start, 1),
             "spawn_fork_given_up": _FORK["broken"],
@@ -980,6 +1261,10 @@ def main(argv=None) -> int:
     ov.add_argument("--max-pairs", type=int, default=1000)
     ov.add_argument("--cpus", default="auto", help="cores to pin each child to: auto, none, 2-5, 2,3,4")
     ov.add_argument("--threads", type=int, default=4, help="torch.set_num_threads in each child")
+    ov.add_argument("--pin-threads", action="store_true", help="main thread on the first --cpus core, the "
+                    "process's other threads on the rest (set again before each block)")
+    ov.add_argument("--cpu-latency0", action="store_true", help="hold /dev/cpu_dma_latency at 0 in each "
+                    "child (no deep C-states; root only; the row says if it took)")
     ov.add_argument("--buffer", default="1M", help="CUPTI buffer size for floor and kprof (0: their defaults): "
                     "small enough that buffers complete inside every block")
     ov.add_argument("--grace", type=float, default=40.0, help="no child starts later than this past --budget")

@@ -280,3 +280,122 @@ def test_raw_buffer_of_an_earlier_registration_is_kept():
     second._completed(None, 0, bufp.contents, size.contents.value, 64)
     assert [v for _, v in second.done] == [64] and first.done == [] and second.stats["buffers"] == 1
     assert ctypes.cast(bufp.contents, ctypes.c_void_p).value not in cupti_raw.OUTSTANDING
+
+
+# -- cupti_attribution = "markers" ------------------------------------------------------------------
+MARKER = int(fake_cupti.DriverApiTraceCbid.cuDeviceGetCount)
+
+
+def _api_records(fake):
+    return [r for r in fake.pending if r.kind == int(fake_cupti.ActivityKind.DRIVER)]
+
+
+def test_markers_one_api_record_per_scope_change_none_per_launch(monkeypatch, tmp_path):
+    """Each scope change (and the window's start) makes one marker call, whose API record is the only
+    one CUPTI writes; each launch goes where the last marker before its correlation id says."""
+    fake = _install(monkeypatch, KPROF_CUPTI_ATTRIBUTION="markers")
+    sid = profiler.start(str(tmp_path / "m"))
+    backend = S.get(sid).backend
+    assert backend.markers and not backend.per_launch_api and fake.api_ids == {MARKER}
+    calls0 = fake.calls[MARKER]
+    with profiler.scope("a"):
+        for _ in range(5):
+            fake.launch("k1")
+        with profiler.scope("b"):
+            fake.launch("k2")
+            fake.memcpy()
+        fake.memset()
+    for _ in range(3):
+        fake.launch("top")
+    assert fake.calls[MARKER] - calls0 == 4          # enter a, enter b, leave b, leave a
+    assert all(r.cbid == MARKER for r in _api_records(fake))   # 10 launches, copies and memsets: no record
+    profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "m.hatchet")
+    assert sorted(names(find(root, "a"))) == ["b", "k1", "memset"]
+    assert find(root, "a", "k1").metrics["count"] == 5
+    assert sorted(names(find(root, "a", "b"))) == ["k2", "memcpy HtoD"]
+    assert find(root, "top").metrics["count"] == 3
+
+
+def test_markers_window(monkeypatch, tmp_path):
+    """A launch before the window's start marker is left out, one while the session is deactivated
+    too: activate/deactivate make a marker each."""
+    fake = _install(monkeypatch, KPROF_CUPTI_ATTRIBUTION="markers")
+    fake.launch("before")
+    sid = profiler.start(str(tmp_path / "w"))
+    with profiler.scope("backward"):
+        fake.launch("bw_kernel")
+    profiler.deactivate(sid)
+    fake.launch("while_off")
+    profiler.activate(sid)
+    fake.launch("after_on")
+    profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "w.hatchet")
+    assert sorted(names(root)) == ["after_on", "backward"]
+    assert names(find(root, "backward")) == ["bw_kernel"]
+
+
+def test_markers_give_way_to_api_records_when_a_thread_starts(monkeypatch, tmp_path):
+    """A Python thread started while profiling turns per-launch API records on before it runs: its
+    launches (at its own root) are told from the main thread's; launches before keep their markers."""
+    fake = _install(monkeypatch, KPROF_CUPTI_ATTRIBUTION="markers")
+    sid = profiler.start(str(tmp_path / "t"))
+    backend = S.get(sid).backend
+    with profiler.scope("main_scope"):
+        fake.launch("early")
+        done = threading.Event()
+
+        def worker():
+            fake.launch("from_thread")
+            done.set()
+        th = threading.Thread(target=worker)
+        th.start()
+        assert done.wait(10)
+        th.join()
+        fake.launch("late")
+    assert backend.per_launch_api and int(fake_cupti.DriverApiTraceCbid.cuLaunchKernel) in fake.api_ids
+    assert any("a Python thread started" in s for s in backend.skipped)
+    profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "t.hatchet")
+    assert sorted(names(find(root, "main_scope"))) == ["early", "late"]
+    assert "from_thread" in names(root)
+
+
+def test_markers_not_used_beside_a_running_thread(monkeypatch, tmp_path):
+    fake = _install(monkeypatch, KPROF_CUPTI_ATTRIBUTION="markers")
+    stop = threading.Event()
+    th = threading.Thread(target=lambda: stop.wait(10))
+    th.start()
+    try:
+        sid = profiler.start(str(tmp_path / "r"))
+        backend = S.get(sid).backend
+        assert not backend.markers and backend.per_launch_api
+        assert any("other Python thread" in s for s in backend.skipped)
+        assert int(fake_cupti.DriverApiTraceCbid.cuLaunchKernel) in fake.api_ids
+        profiler.finalize(sid)
+    finally:
+        stop.set()
+        th.join()
+
+
+def test_markers_launch_held_until_a_later_marker(monkeypatch, tmp_path):
+    """Delivered before the flush (past DEFER_MAX), a launch with no marker after it yet waits: the
+    marker before it may be in a buffer that has not completed."""
+    from profiler.backends import cupti as backend_mod
+    monkeypatch.setattr(backend_mod, "DEFER_MAX", 2)
+    fake = _install(monkeypatch, KPROF_CUPTI_ATTRIBUTION="markers")
+    sid = profiler.start(str(tmp_path / "h"))
+    backend = S.get(sid).backend
+    with profiler.scope("a"):
+        fake.launch("k")
+        fake.launch("k")
+        fake.launch("k")
+        fake.activity_flush_all(1)   # past the bound: the oldest two delivered, but no marker after them yet
+        assert [r[1] for r in backend.pending] == ["k", "k"]
+    fake.launch("top")
+    fake.launch("top")
+    fake.activity_flush_all(1)      # the marker of leaving "a" has come: the three are placed now
+    assert all(r[1] == "top" for r in backend.pending)
+    profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "h.hatchet")
+    assert find(root, "a", "k").metrics["count"] == 3

@@ -50,6 +50,7 @@ def test_in_process_control_and_cpu_time():
         sched += blocks if i % 2 == 0 else blocks[::-1]
     r["sched"] = sched
     assert rp._pair_sched(r, "all_run_ms") == pytest.approx([1.1, 1.2])
+    assert rp._pair_sched(r, "instr") == []          # a machine without a PMU: no instruction counts
     r["loop_stats"] = [{"callback_ns": 2_000_000, "buffers": 3}, {"callback_ns": 4_000_000, "buffers": 5}]
     s = rp.summarize([r, _child("none", [1.0, 1.0], unprof=[10.0, 10.0, 10.2])], reps=200)
     assert s["kprof"]["warm_cpu"] == pytest.approx(1.15)
@@ -61,7 +62,8 @@ def test_in_process_control_and_cpu_time():
 def test_child_on_cpu(tmp_path):
     spec = {"workload": "tiny", "profiler": "kprof-deferred", "device": "cpu", "out": str(tmp_path / "p"),
             "warmup": 20, "block_s": 0.02, "steps": 200, "pre": 2, "min_pairs": 2, "max_pairs": 2,
-            "deadline": time.time() + 60, "cpus": sorted(os.sched_getaffinity(0))[:1], "threads": 1, "buffer": 0}
+            "deadline": time.time() + 60, "cpus": sorted(os.sched_getaffinity(0))[:1], "threads": 1, "buffer": 0,
+            "pin_threads": True}
     env = dict(os.environ, PYTHONPATH=REPO, KPROF_BACKEND="cpu")
     p = subprocess.run([sys.executable, os.path.join(REPO, "bench", "reconcile_profilers.py"), "_overhead_child",
                         json.dumps(spec)], env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
@@ -78,6 +80,14 @@ def test_child_on_cpu(tmp_path):
     assert all(d["all_run_ms"] >= 0 and d["all_wait_ms"] >= 0 for _, d in r["sched"])
     assert sum(d["all_run_ms"] for _, d in r["sched"]) > 0
     assert all(d["cores_busy_ms"] >= 0 and d["cores_steal_ms"] >= 0 for _, d in r["sched"])
+    # what moved with each block: the CPU probe, the queued tail, CPU time per thread name (the main thread's
+    # is most of a single-threaded loop's)
+    assert all(d["probe_us"] > 0 and d["tail_ms"] >= 0 for _, d in r["sched"])
+    assert all(d["threads_ms"].get("main", 0) > 0 for _, d in r["sched"])
+    assert r["pin_threads"] is True and r["cpu_latency0"] is None
+    s = rp.summarize([r], reps=50)[r["profiler"]]
+    assert s["cpu_share_by_thread"]["main"] > 0.5
+    assert s["probe_us_range"][0] > 0 and 0 <= s["tail_share_median"] <= 1
     assert list(r["setup_phases_s"]) == ["torch", "workload", "warmup", "cold", "prime"]
     assert os.path.exists(str(tmp_path / "p_0.hatchet")) and os.path.exists(str(tmp_path / "p_1.hatchet"))
 
@@ -101,9 +111,77 @@ def test_forked_child_on_cpu(tmp_path, monkeypatch):
         rp._run_forked_child(dict(spec, workload="no_such_workload"))
 
 
+def test_pin_threads_main_apart(tmp_path):
+    """--pin-threads: the main thread on the first core, a thread started before on the others."""
+    avail = sorted(os.sched_getaffinity(0))
+    if len(avail) < 2:
+        pytest.skip("needs two cores")
+    code = ("import os, sys, threading, time, json; sys.path.insert(0, %r);"
+            "from bench import reconcile_profilers as rp;"
+            "ev = threading.Event(); ids = [];"
+            "t = threading.Thread(target=lambda: (ids.append(threading.get_native_id()), ev.wait())); t.start();"
+            "time.sleep(0.2); rp._pin_threads(%r);"
+            "print(json.dumps([sorted(os.sched_getaffinity(0)), sorted(os.sched_getaffinity(ids[0]))]));"
+            "ev.set(); t.join()") % (REPO, avail[:2])
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    main, other = json.loads(p.stdout)
+    assert main == avail[:1] and other == avail[1:2]
+
+
+def test_instructions_over_floor():
+    """Instructions per block (where the machine has a PMU): profiled over unprofiled, per pair, and over the
+    floor's -- a ratio of work that the host CPU's clock does not move."""
+    def child(prof, warm_instr):
+        r = _child(prof, [1.0] * len(warm_instr))
+        r["sched"] = []
+        for i, w in enumerate(warm_instr):
+            blocks = [("u", {"all_run_ms": 1.0, "all_wait_ms": 0.0, "instr": 1_000_000}),
+                      ("p", {"all_run_ms": 1.0, "all_wait_ms": 0.0, "instr": int(1_000_000 * w)})]
+            r["sched"] += blocks if i % 2 == 0 else blocks[::-1]
+        return r
+    s = rp.summarize([child("none", [1.0, 1.0]), child("floor", [1.10, 1.10]), child("kprof", [1.111, 1.111])],
+                     reps=100)
+    assert s["floor"]["warm_instr"] == pytest.approx(1.10) and s["floor"]["instr_per_process"] == [1.1]
+    assert s["kprof"]["instr_over_floor_%"] == pytest.approx(1.0) and s["kprof"]["instr_over_floor_ci_%"] == [1.0, 1.0]
+
+
+def test_instruction_counter_where_available():
+    """perf_event_open through ctypes: either the machine has no usable PMU (``ok`` False, as in most
+    containers and VMs without one), or a loop's instructions are counted and grow with the loop."""
+    ins = rp._Instr()
+    if not ins.ok:
+        assert ins.start() == []
+        return
+    def count(n):
+        fds = ins.start()
+        x = 0
+        for i in range(n):
+            x += i
+        return ins.stop(fds)
+    small, big = count(10_000), count(1_000_000)
+    assert 0 < small < big
+
+
 def test_cpu_set_option():
     avail = sorted(os.sched_getaffinity(0))
     assert rp._cpu_set("none") is None
     assert rp._cpu_set(f"{avail[0]}") == [avail[0]]
     with pytest.raises(SystemExit, match="--cpus"):
         rp._cpu_set("100000-100001")
+
+
+def test_forked_child_failing_keeps_fork(tmp_path, monkeypatch):
+    """A forked child that fails on its own (here floor-api: no CUPTI on CPU) gets an error row; the fork
+    server is not given up for the children after it (the 2026-11-27 GPU run fell back to exec that way)."""
+    monkeypatch.setenv("KPROF_BACKEND", "cpu")
+    monkeypatch.setenv("PYTHONPATH", REPO)
+    monkeypatch.setattr(rp, "_FORK", {"ctx": None, "broken": None})
+    rc = rp.main(["overhead", "--workloads", "tiny", "--profilers", "floor-api,none", "--budget", "6", "--grace", "3",
+                  "--spawn", "fork", "--cpus", "none", "--device", "cpu", "--block-s", "0.02", "--min-pairs", "2",
+                  "--max-pairs", "2", "--results-dir", str(tmp_path), "--name", "forkerr"])
+    assert rc == 0 and rp._FORK["broken"] is None
+    rows = json.load(open(tmp_path / "forkerr.json"))
+    rows = rows.get("rows", rows) if isinstance(rows, dict) else rows
+    by = {(r["profiler"], r["round"]): r for r in rows}
+    assert "error" in by[("floor-api", 0)] and by[("none", 1)]["pairs"] == 2
