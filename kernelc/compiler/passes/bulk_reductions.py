@@ -17,6 +17,8 @@ memory (``cp.reduce.async.bulk.tensor``) while the program goes on. What this pa
 - completion: after the innermost loop around a reduction (or right after one outside loops) the elected
   thread waits for every group to complete (``read=False``), then a barrier: the next loop's first trip
   may write stage 0, and nothing is in flight when the program ends.
+- which barrier publishes the staged tile: a ``barrier`` right after the reduction (a TMA ring's, before
+  its refill in the attention backward's loop) serves, the reduction issued after it; else one of its own.
 
 For a reduction in a loop the pass writes, in place of ``descriptor_reduce %d, %t, %r, %c {kind='add'}``::
 
@@ -25,7 +27,7 @@ For a reduction in a loop the pass writes, in place of ``descriptor_reduce %d, %
     bulk_stage_store %buf, %s, %t              every thread writes its elements into stage %s
     fence_async_shared                         generic-proxy writes before the copy engine reads them
     bulk_wait_group %t0 {pending=S-2, read=True}
-    barrier
+    barrier                                    (or the one that follows the reduction)
     bulk_reduce %buf, %s, %t0, %r, %c {kind='add', source='file:line:col'}
     bulk_commit_group %t0
 
@@ -131,15 +133,22 @@ def expand_bulk_reductions(fn: Function, ctx=None) -> Function:
         em.op("fence_async_shared", [])
         if S >= 2:
             em.op("bulk_wait_group", [t0], pending=S - 2, read=True)
-        em.op("barrier", [])
-        em.op("bulk_reduce", [buf, st, t0] + list(red.operands[2:]), kind=red.attrs["kind"], source=str(red.loc))
-        em.op("bulk_commit_group", [t0])
-        if loop is None:  # nothing waits for it later: complete before the program goes on
-            em.op("bulk_wait_group", [t0], pending=0, read=False)
         block = red.block
         at = block.ops.index(red)
         block.ops.remove(red)
+        # a barrier right after the reduction (a TMA ring's, before its refill) publishes the staged tile
+        # too: the elected thread issues the reduction after that one instead of after a barrier of its own
+        shared = at < len(block.ops) and block.ops[at].name == "barrier"
+        if not shared:
+            em.op("barrier", [])
         _insert(block, at, em.ops)
+        at += len(em.ops) + (1 if shared else 0)
+        issue = _Emit(red.loc)
+        issue.op("bulk_reduce", [buf, st, t0] + list(red.operands[2:]), kind=red.attrs["kind"], source=str(red.loc))
+        issue.op("bulk_commit_group", [t0])
+        if loop is None:  # nothing waits for it later: complete before the program goes on
+            issue.op("bulk_wait_group", [t0], pending=0, read=False)
+        _insert(block, at, issue.ops)
         if loop is not None and id(loop) not in loops_done:
             loops_done.add(id(loop))
             after = _Emit(loop.loc)
