@@ -543,7 +543,7 @@ REDUCE_ADD_TYPES = ("fp32", "fp16", "bf16", "int32", "uint32")
 def descriptor_atomic_add(desc, offsets, value) -> None:
     desc = _descriptor(desc, "atomic_add()")
     if desc.dtype.name not in REDUCE_ADD_TYPES:
-        raise TypeError(f"tensor descriptor atomic_add() adds into {', '.join(REDUCE_ADD_TYPES)} tensors, "
+        raise TypeError(f"tensor descriptor atomic_add() adds into fp32, fp16, bf16, i32 and u32 tensors, "
                         f"got a {desc.dtype} descriptor")
     offs = _offsets(offsets, desc.ndim, "tensor descriptor atomic_add()")
     value = _block_value(value, desc.type.block_shape, desc.dtype, "tensor descriptor atomic_add()")
