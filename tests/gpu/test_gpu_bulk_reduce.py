@@ -51,9 +51,9 @@ def _reference(x, M, N, BM, BN, programs, steps):
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int32]
 
 
-@pytest.mark.parametrize("stages", ["1", "2", "3"])
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("host", [False, True])
+@pytest.mark.parametrize("stages", ["1", "2", "3"], ids=["s1", "s2", "s3"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp32", "fp16", "bf16", "i32"])
+@pytest.mark.parametrize("host", [False, True], ids=["made", "host"])
 def test_atomic_add_tiles_match_torch(dtype, stages, host, monkeypatch):
     monkeypatch.setenv("KERNELC_BULK_REDUCE_STAGES", stages)
     BM, BN, steps, programs = 64, 64, 7, 9
