@@ -11,7 +11,8 @@ base-2 row log-sum-exp ``LSE`` of the scaled logits. Backward, for dO:
    With ``ATOMIC_DQ`` it also adds ``dQ^T = K^T dS^T`` into an fp32 dQ^T with atomics (one kernel, not
    deterministic: the order of the adds varies from run to run), cast and transposed afterwards; with
    ``BULK_DQ`` too, through a tensor descriptor's ``atomic_add`` (on sm_90a the tile is staged in shared
-   memory and added by one TMA bulk reduction, FlashAttention-3's dQ).
+   memory and added by one TMA bulk reduction, FlashAttention-3's dQ; ``attn_bwd_dq_cast_kernel`` then
+   transposes and casts it).
 3. ``attn_bwd_dq_kernel`` (the default, deterministic): one program per query block walks the key
    blocks, recomputes P and dS the same way and accumulates ``dQ += dS K`` in registers.
 
@@ -198,6 +199,20 @@ def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h
     tl.store(DQ + off + q_idx, (dq * sm_scale).to(DQ.dtype.element_ty), mask=rows[:, None])
 
 
+@triton.jit
+def attn_bwd_dq_cast_kernel(DQT, DQ, N_CTX, BLOCK: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """dQ = (dQ^T)^T in Q's dtype, for one [BLOCK] query block of one head: the fp32 dQ^T the one-kernel modes
+    accumulate ([Z, H, HEAD_DIM, N_CTX], contiguous) read along the queries, written along the head dim."""
+    start = tl.program_id(0) * BLOCK
+    off_hz = tl.program_id(1).to(tl.int64)
+    offs_n = start + tl.arange(0, BLOCK)
+    offs_d = tl.arange(0, HEAD_DIM)
+    t = tl.load(DQT + off_hz * HEAD_DIM * N_CTX + offs_d[:, None] * N_CTX + offs_n[None, :],
+                mask=offs_n[None, :] < N_CTX, other=0.0)
+    tl.store(DQ + off_hz * N_CTX * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :],
+             tl.trans(t).to(DQ.dtype.element_ty), mask=offs_n[:, None] < N_CTX)
+
+
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) by head dim, for the dK/dV kernel (BLOCK_M query rows per step of a
 # BLOCK_N key block) and the dQ kernel (BLOCK_M query block, BLOCK_N keys per step); 0 spills on sm_90a. Head
 # dims 64 and 128: the bench sweep's fastest pair on an H200 (2026-11-27, docs/attention.md)
@@ -210,6 +225,7 @@ BULK_DKDV_CONFIGS = dict(ATOMIC_DKDV_CONFIGS)
 DQ_MODES = ("separate", "atomic", "bulk")
 DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 3), 128: (128, 64, 8, 2)}
 PRE_BLOCK = 64
+CAST_BLOCK = 64  # queries a program of attn_bwd_dq_cast_kernel transposes
 
 
 def _cfg(table, head_dim, overrides):
@@ -278,8 +294,15 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate
     def cast():
         out["dq"] = dq.transpose(-1, -2).to(q.dtype, memory_format=torch.contiguous_format)
 
+    dq_out = torch.empty_like(q) if bulk else None
+
+    def cast_kernel():
+        attn_bwd_dq_cast_kernel[(triton.cdiv(N, CAST_BLOCK), Z * H, 1)](dq, dq_out, N, BLOCK=CAST_BLOCK, HEAD_DIM=D)
+        out["dq"] = dq_out
+
     if atomic:  # the atomics add into dq: zeroed on every run of the steps
-        steps = [("preprocess", preprocess), ("dkdv", lambda: (dq.zero_(), dkdv())), ("cast", cast)]
+        steps = [("preprocess", preprocess), ("dkdv", lambda: (dq.zero_(), dkdv())),
+                 ("cast", cast_kernel if bulk else cast)]
     else:
         steps = [("preprocess", preprocess), ("dkdv", dkdv), ("dq", dq_pass)]
     return (lambda: (out.get("dq", dq), dk, dv)), steps

@@ -170,6 +170,17 @@ def test_bulk_dq_adds_one_staged_tile_a_trip_with_a_tma_reduction(D, causal):
     assert "cp.async.bulk.wait_group.read 0" in ck.asm["ptx"]
 
 
+@pytest.mark.parametrize("D,dt", [(128, "fp16"), (64, "bf16")])
+def test_bulk_dq_cast_reads_and_writes_16_byte_vectors(D, dt):
+    # the bulk mode's last launch: fp32 dQ^T read along the queries, dQ written along the head dim, both coalesced
+    ck = _compile(B.attn_bwd_dq_cast_kernel, dict(DQT=P("fp32"), DQ=P(dt), N_CTX="i32"),
+                  dict(BLOCK=B.CAST_BLOCK, HEAD_DIM=D), dict(num_warps=4, num_stages=1), ())
+    sass = ck.asm["sass"]
+    assert ck.n_spills == 0
+    assert re.findall(r"\bLDG\.E[\w.]*", sass) == ["LDG.E.128"] * (D * B.CAST_BLOCK // (4 * 128))
+    assert re.findall(r"\bSTG\.E[\w.]*", sass) == ["STG.E.128"] * (D * B.CAST_BLOCK // (8 * 128))
+
+
 def test_the_same_kernel_compiles_to_the_same_code_whatever_came_before(monkeypatch):
     # the auto-TMA address arithmetic was ordered by process-wide value ids (as strings): a compile whose ids
     # crossed a digit boundary emitted other ops, and ptxas spilled 36 registers in one order and 0 in the other
