@@ -162,7 +162,7 @@ def test_the_ptx_and_sass_carry_one_bulk_tensor_reduction_per_trip():
     assert ck.n_spills == 0
     # 2 stages of the 64x32 fp32 box (8 KiB each, 1024-aligned)
     assert ck.shared >= 2 * 64 * 32 * 4
-    accesses = [a for a in ck.reports["memory_accesses"] if a["kind"] == "reduce.add (TMA)"]
+    accesses = [a for a in ck.reports["memory_accesses"] if a["kind"] == "atomic add (TMA bulk reduction)"]
     assert len(accesses) == 1 and accesses[0]["line"] == 27 and accesses[0]["engine"] == "tma"
 
 

@@ -375,7 +375,7 @@ class _At:
 def lower_bulk_reduce(lw: Lowering, op):
     buf: BulkBuffer = lw.rings[op.operands[0].id]
     if op.attrs.get("source"):
-        report_tma(lw, _At(op.attrs["source"]), f"reduce.{op.attrs['kind']} (TMA)", buf.tmap.ty)
+        report_tma(lw, _At(op.attrs["source"]), f"atomic {op.attrs['kind']} (TMA bulk reduction)", buf.tmap.ty)
     stage, pred = lw.scalar(op.operands[1]), lw.scalar(op.operands[2])
     offs = [lw.scalar(v) for v in op.operands[3:]]
     T.reduce_tile_out(lw, buf.box, buf.tmap.address(lw), buf.stage_base(lw, stage), offs, op.attrs["kind"], pred)
