@@ -82,13 +82,13 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
             # dQ^T = K^T dS^T: the key block is the contraction, HEAD_DIM the rows (one warpgroup's 64 each
             # with 8 warps) -- a wgmma whatever BLOCK_M; added into a transposed fp32 dQ whose query index is
             # contiguous (the accumulator's pairs along a row are one 8-byte vector atomic each)
-            dqT = tl.dot(tl.trans(k), dsT) * sm_scale
+            dqT = tl.dot(tl.trans(k), dsT)
             if BULK_DQ:
                 # one [HEAD_DIM, BLOCK_M] tile added by the copy engine from shared memory (queries past
-                # N_CTX fall outside the descriptor and are not touched)
+                # N_CTX fall outside the descriptor and are not touched); sm_scale is applied once, by the cast
                 dq_ptrs.atomic_add([0, start_m], dqT)
             else:
-                tl.atomic_add(dq_ptrs + offs_m[None, :], dqT, mask=rows[None, :], sem="relaxed")
+                tl.atomic_add(dq_ptrs + offs_m[None, :], dqT * sm_scale, mask=rows[None, :], sem="relaxed")
     return dk, dv
 
 
@@ -200,9 +200,9 @@ def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h
 
 
 @triton.jit
-def attn_bwd_dq_cast_kernel(DQT, DQ, N_CTX, BLOCK: tl.constexpr, HEAD_DIM: tl.constexpr):
-    """dQ = (dQ^T)^T in Q's dtype, for one [BLOCK] query block of one head: the fp32 dQ^T the one-kernel modes
-    accumulate ([Z, H, HEAD_DIM, N_CTX], contiguous) read along the queries, written along the head dim."""
+def attn_bwd_dq_cast_kernel(DQT, DQ, scale, N_CTX, BLOCK: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """dQ = scale * (dQ^T)^T in Q's dtype, for one [BLOCK] query block of one head: the fp32 dQ^T the bulk mode
+    accumulates ([Z, H, HEAD_DIM, N_CTX], contiguous) read along the queries, written along the head dim."""
     start = tl.program_id(0) * BLOCK
     off_hz = tl.program_id(1).to(tl.int64)
     offs_n = start + tl.arange(0, BLOCK)
@@ -210,7 +210,7 @@ def attn_bwd_dq_cast_kernel(DQT, DQ, N_CTX, BLOCK: tl.constexpr, HEAD_DIM: tl.co
     t = tl.load(DQT + off_hz * HEAD_DIM * N_CTX + offs_d[:, None] * N_CTX + offs_n[None, :],
                 mask=offs_n[None, :] < N_CTX, other=0.0)
     tl.store(DQ + off_hz * N_CTX * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :],
-             tl.trans(t).to(DQ.dtype.element_ty), mask=offs_n[:, None] < N_CTX)
+             tl.trans(t * scale).to(DQ.dtype.element_ty), mask=offs_n[:, None] < N_CTX)
 
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) by head dim, for the dK/dV kernel (BLOCK_M query rows per step of a
@@ -297,7 +297,8 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate
     dq_out = torch.empty_like(q) if bulk else None
 
     def cast_kernel():
-        attn_bwd_dq_cast_kernel[(triton.cdiv(N, CAST_BLOCK), Z * H, 1)](dq, dq_out, N, BLOCK=CAST_BLOCK, HEAD_DIM=D)
+        attn_bwd_dq_cast_kernel[(triton.cdiv(N, CAST_BLOCK), Z * H, 1)](dq, dq_out, sm_scale, N, BLOCK=CAST_BLOCK,
+                                                                         HEAD_DIM=D)
         out["dq"] = dq_out
 
     if atomic:  # the atomics add into dq: zeroed on every run of the steps

@@ -173,7 +173,7 @@ def test_bulk_dq_adds_one_staged_tile_a_trip_with_a_tma_reduction(D, causal):
 @pytest.mark.parametrize("D,dt", [(128, "fp16"), (64, "bf16")])
 def test_bulk_dq_cast_reads_and_writes_16_byte_vectors(D, dt):
     # the bulk mode's last launch: fp32 dQ^T read along the queries, dQ written along the head dim, both coalesced
-    ck = _compile(B.attn_bwd_dq_cast_kernel, dict(DQT=P("fp32"), DQ=P(dt), N_CTX="i32"),
+    ck = _compile(B.attn_bwd_dq_cast_kernel, dict(DQT=P("fp32"), DQ=P(dt), scale="fp32", N_CTX="i32"),
                   dict(BLOCK=B.CAST_BLOCK, HEAD_DIM=D), dict(num_warps=4, num_stages=1), ())
     sass = ck.asm["sass"]
     assert ck.n_spills == 0
