@@ -244,7 +244,8 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkd
     ``dq_mode``: ``"separate"`` (a second kernel, deterministic), ``"atomic"`` (fp32 atomics in the dK/dV
     kernel, then one cast) or ``"bulk"`` (as atomic, dQ's tiles added by TMA bulk reductions from shared
     memory on sm_90a). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS` (atomic:
-    :data:`ATOMIC_DKDV_CONFIGS`, bulk: :data:`BULK_DKDV_CONFIGS`) / :data:`DQ_CONFIGS`. ``kernels``: ``{"dkdv": ..., "dq": ...}``, other
+    :data:`ATOMIC_DKDV_CONFIGS`, bulk: :data:`BULK_DKDV_CONFIGS`) / :data:`DQ_CONFIGS`.
+    ``kernels``: ``{"dkdv": ..., "dq": ...}``, other
     compiled copies of the kernels to launch (the bench's A/B of compile knobs).
     """
     grads, steps = attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode, dkdv_config, dq_config,

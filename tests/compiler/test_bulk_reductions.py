@@ -10,7 +10,6 @@ import pytest
 import kernelc
 import kernelc.language as kl
 from kernelc.compiler.ir import verify
-from kernelc.compiler.ir.verifier import VerificationError
 from tests.compiler.filecheck import filecheck
 from tests.compiler.test_schedule_passes import _passes
 from tests.compiler.verifier_cases import first_ops, rejects_bad_attrs, rejects_bad_operands

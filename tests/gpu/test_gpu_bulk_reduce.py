@@ -146,7 +146,8 @@ def _isolated(*args, stages="2"):
     env = dict(os.environ, KERNELC_BULK_REDUCE_STAGES=stages,
                PYTHONPATH=os.pathsep.join([str(root)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     r = subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, f"case {args} ({stages} stages): exit {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
+    assert r.returncode == 0, \
+        f"case {args} ({stages} stages): exit {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
 
 
 @pytest.mark.parametrize("case", sorted(GEOMETRIES))

@@ -91,7 +91,8 @@ def declare_tensor_maps(lw: Lowering) -> None:
     for op in lw.fn.walk():
         if op.name not in ("descriptor_load", "descriptor_store", "tma_ring_alloc", "bulk_buffer_alloc"):
             continue
-        if op.name in ("descriptor_load", "descriptor_store") and op.attrs.get("tma") is not True:  # passes/lower_descriptors.py tags the ops TMA takes
+        # passes/lower_descriptors.py tags the ops TMA takes
+        if op.name in ("descriptor_load", "descriptor_store") and op.attrs.get("tma") is not True:
             raise CompilationError(
                 f"`{op.name}` reached code generation for {arch or 'this target'} without a TMA lowering for it; "
                 "it should have been rewritten into masked loads/stores (passes/lower_descriptors.py)",
