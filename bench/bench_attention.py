@@ -103,6 +103,9 @@ SWEEP_DQ = {128: [(128, 32, 8, 3), (128, 64, 8, 3)], 64: [(128, 32, 4, 3)]}
 SWEEP_DKDV_WS = {128: [(32, 128, 8, 3)], 64: [(32, 128, 4, 3)]}
 # the one-kernel (atomic dQ) backward at other dK/dV configs (its default is timed too, as sweep_bwd_atomic_default)
 SWEEP_ATOMIC = {128: [(16, 128, 8, 3)], 64: [(64, 64, 4, 3)]}
+# the one-kernel backward with dQ by TMA bulk reductions (dq_mode="bulk") at other dK/dV configs (its default is
+# timed as sweep_bwd_bulk_default); spill-free on sm_90a
+SWEEP_BULK = {128: [(16, 128, 8, 3), (32, 128, 8, 4)], 64: [(64, 64, 4, 3)]}
 # (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27
 SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4, 3), (128, 32, 4, 3))]}
 # the backward's dK/dV and dQ kernels compiled again under other compile knobs (A/B), at the default configs:
@@ -111,20 +114,31 @@ SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4,
 #   dqnopin   the dQ kernel only (the dK/dV kernel as compiled by default), its deferred waits unpinned: at
 #             D128 its warp-specialised loop then keeps a one-warp producer without setmaxnreg (main's before
 #             the example issued dO V^T before P's exp2)
-BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNELC_WGMMA_PIN_WAITS": "0"}}
-_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",)}  # which kernels a variant compiles again (default: both)
+#   bulk_s1, bulk_s3  dq_mode="bulk" with 1 / 3 staging stages for dQ's tile (KERNELC_BULK_REDUCE_STAGES;
+#             default 2): 1 waits for each reduction to read its stage before the next trip stages its tile
+BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNELC_WGMMA_PIN_WAITS": "0"},
+                "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"}}
+_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",)}  # default: both
+_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk"}  # default: separate
 
 
 def _cfg(c):
     return dict(zip(("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"), c))
 
 
-def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=True):
+def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=True, only=None):
     """Time the forward (``fwd``) and the (separate-dQ) backward kernels at other configs; backward called
     directly on the saved O and LSE (no autograd), its default config timed the same way for reference.
-    ``check(name, err, tol)``: the pairs' and variants' gradients against the default config's."""
+    ``check(name, err, tol)``: the pairs' and variants' gradients against the default config's. ``only``:
+    substrings; a backward entry whose name contains none of them is neither compiled nor timed."""
     from examples.kernels import attention as A
     from examples.kernels import attention_bwd as B
+    if only:
+        timed = record
+
+        def record(name, fn, before=None):
+            if name.startswith("sweep_fwd") or any(x in name for x in only):
+                timed(name, fn, before)
     for c in (SWEEP_FWD.get(D, []) if fwd else []):
         if not causal or c[0] % c[1] == 0:
             record(f"sweep_fwd{list(c)}", lambda c=c: A.attention_fwd(q, k, v, causal, scale, **_cfg(c)))
@@ -144,7 +158,7 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
     tol = 2e-2 if q.dtype == torch.float16 else 5e-2
 
     def check_against_default(name, fn):
-        if check:
+        if check and (not only or any(x in name for x in only)):
             check(name, max(_err(a, b) for a, b in zip(fn(), base)), tol)
 
     for c1, c2 in pairs:
@@ -159,22 +173,28 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                                          dkdv_config=dict(_cfg(c), WS=True))
         check_against_default(name, fn)
         record(name, fn)
-    for c in [None] + [c for c in SWEEP_ATOMIC.get(D, []) if not causal or c[1] % c[0] == 0]:
-        name = "sweep_bwd_atomic_" + ("default" if c is None else str(list(c)))
-        fn = lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="atomic",  # noqa: E731
-                                         dkdv_config=c and _cfg(c))
-        check_against_default(name, fn)
-        record(name, fn)
-    # each kernel of the backward alone (default configs, separate and atomic dQ): where the time goes
-    for tag, cfgs in [("default", {}), ("atomic", dict(dq_mode="atomic"))]:
+    for mode, table in (("atomic", SWEEP_ATOMIC), ("bulk", SWEEP_BULK)):
+        for c in [None] + [c for c in table.get(D, []) if not causal or c[1] % c[0] == 0]:
+            name = f"sweep_bwd_{mode}_" + ("default" if c is None else str(list(c)))
+            fn = lambda c=c, mode=mode: B.attention_bwd(do, q, k, v, o, lse, causal, scale,  # noqa: E731
+                                                        dq_mode=mode, dkdv_config=c and _cfg(c))
+            check_against_default(name, fn)
+            record(name, fn)
+    # each kernel of the backward alone (default configs, each dQ mode): where the time goes
+    for tag, cfgs in [("default", {}), ("atomic", dict(dq_mode="atomic")), ("bulk", dict(dq_mode="bulk"))]:
         grads, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, scale, **cfgs)
+        if only and not any(x in f"sweep_bwd_part_{tag}_{n}" for n, _ in steps for x in only):
+            continue
         for _, launch in steps:  # once in order: the later steps read what the earlier ones wrote
             launch()
         for name, launch in steps:
             record(f"sweep_bwd_part_{tag}_{name}", launch)
     for name, env in BWD_VARIANTS.items():
+        if only and not any(x in f"sweep_bwd_{name}" for x in only):
+            continue
         kern = bwd_variant_kernels(name)
-        fn = lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale, kernels=kern)  # noqa: E731
+        mode = _BWD_VARIANT_MODE.get(name, "separate")
+        fn = lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=mode, kernels=kern)  # noqa: E731
         with _environ(env):  # compiles under the variant's knobs (kept per specialisation afterwards)
             fn()
         check_against_default(f"sweep_bwd_{name}", fn)
@@ -375,7 +395,7 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
         del q8, k8, v8, v8t, want
     if args.sweep:
         sweep(N, D, q, k, v, do, causal, scale, record, res, row, check if args.check else None,
-              fwd=not args.no_fwd_sweep)
+              fwd=not args.no_fwd_sweep, only=args.sweep_filter)
     if args.no_bwd:
         return row
     # backward: every variant through autograd, o.backward(do) with the grads cleared (untimed) before each call
@@ -391,7 +411,7 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
         return o, lambda: o.backward(do, retain_graph=True)
 
     variants = [(f"ours_bwd_{m}", lambda a, b, c, m=m: B.attention(a, b, c, causal, scale, dq_mode=m))
-                for m in ("separate", "atomic")]
+                for m in ("separate", "atomic", "bulk")]
     for name, ctx in sdpa_backends():
         def f(a, b, c, ctx=ctx):
             with ctx():
@@ -414,11 +434,11 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
         del o
     if args.check and grads:
         ref = next((grads[n] for n in ("sdpa_flash_bwd", "sdpa_cudnn_bwd") if n in grads), None)
-        for name in ("ours_bwd_separate", "ours_bwd_atomic"):
+        for name in ("ours_bwd_separate", "ours_bwd_atomic", "ours_bwd_bulk"):
             if ref is not None and name in grads:
                 check(name, max(_err(a, b) for a, b in zip(grads[name], ref)), tol)
     fl = 2.5 * fwd_flop
-    ours_b = {n: res[n]["ms"] for n in ("ours_bwd_separate", "ours_bwd_atomic") if n in res}
+    ours_b = {n: res[n]["ms"] for n in ("ours_bwd_separate", "ours_bwd_atomic", "ours_bwd_bulk") if n in res}
     if ours_b:
         best_o = min(ours_b, key=ours_b.get)
         row["bwd_best_mode"], row["bwd_tflops"] = best_o.replace("ours_bwd_", ""), tf(ours_b[best_o], fl)
@@ -477,6 +497,8 @@ def main(argv=None):
                         "of the exp2 flush, the pinned waits, ping-pong, FA3 configs); no NAME: all of them")
     p.add_argument("--sweep", action="store_true", help="also time other forward/backward launch configs")
     p.add_argument("--no-fwd-sweep", action="store_true", help="with --sweep: the backward's configs only")
+    p.add_argument("--sweep-filter", nargs="+", default=None, metavar="SUBSTR",
+                   help="with --sweep: only the backward entries whose name contains one of these")
     p.add_argument("--batch", type=int, default=Z)
     p.add_argument("--heads", type=int, default=H)
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",

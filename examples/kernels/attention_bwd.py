@@ -9,12 +9,15 @@ base-2 row log-sum-exp ``LSE`` of the scaled logits. Backward, for dO:
    accumulating ``dV += P^T dO`` and ``dK += dS^T Q`` with ``dS = P * (dO V^T - delta)``. Causal: only
    the query blocks on the key block's diagonal are masked; those below it run unmasked.
    With ``ATOMIC_DQ`` it also adds ``dQ^T = K^T dS^T`` into an fp32 dQ^T with atomics (one kernel, not
-   deterministic: the order of the adds varies from run to run), cast and transposed afterwards.
+   deterministic: the order of the adds varies from run to run), cast and transposed afterwards; with
+   ``BULK_DQ`` too, through a tensor descriptor's ``atomic_add`` (on sm_90a the tile is staged in shared
+   memory and added by one TMA bulk reduction, FlashAttention-3's dQ; ``attn_bwd_dq_cast_kernel`` then
+   transposes and casts it).
 3. ``attn_bwd_dq_kernel`` (the default, deterministic): one program per query block walks the key
    blocks, recomputes P and dS the same way and accumulates ``dQ += dS K`` in registers.
 
-``attention(q, k, v, causal, sm_scale)`` is differentiable; ``dq_mode="atomic"`` picks the one-kernel
-variant (which is faster is a question for the GPU: ``python3 -m bench attention``).
+``attention(q, k, v, causal, sm_scale)`` is differentiable; ``dq_mode="atomic"`` / ``"bulk"`` pick the
+one-kernel variants (which is faster is a question for the GPU: ``python3 -m bench attention``).
 """
 import kernelc as triton
 import kernelc.language as tl
@@ -45,7 +48,7 @@ def attn_bwd_preprocess_kernel(O, DO, Delta, stride_oz, stride_oh, stride_om, st
 @triton.jit
 def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, stride_dom, stride_dqm, offs_n,
                 offs_m0, qk_scale, lo, hi, N_CTX, sm_scale, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
-                ATOMIC_DQ: tl.constexpr, WS: tl.constexpr):
+                ATOMIC_DQ: tl.constexpr, WS: tl.constexpr, BULK_DQ: tl.constexpr):
     """Query blocks [lo, hi) into (dk, dv) of one key block; P^T and dS^T are [BLOCK_N, BLOCK_M]."""
     # no producer warp by default (WS): dK and dV hold two fp32 [BLOCK_N, HEAD_DIM] accumulators, and a
     # producer warpgroup caps the consumers at 240 registers with setmaxnreg (spill-free at head dim 128 only
@@ -79,8 +82,13 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
             # dQ^T = K^T dS^T: the key block is the contraction, HEAD_DIM the rows (one warpgroup's 64 each
             # with 8 warps) -- a wgmma whatever BLOCK_M; added into a transposed fp32 dQ whose query index is
             # contiguous (the accumulator's pairs along a row are one 8-byte vector atomic each)
-            dqT = tl.dot(tl.trans(k), dsT) * sm_scale
-            tl.atomic_add(dq_ptrs + offs_m[None, :], dqT, mask=rows[None, :], sem="relaxed")
+            dqT = tl.dot(tl.trans(k), dsT)
+            if BULK_DQ:
+                # one [HEAD_DIM, BLOCK_M] tile added by the copy engine from shared memory (queries past
+                # N_CTX fall outside the descriptor and are not touched); sm_scale is applied once, by the cast
+                dq_ptrs.atomic_add([0, start_m], dqT)
+            else:
+                tl.atomic_add(dq_ptrs + offs_m[None, :], dqT * sm_scale, mask=rows[None, :], sem="relaxed")
     return dk, dv
 
 
@@ -88,8 +96,9 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
 def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k,
                          dq_stride_z, dq_stride_h, dq_stride_m, H, N_CTX, BLOCK_M: tl.constexpr,
                          BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
-                         ATOMIC_DQ: tl.constexpr, WS: tl.constexpr = False):
-    """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ); WS: a producer warp(group)
+                         ATOMIC_DQ: tl.constexpr, WS: tl.constexpr = False, BULK_DQ: tl.constexpr = False):
+    """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ, through a descriptor's bulk
+    reductions with BULK_DQ too); WS: a producer warp(group)
     fills the loop's TMA ring (the bench's sweep tries it). Q, K, V, dO, dK, dV share
     the strides (the wrapper makes them contiguous); DQ is fp32 with its own."""
     start_n = tl.program_id(0) * BLOCK_N
@@ -119,6 +128,9 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                                            block_shape=[BLOCK_M, HEAD_DIM])
         do_ptrs = tl.make_tensor_descriptor(DO + off, shape=[N_CTX, HEAD_DIM], strides=[stride_m, 1],
                                             block_shape=[BLOCK_M, HEAD_DIM])
+        if BULK_DQ:
+            dq_ptrs = tl.make_tensor_descriptor(DQ + dq_off, shape=[HEAD_DIM, N_CTX], strides=[dq_stride_m, 1],
+                                                block_shape=[HEAD_DIM, BLOCK_M])
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     lo = 0
@@ -127,9 +139,10 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         lo = start_n + BLOCK_N
         dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                              offs_n, offs_m0, qk_scale, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
-                             True, ATOMIC_DQ, WS)
+                             True, ATOMIC_DQ, WS, BULK_DQ)
     dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
-                         offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS)
+                         offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
+                         BULK_DQ)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
     tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
 
@@ -186,6 +199,20 @@ def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h
     tl.store(DQ + off + q_idx, (dq * sm_scale).to(DQ.dtype.element_ty), mask=rows[:, None])
 
 
+@triton.jit
+def attn_bwd_dq_cast_kernel(DQT, DQ, scale, N_CTX, BLOCK: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """dQ = scale * (dQ^T)^T in Q's dtype, for one [BLOCK] query block of one head: the fp32 dQ^T the bulk mode
+    accumulates ([Z, H, HEAD_DIM, N_CTX], contiguous) read along the queries, written along the head dim."""
+    start = tl.program_id(0) * BLOCK
+    off_hz = tl.program_id(1).to(tl.int64)
+    offs_n = start + tl.arange(0, BLOCK)
+    offs_d = tl.arange(0, HEAD_DIM)
+    t = tl.load(DQT + off_hz * HEAD_DIM * N_CTX + offs_d[:, None] * N_CTX + offs_n[None, :],
+                mask=offs_n[None, :] < N_CTX, other=0.0)
+    tl.store(DQ + off_hz * N_CTX * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :],
+             tl.trans(t * scale).to(DQ.dtype.element_ty), mask=offs_n[:, None] < N_CTX)
+
+
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) by head dim, for the dK/dV kernel (BLOCK_M query rows per step of a
 # BLOCK_N key block) and the dQ kernel (BLOCK_M query block, BLOCK_N keys per step); 0 spills on sm_90a. Head
 # dims 64 and 128: the bench sweep's fastest pair on an H200 (2026-11-27, docs/attention.md)
@@ -193,8 +220,12 @@ DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128:
 # ATOMIC_DQ adds dQ^T = K^T dS^T ([HEAD_DIM, BLOCK_M]) a step: a wgmma when HEAD_DIM is 64 rows a warpgroup
 # (4 warps at 64, 8 at 128; else mma.sync), spill-free at these query steps
 ATOMIC_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (32, 128, 8, 3)}
+# BULK_DQ: the same dots; dQ^T's tile is staged in shared memory (2 stages of HEAD_DIM x BLOCK_M fp32)
+BULK_DKDV_CONFIGS = dict(ATOMIC_DKDV_CONFIGS)
+DQ_MODES = ("separate", "atomic", "bulk")
 DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 3), 128: (128, 64, 8, 2)}
 PRE_BLOCK = 64
+CAST_BLOCK = 64  # queries a program of attn_bwd_dq_cast_kernel transposes
 
 
 def _cfg(table, head_dim, overrides):
@@ -210,9 +241,11 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkd
                   kernels=None):
     """(dq, dk, dv) for ``o, lse = attention_fwd(q, k, v, causal, sm_scale, return_lse=True)``.
 
-    ``dq_mode``: ``"separate"`` (a second kernel, deterministic) or ``"atomic"`` (fp32 atomics in the dK/dV
-    kernel, then one cast). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS` (atomic:
-    :data:`ATOMIC_DKDV_CONFIGS`) / :data:`DQ_CONFIGS`. ``kernels``: ``{"dkdv": ..., "dq": ...}``, other
+    ``dq_mode``: ``"separate"`` (a second kernel, deterministic), ``"atomic"`` (fp32 atomics in the dK/dV
+    kernel, then one cast) or ``"bulk"`` (as atomic, dQ's tiles added by TMA bulk reductions from shared
+    memory on sm_90a). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS` (atomic:
+    :data:`ATOMIC_DKDV_CONFIGS`, bulk: :data:`BULK_DKDV_CONFIGS`) / :data:`DQ_CONFIGS`.
+    ``kernels``: ``{"dkdv": ..., "dq": ...}``, other
     compiled copies of the kernels to launch (the bench's A/B of compile knobs).
     """
     grads, steps = attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode, dkdv_config, dq_config,
@@ -225,16 +258,17 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkd
 def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkdv_config=None,
                         dq_config=None, kernels=None):
     """The backward as ``(grads, [(name, launch), ...])``: the buffers allocated, each kernel's launch a
-    callable (``preprocess``, ``dkdv``, then ``dq`` or the atomic mode's ``cast``) to run in order, and
+    callable (``preprocess``, ``dkdv``, then ``dq`` or the atomic/bulk modes' ``cast``) to run in order, and
     ``grads()`` the (dq, dk, dv) they leave. :func:`attention_bwd` runs them; the bench times each alone."""
     import torch
-    if dq_mode not in ("separate", "atomic"):
-        raise ValueError(f"dq_mode must be 'separate' or 'atomic', got {dq_mode!r}")
+    if dq_mode not in DQ_MODES:
+        raise ValueError(f"dq_mode must be one of {', '.join(map(repr, DQ_MODES))}, got {dq_mode!r}")
     kernels = dict(dict(dkdv=attn_bwd_dkdv_kernel, dq=attn_bwd_dq_kernel), **(kernels or {}))
     q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
     Z, H, N, D = q.shape
-    atomic = dq_mode == "atomic"
-    c1 = _cfg(ATOMIC_DKDV_CONFIGS if atomic else DKDV_CONFIGS, D, dkdv_config)
+    atomic = dq_mode in ("atomic", "bulk")
+    bulk = dq_mode == "bulk"
+    c1 = _cfg(BULK_DKDV_CONFIGS if bulk else ATOMIC_DKDV_CONFIGS if atomic else DKDV_CONFIGS, D, dkdv_config)
     c2 = _cfg(DQ_CONFIGS, D, dq_config)
     if causal and (c1["BLOCK_N"] % c1["BLOCK_M"] or c2["BLOCK_M"] % c2["BLOCK_N"]):
         raise ValueError("causal backward needs the dK/dV kernel's BLOCK_N to be a multiple of its BLOCK_M and the "
@@ -252,7 +286,7 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate
     def dkdv():
         kernels["dkdv"][(triton.cdiv(N, c1["BLOCK_N"]), Z * H, 1)](
             q, k, v, do, dk, dv, dq, lse, delta, sm_scale, *q.stride(), *dq.stride()[:3], H, N, HEAD_DIM=D,
-            CAUSAL=causal, ATOMIC_DQ=atomic, **c1)
+            CAUSAL=causal, ATOMIC_DQ=atomic, BULK_DQ=bulk, **c1)
 
     def dq_pass():
         kernels["dq"][(triton.cdiv(N, c2["BLOCK_M"]), Z * H, 1)](q, k, v, do, dq, lse, delta, sm_scale, *q.stride(),
@@ -261,8 +295,16 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate
     def cast():
         out["dq"] = dq.transpose(-1, -2).to(q.dtype, memory_format=torch.contiguous_format)
 
+    dq_out = torch.empty_like(q) if bulk else None
+
+    def cast_kernel():
+        attn_bwd_dq_cast_kernel[(triton.cdiv(N, CAST_BLOCK), Z * H, 1)](dq, dq_out, sm_scale, N, BLOCK=CAST_BLOCK,
+                                                                         HEAD_DIM=D)
+        out["dq"] = dq_out
+
     if atomic:  # the atomics add into dq: zeroed on every run of the steps
-        steps = [("preprocess", preprocess), ("dkdv", lambda: (dq.zero_(), dkdv())), ("cast", cast)]
+        steps = [("preprocess", preprocess), ("dkdv", lambda: (dq.zero_(), dkdv())),
+                 ("cast", cast_kernel if bulk else cast)]
     else:
         steps = [("preprocess", preprocess), ("dkdv", dkdv), ("dq", dq_pass)]
     return (lambda: (out.get("dq", dq), dk, dv)), steps

@@ -41,6 +41,7 @@ from .passes.pointer_tiles import pointer_tiles_to_descriptors
 from .passes.schedule import schedule_pipelines, schedule_wgmma, warp_specialize
 from .passes.stage_operands import stage_invariant_operands
 from .passes.wgmma_waits import place_wgmma_waits
+from .passes.bulk_reductions import expand_bulk_reductions
 from .passes.simplify import simplify
 from .pass_manager import PassContext, TilePass, run_passes
 from .artifact import COMPILER_VERSION, CompiledKernel, _LazyAsm  # noqa: F401
@@ -233,6 +234,9 @@ TILE_PASSES = (
     # every wgmma.wait_group as a wgmma_wait op: after each dot, after a loop whose dots stay in flight, at a
     # deferred dot's first read (passes/wgmma_waits.py)
     TilePass("place_wgmma_waits", place_wgmma_waits),
+    # desc.atomic_add on TMA: the staging buffer and its stages, the elected thread's bulk reduction, the
+    # bulk-group waits (passes/bulk_reductions.py); after the wgmma waits, so a staged dot result is complete
+    TilePass("expand_bulk_reductions", expand_bulk_reductions),
 )
 
 

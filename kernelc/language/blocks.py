@@ -419,8 +419,9 @@ class tensor_descriptor(aggregate):
         return f"tensor_descriptor<{self.dtype}{self.block_shape}>"
 
     def _unsupported(self, what):
-        raise TypeError(f"tensor_descriptor.{what} is not supported by kernelc: use desc.load/desc.store, or "
-                        f"pointer tiles with kl.load/kl.store/kl.atomic_* for gathers, scatters and atomics")
+        raise TypeError(f"tensor_descriptor.{what} is not supported by kernelc: use desc.load/desc.store/"
+                        f"desc.atomic_add, or pointer tiles with kl.load/kl.store/kl.atomic_* for gathers, "
+                        f"scatters and other atomics")
 
     def gather(self, *args, **kwargs):
         self._unsupported("gather")
@@ -428,10 +429,17 @@ class tensor_descriptor(aggregate):
     def scatter(self, *args, **kwargs):
         self._unsupported("scatter")
 
-    def atomic_add(self, offsets, value):
-        self._unsupported("atomic_add")
+    def atomic_add(self, offsets, value) -> None:
+        """Add ``value`` (cast to the descriptor's dtype) into the tile at ``offsets``, element by element
+        and atomically; elements outside the tensor are not touched. On sm_90a a bulk tensor reduction
+        from shared memory (``cp.reduce.async.bulk.tensor``), elsewhere relaxed atomics. The adds of one
+        program are unordered against its later reads of the same memory: read the sums after the kernel."""
+        return descriptor_atomic_add(self, offsets, value)
 
-    atomic_min = atomic_max = atomic_and = atomic_or = atomic_xor = atomic_add
+    def _unsupported_atomic(self, *args, **kwargs):
+        self._unsupported("atomic_min/max/and/or/xor")
+
+    atomic_min = atomic_max = atomic_and = atomic_or = atomic_xor = _unsupported_atomic
 
     # -- the aggregate protocol -------------------------------------------------------------
     def _kc_parts(self) -> list:
@@ -528,6 +536,22 @@ def descriptor_store(desc, offsets, value) -> None:
     return None
 
 
+# element types desc.atomic_add takes: those a bulk tensor reduction adds (PTX: .f32 .f16 .bf16 .u32 .s32)
+REDUCE_ADD_TYPES = ("fp32", "fp16", "bf16", "int32", "uint32")
+
+
+def descriptor_atomic_add(desc, offsets, value) -> None:
+    desc = _descriptor(desc, "atomic_add()")
+    if desc.dtype.name not in REDUCE_ADD_TYPES:
+        raise TypeError(f"tensor descriptor atomic_add() adds into fp32, fp16, bf16, i32 and u32 tensors, "
+                        f"got a {desc.dtype} descriptor")
+    offs = _offsets(offsets, desc.ndim, "tensor descriptor atomic_add()")
+    value = _block_value(value, desc.type.block_shape, desc.dtype, "tensor descriptor atomic_add()")
+    current_builder().create("descriptor_reduce", [desc.handle, value.handle] + [o.handle for o in offs], None,
+                             block_shape=tuple(desc.type.block_shape), kind="add")
+    return None
+
+
 # -- the generic lowering of descriptor ops (compiler pass and interpreter) ---------------------
 
 
@@ -546,3 +570,13 @@ def generic_descriptor_store(ty: tensor_descriptor_type, base: tensor, shapes, s
     addrs, m = tile_addresses(base, list(shapes), list(strides) + [1], list(offsets), ty.block_shape,
                               builtins.range(nd))
     semantic.store(addrs, value, m)
+
+
+def generic_descriptor_reduce(ty: tensor_descriptor_type, base: tensor, shapes, strides, offsets, value: tensor,
+                              kind: str = "add") -> None:
+    """``descriptor_reduce`` as masked relaxed atomics: out-of-bounds elements are not touched (only
+    atomicity is promised, like the bulk reduction's)."""
+    nd = ty.ndim
+    addrs, m = tile_addresses(base, list(shapes), list(strides) + [1], list(offsets), ty.block_shape,
+                              builtins.range(nd))
+    semantic.atomic_rmw(kind, addrs, value, m, sem="relaxed")

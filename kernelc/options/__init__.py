@@ -118,6 +118,10 @@ KNOBS: Tuple[Knob, ...] = (
          "defer wgmma waits to the first read in a pipelined loop without a producer warp too, when its body issues "
          "a dot before reading an earlier dot's result (attention backward: dP's wgmma under the softmax recompute)",
          compile=True, field="wgmma_defer_ring"),
+    Knob("KERNELC_BULK_REDUCE_STAGES", "choice", "2",
+         "shared-memory stages of a desc.atomic_add (bulk tensor reduction) in a loop: 2 lets one reduction read its "
+         "stage while the next trip writes the other; 1 waits for each before the next is staged",
+         _choice(("1", ("1",)), ("2", ("2",)), ("3", ("3",))), compile=True, field="bulk_reduce_stages"),
     Knob("KERNELC_EXP2_FTZ", "bool", True,
          "fp32 exp2 flushes subnormal results to zero (ex2.approx.ftz, as Triton's tl.math.exp2): one MUFU.EX2 "
          "instead of MUFU plus a range test and two multiplies", compile=True, field="exp2_ftz"),
@@ -165,6 +169,7 @@ class CompileOptions:
     wgmma_defer: bool = True
     wgmma_defer_ring: bool = True
     wgmma_pin_waits: bool = True
+    bulk_reduce_stages: str = "2"
     exp2_ftz: bool = True
     pipeline_loads: bool = True
     assembler: str = "nvjitlink"

@@ -31,13 +31,18 @@ def compile_fwd(D, causal, dt="fp16", fp8=False, **config):
                     A.fwd_config(D, fp8=fp8, **config), ones)
 
 
-def compile_dkdv(D, causal, dt="fp16", atomic=False):
+def compile_dkdv(D, causal, dt="fp16", atomic=False, bulk=False):
+    atomic = atomic or bulk
     sig = dict(Q=P(dt), K=P(dt), V=P(dt), DO=P(dt), DK=P(dt), DV=P(dt), DQ=P("fp32" if atomic else dt),
                LSE=P("fp32"), Delta=P("fp32"), sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32",
                stride_k="i32", dq_stride_z="i32", dq_stride_h="i32", dq_stride_m="i32", H="i32", N_CTX="i32")
-    table = B.ATOMIC_DKDV_CONFIGS if atomic else B.DKDV_CONFIGS
-    return _compile(B.attn_bwd_dkdv_kernel, sig, dict(HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=atomic),
+    table = B.BULK_DKDV_CONFIGS if bulk else B.ATOMIC_DKDV_CONFIGS if atomic else B.DKDV_CONFIGS
+    return _compile(B.attn_bwd_dkdv_kernel, sig, dict(HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=atomic, BULK_DQ=bulk),
                     B._cfg(table, D, None), ("stride_k",))
+
+
+def compile_dkdv_bulk(D, causal, dt="fp16"):
+    return compile_dkdv(D, causal, dt, bulk=True)
 
 
 def compile_dq(D, causal, dt="fp16"):
@@ -147,6 +152,33 @@ def test_atomic_dq_loop_is_pipelined_with_every_dot_on_wgmma(D):
     assert count("SYNCS.PHASECHK") >= 1  # the TMA ring's wait: pipelined
     assert count("BAR.SYNC") <= 3 and count("LDSM") == 0 and count("HMMA") == 0, body
     assert count("REDG.E.ADD.F32x2") >= 4  # vector reductions straight from the accumulator
+
+
+@pytest.mark.parametrize("D,causal", [(128, True), (64, False)])
+def test_bulk_dq_adds_one_staged_tile_a_trip_with_a_tma_reduction(D, causal):
+    # FlashAttention-3's dQ (dq_mode="bulk"): dQ^T's [HEAD_DIM, BLOCK_M] fp32 tile goes from the wgmma
+    # accumulator to shared memory (8-byte stores) and one thread adds it with cp.reduce.async.bulk.tensor:
+    # no per-element atomics, no more barriers a trip than the atomic variant's 3
+    ck = compile_dkdv(D, causal, bulk=True)
+    assert ck.n_spills == 0, ck.n_spills
+    assert {d["engine"] for d in ck.reports["dots"]} == {"wgmma"}
+    body = _first_loop(ck.asm["sass"])
+    count = lambda p: sum(o.startswith(p) for o in body)  # noqa: E731
+    assert count("UTMAREDG.2D.ADD") == 1 and count("REDG") == 0 and count("ATOMG") == 0, body
+    assert count("STS.64") == D * B.BULK_DKDV_CONFIGS[D][0] // (2 * 32 * B.BULK_DKDV_CONFIGS[D][2])
+    assert count("SYNCS.PHASECHK") >= 1 and count("BAR.SYNC") <= 3 and count("HMMA") == 0, body
+    assert "cp.async.bulk.wait_group.read 0" in ck.asm["ptx"]
+
+
+@pytest.mark.parametrize("D,dt", [(128, "fp16"), (64, "bf16")])
+def test_bulk_dq_cast_reads_and_writes_16_byte_vectors(D, dt):
+    # the bulk mode's last launch: fp32 dQ^T read along the queries, dQ written along the head dim, both coalesced
+    ck = _compile(B.attn_bwd_dq_cast_kernel, dict(DQT=P("fp32"), DQ=P(dt), scale="fp32", N_CTX="i32"),
+                  dict(BLOCK=B.CAST_BLOCK, HEAD_DIM=D), dict(num_warps=4, num_stages=1), ())
+    sass = ck.asm["sass"]
+    assert ck.n_spills == 0
+    assert re.findall(r"\bLDG\.E[\w.]*", sass) == ["LDG.E.128"] * (D * B.CAST_BLOCK // (4 * 128))
+    assert re.findall(r"\bSTG\.E[\w.]*", sass) == ["STG.E.128"] * (D * B.CAST_BLOCK // (8 * 128))
 
 
 def test_the_same_kernel_compiles_to_the_same_code_whatever_came_before(monkeypatch):

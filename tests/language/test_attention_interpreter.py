@@ -1,5 +1,5 @@
 """Issue 27 on CPU: the attention forward with saved LSE, diagonal-only causal masking, head dim 256, fp8,
-and the fused backward (dQ separate and atomic) in the interpreter, against torch autograd in fp32."""
+and the fused backward (dQ separate, atomic and bulk) in the interpreter, against torch autograd in fp32."""
 import math
 
 import pytest
@@ -40,7 +40,7 @@ def test_forward_saves_lse(N, D, blocks, causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("dq_mode", ["separate", "atomic"])
+@pytest.mark.parametrize("dq_mode", ["separate", "atomic", "bulk"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("N,D", [(80, 16), (64, 32)])
 def test_backward_matches_torch_autograd(N, D, dtype, dq_mode, causal):

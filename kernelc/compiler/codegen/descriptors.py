@@ -19,6 +19,10 @@ the entry, or where ``make_tensor_descriptor`` is (its ``tensor_map`` attribute 
   operands are instead pipelined (passes/schedule.py tags them, codegen/pipeline.py emits the ring).
 - ``descriptor_store``: registers -> swizzled shared memory -> ``fence.proxy.async`` -> barrier ->
   thread 0 issues the bulk tensor store and waits until the copy has read shared memory.
+- ``desc.atomic_add`` (``descriptor_reduce``) reaches codegen as the ops ``passes/bulk_reductions.py``
+  writes: ``bulk_buffer_alloc`` (the staging stages), ``bulk_stage_store`` (registers -> a stage),
+  ``bulk_reduce`` (``cp.reduce.async.bulk.tensor`` by the elected thread), ``bulk_commit_group``,
+  ``bulk_wait_group``; each rule below emits its op and nothing else.
 """
 from __future__ import annotations
 
@@ -85,9 +89,10 @@ def declare_tensor_maps(lw: Lowering) -> None:
     arch = lw.target.arch if lw.target is not None else ""
     params = {a.name: lw.scalars[v.id] for a, v in zip(lw.fn.arguments, lw.fn.body.args) if is_tensor_map(a.type)}
     for op in lw.fn.walk():
-        if op.name not in ("descriptor_load", "descriptor_store", "tma_ring_alloc"):
+        if op.name not in ("descriptor_load", "descriptor_store", "tma_ring_alloc", "bulk_buffer_alloc"):
             continue
-        if op.name != "tma_ring_alloc" and op.attrs.get("tma") is not True:  # passes/lower_descriptors.py tags the ops TMA takes
+        # passes/lower_descriptors.py tags the ops TMA takes
+        if op.name in ("descriptor_load", "descriptor_store") and op.attrs.get("tma") is not True:
             raise CompilationError(
                 f"`{op.name}` reached code generation for {arch or 'this target'} without a TMA lowering for it; "
                 "it should have been rewritten into masked loads/stores (passes/lower_descriptors.py)",
@@ -322,3 +327,70 @@ def lower_descriptor_store(lw: Lowering, op):
     T.bulk_wait_read(lw, 0, t0)
     if not free:
         lw.smem.pending.append((base, base + box.nbytes, False))
+
+
+# -- bulk tensor reductions, one op at a time (passes/bulk_reductions.py wrote the ops) ---------------
+
+
+class BulkBuffer:
+    """A ``bulk_buffer_alloc``'s shared memory: ``stages`` boxes of ``stage_bytes`` at ``token``, each in the
+    layout TMA reads through ``tmap`` (``box``)."""
+
+    def __init__(self, token: str, tmap, stages: int, stage_bytes: int):
+        self.token, self.tmap, self.box = token, tmap, tmap.box
+        self.stages, self.stage_bytes = stages, stage_bytes
+
+    def stage_base(self, lw: Lowering, stage: str) -> str:
+        if self.stages == 1:
+            return self.token
+        e = lw.e
+        return e.val(f"add i32 {self.token}, {e.val(f'mul i32 {stage}, {self.stage_bytes}')}")
+
+
+@rule("bulk_buffer_alloc")
+def lower_bulk_buffer_alloc(lw: Lowering, op):
+    tm = tensor_map_of(lw, op.operands[0])
+    S = op.attrs["stages"]
+    stage_bytes = (tm.box.nbytes + 1023) // 1024 * 1024  # TMA's swizzle repeats on 1024-byte boundaries
+    lw.rings[op.results[0].id] = BulkBuffer(lw.persistent(S * stage_bytes), tm, S, stage_bytes)
+
+
+@rule("bulk_stage_store")
+def lower_bulk_stage_store(lw: Lowering, op):
+    buf: BulkBuffer = lw.rings[op.operands[0].id]
+    ty = op.operands[0].op.operands[0].type
+    sm = T.box_smem(buf.box, buf.stage_base(lw, lw.scalar(op.operands[1])))
+    write_tile(lw, lw.get(op.operands[2]), sm, ty.element_ty, ty.block_shape)
+
+
+class _At:
+    """Where a source op was (``source`` attribute), for the memory-access report."""
+
+    def __init__(self, source: str):
+        from ..ir.core import Loc
+        file, line, col = source.rsplit(":", 2)
+        self.loc = Loc(file, int(line), int(col))
+
+
+@rule("bulk_reduce")
+def lower_bulk_reduce(lw: Lowering, op):
+    buf: BulkBuffer = lw.rings[op.operands[0].id]
+    if op.attrs.get("source"):
+        report_tma(lw, _At(op.attrs["source"]), f"atomic {op.attrs['kind']} (TMA bulk reduction)", buf.tmap.ty)
+    stage, pred = lw.scalar(op.operands[1]), lw.scalar(op.operands[2])
+    offs = [lw.scalar(v) for v in op.operands[3:]]
+    T.reduce_tile_out(lw, buf.box, buf.tmap.address(lw), buf.stage_base(lw, stage), offs, op.attrs["kind"], pred)
+
+
+@rule("bulk_commit_group")
+def lower_bulk_commit_group(lw: Lowering, op):
+    T.bulk_commit(lw, lw.scalar(op.operands[0]))
+
+
+@rule("bulk_wait_group")
+def lower_bulk_wait_group(lw: Lowering, op):
+    pred = lw.scalar(op.operands[0])
+    if op.attrs["read"]:
+        T.bulk_wait_read(lw, op.attrs["pending"], pred)
+    else:
+        T.bulk_wait(lw, op.attrs["pending"], pred)

@@ -108,7 +108,8 @@ def build_device_tensor_map_here(lw: Lowering, m: DeviceTensorMap, in_loop: bool
     trip's map: thread 0, which issues every bulk copy, first waits for its bulk stores to finish
     (loads through the map were waited for on their mbarriers before their tiles were used); a kernel
     without TMA stores has nothing to wait for."""
-    if in_loop and any(o.name == "descriptor_store" and o.attrs.get("tma") for o in lw.fn.walk()):
+    if in_loop and any((o.name == "descriptor_store" and o.attrs.get("tma")) or o.name == "bulk_reduce"
+                       for o in lw.fn.walk()):
         lw.e.asm("void", "@$0 cp.async.bulk.wait_group 0;", "b", [("i1", T.elected(lw))])
     _build(lw, [m], [m.addr])
 

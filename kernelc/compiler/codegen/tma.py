@@ -13,7 +13,7 @@ The helpers below emit the PTX; the copy engine is driven from one elected threa
 completes on an mbarrier (``complete_tx::bytes``) that every thread waits on by phase parity.
 Without a GPU they are checked down to SASS: UTMALDG / UTMASTG (copies), SYNCS.EXCH.64 (init),
 SYNCS.ARRIVE.TRANS64 (arrive.expect_tx), SYNCS.PHASECHK.TRANS64.TRYWAIT (wait), UTMACCTL.PF
-(prefetch.tensormap), UTMACMDFLUSH (commit), SYNCS.CCTL.IV (inval).
+(prefetch.tensormap), UTMACMDFLUSH (commit), SYNCS.CCTL.IV (inval), UTMAREDG (bulk tensor reduction).
 """
 from __future__ import annotations
 
@@ -119,6 +119,21 @@ def tma_store(lw, tmap: str, src: str, coords: Sequence[str], pred: Optional[str
     lw.e.asm("void", code, ",".join(["b", "l", "r"] + ["r"] * n), args)
 
 
+def tma_reduce(lw, tmap: str, src: str, coords: Sequence[str], kind: str, pred: Optional[str]) -> None:
+    """One box shared (``src``) added (``kind``) into global memory by the copy engine, element by element;
+    out-of-bounds elements of the box are not touched. The element type is the map's."""
+    n = len(coords)
+    code = (f"@$0 cp.reduce.async.bulk.tensor.{n}d.global.shared::cta.{kind}.tile.bulk_group "
+            f"[$1, {_coords(coords, 3)}], [$2];")
+    args = [("i1", _pred(lw, pred)), ("i64", tmap), ("i32", src)] + [("i32", c) for c in coords]
+    lw.e.asm("void", code, ",".join(["b", "l", "r"] + ["r"] * n), args)
+
+
+def bulk_wait(lw, pending: int, pred: Optional[str]) -> None:
+    """Wait until at most ``pending`` bulk groups are still in flight (their writes done, not only their reads)."""
+    lw.e.asm("void", f"@$0 cp.async.bulk.wait_group {pending};", "b", [("i1", _pred(lw, pred))])
+
+
 def bulk_commit(lw, pred: Optional[str]) -> None:
     lw.e.asm("void", "@$0 cp.async.bulk.commit_group;", "b", [("i1", _pred(lw, pred))])
 
@@ -141,6 +156,16 @@ def copy_tile_in(lw, box: TmaBox, tmap: str, base, bar: str, offsets: Sequence[s
         coords = [o if d == 0 else e.val(f"add i32 {o}, {d}") for o, d in zip(offsets, delta)]
         dst = smem_addr(lw, base if off == 0 else e.val(f"add i32 {base}, {off}"))
         tma_load(lw, tmap, dst, bar, list(reversed(coords)), pred)
+
+
+def reduce_tile_out(lw, box: TmaBox, tmap: str, base, offsets: Sequence[str], kind: str,
+                    pred: Optional[str]) -> None:
+    """``copy_tile_out`` as a reduction: every box of the tile at ``base`` added into the tensor."""
+    e = lw.e
+    for delta, off in box.boxes():
+        coords = [o if d == 0 else e.val(f"add i32 {o}, {d}") for o, d in zip(offsets, delta)]
+        src = smem_addr(lw, base if off == 0 else e.val(f"add i32 {base}, {off}"))
+        tma_reduce(lw, tmap, src, list(reversed(coords)), kind, pred)
 
 
 def copy_tile_out(lw, box: TmaBox, tmap: str, base, offsets: Sequence[str], pred: Optional[str]) -> None:

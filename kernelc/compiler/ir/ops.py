@@ -116,6 +116,9 @@ for op in [
           optional_attrs=("padding", "pipeline", "tma", "in_place")),
     OpDef("descriptor_store", (3, -1), ("block_shape",), pure=False, results=0, category="descriptor",
           doc="desc, value, offsets x n (i32); out-of-bounds elements are not written", optional_attrs=("tma",)),
+    OpDef("descriptor_reduce", (3, -1), ("block_shape", "kind"), pure=False, results=0, category="descriptor",
+          doc="desc, value, offsets x n (i32): add (kind) the tile into the tensor element-wise, atomically; "
+              "out-of-bounds elements are not touched", optional_attrs=("tma",)),
     OpDef("dot", (3, 3), ("input_precision",), category="dot", doc="a @ b + acc",
           optional_attrs=("max_num_imprecise_acc", "fp8_upcast", "wgmma", "wgmma_turns", "pin_wait")),
     OpDef("reduce", (1, -1), ("axis",), results=-1, regions=1, category="reduce",
@@ -175,6 +178,22 @@ for op in [
           doc="barrier, pred (i1): where pred, invalidate the barrier (it may be initialised again)"),
     OpDef("ring_free", (1, 1), pure=False, results=0, category="ring",
           doc="the ring's shared memory may hold later buffers: every copy into it landed, its readers are done"),
+    # Bulk tensor reductions from shared memory as explicit ops (passes/bulk_reductions.py, docs/schedule-ir.md).
+    OpDef("bulk_buffer_alloc", (1, 1), ("stages",), pure=False, category="ring",
+          doc="desc -> `stages` shared-memory boxes of the descriptor's block (TMA's swizzled layout), the "
+              "sources of bulk reductions into it; the result has the block's type"),
+    OpDef("bulk_stage_store", (3, 3), pure=False, results=0, category="ring",
+          doc="buffer, stage (i32), tile: every thread writes its elements of the tile into the stage"),
+    OpDef("bulk_reduce", (3, -1), ("kind",), pure=False, results=0, category="ring",
+          doc="buffer, stage (i32), pred (i1), offsets (i32, outermost first): where pred, cp.reduce.async."
+              "bulk.tensor the stage into the buffer's descriptor's block at the offsets (`kind`: add) as part of "
+              "this thread's bulk group; source: the descriptor_reduce it stands for (file:line:col)",
+          optional_attrs=("source",)),
+    OpDef("bulk_commit_group", (1, 1), pure=False, results=0, category="ring",
+          doc="pred (i1): where pred, close this thread's bulk group (cp.async.bulk.commit_group)"),
+    OpDef("bulk_wait_group", (1, 1), ("pending", "read"), pure=False, results=0, category="ring",
+          doc="pred (i1): where pred, wait until at most `pending` of this thread's bulk groups are in flight "
+              "(read=True: only until they have read their shared-memory source)"),
     # Warp specialisation as explicit ops (passes/warp_regions.py, docs/schedule-ir.md).
     OpDef("ws_producer", (0, 0), ("producer_warps", "stages", "setmaxnreg"), pure=False, results=0, regions=1,
           category="ring", doc="the warps past the consumers run the region (one thread of them; with setmaxnreg "

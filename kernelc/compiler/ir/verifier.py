@@ -185,11 +185,74 @@ def _descriptor_access(op):
         errs.append(f"needs {desc.ndim} i32 scalar offsets, got {_types(offs)}")
     if tuple(op.attrs.get("block_shape", ())) != tuple(desc.block_shape):
         errs.append(f"block_shape {op.attrs.get('block_shape')} differs from the descriptor's {list(desc.block_shape)}")
-    tile = op.results[0].type if op.name == "descriptor_load" else op.operands[1].type
+    tile = op.results[0].type if op.name == "descriptor_load" else op.operands[1].type  # store, reduce
     if tile != desc.block_type:
         errs.append(f"tile type {tile} differs from the descriptor's block {desc.block_type}")
     if op.attrs.get("tma") not in (None, True):
         errs.append(f"tma must be True (the TMA lowering takes it) or absent, got {op.attrs.get('tma')!r}")
+    return errs
+
+
+REDUCE_KINDS = ("add",)
+
+
+def _descriptor_reduce(op):
+    errs = _descriptor_access(op)
+    if op.attrs.get("kind") not in REDUCE_KINDS:
+        errs.append(f"kind must be one of {list(REDUCE_KINDS)}, got {op.attrs.get('kind')!r}")
+    desc = _desc_type(op.operands[0])
+    if desc is not None and desc.element_ty.name not in ("fp32", "fp16", "bf16", "int32", "uint32"):
+        errs.append(f"a bulk reduction adds fp32/fp16/bf16/int32/uint32 elements, not {desc.element_ty}")
+    return errs
+
+
+def _bulk_buffer(v) -> bool:
+    return v.op is not None and v.op.name == "bulk_buffer_alloc"
+
+
+def _bulk_buffer_alloc(op: Op) -> List[str]:
+    desc = op.operands[0].type
+    if not isinstance(desc, tensor_descriptor_type):
+        return ["operand 0 must be a tensor descriptor"]
+    st = op.attrs.get("stages")
+    errs = [] if isinstance(st, int) and st >= 1 else [f"stages must be an int >= 1, got {st!r}"]
+    if op.results[0].type != desc.block_type:
+        errs.append(f"the buffer's tile is the descriptor's block {desc.block_type}, got {op.results[0].type}")
+    return errs
+
+
+def _bulk_stage_store(op: Op) -> List[str]:
+    buf = op.operands[0]
+    if not _bulk_buffer(buf):
+        return ["operand 0 must be a bulk_buffer_alloc"]
+    errs = [] if _is_i32(op.operands[1]) else ["the stage must be an i32 scalar"]
+    if op.operands[2].type != buf.type:
+        errs.append(f"the tile's type {op.operands[2].type} differs from the buffer's {buf.type}")
+    return errs
+
+
+def _bulk_reduce(op: Op) -> List[str]:
+    buf = op.operands[0]
+    if not _bulk_buffer(buf):
+        return ["operand 0 must be a bulk_buffer_alloc"]
+    errs = [] if _is_i32(op.operands[1]) else ["the stage must be an i32 scalar"]
+    if not _is_i1(op.operands[2]):
+        errs.append("the predicate must be an i1 scalar")
+    offs = op.operands[3:]
+    if len(offs) != len(shape_of(buf.type)) or not all(_is_i32(v) for v in offs):
+        errs.append("one i32 offset per descriptor dimension")
+    if op.attrs.get("kind") not in REDUCE_KINDS:
+        errs.append(f"kind must be one of {list(REDUCE_KINDS)}, got {op.attrs.get('kind')!r}")
+    return errs
+
+
+def _bulk_wait_group(op: Op) -> List[str]:
+    errs = [] if _is_i1(op.operands[0]) else ["the predicate must be an i1 scalar"]
+    n = op.attrs.get("pending")
+    if not (isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= 7):
+        errs.append(f"pending must be an int in 0..7, got {n!r}")
+    if not isinstance(op.attrs.get("read"), bool):
+        errs.append(f"read must be a bool, got {op.attrs.get('read')!r}")
     return errs
 
 
@@ -580,6 +643,12 @@ RULES: Dict[str, Callable[[Op], List[str]]] = {
     "make_tensor_descriptor": _make_descriptor,
     "descriptor_load": _descriptor_access,
     "descriptor_store": _descriptor_access,
+    "descriptor_reduce": _descriptor_reduce,
+    "bulk_buffer_alloc": _bulk_buffer_alloc,
+    "bulk_stage_store": _bulk_stage_store,
+    "bulk_reduce": _bulk_reduce,
+    "bulk_commit_group": lambda op: [] if _is_i1(op.operands[0]) else ["the predicate must be an i1 scalar"],
+    "bulk_wait_group": _bulk_wait_group,
     "scf.for": _for,
     "scf.if": _if,
     **{k: _shape_op for k in ("splat", "broadcast", "expand_dims", "reshape", "trans")},

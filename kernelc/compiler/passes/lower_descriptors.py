@@ -3,7 +3,7 @@
 ``descriptor_load %d, %o0, .., %on-1`` becomes the tile of pointers ``base + sum (o_d + i_d) * stride_d``
 and the in-bounds mask ``0 <= o_d + i_d < shape_d`` (base, shapes and strides are the operands of
 the ``make_tensor_descriptor`` that made ``%d``), then a plain ``load`` with ``other`` = the padding;
-``descriptor_store`` becomes a masked ``store``. The rewrite is ``generic_descriptor_load``/``_store``
+``descriptor_store`` becomes a masked ``store``, ``descriptor_reduce`` masked relaxed ``atomic_rmw``s. The rewrite is ``generic_descriptor_load``/``_store``
 of ``kernelc/language/blocks.py`` run against an IR builder, so compiled code and the interpreter
 share one definition. Layout assignment then gives these loads the usual coalesced, vectorised
 layouts (and the cp.async pipeline takes those feeding a dot).
@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import Callable, List, Optional
 
 from ...errors import CompilationError
-from ...language.blocks import generic_descriptor_load, generic_descriptor_store
+from ...language.blocks import generic_descriptor_load, generic_descriptor_reduce, generic_descriptor_store
 from ...language.core import builder_scope, tensor
 from ...language.dtypes import int64, shape_of, tensor_descriptor_type
 from ..frontend.ir_builder import IRBuilder
@@ -42,7 +42,8 @@ from ..target_rules import TMA_PTX_ELEMTYPE, store_extent_ok, tma_type_ok
 from .axis_info import analyze
 from .layout_assign import REMATERIALIZABLE
 
-DESCRIPTOR_OPS = ("descriptor_load", "descriptor_store")
+DESCRIPTOR_OPS = ("descriptor_load", "descriptor_store", "descriptor_reduce")
+WRITES = ("descriptor_store", "descriptor_reduce")  # the TMA store's extent rule holds for both
 
 
 def host_descriptor_op(desc: Value) -> Optional[Op]:
@@ -71,7 +72,7 @@ def tma_eligible(op: Op, arch: Optional[str], fn: Optional[Function] = None, axi
       where it is made, with a base and strides 16-byte aligned).
 
     Without ``fn`` nothing is known, so no."""
-    if op.name not in ("descriptor_load", "descriptor_store") or fn is None:
+    if op.name not in DESCRIPTOR_OPS or fn is None:
         return False
     if not tma_type_ok(op.operands[0].type, arch or ""):
         return False
@@ -91,7 +92,7 @@ def tma_eligible(op: Op, arch: Optional[str], fn: Optional[Function] = None, axi
     # the runtime reports int divisibility by 16 (elements): then the byte stride is 16-aligned too
     if not all(s is not None and (s.divisibility * eb) % 16 == 0 for s in strides):
         return False
-    if op.name == "descriptor_store":
+    if op.name in WRITES:
         return store_extent_ok(_argument_of(fn, mk.operands[n]), eb)
     return True
 
@@ -142,7 +143,7 @@ def device_map_build(op: Op, fn: Function, axis=None) -> Optional[dict]:
         # a store split on its extent tests these too (``_split_on_extent``): no trap, the map is only
         # used where the test passed
         check = "guarded" if op.attrs.get("extent_checked") else True
-    if op.name == "descriptor_store" and not op.attrs.get("extent_checked") and \
+    if op.name in WRITES and not op.attrs.get("extent_checked") and \
             not store_extent_ok(div(mk.operands[n]), eb):
         return None  # a store's inner extent must be whole 16-byte chunks (target_rules): proven, or checked
     return {"build": build, "check_alignment": check}
@@ -374,6 +375,10 @@ def _rewrite(fn: Function, block: Block, op: Op) -> None:
         if op.name == "descriptor_load":
             offsets = [t(v) for v in op.operands[1:]]
             result = generic_descriptor_load(ty, base, shapes, strides, offsets)
+        elif op.name == "descriptor_reduce":
+            offsets = [t(v) for v in op.operands[2:]]
+            generic_descriptor_reduce(ty, base, shapes, strides, offsets, t(op.operands[1]), op.attrs["kind"])
+            result = None
         else:
             offsets = [t(v) for v in op.operands[2:]]
             generic_descriptor_store(ty, base, shapes, strides, offsets, t(op.operands[1]))

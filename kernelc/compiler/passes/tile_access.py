@@ -33,7 +33,7 @@ from .tile_exprs import TileExprs, axis, is_axis
 # 16 below it (a store: TMA stores need an innermost extent of whole 16-byte chunks)
 UNBOUNDED = {"load": 2**31 - 1, "store": 2**31 - 16}
 _LESS = {"slt": (1, 0), "sle": (1, 1), "sgt": (-1, 0), "sge": (-1, 1)}  # a < b: a - b < 0 (sign, -1 for <=)
-_MEMORY = ("load", "store", "atomic_rmw", "atomic_cas", "descriptor_load", "descriptor_store")
+_MEMORY = ("load", "store", "atomic_rmw", "atomic_cas", "descriptor_load", "descriptor_store", "descriptor_reduce")
 
 
 @dataclass
@@ -135,7 +135,7 @@ def _in_loop(op: Op) -> bool:
     return False
 
 
-_WRITES = ("store", "atomic_rmw", "atomic_cas", "descriptor_store")
+_WRITES = ("store", "atomic_rmw", "atomic_cas", "descriptor_store", "descriptor_reduce")
 
 
 def _orders_memory(op: Op) -> bool:

@@ -1,4 +1,4 @@
-"""Tensor descriptors in the interpreter: the value of a descriptor and its three ops.
+"""Tensor descriptors in the interpreter: the value of a descriptor and its four ops.
 
 A descriptor's handle is a :class:`DescriptorHandle` (base address, shape, strides); loads and
 stores run the same masked-access rule the compiler uses (``generic_descriptor_load``/``_store``
@@ -55,7 +55,17 @@ def store(b, o, ty, block_shape=(), **attrs):
     return None
 
 
-IMPLS = {"make_tensor_descriptor": make_descriptor, "descriptor_load": load, "descriptor_store": store}
+def reduce(b, o, ty, block_shape=(), kind="add", **attrs):
+    h, value = o[0], o[1]
+    elt = b._kl_of(value)
+    dty = T.tensor_descriptor_type(T.block_type(elt, tuple(block_shape)))
+    offs = [tensor(np.asarray(x, np.int32), T.int32) for x in o[2:]]
+    blocks.generic_descriptor_reduce(dty, *_parts(h, dty), offs, tensor(value, dty.block_type), kind)
+    return None
+
+
+IMPLS = {"make_tensor_descriptor": make_descriptor, "descriptor_load": load, "descriptor_store": store,
+         "descriptor_reduce": reduce}
 
 
 def wrap_descriptor(desc, name: str, memory, error):
