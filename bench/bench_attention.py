@@ -216,6 +216,16 @@ FWD_VARIANTS = {
     "fp8_fa3_bn256": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(BLOCK_N=256), "attention_fp8"),
     "fp8_fa3_bn256_s3": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(BLOCK_N=256, num_stages=3),
                          "attention_fp8"),
+    # one consumer warpgroup of 64 rows, 4 warps, no producer warp: 2-4 programs share an SM (registers 98-191 a
+    # thread on sm_90a), so one program's prologue, epilogue and softmax run under another's wgmmas -- the
+    # fixed per-program costs weigh ~4 key blocks a program (fa3 at N 4096 against 16384) and twice as much
+    # causal. _n128: 128-key blocks (non-causal)
+    "fa3_m64": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(BLOCK_M=64, BLOCK_N=64, num_warps=4)),
+    "fa3_m64_n128": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(BLOCK_M=64, BLOCK_N=128, num_warps=4)),
+    "fp8_fa3_m64": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(BLOCK_M=64, BLOCK_N=64, num_warps=4),
+                    "attention_fp8"),
+    "fp8_fa3_m64_n128": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(BLOCK_M=64, BLOCK_N=128, num_warps=4),
+                         "attention_fp8"),
 }
 # (head_dim, causal) -> whether the variant runs (sm_90a, CPU compile 2026-11-27: fp16 D=128 has no room for a
 # third stage; fp8 256-key blocks spill 416 registers at D=128 and causal needs BLOCK_M == BLOCK_N)
@@ -225,6 +235,8 @@ FWD_VARIANT_WHEN = {
     "fa3_bn64_s3": lambda D, causal: not causal,
     "fp8_fa3_bn256": lambda D, causal: D <= 64 and not causal,
     "fp8_fa3_bn256_s3": lambda D, causal: D <= 64 and not causal,
+    "fa3_m64_n128": lambda D, causal: D <= 64 and not causal,  # D=128: 181 KB of shared memory, one program an SM
+    "fp8_fa3_m64_n128": lambda D, causal: not causal,
 }
 
 

@@ -140,13 +140,28 @@ def test_fp8_forward_vs_the_same_quantised_inputs(D, causal, kernel):
 # FA3-order fp8 launch configs the bench times as variants (bench_attention.FWD_VARIANTS / FWD_VARIANT_WHEN)
 @pytest.mark.parametrize("D,causal,cfg", [(128, False, dict(num_stages=3)), (128, True, dict(num_stages=4)),
                                           (64, True, dict(num_stages=3)),
-                                          (64, False, dict(BLOCK_N=256)), (64, False, dict(BLOCK_N=256, num_stages=3))])
+                                          (64, False, dict(BLOCK_N=256)), (64, False, dict(BLOCK_N=256, num_stages=3)),
+                                          (128, True, dict(BLOCK_M=64, BLOCK_N=64, num_warps=4)),
+                                          (64, False, dict(BLOCK_M=64, BLOCK_N=128, num_warps=4))])
 def test_fp8_fa3_forward_configs(D, causal, cfg):
     from examples.kernels import attention_fa3 as AF
     q, k, v, _ = _inputs(2, 4, 1024, D, torch.float16)
     (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in (q, k, v))
     o = AF.attention_fp8(q8, k8, v8.transpose(-1, -2).contiguous(), qs, ks, vs, causal=causal, **cfg)
     _check_fp8(o, q8, k8, v8, qs, ks, vs, causal)
+
+
+# fp16 FA3-order launch configs the bench times as variants
+@pytest.mark.parametrize("D,causal,cfg", [(64, True, dict(num_stages=3)), (64, False, dict(num_stages=4)),
+                                          (64, True, dict(BLOCK_M=64, BLOCK_N=64, num_warps=4)),
+                                          (128, False, dict(BLOCK_M=64, BLOCK_N=64, num_warps=4)),
+                                          (64, False, dict(BLOCK_M=64, BLOCK_N=128, num_warps=4))])
+def test_fa3_forward_configs(D, causal, cfg):
+    from examples.kernels import attention_fa3 as AF
+    q, k, v, _ = _inputs(2, 4, 1024, D, torch.float16)
+    o = AF.attention(q, k, v, causal=causal, **cfg)
+    _close_as_torch("o", o, SDPA(q, k, v, is_causal=causal), SDPA(q.float(), k.float(), v.float(), is_causal=causal),
+                    2e-3)
 
 
 def _check_fp8(o, q8, k8, v8, qs, ks, vs, causal):
