@@ -31,9 +31,13 @@ def _v_block(desc_v, row, off_hz, N_CTX, HEAD_DIM: tl.constexpr, FP8: tl.constex
 
 @triton.jit
 def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Descale, BLOCK_M: tl.constexpr,
-                        BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, FP8: tl.constexpr):
+                        BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, FP8: tl.constexpr,
+                        EARLY_V: tl.constexpr = True):
     # FP8: q, k are e4m3 and desc_v is V^T ([Z * H * HEAD_DIM, N_CTX], keys contiguous: fp8 wgmma reads its B
     # operand K-major only); Descale holds the per-tensor scales of q, k, v (fp32)
+    # EARLY_V: load the last V block before the loop (a program that has the SM to itself: 8 consumer warps);
+    # with 4 warps several programs share an SM, hide each other's copies, and the extra block would cost one
+    # of them (fp16 head dim 64, 64x64 blocks: 3 programs an SM instead of 4)
     # causal: a head's heaviest row blocks launch first, the light ones fill the tail of the grid
     start_m = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
     off_hz = tl.program_id(1)
@@ -42,12 +46,20 @@ def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Descale
     qk_scale = sm_scale * 1.44269504
     if FP8:
         qk_scale = qk_scale * tl.load(Descale) * tl.load(Descale + 1)
+    # the first block: the diagonal (masked) when causal, else block 0; the loop runs over [lo, hi)
+    first = start_m * BLOCK_M if CAUSAL else 0
+    lo = 0 if CAUSAL else BLOCK_N
+    hi = start_m * BLOCK_M if CAUSAL else N_CTX
     q = desc_q.load([qo_offset_y, 0])
+    k_first = desc_k.load([offset_y + first, 0])
+    if EARLY_V:
+        # the V block of the last P V, loaded up front: its copy runs under the work before that P V (the
+        # compiler issues a TMA load outside loops where its offsets are known and waits at its first read);
+        # it holds one more block of shared memory through the loop
+        v_last = _v_block(desc_v, offset_y + tl.where(hi > lo, hi - BLOCK_N, first), off_hz, N_CTX, HEAD_DIM, FP8)
     dtype = q.dtype
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    # the first block: the diagonal (masked) when causal, else block 0
-    first = start_m * BLOCK_M if CAUSAL else 0
-    qk = tl.dot(q, desc_k.load([offset_y + first, 0]).T) * qk_scale
+    qk = tl.dot(q, k_first.T) * qk_scale
     if CAUSAL:
         offs_m = tl.arange(0, BLOCK_M)
         offs_n = tl.arange(0, BLOCK_N)
@@ -57,8 +69,6 @@ def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Descale
     l_i = tl.sum(p32, 1)
     p = p32.to(dtype)  # fp8: P lies in [0, 1] and is rounded to e4m3 for P V
     v_prev = offset_y + first  # the row of the V block P belongs to
-    lo = 0 if CAUSAL else BLOCK_N
-    hi = start_m * BLOCK_M if CAUSAL else N_CTX
     for start_n in range(lo, hi, BLOCK_N):  # unmasked blocks
         qk = tl.dot(q, desc_k.load([offset_y + start_n, 0]).T)
         acc = tl.dot(p, _v_block(desc_v, v_prev, off_hz, N_CTX, HEAD_DIM, FP8), acc)  # the previous block's P V
@@ -70,7 +80,9 @@ def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Descale
         m_i = m_ij
         p = p32.to(dtype)
         v_prev = offset_y + start_n
-    acc = tl.dot(p, _v_block(desc_v, v_prev, off_hz, N_CTX, HEAD_DIM, FP8), acc)
+    if not EARLY_V:
+        v_last = _v_block(desc_v, v_prev, off_hz, N_CTX, HEAD_DIM, FP8)
+    acc = tl.dot(p, v_last, acc)
     if FP8:
         acc = acc * tl.load(Descale + 2)
     acc = acc / l_i[:, None]
@@ -94,7 +106,7 @@ def _launch(kernel, q, k, v, o, descale, vt, causal, sm_scale, BLOCK_M, BLOCK_N,
     grid = (N // BLOCK_M, Z * H, 1)
     (kernel or attn_fwd_fa3_kernel)[grid](sm_scale, desc_q, desc_k, desc_v, desc_o, N, descale, BLOCK_M=BLOCK_M,
                                           BLOCK_N=BLOCK_N, HEAD_DIM=D, CAUSAL=causal, FP8=vt,
-                                          num_warps=num_warps, num_stages=num_stages)
+                                          EARLY_V=num_warps >= 8, num_warps=num_warps, num_stages=num_stages)
     return o
 
 

@@ -28,6 +28,7 @@ from .passes.fp_contract import mark_exp2_ftz, mark_fp_contraction, mark_positiv
 from .passes.layout_assign import assign_layouts
 from .passes.hoist_conversions import hoist_conversions
 from .passes.load_layouts import loads_in_use_layout
+from .passes.tma_prefetch import issue_tma_loads_early
 from .passes.staged_operands import share_staged_operands
 from .passes.hoist_descriptors import hoist_descriptors
 from .passes.lower_descriptors import lower_descriptors
@@ -233,6 +234,9 @@ TILE_PASSES = (
     # every wgmma.wait_group as a wgmma_wait op: after each dot, after a loop whose dots stay in flight, at a
     # deferred dot's first read (passes/wgmma_waits.py)
     TilePass("place_wgmma_waits", place_wgmma_waits),
+    # a TMA tile loaded outside loops for dots to read in place: its copy issued as early as its offsets
+    # allow, waited for at its first read (passes/tma_prefetch.py)
+    TilePass("issue_tma_loads_early", issue_tma_loads_early),
 )
 
 

@@ -20,7 +20,8 @@ def _compile(D, fp8, causal, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2
            "desc_v": f"tensordesc<{dt}[{D}, {BLOCK_N}]>" if fp8 else f"tensordesc<{dt}[{BLOCK_N}, {D}]>",
            "desc_o": f"tensordesc<fp16[{BLOCK_M}, {D}]>", "N_CTX": "i32", "Descale": "*fp32"}
     return kernelc.compile(attention_fa3.attn_fwd_fa3_kernel, sig,
-                           dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=D, CAUSAL=causal, FP8=fp8),
+                           dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=D, CAUSAL=causal, FP8=fp8,
+                                EARLY_V=num_warps >= 8),  # as attention_fa3._launch
                            target="sm_90a", num_warps=num_warps, num_stages=num_stages,
                            divisibility={k: 16 for k in sig if k != "sm_scale"})
 
