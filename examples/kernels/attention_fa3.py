@@ -95,6 +95,19 @@ def _check_blocks(name, N, causal, BLOCK_M, BLOCK_N):
                          f"({BLOCK_N}), and causal needs BLOCK_M == BLOCK_N (the diagonal is one block)")
 
 
+# launch configs, (BLOCK_M, BLOCK_N, num_warps, num_stages), by (head dim, causal); others take DEFAULT_CONFIG
+# (128-row programs: two consumer warpgroups and a producer warp, one program an SM)
+DEFAULT_CONFIG = (128, 128, 8, 2)
+CONFIGS = {}  # fp16 / bf16
+FP8_CONFIGS = {}
+
+
+def config(D, causal, fp8=False, BLOCK_M=None, BLOCK_N=None, num_warps=None, num_stages=None):
+    """The launch config for head dim ``D``, with any of the four given overriding the table's."""
+    bm, bn, w, s = (FP8_CONFIGS if fp8 else CONFIGS).get((D, bool(causal)), DEFAULT_CONFIG)
+    return (BLOCK_M or bm, BLOCK_N or bn, num_warps or w, num_stages or s)
+
+
 def _launch(kernel, q, k, v, o, descale, vt, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages):
     Z, H, N, D = q.shape
     y = Z * H * N
@@ -110,12 +123,15 @@ def _launch(kernel, q, k, v, o, descale, vt, causal, sm_scale, BLOCK_M, BLOCK_N,
     return o
 
 
-def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2, kernel=None):
+def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=None, BLOCK_N=None, num_warps=None, num_stages=None,
+              kernel=None):
     """softmax(q k^T * sm_scale) v for fp16/bf16 ``[Z, H, N_CTX, HEAD_DIM]`` tensors (contiguous; N_CTX a
-    multiple of BLOCK_M; BLOCK_M == BLOCK_N when causal: the diagonal is one block). ``kernel``: another
-    ``kernelc.jit`` of :func:`attn_fwd_fa3_kernel` (its own compiled variants, e.g. under other compile knobs)."""
+    multiple of BLOCK_M; BLOCK_M == BLOCK_N when causal: the diagonal is one block). The launch config not
+    given comes from :func:`config`. ``kernel``: another ``kernelc.jit`` of :func:`attn_fwd_fa3_kernel` (its own
+    compiled variants, e.g. under other compile knobs)."""
     import torch
     Z, H, N, D = q.shape
+    BLOCK_M, BLOCK_N, num_warps, num_stages = config(D, causal, False, BLOCK_M, BLOCK_N, num_warps, num_stages)
     if q.dtype not in (torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
         raise TypeError(f"attention_fa3 expects q, k, v in float16 or bfloat16, got {q.dtype}, {k.dtype}, {v.dtype}")
     if not all(t.is_contiguous() for t in (q, k, v)):
@@ -126,14 +142,16 @@ def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, nu
     return _launch(kernel, q, k, v, o, o, False, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages)
 
 
-def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None, BLOCK_M=128,
-                  BLOCK_N=128, num_warps=8, num_stages=2, kernel=None):
+def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None, BLOCK_M=None,
+                  BLOCK_N=None, num_warps=None, num_stages=None, kernel=None):
     """fp8 (e4m3) attention in FlashAttention-3's order: ``softmax(q k^T * sm_scale) v`` with ``q = q8 * q_scale``
     etc. (``attention.quantize_fp8``). ``q8``, ``k8``: ``[Z, H, N_CTX, HEAD_DIM]``; ``v8t``: V transposed,
     ``[Z, H, HEAD_DIM, N_CTX]`` (fp8 wgmma reads its B operand K-major only); all contiguous e4m3. Both dots
-    run on fp8 wgmma, P is rounded to e4m3, the output is ``out_dtype`` (default float16)."""
+    run on fp8 wgmma, P is rounded to e4m3, the output is ``out_dtype`` (default float16); the launch config not
+    given comes from :func:`config`."""
     import torch
     Z, H, N, D = q8.shape
+    BLOCK_M, BLOCK_N, num_warps, num_stages = config(D, causal, True, BLOCK_M, BLOCK_N, num_warps, num_stages)
     for name, t in (("q8", q8), ("k8", k8), ("v8t", v8t)):
         if t.dtype != torch.float8_e4m3fn:
             raise TypeError(f"attention_fa3.attention_fp8: {name} must be torch.float8_e4m3fn, got {t.dtype}")

@@ -66,3 +66,12 @@ def test_more_stages_and_256_key_blocks_fit(D, fp8, causal, cfg):
 def test_256_key_blocks_spill_at_head_dim_128_in_fp8():
     """Why FWD_VARIANT_WHEN keeps fp8_fa3_bn256* to head dim 64: S is 128 fp32 registers a thread there."""
     assert _compile(128, True, False, BLOCK_N=256).n_spills > 0
+
+
+def test_launch_config_table_and_overrides(monkeypatch):
+    monkeypatch.setitem(attention_fa3.CONFIGS, (64, True), (64, 64, 4, 3))
+    assert attention_fa3.config(64, True) == (64, 64, 4, 3)
+    assert attention_fa3.config(64, True, BLOCK_N=128, num_stages=2) == (64, 128, 4, 2)
+    assert attention_fa3.config(64, True, fp8=True) == attention_fa3.FP8_CONFIGS.get((64, True),
+                                                                                     attention_fa3.DEFAULT_CONFIG)
+    assert attention_fa3.config(128, False) == attention_fa3.CONFIGS.get((128, False), attention_fa3.DEFAULT_CONFIG)
