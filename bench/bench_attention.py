@@ -230,7 +230,47 @@ FWD_VARIANTS = {
     "fp8_fa3_s4": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(num_stages=4), "attention_fp8"),
     "fp8_fa3_pingpong_s3": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_WS_PINGPONG": "1"},
                             dict(num_stages=3), "attention_fp8"),
+    # more TMA stages (is the ring's one trip of slack the floor?) and 256-key blocks (half the trips); these
+    # fit shared memory and are spill-free only where FWD_VARIANT_WHEN says
+    "fa3_s4": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(num_stages=4)),
+    "fp8_fa3_bn256": ("attention_fa3", "attn_fwd_fa3_kernel", {},
+                      dict(BLOCK_M=128, BLOCK_N=256, num_warps=8, num_stages=2), "attention_fp8"),
+    "fp8_fa3_bn256_s3": ("attention_fa3", "attn_fwd_fa3_kernel", {},
+                         dict(BLOCK_M=128, BLOCK_N=256, num_warps=8, num_stages=3), "attention_fp8"),
+    # one consumer warpgroup of 64 rows, 4 warps, no producer warp: 2-4 programs share an SM (registers 98-191 a
+    # thread on sm_90a), so one program's prologue, epilogue and softmax run under another's wgmmas -- the
+    # fixed per-program costs weigh ~4 key blocks a program (fa3 at N 4096 against 16384) and twice as much
+    # causal. _n128: 128-key blocks (non-causal)
+    "fa3_m64": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(BLOCK_M=64, BLOCK_N=64, num_warps=4)),
+    "fa3_m64_n128": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(BLOCK_M=64, BLOCK_N=128, num_warps=4)),
+    "fp8_fa3_m64": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(BLOCK_M=64, BLOCK_N=64, num_warps=4),
+                    "attention_fp8"),
+    "fp8_fa3_m64_n128": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(BLOCK_M=64, BLOCK_N=128, num_warps=4),
+                         "attention_fp8"),
+    # the last V block loaded after the loop (EARLY_V off) at the 8-warp configs; and fp8 at the configs before
+    # FP8_CONFIGS (128x128, 8 warps, 2 stages everywhere)
+    "fa3_latev": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(early_v=False)),
+    "fp8_fa3_latev": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(early_v=False), "attention_fp8"),
+    "fp8_fa3_old": ("attention_fa3", "attn_fwd_fa3_kernel", {},
+                    dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2), "attention_fp8"),
 }
+# (head_dim, causal) -> whether the variant runs (sm_90a, CPU compile 2026-11-27: fp16 D=128 has no room for a
+# third stage; fp8 256-key blocks spill 416 registers at D=128 and causal needs BLOCK_M == BLOCK_N)
+FWD_VARIANT_WHEN = {
+    "fa3_s3": lambda D, causal: D <= 64,
+    "fa3_s4": lambda D, causal: D <= 64,
+    "fa3_bn64_s3": lambda D, causal: not causal,
+    "fp8_fa3_bn256": lambda D, causal: D <= 64 and not causal,
+    "fp8_fa3_bn256_s3": lambda D, causal: D <= 64 and not causal,
+    "fa3_m64_n128": lambda D, causal: D <= 64 and not causal,  # D=128: 181 KB of shared memory, one program an SM
+    "fp8_fa3_m64_n128": lambda D, causal: not causal,
+    "fp8_fa3_latev": lambda D, causal: (D, causal) != (64, False),  # there the default has 4 warps
+    "fp8_fa3_old": lambda D, causal: (D, causal) in ((128, True), (64, False)),  # where FP8_CONFIGS differs
+}
+
+
+def variant_runs(name, D, causal):
+    return FWD_VARIANT_WHEN.get(name, lambda D, causal: True)(D, causal)
 _variant_kernels = {}
 
 
@@ -329,7 +369,7 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
     if fa3_ok:
         record("ours_fwd_fa3", lambda: AF.attention(q, k, v, causal, scale))
     for name in (args.fwd_variants or FWD_VARIANTS) if args.fwd_variants is not None and fa3_ok else ():
-        if name.startswith("tma") and dtype != torch.float16 or causal and "bn64" in name or name.startswith("fp8"):
+        if name.startswith("tma") and dtype != torch.float16 or name.startswith("fp8") or not variant_runs(name, D, causal):
             continue
         fwd, first = variant_forward(name)
         try:
@@ -373,8 +413,8 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
             if args.check:
                 check("fp8_fwd_fa3", fp8_err(AF.attention_fp8(q8, k8, v8t, qs, ks, vs, causal, scale)), 0.1)
             record("ours_fp8_fwd_fa3", lambda: AF.attention_fp8(q8, k8, v8t, qs, ks, vs, causal, scale))
-            for name in [n for n in (args.fwd_variants or FWD_VARIANTS) if n.startswith("fp8")] \
-                    if args.fwd_variants is not None else ():
+            for name in [n for n in (args.fwd_variants or FWD_VARIANTS) if n.startswith("fp8")
+                         and variant_runs(n, D, causal)] if args.fwd_variants is not None else ():
                 fwd, first = variant_forward(name)
                 try:
                     got = first(q8, k8, v8t, qs, ks, vs, causal, scale)

@@ -31,9 +31,13 @@ def _v_block(desc_v, row, off_hz, N_CTX, HEAD_DIM: tl.constexpr, FP8: tl.constex
 
 @triton.jit
 def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Descale, BLOCK_M: tl.constexpr,
-                        BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, FP8: tl.constexpr):
+                        BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, FP8: tl.constexpr,
+                        EARLY_V: tl.constexpr = True):
     # FP8: q, k are e4m3 and desc_v is V^T ([Z * H * HEAD_DIM, N_CTX], keys contiguous: fp8 wgmma reads its B
     # operand K-major only); Descale holds the per-tensor scales of q, k, v (fp32)
+    # EARLY_V: load the last V block before the loop (a program that has the SM to itself: 8 consumer warps);
+    # with 4 warps several programs share an SM, hide each other's copies, and the extra block would cost one
+    # of them (fp16 head dim 64, 64x64 blocks: 3 programs an SM instead of 4)
     # causal: a head's heaviest row blocks launch first, the light ones fill the tail of the grid
     start_m = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
     off_hz = tl.program_id(1)
@@ -42,12 +46,20 @@ def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Descale
     qk_scale = sm_scale * 1.44269504
     if FP8:
         qk_scale = qk_scale * tl.load(Descale) * tl.load(Descale + 1)
+    # the first block: the diagonal (masked) when causal, else block 0; the loop runs over [lo, hi)
+    first = start_m * BLOCK_M if CAUSAL else 0
+    lo = 0 if CAUSAL else BLOCK_N
+    hi = start_m * BLOCK_M if CAUSAL else N_CTX
     q = desc_q.load([qo_offset_y, 0])
+    k_first = desc_k.load([offset_y + first, 0])
+    if EARLY_V:
+        # the V block of the last P V, loaded up front: its copy runs under the work before that P V (the
+        # compiler issues a TMA load outside loops where its offsets are known and waits at its first read);
+        # it holds one more block of shared memory through the loop
+        v_last = _v_block(desc_v, offset_y + tl.where(hi > lo, hi - BLOCK_N, first), off_hz, N_CTX, HEAD_DIM, FP8)
     dtype = q.dtype
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    # the first block: the diagonal (masked) when causal, else block 0
-    first = start_m * BLOCK_M if CAUSAL else 0
-    qk = tl.dot(q, desc_k.load([offset_y + first, 0]).T) * qk_scale
+    qk = tl.dot(q, k_first.T) * qk_scale
     if CAUSAL:
         offs_m = tl.arange(0, BLOCK_M)
         offs_n = tl.arange(0, BLOCK_N)
@@ -57,8 +69,6 @@ def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Descale
     l_i = tl.sum(p32, 1)
     p = p32.to(dtype)  # fp8: P lies in [0, 1] and is rounded to e4m3 for P V
     v_prev = offset_y + first  # the row of the V block P belongs to
-    lo = 0 if CAUSAL else BLOCK_N
-    hi = start_m * BLOCK_M if CAUSAL else N_CTX
     for start_n in range(lo, hi, BLOCK_N):  # unmasked blocks
         qk = tl.dot(q, desc_k.load([offset_y + start_n, 0]).T)
         acc = tl.dot(p, _v_block(desc_v, v_prev, off_hz, N_CTX, HEAD_DIM, FP8), acc)  # the previous block's P V
@@ -70,7 +80,9 @@ def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Descale
         m_i = m_ij
         p = p32.to(dtype)
         v_prev = offset_y + start_n
-    acc = tl.dot(p, _v_block(desc_v, v_prev, off_hz, N_CTX, HEAD_DIM, FP8), acc)
+    if not EARLY_V:
+        v_last = _v_block(desc_v, v_prev, off_hz, N_CTX, HEAD_DIM, FP8)
+    acc = tl.dot(p, v_last, acc)
     if FP8:
         acc = acc * tl.load(Descale + 2)
     acc = acc / l_i[:, None]
@@ -83,7 +95,23 @@ def _check_blocks(name, N, causal, BLOCK_M, BLOCK_N):
                          f"({BLOCK_N}), and causal needs BLOCK_M == BLOCK_N (the diagonal is one block)")
 
 
-def _launch(kernel, q, k, v, o, descale, vt, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages):
+# launch configs, (BLOCK_M, BLOCK_N, num_warps, num_stages), by (head dim, causal); others take DEFAULT_CONFIG
+# (128-row programs: two consumer warpgroups and a producer warp, one program an SM)
+DEFAULT_CONFIG = (128, 128, 8, 2)
+CONFIGS = {}  # fp16 / bf16
+# fp8, H200 2026-11-27 (one run, docs/attention.md "fp8 and head dim 64"): at D=128 causal 4 stages 600 TFLOP/s
+# against 520 with 2 (3: 585); at D=64 non-causal 64-row programs of 128 keys, 3 an SM, 458 against 412
+FP8_CONFIGS = {(128, True): (128, 128, 8, 4), (64, False): (64, 128, 4, 2)}
+
+
+def config(D, causal, fp8=False, BLOCK_M=None, BLOCK_N=None, num_warps=None, num_stages=None):
+    """The launch config for head dim ``D``, with any of the four given overriding the table's."""
+    bm, bn, w, s = (FP8_CONFIGS if fp8 else CONFIGS).get((D, bool(causal)), DEFAULT_CONFIG)
+    return (BLOCK_M or bm, BLOCK_N or bn, num_warps or w, num_stages or s)
+
+
+def _launch(kernel, q, k, v, o, descale, vt, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages,
+            early_v=None):
     Z, H, N, D = q.shape
     y = Z * H * N
     desc_q = TensorDescriptor(q, [y, D], [D, 1], [BLOCK_M, D])
@@ -94,16 +122,21 @@ def _launch(kernel, q, k, v, o, descale, vt, causal, sm_scale, BLOCK_M, BLOCK_N,
     grid = (N // BLOCK_M, Z * H, 1)
     (kernel or attn_fwd_fa3_kernel)[grid](sm_scale, desc_q, desc_k, desc_v, desc_o, N, descale, BLOCK_M=BLOCK_M,
                                           BLOCK_N=BLOCK_N, HEAD_DIM=D, CAUSAL=causal, FP8=vt,
+                                          EARLY_V=num_warps >= 8 if early_v is None else early_v,
                                           num_warps=num_warps, num_stages=num_stages)
     return o
 
 
-def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2, kernel=None):
+def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=None, BLOCK_N=None, num_warps=None, num_stages=None,
+              kernel=None, early_v=None):
     """softmax(q k^T * sm_scale) v for fp16/bf16 ``[Z, H, N_CTX, HEAD_DIM]`` tensors (contiguous; N_CTX a
-    multiple of BLOCK_M; BLOCK_M == BLOCK_N when causal: the diagonal is one block). ``kernel``: another
-    ``kernelc.jit`` of :func:`attn_fwd_fa3_kernel` (its own compiled variants, e.g. under other compile knobs)."""
+    multiple of BLOCK_M; BLOCK_M == BLOCK_N when causal: the diagonal is one block). The launch config not
+    given comes from :func:`config`. ``kernel``: another ``kernelc.jit`` of :func:`attn_fwd_fa3_kernel` (its own
+    compiled variants, e.g. under other compile knobs). ``early_v``: load the last V block before the loop
+    (default: with 8 warps, see the kernel's EARLY_V)."""
     import torch
     Z, H, N, D = q.shape
+    BLOCK_M, BLOCK_N, num_warps, num_stages = config(D, causal, False, BLOCK_M, BLOCK_N, num_warps, num_stages)
     if q.dtype not in (torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
         raise TypeError(f"attention_fa3 expects q, k, v in float16 or bfloat16, got {q.dtype}, {k.dtype}, {v.dtype}")
     if not all(t.is_contiguous() for t in (q, k, v)):
@@ -111,17 +144,19 @@ def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, nu
     _check_blocks("attention_fa3", N, causal, BLOCK_M, BLOCK_N)
     sm_scale = sm_scale if sm_scale is not None else D ** -0.5
     o = torch.empty_like(q)
-    return _launch(kernel, q, k, v, o, o, False, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages)
+    return _launch(kernel, q, k, v, o, o, False, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages, early_v)
 
 
-def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None, BLOCK_M=128,
-                  BLOCK_N=128, num_warps=8, num_stages=2, kernel=None):
+def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None, BLOCK_M=None,
+                  BLOCK_N=None, num_warps=None, num_stages=None, kernel=None, early_v=None):
     """fp8 (e4m3) attention in FlashAttention-3's order: ``softmax(q k^T * sm_scale) v`` with ``q = q8 * q_scale``
     etc. (``attention.quantize_fp8``). ``q8``, ``k8``: ``[Z, H, N_CTX, HEAD_DIM]``; ``v8t``: V transposed,
     ``[Z, H, HEAD_DIM, N_CTX]`` (fp8 wgmma reads its B operand K-major only); all contiguous e4m3. Both dots
-    run on fp8 wgmma, P is rounded to e4m3, the output is ``out_dtype`` (default float16)."""
+    run on fp8 wgmma, P is rounded to e4m3, the output is ``out_dtype`` (default float16); the launch config not
+    given comes from :func:`config`."""
     import torch
     Z, H, N, D = q8.shape
+    BLOCK_M, BLOCK_N, num_warps, num_stages = config(D, causal, True, BLOCK_M, BLOCK_N, num_warps, num_stages)
     for name, t in (("q8", q8), ("k8", k8), ("v8t", v8t)):
         if t.dtype != torch.float8_e4m3fn:
             raise TypeError(f"attention_fa3.attention_fp8: {name} must be torch.float8_e4m3fn, got {t.dtype}")
@@ -135,4 +170,4 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
     o = torch.empty((Z, H, N, D), device=q8.device, dtype=out_dtype or torch.float16)
     descale = torch.cat([s.reshape(1).float() for s in (q_scale, k_scale, v_scale)])
     return _launch(kernel, q8, k8, v8t, o, descale, True, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps,
-                   num_stages)
+                   num_stages, early_v)

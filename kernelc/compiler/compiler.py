@@ -28,6 +28,7 @@ from .passes.fp_contract import mark_exp2_ftz, mark_fp_contraction, mark_positiv
 from .passes.layout_assign import assign_layouts
 from .passes.hoist_conversions import hoist_conversions
 from .passes.load_layouts import loads_in_use_layout
+from .passes.tma_prefetch import issue_tma_loads_early
 from .passes.staged_operands import share_staged_operands
 from .passes.hoist_descriptors import hoist_descriptors
 from .passes.lower_descriptors import lower_descriptors
@@ -237,6 +238,9 @@ TILE_PASSES = (
     # desc.atomic_add on TMA: the staging buffer and its stages, the elected thread's bulk reduction, the
     # bulk-group waits (passes/bulk_reductions.py); after the wgmma waits, so a staged dot result is complete
     TilePass("expand_bulk_reductions", expand_bulk_reductions),
+    # a TMA tile loaded outside loops for dots to read in place: its copy issued as early as its offsets
+    # allow, waited for at its first read (passes/tma_prefetch.py)
+    TilePass("issue_tma_loads_early", issue_tma_loads_early),
 )
 
 

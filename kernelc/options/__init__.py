@@ -128,6 +128,10 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_WGMMA_PIN_WAITS", "bool", True,
          "keep a deferred wgmma wait where the IR puts it, past the work before it (ptxas would move it up)",
          compile=True, field="wgmma_pin_waits"),
+    Knob("KERNELC_TMA_EARLY_ISSUE", "bool", True,
+         "a TMA tile loaded outside loops and read in place by dots is copied as early as its offsets allow and "
+         "waited for at its first read (attention's Q and first K block arrive together, not one after the other)",
+         compile=True, field="tma_early_issue"),
     Knob("KERNELC_PIPELINE_LOADS", "bool", True, "register prefetch of plain loads in num_stages >= 2 loops",
          compile=True, field="pipeline_loads"),
     Knob("KERNELC_ASSEMBLER", "choice", "nvjitlink",
@@ -168,6 +172,7 @@ class CompileOptions:
     wgmma_async: str = "default"
     wgmma_defer: bool = True
     wgmma_defer_ring: bool = True
+    tma_early_issue: bool = True
     wgmma_pin_waits: bool = True
     bulk_reduce_stages: str = "2"
     exp2_ftz: bool = True

@@ -21,9 +21,10 @@ TD_CX = dict(BM=128, BN=64, D=64)
 
 
 def test_the_pass_is_the_last_scheduling_pass():
-    # only the bulk reductions' expansion follows it (it stages dot results the waits here have completed)
+    # only the bulk reductions' expansion (it stages dot results the waits here have completed) and
+    # issue_tma_loads_early (it moves TMA copies outside loops and places no wgmma wait) follow it
     from kernelc.compiler.compiler import TILE_PASSES
-    assert [p.name for p in TILE_PASSES][-3:] == [BEFORE, PASS, "expand_bulk_reductions"]
+    assert [p.name for p in TILE_PASSES][-4:] == [BEFORE, PASS, "expand_bulk_reductions", "issue_tma_loads_early"]
 
 
 def test_a_dot_left_in_flight_waits_for_the_one_before_and_the_loop_for_all():

@@ -138,6 +138,39 @@ def test_fp8_forward_vs_the_same_quantised_inputs(D, causal, kernel):
     (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in (q, k, v))
     fwd = A.attention_fp8 if kernel == "pointer" else AF.attention_fp8
     o = fwd(q8, k8, v8.transpose(-1, -2).contiguous(), qs, ks, vs, causal=causal)
+    _check_fp8(o, q8, k8, v8, qs, ks, vs, causal)
+
+
+# FA3-order fp8 launch configs the bench times as variants (bench_attention.FWD_VARIANTS / FWD_VARIANT_WHEN)
+# (the defaults, attention_fa3.FP8_CONFIGS, are covered above; 128x128 at 8 warps and 2 stages is the config before it)
+@pytest.mark.parametrize("D,causal,cfg", [(128, False, dict(num_stages=3)), (128, True, dict(num_stages=2)),
+                                          (64, True, dict(num_stages=3)),
+                                          (64, False, dict(BLOCK_M=128, BLOCK_N=256, num_warps=8, num_stages=2)),
+                                          (64, False, dict(BLOCK_M=128, BLOCK_N=256, num_warps=8, num_stages=3)),
+                                          (128, True, dict(BLOCK_M=64, BLOCK_N=64, num_warps=4)),
+                                          (64, False, dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2))])
+def test_fp8_fa3_forward_configs(D, causal, cfg):
+    from examples.kernels import attention_fa3 as AF
+    q, k, v, _ = _inputs(2, 4, 1024, D, torch.float16)
+    (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in (q, k, v))
+    o = AF.attention_fp8(q8, k8, v8.transpose(-1, -2).contiguous(), qs, ks, vs, causal=causal, **cfg)
+    _check_fp8(o, q8, k8, v8, qs, ks, vs, causal)
+
+
+# fp16 FA3-order launch configs the bench times as variants
+@pytest.mark.parametrize("D,causal,cfg", [(64, True, dict(num_stages=3)), (64, False, dict(num_stages=4)),
+                                          (64, True, dict(BLOCK_M=64, BLOCK_N=64, num_warps=4)),
+                                          (128, False, dict(BLOCK_M=64, BLOCK_N=64, num_warps=4)),
+                                          (64, False, dict(BLOCK_M=64, BLOCK_N=128, num_warps=4))])
+def test_fa3_forward_configs(D, causal, cfg):
+    from examples.kernels import attention_fa3 as AF
+    q, k, v, _ = _inputs(2, 4, 1024, D, torch.float16)
+    o = AF.attention(q, k, v, causal=causal, **cfg)
+    _close_as_torch("o", o, SDPA(q, k, v, is_causal=causal), SDPA(q.float(), k.float(), v.float(), is_causal=causal),
+                    2e-3)
+
+
+def _check_fp8(o, q8, k8, v8, qs, ks, vs, causal):
     ref = SDPA(q8.float() * qs, k8.float() * ks, v8.float() * vs, is_causal=causal)
     # P is rounded to e4m3 (relative error <= 2^-4) for P V while l sums the exact P: |O - ref| <= 2^-4 max|V|
     vmax = (v8.float() * vs).abs().max().item()
