@@ -41,6 +41,7 @@ from .passes.pointer_tiles import pointer_tiles_to_descriptors
 from .passes.schedule import schedule_pipelines, schedule_wgmma, warp_specialize
 from .passes.stage_operands import stage_invariant_operands
 from .passes.wgmma_waits import place_wgmma_waits
+from .passes.smem_offsets import assign_smem_offsets
 from .passes.simplify import simplify
 from .pass_manager import PassContext, TilePass, run_passes
 from .artifact import COMPILER_VERSION, CompiledKernel, _LazyAsm  # noqa: F401
@@ -233,6 +234,9 @@ TILE_PASSES = (
     # every wgmma.wait_group as a wgmma_wait op: after each dot, after a loop whose dots stay in flight, at a
     # deferred dot's first read (passes/wgmma_waits.py)
     TilePass("place_wgmma_waits", place_wgmma_waits),
+    # shared-memory offsets by live range: buffers of loops that run one after the other share bytes, with a
+    # barrier before the reuse (passes/smem_offsets.py; KERNELC_SMEM_REUSE)
+    TilePass("assign_smem_offsets", assign_smem_offsets),
 )
 
 
