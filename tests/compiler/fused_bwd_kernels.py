@@ -142,8 +142,9 @@ def reference(q, k, v, do, causal, sm_scale):
     return q.grad, k.grad, v.grad
 
 
-def run(q, k, v, do, causal, sm_scale, num_warps=4, num_stages=5):
-    """The kernel's (dq, dk, dv) for q, k, v, do of shape [B, H, N, D] (fp16, contiguous)."""
+def prepare(q, k, v, do, causal, sm_scale):
+    """The kernel's arguments for q, k, v, do of shape [B, H, N, D] (fp16, contiguous): the base-2 LSE and
+    Delta by torch, K pre-scaled, dQ/dK/dV allocated; ``launch`` runs it."""
     import math
     import torch
     B, H, N, D = q.shape
@@ -152,12 +153,27 @@ def run(q, k, v, do, causal, sm_scale, num_warps=4, num_stages=5):
     if causal:
         s = s.masked_fill(torch.ones(N, N, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
     lse = (torch.logsumexp(s * math.log(2), -1) / math.log(2)).contiguous()
-    p = torch.exp2(s - lse[..., None])
-    o = (p @ v.float()).to(torch.float16)
+    o = (torch.exp2(s - lse[..., None]) @ v.float()).to(torch.float16)
+    del s
     delta = (o.float() * do.float()).sum(-1).contiguous()
     ks = (k * c).to(torch.float16)
     dq, dk, dv = (torch.empty_like(q) for _ in range(3))
+    return dict(q=q, ks=ks, v=v, do=do, dq=dq, dk=dk, dv=dv, lse=lse, delta=delta, causal=causal,
+                sm_scale=sm_scale)
+
+
+def launch(a, num_warps=4, num_stages=5):
+    """One launch on ``prepare``'s arguments; returns the compiled kernel (results in a['dq'], a['dk'], a['dv'])."""
+    q = a["q"]
+    B, H, N, D = q.shape
     grid = (N // CONFIG["BN1"], B * H)
-    fused_attn_bwd[grid](q, ks, v, do, dq, dk, dv, lse, delta, sm_scale, q.stride(1), q.stride(2), N, D=D,
-                         CAUSAL=causal, num_warps=num_warps, num_stages=num_stages, **CONFIG)
-    return dq, dk, dv
+    return fused_attn_bwd[grid](q, a["ks"], a["v"], a["do"], a["dq"], a["dk"], a["dv"], a["lse"], a["delta"],
+                                a["sm_scale"], q.stride(1), q.stride(2), N, D=D, CAUSAL=a["causal"],
+                                num_warps=num_warps, num_stages=num_stages, **CONFIG)
+
+
+def run(q, k, v, do, causal, sm_scale, num_warps=4, num_stages=5):
+    """The kernel's (dq, dk, dv) for q, k, v, do of shape [B, H, N, D] (fp16, contiguous)."""
+    a = prepare(q, k, v, do, causal, sm_scale)
+    launch(a, num_warps, num_stages)
+    return a["dq"], a["dk"], a["dv"]
