@@ -53,7 +53,7 @@ def main(argv=None) -> int:
                     ck = FB.launch(full)
                     for a in ("shared", "n_regs", "n_spills"):
                         row[a] = getattr(ck, a, None)
-                    row["ms"] = do_bench(lambda: FB.launch(full), warmup=25, rep=200)
+                    row["ms"] = do_bench(lambda: FB.launch(full), warmup=25, rep=200, return_mode="median")
                     # the backward's five matmuls (2.5x the forward's two), half of them when causal
                     flops = 2.5 * 4 * B * H * N * N * D * (0.5 if causal else 1.0)
                     row["tflops"] = flops / row["ms"] * 1e-9
