@@ -5,7 +5,9 @@ Triton 3.6 (sm_90a), and the SASS of the attention loop side by side.
         [--ws 0 1] [--configs BMxBNxSxW ...] [--json OUT] [--triton-site /work/ext/triton_site]
 
 ``TUTORIAL_06.py`` is Triton's tutorial (its ``@jit`` functions are taken, its autotune decorator dropped).
-The descriptors are host ``TensorDescriptor``s (``tensordesc<fp16[...]>``), as on a Hopper GPU. Per
+The descriptors are host ``TensorDescriptor``s (``tensordesc<fp16[...]>``), as the tutorial passes them on
+a Hopper GPU without ``warp_specialize``; ``--device-desc``: pointers, the descriptors made in the kernel (its
+path with ``warp_specialize`` on Hopper). Per
 config and compiler: registers, spills, shared memory, and in the loop that holds the most HGMMAs (the
 body between a label and the backward branch to it): HGMMA count and shapes, WARPGROUP.DEPBAR waits,
 MUFU.EX2, TMA copies (UTMALDG), mbarrier waits (SYNCS), BAR.SYNC, global loads, local memory, and the
@@ -79,6 +81,8 @@ def main(argv=None) -> int:
     ap.add_argument("--stage", type=int, default=1, help="1: non-causal, 3: causal")
     ap.add_argument("--ws", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--configs", nargs="*", help="BMxBNxSTAGESxWARPS (default: the autotuner's Hopper list)")
+    ap.add_argument("--device-desc", action="store_true",
+                    help="pointers for the descriptors, built in the kernel (the tutorial's path with warp_specialize on Hopper)")
     ap.add_argument("--only", choices=("kernelc", "triton"))
     ap.add_argument("--json")
     ap.add_argument("--triton-site", default="/work/ext/triton_site")
@@ -101,10 +105,12 @@ def main(argv=None) -> int:
                    "desc_q": f"tensordesc<fp16[{bm}, {D}]>", "desc_k": f"tensordesc<fp16[{bn}, {D}]>",
                    "desc_v": f"tensordesc<fp16[{bn}, {D}]>", "desc_o": f"tensordesc<fp16[{bm}, {D}]>",
                    "N_CTX": "i32"}
+            if args.device_desc:
+                sig.update({d: "*fp16" for d in ("desc_q", "desc_k", "desc_v", "desc_o")})
             cx = dict(HEAD_DIM=D, BLOCK_M=bm, BLOCK_N=bn, FP8_OUTPUT=False, STAGE=args.stage,
                       warp_specialize=bool(ws), IS_HOPPER=True)
             div = {"M": 16, "N_CTX": 16, "desc_q": 16, "desc_k": 16, "desc_v": 16, "desc_o": 16}
-            row = {"config": f"{bm}x{bn}x{s}x{w}", "ws": ws}
+            row = {"config": f"{bm}x{bn}x{s}x{w}", "ws": ws, "device_desc": args.device_desc}
             for impl in ("kernelc", "triton"):
                 if args.only and impl != args.only:
                     continue
@@ -148,7 +154,8 @@ mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
 fn = mod._attn_fwd
 names = fn.arg_names
 sig = {n: (args["sig"][n] if n in args["sig"] else "constexpr") for n in names}
-attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in ("M", "N_CTX")}
+attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in names
+         if n in ("M", "N_CTX") or args["sig"].get(n) == "*fp16"}
 src = ASTSource(fn, signature=sig, constexprs={(names.index(k),): v for k, v in args["cx"].items()}, attrs=attrs)
 ck = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": args["w"], "num_stages": args["s"]})
 json.dump({"cubin": ck.asm["cubin"].hex(), "shared": ck.metadata.shared}, sys.stdout)
