@@ -124,10 +124,10 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_WGMMA_PIN_WAITS", "bool", True,
          "keep a deferred wgmma wait where the IR puts it, past the work before it (ptxas would move it up)",
          compile=True, field="wgmma_pin_waits"),
-    Knob("KERNELC_SMEM_REUSE", "bool", False,
+    Knob("KERNELC_SMEM_REUSE", "bool", True,
          "shared-memory buffers (rings, staged dot operands, in-place TMA tiles) of loops that run one after the "
          "other share bytes: offsets by live range, a barrier before a loop whose buffers reuse bytes "
-         "(passes/smem_offsets.py; opt-in until the GPU attention tests pass with it)",
+         "(passes/smem_offsets.py; on since the H200 run of 2026-11-27: tutorial 06's d128 causal backward fits)",
          compile=True, field="smem_reuse"),
     Knob("KERNELC_PIPELINE_LOADS", "bool", True, "register prefetch of plain loads in num_stages >= 2 loops",
          compile=True, field="pipeline_loads"),
@@ -171,7 +171,7 @@ class CompileOptions:
     wgmma_defer_ring: bool = True
     wgmma_pin_waits: bool = True
     exp2_ftz: bool = True
-    smem_reuse: bool = False
+    smem_reuse: bool = True
     pipeline_loads: bool = True
     assembler: str = "nvjitlink"
     nvjitlink_launch_bound: bool = False

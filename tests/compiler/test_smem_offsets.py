@@ -123,7 +123,11 @@ def test_buffers_inside_one_loop_never_share(reuse):
     assert ir[PASS].count("barrier") == ir[BEFORE].count("barrier")
 
 
-def test_off_by_default_and_warp_specialised_kernels_are_left_alone(monkeypatch):
+def test_on_by_default_off_with_the_knob_and_warp_specialised_kernels_are_left_alone(monkeypatch):
+    monkeypatch.delenv("KERNELC_SMEM_REUSE", raising=False)
+    ir, _, _ = _passes(two_loops, TWO_SIG, CX, div=DIV)
+    assert "smem_buffer" in ir[PASS]
+    monkeypatch.setenv("KERNELC_SMEM_REUSE", "0")
     ir, _, _ = _passes(two_loops, TWO_SIG, CX, div=DIV)
     assert ir[PASS] == ir[BEFORE] and "smem_buffer" not in ir[PASS]
     monkeypatch.setenv("KERNELC_SMEM_REUSE", "1")
@@ -229,7 +233,7 @@ def test_tutorial_06_backward_fits_an_h100(reuse, monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal,D", [(True, 128), (False, 128), (True, 64)])
 def test_gpu_fused_attention_backward_with_shared_rings(reuse, causal, D):
-    """On a Hopper GPU, KERNELC_SMEM_REUSE=1: the tutorial-shaped backward (its four loops' buffers sharing
+    """On a Hopper GPU, with the pass: the tutorial-shaped backward (its four loops' buffers sharing
     bytes) against torch autograd."""
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
