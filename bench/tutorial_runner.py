@@ -87,7 +87,9 @@ def _chosen_configs(tuners: list) -> dict:
     out = {}
     for t in tuners:
         name = getattr(t, "__name__", None) or getattr(getattr(t, "base_fn", None), "__name__", "?")
-        for key, cfg in dict(getattr(t, "cache", {}) or {}).items():
+        # kernelc's ``picks`` also holds keys that left its cache (tensors keyed by identity that died)
+        picks = getattr(t, "picks", None) if isinstance(getattr(t, "picks", None), dict) else None
+        for key, cfg in dict(picks or getattr(t, "cache", {}) or {}).items():
             out.setdefault(name, {})[str(key)] = str(cfg)
     return out
 

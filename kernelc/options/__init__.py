@@ -105,9 +105,9 @@ KNOBS: Tuple[Knob, ...] = (
          _choice(("auto", ("auto",)), ("on", _TRUE), ("off", _FALSE)), compile=True, field="ws_setmaxnreg"),
     Knob("KERNELC_WS_PINGPONG", "bool", False, "ping-pong ordering of the consumer warpgroups",
          compile=True, field="ws_pingpong"),
-    Knob("KERNELC_DEVICE_MAPS_ANYWHERE", "bool", False,
+    Knob("KERNELC_DEVICE_MAPS_ANYWHERE", "bool", True,
          "tensor maps for descriptors made inside loops/branches or from loaded pointers, built where they are made "
-         "(off: those use the generic masked lowering; opt-in until checked on a GPU)",
+         "(off: those use the generic masked lowering)",
          compile=True, field="device_maps_anywhere"),
     Knob("KERNELC_WGMMA_ASYNC", "choice", "default",
          "keep one wgmma group in flight across iterations: default (on with TMA loads, off with cp.async), 1, 0",

@@ -13,20 +13,47 @@ import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+import weakref
 from typing import Any, Dict, List
 
 from .. import options
 from .cache import cache_dir, dependency_fingerprint
 
 
+class _Identity(tuple):
+    """A key component standing for one tensor object: Triton 3.6 puts a tensor named in ``key``
+    into its key as the object itself (hashed by identity), so each new tensor is tuned again (tutorial
+    08 keys on its pointer arrays, so every benchmark point gets its own pick). Such keys live in memory
+    only, and leave the cache when their tensor does."""
+
+
 def _key_values(tuner, named: Dict[str, Any]):
     vals = []
     for k in tuner.key:
-        v = named.get(k)
-        vals.append(str(v.dtype) if hasattr(v, "dtype") and hasattr(v, "data_ptr") else v)
+        if k not in named:
+            continue  # Triton ignores key names that are not parameters (warned at decoration)
+        v = named[k]
+        vals.append(_Identity(("tensor", id(v))) if hasattr(v, "data_ptr") else v)
     # dtypes of tensor args also select kernels (Triton includes them in the key)
     vals += [str(v.dtype) for v in named.values() if hasattr(v, "data_ptr")]
     return tuple(vals)
+
+
+def _identity_tensors(tuner, named):
+    return [named[k] for k in tuner.key if k in named and hasattr(named[k], "data_ptr")]
+
+
+def _remember(tuner, named, key, config):
+    """Store ``config`` for ``key``; a key naming tensors by identity is dropped when one of them dies
+    (ids are reused), and is never kept on disk."""
+    tuner.cache[key] = config
+    # every pick, also of keys that left the cache, for reports (bench/tutorial_runner.py)
+    tuner.__dict__.setdefault("picks", {})[str(key)] = config
+    for t in _identity_tensors(tuner, named):
+        try:
+            weakref.finalize(t, tuner.cache.pop, key, None)
+        except TypeError:  # an object without weak references: keep the entry
+            pass
 
 
 def _disk_path(tuner, key, device_name):
@@ -90,14 +117,15 @@ def select_config(tuner, configs, args, kwargs, grid):
     if hit is not None:
         return hit
     device_name = _device_name()
-    path = _disk_path(tuner, key, device_name)
-    if tuner.cache_results or options.get("KERNELC_AUTOTUNE_DISK_CACHE"):
+    on_disk = not _identity_tensors(tuner, named)
+    path = _disk_path(tuner, key, device_name) if on_disk else None
+    if on_disk and (tuner.cache_results or options.get("KERNELC_AUTOTUNE_DISK_CACHE")):
         c = read_saved(path, configs)
         if c is not None:
-            tuner.cache[key] = c
+            _remember(tuner, named, key, c)
             return c
     if len(configs) == 1:
-        tuner.cache[key] = configs[0]
+        _remember(tuner, named, key, configs[0])
         return configs[0]
     t0 = time.perf_counter()
     fn = tuner.fn
@@ -156,12 +184,14 @@ def select_config(tuner, configs, args, kwargs, grid):
     best = min(timings, key=timings.get)
     if timings[best] == float("inf"):
         raise RuntimeError(f"no autotune config of {tuner.__name__} could run: {[str(e) for e in errors if e][:2]}")
-    tuner.cache[key] = best
+    _remember(tuner, named, key, best)
     tuner.configs_timings = timings
     elapsed = time.perf_counter() - t0
     if options.get("KERNELC_PRINT_AUTOTUNING"):
         print(f"kernelc autotuning {tuner.__name__} for key {key}: best {best} ({timings[best]:.4f} ms) "
               f"after {elapsed:.2f}s over {len(configs)} configs", file=sys.stderr)
+    if path is None:
+        return best
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = path + f".tmp{os.getpid()}"

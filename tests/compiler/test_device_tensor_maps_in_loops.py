@@ -13,14 +13,6 @@ from tests.compiler import grouped_tma_kernels as G
 SIG = {"pool": "*fp16", "table": "*i64", "dims": "*i32", "lds": "*i32", "n_problems": "i32"}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _maps_anywhere():
-    # in-place map builds are opt-in until checked on a GPU (KERNELC_DEVICE_MAPS_ANYWHERE)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KERNELC_DEVICE_MAPS_ANYWHERE", "1")
-        yield
-
-
 def _grouped(addresses, BM=128, **kw):
     cx = dict(NUM_PROGRAMS=132, BM=BM, BN=128, BK=64, ADDRESSES=addresses)
     opts = dict(target="sm_90a", num_warps=8, num_stages=3)

@@ -8,12 +8,6 @@ pytestmark = pytest.mark.gpu
 from tests.compiler import grouped_tma_kernels as G  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def _maps_anywhere(monkeypatch):
-    # the in-place map builds these tests check are opt-in until they pass here (KERNELC_DEVICE_MAPS_ANYWHERE)
-    monkeypatch.setenv("KERNELC_DEVICE_MAPS_ANYWHERE", "1")
-
-
 @pytest.mark.parametrize("shapes", [[(128, 128, 128)] * 4, [(256, 384, 512), (130, 136, 72), (64, 128, 8192)],
                                     [(1000, 264, 328), (8, 16, 16)],
                                     [(256, 100, 64), (96, 36, 40)]])  # N % 8 != 0: C through the masked store

@@ -102,3 +102,28 @@ def test_unknown_key_is_ignored_with_a_warning():
     with pytest.warns(UserWarning, match=r"autotune key\(s\) 'm' of fake are not parameters"):
         t = Autotuner(FakeKernel(), FakeKernel.arg_names, CONFIGS, key=["m", "n"])
     assert t.key == ["m", "n"]
+
+
+def test_a_tensor_in_the_key_is_keyed_by_identity_as_in_triton(fake_bench, tmp_path, monkeypatch):
+    # Triton 3.6 puts a key argument that is a tensor into its key as the object: each new tensor
+    # (tutorial 08 keys on its per-problem pointer arrays) is tuned again, the same object is not
+    import gc
+    import torch
+    monkeypatch.setenv("KERNELC_CACHE_DIR", str(tmp_path))
+    FAKE_MS.update({64: 3.0, 128: 1.0, 256: 2.0})
+    global FAKE
+    FAKE = FakeKernel()
+    t = Autotuner(FAKE, FakeKernel.arg_names, CONFIGS, key=["x"])
+    a, b = torch.ones(4), torch.ones(4)   # equal values, dtypes and shapes: only identity differs
+    assert tuning.select_config(t, CONFIGS, (a, 1), {}, (1,)).kwargs == {"BLOCK": 128}
+    n = len(FAKE.runs)
+    assert tuning.select_config(t, CONFIGS, (a, 1), {}, (1,)).kwargs == {"BLOCK": 128} and len(FAKE.runs) == n
+    FAKE_MS.update({64: 0.5})
+    assert tuning.select_config(t, CONFIGS, (b, 1), {}, (1,)).kwargs == {"BLOCK": 64}   # a new tensor: tuned again
+    assert len(FAKE.runs) > n
+    assert not list(tmp_path.rglob("*.json"))            # an identity means nothing to another process
+    assert len(t.cache) == 2
+    del a
+    gc.collect()
+    assert len(t.cache) == 1                             # the dead tensor's entry left with it (ids are reused)
+    assert len(t.picks) == 2                             # reports still see both picks
