@@ -43,6 +43,7 @@ from .passes.schedule import schedule_pipelines, schedule_wgmma, warp_specialize
 from .passes.stage_operands import stage_invariant_operands
 from .passes.wgmma_waits import place_wgmma_waits
 from .passes.bulk_reductions import expand_bulk_reductions
+from .passes.smem_offsets import assign_smem_offsets
 from .passes.simplify import simplify
 from .pass_manager import PassContext, TilePass, run_passes
 from .artifact import COMPILER_VERSION, CompiledKernel, _LazyAsm  # noqa: F401
@@ -241,6 +242,9 @@ TILE_PASSES = (
     # a TMA tile loaded outside loops for dots to read in place: its copy issued as early as its offsets
     # allow, waited for at its first read (passes/tma_prefetch.py)
     TilePass("issue_tma_loads_early", issue_tma_loads_early),
+    # shared-memory offsets by live range: buffers of loops that run one after the other share bytes, with a
+    # barrier before the reuse (passes/smem_offsets.py; KERNELC_SMEM_REUSE)
+    TilePass("assign_smem_offsets", assign_smem_offsets),
 )
 
 

@@ -132,6 +132,11 @@ KNOBS: Tuple[Knob, ...] = (
          "a TMA tile loaded outside loops and read in place by dots is copied as early as its offsets allow and "
          "waited for at its first read (attention's Q and first K block arrive together, not one after the other)",
          compile=True, field="tma_early_issue"),
+    Knob("KERNELC_SMEM_REUSE", "bool", True,
+         "shared-memory buffers (rings, staged dot operands, in-place TMA tiles) of loops that run one after the "
+         "other share bytes: offsets by live range, a barrier before a loop whose buffers reuse bytes "
+         "(passes/smem_offsets.py; on since the H200 run of 2026-11-27: tutorial 06's d128 causal backward fits)",
+         compile=True, field="smem_reuse"),
     Knob("KERNELC_PIPELINE_LOADS", "bool", True, "register prefetch of plain loads in num_stages >= 2 loops",
          compile=True, field="pipeline_loads"),
     Knob("KERNELC_ASSEMBLER", "choice", "nvjitlink",
@@ -176,6 +181,7 @@ class CompileOptions:
     wgmma_pin_waits: bool = True
     bulk_reduce_stages: str = "2"
     exp2_ftz: bool = True
+    smem_reuse: bool = True
     pipeline_loads: bool = True
     assembler: str = "nvjitlink"
     nvjitlink_launch_bound: bool = False

@@ -254,8 +254,8 @@ def test_an_invariant_operand_read_in_two_roles_is_staged_once_per_role():
                          dict(ITERS=3, BN=128, BM=16, D=128), target="sm_90a", num_warps=8,
                          divisibility={"k_ptr": 16, "q_ptr": 16, "out_ptr": 16})
     filecheck(ck.asm["tir"], """
-        CHECK: [[A:%\\d+]] = stage_operand [[K:%\\d+]] {operand='a'}
-        CHECK: [[B:%\\d+]] = stage_operand [[K]] {operand='b'}
+        CHECK: [[A:%\\d+]] = stage_operand [[K:%\\d+]] {operand='a'{{[,}]}}
+        CHECK: [[B:%\\d+]] = stage_operand [[K]] {operand='b'{{[,}]}}
         CHECK: scf.for
         CHECK: = dot [[A]],
         CHECK: = dot {{%\\d+}}, [[B]],

@@ -20,11 +20,13 @@ MM_CX = dict(BM=128, BN=128, BK=64, WS=False)
 TD_CX = dict(BM=128, BN=64, D=64)
 
 
-def test_the_pass_is_the_last_scheduling_pass():
-    # only the bulk reductions' expansion (it stages dot results the waits here have completed) and
-    # issue_tma_loads_early (it moves TMA copies outside loops and places no wgmma wait) follow it
+def test_the_pass_runs_after_every_pass_that_writes_a_dot():
+    # only the bulk reductions' expansion (it stages dot results the waits here have completed),
+    # issue_tma_loads_early (it moves TMA copies outside loops and places no wgmma wait) and
+    # assign_smem_offsets (offsets only) follow it
     from kernelc.compiler.compiler import TILE_PASSES
-    assert [p.name for p in TILE_PASSES][-4:] == [BEFORE, PASS, "expand_bulk_reductions", "issue_tma_loads_early"]
+    assert [p.name for p in TILE_PASSES][-5:] == [BEFORE, PASS, "expand_bulk_reductions", "issue_tma_loads_early",
+                                                  "assign_smem_offsets"]
 
 
 def test_a_dot_left_in_flight_waits_for_the_one_before_and_the_loop_for_all():

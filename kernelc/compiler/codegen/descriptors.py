@@ -227,14 +227,15 @@ def reuse_or_allocate(lw: Lowering, nbytes: int) -> str:
 def free_span(lw: Lowering, nbytes: int) -> List[str]:
     """[token] of finished rings that hold ``nbytes`` -- one ring, or several lying next to each other
     (a matmul's A and B rings together take an fp32 C tile neither holds alone); [] if none do."""
-    at = lw.persistent_tokens
-    spans: List[List] = []  # [first token, end offset, bytes]
-    for tok, size in sorted(free_regions(lw), key=lambda r: at[r[0]]):
-        if spans and spans[-1][1] == at[tok]:
-            spans[-1][1] += size
+    def at(tok):  # (region, offset): placed buffers (passes/smem_offsets.py) and the others lie apart
+        return (0, lw.placed_tokens[tok]) if tok in lw.placed_tokens else (1, lw.persistent_tokens[tok])
+    spans: List[List] = []  # [first token, end (region, offset), bytes]
+    for tok, size in sorted(free_regions(lw), key=lambda r: at(r[0])):
+        if spans and spans[-1][1] == at(tok):
+            spans[-1][1] = (at(tok)[0], at(tok)[1] + size)
             spans[-1][2] += size
         else:
-            spans.append([tok, at[tok] + size, size])
+            spans.append([tok, (at(tok)[0], at(tok)[1] + size), size])
     return [tok for tok, _, size in spans if size >= nbytes][:1]
 
 
@@ -267,7 +268,10 @@ def lower_descriptor_load(lw: Lowering, op):
     report_tma(lw, op, "load (TMA)", ty)
     # a tile read in place must outlive this op (other ops' scratch would overwrite it): its own buffer,
     # or a finished loop's ring (the barrier below orders it after the ring's last readers)
-    base = reuse_or_allocate(lw, box.nbytes) if consumers else lw.scratch(box.nbytes)
+    if consumers:
+        base = lw.placed(op, box.nbytes) or reuse_or_allocate(lw, box.nbytes)
+    else:
+        base = lw.scratch(box.nbytes)
     pool = T.BarrierPool.of(lw)
     btok, boff = pool.take(1)
     bar = pool.address(btok, boff)

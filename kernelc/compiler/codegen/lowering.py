@@ -31,12 +31,14 @@ class Tile:
 
 class SharedMemory:
     """Dynamic shared memory: per-op scratch at offset 0 (shared by all ops, kept apart by barriers),
-    then persistent buffers (pipeline stages, staged loop-invariant operands) placed after the final
-    scratch size, which is only known once the whole kernel is lowered: their offsets are tokens
-    patched at the end."""
+    then the buffers ``passes/smem_offsets.py`` placed (at the offsets it wrote, ``placed`` bytes in
+    all), then the other persistent buffers (pipeline stages, staged loop-invariant operands, mbarriers)
+    one after another. Where each region starts is only known once the whole kernel is lowered: their
+    offsets are tokens patched at the end."""
 
     def __init__(self):
         self.persistent = 0
+        self.placed = 0
         self.scratch = 0
         self.pending: List[Tuple[int, int, bool]] = []  # (lo, hi, is_write) since the last barrier
 
@@ -44,13 +46,13 @@ class SharedMemory:
     def scratch_aligned(self) -> int:
         # persistent buffers start 1024-byte aligned (wgmma's 128-byte swizzle atoms need it); without
         # them keep the request small: the driver sizes the L1/shared carveout from it
-        if not self.persistent:
+        if not (self.persistent or self.placed):
             return (self.scratch + 127) // 128 * 128
         return (self.scratch + 1023) // 1024 * 1024
 
     @property
     def total(self) -> int:
-        return self.scratch_aligned + self.persistent
+        return self.scratch_aligned + self.placed + self.persistent
 
 
 class Lowering:
@@ -68,6 +70,7 @@ class Lowering:
         self.defs: Dict[int, Op] = {}
         self.smem = SharedMemory()
         self.persistent_tokens: Dict[str, int] = {}
+        self.placed_tokens: Dict[str, int] = {}  # token -> offset the pass wrote (``smem_buffer``)
         # value id -> (shared view, trans[, staged as A]) of a dot operand in shared memory (ring_read,
         # stage_operand, a TMA tile read in place)
         self.smem_operands: Dict[int, tuple] = {}
@@ -112,8 +115,10 @@ class Lowering:
         from .warp_specialize import producer_warps
         extra = producer_warps(self.fn)
         text = e.module(self.params, maxntid=32 * (self.nw + extra))
+        for tok, off in self.placed_tokens.items():
+            text = text.replace(tok, str(self.smem.scratch_aligned + off))
         for tok, rel in self.persistent_tokens.items():
-            text = text.replace(tok, str(self.smem.scratch_aligned + rel))
+            text = text.replace(tok, str(self.smem.scratch_aligned + self.smem.placed + rel))
         return text
 
     # -- values --------------------------------------------------------------------------------
@@ -407,6 +412,29 @@ class Lowering:
         tok = f"__PBASE{len(self.persistent_tokens)}__"
         self.persistent_tokens[tok] = self.smem.persistent
         self.smem.persistent += (nbytes + 1023) // 1024 * 1024
+        return tok
+
+    def placed(self, op: Op, nbytes: int) -> Optional[str]:
+        """The offset token of the buffer of ``op`` where ``passes/smem_offsets.py`` placed it (its
+        ``smem_buffer`` attribute), or None if it did not (then the caller allocates as before)."""
+        at = op.attrs.get("smem_buffer")
+        if at is None:
+            return None
+        off, size = at["offset"], at["bytes"]
+        if nbytes > size:
+            raise CompilationError(f"internal: `{op.name}` needs {nbytes} bytes of shared memory, the pass "
+                                   f"placed {size} (passes/smem_offsets.buffer_bytes)",
+                                   op.loc.file, op.loc.line, op.loc.col)
+        self.smem_base()
+        tok = f"__PSET{len(self.placed_tokens)}__"
+        self.placed_tokens[tok] = off
+        self.smem.placed = max(self.smem.placed, off + size)
+        # these bytes are this buffer's now: a finished ring that had them is no longer free for others
+        from .descriptors import free_regions
+        free = free_regions(self)
+        free[:] = [(t, n) for t, n in free
+                   if not (t in self.placed_tokens and self.placed_tokens[t] < off + size
+                           and off < self.placed_tokens[t] + n)]
         return tok
 
     def smem_access(self, lo: int, hi: int, write: bool) -> None:

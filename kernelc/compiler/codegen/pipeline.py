@@ -60,8 +60,9 @@ def lower_ring_alloc(lw: Lowering, op: Op) -> None:
     trans = choose_trans(L, eb, is_a)
     geom = operand_geometry(is_a, trans, mn, k, eb)
     stage_bytes = (geom.nbytes + 1023) // 1024 * 1024  # stages stay 1024-byte aligned
-    lw.rings[r.id] = Ring(lw.persistent(op.attrs["stages"] * stage_bytes), geom, trans, _dims(is_a, trans),
-                          stage_bytes)
+    nbytes = op.attrs["stages"] * stage_bytes
+    tok = lw.placed(op, nbytes) or lw.persistent(nbytes)
+    lw.rings[r.id] = Ring(tok, geom, trans, _dims(is_a, trans), stage_bytes)
 
 
 @rule("async_copy")
@@ -144,7 +145,7 @@ def lower_stage_operand(lw: Lowering, op: Op) -> None:
     mn, k = (rows, cols) if is_a else (cols, rows)
     trans = choose_trans(t.layout, elt.itemsize, is_a)
     geom = operand_geometry(is_a, trans, mn, k, elt.itemsize)
-    sm = geom.at(lw.persistent(geom.nbytes))
+    sm = geom.at(lw.placed(op, geom.nbytes) or lw.persistent(geom.nbytes))
     store_operand(lw, t, llty(elt), elt.itemsize, sm, *_dims(is_a, trans))
     lw.smem_operands[res.id] = (sm, trans, is_a)
 
@@ -197,7 +198,8 @@ def lower_tma_ring_alloc(lw: Lowering, op: Op) -> None:
     assert (got.rows, got.cols) == (want.rows, want.cols), "internal: TMA tile is not the operand"
     S = op.attrs["stages"]
     stage_bytes = (tm.box.nbytes + 1023) // 1024 * 1024  # 1024-byte aligned for the 128B swizzle
-    lw.rings[r.id] = TmaRing(reuse_or_allocate(lw, S * stage_bytes), tm, trans, S, stage_bytes)
+    tok = lw.placed(op, S * stage_bytes) or reuse_or_allocate(lw, S * stage_bytes)
+    lw.rings[r.id] = TmaRing(tok, tm, trans, S, stage_bytes)
 
 
 @rule("mbarrier_alloc")

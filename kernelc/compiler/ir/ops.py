@@ -113,7 +113,7 @@ for op in [
           optional_attrs=("host_arg",)),
     OpDef("descriptor_load", (2, -1), ("block_shape",), category="descriptor",
           doc="desc, offsets x n (i32) -> tile of block_shape; out-of-bounds elements read as the padding",
-          optional_attrs=("padding", "pipeline", "tma", "in_place")),
+          optional_attrs=("padding", "pipeline", "tma", "in_place", "smem_buffer")),
     OpDef("descriptor_store", (3, -1), ("block_shape",), pure=False, results=0, category="descriptor",
           doc="desc, value, offsets x n (i32); out-of-bounds elements are not written", optional_attrs=("tma",)),
     OpDef("descriptor_reduce", (3, -1), ("block_shape", "kind"), pure=False, results=0, category="descriptor",
@@ -130,7 +130,8 @@ for op in [
     OpDef("barrier", (0, 0), pure=False, results=0, category="sync"),
     # The cp.async ring of a pipelined loop as explicit ops (passes/cp_async_rings.py, docs/schedule-ir.md).
     OpDef("ring_alloc", (0, 0), ("stages", "operand"), pure=False, category="ring",
-          doc="a shared-memory ring of `stages` copies of the result's tile, laid out as dot operand 'a' or 'b'"),
+          doc="a shared-memory ring of `stages` copies of the result's tile, laid out as dot operand 'a' or 'b'; "
+              "smem_buffer: where passes/smem_offsets.py placed it", optional_attrs=("smem_buffer",)),
     OpDef("async_copy", (4, 5), ("vec", "masked"), pure=False, results=0, category="ring",
           doc="ring, stage (i32), ptr [, mask], guard (i1): cp.async the tile into the stage, `vec` elements "
               "per copy; masked-off or unguarded elements read as zero; source: the load it stands for "
@@ -143,7 +144,8 @@ for op in [
     OpDef("fence_async_shared", (0, 0), pure=False, results=0, category="ring",
           doc="order this thread's shared-memory writes before async-proxy reads (wgmma)"),
     OpDef("stage_operand", (1, 1), ("operand",), pure=False, category="ring",
-          doc="the tile stored once to shared memory, laid out as dot operand 'a' or 'b', read there in place"),
+          doc="the tile stored once to shared memory, laid out as dot operand 'a' or 'b', read there in place; "
+              "smem_buffer: where passes/smem_offsets.py placed it", optional_attrs=("smem_buffer",)),
     OpDef("ring_read", (2, 2), pure=False, category="ring",
           doc="ring, stage (i32) -> the stage's tile, read in place by a tensor-core dot; source: the load it "
               "stands for (file:line:col), where no copy in the loop names it (a warp-specialised loop); "
@@ -153,7 +155,8 @@ for op in [
     # ring's stages, one mbarrier per stage that the copies complete on, the phase parity as IR arithmetic.
     OpDef("tma_ring_alloc", (1, 1), ("stages", "operand", "transposed"), pure=False, category="ring",
           doc="desc -> a shared-memory ring of `stages` TMA boxes of the descriptor's block, read in place as "
-              "dot operand 'a' or 'b' (transposed: through a 2-D trans, the result's type)"),
+              "dot operand 'a' or 'b' (transposed: through a 2-D trans, the result's type); smem_buffer: where "
+              "passes/smem_offsets.py placed it", optional_attrs=("smem_buffer",)),
     OpDef("mbarrier_alloc", (0, 0), ("count",), pure=False, category="ring",
           doc="`count` mbarriers (8 bytes each) in shared memory; the i64 result names the group"),
     OpDef("mbarrier_at", (2, 2), category="ring",

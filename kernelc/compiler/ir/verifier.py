@@ -661,6 +661,19 @@ RULES: Dict[str, Callable[[Op], List[str]]] = {
     "histogram": _histogram,
 }
 
+def _smem(op: Op) -> List[str]:
+    """``smem_buffer={offset, bytes}`` (passes/smem_offsets.py): on a buffer op, 1024-byte aligned."""
+    at = op.attrs["smem_buffer"]
+    if op.name not in ("ring_alloc", "tma_ring_alloc", "stage_operand") and not (
+            op.name == "descriptor_load" and op.attrs.get("in_place")):
+        return ["smem_buffer is on the ops that hold a shared-memory buffer (ring_alloc, tma_ring_alloc, stage_operand, "
+                "an in_place descriptor_load)"]
+    off, n = (at.get("offset"), at.get("bytes")) if isinstance(at, dict) else (None, None)
+    if not (isinstance(off, int) and isinstance(n, int) and off >= 0 and n >= 1 and off % 1024 == 0):
+        return [f"smem_buffer must be {{offset=a multiple of 1024, bytes >= 1}}, got {at!r}"]
+    return []
+
+
 _SCHEDULE_ATTRS = frozenset({"pipeline", "ws", "wgmma", "wgmma_turns", "pin_wait", "in_place"})
 
 
@@ -707,7 +720,8 @@ def _verify_block(block: Block, defined: Set[int], errors: List[str], top=False)
             errors.append(f"{op.name} needs {d.regions} regions, has {len(op.regions)}\n{where}")
         if op.name in TERMINATORS and i != len(block.ops) - 1:
             errors.append(f"terminator {op.name} is not last in its block\n{where}")
-        for rule in (RULES.get(op.name), _schedule if _SCHEDULE_ATTRS & op.attrs.keys() else None):
+        for rule in (RULES.get(op.name), _schedule if _SCHEDULE_ATTRS & op.attrs.keys() else None,
+                     _smem if "smem_buffer" in op.attrs else None):
             if not rule:
                 continue
             try:

@@ -1,0 +1,179 @@
+"""``assign_smem_offsets``: shared-memory offsets of the kernel's buffers by live range.
+
+The ring passes write one buffer op per shared-memory buffer that outlives a single op: ``ring_alloc``
+(a cp.async ring), ``tma_ring_alloc`` (a TMA ring), ``stage_operand`` (a loop-invariant dot operand) and
+a ``descriptor_load`` whose tile the dots read ``in_place``. Without this pass the code generator gives
+each one bytes of its own for the whole kernel, so a kernel with loops that run one after the other
+holds all of their buffers at once: tutorial 06's ``_attn_bwd`` (four pipelined loops) asked for 263168
+bytes at ``HEAD_DIM`` 128 where the H100 allows 232448 (docs/triton-tutorials.md).
+
+This pass decides where each buffer lives and writes it on the op: ``smem_buffer={offset=O, bytes=B}``,
+``O`` from the start of the region the placed buffers share (1024-byte aligned, as wgmma's swizzle
+needs), ``B`` what the buffer takes (the code generator checks that its geometry fits). Two buffers
+share bytes only if their live ranges do not overlap. Live ranges are counted in ops of the kernel's
+top-level block: a buffer lives from the top-level op that holds its definition to the last top-level op
+that holds a reader (through the views a dot reads it by: ``ring_read``, ``trans``, and the other
+ops that are lowered where their result is read). A buffer made inside a loop therefore lives for
+the whole loop, so only buffers of loops that run one after the other share bytes.
+
+Before the top-level op that holds the first buffer reusing bytes another buffer used, the pass
+writes what makes the reuse safe (once for all the buffers that start there):
+
+- ``async_wait_all`` when a cp.async ring ended before it (a copy issued with a zero source size still
+  writes its zeros);
+- ``fence_async_shared`` on sm_90: earlier generic accesses come before the async proxy's (a TMA ring's
+  copies, wgmma reads of a later buffer); once per reuse point, it costs nothing measurable;
+- ``barrier``: every thread is done reading the old buffer (its wgmma reads were waited for by
+  ``place_wgmma_waits``, which runs before this pass).
+
+A warp-specialised kernel (``ws_producer``) is left alone: its producer warp runs beside the code after
+the split, so program order is not time order there. The pass runs when ``KERNELC_SMEM_REUSE`` is on.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from ...language.dtypes import scalar_of, shape_of
+from ..codegen.dot import MMA_SHAPES
+from ..ir.core import Block, Function, Op, Value
+from ..passes.layout_assign import REMATERIALIZABLE
+
+ALIGN = 1024  # wgmma's 128-byte swizzle repeats every 1024 bytes: every buffer starts on it
+BUFFER_OPS = ("ring_alloc", "tma_ring_alloc", "stage_operand", "descriptor_load")
+# ops whose result stands for the same shared memory (a view), or is lowered where its result is read
+_VIEWS = frozenset({"ring_read", "trans"}) | REMATERIALIZABLE
+
+
+_SYNC = ("async_wait_all", "fence_async_shared", "barrier")  # in the order they are written
+
+
+def _round(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def buffer_bytes(op: Op) -> int:
+    """Shared-memory bytes the code generator gives ``op``'s buffer (0: the op holds none)."""
+    if op.name == "descriptor_load" and not op.attrs.get("in_place"):
+        return 0
+    if op.name not in BUFFER_OPS:
+        return 0
+    ty = op.results[0].type
+    elt = scalar_of(ty)
+    n = elt.itemsize
+    for d in shape_of(ty):
+        n *= d
+    if op.name == "stage_operand":
+        return _round(n) if elt.name in MMA_SHAPES else 0  # other tiles stay in registers
+    if op.name in ("ring_alloc", "tma_ring_alloc"):
+        return op.attrs["stages"] * _round(n)  # every stage 1024-byte aligned
+    return _round(n)
+
+
+@dataclass
+class _Buffer:
+    op: Op
+    nbytes: int
+    start: int      # index in the top-level block of the op that holds the definition
+    end: int        # ... of the last op that holds a reader
+    offset: int = -1
+    shares: List["_Buffer"] = field(default_factory=list)  # earlier buffers whose bytes it takes
+
+
+def assign_smem_offsets(func: Function, ctx=None, enabled: Optional[bool] = None) -> Function:
+    if enabled is None:
+        from ...options import get
+        enabled = get("KERNELC_SMEM_REUSE")
+    if not enabled or any(op.name == "ws_producer" for op in func.walk()):
+        return func
+    top = func.body
+    index = {id(op): i for i, op in enumerate(top.ops)}
+    uses = _users(top)
+    bufs: List[_Buffer] = []
+    for op in func.walk():
+        n = buffer_bytes(op)
+        if n:
+            start = index[id(_top_level(op, top))]
+            bufs.append(_Buffer(op, n, start, _last_use(op.results[0], uses, top, index, start)))
+    if not bufs:
+        return func
+    placed: List[_Buffer] = []
+    for b in bufs:  # program order, first fit
+        busy = sorted((p.offset, p.offset + p.nbytes) for p in placed if p.start <= b.end and b.start <= p.end)
+        off = 0
+        for lo, hi in busy:
+            if off + b.nbytes <= lo:
+                break
+            off = max(off, _round(hi))
+        b.offset = off
+        b.shares = [p for p in placed if p.end < b.start and p.offset < off + b.nbytes and off < p.offset + p.nbytes]
+        placed.append(b)
+        b.op.attrs["smem_buffer"] = {"offset": off, "bytes": b.nbytes}
+    _synchronise(bufs, top, ctx)
+    return func
+
+
+def _synchronise(bufs: List[_Buffer], top: Block, ctx) -> None:
+    """The waits, fence and barrier before each top-level op where a buffer takes bytes another used."""
+    sm90 = ctx is None or tuple(ctx.capability) >= (9, 0)
+    synced = -1  # every top-level op before this index is ordered before the ones after it
+    points: List[int] = []
+    for b in bufs:
+        if b.start != synced and any(p.end >= synced for p in b.shares):
+            synced = b.start
+            points.append(b.start)
+    anchors = [top.ops[i] for i in points]
+    for i, at in zip(points, anchors):
+        want = set()
+        if any(b.op.name == "ring_alloc" and b.end < i for b in bufs):
+            want.add("async_wait_all")
+        if sm90:
+            want.add("fence_async_shared")
+        want.add("barrier")
+        # sync ops right before it (a staged operand's fence and barrier) join the sequence: one barrier
+        pos = top.ops.index(at)
+        while pos and top.ops[pos - 1].name in _SYNC and not top.ops[pos - 1].operands:
+            pos -= 1
+            want.add(top.ops.pop(pos).name)
+        for name in reversed(_SYNC):
+            if name in want:
+                op = Op(name, [], [], loc=at.loc)
+                op.block = top
+                top.ops.insert(pos, op)
+
+
+def _top_level(op: Op, top: Block) -> Op:
+    while op.block is not top:
+        op = op.block.parent
+    return op
+
+
+def _users(top: Block) -> Dict[int, List[Op]]:
+    out: Dict[int, List[Op]] = {}
+    for op in top.ops:
+        for o in op.walk():
+            for v in o.operands:
+                out.setdefault(v.id, []).append(o)
+    return out
+
+
+def _last_use(v: Value, uses, top: Block, index, start: int) -> int:
+    """The top-level index of the last op that reads ``v``'s shared memory, directly or through views;
+    the end of the kernel if a view of it flows into control flow (a yield, a loop's operands)."""
+    end = start
+    todo, seen = [v], set()
+    while todo:
+        x = todo.pop()
+        if x.id in seen:
+            continue
+        seen.add(x.id)
+        for u in uses.get(x.id, ()):
+            if u.regions or u.name in ("scf.yield", "scf.condition"):
+                return len(top.ops)
+            end = max(end, index[id(_top_level(u, top))])
+            if u.name in _VIEWS:
+                todo.extend(u.results)
+    # the wgmma waits right after it complete the dots' reads of the buffer (passes/wgmma_waits.py)
+    while end + 1 < len(top.ops) and top.ops[end + 1].name == "wgmma_wait":
+        end += 1
+    return end
