@@ -21,6 +21,7 @@ from .ir import print_function, verify
 from .passes.atomic_results import mark_unused_atomic_results, vectorize_atomics
 from .passes.axis_info import analyze
 from .passes.coalesce import coalesce
+from .passes.flatten_loops import flatten_loops
 from .passes.dot_acc import fold_dot_accumulate
 from .passes.fp8_dot import upcast_fp8_dots
 from .passes.hints import anchor_hints
@@ -185,6 +186,9 @@ FRONTEND_PASSES = (
     TilePass("lower_descriptors", lambda f, c: lower_descriptors(f, c.arch)),
 )
 TILE_PASSES = (
+    # tl.range(..., flatten=True): the tile loop and its K loop as one loop, so the ring runs across tiles
+    # (KERNELC_FLATTEN_LOOPS; passes/flatten_loops.py)
+    TilePass("flatten_loops", lambda f, c: flatten_loops(f, c.notes)),
     TilePass("simplify", lambda f, c: simplify(f)),
     # acc + dot(a, b) -> dot(a, b, acc), as Triton's combine pass: one accumulator tile, not two
     TilePass("fold_dot_accumulate", lambda f, c: fold_dot_accumulate(f)),

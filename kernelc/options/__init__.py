@@ -124,6 +124,9 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_WGMMA_PIN_WAITS", "bool", True,
          "keep a deferred wgmma wait where the IR puts it, past the work before it (ptxas would move it up)",
          compile=True, field="wgmma_pin_waits"),
+    Knob("KERNELC_FLATTEN_LOOPS", "bool", False,
+         "flatten a tile loop and its K loop into one loop where the kernel asks (tl.range(..., flatten=True)), so a "
+         "ring runs across tiles (opt-in until checked on a GPU)", compile=True, field="flatten_loops"),
     Knob("KERNELC_PIPELINE_LOADS", "bool", True, "register prefetch of plain loads in num_stages >= 2 loops",
          compile=True, field="pipeline_loads"),
     Knob("KERNELC_ASSEMBLER", "choice", "nvjitlink",
@@ -166,6 +169,7 @@ class CompileOptions:
     wgmma_defer_ring: bool = True
     wgmma_pin_waits: bool = True
     exp2_ftz: bool = True
+    flatten_loops: bool = False
     pipeline_loads: bool = True
     assembler: str = "nvjitlink"
     nvjitlink_launch_bound: bool = False

@@ -1,0 +1,238 @@
+"""``flatten_loops``: a loop over tiles that holds one loop over K, asked for with
+``tl.range(..., flatten=True)``, becomes one loop over (tile, k) pairs (docs/schedule-ir.md, "Flattened
+loops"). Opt-in (``KERNELC_FLATTEN_LOOPS``) until a GPU says it is right and faster.
+
+Why: a ring (``schedule_pipelines``) is built for the innermost loop. Nested, it fills and drains once
+per tile (a persistent matmul at K = 512 with BK = 64: a prologue every 8 steps). Flattened, the copies of
+tile t+1's first K steps are issued while tile t's last steps and its epilogue run.
+
+Before (``P``: the ops of the tile loop before the K loop, ``E``: those after it)::
+
+    %r = scf.for %lb, %ub, %st, %o0 {flatten=True}
+      ^body(%t, %o):
+        P(%t, %o)
+        %acc = scf.for %klb, %kub, %kst, %init
+          ^body(%k, %a):  B(%k, %a, P) ; scf.yield %a2
+        E(%t, %o, P, %acc) ; scf.yield %o2
+
+After (``n_t``/``n_k``: the trip counts, computed before the loop; the K loop's inits are
+loop-invariant)::
+
+    %r = scf.if (n_k > 0) {
+      %f, %_ = scf.for 0, n_t * n_k, 1, %o0, %init          # the K loop's attributes (num_stages, ...)
+        ^body(%i, %o, %a):
+          %t = lb + (i / n_k) * st ; %k = klb + (i % n_k) * kst
+          P(%t, %o)                                          # pure: recomputed on every step
+          B(%k, %a, P)
+          %o', %a' = scf.if (i % n_k == n_k - 1) { E(%t, %o, P, %a2) ; scf.yield %o2, %init }
+                                               else { scf.yield %o, %a2 }
+          scf.yield %o', %a'
+      scf.yield %f
+    } else {                                                 # no K steps: the tile loop without its K loop
+      scf.for %lb, %ub, %st, %o0 { P ; E(%acc := %init) }
+    }
+
+Every value the K loop's loads read is then a pure function of the flattened induction variable, so the
+ring passes re-evaluate it ``lookahead`` steps ahead across a tile boundary. Refused (a compile-log note,
+the loop left nested) unless: the tile loop's body is ``P``, one ``scf.for``, ``E`` with ``P`` free of
+side effects and regions; both steps are positive constants; the K loop's bounds and inits do not
+depend on the tile (defined before the tile loop, or constants).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+from ...language.dtypes import int1
+from ...options import get
+from ..ir.core import Block, Function, Op, Value, replace_all_uses
+from ..ir.ops import OPS
+
+FLATTEN = "flatten"
+
+
+def flatten_loops(fn: Function, notes: List[str], enabled: Optional[bool] = None) -> Function:
+    """Flatten every ``scf.for`` tagged ``flatten=True`` that can be (see the module docstring). The tag is
+    removed either way: it is a request, and a loop that is not flattened says why in ``notes``."""
+    if enabled is None:
+        enabled = get("KERNELC_FLATTEN_LOOPS")
+    for op in [o for o in fn.walk() if o.name == "scf.for" and o.attrs.get(FLATTEN)]:
+        del op.attrs[FLATTEN]
+        if not enabled:
+            continue
+        why = _why_not(op)
+        if why is not None:
+            notes.append(f"loop at {op.loc} not flattened: {why}")
+            continue
+        _flatten(op)
+    return fn
+
+
+def _const(v: Value) -> Optional[int]:
+    d = v.op
+    return d.attrs["value"] if d is not None and d.name == "constant" and isinstance(d.attrs["value"], int) \
+        and not isinstance(d.attrs["value"], bool) else None
+
+
+def _split(outer: Op):
+    body = outer.regions[0]
+    loops = [i for i, o in enumerate(body.ops) if o.regions]
+    if len(loops) != 1 or body.ops[loops[0]].name != "scf.for":
+        return None
+    at = loops[0]
+    return body.ops[:at], body.ops[at], body.ops[at + 1:-1]
+
+
+def _why_not(outer: Op) -> Optional[str]:
+    parts = _split(outer)
+    if parts is None:
+        return "its body must hold exactly one loop (an scf.for) and no other control flow"
+    pre, inner, _ = parts
+    for o in pre:
+        if not OPS[o.name].pure:
+            return f"`{o.name}` before the inner loop has side effects (it would run on every step)"
+    body_vals = {r.id for o in pre for r in o.results} | {a.id for a in outer.regions[0].args}
+    for name, v in (("step", outer.operands[2]), ("inner step", inner.operands[2])):
+        c = _const(v)
+        if c is None or c <= 0:
+            return f"its {name} must be a positive constant"
+    for name, v in (("inner lower bound", inner.operands[0]), ("inner upper bound", inner.operands[1])) + tuple(
+            (f"inner loop's initial value {i}", x) for i, x in enumerate(inner.operands[3:])):
+        if v.id in body_vals and _const(v) is None:
+            return f"the {name} depends on the outer iteration"
+    return None
+
+
+class _Builder:
+    def __init__(self, loc):
+        self.ops: List[Op] = []
+        self.loc = loc
+
+    def op(self, name, operands, ty, attrs=None) -> Value:
+        o = Op(name, operands, [ty], attrs or {}, loc=self.loc)
+        self.ops.append(o)
+        return o.results[0]
+
+    def const(self, value, ty) -> Value:
+        return self.op("constant", [], ty, {"value": value})
+
+
+def _clone(op: Op, env: Dict[int, Value]) -> Op:
+    """A deep copy of ``op`` reading ``env``'s values (value id -> value; others are kept); the copy's
+    results (and its regions' arguments) are entered in ``env``."""
+    regions = []
+    for r in op.regions:
+        nb = Block([a.type for a in r.args], [a.name for a in r.args])
+        for a, na in zip(r.args, nb.args):
+            env[a.id] = na
+        for o in r.ops:
+            nb.append(_clone(o, env))
+        regions.append(nb)
+    new = Op(op.name, [env.get(v.id, v) for v in op.operands], [r.type for r in op.results], dict(op.attrs),
+             regions=regions, loc=op.loc)
+    for r, nr in zip(op.results, new.results):
+        env[r.id] = nr
+    return new
+
+
+def _trip_count(b: _Builder, lb: Value, ub: Value, step: int) -> Value:
+    """max(0, ceil((ub - lb) / step)) for a positive step."""
+    ty = lb.type
+    n = b.op("sub", [ub, lb], ty)
+    if step != 1:
+        n = b.op("sdiv", [b.op("add", [n, b.const(step - 1, ty)], ty), b.const(step, ty)], ty)
+    return b.op("smax", [n, b.const(0, ty)], ty)
+
+
+def _flatten(outer: Op) -> None:
+    pre, inner, post = _split(outer)
+    obody, ibody = outer.regions[0], inner.regions[0]
+    olb, oub, ostep = outer.operands[:3]
+    ilb, iub, istep = inner.operands[:3]
+    oinit, iinit = outer.operands[3:], inner.operands[3:]
+    ty, ity = olb.type, ilb.type
+    b = _Builder(outer.loc)
+    # constants of the tile loop's body that the K loop's bounds or inits read are made before it
+    hoist: Dict[int, Value] = {}
+    for v in list(inner.operands[:3]) + list(iinit):
+        if v.op is not None and v.op in pre and v.id not in hoist:
+            hoist[v.id] = b.op("constant", [], v.type, dict(v.op.attrs))
+    ilb, iub, istep = (hoist.get(v.id, v) for v in (ilb, iub, istep))
+    iinit = [hoist.get(v.id, v) for v in iinit]
+    n_t = _trip_count(b, olb, oub, _const(ostep))
+    n_k = _trip_count(b, ilb, iub, _const(istep))
+    if ity != ty:
+        n_k_t = b.op("cast", [n_k], ty)
+    else:
+        n_k_t = n_k
+    total = b.op("mul", [n_t, n_k_t], ty)
+    has_k = b.op("cmpi", [n_k_t, b.const(0, ty)], int1, {"pred": "sgt"})
+
+    # the flattened loop
+    nblk = Block([ty] + [a.type for a in obody.args[1:]] + [a.type for a in ibody.args[1:]])
+    it, o_c, i_c = nblk.args[0], nblk.args[1:1 + len(oinit)], nblk.args[1 + len(oinit):]
+    h = _Builder(outer.loc)
+    tile = h.op("sdiv", [it, n_k_t], ty)
+    ki = h.op("sub", [it, h.op("mul", [tile, n_k_t], ty)], ty)
+    t_iv = h.op("add", [olb, h.op("mul", [tile, ostep], ty)], ty)
+    ki_i = ki if ity == ty else h.op("cast", [ki], ity)
+    k_iv = h.op("add", [ilb, h.op("mul", [ki_i, istep], ity)], ity)
+    env: Dict[int, Value] = {obody.args[0].id: t_iv, ibody.args[0].id: k_iv}
+    env.update({a.id: v for a, v in zip(obody.args[1:], o_c)})
+    env.update({a.id: v for a, v in zip(ibody.args[1:], i_c)})
+    for o in h.ops:
+        nblk.append(o)
+    for o in pre + ibody.ops[:-1]:
+        nblk.append(_clone(o, env))
+    k_next = [env.get(v.id, v) for v in ibody.ops[-1].operands]
+    last = _Builder(outer.loc)
+    is_last = last.op("cmpi", [ki, last.op("sub", [n_k_t, last.const(1, ty)], ty)], int1, {"pred": "eq"})
+    for o in last.ops:
+        nblk.append(o)
+    then, other = Block(), Block()
+    tenv = dict(env)
+    tenv.update({r.id: v for r, v in zip(inner.results, k_next)})
+    for o in post:
+        then.append(_clone(o, tenv))
+    then.append(Op("scf.yield", [tenv.get(v.id, v) for v in obody.ops[-1].operands] + list(iinit), [],
+                   loc=obody.ops[-1].loc))
+    other.append(Op("scf.yield", list(o_c) + k_next, [], loc=obody.ops[-1].loc))
+    br = Op("scf.if", [is_last], [v.type for v in o_c] + [v.type for v in i_c], regions=[then, other],
+            loc=outer.loc)
+    nblk.append(br)
+    nblk.append(Op("scf.yield", list(br.results), [], loc=ibody.ops[-1].loc))
+    attrs = {k: v for k, v in inner.attrs.items() if k in ("num_stages", "unroll")}
+    if "warp_specialize" in outer.attrs:
+        attrs["warp_specialize"] = outer.attrs["warp_specialize"]
+    zero, one = b.const(0, ty), b.const(1, ty)
+    flat = Op("scf.for", [zero, total, one] + list(oinit) + list(iinit), [v.type for v in nblk.args[1:]], attrs,
+              regions=[nblk], loc=inner.loc)
+    yes = Block()
+    yes.append(flat)
+    yes.append(Op("scf.yield", flat.results[:len(oinit)], [], loc=outer.loc))
+
+    # no K steps: every tile still runs P and E, with the K loop's results equal to its inits
+    nenv: Dict[int, Value] = {}
+    eblk = Block([a.type for a in obody.args], [a.name for a in obody.args])
+    nenv.update({a.id: na for a, na in zip(obody.args, eblk.args)})
+    for o in pre:
+        eblk.append(_clone(o, nenv))
+    nenv.update({r.id: nenv.get(v.id, v) for r, v in zip(inner.results, inner.operands[3:])})
+    for o in post + [obody.ops[-1]]:
+        eblk.append(_clone(o, nenv))
+    plain = Op("scf.for", list(outer.operands), [r.type for r in outer.results],
+               {k: v for k, v in outer.attrs.items() if k != FLATTEN}, regions=[eblk], loc=outer.loc)
+    no = Block()
+    no.append(plain)
+    no.append(Op("scf.yield", list(plain.results), [], loc=outer.loc))
+    guard = Op("scf.if", [has_k], [r.type for r in outer.results], regions=[yes, no], loc=outer.loc)
+    blk = outer.block
+    at = blk.ops.index(outer)
+    blk.ops[at:at + 1] = b.ops + [guard]
+    for o in b.ops + [guard]:
+        o.block = blk
+    # the tile loop's results are now the guard's
+    root = blk
+    while root.parent is not None:
+        root = root.parent.block
+    for old, new in zip(outer.results, guard.results):
+        replace_all_uses(root, old, new)
