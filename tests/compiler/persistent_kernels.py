@@ -42,13 +42,14 @@ def persistent_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bn, stride_cm
     for t in kl.range(pid, n_m * n_n, PROGRAMS, flatten=FLAT):
         rows = (t % n_m) * BM + kl.arange(0, BM)
         cols = (t // n_m) * BN + kl.arange(0, BN)
+        # rows and columns past the edge read row 0 (their results are not stored): only K is masked
+        ra = kl.where(rows < M, rows, 0)
+        cb = kl.where(cols < N, cols, 0)
         acc = kl.zeros((BM, BN), dtype=kl.float32)
         for k in range(k_steps):
             ks = k * BK + kk
-            a = kl.load(a_ptr + rows[:, None] * stride_am + ks[None, :],
-                        mask=(rows[:, None] < M) & (ks[None, :] < K), other=0.0)
-            b = kl.load(b_ptr + cols[None, :] * stride_bn + ks[:, None],
-                        mask=(cols[None, :] < N) & (ks[:, None] < K), other=0.0)
+            a = kl.load(a_ptr + ra[:, None] * stride_am + ks[None, :], mask=ks[None, :] < K, other=0.0)
+            b = kl.load(b_ptr + cb[None, :] * stride_bn + ks[:, None], mask=ks[:, None] < K, other=0.0)
             acc = kl.dot(a, b, acc)
         kl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :], acc.to(kl.float16),
                  mask=(rows[:, None] < M) & (cols[None, :] < N))

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-from ...language.dtypes import int1
+from ...language.dtypes import int1, shape_of
 from ...options import get
 from ..ir.core import Block, Function, Op, Value, replace_all_uses
 from ..ir.ops import OPS
@@ -134,6 +134,26 @@ def _clone(op: Op, env: Dict[int, Value]) -> Op:
     return new
 
 
+def _zero_started_accumulators(inner: Op) -> Dict[int, int]:
+    """{carried index: id(dot)} of the K loop's accumulators that start at zero and that only their dot reads
+    (as its accumulator, which the loop yields): flattened, such a dot takes ``use_acc`` instead of a reset."""
+    body = inner.regions[0]
+    yld = body.ops[-1]
+    out = {}
+    for j, (init, arg) in enumerate(zip(inner.operands[3:], body.args[1:])):
+        d = init.op
+        if d is None or d.name != "constant" or d.attrs["value"] != 0 or not shape_of(init.type):
+            continue
+        readers = [(t, i) for o in body.ops for t in o.walk() for i, v in enumerate(t.operands) if v is arg]
+        if len(readers) != 1:
+            continue
+        dot, i = readers[0]
+        if dot.name == "dot" and i == 2 and len(dot.operands) == 3 and dot.block is body and \
+                yld.operands[j] is dot.results[0]:
+            out[j] = id(dot)
+    return out
+
+
 def _trip_count(b: _Builder, lb: Value, ub: Value, step: int) -> Value:
     """max(0, ceil((ub - lb) / step)) for a positive step."""
     ty = lb.type
@@ -181,9 +201,21 @@ def _flatten(outer: Op) -> None:
     env.update({a.id: v for a, v in zip(ibody.args[1:], i_c)})
     for o in h.ops:
         nblk.append(o)
+    direct = _zero_started_accumulators(inner)
+    first = None
     for o in pre + ibody.ops[:-1]:
-        nblk.append(_clone(o, env))
+        c = _clone(o, env)
+        nblk.append(c)
+        if id(o) in direct.values():
+            # the tile's first K step ignores the carried accumulator (wgmma's scale-d): the dot's result is
+            # carried straight on, nothing reads it outside the dot before the tile's last step
+            if first is None:
+                first = Op("cmpi", [ki, b.const(0, ty)], [int1], {"pred": "ne"}, loc=outer.loc)
+                nblk.ops.insert(len(nblk.ops) - 1, first)
+                first.block = nblk
+            c.operands.append(first.results[0])
     k_next = [env.get(v.id, v) for v in ibody.ops[-1].operands]
+    reset = [j for j in range(len(i_c)) if j not in direct]
     last = _Builder(outer.loc)
     is_last = last.op("cmpi", [ki, last.op("sub", [n_k_t, last.const(1, ty)], ty)], int1, {"pred": "eq"})
     for o in last.ops:
@@ -193,13 +225,16 @@ def _flatten(outer: Op) -> None:
     tenv.update({r.id: v for r, v in zip(inner.results, k_next)})
     for o in post:
         then.append(_clone(o, tenv))
-    then.append(Op("scf.yield", [tenv.get(v.id, v) for v in obody.ops[-1].operands] + list(iinit), [],
+    then.append(Op("scf.yield", [tenv.get(v.id, v) for v in obody.ops[-1].operands] + [iinit[j] for j in reset], [],
                    loc=obody.ops[-1].loc))
-    other.append(Op("scf.yield", list(o_c) + k_next, [], loc=obody.ops[-1].loc))
-    br = Op("scf.if", [is_last], [v.type for v in o_c] + [v.type for v in i_c], regions=[then, other],
+    other.append(Op("scf.yield", list(o_c) + [k_next[j] for j in reset], [], loc=obody.ops[-1].loc))
+    br = Op("scf.if", [is_last], [v.type for v in o_c] + [i_c[j].type for j in reset], regions=[then, other],
             loc=outer.loc)
     nblk.append(br)
-    nblk.append(Op("scf.yield", list(br.results), [], loc=ibody.ops[-1].loc))
+    nxt = list(br.results[:len(o_c)])
+    kept = iter(br.results[len(o_c):])
+    nxt += [k_next[j] if j in direct else next(kept) for j in range(len(i_c))]
+    nblk.append(Op("scf.yield", nxt, [], loc=ibody.ops[-1].loc))
     attrs = {k: v for k, v in inner.attrs.items() if k in ("num_stages", "unroll")}
     if "warp_specialize" in outer.attrs:
         attrs["warp_specialize"] = outer.attrs["warp_specialize"]

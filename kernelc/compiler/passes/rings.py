@@ -263,6 +263,14 @@ class RingExpander:
         if after_dots:
             last = max(i for i, o in enumerate(kept) if o.name == "dot" and o.attrs.get("wgmma") == "async")
             kept[last + 1:last + 1] = refill
+        if tail:
+            # a branch after the dots (a flattened loop's epilogue, passes/flatten_loops.py) runs with the next
+            # copies already in flight: they go before it
+            last = max((i for i, o in enumerate(kept) if o.name == "dot"), default=-1)
+            at = next((i for i, o in enumerate(kept) if i > last and o.name == "scf.if"), None)
+            if at is not None:
+                kept[at:at] = tail
+                tail = []
         body.ops = []
         for o in head + kept + tail + [yld]:
             body.append(o)
