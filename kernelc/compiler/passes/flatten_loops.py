@@ -97,7 +97,7 @@ def _why_not(outer: Op) -> Optional[str]:
             return f"its {name} must be a positive constant"
     for name, v in (("inner lower bound", inner.operands[0]), ("inner upper bound", inner.operands[1])) + tuple(
             (f"inner loop's initial value {i}", x) for i, x in enumerate(inner.operands[3:])):
-        if v.id in body_vals and _const(v) is None:
+        if v.id in body_vals and (v.op is None or v.op.name != "constant"):
             return f"the {name} depends on the outer iteration"
     return None
 
