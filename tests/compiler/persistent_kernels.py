@@ -8,8 +8,9 @@ import kernelc.language as kl
 
 @kernelc.jit
 def persistent_desc(a_ptr, b_ptr, c_ptr, M, N, K, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr,
-                    PROGRAMS: kl.constexpr, FLAT: kl.constexpr):
-    """C = A @ B.T with A (M, K), B (N, K), C (M, N) row-major, through device-made descriptors (TMA)."""
+                    PROGRAMS: kl.constexpr, FLAT: kl.constexpr, WS: kl.constexpr = None):
+    """C = A @ B.T with A (M, K), B (N, K), C (M, N) row-major, through device-made descriptors (TMA); ``WS``
+    is the tile loop's ``warp_specialize``."""
     pid = kl.program_id(0)
     n_m = kl.cdiv(M, BM)
     n_n = kl.cdiv(N, BN)
@@ -18,7 +19,7 @@ def persistent_desc(a_ptr, b_ptr, c_ptr, M, N, K, BM: kl.constexpr, BN: kl.const
     b_d = kl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BN, BK])
     c_d = kl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
     done = pid - PROGRAMS  # a counter the epilogue advances (carried by the tile loop)
-    for t in kl.range(pid, n_m * n_n, PROGRAMS, flatten=FLAT):
+    for t in kl.range(pid, n_m * n_n, PROGRAMS, flatten=FLAT, warp_specialize=WS):
         row = (t % n_m) * BM
         col = (t // n_m) * BN
         acc = kl.zeros((BM, BN), dtype=kl.float32)

@@ -45,37 +45,51 @@ def test_a_tile_loop_and_its_k_loop_become_one_loop(on):
         CHECK: = scf.for {{%\\d+}}, %K, {{%\\d+}}, {{%\\d+}} : <16x16xfp32>
     """)
     filecheck(ir["flatten_loops"], """
-        CHECK: [[ACC0:%\\d+]] = constant {value=0.0} : <16x16xfp32>
+        CHECK: [[D0:%\\d+]] = constant {value=0} : i32
+        CHECK-NEXT: [[KLB:%\\d+]] = constant {value=0} : i32
+        CHECK-NEXT: [[KST:%\\d+]] = constant {value=1} : i32
+        CHECK-NEXT: [[ACC0:%\\d+]] = constant {value=0.0} : <16x16xfp32>
         CHECK: [[NT:%\\d+]] = smax {{%\\d+}}, {{%\\d+}} : i32
-        CHECK: [[NK:%\\d+]] = smax {{%\\d+}}, {{%\\d+}} : i32
-        CHECK-NEXT: [[TOTAL:%\\d+]] = mul [[NT]], [[NK]] : i32
-        CHECK: [[HASK:%\\d+]] = cmpi [[NK]], {{%\\d+}} {pred='sgt'} : i1
-        CHECK: [[Z:%\\d+]] = constant {value=0} : i32
-        CHECK: [[R:%\\d+]] = scf.if [[HASK]] : i32
-        CHECK-NEXT: ^then():
-        CHECK-NEXT: {{%\\d+}}, {{%\\d+}} = scf.for {{%\\d+}}, [[TOTAL]], {{%\\d+}}, {{%\\d+}}, [[ACC0]] : i32, <16x16xfp32>
+        CHECK-NEXT: [[K0:%\\d+]] = sub %K, [[KLB]] : i32
+        CHECK: [[NK:%\\d+]] = smax [[K0]], {{%\\d+}} : i32
+        CHECK-NEXT: [[Z:%\\d+]] = constant {value=0} : i32
+        CHECK-NEXT: [[HASK:%\\d+]] = cmpi [[NK]], [[Z]] {pred='sgt'} : i1
+        CHECK-NEXT: [[PROD:%\\d+]] = mul [[NT]], [[NK]] : i32
+        CHECK-NEXT: [[TOTAL:%\\d+]] = select [[HASK]], [[PROD]], [[Z]] : i32
+        CHECK: [[NK1:%\\d+]] = smax [[NK]], {{%\\d+}} : i32
+        CHECK: [[F:%\\d+]], {{%\\d+}} = scf.for [[Z]], [[TOTAL]], {{%\\d+}}, [[D0]], [[ACC0]] : i32, <16x16xfp32>
         CHECK-NEXT: ^body([[I:%\\d+]]: i32, [[DONE:%\\d+]]: i32, [[ACC:%\\d+]]: <16x16xfp32>):
-        CHECK-NEXT: [[TILE:%\\d+]] = sdiv [[I]], [[NK]] : i32
-        CHECK-NEXT: [[TK:%\\d+]] = mul [[TILE]], [[NK]] : i32
+        CHECK-NEXT: [[TILE:%\\d+]] = sdiv [[I]], [[NK1]] : i32
+        CHECK-NEXT: [[TK:%\\d+]] = mul [[TILE]], [[NK1]] : i32
         CHECK-NEXT: [[KI:%\\d+]] = sub [[I]], [[TK]] : i32
-        CHECK-NEXT: [[TS:%\\d+]] = mul [[TILE]], {{%\\d+}} : i32
+        CHECK-NEXT: [[TS:%\\d+]] = mul [[TILE]], %2 : i32
         CHECK-NEXT: [[T:%\\d+]] = add %1, [[TS]] : i32
+        CHECK-NEXT: [[KS:%\\d+]] = mul [[KI]], [[KST]] : i32
+        CHECK-NEXT: [[KIV:%\\d+]] = add [[KLB]], [[KS]] : i32
+        CHECK: = mul [[T]], %K : i32
+        CHECK-NEXT: = add {{%\\d+}}, [[KIV]] : i32
         CHECK: [[FIRST:%\\d+]] = cmpi [[KI]], [[Z]] {pred='ne'} : i1
         CHECK-NEXT: [[D:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, [[ACC]], [[FIRST]]
-        CHECK: [[LAST:%\\d+]] = cmpi [[KI]], {{%\\d+}} {pred='eq'} : i1
+        CHECK: = sub [[NK1]], {{%\\d+}} : i32
+        CHECK-NEXT: [[LAST:%\\d+]] = cmpi [[KI]], {{%\\d+}} {pred='eq'} : i1
         CHECK-NEXT: [[DN:%\\d+]] = scf.if [[LAST]] : i32
         CHECK-NEXT: ^then():
-        CHECK: store {{.*}}
+        CHECK: = add [[DONE]], {{%\\d+}} : i32
+        CHECK: = fadd [[D]], {{%\\d+}} : <16x16xfp32>
+        CHECK-NEXT: store {{.*}}
         CHECK-NEXT: scf.yield {{%\\d+}}
         CHECK-NEXT: ^else():
         CHECK-NEXT: scf.yield [[DONE]]
         CHECK-NEXT: scf.yield [[DN]], [[D]]
-        CHECK-NEXT: scf.yield {{%\\d+}}
-        CHECK-NEXT: ^else():
-        CHECK-NEXT: = scf.for %1, %T, {{%\\d+}}, {{%\\d+}} : i32
+        CHECK-NEXT: [[NOK:%\\d+]] = cmpi [[NK]], [[Z]] {pred='sle'} : i1
+        CHECK-NEXT: [[R:%\\d+]] = scf.if [[NOK]] : i32
+        CHECK-NEXT: ^then():
+        CHECK-NEXT: = scf.for %1, %T, %2, [[F]] : i32
         CHECK-NOT: dot
         CHECK: store
-        CHECK: return
+        CHECK: ^else():
+        CHECK-NEXT: scf.yield [[F]]
+        CHECK-NEXT: return
     """)
     assert "flatten=" not in ir["flatten_loops"]
     verify(fn)

@@ -18,19 +18,17 @@ Before (``P``: the ops of the tile loop before the K loop, ``E``: those after it
 After (``n_t``/``n_k``: the trip counts, computed before the loop; the K loop's inits are
 loop-invariant)::
 
-    %r = scf.if (n_k > 0) {
-      %f, %_ = scf.for 0, n_t * n_k, 1, %o0, %init          # the K loop's attributes (num_stages, ...)
-        ^body(%i, %o, %a):
-          %t = lb + (i / n_k) * st ; %k = klb + (i % n_k) * kst
-          P(%t, %o)                                          # pure: recomputed on every step
-          B(%k, %a, P)
-          %o', %a' = scf.if (i % n_k == n_k - 1) { E(%t, %o, P, %a2) ; scf.yield %o2, %init }
-                                               else { scf.yield %o, %a2 }
-          scf.yield %o', %a'
-      scf.yield %f
-    } else {                                                 # no K steps: the tile loop without its K loop
-      scf.for %lb, %ub, %st, %o0 { P ; E(%acc := %init) }
-    }
+    %f, %_ = scf.for 0, (n_k > 0 ? n_t * n_k : 0), 1, %o0, %init   # the K loop's num_stages/unroll, the
+      ^body(%i, %o, %a):                                          # tile loop's warp_specialize
+        %t = lb + (i / n_k) * st ; %k = klb + (i % n_k) * kst
+        P(%t, %o)                                                 # pure: recomputed on every step
+        B(%k, %a, P)                      # a zero-started accumulator's dot: dot(.., %a, use_acc=(i % n_k != 0))
+        %o', %a' = scf.if (i % n_k == n_k - 1) { E(%t, %o, P, %a2) ; scf.yield %o2, %init }
+                                             else { scf.yield %o, %a2 }     # (%a' only for other carried values)
+        scf.yield %o', %a'
+    %r = scf.if (n_k <= 0) {                                       # no K step: the tile loop without its K loop
+      scf.for %lb, %ub, %st, %f { P ; E(%acc := %init) }
+    } else { scf.yield %f }
 
 Every value the K loop's loads read is then a pure function of the flattened induction variable, so the
 ring passes re-evaluate it ``lookahead`` steps ahead across a tile boundary. Refused (a compile-log note,
@@ -180,19 +178,20 @@ def _flatten(outer: Op) -> None:
     iinit = [hoist.get(v.id, v) for v in iinit]
     n_t = _trip_count(b, olb, oub, _const(ostep))
     n_k = _trip_count(b, ilb, iub, _const(istep))
-    if ity != ty:
-        n_k_t = b.op("cast", [n_k], ty)
-    else:
-        n_k_t = n_k
-    total = b.op("mul", [n_t, n_k_t], ty)
-    has_k = b.op("cmpi", [n_k_t, b.const(0, ty)], int1, {"pred": "sgt"})
+    n_k = n_k if ity == ty else b.op("cast", [n_k], ty)
+    zero = b.const(0, ty)
+    has_k = b.op("cmpi", [n_k, zero], int1, {"pred": "sgt"})
+    # no K step: no flattened step either (the tile loop below runs instead); the divisor is never 0, also
+    # where the ring passes evaluate a step past the end
+    total = b.op("select", [has_k, b.op("mul", [n_t, n_k], ty), zero], ty)
+    n_k1 = b.op("smax", [n_k, b.const(1, ty)], ty)
 
     # the flattened loop
     nblk = Block([ty] + [a.type for a in obody.args[1:]] + [a.type for a in ibody.args[1:]])
     it, o_c, i_c = nblk.args[0], nblk.args[1:1 + len(oinit)], nblk.args[1 + len(oinit):]
     h = _Builder(outer.loc)
-    tile = h.op("sdiv", [it, n_k_t], ty)
-    ki = h.op("sub", [it, h.op("mul", [tile, n_k_t], ty)], ty)
+    tile = h.op("sdiv", [it, n_k1], ty)
+    ki = h.op("sub", [it, h.op("mul", [tile, n_k1], ty)], ty)
     t_iv = h.op("add", [olb, h.op("mul", [tile, ostep], ty)], ty)
     ki_i = ki if ity == ty else h.op("cast", [ki], ity)
     k_iv = h.op("add", [ilb, h.op("mul", [ki_i, istep], ity)], ity)
@@ -210,14 +209,14 @@ def _flatten(outer: Op) -> None:
             # the tile's first K step ignores the carried accumulator (wgmma's scale-d): the dot's result is
             # carried straight on, nothing reads it outside the dot before the tile's last step
             if first is None:
-                first = Op("cmpi", [ki, b.const(0, ty)], [int1], {"pred": "ne"}, loc=outer.loc)
+                first = Op("cmpi", [ki, zero], [int1], {"pred": "ne"}, loc=outer.loc)
                 nblk.ops.insert(len(nblk.ops) - 1, first)
                 first.block = nblk
             c.operands.append(first.results[0])
     k_next = [env.get(v.id, v) for v in ibody.ops[-1].operands]
     reset = [j for j in range(len(i_c)) if j not in direct]
     last = _Builder(outer.loc)
-    is_last = last.op("cmpi", [ki, last.op("sub", [n_k_t, last.const(1, ty)], ty)], int1, {"pred": "eq"})
+    is_last = last.op("cmpi", [ki, last.op("sub", [n_k1, last.const(1, ty)], ty)], int1, {"pred": "eq"})
     for o in last.ops:
         nblk.append(o)
     then, other = Block(), Block()
@@ -238,14 +237,11 @@ def _flatten(outer: Op) -> None:
     attrs = {k: v for k, v in inner.attrs.items() if k in ("num_stages", "unroll")}
     if "warp_specialize" in outer.attrs:
         attrs["warp_specialize"] = outer.attrs["warp_specialize"]
-    zero, one = b.const(0, ty), b.const(1, ty)
-    flat = Op("scf.for", [zero, total, one] + list(oinit) + list(iinit), [v.type for v in nblk.args[1:]], attrs,
-              regions=[nblk], loc=inner.loc)
-    yes = Block()
-    yes.append(flat)
-    yes.append(Op("scf.yield", flat.results[:len(oinit)], [], loc=outer.loc))
+    flat = Op("scf.for", [zero, total, b.const(1, ty)] + list(oinit) + list(iinit), [v.type for v in nblk.args[1:]],
+              attrs, regions=[nblk], loc=inner.loc)
 
-    # no K steps: every tile still runs P and E, with the K loop's results equal to its inits
+    # no K step: every tile still runs P and E, with the K loop's results equal to its inits (the flattened
+    # loop ran no step, so its results are the tile loop's inits)
     nenv: Dict[int, Value] = {}
     eblk = Block([a.type for a in obody.args], [a.name for a in obody.args])
     nenv.update({a.id: na for a, na in zip(obody.args, eblk.args)})
@@ -254,20 +250,25 @@ def _flatten(outer: Op) -> None:
     nenv.update({r.id: nenv.get(v.id, v) for r, v in zip(inner.results, inner.operands[3:])})
     for o in post + [obody.ops[-1]]:
         eblk.append(_clone(o, nenv))
-    plain = Op("scf.for", list(outer.operands), [r.type for r in outer.results],
-               {k: v for k, v in outer.attrs.items() if k != FLATTEN}, regions=[eblk], loc=outer.loc)
-    no = Block()
-    no.append(plain)
-    no.append(Op("scf.yield", list(plain.results), [], loc=outer.loc))
-    guard = Op("scf.if", [has_k], [r.type for r in outer.results], regions=[yes, no], loc=outer.loc)
+    flat_out = flat.results[:len(oinit)]
+    plain = Op("scf.for", [olb, oub, ostep] + list(flat_out), [r.type for r in outer.results],
+               {k: v for k, v in outer.attrs.items() if k not in (FLATTEN, "warp_specialize")}, regions=[eblk],
+               loc=outer.loc)
+    no_k = Op("cmpi", [n_k, zero], [int1], {"pred": "sle"}, loc=outer.loc)
+    yes, no = Block(), Block()
+    yes.append(plain)
+    yes.append(Op("scf.yield", list(plain.results), [], loc=outer.loc))
+    no.append(Op("scf.yield", list(flat_out), [], loc=outer.loc))
+    guard = Op("scf.if", [no_k.results[0]], [r.type for r in outer.results], regions=[yes, no], loc=outer.loc)
     blk = outer.block
     at = blk.ops.index(outer)
-    blk.ops[at:at + 1] = b.ops + [guard]
-    for o in b.ops + [guard]:
+    new = b.ops + [flat, no_k, guard]
+    blk.ops[at:at + 1] = new
+    for o in new:
         o.block = blk
     # the tile loop's results are now the guard's
     root = blk
     while root.parent is not None:
         root = root.parent.block
-    for old, new in zip(outer.results, guard.results):
-        replace_all_uses(root, old, new)
+    for old, nv in zip(outer.results, guard.results):
+        replace_all_uses(root, old, nv)
