@@ -40,17 +40,16 @@ TK_SIG = {"a_ptr": "*fp16", "c_ptr": "*fp32", "T": "i32", "K": "i32"}
 
 def test_a_tile_loop_and_its_k_loop_become_one_loop(on):
     ir, fn, _ = _passes(tiles_k, TK_SIG, dict(BM=16, ACC0=0.0, FLAT=True), upto="flatten_loops")
-    filecheck(ir["lower_descriptors"], """
+    filecheck(ir["fold_dot_accumulate"], """
         CHECK: scf.for %1, %T, {{%\\d+}}, {{%\\d+}} {flatten=True} : i32
         CHECK: = scf.for {{%\\d+}}, %K, {{%\\d+}}, {{%\\d+}} : <16x16xfp32>
     """)
     filecheck(ir["flatten_loops"], """
         CHECK: [[D0:%\\d+]] = constant {value=0} : i32
-        CHECK-NEXT: [[KLB:%\\d+]] = constant {value=0} : i32
         CHECK-NEXT: [[KST:%\\d+]] = constant {value=1} : i32
         CHECK-NEXT: [[ACC0:%\\d+]] = constant {value=0.0} : <16x16xfp32>
         CHECK: [[NT:%\\d+]] = smax {{%\\d+}}, {{%\\d+}} : i32
-        CHECK-NEXT: [[K0:%\\d+]] = sub %K, [[KLB]] : i32
+        CHECK-NEXT: [[K0:%\\d+]] = sub %K, [[D0]] : i32
         CHECK: [[NK:%\\d+]] = smax [[K0]], {{%\\d+}} : i32
         CHECK-NEXT: [[Z:%\\d+]] = constant {value=0} : i32
         CHECK-NEXT: [[HASK:%\\d+]] = cmpi [[NK]], [[Z]] {pred='sgt'} : i1
@@ -65,7 +64,7 @@ def test_a_tile_loop_and_its_k_loop_become_one_loop(on):
         CHECK-NEXT: [[TS:%\\d+]] = mul [[TILE]], %2 : i32
         CHECK-NEXT: [[T:%\\d+]] = add %1, [[TS]] : i32
         CHECK-NEXT: [[KS:%\\d+]] = mul [[KI]], [[KST]] : i32
-        CHECK-NEXT: [[KIV:%\\d+]] = add [[KLB]], [[KS]] : i32
+        CHECK-NEXT: [[KIV:%\\d+]] = add [[D0]], [[KS]] : i32
         CHECK: = mul [[T]], %K : i32
         CHECK-NEXT: = add {{%\\d+}}, [[KIV]] : i32
         CHECK: [[FIRST:%\\d+]] = cmpi [[KI]], [[Z]] {pred='ne'} : i1
@@ -115,7 +114,7 @@ def test_without_the_knob_the_request_is_dropped(monkeypatch):
     plain, _, _ = _passes(tiles_k, TK_SIG, dict(BM=16, ACC0=0.0, FLAT=False), upto="flatten_loops")
     strip = lambda s: re.sub(r"(FLAT=\w+)", "", s)  # noqa: E731  (the constexpr in the header)
     assert strip(flat["flatten_loops"]) == strip(plain["flatten_loops"])
-    assert "flatten=True" in flat["lower_descriptors"]
+    assert "flatten=True" in flat["fold_dot_accumulate"]
 
 
 @kernelc.jit
