@@ -92,8 +92,14 @@ def run(impl: str, env_extra: dict, mod: str, triton_site: str, shapes, configs,
         env["PYTHONPATH"] = triton_site + os.pathsep + env.get("PYTHONPATH", "") if triton_site else env.get(
             "PYTHONPATH", "")
     payload = dict(impl=impl, mod=mod, shapes=shapes, configs=configs, out=out)
-    r = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(payload)], env=env, cwd=work, timeout=timeout,
-                       capture_output=True, text=True)
+    try:
+        r = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(payload)], env=env, cwd=work, timeout=timeout,
+                           capture_output=True, text=True)
+    except subprocess.TimeoutExpired as e:
+        part = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        recs = [json.loads(x) for x in part.splitlines() if x.startswith("{")]
+        return recs or {"error": f"timeout after {timeout} s"}
+    sys.stdout.write(r.stdout)
     sys.stderr.write(r.stderr[-3000:])
     if r.returncode or not os.path.exists(out):
         return {"error": r.stderr.strip().splitlines()[-5:] if r.stderr.strip() else f"exit {r.returncode}"}
