@@ -46,8 +46,8 @@ def test_a_tile_loop_and_its_k_loop_become_one_loop(on):
     """)
     filecheck(ir["flatten_loops"], """
         CHECK: [[D0:%\\d+]] = constant {value=0} : i32
-        CHECK-NEXT: [[KST:%\\d+]] = constant {value=1} : i32
         CHECK-NEXT: [[ACC0:%\\d+]] = constant {value=0.0} : <16x16xfp32>
+        CHECK-NEXT: [[KST:%\\d+]] = constant {value=1} : i32
         CHECK: [[NT:%\\d+]] = smax {{%\\d+}}, {{%\\d+}} : i32
         CHECK-NEXT: [[K0:%\\d+]] = sub %K, [[D0]] : i32
         CHECK: [[NK:%\\d+]] = smax [[K0]], {{%\\d+}} : i32
@@ -124,7 +124,7 @@ def refused(a_ptr, c_ptr, T, K, S, BM: kl.constexpr, CASE: kl.constexpr):
         if CASE == 2:
             kl.store(c_ptr + r, r.to(kl.float32))  # a side effect before the K loop
         acc = kl.zeros((BM, BM), dtype=kl.float32)
-        for k in range(t if CASE == 1 else K):
+        for k in range(t if CASE == 1 else (K // 2 + 1 if CASE == 4 else K)):
             acc = kl.dot(kl.load(a_ptr + k * BM * BM + r[:, None] * BM + r[None, :]),
                          kl.load(a_ptr + r[:, None] * BM + r[None, :]), acc)
         if CASE == 3:
@@ -146,6 +146,20 @@ def test_loops_it_cannot_flatten_stay_nested_and_say_why(on, case, why):
     top = [o for o in fn.body.ops if o.name == "scf.for"]
     assert len(top) == 1 and any(o.name == "scf.for" for o in top[0].regions[0].ops)
     assert "flatten" not in top[0].attrs
+
+
+def test_bounds_computed_in_the_tile_loop_from_invariants_are_made_before_it(on):
+    """``range(K // 2 + 1)`` inside the tile loop: its bound reads nothing of the tile, so the flattened loop's
+    trip count is computed before the loop (the division hoisted) and the loop is flattened."""
+    ir, fn, ctx = _passes(refused, dict(TK_SIG, S="i32"), dict(BM=16, CASE=4), upto="flatten_loops")
+    assert not any("not flattened" in n for n in ctx.notes), ctx.notes
+    filecheck(ir["flatten_loops"], """
+        CHECK: [[H:%\\d+]] = sdiv %K, {{%\\d+}} : i32
+        CHECK: [[UB:%\\d+]] = add [[H]], {{%\\d+}} : i32
+        CHECK: = sub [[UB]], {{%\\d+}} : i32
+        CHECK: = scf.for {{%\\d+}}, {{%\\d+}}, {{%\\d+}}, {{%\\d+}} : <16x16xfp32>
+        CHECK-NEXT: ^body(
+    """)
 
 
 def test_the_verifier_wants_use_acc_to_be_a_scalar_i1(on):

@@ -34,7 +34,7 @@ Every value the K loop's loads read is then a pure function of the flattened ind
 ring passes re-evaluate it ``lookahead`` steps ahead across a tile boundary. Refused (a compile-log note,
 the loop left nested) unless: the tile loop's body is ``P``, one ``scf.for``, ``E`` with ``P`` free of
 side effects and regions; both steps are positive constants; the K loop's bounds and inits do not
-depend on the tile (defined before the tile loop, or constants).
+depend on the tile (what computes them in ``P`` is made once, before the loop).
 """
 from __future__ import annotations
 
@@ -88,16 +88,31 @@ def _why_not(outer: Op) -> Optional[str]:
     for o in pre:
         if not OPS[o.name].pure:
             return f"`{o.name}` before the inner loop has side effects (it would run on every step)"
-    body_vals = {r.id for o in pre for r in o.results} | {a.id for a in outer.regions[0].args}
+    inv = _invariant(outer, pre)
     for name, v in (("step", outer.operands[2]), ("inner step", inner.operands[2])):
         c = _const(v)
         if c is None or c <= 0:
             return f"its {name} must be a positive constant"
     for name, v in (("inner lower bound", inner.operands[0]), ("inner upper bound", inner.operands[1])) + tuple(
             (f"inner loop's initial value {i}", x) for i, x in enumerate(inner.operands[3:])):
-        if v.id in body_vals and (v.op is None or v.op.name != "constant"):
+        if v.op is not None and v.op in pre and id(v.op) not in inv:
+            return f"the {name} depends on the outer iteration"
+        if v.op is None and v.owner is outer.regions[0]:
             return f"the {name} depends on the outer iteration"
     return None
+
+
+def _invariant(outer: Op, pre: List[Op]) -> set:
+    """ids of the ops of ``pre`` that read no value of the tile loop's iteration (its induction variable,
+    carried values, or ops of ``pre`` that do): made once, before the flattened loop."""
+    varying = {a.id for a in outer.regions[0].args}
+    out = set()
+    for o in pre:
+        if any(v.id in varying for v in o.operands):
+            varying.update(r.id for r in o.results)
+        else:
+            out.add(id(o))
+    return out
 
 
 class _Builder:
@@ -169,11 +184,16 @@ def _flatten(outer: Op) -> None:
     oinit, iinit = outer.operands[3:], inner.operands[3:]
     ty, ity = olb.type, ilb.type
     b = _Builder(outer.loc)
-    # constants of the tile loop's body that the K loop's bounds or inits read are made before it
+    # what the K loop's bounds and inits read in the tile loop's body (loop-invariant: _why_not) is made
+    # before the flattened loop
     hoist: Dict[int, Value] = {}
-    for v in list(inner.operands[:3]) + list(iinit):
-        if v.op is not None and v.op in pre and v.id not in hoist:
-            hoist[v.id] = b.op("constant", [], v.type, dict(v.op.attrs))
+    need = {id(v.op) for v in list(inner.operands[:3]) + list(iinit) if v.op is not None and v.op in pre}
+    for o in reversed(pre):
+        if id(o) in need:
+            need.update(id(x.op) for x in o.operands if x.op is not None and x.op in pre)
+    for o in pre:
+        if id(o) in need:
+            b.ops.append(_clone(o, hoist))
     ilb, iub, istep = (hoist.get(v.id, v) for v in (ilb, iub, istep))
     iinit = [hoist.get(v.id, v) for v in iinit]
     n_t = _trip_count(b, olb, oub, _const(ostep))
