@@ -56,11 +56,8 @@ def test_a_tile_loop_and_its_k_loop_become_one_loop(on):
         CHECK-NEXT: [[PROD:%\\d+]] = mul [[NT]], [[NK]] : i32
         CHECK-NEXT: [[TOTAL:%\\d+]] = select [[HASK]], [[PROD]], [[Z]] : i32
         CHECK: [[NK1:%\\d+]] = smax [[NK]], {{%\\d+}} : i32
-        CHECK: [[F:%\\d+]], {{%\\d+}} = scf.for [[Z]], [[TOTAL]], {{%\\d+}}, [[D0]], [[ACC0]] : i32, <16x16xfp32>
-        CHECK-NEXT: ^body([[I:%\\d+]]: i32, [[DONE:%\\d+]]: i32, [[ACC:%\\d+]]: <16x16xfp32>):
-        CHECK-NEXT: [[TILE:%\\d+]] = sdiv [[I]], [[NK1]] : i32
-        CHECK-NEXT: [[TK:%\\d+]] = mul [[TILE]], [[NK1]] : i32
-        CHECK-NEXT: [[KI:%\\d+]] = sub [[I]], [[TK]] : i32
+        CHECK: [[F:%\\d+]], {{%\\d+}}, {{%\\d+}}, {{%\\d+}} = scf.for [[Z]], [[TOTAL]], {{%\\d+}}, [[D0]], [[ACC0]], [[Z]], [[Z]] : i32, <16x16xfp32>, i32, i32
+        CHECK-NEXT: ^body({{%\\d+}}: i32, [[DONE:%\\d+]]: i32, [[ACC:%\\d+]]: <16x16xfp32>, [[KI:%\\d+]]: i32, [[TILE:%\\d+]]: i32):
         CHECK-NEXT: [[TS:%\\d+]] = mul [[TILE]], %2 : i32
         CHECK-NEXT: [[T:%\\d+]] = add %1, [[TS]] : i32
         CHECK-NEXT: [[KS:%\\d+]] = mul [[KI]], [[KST]] : i32
@@ -69,8 +66,11 @@ def test_a_tile_loop_and_its_k_loop_become_one_loop(on):
         CHECK-NEXT: = add {{%\\d+}}, [[KIV]] : i32
         CHECK: [[FIRST:%\\d+]] = cmpi [[KI]], [[Z]] {pred='ne'} : i1
         CHECK-NEXT: [[D:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, [[ACC]], [[FIRST]]
-        CHECK: = sub [[NK1]], {{%\\d+}} : i32
-        CHECK-NEXT: [[LAST:%\\d+]] = cmpi [[KI]], {{%\\d+}} {pred='eq'} : i1
+        CHECK: [[KI1:%\\d+]] = add [[KI]], {{%\\d+}} : i32
+        CHECK-NEXT: [[LAST:%\\d+]] = cmpi [[KI1]], [[NK1]] {pred='eq'} : i1
+        CHECK: [[KN:%\\d+]] = select [[LAST]], {{%\\d+}}, [[KI1]] : i32
+        CHECK: [[T1:%\\d+]] = add [[TILE]], {{%\\d+}} : i32
+        CHECK-NEXT: [[TN:%\\d+]] = select [[LAST]], [[T1]], [[TILE]] : i32
         CHECK-NEXT: [[DN:%\\d+]] = scf.if [[LAST]] : i32
         CHECK-NEXT: ^then():
         CHECK: = add [[DONE]], {{%\\d+}} : i32
@@ -79,7 +79,7 @@ def test_a_tile_loop_and_its_k_loop_become_one_loop(on):
         CHECK-NEXT: scf.yield {{%\\d+}}
         CHECK-NEXT: ^else():
         CHECK-NEXT: scf.yield [[DONE]]
-        CHECK-NEXT: scf.yield [[DN]], [[D]]
+        CHECK-NEXT: scf.yield [[DN]], [[D]], [[KN]], [[TN]]
         CHECK-NEXT: [[NOK:%\\d+]] = cmpi [[NK]], [[Z]] {pred='sle'} : i1
         CHECK-NEXT: [[R:%\\d+]] = scf.if [[NOK]] : i32
         CHECK-NEXT: ^then():
@@ -99,7 +99,7 @@ def test_an_accumulator_that_does_not_start_at_zero_is_reset_at_the_tile_end(on)
     ir, fn, _ = _passes(tiles_k, TK_SIG, dict(BM=16, ACC0=1.0, FLAT=True), upto="flatten_loops")
     filecheck(ir["flatten_loops"], """
         CHECK: [[ACC0:%\\d+]] = constant {value=1.0} : <16x16xfp32>
-        CHECK: ^body({{%\\d+}}: i32, [[DONE:%\\d+]]: i32, [[ACC:%\\d+]]: <16x16xfp32>):
+        CHECK: ^body({{%\\d+}}: i32, [[DONE:%\\d+]]: i32, [[ACC:%\\d+]]: <16x16xfp32>, {{%\\d+}}: i32, {{%\\d+}}: i32):
         CHECK: [[D:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, [[ACC]] {input_precision='tf32'}
         CHECK: {{%\\d+}}, {{%\\d+}} = scf.if {{%\\d+}} : i32, <16x16xfp32>
         CHECK: scf.yield {{%\\d+}}, [[ACC0]]
@@ -157,7 +157,7 @@ def test_bounds_computed_in_the_tile_loop_from_invariants_are_made_before_it(on)
         CHECK: [[H:%\\d+]] = sdiv %K, {{%\\d+}} : i32
         CHECK: [[UB:%\\d+]] = add [[H]], {{%\\d+}} : i32
         CHECK: = sub [[UB]], {{%\\d+}} : i32
-        CHECK: = scf.for {{%\\d+}}, {{%\\d+}}, {{%\\d+}}, {{%\\d+}} : <16x16xfp32>
+        CHECK: = scf.for {{%\\d+}}, {{%\\d+}}, {{%\\d+}}, {{%\\d+}}, {{%\\d+}}, {{%\\d+}} : <16x16xfp32>, i32, i32
         CHECK-NEXT: ^body(
     """)
 

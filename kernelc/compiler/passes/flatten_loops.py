@@ -20,7 +20,7 @@ loop-invariant)::
 
     %f, %_ = scf.for 0, (n_k > 0 ? n_t * n_k : 0), 1, %o0, %init   # the K loop's num_stages/unroll, the
       ^body(%i, %o, %a):                                          # tile loop's warp_specialize
-        %t = lb + (i / n_k) * st ; %k = klb + (i % n_k) * kst
+        %t = lb + tile * st ; %k = klb + ki * kst                 # tile = i / n_k, ki = i % n_k: carried counters
         P(%t, %o)                                                 # pure: recomputed on every step
         B(%k, %a, P)                      # a zero-started accumulator's dot: dot(.., %a, use_acc=(i % n_k != 0))
         %o', %a' = scf.if (i % n_k == n_k - 1) { E(%t, %o, P, %a2) ; scf.yield %o2, %init }
@@ -206,12 +206,13 @@ def _flatten(outer: Op) -> None:
     total = b.op("select", [has_k, b.op("mul", [n_t, n_k], ty), zero], ty)
     n_k1 = b.op("smax", [n_k, b.const(1, ty)], ty)
 
-    # the flattened loop
-    nblk = Block([ty] + [a.type for a in obody.args[1:]] + [a.type for a in ibody.args[1:]])
-    it, o_c, i_c = nblk.args[0], nblk.args[1:1 + len(oinit)], nblk.args[1 + len(oinit):]
+    # the flattened loop; it also carries the step's K index and tile number (counters, not i / n_k: the
+    # ring passes advance them ahead with the same increments, no division per step)
+    n_o, n_i = len(oinit), len(iinit)
+    nblk = Block([ty] + [a.type for a in obody.args[1:]] + [a.type for a in ibody.args[1:]] + [ty, ty])
+    o_c, i_c = nblk.args[1:1 + n_o], nblk.args[1 + n_o:1 + n_o + n_i]
+    ki, tile = nblk.args[-2:]
     h = _Builder(outer.loc)
-    tile = h.op("sdiv", [it, n_k1], ty)
-    ki = h.op("sub", [it, h.op("mul", [tile, n_k1], ty)], ty)
     t_iv = h.op("add", [olb, h.op("mul", [tile, ostep], ty)], ty)
     ki_i = ki if ity == ty else h.op("cast", [ki], ity)
     k_iv = h.op("add", [ilb, h.op("mul", [ki_i, istep], ity)], ity)
@@ -236,7 +237,10 @@ def _flatten(outer: Op) -> None:
     k_next = [env.get(v.id, v) for v in ibody.ops[-1].operands]
     reset = [j for j in range(len(i_c)) if j not in direct]
     last = _Builder(outer.loc)
-    is_last = last.op("cmpi", [ki, last.op("sub", [n_k1, last.const(1, ty)], ty)], int1, {"pred": "eq"})
+    ki1 = last.op("add", [ki, last.const(1, ty)], ty)
+    is_last = last.op("cmpi", [ki1, n_k1], int1, {"pred": "eq"})
+    ki_next = last.op("select", [is_last, last.const(0, ty), ki1], ty)
+    tile_next = last.op("select", [is_last, last.op("add", [tile, last.const(1, ty)], ty), tile], ty)
     for o in last.ops:
         nblk.append(o)
     then, other = Block(), Block()
@@ -253,12 +257,12 @@ def _flatten(outer: Op) -> None:
     nxt = list(br.results[:len(o_c)])
     kept = iter(br.results[len(o_c):])
     nxt += [k_next[j] if j in direct else next(kept) for j in range(len(i_c))]
-    nblk.append(Op("scf.yield", nxt, [], loc=ibody.ops[-1].loc))
+    nblk.append(Op("scf.yield", nxt + [ki_next, tile_next], [], loc=ibody.ops[-1].loc))
     attrs = {k: v for k, v in inner.attrs.items() if k in ("num_stages", "unroll")}
     if "warp_specialize" in outer.attrs:
         attrs["warp_specialize"] = outer.attrs["warp_specialize"]
-    flat = Op("scf.for", [zero, total, b.const(1, ty)] + list(oinit) + list(iinit), [v.type for v in nblk.args[1:]],
-              attrs, regions=[nblk], loc=inner.loc)
+    flat = Op("scf.for", [zero, total, b.const(1, ty)] + list(oinit) + list(iinit) + [zero, zero],
+              [v.type for v in nblk.args[1:]], attrs, regions=[nblk], loc=inner.loc)
 
     # no K step: every tile still runs P and E, with the K loop's results equal to its inits (the flattened
     # loop ran no step, so its results are the tile loop's inits)
@@ -270,7 +274,7 @@ def _flatten(outer: Op) -> None:
     nenv.update({r.id: nenv.get(v.id, v) for r, v in zip(inner.results, inner.operands[3:])})
     for o in post + [obody.ops[-1]]:
         eblk.append(_clone(o, nenv))
-    flat_out = flat.results[:len(oinit)]
+    flat_out = flat.results[:n_o]
     plain = Op("scf.for", [olb, oub, ostep] + list(flat_out), [r.type for r in outer.results],
                {k: v for k, v in outer.attrs.items() if k not in (FLATTEN, "warp_specialize")}, regions=[eblk],
                loc=outer.loc)
