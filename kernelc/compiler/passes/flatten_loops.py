@@ -18,21 +18,21 @@ Before (``P``: the ops of the tile loop before the K loop, ``E``: those after it
 After (``n_t``/``n_k``: the trip counts, computed before the loop; the K loop's inits are
 loop-invariant)::
 
-    %f, %_ = scf.for 0, (n_k > 0 ? n_t * n_k : 0), 1, %o0, %init   # the K loop's num_stages/unroll, the
-      ^body(%i, %o, %a):                                          # tile loop's warp_specialize
+    %f, %_.. = scf.for 0, (n_k > 0 ? n_t * n_k : 0), 1, %o0, %init, 0, 0   # the K loop's num_stages/unroll,
+      ^body(%i, %o, %a, %ki, %tile):                                       # the tile loop's warp_specialize
         %t = lb + tile * st ; %k = klb + ki * kst                 # tile = i / n_k, ki = i % n_k: carried counters
         P(%t, %o)                                                 # pure: recomputed on every step
-        B(%k, %a, P)                      # a zero-started accumulator's dot: dot(.., %a, use_acc=(i % n_k != 0))
-        %o', %a' = scf.if (i % n_k == n_k - 1) { E(%t, %o, P, %a2) ; scf.yield %o2, %init }
+        B(%k, %a, P)                      # a zero-started accumulator's dot: dot(.., %a, use_acc=(ki != 0))
+        %o', %a' = scf.if (ki == n_k - 1) { E(%t, %o, P, %a2) ; scf.yield %o2, %init }
                                              else { scf.yield %o, %a2 }     # (%a' only for other carried values)
-        scf.yield %o', %a'
+        scf.yield %o', %a', (ki + 1) % n_k, tile + (ki + 1 == n_k)
     %r = scf.if (n_k <= 0) {                                       # no K step: the tile loop without its K loop
       scf.for %lb, %ub, %st, %f { P ; E(%acc := %init) }
     } else { scf.yield %f }
 
-Every value the K loop's loads read is then a pure function of the flattened induction variable, so the
-ring passes re-evaluate it ``lookahead`` steps ahead across a tile boundary. Refused (a compile-log note,
-the loop left nested) unless: the tile loop's body is ``P``, one ``scf.for``, ``E`` with ``P`` free of
+Every value the K loop's loads read is then computed by pure ops from the two counters, which advance by
+pure ops of themselves, so the ring passes re-evaluate it ``lookahead`` steps ahead across a tile boundary.
+Refused (a compile-log note, the loop left nested) unless: the tile loop's body is ``P``, one ``scf.for``, ``E`` with ``P`` free of
 side effects and regions; both steps are positive constants; the K loop's bounds and inits do not
 depend on the tile (what computes them in ``P`` is made once, before the loop).
 """
