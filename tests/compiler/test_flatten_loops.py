@@ -279,3 +279,25 @@ def test_mma_sync_takes_use_acc_too(on):
                          num_warps=4, num_stages=3, divisibility={k: 16 for k in sig})
     assert "ring_alloc" in ck.asm["tir"] and "HMMA" in ck.asm["sass"]
     assert re.search(r"= dot .*, %\d+ \{", ck.asm["tir"])
+
+
+def test_a_flattened_tile_loop_can_be_warp_specialised(monkeypatch):
+    """``warp_specialize=True`` on the tile loop: nested, its dots are in the K loop, so it is refused (the
+    compile log says why); flattened, a producer warp runs the TMA copies and the consumers' MMA loop holds
+    the HGMMAs and the epilogue's store, and no UTMALDG."""
+    sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32"}
+
+    def build(flat):
+        monkeypatch.setenv("KERNELC_FLATTEN_LOOPS", "1" if flat else "0")
+        return kernelc.compile(P.persistent_desc, sig, dict(BM=128, BN=128, BK=64, PROGRAMS=132, FLAT=True, WS=True),
+                               target="sm_90a", num_warps=4, num_stages=3, divisibility={k: 16 for k in sig})
+
+    nested = build(False)
+    assert nested.extra_warps == 0
+    assert any("loop not warp-specialised: no tensor-descriptor (TMA) loads feed its dots" in n
+               for n in nested.compile_log), nested.compile_log
+    flat = build(True)
+    assert flat.extra_warps == 1 and "ws_producer" in flat.asm["tir"]
+    names = [o.split()[0] for o in _loop_of(flat)]
+    assert sum(n.startswith("HGMMA") for n in names) == 8 and any(n.startswith("UTMASTG") for n in names)
+    assert not any(n.startswith("UTMALDG") for n in names), names
