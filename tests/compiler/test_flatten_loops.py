@@ -123,6 +123,8 @@ def refused(a_ptr, c_ptr, T, K, S, BM: kl.constexpr, CASE: kl.constexpr):
     for t in kl.range(kl.program_id(0), T, S if CASE == 0 else 4, flatten=True):
         if CASE == 2:
             kl.store(c_ptr + r, r.to(kl.float32))  # a side effect before the K loop
+        if CASE == 5:
+            kl.load(a_ptr + r)  # a load before the K loop (it would run again on every step)
         acc = kl.zeros((BM, BM), dtype=kl.float32)
         for k in range(t if CASE == 1 else (K // 2 + 1 if CASE == 4 else K)):
             acc = kl.dot(kl.load(a_ptr + k * BM * BM + r[:, None] * BM + r[None, :]),
@@ -138,6 +140,7 @@ def refused(a_ptr, c_ptr, T, K, S, BM: kl.constexpr, CASE: kl.constexpr):
     (1, "the inner upper bound depends on the outer iteration"),
     (2, "`store` before the inner loop has side effects"),
     (3, "its body must hold exactly one loop"),
+    (5, "`load` before the inner loop would run on every step"),
 ])
 def test_loops_it_cannot_flatten_stay_nested_and_say_why(on, case, why):
     sig = dict(TK_SIG, S="i32")

@@ -32,8 +32,8 @@ loop-invariant)::
 
 Every value the K loop's loads read is then computed by pure ops from the two counters, which advance by
 pure ops of themselves, so the ring passes re-evaluate it ``lookahead`` steps ahead across a tile boundary.
-Refused (a compile-log note, the loop left nested) unless: the tile loop's body is ``P``, one ``scf.for``, ``E`` with ``P`` free of
-side effects and regions; both steps are positive constants; the K loop's bounds and inits do not
+Refused (a compile-log note, the loop left nested) unless: the tile loop's body is ``P``, one ``scf.for``, ``E`` with ``P`` only
+arithmetic (no loads, no side effects, no regions); both steps are positive constants; the K loop's bounds and inits do not
 depend on the tile (what computes them in ``P`` is made once, before the loop).
 """
 from __future__ import annotations
@@ -44,8 +44,12 @@ from ...language.dtypes import int1, shape_of
 from ...options import get
 from ..ir.core import Block, Function, Op, Value, replace_all_uses
 from ..ir.ops import OPS
+from .layout_assign import REMATERIALIZABLE
 
 FLATTEN = "flatten"
+# what the tile loop's body may compute before the K loop: it runs again on every flattened step (the ring
+# passes' address chains take the same ops); a load would read memory the K loop may have written since
+_RECOMPUTABLE = REMATERIALIZABLE | {"program_id", "num_programs"}
 
 
 def flatten_loops(fn: Function, notes: List[str], enabled: Optional[bool] = None) -> Function:
@@ -88,6 +92,8 @@ def _why_not(outer: Op) -> Optional[str]:
     for o in pre:
         if not OPS[o.name].pure:
             return f"`{o.name}` before the inner loop has side effects (it would run on every step)"
+        if o.name not in _RECOMPUTABLE:
+            return f"`{o.name}` before the inner loop would run on every step (only arithmetic may)"
     inv = _invariant(outer, pre)
     for name, v in (("step", outer.operands[2]), ("inner step", inner.operands[2])):
         c = _const(v)
