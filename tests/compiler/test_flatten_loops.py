@@ -123,10 +123,15 @@ def refused(a_ptr, c_ptr, T, K, S, BM: kl.constexpr, CASE: kl.constexpr):
     for t in kl.range(kl.program_id(0), T, S if CASE == 0 else 4, flatten=True):
         if CASE == 2:
             kl.store(c_ptr + r, r.to(kl.float32))  # a side effect before the K loop
-        if CASE == 5:
-            kl.load(a_ptr + r)  # a load before the K loop (it would run again on every step)
         acc = kl.zeros((BM, BM), dtype=kl.float32)
-        for k in range(t if CASE == 1 else (K // 2 + 1 if CASE == 4 else K)):
+        n = K
+        if CASE == 1:
+            n = t
+        if CASE == 4:
+            n = K // 2 + 1
+        if CASE == 5:
+            n = kl.load(c_ptr).to(kl.int32)  # a load before the K loop (it would run again on every step)
+        for k in range(n):
             acc = kl.dot(kl.load(a_ptr + k * BM * BM + r[:, None] * BM + r[None, :]),
                          kl.load(a_ptr + r[:, None] * BM + r[None, :]), acc)
         if CASE == 3:
