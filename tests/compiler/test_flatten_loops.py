@@ -309,3 +309,41 @@ def test_a_flattened_tile_loop_can_be_warp_specialised(monkeypatch):
     names = [o.split()[0] for o in _loop_of(flat)]
     assert sum(n.startswith("HGMMA") for n in names) == 8 and any(n.startswith("UTMASTG") for n in names)
     assert not any(n.startswith("UTMALDG") for n in names), names
+
+
+def test_the_tile_coordinates_are_carried_and_the_next_computed_on_a_tile_change(on):
+    """persistent_ptr's rows/columns of the tile (``t % n_m``, ``t // n_m``) are carried scalars: the flattened
+    loop divides only in the branch taken on a tile's last step, which computes the next tile's; the epilogue
+    is another branch on the same condition. Before the loop, the first tile's are computed."""
+    sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
+           "stride_am": "i32", "stride_bn": "i32", "stride_cm": "i32"}
+    _, fn, _ = _passes(P.persistent_ptr, sig, dict(BM=32, BN=32, BK=16, PROGRAMS=3, FLAT=True), upto="flatten_loops")
+    flat = next(o for o in fn.body.ops if o.name == "scf.for")
+    body = flat.regions[0]
+    assert [a.type for a in body.args[-4:]] == [int32] * 4  # K index, tile number, the tile's row and column
+    top = [o.name for o in body.ops]
+    assert "srem" not in top and "sdiv" not in top
+    ifs = [o for o in body.ops if o.name == "scf.if"]
+    assert len(ifs) == 2 and ifs[0].operands[0] is ifs[1].operands[0]
+    assert {"srem", "sdiv"} <= {o.name for o in ifs[0].regions[0].ops}
+    assert any(o.name == "store" for o in ifs[1].walk())
+    before = fn.body.ops[:fn.body.ops.index(flat)]
+    assert {"srem", "sdiv"} <= {o.name for o in before}
+
+
+def test_a_ring_runs_ahead_through_the_coordinate_branch(monkeypatch):
+    """After the ring passes (sm_90a, the descriptor kernel): the loop's top level divides nowhere; the
+    copies' coordinates two steps ahead come from a clone of the branch, taken when that step starts a tile."""
+    ck = _desc_kernel(monkeypatch, True)
+    tir = ck.asm["tir"]
+    lines = tir.splitlines()
+    at = next(i for i, ln in enumerate(lines) if "scf.for" in ln and "pipeline=" in ln)
+    pad = len(lines[at]) - len(lines[at].lstrip())
+    body = []
+    for ln in lines[at + 2:]:
+        if len(ln) - len(ln.lstrip()) <= pad:
+            break
+        body.append(ln)
+    top = [ln for ln in body if len(ln) - len(ln.lstrip()) == pad + 4]
+    assert not any(re.search(r"= s(div|rem) ", ln) for ln in top), top
+    assert sum("scf.if" in ln for ln in top) == 3  # the copies' coordinates, the carried ones, the epilogue

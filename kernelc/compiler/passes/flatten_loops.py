@@ -42,7 +42,7 @@ from typing import Dict, List, Optional
 
 from ...language.dtypes import int1, shape_of
 from ...options import get
-from ..ir.core import Block, Function, Op, Value, replace_all_uses
+from ..ir.core import Block, Function, Op, Value, clone_deep, replace_all_uses
 from ..ir.ops import OPS
 from .layout_assign import REMATERIALIZABLE
 
@@ -135,22 +135,13 @@ class _Builder:
         return self.op("constant", [], ty, {"value": value})
 
 
-def _clone(op: Op, env: Dict[int, Value]) -> Op:
-    """A deep copy of ``op`` reading ``env``'s values (value id -> value; others are kept); the copy's
-    results (and its regions' arguments) are entered in ``env``."""
-    regions = []
-    for r in op.regions:
-        nb = Block([a.type for a in r.args], [a.name for a in r.args])
-        for a, na in zip(r.args, nb.args):
-            env[a.id] = na
-        for o in r.ops:
-            nb.append(_clone(o, env))
-        regions.append(nb)
-    new = Op(op.name, [env.get(v.id, v) for v in op.operands], [r.type for r in op.results], dict(op.attrs),
-             regions=regions, loc=op.loc)
-    for r, nr in zip(op.results, new.results):
-        env[r.id] = nr
-    return new
+def _tile_scalars(b: "_Builder", scal: List[Op], iv: Value, t0: Value, coords: List[Value]) -> List[Value]:
+    """The first tile's ``coords``, computed before the loop (as the ring passes evaluate a step past the
+    end: a program without a tile computes them for a tile it does not have)."""
+    env = {iv.id: t0}
+    for o in scal:
+        b.ops.append(clone_deep(o, env))
+    return [env[v.id] for v in coords]
 
 
 def _zero_started_accumulators(inner: Op) -> Dict[int, int]:
@@ -199,7 +190,7 @@ def _flatten(outer: Op) -> None:
             need.update(id(x.op) for x in o.operands if x.op is not None and x.op in pre)
     for o in pre:
         if id(o) in need:
-            b.ops.append(_clone(o, hoist))
+            b.ops.append(clone_deep(o, hoist))
     ilb, iub, istep = (hoist.get(v.id, v) for v in (ilb, iub, istep))
     iinit = [hoist.get(v.id, v) for v in iinit]
     n_t = _trip_count(b, olb, oub, _const(ostep))
@@ -212,12 +203,27 @@ def _flatten(outer: Op) -> None:
     total = b.op("select", [has_k, b.op("mul", [n_t, n_k], ty), zero], ty)
     n_k1 = b.op("smax", [n_k, b.const(1, ty)], ty)
 
+    # the tile's coordinates: the scalars P computes from the tile that anything else reads are carried, the
+    # next tile's computed in a branch on each tile's last step (not on every step); not when P reads the
+    # tile loop's carried values (the next tile's would depend on its epilogue): then P runs on every step
+    inv = _invariant(outer, pre)
+    scal = [o for o in pre if id(o) not in inv and not any(shape_of(r.type) for r in o.results)]
+    s_ids = {id(o) for o in scal}
+    reads_carried = any(v.owner is obody and v is not obody.args[0] for o in scal for v in o.operands)
+    outside = [t for o in pre if id(o) not in s_ids for t in o.walk()] + \
+        [t for o in ibody.ops + post + [obody.ops[-1]] for t in o.walk()]
+    read = {v.id for t in outside for v in t.operands}
+    # (nor when the loop asks for a producer warp: its program re-evaluates the coordinates without branches)
+    coords = [] if reads_carried or outer.attrs.get("warp_specialize") else \
+        [r for o in scal for r in o.results if r.id in read]
     # the flattened loop; it also carries the step's K index and tile number (counters, not i / n_k: the
     # ring passes advance them ahead with the same increments, no division per step)
-    n_o, n_i = len(oinit), len(iinit)
-    nblk = Block([ty] + [a.type for a in obody.args[1:]] + [a.type for a in ibody.args[1:]] + [ty, ty])
+    n_o, n_i, n_c = len(oinit), len(iinit), len(coords)
+    nblk = Block([ty] + [a.type for a in obody.args[1:]] + [a.type for a in ibody.args[1:]] + [ty, ty] +
+                 [v.type for v in coords])
     o_c, i_c = nblk.args[1:1 + n_o], nblk.args[1 + n_o:1 + n_o + n_i]
-    ki, tile = nblk.args[-2:]
+    ki, tile = nblk.args[1 + n_o + n_i:3 + n_o + n_i]
+    c_c = nblk.args[3 + n_o + n_i:]
     h = _Builder(outer.loc)
     t_iv = h.op("add", [olb, h.op("mul", [tile, ostep], ty)], ty)
     ki_i = ki if ity == ty else h.op("cast", [ki], ity)
@@ -225,12 +231,15 @@ def _flatten(outer: Op) -> None:
     env: Dict[int, Value] = {obody.args[0].id: t_iv, ibody.args[0].id: k_iv}
     env.update({a.id: v for a, v in zip(obody.args[1:], o_c)})
     env.update({a.id: v for a, v in zip(ibody.args[1:], i_c)})
+    env.update({v.id: a for v, a in zip(coords, c_c)})
     for o in h.ops:
         nblk.append(o)
+    c_init = _tile_scalars(b, scal, obody.args[0], olb, coords)
+    flat_pre = [o for o in pre if id(o) not in s_ids] if coords else pre
     direct = _zero_started_accumulators(inner)
     first = None
-    for o in pre + ibody.ops[:-1]:
-        c = _clone(o, env)
+    for o in flat_pre + ibody.ops[:-1]:
+        c = clone_deep(o, env)
         nblk.append(c)
         if id(o) in direct.values():
             # the tile's first K step ignores the carried accumulator (wgmma's scale-d): the dot's result is
@@ -249,11 +258,26 @@ def _flatten(outer: Op) -> None:
     tile_next = last.op("select", [is_last, last.op("add", [tile, last.const(1, ty)], ty), tile], ty)
     for o in last.ops:
         nblk.append(o)
+    c_next = []
+    if coords:
+        nt, keep = Block(), Block()
+        step_b = _Builder(outer.loc)
+        t_next = step_b.op("add", [t_iv, ostep], ty)
+        for o in step_b.ops:
+            nt.append(o)
+        nenv = {obody.args[0].id: t_next}
+        for o in scal:
+            nt.append(clone_deep(o, nenv))
+        nt.append(Op("scf.yield", [nenv[v.id] for v in coords], [], loc=outer.loc))
+        keep.append(Op("scf.yield", list(c_c), [], loc=outer.loc))
+        nx = Op("scf.if", [is_last], [v.type for v in coords], regions=[nt, keep], loc=outer.loc)
+        nblk.append(nx)
+        c_next = list(nx.results)
     then, other = Block(), Block()
     tenv = dict(env)
     tenv.update({r.id: v for r, v in zip(inner.results, k_next)})
     for o in post:
-        then.append(_clone(o, tenv))
+        then.append(clone_deep(o, tenv))
     then.append(Op("scf.yield", [tenv.get(v.id, v) for v in obody.ops[-1].operands] + [iinit[j] for j in reset], [],
                    loc=obody.ops[-1].loc))
     other.append(Op("scf.yield", list(o_c) + [k_next[j] for j in reset], [], loc=obody.ops[-1].loc))
@@ -263,11 +287,11 @@ def _flatten(outer: Op) -> None:
     nxt = list(br.results[:len(o_c)])
     kept = iter(br.results[len(o_c):])
     nxt += [k_next[j] if j in direct else next(kept) for j in range(len(i_c))]
-    nblk.append(Op("scf.yield", nxt + [ki_next, tile_next], [], loc=ibody.ops[-1].loc))
+    nblk.append(Op("scf.yield", nxt + [ki_next, tile_next] + c_next, [], loc=ibody.ops[-1].loc))
     attrs = {k: v for k, v in inner.attrs.items() if k in ("num_stages", "unroll")}
     if "warp_specialize" in outer.attrs:
         attrs["warp_specialize"] = outer.attrs["warp_specialize"]
-    flat = Op("scf.for", [zero, total, b.const(1, ty)] + list(oinit) + list(iinit) + [zero, zero],
+    flat = Op("scf.for", [zero, total, b.const(1, ty)] + list(oinit) + list(iinit) + [zero, zero] + c_init,
               [v.type for v in nblk.args[1:]], attrs, regions=[nblk], loc=inner.loc)
 
     # no K step: every tile still runs P and E, with the K loop's results equal to its inits (the flattened
@@ -276,10 +300,10 @@ def _flatten(outer: Op) -> None:
     eblk = Block([a.type for a in obody.args], [a.name for a in obody.args])
     nenv.update({a.id: na for a, na in zip(obody.args, eblk.args)})
     for o in pre:
-        eblk.append(_clone(o, nenv))
+        eblk.append(clone_deep(o, nenv))
     nenv.update({r.id: nenv.get(v.id, v) for r, v in zip(inner.results, inner.operands[3:])})
     for o in post + [obody.ops[-1]]:
-        eblk.append(_clone(o, nenv))
+        eblk.append(clone_deep(o, nenv))
     flat_out = flat.results[:n_o]
     plain = Op("scf.for", [olb, oub, ostep] + list(flat_out), [r.type for r in outer.results],
                {k: v for k, v in outer.attrs.items() if k not in (FLATTEN, "warp_specialize")}, regions=[eblk],

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from ...language.dtypes import int1, int32, int64
-from ..ir.core import Op, Value, clone_op, replace_all_uses
+from ..ir.core import Op, Value, clone_deep, clone_op, replace_all_uses
 from .schedule_ir import REFILL_AFTER_DOTS, address_chain, inside_loop
 from .stage_operands import entry_values, stage_invariants
 
@@ -90,7 +90,8 @@ class RingExpander:
     def _chain(self, out, chain: List[Op], env: Dict[int, Value]) -> None:
         """Clone the address chain into ``out`` with ``env`` (value id -> value) as its bindings."""
         for c in chain:
-            new = clone_op(c, [env.get(v.id, v) for v in c.operands])
+            # (an scf.if of the chain: a flattened loop's next tile, computed in its branch)
+            new = clone_deep(c, env) if c.regions else clone_op(c, [env.get(v.id, v) for v in c.operands])
             out.append(new)
             for r, nr in zip(c.results, new.results):
                 env[r.id] = nr

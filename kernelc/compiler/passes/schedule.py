@@ -329,6 +329,8 @@ def _why_not(f: _Facts, op: Op) -> Optional[str]:
     if any(o.name == "dot" for t in body.ops for o in t.walk() if o.block is not body):
         return "a dot is nested in control flow inside it"
     chain, carried_idx = address_chain(op, [], [t for t, _, _, _ in tma])
+    if any(c.regions for c in chain):
+        return "the copies' offsets are computed under a branch (a flattened loop's next tile)"
     if any(shape_of(c.results[0].type) for c in chain if c.results):
         return "the copies' offsets are computed from tiles"
     carried = body.args[1:]
