@@ -32,9 +32,15 @@ loop-invariant)::
 
 Every value the K loop's loads read is then computed by pure ops from the two counters, which advance by
 pure ops of themselves, so the ring passes re-evaluate it ``lookahead`` steps ahead across a tile boundary.
-Refused (a compile-log note, the loop left nested) unless: the tile loop's body is ``P``, one ``scf.for``, ``E`` with ``P`` only
-arithmetic (no loads, no side effects, no regions); both steps are positive constants; the K loop's bounds and inits do not
-depend on the tile (what computes them in ``P`` is made once, before the loop).
+The scalars ``P`` computes from the tile that anything else reads (the tile's coordinates) are carried too:
+the first tile's are computed before the loop, the next tile's in ``scf.if %last { P(tile + 1) }``, so a step
+that ends no tile does not recompute them (09's ``_compute_pid`` divides twice); not when ``P`` reads the tile
+loop's carried values or the loop asks for a producer warp (then ``P`` runs on every step).
+
+Refused (a compile-log note, the loop left nested) unless: the tile loop's body is ``P``, one ``scf.for`` and
+``E``, with ``P`` only arithmetic (no loads, no side effects, no regions); both steps are positive constants;
+the K loop's bounds and inits do not depend on the tile (what computes them in ``P`` is made once, before the
+loop).
 """
 from __future__ import annotations
 
