@@ -21,6 +21,7 @@ from .ir import print_function, verify
 from .passes.atomic_results import mark_unused_atomic_results, vectorize_atomics
 from .passes.axis_info import analyze
 from .passes.coalesce import coalesce
+from .passes.flatten_loops import flatten_loops
 from .passes.dot_acc import fold_dot_accumulate
 from .passes.fp8_dot import upcast_fp8_dots
 from .passes.hints import anchor_hints
@@ -191,6 +192,10 @@ TILE_PASSES = (
     TilePass("simplify", lambda f, c: simplify(f)),
     # acc + dot(a, b) -> dot(a, b, acc), as Triton's combine pass: one accumulator tile, not two
     TilePass("fold_dot_accumulate", lambda f, c: fold_dot_accumulate(f)),
+    # tl.range(..., flatten=True): the tile loop and its K loop as one loop, so the ring runs across tiles;
+    # after the fold: an `acc += dot(a, b)` K loop's accumulator is the dot's by then
+    # (KERNELC_FLATTEN_LOOPS; passes/flatten_loops.py)
+    TilePass("flatten_loops", lambda f, c: flatten_loops(f, c.notes)),
     # a loop value read only through one cast (FA3-order attention's P.to(fp16)) is carried cast
     TilePass("narrow_loop_carries", lambda f, c: narrow_loop_carries(f)),
     # before the load prefetch: the casts it inserts decide which loads feed dots directly

@@ -412,7 +412,9 @@ class range:
     Compiled as a loop with loop-carried tiles; ``num_stages`` asks the compiler to pipeline the
     loads inside it. ``warp_specialize=True`` asks for a producer warp that issues the loop's TMA
     copies while the other warps run its dots (sm_90a; False keeps it off for this loop; unset
-    follows ``KERNELC_WARP_SPECIALIZE``). In the interpreter it is a plain Python range.
+    follows ``KERNELC_WARP_SPECIALIZE``). ``flatten=True`` on a loop over tiles that holds one loop over K asks
+    for the two to run as one loop, so the K loop's ring runs across tiles (under ``KERNELC_FLATTEN_LOOPS=1``;
+    the compile log says why a loop is not flattened). In the interpreter it is a plain Python range.
     """
 
     def __init__(self, arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None,

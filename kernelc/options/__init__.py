@@ -137,6 +137,9 @@ KNOBS: Tuple[Knob, ...] = (
          "other share bytes: offsets by live range, a barrier before a loop whose buffers reuse bytes "
          "(passes/smem_offsets.py; on since the H200 run of 2026-11-27: tutorial 06's d128 causal backward fits)",
          compile=True, field="smem_reuse"),
+    Knob("KERNELC_FLATTEN_LOOPS", "bool", False,
+         "flatten a tile loop and its K loop into one loop where the kernel asks (tl.range(..., flatten=True)), so a "
+         "ring runs across tiles (opt-in until checked on a GPU)", compile=True, field="flatten_loops"),
     Knob("KERNELC_PIPELINE_LOADS", "bool", True, "register prefetch of plain loads in num_stages >= 2 loops",
          compile=True, field="pipeline_loads"),
     Knob("KERNELC_ASSEMBLER", "choice", "nvjitlink",
@@ -182,6 +185,7 @@ class CompileOptions:
     bulk_reduce_stages: str = "2"
     exp2_ftz: bool = True
     smem_reuse: bool = True
+    flatten_loops: bool = False
     pipeline_loads: bool = True
     assembler: str = "nvjitlink"
     nvjitlink_launch_bound: bool = False

@@ -49,7 +49,7 @@ def _block(block, env, buffers, names, pid, nprog):
             return [env[o.id] for o in op.operands]
         out = _op(op, env, buffers, names, pid, nprog)
         if op.results and out is not None:
-            outs = out if op.name == "scf.for" else [out]
+            outs = out if op.name in ("scf.for", "scf.if") else [out]
             for r, v in zip(op.results, outs):
                 env[r.id] = v
     return []
@@ -114,8 +114,10 @@ def _op(op, env, buffers, names, pid, nprog):
             sel = ok & (buf == b)
             buffers[names[b]][idx[sel]] = np.broadcast_to(o[1], np.shape(o[0]))[sel]
         return None
-    if n == "dot":
-        return o[0] @ o[1] + o[2]
+    if n == "dot":  # a 4th operand (use_acc, passes/flatten_loops.py) drops the accumulator when false
+        return o[0] @ o[1] + (o[2] if len(o) < 4 or o[3] else 0)
+    if n == "scf.if":
+        return _block(op.regions[0 if o[0] else 1], env, buffers, names, pid, nprog)
     if n == "scf.for":
         carried = list(o[3:])
         body = op.regions[0]

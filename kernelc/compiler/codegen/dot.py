@@ -259,8 +259,20 @@ def transposing_store(layout: Layout, row_dim: int, col_dim: int) -> bool:
     return layout.contig_regs(col_dim) == 1 and layout.contig_regs(row_dim) > 1
 
 
+def _use_acc(lw: Lowering, op) -> Optional[str]:
+    """The i1 of a dot's ``use_acc`` operand (None: the accumulator is always added)."""
+    return lw.scalar(op.operands[3]) if len(op.operands) == 4 else None
+
+
+def _acc_or_zero(lw: Lowering, acc: List[str], use: Optional[str], ty: str) -> List[str]:
+    if use is None:
+        return acc
+    zero = "0.0" if ty in ("float", "double", "half") else "0"
+    return [lw.e.val(f"select i1 {use}, {ty} {x}, {ty} {zero}") for x in acc]
+
+
 def mma_dot(lw: Lowering, op, L: Layout, report: Optional[dict] = None):
-    a_v, b_v, c_v = op.operands
+    a_v, b_v, c_v = op.operands[:3]
     elt = scalar_of(a_v.type)
     kind = elt.name
     b_kind = scalar_of(b_v.type).name  # differs from kind only for e4m3 x e5m2
@@ -315,12 +327,16 @@ def mma_dot(lw: Lowering, op, L: Layout, report: Optional[dict] = None):
     acc = list(lw.get(c_v, L).regs)
     A, a_trans = staged.get(0, (None, False))
     B, b_trans = staged[1]
+    use = _use_acc(lw, op)
+    acc_ty = "float" if kind != "int8" else "i32"
     if use_wgmma:
         # issue and commit only: passes/wgmma_waits.py placed the wgmma_wait ops
         run_wgmma(lw, kind, A, a_trans, B, b_trans, acc, L, M, N, K, a_regs=a_regs, b_kind=b_kind,
                   promote_every=op.attrs.get("max_num_imprecise_acc"),
-                  turn=PingPong(lw, op.attrs["wgmma_turns"]) if op.attrs.get("wgmma_turns") else None)
+                  turn=PingPong(lw, op.attrs["wgmma_turns"]) if op.attrs.get("wgmma_turns") else None,
+                  use_acc=use)
     else:
+        acc = _acc_or_zero(lw, acc, use, acc_ty)
         run_mma(lw, kind, A, B, a_trans, b_trans, acc, L, M, N, K, a_regs=a_regs, b_kind=b_kind)
     lw.tiles[op.results[0].id] = Tile(L, acc)
 
@@ -419,7 +435,7 @@ def _pref_operand_layout(lw: Lowering, v, contig_dim: int) -> Layout:
 def fma_dot(lw: Lowering, op, L: Layout):
     """Fallback: every thread computes its accumulator elements from shared-memory copies of A and B."""
     e = lw.e
-    a_v, b_v, c_v = op.operands
+    a_v, b_v, c_v = op.operands[:3]
     sa, sb = shape_of(a_v.type), shape_of(b_v.type)
     rank = len(sa)
     K = sa[-1]
@@ -429,6 +445,7 @@ def fma_dot(lw: Lowering, op, L: Layout):
     eb = elt.itemsize
     a_t, b_t = lw.get(a_v), lw.get(b_v)
     acc = list(lw.get(c_v, L).regs)  # before staging: a conversion would go through the same scratch
+    acc = _acc_or_zero(lw, acc, _use_acc(lw, op), llty(scalar_of(c_v.type)))
     from .convert import linear_index as lin_idx
     na = 1
     for s in sa:

@@ -106,13 +106,14 @@ def tie_through_wait(lw: Lowering, n: int, regs: List[str], pin: bool = False) -
 
 def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: List[str], L: Layout,
               M: int, N: int, K: int, a_regs=None, b_kind: Optional[str] = None,
-              promote_every: Optional[int] = None, turn=None) -> None:
+              promote_every: Optional[int] = None, turn=None, use_acc: Optional[str] = None) -> None:
     """Issue the wgmmas of one dot. ``promote_every`` (fp8 only; Triton's ``max_num_imprecise_acc``): the fp8
     tensor cores accumulate with reduced precision, so every ``promote_every`` K elements the products are
     summed into a fresh accumulator and added to the fp32 one with FADD (slower, as accurate as cuBLAS
     without fast accumulation); None keeps the tensor cores' own accumulation, Triton's default on Hopper.
     ``turn``: warpgroups issue this dot in turns (``warp_specialize.PingPong``): wait before the fence,
-    hand over after the commit."""
+    hand over after the commit. ``use_acc`` (an i1, the dot's ``use_acc`` operand): when false the first
+    wgmma of each row block ignores the accumulator (its scale-d predicate), so the result is ``a @ b``."""
     e = lw.e
     nw = lw.nw
     t, kstep, has_trans = WGMMA_TYPES[kind]
@@ -131,6 +132,10 @@ def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: 
     partial = not has_trans and promote_every is not None and promote_every <= K
     group = max(1, promote_every // kstep) if partial else nk
     instr = f"wgmma.mma_async.sync.aligned.m64n{N}k{kstep}.f32.{t}.{tb}"
+    if use_acc is not None and partial:
+        acc[:] = [e.val(f"select i1 {use_acc}, float {x}, float 0.0") for x in acc]
+        use_acc = None
+    scale_d = e.val(f"zext i1 {use_acc} to i32") if use_acc is not None else None
     if turn is not None and partial:
         turn = None  # (fp8 promotion waits inside the issue sequence)
     if turn is not None and turn.take:
@@ -151,17 +156,22 @@ def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: 
             tied = ",".join(str(i) for i in range(nacc))
             if a_regs is not None:
                 a = a_regs[(r, kk)]
-                code = (f"{{ .reg .pred p; setp.ne.b32 p, 1, 0; {instr} "
+                sd = f"${nacc + 5 + nacc}" if scale_d is not None and kk == 0 else "1"
+                code = (f"{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; {instr} "
                         f"{{{outs}}}, {{${nacc}, ${nacc + 1}, ${nacc + 2}, ${nacc + 3}}}, ${nacc + 4}, p, 1, 1"
                         f"{b_imm}; }}")
                 cons = ",".join(["=f"] * nacc + ["r"] * 4 + ["l"]) + "," + tied
                 args = [("i32", x) for x in a] + [("i64", b_desc)] + [("float", x) for x in cur]
             else:
                 a_desc = operand_descriptor(lw, A, a_trans, kk * kstep, row0)
-                code = (f"{{ .reg .pred p; setp.ne.b32 p, 1, 0; {instr} "
+                sd = f"${nacc + 2 + nacc}" if scale_d is not None and kk == 0 else "1"
+                code = (f"{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; {instr} "
                         f"{{{outs}}}, ${nacc}, ${nacc + 1}, p, 1, 1{a_imm}; }}")
                 cons = ",".join(["=f"] * nacc + ["l", "l"]) + "," + tied
                 args = [("i64", a_desc), ("i64", b_desc)] + [("float", x) for x in cur]
+            if sd != "1":  # the scale-d predicate's input follows the tied accumulators
+                cons += ",r"
+                args.append(("i32", scale_d))
             res = e.asm(ret, code, cons, args)
             cur = [e.val(f"extractvalue {ret} {res}, {i}") for i in range(nacc)]
         acc[base_idx:base_idx + nacc] = _promote(lw, main, cur) if partial else cur

@@ -445,6 +445,8 @@ class CodeGenerator(ast.NodeVisitor):
             attrs["unroll"] = int(rng.loop_unroll_factor)
         if getattr(rng, "warp_specialize", None) is not None:
             attrs["warp_specialize"] = bool(rng.warp_specialize)
+        if getattr(rng, "flatten", False):
+            attrs["flatten"] = True  # a request: passes/flatten_loops.py decides
         results = self._loop(node, "scf.for", carry, body, [b.handle for b in bounds], [iv_ty], attrs)
         self.scope.pop(target, None)
         carry.bind(self.scope, results)

@@ -158,6 +158,24 @@ def clone_op(op: Op, operands: List[Value]) -> Op:
     return Op(op.name, list(operands), [r.type for r in op.results], dict(op.attrs), loc=op.loc)
 
 
+def clone_deep(op: Op, env: Dict[int, Value]) -> Op:
+    """A copy of ``op`` and of its regions reading ``env``'s values (value id -> value; others are kept); the
+    copy's results and its regions' arguments are entered in ``env``."""
+    regions = []
+    for r in op.regions:
+        nb = Block([a.type for a in r.args], [a.name for a in r.args])
+        for a, na in zip(r.args, nb.args):
+            env[a.id] = na
+        for o in r.ops:
+            nb.append(clone_deep(o, env))
+        regions.append(nb)
+    new = Op(op.name, [env.get(v.id, v) for v in op.operands], [r.type for r in op.results], dict(op.attrs),
+             regions=regions, loc=op.loc)
+    for r, nr in zip(op.results, new.results):
+        env[r.id] = nr
+    return new
+
+
 def replace_all_uses(root: Block, old: Value, new: Value) -> None:
     """Point every operand that reads ``old`` at ``new`` (within ``root`` and nested regions)."""
     for op in root.ops:

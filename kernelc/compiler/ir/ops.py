@@ -119,7 +119,8 @@ for op in [
     OpDef("descriptor_reduce", (3, -1), ("block_shape", "kind"), pure=False, results=0, category="descriptor",
           doc="desc, value, offsets x n (i32): add (kind) the tile into the tensor element-wise, atomically; "
               "out-of-bounds elements are not touched", optional_attrs=("tma",)),
-    OpDef("dot", (3, 3), ("input_precision",), category="dot", doc="a @ b + acc",
+    OpDef("dot", (3, 4), ("input_precision",), category="dot",
+          doc="a @ b + acc; a 4th operand use_acc (scalar i1, passes/flatten_loops.py): a @ b + (use_acc ? acc : 0)",
           optional_attrs=("max_num_imprecise_acc", "fp8_upcast", "wgmma", "wgmma_turns", "pin_wait")),
     OpDef("reduce", (1, -1), ("axis",), results=-1, regions=1, category="reduce",
           doc="combine region (2n scalars -> n); kind names a known combine", optional_attrs=("kind",)),
@@ -225,7 +226,7 @@ for op in [
     # Structured control flow (compiled code only; the interpreter runs Python control flow).
     OpDef("scf.for", (3, -1), results=-1, regions=1, pure=False, category="control",
           doc="lb, ub, step, inits...; body block args (iv, carried...)",
-          optional_attrs=("num_stages", "unroll", "warp_specialize", "pipeline", "ws")),
+          optional_attrs=("num_stages", "unroll", "warp_specialize", "flatten", "pipeline", "ws")),
     OpDef("scf.if", (1, 1), results=-1, regions=2, pure=False, category="control", doc="then/else regions"),
     OpDef("scf.while", (0, -1), results=-1, regions=2, pure=False, category="control",
           doc="before region ends in scf.condition, after region in scf.yield"),

@@ -115,8 +115,10 @@ def _atomic(op):
 
 
 def _dot(op):
-    a, b, c = (v.type for v in op.operands)
+    a, b, c = (v.type for v in op.operands[:3])
     errs = []
+    if len(op.operands) == 4 and (shape_of(op.operands[3].type) or scalar_of(op.operands[3].type).name != "int1"):
+        errs.append(f"a dot's use_acc operand must be a scalar i1, got {op.operands[3].type}")
     sa, sb, sc = shape_of(a), shape_of(b), shape_of(c)
     if len(sa) not in (2, 3) or len(sa) != len(sb) or sa[-1] != sb[-2] or sc != sa[:-1] + sb[-1:]:
         errs.append(f"dot shapes {sa} x {sb} -> {sc} do not agree")

@@ -32,7 +32,7 @@ MMA_K = {"fp16": 16, "bf16": 16, "fp32": 8, "int8": 32, "fp8e4nv": 32, "fp8e5": 
 
 def dot_uses_tensor_cores(op: Op, arch_major: int, arch: str = "") -> Optional[str]:
     """None if the dot can run on mma.sync, else the reason it falls back to FMA."""
-    a, b, c = (v.type for v in op.operands)
+    a, b, c = (v.type for v in op.operands[:3])
     at, bt = scalar_of(a), scalar_of(b)
     m, n, k = shape_of(a)[-2], shape_of(b)[-1], shape_of(a)[-1]
     if arch_major < 8:

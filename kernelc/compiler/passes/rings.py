@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from ...language.dtypes import int1, int32, int64
-from ..ir.core import Op, Value, clone_op, replace_all_uses
+from ..ir.core import Op, Value, clone_deep, clone_op, replace_all_uses
 from .schedule_ir import REFILL_AFTER_DOTS, address_chain, inside_loop
 from .stage_operands import entry_values, stage_invariants
 
@@ -90,7 +90,8 @@ class RingExpander:
     def _chain(self, out, chain: List[Op], env: Dict[int, Value]) -> None:
         """Clone the address chain into ``out`` with ``env`` (value id -> value) as its bindings."""
         for c in chain:
-            new = clone_op(c, [env.get(v.id, v) for v in c.operands])
+            # (an scf.if of the chain: a flattened loop's next tile, computed in its branch)
+            new = clone_deep(c, env) if c.regions else clone_op(c, [env.get(v.id, v) for v in c.operands])
             out.append(new)
             for r, nr in zip(c.results, new.results):
                 env[r.id] = nr
@@ -263,6 +264,14 @@ class RingExpander:
         if after_dots:
             last = max(i for i, o in enumerate(kept) if o.name == "dot" and o.attrs.get("wgmma") == "async")
             kept[last + 1:last + 1] = refill
+        if tail:
+            # a branch after the dots (a flattened loop's epilogue, passes/flatten_loops.py) runs with the next
+            # copies already in flight: they go before it
+            last = max((i for i, o in enumerate(kept) if o.name == "dot"), default=-1)
+            at = next((i for i, o in enumerate(kept) if i > last and o.name == "scf.if"), None)
+            if at is not None:
+                kept[at:at] = tail
+                tail = []
         body.ops = []
         for o in head + kept + tail + [yld]:
             body.append(o)

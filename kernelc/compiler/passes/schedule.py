@@ -122,13 +122,27 @@ def _tma_loads(f: _Facts, body: Block, defs, uses) -> List[Tuple[Op, Optional[Op
 
 
 def _chains_only_into_itself(dot: Op, body: Block, uses) -> bool:
-    """The dot's result is only yielded, and the carried value it becomes is only this dot's acc."""
+    """The dot's result is yielded, and the carried value it becomes is only this dot's acc. Besides the
+    yield, only ops inside an ``scf.if`` after the dot may read the result (a flattened loop's epilogue,
+    passes/flatten_loops.py): ``place_wgmma_waits`` waits for it inside that branch."""
     yld = body.ops[-1]
     r_uses = uses.get(dot.results[0].id, [])
-    if len(r_uses) != 1 or r_uses[0][0] is not yld:
+    y_uses = [u for u in r_uses if u[0] is yld]
+    if len(y_uses) != 1 or any(not _in_branch_after(u[0], dot, body) for u in r_uses if u[0] is not yld):
         return False
-    a_uses = uses.get(body.args[1 + r_uses[0][1]].id, [])
+    a_uses = uses.get(body.args[1 + y_uses[0][1]].id, [])
     return len(a_uses) == 1 and a_uses[0][0] is dot and a_uses[0][1] == 2
+
+
+def _in_branch_after(op: Op, dot: Op, body: Block) -> bool:
+    """``op`` is nested in an ``scf.if`` of ``body`` that comes after ``dot``."""
+    top = op
+    while top.block is not None and top.block is not body:
+        if top.block.parent is None:
+            return False
+        top = top.block.parent
+    return top is not op and top.name == "scf.if" and top.block is body and \
+        body.ops.index(top) > body.ops.index(dot)
 
 
 def async_dots(f: _Facts, loop: Op, has_cp: bool, has_tma: bool, tma_values: set, staged_outside: bool):
@@ -315,6 +329,8 @@ def _why_not(f: _Facts, op: Op) -> Optional[str]:
     if any(o.name == "dot" for t in body.ops for o in t.walk() if o.block is not body):
         return "a dot is nested in control flow inside it"
     chain, carried_idx = address_chain(op, [], [t for t, _, _, _ in tma])
+    if any(c.regions for c in chain):
+        return "the copies' offsets are computed under a branch (a flattened loop's next tile)"
     if any(shape_of(c.results[0].type) for c in chain if c.results):
         return "the copies' offsets are computed from tiles"
     carried = body.args[1:]

@@ -26,7 +26,9 @@ def body_defs(body: Block) -> Dict[int, Op]:
 
 
 def closure(values: List[Value], defs: Dict[int, Op], args: set) -> Optional[List[Op]]:
-    """Ops of a loop body that compute ``values``, or None if one cannot be re-evaluated ahead of time."""
+    """Ops of a loop body that compute ``values``, or None if one cannot be re-evaluated ahead of time. An
+    ``scf.if`` whose branches only compute (a flattened loop's next tile coordinates, passes/flatten_loops.py)
+    counts as one op that reads what its branches read."""
     need: Dict[int, Op] = {}
     stack = list(values)
     while stack:
@@ -36,11 +38,21 @@ def closure(values: List[Value], defs: Dict[int, Op], args: set) -> Optional[Lis
         op = defs.get(v.id)
         if op is None or id(op) in need:
             continue  # defined outside the loop (loop-invariant), or seen
+        if op.name == "scf.if" and pure_branches(op):
+            need[id(op)] = op
+            stack.extend(x for t in op.walk() for x in t.operands)
+            continue
         if op.name not in REMATERIALIZABLE and op.name not in ("program_id", "num_programs"):
             return None
         need[id(op)] = op
         stack.extend(op.operands)
     return list(need.values())
+
+
+def pure_branches(op: Op) -> bool:
+    """An ``scf.if`` whose branches hold only ops an address chain may re-evaluate (and their yields)."""
+    return all(t.name in REMATERIALIZABLE or t.name in ("program_id", "num_programs", "scf.yield")
+               for r in op.regions for t in r.ops)
 
 
 def address_chain(loop: Op, cp_loads: List[Op], tma_loads: List[Op]):
@@ -60,12 +72,18 @@ def address_chain(loop: Op, cp_loads: List[Op], tma_loads: List[Op]):
     carried = body.args[1:]
     carried_idx = [i for i, a in enumerate(carried) if a.id in used]
     yld = body.ops[-1]
-    inc = closure([yld.operands[i] for i in carried_idx], defs, args)
-    if inc is None:
-        return None
+    while True:  # the increments may read further carried values, which then advance with them
+        inc = closure([yld.operands[i] for i in carried_idx], defs, args)
+        if inc is None:
+            return None
+        read = {x.id for c in inc for t in c.walk() for x in t.operands}
+        more = [i for i, a in enumerate(carried) if a.id in read and i not in carried_idx]
+        if not more:
+            break
+        carried_idx = sorted(carried_idx + more)
     allowed = {body.args[0].id} | {carried[i].id for i in carried_idx}
     for c in chain + inc:
-        for o in c.operands:
+        for o in (x for t in c.walk() for x in t.operands):
             if o.id in args and o.id not in allowed:
                 return None  # the chain may only read the carried values it advances itself
     order = {id(o): i for i, o in enumerate(body.ops)}

@@ -73,6 +73,9 @@ class _Waits:
         # deferred dot results not waited for yet (in the order they were issued): value id -> [value,
         # groups committed after it, pinned]
         self.pending: Dict[int, list] = {}
+        # results of this block's ``wgmma='async'`` dots, still in flight (their group or the one after it):
+        # value id -> [value, groups committed after it]; a branch that reads one waits for it there
+        self.in_flight: Dict[int, list] = {}
 
     # -- the waits -----------------------------------------------------------------------------------
     def _wait(self, block: Block, at: int, values: List[Value], pending: int, pin: bool, loc) -> int:
@@ -143,9 +146,27 @@ class _Waits:
     def _committed(self, n: int) -> None:
         for e in self.pending.values():
             e[1] += n
+        for e in self.in_flight.values():
+            e[1] += n
+
+    def _branches(self, op: Op) -> None:
+        """The regions of an ``scf.if`` after async dots of the enclosing block: a region that reads one of
+        their results waits for it there (the tile's last step of a flattened loop: its epilogue), so the
+        group stays in flight on the path that does not read it."""
+        live = self.in_flight
+        for r in op.regions:
+            self.pending = {k: [v[0], v[1], False] for k, v in live.items()}
+            self.in_flight = {}
+            self.block(r)
+        self.pending, self.in_flight = {}, live
 
     # -- the walk, in the code generator's order ------------------------------------------------------
     def block(self, block: Block) -> None:
+        outer_in_flight, self.in_flight = self.in_flight, {}
+        self._block(block)
+        self.in_flight = outer_in_flight
+
+    def _block(self, block: Block) -> None:
         i = 0
         while i < len(block.ops):
             op = block.ops[i]
@@ -155,8 +176,11 @@ class _Waits:
                 continue
             if op.name in ("scf.for", "scf.if", "scf.while"):
                 i = self._complete_all(block, i, op.loc)
-                for r in op.regions:
-                    self.block(r)
+                if op.name == "scf.if" and self.in_flight:
+                    self._branches(op)
+                else:
+                    for r in op.regions:
+                        self.block(r)
                 if op.name == "scf.for" and op.attrs.get("pipeline"):
                     body = op.regions[0]
                     self._complete_all(body, len(body.ops) - 1, body.ops[-1].loc)  # before the back edge
@@ -186,6 +210,8 @@ class _Waits:
                     w.block = block
                     block.ops.insert(i + 1, w)
                     i += 1
+                    if op.attrs.get("wgmma") == "async":
+                        self.in_flight[op.results[0].id] = [op.results[0], 0]
             i += 1
 
     def _after_loop(self, block: Block, i: int, loop: Op) -> int:

@@ -1,0 +1,334 @@
+"""``flatten_loops``: a loop over tiles that holds one loop over K, asked for with
+``tl.range(..., flatten=True)``, becomes one loop over (tile, k) pairs (docs/schedule-ir.md, "Flattened
+loops"). Opt-in (``KERNELC_FLATTEN_LOOPS``) until a GPU says it is right and faster.
+
+Why: a ring (``schedule_pipelines``) is built for the innermost loop. Nested, it fills and drains once
+per tile (a persistent matmul at K = 512 with BK = 64: a prologue every 8 steps). Flattened, the copies of
+tile t+1's first K steps are issued while tile t's last steps and its epilogue run.
+
+Before (``P``: the ops of the tile loop before the K loop, ``E``: those after it)::
+
+    %r = scf.for %lb, %ub, %st, %o0 {flatten=True}
+      ^body(%t, %o):
+        P(%t, %o)
+        %acc = scf.for %klb, %kub, %kst, %init
+          ^body(%k, %a):  B(%k, %a, P) ; scf.yield %a2
+        E(%t, %o, P, %acc) ; scf.yield %o2
+
+After (``n_t``/``n_k``: the trip counts, computed before the loop; the K loop's inits are
+loop-invariant)::
+
+    %f, %_.. = scf.for 0, (n_k > 0 ? n_t * n_k : 0), 1, %o0, %init, 0, 0   # the K loop's num_stages/unroll,
+      ^body(%i, %o, %a, %ki, %tile):                                       # the tile loop's warp_specialize
+        %t = lb + tile * st ; %k = klb + ki * kst                 # tile = i / n_k, ki = i % n_k: carried counters
+        P(%t, %o)                                                 # pure: recomputed on every step
+        B(%k, %a, P)                      # a zero-started accumulator's dot: dot(.., %a, use_acc=(ki != 0))
+        %o', %a' = scf.if (ki == n_k - 1) { E(%t, %o, P, %a2) ; scf.yield %o2, %init }
+                                             else { scf.yield %o, %a2 }     # (%a' only for other carried values)
+        scf.yield %o', %a', (ki + 1) % n_k, tile + (ki + 1 == n_k)
+    %r = scf.if (n_k <= 0) {                                       # no K step: the tile loop without its K loop
+      scf.for %lb, %ub, %st, %f { P ; E(%acc := %init) }
+    } else { scf.yield %f }
+
+Every value the K loop's loads read is then computed by pure ops from the two counters, which advance by
+pure ops of themselves, so the ring passes re-evaluate it ``lookahead`` steps ahead across a tile boundary.
+The scalars ``P`` computes from the tile that anything else reads (the tile's coordinates) are carried too:
+the first tile's are computed before the loop, the next tile's in ``scf.if %last { P(tile + 1) }``, so a step
+that ends no tile does not recompute them (09's ``_compute_pid`` divides twice); not when ``P`` reads the tile
+loop's carried values or the loop asks for a producer warp (then ``P`` runs on every step).
+
+Refused (a compile-log note, the loop left nested) unless: the tile loop's body is ``P``, one ``scf.for`` and
+``E``, with ``P`` only arithmetic (no loads, no side effects, no regions); both steps are positive constants;
+the K loop's bounds and inits do not depend on the tile (what computes them in ``P`` is made once, before the
+loop).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+from ...language.dtypes import int1, shape_of
+from ...options import get
+from ..ir.core import Block, Function, Op, Value, clone_deep, replace_all_uses
+from ..ir.ops import OPS
+from .layout_assign import REMATERIALIZABLE
+
+FLATTEN = "flatten"
+# what the tile loop's body may compute before the K loop: it runs again on every flattened step (the ring
+# passes' address chains take the same ops); a load would read memory the K loop may have written since
+_RECOMPUTABLE = REMATERIALIZABLE | {"program_id", "num_programs"}
+
+
+def flatten_loops(fn: Function, notes: List[str], enabled: Optional[bool] = None) -> Function:
+    """Flatten every ``scf.for`` tagged ``flatten=True`` that can be (see the module docstring). The tag is
+    removed either way: it is a request, and a loop that is not flattened says why in ``notes``."""
+    if enabled is None:
+        enabled = get("KERNELC_FLATTEN_LOOPS")
+    for op in [o for o in fn.walk() if o.name == "scf.for" and o.attrs.get(FLATTEN)]:
+        del op.attrs[FLATTEN]
+        if not enabled:
+            continue
+        why = _why_not(op)
+        if why is not None:
+            notes.append(f"loop at {op.loc} not flattened: {why}")
+            continue
+        _flatten(op)
+    return fn
+
+
+def _const(v: Value) -> Optional[int]:
+    d = v.op
+    return d.attrs["value"] if d is not None and d.name == "constant" and isinstance(d.attrs["value"], int) \
+        and not isinstance(d.attrs["value"], bool) else None
+
+
+def _split(outer: Op):
+    body = outer.regions[0]
+    loops = [i for i, o in enumerate(body.ops) if o.regions]
+    if len(loops) != 1 or body.ops[loops[0]].name != "scf.for":
+        return None
+    at = loops[0]
+    return body.ops[:at], body.ops[at], body.ops[at + 1:-1]
+
+
+def _why_not(outer: Op) -> Optional[str]:
+    parts = _split(outer)
+    if parts is None:
+        return "its body must hold exactly one loop (an scf.for) and no other control flow"
+    pre, inner, _ = parts
+    for o in pre:
+        if not OPS[o.name].pure:
+            return f"`{o.name}` before the inner loop has side effects (it would run on every step)"
+        if o.name not in _RECOMPUTABLE:
+            return f"`{o.name}` before the inner loop would run on every step (only arithmetic may)"
+    inv = _invariant(outer, pre)
+    for name, v in (("step", outer.operands[2]), ("inner step", inner.operands[2])):
+        c = _const(v)
+        if c is None or c <= 0:
+            return f"its {name} must be a positive constant"
+    for name, v in (("inner lower bound", inner.operands[0]), ("inner upper bound", inner.operands[1])) + tuple(
+            (f"inner loop's initial value {i}", x) for i, x in enumerate(inner.operands[3:])):
+        if v.op is not None and v.op in pre and id(v.op) not in inv:
+            return f"the {name} depends on the outer iteration"
+        if v.op is None and v.owner is outer.regions[0]:
+            return f"the {name} depends on the outer iteration"
+    return None
+
+
+def _invariant(outer: Op, pre: List[Op]) -> set:
+    """ids of the ops of ``pre`` that read no value of the tile loop's iteration (its induction variable,
+    carried values, or ops of ``pre`` that do): made once, before the flattened loop."""
+    varying = {a.id for a in outer.regions[0].args}
+    out = set()
+    for o in pre:
+        if any(v.id in varying for v in o.operands):
+            varying.update(r.id for r in o.results)
+        else:
+            out.add(id(o))
+    return out
+
+
+class _Builder:
+    def __init__(self, loc):
+        self.ops: List[Op] = []
+        self.loc = loc
+
+    def op(self, name, operands, ty, attrs=None) -> Value:
+        o = Op(name, operands, [ty], attrs or {}, loc=self.loc)
+        self.ops.append(o)
+        return o.results[0]
+
+    def const(self, value, ty) -> Value:
+        return self.op("constant", [], ty, {"value": value})
+
+
+def _tile_scalars(b: "_Builder", scal: List[Op], iv: Value, t0: Value, coords: List[Value]) -> List[Value]:
+    """The first tile's ``coords``, computed before the loop (as the ring passes evaluate a step past the
+    end: a program without a tile computes them for a tile it does not have)."""
+    env = {iv.id: t0}
+    for o in scal:
+        b.ops.append(clone_deep(o, env))
+    return [env[v.id] for v in coords]
+
+
+def _zero_started_accumulators(inner: Op) -> Dict[int, int]:
+    """{carried index: id(dot)} of the K loop's accumulators that start at zero and that only their dot reads
+    (as its accumulator, which the loop yields): flattened, such a dot takes ``use_acc`` instead of a reset."""
+    body = inner.regions[0]
+    yld = body.ops[-1]
+    out = {}
+    for j, (init, arg) in enumerate(zip(inner.operands[3:], body.args[1:])):
+        d = init.op
+        if d is None or d.name != "constant" or d.attrs["value"] != 0 or not shape_of(init.type):
+            continue
+        readers = [(t, i) for o in body.ops for t in o.walk() for i, v in enumerate(t.operands) if v is arg]
+        if len(readers) != 1:
+            continue
+        dot, i = readers[0]
+        if dot.name == "dot" and i == 2 and len(dot.operands) == 3 and dot.block is body and \
+                yld.operands[j] is dot.results[0]:
+            out[j] = id(dot)
+    return out
+
+
+def _trip_count(b: _Builder, lb: Value, ub: Value, step: int) -> Value:
+    """max(0, ceil((ub - lb) / step)) for a positive step."""
+    ty = lb.type
+    n = b.op("sub", [ub, lb], ty)
+    if step != 1:
+        n = b.op("sdiv", [b.op("add", [n, b.const(step - 1, ty)], ty), b.const(step, ty)], ty)
+    return b.op("smax", [n, b.const(0, ty)], ty)
+
+
+def _flatten(outer: Op) -> None:
+    pre, inner, post = _split(outer)
+    obody, ibody = outer.regions[0], inner.regions[0]
+    olb, oub, ostep = outer.operands[:3]
+    ilb, iub, istep = inner.operands[:3]
+    oinit, iinit = outer.operands[3:], inner.operands[3:]
+    ty, ity = olb.type, ilb.type
+    b = _Builder(outer.loc)
+    # what the K loop's bounds and inits read in the tile loop's body (loop-invariant: _why_not) is made
+    # before the flattened loop
+    hoist: Dict[int, Value] = {}
+    need = {id(v.op) for v in list(inner.operands[:3]) + list(iinit) if v.op is not None and v.op in pre}
+    for o in reversed(pre):
+        if id(o) in need:
+            need.update(id(x.op) for x in o.operands if x.op is not None and x.op in pre)
+    for o in pre:
+        if id(o) in need:
+            b.ops.append(clone_deep(o, hoist))
+    ilb, iub, istep = (hoist.get(v.id, v) for v in (ilb, iub, istep))
+    iinit = [hoist.get(v.id, v) for v in iinit]
+    n_t = _trip_count(b, olb, oub, _const(ostep))
+    n_k = _trip_count(b, ilb, iub, _const(istep))
+    n_k = n_k if ity == ty else b.op("cast", [n_k], ty)
+    zero = b.const(0, ty)
+    has_k = b.op("cmpi", [n_k, zero], int1, {"pred": "sgt"})
+    # no K step: no flattened step either (the tile loop below runs instead); the divisor is never 0, also
+    # where the ring passes evaluate a step past the end
+    total = b.op("select", [has_k, b.op("mul", [n_t, n_k], ty), zero], ty)
+    n_k1 = b.op("smax", [n_k, b.const(1, ty)], ty)
+
+    # the tile's coordinates: the scalars P computes from the tile that anything else reads are carried, the
+    # next tile's computed in a branch on each tile's last step (not on every step); not when P reads the
+    # tile loop's carried values (the next tile's would depend on its epilogue): then P runs on every step
+    inv = _invariant(outer, pre)
+    scal = [o for o in pre if id(o) not in inv and not any(shape_of(r.type) for r in o.results)]
+    s_ids = {id(o) for o in scal}
+    reads_carried = any(v.owner is obody and v is not obody.args[0] for o in scal for v in o.operands)
+    outside = [t for o in pre if id(o) not in s_ids for t in o.walk()] + \
+        [t for o in ibody.ops + post + [obody.ops[-1]] for t in o.walk()]
+    read = {v.id for t in outside for v in t.operands}
+    # (nor when the loop asks for a producer warp: its program re-evaluates the coordinates without branches)
+    coords = [] if reads_carried or outer.attrs.get("warp_specialize") else \
+        [r for o in scal for r in o.results if r.id in read]
+    # the flattened loop; it also carries the step's K index and tile number (counters, not i / n_k: the
+    # ring passes advance them ahead with the same increments, no division per step)
+    n_o, n_i, n_c = len(oinit), len(iinit), len(coords)
+    nblk = Block([ty] + [a.type for a in obody.args[1:]] + [a.type for a in ibody.args[1:]] + [ty, ty] +
+                 [v.type for v in coords])
+    o_c, i_c = nblk.args[1:1 + n_o], nblk.args[1 + n_o:1 + n_o + n_i]
+    ki, tile = nblk.args[1 + n_o + n_i:3 + n_o + n_i]
+    c_c = nblk.args[3 + n_o + n_i:]
+    h = _Builder(outer.loc)
+    t_iv = h.op("add", [olb, h.op("mul", [tile, ostep], ty)], ty)
+    ki_i = ki if ity == ty else h.op("cast", [ki], ity)
+    k_iv = h.op("add", [ilb, h.op("mul", [ki_i, istep], ity)], ity)
+    env: Dict[int, Value] = {obody.args[0].id: t_iv, ibody.args[0].id: k_iv}
+    env.update({a.id: v for a, v in zip(obody.args[1:], o_c)})
+    env.update({a.id: v for a, v in zip(ibody.args[1:], i_c)})
+    env.update({v.id: a for v, a in zip(coords, c_c)})
+    for o in h.ops:
+        nblk.append(o)
+    c_init = _tile_scalars(b, scal, obody.args[0], olb, coords)
+    flat_pre = [o for o in pre if id(o) not in s_ids] if coords else pre
+    direct = _zero_started_accumulators(inner)
+    first = None
+    for o in flat_pre + ibody.ops[:-1]:
+        c = clone_deep(o, env)
+        nblk.append(c)
+        if id(o) in direct.values():
+            # the tile's first K step ignores the carried accumulator (wgmma's scale-d): the dot's result is
+            # carried straight on, nothing reads it outside the dot before the tile's last step
+            if first is None:
+                first = Op("cmpi", [ki, zero], [int1], {"pred": "ne"}, loc=outer.loc)
+                nblk.ops.insert(len(nblk.ops) - 1, first)
+                first.block = nblk
+            c.operands.append(first.results[0])
+    k_next = [env.get(v.id, v) for v in ibody.ops[-1].operands]
+    reset = [j for j in range(len(i_c)) if j not in direct]
+    last = _Builder(outer.loc)
+    ki1 = last.op("add", [ki, last.const(1, ty)], ty)
+    is_last = last.op("cmpi", [ki1, n_k1], int1, {"pred": "eq"})
+    ki_next = last.op("select", [is_last, last.const(0, ty), ki1], ty)
+    tile_next = last.op("select", [is_last, last.op("add", [tile, last.const(1, ty)], ty), tile], ty)
+    for o in last.ops:
+        nblk.append(o)
+    c_next = []
+    if coords:
+        nt, keep = Block(), Block()
+        step_b = _Builder(outer.loc)
+        t_next = step_b.op("add", [t_iv, ostep], ty)
+        for o in step_b.ops:
+            nt.append(o)
+        nenv = {obody.args[0].id: t_next}
+        for o in scal:
+            nt.append(clone_deep(o, nenv))
+        nt.append(Op("scf.yield", [nenv[v.id] for v in coords], [], loc=outer.loc))
+        keep.append(Op("scf.yield", list(c_c), [], loc=outer.loc))
+        nx = Op("scf.if", [is_last], [v.type for v in coords], regions=[nt, keep], loc=outer.loc)
+        nblk.append(nx)
+        c_next = list(nx.results)
+    then, other = Block(), Block()
+    tenv = dict(env)
+    tenv.update({r.id: v for r, v in zip(inner.results, k_next)})
+    for o in post:
+        then.append(clone_deep(o, tenv))
+    then.append(Op("scf.yield", [tenv.get(v.id, v) for v in obody.ops[-1].operands] + [iinit[j] for j in reset], [],
+                   loc=obody.ops[-1].loc))
+    other.append(Op("scf.yield", list(o_c) + [k_next[j] for j in reset], [], loc=obody.ops[-1].loc))
+    br = Op("scf.if", [is_last], [v.type for v in o_c] + [i_c[j].type for j in reset], regions=[then, other],
+            loc=outer.loc)
+    nblk.append(br)
+    nxt = list(br.results[:len(o_c)])
+    kept = iter(br.results[len(o_c):])
+    nxt += [k_next[j] if j in direct else next(kept) for j in range(len(i_c))]
+    nblk.append(Op("scf.yield", nxt + [ki_next, tile_next] + c_next, [], loc=ibody.ops[-1].loc))
+    attrs = {k: v for k, v in inner.attrs.items() if k in ("num_stages", "unroll")}
+    if "warp_specialize" in outer.attrs:
+        attrs["warp_specialize"] = outer.attrs["warp_specialize"]
+    flat = Op("scf.for", [zero, total, b.const(1, ty)] + list(oinit) + list(iinit) + [zero, zero] + c_init,
+              [v.type for v in nblk.args[1:]], attrs, regions=[nblk], loc=inner.loc)
+
+    # no K step: every tile still runs P and E, with the K loop's results equal to its inits (the flattened
+    # loop ran no step, so its results are the tile loop's inits)
+    nenv: Dict[int, Value] = {}
+    eblk = Block([a.type for a in obody.args], [a.name for a in obody.args])
+    nenv.update({a.id: na for a, na in zip(obody.args, eblk.args)})
+    for o in pre:
+        eblk.append(clone_deep(o, nenv))
+    nenv.update({r.id: nenv.get(v.id, v) for r, v in zip(inner.results, inner.operands[3:])})
+    for o in post + [obody.ops[-1]]:
+        eblk.append(clone_deep(o, nenv))
+    flat_out = flat.results[:n_o]
+    plain = Op("scf.for", [olb, oub, ostep] + list(flat_out), [r.type for r in outer.results],
+               {k: v for k, v in outer.attrs.items() if k not in (FLATTEN, "warp_specialize")}, regions=[eblk],
+               loc=outer.loc)
+    no_k = Op("cmpi", [n_k, zero], [int1], {"pred": "sle"}, loc=outer.loc)
+    yes, no = Block(), Block()
+    yes.append(plain)
+    yes.append(Op("scf.yield", list(plain.results), [], loc=outer.loc))
+    no.append(Op("scf.yield", list(flat_out), [], loc=outer.loc))
+    guard = Op("scf.if", [no_k.results[0]], [r.type for r in outer.results], regions=[yes, no], loc=outer.loc)
+    blk = outer.block
+    at = blk.ops.index(outer)
+    new = b.ops + [flat, no_k, guard]
+    blk.ops[at:at + 1] = new
+    for o in new:
+        o.block = blk
+    # the tile loop's results are now the guard's
+    root = blk
+    while root.parent is not None:
+        root = root.parent.block
+    for old, nv in zip(outer.results, guard.results):
+        replace_all_uses(root, old, nv)

@@ -1,0 +1,56 @@
+"""Persistent matmul kernels whose tile loop asks to be flattened (``kl.range(..., flatten=True)``): shared by
+the CPU tests of ``flatten_loops`` (tests/compiler/test_flatten_loops.py) and the GPU test
+(tests/gpu/test_gpu_flatten_loops.py). Each program walks the tiles ``pid, pid + PROGRAMS, ...``; C is written
+by the epilogue after each tile's K loop."""
+import kernelc
+import kernelc.language as kl
+
+
+@kernelc.jit
+def persistent_desc(a_ptr, b_ptr, c_ptr, M, N, K, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr,
+                    PROGRAMS: kl.constexpr, FLAT: kl.constexpr, WS: kl.constexpr = None):
+    """C = A @ B.T with A (M, K), B (N, K), C (M, N) row-major, through device-made descriptors (TMA); ``WS``
+    is the tile loop's ``warp_specialize``."""
+    pid = kl.program_id(0)
+    n_m = kl.cdiv(M, BM)
+    n_n = kl.cdiv(N, BN)
+    k_steps = kl.cdiv(K, BK)
+    a_d = kl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
+    b_d = kl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BN, BK])
+    c_d = kl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    done = pid - PROGRAMS  # a counter the epilogue advances (carried by the tile loop)
+    for t in kl.range(pid, n_m * n_n, PROGRAMS, flatten=FLAT, warp_specialize=WS):
+        row = (t % n_m) * BM
+        col = (t // n_m) * BN
+        acc = kl.zeros((BM, BN), dtype=kl.float32)
+        for k in range(k_steps):
+            a = a_d.load([row, k * BK])
+            b = b_d.load([col, k * BK])
+            acc = kl.dot(a, b.T, acc)
+        done += PROGRAMS
+        c_d.store([(done % n_m) * BM, (done // n_m) * BN], acc.to(kl.float16))
+
+
+@kernelc.jit
+def persistent_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bn, stride_cm, BM: kl.constexpr,
+                   BN: kl.constexpr, BK: kl.constexpr, PROGRAMS: kl.constexpr, FLAT: kl.constexpr):
+    """The same with masked pointer loads and a masked store (ragged M, N and K)."""
+    pid = kl.program_id(0)
+    n_m = kl.cdiv(M, BM)
+    n_n = kl.cdiv(N, BN)
+    k_steps = kl.cdiv(K, BK)
+    kk = kl.arange(0, BK)
+    for t in kl.range(pid, n_m * n_n, PROGRAMS, flatten=FLAT):
+        rows = (t % n_m) * BM + kl.arange(0, BM)
+        cols = (t // n_m) * BN + kl.arange(0, BN)
+        # rows and columns past the edge read row 0 (their results are not stored): only K is masked
+        ra = kl.where(rows < M, rows, 0)
+        cb = kl.where(cols < N, cols, 0)
+        acc = kl.zeros((BM, BN), dtype=kl.float32)
+        for k in range(k_steps):
+            ks = k * BK + kk
+            a = kl.load(a_ptr + ra[:, None] * stride_am + ks[None, :], mask=ks[None, :] < K, other=0.0)
+            b = kl.load(b_ptr + cb[None, :] * stride_bn + ks[:, None], mask=ks[:, None] < K, other=0.0)
+            acc = kl.dot(a, b, acc)
+        kl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :], acc.to(kl.float16),
+                 mask=(rows[:, None] < M) & (cols[None, :] < N))
