@@ -2,7 +2,7 @@
 debug mode; a failure is a compiler bug, reported with the op and its kernel line."""
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Set
+from typing import Callable, Dict, List, Optional, Set
 
 from ...language import dtypes as T
 from ...language.dtypes import block_type, pointer_type, scalar_of, shape_of, tensor_descriptor_type
@@ -223,11 +223,18 @@ def _bulk_buffer_alloc(op: Op) -> List[str]:
     return errs
 
 
+def _bulk_buffer_and_stage(op: Op) -> Optional[List[str]]:
+    """Errors of operands 0 (a bulk_buffer_alloc) and 1 (the stage); None when operand 0 is not a buffer."""
+    if not _bulk_buffer(op.operands[0]):
+        return None
+    return [] if _is_i32(op.operands[1]) else ["the stage must be an i32 scalar"]
+
+
 def _bulk_stage_store(op: Op) -> List[str]:
     buf = op.operands[0]
-    if not _bulk_buffer(buf):
+    errs = _bulk_buffer_and_stage(op)
+    if errs is None:
         return ["operand 0 must be a bulk_buffer_alloc"]
-    errs = [] if _is_i32(op.operands[1]) else ["the stage must be an i32 scalar"]
     if op.operands[2].type != buf.type:
         errs.append(f"the tile's type {op.operands[2].type} differs from the buffer's {buf.type}")
     return errs
@@ -235,9 +242,9 @@ def _bulk_stage_store(op: Op) -> List[str]:
 
 def _bulk_reduce(op: Op) -> List[str]:
     buf = op.operands[0]
-    if not _bulk_buffer(buf):
+    errs = _bulk_buffer_and_stage(op)
+    if errs is None:
         return ["operand 0 must be a bulk_buffer_alloc"]
-    errs = [] if _is_i32(op.operands[1]) else ["the stage must be an i32 scalar"]
     if not _is_i1(op.operands[2]):
         errs.append("the predicate must be an i1 scalar")
     offs = op.operands[3:]
