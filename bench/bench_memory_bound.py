@@ -223,11 +223,22 @@ def column_options(env) -> dict:
         return options.compile_options().key()
 
 
-def check_columns(columns) -> dict:
+def _stored_regs(cache_dir, key):
+    """Registers of the entry ``key`` in the disk cache at ``cache_dir`` (None if there is none)."""
+    import json
+    try:
+        with open(os.path.join(cache_dir, key[:2], key, "meta.json")) as f:
+            return json.load(f).get("n_regs")
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def check_columns(columns, ambient_cache=None) -> dict:
     """What each kernelc column built, checked: ``columns`` is ``[(name, module, env)]`` after every column's
     first (compiling) call. Raises if a kernel was loaded from a disk cache rather than compiled in this process,
     or if two columns compiled under different options hold a kernel under one cache key (one column would time
-    the other's build). Returns ``{column: {kernel: {"regs", "cache_key", "compiled_here"}}}``."""
+    the other's build). Returns ``{column: {kernel: {"regs", "cache_key", "compiled_here"}}}``, with
+    ``"ambient_regs"`` where ``ambient_cache`` (the cache a column once used) holds an entry under that key."""
     out, seen = {}, {}
     for name, mod, env in columns:
         opts = column_options(env)
@@ -235,6 +246,9 @@ def check_columns(columns) -> dict:
         for kname, ck in sorted(_built(mod).items()):
             here = "disk_cache_load" not in ck.timings
             out[name][kname] = {"regs": ck.n_regs, "cache_key": ck.cache_key, "compiled_here": here}
+            stored = _stored_regs(ambient_cache, ck.cache_key) if ambient_cache and ck.cache_key else None
+            if stored is not None:
+                out[name][kname]["ambient_regs"] = stored
             if not here:
                 raise RuntimeError(f"{name}: {kname} was loaded from the disk cache, not compiled for this column")
             other = seen.get((kname, ck.cache_key))
@@ -278,6 +292,8 @@ def parse_variants(argv):
 
 def run(names, rounds, variants=()):
     import tempfile
+    from kernelc.runtime.cache import cache_dir
+    ambient_cache = cache_dir()
     cache_root = tempfile.mkdtemp(prefix="kernelc-bench-memory-bound-")
     V = [(f"kernelc[{tag}]", kernelc_variant(tag), column_env(cache_root, str(i + 1), env))
          for i, (tag, env) in enumerate(variants)]
@@ -314,7 +330,7 @@ def run(names, rounds, variants=()):
                     times[n].append(_time(fn))
             if [_compiles(mod) for _, mod, _ in V] != compiled:   # a compile outside the variant's knobs
                 raise RuntimeError("a kernelc variant compiled again while timed, without its knobs")
-            r["kernels"] = check_columns([("kernelc", K, K_env), *V])
+            r["kernels"] = check_columns([("kernelc", K, K_env), *V], ambient_cache)
             r["regs"] = {col: {k: v["regs"] for k, v in ks.items()} for col, ks in r["kernels"].items()}
             gb = nbytes(*args)
             for n in times:
