@@ -231,11 +231,13 @@ def fit_target_to_assembler(tgt):
 
 
 def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequence[str] = (),
-                 name: str = "kernel.ptx") -> CubinResult:
+                 name: str = "kernel.ptx", fill_step: bool = False) -> CubinResult:
     """Assemble ``ptx`` into a cubin for ``target``: with a standalone ptxas as a whole program where
     :func:`standalone_assembler` finds one, else with nvJitLink.
 
     ``extra`` options are passed to ptxas / nvJitLink as given (e.g. ``"-Xptxas=-warn-spills"``).
+    ``fill_step``: under nvJitLink without the launch bound, give the kernel the registers it can have without
+    losing a block per SM (:func:`_fill_step`; the tile IR's ``registers`` attribute says when).
     Raises :class:`CompilationError` with ptxas's error log when the PTX does not assemble.
     """
     target = parse_target(target)
@@ -251,7 +253,11 @@ def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequen
         over = _misfits(free, bounds, target)
         if not over:
             if get("KERNELC_OCCUPANCY_STEP"):
-                return _occupancy_step(free, unbounded, bounds, target, opt_level, extra, name)
+                stepped = _occupancy_step(free, unbounded, bounds, target, opt_level, extra, name)
+                if stepped is not free:
+                    return stepped
+            if fill_step:
+                return _fill_step(free, unbounded, bounds, target, opt_level, extra, name)
             return free
         res = _nvjitlink_cubin(data, target, opt_level, extra, name)
         res.info_log = "".join(f"kernelc: without .maxntid {n} takes {r} registers, more than {t} threads can "
@@ -355,6 +361,49 @@ def _occupancy_step(free: CubinResult, data: bytes, bounds: Dict[str, int], targ
                         f"{blocks_per_sm(s.registers, threads, s.shared, limits)} blocks an SM, not "
                         f"{blocks_per_sm(r.registers, threads, r.shared, limits)}\n") + stepped.info_log
     return stepped
+
+
+def step_ceiling(registers: int, threads: int, shared: int, limits) -> Optional[int]:
+    """The most registers (a multiple of 8, or the launch bound's min(65536 / threads, 255)) at which this kernel
+    still runs as many blocks per SM as at ``registers``; None if one block does not fit."""
+    now = blocks_per_sm(registers, threads, shared, limits)
+    if now == 0:
+        return None
+    top = min(limits.max_regs_per_thread, limits.registers_per_sm // threads)
+    best = registers
+    for r in [*range(registers - registers % 8 + 8, top + 1, 8), top]:   # blocks fall as registers grow
+        if r > best and blocks_per_sm(r, threads, shared, limits) == now:
+            best = r
+    return best
+
+
+def _fill_step(free: CubinResult, data: bytes, bounds: Dict[str, int], target, opt_level, extra, name):
+    """``free`` again with its occupancy step's register ceiling (:func:`step_ceiling`), kept if nothing spills.
+
+    Relocatable ptxas without a ceiling allocates as few registers as it can and, to get there, issues a row's
+    loads late, next to their first use; registers below the next occupancy step buy no block per SM. GeGLU's
+    backward row (16384 bf16, 16 warps): 70 registers, one block per SM and 4 of its 12 loads issued before the
+    first use; at the ceiling 128 it takes 104, still one block, and measured 11% faster (the launch bound's
+    code, H200 2026-11-27, docs/performance.md). One entry per module, as kernelc emits."""
+    if len(bounds) != 1:
+        return free
+    (entry, threads), = bounds.items()
+    r = free.resources.get(entry)
+    try:
+        limits = target.limits
+    except KeyError:
+        return free
+    cap = step_ceiling(r.registers, threads, r.shared, limits) if r is not None else None
+    if cap is None or cap <= r.registers:
+        return free
+    filled = _nvjitlink_cubin(data, target, opt_level, (*extra, f"-maxrregcount={cap}"), name)
+    f = filled.resources.get(entry)
+    if f is None or f.spills or f.stack_frame > r.stack_frame or \
+            blocks_per_sm(f.registers, threads, f.shared, limits) != blocks_per_sm(r.registers, threads, r.shared, limits):
+        return free
+    filled.info_log = (f"kernelc: {entry} at up to {cap} registers (unbounded: {r.registers}, now {f.registers}), "
+                       f"{blocks_per_sm(f.registers, threads, f.shared, limits)} blocks an SM either way\n") + filled.info_log
+    return filled
 
 
 def _misfits(res: CubinResult, bounds: Dict[str, int], target) -> List[tuple]:
