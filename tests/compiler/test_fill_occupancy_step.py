@@ -130,6 +130,21 @@ def test_no_fill_with_the_launch_bound_or_at_a_step(monkeypatch):
     assert ck.n_regs == 32 and "kernelc:" not in ck.artifacts.ptxas_log
 
 
+@pytest.mark.parametrize("kernel,sig,block,warps", [
+    # 16 blocks of 4 warps a SM whatever its few registers: the thread limit decides, not registers
+    (scale_rows, SCALE_SIG, dict(BLOCK=1024), 4),
+    # 36 registers, three 16-warp blocks up to 40: 4 registers of headroom are not worth a second ptxas run
+    (K.geglu_fwd_kernel, dict(a_ptr="*bf16", b_ptr="*bf16", c_ptr="*bf16", stride="i32", n_cols="i32"),
+     dict(BLOCK_SIZE=16384), 16)])
+def test_no_second_assembly_where_registers_do_not_decide_or_gain_little(kernel, sig, block, warps):
+    ck = kernelc.compile(kernel, sig, block, target="sm_90a", num_warps=warps, divisibility={k: 16 for k in sig})
+    assert "registers='fill_step'" in ck.asm["tir"].splitlines()[0]     # marked: the assembler decides
+    assert "kernelc:" not in ck.artifacts.ptxas_log, ck.artifacts.ptxas_log[:200]
+    ceiling = P.step_ceiling(ck.n_regs, 32 * warps, ck.shared, L)
+    limited = P.blocks_per_sm(ck.n_regs, 32 * warps, ck.shared, L) < P.blocks_per_sm(8, 32 * warps, ck.shared, L)
+    assert not limited or ceiling - ck.n_regs < P.FILL_STEP_MIN_HEADROOM
+
+
 def test_the_occupancy_step_wins_over_the_fill(monkeypatch):
     # KERNELC_OCCUPANCY_STEP (opt-in) takes geglu bwd down to two blocks; the fill would take it up within one
     monkeypatch.setenv("KERNELC_OCCUPANCY_STEP", "1")

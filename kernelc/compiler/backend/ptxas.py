@@ -377,6 +377,9 @@ def step_ceiling(registers: int, threads: int, shared: int, limits) -> Optional[
     return best
 
 
+FILL_STEP_MIN_HEADROOM = 8
+
+
 def _fill_step(free: CubinResult, data: bytes, bounds: Dict[str, int], target, opt_level, extra, name):
     """``free`` again with its occupancy step's register ceiling (:func:`step_ceiling`), kept if nothing spills.
 
@@ -384,7 +387,10 @@ def _fill_step(free: CubinResult, data: bytes, bounds: Dict[str, int], target, o
     loads late, next to their first use; registers below the next occupancy step buy no block per SM. GeGLU's
     backward row (16384 bf16, 16 warps): 70 registers, one block per SM and 4 of its 12 loads issued before the
     first use; at the ceiling 128 it takes 104, still one block, and measured 11% faster (the launch bound's
-    code, H200 2026-11-27, docs/performance.md). One entry per module, as kernelc emits."""
+    code, H200 2026-11-27, docs/performance.md). One entry per module, as kernelc emits.
+
+    Only the static shared memory is known here: where the dynamic part limits the blocks, the registers still
+    keep the count they allow, so the ceiling is lower than it could be and no block is lost."""
     if len(bounds) != 1:
         return free
     (entry, threads), = bounds.items()
@@ -394,7 +400,10 @@ def _fill_step(free: CubinResult, data: bytes, bounds: Dict[str, int], target, o
     except KeyError:
         return free
     cap = step_ceiling(r.registers, threads, r.shared, limits) if r is not None else None
-    if cap is None or cap <= r.registers:
+    # only where registers decide the blocks per SM (not threads or shared memory) and a step's headroom is at
+    # least FILL_STEP_MIN_HEADROOM: a second ptxas run for a few registers more is not worth its compile time
+    if cap is None or cap - r.registers < FILL_STEP_MIN_HEADROOM or \
+            blocks_per_sm(r.registers, threads, r.shared, limits) == blocks_per_sm(8, threads, r.shared, limits):
         return free
     filled = _nvjitlink_cubin(data, target, opt_level, (*extra, f"-maxrregcount={cap}"), name)
     f = filled.resources.get(entry)
