@@ -153,3 +153,15 @@ def test_the_occupancy_step_wins_over_the_fill(monkeypatch):
         assert ck.n_regs <= 64
     else:   # the step spilled with this ptxas: the fill applies
         assert "at up to 128 registers" in ck.artifacts.ptxas_log
+
+
+def test_the_analyzer_reads_a_header_with_function_attributes():
+    from analyzer.tir import parse
+    ck = kernelc.compile(scale_rows, SCALE_SIG, dict(BLOCK=1024), target="sm_90a",
+                         divisibility={k: 16 for k in SCALE_SIG})
+    assert " attributes {registers='fill_step'} {" in ck.asm["tir"].splitlines()[0]
+    facts = parse(ck.asm["tir"])
+    assert facts.name == "scale_rows"
+    assert facts.arg_types == {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"}
+    assert facts.divisibility == {"x_ptr": 16, "y_ptr": 16, "n": 16}
+    assert "kernel" not in [op.op for op in facts.ops]
