@@ -246,6 +246,10 @@ def check_columns(columns, ambient_cache=None) -> dict:
         for kname, ck in sorted(_built(mod).items()):
             here = "disk_cache_load" not in ck.timings
             out[name][kname] = {"regs": ck.n_regs, "cache_key": ck.cache_key, "compiled_here": here}
+            notes = [ln for ln in getattr(getattr(ck, "artifacts", None), "ptxas_log", "").splitlines()
+                     if ln.startswith("kernelc:")]   # how the assembler decided (launch bound, fill, step)
+            if notes:
+                out[name][kname]["notes"] = notes
             stored = _stored_regs(ambient_cache, ck.cache_key) if ambient_cache and ck.cache_key else None
             if stored is not None:
                 out[name][kname]["ambient_regs"] = stored

@@ -165,3 +165,21 @@ def test_the_analyzer_reads_a_header_with_function_attributes():
     assert facts.arg_types == {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"}
     assert facts.divisibility == {"x_ptr": 16, "y_ptr": 16, "n": 16}
     assert "kernel" not in [op.op for op in facts.ops]
+
+
+def test_without_ptxas_report_the_registers_come_from_the_cubin(monkeypatch):
+    """nvJitLink's info log without the ``-v`` report for the kernel (as the variant columns' compiles on the
+    H200 seem to have had): the decisions read the cubin's registers, so the launch bound is not put back on a
+    kernel that fits and the fill still applies."""
+    sig = dict(a_ptr="*bf16", b_ptr="*bf16", c_ptr="*bf16", stride="i32", n_cols="i32")
+    monkeypatch.setattr(P, "parse_ptxas_report", lambda log: {})
+
+    def build(kernel, s):
+        return kernelc.compile(kernel, s, dict(BLOCK_SIZE=16384), target="sm_90a", num_warps=16,
+                               divisibility={k: 16 for k in s})
+    fwd = build(K.geglu_fwd_kernel, sig)
+    assert fwd.n_regs <= 40, fwd.n_regs        # unbounded (36); with the bound put back: 93
+    assert "kernelc: no ptxas report for geglu_fwd_kernel" in fwd.artifacts.ptxas_log
+    assert "assembled again with it" not in fwd.artifacts.ptxas_log
+    bwd = build(K.geglu_bwd_kernel, GEGLU_BWD_SIG)
+    assert "at up to 128 registers" in bwd.artifacts.ptxas_log and 64 < bwd.n_regs <= 128

@@ -451,4 +451,25 @@ def _nvjitlink_cubin(data: bytes, target, opt_level: int, extra: Sequence[str], 
     finally:
         nvjitlink.destroy(handle)
     warnings = [ln.strip() for ln in info.splitlines() if "warning" in ln.lower()]
-    return CubinResult(bytes(buf), info, parse_ptxas_report(info), warnings)
+    return _report_from_cubin(CubinResult(bytes(buf), info, parse_ptxas_report(info), warnings))
+
+
+def _report_from_cubin(res: CubinResult) -> CubinResult:
+    """``res`` with every kernel of its cubin in ``resources``: an entry the info log does not report is read
+    from the cubin (registers, shared memory, stack frame; spills unknown, so 0) and the log says so.
+
+    Without the report the launch-bound decision sees no registers and puts the bound back on a kernel that
+    fits (``_misfits``), and the fill and the occupancy step do nothing: the bench's variant columns on the
+    H200 of 2026-11-27 compiled with the bound that way, it seems (docs/performance.md, "The variant columns")."""
+    try:
+        from cubintools import inspect_cubin
+        info = inspect_cubin(res.cubin)
+    except Exception:  # not a cubin we can read: keep what the log says
+        return res
+    for name, f in info.functions.items():
+        if f.is_entry and name not in res.resources:
+            res.resources[name] = FunctionResources(name, is_entry=True, registers=f.n_regs, shared=f.shared,
+                                                    stack_frame=f.frame_size)
+            res.info_log = (f"kernelc: no ptxas report for {name} in nvJitLink's log; registers ({f.n_regs}) read "
+                            f"from the cubin\n") + res.info_log
+    return res
