@@ -467,7 +467,8 @@ def _report_from_cubin(res: CubinResult) -> CubinResult:
     except Exception:  # not a cubin we can read: keep what the log says
         return res
     for name, f in info.functions.items():
-        if f.is_entry and name not in res.resources:
+        r = res.resources.get(name)
+        if f.is_entry and (r is None or (r.registers == 0 and f.n_regs)):   # absent, or no "Used N registers"
             res.resources[name] = FunctionResources(name, is_entry=True, registers=f.n_regs, shared=f.shared,
                                                     stack_frame=f.frame_size)
             res.info_log = (f"kernelc: no ptxas report for {name} in nvJitLink's log; registers ({f.n_regs}) read "
