@@ -18,7 +18,8 @@ _OP = re.compile(r"^(?P<indent>\s*)(?:(?P<results>%[\w.]+(?:\s*,\s*%[\w.]+)*)\s*
                  r"(?P<rest>.*)$")
 _BLOCK_ARGS = re.compile(r"^\s*\^\w+\((?P<args>.*)\)\s*:?\s*$")
 _ARG = re.compile(r"(%[\w.]+)\s*:\s*([^,{}()]+?)(?:\s*\{([^}]*)\})?\s*(?:,|$)")
-_HEADER = re.compile(r"^kernel\s+(?P<name>\w+)\((?P<args>.*)\)\s*\{")
+# the function's own attributes (``attributes {registers='fill_step'}``) sit between the arguments and the body
+_HEADER = re.compile(r"^kernel\s+(?P<name>\w+)\((?P<args>.*)\)(?:\s+attributes\s+\{[^}]*\})?\s*\{")
 _SHAPE = re.compile(r"^<(?P<dims>(?:\d+x)+)(?P<elt>\*?\w+)>$")
 
 

@@ -11,6 +11,11 @@ Rounds interleave the implementations (kernelc, Triton, torch, then the next rou
 clock and thermal drift hit all of them alike; each figure is the median over rounds of do_bench's median.
 A ``--variant TAG:VAR=VALUE[,VAR=VALUE]`` is one more kernelc column, ``kernelc[TAG]``: a second copy of the
 kernels module (its own JIT caches) whose kernels compile with those environment knobs set.
+
+Every kernelc column compiles in this process into a disk cache of its own, made empty for the run: a column
+never times a build left in ``KERNELC_CACHE_DIR`` by another process or tree. Each row records what each column
+built (``kernels``: registers, cache key, whether it was compiled here); the run stops if a column's kernel came
+from disk or shares its cache key with a column compiled under other options.
 """
 from __future__ import annotations
 
@@ -190,14 +195,70 @@ def _compiles(mod) -> int:
                if hasattr(f, "arg_names"))
 
 
-def _regs(mod) -> dict:
-    """Registers of each of ``mod``'s kernels as compiled in this process (what a variant really built)."""
+def _built(mod) -> dict:
+    """``{kernel: CompiledKernel}`` of ``mod``'s kernels as loaded in this process (the last specialisation)."""
     out = {}
     for n, f in vars(mod).items():
         for ent in getattr(f, "_cuda_state", {}).get("cache", {}).values():
             ck = getattr(ent, "compiled", None)
             if ck is not None:
-                out[n] = ck.n_regs
+                out[n] = ck
+    return out
+
+
+def _regs(mod) -> dict:
+    """Registers of each of ``mod``'s kernels as compiled in this process (what a variant really built)."""
+    return {n: ck.n_regs for n, ck in _built(mod).items()}
+
+
+def column_env(root: str, column: str, env=None) -> dict:
+    """The environment a kernelc column compiles under: its knobs and a disk cache of its own under ``root``."""
+    return {**(env or {}), "KERNELC_CACHE_DIR": os.path.join(root, column)}
+
+
+def column_options(env) -> dict:
+    """The compile options (``kernelc.options.CompileOptions``, as hashed into the cache key) under ``env``."""
+    from kernelc import options
+    with _env(env):
+        return options.compile_options().key()
+
+
+def _stored_regs(cache_dir, key):
+    """Registers of the entry ``key`` in the disk cache at ``cache_dir`` (None if there is none)."""
+    import json
+    try:
+        with open(os.path.join(cache_dir, key[:2], key, "meta.json")) as f:
+            return json.load(f).get("n_regs")
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def check_columns(columns, ambient_cache=None) -> dict:
+    """What each kernelc column built, checked: ``columns`` is ``[(name, module, env)]`` after every column's
+    first (compiling) call. Raises if a kernel was loaded from a disk cache rather than compiled in this process,
+    or if two columns compiled under different options hold a kernel under one cache key (one column would time
+    the other's build). Returns ``{column: {kernel: {"regs", "cache_key", "compiled_here"}}}``, with
+    ``"ambient_regs"`` where ``ambient_cache`` (the cache a column once used) holds an entry under that key."""
+    out, seen = {}, {}
+    for name, mod, env in columns:
+        opts = column_options(env)
+        out[name] = {}
+        for kname, ck in sorted(_built(mod).items()):
+            here = "disk_cache_load" not in ck.timings
+            out[name][kname] = {"regs": ck.n_regs, "cache_key": ck.cache_key, "compiled_here": here}
+            notes = [ln for ln in getattr(getattr(ck, "artifacts", None), "ptxas_log", "").splitlines()
+                     if ln.startswith("kernelc:")]   # how the assembler decided (launch bound, fill, step)
+            if notes:
+                out[name][kname]["notes"] = notes
+            stored = _stored_regs(ambient_cache, ck.cache_key) if ambient_cache and ck.cache_key else None
+            if stored is not None:
+                out[name][kname]["ambient_regs"] = stored
+            if not here:
+                raise RuntimeError(f"{name}: {kname} was loaded from the disk cache, not compiled for this column")
+            other = seen.get((kname, ck.cache_key))
+            if other is not None and other[1] != opts:
+                raise RuntimeError(f"{name}: {kname} has the cache key of {other[0]}, compiled under other options")
+            seen.setdefault((kname, ck.cache_key), (name, opts))
     return out
 
 
@@ -234,7 +295,13 @@ def parse_variants(argv):
 
 
 def run(names, rounds, variants=()):
-    V = [(f"kernelc[{tag}]", kernelc_variant(tag), env) for tag, env in variants]
+    import tempfile
+    from kernelc.runtime.cache import cache_dir
+    ambient_cache = cache_dir()
+    cache_root = tempfile.mkdtemp(prefix="kernelc-bench-memory-bound-")
+    V = [(f"kernelc[{tag}]", kernelc_variant(tag), column_env(cache_root, str(i + 1), env))
+         for i, (tag, env) in enumerate(variants)]
+    K_env = column_env(cache_root, "0")
     T = None
     try:
         T = triton_twin("memory_bound")
@@ -245,9 +312,10 @@ def run(names, rounds, variants=()):
         if names and not any(n in name for n in names):
             continue
         try:
-            args = make()
+            with _env(K_env):   # make() may run a kernelc kernel too (rms_norm's statistics)
+                args = make()
+                got = call(K, *[a.clone() for a in args])
             want = ref(*args)
-            got = call(K, *[a.clone() for a in args])
             r = {"benchmark": name, "unit": "GB/s", "kernelc_max_abs_err_vs_torch": _err(got, want)}
             if T is not None:
                 r["triton_max_abs_err_vs_torch"] = _err(call(T, *[a.clone() for a in args]), want)
@@ -266,7 +334,8 @@ def run(names, rounds, variants=()):
                     times[n].append(_time(fn))
             if [_compiles(mod) for _, mod, _ in V] != compiled:   # a compile outside the variant's knobs
                 raise RuntimeError("a kernelc variant compiled again while timed, without its knobs")
-            r["regs"] = {"kernelc": _regs(K), **{n: _regs(mod) for n, mod, _ in V}}
+            r["kernels"] = check_columns([("kernelc", K, K_env), *V], ambient_cache)
+            r["regs"] = {col: {k: v["regs"] for k, v in ks.items()} for col, ks in r["kernels"].items()}
             gb = nbytes(*args)
             for n in times:
                 ms = statistics.median(times[n])
@@ -277,7 +346,7 @@ def run(names, rounds, variants=()):
                 r[f"{n}/triton"] = r["triton_ms"] / r[f"{n}_ms"] if T is not None else None
             r["kernelc/torch"] = r["torch_ms"] / r["kernelc_ms"]
             rows.append(r)
-            print(name, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k not in ("benchmark", "regs")},
+            print(name, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k not in ("benchmark", "kernels")},
                   flush=True)
         except Exception as e:  # one failing benchmark must not hide the others
             import traceback
@@ -287,8 +356,12 @@ def run(names, rounds, variants=()):
     if not rows:
         raise SystemExit(f"no benchmark matches {names}; the results file is left as it was")
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    import shutil
+    shutil.rmtree(cache_root, ignore_errors=True)
     write_results("memory_bound", rows, {"rounds": rounds, "kernelc_commit": commit or None,
-                                         "variants": {f"kernelc[{t}]": e for t, e in variants}})
+                                         "variants": {f"kernelc[{t}]": e for t, e in variants},
+                                         "options": {n: column_options(e) for n, _, e in
+                                                     [("kernelc", K, K_env), *V]}})
 
 
 def smoke():

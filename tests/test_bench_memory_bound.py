@@ -1,5 +1,6 @@
 """bench/bench_memory_bound.py on CPU: each case's inputs have the sizes its name says (a closure over the
-reassigned R, C once ran every row kernel at 2048 x 4096), and --variant parses."""
+reassigned R, C once ran every row kernel at 2048 x 4096), --variant parses, and every kernelc column compiles
+into a disk cache of its own (a variant column once timed another column's build)."""
 import re
 
 import pytest
@@ -30,3 +31,103 @@ def test_variant_options():
     for bad in ("bound", "bound:", ":KERNELC_TMA=0", "x:PATH=/bin"):
         with pytest.raises(SystemExit, match="--variant"):
             B.parse_variants(["--variant", bad])
+
+
+# -- every kernelc column compiles into a disk cache of its own (the --variant bug of 2026-11-27) ----------------
+
+def _column(kernels):
+    """A stand-in for a kernels module after its first calls: ``{name: (regs, cache_key, from_disk)}``."""
+    from types import SimpleNamespace as NS
+    mod = NS()
+    for name, (regs, key, disk) in kernels.items():
+        ck = NS(n_regs=regs, cache_key=key, timings={"disk_cache_load": 0.001} if disk else {"total": 1.0})
+        setattr(mod, name, NS(arg_names=["x"], _cuda_state={"cache": {("spec",): NS(compiled=ck)}, "compiles": 1}))
+    return mod
+
+
+def test_column_env_gives_each_column_its_own_cache_and_keeps_its_knobs(tmp_path, monkeypatch):
+    monkeypatch.delenv("KERNELC_OCCUPANCY_STEP", raising=False)
+    a = B.column_env(str(tmp_path), "0")
+    b = B.column_env(str(tmp_path), "1", {"KERNELC_OCCUPANCY_STEP": "1"})
+    assert a["KERNELC_CACHE_DIR"] != b["KERNELC_CACHE_DIR"] and b["KERNELC_OCCUPANCY_STEP"] == "1"
+    assert B.column_options(b)["occupancy_step"] is True and B.column_options(a)["occupancy_step"] is False
+    assert "KERNELC_OCCUPANCY_STEP" not in __import__("os").environ   # restored after reading
+
+
+def test_check_columns_records_what_each_column_built(tmp_path):
+    cols = [("kernelc", _column({"k": (70, "key-a", False)}), B.column_env(str(tmp_path), "0")),
+            ("kernelc[bound]", _column({"k": (104, "key-b", False)}),
+             B.column_env(str(tmp_path), "1", {"KERNELC_NVJITLINK_LAUNCH_BOUND": "1"}))]
+    out = B.check_columns(cols)
+    assert out == {"kernelc": {"k": {"regs": 70, "cache_key": "key-a", "compiled_here": True}},
+                   "kernelc[bound]": {"k": {"regs": 104, "cache_key": "key-b", "compiled_here": True}}}
+
+
+def test_check_columns_stops_on_a_build_from_disk_or_a_key_shared_across_options(tmp_path):
+    env0 = B.column_env(str(tmp_path), "0")
+    env_occ = B.column_env(str(tmp_path), "1", {"KERNELC_OCCUPANCY_STEP": "1"})
+    with pytest.raises(RuntimeError, match=r"kernelc\[occ\]: k was loaded from the disk cache"):
+        B.check_columns([("kernelc[occ]", _column({"k": (104, "key-b", True)}), env_occ)])
+    # run 3's kernelc[occ]: the registers and cache key of another column compiled under other options
+    with pytest.raises(RuntimeError, match=r"kernelc\[occ\]: k has the cache key of kernelc\[bound\]"):
+        B.check_columns([("kernelc[bound]", _column({"k": (104, "key-b", False)}),
+                          B.column_env(str(tmp_path), "2", {"KERNELC_NVJITLINK_LAUNCH_BOUND": "1"})),
+                         ("kernelc[occ]", _column({"k": (104, "key-b", False)}), env_occ)])
+    # the same options (a column that repeats the default): one key is right
+    B.check_columns([("kernelc", _column({"k": (70, "key-a", False)}), env0),
+                     ("kernelc[again]", _column({"k": (70, "key-a", False)}), B.column_env(str(tmp_path), "3"))])
+
+
+def test_a_column_never_times_an_entry_left_in_the_ambient_cache(tmp_path, monkeypatch):
+    """bench_memory_bound.run() down the CUDA launch path on this CPU machine (compiles for sm_90, launches
+    nothing): an entry in KERNELC_CACHE_DIR under a column's key with other registers -- as an older tree or
+    another process may leave -- is neither loaded nor timed; the row names it (``ambient_regs``)."""
+    import json
+    import torch
+    import kernelc.runtime.device as dev
+    import kernelc.runtime.driver as drv
+    import kernelc.runtime.fastpath as fp
+    from kernelc.runtime.jit import JITFunction
+    ambient = tmp_path / "ambient"
+    monkeypatch.setenv("KERNELC_CACHE_DIR", str(ambient))
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: 0, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda d: 0, raising=False)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(dev, "cuda_available", lambda: True)
+    monkeypatch.setattr(drv, "device_properties", lambda device=0: {"major": 9, "minor": 0, "max_shared_optin": 232448,
+                                                                    "max_regs_per_block": 65536})
+
+    class Loaded:
+        def __init__(self, cubin, name, shared, num_warps, n_regs, device=0, total_shared=None):
+            self.name, self.threads, self.shared, self.handle, self.function = name, 32 * num_warps, shared, 0, None
+    monkeypatch.setattr(drv, "LoadedFunction", Loaded)
+    monkeypatch.setattr(fp, "make_launch", lambda ent, fn, cmask: (lambda *a: None))
+    monkeypatch.setattr(JITFunction, "_use_interpreter", lambda self, values: False)
+    monkeypatch.setattr(B, "SMOKE", True)
+    monkeypatch.setattr(B, "DEV", "cpu")
+    monkeypatch.setattr(B, "_time", lambda fn: (fn(), 1.0)[1])
+    monkeypatch.setattr(B, "triton_twin", lambda name: (_ for _ in ()).throw(RuntimeError("no Triton here")))
+    rows = []
+    monkeypatch.setattr(B, "write_results", lambda name, r, meta: rows.extend(r))
+    variants = [("bound", {"KERNELC_NVJITLINK_LAUNCH_BOUND": "1"})]
+    # first, columns that compile into the ambient cache (as every column did before the fix) ...
+    own_cache = B.column_env
+    monkeypatch.setattr(B, "column_env", lambda root, column, env=None: dict(env or {}))
+    B.run(["rms_norm"], 1, variants)
+    first = rows.pop()["kernels"]
+    # ... whose entries then hold other registers than this tree compiles under their keys
+    for col in first.values():
+        meta = ambient / col["rms_norm_bwd_kernel"]["cache_key"][:2] / col["rms_norm_bwd_kernel"]["cache_key"] / "meta.json"
+        m = json.loads(meta.read_text())
+        m["n_regs"] = 200
+        meta.write_text(json.dumps(m))
+    monkeypatch.setattr(B, "column_env", own_cache)   # the bench as it is
+    B.run(["rms_norm"], 1, variants)
+    row = rows.pop()
+    assert "error" not in row, row
+    for name, col in row["kernels"].items():
+        k = col["rms_norm_bwd_kernel"]
+        assert k["compiled_here"] and k["regs"] == first[name]["rms_norm_bwd_kernel"]["regs"] != 200, (name, k)
+        assert k["cache_key"] == first[name]["rms_norm_bwd_kernel"]["cache_key"] and k["ambient_regs"] == 200
+    assert row["kernels"]["kernelc"]["rms_norm_bwd_kernel"]["cache_key"] != \
+        row["kernels"]["kernelc[bound]"]["rms_norm_bwd_kernel"]["cache_key"]

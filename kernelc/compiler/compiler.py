@@ -30,6 +30,7 @@ from .passes.layout_assign import assign_layouts
 from .passes.hoist_conversions import hoist_conversions
 from .passes.load_layouts import loads_in_use_layout
 from .passes.tma_prefetch import issue_tma_loads_early
+from .passes.register_budget import mark_register_budget
 from .passes.staged_operands import share_staged_operands
 from .passes.hoist_descriptors import hoist_descriptors
 from .passes.lower_descriptors import lower_descriptors
@@ -142,7 +143,7 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
         # known before LLVM and ptxas, which are most of a compile: an autotuner's oversized configs
         # (60 of tutorial 09's 192) fail here in a fraction of the time
         raise OutOfResources(smem_bytes, limit, "shared memory", func.name)
-    art = compile_llir(llir, tgt, func.name)
+    art = compile_llir(llir, tgt, func.name, fill_step=func.attrs.get("registers") == "fill_step")
     for k, v in art.timings.items():
         timings[k] = v
     if limit and smem_bytes + art.shared > limit:
@@ -210,6 +211,8 @@ TILE_PASSES = (
     TilePass("mark_exp2_ftz", lambda f, c: mark_exp2_ftz(f, exp2_ftz_enabled())),
     # fp8 casts of exp2 results skip the NaN-sign fix-up (a canonical NaN is positive)
     TilePass("mark_positive_nan_casts", lambda f, c: mark_positive_nan_casts(f)),
+    # a kernel without dots gets the registers of its occupancy step from the assembler (passes/register_budget.py)
+    TilePass("mark_register_budget", lambda f, c: mark_register_budget(f, fill_occupancy_step_enabled())),
     # fp32 adds nobody reads the result of, over contiguous addresses: sm_90 vector red (vec=N)
     TilePass("vectorize_atomics", lambda f, c: vectorize_atomics(f, c.capability[0])),
     TilePass("coalesce", lambda f, c: coalesce(f, c.num_warps, c.capability[0], c.arch, c.notes)),
@@ -264,6 +267,12 @@ def fp_fusion_default() -> bool:
     that does not pass the option."""
     from ..options import get
     return get("KERNELC_DEFAULT_FP_FUSION")
+
+
+def fill_occupancy_step_enabled() -> bool:
+    """KERNELC_FILL_OCCUPANCY_STEP: kernels without dots are assembled with their occupancy step's registers."""
+    from ..options import get
+    return get("KERNELC_FILL_OCCUPANCY_STEP")
 
 
 def exp2_ftz_enabled() -> bool:

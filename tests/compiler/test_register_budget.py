@@ -172,11 +172,29 @@ MEMORY_BOUND_TRITON = {
 def test_memory_bound_registers_at_most_tritons_with_nvjitlink(kernel, monkeypatch):
     monkeypatch.setenv("KERNELC_ASSEMBLER", "nvjitlink")   # no standalone ptxas needed
     monkeypatch.setenv("KERNELC_NVJITLINK_LAUNCH_BOUND", "0")
+    monkeypatch.setenv("KERNELC_FILL_OCCUPANCY_STEP", "0")   # the registers ptxas needs (the fill adds free ones)
     sig, block, warps, triton = MEMORY_BOUND_TRITON[kernel]
     div = {k: 16 for k, t in sig.items() if t != "fp32"}
     ck = kernelc.compile(getattr(K, kernel), sig, dict(BLOCK_SIZE=block), target="sm_90a", num_warps=warps,
                          divisibility=div)
     assert ck.n_regs <= triton and ck.n_spills == 0, (ck.n_regs, triton)
+
+
+@pytest.mark.parametrize("kernel", sorted(MEMORY_BOUND_TRITON))
+def test_memory_bound_blocks_per_sm_at_least_tritons_by_default(kernel, monkeypatch):
+    # the defaults (nvJitLink, no launch bound, the occupancy-step fill): as many blocks per SM as Triton's
+    # registers allow, whatever registers the fill adds below the step
+    from cubintools.target import ARCH_LIMITS
+    monkeypatch.setenv("KERNELC_ASSEMBLER", "nvjitlink")
+    for knob in ("KERNELC_NVJITLINK_LAUNCH_BOUND", "KERNELC_FILL_OCCUPANCY_STEP", "KERNELC_OCCUPANCY_STEP"):
+        monkeypatch.delenv(knob, raising=False)
+    sig, block, warps, triton = MEMORY_BOUND_TRITON[kernel]
+    div = {k: 16 for k, t in sig.items() if t != "fp32"}
+    ck = kernelc.compile(getattr(K, kernel), sig, dict(BLOCK_SIZE=block), target="sm_90a", num_warps=warps,
+                         divisibility=div)
+    threads, L = 32 * warps, ARCH_LIMITS[90]
+    assert ck.n_spills == 0
+    assert P.blocks_per_sm(ck.n_regs, threads, ck.shared, L) >= P.blocks_per_sm(triton, threads, 0, L), ck.n_regs
 
 
 # -- KERNELC_OCCUPANCY_STEP: one more block per SM when the registers are just above a step ---------------------
@@ -205,6 +223,7 @@ def test_occupancy_step_target_only_just_above_a_step():
 def test_occupancy_step_reassembles_geglu_bwd_without_spills(monkeypatch):
     monkeypatch.setenv("KERNELC_ASSEMBLER", "nvjitlink")
     monkeypatch.setenv("KERNELC_NVJITLINK_LAUNCH_BOUND", "0")
+    monkeypatch.setenv("KERNELC_FILL_OCCUPANCY_STEP", "0")   # the unbounded count, not the step's
     sig = {k: "*bf16" for k in ("dc_ptr", "a_ptr", "b_ptr", "da_ptr", "db_ptr")} | dict(stride="i32", n_cols="i32")
 
     def build():

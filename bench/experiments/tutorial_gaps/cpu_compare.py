@@ -90,6 +90,24 @@ def loads_before_first_use(instrs) -> int:
     return n
 
 
+def mean_loads_in_flight(instrs) -> float:
+    """Global loads a thread has issued and not yet read, averaged over the program's instructions (a load
+    counts from its issue to the first instruction that reads one of its registers): how much of the
+    program runs with memory requests outstanding, in program order (not cycles)."""
+    pending, total, n = {}, 0, 0
+    for i in instrs:
+        regs = [int(r) for r in _REG.findall(i.operands)]
+        sources = set(regs if i.opcode.startswith(_NO_DEST) else regs[1:])
+        for k in [k for k, rs in pending.items() if rs & sources]:
+            del pending[k]
+        if i.opcode.startswith("LDG") and regs:
+            width = 4 if ".128" in i.opcode else 2 if ".64" in i.opcode else 1
+            pending[n] = set(range(regs[0], regs[0] + width))
+        total += len(pending)
+        n += 1
+    return round(total / n, 2) if n else 0.0
+
+
 def summarise(cubin: bytes, ptx: str, name: str) -> dict:
     if ROOT not in sys.path:
         sys.path.insert(0, ROOT)
@@ -101,7 +119,7 @@ def summarise(cubin: bytes, ptx: str, name: str) -> dict:
     ptx_ops = collections.Counter("".join(m[:3]) + "." + m[3] for m in PTX_FLOAT.findall(ptx))
     return {"n_regs": f.n_regs, "local_bytes": f.frame_size, "shared_static": f.shared,
             "sass_total": sum(ops.values()), "sass": dict(sorted(ops.items())), "ptx_float": dict(sorted(ptx_ops.items())),
-            "loads_before_first_use": loads_before_first_use(instrs)}
+            "loads_before_first_use": loads_before_first_use(instrs), "mean_loads_in_flight": mean_loads_in_flight(instrs)}
 
 
 def compile_kernelc(mod_path, kernel, sig, cx, div, num_warps, num_stages, fp_fusion) -> dict:

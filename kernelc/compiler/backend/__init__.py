@@ -169,11 +169,12 @@ def _finish(name: Optional[str], target: Target, ptx: str, llir_opt: str, res: C
 
 
 def compile_llir(llir_text: str, target="sm_90a", name: Optional[str] = None, *, opt_level: int = 3,
-                 ptxas_options: Sequence[str] = (), eager_sass: bool = False) -> BinaryArtifacts:
+                 ptxas_options: Sequence[str] = (), eager_sass: bool = False, fill_step: bool = False) -> BinaryArtifacts:
     """Compile one kernel's LLVM IR text to PTX, cubin and (lazily) SASS.
 
     ``target`` is a :class:`Target` or a spec such as ``"sm_90a"``; ``name`` is the kernel's symbol (default: the
     only kernel in the module).  ``ptxas_options`` go to nvJitLink as given (e.g. ``"-maxrregcount=128"``).
+    ``fill_step``: the tile IR's ``registers="fill_step"`` (``ptxas.ptx_to_cubin``).
     Raises :class:`kernelc.errors.CompilationError` if LLVM or ptxas rejects the code.
     """
     target = parse_target(target)
@@ -184,7 +185,7 @@ def compile_llir(llir_text: str, target="sm_90a", name: Optional[str] = None, *,
     # concurrent compiles (autotuning) run LLVM in worker processes: llvmlite serialises LLVM calls
     ptx, llir_opt = to_ptx(llir_text, target, opt_level, timings)
     t1 = time.perf_counter()
-    res = ptx_to_cubin(ptx, target, opt_level=opt_level, extra=tuple(ptxas_options))
+    res = ptx_to_cubin(ptx, target, opt_level=opt_level, extra=tuple(ptxas_options), fill_step=fill_step)
     timings["ptxas"] = time.perf_counter() - t1
     art = _finish(name, target, ptx, llir_opt, res, timings, eager_sass)
     timings["total"] = time.perf_counter() - t0 - timings.get("nvdisasm", 0.0)

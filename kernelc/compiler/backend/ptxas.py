@@ -231,11 +231,13 @@ def fit_target_to_assembler(tgt):
 
 
 def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequence[str] = (),
-                 name: str = "kernel.ptx") -> CubinResult:
+                 name: str = "kernel.ptx", fill_step: bool = False) -> CubinResult:
     """Assemble ``ptx`` into a cubin for ``target``: with a standalone ptxas as a whole program where
     :func:`standalone_assembler` finds one, else with nvJitLink.
 
     ``extra`` options are passed to ptxas / nvJitLink as given (e.g. ``"-Xptxas=-warn-spills"``).
+    ``fill_step``: under nvJitLink without the launch bound, give the kernel the registers it can have without
+    losing a block per SM (:func:`_fill_step`; the tile IR's ``registers`` attribute says when).
     Raises :class:`CompilationError` with ptxas's error log when the PTX does not assemble.
     """
     target = parse_target(target)
@@ -251,7 +253,11 @@ def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequen
         over = _misfits(free, bounds, target)
         if not over:
             if get("KERNELC_OCCUPANCY_STEP"):
-                return _occupancy_step(free, unbounded, bounds, target, opt_level, extra, name)
+                stepped = _occupancy_step(free, unbounded, bounds, target, opt_level, extra, name)
+                if stepped is not free:
+                    return stepped
+            if fill_step:
+                return _fill_step(free, unbounded, bounds, target, opt_level, extra, name)
             return free
         res = _nvjitlink_cubin(data, target, opt_level, extra, name)
         res.info_log = "".join(f"kernelc: without .maxntid {n} takes {r} registers, more than {t} threads can "
@@ -357,6 +363,58 @@ def _occupancy_step(free: CubinResult, data: bytes, bounds: Dict[str, int], targ
     return stepped
 
 
+def step_ceiling(registers: int, threads: int, shared: int, limits) -> Optional[int]:
+    """The most registers (a multiple of 8, or the launch bound's min(65536 / threads, 255)) at which this kernel
+    still runs as many blocks per SM as at ``registers``; None if one block does not fit."""
+    now = blocks_per_sm(registers, threads, shared, limits)
+    if now == 0:
+        return None
+    top = min(limits.max_regs_per_thread, limits.registers_per_sm // threads)
+    best = registers
+    for r in [*range(registers - registers % 8 + 8, top + 1, 8), top]:   # blocks fall as registers grow
+        if r > best and blocks_per_sm(r, threads, shared, limits) == now:
+            best = r
+    return best
+
+
+FILL_STEP_MIN_HEADROOM = 8
+
+
+def _fill_step(free: CubinResult, data: bytes, bounds: Dict[str, int], target, opt_level, extra, name):
+    """``free`` again with its occupancy step's register ceiling (:func:`step_ceiling`), kept if nothing spills.
+
+    Relocatable ptxas without a ceiling allocates as few registers as it can and, to get there, issues a row's
+    loads late, next to their first use; registers below the next occupancy step buy no block per SM. GeGLU's
+    backward row (16384 bf16, 16 warps): 70 registers, one block per SM and 4 of its 12 loads issued before the
+    first use; at the ceiling 128 it takes 104, still one block, and measured 11% faster (the launch bound's
+    code, H200 2026-11-27, docs/performance.md). One entry per module, as kernelc emits.
+
+    Only the static shared memory is known here: where the dynamic part limits the blocks, the registers still
+    keep the count they allow, so the ceiling is lower than it could be and no block is lost."""
+    if len(bounds) != 1:
+        return free
+    (entry, threads), = bounds.items()
+    r = free.resources.get(entry)
+    try:
+        limits = target.limits
+    except KeyError:
+        return free
+    cap = step_ceiling(r.registers, threads, r.shared, limits) if r is not None else None
+    # only where registers decide the blocks per SM (not threads or shared memory) and a step's headroom is at
+    # least FILL_STEP_MIN_HEADROOM: a second ptxas run for a few registers more is not worth its compile time
+    if cap is None or cap - r.registers < FILL_STEP_MIN_HEADROOM or \
+            blocks_per_sm(r.registers, threads, r.shared, limits) == blocks_per_sm(8, threads, r.shared, limits):
+        return free
+    filled = _nvjitlink_cubin(data, target, opt_level, (*extra, f"-maxrregcount={cap}"), name)
+    f = filled.resources.get(entry)
+    if f is None or f.spills or f.stack_frame > r.stack_frame or \
+            blocks_per_sm(f.registers, threads, f.shared, limits) != blocks_per_sm(r.registers, threads, r.shared, limits):
+        return free
+    filled.info_log = (f"kernelc: {entry} at up to {cap} registers (unbounded: {r.registers}, now {f.registers}), "
+                       f"{blocks_per_sm(f.registers, threads, f.shared, limits)} blocks an SM either way\n") + filled.info_log
+    return filled
+
+
 def _misfits(res: CubinResult, bounds: Dict[str, int], target) -> List[tuple]:
     """(entry, registers, threads) of each entry whose registers do not fit its block (-1: not reported)."""
     try:
@@ -393,4 +451,26 @@ def _nvjitlink_cubin(data: bytes, target, opt_level: int, extra: Sequence[str], 
     finally:
         nvjitlink.destroy(handle)
     warnings = [ln.strip() for ln in info.splitlines() if "warning" in ln.lower()]
-    return CubinResult(bytes(buf), info, parse_ptxas_report(info), warnings)
+    return _report_from_cubin(CubinResult(bytes(buf), info, parse_ptxas_report(info), warnings))
+
+
+def _report_from_cubin(res: CubinResult) -> CubinResult:
+    """``res`` with every kernel of its cubin in ``resources``: an entry the info log does not report is read
+    from the cubin (registers, shared memory, stack frame; spills unknown, so 0) and the log says so.
+
+    Without the report the launch-bound decision sees no registers and puts the bound back on a kernel that
+    fits (``_misfits``), and the fill and the occupancy step do nothing: the bench's variant columns on the
+    H200 of 2026-11-27 compiled with the bound that way, it seems (docs/performance.md, "The variant columns")."""
+    try:
+        from cubintools import inspect_cubin
+        info = inspect_cubin(res.cubin)
+    except Exception:  # not a cubin we can read: keep what the log says
+        return res
+    for name, f in info.functions.items():
+        r = res.resources.get(name)
+        if f.is_entry and (r is None or (r.registers == 0 and f.n_regs)):   # absent, or no "Used N registers"
+            res.resources[name] = FunctionResources(name, is_entry=True, registers=f.n_regs, shared=f.shared,
+                                                    stack_frame=f.frame_size)
+            res.info_log = (f"kernelc: no ptxas report for {name} in nvJitLink's log; registers ({f.n_regs}) read "
+                            f"from the cubin\n") + res.info_log
+    return res

@@ -85,7 +85,9 @@ def print_function(fn: Function, show_loc: bool = True) -> str:
     cx = ""
     if fn.constexprs:
         cx = "  // constexprs: " + ", ".join(f"{k}={v!r}" for k, v in fn.constexprs.items())
-    out = [f"kernel {fn.name}({', '.join(args)}) {{{cx}"]
+    attrs = {k: v for k, v in fn.attrs.items() if v is not None and v is not False and v != ""}
+    attr_s = (" attributes {" + ", ".join(f"{k}={_fmt_attr(v)}" for k, v in attrs.items()) + "}") if attrs else ""
+    out = [f"kernel {fn.name}({', '.join(args)}){attr_s} {{{cx}"]
     _print_block(fn.body, namer, 1, out, show_loc)
     out.append("}")
     return "\n".join(out)

@@ -1,0 +1,185 @@
+"""``mark_register_budget`` (passes/register_budget.py) and the assembler's occupancy-step fill
+(backend/ptxas.py ``_fill_step``): golden IR before -> after, the ceiling arithmetic, and the registers and
+SASS of the memory-bound kernels it changes, on CPU (nvJitLink)."""
+import pytest
+
+import kernelc
+import kernelc.language as kl
+from cubintools.target import ARCH_LIMITS
+from examples.kernels import memory_bound as K
+from kernelc.compiler.backend import ptxas as P
+from kernelc.compiler.compiler import to_tile_ir
+from kernelc.compiler.ir.printer import print_function
+from kernelc.compiler.passes.register_budget import mark_register_budget
+from tests.compiler.filecheck import filecheck
+
+L = ARCH_LIMITS[90]
+GEGLU_BWD_SIG = {k: "*bf16" for k in ("dc_ptr", "a_ptr", "b_ptr", "da_ptr", "db_ptr")} | dict(stride="i32",
+                                                                                              n_cols="i32")
+
+
+@pytest.fixture(autouse=True)
+def _nvjitlink(monkeypatch):
+    # the fill is a rule of the nvJitLink assembly without the launch bound (the defaults)
+    monkeypatch.setenv("KERNELC_ASSEMBLER", "nvjitlink")
+    monkeypatch.delenv("KERNELC_NVJITLINK_LAUNCH_BOUND", raising=False)
+    monkeypatch.delenv("KERNELC_OCCUPANCY_STEP", raising=False)
+    monkeypatch.delenv("KERNELC_FILL_OCCUPANCY_STEP", raising=False)
+
+
+@kernelc.jit
+def scale_rows(x_ptr, y_ptr, n, BLOCK: kl.constexpr):
+    offs = kl.program_id(0) * BLOCK + kl.arange(0, BLOCK)
+    kl.store(y_ptr + offs, kl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
+
+
+@kernelc.jit
+def tile_dot(a_ptr, b_ptr, c_ptr, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr):
+    m, n, k = kl.arange(0, BM), kl.arange(0, BN), kl.arange(0, BK)
+    a = kl.load(a_ptr + m[:, None] * BK + k[None, :])
+    b = kl.load(b_ptr + k[:, None] * BN + n[None, :])
+    kl.store(c_ptr + m[:, None] * BN + n[None, :], kl.dot(a, b))
+
+
+SCALE_SIG = dict(x_ptr="*fp32", y_ptr="*fp32", n="i32")
+DOT_SIG = dict(a_ptr="*fp16", b_ptr="*fp16", c_ptr="*fp32")
+
+
+def test_a_kernel_without_dots_is_marked_to_fill_its_occupancy_step():
+    fn, _ = to_tile_ir(scale_rows, SCALE_SIG, dict(BLOCK=1024), divisibility={k: 16 for k in SCALE_SIG})
+    before = print_function(fn)
+    filecheck(before, """
+        CHECK-NOT: attributes
+        CHECK: kernel scale_rows(%x_ptr: *fp32 {div=16}, %y_ptr: *fp32 {div=16}, %n: i32 {div=16}) {  // constexprs: BLOCK=1024
+    """)
+    after = print_function(mark_register_budget(fn))
+    filecheck(after, """
+        CHECK: kernel scale_rows(%x_ptr: *fp32 {div=16}, %y_ptr: *fp32 {div=16}, %n: i32 {div=16}) attributes {registers='fill_step'} {  // constexprs: BLOCK=1024
+        CHECK-NEXT: = program_id {axis=0} : i32
+    """)
+    assert after.split("\n", 1)[1] == before.split("\n", 1)[1]   # the body is unchanged
+    # off (KERNELC_FILL_OCCUPANCY_STEP=0): the mark goes
+    assert print_function(mark_register_budget(fn, enabled=False)) == before
+
+
+def test_a_kernel_with_a_dot_is_not_marked():
+    fn, _ = to_tile_ir(tile_dot, DOT_SIG, dict(BM=64, BN=64, BK=32))
+    before = print_function(fn)
+    assert "= dot " in before
+    assert print_function(mark_register_budget(fn)) == before
+    assert "registers" not in fn.attrs
+
+
+def test_the_compile_pipeline_marks_and_the_knob_unmarks(monkeypatch):
+    ck = kernelc.compile(scale_rows, SCALE_SIG, dict(BLOCK=1024), target="sm_90a")
+    assert ck.asm["tir"].splitlines()[0].count("attributes {registers='fill_step'}") == 1
+    monkeypatch.setenv("KERNELC_FILL_OCCUPANCY_STEP", "0")
+    ck = kernelc.compile(scale_rows, SCALE_SIG, dict(BLOCK=1024), target="sm_90a")
+    assert "attributes" not in ck.asm["tir"].splitlines()[0]
+
+
+@pytest.mark.parametrize("regs,threads,shared,ceiling", [
+    (70, 512, 0, 128),     # 16 warps: one block from 65 to 128 registers
+    (64, 512, 0, 64),      # two blocks end at 64
+    (106, 256, 0, 128),    # 8 warps: two blocks up to 128
+    (36, 512, 0, 40),      # three blocks up to 40
+    (32, 512, 0, 32),      # four blocks (the thread limit) only up to 32
+    (42, 128, 0, 48),      # 10 blocks of 4 warps up to 48
+    (48, 1024, 0, 64),     # the launch bound's 65536 / 1024 caps it
+    (168, 256, 0, 255),    # at most 255 a thread
+    (40, 128, 100 * 1024, 255),   # shared memory holds it at two blocks, registers never decide
+    (255, 1024, 0, None)])        # one block does not fit
+def test_step_ceiling(regs, threads, shared, ceiling):
+    assert P.step_ceiling(regs, threads, shared, L) == ceiling
+    if ceiling is not None:
+        assert P.blocks_per_sm(ceiling, threads, shared, L) == P.blocks_per_sm(regs, threads, shared, L)
+
+
+def _geglu_bwd():
+    return kernelc.compile(K.geglu_bwd_kernel, GEGLU_BWD_SIG, dict(BLOCK_SIZE=16384), target="sm_90a",
+                           num_warps=16, divisibility={k: 16 for k in GEGLU_BWD_SIG})
+
+
+def test_geglu_bwd_gets_the_registers_of_its_step_and_keeps_its_block(monkeypatch):
+    monkeypatch.setenv("KERNELC_FILL_OCCUPANCY_STEP", "0")
+    free = _geglu_bwd()
+    monkeypatch.delenv("KERNELC_FILL_OCCUPANCY_STEP")
+    filled = _geglu_bwd()
+    assert "registers='fill_step'" in filled.asm["tir"].splitlines()[0]
+    assert "registers=" not in free.asm["tir"].splitlines()[0]
+    assert filled.asm["ptx"] == free.asm["ptx"]          # the same PTX, assembled with another register ceiling
+    # ptxas 13.x without a ceiling: 69-70 registers; with the step's 128: 104 (the launch bound's code)
+    assert 64 < free.n_regs < filled.n_regs <= 128, (free.n_regs, filled.n_regs)
+    assert filled.n_spills == 0 and filled.local_bytes == 0
+    assert P.blocks_per_sm(filled.n_regs, 512, filled.shared, L) == P.blocks_per_sm(free.n_regs, 512, free.shared, L) == 1
+    assert "kernelc: geglu_bwd_kernel at up to 128 registers" in filled.artifacts.ptxas_log
+    sass = filled.asm["sass"]
+    assert sass.count("LDG.E.128") == 12 and sass.count("STG.E.128") == 8   # the same accesses, all 16 bytes
+    assert "STL" not in sass and "LDL" not in sass
+
+
+def test_no_fill_with_the_launch_bound_or_at_a_step(monkeypatch):
+    monkeypatch.setenv("KERNELC_NVJITLINK_LAUNCH_BOUND", "1")
+    bound = _geglu_bwd()
+    assert "kernelc:" not in bound.artifacts.ptxas_log      # assembled once, with .maxntid
+    monkeypatch.delenv("KERNELC_NVJITLINK_LAUNCH_BOUND")
+    # swiglu fwd sits at 32 registers, four 16-warp blocks (the thread limit): nothing to fill
+    sig = dict(a_ptr="*bf16", b_ptr="*bf16", c_ptr="*bf16", stride="i32", n_cols="i32")
+    ck = kernelc.compile(K.swiglu_fwd_kernel, sig, dict(BLOCK_SIZE=16384), target="sm_90a", num_warps=16,
+                         divisibility={k: 16 for k in sig})
+    assert ck.n_regs == 32 and "kernelc:" not in ck.artifacts.ptxas_log
+
+
+@pytest.mark.parametrize("kernel,sig,block,warps", [
+    # 16 blocks of 4 warps a SM whatever its few registers: the thread limit decides, not registers
+    (scale_rows, SCALE_SIG, dict(BLOCK=1024), 4),
+    # 36 registers, three 16-warp blocks up to 40: 4 registers of headroom are not worth a second ptxas run
+    (K.geglu_fwd_kernel, dict(a_ptr="*bf16", b_ptr="*bf16", c_ptr="*bf16", stride="i32", n_cols="i32"),
+     dict(BLOCK_SIZE=16384), 16)])
+def test_no_second_assembly_where_registers_do_not_decide_or_gain_little(kernel, sig, block, warps):
+    ck = kernelc.compile(kernel, sig, block, target="sm_90a", num_warps=warps, divisibility={k: 16 for k in sig})
+    assert "registers='fill_step'" in ck.asm["tir"].splitlines()[0]     # marked: the assembler decides
+    assert "kernelc:" not in ck.artifacts.ptxas_log, ck.artifacts.ptxas_log[:200]
+    ceiling = P.step_ceiling(ck.n_regs, 32 * warps, ck.shared, L)
+    limited = P.blocks_per_sm(ck.n_regs, 32 * warps, ck.shared, L) < P.blocks_per_sm(8, 32 * warps, ck.shared, L)
+    assert not limited or ceiling - ck.n_regs < P.FILL_STEP_MIN_HEADROOM
+
+
+def test_the_occupancy_step_wins_over_the_fill(monkeypatch):
+    # KERNELC_OCCUPANCY_STEP (opt-in) takes geglu bwd down to two blocks; the fill would take it up within one
+    monkeypatch.setenv("KERNELC_OCCUPANCY_STEP", "1")
+    ck = _geglu_bwd()
+    if "runs 2 blocks an SM" in ck.artifacts.ptxas_log:
+        assert ck.n_regs <= 64
+    else:   # the step spilled with this ptxas: the fill applies
+        assert "at up to 128 registers" in ck.artifacts.ptxas_log
+
+
+def test_the_analyzer_reads_a_header_with_function_attributes():
+    from analyzer.tir import parse
+    ck = kernelc.compile(scale_rows, SCALE_SIG, dict(BLOCK=1024), target="sm_90a",
+                         divisibility={k: 16 for k in SCALE_SIG})
+    assert " attributes {registers='fill_step'} {" in ck.asm["tir"].splitlines()[0]
+    facts = parse(ck.asm["tir"])
+    assert facts.name == "scale_rows"
+    assert facts.arg_types == {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"}
+    assert facts.divisibility == {"x_ptr": 16, "y_ptr": 16, "n": 16}
+    assert "kernel" not in [op.op for op in facts.ops]
+
+
+def test_without_ptxas_report_the_registers_come_from_the_cubin(monkeypatch):
+    """nvJitLink's info log without the ``-v`` report for the kernel (as the variant columns' compiles on the
+    H200 seem to have had): the decisions read the cubin's registers, so the launch bound is not put back on a
+    kernel that fits and the fill still applies."""
+    sig = dict(a_ptr="*bf16", b_ptr="*bf16", c_ptr="*bf16", stride="i32", n_cols="i32")
+    monkeypatch.setattr(P, "parse_ptxas_report", lambda log: {})
+
+    def build(kernel, s):
+        return kernelc.compile(kernel, s, dict(BLOCK_SIZE=16384), target="sm_90a", num_warps=16,
+                               divisibility={k: 16 for k in s})
+    fwd = build(K.geglu_fwd_kernel, sig)
+    assert fwd.n_regs <= 40, fwd.n_regs        # unbounded (36); with the bound put back: 93
+    assert "kernelc: no ptxas report for geglu_fwd_kernel" in fwd.artifacts.ptxas_log
+    assert "assembled again with it" not in fwd.artifacts.ptxas_log
+    bwd = build(K.geglu_bwd_kernel, GEGLU_BWD_SIG)
+    assert "at up to 128 registers" in bwd.artifacts.ptxas_log and 64 < bwd.n_regs <= 128
