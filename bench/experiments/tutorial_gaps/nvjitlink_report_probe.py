@@ -6,7 +6,10 @@ times: twice before and twice after a CUDA context exists (torch), then a copy w
 
 Prints, per assembly, the log's length, whether the report is there, and the cubin's registers. Written for
 the bench's variant columns (docs/performance.md, "The variant columns", 2026-11-27): on an H200 every column
-after the first compiled with the launch bound, which is what a missing report makes ptx_to_cubin do.
+after the first compiled with the launch bound, which is what a missing report made ptx_to_cubin do. Result
+there (nvJitLink 13.0, 2026-11-27 14:33): no report for any of the five assemblies of the PTX kernelc.compile
+had assembled first (101-character logs), the report for the copy with a comment (335 characters). On CPU,
+nvJitLink 13.5 and 13.0.88 report every time.
 """
 import os
 import sys

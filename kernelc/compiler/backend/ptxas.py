@@ -458,9 +458,10 @@ def _report_from_cubin(res: CubinResult) -> CubinResult:
     """``res`` with every kernel of its cubin in ``resources``: an entry the info log does not report is read
     from the cubin (registers, shared memory, stack frame; spills unknown, so 0) and the log says so.
 
-    Without the report the launch-bound decision sees no registers and puts the bound back on a kernel that
-    fits (``_misfits``), and the fill and the occupancy step do nothing: the bench's variant columns on the
-    H200 of 2026-11-27 compiled with the bound that way, it seems (docs/performance.md, "The variant columns")."""
+    nvJitLink 13.0 (the GPU machines', 2026-11-27) leaves the report out when it assembles a PTX it has
+    assembled before, in this process or an earlier one. Without it the launch-bound decision saw no registers
+    and put the bound back on a kernel that fits (``_misfits``): every bench column after the first compiled
+    with the bound (docs/performance.md, "The variant columns")."""
     try:
         from cubintools import inspect_cubin
         info = inspect_cubin(res.cubin)
