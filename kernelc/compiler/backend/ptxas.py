@@ -339,17 +339,26 @@ def occupancy_step_target(registers: int, threads: int, shared: int, limits) -> 
     return None
 
 
-def _occupancy_step(free: CubinResult, data: bytes, bounds: Dict[str, int], target, opt_level, extra, name):
-    """``free`` again with a register ceiling one occupancy step lower, kept if nothing spills
-    (KERNELC_OCCUPANCY_STEP; one entry per module, as kernelc emits)."""
+def _one_entry(free: CubinResult, bounds: Dict[str, int], target):
+    """(entry, threads, its resources or None, the target's limits) of a module with one bounded entry, as
+    kernelc emits; None for several entries or a target without known limits."""
     if len(bounds) != 1:
-        return free
+        return None
     (entry, threads), = bounds.items()
-    r = free.resources.get(entry)
     try:
         limits = target.limits
     except KeyError:
+        return None
+    return entry, threads, free.resources.get(entry), limits
+
+
+def _occupancy_step(free: CubinResult, data: bytes, bounds: Dict[str, int], target, opt_level, extra, name):
+    """``free`` again with a register ceiling one occupancy step lower, kept if nothing spills
+    (KERNELC_OCCUPANCY_STEP; one entry per module, as kernelc emits)."""
+    one = _one_entry(free, bounds, target)
+    if one is None:
         return free
+    entry, threads, r, limits = one
     cap = occupancy_step_target(r.registers, threads, r.shared, limits) if r is not None else None
     if cap is None:
         return free
@@ -391,14 +400,10 @@ def _fill_step(free: CubinResult, data: bytes, bounds: Dict[str, int], target, o
 
     Only the static shared memory is known here: where the dynamic part limits the blocks, the registers still
     keep the count they allow, so the ceiling is lower than it could be and no block is lost."""
-    if len(bounds) != 1:
+    one = _one_entry(free, bounds, target)
+    if one is None:
         return free
-    (entry, threads), = bounds.items()
-    r = free.resources.get(entry)
-    try:
-        limits = target.limits
-    except KeyError:
-        return free
+    entry, threads, r, limits = one
     cap = step_ceiling(r.registers, threads, r.shared, limits) if r is not None else None
     # only where registers decide the blocks per SM (not threads or shared memory) and a step's headroom is at
     # least FILL_STEP_MIN_HEADROOM: a second ptxas run for a few registers more is not worth its compile time
