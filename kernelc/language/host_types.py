@@ -29,9 +29,26 @@ def is_torch_object(obj) -> bool:
     return type(obj).__module__.startswith("torch")
 
 
+# dtype object -> kernelc element type, for the dtypes seen (a launch asks once per descriptor argument)
+_MEMO: dict = {}
+
+
 def kl_dtype_of(x) -> T.dtype:
     """kernelc element type of a torch/numpy dtype, or of an array/tensor (by its ``.dtype``)."""
     dt = getattr(x, "dtype", x) if not isinstance(x, (np.dtype, type)) else x
+    try:
+        return _MEMO[dt]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable dtype-like
+        pass
+    kl = _kl_dtype_of(dt)
+    try:
+        _MEMO[dt] = kl
+    except TypeError:
+        pass
+    return kl
+
+
+def _kl_dtype_of(dt) -> T.dtype:
     if is_torch_object(dt) or str(dt).startswith("torch."):
         name = str(dt).replace("torch.", "")
         kl = TORCH_TO_KL.get(name)

@@ -46,12 +46,21 @@ def spec_part(v, specialize: bool = True):
                     f"or kernelc.TensorDescriptor")
 
 
+# (dtype, block shape, padding) -> the descriptor's kernel type as text: building the type costs more than the
+# rest of a launch's key
+_DESC_TYPES: Dict[tuple, str] = {}
+
+
 def descriptor_part(d, specialize: bool = True) -> tuple:
     """The specialisation of a TensorDescriptor argument: its type (dtype, block shape, padding) and,
     as for pointers and ints, 16-byte alignment of the base and divisibility by 16 of each shape and
     stride but the last (``kernelc/compiler/abi.py`` names the fields)."""
     base = d.base
-    return ("tensordesc", str(d.kl_type), specialize and base.data_ptr() & 15 == 0,
+    tkey = (base.dtype, tuple(d.block_shape), d.padding)
+    ty = _DESC_TYPES.get(tkey)
+    if ty is None:
+        ty = _DESC_TYPES[tkey] = str(d.kl_type)
+    return ("tensordesc", ty, specialize and base.data_ptr() & 15 == 0,
             bool(getattr(base, "is_cuda", False)),
             tuple(specialize and s & 15 == 0 for s in d.shape), tuple(specialize and s & 15 == 0 for s in d.strides[:-1]))
 

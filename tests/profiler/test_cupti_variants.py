@@ -138,6 +138,9 @@ def test_raw_buffers_from_libcupti(monkeypatch, tmp_path):
     and are only kept while the program runs; the first buffer is walked with CUPTI's iterator, which
     teaches the record sizes, later ones without it; past RAW_MAX_BYTES they are decoded at once."""
     from profiler.backends import cupti as backend_mod
+    from profiler.backends import cupti_raw
+    # the sizes are learned once per process: start from none, whatever ran before in this worker
+    monkeypatch.setattr(cupti_raw, "LEARNED_SIZES", {})
     fake = _install(monkeypatch, KPROF_CUPTI_RECORDS="raw")
     lib = fake_cupti.install_libcupti(monkeypatch, fake)
     monkeypatch.setattr(fake, "completed", lambda recs: pytest.fail("cupti-python's callback was used"))

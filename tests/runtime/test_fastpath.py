@@ -106,3 +106,21 @@ def test_reload_modules_loads_each_kernel_again_and_rebinds_its_launch(monkeypat
     assert loads == [(b"CUBIN", "staged", 8, 0)]
     assert isinstance(ent.function, FakeLoaded) and ent.launch == ("launch", ent.function, (False, False, True, True))
     assert not isinstance(other.function, FakeLoaded)
+
+
+def test_descriptor_key_part_follows_dtype_block_and_padding():
+    # the kernel type of a descriptor is remembered per (dtype, block shape, padding): each must still
+    # give its own key, and a descriptor whose block shape a pre-hook changed must get the new one
+    import torch
+    from kernelc.runtime.fastpath import descriptor_part
+    from kernelc.tools.tensor_descriptor import TensorDescriptor
+    x16 = torch.zeros(64, 64, dtype=torch.float16)
+    x32 = torch.zeros(64, 64, dtype=torch.float32)
+    d = TensorDescriptor(x16, [64, 64], [64, 1], [16, 16])
+    first = descriptor_part(d)[1]
+    assert first == "tensordesc<fp16[16, 16]>"
+    d.block_shape = [32, 16]
+    assert descriptor_part(d)[1] == "tensordesc<fp16[32, 16]>"
+    assert descriptor_part(TensorDescriptor(x32, [64, 64], [64, 1], [16, 16]))[1] == "tensordesc<fp32[16, 16]>"
+    nan = descriptor_part(TensorDescriptor(x16, [64, 64], [64, 1], [16, 16], padding="nan"))[1]
+    assert nan != first and "nan" in nan
