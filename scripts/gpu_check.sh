@@ -34,9 +34,10 @@ for step in $what; do
   [[ $step == tests:* ]] && step=${step//,/ }
   case $step in
     tests)
-      timeout 500 python3 -m pytest -q -m gpu -p no:cacheprovider tests -rfE --durations=10 2>&1 | tee "$OUT/gpu_tests.log" | tail -60 ;;
+      # -v: one line per test as it ends, so a log cut by the timeout still names what failed (-rfE prints at the end)
+      timeout 500 python3 -m pytest -v -m gpu -p no:cacheprovider tests -rfE --durations=10 2>&1 | tee "$OUT/gpu_tests.log" | grep -vE " (PASSED|SKIPPED) " | tail -60 ;;
     tests:*)  # a subset, comma-separated, one pytest process: tests:tests/gpu/test_gpu_runtime.py,tests/pcsampling
-      timeout 420 python3 -m pytest -q -m gpu -p no:cacheprovider ${step#tests:} -rfE 2>&1 | tee -a "$OUT/gpu_tests.log" | tail -40 ;;
+      timeout 420 python3 -m pytest -v -m gpu -p no:cacheprovider ${step#tests:} -rfE 2>&1 | tee -a "$OUT/gpu_tests.log" | grep -vE " (PASSED|SKIPPED) " | tail -40 ;;
     bench)
       timeout 300 python3 -m bench kernels 2>&1 | tee "$OUT/bench_kernels.log" | tail -30 ;;
     compile)
