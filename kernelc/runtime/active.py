@@ -17,6 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Union
 
+# module-level on purpose: Triton host code asks the driver several times per call (tutorial 06's forward
+# calls get_current_target six times), and a function-local import costs about a microsecond each time
+from . import device as _device
+from . import driver as _driver_module
+
 #: the device described when no GPU is present: the default compile target (an H100 SXM)
 CPU_STAND_IN = {"major": 9, "minor": 0, "num_sms": 132, "clock_rate": 1980000, "memory_clock_rate": 2619000,
                 "bus_width": 5120, "max_regs_per_block": 65536}
@@ -33,9 +38,7 @@ class GPUTarget:
 
 
 def _gpu() -> bool:
-    from .device import cuda_available
-    from .device import interpret_requested
-    return cuda_available() and not interpret_requested()
+    return _device.cuda_available() and not _device.interpret_requested()
 
 
 def _index(device) -> int:
@@ -54,8 +57,7 @@ class DriverUtils:
         ``mem_clock_rate`` (kHz), ``mem_bus_width`` (bits), plus ``max_threads_per_sm``."""
         from cubintools.target import ARCH_LIMITS
         if _gpu():
-            from .driver import device_properties
-            p = device_properties(_index(device))
+            p = _driver_module.device_properties(_index(device))
         else:
             p = CPU_STAND_IN
         cc = p["major"] * 10 + p["minor"]
@@ -75,6 +77,11 @@ class DriverUtils:
 
     def load_binary(self, *args, **kwargs):
         raise NotImplementedError("kernelc loads kernels itself; launch them with kernel[grid](...)")
+
+
+#: a device's target never changes in a process; GPUTarget is frozen, so one object per device serves every caller
+_TARGETS: Dict[int, GPUTarget] = {}
+_CPU_TARGET = GPUTarget("cuda", CPU_STAND_IN["major"] * 10 + CPU_STAND_IN["minor"], 32)
 
 
 class CudaDriver:
@@ -114,11 +121,14 @@ class CudaDriver:
 
     def get_current_target(self) -> GPUTarget:
         if _gpu():
-            from .driver import device_properties
-            p = device_properties(self.get_current_device())
-        else:
-            p = CPU_STAND_IN
-        return GPUTarget("cuda", p["major"] * 10 + p["minor"], 32)
+            import torch
+            index = torch.cuda.current_device()
+            target = _TARGETS.get(index)
+            if target is None:
+                p = _driver_module.device_properties(index)
+                target = _TARGETS[index] = GPUTarget("cuda", p["major"] * 10 + p["minor"], 32)
+            return target
+        return _CPU_TARGET
 
     def get_device_interface(self):
         """The torch module of the device (``torch.cuda``), as Triton returns it."""

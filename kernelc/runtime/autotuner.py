@@ -8,7 +8,9 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional
 
 from ..errors import OutOfResources  # noqa: F401  (Triton's triton.runtime.autotuner.OutOfResources)
+from . import device as _device
 from .jit import KernelInterface
+from .override import overrides_for
 
 
 class Config:
@@ -113,21 +115,19 @@ class Autotuner(KernelInterface):
         return configs
 
     def run(self, *args, grid, **kwargs):
-        from .device import interpret_requested
+        # runs on every launch of a tuned kernel: no function-local imports here (each costs about a microsecond)
         nargs = dict(zip(self.arg_names, args))
         named = dict(nargs, **kwargs)
         configs = self.prune_configs(kwargs, nargs)
         # Interpreter (or CPU-only machine): run the first surviving config; tuning is a GPU matter.
         config = configs[0]
-        from .override import overrides_for
         forced = overrides_for(self.base_fn.__name__)
         if forced:  # KERNELC_OVERRIDE: no tuning; the forced values win over the first config
             config = Config({k: v for k, v in config.kwargs.items() if k not in forced},
                             num_warps=forced.get("num_warps", config.num_warps),
                             num_stages=forced.get("num_stages", config.num_stages))
-        elif not interpret_requested() and not _interpreting(self.base_fn):
-            from .tuning import select_config
-            config = select_config(self, configs, args, kwargs, grid)
+        elif not _device.interpret_requested() and not _interpreting(self.base_fn):
+            config = _select_config(self, configs, args, kwargs, grid)
         self.best_config = config
         if config.pre_hook is not None:
             config.pre_hook(dict(named, **config.all_kwargs()))
@@ -140,8 +140,15 @@ class Autotuner(KernelInterface):
 
 
 def _interpreting(fn) -> bool:
-    from .device import cuda_available
-    return bool(getattr(fn, "interpret", False)) or not cuda_available()
+    return bool(getattr(fn, "interpret", False)) or not _device.cuda_available()
+
+
+def _select_config(tuner, configs, args, kwargs, grid):
+    # tuning.py imports the cache and options modules; loaded on the first tuned launch
+    global _select_config
+    from .tuning import select_config
+    _select_config = select_config
+    return select_config(tuner, configs, args, kwargs, grid)
 
 
 class Heuristics(KernelInterface):

@@ -4,11 +4,12 @@ from __future__ import annotations
 import functools
 import sys
 
+from ..options import get as _option
+
 
 def interpret_requested() -> bool:
     """``KERNELC_INTERPRET`` asks for the CPU interpreter even where a GPU is usable."""
-    from ..options import get
-    return get("KERNELC_INTERPRET")
+    return _option("KERNELC_INTERPRET")
 
 
 @functools.lru_cache(maxsize=None)

@@ -171,10 +171,20 @@ def launch(fn: LoadedFunction, grid, stream: int, buf: ArgBuffer) -> None:
         check(_drv().CUresult(err), "cuLaunchKernel", fn.name)
 
 
+_CONFIG = None
+
+
+def _load_config():
+    global _CONFIG
+    from .active import driver as config
+    _CONFIG = config
+    return config
+
+
 def __getattr__(name):
     # Triton's ``triton.runtime.driver.active`` / ``driver.driver`` (runtime/active.py); looked up on
     # every access so that ``driver.set_active`` takes effect
     if name in ("active", "driver"):
-        from .active import driver as config
+        config = _CONFIG or _load_config()
         return config.active if name == "active" else config
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

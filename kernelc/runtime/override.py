@@ -13,6 +13,8 @@ import ast
 import json
 from typing import Any, Dict, Optional
 
+from .. import options
+
 _cache: Dict[str, Dict[str, Dict[str, Any]]] = {}
 
 
@@ -74,7 +76,6 @@ def parse(spec: str) -> Dict[str, Dict[str, Any]]:
 
 def overrides_for(kernel_name: str) -> Optional[Dict[str, Any]]:
     """The forced settings for ``kernel_name`` (None when none are set)."""
-    from .. import options
     spec = options.get("KERNELC_OVERRIDE")
     table = _cache.get(spec)
     if table is None:

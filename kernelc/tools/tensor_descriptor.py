@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, List
 
+from ..language.host_types import kl_dtype_of
+
 MAX_RANK = 5
 PADDINGS = ("zero", "nan")
 
@@ -90,7 +92,6 @@ class TensorDescriptor:
     @property
     def element_type(self):
         """The kernelc element type (``kl.float16``, ...)."""
-        from ..language.host_types import kl_dtype_of
         return kl_dtype_of(self.base)
 
     @property

@@ -34,6 +34,32 @@ def test_driver_active_without_gpu(monkeypatch):
         driver.reset_active()
 
 
+def test_current_target_follows_the_current_device(monkeypatch):
+    # host code asks for the target several times a call (tutorial 06's is_cuda/is_hopper): it is kept per
+    # device, so a process that switches devices still gets each device's own architecture
+    import kernelc.runtime.active as act
+    import kernelc.runtime.device as dev
+    import kernelc.runtime.driver as drv
+    monkeypatch.delenv("KERNELC_INTERPRET", raising=False)
+    monkeypatch.setattr(dev, "cuda_available", lambda: True)
+    monkeypatch.setattr(act, "_TARGETS", {})
+    asked = []
+
+    def props(index):
+        asked.append(index)
+        return {0: {"major": 9, "minor": 0}, 1: {"major": 8, "minor": 6}}[index]
+    monkeypatch.setattr(drv, "device_properties", props)
+    current = [0]
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: current[0])
+    first = active.get_current_target()
+    assert (first.backend, first.arch, first.warp_size) == ("cuda", 90, 32)
+    assert active.get_current_target() is first and asked == [0]
+    current[0] = 1
+    assert active.get_current_target().arch == 86
+    current[0] = 0
+    assert active.get_current_target() is first and asked == [0, 1]
+
+
 def test_warmup_returns_a_launchable_compiled_kernel(monkeypatch):
     monkeypatch.setenv("KERNELC_INTERPRET", "1")
     x = torch.arange(100, dtype=torch.float32)

@@ -32,6 +32,8 @@ def main(argv=None) -> int:
     ap.add_argument("--head-dim", type=int, default=64)
     ap.add_argument("--causal", type=int, default=0)
     ap.add_argument("--ws", type=int, default=0)
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="also run N calls of the first config under cProfile and write OUT.prof.txt")
     ap.add_argument("--configs", nargs="*", default=["128x64x2x4", "128x64x3x4", "128x64x4x4", "64x64x3x4",
                                                      "128x32x3x4", "64x32x3x4"], help="BMxBNxSTAGESxWARPS")
     args = ap.parse_args(argv)
@@ -85,6 +87,8 @@ def main(argv=None) -> int:
                 row["tflops_graph"] = flops * 1e-12 / (row["ms_graph"] * 1e-3)
             except Exception as e:  # noqa: BLE001 -- a capture failure is a result too
                 row["graph_error"] = f"{type(e).__name__}: {e}"[:300]
+            if args.profile and not rows:
+                _profile(fn, args.profile, args.out + ".prof.txt")
         except Exception as e:  # noqa: BLE001
             row["error"] = f"{type(e).__name__}: {e}"[:500]
         rows.append(row)
@@ -93,6 +97,27 @@ def main(argv=None) -> int:
     with open(args.out, "w") as f:
         json.dump(rows, f, indent=1)
     return 0
+
+
+def _profile(fn, n, path):
+    """Where one call's host time goes: cProfile over n calls, sorted by own time and by cumulative time."""
+    import cProfile
+    import io
+    import pstats
+    import torch
+    torch.cuda.synchronize()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n):
+        fn()
+    prof.disable()
+    torch.cuda.synchronize()
+    buf = io.StringIO()
+    buf.write(f"{n} calls\n")
+    for key in ("tottime", "cumulative"):
+        pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(45)
+    with open(path, "w") as f:
+        f.write(buf.getvalue())
 
 
 if __name__ == "__main__":
