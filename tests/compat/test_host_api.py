@@ -76,6 +76,32 @@ def test_warmup_returns_a_launchable_compiled_kernel(monkeypatch):
     assert torch.equal(y, 2 * x)
 
 
+def test_repeated_warmup_returns_the_same_kernel_without_rebinding(monkeypatch):
+    # tutorial 02 warms up before every launch: a call that specialises as an earlier one is answered from
+    # a memo keyed like a launch; anything that changes the specialisation is warmed up again
+    monkeypatch.setenv("KERNELC_INTERPRET", "1")
+    x = torch.arange(100, dtype=torch.float32)
+    y = torch.zeros_like(x)
+    binds = []
+    real_bind = type(twice).bind
+    monkeypatch.setattr(type(twice), "bind", lambda self, a, kw: binds.append(1) or real_bind(self, a, kw))
+    k = twice.warmup(x, y, 100, BLOCK=64, num_warps=2, grid=(1,))
+    n = len(binds)
+    assert twice.warmup(x.clone(), y, 100, BLOCK=64, num_warps=2, grid=(1,)) is k and len(binds) == n
+    assert twice.warmup(x, y, 116, BLOCK=64, num_warps=2) is k  # 116 specialises as 100 does (not 1, not %16)
+    assert len(binds) == n
+    k2 = twice.warmup(x, y, 96, BLOCK=64, num_warps=2)  # divisible by 16: another specialisation
+    k3 = twice.warmup(x, y, 100, BLOCK=128, num_warps=2)  # another constexpr
+    k4 = twice.warmup(x, y, 100, BLOCK=64, num_warps=4)  # another option
+    k5 = twice.warmup(x.double(), y.double(), 100, BLOCK=64, num_warps=2)  # another dtype
+    assert len(binds) == n + 4
+    assert k3.metadata.num_warps == 2 and k4.metadata.num_warps == 4 and k3 is not k and k4 is not k and k5 is not k
+    assert k2.constexprs == k.constexprs
+    yy = torch.zeros(100, dtype=torch.float64)
+    k5[(2,)](x.double(), yy, 100)
+    assert torch.equal(yy, 2 * x.double())
+
+
 def test_perf_report_table_plot_and_files(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "Agg")
     calls = []

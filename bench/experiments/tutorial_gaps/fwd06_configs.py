@@ -87,6 +87,7 @@ def main(argv=None) -> int:
                 row["tflops_graph"] = flops * 1e-12 / (row["ms_graph"] * 1e-3)
             except Exception as e:  # noqa: BLE001 -- a capture failure is a result too
                 row["graph_error"] = f"{type(e).__name__}: {e}"[:300]
+            row["kernel_ms_cold"], row["kernel_ms_warm"] = _kernel_times(fn)
             if args.profile and not rows:
                 _profile(fn, args.profile, args.out + ".prof.txt")
         except Exception as e:  # noqa: BLE001
@@ -97,6 +98,28 @@ def main(argv=None) -> int:
     with open(args.out, "w") as f:
         json.dump(rows, f, indent=1)
     return 0
+
+
+def _kernel_times(fn, n=30):
+    """The forward kernel's own GPU time, as torch.profiler records it, after an L2 flush (the tutorial's
+    do_bench pattern: a 256 MB zero_ then the call) and back to back without one: tells the kernel's cold-cache
+    time from the host time that do_bench's events also see when the host is the slower side."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    cache = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda")
+    out = []
+    for flush in (True, False):
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(n):
+                if flush:
+                    cache.zero_()
+                fn()
+            torch.cuda.synchronize()
+        # the kernel's own row (device time, one count per launch), not the CPU-side op that launched it
+        rows = [a for a in prof.key_averages() if "_attn_fwd" in a.key and a.device_time_total > 0 and a.count >= n]
+        out.append(min(a.device_time_total / a.count for a in rows) / 1000 if rows else None)
+    return out
 
 
 def _profile(fn, n, path):
