@@ -97,6 +97,31 @@ class SourceMap:
                     ins.pc, ins.pc + instruction_bytes, sm._file_id(ins.file), ins.line)
         return sm
 
+    def set_lines(self, function: str, lines: Dict[int, Tuple[str, int]]) -> int:
+        """Attribute the instructions at ``lines``' pcs of ``function`` to the given ``(file, line)``s (a line
+        the cubin's table got wrong and its producer knows). Returns how many changed."""
+        fl = self.functions.get(function)
+        if fl is None or not lines:
+            return 0
+        step = self.instruction_bytes
+        per_pc = {}
+        for s, e, f, ln in zip(fl.starts, fl.ends, fl.file_ids, fl.lines):
+            for pc in range(s, e, step):
+                per_pc[pc] = (f, ln)
+        changed = 0
+        for pc, (path, line) in lines.items():
+            new = (self._file_id(path), int(line))
+            if per_pc.get(pc) != new:
+                per_pc[pc] = new
+                changed += 1
+        if changed:
+            out = FunctionLines()
+            for pc in sorted(per_pc):
+                f, ln = per_pc[pc]
+                out.add(pc, pc + step, f, ln)
+            self.functions[function] = out
+        return changed
+
     # -------------------------------------------------------------------------------------------- queries
     def _function(self, function: Optional[str]) -> Optional[FunctionLines]:
         if function is None:

@@ -110,7 +110,7 @@ KNOBS: Tuple[Knob, ...] = (
          "(off: those use the generic masked lowering)",
          compile=True, field="device_maps_anywhere"),
     Knob("KERNELC_WGMMA_ASYNC", "choice", "default",
-         "keep one wgmma group in flight across iterations: default (on with TMA loads, off with cp.async), 1, 0",
+         "keep one wgmma group in flight across iterations: default (on with TMA and cp.async rings), 1, 0",
          _choice(("default", ("default",)), ("on", _TRUE), ("off", _FALSE)), compile=True, field="wgmma_async"),
     Knob("KERNELC_WGMMA_DEFER", "bool", True, "defer the waits of two or more wgmmas per iteration",
          compile=True, field="wgmma_defer"),

@@ -70,7 +70,9 @@ def test_a_cp_async_ring_becomes_explicit_ops():
 
 def test_pointer_increments_are_carried_ahead_and_wgmma_fences_the_copies(monkeypatch):
     """mm_loop's pointers advance each iteration: the loop carries them ``lookahead`` iterations ahead for
-    the copies; on sm_90a the dot runs on wgmma (async proxy) so the copies are fenced before it reads."""
+    the copies; on sm_90a the dot runs on wgmma (async proxy) so the copies are fenced before it reads.
+    With KERNELC_WGMMA_ASYNC=0 (the dot waited for in its iteration) the copies come before the dot."""
+    monkeypatch.setenv("KERNELC_WGMMA_ASYNC", "0")
     sig = dict(MM_PTR_SIG)
     ir, fn, _ = _passes(mm_pointer_loop, sig, CX)
     filecheck(ir["expand_cp_async_rings"], """

@@ -101,17 +101,21 @@ def test_one_stage_loops_and_async_wgmma_on_cp_async_rings(monkeypatch):
     monkeypatch.setenv("KERNELC_AUTO_TMA", "0")
     ir, _, _ = _passes(mm_plain, MM_PTR_SIG, dict(BM=128, BN=128, BK=64), num_stages=1)
     assert "pipeline=" not in ir["schedule_pipelines"]
-    # cp.async + wgmma: in flight across iterations only when asked (a shorter prefetch measured slower)
+    # cp.async + wgmma: one group in flight across iterations by default, the copies after the dots (the
+    # full lookahead); KERNELC_WGMMA_ASYNC=0 waits for it in its iteration
+    for knob in (None, "1"):
+        if knob:
+            monkeypatch.setenv("KERNELC_WGMMA_ASYNC", knob)
+        ir, _, _ = _passes(mm_plain, MM_PTR_SIG, dict(BM=128, BN=128, BK=64))
+        filecheck(ir["schedule_pipelines"], """
+            CHECK: {pipeline={stages=3, lookahead=2, refill='after_dots'}}
+            CHECK: = dot {{.*}}wgmma='async'
+        """)
+    monkeypatch.setenv("KERNELC_WGMMA_ASYNC", "0")
     ir, _, _ = _passes(mm_plain, MM_PTR_SIG, dict(BM=128, BN=128, BK=64))
     filecheck(ir["schedule_pipelines"], """
         CHECK: {pipeline={stages=3, lookahead=2}}
         CHECK-NOT: wgmma='async'
-    """)
-    monkeypatch.setenv("KERNELC_WGMMA_ASYNC", "1")
-    ir, _, _ = _passes(mm_plain, MM_PTR_SIG, dict(BM=128, BN=128, BK=64))
-    filecheck(ir["schedule_pipelines"], """
-        CHECK: {pipeline={stages=3, lookahead=2, refill='after_dots'}}
-        CHECK: = dot {{.*}}wgmma='async'
     """)
 
 

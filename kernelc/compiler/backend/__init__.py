@@ -154,6 +154,9 @@ def _finish(name: Optional[str], target: Target, ptx: str, llir_opt: str, res: C
     fn = info.functions[name]
     t1 = time.perf_counter()
     smap = SourceMap.from_cubin(res.cubin, default_function=name)
+    if "wgmma.mma_async" in ptx:
+        from .mma_lines import place_wgmma_lines
+        place_wgmma_lines(smap, res.cubin, ptx)   # ptxas leaves these without a line of their own
     t2 = time.perf_counter()
     timings["cubin_info"] = t1 - t0
     timings["source_map"] = t2 - t1

@@ -153,8 +153,9 @@ def async_dots(f: _Facts, loop: Op, has_cp: bool, has_tma: bool, tma_values: set
     (TMA-ringed tiles; operands from outside the loop when ``staged_outside``: codegen stages those into
     shared memory before the loop). On by default (KERNELC_WGMMA_ASYNC=0 turns it off). A cp.async ring
     keeps the full S-1 lookahead too when its copies are issued after the dots (``refill='after_dots'``,
-    Triton's order: ``wait_group 1`` has retired iteration i-1's wgmma, whose stage they overwrite); only
-    with KERNELC_WGMMA_ASYNC=1 until measured on a GPU (docs/performance.md, "wgmma")."""
+    Triton's order: ``wait_group 1`` has retired iteration i-1's wgmma, whose stage they overwrite); on by
+    default since 2026-11-27 (+6-8% on an H200, docs/performance.md, "wgmma"), KERNELC_WGMMA_ASYNC=0 turns it
+    off for both kinds of ring."""
     body = loop.regions[0]
     stages = loop.attrs.get("num_stages", f.num_stages)
     uses = _uses(body)
@@ -174,7 +175,7 @@ def async_dots(f: _Facts, loop: Op, has_cp: bool, has_tma: bool, tma_values: set
                 all(served(o.operands[i]) for o in dots for i in (0, 1)):
             return dots, stages - 1
         return [], stages - 1
-    if knob == "on" and chaining:
+    if knob in ("default", "on") and chaining:
         return dots, stages - 1
     return [], stages - 1
 
