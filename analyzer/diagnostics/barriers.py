@@ -140,10 +140,12 @@ def check(facts: KernelFacts) -> List[Diagnostic]:
             from ..roofline import roofline
             rl = roofline(facts)
             loops = len(facts.tir.loops) if facts.tir.loops else len(facts._ast_loops())
-            if is_tensor_core_kernel(facts) and loops and len(bars) <= loops:
+            # a pipelined loop needs one barrier before it reads a stage, and one more when its refill follows
+            # the dots (a wgmma kept in flight: Triton's order, kernelc's default for cp.async rings)
+            if is_tensor_core_kernel(facts) and loops and len(bars) <= 2 * loops:
                 ev["loops"] = loops
                 sev, title = "info", "barrier waits of a pipelined tensor-core loop"
-                msg += (f"; the SASS has {len(bars)} barrier(s) for {loops} loop(s): the pipeline's stage barrier, "
+                msg += (f"; the SASS has {len(bars)} barrier(s) for {loops} loop(s): the pipeline's stage barriers, "
                         "which the loop needs (its wait is the tile config's and pipeline depth's: see small-tiles, "
                         "latency-bound-loop)")
             elif rl is not None and rl.plausible and rl.bound in ("memory", "compute"):

@@ -163,7 +163,8 @@ def test_barrier_waits_of_a_pipelined_matmul_are_not_a_finding(tmp_path):
     k = _analyse(tmp_path, w, 256.1, samples={line: _mix(0.6242)}, args=MM_ARGS, grid=w.grid)
     d = _one(k, "barrier-stalls")
     assert d.severity == "info", d.message
-    assert d.evidence["barrier_smem_share_of_stalled"] >= 0.6 and d.evidence["barriers_in_sass"] <= d.evidence["loops"]
+    # the stage barrier, and the refill's behind the wgmma kept in flight
+    assert d.evidence["barrier_smem_share_of_stalled"] >= 0.6 and d.evidence["barriers_in_sass"] <= 2 * d.evidence["loops"]
     assert not k.findings
 
 
