@@ -42,6 +42,30 @@ def test_wgmma_opcodes_found_in_the_binary_are_nvdisasms(dtype, mma, monkeypatch
     assert wgmma_pcs(text) == want
 
 
+@pytest.mark.parametrize("dtype,mma", [("fp16", "HGMMA"), ("fp8e4nv", "QGMMA")])
+def test_attention_mmas_land_on_their_own_dots_with_a_from_registers(dtype, mma):
+    """Two dots a loop (QK^T from shared memory, PV with P in registers: another opcode): the map puts each
+    MMA on its own dot's line, in order."""
+    from examples.kernels import attention
+    sig = dict(Q="*" + dtype, K="*" + dtype, V="*" + dtype, Out="*fp16", sm_scale="fp32", H="i32", N_CTX="i32",
+               **{f"stride_{a}{b}": "i32" for a in "qkvo" for b in ("z", "h", "m" if a in "qo" else "n", "k")})
+    ck = kernelc.compile(attention.attn_fwd_kernel, sig, dict(BLOCK_M=128, BLOCK_N=64, HEAD_DIM=128, CAUSAL=True),
+                         target="sm_90a", num_warps=4, num_stages=2, divisibility={n: 16 for n in sig},
+                         equal_to_1=("stride_qk", "stride_kk", "stride_vk", "stride_ok"))
+    text = _Elf(ck.asm["cubin"]).by_name[".text." + ck.name].data()
+    mmas = [i for i in ck.artifacts.instructions if i.opcode.startswith(mma)]
+    assert mmas and wgmma_pcs(text) == [i.pc for i in mmas]
+    src = open(attention.__file__).read().splitlines()
+    lines = [ck.source_map.pc_to_line(i.pc) for i in mmas]
+    assert all(os.path.basename(f) == "attention.py" and "tl.dot(" in src[ln - 1] for f, ln in lines), lines
+    # QK^T (n = 64) and PV (n = 128, head dim) each on one line of their own
+    by_shape = {}
+    for i, (_, ln) in zip(mmas, lines):
+        by_shape.setdefault(i.opcode.split(".")[1], set()).add(ln)
+    assert len(by_shape) == 2 and all(len(v) == 1 for v in by_shape.values()), by_shape
+    assert len(set().union(*by_shape.values())) == 2
+
+
 @pytest.mark.parametrize("wgmma_async", ["1", "0"])
 def test_every_hgmma_is_on_the_dot_line_with_or_without_a_wgmma_in_flight(wgmma_async, monkeypatch):
     ck = _mm(SIG16, ("stride_ak", "stride_bn", "stride_cn"), monkeypatch, wgmma_async=wgmma_async,

@@ -1,4 +1,4 @@
-"""Source lines of Hopper's warpgroup MMAs (``HGMMA``/``QGMMA``/``IGMMA``), taken from the PTX.
+"""Source lines of Hopper's warpgroup MMAs (``HGMMA``/``QGMMA``), taken from the PTX.
 
 ptxas gives these instructions no row of their own in ``.debug_line``: each takes the row of whatever
 instruction it was scheduled after. In a loop that keeps a wgmma group in flight and issues the next stage's
@@ -8,7 +8,8 @@ cubins show the same (tutorial 03, 128x256x64: two of four ``HGMMA`` on a ``tl.l
 
 The PTX knows the right line: every ``wgmma.mma_async`` sits under the ``.loc`` of its dot. ptxas keeps the
 wgmmas of a function in program order, so when the cubin has as many warpgroup MMAs as the PTX has
-``wgmma.mma_async`` instructions, the n-th MMA gets the n-th wgmma's line; when the counts differ (ptxas
+``wgmma.mma_async`` instructions (all of them matched by opcode: a kind not in ``WGMMA_OPCODES`` makes the counts
+differ), the n-th MMA gets the n-th wgmma's line; when the counts differ (ptxas
 duplicated code) and every wgmma of the function has one line, every MMA gets it; otherwise the map is left
 as ptxas wrote it. Finding the MMAs needs no disassembler: on sm_90 an instruction's opcode is its low 12 bits
 (the test checks these against nvdisasm).
@@ -19,8 +20,9 @@ import re
 import struct
 from typing import Dict, List, Tuple
 
-# sm_90 opcodes (low 12 bits of the first 64-bit word) of the warpgroup MMAs
-WGMMA_OPCODES = {0x9F0: "HGMMA", 0x9F3: "QGMMA", 0x9EF: "IGMMA"}
+# sm_90 opcodes (low 12 bits of the first 64-bit word) of the warpgroup MMAs kernelc emits; bit 10 is set when
+# A comes from registers (attention's P). Others (IGMMA, BGMMA) are not matched: their MMAs keep ptxas's lines.
+WGMMA_OPCODES = {0x9F0: "HGMMA", 0xDF0: "HGMMA, A in registers", 0x9F3: "QGMMA", 0xDF3: "QGMMA, A in registers"}
 
 _FUNC = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+)?\.(?:entry|func)\s+(?:\([^)]*\)\s*)?([A-Za-z_$][\w$]*)")
 _LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)")
