@@ -190,7 +190,7 @@ def run_one(path: str, impl: str, bench_points: Optional[int], timeout: int, tri
         res.setdefault("compile", {})["warm_cache_kernels"] = warm_kernels
     c = res.get("compile") or {}
     print(f"  {impl:8s} rc={res['rc']} {res.get('seconds', 0):7.1f} s  tables={len(res['benchmarks'])}  "
-          f"compiles {c.get('kernels', '?')} (cache hits {c.get('cache_hits', '?')}, "
+          f"compiles {c.get('kernels', '?')} (cache hits {c.get('cache_hits', '?')}, failed {c.get('failed', '?')}, "
           f"{c.get('compile_s', 0):.1f} s compiling, {c.get('autotune_s', 0):.1f} s autotuning)", flush=True)
     shutil.rmtree(work, ignore_errors=True)
     return res

@@ -10,7 +10,8 @@ kernel object (compile, and autotune where there is one, with a device sync), th
 and its output's last lines. Writes the JSON even when the tutorial fails.
 
 Where the time goes (``compile`` in the JSON), for either implementation: how many kernels were compiled
-and how many came from the on-disk cache, the wall seconds spent in compiles (summed per compile: kernelc's
+and how many came from the on-disk cache (``failed``: how many of them raised, e.g. a config too large
+for the device; kernelc's disk cache remembers those, so a warm cache answers them too), the wall seconds spent in compiles (summed per compile: kernelc's
 autotuner compiles on several threads at once, so its sum can exceed the elapsed time), and the wall
 seconds spent choosing autotune configs (compiles of candidates included; ``autotune_compile_s`` says how
 much of it was compiling). ``--dry-run`` runs the tutorial without a GPU (``bench/tutorial_dryrun.py``):
@@ -136,13 +137,16 @@ class _Accounting:
     """Counts compiles (cache hits and misses) and the time spent compiling and autotuning."""
 
     def __init__(self):
-        self.d = {"kernels": 0, "cache_hits": 0, "cache_misses": 0, "compile_s": 0.0, "hit_load_s": 0.0,
+        self.d = {"kernels": 0, "cache_hits": 0, "cache_misses": 0, "failed": 0, "compile_s": 0.0, "hit_load_s": 0.0,
                   "autotune_s": 0.0, "autotune_compile_s": 0.0, "misses": []}
         self.tuning = 0
 
-    def compiled(self, name, seconds, hit):
+    def compiled(self, name, seconds, hit, failed=False):
+        """One compile request: ``hit`` if the disk cache answered it, ``failed`` if it raised (a config
+        that does not fit the device, a failed static_assert: counted in ``kernels`` too)."""
         d = self.d
         d["kernels"] += 1
+        d["failed"] += bool(failed)
         if hit:
             d["cache_hits"] += 1
             d["hit_load_s"] += seconds
@@ -187,7 +191,7 @@ def _count_triton_compiles(acct: _Accounting) -> None:
         try:
             k = orig(src, *args, **kwargs)
         except Exception:  # (a config that does not compile costs its time too)
-            acct.compiled(getattr(src, "name", "?"), time.perf_counter() - t0, False)
+            acct.compiled(getattr(src, "name", "?"), time.perf_counter() - t0, False, failed=True)
             raise
         if not getattr(k, "dry_run_skipped", False):  # (another dry-run process compiles that one)
             acct.compiled(getattr(src, "name", "?"), time.perf_counter() - t0, last.get("hit", False))
@@ -205,8 +209,9 @@ def _count_kernelc_compiles(acct: _Accounting) -> None:
         t0 = time.perf_counter()
         try:
             ck = orig(fn, *args, **kwargs)
-        except Exception:
-            acct.compiled(getattr(fn, "__name__", "?"), time.perf_counter() - t0, False)
+        except Exception as e:  # (an out-of-resources failure the disk cache remembered is a hit)
+            acct.compiled(getattr(fn, "__name__", "?"), time.perf_counter() - t0, getattr(e, "from_cache", False),
+                          failed=True)
             raise
         acct.compiled(getattr(fn, "__name__", "?"), time.perf_counter() - t0, "disk_cache_load" in ck.timings)
         return ck

@@ -83,6 +83,15 @@ def to_tile_ir(kernel, signature, constexprs=None, divisibility=None, equal_to_1
     return func, used
 
 
+
+def _out_of_resources(required: int, limit: int, name: str, used):
+    """The error, with what the frontend read (``dependencies``): the disk cache remembers the failure
+    under the same validity rule as a kernel (runtime/cache.py)."""
+    from ..errors import OutOfResources
+    e = OutOfResources(required, limit, "shared memory", name)
+    e.dependencies = used.to_list()
+    return e
+
 def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, Any]] = None, target=None,
             num_warps: int = 4, num_stages: int = 3, divisibility: Optional[Dict[str, int]] = None,
             equal_to_1: Tuple[str, ...] = (), name: Optional[str] = None, dump_ir=None,
@@ -138,16 +147,15 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     llir, smem_bytes = lower_to_llvm(func, plan, axis, num_warps, tgt, reports)
     timings["lower_to_llvm"] = time.perf_counter() - t0
     limit = tgt.limits.max_shared_per_block_optin
-    from ..errors import OutOfResources
     if limit and smem_bytes > limit:
         # known before LLVM and ptxas, which are most of a compile: an autotuner's oversized configs
         # (60 of tutorial 09's 192) fail here in a fraction of the time
-        raise OutOfResources(smem_bytes, limit, "shared memory", func.name)
+        raise _out_of_resources(smem_bytes, limit, func.name, used)
     art = compile_llir(llir, tgt, func.name, fill_step=func.attrs.get("registers") == "fill_step")
     for k, v in art.timings.items():
         timings[k] = v
     if limit and smem_bytes + art.shared > limit:
-        raise OutOfResources(smem_bytes + art.shared, limit, "shared memory", func.name)
+        raise _out_of_resources(smem_bytes + art.shared, limit, func.name, used)
     asm = _LazyAsm(art, tir=print_function(func), tir_initial=tir_text_initial, llir=llir, llir_opt=art.llir_opt,
                    ptx=art.ptx, cubin=art.cubin)
     ck = CompiledKernel(
