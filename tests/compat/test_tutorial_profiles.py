@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from .conftest import REPO, subprocess_env
 
 sys.path.insert(0, REPO)
@@ -206,3 +208,34 @@ def test_a_run_past_its_timeout_still_reports_how_far_it_got(tmp_path):
     assert res["rc"] == "timeout"
     assert "validated, now benchmarking" in res["stdout_tail"]      # the runner's JSON, written on SIGINT
     assert "killed after 15 s" in res["stderr_tail"]
+
+
+TRITON_SITE = os.environ.get("KERNELC_TEST_TRITON_SITE", "/work/ext/triton_site")
+
+
+@pytest.mark.skipif(not os.path.isdir(os.path.join(TRITON_SITE, "triton")),
+                    reason="needs an unpacked Triton wheel (KERNELC_TEST_TRITON_SITE)")
+def test_under_real_triton_the_runner_agrees_with_proton_viewer(tmp_path):
+    # Triton 3.6's own proton-viewer reads the Proton-layout profile: the runner keeps the tree it prints,
+    # and its per-frame TFLOP/s and times are the viewer's (528.611 = cuBLAS, 343.597 = matmul_kernel)
+    (tmp_path / "matmul.json").write_text(json.dumps(proton_09()))
+    tut = tmp_path / "show.py"
+    tut.write_text('import shutil\nshutil.copy("matmul.json", "matmul.hatchet")\n'
+                   'import triton.profiler.viewer as proton_viewer\n'
+                   'tree, metrics = proton_viewer.parse(["tflop16/s", "time/ms"], "matmul.hatchet")\n'
+                   'proton_viewer.print_tree(tree, metrics)\n')
+    env = subprocess_env()
+    env["PYTHONPATH"] = TRITON_SITE + os.pathsep + env["PYTHONPATH"]
+    js = tmp_path / "r.json"
+    r = subprocess.run([sys.executable, os.path.join(REPO, "bench", "tutorial_runner.py"), "--impl", "triton",
+                        "--json", str(js), str(tut)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=300)
+    res = json.loads(js.read_text())
+    assert res["rc"] == 0 and res["triton_version"].startswith("3."), r.stderr[-3000:]
+    (tree,) = res["printed_trees"]
+    prof = res["profiles"]["matmul.hatchet"]
+    for name, m in prof.items():
+        line = next(ln for ln in tree.splitlines() if ln.rstrip().endswith(name))
+        tflops, ms = (float(x) for x in line.split()[1:3])   # "├─ 528.611 1300.000 cuBLAS [...]"
+        assert math.isclose(m["tflops"], tflops, rel_tol=1e-5) and math.isclose(m["time_ns"] / 1e6, ms, rel_tol=1e-5)
+    assert len(prof) == 5
