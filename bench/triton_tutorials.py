@@ -569,8 +569,9 @@ def main(argv=None) -> int:
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
         _write(report, os.path.join(out_dir, os.path.basename(a.out)))
-        if os.path.isdir(profiles_dir):
-            shutil.copytree(profiles_dir, os.path.join(out_dir, os.path.basename(profiles_dir)), dirs_exist_ok=True)
+        dst = os.path.join(out_dir, os.path.basename(profiles_dir))
+        if os.path.isdir(profiles_dir) and os.path.abspath(dst) != os.path.abspath(profiles_dir):
+            shutil.copytree(profiles_dir, dst, dirs_exist_ok=True)
     print(f"wrote {a.out} ({report['seconds']:.0f} s)")
     return 0
 

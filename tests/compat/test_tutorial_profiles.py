@@ -5,6 +5,7 @@ side with kernelc/Triton and cuBLAS/torch as the noise floor. No GPU needed."""
 import json
 import math
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -239,3 +240,35 @@ def test_under_real_triton_the_runner_agrees_with_proton_viewer(tmp_path):
         tflops, ms = (float(x) for x in line.split()[1:3])   # "├─ 528.611 1300.000 cuBLAS [...]"
         assert math.isclose(m["tflops"], tflops, rel_tol=1e-5) and math.isclose(m["time_ns"] / 1e6, ms, rel_tol=1e-5)
     assert len(prof) == 5
+
+
+def test_main_keeps_each_runs_profile_next_to_the_json_and_in_out(tmp_path, monkeypatch):
+    import bench.triton_tutorials as tt
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "09-persistent-matmul.py").write_text("")
+    seen = []
+
+    def fake_run_one(path, impl, points, timeout, site, spread=False, warm=None, keep_profiles=None,
+                     tutorial_args=()):
+        seen.append((impl, os.path.relpath(keep_profiles, tmp_path), tuple(tutorial_args)))
+        os.makedirs(keep_profiles, exist_ok=True)
+        data = proton_09() if impl == "triton" else kprof_09()
+        from bench.tutorial_runner import read_hatchet
+        prof = read_hatchet(_write(pathlib.Path(keep_profiles) / "matmul.hatchet", data))
+        return {"benchmarks": [], "first_calls": [], "rc": 0, "seconds": 0.1, "profiles": {"matmul.hatchet": prof}}
+    monkeypatch.setattr(tt, "run_one", fake_run_one)
+    monkeypatch.setattr(tt, "environment", lambda: {})
+    for out_env, out in ((tmp_path / "OUT", tmp_path / "OUT" / "r.json"), (tmp_path / "O2", tmp_path / "res" / "r.json")):
+        seen.clear()
+        monkeypatch.setenv("OUT", str(out_env))
+        assert tt.main(["--tutorials", str(src), "--only", "09", "--repeats", "1", "--tutorial-args", "-K 512",
+                        "--libdevice", str(src / "09-persistent-matmul.py"), "--out", str(out), "--fresh"]) == 0
+        base = os.path.relpath(str(out)[:-5] + "_profiles", tmp_path)
+        assert seen == [("triton", f"{base}/09-persistent-matmul/triton-1", ("-K", "512")),
+                        ("kernelc", f"{base}/09-persistent-matmul/kernelc-1", ("-K", "512"))]
+        for impl in ("triton", "kernelc"):
+            assert (out_env / "r_profiles" / "09-persistent-matmul" / f"{impl}-1" / "matmul.hatchet").is_file()
+        rep = json.loads((out_env / "r.json").read_text())
+        (entry,) = rep["tutorials"]["09-persistent-matmul"]["tables"]
+        assert len(entry["kernels"]) == 6 and rep["tutorial_args"] == ["-K", "512"]
