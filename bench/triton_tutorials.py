@@ -329,7 +329,8 @@ def _profile_side(m: Optional[dict]) -> Optional[dict]:
         return None
     n = m.get("count") or 0
     return {"count": n, "total_ms": m["time_ns"] / 1e6, "ms_per_launch": m["time_ns"] / n / 1e6 if n else None,
-            "tflops": m.get("tflops"), "flops": sum((m.get("flops") or {}).values()), "kernels": m.get("kernels", [])}
+            "tflops": m.get("tflops"), "flops": sum((m.get("flops") or {}).values()), "kernels": m.get("kernels", []),
+            "memory_ops": m.get("memory_ops")}
 
 
 def profile_ratio(t: Optional[dict], k: Optional[dict]):
@@ -636,6 +637,12 @@ def _print_profile(t: dict) -> None:
         tag = "control" if row["name"] in ctrl else col.get("geomean_verdict", "")
         r = f"{row['ratio']:.3f} ({row['basis']}) {tag}" if row.get("ratio") else ""
         print(f"      {row['name'][:w]:{w}s}  {_side_text(row['triton']):>36s}  {_side_text(row['kernelc']):>37s}  {r}")
+    for impl in ("triton", "kernelc"):
+        ops = [(row["name"], row[impl]["memory_ops"]) for row in t["kernels"]
+               if row[impl] and (row[impl].get("memory_ops") or {}).get("count")]
+        if ops:
+            print(f"      ({impl}'s profile also holds memsets/memcpys, left out above as Proton records kernels only: "
+                  + "; ".join(f"{n}: {o['count']:.0f}, {o['time_ns'] / 1e6:.2f} ms" for n, o in ops) + ")")
 
 
 def _write(report: dict, path: str) -> None:

@@ -272,3 +272,30 @@ def test_main_keeps_each_runs_profile_next_to_the_json_and_in_out(tmp_path, monk
         rep = json.loads((out_env / "r.json").read_text())
         (entry,) = rep["tutorials"]["09-persistent-matmul"]["tables"]
         assert len(entry["kernels"]) == 6 and rep["tutorial_args"] == ["-K", "512"]
+
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+
+
+def test_recorded_h200_profiles_compare_kernels_with_kernels():
+    # tutorial 09 on an H200 (lead's call S2, 2026-11-27, branch t09 at 729c9af): Proton's file as written,
+    # kprof's with its per-kernel extras cut to kind/kernel/launch (source text, args). kprof also records
+    # cuBLAS's 4-byte memset per call, which Proton 3.6 does not: it was counted as a launch (20000 against
+    # 10000) and its time as cuBLAS's, and that 0.5% was the whole "noise floor"
+    from bench.triton_tutorials import compare_profiles, noise_floor
+    from bench.tutorial_runner import read_hatchet
+    t = read_hatchet(os.path.join(DATA, "tut09_h200_proton.hatchet"))
+    k = read_hatchet(os.path.join(DATA, "tut09_h200_kprof.hatchet"))
+    assert set(t) == set(k) and len(t) == 8
+    for name in t:
+        assert t[name]["count"] == k[name]["count"] == REPS, name
+    blas = k[f"cuBLAS {SHAPE}"]
+    assert blas["memory_ops"]["count"] == REPS and blas["kernels"] == ["nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_TNT"]
+    assert t[f"cuBLAS {SHAPE}"]["memory_ops"]["count"] == 0
+    (entry,) = compare_profiles({"profiles": {"matmul.hatchet": t}}, {"profiles": {"matmul.hatchet": k}})
+    noise_floor(entry)
+    rows = {r["name"]: r for r in entry["kernels"]}
+    assert math.isclose(rows[f"matmul_kernel {SHAPE}"]["ratio"], 1593.880943 / 2074.869243, rel_tol=1e-6)
+    assert math.isclose(rows[f"cuBLAS {SHAPE}"]["ratio"], 1279.129323 / 1274.986166, rel_tol=1e-6)
+    assert 1.0 < entry["noise_floor"]["table"] < 1.004   # cuBLAS and torch kernels alike to 0.3%
+    assert rows[f"torch {SHAPE}"]["kernelc"]["memory_ops"]["count"] == REPS     # still reported, apart
