@@ -83,7 +83,6 @@ def to_tile_ir(kernel, signature, constexprs=None, divisibility=None, equal_to_1
     return func, used
 
 
-
 def _out_of_resources(required: int, limit: int, name: str, used):
     """The error, with what the frontend read (``dependencies``): the disk cache remembers the failure
     under the same validity rule as a kernel (runtime/cache.py)."""
@@ -91,6 +90,7 @@ def _out_of_resources(required: int, limit: int, name: str, used):
     e = OutOfResources(required, limit, "shared memory", name)
     e.dependencies = used.to_list()
     return e
+
 
 def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, Any]] = None, target=None,
             num_warps: int = 4, num_stages: int = 3, divisibility: Optional[Dict[str, int]] = None,
