@@ -122,6 +122,11 @@ KNOBS: Tuple[Knob, ...] = (
          "shared-memory stages of a desc.atomic_add (bulk tensor reduction) in a loop: 2 lets one reduction read its "
          "stage while the next trip writes the other; 1 waits for each before the next is staged",
          _choice(("1", ("1",)), ("2", ("2",)), ("3", ("3",))), compile=True, field="bulk_reduce_stages"),
+    Knob("KERNELC_TMA_WRITE_GUARD", "bool", True,
+         "a desc.atomic_add whose coordinates are not proven >= 0 runs its TMA bulk reduction only where they are, "
+         "else masked atomics (Hopper's copy engine faults on a negative coordinate of a shared -> global "
+         "reduction); off: TMA at any coordinate (the diagnostic in bench/experiments/bulk_reduce/)",
+         compile=True, field="tma_write_guard"),
     Knob("KERNELC_EXP2_FTZ", "bool", True,
          "fp32 exp2 flushes subnormal results to zero (ex2.approx.ftz, as Triton's tl.math.exp2): one MUFU.EX2 "
          "instead of MUFU plus a range test and two multiplies", compile=True, field="exp2_ftz"),
@@ -189,6 +194,7 @@ class CompileOptions:
     tma_early_issue: bool = True
     wgmma_pin_waits: bool = True
     bulk_reduce_stages: str = "2"
+    tma_write_guard: bool = True
     exp2_ftz: bool = True
     smem_reuse: bool = True
     flatten_loops: bool = False
