@@ -5,9 +5,11 @@ staging stages are reused while earlier reductions may still read them), through
 kernel and a host ``TensorDescriptor``; 1, 2 and 3 stages (``KERNELC_BULK_REDUCE_STAGES``).
 
 Each case runs in a subprocess of its own (``python3 tests/gpu/test_gpu_bulk_reduce.py CASE ...``): the first
-GPU run of the mixed case died with "an illegal instruction was encountered", which leaves the CUDA context
-unusable for every later test of the process; isolated, a failing case fails alone and the others still say
-which geometry is at fault.
+GPU runs died with "an illegal instruction was encountered" in every case whose tiles start at a negative row
+(the copy engine refuses a bulk reduction at a negative coordinate), which leaves the CUDA context unusable for
+every later test of the process; isolated, a failing case fails alone. Those tiles now take the masked atomics
+of ``guard_tma_writes`` (passes/tma_write_guards.py; docs/attention.md, "desc.atomic_add at negative
+coordinates"), the others TMA, in one launch.
 
 Run on an sm_90 machine: ``python -m pytest -q tests/gpu/test_gpu_bulk_reduce.py``.
 """
@@ -81,6 +83,9 @@ GEOMETRIES = {
     "inside_1stage": (32, 352, 64, 0, 32, 16, "1"),
     "past_end": (32, 300, 48, 0, 32, 16, "2"),        # tiles past the last row and column
     "negative_row": (32, 352, 64, -8, 32, 16, "2"),   # the first program's tile starts at row -8
+    "negative_row_1stage": (32, 352, 64, -8, 32, 16, "1"),
+    "above_tensor": (32, 352, 64, -64, 32, 16, "2"),  # program 0's tile wholly above the tensor, 1's half
+    "negative_col": (32, 352, 64, 0, 32, -16, "2"),   # trips 1 and 2 start at columns -16 and -32
 }
 
 
