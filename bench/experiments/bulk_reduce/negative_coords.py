@@ -11,7 +11,7 @@ unusable), several processes at a time:
 - the coordinate: row -8 (box partly outside), row -1 (not on the swizzle's 8-row period), row -BM (box
   wholly above the tensor), column -BN/2, and row +8 as a control;
 - where: outside loops (one reduction) and in a loop with 1 and 2 staging stages; a descriptor made in the
-  kernel and a host ``TensorDescriptor``; 128-byte and 32-byte rows (the 128B and 32B swizzles).
+  kernel and a host ``TensorDescriptor``; 128-, 32- and 16-byte rows (the 128B and 32B swizzles, none).
 
 ``--raw`` sets ``KERNELC_TMA_WRITE_GUARD=0`` in the children: the compiler then issues the TMA op whatever
 the coordinates (what main did before the guard); without it the default compiler runs (the guard sends
@@ -48,6 +48,7 @@ CASES = {
     "reduce_row-64": ("reduce", -64, 0, 32, "once", "2"),
     "reduce_col-16": ("reduce", 0, -16, 32, "once", "2"),
     "reduce_row-8_bn8": ("reduce", -8, 0, 8, "once", "2"),
+    "reduce_row-8_bn4": ("reduce", -8, 0, 4, "once", "2"),
     "reduce_row-8_host": ("reduce", -8, 0, 32, "host", "2"),
     "reduce_row-8_loop_s1": ("reduce", -8, 0, 32, "loop", "1"),
     "reduce_row-8_loop_s2": ("reduce", -8, 0, 32, "loop", "2"),
