@@ -44,6 +44,8 @@ def reduce_at(X, OUT, M, N, row0, BM: kl.constexpr, BN: kl.constexpr, FORM: kl.c
     if FORM == "iv":
         for r in kl.range(pid * BM, M, BM):
             d.atomic_add([r, 0], x)
+    if FORM == "select":
+        d.atomic_add([kl.where(row0 > 0, pid * BM, 8), 0], x)
     # not proven
     if FORM == "arg":
         d.atomic_add([0, row0], x)
@@ -54,6 +56,8 @@ def reduce_at(X, OUT, M, N, row0, BM: kl.constexpr, BN: kl.constexpr, FORM: kl.c
     if FORM == "iv_from_arg":
         for r in kl.range(row0, M, BM):
             d.atomic_add([r, 0], x)
+    if FORM == "select_arg":
+        d.atomic_add([kl.where(pid > 0, pid * BM, row0), 0], x)
 
 
 SIG = {"X": "*fp32", "OUT": "*fp32", "M": "i32", "N": "i32", "row0": "i32"}
@@ -112,8 +116,9 @@ def test_a_reduction_at_an_unproven_row_is_guarded():
 
 
 @pytest.mark.parametrize("form,guarded", [("pid", False), ("rem_plus", False), ("min_of_two", False),
-                                          ("max_with_0", False), ("iv", False), ("arg", True), ("sub", True),
-                                          ("min_with_arg", True), ("iv_from_arg", True)])
+                                          ("max_with_0", False), ("iv", False), ("select", False), ("arg", True),
+                                          ("sub", True), ("min_with_arg", True), ("iv_from_arg", True),
+                                          ("select_arg", True)])
 def test_which_coordinates_are_proven_non_negative(form, guarded):
     ir, fn, _ = _passes(reduce_at, SIG, dict(BM=64, BN=32, FORM=form), div=DIV)
     assert "descriptor_reduce" in ir["lower_descriptors"] and "tma=True" in ir["lower_descriptors"]
