@@ -190,8 +190,8 @@ FRONTEND_PASSES = (
     TilePass("pointer_tiles_to_descriptors", lambda f, c: pointer_tiles_to_descriptors(f, c.arch, c.notes)),
     TilePass("hoist_descriptors", lambda f, c: hoist_descriptors(f)),
     TilePass("lower_descriptors", lambda f, c: lower_descriptors(f, c.arch)),
-    # a TMA bulk reduction at coordinates not proven >= 0 runs only where they are, masked atomics
-    # elsewhere: the copy engine faults on negative ones (passes/tma_write_guards.py)
+    # a TMA bulk reduction (KERNELC_TMA_WRITE_GUARD=all: a store too) at coordinates not proven >= 0 runs only
+    # where they are, the masked path elsewhere: the copy engine faults on negative ones (passes/tma_write_guards.py)
     TilePass("guard_tma_writes", lambda f, c: guard_tma_writes(f, get_option("KERNELC_TMA_WRITE_GUARD"))),
 )
 TILE_PASSES = (

@@ -24,7 +24,7 @@ def reduce_from_row(X, OUT, M, N, row0, BM: kl.constexpr, BN: kl.constexpr, STEP
     cols = kl.arange(0, BN)
     for i in kl.range(0, STEPS):
         x = kl.load(X + (pid * STEPS + i) * BM * BN + rows[:, None] * BN + cols[None, :])
-        d.atomic_add([row0 + pid * BM, 5], x)  # row0 is an argument: it may be negative
+        d.atomic_add([row0 + pid * BM, 8], x)  # row0 is an argument: it may be negative
 
 
 @kernelc.jit
@@ -60,6 +60,22 @@ def reduce_at(X, OUT, M, N, row0, BM: kl.constexpr, BN: kl.constexpr, FORM: kl.c
         d.atomic_add([kl.where(pid > 0, pid * BM, row0), 0], x)
 
 
+@kernelc.jit
+def store_from_row(X, OUT, M, N, row0, BM: kl.constexpr, BN: kl.constexpr):
+    pid = kl.program_id(0)
+    d = kl.make_tensor_descriptor(OUT, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    x = kl.load(X + kl.arange(0, BM)[:, None] * BN + kl.arange(0, BN)[None, :])
+    d.store([row0 + pid * BM, 8], x)
+
+
+@kernelc.jit
+def store_at_pid(X, OUT, M, N, row0, BM: kl.constexpr, BN: kl.constexpr):
+    pid = kl.program_id(0)
+    d = kl.make_tensor_descriptor(OUT, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    x = kl.load(X + kl.arange(0, BM)[:, None] * BN + kl.arange(0, BN)[None, :])
+    d.store([pid * BM, (pid % 3) * BN], x)
+
+
 SIG = {"X": "*fp32", "OUT": "*fp32", "M": "i32", "N": "i32", "row0": "i32"}
 DIV = {"X": 16, "OUT": 16, "M": 16, "N": 16}
 CX = dict(BM=64, BN=32, STEPS=4)
@@ -68,13 +84,13 @@ CX = dict(BM=64, BN=32, STEPS=4)
 def test_a_reduction_at_an_unproven_row_is_guarded():
     ir, fn, _ = _passes(reduce_from_row, SIG, CX, div=DIV)
     assert "scf.if" not in ir["lower_descriptors"]
-    # the row is tested (the column, a constant 5, is proven); TMA where it is >= 0, masked atomics elsewhere
+    # the row is tested (the column, a constant 8, is proven); TMA where it is >= 0, masked atomics elsewhere
     filecheck(ir["guard_tma_writes"], """
         CHECK: [[D:%\\d+]] = make_tensor_descriptor %OUT
         CHECK: scf.for
         CHECK: [[X:%\\d+]] = load
         CHECK: [[R:%\\d+]] = add %row0, {{%\\d+}} : i32
-        CHECK-NEXT: [[C:%\\d+]] = constant {value=5} : i32
+        CHECK-NEXT: [[C:%\\d+]] = constant {value=8} : i32
         CHECK-NEXT: [[Z:%\\d+]] = constant {value=0} : i32
         CHECK-NEXT: [[OK:%\\d+]] = cmpi [[R]], [[Z]] {pred='sge'} : i1
         CHECK-NEXT: scf.if [[OK]]
@@ -130,6 +146,49 @@ def test_which_coordinates_are_proven_non_negative(form, guarded):
         assert ir["guard_tma_writes"] == ir["lower_descriptors"]
 
 
+def test_stores_are_guarded_only_on_request():
+    # desc.store faults at negative coordinates too, but its masked path would cost the TMA-store epilogues of
+    # the matmul and attention kernels their warp specialisation or registers: KERNELC_TMA_WRITE_GUARD=all
+    ir, _, _ = _passes(store_from_row, SIG, dict(BM=64, BN=32), div=DIV)
+    assert "tma=True" in ir["lower_descriptors"]
+    assert ir["guard_tma_writes"] == ir["lower_descriptors"]
+
+
+def test_a_store_at_an_unproven_row_is_guarded(monkeypatch):
+    monkeypatch.setenv("KERNELC_TMA_WRITE_GUARD", "all")
+    ir, fn, _ = _passes(store_from_row, SIG, dict(BM=64, BN=32), div=DIV)
+    filecheck(ir["guard_tma_writes"], """
+        CHECK: [[D:%\\d+]] = make_tensor_descriptor %OUT
+        CHECK: [[X:%\\d+]] = load
+        CHECK: [[R:%\\d+]] = add %row0, {{%\\d+}} : i32
+        CHECK-NEXT: [[C:%\\d+]] = constant {value=8} : i32
+        CHECK-NEXT: [[Z:%\\d+]] = constant {value=0} : i32
+        CHECK-NEXT: [[OK:%\\d+]] = cmpi [[R]], [[Z]] {pred='sge'} : i1
+        CHECK-NEXT: scf.if [[OK]]
+        CHECK-NEXT: ^then():
+        CHECK-NEXT: descriptor_store [[D]], [[X]], [[R]], [[C]] {block_shape=[64, 32], tma=True}
+        CHECK-NEXT: scf.yield
+        CHECK-NEXT: ^else():
+        CHECK-NOT: descriptor_store
+        CHECK: store {{%\\d+}}, [[X]], {{%\\d+}}
+        CHECK-NEXT: scf.yield
+        CHECK-NEXT: return
+    """)
+    ck = kernelc.compile(store_from_row, signature=SIG, constexprs=dict(BM=64, BN=32), target="sm_90a",
+                         divisibility=DIV)
+    assert "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in ck.asm["ptx"]
+    sass = ck.asm["sass"]
+    assert "UTMASTG.2D" in sass and re.search(r"\bSTG\.E", sass)  # TMA, and the masked store
+    assert ck.n_spills == 0
+
+
+def test_a_store_at_proven_coordinates_is_not_guarded(monkeypatch):
+    monkeypatch.setenv("KERNELC_TMA_WRITE_GUARD", "all")
+    ir, _, _ = _passes(store_at_pid, SIG, dict(BM=64, BN=32), div=DIV)
+    assert "descriptor_store" in ir["lower_descriptors"] and "tma=True" in ir["lower_descriptors"]
+    assert ir["guard_tma_writes"] == ir["lower_descriptors"]
+
+
 def test_the_knob_turns_the_guard_off(monkeypatch):
     monkeypatch.setenv("KERNELC_TMA_WRITE_GUARD", "0")
     ir, _, _ = _passes(reduce_from_row, SIG, CX, div=DIV)
@@ -175,5 +234,20 @@ def test_the_interpreter_adds_tiles_that_start_above_the_tensor(row0):
     for p in range(3):
         r = row0 + p * 16 + 32
         for i in range(2):
-            ref[r:r + 16, 16 + 5:16 + 13] += x[p * 2 + i].numpy()
+            ref[r:r + 16, 16 + 8:16 + 16] += x[p * 2 + i].numpy()
     np.testing.assert_allclose(out.numpy(), ref[32:72, 16:27], rtol=1e-6, atol=1e-5)
+
+
+def test_a_store_split_on_its_extent_gets_the_test_in_the_same_branch(monkeypatch):
+    # the grouped GEMM's C: lower_descriptors already tests its loaded extent, ldc and address; the tile's row
+    # and column (from the loaded problem sizes) are and-ed into that test, not given a second masked path
+    monkeypatch.setenv("KERNELC_TMA_WRITE_GUARD", "all")
+    from tests.compiler.test_device_tensor_maps_in_loops import _grouped
+    tir = _grouped(True).asm["tir"]
+    m = re.search(r"\n((?:.*\n){1,40}?).*scf\.if (%\w+) .*\n.*\^then\(\):\n.*descriptor_store .*extent_checked=True, "
+                  r"tma=True.*\n.*scf\.yield.*\n.*\^else\(\):\n", tir)
+    assert m, tir
+    before = m.group(1)
+    assert len(re.findall(r"= cmpi %\w+, %\w+ \{pred='sge'\} : i1", before)) == 2  # row >= 0, col >= 0
+    assert f"{m.group(2)} = and " in before
+    assert tir.count("descriptor_store") == 1 and len(re.findall(r"^\s*store ", tir, re.M)) == 1

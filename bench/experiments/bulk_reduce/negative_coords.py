@@ -9,21 +9,29 @@ unusable), several processes at a time:
 - the op: ``desc.atomic_add`` (``cp.reduce.async.bulk.tensor``), ``desc.store`` (``cp.async.bulk.tensor``
   shared -> global) and, as a control, ``desc.load`` (global -> shared, which accepts negative coordinates);
 - the coordinate: row -8 (box partly outside), row -1 (not on the swizzle's 8-row period), row -BM (box
-  wholly above the tensor), column -BN/2, and row +8 as a control;
+  wholly above the tensor), column -BN/2, and row +8 as a control; a column of 2 fp32 (an inner coordinate
+  that is not a whole 16 bytes, >= 0);
 - where: outside loops (one reduction) and in a loop with 1 and 2 staging stages; a descriptor made in the
   kernel and a host ``TensorDescriptor``; 128-, 32- and 16-byte rows (the 128B and 32B swizzles, none).
 
-``--raw`` sets ``KERNELC_TMA_WRITE_GUARD=0`` in the children: the compiler then issues the TMA op whatever
-the coordinates (what main did before the guard); without it the default compiler runs (the guard sends
-negative coordinates to the element-wise path). Each case checks its result against torch and reports
-``ok`` / ``wrong`` / ``error: ...`` and whether the kernel's PTX holds the TMA op.
+``--raw`` sets ``KERNELC_TMA_WRITE_GUARD=off`` in the children: the compiler then issues the TMA op whatever
+the coordinates (what main did before the guard); ``--guard all`` guards stores too; without either the
+default compiler runs (reductions at coordinates not proven >= 0 take the element-wise path where they are
+negative). Each case checks its result against torch and reports ``ok`` / ``wrong`` / ``error: ...`` and
+whether the kernel's PTX holds the TMA op and the element-wise path.
+
+Measured (H200, lead's call S2, 2026-11-27 15:32, commit 3efb7d4, ``--raw``; results/negative_raw_h200.json): every
+``reduce_*`` and ``store_*`` case with a negative coordinate died with "an illegal instruction was encountered"
+(row -8, -1, -64, column -16, 32- and 128-byte rows, made and host descriptors, 1 and 2 stages); ``reduce_row+8``,
+``store_row+8``, ``load_row-8`` and ``load_col-16`` were correct. compute-sanitizer: "Illegal instruction ... at
+write_once+0xa10", reported by every thread of the block.
 
 Run on an sm_90 machine, from the repo root::
 
     python3 bench/experiments/bulk_reduce/negative_coords.py --raw --json $OUT/negative_raw.json
-    python3 bench/experiments/bulk_reduce/negative_coords.py --json $OUT/negative_guarded.json
-    compute-sanitizer --tool memcheck python3 bench/experiments/bulk_reduce/negative_coords.py --raw \
-        --case reduce_row-8
+    python3 bench/experiments/bulk_reduce/negative_coords.py --guard all --json $OUT/negative_guarded.json
+    KERNELC_TMA_WRITE_GUARD=off compute-sanitizer --tool memcheck \
+        python3 bench/experiments/bulk_reduce/negative_coords.py --case reduce_row-8
 """
 import argparse
 import json
@@ -60,6 +68,10 @@ CASES = {
     "store_row-8_host": ("store", -8, 0, 32, "host", "2"),
     "load_row-8": ("load", -8, 0, 32, "once", "2"),
     "load_col-16": ("load", 0, -16, 32, "once", "2"),
+    # round 2: an inner coordinate that is not a whole 16 bytes (2 fp32 = 8 bytes), >= 0
+    "reduce_col+2": ("reduce", 0, 2, 32, "once", "2"),
+    "store_col+2": ("store", 0, 2, 32, "once", "2"),
+    "load_col+2": ("load", 0, 2, 32, "once", "2"),
 }
 
 
@@ -151,7 +163,8 @@ def run_case(name):
     ptx = ck.asm["ptx"]
     # the guard's element-wise path: relaxed atomics (reduce) or plain stores (store)
     fallback = r"\b(red|atom)\.[a-z0-9.]*global\.add" if op == "reduce" else r"\bst\.global"
-    rec = {"case": name, "tma_in_ptx": marker in ptx, "fallback_in_ptx": op != "load" and bool(re.search(fallback, ptx))}
+    rec = {"case": name, "tma_in_ptx": marker in ptx,
+           "fallback_in_ptx": op != "load" and bool(re.search(fallback, ptx))}
     try:
         kern[(1,)](*grid_args, **kw)
         torch.cuda.synchronize()
@@ -164,11 +177,11 @@ def run_case(name):
     print("RESULT " + json.dumps(rec), flush=True)
 
 
-def _child(name, raw):
+def _child(name, raw, guard=None):
     env = dict(os.environ, KERNELC_BULK_REDUCE_STAGES=CASES[name][5],
                PYTHONPATH=os.pathsep.join([ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    if raw:
-        env["KERNELC_TMA_WRITE_GUARD"] = "0"
+    if raw or guard:
+        env["KERNELC_TMA_WRITE_GUARD"] = "off" if raw else guard
     t0 = time.time()
     try:
         r = subprocess.run([sys.executable, os.path.abspath(__file__), "--case", name], env=env,
@@ -185,7 +198,8 @@ def _child(name, raw):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--case", help="run one case in this process (what the driver's children do)")
-    ap.add_argument("--raw", action="store_true", help="KERNELC_TMA_WRITE_GUARD=0 in the children")
+    ap.add_argument("--raw", action="store_true", help="KERNELC_TMA_WRITE_GUARD=off in the children")
+    ap.add_argument("--guard", help="KERNELC_TMA_WRITE_GUARD in the children (reduce, all, off)")
     ap.add_argument("--only", default="", help="comma-separated case-name prefixes")
     ap.add_argument("--jobs", type=int, default=6)
     ap.add_argument("--json", help="write the results here")
@@ -195,13 +209,13 @@ def main(argv=None):
         return 0
     names = [n for n in CASES if not a.only or any(n.startswith(p) for p in a.only.split(","))]
     with ThreadPoolExecutor(a.jobs) as pool:
-        recs = list(pool.map(lambda n: _child(n, a.raw), names))
+        recs = list(pool.map(lambda n: _child(n, a.raw, a.guard), names))
     for r in recs:
         print(f"{r['case']:24s} {r['result']:60s} tma_in_ptx={r.get('tma_in_ptx')} "
               f"fallback_in_ptx={r.get('fallback_in_ptx')} {r['seconds']} s")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"raw": a.raw, "cases": recs}, f, indent=1)
+            json.dump({"raw": a.raw, "guard": a.guard, "cases": recs}, f, indent=1)
     return 0
 
 
