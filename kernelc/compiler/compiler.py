@@ -45,6 +45,8 @@ from .passes.schedule import schedule_pipelines, schedule_wgmma, warp_specialize
 from .passes.stage_operands import stage_invariant_operands
 from .passes.wgmma_waits import place_wgmma_waits
 from .passes.bulk_reductions import expand_bulk_reductions
+from .passes.tma_write_guards import guard_tma_writes
+from ..options import get as get_option
 from .passes.smem_offsets import assign_smem_offsets
 from .passes.simplify import simplify
 from .pass_manager import PassContext, TilePass, run_passes
@@ -196,6 +198,9 @@ FRONTEND_PASSES = (
     TilePass("pointer_tiles_to_descriptors", lambda f, c: pointer_tiles_to_descriptors(f, c.arch, c.notes)),
     TilePass("hoist_descriptors", lambda f, c: hoist_descriptors(f)),
     TilePass("lower_descriptors", lambda f, c: lower_descriptors(f, c.arch)),
+    # a TMA bulk reduction (KERNELC_TMA_WRITE_GUARD=all: a store too) at coordinates not proven >= 0 runs only
+    # where they are, the masked path elsewhere: the copy engine faults on negative ones (passes/tma_write_guards.py)
+    TilePass("guard_tma_writes", lambda f, c: guard_tma_writes(f, get_option("KERNELC_TMA_WRITE_GUARD"))),
 )
 TILE_PASSES = (
     TilePass("simplify", lambda f, c: simplify(f)),
