@@ -33,13 +33,14 @@ import glob
 import json
 import math
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -133,6 +134,24 @@ def _runner_cmd(path: str, impl: str, js: str, bench_points: Optional[int], spre
     return cmd
 
 
+def _run_interruptible(cmd: List[str], cwd: str, env: dict, timeout: float):
+    """Run ``cmd``; past ``timeout`` interrupt it (SIGINT: the runner still writes its JSON, with what the
+    tutorial printed so far and the profiles it wrote), and kill it 20 s later. Returns (rc, stdout, stderr)."""
+    import signal
+    p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+        return p.returncode, out, err
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGINT)
+        try:
+            out, err = p.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+        return "timeout", out or "", (err or "") + f"\nkilled after {timeout} s"
+
+
 def _env(impl: str, triton_site: Optional[str], caches: Dict[str, str]) -> dict:
     env = dict(os.environ)
     env.pop("KERNELC_INTERPRET", None)
@@ -144,37 +163,41 @@ def _env(impl: str, triton_site: Optional[str], caches: Dict[str, str]) -> dict:
 
 
 def run_one(path: str, impl: str, bench_points: Optional[int], timeout: int, triton_site: Optional[str],
-            spread: bool = False, warm: Optional[str] = None) -> dict:
-    """One measured run in a fresh process, with empty compile caches or (``warm``) a copy of the warm one."""
+            spread: bool = False, warm: Optional[str] = None, keep_profiles: Optional[str] = None,
+            tutorial_args: Sequence[str] = ()) -> dict:
+    """One measured run in a fresh process, with empty compile caches or (``warm``) a copy of the warm one.
+    ``keep_profiles``: a directory for the profiles the tutorial writes (09's ``matmul.hatchet``)."""
     work = tempfile.mkdtemp(prefix=f"tut_{impl}_")  # tutorials save plots/CSVs to '.'
     js = os.path.join(work, "result.json")
     caches = {k: os.path.join(work, f"{k}_cache") for k in CACHE_ENV}
     warm_kernels = copy_cache(warm, caches[impl], impl) if warm else None
     env = _env(impl, triton_site, caches)
-    cmd = _runner_cmd(path, impl, js, bench_points, spread) + [path]
-    try:
-        p = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
-        rc, tail = p.returncode, (p.stdout[-1500:], p.stderr[-3000:])
-    except subprocess.TimeoutExpired:
-        rc, tail = "timeout", ("", f"killed after {timeout} s")
+    cmd = _runner_cmd(path, impl, js, bench_points, spread)
+    if keep_profiles:
+        cmd += ["--keep-profiles", keep_profiles]
+    cmd += [path, *tutorial_args]
+    rc, out, err = _run_interruptible(cmd, work, env, timeout)
+    tail = (out[-1500:], err[-3000:])
     try:
         with open(js) as f:
             res = json.load(f)
     except (OSError, ValueError):
         res = {"impl": impl, "benchmarks": [], "first_calls": [], "stdout_tail": tail[0], "stderr_tail": tail[1]}
     res["rc"] = rc if rc == "timeout" else res.get("rc", rc)
+    if rc == "timeout":
+        res["stderr_tail"] = (res.get("stderr_tail") or "")[-2500:] + f"\nkilled after {timeout} s"
     if warm_kernels is not None:
         res.setdefault("compile", {})["warm_cache_kernels"] = warm_kernels
     c = res.get("compile") or {}
     print(f"  {impl:8s} rc={res['rc']} {res.get('seconds', 0):7.1f} s  tables={len(res['benchmarks'])}  "
-          f"compiles {c.get('kernels', '?')} (cache hits {c.get('cache_hits', '?')}, "
+          f"compiles {c.get('kernels', '?')} (cache hits {c.get('cache_hits', '?')}, failed {c.get('failed', '?')}, "
           f"{c.get('compile_s', 0):.1f} s compiling, {c.get('autotune_s', 0):.1f} s autotuning)", flush=True)
     shutil.rmtree(work, ignore_errors=True)
     return res
 
 
 def warm_caches(path: str, impl: str, cache: str, bench_points: Optional[int], spread: bool, jobs: int,
-                timeout: int, triton_site: Optional[str]) -> dict:
+                timeout: int, triton_site: Optional[str], tutorial_args: Sequence[str] = ()) -> dict:
     """Dry-run the tutorial in ``jobs`` parallel processes compiling into ``cache``: each runs the whole
     tutorial and compiles the kernels whose identity hashes to its index (``--kernels i/N``), so every
     kernel is compiled once. Returns the wall time, each process's exit status and the compile
@@ -188,7 +211,8 @@ def warm_caches(path: str, impl: str, cache: str, bench_points: Optional[int], s
         js = os.path.join(work, f"shard{i}.json")
         wd = os.path.join(work, f"shard{i}")
         os.makedirs(wd)
-        cmd = _runner_cmd(path, impl, js, bench_points, spread) + ["--dry-run", "--kernels", f"{i}/{jobs}", path]
+        cmd = _runner_cmd(path, impl, js, bench_points, spread) + ["--dry-run", "--kernels", f"{i}/{jobs}", path,
+                                                                   *tutorial_args]
         log = open(os.path.join(wd, "log.txt"), "w")
         procs.append((subprocess.Popen(cmd, cwd=wd, env=env, stdout=log, stderr=subprocess.STDOUT), js, log))
     out = {"jobs": jobs, "rc": [], "compile": {}, "errors": []}
@@ -258,18 +282,17 @@ def merge_runs(runs: List[dict]) -> dict:
         tables.append(dict(tb, rows=rows, spread=spread, repeats=len(same)))
     out["benchmarks"] = tables
     profiles: Dict[str, Dict[str, dict]] = {}
-    for r in runs:  # per profile file and scope: the run with the lowest time per launch
+    for r in runs:  # per profile file and frame: the run where it ran fastest
         for fname, scopes in (r.get("profiles") or {}).items():
             if "error" in scopes:
                 continue
             best = profiles.setdefault(fname, {})
             for scope, m in scopes.items():
-                if not m.get("count"):
-                    continue
-                per_call = m["time_ns"] / m["count"]
-                if scope not in best or per_call < best[scope]["time_ns"] / best[scope]["count"]:
+                c = _scope_cost(m)
+                if c is not None and (scope not in best or c < _scope_cost(best[scope])):
                     best[scope] = m
     out["profiles"] = profiles
+    out["printed_trees"] = [r.get("printed_trees") for r in runs]
     per: Dict[str, List[float]] = {}
     for r in runs:
         for n, s in _outer_first_calls(r).items():
@@ -290,28 +313,63 @@ def is_control(column: str) -> bool:
 CONTROL_SCOPES = ("cublas", "hipblas", "torch")
 
 
+def _scope_cost(m: dict) -> Optional[float]:
+    """Lower is faster: seconds per flop where the frame has flops, else time per launch, else its time."""
+    if not m.get("time_ns"):
+        return None
+    if m.get("tflops"):
+        return 1.0 / m["tflops"]
+    if m.get("count"):
+        return m["time_ns"] / m["count"]
+    return m["time_ns"]
+
+
+def _profile_side(m: Optional[dict]) -> Optional[dict]:
+    if not m:
+        return None
+    n = m.get("count") or 0
+    return {"count": n, "total_ms": m["time_ns"] / 1e6, "ms_per_launch": m["time_ns"] / n / 1e6 if n else None,
+            "tflops": m.get("tflops"), "flops": sum((m.get("flops") or {}).values()), "kernels": m.get("kernels", []),
+            "memory_ops": m.get("memory_ops")}
+
+
+def profile_ratio(t: Optional[dict], k: Optional[dict]):
+    """kernelc/Triton for one frame (>1: kernelc faster): TFLOP/s over TFLOP/s where both have flops (the
+    tutorial's own metric; it does not depend on how many launches each profile holds), else Triton's time
+    per launch over kernelc's. Returns (ratio, basis)."""
+    if not t or not k:
+        return None, None
+    if t.get("tflops") and k.get("tflops"):
+        return k["tflops"] / t["tflops"], "TFLOP/s"
+    if t.get("ms_per_launch") and k.get("ms_per_launch"):
+        return t["ms_per_launch"] / k["ms_per_launch"], "time per launch"
+    return None, None
+
+
 def compare_profiles(tri: dict, kc: dict) -> List[dict]:
-    """Tutorials that time with the profiler (09: ``proton.scope`` per implementation, kernels named by
-    their ``launch_metadata``): per profile file, one entry like a table's, a "column" per top-level
-    scope found in both runs, its one value the mean time per kernel launch (ms; ratio Triton/kernelc,
-    >1: kernelc faster). Scopes of the tutorial's non-Triton baselines (cuBLAS, torch) are the control."""
+    """Tutorials that time with the profiler (09: ``proton.scope``s around cuBLAS and torch, its own
+    kernels named by their ``launch_metadata``, e.g. ``matmul_kernel [M=8192, N=8192, K=512]``): per
+    profile file, one entry like a table's. ``kernels``: per frame name found in either run, each side's
+    launches, total ms, ms per launch and TFLOP/s, and the ratio kernelc/Triton (``profile_ratio``).
+    ``columns``: the same ratios, one "column" per frame found in both, for the noise floor, whose control
+    columns are the tutorial's non-Triton baselines (cuBLAS, torch: the same library code in both runs)."""
     out = []
-    kprof = kc.get("profiles") or {}
-    for fname, tscopes in sorted((tri.get("profiles") or {}).items()):
-        kscopes = kprof.get(fname)
-        entry = {"plot_name": f"profile {fname}", "ylabel": "ms per launch", "columns": {}}
-        if not kscopes:
-            entry["error"] = "kernelc wrote no profile of this name"
-            out.append(entry)
-            continue
-        for scope in sorted(set(tscopes) & set(kscopes)):
-            t, k = tscopes[scope], kscopes[scope]
-            if not t.get("count") or not k.get("count"):
+    tprof, kprof = tri.get("profiles") or {}, kc.get("profiles") or {}
+    for fname in sorted(set(tprof) | set(kprof)):
+        tscopes, kscopes = tprof.get(fname) or {}, kprof.get(fname) or {}
+        entry = {"plot_name": f"profile {fname}", "ylabel": "kernelc/Triton (TFLOP/s, else ms per launch)",
+                 "columns": {}, "kernels": []}
+        if not tscopes or not kscopes:
+            entry["error"] = ("kernelc" if not kscopes else "Triton") + " wrote no profile of this name"
+        for scope in sorted(set(tscopes) | set(kscopes)):
+            t, k = _profile_side(tscopes.get(scope)), _profile_side(kscopes.get(scope))
+            r, basis = profile_ratio(t, k)
+            entry["kernels"].append({"name": scope, "triton": t, "kernelc": k, "ratio": r, "basis": basis})
+            if r is None:
                 continue
-            tm, km = t["time_ns"] / t["count"] / 1e6, k["time_ns"] / k["count"] / 1e6
-            r = tm / km if km else None
-            entry["columns"][scope] = {"x": [[scope]], "triton": [tm], "kernelc": [km], "ratio": [r],
-                                       "geomean_ratio": r, "min_ratio": r}
+            entry["columns"][scope] = {"x": [[scope]], "triton": [t["tflops"] or t["ms_per_launch"]],
+                                       "kernelc": [k["tflops"] or k["ms_per_launch"]], "ratio": [r],
+                                       "geomean_ratio": r, "min_ratio": r, "basis": basis}
         entry["control"] = [c for c in entry["columns"] if c.strip().lower().startswith(CONTROL_SCOPES)]
         entry["only_triton"] = sorted(set(tscopes) - set(kscopes))
         entry["only_kernelc"] = sorted(set(kscopes) - set(tscopes))
@@ -433,6 +491,8 @@ def main(argv=None) -> int:
     ap.add_argument("--warm-jobs", type=int, default=max(1, min(16, (os.cpu_count() or 2) - 2)),
                     help="dry-run processes per tutorial and implementation for --warm "
                          "(default: cores - 2, at most 16)")
+    ap.add_argument("--tutorial-args", default="",
+                    help="arguments for the tutorial scripts themselves (e.g. \"-K 512\" for 09), dry runs included")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "triton_tutorials.json"))
     ap.add_argument("--fresh", action="store_true", help="start a new results file instead of adding to it")
     a = ap.parse_args(argv)
@@ -442,12 +502,16 @@ def main(argv=None) -> int:
         pre = [p.strip() for p in a.only.split(",")]
         names = [n for n in names if any(n.startswith(p) for p in pre)]
     points = a.bench_points or None
+    targs = shlex.split(a.tutorial_args)
+    # the profiles the tutorials write (09), per tutorial, implementation and round, next to the JSON
+    profiles_dir = os.path.splitext(a.out)[0] + "_profiles"
     spread = not a.first_points
     libdevice = a.libdevice or find_libdevice(a.triton_site)
     tut_dir = stage_tutorials(a.tutorials, libdevice)
     print(f"tutorials staged in {tut_dir}; libdevice {libdevice or 'NOT FOUND (07 fails under Triton)'}", flush=True)
     report = {"benchmark": "triton_tutorials", "environment": environment(), "bench_points": points,
-              "points": "spread" if spread else "first", "repeats": a.repeats, "tutorials": {}}
+              "points": "spread" if spread else "first", "repeats": a.repeats, "tutorial_args": targs,
+              "tutorials": {}}
     if os.path.exists(a.out) and not a.fresh:  # runs split over several calls (--only) add up in one file
         try:
             with open(a.out) as f:
@@ -473,7 +537,7 @@ def main(argv=None) -> int:
         for name in runs:
             print(f"{name}: warming the compile caches (dry run)", flush=True)
             report["warm"][name] = {impl: warm_caches(found[name], impl, warm[impl], points, spread, a.warm_jobs,
-                                                      a.timeout, a.triton_site) for impl in ("triton", "kernelc")}
+                                                      a.timeout, a.triton_site, targs) for impl in ("triton", "kernelc")}
             _write(report, a.out)
         report["warm_seconds"] = time.perf_counter() - t_start
     # rounds over all tutorials (not N repeats of one, then the next): a slow drift of the machine
@@ -488,8 +552,9 @@ def main(argv=None) -> int:
             print(f"{name} (round {rnd + 1}/{a.repeats})", flush=True)
             order = ("triton", "kernelc") if rnd % 2 == 0 else ("kernelc", "triton")
             for impl in order:
+                keep = os.path.join(profiles_dir, name, f"{impl}-{rnd + 1}")
                 runs[name][impl].append(run_one(found[name], impl, points, a.timeout, a.triton_site, spread,
-                                                warm.get(impl)))
+                                                warm.get(impl), keep_profiles=keep, tutorial_args=targs))
                 if not all(runs[name].values()):  # the first of the two: keep what it measured if the call ends now
                     partial = {k: [_summary(r) for r in v] for k, v in runs[name].items()}
                     report["tutorials"][name] = {"partial": partial}
@@ -505,19 +570,22 @@ def main(argv=None) -> int:
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
         _write(report, os.path.join(out_dir, os.path.basename(a.out)))
+        dst = os.path.join(out_dir, os.path.basename(profiles_dir))
+        if os.path.isdir(profiles_dir) and os.path.abspath(dst) != os.path.abspath(profiles_dir):
+            shutil.copytree(profiles_dir, dst, dirs_exist_ok=True)
     print(f"wrote {a.out} ({report['seconds']:.0f} s)")
     return 0
 
 
 def _summary(r: dict) -> dict:
     return {k: r.get(k) for k in ("rc", "seconds", "compile", "first_calls", "benchmarks", "table_errors", "profiles",
-                                  "autotune", "stderr_tail")}
+                                  "printed_trees", "autotune", "stderr_tail", "stdout_tail")}
 
 
 def _report_tutorial(report: dict, name: str, runs: Dict[str, List[dict]]) -> None:
     tri, kc = merge_runs(runs["triton"]), merge_runs(runs["kernelc"])
     keys = ("rc", "seconds", "mismatch", "stderr_tail", "triton_version", "repeats", "compile", "table_errors",
-            "autotune")
+            "autotune", "printed_trees")
     report["tutorials"][name] = {
         "triton": {k: tri.get(k) for k in keys}, "kernelc": {k: kc.get(k) for k in keys},
         "passed": {"triton": tri.get("rc") == 0 and not tri.get("mismatch"),
@@ -530,6 +598,9 @@ def _print_tutorial(name: str, res: dict) -> None:
     print(f"{name}: passed triton={res['passed']['triton']} kernelc={res['passed']['kernelc']} "
           f"({res['kernelc'].get('repeats')} repeats)")
     for t in res["tables"]:
+        if "kernels" in t:
+            _print_profile(t)
+            continue
         if "error" in t:
             print(f"    {t['plot_name']}: {t['error']}")
             continue
@@ -543,6 +614,35 @@ def _print_tutorial(name: str, res: dict) -> None:
     for fc in res["first_calls"]:
         print(f"    first call {fc['kernel']:32s} triton {fc['triton_s'] or float('nan'):7.2f} s  "
               f"kernelc {fc['kernelc_s'] or float('nan'):7.2f} s")
+
+
+def _side_text(m: Optional[dict]) -> str:
+    if not m:
+        return f"{'-':>30s}"
+    tf = f"{m['tflops']:7.1f}" if m.get("tflops") else f"{'-':>7s}"
+    return f"{m['count']:7.0f} {m['total_ms']:11.2f} {tf}"
+
+
+def _print_profile(t: dict) -> None:
+    """One row per frame: launches, total ms and TFLOP/s under each implementation, and kernelc/Triton."""
+    nf = (t.get("noise_floor") or {}).get("table")
+    ctrl = (t.get("noise_floor") or {}).get("control_columns") or t.get("control") or ()
+    head = f"    {t['plot_name']}" + (f": {t['error']}" if "error" in t else "")
+    print(head + (f"  (noise floor x{nf:.3f} from {', '.join(ctrl)})" if nf else ""))
+    w = min(72, max([len(r["name"]) for r in t["kernels"]] + [5]))
+    print(f"      {'frame':{w}s}  {'Triton: launches  total ms  TFLOP/s':>36s}  "
+          f"{'kernelc: launches  total ms  TFLOP/s':>37s}  kernelc/Triton")
+    for row in t["kernels"]:
+        col = t.get("columns", {}).get(row["name"], {})
+        tag = "control" if row["name"] in ctrl else col.get("geomean_verdict", "")
+        r = f"{row['ratio']:.3f} ({row['basis']}) {tag}" if row.get("ratio") else ""
+        print(f"      {row['name'][:w]:{w}s}  {_side_text(row['triton']):>36s}  {_side_text(row['kernelc']):>37s}  {r}")
+    for impl in ("triton", "kernelc"):
+        ops = [(row["name"], row[impl]["memory_ops"]) for row in t["kernels"]
+               if row[impl] and (row[impl].get("memory_ops") or {}).get("count")]
+        if ops:
+            print(f"      ({impl}'s profile also holds memsets/memcpys, left out above as Proton records kernels only: "
+                  + "; ".join(f"{n}: {o['count']:.0f}, {o['time_ns'] / 1e6:.2f} ms" for n, o in ops) + ")")
 
 
 def _write(report: dict, path: str) -> None:

@@ -163,13 +163,37 @@ class _NullBlas:
 # ---------------------------------------------------------------------------------------------
 # real Triton
 # ---------------------------------------------------------------------------------------------
+def _arg_identity(v):
+    """What of one launch argument can change the kernels an autotuner compiles for it: a tensor's
+    dtype and rank (meta tensors are all 16-byte aligned), a tensor descriptor's dtype, shape and
+    strides, a scalar's value. Anything else: the object itself (a new one is a new call)."""
+    if hasattr(v, "data_ptr"):
+        return ("tensor", str(v.dtype), v.dim())
+    if hasattr(v, "block_shape") and hasattr(v, "base"):
+        return ("desc", str(getattr(v.base, "dtype", None)), tuple(v.shape), tuple(v.strides))
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return (type(v).__name__, v)
+    return ("object", id(v))
+
+
 def _retuning(run):
-    """An autotuner's ``run`` that forgets the configs it chose before each call, so a dry run compiles
-    every config at every launch. On the GPU, a key tuned once is launched later with the chosen config
-    only, and with other constexprs too (06's non-causal tables reuse the causal tables' key, with
-    another ``STAGE``); which config that is depends on real timings, so the dry run compiles them all."""
+    """An autotuner's ``run`` that forgets the configs it chose before each call that differs from the
+    calls before it, so a dry run compiles every config for every kind of call. On the GPU, a key tuned
+    once is launched later with the chosen config only, and with other constexprs too (06's non-causal
+    tables reuse the causal tables' key, with another ``STAGE``); which config that is depends on real
+    timings, so the dry run compiles them all. A call like one before (09 launches each kernel 20000
+    times) compiles nothing new either way, and skipping its retune keeps the dry run's host loop short."""
     def retune(self, *args, **kwargs):
-        self.cache.clear()
+        try:
+            ident = (tuple(_arg_identity(a) for a in args),
+                     tuple(sorted((k, _arg_identity(v)) for k, v in kwargs.items() if k != "grid")))
+            seen = self.__dict__.setdefault("_dry_run_calls", set())
+            new = ident not in seen
+            seen.add(ident)
+        except TypeError:  # an unhashable identity: tune as if new
+            new = True
+        if new:
+            self.cache.clear()
         return run(self, *args, **kwargs)
     return retune
 
@@ -308,6 +332,7 @@ def install_kernelc(shard: Optional[Tuple[int, int]] = None) -> None:
     from kernelc.compiler.backend import target_for_device
     from kernelc.runtime import autotuner, jit as kjit, launcher, timing, tuning
     from kernelc.runtime import cache
+    from kernelc.errors import OutOfResources
 
     def dry_launch(fn, values, grid, num_warps, num_stages, options, warmup):
         st = launcher.get_state(fn)
@@ -316,11 +341,14 @@ def install_kernelc(shard: Optional[Tuple[int, int]] = None) -> None:
         fusion = launcher._fp_fusion_option(options)
         key = (spec_key, num_warps, num_stages, fusion)
         dry = st.setdefault("dry_run", {})
+        failed = st.setdefault("dry_run_failed", {})
         try:
             ck = dry.get(key)
         except TypeError:  # an unhashable constexpr value
             key = repr(key)
             ck = dry.get(key)
+        if ck is None and key in failed:  # as the launcher: an oversized specialisation fails once
+            raise failed[key].with_traceback(None)
         if ck is None:
             target = target_for_device(*CAPABILITY)
             identity = repr((fn.__name__, spec_key, num_warps, num_stages, fusion))
@@ -331,8 +359,12 @@ def install_kernelc(shard: Optional[Tuple[int, int]] = None) -> None:
             # the arguments compile_for passes on the GPU (kernelc/runtime/launcher.py)
             sig, cx, div, eq1, _ = st["spec"].signature(spec_key)
             div = dict(div, **{n: 1 for n, t in sig.items() if t.startswith("*") and n not in div})
-            ck = dry[key] = cache.cached_compile(  # looked up per call: the runner counts compiles through it
-                fn, sig, cx, div, eq1, num_warps, num_stages, target, fusion)
+            try:
+                ck = dry[key] = cache.cached_compile(  # looked up per call: the runner counts compiles through it
+                    fn, sig, cx, div, eq1, num_warps, num_stages, target, fusion)
+            except OutOfResources as e:
+                failed[key] = e
+                raise
         return ck
 
     _patch_torch_cuda()

@@ -10,7 +10,8 @@ kernel object (compile, and autotune where there is one, with a device sync), th
 and its output's last lines. Writes the JSON even when the tutorial fails.
 
 Where the time goes (``compile`` in the JSON), for either implementation: how many kernels were compiled
-and how many came from the on-disk cache, the wall seconds spent in compiles (summed per compile: kernelc's
+and how many came from the on-disk cache (``failed``: how many of them raised, e.g. a config too large
+for the device; kernelc's disk cache remembers those, so a warm cache answers them too), the wall seconds spent in compiles (summed per compile: kernelc's
 autotuner compiles on several threads at once, so its sum can exceed the elapsed time), and the wall
 seconds spent choosing autotune configs (compiles of candidates included; ``autotune_compile_s`` says how
 much of it was compiling). ``--dry-run`` runs the tutorial without a GPU (``bench/tutorial_dryrun.py``):
@@ -23,7 +24,9 @@ import glob
 import io
 import json
 import os
+import re
 import runpy
+import shutil
 import sys
 import time
 import traceback
@@ -134,13 +137,16 @@ class _Accounting:
     """Counts compiles (cache hits and misses) and the time spent compiling and autotuning."""
 
     def __init__(self):
-        self.d = {"kernels": 0, "cache_hits": 0, "cache_misses": 0, "compile_s": 0.0, "hit_load_s": 0.0,
+        self.d = {"kernels": 0, "cache_hits": 0, "cache_misses": 0, "failed": 0, "compile_s": 0.0, "hit_load_s": 0.0,
                   "autotune_s": 0.0, "autotune_compile_s": 0.0, "misses": []}
         self.tuning = 0
 
-    def compiled(self, name, seconds, hit):
+    def compiled(self, name, seconds, hit, failed=False):
+        """One compile request: ``hit`` if the disk cache answered it, ``failed`` if it raised (a config
+        that does not fit the device, a failed static_assert: counted in ``kernels`` too)."""
         d = self.d
         d["kernels"] += 1
+        d["failed"] += bool(failed)
         if hit:
             d["cache_hits"] += 1
             d["hit_load_s"] += seconds
@@ -185,7 +191,7 @@ def _count_triton_compiles(acct: _Accounting) -> None:
         try:
             k = orig(src, *args, **kwargs)
         except Exception:  # (a config that does not compile costs its time too)
-            acct.compiled(getattr(src, "name", "?"), time.perf_counter() - t0, False)
+            acct.compiled(getattr(src, "name", "?"), time.perf_counter() - t0, False, failed=True)
             raise
         if not getattr(k, "dry_run_skipped", False):  # (another dry-run process compiles that one)
             acct.compiled(getattr(src, "name", "?"), time.perf_counter() - t0, last.get("hit", False))
@@ -203,8 +209,9 @@ def _count_kernelc_compiles(acct: _Accounting) -> None:
         t0 = time.perf_counter()
         try:
             ck = orig(fn, *args, **kwargs)
-        except Exception:
-            acct.compiled(getattr(fn, "__name__", "?"), time.perf_counter() - t0, False)
+        except Exception as e:  # (an out-of-resources failure the disk cache remembered is a hit)
+            acct.compiled(getattr(fn, "__name__", "?"), time.perf_counter() - t0, getattr(e, "from_cache", False),
+                          failed=True)
             raise
         acct.compiled(getattr(fn, "__name__", "?"), time.perf_counter() - t0, "disk_cache_load" in ck.timings)
         return ck
@@ -212,29 +219,95 @@ def _count_kernelc_compiles(acct: _Accounting) -> None:
     acct.wrap_tuning(tuning, "select_config")  # the autotuner imports it at each call
 
 
+# kprof names a kernel's frame "<launch_metadata name or kernel> [grid 132x1x1, warps 8, stages 3, smem 160KiB]";
+# Proton names it by the launch_metadata name alone. Without the suffix the two profiles' frames line up.
+_KPROF_LAUNCH_SUFFIX = re.compile(r" \[grid \d+x\d+x\d+, warps \d+, stages \d+(?:, smem \d+(?:KiB|B))?\]$")
+# Proton files GPU work done by a launch_metadata function under this frame; it is not the kernel's
+LAUNCH_METADATA_FRAME = "__proton_launch_metadata"
+
+
+def frame_name(name: str) -> str:
+    """A profile frame's name as Proton writes it (kprof's launch-configuration suffix removed)."""
+    return _KPROF_LAUNCH_SUFFIX.sub("", name)
+
+
 def read_hatchet(path: str) -> dict:
-    """Per top-level scope of a Proton-format profile (Triton's Proton and kprof write the same format):
-    inclusive ``time_ns`` and ``count`` (kernel launches) summed over the scope's subtree. Tutorial 09
-    times its kernels this way instead of with ``triton.testing`` tables."""
+    """Per top-level frame of a Proton-format profile (Triton's Proton and kprof write the same format;
+    tutorial 09 times its kernels this way instead of with ``triton.testing`` tables): summed over the
+    frame's subtree, ``time_ns``, ``count`` (kernel launches), ``flops`` (per ``flops*`` metric),
+    ``bytes``, and ``tflops`` (all flops over the time, TFLOP/s, as the viewer's ``tflop<w>/s``);
+    ``kernels``: the GPU kernels under a scope (cuBLAS's, torch's). Frames are named as Proton names
+    them (``frame_name``); frames of the same name add up.
+
+    Kernels only: kprof also records the memsets and memcpys inside a scope (marked ``"kprof": {"kind":
+    "memset"}``; Proton 3.6 records kernels only). In 09 cuBLAS does a 4-byte memset per call, so
+    counting it made kprof's cuBLAS and torch frames hold twice Proton's launches and 0.8% more time.
+    They are summed apart, as ``memory_ops`` (count, time)."""
     with open(path) as f:
         data = json.load(f)
     root = data[0] if isinstance(data, list) else data
 
-    def total(node):
+    def total(node, acc, top):
         m = node.get("metrics") or {}
-        t = float(m.get("time (ns)", 0) or 0)
-        c = float(m.get("count", 0) or 0)
+        if ((node.get("kprof") or {}).get("kind") or "").startswith(("memset", "memcpy")):
+            acc["memory_ops"]["count"] += float(m.get("count", 0) or 0)
+            acc["memory_ops"]["time_ns"] += float(m.get("time (ns)", 0) or 0)
+            return
+        acc["time_ns"] += float(m.get("time (ns)", 0) or 0)
+        acc["count"] += float(m.get("count", 0) or 0)
+        acc["bytes"] += float(m.get("bytes", 0) or 0)
+        for k, v in m.items():
+            if k.startswith("flops") and isinstance(v, (int, float)) and v:
+                acc["flops"][k] = acc["flops"].get(k, 0.0) + float(v)
+        if node is not top and m.get("count"):
+            name = frame_name((node.get("frame") or {}).get("name", "?"))
+            if name not in acc["kernels"] and len(acc["kernels"]) < 8:
+                acc["kernels"].append(name)
         for ch in node.get("children") or ():
-            ct, cc = total(ch)
-            t, c = t + ct, c + cc
-        return t, c
+            if (ch.get("frame") or {}).get("name") != LAUNCH_METADATA_FRAME:
+                total(ch, acc, top)
     out = {}
     for ch in root.get("children") or ():
-        name = (ch.get("frame") or {}).get("name", "?")
-        t, c = total(ch)
-        prev = out.get(name, {"time_ns": 0.0, "count": 0.0})
-        out[name] = {"time_ns": prev["time_ns"] + t, "count": prev["count"] + c}
+        name = frame_name((ch.get("frame") or {}).get("name", "?"))
+        if name == LAUNCH_METADATA_FRAME:
+            continue
+        acc = out.setdefault(name, {"time_ns": 0.0, "count": 0.0, "bytes": 0.0, "flops": {}, "kernels": [],
+                                    "memory_ops": {"count": 0.0, "time_ns": 0.0}})
+        total(ch, acc, ch)
+    for acc in out.values():
+        fl = sum(acc["flops"].values())
+        acc["tflops"] = fl / acc["time_ns"] / 1e3 if fl and acc["time_ns"] else None
     return out
+
+
+def _capture_printed_trees(out: dict) -> None:
+    """Keep what the tutorial's ``triton.profiler.viewer.print_tree`` prints (09's results table), in
+    ``printed_trees``, under either implementation. It still prints."""
+    import contextlib
+    try:
+        import triton.profiler.viewer as viewer
+    except Exception:  # (a Triton without Proton's viewer: the tutorial fails there by itself)
+        return
+    orig = viewer.print_tree
+
+    def print_tree(*args, **kwargs):
+        buf = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(buf):
+                return orig(*args, **kwargs)
+        finally:
+            text = buf.getvalue()
+            sys.stdout.write(text)
+            out.setdefault("printed_trees", []).append(text[-20000:])
+    viewer.print_tree = print_tree
+
+
+def _mentions(path: str, text: str) -> bool:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return text in f.read()
+    except OSError:
+        return False
 
 
 def main(argv=None) -> int:
@@ -249,6 +322,7 @@ def main(argv=None) -> int:
                                       "modulo N (N processes split the compiles of one run between them)")
     ap.add_argument("--dry-run", action="store_true",
                     help="no GPU: compile every kernel for an H100 into the cache, launch nothing")
+    ap.add_argument("--keep-profiles", help="copy the profiles (*.hatchet) the tutorial writes into this directory")
     ap.add_argument("tutorial")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
@@ -338,6 +412,8 @@ def main(argv=None) -> int:
             from triton.runtime import autotuner, jit
             classes = [jit.KernelInterface, jit.JITFunction, autotuner.Autotuner, autotuner.Heuristics]
         _wrap_first_calls(classes, out["first_calls"])
+        if not a.dry_run and _mentions(a.tutorial, "triton.profiler"):
+            _capture_printed_trees(out)
         _track_tuners(autotuner.Autotuner, tuners)
         sys.argv = [a.tutorial, *a.args]
         runpy.run_path(a.tutorial, run_name="__main__")
@@ -356,6 +432,9 @@ def main(argv=None) -> int:
                 try:
                     if os.path.getmtime(hp) >= wall_start:
                         out.setdefault("profiles", {})[hp] = read_hatchet(hp)
+                        if a.keep_profiles:
+                            os.makedirs(a.keep_profiles, exist_ok=True)
+                            shutil.copy(hp, a.keep_profiles)
                 except (OSError, ValueError, AttributeError, TypeError) as e:
                     out.setdefault("profiles", {})[hp] = {"error": f"{type(e).__name__}: {e}"}
         out["autotune"] = _chosen_configs(tuners)

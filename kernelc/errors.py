@@ -58,7 +58,7 @@ class OutOfResources(KernelError):
     """A kernel needs more shared memory or registers than the device has."""
 
     def __init__(self, required: int, limit: int, name: str, kernel: str = ""):
-        self.required, self.limit, self.name = required, limit, name
+        self.required, self.limit, self.name, self.kernel = required, limit, name, kernel
         who = f"kernel {kernel} " if kernel else ""
         super().__init__(f"{who}needs {required} bytes of {name} but the device allows {limit}; "
                          f"reduce the block sizes or num_stages")

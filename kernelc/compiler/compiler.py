@@ -45,6 +45,8 @@ from .passes.schedule import schedule_pipelines, schedule_wgmma, warp_specialize
 from .passes.stage_operands import stage_invariant_operands
 from .passes.wgmma_waits import place_wgmma_waits
 from .passes.bulk_reductions import expand_bulk_reductions
+from .passes.tma_write_guards import guard_tma_writes
+from ..options import get as get_option
 from .passes.smem_offsets import assign_smem_offsets
 from .passes.simplify import simplify
 from .pass_manager import PassContext, TilePass, run_passes
@@ -81,6 +83,15 @@ def to_tile_ir(kernel, signature, constexprs=None, divisibility=None, equal_to_1
     func = simplify(lower_descriptors(anchor_hints(func)))
     verify(func)
     return func, used
+
+
+def _out_of_resources(required: int, limit: int, name: str, used):
+    """The error, with what the frontend read (``dependencies``): the disk cache remembers the failure
+    under the same validity rule as a kernel (runtime/cache.py)."""
+    from ..errors import OutOfResources
+    e = OutOfResources(required, limit, "shared memory", name)
+    e.dependencies = used.to_list()
+    return e
 
 
 def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, Any]] = None, target=None,
@@ -138,16 +149,15 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     llir, smem_bytes = lower_to_llvm(func, plan, axis, num_warps, tgt, reports)
     timings["lower_to_llvm"] = time.perf_counter() - t0
     limit = tgt.limits.max_shared_per_block_optin
-    from ..errors import OutOfResources
     if limit and smem_bytes > limit:
         # known before LLVM and ptxas, which are most of a compile: an autotuner's oversized configs
         # (60 of tutorial 09's 192) fail here in a fraction of the time
-        raise OutOfResources(smem_bytes, limit, "shared memory", func.name)
+        raise _out_of_resources(smem_bytes, limit, func.name, used)
     art = compile_llir(llir, tgt, func.name, fill_step=func.attrs.get("registers") == "fill_step")
     for k, v in art.timings.items():
         timings[k] = v
     if limit and smem_bytes + art.shared > limit:
-        raise OutOfResources(smem_bytes + art.shared, limit, "shared memory", func.name)
+        raise _out_of_resources(smem_bytes + art.shared, limit, func.name, used)
     asm = _LazyAsm(art, tir=print_function(func), tir_initial=tir_text_initial, llir=llir, llir_opt=art.llir_opt,
                    ptx=art.ptx, cubin=art.cubin)
     ck = CompiledKernel(
@@ -188,6 +198,9 @@ FRONTEND_PASSES = (
     TilePass("pointer_tiles_to_descriptors", lambda f, c: pointer_tiles_to_descriptors(f, c.arch, c.notes)),
     TilePass("hoist_descriptors", lambda f, c: hoist_descriptors(f)),
     TilePass("lower_descriptors", lambda f, c: lower_descriptors(f, c.arch)),
+    # a TMA bulk reduction (KERNELC_TMA_WRITE_GUARD=all: a store too) at coordinates not proven >= 0 runs only
+    # where they are, the masked path elsewhere: the copy engine faults on negative ones (passes/tma_write_guards.py)
+    TilePass("guard_tma_writes", lambda f, c: guard_tma_writes(f, get_option("KERNELC_TMA_WRITE_GUARD"))),
 )
 TILE_PASSES = (
     TilePass("simplify", lambda f, c: simplify(f)),

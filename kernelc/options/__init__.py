@@ -122,6 +122,14 @@ KNOBS: Tuple[Knob, ...] = (
          "shared-memory stages of a desc.atomic_add (bulk tensor reduction) in a loop: 2 lets one reduction read its "
          "stage while the next trip writes the other; 1 waits for each before the next is staged",
          _choice(("1", ("1",)), ("2", ("2",)), ("3", ("3",))), compile=True, field="bulk_reduce_stages"),
+    Knob("KERNELC_TMA_WRITE_GUARD", "choice", "reduce",
+         "TMA copies into global memory at coordinates not proven >= 0 (Hopper's copy engine faults on a negative "
+         "one) run only where they are, else the masked element-wise path: reduce (desc.atomic_add's bulk "
+         "reductions), all (desc.store too: costs the TMA-store epilogues of matmul/attention their warp "
+         "specialisation or registers, docs/attention.md), off (TMA at any coordinate: the diagnostic in "
+         "bench/experiments/bulk_reduce/)",
+         _choice(("reduce", ("reduce",) + _TRUE), ("all", ("all",)), ("off", _FALSE)),
+         compile=True, field="tma_write_guard"),
     Knob("KERNELC_EXP2_FTZ", "bool", True,
          "fp32 exp2 flushes subnormal results to zero (ex2.approx.ftz, as Triton's tl.math.exp2): one MUFU.EX2 "
          "instead of MUFU plus a range test and two multiplies", compile=True, field="exp2_ftz"),
@@ -189,6 +197,7 @@ class CompileOptions:
     tma_early_issue: bool = True
     wgmma_pin_waits: bool = True
     bulk_reduce_stages: str = "2"
+    tma_write_guard: str = "reduce"
     exp2_ftz: bool = True
     smem_reuse: bool = True
     flatten_loops: bool = False

@@ -22,6 +22,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from .. import options
 from ..compiler.frontend.deps import canonical, stale_reason
+from ..errors import OutOfResources
 from ..language.core import DeviceFunction, constexpr
 
 FORMAT_VERSION = 1
@@ -277,10 +278,56 @@ class _CubinSass:
         return disassemble(self.cubin)
 
 
+# A specialisation that needs more than the device has is remembered next to the entries, as
+# ``<key>.oor.json``: an autotuner's oversized configs (60 of tutorial 09's 192) fail at once in a process
+# that starts from a warm cache, as Triton's do (it caches their binaries and fails them at load).
+_FAILED_SUFFIX = ".oor.json"
+
+
+def _failed_record(path: str, fn):
+    """The OutOfResources remembered for the entry ``path``, or None (none, unreadable, or stale: then it
+    is removed and the kernel compiles again)."""
+    fpath = path + _FAILED_SUFFIX
+    try:
+        with open(fpath, "rb") as f:
+            rec = json.loads(f.read().decode("utf-8"))
+        args = (int(rec["required"]), int(rec["limit"]), str(rec["resource"]), str(rec["kernel"]))
+        stale = stale_reason(rec["dependencies"], fn)
+    except FileNotFoundError:
+        return None
+    except Exception:  # truncated or foreign: compile again (which rewrites it)
+        stale = "unreadable"
+    if stale is not None:
+        try:
+            os.remove(fpath)
+        except OSError:
+            pass
+        return None
+    err = OutOfResources(*args)
+    err.dependencies = rec["dependencies"]
+    err.from_cache = True
+    return err
+
+
+def _save_failed(path: str, err) -> None:
+    deps = getattr(err, "dependencies", None)
+    if not isinstance(deps, list):
+        return  # (raised without the frontend's record: nothing to check it against later)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}{_FAILED_SUFFIX}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump({"required": err.required, "limit": err.limit, "resource": err.name, "kernel": err.kernel,
+                   "dependencies": deps}, f)
+    os.replace(tmp, path + _FAILED_SUFFIX)
+
+
 def cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_fp_fusion=None):
     """Compile through the disk cache (``enable_fp_fusion``: the launch option, None = the environment's default)."""
     key = cache_key(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_fp_fusion)
     path = os.path.join(cache_dir(), key[:2], key)
+    failed = _failed_record(path, fn)
+    if failed is not None:
+        raise failed
     if os.path.isdir(path):
         stale = None
         try:
@@ -297,8 +344,15 @@ def cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_
         # stale (a folded global or a plain helper changed since the build) or corrupt: rebuild in place
         shutil.rmtree(path, ignore_errors=True)
     from ..compiler.compiler import compile as kcompile
-    ck = kcompile(fn, sig, cx, target, num_warps, num_stages, divisibility=div, equal_to_1=eq1,
-                  enable_fp_fusion=enable_fp_fusion)
+    try:
+        ck = kcompile(fn, sig, cx, target, num_warps, num_stages, divisibility=div, equal_to_1=eq1,
+                      enable_fp_fusion=enable_fp_fusion)
+    except OutOfResources as e:
+        try:
+            _save_failed(path, e)
+        except OSError as w:
+            warnings.warn(f"kernelc: could not write the kernel cache at {path}: {w}", RuntimeWarning)
+        raise
     ck.cache_key = key
     try:
         _save(path, ck)

@@ -37,6 +37,24 @@ class ArgInfo:
     strides: Optional[Tuple[int, ...]] = None  # tensors, in elements (a replay rebuilds the same views)
 
 
+class KernelMetadata(dict):
+    """The second argument of ``launch_metadata(grid, kernel, args)``. Triton passes its compiled
+    kernel's metadata there, read as attributes (tutorial 09 names its frames ``kernel.name``);
+    kernelc's own callers read the constexprs and ``num_warps``/``num_stages`` as items. Both work."""
+
+    name: str = ""
+    shared: int = 0
+    hash = None
+    num_ctas = 1
+
+    def __getattr__(self, item):
+        try:
+            return self[item]
+        except KeyError:
+            raise AttributeError(f"launch metadata has no {item!r} (it has name, shared, hash, num_ctas and "
+                                 f"{', '.join(map(repr, self)) or 'no other keys'})") from None
+
+
 class LaunchRecord:
     """Everything a tool may want about one launch. Cheap to create: argument details, constexprs and
     the user's ``launch_metadata`` are computed only when read."""
@@ -80,11 +98,13 @@ class LaunchRecord:
 
     @property
     def launch_metadata(self) -> Dict[str, Any]:
-        """The kernel's ``launch_metadata(grid, meta, args)`` result ({} if it has none)."""
+        """The kernel's ``launch_metadata(grid, kernel, args)`` result ({} if it has none); ``kernel`` is a
+        :class:`KernelMetadata`."""
         if self._metadata is None:
             self._metadata = {}
             if self._metadata_fn is not None:
-                meta = dict(self.constexprs, num_warps=self.num_warps, num_stages=self.num_stages)
+                meta = KernelMetadata(self.constexprs, num_warps=self.num_warps, num_stages=self.num_stages)
+                meta.name, meta.shared, meta.hash = self.name, self.shared, self.cache_key
                 raw = dict(zip(self._names(), self._values or ()))
                 out = self._metadata_fn(self.grid, meta, raw)
                 self._metadata = dict(out or {})

@@ -11,7 +11,7 @@ import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 from .. import options as knobs  # not "options": launch_cuda takes a dict of launch options by that name
-from ..errors import CompilationError
+from ..errors import CompilationError, OutOfResources
 from . import hooks
 from ..language.host_types import kl_dtype_of
 
@@ -212,9 +212,23 @@ def launch_cuda(fn, values: Dict[str, Any], grid, num_warps, num_stages, options
         key = (tuple(p if not (isinstance(p, tuple) and p[0] == "c") else ("c", repr(p[1])) for p in key[0]),) + key[1:]
         ent = st["cache"].get(key)
     if ent is None:
+        failed = st.setdefault("failed", {})
+        # compile-time knobs are not in the in-memory key (a test that changes one clears "cache"): a
+        # remembered failure holds only under the options it was compiled with
+        opts = knobs.compile_options(enable_fp_fusion=fusion).key()
+        err = failed.get(key)
+        if err is not None and err[0] == opts:
+            raise err[1].with_traceback(None)
         if knobs.get("KERNELC_LOG_RECOMPILES") and st["cache"]:
             _log_recompile(fn, key, st["cache"])
-        ent = compile_for(fn, key[0], num_warps, num_stages, device, fusion)
+        try:
+            ent = compile_for(fn, key[0], num_warps, num_stages, device, fusion)
+        except OutOfResources as e:
+            # the same specialisation fails the same way again: an autotuner that tunes again (a new key,
+            # e.g. tutorial 08's tensors keyed by identity) must not compile its oversized configs each
+            # time. Triton compiles such a config once too (its check comes when the kernel is loaded).
+            failed[key] = (opts, e)
+            raise
         from .fastpath import make_launch
         ent.launch = make_launch(ent, fn, cmask)
         ent.cmask, ent.device = cmask, device

@@ -83,7 +83,7 @@ def test_main_alternates_and_writes_floor(tmp_path, monkeypatch):
     (src / "01-vector-add.py").write_text("")
     calls = []
 
-    def fake_run_one(path, impl, points, timeout, site, spread=False, warm=None):
+    def fake_run_one(path, impl, points, timeout, site, spread=False, warm=None, **kw):
         calls.append(impl)
         v = 100.0 if impl == "triton" else 90.0
         return dict(_run([[1, v, 100.0 + len(calls)]]), rc=0, seconds=0.1)
@@ -119,7 +119,8 @@ def test_profiles_compared_per_scope_with_blas_as_control(tmp_path):
     _hatchet(tmp_path / "k1.hatchet", kernel_ns=1250.0, blas_ns=2100.0)
     _hatchet(tmp_path / "k2.hatchet", kernel_ns=1100.0, blas_ns=2200.0)
     t = read_hatchet(str(tmp_path / "t.hatchet"))
-    assert t["matmul_kernel [M=8, N=8, K=8]"] == {"time_ns": 1000.0, "count": 10.0}  # summed over the subtree
+    m = t["matmul_kernel [M=8, N=8, K=8]"]
+    assert (m["time_ns"], m["count"], m["tflops"]) == (1000.0, 10.0, None)  # summed over the subtree; no flops
     tri = {"profiles": {"matmul.hatchet": t}}
     kc = merge_runs([{"benchmarks": [], "first_calls": [], "rc": 0,
                       "profiles": {"matmul.hatchet": read_hatchet(str(tmp_path / f))}} for f in ("k1.hatchet", "k2.hatchet")])

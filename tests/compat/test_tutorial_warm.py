@@ -170,11 +170,11 @@ def test_main_warms_once_and_runs_from_copies(tmp_path, monkeypatch):
     (src / "06-fused-attention.py").write_text("")
     warmed, ran = [], []
 
-    def fake_warm(path, impl, cache, points, spread, jobs, timeout, site):
+    def fake_warm(path, impl, cache, points, spread, jobs, timeout, site, tutorial_args=()):
         warmed.append((os.path.basename(path), impl, jobs))
         return {"jobs": jobs, "rc": [0] * jobs, "compile": {"kernels": 3}, "wall_s": 1.0}
 
-    def fake_run_one(path, impl, points, timeout, site, spread=False, warm=None):
+    def fake_run_one(path, impl, points, timeout, site, spread=False, warm=None, **kw):
         ran.append((impl, os.path.basename(warm) if warm else None))
         return {"benchmarks": [], "first_calls": [], "rc": 0, "seconds": 0.1,
                 "compile": {"kernels": 3, "cache_hits": 3}}
@@ -235,3 +235,29 @@ def test_kernel_shards_compile_each_kernel_once(tmp_path):
     # the union is the whole run's cache: an unsharded run finds everything
     again = _runner(tmp_path, "kernelc", ["--dry-run"], cache, name="all.json")
     assert (again["compile"]["cache_hits"], again["compile"]["cache_misses"]) == (8, 0), again["compile"]
+
+
+def test_dry_run_retunes_only_a_call_unlike_the_ones_before():
+    # 09 launches each autotuned kernel 20000 times with the same arguments: tuning each call again
+    # compiled nothing new and made its dry run 260 s of host time; a new kind of call still retunes
+    import torch
+    from bench.tutorial_dryrun import _retuning
+
+    class Tuner:
+        def __init__(self):
+            self.cache, self.runs = {}, []
+
+        def run(self, *args, **kwargs):
+            self.runs.append(not self.cache)   # True: this call tuned (every config compiled)
+            self.cache["k"] = "config"
+
+    Tuner.run = _retuning(Tuner.run)
+    t = Tuner()
+    a = torch.empty(64, 64, device="meta")
+    for _ in range(3):
+        t.run(a, 64, grid=lambda m: (1,), FLAG=False)
+    t.run(torch.empty(64, 64, device="meta"), 64, grid=lambda m: (2,), FLAG=False)   # same kind of call
+    t.run(a, 64, grid=None, FLAG=True)                     # another constexpr: on a GPU, another compile
+    t.run(a.half(), 64, grid=None, FLAG=True)              # another dtype
+    t.run(a, 128, grid=None, FLAG=True)                    # another size
+    assert t.runs == [True, False, False, False, True, True, True]

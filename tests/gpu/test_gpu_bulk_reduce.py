@@ -2,12 +2,16 @@
 staged shared-memory tile (passes/bulk_reductions.py) against torch's sums. Many programs add overlapping
 tiles, some past the tensor's edges (those elements must not be touched), over several trips of a loop (the
 staging stages are reused while earlier reductions may still read them), through a descriptor made in the
-kernel and a host ``TensorDescriptor``; 1, 2 and 3 stages (``KERNELC_BULK_REDUCE_STAGES``).
+kernel and a host ``TensorDescriptor``; 1, 2 and 3 stages (``KERNELC_BULK_REDUCE_STAGES``). And ``desc.store``
+(TMA stores) at the same kinds of coordinates: the copy engine refuses those too (guarded with
+``KERNELC_TMA_WRITE_GUARD=all``).
 
 Each case runs in a subprocess of its own (``python3 tests/gpu/test_gpu_bulk_reduce.py CASE ...``): the first
-GPU run of the mixed case died with "an illegal instruction was encountered", which leaves the CUDA context
-unusable for every later test of the process; isolated, a failing case fails alone and the others still say
-which geometry is at fault.
+GPU runs died with "an illegal instruction was encountered" in every case whose tiles start at a negative row
+(the copy engine refuses a bulk reduction at a negative coordinate), which leaves the CUDA context unusable for
+every later test of the process; isolated, a failing case fails alone. Those tiles now take the masked atomics
+of ``guard_tma_writes`` (passes/tma_write_guards.py; docs/attention.md, "desc.atomic_add at negative
+coordinates"), the others TMA, in one launch.
 
 Run on an sm_90 machine: ``python -m pytest -q tests/gpu/test_gpu_bulk_reduce.py``.
 """
@@ -61,6 +65,22 @@ def add_tiles_host(X, desc, BM: kl.constexpr, BN: kl.constexpr, STEPS: kl.conste
         desc.atomic_add([pid * (BM // 2) - 8, (i % 3) * (BN // 2)], x)
 
 
+@kernelc.jit
+def store_tiles_at(X, OUT, M, N, row0, col0, BM: kl.constexpr, BN: kl.constexpr):
+    # program p stores its tile at row row0 + p * BM, column col0 (the tiles do not overlap)
+    pid = kl.program_id(0)
+    d = kl.make_tensor_descriptor(OUT, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    x = kl.load(X + pid * BM * BN + kl.arange(0, BM)[:, None] * BN + kl.arange(0, BN)[None, :])
+    d.store([row0 + pid * BM, col0], x)
+
+
+@kernelc.jit
+def store_tiles_host(X, desc, row0, col0, BM: kl.constexpr, BN: kl.constexpr):
+    pid = kl.program_id(0)
+    x = kl.load(X + pid * BM * BN + kl.arange(0, BM)[:, None] * BN + kl.arange(0, BN)[None, :])
+    desc.store([row0 + pid * BM, col0], x)
+
+
 def _reference(x, M, N, BM, BN, programs, steps, row0=-8, row_step=None, col_step=None):
     row_step = BM // 2 if row_step is None else row_step
     col_step = BN // 2 if col_step is None else col_step
@@ -81,6 +101,9 @@ GEOMETRIES = {
     "inside_1stage": (32, 352, 64, 0, 32, 16, "1"),
     "past_end": (32, 300, 48, 0, 32, 16, "2"),        # tiles past the last row and column
     "negative_row": (32, 352, 64, -8, 32, 16, "2"),   # the first program's tile starts at row -8
+    "negative_row_1stage": (32, 352, 64, -8, 32, 16, "1"),
+    "above_tensor": (32, 352, 64, -64, 32, 16, "2"),  # program 0's tile wholly above the tensor, 1's half
+    "negative_col": (32, 352, 64, 0, 32, -16, "2"),   # trips 1 and 2 start at columns -16 and -32
 }
 
 
@@ -129,6 +152,34 @@ def case_tiles(dtype, host):
         torch.testing.assert_close(out.double(), want, rtol=tol, atol=tol)
 
 
+# desc.store faults at negative coordinates as the reduction does (docs/attention.md): (M, N, row0, col0)
+STORE_GEOMETRIES = {
+    "inside": (640, 64, 0, 16),
+    "past_end": (600, 40, 0, 16),        # the last tile past the last row, every tile past the last column
+    "negative_row": (640, 64, -8, 0),    # program 0 at rows -8..55
+    "above_tensor": (640, 64, -64, 0),   # program 0 wholly above the tensor
+    "negative_col": (640, 64, 8, -16),   # every tile starts at column -16
+}
+
+
+def case_store(geometry, host):
+    M, N, row0, col0 = STORE_GEOMETRIES[geometry]
+    BM, BN, programs = 64, 32, 10
+    x = torch.randn(programs, BM, BN, device="cuda")
+    out = torch.full((M, N), -1.0, device="cuda")
+    if host == "host":
+        store_tiles_host[(programs,)](x, TensorDescriptor.from_tensor(out, [BM, BN]), row0, col0, BM=BM, BN=BN)
+    else:
+        store_tiles_at[(programs,)](x, out, M, N, row0, col0, BM=BM, BN=BN)
+    torch.cuda.synchronize()
+    pad = 2 * BM
+    want = torch.full((M + 2 * pad, N + 2 * pad), -1.0, device="cuda")
+    for p in range(programs):
+        r, c = row0 + p * BM + pad, col0 + pad
+        want[r:r + BM, c:c + BN] = x[p]
+    torch.testing.assert_close(out, want[pad:pad + M, pad:pad + N], rtol=0, atol=0)
+
+
 def case_repeated():
     BM, BN, steps, programs = 64, 32, 5, 6
     M, N = 200, 48
@@ -141,10 +192,11 @@ def case_repeated():
                                atol=1e-4)
 
 
-def _isolated(*args, stages="2"):
+def _isolated(*args, stages="2", **extra_env):
     root = pathlib.Path(__file__).resolve().parents[2]
     env = dict(os.environ, KERNELC_BULK_REDUCE_STAGES=stages,
-               PYTHONPATH=os.pathsep.join([str(root)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+               PYTHONPATH=os.pathsep.join([str(root)] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
+               **extra_env)
     r = subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, \
         f"case {args} ({stages} stages): exit {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
@@ -167,6 +219,21 @@ def test_atomic_add_repeated_launches_accumulate():
     _isolated("repeated")
 
 
+@pytest.mark.parametrize("geometry,host", [(g, "made") for g in sorted(STORE_GEOMETRIES)] + [("negative_row", "host")])
+def test_descriptor_store_geometry(geometry, host):
+    # stores are guarded on request (KERNELC_TMA_WRITE_GUARD=all: the default guards only reductions, see
+    # passes/tma_write_guards.py); tiles at coordinates >= 0 run the unguarded default
+    negative = STORE_GEOMETRIES[geometry][2] < 0 or STORE_GEOMETRIES[geometry][3] < 0
+    _isolated("store", geometry, host, **({"KERNELC_TMA_WRITE_GUARD": "all"} if negative else {}))
+
+
+def test_the_launched_store_is_a_tma_store():
+    sig = {"X": "*fp32", "OUT": "*fp32", "M": "i32", "N": "i32", "row0": "i32", "col0": "i32"}
+    ck = kernelc.compile(store_tiles_at, sig, dict(BM=64, BN=32), divisibility={"X": 16, "OUT": 16, "M": 16, "N": 16})
+    assert "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in ck.asm["ptx"]
+    assert "UTMASTG.2D" in ck.asm["sass"]
+
+
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16", "i32"])
 def test_the_launched_kernel_is_a_bulk_reduction(dtype):
     # what the launches above run at these sizes (16-divisible ints and pointers): TMA, not the atomics fallback
@@ -177,5 +244,6 @@ def test_the_launched_kernel_is_a_bulk_reduction(dtype):
 
 
 if __name__ == "__main__":  # one case, in the process _isolated starts
-    {"geometry": case_geometry, "tiles": case_tiles, "repeated": case_repeated}[sys.argv[1]](*sys.argv[2:])
+    {"geometry": case_geometry, "tiles": case_tiles, "repeated": case_repeated,
+     "store": case_store}[sys.argv[1]](*sys.argv[2:])
     print("ok")

@@ -47,3 +47,34 @@ def test_no_hooks_no_records():
     calls.clear()
     scale[(1,)](x, 10, 2.0, BLOCK=16)
     assert calls == []
+
+
+def _triton_style(grid, kernel, args):
+    # Triton's tutorial 09: the second argument is the compiled kernel's metadata, read as attributes
+    return {"name": f"{kernel.name} [n={args['n']}] w{kernel.num_warps} B{kernel['BLOCK']}", "flops": args["n"]}
+
+
+@kernelc.jit(interpret=True, launch_metadata=_triton_style)
+def scale_t(x_ptr, n, s, BLOCK: kl.constexpr):
+    offs = kl.program_id(0) * BLOCK + kl.arange(0, BLOCK)
+    kl.store(x_ptr + offs, kl.load(x_ptr + offs, mask=offs < n) * s, mask=offs < n)
+
+
+def test_launch_metadata_gets_the_kernel_as_triton_passes_it():
+    seen = []
+    h = hooks.register(enter=seen.append)
+    try:
+        scale_t[(1,)](torch.ones(8), 8, 2.0, BLOCK=8, num_warps=2)
+    finally:
+        hooks.unregister(h)
+    assert seen[0].launch_metadata == {"name": "scale_t [n=8] w2 B8", "flops": 8}
+
+
+def test_launch_metadata_names_a_missing_attribute():
+    from kernelc.runtime.hooks import KernelMetadata
+    m = KernelMetadata({"BLOCK": 8}, num_warps=4)
+    m.name = "k"
+    assert (m.name, m.BLOCK, m["num_warps"], m.num_ctas) == ("k", 8, 4, 1)
+    import pytest
+    with pytest.raises(AttributeError, match="'n_regs'.*'BLOCK'"):
+        m.n_regs

@@ -32,7 +32,9 @@ For a reduction in a loop the pass writes, in place of ``descriptor_reduce %d, %
     bulk_commit_group %t0
 
 and after the loop ``bulk_wait_group %t0 {pending=0, read=False}; barrier``. The decision record is
-these ops; the ``descriptor_reduce`` is gone.
+these ops; the ``descriptor_reduce`` is gone. A reduction whose coordinates may be negative sits in the TMA
+branch of ``guard_tma_writes``' uniform ``scf.if`` (passes/tma_write_guards.py): its ops are written there, in
+that branch, and the loop around the ``scf.if`` is still the one whose trips pick the stages.
 """
 from __future__ import annotations
 
