@@ -139,7 +139,6 @@ def test_a_loop_with_both_rings_shares_one_pair_of_counters(monkeypatch):
         CHECK: = scf.for {{.*}} : <64x64xfp32>, i32, i32, i32
         CHECK-NEXT: ^body({{%\\d+}}: i32, {{%\\d+}}: <64x64xfp32>, [[RD:%\\d+]]: i32, [[WR:%\\d+]]: i32, [[PH:%\\d+]]: i32):
         CHECK-NEXT: async_wait_group {pending=1}
-        CHECK-NEXT: fence_async_shared
         CHECK-NEXT: barrier
         CHECK-NEXT: [[BR:%\\d+]] = mbarrier_at [[BARS]], [[RD]] : i32
         CHECK-NEXT: mbarrier_wait [[BR]], [[PH]]

@@ -5,9 +5,8 @@
         [--runs kernelc,kernelc_sync,triton] [--out FILE.json]
 
 Each run is its own process: ``kernelc`` (this tree's defaults), ``kernelc_sync`` (``KERNELC_WGMMA_ASYNC=0``:
-the wgmma of a cp.async loop waited for in its iteration, main's default before 2026-11-27), ``kernelc_nofence``
-(an experiment: the defaults without the ``fence.proxy.async`` between a cp.async ring's copies and the wgmma
-that reads them, which Triton 3.6 does not emit) and ``triton``.
+the wgmma of a cp.async loop waited for in its iteration, main's default before 2026-11-27) and ``triton``.
+(Call S3's run also had ``kernelc_nofence``, the rings pass's proxy fence patched out; that fence is gone since.)
 The kernel is the tutorial's own ``@triton.jit`` function (``tutorial_sweep.kernel_module``: the autotuner
 dropped, so the config is the one given) launched as the tutorial's ``matmul()`` launches it: fp16 A, B
 row-major; fp8 (e5m2) A row-major and B = ``b.T`` as in its benchmark. Per (dtype, size, config): the largest
@@ -37,13 +36,6 @@ a = json.loads(sys.argv[1])
 if a["impl"] == "kernelc":
     from kernelc.compat import install
     install()
-if a.get("nofence"):
-    # experiment only: drop the fence.proxy.async that orders a cp.async ring's writes before wgmma's reads
-    # (Triton 3.6 emits none there); not a knob, not a proposal until measured and argued
-    from kernelc.compiler.passes import rings
-    _op = rings.RingExpander._op
-    rings.RingExpander._op = lambda self, out, name, *r, **k: None if name == "fence_async_shared" else \
-        _op(self, out, name, *r, **k)
 import torch, triton
 spec = importlib.util.spec_from_file_location("k03", a["mod"])
 mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
@@ -87,7 +79,7 @@ json.dump(out, open(a["out"], "w"), indent=1)
 """
 
 RUNS = {"kernelc": ("kernelc", {}), "kernelc_sync": ("kernelc", {"KERNELC_WGMMA_ASYNC": "0"}),
-        "kernelc_nofence": ("kernelc", {}), "triton": ("triton", {})}
+        "triton": ("triton", {})}
 
 
 def run(label: str, mod: str, triton_site: str, timeout: int):
@@ -97,8 +89,7 @@ def run(label: str, mod: str, triton_site: str, timeout: int):
     env = dict(os.environ, **extra, TRITON_CACHE_DIR=os.path.join(work, "tc"), KERNELC_CACHE_DIR=os.path.join(work, "kc"))
     if impl == "triton" and triton_site:
         env["PYTHONPATH"] = triton_site + os.pathsep + env.get("PYTHONPATH", "")
-    payload = dict(impl=impl, label=label, mod=mod, sizes=SIZES, configs=CONFIGS, out=out,
-                   nofence=label == "kernelc_nofence")
+    payload = dict(impl=impl, label=label, mod=mod, sizes=SIZES, configs=CONFIGS, out=out)
     try:
         r = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(payload)], env=env, cwd=work, timeout=timeout,
                            capture_output=True, text=True)
@@ -120,7 +111,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tutorials", default=os.path.join(ROOT, ".ext", "tutorials"))
     ap.add_argument("--triton-site", default="")
-    ap.add_argument("--runs", default="kernelc,kernelc_sync,kernelc_nofence,triton")
+    ap.add_argument("--runs", default="kernelc,kernelc_sync,triton")
     ap.add_argument("--timeout", type=int, default=60, help="seconds per run")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "t03_configs.json"))
     a = ap.parse_args(argv)

@@ -8,7 +8,7 @@ For a loop ``scf.for {pipeline={stages=S, lookahead=L}}`` whose ringed loads all
     prologue, for s in 0..L-1: the loop's address chain re-evaluated at iteration s (cloned ops),
         async_copy %r, s, ptr [, mask], guard {vec=V}; async_commit_group
     scf.for ... iter_args(..., chain values L iterations ahead, read stage = 0, write stage = L):
-        async_wait_group {pending=L-1}; [fence_async_shared]; barrier
+        async_wait_group {pending=L-1}; barrier
         the chain at iteration i+L, async_copy into the write stage, async_commit_group
         %t = ring_read %r, read stage          (replaces the load: the dot reads stage i in place)
         read/write stage + 1 mod S             (ordinary add / cmpi / select)

@@ -217,10 +217,11 @@ class RingExpander:
             loop.results.append(Value(t.type, loop, len(loop.results)))
         head: List[Op] = []
         if self.cp:
+            # no fence.proxy.async before the wgmmas that read the stage: neither Triton 3.6 nor CUTLASS's sm90
+            # cp.async + GMMA mainloops emit one after cp.async's own completion wait, and the per-iteration
+            # MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S it costs measured up to 16% on an H200 (tutorial 03, 64x256x32,
+            # docs/triton-tutorials.md, "03 matmul"); registers stored by st.shared still get theirs
             self._op(head, "async_wait_group", [], [], {"pending": LA - 1})
-            if any(o.name == "dot" and id(o) in plan.wgmma for o in body.ops):
-                # wgmma reads shared memory through the async proxy: order the cp.async writes before it
-                self._op(head, "fence_async_shared", [], [])
             self._op(head, "barrier", [], [])
         if self.tma:
             bar = self._op(head, "mbarrier_at", [bars, rd], [int32]).results[0]
