@@ -253,11 +253,14 @@ def test_gpu_tutorial_shaped_backward_with_ring_views(views, causal, D):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("needs an sm_90 GPU")
+    from kernelc.runtime.launcher import get_state
+    get_state(FB.fused_attn_bwd)["cache"].clear()  # the knob is read at compile time
     torch.manual_seed(0)
     q, k, v, do = (torch.randn(1, 2, 1024, D, device="cuda", dtype=torch.float16) * 0.5 for _ in range(4))
     sm_scale = D ** -0.5
-    ref = FB.reference(q, k, v, do, causal, sm_scale)
     got = FB.run(q, k, v, do, causal, sm_scale)
-    for name, g, r in zip(("dq", "dk", "dv"), got, ref):
-        err = float((g.float() - r).abs().max())
-        assert err < 2e-2, f"{name}: max abs error {err}"
+    torch.cuda.synchronize()
+    ref = FB.reference(q, k, v, do, causal, sm_scale)
+    get_state(FB.fused_attn_bwd)["cache"].clear()
+    for g, r in zip(got, ref):
+        torch.testing.assert_close(g.float(), r, atol=2e-2, rtol=2e-2)
