@@ -68,7 +68,9 @@ def pointer_loads(monkeypatch):
 
 
 def _loop_sass(sass: str):
-    """SASS opcodes of each innermost loop holding an HGMMA (label .. backward branch), in program order."""
+    """SASS opcodes of each innermost loop holding an HGMMA (label .. backward branch), in program order. A
+    loop whose span holds another loop's backward branch is dropped: an enclosing loop, or a wait's retry
+    path placed after the loop that branches back into its body."""
     ops, labels, pending = [], {}, []
     for ln in sass.splitlines():
         m = re.match(r"\s*(\.L_x_\d+):", ln)
@@ -81,17 +83,12 @@ def _loop_sass(sass: str):
                 labels[lb] = len(ops)
             pending = []
             ops.append(re.sub(r"^@!?U?P\w+\s+", "", m.group(1).rstrip(" ;")))
-    loops = []
+    spans = []
     for i, o in enumerate(ops):
         m = re.match(r"BRA\s+.*`\((\.L_x_\d+)\)", o)
         if m and labels.get(m.group(1), i + 1) <= i and any(x.startswith("HGMMA") for x in ops[labels[m.group(1)]:i]):
-            loops.append(ops[labels[m.group(1)]:i + 1])
-    return [lp for lp in loops if not any(o is not lp and len(o) < len(lp) and _within(o, lp) for o in loops)]
-
-
-def _within(inner, outer) -> bool:
-    n = len(inner)
-    return any(outer[i:i + n] == inner for i in range(len(outer) - n + 1))
+            spans.append((labels[m.group(1)], i))
+    return [ops[lo:hi + 1] for lo, hi in spans if not any((a, b) != (lo, hi) and lo <= b < hi for a, b in spans)]
 
 
 def _count(loop, prefix):

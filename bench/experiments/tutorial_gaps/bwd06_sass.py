@@ -13,8 +13,9 @@ Per variant and compiler: registers, local memory (frame), shared memory, blocks
 registers, 228 KB of shared memory), whole-kernel SASS counts, and per loop that holds an MMA (the body
 between a label and the backward branch to it, in program order): HGMMA/HMMA counts and shapes, the
 ``WARPGROUP.DEPBAR`` waits, MUFU.EX2, TMA (UTMALDG), cp.async (LDGSTS), mbarrier ops (SYNCS), BAR.SYNC, LDSM,
-LDS/STS, LDG, local-memory traffic (LDL/STL), and the instruction total. Nothing here is a test
-(docs/triton-tutorials.md, "06 backward").
+LDS/STS, LDG, local-memory traffic (LDL/STL), and the instruction total. ``--off-knob KERNELC_RING_VIEWS``
+also compiles kernelc with that knob off (``kernelc_off``: the code before the fix). ``--table`` prints the
+comparison as Markdown. Nothing here is a test (docs/triton-tutorials.md, "06 backward").
 """
 from __future__ import annotations
 
@@ -82,8 +83,9 @@ def mma_loops(sass_text: str) -> list:
             body = instrs[lo:i + 1]
             if any(x.startswith(("HGMMA", "HMMA")) for x in body):
                 loops.append((lo, i, body))
-    # keep the innermost: drop a loop that contains another MMA loop
-    inner = [lp for lp in loops if not any(o is not lp and lp[0] <= o[0] and o[1] <= lp[1] for o in loops)]
+    # keep the innermost: drop a loop whose span holds another loop's backward branch (an enclosing loop, or
+    # a wait's retry path after the loop that branches back into its body)
+    inner = [lp for lp in loops if not any(o is not lp and lp[0] <= o[1] < lp[1] for o in loops)]
     return [dict(profile(b), start=lo, end=hi) for lo, hi, b in inner]
 
 
@@ -147,6 +149,31 @@ def _triton(site, mod_path, sig, cx):
     return {"shared": res["shared"], "version": res["version"]}, bytes.fromhex(res["cubin"]), res["ptx"]
 
 
+TABLE_KEYS = ("HGMMA", "WARPGROUP.DEPBAR", "UTMALDG", "LDGSTS", "SYNCS", "BAR.SYNC", "LDS", "STS", "LDG", "LDL", "STL",
+              "total")
+
+
+def table(rows) -> str:
+    """Markdown: per variant and compiler the kernel's resources, then per MMA loop the counts of TABLE_KEYS."""
+    out = ["| variant | compiler | regs | local B | shared B | blocks/SM | SASS |", "|---|---|---:|---:|---:|---:|---:|"]
+    loops = ["| variant | compiler | loop | " + " | ".join(TABLE_KEYS) + " |", "|---|---|---:|" + "---:|" * len(TABLE_KEYS)]
+    for r in rows:
+        var = f"d{r['head_dim']} {'causal' if r['causal'] else 'non-causal'}"
+        for impl in ("kernelc_off", "kernelc", "triton"):
+            x = r.get(impl)
+            if x is None:
+                continue
+            name = {"kernelc_off": "kernelc, knob off", "kernelc": "kernelc"}.get(impl, "Triton 3.6")
+            if "error" in x:
+                out.append(f"| {var} | {name} | error: {x['error'][:80]} | | | | |")
+                continue
+            out.append(f"| {var} | {name} | {x['n_regs']} | {x['local_bytes']} | {x['shared']} | "
+                       f"{x['occupancy']['blocks']} | {x['kernel']['total']} |")
+            for i, lp in enumerate(x["loops"]):
+                loops.append(f"| {var} | {name} | {i + 1} | " + " | ".join(str(lp[k]) for k in TABLE_KEYS) + " |")
+    return "\n".join(out) + "\n\n" + "\n".join(loops)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("tutorial")
@@ -155,7 +182,12 @@ def main(argv=None) -> int:
     ap.add_argument("--json")
     ap.add_argument("--sass-dir", help="write each kernel's SASS and PTX here")
     ap.add_argument("--triton-site", default="/work/ext/triton_site")
+    ap.add_argument("--table", help="only print the Markdown tables of a JSON this script wrote")
+    ap.add_argument("--off-knob", help="also compile kernelc with this KERNELC_* knob set to 0 (row key 'kernelc_off')")
     args = ap.parse_args(argv)
+    if args.table:
+        print(table(json.load(open(args.table))))
+        return 0
     text = cpu_compare.kernel_module(args.tutorial)
     text = "\n".join(ln for ln in text.splitlines() if not ln.startswith("@triton.autotune"))
     mod_path = os.path.join(tempfile.mkdtemp(prefix="bwd06_"), "tut06_kernels.py")
@@ -168,12 +200,22 @@ def main(argv=None) -> int:
         cx = dict(BLOCKS, HEAD_DIM=d, CAUSAL=bool(causal))
         div = {n: 16 for n in DIV16}
         row = {"head_dim": d, "causal": bool(causal), "num_warps": WARPS, "num_stages": STAGES, **BLOCKS}
-        for impl in ("kernelc", "triton"):
-            if args.only and impl != args.only:
+        impls = ("kernelc", "kernelc_off", "triton") if args.off_knob else ("kernelc", "triton")
+        for impl in impls:
+            if args.only and impl.split("_")[0] != args.only:
                 continue
             try:
-                if impl == "kernelc":
-                    r, cubin, ptx = _kernelc(mod_path, SIG, cx, div)
+                if impl.startswith("kernelc"):
+                    saved = os.environ.get(args.off_knob or "")
+                    if impl == "kernelc_off":
+                        os.environ[args.off_knob] = "0"
+                    try:
+                        r, cubin, ptx = _kernelc(mod_path, SIG, cx, div)
+                    finally:
+                        if impl == "kernelc_off":
+                            os.environ.pop(args.off_knob) if saved is None else os.environ.__setitem__(args.off_knob, saved)
+                    if args.off_knob:
+                        r["knob"] = f"{args.off_knob}={'0' if impl == 'kernelc_off' else os.environ.get(args.off_knob, 'default')}"
                 else:
                     r, cubin, ptx = _triton(args.triton_site, mod_path, SIG, cx)
                 f = inspect_cubin(cubin).kernel(None)
