@@ -85,7 +85,7 @@ def loads_in_use_layout(fn: Function, loops_only: bool = True) -> Function:
     """Rewrite every ``convert_layout(expand_dims(load))`` the module docstring allows. Mutates ``fn``.
     ``loops_only=False`` (tests: the CPU simulator runs no loops) also rewrites loads outside loops."""
     from ...options import get
-    carried = get("KERNELC_PREFETCH_DOT_LOOPS")  # the prefetched rows that knob makes (and its A/B) keep main's code off
+    carried = get("KERNELC_PREFETCH_DOT_LOOPS")  # the knob that makes such rows; off, the code stays as it was
     uses = _uses(fn)
     for cvt in [op for op in fn.walk() if op.name == "convert_layout"]:
         exp = cvt.operands[0].op
