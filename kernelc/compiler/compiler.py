@@ -214,7 +214,8 @@ TILE_PASSES = (
     TilePass("narrow_loop_carries", lambda f, c: narrow_loop_carries(f)),
     # before the load prefetch: the casts it inserts decide which loads feed dots directly
     TilePass("upcast_fp8_dots", lambda f, c: upcast_fp8_dots(f, c.capability, c.notes)),
-    TilePass("pipeline_loads", lambda f, c: pipeline_loads(f, c.num_warps, c.notes), lambda c: c.pipeline_loads),
+    TilePass("pipeline_loads", lambda f, c: pipeline_loads(f, c.num_warps, c.notes, kernel_stages=c.num_stages),
+             lambda c: c.pipeline_loads),
     TilePass("simplify", lambda f, c: simplify(f), lambda c: c.pipeline_loads),
     # atomics whose old value nobody reads skip its broadcast (passes/atomic_results.py)
     TilePass("mark_unused_atomic_results", lambda f, c: mark_unused_atomic_results(f)),

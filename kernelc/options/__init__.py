@@ -145,6 +145,16 @@ KNOBS: Tuple[Knob, ...] = (
          "other share bytes: offsets by live range, a barrier before a loop whose buffers reuse bytes "
          "(passes/smem_offsets.py; on since the H200 run of 2026-11-27: tutorial 06's d128 causal backward fits)",
          compile=True, field="smem_reuse"),
+    Knob("KERNELC_RING_VIEWS", "bool", True,
+         "a tile that several dots of a pipelined loop read, directly and through a transpose, joins the loop's ring "
+         "once: trans(trans(x)) folds to x (passes/simplify.py) and a cp.async ring stage serves every view, as a TMA "
+         "ring's does (passes/schedule.py; tutorial 06's backward: q^T and k^T; docs/triton-tutorials.md)",
+         compile=True, field="ring_views"),
+    Knob("KERNELC_PREFETCH_DOT_LOOPS", "bool", False,
+         "register prefetch (passes/pipeline_loads.py) also in loops the kernel's num_stages pipelines (a dot, no "
+         "num_stages of their own) and of loads that reach a dot only through arithmetic (tutorial 06's backward: "
+         "the log-sum-exp and Delta rows of its dK/dV loop); opt-in until measured on a GPU", compile=True,
+         field="prefetch_dot_loops"),
     Knob("KERNELC_FLATTEN_LOOPS", "bool", False,
          "flatten a tile loop and its K loop into one loop where the kernel asks (tl.range(..., flatten=True)), so a "
          "ring runs across tiles (opt-in until checked on a GPU)", compile=True, field="flatten_loops"),
@@ -200,6 +210,8 @@ class CompileOptions:
     tma_write_guard: str = "reduce"
     exp2_ftz: bool = True
     smem_reuse: bool = True
+    ring_views: bool = True
+    prefetch_dot_loops: bool = False
     flatten_loops: bool = False
     pipeline_loads: bool = True
     assembler: str = "nvjitlink"

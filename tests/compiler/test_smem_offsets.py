@@ -215,7 +215,9 @@ def test_tutorial_06_backward_fits_an_h100(reuse, monkeypatch):
     """Our kernel in the shape of tutorial 06's ``_attn_bwd`` at its configuration (HEAD_DIM 128, causal,
     4 warps, 5 stages): 263168 bytes of shared memory without the pass (over the H100's 232448), 115712 with
     it -- K and V (in place, 64 KB) and the largest ring (40 KB) of the dK/dV loops, then Q and dO (staged,
-    64 KB) and the largest ring of the dQ loops in the same bytes (Triton 3.6: 148480)."""
+    64 KB) and the largest ring of the dQ loops in the same bytes (Triton 3.6: 148480). With
+    KERNELC_RING_VIEWS off: Q^T and K^T are not ringed (tests/compiler/test_ring_views.py has them ringed)."""
+    monkeypatch.setenv("KERNELC_RING_VIEWS", "0")
     div = dict(stride_bh=16, stride_tok=16, N_CTX=16)
     cx = dict(FB.CONFIG, D=128, CAUSAL=True)
     ck = kcompile(FB.fused_attn_bwd, FB.SIG, cx, "sm_90a", 4, 5, divisibility=div)

@@ -150,10 +150,13 @@ def smem_servable(lw: Lowering, dot: Op, idx: int, trans: bool, elt) -> bool:
     return not trans or elt.itemsize == 2
 
 
-def operand_orientation(is_a: bool, through_trans: bool) -> bool:
-    """The SmemOperand ``trans`` flag of a loaded tile used as operand A ([M, K]) or B ([K, N]): the
-    tile's rows are its dim 0, so A is K-major unless transposed, B is N-major unless transposed."""
-    return through_trans if is_a else not through_trans
+def operand_orientation(is_a: bool, through_trans: bool, row_dim: int = 0) -> bool:
+    """The SmemOperand ``trans`` flag of a tile in shared memory used as operand A ([M, K]) or B ([K, N]),
+    directly or ``through_trans`` (a 2-D ``trans`` view). ``row_dim``: the tile dim laid along the buffer's
+    rows (the other is contiguous): 0 for a TMA box, so A is K-major unless transposed, B is N-major unless
+    transposed; a cp.async ring stage stores the dim its first reader chose (codegen/pipeline.py ``Ring``)."""
+    rows_of_view = row_dim ^ int(bool(through_trans))   # the view's dim along the rows
+    return rows_of_view == 1 if is_a else rows_of_view == 0
 
 
 # -- tiles between registers and shared memory -----------------------------------------------------

@@ -157,8 +157,9 @@ def lower_ring_read(lw: Lowering, op: Op) -> None:
     base = ring.stage_base(lw, lw.scalar(op.operands[1]))
     sm = T.box_smem(ring.box, base) if isinstance(ring, TmaRing) else ring.geom.at(base)
     trans = ring.trans
-    if "operand" in op.attrs:  # another view of a shared TMA tile (passes/rings.py): its own orientation
-        trans = operand_orientation(op.attrs["operand"] == "a", op.attrs["transposed"])
+    if "operand" in op.attrs:  # another view of a ringed tile (passes/rings.py): its own orientation
+        row_dim = 0 if isinstance(ring, TmaRing) else ring.dims[0]
+        trans = operand_orientation(op.attrs["operand"] == "a", op.attrs["transposed"], row_dim)
     lw.smem_operands[op.results[0].id] = (sm, trans)
 
 

@@ -369,10 +369,14 @@ def _schedule(op: Op) -> List[str]:
             errs.append("a pipelined loop needs at least one load its ring copies (or a ring_read)")
     elif p is not None:
         ring = p.get("ring") if isinstance(p, dict) else None
-        if ring not in RINGS or (op.name == "load") != (ring == "cp.async"):
-            errs.append(f"{op.name} cannot join a {ring!r} ring (cp.async: load; tma: descriptor_load, trans)")
-        elif ring == "cp.async" and not (isinstance(p.get("vec"), int) and p["vec"] > 0
-                                         and p["vec"] & (p["vec"] - 1) == 0):
+        joins = {"cp.async": ("load", "trans"), "tma": ("descriptor_load", "trans")}.get(ring, ())
+        if ring not in RINGS or op.name not in joins:
+            errs.append(f"{op.name} cannot join a {ring!r} ring (cp.async: load, trans; tma: descriptor_load, trans)")
+        elif op.name == "trans" and (op.operands[0].op is None or
+                                     ((op.operands[0].op.attrs.get("pipeline") or {}).get("ring") != ring)):
+            errs.append(f"a trans joins the {ring!r} ring of the tile it views, which is not ringed so")
+        elif op.name == "load" and not (isinstance(p.get("vec"), int) and p["vec"] > 0
+                                        and p["vec"] & (p["vec"] - 1) == 0):
             errs.append(f"a cp.async load needs a power-of-two vec, got {p.get('vec')!r}")
         if loop is None or not loop.attrs.get("pipeline"):
             errs.append("a ringed load must sit directly in a pipelined loop")

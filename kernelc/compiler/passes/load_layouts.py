@@ -9,6 +9,9 @@ which layout assignment then takes) and removes the conversion. The threads that
 read the same address; a warp's lanes that do share one request, so the cost is a few more load
 instructions in place of the round trip through shared memory.
 
+With KERNELC_PREFETCH_DOT_LOOPS, a row register prefetch carries into the loop (``pipeline_loads``: loaded
+before the loop and, for the next trip, in the body) moves the same way: both loads take the layout.
+
 Only this pattern moves: ``load`` (1-D, at most MAX_ELEMS elements, its result read only by an
 ``expand_dims`` that only a ``convert_layout`` reads) in the body of a ``for`` loop, whose address and
 mask are index math (materialised in any layout), and only when the target layout keeps the new axis of
@@ -59,15 +62,49 @@ def _flexible(v: Value) -> bool:
     return True
 
 
+def _carried_loads(arg: Value, uses, exp: Op):
+    """(load before the loop, load in the body) of a loop-carried 1-D row that ``exp`` alone reads, as register
+    prefetch leaves it (the prologue's load is the loop's init, the body's is yielded), or None."""
+    blk = exp.block
+    loop = blk.parent if blk is not None else None
+    j = next((i for i, a in enumerate(blk.args[1:]) if a is arg), None) if blk is not None else None
+    if loop is None or loop.name != "scf.for" or j is None or len(uses.get(arg.id, [])) != 1:
+        return None
+    init, y = loop.operands[3 + j], blk.ops[-1].operands[j]
+    loads = [init.op, y.op]
+    shape = shape_of(arg.type)
+    if any(x is None or x.name != "load" or "layout" in x.attrs or x.attrs.get("pipeline") for x in loads) \
+            or len(shape) != 1 or shape[0] > MAX_ELEMS or loads[1].block is not blk \
+            or len(uses.get(init.id, [])) != 1 or len(uses.get(y.id, [])) != 1 \
+            or not all(_flexible(o) for x in loads for o in x.operands):
+        return None
+    return loads
+
+
 def loads_in_use_layout(fn: Function, loops_only: bool = True) -> Function:
     """Rewrite every ``convert_layout(expand_dims(load))`` the module docstring allows. Mutates ``fn``.
     ``loops_only=False`` (tests: the CPU simulator runs no loops) also rewrites loads outside loops."""
+    from ...options import get
+    carried = get("KERNELC_PREFETCH_DOT_LOOPS")  # the knob that makes such rows; off, the code stays as it was
     uses = _uses(fn)
     for cvt in [op for op in fn.walk() if op.name == "convert_layout"]:
         exp = cvt.operands[0].op
         if exp is None or exp.name != "expand_dims" or len(uses.get(exp.results[0].id, [])) != 1:
             continue
         ld = exp.operands[0].op
+        if ld is None and carried and _carried_loads(exp.operands[0], uses, exp) is not None:
+            # register prefetch (passes/pipeline_loads.py): the row is loaded before the loop and reloaded in the
+            # body for the next trip; both loads take the layout, so the carried value needs no conversion
+            loads = _carried_loads(exp.operands[0], uses, exp)
+            axis = exp.attrs["axis"]
+            want = cvt.attrs["layout"]
+            if any(b[axis] != 0 for b in want.reg + want.lane + want.warp):
+                continue
+            for x in loads:
+                x.attrs["layout"] = want.sliced(axis)
+            replace_all_uses(fn.body, cvt.results[0], exp.results[0])
+            cvt.block.ops.remove(cvt)
+            continue
         if ld is None or ld.name != "load" or "layout" in ld.attrs or ld.attrs.get("pipeline"):
             continue
         shape = shape_of(ld.results[0].type)

@@ -37,18 +37,28 @@ MAX_PREFETCH_REGS = 64
 
 
 def pipeline_loads(fn: Function, num_warps: int = 4, notes: Optional[List[str]] = None,
-                   max_regs: int = MAX_PREFETCH_REGS) -> Function:
+                   max_regs: int = MAX_PREFETCH_REGS, kernel_stages: Optional[int] = None) -> Function:
     """Prefetch eligible loads of ``scf.for`` loops with ``num_stages >= 2`` one iteration ahead.
+
+    With KERNELC_PREFETCH_DOT_LOOPS, ``kernel_stages`` (the kernel's ``num_stages``) applies to a loop with a
+    dot and no ``num_stages`` of its own (the ring passes pipeline it at that many stages), and only loads a
+    dot reads directly (or through ``trans``/``convert_layout``) are left to the rings: a load that reaches a
+    dot through arithmetic (tutorial 06's log-sum-exp and Delta rows in its dK/dV loop) is prefetched too.
 
     Mutates and returns ``fn``; run ``simplify`` afterwards to share the cloned index arithmetic.
     ``notes`` (if given) receives one line per load that was prefetched or deliberately skipped.
     """
+    from ...options import get
+    dot_loop_stages = kernel_stages if get("KERNELC_PREFETCH_DOT_LOOPS") else None
     loops = [op for op in fn.walk() if op.name == "scf.for"]
     for loop in reversed(loops):  # inner loops first
         stages = loop.attrs.get("num_stages")
+        if stages is None and dot_loop_stages is not None and any(o.name == "dot" for o in loop.regions[0].ops):
+            stages = dot_loop_stages
         if stages is None or stages < 2 or loop.attrs.get("prefetched"):
             continue
-        n = _pipeline_loop(fn, loop, num_warps, max_regs, notes)
+        n = _pipeline_loop(fn, loop, num_warps, max_regs, notes, stages,
+                           _read_by_dot if dot_loop_stages is not None else _feeds_dot)
         if n:
             loop.attrs["prefetched"] = n
     return fn
@@ -57,7 +67,7 @@ def pipeline_loads(fn: Function, num_warps: int = 4, notes: Optional[List[str]] 
 # -- the transformation ----------------------------------------------------------------------------
 
 
-def _pipeline_loop(fn: Function, loop: Op, num_warps: int, max_regs: int, notes) -> int:
+def _pipeline_loop(fn: Function, loop: Op, num_warps: int, max_regs: int, notes, stages: int, ringed) -> int:
     body = loop.regions[0]
     parent = _parent_block(fn, loop)
     if parent is None or body.terminator is None or body.terminator.name != "scf.yield":
@@ -71,8 +81,8 @@ def _pipeline_loop(fn: Function, loop: Op, num_warps: int, max_regs: int, notes)
         where = f"{ld.loc.file}:{ld.loc.line}"
         if ld.attrs.get("volatile"):
             continue
-        if _feeds_dot(body, ld.results[0]):
-            continue  # the cp.async pipeline of the lowering owns it
+        if ringed(body, ld.results[0]):
+            continue  # the rings of schedule_pipelines own it
         lroots = roots.of(ld.operands[0])
         if writes and (lroots is None or any(w is None or (w & lroots) for w in write_roots)):
             _note(notes, f"{where}: load not prefetched: the loop stores through a pointer that may alias it")
@@ -88,7 +98,7 @@ def _pipeline_loop(fn: Function, loop: Op, num_warps: int, max_regs: int, notes)
         budget -= regs
         _rewrite(loop, parent, ld, *plan)
         done += 1
-        _note(notes, f"{where}: load prefetched one iteration ahead (num_stages={loop.attrs['num_stages']})")
+        _note(notes, f"{where}: load prefetched one iteration ahead (num_stages={stages})")
     return done
 
 
@@ -243,6 +253,17 @@ def _feeds_dot(body: Block, v: Value) -> bool:
             tainted.update(r.id for r in op.results)
             for r in op.regions:
                 tainted.update(a.id for a in r.args)
+    return False
+
+
+def _read_by_dot(body: Block, v: Value) -> bool:
+    """Whether a dot of the body reads ``v`` as its A or B operand, directly or through ``trans`` /
+    ``convert_layout`` views (the loads ``schedule_pipelines`` may ring)."""
+    for op in _walk(body):
+        if op.name == "dot" and v.id in (op.operands[0].id, op.operands[1].id):
+            return True
+        if op.name in ("trans", "convert_layout") and op.operands[0].id == v.id and _read_by_dot(body, op.results[0]):
+            return True
     return False
 
 

@@ -19,8 +19,18 @@ class RingExpander:
     ``schedule_ir.ringed_operands`` lists them; either may be empty (not both)."""
 
     def __init__(self, ctx, loop: Op, cp, tma=()):
-        self.ctx, self.loop, self.cp = ctx, loop, cp
+        self.ctx, self.loop = ctx, loop
         self.plan, self.axis = ctx.plan, ctx.axis
+        # a cp.async load several dots read has one ring, laid out for its first direct reader (``cp`` keeps
+        # that entry); ``cp_views`` every other value the dots read of it (the load, or a trans of it)
+        self.cp, self.cp_views, first = [], [], {}
+        for ld, _, _, _ in cp:
+            if id(ld) not in first:
+                first[id(ld)] = len(self.cp)
+                self.cp.append(next(c for c in cp if c[0] is ld and c[3] is None))
+        for ld, _, is_a, via in cp:
+            if via is not None and all(v is not via.results[0] for v, _, _, _ in self.cp_views):
+                self.cp_views.append((via.results[0], first[id(ld)], is_a, via))
         # a TMA tile several dots read (directly or through one trans each) has one ring: ``tma`` keeps its
         # first reader's entry, ``views`` every distinct (value the dots read, ring index, is_a, via)
         self.tma, self.views, seen_src, seen_view = [], [], {}, set()
@@ -48,7 +58,8 @@ class RingExpander:
         return reads
 
     def _ringed_ops(self):
-        return {id(t) for t, _, _, _ in self.tma} | {id(via) for _, _, _, via in self.views if via is not None}
+        return {id(t) for t, _, _, _ in self.tma} | {id(via) for _, _, _, via in self.views if via is not None} | \
+            {id(ld) for ld, _, _, _ in self.cp} | {id(via) for _, _, _, via in self.cp_views}
 
     def _like(self, new: Value, old: Value) -> None:
         """``new`` stands for ``old`` (another iteration, a stage): same layout and axis facts."""
@@ -244,6 +255,11 @@ class RingExpander:
             t = self._op(head, "ring_read", [ring, rd], [ld.results[0].type]).results[0]
             self._like(t, ld.results[0])
             reads.append((ld.results[0], t))
+        for v, k, is_a, via in self.cp_views:  # another view of a ringed load: its own orientation
+            t = self._op(head, "ring_read", [rings[k], rd], [v.type], {"operand": "a" if is_a else "b",
+                                                                       "transposed": True}).results[0]
+            self._like(t, v)
+            reads.append((v, t))
         nxt = [env.get(yld.operands[i].id, yld.operands[i]) for i in carried_idx]
         stages, wraps = [], []
         for st in (rd, wr):
@@ -260,7 +276,7 @@ class RingExpander:
             # stage they overwrite (the one the previous iteration read)
             self._op(tail, "barrier", [], [])
             self._tma_copies(tail, trings, bars, env, wr, guard, steady=True)
-        ringed = {id(ld) for ld, _, _, _ in self.cp} | self._ringed_ops()
+        ringed = self._ringed_ops()
         kept = [o for o in body.ops[:-1] if id(o) not in ringed]
         if after_dots:
             last = max(i for i, o in enumerate(kept) if o.name == "dot" and o.attrs.get("wgmma") == "async")

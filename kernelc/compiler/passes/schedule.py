@@ -66,36 +66,52 @@ def _facts(fn: Function, ctx) -> _Facts:
 # -- schedule_pipelines -----------------------------------------------------------------------------
 
 
-def _cp_async_loads(f: _Facts, body: Block, defs, uses) -> List[Tuple[Op, int]]:
-    """(load, vector width) of plain loads that feed one dot operand only and cp.async can copy."""
+def _cp_async_loads(f: _Facts, body: Block, defs, uses) -> List[Tuple[Op, int, Optional[Op]]]:
+    """(load, vector width, trans or None) per dot operand that reads a plain load cp.async can copy.
+
+    A load joins the ring when every use is an operand of a dot of this loop body, directly or through one
+    2-D ``trans`` view with no other use, and one reader reads it directly: that reader's layout choice
+    (``choose_trans``) fixes which tile dim runs along the stage's rows, and every other view reads the
+    same bytes in the orientation that follows (``operand_orientation``). Several readers only on wgmma
+    (the attention backward's dQ loop reads K^T as the B of Q K^T and, transposed, of dS K)."""
     out = []
-    for o in body.ops:
-        if o.name != "dot" or id(o) in f.plan.dot_fma or f.plan.get(o.results[0]) is None:
+    top = {id(o) for o in body.ops}
+    views = get("KERNELC_RING_VIEWS")
+    for lop in body.ops:
+        if lop.name != "load":
             continue
-        for idx in (0, 1):
-            v = o.operands[idx]
-            lop = defs.get(v.id)
-            if lop is None or lop.name != "load":
+        readers = in_place_readers(uses, lop.results[0])
+        if not readers or not all(d.name == "dot" and id(d) in top and i in (0, 1) and id(d) not in f.plan.dot_fma
+                                  and f.plan.get(d.results[0]) is not None for d, i, _ in readers):
+            continue
+        direct = [(d, i) for d, i, via in readers if via is None]
+        if not direct or (len(readers) > 1 and (not views or any(id(d) not in f.plan.wgmma for d, _, _ in readers))):
+            continue
+        if len(lop.operands) > 2:
+            other = f.defs.get(lop.operands[2].id)
+            if other is None or other.name != "constant" or other.attrs["value"] != 0:
                 continue
-            if any(u is not o or i != idx for u, i in uses.get(v.id, [])):
-                continue  # the loaded tile is used elsewhere too
-            if len(lop.operands) > 2:
-                other = f.defs.get(lop.operands[2].id)
-                if other is None or other.name != "constant" or other.attrs["value"] != 0:
-                    continue
-            # cp.async copies at least 4 bytes, along the shared-memory row (it cannot transpose: an fp32
-            # B with N contiguous is stored K-major for tf32, so it keeps the register path)
-            elt = scalar_of(lop.results[0].type)
-            L = f.plan.get(lop.results[0])
-            mask = lop.operands[1] if len(lop.operands) > 1 else None
-            vec = vector_width(f, lop.operands[0], mask, L, elt.itemsize)
-            run_dim = next((d for d in range(L.rank) if L.reg and L.reg[0][d]), None)
-            is_a = idx == 0
-            trans = choose_trans(L, elt.itemsize, is_a)
-            row_col = ((1, 0) if trans else (0, 1)) if is_a else ((0, 1) if trans else (1, 0))
-            if vec * elt.itemsize < 4 or elt.name not in MMA_SHAPES or run_dim != row_col[1]:
+        # cp.async copies at least 4 bytes, along the shared-memory row (it cannot transpose: an fp32
+        # B with N contiguous is stored K-major for tf32, so it keeps the register path)
+        elt = scalar_of(lop.results[0].type)
+        L = f.plan.get(lop.results[0])
+        mask = lop.operands[1] if len(lop.operands) > 1 else None
+        vec = vector_width(f, lop.operands[0], mask, L, elt.itemsize)
+        run_dim = next((d for d in range(L.rank) if L.reg and L.reg[0][d]), None)
+        is_a = direct[0][1] == 0
+        trans = choose_trans(L, elt.itemsize, is_a)
+        row_col = ((1, 0) if trans else (0, 1)) if is_a else ((0, 1) if trans else (1, 0))
+        if vec * elt.itemsize < 4 or elt.name not in MMA_SHAPES or run_dim != row_col[1]:
+            continue
+        if len(readers) > 1:
+            seen = {}
+            ok = True
+            for d, i, via in readers:
+                t = operand_orientation(i == 0, via is not None, row_col[0])
+                ok = ok and smem_servable(f, d, i, t, elt) and seen.setdefault((via or lop).results[0].id, t) == t
+            if not ok:
                 continue
-            out.append((lop, vec))
+        out += [(lop, vec, via) for _, _, via in readers]
     return out
 
 
@@ -228,7 +244,8 @@ def _schedule_loop(f: _Facts, op: Op) -> None:
     tma = _tma_loads(f, body, defs, uses)
     if not cp and not tma:
         return
-    if address_chain(op, [ld for ld, _ in cp], [t for t, _ in tma]) is None:
+    cp_loads = list({id(ld): ld for ld, _, _ in cp}.values())
+    if address_chain(op, cp_loads, [t for t, _ in tma]) is None:
         return
     tma_values = {(via or t).results[0].id for t, via in tma}
     dots, lookahead = async_dots(f, op, bool(cp), bool(tma), tma_values, staged_outside=True)
@@ -237,8 +254,10 @@ def _schedule_loop(f: _Facts, op: Op) -> None:
         # the stage a copy overwrites is the one the wgmma left in flight last iteration was reading:
         # the copies go after this iteration's dots, whose wait_group 1 retires it (docs/schedule-ir.md)
         op.attrs["pipeline"]["refill"] = REFILL_AFTER_DOTS
-    for ld, vec in cp:
+    for ld, vec, via in cp:
         ld.attrs["pipeline"] = {"ring": CP_ASYNC, "vec": vec}
+        if via is not None:
+            via.attrs["pipeline"] = {"ring": CP_ASYNC}
     for t, via in tma:
         t.attrs["pipeline"] = {"ring": TMA}
         if via is not None:

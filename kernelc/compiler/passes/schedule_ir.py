@@ -94,7 +94,8 @@ def address_chain(loop: Op, cp_loads: List[Op], tma_loads: List[Op]):
 def ringed_operands(loop: Op):
     """(cp.async loads, TMA loads) of a loop as ``schedule_pipelines`` tagged them, in the order the
     ring lays them out: dots in body order, operand A before B. Each entry is (load, dot, is_a, via)
-    where ``via`` is the 2-D ``trans`` a TMA tile is read through (or None)."""
+    where ``via`` is the 2-D ``trans`` the ringed tile is read through (or None); a tile several dots
+    read has an entry per reader."""
     body = loop.regions[0]
     defs = body_defs(body)
     cp, tma = [], []
@@ -103,12 +104,12 @@ def ringed_operands(loop: Op):
             continue
         for idx in (0, 1):
             src, via = defs.get(o.operands[idx].id), None
-            if src is not None and src.name == "trans" and ring_of(src) == TMA:
+            if src is not None and src.name == "trans" and ring_of(src) in (TMA, CP_ASYNC):
                 via, src = src, defs.get(src.operands[0].id)
             if src is None:
                 continue
             if src.name == "load" and ring_of(src) == CP_ASYNC:
-                cp.append((src, o, idx == 0, None))
+                cp.append((src, o, idx == 0, via))
             elif src.name == "descriptor_load" and ring_of(src) == TMA:
                 tma.append((src, o, idx == 0, via))
     return cp, tma

@@ -63,7 +63,10 @@ def _fold(op: Op):
 
 
 def _identity(op: Op) -> Optional[Value]:
-    """x + 0, x * 1, x - 0 -> x (same type)."""
+    """x + 0, x * 1, x - 0 -> x (same type); trans(trans(x)) -> x when the two permutations cancel."""
+    if op.name == "trans":
+        from ...options import get
+        return _trans_of_trans(op) if get("KERNELC_RING_VIEWS") else None
     if len(op.operands) != 2 or not op.results:
         return None
     a, b = op.operands
@@ -79,6 +82,20 @@ def _identity(op: Op) -> Optional[Value]:
     if op.name == "addptr" and _const_value(b) == 0 and a.type == rt:
         return a
     return None
+
+
+def _trans_of_trans(op: Op) -> Optional[Value]:
+    """The tile ``op`` permutes back: a value read both as ``trans(x)`` and as ``trans(trans(x))`` (the
+    attention backward's q^T, read as the B of k q^T and, transposed back, of dS^T q) is then read as
+    ``x`` and ``trans(x)``, which the ring passes can serve from one shared-memory copy."""
+    inner = op.operands[0].op
+    if inner is None or inner.name != "trans" or op.attrs.get("layout") or inner.attrs.get("layout"):
+        return None
+    x = inner.operands[0]
+    p_in, p_out = list(inner.attrs.get("perm", [])), list(op.attrs.get("perm", []))
+    if len(p_in) != len(p_out) or x.type != op.results[0].type:
+        return None
+    return x if all(p_in[p_out[i]] == i for i in range(len(p_out))) else None
 
 
 def fold_constants(fn: Function) -> Function:

@@ -1,0 +1,84 @@
+"""``KERNELC_PREFETCH_DOT_LOOPS`` (passes/pipeline_loads.py, passes/load_layouts.py): register prefetch in a loop
+that the kernel's ``num_stages`` pipelines (a dot, no ``num_stages`` of its own) of a 1-D row that reaches the
+dots only through arithmetic -- tutorial 06's log-sum-exp row in its dK/dV loop (docs/triton-tutorials.md, "06
+backward at d64") -- loaded straight into the layout its reader converts it to, before the loop and in the
+body alike. Golden IR before -> after, the knob off (main's behaviour), and the loop's SASS."""
+import pytest
+
+import kernelc
+import kernelc.language as kl
+from kernelc.compiler.compiler import compile as kcompile
+from tests.compiler.filecheck import filecheck
+from tests.compiler.test_ring_views import _count, _loop_sass
+from tests.compiler.test_schedule_passes import _passes
+
+
+@kernelc.jit
+def lse_loop(Q, K, LSE, Out, stride, steps, BM: kl.constexpr, BN: kl.constexpr, D: kl.constexpr):
+    keys = kl.arange(0, BN)
+    cols = kl.arange(0, D)
+    k = kl.load(K + keys[:, None] * D + cols[None, :])
+    acc = kl.zeros([BN, D], dtype=kl.float32)
+    q_at = Q + kl.arange(0, BM)[:, None] * stride + cols[None, :]
+    m = 0
+    for _ in range(steps):
+        q = kl.load(q_at)
+        lse = kl.load(LSE + m + kl.arange(0, BM))
+        p_t = kl.math.exp2(kl.dot(k, kl.trans(q)) - lse[None, :])
+        acc += kl.dot(p_t.to(kl.float16), q)
+        m += BM
+        q_at += BM * stride
+    kl.store(Out + keys[:, None] * D + cols[None, :], acc)
+
+
+SIG = {"Q": "*fp16", "K": "*fp16", "LSE": "*fp32", "Out": "*fp32", "stride": "i32", "steps": "i32"}
+CX = dict(BM=32, BN=128, D=64)
+DIV = {"stride": 16}
+
+
+def test_the_row_is_prefetched_one_iteration_ahead_in_its_use_layout(monkeypatch):
+    monkeypatch.setenv("KERNELC_PREFETCH_DOT_LOOPS", "1")
+    ir, _, ctx = _passes(lse_loop, SIG, CX, num_stages=4, div=DIV, upto="loads_in_use_layout")
+    filecheck(ir["upcast_fp8_dots"], """
+        CHECK: = scf.for
+        CHECK: [[L:%\\d+]] = load {{%\\d+}} : <32xfp32>
+        CHECK: = dot
+    """)
+    filecheck(ir["pipeline_loads"], """
+        CHECK: [[L0:%\\d+]] = load {{%\\d+}}, {{%\\d+}} : <32xfp32>
+        CHECK: = scf.for {{.*}}, [[L0]] {prefetched=1} : <128x64xfp32>, {{.*}}<32xfp32>
+        CHECK-NEXT: ^body({{.*}}, [[CUR:%\\d+]]: <32xfp32>):
+        CHECK: [[N:%\\d+]] = load {{%\\d+}}, {{%\\d+}} : <32xfp32>
+        CHECK: = expand_dims [[CUR]] {axis=0} : <1x32xfp32>
+        CHECK: scf.yield {{.*}}, [[N]]
+    """)
+    assert any("load prefetched one iteration ahead (num_stages=4)" in n for n in ctx.notes)
+    # both loads take the layout the row is read in; the conversion in the body is gone
+    filecheck(ir["loads_in_use_layout"], """
+        CHECK: = load {{%\\d+}}, {{%\\d+}} {layout=#slice<{{.*}}>} : <32xfp32>
+        CHECK: = scf.for
+        CHECK: = load {{%\\d+}}, {{%\\d+}} {layout=#slice<{{.*}}>} : <32xfp32>
+        CHECK-NOT: convert_layout
+        CHECK: scf.yield
+    """)
+    assert "convert_layout" in ir["hoist_conversions"].split("scf.for", 1)[1].split("scf.yield")[0]
+
+
+def test_off_by_default_the_loop_is_left_alone(monkeypatch):
+    monkeypatch.delenv("KERNELC_PREFETCH_DOT_LOOPS", raising=False)
+    ir, _, _ = _passes(lse_loop, SIG, CX, num_stages=4, div=DIV, upto="pipeline_loads")
+    assert ir["pipeline_loads"] == ir["upcast_fp8_dots"]
+
+
+@pytest.mark.parametrize("knob", ["0", "1"])
+def test_the_prefetch_adds_no_barrier_to_the_loop(monkeypatch, knob):
+    """The loop keeps one barrier an iteration (its TMA ring's) and no shared-memory round trip with the
+    prefetch: the row's loads are the next iteration's, in the layout the dot's result is read in."""
+    monkeypatch.setenv("KERNELC_PREFETCH_DOT_LOOPS", knob)
+    ck = kcompile(lse_loop, SIG, CX, "sm_90a", 4, 4, divisibility=DIV)
+    loops = _loop_sass(ck.asm["sass"])
+    assert len(loops) == 1
+    lp = loops[0]
+    assert _count(lp, "LDG") > 0 and _count(lp, "UTMALDG") >= 1
+    assert _count(lp, "STS") == 0 and _count(lp, "LDS") == 0 and _count(lp, "BAR.SYNC") == 1
+    assert ("load prefetched one iteration ahead" in "\n".join(ck.compile_log)) == (knob == "1")
