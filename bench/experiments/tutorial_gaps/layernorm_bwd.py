@@ -236,7 +236,7 @@ def main(argv=None) -> int:
                 env["PYTHONPATH"] = a.triton_site + os.pathsep + env.get("PYTHONPATH", "")
             try:
                 p = subprocess.run([sys.executable, os.path.abspath(__file__), "--tutorials", a.tutorials,
-                                    "--n", a.n, "--child", impl], env=env, capture_output=True, text=True, timeout=240)
+                                    "--n", a.n, "--child", impl], env=env, capture_output=True, text=True, timeout=150)
             except subprocess.TimeoutExpired as e:
                 tail = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
                 print(f"{impl}: timed out\n{tail[-2000:]}", flush=True)
@@ -249,6 +249,7 @@ def main(argv=None) -> int:
                 continue
             res = json.loads(lines[-1][7:])
             raw.append(json.loads(lines[-1][7:]))
+            _write(best, raw)  # after each child: a run cut short by a timeout keeps what it measured
             res["rounds"] = 1
             cur = best.get(impl)
             if cur is None or "points" not in cur:
@@ -270,21 +271,25 @@ def main(argv=None) -> int:
                 for c, v in row["correct"].items():
                     cur["points"][n]["correct"][c] = cur["points"][n]["correct"][c] and v
     cols = ("bwd_gbps", "bwd_ms", "dx_ms", "dx_nolock_ms", "dwdb_ms", "host_us", "dx_regs")
-    print(f"{'N':>6s} {'impl':8s} " + " ".join(f"{c:>12s}" for c in cols) + "  kernel_us (profiler)  correct")
+    print(f"{'N':>6s} {'impl':13s} " + " ".join(f"{c:>12s}" for c in cols) + "  kernel_us (profiler)  correct")
     for n in ns:
         for impl in impls:
             r = best.get(impl, {}).get("points", {}).get(str(n))
             if not r or "error" in r:
-                print(f"{n:6d} {impl:8s} {(r or {}).get('error', 'no result')[-300:]}")
+                print(f"{n:6d} {impl:13s} {(r or {}).get('error', 'no result')[-300:]}")
                 continue
-            print(f"{n:6d} {impl:8s} " + " ".join(f"{r[c]:12.4g}" for c in cols)
-                  + f"  {json.dumps({k[-4:]: round(v, 1) if isinstance(v, float) else v for k, v in r['kernel_us'].items()})}  {r['correct']}")
+            print(f"{n:6d} {impl:13s} " + " ".join(f"{r[c]:12.4g}" for c in cols)
+                  + f"  {json.dumps({k.split('_')[-1]: round(v, 1) if isinstance(v, float) else v for k, v in r['kernel_us'].items()})}  {r['correct']}")
+    _write(best, raw)
+    return 0
+
+
+def _write(best, raw) -> None:
     for d in (os.path.join(HERE, "results"), os.environ.get("OUT")):
         if d:
             os.makedirs(d, exist_ok=True)
             with open(os.path.join(d, "layernorm_bwd.json"), "w") as f:
                 json.dump({"best": best, "runs": raw}, f, indent=1)
-    return 0
 
 
 if __name__ == "__main__":
