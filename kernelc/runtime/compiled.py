@@ -44,8 +44,18 @@ class WarmedKernel:
         """Triton loads the module here; kernelc loaded it when it compiled (nothing to do)."""
 
     def __getitem__(self, grid):
+        names = self.fn.arg_names
+        n_params = len(names)
+        launcher = self.fn[grid]
+        # every parameter passed by position (tutorial 02's launch, each call): only the options it was warmed
+        # up with are added; Python-level work per launch stays that of fn[grid](...)
+        opts_all = self.__dict__.get("_opts_all")
+        if opts_all is None:
+            opts_all = self._opts_all = {k: v for k, v in self.options.items() if k not in names}
+
         def launch(*args, **kwargs):
-            names = self.fn.arg_names
+            if not kwargs and len(args) == n_params:
+                return launcher(*args, **opts_all)
             if len(args) > len(names):
                 raise TypeError(f"{self.fn.__name__} takes {len(names)} arguments, {len(args)} were given")
             # arguments not passed are the constexprs it was compiled with

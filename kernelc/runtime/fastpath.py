@@ -66,7 +66,8 @@ def descriptor_part(d, specialize: bool = True) -> tuple:
 
 
 def make_binder(fn) -> Any:
-    """Generate ``fast(grid, <params>, num_warps=4, num_stages=3, stream=None, **kw)`` for ``fn``."""
+    """Generate ``fast(grid, <params>, num_warps=4, num_stages=3, num_ctas=1, stream=None, **kw)`` for ``fn``
+    (its ``warm_key`` attribute: the same binding, returning the launch key for ``JITFunction.warmup``)."""
     params = list(fn.signature.parameters.values())
     names = [p.name for p in params]
     for reserved in ("grid", "stream", "kw"):
@@ -75,6 +76,11 @@ def make_binder(fn) -> Any:
     # num_warps / num_stages may be kernel parameters too (the tutorial softmax): then the parameter
     # is also the option (see jit.SHARED_OPTIONS), so the generated signature has it only once
     opt_parts = [f"{o}={d}" for o, d in (("num_warps", 4), ("num_stages", 3)) if o not in names]
+    # Triton's num_ctas=1 (tutorial 05 passes it) is the default and changes nothing: it stays on the fast path
+    ctas_check = ""
+    if "num_ctas" not in names:
+        opt_parts.append("num_ctas=1")
+        ctas_check = "    if num_ctas != 1:\n        kw['num_ctas'] = num_ctas\n"
     if any(n.startswith("_") for n in names):
         return None  # could shadow the generated code's own names (_kc_*, _p_*, _cache, ...)
     defaults = {}
@@ -109,7 +115,7 @@ def make_binder(fn) -> Any:
     meta = ", ".join(f"'{n}': {n}" for n in names)
     src = f"""
 def fast(grid, {', '.join(sig_parts + opt_parts)}, stream=None, **kw):
-    if kw:
+{ctas_check}    if kw:
         return _slow(grid, ({', '.join(names)},), kw, num_warps, num_stages, stream)
     try:
 {chr(10).join("    " + ln for blk in pre for ln in blk.splitlines())}
@@ -152,6 +158,20 @@ def fast(grid, {', '.join(sig_parts + opt_parts)}, stream=None, **kw):
     _kc_ent.launch(_kc_g0, _kc_g1, _kc_g2, _kc_st{''.join(', ' + r for r in runtime)})
     return _kc_ent.compiled
 """
+    # what JITFunction.warmup memoises on: the launch key of these arguments, computed as the launch computes it
+    # (constexprs with their type: a warmup with BLOCK=True is not one with BLOCK=1); None: the general key
+    warm_parts = [f"('c', type({n}), {n})" if n in fn.constexpr_names else f"_k_{n}" for n in names]
+    src += f"""
+
+def warm_key({', '.join(sig_parts + opt_parts)}, stream=None, **kw):
+    if kw{" or num_ctas != 1" if "num_ctas" not in names else ""}:
+        return None
+    try:
+{chr(10).join("    " + ln for blk in pre for ln in blk.splitlines())}
+    except TypeError:
+        return None
+    return (({', '.join(warm_parts)},), num_warps, num_stages)
+"""
     from .launcher import get_state
     import torch
     st = get_state(fn)
@@ -163,6 +183,7 @@ def fast(grid, {', '.join(sig_parts + opt_parts)}, stream=None, **kw):
               _Record=hooks.LaunchRecord, _name=fn.__name__, _fn=fn, _metadata_fn=fn.launch_metadata,
               _cmask=[n in fn.constexpr_names for n in names])
     exec(compile(src, f"<kernelc launcher {fn.__name__}>", "exec"), ns)
+    ns["fast"].warm_key = ns["warm_key"]
     return ns["fast"]
 
 

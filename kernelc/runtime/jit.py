@@ -97,7 +97,13 @@ class JITFunction(DeviceFunction, KernelInterface):
                 if not all(grid):  # an empty grid launches nothing: the general path
                     return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
             return functools.partial(fast, grid)
-        if fast is None:
+        if fast is None and self._make_fast():
+            return self[grid]
+        return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
+
+    def _make_fast(self):
+        """The generated launch fast path, made once (False where it does not apply)."""
+        if self._fast is None:
             fast = False
             from .override import overrides_for
             if self.interpret is not True and _fast_path_enabled() and overrides_for(self.__name__) is None \
@@ -105,9 +111,7 @@ class JITFunction(DeviceFunction, KernelInterface):
                 from .launcher import fast_launcher
                 fast = fast_launcher(self) or False
             self._fast = fast
-            if fast:
-                return self[grid]
-        return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
+        return self._fast
 
     # -- argument binding ------------------------------------------------------------------
     def bind(self, args, kwargs) -> Tuple[Dict[str, Any], Dict[str, Any]]:
@@ -239,6 +243,18 @@ class JITFunction(DeviceFunction, KernelInterface):
 
     def _warmup_key(self, args, kwargs):
         """What decides warmup's result, as the launch fast path keys a launch (None: not keyable)."""
+        fast = self._fast if self._fast is not None else self._make_fast()
+        warm_key = getattr(fast, "warm_key", None)
+        if warm_key is not None:
+            # the generated binding of the launch fast path (a few us against ~15 for the loop below)
+            try:
+                key = warm_key(*args, **kwargs)
+                if key is not None:
+                    key += (interpret_requested(), _current_device())
+                    hash(key)
+                    return key
+            except TypeError:  # wrong arguments (the general path says what is wrong), an unhashable constexpr
+                return None
         names = self.arg_names
         if len(args) > len(names):
             return None

@@ -76,10 +76,20 @@ def test_warmup_returns_a_launchable_compiled_kernel(monkeypatch):
     assert torch.equal(y, 2 * x)
 
 
-def test_repeated_warmup_returns_the_same_kernel_without_rebinding(monkeypatch):
+@pytest.mark.parametrize("key", ["general", "generated"])
+def test_repeated_warmup_returns_the_same_kernel_without_rebinding(monkeypatch, key):
     # tutorial 02 warms up before every launch: a call that specialises as an earlier one is answered from
-    # a memo keyed like a launch; anything that changes the specialisation is warmed up again
+    # a memo keyed like a launch; anything that changes the specialisation is warmed up again. Where the
+    # launch fast path exists (a GPU; made here by hand) the key comes from its generated binding
     monkeypatch.setenv("KERNELC_INTERPRET", "1")
+    monkeypatch.setattr(twice, "_warm_memo", {})
+    generated = []
+    if key == "generated":
+        from kernelc.runtime.fastpath import make_binder
+        fast = make_binder(twice)
+        real_warm_key = fast.warm_key
+        fast.warm_key = lambda *a, **kw: generated.append(real_warm_key(*a, **kw)) or generated[-1]
+        monkeypatch.setattr(twice, "_fast", fast)
     x = torch.arange(100, dtype=torch.float32)
     y = torch.zeros_like(x)
     binds = []
@@ -100,6 +110,29 @@ def test_repeated_warmup_returns_the_same_kernel_without_rebinding(monkeypatch):
     yy = torch.zeros(100, dtype=torch.float64)
     k5[(2,)](x.double(), yy, 100)
     assert torch.equal(yy, 2 * x.double())
+    if key == "generated":
+        assert len(generated) == 7 and all(g is not None for g in generated)
+        # a constexpr's type is part of the key (True == 1 as a dict key); options it cannot key: the general key
+        assert real_warm_key(x, y, 100, BLOCK=True) != real_warm_key(x, y, 100, BLOCK=1)
+        assert real_warm_key(x, y, 100, BLOCK=64, enable_fp_fusion=False) is None
+        assert real_warm_key(x, y, 100, BLOCK=64, num_ctas=2) is None
+        assert real_warm_key(x, y, 100, BLOCK=64, num_ctas=1) == real_warm_key(x, y, 100, BLOCK=64)
+
+
+def test_warmed_kernel_launch_with_every_argument_passes_the_warmed_options(monkeypatch):
+    # tutorial 02's launch, every call: all parameters by position; the launch adds the options of the warmup
+    monkeypatch.setenv("KERNELC_INTERPRET", "1")
+    x = torch.arange(100, dtype=torch.float32)
+    y = torch.zeros_like(x)
+    k = twice.warmup(x, y, 100, BLOCK=64, num_warps=2, grid=(1,))
+    runs = []
+    real_run = type(twice).run
+    monkeypatch.setattr(type(twice), "run", lambda self, *a, **kw: runs.append(kw) or real_run(self, *a, **kw))
+    k[(2, 1, 1)](x, y, 100, 64)
+    assert torch.equal(y, 2 * x) and runs[-1]["num_warps"] == 2
+    y.zero_()
+    k[(2,)](x, y, 100)  # constexprs left out: the general branch, the same options
+    assert torch.equal(y, 2 * x) and runs[-1]["num_warps"] == 2 and runs[-1]["BLOCK"] == 64
 
 
 def test_perf_report_table_plot_and_files(tmp_path, capsys, monkeypatch):

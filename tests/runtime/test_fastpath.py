@@ -124,3 +124,22 @@ def test_descriptor_key_part_follows_dtype_block_and_padding():
     assert descriptor_part(TensorDescriptor(x32, [64, 64], [64, 1], [16, 16]))[1] == "tensordesc<fp32[16, 16]>"
     nan = descriptor_part(TensorDescriptor(x16, [64, 64], [64, 1], [16, 16], padding="nan"))[1]
     assert nan != first and "nan" in nan
+
+
+def test_num_ctas_1_keeps_the_fast_path_and_other_values_take_the_general_one(monkeypatch):
+    # Triton's tutorial 05 launches with num_ctas=1 (the default): that used to send every launch to the
+    # general path (~40 us on CPU against ~5)
+    fast = make_binder(staged)
+    x = torch.zeros(8)
+    key = (("*", x.dtype, x.data_ptr() & 15 == 0, x.is_cuda), spec_part(8), ("c", 8), ("c", 2))
+    ent, launches = fake_entry()
+    general = []
+    monkeypatch.setattr(staged, "run", lambda *a, **kw: general.append(kw))
+    get_state(staged)["cache"][(key, 4, 2, 0)] = ent
+    try:
+        fast((1,), x, 8, 8, 2, num_ctas=1)
+        assert len(launches) == 1 and general == []
+        fast((1,), x, 8, 8, 2, num_ctas=2)
+    finally:
+        get_state(staged)["cache"].clear()
+    assert len(launches) == 1 and general[0]["num_ctas"] == 2
