@@ -112,7 +112,6 @@ def test_a_cp_async_load_read_twice_joins_the_ring_once(views, pointer_loads):
         CHECK-NEXT: async_commit_group
         CHECK: = scf.for
         CHECK: async_wait_group {pending=1}
-        CHECK-NEXT: fence_async_shared
         CHECK-NEXT: barrier
         CHECK: async_copy [[R]], {{.*}}source=
         CHECK-NEXT: async_commit_group
