@@ -335,19 +335,25 @@ def _split_on_extent(fn: Function, block: Block, op: Op) -> None:
                 ok = ok & ((x.to(int64) % 16) == 0)
             else:  # a stride, in elements
                 ok = ok & ((x % per_chunk) == 0)
+    op.attrs["tma"] = True
+    branch_to_generic(fn, op, ok.handle, scratch.ops, ("tma", "extent_checked"))
+
+
+def branch_to_generic(fn: Function, op: Op, cond: Value, prelude: List[Op], drop_attrs) -> None:
+    """Replace ``op`` in its block by ``prelude`` then ``scf.if cond { op } else { <op without drop_attrs, rewritten
+    element-wise> }``: the TMA form where ``cond`` holds, the generic lowering elsewhere."""
+    block = op.block
     then_b, else_b = Block(), Block()
     at = block.ops.index(op)
     block.ops.remove(op)
-    op.attrs["tma"] = True
     then_b.append(op)
     then_b.append(Op("scf.yield", [], [], loc=op.loc))
-    generic = Op(op.name, op.operands, [], {k: v for k, v in op.attrs.items() if k not in ("tma", "extent_checked")},
-                 loc=op.loc)
+    generic = Op(op.name, op.operands, [], {k: v for k, v in op.attrs.items() if k not in drop_attrs}, loc=op.loc)
     else_b.append(generic)
     _rewrite(fn, else_b, generic)
     else_b.append(Op("scf.yield", [], [], loc=op.loc))
-    branch = Op("scf.if", [ok.handle], [], regions=[then_b, else_b], loc=op.loc)
-    for k, new in enumerate(scratch.ops + [branch]):
+    branch = Op("scf.if", [cond], [], regions=[then_b, else_b], loc=op.loc)
+    for k, new in enumerate(list(prelude) + [branch]):
         new.block = block
         block.ops.insert(at + k, new)
 

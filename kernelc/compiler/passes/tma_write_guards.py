@@ -45,7 +45,7 @@ from ...language.core import builder_scope, tensor
 from ...language.dtypes import dtype, shape_of
 from ..frontend.ir_builder import IRBuilder
 from ..ir.core import Block, Function, Op, Value
-from .lower_descriptors import _rewrite
+from .lower_descriptors import branch_to_generic
 
 # KERNELC_TMA_WRITE_GUARD -> the descriptor ops guarded. Both fault at a negative coordinate (GPU evidence:
 # docs/attention.md); stores only on request, as their masked path costs the TMA-store epilogues of the
@@ -152,17 +152,4 @@ def _guard(fn: Function, op: Op, offsets: List[Value]) -> None:
             block.ops.insert(at + k, new)
         split.operands[0] = ok.handle
         return
-    block = op.block
-    then_b, else_b = Block(), Block()
-    at = block.ops.index(op)
-    block.ops.remove(op)
-    then_b.append(op)
-    then_b.append(Op("scf.yield", [], [], loc=op.loc))
-    generic = Op(op.name, op.operands, [], {k: v for k, v in op.attrs.items() if k != "tma"}, loc=op.loc)
-    else_b.append(generic)
-    _rewrite(fn, else_b, generic)
-    else_b.append(Op("scf.yield", [], [], loc=op.loc))
-    branch = Op("scf.if", [ok.handle], [], regions=[then_b, else_b], loc=op.loc)
-    for k, new in enumerate(scratch.ops + [branch]):
-        new.block = block
-        block.ops.insert(at + k, new)
+    branch_to_generic(fn, op, ok.handle, scratch.ops, ("tma",))
