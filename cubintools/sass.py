@@ -136,3 +136,26 @@ def disassemble_with_instructions(cubin: bytes) -> Tuple[str, List[Instr]]:
 def instructions(cubin: bytes) -> List[Instr]:
     """The SASS instructions of every function of ``cubin`` with their source lines."""
     return disassemble_with_instructions(cubin)[1]
+
+
+_REG = re.compile(r"\bR(\d+)\b")
+# opcodes whose first register operand is read, not written
+_NO_DEST = ("ST", "RED", "BAR", "BRA", "EXIT", "RET", "CALL", "SYNCS", "MEMBAR", "ISETP", "FSETP")
+
+
+def mean_loads_in_flight(instrs: List[Instr]) -> float:
+    """Global loads a thread has issued and not yet read, averaged over the program's instructions (a load
+    counts from its issue to the first instruction that reads one of its registers): how much of the program
+    runs with memory requests outstanding, in program order (not cycles)."""
+    pending, total, n = {}, 0, 0
+    for i in instrs:
+        regs = [int(r) for r in _REG.findall(i.operands)]
+        sources = set(regs if i.opcode.startswith(_NO_DEST) else regs[1:])
+        for k in [k for k, rs in pending.items() if rs & sources]:
+            del pending[k]
+        if i.opcode.startswith("LDG") and regs:
+            width = 4 if ".128" in i.opcode else 2 if ".64" in i.opcode else 1
+            pending[n] = set(range(regs[0], regs[0] + width))
+        total += len(pending)
+        n += 1
+    return round(total / n, 2) if n else 0.0

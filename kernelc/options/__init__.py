@@ -180,6 +180,13 @@ KNOBS: Tuple[Knob, ...] = (
          "spills (geglu bwd 70 -> 104 registers, one block either way: the launch bound's code, measured 11% faster "
          "on an H200)",
          compile=True, field="fill_occupancy_step"),
+    Knob("KERNELC_FILL_POLICY", "choice", "step",
+         "which builds the fill weighs for a kernel without dots: step (the occupancy step's ceiling only) or loads "
+         "(also the launch bound's build, kept where its resident warps x global loads in flight per thread, from "
+         "the SASS, are more and it keeps two blocks per SM where there were: a layer-norm row at 80 registers and "
+         "3 blocks keeps 1.8 loads in flight against 0.9 at 64 registers and 4 blocks). Opt-in until its GPU A/B",
+         _choice(("step", ("step",)), ("loads", ("loads",))),
+         compile=True, field="fill_policy"),
     Knob("KERNELC_DEFAULT_FP_FUSION", "bool", True,
          "let float a*b+c contract into fma (Triton's enable_fp_fusion); a launch's enable_fp_fusion= overrides it",
          compile=True, field="enable_fp_fusion"),
@@ -218,6 +225,7 @@ class CompileOptions:
     nvjitlink_launch_bound: bool = False
     occupancy_step: bool = False
     fill_occupancy_step: bool = True
+    fill_policy: str = "step"
     enable_fp_fusion: bool = True
 
     def key(self) -> Dict[str, Any]:

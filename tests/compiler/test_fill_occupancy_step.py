@@ -25,6 +25,8 @@ def _nvjitlink(monkeypatch):
     monkeypatch.delenv("KERNELC_NVJITLINK_LAUNCH_BOUND", raising=False)
     monkeypatch.delenv("KERNELC_OCCUPANCY_STEP", raising=False)
     monkeypatch.delenv("KERNELC_FILL_OCCUPANCY_STEP", raising=False)
+    # the tests below check the step fill alone; the loads policy (which may also take the bound build) has its own
+    monkeypatch.setenv("KERNELC_FILL_POLICY", "step")
 
 
 @kernelc.jit
@@ -183,3 +185,50 @@ def test_without_ptxas_report_the_registers_come_from_the_cubin(monkeypatch):
     assert "assembled again with it" not in fwd.artifacts.ptxas_log
     bwd = build(K.geglu_bwd_kernel, GEGLU_BWD_SIG)
     assert "at up to 128 registers" in bwd.artifacts.ptxas_log and 64 < bwd.n_regs <= 128
+
+
+LN_SIG = dict(X="*fp16", Y="*fp16", W="*fp16", B="*fp16", Mean="*fp32", Rstd="*fp32", stride="i32", N="i32", eps="fp32")
+
+
+def _ln_fwd():
+    from examples.kernels import layernorm as LN
+    return kernelc.compile(LN.layer_norm_fwd_kernel, LN_SIG, dict(BLOCK_SIZE=8192), target="sm_90a", num_warps=8,
+                           divisibility={k: 16 for k in LN_SIG if k != "eps"})
+
+
+def _per_sm(ck, threads):
+    from cubintools.sass import instructions, mean_loads_in_flight
+    warps = threads // 32
+    return P.blocks_per_sm(ck.n_regs, threads, ck.shared, L) * warps * mean_loads_in_flight(instructions(ck.asm["cubin"]))
+
+
+def test_the_loads_policy_takes_the_launch_bound_where_it_keeps_more_loads_in_flight(monkeypatch):
+    # layer-norm forward row (8192 fp16, 8 warps): without the bound ptxas uses 64 registers (4 blocks) and issues
+    # each load next to its use; with it, 80 (3 blocks) and the loads early (bench_kernels, H100 2026-11-27)
+    step = _ln_fwd()
+    monkeypatch.setenv("KERNELC_FILL_POLICY", "loads")
+    loads = _ln_fwd()
+    assert loads.asm["ptx"] == step.asm["ptx"]
+    assert loads.n_regs > step.n_regs and loads.n_spills == 0
+    assert "with its launch bound" in loads.artifacts.ptxas_log and "kernelc:" not in step.artifacts.ptxas_log
+    assert _per_sm(loads, 256) > _per_sm(step, 256)
+    monkeypatch.setenv("KERNELC_NVJITLINK_LAUNCH_BOUND", "1")
+    assert _ln_fwd().asm["sass"] == loads.asm["sass"]   # the launch bound's build itself
+
+
+def test_the_loads_policy_keeps_the_blocks_where_they_hold_more_loads(monkeypatch):
+    # geglu forward row (16384 bf16, 16 warps): 36 registers and three blocks against the bound's one block
+    monkeypatch.setenv("KERNELC_FILL_POLICY", "loads")
+    sig = dict(a_ptr="*bf16", b_ptr="*bf16", c_ptr="*bf16", stride="i32", n_cols="i32")
+    ck = kernelc.compile(K.geglu_fwd_kernel, sig, dict(BLOCK_SIZE=16384), target="sm_90a", num_warps=16,
+                         divisibility={k: 16 for k in sig})
+    assert ck.n_regs <= 40 and "with its launch bound" not in ck.artifacts.ptxas_log
+
+
+def test_mean_loads_in_flight_counts_from_issue_to_first_read():
+    from cubintools.sass import Instr, mean_loads_in_flight
+    prog = [Instr(0, "LDG.E.128", "R4, desc[UR4][R2.64]", ""), Instr(16, "LDG.E.128", "R8, desc[UR4][R2.64+0x10]", ""),
+            Instr(32, "FADD", "R12, R4, R5", ""), Instr(48, "FADD", "R13, R8, R9", ""),
+            Instr(64, "STG.E", "desc[UR4][R2.64], R13", "")]
+    # in flight after each instruction: 1, 2, 1 (R4 read), 0 (R8 read), 0
+    assert mean_loads_in_flight(prog) == round(4 / 5, 2)

@@ -57,6 +57,7 @@ AS_MEASURED = {k: (sig, "BLOCK_SIZE=4096", 8) if k in ROW_KERNELS else (sig, cx,
 SETTINGS = {
     "kernelc nvjitlink+bound": {"KERNELC_ASSEMBLER": "nvjitlink", "KERNELC_NVJITLINK_LAUNCH_BOUND": "1"},
     "kernelc nvjitlink": {"KERNELC_ASSEMBLER": "nvjitlink", "KERNELC_NVJITLINK_LAUNCH_BOUND": "0"},
+    "kernelc fill=step": {"KERNELC_ASSEMBLER": "nvjitlink", "KERNELC_FILL_POLICY": "step"},
     "kernelc auto": {"KERNELC_ASSEMBLER": "auto"},
 }
 

@@ -257,7 +257,10 @@ def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequen
                 if stepped is not free:
                     return stepped
             if fill_step:
-                return _fill_step(free, unbounded, bounds, target, opt_level, extra, name)
+                filled = _fill_step(free, unbounded, bounds, target, opt_level, extra, name)
+                if get("KERNELC_FILL_POLICY") == "loads":
+                    return _more_loads_in_flight(filled, data, bounds, target, opt_level, extra, name)
+                return filled
             return free
         res = _nvjitlink_cubin(data, target, opt_level, extra, name)
         res.info_log = "".join(f"kernelc: without .maxntid {n} takes {r} registers, more than {t} threads can "
@@ -418,6 +421,53 @@ def _fill_step(free: CubinResult, data: bytes, bounds: Dict[str, int], target, o
     filled.info_log = (f"kernelc: {entry} at up to {cap} registers (unbounded: {r.registers}, now {f.registers}), "
                        f"{blocks_per_sm(f.registers, threads, f.shared, limits)} blocks an SM either way\n") + filled.info_log
     return filled
+
+
+def loads_in_flight_per_sm(res: CubinResult, entry: str, threads: int, limits) -> Optional[float]:
+    """Resident warps per SM x the global loads a thread has in flight (``cubintools.sass.mean_loads_in_flight``
+    over the entry's SASS): the memory requests an SM keeps outstanding, which a memory-bound kernel's
+    bandwidth follows (Little's law). None where the build spills or its SASS cannot be read (no nvdisasm)."""
+    r = res.resources.get(entry)
+    if r is None or r.spills:
+        return None
+    try:
+        from cubintools.sass import instructions, mean_loads_in_flight
+        ins = instructions(res.cubin)
+    except Exception:  # no disassembler here: the policy has nothing to weigh
+        return None
+    warps = -(-threads // limits.warp_size)
+    return blocks_per_sm(r.registers, threads, r.shared, limits) * warps * mean_loads_in_flight(ins)
+
+
+def _more_loads_in_flight(chosen: CubinResult, data: bytes, bounds: Dict[str, int], target, opt_level, extra, name):
+    """``chosen`` (the unbounded or filled build) or the launch bound's build, whichever keeps more global loads in
+    flight per SM (:func:`loads_in_flight_per_sm`; KERNELC_FILL_POLICY=loads).
+
+    With its ceiling at 65536 / threads, relocatable ptxas spends registers on issuing a row's loads early; without
+    it, it issues them next to their use. More registers can cost a block per SM, so the two builds are weighed by
+    what both change: a layer-norm forward row (8192 fp16, 8 warps) unbounded has 64 registers, 4 blocks and 0.9
+    loads in flight (29 per SM), bounded 80 registers, 3 blocks and 1.8 (43 per SM), and the bounded build measured
+    1.21x Triton against 0.98x (H100, 2026-11-27, docs/performance.md)."""
+    one = _one_entry(chosen, bounds, target)
+    if one is None or one[2] is None:
+        return chosen
+    entry, threads, r, limits = one
+    bound = _nvjitlink_cubin(data, target, opt_level, extra, name)
+    b = bound.resources.get(entry)
+    if b is None or b.registers == r.registers or b.stack_frame > r.stack_frame:
+        return chosen
+    if blocks_per_sm(b.registers, threads, b.shared, limits) < min(2, blocks_per_sm(r.registers, threads, r.shared, limits)):
+        # one block per SM where there were more: between two blocks (a row kernel's rows) the SM has no load in
+        # flight at all, which the loads within a block do not show (geglu fwd: 93 registers and one 16-warp block
+        # measured 0.87x Triton against 1.05x at 36 registers and three, H200 2026-11-27)
+        return chosen
+    now = loads_in_flight_per_sm(chosen, entry, threads, limits)
+    alt = loads_in_flight_per_sm(bound, entry, threads, limits)
+    if now is None or alt is None or alt <= now:
+        return chosen
+    bound.info_log = (f"kernelc: {entry} with its launch bound: {b.registers} registers and {alt:.0f} loads in flight "
+                      f"per SM, against {r.registers} and {now:.0f}\n") + bound.info_log
+    return bound
 
 
 def _misfits(res: CubinResult, bounds: Dict[str, int], target) -> List[tuple]:
