@@ -180,11 +180,12 @@ KNOBS: Tuple[Knob, ...] = (
          "spills (geglu bwd 70 -> 104 registers, one block either way: the launch bound's code, measured 11% faster "
          "on an H200)",
          compile=True, field="fill_occupancy_step"),
-    Knob("KERNELC_FILL_POLICY", "choice", "step",
+    Knob("KERNELC_FILL_POLICY", "choice", "loads",
          "which builds the fill weighs for a kernel without dots: step (the occupancy step's ceiling only) or loads "
          "(also the launch bound's build, kept where its resident warps x global loads in flight per thread, from "
          "the SASS, are more and it keeps two blocks per SM where there were: a layer-norm row at 80 registers and "
-         "3 blocks keeps 1.8 loads in flight against 0.9 at 64 registers and 4 blocks). Opt-in until its GPU A/B",
+         "3 blocks keeps 1.8 loads in flight against 0.9 at 64 registers and 4 blocks, and the bound's build measured "
+         "1.21x Triton against 0.98x: docs/performance.md)",
          _choice(("step", ("step",)), ("loads", ("loads",))),
          compile=True, field="fill_policy"),
     Knob("KERNELC_DEFAULT_FP_FUSION", "bool", True,
@@ -225,7 +226,7 @@ class CompileOptions:
     nvjitlink_launch_bound: bool = False
     occupancy_step: bool = False
     fill_occupancy_step: bool = True
-    fill_policy: str = "step"
+    fill_policy: str = "loads"
     enable_fp_fusion: bool = True
 
     def key(self) -> Dict[str, Any]:
