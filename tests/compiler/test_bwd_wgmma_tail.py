@@ -176,3 +176,17 @@ def test_gpu_tutorial_shaped_backward_with_both_knobs(defer_acc, tail, causal, D
     get_state(FB.fused_attn_bwd)["cache"].clear()
     for g, r in zip(got, ref):
         torch.testing.assert_close(g.float(), r, atol=2e-2, rtol=2e-2)
+
+
+def test_a_warp_specialised_loop_keeps_its_schedule(monkeypatch):
+    """The dQ kernel of examples/kernels/attention_bwd.py at d128 (8 warps) specialises its loop: the async tail
+    is for loops without a producer warp (its stages are released at issue), so that loop is as without the knobs."""
+    from tests.compiler.test_attention_kernels import compile_dq
+    tirs = {}
+    for knob in ("0", "1"):
+        monkeypatch.setenv("KERNELC_WGMMA_ASYNC_TAIL", knob)
+        monkeypatch.setenv("KERNELC_WGMMA_DEFER_ACC", knob)
+        ck = compile_dq(128, False)
+        tirs[knob] = ck.asm["tir"]
+        assert "ws={" in tirs[knob] and "wgmma='async'" not in tirs[knob]
+    assert tirs["0"] == tirs["1"]

@@ -336,6 +336,10 @@ def _tag_ws(f: _Facts, op: Op) -> None:
     # tagged async would have its ring stage released at issue and refilled while it still reads it
     tma_values = {(via or t).results[0].id for t, _, _, via in tma}
     lagged, _ = async_dots(f, op, bool(cp), bool(tma), tma_values, staged_outside=True)
+    if not lagged:  # an async tail (KERNELC_WGMMA_ASYNC_TAIL) is for loops without a producer warp
+        for o in op.regions[0].ops:
+            if o.name == "dot" and o.attrs.get("wgmma") == "async":
+                del o.attrs["wgmma"]
     # registers move to the consumers when asked (on), or (auto) when a wgmma stays in flight across other
     # work of the iteration (FlashAttention-3's order: this block's PV during the next block's softmax):
     # with the one-warp producer's 168 registers ptxas serialises those wgmmas (C7512) and spills
@@ -464,17 +468,25 @@ def _ring_deferrable(plan, op: Op) -> List[Op]:
     if not get("KERNELC_WGMMA_DEFER_RING"):
         return []
     body = op.regions[0]
-    dots = _deferrable(plan, body)
+    dots = _deferrable(plan, body) or _besides_async_tail(plan, body)
     if any(_overlaps_other_results(d, body) for d in dots):
         return dots
-    if get("KERNELC_WGMMA_DEFER_ACC"):
-        # the dots not left in flight across the back edge (an async tail's stays 'async')
-        rest = [o for o in body.ops if o.name == "dot" and id(o) in plan.wgmma and o.attrs.get("wgmma") != "async"]
-        if len(rest) >= 2 and all(o.attrs.get("max_num_imprecise_acc") is None for o in rest) \
-                and not any(t.name == "dot" for o in body.ops for t in o.walk() if t.block is not body) \
-                and any(_only_accumulates_before_a_dot(d, body) for d in rest):
-            return rest
+    if get("KERNELC_WGMMA_DEFER_ACC") and any(_only_accumulates_before_a_dot(d, body) for d in dots):
+        return dots
     return []
+
+
+def _besides_async_tail(plan, body: Block) -> List[Op]:
+    """With a dot left in flight by :func:`_async_tail`: the other wgmma dots, deferrable as
+    :func:`_deferrable`'s (two or more, no fp8 promotion, no dot in a nested region)."""
+    dots = [o for o in body.ops if o.name == "dot" and id(o) in plan.wgmma]
+    rest = [o for o in dots if o.attrs.get("wgmma") != "async"]
+    if len(rest) == len(dots) or len(rest) < 2 or not get("KERNELC_WGMMA_DEFER"):
+        return []
+    if any(o.attrs.get("max_num_imprecise_acc") is not None for o in rest) or \
+            any(t.name == "dot" for o in body.ops for t in o.walk() if t.block is not body):
+        return []
+    return rest
 
 
 def _only_accumulates_before_a_dot(dot: Op, body: Block) -> bool:
