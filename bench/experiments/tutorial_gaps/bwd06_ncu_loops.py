@@ -54,7 +54,8 @@ def loops(path):
             for c in stall_cols:
                 st[c] += num(r[idx[c]])
         # hottest instructions
-        hot = sorted(((num(r[idx["Warp Stall Sampling (All Samples)"]]), r[idx["Source"]].strip()[:60]) for r in body), reverse=True)[:6]
+        hot = sorted(((num(r[idx["Warp Stall Sampling (All Samples)"]]), r[idx["Source"]].strip()[:60]) for r in body),
+                     reverse=True)[:6]
         res["loops"].append({"n_instr": hi - lo + 1, "iterations_x_warps": ex, "samples": samp,
                              "share": round(samp / total, 3), "stalls": dict(st.most_common(6)), "hot": hot})
     return res
@@ -78,7 +79,8 @@ def outside(path, n=12):
     def num(x):
         try: return float(x.replace(",", ""))
         except: return 0.0
-    out = [(num(rows[i][idx["Warp Stall Sampling (All Samples)"]]), i, src[i][:70]) for i in range(len(rows)) if i not in inloop]
+    out = [(num(rows[i][idx["Warp Stall Sampling (All Samples)"]]), i, src[i][:70]) for i in range(len(rows))
+           if i not in inloop]
     stall_cols = [h for h in hdr if h.startswith("stall_") and "Not Issued" not in h]
     st = collections.Counter()
     for i in range(len(rows)):

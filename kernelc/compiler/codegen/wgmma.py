@@ -55,11 +55,10 @@ def operand_descriptor(lw: Lowering, sm, trans: bool, k0: int, outer_off: str, s
     plus the slice's offset in 16-byte units. The buffer starts 16-byte aligned below 256 KB (the 14-bit
     start-address field holds any shared address >> 4), so the field of ``base + off`` is the base's plus
     ``off >> 4`` with no carry out of it. ``smem`` is the shared window's base, read where the dot is issued by
-    an asm LLVM cannot hoist (``smem_base``): each k step's descriptor is one add to a value computed in the iteration, where a
-    descriptor built from each slice's address before the loops stayed live across them (tutorial 06's
-    backward at d128 causal reloaded 22-25 spilled descriptors an iteration in its dQ loops; docs/
-    triton-tutorials.md, "06 backward: causal and d64"). With several warpgroups (an 8-warp forward) that
-    form cost a warp-specialised attention forward 48 bytes of spill: it keeps the slice's own address."""
+    an asm LLVM cannot hoist (``smem_base``), so no descriptor stays live across loops: built from each
+    slice's address and hoisted, they were spilled and reloaded in the loops. Several warpgroups keep the
+    slice's own address (it spilled a warp-specialised forward; docs/triton-tutorials.md, "06 backward:
+    causal and d64")."""
     e = lw.e
     if not trans:  # K-major: rows = outer, cols = K
         panel, within = divmod(k0, sm.panel_cols)
