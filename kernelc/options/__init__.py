@@ -118,6 +118,16 @@ KNOBS: Tuple[Knob, ...] = (
          "defer wgmma waits to the first read in a pipelined loop without a producer warp too, when its body issues "
          "a dot before reading an earlier dot's result (attention backward: dP's wgmma under the softmax recompute)",
          compile=True, field="wgmma_defer_ring"),
+    Knob("KERNELC_WGMMA_DEFER_ACC", "bool", False,
+         "in a pipelined loop without a producer warp, also defer the wait of a dot whose result only its own "
+         "accumulator reads when another dot follows it in the body, so both run back to back (attention "
+         "backward: dV += P^T dO with dP^T = V dO^T; passes/schedule.py); opt-in until measured on a GPU",
+         compile=True, field="wgmma_defer_acc"),
+    Knob("KERNELC_WGMMA_ASYNC_TAIL", "bool", False,
+         "in a pipelined loop whose dots do not all accumulate into themselves, leave the last dot in flight across "
+         "the back edge when only its own accumulator reads it (attention backward: dK += dS^T Q, dQ += dS K, as "
+         "Triton's tutorial 06; passes/schedule.py); opt-in until measured on a GPU",
+         compile=True, field="wgmma_async_tail"),
     Knob("KERNELC_BULK_REDUCE_STAGES", "choice", "2",
          "shared-memory stages of a desc.atomic_add (bulk tensor reduction) in a loop: 2 lets one reduction read its "
          "stage while the next trip writes the other; 1 waits for each before the next is staged",
@@ -212,6 +222,8 @@ class CompileOptions:
     wgmma_async: str = "default"
     wgmma_defer: bool = True
     wgmma_defer_ring: bool = True
+    wgmma_defer_acc: bool = False
+    wgmma_async_tail: bool = False
     tma_early_issue: bool = True
     wgmma_pin_waits: bool = True
     bulk_reduce_stages: str = "2"

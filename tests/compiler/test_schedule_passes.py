@@ -287,7 +287,8 @@ def test_the_verifier_checks_the_schedule():
 
 CODEGEN = os.path.join(os.path.dirname(kernelc.__file__), "compiler", "codegen")
 SCHEDULE_KNOBS = {"KERNELC_WARP_SPECIALIZE", "KERNELC_WS_SETMAXNREG", "KERNELC_WS_PINGPONG", "KERNELC_WGMMA_ASYNC",
-                  "KERNELC_WGMMA_DEFER", "KERNELC_WGMMA_DEFER_RING", "KERNELC_TMA", "KERNELC_PIPELINE_LOADS", "KERNELC_AUTO_TMA"}
+                  "KERNELC_WGMMA_DEFER", "KERNELC_WGMMA_DEFER_RING", "KERNELC_WGMMA_DEFER_ACC",
+                  "KERNELC_WGMMA_ASYNC_TAIL", "KERNELC_TMA", "KERNELC_PIPELINE_LOADS", "KERNELC_AUTO_TMA"}
 
 
 def codegen_scheduling_reads(root=CODEGEN):

@@ -10,7 +10,8 @@ Per (``N_CTX``, HEAD_DIM, causal): the tutorial's ``attention`` forward once (fp
 ``o.backward(do, retain_graph=True)`` as the tutorial's ``bench_flash_attention`` times it: ``ms`` (the
 implementation's ``do_bench``, the tutorial's number, host time included); and ``kernel_ms``: ``_attn_bwd``
 alone, launched with the arguments the tutorial's ``backward`` gives it, 20 launches back to back between two
-CUDA events (the GPU's queue stays full, so no host time), the median of 5 such runs. TFLOP/s as the tutorial
+CUDA events (the GPU's queue stays full, so no host time), the median of 5 such runs; with ``--profile``,
+``kernels_us``: the GPU time per kernel name of one ``o.backward`` (torch.profiler, 5 calls). TFLOP/s as the tutorial
 counts them (2.5x the forward's two matmuls, half of them when causal). No CUDA graph: capturing
 ``o.backward`` fails (autograd runs the backward on its own thread) and a failed capture poisons the process's
 random generator for every later row (H200 run S3, 2026-11-27). Before timing, the gradients of a small problem
@@ -43,6 +44,8 @@ def main(argv=None) -> int:
     ap.add_argument("--n-ctx", type=int, nargs="+", default=[1024, 4096])
     ap.add_argument("--variants", nargs="+", default=["64:0", "64:1", "128:0", "128:1"], help="HEAD_DIM:CAUSAL")
     ap.add_argument("--fwd-config", default="64x64x3x4", help="BMxBNxSTAGESxWARPS of _attn_fwd")
+    ap.add_argument("--profile", action="store_true",
+                    help="also the GPU time per kernel name of one o.backward (torch.profiler, mean of 5 calls)")
     args = ap.parse_args(argv)
     if args.impl == "kernelc":
         sys.path.insert(0, ROOT)
@@ -99,6 +102,11 @@ def main(argv=None) -> int:
                 flops = 2.5 * 2 * 2.0 * 4 * 32 * N * N * D * (0.5 if causal else 1.0)
                 row["ms"] = triton.testing.do_bench(fn)
                 row["tflops"] = flops * 1e-12 / (row["ms"] * 1e-3)
+                if args.profile:
+                    try:
+                        row["kernels_us"] = _per_kernel_us(torch, fn)
+                    except Exception as e:  # noqa: BLE001
+                        row["profile_error"] = f"{type(e).__name__}: {e}"[:500]
                 try:
                     launch = _bwd_kernel(mod, o, q, k, v, do, causal, sm_scale)
                     row["kernel_ms"] = _queued_ms(torch, launch)
@@ -130,6 +138,26 @@ def _queued_ms(torch, launch, n: int = 20, reps: int = 5) -> float:
         torch.cuda.synchronize()
         times.append(a.elapsed_time(b) / n)
     return sorted(times)[len(times) // 2]
+
+
+def _per_kernel_us(torch, fn, calls: int = 5) -> dict:
+    """{kernel name: GPU microseconds per call} of ``calls`` calls of ``fn`` under torch.profiler (the
+    backward's kernels: Delta's ``_attn_bwd_preprocess``, ``_attn_bwd`` and torch's own element-wise ones)."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    out = {}
+    for ev in prof.key_averages():
+        t = getattr(ev, "device_time_total", None)
+        if t is None:
+            t = getattr(ev, "cuda_time_total", 0)
+        if t and ev.key:  # (CPU-side runtime calls carry no device time)
+            out[ev.key] = round(t / calls, 2)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
 def _bwd_kernel(mod, o, q, k, v, do, causal, sm_scale):

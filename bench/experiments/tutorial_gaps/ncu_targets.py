@@ -11,7 +11,10 @@ Targets (``--target``):
 - ``ln05dx``: tutorial 05's ``_layer_norm_bwd_dx_fused`` at M=4096 rows of N=``--size`` (default 16384),
   launched as the tutorial launches it;
 - ``fwd06:D:CAUSAL``: tutorial 06's forward (``_attn_fwd`` held to ``--config BMxBNxSxW``), batch 4, 32 heads,
-  ``--size`` tokens.
+  ``--size`` tokens;
+- ``bwd06:D:CAUSAL``: tutorial 06's backward kernel ``_attn_bwd`` alone (``-k regex:'^_attn_bwd$'``), launched as
+  the tutorial's ``backward`` launches it (bwd06_bench.py), batch 4, 32 heads, ``--size`` tokens; the check is the
+  tutorial's whole backward against torch's own attention backward in fp16.
 
 Tutorials are read from ``--tutorials`` (Triton's text, not part of this repository). Each launch is checked
 once against torch before the timed launches, and the per-launch time from CUDA events is printed, so a run
@@ -144,6 +147,28 @@ def target_fwd06(a, torch, triton, d, causal):
     return run, f"max_err {err:.3g}", 4.0 * B * H * N * N * d * (0.5 if causal else 1.0)
 
 
+def target_bwd06(a, torch, triton, d, causal):
+    mod = _load(os.path.join(a.tutorials, "06-fused-attention.py"), "k06b", False)
+    tuner = mod._attn_fwd  # the forward only makes o and M: one config
+    tuner.configs = [next(c for c in tuner.configs if c.kwargs.get("BLOCK_M") == 64 and c.kwargs.get("BLOCK_N") == 64
+                          and c.num_stages == 3 and c.num_warps == 4)]
+    tuner.cache.clear()
+    sys.path.insert(0, HERE)
+    from bwd06_bench import _bwd_kernel
+    B, H, N = 4, 32, a.size or 4096
+    q, k, v = (torch.randn((B, H, N, d), dtype=torch.float16, device="cuda", requires_grad=True) for _ in range(3))
+    o = mod.attention(q, k, v, bool(causal), 1.3, False)
+    do = torch.randn_like(o)
+    o.backward(do, retain_graph=True)
+    qr, kr, vr = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    torch.nn.functional.scaled_dot_product_attention(qr, kr, vr, is_causal=bool(causal), scale=1.3).backward(do)
+    err = max((x.grad.float() - y.grad.float()).abs().max().item() for x, y in ((q, qr), (k, kr), (v, vr)))
+    run = _bwd_kernel(mod, o, q, k, v, do, bool(causal), 1.3)
+    run()
+    torch.cuda.synchronize()
+    return run, f"max_grad_err {err:.3g}", 2.5 * 4.0 * B * H * N * N * d * (0.5 if causal else 1.0)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--impl", choices=("kernelc", "triton"), required=True)
@@ -172,6 +197,9 @@ def main(argv=None) -> int:
     elif kind == "fwd06":
         d, causal = (int(x) for x in rest.split(":"))
         run, note, flops = target_fwd06(a, torch, triton, d, causal)
+    elif kind == "bwd06":
+        d, causal = (int(x) for x in rest.split(":"))
+        run, note, flops = target_bwd06(a, torch, triton, d, causal)
     else:
         ap.error(f"unknown target {a.target!r}")
     times = []

@@ -48,25 +48,49 @@ def _descriptor(lw: Lowering, addr: str, lbo: int, sbo: int, swizzle: int) -> st
     return e.val(f"or i64 {lo}, {hi}")
 
 
-def operand_descriptor(lw: Lowering, sm, trans: bool, k0: int, outer_off: str) -> str:
-    """Descriptor of the [outer 64.. x k16] slice at k0 (outer_off: first row/col along M or N)."""
+def operand_descriptor(lw: Lowering, sm, trans: bool, k0: int, outer_off: str, smem: Optional[str] = None) -> str:
+    """Descriptor of the [outer 64.. x k16] slice at k0 (outer_off: first row/col along M or N).
+
+    ``smem`` (one warpgroup issues the dot, so ``outer_off`` is a constant): the buffer's own descriptor
+    plus the slice's offset in 16-byte units. The buffer starts 16-byte aligned below 256 KB (the 14-bit
+    start-address field holds any shared address >> 4), so the field of ``base + off`` is the base's plus
+    ``off >> 4`` with no carry out of it. ``smem`` is the shared window's base, read where the dot is issued by
+    an asm LLVM cannot hoist (``smem_base``), so no descriptor stays live across loops: built from each
+    slice's address and hoisted, they were spilled and reloaded in the loops. Several warpgroups keep the
+    slice's own address (it spilled a warp-specialised forward; docs/triton-tutorials.md, "06 backward:
+    causal and d64")."""
     e = lw.e
     if not trans:  # K-major: rows = outer, cols = K
         panel, within = divmod(k0, sm.panel_cols)
         const = panel * sm.panel_bytes + within * sm.eb
-        off = e.val(f"mul i32 {outer_off}, {sm.row_bytes}") if outer_off != "0" else "0"
         lbo, sbo = 16, 8 * sm.row_bytes
     else:  # MN-major: rows = K, cols = outer
         const = k0 * sm.row_bytes
-        if outer_off != "0":
-            panel = e.val(f"lshr i32 {outer_off}, {sm.panel_cols.bit_length() - 1}")
-            off = e.val(f"mul i32 {panel}, {sm.panel_bytes}")
-        else:
-            off = "0"
         lbo, sbo = sm.panel_bytes, 8 * sm.row_bytes
+    if smem is not None and outer_off.isdigit() and const % 16 == 0:
+        n = int(outer_off)
+        const += n * sm.row_bytes if not trans else (n >> (sm.panel_cols.bit_length() - 1)) * sm.panel_bytes
+        if const % 16 == 0:
+            addr = e.val(f"add i32 {smem}, {sm.base}") if sm.base not in (0, "0") else smem
+            desc = _descriptor(lw, addr, lbo, sbo, sm.swizzle_bytes)
+            return e.val(f"add i64 {desc}, {const // 16}") if const else desc
+        const -= n * sm.row_bytes if not trans else (n >> (sm.panel_cols.bit_length() - 1)) * sm.panel_bytes
+    if not trans:
+        off = e.val(f"mul i32 {outer_off}, {sm.row_bytes}") if outer_off != "0" else "0"
+    elif outer_off != "0":
+        panel = e.val(f"lshr i32 {outer_off}, {sm.panel_cols.bit_length() - 1}")
+        off = e.val(f"mul i32 {panel}, {sm.panel_bytes}")
+    else:
+        off = "0"
     off = e.val(f"add i32 {off}, {const}") if const else off
     off = e.val(f"add i32 {off}, {sm.base}") if sm.base not in (0, "0") else off
     return _descriptor(lw, _smem_addr(lw, off), lbo, sbo, sm.swizzle_bytes)
+
+
+def smem_base(lw: Lowering) -> str:
+    """The shared window's address of ``global_smem``, as an asm with side effects: LLVM neither hoists it out
+    of a loop nor merges two reads, so what is computed from it is computed where it is read."""
+    return lw.e.asm("i32", "mov.u32 $0, global_smem;", "=r", [])
 
 
 def _promote(lw: Lowering, main: List[str], partial: List[str]) -> List[str]:
@@ -126,8 +150,14 @@ def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: 
     reps_m = M // (16 * nw)
     nbits_n = (max(1, N // 8) - 1).bit_length()
     nacc = N // 2
-    g = e.val(f"lshr i32 {lw.warp}, 2")
-    wg_row = e.val(f"shl i32 {g}, 6")  # 64 rows per warpgroup
+    smem = smem_base(lw) if nw == 4 else None
+    if smem is not None:
+        # one warpgroup issues every wgmma (a producer warp, if any, comes after it): its rows start at 0,
+        # so each descriptor is a constant offset from the buffer's (operand_descriptor)
+        wg_row = "0"
+    else:
+        g = e.val(f"lshr i32 {lw.warp}, 2")
+        wg_row = e.val(f"shl i32 {g}, 6")  # 64 rows per warpgroup
     nk = K // kstep
     partial = not has_trans and promote_every is not None and promote_every <= K
     group = max(1, promote_every // kstep) if partial else nk
@@ -144,7 +174,7 @@ def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: 
     ret = "{ " + ", ".join(["float"] * nacc) + " }"
     outs = ", ".join(f"${i}" for i in range(nacc))
     for r in range(reps_m):
-        row0 = e.val(f"add i32 {wg_row}, {r * 16 * nw}") if r else wg_row
+        row0 = (str(r * 16 * nw) if wg_row == "0" else e.val(f"add i32 {wg_row}, {r * 16 * nw}")) if r else wg_row
         base_idx = r << (2 + nbits_n)
         main = cur = acc[base_idx:base_idx + nacc]
         for kk in range(nk):
@@ -152,7 +182,7 @@ def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: 
                 if kk:
                     main = _promote(lw, main, cur)
                 cur = ["0.0"] * nacc
-            b_desc = operand_descriptor(lw, B, b_trans, kk * kstep, "0")
+            b_desc = operand_descriptor(lw, B, b_trans, kk * kstep, "0", smem)
             tied = ",".join(str(i) for i in range(nacc))
             if a_regs is not None:
                 a = a_regs[(r, kk)]
@@ -163,7 +193,7 @@ def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: 
                 cons = ",".join(["=f"] * nacc + ["r"] * 4 + ["l"]) + "," + tied
                 args = [("i32", x) for x in a] + [("i64", b_desc)] + [("float", x) for x in cur]
             else:
-                a_desc = operand_descriptor(lw, A, a_trans, kk * kstep, row0)
+                a_desc = operand_descriptor(lw, A, a_trans, kk * kstep, row0, smem)
                 sd = f"${nacc + 2 + nacc}" if scale_d is not None and kk == 0 else "1"
                 code = (f"{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; {instr} "
                         f"{{{outs}}}, ${nacc}, ${nacc + 1}, p, 1, 1{a_imm}; }}")

@@ -249,6 +249,8 @@ def _schedule_loop(f: _Facts, op: Op) -> None:
         return
     tma_values = {(via or t).results[0].id for t, via in tma}
     dots, lookahead = async_dots(f, op, bool(cp), bool(tma), tma_values, staged_outside=True)
+    if not dots:
+        dots = _async_tail(f, op)
     op.attrs["pipeline"] = {"stages": stages, "lookahead": lookahead}
     if dots and cp and not tma:
         # the stage a copy overwrites is the one the wgmma left in flight last iteration was reading:
@@ -264,6 +266,27 @@ def _schedule_loop(f: _Facts, op: Op) -> None:
             via.attrs["pipeline"] = {"ring": TMA}
     for d in dots:
         d.attrs["wgmma"] = "async"
+
+
+def _async_tail(f: _Facts, loop: Op) -> List[Op]:
+    """The body's last dot, left in flight across the back edge (KERNELC_WGMMA_ASYNC_TAIL, opt-in), when the
+    loop's dots do not all chain into themselves (so :func:`async_dots` keeps none): a wgmma dot after which
+    no other dot comes and whose result only its own accumulator reads. The next iteration's first wait
+    retires it, before the ring's refill (issued after the dots, into the stage it read); an A operand in
+    registers stays valid for it (ptxas tracks the registers an in-flight wgmma reads). Triton's tutorial 06
+    backward leaves dK += dS^T Q and dQ += dS K in flight this way."""
+    if not get("KERNELC_WGMMA_ASYNC_TAIL") or get("KERNELC_WGMMA_ASYNC") == "off":
+        return []
+    body = loop.regions[0]
+    if any(t.name == "dot" for o in body.ops for t in o.walk() if t.block is not body):
+        return []
+    dots = [o for o in body.ops if o.name == "dot"]
+    if len(dots) < 2 or any(id(o) not in f.plan.wgmma for o in dots):
+        return []
+    last = dots[-1]
+    if last.attrs.get("max_num_imprecise_acc") is not None or not _chains_only_into_itself(last, body, _uses(body)):
+        return []
+    return [last]
 
 
 # -- warp_specialize --------------------------------------------------------------------------------
@@ -313,6 +336,10 @@ def _tag_ws(f: _Facts, op: Op) -> None:
     # tagged async would have its ring stage released at issue and refilled while it still reads it
     tma_values = {(via or t).results[0].id for t, _, _, via in tma}
     lagged, _ = async_dots(f, op, bool(cp), bool(tma), tma_values, staged_outside=True)
+    if not lagged:  # an async tail (KERNELC_WGMMA_ASYNC_TAIL) is for loops without a producer warp
+        for o in op.regions[0].ops:
+            if o.name == "dot" and o.attrs.get("wgmma") == "async":
+                del o.attrs["wgmma"]
     # registers move to the consumers when asked (on), or (auto) when a wgmma stays in flight across other
     # work of the iteration (FlashAttention-3's order: this block's PV during the next block's softmax):
     # with the one-warp producer's 168 registers ptxas serialises those wgmmas (C7512) and spills
@@ -440,8 +467,39 @@ def _ring_deferrable(plan, op: Op) -> List[Op]:
     a stage being refilled."""
     if not get("KERNELC_WGMMA_DEFER_RING"):
         return []
-    dots = _deferrable(plan, op.regions[0])
-    return dots if any(_overlaps_other_results(d, op.regions[0]) for d in dots) else []
+    body = op.regions[0]
+    dots = _deferrable(plan, body) or _besides_async_tail(plan, body)
+    if any(_overlaps_other_results(d, body) for d in dots):
+        return dots
+    if get("KERNELC_WGMMA_DEFER_ACC") and any(_only_accumulates_before_a_dot(d, body) for d in dots):
+        return dots
+    return []
+
+
+def _besides_async_tail(plan, body: Block) -> List[Op]:
+    """With a dot left in flight by :func:`_async_tail`: the other wgmma dots, deferrable as
+    :func:`_deferrable`'s (two or more, no fp8 promotion, no dot in a nested region)."""
+    dots = [o for o in body.ops if o.name == "dot" and id(o) in plan.wgmma]
+    rest = [o for o in dots if o.attrs.get("wgmma") != "async"]
+    if len(rest) == len(dots) or len(rest) < 2 or not get("KERNELC_WGMMA_DEFER"):
+        return []
+    if any(o.attrs.get("max_num_imprecise_acc") is not None for o in rest) or \
+            any(t.name == "dot" for o in body.ops for t in o.walk() if t.block is not body):
+        return []
+    return rest
+
+
+def _only_accumulates_before_a_dot(dot: Op, body: Block) -> bool:
+    """Whether the body reads ``dot``'s result only in the yield (an accumulator carried to the next
+    iteration) and issues another dot after it (KERNELC_WGMMA_DEFER_ACC): deferred, its group runs back to
+    back with the next dot's and is waited for with it (the attention backward's dV += P^T dO, then
+    dP^T = V dO^T, as Triton's tutorial 06 issues them)."""
+    rid = dot.results[0].id
+    ops = body.ops
+    later = ops[ops.index(dot) + 1:]
+    if not any(o.name == "dot" for o in later):
+        return False
+    return all(o.name == "scf.yield" for o in later if rid in {v.id for t in o.walk() for v in t.operands})
 
 
 def schedule_wgmma(fn: Function, ctx) -> Function:
