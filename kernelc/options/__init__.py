@@ -160,6 +160,12 @@ KNOBS: Tuple[Knob, ...] = (
          "ring runs across tiles: tma (default: where every load of the K loop is a TMA descriptor load and the tile "
          "loop asks for no warp specialisation; measured faster there on an H200), on (every such loop), off",
          _choice(("off", _FALSE), ("tma", ("tma",)), ("on", _TRUE)), compile=True, field="flatten_loops"),
+    Knob("KERNELC_TMA_STORE_WAIT", "choice", "deferred",
+         "a TMA store inside a loop: deferred (its staging buffer is its own and the elected thread waits for the "
+         "copy to have read it just before the buffer is written again, and once after the loop: the store's read "
+         "overlaps the next tile's K loop, as Triton's; passes/tma_stores.py) or eager (waited for right after it "
+         "is issued)", _choice(("deferred", ("deferred",) + _TRUE), ("eager", ("eager",) + _FALSE)),
+         compile=True, field="tma_store_wait"),
     Knob("KERNELC_PIPELINE_LOADS", "bool", True, "register prefetch of plain loads in num_stages >= 2 loops",
          compile=True, field="pipeline_loads"),
     Knob("KERNELC_ASSEMBLER", "choice", "nvjitlink",
@@ -215,6 +221,7 @@ class CompileOptions:
     ring_views: bool = True
     prefetch_dot_loops: bool = False
     flatten_loops: str = "tma"
+    tma_store_wait: str = "deferred"
     pipeline_loads: bool = True
     assembler: str = "nvjitlink"
     nvjitlink_launch_bound: bool = False

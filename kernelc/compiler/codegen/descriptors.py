@@ -389,6 +389,15 @@ def lower_bulk_reduce(lw: Lowering, op):
     T.reduce_tile_out(lw, buf.box, buf.tmap.address(lw), buf.stage_base(lw, stage), offs, op.attrs["kind"], pred)
 
 
+@rule("bulk_store")
+def lower_bulk_store(lw: Lowering, op):
+    buf: BulkBuffer = lw.rings[op.operands[0].id]
+    report_tma(lw, op, "store (TMA)", buf.tmap.ty)
+    stage, pred = lw.scalar(op.operands[1]), lw.scalar(op.operands[2])
+    offs = [lw.scalar(v) for v in op.operands[3:]]
+    T.copy_tile_out(lw, buf.box, buf.tmap.address(lw), buf.stage_base(lw, stage), offs, pred)
+
+
 @rule("bulk_commit_group")
 def lower_bulk_commit_group(lw: Lowering, op):
     T.bulk_commit(lw, lw.scalar(op.operands[0]))
