@@ -3,7 +3,7 @@ kernelc (under several knob settings) and by Triton 3.6, side by side (docs/trit
 TMA kernels"):
 
     python3 bench/experiments/tutorial_gaps/t09_persistent_cpu.py [--tutorials DIR] [--triton-site DIR]
-        [--variants nested,flattened,default] [--out FILE.json]
+        [--variants main,flatten,branch,flatten_all] [--out FILE.json]
 
 Per compile: shared memory, registers, spills, the main loop's SASS mix (``tutorial_sweep.summarise``) and, from
 the PTX, what happens around the epilogue: where the TMA stores' ``cp.async.bulk.wait_group.read`` sits (PTX
@@ -38,9 +38,10 @@ CONFIGS = [(k, 256, s, 8, st) for k in ("matmul_kernel_tma_persistent", "matmul_
 
 # kernelc variants: environment for the compile
 VARIANTS = {
-    "nested": {"KERNELC_FLATTEN_LOOPS": "0"},
-    "flattened": {"KERNELC_FLATTEN_LOOPS": "1"},
-    "default": {},
+    "main": {"KERNELC_FLATTEN_LOOPS": "0", "KERNELC_TMA_STORE_WAIT": "eager"},      # main at 3dc9633's schedule
+    "flatten": {"KERNELC_FLATTEN_LOOPS": "tma", "KERNELC_TMA_STORE_WAIT": "eager"},
+    "branch": {"KERNELC_FLATTEN_LOOPS": "tma", "KERNELC_TMA_STORE_WAIT": "deferred"},  # this branch's defaults
+    "flatten_all": {"KERNELC_FLATTEN_LOOPS": "1", "KERNELC_TMA_STORE_WAIT": "deferred"},
 }
 
 _EVENTS = [
