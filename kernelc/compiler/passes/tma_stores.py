@@ -17,7 +17,8 @@ writes that schedule (``KERNELC_TMA_STORE_WAIT=deferred``, the default; ``eager`
       %t0 = elect_one
       bulk_wait_group %t0 {pending=0, read=True}    the previous store from this buffer has read it
       barrier                                       every thread knows it
-      bulk_stage_store %buf, 0, %tile               every thread writes its elements
+      bulk_stage_store %buf, 0, %tile               every thread writes its elements ({smem_write='stmatrix'}
+                                                    for a 16-bit MMA fragment tile on sm_90)
       fence_async_shared                            generic-proxy writes before the copy engine reads them
       barrier
       bulk_store %buf, 0, %t0, %offsets             the elected thread issues the copy
@@ -34,9 +35,10 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-from ...language.dtypes import int1, int32
+from ...language.dtypes import int1, int32, scalar_of
 from ...options import get
 from ..ir.core import Function, Op, Value
+from ..shared_layouts import stmatrix_rows_fit
 from .bulk_reductions import _Emit, _insert
 
 
@@ -47,6 +49,17 @@ def _outermost_loop(op: Op) -> Optional[Op]:
             out = b.parent
         b = b.parent.block
     return out
+
+
+def _stmatrix(ctx, tile: Value) -> bool:
+    """On sm_90, a 16-bit MMA fragment tile is written into the box with ``stmatrix`` (one instruction per 8
+    registers, four times fewer shared stores; Triton's epilogue does the same). Only here, in loops: the
+    same choice on every TMA store cost the warp-specialised causal attention 24 B of spills (its store is
+    outside loops; docs/triton-tutorials.md, "08: the epilogue through stmatrix")."""
+    if ctx is None or ctx.plan is None or ctx.capability[0] < 9:
+        return False
+    L = ctx.plan.get(tile)
+    return L is not None and stmatrix_rows_fit(L, scalar_of(tile.type).itemsize)
 
 
 def _made_outside_loops(desc: Value) -> bool:
@@ -80,7 +93,9 @@ def defer_tma_store_waits(fn: Function, ctx=None, mode: Optional[str] = None) ->
         t0 = em.val("elect_one", [], int1)
         em.op("bulk_wait_group", [t0], pending=0, read=True)
         em.op("barrier", [])
-        em.op("bulk_stage_store", [buf, zero, tile])
+        stage = em.op("bulk_stage_store", [buf, zero, tile])
+        if _stmatrix(ctx, tile):
+            stage.attrs["smem_write"] = "stmatrix"
         em.op("fence_async_shared", [])
         em.op("barrier", [])
         em.op("bulk_store", [buf, zero, t0] + list(st.operands[2:]))
