@@ -63,7 +63,9 @@ _EVENTS = [
 def ptx_epilogue(ptx: str) -> dict:
     """What the PTX does around its TMA stores (see the module docstring)."""
     lines = [ln.strip() for ln in ptx.splitlines()]
-    instrs = [ln for ln in lines if ln and not ln.startswith(("//", ".", "{", "}", "$L")) and ln.endswith(";")]
+    # kernelc's mbarrier waits are one inline-asm line in braces (`{ .reg .pred p; kc_wait: mbarrier.try_wait...}`)
+    instrs = [ln for ln in lines if ln and not ln.startswith(("//", ".", "$L")) and ln not in ("{", "}")
+              and ln.endswith((";", "}"))]
     counts = {name: 0 for name, _ in _EVENTS}
     trace, distances, last_commit = [], [], None
     for i, ln in enumerate(instrs):
@@ -152,6 +154,23 @@ def main(argv=None) -> int:
     with open(a.out, "w") as f:
         json.dump({"benchmark": "t09_persistent_cpu", "target": "sm_90a", "shape": "M=N=8192 K=512 fp16",
                    "variants": {t: e for t, _, e in impls}, "rows": out}, f, indent=1)
+    md = ["| kernel, config | " + " | ".join(t for t, _, _ in impls) + " |", "|---|" + "---|" * len(impls)]
+    for row in out:
+        c = row["config"]
+        cells = []
+        for t, _, _ in impls:
+            x = row.get(t, {})
+            if "error" in x or not x:
+                cells.append("error")
+                continue
+            ep = x["epilogue"]["counts"]
+            cells.append(f"{x['shared']} B, {x['n_regs']} r, {x['local_bytes']} B spill, loop {(x['main_loop'] or {}).get('instructions')}, "
+                         f"stmatrix {ep['stmatrix']} / st.shared {ep['st_shared']}")
+        md.append(f"| {row['kernel'].replace('matmul_kernel_', '')} {c['BLOCK_SIZE_N']}x{c['BLOCK_SIZE_K']} s{c['num_stages']} "
+                  f"w{c['num_warps']}{' subtiled' if c['EPILOGUE_SUBTILE'] else ''} | " + " | ".join(cells) + " |")
+    with open(os.path.splitext(a.out)[0] + ".md", "w") as f:
+        f.write("\n".join(md) + "\n")
+    print("\n".join(md))
     print("wrote", a.out)
     return 0
 
