@@ -22,6 +22,7 @@ from .passes.atomic_results import mark_unused_atomic_results, vectorize_atomics
 from .passes.axis_info import analyze
 from .passes.coalesce import coalesce
 from .passes.flatten_loops import flatten_loops
+from .passes.tma_stores import defer_tma_store_waits
 from .passes.dot_acc import fold_dot_accumulate
 from .passes.fp8_dot import upcast_fp8_dots
 from .passes.hints import anchor_hints
@@ -261,6 +262,9 @@ TILE_PASSES = (
     # desc.atomic_add on TMA: the staging buffer and its stages, the elected thread's bulk reduction, the
     # bulk-group waits (passes/bulk_reductions.py); after the wgmma waits, so a staged dot result is complete
     TilePass("expand_bulk_reductions", expand_bulk_reductions),
+    # a TMA store in a loop: its own staging buffer, waited for just before the buffer is written again and
+    # after the loop, not right after the copy is issued (passes/tma_stores.py; KERNELC_TMA_STORE_WAIT)
+    TilePass("defer_tma_store_waits", defer_tma_store_waits),
     # a TMA tile loaded outside loops for dots to read in place: its copy issued as early as its offsets
     # allow, waited for at its first read (passes/tma_prefetch.py)
     TilePass("issue_tma_loads_early", issue_tma_loads_early),

@@ -166,6 +166,16 @@ def stmatrix_address_layout(layout: Layout, trans: bool) -> Layout:
     return Layout(layout.shape, tuple(layout.reg[3:]), row + tuple(layout.reg[1:3]), layout.warp, "derived")
 
 
+def stmatrix_rows_fit(layout: Layout, ebytes: int) -> bool:
+    """Whether ``layout`` can be written with ``stmatrix`` (no transpose) into a buffer whose rows run
+    along the last dimension in aligned 16-byte chunks (a TMA box): its fragments' columns are the last
+    dimension and every block starts on a multiple of 8 columns."""
+    fit = stmatrix_fit(layout, ebytes)
+    if fit is None or fit[1] != layout.rank - 1 or (layout.shape[-1] * ebytes) % 16:
+        return False
+    return not any(b[-1] % 8 for b in layout.reg[1:] + layout.warp)
+
+
 def _stmatrix_ok(src: Layout, sl: SharedLayout, ebytes: int) -> str:
     """The ``write_op`` with which ``src`` can be written into ``sl`` by ``stmatrix`` ("" if none): the
     8 elements of each row of a block must be one aligned 16-byte run of ``sl``."""

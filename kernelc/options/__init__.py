@@ -165,9 +165,17 @@ KNOBS: Tuple[Knob, ...] = (
          "num_stages of their own) and of loads that reach a dot only through arithmetic (tutorial 06's backward: "
          "the log-sum-exp and Delta rows of its dK/dV loop); opt-in until measured on a GPU", compile=True,
          field="prefetch_dot_loops"),
-    Knob("KERNELC_FLATTEN_LOOPS", "bool", False,
+    Knob("KERNELC_FLATTEN_LOOPS", "choice", "tma",
          "flatten a tile loop and its K loop into one loop where the kernel asks (tl.range(..., flatten=True)), so a "
-         "ring runs across tiles (opt-in until checked on a GPU)", compile=True, field="flatten_loops"),
+         "ring runs across tiles: tma (default: where every load of the K loop is a TMA descriptor load and the tile "
+         "loop asks for no warp specialisation; measured faster there on an H200), on (every such loop), off",
+         _choice(("off", _FALSE), ("tma", ("tma",)), ("on", _TRUE)), compile=True, field="flatten_loops"),
+    Knob("KERNELC_TMA_STORE_WAIT", "choice", "deferred",
+         "a TMA store inside a loop: deferred (its staging buffer is its own and the elected thread waits for the "
+         "copy to have read it just before the buffer is written again, and once after the loop: the store's read "
+         "overlaps the next tile's K loop, as Triton's; passes/tma_stores.py) or eager (waited for right after it "
+         "is issued)", _choice(("deferred", ("deferred",) + _TRUE), ("eager", ("eager",) + _FALSE)),
+         compile=True, field="tma_store_wait"),
     Knob("KERNELC_PIPELINE_LOADS", "bool", True, "register prefetch of plain loads in num_stages >= 2 loops",
          compile=True, field="pipeline_loads"),
     Knob("KERNELC_ASSEMBLER", "choice", "nvjitlink",
@@ -232,7 +240,8 @@ class CompileOptions:
     smem_reuse: bool = True
     ring_views: bool = True
     prefetch_dot_loops: bool = False
-    flatten_loops: bool = False
+    flatten_loops: str = "tma"
+    tma_store_wait: str = "deferred"
     pipeline_loads: bool = True
     assembler: str = "nvjitlink"
     nvjitlink_launch_bound: bool = False

@@ -54,3 +54,28 @@ def persistent_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bn, stride_cm
             acc = kl.dot(a, b, acc)
         kl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :], acc.to(kl.float16),
                  mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+@kernelc.jit
+def persistent_desc_subtiled(a_ptr, b_ptr, c_ptr, M, N, K, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr,
+                             PROGRAMS: kl.constexpr, FLAT: kl.constexpr):
+    """``persistent_desc`` with tutorial 09's subtiled epilogue: C's descriptor is half a tile wide and each tile
+    is stored in two halves (split from the accumulator), both through that descriptor."""
+    pid = kl.program_id(0)
+    n_m = kl.cdiv(M, BM)
+    n_n = kl.cdiv(N, BN)
+    k_steps = kl.cdiv(K, BK)
+    a_d = kl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
+    b_d = kl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BN, BK])
+    c_d = kl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN // 2])
+    for t in kl.range(pid, n_m * n_n, PROGRAMS, flatten=FLAT):
+        row = (t % n_m) * BM
+        col = (t // n_m) * BN
+        acc = kl.zeros((BM, BN), dtype=kl.float32)
+        for k in range(k_steps):
+            a = a_d.load([row, k * BK])
+            b = b_d.load([col, k * BK])
+            acc = kl.dot(a, b.T, acc)
+        acc0, acc1 = kl.split(kl.permute(kl.reshape(acc, (BM, 2, BN // 2)), (0, 2, 1)))
+        c_d.store([row, col], acc0.to(kl.float16))
+        c_d.store([row, col + BN // 2], acc1.to(kl.float16))

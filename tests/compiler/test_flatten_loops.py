@@ -279,6 +279,33 @@ def test_the_persistent_main_loop_holds_the_mmas_the_next_loads_and_the_epilogue
     assert not any(o.startswith("UTMASTG") for o in nested) and any(o.startswith("UTMALDG") for o in nested)
 
 
+def test_by_default_only_tma_k_loops_without_warp_specialisation_are_flattened(monkeypatch):
+    """``KERNELC_FLATTEN_LOOPS`` unset (``tma``): the descriptor kernel's tile loop is flattened (measured faster
+    on an H200), the pointer kernel's (a cp.async ring) and a warp-specialised one stay nested, and the compile
+    log says why; ``1`` flattens all three, ``0`` none."""
+    monkeypatch.delenv("KERNELC_FLATTEN_LOOPS", raising=False)
+    dsig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32"}
+    psig = dict(dsig, stride_am="i32", stride_bn="i32", stride_cm="i32")
+
+    def flattened(kernel, sig, **cx):
+        _, fn, ctx = _passes(kernel, sig, dict(BM=64, BN=64, BK=32, PROGRAMS=8, FLAT=True, **cx),
+                             div={k: 16 for k in sig}, upto="flatten_loops")
+        # flattened: the no-K-step branch after the one loop (module docstring of passes/flatten_loops.py)
+        return any(o.name == "scf.if" for o in fn.body.ops), ctx.notes
+
+    desc, _ = flattened(P.persistent_desc, dsig)
+    ws, ws_notes = flattened(P.persistent_desc, dsig, WS=True)
+    ptr, ptr_notes = flattened(P.persistent_ptr, psig)
+    assert (desc, ws, ptr) == (True, False, False)
+    assert any("asks for warp specialisation (KERNELC_FLATTEN_LOOPS=tma" in n for n in ws_notes), ws_notes
+    assert any("loads through pointers" in n for n in ptr_notes), ptr_notes
+    monkeypatch.setenv("KERNELC_FLATTEN_LOOPS", "1")
+    assert [flattened(P.persistent_desc, dsig)[0], flattened(P.persistent_desc, dsig, WS=True)[0],
+            flattened(P.persistent_ptr, psig)[0]] == [True, True, True]
+    monkeypatch.setenv("KERNELC_FLATTEN_LOOPS", "0")
+    assert not any(flattened(k, s)[0] for k, s in ((P.persistent_desc, dsig), (P.persistent_ptr, psig)))
+
+
 def test_mma_sync_takes_use_acc_too(on):
     """sm_80 (mma.sync, cp.async ring): the flattened pointer kernel compiles; the accumulator is selected."""
     sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",

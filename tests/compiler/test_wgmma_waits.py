@@ -21,11 +21,11 @@ TD_CX = dict(BM=128, BN=64, D=64)
 
 
 def test_the_pass_runs_after_every_pass_that_writes_a_dot():
-    # only the bulk reductions' expansion (it stages dot results the waits here have completed),
+    # only the bulk reductions' and TMA stores' expansions (they stage dot results the waits here have completed),
     # issue_tma_loads_early (it moves TMA copies outside loops and places no wgmma wait) and
     # assign_smem_offsets (offsets only) follow it
     from kernelc.compiler.compiler import TILE_PASSES
-    assert [p.name for p in TILE_PASSES][-5:] == [BEFORE, PASS, "expand_bulk_reductions", "issue_tma_loads_early",
+    assert [p.name for p in TILE_PASSES][-6:] == [BEFORE, PASS, "expand_bulk_reductions", "defer_tma_store_waits", "issue_tma_loads_early",
                                                   "assign_smem_offsets"]
 
 

@@ -203,19 +203,25 @@ def convert_through_shared_layout(lw: Lowering, t: Tile, dst: Layout, ty: str, s
 
 
 def _stmatrix_writes(lw: Lowering, t: Tile, sl: SharedLayout, ty: str, addr) -> None:
-    """``t`` (16-bit MMA fragments, ``shared_layouts.stmatrix_fit``) into ``sl`` with one
-    ``stmatrix.x4`` per 8 registers: registers 8g + 2i, 8g + 2i + 1 are the thread's pair of block i;
-    lane 8i + j gives the address of row j of block i (``stmatrix_address_layout``)."""
-    e = lw.e
+    """``t`` (16-bit MMA fragments, ``shared_layouts.stmatrix_fit``) into ``sl``: one ``stmatrix.x4``
+    per 8 registers (``stmatrix_x4``)."""
     trans = sl.write_op.endswith(".trans")
     rows = lw.coords(stmatrix_address_layout(t.layout, trans))
-    code = f"stmatrix.sync.aligned.m8n8.x4{'.trans' if trans else ''}.shared.b16 [$0], {{$1, $2, $3, $4}};"
     for g in range(len(t.regs) // 8):
-        a = e.val(f"ptrtoint ptr addrspace(3) {addr(rows[g])} to i32")
-        words = []
-        for i in range(4):
-            pair = "undef"
-            for k in range(2):
-                pair = e.val(f"insertelement <2 x {ty}> {pair}, {ty} {t.regs[8 * g + 2 * i + k]}, i32 {k}")
-            words.append(e.val(f"bitcast <2 x {ty}> {pair} to i32"))
-        e.asm("void", code, "r,r,r,r,r", [("i32", a)] + [("i32", w) for w in words])
+        a = lw.e.val(f"ptrtoint ptr addrspace(3) {addr(rows[g])} to i32")
+        stmatrix_x4(lw, a, t.regs[8 * g:8 * g + 8], ty, trans)
+
+
+def stmatrix_x4(lw: Lowering, addr: str, regs: List[str], ty: str, trans: bool) -> None:
+    """One ``stmatrix.sync.aligned.m8n8.x4[.trans].shared.b16``: ``regs[2i], regs[2i + 1]`` are this
+    thread's pair of block i; ``addr`` (i32 shared address) is the row of the blocks this lane names
+    (lane 8i + j: row j of block i; ``shared_layouts.stmatrix_address_layout``)."""
+    e = lw.e
+    words = []
+    for i in range(4):
+        pair = "undef"
+        for k in range(2):
+            pair = e.val(f"insertelement <2 x {ty}> {pair}, {ty} {regs[2 * i + k]}, i32 {k}")
+        words.append(e.val(f"bitcast <2 x {ty}> {pair} to i32"))
+    code = f"stmatrix.sync.aligned.m8n8.x4{'.trans' if trans else ''}.shared.b16 [$0], {{$1, $2, $3, $4}};"
+    e.asm("void", code, "r,r,r,r,r", [("i32", addr)] + [("i32", w) for w in words])

@@ -34,6 +34,8 @@ from ..ir.core import Op, Value
 from . import tma as T
 from ..passes.schedule_ir import function_uses, in_place_readers, inside_loop
 from .device_tensor_map import DeviceTensorMap, build_device_tensor_map_here
+from ..shared_layouts import stmatrix_address_layout, stmatrix_rows_fit
+from .convert import stmatrix_x4
 from .dot import MMA_SHAPES, store_tile
 from .emitter import llty
 from .lowering import Lowering, Tile, rule
@@ -194,10 +196,34 @@ def read_tile(lw: Lowering, sm, L, elt, block_shape) -> List[str]:
     return out
 
 
-def write_tile(lw: Lowering, tile: Tile, sm, elt, block_shape) -> None:
-    """Store a register tile into the shared tile (each element once: replicas skip)."""
+def write_tile(lw: Lowering, tile: Tile, sm, elt, block_shape, stmatrix: bool = False) -> None:
+    """Store a register tile into the shared tile (each element once: replicas skip). ``stmatrix``: the
+    pass's choice (``smem_write='stmatrix'``, passes/tma_stores.py) to write 16-bit MMA fragments eight
+    8x8 blocks per instruction; kept only while the tile's layout still fits it."""
+    if stmatrix and stmatrix_rows_fit(tile.layout, elt.itemsize):
+        _stmatrix_rows(lw, tile, sm, llty(elt), block_shape)
+        return
     vec = max(1, min(tile.layout.contig_regs(tile.layout.rank - 1), sm.chunk))
     store_tile(lw, tile, llty(elt), elt.itemsize, sm, vec, lambda c: _row_col(lw, c, block_shape))
+
+
+def _stmatrix_rows(lw: Lowering, tile: Tile, sm, ty: str, block_shape) -> None:
+    """``stmatrix.x4`` (no transpose: the box's rows are the fragments' rows) of every 8 registers; each
+    lane's address is a 16-byte chunk of a box row, which the swizzle moves whole."""
+    e = lw.e
+    rows = lw.coords(stmatrix_address_layout(tile.layout, False))
+    own = lw.owner_predicate(tile.layout)  # replicas across warps only (stmatrix_rows_fit): warp-uniform
+    if own is not None:
+        w, cont = e.label("stsm"), e.label("stsm_end")
+        e.cond_br(own, w, cont)
+        e.start_block(w)
+    for g in range(len(tile.regs) // 8):
+        row, col = _row_col(lw, rows[g], block_shape)
+        p = e.val(f"getelementptr i8, ptr addrspace(3) @global_smem, i32 {sm.offset(lw, row, col)}")
+        stmatrix_x4(lw, e.val(f"ptrtoint ptr addrspace(3) {p} to i32"), tile.regs[8 * g:8 * g + 8], ty, False)
+    if own is not None:
+        e.br(cont)
+        e.start_block(cont)
 
 
 def report_tma(lw: Lowering, op: Op, kind: str, ty: tensor_descriptor_type) -> None:
@@ -367,7 +393,7 @@ def lower_bulk_stage_store(lw: Lowering, op):
     buf: BulkBuffer = lw.rings[op.operands[0].id]
     ty = op.operands[0].op.operands[0].type
     sm = T.box_smem(buf.box, buf.stage_base(lw, lw.scalar(op.operands[1])))
-    write_tile(lw, lw.get(op.operands[2]), sm, ty.element_ty, ty.block_shape)
+    write_tile(lw, lw.get(op.operands[2]), sm, ty.element_ty, ty.block_shape, op.attrs.get("smem_write") == "stmatrix")
 
 
 class _At:
@@ -387,6 +413,15 @@ def lower_bulk_reduce(lw: Lowering, op):
     stage, pred = lw.scalar(op.operands[1]), lw.scalar(op.operands[2])
     offs = [lw.scalar(v) for v in op.operands[3:]]
     T.reduce_tile_out(lw, buf.box, buf.tmap.address(lw), buf.stage_base(lw, stage), offs, op.attrs["kind"], pred)
+
+
+@rule("bulk_store")
+def lower_bulk_store(lw: Lowering, op):
+    buf: BulkBuffer = lw.rings[op.operands[0].id]
+    report_tma(lw, op, "store (TMA)", buf.tmap.ty)
+    stage, pred = lw.scalar(op.operands[1]), lw.scalar(op.operands[2])
+    offs = [lw.scalar(v) for v in op.operands[3:]]
+    T.copy_tile_out(lw, buf.box, buf.tmap.address(lw), buf.stage_base(lw, stage), offs, pred)
 
 
 @rule("bulk_commit_group")

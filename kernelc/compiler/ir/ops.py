@@ -187,12 +187,18 @@ for op in [
           doc="desc -> `stages` shared-memory boxes of the descriptor's block (TMA's swizzled layout), the "
               "sources of bulk reductions into it; the result has the block's type"),
     OpDef("bulk_stage_store", (3, 3), pure=False, results=0, category="ring",
-          doc="buffer, stage (i32), tile: every thread writes its elements of the tile into the stage"),
+          doc="buffer, stage (i32), tile: every thread writes its elements of the tile into the stage (smem_write="
+              "'stmatrix': 16-bit MMA fragments, eight 8x8 blocks per instruction; passes/tma_stores.py)",
+          optional_attrs=("smem_write",)),
     OpDef("bulk_reduce", (3, -1), ("kind",), pure=False, results=0, category="ring",
           doc="buffer, stage (i32), pred (i1), offsets (i32, outermost first): where pred, cp.reduce.async."
               "bulk.tensor the stage into the buffer's descriptor's block at the offsets (`kind`: add) as part of "
               "this thread's bulk group; source: the descriptor_reduce it stands for (file:line:col)",
           optional_attrs=("source",)),
+    OpDef("bulk_store", (3, -1), pure=False, results=0, category="ring",
+          doc="buffer, stage (i32), pred (i1), offsets (i32, outermost first): where pred, cp.async.bulk.tensor the "
+              "stage into the buffer's descriptor's block at the offsets (a TMA store) as part of this thread's bulk "
+              "group (passes/tma_stores.py)"),
     OpDef("bulk_commit_group", (1, 1), pure=False, results=0, category="ring",
           doc="pred (i1): where pred, close this thread's bulk group (cp.async.bulk.commit_group)"),
     OpDef("bulk_wait_group", (1, 1), ("pending", "read"), pure=False, results=0, category="ring",

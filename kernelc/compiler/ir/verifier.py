@@ -255,6 +255,19 @@ def _bulk_reduce(op: Op) -> List[str]:
     return errs
 
 
+def _bulk_store(op: Op) -> List[str]:
+    buf = op.operands[0]
+    errs = _bulk_buffer_and_stage(op)
+    if errs is None:
+        return ["operand 0 must be a bulk_buffer_alloc"]
+    if not _is_i1(op.operands[2]):
+        errs.append("the predicate must be an i1 scalar")
+    offs = op.operands[3:]
+    if len(offs) != len(shape_of(buf.type)) or not all(_is_i32(v) for v in offs):
+        errs.append("one i32 offset per descriptor dimension")
+    return errs
+
+
 def _bulk_wait_group(op: Op) -> List[str]:
     errs = [] if _is_i1(op.operands[0]) else ["the predicate must be an i1 scalar"]
     n = op.attrs.get("pending")
@@ -662,6 +675,7 @@ RULES: Dict[str, Callable[[Op], List[str]]] = {
     "bulk_buffer_alloc": _bulk_buffer_alloc,
     "bulk_stage_store": _bulk_stage_store,
     "bulk_reduce": _bulk_reduce,
+    "bulk_store": _bulk_store,
     "bulk_commit_group": lambda op: [] if _is_i1(op.operands[0]) else ["the predicate must be an i1 scalar"],
     "bulk_wait_group": _bulk_wait_group,
     "scf.for": _for,
