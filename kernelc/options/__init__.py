@@ -158,6 +158,12 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_FLATTEN_LOOPS", "bool", False,
          "flatten a tile loop and its K loop into one loop where the kernel asks (tl.range(..., flatten=True)), so a "
          "ring runs across tiles (opt-in until checked on a GPU)", compile=True, field="flatten_loops"),
+    Knob("KERNELC_STORE_SMEM_DISCOUNT", "choice", "4",
+         "how much cheaper a byte of shared-memory traffic is than a byte of global sectors when passes/coalesce.py "
+         "prices a store's conversion to its coalesced layout: 4 (an MMA accumulator stored as fp16/bf16 goes through "
+         "shared memory to 16-byte stores, as Triton's epilogue; tutorial 09), 1 (priced byte for byte: such stores "
+         "stay 4-byte stores from the accumulator's layout)",
+         _choice(("1", ("1",)), ("2", ("2",)), ("4", ("4",))), compile=True, field="store_smem_discount"),
     Knob("KERNELC_PIPELINE_LOADS", "bool", True, "register prefetch of plain loads in num_stages >= 2 loops",
          compile=True, field="pipeline_loads"),
     Knob("KERNELC_ASSEMBLER", "choice", "nvjitlink",
@@ -213,6 +219,7 @@ class CompileOptions:
     ring_views: bool = True
     prefetch_dot_loops: bool = False
     flatten_loops: bool = False
+    store_smem_discount: str = "4"
     pipeline_loads: bool = True
     assembler: str = "nvjitlink"
     nvjitlink_launch_bound: bool = False

@@ -675,12 +675,14 @@ RULES: Dict[str, Callable[[Op], List[str]]] = {
 }
 
 def _smem(op: Op) -> List[str]:
-    """``smem_buffer={offset, bytes}`` (passes/smem_offsets.py): on a buffer op, 1024-byte aligned."""
+    """``smem_buffer={offset, bytes}`` (passes/smem_offsets.py): on a buffer op or a conversion through
+    shared memory, 1024-byte aligned."""
     at = op.attrs["smem_buffer"]
     if op.name not in ("ring_alloc", "tma_ring_alloc", "stage_operand") and not (
-            op.name == "descriptor_load" and op.attrs.get("in_place")):
+            op.name == "descriptor_load" and op.attrs.get("in_place")) and not (
+            op.name == "convert_layout" and "smem" in op.attrs):
         return ["smem_buffer is on the ops that hold a shared-memory buffer (ring_alloc, tma_ring_alloc, stage_operand, "
-                "an in_place descriptor_load)"]
+                "an in_place descriptor_load, a convert_layout with a smem plan)"]
     off, n = (at.get("offset"), at.get("bytes")) if isinstance(at, dict) else (None, None)
     if not (isinstance(off, int) and isinstance(n, int) and off >= 0 and n >= 1 and off % 1024 == 0):
         return [f"smem_buffer must be {{offset=a multiple of 1024, bytes >= 1}}, got {at!r}"]
