@@ -79,6 +79,8 @@ json.dump(out, open(a["out"], "w"), indent=1)
 """
 
 RUNS = {"kernelc": ("kernelc", {}), "kernelc_sync": ("kernelc", {"KERNELC_WGMMA_ASYNC": "0"}),
+        # the epilogue stored from the accumulator's layout in 4-byte pieces (main before branch mm09)
+        "kernelc_store1": ("kernelc", {"KERNELC_STORE_SMEM_DISCOUNT": "1"}),
         "triton": ("triton", {})}
 
 
