@@ -29,13 +29,14 @@ PDIV = DIV
 
 @kernelc.jit
 def ptr_persistent(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                   BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr, PROGRAMS: kl.constexpr):
+                   BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr, PROGRAMS: kl.constexpr,
+                   FLAT: kl.constexpr = False):
     """One program per SM walks the C tiles (column of tiles after column); the K loop reads A and B through
     pointers masked on K only (rows and columns past the edge wrap, their results are not stored)."""
     n_m = kl.cdiv(M, BM)
     n_tiles = n_m * kl.cdiv(N, BN)
     kk = kl.arange(0, BK)
-    for t in kl.range(kl.program_id(0), n_tiles, PROGRAMS):
+    for t in kl.range(kl.program_id(0), n_tiles, PROGRAMS, flatten=FLAT):
         rows = (t % n_m) * BM + kl.arange(0, BM)
         cols = (t // n_m) * BN + kl.arange(0, BN)
         ra = rows % M
@@ -142,8 +143,9 @@ def test_the_epilogue_stores_16_bytes_in_no_more_shared_memory(discount4, monkey
     assert "STG.E.128" not in _sass_ops(old)
 
 
-def _persistent(monkeypatch, bm, bn, warps, stages, limit):
-    cx = dict(BM=bm, BN=bn, BK=64, PROGRAMS=132)
+def _persistent(monkeypatch, bm, bn, warps, stages, limit, flat=False):
+    monkeypatch.setenv("KERNELC_FLATTEN_LOOPS", "1" if flat else "0")
+    cx = dict(BM=bm, BN=bn, BK=64, PROGRAMS=132, FLAT=flat)
     _, fn, ctx = _passes(ptr_persistent, PSIG, cx, warps, stages, PDIV, UNIT_STRIDES, upto="issue_tma_loads_early")
     ctx.smem_limit = limit
     assign_smem_offsets(fn, ctx, enabled=True)
@@ -151,28 +153,55 @@ def _persistent(monkeypatch, bm, bn, warps, stages, limit):
     return fn, ctx
 
 
+def test_golden_a_persistent_tile_loop_converts_in_its_drained_ring(discount4):
+    """Not flattened, the tile loop allocates its ring, fills and drains it per tile: after the K loop the
+    conversion (64 KB at 128x256) takes the ring's bytes, counted in the loop body, between the ring's copies
+    waited for + fence + barrier and a barrier after it (the next tile's copies write the same bytes)."""
+    ir, fn, _ = _passes(ptr_persistent, PSIG, dict(BM=128, BN=256, BK=64, PROGRAMS=132), 8, 4, PDIV, UNIT_STRIDES)
+    filecheck(ir["assign_smem_offsets"], """
+        CHECK: scf.for
+        CHECK-NEXT: ^body
+        CHECK: = ring_alloc {stages=4, operand='a', smem_buffer={offset=0, bytes=65536}} : <128x64xfp16>
+        CHECK-NEXT: = ring_alloc {stages=4, operand='b', smem_buffer={offset=65536, bytes=131072}} : <64x256xfp16>
+        CHECK: = scf.for
+        CHECK: = wgmma_wait
+        CHECK-NEXT: async_wait_all
+        CHECK: async_wait_all
+        CHECK-NEXT: fence_async_shared
+        CHECK-NEXT: barrier
+        CHECK-NEXT: = convert_layout {{%\\d+}} {layout={{.*}}smem_buffer={offset=0, bytes=65536}} : <128x256xfp16>
+        CHECK-NEXT: barrier
+        CHECK-NEXT: store
+        CHECK-NEXT: scf.yield
+    """)
+    verify(fn)
+
+
 def test_a_conversion_beside_a_live_ring_that_would_not_fit_is_taken_out(discount4, monkeypatch):
-    """In a persistent tile loop the ring is live across the epilogue: 128x256x64 with 4 stages has 192 KB of
-    ring, and the conversion's 64 KB would take it past an H100's 227 KB. The pass takes the conversion out
-    (the store keeps the accumulator's layout) and says why; with room to spare it stays, in scratch."""
-    fn, ctx = _persistent(monkeypatch, 128, 256, 8, 4, H100_SMEM)
+    """Flattened, the ring is live across the epilogue (the next tile's copies are in flight): 128x256x64 with
+    4 stages has 192 KB of ring, and the conversion's 64 KB would take it past an H100's 227 KB. The pass takes
+    the conversion out (the store keeps the accumulator's layout) and says why; with room to spare it stays,
+    in the per-op scratch."""
+    fn, ctx = _persistent(monkeypatch, 128, 256, 8, 4, H100_SMEM, flat=True)
     assert not any(op.name == "convert_layout" for op in fn.walk())
-    (note,) = [n for n in ctx.notes if "not converted" in n]
-    assert "65536 bytes" in note and "196608" in note and str(H100_SMEM) in note
-    fn, ctx = _persistent(monkeypatch, 128, 256, 8, 4, 1 << 20)
-    (cvt,) = [op for op in fn.walk() if op.name == "convert_layout"]
-    assert "smem_buffer" not in cvt.attrs   # inside the tile loop: the per-op scratch
+    notes = [n for n in ctx.notes if "not converted" in n]
+    assert notes and all("65536 bytes" in n and "196608" in n and str(H100_SMEM) in n for n in notes)
+    fn, ctx = _persistent(monkeypatch, 128, 256, 8, 4, 1 << 20, flat=True)
+    cvts = [op for op in fn.walk() if op.name == "convert_layout"]
+    assert cvts and all("smem_buffer" not in c.attrs for c in cvts)   # beside the live ring: the scratch
     assert not [n for n in ctx.notes if "not converted" in n]
 
 
-def test_persistent_configs_compile_with_or_without_the_conversion(discount4):
-    """Through the whole compile: 128x256x64 / 4 stages keeps the accumulator's stores and fits; 128x128x64 /
-    3 stages converts (its 32 KB of scratch beside the 96 KB ring) and stores 16 bytes at a time."""
-    got = {}
+def test_persistent_configs_store_16_bytes_in_no_more_shared_memory(discount4, monkeypatch):
+    """Through the whole compile, not flattened: both tuners' configs of 09's persistent kernel convert in the
+    drained ring's bytes, store 16 bytes at a time and take the shared memory of main's epilogue."""
+    monkeypatch.setenv("KERNELC_FLATTEN_LOOPS", "0")
     for bm, bn, warps, stages in ((128, 256, 8, 4), (128, 128, 4, 3)):
-        ck = kcompile(ptr_persistent, PSIG, dict(BM=bm, BN=bn, BK=64, PROGRAMS=132), "sm_90a", warps, stages,
-                      divisibility=PDIV, equal_to_1=UNIT_STRIDES)
-        assert ck.shared <= H100_SMEM and ck.n_spills == 0
-        got[bn] = (set(o for o in _sass_ops(ck) if o.startswith("STG")), ck.shared)
-    assert got[256][0] == {"STG.E"} and got[128][0] == {"STG.E.128"}, got
-    assert got[128][1] >= 3 * 2 * 128 * 64 * 2 + 128 * 128 * 2
+        cx = dict(BM=bm, BN=bn, BK=64, PROGRAMS=132)
+        ck = kcompile(ptr_persistent, PSIG, cx, "sm_90a", warps, stages, divisibility=PDIV, equal_to_1=UNIT_STRIDES)
+        assert ck.n_spills == 0
+        assert set(o for o in _sass_ops(ck) if o.startswith("STG")) == {"STG.E.128"}
+        monkeypatch.setenv("KERNELC_STORE_SMEM_DISCOUNT", "1")
+        old = kcompile(ptr_persistent, PSIG, cx, "sm_90a", warps, stages, divisibility=PDIV, equal_to_1=UNIT_STRIDES)
+        monkeypatch.setenv("KERNELC_STORE_SMEM_DISCOUNT", "4")
+        assert ck.shared == old.shared <= H100_SMEM

@@ -41,15 +41,19 @@ def test_plain_gemm_epilogue_matches_torch(monkeypatch, discount, bm, bn, bk, st
         _check(a, b, big, c)
 
 
+@pytest.mark.parametrize("flat", [False, True])
 @pytest.mark.parametrize("discount", ["1", "4"])
 @pytest.mark.parametrize("bm,bn,stages,warps", [(128, 128, 3, 4), (128, 256, 4, 8)])
-def test_persistent_gemm_epilogue_matches_torch(monkeypatch, discount, bm, bn, stages, warps):
+def test_persistent_gemm_epilogue_matches_torch(monkeypatch, discount, flat, bm, bn, stages, warps):
+    """Not flattened: the conversion in the drained ring's bytes (a barrier before the next tile's copies);
+    flattened (KERNELC_FLATTEN_LOOPS=1): in scratch beside the live ring, or taken out at 128x256 / 4 stages."""
     monkeypatch.setenv("KERNELC_STORE_SMEM_DISCOUNT", discount)
+    monkeypatch.setenv("KERNELC_FLATTEN_LOOPS", "1" if flat else "0")
     programs = 37   # fewer programs than tiles: each walks several
     for m, n, k in SHAPES:
         a, b, big, c = _operands(m, n, k)
         ptr_persistent[(programs,)](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                                    c.stride(0), c.stride(1), BM=bm, BN=bn, BK=64, PROGRAMS=programs,
+                                    c.stride(0), c.stride(1), BM=bm, BN=bn, BK=64, PROGRAMS=programs, FLAT=flat,
                                     num_stages=stages, num_warps=warps)
         torch.cuda.synchronize()
         _check(a, b, big, c)

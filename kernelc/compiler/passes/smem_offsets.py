@@ -36,7 +36,9 @@ no live one holds (the finished ring's), so placing it never grows the kernel: T
 gives its epilogue's conversion the ring's bytes in the same way. A conversion that only feeds a
 store's value (``passes/coalesce.py`` added it; the store writes any layout) and that would take the
 kernel past the target's shared memory (``smem_limit``) is taken out again, with a note: a 128x256
-tile's epilogue inside a persistent tile loop, beside a 4-stage ring.
+tile's epilogue inside a flattened tile loop, beside its 4-stage ring that stays live across tiles. In a
+loop body that allocates its ring and drains it before the epilogue (a persistent tile loop, not flattened)
+the conversion takes the ring's bytes with live ranges counted in the body (``_place_in_loop_body``).
 """
 from __future__ import annotations
 
@@ -146,12 +148,59 @@ def assign_smem_offsets(func: Function, ctx=None, enabled: Optional[bool] = None
                 bufs.append(b)
                 op.attrs["smem_buffer"] = {"offset": off, "bytes": b.nbytes}
                 continue
+        if op.block is not top and _feeds_only_a_store(op, uses) and _place_in_loop_body(op, placed, extent, ctx):
+            continue
         left.append(op)
     _drop_oversized_conversions(left, extent, limit, uses, ctx)
     if bufs:
         bufs.sort(key=lambda b: b.start)
         _synchronise(bufs, top, ctx)
     return func
+
+
+def _place_in_loop_body(op: Op, placed: List["_Buffer"], extent: int, ctx) -> bool:
+    """A store's conversion in a loop body whose own ring ended before it (a persistent tile loop that fills
+    and drains its ring per tile): the bytes of that ring, with live ranges counted in the body's ops.
+    Buffers of other blocks are busy for the whole body. Before the conversion: the ring's copies waited
+    for, a fence (sm_90) and a barrier; after it a barrier, since the next trip's copies write the same bytes."""
+    blk = op.block
+    body_index = {id(o): i for i, o in enumerate(blk.ops)}
+    uses = _users(blk)
+    local, busy = [], []
+    for p in placed:
+        if p.op.block is blk:
+            start = body_index[id(p.op)]
+            local.append((p, start, _last_use(p.op.results[0], uses, blk, body_index, start)))
+        else:
+            busy.append((p.offset, p.offset + p.nbytes))
+    i = body_index[id(op)]
+    ended = [p for p, _, end in local if end < i]
+    if not ended:
+        return False
+    busy += [(p.offset, p.offset + p.nbytes) for p, start, end in local if start <= i <= end]
+    n = conversion_bytes(op)
+    off = 0
+    for lo, hi in sorted(busy):
+        if off + n <= lo:
+            break
+        off = max(off, _round(hi))
+    if off + n > extent:
+        return False
+    op.attrs["smem_buffer"] = {"offset": off, "bytes": n}
+    want = ["barrier"]
+    if tuple(ctx.capability if ctx is not None else (9, 0)) >= (9, 0):
+        want.insert(0, "fence_async_shared")
+    if any(p.op.name == "ring_alloc" and p.offset < off + n and off < p.offset + p.nbytes for p in ended):
+        want.insert(0, "async_wait_all")
+    pos = blk.ops.index(op)
+    for name in reversed(want):
+        sync = Op(name, [], [], loc=op.loc)
+        sync.block = blk
+        blk.ops.insert(pos, sync)
+    after = Op("barrier", [], [], loc=op.loc)
+    after.block = blk
+    blk.ops.insert(blk.ops.index(op) + 1, after)
+    return True
 
 
 def _first_fit(b: "_Buffer", placed: List["_Buffer"]) -> int:
