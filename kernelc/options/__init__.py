@@ -112,6 +112,11 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_WGMMA_ASYNC", "choice", "default",
          "keep one wgmma group in flight across iterations: default (on with TMA and cp.async rings), 1, 0",
          _choice(("default", ("default",)), ("on", _TRUE), ("off", _FALSE)), compile=True, field="wgmma_async"),
+    Knob("KERNELC_WGMMA_DESC_STEPPED", "bool", True,
+         "in a kernel with one dot (a GEMM), each wgmma operand's shared-memory descriptor is built once per dot and "
+         "stepped along K by a 64-bit add (Triton's way), not rebuilt per k step; kernels with several dots (attention) "
+         "keep the per-step build, which spilled less there (docs/triton-tutorials.md, \"09/08 pointer-load GEMMs\")",
+         compile=True, field="wgmma_desc_stepped"),
     Knob("KERNELC_WGMMA_DEFER", "bool", True, "defer the waits of two or more wgmmas per iteration",
          compile=True, field="wgmma_defer"),
     Knob("KERNELC_WGMMA_DEFER_RING", "bool", True,
@@ -208,6 +213,7 @@ class CompileOptions:
     ws_pingpong: bool = False
     device_maps_anywhere: bool = False
     wgmma_async: str = "default"
+    wgmma_desc_stepped: bool = True
     wgmma_defer: bool = True
     wgmma_defer_ring: bool = True
     tma_early_issue: bool = True

@@ -32,9 +32,13 @@ CONFIGS_09 = [(128, 128, 64, 3, 4), (128, 256, 64, 4, 8)]
 # (BM, BN, BK, NUM_SM-or-0 for the device's): the two configs the tuners picked in call C1
 CONFIGS_08 = [(128, 128, 64, 0), (64, 128, 64, 0)]
 VARIANTS = {
-    "base": {"KERNELC_STORE_SMEM_DISCOUNT": "1"},      # main's epilogue: 4-byte stores from the MMA layout
-    "store4": {"KERNELC_STORE_SMEM_DISCOUNT": "4"},    # the branch's default: through shared memory, 16-byte stores
-    "store4_flatten": {"KERNELC_STORE_SMEM_DISCOUNT": "4", "KERNELC_FLATTEN_LOOPS": "1"},
+    # main's code: 4-byte stores from the MMA layout, wgmma descriptors rebuilt per k step
+    "base": {"KERNELC_STORE_SMEM_DISCOUNT": "1", "KERNELC_WGMMA_DESC_STEPPED": "0"},
+    "desc": {"KERNELC_STORE_SMEM_DISCOUNT": "1", "KERNELC_WGMMA_DESC_STEPPED": "1"},   # descriptors stepped only
+    # the branch's defaults: both (the epilogue through shared memory to 16-byte stores)
+    "store4": {"KERNELC_STORE_SMEM_DISCOUNT": "4", "KERNELC_WGMMA_DESC_STEPPED": "1"},
+    "store4_flatten": {"KERNELC_STORE_SMEM_DISCOUNT": "4", "KERNELC_WGMMA_DESC_STEPPED": "1",
+                       "KERNELC_FLATTEN_LOOPS": "1"},
 }
 
 _CHILD = r"""
