@@ -24,7 +24,7 @@ def reduce_in_loop(X, OUT, M, N, BM: kl.constexpr, BN: kl.constexpr, STEPS: kl.c
     for i in kl.range(0, STEPS):
         x = kl.load(X + (pid * STEPS + i) * BM * BN + rows[:, None] * BN + cols[None, :])
         # coordinates provably >= 0: the reduction is not guarded (passes/tma_write_guards.py)
-        d.atomic_add([(pid % 2) * BM + 3, 5], x)
+        d.atomic_add([(pid % 2) * BM + 3, 8], x)  # the inner coordinate whole 16-byte chunks, as TMA needs
 
 
 @kernelc.jit
@@ -240,5 +240,5 @@ def test_the_interpreter_adds_every_tile_and_skips_out_of_bounds_elements(dtype)
     for p in range(3):
         r0 = (p % 2) * 16 + 3
         for i in range(4):
-            ref[20 + r0:20 + r0 + 16, 25:33] += x[p * 4 + i]
+            ref[20 + r0:20 + r0 + 16, 28:36] += x[p * 4 + i]
     torch.testing.assert_close(out, ref[20:40, 20:31], rtol=1e-6, atol=1e-5)

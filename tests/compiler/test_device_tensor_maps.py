@@ -123,7 +123,7 @@ def test_element_type_encodings(dtype, code):
 def test_nan_padding_sets_the_fill_mode():
     sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "M": "i32", "N": "i32", "off_m": "i32", "off_n": "i32"}
     ck = kernelc.compile(BK.dev_desc_pad, signature=sig, constexprs={"BM": 32, "BN": 32, "PAD": "nan"},
-                         target="sm_90a", divisibility={"M": 16, "N": 16})
+                         target="sm_90a", divisibility={"M": 16, "N": 16, "off_n": 16})
     assert _fields(ck.asm["ptx"])[("fill_mode", None)] == ["1"]
 
 

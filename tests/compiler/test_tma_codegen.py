@@ -185,10 +185,11 @@ def test_loop_invariant_operand_is_read_in_place_and_the_other_pipelined(monkeyp
 def test_nan_padding_needs_a_float_map_type():
     ck = kernelc.compile(load_tile, {"x_desc": "tensordesc<fp32[32, 32], padding=nan>", "out_ptr": "*fp32",
                                      "R0": "i32", "C0": "i32"}, dict(BM=32, BN=32), target="sm_90a",
-                         divisibility={"x_desc": 16})
+                         divisibility={"x_desc": 16, "C0": 16})
     assert "UTMALDG.2D" in _ops(ck) and ck.reports["tensor_maps"][0]["padding"] == "nan"
     ck = kernelc.compile(load_tile, {"x_desc": "tensordesc<int32[32, 32]>", "out_ptr": "*i32", "R0": "i32",
-                                     "C0": "i32"}, dict(BM=32, BN=32), target="sm_90a", divisibility={"x_desc": 16})
+                                     "C0": "i32"}, dict(BM=32, BN=32), target="sm_90a",
+                         divisibility={"x_desc": 16, "C0": 16})
     assert "UTMALDG.2D" in _ops(ck)
 
 

@@ -143,6 +143,20 @@ def test_out_of_bounds_reads_take_the_padding(padding):
     torch.testing.assert_close(out, want, equal_nan=True, atol=0, rtol=0)
 
 
+def test_an_inner_offset_of_8_bytes_reads_right():
+    # TMA faults ("illegal instruction") on an inner coordinate that is not whole 16-byte chunks (fp32 +2 is
+    # 8 bytes; H100, 2026-11-27): kernelc takes the element-wise path there, TMA where the offset is aligned
+    x = torch.randn(50, 48, device="cuda", dtype=torch.float32)
+    out = torch.empty(32, 32, device="cuda", dtype=torch.float32)
+    d = TensorDescriptor.from_tensor(x, [32, 32])
+    for c0 in (2, 6, 4):
+        load_tile[(1,)](d, out, 3, c0, BM=32, BN=32)
+        torch.cuda.synchronize()
+        want = torch.zeros(32, 32, device="cuda")
+        want[:, :48 - c0] = x[3:35, c0:48][:, :32]
+        torch.testing.assert_close(out, want, atol=0, rtol=0)
+
+
 @pytest.mark.parametrize("atomic", [False, True])
 @pytest.mark.parametrize("BM,D,num_warps", [(16, 128, 8), (32, 64, 8), (16, 128, 4), (64, 64, 4)])
 def test_tma_tile_read_by_two_dots(BM, D, num_warps, atomic):

@@ -109,12 +109,7 @@ class AxisAnalysis:
                 self.info[r.id] = self.info[a.id]
             return
         if op.name == "scf.while":
-            for region in op.regions:
-                for a in region.args:
-                    self.info[a.id] = AxisInfo.unknown(len(shape_of(a.type)))
-                self._block(region)
-            for r in op.results:
-                self.info[r.id] = AxisInfo.unknown(len(shape_of(r.type)))
+            self._while(op)
             return
         if op.name == "scf.if":
             for region in op.regions:
@@ -137,6 +132,39 @@ class AxisAnalysis:
                 except Exception:  # an analysis gap must never break compilation
                     pass
             self.info[r.id] = AxisInfo.unknown(len(shape_of(r.type)))
+
+
+    def _while(self, op: Op):
+        """``scf.while``: the before-region's arguments start as the inits and meet the after-region's
+        yields until nothing changes (a block pointer advanced by a constant keeps its offsets'
+        divisibility); unknown if that takes more than a few rounds."""
+        before, after = op.regions
+        if len(before.args) != len(op.operands):
+            for region in op.regions:
+                for a in region.args:
+                    self.info[a.id] = AxisInfo.unknown(len(shape_of(a.type)))
+                self._block(region)
+            for r in op.results:
+                self.info[r.id] = AxisInfo.unknown(len(shape_of(r.type)))
+            return
+        for a, v in zip(before.args, op.operands):
+            self.info[a.id] = self.get(v)
+        for rnd in range(6):
+            self._block(before)
+            cond = before.ops[-1]
+            for a, v in zip(after.args, cond.operands[1:]):
+                self.info[a.id] = self.get(v)
+            self._block(after)
+            changed = False
+            for a, y in zip(before.args, after.ops[-1].operands):
+                m = self.info[a.id].meet(self.get(y))
+                if m != self.info[a.id]:
+                    self.info[a.id] = AxisInfo.unknown(len(shape_of(a.type))) if rnd == 4 else m
+                    changed = True
+            if not changed:
+                break
+        for r, v in zip(op.results, before.ops[-1].operands[1:]):
+            self.info[r.id] = self.get(v)
 
 
 # -- rules -------------------------------------------------------------------------------------

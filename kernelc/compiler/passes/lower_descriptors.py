@@ -71,10 +71,18 @@ def tma_eligible(op: Op, arch: Optional[str], fn: Optional[Function] = None, axi
     - a descriptor made in the kernel that ``device_map_build`` accepts (its map built at the entry or
       where it is made, with a base and strides 16-byte aligned).
 
+    In both, the innermost offset must be proven a whole number of 16-byte chunks: the copy engine stops the
+    kernel ("illegal instruction") on any other inner coordinate, for loads, stores and reductions alike
+    (docs/attention.md, "TMA writes at negative coordinates"); such an op takes the generic lowering.
+
     Without ``fn`` nothing is known, so no."""
     if op.name not in DESCRIPTOR_OPS or fn is None:
         return False
     if not tma_type_ok(op.operands[0].type, arch or ""):
+        return False
+    if axis is None:
+        axis = analyze(fn)
+    if not inner_offset_aligned(op, axis):
         return False
     mk = host_descriptor_op(op.operands[0])
     if mk is None:
@@ -95,6 +103,13 @@ def tma_eligible(op: Op, arch: Optional[str], fn: Optional[Function] = None, axi
     if op.name in WRITES:
         return store_extent_ok(_argument_of(fn, mk.operands[n]), eb)
     return True
+
+
+def inner_offset_aligned(op: Op, axis) -> bool:
+    """Whether the innermost offset of the descriptor op ``op`` (its last operand) is proven a multiple of 16
+    bytes by the axis analysis ``axis``."""
+    eb = op.operands[0].type.element_ty.itemsize
+    return (axis.get(op.operands[-1]).divisibility[0] * eb) % 16 == 0
 
 
 _ENTRY_OPS = REMATERIALIZABLE | {"program_id", "num_programs"}
@@ -233,12 +248,12 @@ def lower_descriptors(fn: Function, arch: Optional[str] = None,
     Mutates and returns ``fn``; run ``simplify`` afterwards (it removes unused descriptors).
     """
     if claim is None:
-        axis = []  # computed once, on the first descriptor made in the kernel (its alignment proof)
+        axis = []  # computed once, on the first descriptor op (the offsets' and made maps' alignment proofs)
 
         def claim(op, a):
-            if not axis and op.operands[0].op is not None and not op.operands[0].op.attrs.get("host_arg"):
+            if not axis:
                 axis.append(analyze(fn))
-            return tma_eligible(op, a, fn, axis[0] if axis else None)
+            return tma_eligible(op, a, fn, axis[0])
     _lower_block(fn, fn.body, arch, claim)
     _assign_device_maps(fn)
     return fn
