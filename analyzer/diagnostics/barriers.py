@@ -141,9 +141,13 @@ def check(facts: KernelFacts) -> List[Diagnostic]:
             rl = roofline(facts)
             loops = len(facts.tir.loops) if facts.tir.loops else len(facts._ast_loops())
             # a pipelined loop needs one barrier before it reads a stage, and one more when its refill follows
-            # the dots (a wgmma kept in flight: Triton's order, kernelc's default for cp.async rings)
-            if is_tensor_core_kernel(facts) and loops and len(bars) <= 2 * loops:
+            # the dots (a wgmma kept in flight: Triton's order, kernelc's default for cp.async rings); a layout
+            # conversion through shared memory (a GEMM's epilogue to 16-byte stores) two more, outside the loop
+            from .sectors import _conversions
+            n_conv = sum(len(v) for v in _conversions(facts).values()) if facts.tir.ops else 0
+            if is_tensor_core_kernel(facts) and loops and len(bars) <= 2 * loops + 2 * n_conv:
                 ev["loops"] = loops
+                ev["conversions"] = n_conv
                 sev, title = "info", "barrier waits of a pipelined tensor-core loop"
                 msg += (f"; the SASS has {len(bars)} barrier(s) for {loops} loop(s): the pipeline's stage barriers, "
                         "which the loop needs (its wait is the tile config's and pipeline depth's: see small-tiles, "

@@ -135,7 +135,8 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     if enable_fp_fusion is None:
         enable_fp_fusion = fp_fusion_default()
     ctx = PassContext(tgt.arch, tuple(tgt.capability), num_warps, pipeline_loads=pipeline_loads_enabled(),
-                      num_stages=num_stages, fp_fusion=bool(enable_fp_fusion))
+                      num_stages=num_stages, fp_fusion=bool(enable_fp_fusion),
+                      smem_limit=tgt.limits.max_shared_per_block_optin or 0)
     dump = dump_ir if dump_ir is not None else dump_ir_requested()
     func = run_passes(func, FRONTEND_PASSES, ctx, verify_each=False, dump=dump, timings=timings)
     timings["frontend"] = time.perf_counter() - t0

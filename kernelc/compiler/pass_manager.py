@@ -25,6 +25,7 @@ class PassContext:
     axis: Any = None
     plan: Any = None
     fp_fusion: bool = True
+    smem_limit: int = 0  # the target's shared memory per block (0: unknown): passes/smem_offsets.py
 
 
 @dataclass(frozen=True)

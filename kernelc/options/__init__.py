@@ -112,6 +112,11 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_WGMMA_ASYNC", "choice", "default",
          "keep one wgmma group in flight across iterations: default (on with TMA and cp.async rings), 1, 0",
          _choice(("default", ("default",)), ("on", _TRUE), ("off", _FALSE)), compile=True, field="wgmma_async"),
+    Knob("KERNELC_WGMMA_DESC_STEPPED", "bool", True,
+         "in a kernel with one dot (a GEMM), each wgmma operand's shared-memory descriptor is built once per dot and "
+         "stepped along K by a 64-bit add (Triton's way), not rebuilt per k step; kernels with several dots (attention) "
+         "keep the per-step build, which spilled less there (docs/triton-tutorials.md, \"09/08 pointer-load GEMMs\")",
+         compile=True, field="wgmma_desc_stepped"),
     Knob("KERNELC_WGMMA_DEFER", "bool", True, "defer the waits of two or more wgmmas per iteration",
          compile=True, field="wgmma_defer"),
     Knob("KERNELC_WGMMA_DEFER_RING", "bool", True,
@@ -176,6 +181,12 @@ KNOBS: Tuple[Knob, ...] = (
          "overlaps the next tile's K loop, as Triton's; passes/tma_stores.py) or eager (waited for right after it "
          "is issued)", _choice(("deferred", ("deferred",) + _TRUE), ("eager", ("eager",) + _FALSE)),
          compile=True, field="tma_store_wait"),
+    Knob("KERNELC_STORE_SMEM_DISCOUNT", "choice", "4",
+         "how much cheaper a byte of shared-memory traffic is than a byte of global sectors when passes/coalesce.py "
+         "prices a store's conversion to its coalesced layout: 4 (an MMA accumulator stored as fp16/bf16 goes through "
+         "shared memory to 16-byte stores, as Triton's epilogue; tutorial 09), 1 (priced byte for byte: such stores "
+         "stay 4-byte stores from the accumulator's layout)",
+         _choice(("1", ("1",)), ("2", ("2",)), ("4", ("4",))), compile=True, field="store_smem_discount"),
     Knob("KERNELC_PIPELINE_LOADS", "bool", True, "register prefetch of plain loads in num_stages >= 2 loops",
          compile=True, field="pipeline_loads"),
     Knob("KERNELC_ASSEMBLER", "choice", "nvjitlink",
@@ -228,6 +239,7 @@ class CompileOptions:
     ws_pingpong: bool = False
     device_maps_anywhere: bool = False
     wgmma_async: str = "default"
+    wgmma_desc_stepped: bool = True
     wgmma_defer: bool = True
     wgmma_defer_ring: bool = True
     wgmma_defer_acc: bool = False
@@ -242,6 +254,7 @@ class CompileOptions:
     prefetch_dot_loops: bool = False
     flatten_loops: str = "tma"
     tma_store_wait: str = "deferred"
+    store_smem_discount: str = "4"
     pipeline_loads: bool = True
     assembler: str = "nvjitlink"
     nvjitlink_launch_bound: bool = False

@@ -164,7 +164,9 @@ def test_barrier_waits_of_a_pipelined_matmul_are_not_a_finding(tmp_path):
     d = _one(k, "barrier-stalls")
     assert d.severity == "info", d.message
     # the stage barrier, and the refill's behind the wgmma kept in flight
-    assert d.evidence["barrier_smem_share_of_stalled"] >= 0.6 and d.evidence["barriers_in_sass"] <= 2 * d.evidence["loops"]
+    # (+2 for the epilogue's conversion to 16-byte stores)
+    assert d.evidence["barrier_smem_share_of_stalled"] >= 0.6 and \
+        d.evidence["barriers_in_sass"] <= 2 * d.evidence["loops"] + 2 * d.evidence["conversions"]
     assert not k.findings
 
 

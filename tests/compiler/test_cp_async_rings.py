@@ -119,7 +119,7 @@ def test_with_a_wgmma_in_flight_the_copies_follow_the_dot(monkeypatch):
         CHECK-NEXT: [[TA:%\\d+]] = ring_read [[RA]], [[RD]] : <64x32xfp16>
         CHECK-NEXT: [[TB:%\\d+]] = ring_read [[RB]], [[RD]] : <32x64xfp16>
         CHECK-NOT: async_copy
-        CHECK: [[D:%\\d+]] = dot [[TA]], [[TB]], [[ACC]] {input_precision='tf32', wgmma='async'}
+        CHECK: [[D:%\\d+]] = dot [[TA]], [[TB]], [[ACC]] {input_precision='tf32', wgmma='async', wgmma_desc='stepped'}
         CHECK-NEXT: barrier
         CHECK: [[G:%\\d+]] = cmpi {{%\\d+}}, %K {pred='slt'} : i1
         CHECK: async_copy [[RA]], [[WR]], [[QA]], [[G]] {vec=8, source=

@@ -2,6 +2,8 @@
 the loop, not through shared memory on every trip (issue 27: the attention backward's dQ kernel)."""
 import re
 
+import pytest
+
 import kernelc
 import kernelc.language as kl
 from kernelc.compiler import compiler as C
@@ -35,6 +37,14 @@ def rowsub_kernel(a_ptr, b_ptr, r_ptr, c_ptr, n, m, BLOCK: kl.constexpr, VARIANT
 
 
 SIG = dict(a_ptr="*fp16", b_ptr="*fp16", r_ptr="*fp32", c_ptr="*fp32", n="i32", m="i32")
+
+
+@pytest.fixture(autouse=True)
+def _stores_keep_their_layout(monkeypatch):
+    """These count the conversions of loop operands; whether a kernel's final store converts (its
+    accumulator to 16-byte stores, passes/coalesce.py) is priced by KERNELC_STORE_SMEM_DISCOUNT and tested in
+    test_store_conversion.py: priced byte for byte here, so no store converts."""
+    monkeypatch.setenv("KERNELC_STORE_SMEM_DISCOUNT", "1")
 
 
 def _through(variant, last):

@@ -215,7 +215,8 @@ def test_tutorial_06_backward_fits_an_h100(reuse, monkeypatch):
     """Our kernel in the shape of tutorial 06's ``_attn_bwd`` at its configuration (HEAD_DIM 128, causal,
     4 warps, 5 stages): 263168 bytes of shared memory without the pass (over the H100's 232448), 115712 with
     it -- K and V (in place, 64 KB) and the largest ring (40 KB) of the dK/dV loops, then Q and dO (staged,
-    64 KB) and the largest ring of the dQ loops in the same bytes (Triton 3.6: 148480). With
+    64 KB) and the largest ring of the dQ loops in the same bytes (Triton 3.6: 148480); the dK, dV and dQ
+    stores' conversions to 16-byte stores (passes/coalesce.py) take bytes those buffers no longer hold. With
     KERNELC_RING_VIEWS off: Q^T and K^T are not ringed (tests/compiler/test_ring_views.py has them ringed)."""
     monkeypatch.setenv("KERNELC_RING_VIEWS", "0")
     div = dict(stride_bh=16, stride_tok=16, N_CTX=16)
@@ -225,8 +226,10 @@ def test_tutorial_06_backward_fits_an_h100(reuse, monkeypatch):
     assert [(op, off) for op, off, _ in _buffers(ck.asm["tir"])] == [
         ("tma_ring_alloc", 0), ("tma_ring_alloc", 32768),              # K, V (one-stage rings: issue_tma_loads_early)
         ("tma_ring_alloc", 65536), ("tma_ring_alloc", 65536),          # dO of the masked, then the full dK/dV loop
+        ("convert_layout", 0), ("convert_layout", 0),                  # the dK, dV stores' conversions (over K, V)
         ("stage_operand", 0), ("stage_operand", 32768),                # Q, dO of the dQ loops (over K, V)
-        ("ring_alloc", 65536), ("ring_alloc", 65536)]                  # K^T of the masked, then the full dQ loop
+        ("ring_alloc", 65536), ("ring_alloc", 65536),                  # K^T of the masked, then the full dQ loop
+        ("convert_layout", 0)]                                         # the dQ store's conversion
     monkeypatch.setenv("KERNELC_SMEM_REUSE", "0")
     with pytest.raises(OutOfResources, match="263168"):
         kcompile(FB.fused_attn_bwd, FB.SIG, cx, "sm_90a", 4, 5, divisibility=div)

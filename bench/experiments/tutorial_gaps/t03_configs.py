@@ -79,6 +79,9 @@ json.dump(out, open(a["out"], "w"), indent=1)
 """
 
 RUNS = {"kernelc": ("kernelc", {}), "kernelc_sync": ("kernelc", {"KERNELC_WGMMA_ASYNC": "0"}),
+        # main before branch mm09: the epilogue stored from the accumulator's layout in 4-byte pieces, the wgmma
+        # descriptors rebuilt per k step
+        "kernelc_main": ("kernelc", {"KERNELC_STORE_SMEM_DISCOUNT": "1", "KERNELC_WGMMA_DESC_STEPPED": "0"}),
         "triton": ("triton", {})}
 
 

@@ -109,7 +109,10 @@ def lower_convert_layout(lw: Lowering, op):
     if not isinstance(sl, SharedLayout) or not plan_fits(t.layout, dst, sl, ebytes):
         # the source layout is not the one the pass saw
         sl = plan_shared_layout(t.layout, dst, ebytes, 8 if ty.startswith("ptr") else 16)
-    lw.tiles[res.id] = convert_through_shared_layout(lw, t, dst, ty, sl)
+    # passes/smem_offsets.py may have placed it in a finished ring's bytes (a GEMM's epilogue)
+    at = op.attrs.get("smem_buffer")
+    base = lw.placed(op, sl.nbytes(ebytes)) if at is not None and sl.nbytes(ebytes) <= at["bytes"] else None
+    lw.tiles[res.id] = convert_through_shared_layout(lw, t, dst, ty, sl, base)
     writes, reads = conversion_cost(t.layout, dst, sl, ebytes)
     lw.reports.setdefault("conversions", []).append({  # facts for tools (analyzer, docs)
         "file": op.loc.file, "line": op.loc.line, "shape": list(dst.shape), "elem_bytes": ebytes,
@@ -145,14 +148,17 @@ def _shared_offset(lw: Lowering, coord: List[str], sl: SharedLayout) -> str:
     return binop("add", base, col, lambda a, b: a + b)
 
 
-def convert_through_shared_layout(lw: Lowering, t: Tile, dst: Layout, ty: str, sl: SharedLayout) -> Tile:
+def convert_through_shared_layout(lw: Lowering, t: Tile, dst: Layout, ty: str, sl: SharedLayout,
+                                  placed: Optional[str] = None) -> Tile:
     """Write ``t`` to shared memory in ``sl`` (vectors of ``sl.write_vec``), barrier, read it back in
-    ``dst`` (vectors of ``sl.read_vec``). Replicated source registers are written by one owner."""
+    ``dst`` (vectors of ``sl.read_vec``). Replicated source registers are written by one owner.
+    ``placed``: the offset token of a buffer ``passes/smem_offsets.py`` gave the op (it wrote the sync
+    before the op); else the per-op scratch."""
     e = lw.e
     ebytes = _EBYTES[ty]
     sty = "i8" if ty == "i1" else ty
     nbytes = sl.nbytes(ebytes)
-    base = lw.scratch(nbytes)
+    base = placed if placed is not None else lw.scratch(nbytes)
     smem = lw.smem_base()
 
     def addr(coord):
@@ -161,7 +167,8 @@ def convert_through_shared_layout(lw: Lowering, t: Tile, dst: Layout, ty: str, s
         off = e.val(f"add i32 {off}, {base}") if base else off
         return e.val(f"getelementptr i8, ptr addrspace(3) {smem}, i32 {off}")
 
-    lw.smem_access(base, base + nbytes, True)
+    if placed is None:
+        lw.smem_access(base, base + nbytes, True)
     # coordinates before the owner branch: they are memoised and reused after it
     src_coords = lw.coords(t.layout)
     own = lw.owner_predicate(t.layout)
@@ -186,7 +193,10 @@ def convert_through_shared_layout(lw: Lowering, t: Tile, dst: Layout, ty: str, s
     if own is not None:
         e.br(cont)
         e.start_block(cont)
-    lw.smem_access(base, base + nbytes, False)
+    if placed is None:
+        lw.smem_access(base, base + nbytes, False)
+    else:
+        lw.barrier()  # the writes before the reads (the scratch's access record does not cover these bytes)
     dst_coords = lw.coords(dst)
     rv = sl.read_vec
     out: List[str] = []

@@ -93,6 +93,20 @@ def smem_base(lw: Lowering) -> str:
     return lw.e.asm("i32", "mov.u32 $0, global_smem;", "=r", [])
 
 
+def k_step_bytes(sm, trans: bool, k0: int) -> int:
+    """Bytes from the operand's k = 0 slice to its k0 slice (``operand_descriptor``'s constant part)."""
+    if not trans:
+        panel, within = divmod(k0, sm.panel_cols)
+        return panel * sm.panel_bytes + within * sm.eb
+    return k0 * sm.row_bytes
+
+
+def stepped_descriptor(lw: Lowering, desc0: str, step: int) -> str:
+    """The descriptor ``step`` bytes after ``desc0``'s start: one 64-bit add to its address field (address >> 4,
+    14 bits). Shared-memory offsets stay below 2**18, so the field never carries into the next one."""
+    return lw.e.val(f"add i64 {desc0}, {step >> 4}") if step else desc0
+
+
 def _promote(lw: Lowering, main: List[str], partial: List[str]) -> List[str]:
     """Add a finished partial accumulator to the fp32 one (waits for the wgmmas that produce it)."""
     e = lw.e
@@ -130,14 +144,17 @@ def tie_through_wait(lw: Lowering, n: int, regs: List[str], pin: bool = False) -
 
 def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: List[str], L: Layout,
               M: int, N: int, K: int, a_regs=None, b_kind: Optional[str] = None,
-              promote_every: Optional[int] = None, turn=None, use_acc: Optional[str] = None) -> None:
+              promote_every: Optional[int] = None, turn=None, use_acc: Optional[str] = None,
+              stepped: bool = False) -> None:
     """Issue the wgmmas of one dot. ``promote_every`` (fp8 only; Triton's ``max_num_imprecise_acc``): the fp8
     tensor cores accumulate with reduced precision, so every ``promote_every`` K elements the products are
     summed into a fresh accumulator and added to the fp32 one with FADD (slower, as accurate as cuBLAS
     without fast accumulation); None keeps the tensor cores' own accumulation, Triton's default on Hopper.
     ``turn``: warpgroups issue this dot in turns (``warp_specialize.PingPong``): wait before the fence,
     hand over after the commit. ``use_acc`` (an i1, the dot's ``use_acc`` operand): when false the first
-    wgmma of each row block ignores the accumulator (its scale-d predicate), so the result is ``a @ b``."""
+    wgmma of each row block ignores the accumulator (its scale-d predicate), so the result is ``a @ b``.
+    ``stepped`` (the dot's ``wgmma_desc='stepped'``, passes/schedule.py): each operand's descriptor is built
+    once and stepped along K (:func:`stepped_descriptor`), not rebuilt from the address per k step."""
     e = lw.e
     nw = lw.nw
     t, kstep, has_trans = WGMMA_TYPES[kind]
@@ -173,16 +190,23 @@ def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: 
     e.asm("void", "wgmma.fence.sync.aligned;", "", [])
     ret = "{ " + ", ".join(["float"] * nacc) + " }"
     outs = ", ".join(f"${i}" for i in range(nacc))
+    steps_b = [k_step_bytes(B, b_trans, kk * kstep) for kk in range(nk)]
+    b_desc0 = operand_descriptor(lw, B, b_trans, 0, "0", smem) if stepped and all(st % 16 == 0 for st in steps_b) \
+        else None
     for r in range(reps_m):
         row0 = (str(r * 16 * nw) if wg_row == "0" else e.val(f"add i32 {wg_row}, {r * 16 * nw}")) if r else wg_row
         base_idx = r << (2 + nbits_n)
         main = cur = acc[base_idx:base_idx + nacc]
+        a_desc0 = None
+        if stepped and a_regs is None and all(k_step_bytes(A, a_trans, kk * kstep) % 16 == 0 for kk in range(nk)):
+            a_desc0 = operand_descriptor(lw, A, a_trans, 0, row0, smem)
         for kk in range(nk):
             if partial and kk % group == 0:
                 if kk:
                     main = _promote(lw, main, cur)
                 cur = ["0.0"] * nacc
-            b_desc = operand_descriptor(lw, B, b_trans, kk * kstep, "0", smem)
+            b_desc = stepped_descriptor(lw, b_desc0, steps_b[kk]) if b_desc0 is not None else \
+                operand_descriptor(lw, B, b_trans, kk * kstep, "0", smem)
             tied = ",".join(str(i) for i in range(nacc))
             if a_regs is not None:
                 a = a_regs[(r, kk)]
@@ -193,7 +217,8 @@ def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: 
                 cons = ",".join(["=f"] * nacc + ["r"] * 4 + ["l"]) + "," + tied
                 args = [("i32", x) for x in a] + [("i64", b_desc)] + [("float", x) for x in cur]
             else:
-                a_desc = operand_descriptor(lw, A, a_trans, kk * kstep, row0, smem)
+                a_desc = stepped_descriptor(lw, a_desc0, k_step_bytes(A, a_trans, kk * kstep)) \
+                    if a_desc0 is not None else operand_descriptor(lw, A, a_trans, kk * kstep, row0, smem)
                 sd = f"${nacc + 2 + nacc}" if scale_d is not None and kk == 0 else "1"
                 code = (f"{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; {instr} "
                         f"{{{outs}}}, ${nacc}, ${nacc + 1}, p, 1, 1{a_imm}; }}")

@@ -422,6 +422,8 @@ def _schedule(op: Op) -> List[str]:
         errs.append("wgmma_turns needs a warp-specialised loop with pingpong")
     if op.attrs.get("wgmma_turns") not in (None, True, "take", "give"):
         errs.append(f"wgmma_turns must be True, 'take' or 'give', got {op.attrs['wgmma_turns']!r}")
+    if op.attrs.get("wgmma_desc") not in (None, "stepped") or (op.attrs.get("wgmma_desc") and op.name != "dot"):
+        errs.append(f"wgmma_desc is 'stepped' on a dot, got {op.attrs['wgmma_desc']!r} on {op.name}")
     return errs
 
 
@@ -689,19 +691,21 @@ RULES: Dict[str, Callable[[Op], List[str]]] = {
 }
 
 def _smem(op: Op) -> List[str]:
-    """``smem_buffer={offset, bytes}`` (passes/smem_offsets.py): on a buffer op, 1024-byte aligned."""
+    """``smem_buffer={offset, bytes}`` (passes/smem_offsets.py): on a buffer op or a conversion through
+    shared memory, 1024-byte aligned."""
     at = op.attrs["smem_buffer"]
     if op.name not in ("ring_alloc", "tma_ring_alloc", "stage_operand") and not (
-            op.name == "descriptor_load" and op.attrs.get("in_place")):
+            op.name == "descriptor_load" and op.attrs.get("in_place")) and not (
+            op.name == "convert_layout" and "smem" in op.attrs):
         return ["smem_buffer is on the ops that hold a shared-memory buffer (ring_alloc, tma_ring_alloc, stage_operand, "
-                "an in_place descriptor_load)"]
+                "an in_place descriptor_load, a convert_layout with a smem plan)"]
     off, n = (at.get("offset"), at.get("bytes")) if isinstance(at, dict) else (None, None)
     if not (isinstance(off, int) and isinstance(n, int) and off >= 0 and n >= 1 and off % 1024 == 0):
         return [f"smem_buffer must be {{offset=a multiple of 1024, bytes >= 1}}, got {at!r}"]
     return []
 
 
-_SCHEDULE_ATTRS = frozenset({"pipeline", "ws", "wgmma", "wgmma_turns", "pin_wait", "in_place"})
+_SCHEDULE_ATTRS = frozenset({"pipeline", "ws", "wgmma", "wgmma_turns", "pin_wait", "in_place", "wgmma_desc"})
 
 
 def verify(fn: Function) -> None:

@@ -10,8 +10,13 @@ written.
 
 Cost model (per warp, in bytes): a store in layout L costs 32 bytes per global sector its
 instructions touch; a conversion costs its tile's bytes twice (written to and read from shared
-memory). A conversion is inserted when the sectors it saves outweigh that, so a store that is
-already sector-efficient (an MMA accumulator stored as fp32 pairs) never gains one. Values whose
+memory); for a value in an MMA accumulator layout, divided by ``KERNELC_STORE_SMEM_DISCOUNT`` (default 4:
+an SM moves 128 bytes of shared memory a clock, several times what it gets of L2 for its stores; other
+stores keep the byte-for-byte price until a GPU says otherwise). A conversion is inserted when the sectors it
+saves outweigh that, so a store that is already sector-efficient (an MMA accumulator stored as fp32
+pairs) never gains one, while a 16-bit accumulator (4-byte pieces, half a sector a row) converts to
+16-byte stores as Triton's epilogue does. A conversion whose buffer would not fit the shared memory
+left by the kernel's rings is taken out again by ``passes/smem_offsets.py``. Values whose
 producers are cheap to recompute (index math, constants, elementwise chains of them) have no fixed
 layout and are materialised directly in the store's layout: they never need a conversion.
 """
@@ -36,7 +41,10 @@ def coalesce(fn: Function, num_warps: int, arch_major: int, arch: str = "", note
 
 
 def coalesce_stores(fn: Function, num_warps: int, arch_major: int, arch: str = "",
-                    notes: Optional[list] = None) -> Function:
+                    notes: Optional[list] = None, smem_discount: Optional[int] = None) -> Function:
+    if smem_discount is None:
+        from ...options import get
+        smem_discount = int(get("KERNELC_STORE_SMEM_DISCOUNT"))
     axis = analyze(fn)
     assigner = LayoutAssigner(fn, axis, num_warps, arch_major, arch)
     plan = assigner.run()
@@ -55,7 +63,8 @@ def coalesce_stores(fn: Function, num_warps: int, arch_major: int, arch: str = "
         mask = op.operands[2] if len(op.operands) > 2 else None
         mc = axis.get(mask).constancy if mask is not None and shape_of(mask.type) else None
         saved = (global_sectors(cur, info, ebytes, mc) - global_sectors(want, info, ebytes, mc)) * SECTOR_BYTES
-        cost = 2 * cur.num_regs * 32 * ebytes
+        # an MMA accumulator's epilogue: shared-memory bytes at a discount (the module docstring)
+        cost = 2 * cur.num_regs * 32 * ebytes // (smem_discount if cur.kind == "mma" else 1)
         if saved <= cost:
             continue
         _insert_conversion(op, 1, cur, want, arch_major)

@@ -532,4 +532,18 @@ def schedule_wgmma(fn: Function, ctx) -> Function:
                 run[0].attrs["wgmma_turns"] = True
             else:  # FA3's order: one turn covers the next block's QK^T and this block's PV
                 run[0].attrs["wgmma_turns"], run[-1].attrs["wgmma_turns"] = "take", "give"
+    _step_gemm_descriptors(fn, ctx)
     return fn
+
+
+def _step_gemm_descriptors(fn: Function, ctx) -> None:
+    """A kernel with one dot (a GEMM's K loop): ``wgmma_desc='stepped'``, its operands' descriptors built once
+    per dot and stepped along K (one 64-bit add per k step, where rebuilding one from the address costs a
+    shift, a mask and an or per wgmma). Kernels with several dots keep the per-step build: stepping held the
+    descriptors live across attention backward's dots and it spilled (KERNELC_WGMMA_DESC_STEPPED)."""
+    from ...options import get
+    if tuple(getattr(ctx, "capability", (0, 0))) < (9, 0) or not get("KERNELC_WGMMA_DESC_STEPPED"):
+        return
+    dots = [op for op in fn.walk() if op.name == "dot"]
+    if len(dots) == 1:
+        dots[0].attrs["wgmma_desc"] = "stepped"

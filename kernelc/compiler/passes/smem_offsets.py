@@ -28,6 +28,17 @@ writes what makes the reuse safe (once for all the buffers that start there):
 
 A warp-specialised kernel (``ws_producer``) is left alone: its producer warp runs beside the code after
 the split, so program order is not time order there. The pass runs when ``KERNELC_SMEM_REUSE`` is on.
+
+Layout conversions through shared memory (``convert_layout`` with a ``smem`` plan) use the per-op
+scratch region, which lies beside the placed buffers. A store's conversion at the kernel's top level (a
+GEMM's epilogue after its K loop) is placed too, but only inside bytes the placed buffers already span and
+no live one holds (the finished ring's), so placing it never grows the kernel: Triton's allocator
+gives its epilogue's conversion the ring's bytes in the same way. A conversion that only feeds a
+store's value (``passes/coalesce.py`` added it; the store writes any layout) and that would take the
+kernel past the target's shared memory (``smem_limit``) is taken out again, with a note: a 128x256
+tile's epilogue inside a flattened tile loop, beside its 4-stage ring that stays live across tiles. In a
+loop body that allocates its ring and drains it before the epilogue (a persistent tile loop, not flattened)
+the conversion takes the ring's bytes with live ranges counted in the body (``_place_in_loop_body``).
 """
 from __future__ import annotations
 
@@ -38,6 +49,7 @@ from ...language.dtypes import scalar_of, shape_of
 from ..codegen.dot import MMA_SHAPES
 from ..ir.core import Block, Function, Op, Value
 from ..passes.layout_assign import REMATERIALIZABLE
+from ..shared_layouts import SharedLayout
 
 ALIGN = 1024  # wgmma's 128-byte swizzle repeats every 1024 bytes: every buffer starts on it
 BUFFER_OPS = ("ring_alloc", "tma_ring_alloc", "stage_operand", "descriptor_load")
@@ -70,6 +82,21 @@ def buffer_bytes(op: Op) -> int:
     return _round(n)
 
 
+def conversion_bytes(op: Op) -> int:
+    """Shared-memory bytes of a ``convert_layout`` through its ``smem`` plan (0: none planned)."""
+    sl = op.attrs.get("smem") if op.name == "convert_layout" else None
+    if not isinstance(sl, SharedLayout):
+        return 0
+    return _round(sl.nbytes(scalar_of(op.operands[0].type).itemsize))  # pointers 8, i1 1 (stored as i8)
+
+
+def _feeds_only_a_store(op: Op, uses) -> bool:
+    users = uses.get(op.results[0].id, [])
+    return bool(users) and all(u.name == "store" and u.operands[1] is op.results[0]
+                               and all(o is not op.results[0] for i, o in enumerate(u.operands) if i != 1)
+                               for u in users)
+
+
 @dataclass
 class _Buffer:
     op: Op
@@ -84,33 +111,123 @@ def assign_smem_offsets(func: Function, ctx=None, enabled: Optional[bool] = None
     if enabled is None:
         from ...options import get
         enabled = get("KERNELC_SMEM_REUSE")
-    if not enabled or any(op.name == "ws_producer" for op in func.walk()):
-        return func
     top = func.body
-    index = {id(op): i for i, op in enumerate(top.ops)}
     uses = _users(top)
+    limit = getattr(ctx, "smem_limit", 0) if ctx is not None else 0
+    conversions = [op for op in func.walk() if conversion_bytes(op)]
+    if not enabled or any(op.name == "ws_producer" for op in func.walk()):
+        # buffers keep bytes of their own: they add up
+        _drop_oversized_conversions(conversions, sum(buffer_bytes(op) for op in func.walk()), limit, uses, ctx)
+        return func
+    index = {id(op): i for i, op in enumerate(top.ops)}
     bufs: List[_Buffer] = []
     for op in func.walk():
         n = buffer_bytes(op)
         if n:
             start = index[id(_top_level(op, top))]
             bufs.append(_Buffer(op, n, start, _last_use(op.results[0], uses, top, index, start)))
-    if not bufs:
-        return func
     placed: List[_Buffer] = []
     for b in bufs:  # program order, first fit
-        busy = sorted((p.offset, p.offset + p.nbytes) for p in placed if p.start <= b.end and b.start <= p.end)
-        off = 0
-        for lo, hi in busy:
-            if off + b.nbytes <= lo:
-                break
-            off = max(off, _round(hi))
-        b.offset = off
-        b.shares = [p for p in placed if p.end < b.start and p.offset < off + b.nbytes and off < p.offset + p.nbytes]
+        b.offset = _first_fit(b, placed)
+        b.shares = [p for p in placed if p.end < b.start and p.offset < b.offset + b.nbytes
+                    and b.offset < p.offset + p.nbytes]
         placed.append(b)
-        b.op.attrs["smem_buffer"] = {"offset": off, "bytes": b.nbytes}
-    _synchronise(bufs, top, ctx)
+        b.op.attrs["smem_buffer"] = {"offset": b.offset, "bytes": b.nbytes}
+    extent = max((p.offset + p.nbytes for p in placed), default=0)
+    left = []
+    for op in conversions:  # at the top level, inside the bytes already spanned: a finished ring's
+        if op.block is top and _feeds_only_a_store(op, uses):
+            i = index[id(op)]
+            b = _Buffer(op, conversion_bytes(op), i, i)
+            off = _first_fit(b, placed)
+            if off + b.nbytes <= extent:
+                b.offset = off
+                b.shares = [p for p in placed if p.end < b.start and p.offset < off + b.nbytes
+                            and off < p.offset + p.nbytes]
+                placed.append(b)
+                bufs.append(b)
+                op.attrs["smem_buffer"] = {"offset": off, "bytes": b.nbytes}
+                continue
+        if op.block is not top and _feeds_only_a_store(op, uses) and _place_in_loop_body(op, placed, extent, ctx):
+            continue
+        left.append(op)
+    _drop_oversized_conversions(left, extent, limit, uses, ctx)
+    if bufs:
+        bufs.sort(key=lambda b: b.start)
+        _synchronise(bufs, top, ctx)
     return func
+
+
+def _place_in_loop_body(op: Op, placed: List["_Buffer"], extent: int, ctx) -> bool:
+    """A store's conversion in a loop body whose own ring ended before it (a persistent tile loop that fills
+    and drains its ring per tile): the bytes of that ring, with live ranges counted in the body's ops.
+    Buffers of other blocks are busy for the whole body. Before the conversion: the ring's copies waited
+    for, a fence (sm_90) and a barrier; after it a barrier, since the next trip's copies write the same bytes."""
+    blk = op.block
+    body_index = {id(o): i for i, o in enumerate(blk.ops)}
+    uses = _users(blk)
+    local, busy = [], []
+    for p in placed:
+        if p.op.block is blk:
+            start = body_index[id(p.op)]
+            local.append((p, start, _last_use(p.op.results[0], uses, blk, body_index, start)))
+        else:
+            busy.append((p.offset, p.offset + p.nbytes))
+    i = body_index[id(op)]
+    ended = [p for p, _, end in local if end < i]
+    if not ended:
+        return False
+    busy += [(p.offset, p.offset + p.nbytes) for p, start, end in local if start <= i <= end]
+    n = conversion_bytes(op)
+    off = 0
+    for lo, hi in sorted(busy):
+        if off + n <= lo:
+            break
+        off = max(off, _round(hi))
+    if off + n > extent:
+        return False
+    op.attrs["smem_buffer"] = {"offset": off, "bytes": n}
+    want = ["barrier"]
+    if tuple(ctx.capability if ctx is not None else (9, 0)) >= (9, 0):
+        want.insert(0, "fence_async_shared")
+    if any(p.op.name == "ring_alloc" and p.offset < off + n and off < p.offset + p.nbytes for p in ended):
+        want.insert(0, "async_wait_all")
+    pos = blk.ops.index(op)
+    for name in reversed(want):
+        sync = Op(name, [], [], loc=op.loc)
+        sync.block = blk
+        blk.ops.insert(pos, sync)
+    after = Op("barrier", [], [], loc=op.loc)
+    after.block = blk
+    blk.ops.insert(blk.ops.index(op) + 1, after)
+    return True
+
+
+def _first_fit(b: "_Buffer", placed: List["_Buffer"]) -> int:
+    busy = sorted((p.offset, p.offset + p.nbytes) for p in placed if p.start <= b.end and b.start <= p.end)
+    off = 0
+    for lo, hi in busy:
+        if off + b.nbytes <= lo:
+            break
+        off = max(off, _round(hi))
+    return off
+
+
+def _drop_oversized_conversions(conversions: List[Op], buffers: int, limit: int, uses, ctx) -> None:
+    """Take out a store's optional conversion whose scratch would not fit beside ``buffers`` bytes."""
+    if not limit:
+        return
+    for op in conversions:
+        n = conversion_bytes(op)
+        if buffers + n <= limit or not _feeds_only_a_store(op, uses):
+            continue
+        src = op.operands[0]
+        for u in uses.get(op.results[0].id, []):
+            u.operands[1] = src
+        op.block.ops.remove(op)
+        if ctx is not None:
+            ctx.notes.append(f"{op.loc.file}:{op.loc.line}: store not converted to its coalesced layout: the "
+                             f"conversion's {n} bytes of shared memory and the kernel's {buffers} exceed {limit}")
 
 
 def _synchronise(bufs: List[_Buffer], top: Block, ctx) -> None:
