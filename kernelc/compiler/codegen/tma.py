@@ -9,7 +9,7 @@ target rule: compiler/target_rules.py, re-exported here) works out the boxes of 
 lands; ``box_smem`` is its SmemOperand view. The host encodes the CUtensorMap from the same
 ``TmaBox`` (runtime/tensor_map.py), so the compiler and the map always agree.
 
-The helpers below emit the PTX; the copy engine is driven from one elected thread (tid 0) and
+The helpers below emit the PTX; the copy engine is driven from one elected thread (``elected``) and
 completes on an mbarrier (``complete_tx::bytes``) that every thread waits on by phase parity.
 Without a GPU they are checked down to SASS: UTMALDG / UTMASTG (copies), SYNCS.EXCH.64 (init),
 SYNCS.ARRIVE.TRANS64 (arrive.expect_tx), SYNCS.PHASECHK.TRANS64.TRYWAIT (wait), UTMACCTL.PF
@@ -49,8 +49,19 @@ def smem_addr(lw, off) -> str:
 
 
 def elected(lw) -> str:
-    """True in the one thread that drives the copy engine (thread 0)."""
-    return lw.e.val(f"icmp eq i32 {lw.tid}, 0")
+    """True in the one thread that drives the copy engine: the lane ``elect.sync`` picks in warp 0.
+
+    ``tid == 0`` names the same thread, but ptxas cannot tell that at most one lane of a warp holds it, so
+    it wrapped every copy (whose operands must be warp-uniform registers) and every predicated barrier
+    init in an ELECT loop or a divergent branch; with the predicate from ``elect.sync`` it issues the copy
+    under a uniform predicate, as for Triton (docs/triton-tutorials.md, "06 forward kernel: branches").
+    Every caller runs with warp 0 converged (the ops are not under thread-dependent branches), and over a
+    full warp the election is a function of the active mask alone, so each call elects the same lane:
+    bulk groups committed under one call are waited for under another."""
+    e = lw.e
+    pair = e.call("{ i32, i1 }", "llvm.nvvm.elect.sync", [("i32", "-1")])
+    leader = e.val(f"extractvalue {{ i32, i1 }} {pair}, 1")
+    return e.val(f"and i1 {e.val(f'icmp eq i32 {lw.warp}, 0')}, {leader}")
 
 
 def _pred(lw, pred: Optional[str]) -> str:
