@@ -145,13 +145,20 @@ def bulk_wait(lw, pending: int, pred: Optional[str]) -> None:
     lw.e.asm("void", f"@$0 cp.async.bulk.wait_group {pending};", "b", [("i1", _pred(lw, pred))])
 
 
+def _maybe_pred(lw, code: str, pred: Optional[str]) -> None:
+    if pred is None:  # every thread: one without bulk copies commits an empty group and does not wait
+        lw.e.asm("void", code, "", [])
+    else:
+        lw.e.asm("void", "@$0 " + code, "b", [("i1", pred)])
+
+
 def bulk_commit(lw, pred: Optional[str]) -> None:
-    lw.e.asm("void", "@$0 cp.async.bulk.commit_group;", "b", [("i1", _pred(lw, pred))])
+    _maybe_pred(lw, "cp.async.bulk.commit_group;", pred)
 
 
 def bulk_wait_read(lw, pending: int, pred: Optional[str]) -> None:
     """Wait until at most ``pending`` bulk groups still read their shared-memory source."""
-    lw.e.asm("void", f"@$0 cp.async.bulk.wait_group.read {pending};", "b", [("i1", _pred(lw, pred))])
+    _maybe_pred(lw, f"cp.async.bulk.wait_group.read {pending};", pred)
 
 
 def fence_proxy_async(lw) -> None:
