@@ -38,21 +38,14 @@ def _smem_addr(lw: Lowering, off: str) -> str:
     return e.val(f"ptrtoint ptr addrspace(3) {p} to i32")
 
 
-def _descriptor(lw: Lowering, addr: str, lbo: int, sbo: int, swizzle: int, const: int = 0) -> str:
-    """The descriptor of the operand at shared address ``addr + const`` (``const`` a multiple of 16 bytes).
-
-    A shared::cta address is below 2^18 (228 KiB), so ``addr >> 4`` fills the 14-bit start field without a
-    mask and ``const >> 4`` is added to the descriptor itself: the k steps of an operand share one base
-    descriptor, and ptxas builds each step's with one 64-bit uniform add into the register quad the HGMMA
-    reads (as Triton's code does) instead of an add, a shift, a merge and a move of the high word per step."""
-    assert const % 16 == 0, const
+def _descriptor(lw: Lowering, addr: str, lbo: int, sbo: int, swizzle: int) -> str:
     e = lw.e
-    lo = e.val(f"zext i32 {e.val(f'lshr i32 {addr}, 4')} to i64")
+    shifted = e.val(f"lshr i32 {addr}, 4")
+    lo = e.val(f"zext i32 {e.val(f'and i32 {shifted}, 16383')} to i64")
     hi = ((lbo >> 4) & 0x3FFF) << 16 | ((sbo >> 4) & 0x3FFF) << 32 | SWIZZLE_MODE.get(swizzle, 0) << 62
     if hi >= 1 << 63:
         hi -= 1 << 64
-    desc = e.val(f"or i64 {lo}, {hi}")
-    return e.val(f"add i64 {desc}, {const >> 4}") if const else desc
+    return e.val(f"or i64 {lo}, {hi}")
 
 
 def operand_descriptor(lw: Lowering, sm, trans: bool, k0: int, outer_off: str) -> str:
@@ -71,11 +64,9 @@ def operand_descriptor(lw: Lowering, sm, trans: bool, k0: int, outer_off: str) -
         else:
             off = "0"
         lbo, sbo = sm.panel_bytes, 8 * sm.row_bytes
-    if isinstance(sm.base, int):
-        const += sm.base
-    elif sm.base != "0":
-        off = e.val(f"add i32 {off}, {sm.base}") if off != "0" else sm.base
-    return _descriptor(lw, _smem_addr(lw, off), lbo, sbo, sm.swizzle_bytes, const)
+    off = e.val(f"add i32 {off}, {const}") if const else off
+    off = e.val(f"add i32 {off}, {sm.base}") if sm.base not in (0, "0") else off
+    return _descriptor(lw, _smem_addr(lw, off), lbo, sbo, sm.swizzle_bytes)
 
 
 def _promote(lw: Lowering, main: List[str], partial: List[str]) -> List[str]:
