@@ -77,10 +77,13 @@ def test_a_tma_store_commits_and_waits_in_every_thread(monkeypatch):
     assert not re.search(r"@%p\d+ cp\.async\.bulk\.(commit_group|wait_group)", ptx)
 
 
-def test_the_warp_specialised_kernel_elects_before_the_split(monkeypatch):
-    # the barrier inits before the split run in every thread and elect; the producer region runs in one
-    # thread and uses no elect_one (elect.sync needs its whole warp)
+def test_the_warp_specialised_producer_warp_issues_under_a_uniform_predicate(monkeypatch):
+    # the producer region runs in the whole warp after the consumers and its copies are predicated on that
+    # warp's elected lane (``elect_one {warp=8}``): one thread running it alone needed an ELECT loop per copy
     ck = _attn(monkeypatch, 128, False, num_warps=8, ws="1")
-    assert ck.launch_warps == 9
-    assert ck.n_spills == 0
-    assert ck.asm["ptx"].count("elect.sync") >= 1
+    assert ck.launch_warps == 9 and ck.n_spills == 0
+    assert "elect_one {warp=8}" in str(ck.asm["tir"])
+    ins = _sass(ck)
+    tma = [p for p, op, _ in ins if op.startswith("UTMALDG")]
+    assert tma and all(p == "" or p.lstrip("@!").startswith("UP") for p in tma), tma
+    assert "BRA.U.ANY" not in [op for _, op, _ in ins]

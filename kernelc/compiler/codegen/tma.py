@@ -48,8 +48,9 @@ def smem_addr(lw, off) -> str:
     return e.val(f"ptrtoint ptr addrspace(3) {p} to i32")
 
 
-def elected(lw) -> str:
-    """True in the one thread that drives the copy engine: the lane ``elect.sync`` picks in warp 0.
+def elected(lw, warp: int = 0) -> str:
+    """True in the one thread that drives the copy engine: the lane ``elect.sync`` picks in warp ``warp``
+    (a warp-specialised kernel's producer warp runs its region whole, ``codegen/warp_specialize.py``).
 
     ``tid == 0`` names the same thread, but ptxas cannot tell that at most one lane of a warp holds it, so
     it wrapped every copy (whose operands must be warp-uniform registers) and every predicated barrier
@@ -61,7 +62,7 @@ def elected(lw) -> str:
     e = lw.e
     pair = e.call("{ i32, i1 }", "llvm.nvvm.elect.sync", [("i32", "-1")])
     leader = e.val(f"extractvalue {{ i32, i1 }} {pair}, 1")
-    return e.val(f"and i1 {e.val(f'icmp eq i32 {lw.warp}, 0')}, {leader}")
+    return e.val(f"and i1 {e.val(f'icmp eq i32 {lw.warp}, {warp}')}, {leader}")
 
 
 def _pred(lw, pred: Optional[str]) -> str:
