@@ -54,8 +54,11 @@ def lower_ws_producer(lw: Lowering, op: Op) -> None:
     e.start_block(rest)
     if op.attrs["setmaxnreg"]:  # the whole producer warpgroup gives its registers back before one thread works
         e.asm("void", f"setmaxnreg.dec.sync.aligned.u32 {PRODUCER_REGS};", "", [])
-    # the first producer warp runs the region whole (its ``elect_one {warp}`` lane issues the copies)
-    e.cond_br(e.val(f"icmp ult i32 {lw.tid}, {consumers_n + 32}"), producer, idle)
+    # the first producer warp runs the region whole (its ``elect_one {warp}`` lane issues the copies); the
+    # warp index through a shuffle is warp-uniform to ptxas, so it knows the warp enters converged (else it
+    # guards each elect.sync with a WARPSYNC.COLLECTIVE fallback)
+    warp = e.call("i32", "llvm.nvvm.shfl.sync.idx.i32", [("i32", "-1"), ("i32", lw.warp), ("i32", "0"), ("i32", "31")])
+    e.cond_br(e.val(f"icmp eq i32 {warp}, {lw.nw}"), producer, idle)
     e.start_block(idle)
     e.emit("ret void")
     e.start_block(producer)
