@@ -40,8 +40,8 @@ def test_a_warp_specialised_loop_becomes_a_producer_region_and_barrier_ops():
         CHECK-NEXT: barrier
         CHECK-NEXT: ws_producer {producer_warps=1, stages=3, source='{{.*}}test_warp_specialize.py:130:{{\\d+}}'}
         CHECK-NEXT: ^body():
-        CHECK-NEXT: [[TRUE:%\\d+]] = constant {value=True} : i1
-        CHECK-NEXT: prefetch_tensormaps %0, %1, [[TRUE]]
+        CHECK-NEXT: [[L0:%\\d+]] = elect_one {warp=4} : i1
+        CHECK-NEXT: prefetch_tensormaps %0, %1, [[L0]]
         CHECK: [[ST0:%\\d+]] = cursor_load [[CUR]] {field='stage'} : i32
         CHECK-NEXT: [[PH0:%\\d+]] = cursor_load [[CUR]] {field='phase'} : i32
         CHECK: [[PS:%\\d+]], [[PP:%\\d+]] = scf.for {{%\\d+}}, {{%\\d+}}, {{%\\d+}}, [[ST0]], [[PH0]] : i32, i32
@@ -51,9 +51,10 @@ def test_a_warp_specialised_loop_becomes_a_producer_region_and_barrier_ops():
         CHECK: [[PAR:%\\d+]] = xor [[P]], {{%\\d+}} : i32
         CHECK-NEXT: mbarrier_wait [[EB]], [[PAR]]
         CHECK: [[FB:%\\d+]] = mbarrier_at [[BARS]], [[S]] : i32
-        CHECK-NEXT: mbarrier_expect_tx [[FB]], [[TRUE]] {bytes=32768}
-        CHECK-NEXT: tma_copy_to_ring [[RA]], [[S]], [[FB]], [[TRUE]], {{%\\d+}}, {{%\\d+}} {source=
-        CHECK-NEXT: tma_copy_to_ring [[RB]], [[S]], [[FB]], [[TRUE]], {{%\\d+}}, {{%\\d+}} {source=
+        CHECK-NEXT: [[L:%\\d+]] = elect_one {warp=4} : i1
+        CHECK-NEXT: mbarrier_expect_tx [[FB]], [[L]] {bytes=32768}
+        CHECK-NEXT: tma_copy_to_ring [[RA]], [[S]], [[FB]], [[L]], {{%\\d+}}, {{%\\d+}} {source=
+        CHECK-NEXT: tma_copy_to_ring [[RB]], [[S]], [[FB]], [[L]], {{%\\d+}}, {{%\\d+}} {source=
         CHECK: [[NS:%\\d+]] = select {{%\\d+}}, {{%\\d+}}, {{%\\d+}} : i32
         CHECK-NEXT: [[FL:%\\d+]] = cast {{%\\d+}} : i32
         CHECK-NEXT: [[NP:%\\d+]] = xor [[P]], [[FL]] : i32

@@ -355,9 +355,11 @@ def lower_descriptor_store(lw: Lowering, op):
     t0 = T.elected(lw)
     tmap = tm.address(lw)
     T.copy_tile_out(lw, box, tmap, base, offsets, t0)
-    T.bulk_commit(lw, t0)
-    # thread 0 waits until the copy has read the buffer; the next writer's barrier waits for thread 0
-    T.bulk_wait_read(lw, 0, t0)
+    # commit and wait in every thread (the others' groups are empty): under the elected thread's predicate
+    # ptxas branched around the commit, a divergent branch in warp 0. The elected thread waits until the
+    # copy has read the buffer; the next writer's barrier waits for it
+    T.bulk_commit(lw, None)
+    T.bulk_wait_read(lw, 0, None)
     if not free:
         lw.smem.pending.append((base, base + box.nbytes, False))
 

@@ -218,7 +218,7 @@ def lower_mbarrier_at(lw: Lowering, op: Op) -> None:
 
 @rule("elect_one")
 def lower_elect_one(lw: Lowering, op: Op) -> None:
-    lw.scalars[op.results[0].id] = T.elected(lw)
+    lw.scalars[op.results[0].id] = T.elected(lw, op.attrs.get("warp", 0))
 
 
 @rule("mbarrier_init")

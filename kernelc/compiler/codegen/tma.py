@@ -9,7 +9,7 @@ target rule: compiler/target_rules.py, re-exported here) works out the boxes of 
 lands; ``box_smem`` is its SmemOperand view. The host encodes the CUtensorMap from the same
 ``TmaBox`` (runtime/tensor_map.py), so the compiler and the map always agree.
 
-The helpers below emit the PTX; the copy engine is driven from one elected thread (tid 0) and
+The helpers below emit the PTX; the copy engine is driven from one elected thread (``elected``) and
 completes on an mbarrier (``complete_tx::bytes``) that every thread waits on by phase parity.
 Without a GPU they are checked down to SASS: UTMALDG / UTMASTG (copies), SYNCS.EXCH.64 (init),
 SYNCS.ARRIVE.TRANS64 (arrive.expect_tx), SYNCS.PHASECHK.TRANS64.TRYWAIT (wait), UTMACCTL.PF
@@ -48,9 +48,21 @@ def smem_addr(lw, off) -> str:
     return e.val(f"ptrtoint ptr addrspace(3) {p} to i32")
 
 
-def elected(lw) -> str:
-    """True in the one thread that drives the copy engine (thread 0)."""
-    return lw.e.val(f"icmp eq i32 {lw.tid}, 0")
+def elected(lw, warp: int = 0) -> str:
+    """True in the one thread that drives the copy engine: the lane ``elect.sync`` picks in warp ``warp``
+    (a warp-specialised kernel's producer warp runs its region whole, ``codegen/warp_specialize.py``).
+
+    ``tid == 0`` names the same thread, but ptxas cannot tell that at most one lane of a warp holds it, so
+    it wrapped every copy (whose operands must be warp-uniform registers) and every predicated barrier
+    init in an ELECT loop or a divergent branch; with the predicate from ``elect.sync`` it issues the copy
+    under a uniform predicate, as for Triton (docs/triton-tutorials.md, "06 forward kernel: branches").
+    Every caller runs with warp 0 converged (the ops are not under thread-dependent branches), and over a
+    full warp the election is a function of the active mask alone, so each call elects the same lane:
+    bulk groups committed under one call are waited for under another."""
+    e = lw.e
+    pair = e.call("{ i32, i1 }", "llvm.nvvm.elect.sync", [("i32", "-1")])
+    leader = e.val(f"extractvalue {{ i32, i1 }} {pair}, 1")
+    return e.val(f"and i1 {e.val(f'icmp eq i32 {lw.warp}, {warp}')}, {leader}")
 
 
 def _pred(lw, pred: Optional[str]) -> str:
@@ -134,13 +146,20 @@ def bulk_wait(lw, pending: int, pred: Optional[str]) -> None:
     lw.e.asm("void", f"@$0 cp.async.bulk.wait_group {pending};", "b", [("i1", _pred(lw, pred))])
 
 
+def _maybe_pred(lw, code: str, pred: Optional[str]) -> None:
+    if pred is None:  # every thread: one without bulk copies commits an empty group and does not wait
+        lw.e.asm("void", code, "", [])
+    else:
+        lw.e.asm("void", "@$0 " + code, "b", [("i1", pred)])
+
+
 def bulk_commit(lw, pred: Optional[str]) -> None:
-    lw.e.asm("void", "@$0 cp.async.bulk.commit_group;", "b", [("i1", _pred(lw, pred))])
+    _maybe_pred(lw, "cp.async.bulk.commit_group;", pred)
 
 
 def bulk_wait_read(lw, pending: int, pred: Optional[str]) -> None:
     """Wait until at most ``pending`` bulk groups still read their shared-memory source."""
-    lw.e.asm("void", f"@$0 cp.async.bulk.wait_group.read {pending};", "b", [("i1", _pred(lw, pred))])
+    _maybe_pred(lw, f"cp.async.bulk.wait_group.read {pending};", pred)
 
 
 def fence_proxy_async(lw) -> None:

@@ -7,7 +7,7 @@ at the kernel's entry, a ``ws_producer`` region with the producer's program, and
 and releases in the loop. The rules here lower the ops that are only about warp specialisation:
 
     ws_producer      split by warp: the consumers (warps 0 .. num_warps-1) go on after the op; the
-                     first thread past them runs the region, then every producer thread exits (with
+                     first warp past them runs the region, then every producer thread exits (with
                      setmaxnreg the producer warpgroup gives its registers to the consumers first)
     ring_cursor      the ring position (stage, phase) in two allocas both sides keep up to date: loops
                      around the specialised one (a persistent kernel's tile loop) carry it from one run of
@@ -54,7 +54,11 @@ def lower_ws_producer(lw: Lowering, op: Op) -> None:
     e.start_block(rest)
     if op.attrs["setmaxnreg"]:  # the whole producer warpgroup gives its registers back before one thread works
         e.asm("void", f"setmaxnreg.dec.sync.aligned.u32 {PRODUCER_REGS};", "", [])
-    e.cond_br(e.val(f"icmp eq i32 {lw.tid}, {consumers_n}"), producer, idle)
+    # the first producer warp runs the region whole (its ``elect_one {warp}`` lane issues the copies); the
+    # warp index through a shuffle is warp-uniform to ptxas, so it knows the warp enters converged (else it
+    # guards each elect.sync with a WARPSYNC.COLLECTIVE fallback)
+    warp = e.call("i32", "llvm.nvvm.shfl.sync.idx.i32", [("i32", "-1"), ("i32", lw.warp), ("i32", "0"), ("i32", "31")])
+    e.cond_br(e.val(f"icmp eq i32 {warp}, {lw.nw}"), producer, idle)
     e.start_block(idle)
     e.emit("ret void")
     e.start_block(producer)

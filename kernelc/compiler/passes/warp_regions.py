@@ -11,7 +11,8 @@ At the kernel's start (after the ops that define the ring's descriptors, moved u
     fence_mbarrier_init; barrier
     ws_producer {producer_warps, setmaxnreg, stages, source} ( region: the producer's program )
 
-and the region holds, for the elected producer thread: ``prefetch_tensormaps``, then a skeleton of the
+and the region holds, for the producer warp (its elected lane, ``elect_one {warp}``, issues):
+``prefetch_tensormaps``, then a skeleton of the
 loops around the specialised one (their bounds only) and the specialised loop itself, whose body waits
 until the consumers released the stage (``mbarrier_wait`` on empty[stage] with parity phase^1: a fresh
 barrier's phase before its first counts as complete), re-evaluates the copies' offsets (cloned ops),
@@ -72,6 +73,11 @@ class _WsExpander(RingExpander):
 
     def _p(self, out, name, operands, types, attrs=None) -> Op:
         return self._op(out, name, operands, types, attrs, loc=self.at)
+
+    def _elect(self, out) -> Value:
+        """The producer warp's elected lane (the warp after the consumers runs the region whole: ptxas
+        issues the copies under a uniform predicate, where one thread's own predicate needed an ELECT loop)."""
+        return self._p(out, "elect_one", [], [int1], {"warp": self.ctx.num_warps}).results[0]
 
     # -- the values the producer needs, cloned where it first needs them -------------------------------
 
@@ -142,9 +148,10 @@ class _WsExpander(RingExpander):
         yld = body.ops[-1]
         advanced = [self._need(yld.operands[i], ops, ev) for i in self.carried_idx]
         full = self._p(ops, "mbarrier_at", [self.bars, stage], [int32]).results[0]
-        self._p(ops, "mbarrier_expect_tx", [full, self.true], [], {"bytes": self._stage_bytes()})
+        t0 = self._elect(ops)
+        self._p(ops, "mbarrier_expect_tx", [full, t0], [], {"bytes": self._stage_bytes()})
         for (src, _, _, _), ring, offs in zip(self.tma, self.trings, offsets):
-            self._p(ops, "tma_copy_to_ring", [ring, stage, full, self.true] + offs, [], {"source": str(src.loc)})
+            self._p(ops, "tma_copy_to_ring", [ring, stage, full, t0] + offs, [], {"source": str(src.loc)})
         inc = self._p(ops, "add", [stage, self._c(ops, 1)], [int32]).results[0]
         wrap = self._p(ops, "cmpi", [inc, self._c(ops, S)], [int1], {"pred": "eq"}).results[0]
         nst = self._p(ops, "select", [wrap, self._c(ops, 0), inc], [int32]).results[0]
@@ -224,8 +231,7 @@ class _WsExpander(RingExpander):
         self._p(setup, "fence_mbarrier_init", [], [])
         self._p(setup, "barrier", [], [])
         region: List[Op] = []
-        self.true = self._c(region, True, int1)
-        self._p(region, "prefetch_tensormaps", descs + [self.true], [])
+        self._p(region, "prefetch_tensormaps", descs + [self._elect(region)], [])
         self._producer_loops(0, region, [{}])
         prod = Block()
         for o in region:
