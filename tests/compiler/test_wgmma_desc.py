@@ -75,6 +75,12 @@ def test_the_k_loop_adds_to_its_descriptors_instead_of_building_them(monkeypatch
     lo, ln = _loop_ops(old), _loop_ops(new)
     n_mma = sum(o.startswith("HGMMA") for o in ln)
     assert n_mma == sum(o.startswith("HGMMA") for o in lo) == (bm // 64 // (warps // 4)) * 4
-    assert sum(o.startswith("USGXT") for o in lo) >= n_mma and sum(o.startswith("USGXT") for o in ln) <= 4
-    assert len(ln) < len(lo) - n_mma
+    assert sum(o.startswith("USGXT") for o in ln) <= 4
+    if warps == 4:
+        # one warpgroup: without stepping, codegen/wgmma.py's other form (the shared base read at each dot plus
+        # constants, from the attention backward's spills) builds few fields too; stepping must not be longer
+        assert len(ln) <= len(lo)
+    else:
+        assert sum(o.startswith("USGXT") for o in lo) >= n_mma
+        assert len(ln) < len(lo) - n_mma
     assert new.n_spills == 0 and new.n_regs <= old.n_regs + 8

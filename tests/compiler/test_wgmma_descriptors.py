@@ -38,7 +38,9 @@ def test_one_warpgroup_reads_the_base_in_the_loop_and_adds_constants():
     # the dQ loops (3, 4) reload at most a few spilled values (22-25 before); Triton 3.6's reload 1
     assert ldl[2] <= 4 and ldl[3] <= 4, ldl
     from cubintools import inspect_cubin
-    assert inspect_cubin(ck.asm["cubin"]).kernel(None).frame_size <= 640   # 896 before
+    # 896 B with the descriptors hoisted; 640 on fa06b's branch, 672 after the merge with fa06f's elect.sync issue
+    # (registers +5): the claim is the drop, and the loops' reloads above
+    assert inspect_cubin(ck.asm["cubin"]).kernel(None).frame_size <= 704
 
 
 def test_several_warpgroups_keep_each_slices_address():
