@@ -240,7 +240,8 @@ def _bulk_stage_store(op: Op) -> List[str]:
     return errs
 
 
-def _bulk_reduce(op: Op) -> List[str]:
+def _bulk_copy_out(op: Op) -> List[str]:
+    """What ``bulk_reduce`` and ``bulk_store`` share: (buffer, stage, predicate, offsets...)."""
     buf = op.operands[0]
     errs = _bulk_buffer_and_stage(op)
     if errs is None:
@@ -250,22 +251,18 @@ def _bulk_reduce(op: Op) -> List[str]:
     offs = op.operands[3:]
     if len(offs) != len(shape_of(buf.type)) or not all(_is_i32(v) for v in offs):
         errs.append("one i32 offset per descriptor dimension")
+    return errs
+
+
+def _bulk_reduce(op: Op) -> List[str]:
+    errs = _bulk_copy_out(op)
     if op.attrs.get("kind") not in REDUCE_KINDS:
         errs.append(f"kind must be one of {list(REDUCE_KINDS)}, got {op.attrs.get('kind')!r}")
     return errs
 
 
 def _bulk_store(op: Op) -> List[str]:
-    buf = op.operands[0]
-    errs = _bulk_buffer_and_stage(op)
-    if errs is None:
-        return ["operand 0 must be a bulk_buffer_alloc"]
-    if not _is_i1(op.operands[2]):
-        errs.append("the predicate must be an i1 scalar")
-    offs = op.operands[3:]
-    if len(offs) != len(shape_of(buf.type)) or not all(_is_i32(v) for v in offs):
-        errs.append("one i32 offset per descriptor dimension")
-    return errs
+    return _bulk_copy_out(op)
 
 
 def _bulk_wait_group(op: Op) -> List[str]:
