@@ -31,7 +31,6 @@ from .passes.layout_assign import assign_layouts
 from .passes.hoist_conversions import hoist_conversions
 from .passes.load_layouts import loads_in_use_layout
 from .passes.tma_prefetch import issue_tma_loads_early
-from .passes.reduce_strategy import mark_cross_warp_reductions
 from .passes.register_budget import mark_register_budget
 from .passes.staged_operands import share_staged_operands
 from .passes.hoist_descriptors import hoist_descriptors
@@ -230,8 +229,6 @@ TILE_PASSES = (
     TilePass("mark_positive_nan_casts", lambda f, c: mark_positive_nan_casts(f)),
     # a kernel without dots gets the registers of its occupancy step from the assembler (passes/register_budget.py)
     TilePass("mark_register_budget", lambda f, c: mark_register_budget(f, fill_occupancy_step_enabled())),
-    # how a reduction to one value combines its warps' partials: KERNELC_BLOCK_REDUCE (passes/reduce_strategy.py)
-    TilePass("mark_cross_warp_reductions", lambda f, c: mark_cross_warp_reductions(f, block_reduce_mode())),
     # fp32 adds nobody reads the result of, over contiguous addresses: sm_90 vector red (vec=N)
     TilePass("vectorize_atomics", lambda f, c: vectorize_atomics(f, c.capability[0])),
     TilePass("coalesce", lambda f, c: coalesce(f, c.num_warps, c.capability[0], c.arch, c.notes)),
@@ -289,12 +286,6 @@ def fp_fusion_default() -> bool:
     that does not pass the option."""
     from ..options import get
     return get("KERNELC_DEFAULT_FP_FUSION")
-
-
-def block_reduce_mode() -> str:
-    """KERNELC_BLOCK_REDUCE: butterfly or gather (passes/reduce_strategy.py)."""
-    from ..options import get
-    return get("KERNELC_BLOCK_REDUCE")
 
 
 def fill_occupancy_step_enabled() -> bool:

@@ -217,11 +217,6 @@ KNOBS: Tuple[Knob, ...] = (
          "1.21x Triton against 0.98x: docs/performance.md)",
          _choice(("step", ("step",)), ("loads", ("loads",))),
          compile=True, field="fill_policy"),
-    Knob("KERNELC_BLOCK_REDUCE", "choice", "butterfly",
-         "how a reduction to one value per block combines its warps' partials (passes/reduce_strategy.py): "
-         "butterfly (each lane reads one partial, log2(warps) dependent shuffles) or gather (each thread reads "
-         "all partials and combines them in a tree, as before 2026-11-27's butterfly change)",
-         _choice(("butterfly", ("butterfly",)), ("gather", ("gather",))), compile=True, field="block_reduce"),
     Knob("KERNELC_DEFAULT_FP_FUSION", "bool", True,
          "let float a*b+c contract into fma (Triton's enable_fp_fusion); a launch's enable_fp_fusion= overrides it",
          compile=True, field="enable_fp_fusion"),
@@ -266,7 +261,6 @@ class CompileOptions:
     occupancy_step: bool = False
     fill_occupancy_step: bool = True
     fill_policy: str = "loads"
-    block_reduce: str = "butterfly"
     enable_fp_fusion: bool = True
 
     def key(self) -> Dict[str, Any]:

@@ -146,17 +146,7 @@ def lower_reduce(lw: Lowering, op):
                 off = e.val(f"add i32 {off}, {base + offs[q]}")
                 _smem_store(lw, ty, off, acc[j][q])
         lw.smem_access(base, base + total, False)
-        gather = op.attrs.get("cross_warp") == "gather"
-        if out_numel == 1 and gather:
-            # one result for the whole block, cross_warp='gather': every thread reads all nw_ax partials and
-            # combines them pairwise (passes/reduce_strategy.py)
-            parts = []
-            for w in range(nw_ax):
-                parts.append([_smem_load(lw, ty, str(base + offs[q] + w * _bytes(ty))) for q, ty in enumerate(tys)])
-            while len(parts) > 1:
-                parts = [comb(parts[i], parts[i + 1]) for i in range(0, len(parts), 2)]
-            acc[0] = parts[0]
-        elif out_numel == 1:
+        if out_numel == 1:
             # one result for the whole block: lane l reads warp (l mod nw_ax)'s partial and a butterfly
             # over log2(nw_ax) lanes combines them -- one live register per value, not nw_ax
             sel = e.val(f"and i32 {lw.lane}, {nw_ax - 1}")
