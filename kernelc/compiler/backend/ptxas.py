@@ -461,8 +461,10 @@ def _more_loads_in_flight(chosen: CubinResult, data: bytes, bounds: Dict[str, in
         # flight at all, which the loads within a block do not show (geglu fwd: 93 registers and one 16-warp block
         # measured 0.87x Triton against 1.05x at 36 registers and three, H200 2026-11-27)
         return chosen
-    now = loads_in_flight_per_sm(chosen, entry, threads, limits)
-    alt = loads_in_flight_per_sm(bound, entry, threads, limits)
+    # the two disassemblies (one nvdisasm process each, ~0.5 s on a 2-core CPU) run side by side
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(2) as pool:
+        now, alt = pool.map(lambda res: loads_in_flight_per_sm(res, entry, threads, limits), (chosen, bound))
     if now is None or alt is None or alt <= now:
         return chosen
     bound.info_log = (f"kernelc: {entry} with its launch bound: {b.registers} registers and {alt:.0f} loads in flight "
