@@ -18,6 +18,7 @@ import functools
 import os
 import re
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
@@ -462,7 +463,6 @@ def _more_loads_in_flight(chosen: CubinResult, data: bytes, bounds: Dict[str, in
         # measured 0.87x Triton against 1.05x at 36 registers and three, H200 2026-11-27)
         return chosen
     # the two disassemblies (one nvdisasm process each, ~0.5 s on a 2-core CPU) run side by side
-    from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(2) as pool:
         now, alt = pool.map(lambda res: loads_in_flight_per_sm(res, entry, threads, limits), (chosen, bound))
     if now is None or alt is None or alt <= now:
