@@ -420,6 +420,65 @@ def _probe_us():
     return (time.perf_counter_ns() - t0) / 1e3
 
 
+def _ref_counter(path: str, cpu: int) -> None:
+    """``--ref-cpu``: the reference process.  Pinned to its own core, it runs a fixed pure-Python loop for
+    the whole run and publishes its iteration count in an 8-byte shared file; a child reads the count at
+    both ends of each block.  Counts per second over exactly the block's window measure the host CPU's
+    speed during that block, where the 1 ms probe before it could not (the speed changes on a scale of
+    blocks, 2026-11-27).  It only helps if the speed moves on all cores at once
+    (``bench/experiments/profiler_overhead/host_speed_corr.py`` measures that)."""
+    import mmap
+    import struct
+    try:
+        os.sched_setaffinity(0, {cpu})
+    except (OSError, AttributeError):
+        pass
+    fd = os.open(path, os.O_RDWR)
+    m = mmap.mmap(fd, 8)
+    pack = struct.Struct("<q").pack_into
+    n = x = 0
+    while True:
+        for i in range(100):
+            x += i * i
+        n += 1
+        pack(m, 0, n)
+        if n & 0xFFFF == 0 and os.getppid() == 1:   # the parent is gone: stop
+            return
+
+
+class _RefReader:
+    """A child's view of the reference count (None where the run has no reference process)."""
+
+    def __init__(self, path):
+        import mmap
+        import struct
+        self.m = None
+        if path:
+            fd = os.open(path, os.O_RDONLY)
+            self.m = mmap.mmap(fd, 8, prot=mmap.PROT_READ)
+            self.unpack = struct.Struct("<q").unpack_from
+
+    def read(self):
+        return self.unpack(self.m, 0)[0] if self.m is not None else None
+
+
+def _start_ref(cpu):
+    """Start the reference counter on core ``cpu``; returns (shared file path, process)."""
+    fd, path = tempfile.mkstemp(prefix="kprof_ref_")
+    os.write(fd, bytes(8))
+    os.close(fd)
+    code = f"import sys; sys.path.insert(0, {ROOT!r}); from bench.reconcile_profilers import _ref_counter; " \
+           f"_ref_counter({path!r}, {int(cpu)})"
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    import atexit
+    atexit.register(proc.kill)   # also when the run stops on an error
+    r = _RefReader(path)
+    t0 = time.time()
+    while r.read() == 0 and time.time() - t0 < 30:   # started counting
+        time.sleep(0.05)
+    return path, proc
+
+
 class _Instr:
     """Instructions retired in user space by every thread of this process over a block: per-thread hardware
     counters (perf_event_open through ctypes), opened before the block and read after it.  A count of work,
@@ -570,6 +629,7 @@ def child_overhead(spec: dict) -> dict:
         steps = max(spec.get("min_steps", 3), int(spec["block_s"] / ((time.perf_counter() - t0) / n)))
 
     sched = []   # per timed block: ("u" or "p", _sched_delta) -- the host's contention, block by block
+    ref = _RefReader(spec.get("ref_path"))
     nvml = _Nvml() if device == "cuda" else None
     try:
         instr = _Instr()
@@ -590,12 +650,14 @@ def child_overhead(spec: dict) -> dict:
             g0 = nvml.mhz() if nvml else None
             fds = instr.start() if instr else None
             s0 = _sched()
+            r0 = ref.read()
             t0 = time.perf_counter()
             for _ in range(steps):
                 w.step()
             t_issued = time.perf_counter()
             sync()
             t1 = time.perf_counter()
+            r1 = ref.read()
             t = (t1 - t0) * 1e3 / steps
             d = _sched_delta(s0, _sched(), c0, _cores(cpus))
             n_instr = instr.stop(fds) if instr else None
@@ -606,6 +668,8 @@ def child_overhead(spec: dict) -> dict:
                 # set the pace), the CPU probe, the GPU clock at both ends, CPU ms per thread name
                 d["tail_ms"] = round((t1 - t_issued) * 1e3, 3)
                 d["probe_us"] = round(probe, 1)
+                if r0 is not None:   # the reference core's loop iterations per second during the block
+                    d["ref_rate"] = round((r1 - r0) / (t1 - t0), 1)
                 g1 = nvml.mhz() if nvml else None
                 if g0 is not None and g1 is not None:
                     d["gpu_mhz"] = [g0, g1]
@@ -963,6 +1027,26 @@ def _pair_sched(r, key):
     return out
 
 
+def _pair_ref(r):
+    """Per pair, profiled over unprofiled block time, each block's time multiplied by the reference core's
+    speed during it (``ref_rate``): the block's time at a fixed host CPU speed, where that speed moves on all
+    cores at once.  [] without a reference process."""
+    seq, sched = _sequence(r), r.get("sched") or []
+    if len(sched) != len(seq):
+        return []
+    adj = []
+    for (k, ms), (_, d) in zip(seq, sched):
+        if d is None or not d.get("ref_rate"):
+            return []
+        adj.append((k, ms * d["ref_rate"]))
+    out = []
+    for i in range(0, len(adj) - 1, 2):
+        (k1, v1), (k2, v2) = adj[i], adj[i + 1]
+        p, u = (v1, v2) if k1 == "p" else (v2, v1)
+        out.append(p / u)
+    return out
+
+
 def _loop_stats(rs):
     """Median per profiled block of what kprof's callbacks did on CUPTI's thread, or None."""
     blocks = [b for r in rs for b in (r.get("loop_stats") or [])]
@@ -990,6 +1074,7 @@ def _block_diagnostics(rs):
     CPU time per thread name."""
     out = {}
     rel, probe, mhz, tail, shares = [], [], [], [], defaultdict(list)
+    ref_rel, ref = [], []
     for r in rs:
         seq = _sequence(r)
         sched = r.get("sched") or []
@@ -1006,6 +1091,9 @@ def _block_diagnostics(rs):
             if k == "u" and "probe_us" in d:
                 rel.append(ms / med)
                 probe.append(d["probe_us"])
+            if k == "u" and d.get("ref_rate"):
+                ref_rel.append(ms / med)
+                ref.append(d["ref_rate"])
             tm = d.get("threads_ms")
             if tm:
                 total = sum(tm.values())
@@ -1017,6 +1105,11 @@ def _block_diagnostics(rs):
     if probe:
         out["probe_us_range"] = [min(probe), max(probe)]
         out["corr_unprof_probe"] = _corr(rel, probe)
+    if ref:
+        # the reference core's speed during each unprofiled block: its range, and how the block times follow
+        # it (strongly negative: the host's speed moved on all cores and the ref-corrected ratios remove it)
+        out["ref_rate_range"] = [min(ref), max(ref)]
+        out["corr_unprof_ref"] = _corr(ref_rel, ref)
     if mhz:
         out["gpu_mhz_range"] = [min(mhz), max(mhz)]
     if shares:
@@ -1079,6 +1172,16 @@ def summarize(results: list, reps: int = 2000) -> dict:
             m, lo, hi = _median_ci(groups, reps)
             e[name] = None if m is None else round(m, 4)
             e[name + "_ci"] = None if m is None else [round(lo, 4), round(hi, 4)]
+        refd = [_pair_ref(r) for r in rs]
+        if any(refd):
+            m, lo, hi = _median_ci(refd, reps)
+            per = [statistics.median(x) for x in refd if x]
+            e["warm_ref"], e["warm_ref_ci"] = round(m, 4), [round(lo, 4), round(hi, 4)]
+            e["warm_ref_per_process"] = [round(x, 4) for x in per]
+            e["spread_ref_%"] = round(100 * (max(per) - min(per)), 2)
+            boots[p, "ref"] = _boot_medians([x for x in refd if x], reps, 1)
+        else:
+            e["warm_ref"] = e["warm_ref_ci"] = e["spread_ref_%"] = None
         boots[p] = _boot_medians([w for w in warm if w], reps, 1)
         boots[p, "bracket"] = _boot_medians([b for b in map(_bracket, rs) if b], reps, 1)
         out[p] = e
@@ -1101,6 +1204,10 @@ def summarize(results: list, reps: int = 2000) -> dict:
                 out[p][f"bracket_over_{tag}_ci_%"] = [round(d[int(0.025 * reps)], 2), round(d[int(0.975 * reps) - 1], 2)]
             if out[p]["full"] and out[floor]["full"]:
                 out[p][f"full_over_{tag}_%"] = round(100 * (out[p]["full"] / out[floor]["full"] - 1), 2)
+            if out[p].get("warm_ref") and out[floor].get("warm_ref"):
+                d = sorted(100 * (a / b - 1) for a, b in zip(boots[p, "ref"], boots[floor, "ref"]))
+                out[p][f"ref_over_{tag}_%"] = round(100 * (out[p]["warm_ref"] / out[floor]["warm_ref"] - 1), 2)
+                out[p][f"ref_over_{tag}_ci_%"] = [round(d[int(0.025 * reps)], 2), round(d[int(0.975 * reps) - 1], 2)]
             if out[p]["warm_instr"] and out[floor]["warm_instr"]:
                 d = sorted(100 * (a / b - 1) for a, b in zip(boots[p, "instr"], boots[floor, "instr"]))
                 out[p][f"instr_over_{tag}_%"] = round(100 * (out[p]["warm_instr"] / out[floor]["warm_instr"] - 1), 2)
@@ -1123,6 +1230,11 @@ def overhead(args) -> int:
     deadline = t_start + args.budget
     share = {w: BUDGET_SHARE.get(w, 1.0) for w in wls}
     cpus = _cpu_set(args.cpus)
+    ref_path = ref_proc = None
+    if args.ref_cpu is not None:
+        if cpus and args.ref_cpu in cpus:
+            raise SystemExit(f"--ref-cpu {args.ref_cpu} is one of the children's cores {cpus}")
+        ref_path, ref_proc = _start_ref(args.ref_cpu)
     rows, summary, raw = [], {}, []
     for wi, wl in enumerate(wls):
         # this workload's part of what is left, by share
@@ -1148,7 +1260,7 @@ def overhead(args) -> int:
                     # late (the children's setup took more than planned): one pair each, to stay near the budget
                     "min_pairs": args.min_pairs if share_s > setup + args.min_pairs * 3 * BLOCK_S[wl] else 2,
                     "deadline": child_deadline, "cpus": cpus, "threads": args.threads, "buffer": args.buffer,
-                    "pin_threads": args.pin_threads, "cpu_latency0": args.cpu_latency0}
+                    "pin_threads": args.pin_threads, "cpu_latency0": args.cpu_latency0, "ref_path": ref_path}
             try:
                 r = None
                 if args.spawn == "fork" and _FORK["broken"] is None:
@@ -1185,6 +1297,9 @@ def overhead(args) -> int:
                        "control_spread_%": s.get("none", {}).get("spread_%"),
                        "aa_control": s.get("_aa"),
                        "control_warm_ci": s.get("none", {}).get("warm_ci"),
+                       "control_spread_ref_%": s.get("none", {}).get("spread_ref_%"),
+                       "kprof_ref_over_floor_%": s.get("kprof", {}).get("ref_over_floor_%"),
+                       "kprof_ref_over_floor_ci_%": s.get("kprof", {}).get("ref_over_floor_ci_%"),
                        "kprof_over_floor_%": s.get("kprof", {}).get("over_floor_%"),
                        "kprof_over_floor_ci_%": s.get("kprof", {}).get("over_floor_ci_%"),
                        "kprof_over_floor_raw_%": s.get("kprof", {}).get("over_floor_raw_%"),
@@ -1204,8 +1319,13 @@ def overhead(args) -> int:
                   f"corr {e.get('corr_unprof_probe')}  GPU MHz {e.get('gpu_mhz_range')}  "
                   f"threads {e.get('cpu_share_by_thread')}  instr {e.get('warm_instr')} {e.get('warm_instr_ci')} "
                   f"per process {e.get('instr_per_process')} over floor {e.get('instr_over_floor_%')} "
-                  f"{e.get('instr_over_floor_ci_%')}",
+                  f"{e.get('instr_over_floor_ci_%')}  ref {e.get('warm_ref')} {e.get('warm_ref_ci')} spread "
+                  f"{e.get('spread_ref_%')}% over floor {e.get('ref_over_floor_%')} {e.get('ref_over_floor_ci_%')} "
+                  f"ref range {e.get('ref_rate_range')} corr {e.get('corr_unprof_ref')}",
                   flush=True)
+    if ref_proc is not None:
+        ref_proc.kill()
+        os.unlink(ref_path)
     meta = {"summary": summary, "budget_s": args.budget, "elapsed_s": round(time.time() - t_start, 1),
             "spawn_fork_given_up": _FORK["broken"],
             "args": {k: v for k, v in vars(args).items()}, "children": raw}
@@ -1267,6 +1387,9 @@ def main(argv=None) -> int:
                     "child (no deep C-states; root only; the row says if it took)")
     ov.add_argument("--buffer", default="1M", help="CUPTI buffer size for floor and kprof (0: their defaults): "
                     "small enough that buffers complete inside every block")
+    ov.add_argument("--ref-cpu", type=int, default=None, help="core for a reference process that counts a fixed "
+                    "loop through the whole run; each block records that core's speed during it, and the summary "
+                    "adds ratios at a fixed host speed (warm_ref, spread_ref_%%)")
     ov.add_argument("--grace", type=float, default=40.0, help="no child starts later than this past --budget")
     ov.add_argument("--spawn", choices=["exec", "fork"], default="exec",
                     help="how each child process starts: exec (a new interpreter) or fork (from a server that "

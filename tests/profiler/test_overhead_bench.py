@@ -185,3 +185,61 @@ def test_forked_child_failing_keeps_fork(tmp_path, monkeypatch):
     rows = rows.get("rows", rows) if isinstance(rows, dict) else rows
     by = {(r["profiler"], r["round"]): r for r in rows}
     assert "error" in by[("floor-api", 0)] and by[("none", 1)]["pairs"] == 2
+
+
+def _ref_sched(kinds, rates):
+    return [(k, {"all_run_ms": 1.0, "all_wait_ms": 0.0, "ref_rate": x}) for k, x in zip(kinds, rates)]
+
+
+def test_reference_speed_corrects_a_host_wide_slowdown():
+    """``--ref-cpu``: a block's time times the reference core's speed during it is the block's time at a fixed
+    host speed.  Pairs whose raw ratios carry a 2x host slowdown (the profiled block ran in the slow phase)
+    give the true 1.1 once corrected; the control's spread from such phases goes to 0."""
+    order = ["u", "p", "p", "u"]    # time order of two pairs (AB, BA)
+    r = _child("kprof", [2.2, 1.1], unprof=[10.0, 10.0])          # raw: 22/10 and 11/10
+    r["sched"] = _ref_sched(order, [1000.0, 500.0, 800.0, 800.0])  # pair 0's profiled block at half speed
+    assert rp._pair_ref(r) == pytest.approx([1.1, 1.1])
+    c1 = _child("none", [1.0, 2.0], unprof=[10.0, 10.0])
+    c1["sched"] = _ref_sched(order, [100.0, 100.0, 50.0, 100.0])
+    c2 = _child("none", [1.0, 1.0], unprof=[10.0, 10.0])
+    c2["sched"] = _ref_sched(order, [70.0] * 4)
+    s = rp.summarize([r, c1, c2], reps=100)
+    assert s["none"]["spread_%"] == pytest.approx(50.0)             # medians 1.5 and 1.0, raw
+    assert s["none"]["spread_ref_%"] == pytest.approx(0.0) and s["none"]["warm_ref"] == pytest.approx(1.0)
+    assert s["kprof"]["warm_ref"] == pytest.approx(1.1)
+    r.pop("sched")
+    assert rp._pair_ref(r) == []                                    # no reference process: nothing to correct
+
+
+def test_overhead_run_with_a_reference_core(tmp_path, monkeypatch):
+    """A whole ``overhead`` run on CPU with ``--ref-cpu``: every timed block records the reference core's
+    speed, and the summary has the corrected ratios."""
+    monkeypatch.setenv("KPROF_BACKEND", "cpu")
+    monkeypatch.setenv("PYTHONPATH", REPO)
+    cpu = sorted(os.sched_getaffinity(0))[-1]
+    rc = rp.main(["overhead", "--workloads", "tiny", "--profilers", "none", "--budget", "6", "--grace", "3",
+                  "--rounds", "1", "--cpus", "none", "--device", "cpu", "--block-s", "0.02", "--min-pairs", "2",
+                  "--max-pairs", "2", "--ref-cpu", str(cpu), "--results-dir", str(tmp_path), "--name", "ref"])
+    assert rc == 0
+    meta = json.load(open(tmp_path / "ref.json"))
+    kids = meta["children"]
+    assert kids and all(d["ref_rate"] > 0 for k in kids for _, d in k["sched"])
+    e = meta["summary"]["tiny"]["profilers"]["none"]
+    assert e["warm_ref"] > 0 and e["spread_ref_%"] is not None and e["ref_rate_range"][0] > 0
+
+
+def test_reference_counter_process(tmp_path):
+    """The reference process counts on its core and a reader sees the count rise; it stops when killed."""
+    cpu = sorted(os.sched_getaffinity(0))[-1]
+    path, proc = rp._start_ref(cpu)
+    try:
+        reader = rp._RefReader(path)
+        a = reader.read()
+        time.sleep(0.2)
+        b = reader.read()
+        assert a > 0 and b > a
+        assert rp._RefReader(None).read() is None
+    finally:
+        proc.kill()
+        proc.wait(10)
+        os.unlink(path)
