@@ -427,21 +427,23 @@ def _ref_counter(path: str, cpu: int) -> None:
     speed during that block, where the 1 ms probe before it could not (the speed changes on a scale of
     blocks, 2026-11-27).  It only helps if the speed moves on all cores at once
     (``bench/experiments/profiler_overhead/host_speed_corr.py`` measures that)."""
+    import ctypes
     import mmap
-    import struct
     try:
         os.sched_setaffinity(0, {cpu})
     except (OSError, AttributeError):
         pass
     fd = os.open(path, os.O_RDWR)
     m = mmap.mmap(fd, 8)
-    pack = struct.Struct("<q").pack_into
+    # one aligned 8-byte store per update (struct.pack_into's byte copy let a reader see a torn count,
+    # 2026-11-27: negative rates)
+    cell = ctypes.c_int64.from_buffer(m)
     n = x = 0
     while True:
         for i in range(100):
             x += i * i
         n += 1
-        pack(m, 0, n)
+        cell.value = n
         if n & 0xFFFF == 0 and os.getppid() == 1:   # the parent is gone: stop
             return
 
@@ -450,16 +452,16 @@ class _RefReader:
     """A child's view of the reference count (None where the run has no reference process)."""
 
     def __init__(self, path):
+        import ctypes
         import mmap
-        import struct
-        self.m = None
+        self.m = self.cell = None
         if path:
-            fd = os.open(path, os.O_RDONLY)
-            self.m = mmap.mmap(fd, 8, prot=mmap.PROT_READ)
-            self.unpack = struct.Struct("<q").unpack_from
+            fd = os.open(path, os.O_RDWR)
+            self.m = mmap.mmap(fd, 8)
+            self.cell = ctypes.c_int64.from_buffer(self.m)   # one aligned 8-byte load per read
 
     def read(self):
-        return self.unpack(self.m, 0)[0] if self.m is not None else None
+        return self.cell.value if self.cell is not None else None
 
 
 def _start_ref(cpu):
@@ -668,7 +670,7 @@ def child_overhead(spec: dict) -> dict:
                 # set the pace), the CPU probe, the GPU clock at both ends, CPU ms per thread name
                 d["tail_ms"] = round((t1 - t_issued) * 1e3, 3)
                 d["probe_us"] = round(probe, 1)
-                if r0 is not None:   # the reference core's loop iterations per second during the block
+                if r0 is not None and r1 >= r0:   # the reference core's loop iterations per second in the block
                     d["ref_rate"] = round((r1 - r0) / (t1 - t0), 1)
                 g1 = nvml.mhz() if nvml else None
                 if g0 is not None and g1 is not None:
@@ -1034,16 +1036,13 @@ def _pair_ref(r):
     seq, sched = _sequence(r), r.get("sched") or []
     if len(sched) != len(seq):
         return []
-    adj = []
-    for (k, ms), (_, d) in zip(seq, sched):
-        if d is None or not d.get("ref_rate"):
-            return []
-        adj.append((k, ms * d["ref_rate"]))
+    adj = [(k, ms * d["ref_rate"] if d and d.get("ref_rate") else None) for (k, ms), (_, d) in zip(seq, sched)]
     out = []
     for i in range(0, len(adj) - 1, 2):
         (k1, v1), (k2, v2) = adj[i], adj[i + 1]
-        p, u = (v1, v2) if k1 == "p" else (v2, v1)
-        out.append(p / u)
+        if v1 and v2:   # a pair with a block the reference did not run through is left out
+            p, u = (v1, v2) if k1 == "p" else (v2, v1)
+            out.append(p / u)
     return out
 
 
