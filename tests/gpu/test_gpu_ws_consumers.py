@@ -15,7 +15,7 @@ def _hopper():
     return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 
 
-SHAPES = [(1024, 1024, 512), (1000, 1040, 1008), (257, 136, 520), (300, 264, 64), (128, 256, 16), (2000, 8, 3000)]
+SHAPES = [(1024, 1024, 512), (1000, 1040, 1008), (257, 136, 520), (128, 256, 16)]
 
 
 @pytest.mark.parametrize("M,N,K", SHAPES)
