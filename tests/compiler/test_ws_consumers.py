@@ -105,6 +105,17 @@ def test_the_split_is_a_function_attribute_and_the_k_loop_is_specialised():
     verify(fn)
 
 
+def test_the_verifier_checks_consumer_warps():
+    from kernelc.compiler.ir.verifier import VerificationError
+    _, fn, _ = _passes(ws_tiles, SIG, _cx(), div=DIV, upto="split_ws_consumers")
+    for bad in (6, "8", 0, True):
+        fn.attrs["consumer_warps"] = bad
+        with pytest.raises(VerificationError, match="consumer_warps must be whole warpgroups"):
+            verify(fn)
+    fn.attrs["consumer_warps"] = 8
+    verify(fn)
+
+
 @pytest.mark.parametrize("num_warps,bm,bn,split,expect", [
     (4, 128, 256, True, 8),    # tutorial 09's _ws at Triton's pick: two warpgroups of 64 rows
     (4, 128, 128, True, 8),
