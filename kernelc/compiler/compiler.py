@@ -202,6 +202,11 @@ FRONTEND_PASSES = (
     # (KERNELC_AUTO_TMA=all: every tile load and store; 0: none)
     TilePass("pointer_tiles_to_descriptors", lambda f, c: pointer_tiles_to_descriptors(f, c.arch, c.notes)),
     TilePass("hoist_descriptors", lambda f, c: hoist_descriptors(f)),
+    # a loop the program asks to warp-specialise with a 128-row descriptor-load dot at 4 warps: two consumer
+    # warpgroups (Triton's split); every pass after it lays tiles over ctx.num_warps = the kernel's
+    # consumer_warps. Before lower_descriptors: the same split whether its loads take TMA or the masked path
+    # (passes/ws_consumers.py)
+    TilePass("split_ws_consumers", split_ws_consumers),
     TilePass("lower_descriptors", lambda f, c: lower_descriptors(f, c.arch)),
     # a TMA bulk reduction (KERNELC_TMA_WRITE_GUARD=all: a store too) at coordinates not proven >= 0 runs only
     # where they are, the masked path elsewhere: the copy engine faults on negative ones (passes/tma_write_guards.py)
@@ -219,10 +224,6 @@ TILE_PASSES = (
     TilePass("narrow_loop_carries", lambda f, c: narrow_loop_carries(f)),
     # before the load prefetch: the casts it inserts decide which loads feed dots directly
     TilePass("upcast_fp8_dots", lambda f, c: upcast_fp8_dots(f, c.capability, c.notes)),
-    # a loop the program asks to warp-specialise with a 128-row GEMM dot at 4 warps: two consumer warpgroups
-    # (Triton's split); every pass after it lays tiles over ctx.num_warps = the kernel's consumer_warps
-    # (passes/ws_consumers.py)
-    TilePass("split_ws_consumers", split_ws_consumers),
     TilePass("pipeline_loads", lambda f, c: pipeline_loads(f, c.num_warps, c.notes, kernel_stages=c.num_stages),
              lambda c: c.pipeline_loads),
     TilePass("simplify", lambda f, c: simplify(f), lambda c: c.pipeline_loads),

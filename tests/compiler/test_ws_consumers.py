@@ -63,18 +63,22 @@ def _compile(num_warps=4, stages=3, **cx):
 
 def test_the_split_is_a_function_attribute_and_the_k_loop_is_specialised():
     ir, fn, ctx = _passes(ws_tiles, SIG, _cx(), div=DIV)
-    assert "consumer_warps" not in ir["upcast_fp8_dots"]
-    # before: the kernel as the program wrote it; after: two consumer warpgroups for every later pass
-    filecheck(ir["upcast_fp8_dots"], """
+    assert "consumer_warps" not in ir["hoist_descriptors"]
+    # before: the kernel as the program wrote it (a frontend pass: the descriptors' loads are not lowered yet,
+    # TMA or masked); after: two consumer warpgroups for every later pass
+    filecheck(ir["hoist_descriptors"], """
         CHECK: kernel ws_tiles(
         CHECK-NOT: attributes
         CHECK: scf.for {{.*}} {warp_specialize=True} : i32
         CHECK: = scf.for {{.*}} : <128x256xfp32>
-        CHECK: = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32'} : <128x256xfp32>
+        CHECK: [[A:%\\d+]] = descriptor_load {{.*}} : <128x64xfp16>
+        CHECK: [[B:%\\d+]] = descriptor_load {{.*}} : <256x64xfp16>
+        CHECK: [[BT:%\\d+]] = trans [[B]] {perm=[1, 0]} : <64x256xfp16>
+        CHECK: = dot [[A]], [[BT]], {{%\\d+}} {input_precision='tf32'} : <128x256xfp32>
     """)
     after = ir["split_ws_consumers"]
     assert ") attributes {consumer_warps=8} {  // constexprs" in after.splitlines()[0]
-    assert after.split("\n", 1)[1] == ir["upcast_fp8_dots"].split("\n", 1)[1]  # nothing else changes
+    assert after.split("\n", 1)[1] == ir["hoist_descriptors"].split("\n", 1)[1]  # nothing else changes
     assert ctx.num_warps == 8 and fn.attrs["consumer_warps"] == 8
     # the tile loop keeps the request, its K loop carries the decision
     filecheck(ir["warp_specialize"], """
@@ -107,7 +111,7 @@ def test_the_split_is_a_function_attribute_and_the_k_loop_is_specialised():
 
 def test_the_verifier_checks_consumer_warps():
     from kernelc.compiler.ir.verifier import VerificationError
-    _, fn, _ = _passes(ws_tiles, SIG, _cx(), div=DIV, upto="split_ws_consumers")
+    _, fn, _ = _passes(ws_tiles, SIG, _cx(), div=DIV, upto="simplify")
     for bad in (6, "8", 0, True):
         fn.attrs["consumer_warps"] = bad
         with pytest.raises(VerificationError, match="consumer_warps must be whole warpgroups"):
@@ -126,7 +130,7 @@ def test_the_verifier_checks_consumer_warps():
 ])
 def test_which_kernels_get_two_consumer_warpgroups(num_warps, bm, bn, split, expect, monkeypatch):
     monkeypatch.setenv("KERNELC_WS_SPLIT_M", "1" if split else "0")
-    ir, fn, ctx = _passes(ws_tiles, SIG, _cx(bm=bm, bn=bn), num_warps=num_warps, div=DIV, upto="split_ws_consumers")
+    ir, fn, ctx = _passes(ws_tiles, SIG, _cx(bm=bm, bn=bn), num_warps=num_warps, div=DIV, upto="simplify")
     assert fn.attrs.get("consumer_warps") == expect
     assert ctx.num_warps == (expect or num_warps)
 
@@ -136,16 +140,16 @@ def test_loops_that_keep_num_warps():
     for cx, sig, div, kernel, target in ((_cx(ws=None), SIG, DIV, ws_tiles, "sm_90a"),
                                          (_cx(ws=False), SIG, DIV, ws_tiles, "sm_90a"),
                                          (_cx(), SIG, DIV, ws_tiles, "sm_80")):
-        _, fn, ctx = _passes(kernel, sig, cx, target=target, div=div, upto="split_ws_consumers")
+        _, fn, ctx = _passes(kernel, sig, cx, target=target, div=div, upto="simplify")
         assert "consumer_warps" not in fn.attrs and ctx.num_warps == 4, (cx, target)
-    _, fn, ctx = _passes(two_dots, TD_SIG, dict(BM=128, BN=64, D=64), div=TD_DIV, upto="split_ws_consumers")
+    _, fn, ctx = _passes(two_dots, TD_SIG, dict(BM=128, BN=64, D=64), div=TD_DIV, upto="simplify")
     assert "consumer_warps" not in fn.attrs
 
 
 def test_a_loop_that_asks_for_itself_is_split_too():
     """``warp_specialize=True`` on the K loop (no tile loop): the same rule."""
     _, fn, ctx = _passes(mm_loop, MM_DESC_SIG, dict(BM=128, BN=128, BK=64, WS=True), div=MM_DESC_DIV,
-                         upto="split_ws_consumers")
+                         upto="simplify")
     assert fn.attrs["consumer_warps"] == 8
 
 
@@ -197,6 +201,28 @@ def test_without_the_split_one_warpgroup_spills(monkeypatch):
     monkeypatch.setenv("KERNELC_WS_SPLIT_M", "0")
     ck = _compile()
     assert ck.launch_warps == 5 and ck.n_spills > 0
+
+
+def test_descriptors_without_tma_keep_the_two_warpgroups(monkeypatch):
+    """M, N, K not known multiples of 16: the made descriptors' strides are not known 16-byte aligned, so their
+    loads take the masked path and no producer fills a ring (the compile log says why). The dot still runs on
+    two warpgroups: the kernel is the one the program gets at ``num_warps=8`` without warp specialisation (the
+    same cubin; the masked path's registers spill 84 B there too). Without the split (as in GPU call R1, where
+    the split came after the descriptors' lowering and looked for TMA loads) it ran on 4 warps and spilled 4400 B."""
+    div = {"a_ptr": 16, "b_ptr": 16, "c_ptr": 16, "M": 1, "N": 1, "K": 1}
+
+    def build(num_warps, ws):
+        return kernelc.compile(ws_tiles, SIG, _cx(programs=7, ws=ws), target="sm_90a", num_warps=num_warps,
+                               num_stages=3, divisibility=div)
+    ck = build(4, True)
+    assert ck.launch_warps == 8 and ck.extra_warps == 4 and "ws_producer" not in ck.asm["tir"]
+    assert any("loop not warp-specialised: no tensor-descriptor (TMA) loads feed its dots" in n for n in ck.compile_log)
+    assert any("2 consumer warpgroups" in n for n in ck.compile_log)
+    plain8 = build(8, None)
+    assert ck.asm["cubin"] == plain8.asm["cubin"] and ck.n_spills == plain8.n_spills
+    monkeypatch.setenv("KERNELC_WS_SPLIT_M", "0")
+    one_group = build(4, True)
+    assert one_group.launch_warps == 4 and one_group.n_spills > 20 * max(ck.n_spills, 1)
 
 
 def test_the_kernel_matches_torch_in_the_interpreter(monkeypatch):

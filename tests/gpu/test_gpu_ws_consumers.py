@@ -37,6 +37,9 @@ def test_nested_ws_matches_torch(M, N, K, bm, bn, num_warps, num_stages, program
     torch.testing.assert_close(c.float(), a.float() @ b.float().T, atol=0.05 * K ** 0.5, rtol=1e-2)
     if _hopper():
         consumers = 8 if (bm == 128 and (split or num_warps == 8)) else num_warps
-        assert ck.launch_warps == consumers + 1
-        if consumers == 8:
+        # a and b take TMA (and a producer fills their ring) when their row stride K is known 16-byte aligned: the
+        # launch specialises K on divisibility by 16; else their loads take the masked path, without a producer
+        producer = 1 if K % 16 == 0 else 0
+        assert ck.launch_warps == consumers + producer
+        if consumers == 8 and producer:
             assert ck.n_spills == 0

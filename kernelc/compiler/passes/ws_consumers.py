@@ -7,14 +7,16 @@ sits in one warpgroup: tutorial 09's 128x256 fp32 accumulator is 256 registers a
 thread has, so it spills. Triton (3.6, Hopper) splits such a dot along M between two consumer
 warpgroups of 64 rows each, besides its producer, and so does this pass: when the program asks for warp
 specialisation on a loop (``kl.range(..., warp_specialize=True)``, on the loop with the dot or on a
-tile loop around it), the loop's one dot is a wgmma of ``M`` rows with TMA operands and ``M`` is
-at least 64 rows a consumer warpgroup, the kernel's tiles are laid over ``min(2, M // 64)``
+tile loop around it), the loop's one dot is a wgmma of ``M`` rows whose operands are descriptor loads,
+and ``M`` is at least 64 rows a consumer warpgroup, the kernel's tiles are laid over ``min(2, M // 64)``
 warpgroups::
 
     kernel k(...) attributes {consumer_warps=8}
 
-and ``ctx.num_warps`` becomes 8 for every pass after it (layouts, rings, codegen). ``num_warps`` as the
-program gave it stays the kernel's (the autotuner's and ``kl.extra.cuda.num_warps()``'s value); the
+and ``ctx.num_warps`` becomes 8 for every pass after it (layouts, rings, codegen). It runs before
+``lower_descriptors``: the dot's operands are still the program's descriptor loads, so a kernel whose
+descriptors cannot take TMA (strides not known 16-byte aligned: the masked path, no producer) is split
+too, and does not spill its accumulator at 4 warps. ``num_warps`` as the program gave it stays the kernel's (the autotuner's and ``kl.extra.cuda.num_warps()``'s value); the
 launch adds the extra consumer warps to the producer's (``CompiledKernel.extra_warps``).
 Loops with several dots (attention) keep ``num_warps``: this is Triton's GEMM rule, and their warp
 specialisation was measured with ``num_warps`` consumers (docs/performance.md, "Warp specialisation").
@@ -46,7 +48,7 @@ def specialised_loop(loop: Op) -> Optional[Op]:
 
 
 def _ring_tile(v) -> bool:
-    """A dot operand a TMA ring can serve: a descriptor load, directly or through one 2-D ``trans``."""
+    """A dot operand the program loads through a descriptor, directly or through one 2-D ``trans``."""
     d = v.op
     if d is not None and d.name == "trans":
         d = d.operands[0].op
