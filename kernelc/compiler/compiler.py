@@ -40,6 +40,7 @@ from .abi import flat_divisibility
 from .passes.cp_async_rings import expand_cp_async_rings
 from .passes.tma_rings import expand_tma_rings
 from .passes.warp_regions import expand_warp_specialize
+from .passes.ws_consumers import split_ws_consumers
 from .passes.pipeline_loads import pipeline_loads
 from .passes.pointer_tiles import pointer_tiles_to_descriptors
 from .passes.schedule import schedule_pipelines, schedule_wgmma, warp_specialize
@@ -148,7 +149,9 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     timings["tile_passes"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     reports: Dict[str, Any] = {}
-    llir, smem_bytes = lower_to_llvm(func, plan, axis, num_warps, tgt, reports)
+    # the warps the tiles are laid over: num_warps, or the consumer warpgroups split_ws_consumers chose
+    body_warps = func.attrs.get("consumer_warps", num_warps)
+    llir, smem_bytes = lower_to_llvm(func, plan, axis, body_warps, tgt, reports)
     timings["lower_to_llvm"] = time.perf_counter() - t0
     limit = tgt.limits.max_shared_per_block_optin
     if limit and smem_bytes > limit:
@@ -170,7 +173,7 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
         arg_types=[a.type for a in func.arguments], artifacts=art,
         used_globals={f"{m}.{n}": s for (k, m, n), s in used.items.items() if k == "global"},
         dependencies=used.to_list(),
-        reports=reports, extra_warps=reports.get("warp_specialization", {}).get("producer_warps", 0),
+        reports=reports, extra_warps=body_warps - num_warps + reports.get("warp_specialization", {}).get("producer_warps", 0),
         global_scratch_bytes=reports.get("global_scratch_bytes", 0))
     for stage, secs in timings.items():
         for cb in list(_listeners):
@@ -199,6 +202,11 @@ FRONTEND_PASSES = (
     # (KERNELC_AUTO_TMA=all: every tile load and store; 0: none)
     TilePass("pointer_tiles_to_descriptors", lambda f, c: pointer_tiles_to_descriptors(f, c.arch, c.notes)),
     TilePass("hoist_descriptors", lambda f, c: hoist_descriptors(f)),
+    # a loop the program asks to warp-specialise with a 128-row descriptor-load dot at 4 warps: two consumer
+    # warpgroups (Triton's split); every pass after it lays tiles over ctx.num_warps = the kernel's
+    # consumer_warps. Before lower_descriptors: the same split whether its loads take TMA or the masked path
+    # (passes/ws_consumers.py)
+    TilePass("split_ws_consumers", split_ws_consumers),
     TilePass("lower_descriptors", lambda f, c: lower_descriptors(f, c.arch)),
     # a TMA bulk reduction (KERNELC_TMA_WRITE_GUARD=all: a store too) at coordinates not proven >= 0 runs only
     # where they are, the masked path elsewhere: the copy engine faults on negative ones (passes/tma_write_guards.py)

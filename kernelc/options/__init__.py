@@ -103,6 +103,10 @@ KNOBS: Tuple[Knob, ...] = (
          "warp-specialised producer as a warpgroup that gives registers to the consumers (setmaxnreg): auto (when a "
          "wgmma stays in flight across other work of the loop, FlashAttention-3's order), 1 (always, 8 warps), 0",
          _choice(("auto", ("auto",)), ("on", _TRUE), ("off", _FALSE)), compile=True, field="ws_setmaxnreg"),
+    Knob("KERNELC_WS_SPLIT_M", "bool", True,
+         "a loop the program asks to warp-specialise whose one wgmma dot has 128+ rows at 4 warps runs it on two "
+         "consumer warpgroups of 64 rows each, besides the producer (Triton's rule; passes/ws_consumers.py)",
+         compile=True, field="ws_split_m"),
     Knob("KERNELC_WS_PINGPONG", "bool", False, "ping-pong ordering of the consumer warpgroups",
          compile=True, field="ws_pingpong"),
     Knob("KERNELC_DEVICE_MAPS_ANYWHERE", "bool", True,
@@ -236,6 +240,7 @@ class CompileOptions:
     auto_tma: str = "dots"
     warp_specialize: str = "auto"
     ws_setmaxnreg: str = "auto"
+    ws_split_m: bool = True
     ws_pingpong: bool = False
     device_maps_anywhere: bool = False
     wgmma_async: str = "default"

@@ -317,9 +317,10 @@ def test_mma_sync_takes_use_acc_too(on):
 
 
 def test_a_flattened_tile_loop_can_be_warp_specialised(monkeypatch):
-    """``warp_specialize=True`` on the tile loop: nested, its dots are in the K loop, so it is refused (the
-    compile log says why); flattened, a producer warp runs the TMA copies and the consumers' MMA loop holds
-    the HGMMAs and the epilogue's store, and no UTMALDG."""
+    """``warp_specialize=True`` on the tile loop: nested, its K loop is specialised (the producer repeats
+    the tile loop's bounds; the compile log says so); flattened, a producer warp runs the TMA copies and the
+    consumers' MMA loop holds the HGMMAs and the epilogue's store, and no UTMALDG. Both at 4 warps: two
+    consumer warpgroups of 64 rows (passes/ws_consumers.py), 4 HGMMA.64x128 each per K step."""
     sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32"}
 
     def build(flat):
@@ -328,13 +329,13 @@ def test_a_flattened_tile_loop_can_be_warp_specialised(monkeypatch):
                                target="sm_90a", num_warps=4, num_stages=3, divisibility={k: 16 for k in sig})
 
     nested = build(False)
-    assert nested.extra_warps == 0
-    assert any("loop not warp-specialised: no tensor-descriptor (TMA) loads feed its dots" in n
+    assert nested.extra_warps == 5 and "ws_producer" in nested.asm["tir"]
+    assert any("warp specialisation asked here runs the loop of line 26" in n
                for n in nested.compile_log), nested.compile_log
     flat = build(True)
-    assert flat.extra_warps == 1 and "ws_producer" in flat.asm["tir"]
+    assert flat.extra_warps == 5 and "ws_producer" in flat.asm["tir"]
     names = [o.split()[0] for o in _loop_of(flat)]
-    assert sum(n.startswith("HGMMA") for n in names) == 8 and any(n.startswith("UTMASTG") for n in names)
+    assert sum(n.startswith("HGMMA.64x128x16") for n in names) == 4 and any(n.startswith("UTMASTG") for n in names)
     assert not any(n.startswith("UTMALDG") for n in names), names
 
 

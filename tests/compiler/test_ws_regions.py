@@ -2,6 +2,8 @@
 for the warp-specialised loop (the producer warp's region, the full/empty barriers, the consumers' waits
 and releases), the verifier's checks of its ops, and their lowering."""
 
+import pytest
+
 import kernelc
 import kernelc.language as kl
 from kernelc.compiler.ir import verify
@@ -21,6 +23,8 @@ def test_the_ring_and_warp_specialisation_expansions_follow_each_other():
 
 
 def test_a_warp_specialised_loop_becomes_a_producer_region_and_barrier_ops():
+    """num_warps=4, a 128-row dot the program asks to specialise: two consumer warpgroups (8 warps, passes/
+    ws_consumers.py) arrive on each empty barrier, the producer is warp 8."""
     ir, fn, _ = _passes(mm_loop, MM_DESC_SIG, MM_WS, div=MM_DESC_DIV)
     assert ir["expand_tma_rings"] == ir["schedule_wgmma"]  # left to this pass
     filecheck(ir["expand_warp_specialize"], """
@@ -35,12 +39,12 @@ def test_a_warp_specialised_loop_becomes_a_producer_region_and_barrier_ops():
         CHECK: mbarrier_init {{%\\d+}}, [[T0]] {count=1}
         CHECK: [[E0:%\\d+]] = add {{%\\d+}}, {{%\\d+}} : i32
         CHECK-NEXT: = mbarrier_at [[BARS]], [[E0]] : i32
-        CHECK-NEXT: mbarrier_init {{%\\d+}}, [[T0]] {count=4}
+        CHECK-NEXT: mbarrier_init {{%\\d+}}, [[T0]] {count=8}
         CHECK: fence_mbarrier_init
         CHECK-NEXT: barrier
         CHECK-NEXT: ws_producer {producer_warps=1, stages=3, source='{{.*}}test_warp_specialize.py:130:{{\\d+}}'}
         CHECK-NEXT: ^body():
-        CHECK-NEXT: [[L0:%\\d+]] = elect_one {warp=4} : i1
+        CHECK-NEXT: [[L0:%\\d+]] = elect_one {warp=8} : i1
         CHECK-NEXT: prefetch_tensormaps %0, %1, [[L0]]
         CHECK: [[ST0:%\\d+]] = cursor_load [[CUR]] {field='stage'} : i32
         CHECK-NEXT: [[PH0:%\\d+]] = cursor_load [[CUR]] {field='phase'} : i32
@@ -51,7 +55,7 @@ def test_a_warp_specialised_loop_becomes_a_producer_region_and_barrier_ops():
         CHECK: [[PAR:%\\d+]] = xor [[P]], {{%\\d+}} : i32
         CHECK-NEXT: mbarrier_wait [[EB]], [[PAR]]
         CHECK: [[FB:%\\d+]] = mbarrier_at [[BARS]], [[S]] : i32
-        CHECK-NEXT: [[L:%\\d+]] = elect_one {warp=4} : i1
+        CHECK-NEXT: [[L:%\\d+]] = elect_one {warp=8} : i1
         CHECK-NEXT: mbarrier_expect_tx [[FB]], [[L]] {bytes=32768}
         CHECK-NEXT: tma_copy_to_ring [[RA]], [[S]], [[FB]], [[L]], {{%\\d+}}, {{%\\d+}} {source=
         CHECK-NEXT: tma_copy_to_ring [[RB]], [[S]], [[FB]], [[L]], {{%\\d+}}, {{%\\d+}} {source=
@@ -94,7 +98,8 @@ def test_a_warp_specialised_loop_becomes_a_producer_region_and_barrier_ops():
     verify(fn)
     ops = list(fn.walk())
     # S full barriers expect the producer's one arrival, S empty ones one arrival per consumer warp
-    assert sorted(o.attrs["count"] for o in ops if o.name == "mbarrier_init") == [1, 1, 1, 4, 4, 4]
+    assert sorted(o.attrs["count"] for o in ops if o.name == "mbarrier_init") == [1, 1, 1, 8, 8, 8]
+    assert fn.attrs["consumer_warps"] == 8
     assert sum(o.name == "ws_producer" for o in ops) == 1 and not any(o.name == "descriptor_load" for o in ops)
 
 
@@ -195,13 +200,20 @@ def test_the_verifier_checks_the_warp_specialisation_ops():
     ])
 
 
-def test_codegen_splits_the_warps_and_lowers_the_protocol():
+@pytest.mark.parametrize("split", [True, False])
+def test_codegen_splits_the_warps_and_lowers_the_protocol(split, monkeypatch):
+    """Split (the default at 4 warps): two consumer warpgroups + the producer warp; KERNELC_WS_SPLIT_M=0: the
+    4 warps the program names + the producer warp."""
+    monkeypatch.setenv("KERNELC_WS_SPLIT_M", "1" if split else "0")
     ck = kernelc.compile(mm_loop, MM_DESC_SIG, MM_WS, target="sm_90a", num_warps=4, num_stages=3,
                          divisibility=MM_DESC_DIV)
+    consumers = 8 if split else 4
+    assert ck.num_warps == 4 and ck.launch_warps == consumers + 1 and ck.extra_warps == consumers - 3
     ptx = ck.asm["ptx"]
-    assert ".maxntid 160" in ptx  # 4 consumer warps + the producer warp
+    assert f".maxntid {32 * consumers + 32}" in ptx  # the consumer warps + the producer warp
     assert ptx.count("mbarrier.init.shared::cta.b64") == 6 and "mbarrier.arrive.shared::cta.b64" in ptx
-    assert "bar.sync \t1, 128;" in ptx  # the consumers' barriers: named barrier 1 over their 128 threads
+    # the consumers' barriers: named barrier 1 over their threads
+    assert f"bar.sync \t1, {32 * consumers};" in ptx
     assert ck.reports["warp_specialization"]["producer_warps"] == 1
     assert ck.reports["warp_specialization"]["stages"] == 3 and ck.reports["warp_specialization"]["line"] == 130
     pipelined = [r for r in ck.reports["memory_accesses"] if r["kind"] == "load (TMA pipelined)"]

@@ -708,6 +708,10 @@ _SCHEDULE_ATTRS = frozenset({"pipeline", "ws", "wgmma", "wgmma_turns", "pin_wait
 def verify(fn: Function) -> None:
     """Raise ``VerificationError`` listing every broken op (with its kernel line)."""
     errors: List[str] = []
+    cw = fn.attrs.get("consumer_warps")
+    if cw is not None and not (type(cw) is int and cw >= 4 and cw % 4 == 0):
+        errors.append(f"kernel attribute consumer_warps must be whole warpgroups (an int, a multiple of 4), got {cw!r} "
+                      f"(written by split_ws_consumers)")
     _verify_block(fn.body, set(fn.body.args[i].id for i in range(len(fn.body.args))), errors, top=True)
     if errors:
         raise VerificationError("tile IR verification failed:\n" + "\n".join(errors[:20]))

@@ -40,6 +40,7 @@ from ..codegen.dot import MMA_SHAPES, choose_trans
 from ..codegen.memory import vector_width
 from ..ir.core import Block, Function, Op, Value
 from .layout_assign import REMATERIALIZABLE
+from .ws_consumers import specialised_loop
 from .schedule_ir import CP_ASYNC, REFILL_AFTER_DOTS, TMA, address_chain, function_uses, in_place_readers, loop_path, ringed_operands
 from .schedule_ir import body_defs as _body_defs, body_uses as _uses
 
@@ -308,7 +309,10 @@ def _wanted_by_default(op: Op, policy: str, num_warps: int) -> bool:
 def warp_specialize(fn: Function, ctx) -> Function:
     """Pick the loop (at most one per kernel) whose TMA ring a producer warp fills; tag it ``ws``.
     ``kl.range(..., warp_specialize=True)`` asks for it, ``False`` refuses it; other loops follow
-    KERNELC_WARP_SPECIALIZE (``auto``/``all``/``none``)."""
+    KERNELC_WARP_SPECIALIZE (``auto``/``all``/``none``). A tile loop that asks for it with no dot of
+    its own (tutorial 09's persistent ``_ws`` kernel) has its one K loop specialised: the producer runs
+    the tile loop's skeleton around the K loop's copies (``expand_warp_specialize``), the consumers the
+    tile loop whole, epilogue included (passes/ws_consumers.py: ``specialised_loop``)."""
     if not R.arch_has_wgmma(ctx.arch):
         return fn
     f = _facts(fn, ctx)
@@ -319,12 +323,18 @@ def warp_specialize(fn: Function, ctx) -> Function:
         asked = op.attrs.get("warp_specialize")
         if asked is False or (asked is None and not _wanted_by_default(op, policy, f.nw)):
             continue
-        why = _why_not(f, op)
+        target = specialised_loop(op) if asked else op
+        if target is not None and target is not op and target.attrs.get("warp_specialize") is False:
+            target = None
+        why = "no loop in it holds the dots (or several do)" if target is None else _why_not(f, target)
         if why is not None:
             if asked:
                 f.plan.notes.append(f"{op.loc.file}:{op.loc.line}: loop not warp-specialised: {why}")
             continue
-        _tag_ws(f, op)
+        if target is not op:
+            f.plan.notes.append(f"{op.loc.file}:{op.loc.line}: warp specialisation asked here runs the loop of "
+                                f"line {target.loc.line}: the producer repeats this loop's bounds around its copies")
+        _tag_ws(f, target)
         return fn
     return fn
 

@@ -122,10 +122,11 @@ class _WsExpander(RingExpander):
         iv, carried = body.args[0], body.args[1:]
         inits = [self._need(loop.operands[3 + i], out, scopes) for i in self.carried_idx]
         inner = {r.id for c in body.ops for t in c.walk() for r in t.results} | {a.id for a in body.args}
-        for c in self.chain:  # the offsets' loop-invariant inputs once, before the loop
-            for v in c.operands:
-                if v.id not in inner and not shape_of(v.type):
-                    self._need(v, out, scopes)
+        # the offsets' loop-invariant inputs once, before the loop: the chain's, and offsets computed outside
+        # the loop (a persistent kernel's tile coordinates, divisions, once per tile, not once per copy)
+        for v in [v for c in self.chain for v in c.operands] + [v for src, _, _, _ in self.tma for v in src.operands[1:]]:
+            if v.id not in inner and not shape_of(v.type):
+                self._need(v, out, scopes)
         st0 = self._p(out, "cursor_load", [self.cur], [int32], {"field": "stage"}).results[0]
         ph0 = self._p(out, "cursor_load", [self.cur], [int32], {"field": "phase"}).results[0]
         lb, ub, step = (self._need(v, out, scopes) for v in loop.operands[:3])
