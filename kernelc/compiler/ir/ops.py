@@ -95,8 +95,10 @@ for op in [
     # ``layout``; ``smem`` names the shared-memory layout a conversion that must move data between
     # threads goes through (passes/coalesce.py decides both; docs/layouts.md).
     OpDef("convert_layout", (1, 1), ("layout",), category="layout",
-          doc="same tile in another register layout (through shared memory if threads must exchange)",
-          optional_attrs=("smem",)),
+          doc="same tile in another register layout (through shared memory if threads must exchange); pieces: "
+              "the coordinate bits it goes through shared memory one value at a time on (passes/smem_offsets.py, "
+              "kernelc/compiler/conversion_pieces.py), smem then planned for one piece",
+          optional_attrs=("smem", "pieces")),
     OpDef("load", (1, 3), ("cache", "eviction", "volatile"), category="memory", doc="ptr [, mask [, other]]",
           optional_attrs=("pipeline", "layout")),
     OpDef("store", (2, 3), ("cache", "eviction"), pure=False, results=0, category="memory",
