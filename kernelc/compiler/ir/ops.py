@@ -46,8 +46,9 @@ for op in (
     + _ew("add sub mul sdiv udiv srem urem smax smin umax umin and or xor shl ashr lshr umulhi smulhi",
           2, "int", "integer arithmetic with C semantics (division truncates toward zero)")
     + _ew("iabs", 1, "int")
-    + _ew("cmpi", 2, "compare", "integer/pointer compare; pred: eq ne slt sle sgt sge ult ule ugt uge",
-          attrs=("pred",))
+    + _ew("cmpi", 2, "compare", "integer/pointer compare; pred: eq ne slt sle sgt sge ult ule ugt uge; uniform: "
+          "the result is the same over aligned blocks of this shape (passes/mask_blocks.py)",
+          attrs=("pred",), optional=("uniform",))
     + _ew("cmpf", 2, "compare", "float compare; pred: oeq une olt ole ogt oge", attrs=("pred",))
     + _ew("select", 3, "select", "cond ? a : b")
     + _ew("cast", 1, "cast", "value conversion between element types (int/float/pointer)",
