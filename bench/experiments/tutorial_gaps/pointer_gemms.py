@@ -39,6 +39,11 @@ VARIANTS = {
     "store4": {"KERNELC_STORE_SMEM_DISCOUNT": "4", "KERNELC_WGMMA_DESC_STEPPED": "1"},
     "store4_flatten": {"KERNELC_STORE_SMEM_DISCOUNT": "4", "KERNELC_WGMMA_DESC_STEPPED": "1",
                        "KERNELC_FLATTEN_LOOPS": "1"},
+    # branch pp09: this tree's defaults (the pointer persistent loop nested), flattened with the epilogue's
+    # conversion in as many pieces as the layouts split on (Triton's scratch), and in the fewest that fit
+    "branch": {},
+    "flat": {"KERNELC_FLATTEN_LOOPS": "on", "KERNELC_CVT_PIECES": "max"},
+    "flat_fit": {"KERNELC_FLATTEN_LOOPS": "on", "KERNELC_CVT_PIECES": "fit"},
 }
 
 _CHILD = r"""
