@@ -133,3 +133,36 @@ def test_the_k_loop_pays_tritons_predicates(monkeypatch, bm, bn, bk, stages, war
     assert pred <= pred_max < pred0, (pred, pred0)
     assert n < n0 and c["LDGSTS"] == c0["LDGSTS"] and c["HGMMA"] == c0["HGMMA"]
     assert ck.n_spills == 0 and ck.n_regs <= old.n_regs
+
+
+@pytest.mark.parametrize("pred,vector", [("slt", True), ("sge", True), ("sle", False), ("sgt", False),
+                                         ("eq", False), ("ne", False)])
+def test_a_vector_load_is_masked_as_one_only_where_its_mask_cannot_flip_inside(pred, vector):
+    """The axis analysis (passes/axis_info.py) gives a compare of contiguous offsets with an aligned bound the
+    constancy of the bound's alignment only for ``offs < n`` / ``offs >= n``: ``offs <= n`` or ``offs == n``
+    flip inside a block of 4 (n = 16: element 16 in, 17-19 out), so such a load must not be one predicated v4
+    (it read 17-19 instead of giving ``other``)."""
+    import kernelc
+    import kernelc.language as kl
+
+    @kernelc.jit
+    def k(x_ptr, y_ptr, n, PRED: kl.constexpr):
+        offs = kl.arange(0, 1024)
+        if PRED == "slt":
+            m = offs < n
+        elif PRED == "sge":
+            m = offs >= n
+        elif PRED == "sle":
+            m = offs <= n
+        elif PRED == "sgt":
+            m = offs > n
+        elif PRED == "eq":
+            m = offs == n
+        else:
+            m = offs != n
+        kl.store(y_ptr + offs, kl.load(x_ptr + offs, mask=m, other=0.0))
+
+    ck = kcompile(k, {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"}, {"PRED": pred}, "sm_90a", 4, 1,
+                  divisibility={"n": 16})
+    loads = set(re.findall(r"ld\.global[\w.]*", ck.asm["ptx"]))
+    assert (loads == {"ld.global.v4.b32"}) == vector, loads
