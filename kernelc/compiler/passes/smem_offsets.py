@@ -33,12 +33,17 @@ Layout conversions through shared memory (``convert_layout`` with a ``smem`` pla
 scratch region, which lies beside the placed buffers. A store's conversion at the kernel's top level (a
 GEMM's epilogue after its K loop) is placed too, but only inside bytes the placed buffers already span and
 no live one holds (the finished ring's), so placing it never grows the kernel: Triton's allocator
-gives its epilogue's conversion the ring's bytes in the same way. A conversion that only feeds a
-store's value (``passes/coalesce.py`` added it; the store writes any layout) and that would take the
-kernel past the target's shared memory (``smem_limit``) is taken out again, with a note: a 128x256
-tile's epilogue inside a flattened tile loop, beside its 4-stage ring that stays live across tiles. In a
-loop body that allocates its ring and drains it before the epilogue (a persistent tile loop, not flattened)
-the conversion takes the ring's bytes with live ranges counted in the body (``_place_in_loop_body``).
+gives its epilogue's conversion the ring's bytes in the same way. In a loop body that allocates its ring
+and drains it before the epilogue (a persistent tile loop, not flattened) the conversion takes the ring's
+bytes with live ranges counted in the body (``_place_in_loop_body``).
+
+A store's conversion left in the scratch (``_fit_scratch_conversions``) beside buffers that live across it
+(a flattened tile loop's ring, which stays live across tiles) goes in pieces (``pieces=[..]`` on the op, its
+``smem`` planned for one piece; ``kernelc/compiler/conversion_pieces.py``): with ``KERNELC_CVT_PIECES=max``
+(default) as many as the two register layouts split on, as Triton's scratch (128x256 fp16 at 8 warps: 2
+pieces of 32 KB beside a 192 KB ring; 128x128 at 4 warps: 4 of 8 KB); with ``fit`` the fewest that fit the
+target's shared memory (``smem_limit``); ``off`` one. Where no number of pieces fits, the conversion (it
+only feeds a store's value: the store writes any layout) is taken out again with a note.
 """
 from __future__ import annotations
 
