@@ -39,3 +39,36 @@ def test_persistent_gemm_with_a_partly_masked_last_k_step(monkeypatch, flat, bm,
                               num_warps=warps)
         torch.cuda.synchronize()
         _check(a, b, big, c)
+
+
+@pytest.mark.parametrize("pred", ["lt", "le", "gt", "ge", "eq", "ne"])
+def test_a_load_masked_by_any_compare_of_offsets_with_an_aligned_bound(pred):
+    """passes/axis_info.py: ``offs == n`` / ``offs <= n`` (n a multiple of 16) were one predicated vector load,
+    which read past n instead of giving ``other``; every compare against torch at bounds around each vector."""
+    import kernelc
+    import kernelc.language as kl
+
+    @kernelc.jit
+    def masked_copy(x_ptr, y_ptr, n, PRED: kl.constexpr):
+        offs = kl.arange(0, 1024)
+        if PRED == "lt":
+            m = offs < n
+        elif PRED == "le":
+            m = offs <= n
+        elif PRED == "gt":
+            m = offs > n
+        elif PRED == "ge":
+            m = offs >= n
+        elif PRED == "eq":
+            m = offs == n
+        else:
+            m = offs != n
+        kl.store(y_ptr + offs, kl.load(x_ptr + offs, mask=m, other=-1.0))
+
+    x = torch.arange(1024, device="cuda", dtype=torch.float32)
+    offs = torch.arange(1024, device="cuda")
+    for n in (0, 16, 512, 1008):
+        y = torch.empty_like(x)
+        masked_copy[(1,)](x, y, n, PRED=pred)
+        m = {"lt": offs < n, "le": offs <= n, "gt": offs > n, "ge": offs >= n, "eq": offs == n, "ne": offs != n}[pred]
+        torch.testing.assert_close(y, torch.where(m, x, torch.full_like(x, -1.0)))
