@@ -38,6 +38,7 @@ from .passes.lower_descriptors import lower_descriptors
 from .passes.narrow_carries import narrow_loop_carries
 from .abi import flat_divisibility
 from .passes.cp_async_rings import expand_cp_async_rings
+from .passes.mask_blocks import mark_uniform_masks
 from .passes.tma_rings import expand_tma_rings
 from .passes.warp_regions import expand_warp_specialize
 from .passes.ws_consumers import split_ws_consumers
@@ -253,6 +254,9 @@ TILE_PASSES = (
     TilePass("schedule_wgmma", schedule_wgmma),
     # the cp.async rings as explicit ops (ring_alloc, async_copy, commit/wait, ring_read): codegen
     # lowers them one at a time (passes/cp_async_rings.py)
+    # a ringed copy's mask compare that is the same over aligned blocks says so (uniform=[..]): one compare per
+    # block a thread holds (passes/mask_blocks.py; KERNELC_UNIFORM_MASKS)
+    TilePass("mark_uniform_masks", mark_uniform_masks, lambda c: get_option("KERNELC_UNIFORM_MASKS")),
     TilePass("expand_cp_async_rings", expand_cp_async_rings),
     # the TMA rings as explicit ops (tma_ring_alloc, mbarrier init/expect_tx/wait, tma_copy_to_ring,
     # ring_read; the phase parity as arithmetic): a loop no producer warp fills (passes/tma_rings.py)

@@ -191,6 +191,17 @@ KNOBS: Tuple[Knob, ...] = (
          "shared memory to 16-byte stores, as Triton's epilogue; tutorial 09), 1 (priced byte for byte: such stores "
          "stay 4-byte stores from the accumulator's layout)",
          _choice(("1", ("1",)), ("2", ("2",)), ("4", ("4",))), compile=True, field="store_smem_discount"),
+    Knob("KERNELC_UNIFORM_MASKS", "bool", True,
+         "a cp.async ring's mask compare that is the same over aligned blocks (a GEMM's K mask with K divisible by 16) "
+         "is computed once per block a thread holds, not once per copy (passes/mask_blocks.py; tutorial 03's K loop)",
+         compile=True, field="uniform_masks"),
+    Knob("KERNELC_CVT_PIECES", "choice", "max",
+         "a store's conversion through shared memory beside buffers that stay live (a flattened persistent loop's "
+         "ring) goes in pieces through a buffer of one piece (passes/smem_offsets.py, kernelc/compiler/"
+         "conversion_pieces.py): max (as many pieces as both register layouts split on, Triton's scratch: 32 KB for a "
+         "128x256 fp16 tile at 8 warps, 8 KB for 128x128 at 4), fit (the fewest that fit the target's shared memory), "
+         "off (one piece; a conversion that does not fit is taken out and the store keeps 4-byte pieces)",
+         _choice(("max", ("max",)), ("fit", ("fit",)), ("off", _FALSE)), compile=True, field="cvt_pieces"),
     Knob("KERNELC_PIPELINE_LOADS", "bool", True, "register prefetch of plain loads in num_stages >= 2 loops",
          compile=True, field="pipeline_loads"),
     Knob("KERNELC_ASSEMBLER", "choice", "nvjitlink",
@@ -260,6 +271,8 @@ class CompileOptions:
     flatten_loops: str = "tma"
     tma_store_wait: str = "deferred"
     store_smem_discount: str = "4"
+    uniform_masks: bool = True
+    cvt_pieces: str = "max"
     pipeline_loads: bool = True
     assembler: str = "nvjitlink"
     nvjitlink_launch_bound: bool = False

@@ -20,8 +20,8 @@ def test_the_pipeline_is_a_list_of_named_passes():
     assert pass_names(C.FRONTEND_PASSES, ctx) == ["anchor_hints", "pointer_tiles_to_descriptors",
                                                   "hoist_descriptors", "split_ws_consumers", "lower_descriptors",
                                                   "guard_tma_writes"]
-    schedule = ["assign_layouts", "schedule_pipelines", "warp_specialize", "schedule_wgmma", "expand_cp_async_rings",
-                "expand_tma_rings", "expand_warp_specialize", "stage_invariant_operands", "share_staged_operands", "place_wgmma_waits",
+    schedule = ["assign_layouts", "schedule_pipelines", "warp_specialize", "schedule_wgmma", "mark_uniform_masks",
+                "expand_cp_async_rings", "expand_tma_rings", "expand_warp_specialize", "stage_invariant_operands", "share_staged_operands", "place_wgmma_waits",
                 "expand_bulk_reductions", "defer_tma_store_waits", "issue_tma_loads_early", "assign_smem_offsets"]
     assert pass_names(C.TILE_PASSES, ctx) == ["simplify", "fold_dot_accumulate", "flatten_loops", "narrow_loop_carries", "upcast_fp8_dots", "pipeline_loads",
                                               "simplify", "mark_unused_atomic_results", "mark_fp_contraction", "mark_exp2_ftz", "mark_positive_nan_casts", "mark_register_budget", "vectorize_atomics", "coalesce", "hoist_conversions", "loads_in_use_layout"] + schedule
@@ -38,7 +38,7 @@ def test_compile_dumps_the_ir_after_every_pass_and_times_each():
                                      "split_ws_consumers", "lower_descriptors", "guard_tma_writes", "simplify", "fold_dot_accumulate", "flatten_loops", "narrow_loop_carries", "upcast_fp8_dots",
                                      "pipeline_loads", "simplify", "mark_unused_atomic_results", "mark_fp_contraction", "mark_exp2_ftz", "mark_positive_nan_casts", "mark_register_budget", "vectorize_atomics", "coalesce",
                                      "hoist_conversions", "loads_in_use_layout", "assign_layouts", "schedule_pipelines", "warp_specialize", "schedule_wgmma",
-                                     "expand_cp_async_rings", "expand_tma_rings", "expand_warp_specialize",
+                                     "mark_uniform_masks", "expand_cp_async_rings", "expand_tma_rings", "expand_warp_specialize",
                                      "stage_invariant_operands", "share_staged_operands", "place_wgmma_waits",
                                      "expand_bulk_reductions", "defer_tma_store_waits", "issue_tma_loads_early", "assign_smem_offsets"]
     coalesced = [n for n, _ in dumps].index("coalesce")

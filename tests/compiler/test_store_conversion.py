@@ -181,7 +181,9 @@ def test_a_conversion_beside_a_live_ring_that_would_not_fit_is_taken_out(discoun
     """Flattened, the ring is live across the epilogue (the next tile's copies are in flight): 128x256x64 with
     4 stages has 192 KB of ring, and the conversion's 64 KB would take it past an H100's 227 KB. The pass takes
     the conversion out (the store keeps the accumulator's layout) and says why; with room to spare it stays,
-    in the per-op scratch."""
+    in the per-op scratch. (With one piece, ``KERNELC_CVT_PIECES=off``: by default it goes in pieces,
+    tests/compiler/test_cvt_pieces.py.)"""
+    monkeypatch.setenv("KERNELC_CVT_PIECES", "off")
     fn, ctx = _persistent(monkeypatch, 128, 256, 8, 4, H100_SMEM, flat=True)
     assert not any(op.name == "convert_layout" for op in fn.walk())
     notes = [n for n in ctx.notes if "not converted" in n]

@@ -9,7 +9,7 @@ One process per variant: kernelc with the environment of the variant (``VARIANTS
 loads the tutorials' ``@triton.jit`` functions (autotune dropped, ``tutorial_sweep.kernel_module``),
 launches each kernel at each config on the timed shape and, under kernelc, on a ragged one (masks), checks
 both against torch and times the timed shape with ``triton.testing.do_bench`` (the tutorials' timer; the kernelc
-process uses kernelc's). 09: M = N = 8192, K = 512 fp16 (the tutorial's default), ``b`` given as ``B.T`` of
+process uses kernelc's). 09: M = N = 8192, K = 512 fp16 (the tutorial's default; `--ks` for others), ``b`` given as ``B.T`` of
 a contiguous (N, K) tensor as the tutorial does. 08: four GEMMs of (M, 8192) x (8192, 8192) (its
 ``m-8192-k-8192`` table, M = 128 and 1024) and the check's sizes (1024, 512, 256, 128 cubed), through
 device arrays of pointers as the tutorial's ``group_gemm_fn``; a grid of ``NUM_SM`` programs.
@@ -39,6 +39,11 @@ VARIANTS = {
     "store4": {"KERNELC_STORE_SMEM_DISCOUNT": "4", "KERNELC_WGMMA_DESC_STEPPED": "1"},
     "store4_flatten": {"KERNELC_STORE_SMEM_DISCOUNT": "4", "KERNELC_WGMMA_DESC_STEPPED": "1",
                        "KERNELC_FLATTEN_LOOPS": "1"},
+    # branch pp09: this tree's defaults (the pointer persistent loop nested), flattened with the epilogue's
+    # conversion in as many pieces as the layouts split on (Triton's scratch), and in the fewest that fit
+    "branch": {},
+    "flat": {"KERNELC_FLATTEN_LOOPS": "on", "KERNELC_CVT_PIECES": "max"},
+    "flat_fit": {"KERNELC_FLATTEN_LOOPS": "on", "KERNELC_CVT_PIECES": "fit"},
 }
 
 _CHILD = r"""
@@ -68,7 +73,8 @@ def record(rec, fn, check, timed):
     out.append(rec)
 
 if "09" in a["only"]:
-    shapes = [(8192, 8192, 512, True)] + ([(1000, 1240, 520, False)] if a["impl"] == "kernelc" else [])
+    shapes = [(8192, 8192, k, True) for k in a["ks"]] + \
+        ([(1000, 1240, 520, False)] if a["impl"] == "kernelc" and a["ragged"] else [])
     for (M, N, K, timed) in shapes:   # the ragged shape checks kernelc's masks (Triton's are not in question)
         torch.manual_seed(0)
         A = torch.randn((M, K), device="cuda", dtype=torch.float16)
@@ -140,14 +146,16 @@ json.dump(out, open(a["out"], "w"), indent=1)
 """
 
 
-def run(impl: str, env_extra: dict, mods: dict, triton_site: str, only, timeout: int):
+def run(impl: str, env_extra: dict, mods: dict, triton_site: str, only, timeout: int, ragged: bool = True,
+        ks=(512,)):
     work = tempfile.mkdtemp(prefix=f"ptrgemm_{impl}_")
     out = os.path.join(work, "out.json")
     env = dict(os.environ, **env_extra)
     env["TRITON_CACHE_DIR"] = os.path.join(work, "tc")
     env["KERNELC_CACHE_DIR"] = os.path.join(work, "kc")
     env["PYTHONPATH"] = (triton_site if impl == "triton" else ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    payload = dict(impl=impl, mod=mods["k"], only=only, configs09=CONFIGS_09, configs08=CONFIGS_08, out=out)
+    payload = dict(impl=impl, mod=mods["k"], only=only, configs09=CONFIGS_09, configs08=CONFIGS_08, out=out,
+                   ragged=ragged, ks=ks)
     try:
         r = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(payload)], env=env, cwd=work, timeout=timeout,
                            capture_output=True, text=True)
@@ -172,6 +180,8 @@ def main(argv=None) -> int:
     ap.add_argument("--variants", default="base,store4,desc,store4_flatten")
     ap.add_argument("--only", default="08,09")
     ap.add_argument("--timeout", type=int, default=90, help="seconds per process")
+    ap.add_argument("--no-ragged", action="store_true", help="skip kernelc's check at a ragged shape (4 compiles less)")
+    ap.add_argument("--ks", default="512", help="09's K values (M = N = 8192), comma-separated")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "pointer_gemms.json"))
     a = ap.parse_args(argv)
     mod = os.path.join(tempfile.mkdtemp(prefix="ptrgemm_"), "k0809.py")
@@ -185,7 +195,8 @@ def main(argv=None) -> int:
     res = {}
     for label, (impl, env) in runs.items():
         print(f"== {label} {env}", flush=True)
-        res[label] = run(impl, env, {"k": mod}, a.triton_site, a.only.split(","), a.timeout)
+        res[label] = run(impl, env, {"k": mod}, a.triton_site, a.only.split(","), a.timeout, not a.no_ragged,
+                         [int(k) for k in a.ks.split(",")])
     rows = {}
     for label, recs in res.items():
         if isinstance(recs, dict):

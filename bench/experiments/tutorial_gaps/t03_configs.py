@@ -2,7 +2,7 @@
 (a GPU is needed; docs/triton-tutorials.md, "03 matmul").
 
     python3 bench/experiments/tutorial_gaps/t03_configs.py --tutorials DIR [--triton-site DIR]
-        [--runs kernelc,kernelc_sync,triton] [--out FILE.json]
+        [--runs kernelc,kernelc_sync,triton] [--dtypes fp16,fp8] [--out FILE.json]
 
 Each run is its own process: ``kernelc`` (this tree's defaults), ``kernelc_sync`` (``KERNELC_WGMMA_ASYNC=0``:
 the wgmma of a cp.async loop waited for in its iteration, main's default before 2026-11-27) and ``triton``.
@@ -82,17 +82,19 @@ RUNS = {"kernelc": ("kernelc", {}), "kernelc_sync": ("kernelc", {"KERNELC_WGMMA_
         # main before branch mm09: the epilogue stored from the accumulator's layout in 4-byte pieces, the wgmma
         # descriptors rebuilt per k step
         "kernelc_main": ("kernelc", {"KERNELC_STORE_SMEM_DISCOUNT": "1", "KERNELC_WGMMA_DESC_STEPPED": "0"}),
+        # main before branch pp09: each cp.async copy's K mask compared on its own (passes/mask_blocks.py off)
+        "kernelc_nomask": ("kernelc", {"KERNELC_UNIFORM_MASKS": "0"}),
         "triton": ("triton", {})}
 
 
-def run(label: str, mod: str, triton_site: str, timeout: int):
+def run(label: str, mod: str, triton_site: str, timeout: int, configs=None):
     impl, extra = RUNS[label]
     work = tempfile.mkdtemp(prefix=f"t03_{label}_")
     out = os.path.join(work, "out.json")
     env = dict(os.environ, **extra, TRITON_CACHE_DIR=os.path.join(work, "tc"), KERNELC_CACHE_DIR=os.path.join(work, "kc"))
     if impl == "triton" and triton_site:
         env["PYTHONPATH"] = triton_site + os.pathsep + env.get("PYTHONPATH", "")
-    payload = dict(impl=impl, label=label, mod=mod, sizes=SIZES, configs=CONFIGS, out=out)
+    payload = dict(impl=impl, label=label, mod=mod, sizes=SIZES, configs=configs or CONFIGS, out=out)
     try:
         r = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(payload)], env=env, cwd=work, timeout=timeout,
                            capture_output=True, text=True)
@@ -116,6 +118,7 @@ def main(argv=None) -> int:
     ap.add_argument("--triton-site", default="")
     ap.add_argument("--runs", default="kernelc,kernelc_sync,triton")
     ap.add_argument("--timeout", type=int, default=60, help="seconds per run")
+    ap.add_argument("--dtypes", default=",".join(CONFIGS), help="which of fp16, fp8")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "t03_configs.json"))
     a = ap.parse_args(argv)
     mod = os.path.join(tempfile.mkdtemp(prefix="t03_"), "k03.py")
@@ -124,7 +127,7 @@ def main(argv=None) -> int:
     res = {}
     for label in a.runs.split(","):
         print(f"== {label}", flush=True)
-        res[label] = run(label, mod, a.triton_site, a.timeout)
+        res[label] = run(label, mod, a.triton_site, a.timeout, {d: CONFIGS[d] for d in a.dtypes.split(",")})
     rows = {}
     for label, recs in res.items():
         if isinstance(recs, dict):

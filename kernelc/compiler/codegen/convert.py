@@ -13,6 +13,8 @@ from ..layouts import Layout, register_map
 from ..shared_layouts import (SharedLayout, conversion_cost, plan_fits, plan_shared_layout,
                              stmatrix_address_layout)
 from .lowering import Lowering, Tile, rule
+from ..conversion_pieces import piece_bases, split_layout
+from ...errors import CompilationError
 
 _EBYTES = {"i1": 1, "i8": 1, "i16": 2, "half": 2, "bfloat": 2, "i32": 4, "float": 4, "i64": 8, "double": 8,
            "ptr addrspace(1)": 8}
@@ -106,6 +108,9 @@ def lower_convert_layout(lw: Lowering, op):
     ty = llty(scalar_of(src.type))
     ebytes = _EBYTES[ty]
     sl = op.attrs.get("smem")
+    if op.attrs.get("pieces"):
+        lw.tiles[res.id] = _convert_in_pieces(lw, op, t, dst, ty, sl)
+        return
     if not isinstance(sl, SharedLayout) or not plan_fits(t.layout, dst, sl, ebytes):
         # the source layout is not the one the pass saw
         sl = plan_shared_layout(t.layout, dst, ebytes, 8 if ty.startswith("ptr") else 16)
@@ -118,6 +123,40 @@ def lower_convert_layout(lw: Lowering, op):
         "file": op.loc.file, "line": op.loc.line, "shape": list(dst.shape), "elem_bytes": ebytes,
         "src": str(t.layout), "dst": str(dst), "smem": str(sl), "smem_bytes": sl.nbytes(ebytes),
         "warp_write_wavefronts": writes, "warp_read_wavefronts": reads})
+
+
+def _convert_in_pieces(lw: Lowering, op, t: Tile, dst: Layout, ty: str, sl: SharedLayout) -> Tile:
+    """The conversion one piece at a time (``op.attrs["pieces"]``: the coordinate bits the pieces fix,
+    ``kernelc/compiler/conversion_pieces.py``), each through the same buffer of one piece (``sl``): a barrier
+    between one piece's reads and the next piece's writes (the scratch's access record, or explicit in a
+    placed buffer)."""
+    bases = op.attrs["pieces"]
+    ebytes = _EBYTES[ty]
+    if set(bases) - set(piece_bases(t.layout, dst, ebytes, 8 if ty.startswith("ptr") else 16)):
+        raise CompilationError(f"internal: convert_layout in pieces {list(bases)}: the layouts {t.layout} and "
+                               f"{dst} do not both hold those coordinate bits in registers alone",
+                               op.loc.file, op.loc.line, op.loc.col)
+    src_piece, src_regs = split_layout(t.layout, bases)
+    dst_piece, dst_regs = split_layout(dst, bases)
+    if not isinstance(sl, SharedLayout) or not plan_fits(src_piece, dst_piece, sl, ebytes):
+        sl = plan_shared_layout(src_piece, dst_piece, ebytes, 8 if ty.startswith("ptr") else 16)
+    at = op.attrs.get("smem_buffer")
+    base = lw.placed(op, sl.nbytes(ebytes)) if at is not None and sl.nbytes(ebytes) <= at["bytes"] else None
+    out: List[Optional[str]] = [None] * dst.num_regs
+    for p in range(len(src_regs)):
+        if p and base is not None:
+            lw.barrier()
+        piece = convert_through_shared_layout(lw, Tile(src_piece, [t.regs[i] for i in src_regs[p]]), dst_piece,
+                                              ty, sl, base)
+        for i, v in zip(dst_regs[p], piece.regs):
+            out[i] = v
+    writes, reads = conversion_cost(src_piece, dst_piece, sl, ebytes)
+    lw.reports.setdefault("conversions", []).append({  # facts for tools (analyzer, docs)
+        "file": op.loc.file, "line": op.loc.line, "shape": list(dst.shape), "elem_bytes": ebytes,
+        "src": str(t.layout), "dst": str(dst), "smem": str(sl), "smem_bytes": sl.nbytes(ebytes),
+        "pieces": len(src_regs), "warp_write_wavefronts": writes * len(src_regs),
+        "warp_read_wavefronts": reads * len(src_regs)})
+    return Tile(dst, out)
 
 
 def _shared_offset(lw: Lowering, coord: List[str], sl: SharedLayout) -> str:

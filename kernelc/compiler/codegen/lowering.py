@@ -325,7 +325,18 @@ class Lowering:
             return EW.cast_many(e, scalar_of(op.operands[0].type), rt, args[0], op.attrs.get("rounding", "rtne"),
                                 nan_positive=bool(op.attrs.get("nan_positive")))
         out = []
+        # uniform over aligned blocks (passes/mask_blocks.py): one value per block this thread holds; registers
+        # whose coordinates agree above the block bits are in the same block in every thread
+        blocks = op.attrs.get("uniform") if L is not None else None
+        shifts = [b.bit_length() - 1 for b in blocks] if blocks else None
+        first = {}
         for r in range(n):
+            if shifts is not None:
+                key = tuple(c >> s for c, s in zip(L.reg_coord(r), shifts))
+                if key in first:
+                    out.append(out[first[key]])
+                    continue
+                first[key] = r
             a = [x[r] for x in args]
             out.append(self.scalar_rule(op, rt, a))
         return out

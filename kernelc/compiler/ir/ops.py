@@ -46,8 +46,9 @@ for op in (
     + _ew("add sub mul sdiv udiv srem urem smax smin umax umin and or xor shl ashr lshr umulhi smulhi",
           2, "int", "integer arithmetic with C semantics (division truncates toward zero)")
     + _ew("iabs", 1, "int")
-    + _ew("cmpi", 2, "compare", "integer/pointer compare; pred: eq ne slt sle sgt sge ult ule ugt uge",
-          attrs=("pred",))
+    + _ew("cmpi", 2, "compare", "integer/pointer compare; pred: eq ne slt sle sgt sge ult ule ugt uge; uniform: "
+          "the result is the same over aligned blocks of this shape (passes/mask_blocks.py)",
+          attrs=("pred",), optional=("uniform",))
     + _ew("cmpf", 2, "compare", "float compare; pred: oeq une olt ole ogt oge", attrs=("pred",))
     + _ew("select", 3, "select", "cond ? a : b")
     + _ew("cast", 1, "cast", "value conversion between element types (int/float/pointer)",
@@ -95,8 +96,10 @@ for op in [
     # ``layout``; ``smem`` names the shared-memory layout a conversion that must move data between
     # threads goes through (passes/coalesce.py decides both; docs/layouts.md).
     OpDef("convert_layout", (1, 1), ("layout",), category="layout",
-          doc="same tile in another register layout (through shared memory if threads must exchange)",
-          optional_attrs=("smem",)),
+          doc="same tile in another register layout (through shared memory if threads must exchange); pieces: "
+              "the coordinate bits it goes through shared memory one value at a time on (passes/smem_offsets.py, "
+              "kernelc/compiler/conversion_pieces.py), smem then planned for one piece",
+          optional_attrs=("smem", "pieces")),
     OpDef("load", (1, 3), ("cache", "eviction", "volatile"), category="memory", doc="ptr [, mask [, other]]",
           optional_attrs=("pipeline", "layout")),
     OpDef("store", (2, 3), ("cache", "eviction"), pure=False, results=0, category="memory",

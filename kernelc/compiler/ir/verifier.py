@@ -152,6 +152,17 @@ def _convert_layout(op):
         return [f"layout must be a Layout, got {type(lay).__name__}"]
     if tuple(lay.shape) != tuple(shape_of(res)):
         return [f"layout shape {list(lay.shape)} differs from the tile shape {list(shape_of(res))}"]
+    pieces = op.attrs.get("pieces")
+    if pieces:
+        from ..conversion_pieces import piece_shape
+        if not isinstance(pieces, tuple) or any(len(b) != len(lay.shape) or sum(1 for x in b if x) != 1
+                                                or any(x & (x - 1) for x in b) for b in pieces) \
+                or len(set(pieces)) != len(pieces):
+            return [f"pieces must be distinct coordinate bits of the tile (one power of two each), got {pieces!r}"]
+        sl = op.attrs.get("smem")
+        if sl is None or tuple(sl.shape) != piece_shape(lay.shape, pieces):
+            return [f"a conversion in pieces {pieces!r} needs a smem plan of one piece's shape "
+                    f"{list(piece_shape(lay.shape, pieces))}"]
     return []
 
 

@@ -272,12 +272,15 @@ def _r_rem(a, op):
 def _r_cmp(a, op):
     x, y = (a.get(v) for v in op.operands)
     con = [gcd(kx, ky) for kx, ky in zip(x.constancy, y.constancy)]
-    # A contiguous run compared with a constant flips at most once, at a multiple of gcd(divisibilities).
+    # A contiguous run x compared with a constant y by x < y (x >= y) flips once, where x reaches y: between
+    # blocks of gcd(divisibilities). x <= y, x > y flip one element later, x == y is true at one element: inside
+    # a block (a vector load masked by ``offs == n`` would read past n), so only the strict-lower forms count.
+    pred = op.attrs.get("pred")
     for d in range(len(con)):
-        if y.constancy[d] > 1 and x.contiguity[d] > 1:
-            con[d] = max(con[d], gcd(x.contiguity[d], gcd(x.divisibility[d], y.divisibility[d])))
-        if x.constancy[d] > 1 and y.contiguity[d] > 1:
-            con[d] = max(con[d], gcd(y.contiguity[d], gcd(y.divisibility[d], x.divisibility[d])))
+        if pred in ("slt", "sge", "ult", "uge") and y.constancy[d] > 1 and x.contiguity[d] > 1:
+            con[d] = max(con[d], gcd(gcd(x.contiguity[d], y.constancy[d]), gcd(x.divisibility[d], y.divisibility[d])))
+        if pred in ("sgt", "sle", "ugt", "ule") and x.constancy[d] > 1 and y.contiguity[d] > 1:
+            con[d] = max(con[d], gcd(gcd(y.contiguity[d], x.constancy[d]), gcd(y.divisibility[d], x.divisibility[d])))
     return AxisInfo((1,) * len(con), (1,) * len(con), tuple(con))
 
 

@@ -15,8 +15,9 @@ an SM moves 128 bytes of shared memory a clock, several times what it gets of L2
 stores keep the byte-for-byte price until a GPU says otherwise). A conversion is inserted when the sectors it
 saves outweigh that, so a store that is already sector-efficient (an MMA accumulator stored as fp32
 pairs) never gains one, while a 16-bit accumulator (4-byte pieces, half a sector a row) converts to
-16-byte stores as Triton's epilogue does. A conversion whose buffer would not fit the shared memory
-left by the kernel's rings is taken out again by ``passes/smem_offsets.py``. Values whose
+16-byte stores as Triton's epilogue does. ``passes/smem_offsets.py`` places the conversion's buffer, splits
+it into pieces beside a ring that stays live, or takes it out where no piece would fit the shared memory
+left by the kernel's rings. Values whose
 producers are cheap to recompute (index math, constants, elementwise chains of them) have no fixed
 layout and are materialised directly in the store's layout: they never need a conversion.
 """

@@ -33,23 +33,29 @@ Layout conversions through shared memory (``convert_layout`` with a ``smem`` pla
 scratch region, which lies beside the placed buffers. A store's conversion at the kernel's top level (a
 GEMM's epilogue after its K loop) is placed too, but only inside bytes the placed buffers already span and
 no live one holds (the finished ring's), so placing it never grows the kernel: Triton's allocator
-gives its epilogue's conversion the ring's bytes in the same way. A conversion that only feeds a
-store's value (``passes/coalesce.py`` added it; the store writes any layout) and that would take the
-kernel past the target's shared memory (``smem_limit``) is taken out again, with a note: a 128x256
-tile's epilogue inside a flattened tile loop, beside its 4-stage ring that stays live across tiles. In a
-loop body that allocates its ring and drains it before the epilogue (a persistent tile loop, not flattened)
-the conversion takes the ring's bytes with live ranges counted in the body (``_place_in_loop_body``).
+gives its epilogue's conversion the ring's bytes in the same way. In a loop body that allocates its ring
+and drains it before the epilogue (a persistent tile loop, not flattened) the conversion takes the ring's
+bytes with live ranges counted in the body (``_place_in_loop_body``).
+
+A store's conversion left in the scratch (``_fit_scratch_conversions``) beside buffers that live across it
+(a flattened tile loop's ring, which stays live across tiles) goes in pieces (``pieces=[..]`` on the op, its
+``smem`` planned for one piece; ``kernelc/compiler/conversion_pieces.py``): with ``KERNELC_CVT_PIECES=max``
+(default) as many as the two register layouts split on, as Triton's scratch (128x256 fp16 at 8 warps: 2
+pieces of 32 KB beside a 192 KB ring; 128x128 at 4 warps: 4 of 8 KB); with ``fit`` the fewest that fit the
+target's shared memory (``smem_limit``); ``off`` one. Where no number of pieces fits, the conversion (it
+only feeds a store's value: the store writes any layout) is taken out again with a note.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
-from ...language.dtypes import scalar_of, shape_of
+from ...language.dtypes import pointer_type, scalar_of, shape_of
 from ..codegen.dot import MMA_SHAPES
+from ..conversion_pieces import piece_bases, split_layout
 from ..ir.core import Block, Function, Op, Value
 from ..passes.layout_assign import REMATERIALIZABLE
-from ..shared_layouts import SharedLayout
+from ..shared_layouts import SharedLayout, plan_shared_layout
 
 ALIGN = 1024  # wgmma's 128-byte swizzle repeats every 1024 bytes: every buffer starts on it
 BUFFER_OPS = ("ring_alloc", "tma_ring_alloc", "stage_operand", "descriptor_load")
@@ -107,17 +113,21 @@ class _Buffer:
     shares: List["_Buffer"] = field(default_factory=list)  # earlier buffers whose bytes it takes
 
 
-def assign_smem_offsets(func: Function, ctx=None, enabled: Optional[bool] = None) -> Function:
+def assign_smem_offsets(func: Function, ctx=None, enabled: Optional[bool] = None,
+                        pieces: Optional[str] = None) -> Function:
+    from ...options import get
     if enabled is None:
-        from ...options import get
         enabled = get("KERNELC_SMEM_REUSE")
+    if pieces is None:
+        pieces = get("KERNELC_CVT_PIECES")
     top = func.body
     uses = _users(top)
     limit = getattr(ctx, "smem_limit", 0) if ctx is not None else 0
     conversions = [op for op in func.walk() if conversion_bytes(op)]
     if not enabled or any(op.name == "ws_producer" for op in func.walk()):
         # buffers keep bytes of their own: they add up
-        _drop_oversized_conversions(conversions, sum(buffer_bytes(op) for op in func.walk()), limit, uses, ctx)
+        total = sum(buffer_bytes(op) for op in func.walk())
+        _fit_scratch_conversions(conversions, total, limit, uses, ctx, pieces, lambda op: total > 0)
         return func
     index = {id(op): i for i, op in enumerate(top.ops)}
     bufs: List[_Buffer] = []
@@ -151,7 +161,12 @@ def assign_smem_offsets(func: Function, ctx=None, enabled: Optional[bool] = None
         if op.block is not top and _feeds_only_a_store(op, uses) and _place_in_loop_body(op, placed, extent, ctx):
             continue
         left.append(op)
-    _drop_oversized_conversions(left, extent, limit, uses, ctx)
+
+    def beside_live(op: Op) -> bool:  # a placed buffer lives across the op (its scratch adds to the buffers)
+        i = index[id(_top_level(op, top))]
+        return any(p.start <= i <= p.end for p in placed if p.op.name in BUFFER_OPS)
+
+    _fit_scratch_conversions(left, extent, limit, uses, ctx, pieces, beside_live)
     if bufs:
         bufs.sort(key=lambda b: b.start)
         _synchronise(bufs, top, ctx)
@@ -213,14 +228,55 @@ def _first_fit(b: "_Buffer", placed: List["_Buffer"]) -> int:
     return off
 
 
-def _drop_oversized_conversions(conversions: List[Op], buffers: int, limit: int, uses, ctx) -> None:
-    """Take out a store's optional conversion whose scratch would not fit beside ``buffers`` bytes."""
-    if not limit:
-        return
+def conversion_pieces(op: Op, ctx) -> List[Tuple[Tuple, SharedLayout, int]]:
+    """(piece bases, shared layout of one piece, its bytes) for 1, 2, 4, ... pieces of the conversion ``op``
+    (``kernelc/compiler/conversion_pieces.py``): only the whole when the pass context has no layout plan or
+    the two layouts share no register bit to split on."""
+    out = [((), op.attrs["smem"], conversion_bytes(op))]
+    plan = getattr(ctx, "plan", None)
+    src = plan.get(op.operands[0]) if plan is not None else None
+    if src is None:
+        return out
+    dst = op.attrs["layout"]
+    elt = scalar_of(op.operands[0].type)
+    ebytes = elt.itemsize
+    vec_bytes = 8 if isinstance(elt, pointer_type) else 16   # as passes/coalesce.py plans the whole
+    bases = piece_bases(src, dst, ebytes, vec_bytes)
+    sm90 = tuple(getattr(ctx, "capability", (9, 0))) >= (9, 0)
+    for k in range(1, len(bases) + 1):
+        src_piece, _ = split_layout(src, bases[:k])
+        dst_piece, _ = split_layout(dst, bases[:k])
+        sl = plan_shared_layout(src_piece, dst_piece, ebytes, vec_bytes, stmatrix=sm90)
+        out.append((bases[:k], sl, _round(sl.nbytes(ebytes))))
+    return out
+
+
+def _fit_scratch_conversions(conversions: List[Op], buffers: int, limit: int, uses, ctx, mode: str,
+                             beside_live) -> None:
+    """A store's optional conversion left in the per-op scratch, beside ``buffers`` bytes of placed buffers:
+    beside buffers that live across it (``beside_live(op)``) and with ``mode`` max, in as many pieces as its
+    layouts split on (Triton's scratch); else in the fewest pieces that fit ``limit`` (one if it fits whole;
+    ``mode`` off: one). Taken out, with a note, when no number of pieces fits: the store keeps the value's
+    layout."""
     for op in conversions:
-        n = conversion_bytes(op)
-        if buffers + n <= limit or not _feeds_only_a_store(op, uses):
+        if not _feeds_only_a_store(op, uses):
             continue
+        opts = conversion_pieces(op, ctx) if mode != "off" else [((), op.attrs["smem"], conversion_bytes(op))]
+        if mode == "max" and beside_live(op):
+            opts = opts[-1:]
+        pick = next((o for o in opts if not limit or buffers + o[2] <= limit), None)
+        if pick is not None:
+            bases, sl, n = pick
+            if bases:
+                op.attrs["pieces"] = bases
+                op.attrs["smem"] = sl
+                if ctx is not None:
+                    ctx.notes.append(f"{op.loc.file}:{op.loc.line}: store's conversion in {1 << len(bases)} pieces "
+                                     f"through {n} bytes of shared memory beside the kernel's {buffers}")
+            continue
+        if not limit:
+            continue
+        n = opts[-1][2]
         src = op.operands[0]
         for u in uses.get(op.results[0].id, []):
             u.operands[1] = src

@@ -1,0 +1,79 @@
+"""``mark_uniform_masks``: a pipelined copy's mask compare that is the same over aligned blocks of the tile
+says so (``uniform=[b0, b1, ..]`` on the ``cmpi``), so code generation computes it once per block a thread
+holds instead of once per register.
+
+Why: a GEMM's K mask (tutorial 03: ``offs_k[:, None] < K - k * BLOCK_SIZE_K``) is a row of K offsets compared
+with a bound; with K divisible by 16 (the runtime's specialisation) it changes only at multiples of 16 rows.
+A thread's cp.async copies of B sit 8 rows apart, so two of them share each value; computed per register,
+every copy paid its own compare and the selects of its source size (42 predicate instructions per iteration
+at 128x256x64 against Triton's 26, docs/triton-tutorials.md). Triton deduplicates an elementwise result
+over its constancy when it lowers it; here the pass decides and the op carries it.
+
+When a compare is uniform over a block of ``b`` elements along dimension ``d`` (``b`` a power of two, blocks
+aligned at multiples of ``b``), from the operands' axis facts (``passes/axis_info.py``):
+
+- both operands constant over it (``gcd`` of their constancies);
+- ``x < y`` / ``x >= y`` (``slt``, ``sge``, ``ult``, ``uge``) with ``x`` contiguous over the block and its
+  first element divisible by ``b``, ``y`` constant over it and divisible by ``b``: the result flips only
+  where ``x`` reaches ``y``, a multiple of ``b``, i.e. between blocks; likewise ``y > x`` / ``y <= x``. The
+  non-strict forms the other way round (``x <= y``) flip inside a block and are left alone.
+
+Only the compares that reach the mask of a load a cp.async ring copies (``pipeline`` on the load, through
+``broadcast``/``expand_dims``/``reshape``/``and``/``or``) are marked: the copies' predicates are what the
+GEMM loops pay per iteration. Runs after ``schedule_wgmma`` (the rings are decided) and before
+``expand_cp_async_rings``, which clones the address chain with its attributes.
+"""
+from __future__ import annotations
+
+from math import gcd
+from typing import List, Optional, Tuple
+
+from ...language.dtypes import shape_of
+from ..ir.core import Function, Op
+
+_THROUGH = frozenset({"broadcast", "expand_dims", "reshape", "and", "or"})
+_LOWER = frozenset({"slt", "sge", "ult", "uge"})    # x < y flips where x reaches y
+_UPPER = frozenset({"sgt", "sle", "ugt", "ule"})    # y > x: the same with the operands swapped
+
+
+def uniform_blocks(op: Op, axis) -> Optional[Tuple[int, ...]]:
+    """The block shape over which ``op`` (a ``cmpi`` on tiles) is uniform, or None if it is not (> 1) anywhere."""
+    shape = shape_of(op.results[0].type)
+    if op.name != "cmpi" or not shape:
+        return None
+    x, y = (axis.get(v) for v in op.operands[:2])
+    pred = op.attrs.get("pred")
+    out = []
+    for d, n in enumerate(shape):
+        b = gcd(x.constancy[d], y.constancy[d])
+        for run, bound in ((x, y), (y, x)):
+            if (pred in _LOWER) != (run is x) or pred not in _LOWER | _UPPER:
+                continue
+            if run.contiguity[d] > 1 and bound.constancy[d] > 1:
+                b = max(b, gcd(gcd(run.contiguity[d], run.divisibility[d]), gcd(bound.divisibility[d],
+                                                                              bound.constancy[d])))
+        b = min(b, n)
+        out.append(b & -b)   # a power of two (aligned blocks)
+    return tuple(out) if any(b > 1 for b, n in zip(out, shape) if n > 1) else None
+
+
+def mark_uniform_masks(fn: Function, ctx) -> Function:
+    axis = ctx.axis
+    if axis is None:
+        return fn
+    seen = set()
+    for ld in [o for o in fn.walk() if o.name == "load" and o.attrs.get("pipeline") and len(o.operands) > 1]:
+        todo: List = [ld.operands[1]]
+        while todo:
+            v = todo.pop()
+            op = v.op
+            if op is None or id(op) in seen:
+                continue
+            seen.add(id(op))
+            if op.name in _THROUGH:
+                todo.extend(o for o in op.operands if shape_of(o.type))
+            elif op.name == "cmpi":
+                b = uniform_blocks(op, axis)
+                if b is not None:
+                    op.attrs["uniform"] = b
+    return fn
