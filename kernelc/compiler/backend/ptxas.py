@@ -427,18 +427,21 @@ def _fill_step(free: CubinResult, data: bytes, bounds: Dict[str, int], target, o
 
 def loads_in_flight_per_sm(res: CubinResult, entry: str, threads: int, limits) -> Optional[float]:
     """Resident warps per SM x the global loads a thread has in flight (``cubintools.sass.mean_loads_in_flight``
-    over the entry's SASS): the memory requests an SM keeps outstanding, which a memory-bound kernel's
-    bandwidth follows (Little's law). None where the build spills or its SASS cannot be read (no nvdisasm)."""
+    over the cubin's SASS): the memory requests an SM keeps outstanding, which a memory-bound kernel's
+    bandwidth follows (Little's law). None where the build spills or its SASS cannot be read.
+
+    The SASS is read from the instruction encodings (``cubintools.sm90_fields``, no process) where the table
+    there covers every instruction, else disassembled with nvdisasm (~0.4 s)."""
     r = res.resources.get(entry)
     if r is None or r.spills:
         return None
     try:
-        from cubintools.sass import instructions, mean_loads_in_flight
-        ins = instructions(res.cubin)
+        from cubintools.sass import cubin_loads_in_flight
+        per_thread = cubin_loads_in_flight(res.cubin)
     except Exception:  # no disassembler here: the policy has nothing to weigh
         return None
     warps = -(-threads // limits.warp_size)
-    return blocks_per_sm(r.registers, threads, r.shared, limits) * warps * mean_loads_in_flight(ins)
+    return blocks_per_sm(r.registers, threads, r.shared, limits) * warps * per_thread
 
 
 def step_down_ceiling(registers: int, threads: int, shared: int, limits) -> Optional[int]:
@@ -489,7 +492,7 @@ def _more_loads_in_flight(chosen: CubinResult, data: bytes, bounds: Dict[str, in
             builds.append((down, d, f"one occupancy step down (at most {cap} registers)"))
     if len(builds) == 1:
         return chosen
-    # the disassemblies (one nvdisasm process each, ~0.5 s on a 2-core CPU) run side by side
+    # side by side where a build needs nvdisasm (~0.4 s a process on a 2-core CPU)
     with ThreadPoolExecutor(len(builds)) as pool:
         per_sm = list(pool.map(lambda bld: loads_in_flight_per_sm(bld[0], entry, threads, limits), builds))
     if any(v is None for v in per_sm):
