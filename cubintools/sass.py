@@ -21,7 +21,8 @@ from functools import lru_cache
 from typing import Iterable, List, Optional, Tuple
 
 __all__ = ["Instr", "nvdisasm_path", "disassemble", "parse_sass", "instructions", "disassemble_with_instructions",
-           "DisassemblyError", "mean_loads_in_flight", "cubin_loads_in_flight", "loads_in_flight"]
+           "DisassemblyError", "mean_loads_in_flight", "cubin_loads_in_flight", "encoded_loads_in_flight",
+           "loads_in_flight"]
 
 
 class DisassemblyError(RuntimeError):
@@ -174,10 +175,20 @@ def mean_loads_in_flight(instrs: List[Instr]) -> float:
     return loads_in_flight(_text_ops(instrs))
 
 
+def encoded_loads_in_flight(cubin: bytes) -> Optional[float]:
+    """:func:`mean_loads_in_flight` of the whole cubin read from its instruction words (:mod:`.sm90_fields`, no
+    process), or None where that decoder gives up (another arch, a form its table does not hold)."""
+    from .sm90_fields import decode_sm90
+    try:
+        ops = decode_sm90(cubin, _NO_DEST)
+    except Exception:   # not a cubin that reader understands: let nvdisasm say
+        return None
+    return None if ops is None else loads_in_flight(ops)
+
+
 def cubin_loads_in_flight(cubin: bytes) -> float:
-    """:func:`mean_loads_in_flight` over every function of ``cubin``: read from the instruction encodings where
-    :mod:`.sm90_fields` knows them all (sm_90, no process), else from nvdisasm's text (raises
-    :class:`DisassemblyError` without nvdisasm)."""
-    from .sm90_fields import mean_loads_in_flight_sm90
-    fast = mean_loads_in_flight_sm90(cubin)
+    """:func:`mean_loads_in_flight` over every function of ``cubin``: from the instruction encodings where
+    :func:`encoded_loads_in_flight` answers, else from nvdisasm's text (raises :class:`DisassemblyError` without
+    nvdisasm)."""
+    fast = encoded_loads_in_flight(cubin)
     return fast if fast is not None else mean_loads_in_flight(instructions(cubin))

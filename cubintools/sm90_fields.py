@@ -8,7 +8,7 @@ destination and the first two sources, bits 0-7 of the second for the third; 255
 prints as ``R<n>``, and in which order, is the table at the end of this file, learned from nvdisasm's own
 output (bench/experiments/mb_gaps/learn_sm90_fields.py, which also checks the decoder against nvdisasm).
 
-The decoder gives up -- :func:`mean_loads_in_flight_sm90` returns None and the caller disassembles -- on any key
+The decoder gives up -- :func:`decode_sm90` returns None and the caller disassembles -- on any key
 the table does not hold, on a byte that was RZ in every instance the table was learned from and is not RZ
 here, and on a load width it has not seen: it answers only where the table was learned from the same forms.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 from typing import List, Optional, Tuple
 
-__all__ = ["FIELDS", "field", "decode_sm90", "mean_loads_in_flight_sm90"]
+__all__ = ["FIELDS", "field", "decode_sm90"]
 
 #: candidate operand bytes: name -> (word, bit offset)
 FIELDS = {"a16": (0, 16), "a24": (0, 24), "a32": (0, 32), "a40": (0, 40), "b0": (1, 0), "b8": (1, 8)}
@@ -28,13 +28,12 @@ def field(lo: int, hi: int, name: str) -> int:
     return ((lo if word == 0 else hi) >> shift) & 0xFF
 
 
-def decode_sm90(cubin: bytes) -> Optional[List[Tuple[bool, int, List[int], bool]]]:
+def decode_sm90(cubin: bytes, first_read: Tuple[str, ...]) -> Optional[List[Tuple[bool, int, List[int], bool]]]:
     """``(is_global_load, width, registers, first_is_read)`` per instruction of every function of an sm_90 cubin,
     in the order nvdisasm prints them (the ``.text.*`` sections in section order), as
-    :func:`cubintools.sass.loads_in_flight` takes them; None for another arch or anything the table does not
-    cover."""
+    :func:`cubintools.sass.loads_in_flight` takes them (``first_is_read``: the opcode starts with one of
+    ``first_read``); None for another arch or anything the table does not cover."""
     from .cubin import _Elf
-    from .sass import _NO_DEST
     e = _Elf(cubin)
     if (e.elf["e_flags"] >> 8) & 0xFF != 90:
         return None
@@ -59,19 +58,8 @@ def decode_sm90(cubin: bytes) -> Optional[List[Tuple[bool, int, List[int], bool]
                 width = LOAD_WIDTHS.get(key, {}).get((hi >> 9) & 7)
                 if width is None:
                     return None
-            out.append((is_load, width, regs, base.startswith(_NO_DEST)))
+            out.append((is_load, width, regs, base.startswith(first_read)))
     return out
-
-
-def mean_loads_in_flight_sm90(cubin: bytes) -> Optional[float]:
-    """:func:`cubintools.sass.mean_loads_in_flight` of the whole cubin from its encodings, or None where
-    :func:`decode_sm90` gives up."""
-    from .sass import loads_in_flight
-    try:
-        ops = decode_sm90(cubin)
-    except Exception:   # not a cubin this reader understands: let nvdisasm say
-        return None
-    return None if ops is None else loads_in_flight(ops)
 
 
 # key -> (opcode, the fields printed as R<n> in print order, the fields that were RZ in every instance)

@@ -5,7 +5,9 @@ import pytest
 
 import kernelc
 from cubintools import sm90_fields as F
-from cubintools.sass import cubin_loads_in_flight, instructions, mean_loads_in_flight
+from cubintools import sass as S
+from cubintools.sass import _NO_DEST, cubin_loads_in_flight, encoded_loads_in_flight, instructions, \
+    mean_loads_in_flight
 from examples.kernels import memory_bound as K
 from kernelc.compiler.backend import ptxas as P
 
@@ -31,14 +33,14 @@ def _compile(name):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_encodings_give_nvdisasms_measure(name):
     cubin = _compile(name).asm["cubin"]
-    ops = F.decode_sm90(cubin)
+    ops = F.decode_sm90(cubin, _NO_DEST)
     assert ops is not None, "the table should cover the memory-bound kernels"
     ins = instructions(cubin)
     assert len(ops) == len(ins)
     # instruction by instruction: the same loads, widths and registers as nvdisasm prints
     from cubintools.sass import _text_ops
     assert ops == list(_text_ops(ins))
-    assert F.mean_loads_in_flight_sm90(cubin) == mean_loads_in_flight(ins) > 0
+    assert encoded_loads_in_flight(cubin) == mean_loads_in_flight(ins) > 0
 
 
 def test_the_decoder_gives_up_on_what_its_table_does_not_hold(monkeypatch):
@@ -46,21 +48,21 @@ def test_the_decoder_gives_up_on_what_its_table_does_not_hold(monkeypatch):
     want = mean_loads_in_flight(instructions(cubin))
     for k in [k for k, (base, _, _) in F.KEYS.items() if base == "LDG"]:
         monkeypatch.delitem(F.KEYS, k)
-    assert F.decode_sm90(cubin) is None and F.mean_loads_in_flight_sm90(cubin) is None
+    assert F.decode_sm90(cubin, _NO_DEST) is None and encoded_loads_in_flight(cubin) is None
     assert cubin_loads_in_flight(cubin) == want        # nvdisasm answers instead
     monkeypatch.undo()
     # a byte that was RZ in every instance the table was learned from and holds a register here: given up, not
     # guessed (the LDG key told that its destination byte was always RZ)
     base, order, unseen = F.KEYS[0x981]
     monkeypatch.setitem(F.KEYS, 0x981, (base, order, unseen + ("a16",)))
-    assert F.decode_sm90(cubin) is None and cubin_loads_in_flight(cubin) == want
+    assert F.decode_sm90(cubin, _NO_DEST) is None and cubin_loads_in_flight(cubin) == want
 
 
 def test_another_arch_is_left_to_nvdisasm():
     sig = dict(x_ptr="*fp32", y_ptr="*fp32", M="i32", N="i32", stride_xm="i32", stride_ym="i32")
     ck = kernelc.compile(K.transpose_kernel, sig, dict(BLOCK_M=64, BLOCK_N=64), target="sm_80", num_warps=4,
                          divisibility={k: 16 for k in sig})
-    assert F.decode_sm90(ck.asm["cubin"]) is None
+    assert F.decode_sm90(ck.asm["cubin"], _NO_DEST) is None
     assert cubin_loads_in_flight(ck.asm["cubin"]) == mean_loads_in_flight(instructions(ck.asm["cubin"]))
 
 
@@ -92,11 +94,11 @@ def test_the_fill_policy_decides_the_same_without_nvdisasm(monkeypatch, ptx_of, 
         monkeypatch.delenv(k, raising=False)
     ptx = ptx_of()
     calls = []
-    real = F.mean_loads_in_flight_sm90
-    monkeypatch.setattr(F, "mean_loads_in_flight_sm90", lambda c: calls.append(real(c)) or calls[-1])
+    real = S.encoded_loads_in_flight
+    monkeypatch.setattr(S, "encoded_loads_in_flight", lambda c: calls.append(real(c)) or calls[-1])
     fast = P.ptx_to_cubin(ptx, "sm_90a", fill_step=True)
     assert len(calls) >= 2 and None not in calls          # every build measured from its encodings
-    monkeypatch.setattr(F, "mean_loads_in_flight_sm90", lambda c: None)
+    monkeypatch.setattr(S, "encoded_loads_in_flight", lambda c: None)
     slow = P.ptx_to_cubin(ptx, "sm_90a", fill_step=True)
     assert fast.cubin == slow.cubin
     note = [ln for ln in fast.info_log.splitlines() if ln.startswith("kernelc:")]

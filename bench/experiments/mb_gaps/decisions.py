@@ -96,8 +96,8 @@ def main(argv):
     nvdisasm_only = "--nvdisasm" in argv
     if nvdisasm_only:
         argv.remove("--nvdisasm")
-        import cubintools.sm90_fields as F
-        F.mean_loads_in_flight_sm90 = lambda cubin: None   # the decoder gives up on everything
+        import cubintools.sass as S
+        S.encoded_loads_in_flight = lambda cubin: None   # the decoder gives up on everything
     import kernelc
     print(f"kernelc from {os.path.dirname(kernelc.__file__)}", flush=True)
     cases = {k: v for k, v in all_cases().items() if not argv or any(a in k for a in argv)}

@@ -111,8 +111,8 @@ def write(table, widths, left_out, n, paths):
 
 
 def check(paths):
+    from cubintools.sass import encoded_loads_in_flight as mean_loads_in_flight_sm90
     from cubintools.sass import instructions, mean_loads_in_flight
-    from cubintools.sm90_fields import mean_loads_in_flight_sm90
     same = differ = gave_up = 0
     for p in paths:
         cubin = open(p, "rb").read()
