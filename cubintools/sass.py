@@ -7,7 +7,9 @@ carried forward to the following instructions of the same function).
 Why the text and not ``nvdisasm -json``: nvdisasm 13.2's JSON output carries opcode and operands but no source
 lines, with or without ``-g``/``-gi`` (checked), so a JSON run would still need a second run or the
 ``.debug_line`` decoder for lines.  nvdisasm costs ~0.2-0.25 s per call whatever the cubin size (its own start-up),
-so the backend runs it at most once per kernel, lazily.  Nothing is cached on disk: the cubin is written to a
+so the backend runs it at most once per kernel, lazily; the assembler's fill policy, which weighs two or
+three builds of a kernel, reads its measure (:func:`cubin_loads_in_flight`) from the instruction words instead
+where :mod:`.sm90_fields` covers them.  Nothing is cached on disk: the cubin is written to a
 temporary file that is removed after the run.
 """
 from __future__ import annotations

@@ -15,13 +15,8 @@ BF = "*bf16"
 CASES = {   # kernel -> (signature, constexprs, warps): the memory-bound set's shapes of code
     "geglu_bwd": (K.geglu_bwd_kernel, dict(dc_ptr=BF, a_ptr=BF, b_ptr=BF, da_ptr=BF, db_ptr=BF, stride="i32",
                                            n_cols="i32"), dict(BLOCK_SIZE=16384), 16),
-    "log_softmax_bwd": (K.log_softmax_bwd_kernel, dict(dx_ptr="*fp16", dy_ptr="*fp16", y_ptr="*fp16",
-                                                       stride="i32", n_cols="i32"), dict(BLOCK_SIZE=8192), 16),
     "transpose": (K.transpose_kernel, dict(x_ptr="*fp32", y_ptr="*fp32", M="i32", N="i32", stride_xm="i32",
                                            stride_ym="i32"), dict(BLOCK_M=64, BLOCK_N=64), 4),
-    "rms_norm_bwd": (K.rms_norm_bwd_kernel, dict(dy_ptr=BF, x_ptr=BF, w_ptr=BF, rstd_ptr="*fp32", dx_ptr=BF,
-                                                 dw_ptr="*fp32", stride="i32", n_rows="i32", n_cols="i32",
-                                                 rows_per_program="i32"), dict(BLOCK_SIZE=4096), 8),
 }
 
 

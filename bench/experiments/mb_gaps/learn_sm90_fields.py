@@ -41,7 +41,8 @@ def _instances(paths):
     for p in paths:
         cubin = open(p, "rb").read()
         e = _Elf(cubin)
-        if (e.elf["e_flags"] >> 8) & 0xFF != 90:
+        flags, abi = e.elf["e_flags"], e.elf["e_ident"]["EI_ABIVERSION"]
+        if ((flags >> 8) & 0xFF if abi >= 8 else flags & 0xFF) != 90:   # as sm90_fields.decode_sm90 reads it
             continue
         for i in parse_sass(disassemble(cubin, line_info=False)):
             lo, hi = struct.unpack_from("<QQ", e.by_name[f".text.{i.function}"].data(), i.pc)
