@@ -7,7 +7,9 @@ carried forward to the following instructions of the same function).
 Why the text and not ``nvdisasm -json``: nvdisasm 13.2's JSON output carries opcode and operands but no source
 lines, with or without ``-g``/``-gi`` (checked), so a JSON run would still need a second run or the
 ``.debug_line`` decoder for lines.  nvdisasm costs ~0.2-0.25 s per call whatever the cubin size (its own start-up),
-so the backend runs it at most once per kernel, lazily.  Nothing is cached on disk: the cubin is written to a
+so the backend runs it at most once per kernel, lazily; the assembler's fill policy, which weighs two or
+three builds of a kernel, reads its measure (:func:`cubin_loads_in_flight`) from the instruction words instead
+where :mod:`.sm90_fields` covers them.  Nothing is cached on disk: the cubin is written to a
 temporary file that is removed after the run.
 """
 from __future__ import annotations
@@ -18,10 +20,11 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import List, Optional, Tuple
+from typing import Iterable, List, Optional, Tuple
 
 __all__ = ["Instr", "nvdisasm_path", "disassemble", "parse_sass", "instructions", "disassemble_with_instructions",
-           "DisassemblyError"]
+           "DisassemblyError", "mean_loads_in_flight", "cubin_loads_in_flight", "encoded_loads_in_flight",
+           "loads_in_flight"]
 
 
 class DisassemblyError(RuntimeError):
@@ -143,19 +146,51 @@ _REG = re.compile(r"\bR(\d+)\b")
 _NO_DEST = ("ST", "RED", "BAR", "BRA", "EXIT", "RET", "CALL", "SYNCS", "MEMBAR", "ISETP", "FSETP")
 
 
-def mean_loads_in_flight(instrs: List[Instr]) -> float:
-    """Global loads a thread has issued and not yet read, averaged over the program's instructions (a load
-    counts from its issue to the first instruction that reads one of its registers): how much of the program
-    runs with memory requests outstanding, in program order (not cycles)."""
+def loads_in_flight(ops: Iterable[Tuple[bool, int, List[int], bool]]) -> float:
+    """The measure of :func:`mean_loads_in_flight` over ``(is_global_load, width, registers, first_is_read)`` per
+    instruction in program order: ``registers`` are the ``R<n>`` operands as printed (RZ left out), the first one
+    written unless ``first_is_read``; a load's ``width`` is how many registers from its first it writes."""
     pending, total, n = {}, 0, 0
-    for i in instrs:
-        regs = [int(r) for r in _REG.findall(i.operands)]
-        sources = set(regs if i.opcode.startswith(_NO_DEST) else regs[1:])
+    for is_load, width, regs, first_is_read in ops:
+        sources = set(regs if first_is_read else regs[1:])
         for k in [k for k, rs in pending.items() if rs & sources]:
             del pending[k]
-        if i.opcode.startswith("LDG") and regs:
-            width = 4 if ".128" in i.opcode else 2 if ".64" in i.opcode else 1
+        if is_load and regs:
             pending[n] = set(range(regs[0], regs[0] + width))
         total += len(pending)
         n += 1
     return round(total / n, 2) if n else 0.0
+
+
+def _text_ops(instrs: Iterable[Instr]):
+    for i in instrs:
+        load = i.opcode.startswith("LDG")
+        regs = [int(r) for r in _REG.findall(i.operands)]
+        width = (4 if ".128" in i.opcode else 2 if ".64" in i.opcode else 1) if load and regs else 1
+        yield load, width, regs, i.opcode.startswith(_NO_DEST)
+
+
+def mean_loads_in_flight(instrs: List[Instr]) -> float:
+    """Global loads a thread has issued and not yet read, averaged over the program's instructions (a load
+    counts from its issue to the first instruction that reads one of its registers): how much of the program
+    runs with memory requests outstanding, in program order (not cycles)."""
+    return loads_in_flight(_text_ops(instrs))
+
+
+def encoded_loads_in_flight(cubin: bytes) -> Optional[float]:
+    """:func:`mean_loads_in_flight` of the whole cubin read from its instruction words (:mod:`.sm90_fields`, no
+    process), or None where that decoder gives up (another arch, a form its table does not hold)."""
+    from .sm90_fields import decode_sm90
+    try:
+        ops = decode_sm90(cubin, _NO_DEST)
+    except Exception:   # not a cubin that reader understands: let nvdisasm say
+        return None
+    return None if ops is None else loads_in_flight(ops)
+
+
+def cubin_loads_in_flight(cubin: bytes) -> float:
+    """:func:`mean_loads_in_flight` over every function of ``cubin``: from the instruction encodings where
+    :func:`encoded_loads_in_flight` answers, else from nvdisasm's text (raises :class:`DisassemblyError` without
+    nvdisasm)."""
+    fast = encoded_loads_in_flight(cubin)
+    return fast if fast is not None else mean_loads_in_flight(instructions(cubin))

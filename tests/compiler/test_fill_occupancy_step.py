@@ -232,3 +232,56 @@ def test_mean_loads_in_flight_counts_from_issue_to_first_read():
             Instr(64, "STG.E", "desc[UR4][R2.64], R13", "")]
     # in flight after each instruction: 1, 2, 1 (R4 read), 0 (R8 read), 0
     assert mean_loads_in_flight(prog) == round(4 / 5, 2)
+
+
+@pytest.mark.parametrize("regs,threads,shared,down", [
+    (40, 512, 0, 32),      # 16 warps: three blocks at 40, four at 32
+    (36, 512, 0, 32),
+    (70, 512, 0, 64),      # one block at 70, two at 64
+    (104, 512, 0, 64),
+    (42, 128, 0, 40),      # 10 blocks of 4 warps at 48 (42 rounds up), 12 at 40
+    (32, 512, 0, None),    # four 16-warp blocks: the thread limit, no more blocks at fewer registers
+    (26, 128, 0, None),    # 16 blocks of 4 warps: the thread limit
+    (40, 128, 100 * 1024, None)])   # shared memory holds it at two blocks
+def test_step_down_ceiling(regs, threads, shared, down):
+    assert P.step_down_ceiling(regs, threads, shared, L) == down
+    if down is not None:
+        assert P.blocks_per_sm(down, threads, shared, L) > P.blocks_per_sm(regs, threads, shared, L)
+        assert P.blocks_per_sm(down + 8, threads, shared, L) == P.blocks_per_sm(regs, threads, shared, L)
+
+
+SOFTMAX_SIG = dict(output_ptr="*fp32", input_ptr="*fp32", input_row_stride="i32", output_row_stride="i32",
+                   n_rows="i32", n_cols="i32")
+
+
+def _softmax_4096():
+    # bench_kernels' softmax 4096x4096 fp32: a grid-stride row loop (num_stages=2: the next row's loads prefetched)
+    from examples.kernels import softmax as SM
+    return kernelc.compile(SM.softmax_kernel, SOFTMAX_SIG, dict(BLOCK_SIZE=4096, num_stages=2), target="sm_90a",
+                           num_warps=16, num_stages=2, divisibility={k: 16 for k in SOFTMAX_SIG})
+
+
+def test_the_loads_policy_takes_one_step_down_where_it_keeps_more_loads(monkeypatch):
+    # unbounded 40 registers (3 blocks of 16 warps); at a ceiling of 32 ptxas keeps the same loads in flight a
+    # thread without spilling, and 4 blocks fit (Triton's count): 528 programs all resident at once
+    monkeypatch.setenv("KERNELC_FILL_POLICY", "loads")
+    monkeypatch.setenv("KERNELC_FILL_STEP_DOWN", "0")
+    before = _softmax_4096()
+    monkeypatch.delenv("KERNELC_FILL_STEP_DOWN")
+    down = _softmax_4096()
+    assert down.asm["ptx"] == before.asm["ptx"]
+    assert before.n_regs > 32 and P.blocks_per_sm(before.n_regs, 512, before.shared, L) == 3
+    assert down.n_regs <= 32 and P.blocks_per_sm(down.n_regs, 512, down.shared, L) == 4
+    assert down.n_spills == 0 and down.local_bytes == 0
+    assert "softmax_kernel one occupancy step down (at most 32 registers)" in down.artifacts.ptxas_log
+    assert "kernelc:" not in before.artifacts.ptxas_log
+    assert _per_sm(down, 512) > _per_sm(before, 512)
+
+
+def test_no_step_down_where_it_spills(monkeypatch):
+    # log-softmax backward row (8192 fp16, 16 warps): 39 registers; at 32 ptxas spills, so the build stays
+    monkeypatch.setenv("KERNELC_FILL_POLICY", "loads")
+    sig = dict(dx_ptr="*fp16", dy_ptr="*fp16", y_ptr="*fp16", stride="i32", n_cols="i32")
+    ck = kernelc.compile(K.log_softmax_bwd_kernel, sig, dict(BLOCK_SIZE=8192), target="sm_90a", num_warps=16,
+                         divisibility={k: 16 for k in sig})
+    assert ck.n_regs > 32 and ck.local_bytes == 0 and "step down" not in ck.artifacts.ptxas_log

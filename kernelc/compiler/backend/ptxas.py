@@ -260,7 +260,8 @@ def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequen
             if fill_step:
                 filled = _fill_step(free, unbounded, bounds, target, opt_level, extra, name)
                 if get("KERNELC_FILL_POLICY") == "loads":
-                    return _more_loads_in_flight(filled, data, bounds, target, opt_level, extra, name)
+                    return _more_loads_in_flight(filled, data, bounds, target, opt_level, extra, name,
+                                                 unbounded if get("KERNELC_FILL_STEP_DOWN") else None)
                 return filled
             return free
         res = _nvjitlink_cubin(data, target, opt_level, extra, name)
@@ -426,50 +427,84 @@ def _fill_step(free: CubinResult, data: bytes, bounds: Dict[str, int], target, o
 
 def loads_in_flight_per_sm(res: CubinResult, entry: str, threads: int, limits) -> Optional[float]:
     """Resident warps per SM x the global loads a thread has in flight (``cubintools.sass.mean_loads_in_flight``
-    over the entry's SASS): the memory requests an SM keeps outstanding, which a memory-bound kernel's
-    bandwidth follows (Little's law). None where the build spills or its SASS cannot be read (no nvdisasm)."""
+    over the cubin's SASS): the memory requests an SM keeps outstanding, which a memory-bound kernel's
+    bandwidth follows (Little's law). None where the build spills or its SASS cannot be read.
+
+    The SASS is read from the instruction encodings (``cubintools.sm90_fields``, no process) where the table
+    there covers every instruction, else disassembled with nvdisasm (~0.4 s)."""
     r = res.resources.get(entry)
     if r is None or r.spills:
         return None
     try:
-        from cubintools.sass import instructions, mean_loads_in_flight
-        ins = instructions(res.cubin)
+        from cubintools.sass import cubin_loads_in_flight
+        per_thread = cubin_loads_in_flight(res.cubin)
     except Exception:  # no disassembler here: the policy has nothing to weigh
         return None
     warps = -(-threads // limits.warp_size)
-    return blocks_per_sm(r.registers, threads, r.shared, limits) * warps * mean_loads_in_flight(ins)
+    return blocks_per_sm(r.registers, threads, r.shared, limits) * warps * per_thread
 
 
-def _more_loads_in_flight(chosen: CubinResult, data: bytes, bounds: Dict[str, int], target, opt_level, extra, name):
-    """``chosen`` (the unbounded or filled build) or the launch bound's build, whichever keeps more global loads in
-    flight per SM (:func:`loads_in_flight_per_sm`; KERNELC_FILL_POLICY=loads).
+def step_down_ceiling(registers: int, threads: int, shared: int, limits) -> Optional[int]:
+    """The most registers (a multiple of 8, at least 16) at which one more block of this kernel fits an SM than at
+    ``registers``; None where registers do not decide the blocks (threads or shared memory do) or none fits."""
+    now = blocks_per_sm(registers, threads, shared, limits)
+    if now == 0:
+        return None
+    for r in range(registers - registers % 8, 15, -8):
+        if r < registers and blocks_per_sm(r, threads, shared, limits) > now:
+            return r
+    return None
+
+
+def _more_loads_in_flight(chosen: CubinResult, data: bytes, bounds: Dict[str, int], target, opt_level, extra, name,
+                          unbounded: Optional[bytes] = None):
+    """``chosen`` (the unbounded or filled build), the launch bound's build or, given the ``unbounded`` PTX
+    (KERNELC_FILL_STEP_DOWN), the build one occupancy step down, whichever keeps the most global loads in flight
+    per SM (:func:`loads_in_flight_per_sm`; KERNELC_FILL_POLICY=loads; a tie keeps the earlier).
 
     With its ceiling at 65536 / threads, relocatable ptxas spends registers on issuing a row's loads early; without
-    it, it issues them next to their use. More registers can cost a block per SM, so the two builds are weighed by
+    it, it issues them next to their use. More registers can cost a block per SM, so the builds are weighed by
     what both change: a layer-norm forward row (8192 fp16, 8 warps) unbounded has 64 registers, 4 blocks and 0.9
     loads in flight (29 per SM), bounded 80 registers, 3 blocks and 1.8 (43 per SM), and the bounded build measured
-    1.21x Triton against 0.98x (H100, 2026-11-27, docs/performance.md)."""
+    1.21x Triton against 0.98x (H100, 2026-11-27, docs/performance.md). The other way, a softmax row (4096 fp32,
+    16 warps, a grid-stride loop) has 40 registers and 3 blocks unbounded, 32 registers and 4 blocks one step down,
+    with the same 1.3 loads in flight a thread."""
     one = _one_entry(chosen, bounds, target)
     if one is None or one[2] is None:
         return chosen
     entry, threads, r, limits = one
+    now_blocks = blocks_per_sm(r.registers, threads, r.shared, limits)
+    builds = [(chosen, r, "")]
     bound = _nvjitlink_cubin(data, target, opt_level, extra, name)
     b = bound.resources.get(entry)
-    if b is None or b.registers == r.registers or b.stack_frame > r.stack_frame:
+    # one block per SM where there were more: between two blocks (a row kernel's rows) the SM has no load in flight
+    # at all, which the loads within a block do not show (geglu fwd: 93 registers and one 16-warp block measured
+    # 0.87x Triton against 1.05x at 36 registers and three, H200 2026-11-27)
+    if b is not None and b.registers != r.registers and b.stack_frame <= r.stack_frame and \
+            blocks_per_sm(b.registers, threads, b.shared, limits) >= min(2, now_blocks):
+        builds.append((bound, b, "with its launch bound"))
+    cap = step_down_ceiling(r.registers, threads, r.shared, limits) if unbounded is not None else None
+    if cap is not None:
+        down = _nvjitlink_cubin(unbounded, target, opt_level, (*extra, f"-maxrregcount={cap}"), name)
+        d = down.resources.get(entry)
+        if d is not None and not d.spills and d.stack_frame <= r.stack_frame and \
+                blocks_per_sm(d.registers, threads, d.shared, limits) > now_blocks:
+            builds.append((down, d, f"one occupancy step down (at most {cap} registers)"))
+    if len(builds) == 1:
         return chosen
-    if blocks_per_sm(b.registers, threads, b.shared, limits) < min(2, blocks_per_sm(r.registers, threads, r.shared, limits)):
-        # one block per SM where there were more: between two blocks (a row kernel's rows) the SM has no load in
-        # flight at all, which the loads within a block do not show (geglu fwd: 93 registers and one 16-warp block
-        # measured 0.87x Triton against 1.05x at 36 registers and three, H200 2026-11-27)
+    # side by side where a build needs nvdisasm (~0.4 s a process on a 2-core CPU)
+    with ThreadPoolExecutor(len(builds)) as pool:
+        per_sm = list(pool.map(lambda bld: loads_in_flight_per_sm(bld[0], entry, threads, limits), builds))
+    if any(v is None for v in per_sm):
         return chosen
-    # the two disassemblies (one nvdisasm process each, ~0.5 s on a 2-core CPU) run side by side
-    with ThreadPoolExecutor(2) as pool:
-        now, alt = pool.map(lambda res: loads_in_flight_per_sm(res, entry, threads, limits), (chosen, bound))
-    if now is None or alt is None or alt <= now:
+    best = max(range(len(builds)), key=lambda i: (per_sm[i], -i))
+    if best == 0:
         return chosen
-    bound.info_log = (f"kernelc: {entry} with its launch bound: {b.registers} registers and {alt:.0f} loads in flight "
-                      f"per SM, against {r.registers} and {now:.0f}\n") + bound.info_log
-    return bound
+    res, f, how = builds[best]
+    res.info_log = (f"kernelc: {entry} {how}: {f.registers} registers, "
+                    f"{blocks_per_sm(f.registers, threads, f.shared, limits)} blocks and {per_sm[best]:.0f} loads in "
+                    f"flight per SM, against {r.registers}, {now_blocks} and {per_sm[0]:.0f}\n") + res.info_log
+    return res
 
 
 def _misfits(res: CubinResult, bounds: Dict[str, int], target) -> List[tuple]:
