@@ -26,6 +26,7 @@ from .passes.tma_stores import defer_tma_store_waits
 from .passes.dot_acc import fold_dot_accumulate
 from .passes.fp8_dot import upcast_fp8_dots
 from .passes.hints import anchor_hints
+from .passes.exp2_poly import mark_exp2_poly
 from .passes.fp_contract import mark_exp2_ftz, mark_fp_contraction, mark_positive_nan_casts
 from .passes.layout_assign import assign_layouts
 from .passes.hoist_conversions import hoist_conversions
@@ -227,6 +228,8 @@ TILE_PASSES = (
     TilePass("mark_exp2_ftz", lambda f, c: mark_exp2_ftz(f, exp2_ftz_enabled())),
     # fp8 casts of exp2 results skip the NaN-sign fix-up (a canonical NaN is positive)
     TilePass("mark_positive_nan_casts", lambda f, c: mark_positive_nan_casts(f)),
+    # a softmax exp2 that only feeds fp8 and sums: a fraction of it on the FMA pipe (KERNELC_EXP2_POLY)
+    TilePass("mark_exp2_poly", lambda f, c: mark_exp2_poly(f, *exp2_poly_setting())),
     # a kernel without dots gets the registers of its occupancy step from the assembler (passes/register_budget.py)
     TilePass("mark_register_budget", lambda f, c: mark_register_budget(f, fill_occupancy_step_enabled())),
     # fp32 adds nobody reads the result of, over contiguous addresses: sm_90 vector red (vec=N)
@@ -298,6 +301,13 @@ def exp2_ftz_enabled() -> bool:
     """fp32 exp2 as ex2.approx.ftz (Triton's); KERNELC_EXP2_FTZ=0 keeps subnormal results."""
     from ..options import get
     return get("KERNELC_EXP2_FTZ")
+
+
+def exp2_poly_setting():
+    """(fraction, degree) of KERNELC_EXP2_POLY / KERNELC_EXP2_POLY_DEGREE: how much of a softmax exp2 feeding
+    fp8 runs as a polynomial on the FMA pipe (passes/exp2_poly.py)."""
+    from ..options import get
+    return get("KERNELC_EXP2_POLY"), int(get("KERNELC_EXP2_POLY_DEGREE"))
 
 
 def pipeline_loads_enabled() -> bool:

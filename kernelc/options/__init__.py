@@ -67,6 +67,10 @@ def _choice(*pairs):
     return tuple((v, tuple(s)) for v, s in pairs)
 
 
+#: KERNELC_EXP2_POLY's values: the share of elements whose exp2 runs on the FMA pipe
+EXP2_POLY_FRACTIONS = ("0", "1/8", "1/4", "3/8", "1/2", "3/4", "1")
+
+
 KNOBS: Tuple[Knob, ...] = (
     # -- runtime ------------------------------------------------------------------------------
     Knob("KERNELC_INTERPRET", "bool", False, "run every kernel in the CPU interpreter"),
@@ -148,6 +152,15 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_EXP2_FTZ", "bool", True,
          "fp32 exp2 flushes subnormal results to zero (ex2.approx.ftz, as Triton's tl.math.exp2): one MUFU.EX2 "
          "instead of MUFU plus a range test and two multiplies", compile=True, field="exp2_ftz"),
+    Knob("KERNELC_EXP2_POLY", "choice", "0",
+         "the fraction of a softmax exp2's elements computed on the FMA pipe (Cody-Waite range reduction, a polynomial, "
+         "the exponent added as an integer) instead of MUFU.EX2, where the result only feeds fp8 casts and fp32 sums and "
+         "the argument is a difference against a row maximum (fp8 attention's P; passes/exp2_poly.py): 0 (all on "
+         "MUFU), 1/8, 1/4, 3/8, 1/2, 3/4, 1",
+         _choice(*((v, (v,)) for v in EXP2_POLY_FRACTIONS)), compile=True, field="exp2_poly"),
+    Knob("KERNELC_EXP2_POLY_DEGREE", "choice", "3",
+         "degree of KERNELC_EXP2_POLY's polynomial: 3 (relative error < 2^-13, 3 FFMA) or 2 (< 2^-8.9, 2 FFMA)",
+         _choice(("2", ("2",)), ("3", ("3",))), compile=True, field="exp2_poly_degree"),
     Knob("KERNELC_WGMMA_PIN_WAITS", "bool", True,
          "keep a deferred wgmma wait where the IR puts it, past the work before it (ptxas would move it up)",
          compile=True, field="wgmma_pin_waits"),
@@ -249,6 +262,8 @@ class CompileOptions:
     bulk_reduce_stages: str = "2"
     tma_write_guard: str = "reduce"
     exp2_ftz: bool = True
+    exp2_poly: str = "0"
+    exp2_poly_degree: str = "3"
     smem_reuse: bool = True
     ring_views: bool = True
     prefetch_dot_loops: bool = False
