@@ -257,6 +257,8 @@ FWD_VARIANTS = {
     # 3 unless _d2; passes/exp2_poly.py, docs/attention.md "fp8: exponentials on two pipes")
     **{f"fp8_fa3_poly{a}{b}": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_EXP2_POLY": f"{a}/{b}"}, {},
                                "attention_fp8") for a, b in ((1, 8), (1, 4), (3, 8), (1, 2))},
+    # P carried across the back edge in register order, as before KERNELC_FP8_CARRY_WORDS (main's code until then)
+    "fp8_fa3_regwords": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_FP8_CARRY_WORDS": "0"}, {}, "attention_fp8"),
     "fp8_fa3_poly14_d2": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_EXP2_POLY": "1/4",
                                                                    "KERNELC_EXP2_POLY_DEGREE": "2"}, {}, "attention_fp8"),
 }

@@ -36,7 +36,7 @@ from .passes.register_budget import mark_register_budget
 from .passes.staged_operands import share_staged_operands
 from .passes.hoist_descriptors import hoist_descriptors
 from .passes.lower_descriptors import lower_descriptors
-from .passes.narrow_carries import narrow_loop_carries
+from .passes.narrow_carries import mark_fp8_carry_words, narrow_loop_carries
 from .abi import flat_divisibility
 from .passes.cp_async_rings import expand_cp_async_rings
 from .passes.tma_rings import expand_tma_rings
@@ -230,6 +230,8 @@ TILE_PASSES = (
     TilePass("mark_positive_nan_casts", lambda f, c: mark_positive_nan_casts(f)),
     # a softmax exp2 that only feeds fp8 and sums: a fraction of it on the FMA pipe (KERNELC_EXP2_POLY)
     TilePass("mark_exp2_poly", lambda f, c: mark_exp2_poly(f, *exp2_poly_setting())),
+    # a loop-carried fp8 tile crosses the back edge in the words the fp8 wgmma A operand takes (KERNELC_FP8_CARRY_WORDS)
+    TilePass("mark_fp8_carry_words", lambda f, c: mark_fp8_carry_words(f, fp8_carry_words_enabled())),
     # a kernel without dots gets the registers of its occupancy step from the assembler (passes/register_budget.py)
     TilePass("mark_register_budget", lambda f, c: mark_register_budget(f, fill_occupancy_step_enabled())),
     # fp32 adds nobody reads the result of, over contiguous addresses: sm_90 vector red (vec=N)
@@ -301,6 +303,12 @@ def exp2_ftz_enabled() -> bool:
     """fp32 exp2 as ex2.approx.ftz (Triton's); KERNELC_EXP2_FTZ=0 keeps subnormal results."""
     from ..options import get
     return get("KERNELC_EXP2_FTZ")
+
+
+def fp8_carry_words_enabled() -> bool:
+    """KERNELC_FP8_CARRY_WORDS: loop-carried 8-bit tiles grouped into the fp8 wgmma A fragment's words."""
+    from ..options import get
+    return get("KERNELC_FP8_CARRY_WORDS")
 
 
 def exp2_poly_setting():

@@ -161,6 +161,10 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_EXP2_POLY_DEGREE", "choice", "3",
          "degree of KERNELC_EXP2_POLY's polynomial: 3 (relative error < 2^-13, 3 FFMA) or 2 (< 2^-8.9, 2 FFMA)",
          _choice(("2", ("2",)), ("3", ("3",))), compile=True, field="exp2_poly_degree"),
+    Knob("KERNELC_FP8_CARRY_WORDS", "bool", True,
+         "a loop-carried 8-bit tile in an MMA accumulator layout crosses the back edge in the words the fp8 wgmma A "
+         "fragment shuffle reads (FA3-order fp8 attention's P: 16 fewer byte permutes a key block); off: in "
+         "register order", compile=True, field="fp8_carry_words"),
     Knob("KERNELC_WGMMA_PIN_WAITS", "bool", True,
          "keep a deferred wgmma wait where the IR puts it, past the work before it (ptxas would move it up)",
          compile=True, field="wgmma_pin_waits"),
@@ -264,6 +268,7 @@ class CompileOptions:
     exp2_ftz: bool = True
     exp2_poly: str = "0"
     exp2_poly_degree: str = "3"
+    fp8_carry_words: bool = True
     smem_reuse: bool = True
     ring_views: bool = True
     prefetch_dot_loops: bool = False

@@ -159,7 +159,7 @@ def _dims(is_a: bool, trans: bool) -> Tuple[int, int]:
     return (0, 1) if trans else (1, 0)
 
 
-def _a_from_registers(lw: Lowering, a_v, L: Layout, M: int, K: int, wgmma: bool = True):
+def _a_from_registers(lw: Lowering, a_v, L: Layout, M: int, K: int, wgmma: bool = True, a8_words: bool = False):
     """A-operand fragments straight from registers when A lives in the accumulator layout of a
     previous dot with the same warps along M (attention's P): no shared-memory round trip. 16-bit A
     fragments are the accumulator's registers as they are; 8-bit ones (wgmma only) are not
@@ -175,7 +175,7 @@ def _a_from_registers(lw: Lowering, a_v, L: Layout, M: int, K: int, wgmma: bool 
     if t.layout != mma_v2((M, K), (wm, 1)):
         return None
     if elt.itemsize == 1:
-        return _a8_from_registers(lw, t, M, K, wm)
+        return _a8_from_registers(lw, t, M, K, wm, a8_words)
     e = lw.e
     ty = llty(elt)
     nbits_n = (max(1, K // 8) - 1).bit_length()
@@ -196,7 +196,23 @@ def _a_from_registers(lw: Lowering, a_v, L: Layout, M: int, K: int, wgmma: bool 
     return frags
 
 
-def _a8_from_registers(lw: Lowering, t, M: int, K: int, wm: int):
+def a8_fragment_order(M: int, K: int, wm: int) -> List[int]:
+    """A thread's registers of an 8-bit ``[M, K]`` tile in the accumulator layout ``mma_v2((M, K), (wm, 1))``,
+    grouped four by four into the words :func:`_a8_from_registers` shuffles: per row block, 32-column step and
+    row (g, g + 8), the bytes of 8-column blocks 0 and 2, then of blocks 1 and 3 (two columns each). A
+    loop-carried fp8 tile crosses the back edge in these words (``codegen/control.py``), so the words the
+    shuffle needs are the phis themselves."""
+    nbits_n = (max(1, K // 8) - 1).bit_length()
+    order = []
+    for i in range(max(1, M // (16 * wm))):
+        for kk in range(K // 32):
+            for h in (0, 1):
+                for a, b in ((0, 2), (1, 3)):
+                    order += [c | ((4 * kk + n) << 2) | (i << (2 + nbits_n)) for n in (a, b) for c in (2 * h, 2 * h + 1)]
+    return order
+
+
+def _a8_from_registers(lw: Lowering, t, M: int, K: int, wm: int, a8_words: bool = False):
     """fp8 A fragments (k32 per step) from a tile in the fp32 accumulator layout, by a shuffle within each
     quad of lanes. A thread q of a quad holds, per row and 8-column block n, columns 2q and 2q+1 (bytes
     ``B_n``); the A fragment wants columns 4q..4q+3 (register 0) and 16+4q..16+4q+3 (register 2) of each
@@ -205,7 +221,6 @@ def _a8_from_registers(lw: Lowering, t, M: int, K: int, wm: int):
     q reads lane 2(q%2) + q//2, then that lane ^ 1), and one byte permute per register puts the halves in
     column order: 2 SHFL, 2 SEL and 2 PRMT per row and step, as Triton does (docs/attention.md, fp8)."""
     e = lw.e
-    nbits_n = (max(1, K // 8) - 1).bit_length()
     reps_m = max(1, M // (16 * wm))
     q = e.val(f"and i32 {lw.lane}, 3")
     bit0 = e.val(f"and i32 {lw.lane}, 1")
@@ -234,17 +249,28 @@ def _a8_from_registers(lw: Lowering, t, M: int, K: int, wm: int):
         return e.asm("i32", "prmt.b32 $0, $1, $2, $3;", "=r,r,r,r", [("i32", a), ("i32", b), ("i32", sel)],
                      side_effects=False)
 
+    if a8_words:
+        # (blocks 0, 2) and (blocks 1, 3) of each row and step as words straight from the bytes: a loop-carried
+        # P already is these words (passes/narrow_carries.py: mark_fp8_carry_words), so they fold away
+        order = a8_fragment_order(M, K, wm)
+        words = [word([t.regs[j] for j in order[w:w + 4]]) for w in range(0, len(order), 4)]
+    else:
+        # the four bytes of each 8-column block as one word (a P carried in register order already is one, so
+        # these fold away), each pair of halves one byte permute
+        nbits_n = (max(1, K // 8) - 1).bit_length()
+        words = []
+        for i in range(reps_m):
+            r = lambda n, c: t.regs[c | (n << 2) | (i << (2 + nbits_n))]  # noqa: E731
+            for kk in range(K // 32):
+                w = [word([r(4 * kk + j, c) for c in range(4)]) for j in range(4)]
+                for sel in (0x5410, 0x7632):  # the low / high halves of two words: rows g, g + 8
+                    words += [prmt(w[0], w[2], str(sel)), prmt(w[1], w[3], str(sel))]
     frags = {}
     for i in range(reps_m):
-        r = lambda n, c: t.regs[c | (n << 2) | (i << (2 + nbits_n))]  # noqa: E731
         for kk in range(K // 32):
             regs = {}
-            # the four bytes of each 8-column block as one word: a loop-carried P already is one
-            # (codegen/control.py), so these fold away and each pair of halves is one byte permute
-            w = [word([r(4 * kk + j, c) for c in range(4)]) for j in range(4)]
             for h in (0, 1):  # row g (registers 0, 2), row g + 8 (registers 1, 3)
-                sel = 0x5410 if h == 0 else 0x7632  # the low / high halves of two words
-                p02, p13 = prmt(w[0], w[2], str(sel)), prmt(w[1], w[3], str(sel))
+                p02, p13 = words[4 * (i * (K // 32) + kk) + 2 * h: 4 * (i * (K // 32) + kk) + 2 * h + 2]
                 x = shfl(e.val(f"select i1 {odd}, i32 {p13}, i32 {p02}"), src_x)
                 y = shfl(e.val(f"select i1 {odd}, i32 {p02}, i32 {p13}"), src_y)
                 regs[h], regs[2 + h] = prmt(x, y, sel_lo), prmt(x, y, sel_hi)
@@ -298,7 +324,7 @@ def mma_dot(lw: Lowering, op, L: Layout, report: Optional[dict] = None):
         staged[idx] = (sm, trans)
     use_wgmma = id(op) in lw.plan.wgmma
     if 0 not in staged:
-        a_regs = _a_from_registers(lw, a_v, L, M, K, use_wgmma)
+        a_regs = _a_from_registers(lw, a_v, L, M, K, use_wgmma, op.attrs.get("a_words") == "a8")
     c_t = lw.tiles.get(c_v.id)
     if c_t is not None and c_t.layout != L:
         # convert the accumulator before staging: the conversion goes through the same scratch

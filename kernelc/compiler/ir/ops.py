@@ -123,7 +123,7 @@ for op in [
               "out-of-bounds elements are not touched", optional_attrs=("tma",)),
     OpDef("dot", (3, 4), ("input_precision",), category="dot",
           doc="a @ b + acc; a 4th operand use_acc (scalar i1, passes/flatten_loops.py): a @ b + (use_acc ? acc : 0)",
-          optional_attrs=("max_num_imprecise_acc", "fp8_upcast", "wgmma", "wgmma_turns", "pin_wait")),
+          optional_attrs=("max_num_imprecise_acc", "fp8_upcast", "wgmma", "wgmma_turns", "pin_wait", "a_words")),
     OpDef("reduce", (1, -1), ("axis",), results=-1, regions=1, category="reduce",
           doc="combine region (2n scalars -> n); kind names a known combine", optional_attrs=("kind",)),
     OpDef("scan", (1, -1), ("axis", "reverse"), results=-1, regions=1, category="reduce",
@@ -236,7 +236,7 @@ for op in [
     # Structured control flow (compiled code only; the interpreter runs Python control flow).
     OpDef("scf.for", (3, -1), results=-1, regions=1, pure=False, category="control",
           doc="lb, ub, step, inits...; body block args (iv, carried...)",
-          optional_attrs=("num_stages", "unroll", "warp_specialize", "flatten", "pipeline", "ws")),
+          optional_attrs=("num_stages", "unroll", "warp_specialize", "flatten", "pipeline", "ws", "carry_words")),
     OpDef("scf.if", (1, 1), results=-1, regions=2, pure=False, category="control", doc="then/else regions"),
     OpDef("scf.while", (0, -1), results=-1, regions=2, pure=False, category="control",
           doc="before region ends in scf.condition, after region in scf.yield"),
