@@ -249,28 +249,28 @@ def _a8_from_registers(lw: Lowering, t, M: int, K: int, wm: int, a8_words: bool 
         return e.asm("i32", "prmt.b32 $0, $1, $2, $3;", "=r,r,r,r", [("i32", a), ("i32", b), ("i32", sel)],
                      side_effects=False)
 
-    if a8_words:
-        # (blocks 0, 2) and (blocks 1, 3) of each row and step as words straight from the bytes: a loop-carried
-        # P already is these words (passes/narrow_carries.py: mark_fp8_carry_words), so they fold away
-        order = a8_fragment_order(M, K, wm)
-        words = [word([t.regs[j] for j in order[w:w + 4]]) for w in range(0, len(order), 4)]
-    else:
-        # the four bytes of each 8-column block as one word (a P carried in register order already is one, so
-        # these fold away), each pair of halves one byte permute
-        nbits_n = (max(1, K // 8) - 1).bit_length()
-        words = []
-        for i in range(reps_m):
-            r = lambda n, c: t.regs[c | (n << 2) | (i << (2 + nbits_n))]  # noqa: E731
-            for kk in range(K // 32):
-                w = [word([r(4 * kk + j, c) for c in range(4)]) for j in range(4)]
-                for sel in (0x5410, 0x7632):  # the low / high halves of two words: rows g, g + 8
-                    words += [prmt(w[0], w[2], str(sel)), prmt(w[1], w[3], str(sel))]
+    order = a8_fragment_order(M, K, wm) if a8_words else None
+    nbits_n = (max(1, K // 8) - 1).bit_length()
     frags = {}
     for i in range(reps_m):
+        r = lambda n, c: t.regs[c | (n << 2) | (i << (2 + nbits_n))]  # noqa: E731
         for kk in range(K // 32):
             regs = {}
+            if a8_words:
+                # (blocks 0, 2) and (blocks 1, 3) of each row as words straight from the bytes: a loop-carried
+                # P already is these words (passes/narrow_carries.py: mark_fp8_carry_words), so they fold away
+                base = 16 * (i * (K // 32) + kk)
+                words = [word([t.regs[j] for j in order[base + 4 * w:base + 4 * w + 4]]) for w in range(4)]
+            else:
+                # the four bytes of each 8-column block as one word (a P carried in register order already is
+                # one, so these fold away), each pair of halves one byte permute
+                w = [word([r(4 * kk + j, c) for c in range(4)]) for j in range(4)]
             for h in (0, 1):  # row g (registers 0, 2), row g + 8 (registers 1, 3)
-                p02, p13 = words[4 * (i * (K // 32) + kk) + 2 * h: 4 * (i * (K // 32) + kk) + 2 * h + 2]
+                if a8_words:
+                    p02, p13 = words[2 * h], words[2 * h + 1]
+                else:
+                    sel = 0x5410 if h == 0 else 0x7632  # the low / high halves of two words
+                    p02, p13 = prmt(w[0], w[2], str(sel)), prmt(w[1], w[3], str(sel))
                 x = shfl(e.val(f"select i1 {odd}, i32 {p13}, i32 {p02}"), src_x)
                 y = shfl(e.val(f"select i1 {odd}, i32 {p02}, i32 {p13}"), src_y)
                 regs[h], regs[2 + h] = prmt(x, y, sel_lo), prmt(x, y, sel_hi)
