@@ -102,8 +102,17 @@ def _run_lockstep(lines, env):
         elif m2 := re.match(r"select i1 (\S+), i32 (\S+), i32 (\S+)$", rhs):
             c, a, b = m2.groups()
             env[dst] = [get(a, i) if get(c, i) else get(b, i) for i in range(32)]
-        elif m2 := re.match(r"zext i8 (\S+) to i32$", rhs):
-            env[dst] = [get(m2.group(1), i) & 0xFF for i in range(32)]
+        elif m2 := re.match(r"(?:zext|trunc) i\d+ (\S+) to (i\d+)$", rhs):
+            env[dst] = [get(m2.group(1), i) & mask[m2.group(2)] for i in range(32)]
+        elif m2 := re.match(r"bitcast (?:<2 x i16>|i32) (\S+) to (?:<2 x i16>|i32)$", rhs):  # as one 32-bit value
+            env[dst] = list(env[m2.group(1)])
+        elif m2 := re.match(r"insertelement <2 x i16> (\S+), i16 (\S+), i32 ([01])$", rhs):
+            v, x, h = m2.groups()
+            sh = 16 * int(h)
+            env[dst] = [((0 if v == "undef" else get(v, i)) & ~(0xFFFF << sh) | (get(x, i) & 0xFFFF) << sh) & 0xFFFFFFFF
+                        for i in range(32)]
+        elif m2 := re.match(r"extractelement <2 x i16> (\S+), i32 ([01])$", rhs):
+            env[dst] = [get(m2.group(1), i) >> (16 * int(m2.group(2))) & 0xFFFF for i in range(32)]
         elif m2 := re.match(r"call i32 @llvm\.nvvm\.shfl\.sync\.idx\.i32\(i32 -1, i32 (\S+), i32 (\S+), i32 31\)$", rhs):
             v, src = m2.groups()
             env[dst] = [get(v, get(src, i) & 31) for i in range(32)]
@@ -223,19 +232,19 @@ def test_carry_word_order_groups_the_shuffles_words(M, K, wm):
         c = [order[4 * w + b] & 3 for b in range(4)]
         assert n[0] == n[1] and n[2] == n[3] == n[0] + 2 and n[0] % 4 in (0, 1)
         assert c in ([0, 1, 0, 1], [2, 3, 2, 3])
-    e = Emitter("t", "t.py", 1)
-    regs = [f"%b{r}" for r in range(L.num_regs)]
-    env = {f"%b{r}": [(r * 7 + lane) & 0xFF for lane in range(32)] for r in range(L.num_regs)}
-    lw = types.SimpleNamespace(e=e)
-    ty, words = control._packed(lw, "i8", regs, order)
-    back = control._unpacked(lw, words, order)
-    lines = [ln.replace("trunc i32", "and i32").replace(" to i8", ", 255") for ln in e.body]
-    _run_lockstep(lines, env)
-    assert ty == "i32" and len(words) == L.num_regs // 4
-    for w, name in enumerate(words):
-        assert [list(env[name][lane].to_bytes(4, "little")) for lane in range(32)] == \
-            [[env[regs[order[4 * w + b]]][lane] for b in range(4)] for lane in range(32)]
-    assert all(env[b] == env[r] for b, r in zip(back, regs))
+    for pairs in (False, True):  # i32 shifts (register order, knob off) / <2 x i16> halves (the mark's words)
+        e = Emitter("t", "t.py", 1)
+        regs = [f"%b{r}" for r in range(L.num_regs)]
+        env = {f"%b{r}": [(r * 7 + lane) & 0xFF for lane in range(32)] for r in range(L.num_regs)}
+        lw = types.SimpleNamespace(e=e)
+        ty, words = control._packed(lw, "i8", regs, order, pairs)
+        back = control._unpacked(lw, words, order, pairs)
+        _run_lockstep(e.body, env)
+        assert ty == "i32" and len(words) == L.num_regs // 4
+        for w, name in enumerate(words):
+            assert [list(env[name][lane].to_bytes(4, "little")) for lane in range(32)] == \
+                [[env[regs[order[4 * w + b]]][lane] for b in range(4)] for lane in range(32)]
+        assert all(env[b] == env[r] for b, r in zip(back, regs))
 
 
 def test_fp8_carry_words_mark_golden(monkeypatch):
@@ -271,8 +280,9 @@ def test_fp8_carry_words_mark_golden(monkeypatch):
 
 @pytest.mark.parametrize("D,causal", [(128, False), (64, True)])
 def test_fa3_fp8_key_loop_without_the_first_permutes(D, causal, monkeypatch):
-    """P carried in the A fragment's words: 16 fewer PRMT a key block (32 against 48: the F2FP pairs joined into
-    words, the final permute of each shuffled register); the knob off gives the key loop as before."""
+    """P carried in the A fragment's words, each built of two F2FP halves: 32 fewer PRMT a key block (16 against
+    48: only the final permute of each shuffled register; the second F2FP of a word merges into it, as in
+    Triton's fp8 loop); the knob off gives the key loop as before."""
     monkeypatch.setenv("KERNELC_FP8_CARRY_WORDS", "0")
     off = _key_loop(_fa3_fp8(D, causal).asm["sass"])
     monkeypatch.setenv("KERNELC_FP8_CARRY_WORDS", "1")
@@ -280,6 +290,7 @@ def test_fa3_fp8_key_loop_without_the_first_permutes(D, causal, monkeypatch):
     on = _key_loop(ck.asm["sass"])
     count = lambda ops, p: sum(o.startswith(p) for o in ops)  # noqa: E731
     assert ck.n_spills == 0
-    assert count(off, "PRMT") == 48 and count(on, "PRMT") == 32
-    assert len(on) == len(off) - 16
+    assert count(off, "PRMT") == 48 and count(on, "PRMT") == 16
+    assert count(on, "F2FP.SATFINITE.E4M3") == 32 and sum("MERGE_C" in o for o in on) == 32
+    assert len(on) <= len(off) - 30  # D=128: 543 -> 511; D=64 causal: 496 -> 465
     assert count(on, "SHFL.IDX") == 16 and count(on, "SEL") == 16 and count(on, "MUFU.EX2") == 66

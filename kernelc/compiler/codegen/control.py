@@ -36,10 +36,11 @@ def lower_for(lw: Lowering, op):
     carried_args = body.args[1:]
     layouts = [lw.plan.get(a) if lw.is_tile(a) else None for a in carried_args]
     # the byte order of 8-bit carries (passes/narrow_carries.py: mark_fp8_carry_words)
-    orders = [_word_order(L) if op.attrs.get("carry_words") == "a8" else None for L in layouts]
+    words8 = op.attrs.get("carry_words") == "a8"
+    orders = [_word_order(L) if words8 else None for L in layouts]
     init_flat = []
     for v, L, o in zip(inits, layouts, orders):
-        init_flat.append(_packed(lw, *lw.flat(v, L), order=o))
+        init_flat.append(_packed(lw, *lw.flat(v, L), order=o, pairs=words8))
     # 8-bit tiles that cross the back edge as words (_packed)
     packed = [ty == "i32" and llty(scalar_of(v.type)) == "i8" for v, (ty, _) in zip(inits, init_flat)]
     pre = e.cur_label
@@ -74,13 +75,13 @@ def lower_for(lw: Lowering, op):
     lw.push_scope()
     lw.scalars[body.args[0].id] = iv
     for a, L, names, pk, o in zip(carried_args, layouts, carried_phis, packed, orders):
-        lw.set_result(a, _unpacked(lw, names, o) if pk else names if lw.is_tile(a) else names[0], L)
+        lw.set_result(a, _unpacked(lw, names, o, words8) if pk else names if lw.is_tile(a) else names[0], L)
     pending_before = list(lw.smem.pending)
     if _smem_in(body.ops):
         _conservative_pending(lw)
     lw.lower_block(body)  # ends with scf.yield: values collected below
     yld = body.ops[-1]
-    yflat = [_packed(lw, *lw.flat(v, L), order=o)[1] for v, L, o in zip(yld.operands, layouts, orders)]
+    yflat = [_packed(lw, *lw.flat(v, L), order=o, pairs=words8)[1] for v, L, o in zip(yld.operands, layouts, orders)]
     nxt = e.val(f"add {iv_ty} {iv}, {step}")
     latch = e.cur_label
     e.br(header)
@@ -93,7 +94,7 @@ def lower_for(lw: Lowering, op):
     e.start_block(exitl)
     lw.smem.pending = pending_before + ([(0, 1 << 30, True)] if _smem_in(body.ops) else [])
     for r, L, names, pk, o in zip(op.results, layouts, carried_phis, packed, orders):
-        lw.set_result(r, _unpacked(lw, names, o) if pk else names if lw.is_tile(r) else names[0], L)
+        lw.set_result(r, _unpacked(lw, names, o, words8) if pk else names if lw.is_tile(r) else names[0], L)
 
 
 def _word_order(L) -> Optional[List[int]]:
@@ -112,7 +113,7 @@ def _word_order(L) -> Optional[List[int]]:
     return order if sorted(order) == list(range(L.num_regs)) else None
 
 
-def _packed(lw: Lowering, ty: str, regs: List[str], order: Optional[List[int]] = None):
+def _packed(lw: Lowering, ty: str, regs: List[str], order: Optional[List[int]] = None, pairs: bool = False):
     """8-bit registers of a carried tile cross the back edge four to an i32: one phi per word, not per
     byte (PTX has no 8-bit registers; a byte per phi took ~8 instructions per word to put back together
     for an fp8 wgmma A operand), grouped by ``order`` (:func:`_word_order`) or in register order. Other
@@ -124,6 +125,9 @@ def _packed(lw: Lowering, ty: str, regs: List[str], order: Optional[List[int]] =
     e = lw.e
     words = []
     for i in range(0, len(regs), 4):
+        if pairs:
+            words.append(word_of_pairs(e, regs[i:i + 4]))
+            continue
         w = None
         for j in range(4):
             x = e.val(f"zext i8 {regs[i + j]} to i32")
@@ -133,10 +137,31 @@ def _packed(lw: Lowering, ty: str, regs: List[str], order: Optional[List[int]] =
     return "i32", words
 
 
-def _unpacked(lw: Lowering, names: List[str], order: Optional[List[int]] = None) -> List[str]:
+def word_of_pairs(e, bs: List[str]) -> str:
+    """Four i8 as one i32 (the first in the low byte), built as two i16 halves of a ``<2 x i16>``: LLVM keeps an
+    fp8 cvt pair's i16 whole and NVPTX joins two with ``mov.b32 {lo, hi}``, which ptxas folds into the second
+    F2FP (``MERGE_C``) -- where i32 shifts and ors cost a PRMT per word. :func:`_unpacked` with ``pairs`` and
+    ``dot.py``'s A-fragment words take words apart and put them together the same way, so they fold."""
+    v = "undef"
+    for h in range(2):
+        lo = e.val(f"zext i8 {bs[2 * h]} to i16")
+        hi = e.val(f"shl i16 {e.val(f'zext i8 {bs[2 * h + 1]} to i16')}, 8")
+        v = e.val(f"insertelement <2 x i16> {v}, i16 {e.val(f'or i16 {lo}, {hi}')}, i32 {h}")
+    return e.val(f"bitcast <2 x i16> {v} to i32")
+
+
+def _unpacked(lw: Lowering, names: List[str], order: Optional[List[int]] = None, pairs: bool = False) -> List[str]:
     """The bytes of :func:`_packed`'s words, in register order."""
     e = lw.e
-    out = [e.val(f"trunc i32 {e.val(f'lshr i32 {w}, {8 * j}') if j else w} to i8") for w in names for j in range(4)]
+    if not pairs:
+        out = [e.val(f"trunc i32 {e.val(f'lshr i32 {w}, {8 * j}') if j else w} to i8") for w in names for j in range(4)]
+    else:
+        out = []
+        for w in names:
+            v = e.val(f"bitcast i32 {w} to <2 x i16>")
+            for h in range(2):
+                x = e.val(f"extractelement <2 x i16> {v}, i32 {h}")
+                out += [e.val(f"trunc i16 {x} to i8"), e.val(f"trunc i16 {e.val(f'lshr i16 {x}, 8')} to i8")]
     if order is None:
         return out
     regs = [None] * len(out)

@@ -235,6 +235,9 @@ def _a8_from_registers(lw: Lowering, t, M: int, K: int, wm: int, a8_words: bool 
     sel_hi = e.val(f"select i1 {upper}, i32 {0x3276}, i32 {0x7632}")
 
     def word(bs):  # four i8 -> i32, the first in the low byte
+        if a8_words:  # as the carried words are built (codegen/control.py: word_of_pairs), so they fold
+            from .control import word_of_pairs
+            return word_of_pairs(e, bs)
         w = None
         for j, b in enumerate(bs):
             x = e.val(f"zext i8 {b} to i32")
