@@ -209,11 +209,15 @@ def test_poly_registers_are_spread_evenly():
 # -- fp8 attention's key loop on sm_90a ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fraction,D,causal", [("1/4", 128, False), ("1/2", 64, True)])
+@pytest.mark.parametrize("fraction,D,causal", [("1/4", 128, False), ("1/2", 64, True), (None, 128, True)])
 def test_fa3_fp8_key_loop_moves_the_fraction_off_mufu(monkeypatch, fraction, D, causal):
-    """P's 64 exponentials a thread and key block: ``fraction`` of them leave MUFU.EX2 for 3 FADD, 3 FFMA, an
-    FMNMX and a LEA each; alpha's two stay on MUFU; 0 spills."""
-    monkeypatch.setenv("KERNELC_EXP2_POLY", fraction)
+    """P's 64 exponentials a thread and key block: ``fraction`` of them (None: the default, 1/8) leave MUFU.EX2
+    for 3 FADD, 3 FFMA, an FMNMX and a LEA each; alpha's two stay on MUFU; 0 spills."""
+    if fraction is None:
+        monkeypatch.delenv("KERNELC_EXP2_POLY", raising=False)
+        fraction = "1/8"
+    else:
+        monkeypatch.setenv("KERNELC_EXP2_POLY", fraction)
     ck = _fa3_fp8(D, causal)
     assert ck.n_spills == 0
     tir = ck.asm["tir"]

@@ -189,11 +189,12 @@ def _key_loop(sass):
 
 
 @pytest.mark.parametrize("D,causal", [(128, False), (64, True)])
-def test_fa3_fp8_key_loop(D, causal):
+def test_fa3_fp8_key_loop(D, causal, monkeypatch):
     """2026-11-27, 128x128 blocks, 8 consumer warps (per thread per key block): before, P went through shared
     memory (32 STS.U16, two BAR.SYNC) and every rounding to e4m3 tested for NaN (64 FSETP.NAN, 64 SHF, ~100
     LOP3): 839 instructions at D=128, against 522 for fp16. Now: 16 SHFL.IDX, 16 SEL, 48 PRMT (Triton 3.6's
     tutorial 06 in fp8: 16, 16, 16 + its packing in the F2FP), 542 instructions."""
+    monkeypatch.setenv("KERNELC_EXP2_POLY", "0")  # every exponential on MUFU (tests/compiler/test_exp2_poly.py)
     ck = _fa3_fp8(D, causal)
     assert ck.n_spills == 0 and ck.launch_warps == 12
     ops = _key_loop(ck.asm["sass"])
@@ -221,7 +222,7 @@ def test_carry_word_order_groups_the_shuffles_words(M, K, wm):
     whose words are the (blocks 0, 2) / (blocks 1, 3) halves _a8_from_registers shuffles, and unpacking it
     gives every byte back in register order (the LLVM IR of the pack and unpack run in lockstep)."""
     from kernelc.compiler.codegen import control
-    from kernelc.compiler.codegen.dot import a8_fragment_order
+    from kernelc.compiler.codegen.fp8_words import a8_fragment_order
     from kernelc.compiler.layouts import mma_v2
     L = mma_v2((M, K), (wm, 1))
     order = control._word_order(L)
@@ -283,6 +284,7 @@ def test_fa3_fp8_key_loop_without_the_first_permutes(D, causal, monkeypatch):
     """P carried in the A fragment's words, each built of two F2FP halves: 32 fewer PRMT a key block (16 against
     48: only the final permute of each shuffled register; the second F2FP of a word merges into it, as in
     Triton's fp8 loop); the knob off gives the key loop as before."""
+    monkeypatch.setenv("KERNELC_EXP2_POLY", "0")
     monkeypatch.setenv("KERNELC_FP8_CARRY_WORDS", "0")
     off = _key_loop(_fa3_fp8(D, causal).asm["sass"])
     monkeypatch.setenv("KERNELC_FP8_CARRY_WORDS", "1")

@@ -6,6 +6,7 @@ from typing import List, Optional
 from ...language.dtypes import scalar_of, shape_of
 from .elementwise import constant
 from .emitter import llty
+from .fp8_words import a8_fragment_order, word_of_pairs
 from .lowering import Lowering, Tile, rule
 
 
@@ -108,7 +109,6 @@ def _word_order(L) -> Optional[List[int]]:
     (wm, wn), (M, K) = L.mma_meta[0], L.shape
     if wn != 1 or K % 32 or L != mma_v2((M, K), (wm, 1)):
         return None
-    from .dot import a8_fragment_order
     order = a8_fragment_order(M, K, wm)
     return order if sorted(order) == list(range(L.num_regs)) else None
 
@@ -135,19 +135,6 @@ def _packed(lw: Lowering, ty: str, regs: List[str], order: Optional[List[int]] =
             w = x if w is None else e.val(f"or i32 {w}, {x}")
         words.append(w)
     return "i32", words
-
-
-def word_of_pairs(e, bs: List[str]) -> str:
-    """Four i8 as one i32 (the first in the low byte), built as two i16 halves of a ``<2 x i16>``: LLVM keeps an
-    fp8 cvt pair's i16 whole and NVPTX joins two with ``mov.b32 {lo, hi}``, which ptxas folds into the second
-    F2FP (``MERGE_C``) -- where i32 shifts and ors cost a PRMT per word. :func:`_unpacked` with ``pairs`` and
-    ``dot.py``'s A-fragment words take words apart and put them together the same way, so they fold."""
-    v = "undef"
-    for h in range(2):
-        lo = e.val(f"zext i8 {bs[2 * h]} to i16")
-        hi = e.val(f"shl i16 {e.val(f'zext i8 {bs[2 * h + 1]} to i16')}, 8")
-        v = e.val(f"insertelement <2 x i16> {v}, i16 {e.val(f'or i16 {lo}, {hi}')}, i32 {h}")
-    return e.val(f"bitcast <2 x i16> {v} to i32")
 
 
 def _unpacked(lw: Lowering, names: List[str], order: Optional[List[int]] = None, pairs: bool = False) -> List[str]:

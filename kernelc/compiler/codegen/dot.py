@@ -13,6 +13,7 @@ from ...errors import CompilationError
 from ...language.dtypes import scalar_of, shape_of
 from .convert import linear_index
 from .emitter import llty
+from .fp8_words import a8_fragment_order, word_of_pairs
 from ..layouts import Layout
 from .lowering import Lowering, Tile, rule
 from .wgmma import PingPong, fence_proxy_async, run_wgmma
@@ -196,22 +197,6 @@ def _a_from_registers(lw: Lowering, a_v, L: Layout, M: int, K: int, wgmma: bool 
     return frags
 
 
-def a8_fragment_order(M: int, K: int, wm: int) -> List[int]:
-    """A thread's registers of an 8-bit ``[M, K]`` tile in the accumulator layout ``mma_v2((M, K), (wm, 1))``,
-    grouped four by four into the words :func:`_a8_from_registers` shuffles: per row block, 32-column step and
-    row (g, g + 8), the bytes of 8-column blocks 0 and 2, then of blocks 1 and 3 (two columns each). A
-    loop-carried fp8 tile crosses the back edge in these words (``codegen/control.py``), so the words the
-    shuffle needs are the phis themselves."""
-    nbits_n = (max(1, K // 8) - 1).bit_length()
-    order = []
-    for i in range(max(1, M // (16 * wm))):
-        for kk in range(K // 32):
-            for h in (0, 1):
-                for a, b in ((0, 2), (1, 3)):
-                    order += [c | ((4 * kk + n) << 2) | (i << (2 + nbits_n)) for n in (a, b) for c in (2 * h, 2 * h + 1)]
-    return order
-
-
 def _a8_from_registers(lw: Lowering, t, M: int, K: int, wm: int, a8_words: bool = False):
     """fp8 A fragments (k32 per step) from a tile in the fp32 accumulator layout, by a shuffle within each
     quad of lanes. A thread q of a quad holds, per row and 8-column block n, columns 2q and 2q+1 (bytes
@@ -235,8 +220,7 @@ def _a8_from_registers(lw: Lowering, t, M: int, K: int, wm: int, a8_words: bool 
     sel_hi = e.val(f"select i1 {upper}, i32 {0x3276}, i32 {0x7632}")
 
     def word(bs):  # four i8 -> i32, the first in the low byte
-        if a8_words:  # as the carried words are built (codegen/control.py: word_of_pairs), so they fold
-            from .control import word_of_pairs
+        if a8_words:  # as the carried words are built (codegen/fp8_words.py: word_of_pairs), so they fold
             return word_of_pairs(e, bs)
         w = None
         for j, b in enumerate(bs):
@@ -252,7 +236,7 @@ def _a8_from_registers(lw: Lowering, t, M: int, K: int, wm: int, a8_words: bool 
         return e.asm("i32", "prmt.b32 $0, $1, $2, $3;", "=r,r,r,r", [("i32", a), ("i32", b), ("i32", sel)],
                      side_effects=False)
 
-    order = a8_fragment_order(M, K, wm) if a8_words else None
+    order = a8_fragment_order(M, K, wm) if a8_words else None  # fp8_words.py
     nbits_n = (max(1, K // 8) - 1).bit_length()
     frags = {}
     for i in range(reps_m):

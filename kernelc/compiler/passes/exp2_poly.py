@@ -8,7 +8,7 @@ an fp32 row sum, an approximation with a relative error far below fp8's rounding
 (``codegen/elementwise.py: exp2_poly_f32``), ``2^j`` added to the exponent bits as an integer.
 
 An ``exp2`` is marked when
-- it is fp32 with ``ftz=True`` (``mark_exp2_ftz``; the polynomial path flushes results below 2^-126 too),
+- it is fp32 with ``ftz=True`` (``mark_exp2_ftz``; the polynomial path gives 0 or less than 2^-126 there too),
 - every reader of its result is a cast to an fp8 type or a ``reduce {kind='add'}`` (a loop carry nobody reads
   does not count), and at least one is an fp8 cast,
 - its argument is ``s - m`` with ``m`` broadcast from a row maximum (a ``reduce {kind='max'}`` or an ``fmax``):

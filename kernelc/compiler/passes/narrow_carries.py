@@ -118,7 +118,7 @@ def mark_fp8_carry_words(fn: Function, enabled: bool = True) -> Function:
     float tile (FA3-order fp8 attention's P, narrowed above), and ``a_words='a8'`` on the dots that read such a
     carried tile (in the body or after the loop) as their A operand: codegen (``codegen/control.py:
     _word_order``) then groups the tile's bytes into the words the fp8 wgmma A-fragment shuffle reads
-    (``codegen/dot.py: a8_fragment_order``) when it is in an MMA accumulator layout, and the dot builds those
+    (``codegen/fp8_words.py: a8_fragment_order``) when it is in an MMA accumulator layout, and the dot builds those
     words from bytes, which fold into the phis -- where register order cost a byte permute per word in the
     next trip (16 a key block). Cleared when not ``enabled``. Mutates ``fn``."""
     use = users(fn.body)
