@@ -32,6 +32,7 @@ from .passes.layout_assign import assign_layouts
 from .passes.hoist_conversions import hoist_conversions
 from .passes.load_layouts import loads_in_use_layout
 from .passes.tma_prefetch import issue_tma_loads_early
+from .passes.reduce_trees import mark_reduce_trees
 from .passes.register_budget import mark_register_budget
 from .passes.staged_operands import share_staged_operands
 from .passes.hoist_descriptors import hoist_descriptors
@@ -232,6 +233,8 @@ TILE_PASSES = (
     TilePass("mark_exp2_poly", lambda f, c: mark_exp2_poly(f, *exp2_poly_setting())),
     # a loop-carried fp8 tile crosses the back edge in the words the fp8 wgmma A operand takes (KERNELC_FP8_CARRY_WORDS)
     TilePass("mark_fp8_carry_words", lambda f, c: mark_fp8_carry_words(f, fp8_carry_words_enabled())),
+    # max/min (and integer add/xor) reductions combine a thread's registers as a tree, not a chain (KERNELC_REDUCE_TREE)
+    TilePass("mark_reduce_trees", lambda f, c: mark_reduce_trees(f, reduce_tree_enabled())),
     # a kernel without dots gets the registers of its occupancy step from the assembler (passes/register_budget.py)
     TilePass("mark_register_budget", lambda f, c: mark_register_budget(f, fill_occupancy_step_enabled())),
     # fp32 adds nobody reads the result of, over contiguous addresses: sm_90 vector red (vec=N)
@@ -303,6 +306,12 @@ def exp2_ftz_enabled() -> bool:
     """fp32 exp2 as ex2.approx.ftz (Triton's); KERNELC_EXP2_FTZ=0 keeps subnormal results."""
     from ..options import get
     return get("KERNELC_EXP2_FTZ")
+
+
+def reduce_tree_enabled() -> bool:
+    """KERNELC_REDUCE_TREE: exactly associative reductions combine a thread's registers as a balanced tree."""
+    from ..options import get
+    return get("KERNELC_REDUCE_TREE")
 
 
 def fp8_carry_words_enabled() -> bool:

@@ -95,14 +95,19 @@ def lower_reduce(lw: Lowering, op):
     def comb(a, b):
         return lw.combine(region, a, b)
 
-    # 1. within the thread
+    # 1. within the thread: in register order, or (tree=True, passes/reduce_trees.py) as a balanced tree
     acc = []
     for j in range(1 << len(other_bits)):
         r0 = _deposit(j, other_bits)
-        cur = [v[r0] for v in vals]
-        for sub in range(1, 1 << len(axis_bits)):
-            r = r0 | _deposit(sub, axis_bits)
-            cur = comb(cur, [v[r] for v in vals])
+        items = [[v[r0 | _deposit(sub, axis_bits)] for v in vals] for sub in range(1 << len(axis_bits))]
+        if op.attrs.get("tree"):
+            while len(items) > 1:
+                items = [comb(items[i], items[i + 1]) for i in range(0, len(items) - 1, 2)] + items[len(items) & ~1:]
+            acc.append(items[0])
+            continue
+        cur = items[0]
+        for x in items[1:]:
+            cur = comb(cur, x)
         acc.append(cur)
     # 2. across lanes
     for i, b in enumerate(L.lane):
