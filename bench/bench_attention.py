@@ -263,9 +263,12 @@ FWD_VARIANTS = {
     "fp8_ptr_poly0": ("attention", "attn_fwd_lse_kernel", {"KERNELC_EXP2_POLY": "0"}, {}, "attention_fp8"),
     # P carried across the back edge in register order, as before KERNELC_FP8_CARRY_WORDS (main's code until then)
     "fp8_fa3_regwords": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_FP8_CARRY_WORDS": "0"}, {}, "attention_fp8"),
-    # both off: main's code before this session's fp8 work, byte for byte
-    "fp8_fa3_main": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_FP8_CARRY_WORDS": "0", "KERNELC_EXP2_POLY": "0"},
-                     {}, "attention_fp8"),
+    # all three off: main's code before this session's work, byte for byte
+    "fp8_fa3_main": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_FP8_CARRY_WORDS": "0", "KERNELC_EXP2_POLY": "0",
+                                                              "KERNELC_REDUCE_TREE": "0"}, {}, "attention_fp8"),
+    # the row max as a chain of dependent FMNMX, as before KERNELC_REDUCE_TREE (fp16 and fp8 FA3 order)
+    "fa3_chainmax": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_REDUCE_TREE": "0"}),
+    "fp8_fa3_chainmax": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_REDUCE_TREE": "0"}, {}, "attention_fp8"),
     "fp8_fa3_poly14_d2": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_EXP2_POLY": "1/4",
                                                                    "KERNELC_EXP2_POLY_DEGREE": "2"}, {}, "attention_fp8"),
 }
