@@ -125,8 +125,8 @@ for op in [
           doc="a @ b + acc; a 4th operand use_acc (scalar i1, passes/flatten_loops.py): a @ b + (use_acc ? acc : 0)",
           optional_attrs=("max_num_imprecise_acc", "fp8_upcast", "wgmma", "wgmma_turns", "pin_wait", "a_words")),
     OpDef("reduce", (1, -1), ("axis",), results=-1, regions=1, category="reduce",
-          doc="combine region (2n scalars -> n); kind names a known combine; tree=True: a thread's registers combine "
-              "as a balanced tree (passes/reduce_trees.py)", optional_attrs=("kind", "tree")),
+          doc="combine region (2n scalars -> n); kind names a known combine; tree=W: a thread's registers combine "
+              "in W chains and a tree of their results (passes/reduce_trees.py)", optional_attrs=("kind", "tree")),
     OpDef("scan", (1, -1), ("axis", "reverse"), results=-1, regions=1, category="reduce",
           optional_attrs=("kind",)),
     OpDef("print", (0, -1), ("prefix",), pure=False, results=0, category="debug", optional_attrs=("hex", "types")),
