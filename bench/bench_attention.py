@@ -253,6 +253,24 @@ FWD_VARIANTS = {
     "fp8_fa3_latev": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(early_v=False), "attention_fp8"),
     "fp8_fa3_old": ("attention_fa3", "attn_fwd_fa3_kernel", {},
                     dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2), "attention_fp8"),
+    # a fraction of P's exponentials as a polynomial on the FMA pipe instead of MUFU.EX2 (KERNELC_EXP2_POLY, degree
+    # 3 unless _d2; passes/exp2_poly.py, docs/attention.md "fp8: exponentials on two pipes")
+    **{f"fp8_fa3_poly{a}{b}": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_EXP2_POLY": f"{a}/{b}"}, {},
+                               "attention_fp8") for a, b in ((1, 8), (1, 4), (3, 8), (1, 2))},
+    # all of P's exponentials on MUFU (KERNELC_EXP2_POLY=0, the default before 2026-11-27 evening), the FA3-order and
+    # the pointer fp8 forwards
+    "fp8_fa3_poly0": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_EXP2_POLY": "0"}, {}, "attention_fp8"),
+    "fp8_ptr_poly0": ("attention", "attn_fwd_lse_kernel", {"KERNELC_EXP2_POLY": "0"}, {}, "attention_fp8"),
+    # P carried across the back edge in register order, as before KERNELC_FP8_CARRY_WORDS (main's code until then)
+    "fp8_fa3_regwords": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_FP8_CARRY_WORDS": "0"}, {}, "attention_fp8"),
+    # all three off: main's code before this session's work, byte for byte
+    "fp8_fa3_main": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_FP8_CARRY_WORDS": "0", "KERNELC_EXP2_POLY": "0",
+                                                              "KERNELC_REDUCE_TREE": "0"}, {}, "attention_fp8"),
+    # the row max as a chain of dependent FMNMX, as before KERNELC_REDUCE_TREE (fp16 and fp8 FA3 order)
+    "fa3_chainmax": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_REDUCE_TREE": "0"}),
+    "fp8_fa3_chainmax": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_REDUCE_TREE": "0"}, {}, "attention_fp8"),
+    "fp8_fa3_poly14_d2": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_EXP2_POLY": "1/4",
+                                                                   "KERNELC_EXP2_POLY_DEGREE": "2"}, {}, "attention_fp8"),
 }
 # (head_dim, causal) -> whether the variant runs (sm_90a, CPU compile 2026-11-27: fp16 D=128 has no room for a
 # third stage; fp8 256-key blocks spill 416 registers at D=128 and causal needs BLOCK_M == BLOCK_N)

@@ -175,14 +175,15 @@ def fwd_config(head_dim, fp8=False, **overrides):
     return cfg
 
 
-def _launch_fwd(q, k, v, o, lse, descale, causal, sm_scale, store_lse, fp8, cfg):
+def _launch_fwd(q, k, v, o, lse, descale, causal, sm_scale, store_lse, fp8, cfg, kernel=None):
     Z, H, N, D = q.shape
     if causal and cfg["BLOCK_M"] % cfg["BLOCK_N"]:
         raise ValueError(f"causal attention needs BLOCK_M ({cfg['BLOCK_M']}) to be a multiple of BLOCK_N "
                          f"({cfg['BLOCK_N']}): the diagonal loop starts at the row block's first key")
     grid = (triton.cdiv(N, cfg["BLOCK_M"]), Z * H, 1)
-    attn_fwd_lse_kernel[grid](q, k, v, o, lse, descale, sm_scale, *q.stride(), *k.stride(), *v.stride(), *o.stride(),
-                              H, N, HEAD_DIM=D, CAUSAL=causal, STORE_LSE=store_lse, FP8=fp8, **cfg)
+    (kernel or attn_fwd_lse_kernel)[grid](q, k, v, o, lse, descale, sm_scale, *q.stride(), *k.stride(), *v.stride(),
+                                          *o.stride(), H, N, HEAD_DIM=D, CAUSAL=causal, STORE_LSE=store_lse, FP8=fp8,
+                                          **cfg)
 
 
 def attention_fwd(q, k, v, causal=False, sm_scale=None, return_lse=False, **config):
@@ -211,13 +212,15 @@ def quantize_fp8(t):
     return (t.float() / scale).to(torch.float8_e4m3fn), scale
 
 
-def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None, **config):
+def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None, kernel=None,
+                  **config):
     """fp8 (e4m3) attention forward: ``softmax(q k^T * sm_scale) v`` with ``q = q8 * q_scale`` etc.
 
     ``q8``, ``k8``: ``[Z, H, N_CTX, HEAD_DIM]`` e4m3; ``v8t``: V transposed, ``[Z, H, HEAD_DIM, N_CTX]``
     (contiguous: K-major tiles for the P V dot, as fp8 wgmma needs); the scales are 1-element fp32
     tensors (:func:`quantize_fp8`). Q K^T runs in fp8, P is rounded to e4m3 for P V, accumulation is
-    fp32, the output ``out_dtype`` (default float16).
+    fp32, the output ``out_dtype`` (default float16). ``kernel``: another ``kernelc.jit`` of
+    :func:`attn_fwd_lse_kernel` (its own compiled variants, e.g. under other compile knobs).
     """
     import torch
     Z, H, N, D = q8.shape
@@ -230,5 +233,5 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
     o = torch.empty((Z, H, N, D), device=q8.device, dtype=out_dtype or torch.float16)
     descale = torch.cat([s.reshape(1).float() for s in (q_scale, k_scale, v_scale)])
     _launch_fwd(q8, k8, v8t.transpose(-1, -2), o, o, descale, causal, sm_scale, False, True,
-                fwd_config(D, fp8=True, **config))
+                fwd_config(D, fp8=True, **config), kernel)
     return o

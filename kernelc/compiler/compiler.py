@@ -26,16 +26,18 @@ from .passes.tma_stores import defer_tma_store_waits
 from .passes.dot_acc import fold_dot_accumulate
 from .passes.fp8_dot import upcast_fp8_dots
 from .passes.hints import anchor_hints
+from .passes.exp2_poly import mark_exp2_poly
 from .passes.fp_contract import mark_exp2_ftz, mark_fp_contraction, mark_positive_nan_casts
 from .passes.layout_assign import assign_layouts
 from .passes.hoist_conversions import hoist_conversions
 from .passes.load_layouts import loads_in_use_layout
 from .passes.tma_prefetch import issue_tma_loads_early
+from .passes.reduce_trees import mark_reduce_trees
 from .passes.register_budget import mark_register_budget
 from .passes.staged_operands import share_staged_operands
 from .passes.hoist_descriptors import hoist_descriptors
 from .passes.lower_descriptors import lower_descriptors
-from .passes.narrow_carries import narrow_loop_carries
+from .passes.narrow_carries import mark_fp8_carry_words, narrow_loop_carries
 from .abi import flat_divisibility
 from .passes.cp_async_rings import expand_cp_async_rings
 from .passes.mask_blocks import mark_uniform_masks
@@ -236,6 +238,12 @@ TILE_PASSES = (
     TilePass("mark_exp2_ftz", lambda f, c: mark_exp2_ftz(f, exp2_ftz_enabled())),
     # fp8 casts of exp2 results skip the NaN-sign fix-up (a canonical NaN is positive)
     TilePass("mark_positive_nan_casts", lambda f, c: mark_positive_nan_casts(f)),
+    # a softmax exp2 that only feeds fp8 and sums: a fraction of it on the FMA pipe (KERNELC_EXP2_POLY)
+    TilePass("mark_exp2_poly", lambda f, c: mark_exp2_poly(f, *exp2_poly_setting())),
+    # a loop-carried fp8 tile crosses the back edge in the words the fp8 wgmma A operand takes (KERNELC_FP8_CARRY_WORDS)
+    TilePass("mark_fp8_carry_words", lambda f, c: mark_fp8_carry_words(f, fp8_carry_words_enabled())),
+    # max/min (and integer add/xor) reductions combine a thread's registers as a tree, not a chain (KERNELC_REDUCE_TREE)
+    TilePass("mark_reduce_trees", lambda f, c: mark_reduce_trees(f, reduce_tree_enabled())),
     # a kernel without dots gets the registers of its occupancy step from the assembler (passes/register_budget.py)
     TilePass("mark_register_budget", lambda f, c: mark_register_budget(f, fill_occupancy_step_enabled())),
     # fp32 adds nobody reads the result of, over contiguous addresses: sm_90 vector red (vec=N)
@@ -310,6 +318,25 @@ def exp2_ftz_enabled() -> bool:
     """fp32 exp2 as ex2.approx.ftz (Triton's); KERNELC_EXP2_FTZ=0 keeps subnormal results."""
     from ..options import get
     return get("KERNELC_EXP2_FTZ")
+
+
+def reduce_tree_enabled() -> bool:
+    """KERNELC_REDUCE_TREE: exactly associative reductions combine a thread's registers as a balanced tree."""
+    from ..options import get
+    return get("KERNELC_REDUCE_TREE")
+
+
+def fp8_carry_words_enabled() -> bool:
+    """KERNELC_FP8_CARRY_WORDS: loop-carried 8-bit tiles grouped into the fp8 wgmma A fragment's words."""
+    from ..options import get
+    return get("KERNELC_FP8_CARRY_WORDS")
+
+
+def exp2_poly_setting():
+    """(fraction, degree) of KERNELC_EXP2_POLY / KERNELC_EXP2_POLY_DEGREE: how much of a softmax exp2 feeding
+    fp8 runs as a polynomial on the FMA pipe (passes/exp2_poly.py)."""
+    from ..options import get
+    return get("KERNELC_EXP2_POLY"), int(get("KERNELC_EXP2_POLY_DEGREE"))
 
 
 def pipeline_loads_enabled() -> bool:

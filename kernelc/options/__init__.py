@@ -67,6 +67,10 @@ def _choice(*pairs):
     return tuple((v, tuple(s)) for v, s in pairs)
 
 
+#: KERNELC_EXP2_POLY's values: the share of elements whose exp2 runs on the FMA pipe
+EXP2_POLY_FRACTIONS = ("0", "1/8", "1/4", "3/8", "1/2", "3/4", "1")
+
+
 KNOBS: Tuple[Knob, ...] = (
     # -- runtime ------------------------------------------------------------------------------
     Knob("KERNELC_INTERPRET", "bool", False, "run every kernel in the CPU interpreter"),
@@ -152,6 +156,24 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_EXP2_FTZ", "bool", True,
          "fp32 exp2 flushes subnormal results to zero (ex2.approx.ftz, as Triton's tl.math.exp2): one MUFU.EX2 "
          "instead of MUFU plus a range test and two multiplies", compile=True, field="exp2_ftz"),
+    Knob("KERNELC_EXP2_POLY", "choice", "1/8",
+         "the fraction of a softmax exp2's elements computed on the FMA pipe (Cody-Waite range reduction, a polynomial, "
+         "the exponent added as an integer) instead of MUFU.EX2, where the result only feeds fp8 casts and fp32 sums and "
+         "the argument is a difference against a row maximum (fp8 attention's P; passes/exp2_poly.py): 0 (all on "
+         "MUFU), 1/8 (default: H100, 2026-11-27, the FA3-order fp8 forward 2.9-4.0% faster at D=128 and D=64 "
+         "non-causal, 1.3% slower at D=64 causal; 1/4 and 1/2 slower), 1/4, 3/8, 1/2, 3/4, 1",
+         _choice(*((v, (v,)) for v in EXP2_POLY_FRACTIONS)), compile=True, field="exp2_poly"),
+    Knob("KERNELC_EXP2_POLY_DEGREE", "choice", "3",
+         "degree of KERNELC_EXP2_POLY's polynomial: 3 (relative error < 2^-13, 3 FFMA) or 2 (< 2^-8.9, 2 FFMA)",
+         _choice(("2", ("2",)), ("3", ("3",))), compile=True, field="exp2_poly_degree"),
+    Knob("KERNELC_FP8_CARRY_WORDS", "bool", True,
+         "a loop-carried 8-bit tile in an MMA accumulator layout crosses the back edge in the words the fp8 wgmma A "
+         "fragment shuffle reads (FA3-order fp8 attention's P: 16 fewer byte permutes a key block); off: in "
+         "register order", compile=True, field="fp8_carry_words"),
+    Knob("KERNELC_REDUCE_TREE", "bool", True,
+         "a max/min reduction (and an integer add/xor) combines a thread's registers as a balanced tree instead of a "
+         "chain of dependent instructions (same bits: the combine is exactly associative; fp8 attention's row max was a "
+         "32-deep FMNMX chain, 21% of its key loop's stall samples)", compile=True, field="reduce_tree"),
     Knob("KERNELC_WGMMA_PIN_WAITS", "bool", True,
          "keep a deferred wgmma wait where the IR puts it, past the work before it (ptxas would move it up)",
          compile=True, field="wgmma_pin_waits"),
@@ -272,6 +294,10 @@ class CompileOptions:
     bulk_reduce_stages: str = "2"
     tma_write_guard: str = "reduce"
     exp2_ftz: bool = True
+    exp2_poly: str = "1/8"
+    exp2_poly_degree: str = "3"
+    fp8_carry_words: bool = True
+    reduce_tree: bool = True
     smem_reuse: bool = True
     ring_views: bool = True
     prefetch_dot_loops: bool = False

@@ -102,8 +102,17 @@ def _run_lockstep(lines, env):
         elif m2 := re.match(r"select i1 (\S+), i32 (\S+), i32 (\S+)$", rhs):
             c, a, b = m2.groups()
             env[dst] = [get(a, i) if get(c, i) else get(b, i) for i in range(32)]
-        elif m2 := re.match(r"zext i8 (\S+) to i32$", rhs):
-            env[dst] = [get(m2.group(1), i) & 0xFF for i in range(32)]
+        elif m2 := re.match(r"(?:zext|trunc) i\d+ (\S+) to (i\d+)$", rhs):
+            env[dst] = [get(m2.group(1), i) & mask[m2.group(2)] for i in range(32)]
+        elif m2 := re.match(r"bitcast (?:<2 x i16>|i32) (\S+) to (?:<2 x i16>|i32)$", rhs):  # as one 32-bit value
+            env[dst] = list(env[m2.group(1)])
+        elif m2 := re.match(r"insertelement <2 x i16> (\S+), i16 (\S+), i32 ([01])$", rhs):
+            v, x, h = m2.groups()
+            sh = 16 * int(h)
+            env[dst] = [((0 if v == "undef" else get(v, i)) & ~(0xFFFF << sh) | (get(x, i) & 0xFFFF) << sh) & 0xFFFFFFFF
+                        for i in range(32)]
+        elif m2 := re.match(r"extractelement <2 x i16> (\S+), i32 ([01])$", rhs):
+            env[dst] = [get(m2.group(1), i) >> (16 * int(m2.group(2))) & 0xFFFF for i in range(32)]
         elif m2 := re.match(r"call i32 @llvm\.nvvm\.shfl\.sync\.idx\.i32\(i32 -1, i32 (\S+), i32 (\S+), i32 31\)$", rhs):
             v, src = m2.groups()
             env[dst] = [get(v, get(src, i) & 31) for i in range(32)]
@@ -120,8 +129,9 @@ def _run_lockstep(lines, env):
             raise AssertionError(f"unexpected instruction: {ln}")
 
 
+@pytest.mark.parametrize("a8_words", [False, True])  # words from block words by permutes / straight from bytes
 @pytest.mark.parametrize("M,K,wm", [(64, 32, 4), (128, 64, 8), (128, 128, 4)])
-def test_fp8_a_fragments_follow_the_isa_layout(M, K, wm):
+def test_fp8_a_fragments_follow_the_isa_layout(M, K, wm, a8_words):
     """Lane l = 4g + q holds, per 16-row block i and 8-column block n of the fp32 accumulator, rows g / g+8 and
     columns 2q, 2q+1 (registers c = 0..3). PTX's wgmma A fragment for 8-bit types (k32 per step) wants in its
     register j (of 4) the bytes of row g + 8 (j % 2), columns 4q .. 4q+3 (+ 16 for j >= 2). Every byte of the
@@ -141,7 +151,7 @@ def test_fp8_a_fragments_follow_the_isa_layout(M, K, wm):
                 env[name] = [((c >> 1) | ((8 * n + 2 * (lane % 4) + (c & 1)) % 32) << 1) ^ (n // 4) << 6 ^ i << 7
                              for lane in range(32)]
     lw = types.SimpleNamespace(e=e, lane="%lane")
-    frags = _a8_from_registers(lw, types.SimpleNamespace(regs=regs), M, K, wm)
+    frags = _a8_from_registers(lw, types.SimpleNamespace(regs=regs), M, K, wm, a8_words)
     _run_lockstep(e.body, env)
     assert sorted(frags) == [(i, kk) for i in range(reps) for kk in range(K // 32)]
     for (i, kk), words in frags.items():
@@ -179,11 +189,12 @@ def _key_loop(sass):
 
 
 @pytest.mark.parametrize("D,causal", [(128, False), (64, True)])
-def test_fa3_fp8_key_loop(D, causal):
+def test_fa3_fp8_key_loop(D, causal, monkeypatch):
     """2026-11-27, 128x128 blocks, 8 consumer warps (per thread per key block): before, P went through shared
     memory (32 STS.U16, two BAR.SYNC) and every rounding to e4m3 tested for NaN (64 FSETP.NAN, 64 SHF, ~100
     LOP3): 839 instructions at D=128, against 522 for fp16. Now: 16 SHFL.IDX, 16 SEL, 48 PRMT (Triton 3.6's
     tutorial 06 in fp8: 16, 16, 16 + its packing in the F2FP), 542 instructions."""
+    monkeypatch.setenv("KERNELC_EXP2_POLY", "0")  # every exponential on MUFU (tests/compiler/test_exp2_poly.py)
     ck = _fa3_fp8(D, causal)
     assert ck.n_spills == 0 and ck.launch_warps == 12
     ops = _key_loop(ck.asm["sass"])
@@ -200,3 +211,88 @@ def test_loop_carried_fp8_tile_crosses_the_back_edge_in_words():
     llir = _fa3_fp8().asm["llir"]
     assert not re.search(r"= phi i8 ", llir)
     assert len(re.findall(r"= phi i32 ", llir)) >= 16  # P: 64 bytes a thread, 16 words
+
+
+# -- fp8 carries in the A fragment's words (passes/narrow_carries.py: mark_fp8_carry_words) --------------------
+
+
+@pytest.mark.parametrize("M,K,wm", [(64, 32, 4), (128, 64, 8), (128, 128, 8), (128, 128, 4)])
+def test_carry_word_order_groups_the_shuffles_words(M, K, wm):
+    """The order codegen/control.py packs a carried 8-bit tile in is a permutation of the thread's registers
+    whose words are the (blocks 0, 2) / (blocks 1, 3) halves _a8_from_registers shuffles, and unpacking it
+    gives every byte back in register order (the LLVM IR of the pack and unpack run in lockstep)."""
+    from kernelc.compiler.codegen import control
+    from kernelc.compiler.codegen.fp8_words import a8_fragment_order
+    from kernelc.compiler.layouts import mma_v2
+    L = mma_v2((M, K), (wm, 1))
+    order = control._word_order(L)
+    assert order == a8_fragment_order(M, K, wm) and sorted(order) == list(range(L.num_regs))
+    nbits_n = (K // 8 - 1).bit_length()
+    for w in range(len(order) // 4):  # word w: one row half, two 8-column blocks two apart, two columns each
+        n = [(order[4 * w + b] >> 2) & ((1 << nbits_n) - 1) for b in range(4)]
+        c = [order[4 * w + b] & 3 for b in range(4)]
+        assert n[0] == n[1] and n[2] == n[3] == n[0] + 2 and n[0] % 4 in (0, 1)
+        assert c in ([0, 1, 0, 1], [2, 3, 2, 3])
+    for pairs in (False, True):  # i32 shifts (register order, knob off) / <2 x i16> halves (the mark's words)
+        e = Emitter("t", "t.py", 1)
+        regs = [f"%b{r}" for r in range(L.num_regs)]
+        env = {f"%b{r}": [(r * 7 + lane) & 0xFF for lane in range(32)] for r in range(L.num_regs)}
+        lw = types.SimpleNamespace(e=e)
+        ty, words = control._packed(lw, "i8", regs, order, pairs)
+        back = control._unpacked(lw, words, order, pairs)
+        _run_lockstep(e.body, env)
+        assert ty == "i32" and len(words) == L.num_regs // 4
+        for w, name in enumerate(words):
+            assert [list(env[name][lane].to_bytes(4, "little")) for lane in range(32)] == \
+                [[env[regs[order[4 * w + b]]][lane] for b in range(4)] for lane in range(32)]
+        assert all(env[b] == env[r] for b, r in zip(back, regs))
+
+
+def test_fp8_carry_words_mark_golden(monkeypatch):
+    """The loop carrying fp8 P gets carry_words='a8', the dots reading it as A (P V in the loop, the last P V
+    after it) a_words='a8'; the knob off leaves neither."""
+    names = [p.name for p in C.TILE_PASSES]
+    sig = {"sm_scale": "fp32", "desc_q": "tensordesc<fp8e4nv[128, 64]>", "desc_k": "tensordesc<fp8e4nv[128, 64]>",
+           "desc_v": "tensordesc<fp8e4nv[64, 128]>", "desc_o": "tensordesc<fp16[128, 64]>", "N_CTX": "i32",
+           "Descale": "*fp32"}
+
+    def ir(knob):
+        monkeypatch.setenv("KERNELC_FP8_CARRY_WORDS", knob)
+        fn, _ = generate_ir(_base_function(attention_fa3.attn_fwd_fa3_kernel), sig,
+                            dict(BLOCK_M=128, BLOCK_N=128, HEAD_DIM=64, CAUSAL=False, FP8=True), {}, ())
+        i = names.index("mark_fp8_carry_words")
+        run_passes(fn, C.TILE_PASSES[:i], PassContext("sm_90a", (9, 0), 8))
+        before = print_function(fn, show_loc=False)
+        run_passes(fn, C.TILE_PASSES[i:i + 1], PassContext("sm_90a", (9, 0), 8))
+        return before, print_function(fn, show_loc=False)
+    before, after = ir("1")
+    assert "carry_words" not in before and "a_words" not in before
+    filecheck(after, """
+        CHECK: scf.for {{.*}} {carry_words='a8'} : {{.*}}<128x128xfp8e4nv>
+        CHECK-NEXT: ^body({{.*}}, [[P:%\\d+]]: <128x128xfp8e4nv>, {{%\\d+}}: i32)
+        CHECK: dot [[P]], {{%\\d+}}, {{%\\d+}} {input_precision='tf32', a_words='a8'}
+        CHECK: dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', a_words='a8'}
+    """)
+    assert after.count("a_words") == 2 and after.count("carry_words") == 1
+    assert after.replace(" {carry_words='a8'}", "").replace(", a_words='a8'", "") == before
+    before, after = ir("0")
+    assert before == after
+
+
+@pytest.mark.parametrize("D,causal", [(128, False), (64, True)])
+def test_fa3_fp8_key_loop_without_the_first_permutes(D, causal, monkeypatch):
+    """P carried in the A fragment's words, each built of two F2FP halves: 32 fewer PRMT a key block (16 against
+    48: only the final permute of each shuffled register; the second F2FP of a word merges into it, as in
+    Triton's fp8 loop); the knob off gives the key loop as before."""
+    monkeypatch.setenv("KERNELC_EXP2_POLY", "0")
+    monkeypatch.setenv("KERNELC_FP8_CARRY_WORDS", "0")
+    off = _key_loop(_fa3_fp8(D, causal).asm["sass"])
+    monkeypatch.setenv("KERNELC_FP8_CARRY_WORDS", "1")
+    ck = _fa3_fp8(D, causal)
+    on = _key_loop(ck.asm["sass"])
+    count = lambda ops, p: sum(o.startswith(p) for o in ops)  # noqa: E731
+    assert ck.n_spills == 0
+    assert count(off, "PRMT") == 48 and count(on, "PRMT") == 16
+    assert count(on, "F2FP.SATFINITE.E4M3") == 32 and sum("MERGE_C" in o for o in on) == 32
+    assert len(on) <= len(off) - 30  # D=128: 543 -> 511; D=64 causal: 496 -> 465
+    assert count(on, "SHFL.IDX") == 16 and count(on, "SEL") == 16 and count(on, "MUFU.EX2") == 66

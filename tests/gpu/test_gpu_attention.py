@@ -157,6 +157,21 @@ def test_fp8_fa3_forward_configs(D, causal, cfg):
     _check_fp8(o, q8, k8, v8, qs, ks, vs, causal)
 
 
+# P's exponentials partly or wholly as a polynomial on the FMA pipe (passes/exp2_poly.py; bench variants fp8_fa3_poly*)
+@pytest.mark.parametrize("D,causal,fraction,degree", [(128, False, "1/4", "3"), (128, True, "1/2", "3"),
+                                                      (64, False, "1", "3"), (64, True, "1/4", "2")])
+def test_fp8_fa3_forward_with_exp2_polynomial(D, causal, fraction, degree, monkeypatch):
+    import kernelc
+    from examples.kernels import attention_fa3 as AF
+    monkeypatch.setenv("KERNELC_EXP2_POLY", fraction)
+    monkeypatch.setenv("KERNELC_EXP2_POLY_DEGREE", degree)
+    kern = kernelc.jit(AF.attn_fwd_fa3_kernel.fn)  # a fresh JIT: compiled under this environment
+    q, k, v, _ = _inputs(2, 4, 1024, D, torch.float16)
+    (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in (q, k, v))
+    o = AF.attention_fp8(q8, k8, v8.transpose(-1, -2).contiguous(), qs, ks, vs, causal=causal, kernel=kern)
+    _check_fp8(o, q8, k8, v8, qs, ks, vs, causal)
+
+
 # fp16 FA3-order launch configs the bench times as variants
 @pytest.mark.parametrize("D,causal,cfg", [(64, True, dict(num_stages=3)), (64, False, dict(num_stages=4)),
                                           (64, True, dict(BLOCK_M=64, BLOCK_N=64, num_warps=4)),

@@ -1,11 +1,12 @@
 """Lowering of structured control flow and side-effecting debug ops."""
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
 from ...language.dtypes import scalar_of, shape_of
 from .elementwise import constant
 from .emitter import llty
+from .fp8_words import a8_fragment_order, word_of_pairs
 from .lowering import Lowering, Tile, rule
 
 
@@ -35,9 +36,12 @@ def lower_for(lw: Lowering, op):
     inits = op.operands[3:]
     carried_args = body.args[1:]
     layouts = [lw.plan.get(a) if lw.is_tile(a) else None for a in carried_args]
+    # the byte order of 8-bit carries (passes/narrow_carries.py: mark_fp8_carry_words)
+    words8 = op.attrs.get("carry_words") == "a8"
+    orders = [_word_order(L) if words8 else None for L in layouts]
     init_flat = []
-    for v, L in zip(inits, layouts):
-        init_flat.append(_packed(lw, *lw.flat(v, L)))
+    for v, L, o in zip(inits, layouts, orders):
+        init_flat.append(_packed(lw, *lw.flat(v, L), order=o, pairs=words8))
     # 8-bit tiles that cross the back edge as words (_packed)
     packed = [ty == "i32" and llty(scalar_of(v.type)) == "i8" for v, (ty, _) in zip(inits, init_flat)]
     pre = e.cur_label
@@ -71,14 +75,14 @@ def lower_for(lw: Lowering, op):
     e.start_block(bodyl)
     lw.push_scope()
     lw.scalars[body.args[0].id] = iv
-    for a, L, names, pk in zip(carried_args, layouts, carried_phis, packed):
-        lw.set_result(a, _unpacked(lw, names) if pk else names if lw.is_tile(a) else names[0], L)
+    for a, L, names, pk, o in zip(carried_args, layouts, carried_phis, packed, orders):
+        lw.set_result(a, _unpacked(lw, names, o, words8) if pk else names if lw.is_tile(a) else names[0], L)
     pending_before = list(lw.smem.pending)
     if _smem_in(body.ops):
         _conservative_pending(lw)
     lw.lower_block(body)  # ends with scf.yield: values collected below
     yld = body.ops[-1]
-    yflat = [_packed(lw, *lw.flat(v, L))[1] for v, L in zip(yld.operands, layouts)]
+    yflat = [_packed(lw, *lw.flat(v, L), order=o, pairs=words8)[1] for v, L, o in zip(yld.operands, layouts, orders)]
     nxt = e.val(f"add {iv_ty} {iv}, {step}")
     latch = e.cur_label
     e.br(header)
@@ -90,19 +94,40 @@ def lower_for(lw: Lowering, op):
         e.body[line_idx] = e.body[line_idx].replace(f"__Y{i}__", flat_y[i - 1]).replace("__LATCH__", latch)
     e.start_block(exitl)
     lw.smem.pending = pending_before + ([(0, 1 << 30, True)] if _smem_in(body.ops) else [])
-    for r, L, names, pk in zip(op.results, layouts, carried_phis, packed):
-        lw.set_result(r, _unpacked(lw, names) if pk else names if lw.is_tile(r) else names[0], L)
+    for r, L, names, pk, o in zip(op.results, layouts, carried_phis, packed, orders):
+        lw.set_result(r, _unpacked(lw, names, o, words8) if pk else names if lw.is_tile(r) else names[0], L)
 
 
-def _packed(lw: Lowering, ty: str, regs: List[str]):
+def _word_order(L) -> Optional[List[int]]:
+    """How an 8-bit tile of layout ``L`` is grouped into words across a back edge: in an MMA accumulator
+    layout of one warp column, as the fp8 wgmma A fragments take it (``dot.py: a8_fragment_order``: P V then
+    reads the phis as they are, where register order took a byte permute per word, 16 a key block in fp8
+    attention); else in register order (None)."""
+    from ..layouts import mma_v2
+    if L is None or L.kind != "mma" or not L.mma_meta or len(L.shape) != 2:
+        return None
+    (wm, wn), (M, K) = L.mma_meta[0], L.shape
+    if wn != 1 or K % 32 or L != mma_v2((M, K), (wm, 1)):
+        return None
+    order = a8_fragment_order(M, K, wm)
+    return order if sorted(order) == list(range(L.num_regs)) else None
+
+
+def _packed(lw: Lowering, ty: str, regs: List[str], order: Optional[List[int]] = None, pairs: bool = False):
     """8-bit registers of a carried tile cross the back edge four to an i32: one phi per word, not per
     byte (PTX has no 8-bit registers; a byte per phi took ~8 instructions per word to put back together
-    for an fp8 wgmma A operand). Other carries as they are."""
+    for an fp8 wgmma A operand), grouped by ``order`` (:func:`_word_order`) or in register order. Other
+    carries as they are."""
     if ty != "i8" or len(regs) < 4 or len(regs) % 4:
         return ty, regs
+    if order is not None:
+        regs = [regs[i] for i in order]
     e = lw.e
     words = []
     for i in range(0, len(regs), 4):
+        if pairs:
+            words.append(word_of_pairs(e, regs[i:i + 4]))
+            continue
         w = None
         for j in range(4):
             x = e.val(f"zext i8 {regs[i + j]} to i32")
@@ -112,10 +137,24 @@ def _packed(lw: Lowering, ty: str, regs: List[str]):
     return "i32", words
 
 
-def _unpacked(lw: Lowering, names: List[str]) -> List[str]:
-    """The bytes of :func:`_packed`'s words."""
+def _unpacked(lw: Lowering, names: List[str], order: Optional[List[int]] = None, pairs: bool = False) -> List[str]:
+    """The bytes of :func:`_packed`'s words, in register order."""
     e = lw.e
-    return [e.val(f"trunc i32 {e.val(f'lshr i32 {w}, {8 * j}') if j else w} to i8") for w in names for j in range(4)]
+    if not pairs:
+        out = [e.val(f"trunc i32 {e.val(f'lshr i32 {w}, {8 * j}') if j else w} to i8") for w in names for j in range(4)]
+    else:
+        out = []
+        for w in names:
+            v = e.val(f"bitcast i32 {w} to <2 x i16>")
+            for h in range(2):
+                x = e.val(f"extractelement <2 x i16> {v}, i32 {h}")
+                out += [e.val(f"trunc i16 {x} to i8"), e.val(f"trunc i16 {e.val(f'lshr i16 {x}, 8')} to i8")]
+    if order is None:
+        return out
+    regs = [None] * len(out)
+    for k, i in enumerate(order):
+        regs[i] = out[k]
+    return regs
 
 
 def _const_int(v, lw):

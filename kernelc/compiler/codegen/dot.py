@@ -13,6 +13,7 @@ from ...errors import CompilationError
 from ...language.dtypes import scalar_of, shape_of
 from .convert import linear_index
 from .emitter import llty
+from .fp8_words import a8_fragment_order, word_of_pairs
 from ..layouts import Layout
 from .lowering import Lowering, Tile, rule
 from .wgmma import PingPong, fence_proxy_async, run_wgmma
@@ -159,7 +160,7 @@ def _dims(is_a: bool, trans: bool) -> Tuple[int, int]:
     return (0, 1) if trans else (1, 0)
 
 
-def _a_from_registers(lw: Lowering, a_v, L: Layout, M: int, K: int, wgmma: bool = True):
+def _a_from_registers(lw: Lowering, a_v, L: Layout, M: int, K: int, wgmma: bool = True, a8_words: bool = False):
     """A-operand fragments straight from registers when A lives in the accumulator layout of a
     previous dot with the same warps along M (attention's P): no shared-memory round trip. 16-bit A
     fragments are the accumulator's registers as they are; 8-bit ones (wgmma only) are not
@@ -175,7 +176,7 @@ def _a_from_registers(lw: Lowering, a_v, L: Layout, M: int, K: int, wgmma: bool 
     if t.layout != mma_v2((M, K), (wm, 1)):
         return None
     if elt.itemsize == 1:
-        return _a8_from_registers(lw, t, M, K, wm)
+        return _a8_from_registers(lw, t, M, K, wm, a8_words)
     e = lw.e
     ty = llty(elt)
     nbits_n = (max(1, K // 8) - 1).bit_length()
@@ -196,7 +197,7 @@ def _a_from_registers(lw: Lowering, a_v, L: Layout, M: int, K: int, wgmma: bool 
     return frags
 
 
-def _a8_from_registers(lw: Lowering, t, M: int, K: int, wm: int):
+def _a8_from_registers(lw: Lowering, t, M: int, K: int, wm: int, a8_words: bool = False):
     """fp8 A fragments (k32 per step) from a tile in the fp32 accumulator layout, by a shuffle within each
     quad of lanes. A thread q of a quad holds, per row and 8-column block n, columns 2q and 2q+1 (bytes
     ``B_n``); the A fragment wants columns 4q..4q+3 (register 0) and 16+4q..16+4q+3 (register 2) of each
@@ -205,7 +206,6 @@ def _a8_from_registers(lw: Lowering, t, M: int, K: int, wm: int):
     q reads lane 2(q%2) + q//2, then that lane ^ 1), and one byte permute per register puts the halves in
     column order: 2 SHFL, 2 SEL and 2 PRMT per row and step, as Triton does (docs/attention.md, fp8)."""
     e = lw.e
-    nbits_n = (max(1, K // 8) - 1).bit_length()
     reps_m = max(1, M // (16 * wm))
     q = e.val(f"and i32 {lw.lane}, 3")
     bit0 = e.val(f"and i32 {lw.lane}, 1")
@@ -220,6 +220,8 @@ def _a8_from_registers(lw: Lowering, t, M: int, K: int, wm: int):
     sel_hi = e.val(f"select i1 {upper}, i32 {0x3276}, i32 {0x7632}")
 
     def word(bs):  # four i8 -> i32, the first in the low byte
+        if a8_words:  # as the carried words are built (codegen/fp8_words.py: word_of_pairs), so they fold
+            return word_of_pairs(e, bs)
         w = None
         for j, b in enumerate(bs):
             x = e.val(f"zext i8 {b} to i32")
@@ -234,17 +236,28 @@ def _a8_from_registers(lw: Lowering, t, M: int, K: int, wm: int):
         return e.asm("i32", "prmt.b32 $0, $1, $2, $3;", "=r,r,r,r", [("i32", a), ("i32", b), ("i32", sel)],
                      side_effects=False)
 
+    order = a8_fragment_order(M, K, wm) if a8_words else None  # fp8_words.py
+    nbits_n = (max(1, K // 8) - 1).bit_length()
     frags = {}
     for i in range(reps_m):
         r = lambda n, c: t.regs[c | (n << 2) | (i << (2 + nbits_n))]  # noqa: E731
         for kk in range(K // 32):
             regs = {}
-            # the four bytes of each 8-column block as one word: a loop-carried P already is one
-            # (codegen/control.py), so these fold away and each pair of halves is one byte permute
-            w = [word([r(4 * kk + j, c) for c in range(4)]) for j in range(4)]
+            if a8_words:
+                # (blocks 0, 2) and (blocks 1, 3) of each row as words straight from the bytes: a loop-carried
+                # P already is these words (passes/narrow_carries.py: mark_fp8_carry_words), so they fold away
+                base = 16 * (i * (K // 32) + kk)
+                words = [word([t.regs[j] for j in order[base + 4 * w:base + 4 * w + 4]]) for w in range(4)]
+            else:
+                # the four bytes of each 8-column block as one word (a P carried in register order already is
+                # one, so these fold away), each pair of halves one byte permute
+                w = [word([r(4 * kk + j, c) for c in range(4)]) for j in range(4)]
             for h in (0, 1):  # row g (registers 0, 2), row g + 8 (registers 1, 3)
-                sel = 0x5410 if h == 0 else 0x7632  # the low / high halves of two words
-                p02, p13 = prmt(w[0], w[2], str(sel)), prmt(w[1], w[3], str(sel))
+                if a8_words:
+                    p02, p13 = words[2 * h], words[2 * h + 1]
+                else:
+                    sel = 0x5410 if h == 0 else 0x7632  # the low / high halves of two words
+                    p02, p13 = prmt(w[0], w[2], str(sel)), prmt(w[1], w[3], str(sel))
                 x = shfl(e.val(f"select i1 {odd}, i32 {p13}, i32 {p02}"), src_x)
                 y = shfl(e.val(f"select i1 {odd}, i32 {p02}, i32 {p13}"), src_y)
                 regs[h], regs[2 + h] = prmt(x, y, sel_lo), prmt(x, y, sel_hi)
@@ -298,7 +311,7 @@ def mma_dot(lw: Lowering, op, L: Layout, report: Optional[dict] = None):
         staged[idx] = (sm, trans)
     use_wgmma = id(op) in lw.plan.wgmma
     if 0 not in staged:
-        a_regs = _a_from_registers(lw, a_v, L, M, K, use_wgmma)
+        a_regs = _a_from_registers(lw, a_v, L, M, K, use_wgmma, op.attrs.get("a_words") == "a8")
     c_t = lw.tiles.get(c_v.id)
     if c_t is not None and c_t.layout != L:
         # convert the accumulator before staging: the conversion goes through the same scratch

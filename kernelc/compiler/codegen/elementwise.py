@@ -139,6 +139,47 @@ def _exp2_f32(e, x, ftz=False):
     return e.asm("float", f"{op} $0, $1;", "=f,f", [("float", x)], side_effects=False)
 
 
+#: 2^f ~ 1 + c1 f + ... + cd f^d on [-1/2, 1/2]: c1..cd by degree, minimax in relative error with c0 = 1 exactly
+#: (so that 2^-127, the clamp, comes out as +0), rounded to fp32; the relative error of the fp32 Horner
+#: evaluation is below EXP2_POLY_MAX_REL_ERROR (tests/compiler/test_exp2_poly.py sweeps it)
+EXP2_POLY_COEFFS = {2: (0.7029417753219604, 0.2398640364408493),
+                    3: (0.6932829022407532, 0.2422109693288803, 0.055009059607982635)}
+EXP2_POLY_MAX_REL_ERROR = {2: 2.0 ** -8.9, 3: 2.0 ** -13.2}
+_ROUND_MAGIC = 12582912.0  # 1.5 * 2^23: x + it rounds x to an integer held in the low mantissa bits
+
+
+def exp2_poly_f32(e, x, degree=3):
+    """2^x on the FMA pipe (no MUFU): x clamped to >= -127 (-inf and NaN too), ``j = round(x)`` by adding 1.5 * 2^23,
+    ``f = x - j`` in [-1/2, 1/2], a polynomial for 2^f, and ``j`` added to its exponent bits (the low mantissa
+    bits of the rounded sum, shifted up by 23). 8 instructions at degree 3. Results below 2^-126 are 0 or
+    subnormal (ex2.approx.ftz gives 0); valid for x < 127.5 (passes/exp2_poly.py marks only softmax arguments)."""
+    c = e.call("float", "llvm.maxnum.f32", [("float", x), ("float", _flit(-127.0))])
+    t = e.val(f"fadd float {c}, {_flit(_ROUND_MAGIC)}")
+    j = e.val(f"fsub float {t}, {_flit(_ROUND_MAGIC)}")
+    f = e.val(f"fsub float {c}, {j}")
+    coeffs = EXP2_POLY_COEFFS[degree]
+    p = _flit(coeffs[-1])
+    for ck in list(coeffs[:-1])[::-1] + [1.0]:
+        p = e.call("float", "llvm.fma.f32", [("float", p), ("float", f), ("float", _flit(ck))])
+    pi = e.val(f"bitcast float {p} to i32")
+    ti = e.val(f"bitcast float {t} to i32")
+    sh = e.val(f"shl i32 {ti}, 23")
+    return e.val(f"bitcast i32 {e.val(f'add i32 {pi}, {sh}')} to float")
+
+
+def poly_registers(n: int, num: int, den: int) -> List[bool]:
+    """Which of a thread's ``n`` registers an ``exp2 {poly}`` computes by the polynomial: ``num`` of every ``den``,
+    evenly spread (register r when floor((r + 1) num / den) > floor(r num / den))."""
+    return [((r % den) + 1) * num // den > (r % den) * num // den for r in range(n)]
+
+
+def exp2_split(e, xs: List[str], poly) -> List[str]:
+    """An fp32 ``exp2 {ftz, poly}`` (passes/exp2_poly.py) over a thread's registers: the registers
+    :func:`poly_registers` picks on the FMA pipe, the others on MUFU (ex2.approx.ftz)."""
+    pick = poly_registers(len(xs), poly["num"], poly["den"])
+    return [exp2_poly_f32(e, x, poly["degree"]) if p else _exp2_f32(e, x, ftz=True) for x, p in zip(xs, pick)]
+
+
 def _exp(e, t, args, attrs):
     ty = llty(t)
     if ty != "float":

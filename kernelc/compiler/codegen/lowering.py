@@ -324,6 +324,8 @@ class Lowering:
         if name == "cast":  # fp8 conversions go two registers per instruction
             return EW.cast_many(e, scalar_of(op.operands[0].type), rt, args[0], op.attrs.get("rounding", "rtne"),
                                 nan_positive=bool(op.attrs.get("nan_positive")))
+        if name == "exp2" and op.attrs.get("poly"):  # part on the FMA pipe (passes/exp2_poly.py)
+            return EW.exp2_split(e, args[0], op.attrs["poly"])
         out = []
         # uniform over aligned blocks (passes/mask_blocks.py): one value per block this thread holds; registers
         # whose coordinates agree above the block bits are in the same block in every thread

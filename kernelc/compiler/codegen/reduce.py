@@ -95,14 +95,26 @@ def lower_reduce(lw: Lowering, op):
     def comb(a, b):
         return lw.combine(region, a, b)
 
-    # 1. within the thread
+    # 1. within the thread: in register order, or (tree=W, passes/reduce_trees.py) in W chains and a tree
     acc = []
     for j in range(1 << len(other_bits)):
         r0 = _deposit(j, other_bits)
-        cur = [v[r0] for v in vals]
-        for sub in range(1, 1 << len(axis_bits)):
-            r = r0 | _deposit(sub, axis_bits)
-            cur = comb(cur, [v[r] for v in vals])
+        items = [[v[r0 | _deposit(sub, axis_bits)] for v in vals] for sub in range(1 << len(axis_bits))]
+        width = op.attrs.get("tree")
+        if width:
+            # `width` interleaved chains (register r into chain r % width), then a tree of their partials: about
+            # n / width + log2(width) deep, `width` partials live at a time (a full tree keeps n / 2 live)
+            width = min(int(width), len(items))
+            parts = items[:width]
+            for r in range(width, len(items)):
+                parts[r % width] = comb(parts[r % width], items[r])
+            while len(parts) > 1:
+                parts = [comb(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)] + parts[len(parts) & ~1:]
+            acc.append(parts[0])
+            continue
+        cur = items[0]
+        for x in items[1:]:
+            cur = comb(cur, x)
         acc.append(cur)
     # 2. across lanes
     for i, b in enumerate(L.lane):

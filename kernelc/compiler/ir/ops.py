@@ -40,7 +40,9 @@ for op in (
     + _ew("fmax fmin", 2, "float", "float max/min; propagate_nan: none|all", attrs=("propagate_nan",))
     + _ew("exp log fneg", 1, "math", "contract=True: may fuse into an fma (exp/log: their fp32 scaling multiply)",
           optional=("contract",))
-    + _ew("exp2", 1, "math", "ftz=True (fp32): a subnormal result flushes to 0 (ex2.approx.ftz)", optional=("ftz",))
+    + _ew("exp2", 1, "math", "ftz=True (fp32): a subnormal result flushes to 0 (ex2.approx.ftz); poly={num, den, degree} "
+          "(fp32, ftz): num of every den registers by a polynomial on the FMA pipe (passes/exp2_poly.py)",
+          optional=("ftz", "poly"))
     + _ew("fabs log2 sqrt sqrt_rn rsqrt sin cos erf floor ceil tanh", 1, "math")
     + _ew("fma", 3, "float", "fused multiply-add a*b+c")
     + _ew("add sub mul sdiv udiv srem urem smax smin umax umin and or xor shl ashr lshr umulhi smulhi",
@@ -124,9 +126,10 @@ for op in [
               "out-of-bounds elements are not touched", optional_attrs=("tma",)),
     OpDef("dot", (3, 4), ("input_precision",), category="dot",
           doc="a @ b + acc; a 4th operand use_acc (scalar i1, passes/flatten_loops.py): a @ b + (use_acc ? acc : 0)",
-          optional_attrs=("max_num_imprecise_acc", "fp8_upcast", "wgmma", "wgmma_turns", "pin_wait")),
+          optional_attrs=("max_num_imprecise_acc", "fp8_upcast", "wgmma", "wgmma_turns", "pin_wait", "a_words")),
     OpDef("reduce", (1, -1), ("axis",), results=-1, regions=1, category="reduce",
-          doc="combine region (2n scalars -> n); kind names a known combine", optional_attrs=("kind",)),
+          doc="combine region (2n scalars -> n); kind names a known combine; tree=W: a thread's registers combine "
+              "in W chains and a tree of their results (passes/reduce_trees.py)", optional_attrs=("kind", "tree")),
     OpDef("scan", (1, -1), ("axis", "reverse"), results=-1, regions=1, category="reduce",
           optional_attrs=("kind",)),
     OpDef("print", (0, -1), ("prefix",), pure=False, results=0, category="debug", optional_attrs=("hex", "types")),
@@ -237,7 +240,7 @@ for op in [
     # Structured control flow (compiled code only; the interpreter runs Python control flow).
     OpDef("scf.for", (3, -1), results=-1, regions=1, pure=False, category="control",
           doc="lb, ub, step, inits...; body block args (iv, carried...)",
-          optional_attrs=("num_stages", "unroll", "warp_specialize", "flatten", "pipeline", "ws")),
+          optional_attrs=("num_stages", "unroll", "warp_specialize", "flatten", "pipeline", "ws", "carry_words")),
     OpDef("scf.if", (1, 1), results=-1, regions=2, pure=False, category="control", doc="then/else regions"),
     OpDef("scf.while", (0, -1), results=-1, regions=2, pure=False, category="control",
           doc="before region ends in scf.condition, after region in scf.yield"),

@@ -38,6 +38,20 @@ def _int_only(op: Op) -> List[str]:
     return [] if isinstance(t, T.dtype) and t.is_int() else [f"needs an integer type, got {t}"]
 
 
+def _exp2_poly(op: Op) -> List[str]:
+    """``poly`` (passes/exp2_poly.py): fp32 and ftz, 0 < num <= den, degree 2 or 3."""
+    p = op.attrs.get("poly")
+    if p is None:
+        return []
+    ok = (isinstance(p, dict) and set(p) == {"num", "den", "degree"} and 0 < p["num"] <= p["den"]
+          and p["degree"] in (2, 3))
+    if not ok:
+        return [f"poly must be {{num, den, degree}} with 0 < num <= den and degree 2 or 3, got {p!r}"]
+    if scalar_of(op.results[0].type) != T.float32 or not op.attrs.get("ftz"):
+        return ["poly needs an fp32 exp2 with ftz=True"]
+    return []
+
+
 def _arith(check_kind):
     def rule(op):
         return _same_shape(op) + _same_elt(op) + check_kind(op)
@@ -665,6 +679,7 @@ RULES: Dict[str, Callable[[Op], List[str]]] = {
     **{k: _arith(_int_only) for k in ("add", "sub", "mul", "sdiv", "udiv", "srem", "urem", "smax", "smin",
                                        "umax", "umin", "and", "or", "xor", "shl", "ashr", "lshr",
                                        "umulhi", "smulhi", "iabs")},
+    "exp2": lambda op: _arith(_float_only)(op) + _exp2_poly(op),
     "cmpi": _cmp(INT_PREDICATES, False),
     "cmpf": _cmp(FLOAT_PREDICATES, True),
     "select": _select,

@@ -111,3 +111,30 @@ def _function_block(op: Op) -> Block:
 def _all_ops(block: Block):
     for op in block.ops:
         yield from op.walk()
+
+
+def mark_fp8_carry_words(fn: Function, enabled: bool = True) -> Function:
+    """Set (``enabled``, KERNELC_FP8_CARRY_WORDS) ``carry_words='a8'`` on every ``scf.for`` that carries an 8-bit
+    float tile (FA3-order fp8 attention's P, narrowed above), and ``a_words='a8'`` on the dots that read such a
+    carried tile (in the body or after the loop) as their A operand: codegen (``codegen/control.py:
+    _word_order``) then groups the tile's bytes into the words the fp8 wgmma A-fragment shuffle reads
+    (``codegen/fp8_words.py: a8_fragment_order``) when it is in an MMA accumulator layout, and the dot builds those
+    words from bytes, which fold into the phis -- where register order cost a byte permute per word in the
+    next trip (16 a key block). Cleared when not ``enabled``. Mutates ``fn``."""
+    use = users(fn.body)
+    for op in fn.walk():
+        op.attrs.pop("a_words" if op.name == "dot" else "carry_words" if op.name == "scf.for" else "", None)
+    for op in list(fn.walk()):
+        if op.name != "scf.for":
+            continue
+        eight = [j for j, a in enumerate(op.regions[0].args[1:])
+                 if shape_of(a.type) and scalar_of(a.type).is_floating() and scalar_of(a.type).primitive_bitwidth == 8]
+        if not enabled or not eight:
+            continue
+        op.attrs["carry_words"] = "a8"
+        for j in eight:  # the dots that read the carried tile as their A operand take it in those words
+            for v in (op.regions[0].args[1 + j], op.results[j]):
+                for r in use.get(v.id, []):
+                    if r.name == "dot" and r.operands[0] is v:
+                        r.attrs["a_words"] = "a8"
+    return fn
