@@ -64,6 +64,9 @@ def test_torch_kernels_scopes_timing_memcpy(tmp_path):
         with profiler.scope("adds"):
             for _ in range(100):
                 x = x + 1
+        # keep the GPU busy while the host queues the GEMMs, so the events' window holds no idle gaps from a slow
+        # host (a loaded 16-core host took 645 us a launch, 2026-11-27, and the window tripled)
+        torch.cuda._sleep(200_000_000)
         with profiler.scope("gemm"):
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()
