@@ -170,7 +170,7 @@ KNOBS: Tuple[Knob, ...] = (
          "a loop-carried 8-bit tile in an MMA accumulator layout crosses the back edge in the words the fp8 wgmma A "
          "fragment shuffle reads (FA3-order fp8 attention's P: 16 fewer byte permutes a key block); off: in "
          "register order", compile=True, field="fp8_carry_words"),
-    Knob("KERNELC_REDUCE_TREE", "bool", True,
+    Knob("KERNELC_REDUCE_TREE", "bool", False,
          "a max/min reduction (and an integer add/xor) combines a thread's registers as a balanced tree instead of a "
          "chain of dependent instructions (same bits: the combine is exactly associative; fp8 attention's row max was a "
          "32-deep FMNMX chain, 21% of its key loop's stall samples)", compile=True, field="reduce_tree"),

@@ -93,6 +93,9 @@ def read_saved(path: str, configs):
     return None
 
 
+DEFAULT_WARMUP_MS, DEFAULT_REP_MS = 25, 100
+
+
 def _bench(fn, warmup, rep):
     from .timing import do_bench
     return do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
@@ -106,7 +109,9 @@ def _tuner_bench(tuner, fn) -> float:
     if tuner.use_cuda_graph:
         from .timing import do_bench_cudagraph
         return do_bench_cudagraph(fn, rep=tuner.rep_ms or 20, return_mode="median")
-    return _bench(fn, tuner.warmup_ms or 5, tuner.rep_ms or 20)
+    # Triton's lengths (its do_bench defaults) unless the autotuner was given its own: with 5 + 20 ms, tutorial 08's
+    # tuner picked a config 20% slower in 2 of 3 tunings (docs/triton-tutorials.md, "08's pick")
+    return _bench(fn, tuner.warmup_ms or DEFAULT_WARMUP_MS, tuner.rep_ms or DEFAULT_REP_MS)
 
 
 def select_config(tuner, configs, args, kwargs, grid):

@@ -74,14 +74,14 @@ def test_deferred_dots_are_waited_for_where_first_read_and_before_the_release():
     ir, fn, _ = _passes(two_dots, TD_SIG, TD_CX, num_warps=8, num_stages=2, div=TD_DIV)
     filecheck(ir[BEFORE], """
         CHECK: [[S:%\\d+]] = dot {{.*}}wgmma='deferred'}
-        CHECK-NEXT: = reduce [[S]] {axis=1, kind='max', tree=4}
+        CHECK-NEXT: = reduce [[S]] {axis=1, kind='max'}
         CHECK: = dot {{.*}}wgmma='deferred'}
         CHECK-NEXT: wgmma_wait_deferred
     """)
     filecheck(ir[PASS], """
         CHECK: [[S:%\\d+]] = dot {{.*}}wgmma='deferred'} : <128x64xfp32>
         CHECK-NEXT: [[SW:%\\d+]] = wgmma_wait [[S]] {pending=0} : <128x64xfp32>
-        CHECK-NEXT: = reduce [[SW]] {axis=1, kind='max', tree=4}
+        CHECK-NEXT: = reduce [[SW]] {axis=1, kind='max'}
         CHECK: = fsub [[SW]],
         CHECK: [[O:%\\d+]] = dot {{.*}}wgmma='deferred'} : <128x64xfp32>
         CHECK-NEXT: [[OW:%\\d+]] = wgmma_wait [[O]] {pending=0} : <128x64xfp32>
@@ -107,7 +107,7 @@ def test_fa3_order_waits_for_the_older_group_first_and_pins_pvs_wait():
         CHECK: [[QK:%\\d+]] = dot {{.*}}wgmma='deferred'} : <128x128xfp32>
         CHECK-NEXT: [[PV:%\\d+]] = dot {{.*}}wgmma='deferred', pin_wait=True} : <128x128xfp32>
         CHECK-NEXT: [[S:%\\d+]] = wgmma_wait [[QK]] {pending=1} : <128x128xfp32>
-        CHECK-NEXT: = reduce [[S]] {axis=1, kind='max', tree=4}
+        CHECK-NEXT: = reduce [[S]] {axis=1, kind='max'}
         CHECK: = wgmma_wait [[PV]] {pending=0, pin=True} : <128x128xfp32>
         CHECK: mbarrier_arrive
     """)
