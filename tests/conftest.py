@@ -27,6 +27,48 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     yield
 
 
+# The launcher's in-memory cache is keyed on the specialisation, not on compile knobs (reading them on every
+# launch would cost the fast path), so a test that sets a compile knob would launch what an earlier test compiled
+# under other knobs (H100, 2026-11-27: a split=False case ran the split kernel). A compile knob set through
+# monkeypatch drops every in-memory launch cache, and so does the end of a test that set one.
+_COMPILE_KNOBS = None
+
+
+def _drop_launch_caches():
+    import sys
+    launcher = sys.modules.get("kernelc.runtime.launcher")
+    if launcher is None:
+        return
+    for fn in list(launcher._with_state):
+        launcher.get_state(fn)["cache"].clear()
+
+
+@pytest.fixture(autouse=True)
+def _compile_knobs_drop_launch_caches(monkeypatch, _isolated_cache):
+    global _COMPILE_KNOBS
+    if _COMPILE_KNOBS is None:
+        from kernelc.options import KNOBS
+        _COMPILE_KNOBS = frozenset(k.name for k in KNOBS if k.compile)
+    set_env, del_env, touched = monkeypatch.setenv, monkeypatch.delenv, []
+
+    def setenv(name, value, prepend=None):
+        set_env(name, value, prepend)
+        if name in _COMPILE_KNOBS:
+            touched.append(name)
+            _drop_launch_caches()
+
+    def delenv(name, raising=True):
+        del_env(name, raising)
+        if name in _COMPILE_KNOBS:
+            touched.append(name)
+            _drop_launch_caches()
+
+    monkeypatch.setenv, monkeypatch.delenv = setenv, delenv
+    yield
+    if touched:
+        _drop_launch_caches()
+
+
 # A kernel that faults leaves a CUDA context that fails every later call ("unspecified launch failure"), so
 # under xdist one bad kernel turned the rest of its worker's tests into failures that named the wrong tests
 # (H100, 2026-11-27: 607 failures from a handful of faults). After each GPU test the worker synchronises;
