@@ -7,9 +7,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.gpu
 
-from examples.kernels.matmul import matmul_kernel  # noqa: E402
 from tests.compiler.test_store_conversion import ptr_persistent  # noqa: E402
-from tests.gpu.test_gpu_store_conversion import _check, _operands  # noqa: E402
+from tests.gpu.test_gpu_store_conversion import _check, _operands, check_plain_gemm  # noqa: E402
 
 SHAPES = [(1000, 1240, 528), (256, 512, 80), (136, 72, 1040), (64, 64, 16)]
 
@@ -18,14 +17,7 @@ SHAPES = [(1000, 1240, 528), (256, 512, 80), (136, 72, 1040), (64, 64, 16)]
 @pytest.mark.parametrize("bm,bn,bk,stages,warps", [(128, 256, 64, 3, 8), (128, 128, 32, 4, 4), (64, 128, 64, 4, 4)])
 def test_plain_gemm_with_a_partly_masked_last_k_step(monkeypatch, uniform, bm, bn, bk, stages, warps):
     monkeypatch.setenv("KERNELC_UNIFORM_MASKS", uniform)
-    for m, n, k in SHAPES:
-        a, b, big, c = _operands(m, n, k)
-        grid = (((m + bm - 1) // bm) * ((n + bn - 1) // bn),)
-        matmul_kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
-                            c.stride(1), BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=8,
-                            num_stages=stages, num_warps=warps)
-        torch.cuda.synchronize()
-        _check(a, b, big, c)
+    check_plain_gemm(SHAPES, bm, bn, bk, stages, warps)
 
 
 @pytest.mark.parametrize("flat", [False, True])

@@ -27,11 +27,9 @@ def _check(a, b, big, c):
     assert torch.isnan(big[:, c.shape[1]:]).all()   # nothing written past N
 
 
-@pytest.mark.parametrize("discount", ["1", "4"])
-@pytest.mark.parametrize("bm,bn,bk,stages,warps", [(128, 128, 64, 3, 4), (128, 256, 64, 4, 8), (64, 128, 32, 4, 4)])
-def test_plain_gemm_epilogue_matches_torch(monkeypatch, discount, bm, bn, bk, stages, warps):
-    monkeypatch.setenv("KERNELC_STORE_SMEM_DISCOUNT", discount)
-    for m, n, k in SHAPES:
+def check_plain_gemm(shapes, bm, bn, bk, stages, warps):
+    """Tutorial 03's kernel at every shape of ``shapes`` against torch (also used by test_gpu_mask_blocks.py)."""
+    for m, n, k in shapes:
         a, b, big, c = _operands(m, n, k)
         grid = (((m + bm - 1) // bm) * ((n + bn - 1) // bn),)
         matmul_kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
@@ -39,6 +37,13 @@ def test_plain_gemm_epilogue_matches_torch(monkeypatch, discount, bm, bn, bk, st
                             num_stages=stages, num_warps=warps)
         torch.cuda.synchronize()
         _check(a, b, big, c)
+
+
+@pytest.mark.parametrize("discount", ["1", "4"])
+@pytest.mark.parametrize("bm,bn,bk,stages,warps", [(128, 128, 64, 3, 4), (128, 256, 64, 4, 8), (64, 128, 32, 4, 4)])
+def test_plain_gemm_epilogue_matches_torch(monkeypatch, discount, bm, bn, bk, stages, warps):
+    monkeypatch.setenv("KERNELC_STORE_SMEM_DISCOUNT", discount)
+    check_plain_gemm(SHAPES, bm, bn, bk, stages, warps)
 
 
 @pytest.mark.parametrize("flat", [False, True])
