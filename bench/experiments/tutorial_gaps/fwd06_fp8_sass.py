@@ -31,6 +31,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
 import cpu_compare  # noqa: E402
+from fwd06_sass import _kernelc, _triton, sass_of  # noqa: E402  (the same compiles as the fp16 study)
 
 LOOP_KEYS = ("QGMMA", "HGMMA", "F2FP", "F2F.", "I2F", "HADD2.F32", "PRMT", "MOVM", "STSM", "LDSM.16.MT88", "WARPGROUP.DEPBAR", "WARPGROUP.ARRIVE", "MUFU.EX2", "UTMALDG", "SYNCS", "BAR.SYNC",
              "LDG", "LDL", "STL", "LDS", "LDSM", "STS", "FMUL", "FADD", "FFMA", "FMNMX", "SHFL")
@@ -74,11 +75,6 @@ def loop_profile(sass_text: str) -> dict:
     out["total"] = len(body)
     out["_body"] = raws[start:start + len(body)]  # with predicates, for --dump
     return out
-
-
-def sass_of(cubin: bytes) -> str:
-    from cubintools.sass import disassemble
-    return disassemble(cubin, line_info=False)
 
 
 def main(argv=None) -> int:
@@ -133,7 +129,7 @@ def main(argv=None) -> int:
                     if impl == "kernelc":
                         r, cubin = _kernelc(mod, sig, cx, div, w, s)
                     else:
-                        r, cubin = _triton(args.triton_site, mod, sig, cx, w, s)
+                        r, cubin = _triton(args.triton_site, mod, sig, cx, w, s, elem="*fp8e5")
                     r["loop"] = loop_profile(sass_of(cubin))
                     body = r["loop"].pop("_body", [])
                     if args.dump:
@@ -150,56 +146,6 @@ def main(argv=None) -> int:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
     return 0
-
-
-def _kernelc(mod, sig, cx, div, w, s):
-    from kernelc.compat import install
-    install()
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("fwd06_kernels", mod)
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
-    from kernelc.compiler.compiler import compile as kcompile
-    ck = kcompile(m._attn_fwd, sig, cx, "sm_90a", w, s, divisibility=div)
-    return dict(_regs(ck.asm["cubin"]), shared=ck.shared), ck.asm["cubin"]
-
-
-_CHILD = r"""
-import json, sys, importlib.util
-args = json.loads(sys.argv[1])
-import triton
-from triton.compiler import ASTSource
-from triton.backends.compiler import GPUTarget
-spec = importlib.util.spec_from_file_location("fwd06_kernels", args["mod"])
-mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
-fn = mod._attn_fwd
-names = fn.arg_names
-sig = {n: (args["sig"][n] if n in args["sig"] else "constexpr") for n in names}
-attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in names
-         if n in ("M", "N_CTX") or args["sig"].get(n) == "*fp8e5"}
-src = ASTSource(fn, signature=sig, constexprs={(names.index(k),): v for k, v in args["cx"].items()}, attrs=attrs)
-ck = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": args["w"], "num_stages": args["s"]})
-json.dump({"cubin": ck.asm["cubin"].hex(), "shared": ck.metadata.shared}, sys.stdout)
-"""
-
-
-def _triton(site, mod, sig, cx, w, s):
-    import subprocess
-    env = dict(os.environ, PYTHONPATH=site)
-    r = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(dict(mod=mod, sig=sig, cx=cx, w=w, s=s))], env=env,
-                       capture_output=True, text=True, cwd=tempfile.gettempdir())
-    if r.returncode:
-        raise RuntimeError(r.stderr[-2000:])
-    res = json.loads(r.stdout)
-    cubin = bytes.fromhex(res.pop("cubin"))
-    res.update(_regs(cubin))
-    return res, cubin
-
-
-def _regs(cubin: bytes) -> dict:
-    from cubintools import inspect_cubin
-    f = inspect_cubin(cubin).kernel(None)
-    return {"n_regs": f.n_regs, "local_bytes": f.frame_size}
 
 
 if __name__ == "__main__":

@@ -155,17 +155,19 @@ fn = mod._attn_fwd
 names = fn.arg_names
 sig = {n: (args["sig"][n] if n in args["sig"] else "constexpr") for n in names}
 attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in names
-         if n in ("M", "N_CTX") or args["sig"].get(n) == "*fp16"}
+         if n in ("M", "N_CTX") or args["sig"].get(n) == args["elem"]}
 src = ASTSource(fn, signature=sig, constexprs={(names.index(k),): v for k, v in args["cx"].items()}, attrs=attrs)
 ck = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": args["w"], "num_stages": args["s"]})
 json.dump({"cubin": ck.asm["cubin"].hex(), "shared": ck.metadata.shared}, sys.stdout)
 """
 
 
-def _triton(site, mod, sig, cx, w, s):
+def _triton(site, mod, sig, cx, w, s, elem="*fp16"):
+    """Triton 3.6's compile of ``_attn_fwd`` in a child process; pointers of type ``elem`` get divisibility 16."""
     import subprocess
     env = dict(os.environ, PYTHONPATH=site)
-    r = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(dict(mod=mod, sig=sig, cx=cx, w=w, s=s))], env=env,
+    r = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(dict(mod=mod, sig=sig, cx=cx, w=w, s=s, elem=elem))],
+                       env=env,
                        capture_output=True, text=True, cwd=tempfile.gettempdir())
     if r.returncode:
         raise RuntimeError(r.stderr[-2000:])
