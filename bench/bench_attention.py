@@ -97,8 +97,12 @@ def _err(a, b):
 # --sweep: other launch configs (BLOCK_M, BLOCK_N, num_warps, num_stages), each spill-free on sm_90a when listed
 SWEEP_FWD = {128: [(128, 64, 4, 2), (128, 64, 8, 3), (64, 64, 4, 3)],
              64: [(128, 128, 8, 2), (128, 64, 8, 3), (64, 64, 4, 3)]}
-SWEEP_DKDV = {128: [(32, 128, 8, 3)], 64: [(32, 128, 4, 3), (64, 64, 4, 3)]}
-SWEEP_DQ = {128: [(128, 32, 8, 3), (128, 64, 8, 3)], 64: [(128, 32, 4, 3)]}
+# D=128, 4 warps (one warpgroup, no producer): 2 programs an SM for dK/dV (233 / 196 registers, 98 / 82 KB) and
+# 2-3 for dQ (154 / 122 registers, 98 / 66 KB), where the 8-warp defaults fit one; one program's softmax then
+# runs under the other's wgmmas (what made the 4-warp configs win at D=64)
+SWEEP_DKDV = {128: [(32, 128, 8, 3), (64, 64, 4, 2), (32, 64, 4, 3)], 64: [(32, 128, 4, 3), (64, 64, 4, 3)]}
+SWEEP_DQ = {128: [(128, 32, 8, 3), (128, 64, 8, 3), (64, 64, 4, 2), (64, 32, 4, 2)],
+            64: [(128, 32, 4, 3), (64, 64, 4, 2)]}
 # dK/dV configs with a producer warp(group) filling the loop's ring (the kernel's WS; setmaxnreg at 8 warps)
 SWEEP_DKDV_WS = {128: [(32, 128, 8, 3)], 64: [(32, 128, 4, 3)]}
 # the one-kernel (atomic dQ) backward at other dK/dV configs (its default is timed too, as sweep_bwd_atomic_default)
@@ -106,8 +110,11 @@ SWEEP_ATOMIC = {128: [(16, 128, 8, 3)], 64: [(64, 64, 4, 3)]}
 # the one-kernel backward with dQ by TMA bulk reductions (dq_mode="bulk") at other dK/dV configs (its default is
 # timed as sweep_bwd_bulk_default); spill-free on sm_90a
 SWEEP_BULK = {128: [(16, 128, 8, 3), (32, 128, 8, 4)], 64: [(64, 64, 4, 3)]}
-# (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27
-SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4, 3), (128, 32, 4, 3))]}
+# (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27, and (D=128) the
+# 4-warp configs above together
+SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3)), ((64, 64, 4, 2), (64, 32, 4, 2)),
+                         ((64, 64, 4, 2), (64, 64, 4, 2)), ((64, 128, 8, 3), (64, 32, 4, 2))],
+                   64: [((32, 128, 4, 3), (128, 32, 4, 3))]}
 # the backward's dK/dV and dQ kernels compiled again under other compile knobs (A/B), at the default configs:
 #   nodefer   every wgmma waited for right after its issue in the loops no producer warp fills (main's code
 #             before 2026-11-27's KERNELC_WGMMA_DEFER_RING: dP's wgmma not under the softmax recompute)
@@ -167,6 +174,15 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                                                   dkdv_config=_cfg(c1), dq_config=_cfg(c2))
         check_against_default(name, fn)
         record(name, fn)
+    # the dQ kernel on a second stream beside the dK/dV kernel (attention_bwd(overlap=True)), default configs
+    check_against_default("sweep_bwd_overlap",
+                          lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale, overlap=True))
+    record("sweep_bwd_overlap", lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale, overlap=True))
+    if causal:  # the causal dQ grid in launch order (first query block first) instead of longest first
+        name = "sweep_bwd_nolpt"
+        fn = lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_config=dict(LPT=False))  # noqa: E731
+        check_against_default(name, fn)
+        record(name, fn)
     for c in [c for c in SWEEP_DKDV_WS.get(D, []) if not causal or c[1] % c[0] == 0]:
         name = f"sweep_bwd_dkdv_ws{list(c)}"
         fn = lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale,  # noqa: E731
@@ -181,7 +197,8 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
             check_against_default(name, fn)
             record(name, fn)
     # each kernel of the backward alone (default configs, each dQ mode): where the time goes
-    for tag, cfgs in [("default", {}), ("atomic", dict(dq_mode="atomic")), ("bulk", dict(dq_mode="bulk"))]:
+    for tag, cfgs in [("default", {}), ("atomic", dict(dq_mode="atomic")), ("bulk", dict(dq_mode="bulk")),
+                      ("overlap", dict(overlap=True))]:
         grads, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, scale, **cfgs)
         if only and not any(x in f"sweep_bwd_part_{tag}_{n}" for n, _ in steps for x in only):
             continue
@@ -470,6 +487,8 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
 
     variants = [(f"ours_bwd_{m}", lambda a, b, c, m=m: B.attention(a, b, c, causal, scale, dq_mode=m))
                 for m in ("separate", "atomic", "bulk")]
+    # separate dQ on a second stream beside dK/dV (attention(overlap=True))
+    variants.append(("ours_bwd_overlap", lambda a, b, c: B.attention(a, b, c, causal, scale, overlap=True)))
     for name, ctx in sdpa_backends():
         def f(a, b, c, ctx=ctx):
             with ctx():
@@ -492,11 +511,12 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
         del o
     if args.check and grads:
         ref = next((grads[n] for n in ("sdpa_flash_bwd", "sdpa_cudnn_bwd") if n in grads), None)
-        for name in ("ours_bwd_separate", "ours_bwd_atomic", "ours_bwd_bulk"):
+        for name in ("ours_bwd_separate", "ours_bwd_atomic", "ours_bwd_bulk", "ours_bwd_overlap"):
             if ref is not None and name in grads:
                 check(name, max(_err(a, b) for a, b in zip(grads[name], ref)), tol)
     fl = 2.5 * fwd_flop
-    ours_b = {n: res[n]["ms"] for n in ("ours_bwd_separate", "ours_bwd_atomic", "ours_bwd_bulk") if n in res}
+    ours_b = {n: res[n]["ms"] for n in ("ours_bwd_separate", "ours_bwd_atomic", "ours_bwd_bulk", "ours_bwd_overlap")
+              if n in res}
     if ours_b:
         best_o = min(ours_b, key=ours_b.get)
         row["bwd_best_mode"], row["bwd_tflops"] = best_o.replace("ours_bwd_", ""), tf(ours_b[best_o], fl)

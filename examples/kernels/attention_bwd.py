@@ -169,9 +169,11 @@ def _dq_inner(dq, q, do, lse, delta, k_ptrs, v_ptrs, stride_n, offs_m, offs_n0, 
 
 @triton.jit
 def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX,
-                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr):
-    """dQ of one [BLOCK_M] query block (deterministic: no atomics)."""
-    start_m = tl.program_id(0) * BLOCK_M
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
+                       LPT: tl.constexpr = True):
+    """dQ of one [BLOCK_M] query block (deterministic: no atomics). Causal with LPT: the last query block (the
+    most key blocks) first, so a head's longest programs start first and the grid's tail is its shortest ones."""
+    start_m = (tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL and LPT else tl.program_id(0)) * BLOCK_M
     off_hz = tl.program_id(1)
     off = (off_hz // H).to(tl.int64) * stride_z + (off_hz % H).to(tl.int64) * stride_h
     offs_m = start_m + tl.arange(0, BLOCK_M)
@@ -238,7 +240,7 @@ def _cfg(table, head_dim, overrides):
 
 
 def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkdv_config=None, dq_config=None,
-                  kernels=None):
+                  kernels=None, overlap=False):
     """(dq, dk, dv) for ``o, lse = attention_fwd(q, k, v, causal, sm_scale, return_lse=True)``.
 
     ``dq_mode``: ``"separate"`` (a second kernel, deterministic), ``"atomic"`` (fp32 atomics in the dK/dV
@@ -246,20 +248,23 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkd
     memory on sm_90a). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS` (atomic:
     :data:`ATOMIC_DKDV_CONFIGS`, bulk: :data:`BULK_DKDV_CONFIGS`) / :data:`DQ_CONFIGS`.
     ``kernels``: ``{"dkdv": ..., "dq": ...}``, other
-    compiled copies of the kernels to launch (the bench's A/B of compile knobs).
+    compiled copies of the kernels to launch (the bench's A/B of compile knobs). ``overlap`` (separate mode):
+    the dQ kernel runs on a second stream beside the dK/dV kernel (both only read what the preprocess wrote), so
+    its programs fill the SMs the dK/dV grid's last wave leaves idle; the caller's stream waits for both.
     """
     grads, steps = attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode, dkdv_config, dq_config,
-                                       kernels)
+                                       kernels, overlap)
     for _, launch in steps:
         launch()
     return grads()
 
 
 def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkdv_config=None,
-                        dq_config=None, kernels=None):
+                        dq_config=None, kernels=None, overlap=False):
     """The backward as ``(grads, [(name, launch), ...])``: the buffers allocated, each kernel's launch a
-    callable (``preprocess``, ``dkdv``, then ``dq`` or the atomic/bulk modes' ``cast``) to run in order, and
-    ``grads()`` the (dq, dk, dv) they leave. :func:`attention_bwd` runs them; the bench times each alone."""
+    callable (``preprocess``, ``dkdv``, then ``dq`` or the atomic/bulk modes' ``cast``; with ``overlap``,
+    ``preprocess`` and ``dkdv_dq``) to run in order, and ``grads()`` the (dq, dk, dv) they leave.
+    :func:`attention_bwd` runs them; the bench times each alone."""
     import torch
     if dq_mode not in DQ_MODES:
         raise ValueError(f"dq_mode must be one of {', '.join(map(repr, DQ_MODES))}, got {dq_mode!r}")
@@ -302,12 +307,38 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate
                                                                          HEAD_DIM=D)
         out["dq"] = dq_out
 
+    def dkdv_beside_dq():
+        # the side stream starts after the preprocess (delta) and what the caller queued before; dK/dV is
+        # launched first so that its programs are dispatched first and dQ's fill in behind its last wave. Every
+        # buffer is freed or reused on the caller's stream, which waits for the side stream before going on
+        main = torch.cuda.current_stream(q.device)
+        side = _side_stream(q.device)
+        side.wait_stream(main)
+        dkdv()
+        with torch.cuda.stream(side):
+            dq_pass()
+        main.wait_stream(side)
+
     if atomic:  # the atomics add into dq: zeroed on every run of the steps
         steps = [("preprocess", preprocess), ("dkdv", lambda: (dq.zero_(), dkdv())),
                  ("cast", cast_kernel if bulk else cast)]
+    elif overlap and q.is_cuda:
+        steps = [("preprocess", preprocess), ("dkdv_dq", dkdv_beside_dq)]
     else:
         steps = [("preprocess", preprocess), ("dkdv", dkdv), ("dq", dq_pass)]
     return (lambda: (out.get("dq", dq), dk, dv)), steps
+
+
+_SIDE_STREAMS = {}
+
+
+def _side_stream(device):
+    """One second stream per device for ``overlap`` (made once: a stream is a driver object, not per call)."""
+    import torch
+    key = torch.device(device).index
+    if key not in _SIDE_STREAMS:
+        _SIDE_STREAMS[key] = torch.cuda.Stream(device)
+    return _SIDE_STREAMS[key]
 
 
 def _autograd_function():
@@ -317,18 +348,19 @@ def _autograd_function():
         """softmax(q k^T * sm_scale) v with the fused backward above."""
 
         @staticmethod
-        def forward(ctx, q, k, v, causal, sm_scale, dq_mode, fwd_config):
+        def forward(ctx, q, k, v, causal, sm_scale, dq_mode, fwd_config, overlap=False):
             q, k, v = (t.contiguous() for t in (q, k, v))
             o, lse = attention_fwd(q, k, v, causal, sm_scale, return_lse=True, **(fwd_config or {}))
             ctx.save_for_backward(q, k, v, o, lse)
-            ctx.causal, ctx.sm_scale, ctx.dq_mode = causal, sm_scale, dq_mode
+            ctx.causal, ctx.sm_scale, ctx.dq_mode, ctx.overlap = causal, sm_scale, dq_mode, overlap
             return o
 
         @staticmethod
         def backward(ctx, do):
             q, k, v, o, lse = ctx.saved_tensors
-            dq, dk, dv = attention_bwd(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, ctx.dq_mode)
-            return dq, dk, dv, None, None, None, None
+            dq, dk, dv = attention_bwd(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, ctx.dq_mode,
+                                       overlap=ctx.overlap)
+            return dq, dk, dv, None, None, None, None, None
 
     return AttentionFunction
 
@@ -346,8 +378,8 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-def attention(q, k, v, causal=False, sm_scale=None, dq_mode="separate", fwd_config=None):
+def attention(q, k, v, causal=False, sm_scale=None, dq_mode="separate", fwd_config=None, overlap=False):
     """Differentiable fused attention on fp16/bf16 ``[Z, H, N_CTX, HEAD_DIM]`` tensors (HEAD_DIM 16..128
-    for the backward): ``loss.backward()`` runs the kernels above."""
+    for the backward): ``loss.backward()`` runs the kernels above (``overlap``: see :func:`attention_bwd`)."""
     sm_scale = sm_scale if sm_scale is not None else q.shape[-1] ** -0.5
-    return __getattr__("AttentionFunction").apply(q, k, v, causal, sm_scale, dq_mode, fwd_config)
+    return __getattr__("AttentionFunction").apply(q, k, v, causal, sm_scale, dq_mode, fwd_config, overlap)

@@ -75,7 +75,10 @@ def test_backward_vs_sdpa_backward(N, D, dtype, causal, dq_mode):
 CANDIDATE_CONFIGS = [(128, "dkdv", (64, 128, 8, 3)), (128, "dq", (128, 64, 8, 2)), (64, "dkdv", (32, 64, 4, 3)),
                      (128, "dkdv", (64, 128, 8, 2)), (64, "dq", (64, 64, 4, 3)), (128, "dq", (128, 128, 8, 2)),
                      (128, "dq", (128, 64, 8, 3)), (64, "dkdv", (64, 64, 4, 3)), (64, "dkdv", (64, 128, 8, 3)),
-                     (64, "dq", (128, 64, 8, 3)), (64, "dq", (64, 32, 4, 3))]
+                     (64, "dq", (128, 64, 8, 3)), (64, "dq", (64, 32, 4, 3)),
+                     # 4 warps at D=128: 2-3 programs an SM (docs/attention.md, "Backward against cuDNN")
+                     (128, "dkdv", (64, 64, 4, 2)), (128, "dkdv", (32, 64, 4, 3)), (128, "dq", (64, 64, 4, 2)),
+                     (128, "dq", (64, 32, 4, 2)), (64, "dq", (64, 64, 4, 2))]
 
 
 def _cfg(cfg):
@@ -117,6 +120,33 @@ def _check_backward_at(D, causal, **kw):
         grads[name] = [t.grad for t in leaves]
     for i, name in enumerate(("dq", "dk", "dv")):
         _close_as_torch(f"{name} at {which}={cfg}", ours[i], grads["torch"][i], grads["fp32"][i], 5e-3)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("D", [64, 128])
+def test_backward_with_dq_beside_dkdv_on_a_second_stream(D, causal):
+    # attention_bwd(overlap=True): the dQ kernel on a side stream; the caller's stream must see all three grads
+    _check_backward_at(D, causal, overlap=True)
+    q, k, v, do = _inputs(1, 4, 1024, D, torch.float16)
+    o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
+    a = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5)
+    b = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, overlap=True)
+    for x, y in zip(a, b):  # the same kernels on other streams: the same bits
+        assert torch.equal(x, y)
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    B.attention(*leaves, causal=causal, overlap=True).backward(do)
+    for x, y in zip(a, (t.grad for t in leaves)):
+        assert torch.equal(x, y)
+
+
+@pytest.mark.parametrize("D", [64, 128])
+def test_causal_dq_in_either_program_order_is_the_same(D):
+    # LPT (the default): the longest query blocks first; each program's arithmetic is unchanged
+    q, k, v, do = _inputs(1, 4, 1000, D, torch.float16)
+    o, lse = A.attention_fwd(q, k, v, causal=True, return_lse=True)
+    a = B.attention_bwd(do, q, k, v, o, lse, True, D ** -0.5)
+    b = B.attention_bwd(do, q, k, v, o, lse, True, D ** -0.5, dq_config=dict(LPT=False))
+    assert torch.equal(a[0], b[0])
 
 
 def test_separate_dq_is_deterministic():
