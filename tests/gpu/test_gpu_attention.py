@@ -52,7 +52,10 @@ BWD_CASES = [(1024, 64, torch.float16, False, "separate"), (1024, 64, torch.bflo
              # bulk: TMA bulk reductions where N is a multiple of 16 (the launcher's divisibility), relaxed atomics
              # at N = 1000 (the descriptor's inner extent is not whole 16-byte chunks)
              (1024, 128, torch.float16, True, "bulk"), (1024, 64, torch.bfloat16, False, "bulk"),
-             (1024, 128, torch.bfloat16, False, "bulk"), (1000, 64, torch.float16, True, "bulk")]
+             (1024, 128, torch.bfloat16, False, "bulk"), (1000, 64, torch.float16, True, "bulk"),
+             # ds: dS^T stored by the dK/dV kernel (TMA stores clipped at N), dQ a GEMM over it
+             (1000, 128, torch.float16, True, "ds"), (1024, 64, torch.bfloat16, False, "ds"),
+             (1024, 128, torch.bfloat16, False, "ds"), (1000, 64, torch.float16, True, "ds")]
 
 
 @pytest.mark.parametrize("N,D,dtype,causal,dq_mode", BWD_CASES)
@@ -136,6 +139,28 @@ def test_backward_with_dq_beside_dkdv_on_a_second_stream(D, causal):
     leaves = [t.detach().requires_grad_() for t in (q, k, v)]
     B.attention(*leaves, causal=causal, overlap=True).backward(do)
     for x, y in zip(a, (t.grad for t in leaves)):
+        assert torch.equal(x, y)
+
+
+DS_CONFIGS = [(128, (32, 64, 4, 3), (64, 64, 4, 3)), (128, (32, 128, 8, 3), (128, 64, 8, 4)),
+              (64, (32, 64, 4, 4), (64, 64, 4, 3))]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("D,c1,c2", DS_CONFIGS)
+def test_ds_mode_at_the_sweeps_configs(D, c1, c2, causal):
+    # bench SWEEP_DS; and the heads in groups (a workspace of 3 heads' dS^T: groups of 3 and 1)
+    _check_backward_at(D, causal, dq_mode="ds", dkdv_config=_cfg(c1), dq_config=_cfg(c2))
+    q, k, v, do = _inputs(1, 4, 1000, D, torch.float16)
+    o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
+    one = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="ds")
+    old = B.DS_WORKSPACE_BYTES
+    try:
+        B.DS_WORKSPACE_BYTES = 3 * 1000 * 1000 * 2
+        grouped = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="ds")
+    finally:
+        B.DS_WORKSPACE_BYTES = old
+    for x, y in zip(one, grouped):
         assert torch.equal(x, y)
 
 
