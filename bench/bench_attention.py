@@ -114,6 +114,9 @@ SWEEP_BULK = {128: [(16, 128, 8, 3), (32, 128, 8, 4)], 64: [(64, 64, 4, 3)]}
 # BLOCK_M being the dK/dV kernel's BLOCK_N; spill-free on sm_90a (the default is sweep_bwd_ds_default)
 SWEEP_DS = {128: [((32, 64, 4, 3), (64, 64, 4, 3)), ((32, 128, 8, 3), (128, 64, 8, 4))],
             64: [((32, 64, 4, 4), (64, 64, 4, 3))]}
+# dq_mode="ds2" (dK = dS^T Q a GEMM too; the dK/dV kernel computes dV only), (dK/dV, both GEMMs) configs
+SWEEP_DS2 = {128: [((64, 64, 4, 3), (64, 64, 4, 3)), ((64, 128, 8, 3), (128, 64, 8, 4))],
+             64: [((64, 64, 4, 3), (64, 64, 4, 4))]}
 # (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27, and (D=128) the
 # 4-warp configs above together
 SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3)), ((64, 64, 4, 2), (64, 32, 4, 2)),
@@ -200,15 +203,17 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                                                         dq_mode=mode, dkdv_config=c and _cfg(c))
             check_against_default(name, fn)
             record(name, fn)
-    for c in [None] + [c for c in SWEEP_DS.get(D, [])]:
-        name = "sweep_bwd_ds_" + ("default" if c is None else str(list(c[0])) + str(list(c[1])))
-        fn = lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="ds",  # noqa: E731
-                                         dkdv_config=c and _cfg(c[0]), dq_config=c and _cfg(c[1]))
-        check_against_default(name, fn)
-        record(name, fn)
+    for mode, table in (("ds", SWEEP_DS), ("ds2", SWEEP_DS2)):
+        for c in [None] + table.get(D, []):
+            name = f"sweep_bwd_{mode}_" + ("default" if c is None else str(list(c[0])) + str(list(c[1])))
+            fn = lambda c=c, mode=mode: B.attention_bwd(do, q, k, v, o, lse, causal, scale,  # noqa: E731
+                                                        dq_mode=mode, dkdv_config=c and _cfg(c[0]),
+                                                        dq_config=c and _cfg(c[1]))
+            check_against_default(name, fn)
+            record(name, fn)
     # each kernel of the backward alone (default configs, each dQ mode): where the time goes
     for tag, cfgs in [("default", {}), ("atomic", dict(dq_mode="atomic")), ("bulk", dict(dq_mode="bulk")),
-                      ("overlap", dict(overlap=True)), ("ds", dict(dq_mode="ds"))]:
+                      ("overlap", dict(overlap=True)), ("ds", dict(dq_mode="ds")), ("ds2", dict(dq_mode="ds2"))]:
         grads, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, scale, **cfgs)
         if only and not any(x in f"sweep_bwd_part_{tag}_{n}" for n, _ in steps for x in only):
             continue
@@ -500,6 +505,7 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
     # separate dQ on a second stream beside dK/dV (attention(overlap=True)); dS stored, dQ a GEMM (dq_mode="ds")
     variants.append(("ours_bwd_overlap", lambda a, b, c: B.attention(a, b, c, causal, scale, overlap=True)))
     variants.append(("ours_bwd_ds", lambda a, b, c: B.attention(a, b, c, causal, scale, dq_mode="ds")))
+    variants.append(("ours_bwd_ds2", lambda a, b, c: B.attention(a, b, c, causal, scale, dq_mode="ds2")))
     for name, ctx in sdpa_backends():
         def f(a, b, c, ctx=ctx):
             with ctx():
@@ -522,12 +528,13 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
         del o
     if args.check and grads:
         ref = next((grads[n] for n in ("sdpa_flash_bwd", "sdpa_cudnn_bwd") if n in grads), None)
-        for name in ("ours_bwd_separate", "ours_bwd_atomic", "ours_bwd_bulk", "ours_bwd_overlap", "ours_bwd_ds"):
+        for name in ("ours_bwd_separate", "ours_bwd_atomic", "ours_bwd_bulk", "ours_bwd_overlap", "ours_bwd_ds",
+                     "ours_bwd_ds2"):
             if ref is not None and name in grads:
                 check(name, max(_err(a, b) for a, b in zip(grads[name], ref)), tol)
     fl = 2.5 * fwd_flop
     ours_b = {n: res[n]["ms"] for n in ("ours_bwd_separate", "ours_bwd_atomic", "ours_bwd_bulk", "ours_bwd_overlap",
-                                        "ours_bwd_ds") if n in res}
+                                        "ours_bwd_ds", "ours_bwd_ds2") if n in res}
     if ours_b:
         best_o = min(ours_b, key=ours_b.get)
         row["bwd_best_mode"], row["bwd_tflops"] = best_o.replace("ours_bwd_", ""), tf(ours_b[best_o], fl)

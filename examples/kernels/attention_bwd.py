@@ -49,7 +49,7 @@ def attn_bwd_preprocess_kernel(O, DO, Delta, stride_oz, stride_oh, stride_om, st
 def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, stride_dom, stride_dqm, offs_n,
                 offs_m0, qk_scale, lo, hi, N_CTX, sm_scale, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
                 ATOMIC_DQ: tl.constexpr, WS: tl.constexpr, BULK_DQ: tl.constexpr, ds_desc=None, start_n=0,
-                STORE_DS: tl.constexpr = False):
+                STORE_DS: tl.constexpr = False, DK_FROM_DS: tl.constexpr = False):
     """Query blocks [lo, hi) into (dk, dv) of one key block; P^T and dS^T are [BLOCK_N, BLOCK_M]."""
     # no producer warp by default (WS): dK and dV hold two fp32 [BLOCK_N, HEAD_DIM] accumulators, and a
     # producer warpgroup caps the consumers at 240 registers with setmaxnreg (spill-free at head dim 128 only
@@ -82,7 +82,8 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
             # dS^T's tile written out for attn_bwd_dq_from_ds_kernel (dQ = dS K as a plain GEMM, no recompute):
             # a TMA store from a shared-memory stage, clipped at N_CTX
             ds_desc.store([start_n, start_m], dsT)
-        dk = tl.dot(dsT, q, dk)
+        if not DK_FROM_DS:  # else dK = dS^T Q is a GEMM over the stored dS^T afterwards
+            dk = tl.dot(dsT, q, dk)
         if ATOMIC_DQ:
             # dQ^T = K^T dS^T: the key block is the contraction, HEAD_DIM the rows (one warpgroup's 64 each
             # with 8 warps) -- a wgmma whatever BLOCK_M; added into a transposed fp32 dQ whose query index is
@@ -102,7 +103,7 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                          dq_stride_z, dq_stride_h, dq_stride_m, H, N_CTX, BLOCK_M: tl.constexpr,
                          BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
                          ATOMIC_DQ: tl.constexpr, WS: tl.constexpr = False, BULK_DQ: tl.constexpr = False,
-                         STORE_DS: tl.constexpr = False):
+                         STORE_DS: tl.constexpr = False, DK_FROM_DS: tl.constexpr = False):
     """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ, through a descriptor's bulk
     reductions with BULK_DQ too); WS: a producer warp(group)
     fills the loop's TMA ring (the bench's sweep tries it). Q, K, V, dO, dK, dV share
@@ -150,12 +151,13 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         lo = start_n + BLOCK_N
         dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                              offs_n, offs_m0, qk_scale, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
-                             True, ATOMIC_DQ, WS, BULK_DQ, ds_desc, start_n, STORE_DS)
+                             True, ATOMIC_DQ, WS, BULK_DQ, ds_desc, start_n, STORE_DS, DK_FROM_DS)
     dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                          offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
-                         BULK_DQ, ds_desc, start_n, STORE_DS)
+                         BULK_DQ, ds_desc, start_n, STORE_DS, DK_FROM_DS)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
-    tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
+    if not DK_FROM_DS:
+        tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
 
 
 @triton.jit
@@ -236,8 +238,33 @@ def attn_bwd_dq_from_ds_kernel(DST, K, DQ, sm_scale, stride_z, stride_h, stride_
         dq = tl.dot(tl.trans(dsT), k, dq)
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
-    tl.store(DQ + off + offs_m[:, None] * stride_m + offs_d[None, :] * stride_k, (dq * sm_scale).to(DQ.dtype.element_ty),
-             mask=offs_m[:, None] < N_CTX)
+    tl.store(DQ + off + offs_m[:, None] * stride_m + offs_d[None, :] * stride_k,
+             (dq * sm_scale).to(DQ.dtype.element_ty), mask=offs_m[:, None] < N_CTX)
+
+
+@triton.jit
+def attn_bwd_dk_from_ds_kernel(DST, Q, DK, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX,
+                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+                               CAUSAL: tl.constexpr):
+    """dK = sm_scale * dS^T Q for one [BLOCK_M] key block (dq_mode="ds2": the dK/dV kernel left dK out), dS^T's
+    rows read as stored. Causal: queries from the key block's start; BLOCK_M divides the dK/dV kernel's BLOCK_N,
+    which wrote every query row from its own block's start (zeros above the diagonal)."""
+    start_k = tl.program_id(0) * BLOCK_M
+    off_hz = tl.program_id(1)
+    off = (off_hz // H).to(tl.int64) * stride_z + (off_hz % H).to(tl.int64) * stride_h
+    ds_desc = tl.make_tensor_descriptor(DST + off_hz.to(tl.int64) * N_CTX * N_CTX, shape=[N_CTX, N_CTX],
+                                        strides=[N_CTX, 1], block_shape=[BLOCK_M, BLOCK_N])
+    q_desc = tl.make_tensor_descriptor(Q + off, shape=[N_CTX, HEAD_DIM], strides=[stride_m, 1],
+                                       block_shape=[BLOCK_N, HEAD_DIM])
+    lo = start_k if CAUSAL else 0
+    dk = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    for start_q in range(lo, N_CTX, BLOCK_N):
+        # queries past N_CTX load as 0 (both tiles)
+        dk = tl.dot(ds_desc.load([start_k, start_q]), q_desc.load([start_q, 0]), dk)
+    offs_n = start_k + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    tl.store(DK + off + offs_n[:, None] * stride_m + offs_d[None, :] * stride_k,
+             (dk * sm_scale).to(DK.dtype.element_ty), mask=offs_n[:, None] < N_CTX)
 
 
 @triton.jit
@@ -269,10 +296,14 @@ BULK_DKDV_CONFIGS = dict(ATOMIC_DKDV_CONFIGS)
 # written); 0 spills on sm_90a
 DS_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (32, 128, 8, 3)}
 DQ_FROM_DS_CONFIGS = {16: (32, 32, 4, 3), 32: (32, 32, 4, 3), 64: (64, 64, 4, 4), 128: (128, 64, 8, 3)}
+# dq_mode="ds2": as ds, and dK = dS^T Q a second GEMM (attn_bwd_dk_from_ds_kernel, BLOCK_M keys dividing the dK/dV
+# kernel's BLOCK_N), so the dK/dV kernel holds no dK accumulator (3 matmuls: 235 registers at (64, 128, 8, 3))
+DS2_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (64, 128, 8, 3)}
+DK_FROM_DS_CONFIGS = {16: (32, 32, 4, 3), 32: (32, 32, 4, 3), 64: (64, 64, 4, 4), 128: (128, 64, 8, 3)}
 # the dS^T buffer ([heads, N, N] in the inputs' dtype) is at most this large: more heads run in groups of as many
 # as fit, each group's dK/dV and dQ launched before the next's
 DS_WORKSPACE_BYTES = 8 << 30
-DQ_MODES = ("separate", "atomic", "bulk", "ds")
+DQ_MODES = ("separate", "atomic", "bulk", "ds", "ds2")
 DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 3), 128: (128, 64, 8, 2)}
 PRE_BLOCK = 64
 CAST_BLOCK = 64  # queries a program of attn_bwd_dq_cast_kernel transposes
@@ -319,13 +350,15 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate
     kernels = dict(dict(dkdv=attn_bwd_dkdv_kernel, dq=attn_bwd_dq_kernel), **(kernels or {}))
     q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
     Z, H, N, D = q.shape
-    # ds: dS^T's rows are N_CTX elements, a TMA descriptor's stride must be whole 16 bytes; else the separate pass
-    ds = dq_mode == "ds" and N % 8 == 0
-    dq_mode = "separate" if dq_mode == "ds" and not ds else dq_mode
+    # ds, ds2: dS^T's rows are N_CTX elements, a TMA descriptor's stride must be whole 16 bytes; else the
+    # separate pass
+    ds2 = dq_mode == "ds2" and N % 8 == 0
+    ds = dq_mode in ("ds", "ds2") and N % 8 == 0
+    dq_mode = "separate" if dq_mode in ("ds", "ds2") and not ds else dq_mode
     atomic = dq_mode in ("atomic", "bulk")
     bulk = dq_mode == "bulk"
-    c1 = _cfg(BULK_DKDV_CONFIGS if bulk else ATOMIC_DKDV_CONFIGS if atomic else DS_DKDV_CONFIGS if ds else
-              DKDV_CONFIGS, D, dkdv_config)
+    c1 = _cfg(BULK_DKDV_CONFIGS if bulk else ATOMIC_DKDV_CONFIGS if atomic else DS2_DKDV_CONFIGS if ds2 else
+              DS_DKDV_CONFIGS if ds else DKDV_CONFIGS, D, dkdv_config)
     c2 = _cfg(DQ_FROM_DS_CONFIGS if ds else DQ_CONFIGS, D, dq_config)
     if ds and causal and c2["BLOCK_M"] != c1["BLOCK_N"]:
         raise ValueError("dq_mode='ds' causal needs the dQ GEMM's BLOCK_M to be the dK/dV kernel's BLOCK_N (the dS "
@@ -333,8 +366,12 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate
     if causal and (c1["BLOCK_N"] % c1["BLOCK_M"] or c2["BLOCK_M"] % c2["BLOCK_N"]):
         raise ValueError("causal backward needs the dK/dV kernel's BLOCK_N to be a multiple of its BLOCK_M and the "
                          f"dQ kernel's BLOCK_M a multiple of its BLOCK_N (got {c1}, {c2})")
+    c3 = _cfg(DK_FROM_DS_CONFIGS, D, dq_config) if ds2 else None  # dq_config: both GEMMs (the same shapes)
+    if ds2 and causal and c1["BLOCK_N"] % c3["BLOCK_M"]:
+        raise ValueError(f"dq_mode='ds2' causal needs the dK GEMM's BLOCK_M to divide the dK/dV kernel's BLOCK_N, got "
+                         f"{c1}, {c3}")
     if ds:
-        return _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels)
+        return _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, c3, kernels)
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     # atomic: dQ^T in fp32, [Z, H, HEAD_DIM, N] (its third stride is the kernel's dq_stride_m)
@@ -386,9 +423,10 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate
     return (lambda: (out.get("dq", dq), dk, dv)), steps
 
 
-def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels):
+def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, c3, kernels):
     """dq_mode="ds": the dK/dV kernel also writes dS^T into a [heads, N, N] buffer, and dQ = dS K is a GEMM
-    (5 matmuls in all, against the separate pass's 7). Heads run in groups whose dS^T fits DS_WORKSPACE_BYTES;
+    (5 matmuls in all, against the separate pass's 7); "ds2" (``c3``, the dK GEMM's config): dK = dS^T Q is a
+    second GEMM and the dK/dV kernel computes dV only. Heads run in groups whose dS^T fits DS_WORKSPACE_BYTES;
     each group's kernels see its heads as one batch of G heads (the views below share the tensors' memory)."""
     import torch
     Z, H, N, D = q.shape
@@ -409,13 +447,18 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels):
         qg, kg, vg, dog, _, dkg, dvg = (t[h0:h0 + g] for t in flat)
         kernels["dkdv"][(triton.cdiv(N, c1["BLOCK_N"]), g, 1)](
             qg, kg, vg, dog, dkg, dvg, dst, lse2[h0:h0 + g], delta2[h0:h0 + g], sm_scale, g * N * D, N * D, D, 1,
-            0, 0, 0, g, N, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, STORE_DS=True, **c1)
+            0, 0, 0, g, N, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, STORE_DS=True, DK_FROM_DS=c3 is not None,
+            **c1)
 
     def dq_gemm(h0):
         g = min(G, ZH - h0)
         attn_bwd_dq_from_ds_kernel[(triton.cdiv(N, c2["BLOCK_M"]), g, 1)](
             dst, flat[1][h0:h0 + g], flat[4][h0:h0 + g], sm_scale, g * N * D, N * D, D, 1, g, N, HEAD_DIM=D,
             CAUSAL=causal, **c2)
+        if c3 is not None:
+            attn_bwd_dk_from_ds_kernel[(triton.cdiv(N, c3["BLOCK_M"]), g, 1)](
+                dst, flat[0][h0:h0 + g], flat[5][h0:h0 + g], sm_scale, g * N * D, N * D, D, 1, g, N, HEAD_DIM=D,
+                CAUSAL=causal, **c3)
 
     if G >= ZH:  # one group: the two kernels as steps of their own (the bench times each)
         steps = [("preprocess", preprocess), ("dkdv", lambda: dkdv(0)), ("dq", lambda: dq_gemm(0))]

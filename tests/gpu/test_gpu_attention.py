@@ -55,7 +55,10 @@ BWD_CASES = [(1024, 64, torch.float16, False, "separate"), (1024, 64, torch.bflo
              (1024, 128, torch.bfloat16, False, "bulk"), (1000, 64, torch.float16, True, "bulk"),
              # ds: dS^T stored by the dK/dV kernel (TMA stores clipped at N), dQ a GEMM over it
              (1000, 128, torch.float16, True, "ds"), (1024, 64, torch.bfloat16, False, "ds"),
-             (1024, 128, torch.bfloat16, False, "ds"), (1000, 64, torch.float16, True, "ds")]
+             (1024, 128, torch.bfloat16, False, "ds"), (1000, 64, torch.float16, True, "ds"),
+             # ds2: dK = dS^T Q a GEMM as well
+             (1000, 128, torch.float16, True, "ds2"), (1024, 64, torch.bfloat16, False, "ds2"),
+             (1024, 128, torch.bfloat16, False, "ds2"), (1000, 64, torch.float16, True, "ds2")]
 
 
 @pytest.mark.parametrize("N,D,dtype,causal,dq_mode", BWD_CASES)
@@ -142,22 +145,23 @@ def test_backward_with_dq_beside_dkdv_on_a_second_stream(D, causal):
         assert torch.equal(x, y)
 
 
-DS_CONFIGS = [(128, (32, 64, 4, 3), (64, 64, 4, 3)), (128, (32, 128, 8, 3), (128, 64, 8, 4)),
-              (64, (32, 64, 4, 4), (64, 64, 4, 3))]
+DS_CONFIGS = [("ds", 128, (32, 64, 4, 3), (64, 64, 4, 3)), ("ds", 128, (32, 128, 8, 3), (128, 64, 8, 4)),
+              ("ds", 64, (32, 64, 4, 4), (64, 64, 4, 3)), ("ds2", 128, (64, 64, 4, 3), (64, 64, 4, 3)),
+              ("ds2", 128, (64, 128, 8, 3), (128, 64, 8, 4)), ("ds2", 64, (64, 64, 4, 3), (64, 64, 4, 4))]
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("D,c1,c2", DS_CONFIGS)
-def test_ds_mode_at_the_sweeps_configs(D, c1, c2, causal):
-    # bench SWEEP_DS; and the heads in groups (a workspace of 3 heads' dS^T: groups of 3 and 1)
-    _check_backward_at(D, causal, dq_mode="ds", dkdv_config=_cfg(c1), dq_config=_cfg(c2))
+@pytest.mark.parametrize("mode,D,c1,c2", DS_CONFIGS)
+def test_ds_mode_at_the_sweeps_configs(mode, D, c1, c2, causal):
+    # bench SWEEP_DS / SWEEP_DS2; and the heads in groups (a workspace of 3 heads' dS^T: groups of 3 and 1)
+    _check_backward_at(D, causal, dq_mode=mode, dkdv_config=_cfg(c1), dq_config=_cfg(c2))
     q, k, v, do = _inputs(1, 4, 1000, D, torch.float16)
     o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
-    one = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="ds")
+    one = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode=mode)
     old = B.DS_WORKSPACE_BYTES
     try:
         B.DS_WORKSPACE_BYTES = 3 * 1000 * 1000 * 2
-        grouped = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="ds")
+        grouped = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode=mode)
     finally:
         B.DS_WORKSPACE_BYTES = old
     for x, y in zip(one, grouped):

@@ -39,23 +39,24 @@ def test_forward_saves_lse(N, D, blocks, causal):
     torch.testing.assert_close(lse, ref_lse, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("mode", ["ds", "ds2"])
 @pytest.mark.parametrize("causal", [False, True])
-def test_ds_mode_in_head_groups_and_its_fallback(causal, monkeypatch):
+def test_ds_mode_in_head_groups_and_its_fallback(causal, mode, monkeypatch):
     # dq_mode="ds" with a workspace of one head's dS^T (the heads in 2 groups) gives what one group gives; at
     # N % 8 != 0 (no TMA descriptor over dS^T's rows) the mode is the separate pass, bit for bit
     q, k, v = _qkv(80, 16, torch.float16)
     do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
     o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
-    one = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds")
+    one = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode=mode)
     monkeypatch.setattr(B, "DS_WORKSPACE_BYTES", 80 * 80 * 2)
-    _, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds")
+    _, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, 0.25, dq_mode=mode)
     assert [n for n, _ in steps] == ["preprocess", "dkdv_dq"]
-    grouped = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds")
+    grouped = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode=mode)
     for a, b in zip(one, grouped):
         assert torch.equal(a, b)
     q, k, v, do = (t[:, :, :76] for t in (q, k, v, do))
     o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
-    ds = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds")
+    ds = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode=mode)
     sep = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25)
     for a, b in zip(ds, sep):
         assert torch.equal(a, b)
@@ -77,7 +78,7 @@ def test_causal_dq_programs_in_either_order_give_the_same_dq():
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("dq_mode", ["separate", "atomic", "bulk", "ds"])
+@pytest.mark.parametrize("dq_mode", ["separate", "atomic", "bulk", "ds", "ds2"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("N,D", [(80, 16), (64, 32)])
 def test_backward_matches_torch_autograd(N, D, dtype, dq_mode, causal):
