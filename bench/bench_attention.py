@@ -136,6 +136,10 @@ _BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("d
 _BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk"}  # default: separate
 
 
+# our backward through autograd: attention(dq_mode=...) for each dQ mode, and the separate mode with overlap=True
+BWD_MODES = ("separate", "atomic", "bulk", "overlap", "ds", "ds2")
+
+
 def _cfg(c):
     return dict(zip(("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"), c))
 
@@ -501,11 +505,12 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
         return o, lambda: o.backward(do, retain_graph=True)
 
     variants = [(f"ours_bwd_{m}", lambda a, b, c, m=m: B.attention(a, b, c, causal, scale, dq_mode=m))
-                for m in ("separate", "atomic", "bulk")]
-    # separate dQ on a second stream beside dK/dV (attention(overlap=True)); dS stored, dQ a GEMM (dq_mode="ds")
-    variants.append(("ours_bwd_overlap", lambda a, b, c: B.attention(a, b, c, causal, scale, overlap=True)))
-    variants.append(("ours_bwd_ds", lambda a, b, c: B.attention(a, b, c, causal, scale, dq_mode="ds")))
-    variants.append(("ours_bwd_ds2", lambda a, b, c: B.attention(a, b, c, causal, scale, dq_mode="ds2")))
+                for m in ("separate", "atomic", "bulk") if m in args.bwd_modes]
+    # separate dQ on a second stream beside dK/dV (attention(overlap=True)); dS stored, dQ (and dK) GEMMs
+    if "overlap" in args.bwd_modes:
+        variants.append(("ours_bwd_overlap", lambda a, b, c: B.attention(a, b, c, causal, scale, overlap=True)))
+    variants += [(f"ours_bwd_{m}", lambda a, b, c, m=m: B.attention(a, b, c, causal, scale, dq_mode=m))
+                 for m in ("ds", "ds2") if m in args.bwd_modes]
     for name, ctx in sdpa_backends():
         def f(a, b, c, ctx=ctx):
             with ctx():
@@ -587,6 +592,8 @@ def main(argv=None):
     p.add_argument("--no-tutorial06", action="store_true", help="do not time tutorial 06 even if it is there")
     p.add_argument("--rep-ms", type=float, default=200.0, help="GPU time to spend per variant (>= 3 calls)")
     p.add_argument("--no-bwd", action="store_true")
+    p.add_argument("--bwd-modes", nargs="+", default=list(BWD_MODES), choices=BWD_MODES,
+                   help="our backward's modes timed through autograd (default: all)")
     p.add_argument("--no-fp8", action="store_true")
     p.add_argument("--fwd-variants", nargs="*", default=None, choices=sorted(FWD_VARIANTS), metavar="NAME",
                    help="also time the descriptor forwards under other compile knobs or configs (FWD_VARIANTS: A/B "
