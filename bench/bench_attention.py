@@ -112,10 +112,12 @@ SWEEP_ATOMIC = {128: [(16, 128, 8, 3)], 64: [(64, 64, 4, 3)]}
 SWEEP_BULK = {128: [(16, 128, 8, 3), (32, 128, 8, 4)], 64: [(64, 64, 4, 3)]}
 # dq_mode="ds" (dS^T stored by the dK/dV kernel, dQ = dS K a GEMM) at other (dK/dV, dQ GEMM) configs, the GEMM's
 # BLOCK_M being the dK/dV kernel's BLOCK_N; spill-free on sm_90a (the default is sweep_bwd_ds_default)
-SWEEP_DS = {128: [((32, 64, 4, 3), (64, 64, 4, 3)), ((32, 128, 8, 3), (128, 64, 8, 4))],
+SWEEP_DS = {128: [((32, 128, 8, 3), (128, 64, 8, 3)), ((32, 64, 4, 3), (64, 64, 4, 3)),
+                  ((64, 128, 8, 3), (128, 64, 8, 4))],
             64: [((32, 64, 4, 4), (64, 64, 4, 3))]}
-# dq_mode="ds2" (dK = dS^T Q a GEMM too; the dK/dV kernel computes dV only), (dK/dV, both GEMMs) configs
-SWEEP_DS2 = {128: [((64, 64, 4, 3), (64, 64, 4, 3)), ((64, 128, 8, 3), (128, 64, 8, 4))],
+# dq_mode="ds2" (dK = dS^T Q a GEMM too; the dK/dV kernel computes dV only), (dK/dV, both GEMMs) configs; at D=128
+# (64, 64, 4, 2) fits 2 programs an SM (186 registers, 106 KB)
+SWEEP_DS2 = {128: [((64, 64, 4, 2), (64, 64, 4, 3)), ((64, 128, 8, 3), (128, 64, 8, 4))],
              64: [((64, 64, 4, 3), (64, 64, 4, 4))]}
 # (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27, and (D=128) the
 # 4-warp configs above together

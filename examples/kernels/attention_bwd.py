@@ -60,7 +60,7 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
         # rows past N_CTX load as 0 (q, dO, LSE, delta): their P^T is exp2(0) but dO = 0 and Q = 0, so they add 0
         # Q is loaded as stored ([BLOCK_M, HEAD_DIM]) and read through tl.trans by K Q^T: both dots read the
         # one shared-memory tile (a trans of a trans would be a second view, staged through registers)
-        if ATOMIC_DQ:  # descriptors (zero-padded past N_CTX): see attn_bwd_dkdv_kernel
+        if ATOMIC_DQ or STORE_DS:  # descriptors (zero-padded past N_CTX): see attn_bwd_dkdv_kernel
             q = q_ptrs.load([start_m, 0])
             do = do_ptrs.load([start_m, 0])
         else:
@@ -127,10 +127,11 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
     dq_ptrs = DQ + dq_off + offs_d[:, None] * dq_stride_m  # ATOMIC_DQ: dQ^T, [HEAD_DIM, N_CTX]; the query
     # offsets are added per step: a [HEAD_DIM, BLOCK_M] pointer tile held across the loop would cost 2 registers
     # per element
-    if ATOMIC_DQ:
-        # the atomics write global memory inside the loop, and the compiler does not copy a pointer load that
-        # may follow a write of the program with TMA (no proxy fence): Q and dO through descriptors, which it
-        # copies into the loop's TMA ring (the wrapper makes the tensors contiguous: unit inner stride)
+    if ATOMIC_DQ or STORE_DS:
+        # the atomics (STORE_DS: dS^T's stores) write global memory inside the loop, and the compiler does not
+        # copy a pointer load that may follow a write of the program with TMA (no proxy fence): Q and dO through
+        # descriptors, which it copies into the loop's TMA ring (the wrapper makes the tensors contiguous: unit
+        # inner stride)
         q_ptrs = tl.make_tensor_descriptor(Q + off, shape=[N_CTX, HEAD_DIM], strides=[stride_m, 1],
                                            block_shape=[BLOCK_M, HEAD_DIM])
         do_ptrs = tl.make_tensor_descriptor(DO + off, shape=[N_CTX, HEAD_DIM], strides=[stride_m, 1],
@@ -290,14 +291,12 @@ DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128:
 ATOMIC_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (32, 128, 8, 3)}
 # BULK_DQ: the same dots; dQ^T's tile is staged in shared memory (2 stages of HEAD_DIM x BLOCK_M fp32)
 BULK_DKDV_CONFIGS = dict(ATOMIC_DKDV_CONFIGS)
-# dq_mode="ds": the dK/dV kernel also stores dS^T (its store's stage costs registers: at head dim 128 BLOCK_M = 64
-# spills 188 / 228 registers at (64, 128, 8, 3) / (64, 64, 4, 2), 32 does not); dQ = dS K by
-# attn_bwd_dq_from_ds_kernel, whose BLOCK_M is the dK/dV kernel's BLOCK_N (causal: the tiles it reads are the ones
-# written); 0 spills on sm_90a
-DS_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (32, 128, 8, 3)}
+# dq_mode="ds": the dK/dV kernel also stores dS^T; dQ = dS K by attn_bwd_dq_from_ds_kernel, whose BLOCK_M is the
+# dK/dV kernel's BLOCK_N (causal: the tiles it reads are the ones written); 0 spills on sm_90a
+DS_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (64, 128, 8, 3)}
 DQ_FROM_DS_CONFIGS = {16: (32, 32, 4, 3), 32: (32, 32, 4, 3), 64: (64, 64, 4, 4), 128: (128, 64, 8, 3)}
 # dq_mode="ds2": as ds, and dK = dS^T Q a second GEMM (attn_bwd_dk_from_ds_kernel, BLOCK_M keys dividing the dK/dV
-# kernel's BLOCK_N), so the dK/dV kernel holds no dK accumulator (3 matmuls: 235 registers at (64, 128, 8, 3))
+# kernel's BLOCK_N), so the dK/dV kernel holds no dK accumulator (3 matmuls: 213 registers at (64, 128, 8, 3))
 DS2_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (64, 128, 8, 3)}
 DK_FROM_DS_CONFIGS = {16: (32, 32, 4, 3), 32: (32, 32, 4, 3), 64: (64, 64, 4, 4), 128: (128, 64, 8, 3)}
 # the dS^T buffer ([heads, N, N] in the inputs' dtype) is at most this large: more heads run in groups of as many
