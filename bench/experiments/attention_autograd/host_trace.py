@@ -30,8 +30,15 @@ def main(argv=None) -> int:
     p.add_argument("--dq-mode", default="separate")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--out", default=None)
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                   help="cpu: the interpreter at a tiny size, a smoke run of this script (no meaningful times)")
     args = p.parse_args(argv)
+    if args.device == "cpu":
+        import os
+        os.environ["KERNELC_INTERPRET"] = "1"
     import torch
+    dev = args.device
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     from examples.kernels import attention_bwd as B
     stamps = []
     real_steps = B.attention_bwd_steps
@@ -52,9 +59,9 @@ def main(argv=None) -> int:
     rows = []
     for D in args.head_dim:
         for causal in map(bool, args.causal):
-            Z, H, N = 4, 32, args.seq
-            g = torch.Generator(device="cuda").manual_seed(0)
-            q, k, v, do = (torch.randn(Z, H, N, D, device="cuda", dtype=torch.float16, generator=g) for _ in range(4))
+            Z, H, N = (4, 32, args.seq) if dev == "cuda" else (1, 1, 64)
+            g = torch.Generator(device=dev).manual_seed(0)
+            q, k, v, do = (torch.randn(Z, H, N, D, device=dev, dtype=torch.float16, generator=g) for _ in range(4))
             leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
             o = B.attention(*leaves, causal=causal, dq_mode=args.dq_mode)
             from examples.kernels.attention import attention_fwd
@@ -65,7 +72,7 @@ def main(argv=None) -> int:
                 for i in range(args.reps + 2):
                     for t in leaves:
                         t.grad = None
-                    torch.cuda.synchronize()
+                    sync()
                     stamps.clear()
                     t0 = time.perf_counter()
                     if path == "autograd":
