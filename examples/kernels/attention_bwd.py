@@ -16,8 +16,13 @@ base-2 row log-sum-exp ``LSE`` of the scaled logits. Backward, for dO:
 3. ``attn_bwd_dq_kernel`` (the default, deterministic): one program per query block walks the key
    blocks, recomputes P and dS the same way and accumulates ``dQ += dS K`` in registers.
 
+``dq_mode="ds"``: the dK/dV kernel also stores dS^T (``STORE_DS``) and ``attn_bwd_dq_from_ds_kernel`` computes
+dQ = dS K as a GEMM over it (5 matmuls, deterministic, an ``N^2`` workspace a head); ``"ds2"``: dK = dS^T Q too
+(``attn_bwd_dk_from_ds_kernel``; the dK/dV kernel then accumulates dV only, ``DK_FROM_DS``).
+
 ``attention(q, k, v, causal, sm_scale)`` is differentiable; ``dq_mode="atomic"`` / ``"bulk"`` pick the
-one-kernel variants (which is faster is a question for the GPU: ``python3 -m bench attention``).
+one-kernel variants, ``"ds"`` / ``"ds2"`` the stored-dS ones (which is faster is a question for the GPU:
+``python3 -m bench attention``).
 """
 import kernelc as triton
 import kernelc.language as tl
@@ -322,9 +327,12 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkd
     """(dq, dk, dv) for ``o, lse = attention_fwd(q, k, v, causal, sm_scale, return_lse=True)``.
 
     ``dq_mode``: ``"separate"`` (a second kernel, deterministic), ``"atomic"`` (fp32 atomics in the dK/dV
-    kernel, then one cast) or ``"bulk"`` (as atomic, dQ's tiles added by TMA bulk reductions from shared
-    memory on sm_90a). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS` (atomic:
-    :data:`ATOMIC_DKDV_CONFIGS`, bulk: :data:`BULK_DKDV_CONFIGS`) / :data:`DQ_CONFIGS`.
+    kernel, then one cast), ``"bulk"`` (as atomic, dQ's tiles added by TMA bulk reductions from shared
+    memory on sm_90a), ``"ds"`` (dS^T stored, dQ = dS K a GEMM; deterministic) or ``"ds2"`` (dK = dS^T Q a
+    GEMM too); ds and ds2 need N % 8 == 0 and run the separate pass otherwise. ``dkdv_config`` / ``dq_config``
+    override :data:`DKDV_CONFIGS` (atomic: :data:`ATOMIC_DKDV_CONFIGS`, bulk: :data:`BULK_DKDV_CONFIGS`, ds:
+    :data:`DS_DKDV_CONFIGS`, ds2: :data:`DS2_DKDV_CONFIGS`) / :data:`DQ_CONFIGS` (ds, ds2: the GEMMs',
+    :data:`DQ_FROM_DS_CONFIGS`, :data:`DK_FROM_DS_CONFIGS`).
     ``kernels``: ``{"dkdv": ..., "dq": ...}``, other
     compiled copies of the kernels to launch (the bench's A/B of compile knobs). ``overlap`` (separate mode):
     the dQ kernel runs on a second stream beside the dK/dV kernel (both only read what the preprocess wrote), so
