@@ -217,6 +217,12 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                                                         dq_config=c and _cfg(c[1]))
             check_against_default(name, fn)
             record(name, fn)
+        # heads in two or more groups, each group's GEMMs on a second stream under the next group's dK/dV kernel
+        name = f"sweep_bwd_{mode}_overlap"
+        fn = lambda mode=mode: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=mode,  # noqa: E731
+                                               overlap=True)
+        check_against_default(name, fn)
+        record(name, fn)
     # each kernel of the backward alone (default configs, each dQ mode): where the time goes
     for tag, cfgs in [("default", {}), ("atomic", dict(dq_mode="atomic")), ("bulk", dict(dq_mode="bulk")),
                       ("overlap", dict(overlap=True)), ("ds", dict(dq_mode="ds")), ("ds2", dict(dq_mode="ds2"))]:

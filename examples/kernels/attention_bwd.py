@@ -378,7 +378,7 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate
         raise ValueError(f"dq_mode='ds2' causal needs the dK GEMM's BLOCK_M to divide the dK/dV kernel's BLOCK_N, got "
                          f"{c1}, {c3}")
     if ds:
-        return _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, c3, kernels)
+        return _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, c3, kernels, overlap and _on_streams(q))
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     # atomic: dQ^T in fp32, [Z, H, HEAD_DIM, N] (its third stride is the kernel's dq_stride_m)
@@ -423,25 +423,30 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate
     if atomic:  # the atomics add into dq: zeroed on every run of the steps
         steps = [("preprocess", preprocess), ("dkdv", lambda: (dq.zero_(), dkdv())),
                  ("cast", cast_kernel if bulk else cast)]
-    elif overlap and q.is_cuda:
+    elif overlap and _on_streams(q):
         steps = [("preprocess", preprocess), ("dkdv_dq", dkdv_beside_dq)]
     else:
         steps = [("preprocess", preprocess), ("dkdv", dkdv), ("dq", dq_pass)]
     return (lambda: (out.get("dq", dq), dk, dv)), steps
 
 
-def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, c3, kernels):
+def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, c3, kernels, overlap=False):
     """dq_mode="ds": the dK/dV kernel also writes dS^T into a [heads, N, N] buffer, and dQ = dS K is a GEMM
     (5 matmuls in all, against the separate pass's 7); "ds2" (``c3``, the dK GEMM's config): dK = dS^T Q is a
     second GEMM and the dK/dV kernel computes dV only. Heads run in groups whose dS^T fits DS_WORKSPACE_BYTES;
-    each group's kernels see its heads as one batch of G heads (the views below share the tensors' memory)."""
+    each group's kernels see its heads as one batch of G heads (the views below share the tensors' memory).
+    ``overlap``: at least two groups, two buffers, each group's GEMMs on a second stream while the next group's
+    dK/dV kernel runs (the GEMMs are bound by reading dS, the dK/dV kernel by its matmuls)."""
     import torch
     Z, H, N, D = q.shape
     ZH = Z * H
     G = max(1, min(ZH, DS_WORKSPACE_BYTES // (N * N * q.element_size())))
+    if overlap and ZH > 1:  # two buffers within the same workspace bound
+        G = max(1, min(G // 2, (ZH + 1) // 2)) if G < ZH else (ZH + 1) // 2
+    overlap = overlap and ZH > G
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    dst = torch.empty((G, N, N), device=q.device, dtype=q.dtype)
+    bufs = [torch.empty((G, N, N), device=q.device, dtype=q.dtype) for _ in range(2 if overlap else 1)]
     flat = [t.view(ZH, N, D) for t in (q, k, v, do, dq, dk, dv)]
     lse2, delta2 = lse.view(ZH, N), delta.view(ZH, N)
 
@@ -449,7 +454,7 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, c3, kernels):
         attn_bwd_preprocess_kernel[(triton.cdiv(N, PRE_BLOCK), ZH, 1)](
             o, do, delta, *o.stride(), *do.stride(), H, N, BLOCK_M=PRE_BLOCK, HEAD_DIM=D)
 
-    def dkdv(h0):
+    def dkdv(h0, dst):
         g = min(G, ZH - h0)
         qg, kg, vg, dog, _, dkg, dvg = (t[h0:h0 + g] for t in flat)
         kernels["dkdv"][(triton.cdiv(N, c1["BLOCK_N"]), g, 1)](
@@ -457,7 +462,7 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, c3, kernels):
             0, 0, 0, g, N, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, STORE_DS=True, DK_FROM_DS=c3 is not None,
             **c1)
 
-    def dq_gemm(h0):
+    def dq_gemm(h0, dst):
         g = min(G, ZH - h0)
         attn_bwd_dq_from_ds_kernel[(triton.cdiv(N, c2["BLOCK_M"]), g, 1)](
             dst, flat[1][h0:h0 + g], flat[4][h0:h0 + g], sm_scale, g * N * D, N * D, D, 1, g, N, HEAD_DIM=D,
@@ -467,12 +472,40 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, c3, kernels):
                 dst, flat[0][h0:h0 + g], flat[5][h0:h0 + g], sm_scale, g * N * D, N * D, D, 1, g, N, HEAD_DIM=D,
                 CAUSAL=causal, **c3)
 
-    if G >= ZH:  # one group: the two kernels as steps of their own (the bench times each)
-        steps = [("preprocess", preprocess), ("dkdv", lambda: dkdv(0)), ("dq", lambda: dq_gemm(0))]
+    def overlapped():
+        # group i writes buffer i % 2 on the caller's stream; its GEMMs read it on the side stream, and group i + 2
+        # waits for them before writing it again; the caller's stream waits for the side stream at the end
+        main = torch.cuda.current_stream(q.device)
+        side = _side_stream(q.device)
+        read = {}
+        for i, h0 in enumerate(range(0, ZH, G)):
+            if i >= 2:
+                main.wait_event(read[i - 2])
+            dkdv(h0, bufs[i % 2])
+            written = torch.cuda.Event()
+            written.record(main)
+            side.wait_event(written)
+            with torch.cuda.stream(side):
+                dq_gemm(h0, bufs[i % 2])
+            read[i] = torch.cuda.Event()
+            read[i].record(side)
+        main.wait_stream(side)
+
+    dst = bufs[0]
+    if overlap:
+        steps = [("preprocess", preprocess), ("dkdv_dq", overlapped)]
+    elif G >= ZH:  # one group: the two kernels as steps of their own (the bench times each)
+        steps = [("preprocess", preprocess), ("dkdv", lambda: dkdv(0, dst)), ("dq", lambda: dq_gemm(0, dst))]
     else:
         steps = [("preprocess", preprocess),
-                 ("dkdv_dq", lambda: [(dkdv(h0), dq_gemm(h0)) for h0 in range(0, ZH, G)])]
+                 ("dkdv_dq", lambda: [(dkdv(h0, dst), dq_gemm(h0, dst)) for h0 in range(0, ZH, G)])]
     return (lambda: (dq, dk, dv)), steps
+
+
+def _on_streams(t):
+    """Whether ``overlap`` can put launches on a second stream: CUDA tensors (the interpreter runs each launch
+    as it is called)."""
+    return t.is_cuda
 
 
 _SIDE_STREAMS = {}

@@ -169,6 +169,25 @@ def test_ds_mode_at_the_sweeps_configs(mode, D, c1, c2, causal):
         assert torch.equal(x, y)
 
 
+@pytest.mark.parametrize("mode", ["ds", "ds2"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_ds_modes_with_gemms_on_a_second_stream(mode, causal):
+    # overlap=True: heads in groups, 2 dS^T buffers, each group's GEMMs on the side stream; the same bits as
+    # without, with 2 groups (the workspace bound) and with 4 (a buffer rewritten after its GEMMs read it)
+    q, k, v, do = _inputs(1, 4, 1024, 128, torch.float16)
+    o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
+    want = B.attention_bwd(do, q, k, v, o, lse, causal, 128 ** -0.5, dq_mode=mode)
+    old = B.DS_WORKSPACE_BYTES
+    try:
+        for heads in (4, 2):
+            B.DS_WORKSPACE_BYTES = heads * 1024 * 1024 * 2
+            got = B.attention_bwd(do, q, k, v, o, lse, causal, 128 ** -0.5, dq_mode=mode, overlap=True)
+            for x, y in zip(want, got):
+                assert torch.equal(x, y), heads
+    finally:
+        B.DS_WORKSPACE_BYTES = old
+
+
 @pytest.mark.parametrize("D", [64, 128])
 def test_causal_dq_in_either_program_order_is_the_same(D):
     # LPT (the default): the longest query blocks first; each program's arithmetic is unchanged
