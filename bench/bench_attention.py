@@ -97,12 +97,11 @@ def _err(a, b):
 # --sweep: other launch configs (BLOCK_M, BLOCK_N, num_warps, num_stages), each spill-free on sm_90a when listed
 SWEEP_FWD = {128: [(128, 64, 4, 2), (128, 64, 8, 3), (64, 64, 4, 3)],
              64: [(128, 128, 8, 2), (128, 64, 8, 3), (64, 64, 4, 3)]}
-# D=128, 4 warps (one warpgroup, no producer): 2 programs an SM for dK/dV (233 / 196 registers, 98 / 82 KB) and
-# 2-3 for dQ (154 / 122 registers, 98 / 66 KB), where the 8-warp defaults fit one; one program's softmax then
-# runs under the other's wgmmas (what made the 4-warp configs win at D=64)
+# D=128 dK/dV with 4 warps (one warpgroup, no producer): 2 programs an SM (233 / 196 registers, 98 / 82 KB) where
+# the 8-warp default fits one; 1.5% / 4.5% (non-causal / causal) faster than it on an H100 (call H9b, one run,
+# docs/attention.md "Backward against cuDNN"); 4-warp dQ configs (64, 64, 4, 2), (64, 32, 4, 2) were 5-7% slower
 SWEEP_DKDV = {128: [(32, 128, 8, 3), (64, 64, 4, 2), (32, 64, 4, 3)], 64: [(32, 128, 4, 3), (64, 64, 4, 3)]}
-SWEEP_DQ = {128: [(128, 32, 8, 3), (128, 64, 8, 3), (64, 64, 4, 2), (64, 32, 4, 2)],
-            64: [(128, 32, 4, 3), (64, 64, 4, 2)]}
+SWEEP_DQ = {128: [(128, 32, 8, 3), (128, 64, 8, 3)], 64: [(128, 32, 4, 3), (64, 64, 4, 2)]}
 # dK/dV configs with a producer warp(group) filling the loop's ring (the kernel's WS; setmaxnreg at 8 warps)
 SWEEP_DKDV_WS = {128: [(32, 128, 8, 3)], 64: [(32, 128, 4, 3)]}
 # the one-kernel (atomic dQ) backward at other dK/dV configs (its default is timed too, as sweep_bwd_atomic_default)
@@ -110,20 +109,12 @@ SWEEP_ATOMIC = {128: [(16, 128, 8, 3)], 64: [(64, 64, 4, 3)]}
 # the one-kernel backward with dQ by TMA bulk reductions (dq_mode="bulk") at other dK/dV configs (its default is
 # timed as sweep_bwd_bulk_default); spill-free on sm_90a
 SWEEP_BULK = {128: [(16, 128, 8, 3), (32, 128, 8, 4)], 64: [(64, 64, 4, 3)]}
-# dq_mode="ds" (dS^T stored by the dK/dV kernel, dQ = dS K a GEMM) at other (dK/dV, dQ GEMM) configs, the GEMM's
-# BLOCK_M being the dK/dV kernel's BLOCK_N; spill-free on sm_90a (the default is sweep_bwd_ds_default)
-SWEEP_DS = {128: [((32, 128, 8, 3), (128, 64, 8, 3)), ((32, 64, 4, 3), (64, 64, 4, 3)),
-                  ((64, 128, 8, 3), (128, 64, 8, 4))],
-            64: [((32, 64, 4, 4), (64, 64, 4, 3))]}
-# dq_mode="ds2" (dK = dS^T Q a GEMM too; the dK/dV kernel computes dV only), (dK/dV, both GEMMs) configs; at D=128
-# (64, 64, 4, 2) fits 2 programs an SM (186 registers, 106 KB)
-SWEEP_DS2 = {128: [((64, 64, 4, 2), (64, 64, 4, 3)), ((64, 128, 8, 3), (128, 64, 8, 4))],
-             64: [((64, 64, 4, 3), (64, 64, 4, 4))]}
-# (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27, and (D=128) the
-# 4-warp configs above together
-SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3)), ((64, 64, 4, 2), (64, 32, 4, 2)),
-                         ((64, 64, 4, 2), (64, 64, 4, 2)), ((64, 128, 8, 3), (64, 32, 4, 2))],
-                   64: [((32, 128, 4, 3), (128, 32, 4, 3))]}
+# dq_mode="ds" (dS^T stored by the dK/dV kernel, dQ = dS K a GEMM) at another (dK/dV, dQ GEMM) config, the GEMM's
+# BLOCK_M being the dK/dV kernel's BLOCK_N; spill-free on sm_90a (the default is sweep_bwd_ds_default). On an H100
+# (call H9b) it tied the default; (32, 128, 8, 3) / (32, 64, 4, 3) dK/dV configs were slower
+SWEEP_DS = {128: [((64, 128, 8, 3), (128, 64, 8, 4))]}
+# (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27
+SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4, 3), (128, 32, 4, 3))]}
 # the backward's dK/dV and dQ kernels compiled again under other compile knobs (A/B), at the default configs:
 #   nodefer   every wgmma waited for right after its issue in the loops no producer warp fills (main's code
 #             before 2026-11-27's KERNELC_WGMMA_DEFER_RING: dP's wgmma not under the softmax recompute)
@@ -138,8 +129,8 @@ _BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("d
 _BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk"}  # default: separate
 
 
-# our backward through autograd: attention(dq_mode=...) for each dQ mode, and the separate mode with overlap=True
-BWD_MODES = ("separate", "atomic", "bulk", "overlap", "ds", "ds2")
+# our backward through autograd: attention(dq_mode=...) for each dQ mode
+BWD_MODES = ("separate", "atomic", "bulk", "ds")
 
 
 def _cfg(c):
@@ -187,10 +178,6 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                                                   dkdv_config=_cfg(c1), dq_config=_cfg(c2))
         check_against_default(name, fn)
         record(name, fn)
-    # the dQ kernel on a second stream beside the dK/dV kernel (attention_bwd(overlap=True)), default configs
-    check_against_default("sweep_bwd_overlap",
-                          lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale, overlap=True))
-    record("sweep_bwd_overlap", lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale, overlap=True))
     if causal:  # the causal dQ grid in launch order (first query block first) instead of longest first
         name = "sweep_bwd_nolpt"
         fn = lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_config=dict(LPT=False))  # noqa: E731
@@ -209,23 +196,15 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                                                         dq_mode=mode, dkdv_config=c and _cfg(c))
             check_against_default(name, fn)
             record(name, fn)
-    for mode, table in (("ds", SWEEP_DS), ("ds2", SWEEP_DS2)):
-        for c in [None] + table.get(D, []):
-            name = f"sweep_bwd_{mode}_" + ("default" if c is None else str(list(c[0])) + str(list(c[1])))
-            fn = lambda c=c, mode=mode: B.attention_bwd(do, q, k, v, o, lse, causal, scale,  # noqa: E731
-                                                        dq_mode=mode, dkdv_config=c and _cfg(c[0]),
-                                                        dq_config=c and _cfg(c[1]))
-            check_against_default(name, fn)
-            record(name, fn)
-        # heads in two or more groups, each group's GEMMs on a second stream under the next group's dK/dV kernel
-        name = f"sweep_bwd_{mode}_overlap"
-        fn = lambda mode=mode: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=mode,  # noqa: E731
-                                               overlap=True)
+    for c in [None] + SWEEP_DS.get(D, []):
+        name = "sweep_bwd_ds_" + ("default" if c is None else str(list(c[0])) + str(list(c[1])))
+        fn = lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="ds",  # noqa: E731
+                                         dkdv_config=c and _cfg(c[0]), dq_config=c and _cfg(c[1]))
         check_against_default(name, fn)
         record(name, fn)
     # each kernel of the backward alone (default configs, each dQ mode): where the time goes
     for tag, cfgs in [("default", {}), ("atomic", dict(dq_mode="atomic")), ("bulk", dict(dq_mode="bulk")),
-                      ("overlap", dict(overlap=True)), ("ds", dict(dq_mode="ds")), ("ds2", dict(dq_mode="ds2"))]:
+                      ("ds", dict(dq_mode="ds"))]:
         grads, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, scale, **cfgs)
         if only and not any(x in f"sweep_bwd_part_{tag}_{n}" for n, _ in steps for x in only):
             continue
@@ -513,12 +492,7 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
         return o, lambda: o.backward(do, retain_graph=True)
 
     variants = [(f"ours_bwd_{m}", lambda a, b, c, m=m: B.attention(a, b, c, causal, scale, dq_mode=m))
-                for m in ("separate", "atomic", "bulk") if m in args.bwd_modes]
-    # separate dQ on a second stream beside dK/dV (attention(overlap=True)); dS stored, dQ (and dK) GEMMs
-    if "overlap" in args.bwd_modes:
-        variants.append(("ours_bwd_overlap", lambda a, b, c: B.attention(a, b, c, causal, scale, overlap=True)))
-    variants += [(f"ours_bwd_{m}", lambda a, b, c, m=m: B.attention(a, b, c, causal, scale, dq_mode=m))
-                 for m in ("ds", "ds2") if m in args.bwd_modes]
+                for m in BWD_MODES if m in args.bwd_modes]
     for name, ctx in sdpa_backends():
         def f(a, b, c, ctx=ctx):
             with ctx():
@@ -541,13 +515,11 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
         del o
     if args.check and grads:
         ref = next((grads[n] for n in ("sdpa_flash_bwd", "sdpa_cudnn_bwd") if n in grads), None)
-        for name in ("ours_bwd_separate", "ours_bwd_atomic", "ours_bwd_bulk", "ours_bwd_overlap", "ours_bwd_ds",
-                     "ours_bwd_ds2"):
+        for name in [f"ours_bwd_{m}" for m in BWD_MODES]:
             if ref is not None and name in grads:
                 check(name, max(_err(a, b) for a, b in zip(grads[name], ref)), tol)
     fl = 2.5 * fwd_flop
-    ours_b = {n: res[n]["ms"] for n in ("ours_bwd_separate", "ours_bwd_atomic", "ours_bwd_bulk", "ours_bwd_overlap",
-                                        "ours_bwd_ds", "ours_bwd_ds2") if n in res}
+    ours_b = {n: res[n]["ms"] for n in [f"ours_bwd_{m}" for m in BWD_MODES] if n in res}
     if ours_b:
         best_o = min(ours_b, key=ours_b.get)
         row["bwd_best_mode"], row["bwd_tflops"] = best_o.replace("ours_bwd_", ""), tf(ours_b[best_o], fl)

@@ -17,12 +17,11 @@ base-2 row log-sum-exp ``LSE`` of the scaled logits. Backward, for dO:
    blocks, recomputes P and dS the same way and accumulates ``dQ += dS K`` in registers.
 
 ``dq_mode="ds"``: the dK/dV kernel also stores dS^T (``STORE_DS``) and ``attn_bwd_dq_from_ds_kernel`` computes
-dQ = dS K as a GEMM over it (5 matmuls, deterministic, an ``N^2`` workspace a head); ``"ds2"``: dK = dS^T Q too
-(``attn_bwd_dk_from_ds_kernel``; the dK/dV kernel then accumulates dV only, ``DK_FROM_DS``).
+dQ = dS K as a GEMM over it (5 matmuls, deterministic, an ``N^2`` workspace a head).
 
 ``attention(q, k, v, causal, sm_scale)`` is differentiable; ``dq_mode="atomic"`` / ``"bulk"`` pick the
-one-kernel variants, ``"ds"`` / ``"ds2"`` the stored-dS ones (which is faster is a question for the GPU:
-``python3 -m bench attention``).
+one-kernel variants, ``"ds"`` the stored-dS one (which is faster where: ``python3 -m bench attention``,
+docs/attention.md).
 """
 import kernelc as triton
 import kernelc.language as tl
@@ -54,7 +53,7 @@ def attn_bwd_preprocess_kernel(O, DO, Delta, stride_oz, stride_oh, stride_om, st
 def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, stride_dom, stride_dqm, offs_n,
                 offs_m0, qk_scale, lo, hi, N_CTX, sm_scale, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
                 ATOMIC_DQ: tl.constexpr, WS: tl.constexpr, BULK_DQ: tl.constexpr, ds_desc=None, start_n=0,
-                STORE_DS: tl.constexpr = False, DK_FROM_DS: tl.constexpr = False):
+                STORE_DS: tl.constexpr = False):
     """Query blocks [lo, hi) into (dk, dv) of one key block; P^T and dS^T are [BLOCK_N, BLOCK_M]."""
     # no producer warp by default (WS): dK and dV hold two fp32 [BLOCK_N, HEAD_DIM] accumulators, and a
     # producer warpgroup caps the consumers at 240 registers with setmaxnreg (spill-free at head dim 128 only
@@ -87,8 +86,7 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
             # dS^T's tile written out for attn_bwd_dq_from_ds_kernel (dQ = dS K as a plain GEMM, no recompute):
             # a TMA store from a shared-memory stage, clipped at N_CTX
             ds_desc.store([start_n, start_m], dsT)
-        if not DK_FROM_DS:  # else dK = dS^T Q is a GEMM over the stored dS^T afterwards
-            dk = tl.dot(dsT, q, dk)
+        dk = tl.dot(dsT, q, dk)
         if ATOMIC_DQ:
             # dQ^T = K^T dS^T: the key block is the contraction, HEAD_DIM the rows (one warpgroup's 64 each
             # with 8 warps) -- a wgmma whatever BLOCK_M; added into a transposed fp32 dQ whose query index is
@@ -108,7 +106,7 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                          dq_stride_z, dq_stride_h, dq_stride_m, H, N_CTX, BLOCK_M: tl.constexpr,
                          BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
                          ATOMIC_DQ: tl.constexpr, WS: tl.constexpr = False, BULK_DQ: tl.constexpr = False,
-                         STORE_DS: tl.constexpr = False, DK_FROM_DS: tl.constexpr = False):
+                         STORE_DS: tl.constexpr = False):
     """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ, through a descriptor's bulk
     reductions with BULK_DQ too); WS: a producer warp(group)
     fills the loop's TMA ring (the bench's sweep tries it). Q, K, V, dO, dK, dV share
@@ -157,13 +155,12 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         lo = start_n + BLOCK_N
         dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                              offs_n, offs_m0, qk_scale, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
-                             True, ATOMIC_DQ, WS, BULK_DQ, ds_desc, start_n, STORE_DS, DK_FROM_DS)
+                             True, ATOMIC_DQ, WS, BULK_DQ, ds_desc, start_n, STORE_DS)
     dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                          offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
-                         BULK_DQ, ds_desc, start_n, STORE_DS, DK_FROM_DS)
+                         BULK_DQ, ds_desc, start_n, STORE_DS)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
-    if not DK_FROM_DS:
-        tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
+    tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
 
 
 @triton.jit
@@ -249,31 +246,6 @@ def attn_bwd_dq_from_ds_kernel(DST, K, DQ, sm_scale, stride_z, stride_h, stride_
 
 
 @triton.jit
-def attn_bwd_dk_from_ds_kernel(DST, Q, DK, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX,
-                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
-                               CAUSAL: tl.constexpr):
-    """dK = sm_scale * dS^T Q for one [BLOCK_M] key block (dq_mode="ds2": the dK/dV kernel left dK out), dS^T's
-    rows read as stored. Causal: queries from the key block's start; BLOCK_M divides the dK/dV kernel's BLOCK_N,
-    which wrote every query row from its own block's start (zeros above the diagonal)."""
-    start_k = tl.program_id(0) * BLOCK_M
-    off_hz = tl.program_id(1)
-    off = (off_hz // H).to(tl.int64) * stride_z + (off_hz % H).to(tl.int64) * stride_h
-    ds_desc = tl.make_tensor_descriptor(DST + off_hz.to(tl.int64) * N_CTX * N_CTX, shape=[N_CTX, N_CTX],
-                                        strides=[N_CTX, 1], block_shape=[BLOCK_M, BLOCK_N])
-    q_desc = tl.make_tensor_descriptor(Q + off, shape=[N_CTX, HEAD_DIM], strides=[stride_m, 1],
-                                       block_shape=[BLOCK_N, HEAD_DIM])
-    lo = start_k if CAUSAL else 0
-    dk = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    for start_q in range(lo, N_CTX, BLOCK_N):
-        # queries past N_CTX load as 0 (both tiles)
-        dk = tl.dot(ds_desc.load([start_k, start_q]), q_desc.load([start_q, 0]), dk)
-    offs_n = start_k + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM)
-    tl.store(DK + off + offs_n[:, None] * stride_m + offs_d[None, :] * stride_k,
-             (dk * sm_scale).to(DK.dtype.element_ty), mask=offs_n[:, None] < N_CTX)
-
-
-@triton.jit
 def attn_bwd_dq_cast_kernel(DQT, DQ, scale, N_CTX, BLOCK: tl.constexpr, HEAD_DIM: tl.constexpr):
     """dQ = scale * (dQ^T)^T in Q's dtype, for one [BLOCK] query block of one head: the fp32 dQ^T the bulk mode
     accumulates ([Z, H, HEAD_DIM, N_CTX], contiguous) read along the queries, written along the head dim."""
@@ -300,14 +272,10 @@ BULK_DKDV_CONFIGS = dict(ATOMIC_DKDV_CONFIGS)
 # dK/dV kernel's BLOCK_N (causal: the tiles it reads are the ones written); 0 spills on sm_90a
 DS_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (64, 128, 8, 3)}
 DQ_FROM_DS_CONFIGS = {16: (32, 32, 4, 3), 32: (32, 32, 4, 3), 64: (64, 64, 4, 4), 128: (128, 64, 8, 3)}
-# dq_mode="ds2": as ds, and dK = dS^T Q a second GEMM (attn_bwd_dk_from_ds_kernel, BLOCK_M keys dividing the dK/dV
-# kernel's BLOCK_N), so the dK/dV kernel holds no dK accumulator (3 matmuls: 213 registers at (64, 128, 8, 3))
-DS2_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (64, 128, 8, 3)}
-DK_FROM_DS_CONFIGS = {16: (32, 32, 4, 3), 32: (32, 32, 4, 3), 64: (64, 64, 4, 4), 128: (128, 64, 8, 3)}
 # the dS^T buffer ([heads, N, N] in the inputs' dtype) is at most this large: more heads run in groups of as many
 # as fit, each group's dK/dV and dQ launched before the next's
 DS_WORKSPACE_BYTES = 8 << 30
-DQ_MODES = ("separate", "atomic", "bulk", "ds", "ds2")
+DQ_MODES = ("separate", "atomic", "bulk", "ds")
 DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 3), 128: (128, 64, 8, 2)}
 PRE_BLOCK = 64
 CAST_BLOCK = 64  # queries a program of attn_bwd_dq_cast_kernel transposes
@@ -323,33 +291,30 @@ def _cfg(table, head_dim, overrides):
 
 
 def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkdv_config=None, dq_config=None,
-                  kernels=None, overlap=False):
+                  kernels=None):
     """(dq, dk, dv) for ``o, lse = attention_fwd(q, k, v, causal, sm_scale, return_lse=True)``.
 
     ``dq_mode``: ``"separate"`` (a second kernel, deterministic), ``"atomic"`` (fp32 atomics in the dK/dV
     kernel, then one cast), ``"bulk"`` (as atomic, dQ's tiles added by TMA bulk reductions from shared
-    memory on sm_90a), ``"ds"`` (dS^T stored, dQ = dS K a GEMM; deterministic) or ``"ds2"`` (dK = dS^T Q a
-    GEMM too); ds and ds2 need N % 8 == 0 and run the separate pass otherwise. ``dkdv_config`` / ``dq_config``
-    override :data:`DKDV_CONFIGS` (atomic: :data:`ATOMIC_DKDV_CONFIGS`, bulk: :data:`BULK_DKDV_CONFIGS`, ds:
-    :data:`DS_DKDV_CONFIGS`, ds2: :data:`DS2_DKDV_CONFIGS`) / :data:`DQ_CONFIGS` (ds, ds2: the GEMMs',
-    :data:`DQ_FROM_DS_CONFIGS`, :data:`DK_FROM_DS_CONFIGS`).
+    memory on sm_90a) or ``"ds"`` (dS^T stored, dQ = dS K a GEMM; deterministic; needs N % 8 == 0 and runs the
+    separate pass otherwise). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS` (atomic:
+    :data:`ATOMIC_DKDV_CONFIGS`, bulk: :data:`BULK_DKDV_CONFIGS`, ds: :data:`DS_DKDV_CONFIGS`) /
+    :data:`DQ_CONFIGS` (ds: the GEMM's, :data:`DQ_FROM_DS_CONFIGS`).
     ``kernels``: ``{"dkdv": ..., "dq": ...}``, other
-    compiled copies of the kernels to launch (the bench's A/B of compile knobs). ``overlap`` (separate mode):
-    the dQ kernel runs on a second stream beside the dK/dV kernel (both only read what the preprocess wrote), so
-    its programs fill the SMs the dK/dV grid's last wave leaves idle; the caller's stream waits for both.
+    compiled copies of the kernels to launch (the bench's A/B of compile knobs).
     """
     grads, steps = attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode, dkdv_config, dq_config,
-                                       kernels, overlap)
+                                       kernels)
     for _, launch in steps:
         launch()
     return grads()
 
 
 def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkdv_config=None,
-                        dq_config=None, kernels=None, overlap=False):
+                        dq_config=None, kernels=None):
     """The backward as ``(grads, [(name, launch), ...])``: the buffers allocated, each kernel's launch a
-    callable (``preprocess``, ``dkdv``, then ``dq`` or the atomic/bulk modes' ``cast``; with ``overlap``,
-    ``preprocess`` and ``dkdv_dq``) to run in order, and ``grads()`` the (dq, dk, dv) they leave.
+    callable (``preprocess``, ``dkdv``, then ``dq`` or the atomic/bulk modes' ``cast``; ds with its heads in
+    groups: ``preprocess`` and ``dkdv_dq``) to run in order, and ``grads()`` the (dq, dk, dv) they leave.
     :func:`attention_bwd` runs them; the bench times each alone."""
     import torch
     if dq_mode not in DQ_MODES:
@@ -357,15 +322,13 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate
     kernels = dict(dict(dkdv=attn_bwd_dkdv_kernel, dq=attn_bwd_dq_kernel), **(kernels or {}))
     q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
     Z, H, N, D = q.shape
-    # ds, ds2: dS^T's rows are N_CTX elements, a TMA descriptor's stride must be whole 16 bytes; else the
-    # separate pass
-    ds2 = dq_mode == "ds2" and N % 8 == 0
-    ds = dq_mode in ("ds", "ds2") and N % 8 == 0
-    dq_mode = "separate" if dq_mode in ("ds", "ds2") and not ds else dq_mode
+    # ds: dS^T's rows are N_CTX elements, a TMA descriptor's stride must be whole 16 bytes; else the separate pass
+    ds = dq_mode == "ds" and N % 8 == 0
+    dq_mode = "separate" if dq_mode == "ds" and not ds else dq_mode
     atomic = dq_mode in ("atomic", "bulk")
     bulk = dq_mode == "bulk"
-    c1 = _cfg(BULK_DKDV_CONFIGS if bulk else ATOMIC_DKDV_CONFIGS if atomic else DS2_DKDV_CONFIGS if ds2 else
-              DS_DKDV_CONFIGS if ds else DKDV_CONFIGS, D, dkdv_config)
+    c1 = _cfg(BULK_DKDV_CONFIGS if bulk else ATOMIC_DKDV_CONFIGS if atomic else DS_DKDV_CONFIGS if ds else
+              DKDV_CONFIGS, D, dkdv_config)
     c2 = _cfg(DQ_FROM_DS_CONFIGS if ds else DQ_CONFIGS, D, dq_config)
     if ds and causal and c2["BLOCK_M"] != c1["BLOCK_N"]:
         raise ValueError("dq_mode='ds' causal needs the dQ GEMM's BLOCK_M to be the dK/dV kernel's BLOCK_N (the dS "
@@ -373,12 +336,8 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate
     if causal and (c1["BLOCK_N"] % c1["BLOCK_M"] or c2["BLOCK_M"] % c2["BLOCK_N"]):
         raise ValueError("causal backward needs the dK/dV kernel's BLOCK_N to be a multiple of its BLOCK_M and the "
                          f"dQ kernel's BLOCK_M a multiple of its BLOCK_N (got {c1}, {c2})")
-    c3 = _cfg(DK_FROM_DS_CONFIGS, D, dq_config) if ds2 else None  # dq_config: both GEMMs (the same shapes)
-    if ds2 and causal and c1["BLOCK_N"] % c3["BLOCK_M"]:
-        raise ValueError(f"dq_mode='ds2' causal needs the dK GEMM's BLOCK_M to divide the dK/dV kernel's BLOCK_N, got "
-                         f"{c1}, {c3}")
     if ds:
-        return _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, c3, kernels, overlap and _on_streams(q))
+        return _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels)
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     # atomic: dQ^T in fp32, [Z, H, HEAD_DIM, N] (its third stride is the kernel's dq_stride_m)
@@ -408,45 +367,25 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate
                                                                          HEAD_DIM=D)
         out["dq"] = dq_out
 
-    def dkdv_beside_dq():
-        # the side stream starts after the preprocess (delta) and what the caller queued before; dK/dV is
-        # launched first so that its programs are dispatched first and dQ's fill in behind its last wave. Every
-        # buffer is freed or reused on the caller's stream, which waits for the side stream before going on
-        main = torch.cuda.current_stream(q.device)
-        side = _side_stream(q.device)
-        side.wait_stream(main)
-        dkdv()
-        with torch.cuda.stream(side):
-            dq_pass()
-        main.wait_stream(side)
-
     if atomic:  # the atomics add into dq: zeroed on every run of the steps
         steps = [("preprocess", preprocess), ("dkdv", lambda: (dq.zero_(), dkdv())),
                  ("cast", cast_kernel if bulk else cast)]
-    elif overlap and _on_streams(q):
-        steps = [("preprocess", preprocess), ("dkdv_dq", dkdv_beside_dq)]
     else:
         steps = [("preprocess", preprocess), ("dkdv", dkdv), ("dq", dq_pass)]
     return (lambda: (out.get("dq", dq), dk, dv)), steps
 
 
-def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, c3, kernels, overlap=False):
+def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels):
     """dq_mode="ds": the dK/dV kernel also writes dS^T into a [heads, N, N] buffer, and dQ = dS K is a GEMM
-    (5 matmuls in all, against the separate pass's 7); "ds2" (``c3``, the dK GEMM's config): dK = dS^T Q is a
-    second GEMM and the dK/dV kernel computes dV only. Heads run in groups whose dS^T fits DS_WORKSPACE_BYTES;
-    each group's kernels see its heads as one batch of G heads (the views below share the tensors' memory).
-    ``overlap``: at least two groups, two buffers, each group's GEMMs on a second stream while the next group's
-    dK/dV kernel runs (the GEMMs are bound by reading dS, the dK/dV kernel by its matmuls)."""
+    (5 matmuls in all, against the separate pass's 7). Heads run in groups whose dS^T fits DS_WORKSPACE_BYTES;
+    each group's kernels see its heads as one batch of G heads (the views below share the tensors' memory)."""
     import torch
     Z, H, N, D = q.shape
     ZH = Z * H
     G = max(1, min(ZH, DS_WORKSPACE_BYTES // (N * N * q.element_size())))
-    if overlap and ZH > 1:  # two buffers within the same workspace bound
-        G = max(1, min(G // 2, (ZH + 1) // 2)) if G < ZH else (ZH + 1) // 2
-    overlap = overlap and ZH > G
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    bufs = [torch.empty((G, N, N), device=q.device, dtype=q.dtype) for _ in range(2 if overlap else 1)]
+    dst = torch.empty((G, N, N), device=q.device, dtype=q.dtype)
     flat = [t.view(ZH, N, D) for t in (q, k, v, do, dq, dk, dv)]
     lse2, delta2 = lse.view(ZH, N), delta.view(ZH, N)
 
@@ -454,70 +393,25 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, c3, kernels, overla
         attn_bwd_preprocess_kernel[(triton.cdiv(N, PRE_BLOCK), ZH, 1)](
             o, do, delta, *o.stride(), *do.stride(), H, N, BLOCK_M=PRE_BLOCK, HEAD_DIM=D)
 
-    def dkdv(h0, dst):
+    def dkdv(h0):
         g = min(G, ZH - h0)
         qg, kg, vg, dog, _, dkg, dvg = (t[h0:h0 + g] for t in flat)
         kernels["dkdv"][(triton.cdiv(N, c1["BLOCK_N"]), g, 1)](
             qg, kg, vg, dog, dkg, dvg, dst, lse2[h0:h0 + g], delta2[h0:h0 + g], sm_scale, g * N * D, N * D, D, 1,
-            0, 0, 0, g, N, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, STORE_DS=True, DK_FROM_DS=c3 is not None,
-            **c1)
+            0, 0, 0, g, N, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, STORE_DS=True, **c1)
 
-    def dq_gemm(h0, dst):
+    def dq_gemm(h0):
         g = min(G, ZH - h0)
         attn_bwd_dq_from_ds_kernel[(triton.cdiv(N, c2["BLOCK_M"]), g, 1)](
             dst, flat[1][h0:h0 + g], flat[4][h0:h0 + g], sm_scale, g * N * D, N * D, D, 1, g, N, HEAD_DIM=D,
             CAUSAL=causal, **c2)
-        if c3 is not None:
-            attn_bwd_dk_from_ds_kernel[(triton.cdiv(N, c3["BLOCK_M"]), g, 1)](
-                dst, flat[0][h0:h0 + g], flat[5][h0:h0 + g], sm_scale, g * N * D, N * D, D, 1, g, N, HEAD_DIM=D,
-                CAUSAL=causal, **c3)
 
-    def overlapped():
-        # group i writes buffer i % 2 on the caller's stream; its GEMMs read it on the side stream, and group i + 2
-        # waits for them before writing it again; the caller's stream waits for the side stream at the end
-        main = torch.cuda.current_stream(q.device)
-        side = _side_stream(q.device)
-        read = {}
-        for i, h0 in enumerate(range(0, ZH, G)):
-            if i >= 2:
-                main.wait_event(read[i - 2])
-            dkdv(h0, bufs[i % 2])
-            written = torch.cuda.Event()
-            written.record(main)
-            side.wait_event(written)
-            with torch.cuda.stream(side):
-                dq_gemm(h0, bufs[i % 2])
-            read[i] = torch.cuda.Event()
-            read[i].record(side)
-        main.wait_stream(side)
-
-    dst = bufs[0]
-    if overlap:
-        steps = [("preprocess", preprocess), ("dkdv_dq", overlapped)]
-    elif G >= ZH:  # one group: the two kernels as steps of their own (the bench times each)
-        steps = [("preprocess", preprocess), ("dkdv", lambda: dkdv(0, dst)), ("dq", lambda: dq_gemm(0, dst))]
+    if G >= ZH:  # one group: the two kernels as steps of their own (the bench times each)
+        steps = [("preprocess", preprocess), ("dkdv", lambda: dkdv(0)), ("dq", lambda: dq_gemm(0))]
     else:
         steps = [("preprocess", preprocess),
-                 ("dkdv_dq", lambda: [(dkdv(h0, dst), dq_gemm(h0, dst)) for h0 in range(0, ZH, G)])]
+                 ("dkdv_dq", lambda: [(dkdv(h0), dq_gemm(h0)) for h0 in range(0, ZH, G)])]
     return (lambda: (dq, dk, dv)), steps
-
-
-def _on_streams(t):
-    """Whether ``overlap`` can put launches on a second stream: CUDA tensors (the interpreter runs each launch
-    as it is called)."""
-    return t.is_cuda
-
-
-_SIDE_STREAMS = {}
-
-
-def _side_stream(device):
-    """One second stream per device for ``overlap`` (made once: a stream is a driver object, not per call)."""
-    import torch
-    key = torch.device(device).index
-    if key not in _SIDE_STREAMS:
-        _SIDE_STREAMS[key] = torch.cuda.Stream(device)
-    return _SIDE_STREAMS[key]
 
 
 def _autograd_function():
@@ -527,19 +421,18 @@ def _autograd_function():
         """softmax(q k^T * sm_scale) v with the fused backward above."""
 
         @staticmethod
-        def forward(ctx, q, k, v, causal, sm_scale, dq_mode, fwd_config, overlap=False):
+        def forward(ctx, q, k, v, causal, sm_scale, dq_mode, fwd_config):
             q, k, v = (t.contiguous() for t in (q, k, v))
             o, lse = attention_fwd(q, k, v, causal, sm_scale, return_lse=True, **(fwd_config or {}))
             ctx.save_for_backward(q, k, v, o, lse)
-            ctx.causal, ctx.sm_scale, ctx.dq_mode, ctx.overlap = causal, sm_scale, dq_mode, overlap
+            ctx.causal, ctx.sm_scale, ctx.dq_mode = causal, sm_scale, dq_mode
             return o
 
         @staticmethod
         def backward(ctx, do):
             q, k, v, o, lse = ctx.saved_tensors
-            dq, dk, dv = attention_bwd(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, ctx.dq_mode,
-                                       overlap=ctx.overlap)
-            return dq, dk, dv, None, None, None, None, None
+            dq, dk, dv = attention_bwd(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, ctx.dq_mode)
+            return dq, dk, dv, None, None, None, None
 
     return AttentionFunction
 
@@ -557,8 +450,8 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-def attention(q, k, v, causal=False, sm_scale=None, dq_mode="separate", fwd_config=None, overlap=False):
+def attention(q, k, v, causal=False, sm_scale=None, dq_mode="separate", fwd_config=None):
     """Differentiable fused attention on fp16/bf16 ``[Z, H, N_CTX, HEAD_DIM]`` tensors (HEAD_DIM 16..128
-    for the backward): ``loss.backward()`` runs the kernels above (``overlap``: see :func:`attention_bwd`)."""
+    for the backward): ``loss.backward()`` runs the kernels above."""
     sm_scale = sm_scale if sm_scale is not None else q.shape[-1] ** -0.5
-    return __getattr__("AttentionFunction").apply(q, k, v, causal, sm_scale, dq_mode, fwd_config, overlap)
+    return __getattr__("AttentionFunction").apply(q, k, v, causal, sm_scale, dq_mode, fwd_config)

@@ -55,10 +55,7 @@ BWD_CASES = [(1024, 64, torch.float16, False, "separate"), (1024, 64, torch.bflo
              (1024, 128, torch.bfloat16, False, "bulk"), (1000, 64, torch.float16, True, "bulk"),
              # ds: dS^T stored by the dK/dV kernel (TMA stores clipped at N), dQ a GEMM over it
              (1000, 128, torch.float16, True, "ds"), (1024, 64, torch.bfloat16, False, "ds"),
-             (1024, 128, torch.bfloat16, False, "ds"), (1000, 64, torch.float16, True, "ds"),
-             # ds2: dK = dS^T Q a GEMM as well
-             (1000, 128, torch.float16, True, "ds2"), (1024, 64, torch.bfloat16, False, "ds2"),
-             (1024, 128, torch.bfloat16, False, "ds2"), (1000, 64, torch.float16, True, "ds2")]
+             (1024, 128, torch.bfloat16, False, "ds"), (1000, 64, torch.float16, True, "ds")]
 
 
 @pytest.mark.parametrize("N,D,dtype,causal,dq_mode", BWD_CASES)
@@ -82,9 +79,8 @@ CANDIDATE_CONFIGS = [(128, "dkdv", (64, 128, 8, 3)), (128, "dq", (128, 64, 8, 2)
                      (128, "dkdv", (64, 128, 8, 2)), (64, "dq", (64, 64, 4, 3)), (128, "dq", (128, 128, 8, 2)),
                      (128, "dq", (128, 64, 8, 3)), (64, "dkdv", (64, 64, 4, 3)), (64, "dkdv", (64, 128, 8, 3)),
                      (64, "dq", (128, 64, 8, 3)), (64, "dq", (64, 32, 4, 3)),
-                     # 4 warps at D=128: 2-3 programs an SM (docs/attention.md, "Backward against cuDNN")
-                     (128, "dkdv", (64, 64, 4, 2)), (128, "dkdv", (32, 64, 4, 3)), (128, "dq", (64, 64, 4, 2)),
-                     (128, "dq", (64, 32, 4, 2)), (64, "dq", (64, 64, 4, 2))]
+                     # 4 warps at D=128: 2 programs an SM (docs/attention.md, "Backward against cuDNN")
+                     (128, "dkdv", (64, 64, 4, 2)), (128, "dkdv", (32, 64, 4, 3)), (64, "dq", (64, 64, 4, 2))]
 
 
 def _cfg(cfg):
@@ -128,33 +124,13 @@ def _check_backward_at(D, causal, **kw):
         _close_as_torch(f"{name} at {which}={cfg}", ours[i], grads["torch"][i], grads["fp32"][i], 5e-3)
 
 
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("D", [64, 128])
-def test_backward_with_dq_beside_dkdv_on_a_second_stream(D, causal):
-    # attention_bwd(overlap=True): the dQ kernel on a side stream; the caller's stream must see all three grads
-    _check_backward_at(D, causal, overlap=True)
-    q, k, v, do = _inputs(1, 4, 1024, D, torch.float16)
-    o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
-    a = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5)
-    b = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, overlap=True)
-    for x, y in zip(a, b):  # the same kernels on other streams: the same bits
-        assert torch.equal(x, y)
-    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-    B.attention(*leaves, causal=causal, overlap=True).backward(do)
-    for x, y in zip(a, (t.grad for t in leaves)):
-        assert torch.equal(x, y)
-
-
-DS_CONFIGS = [("ds", 128, (32, 64, 4, 3), (64, 64, 4, 3)), ("ds", 128, (32, 128, 8, 3), (128, 64, 8, 3)),
-              ("ds", 128, (64, 128, 8, 3), (128, 64, 8, 4)), ("ds", 64, (32, 64, 4, 4), (64, 64, 4, 3)),
-              ("ds2", 128, (64, 64, 4, 2), (64, 64, 4, 3)), ("ds2", 128, (64, 128, 8, 3), (128, 64, 8, 4)),
-              ("ds2", 64, (64, 64, 4, 3), (64, 64, 4, 4))]
+DS_CONFIGS = [("ds", 128, (64, 128, 8, 3), (128, 64, 8, 4))]
 
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("mode,D,c1,c2", DS_CONFIGS)
 def test_ds_mode_at_the_sweeps_configs(mode, D, c1, c2, causal):
-    # bench SWEEP_DS / SWEEP_DS2; and the heads in groups (a workspace of 3 heads' dS^T: groups of 3 and 1)
+    # bench SWEEP_DS; and the heads in groups (a workspace of 3 heads' dS^T: groups of 3 and 1)
     _check_backward_at(D, causal, dq_mode=mode, dkdv_config=_cfg(c1), dq_config=_cfg(c2))
     q, k, v, do = _inputs(1, 4, 1000, D, torch.float16)
     o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
@@ -167,25 +143,6 @@ def test_ds_mode_at_the_sweeps_configs(mode, D, c1, c2, causal):
         B.DS_WORKSPACE_BYTES = old
     for x, y in zip(one, grouped):
         assert torch.equal(x, y)
-
-
-@pytest.mark.parametrize("mode", ["ds", "ds2"])
-@pytest.mark.parametrize("causal", [False, True])
-def test_ds_modes_with_gemms_on_a_second_stream(mode, causal):
-    # overlap=True: heads in groups, 2 dS^T buffers, each group's GEMMs on the side stream; the same bits as
-    # without, with 2 groups (the workspace bound) and with 4 (a buffer rewritten after its GEMMs read it)
-    q, k, v, do = _inputs(1, 4, 1024, 128, torch.float16)
-    o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
-    want = B.attention_bwd(do, q, k, v, o, lse, causal, 128 ** -0.5, dq_mode=mode)
-    old = B.DS_WORKSPACE_BYTES
-    try:
-        for heads in (4, 2):
-            B.DS_WORKSPACE_BYTES = heads * 1024 * 1024 * 2
-            got = B.attention_bwd(do, q, k, v, o, lse, causal, 128 ** -0.5, dq_mode=mode, overlap=True)
-            for x, y in zip(want, got):
-                assert torch.equal(x, y), heads
-    finally:
-        B.DS_WORKSPACE_BYTES = old
 
 
 @pytest.mark.parametrize("D", [64, 128])

@@ -39,86 +39,26 @@ def test_forward_saves_lse(N, D, blocks, causal):
     torch.testing.assert_close(lse, ref_lse, rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.parametrize("mode", ["ds", "ds2"])
 @pytest.mark.parametrize("causal", [False, True])
-def test_ds_mode_in_head_groups_and_its_fallback(causal, mode, monkeypatch):
+def test_ds_mode_in_head_groups_and_its_fallback(causal, monkeypatch):
     # dq_mode="ds" with a workspace of one head's dS^T (the heads in 2 groups) gives what one group gives; at
     # N % 8 != 0 (no TMA descriptor over dS^T's rows) the mode is the separate pass, bit for bit
     q, k, v = _qkv(80, 16, torch.float16)
     do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
     o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
-    one = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode=mode)
+    one = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds")
     monkeypatch.setattr(B, "DS_WORKSPACE_BYTES", 80 * 80 * 2)
-    _, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, 0.25, dq_mode=mode)
+    _, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds")
     assert [n for n, _ in steps] == ["preprocess", "dkdv_dq"]
-    grouped = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode=mode)
+    grouped = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds")
     for a, b in zip(one, grouped):
         assert torch.equal(a, b)
     q, k, v, do = (t[:, :, :76] for t in (q, k, v, do))
     o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
-    ds = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode=mode)
+    ds = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds")
     sep = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25)
     for a, b in zip(ds, sep):
         assert torch.equal(a, b)
-
-
-@pytest.mark.parametrize("mode", ["ds", "ds2"])
-def test_ds_overlap_groups_and_buffers_on_stand_in_streams(mode, monkeypatch):
-    # attention_bwd(dq_mode="ds", overlap=True) on CUDA: heads in >= 2 groups writing 2 buffers in turn, each
-    # group's GEMMs on a side stream. Here the streams and events are stand-ins that record the order (the
-    # interpreter runs each launch when called): the results must be the non-overlapped ones, bit for bit, and
-    # group i + 2 must wait for group i's GEMMs before writing its buffer again
-    log = []
-
-    class Stream:
-        def __init__(self, name):
-            self.name = name
-
-        def wait_event(self, ev):
-            log.append((self.name, "wait", ev.id))
-
-        def wait_stream(self, other):
-            log.append((self.name, "wait_stream", other.name))
-
-    class Event:
-        n = 0
-
-        def __init__(self):
-            Event.n += 1
-            self.id = Event.n
-
-        def record(self, stream):
-            log.append((stream.name, "record", self.id))
-
-    class StreamCtx:
-        def __init__(self, stream):
-            self.stream = stream
-
-        def __enter__(self):
-            log.append((self.stream.name, "enter"))
-
-        def __exit__(self, *exc):
-            log.append((self.stream.name, "exit"))
-
-    main, side = Stream("main"), Stream("side")
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: main)
-    monkeypatch.setattr(torch.cuda, "Event", Event)
-    monkeypatch.setattr(torch.cuda, "stream", StreamCtx)
-    monkeypatch.setattr(B, "_side_stream", lambda device: side)
-    monkeypatch.setattr(B, "_on_streams", lambda t: True)
-    q, k, v = _qkv(64, 16, torch.float16, Z=1, H=5)
-    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
-    o, lse = A.attention_fwd(q, k, v, True, 0.25, return_lse=True)
-    want = B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_mode=mode)
-    monkeypatch.setattr(B, "DS_WORKSPACE_BYTES", 2 * 64 * 64 * 2)  # 2 heads: groups of 1 head, 2 buffers
-    grads, steps = B.attention_bwd_steps(do, q, k, v, o, lse, True, 0.25, dq_mode=mode, overlap=True)
-    assert [n for n, _ in steps] == ["preprocess", "dkdv_dq"]
-    for _, launch in steps:
-        launch()
-    for a, b in zip(want, grads()):
-        assert torch.equal(a, b)
-    waits = [e for e in log if e[:2] == ("main", "wait")]
-    assert len(waits) == 3 and log[-1] == ("main", "wait_stream", "side")  # groups 2, 3, 4 wait for 0, 1, 2
 
 
 def test_causal_dq_programs_in_either_order_give_the_same_dq():
@@ -137,7 +77,7 @@ def test_causal_dq_programs_in_either_order_give_the_same_dq():
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("dq_mode", ["separate", "atomic", "bulk", "ds", "ds2"])
+@pytest.mark.parametrize("dq_mode", ["separate", "atomic", "bulk", "ds"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("N,D", [(80, 16), (64, 32)])
 def test_backward_matches_torch_autograd(N, D, dtype, dq_mode, causal):

@@ -31,12 +31,11 @@ CONFIGS = [
     (128, False, "dkdv", (64, 128, 8, 3)), (128, False, "dkdv", (64, 64, 4, 2)), (128, False, "dkdv", (32, 64, 4, 3)),
     (128, False, "dq", (128, 64, 8, 2)), (128, False, "dq", (64, 64, 4, 2)), (128, False, "dq", (64, 32, 4, 2)),
     (64, False, "dkdv", (32, 64, 4, 3)), (64, False, "dq", (64, 64, 4, 3)), (64, False, "dq", (64, 64, 4, 2)),
-    # dq_mode="ds": the dK/dV kernel storing dS^T (dkdv_ds), the dQ GEMM (dq_ds); ds2: the dK/dV kernel without
-    # dS^T Q (dv_ds) and the dK GEMM (dk_ds)
+    # dq_mode="ds": the dK/dV kernel storing dS^T (dkdv_ds), the dQ GEMM (dq_ds); ds2 (removed after call H9b: the
+    # dK/dV kernel without dS^T Q and a dK GEMM, slower everywhere) measured at 2f5f285
     (128, False, "dkdv_ds", (64, 128, 8, 3)), (128, False, "dkdv_ds", (32, 64, 4, 3)),
     (128, False, "dq_ds", (128, 64, 8, 3)), (128, False, "dq_ds", (64, 64, 4, 3)),
-    (128, False, "dv_ds", (64, 128, 8, 3)), (128, False, "dv_ds", (64, 64, 4, 2)), (128, False, "dk_ds", (128, 64, 8, 3)),
-    (64, False, "dkdv_ds", (32, 64, 4, 3)), (64, False, "dq_ds", (64, 64, 4, 4)), (64, False, "dv_ds", (32, 64, 4, 3)),
+    (64, False, "dkdv_ds", (32, 64, 4, 3)), (64, False, "dq_ds", (64, 64, 4, 4)),
 ]
 
 
@@ -44,19 +43,15 @@ def compile_kernel(D, causal, kernel, cfg, dt="fp16"):
     import kernelc
     from examples.kernels import attention_bwd as B
     bm, bn, w, s = cfg
-    if kernel in ("dkdv", "dkdv_ds", "dv_ds"):
+    if kernel in ("dkdv", "dkdv_ds"):
         sig = dict(Q=P(dt), K=P(dt), V=P(dt), DO=P(dt), DK=P(dt), DV=P(dt), DQ=P(dt), LSE=P("fp32"),
                    Delta=P("fp32"), sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32", stride_k="i32",
                    dq_stride_z="i32", dq_stride_h="i32", dq_stride_m="i32", H="i32", N_CTX="i32")
-        fn, cx = B.attn_bwd_dkdv_kernel, dict(ATOMIC_DQ=False, STORE_DS=kernel != "dkdv", DK_FROM_DS=kernel == "dv_ds")
+        fn, cx = B.attn_bwd_dkdv_kernel, dict(ATOMIC_DQ=False, STORE_DS=kernel == "dkdv_ds")
     elif kernel == "dq_ds":
         sig = dict(DST=P(dt), K=P(dt), DQ=P(dt), sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32",
                    stride_k="i32", H="i32", N_CTX="i32")
         fn, cx = B.attn_bwd_dq_from_ds_kernel, {}
-    elif kernel == "dk_ds":
-        sig = dict(DST=P(dt), Q=P(dt), DK=P(dt), sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32",
-                   stride_k="i32", H="i32", N_CTX="i32")
-        fn, cx = B.attn_bwd_dk_from_ds_kernel, {}
     else:
         sig = dict(Q=P(dt), K=P(dt), V=P(dt), DO=P(dt), DQ=P(dt), LSE=P("fp32"), Delta=P("fp32"), sm_scale="fp32",
                    stride_z="i32", stride_h="i32", stride_m="i32", stride_k="i32", H="i32", N_CTX="i32")
@@ -93,7 +88,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--json", default=None)
     p.add_argument("--table", action="store_true")
-    p.add_argument("--only", choices=["dkdv", "dq", "dkdv_ds", "dq_ds", "dv_ds", "dk_ds"], default=None)
+    p.add_argument("--only", choices=["dkdv", "dq", "dkdv_ds", "dq_ds"], default=None)
     p.add_argument("--configs", nargs="+", default=None, metavar="D:CAUSAL:KERNEL:BM,BN,W,S")
     args = p.parse_args(argv)
     configs = CONFIGS
