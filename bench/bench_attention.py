@@ -99,9 +99,10 @@ SWEEP_FWD = {128: [(128, 64, 4, 2), (128, 64, 8, 3), (64, 64, 4, 3)],
              64: [(128, 128, 8, 2), (128, 64, 8, 3), (64, 64, 4, 3)]}
 # D=128 dK/dV with 4 warps (one warpgroup, no producer): 2 programs an SM (233 / 196 registers, 98 / 82 KB) where
 # the 8-warp default fits one; 1.5% / 4.5% (non-causal / causal) faster than it on an H100 (call H9b, one run,
-# docs/attention.md "Backward against cuDNN"); 4-warp dQ configs (64, 64, 4, 2), (64, 32, 4, 2) were 5-7% slower
+# docs/attention.md "Backward against cuDNN"); 4-warp D=128 dQ configs (64, 64, 4, 2), (64, 32, 4, 2) were 5-7%
+# slower, D=64 dQ (64, 64, 4, 2) tied the default
 SWEEP_DKDV = {128: [(32, 128, 8, 3), (64, 64, 4, 2), (32, 64, 4, 3)], 64: [(32, 128, 4, 3), (64, 64, 4, 3)]}
-SWEEP_DQ = {128: [(128, 32, 8, 3), (128, 64, 8, 3)], 64: [(128, 32, 4, 3), (64, 64, 4, 2)]}
+SWEEP_DQ = {128: [(128, 32, 8, 3), (128, 64, 8, 3)], 64: [(128, 32, 4, 3)]}
 # dK/dV configs with a producer warp(group) filling the loop's ring (the kernel's WS; setmaxnreg at 8 warps)
 SWEEP_DKDV_WS = {128: [(32, 128, 8, 3)], 64: [(32, 128, 4, 3)]}
 # the one-kernel (atomic dQ) backward at other dK/dV configs (its default is timed too, as sweep_bwd_atomic_default)
