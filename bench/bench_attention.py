@@ -97,7 +97,11 @@ def _err(a, b):
 # --sweep: other launch configs (BLOCK_M, BLOCK_N, num_warps, num_stages), each spill-free on sm_90a when listed
 SWEEP_FWD = {128: [(128, 64, 4, 2), (128, 64, 8, 3), (64, 64, 4, 3)],
              64: [(128, 128, 8, 2), (128, 64, 8, 3), (64, 64, 4, 3)]}
-SWEEP_DKDV = {128: [(32, 128, 8, 3)], 64: [(32, 128, 4, 3), (64, 64, 4, 3)]}
+# D=128 dK/dV with 4 warps (one warpgroup, no producer): 2 programs an SM (233 / 196 registers, 98 / 82 KB) where
+# the 8-warp default fits one; 1.5% / 4.5% (non-causal / causal) faster than it on an H100 (call H9b, one run,
+# docs/attention.md "Backward against cuDNN"); 4-warp D=128 dQ configs (64, 64, 4, 2), (64, 32, 4, 2) were 5-7%
+# slower, D=64 dQ (64, 64, 4, 2) tied the default
+SWEEP_DKDV = {128: [(32, 128, 8, 3), (64, 64, 4, 2), (32, 64, 4, 3)], 64: [(32, 128, 4, 3), (64, 64, 4, 3)]}
 SWEEP_DQ = {128: [(128, 32, 8, 3), (128, 64, 8, 3)], 64: [(128, 32, 4, 3)]}
 # dK/dV configs with a producer warp(group) filling the loop's ring (the kernel's WS; setmaxnreg at 8 warps)
 SWEEP_DKDV_WS = {128: [(32, 128, 8, 3)], 64: [(32, 128, 4, 3)]}
@@ -106,6 +110,10 @@ SWEEP_ATOMIC = {128: [(16, 128, 8, 3)], 64: [(64, 64, 4, 3)]}
 # the one-kernel backward with dQ by TMA bulk reductions (dq_mode="bulk") at other dK/dV configs (its default is
 # timed as sweep_bwd_bulk_default); spill-free on sm_90a
 SWEEP_BULK = {128: [(16, 128, 8, 3), (32, 128, 8, 4)], 64: [(64, 64, 4, 3)]}
+# dq_mode="ds" (dS^T stored by the dK/dV kernel, dQ = dS K a GEMM) at another (dK/dV, dQ GEMM) config, the GEMM's
+# BLOCK_M being the dK/dV kernel's BLOCK_N; spill-free on sm_90a (the default is sweep_bwd_ds_default). On an H100
+# (call H9b) it tied the default; (32, 128, 8, 3) / (32, 64, 4, 3) dK/dV configs were slower
+SWEEP_DS = {128: [((64, 128, 8, 3), (128, 64, 8, 4))]}
 # (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27
 SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4, 3), (128, 32, 4, 3))]}
 # the backward's dK/dV and dQ kernels compiled again under other compile knobs (A/B), at the default configs:
@@ -120,6 +128,10 @@ BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNE
                 "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"}}
 _BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",)}  # default: both
 _BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk"}  # default: separate
+
+
+# our backward through autograd: attention(dq_mode=...) for each dQ mode
+BWD_MODES = ("separate", "atomic", "bulk", "ds")
 
 
 def _cfg(c):
@@ -167,6 +179,11 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                                                   dkdv_config=_cfg(c1), dq_config=_cfg(c2))
         check_against_default(name, fn)
         record(name, fn)
+    if causal:  # the causal dQ grid in launch order (first query block first) instead of longest first
+        name = "sweep_bwd_nolpt"
+        fn = lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_config=dict(LPT=False))  # noqa: E731
+        check_against_default(name, fn)
+        record(name, fn)
     for c in [c for c in SWEEP_DKDV_WS.get(D, []) if not causal or c[1] % c[0] == 0]:
         name = f"sweep_bwd_dkdv_ws{list(c)}"
         fn = lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale,  # noqa: E731
@@ -180,8 +197,15 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                                                         dq_mode=mode, dkdv_config=c and _cfg(c))
             check_against_default(name, fn)
             record(name, fn)
+    for c in [None] + SWEEP_DS.get(D, []):
+        name = "sweep_bwd_ds_" + ("default" if c is None else str(list(c[0])) + str(list(c[1])))
+        fn = lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="ds",  # noqa: E731
+                                         dkdv_config=c and _cfg(c[0]), dq_config=c and _cfg(c[1]))
+        check_against_default(name, fn)
+        record(name, fn)
     # each kernel of the backward alone (default configs, each dQ mode): where the time goes
-    for tag, cfgs in [("default", {}), ("atomic", dict(dq_mode="atomic")), ("bulk", dict(dq_mode="bulk"))]:
+    for tag, cfgs in [("default", {}), ("atomic", dict(dq_mode="atomic")), ("bulk", dict(dq_mode="bulk")),
+                      ("ds", dict(dq_mode="ds"))]:
         grads, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, scale, **cfgs)
         if only and not any(x in f"sweep_bwd_part_{tag}_{n}" for n, _ in steps for x in only):
             continue
@@ -469,7 +493,7 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
         return o, lambda: o.backward(do, retain_graph=True)
 
     variants = [(f"ours_bwd_{m}", lambda a, b, c, m=m: B.attention(a, b, c, causal, scale, dq_mode=m))
-                for m in ("separate", "atomic", "bulk")]
+                for m in BWD_MODES if m in args.bwd_modes]
     for name, ctx in sdpa_backends():
         def f(a, b, c, ctx=ctx):
             with ctx():
@@ -492,11 +516,11 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
         del o
     if args.check and grads:
         ref = next((grads[n] for n in ("sdpa_flash_bwd", "sdpa_cudnn_bwd") if n in grads), None)
-        for name in ("ours_bwd_separate", "ours_bwd_atomic", "ours_bwd_bulk"):
+        for name in [f"ours_bwd_{m}" for m in BWD_MODES]:
             if ref is not None and name in grads:
                 check(name, max(_err(a, b) for a, b in zip(grads[name], ref)), tol)
     fl = 2.5 * fwd_flop
-    ours_b = {n: res[n]["ms"] for n in ("ours_bwd_separate", "ours_bwd_atomic", "ours_bwd_bulk") if n in res}
+    ours_b = {n: res[n]["ms"] for n in [f"ours_bwd_{m}" for m in BWD_MODES] if n in res}
     if ours_b:
         best_o = min(ours_b, key=ours_b.get)
         row["bwd_best_mode"], row["bwd_tflops"] = best_o.replace("ours_bwd_", ""), tf(ours_b[best_o], fl)
@@ -549,6 +573,8 @@ def main(argv=None):
     p.add_argument("--no-tutorial06", action="store_true", help="do not time tutorial 06 even if it is there")
     p.add_argument("--rep-ms", type=float, default=200.0, help="GPU time to spend per variant (>= 3 calls)")
     p.add_argument("--no-bwd", action="store_true")
+    p.add_argument("--bwd-modes", nargs="+", default=list(BWD_MODES), choices=BWD_MODES,
+                   help="our backward's modes timed through autograd (default: all)")
     p.add_argument("--no-fp8", action="store_true")
     p.add_argument("--fwd-variants", nargs="*", default=None, choices=sorted(FWD_VARIANTS), metavar="NAME",
                    help="also time the descriptor forwards under other compile knobs or configs (FWD_VARIANTS: A/B "

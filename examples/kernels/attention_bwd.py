@@ -16,8 +16,12 @@ base-2 row log-sum-exp ``LSE`` of the scaled logits. Backward, for dO:
 3. ``attn_bwd_dq_kernel`` (the default, deterministic): one program per query block walks the key
    blocks, recomputes P and dS the same way and accumulates ``dQ += dS K`` in registers.
 
+``dq_mode="ds"``: the dK/dV kernel also stores dS^T (``STORE_DS``) and ``attn_bwd_dq_from_ds_kernel`` computes
+dQ = dS K as a GEMM over it (5 matmuls, deterministic, an ``N^2`` workspace a head).
+
 ``attention(q, k, v, causal, sm_scale)`` is differentiable; ``dq_mode="atomic"`` / ``"bulk"`` pick the
-one-kernel variants (which is faster is a question for the GPU: ``python3 -m bench attention``).
+one-kernel variants, ``"ds"`` the stored-dS one (which is faster where: ``python3 -m bench attention``,
+docs/attention.md).
 """
 import kernelc as triton
 import kernelc.language as tl
@@ -48,7 +52,8 @@ def attn_bwd_preprocess_kernel(O, DO, Delta, stride_oz, stride_oh, stride_om, st
 @triton.jit
 def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, stride_dom, stride_dqm, offs_n,
                 offs_m0, qk_scale, lo, hi, N_CTX, sm_scale, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
-                ATOMIC_DQ: tl.constexpr, WS: tl.constexpr, BULK_DQ: tl.constexpr):
+                ATOMIC_DQ: tl.constexpr, WS: tl.constexpr, BULK_DQ: tl.constexpr, ds_desc=None, start_n=0,
+                STORE_DS: tl.constexpr = False):
     """Query blocks [lo, hi) into (dk, dv) of one key block; P^T and dS^T are [BLOCK_N, BLOCK_M]."""
     # no producer warp by default (WS): dK and dV hold two fp32 [BLOCK_N, HEAD_DIM] accumulators, and a
     # producer warpgroup caps the consumers at 240 registers with setmaxnreg (spill-free at head dim 128 only
@@ -59,7 +64,7 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
         # rows past N_CTX load as 0 (q, dO, LSE, delta): their P^T is exp2(0) but dO = 0 and Q = 0, so they add 0
         # Q is loaded as stored ([BLOCK_M, HEAD_DIM]) and read through tl.trans by K Q^T: both dots read the
         # one shared-memory tile (a trans of a trans would be a second view, staged through registers)
-        if ATOMIC_DQ:  # descriptors (zero-padded past N_CTX): see attn_bwd_dkdv_kernel
+        if ATOMIC_DQ or STORE_DS:  # descriptors (zero-padded past N_CTX): see attn_bwd_dkdv_kernel
             q = q_ptrs.load([start_m, 0])
             do = do_ptrs.load([start_m, 0])
         else:
@@ -77,6 +82,10 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
             pT = tl.where(offs_m[None, :] >= offs_n[:, None], pT, 0.0)
         dv = tl.dot(pT.to(do.dtype), do, dv)
         dsT = (pT * (dpT - delta[None, :])).to(q.dtype)
+        if STORE_DS:
+            # dS^T's tile written out for attn_bwd_dq_from_ds_kernel (dQ = dS K as a plain GEMM, no recompute):
+            # a TMA store from a shared-memory stage, clipped at N_CTX
+            ds_desc.store([start_n, start_m], dsT)
         dk = tl.dot(dsT, q, dk)
         if ATOMIC_DQ:
             # dQ^T = K^T dS^T: the key block is the contraction, HEAD_DIM the rows (one warpgroup's 64 each
@@ -96,7 +105,8 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
 def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k,
                          dq_stride_z, dq_stride_h, dq_stride_m, H, N_CTX, BLOCK_M: tl.constexpr,
                          BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
-                         ATOMIC_DQ: tl.constexpr, WS: tl.constexpr = False, BULK_DQ: tl.constexpr = False):
+                         ATOMIC_DQ: tl.constexpr, WS: tl.constexpr = False, BULK_DQ: tl.constexpr = False,
+                         STORE_DS: tl.constexpr = False):
     """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ, through a descriptor's bulk
     reductions with BULK_DQ too); WS: a producer warp(group)
     fills the loop's TMA ring (the bench's sweep tries it). Q, K, V, dO, dK, dV share
@@ -120,10 +130,11 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
     dq_ptrs = DQ + dq_off + offs_d[:, None] * dq_stride_m  # ATOMIC_DQ: dQ^T, [HEAD_DIM, N_CTX]; the query
     # offsets are added per step: a [HEAD_DIM, BLOCK_M] pointer tile held across the loop would cost 2 registers
     # per element
-    if ATOMIC_DQ:
-        # the atomics write global memory inside the loop, and the compiler does not copy a pointer load that
-        # may follow a write of the program with TMA (no proxy fence): Q and dO through descriptors, which it
-        # copies into the loop's TMA ring (the wrapper makes the tensors contiguous: unit inner stride)
+    if ATOMIC_DQ or STORE_DS:
+        # the atomics (STORE_DS: dS^T's stores) write global memory inside the loop, and the compiler does not
+        # copy a pointer load that may follow a write of the program with TMA (no proxy fence): Q and dO through
+        # descriptors, which it copies into the loop's TMA ring (the wrapper makes the tensors contiguous: unit
+        # inner stride)
         q_ptrs = tl.make_tensor_descriptor(Q + off, shape=[N_CTX, HEAD_DIM], strides=[stride_m, 1],
                                            block_shape=[BLOCK_M, HEAD_DIM])
         do_ptrs = tl.make_tensor_descriptor(DO + off, shape=[N_CTX, HEAD_DIM], strides=[stride_m, 1],
@@ -131,6 +142,11 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         if BULK_DQ:
             dq_ptrs = tl.make_tensor_descriptor(DQ + dq_off, shape=[HEAD_DIM, N_CTX], strides=[dq_stride_m, 1],
                                                 block_shape=[HEAD_DIM, BLOCK_M])
+    ds_desc = None
+    if STORE_DS:
+        # dS^T of this head, [N_CTX keys, N_CTX queries] (queries contiguous), DQ being that fp16/bf16 buffer
+        ds_desc = tl.make_tensor_descriptor(DQ + off_hz.to(tl.int64) * N_CTX * N_CTX, shape=[N_CTX, N_CTX],
+                                            strides=[N_CTX, 1], block_shape=[BLOCK_N, BLOCK_M])
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     lo = 0
@@ -139,10 +155,10 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         lo = start_n + BLOCK_N
         dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                              offs_n, offs_m0, qk_scale, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
-                             True, ATOMIC_DQ, WS, BULK_DQ)
+                             True, ATOMIC_DQ, WS, BULK_DQ, ds_desc, start_n, STORE_DS)
     dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                          offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
-                         BULK_DQ)
+                         BULK_DQ, ds_desc, start_n, STORE_DS)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
     tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
 
@@ -169,9 +185,11 @@ def _dq_inner(dq, q, do, lse, delta, k_ptrs, v_ptrs, stride_n, offs_m, offs_n0, 
 
 @triton.jit
 def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX,
-                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr):
-    """dQ of one [BLOCK_M] query block (deterministic: no atomics)."""
-    start_m = tl.program_id(0) * BLOCK_M
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
+                       LPT: tl.constexpr = True):
+    """dQ of one [BLOCK_M] query block (deterministic: no atomics). Causal with LPT: the last query block (the
+    most key blocks) first, so a head's longest programs start first and the grid's tail is its shortest ones."""
+    start_m = (tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL and LPT else tl.program_id(0)) * BLOCK_M
     off_hz = tl.program_id(1)
     off = (off_hz // H).to(tl.int64) * stride_z + (off_hz % H).to(tl.int64) * stride_h
     offs_m = start_m + tl.arange(0, BLOCK_M)
@@ -200,6 +218,34 @@ def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h
 
 
 @triton.jit
+def attn_bwd_dq_from_ds_kernel(DST, K, DQ, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX,
+                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+                               CAUSAL: tl.constexpr):
+    """dQ = sm_scale * dS K for one [BLOCK_M] query block, dS^T read from the [N_CTX, N_CTX] (keys, queries)
+    buffer the dK/dV kernel wrote with STORE_DS: a GEMM, no P or dS recomputed. Causal: key blocks up to the
+    diagonal block's end; BLOCK_M is the dK/dV kernel's BLOCK_N, so every tile read was written (with zeros
+    above the diagonal) -- the others are never read."""
+    start_m = (tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)) * BLOCK_M
+    off_hz = tl.program_id(1)
+    off = (off_hz // H).to(tl.int64) * stride_z + (off_hz % H).to(tl.int64) * stride_h
+    ds_desc = tl.make_tensor_descriptor(DST + off_hz.to(tl.int64) * N_CTX * N_CTX, shape=[N_CTX, N_CTX],
+                                        strides=[N_CTX, 1], block_shape=[BLOCK_N, BLOCK_M])
+    k_desc = tl.make_tensor_descriptor(K + off, shape=[N_CTX, HEAD_DIM], strides=[stride_m, 1],
+                                       block_shape=[BLOCK_N, HEAD_DIM])
+    hi = tl.minimum(start_m + BLOCK_M, N_CTX) if CAUSAL else N_CTX
+    dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    for start_n in range(0, hi, BLOCK_N):
+        # keys past N_CTX load as 0 (both tiles): they add nothing
+        dsT = ds_desc.load([start_n, start_m])
+        k = k_desc.load([start_n, 0])
+        dq = tl.dot(tl.trans(dsT), k, dq)
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    tl.store(DQ + off + offs_m[:, None] * stride_m + offs_d[None, :] * stride_k,
+             (dq * sm_scale).to(DQ.dtype.element_ty), mask=offs_m[:, None] < N_CTX)
+
+
+@triton.jit
 def attn_bwd_dq_cast_kernel(DQT, DQ, scale, N_CTX, BLOCK: tl.constexpr, HEAD_DIM: tl.constexpr):
     """dQ = scale * (dQ^T)^T in Q's dtype, for one [BLOCK] query block of one head: the fp32 dQ^T the bulk mode
     accumulates ([Z, H, HEAD_DIM, N_CTX], contiguous) read along the queries, written along the head dim."""
@@ -222,7 +268,14 @@ DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128:
 ATOMIC_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (32, 128, 8, 3)}
 # BULK_DQ: the same dots; dQ^T's tile is staged in shared memory (2 stages of HEAD_DIM x BLOCK_M fp32)
 BULK_DKDV_CONFIGS = dict(ATOMIC_DKDV_CONFIGS)
-DQ_MODES = ("separate", "atomic", "bulk")
+# dq_mode="ds": the dK/dV kernel also stores dS^T; dQ = dS K by attn_bwd_dq_from_ds_kernel, whose BLOCK_M is the
+# dK/dV kernel's BLOCK_N (causal: the tiles it reads are the ones written); 0 spills on sm_90a
+DS_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (64, 128, 8, 3)}
+DQ_FROM_DS_CONFIGS = {16: (32, 32, 4, 3), 32: (32, 32, 4, 3), 64: (64, 64, 4, 4), 128: (128, 64, 8, 3)}
+# the dS^T buffer ([heads, N, N] in the inputs' dtype) is at most this large: more heads run in groups of as many
+# as fit, each group's dK/dV and dQ launched before the next's
+DS_WORKSPACE_BYTES = 8 << 30
+DQ_MODES = ("separate", "atomic", "bulk", "ds")
 DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 3), 128: (128, 64, 8, 2)}
 PRE_BLOCK = 64
 CAST_BLOCK = 64  # queries a program of attn_bwd_dq_cast_kernel transposes
@@ -242,9 +295,11 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkd
     """(dq, dk, dv) for ``o, lse = attention_fwd(q, k, v, causal, sm_scale, return_lse=True)``.
 
     ``dq_mode``: ``"separate"`` (a second kernel, deterministic), ``"atomic"`` (fp32 atomics in the dK/dV
-    kernel, then one cast) or ``"bulk"`` (as atomic, dQ's tiles added by TMA bulk reductions from shared
-    memory on sm_90a). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS` (atomic:
-    :data:`ATOMIC_DKDV_CONFIGS`, bulk: :data:`BULK_DKDV_CONFIGS`) / :data:`DQ_CONFIGS`.
+    kernel, then one cast), ``"bulk"`` (as atomic, dQ's tiles added by TMA bulk reductions from shared
+    memory on sm_90a) or ``"ds"`` (dS^T stored, dQ = dS K a GEMM; deterministic; needs N % 8 == 0 and runs the
+    separate pass otherwise). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS` (atomic:
+    :data:`ATOMIC_DKDV_CONFIGS`, bulk: :data:`BULK_DKDV_CONFIGS`, ds: :data:`DS_DKDV_CONFIGS`) /
+    :data:`DQ_CONFIGS` (ds: the GEMM's, :data:`DQ_FROM_DS_CONFIGS`).
     ``kernels``: ``{"dkdv": ..., "dq": ...}``, other
     compiled copies of the kernels to launch (the bench's A/B of compile knobs).
     """
@@ -258,21 +313,31 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkd
 def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkdv_config=None,
                         dq_config=None, kernels=None):
     """The backward as ``(grads, [(name, launch), ...])``: the buffers allocated, each kernel's launch a
-    callable (``preprocess``, ``dkdv``, then ``dq`` or the atomic/bulk modes' ``cast``) to run in order, and
-    ``grads()`` the (dq, dk, dv) they leave. :func:`attention_bwd` runs them; the bench times each alone."""
+    callable (``preprocess``, ``dkdv``, then ``dq`` or the atomic/bulk modes' ``cast``; ds with its heads in
+    groups: ``preprocess`` and ``dkdv_dq``) to run in order, and ``grads()`` the (dq, dk, dv) they leave.
+    :func:`attention_bwd` runs them; the bench times each alone."""
     import torch
     if dq_mode not in DQ_MODES:
         raise ValueError(f"dq_mode must be one of {', '.join(map(repr, DQ_MODES))}, got {dq_mode!r}")
     kernels = dict(dict(dkdv=attn_bwd_dkdv_kernel, dq=attn_bwd_dq_kernel), **(kernels or {}))
     q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
     Z, H, N, D = q.shape
+    # ds: dS^T's rows are N_CTX elements, a TMA descriptor's stride must be whole 16 bytes; else the separate pass
+    ds = dq_mode == "ds" and N % 8 == 0
+    dq_mode = "separate" if dq_mode == "ds" and not ds else dq_mode
     atomic = dq_mode in ("atomic", "bulk")
     bulk = dq_mode == "bulk"
-    c1 = _cfg(BULK_DKDV_CONFIGS if bulk else ATOMIC_DKDV_CONFIGS if atomic else DKDV_CONFIGS, D, dkdv_config)
-    c2 = _cfg(DQ_CONFIGS, D, dq_config)
+    c1 = _cfg(BULK_DKDV_CONFIGS if bulk else ATOMIC_DKDV_CONFIGS if atomic else DS_DKDV_CONFIGS if ds else
+              DKDV_CONFIGS, D, dkdv_config)
+    c2 = _cfg(DQ_FROM_DS_CONFIGS if ds else DQ_CONFIGS, D, dq_config)
+    if ds and causal and c2["BLOCK_M"] != c1["BLOCK_N"]:
+        raise ValueError("dq_mode='ds' causal needs the dQ GEMM's BLOCK_M to be the dK/dV kernel's BLOCK_N (the dS "
+                         f"tiles above the diagonal are not written), got {c1}, {c2}")
     if causal and (c1["BLOCK_N"] % c1["BLOCK_M"] or c2["BLOCK_M"] % c2["BLOCK_N"]):
         raise ValueError("causal backward needs the dK/dV kernel's BLOCK_N to be a multiple of its BLOCK_M and the "
                          f"dQ kernel's BLOCK_M a multiple of its BLOCK_N (got {c1}, {c2})")
+    if ds:
+        return _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels)
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     # atomic: dQ^T in fp32, [Z, H, HEAD_DIM, N] (its third stride is the kernel's dq_stride_m)
@@ -308,6 +373,45 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate
     else:
         steps = [("preprocess", preprocess), ("dkdv", dkdv), ("dq", dq_pass)]
     return (lambda: (out.get("dq", dq), dk, dv)), steps
+
+
+def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels):
+    """dq_mode="ds": the dK/dV kernel also writes dS^T into a [heads, N, N] buffer, and dQ = dS K is a GEMM
+    (5 matmuls in all, against the separate pass's 7). Heads run in groups whose dS^T fits DS_WORKSPACE_BYTES;
+    each group's kernels see its heads as one batch of G heads (the views below share the tensors' memory)."""
+    import torch
+    Z, H, N, D = q.shape
+    ZH = Z * H
+    G = max(1, min(ZH, DS_WORKSPACE_BYTES // (N * N * q.element_size())))
+    delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    dst = torch.empty((G, N, N), device=q.device, dtype=q.dtype)
+    flat = [t.view(ZH, N, D) for t in (q, k, v, do, dq, dk, dv)]
+    lse2, delta2 = lse.view(ZH, N), delta.view(ZH, N)
+
+    def preprocess():
+        attn_bwd_preprocess_kernel[(triton.cdiv(N, PRE_BLOCK), ZH, 1)](
+            o, do, delta, *o.stride(), *do.stride(), H, N, BLOCK_M=PRE_BLOCK, HEAD_DIM=D)
+
+    def dkdv(h0):
+        g = min(G, ZH - h0)
+        qg, kg, vg, dog, _, dkg, dvg = (t[h0:h0 + g] for t in flat)
+        kernels["dkdv"][(triton.cdiv(N, c1["BLOCK_N"]), g, 1)](
+            qg, kg, vg, dog, dkg, dvg, dst, lse2[h0:h0 + g], delta2[h0:h0 + g], sm_scale, g * N * D, N * D, D, 1,
+            0, 0, 0, g, N, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, STORE_DS=True, **c1)
+
+    def dq_gemm(h0):
+        g = min(G, ZH - h0)
+        attn_bwd_dq_from_ds_kernel[(triton.cdiv(N, c2["BLOCK_M"]), g, 1)](
+            dst, flat[1][h0:h0 + g], flat[4][h0:h0 + g], sm_scale, g * N * D, N * D, D, 1, g, N, HEAD_DIM=D,
+            CAUSAL=causal, **c2)
+
+    if G >= ZH:  # one group: the two kernels as steps of their own (the bench times each)
+        steps = [("preprocess", preprocess), ("dkdv", lambda: dkdv(0)), ("dq", lambda: dq_gemm(0))]
+    else:
+        steps = [("preprocess", preprocess),
+                 ("dkdv_dq", lambda: [(dkdv(h0), dq_gemm(h0)) for h0 in range(0, ZH, G)])]
+    return (lambda: (dq, dk, dv)), steps
 
 
 def _autograd_function():

@@ -181,6 +181,39 @@ def test_bulk_dq_cast_reads_and_writes_16_byte_vectors(D, dt):
     assert re.findall(r"\bSTG\.E[\w.]*", sass) == ["STG.E.128"] * (D * B.CAST_BLOCK // (8 * 128))
 
 
+def compile_dkdv_ds(D, causal, dt="fp16"):
+    sig = dict(Q=P(dt), K=P(dt), V=P(dt), DO=P(dt), DK=P(dt), DV=P(dt), DQ=P(dt), LSE=P("fp32"), Delta=P("fp32"),
+               sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32", stride_k="i32", dq_stride_z="i32",
+               dq_stride_h="i32", dq_stride_m="i32", H="i32", N_CTX="i32")
+    return _compile(B.attn_bwd_dkdv_kernel, sig, dict(HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, STORE_DS=True),
+                    B._cfg(B.DS_DKDV_CONFIGS, D, None), ("stride_k",))
+
+
+@pytest.mark.parametrize("D,causal", [(128, True), (64, False)])
+def test_ds_mode_stores_ds_with_tma_and_its_gemm_is_pipelined_wgmma(D, causal):
+    # dq_mode="ds" (docs/attention.md, "Backward against cuDNN"): the dK/dV loop adds one TMA store of dS^T a
+    # trip and reads Q and dO by TMA (descriptors: after the stores, pointer loads would be a cp.async ring, and
+    # at D=128 that spilled 188 registers), spill-free at the default configs; the dQ GEMM reads dS^T through the
+    # TMA ring, every dot a wgmma with dS^T transposed as A
+    ck = compile_dkdv_ds(D, causal)
+    assert ck.n_spills == 0, ck.n_spills
+    assert {d["engine"] for d in ck.reports["dots"]} == {"wgmma"}
+    body = _first_loop(ck.asm["sass"])
+    count = lambda p: sum(o.startswith(p) for o in body)  # noqa: E731
+    assert count("UTMASTG.2D") == 1 and count("SYNCS.PHASECHK") >= 1, body
+    assert count("HMMA") == 0 and count("LDGSTS") == 0, body
+    sig = dict(DST=P("fp16"), K=P("fp16"), DQ=P("fp16"), sm_scale="fp32", stride_z="i32", stride_h="i32",
+               stride_m="i32", stride_k="i32", H="i32", N_CTX="i32")
+    g = _compile(B.attn_bwd_dq_from_ds_kernel, sig, dict(HEAD_DIM=D, CAUSAL=causal),
+                 B._cfg(B.DQ_FROM_DS_CONFIGS, D, None), ("stride_k",))
+    assert g.n_spills == 0
+    body = _first_loop(g.asm["sass"])
+    assert sum(o.startswith("SYNCS.PHASECHK") for o in body) >= 1, body  # the ring's wait
+    assert sum(o.startswith("UTMALDG") for o in body) >= 2, body  # the next stage's dS^T and K boxes
+    hgmma = re.findall(r"HGMMA\.\S+ [^;]*", g.asm["sass"])
+    assert hgmma and all("tnspA" in h for h in hgmma), hgmma
+
+
 def test_the_same_kernel_compiles_to_the_same_code_whatever_came_before(monkeypatch):
     # the auto-TMA address arithmetic was ordered by process-wide value ids (as strings): a compile whose ids
     # crossed a digit boundary emitted other ops, and ptxas spilled 36 registers in one order and 0 in the other

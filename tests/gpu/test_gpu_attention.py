@@ -52,7 +52,10 @@ BWD_CASES = [(1024, 64, torch.float16, False, "separate"), (1024, 64, torch.bflo
              # bulk: TMA bulk reductions where N is a multiple of 16 (the launcher's divisibility), relaxed atomics
              # at N = 1000 (the descriptor's inner extent is not whole 16-byte chunks)
              (1024, 128, torch.float16, True, "bulk"), (1024, 64, torch.bfloat16, False, "bulk"),
-             (1024, 128, torch.bfloat16, False, "bulk"), (1000, 64, torch.float16, True, "bulk")]
+             (1024, 128, torch.bfloat16, False, "bulk"), (1000, 64, torch.float16, True, "bulk"),
+             # ds: dS^T stored by the dK/dV kernel (TMA stores clipped at N), dQ a GEMM over it
+             (1000, 128, torch.float16, True, "ds"), (1024, 64, torch.bfloat16, False, "ds"),
+             (1024, 128, torch.bfloat16, False, "ds"), (1000, 64, torch.float16, True, "ds")]
 
 
 @pytest.mark.parametrize("N,D,dtype,causal,dq_mode", BWD_CASES)
@@ -75,7 +78,9 @@ def test_backward_vs_sdpa_backward(N, D, dtype, causal, dq_mode):
 CANDIDATE_CONFIGS = [(128, "dkdv", (64, 128, 8, 3)), (128, "dq", (128, 64, 8, 2)), (64, "dkdv", (32, 64, 4, 3)),
                      (128, "dkdv", (64, 128, 8, 2)), (64, "dq", (64, 64, 4, 3)), (128, "dq", (128, 128, 8, 2)),
                      (128, "dq", (128, 64, 8, 3)), (64, "dkdv", (64, 64, 4, 3)), (64, "dkdv", (64, 128, 8, 3)),
-                     (64, "dq", (128, 64, 8, 3)), (64, "dq", (64, 32, 4, 3))]
+                     (64, "dq", (128, 64, 8, 3)), (64, "dq", (64, 32, 4, 3)),
+                     # 4 warps at D=128: 2 programs an SM (docs/attention.md, "Backward against cuDNN")
+                     (128, "dkdv", (64, 64, 4, 2)), (128, "dkdv", (32, 64, 4, 3))]
 
 
 def _cfg(cfg):
@@ -117,6 +122,37 @@ def _check_backward_at(D, causal, **kw):
         grads[name] = [t.grad for t in leaves]
     for i, name in enumerate(("dq", "dk", "dv")):
         _close_as_torch(f"{name} at {which}={cfg}", ours[i], grads["torch"][i], grads["fp32"][i], 5e-3)
+
+
+DS_CONFIGS = [("ds", 128, (64, 128, 8, 3), (128, 64, 8, 4))]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("mode,D,c1,c2", DS_CONFIGS)
+def test_ds_mode_at_the_sweeps_configs(mode, D, c1, c2, causal):
+    # bench SWEEP_DS; and the heads in groups (a workspace of 3 heads' dS^T: groups of 3 and 1)
+    _check_backward_at(D, causal, dq_mode=mode, dkdv_config=_cfg(c1), dq_config=_cfg(c2))
+    q, k, v, do = _inputs(1, 4, 1000, D, torch.float16)
+    o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
+    one = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode=mode)
+    old = B.DS_WORKSPACE_BYTES
+    try:
+        B.DS_WORKSPACE_BYTES = 3 * 1000 * 1000 * 2
+        grouped = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode=mode)
+    finally:
+        B.DS_WORKSPACE_BYTES = old
+    for x, y in zip(one, grouped):
+        assert torch.equal(x, y)
+
+
+@pytest.mark.parametrize("D", [64, 128])
+def test_causal_dq_in_either_program_order_is_the_same(D):
+    # LPT (the default): the longest query blocks first; each program's arithmetic is unchanged
+    q, k, v, do = _inputs(1, 4, 1000, D, torch.float16)
+    o, lse = A.attention_fwd(q, k, v, causal=True, return_lse=True)
+    a = B.attention_bwd(do, q, k, v, o, lse, True, D ** -0.5)
+    b = B.attention_bwd(do, q, k, v, o, lse, True, D ** -0.5, dq_config=dict(LPT=False))
+    assert torch.equal(a[0], b[0])
 
 
 def test_separate_dq_is_deterministic():

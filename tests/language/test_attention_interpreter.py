@@ -40,7 +40,44 @@ def test_forward_saves_lse(N, D, blocks, causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("dq_mode", ["separate", "atomic", "bulk"])
+def test_ds_mode_in_head_groups_and_its_fallback(causal, monkeypatch):
+    # dq_mode="ds" with a workspace of one head's dS^T (the heads in 2 groups) gives what one group gives; at
+    # N % 8 != 0 (no TMA descriptor over dS^T's rows) the mode is the separate pass, bit for bit
+    q, k, v = _qkv(80, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
+    one = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds")
+    monkeypatch.setattr(B, "DS_WORKSPACE_BYTES", 80 * 80 * 2)
+    _, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds")
+    assert [n for n, _ in steps] == ["preprocess", "dkdv_dq"]
+    grouped = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds")
+    for a, b in zip(one, grouped):
+        assert torch.equal(a, b)
+    q, k, v, do = (t[:, :, :76] for t in (q, k, v, do))
+    o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
+    ds = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds")
+    sep = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25)
+    for a, b in zip(ds, sep):
+        assert torch.equal(a, b)
+
+
+def test_causal_dq_programs_in_either_order_give_the_same_dq():
+    # the dQ kernel's LPT order (causal: the last, longest query block first) against launch order, at a ragged
+    # length with 3 query blocks: every program's dQ is the same, whichever program id computes it
+    q, k, v = _qkv(80, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    o, lse = A.attention_fwd(q, k, v, True, 0.25, return_lse=True)
+    cfg = dict(BLOCK_M=32, BLOCK_N=16)
+    lpt = B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_config=cfg)[0]
+    ordered = B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_config=dict(cfg, LPT=False))[0]
+    assert torch.equal(lpt, ordered)
+    qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
+    torch.nn.functional.scaled_dot_product_attention(qf, kf, vf, is_causal=True, scale=0.25).backward(do.float())
+    torch.testing.assert_close(lpt.float(), qf.grad, rtol=2e-2, atol=4e-3)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dq_mode", ["separate", "atomic", "bulk", "ds"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("N,D", [(80, 16), (64, 32)])
 def test_backward_matches_torch_autograd(N, D, dtype, dq_mode, causal):
