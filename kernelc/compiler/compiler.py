@@ -115,6 +115,14 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     ``enable_fp_fusion``: let float ``a * b + c`` contract into fma, as Triton's option of that name;
     default: KERNELC_DEFAULT_FP_FUSION (on).
     """
+    from .backend.llvm_pool import in_flight
+    with in_flight():
+        return _compile(kernel, signature, constexprs, target, num_warps, num_stages, divisibility, equal_to_1, name,
+                        dump_ir, enable_fp_fusion)
+
+
+def _compile(kernel, signature, constexprs, target, num_warps, num_stages, divisibility, equal_to_1, name, dump_ir,
+             enable_fp_fusion) -> CompiledKernel:
     from .backend import compile_llir, parse_target
     from .codegen import lower_to_llvm
     fn = _base_function(kernel)

@@ -48,3 +48,56 @@ def test_off_switch_compiles_in_process(monkeypatch):
         ptx, _ = llvm_pool.to_ptx(LLIR, "sm_90a", 3, {})
     assert "@scale" in ptx or "scale" in ptx
     assert not calls
+
+
+class _FakeWorker:
+    made = 0
+
+    def __init__(self):
+        _FakeWorker.made += 1
+
+    def close(self):
+        pass
+
+
+def _fresh_pool(monkeypatch, cpus=8):
+    monkeypatch.setenv("KERNELC_LLVM_PROCESSES", "1")
+    monkeypatch.setattr(llvm_pool, "_Worker", _FakeWorker)
+    monkeypatch.setattr(llvm_pool, "_idle", [])
+    monkeypatch.setattr(llvm_pool, "_started", 0)
+    monkeypatch.setattr(llvm_pool, "_in_flight", 0)
+    monkeypatch.setattr(llvm_pool.os, "cpu_count", lambda: cpus)
+    _FakeWorker.made = 0
+
+
+def test_compiles_in_flight_together_start_their_workers_as_they_start(monkeypatch):
+    _fresh_pool(monkeypatch)
+    with llvm_pool.in_flight():
+        assert _FakeWorker.made == 0   # one compile alone runs LLVM in this process: no worker
+        with llvm_pool.in_flight(), llvm_pool.in_flight():
+            assert _FakeWorker.made == 2 and len(llvm_pool._idle) == 2   # one fewer than the compiles
+        assert llvm_pool._in_flight == 1
+        with llvm_pool.in_flight():
+            assert _FakeWorker.made == 2   # idle workers count: none started again
+    assert llvm_pool._in_flight == 0
+    with llvm_pool.in_flight():          # later sequential compiles start none
+        assert _FakeWorker.made == 2
+
+
+def test_prestart_stops_at_the_pool_size_and_when_switched_off(monkeypatch):
+    _fresh_pool(monkeypatch, cpus=3)
+    ctxs = [llvm_pool.in_flight() for _ in range(6)]
+    for c in ctxs:
+        c.__enter__()
+    assert _FakeWorker.made == 2      # cpu_count - 1
+    for c in ctxs:
+        c.__exit__(None, None, None)
+    _fresh_pool(monkeypatch)
+    monkeypatch.setenv("KERNELC_LLVM_PROCESSES", "0")
+    with llvm_pool.in_flight(), llvm_pool.in_flight(), llvm_pool.in_flight():
+        assert _FakeWorker.made == 0
+    # an error inside a compile still leaves the count right
+    with pytest.raises(RuntimeError):
+        with llvm_pool.in_flight():
+            raise RuntimeError("a compile that fails")
+    assert llvm_pool._in_flight == 0

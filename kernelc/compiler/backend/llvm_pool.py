@@ -6,8 +6,9 @@ and ``llc``: they run one at a time however many cores the machine has, and the 
 autotuned kernel pays for each candidate's LLVM time in turn. Only one compile in a process can be
 inside LLVM at once; ``to_ptx`` runs a compile in this process when no other one is there, and
 otherwise hands the LLVM IR text to a worker process (its own interpreter, its own llvmlite, its
-own lock), which returns the PTX and the optimised IR. A worker is started on first need and kept
-for later compiles (workers: ``os.cpu_count()``; ``KERNELC_LLVM_PROCESSES=0`` turns this off).
+own lock), which returns the PTX and the optimised IR. A worker is started on first need, or as soon as
+several compiles run at once (``in_flight``), and kept for later compiles (workers: ``os.cpu_count() - 1``;
+``KERNELC_LLVM_PROCESSES=0`` turns this off).
 Anything that goes wrong in a worker falls back to compiling here, so errors read the same.
 
 Protocol: pickled ``(llir_text, target, opt_level)`` requests and ``("ok", ptx, llir_opt, timings)``
@@ -105,6 +106,51 @@ def shutdown() -> None:
         _started -= len(ws)
     for w in ws:
         w.close()
+
+
+_in_flight = 0    # compiles of this process that have started and not finished (compiler.compile)
+
+
+class in_flight:
+    """Around one compile: while several run at once (an autotuner's candidates on threads), start the worker
+    processes their LLVM steps will need -- one fewer than the compiles, up to the pool's size -- as the
+    compiles start, so that a worker's start (a fresh interpreter importing kernelc, ~0.4 s) overlaps the
+    frontend and the tile passes rather than delaying the compile that first needs it. A sequential compile
+    starts none."""
+
+    def __enter__(self):
+        global _in_flight
+        with _pool_lock:
+            _in_flight += 1
+            want = _in_flight - 1
+        if want > 0 and workers_enabled():
+            _prestart(want)
+        return self
+
+    def __exit__(self, *exc):
+        global _in_flight
+        with _pool_lock:
+            _in_flight -= 1
+        return False
+
+
+def _prestart(want: int) -> None:
+    """Start workers (into the idle list) until ``want`` exist or the pool is full; returns at once (a worker
+    imports in its own process)."""
+    global _started
+    while True:
+        with _pool_lock:
+            if _started >= min(want, max(1, (os.cpu_count() or 2) - 1)):
+                return
+            _started += 1
+        try:
+            w = _Worker()
+        except OSError:
+            with _pool_lock:
+                _started -= 1
+            return
+        with _pool_lock:
+            _idle.append(w)
 
 
 def workers_enabled() -> bool:
