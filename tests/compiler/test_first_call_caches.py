@@ -1,0 +1,102 @@
+"""What makes first calls cheaper without changing what is compiled (docs/performance.md, "First calls"): the
+per-process memo of shared-memory layout plans answers as the plan itself does, for every argument that decides
+it; the IR walk on one stack visits what the recursive walk visited, in the same order, also ops a caller adds
+during the walk; ``replace_all_uses`` rewrites exactly the operands that read the old value."""
+import dataclasses
+
+import pytest
+
+from kernelc.compiler.ir.core import Block, Op, replace_all_uses, users
+from kernelc.compiler.layouts import default_blocked, mma_v2
+from kernelc.compiler import shared_layouts as S
+
+
+def _uncached(*args):
+    return S._plan_shared_layout.__wrapped__(*args)
+
+
+LAYOUTS = [
+    (default_blocked((64, 64), 4, (1, 0), vec=4), default_blocked((64, 64), 4, (0, 1), vec=4)),
+    (mma_v2((64, 64), (2, 2)), default_blocked((64, 64), 4, (1, 0), vec=8)),
+    (default_blocked((32, 128), 8, (1, 0), vec=2), default_blocked((32, 128), 8, (0, 1), vec=2)),
+]
+
+
+@pytest.mark.parametrize("src,dst", LAYOUTS)
+def test_the_plan_memo_answers_as_the_plan(src, dst):
+    S._plan_shared_layout.cache_clear()
+    for ebytes in (2, 4):
+        for vec in (8, 16):
+            for sm in (False, True):
+                assert S.plan_shared_layout(src, dst, ebytes, vec, stmatrix=sm) == _uncached(src, dst, ebytes, vec, sm)
+    info = S._plan_shared_layout.cache_info()
+    assert info.misses == 8 and info.hits == 0   # every argument is part of the key
+    assert S.plan_shared_layout(src, dst, 2, 16, stmatrix=True) == _uncached(src, dst, 2, 16, True)
+    assert S._plan_shared_layout.cache_info().hits == 1
+    # the key is the layouts' bases and shape (what Layout compares): a different layout is a different plan
+    assert S.plan_shared_layout(dst, src, 4) == _uncached(dst, src, 4, 16, False)
+
+
+def test_layout_fields_outside_the_key_do_not_change_a_plan():
+    src, dst = LAYOUTS[0]
+    other = dataclasses.replace(src, kind="derived", params=None)
+    assert other == src and hash(other) == hash(src)  # what the memo keys on is the same ...
+    assert _uncached(other, dst, 4, 16, True) == _uncached(src, dst, 4, 16, True)  # ... and so is the plan
+
+
+def _nested():
+    """for { a; if { b; c }; d }; e -- with values flowing between them."""
+    outer = Block()
+    x = Op("constant", [], ["i32"], {"value": 1})
+    outer.append(x)
+    body = Block()
+    a = body.append(Op("add", [x.results[0], x.results[0]], ["i32"]))
+    inner = Block()
+    b = inner.append(Op("add", [a.results[0], x.results[0]], ["i32"]))
+    c = inner.append(Op("add", [b.results[0], a.results[0]], ["i32"]))
+    iff = body.append(Op("scf.if", [a.results[0]], [], regions=[inner, Block()]))
+    d = body.append(Op("add", [x.results[0], a.results[0]], ["i32"]))
+    loop = outer.append(Op("scf.for", [x.results[0]], [], regions=[body]))
+    e = outer.append(Op("add", [x.results[0], x.results[0]], ["i32"]))
+    return outer, [x, loop, a, iff, b, c, d, e], (x, a)
+
+
+def _recursive(op):
+    yield op
+    for r in op.regions:
+        for o in r.ops:
+            yield from _recursive(o)
+
+
+def test_walk_order_is_the_recursive_pre_order():
+    outer, want, _ = _nested()
+    got = [o for op in outer.ops for o in op.walk()]
+    assert got == want == [o for op in outer.ops for o in _recursive(op)]
+    loop = want[1]
+    assert list(loop.walk()) == list(_recursive(loop))
+
+
+def test_walk_sees_ops_added_behind_its_position():
+    outer, ops, (x, a) = _nested()
+    loop, iff = ops[1], ops[3]
+    seen = []
+    for o in loop.walk():
+        seen.append(o)
+        if o is iff:   # a pass appending to a block the walk has not finished
+            iff.regions[1].append(Op("add", [x.results[0], x.results[0]], ["i32"]))
+            loop.regions[0].append(Op("add", [a.results[0], a.results[0]], ["i32"]))
+    assert len(seen) == 8 and seen[5].block is iff.regions[1] and seen[7].block is loop.regions[0]
+
+
+def test_replace_all_uses_rewrites_exactly_the_readers():
+    outer, ops, (x, a) = _nested()
+    lists = {id(o): o.operands for o in outer.ops for o in o.walk()}
+    new = Op("constant", [], ["i32"], {"value": 2})
+    replace_all_uses(outer, a.results[0], new.results[0])
+    readers = [o for op in outer.ops for o in op.walk() if new.results[0] in o.operands]
+    assert readers == [ops[3], ops[4], ops[5], ops[6]]      # the if, b and c inside it, d
+    assert not any(a.results[0] in o.operands for op in outer.ops for o in op.walk())
+    assert users(outer)[new.results[0].id] == readers
+    # an op that did not read the value keeps its operand list object
+    e = ops[-1]
+    assert e.operands is lists[id(e)] and e.operands == [x.results[0], x.results[0]]
