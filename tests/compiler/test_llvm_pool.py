@@ -101,3 +101,65 @@ def test_prestart_stops_at_the_pool_size_and_when_switched_off(monkeypatch):
         with llvm_pool.in_flight():
             raise RuntimeError("a compile that fails")
     assert llvm_pool._in_flight == 0
+
+
+import kernelc  # noqa: E402
+
+
+@kernelc.jit
+def _keep_above(x_ptr, out_ptr, n, p, seed, BLOCK: kernelc.language.constexpr):
+    tl = kernelc.language
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    tl.store(out_ptr + offs, tl.where(tl.rand(seed, offs) > p, x / (1 - p), 0.0), mask=m)
+
+
+def _ptx_and_llir():
+    ck = kernelc.compile(_keep_above, dict(x_ptr="*fp32", out_ptr="*fp32", n="i32", p="fp32", seed="i32"),
+                         dict(BLOCK=1024), target="sm_90a", num_warps=4)
+    return ck.asm["ptx"], ck.asm["llir"], ck
+
+
+def test_an_assembly_that_overlaps_another_goes_to_a_worker_and_builds_the_same(monkeypatch):
+    from kernelc.compiler.backend import parse_target
+    from kernelc.compiler.backend.ptxas import ptx_to_cubin
+    monkeypatch.setenv("KERNELC_LLVM_PROCESSES", "1")
+    ptx, llir, ck = _ptx_and_llir()
+    tgt = parse_target("sm_90a")
+    here = ptx_to_cubin(ptx, tgt, fill_step=True)
+    assert here.cubin == ck.asm["cubin"]
+    calls = []
+    real = llvm_pool._in_worker
+    monkeypatch.setattr(llvm_pool, "_in_worker", lambda kind, *a: calls.append(kind) or real(kind, *a))
+    with llvm_pool._assembling:   # another compile of this process is assembling
+        t = {}
+        res = llvm_pool.assemble(ptx, tgt, 3, t, fill_step=True)
+    assert calls == ["ptxas"] and res.cubin == here.cubin and res.resources == here.resources and t["ptxas"] > 0
+    # LLVM and assembling both busy here: one round trip does both
+    with llvm_pool._here:
+        t = {}
+        ptx2, _, res2 = llvm_pool.to_cubin(llir, tgt, 3, t, fill_step=True)
+    assert calls[-1] == "both" and ptx2 == ptx and res2.cubin == here.cubin and {"llc", "ptxas"} <= set(t)
+
+
+def test_a_worker_assembles_with_the_options_in_force_now(monkeypatch):
+    # a knob set after the worker started decides its build as it would this process's
+    from kernelc.compiler.backend import parse_target
+    from kernelc.compiler.backend.ptxas import ptx_to_cubin
+    monkeypatch.setenv("KERNELC_LLVM_PROCESSES", "1")
+    ptx, _, _ = _ptx_and_llir()
+    tgt = parse_target("sm_90a")
+    with llvm_pool._assembling:
+        llvm_pool.assemble(ptx, tgt, 3, {})          # (starts a worker if none is idle)
+    for bound in ("0", "1"):
+        monkeypatch.setenv("KERNELC_NVJITLINK_LAUNCH_BOUND", bound)
+        here = ptx_to_cubin(ptx, tgt)
+        with llvm_pool._assembling:
+            there = llvm_pool.assemble(ptx, tgt, 3, {})
+        assert there.cubin == here.cubin, bound
+    monkeypatch.delenv("KERNELC_NVJITLINK_LAUNCH_BOUND")
+    free, bound = ptx_to_cubin(ptx, tgt), None
+    monkeypatch.setenv("KERNELC_NVJITLINK_LAUNCH_BOUND", "1")
+    bound = ptx_to_cubin(ptx, tgt)
+    assert free.cubin != bound.cubin   # the knob matters for this kernel, so the check above could fail
