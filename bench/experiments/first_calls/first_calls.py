@@ -13,6 +13,10 @@ with the cache the cold run left (warm). Issue #20's three kernels that were slo
 Each measurement is its own process; ``import_s`` is the process's import of torch and the compiler,
 ``cuda_init_s`` the first CUDA context, both before the timed call. kernelc runs under the ``triton`` alias
 (``kernelc.compat``). The printed ``hit`` says whether kernelc's first call read its disk cache.
+
+kernelc also gets ``dry`` and ``after_dry``: a dry-run process (``bench/tutorial_dryrun.py``, as
+``triton_tutorials.py --warm`` fills caches: meta tensors, nothing launched) compiles into an empty cache, then
+a GPU process makes the same first calls with that cache: whether the tutorial runs' warm caches are hit.
 """
 from __future__ import annotations
 
@@ -43,12 +47,17 @@ if a["impl"] == "kernelc":
     from kernelc.compat import install
     install()
 import triton
+dev = "cuda"
+if a.get("dry"):
+    from bench import tutorial_dryrun
+    tutorial_dryrun.install_kernelc(None)
+    dev = "meta"
 import importlib.util
 spec = importlib.util.spec_from_file_location("first_call_kernels", a["mod"])
 mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
 import_s = time.perf_counter() - t0
 t0 = time.perf_counter()
-torch.zeros(1, device="cuda"); torch.cuda.synchronize()
+torch.zeros(1, device=dev); torch.cuda.synchronize()
 cuda_init_s = time.perf_counter() - t0
 out = {"import_s": import_s, "cuda_init_s": cuda_init_s, "calls": []}
 def timed(name, launch):
@@ -62,13 +71,13 @@ def timed(name, launch):
     torch.cuda.synchronize()
     out["calls"][-1]["second_s"] = time.perf_counter() - t
 if a["case"] == "04":
-    x = torch.randn(10, device="cuda"); o = torch.empty_like(x)
+    x = torch.randn(10, device=dev); o = torch.empty_like(x)
     n = x.numel()
     timed("_seeded_dropout", lambda: mod._seeded_dropout[(triton.cdiv(n, 1024),)](x, o, n, 0.5, 123, BLOCK_SIZE=1024))
 else:
     Z, H, N, D = 4, 32, 1024, 64
-    q, k, v, o, do = (torch.randn((Z, H, N, D), device="cuda", dtype=torch.float16) for _ in range(5))
-    M = torch.randn((Z, H, N), device="cuda", dtype=torch.float32)
+    q, k, v, o, do = (torch.randn((Z, H, N, D), device=dev, dtype=torch.float16) for _ in range(5))
+    M = torch.randn((Z, H, N), device=dev, dtype=torch.float32)
     delta = torch.empty_like(M)
     dq, dk, dv = (torch.empty_like(q) for _ in range(3))
     timed("_attn_bwd_preprocess", lambda: mod._attn_bwd_preprocess[(N // 128, Z * H)](
@@ -77,7 +86,7 @@ else:
         q, k, v, 0.5, do, dq, dk, dv, M, delta, q.stride(0), q.stride(1), q.stride(2), q.stride(3), H, N,
         BLOCK_M1=32, BLOCK_N1=128, BLOCK_M2=128, BLOCK_N2=32, BLK_SLICE_FACTOR=2, HEAD_DIM=D,
         num_warps=4, num_stages=5, CAUSAL=True))
-if a["impl"] == "kernelc":
+if a["impl"] == "kernelc" and not a.get("dry"):
     for c, k in zip(out["calls"], ([mod._seeded_dropout] if a["case"] == "04" else
                                    [mod._attn_bwd_preprocess, mod._attn_bwd])):
         ents = list(getattr(k, "_cuda_state", {}).get("cache", {}).values())
@@ -88,12 +97,13 @@ print(json.dumps(out))
 """
 
 
-def run(impl, case, mod_path, cache, triton_site, timeout):
+def run(impl, case, mod_path, cache, triton_site, timeout, dry=False):
     env = dict(os.environ, KERNELC_CACHE_DIR=cache, TRITON_CACHE_DIR=cache)
     env.pop("KERNELC_INTERPRET", None)
     if impl == "triton" and triton_site:
         env["PYTHONPATH"] = triton_site + os.pathsep + env.get("PYTHONPATH", "")
-    payload = json.dumps(dict(impl=impl, case=case, mod=mod_path, root=ROOT))
+    payload = json.dumps(dict(impl=impl, case=case, mod=mod_path, root=ROOT, dry=dry))
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")   # bench.tutorial_dryrun for dry runs
     p = subprocess.run([sys.executable, "-c", CHILD, payload], env=env, capture_output=True, text=True,
                        timeout=timeout, cwd=tempfile.gettempdir())
     if p.returncode:
@@ -108,6 +118,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--triton-site", default=None)
+    ap.add_argument("--no-dry", action="store_true", help="leave out kernelc's dry-run cache check")
     ap.add_argument("--out")
     a = ap.parse_args(argv)
     mods = tempfile.mkdtemp(prefix="first_calls_")
@@ -119,8 +130,12 @@ def main(argv=None) -> int:
         for rnd in range(a.repeats):
             for impl in (("triton", "kernelc") if rnd % 2 == 0 else ("kernelc", "triton")):
                 cache = tempfile.mkdtemp(prefix=f"fc_{impl}_")
-                for temp in ("cold", "warm"):
-                    res = run(impl, case, mod_path, cache, a.triton_site, a.timeout)
+                temps = ("cold", "warm") + (("dry", "after_dry") if impl == "kernelc" and not a.no_dry else ())
+                for temp in temps:
+                    if temp == "dry":
+                        shutil.rmtree(cache, ignore_errors=True)
+                        os.makedirs(cache)
+                    res = run(impl, case, mod_path, cache, a.triton_site, a.timeout, dry=temp == "dry")
                     if "error" in res:
                         print(f"{case} {impl} {temp}: {res['error']}", file=sys.stderr)
                         continue
