@@ -78,6 +78,9 @@ def main(argv=None):
                     ("/work/ext/triton_site" if os.path.isdir("/work/ext/triton_site") else None))
     ap.add_argument("--name", default="compile_time_cpu", help="with --cpu: the results file's name")
     ap.add_argument("--results-dir", help="where the results file goes (default bench/results)")
+    ap.add_argument("--kernelc-roots", default=ROOT,
+                    help="with --cpu: comma-separated checkouts whose kernelc to compile with (before/after in one "
+                         "run, interleaved; default: this one)")
     a = ap.parse_args(argv)
     if a.cpu:
         if not a.tutorials:
@@ -239,14 +242,14 @@ print(json.dumps({"wall_s": time.perf_counter() - t0, "import_s": t_import, "con
 """
 
 
-def _cpu_child(impl, mod_path, fn, sig, configs, div, threads, timeline, triton_site, timeout=600):
+def _cpu_child(impl, mod_path, fn, sig, configs, div, threads, timeline, triton_site, timeout=600, root=ROOT):
     work = tempfile.mkdtemp(prefix=f"bc_{impl}_")
     env = dict(os.environ, KERNELC_CACHE_DIR=os.path.join(work, "kc"), TRITON_CACHE_DIR=os.path.join(work, "tc"),
                TRITON_HOME=work)
     env.pop("KERNELC_INTERPRET", None)
     if impl == "triton" and triton_site:
         env["PYTHONPATH"] = triton_site
-    payload = json.dumps(dict(root=ROOT, mod=mod_path, fn=fn, sig=sig, configs=configs, div=div, threads=threads,
+    payload = json.dumps(dict(root=root, mod=mod_path, fn=fn, sig=sig, configs=configs, div=div, threads=threads,
                               timeline=timeline))
     child = _CPU_CHILD_TRITON if impl == "triton" else _CPU_CHILD_KERNELC
     t0 = time.perf_counter()
@@ -296,14 +299,17 @@ def cpu_main(a) -> None:
         mod_path = os.path.join(mod_dir, tfile.replace("-", "_"))
         with open(mod_path, "w") as f:
             f.write(_kernel_module(path))
-        modes = [("kernelc", False), ("triton", False)] + ([("kernelc", True)] if len(configs) > 1 else [])
+        roots = a.kernelc_roots.split(",")
+        kc = ["kernelc" if r == roots[0] and len(roots) == 1 else f"kernelc@{r}" for r in roots]
+        modes = [(k, False) for k in kc] + [("triton", False)] + ([(k, True) for k in kc] if len(configs) > 1 else [])
         per = {m: [] for m in modes}
         last = {}
         for r in range(a.repeats):
             # interleaved, so that a change in the machine's load hits both
             for impl, threads in (modes if r % 2 == 0 else modes[::-1]):
-                res = _cpu_child(impl, mod_path, fn, sig, configs, div, threads,
-                                 a.timeline and threads, a.triton_site)
+                res = _cpu_child("triton" if impl == "triton" else "kernelc", mod_path, fn, sig, configs, div,
+                                 threads, a.timeline and threads, a.triton_site,
+                                 root=impl.split("@", 1)[1] if "@" in impl else ROOT)
                 if "error" in res:
                     print(f"{name} {impl}{' threads' if threads else ''}: {res['error']}", file=sys.stderr)
                     continue
@@ -320,7 +326,7 @@ def cpu_main(a) -> None:
                    "per_config_s": [round(statistics.median(r["configs"][i]["s"] for r in runs), 3)
                                     for i in range(len(configs))],
                    "failed": sum(1 for c in runs[-1]["configs"] if c.get("error"))}
-            if impl == "kernelc" and not threads:
+            if impl.startswith("kernelc") and not threads:
                 keys = ("frontend", "tile_passes", "lower_to_llvm", "llvm_opt", "llc", "ptxas", "cubin_info",
                         "source_map")
                 row["stages_s"] = {k: round(statistics.median(

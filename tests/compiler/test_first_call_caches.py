@@ -100,3 +100,42 @@ def test_replace_all_uses_rewrites_exactly_the_readers():
     # an op that did not read the value keeps its operand list object
     e = ops[-1]
     assert e.operands is lists[id(e)] and e.operands == [x.results[0], x.results[0]]
+
+
+# -- the dependency record's fingerprints stop at kernelc's own functions -------------------------------------
+
+import kernelc  # noqa: E402
+import kernelc.language as _kl  # noqa: E402
+from kernelc.compiler.frontend import deps as D  # noqa: E402
+
+
+def _user_helper_module(tmp_path, scale):
+    src = ("import kernelc\nimport kernelc.language as tl\n\n"
+           f"def inner(x):\n    return x * {scale}\n\n"
+           "@kernelc.jit\ndef helper(x):\n    return tl.exp2(inner(x)) + tl.sum(x, 0)\n")
+    p = tmp_path / f"fp_helper_{str(scale).replace('.', '_')}.py"
+    p.write_text(src)
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(p.stem, p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_helpers_fingerprint_follows_user_code_not_kernelc(tmp_path, monkeypatch):
+    mod = _user_helper_module(tmp_path, 2.0)
+    before = D.function_fingerprint(mod.helper)
+    visited = []
+    real = D.function_fingerprint
+    monkeypatch.setattr(D, "function_fingerprint", lambda f, _seen=None: visited.append(f) or real(f, _seen))
+    assert D.function_fingerprint(mod.helper) == before
+    # the helper and the user function it calls; tl.exp2 and tl.sum (kernelc's) are named, not followed
+    assert {getattr(getattr(f, "fn", f), "__name__", "") for f in visited} == {"helper", "inner"}
+    monkeypatch.undo()
+    # kernelc's functions stand as their names: replacing one does not change the record (COMPILER_VERSION does)
+    monkeypatch.setattr(_kl, "exp2", _kl.exp)   # another of kernelc's functions under that name
+    assert D.function_fingerprint(mod.helper) == before
+    monkeypatch.undo()
+    # a user function it calls still counts
+    mod.inner.__code__ = _user_helper_module(tmp_path, 3.0).inner.__code__
+    assert D.function_fingerprint(mod.helper) != before
