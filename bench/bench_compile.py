@@ -186,9 +186,21 @@ if a["timeline"]:
             finally:
                 events.append((threading.get_ident(), stage, t0, time.perf_counter()))
         setattr(owner, attr, w)
+    import kernelc.compiler.backend.llvm as LL
     wrap(C, "generate_ir", "frontend"); wrap(C, "run_passes", "passes"); wrap(CG, "lower_to_llvm", "lower")
-    wrap(LP, "to_ptx", "llvm"); wrap(PX, "ptx_to_cubin", "ptxas"); wrap(B, "_finish", "finish")
-    wrap(C, "compile", "compile")
+    wrap(B, "_finish", "finish"); wrap(C, "compile", "compile")
+    if hasattr(LP, "to_cubin"):   # LLVM and the assembler, here or in a worker process
+        wrap(LP, "to_cubin", "backend"); wrap(LL, "llvm_to_ptx", "llvm here"); wrap(LP, "assemble", "assemble")
+        f_in = LP._in_worker
+        def in_worker(kind, *args):
+            t0 = time.perf_counter()
+            try:
+                return f_in(kind, *args)
+            finally:
+                events.append((threading.get_ident(), "worker " + kind, t0, time.perf_counter()))
+        LP._in_worker = in_worker
+    else:                         # an older checkout: LLVM here or in a worker, the assembler here
+        wrap(LP, "to_ptx", "llvm"); wrap(PX, "ptx_to_cubin", "ptxas")
 tgt = parse_target("sm_90a")
 div = {n: 16 for n in a["div"]}
 for n, t in a["sig"].items():
