@@ -275,7 +275,11 @@ def serve() -> None:
     """The worker's loop: requests on stdin, replies on stdout, until stdin closes."""
     inp, out = sys.stdin.buffer, os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints must not corrupt the replies
-    from . import llvm  # noqa: F401  (imported before the first request, while the parent runs its passes)
+    from . import llvm, ptxas  # noqa: F401  (imported before the first request, while the parent runs its passes)
+    try:
+        ptxas._nvjitlink()
+    except Exception:  # no nvJitLink here: a request that needs it fails, and the parent assembles
+        pass
     while True:
         try:
             kind, args, knobs = _recv(inp)
