@@ -139,3 +139,52 @@ def test_a_helpers_fingerprint_follows_user_code_not_kernelc(tmp_path, monkeypat
     # a user function it calls still counts
     mod.inner.__code__ = _user_helper_module(tmp_path, 3.0).inner.__code__
     assert D.function_fingerprint(mod.helper) != before
+
+
+# -- compiles on threads take turns for their Python half ---------------------------------------------------
+
+def test_threaded_compiles_take_turns_for_the_python_half_and_build_the_same(monkeypatch):
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+    import kernelc.compiler.compiler as C
+    import kernelc.compiler.codegen as CG
+    spans, lock = {}, threading.Lock()
+    gen, low = C.generate_ir, CG.lower_to_llvm
+
+    def spy_gen(*a, **k):
+        with lock:
+            spans.setdefault(threading.get_ident(), [None, None])[0] = time.perf_counter()
+        return gen(*a, **k)
+
+    def spy_low(*a, **k):
+        out = low(*a, **k)
+        with lock:
+            spans[threading.get_ident()][1] = time.perf_counter()
+        return out
+    monkeypatch.setattr(C, "generate_ir", spy_gen)
+    monkeypatch.setattr(CG, "lower_to_llvm", spy_low)
+    sig = dict(x_ptr="*fp32", out_ptr="*fp32", n="i32", p="fp32", seed="i32")
+    blocks = (256, 512, 1024, 2048)
+
+    def one(b):
+        return kernelc.compile(_keep_above_kernel(), sig, dict(BLOCK=b), target="sm_90a", num_warps=4).asm["cubin"]
+    with ThreadPoolExecutor(4) as ex:
+        threaded = list(ex.map(one, blocks))
+    got = sorted(spans.values())
+    assert len(got) == 4 and all(s and e for s, e in got)
+    assert all(got[i][1] <= got[i + 1][0] for i in range(3)), got   # one frontend-to-LLVM-IR half at a time
+    monkeypatch.undo()
+    assert threaded == [one(b) for b in blocks]
+
+
+@kernelc.jit
+def _keep_above(x_ptr, out_ptr, n, p, seed, BLOCK: _kl.constexpr):
+    offs = _kl.program_id(0) * BLOCK + _kl.arange(0, BLOCK)
+    m = offs < n
+    x = _kl.load(x_ptr + offs, mask=m)
+    _kl.store(out_ptr + offs, _kl.where(_kl.rand(seed, offs) > p, x / (1 - p), 0.0), mask=m)
+
+
+def _keep_above_kernel():
+    return _keep_above
