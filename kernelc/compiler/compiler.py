@@ -9,6 +9,7 @@ Example (no GPU needed)::
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -151,6 +152,15 @@ def _compile(kernel, signature, constexprs, target, num_warps, num_stages, divis
 # end; one at a time, each hands its LLVM and assembler stages (worker processes, or C code without the GIL) on as
 # soon as its own Python is done, and they overlap the next compile's passes.
 _python_phase = threading.RLock()   # (a dump_ir callback or a helper the frontend runs may compile too)
+
+
+def _fresh_python_phase() -> None:   # a forked child: a parent thread may have held it at the fork
+    global _python_phase
+    _python_phase = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_python_phase)
 
 
 def _front(fn, signature, constexprs, tgt, num_warps, divisibility, equal_to_1, name, dump_ir, enable_fp_fusion,

@@ -163,3 +163,23 @@ def test_a_worker_assembles_with_the_options_in_force_now(monkeypatch):
     monkeypatch.setenv("KERNELC_NVJITLINK_LAUNCH_BOUND", "1")
     bound = ptx_to_cubin(ptx, tgt)
     assert free.cubin != bound.cubin   # the knob matters for this kernel, so the check above could fail
+
+
+def test_a_forked_child_starts_with_no_workers_and_free_locks(monkeypatch):
+    import os
+    _fresh_pool(monkeypatch)
+    with llvm_pool.in_flight(), llvm_pool.in_flight():
+        assert llvm_pool._idle
+        llvm_pool._here.acquire()      # a parent thread inside LLVM at the fork
+        try:
+            pid = os.fork()
+            if pid == 0:   # the child: report through the exit status, never return into pytest
+                ok = (llvm_pool._idle == [] and llvm_pool._started == 0 and llvm_pool._in_flight == 0
+                      and llvm_pool._here.acquire(blocking=False))
+                import kernelc.compiler.compiler as C
+                ok = ok and C._python_phase.acquire(blocking=False)
+                os._exit(0 if ok else 1)
+            _, status = os.waitpid(pid, 0)
+        finally:
+            llvm_pool._here.release()
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0

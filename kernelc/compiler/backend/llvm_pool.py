@@ -101,6 +101,18 @@ def _give(w: _Worker, ok: bool) -> None:
         _started -= 1
 
 
+def _after_fork_in_child() -> None:
+    """A forked child (a DataLoader worker, a user's pool) starts with no workers: the parent's pipes are the
+    parent's, and a lock a parent thread held at the fork would never be released here."""
+    global _here, _assembling, _pool_lock, _idle, _started, _in_flight
+    _here, _assembling, _pool_lock = threading.Lock(), threading.Lock(), threading.Lock()
+    _idle, _started, _in_flight = [], 0, 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 @atexit.register
 def shutdown() -> None:
     """Stop the idle workers (at exit; a later compile starts new ones)."""
