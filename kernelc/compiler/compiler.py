@@ -141,10 +141,29 @@ def _compile(kernel, signature, constexprs, target, num_warps, num_stages, divis
     # tensor descriptor parameters: per field ("a_desc.stride0"), or one entry for all their fields
     divisibility = flat_divisibility({k: parse_type(v) for k, v in signature.items()}, divisibility, base_default=16)
     timings: Dict[str, float] = {}
-    with _python_phase:
+    turns = _take_turns()
+    if turns:
+        _python_phase.acquire()
+    try:
         front = _front(fn, signature, constexprs, tgt, num_warps, divisibility, equal_to_1, name, dump_ir,
                        enable_fp_fusion, num_stages, timings)
+    finally:
+        if turns:
+            _python_phase.release()
     return _backend(fn, signature, constexprs, tgt, num_warps, num_stages, *front, timings)
+
+
+def _take_turns() -> bool:
+    """KERNELC_COMPILE_TURNS: whether this compile's Python half waits for its turn (``auto``: 4+ usable cores)."""
+    from ..options import get
+    mode = get("KERNELC_COMPILE_TURNS")
+    if mode == "auto":
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
+        return cores >= 4
+    return mode == "on"
 
 
 # Held by a compile from its frontend to its LLVM IR: those phases are Python and take turns on the GIL anyway, and

@@ -144,6 +144,7 @@ def test_a_helpers_fingerprint_follows_user_code_not_kernelc(tmp_path, monkeypat
 # -- compiles on threads take turns for their Python half ---------------------------------------------------
 
 def test_threaded_compiles_take_turns_for_the_python_half_and_build_the_same(monkeypatch):
+    monkeypatch.setenv("KERNELC_COMPILE_TURNS", "on")
     import threading
     import time
     from concurrent.futures import ThreadPoolExecutor
@@ -188,3 +189,16 @@ def _keep_above(x_ptr, out_ptr, n, p, seed, BLOCK: _kl.constexpr):
 
 def _keep_above_kernel():
     return _keep_above
+
+
+def test_compile_turns_auto_needs_four_cores(monkeypatch):
+    import os
+    import kernelc.compiler.compiler as C
+    for cores, want in ((2, False), (4, True), (16, True)):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid, n=cores: set(range(n)), raising=False)
+        monkeypatch.setenv("KERNELC_COMPILE_TURNS", "auto")
+        assert C._take_turns() is want
+        monkeypatch.setenv("KERNELC_COMPILE_TURNS", "off")
+        assert C._take_turns() is False
+        monkeypatch.setenv("KERNELC_COMPILE_TURNS", "on")
+        assert C._take_turns() is True
