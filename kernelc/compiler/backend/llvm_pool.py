@@ -15,7 +15,7 @@ Protocol: pickled ``(kind, args, KERNELC_* environment)`` requests -- ``llvm`` (
 cubin, the assembler's fill policy included) or ``both`` -- and ``("ok", result, timings)`` or ``("error",
 message)`` replies, each framed by an 8-byte length, over the worker's stdin/stdout (the worker moves its own
 prints to stderr). Assembling (nvJitLink) goes to a worker too when another compile of this process is
-assembling: threads of one process did not assemble side by side (``to_cubin``).
+assembling (``to_cubin``).
 """
 from __future__ import annotations
 
@@ -223,9 +223,9 @@ _assembling = threading.Lock()    # held while this process assembles (nvJitLink
 def to_cubin(llir_text: str, target, opt_level: int, timings: Dict[str, float], **ptxas_kw):
     """``(ptx, optimised IR, ptxas.CubinResult)``: LLVM as :func:`to_ptx`, then ``ptxas.ptx_to_cubin`` (its fill
     policy's builds included) in this process unless another compile of it is assembling, else in a worker.
-    A compile whose LLVM went to a worker assembles there too (one round trip). nvJitLink releases the GIL, but
-    two links in threads of one process took as long as one after the other on a 2-core CPU (docs/performance.md,
-    "First calls"); in worker processes they run side by side (KERNELC_LLVM_PROCESSES covers both; 0: all here)."""
+    A compile whose LLVM went to a worker assembles there too (one round trip). nvJitLink releases the GIL; whether
+    it links side by side in threads of one process is not established (docs/performance.md, "First calls"), in
+    worker processes it does (KERNELC_LLVM_PROCESSES covers both; 0: all here)."""
     from .llvm import llvm_to_ptx
     if not workers_enabled():
         ptx, opt = llvm_to_ptx(llir_text, target, opt_level=opt_level, timings=timings)
