@@ -9,6 +9,8 @@ Example (no GPU needed)::
 """
 from __future__ import annotations
 
+import os
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -115,8 +117,15 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     ``enable_fp_fusion``: let float ``a * b + c`` contract into fma, as Triton's option of that name;
     default: KERNELC_DEFAULT_FP_FUSION (on).
     """
-    from .backend import compile_llir, parse_target
-    from .codegen import lower_to_llvm
+    from .backend.llvm_pool import in_flight
+    with in_flight():
+        return _compile(kernel, signature, constexprs, target, num_warps, num_stages, divisibility, equal_to_1, name,
+                        dump_ir, enable_fp_fusion)
+
+
+def _compile(kernel, signature, constexprs, target, num_warps, num_stages, divisibility, equal_to_1, name, dump_ir,
+             enable_fp_fusion) -> CompiledKernel:
+    from .backend import parse_target
     fn = _base_function(kernel)
     if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
         raise ValueError(f"num_warps must be a power of two between 1 and 32, got {num_warps}")
@@ -132,6 +141,51 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     # tensor descriptor parameters: per field ("a_desc.stride0"), or one entry for all their fields
     divisibility = flat_divisibility({k: parse_type(v) for k, v in signature.items()}, divisibility, base_default=16)
     timings: Dict[str, float] = {}
+    turns = _take_turns()
+    if turns:
+        _python_phase.acquire()
+    try:
+        front = _front(fn, signature, constexprs, tgt, num_warps, divisibility, equal_to_1, name, dump_ir,
+                       enable_fp_fusion, num_stages, timings)
+    finally:
+        if turns:
+            _python_phase.release()
+    return _backend(fn, signature, constexprs, tgt, num_warps, num_stages, *front, timings)
+
+
+def _take_turns() -> bool:
+    """KERNELC_COMPILE_TURNS: whether this compile's Python half waits for its turn (``auto``: 4+ usable cores)."""
+    from ..options import get
+    mode = get("KERNELC_COMPILE_TURNS")
+    if mode == "auto":
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
+        return cores >= 4
+    return mode == "on"
+
+
+# Held by a compile from its frontend to its LLVM IR: those phases are Python and take turns on the GIL anyway, and
+# compiles on threads (an autotuner's candidates) interleaved there all reach LLVM at about the same time, at the
+# end; one at a time, each hands its LLVM and assembler stages (worker processes, or C code without the GIL) on as
+# soon as its own Python is done, and they overlap the next compile's passes.
+_python_phase = threading.RLock()   # (a dump_ir callback or a helper the frontend runs may compile too)
+
+
+def _fresh_python_phase() -> None:   # a forked child: a parent thread may have held it at the fork
+    global _python_phase
+    _python_phase = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_python_phase)
+
+
+def _front(fn, signature, constexprs, tgt, num_warps, divisibility, equal_to_1, name, dump_ir, enable_fp_fusion,
+           num_stages, timings):
+    """Frontend, tile passes and lowering: the LLVM IR and what the backend half needs with it."""
+    from .codegen import lower_to_llvm
     t0 = time.perf_counter()
     func, used = generate_ir(fn, signature, constexprs or {}, divisibility, tuple(equal_to_1), name, arch=tgt.arch,
                              num_warps=num_warps)
@@ -161,6 +215,13 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
         # known before LLVM and ptxas, which are most of a compile: an autotuner's oversized configs
         # (60 of tutorial 09's 192) fail here in a fraction of the time
         raise _out_of_resources(smem_bytes, limit, func.name, used)
+    return func, used, plan, llir, smem_bytes, limit, reports, body_warps, tir_text_initial
+
+
+def _backend(fn, signature, constexprs, tgt, num_warps, num_stages, func, used, plan, llir, smem_bytes, limit,
+             reports, body_warps, tir_text_initial, timings):
+    """LLVM, the assembler (worker processes, or C code that releases the GIL) and the kernel object."""
+    from .backend import compile_llir
     art = compile_llir(llir, tgt, func.name, fill_step=func.attrs.get("registers") == "fill_step")
     for k, v in art.timings.items():
         timings[k] = v

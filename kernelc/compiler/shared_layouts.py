@@ -10,6 +10,7 @@ and reads for each candidate and keeps the cheapest (docs/layouts.md).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
@@ -233,7 +234,16 @@ def plan_shared_layout(src: Layout, dst: Layout, ebytes: int, max_vec_bytes: int
                        stmatrix: bool = False) -> SharedLayout:
     """The candidate with the fewest write + read wavefronts (then the fewest instructions, then the
     smallest, then the simplest). ``max_vec_bytes``: the widest shared access to use. ``stmatrix``
-    (sm_90+): also consider writing 16-bit MMA fragments with ``stmatrix`` (``write_op``)."""
+    (sm_90+): also consider writing 16-bit MMA fragments with ``stmatrix`` (``write_op``).
+
+    Remembered per process: the answer is a function of the arguments alone (of a Layout, only its bases and
+    shape, the fields it compares and hashes on), and the passes and codegen ask for the same conversions again
+    (coalesce, smem_offsets and the lowering of one kernel; an autotuner's configs): ~10 ms each."""
+    return _plan_shared_layout(src, dst, int(ebytes), int(max_vec_bytes), bool(stmatrix))
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan_shared_layout(src: Layout, dst: Layout, ebytes: int, max_vec_bytes: int, stmatrix: bool) -> SharedLayout:
     shape = tuple(dst.shape)
     src_c, dst_c = warp_coords(src), warp_coords(dst)
     inners = []

@@ -93,7 +93,13 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_PTXAS", "path", None, "standalone ptxas binary (default: cuda.pathfinder, Triton's)"),
     Knob("KERNELC_LLVM_PROCESSES", "bool", True,
          "run LLVM for compiles that overlap (autotune candidates) in worker processes, since llvmlite lets one "
-         "thread of a process into LLVM at a time"),
+         "thread of a process into LLVM at a time (and assemble there while another compile assembles)"),
+    Knob("KERNELC_COMPILE_TURNS", "choice", "auto",
+         "compiles on threads run their Python half (frontend to LLVM IR) one at a time: on, off, or auto (on with "
+         "4 or more usable cores). 16 threads interleaved there took 6.3 s for 1.1 s of work on an 8-core H100 host "
+         "(GIL handoffs), and all reached LLVM together at the end; on a CPU-starved machine the one-at-a-time chain "
+         "is the longer path (docs/performance.md, \"First calls\")",
+         _choice(("auto", ("auto",)), ("on", ("on", "1", "true", "yes")), ("off", ("off", "0", "false", "no")))),
     # -- code generation (hashed into the cache key) ------------------------------------------
     Knob("KERNELC_TMA", "bool", True, "use TMA for descriptor loads/stores on sm_90a", compile=True, field="tma"),
     Knob("KERNELC_AUTO_TMA", "choice", "dots",

@@ -183,13 +183,10 @@ def compile_llir(llir_text: str, target="sm_90a", name: Optional[str] = None, *,
     target = parse_target(target)
     timings: Dict[str, float] = {}
     t0 = time.perf_counter()
-    from .llvm_pool import to_ptx
-    from .ptxas import ptx_to_cubin
-    # concurrent compiles (autotuning) run LLVM in worker processes: llvmlite serialises LLVM calls
-    ptx, llir_opt = to_ptx(llir_text, target, opt_level, timings)
-    t1 = time.perf_counter()
-    res = ptx_to_cubin(ptx, target, opt_level=opt_level, extra=tuple(ptxas_options), fill_step=fill_step)
-    timings["ptxas"] = time.perf_counter() - t1
+    from .llvm_pool import to_cubin
+    # concurrent compiles (autotuning) run LLVM and the assembler in worker processes: llvmlite and nvJitLink
+    # each let one call of a process in at a time
+    ptx, llir_opt, res = to_cubin(llir_text, target, opt_level, timings, extra=tuple(ptxas_options), fill_step=fill_step)
     art = _finish(name, target, ptx, llir_opt, res, timings, eager_sass)
     timings["total"] = time.perf_counter() - t0 - timings.get("nvdisasm", 0.0)
     return art

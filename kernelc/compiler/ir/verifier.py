@@ -756,7 +756,10 @@ class _Where:
 
 
 def _verify_block(block: Block, defined: Set[int], errors: List[str], top=False):
-    defined = set(defined) | {a.id for a in block.args}
+    # one set for the whole walk, each block taking back what it added when it ends (copying it per block was
+    # quadratic in nested loops' sizes)
+    added = [a.id for a in block.args if a.id not in defined]
+    defined.update(added)
     for i, op in enumerate(block.ops):
         # the op's text only when something is wrong: printing an op prints its regions too, so doing it
         # for every op of nested loops was most of the verifier's time (run after every tile pass)
@@ -789,4 +792,8 @@ def _verify_block(block: Block, defined: Set[int], errors: List[str], top=False)
                 errors.append(f"{op.name}: malformed ({e})\n{where}")
         for region in op.regions:
             _verify_block(region, defined, errors)
-        defined |= {r.id for r in op.results}
+        for r in op.results:
+            if r.id not in defined:
+                defined.add(r.id)
+                added.append(r.id)
+    defined.difference_update(added)
