@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json")
     ap.add_argument("--dump", help="folder for each loop's SASS text")
     ap.add_argument("--probe-saturate", action="store_true",
-                    help="experiment, kernelc only: patch codegen/fp8.py's torch_fixup out in this process, so "
+                    help="experiment, kernelc only: patch codegen/fp8.py's torch_fixup_pair out in this process, so "
                          "fp32 -> fp8 is cvt.rn.satfinite alone (saturating, as Triton's cast); measures the fix-up's share")
     ap.add_argument("--triton-site", default="/work/ext/triton_site")
     args = ap.parse_args(argv)
@@ -102,7 +102,7 @@ def main(argv=None) -> int:
                    if not (bm * bn < 128 * 128 and w == 8) and bn <= D]
     if args.probe_saturate:
         from kernelc.compiler.codegen import fp8 as _fp8
-        _fp8.torch_fixup = lambda e, name, x, y, sign_byte=None, nan_positive=False: y
+        _fp8.torch_fixup_pair = lambda e, name, x0, x1, r, neg_nans=(None, None), nan_positive=False: r
     text = cpu_compare.kernel_module(args.tutorial)
     text = "\n".join(ln for ln in text.splitlines() if not ln.startswith("@triton.autotune"))
     mod = os.path.join(tempfile.mkdtemp(prefix="fwd06_"), "tut06_kernels.py")

@@ -5,7 +5,7 @@ Values travel as i8 bits. Two strategies, chosen by the target:
 * sm_89 and newer: the PTX pair conversions ``cvt.rn.f16x2.{e4m3x2,e5m2x2}`` (exact widening) and
   ``cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32`` (round to nearest even), two values per instruction. The
   hardware saturates every overflow; torch keeps e5m2's infinities and gives NaN the input's sign,
-  so a short fix-up restores those (``torch_fixup``).
+  so a short fix-up on the packed pair restores those (``torch_fixup_pair``).
 * older targets (sm_80): integer bit manipulation. Widening places the fp8 fields in an fp16 and
   rescales by 2^(15 - bias) (exact, subnormals included); narrowing is torch's own algorithm
   (``compiler/fp8_reference.py`` is the same algorithm in numpy, the interpreter's reference).
@@ -79,66 +79,90 @@ def to_f16_soft(e: Emitter, name: str, x: str) -> str:
 
 def from_f32_pair(e: Emitter, name: str, x0: str, x1: str, signs=(None, None),
                   nan_positive: bool = False) -> Tuple[str, str]:
-    """Two ``float`` values -> two fp8 values (i8), as torch rounds them.  ``signs``: the sign bytes
-    of the values before they were widened to float, where the widening may drop a NaN's sign;
-    ``nan_positive``: the values are never negative NaNs (no sign to restore)."""
+    """Two ``float`` values -> two fp8 values (i8), as torch rounds them.  ``signs``: per value, where its sign
+    bit was before it was widened to float (``(i32 word, byte)`` holding it in bit 7 of that byte; a widening
+    may drop a NaN's sign; None: the float's own); ``nan_positive``: the values are never negative NaNs (no sign
+    to restore)."""
     if not has_hw_cvt(e):
         return from_f32_soft(e, name, x0, signs[0]), from_f32_soft(e, name, x1, signs[1])
     # cvt puts its first source in the high byte
     r = e.asm("i16", f"cvt.rn.satfinite.{PTX_PAIR[name]}.f32 $0, $1, $2;", "=h,f,f",
               [("float", x1), ("float", x0)], side_effects=False)
-    y0 = e.val(f"trunc i16 {r} to i8")
-    y1 = e.val(f"trunc i16 {e.val(f'lshr i16 {r}, 8')} to i8")
-    return (torch_fixup(e, name, x0, y0, signs[0], nan_positive),
-            torch_fixup(e, name, x1, y1, signs[1], nan_positive))
+    r = torch_fixup_pair(e, name, x0, x1, r, signs, nan_positive)
+    return e.val(f"trunc i16 {r} to i8"), e.val(f"trunc i16 {e.val(f'lshr i16 {r}, 8')} to i8")
 
 
-def _sign_byte(e: Emitter, x: str, ty: str = "float", bits: int = 32) -> str:
-    """The top byte of ``x``'s bits (its sign in bit 7)."""
-    raw = e.val(f"bitcast {ty} {x} to i{bits}")
-    return e.val(f"trunc i{bits} {e.val(f'lshr i{bits} {raw}, {bits - 8}')} to i8")
+def _f32_sign(e: Emitter, x: str):
+    return e.val(f"bitcast float {x} to i32"), 3
 
 
-# widening that may drop a NaN's sign: the hardware's cvt.f32.f16 returns the canonical (positive) NaN
-_SIGN_BEFORE_WIDENING = {"fp16": ("half", 16)}
+# widening that may drop a NaN's sign: the hardware's cvt.f32.f16 returns the canonical (positive) NaN;
+# the sign is read from the source's bits (LLVM type, width, the byte with the sign)
+_SIGN_BEFORE_WIDENING = {"fp16": ("half", 16, 1)}
 
 
 def _source_sign(e: Emitter, src, x: str):
+    """``(i32 word, byte)``: where ``x``'s sign bit is (bit 7 of that byte) when a widening to float may lose it."""
     spec = _SIGN_BEFORE_WIDENING.get(src.name)
-    return _sign_byte(e, x, *spec) if spec else None
+    if spec is None:
+        return None
+    ty, bits, byte = spec
+    return e.val(f"zext i{bits} {e.val(f'bitcast {ty} {x} to i{bits}')} to i32"), byte
 
 
-def torch_fixup(e: Emitter, name: str, x: str, y: str, sign_byte=None, nan_positive: bool = False) -> str:
-    """cvt.rn.satfinite -> torch: NaN is ``nan_code | sign``; e5m2 overflows to +-Inf, not +-max.
-    ``nan_positive``: a NaN ``x`` is positive, and cvt's NaN is already ``nan_code``: only e5m2's
-    overflow is left to fix."""
+def _prmt(e: Emitter, a: str, b: str, sel: int) -> str:
+    """``prmt.b32``: result byte i is byte ``sel`` nibble i of the pair (a: bytes 0-3, b: 4-7); a nibble with
+    bit 3 set gives that byte's sign bit replicated (0x00 or 0xFF)."""
+    return e.asm("i32", "prmt.b32 $0, $1, $2, $3;", "=r,r,r,r", [("i32", a), ("i32", b), ("i32", str(sel))],
+                 side_effects=False)
+
+
+def torch_fixup_pair(e: Emitter, name: str, x0: str, x1: str, r: str, signs=(None, None),
+                     nan_positive: bool = False) -> str:
+    """``r``, the i16 that ``cvt.rn.satfinite`` made of ``x0`` (low byte) and ``x1`` (high byte) -> torch's two
+    codes, with a few ops on the whole pair (never split into bytes):
+
+    * e5m2 overflow: torch rounds ``|x| >= 61440`` (the midpoint between max 57344 and 65536; a tie goes to the
+      even code, Inf's 0x7C) and +-Inf to +-Inf (``sign | 0x7C``) where satfinite gives ``sign | 0x7B``; the two
+      codes differ in bits 0-2. ``t = 61439.996 - |x|`` (the float just below 61440) is negative exactly there;
+      a NaN gives the canonical NaN, positive, as every NVIDIA float op does (``passes/fp_contract.py:
+      POSITIVE_NAN_OPS`` relies on the same). One byte permute spreads each t's sign over a byte, and
+      ``r ^= signs & 0x0707``: two FADD, a PRMT and a LOP3 a pair;
+    * NaN sign: torch's NaN is ``sign | 0x7F``, satfinite's is 0x7F. Every other code satfinite gives already
+      carries the value's sign in bit 7, so the two sign bits are or-ed in unconditionally:
+      ``r |= sign(x0) << 7 | sign(x1) << 15``, a PRMT and a LOP3 (none when ``nan_positive``). ``signs`` says
+      where a sign is when not in the float (see :func:`from_f32_pair`)."""
     fmt = FP8_FORMATS[name]
-    if nan_positive and fmt.overflow != "inf":
-        return y
-    sign = e.val(f"and i8 {sign_byte or _sign_byte(e, x)}, -128")
-    if nan_positive:  # only the overflow (a NaN converts to nan_code as it is)
-        special, code = "false", y
-    else:
-        special = e.val(f"fcmp uno float {x}, 0.0")
-        code = e.val(f"or i8 {sign}, {fmt.nan_code}")
     if fmt.overflow == "inf":
-        # rounding to nearest even reaches the Inf code from the midpoint between max_finite and
-        # overflow_at on (a tie goes to Inf when max's code is odd, as e5m2's 0x7B is)
         mid = (fmt.max_finite + fmt.overflow_at) / 2
-        ax = e.call("float", "llvm.fabs.f32", [("float", x)])
-        over = e.val(f"fcmp {'oge' if fmt.max_code & 1 else 'ogt'} float {ax}, {_hex_f32(mid)}")
-        code = e.val(f"select i1 {over}, i8 {e.val(f'or i8 {sign}, {fmt.inf_code}')}, i8 {code}")
-        special = e.val(f"or i1 {special}, {over}")
-    return e.val(f"select i1 {special}, i8 {code}, i8 {y}")
+        # the tie at mid goes to Inf (max's code is odd), and Inf's code is max's plus one
+        assert fmt.max_code & 1 and fmt.inf_code == fmt.max_code + 1
+        below = struct.unpack("<I", struct.pack("<f", mid))[0] - 1
+        ts = []
+        for x in (x0, x1):
+            # inline abs and sub: ptxas folds the abs into the FADD (LLVM's fabs would be an integer and)
+            ax = e.asm("float", "abs.f32 $0, $1;", "=f,f", [("float", x)], side_effects=False)
+            ts.append(e.asm("i32", f"sub.f32 $0, 0f{below:08X}, $1;", "=r,f", [("float", ax)], side_effects=False))
+        over = _prmt(e, ts[0], ts[1], 0xFB)  # bytes 0, 1: 0xFF where t0 / t1 < 0
+        over = e.val(f"trunc i32 {over} to i16")
+        r = e.val(f"xor i16 {r}, {e.val(f'and i16 {over}, {(fmt.max_code ^ fmt.inf_code) * 0x0101}')}")
+    if not nan_positive:
+        (w0, b0), (w1, b1) = (sg or _f32_sign(e, x) for sg, x in zip(signs, (x0, x1)))
+        sign = _prmt(e, w0, w1, b0 | (4 + b1) << 4)  # bytes 0, 1: the bytes holding the signs
+        sign = e.val(f"trunc i32 {sign} to i16")
+        r = e.val(f"or i16 {r}, {e.val(f'and i16 {sign}, {-0x7F80}')}")  # 0x8080
+    return r
 
 
-def from_f32_soft(e: Emitter, name: str, x: str, sign_byte=None) -> str:
-    """torch's fp32 -> fp8 algorithm with integer ops (and one fp32 add for subnormal results)."""
+def from_f32_soft(e: Emitter, name: str, x: str, sign=None) -> str:
+    """torch's fp32 -> fp8 algorithm with integer ops (and one fp32 add for subnormal results); ``sign``: where
+    the value's sign bit was before a widening to float (see :func:`from_f32_pair`)."""
     fmt = FP8_FORMATS[name]
     shift = 23 - fmt.mantissa
     bits = e.val(f"bitcast float {x} to i32")
-    sign = sign_byte or e.val(f"trunc i32 {e.val(f'lshr i32 {bits}, 24')} to i8")
-    sign = e.val(f"and i8 {sign}, -128")
+    word, byte = sign or (bits, 3)
+    top = e.val(f"trunc i32 {e.val(f'lshr i32 {word}, {8 * byte}') if byte else word} to i8")
+    sign = e.val(f"and i8 {top}, -128")
     a = e.val(f"and i32 {bits}, 2147483647")
     # normal: rebias, round the dropped bits to nearest even
     odd = e.val(f"and i32 {e.val(f'lshr i32 {a}, {shift}')}, 1")
@@ -174,7 +198,7 @@ def cast_pair(e: Emitter, src, dst, x0: str, x1: str, nan_positive: bool = False
         if dst == F16:
             return h0, h1
         return cast(e, F16, dst, h0), cast(e, F16, dst, h1)
-    signs = (_source_sign(e, src, x0), _source_sign(e, src, x1))
+    signs = (None, None) if nan_positive else (_source_sign(e, src, x0), _source_sign(e, src, x1))
     if src != F32:
         x0, x1 = cast(e, src, F32, x0), cast(e, src, F32, x1)
     return from_f32_pair(e, dst.name, x0, x1, signs, nan_positive)
@@ -189,7 +213,7 @@ def cast_one(e: Emitter, src, dst, x: str, nan_positive: bool = False) -> str:
         h = to_f16_pair(e, src.name, x, x)[0] if has_hw_cvt(e) else to_f16_soft(e, src.name, x)
         from .elementwise import cast
         return h if dst == F16 else cast(e, F16, dst, h)
-    sign = _source_sign(e, src, x)
+    sign = None if nan_positive else _source_sign(e, src, x)
     if src != F32:
         from .elementwise import cast
         x = cast(e, src, F32, x)
@@ -200,7 +224,7 @@ def cast_one(e: Emitter, src, dst, x: str, nan_positive: bool = False) -> str:
 
 def cast_many(e: Emitter, src, dst, xs: List[str], nan_positive: bool = False) -> List[str]:
     """Convert a thread's registers, pairing neighbours so one cvt serves two values (``nan_positive``:
-    the values are never negative NaNs, see :func:`torch_fixup`)."""
+    the values are never negative NaNs, see :func:`torch_fixup_pair`)."""
     if src.is_fp8() and dst.is_fp8():
         return cast_many(e, F16, dst, cast_many(e, src, F16, xs))
     out: List[str] = []
