@@ -63,19 +63,62 @@ def _prmt(a: np.ndarray, b: np.ndarray, sel: np.ndarray) -> np.ndarray:
     return out
 
 
-def run(lines, env: Dict[str, Tuple[str, np.ndarray]], nan_sign: bool = False) -> Dict[str, Tuple[str, np.ndarray]]:
+def run(lines, env: Dict[str, Tuple[str, np.ndarray]], nan_sign: bool = False, warp: int = 32
+        ) -> Dict[str, Tuple[str, np.ndarray]]:
     """Evaluate ``lines`` (``name = instruction``) with ``env``: name -> (LLVM type, bits). Unknown instructions
-    fail the test, so the model covers exactly what the lowering emits."""
+    fail the test, so the model covers exactly what the lowering emits. Branches: every block is evaluated for
+    every lane (the lowering's blocks have no side effects), and a ``phi`` takes, per lane, the value of the
+    block the lane came from: a block entered by ``br i1 %c, label %T, ...`` is ``%c``'s lanes; ``vote.any``
+    is over consecutive groups of ``warp`` lanes."""
     def get(tok, ty):
         if tok.startswith("%"):
             return env[tok][1]
+        if tok == "undef":
+            return U64(0)
         return U64(int(tok) & int(_mask(ty)))
 
+    taken: Dict[str, np.ndarray] = {}  # block label -> lanes that entered it by a conditional branch
     for ln in lines:
+        if re.match(r"\s*[\w.]+:$", ln) or re.match(r"\s*br label %", ln):
+            continue
+        if m := re.match(r"\s*br i1 (%\S+), label %([\w.]+), label %([\w.]+)$", ln):
+            c = env[m.group(1)][1].astype(bool)
+            taken[m.group(2)], taken[m.group(3)] = c, ~c
+            continue
         m = re.match(r"\s*(%\S+) = (.*)$", ln)
         assert m, ln
         dst, rhs = m.groups()
-        if m2 := re.match(r"(and|or|xor|shl|lshr|add) (i\d+) (\S+), (\S+)$", rhs):
+        if m2 := re.match(r"phi (\w+) \[(\S+), %([\w.]+)\], \[(\S+), %([\w.]+)\]$", rhs):
+            ty, a, la, b, lb = m2.groups()
+            if lb in taken:
+                env[dst] = (ty, np.where(taken[lb], get(b, ty), get(a, ty)))
+            else:
+                env[dst] = (ty, np.where(taken[la], get(a, ty), get(b, ty)))
+            continue
+        if m2 := re.match(r"fcmp (uge|oge|olt) float (\S+), (\S+)$", rhs):
+            pred, a, b = m2.groups()
+            x = _f32(env[a][1])
+            y = np.float32(np.array([int(b, 16)], np.uint64).view(np.float64)[0])  # LLVM's hex double
+            with np.errstate(invalid="ignore"):
+                r = {"uge": ~(x < y), "oge": x >= y, "olt": x < y}[pred]
+            env[dst] = ("i1", r.astype(U64))
+            continue
+        if m2 := re.match(r"call i1 @llvm\.nvvm\.vote\.any\.sync\(i32 -1, i1 (\S+)\)$", rhs):
+            v = env[m2.group(1)][1].astype(bool).reshape(-1, warp).any(axis=1)
+            env[dst] = ("i1", np.repeat(v, warp).astype(U64))
+            continue
+        if m2 := re.match(r"insertelement <2 x i16> (\S+), i16 (\S+), i32 ([01])$", rhs):
+            v, x, h = m2.groups()
+            sh = U64(16 * int(h))
+            env[dst] = ("i32", (get(v, "i32") & ~(U64(0xFFFF) << sh) & U64(0xFFFFFFFF)) | (get(x, "i16") << sh))
+            continue
+        if m2 := re.match(r"extractelement <2 x i16> (\S+), i32 ([01])$", rhs):
+            env[dst] = ("i16", (env[m2.group(1)][1] >> U64(16 * int(m2.group(2)))) & U64(0xFFFF))
+            continue
+        if m2 := re.match(r"bitcast (?:<2 x i16>|i32) (\S+) to (?:<2 x i16>|i32)$", rhs):
+            env[dst] = ("i32", env[m2.group(1)][1])
+            continue
+        elif m2 := re.match(r"(and|or|xor|shl|lshr|add) (i\d+) (\S+), (\S+)$", rhs):
             op, ty, a, b = m2.groups()
             x, y = get(a, ty), get(b, ty)
             f = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,

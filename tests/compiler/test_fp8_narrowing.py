@@ -175,3 +175,60 @@ def test_fixup_instructions_a_pair(name, exp2, per_pair):
     extra = sum(ops.values()) - sum(base.values()) + (0 if exp2 else base["MUFU.EX2"])
     assert extra <= per_pair * pairs, (extra, ops)
     assert ops["FSETP.GE.AND"] == ops["ISETP.GT.U32.AND"] == ops["SEL"] == 0
+
+
+# -- casts with an overflow bound (passes/fp8_bounds.py): the fix-up only where a warp's bound reaches 61440 -------
+
+
+def _bounded(x: np.ndarray, bound: np.ndarray, nan_positive: bool, words: bool):
+    """``x``: [lanes, 16] fp32 bits, ``bound``: [lanes] fp32 bits (one row sum a lane, broadcast as the pass does:
+    the same register for all 16). Runs ``cast_many`` with the bound (and the fp8 A operand's word order)."""
+    from kernelc.compiler.codegen.fp8_words import a8_fragment_order
+    e = Emitter("t", "t.py", 1)
+    e.capability = (9, 0)
+    xs = [f"%x{i}" for i in range(16)]
+    order = a8_fragment_order(64, 32, 4) if words else None  # 16 registers: one row block, one 32-column step
+    ys = CG.cast_many(e, dtype("fp32"), dtype("fp8e5"), xs, nan_positive, ["%b"] * 16, order)
+    env = {f"%x{i}": ("float", x[:, i]) for i in range(16)}
+    env["%b"] = ("float", bound)
+    env = EV.run(e.body, env)
+    return np.stack([env[y][1].astype(np.uint8) for y in ys], axis=1), e.body
+
+
+@pytest.mark.parametrize("words", [False, True])
+@pytest.mark.parametrize("nan_positive", [False, True])
+def test_bounded_cast_is_exact_wherever_the_bound_holds(nan_positive, words):
+    """Warps of 32 lanes, 16 values a lane. The bound is each lane's sum of magnitudes (what the row sum of
+    exp2 results is), so it holds; some warps hold values past 61440 or NaN/Inf sums, most hold none: every
+    byte is torch's either way."""
+    rng = np.random.default_rng(3)
+    lanes = 32 * 64
+    v = rng.standard_normal((lanes, 16)).astype(np.float32) * np.float32(3000.0)
+    v[32 * 3 + 5, 7] = 61440.0                      # exactly the threshold: Inf
+    v[32 * 4 + 1, 2] = 61439.996                    # just below: max
+    v[32 * 5 + 9, 0] = np.inf
+    v[32 * 6 + 2, 11] = -70000.0
+    v[32 * 7 + 0, 3] = np.nan
+    if nan_positive:
+        v = np.abs(v)
+    else:
+        v[32 * 8 + 3, 4] = -np.nan
+    x = _f32_bits(v).reshape(lanes, 16)
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = np.abs(v).astype(np.float64).sum(axis=1).astype(np.float32)
+    s[32 * 9 + 4] = np.nan                          # a NaN bound proves nothing
+    got, body = _bounded(x, _f32_bits(s), nan_positive, words)
+    _check(got.reshape(-1), _want(x.reshape(-1), "fp8e5"), x.reshape(-1))
+    assert sum("cvt.rn.satfinite" in ln for ln in body) == 8 and sum("vote.any" in ln for ln in body) == 1
+    assert sum("fcmp uge" in ln for ln in body) == 1  # one register, broadcast: one test
+
+
+def test_bounded_cast_skips_the_fixup_where_the_bound_is_below():
+    """The test above could pass with the fix-up always on: here the bound lies (1.0 for values of 70000), and
+    the warp gets satfinite's 0x7B, not torch's Inf -- the fast path really is the bare cvt; one lane with a
+    bound of 61440 sends its whole warp through the fix-up."""
+    x = np.tile(_f32_bits(np.full(16, 70000.0, np.float32)), (64, 1))
+    bound = np.full(64, 1.0, np.float32)
+    bound[40] = 61440.0
+    got, _ = _bounded(x, _f32_bits(bound), True, True)
+    assert (got[:32] == 0x7B).all() and (got[32:] == 0x7C).all()

@@ -15,7 +15,7 @@ Every other float type converts through fp16 (widening) or fp32 (narrowing), bot
 from __future__ import annotations
 
 import struct
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from ...language.dtypes import FP8_FORMATS, dtype
 from .emitter import Emitter
@@ -132,26 +132,52 @@ def torch_fixup_pair(e: Emitter, name: str, x0: str, x1: str, r: str, signs=(Non
       carries the value's sign in bit 7, so the two sign bits are or-ed in unconditionally:
       ``r |= sign(x0) << 7 | sign(x1) << 15``, a PRMT and a LOP3 (none when ``nan_positive``). ``signs`` says
       where a sign is when not in the float (see :func:`from_f32_pair`)."""
-    fmt = FP8_FORMATS[name]
-    if fmt.overflow == "inf":
-        mid = (fmt.max_finite + fmt.overflow_at) / 2
-        # the tie at mid goes to Inf (max's code is odd), and Inf's code is max's plus one
-        assert fmt.max_code & 1 and fmt.inf_code == fmt.max_code + 1
-        below = struct.unpack("<I", struct.pack("<f", mid))[0] - 1
-        ts = []
-        for x in (x0, x1):
-            # inline abs and sub: ptxas folds the abs into the FADD (LLVM's fabs would be an integer and)
-            ax = e.asm("float", "abs.f32 $0, $1;", "=f,f", [("float", x)], side_effects=False)
-            ts.append(e.asm("i32", f"sub.f32 $0, 0f{below:08X}, $1;", "=r,f", [("float", ax)], side_effects=False))
-        over = _prmt(e, ts[0], ts[1], 0xFB)  # bytes 0, 1: 0xFF where t0 / t1 < 0
-        over = e.val(f"trunc i32 {over} to i16")
-        r = e.val(f"xor i16 {r}, {e.val(f'and i16 {over}, {(fmt.max_code ^ fmt.inf_code) * 0x0101}')}")
+    if FP8_FORMATS[name].overflow == "inf":
+        r = _overflow_to_inf(e, name, x0, x1, r)
     if not nan_positive:
-        (w0, b0), (w1, b1) = (sg or _f32_sign(e, x) for sg, x in zip(signs, (x0, x1)))
-        sign = _prmt(e, w0, w1, b0 | (4 + b1) << 4)  # bytes 0, 1: the bytes holding the signs
-        sign = e.val(f"trunc i32 {sign} to i16")
-        r = e.val(f"or i16 {r}, {e.val(f'and i16 {sign}, {-0x7F80}')}")  # 0x8080
+        r = _nan_signs(e, x0, x1, r, signs)
     return r
+
+
+def _overflow_threshold(name: str) -> float:
+    """The smallest magnitude torch rounds to Inf: the midpoint between max and the next power of two (the tie
+    goes to Inf: max's code is odd)."""
+    fmt = FP8_FORMATS[name]
+    assert fmt.overflow == "inf" and fmt.max_code & 1 and fmt.inf_code == fmt.max_code + 1
+    return (fmt.max_finite + fmt.overflow_at) / 2
+
+
+def _below_threshold(e: Emitter, name: str, x: str) -> str:
+    """i32: the bits of ``61439.996 - |x|`` (the float just below the threshold), negative where ``x`` overflows."""
+    below = struct.unpack("<I", struct.pack("<f", _overflow_threshold(name)))[0] - 1
+    # inline abs and sub: ptxas folds the abs into the FADD (LLVM's fabs would be an integer and)
+    ax = e.asm("float", "abs.f32 $0, $1;", "=f,f", [("float", x)], side_effects=False)
+    return e.asm("i32", f"sub.f32 $0, 0f{below:08X}, $1;", "=r,f", [("float", ax)], side_effects=False)
+
+
+def _overflow_to_inf(e: Emitter, name: str, x0: str, x1: str, r: str) -> str:
+    fmt = FP8_FORMATS[name]
+    ts = [_below_threshold(e, name, x) for x in (x0, x1)]
+    over = e.val(f"trunc i32 {_prmt(e, ts[0], ts[1], 0xFB)} to i16")  # bytes 0, 1: 0xFF where t0 / t1 < 0
+    return e.val(f"xor i16 {r}, {e.val(f'and i16 {over}, {(fmt.max_code ^ fmt.inf_code) * 0x0101}')}")
+
+
+def _overflow_to_inf_word(e: Emitter, name: str, xs: List[str], w: str) -> str:
+    """:func:`_overflow_to_inf` on a word of two cvt pairs (``xs``: its four values, low byte first)."""
+    fmt = FP8_FORMATS[name]
+    ts = [_below_threshold(e, name, x) for x in xs]
+    flip = fmt.max_code ^ fmt.inf_code
+    # bytes 0, 1 / 2, 3 of the two permutes: 0xFF where the value overflows (their other bytes are copies of
+    # t's low bytes, masked off): two LOP3, each ``w ^= perm & mask``
+    lo, hi = _prmt(e, ts[0], ts[1], 0xFB), _prmt(e, ts[2], ts[3], 0xFB00)
+    w = e.val(f"xor i32 {w}, {e.val(f'and i32 {lo}, {flip * 0x0101}')}")
+    return e.val(f"xor i32 {w}, {e.val(f'and i32 {hi}, {flip * 0x01010000}')}")
+
+
+def _nan_signs(e: Emitter, x0: str, x1: str, r: str, signs=(None, None)) -> str:
+    (w0, b0), (w1, b1) = (sg or _f32_sign(e, x) for sg, x in zip(signs, (x0, x1)))
+    sign = e.val(f"trunc i32 {_prmt(e, w0, w1, b0 | (4 + b1) << 4)} to i16")  # bytes 0, 1: the sign bytes
+    return e.val(f"or i16 {r}, {e.val(f'and i16 {sign}, {-0x7F80}')}")  # 0x8080
 
 
 def from_f32_soft(e: Emitter, name: str, x: str, sign=None) -> str:
@@ -222,14 +248,90 @@ def cast_one(e: Emitter, src, dst, x: str, nan_positive: bool = False) -> str:
     return from_f32_pair(e, dst.name, x, x, (sign, sign), nan_positive)[0]
 
 
-def cast_many(e: Emitter, src, dst, xs: List[str], nan_positive: bool = False) -> List[str]:
+def cast_many(e: Emitter, src, dst, xs: List[str], nan_positive: bool = False,
+              bound: Optional[List[str]] = None, word_order: Optional[List[int]] = None) -> List[str]:
     """Convert a thread's registers, pairing neighbours so one cvt serves two values (``nan_positive``:
-    the values are never negative NaNs, see :func:`torch_fixup_pair`)."""
+    the values are never negative NaNs, see :func:`torch_fixup_pair`; ``bound``: fp32 registers that bound
+    the values' magnitudes, or are NaN, and ``word_order``: the words a reader takes the bytes in, see
+    :func:`cast_many_bounded`)."""
     if src.is_fp8() and dst.is_fp8():
         return cast_many(e, F16, dst, cast_many(e, src, F16, xs))
+    if bound is not None and src == F32 and has_hw_cvt(e) and FP8_FORMATS[dst.name].overflow == "inf":
+        return cast_many_bounded(e, dst.name, xs, bound, nan_positive, word_order)
     out: List[str] = []
     for i in range(0, len(xs) - 1, 2):
         out += cast_pair(e, src, dst, xs[i], xs[i + 1], nan_positive)
     if len(xs) % 2:
         out.append(cast_one(e, src, dst, xs[-1], nan_positive))
     return out
+
+
+def cast_many_bounded(e: Emitter, name: str, xs: List[str], bound: List[str], nan_positive: bool = False,
+                      word_order: Optional[List[int]] = None) -> List[str]:
+    """fp32 -> e5m2 of a thread's registers where ``bound[i] >= |xs[i]|`` or is NaN (``passes/fp8_bounds.py``):
+    the cvt pairs, then one test of the thread's distinct bounds (a broadcast repeats registers) against the
+    overflow threshold, one ``vote.any`` so the warp branches together, and the overflow fix-up
+    (:func:`torch_fixup_pair`) only on the branch where some lane's bound is not below it (a NaN bound is not).
+    ``word_order`` (the cast's ``words='a8'``, passes/narrow_carries.py): the branches join in the words of two
+    cvt pairs each that the reader (an fp8 wgmma A operand, ``fp8_words.py``) takes, not in pairs, so that the
+    second cvt of a word still merges into the first's register (``F2FP ... MERGE_C``) -- a phi per pair cost a
+    byte permute per word after the join."""
+    pairs = [(xs[i], xs[i + 1]) for i in range(0, len(xs) - 1, 2)] + ([(xs[-1], xs[-1])] if len(xs) % 2 else [])
+    rs = [e.asm("i16", f"cvt.rn.satfinite.{PTX_PAIR[name]}.f32 $0, $1, $2;", "=h,f,f", [("float", x1), ("float", x0)],
+                side_effects=False) for x0, x1 in pairs]
+    groups = _pair_words(word_order, len(xs))
+    limit = _hex_f32(_overflow_threshold(name))
+    big = None
+    for b in dict.fromkeys(bound):
+        c = e.val(f"fcmp uge float {b}, {limit}")
+        big = c if big is None else e.val(f"or i1 {big}, {c}")
+    big = e.call("i1", "llvm.nvvm.vote.any.sync", [("i32", "-1"), ("i1", big)])
+
+    def joined(vals):  # what crosses the join: words of two pairs, or the pairs
+        if groups is None:
+            return [("i16", v) for v in vals]
+        out = []
+        for a, b in groups:
+            v = e.val(f"insertelement <2 x i16> undef, i16 {vals[a]}, i32 0")
+            v = e.val(f"insertelement <2 x i16> {v}, i16 {vals[b]}, i32 1")
+            out.append(("i32", e.val(f"bitcast <2 x i16> {v} to i32")))
+        return out
+
+    fast = joined(rs)
+    head, fix, done = e.cur_label, e.label("fp8_overflow"), e.label("fp8_narrowed")
+    e.cond_br(big, fix, done)
+    e.start_block(fix)
+    if groups is None:
+        slow = joined([_overflow_to_inf(e, name, x0, x1, r) for (x0, x1), r in zip(pairs, rs)])
+    else:  # fixed up word by word, so that the words are not taken apart before the branch
+        slow = [("i32", _overflow_to_inf_word(e, name, [*pairs[a], *pairs[b]], w)) for (a, b), (_, w) in zip(groups, fast)]
+    e.br(done)
+    e.start_block(done)
+    merged = [e.val(f"phi {t} [{f}, %{head}], [{s_}, %{fix}]") for (t, f), (_, s_) in zip(fast, slow)]  # phis first
+    if groups is None:
+        rs = merged
+    else:
+        rs = [None] * len(pairs)
+        for w, (a, b) in zip(merged, groups):
+            v = e.val(f"bitcast i32 {w} to <2 x i16>")
+            rs[a], rs[b] = (e.val(f"extractelement <2 x i16> {v}, i32 {h}") for h in (0, 1))
+    out: List[str] = []
+    for (x0, x1), r in zip(pairs, rs):
+        if not nan_positive:
+            r = _nan_signs(e, x0, x1, r)
+        out += [e.val(f"trunc i16 {r} to i8"), e.val(f"trunc i16 {e.val(f'lshr i16 {r}, 8')} to i8")]
+    return out[:len(xs)]
+
+
+def _pair_words(order: Optional[List[int]], n: int):
+    """``order`` (registers grouped four to a word) as pairs of cvt-pair indices, or None where a word is not two
+    whole cvt pairs (register 2k with 2k + 1)."""
+    if order is None or n % 4 or sorted(order) != list(range(n)):
+        return None
+    groups = []
+    for w in range(0, n, 4):
+        a, b = order[w:w + 2], order[w + 2:w + 4]
+        if not (a[0] % 2 == 0 and a[1] == a[0] + 1 and b[0] % 2 == 0 and b[1] == b[0] + 1):
+            return None
+        groups.append((a[0] // 2, b[0] // 2))
+    return groups
