@@ -101,3 +101,68 @@ def test_the_bounded_cast_branches_once_around_the_fixup():
     # cast only in its branch
     block = llir.split("fp8_overflow")[2].split("fp8_narrowed")[0]
     assert block.count("sub.f32") == 32
+
+
+# -- an attention key loop: the e5m2 rounding of P costs about what e4m3's does --------------------------------
+
+
+def _key_loop_paths(sass):
+    """The key loop (a backward branch over two WARPGROUP.ARRIVE and QGMMAs): all its instructions, the ones on
+    the path where no vote says overflow (each VOTE.ANY's branch skips its fix-up block), the skipped ones, and
+    the number of votes."""
+    ins, labels = [], {}
+    for ln in sass.splitlines():
+        if m := re.match(r"\s*(\.L_x_\d+):", ln):
+            labels[m.group(1)] = len(ins)
+        elif m := re.match(r"\s*/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;?\s*(/\*.*)?$", ln):
+            ins.append(m.group(1).rstrip(" ;"))
+    op = lambda x: re.sub(r"^@!?U?P\w+\s+", "", x).split()[0]  # noqa: E731
+    for i, x in enumerate(ins):
+        m = re.search(r"\bBRA\b.*`\((\.L_x_\d+)\)", x)
+        if not (m and labels.get(m.group(1), i) < i):
+            continue
+        s = labels[m.group(1)]
+        body = [op(y) for y in ins[s:i + 1]]
+        if body.count("WARPGROUP.ARRIVE") != 2 or not any(o.startswith("QGMMA") for o in body):
+            continue
+        votes = [k for k in range(s, i) if op(ins[k]) == "VOTE.ANY"]
+        skipped = set()
+        for v in votes:
+            k = next(k for k in range(v + 1, i) if op(ins[k]) == "BRA")
+            t = labels[re.search(r"`\((\.L_x_\d+)\)", ins[k]).group(1)]
+            assert k < t <= i, "the vote's branch skips forward within the loop"
+            skipped |= set(range(k + 1, t))
+        return (ins[s:i + 1], [ins[k] for k in range(s, i + 1) if k not in skipped], [ins[k] for k in sorted(skipped)],
+                len(votes))
+    raise AssertionError("no key loop with two fp8 dots")
+
+
+def _pointer_fp8_forward(io, D, causal):
+    from examples.kernels import attention as A
+    sig = dict(Q="*" + io, K="*" + io, V="*" + io, Out="*fp16", LSE="*fp32", Descale="*fp32", sm_scale="fp32")
+    for a in "qkvo":
+        for b in ("z", "h", "m" if a in "qo" else "n", "k"):
+            sig[f"stride_{a}{b}"] = "i32"
+    sig.update(H="i32", N_CTX="i32")
+    cfg = dict(A.fwd_config(D, fp8=True))
+    w, s = cfg.pop("num_warps"), cfg.pop("num_stages")
+    return kernelc.compile(A.attn_fwd_lse_kernel, sig, dict(HEAD_DIM=D, CAUSAL=causal, STORE_LSE=False, FP8=True, **cfg),
+                           target="sm_90a", num_warps=w, num_stages=s, divisibility={n: 16 for n in sig},
+                           equal_to_1=("stride_qk", "stride_kk", "stride_ok", "stride_vn"))
+
+
+@pytest.mark.parametrize("D,causal", [(128, False), (64, True)])
+def test_e5m2_attention_key_loop_pays_the_fixup_only_on_overflow(D, causal):
+    """examples/kernels/attention.py's fp8 forward with e5m2 inputs (P rounded to e5m2, summed first), 2026-11-27:
+    the key loop holds one vote; all 64 FADDs of the overflow test (32 cvt pairs a thread) are in the block its
+    branch skips (144 instructions); the path taken is 644 (D=128) / 684 (D=64 causal) instructions against 629 / 651
+    for the same kernel in e4m3, which has no fix-up at all (main: the e5m2 fix-up on every trip, ~13 a pair)."""
+    e5 = _pointer_fp8_forward("fp8e5", D, causal)
+    e4 = _pointer_fp8_forward("fp8e4nv", D, causal)
+    assert "overflow_bound=True" in e5.asm["tir"] and e5.n_spills == 0
+    whole, taken, skipped, votes = _key_loop_paths(e5.asm["sass"])
+    assert votes == 1
+    assert sum("61439.99" in x for x in whole) == sum("61439.99" in x for x in skipped) == 64
+    assert len(skipped) >= 4 * 32
+    e4_loop = _key_loop_paths(e4.asm["sass"])[0]
+    assert len(taken) <= len(e4_loop) + 40, (len(taken), len(e4_loop))
