@@ -57,8 +57,8 @@ def _mark_block(block: Block) -> None:
         if op.name == "reduce" and op.attrs.get("kind") == "add" and len(op.operands) == 1 \
                 and scalar_of(op.operands[0].type) == T.float32:
             sums.setdefault(op.operands[0].id, op)
-        if op.name != "cast" or len(op.operands) != 1 or not shape_of(op.results[0].type):
-            continue
+        if op.name != "cast" or len(op.operands) != 1 or len(shape_of(op.results[0].type) or ()) < 2:
+            continue  # a 1-D tile's sum is a scalar: not worth a splat
         dst, p = scalar_of(op.results[0].type), op.operands[0]
         if not (dst.is_fp8() and T.FP8_FORMATS[dst.name].overflow == "inf") or scalar_of(p.type) != T.float32:
             continue
