@@ -287,6 +287,8 @@ FWD_VARIANTS = {
     "fp8_ptr_poly0": ("attention", "attn_fwd_lse_kernel", {"KERNELC_EXP2_POLY": "0"}, {}, "attention_fp8"),
     # P carried across the back edge in register order, as before KERNELC_FP8_CARRY_WORDS (main's code until then)
     "fp8_fa3_regwords": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_FP8_CARRY_WORDS": "0"}, {}, "attention_fp8"),
+    # the pointer fp8 forward's P (a cast, not carried) in register order: main's code before the cast-fed A words
+    "fp8_ptr_regwords": ("attention", "attn_fwd_lse_kernel", {"KERNELC_FP8_CARRY_WORDS": "0"}, {}, "attention_fp8"),
     # all three off: main's code before this session's work, byte for byte
     "fp8_fa3_main": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_FP8_CARRY_WORDS": "0", "KERNELC_EXP2_POLY": "0",
                                                               "KERNELC_REDUCE_TREE": "0"}, {}, "attention_fp8"),

@@ -39,6 +39,7 @@ from .passes.register_budget import mark_register_budget
 from .passes.staged_operands import share_staged_operands
 from .passes.hoist_descriptors import hoist_descriptors
 from .passes.lower_descriptors import lower_descriptors
+from .passes.fp8_bounds import mark_fp8_overflow_bounds
 from .passes.narrow_carries import mark_fp8_carry_words, narrow_loop_carries
 from .abi import flat_divisibility
 from .passes.cp_async_rings import expand_cp_async_rings
@@ -299,6 +300,9 @@ TILE_PASSES = (
     TilePass("mark_exp2_ftz", lambda f, c: mark_exp2_ftz(f, exp2_ftz_enabled())),
     # fp8 casts of exp2 results skip the NaN-sign fix-up (a canonical NaN is positive)
     TilePass("mark_positive_nan_casts", lambda f, c: mark_positive_nan_casts(f)),
+    # an e5m2 cast of an exp2 result that the block also sums: the sum bounds it, and codegen skips the
+    # overflow fix-up where every sum a warp holds is below the threshold (passes/fp8_bounds.py)
+    TilePass("mark_fp8_overflow_bounds", lambda f, c: mark_fp8_overflow_bounds(f)),
     # a softmax exp2 that only feeds fp8 and sums: a fraction of it on the FMA pipe (KERNELC_EXP2_POLY)
     TilePass("mark_exp2_poly", lambda f, c: mark_exp2_poly(f, *exp2_poly_setting())),
     # a loop-carried fp8 tile crosses the back edge in the words the fp8 wgmma A operand takes (KERNELC_FP8_CARRY_WORDS)

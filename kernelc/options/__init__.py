@@ -174,8 +174,9 @@ KNOBS: Tuple[Knob, ...] = (
          _choice(("2", ("2",)), ("3", ("3",))), compile=True, field="exp2_poly_degree"),
     Knob("KERNELC_FP8_CARRY_WORDS", "bool", True,
          "a loop-carried 8-bit tile in an MMA accumulator layout crosses the back edge in the words the fp8 wgmma A "
-         "fragment shuffle reads (FA3-order fp8 attention's P: 16 fewer byte permutes a key block); off: in "
-         "register order", compile=True, field="fp8_carry_words"),
+         "fragment shuffle reads (FA3-order fp8 attention's P: 16 fewer byte permutes a key block), and an fp8 "
+         "cast's result read as a wgmma A operand is put in those words too (tutorial 06's and the pointer "
+         "forward's P: 32 fewer); off: in register order", compile=True, field="fp8_carry_words"),
     Knob("KERNELC_REDUCE_TREE", "bool", False,
          "a max/min reduction (and an integer add/xor) combines a thread's registers as a balanced tree instead of a "
          "chain of dependent instructions (same bits: the combine is exactly associative; fp8 attention's row max was a "

@@ -110,12 +110,12 @@ def test_bad_arguments_are_refused():
 # -- the polynomial, run on the host -----------------------------------------------------------------------
 
 
-def _host_exp2(degree):
+def _host_exp2(degree, nonnegative=False):
     """The LLVM IR ``exp2_poly_f32`` emits for the GPU, compiled for the host and run over an array."""
     import llvmlite.binding as llvm
     from kernelc.compiler.codegen.emitter import Emitter
     e = Emitter("host", __file__, 1)
-    r = EW.exp2_poly_f32(e, "%x", degree)
+    r = EW.exp2_poly_f32(e, "%x", degree, nonnegative)
     body = "\n".join(e.body)
     ir = ("\n".join(e.decls.values()) + f"\ndefine float @f(float %x) {{\nentry:\n{body}\n  ret float {r}\n}}\n"
           """
@@ -185,6 +185,21 @@ def test_polynomial_exp2_error_on_a_dense_sweep(degree):
     assert (yl >= 0).all() and (yl < 2.0 ** -126).all()
     assert (f(np.array([-127.0, -127.5, -150.0, -1e30, -np.inf], np.float32)) == 0).all()
     assert f(np.array([np.nan], np.float32))[0] == 0
+
+
+@pytest.mark.parametrize("degree", [2, 3])
+def test_nonnegative_polynomial_exp2_is_positive_everywhere(degree):
+    """``nonnegative`` (passes/fp8_bounds.py): the same values below 127, 2^127 from 127 on, never negative or NaN;
+    without it the exponent add carries into the sign bit past 127.5."""
+    f, g = _host_exp2(degree, nonnegative=True), _host_exp2(degree)
+    x = np.linspace(-130.0, 126.99, 1 << 16, dtype=np.float32)
+    assert (f(x) == g(x)).all()
+    high = np.array([127.0, 127.49, 127.5, 128.0, 200.0, 1e30, np.inf, 3e38], np.float32)
+    assert (f(high) == np.float32(2.0 ** 127)).all()
+    assert (g(np.array([129.0, 200.0], np.float32)) < 0).any()  # what the clamp is for
+    every = np.arange(0, 1 << 32, 4093, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    y = f(every)
+    assert (y >= 0).all() and not np.isnan(y).any()
 
 
 @pytest.mark.parametrize("degree", [2, 3])

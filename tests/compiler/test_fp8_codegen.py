@@ -314,7 +314,7 @@ def test_interpreter_all_256_fp8_values_widen_like_torch(name, dst):
 
 
 # ---------------------------------------------------------------------------------------------
-# the sm_80 software conversions and the sm_89+ fix-up, run on the host (LLVM JIT)
+# the sm_80 software conversions, run on the host (LLVM JIT)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -368,25 +368,8 @@ def test_sm80_software_fp8_to_fp16_matches_torch(name):
     assert (got == want).all()
 
 
-def _satfinite_model(x: np.ndarray, name: str) -> np.ndarray:
-    """What PTX cvt.rn.satfinite gives: round to nearest even, any overflow or infinity -> +-max, NaN -> NaN."""
-    from kernelc.language.dtypes import FP8_FORMATS
-    from kernelc.compiler import fp8_reference as fp8
-    m = FP8_FORMATS[name].max_finite
-    return fp8.from_float(np.where(np.isnan(x), x, np.clip(x, -m, m)), name).view(np.uint8)
-
-
-@pytest.mark.parametrize("name", list(FP8))
-def test_sm89_satfinite_fixup_gives_torch_results(name):
-    # the hardware conversion saturates everything; the fix-up turns e5m2 overflow back into Inf and gives
-    # NaN its sign (checked here against a model of the instruction; tests/gpu checks the real one)
-    from kernelc.compiler.codegen import fp8 as CG
-    f = _jit(lambda e: CG.torch_fixup(e, name, "%x", "%y"), ["float", "i8"], "i8",
-             ctypes.CFUNCTYPE(ctypes.c_uint8, ctypes.c_float, ctypes.c_uint8))
-    x = fp32_sweep()[::5].contiguous().numpy()
-    sat = _satfinite_model(x, name)
-    got = np.array([f(float(v), int(s)) for v, s in zip(x, sat)], np.uint8)
-    assert (got == _expected_fp8(torch.from_numpy(x), FP8[name])).all()
+# the sm_89+ narrowing (cvt.rn.satfinite and the fix-up on the packed pair) is run on the host over numpy arrays in
+# tests/compiler/test_fp8_narrowing.py
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ implementation (a GPU is needed; run once per implementation, each in its own pr
     python3 bench/experiments/tutorial_gaps/fwd06_configs.py --impl kernelc TUTORIAL_06.py --out k.json
     python3 bench/experiments/tutorial_gaps/fwd06_configs.py --impl triton  TUTORIAL_06.py --out t.json
 
-The tutorial's ``attention`` function is called as its benchmark calls it (fp16, batch 4, 32 heads,
+The tutorial's ``attention`` function is called as its benchmark calls it (fp16, or ``--fp8``, batch 4, 32 heads,
 ``sm_scale`` 1.3) with ``_attn_fwd``'s autotuner restricted to one config. Per config: ``ms`` (the
 implementation's ``do_bench``, as the tutorial), ``ms_graph`` (``do_bench_cudagraph``: no host time),
 ``host_us`` (host time to issue one call, averaged over 50 calls issued back to back), the largest error
@@ -32,6 +32,10 @@ def main(argv=None) -> int:
     ap.add_argument("--head-dim", type=int, default=64)
     ap.add_argument("--causal", type=int, default=0)
     ap.add_argument("--ws", type=int, default=0)
+    ap.add_argument("--fp8", action="store_true",
+                    help="the tutorial's fp8 forward (FP8_OUTPUT): q, k, v rounded to float8_e5m2, v transposed in "
+                         "memory, as its benchmark prepares them; the error is against torch's attention of the "
+                         "rounded inputs")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="also run N calls of the first config under cProfile and write OUT.prof.txt")
     ap.add_argument("--configs", nargs="*", default=["128x64x2x4", "128x64x3x4", "128x64x4x4", "64x64x3x4",
@@ -52,7 +56,10 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     q, k, v = (torch.randn((B, H, N, D), dtype=torch.float16, device="cuda", requires_grad=True) for _ in range(3))
     sm_scale = 1.3
-    ref = torch.nn.functional.scaled_dot_product_attention(q.detach(), k.detach(), v.detach(),
+    if args.fp8:  # as tutorial 06's benchmark does for its fp8 provider
+        q, k = q.detach().to(torch.float8_e5m2), k.detach().to(torch.float8_e5m2)
+        v = v.detach().permute(0, 1, 3, 2).contiguous().permute(0, 1, 3, 2).to(torch.float8_e5m2)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.detach().half(), k.detach().half(), v.detach().half(),
                                                            is_causal=bool(args.causal), scale=sm_scale)
     flops = 4.0 * B * H * N * N * D * (0.5 if args.causal else 1.0)
     rows = []
@@ -61,7 +68,7 @@ def main(argv=None) -> int:
         cfg = next((c for c in pool if c.kwargs.get("BLOCK_M") == bm and c.kwargs.get("BLOCK_N") == bn
                     and c.num_stages == s and c.num_warps == w), None)
         row = {"impl": args.impl, "config": name, "n_ctx": N, "head_dim": D, "causal": bool(args.causal),
-               "ws": bool(args.ws)}
+               "ws": bool(args.ws), "fp8": args.fp8}
         if cfg is None:
             row["error"] = "not in the tutorial's config list"
             rows.append(row)

@@ -69,6 +69,15 @@ def loop_profile(sass_text: str) -> dict:
         return {}
     body = best[1]
     out = {k: sum(1 for x in body if x.startswith(k)) for k in LOOP_KEYS}
+    # the path taken when no row needs e5m2's overflow fix-up: each VOTE.ANY's branch skips its fix-up block
+    # (codegen/fp8.py: cast_many_bounded)
+    skipped = set()
+    for v in (k for k in range(start, start + len(body)) if instrs[k].startswith("VOTE.ANY")):
+        k = next((k for k in range(v + 1, start + len(body)) if instrs[k].startswith("BRA")), None)
+        m = re.search(r"`\((\.L_x_\d+)\)", instrs[k]) if k is not None else None
+        if m and k < labels.get(m.group(1), -1) <= start + len(body):
+            skipped |= set(range(k + 1, labels[m.group(1)]))
+    out["taken"] = len(body) - len(skipped)
     out["GMMA_shapes"] = dict(collections.Counter(x.split()[0] for x in body if x.startswith(("HGMMA", "QGMMA"))))
     out["GMMA_instrs"] = [re.sub(r"\s+", " ", x) for x in body if x.startswith(("HGMMA", "QGMMA"))]
     out["DEPBAR_args"] = [x.split(None, 1)[1] for x in body if x.startswith("WARPGROUP.DEPBAR")]
@@ -90,7 +99,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json")
     ap.add_argument("--dump", help="folder for each loop's SASS text")
     ap.add_argument("--probe-saturate", action="store_true",
-                    help="experiment, kernelc only: patch codegen/fp8.py's torch_fixup out in this process, so "
+                    help="experiment, kernelc only: patch codegen/fp8.py's fix-ups (torch_fixup_pair's parts) out in this process, so "
                          "fp32 -> fp8 is cvt.rn.satfinite alone (saturating, as Triton's cast); measures the fix-up's share")
     ap.add_argument("--triton-site", default="/work/ext/triton_site")
     args = ap.parse_args(argv)
@@ -102,7 +111,9 @@ def main(argv=None) -> int:
                    if not (bm * bn < 128 * 128 and w == 8) and bn <= D]
     if args.probe_saturate:
         from kernelc.compiler.codegen import fp8 as _fp8
-        _fp8.torch_fixup = lambda e, name, x, y, sign_byte=None, nan_positive=False: y
+        _fp8._overflow_to_inf = lambda e, name, x0, x1, r: r
+        _fp8._overflow_to_inf_word = lambda e, name, xs, w: w
+        _fp8._nan_signs = lambda e, x0, x1, r, signs=(None, None): r
     text = cpu_compare.kernel_module(args.tutorial)
     text = "\n".join(ln for ln in text.splitlines() if not ln.startswith("@triton.autotune"))
     mod = os.path.join(tempfile.mkdtemp(prefix="fwd06_"), "tut06_kernels.py")

@@ -6,7 +6,7 @@ from typing import List, Optional
 from ...language.dtypes import scalar_of, shape_of
 from .elementwise import constant
 from .emitter import llty
-from .fp8_words import a8_fragment_order, word_of_pairs
+from .fp8_words import word_of_pairs, word_order
 from .lowering import Lowering, Tile, rule
 
 
@@ -100,17 +100,10 @@ def lower_for(lw: Lowering, op):
 
 def _word_order(L) -> Optional[List[int]]:
     """How an 8-bit tile of layout ``L`` is grouped into words across a back edge: in an MMA accumulator
-    layout of one warp column, as the fp8 wgmma A fragments take it (``dot.py: a8_fragment_order``: P V then
+    layout of one warp column, as the fp8 wgmma A fragments take it (``fp8_words.py: word_order``: P V then
     reads the phis as they are, where register order took a byte permute per word, 16 a key block in fp8
     attention); else in register order (None)."""
-    from ..layouts import mma_v2
-    if L is None or L.kind != "mma" or not L.mma_meta or len(L.shape) != 2:
-        return None
-    (wm, wn), (M, K) = L.mma_meta[0], L.shape
-    if wn != 1 or K % 32 or L != mma_v2((M, K), (wm, 1)):
-        return None
-    order = a8_fragment_order(M, K, wm)
-    return order if sorted(order) == list(range(L.num_regs)) else None
+    return word_order(L)
 
 
 def _packed(lw: Lowering, ty: str, regs: List[str], order: Optional[List[int]] = None, pairs: bool = False):

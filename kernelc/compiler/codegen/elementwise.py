@@ -4,7 +4,7 @@ via ex2/lg2.approx, `/` as div.full.f32), accurate libdevice calls elsewhere (si
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 from ...language.dtypes import dtype, pointer_type, scalar_of
 from .emitter import Emitter, llty
@@ -148,12 +148,17 @@ EXP2_POLY_MAX_REL_ERROR = {2: 2.0 ** -8.9, 3: 2.0 ** -13.2}
 _ROUND_MAGIC = 12582912.0  # 1.5 * 2^23: x + it rounds x to an integer held in the low mantissa bits
 
 
-def exp2_poly_f32(e, x, degree=3):
+def exp2_poly_f32(e, x, degree=3, nonnegative=False):
     """2^x on the FMA pipe (no MUFU): x clamped to >= -127 (-inf and NaN too), ``j = round(x)`` by adding 1.5 * 2^23,
     ``f = x - j`` in [-1/2, 1/2], a polynomial for 2^f, and ``j`` added to its exponent bits (the low mantissa
     bits of the rounded sum, shifted up by 23). 8 instructions at degree 3. Results below 2^-126 are 0 or
-    subnormal (ex2.approx.ftz gives 0); valid for x < 127.5 (passes/exp2_poly.py marks only softmax arguments)."""
+    subnormal (ex2.approx.ftz gives 0); valid for x < 127.5 (passes/exp2_poly.py marks only softmax arguments).
+    ``nonnegative`` (the exp2's ``nonnegative`` mark, passes/fp8_bounds.py): x also clamped to <= 127, so that the
+    result is positive and finite (2^127 from 127 on) for every x -- past 127.5 the exponent add carries into
+    the sign bit; one more FMNMX."""
     c = e.call("float", "llvm.maxnum.f32", [("float", x), ("float", _flit(-127.0))])
+    if nonnegative:
+        c = e.call("float", "llvm.minnum.f32", [("float", c), ("float", _flit(127.0))])
     t = e.val(f"fadd float {c}, {_flit(_ROUND_MAGIC)}")
     j = e.val(f"fsub float {t}, {_flit(_ROUND_MAGIC)}")
     f = e.val(f"fsub float {c}, {j}")
@@ -173,11 +178,12 @@ def poly_registers(n: int, num: int, den: int) -> List[bool]:
     return [((r % den) + 1) * num // den > (r % den) * num // den for r in range(n)]
 
 
-def exp2_split(e, xs: List[str], poly) -> List[str]:
+def exp2_split(e, xs: List[str], poly, nonnegative: bool = False) -> List[str]:
     """An fp32 ``exp2 {ftz, poly}`` (passes/exp2_poly.py) over a thread's registers: the registers
     :func:`poly_registers` picks on the FMA pipe, the others on MUFU (ex2.approx.ftz)."""
     pick = poly_registers(len(xs), poly["num"], poly["den"])
-    return [exp2_poly_f32(e, x, poly["degree"]) if p else _exp2_f32(e, x, ftz=True) for x, p in zip(xs, pick)]
+    return [exp2_poly_f32(e, x, poly["degree"], nonnegative) if p else _exp2_f32(e, x, ftz=True)
+            for x, p in zip(xs, pick)]
 
 
 def _exp(e, t, args, attrs):
@@ -354,12 +360,15 @@ def _fsuffix(ty: str) -> str:
     return {"float": "f32", "double": "f64", "half": "f16", "bfloat": "bf16"}[ty]
 
 
-def cast_many(e: Emitter, src, dst, xs: List[str], rounding: str = "rtne", nan_positive: bool = False) -> List[str]:
+def cast_many(e: Emitter, src, dst, xs: List[str], rounding: str = "rtne", nan_positive: bool = False,
+              bound: Optional[List[str]] = None, word_order: Optional[List[int]] = None) -> List[str]:
     """Convert all registers of a thread; fp8 conversions go two at a time (one cvt per pair).
-    ``nan_positive``: the values' NaNs are positive (``passes/fp_contract.py: mark_positive_nan_casts``)."""
+    ``nan_positive``: the values' NaNs are positive (``passes/fp_contract.py: mark_positive_nan_casts``);
+    ``bound``: registers bounding the values' magnitudes (``passes/fp8_bounds.py``); ``word_order``: how a reader
+    groups the bytes into words (``codegen/fp8.py: cast_many_bounded``)."""
     if not isinstance(src, pointer_type) and not isinstance(dst, pointer_type) and (src.is_fp8() or dst.is_fp8()):
         from .fp8 import cast_many as fp8_cast_many
-        return fp8_cast_many(e, src, dst, xs, nan_positive)
+        return fp8_cast_many(e, src, dst, xs, nan_positive, bound, word_order)
     return [cast(e, src, dst, x, rounding) for x in xs]
 
 

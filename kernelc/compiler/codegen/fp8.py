@@ -5,7 +5,7 @@ Values travel as i8 bits. Two strategies, chosen by the target:
 * sm_89 and newer: the PTX pair conversions ``cvt.rn.f16x2.{e4m3x2,e5m2x2}`` (exact widening) and
   ``cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32`` (round to nearest even), two values per instruction. The
   hardware saturates every overflow; torch keeps e5m2's infinities and gives NaN the input's sign,
-  so a short fix-up restores those (``torch_fixup``).
+  so a short fix-up on the packed pair restores those (``torch_fixup_pair``).
 * older targets (sm_80): integer bit manipulation. Widening places the fp8 fields in an fp16 and
   rescales by 2^(15 - bias) (exact, subnormals included); narrowing is torch's own algorithm
   (``compiler/fp8_reference.py`` is the same algorithm in numpy, the interpreter's reference).
@@ -15,7 +15,7 @@ Every other float type converts through fp16 (widening) or fp32 (narrowing), bot
 from __future__ import annotations
 
 import struct
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from ...language.dtypes import FP8_FORMATS, dtype
 from .emitter import Emitter
@@ -79,66 +79,116 @@ def to_f16_soft(e: Emitter, name: str, x: str) -> str:
 
 def from_f32_pair(e: Emitter, name: str, x0: str, x1: str, signs=(None, None),
                   nan_positive: bool = False) -> Tuple[str, str]:
-    """Two ``float`` values -> two fp8 values (i8), as torch rounds them.  ``signs``: the sign bytes
-    of the values before they were widened to float, where the widening may drop a NaN's sign;
-    ``nan_positive``: the values are never negative NaNs (no sign to restore)."""
+    """Two ``float`` values -> two fp8 values (i8), as torch rounds them.  ``signs``: per value, where its sign
+    bit was before it was widened to float (``(i32 word, byte)`` holding it in bit 7 of that byte; a widening
+    may drop a NaN's sign; None: the float's own); ``nan_positive``: the values are never negative NaNs (no sign
+    to restore)."""
     if not has_hw_cvt(e):
         return from_f32_soft(e, name, x0, signs[0]), from_f32_soft(e, name, x1, signs[1])
     # cvt puts its first source in the high byte
     r = e.asm("i16", f"cvt.rn.satfinite.{PTX_PAIR[name]}.f32 $0, $1, $2;", "=h,f,f",
               [("float", x1), ("float", x0)], side_effects=False)
-    y0 = e.val(f"trunc i16 {r} to i8")
-    y1 = e.val(f"trunc i16 {e.val(f'lshr i16 {r}, 8')} to i8")
-    return (torch_fixup(e, name, x0, y0, signs[0], nan_positive),
-            torch_fixup(e, name, x1, y1, signs[1], nan_positive))
+    r = torch_fixup_pair(e, name, x0, x1, r, signs, nan_positive)
+    return e.val(f"trunc i16 {r} to i8"), e.val(f"trunc i16 {e.val(f'lshr i16 {r}, 8')} to i8")
 
 
-def _sign_byte(e: Emitter, x: str, ty: str = "float", bits: int = 32) -> str:
-    """The top byte of ``x``'s bits (its sign in bit 7)."""
-    raw = e.val(f"bitcast {ty} {x} to i{bits}")
-    return e.val(f"trunc i{bits} {e.val(f'lshr i{bits} {raw}, {bits - 8}')} to i8")
+def _f32_sign(e: Emitter, x: str):
+    return e.val(f"bitcast float {x} to i32"), 3
 
 
-# widening that may drop a NaN's sign: the hardware's cvt.f32.f16 returns the canonical (positive) NaN
-_SIGN_BEFORE_WIDENING = {"fp16": ("half", 16)}
+# widening that may drop a NaN's sign: the hardware's cvt.f32.f16 returns the canonical (positive) NaN;
+# the sign is read from the source's bits (LLVM type, width, the byte with the sign)
+_SIGN_BEFORE_WIDENING = {"fp16": ("half", 16, 1)}
 
 
 def _source_sign(e: Emitter, src, x: str):
+    """``(i32 word, byte)``: where ``x``'s sign bit is (bit 7 of that byte) when a widening to float may lose it."""
     spec = _SIGN_BEFORE_WIDENING.get(src.name)
-    return _sign_byte(e, x, *spec) if spec else None
+    if spec is None:
+        return None
+    ty, bits, byte = spec
+    return e.val(f"zext i{bits} {e.val(f'bitcast {ty} {x} to i{bits}')} to i32"), byte
 
 
-def torch_fixup(e: Emitter, name: str, x: str, y: str, sign_byte=None, nan_positive: bool = False) -> str:
-    """cvt.rn.satfinite -> torch: NaN is ``nan_code | sign``; e5m2 overflows to +-Inf, not +-max.
-    ``nan_positive``: a NaN ``x`` is positive, and cvt's NaN is already ``nan_code``: only e5m2's
-    overflow is left to fix."""
+def _prmt(e: Emitter, a: str, b: str, sel: int) -> str:
+    """``prmt.b32``: result byte i is byte ``sel`` nibble i of the pair (a: bytes 0-3, b: 4-7); a nibble with
+    bit 3 set gives that byte's sign bit replicated (0x00 or 0xFF)."""
+    return e.asm("i32", "prmt.b32 $0, $1, $2, $3;", "=r,r,r,r", [("i32", a), ("i32", b), ("i32", str(sel))],
+                 side_effects=False)
+
+
+def torch_fixup_pair(e: Emitter, name: str, x0: str, x1: str, r: str, signs=(None, None),
+                     nan_positive: bool = False) -> str:
+    """``r``, the i16 that ``cvt.rn.satfinite`` made of ``x0`` (low byte) and ``x1`` (high byte) -> torch's two
+    codes, with a few ops on the whole pair (never split into bytes):
+
+    * e5m2 overflow: torch rounds ``|x| >= 61440`` (the midpoint between max 57344 and 65536; a tie goes to the
+      even code, Inf's 0x7C) and +-Inf to +-Inf (``sign | 0x7C``) where satfinite gives ``sign | 0x7B``; the two
+      codes differ in bits 0-2. ``t = 61439.996 - |x|`` (the float just below 61440) is negative exactly there;
+      a NaN gives the canonical NaN, positive, as every NVIDIA float op does (``passes/fp_contract.py:
+      POSITIVE_NAN_OPS`` relies on the same). One byte permute spreads each t's sign over a byte, and
+      ``r ^= signs & 0x0707``: two FADD, a PRMT and a LOP3 a pair;
+    * NaN sign: torch's NaN is ``sign | 0x7F``, satfinite's is 0x7F. Every other code satfinite gives already
+      carries the value's sign in bit 7, so the two sign bits are or-ed in unconditionally:
+      ``r |= sign(x0) << 7 | sign(x1) << 15``, a PRMT and a LOP3 (none when ``nan_positive``). ``signs`` says
+      where a sign is when not in the float (see :func:`from_f32_pair`)."""
+    if FP8_FORMATS[name].overflow == "inf":
+        r = _overflow_to_inf(e, name, x0, x1, r)
+    if not nan_positive:
+        r = _nan_signs(e, x0, x1, r, signs)
+    return r
+
+
+def _overflow_threshold(name: str) -> float:
+    """The smallest magnitude torch rounds to Inf: the midpoint between max and the next power of two (the tie
+    goes to Inf: max's code is odd)."""
     fmt = FP8_FORMATS[name]
-    if nan_positive and fmt.overflow != "inf":
-        return y
-    sign = e.val(f"and i8 {sign_byte or _sign_byte(e, x)}, -128")
-    if nan_positive:  # only the overflow (a NaN converts to nan_code as it is)
-        special, code = "false", y
-    else:
-        special = e.val(f"fcmp uno float {x}, 0.0")
-        code = e.val(f"or i8 {sign}, {fmt.nan_code}")
-    if fmt.overflow == "inf":
-        # rounding to nearest even reaches the Inf code from the midpoint between max_finite and
-        # overflow_at on (a tie goes to Inf when max's code is odd, as e5m2's 0x7B is)
-        mid = (fmt.max_finite + fmt.overflow_at) / 2
-        ax = e.call("float", "llvm.fabs.f32", [("float", x)])
-        over = e.val(f"fcmp {'oge' if fmt.max_code & 1 else 'ogt'} float {ax}, {_hex_f32(mid)}")
-        code = e.val(f"select i1 {over}, i8 {e.val(f'or i8 {sign}, {fmt.inf_code}')}, i8 {code}")
-        special = e.val(f"or i1 {special}, {over}")
-    return e.val(f"select i1 {special}, i8 {code}, i8 {y}")
+    assert fmt.overflow == "inf" and fmt.max_code & 1 and fmt.inf_code == fmt.max_code + 1
+    return (fmt.max_finite + fmt.overflow_at) / 2
 
 
-def from_f32_soft(e: Emitter, name: str, x: str, sign_byte=None) -> str:
-    """torch's fp32 -> fp8 algorithm with integer ops (and one fp32 add for subnormal results)."""
+def _below_threshold(e: Emitter, name: str, x: str) -> str:
+    """i32: the bits of ``61439.996 - |x|`` (the float just below the threshold), negative where ``x`` overflows."""
+    below = struct.unpack("<I", struct.pack("<f", _overflow_threshold(name)))[0] - 1
+    # inline abs and sub: ptxas folds the abs into the FADD (LLVM's fabs would be an integer and)
+    ax = e.asm("float", "abs.f32 $0, $1;", "=f,f", [("float", x)], side_effects=False)
+    return e.asm("i32", f"sub.f32 $0, 0f{below:08X}, $1;", "=r,f", [("float", ax)], side_effects=False)
+
+
+def _overflow_to_inf(e: Emitter, name: str, x0: str, x1: str, r: str) -> str:
+    fmt = FP8_FORMATS[name]
+    ts = [_below_threshold(e, name, x) for x in (x0, x1)]
+    over = e.val(f"trunc i32 {_prmt(e, ts[0], ts[1], 0xFB)} to i16")  # bytes 0, 1: 0xFF where t0 / t1 < 0
+    return e.val(f"xor i16 {r}, {e.val(f'and i16 {over}, {(fmt.max_code ^ fmt.inf_code) * 0x0101}')}")
+
+
+def _overflow_to_inf_word(e: Emitter, name: str, xs: List[str], w: str) -> str:
+    """:func:`_overflow_to_inf` on a word of two cvt pairs (``xs``: its four values, low byte first)."""
+    fmt = FP8_FORMATS[name]
+    ts = [_below_threshold(e, name, x) for x in xs]
+    flip = fmt.max_code ^ fmt.inf_code
+    # bytes 0, 1 / 2, 3 of the two permutes: 0xFF where the value overflows (their other bytes are copies of
+    # t's low bytes, masked off): two LOP3, each ``w ^= perm & mask``
+    lo, hi = _prmt(e, ts[0], ts[1], 0xFB), _prmt(e, ts[2], ts[3], 0xFB00)
+    w = e.val(f"xor i32 {w}, {e.val(f'and i32 {lo}, {flip * 0x0101}')}")
+    return e.val(f"xor i32 {w}, {e.val(f'and i32 {hi}, {flip * 0x01010000}')}")
+
+
+def _nan_signs(e: Emitter, x0: str, x1: str, r: str, signs=(None, None)) -> str:
+    (w0, b0), (w1, b1) = (sg or _f32_sign(e, x) for sg, x in zip(signs, (x0, x1)))
+    sign = e.val(f"trunc i32 {_prmt(e, w0, w1, b0 | (4 + b1) << 4)} to i16")  # bytes 0, 1: the sign bytes
+    return e.val(f"or i16 {r}, {e.val(f'and i16 {sign}, {-0x7F80}')}")  # 0x8080
+
+
+def from_f32_soft(e: Emitter, name: str, x: str, sign=None) -> str:
+    """torch's fp32 -> fp8 algorithm with integer ops (and one fp32 add for subnormal results); ``sign``: where
+    the value's sign bit was before a widening to float (see :func:`from_f32_pair`)."""
     fmt = FP8_FORMATS[name]
     shift = 23 - fmt.mantissa
     bits = e.val(f"bitcast float {x} to i32")
-    sign = sign_byte or e.val(f"trunc i32 {e.val(f'lshr i32 {bits}, 24')} to i8")
-    sign = e.val(f"and i8 {sign}, -128")
+    word, byte = sign or (bits, 3)
+    top = e.val(f"trunc i32 {e.val(f'lshr i32 {word}, {8 * byte}') if byte else word} to i8")
+    sign = e.val(f"and i8 {top}, -128")
     a = e.val(f"and i32 {bits}, 2147483647")
     # normal: rebias, round the dropped bits to nearest even
     odd = e.val(f"and i32 {e.val(f'lshr i32 {a}, {shift}')}, 1")
@@ -174,7 +224,7 @@ def cast_pair(e: Emitter, src, dst, x0: str, x1: str, nan_positive: bool = False
         if dst == F16:
             return h0, h1
         return cast(e, F16, dst, h0), cast(e, F16, dst, h1)
-    signs = (_source_sign(e, src, x0), _source_sign(e, src, x1))
+    signs = (None, None) if nan_positive else (_source_sign(e, src, x0), _source_sign(e, src, x1))
     if src != F32:
         x0, x1 = cast(e, src, F32, x0), cast(e, src, F32, x1)
     return from_f32_pair(e, dst.name, x0, x1, signs, nan_positive)
@@ -189,7 +239,7 @@ def cast_one(e: Emitter, src, dst, x: str, nan_positive: bool = False) -> str:
         h = to_f16_pair(e, src.name, x, x)[0] if has_hw_cvt(e) else to_f16_soft(e, src.name, x)
         from .elementwise import cast
         return h if dst == F16 else cast(e, F16, dst, h)
-    sign = _source_sign(e, src, x)
+    sign = None if nan_positive else _source_sign(e, src, x)
     if src != F32:
         from .elementwise import cast
         x = cast(e, src, F32, x)
@@ -198,14 +248,90 @@ def cast_one(e: Emitter, src, dst, x: str, nan_positive: bool = False) -> str:
     return from_f32_pair(e, dst.name, x, x, (sign, sign), nan_positive)[0]
 
 
-def cast_many(e: Emitter, src, dst, xs: List[str], nan_positive: bool = False) -> List[str]:
+def cast_many(e: Emitter, src, dst, xs: List[str], nan_positive: bool = False,
+              bound: Optional[List[str]] = None, word_order: Optional[List[int]] = None) -> List[str]:
     """Convert a thread's registers, pairing neighbours so one cvt serves two values (``nan_positive``:
-    the values are never negative NaNs, see :func:`torch_fixup`)."""
+    the values are never negative NaNs, see :func:`torch_fixup_pair`; ``bound``: fp32 registers that bound
+    the values' magnitudes, or are NaN, and ``word_order``: the words a reader takes the bytes in, see
+    :func:`cast_many_bounded`)."""
     if src.is_fp8() and dst.is_fp8():
         return cast_many(e, F16, dst, cast_many(e, src, F16, xs))
+    if bound is not None and src == F32 and has_hw_cvt(e) and FP8_FORMATS[dst.name].overflow == "inf":
+        return cast_many_bounded(e, dst.name, xs, bound, nan_positive, word_order)
     out: List[str] = []
     for i in range(0, len(xs) - 1, 2):
         out += cast_pair(e, src, dst, xs[i], xs[i + 1], nan_positive)
     if len(xs) % 2:
         out.append(cast_one(e, src, dst, xs[-1], nan_positive))
     return out
+
+
+def cast_many_bounded(e: Emitter, name: str, xs: List[str], bound: List[str], nan_positive: bool = False,
+                      word_order: Optional[List[int]] = None) -> List[str]:
+    """fp32 -> e5m2 of a thread's registers where ``bound[i] >= |xs[i]|`` or is NaN (``passes/fp8_bounds.py``):
+    the cvt pairs, then one test of the thread's distinct bounds (a broadcast repeats registers) against the
+    overflow threshold, one ``vote.any`` so the warp branches together, and the overflow fix-up
+    (:func:`torch_fixup_pair`) only on the branch where some lane's bound is not below it (a NaN bound is not).
+    ``word_order`` (the cast's ``words='a8'``, passes/narrow_carries.py): the branches join in the words of two
+    cvt pairs each that the reader (an fp8 wgmma A operand, ``fp8_words.py``) takes, not in pairs, so that the
+    second cvt of a word still merges into the first's register (``F2FP ... MERGE_C``) -- a phi per pair cost a
+    byte permute per word after the join."""
+    pairs = [(xs[i], xs[i + 1]) for i in range(0, len(xs) - 1, 2)] + ([(xs[-1], xs[-1])] if len(xs) % 2 else [])
+    rs = [e.asm("i16", f"cvt.rn.satfinite.{PTX_PAIR[name]}.f32 $0, $1, $2;", "=h,f,f", [("float", x1), ("float", x0)],
+                side_effects=False) for x0, x1 in pairs]
+    groups = _pair_words(word_order, len(xs))
+    limit = _hex_f32(_overflow_threshold(name))
+    big = None
+    for b in dict.fromkeys(bound):
+        c = e.val(f"fcmp uge float {b}, {limit}")
+        big = c if big is None else e.val(f"or i1 {big}, {c}")
+    big = e.call("i1", "llvm.nvvm.vote.any.sync", [("i32", "-1"), ("i1", big)])
+
+    def joined(vals):  # what crosses the join: words of two pairs, or the pairs
+        if groups is None:
+            return [("i16", v) for v in vals]
+        out = []
+        for a, b in groups:
+            v = e.val(f"insertelement <2 x i16> undef, i16 {vals[a]}, i32 0")
+            v = e.val(f"insertelement <2 x i16> {v}, i16 {vals[b]}, i32 1")
+            out.append(("i32", e.val(f"bitcast <2 x i16> {v} to i32")))
+        return out
+
+    fast = joined(rs)
+    head, fix, done = e.cur_label, e.label("fp8_overflow"), e.label("fp8_narrowed")
+    e.cond_br(big, fix, done)
+    e.start_block(fix)
+    if groups is None:
+        slow = joined([_overflow_to_inf(e, name, x0, x1, r) for (x0, x1), r in zip(pairs, rs)])
+    else:  # fixed up word by word, so that the words are not taken apart before the branch
+        slow = [("i32", _overflow_to_inf_word(e, name, [*pairs[a], *pairs[b]], w)) for (a, b), (_, w) in zip(groups, fast)]
+    e.br(done)
+    e.start_block(done)
+    merged = [e.val(f"phi {t} [{f}, %{head}], [{s_}, %{fix}]") for (t, f), (_, s_) in zip(fast, slow)]  # phis first
+    if groups is None:
+        rs = merged
+    else:
+        rs = [None] * len(pairs)
+        for w, (a, b) in zip(merged, groups):
+            v = e.val(f"bitcast i32 {w} to <2 x i16>")
+            rs[a], rs[b] = (e.val(f"extractelement <2 x i16> {v}, i32 {h}") for h in (0, 1))
+    out: List[str] = []
+    for (x0, x1), r in zip(pairs, rs):
+        if not nan_positive:
+            r = _nan_signs(e, x0, x1, r)
+        out += [e.val(f"trunc i16 {r} to i8"), e.val(f"trunc i16 {e.val(f'lshr i16 {r}, 8')} to i8")]
+    return out[:len(xs)]
+
+
+def _pair_words(order: Optional[List[int]], n: int):
+    """``order`` (registers grouped four to a word) as pairs of cvt-pair indices, or None where a word is not two
+    whole cvt pairs (register 2k with 2k + 1)."""
+    if order is None or n % 4 or sorted(order) != list(range(n)):
+        return None
+    groups = []
+    for w in range(0, n, 4):
+        a, b = order[w:w + 2], order[w + 2:w + 4]
+        if not (a[0] % 2 == 0 and a[1] == a[0] + 1 and b[0] % 2 == 0 and b[1] == b[0] + 1):
+            return None
+        groups.append((a[0] // 2, b[0] // 2))
+    return groups

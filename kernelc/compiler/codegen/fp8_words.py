@@ -3,7 +3,7 @@ tile and an fp8 wgmma reads it as its A operand (FA3-order fp8 attention's P; ``
 words, ``dot.py`` builds the A fragments from them; passes/narrow_carries.py: mark_fp8_carry_words)."""
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
 
 def a8_fragment_order(M: int, K: int, wm: int) -> List[int]:
@@ -20,6 +20,20 @@ def a8_fragment_order(M: int, K: int, wm: int) -> List[int]:
                 for a, b in ((0, 2), (1, 3)):
                     order += [c | ((4 * kk + n) << 2) | (i << (2 + nbits_n)) for n in (a, b) for c in (2 * h, 2 * h + 1)]
     return order
+
+
+def word_order(L) -> Optional[List[int]]:
+    """How an 8-bit tile of layout ``L`` is grouped into words for an fp8 wgmma A operand: in an MMA accumulator
+    layout of one warp column, :func:`a8_fragment_order` (a loop carry crosses the back edge in these words,
+    ``control.py``; a bounded fp8 cast joins its branches in them, ``fp8.py: cast_many_bounded``); else None."""
+    from ..layouts import mma_v2
+    if L is None or L.kind != "mma" or not L.mma_meta or len(L.shape) != 2:
+        return None
+    (wm, wn), (M, K) = L.mma_meta[0], L.shape
+    if wn != 1 or K % 32 or L != mma_v2((M, K), (wm, 1)):
+        return None
+    order = a8_fragment_order(M, K, wm)
+    return order if sorted(order) == list(range(L.num_regs)) else None
 
 
 def word_of_pairs(e, bs: List[str]) -> str:

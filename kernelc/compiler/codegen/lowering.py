@@ -322,10 +322,13 @@ class Lowering:
         rt = scalar_of(op.results[0].type)
         name = op.name
         if name == "cast":  # fp8 conversions go two registers per instruction
+            from .fp8_words import word_order  # the words an fp8 wgmma A operand reads (passes/narrow_carries.py)
             return EW.cast_many(e, scalar_of(op.operands[0].type), rt, args[0], op.attrs.get("rounding", "rtne"),
-                                nan_positive=bool(op.attrs.get("nan_positive")))
+                                nan_positive=bool(op.attrs.get("nan_positive")),
+                                bound=args[1] if op.attrs.get("overflow_bound") else None,
+                                word_order=word_order(L) if op.attrs.get("words") == "a8" else None)
         if name == "exp2" and op.attrs.get("poly"):  # part on the FMA pipe (passes/exp2_poly.py)
-            return EW.exp2_split(e, args[0], op.attrs["poly"])
+            return EW.exp2_split(e, args[0], op.attrs["poly"], bool(op.attrs.get("nonnegative")))
         out = []
         # uniform over aligned blocks (passes/mask_blocks.py): one value per block this thread holds; registers
         # whose coordinates agree above the block bits are in the same block in every thread

@@ -41,8 +41,9 @@ for op in (
     + _ew("exp log fneg", 1, "math", "contract=True: may fuse into an fma (exp/log: their fp32 scaling multiply)",
           optional=("contract",))
     + _ew("exp2", 1, "math", "ftz=True (fp32): a subnormal result flushes to 0 (ex2.approx.ftz); poly={num, den, degree} "
-          "(fp32, ftz): num of every den registers by a polynomial on the FMA pipe (passes/exp2_poly.py)",
-          optional=("ftz", "poly"))
+          "(fp32, ftz): num of every den registers by a polynomial on the FMA pipe (passes/exp2_poly.py); "
+          "nonnegative=True: every result >= 0 or the positive NaN, the polynomial's too (passes/fp8_bounds.py)",
+          optional=("ftz", "poly", "nonnegative"))
     + _ew("fabs log2 sqrt sqrt_rn rsqrt sin cos erf floor ceil tanh", 1, "math")
     + _ew("fma", 3, "float", "fused multiply-add a*b+c")
     + _ew("add sub mul sdiv udiv srem urem smax smin umax umin and or xor shl ashr lshr umulhi smulhi",
@@ -53,8 +54,12 @@ for op in (
           attrs=("pred",), optional=("uniform",))
     + _ew("cmpf", 2, "compare", "float compare; pred: oeq une olt ole ogt oge", attrs=("pred",))
     + _ew("select", 3, "select", "cond ? a : b")
-    + _ew("cast", 1, "cast", "value conversion between element types (int/float/pointer)",
-          optional=("rounding",))
+    + [OpDef("cast", (1, 2), (), elementwise=True, category="cast",
+             doc="value conversion between element types (int/float/pointer); to fp8: nan_positive=True (the operand "
+                 "is never a negative NaN), overflow_bound=True (passes/fp8_bounds.py; operand 1 bounds operand 0's "
+                 "magnitudes or is NaN: where it is below e5m2's overflow threshold no overflow fix-up is needed), "
+                 "words='a8' (an fp8 wgmma A operand reads it: passes/narrow_carries.py)",
+             optional_attrs=("rounding", "nan_positive", "overflow_bound", "words"))]
     + _ew("bitcast", 1, "cast", "reinterpret bits; same width")
     + _ew("addptr", 2, "pointer", "pointer + element offset")
     + _ew("hint", 1, "hint", "compiler hints: multiple_of / max_contiguous / max_constancy",

@@ -52,6 +52,22 @@ def _exp2_poly(op: Op) -> List[str]:
     return []
 
 
+def _cast(op: Op) -> List[str]:
+    """A second operand only with ``overflow_bound`` (passes/fp8_bounds.py): fp32 -> fp8 with infinities (e5m2),
+    the bound fp32 of the operand's shape."""
+    errs = _same_shape(op)
+    has = bool(op.attrs.get("overflow_bound"))
+    if has != (len(op.operands) == 2):
+        return errs + ["overflow_bound and a second operand (the bound) go together"]
+    if has:
+        dst = scalar_of(op.results[0].type)
+        if not (dst.is_fp8() and T.FP8_FORMATS[dst.name].overflow == "inf"):
+            errs.append(f"overflow_bound needs an fp8 type with infinities, got {dst}")
+        if any(scalar_of(v.type) != T.float32 for v in op.operands):
+            errs.append("overflow_bound needs an fp32 operand and an fp32 bound")
+    return errs
+
+
 def _arith(check_kind):
     def rule(op):
         return _same_shape(op) + _same_elt(op) + check_kind(op)
@@ -683,7 +699,7 @@ RULES: Dict[str, Callable[[Op], List[str]]] = {
     "cmpi": _cmp(INT_PREDICATES, False),
     "cmpf": _cmp(FLOAT_PREDICATES, True),
     "select": _select,
-    "cast": _same_shape,
+    "cast": _cast,
     "bitcast": _same_shape,
     "addptr": _addptr,
     "hint": _same_shape,

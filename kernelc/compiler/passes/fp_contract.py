@@ -50,9 +50,9 @@ POSITIVE_NAN_OPS = ("exp2", "exp")
 def mark_positive_nan_casts(fn: Function) -> Function:
     """Set ``nan_positive`` on every float -> fp8 ``cast`` whose operand is computed by an op of
     :data:`POSITIVE_NAN_OPS`. fp8 casts are bit-exact with torch, which gives a NaN the input's sign, and
-    ``cvt.rn.satfinite`` gives the positive NaN code: codegen adds a test and two integer ops per element to
-    copy the sign over (``codegen/fp8.py: torch_fixup``), about a quarter of the instructions of fp8
-    attention's key loop (rounding P to e4m3, docs/attention.md). An ``ex2.approx`` result is never a
+    ``cvt.rn.satfinite`` gives the positive NaN code: codegen ors the values' signs into each cvt pair (a byte
+    permute and a logic op, ``codegen/fp8.py: torch_fixup_pair``; before 2026-11-27 a test and select per
+    element, a quarter of fp8 attention's key loop, docs/attention.md). An ``ex2.approx`` result is never a
     negative NaN, so for such a cast the fix-up changes nothing and is left out. Mutates ``fn``."""
     from ...language.dtypes import scalar_of
     from ..ir.core import defining_op

@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 from ...language.dtypes import scalar_of, shape_of
-from ..ir.core import Block, Function, Op, Value, users
+from ..ir.core import Block, Function, Op, Value, defining_op, users
 
 
 def narrow_loop_carries(fn: Function) -> Function:
@@ -113,6 +113,10 @@ def _all_ops(block: Block):
         yield from op.walk()
 
 
+def _is_fp8(ty) -> bool:
+    return bool(shape_of(ty)) and scalar_of(ty).is_floating() and scalar_of(ty).primitive_bitwidth == 8
+
+
 def mark_fp8_carry_words(fn: Function, enabled: bool = True) -> Function:
     """Set (``enabled``, KERNELC_FP8_CARRY_WORDS) ``carry_words='a8'`` on every ``scf.for`` that carries an 8-bit
     float tile (FA3-order fp8 attention's P, narrowed above), and ``a_words='a8'`` on the dots that read such a
@@ -120,15 +124,24 @@ def mark_fp8_carry_words(fn: Function, enabled: bool = True) -> Function:
     _word_order``) then groups the tile's bytes into the words the fp8 wgmma A-fragment shuffle reads
     (``codegen/fp8_words.py: a8_fragment_order``) when it is in an MMA accumulator layout, and the dot builds those
     words from bytes, which fold into the phis -- where register order cost a byte permute per word in the
-    next trip (16 a key block). Cleared when not ``enabled``. Mutates ``fn``."""
+    next trip (16 a key block). A dot whose A operand is an fp8 cast's result (tutorial 06's ``p.to(fp8)``, not
+    carried) gets ``a_words='a8'`` as well: its bytes come from cvt pairs, which the words take whole, so the
+    shuffle needs one byte permute per A register instead of three; and the cast ``words='a8'``: where its
+    lowering joins branches (``codegen/fp8.py: cast_many_bounded``) it joins these words. Cleared when not
+    ``enabled``. Mutates ``fn``."""
     use = users(fn.body)
     for op in fn.walk():
-        op.attrs.pop("a_words" if op.name == "dot" else "carry_words" if op.name == "scf.for" else "", None)
+        op.attrs.pop({"dot": "a_words", "scf.for": "carry_words", "cast": "words"}.get(op.name, ""), None)
+    for op in fn.walk():
+        a = op.operands[0] if op.name == "dot" and enabled else None
+        d = defining_op(a) if a is not None else None
+        if d is not None and d.name == "cast" and _is_fp8(a.type) and not _is_fp8(d.operands[0].type):
+            op.attrs["a_words"] = "a8"
+            d.attrs["words"] = "a8"
     for op in list(fn.walk()):
         if op.name != "scf.for":
             continue
-        eight = [j for j, a in enumerate(op.regions[0].args[1:])
-                 if shape_of(a.type) and scalar_of(a.type).is_floating() and scalar_of(a.type).primitive_bitwidth == 8]
+        eight = [j for j, a in enumerate(op.regions[0].args[1:]) if _is_fp8(a.type)]
         if not enabled or not eight:
             continue
         op.attrs["carry_words"] = "a8"
