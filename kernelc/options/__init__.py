@@ -201,6 +201,11 @@ KNOBS: Tuple[Knob, ...] = (
          "ring runs across tiles: tma (default: where every load of the K loop is a TMA descriptor load and the tile "
          "loop asks for no warp specialisation; measured faster there on an H200), on (every such loop), off",
          _choice(("off", _FALSE), ("tma", ("tma",)), ("on", _TRUE)), compile=True, field="flatten_loops"),
+    Knob("KERNELC_FLATTEN_CARRY_TILES", "bool", True,
+         "a flattened loop carries the tile values its K loop reads (09's wrapped row and column offsets) from step "
+         "to step and computes the next tile's in the branch taken on a tile's last step, as Triton does; off: they "
+         "are recomputed from the tile's coordinates on every step (passes/flatten_loops.py)",
+         compile=True, field="flatten_carry_tiles"),
     Knob("KERNELC_TMA_STORE_WAIT", "choice", "deferred",
          "a TMA store inside a loop: deferred (its staging buffer is its own and the elected thread waits for the "
          "copy to have read it just before the buffer is written again, and once after the loop: the store's read "
@@ -302,6 +307,7 @@ class CompileOptions:
     ring_views: bool = True
     prefetch_dot_loops: bool = False
     flatten_loops: str = "tma"
+    flatten_carry_tiles: bool = True
     tma_store_wait: str = "deferred"
     store_smem_discount: str = "4"
     uniform_masks: bool = True

@@ -188,9 +188,12 @@ def _run(fn, args, buffers, programs):
         ir_eval.run(fn, args, buffers, pid=(p, 0, 0), nprog=(programs, 1, 1))
 
 
+@pytest.mark.parametrize("carry", ["1", "0"])
 @pytest.mark.parametrize("M,N,K", [(100, 72, 40), (64, 128, 32), (130, 40, 8), (48, 64, 0), (200, 300, 96)])
-def test_flattened_ir_computes_what_the_nested_loops_compute(monkeypatch, M, N, K):
-    """Ragged edges, one K step, fewer tiles than programs, no K step at all (the other branch)."""
+def test_flattened_ir_computes_what_the_nested_loops_compute(monkeypatch, M, N, K, carry):
+    """Ragged edges, one K step, fewer tiles than programs, no K step at all (the other branch); the tile's
+    offsets carried from step to step (KERNELC_FLATTEN_CARRY_TILES) or recomputed on every step."""
+    monkeypatch.setenv("KERNELC_FLATTEN_CARRY_TILES", carry)
     sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
            "stride_am": "i32", "stride_bn": "i32", "stride_cm": "i32"}
     rng = np.random.default_rng(0)
@@ -339,24 +342,43 @@ def test_a_flattened_tile_loop_can_be_warp_specialised(monkeypatch):
     assert not any(n.startswith("UTMALDG") for n in names), names
 
 
-def test_the_tile_coordinates_are_carried_and_the_next_computed_on_a_tile_change(on):
+PTR_SIG = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
+           "stride_am": "i32", "stride_bn": "i32", "stride_cm": "i32"}
+
+
+@pytest.mark.parametrize("carry", ["1", "0"])
+def test_the_tile_coordinates_are_carried_and_the_next_computed_on_a_tile_change(on, monkeypatch, carry):
     """persistent_ptr's rows/columns of the tile (``t % n_m``, ``t // n_m``) are carried scalars: the flattened
     loop divides only in the branch taken on a tile's last step, which computes the next tile's; the epilogue
-    is another branch on the same condition. Before the loop, the first tile's are computed."""
-    sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
-           "stride_am": "i32", "stride_bn": "i32", "stride_cm": "i32"}
-    _, fn, _ = _passes(P.persistent_ptr, sig, dict(BM=32, BN=32, BK=16, PROGRAMS=3, FLAT=True), upto="flatten_loops")
+    is another branch on the same condition. Before the loop, the first tile's are computed. With
+    KERNELC_FLATTEN_CARRY_TILES (the default) the wrapped row and column offsets the K loop reads are carried
+    too, the next tile's made in the same branch; the epilogue makes its own rows and columns from the carried
+    scalars, in its branch."""
+    monkeypatch.setenv("KERNELC_FLATTEN_CARRY_TILES", carry)
+    _, fn, _ = _passes(P.persistent_ptr, PTR_SIG, dict(BM=32, BN=32, BK=16, PROGRAMS=3, FLAT=True),
+                       upto="flatten_loops")
     flat = next(o for o in fn.body.ops if o.name == "scf.for")
     body = flat.regions[0]
-    assert [a.type for a in body.args[-4:]] == [int32] * 4  # K index, tile number, the tile's row and column
+    tiles = [kl.block_type(int32, [32])] * 2 if carry == "1" else []
+    # K index, tile number, the tile's row and column (and its wrapped row and column offsets)
+    assert [a.type for a in body.args[-4 - len(tiles):]] == [int32] * 4 + tiles
     top = [o.name for o in body.ops]
     assert "srem" not in top and "sdiv" not in top
     ifs = [o for o in body.ops if o.name == "scf.if"]
     assert len(ifs) == 2 and ifs[0].operands[0] is ifs[1].operands[0]
     assert {"srem", "sdiv"} <= {o.name for o in ifs[0].regions[0].ops}
+    assert [r.type for r in ifs[0].results] == [int32] * 2 + tiles
     assert any(o.name == "store" for o in ifs[1].walk())
     before = fn.body.ops[:fn.body.ops.index(flat)]
     assert {"srem", "sdiv"} <= {o.name for o in before}
+    # the offsets' compare and select: on every step without the knob, only in the branches with it
+    wraps = [o for o in body.ops if o.name == "select" and o.results[0].type == kl.block_type(int32, [32])]
+    assert len(wraps) == (2 if carry == "0" else 0)
+    if carry == "1":
+        assert not {"srem", "sdiv", "select"} & {o.name for o in ifs[1].walk()}
+        loads = [o for o in body.ops if o.name == "load"]
+        assert [o.operands[0] for o in body.ops if o.name == "expand_dims" and o.operands[0] in body.args[-2:]] \
+            == list(body.args[-2:]) and len(loads) == 2
 
 
 def test_a_ring_runs_ahead_through_the_coordinate_branch(monkeypatch):

@@ -165,13 +165,25 @@ class _Builder:
         return self.op("constant", [], ty, {"value": value})
 
 
-def _tile_scalars(b: "_Builder", scal: List[Op], iv: Value, t0: Value, coords: List[Value]) -> List[Value]:
-    """The first tile's ``coords``, computed before the loop (as the ring passes evaluate a step past the
-    end: a program without a tile computes them for a tile it does not have)."""
+def _needed(ops: List[Op], want) -> List[Op]:
+    """The ops of ``ops`` (in order) that compute the values ``want`` (values or value ids), through one
+    another."""
+    need = {w if isinstance(w, int) else w.id for w in want}
+    out = []
+    for o in reversed(ops):
+        if any(r.id in need for r in o.results):
+            out.append(o)
+            need.update(v.id for t in o.walk() for v in t.operands)
+    return out[::-1]
+
+
+def _tile_values(b: "_Builder", pre: List[Op], iv: Value, t0: Value, carried: List[Value]) -> List[Value]:
+    """The first tile's ``carried`` values (coordinates, tile values), computed before the loop (as the ring
+    passes evaluate a step past the end: a program without a tile computes them for a tile it does not have)."""
     env = {iv.id: t0}
-    for o in scal:
+    for o in _needed(pre, carried):
         b.ops.append(clone_deep(o, env))
-    return [env[v.id] for v in coords]
+    return [env[v.id] for v in carried]
 
 
 def _zero_started_accumulators(inner: Op) -> Dict[int, int]:
@@ -239,21 +251,34 @@ def _flatten(outer: Op) -> None:
     inv = _invariant(outer, pre)
     scal = [o for o in pre if id(o) not in inv and not any(shape_of(r.type) for r in o.results)]
     s_ids = {id(o) for o in scal}
+    tiles = [o for o in pre if id(o) not in inv and id(o) not in s_ids]
     reads_carried = any(v.owner is obody and v is not obody.args[0] for o in scal for v in o.operands)
-    outside = [t for o in pre if id(o) not in s_ids for t in o.walk()] + \
+    # (nor when the loop asks for a producer warp: its program re-evaluates the coordinates without branches)
+    branch = not reads_carried and not outer.attrs.get("warp_specialize")
+    # the tile values the K loop reads (09's wrapped row and column offsets) are carried as well, computed in the
+    # same branch, so a step that ends no tile does not recompute them either (KERNELC_FLATTEN_CARRY_TILES); the
+    # epilogue computes its own from the coordinates, in its branch
+    body_read = {v.id for o in ibody.ops for t in o.walk() for v in t.operands}
+    tv = [r for o in tiles for r in o.results if r.id in body_read] if branch and get(
+        "KERNELC_FLATTEN_CARRY_TILES") else []
+    if any(v.owner is obody and v is not obody.args[0] for o in _needed(pre, tv) for v in o.operands):
+        tv = []
+    e_read = {v.id for o in post + [obody.ops[-1]] for t in o.walk() for v in t.operands}
+    e_tiles = _needed(tiles, e_read) if tv else []
+    per_step = [o for o in pre if id(o) not in s_ids and (not tv or id(o) in inv)]
+    outside = [t for o in per_step + e_tiles for t in o.walk()] + \
         [t for o in ibody.ops + post + [obody.ops[-1]] for t in o.walk()]
     read = {v.id for t in outside for v in t.operands}
-    # (nor when the loop asks for a producer warp: its program re-evaluates the coordinates without branches)
-    coords = [] if reads_carried or outer.attrs.get("warp_specialize") else \
-        [r for o in scal for r in o.results if r.id in read]
+    coords = [r for o in scal for r in o.results if r.id in read] if branch else []
     # the flattened loop; it also carries the step's K index and tile number (counters, not i / n_k: the
     # ring passes advance them ahead with the same increments, no division per step)
     n_o, n_i, n_c = len(oinit), len(iinit), len(coords)
     nblk = Block([ty] + [a.type for a in obody.args[1:]] + [a.type for a in ibody.args[1:]] + [ty, ty] +
-                 [v.type for v in coords])
+                 [v.type for v in coords] + [v.type for v in tv])
     o_c, i_c = nblk.args[1:1 + n_o], nblk.args[1 + n_o:1 + n_o + n_i]
     ki, tile = nblk.args[1 + n_o + n_i:3 + n_o + n_i]
-    c_c = nblk.args[3 + n_o + n_i:]
+    c_c = nblk.args[3 + n_o + n_i:3 + n_o + n_i + n_c]
+    t_c = nblk.args[3 + n_o + n_i + n_c:]
     h = _Builder(outer.loc)
     t_iv = h.op("add", [olb, h.op("mul", [tile, ostep], ty)], ty)
     ki_i = ki if ity == ty else h.op("cast", [ki], ity)
@@ -261,11 +286,11 @@ def _flatten(outer: Op) -> None:
     env: Dict[int, Value] = {obody.args[0].id: t_iv, ibody.args[0].id: k_iv}
     env.update({a.id: v for a, v in zip(obody.args[1:], o_c)})
     env.update({a.id: v for a, v in zip(ibody.args[1:], i_c)})
-    env.update({v.id: a for v, a in zip(coords, c_c)})
+    env.update({v.id: a for v, a in zip(coords + tv, list(c_c) + list(t_c))})
     for o in h.ops:
         nblk.append(o)
-    c_init = _tile_scalars(b, scal, obody.args[0], olb, coords)
-    flat_pre = [o for o in pre if id(o) not in s_ids] if coords else pre
+    c_init = _tile_values(b, pre, obody.args[0], olb, coords + tv)
+    flat_pre = per_step if coords or tv else pre
     direct = _zero_started_accumulators(inner)
     first = None
     for o in flat_pre + ibody.ops[:-1]:
@@ -289,23 +314,25 @@ def _flatten(outer: Op) -> None:
     for o in last.ops:
         nblk.append(o)
     c_next = []
-    if coords:
+    if coords or tv:
         nt, keep = Block(), Block()
         step_b = _Builder(outer.loc)
         t_next = step_b.op("add", [t_iv, ostep], ty)
         for o in step_b.ops:
             nt.append(o)
         nenv = {obody.args[0].id: t_next}
-        for o in scal:
+        for o in _needed(pre, coords + tv) if tv else scal:
             nt.append(clone_deep(o, nenv))
-        nt.append(Op("scf.yield", [nenv[v.id] for v in coords], [], loc=outer.loc))
-        keep.append(Op("scf.yield", list(c_c), [], loc=outer.loc))
-        nx = Op("scf.if", [is_last], [v.type for v in coords], regions=[nt, keep], loc=outer.loc)
+        nt.append(Op("scf.yield", [nenv[v.id] for v in coords + tv], [], loc=outer.loc))
+        keep.append(Op("scf.yield", list(c_c) + list(t_c), [], loc=outer.loc))
+        nx = Op("scf.if", [is_last], [v.type for v in coords + tv], regions=[nt, keep], loc=outer.loc)
         nblk.append(nx)
         c_next = list(nx.results)
     then, other = Block(), Block()
     tenv = dict(env)
     tenv.update({r.id: v for r, v in zip(inner.results, k_next)})
+    for o in e_tiles:  # the epilogue's tile values, from the tile's coordinates (carried ones are the K loop's)
+        then.append(clone_deep(o, tenv))
     for o in post:
         then.append(clone_deep(o, tenv))
     then.append(Op("scf.yield", [tenv.get(v.id, v) for v in obody.ops[-1].operands] + [iinit[j] for j in reset], [],
