@@ -22,7 +22,7 @@ loop-invariant)::
     %f, %_.. = scf.for 0, (n_k > 0 ? n_t * n_k : 0), 1, %o0, %init, 0, 0   # the K loop's num_stages/unroll,
       ^body(%i, %o, %a, %ki, %tile):                                       # the tile loop's warp_specialize
         %t = lb + tile * st ; %k = klb + ki * kst                 # tile = i / n_k, ki = i % n_k: carried counters
-        P(%t, %o)                                                 # pure: recomputed on every step
+        P(%t, %o)                          # pure: its tile scalars and the tile values B reads are carried
         B(%k, %a, P)                      # a zero-started accumulator's dot: dot(.., %a, use_acc=(ki != 0))
         %o', %a' = scf.if (ki == n_k - 1) { E(%t, %o, P, %a2) ; scf.yield %o2, %init }
                                              else { scf.yield %o, %a2 }     # (%a' only for other carried values)
@@ -36,7 +36,11 @@ pure ops of themselves, so the ring passes re-evaluate it ``lookahead`` steps ah
 The scalars ``P`` computes from the tile that anything else reads (the tile's coordinates) are carried too:
 the first tile's are computed before the loop, the next tile's in ``scf.if %last { P(tile + 1) }``, so a step
 that ends no tile does not recompute them (09's ``_compute_pid`` divides twice); not when ``P`` reads the tile
-loop's carried values or the loop asks for a producer warp (then ``P`` runs on every step).
+loop's carried values or the loop asks for a producer warp (then ``P`` runs on every step). The tile values of
+``P`` the K loop reads (09's ``where(offs_am < M, offs_am, 0)`` offsets) are carried with them and made in the
+same branch (``KERNELC_FLATTEN_CARRY_TILES``): a step compares and selects none; ``E`` makes the tile values it
+reads itself, from the carried scalars, in its branch. (``layout_assign`` gives a carried vector the slice of the
+copy it feeds: no conversion through shared memory.)
 
 Refused (a compile-log note, the loop left nested) unless: the tile loop's body is ``P``, one ``scf.for`` and
 ``E``, with ``P`` only arithmetic (no loads, no side effects, no regions); both steps are positive constants;
