@@ -193,3 +193,19 @@ def test_a_step_that_ends_no_tile_is_as_short_as_tritons(flat, monkeypatch, bn, 
         assert len(off) >= len(path) + 40
         sel = lambda p: sum(i.opcode.startswith(("ISETP", "SEL")) for i in p)  # noqa: E731
         assert sel(off) >= sel(path) + 16   # a compare and a select per row and column offset a thread holds
+
+
+@pytest.mark.parametrize("M,N,K", [(300, 260, 200), (130, 390, 64), (260, 140, 16), (200, 130, 0)])
+def test_the_ring_expanded_flattened_loop_computes_the_product(flat, M, N, K):
+    """After the cp.async ring expansion (sm_90a, 128x128x64, 3 stages): the copies two steps ahead read the
+    carried offsets through the clone of the tile-change branch, across tile boundaries (one K step a tile: two
+    boundaries ahead), and every program's tiles come out right (the IR evaluated in program order on the CPU)."""
+    _, fn, _ = _passes_unit(P.persistent_ptr_grouped, SIG, _cx(128, 128, 64, group=2, programs=3), 4, 3, DIV, UNIT,
+                            upto="expand_cp_async_rings")
+    assert sum(o.name == "async_copy" for o in fn.walk()) == 6   # two prologue steps and the loop's, A and B
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((M, K)), rng.standard_normal((K, N))
+    bufs = {"a": a.reshape(-1).copy(), "b": b.T.reshape(-1).copy(), "c": np.full(M * N, np.nan)}
+    _run(fn, dict(a_ptr="a", b_ptr="b", c_ptr="c", M=M, N=N, K=K, stride_am=K, stride_ak=1, stride_bk=1,
+                  stride_bn=K, stride_cm=N, stride_cn=1), bufs, 3)
+    np.testing.assert_allclose(bufs["c"].reshape(M, N), a @ b, rtol=1e-9, atol=1e-9)
