@@ -209,3 +209,20 @@ def test_the_ring_expanded_flattened_loop_computes_the_product(flat, M, N, K):
     _run(fn, dict(a_ptr="a", b_ptr="b", c_ptr="c", M=M, N=N, K=K, stride_am=K, stride_ak=1, stride_bk=1,
                   stride_bn=K, stride_cm=N, stride_cn=1), bufs, 3)
     np.testing.assert_allclose(bufs["c"].reshape(M, N), a @ b, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("bn,bk,warps,carried", [(128, 64, 4, True), (128, 128, 4, False), (128, 128, 8, True),
+                                                 (256, 64, 8, True), (256, 128, 8, True), (256, 64, 4, False)])
+def test_tile_values_are_carried_within_a_register_budget(flat, bn, bk, warps, carried):
+    """The pass estimates a thread's registers for the accumulator and the carried offsets (a 16-byte copy
+    vector's row each) and recomputes the offsets on every step past CARRY_REGISTERS, with a note: 128x128x128 at
+    4 warps spilled when carried (128 + 32 registers), 128x128x64 (128 + 16) and 128x256x128 at 8 warps
+    (128 + 24) did not; a 256-wide tile at 4 warps holds 256 accumulator registers a thread."""
+    from kernelc.compiler.passes.flatten_loops import CARRY_REGISTERS
+    _, fn, ctx = _passes_unit(P.persistent_ptr_grouped, SIG, _cx(128, bn, bk), warps, 3, DIV, UNIT,
+                              upto="flatten_loops")
+    loop = next(o for o in fn.body.ops if o.name == "scf.for")
+    vecs = [a for a in loop.regions[0].args if a.type in (kl.block_type(int32, [128]), kl.block_type(int32, [bn]))]
+    assert len(vecs) == (2 if carried else 0)
+    notes = [n for n in ctx.notes if "recomputed on every step, not carried" in n]
+    assert bool(notes) == (not carried) and all(f"more than {CARRY_REGISTERS}" in n for n in notes)

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-from ...language.dtypes import int1, shape_of
+from ...language.dtypes import int1, scalar_of, shape_of
 from ...options import get
 from ..ir.core import Block, Function, Op, Value, clone_deep, replace_all_uses
 from ..ir.ops import OPS
@@ -63,11 +63,12 @@ FLATTEN = "flatten"
 _RECOMPUTABLE = REMATERIALIZABLE | {"program_id", "num_programs"}
 
 
-def flatten_loops(fn: Function, notes: List[str], mode=None) -> Function:
+def flatten_loops(fn: Function, notes: List[str], mode=None, num_warps: int = 4) -> Function:
     """Flatten every ``scf.for`` tagged ``flatten=True`` that can be (see the module docstring) and that
     ``mode`` takes (``KERNELC_FLATTEN_LOOPS``: ``on``, ``off``, or ``tma``, the default: only a loop
     :func:`why_not_by_default` lets through; True/False stand for on/off). The tag is removed either way: it
-    is a request, and a loop that is not flattened says why in ``notes``."""
+    is a request, and a loop that is not flattened says why in ``notes``. ``num_warps`` sizes the registers
+    a carried tile value takes (:func:`_carry_budget`)."""
     if mode is None:
         mode = get("KERNELC_FLATTEN_LOOPS")
     mode = {True: "on", False: "off"}.get(mode, mode)
@@ -83,7 +84,7 @@ def flatten_loops(fn: Function, notes: List[str], mode=None) -> Function:
         if why is not None:
             notes.append(f"loop at {op.loc} not flattened: {why}")
             continue
-        _flatten(op)
+        _flatten(op, num_warps, notes)
     return fn
 
 
@@ -169,6 +170,47 @@ class _Builder:
         return self.op("constant", [], ty, {"value": value})
 
 
+# registers a thread may give to the K loop's accumulators and the carried tile values together (estimates below).
+# Tutorial 09's pointer kernel on sm_90a, flattened: 128x128x64 at 4 warps (128 + 16) and 128x256x128 at 8 (128 +
+# 24) carried without spills; 128x128x128 at 4 warps (128 + 32) spilled 288 bytes and reloaded 18 values a step,
+# where recomputing the offsets did not spill (docs/triton-tutorials.md, "the tile values carried").
+CARRY_REGISTERS = 152
+
+
+def _carry_budget(tv: List[Value], inner: Op, threads: int) -> Optional[str]:
+    """Why the tile values ``tv`` are not carried (None: they are): a thread's share of the K loop's tile-shaped
+    carried values (the accumulators, fp32 in registers) plus, for each carried vector, the 16-byte vectors a
+    thread copies of the tile it indexes (a row offset per vector: the most values of it a thread holds), over
+    CARRY_REGISTERS."""
+    ibody = inner.regions[0]
+    acc = sum(_numel(a.type) * max(1, scalar_of(a.type).primitive_bitwidth // 32) for a in ibody.args[1:]
+              if shape_of(a.type)) // threads
+    carried = 0
+    for v in tv:
+        n = _numel(v.type)
+        derived, ld = {v.id}, None
+        for o in (t for x in ibody.ops for t in x.walk()):
+            if o.name == "load" and o.operands[0].id in derived:
+                ld = o
+                break
+            if any(x.id in derived for x in o.operands):
+                derived.update(r.id for r in o.results)
+        if ld is not None:
+            elt = max(1, scalar_of(ld.results[0].type).primitive_bitwidth // 8)
+            n = min(n, max(1, _numel(ld.results[0].type) * elt // 16 // threads))
+        carried += n
+    if acc + carried > CARRY_REGISTERS:
+        return f"about {carried} registers a thread beside {acc} of accumulators (more than {CARRY_REGISTERS})"
+    return None
+
+
+def _numel(ty) -> int:
+    n = 1
+    for d in shape_of(ty):
+        n *= d
+    return n
+
+
 def _needed(ops: List[Op], want) -> List[Op]:
     """The ops of ``ops`` (in order) that compute the values ``want`` (values or value ids), through one
     another."""
@@ -219,7 +261,7 @@ def _trip_count(b: _Builder, lb: Value, ub: Value, step: int) -> Value:
     return b.op("smax", [n, b.const(0, ty)], ty)
 
 
-def _flatten(outer: Op) -> None:
+def _flatten(outer: Op, num_warps: int = 4, notes: Optional[List[str]] = None) -> None:
     pre, inner, post = _split(outer)
     obody, ibody = outer.regions[0], inner.regions[0]
     olb, oub, ostep = outer.operands[:3]
@@ -267,6 +309,13 @@ def _flatten(outer: Op) -> None:
         "KERNELC_FLATTEN_CARRY_TILES") else []
     if any(v.owner is obody and v is not obody.args[0] for o in _needed(pre, tv) for v in o.operands):
         tv = []
+    if tv:
+        why = _carry_budget(tv, inner, 32 * num_warps)
+        if why is not None:
+            tv = []
+            if notes is not None:
+                notes.append(f"loop at {outer.loc}: the tile values its K loop reads are recomputed on every step, "
+                             f"not carried: {why}")
     e_read = {v.id for o in post + [obody.ops[-1]] for t in o.walk() for v in t.operands}
     e_tiles = _needed(tiles, e_read) if tv else []
     per_step = [o for o in pre if id(o) not in s_ids and (not tv or id(o) in inv)]
