@@ -226,3 +226,18 @@ def test_tile_values_are_carried_within_a_register_budget(flat, bn, bk, warps, c
     assert len(vecs) == (2 if carried else 0)
     notes = [n for n in ctx.notes if "recomputed on every step, not carried" in n]
     assert bool(notes) == (not carried) and all(f"more than {CARRY_REGISTERS}" in n for n in notes)
+
+
+@pytest.mark.parametrize("bk,warps,flattened", [(64, 4, True), (128, 4, False), (128, 8, True)])
+def test_by_default_a_pointer_loop_is_flattened_where_its_tile_values_are_carried(monkeypatch, bk, warps, flattened):
+    """``KERNELC_FLATTEN_LOOPS`` unset (``auto``): the pointer kernel is flattened unless its offsets would be
+    recomputed on every step (past the register budget: 128x128x128 at 4 warps), and the log says why."""
+    monkeypatch.delenv("KERNELC_FLATTEN_LOOPS", raising=False)
+    monkeypatch.delenv("KERNELC_FLATTEN_CARRY_TILES", raising=False)
+    _, fn, ctx = _passes_unit(P.persistent_ptr_grouped, SIG, _cx(128, 128, bk), warps, 3, DIV, UNIT,
+                              upto="flatten_loops")
+    assert any(o.name == "scf.if" for o in fn.body.ops) == flattened
+    notes = [n for n in ctx.notes if "not flattened" in n]
+    assert bool(notes) == (not flattened)
+    assert all("would be recomputed on every step" in n and "KERNELC_FLATTEN_LOOPS=auto, the default" in n
+               for n in notes), notes

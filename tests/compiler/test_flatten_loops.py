@@ -282,11 +282,13 @@ def test_the_persistent_main_loop_holds_the_mmas_the_next_loads_and_the_epilogue
     assert not any(o.startswith("UTMASTG") for o in nested) and any(o.startswith("UTMALDG") for o in nested)
 
 
-def test_by_default_only_tma_k_loops_without_warp_specialisation_are_flattened(monkeypatch):
-    """``KERNELC_FLATTEN_LOOPS`` unset (``tma``): the descriptor kernel's tile loop is flattened (measured faster
-    on an H200), the pointer kernel's (a cp.async ring) and a warp-specialised one stay nested, and the compile
-    log says why; ``1`` flattens all three, ``0`` none."""
+def test_by_default_k_loops_of_one_kind_without_warp_specialisation_are_flattened(monkeypatch):
+    """``KERNELC_FLATTEN_LOOPS`` unset (``auto``): the descriptor kernel's tile loop is flattened (measured faster
+    on an H200) and the pointer kernel's (a cp.async ring, its tile values carried; an H100); a warp-specialised
+    one stays nested and the compile log says why. ``tma``, or the pointer kernel without its tile values
+    carried: the pointer kernel stays nested too. ``1`` flattens all three, ``0`` none."""
     monkeypatch.delenv("KERNELC_FLATTEN_LOOPS", raising=False)
+    monkeypatch.delenv("KERNELC_FLATTEN_CARRY_TILES", raising=False)
     dsig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32"}
     psig = dict(dsig, stride_am="i32", stride_bn="i32", stride_cm="i32")
 
@@ -298,10 +300,16 @@ def test_by_default_only_tma_k_loops_without_warp_specialisation_are_flattened(m
 
     desc, _ = flattened(P.persistent_desc, dsig)
     ws, ws_notes = flattened(P.persistent_desc, dsig, WS=True)
-    ptr, ptr_notes = flattened(P.persistent_ptr, psig)
-    assert (desc, ws, ptr) == (True, False, False)
-    assert any("asks for warp specialisation (KERNELC_FLATTEN_LOOPS=tma" in n for n in ws_notes), ws_notes
-    assert any("loads through pointers" in n for n in ptr_notes), ptr_notes
+    ptr, _ = flattened(P.persistent_ptr, psig)
+    assert (desc, ws, ptr) == (True, False, True)
+    assert any("asks for warp specialisation (KERNELC_FLATTEN_LOOPS=auto, the default" in n for n in ws_notes), \
+        ws_notes
+    for env, value in (("KERNELC_FLATTEN_LOOPS", "tma"), ("KERNELC_FLATTEN_CARRY_TILES", "0")):
+        monkeypatch.setenv(env, value)
+        ptr, ptr_notes = flattened(P.persistent_ptr, psig)
+        assert not ptr and any("loads through pointers" in n for n in ptr_notes), ptr_notes
+        assert flattened(P.persistent_desc, dsig)[0]
+        monkeypatch.delenv(env)
     monkeypatch.setenv("KERNELC_FLATTEN_LOOPS", "1")
     assert [flattened(P.persistent_desc, dsig)[0], flattened(P.persistent_desc, dsig, WS=True)[0],
             flattened(P.persistent_ptr, psig)[0]] == [True, True, True]

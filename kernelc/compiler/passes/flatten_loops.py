@@ -1,7 +1,8 @@
 """``flatten_loops``: a loop over tiles that holds one loop over K, asked for with
 ``tl.range(..., flatten=True)``, becomes one loop over (tile, k) pairs (docs/schedule-ir.md, "Flattened
-loops"). By default (``KERNELC_FLATTEN_LOOPS=tma``) only a loop whose K loop loads through TMA alone and that
-asks for no warp specialisation: those measured faster flattened on an H200 (see :func:`why_not_by_default`).
+loops"). By default (``KERNELC_FLATTEN_LOOPS=auto``) a loop whose K loop loads through TMA alone, or through
+pointers alone with their tile values carried, and that asks for no warp specialisation: those measured faster
+flattened (see :func:`why_not_by_default`).
 
 Why: a ring (``schedule_pipelines``) is built for the innermost loop. Nested, it fills and drains once
 per tile (a persistent matmul at K = 512 with BK = 64: a prologue every 8 steps). Flattened, the copies of
@@ -65,7 +66,7 @@ _RECOMPUTABLE = REMATERIALIZABLE | {"program_id", "num_programs"}
 
 def flatten_loops(fn: Function, notes: List[str], mode=None, num_warps: int = 4) -> Function:
     """Flatten every ``scf.for`` tagged ``flatten=True`` that can be (see the module docstring) and that
-    ``mode`` takes (``KERNELC_FLATTEN_LOOPS``: ``on``, ``off``, or ``tma``, the default: only a loop
+    ``mode`` takes (``KERNELC_FLATTEN_LOOPS``: ``on``, ``off``, or ``auto`` (the default) / ``tma``: only a loop
     :func:`why_not_by_default` lets through; True/False stand for on/off). The tag is removed either way: it
     is a request, and a loop that is not flattened says why in ``notes``. ``num_warps`` sizes the registers
     a carried tile value takes (:func:`_carry_budget`)."""
@@ -77,10 +78,10 @@ def flatten_loops(fn: Function, notes: List[str], mode=None, num_warps: int = 4)
         if mode == "off":
             continue
         why = _why_not(op)
-        if why is None and mode == "tma":
-            why = why_not_by_default(op)
+        if why is None and mode in ("auto", "tma"):
+            why = why_not_by_default(op, pointers=mode == "auto", num_warps=num_warps)
             if why is not None:
-                why += " (KERNELC_FLATTEN_LOOPS=tma, the default; =1 flattens it)"
+                why += f" (KERNELC_FLATTEN_LOOPS={mode}{', the default' if mode == 'auto' else ''}; =1 flattens it)"
         if why is not None:
             notes.append(f"loop at {op.loc} not flattened: {why}")
             continue
@@ -88,20 +89,27 @@ def flatten_loops(fn: Function, notes: List[str], mode=None, num_warps: int = 4)
     return fn
 
 
-def why_not_by_default(outer: Op) -> Optional[str]:
-    """Why the default (``tma``) leaves a flattenable loop nested; None if it flattens it. On an H200
-    (docs/triton-tutorials.md, "09: flattened loops") flattening made tutorial 09's TMA kernel 2-14% faster at
-    K = 512 and 4096, but its cp.async (pointer-load) kernel up to 11% slower at K = 4096 and the
-    warp-specialised one 3-7% slower at K = 4096: only the first kind is flattened unless asked."""
+def why_not_by_default(outer: Op, pointers: bool = True, num_warps: int = 4) -> Optional[str]:
+    """Why the defaults leave a flattenable loop nested; None if they flatten it. A K loop whose loads are all
+    TMA descriptor loads (an H200 measured tutorial 09's TMA kernel 2-14% faster flattened at K = 512 and 4096),
+    or with ``pointers`` all pointer loads (tutorial 09's pointer kernel, an H100; slower at K = 4096 before its
+    tile values were carried: docs/triton-tutorials.md, "09 persistent pointer GEMM: the tile values carried");
+    not a warp-specialised tile loop (3-7% slower at K = 4096) nor one that mixes the two kinds."""
     if outer.attrs.get("warp_specialize"):
         return "the tile loop asks for warp specialisation"
     inner = _split(outer)[1]
     loads = [o for o in inner.walk() if o.name in ("load", "descriptor_load")]
     if not loads:
         return "its K loop loads nothing"
-    if any(o.name != "descriptor_load" or not o.attrs.get("tma") for o in loads):
+    if all(o.name == "descriptor_load" and o.attrs.get("tma") for o in loads):
+        return None
+    if not pointers:
         return "its K loop loads through pointers, not only TMA descriptors"
-    return None
+    if any(o.name != "load" for o in loads):
+        return "its K loop loads through both pointers and descriptors"
+    why = _carried_tiles(outer, num_warps)[1]
+    return f"its K loop loads through pointers and the tile values it reads would be recomputed on every step " \
+        f"({why})" if why is not None else None
 
 
 def _const(v: Value) -> Optional[int]:
@@ -175,6 +183,26 @@ class _Builder:
 # 24) carried without spills; 128x128x128 at 4 warps (128 + 32) spilled 288 bytes and reloaded 18 values a step,
 # where recomputing the offsets did not spill (docs/triton-tutorials.md, "the tile values carried").
 CARRY_REGISTERS = 152
+
+
+def _carried_tiles(outer: Op, num_warps: int):
+    """(the tile values of ``P`` that the K loop reads and the flattened loop carries, why those it reads are
+    not carried or None): none past the register budget, without KERNELC_FLATTEN_CARRY_TILES, or when what
+    computes them reads the tile loop's carried values."""
+    pre, inner, _ = _split(outer)
+    obody, ibody = outer.regions[0], inner.regions[0]
+    inv = _invariant(outer, pre)
+    tiles = [o for o in pre if id(o) not in inv and any(shape_of(r.type) for r in o.results)]
+    body_read = {v.id for o in ibody.ops for t in o.walk() for v in t.operands}
+    tv = [r for o in tiles for r in o.results if r.id in body_read]
+    if not tv:
+        return [], None
+    if not get("KERNELC_FLATTEN_CARRY_TILES"):
+        return [], "KERNELC_FLATTEN_CARRY_TILES is off"
+    if any(v.owner is obody and v is not obody.args[0] for o in _needed(pre, tv) for v in o.operands):
+        return [], "they depend on the tile loop's carried values"
+    why = _carry_budget(tv, inner, 32 * num_warps)
+    return ([], why) if why is not None else (tv, None)
 
 
 def _carry_budget(tv: List[Value], inner: Op, threads: int) -> Optional[str]:
@@ -304,18 +332,10 @@ def _flatten(outer: Op, num_warps: int = 4, notes: Optional[List[str]] = None) -
     # the tile values the K loop reads (09's wrapped row and column offsets) are carried as well, computed in the
     # same branch, so a step that ends no tile does not recompute them either (KERNELC_FLATTEN_CARRY_TILES); the
     # epilogue computes its own from the coordinates, in its branch
-    body_read = {v.id for o in ibody.ops for t in o.walk() for v in t.operands}
-    tv = [r for o in tiles for r in o.results if r.id in body_read] if branch and get(
-        "KERNELC_FLATTEN_CARRY_TILES") else []
-    if any(v.owner is obody and v is not obody.args[0] for o in _needed(pre, tv) for v in o.operands):
-        tv = []
-    if tv:
-        why = _carry_budget(tv, inner, 32 * num_warps)
-        if why is not None:
-            tv = []
-            if notes is not None:
-                notes.append(f"loop at {outer.loc}: the tile values its K loop reads are recomputed on every step, "
-                             f"not carried: {why}")
+    tv, why = _carried_tiles(outer, num_warps) if branch else ([], None)
+    if why is not None and notes is not None:
+        notes.append(f"loop at {outer.loc}: the tile values its K loop reads are recomputed on every step, not "
+                     f"carried: {why}")
     e_read = {v.id for o in post + [obody.ops[-1]] for t in o.walk() for v in t.operands}
     e_tiles = _needed(tiles, e_read) if tv else []
     per_step = [o for o in pre if id(o) not in s_ids and (not tv or id(o) in inv)]
