@@ -106,7 +106,7 @@ def why_not_by_default(outer: Op, pointers: bool = True, num_warps: int = 4) -> 
     if not pointers:
         return "its K loop loads through pointers, not only TMA descriptors"
     if any(o.name != "load" for o in loads):
-        return "its K loop loads through both pointers and descriptors"
+        return "its K loop's loads are neither all TMA descriptor loads nor all pointer loads"
     why = _carried_tiles(outer, num_warps)[1]
     return f"its K loop loads through pointers and the tile values it reads would be recomputed on every step " \
         f"({why})" if why is not None else None
