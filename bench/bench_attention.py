@@ -376,13 +376,13 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
     if args.check:
         want = SDPA(q, k, v, is_causal=causal, scale=scale)
         check("fwd", _err(A.attention_fwd(q, k, v, causal, scale), want), tol)
-        if dtype == torch.float16 and N % 128 == 0:
+        if N % 128 == 0:
             check("fwd_tma", _err(AT.attention(q, k, v, causal, scale), want), tol)
     fa3_ok = N % 128 == 0 and DEVICE == "cuda"  # FA3's order: descriptor loads, fp16/bf16
     if args.check and fa3_ok:
         check("fwd_fa3", _err(AF.attention(q, k, v, causal, scale), want), tol)
     record("ours_fwd", lambda: A.attention_fwd(q, k, v, causal, scale))
-    if dtype == torch.float16 and N % 128 == 0:  # the descriptor kernel is fp16-only
+    if N % 128 == 0:  # the descriptor kernel needs whole row blocks
         record("ours_fwd_tma", lambda: AT.attention(q, k, v, causal, scale))
     if fa3_ok:
         record("ours_fwd_fa3", lambda: AF.attention(q, k, v, causal, scale))

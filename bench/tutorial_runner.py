@@ -97,6 +97,19 @@ def _chosen_configs(tuners: list) -> dict:
     return out
 
 
+def _tuning_timings(tuners: list) -> dict:
+    """Per autotuned kernel, each candidate's time (ms) in its last tuning (``configs_timings``, set by Triton's
+    and kernelc's autotuners): why a tuner chose what it chose."""
+    out = {}
+    for t in tuners:
+        name = getattr(t, "__name__", None) or getattr(getattr(t, "base_fn", None), "__name__", "?")
+        timings = getattr(t, "configs_timings", None)
+        if isinstance(timings, dict):
+            out[name] = {str(c): (v if isinstance(v, (int, float)) else list(v) if isinstance(v, (list, tuple))
+                                  else str(v)) for c, v in timings.items()}
+    return out
+
+
 def _wrap_first_calls(classes, record):
     """Time the first launch of every kernel object: ``kernel[grid](...)`` through each class's
     ``__getitem__``; nested first calls (an autotuner's inner kernel) are recorded with their depth."""
@@ -438,6 +451,7 @@ def main(argv=None) -> int:
                 except (OSError, ValueError, AttributeError, TypeError) as e:
                     out.setdefault("profiles", {})[hp] = {"error": f"{type(e).__name__}: {e}"}
         out["autotune"] = _chosen_configs(tuners)
+        out["autotune_timings"] = _tuning_timings(tuners)
         sys.stdout, sys.stderr = tee_out.stream, tee_err.stream
         out.update(rc=rc, seconds=time.perf_counter() - t_start, stdout_tail=tee_out.tail()[-4000:],
                    stderr_tail=tee_err.tail()[-4000:],

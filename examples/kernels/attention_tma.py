@@ -42,7 +42,7 @@ def attn_fwd_tma_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, BLOCK_M
         alpha = tl.math.exp2(m_i - m_ij)
         acc = acc * alpha[:, None]
         v = desc_v.load([offset_y + start_n, 0])
-        acc = tl.dot(p.to(tl.float16), v, acc)
+        acc = tl.dot(p.to(v.dtype), v, acc)
         l_i = l_i * alpha + l_ij
         m_i = m_ij
     if CAUSAL:
@@ -58,20 +58,22 @@ def attn_fwd_tma_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, BLOCK_M
             alpha = tl.math.exp2(m_i - m_ij)
             acc = acc * alpha[:, None]
             v = desc_v.load([offset_y + start_n, 0])
-            acc = tl.dot(p.to(tl.float16), v, acc)
+            acc = tl.dot(p.to(v.dtype), v, acc)
             l_i = l_i * alpha + l_ij
             m_i = m_ij
     acc = acc / l_i[:, None]
-    desc_o.store([qo_offset_y, 0], acc.to(tl.float16))
+    desc_o.store([qo_offset_y, 0], acc.to(desc_o.dtype))
 
 
 def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2, kernel=None):
-    """softmax(q k^T * sm_scale) v for fp16 ``[Z, H, N_CTX, HEAD_DIM]`` tensors (contiguous). ``kernel``: another
+    """softmax(q k^T * sm_scale) v for fp16/bf16 ``[Z, H, N_CTX, HEAD_DIM]`` tensors (contiguous). ``kernel``: another
     ``kernelc.jit`` of :func:`attn_fwd_tma_kernel` (its own compiled variants, e.g. under other compile knobs)."""
     import torch
     Z, H, N, D = q.shape
     assert N % BLOCK_M == 0 and BLOCK_M % BLOCK_N == 0, "N_CTX must be a multiple of BLOCK_M (and BLOCK_M of BLOCK_N)"
-    assert q.dtype == torch.float16 and all(t.is_contiguous() for t in (q, k, v))
+    if q.dtype not in (torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise TypeError(f"attention_tma expects q, k, v in float16 or bfloat16, got {q.dtype}, {k.dtype}, {v.dtype}")
+    assert all(t.is_contiguous() for t in (q, k, v))
     sm_scale = sm_scale if sm_scale is not None else D ** -0.5
     o = torch.empty_like(q)
     y = Z * H * N

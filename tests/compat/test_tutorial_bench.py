@@ -132,3 +132,17 @@ def test_profiles_compared_per_scope_with_blas_as_control(tmp_path):
     assert entry["noise_floor"]["control_columns"] == ["cuBLAS [M=8, N=8, K=8]"]
     assert math.isclose(entry["noise_floor"]["table"], 210 / 200)  # cuBLAS: best kernelc-run 2100 vs 2000
     assert col["geomean_verdict"] == "slower"  # 0.909 is below the floor's 1/1.05
+
+
+def test_tuning_timings_reports_each_candidate_of_the_last_tuning():
+    from bench.tutorial_runner import _tuning_timings
+
+    class Tuner:  # Triton's tuners keep per-config lists (quantiles), kernelc's a float
+        pass
+    a, b, c = Tuner(), Tuner(), Tuner()
+    a.__name__, a.configs_timings = "ka", {"BLOCK: 64": 0.02, "BLOCK: 128": float("inf")}
+    b.base_fn = type("F", (), {"__name__": "kb"})()
+    b.configs_timings = {"BLOCK: 32": (0.5, 0.4, 0.6)}
+    c.__name__ = "never_tuned"
+    out = _tuning_timings([a, b, c])
+    assert out == {"ka": {"BLOCK: 64": 0.02, "BLOCK: 128": float("inf")}, "kb": {"BLOCK: 32": [0.5, 0.4, 0.6]}}

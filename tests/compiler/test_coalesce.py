@@ -110,14 +110,19 @@ def test_broadcast_row_converts_before_the_broadcast():
 
 def test_lowering_makes_no_conversion_the_ir_does_not_show(monkeypatch):
     """After the pass every shared-memory conversion is a convert_layout op: codegen's own fallback
-    (Lowering.convert through shared memory) is never reached."""
+    (Lowering.convert through shared memory) is never reached. The row's load keeps its coalesced layout
+    (KERNELC_USE_LAYOUT_LOADS=loops), so the conversion is there to lower; by default the row is loaded in
+    the tile's column layout and nothing converts."""
     from kernelc.compiler.codegen import convert as CV
     calls = []
     monkeypatch.setattr(CV, "convert_through_smem", lambda *a, **k: calls.append(1))
     sig = dict(x_ptr="*fp32", s_ptr="*fp32", y_ptr="*fp32", N="i32")
-    ck = kernelc.compile(row_scale_kernel, sig, dict(BLOCK_H=32, BLOCK_D=64), target="sm_90a", num_warps=8,
-                         divisibility={k: 16 for k in sig})
-    assert calls == [] and ck.asm["tir"].count("convert_layout") == 1 and "STG.E.128" in _mem_ops(ck)
+    for mode, conversions in (("loops", 1), ("all", 0)):
+        monkeypatch.setenv("KERNELC_USE_LAYOUT_LOADS", mode)
+        ck = kernelc.compile(row_scale_kernel, sig, dict(BLOCK_H=32, BLOCK_D=64), target="sm_90a", num_warps=8,
+                             divisibility={k: 16 for k in sig})
+        assert calls == [] and ck.asm["tir"].count("convert_layout") == conversions and "STG.E.128" in _mem_ops(ck)
+        assert ("bar.sync" in ck.asm["ptx"]) == bool(conversions), mode
 
 
 def test_verifier_rejects_a_bad_convert_layout():

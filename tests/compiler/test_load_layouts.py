@@ -90,7 +90,36 @@ def test_a_vector_with_other_readers_keeps_its_conversion():
     assert "convert_layout" in ir["loads_in_use_layout"] and "layout=#slice" not in ir["loads_in_use_layout"]
 
 
-def test_a_vector_loaded_outside_a_loop_keeps_its_conversion():
-    # once a program, not once a trip: left as coalesce wrote it
+def test_a_vector_loaded_outside_a_loop_takes_the_layout_unless_loops_only(monkeypatch):
+    # once a program: by default loaded in place too (a one-pass kernel such as rope runs it once per program,
+    # i.e. the whole kernel); KERNELC_USE_LAYOUT_LOADS=loops leaves it as coalesce wrote it
+    ir, _, _ = _passes(cols_minus_vec_once, SIG, dict(M=32, N=64), num_warps=4)
+    assert "convert_layout" in ir["hoist_conversions"]
+    filecheck(ir["loads_in_use_layout"], """
+        CHECK: [[V:%\\d+]] = load {{%\\d+}} {layout=#slice<shape=[64], {{.*}}>} : <64xfp32>
+        CHECK-NOT: convert_layout
+        CHECK: = expand_dims [[V]] {axis=0} : <1x64xfp32>
+    """)
+    monkeypatch.setenv("KERNELC_USE_LAYOUT_LOADS", "loops")
     ir, _, _ = _passes(cols_minus_vec_once, SIG, dict(M=32, N=64), num_warps=4)
     assert ir["loads_in_use_layout"] == ir["hoist_conversions"] and "convert_layout" in ir["hoist_conversions"]
+
+
+def test_rope_loads_cos_and_sin_in_the_tile_layout():
+    # examples/kernels/memory_bound.py's rope: cos/sin rows broadcast over the heads were loaded one element a
+    # thread and converted through shared memory (STS, LDS, 3 barriers); Triton 3.6 loads them 16 bytes a thread
+    # in the tile's column layout, with no shared memory
+    import importlib.util
+    import os
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    spec = importlib.util.spec_from_file_location("mb_rope", os.path.join(root, "examples", "kernels", "memory_bound.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    sig = dict(q_ptr="*bf16", q_row_stride="i32", cos_ptr="*fp32", sin_ptr="*fp32", cos_row_stride="i32",
+               seq_len="i32", n_heads="i32", head_dim="i32")
+    div = {k: 16 for k in ("q_ptr", "cos_ptr", "sin_ptr", "q_row_stride", "cos_row_stride", "head_dim")}
+    ck = kernelc.compile(mod.rope_kernel, sig, dict(BLOCK_H=32, BLOCK_D=64), target="sm_90a", num_warps=4,
+                         divisibility=div)
+    assert "convert_layout" not in ck.asm["tir"]
+    assert "bar.sync" not in ck.asm["ptx"] and "st.shared" not in ck.asm["ptx"]
+    assert len(re.findall(r"ld\.global[.\w]*\.v4\.(?:f32|b32|u32)", ck.asm["ptx"])) >= 4  # cos, sin: 2 x 16 B each

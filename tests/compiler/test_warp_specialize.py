@@ -88,21 +88,21 @@ def test_operand_loaded_before_the_loop_keeps_wgmma_async(monkeypatch):
     assert not any(o.startswith(("STS", "LDSM")) for o in ops)
 
 
-def _attention(causal=False, target="sm_90a"):
+def _attention(causal=False, target="sm_90a", dt="fp16"):
     from examples.kernels import attention_tma
-    sig = {"sm_scale": "fp32", "desc_q": "tensordesc<fp16[128, 128]>", "desc_k": "tensordesc<fp16[128, 128]>",
-           "desc_v": "tensordesc<fp16[128, 128]>", "desc_o": "tensordesc<fp16[128, 128]>", "N_CTX": "i32"}
+    d = f"tensordesc<{dt}[128, 128]>"
+    sig = {"sm_scale": "fp32", "desc_q": d, "desc_k": d, "desc_v": d, "desc_o": d, "N_CTX": "i32"}
     return kernelc.compile(attention_tma.attn_fwd_tma_kernel, sig,
                            dict(BLOCK_M=128, BLOCK_N=128, HEAD_DIM=128, CAUSAL=causal), target=target, num_warps=8,
                            num_stages=2, divisibility={k: 16 for k in sig if k.startswith("desc")})
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_attention_loop_is_specialised_by_default(causal):
-    ck = _attention(causal)
+@pytest.mark.parametrize("causal,dt", [(False, "fp16"), (True, "fp16"), (False, "bf16")])
+def test_attention_loop_is_specialised_by_default(causal, dt):
+    ck = _attention(causal, dt=dt)
     assert ck.extra_warps == 1 and ck.n_spills == 0
     ops = _ops(ck)
-    assert sum(o.startswith("HGMMA.64x128x16.F32") for o in ops) >= 16
+    assert sum(o.startswith("HGMMA.64x128x16.F32" + (".BF16" if dt == "bf16" else "")) for o in ops) >= 16
     assert any(o.startswith("UTMALDG.2D") for o in ops)
     assert not any(o.startswith(("LDGSTS", "LDG")) for o in ops)
     src = open(ck.reports["warp_specialization"]["file"]).read().splitlines()

@@ -90,6 +90,30 @@ def test_autotune_on_gpu_picks_a_config(monkeypatch, capfd):
     assert "kernelc autotuning copy" in capfd.readouterr().err
 
 
+def test_autotune_times_a_short_kernel_as_do_bench_does():
+    # 08's check sizes run a 16 us kernel: a tuner whose timed window held the general launch path's argument
+    # binding read every candidate at that host time (0.053-0.063 ms for kernels of 0.016-0.045 ms, H100
+    # 2026-11-27) and picked by chance. Each candidate's reading must be its kernel's, as do_bench of kernel[grid]
+    # measures it (both flush L2 before each run).
+    configs = [kernelc.Config({"BLOCK": b}, num_warps=w) for b, w in ((256, 2), (1024, 4))]
+
+    @kernelc.jit
+    def scale(x_ptr, y_ptr, n, BLOCK: kl.constexpr):
+        offs = kl.program_id(0) * BLOCK + kl.arange(0, BLOCK)
+        kl.store(y_ptr + offs, kl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
+
+    tuned = kernelc.autotune(configs=configs, key=["n"])(scale)
+    x = torch.randn(1 << 16, device="cuda")
+    y = torch.empty_like(x)
+    grid = lambda META: (kernelc.cdiv(x.numel(), META["BLOCK"]),)  # noqa: E731
+    tuned[grid](x, y, x.numel())
+    torch.testing.assert_close(y, x * 2)
+    for c, t in tuned.configs_timings.items():
+        direct = kernelc.testing.do_bench(lambda c=c: scale[grid](x, y, x.numel(), **c.all_kwargs()),
+                                          return_mode="median")
+        assert t < 1.5 * direct + 0.004, (str(c), t, direct)
+
+
 def test_do_bench():
     x = torch.randn(1 << 24, device="cuda")
     ms = kernelc.testing.do_bench(lambda: x * 2, warmup=5, rep=20)

@@ -86,6 +86,18 @@ def test_attention_tma_matches_sdpa(causal, Z, H, N, D, BM, BN, num_warps, num_s
     torch.testing.assert_close(o.float(), ref, atol=2e-2, rtol=2e-2)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("N,D", [(1024, 128), (256, 64)])
+def test_attention_tma_bf16_matches_sdpa(causal, N, D):
+    from examples.kernels import attention_tma as A
+    torch.manual_seed(3)
+    q, k, v = (torch.randn(2, 3, N, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    o = A.attention(q, k, v, causal=causal)
+    assert o.dtype == torch.bfloat16
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+    torch.testing.assert_close(o.float(), ref, atol=5e-2, rtol=5e-2)
+
+
 _OPT_IN = (
     "import torch\n"
     "from examples.kernels import attention_tma as A\n"

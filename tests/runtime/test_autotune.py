@@ -127,3 +127,30 @@ def test_a_tensor_in_the_key_is_keyed_by_identity_as_in_triton(fake_bench, tmp_p
     gc.collect()
     assert len(t.cache) == 1                             # the dead tensor's entry left with it (ids are reused)
     assert len(t.picks) == 2                             # reports still see both picks
+
+
+def test_a_jit_kernel_is_timed_through_its_launch_fast_path(monkeypatch):
+    # kernel[grid], bound once per tuning, as a user launches it: not JITFunction.run's general binding on every
+    # timed call (the GPU test test_autotune_times_a_short_kernel_as_do_bench_does says why)
+    import kernelc.language as kl
+    from kernelc.runtime.jit import JITFunction
+
+    @kernelc.jit
+    def k(x_ptr, n, BLOCK: kl.constexpr):
+        pass
+
+    grids, calls = [], []
+    orig = JITFunction.__getitem__
+
+    def getitem(self, grid):
+        grids.append(grid)
+        launch = orig(self, grid)
+        return lambda *a, **kw: (calls.append(kw.get("BLOCK")), launch(*a, **kw))
+    monkeypatch.setattr(JITFunction, "__getitem__", getitem)
+    monkeypatch.setattr(JITFunction, "warmup", lambda self, *a, grid, **kw: None)
+    monkeypatch.setattr(JITFunction, "run", lambda self, *a, grid, **kw: None)
+    monkeypatch.setattr(tuning, "_bench", lambda call, warmup, rep: (call(), calls[-1] / 1000)[1])
+    monkeypatch.setattr(tuning, "_device_name", lambda: "Fake GPU")
+    t = Autotuner(k, ["x_ptr", "n"], [Config({"BLOCK": b}) for b in (256, 64, 128)], key=["n"])
+    assert tuning.select_config(t, t.configs, (None, 7), {}, (1,)).kwargs["BLOCK"] == 64
+    assert grids == [(1,)] and calls == [256, 64, 128]

@@ -39,6 +39,9 @@ CASES = {
     "log_softmax_bwd 8192x8192 fp16": (MB, "log_softmax_bwd_kernel",
                                        "dx_ptr=*fp16,dy_ptr=*fp16,y_ptr=*fp16,stride=i32,n_cols=i32",
                                        {"BLOCK_SIZE": 8192}, 16, 3, 8192),
+    "rope 4x4096x32x128 bf16": (MB, "rope_kernel", f"q_ptr={BF},q_row_stride=i32,cos_ptr=*fp32,sin_ptr=*fp32,"
+                                "cos_row_stride=i32,seq_len=i32,n_heads=i32,head_dim=i32",
+                                {"BLOCK_H": 32, "BLOCK_D": 64}, 4, 3, 4096),
     "transpose 8192x8192 fp32": (MB, "transpose_kernel", "x_ptr=*fp32,y_ptr=*fp32,M=i32,N=i32,stride_xm=i32,stride_ym=i32",
                                  {"BLOCK_M": 64, "BLOCK_N": 64}, 4, 3, 4096),
     "softmax 4096x4096 fp32 (bench_kernels)": (SM, "softmax_kernel",

@@ -15,8 +15,11 @@ before the loop and, for the next trip, in the body) moves the same way: both lo
 Only this pattern moves: ``load`` (1-D, at most MAX_ELEMS elements, its result read only by an
 ``expand_dims`` that only a ``convert_layout`` reads) in the body of a ``for`` loop, whose address and
 mask are index math (materialised in any layout), and only when the target layout keeps the new axis of
-size 1 in every register/lane/warp base (a broadcast along it, nothing stored along it). Outside a loop
-the conversion runs once a program and is left alone (not measured either way).
+size 1 in every register/lane/warp base (a broadcast along it, nothing stored along it). Outside a loop the
+round trip runs once a program, which in a one-pass kernel (rope: a program per token) is the whole kernel;
+such loads move too unless KERNELC_USE_LAYOUT_LOADS=loops. The loaded layout issues as many load instructions
+as the conversion's shared-memory reads, so what it trades is the store, the barriers and the original load
+against L1 requests of the threads that hold the same elements.
 
 Example::
 
@@ -29,7 +32,7 @@ Example::
 """
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ...language.dtypes import shape_of
 from ..ir.core import Function, Op, Value, replace_all_uses
@@ -81,11 +84,13 @@ def _carried_loads(arg: Value, uses, exp: Op):
     return loads
 
 
-def loads_in_use_layout(fn: Function, loops_only: bool = True) -> Function:
+def loads_in_use_layout(fn: Function, loops_only: Optional[bool] = None) -> Function:
     """Rewrite every ``convert_layout(expand_dims(load))`` the module docstring allows. Mutates ``fn``.
-    ``loops_only=False`` (tests: the CPU simulator runs no loops) also rewrites loads outside loops."""
+    ``loops_only``: rewrite only loads in loop bodies (default: KERNELC_USE_LAYOUT_LOADS=loops)."""
     from ...options import get
     carried = get("KERNELC_PREFETCH_DOT_LOOPS")  # the knob that makes such rows; off, the code stays as it was
+    if loops_only is None:
+        loops_only = get("KERNELC_USE_LAYOUT_LOADS") == "loops"
     uses = _uses(fn)
     for cvt in [op for op in fn.walk() if op.name == "convert_layout"]:
         exp = cvt.operands[0].op
@@ -114,8 +119,8 @@ def loads_in_use_layout(fn: Function, loops_only: bool = True) -> Function:
             continue  # an address or mask with a layout of its own would need its own conversion
         in_loop = ld.block.parent is not None and ld.block.parent.name == "scf.for"
         if ld.block is not cvt.block or (loops_only and not in_loop):
-            # outside a loop (or hoisted out of the load's loop by hoist_conversions) the round trip runs once
-            # a program: left as coalesce wrote it
+            # another block (a conversion hoisted out of the load's loop by hoist_conversions), or outside a
+            # loop under KERNELC_USE_LAYOUT_LOADS=loops: left as coalesce wrote it
             continue
         axis = exp.attrs["axis"]
         want = cvt.attrs["layout"]
