@@ -284,7 +284,7 @@ TILE_PASSES = (
     # tl.range(..., flatten=True): the tile loop and its K loop as one loop, so the ring runs across tiles;
     # after the fold: an `acc += dot(a, b)` K loop's accumulator is the dot's by then
     # (KERNELC_FLATTEN_LOOPS; passes/flatten_loops.py)
-    TilePass("flatten_loops", lambda f, c: flatten_loops(f, c.notes)),
+    TilePass("flatten_loops", lambda f, c: flatten_loops(f, c.notes, num_warps=c.num_warps)),
     # a loop value read only through one cast (FA3-order attention's P.to(fp16)) is carried cast
     TilePass("narrow_loop_carries", lambda f, c: narrow_loop_carries(f)),
     # before the load prefetch: the casts it inserts decide which loads feed dots directly

@@ -414,7 +414,8 @@ class range:
     copies while the other warps run its dots (sm_90a; False keeps it off for this loop; unset
     follows ``KERNELC_WARP_SPECIALIZE``). ``flatten=True`` on a loop over tiles that holds one loop over K asks
     for the two to run as one loop, so the K loop's ring runs across tiles (by default where the K loop loads
-    only through TMA and no warp specialisation is asked for; ``KERNELC_FLATTEN_LOOPS=1`` everywhere it can;
+    only through TMA, or only through pointers, and no warp specialisation is asked for; ``KERNELC_FLATTEN_LOOPS=1``
+    everywhere it can;
     the compile log says why a loop is not flattened). In the interpreter it is a plain Python range.
     """
 

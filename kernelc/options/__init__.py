@@ -203,11 +203,18 @@ KNOBS: Tuple[Knob, ...] = (
          "num_stages of their own) and of loads that reach a dot only through arithmetic (tutorial 06's backward: "
          "the log-sum-exp and Delta rows of its dK/dV loop); opt-in until measured on a GPU", compile=True,
          field="prefetch_dot_loops"),
-    Knob("KERNELC_FLATTEN_LOOPS", "choice", "tma",
+    Knob("KERNELC_FLATTEN_LOOPS", "choice", "auto",
          "flatten a tile loop and its K loop into one loop where the kernel asks (tl.range(..., flatten=True)), so a "
-         "ring runs across tiles: tma (default: where every load of the K loop is a TMA descriptor load and the tile "
-         "loop asks for no warp specialisation; measured faster there on an H200), on (every such loop), off",
-         _choice(("off", _FALSE), ("tma", ("tma",)), ("on", _TRUE)), compile=True, field="flatten_loops"),
+         "ring runs across tiles: auto (default: where the K loop loads only through TMA descriptors, or only "
+         "through pointers whose tile values are carried (KERNELC_FLATTEN_CARRY_TILES), and the tile loop asks for no "
+         "warp specialisation; both measured faster flattened on an H100), tma (the TMA kind only), on (every such "
+         "loop), off", _choice(("off", _FALSE), ("auto", ("auto",)), ("tma", ("tma",)), ("on", _TRUE)),
+         compile=True, field="flatten_loops"),
+    Knob("KERNELC_FLATTEN_CARRY_TILES", "bool", True,
+         "a flattened loop carries the tile values its K loop reads (09's wrapped row and column offsets) from step "
+         "to step and computes the next tile's in the branch taken on a tile's last step, as Triton does; off: they "
+         "are recomputed from the tile's coordinates on every step (passes/flatten_loops.py)",
+         compile=True, field="flatten_carry_tiles"),
     Knob("KERNELC_TMA_STORE_WAIT", "choice", "deferred",
          "a TMA store inside a loop: deferred (its staging buffer is its own and the elected thread waits for the "
          "copy to have read it just before the buffer is written again, and once after the loop: the store's read "
@@ -314,7 +321,8 @@ class CompileOptions:
     smem_reuse: bool = True
     ring_views: bool = True
     prefetch_dot_loops: bool = False
-    flatten_loops: str = "tma"
+    flatten_loops: str = "auto"
+    flatten_carry_tiles: bool = True
     tma_store_wait: str = "deferred"
     store_smem_discount: str = "4"
     uniform_masks: bool = True

@@ -4,7 +4,7 @@ It runs one program (given program ids) of a ``Function`` over named numpy buffe
 (buffer, element index) pairs packed in an int64 (``buffer << 40 + index``); a load or store at an
 enabled lane outside its buffer raises, so an out-of-bounds access shows up instead of reading
 garbage. Integers are exact (no i32 wrap), floats are float64 (both sides of a comparison round the
-same way). Only the ops the pointer-tile tests use are implemented.
+same way). Only the ops the pointer-tile tests use are implemented (and cp.async rings, in program order).
 """
 from __future__ import annotations
 
@@ -67,6 +67,17 @@ def _load_addr(p, buffers, names, mask):
     return buf, idx, ok
 
 
+def _op_load(p, mask, other, buffers, names):
+    buf, idx, ok = _load_addr(p, buffers, names, mask)
+    out = np.zeros(np.shape(p))
+    for b in np.unique(buf[ok]):
+        sel = ok & (buf == b)
+        out[sel] = buffers[names[b]][idx[sel]]
+    if other is not None:
+        out = np.where(ok, out, other)
+    return out
+
+
 def _op(op, env, buffers, names, pid, nprog):
     o = [env[v.id] for v in op.operands]
     shape = shape_of(op.results[0].type) if op.results else ()
@@ -100,19 +111,28 @@ def _op(op, env, buffers, names, pid, nprog):
     if n in ("cast", "hint", "convert_layout"):
         return o[0]
     if n == "load":
-        buf, idx, ok = _load_addr(o[0], buffers, names, o[1] if len(o) > 1 else None)
-        out = np.zeros(np.shape(o[0]))
-        for b in np.unique(buf[ok]):
-            sel = ok & (buf == b)
-            out[sel] = buffers[names[b]][idx[sel]]
-        if len(o) > 2:
-            out = np.where(ok, out, o[2])
-        return out
+        return _op_load(o[0], o[1] if len(o) > 1 else None, o[2] if len(o) > 2 else None, buffers, names)
     if n == "store":
         buf, idx, ok = _load_addr(o[0], buffers, names, o[2] if len(o) > 2 else None)
         for b in np.unique(buf[ok]):
             sel = ok & (buf == b)
             buffers[names[b]][idx[sel]] = np.broadcast_to(o[1], np.shape(o[0]))[sel]
+        return None
+    # cp.async rings (passes/cp_async_rings.py) in program order: a copy lands at once, a stage read is a copy of
+    # what is there; the waits and barriers order nothing more in one program
+    if n == "ring_alloc":
+        return [None] * op.attrs["stages"]
+    if n == "async_copy":  # ring, stage, pointers[, mask], guard: masked-off elements are zero-filled
+        if o[-1]:
+            mask = o[3] if op.attrs.get("masked") else None
+            o[0][int(o[1])] = _op_load(o[2], mask, 0.0, buffers, names)
+        return None
+    if n == "ring_read":
+        data = o[0][int(o[1])]
+        if data is None:
+            raise OutOfBounds("ring_read of a stage no copy has filled")
+        return data.copy()
+    if n in ("async_commit_group", "async_wait_group", "async_wait_all", "barrier"):
         return None
     if n == "dot":  # a 4th operand (use_acc, passes/flatten_loops.py) drops the accumulator when false
         return o[0] @ o[1] + (o[2] if len(o) < 4 or o[3] else 0)

@@ -79,3 +79,47 @@ def persistent_desc_subtiled(a_ptr, b_ptr, c_ptr, M, N, K, BM: kl.constexpr, BN:
         acc0, acc1 = kl.split(kl.permute(kl.reshape(acc, (BM, 2, BN // 2)), (0, 2, 1)))
         c_d.store([row, col], acc0.to(kl.float16))
         c_d.store([row, col + BN // 2], acc1.to(kl.float16))
+
+
+@kernelc.jit
+def _grouped_tile(t, per_group, n_m, GROUP: kl.constexpr):
+    """Tile ``t``'s (row, column) block when GROUP row blocks are walked column by column (L2 reuse)."""
+    first = (t // per_group) * GROUP
+    rows_here = kl.minimum(n_m - first, GROUP)
+    return first + t % rows_here, (t % per_group) // rows_here
+
+
+@kernelc.jit
+def persistent_ptr_grouped(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
+                           stride_cn, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr, GROUP: kl.constexpr,
+                           PROGRAMS: kl.constexpr, FLAT: kl.constexpr):
+    """C = A @ B, pointer loads, tiles in grouped order: the shape of tutorial 09's persistent pointer kernel.
+    The tile's row and column offsets are wrapped to 0 past the edge (hinted contiguous and aligned, so the
+    loads stay vectors); only K is masked in the loop; the epilogue counts its own tile number."""
+    pid = kl.program_id(0)
+    n_m = kl.cdiv(M, BM)
+    n_n = kl.cdiv(N, BN)
+    k_steps = kl.cdiv(K, BK)
+    per_group = GROUP * n_n
+    kk = kl.arange(0, BK)
+    done = pid - PROGRAMS
+    for t in kl.range(pid, n_m * n_n, PROGRAMS, flatten=FLAT):
+        bm, bn = _grouped_tile(t, per_group, n_m, GROUP)
+        rows = bm * BM + kl.arange(0, BM)
+        cols = bn * BN + kl.arange(0, BN)
+        rows = kl.max_contiguous(kl.multiple_of(kl.where(rows < M, rows, 0), BM), BM)
+        cols = kl.max_contiguous(kl.multiple_of(kl.where(cols < N, cols, 0), BN), BN)
+        acc = kl.zeros((BM, BN), dtype=kl.float32)
+        for k in range(k_steps):
+            ks = k * BK + kk
+            a = kl.load(a_ptr + rows[:, None] * stride_am + ks[None, :] * stride_ak, mask=kk[None, :] < K - k * BK,
+                        other=0.0)
+            b = kl.load(b_ptr + ks[:, None] * stride_bk + cols[None, :] * stride_bn, mask=kk[:, None] < K - k * BK,
+                        other=0.0)
+            acc = kl.dot(a, b, acc)
+        done += PROGRAMS
+        cm, cn = _grouped_tile(done, per_group, n_m, GROUP)
+        r = cm * BM + kl.arange(0, BM)
+        c = cn * BN + kl.arange(0, BN)
+        kl.store(c_ptr + r[:, None] * stride_cm + c[None, :] * stride_cn, acc.to(kl.float16),
+                 mask=(r[:, None] < M) & (c[None, :] < N))

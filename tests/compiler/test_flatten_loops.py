@@ -188,9 +188,12 @@ def _run(fn, args, buffers, programs):
         ir_eval.run(fn, args, buffers, pid=(p, 0, 0), nprog=(programs, 1, 1))
 
 
+@pytest.mark.parametrize("carry", ["1", "0"])
 @pytest.mark.parametrize("M,N,K", [(100, 72, 40), (64, 128, 32), (130, 40, 8), (48, 64, 0), (200, 300, 96)])
-def test_flattened_ir_computes_what_the_nested_loops_compute(monkeypatch, M, N, K):
-    """Ragged edges, one K step, fewer tiles than programs, no K step at all (the other branch)."""
+def test_flattened_ir_computes_what_the_nested_loops_compute(monkeypatch, M, N, K, carry):
+    """Ragged edges, one K step, fewer tiles than programs, no K step at all (the other branch); the tile's
+    offsets carried from step to step (KERNELC_FLATTEN_CARRY_TILES) or recomputed on every step."""
+    monkeypatch.setenv("KERNELC_FLATTEN_CARRY_TILES", carry)
     sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
            "stride_am": "i32", "stride_bn": "i32", "stride_cm": "i32"}
     rng = np.random.default_rng(0)
@@ -279,11 +282,13 @@ def test_the_persistent_main_loop_holds_the_mmas_the_next_loads_and_the_epilogue
     assert not any(o.startswith("UTMASTG") for o in nested) and any(o.startswith("UTMALDG") for o in nested)
 
 
-def test_by_default_only_tma_k_loops_without_warp_specialisation_are_flattened(monkeypatch):
-    """``KERNELC_FLATTEN_LOOPS`` unset (``tma``): the descriptor kernel's tile loop is flattened (measured faster
-    on an H200), the pointer kernel's (a cp.async ring) and a warp-specialised one stay nested, and the compile
-    log says why; ``1`` flattens all three, ``0`` none."""
+def test_by_default_k_loops_of_one_kind_without_warp_specialisation_are_flattened(monkeypatch):
+    """``KERNELC_FLATTEN_LOOPS`` unset (``auto``): the descriptor kernel's tile loop is flattened (measured faster
+    on an H200) and the pointer kernel's (a cp.async ring, its tile values carried; an H100); a warp-specialised
+    one stays nested and the compile log says why. ``tma``, or the pointer kernel without its tile values
+    carried: the pointer kernel stays nested too. ``1`` flattens all three, ``0`` none."""
     monkeypatch.delenv("KERNELC_FLATTEN_LOOPS", raising=False)
+    monkeypatch.delenv("KERNELC_FLATTEN_CARRY_TILES", raising=False)
     dsig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32"}
     psig = dict(dsig, stride_am="i32", stride_bn="i32", stride_cm="i32")
 
@@ -295,10 +300,16 @@ def test_by_default_only_tma_k_loops_without_warp_specialisation_are_flattened(m
 
     desc, _ = flattened(P.persistent_desc, dsig)
     ws, ws_notes = flattened(P.persistent_desc, dsig, WS=True)
-    ptr, ptr_notes = flattened(P.persistent_ptr, psig)
-    assert (desc, ws, ptr) == (True, False, False)
-    assert any("asks for warp specialisation (KERNELC_FLATTEN_LOOPS=tma" in n for n in ws_notes), ws_notes
-    assert any("loads through pointers" in n for n in ptr_notes), ptr_notes
+    ptr, _ = flattened(P.persistent_ptr, psig)
+    assert (desc, ws, ptr) == (True, False, True)
+    assert any("asks for warp specialisation (KERNELC_FLATTEN_LOOPS=auto, the default" in n for n in ws_notes), \
+        ws_notes
+    for env, value in (("KERNELC_FLATTEN_LOOPS", "tma"), ("KERNELC_FLATTEN_CARRY_TILES", "0")):
+        monkeypatch.setenv(env, value)
+        ptr, ptr_notes = flattened(P.persistent_ptr, psig)
+        assert not ptr and any("loads through pointers" in n for n in ptr_notes), ptr_notes
+        assert flattened(P.persistent_desc, dsig)[0]
+        monkeypatch.delenv(env)
     monkeypatch.setenv("KERNELC_FLATTEN_LOOPS", "1")
     assert [flattened(P.persistent_desc, dsig)[0], flattened(P.persistent_desc, dsig, WS=True)[0],
             flattened(P.persistent_ptr, psig)[0]] == [True, True, True]
@@ -339,24 +350,43 @@ def test_a_flattened_tile_loop_can_be_warp_specialised(monkeypatch):
     assert not any(n.startswith("UTMALDG") for n in names), names
 
 
-def test_the_tile_coordinates_are_carried_and_the_next_computed_on_a_tile_change(on):
+PTR_SIG = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
+           "stride_am": "i32", "stride_bn": "i32", "stride_cm": "i32"}
+
+
+@pytest.mark.parametrize("carry", ["1", "0"])
+def test_the_tile_coordinates_are_carried_and_the_next_computed_on_a_tile_change(on, monkeypatch, carry):
     """persistent_ptr's rows/columns of the tile (``t % n_m``, ``t // n_m``) are carried scalars: the flattened
     loop divides only in the branch taken on a tile's last step, which computes the next tile's; the epilogue
-    is another branch on the same condition. Before the loop, the first tile's are computed."""
-    sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
-           "stride_am": "i32", "stride_bn": "i32", "stride_cm": "i32"}
-    _, fn, _ = _passes(P.persistent_ptr, sig, dict(BM=32, BN=32, BK=16, PROGRAMS=3, FLAT=True), upto="flatten_loops")
+    is another branch on the same condition. Before the loop, the first tile's are computed. With
+    KERNELC_FLATTEN_CARRY_TILES (the default) the wrapped row and column offsets the K loop reads are carried
+    too, the next tile's made in the same branch; the epilogue makes its own rows and columns from the carried
+    scalars, in its branch."""
+    monkeypatch.setenv("KERNELC_FLATTEN_CARRY_TILES", carry)
+    _, fn, _ = _passes(P.persistent_ptr, PTR_SIG, dict(BM=32, BN=32, BK=16, PROGRAMS=3, FLAT=True),
+                       upto="flatten_loops")
     flat = next(o for o in fn.body.ops if o.name == "scf.for")
     body = flat.regions[0]
-    assert [a.type for a in body.args[-4:]] == [int32] * 4  # K index, tile number, the tile's row and column
+    tiles = [kl.block_type(int32, [32])] * 2 if carry == "1" else []
+    # K index, tile number, the tile's row and column (and its wrapped row and column offsets)
+    assert [a.type for a in body.args[-4 - len(tiles):]] == [int32] * 4 + tiles
     top = [o.name for o in body.ops]
     assert "srem" not in top and "sdiv" not in top
     ifs = [o for o in body.ops if o.name == "scf.if"]
     assert len(ifs) == 2 and ifs[0].operands[0] is ifs[1].operands[0]
     assert {"srem", "sdiv"} <= {o.name for o in ifs[0].regions[0].ops}
+    assert [r.type for r in ifs[0].results] == [int32] * 2 + tiles
     assert any(o.name == "store" for o in ifs[1].walk())
     before = fn.body.ops[:fn.body.ops.index(flat)]
     assert {"srem", "sdiv"} <= {o.name for o in before}
+    # the offsets' compare and select: on every step without the knob, only in the branches with it
+    wraps = [o for o in body.ops if o.name == "select" and o.results[0].type == kl.block_type(int32, [32])]
+    assert len(wraps) == (2 if carry == "0" else 0)
+    if carry == "1":
+        assert not {"srem", "sdiv", "select"} & {o.name for o in ifs[1].walk()}
+        loads = [o for o in body.ops if o.name == "load"]
+        assert [o.operands[0] for o in body.ops if o.name == "expand_dims" and o.operands[0] in body.args[-2:]] \
+            == list(body.args[-2:]) and len(loads) == 2
 
 
 def test_a_ring_runs_ahead_through_the_coordinate_branch(monkeypatch):

@@ -6,6 +6,8 @@ same kernel compiled by kernelc and by Triton 3.6 (a GPU is needed; one process 
 
 Targets (``--target``):
 - ``t03:BMxBNxBKxSxW``: tutorial 03's ``matmul_kernel`` at one config, fp16, M=N=K=4096 (``--size``);
+- ``t09p:BMxBNxBKxSxW``: tutorial 09's ``matmul_kernel_persistent`` at one config (GROUP_SIZE_M 8), M = N = 8192,
+  K = ``--size`` (default 4096), B given as the transpose of a row-major (N, K) tensor, one program per SM;
 - ``mb:PREFIX``: the bench_memory_bound case whose name starts with PREFIX (examples/kernels/memory_bound.py,
   the same source under both implementations, at the bench's sizes);
 - ``ln05dx``: tutorial 05's ``_layer_norm_bwd_dx_fused`` at M=4096 rows of N=``--size`` (default 16384),
@@ -69,6 +71,28 @@ def target_t03(a, torch, triton):
     torch.cuda.synchronize()
     err = (C.float() - (A @ B).float()).abs().max().item()
     return run, f"max_err {err:.3g}", 2.0 * n ** 3
+
+
+def target_t09p(a, torch, triton):
+    mod = _load(os.path.join(a.tutorials, "09-persistent-matmul.py"), "k09", True)
+    bm, bn, bk, s, w = (int(x) for x in a.config.split("x"))
+    M = N = 8192
+    K = a.size or 4096
+    A = torch.randn((M, K), device="cuda", dtype=torch.float16)
+    B = torch.randn((N, K), device="cuda", dtype=torch.float16).T
+    C = torch.empty((M, N), device="cuda", dtype=torch.float16)
+    sms = torch.cuda.get_device_properties("cuda").multi_processor_count
+    grid = (min(sms, triton.cdiv(M, bm) * triton.cdiv(N, bn)),)
+    k = _fn(mod.matmul_kernel_persistent)
+
+    def run():
+        k[grid](A, B, C, M, N, K, A.stride(0), A.stride(1), B.stride(0), B.stride(1), C.stride(0), C.stride(1),
+                BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=8, NUM_SMS=sms, num_stages=s,
+                num_warps=w)
+    run()
+    torch.cuda.synchronize()
+    err = (C.float() - (A @ B).float()).abs().max().item()
+    return run, f"max_err {err:.3g}", 2.0 * M * N * K
 
 
 def target_mb(a, torch, triton, prefix):
@@ -190,6 +214,10 @@ def main(argv=None) -> int:
         if rest:
             a.config = rest
         run, note, flops = target_t03(a, torch, triton)
+    elif kind == "t09p":
+        if rest:
+            a.config = rest
+        run, note, flops = target_t09p(a, torch, triton)
     elif kind == "mb":
         run, note, flops = target_mb(a, torch, triton, rest)
     elif kind == "ln05dx":

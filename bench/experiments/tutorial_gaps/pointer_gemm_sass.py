@@ -16,6 +16,7 @@ MMAs), the **prologue** (everything before it) and the **epilogue** (everything 
 main loop sits in an outer loop (kernelc's persistent tile loop), the **tile setup** (the outer loop's
 instructions before the main loop) and the **tile epilogue** (after it, up to the outer loop's branch) instead
 of prologue/epilogue; a flattened loop (Triton's persistent kernel) is one main loop that holds its epilogue.
+The **step**: the shortest path through the main loop (a flattened loop's K step that ends no tile).
 Per region: instructions, and counts by kind (cp.async ``LDGSTS``, ``HGMMA``, wgmma arrive/wait, ``BAR``,
 global stores by width, shared stores (``STS``/``STSM``) and loads, fp32->fp16 packs, integer address math,
 predicates, uniform-datapath ops, local memory). Nothing here is a test.
@@ -112,6 +113,14 @@ def regions(cubin: bytes) -> dict:
         out["prologue"] = _kinds(ops(lambda p: p < lo))
         out["epilogue"] = _kinds(ops(lambda p: p > hi))
     out["main_loop"]["holds_epilogue"] = any(o.startswith("STG") for o in ops(lambda p: lo <= p <= hi))
+    # the shortest trip through the main loop: in a flattened loop, a K step that ends no tile (its tile-change
+    # and epilogue branches skipped; cubintools/paths.py)
+    from cubintools.paths import step_path
+    from cubintools.sass import disassemble, parse_sass
+    text = disassemble(cubin, line_info=False)
+    trip = step_path(text, parse_sass(text))
+    if trip is not None:
+        out["step"] = _kinds([i.opcode for i in trip])
     out["whole"] = _kinds([o for _, o, _ in instrs])
     return out
 
@@ -161,7 +170,7 @@ def _line(r, impl):
         return f"{impl:8s} error: {d['error'][:120]}"
     g = d["regions"]
     parts = [f"{impl:8s} regs {d['n_regs']:3d} spill {d['local_bytes']:4d} smem {d['shared']:6d}"]
-    for reg in ("prologue", "tile_setup", "main_loop", "tile_epilogue", "epilogue"):
+    for reg in ("prologue", "tile_setup", "main_loop", "step", "tile_epilogue", "epilogue"):
         if reg in g:
             k = g[reg]
             extra = " ".join(f"{x}{k[x]}" for x in ("HGMMA", "LDGSTS", "STG.128", "STG.32", "STSM", "STS", "LDS", "BAR")

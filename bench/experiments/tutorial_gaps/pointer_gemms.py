@@ -44,6 +44,11 @@ VARIANTS = {
     "branch": {},
     "flat": {"KERNELC_FLATTEN_LOOPS": "on", "KERNELC_CVT_PIECES": "max"},
     "flat_fit": {"KERNELC_FLATTEN_LOOPS": "on", "KERNELC_CVT_PIECES": "fit"},
+    # branch pp10: flattened with the tile values the K loop reads carried from step to step (the default of
+    # KERNELC_FLATTEN_CARRY_TILES, so `flat` above has it too), and recomputed on every step (pp09's loop)
+    "flat_recompute": {"KERNELC_FLATTEN_LOOPS": "on", "KERNELC_FLATTEN_CARRY_TILES": "0"},
+    # the pointer persistent loop nested whatever the default (tma: only TMA K loops are flattened)
+    "nested": {"KERNELC_FLATTEN_LOOPS": "tma"},
 }
 
 _CHILD = r"""

@@ -339,14 +339,23 @@ class LayoutAssigner:
         return out
 
     def _consumer_layout(self, arg: Value, body: Block) -> Optional[Layout]:
-        """Memory layout of the first load/store in ``body`` whose pointer derives from ``arg``."""
-        derived = {arg.id}
+        """Memory layout of the first load/store in ``body`` whose pointer derives from ``arg``. A smaller
+        tile that reaches the access through ``expand_dims`` and broadcasts (a flattened loop's carried row
+        offsets, passes/flatten_loops.py) takes that layout's slice, so it broadcasts into it in registers."""
+        derived = {arg.id: ()}  # value id -> the axes expand_dims added on the way from arg (in its dims)
         for op in _walk(body):
-            if op.name in ("load", "store", "atomic_rmw", "atomic_cas") and op.operands[0].id in derived \
-                    and shape_of(op.operands[0].type) == shape_of(arg.type):
-                return self.memory_layout(op.operands[0])
-            if op.name in REMATERIALIZABLE and any(o.id in derived for o in op.operands):
-                derived.update(r.id for r in op.results)
+            if op.name in ("load", "store", "atomic_rmw", "atomic_cas") and op.operands[0].id in derived:
+                return _slice_to(self.memory_layout(op.operands[0]), derived[op.operands[0].id],
+                                 shape_of(arg.type))
+            if op.name not in REMATERIALIZABLE or op.name in ("reshape", "trans") or not op.results:
+                continue
+            src = next((derived[o.id] for o in op.operands if o.id in derived), None)
+            if src is None:
+                continue
+            if op.name == "expand_dims":
+                ax = op.attrs["axis"]
+                src = tuple(a + (a >= ax) for a in src) + (ax,)
+            derived.update((r.id, src) for r in op.results)
         return None
 
     def _while(self, op: Op):
@@ -365,6 +374,19 @@ class LayoutAssigner:
 
 def assign_layouts(fn: Function, axis: AxisAnalysis, num_warps: int, arch_major: int, arch: str = "") -> LayoutPlan:
     return LayoutAssigner(fn, axis, num_warps, arch_major, arch).run()
+
+
+def _slice_to(lay: Layout, added, shape) -> Optional[Layout]:
+    """``lay`` without the axes ``added`` (each a slice, so ``expand_dims`` and a broadcast return to
+    ``lay``), and sliced and expanded again on each axis of size 1 in ``shape``; None if the shape differs."""
+    for ax in sorted(added, reverse=True):
+        lay = lay.sliced(ax)
+    if lay.rank != len(shape):
+        return None
+    for ax, n in enumerate(shape):
+        if n == 1 and lay.shape[ax] != 1:
+            lay = lay.sliced(ax).expanded(ax)
+    return lay if tuple(lay.shape) == tuple(shape) else None
 
 
 def _walk(block: Block):

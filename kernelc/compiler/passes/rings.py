@@ -110,6 +110,16 @@ class RingExpander:
                 if id(c) in self.tail_layout and self.plan.layouts.get(r.id) is None:
                     self._like(nr, self.tail_layout[id(c)])  # copied in the loaded tile's layout
 
+    def _for_copies(self, chain: List[Op]) -> set:
+        """ids of the chain's ops the cp.async copies' pointers and masks read (through one another)."""
+        want = {v.id for ld, _, _, _ in self.cp for v in ld.operands[:2]}
+        out = set()
+        for c in reversed(chain):
+            if any(r.id in want for r in c.results):
+                out.add(id(c))
+                want.update(x.id for t in c.walk() for x in t.operands)
+        return out
+
     def _copies(self, out, rings, env, stage: Value, guard: Value, steady: bool = False) -> None:
         for (ld, _, _, _), ring in zip(self.cp, rings):
             ops = [env.get(v.id, v) for v in ld.operands[:2]] + [guard]
@@ -247,9 +257,17 @@ class RingExpander:
         iv_pf = self._iv_at(fill, iv, step, LA)
         guard = self._op(fill, "cmpi", [iv_pf, ub], [int1], {"pred": "slt"}).results[0]
         env = {iv.id: iv_pf, **{carried[i].id: a for i, a in zip(carried_idx, ahead)}}
-        self._chain(fill, chain, env)
-        if self.cp:
+        first = self._for_copies(chain) if self.cp and not self.tma else None
+        if first is not None and any(c.regions for c in chain if id(c) not in first):
+            # a branch that only advances the carried values (a flattened loop's next tile) goes after the
+            # copies, which do not wait for it (before them, it splits them: ptxas repeats its guards after it)
+            self._chain(fill, [c for c in chain if id(c) in first], env)
             self._copies(fill, rings, env, wr, guard, steady=True)
+            self._chain(fill, [c for c in chain if id(c) not in first], env)
+        else:
+            self._chain(fill, chain, env)
+            if self.cp:
+                self._copies(fill, rings, env, wr, guard, steady=True)
         reads = self._ring_reads(head, trings, rd)
         for (ld, _, _, _), ring in zip(self.cp, rings):
             t = self._op(head, "ring_read", [ring, rd], [ld.results[0].type]).results[0]
