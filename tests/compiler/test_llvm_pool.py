@@ -104,15 +104,7 @@ def test_prestart_stops_at_the_pool_size_and_when_switched_off(monkeypatch):
 
 
 import kernelc  # noqa: E402
-
-
-@kernelc.jit
-def _keep_above(x_ptr, out_ptr, n, p, seed, BLOCK: kernelc.language.constexpr):
-    tl = kernelc.language
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    x = tl.load(x_ptr + offs, mask=m)
-    tl.store(out_ptr + offs, tl.where(tl.rand(seed, offs) > p, x / (1 - p), 0.0), mask=m)
+from tests.compiler.test_sm90_fields import _keep_above  # noqa: E402  (a seeded dropout, 04's shape)
 
 
 def _ptx_and_llir():
