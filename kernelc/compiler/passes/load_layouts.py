@@ -86,7 +86,7 @@ def _carried_loads(arg: Value, uses, exp: Op):
 
 def loads_in_use_layout(fn: Function, loops_only: Optional[bool] = None) -> Function:
     """Rewrite every ``convert_layout(expand_dims(load))`` the module docstring allows. Mutates ``fn``.
-    ``loops_only``: rewrite only loads in loop bodies (default: KERNELC_USE_LAYOUT_LOADS=loops)."""
+    ``loops_only``: rewrite only loads in loop bodies (None: as KERNELC_USE_LAYOUT_LOADS says, ``loops`` = True)."""
     from ...options import get
     carried = get("KERNELC_PREFETCH_DOT_LOOPS")  # the knob that makes such rows; off, the code stays as it was
     if loops_only is None:
