@@ -36,6 +36,7 @@ from .passes.load_layouts import loads_in_use_layout
 from .passes.tma_prefetch import issue_tma_loads_early
 from .passes.reduce_trees import mark_reduce_trees
 from .passes.register_budget import mark_register_budget
+from .passes.instruction_order import mark_instruction_order
 from .passes.staged_operands import share_staged_operands
 from .passes.hoist_descriptors import hoist_descriptors
 from .passes.lower_descriptors import lower_descriptors
@@ -318,6 +319,9 @@ TILE_PASSES = (
     TilePass("hoist_conversions", lambda f, c: hoist_conversions(f, c.notes)),
     # a small vector converted right after its load is loaded in the converted layout (passes/load_layouts.py)
     TilePass("loads_in_use_layout", lambda f, c: loads_in_use_layout(f)),
+    # after the passes that add layout conversions: an elementwise chain reaches the assembler element by
+    # element, each pure instruction just before its first user (passes/instruction_order.py)
+    TilePass("mark_instruction_order", lambda f, c: mark_instruction_order(f, consumer_order_mode())),
     # layouts (and axis info) for the scheduling passes and codegen: an analysis, the IR is unchanged
     TilePass("assign_layouts", _assign_layouts),
     # the schedule, written into the IR (passes/schedule.py, docs/schedule-ir.md): rings, warp
@@ -371,6 +375,12 @@ def fp_fusion_default() -> bool:
     that does not pass the option."""
     from ..options import get
     return get("KERNELC_DEFAULT_FP_FUSION")
+
+
+def consumer_order_mode() -> str:
+    """KERNELC_CONSUMER_ORDER: which kernels reach the assembler in consumer order (elementwise, off)."""
+    from ..options import get
+    return get("KERNELC_CONSUMER_ORDER")
 
 
 def fill_occupancy_step_enabled() -> bool:

@@ -281,6 +281,14 @@ KNOBS: Tuple[Knob, ...] = (
          "measured 4.0% faster at bench_kernels' 528 programs (no tail of programs alone on their SMs; H100, "
          "docs/performance.md)",
          compile=True, field="fill_step_down"),
+    Knob("KERNELC_CONSUMER_ORDER", "choice", "elementwise",
+         "the order in which a kernel's pure instructions reach ptxas: elementwise puts each just before its first "
+         "user, depth first from the stores, as Triton's PTX has them, in kernels made of elementwise chains between "
+         "loads and stores (geglu bwd: 4.3 global loads in flight a thread at 77 registers against 2.7 at 104, "
+         "0.985 -> 1.015x Triton on an H100); off keeps code generation's op order everywhere (kernels with "
+         "reductions or layout conversions keep it: a layer-norm row measured 5.5% slower in consumer order)",
+         _choice(("elementwise", ("elementwise", "auto", "on", "1", "true", "yes")), ("off", ("off", "0", "false", "no"))),
+         compile=True, field="consumer_order"),
     Knob("KERNELC_DEFAULT_FP_FUSION", "bool", True,
          "let float a*b+c contract into fma (Triton's enable_fp_fusion); a launch's enable_fp_fusion= overrides it",
          compile=True, field="enable_fp_fusion"),
@@ -335,6 +343,7 @@ class CompileOptions:
     fill_occupancy_step: bool = True
     fill_policy: str = "loads"
     fill_step_down: bool = True
+    consumer_order: str = "elementwise"
     enable_fp_fusion: bool = True
 
     def key(self) -> Dict[str, Any]:

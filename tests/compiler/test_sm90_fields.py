@@ -120,6 +120,7 @@ def test_the_fill_policy_decides_the_same_without_nvdisasm(monkeypatch, ptx_of, 
     # encodings or from nvdisasm's text, the same cubin and the same figures in the note
     monkeypatch.setenv("KERNELC_ASSEMBLER", "nvjitlink")
     monkeypatch.setenv("KERNELC_FILL_POLICY", "loads")
+    monkeypatch.setenv("KERNELC_CONSUMER_ORDER", "off")   # the op-order PTX these decisions were measured on
     for k in ("KERNELC_NVJITLINK_LAUNCH_BOUND", "KERNELC_FILL_STEP_DOWN", "KERNELC_OCCUPANCY_STEP"):
         monkeypatch.delenv(k, raising=False)
     ptx = ptx_of()

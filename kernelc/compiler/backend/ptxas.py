@@ -261,7 +261,7 @@ def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequen
                 filled = _fill_step(free, unbounded, bounds, target, opt_level, extra, name)
                 if get("KERNELC_FILL_POLICY") == "loads":
                     return _more_loads_in_flight(filled, data, bounds, target, opt_level, extra, name,
-                                                 unbounded if get("KERNELC_FILL_STEP_DOWN") else None)
+                                                 unbounded if get("KERNELC_FILL_STEP_DOWN") else None, free)
                 return filled
             return free
         res = _nvjitlink_cubin(data, target, opt_level, extra, name)
@@ -457,7 +457,7 @@ def step_down_ceiling(registers: int, threads: int, shared: int, limits) -> Opti
 
 
 def _more_loads_in_flight(chosen: CubinResult, data: bytes, bounds: Dict[str, int], target, opt_level, extra, name,
-                          unbounded: Optional[bytes] = None):
+                          unbounded: Optional[bytes] = None, free: Optional[CubinResult] = None):
     """``chosen`` (the unbounded or filled build), the launch bound's build or, given the ``unbounded`` PTX
     (KERNELC_FILL_STEP_DOWN), the build one occupancy step down, whichever keeps the most global loads in flight
     per SM (:func:`loads_in_flight_per_sm`; KERNELC_FILL_POLICY=loads; a tie keeps the earlier).
@@ -468,13 +468,18 @@ def _more_loads_in_flight(chosen: CubinResult, data: bytes, bounds: Dict[str, in
     loads in flight (29 per SM), bounded 80 registers, 3 blocks and 1.8 (43 per SM), and the bounded build measured
     1.21x Triton against 0.98x (H100, 2026-11-27, docs/performance.md). The other way, a softmax row (4096 fp32,
     16 warps, a grid-stride loop) has 40 registers and 3 blocks unbounded, 32 registers and 4 blocks one step down,
-    with the same 1.3 loads in flight a thread."""
+    with the same 1.3 loads in flight a thread. ``free``, the build without a ceiling when ``chosen`` is the filled
+    one, is weighed too: in consumer order (backend/consumer_order.py) geglu's backward row keeps 4.3 loads in
+    flight a thread at 77 registers and 2.8 filled to 120, one block either way."""
     one = _one_entry(chosen, bounds, target)
     if one is None or one[2] is None:
         return chosen
     entry, threads, r, limits = one
     now_blocks = blocks_per_sm(r.registers, threads, r.shared, limits)
     builds = [(chosen, r, "")]
+    fr = free.resources.get(entry) if free is not None and free is not chosen else None
+    if fr is not None and not fr.spills and blocks_per_sm(fr.registers, threads, fr.shared, limits) >= now_blocks:
+        builds.append((free, fr, "without a register ceiling"))
     bound = _nvjitlink_cubin(data, target, opt_level, extra, name)
     b = bound.resources.get(entry)
     # one block per SM where there were more: between two blocks (a row kernel's rows) the SM has no load in flight

@@ -20,6 +20,7 @@ from ..passes.axis_info import AxisAnalysis
 from ..passes.layout_assign import REMATERIALIZABLE, LayoutPlan
 from . import elementwise as EW
 from .emitter import Emitter, llty
+from ..backend.consumer_order import ATTRIBUTE as CONSUMER_ORDER
 from ..layouts import Layout, default_blocked, register_map
 
 
@@ -114,7 +115,9 @@ class Lowering:
         self.lower_block(self.fn.body)
         from .warp_specialize import producer_warps
         extra = producer_warps(self.fn)
-        text = e.module(self.params, maxntid=32 * (self.nw + extra))
+        # the tile IR's instruction_order (passes/instruction_order.py), for the back end after LLVM's optimiser
+        order = CONSUMER_ORDER if self.fn.attrs.get("instruction_order") == "consumers" else ""
+        text = e.module(self.params, attrs=order, maxntid=32 * (self.nw + extra))
         for tok, off in self.placed_tokens.items():
             text = text.replace(tok, str(self.smem.scratch_aligned + off))
         for tok, rel in self.persistent_tokens.items():
