@@ -8,7 +8,10 @@ each output written once).
     python bench/bench_memory_bound.py --cpu-smoke               # tiny sizes, kernelc interpreter only
 
 Rounds interleave the implementations (kernelc, Triton, torch, then the next round in another order) so
-clock and thermal drift hit all of them alike; each figure is the median over rounds of do_bench's median.
+clock and thermal drift hit all of them alike; each figure is the median over rounds of do_bench's median (every
+round's figure is kept too). Triton's kernel is timed a second time as ``triton[control]``: its ratio to the
+``triton`` column is the run's noise floor, and each kernelc/Triton ratio is called faster, slower or within noise
+against it.
 A ``--variant TAG:VAR=VALUE[,VAR=VALUE]`` is one more kernelc column, ``kernelc[TAG]``: a second copy of the
 kernels module (its own JIT caches) whose kernels compile with those environment knobs set.
 
@@ -294,6 +297,18 @@ def parse_variants(argv):
     return out
 
 
+CONTROL = "triton[control]"
+
+
+def verdict(ratio: float, control: float) -> str:
+    """'faster' / 'slower' where ``ratio`` (x/Triton) is further from 1 than the control column's ratio (Triton
+    against itself in the same rounds), else 'within noise'."""
+    import math
+    if abs(math.log(ratio)) <= abs(math.log(control)):
+        return "within noise"
+    return "faster" if ratio > 1 else "slower"
+
+
 def run(names, rounds, variants=()):
     import tempfile
     from kernelc.runtime.cache import cache_dir
@@ -325,6 +340,8 @@ def run(names, rounds, variants=()):
             impls = [("kernelc", lambda: call(K, *args)), ("torch", lambda: ref(*args))]
             if T is not None:
                 impls.insert(1, ("triton", lambda: call(T, *args)))
+                # the same Triton kernel timed as one more column: its ratio to "triton" is the run's noise floor
+                impls.insert(2, (CONTROL, lambda: call(T, *args)))
             impls[1:1] = [(n, (lambda mod=mod: call(mod, *args))) for n, mod, _ in V]
             compiled = [_compiles(mod) for _, mod, _ in V]
             times = {n: [] for n, _ in impls}
@@ -340,14 +357,19 @@ def run(names, rounds, variants=()):
             for n in times:
                 ms = statistics.median(times[n])
                 r[f"{n}_ms"] = ms
+                r[f"{n}_rounds_ms"] = times[n]
                 r[n] = gb / ms / 1e6
             r["kernelc/triton"] = r["triton_ms"] / r["kernelc_ms"] if T is not None else None
             for n, _, _ in V:
                 r[f"{n}/triton"] = r["triton_ms"] / r[f"{n}_ms"] if T is not None else None
+            if T is not None:
+                r[f"{CONTROL}/triton"] = r["triton_ms"] / r[f"{CONTROL}_ms"]
+                for n in ["kernelc"] + [n for n, _, _ in V]:
+                    r[f"{n}/triton_verdict"] = verdict(r[f"{n}/triton"], r[f"{CONTROL}/triton"])
             r["kernelc/torch"] = r["torch_ms"] / r["kernelc_ms"]
             rows.append(r)
-            print(name, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k not in ("benchmark", "kernels")},
-                  flush=True)
+            print(name, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()
+                         if k not in ("benchmark", "kernels", "regs") and not k.endswith("_rounds_ms")}, flush=True)
         except Exception as e:  # one failing benchmark must not hide the others
             import traceback
             traceback.print_exc()

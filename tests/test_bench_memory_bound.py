@@ -131,3 +131,11 @@ def test_a_column_never_times_an_entry_left_in_the_ambient_cache(tmp_path, monke
         assert k["cache_key"] == first[name]["rms_norm_bwd_kernel"]["cache_key"] and k["ambient_regs"] == 200
     assert row["kernels"]["kernelc"]["rms_norm_bwd_kernel"]["cache_key"] != \
         row["kernels"]["kernelc[bound]"]["rms_norm_bwd_kernel"]["cache_key"]
+
+
+def test_a_ratio_is_called_only_outside_the_control_columns_spread():
+    from bench.bench_memory_bound import verdict
+    assert verdict(1.004, 0.995) == "within noise"      # the control moved 0.5%: a 0.4% ratio says nothing
+    assert verdict(0.985, 1.003) == "slower"
+    assert verdict(1.015, 0.997) == "faster"
+    assert verdict(0.997, 1.004) == "within noise"
