@@ -138,6 +138,7 @@ for label, fns, flop, check, C in cases:   # first launches (compiles) and check
         except Exception as e:
             r["error"] = f"{type(e).__name__}: {str(e)[:300]}"
         print(json.dumps({k: r[k] for k in r if k != "tflops"}), flush=True)
+json.dump(list(recs.values()), open(a["out"], "w"), indent=1)
 for rnd in range(a["rounds"]):
     order = variants if rnd % 2 == 0 else variants[::-1]
     for label, fns, flop, check, C in cases:
@@ -145,10 +146,9 @@ for rnd in range(a["rounds"]):
             r = recs[(label, v)]
             if r.get("ok"):
                 r["tflops"].append(flop / do_bench(fns[v], warmup=25, rep=100) * 1e-9)
-for r in recs.values():
-    if r["tflops"]:
-        r["median"] = statistics.median(r["tflops"])
-json.dump(list(recs.values()), open(a["out"], "w"), indent=1)
+                r["median"] = statistics.median(r["tflops"])
+    json.dump(list(recs.values()), open(a["out"], "w"), indent=1)   # every round: a cut run keeps the rounds done
+    print(f"round {rnd} done", flush=True)
 """
 
 
@@ -161,11 +161,15 @@ def run(impl, mod, triton_site, args):
     env["PYTHONPATH"] = (triton_site if impl == "triton" else ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     payload = dict(impl=impl, mod=mod, out=out, configs09=CONFIGS_09, ks=[int(k) for k in args.ks.split(",")],
                    rounds=args.rounds, examples=not args.no_examples)
-    r = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(payload)], env=env, cwd=ROOT, timeout=args.timeout,
-                       capture_output=True, text=True)
-    sys.stdout.write(r.stdout)
-    sys.stderr.write(r.stderr[-3000:])
-    if r.returncode or not os.path.exists(out):
+    try:
+        r = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(payload)], env=env, cwd=ROOT,
+                           timeout=args.timeout, capture_output=True, text=True)
+        sys.stdout.write(r.stdout)
+        sys.stderr.write(r.stderr[-3000:])
+    except subprocess.TimeoutExpired as e:   # the rounds finished before the cut are in `out`
+        part = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        sys.stdout.write(part + f"\n{impl}: cut after {args.timeout} s\n")
+    if not os.path.exists(out):
         return []
     return json.load(open(out))
 
@@ -180,7 +184,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-examples", action="store_true")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--ks", default="512,4096")
-    ap.add_argument("--timeout", type=int, default=240)
+    ap.add_argument("--timeout", type=int, default=240, help="seconds per process (kernelc's, then Triton's)")
+    ap.add_argument("--triton-timeout", type=int, default=0, help="Triton's process (0: --timeout)")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "uniform_wg_ab.json"))
     a = ap.parse_args(argv)
     mod = os.path.join(tempfile.mkdtemp(prefix="uwg_"), "k09.py")
@@ -188,6 +193,8 @@ def main(argv=None) -> int:
         f.write(kernel_module(os.path.join(a.tutorials, "09-persistent-matmul.py")))
     recs = run("kernelc", mod, a.triton_site, a)
     if not a.no_triton:
+        if a.triton_timeout:
+            a.timeout = a.triton_timeout
         recs += run("triton", mod, a.triton_site, a)
     table = {}
     for r in recs:
