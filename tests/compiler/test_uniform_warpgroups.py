@@ -103,12 +103,17 @@ def test_the_verifier_checks_the_dot_operands_and_the_op():
     assert wg.name == "warpgroup_index"
     other = next(o for o in fn.walk() if o.name == "program_id")
     dot.operands[3] = other.results[0]          # an i32 that is no warpgroup index
-    with pytest.raises(VerificationError, match="warpgroup_index op's result"):
+    with pytest.raises(VerificationError, match="use_acc operand must be a scalar i1, got i32"):
         verify(fn)
     flag = next(o for o in fn.walk() if o.name == "cmpi" and str(o.results[0].type) == str(int1))
     dot.operands[3:] = [wg.results[0], flag.results[0]]   # the index before use_acc
-    with pytest.raises(VerificationError, match="use_acc and then a scalar i32 warpgroup index"):
+    with pytest.raises(VerificationError, match="must be its last operand"):
         verify(fn)
+    dot.operands[3:] = [flag.results[0], flag.results[0], wg.results[0]]
+    with pytest.raises(VerificationError, match="at most a use_acc and a warpgroup index"):
+        verify(fn)
+    dot.operands[3:] = [flag.results[0], wg.results[0]]
+    verify(fn)
     dot.operands[3:] = [wg.results[0]]
     verify(fn)
     wg.attrs["uniform"] = "yes"

@@ -231,7 +231,7 @@ for op in [
     OpDef("cursor_store", (2, 2), ("field",), pure=False, results=0, category="ring",
           doc="cursor, value (i32): set its 'stage' or 'phase'"),
     OpDef("warp_leader", (0, 0), category="ring", doc="i1: true in lane 0 of every warp"),
-    OpDef("warpgroup_index", (0, 0), category="grid", optional_attrs=("uniform",),
+    OpDef("warpgroup_index", (0, 0), category="ring", optional_attrs=("uniform",),
           doc="i32: this thread's warpgroup (tid.x / 128); uniform=True: read through a shuffle from lane 0, so the "
               "assembler knows it is the same in every lane of a warp (passes/uniform_warpgroups.py)"),
     OpDef("mbarrier_arrive", (2, 2), pure=False, results=0, category="ring",

@@ -147,13 +147,17 @@ def _atomic(op):
 def _dot(op):
     a, b, c = (v.type for v in op.operands[:3])
     errs = []
-    extra = [v.type for v in op.operands[3:]]
-    kinds = ["" if shape_of(t) else scalar_of(t).name for t in extra]
-    if kinds not in ([], ["int1"], ["int32"], ["int1", "int32"]):
-        errs.append(f"a dot takes a scalar i1 use_acc and then a scalar i32 warpgroup index after its accumulator, "
-                    f"got {', '.join(str(t) for t in extra)}")
-    elif kinds[-1:] == ["int32"] and (op.operands[-1].op is None or op.operands[-1].op.name != "warpgroup_index"):
-        errs.append("a dot's warpgroup index must be a warpgroup_index op's result")
+    # after the accumulator: use_acc (a scalar i1), then the warpgroup index (passes/uniform_warpgroups.py)
+    extra = list(op.operands[3:])
+    is_wg = [v.op is not None and v.op.name == "warpgroup_index" for v in extra]
+    if any(is_wg[:-1]):
+        errs.append("a dot's warpgroup index (a warpgroup_index result) must be its last operand")
+    elif is_wg[-1:] == [True]:
+        extra.pop()
+    if len(extra) > 1:
+        errs.append("a dot takes at most a use_acc and a warpgroup index after its accumulator")
+    elif extra and (shape_of(extra[0].type) or scalar_of(extra[0].type).name != "int1"):
+        errs.append(f"a dot's use_acc operand must be a scalar i1, got {extra[0].type}")
     sa, sb, sc = shape_of(a), shape_of(b), shape_of(c)
     if len(sa) not in (2, 3) or len(sa) != len(sb) or sa[-1] != sb[-2] or sc != sa[:-1] + sb[-1:]:
         errs.append(f"dot shapes {sa} x {sb} -> {sc} do not agree")
