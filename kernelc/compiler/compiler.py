@@ -53,6 +53,7 @@ from .passes.pointer_tiles import pointer_tiles_to_descriptors
 from .passes.schedule import schedule_pipelines, schedule_wgmma, warp_specialize
 from .passes.stage_operands import stage_invariant_operands
 from .passes.wgmma_waits import place_wgmma_waits
+from .passes.uniform_warpgroups import mark_uniform_warpgroups
 from .passes.bulk_reductions import expand_bulk_reductions
 from .passes.tma_write_guards import guard_tma_writes
 from ..options import get as get_option
@@ -361,6 +362,11 @@ TILE_PASSES = (
     # shared-memory offsets by live range: buffers of loops that run one after the other share bytes, with a
     # barrier before the reuse (passes/smem_offsets.py; KERNELC_SMEM_REUSE)
     TilePass("assign_smem_offsets", assign_smem_offsets),
+    # several consumer warpgroups: the wgmma dots read a warpgroup index taken once through a shuffle from lane 0,
+    # so ptxas keeps their descriptors on the uniform datapath (passes/uniform_warpgroups.py;
+    # KERNELC_UNIFORM_WARPGROUP)
+    TilePass("mark_uniform_warpgroups",
+             lambda f, c: mark_uniform_warpgroups(f, c, get_option("KERNELC_UNIFORM_WARPGROUP"))),
 )
 
 

@@ -131,6 +131,12 @@ KNOBS: Tuple[Knob, ...] = (
          "stepped along K by a 64-bit add (Triton's way), not rebuilt per k step; kernels with several dots (attention) "
          "keep the per-step build, which spilled less there (docs/triton-tutorials.md, \"09/08 pointer-load GEMMs\")",
          compile=True, field="wgmma_desc_stepped"),
+    Knob("KERNELC_UNIFORM_WARPGROUP", "bool", True,
+         "kernels with several consumer warpgroups read their warpgroup index once, at entry, through a shuffle from "
+         "lane 0 (Triton's way), so ptxas keeps the wgmma descriptors built from it on the uniform datapath; off: "
+         "from tid.x at each dot, which ptxas cannot prove warp-uniform (R2UR moves per step; "
+         "passes/uniform_warpgroups.py)",
+         compile=True, field="uniform_warpgroup"),
     Knob("KERNELC_WGMMA_DEFER", "bool", True, "defer the waits of two or more wgmmas per iteration",
          compile=True, field="wgmma_defer"),
     Knob("KERNELC_WGMMA_DEFER_RING", "bool", True,
@@ -313,6 +319,7 @@ class CompileOptions:
     device_maps_anywhere: bool = False
     wgmma_async: str = "default"
     wgmma_desc_stepped: bool = True
+    uniform_warpgroup: bool = True
     wgmma_defer: bool = True
     wgmma_defer_ring: bool = True
     wgmma_defer_acc: bool = False

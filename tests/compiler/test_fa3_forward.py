@@ -220,14 +220,15 @@ def test_fa3_forward_compiles_without_spills(D, causal, dt):
 
 def test_exp2_is_one_mufu_per_element(monkeypatch):
     """Tutorial 06's loop in Triton 3.6 (sm_90a, 128x128, 8 warps): 491 instructions, 66 MUFU.EX2, no FSETP.
-    Ours was 714 with a range test and two multiplies around every MUFU.EX2 (ex2 without .ftz)."""
+    Ours was 714 with a range test and two multiplies around every MUFU.EX2 (ex2 without .ftz); 695 with the
+    warpgroup index on the uniform datapath (passes/uniform_warpgroups.py)."""
     ops = _main_loop(_fwd(attention_tma.attn_fwd_tma_kernel).asm["sass"])
     assert ops.count("MUFU.EX2") == 66 and not any(o.startswith("FSETP") for o in ops)
     assert len(ops) <= 530, len(ops)
     monkeypatch.setenv("KERNELC_EXP2_FTZ", "0")
     ck = _fwd(attention_tma.attn_fwd_tma_kernel)
     ops = _main_loop(ck.asm["sass"])
-    assert sum(o == "FSETP.GEU.AND" for o in ops) == 66 and len(ops) >= 700
+    assert sum(o == "FSETP.GEU.AND" for o in ops) == 66 and len(ops) >= 690
     assert "ex2.approx.ftz" not in ck.asm["ptx"]
 
 

@@ -132,7 +132,11 @@ def test_the_k_loop_pays_tritons_predicates(monkeypatch, bm, bn, bk, stages, war
     n0, pred0, c0 = _k_loop_counts(old)
     assert pred <= pred_max < pred0, (pred, pred0)
     assert n < n0 and c["LDGSTS"] == c0["LDGSTS"] and c["HGMMA"] == c0["HGMMA"]
-    assert ck.n_spills == 0 and ck.n_regs <= old.n_regs
+    assert ck.n_spills == 0
+    # no more registers, or none that cost a CTA a SM: at 128x256 s3 w8 (147456 B of shared memory: one CTA a SM)
+    # with the warpgroup index on the uniform datapath (passes/uniform_warpgroups.py) ptxas takes 221 against 208
+    ctas = lambda k: min(65536 // (k.n_regs * 32 * warps), 233472 // k.shared)  # noqa: E731
+    assert ck.n_regs <= old.n_regs or ctas(ck) == ctas(old)
 
 
 @pytest.mark.parametrize("pred,vector", [("slt", True), ("sge", True), ("sle", False), ("sgt", False),

@@ -66,6 +66,7 @@ KINDS = collections.OrderedDict([
                                                "IMNMX", "VIMNMX", "PRMT")),
     ("predicates", lambda o: o.split(".")[0] in ("ISETP", "SEL", "PLOP3", "P2R", "R2P")),
     ("uniform", lambda o: o.startswith("U") and not o.startswith("UTMA")),
+    ("R2UR", lambda o: o.startswith("R2UR")),
     ("FENCE/MEMBAR", lambda o: o.startswith(("FENCE", "MEMBAR"))),
     ("LDL/STL", lambda o: o.startswith(("LDL", "STL"))),
     ("NOP", lambda o: o == "NOP"),
@@ -173,7 +174,8 @@ def _line(r, impl):
     for reg in ("prologue", "tile_setup", "main_loop", "step", "tile_epilogue", "epilogue"):
         if reg in g:
             k = g[reg]
-            extra = " ".join(f"{x}{k[x]}" for x in ("HGMMA", "LDGSTS", "STG.128", "STG.32", "STSM", "STS", "LDS", "BAR")
+            extra = " ".join(f"{x}{k[x]}" for x in ("HGMMA", "LDGSTS", "STG.128", "STG.32", "STSM", "STS", "LDS", "BAR",
+                                                             "R2UR")
                              if k.get(x))
             parts.append(f"{reg} {k['instructions']} ({extra})")
     return " | ".join(parts)

@@ -25,7 +25,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 _CHILD = r"""
-import json, os, sys, hashlib, importlib.util, tempfile
+import json, os, re, sys, hashlib, importlib.util, tempfile
 root, tut, only = sys.argv[1], sys.argv[2], sys.argv[3]
 sys.path.insert(0, root)
 sys.path.insert(0, os.path.join(root, "bench", "experiments", "tutorial_gaps"))
@@ -118,15 +118,51 @@ for name in ("matmul_kernel_tma", "matmul_kernel_tma_persistent"):
     for (bm, bn, bk, s, w) in ((128, 128, 64, 3, 8), (128, 256, 64, 3, 8), (128, 128, 128, 3, 8)):
         case(f"tut09 {name} {bm}x{bn}x{bk}x{s}x{w}", lambda a=(name, bm, bn, bk, s, w): mm09(*a))
 
+# the 8-warp wgmma GEMMs of bench/bench_kernels.py (examples/kernels), at their 8-warp autotune configs
+from examples.kernels import matmul as EM, matmul_tma as ET, matmul_persistent as EP, matmul_fp8 as EF
+def ex_mm(bm, bn, s):
+    sig = dict(a_ptr="*fp16", b_ptr="*fp16", c_ptr="*fp16", M="i32", N="i32", K="i32", stride_am="i32",
+               stride_ak="i32", stride_bk="i32", stride_bn="i32", stride_cm="i32", stride_cn="i32")
+    cx = dict(BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=64, GROUP_SIZE_M=8, ACTIVATION="")
+    return kcompile(EM.matmul_kernel, sig, cx, "sm_90a", 8, s, divisibility={n: 16 for n in sig},
+                    equal_to_1=("stride_ak", "stride_bn", "stride_cn"))
+def ex_desc(kern, bm, bn, s, **extra):
+    sig = {"a_desc": f"tensordesc<fp16[{bm}, 64]>", "b_desc": f"tensordesc<fp16[64, {bn}]>",
+           "c_desc": f"tensordesc<fp16[{bm}, {bn}]>", "M": "i32", "N": "i32", "K": "i32"}
+    cx = dict(BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=64, GROUP_SIZE_M=8, **extra)
+    return kcompile(kern, sig, cx, "sm_90a", 8, s, divisibility={"a_desc": 16, "b_desc": 16, "c_desc": 16})
+def ex_dp(bm, bn, s):
+    sig = dict(a_ptr="*fp16", b_ptr="*fp16", c_ptr="*fp16", M="i32", N="i32", K="i32")
+    cx = dict(BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=64, GROUP_SIZE_M=8, NUM_SMS=132, WARP_SPECIALIZE=False)
+    return kcompile(EP.matmul_descriptor_persistent_kernel, sig, cx, "sm_90a", 8, s, divisibility={n: 16 for n in sig})
+def ex_fp8(bm, bn, bk, s):
+    sig = dict(a_ptr="*fp8e4nv", b_ptr="*fp8e4nv", c_ptr="*bf16", scale_a_ptr="*fp32", scale_b_ptr="*fp32", M="i32",
+               N="i32", K="i32", stride_am="i32", stride_ak="i32", stride_bk="i32", stride_bn="i32",
+               stride_cm="i32", stride_cn="i32")
+    return kcompile(EF.matmul_fp8_kernel, sig, dict(BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=8),
+                    "sm_90a", 8, s, divisibility={n: 16 for n in sig}, equal_to_1=("stride_ak", "stride_bn", "stride_cn"))
+for bm, bn, s in ((128, 256, 3), (128, 256, 4), (256, 128, 3)):
+    case(f"ex matmul {bm}x{bn}x64 s{s} w8", lambda a=(bm, bn, s): ex_mm(*a))
+for bm, bn, s in ((128, 128, 3), (128, 256, 3), (256, 128, 3)):
+    case(f"ex matmul_tma {bm}x{bn}x64 s{s} w8", lambda a=(bm, bn, s): ex_desc(ET.matmul_tma_kernel, *a))
+    case(f"ex matmul_persistent {bm}x{bn}x64 s{s} w8",
+         lambda a=(bm, bn, s): ex_desc(EP.matmul_persistent_kernel, *a, NUM_SMS=132, WARP_SPECIALIZE=False))
+    case(f"ex matmul_descriptor_persistent {bm}x{bn}x64 s{s} w8", lambda a=(bm, bn, s): ex_dp(*a))
+for bm, bn, bk, s in ((128, 256, 128, 3), (256, 128, 128, 3), (128, 256, 64, 4)):
+    case(f"ex matmul_fp8 {bm}x{bn}x{bk} s{s} w8", lambda a=(bm, bn, bk, s): ex_fp8(*a))
+
 for name, fn in cases:
     try:
         ck = fn()
         cubin = ck.asm["cubin"]
-        p = profile(disassemble(cubin, line_info=False))
+        sass = disassemble(cubin, line_info=False)
+        p = profile(sass)
         row = {"case": name, "n_regs": ck.n_regs, "spill_bytes": ck.n_spills, "shared": ck.shared,
                "sha": hashlib.sha1(bytes(cubin)).hexdigest()[:12],
                **{k: p.get(k) for k in ("instructions", "loop_instructions", "loop_branches",
-                                        "branches_outside_loop", "elect_loops", "bssy_regions")}}
+                                        "branches_outside_loop", "elect_loops", "bssy_regions")},
+               "r2ur": sum(1 for ln in sass.splitlines() if re.search(r"\bR2UR\b", ln)),
+               "loop_r2ur": (p.get("loop_opcodes") or {}).get("R2UR", 0)}
     except BaseException as ex:
         row = {"case": name, "error": (type(ex).__name__ + ": " + str(ex))[-300:]}
     print(json.dumps(row), flush=True)
@@ -158,7 +194,7 @@ def main(argv=None) -> int:
     base, new = (run_root(r, args.tutorials, args.only) for r in args.roots)
     out = []
     keys = ("n_regs", "spill_bytes", "instructions", "loop_instructions", "loop_branches", "branches_outside_loop",
-            "elect_loops", "bssy_regions")
+            "elect_loops", "bssy_regions", "r2ur", "loop_r2ur")
     for name in base:
         a, b = base[name], new.get(name, {"error": "missing"})
         row = {"case": name, "base": a, "new": b, "same": a.get("sha") == b.get("sha") and "sha" in a}
@@ -166,7 +202,7 @@ def main(argv=None) -> int:
         if "error" in a or "error" in b:
             print(f"{name:44s} ERROR base={a.get('error', 'ok')} new={b.get('error', 'ok')}")
             continue
-        diff = "same" if row["same"] else "  ".join(f"{k}={a[k]}->{b[k]}" for k in keys if a[k] != b[k])
+        diff = "same" if row["same"] else "  ".join(f"{k}={a.get(k)}->{b.get(k)}" for k in keys if a.get(k) != b.get(k))
         print(f"{name:44s} {diff}")
     if args.json:
         with open(args.json, "w") as f:

@@ -274,7 +274,14 @@ def transposing_store(layout: Layout, row_dim: int, col_dim: int) -> bool:
 
 def _use_acc(lw: Lowering, op) -> Optional[str]:
     """The i1 of a dot's ``use_acc`` operand (None: the accumulator is always added)."""
-    return lw.scalar(op.operands[3]) if len(op.operands) == 4 else None
+    extra = op.operands[3:]
+    return lw.scalar(extra[0]) if extra and scalar_of(extra[0].type).name == "int1" else None
+
+
+def _warpgroup(lw: Lowering, op) -> Optional[str]:
+    """The i32 of a dot's warpgroup index operand (passes/uniform_warpgroups.py; None: there is none)."""
+    extra = op.operands[3:]
+    return lw.scalar(extra[-1]) if extra and scalar_of(extra[-1].type).name == "int32" else None
 
 
 def _acc_or_zero(lw: Lowering, acc: List[str], use: Optional[str], ty: str) -> List[str]:
@@ -347,7 +354,7 @@ def mma_dot(lw: Lowering, op, L: Layout, report: Optional[dict] = None):
         run_wgmma(lw, kind, A, a_trans, B, b_trans, acc, L, M, N, K, a_regs=a_regs, b_kind=b_kind,
                   promote_every=op.attrs.get("max_num_imprecise_acc"),
                   turn=PingPong(lw, op.attrs["wgmma_turns"]) if op.attrs.get("wgmma_turns") else None,
-                  use_acc=use, stepped=op.attrs.get("wgmma_desc") == "stepped")
+                  use_acc=use, stepped=op.attrs.get("wgmma_desc") == "stepped", warpgroup=_warpgroup(lw, op))
     else:
         acc = _acc_or_zero(lw, acc, use, acc_ty)
         run_mma(lw, kind, A, B, a_trans, b_trans, acc, L, M, N, K, a_regs=a_regs, b_kind=b_kind)

@@ -145,7 +145,7 @@ def tie_through_wait(lw: Lowering, n: int, regs: List[str], pin: bool = False) -
 def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: List[str], L: Layout,
               M: int, N: int, K: int, a_regs=None, b_kind: Optional[str] = None,
               promote_every: Optional[int] = None, turn=None, use_acc: Optional[str] = None,
-              stepped: bool = False) -> None:
+              stepped: bool = False, warpgroup: Optional[str] = None) -> None:
     """Issue the wgmmas of one dot. ``promote_every`` (fp8 only; Triton's ``max_num_imprecise_acc``): the fp8
     tensor cores accumulate with reduced precision, so every ``promote_every`` K elements the products are
     summed into a fresh accumulator and added to the fp32 one with FADD (slower, as accurate as cuBLAS
@@ -154,7 +154,9 @@ def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: 
     hand over after the commit. ``use_acc`` (an i1, the dot's ``use_acc`` operand): when false the first
     wgmma of each row block ignores the accumulator (its scale-d predicate), so the result is ``a @ b``.
     ``stepped`` (the dot's ``wgmma_desc='stepped'``, passes/schedule.py): each operand's descriptor is built
-    once and stepped along K (:func:`stepped_descriptor`), not rebuilt from the address per k step."""
+    once and stepped along K (:func:`stepped_descriptor`), not rebuilt from the address per k step.
+    ``warpgroup`` (the dot's warpgroup index operand, a ``warpgroup_index`` op; passes/uniform_warpgroups.py): the
+    row blocks of several warpgroups start from it; None: from ``tid.x``."""
     e = lw.e
     nw = lw.nw
     t, kstep, has_trans = WGMMA_TYPES[kind]
@@ -173,7 +175,7 @@ def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: 
         # so each descriptor is a constant offset from the buffer's (operand_descriptor)
         wg_row = "0"
     else:
-        g = e.val(f"lshr i32 {lw.warp}, 2")
+        g = warpgroup if warpgroup is not None else e.val(f"lshr i32 {lw.warp}, 2")
         wg_row = e.val(f"shl i32 {g}, 6")  # 64 rows per warpgroup
     nk = K // kstep
     partial = not has_trans and promote_every is not None and promote_every <= K
@@ -292,3 +294,14 @@ def lower_wgmma_wait(lw: Lowering, op) -> None:
     for res, t in zip(op.results, tiles):
         lw.tiles[res.id] = Tile(t.layout, new[k:k + len(t.regs)])
         k += len(t.regs)
+
+
+@rule("warpgroup_index")
+def lower_warpgroup_index(lw: Lowering, op) -> None:
+    """tid.x / 128; ``uniform``: lane 0's, through ``shfl.sync.idx``, which ptxas takes as the same in every lane of
+    the warp, so values computed from it (wgmma descriptors) stay on the uniform datapath."""
+    e = lw.e
+    wg = e.val(f"lshr i32 {lw.tid}, 7")
+    if op.attrs.get("uniform"):
+        wg = e.call("i32", "llvm.nvvm.shfl.sync.idx.i32", [("i32", "-1"), ("i32", wg), ("i32", "0"), ("i32", "31")])
+    lw.scalars[op.results[0].id] = wg

@@ -129,8 +129,10 @@ for op in [
     OpDef("descriptor_reduce", (3, -1), ("block_shape", "kind"), pure=False, results=0, category="descriptor",
           doc="desc, value, offsets x n (i32): add (kind) the tile into the tensor element-wise, atomically; "
               "out-of-bounds elements are not touched", optional_attrs=("tma",)),
-    OpDef("dot", (3, 4), ("input_precision",), category="dot",
-          doc="a @ b + acc; a 4th operand use_acc (scalar i1, passes/flatten_loops.py): a @ b + (use_acc ? acc : 0)",
+    OpDef("dot", (3, 5), ("input_precision",), category="dot",
+          doc="a @ b + acc; then optionally use_acc (scalar i1, passes/flatten_loops.py): a @ b + (use_acc ? acc : 0); "
+              "then optionally the warpgroup index (scalar i32, a warpgroup_index op; passes/uniform_warpgroups.py) "
+              "that a wgmma dot's row blocks start from",
           optional_attrs=("max_num_imprecise_acc", "fp8_upcast", "wgmma", "wgmma_turns", "pin_wait", "a_words")),
     OpDef("reduce", (1, -1), ("axis",), results=-1, regions=1, category="reduce",
           doc="combine region (2n scalars -> n); kind names a known combine; tree=W: a thread's registers combine "
@@ -229,6 +231,9 @@ for op in [
     OpDef("cursor_store", (2, 2), ("field",), pure=False, results=0, category="ring",
           doc="cursor, value (i32): set its 'stage' or 'phase'"),
     OpDef("warp_leader", (0, 0), category="ring", doc="i1: true in lane 0 of every warp"),
+    OpDef("warpgroup_index", (0, 0), category="ring", optional_attrs=("uniform",),
+          doc="i32: this thread's warpgroup (tid.x / 128); uniform=True: read through a shuffle from lane 0, so the "
+              "assembler knows it is the same in every lane of a warp (passes/uniform_warpgroups.py)"),
     OpDef("mbarrier_arrive", (2, 2), pure=False, results=0, category="ring",
           doc="barrier, pred (i1): where pred, arrive once (a consumer is done with what the barrier guards)"),
     OpDef("wgmma_wait_deferred", (0, 0), pure=False, results=0, category="ring",

@@ -147,8 +147,17 @@ def _atomic(op):
 def _dot(op):
     a, b, c = (v.type for v in op.operands[:3])
     errs = []
-    if len(op.operands) == 4 and (shape_of(op.operands[3].type) or scalar_of(op.operands[3].type).name != "int1"):
-        errs.append(f"a dot's use_acc operand must be a scalar i1, got {op.operands[3].type}")
+    # after the accumulator: use_acc (a scalar i1), then the warpgroup index (passes/uniform_warpgroups.py)
+    extra = list(op.operands[3:])
+    is_wg = [v.op is not None and v.op.name == "warpgroup_index" for v in extra]
+    if any(is_wg[:-1]):
+        errs.append("a dot's warpgroup index (a warpgroup_index result) must be its last operand")
+    elif is_wg[-1:] == [True]:
+        extra.pop()
+    if len(extra) > 1:
+        errs.append("a dot takes at most a use_acc and a warpgroup index after its accumulator")
+    elif extra and (shape_of(extra[0].type) or scalar_of(extra[0].type).name != "int1"):
+        errs.append(f"a dot's use_acc operand must be a scalar i1, got {extra[0].type}")
     sa, sb, sc = shape_of(a), shape_of(b), shape_of(c)
     if len(sa) not in (2, 3) or len(sa) != len(sb) or sa[-1] != sb[-2] or sc != sa[:-1] + sb[-1:]:
         errs.append(f"dot shapes {sa} x {sb} -> {sc} do not agree")
@@ -683,6 +692,8 @@ RULES: Dict[str, Callable[[Op], List[str]]] = {
     "cursor_load": _cursor(False),
     "cursor_store": _cursor(True),
     "warp_leader": lambda op: [] if _is_i1(op.results[0]) else ["warp_leader yields an i1"],
+    "warpgroup_index": lambda op: [] if _is_i32(op.results[0]) and op.attrs.get("uniform", False) in (True, False)
+    else ["warpgroup_index yields an i32 (uniform: a bool)"],
     "mbarrier_arrive": _barrier_and("an i1 predicate", _is_i1),
     "ring_free": lambda op: [] if op.operands[0].op is not None and op.operands[0].op.name == "tma_ring_alloc"
     else ["operand 0 must be a tma_ring_alloc"],
