@@ -19,6 +19,17 @@ An ``exp2`` is marked when
 FMA pipe when ``floor((r + 1) num / den) > floor(r num / den)`` (evenly spread); the rest stay on MUFU.
 ``KERNELC_EXP2_POLY`` says the fraction (0: the pass marks nothing), ``KERNELC_EXP2_POLY_DEGREE`` the degree.
 
+``auto`` (the default) decides per ``exp2`` from how many of its elements a thread computes (the tile's elements
+over ``32 * num_warps``, the warps the tile is laid over): :data:`AUTO_FRACTION` where that is at least
+:data:`AUTO_MIN_PER_THREAD`, else nothing. A polynomial element costs about 8 more issue slots than the one
+``MUFU.EX2`` it replaces, and frees 8 cycles of its sub-partition's MUFU pipe (16 lanes an SM and clock), so it
+pays only where a trip's MUFU cycles exceed its issue slots. A trip's fixed work (wgmma descriptors and waits,
+ring barriers, the row max's shuffles, the accumulator's rescale) is shared by fewer exponentials in a small
+tile: tutorial 06's fp8 key loop at 64x64 and 4 warps (32 a thread) issues 324 instructions a trip with all 34
+exponentials on MUFU (272 MUFU cycles), so the loop is issue-bound and 1/8 made it 357; at 64 a thread (128x64
+at 4 warps, 128x128 at 8, FlashAttention-3's order) the two are within a few percent of each other, where 1/8
+measured faster (docs/attention.md, docs/triton-tutorials.md "06 forward at d64: fp8's exponentials").
+
 Example (tile IR)::
 
     %m = reduce %s {axis=1, kind='max'}
@@ -45,10 +56,19 @@ def parse_fraction(text: str) -> Tuple[int, int]:
     return int(text), 1
 
 
-def mark_exp2_poly(fn: Function, fraction: str = "0", degree: int = 3) -> Function:
+#: ``auto``: the fraction, and the fewest elements of the ``exp2`` a thread must compute to get it
+AUTO_FRACTION = "1/8"
+AUTO_MIN_PER_THREAD = 64
+
+
+def mark_exp2_poly(fn: Function, fraction: str = "0", degree: int = 3, num_warps: Optional[int] = None) -> Function:
     """Set ``poly`` on every ``exp2`` of the softmax form whose result only feeds fp8 casts and sums (module
-    docstring), with ``fraction`` of its elements on the FMA pipe. Mutates ``fn``."""
-    num, den = parse_fraction(fraction)
+    docstring), with ``fraction`` of its elements on the FMA pipe (``"auto"``: :data:`AUTO_FRACTION` where a
+    thread of ``num_warps`` warps computes at least :data:`AUTO_MIN_PER_THREAD` of them). Mutates ``fn``."""
+    auto = fraction == "auto"
+    if auto and not num_warps:
+        raise ValueError("mark_exp2_poly: fraction 'auto' needs num_warps")
+    num, den = parse_fraction(AUTO_FRACTION if auto else fraction)
     if num == 0:
         return fn
     if degree not in (2, 3) or not 0 < num <= den:
@@ -57,9 +77,19 @@ def mark_exp2_poly(fn: Function, fraction: str = "0", degree: int = 3) -> Functi
     for op in fn.walk():
         if (op.name == "exp2" and op.attrs.get("ftz") and shape_of(op.results[0].type)
                 and scalar_of(op.results[0].type).name == "fp32"
+                and (not auto or per_thread(op.results[0], num_warps) >= AUTO_MIN_PER_THREAD)
                 and _feeds_fp8_and_sums(op.results[0], use) and _below_row_max(op.operands[0])):
             op.attrs["poly"] = {"num": num, "den": den, "degree": degree}
     return fn
+
+
+def per_thread(v: Value, num_warps: int) -> int:
+    """How many of the tile ``v``'s elements each of ``num_warps * 32`` threads holds (a tile smaller than the
+    threads is replicated: at least 1)."""
+    n = 1
+    for d in shape_of(v.type):
+        n *= d
+    return max(1, n // (32 * num_warps))
 
 
 def _dead_carry(reader: Op, v: Value, use: Dict[int, List[Op]]) -> bool:
