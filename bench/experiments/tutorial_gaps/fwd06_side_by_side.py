@@ -97,19 +97,16 @@ def load_variants(tutorial, specs):
         from kernelc.compat import alias
         alias.install()
         kc.finder = alias._finder
-        import triton  # noqa: F401  (kernelc's)
-        for i, s in enumerate(specs):
-            if s.split(":")[0] != "kernelc":
-                continue
-            env = dict(kv.split("=", 1) for kv in s.split(":", 1)[1].split(",")) if ":" in s else {}
-            saved = {k: os.environ.get(k) for k in env}
-            os.environ.update(env)
-            out[s] = Variant(s, kc, _load_tutorial(tutorial, f"tut06_k{i}"), env)
-            for k, v in saved.items():
-                os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
-        kc.leave()
-        for n in _triton_names():
-            del sys.modules[n]
+        try:
+            import triton  # noqa: F401  (kernelc's)
+            for i, s in enumerate(specs):
+                if s.split(":")[0] == "kernelc":  # the knobs matter when it compiles, at its first call
+                    env = dict(kv.split("=", 1) for kv in s.split(":", 1)[1].split(",")) if ":" in s else {}
+                    out[s] = Variant(s, kc, _load_tutorial(tutorial, f"tut06_k{i}"), env)
+        finally:  # a real Triton must not find kernelc's finder or modules
+            kc.leave()
+            for n in _triton_names():
+                del sys.modules[n]
     if "triton" in specs:
         tr = Impl("triton")
         importlib.import_module("triton")
