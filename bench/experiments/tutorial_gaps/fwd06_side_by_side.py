@@ -7,7 +7,8 @@ each held to one autotune config, timed the same way, rounds interleaved (issue 
 
 ``--case D:CAUSAL:DTYPE:BMxBNxSxW:N[,N...][:I,J...]`` (the optional last field: the indices of the ``--variants``
 that run the case, default all; DTYPE fp16 or fp8: e5m2 inputs, V transposed in memory, as the
-tutorial's benchmark prepares them; no warp specialisation: host tensor descriptors). A variant is ``triton``,
+tutorial's benchmark prepares them; ``+ws`` after it: ``warp_specialize=True``, which on Hopper takes the
+tutorial's device-descriptor path; else host tensor descriptors). A variant is ``triton``,
 or ``kernelc`` with optional ``NAME=VALUE`` knobs after a colon (comma-separated), set in the environment while
 that variant compiles and runs. Each variant has its own copy of the tutorial module (its own JIT functions and
 autotuner), and the ``triton`` modules of its implementation are swapped into ``sys.modules`` around its calls
@@ -201,8 +202,8 @@ def main(argv=None) -> int:
     for c in args.case:
         d, causal, dt, cfg, ns, *sel = c.split(":")
         which = [variants[int(i)] for i in sel[0].split(",")] if sel else variants
-        cases.append((int(d), bool(int(causal)), dt == "fp8", tuple(int(x) for x in cfg.split("x")),
-                      [int(n) for n in ns.split(",")], which))
+        cases.append((int(d), bool(int(causal)), dt.split("+")[0] == "fp8", dt.endswith("+ws"),
+                      tuple(int(x) for x in cfg.split("x")), [int(n) for n in ns.split(",")], which))
     out = open(args.out, "a")
     pools, checked, est = {}, set(), {}
     sm_scale = 1.3
@@ -211,34 +212,34 @@ def main(argv=None) -> int:
         if time.time() - t_start > args.budget_s:
             print(f"budget: stopped before round {rnd}", flush=True)
             break
-        for (D, causal, fp8, (bm, bn, s, w), ns, which) in cases:
+        for (D, causal, fp8, ws, (bm, bn, s, w), ns, which) in cases:
             for N in ns:
                 q, kk, v = _inputs(torch, D, N, fp8)
                 order = which[k % len(which):] + which[:k % len(which)]
                 k += 1
                 for var in order:
                     row = {"round": rnd, "variant": var.spec, "head_dim": D, "causal": causal, "fp8": fp8,
-                           "config": f"{bm}x{bn}x{s}x{w}", "n_ctx": N}
+                           "ws": ws, "config": f"{bm}x{bn}x{s}x{w}", "n_ctx": N}
                     try:
                         with var:
                             _pin(var.mod, bm, bn, s, w, pools)
-                            fn = lambda: var.mod.attention(q, kk, v, causal, sm_scale, False)  # noqa: E731
+                            fn = lambda: var.mod.attention(q, kk, v, causal, sm_scale, ws)  # noqa: E731
                             t0 = time.time()
                             o = fn()
                             torch.cuda.synchronize()
                             row["first_call_s"] = round(time.time() - t0, 3)
-                            key = (var.spec, D, causal, fp8, N)
+                            key = (var.spec, D, causal, fp8, ws, N)
                             if key not in checked:
                                 ref = torch.nn.functional.scaled_dot_product_attention(
                                     q.half(), kk.half(), v.half(), is_causal=causal, scale=sm_scale)
                                 row["err"] = float((o.float() - ref.float()).abs().max())
                                 checked.add(key)
-                            guess = est.get((D, causal, fp8, N, f"{bm}x{bn}"), None)
+                            guess = est.get((D, causal, fp8, ws, N, f"{bm}x{bn}"), None)
                             if guess is None:
                                 torch.cuda.synchronize()
                                 a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                                 a.record(); fn(); fn(); b.record(); torch.cuda.synchronize()  # noqa: E702
-                                guess = est[(D, causal, fp8, N, f"{bm}x{bn}")] = a.elapsed_time(b) / 2
+                                guess = est[(D, causal, fp8, ws, N, f"{bm}x{bn}")] = a.elapsed_time(b) / 2
                             calls = max(1, min(args.graph_calls, int(args.graph_ms / max(guess, 1e-3))))
                             replays = max(1, int(args.graph_ms / max(guess * calls, 1e-3)))
                             try:
