@@ -20,7 +20,8 @@ Per point and round, written as one JSON line as soon as measured (a cut run kee
   which also sees the host's time to issue a call when that is longer than the kernel;
 - ``host_us``: host time to issue one call (20 back to back, GPU idle at the start);
 - ``err``: largest |out - torch SDPA| of the (rounded) inputs, checked once per variant and case.
-The order of the variants rotates every point. Nothing here is a test (docs/triton-tutorials.md, "06 forward at
+The order of the variants rotates every point. ``--summarize OUT.jsonl`` prints each point's medians and
+Triton / variant time ratios. Nothing here is a test (docs/triton-tutorials.md, "06 forward at
 d64: fp8's exponentials").
 """
 from __future__ import annotations
@@ -182,7 +183,40 @@ def _host_us(torch, fn, n=20):
     return (t1 - t0) / n * 1e6
 
 
+def summarize(path: str) -> str:
+    """A table of a run's JSON lines: per point, each variant's median over rounds (graph_ms, flush_ms, host_us),
+    and kernelc / Triton as speed (Triton's time over kernelc's) for the first two."""
+    rows = [json.loads(ln) for ln in open(path) if ln.strip()]
+    pts = {}
+    for r in rows:
+        if "error" in r:
+            continue
+        key = (r["head_dim"], r["causal"], r["fp8"], r.get("ws", False), r["config"], r["n_ctx"])
+        pts.setdefault(key, {}).setdefault(r["variant"], []).append(r)
+    med = lambda rs, m: statistics.median(x[m] for x in rs if m in x) if any(m in x for x in rs) else None  # noqa: E731
+    out = []
+    for key, vs in pts.items():
+        D, causal, fp8, ws, cfg, N = key
+        name = f"d{D} {'causal' if causal else 'non-causal'} {'fp8' if fp8 else 'fp16'}{' ws' if ws else ''} {cfg} N={N}"
+        t = vs.get("triton", [])
+        for v, rs in vs.items():
+            g, f, h = med(rs, "graph_ms"), med(rs, "flush_ms"), med(rs, "host_us")
+            tg, tf = (med(t, "graph_ms"), med(t, "flush_ms")) if t else (None, None)
+            spread = (max(x["graph_ms"] for x in rs if "graph_ms" in x) / min(x["graph_ms"] for x in rs if "graph_ms" in x)
+                      if g else None)
+            fmt = lambda x, p=4: "-" if x is None else f"{x:.{p}f}"  # noqa: E731
+            out.append(f"{name:44s} {v:28s} n={len(rs)} graph {fmt(g)} ms (max/min {fmt(spread, 3)}) "
+                       f"flush {fmt(f)} ms host {fmt(h, 1)} us  T/x graph {fmt(tg / g if tg and g else None, 3)} "
+                       f"flush {fmt(tf / f if tf and f else None, 3)}  err {fmt(next((x['err'] for x in rs if 'err' in x), None), 3)}")
+    return "\n".join(out)
+
+
 def main(argv=None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["--summarize"]:
+        print(summarize(argv[1]))
+        return 0
     ap = argparse.ArgumentParser()
     ap.add_argument("tutorial")
     ap.add_argument("--out", required=True, help="JSON lines, one per point and round")
