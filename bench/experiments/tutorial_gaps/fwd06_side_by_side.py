@@ -19,7 +19,7 @@ Per point and round, written as one JSON line as soon as measured (a cut run kee
 - ``flush_ms``: the tutorial's way (256 MB L2 flush, then events around one call; median of ``--flush-calls``),
   which also sees the host's time to issue a call when that is longer than the kernel;
 - ``host_us``: host time to issue one call (20 back to back, GPU idle at the start);
-- ``err``: largest |out - torch SDPA| of the (rounded) inputs, checked once per variant and case.
+- ``err``: largest |out - torch SDPA| of the (rounded) inputs, checked once per variant and case at N <= 4096.
 The order of the variants rotates every point. ``--summarize OUT.jsonl`` prints each point's medians and
 Triton / variant time ratios. Nothing here is a test (docs/triton-tutorials.md, "06 forward at
 d64: fp8's exponentials").
@@ -263,7 +263,7 @@ def main(argv=None) -> int:
                             torch.cuda.synchronize()
                             row["first_call_s"] = round(time.time() - t0, 3)
                             key = (var.spec, D, causal, fp8, ws, N)
-                            if key not in checked:
+                            if key not in checked and N <= 4096:  # SDPA's reference of these views materialises N x N
                                 ref = torch.nn.functional.scaled_dot_product_attention(
                                     q.half(), kk.half(), v.half(), is_causal=causal, scale=sm_scale)
                                 row["err"] = float((o.float() - ref.float()).abs().max())
@@ -284,6 +284,7 @@ def main(argv=None) -> int:
                             row["host_us"] = _host_us(torch, fn)
                     except Exception as e:  # noqa: BLE001
                         row["error"] = f"{type(e).__name__}: {e}"[:400]
+                        torch.cuda.empty_cache()
                     flops = 4.0 * 4 * 32 * N * N * D * (0.5 if causal else 1.0)
                     for m in ("graph_ms", "flush_ms"):
                         if m in row:
