@@ -142,10 +142,13 @@ KNOBS: Tuple[Knob, ...] = (
          "accumulator reads when another dot follows it in the body, so both run back to back (attention "
          "backward: dV += P^T dO with dP^T = V dO^T; passes/schedule.py); opt-in until measured on a GPU",
          compile=True, field="wgmma_defer_acc"),
-    Knob("KERNELC_WGMMA_ASYNC_TAIL", "bool", False,
+    Knob("KERNELC_WGMMA_ASYNC_TAIL", "choice", "off",
          "in a pipelined loop whose dots do not all accumulate into themselves, leave the last dot in flight across "
-         "the back edge when only its own accumulator reads it (attention backward: dK += dS^T Q, dQ += dS K, as "
-         "Triton's tutorial 06; passes/schedule.py); opt-in until measured on a GPU",
+         "the back edge: on (1) when only its own accumulator reads it (attention backward: dK += dS^T Q, dQ += dS K, "
+         "as Triton's tutorial 06) or when its accumulator is only rescaled after the next trip's first dot "
+         "(attention forward: acc * alpha before acc += P V, as Triton's tutorial 06; the first dot's wait takes it "
+         "through); rescaled: the forward's case only; off (0, default) until measured on a GPU (passes/schedule.py)",
+         _choice(("off", _FALSE), ("rescaled", ("rescaled",)), ("on", _TRUE)),
          compile=True, field="wgmma_async_tail"),
     Knob("KERNELC_BULK_REDUCE_STAGES", "choice", "2",
          "shared-memory stages of a desc.atomic_add (bulk tensor reduction) in a loop: 2 lets one reduction read its "
@@ -310,7 +313,7 @@ class CompileOptions:
     wgmma_defer: bool = True
     wgmma_defer_ring: bool = True
     wgmma_defer_acc: bool = False
-    wgmma_async_tail: bool = False
+    wgmma_async_tail: str = "off"
     tma_early_issue: bool = True
     wgmma_pin_waits: bool = True
     bulk_reduce_stages: str = "2"

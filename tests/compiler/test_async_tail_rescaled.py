@@ -1,10 +1,13 @@
 """KERNELC_WGMMA_ASYNC_TAIL (opt-in) on attention's forward order (issue #20, tutorial 06): P V stays in flight across
-the back edge when the accumulator it yields is read, in the next trip, only by a rescale (``acc * alpha``) that
+the back edge (``on``, or ``rescaled`` for this case alone) when the accumulator it yields is read, in the next
+trip, only by a rescale (``acc * alpha``) that
 comes after the trip's first dot. ``schedule_pipelines`` marks the P V dot ``wgmma='async'``
 (passes/schedule.py: ``_rescaled_into_itself``); ``place_wgmma_waits`` makes the first dot's wait (pending 0) take
 the carried accumulator through, so the rescale reads the wait's result. Golden IR, the cases left alone, and the
 key loop's waits in SASS (docs/triton-tutorials.md, "06's forward below 0.95")."""
 import re
+
+import pytest
 
 import kernelc
 import kernelc.language as kl
@@ -36,8 +39,9 @@ def rescaled_two_dots(q_desc, k_desc, v_desc, o_desc, N, BM: kl.constexpr, BN: k
 CX = dict(BM=128, BN=64, D=64)
 
 
-def test_pv_stays_in_flight_and_the_first_wait_takes_the_accumulator_golden(monkeypatch):
-    monkeypatch.setenv("KERNELC_WGMMA_ASYNC_TAIL", "1")
+@pytest.mark.parametrize("knob", ["1", "rescaled"])  # on: the backward's tail too; rescaled: this case only
+def test_pv_stays_in_flight_and_the_first_wait_takes_the_accumulator_golden(monkeypatch, knob):
+    monkeypatch.setenv("KERNELC_WGMMA_ASYNC_TAIL", knob)
     ir, fn, _ = _passes(rescaled_two_dots, TD_SIG, dict(CX, EARLY=False), div=TD_DIV)
     filecheck(ir["schedule_pipelines"], """
         CHECK: scf.for {{.*}}{pipeline={stages=3, lookahead=2}}

@@ -270,13 +270,15 @@ def _schedule_loop(f: _Facts, op: Op) -> None:
 
 
 def _async_tail(f: _Facts, loop: Op) -> List[Op]:
-    """The body's last dot, left in flight across the back edge (KERNELC_WGMMA_ASYNC_TAIL, opt-in), when the
-    loop's dots do not all chain into themselves (so :func:`async_dots` keeps none): a wgmma dot after which
-    no other dot comes and whose result only its own accumulator reads. The next iteration's first wait
+    """The body's last dot, left in flight across the back edge (KERNELC_WGMMA_ASYNC_TAIL), when the loop's dots
+    do not all chain into themselves (so :func:`async_dots` keeps none): a wgmma dot after which no other dot
+    comes and whose result only its own accumulator reads (``on``), or whose carried value is only rescaled
+    after the next trip's first dot (``on`` or ``rescaled``: :func:`_rescaled_into_itself`). The next iteration's first wait
     retires it, before the ring's refill (issued after the dots, into the stage it read); an A operand in
     registers stays valid for it (ptxas tracks the registers an in-flight wgmma reads). Triton's tutorial 06
     backward leaves dK += dS^T Q and dQ += dS K in flight this way."""
-    if not get("KERNELC_WGMMA_ASYNC_TAIL") or get("KERNELC_WGMMA_ASYNC") == "off":
+    tail = get("KERNELC_WGMMA_ASYNC_TAIL")
+    if tail == "off" or get("KERNELC_WGMMA_ASYNC") == "off":
         return []
     body = loop.regions[0]
     if any(t.name == "dot" for o in body.ops for t in o.walk() if t.block is not body):
@@ -287,7 +289,8 @@ def _async_tail(f: _Facts, loop: Op) -> List[Op]:
     last = dots[-1]
     uses = _uses(body)
     if last.attrs.get("max_num_imprecise_acc") is not None or not (
-            _chains_only_into_itself(last, body, uses) or _rescaled_into_itself(last, dots[0], body, uses)):
+            (tail == "on" and _chains_only_into_itself(last, body, uses)) or
+            _rescaled_into_itself(last, dots[0], body, uses)):
         return []
     return [last]
 
