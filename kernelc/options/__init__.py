@@ -169,10 +169,11 @@ KNOBS: Tuple[Knob, ...] = (
          "the fraction of a softmax exp2's elements computed on the FMA pipe (Cody-Waite range reduction, a polynomial, "
          "the exponent added as an integer) instead of MUFU.EX2, where the result only feeds fp8 casts and fp32 sums and "
          "the argument is a difference against a row maximum (fp8 attention's P; passes/exp2_poly.py): auto "
-         "(default: 1/8 where a thread computes at least 64 of the exp2's elements a trip, else 0: a smaller tile's "
-         "loop is issue-bound, not MUFU-bound, e.g. tutorial 06's fp8 forward at 64x64), 0 (all on MUFU), 1/8 (H100, "
-         "2026-11-27, the FA3-order fp8 forward 2.9-4.0% faster at D=128 and D=64 non-causal, 1.3% slower at D=64 "
-         "causal; 1/4 and 1/2 slower), 1/4, 3/8, 1/2, 3/4, 1",
+         "(default: 1/8 where no dot reads the fp8 P in the same trip, FlashAttention-3's order, and a thread "
+         "computes at least 64 of the exp2's elements a trip; else 0: in tutorial 06's order 1/8 measured 1.5-6% "
+         "slower or equal, H100 2026-11-28), 0 (all on MUFU), 1/8 (H100, 2026-11-27, the FA3-order fp8 forward "
+         "2.9-4.0% faster at D=128 and D=64 non-causal, 1.3% slower at D=64 causal; 1/4 and 1/2 slower), 1/4, 3/8, "
+         "1/2, 3/4, 1",
          _choice(*((v, (v,)) for v in EXP2_POLY_FRACTIONS)), compile=True, field="exp2_poly"),
     Knob("KERNELC_EXP2_POLY_DEGREE", "choice", "3",
          "degree of KERNELC_EXP2_POLY's polynomial: 3 (relative error < 2^-13, 3 FFMA) or 2 (< 2^-8.9, 2 FFMA)",

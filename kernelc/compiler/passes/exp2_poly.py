@@ -19,16 +19,13 @@ An ``exp2`` is marked when
 FMA pipe when ``floor((r + 1) num / den) > floor(r num / den)`` (evenly spread); the rest stay on MUFU.
 ``KERNELC_EXP2_POLY`` says the fraction (0: the pass marks nothing), ``KERNELC_EXP2_POLY_DEGREE`` the degree.
 
-``auto`` (the default) decides per ``exp2`` from how many of its elements a thread computes (the tile's elements
-over ``32 * num_warps``, the warps the tile is laid over): :data:`AUTO_FRACTION` where that is at least
-:data:`AUTO_MIN_PER_THREAD`, else nothing. A polynomial element costs about 8 more issue slots than the one
-``MUFU.EX2`` it replaces, and frees 8 cycles of its sub-partition's MUFU pipe (16 lanes an SM and clock), so it
-pays only where a trip's MUFU cycles exceed its issue slots. A trip's fixed work (wgmma descriptors and waits,
-ring barriers, the row max's shuffles, the accumulator's rescale) is shared by fewer exponentials in a small
-tile: tutorial 06's fp8 key loop at 64x64 and 4 warps (32 a thread) issues 324 instructions a trip with all 34
-exponentials on MUFU (272 MUFU cycles), so the loop is issue-bound and 1/8 made it 357; at 64 a thread (128x64
-at 4 warps, 128x128 at 8, FlashAttention-3's order) the two are within a few percent of each other, where 1/8
-measured faster (docs/attention.md, docs/triton-tutorials.md "06 forward at d64: fp8's exponentials").
+``auto`` (the default) gives :data:`AUTO_FRACTION` to an ``exp2`` whose fp8 casts no dot reads directly
+(FlashAttention-3's order carries P to the next trip's dot; there 1/8 measured 2.9-4.0% faster, the softmax
+running under the previous block's P V) and of which a thread computes at least :data:`AUTO_MIN_PER_THREAD` elements (the tile's elements over
+``32 * num_warps``, the warps the tile is laid over). Where a dot reads the fp8 P in the same trip (tutorial 06's
+forward, the pointer fp8 forward) it marks nothing: there the polynomial measured slower or equal (H100,
+2026-11-28, one process, 4 rounds, tutorial 06 fp8: 128x64 d64 2.1% and 1.5% slower, 128x64 d128 6% slower with
+P V left in flight, 64x64 equal; docs/triton-tutorials.md, "06's forward below 0.95").
 
 Example (tile IR)::
 
@@ -77,10 +74,17 @@ def mark_exp2_poly(fn: Function, fraction: str = "0", degree: int = 3, num_warps
     for op in fn.walk():
         if (op.name == "exp2" and op.attrs.get("ftz") and shape_of(op.results[0].type)
                 and scalar_of(op.results[0].type).name == "fp32"
-                and (not auto or per_thread(op.results[0], num_warps) >= AUTO_MIN_PER_THREAD)
+                and (not auto or (per_thread(op.results[0], num_warps) >= AUTO_MIN_PER_THREAD
+                                  and not _fp8_read_by_a_dot(op.results[0], use)))
                 and _feeds_fp8_and_sums(op.results[0], use) and _below_row_max(op.operands[0])):
             op.attrs["poly"] = {"num": num, "den": den, "degree": degree}
     return fn
+
+
+def _fp8_read_by_a_dot(v: Value, use: Dict[int, List[Op]]) -> bool:
+    """Whether a dot reads one of ``v``'s fp8 casts directly: P rounded and multiplied in the same trip (tutorial
+    06's order), not carried to the next trip's dot (FlashAttention-3's order)."""
+    return any(d.name == "dot" for r in use.get(v.id, []) if r.name == "cast" for d in use.get(r.results[0].id, []))
 
 
 def per_thread(v: Value, num_warps: int) -> int:
