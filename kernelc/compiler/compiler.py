@@ -305,8 +305,9 @@ TILE_PASSES = (
     # an e5m2 cast of an exp2 result that the block also sums: the sum bounds it, and codegen skips the
     # overflow fix-up where every sum a warp holds is below the threshold (passes/fp8_bounds.py)
     TilePass("mark_fp8_overflow_bounds", lambda f, c: mark_fp8_overflow_bounds(f)),
-    # a softmax exp2 that only feeds fp8 and sums: a fraction of it on the FMA pipe (KERNELC_EXP2_POLY)
-    TilePass("mark_exp2_poly", lambda f, c: mark_exp2_poly(f, *exp2_poly_setting())),
+    # a softmax exp2 that only feeds fp8 and sums: a fraction of it on the FMA pipe (KERNELC_EXP2_POLY; auto:
+    # only where a thread computes enough of them for MUFU to bound the loop)
+    TilePass("mark_exp2_poly", lambda f, c: mark_exp2_poly(f, *exp2_poly_setting(), num_warps=c.num_warps)),
     # a loop-carried fp8 tile crosses the back edge in the words the fp8 wgmma A operand takes (KERNELC_FP8_CARRY_WORDS)
     TilePass("mark_fp8_carry_words", lambda f, c: mark_fp8_carry_words(f, fp8_carry_words_enabled())),
     # max/min (and integer add/xor) reductions combine a thread's registers as a tree, not a chain (KERNELC_REDUCE_TREE)

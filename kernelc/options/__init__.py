@@ -68,7 +68,7 @@ def _choice(*pairs):
 
 
 #: KERNELC_EXP2_POLY's values: the share of elements whose exp2 runs on the FMA pipe
-EXP2_POLY_FRACTIONS = ("0", "1/8", "1/4", "3/8", "1/2", "3/4", "1")
+EXP2_POLY_FRACTIONS = ("auto", "0", "1/8", "1/4", "3/8", "1/2", "3/4", "1")
 
 
 KNOBS: Tuple[Knob, ...] = (
@@ -148,10 +148,13 @@ KNOBS: Tuple[Knob, ...] = (
          "accumulator reads when another dot follows it in the body, so both run back to back (attention "
          "backward: dV += P^T dO with dP^T = V dO^T; passes/schedule.py); opt-in until measured on a GPU",
          compile=True, field="wgmma_defer_acc"),
-    Knob("KERNELC_WGMMA_ASYNC_TAIL", "bool", False,
+    Knob("KERNELC_WGMMA_ASYNC_TAIL", "choice", "off",
          "in a pipelined loop whose dots do not all accumulate into themselves, leave the last dot in flight across "
-         "the back edge when only its own accumulator reads it (attention backward: dK += dS^T Q, dQ += dS K, as "
-         "Triton's tutorial 06; passes/schedule.py); opt-in until measured on a GPU",
+         "the back edge: on (1) when only its own accumulator reads it (attention backward: dK += dS^T Q, dQ += dS K, "
+         "as Triton's tutorial 06) or when its accumulator is only rescaled after the next trip's first dot "
+         "(attention forward: acc * alpha before acc += P V, as Triton's tutorial 06; the first dot's wait takes it "
+         "through); rescaled: the forward's case only; off (0, default) until measured on a GPU (passes/schedule.py)",
+         _choice(("off", _FALSE), ("rescaled", ("rescaled",)), ("on", _TRUE)),
          compile=True, field="wgmma_async_tail"),
     Knob("KERNELC_BULK_REDUCE_STAGES", "choice", "2",
          "shared-memory stages of a desc.atomic_add (bulk tensor reduction) in a loop: 2 lets one reduction read its "
@@ -168,12 +171,15 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_EXP2_FTZ", "bool", True,
          "fp32 exp2 flushes subnormal results to zero (ex2.approx.ftz, as Triton's tl.math.exp2): one MUFU.EX2 "
          "instead of MUFU plus a range test and two multiplies", compile=True, field="exp2_ftz"),
-    Knob("KERNELC_EXP2_POLY", "choice", "1/8",
+    Knob("KERNELC_EXP2_POLY", "choice", "auto",
          "the fraction of a softmax exp2's elements computed on the FMA pipe (Cody-Waite range reduction, a polynomial, "
          "the exponent added as an integer) instead of MUFU.EX2, where the result only feeds fp8 casts and fp32 sums and "
-         "the argument is a difference against a row maximum (fp8 attention's P; passes/exp2_poly.py): 0 (all on "
-         "MUFU), 1/8 (default: H100, 2026-11-27, the FA3-order fp8 forward 2.9-4.0% faster at D=128 and D=64 "
-         "non-causal, 1.3% slower at D=64 causal; 1/4 and 1/2 slower), 1/4, 3/8, 1/2, 3/4, 1",
+         "the argument is a difference against a row maximum (fp8 attention's P; passes/exp2_poly.py): auto "
+         "(default: 1/8 where no dot reads the fp8 P in the same trip, FlashAttention-3's order, and a thread "
+         "computes at least 64 of the exp2's elements a trip; else 0: in tutorial 06's order 1/8 measured 1.5-6% "
+         "slower or equal, H100 2026-11-28), 0 (all on MUFU), 1/8 (H100, 2026-11-27, the FA3-order fp8 forward "
+         "2.9-4.0% faster at D=128 and D=64 non-causal, 1.3% slower at D=64 causal; 1/4 and 1/2 slower), 1/4, 3/8, "
+         "1/2, 3/4, 1",
          _choice(*((v, (v,)) for v in EXP2_POLY_FRACTIONS)), compile=True, field="exp2_poly"),
     Knob("KERNELC_EXP2_POLY_DEGREE", "choice", "3",
          "degree of KERNELC_EXP2_POLY's polynomial: 3 (relative error < 2^-13, 3 FFMA) or 2 (< 2^-8.9, 2 FFMA)",
@@ -323,13 +329,13 @@ class CompileOptions:
     wgmma_defer: bool = True
     wgmma_defer_ring: bool = True
     wgmma_defer_acc: bool = False
-    wgmma_async_tail: bool = False
+    wgmma_async_tail: str = "off"
     tma_early_issue: bool = True
     wgmma_pin_waits: bool = True
     bulk_reduce_stages: str = "2"
     tma_write_guard: str = "reduce"
     exp2_ftz: bool = True
-    exp2_poly: str = "1/8"
+    exp2_poly: str = "auto"
     exp2_poly_degree: str = "3"
     fp8_carry_words: bool = True
     reduce_tree: bool = True

@@ -4,6 +4,7 @@ the softmax ``exp2`` ops that only feed fp8 values and sums (golden IR), the pol
 fp8 attention's key loop on sm_90a issues the fraction of its ``MUFU.EX2`` the knob moves to the FMA pipe.
 """
 import ctypes
+import re
 import math
 
 import numpy as np
@@ -41,15 +42,18 @@ def softmax_fp8_kernel(x_ptr, p_ptr, l_ptr, e_ptr, BLOCK: kl.constexpr):
 SIG = dict(x_ptr="*fp32", p_ptr="*fp8e4nv", l_ptr="*fp32", e_ptr="*fp32")
 
 
-def _ir_around(monkeypatch, fraction="1/4", degree="3"):
-    monkeypatch.setenv("KERNELC_EXP2_POLY", fraction)
+def _ir_around(monkeypatch, fraction="1/4", degree="3", block=64, num_warps=4):
+    if fraction is None:
+        monkeypatch.delenv("KERNELC_EXP2_POLY", raising=False)
+    else:
+        monkeypatch.setenv("KERNELC_EXP2_POLY", fraction)
     monkeypatch.setenv("KERNELC_EXP2_POLY_DEGREE", degree)
     names = [p.name for p in C.TILE_PASSES]
     i = names.index("mark_exp2_poly")
-    fn, _ = generate_ir(_base_function(softmax_fp8_kernel), SIG, dict(BLOCK=64), {}, ())
-    run_passes(fn, C.TILE_PASSES[:i], PassContext("sm_90a", (9, 0), 4))
+    fn, _ = generate_ir(_base_function(softmax_fp8_kernel), SIG, dict(BLOCK=block), {}, ())
+    run_passes(fn, C.TILE_PASSES[:i], PassContext("sm_90a", (9, 0), num_warps))
     before = print_function(fn, show_loc=False)
-    run_passes(fn, C.TILE_PASSES[i:i + 1], PassContext("sm_90a", (9, 0), 4))
+    run_passes(fn, C.TILE_PASSES[i:i + 1], PassContext("sm_90a", (9, 0), num_warps))
     return before, print_function(fn, show_loc=False)
 
 
@@ -84,6 +88,33 @@ def test_the_knobs_are_written_into_the_mark(monkeypatch, fraction, degree, attr
 def test_knob_zero_leaves_the_ir_as_it_was(monkeypatch):
     before, after = _ir_around(monkeypatch, "0")
     assert before == after and "poly" not in after
+
+
+@pytest.mark.parametrize("fraction", [None, "auto"])  # the default is auto
+def test_auto_marks_where_a_thread_computes_64_exponentials_golden(monkeypatch, fraction):
+    """``auto``: 1/8 where a thread computes at least 64 of the exp2's elements (128x128 at 4 or 8 warps: 128 and
+    64 a thread) and no dot reads the fp8 P (here it is stored), nothing below (64x64 at 4 warps: 32)."""
+    before, after = _ir_around(monkeypatch, fraction, block=128, num_warps=8)
+    filecheck(after, """
+        CHECK: [[M:%\\d+]] = reduce [[X:%\\d+]] {axis=1, kind='max'}
+        CHECK: [[D:%\\d+]] = fsub [[X]], {{%\\d+}}
+        CHECK-NEXT: [[P:%\\d+]] = exp2 [[D]] {ftz=True, poly={num=1, den=8, degree=3}} : <128x128xfp32>
+        CHECK: cast [[P]] {rounding='rtne', nan_positive=True} : <128x128xfp8e4nv>
+        CHECK: [[Q:%\\d+]] = exp2 {{%\\d+}} {ftz=True} : <128x128xfp32>
+    """)
+    assert after.replace(", poly={num=1, den=8, degree=3}", "") == before and after.count("poly=") == 1
+    _, after = _ir_around(monkeypatch, fraction, block=128, num_warps=4)
+    assert after.count("poly={num=1, den=8, degree=3}") == 1
+    before, after = _ir_around(monkeypatch, fraction, block=64, num_warps=4)
+    assert before == after and "poly" not in after
+    # an explicit fraction still marks the small tile
+    _, after = _ir_around(monkeypatch, "1/8", block=64, num_warps=4)
+    assert after.count("poly={num=1, den=8, degree=3}") == 1
+
+
+def test_auto_needs_the_warp_count():
+    with pytest.raises(ValueError, match="'auto' needs num_warps"):
+        mark_exp2_poly(None, "auto", 3)
 
 
 def test_the_verifier_checks_the_mark(monkeypatch):
@@ -243,3 +274,52 @@ def test_fa3_fp8_key_loop_moves_the_fraction_off_mufu(monkeypatch, fraction, D, 
     assert count("MUFU.EX2") == 66 - moved
     assert count("LEA") >= moved
     assert count("FFMA") >= 66 + 3 * moved
+
+
+def _pointer_fp8_loop(monkeypatch, fraction, **config):
+    """examples/kernels/attention.py's fp8 forward (e5m2, D=64, non-causal): its key loop's path taken when no row
+    overflows (tests/compiler/test_fp8_bounds.py)."""
+    from tests.compiler.test_fp8_bounds import _key_loop_paths, _pointer_fp8_forward
+    if fraction is None:
+        monkeypatch.delenv("KERNELC_EXP2_POLY", raising=False)
+    else:
+        monkeypatch.setenv("KERNELC_EXP2_POLY", fraction)
+    ck = _pointer_fp8_forward("fp8e5", 64, False, **config)
+    assert ck.n_spills == 0
+    return [re.sub(r"^@!?U?P\w+\s+", "", x).split()[0] for x in _key_loop_paths(ck.asm["sass"])[1]]
+
+
+def test_auto_keeps_a_64x64_fp8_key_loop_on_mufu(monkeypatch):
+    """2026-11-28 (CPU, sm_90a): a 64x64 key block at 4 warps, tutorial 06's fp8 pick. Each thread computes 32 of
+    P's exponentials and 2 of alpha's a trip; with 1/8 on the FMA pipe the path taken grows by ~8 instructions per
+    moved exponential (tutorial 06's loop: 324 -> 357, Triton 3.6's 317). ``auto`` keeps all 34 on MUFU, as 0
+    does."""
+    cfg = dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3)
+    auto = _pointer_fp8_loop(monkeypatch, None, **cfg)
+    zero = _pointer_fp8_loop(monkeypatch, "0", **cfg)
+    eighth = _pointer_fp8_loop(monkeypatch, "1/8", **cfg)
+    mufu = lambda ops: sum(o.startswith("MUFU.EX2") for o in ops)  # noqa: E731
+    assert mufu(auto) == mufu(zero) == 34 and mufu(eighth) == 30
+    assert auto == zero
+    assert len(eighth) >= len(auto) + 4 * 7, (len(eighth), len(auto))
+
+
+def test_auto_keeps_the_same_trip_order_on_mufu_at_128x64(monkeypatch):
+    """The same kernel at its default D=64 config (128x64, 4 warps: 64 of P's exponentials and 4 of alpha's a
+    thread). A dot reads the fp8 P in the same trip (tutorial 06's order), so ``auto`` marks nothing: all 68 on
+    MUFU, the loop of ``0`` (H100 2026-11-28: 1/8 was 1.5-6% slower in this order). 1/8 moves 8."""
+    auto = _pointer_fp8_loop(monkeypatch, None)
+    zero = _pointer_fp8_loop(monkeypatch, "0")
+    eighth = _pointer_fp8_loop(monkeypatch, "1/8")
+    mufu = lambda ops: sum(o.startswith("MUFU.EX2") for o in ops)  # noqa: E731
+    assert auto == zero and mufu(auto) == 68 and mufu(eighth) == 60
+
+
+def test_auto_marks_by_the_order_of_p(monkeypatch):
+    """The tile IR: under ``auto`` the pointer fp8 forward's P (a dot reads its cast in the same trip) has no
+    ``poly``; FlashAttention-3's P (cast, carried to the next trip's dot) has 1/8, in the loop and before it."""
+    from tests.compiler.test_fp8_bounds import _pointer_fp8_forward
+    monkeypatch.delenv("KERNELC_EXP2_POLY", raising=False)
+    tir = _pointer_fp8_forward("fp8e5", 64, False).asm["tir"]
+    assert "exp2" in tir and "poly=" not in tir
+    assert _fa3_fp8(128, False).asm["tir"].count("poly={num=1, den=8, degree=3}") == 2

@@ -137,14 +137,14 @@ def _key_loop_paths(sass):
     raise AssertionError("no key loop with two fp8 dots")
 
 
-def _pointer_fp8_forward(io, D, causal):
+def _pointer_fp8_forward(io, D, causal, **overrides):
     from examples.kernels import attention as A
     sig = dict(Q="*" + io, K="*" + io, V="*" + io, Out="*fp16", LSE="*fp32", Descale="*fp32", sm_scale="fp32")
     for a in "qkvo":
         for b in ("z", "h", "m" if a in "qo" else "n", "k"):
             sig[f"stride_{a}{b}"] = "i32"
     sig.update(H="i32", N_CTX="i32")
-    cfg = dict(A.fwd_config(D, fp8=True))
+    cfg = dict(A.fwd_config(D, fp8=True, **overrides))
     w, s = cfg.pop("num_warps"), cfg.pop("num_stages")
     return kernelc.compile(A.attn_fwd_lse_kernel, sig, dict(HEAD_DIM=D, CAUSAL=causal, STORE_LSE=False, FP8=True, **cfg),
                            target="sm_90a", num_warps=w, num_stages=s, divisibility={n: 16 for n in sig},

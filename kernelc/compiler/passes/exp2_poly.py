@@ -19,6 +19,14 @@ An ``exp2`` is marked when
 FMA pipe when ``floor((r + 1) num / den) > floor(r num / den)`` (evenly spread); the rest stay on MUFU.
 ``KERNELC_EXP2_POLY`` says the fraction (0: the pass marks nothing), ``KERNELC_EXP2_POLY_DEGREE`` the degree.
 
+``auto`` (the default) gives :data:`AUTO_FRACTION` to an ``exp2`` whose fp8 casts no dot reads directly
+(FlashAttention-3's order carries P to the next trip's dot; there 1/8 measured 2.9-4.0% faster, the softmax
+running under the previous block's P V) and of which a thread computes at least :data:`AUTO_MIN_PER_THREAD` elements (the tile's elements over
+``32 * num_warps``, the warps the tile is laid over). Where a dot reads the fp8 P in the same trip (tutorial 06's
+forward, the pointer fp8 forward) it marks nothing: there the polynomial measured slower or equal (H100,
+2026-11-28, one process, 4 rounds, tutorial 06 fp8: 128x64 d64 2.1% and 1.5% slower, 128x64 d128 6% slower with
+P V left in flight, 64x64 equal; docs/triton-tutorials.md, "06's forward below 0.95").
+
 Example (tile IR)::
 
     %m = reduce %s {axis=1, kind='max'}
@@ -45,10 +53,19 @@ def parse_fraction(text: str) -> Tuple[int, int]:
     return int(text), 1
 
 
-def mark_exp2_poly(fn: Function, fraction: str = "0", degree: int = 3) -> Function:
+#: ``auto``: the fraction, and the fewest elements of the ``exp2`` a thread must compute to get it
+AUTO_FRACTION = "1/8"
+AUTO_MIN_PER_THREAD = 64
+
+
+def mark_exp2_poly(fn: Function, fraction: str = "0", degree: int = 3, num_warps: Optional[int] = None) -> Function:
     """Set ``poly`` on every ``exp2`` of the softmax form whose result only feeds fp8 casts and sums (module
-    docstring), with ``fraction`` of its elements on the FMA pipe. Mutates ``fn``."""
-    num, den = parse_fraction(fraction)
+    docstring), with ``fraction`` of its elements on the FMA pipe (``"auto"``: :data:`AUTO_FRACTION` where a
+    thread of ``num_warps`` warps computes at least :data:`AUTO_MIN_PER_THREAD` of them). Mutates ``fn``."""
+    auto = fraction == "auto"
+    if auto and not num_warps:
+        raise ValueError("mark_exp2_poly: fraction 'auto' needs num_warps")
+    num, den = parse_fraction(AUTO_FRACTION if auto else fraction)
     if num == 0:
         return fn
     if degree not in (2, 3) or not 0 < num <= den:
@@ -57,9 +74,26 @@ def mark_exp2_poly(fn: Function, fraction: str = "0", degree: int = 3) -> Functi
     for op in fn.walk():
         if (op.name == "exp2" and op.attrs.get("ftz") and shape_of(op.results[0].type)
                 and scalar_of(op.results[0].type).name == "fp32"
+                and (not auto or (per_thread(op.results[0], num_warps) >= AUTO_MIN_PER_THREAD
+                                  and not _fp8_read_by_a_dot(op.results[0], use)))
                 and _feeds_fp8_and_sums(op.results[0], use) and _below_row_max(op.operands[0])):
             op.attrs["poly"] = {"num": num, "den": den, "degree": degree}
     return fn
+
+
+def _fp8_read_by_a_dot(v: Value, use: Dict[int, List[Op]]) -> bool:
+    """Whether a dot reads one of ``v``'s fp8 casts directly: P rounded and multiplied in the same trip (tutorial
+    06's order), not carried to the next trip's dot (FlashAttention-3's order)."""
+    return any(d.name == "dot" for r in use.get(v.id, []) if r.name == "cast" for d in use.get(r.results[0].id, []))
+
+
+def per_thread(v: Value, num_warps: int) -> int:
+    """How many of the tile ``v``'s elements each of ``num_warps * 32`` threads holds (a tile smaller than the
+    threads is replicated: at least 1)."""
+    n = 1
+    for d in shape_of(v.type):
+        n *= d
+    return max(1, n // (32 * num_warps))
 
 
 def _dead_carry(reader: Op, v: Value, use: Dict[int, List[Op]]) -> bool:

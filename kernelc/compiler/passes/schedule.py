@@ -270,13 +270,15 @@ def _schedule_loop(f: _Facts, op: Op) -> None:
 
 
 def _async_tail(f: _Facts, loop: Op) -> List[Op]:
-    """The body's last dot, left in flight across the back edge (KERNELC_WGMMA_ASYNC_TAIL, opt-in), when the
-    loop's dots do not all chain into themselves (so :func:`async_dots` keeps none): a wgmma dot after which
-    no other dot comes and whose result only its own accumulator reads. The next iteration's first wait
+    """The body's last dot, left in flight across the back edge (KERNELC_WGMMA_ASYNC_TAIL), when the loop's dots
+    do not all chain into themselves (so :func:`async_dots` keeps none): a wgmma dot after which no other dot
+    comes and whose result only its own accumulator reads (``on``), or whose carried value is only rescaled
+    after the next trip's first dot (``on`` or ``rescaled``: :func:`_rescaled_into_itself`). The next iteration's first wait
     retires it, before the ring's refill (issued after the dots, into the stage it read); an A operand in
     registers stays valid for it (ptxas tracks the registers an in-flight wgmma reads). Triton's tutorial 06
     backward leaves dK += dS^T Q and dQ += dS K in flight this way."""
-    if not get("KERNELC_WGMMA_ASYNC_TAIL") or get("KERNELC_WGMMA_ASYNC") == "off":
+    tail = get("KERNELC_WGMMA_ASYNC_TAIL")
+    if tail == "off" or get("KERNELC_WGMMA_ASYNC") == "off":
         return []
     body = loop.regions[0]
     if any(t.name == "dot" for o in body.ops for t in o.walk() if t.block is not body):
@@ -285,9 +287,35 @@ def _async_tail(f: _Facts, loop: Op) -> List[Op]:
     if len(dots) < 2 or any(id(o) not in f.plan.wgmma for o in dots):
         return []
     last = dots[-1]
-    if last.attrs.get("max_num_imprecise_acc") is not None or not _chains_only_into_itself(last, body, _uses(body)):
+    uses = _uses(body)
+    if last.attrs.get("max_num_imprecise_acc") is not None or not (
+            (tail == "on" and _chains_only_into_itself(last, body, uses)) or
+            _rescaled_into_itself(last, dots[0], body, uses)):
         return []
     return [last]
+
+
+def _rescaled_into_itself(dot: Op, first: Op, body: Block, uses) -> bool:
+    """The dot's result is only yielded, and the carried value it becomes is read once: by an elementwise op
+    after the body's first dot whose result is only this dot's acc (attention's ``acc * alpha[:, None]`` before
+    ``acc += P V``, tutorial 06's forward). The first dot is waited for at once (pending 0), which retires the
+    tail too, and ``place_wgmma_waits`` takes the carried value through that wait, so the rescale reads it
+    after it -- Triton's order: P V of one block runs under the next block's Q K^T issue and wait."""
+    from ..ir.ops import OPS
+    yld = body.ops[-1]
+    r_uses = uses.get(dot.results[0].id, [])
+    if len(r_uses) != 1 or r_uses[0][0] is not yld or first is dot or first.attrs.get("wgmma"):
+        return False
+    a_uses = uses.get(body.args[1 + r_uses[0][1]].id, [])
+    if len(a_uses) != 1:
+        return False
+    scale = a_uses[0][0]
+    spec = OPS.get(scale.name)
+    if scale.block is not body or spec is None or not spec.elementwise or len(scale.results) != 1 or \
+            body.ops.index(scale) < body.ops.index(first):
+        return False
+    s_uses = uses.get(scale.results[0].id, [])
+    return len(s_uses) == 1 and s_uses[0][0] is dot and s_uses[0][1] == 2
 
 
 # -- warp_specialize --------------------------------------------------------------------------------

@@ -76,6 +76,9 @@ class _Waits:
         # results of this block's ``wgmma='async'`` dots, still in flight (their group or the one after it):
         # value id -> [value, groups committed after it]; a branch that reads one waits for it there
         self.in_flight: Dict[int, list] = {}
+        # (loop body, its arguments carrying an async dot's result that something besides that dot reads):
+        # the body's first wait for everything (pending 0) takes them through (schedule.py: _rescaled_into_itself)
+        self.tail = None
 
     # -- the waits -----------------------------------------------------------------------------------
     def _wait(self, block: Block, at: int, values: List[Value], pending: int, pin: bool, loc) -> int:
@@ -179,8 +182,12 @@ class _Waits:
                 if op.name == "scf.if" and self.in_flight:
                     self._branches(op)
                 else:
+                    outer_tail = self.tail
+                    if op.name == "scf.for" and op.attrs.get("pipeline"):
+                        self.tail = _carried_tails(op)
                     for r in op.regions:
                         self.block(r)
+                    self.tail = outer_tail
                 if op.name == "scf.for" and op.attrs.get("pipeline"):
                     body = op.regions[0]
                     self._complete_all(body, len(body.ops) - 1, body.ops[-1].loc)  # before the back edge
@@ -189,6 +196,9 @@ class _Waits:
                 continue
             # a layout-less value reads its operands where it is materialised, not here
             lazy = bool(op.results) and all(_flexible(self.plan, r) for r in op.results)
+            if self.tail is not None and self.tail[0] is block and \
+                    any(x.id in {a.id for a in self.tail[1]} for t in op.walk() for x in t.operands):
+                i = self._take_tail(block, i, op.loc)  # read before any wait: wait here (not expected)
             reads = [] if lazy else [(vid, reader) for vid, reader in self._reads(op) if vid in self.pending]
             if reads:
                 # one wait for every pending value the op reads: the newest one's (fewest groups committed
@@ -204,6 +214,8 @@ class _Waits:
                     pass  # fp8 partial sums: waited for inside the dot
                 elif _deferred(op):
                     self.pending[op.results[0].id] = [op.results[0], 0, bool(op.attrs.get("pin_wait"))]
+                elif op.attrs.get("wgmma") != "async" and self.tail is not None and self.tail[0] is block:
+                    i = self._take_tail(block, i + 1, op.loc) - 1  # this wait retires the tail: take it through
                 else:
                     w = Op("wgmma_wait", [], [], {"pending": 1 if op.attrs.get("wgmma") == "async" else 0},
                            loc=op.loc)
@@ -213,6 +225,12 @@ class _Waits:
                     if op.attrs.get("wgmma") == "async":
                         self.in_flight[op.results[0].id] = [op.results[0], 0]
             i += 1
+
+    def _take_tail(self, block: Block, at: int, loc) -> int:
+        """``wgmma_wait`` (pending 0) at ``block.ops[at]`` taking the body's carried tail values through."""
+        vals = self.tail[1]
+        self.tail = None
+        return self._wait(block, at, vals, 0, False, loc)
 
     def _after_loop(self, block: Block, i: int, loop: Op) -> int:
         """After a pipelined loop whose dots stay in flight: wait for them, taking the accumulators they yield
@@ -235,6 +253,23 @@ class _Waits:
             for t in o.walk():
                 t.operands = [sub.get(x.id, x) for x in t.operands]
         return i + 1
+
+
+def _carried_tails(loop: Op):
+    """(body, the arguments carrying an ``async`` dot's result into the next trip that an op other than that
+    dot's accumulator operand reads), or None."""
+    body = loop.regions[0]
+    yld = body.ops[-1]
+    out = []
+    for k, v in enumerate(yld.operands):
+        d = v.op
+        if d is None or d.name != "dot" or d.block is not body or d.attrs.get("wgmma") != "async":
+            continue
+        arg = body.args[1 + k]
+        readers = [(t, j) for o in body.ops for t in o.walk() for j, x in enumerate(t.operands) if x is arg]
+        if any(not (t is d and j == 2) for t, j in readers):
+            out.append(arg)
+    return (body, out) if out else None
 
 
 def place_wgmma_waits(fn: Function, ctx) -> Function:
