@@ -114,6 +114,9 @@ SWEEP_BULK = {128: [(16, 128, 8, 3), (32, 128, 8, 4)], 64: [(64, 64, 4, 3)]}
 # BLOCK_M being the dK/dV kernel's BLOCK_N; spill-free on sm_90a (the default is sweep_bwd_ds_default). On an H100
 # (call H9b) it tied the default; (32, 128, 8, 3) / (32, 64, 4, 3) dK/dV configs were slower
 SWEEP_DS = {128: [((64, 128, 8, 3), (128, 64, 8, 4))]}
+# dq_mode="ds" with its dS^T workspace at most this many MiB (heads in groups, each group's dK/dV kernel and GEMM
+# in turn): the default's 8 GiB holds all 128 heads at N=4096 (4 GiB); what a bounded workspace costs
+SWEEP_DS_WORKSPACE_MIB = (256, 512, 1024)
 # (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27
 SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4, 3), (128, 32, 4, 3))]}
 # the backward's dK/dV and dQ kernels compiled again under other compile knobs (A/B), at the default configs:
@@ -124,10 +127,27 @@ SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4,
 #             the example issued dO V^T before P's exp2)
 #   bulk_s1, bulk_s3  dq_mode="bulk" with 1 / 3 staging stages for dQ's tile (KERNELC_BULK_REDUCE_STAGES;
 #             default 2): 1 waits for each reduction to read its stage before the next trip stages its tile
+#   ds_regs   dq_mode="ds" with dS^T stored from the registers it is computed in (STORE_DS=2: 4-byte pointer
+#             stores, KERNELC_STORE_SMEM_DISCOUNT=1 keeping them in the accumulator's layout) instead of the TMA
+#             store's shared-memory stage (its STSM, proxy fence and 2 barriers over both warpgroups a trip)
+#   ds_regs_ws{256,512}  the same with a 256 / 512 MiB dS^T workspace (heads in groups: 8 / 16 at N=4096)
+#   ds_regs_m64  the same at the 4-warp dK/dV config (64, 64, 4, 2) (2 programs an SM) and the GEMM at (64, 64, 4, 3)
+_DS_REGS = {"KERNELC_STORE_SMEM_DISCOUNT": "1"}
 BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNELC_WGMMA_PIN_WAITS": "0"},
-                "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"}}
-_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",)}  # default: both
-_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk"}  # default: separate
+                "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"},
+                "ds_regs": _DS_REGS, "ds_regs_ws256": _DS_REGS, "ds_regs_ws512": _DS_REGS, "ds_regs_m64": _DS_REGS}
+_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",), "ds_regs": ("dkdv",),
+                        "ds_regs_ws256": ("dkdv",), "ds_regs_ws512": ("dkdv",), "ds_regs_m64": ("dkdv",)}  # default: both
+_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk", "ds_regs": "ds", "ds_regs_ws256": "ds", "ds_regs_ws512": "ds",
+                     "ds_regs_m64": "ds"}  # default: separate
+# other arguments of attention_bwd a variant runs with (head dim -> kwargs; None: every head dim)
+_BWD_VARIANT_ARGS = {
+    "ds_regs": {None: dict(dkdv_config=dict(STORE_DS=2))},
+    "ds_regs_ws256": {None: dict(dkdv_config=dict(STORE_DS=2), ds_workspace_bytes=256 << 20)},
+    "ds_regs_ws512": {None: dict(dkdv_config=dict(STORE_DS=2), ds_workspace_bytes=512 << 20)},
+    "ds_regs_m64": {128: dict(dkdv_config=dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2, STORE_DS=2),
+                              dq_config=dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3))},
+}
 
 
 # our backward through autograd: attention(dq_mode=...) for each dQ mode
@@ -203,6 +223,12 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                                          dkdv_config=c and _cfg(c[0]), dq_config=c and _cfg(c[1]))
         check_against_default(name, fn)
         record(name, fn)
+    for mib in SWEEP_DS_WORKSPACE_MIB:
+        name = f"sweep_bwd_ds_ws{mib}"
+        fn = lambda mib=mib: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="ds",  # noqa: E731
+                                             ds_workspace_bytes=mib << 20)
+        check_against_default(name, fn)
+        record(name, fn)
     # each kernel of the backward alone (default configs, each dQ mode): where the time goes
     for tag, cfgs in [("default", {}), ("atomic", dict(dq_mode="atomic")), ("bulk", dict(dq_mode="bulk")),
                       ("ds", dict(dq_mode="ds"))]:
@@ -216,13 +242,27 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
     for name, env in BWD_VARIANTS.items():
         if only and not any(x in f"sweep_bwd_{name}" for x in only):
             continue
+        extra = _BWD_VARIANT_ARGS.get(name, {None: {}})
+        extra = extra.get(D, extra.get(None))
+        if extra is None:  # not at this head dim
+            continue
         kern = bwd_variant_kernels(name)
         mode = _BWD_VARIANT_MODE.get(name, "separate")
-        fn = lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=mode, kernels=kern)  # noqa: E731
+        fn = lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=mode, kernels=kern,  # noqa: E731
+                                     **extra)
+        if mode == "ds":  # the dQ GEMM is the shared kernel: compiled first outside the variant's knobs
+            B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="ds", dq_config=extra.get("dq_config"))
         with _environ(env):  # compiles under the variant's knobs (kept per specialisation afterwards)
             fn()
         check_against_default(f"sweep_bwd_{name}", fn)
         record(f"sweep_bwd_{name}", fn)
+        if any(f"part_{name}" in x for x in only or ()):  # each of its launches alone, as sweep_bwd_part_*
+            grads, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, scale, dq_mode=mode, kernels=kern,
+                                                 **extra)
+            for _, launch in steps:
+                launch()
+            for step, launch in steps:
+                record(f"sweep_bwd_part_{name}_{step}", launch)
     fwd = {n: r["ms"] for n, r in res.items() if n.startswith("sweep_fwd") or n == "ours_fwd"}  # with the default
     bwd = {n: r["ms"] for n, r in res.items() if n.startswith("sweep_bwd") and not n.startswith("sweep_bwd_part")}
     if fwd:

@@ -53,7 +53,7 @@ def attn_bwd_preprocess_kernel(O, DO, Delta, stride_oz, stride_oh, stride_om, st
 def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, stride_dom, stride_dqm, offs_n,
                 offs_m0, qk_scale, lo, hi, N_CTX, sm_scale, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
                 ATOMIC_DQ: tl.constexpr, WS: tl.constexpr, BULK_DQ: tl.constexpr, ds_desc=None, start_n=0,
-                STORE_DS: tl.constexpr = False):
+                STORE_DS: tl.constexpr = False, DS_MASK: tl.constexpr = True):
     """Query blocks [lo, hi) into (dk, dv) of one key block; P^T and dS^T are [BLOCK_N, BLOCK_M]."""
     # no producer warp by default (WS): dK and dV hold two fp32 [BLOCK_N, HEAD_DIM] accumulators, and a
     # producer warpgroup caps the consumers at 240 registers with setmaxnreg (spill-free at head dim 128 only
@@ -82,7 +82,14 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
             pT = tl.where(offs_m[None, :] >= offs_n[:, None], pT, 0.0)
         dv = tl.dot(pT.to(do.dtype), do, dv)
         dsT = (pT * (dpT - delta[None, :])).to(q.dtype)
-        if STORE_DS:
+        if STORE_DS == 2:
+            # dS^T's tile stored from the registers it is in (4-byte pairs along the queries): no shared-memory
+            # stage, no barrier; ds_desc is the key rows' pointers, [BLOCK_N, 1]
+            if DS_MASK:
+                tl.store(ds_desc + offs_m[None, :], dsT, mask=(offs_n[:, None] < N_CTX) & rows[None, :])
+            else:
+                tl.store(ds_desc + offs_m[None, :], dsT)
+        elif STORE_DS:
             # dS^T's tile written out for attn_bwd_dq_from_ds_kernel (dQ = dS K as a plain GEMM, no recompute):
             # a TMA store from a shared-memory stage, clipped at N_CTX
             ds_desc.store([start_n, start_m], dsT)
@@ -106,7 +113,7 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                          dq_stride_z, dq_stride_h, dq_stride_m, H, N_CTX, BLOCK_M: tl.constexpr,
                          BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
                          ATOMIC_DQ: tl.constexpr, WS: tl.constexpr = False, BULK_DQ: tl.constexpr = False,
-                         STORE_DS: tl.constexpr = False):
+                         STORE_DS: tl.constexpr = False, DS_MASK: tl.constexpr = True):
     """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ, through a descriptor's bulk
     reductions with BULK_DQ too); WS: a producer warp(group)
     fills the loop's TMA ring (the bench's sweep tries it). Q, K, V, dO, dK, dV share
@@ -143,7 +150,9 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
             dq_ptrs = tl.make_tensor_descriptor(DQ + dq_off, shape=[HEAD_DIM, N_CTX], strides=[dq_stride_m, 1],
                                                 block_shape=[HEAD_DIM, BLOCK_M])
     ds_desc = None
-    if STORE_DS:
+    if STORE_DS == 2:
+        ds_desc = DQ + off_hz.to(tl.int64) * N_CTX * N_CTX + offs_n[:, None] * N_CTX
+    elif STORE_DS:
         # dS^T of this head, [N_CTX keys, N_CTX queries] (queries contiguous), DQ being that fp16/bf16 buffer
         ds_desc = tl.make_tensor_descriptor(DQ + off_hz.to(tl.int64) * N_CTX * N_CTX, shape=[N_CTX, N_CTX],
                                             strides=[N_CTX, 1], block_shape=[BLOCK_N, BLOCK_M])
@@ -155,10 +164,10 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         lo = start_n + BLOCK_N
         dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                              offs_n, offs_m0, qk_scale, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
-                             True, ATOMIC_DQ, WS, BULK_DQ, ds_desc, start_n, STORE_DS)
+                             True, ATOMIC_DQ, WS, BULK_DQ, ds_desc, start_n, STORE_DS, DS_MASK)
     dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                          offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
-                         BULK_DQ, ds_desc, start_n, STORE_DS)
+                         BULK_DQ, ds_desc, start_n, STORE_DS, DS_MASK)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
     tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
 
@@ -291,7 +300,7 @@ def _cfg(table, head_dim, overrides):
 
 
 def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkdv_config=None, dq_config=None,
-                  kernels=None):
+                  kernels=None, ds_workspace_bytes=None):
     """(dq, dk, dv) for ``o, lse = attention_fwd(q, k, v, causal, sm_scale, return_lse=True)``.
 
     ``dq_mode``: ``"separate"`` (a second kernel, deterministic), ``"atomic"`` (fp32 atomics in the dK/dV
@@ -299,19 +308,21 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkd
     memory on sm_90a) or ``"ds"`` (dS^T stored, dQ = dS K a GEMM; deterministic; needs N % 8 == 0 and runs the
     separate pass otherwise). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS` (atomic:
     :data:`ATOMIC_DKDV_CONFIGS`, bulk: :data:`BULK_DKDV_CONFIGS`, ds: :data:`DS_DKDV_CONFIGS`) /
-    :data:`DQ_CONFIGS` (ds: the GEMM's, :data:`DQ_FROM_DS_CONFIGS`).
+    :data:`DQ_CONFIGS` (ds: the GEMM's, :data:`DQ_FROM_DS_CONFIGS`); ds: ``dkdv_config=dict(STORE_DS=2)`` stores
+    dS^T from registers (pointer stores) instead of through a TMA stage.
+    ``ds_workspace_bytes``: ds's dS^T buffer at most this large (default :data:`DS_WORKSPACE_BYTES`; heads in groups).
     ``kernels``: ``{"dkdv": ..., "dq": ...}``, other
     compiled copies of the kernels to launch (the bench's A/B of compile knobs).
     """
     grads, steps = attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode, dkdv_config, dq_config,
-                                       kernels)
+                                       kernels, ds_workspace_bytes)
     for _, launch in steps:
         launch()
     return grads()
 
 
 def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkdv_config=None,
-                        dq_config=None, kernels=None):
+                        dq_config=None, kernels=None, ds_workspace_bytes=None):
     """The backward as ``(grads, [(name, launch), ...])``: the buffers allocated, each kernel's launch a
     callable (``preprocess``, ``dkdv``, then ``dq`` or the atomic/bulk modes' ``cast``; ds with its heads in
     groups: ``preprocess`` and ``dkdv_dq``) to run in order, and ``grads()`` the (dq, dk, dv) they leave.
@@ -337,7 +348,8 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate
         raise ValueError("causal backward needs the dK/dV kernel's BLOCK_N to be a multiple of its BLOCK_M and the "
                          f"dQ kernel's BLOCK_M a multiple of its BLOCK_N (got {c1}, {c2})")
     if ds:
-        return _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels)
+        return _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels,
+                         DS_WORKSPACE_BYTES if ds_workspace_bytes is None else ds_workspace_bytes)
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     # atomic: dQ^T in fp32, [Z, H, HEAD_DIM, N] (its third stride is the kernel's dq_stride_m)
@@ -375,14 +387,16 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate
     return (lambda: (out.get("dq", dq), dk, dv)), steps
 
 
-def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels):
+def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_bytes):
     """dq_mode="ds": the dK/dV kernel also writes dS^T into a [heads, N, N] buffer, and dQ = dS K is a GEMM
-    (5 matmuls in all, against the separate pass's 7). Heads run in groups whose dS^T fits DS_WORKSPACE_BYTES;
+    (5 matmuls in all, against the separate pass's 7). Heads run in groups whose dS^T fits workspace_bytes;
     each group's kernels see its heads as one batch of G heads (the views below share the tensors' memory)."""
     import torch
     Z, H, N, D = q.shape
     ZH = Z * H
-    G = max(1, min(ZH, DS_WORKSPACE_BYTES // (N * N * q.element_size())))
+    G = max(1, min(ZH, workspace_bytes // (N * N * q.element_size())))
+    # STORE_DS: 1 (TMA store, default) or 2 (pointer stores, c1's override), unmasked where every tile is whole
+    c1 = dict(dict(STORE_DS=True, DS_MASK=bool(N % c1["BLOCK_M"] or N % c1["BLOCK_N"])), **c1)
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     dst = torch.empty((G, N, N), device=q.device, dtype=q.dtype)
@@ -398,7 +412,7 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels):
         qg, kg, vg, dog, _, dkg, dvg = (t[h0:h0 + g] for t in flat)
         kernels["dkdv"][(triton.cdiv(N, c1["BLOCK_N"]), g, 1)](
             qg, kg, vg, dog, dkg, dvg, dst, lse2[h0:h0 + g], delta2[h0:h0 + g], sm_scale, g * N * D, N * D, D, 1,
-            0, 0, 0, g, N, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, STORE_DS=True, **c1)
+            0, 0, 0, g, N, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, **c1)
 
     def dq_gemm(h0):
         g = min(G, ZH - h0)

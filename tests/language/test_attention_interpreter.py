@@ -61,6 +61,29 @@ def test_ds_mode_in_head_groups_and_its_fallback(causal, monkeypatch):
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("N", [80, 64])
+def test_ds_stored_from_registers_gives_what_the_tma_store_gives(N, causal):
+    # dq_mode="ds" with dS^T stored by pointer stores (STORE_DS=2; masked at N=80, where the 32-key blocks are
+    # ragged, unmasked at 64) and with ds_workspace_bytes of one head (heads in groups): the TMA store's grads,
+    # bit for bit (the same dS^T tiles), and close to torch's
+    q, k, v = _qkv(N, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
+    cfg = dict(BLOCK_M=16, BLOCK_N=32)
+    tma = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", dkdv_config=cfg)
+    regs = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", dkdv_config=dict(cfg, STORE_DS=2),
+                           ds_workspace_bytes=N * N * 2)
+    _, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", ds_workspace_bytes=N * N * 2)
+    assert [n for n, _ in steps] == ["preprocess", "dkdv_dq"]
+    for a, b in zip(tma, regs):
+        assert torch.equal(a, b)
+    qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
+    torch.nn.functional.scaled_dot_product_attention(qf, kf, vf, is_causal=causal, scale=0.25).backward(do.float())
+    for a, b in zip(regs, (qf.grad, kf.grad, vf.grad)):
+        torch.testing.assert_close(a.float(), b, rtol=2e-2, atol=4e-3)
+
+
 def test_causal_dq_programs_in_either_order_give_the_same_dq():
     # the dQ kernel's LPT order (causal: the last, longest query block first) against launch order, at a ragged
     # length with 3 query blocks: every program's dQ is the same, whichever program id computes it

@@ -43,11 +43,13 @@ def compile_kernel(D, causal, kernel, cfg, dt="fp16"):
     import kernelc
     from examples.kernels import attention_bwd as B
     bm, bn, w, s = cfg
-    if kernel in ("dkdv", "dkdv_ds"):
+    if kernel.startswith("dkdv"):
         sig = dict(Q=P(dt), K=P(dt), V=P(dt), DO=P(dt), DK=P(dt), DV=P(dt), DQ=P(dt), LSE=P("fp32"),
                    Delta=P("fp32"), sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32", stride_k="i32",
                    dq_stride_z="i32", dq_stride_h="i32", dq_stride_m="i32", H="i32", N_CTX="i32")
-        fn, cx = B.attn_bwd_dkdv_kernel, dict(ATOMIC_DQ=False, STORE_DS=kernel == "dkdv_ds")
+        # dkdv_dsp: dS^T stored from registers by pointer stores (STORE_DS=2), dkdv_dspm the same masked
+        store = {"dkdv_ds": 1, "dkdv_dsp": 2, "dkdv_dspm": 2}.get(kernel, 0)
+        fn, cx = B.attn_bwd_dkdv_kernel, dict(ATOMIC_DQ=False, STORE_DS=store, DS_MASK=kernel == "dkdv_dspm")
     elif kernel == "dq_ds":
         sig = dict(DST=P(dt), K=P(dt), DQ=P(dt), sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32",
                    stride_k="i32", H="i32", N_CTX="i32")
@@ -88,7 +90,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--json", default=None)
     p.add_argument("--table", action="store_true")
-    p.add_argument("--only", choices=["dkdv", "dq", "dkdv_ds", "dq_ds"], default=None)
+    p.add_argument("--only", choices=["dkdv", "dq", "dkdv_ds", "dkdv_dsp", "dkdv_dspm", "dq_ds"], default=None)
     p.add_argument("--configs", nargs="+", default=None, metavar="D:CAUSAL:KERNEL:BM,BN,W,S")
     args = p.parse_args(argv)
     configs = CONFIGS
