@@ -116,7 +116,7 @@ SWEEP_BULK = {128: [(16, 128, 8, 3), (32, 128, 8, 4)], 64: [(64, 64, 4, 3)]}
 SWEEP_DS = {128: [((64, 128, 8, 3), (128, 64, 8, 4))]}
 # dq_mode="ds" with its dS^T workspace at most this many MiB (heads in groups, each group's dK/dV kernel and GEMM
 # in turn): the default's 8 GiB holds all 128 heads at N=4096 (4 GiB); what a bounded workspace costs
-SWEEP_DS_WORKSPACE_MIB = (256, 512, 1024)
+SWEEP_DS_WORKSPACE_MIB = (512, 1024)
 # (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27
 SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4, 3), (128, 32, 4, 3))]}
 # the backward's dK/dV and dQ kernels compiled again under other compile knobs (A/B), at the default configs:
@@ -130,21 +130,25 @@ SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4,
 #   ds_regs   dq_mode="ds" with dS^T stored from the registers it is computed in (STORE_DS=2: 4-byte pointer
 #             stores, KERNELC_STORE_SMEM_DISCOUNT=1 keeping them in the accumulator's layout) instead of the TMA
 #             store's shared-memory stage (its STSM, proxy fence and 2 barriers over both warpgroups a trip)
-#   ds_regs_ws{256,512}  the same with a 256 / 512 MiB dS^T workspace (heads in groups: 8 / 16 at N=4096)
+#   ds_regs_ws{512,1024}  the same with a 512 MiB / 1 GiB dS^T workspace (heads in groups of 16 / 32 at N=4096,
+#             1 / 2 at N=16384)
 #   ds_regs_m64  the same at the 4-warp dK/dV config (64, 64, 4, 2) (2 programs an SM) and the GEMM at (64, 64, 4, 3)
+#   ds_regs_g128  the same with the dQ GEMM at (128, 128, 8, 3) (twice the dS^T bytes a trip)
 _DS_REGS = {"KERNELC_STORE_SMEM_DISCOUNT": "1"}
 BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNELC_WGMMA_PIN_WAITS": "0"},
                 "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"},
-                "ds_regs": _DS_REGS, "ds_regs_ws256": _DS_REGS, "ds_regs_ws512": _DS_REGS, "ds_regs_m64": _DS_REGS}
-_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",), "ds_regs": ("dkdv",),
-                        "ds_regs_ws256": ("dkdv",), "ds_regs_ws512": ("dkdv",), "ds_regs_m64": ("dkdv",)}  # default: both
-_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk", "ds_regs": "ds", "ds_regs_ws256": "ds", "ds_regs_ws512": "ds",
-                     "ds_regs_m64": "ds"}  # default: separate
+                "ds_regs": _DS_REGS, "ds_regs_ws512": _DS_REGS, "ds_regs_ws1024": _DS_REGS, "ds_regs_m64": _DS_REGS,
+                "ds_regs_g128": _DS_REGS}
+_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",),
+                        **{n: ("dkdv",) for n in BWD_VARIANTS if n.startswith("ds_regs")}}  # default: both
+_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk",
+                     **{n: "ds" for n in BWD_VARIANTS if n.startswith("ds_regs")}}  # default: separate
 # other arguments of attention_bwd a variant runs with (head dim -> kwargs; None: every head dim)
 _BWD_VARIANT_ARGS = {
     "ds_regs": {None: dict(dkdv_config=dict(STORE_DS=2))},
-    "ds_regs_ws256": {None: dict(dkdv_config=dict(STORE_DS=2), ds_workspace_bytes=256 << 20)},
     "ds_regs_ws512": {None: dict(dkdv_config=dict(STORE_DS=2), ds_workspace_bytes=512 << 20)},
+    "ds_regs_ws1024": {None: dict(dkdv_config=dict(STORE_DS=2), ds_workspace_bytes=1024 << 20)},
+    "ds_regs_g128": {128: dict(dkdv_config=dict(STORE_DS=2), dq_config=dict(BLOCK_N=128))},
     "ds_regs_m64": {128: dict(dkdv_config=dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2, STORE_DS=2),
                               dq_config=dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3))},
 }
@@ -251,7 +255,8 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
         fn = lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=mode, kernels=kern,  # noqa: E731
                                      **extra)
         if mode == "ds":  # the dQ GEMM is the shared kernel: compiled first outside the variant's knobs
-            B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="ds", dq_config=extra.get("dq_config"))
+            B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="ds", dq_config=extra.get("dq_config"),
+                            dkdv_config={n: x for n, x in extra.get("dkdv_config", {}).items() if n != "STORE_DS"})
         with _environ(env):  # compiles under the variant's knobs (kept per specialisation afterwards)
             fn()
         check_against_default(f"sweep_bwd_{name}", fn)
