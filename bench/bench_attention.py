@@ -128,17 +128,19 @@ SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4,
 #   bulk_s1, bulk_s3  dq_mode="bulk" with 1 / 3 staging stages for dQ's tile (KERNELC_BULK_REDUCE_STAGES;
 #             default 2): 1 waits for each reduction to read its stage before the next trip stages its tile
 #   ds_regs   dq_mode="ds" with dS^T stored from the registers it is computed in (STORE_DS=2: 4-byte pointer
-#             stores, KERNELC_STORE_SMEM_DISCOUNT=1 keeping them in the accumulator's layout) instead of the TMA
-#             store's shared-memory stage (its STSM, proxy fence and 2 barriers over both warpgroups a trip)
+#             stores, left in the accumulator's layout by passes/coalesce.py in a loop that issues dots) instead of
+#             the TMA store's shared-memory stage (its STSM, proxy fence and 2 barriers over both warpgroups a trip)
+#   ds_regs_smem  the same compiled with KERNELC_STORE_DOT_LOOP_DISCOUNT=1: the store converted to 16-byte stores
+#             through shared memory (a stage, 2 barriers a trip), as before 2026-11-28
 #   ds_regs_ws{512,1024}  the same with a 512 MiB / 1 GiB dS^T workspace (heads in groups of 16 / 32 at N=4096,
 #             1 / 2 at N=16384)
 #   ds_regs_m64  the same at the 4-warp dK/dV config (64, 64, 4, 2) (2 programs an SM) and the GEMM at (64, 64, 4, 3)
 #   ds_regs_g128  the same with the dQ GEMM at (128, 128, 8, 3) (twice the dS^T bytes a trip)
-_DS_REGS = {"KERNELC_STORE_SMEM_DISCOUNT": "1"}
+_DS_REGS = {}
 BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNELC_WGMMA_PIN_WAITS": "0"},
                 "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"},
                 "ds_regs": _DS_REGS, "ds_regs_ws512": _DS_REGS, "ds_regs_ws1024": _DS_REGS, "ds_regs_m64": _DS_REGS,
-                "ds_regs_g128": _DS_REGS}
+                "ds_regs_g128": _DS_REGS, "ds_regs_smem": {"KERNELC_STORE_DOT_LOOP_DISCOUNT": "1"}}
 _BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",),
                         **{n: ("dkdv",) for n in BWD_VARIANTS if n.startswith("ds_regs")}}  # default: both
 _BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk",
@@ -146,6 +148,7 @@ _BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk",
 # other arguments of attention_bwd a variant runs with (head dim -> kwargs; None: every head dim)
 _BWD_VARIANT_ARGS = {
     "ds_regs": {None: dict(dkdv_config=dict(STORE_DS=2))},
+    "ds_regs_smem": {None: dict(dkdv_config=dict(STORE_DS=2))},
     "ds_regs_ws512": {None: dict(dkdv_config=dict(STORE_DS=2), ds_workspace_bytes=512 << 20)},
     "ds_regs_ws1024": {None: dict(dkdv_config=dict(STORE_DS=2), ds_workspace_bytes=1024 << 20)},
     "ds_regs_g128": {128: dict(dkdv_config=dict(STORE_DS=2), dq_config=dict(BLOCK_N=128))},
@@ -162,18 +165,25 @@ def _cfg(c):
     return dict(zip(("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"), c))
 
 
+def _picked(name, only):
+    """``name`` is one of the entries ``only`` asks for: contains one of its strings, or ends with one written
+    with a trailing ``$``."""
+    return any(name.endswith(x[:-1]) if x.endswith("$") else x in name for x in only)
+
+
 def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=True, only=None):
     """Time the forward (``fwd``) and the (separate-dQ) backward kernels at other configs; backward called
     directly on the saved O and LSE (no autograd), its default config timed the same way for reference.
     ``check(name, err, tol)``: the pairs' and variants' gradients against the default config's. ``only``:
-    substrings; a backward entry whose name contains none of them is neither compiled nor timed."""
+    substrings (``NAME$``: names ending so); a backward entry matching none is neither compiled nor timed; a
+    BWD_VARIANTS entry's launches are also timed alone where ``part_<variant>`` is one of them."""
     from examples.kernels import attention as A
     from examples.kernels import attention_bwd as B
     if only:
         timed = record
 
         def record(name, fn, before=None):
-            if name.startswith("sweep_fwd") or any(x in name for x in only):
+            if name.startswith("sweep_fwd") or _picked(name, only):
                 timed(name, fn, before)
     for c in (SWEEP_FWD.get(D, []) if fwd else []):
         if not causal or c[0] % c[1] == 0:
@@ -194,7 +204,7 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
     tol = 2e-2 if q.dtype == torch.float16 else 5e-2
 
     def check_against_default(name, fn):
-        if check and (not only or any(x in name for x in only)):
+        if check and (not only or _picked(name, only)):
             check(name, max(_err(a, b) for a, b in zip(fn(), base)), tol)
 
     for c1, c2 in pairs:
@@ -237,14 +247,14 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
     for tag, cfgs in [("default", {}), ("atomic", dict(dq_mode="atomic")), ("bulk", dict(dq_mode="bulk")),
                       ("ds", dict(dq_mode="ds"))]:
         grads, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, scale, **cfgs)
-        if only and not any(x in f"sweep_bwd_part_{tag}_{n}" for n, _ in steps for x in only):
+        if only and not any(_picked(f"sweep_bwd_part_{tag}_{n}", only) for n, _ in steps):
             continue
         for _, launch in steps:  # once in order: the later steps read what the earlier ones wrote
             launch()
         for name, launch in steps:
             record(f"sweep_bwd_part_{tag}_{name}", launch)
     for name, env in BWD_VARIANTS.items():
-        if only and not any(x in f"sweep_bwd_{name}" for x in only):
+        if only and not _picked(f"sweep_bwd_{name}", only):
             continue
         extra = _BWD_VARIANT_ARGS.get(name, {None: {}})
         extra = extra.get(D, extra.get(None))
@@ -261,7 +271,7 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
             fn()
         check_against_default(f"sweep_bwd_{name}", fn)
         record(f"sweep_bwd_{name}", fn)
-        if any(f"part_{name}" in x for x in only or ()):  # each of its launches alone, as sweep_bwd_part_*
+        if any(x.rstrip("$") == f"part_{name}" for x in only or ()):  # each launch alone, as sweep_bwd_part_*
             grads, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, scale, dq_mode=mode, kernels=kern,
                                                  **extra)
             for _, launch in steps:
@@ -629,7 +639,8 @@ def main(argv=None):
     p.add_argument("--sweep", action="store_true", help="also time other forward/backward launch configs")
     p.add_argument("--no-fwd-sweep", action="store_true", help="with --sweep: the backward's configs only")
     p.add_argument("--sweep-filter", nargs="+", default=None, metavar="SUBSTR",
-                   help="with --sweep: only the backward entries whose name contains one of these")
+                   help="with --sweep: only the backward entries whose name contains one of these (or ends with "
+                        "one written NAME$)")
     p.add_argument("--batch", type=int, default=Z)
     p.add_argument("--heads", type=int, default=H)
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",

@@ -148,26 +148,21 @@ def test_ds_mode_at_the_sweeps_configs(mode, D, c1, c2, causal):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("N,D,c1,c2", [(1000, 128, None, None), (1024, 128, None, None), (1024, 64, None, None),
                                        (1000, 64, None, None), (1024, 128, (64, 64, 4, 2), (64, 64, 4, 3))])
-def test_ds_stored_from_registers(N, D, c1, c2, causal, monkeypatch):
+def test_ds_stored_from_registers(N, D, c1, c2, causal):
     # bench BWD_VARIANTS ds_regs*: dS^T stored by pointer stores from the registers it is computed in (STORE_DS=2;
-    # masked at N=1000, unmasked at 1024), compiled as the bench compiles it (KERNELC_STORE_SMEM_DISCOUNT=1): the
-    # same grads as the TMA store's, bit for bit, and as close to fp32 as torch's; in head groups too
-    import kernelc
-    monkeypatch.setenv("KERNELC_STORE_SMEM_DISCOUNT", "1")
-    kernels = dict(dkdv=kernelc.jit(B.attn_bwd_dkdv_kernel.fn))
+    # masked at N=1000, unmasked at 1024; 4-byte stores in the accumulator's layout): the same grads as the TMA
+    # store's, bit for bit, and as close to fp32 as torch's; in head groups too
     q, k, v, do = _inputs(1, 4, N, D, torch.float16)
     o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
     cfg = dict(dkdv_config=c1 and _cfg(c1), dq_config=c2 and _cfg(c2))
-    monkeypatch.delenv("KERNELC_STORE_SMEM_DISCOUNT")
     tma = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="ds", **cfg)
-    monkeypatch.setenv("KERNELC_STORE_SMEM_DISCOUNT", "1")
     regs_cfg = dict(cfg, dkdv_config=dict(cfg["dkdv_config"] or {}, STORE_DS=2))
-    regs = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="ds", kernels=kernels, **regs_cfg)
-    grouped = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="ds", kernels=kernels,
-                              ds_workspace_bytes=3 * N * N * 2, **regs_cfg)
+    regs = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="ds", **regs_cfg)
+    grouped = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="ds", ds_workspace_bytes=3 * N * N * 2,
+                              **regs_cfg)
     for x, y, z in zip(tma, regs, grouped):
         assert torch.equal(x, y) and torch.equal(x, z)
-    _check_backward_at(D, causal, dq_mode="ds", kernels=kernels, **regs_cfg)
+    _check_backward_at(D, causal, dq_mode="ds", **regs_cfg)
 
 
 @pytest.mark.parametrize("D", [64, 128])

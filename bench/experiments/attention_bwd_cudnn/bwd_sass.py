@@ -69,7 +69,7 @@ def survey(D, causal, kernel, cfg):
     occ = blocks_per_sm(ck.n_regs, ck.shared, warps=ck.launch_warps)
     loops = mma_loops(ck.asm["sass"])
     keep = ("HGMMA", "HGMMA_shapes", "DEPBAR_args", "MUFU.EX2", "UTMALDG", "SYNCS", "BAR.SYNC", "LDS", "STS", "LDG",
-            "LDL", "STL", "FFMA", "FMUL", "FADD", "F2FP", "total")
+            "STG", "STSM", "FENCE", "LDL", "STL", "FFMA", "FMUL", "FADD", "F2FP", "total")
     return dict(head_dim=D, causal=causal, kernel=kernel, config=list(cfg), regs=ck.n_regs, spills=ck.n_spills,
                 shared=ck.shared, threads=threads, per_sm=occ, loops=[{k: lp[k] for k in keep} for lp in loops])
 
