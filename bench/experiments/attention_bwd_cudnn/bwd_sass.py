@@ -36,6 +36,10 @@ CONFIGS = [
     (128, False, "dkdv_ds", (64, 128, 8, 3)), (128, False, "dkdv_ds", (32, 64, 4, 3)),
     (128, False, "dq_ds", (128, 64, 8, 3)), (128, False, "dq_ds", (64, 64, 4, 3)),
     (64, False, "dkdv_ds", (32, 64, 4, 3)), (64, False, "dq_ds", (64, 64, 4, 4)),
+    # tenth session: dS^T stored from registers (STORE_DS=2), and the dQ GEMM with 128-key steps
+    (128, False, "dkdv_dsp", (64, 128, 8, 3)), (128, True, "dkdv_dsp", (64, 128, 8, 3)),
+    (128, False, "dkdv_dsp", (64, 64, 4, 2)), (64, False, "dkdv_dsp", (32, 64, 4, 3)),
+    (64, True, "dkdv_dsp", (32, 64, 4, 3)), (128, False, "dq_ds", (128, 128, 8, 3)),
 ]
 
 
@@ -75,14 +79,15 @@ def survey(D, causal, kernel, cfg):
 
 
 def table(rows) -> str:
-    out = ["| D | kernel | config | regs | spills | smem KB | threads | programs/SM | loop: HGMMA (shapes) | waits | "
-           "MUFU.EX2 | SASS a trip |", "|" + "---|" * 12]
+    out = ["| D | causal | kernel | config | regs | spills | smem KB | threads | programs/SM | loop: HGMMA (shapes) | "
+           "waits | MUFU.EX2 | BAR.SYNC | STSM | STG | SASS a trip |", "|" + "---|" * 16]
     for r in rows:
         lp = r["loops"][-1] if r["loops"] else {}
         shapes = ", ".join(f"{n}x{k.split('.')[1]}" for k, n in sorted(lp.get("HGMMA_shapes", {}).items()))
-        out.append(f"| {r['head_dim']} | {r['kernel']} | {tuple(r['config'])} | {r['regs']} | {r['spills']} | "
-                   f"{r['shared'] / 1024:.0f} | {r['threads']} | {r['per_sm']['blocks']} | {lp.get('HGMMA')} ({shapes}) | "
-                   f"{len(lp.get('DEPBAR_args', []))} | {lp.get('MUFU.EX2')} | {lp.get('total')} |")
+        out.append(f"| {r['head_dim']} | {int(r['causal'])} | {r['kernel']} | {tuple(r['config'])} | {r['regs']} | "
+                   f"{r['spills']} | {r['shared'] / 1024:.0f} | {r['threads']} | {r['per_sm']['blocks']} | "
+                   f"{lp.get('HGMMA')} ({shapes}) | {len(lp.get('DEPBAR_args', []))} | {lp.get('MUFU.EX2')} | "
+                   f"{lp.get('BAR.SYNC')} | {lp.get('STSM')} | {lp.get('STG')} | {lp.get('total')} |")
     return "\n".join(out)
 
 
