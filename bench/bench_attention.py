@@ -130,6 +130,9 @@ SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4,
 #   ds_regs   dq_mode="ds" with dS^T stored from the registers it is computed in (STORE_DS=2: 4-byte pointer
 #             stores, left in the accumulator's layout by passes/coalesce.py in a loop that issues dots) instead of
 #             the TMA store's shared-memory stage (its STSM, proxy fence and 2 barriers over both warpgroups a trip)
+#   ds_regs_tail  the same with KERNELC_WGMMA_ASYNC_TAIL=1: dK += dS^T Q left in flight across the back edge (the
+#             loop's last wait at 1, not 0: the next trip's ring wait and first wgmmas issue behind it)
+#   tail      the separate pass's dK/dV kernel with KERNELC_WGMMA_ASYNC_TAIL=1
 #   ds_regs_smem  the same compiled with KERNELC_STORE_DOT_LOOP_DISCOUNT=1: the store converted to 16-byte stores
 #             through shared memory (a stage, 2 barriers a trip), as before 2026-11-28
 #   ds_regs_ws{512,1024}  the same with a 512 MiB / 1 GiB dS^T workspace (heads in groups of 16 / 32 at N=4096,
@@ -140,8 +143,9 @@ _DS_REGS = {}
 BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNELC_WGMMA_PIN_WAITS": "0"},
                 "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"},
                 "ds_regs": _DS_REGS, "ds_regs_ws512": _DS_REGS, "ds_regs_ws1024": _DS_REGS, "ds_regs_m64": _DS_REGS,
-                "ds_regs_g128": _DS_REGS, "ds_regs_smem": {"KERNELC_STORE_DOT_LOOP_DISCOUNT": "1"}}
-_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",),
+                "ds_regs_g128": _DS_REGS, "ds_regs_smem": {"KERNELC_STORE_DOT_LOOP_DISCOUNT": "1"},
+                "ds_regs_tail": {"KERNELC_WGMMA_ASYNC_TAIL": "1"}, "tail": {"KERNELC_WGMMA_ASYNC_TAIL": "1"}}
+_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",), "tail": ("dkdv",),
                         **{n: ("dkdv",) for n in BWD_VARIANTS if n.startswith("ds_regs")}}  # default: both
 _BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk",
                      **{n: "ds" for n in BWD_VARIANTS if n.startswith("ds_regs")}}  # default: separate
@@ -149,6 +153,7 @@ _BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk",
 _BWD_VARIANT_ARGS = {
     "ds_regs": {None: dict(dkdv_config=dict(STORE_DS=2))},
     "ds_regs_smem": {None: dict(dkdv_config=dict(STORE_DS=2))},
+    "ds_regs_tail": {None: dict(dkdv_config=dict(STORE_DS=2))},
     "ds_regs_ws512": {None: dict(dkdv_config=dict(STORE_DS=2), ds_workspace_bytes=512 << 20)},
     "ds_regs_ws1024": {None: dict(dkdv_config=dict(STORE_DS=2), ds_workspace_bytes=1024 << 20)},
     "ds_regs_g128": {128: dict(dkdv_config=dict(STORE_DS=2), dq_config=dict(BLOCK_N=128))},

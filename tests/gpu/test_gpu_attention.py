@@ -110,6 +110,18 @@ def test_backward_without_deferred_ring_waits(D, causal, monkeypatch):
     _check_backward_at(D, causal, kernels=kernels)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("D,ds", [(128, True), (128, False), (64, False)])
+def test_backward_with_the_async_tail(D, ds, causal, monkeypatch):
+    # bench BWD_VARIANTS tail / ds_regs_tail: the dK/dV kernel compiled with dK += dS^T Q in flight across the back
+    # edge (KERNELC_WGMMA_ASYNC_TAIL=1)
+    import kernelc
+    monkeypatch.setenv("KERNELC_WGMMA_ASYNC_TAIL", "1")
+    kernels = dict(dkdv=kernelc.jit(B.attn_bwd_dkdv_kernel.fn))
+    kw = dict(dq_mode="ds", dkdv_config=dict(STORE_DS=2)) if ds else {}
+    _check_backward_at(D, causal, kernels=kernels, **kw)
+
+
 def _check_backward_at(D, causal, **kw):
     q, k, v, do = _inputs(1, 4, 1000, D, torch.float16)
     o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
