@@ -28,7 +28,9 @@ import torch  # noqa: E402
 from bench import bench_attention as BA  # noqa: E402
 
 
-def run(N, D, causal, args, failures):
+def run(N, D, causal, args, failures, rows, timings, save):
+    """One configuration: its row appended to ``rows`` at once (filled as entries finish), every timing to
+    ``timings`` and printed as it is taken, ``save()`` after each."""
     from examples.kernels import attention_bwd as B
     SDPA = torch.nn.functional.scaled_dot_product_attention
     dtype = BA.DTYPES[args.dtype]
@@ -36,25 +38,28 @@ def run(N, D, causal, args, failures):
     g = torch.Generator(device=BA.DEVICE).manual_seed(0)
     q, k, v, do = (torch.randn(BA.Z, BA.H, N, D, device=BA.DEVICE, dtype=dtype, generator=g) for _ in range(4))
     tag = dict(seq=N, head_dim=D, dtype=args.dtype, causal=causal)
-    row, res, timings = dict(tag), {}, []
+    row, res = dict(tag), {}
+    rows.append(row)
     tol = 2e-2 if dtype == torch.float16 else 5e-2
 
     def record(name, fn, before=None):
         try:
-            res[name] = BA.timeit(fn, args.rep_ms, before)
-            timings.append(dict(tag, variant=name, **res[name]))
+            r = res[name] = BA.timeit(fn, args.rep_ms, before)
+            timings.append(dict(tag, variant=name, **r))
+            base = res.get("sdpa_cudnn_bwd", {}).get("ms")
+            ratio = f"  cuDNN/this {base / r['ms']:.3f}" if base else ""
+            print(f"N={N} D={D} causal={int(causal)} {name:48s} {r['ms']:8.3f} ms  [{r['p20_ms']:.3f}, "
+                  f"{r['p80_ms']:.3f}]{ratio}", flush=True)
         except Exception as e:  # one failing entry must not hide the others
             print(f"{name} {tag}: {type(e).__name__}: {str(e)[:300]}", flush=True)
             timings.append(dict(tag, variant=name, error=f"{type(e).__name__}: {str(e)[:300]}"))
+        save()
 
     def check(name, err, tol):
         row[f"check_{name}"] = err
         if err > tol:
             failures.append(f"{tag} {name}: relative max error {err:.3g} > {tol}")
 
-    if args.filter:
-        BA.sweep(N, D, q, k, v, do, causal, scale, record, res, row, check if args.check else None, fwd=False,
-                 only=args.filter)
     leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
 
     def clear():
@@ -85,12 +90,12 @@ def run(N, D, causal, args, failures):
     for name in [n for n in grads if n.startswith("ours")]:
         if ref is not None:
             check(name, max(BA._err(a, b) for a, b in zip(grads[name], ref)), tol)
-    base = res.get("sdpa_cudnn_bwd", {}).get("ms")
-    for name, r in res.items():
-        ratio = f"  cuDNN/this {base / r['ms']:.3f}" if base else ""
-        print(f"N={N} D={D} causal={int(causal)} {name:48s} {r['ms']:8.3f} ms  [{r['p20_ms']:.3f}, {r['p80_ms']:.3f}]"
-              f"{ratio}", flush=True)
-    return row, timings
+    del grads
+    # the sweep after the autograd rows (cuDNN's is every ratio's base: timed last of them, in case time runs out)
+    if args.filter:
+        BA.sweep(N, D, q, k, v, do, causal, scale, record, res, row, check if args.check else None, fwd=False,
+                 only=args.filter)
+    save()
 
 
 def _in(ctx, fn, *a, **kw):
@@ -123,15 +128,16 @@ def main(argv=None) -> int:
         print("bwd10: needs a CUDA GPU", file=sys.stderr)
         return 2
     rows, timings, failures = [], [], []
+
+    def save():
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump(dict(rows=rows, timings=timings, check_failures=failures), f, indent=1)
+
     for N in args.seq:
         for D in args.head_dim:
             for c in args.causal:
-                row, t = run(N, D, bool(c), args, failures)
-                rows.append(row)
-                timings += t
-                if args.out:
-                    with open(args.out, "w") as f:
-                        json.dump(dict(rows=rows, timings=timings, check_failures=failures), f, indent=1)
+                run(N, D, bool(c), args, failures, rows, timings, save)
                 if args.device == "cuda":
                     torch.cuda.empty_cache()
     for x in failures:
