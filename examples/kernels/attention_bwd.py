@@ -285,6 +285,10 @@ DQ_FROM_DS_CONFIGS = {16: (32, 32, 4, 3), 32: (32, 32, 4, 3), 64: (64, 64, 4, 4)
 # as fit, each group's dK/dV and dQ launched before the next's
 DS_WORKSPACE_BYTES = 8 << 30
 DQ_MODES = ("separate", "atomic", "bulk", "ds")
+# dq_mode=None picks by head dim (default: separate); ds's dS^T store: 1 a TMA store through a shared-memory stage,
+# 2 pointer stores from registers (dkdv_config's STORE_DS overrides it)
+DEFAULT_DQ_MODES = {}
+DS_STORE = 1
 DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 3), 128: (128, 64, 8, 2)}
 PRE_BLOCK = 64
 CAST_BLOCK = 64  # queries a program of attn_bwd_dq_cast_kernel transposes
@@ -299,11 +303,16 @@ def _cfg(table, head_dim, overrides):
     return cfg
 
 
-def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkdv_config=None, dq_config=None,
+def default_dq_mode(head_dim):
+    """The dQ mode ``dq_mode=None`` runs at this head dim (:data:`DEFAULT_DQ_MODES`, else ``"separate"``)."""
+    return DEFAULT_DQ_MODES.get(head_dim, "separate")
+
+
+def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_config=None, dq_config=None,
                   kernels=None, ds_workspace_bytes=None):
     """(dq, dk, dv) for ``o, lse = attention_fwd(q, k, v, causal, sm_scale, return_lse=True)``.
 
-    ``dq_mode``: ``"separate"`` (a second kernel, deterministic), ``"atomic"`` (fp32 atomics in the dK/dV
+    ``dq_mode``: ``None`` (:func:`default_dq_mode`), ``"separate"`` (a second kernel, deterministic), ``"atomic"`` (fp32 atomics in the dK/dV
     kernel, then one cast), ``"bulk"`` (as atomic, dQ's tiles added by TMA bulk reductions from shared
     memory on sm_90a) or ``"ds"`` (dS^T stored, dQ = dS K a GEMM; deterministic; needs N % 8 == 0 and runs the
     separate pass otherwise). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS` (atomic:
@@ -321,13 +330,15 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkd
     return grads()
 
 
-def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkdv_config=None,
+def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_config=None,
                         dq_config=None, kernels=None, ds_workspace_bytes=None):
     """The backward as ``(grads, [(name, launch), ...])``: the buffers allocated, each kernel's launch a
     callable (``preprocess``, ``dkdv``, then ``dq`` or the atomic/bulk modes' ``cast``; ds with its heads in
     groups: ``preprocess`` and ``dkdv_dq``) to run in order, and ``grads()`` the (dq, dk, dv) they leave.
     :func:`attention_bwd` runs them; the bench times each alone."""
     import torch
+    if dq_mode is None:
+        dq_mode = default_dq_mode(q.shape[-1])
     if dq_mode not in DQ_MODES:
         raise ValueError(f"dq_mode must be one of {', '.join(map(repr, DQ_MODES))}, got {dq_mode!r}")
     kernels = dict(dict(dkdv=attn_bwd_dkdv_kernel, dq=attn_bwd_dq_kernel), **(kernels or {}))
@@ -395,8 +406,8 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_
     Z, H, N, D = q.shape
     ZH = Z * H
     G = max(1, min(ZH, workspace_bytes // (N * N * q.element_size())))
-    # STORE_DS: 1 (TMA store, default) or 2 (pointer stores, c1's override), unmasked where every tile is whole
-    c1 = dict(dict(STORE_DS=True, DS_MASK=bool(N % c1["BLOCK_M"] or N % c1["BLOCK_N"])), **c1)
+    # STORE_DS: DS_STORE unless c1 says (1 a TMA store, 2 pointer stores), unmasked where every tile is whole
+    c1 = dict(dict(STORE_DS=DS_STORE, DS_MASK=bool(N % c1["BLOCK_M"] or N % c1["BLOCK_N"])), **c1)
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     dst = torch.empty((G, N, N), device=q.device, dtype=q.dtype)
@@ -464,7 +475,7 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-def attention(q, k, v, causal=False, sm_scale=None, dq_mode="separate", fwd_config=None):
+def attention(q, k, v, causal=False, sm_scale=None, dq_mode=None, fwd_config=None):
     """Differentiable fused attention on fp16/bf16 ``[Z, H, N_CTX, HEAD_DIM]`` tensors (HEAD_DIM 16..128
     for the backward): ``loss.backward()`` runs the kernels above."""
     sm_scale = sm_scale if sm_scale is not None else q.shape[-1] ** -0.5

@@ -84,6 +84,43 @@ def test_ds_stored_from_registers_gives_what_the_tma_store_gives(N, causal):
         torch.testing.assert_close(a.float(), b, rtol=2e-2, atol=4e-3)
 
 
+def test_the_default_dq_mode_follows_the_head_dim_table(monkeypatch):
+    # dq_mode=None runs DEFAULT_DQ_MODES[head dim] (separate where the table has none), and ds's store DS_STORE
+    q, k, v = _qkv(64, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    o, lse = A.attention_fwd(q, k, v, True, 0.25, return_lse=True)
+    monkeypatch.setattr(B, "DEFAULT_DQ_MODES", {})
+    assert B.default_dq_mode(16) == "separate"
+    sep = B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_mode="separate")
+    for a, b in zip(B.attention_bwd(do, q, k, v, o, lse, True, 0.25), sep):
+        assert torch.equal(a, b)
+    monkeypatch.setattr(B, "DEFAULT_DQ_MODES", {16: "ds"})
+    monkeypatch.setattr(B, "DS_STORE", 2)
+    assert B.default_dq_mode(16) == "ds" and B.default_dq_mode(32) == "separate"
+    ds = B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_mode="ds", dkdv_config=dict(STORE_DS=2))
+    got = B.attention_bwd(do, q, k, v, o, lse, True, 0.25)
+    for a, b in zip(got, ds):
+        assert torch.equal(a, b)
+    # the store DS_STORE picks is the kernel's STORE_DS (a TMA store would need no pointer mask: launch it to see)
+    seen = []
+    monkeypatch.setattr(B, "attn_bwd_dkdv_kernel", _Spy(B.attn_bwd_dkdv_kernel, seen))
+    B.attention_bwd(do, q, k, v, o, lse, True, 0.25)
+    assert seen and seen[-1]["STORE_DS"] == 2 and seen[-1]["DS_MASK"] is False
+
+
+class _Spy:
+    """A kernel whose launches record their keyword arguments."""
+
+    def __init__(self, kernel, seen):
+        self.kernel, self.seen = kernel, seen
+
+    def __getitem__(self, grid):
+        def launch(*a, **kw):
+            self.seen.append(kw)
+            return self.kernel[grid](*a, **kw)
+        return launch
+
+
 def test_causal_dq_programs_in_either_order_give_the_same_dq():
     # the dQ kernel's LPT order (causal: the last, longest query block first) against launch order, at a ragged
     # length with 3 query blocks: every program's dQ is the same, whichever program id computes it
