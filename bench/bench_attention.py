@@ -114,9 +114,6 @@ SWEEP_BULK = {128: [(16, 128, 8, 3), (32, 128, 8, 4)], 64: [(64, 64, 4, 3)]}
 # BLOCK_M being the dK/dV kernel's BLOCK_N; spill-free on sm_90a (the default is sweep_bwd_ds_default). On an H100
 # (call H9b) it tied the default; (32, 128, 8, 3) / (32, 64, 4, 3) dK/dV configs were slower
 SWEEP_DS = {128: [((64, 128, 8, 3), (128, 64, 8, 4))]}
-# dq_mode="ds" with its dS^T workspace at most this many MiB (heads in groups, each group's dK/dV kernel and GEMM
-# in turn): the default's 8 GiB holds all 128 heads at N=4096 (4 GiB); what a bounded workspace costs
-SWEEP_DS_WORKSPACE_MIB = (512, 1024)
 # (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27
 SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4, 3), (128, 32, 4, 3))]}
 # the backward's dK/dV and dQ kernels compiled again under other compile knobs (A/B), at the default configs:
@@ -127,39 +124,16 @@ SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4,
 #             the example issued dO V^T before P's exp2)
 #   bulk_s1, bulk_s3  dq_mode="bulk" with 1 / 3 staging stages for dQ's tile (KERNELC_BULK_REDUCE_STAGES;
 #             default 2): 1 waits for each reduction to read its stage before the next trip stages its tile
-#   ds_regs   dq_mode="ds" with dS^T stored from the registers it is computed in (STORE_DS=2: 4-byte pointer
-#             stores, left in the accumulator's layout by passes/coalesce.py in a loop that issues dots) instead of
-#             the TMA store's shared-memory stage (its STSM, proxy fence and 2 barriers over both warpgroups a trip)
-#   ds_regs_tail  the same with KERNELC_WGMMA_ASYNC_TAIL=1: dK += dS^T Q left in flight across the back edge (the
-#             loop's last wait at 1, not 0: the next trip's ring wait and first wgmmas issue behind it)
-#   tail      the separate pass's dK/dV kernel with KERNELC_WGMMA_ASYNC_TAIL=1
-#   ds_regs_smem  the same compiled with KERNELC_STORE_DOT_LOOP_DISCOUNT=1: the store converted to 16-byte stores
-#             through shared memory (a stage, 2 barriers a trip), as before 2026-11-28
-#   ds_regs_ws{512,1024}  the same with a 512 MiB / 1 GiB dS^T workspace (heads in groups of 16 / 32 at N=4096,
-#             1 / 2 at N=16384)
-#   ds_regs_m64  the same at the 4-warp dK/dV config (64, 64, 4, 2) (2 programs an SM) and the GEMM at (64, 64, 4, 3)
-#   ds_regs_g128  the same with the dQ GEMM at (128, 128, 8, 3) (twice the dS^T bytes a trip)
-_DS_REGS = {}
+#   ds_first  dq_mode="ds" with dS^T's TMA store before dK's wgmma is issued (DS_FIRST, the order before
+#             2026-11-28): the store's stage, fence and barriers then delay dS^T Q instead of running under it
 BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNELC_WGMMA_PIN_WAITS": "0"},
                 "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"},
-                "ds_regs": _DS_REGS, "ds_regs_ws512": _DS_REGS, "ds_regs_ws1024": _DS_REGS, "ds_regs_m64": _DS_REGS,
-                "ds_regs_g128": _DS_REGS, "ds_regs_smem": {"KERNELC_STORE_DOT_LOOP_DISCOUNT": "1"},
-                "ds_regs_tail": {"KERNELC_WGMMA_ASYNC_TAIL": "1"}, "tail": {"KERNELC_WGMMA_ASYNC_TAIL": "1"}}
-_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",), "tail": ("dkdv",),
-                        **{n: ("dkdv",) for n in BWD_VARIANTS if n.startswith("ds_regs")}}  # default: both
-_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk",
-                     **{n: "ds" for n in BWD_VARIANTS if n.startswith("ds_regs")}}  # default: separate
+                "ds_first": {}}
+_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",),
+                        "ds_first": ("dkdv",)}  # default: both
+_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk", "ds_first": "ds"}  # default: separate
 # other arguments of attention_bwd a variant runs with (head dim -> kwargs; None: every head dim)
-_BWD_VARIANT_ARGS = {
-    "ds_regs": {None: dict(dkdv_config=dict(STORE_DS=2))},
-    "ds_regs_smem": {None: dict(dkdv_config=dict(STORE_DS=2))},
-    "ds_regs_tail": {None: dict(dkdv_config=dict(STORE_DS=2))},
-    "ds_regs_ws512": {None: dict(dkdv_config=dict(STORE_DS=2), ds_workspace_bytes=512 << 20)},
-    "ds_regs_ws1024": {None: dict(dkdv_config=dict(STORE_DS=2), ds_workspace_bytes=1024 << 20)},
-    "ds_regs_g128": {128: dict(dkdv_config=dict(STORE_DS=2), dq_config=dict(BLOCK_N=128))},
-    "ds_regs_m64": {128: dict(dkdv_config=dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2, STORE_DS=2),
-                              dq_config=dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3))},
-}
+_BWD_VARIANT_ARGS = {"ds_first": {None: dict(dkdv_config=dict(DS_FIRST=True))}}
 
 
 # our backward through autograd: attention(dq_mode=...) for each dQ mode
@@ -242,12 +216,6 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                                          dkdv_config=c and _cfg(c[0]), dq_config=c and _cfg(c[1]))
         check_against_default(name, fn)
         record(name, fn)
-    for mib in SWEEP_DS_WORKSPACE_MIB:
-        name = f"sweep_bwd_ds_ws{mib}"
-        fn = lambda mib=mib: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="ds",  # noqa: E731
-                                             ds_workspace_bytes=mib << 20)
-        check_against_default(name, fn)
-        record(name, fn)
     # each kernel of the backward alone (default configs, each dQ mode): where the time goes
     for tag, cfgs in [("default", {}), ("atomic", dict(dq_mode="atomic")), ("bulk", dict(dq_mode="bulk")),
                       ("ds", dict(dq_mode="ds"))]:
@@ -270,8 +238,9 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
         fn = lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=mode, kernels=kern,  # noqa: E731
                                      **extra)
         if mode == "ds":  # the dQ GEMM is the shared kernel: compiled first outside the variant's knobs
+            launch = ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")
             B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="ds", dq_config=extra.get("dq_config"),
-                            dkdv_config={n: x for n, x in extra.get("dkdv_config", {}).items() if n != "STORE_DS"})
+                            dkdv_config={n: x for n, x in extra.get("dkdv_config", {}).items() if n in launch})
         with _environ(env):  # compiles under the variant's knobs (kept per specialisation afterwards)
             fn()
         check_against_default(f"sweep_bwd_{name}", fn)

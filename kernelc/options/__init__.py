@@ -227,12 +227,6 @@ KNOBS: Tuple[Knob, ...] = (
          "shared memory to 16-byte stores, as Triton's epilogue; tutorial 09), 1 (priced byte for byte: such stores "
          "stay 4-byte stores from the accumulator's layout)",
          _choice(("1", ("1",)), ("2", ("2",)), ("4", ("4",))), compile=True, field="store_smem_discount"),
-    Knob("KERNELC_STORE_DOT_LOOP_DISCOUNT", "bool", False,
-         "also discount the shared-memory bytes (KERNELC_STORE_SMEM_DISCOUNT) of a store's conversion when the store "
-         "sits in the body of a loop that issues dots (the attention backward's dS^T store): off (default), there the "
-         "conversion is priced byte for byte, since its two barriers run on every trip and hold every warpgroup's "
-         "wgmma pipeline; on: the discount everywhere (the code before 2026-11-28)",
-         compile=True, field="store_dot_loop_discount"),
     Knob("KERNELC_USE_LAYOUT_LOADS", "choice", "all",
          "where a small vector converted right after its load (a per-column cos/sin, scale or bias row broadcast "
          "against a tile) is loaded in the converted layout instead (passes/load_layouts.py): all (default: also "
@@ -331,7 +325,6 @@ class CompileOptions:
     flatten_carry_tiles: bool = True
     tma_store_wait: str = "deferred"
     store_smem_discount: str = "4"
-    store_dot_loop_discount: bool = False
     uniform_masks: bool = True
     use_layout_loads: str = "all"
     cvt_pieces: str = "max"

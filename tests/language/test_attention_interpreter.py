@@ -62,30 +62,28 @@ def test_ds_mode_in_head_groups_and_its_fallback(causal, monkeypatch):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("N", [80, 64])
-def test_ds_stored_from_registers_gives_what_the_tma_store_gives(N, causal):
-    # dq_mode="ds" with dS^T stored by pointer stores (STORE_DS=2; masked at N=80, where the 32-key blocks are
-    # ragged, unmasked at 64) and with ds_workspace_bytes of one head (heads in groups): the TMA store's grads,
-    # bit for bit (the same dS^T tiles), and close to torch's
-    q, k, v = _qkv(N, 16, torch.float16)
+def test_ds_store_after_dk_and_bounded_workspace_give_the_same_grads(causal):
+    # dq_mode="ds": dS^T stored after dK's dot is issued (the default) or before it (DS_FIRST), and with
+    # ds_workspace_bytes of one head (heads in groups): the same dS^T tiles, so the same grads bit for bit
+    q, k, v = _qkv(80, 16, torch.float16)
     do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
     o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
     cfg = dict(BLOCK_M=16, BLOCK_N=32)
-    tma = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", dkdv_config=cfg)
-    regs = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", dkdv_config=dict(cfg, STORE_DS=2),
-                           ds_workspace_bytes=N * N * 2)
-    _, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", ds_workspace_bytes=N * N * 2)
+    after = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", dkdv_config=cfg)
+    first = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", dkdv_config=dict(cfg, DS_FIRST=True),
+                            ds_workspace_bytes=80 * 80 * 2)
+    _, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", ds_workspace_bytes=80 * 80 * 2)
     assert [n for n, _ in steps] == ["preprocess", "dkdv_dq"]
-    for a, b in zip(tma, regs):
+    for a, b in zip(after, first):
         assert torch.equal(a, b)
     qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
     torch.nn.functional.scaled_dot_product_attention(qf, kf, vf, is_causal=causal, scale=0.25).backward(do.float())
-    for a, b in zip(regs, (qf.grad, kf.grad, vf.grad)):
+    for a, b in zip(after, (qf.grad, kf.grad, vf.grad)):
         torch.testing.assert_close(a.float(), b, rtol=2e-2, atol=4e-3)
 
 
 def test_the_default_dq_mode_follows_the_head_dim_table(monkeypatch):
-    # dq_mode=None runs DEFAULT_DQ_MODES[head dim] (separate where the table has none), and ds's store DS_STORE
+    # dq_mode=None runs DEFAULT_DQ_MODES[head dim] (separate where the table has none)
     q, k, v = _qkv(64, 16, torch.float16)
     do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
     o, lse = A.attention_fwd(q, k, v, True, 0.25, return_lse=True)
@@ -95,17 +93,14 @@ def test_the_default_dq_mode_follows_the_head_dim_table(monkeypatch):
     for a, b in zip(B.attention_bwd(do, q, k, v, o, lse, True, 0.25), sep):
         assert torch.equal(a, b)
     monkeypatch.setattr(B, "DEFAULT_DQ_MODES", {16: "ds"})
-    monkeypatch.setattr(B, "DS_STORE", 2)
     assert B.default_dq_mode(16) == "ds" and B.default_dq_mode(32) == "separate"
-    ds = B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_mode="ds", dkdv_config=dict(STORE_DS=2))
+    ds = B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_mode="ds")
+    seen = []
+    monkeypatch.setattr(B, "attn_bwd_dkdv_kernel", _Spy(B.attn_bwd_dkdv_kernel, seen))
     got = B.attention_bwd(do, q, k, v, o, lse, True, 0.25)
     for a, b in zip(got, ds):
         assert torch.equal(a, b)
-    # the store DS_STORE picks is the kernel's STORE_DS (a TMA store would need no pointer mask: launch it to see)
-    seen = []
-    monkeypatch.setattr(B, "attn_bwd_dkdv_kernel", _Spy(B.attn_bwd_dkdv_kernel, seen))
-    B.attention_bwd(do, q, k, v, o, lse, True, 0.25)
-    assert seen and seen[-1]["STORE_DS"] == 2 and seen[-1]["DS_MASK"] is False
+    assert seen and seen[-1]["STORE_DS"] is True  # the dK/dV kernel launched storing dS^T
 
 
 class _Spy:

@@ -28,7 +28,8 @@ def tables(path: str) -> str:
                          f"{x:.3f} ({cud / x:.3f}, --)" if cud else f"{x:.3f}")
         out.append(f"| {key[0]} | {key[1]} | {key[2]} | {int(key[3])} | {cud and round(cud, 3)} | "
                    f"{tut and round(tut, 3)} | " + " | ".join(cells) + " |")
-    out += ["", "| N | D | causal | sweep entry (called directly) | ms | vs sweep_bwd_default | cuDNN (autograd) / this |",
+    out += ["", "| N | D | causal | sweep entry (called directly) | ms | vs sweep_bwd_default | "
+            "cuDNN (autograd) / this |",
             "|---|---|---|---|---|---|---|"]
     for key, ms in sorted(by.items()):
         base, cud = ms.get("sweep_bwd_default"), ms.get("sdpa_cudnn_bwd")

@@ -12,9 +12,7 @@ Cost model (per warp, in bytes): a store in layout L costs 32 bytes per global s
 instructions touch; a conversion costs its tile's bytes twice (written to and read from shared
 memory); for a value in an MMA accumulator layout, divided by ``KERNELC_STORE_SMEM_DISCOUNT`` (default 4:
 an SM moves 128 bytes of shared memory a clock, several times what it gets of L2 for its stores; other
-stores keep the byte-for-byte price until a GPU says otherwise) -- except for a store in the body of a loop
-that issues dots (``KERNELC_STORE_DOT_LOOP_DISCOUNT`` off): there the conversion's store, barrier, load and
-barrier run on every trip and hold all warpgroups' wgmmas, so its bytes are priced in full. A conversion is inserted when the sectors it
+stores keep the byte-for-byte price until a GPU says otherwise). A conversion is inserted when the sectors it
 saves outweigh that, so a store that is already sector-efficient (an MMA accumulator stored as fp32
 pairs) never gains one, while a 16-bit accumulator (4-byte pieces, half a sector a row) converts to
 16-byte stores as Triton's epilogue does. ``passes/smem_offsets.py`` places the conversion's buffer, splits
@@ -45,10 +43,9 @@ def coalesce(fn: Function, num_warps: int, arch_major: int, arch: str = "", note
 
 def coalesce_stores(fn: Function, num_warps: int, arch_major: int, arch: str = "",
                     notes: Optional[list] = None, smem_discount: Optional[int] = None) -> Function:
-    from ...options import get
     if smem_discount is None:
+        from ...options import get
         smem_discount = int(get("KERNELC_STORE_SMEM_DISCOUNT"))
-    loop_discount = get("KERNELC_STORE_DOT_LOOP_DISCOUNT")
     axis = analyze(fn)
     assigner = LayoutAssigner(fn, axis, num_warps, arch_major, arch)
     plan = assigner.run()
@@ -67,10 +64,8 @@ def coalesce_stores(fn: Function, num_warps: int, arch_major: int, arch: str = "
         mask = op.operands[2] if len(op.operands) > 2 else None
         mc = axis.get(mask).constancy if mask is not None and shape_of(mask.type) else None
         saved = (global_sectors(cur, info, ebytes, mc) - global_sectors(want, info, ebytes, mc)) * SECTOR_BYTES
-        # an MMA accumulator's epilogue: shared-memory bytes at a discount (the module docstring); not in a loop
-        # body that issues dots, where the conversion's barriers stall every warpgroup's wgmmas on every trip
-        discount = smem_discount if cur.kind == "mma" and (loop_discount or not _in_dot_loop_body(op)) else 1
-        cost = 2 * cur.num_regs * 32 * ebytes // discount
+        # an MMA accumulator's epilogue: shared-memory bytes at a discount (the module docstring)
+        cost = 2 * cur.num_regs * 32 * ebytes // (smem_discount if cur.kind == "mma" else 1)
         if saved <= cost:
             continue
         _insert_conversion(op, 1, cur, want, arch_major)
@@ -78,13 +73,6 @@ def coalesce_stores(fn: Function, num_warps: int, arch_major: int, arch: str = "
             notes.append(f"{op.loc.file}:{op.loc.line}: store converted to its coalesced layout through shared "
                          f"memory ({saved // SECTOR_BYTES} fewer sectors per warp)")
     return fn
-
-
-def _in_dot_loop_body(op: Op) -> bool:
-    """``op`` is directly in a loop's body (not in a branch of it) that also issues a dot."""
-    b = op.block
-    return (b is not None and b.parent is not None and b.parent.name in ("scf.for", "scf.while")
-            and any(o.name == "dot" for o in b.ops))
 
 
 def _ebytes(v) -> int:
