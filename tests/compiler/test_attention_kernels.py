@@ -181,12 +181,11 @@ def test_bulk_dq_cast_reads_and_writes_16_byte_vectors(D, dt):
     assert re.findall(r"\bSTG\.E[\w.]*", sass) == ["STG.E.128"] * (D * B.CAST_BLOCK // (8 * 128))
 
 
-def compile_dkdv_ds(D, causal, dt="fp16", first=False):
+def compile_dkdv_ds(D, causal, dt="fp16"):
     sig = dict(Q=P(dt), K=P(dt), V=P(dt), DO=P(dt), DK=P(dt), DV=P(dt), DQ=P(dt), LSE=P("fp32"), Delta=P("fp32"),
                sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32", stride_k="i32", dq_stride_z="i32",
                dq_stride_h="i32", dq_stride_m="i32", H="i32", N_CTX="i32")
-    return _compile(B.attn_bwd_dkdv_kernel, sig, dict(HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, STORE_DS=True,
-                                                      DS_FIRST=first),
+    return _compile(B.attn_bwd_dkdv_kernel, sig, dict(HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, STORE_DS=True),
                     B._cfg(B.DS_DKDV_CONFIGS, D, None), ("stride_k",))
 
 
@@ -203,15 +202,6 @@ def test_ds_mode_stores_ds_with_tma_and_its_gemm_is_pipelined_wgmma(D, causal):
     count = lambda p: sum(o.startswith(p) for o in body)  # noqa: E731
     assert count("UTMASTG.2D") == 1 and count("SYNCS.PHASECHK") >= 1, body
     assert count("HMMA") == 0 and count("LDGSTS") == 0, body
-    # dS^T Q (the trip's last wgmmas, 64xNx16 with the head dim as N) is issued before the store's stage is written
-    # (STSM) and its barriers, which then run under it; DS_FIRST (the order before 2026-11-28) stores first
-    last = f"HGMMA.64x{D}x16"
-    for first, ck_ in ((False, ck), (True, compile_dkdv_ds(D, causal, first=True))):
-        body_ = _first_loop(ck_.asm["sass"])
-        order = [o for o in body_ if o.startswith((last, "STSM", "UTMASTG"))]
-        dk_at = max(i for i, o in enumerate(order) if o.startswith(last))
-        st_at = order.index(next(o for o in order if o.startswith(("STSM", "UTMASTG"))))
-        assert (dk_at > st_at) == first, order
     sig = dict(DST=P("fp16"), K=P("fp16"), DQ=P("fp16"), sm_scale="fp32", stride_z="i32", stride_h="i32",
                stride_m="i32", stride_k="i32", H="i32", N_CTX="i32")
     g = _compile(B.attn_bwd_dq_from_ds_kernel, sig, dict(HEAD_DIM=D, CAUSAL=causal),

@@ -62,15 +62,15 @@ def test_ds_mode_in_head_groups_and_its_fallback(causal, monkeypatch):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_ds_store_after_dk_and_bounded_workspace_give_the_same_grads(causal):
-    # dq_mode="ds": dS^T stored after dK's dot is issued (the default) or before it (DS_FIRST), and with
-    # ds_workspace_bytes of one head (heads in groups): the same dS^T tiles, so the same grads bit for bit
+def test_ds_with_a_bounded_workspace_gives_the_same_grads(causal):
+    # dq_mode="ds" with ds_workspace_bytes of one head (heads in groups): the same dS^T tiles, so the same grads
+    # bit for bit, and close to torch's
     q, k, v = _qkv(80, 16, torch.float16)
     do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
     o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
     cfg = dict(BLOCK_M=16, BLOCK_N=32)
     after = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", dkdv_config=cfg)
-    first = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", dkdv_config=dict(cfg, DS_FIRST=True),
+    first = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", dkdv_config=cfg,
                             ds_workspace_bytes=80 * 80 * 2)
     _, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", ds_workspace_bytes=80 * 80 * 2)
     assert [n for n, _ in steps] == ["preprocess", "dkdv_dq"]

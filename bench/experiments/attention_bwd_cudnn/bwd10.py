@@ -6,7 +6,7 @@ idle GPU). ``--check`` compares every timed entry's gradients with the default c
 our autograd modes' with cuDNN's.
 
     python3 bench/experiments/attention_bwd_cudnn/bwd10.py --seq 4096 --head-dim 128 --causal 0 1 \\
-        --filter 'sweep_bwd_default$' 'ds_default$' ds_first part_ds_ --modes separate ds --check --out OUT.json
+        --filter 'sweep_bwd_default$' 'ds_default$' part_ds_ --modes separate ds --check --out OUT.json
 
 Prints one line per configuration and entry: ms, p20-p80, and cuDNN's autograd ms over it (>= 0.9 is the issue's
 target for the autograd rows; a direct row's ratio leaves out the autograd path's host time). docs/attention.md,

@@ -36,9 +36,9 @@ CONFIGS = [
     (128, False, "dkdv_ds", (64, 128, 8, 3)), (128, False, "dkdv_ds", (32, 64, 4, 3)),
     (128, False, "dq_ds", (128, 64, 8, 3)), (128, False, "dq_ds", (64, 64, 4, 3)),
     (64, False, "dkdv_ds", (32, 64, 4, 3)), (64, False, "dq_ds", (64, 64, 4, 4)),
-    # tenth session: dS^T stored before dK's wgmma (the order before; dkdv_ds stores after it since), the dQ GEMM
-    # with 128-key steps (dS^T stored from registers, measured slower and removed, at 0c0ca07)
-    (128, False, "dkdv_ds_first", (64, 128, 8, 3)), (128, False, "dq_ds", (128, 128, 8, 3)),
+    # tenth session: the dQ GEMM with 128-key steps (dS^T stored from registers, measured slower and removed, at
+    # 0c0ca07)
+    (128, False, "dq_ds", (128, 128, 8, 3)),
 ]
 
 
@@ -50,8 +50,7 @@ def compile_kernel(D, causal, kernel, cfg, dt="fp16"):
         sig = dict(Q=P(dt), K=P(dt), V=P(dt), DO=P(dt), DK=P(dt), DV=P(dt), DQ=P(dt), LSE=P("fp32"),
                    Delta=P("fp32"), sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32", stride_k="i32",
                    dq_stride_z="i32", dq_stride_h="i32", dq_stride_m="i32", H="i32", N_CTX="i32")
-        fn, cx = B.attn_bwd_dkdv_kernel, dict(ATOMIC_DQ=False, STORE_DS=kernel != "dkdv",
-                                              DS_FIRST=kernel == "dkdv_ds_first")
+        fn, cx = B.attn_bwd_dkdv_kernel, dict(ATOMIC_DQ=False, STORE_DS=kernel == "dkdv_ds")
     elif kernel == "dq_ds":
         sig = dict(DST=P(dt), K=P(dt), DQ=P(dt), sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32",
                    stride_k="i32", H="i32", N_CTX="i32")
@@ -93,7 +92,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--json", default=None)
     p.add_argument("--table", action="store_true")
-    p.add_argument("--only", choices=["dkdv", "dq", "dkdv_ds", "dkdv_ds_first", "dq_ds"], default=None)
+    p.add_argument("--only", choices=["dkdv", "dq", "dkdv_ds", "dq_ds"], default=None)
     p.add_argument("--configs", nargs="+", default=None, metavar="D:CAUSAL:KERNEL:BM,BN,W,S")
     args = p.parse_args(argv)
     configs = CONFIGS
