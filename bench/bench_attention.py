@@ -128,6 +128,8 @@ BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNE
                 "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"}}
 _BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",)}  # default: both
 _BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk"}  # default: separate
+# other arguments of attention_bwd a variant runs with (head dim -> kwargs; None: every head dim)
+_BWD_VARIANT_ARGS = {}
 
 
 # our backward through autograd: attention(dq_mode=...) for each dQ mode
@@ -138,18 +140,25 @@ def _cfg(c):
     return dict(zip(("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"), c))
 
 
+def _picked(name, only):
+    """``name`` is one of the entries ``only`` asks for: contains one of its strings, or ends with one written
+    with a trailing ``$``."""
+    return any(name.endswith(x[:-1]) if x.endswith("$") else x in name for x in only)
+
+
 def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=True, only=None):
     """Time the forward (``fwd``) and the (separate-dQ) backward kernels at other configs; backward called
     directly on the saved O and LSE (no autograd), its default config timed the same way for reference.
     ``check(name, err, tol)``: the pairs' and variants' gradients against the default config's. ``only``:
-    substrings; a backward entry whose name contains none of them is neither compiled nor timed."""
+    substrings (``NAME$``: names ending so); a backward entry matching none is neither compiled nor timed; a
+    BWD_VARIANTS entry's launches are also timed alone where ``part_<variant>`` is one of them."""
     from examples.kernels import attention as A
     from examples.kernels import attention_bwd as B
     if only:
         timed = record
 
         def record(name, fn, before=None):
-            if name.startswith("sweep_fwd") or any(x in name for x in only):
+            if name.startswith("sweep_fwd") or _picked(name, only):
                 timed(name, fn, before)
     for c in (SWEEP_FWD.get(D, []) if fwd else []):
         if not causal or c[0] % c[1] == 0:
@@ -170,7 +179,7 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
     tol = 2e-2 if q.dtype == torch.float16 else 5e-2
 
     def check_against_default(name, fn):
-        if check and (not only or any(x in name for x in only)):
+        if check and (not only or _picked(name, only)):
             check(name, max(_err(a, b) for a, b in zip(fn(), base)), tol)
 
     for c1, c2 in pairs:
@@ -207,22 +216,38 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
     for tag, cfgs in [("default", {}), ("atomic", dict(dq_mode="atomic")), ("bulk", dict(dq_mode="bulk")),
                       ("ds", dict(dq_mode="ds"))]:
         grads, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, scale, **cfgs)
-        if only and not any(x in f"sweep_bwd_part_{tag}_{n}" for n, _ in steps for x in only):
+        if only and not any(_picked(f"sweep_bwd_part_{tag}_{n}", only) for n, _ in steps):
             continue
         for _, launch in steps:  # once in order: the later steps read what the earlier ones wrote
             launch()
         for name, launch in steps:
             record(f"sweep_bwd_part_{tag}_{name}", launch)
     for name, env in BWD_VARIANTS.items():
-        if only and not any(x in f"sweep_bwd_{name}" for x in only):
+        if only and not _picked(f"sweep_bwd_{name}", only):
+            continue
+        extra = _BWD_VARIANT_ARGS.get(name, {None: {}})
+        extra = extra.get(D, extra.get(None))
+        if extra is None:  # not at this head dim
             continue
         kern = bwd_variant_kernels(name)
         mode = _BWD_VARIANT_MODE.get(name, "separate")
-        fn = lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=mode, kernels=kern)  # noqa: E731
+        fn = lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=mode, kernels=kern,  # noqa: E731
+                                     **extra)
+        if mode == "ds":  # the dQ GEMM is the shared kernel: compiled first outside the variant's knobs
+            launch = ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")
+            B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="ds", dq_config=extra.get("dq_config"),
+                            dkdv_config={n: x for n, x in extra.get("dkdv_config", {}).items() if n in launch})
         with _environ(env):  # compiles under the variant's knobs (kept per specialisation afterwards)
             fn()
         check_against_default(f"sweep_bwd_{name}", fn)
         record(f"sweep_bwd_{name}", fn)
+        if any(x.rstrip("$") == f"part_{name}" for x in only or ()):  # each launch alone, as sweep_bwd_part_*
+            grads, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, scale, dq_mode=mode, kernels=kern,
+                                                 **extra)
+            for _, launch in steps:
+                launch()
+            for step, launch in steps:
+                record(f"sweep_bwd_part_{name}_{step}", launch)
     fwd = {n: r["ms"] for n, r in res.items() if n.startswith("sweep_fwd") or n == "ours_fwd"}  # with the default
     bwd = {n: r["ms"] for n, r in res.items() if n.startswith("sweep_bwd") and not n.startswith("sweep_bwd_part")}
     if fwd:
@@ -584,7 +609,8 @@ def main(argv=None):
     p.add_argument("--sweep", action="store_true", help="also time other forward/backward launch configs")
     p.add_argument("--no-fwd-sweep", action="store_true", help="with --sweep: the backward's configs only")
     p.add_argument("--sweep-filter", nargs="+", default=None, metavar="SUBSTR",
-                   help="with --sweep: only the backward entries whose name contains one of these")
+                   help="with --sweep: only the backward entries whose name contains one of these (or ends with "
+                        "one written NAME$)")
     p.add_argument("--batch", type=int, default=Z)
     p.add_argument("--heads", type=int, default=H)
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",

@@ -84,7 +84,8 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
         dsT = (pT * (dpT - delta[None, :])).to(q.dtype)
         if STORE_DS:
             # dS^T's tile written out for attn_bwd_dq_from_ds_kernel (dQ = dS K as a plain GEMM, no recompute):
-            # a TMA store from a shared-memory stage, clipped at N_CTX
+            # a TMA store from a shared-memory stage, clipped at N_CTX (before dK's wgmma: issued after it, the
+            # backward measured 4-7% slower on an H100, docs/attention.md)
             ds_desc.store([start_n, start_m], dsT)
         dk = tl.dot(dsT, q, dk)
         if ATOMIC_DQ:
@@ -276,6 +277,9 @@ DQ_FROM_DS_CONFIGS = {16: (32, 32, 4, 3), 32: (32, 32, 4, 3), 64: (64, 64, 4, 4)
 # as fit, each group's dK/dV and dQ launched before the next's
 DS_WORKSPACE_BYTES = 8 << 30
 DQ_MODES = ("separate", "atomic", "bulk", "ds")
+# dq_mode=None picks by head dim (default: separate; ds is faster at 128 but needs its N^2 workspace, see
+# docs/attention.md "dS^T from registers, bounded workspaces")
+DEFAULT_DQ_MODES = {}
 DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 3), 128: (128, 64, 8, 2)}
 PRE_BLOCK = 64
 CAST_BLOCK = 64  # queries a program of attn_bwd_dq_cast_kernel transposes
@@ -290,33 +294,41 @@ def _cfg(table, head_dim, overrides):
     return cfg
 
 
-def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkdv_config=None, dq_config=None,
-                  kernels=None):
+def default_dq_mode(head_dim):
+    """The dQ mode ``dq_mode=None`` runs at this head dim (:data:`DEFAULT_DQ_MODES`, else ``"separate"``)."""
+    return DEFAULT_DQ_MODES.get(head_dim, "separate")
+
+
+def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_config=None, dq_config=None,
+                  kernels=None, ds_workspace_bytes=None):
     """(dq, dk, dv) for ``o, lse = attention_fwd(q, k, v, causal, sm_scale, return_lse=True)``.
 
-    ``dq_mode``: ``"separate"`` (a second kernel, deterministic), ``"atomic"`` (fp32 atomics in the dK/dV
-    kernel, then one cast), ``"bulk"`` (as atomic, dQ's tiles added by TMA bulk reductions from shared
-    memory on sm_90a) or ``"ds"`` (dS^T stored, dQ = dS K a GEMM; deterministic; needs N % 8 == 0 and runs the
+    ``dq_mode``: ``None`` (:func:`default_dq_mode`), ``"separate"`` (a second kernel, deterministic),
+    ``"atomic"`` (fp32 atomics in the dK/dV kernel, then one cast), ``"bulk"`` (as atomic, dQ's tiles added by
+    TMA bulk reductions from shared memory on sm_90a) or ``"ds"`` (dS^T stored, dQ = dS K a GEMM; deterministic; needs N % 8 == 0 and runs the
     separate pass otherwise). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS` (atomic:
     :data:`ATOMIC_DKDV_CONFIGS`, bulk: :data:`BULK_DKDV_CONFIGS`, ds: :data:`DS_DKDV_CONFIGS`) /
     :data:`DQ_CONFIGS` (ds: the GEMM's, :data:`DQ_FROM_DS_CONFIGS`).
+    ``ds_workspace_bytes``: ds's dS^T buffer at most this large (default :data:`DS_WORKSPACE_BYTES`; heads in groups).
     ``kernels``: ``{"dkdv": ..., "dq": ...}``, other
     compiled copies of the kernels to launch (the bench's A/B of compile knobs).
     """
     grads, steps = attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode, dkdv_config, dq_config,
-                                       kernels)
+                                       kernels, ds_workspace_bytes)
     for _, launch in steps:
         launch()
     return grads()
 
 
-def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate", dkdv_config=None,
-                        dq_config=None, kernels=None):
+def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_config=None,
+                        dq_config=None, kernels=None, ds_workspace_bytes=None):
     """The backward as ``(grads, [(name, launch), ...])``: the buffers allocated, each kernel's launch a
     callable (``preprocess``, ``dkdv``, then ``dq`` or the atomic/bulk modes' ``cast``; ds with its heads in
     groups: ``preprocess`` and ``dkdv_dq``) to run in order, and ``grads()`` the (dq, dk, dv) they leave.
     :func:`attention_bwd` runs them; the bench times each alone."""
     import torch
+    if dq_mode is None:
+        dq_mode = default_dq_mode(q.shape[-1])
     if dq_mode not in DQ_MODES:
         raise ValueError(f"dq_mode must be one of {', '.join(map(repr, DQ_MODES))}, got {dq_mode!r}")
     kernels = dict(dict(dkdv=attn_bwd_dkdv_kernel, dq=attn_bwd_dq_kernel), **(kernels or {}))
@@ -337,7 +349,8 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate
         raise ValueError("causal backward needs the dK/dV kernel's BLOCK_N to be a multiple of its BLOCK_M and the "
                          f"dQ kernel's BLOCK_M a multiple of its BLOCK_N (got {c1}, {c2})")
     if ds:
-        return _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels)
+        return _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels,
+                         DS_WORKSPACE_BYTES if ds_workspace_bytes is None else ds_workspace_bytes)
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     # atomic: dQ^T in fp32, [Z, H, HEAD_DIM, N] (its third stride is the kernel's dq_stride_m)
@@ -375,14 +388,15 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode="separate
     return (lambda: (out.get("dq", dq), dk, dv)), steps
 
 
-def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels):
+def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_bytes):
     """dq_mode="ds": the dK/dV kernel also writes dS^T into a [heads, N, N] buffer, and dQ = dS K is a GEMM
-    (5 matmuls in all, against the separate pass's 7). Heads run in groups whose dS^T fits DS_WORKSPACE_BYTES;
+    (5 matmuls in all, against the separate pass's 7). Heads run in groups whose dS^T fits workspace_bytes;
     each group's kernels see its heads as one batch of G heads (the views below share the tensors' memory)."""
     import torch
     Z, H, N, D = q.shape
     ZH = Z * H
-    G = max(1, min(ZH, DS_WORKSPACE_BYTES // (N * N * q.element_size())))
+    G = max(1, min(ZH, workspace_bytes // (N * N * q.element_size())))
+    c1 = dict(dict(STORE_DS=True), **c1)
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     dst = torch.empty((G, N, N), device=q.device, dtype=q.dtype)
@@ -398,7 +412,7 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels):
         qg, kg, vg, dog, _, dkg, dvg = (t[h0:h0 + g] for t in flat)
         kernels["dkdv"][(triton.cdiv(N, c1["BLOCK_N"]), g, 1)](
             qg, kg, vg, dog, dkg, dvg, dst, lse2[h0:h0 + g], delta2[h0:h0 + g], sm_scale, g * N * D, N * D, D, 1,
-            0, 0, 0, g, N, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, STORE_DS=True, **c1)
+            0, 0, 0, g, N, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, **c1)
 
     def dq_gemm(h0):
         g = min(G, ZH - h0)
@@ -450,7 +464,7 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-def attention(q, k, v, causal=False, sm_scale=None, dq_mode="separate", fwd_config=None):
+def attention(q, k, v, causal=False, sm_scale=None, dq_mode=None, fwd_config=None):
     """Differentiable fused attention on fp16/bf16 ``[Z, H, N_CTX, HEAD_DIM]`` tensors (HEAD_DIM 16..128
     for the backward): ``loss.backward()`` runs the kernels above."""
     sm_scale = sm_scale if sm_scale is not None else q.shape[-1] ** -0.5

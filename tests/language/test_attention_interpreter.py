@@ -61,6 +61,61 @@ def test_ds_mode_in_head_groups_and_its_fallback(causal, monkeypatch):
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_ds_with_a_bounded_workspace_gives_the_same_grads(causal):
+    # dq_mode="ds" with ds_workspace_bytes of one head (heads in groups): the same dS^T tiles, so the same grads
+    # bit for bit, and close to torch's
+    q, k, v = _qkv(80, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
+    cfg = dict(BLOCK_M=16, BLOCK_N=32)
+    after = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", dkdv_config=cfg)
+    first = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", dkdv_config=cfg,
+                            ds_workspace_bytes=80 * 80 * 2)
+    _, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", ds_workspace_bytes=80 * 80 * 2)
+    assert [n for n, _ in steps] == ["preprocess", "dkdv_dq"]
+    for a, b in zip(after, first):
+        assert torch.equal(a, b)
+    qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
+    torch.nn.functional.scaled_dot_product_attention(qf, kf, vf, is_causal=causal, scale=0.25).backward(do.float())
+    for a, b in zip(after, (qf.grad, kf.grad, vf.grad)):
+        torch.testing.assert_close(a.float(), b, rtol=2e-2, atol=4e-3)
+
+
+def test_the_default_dq_mode_follows_the_head_dim_table(monkeypatch):
+    # dq_mode=None runs DEFAULT_DQ_MODES[head dim] (separate where the table has none)
+    q, k, v = _qkv(64, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    o, lse = A.attention_fwd(q, k, v, True, 0.25, return_lse=True)
+    monkeypatch.setattr(B, "DEFAULT_DQ_MODES", {})
+    assert B.default_dq_mode(16) == "separate"
+    sep = B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_mode="separate")
+    for a, b in zip(B.attention_bwd(do, q, k, v, o, lse, True, 0.25), sep):
+        assert torch.equal(a, b)
+    monkeypatch.setattr(B, "DEFAULT_DQ_MODES", {16: "ds"})
+    assert B.default_dq_mode(16) == "ds" and B.default_dq_mode(32) == "separate"
+    ds = B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_mode="ds")
+    seen = []
+    monkeypatch.setattr(B, "attn_bwd_dkdv_kernel", _Spy(B.attn_bwd_dkdv_kernel, seen))
+    got = B.attention_bwd(do, q, k, v, o, lse, True, 0.25)
+    for a, b in zip(got, ds):
+        assert torch.equal(a, b)
+    assert seen and seen[-1]["STORE_DS"] is True  # the dK/dV kernel launched storing dS^T
+
+
+class _Spy:
+    """A kernel whose launches record their keyword arguments."""
+
+    def __init__(self, kernel, seen):
+        self.kernel, self.seen = kernel, seen
+
+    def __getitem__(self, grid):
+        def launch(*a, **kw):
+            self.seen.append(kw)
+            return self.kernel[grid](*a, **kw)
+        return launch
+
+
 def test_causal_dq_programs_in_either_order_give_the_same_dq():
     # the dQ kernel's LPT order (causal: the last, longest query block first) against launch order, at a ragged
     # length with 3 query blocks: every program's dQ is the same, whichever program id computes it

@@ -28,14 +28,15 @@ def tables(path: str) -> str:
                          f"{x:.3f} ({cud / x:.3f}, --)" if cud else f"{x:.3f}")
         out.append(f"| {key[0]} | {key[1]} | {key[2]} | {int(key[3])} | {cud and round(cud, 3)} | "
                    f"{tut and round(tut, 3)} | " + " | ".join(cells) + " |")
-    out += ["", "| N | D | causal | sweep entry | ms | vs sweep_bwd_default |", "|---|---|---|---|---|---|"]
+    out += ["", "| N | D | causal | sweep entry (called directly) | ms | vs sweep_bwd_default | "
+            "cuDNN (autograd) / this |",
+            "|---|---|---|---|---|---|---|"]
     for key, ms in sorted(by.items()):
-        base = ms.get("sweep_bwd_default")
+        base, cud = ms.get("sweep_bwd_default"), ms.get("sdpa_cudnn_bwd")
         for name, x in sorted(ms.items(), key=lambda kv: kv[1]):
             if name.startswith("sweep_bwd"):
                 out.append(f"| {key[0]} | {key[1]} | {int(key[3])} | `{name}` | {x:.3f} | "
-                           f"{base / x:.3f} |" if base else f"| {key[0]} | {key[1]} | {int(key[3])} | `{name}` | "
-                           f"{x:.3f} | -- |")
+                           f"{f'{base / x:.3f}' if base else '--'} | {f'{cud / x:.3f}' if cud else '--'} |")
     fails = data.get("check_failures") or []
     out += ["", f"check failures: {fails if fails else 'none'}"]
     return "\n".join(out)

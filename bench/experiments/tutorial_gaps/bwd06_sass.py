@@ -36,7 +36,7 @@ sys.path.insert(0, ROOT)
 import cpu_compare  # noqa: E402
 
 LOOP_KEYS = ("HGMMA", "HMMA", "WARPGROUP.DEPBAR", "WARPGROUP.ARRIVE", "MUFU.EX2", "UTMALDG", "LDGSTS", "LDGDEPBAR",
-             "DEPBAR", "SYNCS", "BAR.SYNC", "BAR.ARV", "FENCE", "LDSM", "STSM", "LDS", "STS", "LDG", "LDL", "STL",
+             "DEPBAR", "SYNCS", "BAR.SYNC", "BAR.ARV", "FENCE", "LDSM", "STSM", "LDS", "STS", "LDG", "STG", "LDL", "STL",
              "FMUL", "FADD", "FFMA", "F2FP", "SHFL", "MOV", "IMAD", "PRMT")
 BLOCKS = dict(BLOCK_M1=32, BLOCK_N1=128, BLOCK_M2=128, BLOCK_N2=32, BLK_SLICE_FACTOR=2)
 WARPS, STAGES = 4, 5
