@@ -297,6 +297,17 @@ FWD_VARIANTS = {
     "fp8_fa3_chainmax": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_REDUCE_TREE": "0"}, {}, "attention_fp8"),
     "fp8_fa3_poly14_d2": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_EXP2_POLY": "1/4",
                                                                    "KERNELC_EXP2_POLY_DEGREE": "2"}, {}, "attention_fp8"),
+    # causal program order (attention_fa3's LPT_GROUP): longest first over the whole grid, in sections of heads
+    # whose K and V fit in L2, instead of longest first within each head
+    "fa3_lpt": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(lpt=True)),
+    "fa3_m64_lpt": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, lpt=True)),
+    "fp8_fa3_lpt": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(lpt=True), "attention_fp8"),
+    # persistent programs (attn_fwd_fa3_persistent_kernel, one an SM at 8 warps) walking the row blocks in the LPT
+    # order; its loop is not warp-specialised (a loop nest) and its rings are not shared: D=64 fp16/bf16, fp8
+    # D=128 non-causal at 2 stages only (the others need more than 227 KB of shared memory)
+    "fa3_persist": ("attention_fa3", "attn_fwd_fa3_persistent_kernel", {}, dict(persistent=1)),
+    "fp8_fa3_persist": ("attention_fa3", "attn_fwd_fa3_persistent_kernel", {},
+                        dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2, persistent=1), "attention_fp8"),
 }
 # (head_dim, causal) -> whether the variant runs (sm_90a, CPU compile 2026-11-27: fp16 D=128 has no room for a
 # third stage; fp8 256-key blocks spill 416 registers at D=128 and causal needs BLOCK_M == BLOCK_N)
@@ -310,6 +321,11 @@ FWD_VARIANT_WHEN = {
     "fp8_fa3_m64_n128": lambda D, causal: not causal,
     "fp8_fa3_latev": lambda D, causal: (D, causal) != (64, False),  # there the default has 4 warps
     "fp8_fa3_old": lambda D, causal: (D, causal) in ((128, True), (64, False)),  # where FP8_CONFIGS differs
+    "fa3_lpt": lambda D, causal: causal,
+    "fa3_m64_lpt": lambda D, causal: causal,
+    "fp8_fa3_lpt": lambda D, causal: causal and (D, causal) != (64, False),
+    "fa3_persist": lambda D, causal: D <= 64,
+    "fp8_fa3_persist": lambda D, causal: D == 128 and not causal,
 }
 
 
@@ -413,7 +429,7 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
     if fa3_ok:
         record("ours_fwd_fa3", lambda: AF.attention(q, k, v, causal, scale))
     for name in (args.fwd_variants or FWD_VARIANTS) if args.fwd_variants is not None and fa3_ok else ():
-        if name.startswith("tma") and dtype != torch.float16 or name.startswith("fp8") or not variant_runs(name, D, causal):
+        if name.startswith("fp8") or not variant_runs(name, D, causal):  # attention_tma: fp16 and bf16 since E1
             continue
         fwd, first = variant_forward(name)
         try:
