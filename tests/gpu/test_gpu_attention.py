@@ -228,3 +228,30 @@ def _check_fp8(o, q8, k8, v8, qs, ks, vs, causal):
     err = (o.float() - ref).abs()
     assert err.max().item() <= 2 ** -4 * vmax + 1e-2, err.max().item()
     assert err.mean().item() <= 2 ** -8 * vmax, err.mean().item()
+
+
+# the LPT program order (attention_fa3's LPT_GROUP; 3 heads a section leaves a partial last section of 8 heads) and
+# the persistent kernel (512 row blocks over one program an SM: several blocks a program), fp16/bf16 and fp8
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("D,dtype,cfg", [(64, torch.float16, dict(lpt=3)), (64, torch.bfloat16, dict(lpt=True)),
+                                         (128, torch.float16, dict(lpt=True)),
+                                         (64, torch.float16, dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, lpt=3)),
+                                         (64, torch.float16, dict(persistent=1)),
+                                         (64, torch.bfloat16, dict(persistent=1, lpt=3))])
+def test_fa3_forward_program_orders(D, dtype, cfg, causal):
+    from examples.kernels import attention_fa3 as AF
+    q, k, v, _ = _inputs(2, 8, 2048, D, dtype)
+    o = AF.attention(q, k, v, causal=causal, **cfg)
+    _close_as_torch("o", o, SDPA(q, k, v, is_causal=causal), SDPA(q.float(), k.float(), v.float(), is_causal=causal),
+                    2e-3 if dtype == torch.float16 else 1e-2)
+
+
+@pytest.mark.parametrize("D,causal,cfg", [(128, True, dict(lpt=3)), (64, True, dict(lpt=True)),
+                                          (128, False, dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2,
+                                                            persistent=1))])
+def test_fp8_fa3_forward_program_orders(D, causal, cfg):
+    from examples.kernels import attention_fa3 as AF
+    q, k, v, _ = _inputs(2, 8, 2048, D, torch.float16)
+    (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in (q, k, v))
+    o = AF.attention_fp8(q8, k8, v8.transpose(-1, -2).contiguous(), qs, ks, vs, causal=causal, **cfg)
+    _check_fp8(o, q8, k8, v8, qs, ks, vs, causal)
