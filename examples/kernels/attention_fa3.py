@@ -128,9 +128,13 @@ def attn_fwd_fa3_persistent_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_C
     # persistent: a fixed number of programs (a few an SM) walk the row blocks of all N_HZ heads in the LPT
     # order, program i taking blocks i, i + num_programs, ...: the grid's launch and the tail are paid once an
     # SM, and in causal attention every program gets about the same number of key blocks
+    # (a loop of step 1, so that the compiler can warp-specialise the key loop inside it: the producer warp
+    # repeats this loop's bounds around its copies)
     n_m = N_CTX // BLOCK_M
-    for tile in range(tl.program_id(0), n_m * N_HZ, tl.num_programs(0)):
-        start_m, off_hz = _lpt_tile(tile, n_m, N_HZ, CAUSAL, LPT_GROUP)
+    pid = tl.program_id(0)
+    n_prog = tl.num_programs(0)
+    for i in range(0, (n_m * N_HZ - pid + n_prog - 1) // n_prog):
+        start_m, off_hz = _lpt_tile(pid + i * n_prog, n_m, N_HZ, CAUSAL, LPT_GROUP)
         _attn_tile(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Descale, start_m, off_hz, BLOCK_M, BLOCK_N,
                    HEAD_DIM, CAUSAL, FP8, EARLY_V)
 
