@@ -303,9 +303,11 @@ FWD_VARIANTS = {
     "fa3_m64_lpt": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, lpt=True)),
     "fp8_fa3_lpt": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(lpt=True), "attention_fp8"),
     # persistent programs (attn_fwd_fa3_persistent_kernel, one an SM at 8 warps) walking the row blocks in the LPT
-    # order; its loop is not warp-specialised (a loop nest) and its rings are not shared: D=64 fp16/bf16, fp8
-    # D=128 non-causal at 2 stages only (the others need more than 227 KB of shared memory)
+    # order: the producer warpgroup runs ahead into the next row block's key blocks, and the tile loop's own ring
+    # holds the next row block's first K and last V blocks; that second ring limits it to D=64 fp16/bf16 and
+    # fp8 D=128 at 2 stages (fp16 D=128 needs 321 KB of shared memory)
     "fa3_persist": ("attention_fa3", "attn_fwd_fa3_persistent_kernel", {}, dict(persistent=1)),
+    "fa3_persist_s3": ("attention_fa3", "attn_fwd_fa3_persistent_kernel", {}, dict(persistent=1, num_stages=3)),
     "fp8_fa3_persist": ("attention_fa3", "attn_fwd_fa3_persistent_kernel", {},
                         dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2, persistent=1), "attention_fp8"),
 }
@@ -325,7 +327,8 @@ FWD_VARIANT_WHEN = {
     "fa3_m64_lpt": lambda D, causal: causal,
     "fp8_fa3_lpt": lambda D, causal: causal and (D, causal) != (64, False),
     "fa3_persist": lambda D, causal: D <= 64,
-    "fp8_fa3_persist": lambda D, causal: D == 128 and not causal,
+    "fa3_persist_s3": lambda D, causal: D <= 64,
+    "fp8_fa3_persist": lambda D, causal: D == 128,
 }
 
 

@@ -243,6 +243,20 @@ def test_fa3_example_matches_the_reference_in_the_interpreter():
         attention_fa3.attention(q, k, v, causal=True, BLOCK_M=64, BLOCK_N=32)
 
 
+@pytest.mark.parametrize("lpt,persistent", [(True, None), (2, None), (0, 1), (2, 3)])
+def test_fa3_program_orders_in_the_interpreter(lpt, persistent, monkeypatch):
+    """The LPT order (5 heads in sections of 2: a partial last one) and the persistent kernel (on CPU it counts
+    4 SMs: 4 or 12 programs for 15 row blocks, so programs take several) write every row block (O starts as NaN)."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    monkeypatch.setattr(torch, "empty_like", lambda t, **kw: torch.full_like(t, float("nan"), **kw))
+    for causal in (False, True):
+        q, k, v = (torch.randn(1, 5, 192, 32, dtype=torch.float16) for _ in range(3))
+        o = attention_fa3.attention(q, k, v, causal=causal, BLOCK_M=64, BLOCK_N=64, lpt=lpt, persistent=persistent)
+        ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+        torch.testing.assert_close(o.float(), ref, atol=2e-3, rtol=1e-2)
+
+
 def test_ping_pong_turn_covers_both_dots_in_fa3_order(monkeypatch):
     """KERNELC_WS_PINGPONG=1 on FA3's order: a warpgroup waits for its turn, issues QK^T(j+1) and PV(j),
     then hands the turn over before waiting for QK^T (FlashAttention-3's schedule); in the FA2 order the
