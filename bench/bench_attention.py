@@ -307,6 +307,12 @@ FWD_VARIANTS = {
     # holds the next row block's first K and last V blocks; that second ring limits it to D=64 fp16/bf16 and
     # fp8 D=128 at 2 stages (fp16 D=128 needs 321 KB of shared memory)
     "fa3_persist": ("attention_fa3", "attn_fwd_fa3_persistent_kernel", {}, dict(persistent=1)),
+    # the FA2-order descriptor forward (the fastest non-causal at D=64: tma_s3) with the causal diagonal block first,
+    # masked, outside the loop (attention_tma's DIAG_FIRST: one key loop, the warp-specialised one), and in the LPT
+    # order
+    "tma_diag": ("attention_tma", "attn_fwd_tma_kernel", {}, dict(diag_first=True)),
+    "tma_diag_s3": ("attention_tma", "attn_fwd_tma_kernel", {}, dict(diag_first=True, num_stages=3)),
+    "tma_diag_lpt_s3": ("attention_tma", "attn_fwd_tma_kernel", {}, dict(diag_first=True, lpt=True, num_stages=3)),
     "fa3_persist_s3": ("attention_fa3", "attn_fwd_fa3_persistent_kernel", {}, dict(persistent=1, num_stages=3)),
     "fp8_fa3_persist": ("attention_fa3", "attn_fwd_fa3_persistent_kernel", {},
                         dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2, persistent=1), "attention_fp8"),
@@ -327,6 +333,9 @@ FWD_VARIANT_WHEN = {
     "fa3_m64_lpt": lambda D, causal: causal,
     "fp8_fa3_lpt": lambda D, causal: causal and (D, causal) != (64, False),
     "fa3_persist": lambda D, causal: D <= 64,
+    "tma_diag": lambda D, causal: causal,
+    "tma_diag_s3": lambda D, causal: causal and D <= 64,  # D=128: 230 KB at 2 stages already
+    "tma_diag_lpt_s3": lambda D, causal: causal and D <= 64,
     "fa3_persist_s3": lambda D, causal: D <= 64,
     "fp8_fa3_persist": lambda D, causal: D == 128,
 }

@@ -11,17 +11,27 @@ import importlib
 
 import kernelc as triton
 import kernelc.language as tl
+from examples.kernels.attention_fa3 import _lpt_tile, lpt_group
 
 TensorDescriptor = importlib.import_module(triton.__name__ + ".tools.tensor_descriptor").TensorDescriptor
 
 
 @triton.jit
 def attn_fwd_tma_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, BLOCK_M: tl.constexpr,
-                        BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr):
-    # causal: a head's heaviest row blocks (most columns left of the diagonal) launch first, the light
-    # ones fill the tail of the grid
-    start_m = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
-    off_hz = tl.program_id(1)
+                        BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
+                        DIAG_FIRST: tl.constexpr = False, LPT_GROUP: tl.constexpr = 0):
+    # DIAG_FIRST (causal, BLOCK_M == BLOCK_N): the diagonal block, masked, before the key loop instead of in a
+    # second loop after it; its K and V copies are then issued with Q's (outside any loop) and the kernel has
+    # one key loop, the warp-specialised one (the second loop's copies are the consumers' own)
+    # LPT_GROUP > 0: attention_fa3's program order over a 1-D grid (see attn_fwd_fa3_kernel)
+    if LPT_GROUP > 0:
+        start_m, off_hz = _lpt_tile(tl.program_id(0), N_CTX // BLOCK_M, tl.num_programs(0) // (N_CTX // BLOCK_M),
+                                    CAUSAL, LPT_GROUP)
+    else:
+        # causal: a head's heaviest row blocks (most columns left of the diagonal) launch first, the light
+        # ones fill the tail of the grid
+        start_m = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
+        off_hz = tl.program_id(1)
     offset_y = off_hz * N_CTX
     qo_offset_y = offset_y + start_m * BLOCK_M
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -31,6 +41,13 @@ def attn_fwd_tma_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, BLOCK_M
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     qk_scale = sm_scale * 1.44269504
     q = desc_q.load([qo_offset_y, 0])
+    if CAUSAL and DIAG_FIRST:
+        qk = tl.dot(q, desc_k.load([qo_offset_y, 0]).T) * qk_scale
+        qk = qk + tl.where(offs_m[:, None] >= (start_m * BLOCK_M + offs_n[None, :]), 0.0, -1.0e6)
+        m_i = tl.max(qk, 1)
+        p = tl.math.exp2(qk - m_i[:, None])
+        l_i = tl.sum(p, 1)
+        acc = tl.dot(p.to(q.dtype), desc_v.load([qo_offset_y, 0]), acc)
     hi = start_m * BLOCK_M if CAUSAL else N_CTX
     for start_n in range(0, hi, BLOCK_N):  # no mask: every column is visible
         k = desc_k.load([offset_y + start_n, 0]).T
@@ -45,7 +62,7 @@ def attn_fwd_tma_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, BLOCK_M
         acc = tl.dot(p.to(v.dtype), v, acc)
         l_i = l_i * alpha + l_ij
         m_i = m_ij
-    if CAUSAL:
+    if CAUSAL and not DIAG_FIRST:
         for start_n in range(start_m * BLOCK_M, (start_m + 1) * BLOCK_M, BLOCK_N):  # the diagonal blocks
             k = desc_k.load([offset_y + start_n, 0]).T
             qk = tl.dot(q, k)
@@ -65,9 +82,12 @@ def attn_fwd_tma_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, BLOCK_M
     desc_o.store([qo_offset_y, 0], acc.to(desc_o.dtype))
 
 
-def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2, kernel=None):
+def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2, kernel=None,
+              diag_first=False, lpt=False):
     """softmax(q k^T * sm_scale) v for fp16/bf16 ``[Z, H, N_CTX, HEAD_DIM]`` tensors (contiguous). ``kernel``: another
-    ``kernelc.jit`` of :func:`attn_fwd_tma_kernel` (its own compiled variants, e.g. under other compile knobs)."""
+    ``kernelc.jit`` of :func:`attn_fwd_tma_kernel` (its own compiled variants, e.g. under other compile knobs).
+    ``diag_first``, ``lpt``: the kernel's DIAG_FIRST (causal, BLOCK_M == BLOCK_N) and LPT order (True: sections of
+    ``attention_fa3.lpt_group`` heads, an int: heads a section)."""
     import torch
     Z, H, N, D = q.shape
     assert N % BLOCK_M == 0 and BLOCK_M % BLOCK_N == 0, "N_CTX must be a multiple of BLOCK_M (and BLOCK_M of BLOCK_N)"
@@ -81,8 +101,12 @@ def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, nu
     desc_k = TensorDescriptor(k, [y, D], [D, 1], [BLOCK_N, D])
     desc_v = TensorDescriptor(v, [y, D], [D, 1], [BLOCK_N, D])
     desc_o = TensorDescriptor(o, [y, D], [D, 1], [BLOCK_M, D])
-    grid = (triton.cdiv(N, BLOCK_M), Z * H, 1)
+    if diag_first and causal and BLOCK_M != BLOCK_N:
+        raise ValueError(f"attention_tma: diag_first needs BLOCK_M == BLOCK_N (the diagonal is one block), got "
+                         f"{BLOCK_M} and {BLOCK_N}")
+    group = 0 if not lpt else (lpt_group(N, D, q.element_size(), Z * H) if lpt is True else int(lpt))
+    grid = (N // BLOCK_M * Z * H, 1, 1) if group else (triton.cdiv(N, BLOCK_M), Z * H, 1)
     (kernel or attn_fwd_tma_kernel)[grid](sm_scale, desc_q, desc_k, desc_v, desc_o, N, BLOCK_M=BLOCK_M,
-                                          BLOCK_N=BLOCK_N, HEAD_DIM=D, CAUSAL=causal, num_warps=num_warps,
-                                          num_stages=num_stages)
+                                          BLOCK_N=BLOCK_N, HEAD_DIM=D, CAUSAL=causal, DIAG_FIRST=bool(diag_first),
+                                          LPT_GROUP=group, num_warps=num_warps, num_stages=num_stages)
     return o

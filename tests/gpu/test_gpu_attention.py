@@ -248,6 +248,19 @@ def test_fa3_forward_program_orders(D, dtype, cfg, causal, monkeypatch):
                     2e-3 if dtype == torch.float16 else 1e-2)
 
 
+# attention_tma with the causal diagonal block first (DIAG_FIRST) and in the LPT order
+@pytest.mark.parametrize("D,dtype,cfg", [(64, torch.float16, dict(diag_first=True)),
+                                         (64, torch.bfloat16, dict(diag_first=True, lpt=3, num_stages=3)),
+                                         (128, torch.float16, dict(diag_first=True))])
+def test_tma_forward_diagonal_first_program_orders(D, dtype, cfg, monkeypatch):
+    from examples.kernels import attention_tma as AT
+    monkeypatch.setattr(torch, "empty_like", lambda t, **kw: torch.full_like(t, float("nan"), **kw))
+    q, k, v, _ = _inputs(2, 8, 2048, D, dtype)
+    o = AT.attention(q, k, v, causal=True, **cfg)
+    _close_as_torch("o", o, SDPA(q, k, v, is_causal=True), SDPA(q.float(), k.float(), v.float(), is_causal=True),
+                    2e-3 if dtype == torch.float16 else 1e-2)
+
+
 @pytest.mark.parametrize("D,causal,cfg", [(128, True, dict(lpt=3)), (64, True, dict(lpt=True)),
                                           (128, False, dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2,
                                                             persistent=1))])
