@@ -307,15 +307,15 @@ FWD_VARIANTS = {
     # holds the next row block's first K and last V blocks; that second ring limits it to D=64 fp16/bf16 and
     # fp8 D=128 at 2 stages (fp16 D=128 needs 321 KB of shared memory)
     "fa3_persist": ("attention_fa3", "attn_fwd_fa3_persistent_kernel", {}, dict(persistent=1)),
+    "fa3_persist_s3": ("attention_fa3", "attn_fwd_fa3_persistent_kernel", {}, dict(persistent=1, num_stages=3)),
+    "fp8_fa3_persist": ("attention_fa3", "attn_fwd_fa3_persistent_kernel", {},
+                        dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2, persistent=1), "attention_fp8"),
     # the FA2-order descriptor forward (the fastest non-causal at D=64: tma_s3) with the causal diagonal block first,
     # masked, outside the loop (attention_tma's DIAG_FIRST: one key loop, the warp-specialised one), and in the LPT
     # order
     "tma_diag": ("attention_tma", "attn_fwd_tma_kernel", {}, dict(diag_first=True)),
     "tma_diag_s3": ("attention_tma", "attn_fwd_tma_kernel", {}, dict(diag_first=True, num_stages=3)),
     "tma_diag_lpt_s3": ("attention_tma", "attn_fwd_tma_kernel", {}, dict(diag_first=True, lpt=True, num_stages=3)),
-    "fa3_persist_s3": ("attention_fa3", "attn_fwd_fa3_persistent_kernel", {}, dict(persistent=1, num_stages=3)),
-    "fp8_fa3_persist": ("attention_fa3", "attn_fwd_fa3_persistent_kernel", {},
-                        dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2, persistent=1), "attention_fp8"),
 }
 # (head_dim, causal) -> whether the variant runs (sm_90a, CPU compile 2026-11-27: fp16 D=128 has no room for a
 # third stage; fp8 256-key blocks spill 416 registers at D=128 and causal needs BLOCK_M == BLOCK_N)
