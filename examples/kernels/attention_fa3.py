@@ -170,6 +170,17 @@ def lpt_group(N, D, elem_bytes, n_hz):
     return max(1, min(n_hz, LPT_L2_BYTES // (2 * N * D * elem_bytes)))
 
 
+def lpt_heads(lpt, N, D, elem_bytes, n_hz, name="attention_fa3"):
+    """``lpt`` as heads a section (0: the 2-D grid): False/0, True (:func:`lpt_group`) or a positive int."""
+    if lpt is True:
+        return lpt_group(N, D, elem_bytes, n_hz)
+    if lpt is False or lpt == 0:
+        return 0
+    if isinstance(lpt, bool) or not isinstance(lpt, int) or lpt < 0:
+        raise ValueError(f"{name}: lpt must be True, False or a number of heads a section (>= 1), got {lpt!r}")
+    return lpt
+
+
 def _launch(kernel, q, k, v, o, descale, vt, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages,
             early_v=None, lpt=None, persistent=None):
     Z, H, N, D = q.shape
@@ -181,14 +192,17 @@ def _launch(kernel, q, k, v, o, descale, vt, causal, sm_scale, BLOCK_M, BLOCK_N,
     desc_o = TensorDescriptor(o, [y, D], [D, 1], [BLOCK_M, D])
     # lpt: None takes LPT_DEFAULT; True: sections of lpt_group heads; an int: that many heads a section
     lpt = LPT_DEFAULT.get(bool(causal), False) if lpt is None else lpt
-    group = 0 if lpt is False or lpt == 0 else (lpt_group(N, D, q.element_size(), Z * H) if lpt is True else int(lpt))
+    group = lpt_heads(lpt, N, D, q.element_size(), Z * H)
     early_v = num_warps >= 8 if early_v is None else early_v
     tiles = N // BLOCK_M * Z * H
+    if persistent is not None and (isinstance(persistent, bool) or not isinstance(persistent, int) or persistent < 0):
+        raise ValueError(f"attention_fa3: persistent must be a number of programs an SM (>= 1; 0/None: off), got "
+                         f"{persistent!r}")
     if persistent:
         # persistent: that many programs an SM (the LPT order, sections of lpt_group heads unless lpt says)
         import torch
         sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 4
-        grid = (min(tiles, sms * int(persistent)), 1, 1)
+        grid = (min(tiles, sms * persistent), 1, 1)
         (kernel or attn_fwd_fa3_persistent_kernel)[grid](
             sm_scale, desc_q, desc_k, desc_v, desc_o, N, descale, Z * H, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
             HEAD_DIM=D, CAUSAL=causal, FP8=vt, EARLY_V=early_v,

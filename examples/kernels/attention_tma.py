@@ -11,7 +11,7 @@ import importlib
 
 import kernelc as triton
 import kernelc.language as tl
-from examples.kernels.attention_fa3 import _lpt_tile, lpt_group
+from examples.kernels.attention_fa3 import _lpt_tile, lpt_heads
 
 TensorDescriptor = importlib.import_module(triton.__name__ + ".tools.tensor_descriptor").TensorDescriptor
 
@@ -104,7 +104,7 @@ def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, nu
     if diag_first and causal and BLOCK_M != BLOCK_N:
         raise ValueError(f"attention_tma: diag_first needs BLOCK_M == BLOCK_N (the diagonal is one block), got "
                          f"{BLOCK_M} and {BLOCK_N}")
-    group = 0 if not lpt else (lpt_group(N, D, q.element_size(), Z * H) if lpt is True else int(lpt))
+    group = lpt_heads(lpt, N, D, q.element_size(), Z * H, "attention_tma")
     grid = (N // BLOCK_M * Z * H, 1, 1) if group else (triton.cdiv(N, BLOCK_M), Z * H, 1)
     (kernel or attn_fwd_tma_kernel)[grid](sm_scale, desc_q, desc_k, desc_v, desc_o, N, BLOCK_M=BLOCK_M,
                                           BLOCK_N=BLOCK_N, HEAD_DIM=D, CAUSAL=causal, DIAG_FIRST=bool(diag_first),

@@ -257,6 +257,19 @@ def test_fa3_program_orders_in_the_interpreter(lpt, persistent, monkeypatch):
         torch.testing.assert_close(o.float(), ref, atol=2e-3, rtol=1e-2)
 
 
+def test_program_order_arguments_are_checked():
+    torch = pytest.importorskip("torch")
+    q = torch.zeros(1, 1, 64, 32, dtype=torch.float16)
+    for bad in (-1, 1.5, "yes"):
+        with pytest.raises(ValueError, match="lpt must be True, False or a number of heads"):
+            attention_fa3.attention(q, q, q, BLOCK_M=64, BLOCK_N=64, lpt=bad)
+        with pytest.raises(ValueError, match="attention_tma: lpt must be"):
+            attention_tma.attention(q, q, q, BLOCK_M=64, BLOCK_N=64, lpt=bad)
+    for bad in (-1, 2.0, True):
+        with pytest.raises(ValueError, match="persistent must be a number of programs an SM"):
+            attention_fa3.attention(q, q, q, BLOCK_M=64, BLOCK_N=64, persistent=bad)
+
+
 @pytest.mark.parametrize("diag_first,lpt", [(True, False), (True, 2), (False, True)])
 def test_tma_forward_diagonal_first_and_lpt_in_the_interpreter(diag_first, lpt, monkeypatch):
     torch = pytest.importorskip("torch")
