@@ -297,25 +297,9 @@ FWD_VARIANTS = {
     "fp8_fa3_chainmax": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_REDUCE_TREE": "0"}, {}, "attention_fp8"),
     "fp8_fa3_poly14_d2": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_EXP2_POLY": "1/4",
                                                                    "KERNELC_EXP2_POLY_DEGREE": "2"}, {}, "attention_fp8"),
-    # causal program order (attention_fa3's LPT_GROUP): longest first over the whole grid, in sections of heads
-    # whose K and V fit in L2, instead of longest first within each head
-    "fa3_lpt": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(lpt=True)),
-    "fa3_m64_lpt": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, lpt=True)),
-    "fp8_fa3_lpt": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(lpt=True), "attention_fp8"),
-    # persistent programs (attn_fwd_fa3_persistent_kernel, one an SM at 8 warps) walking the row blocks in the LPT
-    # order: the producer warpgroup runs ahead into the next row block's key blocks, and the tile loop's own ring
-    # holds the next row block's first K and last V blocks; that second ring limits it to D=64 fp16/bf16 and
-    # fp8 D=128 at 2 stages (fp16 D=128 needs 321 KB of shared memory)
-    "fa3_persist": ("attention_fa3", "attn_fwd_fa3_persistent_kernel", {}, dict(persistent=1)),
-    "fa3_persist_s3": ("attention_fa3", "attn_fwd_fa3_persistent_kernel", {}, dict(persistent=1, num_stages=3)),
-    "fp8_fa3_persist": ("attention_fa3", "attn_fwd_fa3_persistent_kernel", {},
-                        dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2, persistent=1), "attention_fp8"),
-    # the FA2-order descriptor forward (the fastest non-causal at D=64: tma_s3) with the causal diagonal block first,
-    # masked, outside the loop (attention_tma's DIAG_FIRST: one key loop, the warp-specialised one), and in the LPT
-    # order
-    "tma_diag": ("attention_tma", "attn_fwd_tma_kernel", {}, dict(diag_first=True)),
-    "tma_diag_s3": ("attention_tma", "attn_fwd_tma_kernel", {}, dict(diag_first=True, num_stages=3)),
-    "tma_diag_lpt_s3": ("attention_tma", "attn_fwd_tma_kernel", {}, dict(diag_first=True, lpt=True, num_stages=3)),
+    # the descriptor forward's causal diagonal in a second loop after the key loop (before DIAG_FIRST became its
+    # default, 2026-11-28; docs/attention.md "Head dim 64 and short-sequence fp8")
+    "tma_twoloops": ("attention_tma", "attn_fwd_tma_kernel", {}, dict(diag_first=False)),
 }
 # (head_dim, causal) -> whether the variant runs (sm_90a, CPU compile 2026-11-27: fp16 D=128 has no room for a
 # third stage; fp8 256-key blocks spill 416 registers at D=128 and causal needs BLOCK_M == BLOCK_N)
@@ -329,15 +313,7 @@ FWD_VARIANT_WHEN = {
     "fp8_fa3_m64_n128": lambda D, causal: not causal,
     "fp8_fa3_latev": lambda D, causal: (D, causal) != (64, False),  # there the default has 4 warps
     "fp8_fa3_old": lambda D, causal: (D, causal) in ((128, True), (64, False)),  # where FP8_CONFIGS differs
-    "fa3_lpt": lambda D, causal: causal,
-    "fa3_m64_lpt": lambda D, causal: causal,
-    "fp8_fa3_lpt": lambda D, causal: causal and (D, causal) != (64, False),
-    "fa3_persist": lambda D, causal: D <= 64,
-    "tma_diag": lambda D, causal: causal,
-    "tma_diag_s3": lambda D, causal: causal and D <= 64,  # D=128: 230 KB at 2 stages already
-    "tma_diag_lpt_s3": lambda D, causal: causal and D <= 64,
-    "fa3_persist_s3": lambda D, causal: D <= 64,
-    "fp8_fa3_persist": lambda D, causal: D == 128,
+    "tma_twoloops": lambda D, causal: causal,
 }
 
 

@@ -30,21 +30,17 @@ def _v_block(desc_v, row, off_hz, N_CTX, HEAD_DIM: tl.constexpr, FP8: tl.constex
 
 
 @triton.jit
-def _lpt_tile(tile, n_m, n_hz, CAUSAL: tl.constexpr, LPT_GROUP: tl.constexpr):
-    """(row block, head) of program ``tile`` in the LPT order (see attn_fwd_fa3_kernel's LPT_GROUP)."""
-    section = tile // (LPT_GROUP * n_m)
-    width = tl.minimum(n_hz - section * LPT_GROUP, LPT_GROUP)  # the last section may hold fewer heads
-    r = tile - section * (LPT_GROUP * n_m)
-    m_rev = r // width
-    start_m = n_m - 1 - m_rev if CAUSAL else m_rev
-    return start_m, section * LPT_GROUP + (r - m_rev * width)
-
-
-@triton.jit
-def _attn_tile(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Descale, start_m, off_hz, BLOCK_M: tl.constexpr,
-               BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, FP8: tl.constexpr,
-               EARLY_V: tl.constexpr):
-    """O's ``[BLOCK_M, HEAD_DIM]`` row block ``start_m`` of head ``off_hz``."""
+def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Descale, BLOCK_M: tl.constexpr,
+                        BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, FP8: tl.constexpr,
+                        EARLY_V: tl.constexpr = True):
+    # FP8: q, k are e4m3 and desc_v is V^T ([Z * H * HEAD_DIM, N_CTX], keys contiguous: fp8 wgmma reads its B
+    # operand K-major only); Descale holds the per-tensor scales of q, k, v (fp32)
+    # EARLY_V: load the last V block before the loop (a program that has the SM to itself: 8 consumer warps);
+    # with 4 warps several programs share an SM, hide each other's copies, and the extra block would cost one
+    # of them (fp16 head dim 64, 64x64 blocks: 3 programs an SM instead of 4)
+    # causal: a head's heaviest row blocks launch first, the light ones fill the tail of the grid
+    start_m = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
+    off_hz = tl.program_id(1)
     offset_y = off_hz * N_CTX
     qo_offset_y = offset_y + start_m * BLOCK_M
     qk_scale = sm_scale * 1.44269504
@@ -93,51 +89,6 @@ def _attn_tile(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Descale, start_m
     desc_o.store([qo_offset_y, 0], acc.to(desc_o.dtype))
 
 
-
-@triton.jit
-def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Descale, BLOCK_M: tl.constexpr,
-                        BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, FP8: tl.constexpr,
-                        EARLY_V: tl.constexpr = True, LPT_GROUP: tl.constexpr = 0):
-    # FP8: q, k are e4m3 and desc_v is V^T ([Z * H * HEAD_DIM, N_CTX], keys contiguous: fp8 wgmma reads its B
-    # operand K-major only); Descale holds the per-tensor scales of q, k, v (fp32)
-    # EARLY_V: load the last V block before the loop (a program that has the SM to itself: 8 consumer warps);
-    # with 4 warps several programs share an SM, hide each other's copies, and the extra block would cost one
-    # of them (fp16 head dim 64, 64x64 blocks: 3 programs an SM instead of 4)
-    # LPT_GROUP > 0 (causal, a 1-D grid): longest-processing-time order over the whole grid, in sections of
-    # LPT_GROUP heads whose K and V fit in L2 together. Within a section the programs run row block by row
-    # block, the heaviest (most key blocks) first, each row block over the section's heads; so the grid ends
-    # on one-block programs of the last section. With the 2-D grid only each head's own blocks are heaviest
-    # first, and the last heads' heavy programs start near the end of the grid.
-    if LPT_GROUP > 0:
-        start_m, off_hz = _lpt_tile(tl.program_id(0), N_CTX // BLOCK_M, tl.num_programs(0) // (N_CTX // BLOCK_M),
-                                    CAUSAL, LPT_GROUP)
-    else:
-        # causal: a head's heaviest row blocks launch first, the light ones fill the tail of the grid
-        start_m = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
-        off_hz = tl.program_id(1)
-    _attn_tile(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Descale, start_m, off_hz, BLOCK_M, BLOCK_N, HEAD_DIM,
-               CAUSAL, FP8, EARLY_V)
-
-
-
-@triton.jit
-def attn_fwd_fa3_persistent_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Descale, N_HZ,
-                                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
-                                   CAUSAL: tl.constexpr, FP8: tl.constexpr, EARLY_V: tl.constexpr = True,
-                                   LPT_GROUP: tl.constexpr = 1):
-    # persistent: a fixed number of programs (a few an SM) walk the row blocks of all N_HZ heads in the LPT
-    # order, program i taking blocks i, i + num_programs, ...: the grid's launch and the tail are paid once an
-    # SM, and in causal attention every program gets about the same number of key blocks
-    # (a loop of step 1, so that the compiler can warp-specialise the key loop inside it: the producer warp
-    # repeats this loop's bounds around its copies)
-    n_m = N_CTX // BLOCK_M
-    pid = tl.program_id(0)
-    n_prog = tl.num_programs(0)
-    for i in range(0, (n_m * N_HZ - pid + n_prog - 1) // n_prog):
-        start_m, off_hz = _lpt_tile(pid + i * n_prog, n_m, N_HZ, CAUSAL, LPT_GROUP)
-        _attn_tile(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Descale, start_m, off_hz, BLOCK_M, BLOCK_N,
-                   HEAD_DIM, CAUSAL, FP8, EARLY_V)
-
 def _check_blocks(name, N, causal, BLOCK_M, BLOCK_N):
     if N % BLOCK_M or N % BLOCK_N or (causal and BLOCK_M != BLOCK_N):
         raise ValueError(f"{name}: N_CTX ({N}) must be a multiple of BLOCK_M ({BLOCK_M}) and BLOCK_N "
@@ -151,8 +102,6 @@ CONFIGS = {}  # fp16 / bf16
 # fp8, H200 2026-11-27 (one run, docs/attention.md "fp8 and head dim 64"): at D=128 causal 4 stages 600 TFLOP/s
 # against 520 with 2 (3: 585); at D=64 non-causal 64-row programs of 128 keys, 3 an SM, 458 against 412
 FP8_CONFIGS = {(128, True): (128, 128, 8, 4), (64, False): (64, 128, 4, 2)}
-# the LPT program order (LPT_GROUP) by causal; off until measured faster
-LPT_DEFAULT = {True: False, False: False}
 
 
 def config(D, causal, fp8=False, BLOCK_M=None, BLOCK_N=None, num_warps=None, num_stages=None):
@@ -161,28 +110,8 @@ def config(D, causal, fp8=False, BLOCK_M=None, BLOCK_N=None, num_warps=None, num
     return (BLOCK_M or bm, BLOCK_N or bn, num_warps or w, num_stages or s)
 
 
-# the K and V bytes of the heads one LPT section keeps in L2 (H100: 50 MB; FlashAttention-3 budgets 32 MB)
-LPT_L2_BYTES = 32 << 20
-
-
-def lpt_group(N, D, elem_bytes, n_hz):
-    """Heads per section of the LPT order: as many as have their K and V in ``LPT_L2_BYTES``, at least 1."""
-    return max(1, min(n_hz, LPT_L2_BYTES // (2 * N * D * elem_bytes)))
-
-
-def lpt_heads(lpt, N, D, elem_bytes, n_hz, name="attention_fa3"):
-    """``lpt`` as heads a section (0: the 2-D grid): False/0, True (:func:`lpt_group`) or a positive int."""
-    if lpt is True:
-        return lpt_group(N, D, elem_bytes, n_hz)
-    if lpt is False or lpt == 0:
-        return 0
-    if isinstance(lpt, bool) or not isinstance(lpt, int) or lpt < 0:
-        raise ValueError(f"{name}: lpt must be True, False or a number of heads a section (>= 1), got {lpt!r}")
-    return lpt
-
-
 def _launch(kernel, q, k, v, o, descale, vt, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages,
-            early_v=None, lpt=None, persistent=None):
+            early_v=None):
     Z, H, N, D = q.shape
     y = Z * H * N
     desc_q = TensorDescriptor(q, [y, D], [D, 1], [BLOCK_M, D])
@@ -190,40 +119,21 @@ def _launch(kernel, q, k, v, o, descale, vt, causal, sm_scale, BLOCK_M, BLOCK_N,
     desc_v = (TensorDescriptor(v, [Z * H * D, N], [N, 1], [D, BLOCK_N]) if vt else
               TensorDescriptor(v, [y, D], [D, 1], [BLOCK_N, D]))
     desc_o = TensorDescriptor(o, [y, D], [D, 1], [BLOCK_M, D])
-    # lpt: None takes LPT_DEFAULT; True: sections of lpt_group heads; an int: that many heads a section
-    lpt = LPT_DEFAULT.get(bool(causal), False) if lpt is None else lpt
-    group = lpt_heads(lpt, N, D, q.element_size(), Z * H)
-    early_v = num_warps >= 8 if early_v is None else early_v
-    tiles = N // BLOCK_M * Z * H
-    if persistent is not None and (isinstance(persistent, bool) or not isinstance(persistent, int) or persistent < 0):
-        raise ValueError(f"attention_fa3: persistent must be a number of programs an SM (>= 1; 0/None: off), got "
-                         f"{persistent!r}")
-    if persistent:
-        # persistent: that many programs an SM (the LPT order, sections of lpt_group heads unless lpt says)
-        import torch
-        sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 4
-        grid = (min(tiles, sms * persistent), 1, 1)
-        (kernel or attn_fwd_fa3_persistent_kernel)[grid](
-            sm_scale, desc_q, desc_k, desc_v, desc_o, N, descale, Z * H, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
-            HEAD_DIM=D, CAUSAL=causal, FP8=vt, EARLY_V=early_v,
-            LPT_GROUP=group or lpt_group(N, D, q.element_size(), Z * H), num_warps=num_warps, num_stages=num_stages)
-        return o
-    grid = (tiles, 1, 1) if group else (N // BLOCK_M, Z * H, 1)
+    grid = (N // BLOCK_M, Z * H, 1)
     (kernel or attn_fwd_fa3_kernel)[grid](sm_scale, desc_q, desc_k, desc_v, desc_o, N, descale, BLOCK_M=BLOCK_M,
-                                          BLOCK_N=BLOCK_N, HEAD_DIM=D, CAUSAL=causal, FP8=vt, EARLY_V=early_v,
-                                          LPT_GROUP=group, num_warps=num_warps, num_stages=num_stages)
+                                          BLOCK_N=BLOCK_N, HEAD_DIM=D, CAUSAL=causal, FP8=vt,
+                                          EARLY_V=num_warps >= 8 if early_v is None else early_v,
+                                          num_warps=num_warps, num_stages=num_stages)
     return o
 
 
 def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=None, BLOCK_N=None, num_warps=None, num_stages=None,
-              kernel=None, early_v=None, lpt=None, persistent=None):
+              kernel=None, early_v=None):
     """softmax(q k^T * sm_scale) v for fp16/bf16 ``[Z, H, N_CTX, HEAD_DIM]`` tensors (contiguous; N_CTX a
     multiple of BLOCK_M; BLOCK_M == BLOCK_N when causal: the diagonal is one block). The launch config not
     given comes from :func:`config`. ``kernel``: another ``kernelc.jit`` of :func:`attn_fwd_fa3_kernel` (its own
     compiled variants, e.g. under other compile knobs). ``early_v``: load the last V block before the loop
-    (default: with 8 warps, see the kernel's EARLY_V). ``lpt``: the LPT program order (see the kernel's
-    LPT_GROUP; None: ``LPT_DEFAULT``, True: sections of :func:`lpt_group` heads, an int: heads a section).
-    ``persistent``: programs an SM of :func:`attn_fwd_fa3_persistent_kernel` (None/0: one program a row block)."""
+    (default: with 8 warps, see the kernel's EARLY_V)."""
     import torch
     Z, H, N, D = q.shape
     BLOCK_M, BLOCK_N, num_warps, num_stages = config(D, causal, False, BLOCK_M, BLOCK_N, num_warps, num_stages)
@@ -234,13 +144,11 @@ def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=None, BLOCK_N=None, 
     _check_blocks("attention_fa3", N, causal, BLOCK_M, BLOCK_N)
     sm_scale = sm_scale if sm_scale is not None else D ** -0.5
     o = torch.empty_like(q)
-    return _launch(kernel, q, k, v, o, o, False, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages, early_v,
-                   lpt, persistent)
+    return _launch(kernel, q, k, v, o, o, False, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages, early_v)
 
 
 def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None, BLOCK_M=None,
-                  BLOCK_N=None, num_warps=None, num_stages=None, kernel=None, early_v=None, lpt=None,
-                  persistent=None):
+                  BLOCK_N=None, num_warps=None, num_stages=None, kernel=None, early_v=None):
     """fp8 (e4m3) attention in FlashAttention-3's order: ``softmax(q k^T * sm_scale) v`` with ``q = q8 * q_scale``
     etc. (``attention.quantize_fp8``). ``q8``, ``k8``: ``[Z, H, N_CTX, HEAD_DIM]``; ``v8t``: V transposed,
     ``[Z, H, HEAD_DIM, N_CTX]`` (fp8 wgmma reads its B operand K-major only); all contiguous e4m3. Both dots
@@ -262,4 +170,4 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
     o = torch.empty((Z, H, N, D), device=q8.device, dtype=out_dtype or torch.float16)
     descale = torch.cat([s.reshape(1).float() for s in (q_scale, k_scale, v_scale)])
     return _launch(kernel, q8, k8, v8t, o, descale, True, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps,
-                   num_stages, early_v, lpt, persistent)
+                   num_stages, early_v)

@@ -4,14 +4,14 @@ Q, K, V and O are viewed as 2-D ``[Z * H * N_CTX, HEAD_DIM]`` tensors, so one de
 serves every head (``N_CTX`` must be a multiple of ``BLOCK_M``, as in Triton's tutorial). On sm_90a
 the K/V tiles arrive by TMA into a ring that wgmma reads in place, P stays in registers as the
 second dot's A operand, and a producer warp issues the copies (warp specialisation). Causal attention
-runs in two loops: the blocks left of the diagonal without any mask, then the diagonal block(s)
-masked (the second loop reuses the first one's shared-memory ring).
+scores the diagonal block first (masked, outside the loop; ``diag_first``), then the blocks left of it
+without any mask; with ``BLOCK_M != BLOCK_N`` (or ``diag_first=False``) the diagonal blocks run masked in a
+second loop after the first.
 """
 import importlib
 
 import kernelc as triton
 import kernelc.language as tl
-from examples.kernels.attention_fa3 import _lpt_tile, lpt_heads
 
 TensorDescriptor = importlib.import_module(triton.__name__ + ".tools.tensor_descriptor").TensorDescriptor
 
@@ -19,19 +19,14 @@ TensorDescriptor = importlib.import_module(triton.__name__ + ".tools.tensor_desc
 @triton.jit
 def attn_fwd_tma_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, BLOCK_M: tl.constexpr,
                         BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
-                        DIAG_FIRST: tl.constexpr = False, LPT_GROUP: tl.constexpr = 0):
+                        DIAG_FIRST: tl.constexpr = False):
     # DIAG_FIRST (causal, BLOCK_M == BLOCK_N): the diagonal block, masked, before the key loop instead of in a
     # second loop after it; its K and V copies are then issued with Q's (outside any loop) and the kernel has
-    # one key loop, the warp-specialised one (the second loop's copies are the consumers' own)
-    # LPT_GROUP > 0: attention_fa3's program order over a 1-D grid (see attn_fwd_fa3_kernel)
-    if LPT_GROUP > 0:
-        start_m, off_hz = _lpt_tile(tl.program_id(0), N_CTX // BLOCK_M, tl.num_programs(0) // (N_CTX // BLOCK_M),
-                                    CAUSAL, LPT_GROUP)
-    else:
-        # causal: a head's heaviest row blocks (most columns left of the diagonal) launch first, the light
-        # ones fill the tail of the grid
-        start_m = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
-        off_hz = tl.program_id(1)
+    # one key loop, the warp-specialised one (the second loop's copies were the consumers' own)
+    # causal: a head's heaviest row blocks (most columns left of the diagonal) launch first, the light
+    # ones fill the tail of the grid
+    start_m = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
+    off_hz = tl.program_id(1)
     offset_y = off_hz * N_CTX
     qo_offset_y = offset_y + start_m * BLOCK_M
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -83,11 +78,11 @@ def attn_fwd_tma_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, BLOCK_M
 
 
 def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2, kernel=None,
-              diag_first=False, lpt=False):
+              diag_first=None):
     """softmax(q k^T * sm_scale) v for fp16/bf16 ``[Z, H, N_CTX, HEAD_DIM]`` tensors (contiguous). ``kernel``: another
     ``kernelc.jit`` of :func:`attn_fwd_tma_kernel` (its own compiled variants, e.g. under other compile knobs).
-    ``diag_first``, ``lpt``: the kernel's DIAG_FIRST (causal, BLOCK_M == BLOCK_N) and LPT order (True: sections of
-    ``attention_fa3.lpt_group`` heads, an int: heads a section)."""
+    ``diag_first``: the kernel's DIAG_FIRST (default: on when causal and BLOCK_M == BLOCK_N; measured faster on an
+    H100, docs/attention.md "Head dim 64 and short-sequence fp8")."""
     import torch
     Z, H, N, D = q.shape
     assert N % BLOCK_M == 0 and BLOCK_M % BLOCK_N == 0, "N_CTX must be a multiple of BLOCK_M (and BLOCK_M of BLOCK_N)"
@@ -104,9 +99,11 @@ def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, nu
     if diag_first and causal and BLOCK_M != BLOCK_N:
         raise ValueError(f"attention_tma: diag_first needs BLOCK_M == BLOCK_N (the diagonal is one block), got "
                          f"{BLOCK_M} and {BLOCK_N}")
-    group = lpt_heads(lpt, N, D, q.element_size(), Z * H, "attention_tma")
-    grid = (N // BLOCK_M * Z * H, 1, 1) if group else (triton.cdiv(N, BLOCK_M), Z * H, 1)
+    if diag_first is None:
+        diag_first = causal and BLOCK_M == BLOCK_N
+    grid = (triton.cdiv(N, BLOCK_M), Z * H, 1)
     (kernel or attn_fwd_tma_kernel)[grid](sm_scale, desc_q, desc_k, desc_v, desc_o, N, BLOCK_M=BLOCK_M,
-                                          BLOCK_N=BLOCK_N, HEAD_DIM=D, CAUSAL=causal, DIAG_FIRST=bool(diag_first),
-                                          LPT_GROUP=group, num_warps=num_warps, num_stages=num_stages)
+                                          BLOCK_N=BLOCK_N, HEAD_DIM=D, CAUSAL=causal,
+                                          DIAG_FIRST=bool(diag_first and causal), num_warps=num_warps,
+                                          num_stages=num_stages)
     return o

@@ -13,20 +13,17 @@ from cubintools.target import parse_target
 from examples.kernels import attention_fa3
 
 
-def _compile(D, fp8, causal, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2, lpt=0, persistent=False):
+def _compile(D, fp8, causal, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2):
     dt = "fp8e4nv" if fp8 else "fp16"
     sig = {"sm_scale": "fp32", "desc_q": f"tensordesc<{dt}[{BLOCK_M}, {D}]>",
            "desc_k": f"tensordesc<{dt}[{BLOCK_N}, {D}]>",
            "desc_v": f"tensordesc<{dt}[{D}, {BLOCK_N}]>" if fp8 else f"tensordesc<{dt}[{BLOCK_N}, {D}]>",
            "desc_o": f"tensordesc<fp16[{BLOCK_M}, {D}]>", "N_CTX": "i32", "Descale": "*fp32"}
-    if persistent:
-        sig["N_HZ"] = "i32"
-    kernel = attention_fa3.attn_fwd_fa3_persistent_kernel if persistent else attention_fa3.attn_fwd_fa3_kernel
-    return kernelc.compile(kernel, sig,
+    return kernelc.compile(attention_fa3.attn_fwd_fa3_kernel, sig,
                            dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=D, CAUSAL=causal, FP8=fp8,
-                                EARLY_V=num_warps >= 8, LPT_GROUP=lpt or (16 if persistent else 0)),  # as _launch
+                                EARLY_V=num_warps >= 8),  # as attention_fa3._launch
                            target="sm_90a", num_warps=num_warps, num_stages=num_stages,
-                           divisibility={k: 16 for k in sig if k not in ("sm_scale", "N_HZ")})
+                           divisibility={k: 16 for k in sig if k != "sm_scale"})
 
 
 def _programs_per_sm(ck):
@@ -78,44 +75,3 @@ def test_launch_config_table_and_overrides(monkeypatch):
     assert attention_fa3.config(64, True, fp8=True) == attention_fa3.FP8_CONFIGS.get((64, True),
                                                                                      attention_fa3.DEFAULT_CONFIG)
     assert attention_fa3.config(128, False) == attention_fa3.CONFIGS.get((128, False), attention_fa3.DEFAULT_CONFIG)
-
-
-# the program orders the bench times as variants (fa3_lpt, fa3_m64_lpt, fp8_fa3_lpt, fa3_persist*, fp8_fa3_persist)
-@pytest.mark.parametrize("D,fp8,causal,cfg", [
-    (64, False, True, dict(lpt=16)),
-    (128, True, True, dict(lpt=16, num_stages=4)),
-    (64, False, True, dict(lpt=16, **M64)),
-])
-def test_lpt_order_keeps_the_kernel(D, fp8, causal, cfg):
-    """The LPT order only changes which row block and head a program takes: same registers and shared memory,
-    no spills, the key loop still warp-specialised at 8 warps."""
-    ck, base = _compile(D, fp8, causal, **cfg), _compile(D, fp8, causal, **dict(cfg, lpt=0))
-    assert ck.n_spills == 0 and ck.launch_warps == base.launch_warps
-    assert (ck.n_regs, ck.shared) == (base.n_regs, base.shared)
-
-
-@pytest.mark.parametrize("D,fp8,causal,stages", [(64, False, True, 2), (64, False, False, 2), (64, False, True, 3),
-                                                 (128, True, False, 2), (128, True, True, 2)])
-def test_persistent_kernel_specialises_its_key_loop(D, fp8, causal, stages):
-    """The tile loop (step 1) encloses the key loop; a producer warpgroup fills the key loop's ring across tiles
-    (setmaxnreg as in the one-tile kernel), without spills and within shared memory."""
-    ck = _compile(D, fp8, causal, num_stages=stages, persistent=True)
-    assert ck.n_spills == 0 and ck.launch_warps == 12
-    assert "setmaxnreg.inc.sync.aligned.u32 232;" in ck.asm["ptx"]
-    assert ck.shared <= parse_target("sm_90a").limits.max_shared_per_block_optin
-
-
-def test_persistent_kernel_needs_too_much_shared_memory_at_head_dim_128_fp16():
-    """Why FWD_VARIANT_WHEN keeps fa3_persist to head dim 64: the tile loop's own ring (the next tile's first K
-    and last V blocks) comes on top of the key loop's."""
-    with pytest.raises(Exception, match="shared memory"):
-        _compile(128, False, False, persistent=True)
-
-
-def test_lpt_sections():
-    # K and V of a head at N 4096, D 64, fp16: 1 MiB, so 32 heads a section; never more than the heads there are,
-    # never fewer than one
-    assert attention_fa3.lpt_group(4096, 64, 2, 128) == 32
-    assert attention_fa3.lpt_group(4096, 128, 1, 128) == 32
-    assert attention_fa3.lpt_group(4096, 64, 2, 5) == 5
-    assert attention_fa3.lpt_group(1 << 20, 256, 2, 128) == 1

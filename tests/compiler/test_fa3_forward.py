@@ -243,41 +243,14 @@ def test_fa3_example_matches_the_reference_in_the_interpreter():
         attention_fa3.attention(q, k, v, causal=True, BLOCK_M=64, BLOCK_N=32)
 
 
-@pytest.mark.parametrize("lpt,persistent", [(True, None), (2, None), (0, 1), (2, 3)])
-def test_fa3_program_orders_in_the_interpreter(lpt, persistent, monkeypatch):
-    """The LPT order (5 heads in sections of 2: a partial last one) and the persistent kernel (on CPU it counts
-    4 SMs: 4 or 12 programs for 15 row blocks, so programs take several) write every row block (O starts as NaN)."""
+@pytest.mark.parametrize("diag_first", [None, True, False])
+def test_tma_forward_diagonal_first_in_the_interpreter(diag_first, monkeypatch):
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
     monkeypatch.setattr(torch, "empty_like", lambda t, **kw: torch.full_like(t, float("nan"), **kw))
     for causal in (False, True):
         q, k, v = (torch.randn(1, 5, 192, 32, dtype=torch.float16) for _ in range(3))
-        o = attention_fa3.attention(q, k, v, causal=causal, BLOCK_M=64, BLOCK_N=64, lpt=lpt, persistent=persistent)
-        ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
-        torch.testing.assert_close(o.float(), ref, atol=2e-3, rtol=1e-2)
-
-
-def test_program_order_arguments_are_checked():
-    torch = pytest.importorskip("torch")
-    q = torch.zeros(1, 1, 64, 32, dtype=torch.float16)
-    for bad in (-1, 1.5, "yes"):
-        with pytest.raises(ValueError, match="lpt must be True, False or a number of heads"):
-            attention_fa3.attention(q, q, q, BLOCK_M=64, BLOCK_N=64, lpt=bad)
-        with pytest.raises(ValueError, match="attention_tma: lpt must be"):
-            attention_tma.attention(q, q, q, BLOCK_M=64, BLOCK_N=64, lpt=bad)
-    for bad in (-1, 2.0, True):
-        with pytest.raises(ValueError, match="persistent must be a number of programs an SM"):
-            attention_fa3.attention(q, q, q, BLOCK_M=64, BLOCK_N=64, persistent=bad)
-
-
-@pytest.mark.parametrize("diag_first,lpt", [(True, False), (True, 2), (False, True)])
-def test_tma_forward_diagonal_first_and_lpt_in_the_interpreter(diag_first, lpt, monkeypatch):
-    torch = pytest.importorskip("torch")
-    torch.manual_seed(0)
-    monkeypatch.setattr(torch, "empty_like", lambda t, **kw: torch.full_like(t, float("nan"), **kw))
-    for causal in (False, True):
-        q, k, v = (torch.randn(1, 5, 192, 32, dtype=torch.float16) for _ in range(3))
-        o = attention_tma.attention(q, k, v, causal=causal, BLOCK_M=64, BLOCK_N=64, diag_first=diag_first, lpt=lpt)
+        o = attention_tma.attention(q, k, v, causal=causal, BLOCK_M=64, BLOCK_N=64, diag_first=diag_first)
         ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
         torch.testing.assert_close(o.float(), ref, atol=2e-3, rtol=1e-2)
     with pytest.raises(ValueError, match="diag_first needs BLOCK_M == BLOCK_N"):
