@@ -312,7 +312,7 @@ FWD_VARIANT_WHEN = {
     "fa3_m64_n128": lambda D, causal: D <= 64 and not causal,  # D=128: 181 KB of shared memory, one program an SM
     "fp8_fa3_m64_n128": lambda D, causal: not causal,
     "fp8_fa3_latev": lambda D, causal: (D, causal) != (64, False),  # there the default has 4 warps
-    "fp8_fa3_old": lambda D, causal: (D, causal) in ((128, True), (64, False)),  # where FP8_CONFIGS differs
+    "fp8_fa3_old": lambda D, causal: (D, causal) in ((128, True), (128, False), (64, False)),  # where FP8_CONFIGS differs
     "tma_twoloops": lambda D, causal: causal,
 }
 
