@@ -322,6 +322,9 @@ FWD_VARIANTS = {
     "fp8_fa3_chainmax": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_REDUCE_TREE": "0"}, {}, "attention_fp8"),
     "fp8_fa3_poly14_d2": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_EXP2_POLY": "1/4",
                                                                    "KERNELC_EXP2_POLY_DEGREE": "2"}, {}, "attention_fp8"),
+    # the descriptor forward's causal diagonal in a second loop after the key loop (before DIAG_FIRST became its
+    # default, 2026-11-28; docs/attention.md "Head dim 64 and short-sequence fp8")
+    "tma_twoloops": ("attention_tma", "attn_fwd_tma_kernel", {}, dict(diag_first=False)),
 }
 # (head_dim, causal) -> whether the variant runs (sm_90a, CPU compile 2026-11-27: fp16 D=128 has no room for a
 # third stage; fp8 256-key blocks spill 416 registers at D=128 and causal needs BLOCK_M == BLOCK_N)
@@ -334,7 +337,8 @@ FWD_VARIANT_WHEN = {
     "fa3_m64_n128": lambda D, causal: D <= 64 and not causal,  # D=128: 181 KB of shared memory, one program an SM
     "fp8_fa3_m64_n128": lambda D, causal: not causal,
     "fp8_fa3_latev": lambda D, causal: (D, causal) != (64, False),  # there the default has 4 warps
-    "fp8_fa3_old": lambda D, causal: (D, causal) in ((128, True), (64, False)),  # where FP8_CONFIGS differs
+    "fp8_fa3_old": lambda D, causal: (D, causal) in ((128, True), (128, False), (64, False)),  # where FP8_CONFIGS differs
+    "tma_twoloops": lambda D, causal: causal,
 }
 
 
@@ -438,7 +442,7 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
     if fa3_ok:
         record("ours_fwd_fa3", lambda: AF.attention(q, k, v, causal, scale))
     for name in (args.fwd_variants or FWD_VARIANTS) if args.fwd_variants is not None and fa3_ok else ():
-        if name.startswith("tma") and dtype != torch.float16 or name.startswith("fp8") or not variant_runs(name, D, causal):
+        if name.startswith("fp8") or not variant_runs(name, D, causal):  # attention_tma: fp16 and bf16 since E1
             continue
         fwd, first = variant_forward(name)
         try:

@@ -100,8 +100,10 @@ def _check_blocks(name, N, causal, BLOCK_M, BLOCK_N):
 DEFAULT_CONFIG = (128, 128, 8, 2)
 CONFIGS = {}  # fp16 / bf16
 # fp8, H200 2026-11-27 (one run, docs/attention.md "fp8 and head dim 64"): at D=128 causal 4 stages 600 TFLOP/s
-# against 520 with 2 (3: 585); at D=64 non-causal 64-row programs of 128 keys, 3 an SM, 458 against 412
-FP8_CONFIGS = {(128, True): (128, 128, 8, 4), (64, False): (64, 128, 4, 2)}
+# against 520 with 2 (3: 585); at D=64 non-causal 64-row programs of 128 keys, 3 an SM, 458 against 412;
+# D=128 non-causal 4 stages: H100 2026-11-28 (call H10, two readings in one process) 748.0 / 714.6 against
+# 711.6 / 684.9 with 2 (the H200 run of 2026-11-27 saw no gain: 684.9 against 688.4)
+FP8_CONFIGS = {(128, True): (128, 128, 8, 4), (128, False): (128, 128, 8, 4), (64, False): (64, 128, 4, 2)}
 
 
 def config(D, causal, fp8=False, BLOCK_M=None, BLOCK_N=None, num_warps=None, num_stages=None):

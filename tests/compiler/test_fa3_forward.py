@@ -244,6 +244,40 @@ def test_fa3_example_matches_the_reference_in_the_interpreter():
         attention_fa3.attention(q, k, v, causal=True, BLOCK_M=64, BLOCK_N=32)
 
 
+@pytest.mark.parametrize("diag_first", [None, True, False])
+def test_tma_forward_diagonal_first_in_the_interpreter(diag_first, monkeypatch):
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    monkeypatch.setattr(torch, "empty_like", lambda t, **kw: torch.full_like(t, float("nan"), **kw))
+    for causal in (False, True):
+        q, k, v = (torch.randn(1, 5, 192, 32, dtype=torch.float16) for _ in range(3))
+        o = attention_tma.attention(q, k, v, causal=causal, BLOCK_M=64, BLOCK_N=64, diag_first=diag_first)
+        ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+        torch.testing.assert_close(o.float(), ref, atol=2e-3, rtol=1e-2)
+    with pytest.raises(ValueError, match="diag_first needs BLOCK_M == BLOCK_N"):
+        attention_tma.attention(q, k, v, causal=True, BLOCK_M=64, BLOCK_N=32, diag_first=True)
+
+
+def _tma_causal(D, diag_first, num_stages):
+    sig = {"sm_scale": "fp32", **{f"desc_{t}": f"tensordesc<fp16[128, {D}]>" for t in "qkvo"}, "N_CTX": "i32"}
+    return kernelc.compile(attention_tma.attn_fwd_tma_kernel, sig,
+                           dict(BLOCK_M=128, BLOCK_N=128, HEAD_DIM=D, CAUSAL=True, DIAG_FIRST=diag_first),
+                           target="sm_90a", num_warps=8, num_stages=num_stages,
+                           divisibility={k: 16 for k in sig if k.startswith("desc")})
+
+
+@pytest.mark.parametrize("D,num_stages", [(64, 2), (64, 3), (128, 2)])
+def test_tma_causal_diagonal_first_has_one_key_loop(D, num_stages):
+    """DIAG_FIRST: the masked diagonal block before the warp-specialised loop, no second loop after it (whose
+    copies were the consumers' own): one `scf.for` fewer in the tile IR (the producer's loop and the consumers'
+    are the rest), and it fits without spills."""
+    one, two = _tma_causal(D, True, num_stages), _tma_causal(D, False, num_stages)
+    assert one.n_spills == 0 and one.launch_warps == 9
+    assert one.shared <= 232448
+    assert one.asm["tir"].count("ws={") == two.asm["tir"].count("ws={") == 1
+    assert (one.asm["tir"].count("scf.for"), two.asm["tir"].count("scf.for")) == (2, 3)
+
+
 def test_ping_pong_turn_covers_both_dots_in_fa3_order(monkeypatch):
     """KERNELC_WS_PINGPONG=1 on FA3's order: a warpgroup waits for its turn, issues QK^T(j+1) and PV(j),
     then hands the turn over before waiting for QK^T (FlashAttention-3's schedule); in the FA2 order the

@@ -240,3 +240,17 @@ def _check_fp8(o, q8, k8, v8, qs, ks, vs, causal):
     err = (o.float() - ref).abs()
     assert err.max().item() <= 2 ** -4 * vmax + 1e-2, err.max().item()
     assert err.mean().item() <= 2 ** -8 * vmax, err.mean().item()
+
+
+# attention_tma's causal diagonal first (DIAG_FIRST, the default) and in a second loop (diag_first=False)
+@pytest.mark.parametrize("D,dtype,cfg", [(64, torch.float16, dict()),
+                                         (64, torch.bfloat16, dict(num_stages=3)),
+                                         (128, torch.float16, dict(diag_first=True)),
+                                         (64, torch.float16, dict(diag_first=False))])
+def test_tma_forward_diagonal_first(D, dtype, cfg, monkeypatch):
+    from examples.kernels import attention_tma as AT
+    monkeypatch.setattr(torch, "empty_like", lambda t, **kw: torch.full_like(t, float("nan"), **kw))
+    q, k, v, _ = _inputs(2, 8, 2048, D, dtype)
+    o = AT.attention(q, k, v, causal=True, **cfg)
+    _close_as_torch("o", o, SDPA(q, k, v, is_causal=True), SDPA(q.float(), k.float(), v.float(), is_causal=True),
+                    2e-3 if dtype == torch.float16 else 1e-2)
