@@ -11,7 +11,8 @@ single pair of processes cannot separate a change in kernelc from the spread bet
 variant ``--passes`` times, in rotating order, each time in a fresh process (compiled kernels come from a cache dir
 per variant, so only the first pass compiles).
 
-Variants: ``kernelc`` (defaults), ``kernelc_u0`` (``KERNELC_UNIFORM_WARPGROUP=0``) and ``triton``. Each process:
+Variants: ``kernelc`` (defaults), ``kernelc_u0`` (``KERNELC_UNIFORM_WARPGROUP=0``), ``triton``, and other kernelc
+knob settings named in ``VARIANTS``; ``--kernels`` keeps some of the cases. Each process:
 the tutorial's ``@triton.jit`` functions (autotune and launch metadata dropped), M = N = 8192 fp16, every case
 checked against torch, then timed with ``triton.testing.do_bench`` (warmup 25 ms, rep 100 ms) ``--reps`` times;
 a case's reading is the median. The tutorial file is not part of this repository. Nothing here is a test.
@@ -39,7 +40,12 @@ CASES = [("matmul_kernel", 128, 64, 3, 8, None), ("matmul_kernel", 256, 64, 3, 8
          ("matmul_kernel_descriptor_persistent_ws", 256, 64, 3, 4, False),
          ("matmul_kernel_descriptor_persistent_ws", 128, 64, 4, 8, False)]
 VARIANTS = {"kernelc": ("kernelc", {}), "kernelc_u0": ("kernelc", {"KERNELC_UNIFORM_WARPGROUP": "0"}),
-            "triton": ("triton", {})}
+            "triton": ("triton", {}),
+            # branch desc11: a flattened loop's accumulator reset in the tile branch (no scale-d predicate on the
+            # tile's first wgmma), and stepped descriptors stepped in their low 32-bit word
+            "kernelc_reset": ("kernelc", {"KERNELC_FLATTEN_ACC_RESET": "1"}),
+            "kernelc_words": ("kernelc", {"KERNELC_WGMMA_DESC_WORDS": "1"}),
+            "kernelc_reset_words": ("kernelc", {"KERNELC_FLATTEN_ACC_RESET": "1", "KERNELC_WGMMA_DESC_WORDS": "1"})}
 
 _CHILD = r"""
 import importlib.util, json, statistics, sys, time
@@ -111,7 +117,8 @@ def run_once(label, mod, a, work):
     env["TRITON_CACHE_DIR"] = os.path.join(a.cache_root, label, "tc")
     env["KERNELC_CACHE_DIR"] = os.path.join(a.cache_root, label, "kc")
     env["PYTHONPATH"] = (a.triton_site if impl == "triton" else ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    payload = dict(impl=impl, mod=mod, out=out, cases=CASES, ks=[int(k) for k in a.ks.split(",")], reps=a.reps)
+    cases = [c for c in CASES if not a.kernels or c[0] in a.kernels.split(",")]
+    payload = dict(impl=impl, mod=mod, out=out, cases=cases, ks=[int(k) for k in a.ks.split(",")], reps=a.reps)
     try:
         r = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(payload)], env=env, cwd=ROOT,
                            timeout=a.timeout, capture_output=True, text=True)
@@ -132,6 +139,7 @@ def main(argv=None) -> int:
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--ks", default="512,4096")
+    ap.add_argument("--kernels", default="", help="only these kernels of CASES (comma-separated names; default all)")
     ap.add_argument("--timeout", type=int, default=150, help="seconds per process")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "t09_fixed.json"))
     ap.add_argument("--warm", action="store_true", help="first compile every variant in parallel processes "
