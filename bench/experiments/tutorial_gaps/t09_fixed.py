@@ -129,6 +129,37 @@ def run_once(label, mod, a, work):
     return json.load(open(out)) if os.path.exists(out) else []
 
 
+def report(passes, labels, a, final=False):
+    """The table (printed) and the JSON of the passes so far: written after every process, so a run cut short keeps
+    what it measured."""
+    rows = {}
+    for v, runs in passes.items():
+        for recs in runs:
+            for r in recs:
+                key = (r["kernel"], r["K"], tuple(r["config"]))
+                cell = rows.setdefault(key, {}).setdefault(v, [])
+                cell.append(r["tflops"] if r.get("ok") else None)
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    json.dump({"cases": CASES, "variants": {k: VARIANTS[k][1] for k in labels}, "passes": passes, "complete": final},
+              open(a.out, "w"), indent=1)
+    if not final:
+        return
+    print("kernel K (BM BN BK stages warps subtile) | median TFLOP/s over passes [min-max] per variant | "
+          "ratios of medians to triton")
+    for key, vs in rows.items():
+        cells, med = [], {}
+        for v in labels:
+            xs = [x for x in vs.get(v, []) if x is not None]
+            if xs:
+                med[v] = statistics.median(xs)
+                cells.append(f"{v} {med[v]:.1f} [{min(xs):.1f}-{max(xs):.1f}]")
+            else:
+                cells.append(f"{v} FAIL/none")
+        ratios = [f"{v}/triton {med[v] / med['triton']:.3f}" for v in labels if v != "triton" and v in med
+                  and "triton" in med]
+        print(f"{key[0]} K={key[1]} {key[2]} | " + " | ".join(cells) + " | " + " ".join(ratios), flush=True)
+
+
 def main(argv=None) -> int:
     sys.path.insert(0, HERE)
     from tutorial_sweep import kernel_module
@@ -150,45 +181,24 @@ def main(argv=None) -> int:
     mod = os.path.join(work, "k09.py")
     with open(mod, "w") as f:
         f.write(kernel_module(os.path.join(a.tutorials, "09-persistent-matmul.py")))
-    os.makedirs(os.path.join(work, "runs"))
+    # each process's own JSON (the cases it finished) beside --out
+    runs = os.path.splitext(os.path.abspath(a.out))[0] + "_runs"
+    os.makedirs(runs, exist_ok=True)
     labels = a.variants.split(",")
     passes = {v: [] for v in labels}
     if a.warm:   # compile every variant at once (timings of this pass are dropped), so the passes below only load
         import concurrent.futures
         warm = argparse.Namespace(**{**vars(a), "reps": 1})
-        os.makedirs(os.path.join(work, "warm"))
         with concurrent.futures.ThreadPoolExecutor(len(labels)) as ex:
-            for v, recs in zip(labels, ex.map(lambda v: run_once(v, mod, warm, os.path.join(work, "warm", v)),
+            for v, recs in zip(labels, ex.map(lambda v: run_once(v, mod, warm, os.path.join(runs, "warm", v)),
                                               labels)):
                 print(f"warm {v}: {len(recs)} cases", flush=True)
     for p in range(a.passes):
         for v in labels[p % len(labels):] + labels[:p % len(labels)]:   # rotate who goes first
-            passes[v].append(run_once(v, mod, a, os.path.join(work, "runs")))
+            passes[v].append(run_once(v, mod, a, runs))
             print(f"pass {p} {v}: {len(passes[v][-1])} cases", flush=True)
-    rows = {}
-    for v, runs in passes.items():
-        for recs in runs:
-            for r in recs:
-                key = (r["kernel"], r["K"], tuple(r["config"]))
-                cell = rows.setdefault(key, {}).setdefault(v, [])
-                cell.append(r["tflops"] if r.get("ok") else None)
-    print("kernel K (BM BN BK stages warps subtile) | median TFLOP/s over passes [min-max] per variant | "
-          "ratios of medians to triton")
-    for key, vs in rows.items():
-        cells, med = [], {}
-        for v in labels:
-            xs = [x for x in vs.get(v, []) if x is not None]
-            if xs:
-                med[v] = statistics.median(xs)
-                cells.append(f"{v} {med[v]:.1f} [{min(xs):.1f}-{max(xs):.1f}]")
-            else:
-                cells.append(f"{v} FAIL/none")
-        ratios = [f"{v}/triton {med[v] / med['triton']:.3f}" for v in labels if v != "triton" and v in med
-                  and "triton" in med]
-        print(f"{key[0]} K={key[1]} {key[2]} | " + " | ".join(cells) + " | " + " ".join(ratios))
-    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    json.dump({"cases": CASES, "variants": {k: VARIANTS[k][1] for k in labels}, "passes": passes},
-              open(a.out, "w"), indent=1)
+            report(passes, labels, a)
+    report(passes, labels, a, final=True)
     return 0
 
 
