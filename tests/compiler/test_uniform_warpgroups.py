@@ -61,6 +61,7 @@ def test_golden_a_flattened_dot_takes_use_acc_then_the_warpgroup_index(monkeypat
     """Tutorial 09's persistent pointer GEMM flattened at 128x256x64 s4 w8: the dot's ``use_acc`` stays its 4th
     operand, the warpgroup index comes after it."""
     monkeypatch.setenv("KERNELC_FLATTEN_LOOPS", "1")
+    monkeypatch.setenv("KERNELC_FLATTEN_ACC_RESET", "0")
     ir, fn, _ = _passes(P.persistent_ptr_grouped, PSIG, _pcx(128, 256, 64), 8, 4, PDIV, PUNIT)
     filecheck(ir[BEFORE], """
         CHECK: = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', wgmma='async'
