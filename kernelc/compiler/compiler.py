@@ -53,7 +53,7 @@ from .passes.pointer_tiles import pointer_tiles_to_descriptors
 from .passes.schedule import schedule_pipelines, schedule_wgmma, warp_specialize
 from .passes.stage_operands import stage_invariant_operands
 from .passes.wgmma_waits import place_wgmma_waits
-from .passes.uniform_warpgroups import mark_descriptor_words, mark_uniform_warpgroups
+from .passes.uniform_warpgroups import mark_uniform_warpgroups
 from .passes.bulk_reductions import expand_bulk_reductions
 from .passes.tma_write_guards import guard_tma_writes
 from ..options import get as get_option
@@ -365,10 +365,9 @@ TILE_PASSES = (
     TilePass("assign_smem_offsets", assign_smem_offsets),
     # several consumer warpgroups: the wgmma dots read a warpgroup index taken once through a shuffle from lane 0,
     # so ptxas keeps their descriptors on the uniform datapath (passes/uniform_warpgroups.py;
-    # KERNELC_UNIFORM_WARPGROUP); stepped descriptors stepped in their low word (KERNELC_WGMMA_DESC_WORDS)
+    # KERNELC_UNIFORM_WARPGROUP)
     TilePass("mark_uniform_warpgroups",
-             lambda f, c: mark_descriptor_words(mark_uniform_warpgroups(f, c, get_option("KERNELC_UNIFORM_WARPGROUP")),
-                                                get_option("KERNELC_WGMMA_DESC_WORDS"))),
+             lambda f, c: mark_uniform_warpgroups(f, c, get_option("KERNELC_UNIFORM_WARPGROUP"))),
 )
 
 

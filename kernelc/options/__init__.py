@@ -131,11 +131,6 @@ KNOBS: Tuple[Knob, ...] = (
          "stepped along K by a 64-bit add (Triton's way), not rebuilt per k step; kernels with several dots (attention) "
          "keep the per-step build, which spilled less there (docs/triton-tutorials.md, \"09/08 pointer-load GEMMs\")",
          compile=True, field="wgmma_desc_stepped"),
-    Knob("KERNELC_WGMMA_DESC_WORDS", "bool", False,
-         "a stepped wgmma descriptor (KERNELC_WGMMA_DESC_STEPPED) is built as its two 32-bit words, the high one a "
-         "constant, and only the low word (the start address) is stepped, so no 64-bit add with a carry is made "
-         "(passes/uniform_warpgroups.py)",
-         compile=True, field="wgmma_desc_words"),
     Knob("KERNELC_UNIFORM_WARPGROUP", "bool", True,
          "kernels with several consumer warpgroups read their warpgroup index once, at entry, through a shuffle from "
          "lane 0 (Triton's way), so ptxas keeps the wgmma descriptors built from it on the uniform datapath; off: "
@@ -232,11 +227,6 @@ KNOBS: Tuple[Knob, ...] = (
          "to step and computes the next tile's in the branch taken on a tile's last step, as Triton does; off: they "
          "are recomputed from the tile's coordinates on every step (passes/flatten_loops.py)",
          compile=True, field="flatten_carry_tiles"),
-    Knob("KERNELC_FLATTEN_ACC_RESET", "bool", False,
-         "a flattened loop's accumulator that starts at zero is reset to zero in the branch taken on a tile's last "
-         "step (after its epilogue), as Triton does, and every wgmma accumulates; off: the tile's first wgmma ignores "
-         "the accumulator through its scale-d predicate (the dot's use_acc operand; passes/flatten_loops.py)",
-         compile=True, field="flatten_acc_reset"),
     Knob("KERNELC_TMA_STORE_WAIT", "choice", "deferred",
          "a TMA store inside a loop: deferred (its staging buffer is its own and the elected thread waits for the "
          "copy to have read it just before the buffer is written again, and once after the loop: the store's read "
@@ -335,7 +325,6 @@ class CompileOptions:
     device_maps_anywhere: bool = False
     wgmma_async: str = "default"
     wgmma_desc_stepped: bool = True
-    wgmma_desc_words: bool = False
     uniform_warpgroup: bool = True
     wgmma_defer: bool = True
     wgmma_defer_ring: bool = True
@@ -355,7 +344,6 @@ class CompileOptions:
     prefetch_dot_loops: bool = False
     flatten_loops: str = "auto"
     flatten_carry_tiles: bool = True
-    flatten_acc_reset: bool = False
     tma_store_wait: str = "deferred"
     store_smem_discount: str = "4"
     uniform_masks: bool = True

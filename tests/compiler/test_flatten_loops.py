@@ -20,8 +20,6 @@ from tests.compiler.test_schedule_passes import _passes
 @pytest.fixture
 def on(monkeypatch):
     monkeypatch.setenv("KERNELC_FLATTEN_LOOPS", "1")
-    # the use_acc form of a zero-started accumulator (tests/compiler/test_flatten_acc_reset.py has the reset's)
-    monkeypatch.setenv("KERNELC_FLATTEN_ACC_RESET", "0")
 
 
 @kernelc.jit
@@ -260,7 +258,6 @@ def _loop_of(ck):
 
 def _desc_kernel(monkeypatch, flat):
     monkeypatch.setenv("KERNELC_FLATTEN_LOOPS", "1" if flat else "0")
-    monkeypatch.setenv("KERNELC_FLATTEN_ACC_RESET", "0")
     sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32"}
     return kernelc.compile(P.persistent_desc, sig, dict(BM=128, BN=128, BK=64, PROGRAMS=132, FLAT=True),
                            target="sm_90a", num_warps=4, num_stages=3, divisibility={k: 16 for k in sig})

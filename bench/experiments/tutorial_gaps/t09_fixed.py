@@ -40,12 +40,10 @@ CASES = [("matmul_kernel", 128, 64, 3, 8, None), ("matmul_kernel", 256, 64, 3, 8
          ("matmul_kernel_descriptor_persistent_ws", 256, 64, 3, 4, False),
          ("matmul_kernel_descriptor_persistent_ws", 128, 64, 4, 8, False)]
 VARIANTS = {"kernelc": ("kernelc", {}), "kernelc_u0": ("kernelc", {"KERNELC_UNIFORM_WARPGROUP": "0"}),
-            "triton": ("triton", {}),
-            # branch desc11: a flattened loop's accumulator reset in the tile branch (no scale-d predicate on the
-            # tile's first wgmma), and stepped descriptors stepped in their low 32-bit word
-            "kernelc_reset": ("kernelc", {"KERNELC_FLATTEN_ACC_RESET": "1"}),
-            "kernelc_words": ("kernelc", {"KERNELC_WGMMA_DESC_WORDS": "1"}),
-            "kernelc_reset_words": ("kernelc", {"KERNELC_FLATTEN_ACC_RESET": "1", "KERNELC_WGMMA_DESC_WORDS": "1"})}
+            "triton": ("triton", {})}
+# (branch desc11 measured two more with this script in call H11b: KERNELC_FLATTEN_ACC_RESET=1 and that plus
+# KERNELC_WGMMA_DESC_WORDS=1; both knobs were removed after it: docs/triton-tutorials.md, "09 persistent GEMMs: the
+# accumulator reset in the tile branch")
 
 _CHILD = r"""
 import importlib.util, json, statistics, sys, time

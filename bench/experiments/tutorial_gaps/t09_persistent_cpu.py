@@ -42,8 +42,7 @@ VARIANTS = {
     "flatten": {"KERNELC_FLATTEN_LOOPS": "tma", "KERNELC_TMA_STORE_WAIT": "eager"},
     "branch": {"KERNELC_FLATTEN_LOOPS": "tma", "KERNELC_TMA_STORE_WAIT": "deferred"},  # this branch's defaults
     "flatten_all": {"KERNELC_FLATTEN_LOOPS": "1", "KERNELC_TMA_STORE_WAIT": "deferred"},
-    "defaults": {},                                   # the tree's defaults
-    "acc_reset": {"KERNELC_FLATTEN_ACC_RESET": "1"},  # the accumulator reset in the tile branch (branch desc11)
+    "defaults": {},   # the tree's defaults
 }
 
 _EVENTS = [

@@ -354,8 +354,7 @@ def mma_dot(lw: Lowering, op, L: Layout, report: Optional[dict] = None):
         run_wgmma(lw, kind, A, a_trans, B, b_trans, acc, L, M, N, K, a_regs=a_regs, b_kind=b_kind,
                   promote_every=op.attrs.get("max_num_imprecise_acc"),
                   turn=PingPong(lw, op.attrs["wgmma_turns"]) if op.attrs.get("wgmma_turns") else None,
-                  use_acc=use, stepped=op.attrs.get("wgmma_desc") in ("stepped", "words"), warpgroup=_warpgroup(lw, op),
-                  words=op.attrs.get("wgmma_desc") == "words")
+                  use_acc=use, stepped=op.attrs.get("wgmma_desc") == "stepped", warpgroup=_warpgroup(lw, op))
     else:
         acc = _acc_or_zero(lw, acc, use, acc_ty)
         run_mma(lw, kind, A, B, a_trans, b_trans, acc, L, M, N, K, a_regs=a_regs, b_kind=b_kind)

@@ -38,31 +38,9 @@ def _smem_addr(lw: Lowering, off: str) -> str:
     return e.val(f"ptrtoint ptr addrspace(3) {p} to i32")
 
 
-class Words:
-    """A descriptor as its two 32-bit words: ``lo`` (an i32 value: the start address >> 4 in bits 0-13, the leading
-    byte offset in bits 16-29) and ``hi`` (a constant: the stride byte offset and the swizzle mode)."""
-
-    def __init__(self, lo: str, hi: int):
-        self.lo, self.hi = lo, hi
-
-
-def pack(lw: Lowering, d) -> str:
-    """The i64 of a descriptor (``Words``: packed by ``mov.b64`` from the two words, an asm LLVM cannot look
-    through, so no 64-bit add is made of the low word's step)."""
-    if not isinstance(d, Words):
-        return d
-    hi = d.hi - (1 << 32) if d.hi >= 1 << 31 else d.hi
-    return lw.e.asm("i64", "mov.b64 $0, {$1, $2};", "=l,r,r", [("i32", d.lo), ("i32", str(hi))], side_effects=False)
-
-
-def _descriptor(lw: Lowering, addr: str, lbo: int, sbo: int, swizzle: int, words: bool = False):
+def _descriptor(lw: Lowering, addr: str, lbo: int, sbo: int, swizzle: int) -> str:
     e = lw.e
     shifted = e.val(f"lshr i32 {addr}, 4")
-    if words:
-        lo = e.val(f"and i32 {shifted}, 16383")
-        lo_const = ((lbo >> 4) & 0x3FFF) << 16
-        lo = e.val(f"or i32 {lo}, {lo_const}") if lo_const else lo
-        return Words(lo, ((sbo >> 4) & 0x3FFF) | SWIZZLE_MODE.get(swizzle, 0) << 30)
     lo = e.val(f"zext i32 {e.val(f'and i32 {shifted}, 16383')} to i64")
     hi = ((lbo >> 4) & 0x3FFF) << 16 | ((sbo >> 4) & 0x3FFF) << 32 | SWIZZLE_MODE.get(swizzle, 0) << 62
     if hi >= 1 << 63:
@@ -70,8 +48,7 @@ def _descriptor(lw: Lowering, addr: str, lbo: int, sbo: int, swizzle: int, words
     return e.val(f"or i64 {lo}, {hi}")
 
 
-def operand_descriptor(lw: Lowering, sm, trans: bool, k0: int, outer_off: str, smem: Optional[str] = None,
-                       words: bool = False):
+def operand_descriptor(lw: Lowering, sm, trans: bool, k0: int, outer_off: str, smem: Optional[str] = None) -> str:
     """Descriptor of the [outer 64.. x k16] slice at k0 (outer_off: first row/col along M or N).
 
     ``smem`` (one warpgroup issues the dot, so ``outer_off`` is a constant): the buffer's own descriptor
@@ -95,8 +72,8 @@ def operand_descriptor(lw: Lowering, sm, trans: bool, k0: int, outer_off: str, s
         const += n * sm.row_bytes if not trans else (n >> (sm.panel_cols.bit_length() - 1)) * sm.panel_bytes
         if const % 16 == 0:
             addr = e.val(f"add i32 {smem}, {sm.base}") if sm.base not in (0, "0") else smem
-            desc = _descriptor(lw, addr, lbo, sbo, sm.swizzle_bytes, words)
-            return stepped_descriptor(lw, desc, const)
+            desc = _descriptor(lw, addr, lbo, sbo, sm.swizzle_bytes)
+            return e.val(f"add i64 {desc}, {const // 16}") if const else desc
         const -= n * sm.row_bytes if not trans else (n >> (sm.panel_cols.bit_length() - 1)) * sm.panel_bytes
     if not trans:
         off = e.val(f"mul i32 {outer_off}, {sm.row_bytes}") if outer_off != "0" else "0"
@@ -107,7 +84,7 @@ def operand_descriptor(lw: Lowering, sm, trans: bool, k0: int, outer_off: str, s
         off = "0"
     off = e.val(f"add i32 {off}, {const}") if const else off
     off = e.val(f"add i32 {off}, {sm.base}") if sm.base not in (0, "0") else off
-    return _descriptor(lw, _smem_addr(lw, off), lbo, sbo, sm.swizzle_bytes, words)
+    return _descriptor(lw, _smem_addr(lw, off), lbo, sbo, sm.swizzle_bytes)
 
 
 def smem_base(lw: Lowering) -> str:
@@ -127,11 +104,7 @@ def k_step_bytes(sm, trans: bool, k0: int) -> int:
 def stepped_descriptor(lw: Lowering, desc0: str, step: int) -> str:
     """The descriptor ``step`` bytes after ``desc0``'s start: one 64-bit add to its address field (address >> 4,
     14 bits). Shared-memory offsets stay below 2**18, so the field never carries into the next one."""
-    if not step:
-        return desc0
-    if isinstance(desc0, Words):
-        return Words(lw.e.val(f"add i32 {desc0.lo}, {step >> 4}"), desc0.hi)
-    return lw.e.val(f"add i64 {desc0}, {step >> 4}")
+    return lw.e.val(f"add i64 {desc0}, {step >> 4}") if step else desc0
 
 
 def _promote(lw: Lowering, main: List[str], partial: List[str]) -> List[str]:
@@ -172,7 +145,7 @@ def tie_through_wait(lw: Lowering, n: int, regs: List[str], pin: bool = False) -
 def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: List[str], L: Layout,
               M: int, N: int, K: int, a_regs=None, b_kind: Optional[str] = None,
               promote_every: Optional[int] = None, turn=None, use_acc: Optional[str] = None,
-              stepped: bool = False, warpgroup: Optional[str] = None, words: bool = False) -> None:
+              stepped: bool = False, warpgroup: Optional[str] = None) -> None:
     """Issue the wgmmas of one dot. ``promote_every`` (fp8 only; Triton's ``max_num_imprecise_acc``): the fp8
     tensor cores accumulate with reduced precision, so every ``promote_every`` K elements the products are
     summed into a fresh accumulator and added to the fp32 one with FADD (slower, as accurate as cuBLAS
@@ -220,7 +193,7 @@ def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: 
     ret = "{ " + ", ".join(["float"] * nacc) + " }"
     outs = ", ".join(f"${i}" for i in range(nacc))
     steps_b = [k_step_bytes(B, b_trans, kk * kstep) for kk in range(nk)]
-    b_desc0 = operand_descriptor(lw, B, b_trans, 0, "0", smem, words) if stepped and all(st % 16 == 0 for st in steps_b) \
+    b_desc0 = operand_descriptor(lw, B, b_trans, 0, "0", smem) if stepped and all(st % 16 == 0 for st in steps_b) \
         else None
     for r in range(reps_m):
         row0 = (str(r * 16 * nw) if wg_row == "0" else e.val(f"add i32 {wg_row}, {r * 16 * nw}")) if r else wg_row
@@ -228,13 +201,13 @@ def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: 
         main = cur = acc[base_idx:base_idx + nacc]
         a_desc0 = None
         if stepped and a_regs is None and all(k_step_bytes(A, a_trans, kk * kstep) % 16 == 0 for kk in range(nk)):
-            a_desc0 = operand_descriptor(lw, A, a_trans, 0, row0, smem, words)
+            a_desc0 = operand_descriptor(lw, A, a_trans, 0, row0, smem)
         for kk in range(nk):
             if partial and kk % group == 0:
                 if kk:
                     main = _promote(lw, main, cur)
                 cur = ["0.0"] * nacc
-            b_desc = pack(lw, stepped_descriptor(lw, b_desc0, steps_b[kk])) if b_desc0 is not None else \
+            b_desc = stepped_descriptor(lw, b_desc0, steps_b[kk]) if b_desc0 is not None else \
                 operand_descriptor(lw, B, b_trans, kk * kstep, "0", smem)
             tied = ",".join(str(i) for i in range(nacc))
             if a_regs is not None:
@@ -246,7 +219,7 @@ def run_wgmma(lw: Lowering, kind: str, A, a_trans: bool, B, b_trans: bool, acc: 
                 cons = ",".join(["=f"] * nacc + ["r"] * 4 + ["l"]) + "," + tied
                 args = [("i32", x) for x in a] + [("i64", b_desc)] + [("float", x) for x in cur]
             else:
-                a_desc = pack(lw, stepped_descriptor(lw, a_desc0, k_step_bytes(A, a_trans, kk * kstep))) \
+                a_desc = stepped_descriptor(lw, a_desc0, k_step_bytes(A, a_trans, kk * kstep)) \
                     if a_desc0 is not None else operand_descriptor(lw, A, a_trans, kk * kstep, row0, smem)
                 sd = f"${nacc + 2 + nacc}" if scale_d is not None and kk == 0 else "1"
                 code = (f"{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; {instr} "

@@ -469,8 +469,8 @@ def _schedule(op: Op) -> List[str]:
         errs.append("wgmma_turns needs a warp-specialised loop with pingpong")
     if op.attrs.get("wgmma_turns") not in (None, True, "take", "give"):
         errs.append(f"wgmma_turns must be True, 'take' or 'give', got {op.attrs['wgmma_turns']!r}")
-    if op.attrs.get("wgmma_desc") not in (None, "stepped", "words") or (op.attrs.get("wgmma_desc") and op.name != "dot"):
-        errs.append(f"wgmma_desc is 'stepped' or 'words' on a dot, got {op.attrs['wgmma_desc']!r} on {op.name}")
+    if op.attrs.get("wgmma_desc") not in (None, "stepped") or (op.attrs.get("wgmma_desc") and op.name != "dot"):
+        errs.append(f"wgmma_desc is 'stepped' on a dot, got {op.attrs['wgmma_desc']!r} on {op.name}")
     return errs
 
 

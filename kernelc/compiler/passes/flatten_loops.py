@@ -364,8 +364,7 @@ def _flatten(outer: Op, num_warps: int = 4, notes: Optional[List[str]] = None) -
         nblk.append(o)
     c_init = _tile_values(b, pre, obody.args[0], olb, coords + tv)
     flat_pre = per_step if coords or tv else pre
-    # (KERNELC_FLATTEN_ACC_RESET: none, the branch on a tile's last step resets them as any other carried value)
-    direct = {} if get("KERNELC_FLATTEN_ACC_RESET") else _zero_started_accumulators(inner)
+    direct = _zero_started_accumulators(inner)
     first = None
     for o in flat_pre + ibody.ops[:-1]:
         c = clone_deep(o, env)

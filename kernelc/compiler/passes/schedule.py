@@ -145,34 +145,10 @@ def _chains_only_into_itself(dot: Op, body: Block, uses) -> bool:
     yld = body.ops[-1]
     r_uses = uses.get(dot.results[0].id, [])
     y_uses = [u for u in r_uses if u[0] is yld]
-    if not y_uses:
-        y_uses = _reset_yield(dot, body, r_uses, uses)
     if len(y_uses) != 1 or any(not _in_branch_after(u[0], dot, body) for u in r_uses if u[0] is not yld):
         return False
     a_uses = uses.get(body.args[1 + y_uses[0][1]].id, [])
     return len(a_uses) == 1 and a_uses[0][0] is dot and a_uses[0][1] == 2
-
-
-def _reset_yield(dot: Op, body: Block, r_uses, uses):
-    """[(the loop's yield, index)] where the dot's result reaches the loop's yield through an ``scf.if`` after it
-    whose other branch yields a zero constant (a flattened loop's accumulator reset on a tile's last step,
-    passes/flatten_loops.py): the yield's use of that ``scf.if`` result; else []."""
-    yld = body.ops[-1]
-    for u in r_uses:
-        t = u[0]
-        if t.name != "scf.yield" or t.block is None or t.block.parent is None:
-            continue
-        br = t.block.parent
-        if br.name != "scf.if" or br.block is not body or not _in_branch_after(t, dot, body):
-            continue
-        other = br.regions[1] if t.block is br.regions[0] else br.regions[0]
-        z = other.ops[-1].operands[u[1]].op
-        if z is None or z.name != "constant" or z.attrs.get("value") != 0:
-            continue
-        ys = [v for v in uses.get(br.results[u[1]].id, []) if v[0] is yld]
-        if len(ys) == 1 and len(uses.get(br.results[u[1]].id, [])) == 1:
-            return ys
-    return []
 
 
 def _in_branch_after(op: Op, dot: Op, body: Block) -> bool:

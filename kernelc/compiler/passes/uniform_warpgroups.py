@@ -40,15 +40,3 @@ def mark_uniform_warpgroups(fn: Function, ctx, enabled: bool = True) -> Function
     for d in dots:
         d.operands.append(wg.results[0])
     return fn
-
-
-def mark_descriptor_words(fn: Function, enabled: bool = True) -> Function:
-    """``wgmma_desc='words'`` on every dot with stepped descriptors (``'stepped'``, passes/schedule.py) when
-    ``enabled`` (KERNELC_WGMMA_DESC_WORDS): codegen builds each descriptor as its two 32-bit words and steps only
-    the low one (the start address), so ptxas makes no 64-bit add whose carry (a uniform predicate) the next
-    step's high word reads. Mutates ``fn``."""
-    if enabled:
-        for op in fn.walk():
-            if op.name == "dot" and op.attrs.get("wgmma_desc") == "stepped":
-                op.attrs["wgmma_desc"] = "words"
-    return fn

@@ -157,15 +157,8 @@ class _Waits:
         their results waits for it there (the tile's last step of a flattened loop: its epilogue), so the
         group stays in flight on the path that does not read it."""
         live = self.in_flight
-        # a result the branch only yields on, to the loop's yield (a flattened loop's accumulator, reset to zero on
-        # the other branch: passes/flatten_loops.py), goes back to its own dot's accumulator as it is: no wait
-        outer = op.block.ops[-1] if op.block is not None and op.block.ops else None
         for r in op.regions:
-            yld = r.ops[-1]
-            through = {v.id for k, v in enumerate(yld.operands) if v.id in live and outer is not None and
-                       outer.name == "scf.yield" and _only_yielded(op.results[k], op.block)}
-            self.pending = {k: [v[0], v[1], False] for k, v in live.items()
-                            if k not in through or _read_besides(r, k, yld)}
+            self.pending = {k: [v[0], v[1], False] for k, v in live.items()}
             self.in_flight = {}
             self.block(r)
         self.pending, self.in_flight = {}, live
@@ -260,17 +253,6 @@ class _Waits:
             for t in o.walk():
                 t.operands = [sub.get(x.id, x) for x in t.operands]
         return i + 1
-
-
-def _only_yielded(v: Value, block: Block) -> bool:
-    """``v`` is read by ``block``'s terminator and nothing else."""
-    readers = [t for o in block.ops for t in o.walk() if any(x is v for x in t.operands)]
-    return len(readers) == 1 and readers[0] is block.ops[-1]
-
-
-def _read_besides(region: Block, vid: int, yld: Op) -> bool:
-    """Whether an op of ``region`` other than its terminator ``yld`` reads value ``vid``."""
-    return any(x.id == vid for o in region.ops for t in o.walk() if t is not yld for x in t.operands)
 
 
 def _carried_tails(loop: Op):
