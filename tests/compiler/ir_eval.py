@@ -49,7 +49,7 @@ def _block(block, env, buffers, names, pid, nprog):
             return [env[o.id] for o in op.operands]
         out = _op(op, env, buffers, names, pid, nprog)
         if op.results and out is not None:
-            outs = out if op.name in ("scf.for", "scf.if") else [out]
+            outs = out if op.name in ("scf.for", "scf.if", "wgmma_wait") else [out]
             for r, v in zip(op.results, outs):
                 env[r.id] = v
     return []
@@ -134,8 +134,14 @@ def _op(op, env, buffers, names, pid, nprog):
         return data.copy()
     if n in ("async_commit_group", "async_wait_group", "async_wait_all", "barrier"):
         return None
-    if n == "dot":  # a 4th operand (use_acc, passes/flatten_loops.py) drops the accumulator when false
-        return o[0] @ o[1] + (o[2] if len(o) < 4 or o[3] else 0)
+    if n == "dot":  # an i1 4th operand (use_acc, passes/flatten_loops.py) drops the accumulator when false; an i32
+        # last one is the warpgroup index (passes/uniform_warpgroups.py)
+        use = o[3] if len(o) > 3 and scalar_of(op.operands[3].type).name == "int1" else True
+        return o[0] @ o[1] + (o[2] if use else 0)
+    if n == "wgmma_wait":  # (passes/wgmma_waits.py) its operands handed back: in program order they are there
+        return list(o)
+    if n == "warpgroup_index":
+        return 0
     if n == "scf.if":
         return _block(op.regions[0 if o[0] else 1], env, buffers, names, pid, nprog)
     if n == "scf.for":

@@ -184,3 +184,26 @@ def test_tutorial_03_gemm_loop_at_8_warps(monkeypatch, bm, bn):
     assert sum(o.startswith("R2UR") for o in ln) == 0 < sum(o.startswith("R2UR") for o in lo)
     assert len(ln) < len(lo)
     assert new.n_spills == 0 == old.n_spills
+
+
+@pytest.mark.parametrize("M,N,K", [(300, 260, 200), (130, 390, 64), (200, 130, 0)])
+def test_the_whole_tile_pipeline_at_8_warps_computes_the_product(monkeypatch, M, N, K):
+    """09's kernel in shape flattened at 128x128x64, 8 warps, 3 programs, through every tile pass (the cp.async ring,
+    the wgmma waits, the warpgroup index): the IR evaluated on the CPU (``ir_eval``, which reads a dot's last i32
+    operand as the warpgroup index and its i1 one as ``use_acc``) gives every tile of every program from zero (ragged
+    M, N, K; no K step)."""
+    import numpy as np
+
+    from tests.compiler import ir_eval
+    monkeypatch.setenv("KERNELC_FLATTEN_LOOPS", "1")
+    _, fn, _ = _passes(P.persistent_ptr_grouped, PSIG, _pcx(128, 128, 64, group=2, programs=3), 8, 3, PDIV, PUNIT)
+    dot = next(o for o in fn.walk() if o.name == "dot")
+    assert [str(v.type) for v in dot.operands[3:]] == [str(int1), str(int32)]
+    assert any(o.name == "wgmma_wait" for o in fn.walk())
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((M, K)), rng.standard_normal((K, N))
+    bufs = {"a": a.reshape(-1).copy(), "b": b.T.reshape(-1).copy(), "c": np.full(M * N, np.nan)}
+    for p in range(3):
+        ir_eval.run(fn, dict(a_ptr="a", b_ptr="b", c_ptr="c", M=M, N=N, K=K, stride_am=K, stride_ak=1, stride_bk=1,
+                             stride_bn=K, stride_cm=N, stride_cn=1), bufs, pid=(p, 0, 0), nprog=(3, 1, 1))
+    np.testing.assert_allclose(bufs["c"].reshape(M, N), a @ b, rtol=1e-9, atol=1e-9)

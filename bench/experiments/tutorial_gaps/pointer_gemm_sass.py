@@ -141,6 +141,8 @@ def compile_both(job, mods, triton_site, sass_dir=""):
             tag = f"{job['kernel']}.{ts._cfg_label(row).replace(' ', '_')}.{impl}.sass"
             with open(os.path.join(sass_dir, tag), "w") as f:
                 f.write(disassemble(cubin, line_info=False))
+            with open(os.path.join(sass_dir, tag[:-len(".sass")] + ".ptx"), "w") as f:
+                f.write(res.get("ptx", ""))
         from cubintools import inspect_cubin
         info = inspect_cubin(cubin)
         f = info.kernel(res["name"] if res["name"] in info.functions else None)
@@ -187,7 +189,7 @@ def main(argv=None) -> int:
     ap.add_argument("--kernels", default=",".join(PICKS))
     ap.add_argument("--all-configs", action="store_true", help="every autotune config of the 09 kernels")
     ap.add_argument("--triton-site", default="/work/ext/triton_site")
-    ap.add_argument("--sass-dir", default="")
+    ap.add_argument("--sass-dir", default="", help="write each kernel's SASS and PTX here")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "pointer_gemm_sass.json"))
     a = ap.parse_args(argv)
     if ROOT not in sys.path:

@@ -11,7 +11,8 @@ single pair of processes cannot separate a change in kernelc from the spread bet
 variant ``--passes`` times, in rotating order, each time in a fresh process (compiled kernels come from a cache dir
 per variant, so only the first pass compiles).
 
-Variants: ``kernelc`` (defaults), ``kernelc_u0`` (``KERNELC_UNIFORM_WARPGROUP=0``) and ``triton``. Each process:
+Variants: ``kernelc`` (defaults), ``kernelc_u0`` (``KERNELC_UNIFORM_WARPGROUP=0``), ``triton``, and other kernelc
+knob settings named in ``VARIANTS``; ``--kernels`` keeps some of the cases. Each process:
 the tutorial's ``@triton.jit`` functions (autotune and launch metadata dropped), M = N = 8192 fp16, every case
 checked against torch, then timed with ``triton.testing.do_bench`` (warmup 25 ms, rep 100 ms) ``--reps`` times;
 a case's reading is the median. The tutorial file is not part of this repository. Nothing here is a test.
@@ -40,6 +41,9 @@ CASES = [("matmul_kernel", 128, 64, 3, 8, None), ("matmul_kernel", 256, 64, 3, 8
          ("matmul_kernel_descriptor_persistent_ws", 128, 64, 4, 8, False)]
 VARIANTS = {"kernelc": ("kernelc", {}), "kernelc_u0": ("kernelc", {"KERNELC_UNIFORM_WARPGROUP": "0"}),
             "triton": ("triton", {})}
+# (branch desc11 measured two more with this script in call H11b: KERNELC_FLATTEN_ACC_RESET=1 and that plus
+# KERNELC_WGMMA_DESC_WORDS=1; both knobs were removed after it: docs/triton-tutorials.md, "09 persistent GEMMs: the
+# accumulator reset in the tile branch")
 
 _CHILD = r"""
 import importlib.util, json, statistics, sys, time
@@ -111,7 +115,8 @@ def run_once(label, mod, a, work):
     env["TRITON_CACHE_DIR"] = os.path.join(a.cache_root, label, "tc")
     env["KERNELC_CACHE_DIR"] = os.path.join(a.cache_root, label, "kc")
     env["PYTHONPATH"] = (a.triton_site if impl == "triton" else ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    payload = dict(impl=impl, mod=mod, out=out, cases=CASES, ks=[int(k) for k in a.ks.split(",")], reps=a.reps)
+    cases = [c for c in CASES if not a.kernels or c[0] in a.kernels.split(",")]
+    payload = dict(impl=impl, mod=mod, out=out, cases=cases, ks=[int(k) for k in a.ks.split(",")], reps=a.reps)
     try:
         r = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(payload)], env=env, cwd=ROOT,
                            timeout=a.timeout, capture_output=True, text=True)
@@ -122,41 +127,9 @@ def run_once(label, mod, a, work):
     return json.load(open(out)) if os.path.exists(out) else []
 
 
-def main(argv=None) -> int:
-    sys.path.insert(0, HERE)
-    from tutorial_sweep import kernel_module
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tutorials", default=os.path.join(ROOT, ".ext", "tutorials"))
-    ap.add_argument("--triton-site", default="")
-    ap.add_argument("--variants", default=",".join(VARIANTS))
-    ap.add_argument("--passes", type=int, default=3)
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--ks", default="512,4096")
-    ap.add_argument("--timeout", type=int, default=150, help="seconds per process")
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "t09_fixed.json"))
-    ap.add_argument("--warm", action="store_true", help="first compile every variant in parallel processes "
-                    "(one GPU; that pass's timings are dropped)")
-    a = ap.parse_args(argv)
-    work = tempfile.mkdtemp(prefix="t09f_")
-    a.cache_root = os.path.join(work, "cache")
-    mod = os.path.join(work, "k09.py")
-    with open(mod, "w") as f:
-        f.write(kernel_module(os.path.join(a.tutorials, "09-persistent-matmul.py")))
-    os.makedirs(os.path.join(work, "runs"))
-    labels = a.variants.split(",")
-    passes = {v: [] for v in labels}
-    if a.warm:   # compile every variant at once (timings of this pass are dropped), so the passes below only load
-        import concurrent.futures
-        warm = argparse.Namespace(**{**vars(a), "reps": 1})
-        os.makedirs(os.path.join(work, "warm"))
-        with concurrent.futures.ThreadPoolExecutor(len(labels)) as ex:
-            for v, recs in zip(labels, ex.map(lambda v: run_once(v, mod, warm, os.path.join(work, "warm", v)),
-                                              labels)):
-                print(f"warm {v}: {len(recs)} cases", flush=True)
-    for p in range(a.passes):
-        for v in labels[p % len(labels):] + labels[:p % len(labels)]:   # rotate who goes first
-            passes[v].append(run_once(v, mod, a, os.path.join(work, "runs")))
-            print(f"pass {p} {v}: {len(passes[v][-1])} cases", flush=True)
+def report(passes, labels, a, final=False):
+    """The table (printed) and the JSON of the passes so far: written after every process, so a run cut short keeps
+    what it measured."""
     rows = {}
     for v, runs in passes.items():
         for recs in runs:
@@ -164,6 +137,11 @@ def main(argv=None) -> int:
                 key = (r["kernel"], r["K"], tuple(r["config"]))
                 cell = rows.setdefault(key, {}).setdefault(v, [])
                 cell.append(r["tflops"] if r.get("ok") else None)
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    json.dump({"cases": CASES, "variants": {k: VARIANTS[k][1] for k in labels}, "passes": passes, "complete": final},
+              open(a.out, "w"), indent=1)
+    if not final:
+        return
     print("kernel K (BM BN BK stages warps subtile) | median TFLOP/s over passes [min-max] per variant | "
           "ratios of medians to triton")
     for key, vs in rows.items():
@@ -177,10 +155,48 @@ def main(argv=None) -> int:
                 cells.append(f"{v} FAIL/none")
         ratios = [f"{v}/triton {med[v] / med['triton']:.3f}" for v in labels if v != "triton" and v in med
                   and "triton" in med]
-        print(f"{key[0]} K={key[1]} {key[2]} | " + " | ".join(cells) + " | " + " ".join(ratios))
-    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    json.dump({"cases": CASES, "variants": {k: VARIANTS[k][1] for k in labels}, "passes": passes},
-              open(a.out, "w"), indent=1)
+        print(f"{key[0]} K={key[1]} {key[2]} | " + " | ".join(cells) + " | " + " ".join(ratios), flush=True)
+
+
+def main(argv=None) -> int:
+    sys.path.insert(0, HERE)
+    from tutorial_sweep import kernel_module
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tutorials", default=os.path.join(ROOT, ".ext", "tutorials"))
+    ap.add_argument("--triton-site", default="")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--passes", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--ks", default="512,4096")
+    ap.add_argument("--kernels", default="", help="only these kernels of CASES (comma-separated names; default all)")
+    ap.add_argument("--timeout", type=int, default=150, help="seconds per process")
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "t09_fixed.json"))
+    ap.add_argument("--warm", action="store_true", help="first compile every variant in parallel processes "
+                    "(one GPU; that pass's timings are dropped)")
+    a = ap.parse_args(argv)
+    work = tempfile.mkdtemp(prefix="t09f_")
+    a.cache_root = os.path.join(work, "cache")
+    mod = os.path.join(work, "k09.py")
+    with open(mod, "w") as f:
+        f.write(kernel_module(os.path.join(a.tutorials, "09-persistent-matmul.py")))
+    # each process's own JSON (the cases it finished) beside --out
+    runs = os.path.splitext(os.path.abspath(a.out))[0] + "_runs"
+    os.makedirs(runs, exist_ok=True)
+    labels = a.variants.split(",")
+    passes = {v: [] for v in labels}
+    if a.warm:   # compile every variant at once (timings of this pass are dropped), so the passes below only load
+        import concurrent.futures
+        warm = argparse.Namespace(**{**vars(a), "reps": 1})
+        with concurrent.futures.ThreadPoolExecutor(len(labels)) as ex:
+            for v, recs in zip(labels, ex.map(lambda v: run_once(v, mod, warm, os.path.join(runs, "warm", v)),
+                                              labels)):
+                print(f"warm {v}: {len(recs)} cases", flush=True)
+    for p in range(a.passes):
+        for v in labels[p % len(labels):] + labels[:p % len(labels)]:   # rotate who goes first
+            passes[v].append(run_once(v, mod, a, runs))
+            print(f"pass {p} {v}: {len(passes[v][-1])} cases", flush=True)
+            report(passes, labels, a)
+    report(passes, labels, a, final=True)
     return 0
 
 

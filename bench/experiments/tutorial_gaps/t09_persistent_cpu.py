@@ -42,6 +42,7 @@ VARIANTS = {
     "flatten": {"KERNELC_FLATTEN_LOOPS": "tma", "KERNELC_TMA_STORE_WAIT": "eager"},
     "branch": {"KERNELC_FLATTEN_LOOPS": "tma", "KERNELC_TMA_STORE_WAIT": "deferred"},  # this branch's defaults
     "flatten_all": {"KERNELC_FLATTEN_LOOPS": "1", "KERNELC_TMA_STORE_WAIT": "deferred"},
+    "defaults": {},   # the tree's defaults
 }
 
 _EVENTS = [
