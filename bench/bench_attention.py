@@ -124,10 +124,14 @@ SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4,
 #             the example issued dO V^T before P's exp2)
 #   bulk_s1, bulk_s3  dq_mode="bulk" with 1 / 3 staging stages for dQ's tile (KERNELC_BULK_REDUCE_STAGES;
 #             default 2): 1 waits for each reduction to read its stage before the next trip stages its tile
+#   ds_own    dq_mode="ds" with the dS^T store's staging buffer published by two barriers of its own a trip
+#             (KERNELC_TMA_STORE_PUBLISH=own, main's code before 2026-11-28's shared publication)
 BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNELC_WGMMA_PIN_WAITS": "0"},
-                "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"}}
-_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",)}  # default: both
-_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk"}  # default: separate
+                "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"},
+                "ds_own": {"KERNELC_TMA_STORE_PUBLISH": "own"}}
+_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",),
+                        "ds_own": ("dkdv",)}  # default: both
+_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk", "ds_own": "ds"}  # default: separate
 # other arguments of attention_bwd a variant runs with (head dim -> kwargs; None: every head dim)
 _BWD_VARIANT_ARGS = {}
 
