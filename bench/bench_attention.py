@@ -113,7 +113,11 @@ SWEEP_BULK = {128: [(16, 128, 8, 3), (32, 128, 8, 4)], 64: [(64, 64, 4, 3)]}
 # dq_mode="ds" (dS^T stored by the dK/dV kernel, dQ = dS K a GEMM) at another (dK/dV, dQ GEMM) config, the GEMM's
 # BLOCK_M being the dK/dV kernel's BLOCK_N; spill-free on sm_90a (the default is sweep_bwd_ds_default). On an H100
 # (call H9b) it tied the default; (32, 128, 8, 3) / (32, 64, 4, 3) dK/dV configs were slower
-SWEEP_DS = {128: [((64, 128, 8, 3), (128, 64, 8, 4))]}
+# 4-warp dK/dV configs with the GEMM at (64, 64, 4, 3): one consumer warpgroup a program, so a program's barriers
+# join one warpgroup; (64, 64, 4, 2) fits 2 programs an SM only with the dS^T store's own barriers (one stage),
+# (32, 64, 4, 3) fits 2 either way (2026-11-28, docs/attention.md "The dS^T stage published by the ring's barrier")
+SWEEP_DS = {128: [((64, 128, 8, 3), (128, 64, 8, 4)), ((64, 64, 4, 2), (64, 64, 4, 3)),
+                  ((32, 64, 4, 3), (64, 64, 4, 3))]}
 # (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27
 SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4, 3), (128, 32, 4, 3))]}
 # the backward's dK/dV and dQ kernels compiled again under other compile knobs (A/B), at the default configs:
@@ -125,15 +129,17 @@ SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4,
 #   bulk_s1, bulk_s3  dq_mode="bulk" with 1 / 3 staging stages for dQ's tile (KERNELC_BULK_REDUCE_STAGES;
 #             default 2): 1 waits for each reduction to read its stage before the next trip stages its tile
 #   ds_own    dq_mode="ds" with the dS^T store's staging buffer published by two barriers of its own a trip
-#             (KERNELC_TMA_STORE_PUBLISH=own, main's code before 2026-11-28's shared publication)
+#             (KERNELC_TMA_STORE_PUBLISH=own, main's code before 2026-11-28's shared publication); ds_own_w4 the
+#             same at the 4-warp dK/dV (64, 64, 4, 2) and GEMM (64, 64, 4, 3) (2 programs an SM with one stage)
 BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNELC_WGMMA_PIN_WAITS": "0"},
                 "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"},
-                "ds_own": {"KERNELC_TMA_STORE_PUBLISH": "own"}}
+                "ds_own": {"KERNELC_TMA_STORE_PUBLISH": "own"}, "ds_own_w4": {"KERNELC_TMA_STORE_PUBLISH": "own"}}
 _BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",),
-                        "ds_own": ("dkdv",)}  # default: both
-_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk", "ds_own": "ds"}  # default: separate
+                        "ds_own": ("dkdv",), "ds_own_w4": ("dkdv",)}  # default: both
+_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk", "ds_own": "ds", "ds_own_w4": "ds"}  # default: separate
 # other arguments of attention_bwd a variant runs with (head dim -> kwargs; None: every head dim)
-_BWD_VARIANT_ARGS = {}
+_BWD_VARIANT_ARGS = {"ds_own_w4": {128: dict(dkdv_config=dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2),
+                                             dq_config=dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3))}}
 
 
 # our backward through autograd: attention(dq_mode=...) for each dQ mode
