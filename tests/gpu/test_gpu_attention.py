@@ -124,7 +124,8 @@ def _check_backward_at(D, causal, **kw):
         _close_as_torch(f"{name} at {which}={cfg}", ours[i], grads["torch"][i], grads["fp32"][i], 5e-3)
 
 
-DS_CONFIGS = [("ds", 128, (64, 128, 8, 3), (128, 64, 8, 4))]
+DS_CONFIGS = [("ds", 128, (64, 128, 8, 3), (128, 64, 8, 4)), ("ds", 128, (64, 64, 4, 2), (64, 64, 4, 3)),
+              ("ds", 128, (32, 64, 4, 3), (64, 64, 4, 3))]
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -142,6 +143,23 @@ def test_ds_mode_at_the_sweeps_configs(mode, D, c1, c2, causal):
     finally:
         B.DS_WORKSPACE_BYTES = old
     for x, y in zip(one, grouped):
+        assert torch.equal(x, y)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("N,D", [(1000, 128), (1024, 64)])
+def test_ds_store_published_by_the_rings_barrier_or_its_own_is_the_same(N, D, causal, monkeypatch):
+    # KERNELC_TMA_STORE_PUBLISH: the dS^T stage in two stages published by the TMA ring's barrier (shared, the
+    # default) or in one stage behind barriers of its own (own): the same values reach the same places
+    import kernelc
+    q, k, v, do = _inputs(1, 4, N, D, torch.float16)
+    o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
+    grads = {}
+    for pub in ("shared", "own"):
+        monkeypatch.setenv("KERNELC_TMA_STORE_PUBLISH", pub)
+        kern = dict(dkdv=kernelc.jit(B.attn_bwd_dkdv_kernel.fn))  # a fresh copy compiles under the knob
+        grads[pub] = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="ds", kernels=kern)
+    for x, y in zip(grads["shared"], grads["own"]):
         assert torch.equal(x, y)
 
 
