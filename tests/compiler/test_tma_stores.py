@@ -38,6 +38,30 @@ def store_once(a_ptr, c_ptr, M, N, BM: kl.constexpr, BN: kl.constexpr):
     c_d.store([kl.program_id(0) * BM, 0], kl.load(a_ptr + rows[:, None] * BN + cols[None, :]))
 
 
+@kernelc.jit
+def store_mid_trip(a_ptr, b_ptr, c_ptr, o_ptr, M, K, STEP, BM: kl.constexpr, BK: kl.constexpr,
+                   CONST_STEP: kl.constexpr = True, WS: kl.constexpr = False):
+    """The attention backward's dS^T store in small: a dot's fp16 result stored by TMA in the middle of a trip of a
+    TMA-ringed loop (without a producer warp (WS) the ring's barrier before its refill ends the trip) and read by a second
+    dot after the store. C[m, k] = A[m, k] B[k]; O[m] = sum over k of C[m, k] B[k]."""
+    a_d = kl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
+    b_d = kl.make_tensor_descriptor(b_ptr, shape=[K, BK], strides=[BK, 1], block_shape=[BK, BK])
+    c_d = kl.make_tensor_descriptor(c_ptr, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
+    m = kl.program_id(0) * BM
+    acc = kl.zeros([BM, BK], dtype=kl.float32)
+    for k in kl.range(0, K, BK if CONST_STEP else STEP, num_stages=3, warp_specialize=WS):
+        a = a_d.load([m, k])
+        b = b_d.load([k, 0])
+        s = kl.dot(a, b).to(kl.float16)
+        c_d.store([m, k], s)
+        acc = kl.dot(s, b, acc)
+    rows = m + kl.arange(0, BM)
+    cols = kl.arange(0, BK)
+    kl.store(o_ptr + rows[:, None] * BK + cols[None, :], acc, mask=rows[:, None] < M)
+
+
+MID_SIG = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "o_ptr": "*fp32", "M": "i32", "K": "i32",
+           "STEP": "i32"}
 SUB_SIG = {"a_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "T": "i32"}
 DESC_SIG = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32"}
 ALL16 = lambda sig: {k: 16 for k in sig}  # noqa: E731
@@ -46,6 +70,7 @@ ALL16 = lambda sig: {k: 16 for k in sig}  # noqa: E731
 @pytest.fixture(autouse=True)
 def _defaults(monkeypatch):
     monkeypatch.delenv("KERNELC_TMA_STORE_WAIT", raising=False)
+    monkeypatch.delenv("KERNELC_TMA_STORE_PUBLISH", raising=False)
 
 
 def test_a_store_in_a_loop_waits_for_its_buffer_before_writing_it_again():
@@ -87,6 +112,118 @@ def test_a_store_in_a_loop_waits_for_its_buffer_before_writing_it_again():
         CHECK-NEXT: return
     """)
     verify(fn)
+
+
+def test_a_store_that_a_later_barrier_of_its_trip_publishes_alternates_two_stages():
+    # the ring's barrier before its refill publishes the staged tile and releases the other stage: no barrier of
+    # the store's own; the elected thread waits for the previous trip's store before that barrier, and issues this
+    # trip's after it
+    ir, fn, _ = _passes(store_mid_trip, MID_SIG, dict(BM=128, BK=64), num_warps=8, div=ALL16(MID_SIG))
+    filecheck(ir["expand_bulk_reductions"], """
+        CHECK: [[D:%\\d+]] = make_tensor_descriptor %c_ptr
+        CHECK: scf.for [[LB:%\\d+]], %K, [[STEP:%\\d+]],
+        CHECK-NEXT: ^body([[IV:%\\d+]]: i32,
+        CHECK: [[S:%\\d+]] = cast {{%\\d+}} {rounding='rtne'} : <128x64xfp16>
+        CHECK-NEXT: descriptor_store [[D]], [[S]], {{%\\d+}}, [[IV]] {block_shape=[128, 64], tma=True}
+        CHECK-NEXT: dot [[S]]
+        CHECK-NEXT: wgmma_wait
+        CHECK-NEXT: barrier
+        CHECK-NEXT: elect_one
+        CHECK: tma_copy_to_ring
+    """)
+    filecheck(ir["defer_tma_store_waits"], """
+        CHECK: [[D:%\\d+]] = make_tensor_descriptor %c_ptr
+        CHECK-NEXT: [[BUF:%\\d+]] = bulk_buffer_alloc [[D]] {stages=2} : <128x64xfp16>
+        CHECK: scf.for [[LB:%\\d+]], %K, [[STEP:%\\d+]],
+        CHECK-NEXT: ^body([[IV:%\\d+]]: i32,
+        CHECK: [[S:%\\d+]] = cast {{%\\d+}} {rounding='rtne'} : <128x64xfp16>
+        CHECK-NEXT: [[K0:%\\d+]] = sub [[IV]], [[LB]] : i32
+        CHECK-NEXT: [[K:%\\d+]] = udiv [[K0]], [[STEP]] : i32
+        CHECK-NEXT: [[ONE:%\\d+]] = constant {value=1} : i32
+        CHECK-NEXT: [[ST:%\\d+]] = and [[K]], [[ONE]] : i32
+        CHECK-NEXT: [[T0:%\\d+]] = elect_one : i1
+        CHECK-NEXT: bulk_stage_store [[BUF]], [[ST]], [[S]] {smem_write='stmatrix'}
+        CHECK-NEXT: fence_async_shared
+        CHECK-NEXT: bulk_wait_group [[T0]] {pending=0, read=True}
+        CHECK-NEXT: dot [[S]]
+        CHECK-NEXT: wgmma_wait
+        CHECK-NEXT: barrier
+        CHECK-NEXT: bulk_store [[BUF]], [[ST]], [[T0]], {{%\\d+}}, [[IV]]
+        CHECK-NEXT: bulk_commit_group [[T0]]
+        CHECK-NEXT: elect_one
+        CHECK-NOT: {{^ +}}barrier
+        CHECK: tma_copy_to_ring
+        CHECK: scf.yield
+        CHECK-NEXT: [[T1:%\\d+]] = elect_one : i1
+        CHECK-NEXT: bulk_wait_group [[T1]] {pending=0, read=True}
+        CHECK-NEXT: barrier
+    """)
+    verify(fn)
+
+
+def test_the_shared_publication_takes_a_signed_stage_for_a_step_of_unknown_sign_and_own_keeps_one_stage(
+        monkeypatch):
+    ir, _, _ = _passes(store_mid_trip, MID_SIG, dict(BM=128, BK=64, CONST_STEP=False), num_warps=8,
+                       div=ALL16(MID_SIG))
+    filecheck(ir["defer_tma_store_waits"], """
+        CHECK: bulk_buffer_alloc {{%\\d+}} {stages=2}
+        CHECK: scf.for [[LB:%\\d+]], %K, %STEP,
+        CHECK-NEXT: ^body([[IV:%\\d+]]: i32,
+        CHECK: [[K0:%\\d+]] = sub [[IV]], [[LB]] : i32
+        CHECK-NEXT: [[K:%\\d+]] = sdiv [[K0]], %STEP : i32
+        CHECK-NEXT: [[TWO:%\\d+]] = constant {value=2} : i32
+        CHECK-NEXT: [[ST:%\\d+]] = srem [[K]], [[TWO]] : i32
+        CHECK-NEXT: elect_one
+        CHECK-NEXT: bulk_stage_store {{%\\d+}}, [[ST]],
+    """)
+    monkeypatch.setenv("KERNELC_TMA_STORE_PUBLISH", "own")
+    ir, _, _ = _passes(store_mid_trip, MID_SIG, dict(BM=128, BK=64), num_warps=8, div=ALL16(MID_SIG))
+    filecheck(ir["defer_tma_store_waits"], """
+        CHECK: bulk_buffer_alloc {{%\\d+}} {stages=1}
+        CHECK: scf.for
+        CHECK: [[T0:%\\d+]] = elect_one : i1
+        CHECK-NEXT: bulk_wait_group [[T0]] {pending=0, read=True}
+        CHECK-NEXT: barrier
+        CHECK-NEXT: bulk_stage_store
+        CHECK-NEXT: fence_async_shared
+        CHECK-NEXT: barrier
+        CHECK-NEXT: bulk_store
+        CHECK-NEXT: bulk_commit_group [[T0]]
+        CHECK-NEXT: dot
+    """)
+
+
+def test_a_warp_specialised_loop_has_no_barrier_to_share():
+    # a producer warp fills the ring: the consumers release stages with mbarrier arrivals, no barrier follows
+    # the store in its trip, and it keeps one stage and barriers of its own
+    ir, _, _ = _passes(store_mid_trip, MID_SIG, dict(BM=128, BK=64, WS=True), num_warps=8, div=ALL16(MID_SIG))
+    filecheck(ir["defer_tma_store_waits"], """
+        CHECK: bulk_buffer_alloc {{%\\d+}} {stages=1}
+        CHECK: scf.for {{.*}}ws={
+        CHECK: [[T0:%\\d+]] = elect_one : i1
+        CHECK-NEXT: bulk_wait_group [[T0]] {pending=0, read=True}
+        CHECK-NEXT: barrier
+        CHECK-NEXT: bulk_stage_store
+        CHECK-NEXT: fence_async_shared
+        CHECK-NEXT: barrier
+        CHECK-NEXT: bulk_store
+        CHECK: mbarrier_arrive
+    """)
+
+
+def _bar_syncs(ck):
+    return len(re.findall(r"\bbar(rier)?\.sync", ck.asm["ptx"]))
+
+
+def test_the_shared_publication_removes_the_stores_two_barriers(monkeypatch):
+    def build():
+        return kernelc.compile(store_mid_trip, MID_SIG, dict(BM=128, BK=64), target="sm_90a", num_warps=8,
+                               num_stages=3, divisibility=ALL16(MID_SIG))
+    shared = build()
+    monkeypatch.setenv("KERNELC_TMA_STORE_PUBLISH", "own")
+    own = build()
+    assert _bar_syncs(own) == _bar_syncs(shared) + 2, (_bar_syncs(own), _bar_syncs(shared))
+    assert shared.n_spills == 0 and shared.shared == own.shared + 128 * 64 * 2  # the second stage
 
 
 def test_a_store_outside_loops_and_the_eager_knob_keep_the_one_op(monkeypatch):
