@@ -240,6 +240,11 @@ KNOBS: Tuple[Knob, ...] = (
          "own; passes/tma_stores.py) or own (one stage and two barriers of its own around the stage's write)",
          _choice(("shared", ("shared",) + _TRUE), ("own", ("own",) + _FALSE)),
          compile=True, field="tma_store_publish"),
+    Knob("KERNELC_TMA_STORE_L2", "choice", "normal",
+         "the L2 policy of a TMA store that a later barrier of its trip publishes (KERNELC_TMA_STORE_PUBLISH=shared): "
+         "normal, or evict_first (cp.async.bulk.tensor with an L2::cache_hint from createpolicy: the written lines "
+         "are evicted first, the tiles the loop re-reads stay; the attention backward's dS^T stream)",
+         _choice(("normal", ("normal",)), ("evict_first", ("evict_first",))), compile=True, field="tma_store_l2"),
     Knob("KERNELC_STORE_SMEM_DISCOUNT", "choice", "4",
          "how much cheaper a byte of shared-memory traffic is than a byte of global sectors when passes/coalesce.py "
          "prices a store's conversion to its coalesced layout: 4 (an MMA accumulator stored as fp16/bf16 goes through "
@@ -353,6 +358,7 @@ class CompileOptions:
     flatten_carry_tiles: bool = True
     tma_store_wait: str = "deferred"
     tma_store_publish: str = "shared"
+    tma_store_l2: str = "normal"
     store_smem_discount: str = "4"
     uniform_masks: bool = True
     use_layout_loads: str = "all"

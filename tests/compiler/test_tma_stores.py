@@ -226,6 +226,21 @@ def test_the_shared_publication_removes_the_stores_two_barriers(monkeypatch):
     assert shared.n_spills == 0 and shared.shared == own.shared + 128 * 64 * 2  # the second stage
 
 
+def test_the_l2_knob_writes_an_evict_first_hint_on_the_published_store(monkeypatch):
+    monkeypatch.setenv("KERNELC_TMA_STORE_L2", "evict_first")
+    _, fn, _ = _passes(store_mid_trip, MID_SIG, dict(BM=128, BK=64), num_warps=8, div=ALL16(MID_SIG))
+    (store,) = [o for o in fn.walk() if o.name == "bulk_store"]
+    assert store.attrs.get("l2_hint") == "evict_first"
+    store.attrs["l2_hint"] = "evict_last"
+    with pytest.raises(Exception, match="l2_hint must be 'evict_first'"):
+        verify(fn)
+    ck = kernelc.compile(store_mid_trip, MID_SIG, dict(BM=128, BK=64), target="sm_90a", num_warps=8, num_stages=3,
+                         divisibility=ALL16(MID_SIG))
+    ptx = ck.asm["ptx"]
+    assert "createpolicy.fractional.L2::evict_first.b64" in ptx
+    assert re.search(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta\.bulk_group\.L2::cache_hint", ptx)
+
+
 def test_a_store_outside_loops_and_the_eager_knob_keep_the_one_op(monkeypatch):
     ir, _, _ = _passes(store_once, {"a_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32"},
                        dict(BM=64, BN=64), div={"a_ptr": 16, "c_ptr": 16, "M": 16, "N": 16})

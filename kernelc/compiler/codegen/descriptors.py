@@ -423,7 +423,8 @@ def lower_bulk_store(lw: Lowering, op):
     report_tma(lw, op, "store (TMA)", buf.tmap.ty)
     stage, pred = lw.scalar(op.operands[1]), lw.scalar(op.operands[2])
     offs = [lw.scalar(v) for v in op.operands[3:]]
-    T.copy_tile_out(lw, buf.box, buf.tmap.address(lw), buf.stage_base(lw, stage), offs, pred)
+    T.copy_tile_out(lw, buf.box, buf.tmap.address(lw), buf.stage_base(lw, stage), offs, pred,
+                    op.attrs.get("l2_hint") == "evict_first")
 
 
 @rule("bulk_commit_group")

@@ -123,10 +123,15 @@ def tma_load(lw, tmap: str, dst: str, bar: str, coords: Sequence[str], pred: Opt
     lw.e.asm("void", code, ",".join(["b", "r", "l", "r"] + ["r"] * n), args)
 
 
-def tma_store(lw, tmap: str, src: str, coords: Sequence[str], pred: Optional[str]) -> None:
-    """One box shared (``src``) -> global; out-of-bounds elements of the box are not written."""
+def tma_store(lw, tmap: str, src: str, coords: Sequence[str], pred: Optional[str], evict_first: bool = False) -> None:
+    """One box shared (``src``) -> global; out-of-bounds elements of the box are not written. ``evict_first``: the
+    written lines are the first L2 evicts (a policy made by ``createpolicy``)."""
     n = len(coords)
     code = f"@$0 cp.async.bulk.tensor.{n}d.global.shared::cta.bulk_group [$1, {_coords(coords, 3)}], [$2];"
+    if evict_first:
+        code = ("{ .reg .b64 pol; createpolicy.fractional.L2::evict_first.b64 pol, 1.0; "
+                f"@$0 cp.async.bulk.tensor.{n}d.global.shared::cta.bulk_group.L2::cache_hint "
+                f"[$1, {_coords(coords, 3)}], [$2], pol; }}")
     args = [("i1", _pred(lw, pred)), ("i64", tmap), ("i32", src)] + [("i32", c) for c in coords]
     lw.e.asm("void", code, ",".join(["b", "l", "r"] + ["r"] * n), args)
 
@@ -187,12 +192,13 @@ def reduce_tile_out(lw, box: TmaBox, tmap: str, base, offsets: Sequence[str], ki
         tma_reduce(lw, tmap, src, list(reversed(coords)), kind, pred)
 
 
-def copy_tile_out(lw, box: TmaBox, tmap: str, base, offsets: Sequence[str], pred: Optional[str]) -> None:
+def copy_tile_out(lw, box: TmaBox, tmap: str, base, offsets: Sequence[str], pred: Optional[str],
+                  evict_first: bool = False) -> None:
     e = lw.e
     for delta, off in box.boxes():
         coords = [o if d == 0 else e.val(f"add i32 {o}, {d}") for o, d in zip(offsets, delta)]
         src = smem_addr(lw, base if off == 0 else e.val(f"add i32 {base}, {off}"))
-        tma_store(lw, tmap, src, list(reversed(coords)), pred)
+        tma_store(lw, tmap, src, list(reversed(coords)), pred, evict_first)
 
 
 class BarrierPool:

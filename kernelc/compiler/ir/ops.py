@@ -213,7 +213,8 @@ for op in [
     OpDef("bulk_store", (3, -1), pure=False, results=0, category="ring",
           doc="buffer, stage (i32), pred (i1), offsets (i32, outermost first): where pred, cp.async.bulk.tensor the "
               "stage into the buffer's descriptor's block at the offsets (a TMA store) as part of this thread's bulk "
-              "group (passes/tma_stores.py)"),
+              "group (passes/tma_stores.py); l2_hint='evict_first': with an L2 cache policy that evicts the written "
+              "lines first", optional_attrs=("l2_hint",)),
     OpDef("bulk_commit_group", (1, 1), pure=False, results=0, category="ring",
           doc="pred (i1): where pred, close this thread's bulk group (cp.async.bulk.commit_group)"),
     OpDef("bulk_wait_group", (1, 1), ("pending", "read"), pure=False, results=0, category="ring",

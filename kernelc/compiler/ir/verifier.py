@@ -312,7 +312,11 @@ def _bulk_reduce(op: Op) -> List[str]:
 
 
 def _bulk_store(op: Op) -> List[str]:
-    return _bulk_copy_out(op)
+    errs = _bulk_copy_out(op)
+    hint = op.attrs.get("l2_hint")
+    if hint is not None and hint != "evict_first":
+        errs.append(f"l2_hint must be 'evict_first', got {hint!r}")
+    return errs
 
 
 def _bulk_wait_group(op: Op) -> List[str]:

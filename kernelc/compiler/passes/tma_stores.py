@@ -133,6 +133,7 @@ def defer_tma_store_waits(fn: Function, ctx=None, mode: Optional[str] = None) ->
     stores = [op for op in fn.walk() if op.name == "descriptor_store" and op.attrs.get("tma")
               and _outermost_loop(op) is not None and _made_outside_loops(op.operands[0])]
     publish = get("KERNELC_TMA_STORE_PUBLISH")
+    evict_first = get("KERNELC_TMA_STORE_L2") == "evict_first"
     shared = {id(st): _later_barrier(st, stores) for st in stores} if publish == "shared" else {}
     # a descriptor's stages: 2 when every store of it is published by a later barrier (they alternate), else 1
     n_stages: Dict[int, int] = {}
@@ -164,7 +165,8 @@ def defer_tma_store_waits(fn: Function, ctx=None, mode: Optional[str] = None) ->
             em.op("fence_async_shared", [])
             em.op("bulk_wait_group", [t0], pending=0, read=True)
             issue = _Emit(st.loc)
-            issue.op("bulk_store", [buf, s, t0] + list(st.operands[2:]))
+            hint = {"l2_hint": "evict_first"} if evict_first else {}
+            issue.op("bulk_store", [buf, s, t0] + list(st.operands[2:]), **hint)
             issue.op("bulk_commit_group", [t0])
             at = block.ops.index(st)
             block.ops.remove(st)
