@@ -118,6 +118,9 @@ SWEEP_BULK = {128: [(16, 128, 8, 3), (32, 128, 8, 4)], 64: [(64, 64, 4, 3)]}
 # (32, 64, 4, 3) fits 2 either way (2026-11-28, docs/attention.md "The dS^T stage published by the ring's barrier")
 SWEEP_DS = {128: [((64, 128, 8, 3), (128, 64, 8, 4)), ((64, 64, 4, 2), (64, 64, 4, 3)),
                   ((32, 64, 4, 3), (64, 64, 4, 3))]}
+# ds with a producer warpgroup filling the dK/dV loop's ring (WS; setmaxnreg: 64 B of spills at D=128 on sm_90a): its
+# consumer warpgroups release ring stages by mbarrier arrivals, no CTA barrier a trip but the dS^T store's own two
+SWEEP_DS_WS = {128: [((64, 128, 8, 3), (128, 64, 8, 3))]}
 # (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27
 SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4, 3), (128, 32, 4, 3))]}
 # the backward's dK/dV and dQ kernels compiled again under other compile knobs (A/B), at the default configs:
@@ -222,6 +225,12 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
         name = "sweep_bwd_ds_" + ("default" if c is None else str(list(c[0])) + str(list(c[1])))
         fn = lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="ds",  # noqa: E731
                                          dkdv_config=c and _cfg(c[0]), dq_config=c and _cfg(c[1]))
+        check_against_default(name, fn)
+        record(name, fn)
+    for c1, c2 in SWEEP_DS_WS.get(D, []):
+        name = f"sweep_bwd_ds_ws{list(c1)}{list(c2)}"
+        fn = lambda c1=c1, c2=c2: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="ds",  # noqa: E731
+                                                  dkdv_config=dict(_cfg(c1), WS=True), dq_config=_cfg(c2))
         check_against_default(name, fn)
         record(name, fn)
     # each kernel of the backward alone (default configs, each dQ mode): where the time goes
