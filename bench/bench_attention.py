@@ -135,16 +135,24 @@ SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4,
 #             (KERNELC_TMA_STORE_PUBLISH=own, main's code before 2026-11-28's shared publication); ds_own_w4 the
 #             same at the 4-warp dK/dV (64, 64, 4, 2) and GEMM (64, 64, 4, 3) (2 programs an SM with one stage)
 #   ds_evict  dq_mode="ds" with dS^T's TMA stores under an L2 evict-first policy (KERNELC_TMA_STORE_L2)
+#   ds_split  dq_mode="ds", dS^T's store split into warpgroup bands behind named barriers of 128 threads instead of
+#             published by the ring's barrier (KERNELC_TMA_STORE_PUBLISH=own, KERNELC_TMA_STORE_SPLIT=1);
+#             ds_ws_split the same in the producer-warpgroup dK/dV loop (SWEEP_DS_WS's), where no barrier follows
 BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNELC_WGMMA_PIN_WAITS": "0"},
                 "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"},
                 "ds_own": {"KERNELC_TMA_STORE_PUBLISH": "own"}, "ds_own_w4": {"KERNELC_TMA_STORE_PUBLISH": "own"},
-                "ds_evict": {"KERNELC_TMA_STORE_L2": "evict_first"}}
+                "ds_evict": {"KERNELC_TMA_STORE_L2": "evict_first"},
+                "ds_split": {"KERNELC_TMA_STORE_PUBLISH": "own", "KERNELC_TMA_STORE_SPLIT": "1"},
+                "ds_ws_split": {"KERNELC_TMA_STORE_SPLIT": "1"}}
 _BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",),
-                        "ds_own": ("dkdv",), "ds_own_w4": ("dkdv",), "ds_evict": ("dkdv",)}  # default: both
-_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk", "ds_own": "ds", "ds_own_w4": "ds", "ds_evict": "ds"}  # default: separate
+                        "ds_own": ("dkdv",), "ds_own_w4": ("dkdv",), "ds_evict": ("dkdv",),
+                        "ds_split": ("dkdv",), "ds_ws_split": ("dkdv",)}  # default: both
+_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk", "ds_own": "ds", "ds_own_w4": "ds", "ds_evict": "ds",
+                     "ds_split": "ds", "ds_ws_split": "ds"}  # default: separate
 # other arguments of attention_bwd a variant runs with (head dim -> kwargs; None: every head dim)
 _BWD_VARIANT_ARGS = {"ds_own_w4": {128: dict(dkdv_config=dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2),
-                                             dq_config=dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3))}}
+                                             dq_config=dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3))},
+                     "ds_ws_split": {128: dict(dkdv_config=dict(WS=True), dq_config=dict(num_stages=3))}}
 
 
 # our backward through autograd: attention(dq_mode=...) for each dQ mode

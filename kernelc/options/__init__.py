@@ -245,6 +245,11 @@ KNOBS: Tuple[Knob, ...] = (
          "normal, or evict_first (cp.async.bulk.tensor with an L2::cache_hint from createpolicy: the written lines "
          "are evicted first, the tiles the loop re-reads stay; the attention backward's dS^T stream)",
          _choice(("normal", ("normal",)), ("evict_first", ("evict_first",))), compile=True, field="tma_store_l2"),
+    Knob("KERNELC_TMA_STORE_SPLIT", "bool", False,
+         "a TMA store in a loop with no later barrier of its trip to publish it (a warp-specialised loop's), of a "
+         "tile whose rows the consumer warpgroups hold in equal bands (a wgmma accumulator): each warpgroup stages "
+         "and stores its own band behind named barriers of its 128 threads, no CTA-wide barrier "
+         "(passes/tma_stores.py)", compile=True, field="tma_store_split"),
     Knob("KERNELC_STORE_SMEM_DISCOUNT", "choice", "4",
          "how much cheaper a byte of shared-memory traffic is than a byte of global sectors when passes/coalesce.py "
          "prices a store's conversion to its coalesced layout: 4 (an MMA accumulator stored as fp16/bf16 goes through "
@@ -359,6 +364,7 @@ class CompileOptions:
     tma_store_wait: str = "deferred"
     tma_store_publish: str = "shared"
     tma_store_l2: str = "normal"
+    tma_store_split: bool = False
     store_smem_discount: str = "4"
     uniform_masks: bool = True
     use_layout_loads: str = "all"

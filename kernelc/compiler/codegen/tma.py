@@ -65,6 +65,24 @@ def elected(lw, warp: int = 0) -> str:
     return e.val(f"and i1 {e.val(f'icmp eq i32 {lw.warp}, {warp}')}, {leader}")
 
 
+def elected_per_warpgroup(lw) -> str:
+    """As :func:`elected`, in the first warp of each warpgroup: one thread a warpgroup."""
+    e = lw.e
+    pair = e.call("{ i32, i1 }", "llvm.nvvm.elect.sync", [("i32", "-1")])
+    leader = e.val(f"extractvalue {{ i32, i1 }} {pair}, 1")
+    first = e.val(f"icmp eq i32 {e.val(f'and i32 {lw.warp}, 3')}, 0")
+    return e.val(f"and i1 {first}, {leader}")
+
+
+WARPGROUP_BARRIER = 4  # named barrier 4 + w: warpgroup w's own (0: __syncthreads, 1: consumers, 2-3: ping-pong)
+
+
+def warpgroup_barrier(lw) -> None:
+    """``bar.sync 4 + tid / 128, 128``: the 128 threads of this warpgroup wait for one another."""
+    lw.e.asm("void", f"{{ .reg .b32 t; shr.u32 t, $0, 7; add.u32 t, t, {WARPGROUP_BARRIER}; bar.sync t, 128; }}",
+             "r", [("i32", lw.tid)])
+
+
 def _pred(lw, pred: Optional[str]) -> str:
     return pred if pred is not None else "true"
 

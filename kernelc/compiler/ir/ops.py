@@ -141,7 +141,9 @@ for op in [
           optional_attrs=("kind",)),
     OpDef("print", (0, -1), ("prefix",), pure=False, results=0, category="debug", optional_attrs=("hex", "types")),
     OpDef("assert", (1, 1), ("msg",), pure=False, results=0, category="debug"),
-    OpDef("barrier", (0, 0), pure=False, results=0, category="sync"),
+    OpDef("barrier", (0, 0), pure=False, results=0, category="sync", optional_attrs=("warpgroup",),
+          doc="every thread that runs tile code waits for the others (warpgroup=True: only the 128 of its own "
+              "warpgroup, named barrier 4 + its index; passes/tma_stores.py)"),
     # The cp.async ring of a pipelined loop as explicit ops (passes/cp_async_rings.py, docs/schedule-ir.md).
     OpDef("ring_alloc", (0, 0), ("stages", "operand"), pure=False, category="ring",
           doc="a shared-memory ring of `stages` copies of the result's tile, laid out as dot operand 'a' or 'b'; "
@@ -175,9 +177,10 @@ for op in [
           doc="`count` mbarriers (8 bytes each) in shared memory; the i64 result names the group"),
     OpDef("mbarrier_at", (2, 2), category="ring",
           doc="barrier group, index (i32) -> the shared-memory address (i32) of barrier `index`"),
-    OpDef("elect_one", (0, 0), category="ring", optional_attrs=("warp",),
+    OpDef("elect_one", (0, 0), category="ring", optional_attrs=("warp", "per_warpgroup"),
           doc="i1: true in the one thread that drives the copy engine, the lane elect.sync picks in warp `warp` "
-              "(default 0); every lane of that warp runs it"),
+              "(default 0; per_warpgroup=True: in the first warp of each warpgroup, one thread a warpgroup); every "
+              "lane of that warp runs it"),
     OpDef("mbarrier_init", (2, 2), ("count",), pure=False, results=0, category="ring",
           doc="barrier, pred (i1): where pred, initialise the barrier to expect `count` arrivals"),
     OpDef("fence_mbarrier_init", (0, 0), pure=False, results=0, category="ring",
@@ -203,8 +206,9 @@ for op in [
               "sources of bulk reductions into it; the result has the block's type"),
     OpDef("bulk_stage_store", (3, 3), pure=False, results=0, category="ring",
           doc="buffer, stage (i32), tile: every thread writes its elements of the tile into the stage (smem_write="
-              "'stmatrix': 16-bit MMA fragments, eight 8x8 blocks per instruction; passes/tma_stores.py)",
-          optional_attrs=("smem_write",)),
+              "'stmatrix': 16-bit MMA fragments, eight 8x8 blocks per instruction; passes/tma_stores.py); parts=P: the "
+              "tile is P of the buffer's boxes stacked along dim 0, written into stages stage..stage+P-1",
+          optional_attrs=("smem_write", "parts")),
     OpDef("bulk_reduce", (3, -1), ("kind",), pure=False, results=0, category="ring",
           doc="buffer, stage (i32), pred (i1), offsets (i32, outermost first): where pred, cp.reduce.async."
               "bulk.tensor the stage into the buffer's descriptor's block at the offsets (`kind`: add) as part of "

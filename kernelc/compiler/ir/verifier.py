@@ -285,8 +285,19 @@ def _bulk_stage_store(op: Op) -> List[str]:
     errs = _bulk_buffer_and_stage(op)
     if errs is None:
         return ["operand 0 must be a bulk_buffer_alloc"]
-    if op.operands[2].type != buf.type:
-        errs.append(f"the tile's type {op.operands[2].type} differs from the buffer's {buf.type}")
+    parts = op.attrs.get("parts")
+    if parts is None:
+        if op.operands[2].type != buf.type:
+            errs.append(f"the tile's type {op.operands[2].type} differs from the buffer's {buf.type}")
+        return errs
+    if not (isinstance(parts, int) and not isinstance(parts, bool) and parts >= 2):
+        return errs + [f"parts must be an int >= 2, got {parts!r}"]
+    tb, bb = shape_of(op.operands[2].type), shape_of(buf.type)
+    if scalar_of(op.operands[2].type) != scalar_of(buf.type) or len(tb) != len(bb) or \
+            tb[0] != parts * bb[0] or tuple(tb[1:]) != tuple(bb[1:]):
+        errs.append(f"the tile {op.operands[2].type} must be {parts} of the buffer's boxes {buf.type} along dim 0")
+    if buf.op.attrs.get("stages", 0) < parts:
+        errs.append(f"the buffer has fewer than {parts} stages")
     return errs
 
 

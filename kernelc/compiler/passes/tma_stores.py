@@ -54,7 +54,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-from ...language.dtypes import int1, int32, scalar_of
+from ...language.dtypes import block_type, int1, int32, scalar_of, tensor_descriptor_type
 from ...options import get
 from ..ir.core import Function, Op, Value
 from ..shared_layouts import stmatrix_rows_fit
@@ -101,6 +101,49 @@ def _made_outside_loops(desc: Value) -> bool:
     return desc.op is None or _outermost_loop(desc.op) is None
 
 
+def _warpgroup_bands(ctx, st: Op) -> int:
+    """G >= 2 when the store's tile can be stored as G row bands, warpgroup g staging and storing band g alone:
+    G consumer warpgroups whose warp bits above the first two move whole bands of rows (every other basis stays
+    inside a band: no element of a band in another warpgroup, none replicated), a 2-D descriptor whose box rows
+    are one swizzle panel and whose band is whole 1024-byte swizzle repeats (so the bands of a stage run on as
+    the stages of a band-sized box). 0 otherwise."""
+    if ctx is None or ctx.plan is None or ctx.num_warps < 8 or ctx.num_warps % 4:
+        return 0
+    G = ctx.num_warps // 4
+    desc, tile = st.operands[0], st.operands[1]
+    L = ctx.plan.get(tile)
+    shape = list(desc.type.block_shape)
+    eb = scalar_of(tile.type).itemsize
+    if L is None or len(shape) != 2 or shape[0] % G or L.num_warps != ctx.num_warps or L.is_replicated():
+        return 0
+    R, C = shape[0] // G, shape[1]
+    if R & (R - 1) or C * eb > 128 or (R * C * eb) % 1024:
+        return 0
+    wg_bases = L.warp[2:]
+    if [b for b in wg_bases] != [(R << i, 0) for i in range(len(wg_bases))]:
+        return 0
+    if any(b[0] >= R for b in L.reg + L.lane + L.warp[:2]):
+        return 0
+    return G
+
+
+def _split_store(em: _Emit, st: Op, buf: Value, G: int, R: int, smem_write: bool) -> None:
+    """The ops of a store split into warpgroup bands (``_warpgroup_bands``) in ``em``."""
+    tile = st.operands[1]
+    wg = em.val("warpgroup_index", [], int32, uniform=True)
+    t0 = em.val("elect_one", [], int1, per_warpgroup=True)
+    em.op("bulk_wait_group", [t0], pending=0, read=True)
+    em.op("barrier", [], warpgroup=True)
+    stage = em.op("bulk_stage_store", [buf, em.const(0), tile], parts=G)
+    if smem_write:
+        stage.attrs["smem_write"] = "stmatrix"
+    em.op("fence_async_shared", [])
+    em.op("barrier", [], warpgroup=True)
+    row = em.val("add", [st.operands[2], em.val("mul", [wg, em.const(R)], int32)], int32)
+    em.op("bulk_store", [buf, wg, t0, row] + list(st.operands[3:]))
+    em.op("bulk_commit_group", [t0])
+
+
 # ops a staged tile may wait behind until the barrier that publishes it: nothing that touches a bulk group, a
 # staging buffer or the descriptor's memory, and nothing with a region (a barrier inside would be divergent)
 _NOT_BETWEEN = ("descriptor_store", "descriptor_load", "descriptor_reduce", "bulk_stage_store", "bulk_store",
@@ -140,15 +183,39 @@ def defer_tma_store_waits(fn: Function, ctx=None, mode: Optional[str] = None) ->
     for st in stores:
         d = st.operands[0].id
         n_stages[d] = min(n_stages.get(d, 2), 2 if shared.get(id(st)) is not None else 1)
+    # a descriptor whose every store (and every use) is one-stage and splits into the same warpgroup bands: its box
+    # becomes one band (its map is built with it), its buffer one stage a band
+    bands: Dict[int, int] = {}
+    if get("KERNELC_TMA_STORE_SPLIT"):
+        for st in stores:
+            d = st.operands[0]
+            made = d.op is not None and d.op.name == "make_tensor_descriptor" and not d.op.attrs.get("host_arg")
+            g = _warpgroup_bands(ctx, st) if n_stages[d.id] == 1 and made else 0
+            bands[d.id] = g if bands.get(d.id, g) == g else 0
+        for st in stores:
+            desc = st.operands[0]
+            if bands.get(desc.id) and any(o.name != "descriptor_store" or o not in stores
+                                          for o in fn.walk() if any(v is desc for v in o.operands)):
+                bands[desc.id] = 0  # another use of the descriptor reads its box whole
+        banded = set()
+        for st in stores:
+            desc = st.operands[0]
+            G = bands.get(desc.id, 0)
+            if G and desc.id not in banded:
+                banded.add(desc.id)
+                shape = list(desc.type.block_shape)
+                desc.type = tensor_descriptor_type(block_type(desc.type.element_ty, [shape[0] // G] + shape[1:]),
+                                                   desc.type.padding)
     buffers: Dict[int, Value] = {}
     loops_done = set()
     for st in stores:
         desc, tile = st.operands[0], st.operands[1]
         S = n_stages[desc.id]
+        G = bands.get(desc.id, 0)
         buf = buffers.get(desc.id)
         if buf is None:
             em = _Emit(st.loc)
-            buf = em.val("bulk_buffer_alloc", [desc], desc.type.block_type, stages=S)
+            buf = em.val("bulk_buffer_alloc", [desc], desc.type.block_type, stages=G or S)
             mk = desc.op
             if mk is None:  # a block argument: at the top of the function
                 _insert(fn.body, 0, em.ops)
@@ -157,7 +224,13 @@ def defer_tma_store_waits(fn: Function, ctx=None, mode: Optional[str] = None) ->
             buffers[desc.id] = buf
         em = _Emit(st.loc)
         block = st.block
-        if S == 2:
+        stage = None
+        if G:
+            _split_store(em, st, buf, G, desc.type.block_shape[0], _stmatrix(ctx, tile))
+            at = block.ops.index(st)
+            block.ops.remove(st)
+            _insert(block, at, em.ops)
+        elif S == 2:
             bar = shared[id(st)]
             s = _parity(em, block.parent)
             t0 = em.val("elect_one", [], int1)
@@ -185,13 +258,14 @@ def defer_tma_store_waits(fn: Function, ctx=None, mode: Optional[str] = None) ->
             at = block.ops.index(st)
             block.ops.remove(st)
             _insert(block, at, em.ops)
-        if _stmatrix(ctx, tile):
+        if stage is not None and _stmatrix(ctx, tile):
             stage.attrs["smem_write"] = "stmatrix"
         loop = _outermost_loop(em.ops[0])
         if id(loop) not in loops_done:
             loops_done.add(id(loop))
             after = _Emit(loop.loc)
-            t1 = after.val("elect_one", [], int1)
+            # with bands, each warpgroup's elected thread waits for its own bulk groups
+            t1 = after.val("elect_one", [], int1, **({"per_warpgroup": True} if G else {}))
             after.op("bulk_wait_group", [t1], pending=0, read=True)
             after.op("barrier", [])
             _insert(loop.block, loop.block.ops.index(loop) + 1, after.ops)
