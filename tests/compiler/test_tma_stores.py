@@ -211,6 +211,49 @@ def test_a_warp_specialised_loop_has_no_barrier_to_share():
     """)
 
 
+def test_the_split_knob_stores_each_warpgroups_band_behind_its_own_named_barriers(monkeypatch):
+    # KERNELC_TMA_STORE_SPLIT: the [128, 64] accumulator of 8 warps is two 64-row bands, one a warpgroup; the
+    # descriptor's box becomes one band, the buffer one stage a band; each warpgroup's elected thread waits for its
+    # own previous store and issues its band at row offset + 64 * its index
+    monkeypatch.setenv("KERNELC_TMA_STORE_SPLIT", "1")
+    ir, fn, _ = _passes(store_mid_trip, MID_SIG, dict(BM=128, BK=64, WS=True), num_warps=8, div=ALL16(MID_SIG))
+    filecheck(ir["defer_tma_store_waits"], """
+        CHECK: [[D:%\\d+]] = make_tensor_descriptor %c_ptr, {{.*}} : tensordesc<fp16[64, 64]>
+        CHECK-NEXT: [[BUF:%\\d+]] = bulk_buffer_alloc [[D]] {stages=2} : <64x64xfp16>
+        CHECK: scf.for
+        CHECK: [[S:%\\d+]] = cast {{%\\d+}} {rounding='rtne'} : <128x64xfp16>
+        CHECK-NEXT: [[WG:%\\d+]] = warpgroup_index {uniform=True} : i32
+        CHECK-NEXT: [[T0:%\\d+]] = elect_one {per_warpgroup=True} : i1
+        CHECK-NEXT: bulk_wait_group [[T0]] {pending=0, read=True}
+        CHECK-NEXT: barrier {warpgroup=True}
+        CHECK-NEXT: [[Z:%\\d+]] = constant {value=0} : i32
+        CHECK-NEXT: bulk_stage_store [[BUF]], [[Z]], [[S]] {parts=2, smem_write='stmatrix'}
+        CHECK-NEXT: fence_async_shared
+        CHECK-NEXT: barrier {warpgroup=True}
+        CHECK-NEXT: [[R:%\\d+]] = constant {value=64} : i32
+        CHECK-NEXT: [[O:%\\d+]] = mul [[WG]], [[R]] : i32
+        CHECK-NEXT: [[ROW:%\\d+]] = add {{%\\d+}}, [[O]] : i32
+        CHECK-NEXT: bulk_store [[BUF]], [[WG]], [[T0]], [[ROW]], {{%\\d+}}
+        CHECK-NEXT: bulk_commit_group [[T0]]
+        CHECK: scf.yield
+        CHECK-NEXT: [[T1:%\\d+]] = elect_one {per_warpgroup=True} : i1
+        CHECK-NEXT: bulk_wait_group [[T1]] {pending=0, read=True}
+        CHECK-NEXT: barrier
+    """)
+    verify(fn)
+    (stage,) = [o for o in fn.walk() if o.name == "bulk_stage_store"]
+    stage.attrs["parts"] = 4
+    with pytest.raises(Exception, match="must be 4 of the buffer's boxes"):
+        verify(fn)
+    # 4 warps: one warpgroup, nothing to split
+    ir, _, _ = _passes(store_mid_trip, MID_SIG, dict(BM=64, BK=64, WS=True), num_warps=4, div=ALL16(MID_SIG))
+    assert "parts=" not in ir["defer_tma_store_waits"] and "{stages=1}" in ir["defer_tma_store_waits"]
+    ck = kernelc.compile(store_mid_trip, MID_SIG, dict(BM=128, BK=64, WS=True), target="sm_90a", num_warps=8,
+                         num_stages=3, divisibility=ALL16(MID_SIG))
+    named = re.findall(r"bar\.sync t, 128", ck.asm["ptx"])
+    assert len(named) == 2, named
+
+
 def _bar_syncs(ck):
     return len(re.findall(r"\bbar(rier)?\.sync", ck.asm["ptx"]))
 

@@ -154,13 +154,16 @@ def test_ds_store_published_by_the_rings_barrier_or_its_own_is_the_same(N, D, ca
     import kernelc
     q, k, v, do = _inputs(1, 4, N, D, torch.float16)
     o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
+    # and KERNELC_TMA_STORE_SPLIT (own publication): each warpgroup stores its own 64 rows of dS^T (D=128, 8 warps)
     grads = {}
-    for pub in ("shared", "own"):
+    for pub, split in (("shared", "0"), ("own", "0"), ("own", "1")):
         monkeypatch.setenv("KERNELC_TMA_STORE_PUBLISH", pub)
-        kern = dict(dkdv=kernelc.jit(B.attn_bwd_dkdv_kernel.fn))  # a fresh copy compiles under the knob
-        grads[pub] = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="ds", kernels=kern)
-    for x, y in zip(grads["shared"], grads["own"]):
-        assert torch.equal(x, y)
+        monkeypatch.setenv("KERNELC_TMA_STORE_SPLIT", split)
+        kern = dict(dkdv=kernelc.jit(B.attn_bwd_dkdv_kernel.fn))  # a fresh copy compiles under the knobs
+        grads[pub, split] = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="ds", kernels=kern)
+    for other in (("own", "0"), ("own", "1")):
+        for x, y in zip(grads["shared", "0"], grads[other]):
+            assert torch.equal(x, y)
 
 
 @pytest.mark.parametrize("causal", [False, True])
