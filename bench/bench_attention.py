@@ -113,14 +113,7 @@ SWEEP_BULK = {128: [(16, 128, 8, 3), (32, 128, 8, 4)], 64: [(64, 64, 4, 3)]}
 # dq_mode="ds" (dS^T stored by the dK/dV kernel, dQ = dS K a GEMM) at another (dK/dV, dQ GEMM) config, the GEMM's
 # BLOCK_M being the dK/dV kernel's BLOCK_N; spill-free on sm_90a (the default is sweep_bwd_ds_default). On an H100
 # (call H9b) it tied the default; (32, 128, 8, 3) / (32, 64, 4, 3) dK/dV configs were slower
-# 4-warp dK/dV configs with the GEMM at (64, 64, 4, 3): one consumer warpgroup a program, so a program's barriers
-# join one warpgroup; (64, 64, 4, 2) fits 2 programs an SM only with the dS^T store's own barriers (one stage),
-# (32, 64, 4, 3) fits 2 either way (2026-11-28, docs/attention.md "The dS^T stage published by the ring's barrier")
-SWEEP_DS = {128: [((64, 128, 8, 3), (128, 64, 8, 4)), ((64, 64, 4, 2), (64, 64, 4, 3)),
-                  ((32, 64, 4, 3), (64, 64, 4, 3))]}
-# ds with a producer warpgroup filling the dK/dV loop's ring (WS; setmaxnreg: 64 B of spills at D=128 on sm_90a): its
-# consumer warpgroups release ring stages by mbarrier arrivals, no CTA barrier a trip but the dS^T store's own two
-SWEEP_DS_WS = {128: [((64, 128, 8, 3), (128, 64, 8, 3))]}
+SWEEP_DS = {128: [((64, 128, 8, 3), (128, 64, 8, 4))]}
 # (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27
 SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4, 3), (128, 32, 4, 3))]}
 # the backward's dK/dV and dQ kernels compiled again under other compile knobs (A/B), at the default configs:
@@ -131,28 +124,22 @@ SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4,
 #             the example issued dO V^T before P's exp2)
 #   bulk_s1, bulk_s3  dq_mode="bulk" with 1 / 3 staging stages for dQ's tile (KERNELC_BULK_REDUCE_STAGES;
 #             default 2): 1 waits for each reduction to read its stage before the next trip stages its tile
-#   ds_own    dq_mode="ds" with the dS^T store's staging buffer published by two barriers of its own a trip
-#             (KERNELC_TMA_STORE_PUBLISH=own, main's code before 2026-11-28's shared publication); ds_own_w4 the
-#             same at the 4-warp dK/dV (64, 64, 4, 2) and GEMM (64, 64, 4, 3) (2 programs an SM with one stage)
+#   ds_shared dq_mode="ds" with the dS^T store's two staging stages published by the TMA ring's barrier (no barrier of
+#             its own; KERNELC_TMA_STORE_PUBLISH=shared): 2.5% slower dK/dV kernel on an H100 (call H11)
 #   ds_evict  dq_mode="ds" with dS^T's TMA stores under an L2 evict-first policy (KERNELC_TMA_STORE_L2)
-#   ds_split  dq_mode="ds", dS^T's store split into warpgroup bands behind named barriers of 128 threads instead of
-#             published by the ring's barrier (KERNELC_TMA_STORE_PUBLISH=own, KERNELC_TMA_STORE_SPLIT=1);
-#             ds_ws_split the same in the producer-warpgroup dK/dV loop (SWEEP_DS_WS's), where no barrier follows
+#   ds_split  dq_mode="ds", dS^T's store split into warpgroup bands behind named barriers of 128 threads
+#             (KERNELC_TMA_STORE_SPLIT=1); ds_ws_split the same in the producer-warpgroup dK/dV loop (WS=True)
 BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNELC_WGMMA_PIN_WAITS": "0"},
                 "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"},
-                "ds_own": {"KERNELC_TMA_STORE_PUBLISH": "own"}, "ds_own_w4": {"KERNELC_TMA_STORE_PUBLISH": "own"},
+                "ds_shared": {"KERNELC_TMA_STORE_PUBLISH": "shared"},
                 "ds_evict": {"KERNELC_TMA_STORE_L2": "evict_first"},
-                "ds_split": {"KERNELC_TMA_STORE_PUBLISH": "own", "KERNELC_TMA_STORE_SPLIT": "1"},
-                "ds_ws_split": {"KERNELC_TMA_STORE_SPLIT": "1"}}
+                "ds_split": {"KERNELC_TMA_STORE_SPLIT": "1"}, "ds_ws_split": {"KERNELC_TMA_STORE_SPLIT": "1"}}
+_DS_VARIANTS = ("ds_shared", "ds_evict", "ds_split", "ds_ws_split")
 _BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",),
-                        "ds_own": ("dkdv",), "ds_own_w4": ("dkdv",), "ds_evict": ("dkdv",),
-                        "ds_split": ("dkdv",), "ds_ws_split": ("dkdv",)}  # default: both
-_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk", "ds_own": "ds", "ds_own_w4": "ds", "ds_evict": "ds",
-                     "ds_split": "ds", "ds_ws_split": "ds"}  # default: separate
+                        **{n: ("dkdv",) for n in _DS_VARIANTS}}  # default: both
+_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk", **{n: "ds" for n in _DS_VARIANTS}}  # default: separate
 # other arguments of attention_bwd a variant runs with (head dim -> kwargs; None: every head dim)
-_BWD_VARIANT_ARGS = {"ds_own_w4": {128: dict(dkdv_config=dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2),
-                                             dq_config=dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3))},
-                     "ds_ws_split": {128: dict(dkdv_config=dict(WS=True), dq_config=dict(num_stages=3))}}
+_BWD_VARIANT_ARGS = {"ds_ws_split": {128: dict(dkdv_config=dict(WS=True))}}
 
 
 # our backward through autograd: attention(dq_mode=...) for each dQ mode
@@ -233,12 +220,6 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
         name = "sweep_bwd_ds_" + ("default" if c is None else str(list(c[0])) + str(list(c[1])))
         fn = lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="ds",  # noqa: E731
                                          dkdv_config=c and _cfg(c[0]), dq_config=c and _cfg(c[1]))
-        check_against_default(name, fn)
-        record(name, fn)
-    for c1, c2 in SWEEP_DS_WS.get(D, []):
-        name = f"sweep_bwd_ds_ws{list(c1)}{list(c2)}"
-        fn = lambda c1=c1, c2=c2: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="ds",  # noqa: E731
-                                                  dkdv_config=dict(_cfg(c1), WS=True), dq_config=_cfg(c2))
         check_against_default(name, fn)
         record(name, fn)
     # each kernel of the backward alone (default configs, each dQ mode): where the time goes

@@ -233,7 +233,7 @@ KNOBS: Tuple[Knob, ...] = (
          "overlaps the next tile's K loop, as Triton's; passes/tma_stores.py) or eager (waited for right after it "
          "is issued)", _choice(("deferred", ("deferred",) + _TRUE), ("eager", ("eager",) + _FALSE)),
          compile=True, field="tma_store_wait"),
-    Knob("KERNELC_TMA_STORE_PUBLISH", "choice", "shared",
+    Knob("KERNELC_TMA_STORE_PUBLISH", "choice", "own",
          "a deferred TMA store in a loop whose trip has a barrier after it (the attention backward's dS^T store "
          "before the TMA ring's refill): shared (two staging stages that trips alternate between, the tile "
          "published and the other stage released by that barrier, the copy issued after it: no barrier of its "
@@ -241,7 +241,7 @@ KNOBS: Tuple[Knob, ...] = (
          _choice(("shared", ("shared",) + _TRUE), ("own", ("own",) + _FALSE)),
          compile=True, field="tma_store_publish"),
     Knob("KERNELC_TMA_STORE_L2", "choice", "normal",
-         "the L2 policy of a TMA store that a later barrier of its trip publishes (KERNELC_TMA_STORE_PUBLISH=shared): "
+         "the L2 policy of a deferred TMA store in a loop: "
          "normal, or evict_first (cp.async.bulk.tensor with an L2::cache_hint from createpolicy: the written lines "
          "are evicted first, the tiles the loop re-reads stay; the attention backward's dS^T stream)",
          _choice(("normal", ("normal",)), ("evict_first", ("evict_first",))), compile=True, field="tma_store_l2"),
@@ -362,7 +362,7 @@ class CompileOptions:
     flatten_loops: str = "auto"
     flatten_carry_tiles: bool = True
     tma_store_wait: str = "deferred"
-    tma_store_publish: str = "shared"
+    tma_store_publish: str = "own"
     tma_store_l2: str = "normal"
     tma_store_split: bool = False
     store_smem_discount: str = "4"

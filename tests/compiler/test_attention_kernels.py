@@ -202,9 +202,6 @@ def test_ds_mode_stores_ds_with_tma_and_its_gemm_is_pipelined_wgmma(D, causal):
     count = lambda p: sum(o.startswith(p) for o in body)  # noqa: E731
     assert count("UTMASTG.2D") == 1 and count("SYNCS.PHASECHK") >= 1, body
     assert count("HMMA") == 0 and count("LDGSTS") == 0, body
-    # the store's stage is published by the TMA ring's barrier (passes/tma_stores.py, two stages): the loop keeps
-    # that one BAR.SYNC, as without the store, where one stage behind barriers of its own took 3
-    assert count("BAR.SYNC") == 1, body
     sig = dict(DST=P("fp16"), K=P("fp16"), DQ=P("fp16"), sm_scale="fp32", stride_z="i32", stride_h="i32",
                stride_m="i32", stride_k="i32", H="i32", N_CTX="i32")
     g = _compile(B.attn_bwd_dq_from_ds_kernel, sig, dict(HEAD_DIM=D, CAUSAL=causal),

@@ -114,10 +114,11 @@ def test_a_store_in_a_loop_waits_for_its_buffer_before_writing_it_again():
     verify(fn)
 
 
-def test_a_store_that_a_later_barrier_of_its_trip_publishes_alternates_two_stages():
-    # the ring's barrier before its refill publishes the staged tile and releases the other stage: no barrier of
-    # the store's own; the elected thread waits for the previous trip's store before that barrier, and issues this
-    # trip's after it
+def test_a_store_that_a_later_barrier_of_its_trip_publishes_alternates_two_stages(monkeypatch):
+    # KERNELC_TMA_STORE_PUBLISH=shared: the ring's barrier before its refill publishes the staged tile and releases
+    # the other stage: no barrier of the store's own; the elected thread waits for the previous trip's store before
+    # that barrier, and issues this trip's after it
+    monkeypatch.setenv("KERNELC_TMA_STORE_PUBLISH", "shared")
     ir, fn, _ = _passes(store_mid_trip, MID_SIG, dict(BM=128, BK=64), num_warps=8, div=ALL16(MID_SIG))
     filecheck(ir["expand_bulk_reductions"], """
         CHECK: [[D:%\\d+]] = make_tensor_descriptor %c_ptr
@@ -163,6 +164,7 @@ def test_a_store_that_a_later_barrier_of_its_trip_publishes_alternates_two_stage
 
 def test_the_shared_publication_takes_a_signed_stage_for_a_step_of_unknown_sign_and_own_keeps_one_stage(
         monkeypatch):
+    monkeypatch.setenv("KERNELC_TMA_STORE_PUBLISH", "shared")
     ir, _, _ = _passes(store_mid_trip, MID_SIG, dict(BM=128, BK=64, CONST_STEP=False), num_warps=8,
                        div=ALL16(MID_SIG))
     filecheck(ir["defer_tma_store_waits"], """
@@ -262,6 +264,7 @@ def test_the_shared_publication_removes_the_stores_two_barriers(monkeypatch):
     def build():
         return kernelc.compile(store_mid_trip, MID_SIG, dict(BM=128, BK=64), target="sm_90a", num_warps=8,
                                num_stages=3, divisibility=ALL16(MID_SIG))
+    monkeypatch.setenv("KERNELC_TMA_STORE_PUBLISH", "shared")
     shared = build()
     monkeypatch.setenv("KERNELC_TMA_STORE_PUBLISH", "own")
     own = build()
@@ -269,8 +272,10 @@ def test_the_shared_publication_removes_the_stores_two_barriers(monkeypatch):
     assert shared.n_spills == 0 and shared.shared == own.shared + 128 * 64 * 2  # the second stage
 
 
-def test_the_l2_knob_writes_an_evict_first_hint_on_the_published_store(monkeypatch):
+@pytest.mark.parametrize("publish", ["own", "shared"])
+def test_the_l2_knob_writes_an_evict_first_hint_on_the_store(monkeypatch, publish):
     monkeypatch.setenv("KERNELC_TMA_STORE_L2", "evict_first")
+    monkeypatch.setenv("KERNELC_TMA_STORE_PUBLISH", publish)
     _, fn, _ = _passes(store_mid_trip, MID_SIG, dict(BM=128, BK=64), num_warps=8, div=ALL16(MID_SIG))
     (store,) = [o for o in fn.walk() if o.name == "bulk_store"]
     assert store.attrs.get("l2_hint") == "evict_first"

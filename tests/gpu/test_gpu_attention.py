@@ -124,8 +124,7 @@ def _check_backward_at(D, causal, **kw):
         _close_as_torch(f"{name} at {which}={cfg}", ours[i], grads["torch"][i], grads["fp32"][i], 5e-3)
 
 
-DS_CONFIGS = [("ds", 128, (64, 128, 8, 3), (128, 64, 8, 4)), ("ds", 128, (64, 64, 4, 2), (64, 64, 4, 3)),
-              ("ds", 128, (32, 64, 4, 3), (64, 64, 4, 3))]
+DS_CONFIGS = [("ds", 128, (64, 128, 8, 3), (128, 64, 8, 4))]
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -156,7 +155,7 @@ def test_ds_store_published_by_the_rings_barrier_or_its_own_is_the_same(N, D, ca
     o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
     # and KERNELC_TMA_STORE_SPLIT (own publication): each warpgroup stores its own 64 rows of dS^T (D=128, 8 warps)
     grads = {}
-    for pub, split in (("shared", "0"), ("own", "0"), ("own", "1")):
+    for pub, split in (("shared", "0"), ("own", "0"), ("own", "1")):  # shared first: the others compare with it
         monkeypatch.setenv("KERNELC_TMA_STORE_PUBLISH", pub)
         monkeypatch.setenv("KERNELC_TMA_STORE_SPLIT", split)
         kern = dict(dkdv=kernelc.jit(B.attn_bwd_dkdv_kernel.fn))  # a fresh copy compiles under the knobs

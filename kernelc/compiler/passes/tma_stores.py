@@ -29,7 +29,7 @@ writes that schedule (``KERNELC_TMA_STORE_WAIT=deferred``, the default; ``eager`
 
 A store that a ``barrier`` of the same trip follows (the attention backward's dS^T store, with the TMA ring's
 barrier before its refill further down the loop body) needs no barrier of its own
-(``KERNELC_TMA_STORE_PUBLISH=shared``, the default): its descriptor gets two stages, a trip writes stage
+(``KERNELC_TMA_STORE_PUBLISH=shared``; ``own``, the default, keeps the form above): its descriptor gets two stages, a trip writes stage
 ``((iv - lb) / step) mod 2``, and the later barrier publishes both the staged tile and the other stage's release::
 
       %s = srem (sdiv (sub %iv, %lb), %step), 2
@@ -127,7 +127,7 @@ def _warpgroup_bands(ctx, st: Op) -> int:
     return G
 
 
-def _split_store(em: _Emit, st: Op, buf: Value, G: int, R: int, smem_write: bool) -> None:
+def _split_store(em: _Emit, st: Op, buf: Value, G: int, R: int, smem_write: bool, hint) -> None:
     """The ops of a store split into warpgroup bands (``_warpgroup_bands``) in ``em``."""
     tile = st.operands[1]
     wg = em.val("warpgroup_index", [], int32, uniform=True)
@@ -140,7 +140,7 @@ def _split_store(em: _Emit, st: Op, buf: Value, G: int, R: int, smem_write: bool
     em.op("fence_async_shared", [])
     em.op("barrier", [], warpgroup=True)
     row = em.val("add", [st.operands[2], em.val("mul", [wg, em.const(R)], int32)], int32)
-    em.op("bulk_store", [buf, wg, t0, row] + list(st.operands[3:]))
+    em.op("bulk_store", [buf, wg, t0, row] + list(st.operands[3:]), **hint)
     em.op("bulk_commit_group", [t0])
 
 
@@ -225,8 +225,9 @@ def defer_tma_store_waits(fn: Function, ctx=None, mode: Optional[str] = None) ->
         em = _Emit(st.loc)
         block = st.block
         stage = None
+        hint = {"l2_hint": "evict_first"} if evict_first else {}
         if G:
-            _split_store(em, st, buf, G, desc.type.block_shape[0], _stmatrix(ctx, tile))
+            _split_store(em, st, buf, G, desc.type.block_shape[0], _stmatrix(ctx, tile), hint)
             at = block.ops.index(st)
             block.ops.remove(st)
             _insert(block, at, em.ops)
@@ -238,7 +239,6 @@ def defer_tma_store_waits(fn: Function, ctx=None, mode: Optional[str] = None) ->
             em.op("fence_async_shared", [])
             em.op("bulk_wait_group", [t0], pending=0, read=True)
             issue = _Emit(st.loc)
-            hint = {"l2_hint": "evict_first"} if evict_first else {}
             issue.op("bulk_store", [buf, s, t0] + list(st.operands[2:]), **hint)
             issue.op("bulk_commit_group", [t0])
             at = block.ops.index(st)
@@ -253,7 +253,7 @@ def defer_tma_store_waits(fn: Function, ctx=None, mode: Optional[str] = None) ->
             stage = em.op("bulk_stage_store", [buf, zero, tile])
             em.op("fence_async_shared", [])
             em.op("barrier", [])
-            em.op("bulk_store", [buf, zero, t0] + list(st.operands[2:]))
+            em.op("bulk_store", [buf, zero, t0] + list(st.operands[2:]), **hint)
             em.op("bulk_commit_group", [t0])
             at = block.ops.index(st)
             block.ops.remove(st)
