@@ -146,6 +146,19 @@ def test_ds_mode_at_the_sweeps_configs(mode, D, c1, c2, causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("mode", ["separate", "ds"])
+@pytest.mark.parametrize("N,D", [(1000, 128), (1000, 64)])
+def test_dkdv_with_lse_and_delta_loaded_a_trip_ahead_is_the_same(N, D, mode, causal):
+    # PREFETCH_LD: the next trip's LSE and delta rows loaded during this trip (masked past N_CTX) give the same grads
+    q, k, v, do = _inputs(1, 4, N, D, torch.float16)
+    o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
+    base = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode=mode)
+    pf = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode=mode, dkdv_config=dict(PREFETCH_LD=True))
+    for x, y in zip(base, pf):
+        assert torch.equal(x, y)
+
+
+@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("N,D", [(1000, 128), (1024, 64)])
 def test_ds_store_published_by_the_rings_barrier_or_its_own_is_the_same(N, D, causal, monkeypatch):
     # KERNELC_TMA_STORE_PUBLISH: the dS^T stage in two stages published by the TMA ring's barrier (shared, the
