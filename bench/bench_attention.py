@@ -124,22 +124,12 @@ SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4,
 #             the example issued dO V^T before P's exp2)
 #   bulk_s1, bulk_s3  dq_mode="bulk" with 1 / 3 staging stages for dQ's tile (KERNELC_BULK_REDUCE_STAGES;
 #             default 2): 1 waits for each reduction to read its stage before the next trip stages its tile
-#   ds_shared dq_mode="ds" with the dS^T store's two staging stages published by the TMA ring's barrier (no barrier of
-#             its own; KERNELC_TMA_STORE_PUBLISH=shared): 2.5% slower dK/dV kernel on an H100 (call H11)
-#   ds_evict  dq_mode="ds" with dS^T's TMA stores under an L2 evict-first policy (KERNELC_TMA_STORE_L2)
-#   ds_split  dq_mode="ds", dS^T's store split into warpgroup bands behind named barriers of 128 threads
-#             (KERNELC_TMA_STORE_SPLIT=1); ds_ws_split the same in the producer-warpgroup dK/dV loop (WS=True)
 BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNELC_WGMMA_PIN_WAITS": "0"},
-                "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"},
-                "ds_shared": {"KERNELC_TMA_STORE_PUBLISH": "shared"},
-                "ds_evict": {"KERNELC_TMA_STORE_L2": "evict_first"},
-                "ds_split": {"KERNELC_TMA_STORE_SPLIT": "1"}, "ds_ws_split": {"KERNELC_TMA_STORE_SPLIT": "1"}}
-_DS_VARIANTS = ("ds_shared", "ds_evict", "ds_split", "ds_ws_split")
-_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",),
-                        **{n: ("dkdv",) for n in _DS_VARIANTS}}  # default: both
-_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk", **{n: "ds" for n in _DS_VARIANTS}}  # default: separate
+                "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"}}
+_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",)}  # default: both
+_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk"}  # default: separate
 # other arguments of attention_bwd a variant runs with (head dim -> kwargs; None: every head dim)
-_BWD_VARIANT_ARGS = {"ds_ws_split": {128: dict(dkdv_config=dict(WS=True))}}
+_BWD_VARIANT_ARGS = {}
 
 
 # our backward through autograd: attention(dq_mode=...) for each dQ mode

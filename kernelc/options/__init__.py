@@ -233,23 +233,6 @@ KNOBS: Tuple[Knob, ...] = (
          "overlaps the next tile's K loop, as Triton's; passes/tma_stores.py) or eager (waited for right after it "
          "is issued)", _choice(("deferred", ("deferred",) + _TRUE), ("eager", ("eager",) + _FALSE)),
          compile=True, field="tma_store_wait"),
-    Knob("KERNELC_TMA_STORE_PUBLISH", "choice", "own",
-         "a deferred TMA store in a loop whose trip has a barrier after it (the attention backward's dS^T store "
-         "before the TMA ring's refill): shared (two staging stages that trips alternate between, the tile "
-         "published and the other stage released by that barrier, the copy issued after it: no barrier of its "
-         "own; passes/tma_stores.py) or own (one stage and two barriers of its own around the stage's write)",
-         _choice(("shared", ("shared",) + _TRUE), ("own", ("own",) + _FALSE)),
-         compile=True, field="tma_store_publish"),
-    Knob("KERNELC_TMA_STORE_L2", "choice", "normal",
-         "the L2 policy of a deferred TMA store in a loop: "
-         "normal, or evict_first (cp.async.bulk.tensor with an L2::cache_hint from createpolicy: the written lines "
-         "are evicted first, the tiles the loop re-reads stay; the attention backward's dS^T stream)",
-         _choice(("normal", ("normal",)), ("evict_first", ("evict_first",))), compile=True, field="tma_store_l2"),
-    Knob("KERNELC_TMA_STORE_SPLIT", "bool", False,
-         "a TMA store in a loop with no later barrier of its trip to publish it (a warp-specialised loop's), of a "
-         "tile whose rows the consumer warpgroups hold in equal bands (a wgmma accumulator): each warpgroup stages "
-         "and stores its own band behind named barriers of its 128 threads, no CTA-wide barrier "
-         "(passes/tma_stores.py)", compile=True, field="tma_store_split"),
     Knob("KERNELC_STORE_SMEM_DISCOUNT", "choice", "4",
          "how much cheaper a byte of shared-memory traffic is than a byte of global sectors when passes/coalesce.py "
          "prices a store's conversion to its coalesced layout: 4 (an MMA accumulator stored as fp16/bf16 goes through "
@@ -362,9 +345,6 @@ class CompileOptions:
     flatten_loops: str = "auto"
     flatten_carry_tiles: bool = True
     tma_store_wait: str = "deferred"
-    tma_store_publish: str = "own"
-    tma_store_l2: str = "normal"
-    tma_store_split: bool = False
     store_smem_discount: str = "4"
     uniform_masks: bool = True
     use_layout_loads: str = "all"

@@ -147,7 +147,7 @@ def test_ds_mode_at_the_sweeps_configs(mode, D, c1, c2, causal):
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("mode", ["separate", "ds"])
-@pytest.mark.parametrize("N,D", [(1000, 128), (1000, 64)])
+@pytest.mark.parametrize("N,D", [(1024, 128), (1000, 64)])  # ds needs N % 8 == 0 (1000: the separate fallback)
 def test_dkdv_with_lse_and_delta_loaded_a_trip_ahead_is_the_same(N, D, mode, causal):
     # PREFETCH_LD: the next trip's LSE and delta rows loaded during this trip (masked past N_CTX) give the same grads
     q, k, v, do = _inputs(1, 4, N, D, torch.float16)
@@ -156,26 +156,6 @@ def test_dkdv_with_lse_and_delta_loaded_a_trip_ahead_is_the_same(N, D, mode, cau
     pf = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode=mode, dkdv_config=dict(PREFETCH_LD=True))
     for x, y in zip(base, pf):
         assert torch.equal(x, y)
-
-
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("N,D", [(1000, 128), (1024, 64)])
-def test_ds_store_published_by_the_rings_barrier_or_its_own_is_the_same(N, D, causal, monkeypatch):
-    # KERNELC_TMA_STORE_PUBLISH: the dS^T stage in two stages published by the TMA ring's barrier (shared, the
-    # default) or in one stage behind barriers of its own (own): the same values reach the same places
-    import kernelc
-    q, k, v, do = _inputs(1, 4, N, D, torch.float16)
-    o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
-    # and KERNELC_TMA_STORE_SPLIT (own publication): each warpgroup stores its own 64 rows of dS^T (D=128, 8 warps)
-    grads = {}
-    for pub, split in (("shared", "0"), ("own", "0"), ("own", "1")):  # shared first: the others compare with it
-        monkeypatch.setenv("KERNELC_TMA_STORE_PUBLISH", pub)
-        monkeypatch.setenv("KERNELC_TMA_STORE_SPLIT", split)
-        kern = dict(dkdv=kernelc.jit(B.attn_bwd_dkdv_kernel.fn))  # a fresh copy compiles under the knobs
-        grads[pub, split] = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="ds", kernels=kern)
-    for other in (("own", "0"), ("own", "1")):
-        for x, y in zip(grads["shared", "0"], grads[other]):
-            assert torch.equal(x, y)
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -245,11 +245,6 @@ def lower_return(lw: Lowering, op):
 
 @rule("barrier")
 def lower_barrier(lw: Lowering, op):
-    if op.attrs.get("warpgroup"):
-        # orders this warpgroup's threads only: what the others wrote stays pending for the shared-memory checks
-        from .tma import warpgroup_barrier
-        warpgroup_barrier(lw)
-        return
     lw.barrier()
 
 

@@ -395,10 +395,7 @@ def lower_bulk_stage_store(lw: Lowering, op):
     buf: BulkBuffer = lw.rings[op.operands[0].id]
     ty = op.operands[0].op.operands[0].type
     sm = T.box_smem(buf.box, buf.stage_base(lw, lw.scalar(op.operands[1])))
-    # parts=P: the tile is P boxes stacked along dim 0 in consecutive stages (passes/tma_stores.py checks that a box
-    # is one swizzle panel of whole 1024-byte repeats, so the rows run on across the stages)
-    shape = op.operands[2].type.shape if op.attrs.get("parts") else ty.block_shape
-    write_tile(lw, lw.get(op.operands[2]), sm, ty.element_ty, shape, op.attrs.get("smem_write") == "stmatrix")
+    write_tile(lw, lw.get(op.operands[2]), sm, ty.element_ty, ty.block_shape, op.attrs.get("smem_write") == "stmatrix")
 
 
 class _At:
@@ -426,8 +423,7 @@ def lower_bulk_store(lw: Lowering, op):
     report_tma(lw, op, "store (TMA)", buf.tmap.ty)
     stage, pred = lw.scalar(op.operands[1]), lw.scalar(op.operands[2])
     offs = [lw.scalar(v) for v in op.operands[3:]]
-    T.copy_tile_out(lw, buf.box, buf.tmap.address(lw), buf.stage_base(lw, stage), offs, pred,
-                    op.attrs.get("l2_hint") == "evict_first")
+    T.copy_tile_out(lw, buf.box, buf.tmap.address(lw), buf.stage_base(lw, stage), offs, pred)
 
 
 @rule("bulk_commit_group")

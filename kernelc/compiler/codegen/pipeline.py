@@ -218,9 +218,6 @@ def lower_mbarrier_at(lw: Lowering, op: Op) -> None:
 
 @rule("elect_one")
 def lower_elect_one(lw: Lowering, op: Op) -> None:
-    if op.attrs.get("per_warpgroup"):
-        lw.scalars[op.results[0].id] = T.elected_per_warpgroup(lw)
-        return
     lw.scalars[op.results[0].id] = T.elected(lw, op.attrs.get("warp", 0))
 
 

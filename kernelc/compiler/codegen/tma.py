@@ -65,24 +65,6 @@ def elected(lw, warp: int = 0) -> str:
     return e.val(f"and i1 {e.val(f'icmp eq i32 {lw.warp}, {warp}')}, {leader}")
 
 
-def elected_per_warpgroup(lw) -> str:
-    """As :func:`elected`, in the first warp of each warpgroup: one thread a warpgroup."""
-    e = lw.e
-    pair = e.call("{ i32, i1 }", "llvm.nvvm.elect.sync", [("i32", "-1")])
-    leader = e.val(f"extractvalue {{ i32, i1 }} {pair}, 1")
-    first = e.val(f"icmp eq i32 {e.val(f'and i32 {lw.warp}, 3')}, 0")
-    return e.val(f"and i1 {first}, {leader}")
-
-
-WARPGROUP_BARRIER = 4  # named barrier 4 + w: warpgroup w's own (0: __syncthreads, 1: consumers, 2-3: ping-pong)
-
-
-def warpgroup_barrier(lw) -> None:
-    """``bar.sync 4 + tid / 128, 128``: the 128 threads of this warpgroup wait for one another."""
-    lw.e.asm("void", f"{{ .reg .b32 t; shr.u32 t, $0, 7; add.u32 t, t, {WARPGROUP_BARRIER}; bar.sync t, 128; }}",
-             "r", [("i32", lw.tid)])
-
-
 def _pred(lw, pred: Optional[str]) -> str:
     return pred if pred is not None else "true"
 
@@ -141,15 +123,10 @@ def tma_load(lw, tmap: str, dst: str, bar: str, coords: Sequence[str], pred: Opt
     lw.e.asm("void", code, ",".join(["b", "r", "l", "r"] + ["r"] * n), args)
 
 
-def tma_store(lw, tmap: str, src: str, coords: Sequence[str], pred: Optional[str], evict_first: bool = False) -> None:
-    """One box shared (``src``) -> global; out-of-bounds elements of the box are not written. ``evict_first``: the
-    written lines are the first L2 evicts (a policy made by ``createpolicy``)."""
+def tma_store(lw, tmap: str, src: str, coords: Sequence[str], pred: Optional[str]) -> None:
+    """One box shared (``src``) -> global; out-of-bounds elements of the box are not written."""
     n = len(coords)
     code = f"@$0 cp.async.bulk.tensor.{n}d.global.shared::cta.bulk_group [$1, {_coords(coords, 3)}], [$2];"
-    if evict_first:
-        code = ("{ .reg .b64 pol; createpolicy.fractional.L2::evict_first.b64 pol, 1.0; "
-                f"@$0 cp.async.bulk.tensor.{n}d.global.shared::cta.bulk_group.L2::cache_hint "
-                f"[$1, {_coords(coords, 3)}], [$2], pol; }}")
     args = [("i1", _pred(lw, pred)), ("i64", tmap), ("i32", src)] + [("i32", c) for c in coords]
     lw.e.asm("void", code, ",".join(["b", "l", "r"] + ["r"] * n), args)
 
@@ -210,13 +187,12 @@ def reduce_tile_out(lw, box: TmaBox, tmap: str, base, offsets: Sequence[str], ki
         tma_reduce(lw, tmap, src, list(reversed(coords)), kind, pred)
 
 
-def copy_tile_out(lw, box: TmaBox, tmap: str, base, offsets: Sequence[str], pred: Optional[str],
-                  evict_first: bool = False) -> None:
+def copy_tile_out(lw, box: TmaBox, tmap: str, base, offsets: Sequence[str], pred: Optional[str]) -> None:
     e = lw.e
     for delta, off in box.boxes():
         coords = [o if d == 0 else e.val(f"add i32 {o}, {d}") for o, d in zip(offsets, delta)]
         src = smem_addr(lw, base if off == 0 else e.val(f"add i32 {base}, {off}"))
-        tma_store(lw, tmap, src, list(reversed(coords)), pred, evict_first)
+        tma_store(lw, tmap, src, list(reversed(coords)), pred)
 
 
 class BarrierPool:

@@ -141,9 +141,7 @@ for op in [
           optional_attrs=("kind",)),
     OpDef("print", (0, -1), ("prefix",), pure=False, results=0, category="debug", optional_attrs=("hex", "types")),
     OpDef("assert", (1, 1), ("msg",), pure=False, results=0, category="debug"),
-    OpDef("barrier", (0, 0), pure=False, results=0, category="sync", optional_attrs=("warpgroup",),
-          doc="every thread that runs tile code waits for the others (warpgroup=True: only the 128 of its own "
-              "warpgroup, named barrier 4 + its index; passes/tma_stores.py)"),
+    OpDef("barrier", (0, 0), pure=False, results=0, category="sync"),
     # The cp.async ring of a pipelined loop as explicit ops (passes/cp_async_rings.py, docs/schedule-ir.md).
     OpDef("ring_alloc", (0, 0), ("stages", "operand"), pure=False, category="ring",
           doc="a shared-memory ring of `stages` copies of the result's tile, laid out as dot operand 'a' or 'b'; "
@@ -177,10 +175,9 @@ for op in [
           doc="`count` mbarriers (8 bytes each) in shared memory; the i64 result names the group"),
     OpDef("mbarrier_at", (2, 2), category="ring",
           doc="barrier group, index (i32) -> the shared-memory address (i32) of barrier `index`"),
-    OpDef("elect_one", (0, 0), category="ring", optional_attrs=("warp", "per_warpgroup"),
+    OpDef("elect_one", (0, 0), category="ring", optional_attrs=("warp",),
           doc="i1: true in the one thread that drives the copy engine, the lane elect.sync picks in warp `warp` "
-              "(default 0; per_warpgroup=True: in the first warp of each warpgroup, one thread a warpgroup); every "
-              "lane of that warp runs it"),
+              "(default 0); every lane of that warp runs it"),
     OpDef("mbarrier_init", (2, 2), ("count",), pure=False, results=0, category="ring",
           doc="barrier, pred (i1): where pred, initialise the barrier to expect `count` arrivals"),
     OpDef("fence_mbarrier_init", (0, 0), pure=False, results=0, category="ring",
@@ -206,9 +203,8 @@ for op in [
               "sources of bulk reductions into it; the result has the block's type"),
     OpDef("bulk_stage_store", (3, 3), pure=False, results=0, category="ring",
           doc="buffer, stage (i32), tile: every thread writes its elements of the tile into the stage (smem_write="
-              "'stmatrix': 16-bit MMA fragments, eight 8x8 blocks per instruction; passes/tma_stores.py); parts=P: the "
-              "tile is P of the buffer's boxes stacked along dim 0, written into stages stage..stage+P-1",
-          optional_attrs=("smem_write", "parts")),
+              "'stmatrix': 16-bit MMA fragments, eight 8x8 blocks per instruction; passes/tma_stores.py)",
+          optional_attrs=("smem_write",)),
     OpDef("bulk_reduce", (3, -1), ("kind",), pure=False, results=0, category="ring",
           doc="buffer, stage (i32), pred (i1), offsets (i32, outermost first): where pred, cp.reduce.async."
               "bulk.tensor the stage into the buffer's descriptor's block at the offsets (`kind`: add) as part of "
@@ -217,8 +213,7 @@ for op in [
     OpDef("bulk_store", (3, -1), pure=False, results=0, category="ring",
           doc="buffer, stage (i32), pred (i1), offsets (i32, outermost first): where pred, cp.async.bulk.tensor the "
               "stage into the buffer's descriptor's block at the offsets (a TMA store) as part of this thread's bulk "
-              "group (passes/tma_stores.py); l2_hint='evict_first': with an L2 cache policy that evicts the written "
-              "lines first", optional_attrs=("l2_hint",)),
+              "group (passes/tma_stores.py)"),
     OpDef("bulk_commit_group", (1, 1), pure=False, results=0, category="ring",
           doc="pred (i1): where pred, close this thread's bulk group (cp.async.bulk.commit_group)"),
     OpDef("bulk_wait_group", (1, 1), ("pending", "read"), pure=False, results=0, category="ring",

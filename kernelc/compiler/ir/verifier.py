@@ -285,19 +285,8 @@ def _bulk_stage_store(op: Op) -> List[str]:
     errs = _bulk_buffer_and_stage(op)
     if errs is None:
         return ["operand 0 must be a bulk_buffer_alloc"]
-    parts = op.attrs.get("parts")
-    if parts is None:
-        if op.operands[2].type != buf.type:
-            errs.append(f"the tile's type {op.operands[2].type} differs from the buffer's {buf.type}")
-        return errs
-    if not (isinstance(parts, int) and not isinstance(parts, bool) and parts >= 2):
-        return errs + [f"parts must be an int >= 2, got {parts!r}"]
-    tb, bb = shape_of(op.operands[2].type), shape_of(buf.type)
-    if scalar_of(op.operands[2].type) != scalar_of(buf.type) or len(tb) != len(bb) or \
-            tb[0] != parts * bb[0] or tuple(tb[1:]) != tuple(bb[1:]):
-        errs.append(f"the tile {op.operands[2].type} must be {parts} of the buffer's boxes {buf.type} along dim 0")
-    if buf.op.attrs.get("stages", 0) < parts:
-        errs.append(f"the buffer has fewer than {parts} stages")
+    if op.operands[2].type != buf.type:
+        errs.append(f"the tile's type {op.operands[2].type} differs from the buffer's {buf.type}")
     return errs
 
 
@@ -323,11 +312,7 @@ def _bulk_reduce(op: Op) -> List[str]:
 
 
 def _bulk_store(op: Op) -> List[str]:
-    errs = _bulk_copy_out(op)
-    hint = op.attrs.get("l2_hint")
-    if hint is not None and hint != "evict_first":
-        errs.append(f"l2_hint must be 'evict_first', got {hint!r}")
-    return errs
+    return _bulk_copy_out(op)
 
 
 def _bulk_wait_group(op: Op) -> List[str]:
