@@ -212,12 +212,14 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                                          dkdv_config=c and _cfg(c[0]), dq_config=c and _cfg(c[1]))
         check_against_default(name, fn)
         record(name, fn)
-    # the dK/dV loop with next trip's LSE and delta rows loaded a trip ahead (PREFETCH_LD): their latency was the
-    # top stall of both dK/dV kernels in Nsight Compute (call H11b)
+    # the dK/dV loop with next trip's LSE and delta rows loaded a trip ahead (PREFETCH_LD) or not, whichever the
+    # default is not: their latency was the top stall of both dK/dV kernels in Nsight Compute (call H11b); ds's
+    # default at D=128 since call H11c (B.DS_PREFETCH_LD), the separate pass's nowhere
     for mode in ("separate", "ds"):
-        name = "sweep_bwd_pf" if mode == "separate" else "sweep_bwd_ds_pf"
-        fn = lambda mode=mode: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=mode,  # noqa: E731
-                                               dkdv_config=dict(PREFETCH_LD=True))
+        on = mode == "ds" and B.DS_PREFETCH_LD.get(D, False)
+        name = ("sweep_bwd_" if mode == "separate" else "sweep_bwd_ds_") + ("nopf" if on else "pf")
+        fn = lambda mode=mode, on=on: B.attention_bwd(do, q, k, v, o, lse, causal, scale,  # noqa: E731
+                                                      dq_mode=mode, dkdv_config=dict(PREFETCH_LD=not on))
         check_against_default(name, fn)
         record(name, fn)
     # each kernel of the backward alone (default configs, each dQ mode): where the time goes

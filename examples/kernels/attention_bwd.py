@@ -285,6 +285,10 @@ BULK_DKDV_CONFIGS = dict(ATOMIC_DKDV_CONFIGS)
 # dK/dV kernel's BLOCK_N (causal: the tiles it reads are the ones written); 0 spills on sm_90a
 DS_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (64, 128, 8, 3)}
 DQ_FROM_DS_CONFIGS = {16: (32, 32, 4, 3), 32: (32, 32, 4, 3), 64: (64, 64, 4, 4), 128: (128, 64, 8, 3)}
+# ds's dK/dV kernel loads the next trip's LSE and delta rows a trip ahead (PREFETCH_LD) at these head dims: 3-8%
+# faster at 128 on an H200 (call H11c, docs/attention.md "The dS^T store: what it costs"); not measured with ds at
+# the others, and not a win for the separate pass (12% slower at 64 non-causal)
+DS_PREFETCH_LD = {128: True}
 # the dS^T buffer ([heads, N, N] in the inputs' dtype) is at most this large: more heads run in groups of as many
 # as fit, each group's dK/dV and dQ launched before the next's
 DS_WORKSPACE_BYTES = 8 << 30
@@ -408,7 +412,7 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_
     Z, H, N, D = q.shape
     ZH = Z * H
     G = max(1, min(ZH, workspace_bytes // (N * N * q.element_size())))
-    c1 = dict(dict(STORE_DS=True), **c1)
+    c1 = dict(dict(STORE_DS=True, PREFETCH_LD=DS_PREFETCH_LD.get(D, False)), **c1)
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     dst = torch.empty((G, N, N), device=q.device, dtype=q.dtype)
