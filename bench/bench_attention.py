@@ -212,6 +212,16 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                                          dkdv_config=c and _cfg(c[0]), dq_config=c and _cfg(c[1]))
         check_against_default(name, fn)
         record(name, fn)
+    # the dK/dV loop with next trip's LSE and delta rows loaded a trip ahead (PREFETCH_LD) or not, whichever the
+    # default is not: their latency was the top stall of both dK/dV kernels in Nsight Compute (call H11b); ds's
+    # default at D=128 since call H11c (B.DS_PREFETCH_LD), the separate pass's nowhere
+    for mode in ("separate", "ds"):
+        on = mode == "ds" and B.DS_PREFETCH_LD.get(D, False)
+        name = ("sweep_bwd_" if mode == "separate" else "sweep_bwd_ds_") + ("nopf" if on else "pf")
+        fn = lambda mode=mode, on=on: B.attention_bwd(do, q, k, v, o, lse, causal, scale,  # noqa: E731
+                                                      dq_mode=mode, dkdv_config=dict(PREFETCH_LD=not on))
+        check_against_default(name, fn)
+        record(name, fn)
     # each kernel of the backward alone (default configs, each dQ mode): where the time goes
     for tag, cfgs in [("default", {}), ("atomic", dict(dq_mode="atomic")), ("bulk", dict(dq_mode="bulk")),
                       ("ds", dict(dq_mode="ds"))]:
@@ -248,6 +258,11 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                 launch()
             for step, launch in steps:
                 record(f"sweep_bwd_part_{name}_{step}", launch)
+    # the defaults timed again after every other entry (only when asked by name): later entries of a process ran ~3%
+    # faster on an H100 (calls H11, H11b), so a variant is compared with the default on both sides of it
+    for name, mode in (("sweep_bwd_default_late", "separate"), ("sweep_bwd_ds_late", "ds")):
+        if only and _picked(name, only):
+            record(name, lambda mode=mode: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=mode))
     fwd = {n: r["ms"] for n, r in res.items() if n.startswith("sweep_fwd") or n == "ours_fwd"}  # with the default
     bwd = {n: r["ms"] for n, r in res.items() if n.startswith("sweep_bwd") and not n.startswith("sweep_bwd_part")}
     if fwd:

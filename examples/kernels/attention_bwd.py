@@ -53,8 +53,13 @@ def attn_bwd_preprocess_kernel(O, DO, Delta, stride_oz, stride_oh, stride_om, st
 def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, stride_dom, stride_dqm, offs_n,
                 offs_m0, qk_scale, lo, hi, N_CTX, sm_scale, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
                 ATOMIC_DQ: tl.constexpr, WS: tl.constexpr, BULK_DQ: tl.constexpr, ds_desc=None, start_n=0,
-                STORE_DS: tl.constexpr = False):
+                STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False):
     """Query blocks [lo, hi) into (dk, dv) of one key block; P^T and dS^T are [BLOCK_N, BLOCK_M]."""
+    # PREFETCH_LD: each trip loads the next trip's LSE and delta rows, so their latency runs under a whole trip (they
+    # were the dK/dV loop's top stall in Nsight Compute, more so under ds's dS^T stream: docs/attention.md)
+    if PREFETCH_LD:
+        lse_n = tl.load(LSE + lo + offs_m0, mask=lo + offs_m0 < N_CTX, other=0.0)
+        delta_n = tl.load(Delta + lo + offs_m0, mask=lo + offs_m0 < N_CTX, other=0.0)
     # no producer warp by default (WS): dK and dV hold two fp32 [BLOCK_N, HEAD_DIM] accumulators, and a
     # producer warpgroup caps the consumers at 240 registers with setmaxnreg (spill-free at head dim 128 only
     # with BLOCK_M = 32; 168 spilled at 64)
@@ -70,8 +75,15 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
         else:
             q = tl.load(q_ptrs + start_m * stride_qm, mask=rows[:, None], other=0.0)
             do = tl.load(do_ptrs + start_m * stride_dom, mask=rows[:, None], other=0.0)
-        lse = tl.load(LSE + offs_m, mask=rows, other=0.0)
-        delta = tl.load(Delta + offs_m, mask=rows, other=0.0)
+        if PREFETCH_LD:
+            lse = lse_n
+            delta = delta_n
+            nxt = offs_m + BLOCK_M
+            lse_n = tl.load(LSE + nxt, mask=nxt < N_CTX, other=0.0)
+            delta_n = tl.load(Delta + nxt, mask=nxt < N_CTX, other=0.0)
+        else:
+            lse = tl.load(LSE + offs_m, mask=rows, other=0.0)
+            delta = tl.load(Delta + offs_m, mask=rows, other=0.0)
         # both logit-shaped dots first (FA3's order): the compiler then waits for each where it is first read,
         # and V dO^T runs on the tensor cores while P^T is recomputed (schedule_wgmma, deferred waits)
         qkT = tl.dot(k, tl.trans(q))
@@ -107,7 +119,7 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                          dq_stride_z, dq_stride_h, dq_stride_m, H, N_CTX, BLOCK_M: tl.constexpr,
                          BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
                          ATOMIC_DQ: tl.constexpr, WS: tl.constexpr = False, BULK_DQ: tl.constexpr = False,
-                         STORE_DS: tl.constexpr = False):
+                         STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False):
     """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ, through a descriptor's bulk
     reductions with BULK_DQ too); WS: a producer warp(group)
     fills the loop's TMA ring (the bench's sweep tries it). Q, K, V, dO, dK, dV share
@@ -156,10 +168,10 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         lo = start_n + BLOCK_N
         dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                              offs_n, offs_m0, qk_scale, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
-                             True, ATOMIC_DQ, WS, BULK_DQ, ds_desc, start_n, STORE_DS)
+                             True, ATOMIC_DQ, WS, BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD)
     dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                          offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
-                         BULK_DQ, ds_desc, start_n, STORE_DS)
+                         BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
     tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
 
@@ -273,6 +285,10 @@ BULK_DKDV_CONFIGS = dict(ATOMIC_DKDV_CONFIGS)
 # dK/dV kernel's BLOCK_N (causal: the tiles it reads are the ones written); 0 spills on sm_90a
 DS_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (64, 128, 8, 3)}
 DQ_FROM_DS_CONFIGS = {16: (32, 32, 4, 3), 32: (32, 32, 4, 3), 64: (64, 64, 4, 4), 128: (128, 64, 8, 3)}
+# ds's dK/dV kernel loads the next trip's LSE and delta rows a trip ahead (PREFETCH_LD) at these head dims: 3-8%
+# faster at 128 on an H200 (call H11c, docs/attention.md "The dS^T store: what it costs"); not measured with ds at
+# the others, and not a win for the separate pass (12% slower at 64 non-causal)
+DS_PREFETCH_LD = {128: True}
 # the dS^T buffer ([heads, N, N] in the inputs' dtype) is at most this large: more heads run in groups of as many
 # as fit, each group's dK/dV and dQ launched before the next's
 DS_WORKSPACE_BYTES = 8 << 30
@@ -396,7 +412,7 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_
     Z, H, N, D = q.shape
     ZH = Z * H
     G = max(1, min(ZH, workspace_bytes // (N * N * q.element_size())))
-    c1 = dict(dict(STORE_DS=True), **c1)
+    c1 = dict(dict(STORE_DS=True, PREFETCH_LD=DS_PREFETCH_LD.get(D, False)), **c1)
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     dst = torch.empty((G, N, N), device=q.device, dtype=q.dtype)

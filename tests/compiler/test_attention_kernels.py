@@ -185,7 +185,8 @@ def compile_dkdv_ds(D, causal, dt="fp16"):
     sig = dict(Q=P(dt), K=P(dt), V=P(dt), DO=P(dt), DK=P(dt), DV=P(dt), DQ=P(dt), LSE=P("fp32"), Delta=P("fp32"),
                sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32", stride_k="i32", dq_stride_z="i32",
                dq_stride_h="i32", dq_stride_m="i32", H="i32", N_CTX="i32")
-    return _compile(B.attn_bwd_dkdv_kernel, sig, dict(HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, STORE_DS=True),
+    return _compile(B.attn_bwd_dkdv_kernel, sig, dict(HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, STORE_DS=True,
+                                                      PREFETCH_LD=B.DS_PREFETCH_LD.get(D, False)),
                     B._cfg(B.DS_DKDV_CONFIGS, D, None), ("stride_k",))
 
 
@@ -202,6 +203,8 @@ def test_ds_mode_stores_ds_with_tma_and_its_gemm_is_pipelined_wgmma(D, causal):
     count = lambda p: sum(o.startswith(p) for o in body)  # noqa: E731
     assert count("UTMASTG.2D") == 1 and count("SYNCS.PHASECHK") >= 1, body
     assert count("HMMA") == 0 and count("LDGSTS") == 0, body
+    if B.DS_PREFETCH_LD.get(D):  # the next trip's LSE and delta rows, one element a thread each (PREFETCH_LD)
+        assert count("LDG") == 2, body
     sig = dict(DST=P("fp16"), K=P("fp16"), DQ=P("fp16"), sm_scale="fp32", stride_z="i32", stride_h="i32",
                stride_m="i32", stride_k="i32", H="i32", N_CTX="i32")
     g = _compile(B.attn_bwd_dq_from_ds_kernel, sig, dict(HEAD_DIM=D, CAUSAL=causal),

@@ -146,6 +146,19 @@ def test_ds_mode_at_the_sweeps_configs(mode, D, c1, c2, causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("mode", ["separate", "ds"])
+@pytest.mark.parametrize("N,D", [(1024, 128), (1000, 64)])  # ds needs N % 8 == 0 (1000: the separate fallback)
+def test_dkdv_with_lse_and_delta_loaded_a_trip_ahead_is_the_same(N, D, mode, causal):
+    # PREFETCH_LD: the next trip's LSE and delta rows loaded during this trip (masked past N_CTX) give the same grads
+    q, k, v, do = _inputs(1, 4, N, D, torch.float16)
+    o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
+    base = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode=mode, dkdv_config=dict(PREFETCH_LD=False))
+    pf = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode=mode, dkdv_config=dict(PREFETCH_LD=True))
+    for x, y in zip(base, pf):
+        assert torch.equal(x, y)
+
+
+@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("N,D", [(1000, 128), (1024, 64)])
 def test_ds_with_a_bounded_workspace_is_the_same(N, D, causal):
     # ds_workspace_bytes of 3 heads (groups of 3 and 1) gives the one-group grads bit for bit

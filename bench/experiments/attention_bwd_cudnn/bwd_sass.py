@@ -50,7 +50,8 @@ def compile_kernel(D, causal, kernel, cfg, dt="fp16"):
         sig = dict(Q=P(dt), K=P(dt), V=P(dt), DO=P(dt), DK=P(dt), DV=P(dt), DQ=P(dt), LSE=P("fp32"),
                    Delta=P("fp32"), sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32", stride_k="i32",
                    dq_stride_z="i32", dq_stride_h="i32", dq_stride_m="i32", H="i32", N_CTX="i32")
-        fn, cx = B.attn_bwd_dkdv_kernel, dict(ATOMIC_DQ=False, STORE_DS=kernel == "dkdv_ds")
+        fn, cx = B.attn_bwd_dkdv_kernel, dict(ATOMIC_DQ=False, STORE_DS=kernel == "dkdv_ds",
+                                              PREFETCH_LD=kernel == "dkdv_ds" and B.DS_PREFETCH_LD.get(D, False))
     elif kernel == "dq_ds":
         sig = dict(DST=P(dt), K=P(dt), DQ=P(dt), sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32",
                    stride_k="i32", H="i32", N_CTX="i32")
