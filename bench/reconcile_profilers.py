@@ -1100,33 +1100,65 @@ def _pair_ref(r):
 # --step-probe estimators: how a segment's speed is read from the probes around it
 #   "probe": the mean of the speeds (1/probe time) just before and just after the segment;
 #   "probe-med": the same from the running median of the block's probes over +-2 probes, so that one probe
-#   hit by a stall (an interrupt, CUPTI's thread taking the GIL) does not scale its neighbours' segments
-PROBE_ESTIMATORS = ("probe", "probe-med")
+#   hit by a stall (an interrupt, CUPTI's thread taking the GIL) does not scale its neighbours' segments;
+#   "probe-fit": the speed to the power beta, one beta per workload, the one that makes the control
+#   processes' successive unprofiled blocks agree best (:func:`_fit_beta`): a step's launch path slows less
+#   than the pure-Python probe does (beta ~0.7-0.85 on the GPU hosts, 2026-11-28), CPU torch ops more (~1.3)
+PROBE_ESTIMATORS = ("probe", "probe-med", "probe-fit")
+BETA_GRID = tuple(round(0.05 * i, 2) for i in range(31))   # 0 .. 1.5
 
 
 def _smooth(xs, half=2):
     return [statistics.median(xs[max(0, i - half):i + half + 1]) for i in range(len(xs))]
 
 
-def _probe_norm(d, how="probe"):
+def _probe_norm(d, how="probe", beta=1.0):
     """A block's time per segment at a fixed host speed: each segment's time times the speed of its core
-    around it (the probes' mean over the block's probes / the probe time there), summed over segments,
+    around it (1 / the probe time there; to the power ``beta`` for ``probe-fit``), averaged over segments,
     in probe-time units (only ratios of blocks of one process are used); None without probes."""
     seg, pr = (d or {}).get("seg_us"), (d or {}).get("seg_probe_us")
     if not seg or not pr or len(pr) != len(seg) + 1 or min(pr) <= 0:
         return None
     if how == "probe-med":
         pr = _smooth(pr)
-    return sum(s * 0.5 * (1.0 / a + 1.0 / b) for s, a, b in zip(seg, pr[:-1], pr[1:])) / len(seg)
+    b = beta if how == "probe-fit" else 1.0
+    return sum(s * (0.5 * (1.0 / x + 1.0 / y)) ** b for s, x, y in zip(seg, pr[:-1], pr[1:])) / len(seg)
 
 
-def _pair_probe(r, how="probe"):
+def _fit_beta(results):
+    """``probe-fit``'s exponent for one workload: the beta of :data:`BETA_GRID` that minimises the spread
+    (sd of the log ratio) of successive unprofiled blocks of the control processes (``none``; every
+    process where there is none), so it is chosen on no profiler's blocks.  None without probes."""
+    import math
+    rs = [r for r in results if r["profiler"] == "none"] or results
+    best = None
+    for beta in BETA_GRID:
+        logs = []
+        for r in rs:
+            seq, sched = _sequence(r), r.get("sched") or []
+            if len(sched) != len(seq):
+                continue
+            # a control's blocks are all unprofiled; elsewhere the unprofiled ones only
+            u = [_probe_norm(d, "probe-fit", beta) for (k, _), (_, d) in zip(seq, sched)
+                 if k == "u" or r["profiler"] == "none"]
+            if None in u:
+                continue
+            logs += [math.log(b / a) for a, b in zip(u[:-1], u[1:])]
+        if len(logs) < 2:
+            return None
+        sd = statistics.pstdev(logs)
+        if best is None or sd < best[1] - 1e-12:
+            best = (beta, sd)
+    return best[0]
+
+
+def _pair_probe(r, how="probe", beta=1.0):
     """Per pair, profiled over unprofiled block at a fixed host speed (:func:`_probe_norm`); [] without
     ``--step-probe``."""
     seq, sched = _sequence(r), r.get("sched") or []
     if len(sched) != len(seq):
         return []
-    adj = [(k, _probe_norm(d, how)) for (k, _), (_, d) in zip(seq, sched)]
+    adj = [(k, _probe_norm(d, how, beta)) for (k, _), (_, d) in zip(seq, sched)]
     out = []
     for i in range(0, len(adj) - 1, 2):
         (k1, v1), (k2, v2) = adj[i], adj[i + 1]
@@ -1137,12 +1169,12 @@ def _pair_probe(r, how="probe"):
     return out
 
 
-def _aa_probe(r, how="probe"):
+def _aa_probe(r, how="probe", beta=1.0):
     """:func:`_aa` at a fixed host speed: adjacent unprofiled blocks, later over earlier."""
     seq, sched = _sequence(r), r.get("sched") or []
     if len(sched) != len(seq):
         return []
-    u = [_probe_norm(d, how) for (k, _), (_, d) in zip(seq, sched) if k == "u"]
+    u = [_probe_norm(d, how, beta) for (k, _), (_, d) in zip(seq, sched) if k == "u"]
     if any(x is None for x in u):
         return []
     return [u[k + 1] / u[k] for k in range(1, len(u) - 1, 2)]
@@ -1266,6 +1298,7 @@ def summarize(results: list, reps: int = 2000) -> dict:
         by[r["profiler"]].append(r)
     out = {}
     boots = {}
+    beta = _fit_beta(results)
     for p, rs in by.items():
         warm = [r["warm"] for r in rs]
         # residue: each unprofiled block after CUPTI's first start over the process's cold median
@@ -1323,7 +1356,7 @@ def summarize(results: list, reps: int = 2000) -> dict:
             e["warm_ref"] = e["warm_ref_ci"] = e["spread_ref_%"] = None
         for how in PROBE_ESTIMATORS:
             tag = how.replace("-", "_")
-            pd = [_pair_probe(r, how) for r in rs]
+            pd = [_pair_probe(r, how, beta) for r in rs] if beta is not None else []
             if any(pd):
                 m, lo, hi = _median_ci(pd, reps)
                 per = [statistics.median(x) for x in pd if x]
@@ -1331,7 +1364,7 @@ def summarize(results: list, reps: int = 2000) -> dict:
                 e[f"warm_{tag}_per_process"] = [round(x, 4) for x in per]
                 e[f"spread_{tag}_%"] = round(100 * (max(per) - min(per)), 2)
                 e[f"aa_{tag}_per_process"] = [round(statistics.median(a), 4) if a else None
-                                              for a in (_aa_probe(r, how) for r in rs)]
+                                              for a in (_aa_probe(r, how, beta) for r in rs)]
                 boots[p, tag] = _boot_medians([x for x in pd if x], reps, 1)
             else:
                 e[f"warm_{tag}"] = e[f"warm_{tag}_ci"] = e[f"spread_{tag}_%"] = None
@@ -1344,16 +1377,19 @@ def summarize(results: list, reps: int = 2000) -> dict:
         out["_aa"] = {"processes": len(aa_all), "spread_%": round(100 * (max(aa_all) - min(aa_all)), 2),
                       "sd_%": round(100 * statistics.pstdev(aa_all), 2), "median": round(statistics.median(aa_all), 4)}
         for how in PROBE_ESTIMATORS:
-            aa_p = [statistics.median(a) for a in (_aa_probe(r, how) for r in results) if a]
+            aa_p = [statistics.median(a) for a in (_aa_probe(r, how, beta) for r in results) if a] \
+                if beta is not None else []
             if aa_p:
                 t = how.replace("-", "_")
                 out["_aa"][f"spread_{t}_%"] = round(100 * (max(aa_p) - min(aa_p)), 2)
                 out["_aa"][f"sd_{t}_%"] = round(100 * statistics.pstdev(aa_p), 2)
+    if beta is not None:
+        out["_probe_beta"] = beta
     for floor, tag in (("floor", "floor"), ("floor-raw", "floor_raw"), ("floor-api", "floor_api")):
         if floor not in out:
             continue
         for p in out:
-            if p in ("none", "floor", "floor-raw", "floor-api", "_aa"):
+            if p in ("none", "floor", "floor-raw", "floor-api") or p.startswith("_"):
                 continue
             d = sorted(100 * (a / b - 1) for a, b in zip(boots[p], boots[floor]))
             out[p][f"over_{tag}_%"] = round(100 * (out[p]["warm"] / out[floor]["warm"] - 1), 2)
@@ -1467,6 +1503,10 @@ def overhead(args) -> int:
                        "control_spread_ref_%": s.get("none", {}).get("spread_ref_%"),
                        "control_spread_probe_%": s.get("none", {}).get("spread_probe_%"),
                        "control_spread_probe_med_%": s.get("none", {}).get("spread_probe_med_%"),
+                       "control_spread_probe_fit_%": s.get("none", {}).get("spread_probe_fit_%"),
+                       "probe_beta": s.get("_probe_beta"),
+                       "kprof_probe_fit_over_floor_%": s.get("kprof", {}).get("probe_fit_over_floor_%"),
+                       "kprof_probe_fit_over_floor_ci_%": s.get("kprof", {}).get("probe_fit_over_floor_ci_%"),
                        "kprof_probe_over_floor_%": s.get("kprof", {}).get("probe_over_floor_%"),
                        "kprof_probe_over_floor_ci_%": s.get("kprof", {}).get("probe_over_floor_ci_%"),
                        "kprof_ref_over_floor_%": s.get("kprof", {}).get("ref_over_floor_%"),
@@ -1497,7 +1537,10 @@ def overhead(args) -> int:
                   f"{e.get('warm_probe_per_process')} spread {e.get('spread_probe_%')}% over floor "
                   f"{e.get('probe_over_floor_%')} {e.get('probe_over_floor_ci_%')}  probe-med {e.get('warm_probe_med')} "
                   f"spread {e.get('spread_probe_med_%')}% over floor {e.get('probe_med_over_floor_%')} "
-                  f"{e.get('probe_med_over_floor_ci_%')}  probe/median {e.get('probe_rel_p10_p90')} "
+                  f"{e.get('probe_med_over_floor_ci_%')}  probe-fit {e.get('warm_probe_fit')} "
+                  f"{e.get('warm_probe_fit_ci')} per process {e.get('warm_probe_fit_per_process')} spread "
+                  f"{e.get('spread_probe_fit_%')}% over floor {e.get('probe_fit_over_floor_%')} "
+                  f"{e.get('probe_fit_over_floor_ci_%')} (beta {s.get('_probe_beta')})  probe/median {e.get('probe_rel_p10_p90')} "
                   f"seg~speed corr {e.get('corr_seg_speed')} slope {e.get('slope_seg_speed')}",
                   flush=True)
     if ref_proc is not None:

@@ -306,3 +306,24 @@ def test_overhead_child_with_step_probe(tmp_path, monkeypatch):
     e = meta["summary"]["tiny"]["profilers"]["kprof"]
     assert e["warm_probe"] > 0 and e["warm_probe_ci"][0] <= e["warm_probe"] <= e["warm_probe_ci"][1]
     assert meta["summary"]["tiny"]["control_spread_probe_%"] is not None
+
+
+def test_probe_fit_picks_the_exponent_the_control_follows():
+    """``probe-fit``: where the steps slow down by only speed**0.7 of what the probe says (a launch path slows
+    less than the pure-Python probe), the beta chosen on the control's successive unprofiled blocks is 0.7,
+    and with it a profiled block in a slow phase gives the true ratio, where beta = 1 over-corrects."""
+    def block(kind, work, speed, beta=0.7):
+        n = 6
+        return (kind, {"all_run_ms": 1.0, "all_wait_ms": 0.0, "seg_us": [work / speed ** beta] * n,
+                       "seg_probe_us": [300.0 / speed] * (n + 1)})
+    speeds = [1.0, 0.6, 0.8, 1.0, 0.5, 0.9, 0.7, 1.0]
+    c = _child("none", [1.0] * 4, unprof=[10.0] * 4)
+    c["sched"] = [block("u", 1000.0, v) for v in speeds]
+    r = _child("kprof", [1.0, 1.0], unprof=[10.0, 10.0])
+    r["sched"] = [block("u", 1000.0, 1.0), block("p", 1100.0, 0.5), block("p", 1100.0, 1.0), block("u", 1000.0, 0.8)]
+    assert rp._fit_beta([c, r]) == pytest.approx(0.7)
+    assert rp._pair_probe(r, "probe-fit", 0.7) == pytest.approx([1.1, 1.1])
+    assert rp._pair_probe(r, "probe")[0] == pytest.approx(1.1 * 0.5 ** 0.3)   # beta 1: over-corrected
+    s = rp.summarize([c, r], reps=100)
+    assert s["_probe_beta"] == pytest.approx(0.7) and s["kprof"]["warm_probe_fit"] == pytest.approx(1.1)
+    assert s["none"]["spread_probe_fit_%"] == pytest.approx(0.0)
