@@ -42,6 +42,11 @@ cupti-python's records split into columns as each buffer completes (the default 
 taken from libcupti, no Python per record until the flush, ``kprof-nohook``: no kernelc launch hook;
 see profiler/options.py), ``proton``, ``torch``.
 
+``--step-probe ITERS`` times a fixed pure-Python loop on the main thread between segments of each block (a
+segment: one step, or ~3 ms of the tiny loop's launches) and keeps every segment's and probe's time; the summary
+adds the ratios with each segment scaled by its core's speed around it (``warm_probe``, ``warm_probe_fit``: the
+speed to the power that makes the control's successive blocks agree best, per workload), next to the raw ones.
+
     python bench/reconcile_profilers.py reconcile [--workloads encoder,train] [--steps 60] [--rounds 2]
     python bench/reconcile_profilers.py overhead [--workloads encoder,train,tiny] [--budget 500] [--quick]
 """
