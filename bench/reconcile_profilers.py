@@ -42,6 +42,11 @@ cupti-python's records split into columns as each buffer completes (the default 
 taken from libcupti, no Python per record until the flush, ``kprof-nohook``: no kernelc launch hook;
 see profiler/options.py), ``proton``, ``torch``.
 
+``--step-probe ITERS`` times a fixed pure-Python loop on the main thread between segments of each block (a
+segment: one step, or ~3 ms of the tiny loop's launches) and keeps every segment's and probe's time; the summary
+adds the ratios with each segment scaled by its core's speed around it (``warm_probe``, ``warm_probe_fit``: the
+speed to the power that makes the control's successive blocks agree best, per workload), next to the raw ones.
+
     python bench/reconcile_profilers.py reconcile [--workloads encoder,train] [--steps 60] [--rounds 2]
     python bench/reconcile_profilers.py overhead [--workloads encoder,train,tiny] [--budget 500] [--quick]
 """
@@ -420,6 +425,19 @@ def _probe_us():
     return (time.perf_counter_ns() - t0) / 1e3
 
 
+def _speed_probe(iters: int) -> int:
+    """``--step-probe``: nanoseconds for ``iters`` iterations of a fixed pure-Python loop on the calling
+    thread, run between segments of a block (a segment: one step, or a few launches of ``tiny``).  The
+    host's vCPUs change speed by 20-35% over tens to hundreds of milliseconds, per core (2026-11-27), so a
+    probe on the same thread just before and after a segment of a few ms measures the speed the segment ran
+    at, where a 1 ms probe before a 0.4 s block or a loop on another core could not."""
+    t0 = time.perf_counter_ns()
+    x = 0
+    for i in range(iters):
+        x += i * i
+    return time.perf_counter_ns() - t0
+
+
 def _ref_counter(path: str, cpu: int) -> None:
     """``--ref-cpu``: the reference process.  Pinned to its own core, it runs a fixed pure-Python loop for
     the whole run and publishes its iteration count in an 8-byte shared file; a child reads the count at
@@ -621,6 +639,7 @@ def child_overhead(spec: dict) -> dict:
     gc.collect()
     gc.freeze()  # what the warm-up allocated is never scanned again
     steps = spec.get("steps") or 0
+    step_s = None
     if not steps:  # calibrate: steps for a block of block_s
         t0 = time.perf_counter()
         n = 0
@@ -628,7 +647,22 @@ def child_overhead(spec: dict) -> dict:
             w.step()
             n += 1
         sync()
-        steps = max(spec.get("min_steps", 3), int(spec["block_s"] / ((time.perf_counter() - t0) / n)))
+        step_s = (time.perf_counter() - t0) / n
+        steps = max(spec.get("min_steps", 3), int(spec["block_s"] / step_s))
+    # --step-probe: a speed probe between segments of seg_steps steps (about --probe-seg-ms each); a block
+    # is a whole number of segments
+    probe_iters = int(spec.get("step_probe") or 0)
+    seg_steps = 0
+    if probe_iters:
+        if step_s is None:
+            t0 = time.perf_counter()
+            for _ in range(3):
+                w.step()
+            sync()
+            step_s = (time.perf_counter() - t0) / 3
+        seg_steps = max(1, int(round(spec.get("probe_seg_ms", 3.0) / 1e3 / step_s)))
+        steps = max(seg_steps, steps // seg_steps * seg_steps)
+        _speed_probe(probe_iters)   # the loop's code warm
 
     sched = []   # per timed block: ("u" or "p", _sched_delta) -- the host's contention, block by block
     ref = _RefReader(spec.get("ref_path"))
@@ -653,14 +687,32 @@ def child_overhead(spec: dict) -> dict:
             fds = instr.start() if instr else None
             s0 = _sched()
             r0 = ref.read()
-            t0 = time.perf_counter()
-            for _ in range(steps):
-                w.step()
-            t_issued = time.perf_counter()
-            sync()
-            t1 = time.perf_counter()
+            seg_ns = probes_ns = None
+            if seg_steps:
+                # probe, segment, probe, segment, ..., probe: each segment's time next to the speed of the
+                # same core (thread) just before and after it; the block's time leaves the probes out
+                perf = time.perf_counter_ns
+                seg_ns, probes_ns = [], [_speed_probe(probe_iters)]
+                t0 = time.perf_counter()
+                for _ in range(steps // seg_steps):
+                    a = perf()
+                    for _ in range(seg_steps):
+                        w.step()
+                    seg_ns.append(perf() - a)
+                    probes_ns.append(_speed_probe(probe_iters))
+                t_issued = time.perf_counter()
+                sync()
+                t1 = time.perf_counter()
+                t = (sum(seg_ns) / 1e9 + (t1 - t_issued)) * 1e3 / steps
+            else:
+                t0 = time.perf_counter()
+                for _ in range(steps):
+                    w.step()
+                t_issued = time.perf_counter()
+                sync()
+                t1 = time.perf_counter()
+                t = (t1 - t0) * 1e3 / steps
             r1 = ref.read()
-            t = (t1 - t0) * 1e3 / steps
             d = _sched_delta(s0, _sched(), c0, _cores(cpus))
             n_instr = instr.stop(fds) if instr else None
             if d is not None:
@@ -670,6 +722,9 @@ def child_overhead(spec: dict) -> dict:
                 # set the pace), the CPU probe, the GPU clock at both ends, CPU ms per thread name
                 d["tail_ms"] = round((t1 - t_issued) * 1e3, 3)
                 d["probe_us"] = round(probe, 1)
+                if seg_ns is not None:   # raw per-segment and per-probe times (us), kept for re-analysis
+                    d["seg_us"] = [round(x / 1e3, 1) for x in seg_ns]
+                    d["seg_probe_us"] = [round(x / 1e3, 1) for x in probes_ns]
                 if r0 is not None and r1 >= r0:   # the reference core's loop iterations per second in the block
                     d["ref_rate"] = round((r1 - r0) / (t1 - t0), 1)
                 g1 = nvml.mhz() if nvml else None
@@ -733,7 +788,8 @@ def child_overhead(spec: dict) -> dict:
             "prof_ms": prof_ms, "warm": pairs, "stop_s": stops, "setup_s": round(t_setup, 2),
             "wall_s": round(time.time() - t_begin, 2), "cpus": cpus, "threads": torch.get_num_threads(),
             "kprof_state": dict(_STATE), "setup_phases_s": phases, "loop_stats": loop_stats,
-            "sched": sched, "cpu_latency0": latency0, "pin_threads": pin_threads}
+            "sched": sched, "cpu_latency0": latency0, "pin_threads": pin_threads,
+            "step_probe": probe_iters, "seg_steps": seg_steps}
 
 
 # -- reading the three profiles ----------------------------------------------------------------
@@ -1046,6 +1102,127 @@ def _pair_ref(r):
     return out
 
 
+# --step-probe estimators: how a segment's speed is read from the probes around it
+#   "probe": the mean of the speeds (1/probe time) just before and just after the segment;
+#   "probe-med": the same from the running median of the block's probes over +-2 probes, so that one probe
+#   hit by a stall (an interrupt, CUPTI's thread taking the GIL) does not scale its neighbours' segments;
+#   "probe-fit": the speed to the power beta, one beta per workload, the one that makes the control
+#   processes' successive unprofiled blocks agree best (:func:`_fit_beta`): a step's launch path slows less
+#   than the pure-Python probe does (beta ~0.7-0.85 on the GPU hosts, 2026-11-28), CPU torch ops more (~1.3)
+PROBE_ESTIMATORS = ("probe", "probe-med", "probe-fit")
+BETA_GRID = tuple(round(0.05 * i, 2) for i in range(31))   # 0 .. 1.5
+
+
+def _smooth(xs, half=2):
+    return [statistics.median(xs[max(0, i - half):i + half + 1]) for i in range(len(xs))]
+
+
+def _probe_norm(d, how="probe", beta=1.0):
+    """A block's time per segment at a fixed host speed: each segment's time times the speed of its core
+    around it (1 / the probe time there; to the power ``beta`` for ``probe-fit``), averaged over segments,
+    in probe-time units (only ratios of blocks of one process are used); None without probes."""
+    seg, pr = (d or {}).get("seg_us"), (d or {}).get("seg_probe_us")
+    if not seg or not pr or len(pr) != len(seg) + 1 or min(pr) <= 0:
+        return None
+    if how == "probe-med":
+        pr = _smooth(pr)
+    b = beta if how == "probe-fit" else 1.0
+    return sum(s * (0.5 * (1.0 / x + 1.0 / y)) ** b for s, x, y in zip(seg, pr[:-1], pr[1:])) / len(seg)
+
+
+def _fit_beta(results):
+    """``probe-fit``'s exponent for one workload: the beta of :data:`BETA_GRID` that minimises the spread
+    (sd of the log ratio) of successive unprofiled blocks of the control processes (``none``; every
+    process where there is none), so it is chosen on no profiler's blocks.  None without probes."""
+    import math
+    rs = [r for r in results if r["profiler"] == "none"] or results
+    best = None
+    for beta in BETA_GRID:
+        logs = []
+        for r in rs:
+            seq, sched = _sequence(r), r.get("sched") or []
+            if len(sched) != len(seq):
+                continue
+            # a control's blocks are all unprofiled; elsewhere the unprofiled ones only
+            u = [_probe_norm(d, "probe-fit", beta) for (k, _), (_, d) in zip(seq, sched)
+                 if k == "u" or r["profiler"] == "none"]
+            if None in u:
+                continue
+            logs += [math.log(b / a) for a, b in zip(u[:-1], u[1:])]
+        if len(logs) < 2:
+            return None
+        sd = statistics.pstdev(logs)
+        if best is None or sd < best[1] - 1e-12:
+            best = (beta, sd)
+    return best[0]
+
+
+def _pair_probe(r, how="probe", beta=1.0):
+    """Per pair, profiled over unprofiled block at a fixed host speed (:func:`_probe_norm`); [] without
+    ``--step-probe``."""
+    seq, sched = _sequence(r), r.get("sched") or []
+    if len(sched) != len(seq):
+        return []
+    adj = [(k, _probe_norm(d, how, beta)) for (k, _), (_, d) in zip(seq, sched)]
+    out = []
+    for i in range(0, len(adj) - 1, 2):
+        (k1, v1), (k2, v2) = adj[i], adj[i + 1]
+        if v1 is None or v2 is None:
+            return []
+        p, u = (v1, v2) if k1 == "p" else (v2, v1)
+        out.append(p / u)
+    return out
+
+
+def _aa_probe(r, how="probe", beta=1.0):
+    """:func:`_aa` at a fixed host speed: adjacent unprofiled blocks, later over earlier."""
+    seq, sched = _sequence(r), r.get("sched") or []
+    if len(sched) != len(seq):
+        return []
+    u = [_probe_norm(d, how, beta) for (k, _), (_, d) in zip(seq, sched) if k == "u"]
+    if any(x is None for x in u):
+        return []
+    return [u[k + 1] / u[k] for k in range(1, len(u) - 1, 2)]
+
+
+def _probe_diagnostics(rs):
+    """What the probes saw: the range of the probe time over the process's median, its spread within a block,
+    and how the unprofiled segments' times follow it (correlation of log segment time with log probe time
+    around it, and the slope: 1 where the whole segment scales with the probe's speed)."""
+    import math
+    rel, xs, ys = [], [], []
+    for r in rs:
+        seq, sched = _sequence(r), r.get("sched") or []
+        if len(sched) != len(seq):
+            continue
+        probes = [x for _, d in sched if d and d.get("seg_probe_us") for x in d["seg_probe_us"]]
+        segs = [x for (k, _), (_, d) in zip(seq, sched) if k == "u" and d and d.get("seg_us") for x in d["seg_us"]]
+        if not probes or not segs:
+            continue
+        mp, ms = statistics.median(probes), statistics.median(segs)
+        rel.extend(x / mp for x in probes)
+        for (k, _), (_, d) in zip(seq, sched):
+            if k != "u" or not d or not d.get("seg_us"):
+                continue
+            pr = d["seg_probe_us"]
+            for s, a, b in zip(d["seg_us"], pr[:-1], pr[1:]):
+                if s > 0 and a > 0 and b > 0:
+                    xs.append(math.log(2 * mp / (a + b)))   # log speed
+                    ys.append(math.log(s / ms))
+    if not rel:
+        return {}
+    out = {"probe_rel_range": [round(min(rel), 3), round(max(rel), 3)],
+           "probe_rel_p10_p90": [round(sorted(rel)[len(rel) // 10], 3), round(sorted(rel)[9 * len(rel) // 10], 3)]}
+    if len(xs) >= 3:
+        out["corr_seg_speed"] = _corr(xs, ys)
+        mx, my = statistics.fmean(xs), statistics.fmean(ys)
+        vx = sum((x - mx) ** 2 for x in xs)
+        if vx:
+            # log segment time against log speed: -1 where the segment's time scales fully with the speed
+            out["slope_seg_speed"] = round(sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / vx, 3)
+    return out
+
+
 def _loop_stats(rs):
     """Median per profiled block of what kprof's callbacks did on CUPTI's thread, or None."""
     blocks = [b for r in rs for b in (r.get("loop_stats") or [])]
@@ -1126,6 +1303,7 @@ def summarize(results: list, reps: int = 2000) -> dict:
         by[r["profiler"]].append(r)
     out = {}
     boots = {}
+    beta = _fit_beta(results)
     for p, rs in by.items():
         warm = [r["warm"] for r in rs]
         # residue: each unprofiled block after CUPTI's first start over the process's cold median
@@ -1181,6 +1359,21 @@ def summarize(results: list, reps: int = 2000) -> dict:
             boots[p, "ref"] = _boot_medians([x for x in refd if x], reps, 1)
         else:
             e["warm_ref"] = e["warm_ref_ci"] = e["spread_ref_%"] = None
+        for how in PROBE_ESTIMATORS:
+            tag = how.replace("-", "_")
+            pd = [_pair_probe(r, how, beta) for r in rs] if beta is not None else []
+            if any(pd):
+                m, lo, hi = _median_ci(pd, reps)
+                per = [statistics.median(x) for x in pd if x]
+                e[f"warm_{tag}"], e[f"warm_{tag}_ci"] = round(m, 4), [round(lo, 4), round(hi, 4)]
+                e[f"warm_{tag}_per_process"] = [round(x, 4) for x in per]
+                e[f"spread_{tag}_%"] = round(100 * (max(per) - min(per)), 2)
+                e[f"aa_{tag}_per_process"] = [round(statistics.median(a), 4) if a else None
+                                              for a in (_aa_probe(r, how, beta) for r in rs)]
+                boots[p, tag] = _boot_medians([x for x in pd if x], reps, 1)
+            else:
+                e[f"warm_{tag}"] = e[f"warm_{tag}_ci"] = e[f"spread_{tag}_%"] = None
+        e.update(_probe_diagnostics(rs))
         boots[p] = _boot_medians([w for w in warm if w], reps, 1)
         boots[p, "bracket"] = _boot_medians([b for b in map(_bracket, rs) if b], reps, 1)
         out[p] = e
@@ -1188,11 +1381,20 @@ def summarize(results: list, reps: int = 2000) -> dict:
     if aa_all:  # every process's own control, whatever its profiler
         out["_aa"] = {"processes": len(aa_all), "spread_%": round(100 * (max(aa_all) - min(aa_all)), 2),
                       "sd_%": round(100 * statistics.pstdev(aa_all), 2), "median": round(statistics.median(aa_all), 4)}
+        for how in PROBE_ESTIMATORS:
+            aa_p = [statistics.median(a) for a in (_aa_probe(r, how, beta) for r in results) if a] \
+                if beta is not None else []
+            if aa_p:
+                t = how.replace("-", "_")
+                out["_aa"][f"spread_{t}_%"] = round(100 * (max(aa_p) - min(aa_p)), 2)
+                out["_aa"][f"sd_{t}_%"] = round(100 * statistics.pstdev(aa_p), 2)
+    if beta is not None:
+        out["_probe_beta"] = beta
     for floor, tag in (("floor", "floor"), ("floor-raw", "floor_raw"), ("floor-api", "floor_api")):
         if floor not in out:
             continue
         for p in out:
-            if p in ("none", "floor", "floor-raw", "floor-api", "_aa"):
+            if p in ("none", "floor", "floor-raw", "floor-api") or p.startswith("_"):
                 continue
             d = sorted(100 * (a / b - 1) for a, b in zip(boots[p], boots[floor]))
             out[p][f"over_{tag}_%"] = round(100 * (out[p]["warm"] / out[floor]["warm"] - 1), 2)
@@ -1207,6 +1409,12 @@ def summarize(results: list, reps: int = 2000) -> dict:
                 d = sorted(100 * (a / b - 1) for a, b in zip(boots[p, "ref"], boots[floor, "ref"]))
                 out[p][f"ref_over_{tag}_%"] = round(100 * (out[p]["warm_ref"] / out[floor]["warm_ref"] - 1), 2)
                 out[p][f"ref_over_{tag}_ci_%"] = [round(d[int(0.025 * reps)], 2), round(d[int(0.975 * reps) - 1], 2)]
+            for how in PROBE_ESTIMATORS:
+                t = how.replace("-", "_")
+                if out[p].get(f"warm_{t}") and out[floor].get(f"warm_{t}"):
+                    d = sorted(100 * (a / b - 1) for a, b in zip(boots[p, t], boots[floor, t]))
+                    out[p][f"{t}_over_{tag}_%"] = round(100 * (out[p][f"warm_{t}"] / out[floor][f"warm_{t}"] - 1), 2)
+                    out[p][f"{t}_over_{tag}_ci_%"] = [round(d[int(0.025 * reps)], 2), round(d[int(0.975 * reps) - 1], 2)]
             if out[p]["warm_instr"] and out[floor]["warm_instr"]:
                 d = sorted(100 * (a / b - 1) for a, b in zip(boots[p, "instr"], boots[floor, "instr"]))
                 out[p][f"instr_over_{tag}_%"] = round(100 * (out[p]["warm_instr"] / out[floor]["warm_instr"] - 1), 2)
@@ -1259,7 +1467,8 @@ def overhead(args) -> int:
                     # late (the children's setup took more than planned): one pair each, to stay near the budget
                     "min_pairs": args.min_pairs if share_s > setup + args.min_pairs * 3 * BLOCK_S[wl] else 2,
                     "deadline": child_deadline, "cpus": cpus, "threads": args.threads, "buffer": args.buffer,
-                    "pin_threads": args.pin_threads, "cpu_latency0": args.cpu_latency0, "ref_path": ref_path}
+                    "pin_threads": args.pin_threads, "cpu_latency0": args.cpu_latency0, "ref_path": ref_path,
+                    "step_probe": args.step_probe, "probe_seg_ms": args.probe_seg_ms}
             try:
                 r = None
                 if args.spawn == "fork" and _FORK["broken"] is None:
@@ -1297,6 +1506,14 @@ def overhead(args) -> int:
                        "aa_control": s.get("_aa"),
                        "control_warm_ci": s.get("none", {}).get("warm_ci"),
                        "control_spread_ref_%": s.get("none", {}).get("spread_ref_%"),
+                       "control_spread_probe_%": s.get("none", {}).get("spread_probe_%"),
+                       "control_spread_probe_med_%": s.get("none", {}).get("spread_probe_med_%"),
+                       "control_spread_probe_fit_%": s.get("none", {}).get("spread_probe_fit_%"),
+                       "probe_beta": s.get("_probe_beta"),
+                       "kprof_probe_fit_over_floor_%": s.get("kprof", {}).get("probe_fit_over_floor_%"),
+                       "kprof_probe_fit_over_floor_ci_%": s.get("kprof", {}).get("probe_fit_over_floor_ci_%"),
+                       "kprof_probe_over_floor_%": s.get("kprof", {}).get("probe_over_floor_%"),
+                       "kprof_probe_over_floor_ci_%": s.get("kprof", {}).get("probe_over_floor_ci_%"),
                        "kprof_ref_over_floor_%": s.get("kprof", {}).get("ref_over_floor_%"),
                        "kprof_ref_over_floor_ci_%": s.get("kprof", {}).get("ref_over_floor_ci_%"),
                        "kprof_over_floor_%": s.get("kprof", {}).get("over_floor_%"),
@@ -1320,7 +1537,16 @@ def overhead(args) -> int:
                   f"per process {e.get('instr_per_process')} over floor {e.get('instr_over_floor_%')} "
                   f"{e.get('instr_over_floor_ci_%')}  ref {e.get('warm_ref')} {e.get('warm_ref_ci')} spread "
                   f"{e.get('spread_ref_%')}% over floor {e.get('ref_over_floor_%')} {e.get('ref_over_floor_ci_%')} "
-                  f"ref range {e.get('ref_rate_range')} corr {e.get('corr_unprof_ref')}",
+                  f"ref range {e.get('ref_rate_range')} corr {e.get('corr_unprof_ref')}  "
+                  f"probe {e.get('warm_probe')} {e.get('warm_probe_ci')} per process "
+                  f"{e.get('warm_probe_per_process')} spread {e.get('spread_probe_%')}% over floor "
+                  f"{e.get('probe_over_floor_%')} {e.get('probe_over_floor_ci_%')}  probe-med {e.get('warm_probe_med')} "
+                  f"spread {e.get('spread_probe_med_%')}% over floor {e.get('probe_med_over_floor_%')} "
+                  f"{e.get('probe_med_over_floor_ci_%')}  probe-fit {e.get('warm_probe_fit')} "
+                  f"{e.get('warm_probe_fit_ci')} per process {e.get('warm_probe_fit_per_process')} spread "
+                  f"{e.get('spread_probe_fit_%')}% over floor {e.get('probe_fit_over_floor_%')} "
+                  f"{e.get('probe_fit_over_floor_ci_%')} (beta {s.get('_probe_beta')})  probe/median {e.get('probe_rel_p10_p90')} "
+                  f"seg~speed corr {e.get('corr_seg_speed')} slope {e.get('slope_seg_speed')}",
                   flush=True)
     if ref_proc is not None:
         ref_proc.kill()
@@ -1389,6 +1615,13 @@ def main(argv=None) -> int:
     ov.add_argument("--ref-cpu", type=int, default=None, help="core for a reference process that counts a fixed "
                     "loop through the whole run; each block records that core's speed during it, and the summary "
                     "adds ratios at a fixed host speed (warm_ref, spread_ref_%%)")
+    ov.add_argument("--step-probe", type=int, default=None, metavar="ITERS",
+                    help="time a fixed pure-Python loop of ITERS iterations (~50 ns each) on the main thread "
+                    "between segments of each block (0: off; default 6000, ~0.3 ms, on a GPU, 0 on CPU); the "
+                    "summary adds ratios with each segment's time scaled by its core's speed around it "
+                    "(warm_probe, warm_probe_fit, spread_probe_fit_%%); raw times are kept")
+    ov.add_argument("--probe-seg-ms", type=float, default=3.0, help="--step-probe: steps per segment such that "
+                    "a segment takes about this long (at least one step)")
     ov.add_argument("--grace", type=float, default=40.0, help="no child starts later than this past --budget")
     ov.add_argument("--spawn", choices=["exec", "fork"], default="exec",
                     help="how each child process starts: exec (a new interpreter) or fork (from a server that "
@@ -1412,6 +1645,8 @@ def main(argv=None) -> int:
     args.profilers = args.profilers or default
     args.rounds = args.rounds or 1
     args.budget = args.budget or (90.0 if args.quick else 450.0)
+    if args.step_probe is None:   # on the GPU hosts the probe halved the noise or better (2026-11-28)
+        args.step_probe = 6000 if args.device == "cuda" else 0
     return overhead(args)
 
 

@@ -283,7 +283,8 @@ class CuptiBackend:
         from . import cupti_raw
         lib = cupti_raw.find_libcupti()
         if lib is None:
-            self.skipped.append("raw buffers: libcupti not found in this process; using cupti-python's")
+            self.skipped.append("raw buffers: libcupti not found in this process (looked at: "
+                                f"{cupti_raw.libcupti_candidates() or 'no libcupti* mapped'}); using cupti-python's")
             return
         try:
             raw = cupti_raw.RawBuffers(lib, self.buffer_bytes, RAW_MAX_BYTES, self._raw_full)

@@ -17,6 +17,7 @@ fits) and handed to :func:`profiler.backends.cupti_records.add_columns`.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 import time
 from collections import defaultdict
@@ -45,16 +46,81 @@ _DTYPES = {
 }
 
 
-def find_libcupti() -> Optional[ctypes.CDLL]:
-    """The libcupti this process has loaded (cupti-python's), or None."""
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def _path_of(addr: int) -> Optional[str]:
+    """The file of the loaded library that holds code address ``addr`` (``dladdr``), or None."""
+    try:
+        libc = ctypes.CDLL(None)
+        dladdr = libc.dladdr
+    except (OSError, AttributeError):
+        return None
+    dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+    info = _DlInfo()
+    if not addr or not dladdr(ctypes.c_void_p(addr), ctypes.byref(info)) or not info.dli_fname:
+        return None
+    return info.dli_fname.decode(errors="replace")
+
+
+def _cupti_python_lib() -> Optional[str]:
+    """The file of the libcupti cupti-python itself calls (its resolved ``cuptiActivityRegisterCallbacks``),
+    or None: the one library whose callbacks kprof may replace."""
+    try:
+        from cupti._internal import cupti as internal
+        return _path_of(int(internal._inspect_function_pointer("__cuptiActivityRegisterCallbacks")))
+    except Exception:
+        return None
+
+
+def _mapped_cupti() -> List[str]:
+    """Files named libcupti* mapped into this process (any suffix: a vendored copy may be renamed)."""
+    out: List[str] = []
     try:
         with open("/proc/self/maps") as f:
             for line in f:
                 parts = line.split(None, 5)
-                if len(parts) == 6 and "/libcupti.so" in parts[5]:
-                    return ctypes.CDLL(parts[5].strip())
+                if len(parts) == 6:
+                    path = parts[5].strip()
+                    base = path.rsplit("/", 1)[-1]
+                    if base.startswith("libcupti") and ".so" in base and path not in out:
+                        out.append(path)
     except OSError:
         pass
+    return out
+
+
+def libcupti_candidates() -> List[str]:
+    """Where :func:`find_libcupti` looks, in order: cupti-python's own library, then every libcupti*
+    mapped; said in ``skipped`` when none of them serves."""
+    first = _cupti_python_lib()
+    return ([first] if first else []) + [p for p in _mapped_cupti() if p != first]
+
+
+def find_libcupti() -> Optional[ctypes.CDLL]:
+    """The libcupti this process has loaded (cupti-python's), or None.  cupti-python's resolved entry
+    point says which file it is; failing that, a libcupti* mapped into the process, then an already
+    loaded ``libcupti.so.13``/``.12`` (``RTLD_NOLOAD``: never a second copy).  The H11b run
+    (2026-11-28) found no ``/libcupti.so`` in the maps of a forked child where earlier runs had, and
+    kprof fell back to cupti-python's per-record objects."""
+    for path in libcupti_candidates():
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        if hasattr(lib, "cuptiActivityRegisterCallbacks"):
+            return lib
+    noload = getattr(os, "RTLD_NOLOAD", 0)
+    if noload:
+        for name in ("libcupti.so.13", "libcupti.so.12", "libcupti.so"):
+            try:
+                lib = ctypes.CDLL(name, mode=noload)
+            except OSError:
+                continue
+            if hasattr(lib, "cuptiActivityRegisterCallbacks"):
+                return lib
     return None
 
 

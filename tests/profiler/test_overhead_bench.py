@@ -245,3 +245,85 @@ def test_reference_counter_process(tmp_path):
         proc.kill()
         proc.wait(10)
         os.unlink(path)
+
+
+def _probe_block(kind, work_us, speeds, probe_work_us=300.0):
+    """A block of segments of ``work_us`` each at the host speeds ``speeds`` (one per probe: len(seg) + 1);
+    each segment runs at the mean speed of the probes around it."""
+    seg = [work_us / ((a + b) / 2) for a, b in zip(speeds[:-1], speeds[1:])]
+    return (kind, {"all_run_ms": 1.0, "all_wait_ms": 0.0, "seg_us": seg,
+                   "seg_probe_us": [probe_work_us / v for v in speeds]})
+
+
+def test_step_probe_scales_segments_by_their_core_speed():
+    """``--step-probe``: each segment's time times its core's speed around it (read from the probes before and
+    after it) is its time at a fixed speed.  A pair whose profiled block ran at half speed for part of the
+    block gives the true 1.1, where the raw ratio does not; the A/A of a control with slow phases goes to 1."""
+    slow = [1.0, 1.0, 0.5, 0.5, 0.5, 1.0]          # a slow phase inside the block
+    order = ["u", "p", "p", "u"]                   # AB, BA
+    r = _child("kprof", [1.5, 1.1], unprof=[10.0, 10.0])
+    r["sched"] = [_probe_block("u", 1000.0, [1.0] * 6), _probe_block("p", 1100.0, slow),
+                  _probe_block("p", 1100.0, [0.8] * 6), _probe_block("u", 1000.0, [0.8] * 6)]
+    assert [k for k, _ in r["sched"]] == order
+    assert rp._pair_probe(r) == pytest.approx([1.1, 1.1])
+    # the smoothed probe agrees where no single probe stands out, and is not fooled by one stalled probe
+    assert rp._pair_probe(r, "probe-med") == pytest.approx([1.1, 1.1], rel=0.2)
+    stalled = _probe_block("u", 1000.0, [1.0] * 6)
+    stalled[1]["seg_probe_us"][3] *= 10           # one probe hit by a 3 ms stall; the segments were not
+    assert rp._probe_norm(stalled[1], "probe-med") == pytest.approx(rp._probe_norm(_probe_block("u", 1000.0, [1.0] * 6)[1]))
+    assert rp._probe_norm(stalled[1], "probe") < 0.9 * rp._probe_norm(stalled[1], "probe-med")
+    c = _child("none", [2.0, 1.0, 1.0, 1.0], unprof=[10.0] * 4)
+    # time order u p | p u | u p | p u: the unprofiled blocks (0, 3, 4, 7) at different speeds
+    c["sched"] = [_probe_block("u", 1000.0, sp) for sp in
+                  [[1.0] * 6, [1.0] * 6, [1.0] * 6, [0.5] * 6, slow, [1.0] * 6, [1.0] * 6, [0.8] * 6]]
+    assert rp._aa_probe(c) == pytest.approx([1.0])                   # blocks 3 and 4, 30% apart raw
+    s = rp.summarize([r, c], reps=100)
+    assert s["kprof"]["warm_probe"] == pytest.approx(1.1) and s["none"]["warm_probe"] == pytest.approx(1.0)
+    assert s["none"]["spread_probe_%"] == pytest.approx(0.0)
+    assert s["none"]["slope_seg_speed"] == pytest.approx(-1.0, abs=0.05)   # segments scale with the speed
+    r.pop("sched")
+    assert rp._pair_probe(r) == [] and rp._aa_probe(r) == []        # no probes: nothing to scale
+
+
+def test_overhead_child_with_step_probe(tmp_path, monkeypatch):
+    """A whole ``overhead`` run on CPU with ``--step-probe``: every block is a whole number of segments, each
+    with a probe on both sides, and the block time is the segments' time (probes left out)."""
+    monkeypatch.setenv("KPROF_BACKEND", "cpu")
+    monkeypatch.setenv("PYTHONPATH", REPO)
+    rc = rp.main(["overhead", "--workloads", "tiny", "--profilers", "none,kprof", "--budget", "6", "--grace", "3",
+                  "--rounds", "1", "--cpus", "none", "--device", "cpu", "--block-s", "0.05", "--min-pairs", "2",
+                  "--max-pairs", "2", "--step-probe", "500", "--probe-seg-ms", "1", "--pre", "1",
+                  "--results-dir", str(tmp_path), "--name", "probe"])
+    assert rc == 0
+    meta = json.load(open(tmp_path / "probe.json"))
+    for k in meta["children"]:
+        assert k["step_probe"] == 500 and k["seg_steps"] >= 1 and k["steps_per_block"] % k["seg_steps"] == 0
+        for (_, d), (_, ms) in zip(k["sched"], rp._sequence(k)):
+            assert len(d["seg_us"]) == k["steps_per_block"] // k["seg_steps"]
+            assert len(d["seg_probe_us"]) == len(d["seg_us"]) + 1 and min(d["seg_probe_us"]) > 0
+            # the block's time is its segments' plus the final sync's tail (no probes): us rounded to 0.1
+            assert sum(d["seg_us"]) / 1e3 / k["steps_per_block"] <= ms * (1 + 1e-4) + 1e-4 / k["seg_steps"]
+    e = meta["summary"]["tiny"]["profilers"]["kprof"]
+    assert e["warm_probe"] > 0 and e["warm_probe_ci"][0] <= e["warm_probe"] <= e["warm_probe_ci"][1]
+    assert meta["summary"]["tiny"]["control_spread_probe_%"] is not None
+
+
+def test_probe_fit_picks_the_exponent_the_control_follows():
+    """``probe-fit``: where the steps slow down by only speed**0.7 of what the probe says (a launch path slows
+    less than the pure-Python probe), the beta chosen on the control's successive unprofiled blocks is 0.7,
+    and with it a profiled block in a slow phase gives the true ratio, where beta = 1 over-corrects."""
+    def block(kind, work, speed, beta=0.7):
+        n = 6
+        return (kind, {"all_run_ms": 1.0, "all_wait_ms": 0.0, "seg_us": [work / speed ** beta] * n,
+                       "seg_probe_us": [300.0 / speed] * (n + 1)})
+    speeds = [1.0, 0.6, 0.8, 1.0, 0.5, 0.9, 0.7, 1.0]
+    c = _child("none", [1.0] * 4, unprof=[10.0] * 4)
+    c["sched"] = [block("u", 1000.0, v) for v in speeds]
+    r = _child("kprof", [1.0, 1.0], unprof=[10.0, 10.0])
+    r["sched"] = [block("u", 1000.0, 1.0), block("p", 1100.0, 0.5), block("p", 1100.0, 1.0), block("u", 1000.0, 0.8)]
+    assert rp._fit_beta([c, r]) == pytest.approx(0.7)
+    assert rp._pair_probe(r, "probe-fit", 0.7) == pytest.approx([1.1, 1.1])
+    assert rp._pair_probe(r, "probe")[0] == pytest.approx(1.1 * 0.5 ** 0.3)   # beta 1: over-corrected
+    s = rp.summarize([c, r], reps=100)
+    assert s["_probe_beta"] == pytest.approx(0.7) and s["kprof"]["warm_probe_fit"] == pytest.approx(1.1)
+    assert s["none"]["spread_probe_fit_%"] == pytest.approx(0.0)
