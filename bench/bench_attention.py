@@ -328,6 +328,12 @@ FWD_VARIANTS = {
     # the descriptor forward's causal diagonal in a second loop after the key loop (before DIAG_FIRST became its
     # default, 2026-11-28; docs/attention.md "Head dim 64 and short-sequence fp8")
     "tma_twoloops": ("attention_tma", "attn_fwd_tma_kernel", {}, dict(diag_first=False)),
+    # FA3's order with O rescaled after the next block's QK^T is issued (LATE_RESCALE: the 64 FMULs a thread run
+    # under that QK^T instead of before it, as FlashAttention-3 does) and before (the other setting)
+    "fa3_late": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(late_rescale=True)),
+    "fa3_early": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(late_rescale=False)),
+    "fp8_fa3_late": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(late_rescale=True), "attention_fp8"),
+    "fp8_fa3_early": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(late_rescale=False), "attention_fp8"),
 }
 # (head_dim, causal) -> whether the variant runs (sm_90a, CPU compile 2026-11-27: fp16 D=128 has no room for a
 # third stage; fp8 256-key blocks spill 416 registers at D=128 and causal needs BLOCK_M == BLOCK_N)
