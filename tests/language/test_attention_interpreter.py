@@ -192,15 +192,16 @@ def test_bad_inputs_are_clear_errors():
         B.attention_bwd(q, q, k, v, q, q, False, 1.0, dq_mode="fast")
 
 
-@pytest.mark.parametrize("causal,N,BLOCK_N", [(False, 96, 32), (True, 96, 32), (False, 128, 64)])
-def test_fa3_order_fp8_forward_against_the_same_quantised_inputs(causal, N, BLOCK_N):
+@pytest.mark.parametrize("causal,N,BLOCK_N,late", [(False, 96, 32, False), (True, 96, 32, False), (False, 128, 64, False),
+                                                   (False, 96, 32, True), (True, 96, 32, True)])
+def test_fa3_order_fp8_forward_against_the_same_quantised_inputs(causal, N, BLOCK_N, late):
     # attention_fa3.attention_fp8: V^T through its own descriptor, the scales from Descale; same bound as above.
     # BLOCK_N = 2 * BLOCK_M: the shape of the 256-key-block variant the bench times at head dim 64
     from examples.kernels import attention_fa3 as AF
     q, k, v = _qkv(N, 32, torch.float16)
     (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in (q, k, v))
     o = AF.attention_fp8(q8, k8, v8.transpose(-1, -2).contiguous(), qs, ks, vs, causal=causal, BLOCK_M=32,
-                         BLOCK_N=BLOCK_N)
+                         BLOCK_N=BLOCK_N, late_rescale=late)
     assert o.dtype == torch.float16
     ref, _ = _ref(q8.float() * qs, k8.float() * ks, v8.float() * vs, causal)
     vmax = (v8.float() * vs).abs().max().item()
