@@ -334,6 +334,14 @@ FWD_VARIANTS = {
     "fa3_early": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(late_rescale=False)),
     "fp8_fa3_late": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(late_rescale=True), "attention_fp8"),
     "fp8_fa3_early": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(late_rescale=False), "attention_fp8"),
+    # the pointer forwards with the scale folded into the exponent's multiply-add (FOLD_SCALE: one FMUL a score
+    # fewer in the unmasked blocks) and without
+    "ptr_fold": ("attention", "attn_fwd_lse_kernel", {}, dict(fold_scale=True), "attention_fwd"),
+    "ptr_nofold": ("attention", "attn_fwd_lse_kernel", {}, dict(fold_scale=False), "attention_fwd"),
+    "fp8_ptr_fold": ("attention", "attn_fwd_lse_kernel", {}, dict(fold_scale=True), "attention_fp8"),
+    "fp8_ptr_nofold": ("attention", "attn_fwd_lse_kernel", {}, dict(fold_scale=False), "attention_fp8"),
+    "fp8_ptr_fold_tail": ("attention", "attn_fwd_lse_kernel", {"KERNELC_WGMMA_ASYNC_TAIL": "rescaled"},
+                          dict(fold_scale=True), "attention_fp8"),
 }
 # (head_dim, causal) -> whether the variant runs (sm_90a, CPU compile 2026-11-27: fp16 D=128 has no room for a
 # third stage; fp8 256-key blocks spill 416 registers at D=128 and causal needs BLOCK_M == BLOCK_N)
@@ -349,6 +357,7 @@ FWD_VARIANT_WHEN = {
     "fp8_fa3_old": lambda D, causal: (D, causal) in ((128, True), (128, False), (64, False)),  # where FP8_CONFIGS differs
     "tma_twoloops": lambda D, causal: causal,
     "fp8_ptr_tail": lambda D, causal: D <= 64,
+    "fp8_ptr_fold_tail": lambda D, causal: D <= 64,
 }
 
 
