@@ -342,6 +342,13 @@ FWD_VARIANTS = {
     "fp8_ptr_nofold": ("attention", "attn_fwd_lse_kernel", {}, dict(fold_scale=False), "attention_fp8"),
     "fp8_ptr_fold_tail": ("attention", "attn_fwd_lse_kernel", {"KERNELC_WGMMA_ASYNC_TAIL": "rescaled"},
                           dict(fold_scale=True), "attention_fp8"),
+    # a warp skips acc * alpha where all its alphas are 1 (KERNELC_RESCALE_SKIP; passes/rescale_skip.py)
+    "fa3_late_skip": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_RESCALE_SKIP": "1"}, dict(late_rescale=True)),
+    "fp8_fa3_skip": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_RESCALE_SKIP": "1"}, {}, "attention_fp8"),
+    "fp8_fa3_late_skip": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_RESCALE_SKIP": "1"},
+                          dict(late_rescale=True), "attention_fp8"),
+    "fp8_ptr_fold_skip": ("attention", "attn_fwd_lse_kernel", {"KERNELC_RESCALE_SKIP": "1"}, dict(fold_scale=True),
+                          "attention_fp8"),
 }
 # (head_dim, causal) -> whether the variant runs (sm_90a, CPU compile 2026-11-27: fp16 D=128 has no room for a
 # third stage; fp8 256-key blocks spill 416 registers at D=128 and causal needs BLOCK_M == BLOCK_N)
