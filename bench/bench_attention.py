@@ -349,6 +349,15 @@ FWD_VARIANTS = {
                           dict(late_rescale=True), "attention_fp8"),
     "fp8_ptr_fold_skip": ("attention", "attn_fwd_lse_kernel", {"KERNELC_RESCALE_SKIP": "1"}, dict(fold_scale=True),
                           "attention_fp8"),
+    # + the reference max moved only where a row's max grew by more than 8 (LAZY_RESCALE: alpha is then 1 in most
+    # blocks, so most warps skip the rescale; P < 2^8)
+    **{f"{p}{n}_lazy_skip": (mod, kern, {"KERNELC_RESCALE_SKIP": "1"}, dict(cfg, lazy_rescale=8.0), *entry)
+       for p, n, mod, kern, cfg, entry in (
+           ("", "fa3_late", "attention_fa3", "attn_fwd_fa3_kernel", dict(late_rescale=True), ()),
+           ("fp8_", "fa3_late", "attention_fa3", "attn_fwd_fa3_kernel", dict(late_rescale=True), ("attention_fp8",)),
+           ("fp8_", "fa3", "attention_fa3", "attn_fwd_fa3_kernel", {}, ("attention_fp8",)),
+           ("", "ptr_fold", "attention", "attn_fwd_lse_kernel", dict(fold_scale=True), ("attention_fwd",)),
+           ("fp8_", "ptr_fold", "attention", "attn_fwd_lse_kernel", dict(fold_scale=True), ("attention_fp8",)))},
 }
 # (head_dim, causal) -> whether the variant runs (sm_90a, CPU compile 2026-11-27: fp16 D=128 has no room for a
 # third stage; fp8 256-key blocks spill 416 registers at D=128 and causal needs BLOCK_M == BLOCK_N)

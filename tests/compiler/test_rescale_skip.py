@@ -29,7 +29,10 @@ def online_kernel(x_ptr, s_ptr, out_ptr, N, BLOCK: kl.constexpr, VARIANT: kl.con
             acc = acc * alpha[:, None]
         m_new = kl.maximum(m, kl.max(x, 1))
         alpha = kl.math.exp2(m - m_new)
-        if VARIANT == "plain":
+        if VARIANT == "lazy":  # the reference max moves only where it grew by more than 8
+            m_new = kl.where(m_new > m + 8.0, m_new, m)
+            alpha = kl.math.exp2(m - m_new)
+        if VARIANT == "plain" or VARIANT == "lazy":
             acc = acc * alpha[:, None]
         if VARIANT == "other":  # a row scale that is not a rescale factor
             acc = acc * kl.load(s_ptr + start + r)[:, None]
@@ -69,6 +72,17 @@ def test_the_rescale_a_trip_late_is_marked(monkeypatch):
     # the carried alpha: the body yields exp2(m_old - m_new) for it
     _, before, after = _ir_around(monkeypatch, "late")
     assert after.count("skip_unit=1") == 1
+    assert after.replace(", skip_unit=1", "") == before
+
+
+def test_the_rescale_by_a_lazily_moved_max_is_marked(monkeypatch):
+    _, before, after = _ir_around(monkeypatch, "lazy")
+    filecheck(after, """
+        CHECK: [[C:%\\d+]] = cmpf [[MNEW:%\\d+]], {{%\\d+}} {pred='ogt'}
+        CHECK: [[M:%\\d+]] = select [[C]], [[MNEW]], [[MOLD:%\\d+]] : <64xfp32>
+        CHECK: [[D:%\\d+]] = fsub [[MOLD]], [[M]]
+        CHECK: fmul {{%\\d+}}, {{%\\d+}} {contract=True, skip_unit=1} : <64x64xfp32>
+    """)
     assert after.replace(", skip_unit=1", "") == before
 
 

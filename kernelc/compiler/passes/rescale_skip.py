@@ -1,6 +1,7 @@
 """Skip the online softmax's rescale where it multiplies by one: ``attrs["skip_unit"] = i`` on an fp32 ``fmul`` of a
 tile by operand ``i``, a row scale broadcast over the tile (``broadcast(expand_dims(alpha))``) with
-``alpha = exp2(m_old - m_new)`` and ``m_new = fmax(m_old, ...)``: attention's ``acc * alpha[:, None]``.
+``alpha = exp2(m_old - m_new)`` and ``m_new = fmax(m_old, ...)``, or ``m_new`` that maximum moved lazily
+(``passes/exp2_poly.py: lazy_reference_max``): attention's ``acc * alpha[:, None]``.
 
 ``alpha`` is exactly 1 in every row whose running maximum did not grow in this key block, and ``x * 1.0 == x`` for
 every float x (NaN, infinities and signed zeros included), so the product may be skipped there without changing a
@@ -24,6 +25,7 @@ from typing import Optional
 
 from ...language.dtypes import scalar_of, shape_of
 from ..ir.core import Block, Function, Value, defining_op
+from .exp2_poly import lazy_reference_max
 
 #: the fewest tile elements a thread must multiply for the test, vote and branch (~5 instructions) to be worth it
 MIN_PER_THREAD = 16
@@ -57,6 +59,9 @@ def _rescale_factor(a: Value, carried: bool = True) -> bool:
     if s is None or s.name != "fsub":
         return False
     old, new = s.operands
+    lazy = lazy_reference_max(new)
+    if lazy is not None and lazy[1].id == old.id:  # the reference max kept unless it grew by more than a threshold
+        new = lazy[0]
     n = defining_op(new)
     return n is not None and n.name == "fmax" and any(o.id == old.id for o in n.operands)
 
