@@ -260,3 +260,51 @@ def test_an_invariant_operand_read_in_two_roles_is_staged_once_per_role():
         CHECK: = dot [[A]],
         CHECK: = dot {{%\\d+}}, [[B]],
     """)
+
+
+def test_split_waits_give_each_dot_its_own_barriers(monkeypatch):
+    """KERNELC_TMA_SPLIT_WAITS: two_dots' K (read by the first dot) and V (by the second) get a barrier per stage
+    each; the loop waits for K at its head and for V right before the dot that reads it; each barrier expects its
+    own tile's bytes (prologue and refill), both sets are invalidated after the loop. Off: one barrier per stage
+    for both, waited for at the head (the test above)."""
+    monkeypatch.setenv("KERNELC_TMA_SPLIT_WAITS", "1")
+    ir, fn, _ = _passes(two_dots, TD_SIG, dict(BM=128, BN=64, D=64), div=TD_DIV)
+    filecheck(ir["schedule_pipelines"], """
+        CHECK: = scf.for {{.*}} {pipeline={stages=3, lookahead=2, split_waits=True}}
+    """)
+    filecheck(ir["expand_tma_rings"], """
+        CHECK: [[RK:%\\d+]] = tma_ring_alloc %1 {stages=3, operand='b', transposed=True} : <64x64xfp16>
+        CHECK-NEXT: [[RV:%\\d+]] = tma_ring_alloc %2 {stages=3, operand='b'} : <64x64xfp16>
+        CHECK-NEXT: [[BK:%\\d+]] = mbarrier_alloc {count=3} : i64
+        CHECK-NEXT: [[BV:%\\d+]] = mbarrier_alloc {count=3} : i64
+        CHECK: prefetch_tensormaps
+        CHECK: [[S0:%\\d+]] = constant {value=0} : i32
+        CHECK-NEXT: [[E0:%\\d+]] = elect_one : i1
+        CHECK-NEXT: [[P0:%\\d+]] = and [[E0]], {{%\\d+}} : i1
+        CHECK-NEXT: [[K0:%\\d+]] = mbarrier_at [[BK]], [[S0]] : i32
+        CHECK-NEXT: mbarrier_expect_tx [[K0]], [[P0]] {bytes=8192}
+        CHECK-NEXT: tma_copy_to_ring [[RK]], [[S0]], [[K0]], [[P0]],
+        CHECK-NEXT: [[V0:%\\d+]] = mbarrier_at [[BV]], [[S0]] : i32
+        CHECK-NEXT: mbarrier_expect_tx [[V0]], [[P0]] {bytes=8192}
+        CHECK-NEXT: tma_copy_to_ring [[RV]], [[S0]], [[V0]], [[P0]],
+        CHECK: ^body({{.*}}, [[RD:%\\d+]]: i32, [[WR:%\\d+]]: i32, [[PH:%\\d+]]: i32):
+        CHECK-NEXT: [[WK:%\\d+]] = mbarrier_at [[BK]], [[RD]] : i32
+        CHECK-NEXT: mbarrier_wait [[WK]], [[PH]]
+        CHECK: [[K:%\\d+]] = ring_read [[RK]], [[RD]] : <64x64xfp16>
+        CHECK-NEXT: [[V:%\\d+]] = ring_read [[RV]], [[RD]] : <64x64xfp16>
+        CHECK: = dot {{%\\d+}}, [[K]],
+        CHECK-NOT: = dot
+        CHECK: [[WV:%\\d+]] = mbarrier_at [[BV]], [[RD]] : i32
+        CHECK-NEXT: mbarrier_wait [[WV]], [[PH]]
+        CHECK-NEXT: = dot {{%\\d+}}, [[V]],
+        CHECK: mbarrier_at [[BK]], [[WR]] : i32
+        CHECK-NEXT: mbarrier_expect_tx {{%\\d+}}, {{%\\d+}} {bytes=8192}
+        CHECK-NEXT: tma_copy_to_ring [[RK]], [[WR]],
+        CHECK-NEXT: mbarrier_at [[BV]], [[WR]] : i32
+        CHECK-NEXT: mbarrier_expect_tx {{%\\d+}}, {{%\\d+}} {bytes=8192}
+        CHECK-NEXT: tma_copy_to_ring [[RV]], [[WR]],
+        CHECK: scf.yield
+    """)
+    verify(fn)
+    ops = list(fn.walk())
+    assert sum(o.name == "mbarrier_init" for o in ops) == sum(o.name == "mbarrier_inval" for o in ops) == 6

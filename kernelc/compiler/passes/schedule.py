@@ -253,6 +253,11 @@ def _schedule_loop(f: _Facts, op: Op) -> None:
     if not dots:
         dots = _async_tail(f, op)
     op.attrs["pipeline"] = {"stages": stages, "lookahead": lookahead}
+    if tma and not cp and get("KERNELC_TMA_SPLIT_WAITS") and len({id(_first_reader(t, via, body, uses))
+                                                                   for t, via in tma}) > 1:
+        # a barrier per stage for the tiles each dot reads first, waited for right before that dot (attention's
+        # V only before P V, as Triton waits): the later tiles' copies get the first dot and the softmax as slack
+        op.attrs["pipeline"]["split_waits"] = True
     if dots and cp and not tma:
         # the stage a copy overwrites is the one the wgmma left in flight last iteration was reading:
         # the copies go after this iteration's dots, whose wait_group 1 retires it (docs/schedule-ir.md)
@@ -267,6 +272,13 @@ def _schedule_loop(f: _Facts, op: Op) -> None:
             via.attrs["pipeline"] = {"ring": TMA}
     for d in dots:
         d.attrs["wgmma"] = "async"
+
+
+def _first_reader(t: Op, via: Optional[Op], body: Block, uses) -> Optional[Op]:
+    """The first op of ``body`` that reads the TMA tile ``t`` (through ``via``, its in-place view, if any)."""
+    v = (via or t).results[0]
+    readers = [o for o, _ in uses.get(v.id, [])]
+    return min(readers, key=body.ops.index, default=None) if all(r in body.ops for r in readers) else None
 
 
 def _async_tail(f: _Facts, loop: Op) -> List[Op]:
