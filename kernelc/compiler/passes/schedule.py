@@ -397,6 +397,8 @@ def _tag_ws(f: _Facts, op: Op) -> None:
     overlap = any(_pinned(o, op.regions[0]) for o in _deferrable(f.plan, op.regions[0]))
     setmaxnreg = f.nw == 8 and (knob == "on" or (knob == "auto" and overlap))
     dots = [o for o in op.regions[0].ops if o.name == "dot"]
+    if op.attrs.get("pipeline"):  # the producer warp's ring has its own full/empty barriers (passes/warp_regions.py)
+        op.attrs["pipeline"].pop("split_waits", None)
     op.attrs["ws"] = {"producer_warps": 4 if setmaxnreg else PRODUCER_WARPS, "setmaxnreg": bool(setmaxnreg),
                       "release": "lagged" if lagged else "at_issue",
                       "pingpong": bool(get("KERNELC_WS_PINGPONG") and f.nw == 8 and len(dots) >= 2)}
