@@ -345,11 +345,6 @@ FWD_VARIANTS = {
                           dict(late_rescale=True), "attention_fp8"),
     "fp8_ptr_fold_skip": ("attention", "attn_fwd_lse_kernel", {"KERNELC_RESCALE_SKIP": "1"}, dict(fold_scale=True),
                           "attention_fp8"),
-    # + each dot's TMA tiles on their own stage barriers, V waited for right before P V (KERNELC_TMA_SPLIT_WAITS)
-    "ptr_fold_split": ("attention", "attn_fwd_lse_kernel", {"KERNELC_TMA_SPLIT_WAITS": "1"}, dict(fold_scale=True),
-                       "attention_fwd"),
-    "fp8_ptr_fold_split": ("attention", "attn_fwd_lse_kernel", {"KERNELC_TMA_SPLIT_WAITS": "1"},
-                           dict(fold_scale=True), "attention_fp8"),
     # + the reference max moved only where a row's max grew by more than 8 (LAZY_RESCALE: alpha is then 1 in most
     # blocks, so most warps skip the rescale; P < 2^8)
     **{f"{p}{n}_lazy_skip": (mod, kern, {"KERNELC_RESCALE_SKIP": "1"}, dict(cfg, lazy_rescale=8.0), *entry)

@@ -203,11 +203,6 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_WGMMA_PIN_WAITS", "bool", True,
          "keep a deferred wgmma wait where the IR puts it, past the work before it (ptxas would move it up)",
          compile=True, field="wgmma_pin_waits"),
-    Knob("KERNELC_TMA_SPLIT_WAITS", "bool", False,
-         "a TMA ring (no producer warp) read by several dots gets a barrier per stage for the tiles each dot reads "
-         "first, waited for right before that dot (attention's V only before P V, as Triton waits), instead of one "
-         "barrier for the whole stage at the top of the loop (opt-in until measured)", compile=True,
-         field="tma_split_waits"),
     Knob("KERNELC_TMA_EARLY_ISSUE", "bool", True,
          "a TMA tile loaded outside loops and read in place by dots is copied as early as its offsets allow and "
          "waited for at its first read (attention's Q and first K block arrive together, not one after the other)",
@@ -343,7 +338,6 @@ class CompileOptions:
     wgmma_defer_acc: bool = False
     wgmma_async_tail: str = "off"
     tma_early_issue: bool = True
-    tma_split_waits: bool = False
     wgmma_pin_waits: bool = True
     bulk_reduce_stages: str = "2"
     tma_write_guard: str = "reduce"

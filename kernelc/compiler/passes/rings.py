@@ -129,47 +129,31 @@ class RingExpander:
             self._op(out, "async_copy", [ring, stage] + ops, [], attrs)
         self._op(out, "async_commit_group", [], [])
 
-    def _tma_groups(self) -> List[List[int]]:
-        """The ringed TMA tiles (indices into ``self.tma``) in groups with one barrier per stage each: all in one
-        group, or (``pipeline={split_waits=True}``, schedule_pipelines) one group per dot that reads them first, in
-        the body's order of those dots, each waited for right before that dot."""
-        if not self.loop.attrs["pipeline"].get("split_waits"):
-            return [list(range(len(self.tma)))]
-        ops = self.loop.regions[0].ops
-        pos = {id(o): i for i, o in enumerate(ops)}
-        groups: Dict[int, List[int]] = {}
-        for k, (_, dot, _, _) in enumerate(self.tma):
-            groups.setdefault(id(dot), []).append(k)
-        return sorted(groups.values(), key=lambda ks: pos.get(id(self.tma[ks[0]][1]), -1))
-
-    def _stage_bytes(self, group=None) -> int:
-        """Bytes one stage's TMA copies of ``group`` (default: every ringed tile) bring (what its barrier expects)."""
+    def _stage_bytes(self) -> int:
+        """Bytes one stage's TMA copies bring (what its barrier expects)."""
         n = 0
-        for k in (range(len(self.tma)) if group is None else group):
-            ty = self.tma[k][0].operands[0].type
+        for src, _, _, _ in self.tma:
+            ty = src.operands[0].type
             b = ty.element_ty.itemsize
             for d in ty.block_shape:
                 b *= d
             n += b
         return n
 
-    def _tma_copies(self, out, rings, bars: List[Value], env, stage: Value, guard: Value, steady: bool = False) -> None:
-        """The elected thread (where ``guard``) announces each group's bytes and copies every ringed tile."""
+    def _tma_copies(self, out, rings, bars: Value, env, stage: Value, guard: Value, steady: bool = False) -> None:
+        """The elected thread (where ``guard``) announces the stage's bytes and copies every ringed tile."""
         t0 = self._op(out, "elect_one", [], [int1]).results[0]
         pred = self._op(out, "and", [t0, guard], [int1]).results[0]
-        for group, gbars in zip(self.groups, bars):
-            bar = self._op(out, "mbarrier_at", [gbars, stage], [int32]).results[0]
-            self._op(out, "mbarrier_expect_tx", [bar, pred], [], {"bytes": self._stage_bytes(group)})
-            for k in group:
-                src, ring = self.tma[k][0], rings[k]
-                offs = [env.get(v.id, v) for v in src.operands[1:]]
-                # the copy in the loop body names the load it stands for (the kernel's memory-access report)
-                self._op(out, "tma_copy_to_ring", [ring, stage, bar, pred] + offs, [],
-                         {"source": str(src.loc)} if steady else {})
+        bar = self._op(out, "mbarrier_at", [bars, stage], [int32]).results[0]
+        self._op(out, "mbarrier_expect_tx", [bar, pred], [], {"bytes": self._stage_bytes()})
+        for (src, _, _, _), ring in zip(self.tma, rings):
+            offs = [env.get(v.id, v) for v in src.operands[1:]]
+            # the copy in the loop body names the load it stands for (the kernel's memory-access report)
+            self._op(out, "tma_copy_to_ring", [ring, stage, bar, pred] + offs, [],
+                     {"source": str(src.loc)} if steady else {})
 
     def _tma_setup(self, pre: List[Op], S: int):
-        """The TMA rings, one barrier per stage (and group) initialised by the elected thread, the maps
-        prefetched."""
+        """The TMA rings, one barrier per stage initialised by the elected thread, the maps prefetched."""
         trings = []
         for src, _, is_a, via in self.tma:
             seen = (via or src).results[0]  # what the dot reads
@@ -177,13 +161,12 @@ class RingExpander:
                          {"stages": S, "operand": "a" if is_a else "b", "transposed": via is not None}).results[0]
             self._like(r, seen)
             trings.append(r)
-        bars = [self._op(pre, "mbarrier_alloc", [], [int64], {"count": S}).results[0] for _ in self.groups]
+        bars = self._op(pre, "mbarrier_alloc", [], [int64], {"count": S}).results[0]
         t0 = self._op(pre, "elect_one", [], [int1]).results[0]
         self._op(pre, "barrier", [], [])  # an earlier trip of an enclosing loop is done with the ring
-        for gbars in bars:
-            for s in range(S):
-                bar = self._op(pre, "mbarrier_at", [gbars, self._const(pre, s)], [int32]).results[0]
-                self._op(pre, "mbarrier_init", [bar, t0], [], {"count": 1})
+        for s in range(S):
+            bar = self._op(pre, "mbarrier_at", [bars, self._const(pre, s)], [int32]).results[0]
+            self._op(pre, "mbarrier_init", [bar, t0], [], {"count": 1})
         self._op(pre, "fence_mbarrier_init", [], [])
         self._op(pre, "barrier", [], [])
         descs = []
@@ -193,13 +176,12 @@ class RingExpander:
         self._op(pre, "prefetch_tensormaps", descs + [t0], [])
         return trings, bars
 
-    def _tma_teardown(self, after: List[Op], trings, bars: List[Value], S: int) -> None:
+    def _tma_teardown(self, after: List[Op], trings, bars: Value, S: int) -> None:
         self._op(after, "barrier", [], [])  # every thread is past its last wait: the barriers may go
         t0 = self._op(after, "elect_one", [], [int1]).results[0]
-        for gbars in bars:
-            for s in range(S):
-                bar = self._op(after, "mbarrier_at", [gbars, self._const(after, s)], [int32]).results[0]
-                self._op(after, "mbarrier_inval", [bar, t0], [])
+        for s in range(S):
+            bar = self._op(after, "mbarrier_at", [bars, self._const(after, s)], [int32]).results[0]
+            self._op(after, "mbarrier_inval", [bar, t0], [])
         if not inside_loop(self.loop):
             # the ring is dead from here on: an epilogue's TMA store may stage its tile there
             for r in trings:
@@ -224,7 +206,6 @@ class RingExpander:
                          {"stages": S, "operand": "a" if is_a else "b"}).results[0]
             self._like(r, ld.results[0])
             rings.append(r)
-        self.groups = self._tma_groups() if self.tma else []
         trings, bars = self._tma_setup(pre, S) if self.tma else ([], None)
         # prologue: iterations 0 .. LA-1 (a copy past the end is switched off by its guard)
         cur = {i: inits[i] for i in carried_idx}
@@ -263,8 +244,8 @@ class RingExpander:
             # docs/triton-tutorials.md, "03 matmul"); registers stored by st.shared still get theirs
             self._op(head, "async_wait_group", [], [], {"pending": LA - 1})
             self._op(head, "barrier", [], [])
-        if self.tma:  # the first group at the head; the others right before the dot that reads them first
-            bar = self._op(head, "mbarrier_at", [bars[0], rd], [int32]).results[0]
+        if self.tma:
+            bar = self._op(head, "mbarrier_at", [bars, rd], [int32]).results[0]
             self._op(head, "mbarrier_wait", [bar, counters[2]], [])
         # refill='after_dots': the chain and the cp.async copies follow the last dot (a barrier first: every
         # warpgroup's wait_group 1 has retired last iteration's wgmma, which read the stage they overwrite)
@@ -315,13 +296,6 @@ class RingExpander:
             self._tma_copies(tail, trings, bars, env, wr, guard, steady=True)
         ringed = self._ringed_ops()
         kept = [o for o in body.ops[:-1] if id(o) not in ringed]
-        for group, gbars in list(zip(self.groups, bars or []))[1:]:
-            reader = self.tma[group[0]][1]
-            at = next(i for i, o in enumerate(kept) if o is reader)
-            w: List[Op] = []
-            bar = self._op(w, "mbarrier_at", [gbars, rd], [int32]).results[0]
-            self._op(w, "mbarrier_wait", [bar, counters[2]], [])
-            kept[at:at] = w
         if after_dots:
             last = max(i for i, o in enumerate(kept) if o.name == "dot" and o.attrs.get("wgmma") == "async")
             kept[last + 1:last + 1] = refill

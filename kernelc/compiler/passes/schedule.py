@@ -253,11 +253,6 @@ def _schedule_loop(f: _Facts, op: Op) -> None:
     if not dots:
         dots = _async_tail(f, op)
     op.attrs["pipeline"] = {"stages": stages, "lookahead": lookahead}
-    if tma and not cp and get("KERNELC_TMA_SPLIT_WAITS") and len({id(_first_reader(t, via, body, uses))
-                                                                   for t, via in tma}) > 1:
-        # a barrier per stage for the tiles each dot reads first, waited for right before that dot (attention's
-        # V only before P V, as Triton waits): the later tiles' copies get the first dot and the softmax as slack
-        op.attrs["pipeline"]["split_waits"] = True
     if dots and cp and not tma:
         # the stage a copy overwrites is the one the wgmma left in flight last iteration was reading:
         # the copies go after this iteration's dots, whose wait_group 1 retires it (docs/schedule-ir.md)
@@ -272,13 +267,6 @@ def _schedule_loop(f: _Facts, op: Op) -> None:
             via.attrs["pipeline"] = {"ring": TMA}
     for d in dots:
         d.attrs["wgmma"] = "async"
-
-
-def _first_reader(t: Op, via: Optional[Op], body: Block, uses) -> Optional[Op]:
-    """The first op of ``body`` that reads the TMA tile ``t`` (through ``via``, its in-place view, if any)."""
-    v = (via or t).results[0]
-    readers = [o for o, _ in uses.get(v.id, [])]
-    return min(readers, key=body.ops.index, default=None) if all(r in body.ops for r in readers) else None
 
 
 def _async_tail(f: _Facts, loop: Op) -> List[Op]:
@@ -397,8 +385,6 @@ def _tag_ws(f: _Facts, op: Op) -> None:
     overlap = any(_pinned(o, op.regions[0]) for o in _deferrable(f.plan, op.regions[0]))
     setmaxnreg = f.nw == 8 and (knob == "on" or (knob == "auto" and overlap))
     dots = [o for o in op.regions[0].ops if o.name == "dot"]
-    if op.attrs.get("pipeline"):  # the producer warp's ring has its own full/empty barriers (passes/warp_regions.py)
-        op.attrs["pipeline"].pop("split_waits", None)
     op.attrs["ws"] = {"producer_warps": 4 if setmaxnreg else PRODUCER_WARPS, "setmaxnreg": bool(setmaxnreg),
                       "release": "lagged" if lagged else "at_issue",
                       "pingpong": bool(get("KERNELC_WS_PINGPONG") and f.nw == 8 and len(dots) >= 2)}
