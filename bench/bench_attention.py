@@ -325,35 +325,15 @@ FWD_VARIANTS = {
     # the descriptor forward's causal diagonal in a second loop after the key loop (before DIAG_FIRST became its
     # default, 2026-11-28; docs/attention.md "Head dim 64 and short-sequence fp8")
     "tma_twoloops": ("attention_tma", "attn_fwd_tma_kernel", {}, dict(diag_first=False)),
-    # FA3's order with O rescaled after the next block's QK^T is issued (LATE_RESCALE: the 64 FMULs a thread run
-    # under that QK^T instead of before it, as FlashAttention-3 does) and before (the other setting)
-    "fa3_late": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(late_rescale=True)),
-    "fa3_early": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(late_rescale=False)),
-    "fp8_fa3_late": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(late_rescale=True), "attention_fp8"),
-    "fp8_fa3_early": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(late_rescale=False), "attention_fp8"),
     # the pointer forwards with the scale folded into the exponent's multiply-add (FOLD_SCALE: one FMUL a score
-    # fewer in the unmasked blocks) and without; P V left in flight on top (KERNELC_WGMMA_ASYNC_TAIL=rescaled) measured
-    # 0.81-0.95x of the default at D=64 in call H11 and was removed (docs/attention.md, "fp8 against our fp16")
+    # fewer in the unmasked blocks; the default since 2026-11-28 but for fp8 D=64 causal) and without. Measured and
+    # removed (calls H11, H11b; docs/attention.md, "fp8 against our fp16"): P V left in flight on top, FA3's rescale
+    # under the next QK^T (LATE_RESCALE), rescales skipped where alpha is 1 (KERNELC_RESCALE_SKIP, with and without a
+    # lazily moved max), each dot's TMA tiles on their own barriers (KERNELC_TMA_SPLIT_WAITS)
     "ptr_fold": ("attention", "attn_fwd_lse_kernel", {}, dict(fold_scale=True), "attention_fwd"),
     "ptr_nofold": ("attention", "attn_fwd_lse_kernel", {}, dict(fold_scale=False), "attention_fwd"),
     "fp8_ptr_fold": ("attention", "attn_fwd_lse_kernel", {}, dict(fold_scale=True), "attention_fp8"),
     "fp8_ptr_nofold": ("attention", "attn_fwd_lse_kernel", {}, dict(fold_scale=False), "attention_fp8"),
-    # a warp skips acc * alpha where all its alphas are 1 (KERNELC_RESCALE_SKIP; passes/rescale_skip.py)
-    "fa3_late_skip": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_RESCALE_SKIP": "1"}, dict(late_rescale=True)),
-    "fp8_fa3_skip": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_RESCALE_SKIP": "1"}, {}, "attention_fp8"),
-    "fp8_fa3_late_skip": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_RESCALE_SKIP": "1"},
-                          dict(late_rescale=True), "attention_fp8"),
-    "fp8_ptr_fold_skip": ("attention", "attn_fwd_lse_kernel", {"KERNELC_RESCALE_SKIP": "1"}, dict(fold_scale=True),
-                          "attention_fp8"),
-    # + the reference max moved only where a row's max grew by more than 8 (LAZY_RESCALE: alpha is then 1 in most
-    # blocks, so most warps skip the rescale; P < 2^8)
-    **{f"{p}{n}_lazy_skip": (mod, kern, {"KERNELC_RESCALE_SKIP": "1"}, dict(cfg, lazy_rescale=8.0), *entry)
-       for p, n, mod, kern, cfg, entry in (
-           ("", "fa3_late", "attention_fa3", "attn_fwd_fa3_kernel", dict(late_rescale=True), ()),
-           ("fp8_", "fa3_late", "attention_fa3", "attn_fwd_fa3_kernel", dict(late_rescale=True), ("attention_fp8",)),
-           ("fp8_", "fa3", "attention_fa3", "attn_fwd_fa3_kernel", {}, ("attention_fp8",)),
-           ("", "ptr_fold", "attention", "attn_fwd_lse_kernel", dict(fold_scale=True), ("attention_fwd",)),
-           ("fp8_", "ptr_fold", "attention", "attn_fwd_lse_kernel", dict(fold_scale=True), ("attention_fp8",)))},
 }
 # (head_dim, causal) -> whether the variant runs (sm_90a, CPU compile 2026-11-27: fp16 D=128 has no room for a
 # third stage; fp8 256-key blocks spill 416 registers at D=128 and causal needs BLOCK_M == BLOCK_N)

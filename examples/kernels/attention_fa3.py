@@ -32,8 +32,7 @@ def _v_block(desc_v, row, off_hz, N_CTX, HEAD_DIM: tl.constexpr, FP8: tl.constex
 @triton.jit
 def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Descale, BLOCK_M: tl.constexpr,
                         BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, FP8: tl.constexpr,
-                        EARLY_V: tl.constexpr = True, LATE_RESCALE: tl.constexpr = False,
-                        LAZY_RESCALE: tl.constexpr = 0.0):
+                        EARLY_V: tl.constexpr = True):
     # FP8: q, k are e4m3 and desc_v is V^T ([Z * H * HEAD_DIM, N_CTX], keys contiguous: fp8 wgmma reads its B
     # operand K-major only); Descale holds the per-tensor scales of q, k, v (fp32)
     # EARLY_V: load the last V block before the loop (a program that has the SM to itself: 8 consumer warps);
@@ -70,30 +69,19 @@ def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Descale
     l_i = tl.sum(p32, 1)
     p = p32.to(dtype)  # fp8: P lies in [0, 1] and is rounded to e4m3 for P V
     v_prev = offset_y + first  # the row of the V block P belongs to
-    if LATE_RESCALE:  # O is rescaled by the previous block's alpha after the next QK^T is issued
-        alpha = tl.zeros([BLOCK_M], dtype=tl.float32) + 1.0
     for start_n in range(lo, hi, BLOCK_N):  # unmasked blocks
         qk = tl.dot(q, desc_k.load([offset_y + start_n, 0]).T)
-        if LATE_RESCALE:
-            acc = acc * alpha[:, None]
         acc = tl.dot(p, _v_block(desc_v, v_prev, off_hz, N_CTX, HEAD_DIM, FP8), acc)  # the previous block's P V
         m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-        if LAZY_RESCALE > 0:
-            # the reference max moves only where a row's max grew by more than LAZY_RESCALE (log2 units): P stays
-            # below 2^LAZY_RESCALE, alpha is exactly 1 elsewhere, and O / l is the same for any reference
-            m_ij = tl.where(m_ij > m_i + LAZY_RESCALE, m_ij, m_i)
         p32 = tl.math.exp2(qk * qk_scale - m_ij[:, None])
         alpha = tl.math.exp2(m_i - m_ij)
         l_i = l_i * alpha + tl.sum(p32, 1)
-        if not LATE_RESCALE:
-            acc = acc * alpha[:, None]
+        acc = acc * alpha[:, None]
         m_i = m_ij
         p = p32.to(dtype)
         v_prev = offset_y + start_n
     if not EARLY_V:
         v_last = _v_block(desc_v, v_prev, off_hz, N_CTX, HEAD_DIM, FP8)
-    if LATE_RESCALE:
-        acc = acc * alpha[:, None]
     acc = tl.dot(p, v_last, acc)
     if FP8:
         acc = acc * tl.load(Descale + 2)
@@ -116,10 +104,6 @@ CONFIGS = {}  # fp16 / bf16
 # D=128 non-causal 4 stages: H100 2026-11-28 (call H10, two readings in one process) 748.0 / 714.6 against
 # 711.6 / 684.9 with 2 (the H200 run of 2026-11-27 saw no gain: 684.9 against 688.4)
 FP8_CONFIGS = {(128, True): (128, 128, 8, 4), (128, False): (128, 128, 8, 4), (64, False): (64, 128, 4, 2)}
-# the kernel's LATE_RESCALE default (docs/attention.md, "fp8: O rescaled under the next QK^T")
-LATE_RESCALE = False
-# the kernel's LAZY_RESCALE default: 0 (the reference max follows the row max), or a threshold in log2 units
-LAZY_RESCALE = 0.0
 
 
 def config(D, causal, fp8=False, BLOCK_M=None, BLOCK_N=None, num_warps=None, num_stages=None):
@@ -129,7 +113,7 @@ def config(D, causal, fp8=False, BLOCK_M=None, BLOCK_N=None, num_warps=None, num
 
 
 def _launch(kernel, q, k, v, o, descale, vt, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages,
-            early_v=None, late_rescale=None, lazy_rescale=None):
+            early_v=None):
     Z, H, N, D = q.shape
     y = Z * H * N
     desc_q = TensorDescriptor(q, [y, D], [D, 1], [BLOCK_M, D])
@@ -141,14 +125,12 @@ def _launch(kernel, q, k, v, o, descale, vt, causal, sm_scale, BLOCK_M, BLOCK_N,
     (kernel or attn_fwd_fa3_kernel)[grid](sm_scale, desc_q, desc_k, desc_v, desc_o, N, descale, BLOCK_M=BLOCK_M,
                                           BLOCK_N=BLOCK_N, HEAD_DIM=D, CAUSAL=causal, FP8=vt,
                                           EARLY_V=num_warps >= 8 if early_v is None else early_v,
-                                          LATE_RESCALE=LATE_RESCALE if late_rescale is None else bool(late_rescale),
-                                          LAZY_RESCALE=float(LAZY_RESCALE if lazy_rescale is None else lazy_rescale),
                                           num_warps=num_warps, num_stages=num_stages)
     return o
 
 
 def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=None, BLOCK_N=None, num_warps=None, num_stages=None,
-              kernel=None, early_v=None, late_rescale=None, lazy_rescale=None):
+              kernel=None, early_v=None):
     """softmax(q k^T * sm_scale) v for fp16/bf16 ``[Z, H, N_CTX, HEAD_DIM]`` tensors (contiguous; N_CTX a
     multiple of BLOCK_M; BLOCK_M == BLOCK_N when causal: the diagonal is one block). The launch config not
     given comes from :func:`config`. ``kernel``: another ``kernelc.jit`` of :func:`attn_fwd_fa3_kernel` (its own
@@ -164,13 +146,11 @@ def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=None, BLOCK_N=None, 
     _check_blocks("attention_fa3", N, causal, BLOCK_M, BLOCK_N)
     sm_scale = sm_scale if sm_scale is not None else D ** -0.5
     o = torch.empty_like(q)
-    return _launch(kernel, q, k, v, o, o, False, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages, early_v,
-                   late_rescale, lazy_rescale)
+    return _launch(kernel, q, k, v, o, o, False, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages, early_v)
 
 
 def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None, BLOCK_M=None,
-                  BLOCK_N=None, num_warps=None, num_stages=None, kernel=None, early_v=None, late_rescale=None,
-                  lazy_rescale=None):
+                  BLOCK_N=None, num_warps=None, num_stages=None, kernel=None, early_v=None):
     """fp8 (e4m3) attention in FlashAttention-3's order: ``softmax(q k^T * sm_scale) v`` with ``q = q8 * q_scale``
     etc. (``attention.quantize_fp8``). ``q8``, ``k8``: ``[Z, H, N_CTX, HEAD_DIM]``; ``v8t``: V transposed,
     ``[Z, H, HEAD_DIM, N_CTX]`` (fp8 wgmma reads its B operand K-major only); all contiguous e4m3. Both dots
@@ -192,4 +172,4 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
     o = torch.empty((Z, H, N, D), device=q8.device, dtype=out_dtype or torch.float16)
     descale = torch.cat([s.reshape(1).float() for s in (q_scale, k_scale, v_scale)])
     return _launch(kernel, q8, k8, v8t, o, descale, True, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps,
-                   num_stages, early_v, late_rescale, lazy_rescale)
+                   num_stages, early_v)

@@ -35,7 +35,6 @@ from .passes.hoist_conversions import hoist_conversions
 from .passes.load_layouts import loads_in_use_layout
 from .passes.tma_prefetch import issue_tma_loads_early
 from .passes.reduce_trees import mark_reduce_trees
-from .passes.rescale_skip import mark_unit_scale_skips
 from .passes.register_budget import mark_register_budget
 from .passes.instruction_order import mark_instruction_order
 from .passes.staged_operands import share_staged_operands
@@ -313,8 +312,6 @@ TILE_PASSES = (
     TilePass("mark_fp8_carry_words", lambda f, c: mark_fp8_carry_words(f, fp8_carry_words_enabled())),
     # max/min (and integer add/xor) reductions combine a thread's registers as a tree, not a chain (KERNELC_REDUCE_TREE)
     TilePass("mark_reduce_trees", lambda f, c: mark_reduce_trees(f, reduce_tree_enabled())),
-    # attention's acc * alpha[:, None] skipped by a warp whose alphas are all 1 (KERNELC_RESCALE_SKIP)
-    TilePass("mark_unit_scale_skips", lambda f, c: mark_unit_scale_skips(f, rescale_skip_enabled(), c.num_warps)),
     # a kernel without dots gets the registers of its occupancy step from the assembler (passes/register_budget.py)
     TilePass("mark_register_budget", lambda f, c: mark_register_budget(f, fill_occupancy_step_enabled())),
     # fp32 adds nobody reads the result of, over contiguous addresses: sm_90 vector red (vec=N)
@@ -403,12 +400,6 @@ def exp2_ftz_enabled() -> bool:
     """fp32 exp2 as ex2.approx.ftz (Triton's); KERNELC_EXP2_FTZ=0 keeps subnormal results."""
     from ..options import get
     return get("KERNELC_EXP2_FTZ")
-
-
-def rescale_skip_enabled() -> bool:
-    """KERNELC_RESCALE_SKIP: a warp skips attention's rescale of its accumulator where every alpha is 1."""
-    from ..options import get
-    return get("KERNELC_RESCALE_SKIP")
 
 
 def reduce_tree_enabled() -> bool:

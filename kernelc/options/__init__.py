@@ -196,10 +196,6 @@ KNOBS: Tuple[Knob, ...] = (
          "a max/min reduction (and an integer add/xor) combines a thread's registers as a balanced tree instead of a "
          "chain of dependent instructions (same bits: the combine is exactly associative; fp8 attention's row max was a "
          "32-deep FMNMX chain, 21% of its key loop's stall samples)", compile=True, field="reduce_tree"),
-    Knob("KERNELC_RESCALE_SKIP", "bool", False,
-         "the online softmax's rescale of its accumulator (acc * alpha[:, None], alpha = exp2(m_old - m_new)) is "
-         "skipped by a warp whose alphas are all exactly 1 (the row maxima did not grow: the same bits), behind one "
-         "vote and branch (passes/rescale_skip.py; opt-in until measured)", compile=True, field="rescale_skip"),
     Knob("KERNELC_WGMMA_PIN_WAITS", "bool", True,
          "keep a deferred wgmma wait where the IR puts it, past the work before it (ptxas would move it up)",
          compile=True, field="wgmma_pin_waits"),
@@ -346,7 +342,6 @@ class CompileOptions:
     exp2_poly_degree: str = "3"
     fp8_carry_words: bool = True
     reduce_tree: bool = True
-    rescale_skip: bool = False
     smem_reuse: bool = True
     ring_views: bool = True
     prefetch_dot_loops: bool = False

@@ -260,4 +260,3 @@ def test_an_invariant_operand_read_in_two_roles_is_staged_once_per_role():
         CHECK: = dot [[A]],
         CHECK: = dot {{%\\d+}}, [[B]],
     """)
-

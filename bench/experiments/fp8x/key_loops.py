@@ -1,12 +1,12 @@
-"""The attention forwards' key loops on CPU (sm_90a SASS) under this session's opt-in changes: LATE_RESCALE and
-LAZY_RESCALE (``examples/kernels/attention_fa3.py``), FOLD_SCALE / LAZY_RESCALE (``examples/kernels/attention.py``)
-and ``KERNELC_RESCALE_SKIP`` (``passes/rescale_skip.py``), each next to the default build.
+"""The attention forwards' key loops on CPU (sm_90a SASS): the pointer forwards (``examples/kernels/attention.py``)
+with and without FOLD_SCALE, and the FA3-order forward for reference. (At commit c5ca1d2 this script also built
+LATE_RESCALE, LAZY_RESCALE and KERNELC_RESCALE_SKIP, since removed: ``results/key_loops_cpu_c5ca1d2.json``.)
 
     python3 bench/experiments/fp8x/key_loops.py [--json OUT]
 
 Per build: registers, spills, launch warps, ptxas's serialisation warning (C7512), and in the key loop (the backward
-branch whose body issues two wgmma groups) the instruction count, FMUL, VOTE.ANY and, when a vote is there, the
-instructions its branch skips. Nothing here is a test (docs/attention.md, "fp8x").
+branch whose body issues two wgmma groups) the instruction count, FMUL, MUFU.EX2 (and VOTE.ANY with the instructions
+its branch skips, for the removed skip builds). Nothing here is a test (docs/attention.md, "fp8 against our fp16").
 """
 from __future__ import annotations
 
@@ -87,17 +87,12 @@ def profile(ck) -> dict:
 
 
 BUILDS = [
-    # (name, kernel, D, causal, fp8, stages (fa3), constexprs, KERNELC_RESCALE_SKIP)
-    *[(f"fa3 {'fp8' if fp8 else 'fp16'} D{D}{' causal' if c else ''} {tag}", "fa3", D, c, fp8, st, cx, skip)
-      for D, c, fp8, st in ((128, False, True, 4), (128, True, True, 4), (64, False, True, 2), (128, False, False, 2),
-                            (64, True, False, 2))
-      for tag, cx, skip in (("default", {}, "0"), ("late", dict(LATE_RESCALE=True), "0"),
-                            ("late+skip", dict(LATE_RESCALE=True), "1"),
-                            ("late+lazy8+skip", dict(LATE_RESCALE=True, LAZY_RESCALE=8.0), "1"))],
-    *[(f"pointer {'fp8' if fp8 else 'fp16'} D{D}{' causal' if c else ''} {tag}", "pointer", D, c, fp8, None, cx, skip)
-      for D, c, fp8 in ((64, False, True), (128, False, True), (64, False, False), (128, True, False))
-      for tag, cx, skip in (("default", {}, "0"), ("fold", dict(FOLD_SCALE=True), "0"),
-                            ("fold+lazy8+skip", dict(FOLD_SCALE=True, LAZY_RESCALE=8.0), "1"))],
+    # (name, kernel, D, causal, fp8, stages (fa3), constexprs)
+    *[(f"fa3 {'fp8' if fp8 else 'fp16'} D{D}{' causal' if c else ''}", "fa3", D, c, fp8, st, {})
+      for D, c, fp8, st in ((128, False, True, 4), (64, False, True, 2), (128, False, False, 2))],
+    *[(f"pointer {'fp8' if fp8 else 'fp16'} D{D}{' causal' if c else ''} {tag}", "pointer", D, c, fp8, None, cx)
+      for D, c, fp8 in ((64, False, True), (64, True, True), (128, False, True), (64, False, False), (128, True, False))
+      for tag, cx in (("default", {}), ("fold", dict(FOLD_SCALE=True)))],
 ]
 
 
@@ -107,15 +102,13 @@ def main(argv=None) -> int:
     ap.add_argument("--only", help="substring of the build names to run")
     a = ap.parse_args(argv)
     rows = []
-    for name, kind, D, causal, fp8, stages, cx, skip in BUILDS:
+    for name, kind, D, causal, fp8, stages, cx in BUILDS:
         if a.only and a.only not in name:
             continue
-        os.environ["KERNELC_RESCALE_SKIP"] = skip
         ck = _fa3(D, causal, fp8, stages, **cx) if kind == "fa3" else _pointer(D, causal, fp8, **cx)
         row = dict(build=name, **profile(ck))
         rows.append(row)
         print(json.dumps(row), flush=True)
-    os.environ.pop("KERNELC_RESCALE_SKIP", None)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -399,26 +399,3 @@ def constant(value, t) -> str:
     if v >> (bits - 1):
         v -= 1 << bits
     return str(v)
-
-
-# -- a rescale skipped where its scale is one (passes/rescale_skip.py) ----------------------------
-
-
-def fmul_unless_unit(e: Emitter, xs: List[str], scales: List[str], attrs) -> List[str]:
-    """``xs[r] * scales[r]`` for a thread's registers, skipped by the whole warp when every scale register of every
-    lane is exactly 1.0 (``x * 1.0 == x`` bit for bit): a compare per distinct scale register (a broadcast repeats
-    them; ``une``, so NaN multiplies), one ``vote.any`` so the warp branches together, the multiplies on one side
-    and the unchanged values on the other, joined by phis."""
-    not_one = None
-    for s in dict.fromkeys(scales):
-        c = e.val(f"fcmp une float {s}, {_flit(1.0)}")
-        not_one = c if not_one is None else e.val(f"or i1 {not_one}, {c}")
-    any_lane = e.call("i1", "llvm.nvvm.vote.any.sync", [("i32", "-1"), ("i1", not_one)])
-    head, mul, done = e.cur_label, e.label("rescale"), e.label("rescaled")
-    e.cond_br(any_lane, mul, done)
-    e.start_block(mul)
-    prods = [e.val(f"fmul {_contract(attrs)}float {x}, {s}") for x, s in zip(xs, scales)]
-    tail = e.cur_label
-    e.br(done)
-    e.start_block(done)
-    return [e.val(f"phi float [{x}, %{head}], [{p}, %{tail}]") for x, p in zip(xs, prods)]

@@ -330,9 +330,6 @@ class Lowering:
                                 nan_positive=bool(op.attrs.get("nan_positive")),
                                 bound=args[1] if op.attrs.get("overflow_bound") else None,
                                 word_order=word_order(L) if op.attrs.get("words") == "a8" else None)
-        if name == "fmul" and op.attrs.get("skip_unit") is not None:  # passes/rescale_skip.py
-            k = op.attrs["skip_unit"]
-            return EW.fmul_unless_unit(e, args[1 - k], args[k], op.attrs)
         if name == "exp2" and op.attrs.get("poly"):  # part on the FMA pipe (passes/exp2_poly.py)
             return EW.exp2_split(e, args[0], op.attrs["poly"], bool(op.attrs.get("nonnegative")))
         out = []

@@ -52,16 +52,6 @@ def _exp2_poly(op: Op) -> List[str]:
     return []
 
 
-def _skip_unit(op: Op) -> List[str]:
-    """``skip_unit`` (passes/rescale_skip.py): 0 or 1, on an fp32 fmul of 2-D tiles."""
-    i = op.attrs.get("skip_unit")
-    if i is None:
-        return []
-    if i not in (0, 1) or len(shape_of(op.results[0].type)) != 2 or scalar_of(op.results[0].type) != T.float32:
-        return [f"skip_unit must be 0 or 1 on an fp32 fmul of 2-D tiles, got {i!r}"]
-    return []
-
-
 def _cast(op: Op) -> List[str]:
     """A second operand only with ``overflow_bound`` (passes/fp8_bounds.py): fp32 -> fp8 with infinities (e5m2),
     the bound fp32 of the operand's shape."""
@@ -717,7 +707,6 @@ RULES: Dict[str, Callable[[Op], List[str]]] = {
                                        "umax", "umin", "and", "or", "xor", "shl", "ashr", "lshr",
                                        "umulhi", "smulhi", "iabs")},
     "exp2": lambda op: _arith(_float_only)(op) + _exp2_poly(op),
-    "fmul": lambda op: _arith(_float_only)(op) + _skip_unit(op),
     "cmpi": _cmp(INT_PREDICATES, False),
     "cmpf": _cmp(FLOAT_PREDICATES, True),
     "select": _select,

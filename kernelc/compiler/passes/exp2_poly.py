@@ -12,9 +12,8 @@ An ``exp2`` is marked when
 - every reader of its result is a cast to an fp8 type or a ``reduce {kind='add'}`` (a loop carry nobody reads
   does not count), and at least one is an fp8 cast,
 - its argument is ``s - m`` with ``m`` broadcast from a row maximum (a ``reduce {kind='max'}`` or an ``fmax``):
-  the softmax form, whose arguments are <= 0 up to rounding; or from such a maximum moved lazily
-  (:func:`lazy_reference_max`), whose arguments are below its threshold (at most 64). The polynomial path is
-  exact to its bound only for arguments below 127.5 (larger ones overflow the exponent field), which both keep.
+  the softmax form, whose arguments are <= 0 up to rounding. The polynomial path is exact to its bound only
+  for arguments below 127.5 (larger ones overflow the exponent field), which this form keeps.
 
 ``num``/``den``: the lowering computes the register ``r`` of a thread's ``den`` consecutive registers on the
 FMA pipe when ``floor((r + 1) num / den) > floor(r num / den)`` (evenly spread); the rest stay on MUFU.
@@ -125,42 +124,6 @@ def _feeds_fp8_and_sums(v: Value, use: Dict[int, List[Op]]) -> bool:
     return fp8
 
 
-#: the largest threshold of a lazily moved reference maximum (:func:`lazy_reference_max`) the polynomial's argument
-#: bound (below 127.5) is kept for
-LAZY_MAX_THRESHOLD = 64.0
-
-
-def _constant(v: Value) -> Optional[float]:
-    d = defining_op(v)
-    if d is not None and d.name == "splat":
-        d = defining_op(d.operands[0])
-    if d is None or d.name != "constant" or not isinstance(d.attrs.get("value"), (int, float)):
-        return None
-    return float(d.attrs["value"])
-
-
-def lazy_reference_max(m: Value) -> Optional[Tuple[Value, Value]]:
-    """``(m_new, m_old)`` when ``m = select(m_new > m_old + c, m_new, m_old)`` with a constant ``0 <= c <=``
-    :data:`LAZY_MAX_THRESHOLD`: a running maximum that moves only where the row maximum grew by more than ``c``
-    (FlashAttention-4's lazy rescale; ``examples/kernels/attention_fa3.py: LAZY_RESCALE``). An ``exp2`` of
-    ``s - m`` then has arguments below ``c`` up to rounding, and ``exp2(m_old - m)`` is exactly 1 where ``m`` kept
-    ``m_old``."""
-    d = defining_op(m)
-    if d is None or d.name != "select":
-        return None
-    cond, new, old = d.operands
-    c = defining_op(cond)
-    if c is None or c.name != "cmpf" or c.attrs.get("pred") != "ogt" or c.operands[0].id != new.id:
-        return None
-    t = defining_op(c.operands[1])
-    if t is None or t.name != "fadd" or t.operands[0].id != old.id:
-        return None
-    k = _constant(t.operands[1])
-    if k is None or not 0 <= k <= LAZY_MAX_THRESHOLD:
-        return None
-    return new, old
-
-
 def _below_row_max(x: Value) -> bool:
     d = defining_op(x)
     if d is None or d.name != "fsub":
@@ -168,8 +131,5 @@ def _below_row_max(x: Value) -> bool:
     m: Optional[Value] = d.operands[1]
     while m is not None and defining_op(m) is not None and defining_op(m).name in ("broadcast", "expand_dims"):
         m = defining_op(m).operands[0]
-    lazy = lazy_reference_max(m) if m is not None else None
-    if lazy is not None:
-        m = lazy[0]
     dm = defining_op(m) if m is not None else None
     return dm is not None and ((dm.name == "reduce" and dm.attrs.get("kind") == "max") or dm.name == "fmax")

@@ -487,27 +487,12 @@ def _overlaps_other_results(dot: Op, body: Block) -> bool:
     seen = False
     for o in ops[ops.index(dot) + 1:]:
         if o.name == "scf.yield":
-            return seen and _rescaled_before(dot, body) and rid in {v.id for v in o.operands}
+            return False
         reads = {v.id for t in o.walk() for v in t.operands}
         if rid in reads:
             return seen
         seen = seen or bool(reads & others)
     return False
-
-
-def _rescaled_before(dot: Op, body: Block) -> bool:
-    """Whether ``dot`` accumulates into a value the body computed from its own carried result before issuing it
-    (``acc = acc * alpha[:, None]; acc = dot(p, v, acc)`` after the next block's QK^T: FlashAttention-3's
-    rescale of O under that QK^T). Its result is then read only at the back edge, but the softmax between its
-    issue and there reads the other dot's result: the same overlap as a read after the softmax."""
-    if len(dot.operands) < 3:
-        return False
-    acc = dot.operands[2]
-    d = next((o for o in body.ops if any(r.id == acc.id for r in o.results)), None)
-    if d is None or d.name == "dot":
-        return False
-    carried = {a.id for a in body.args[1:]}
-    return any(v.id in carried for v in d.operands)
 
 
 def _ring_deferrable(plan, op: Op) -> List[Op]:
