@@ -340,6 +340,15 @@ FWD_VARIANTS = {
     # the descriptor forward's causal diagonal in a second loop after the key loop (before DIAG_FIRST became its
     # default, 2026-11-28; docs/attention.md "Head dim 64 and short-sequence fp8")
     "tma_twoloops": ("attention_tma", "attn_fwd_tma_kernel", {}, dict(diag_first=False)),
+    # the pointer forwards with the scale folded into the exponent's multiply-add (FOLD_SCALE: one FMUL a score
+    # fewer in the unmasked blocks; the default since 2026-11-28 but for fp8 D=64 causal) and without. Measured and
+    # removed (calls H11, H11b; docs/attention.md, "fp8 against our fp16"): P V left in flight on top, FA3's rescale
+    # under the next QK^T (LATE_RESCALE), rescales skipped where alpha is 1 (KERNELC_RESCALE_SKIP, with and without a
+    # lazily moved max), each dot's TMA tiles on their own barriers (KERNELC_TMA_SPLIT_WAITS)
+    "ptr_fold": ("attention", "attn_fwd_lse_kernel", {}, dict(fold_scale=True), "attention_fwd"),
+    "ptr_nofold": ("attention", "attn_fwd_lse_kernel", {}, dict(fold_scale=False), "attention_fwd"),
+    "fp8_ptr_fold": ("attention", "attn_fwd_lse_kernel", {}, dict(fold_scale=True), "attention_fp8"),
+    "fp8_ptr_nofold": ("attention", "attn_fwd_lse_kernel", {}, dict(fold_scale=False), "attention_fp8"),
 }
 # (head_dim, causal) -> whether the variant runs (sm_90a, CPU compile 2026-11-27: fp16 D=128 has no room for a
 # third stage; fp8 256-key blocks spill 416 registers at D=128 and causal needs BLOCK_M == BLOCK_N)

@@ -80,6 +80,9 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_LAUNCH_IMPL", "choice", "cuda-python", "how the launch fast path calls cuLaunchKernel",
          _choice(("cuda-python", ("cuda-python",)), ("ctypes", ("ctypes",)))),
     Knob("KERNELC_CACHE_DIR", "path", None, "kernel disk cache directory (default ~/.cache/kernelc)"),
+    Knob("KERNELC_LAUNCH_SMEM_MIN", "str", "",
+         "bytes: launch every kernel loaded from now on with at least this much dynamic shared memory (an occupancy "
+         "experiment: fewer programs an SM with the same code; empty: what the kernel needs)"),
     Knob("KERNELC_AUTOTUNE_DISK_CACHE", "bool", True, "keep autotuning results on disk (next to the kernel cache)"),
     Knob("KERNELC_PRINT_AUTOTUNING", "bool", False, "print each autotuning result on stderr"),
     Knob("KERNELC_DUMP_IR", "bool", False, "print the tile IR after every compiler pass on stderr"),

@@ -84,6 +84,15 @@ def device_properties(device: int = 0) -> dict:
     }
 
 
+def _smem_min() -> int:
+    from ..options import OptionError, get
+    raw = get("KERNELC_LAUNCH_SMEM_MIN")
+    try:
+        return int(raw) if raw else 0
+    except ValueError:
+        raise OptionError(f"KERNELC_LAUNCH_SMEM_MIN={raw!r} is not a number of bytes") from None
+
+
 class LoadedFunction:
     """A cubin loaded into the current context: the CUfunction and what a launch needs."""
 
@@ -92,7 +101,9 @@ class LoadedFunction:
         drv = _drv()
         ensure_context(device)
         props = device_properties(device)
-        total = shared if total_shared is None else total_shared
+        pad = max(0, _smem_min() - shared)  # occupancy experiments only (KERNELC_LAUNCH_SMEM_MIN; default none)
+        shared += pad
+        total = shared if total_shared is None else total_shared + pad
         if total > props["max_shared_optin"]:
             raise OutOfResources(total, props["max_shared_optin"], "shared memory", name)
         regs_needed = n_regs * 32 * num_warps

@@ -30,10 +30,12 @@ def _ref(q, k, v, causal, sm_scale=None):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("N,D,blocks", [(80, 16, dict(BLOCK_M=32, BLOCK_N=16)), (64, 32, {}), (48, 256, {})])
-def test_forward_saves_lse(N, D, blocks, causal):
+@pytest.mark.parametrize("N,D,blocks,fold", [(80, 16, dict(BLOCK_M=32, BLOCK_N=16), False), (64, 32, {}, False),
+                                             (48, 256, {}, False), (80, 16, dict(BLOCK_M=32, BLOCK_N=16), True),
+                                             (64, 32, {}, True), (48, 256, {}, True)])
+def test_forward_saves_lse(N, D, blocks, fold, causal):
     q, k, v = _qkv(N, D, torch.float16)
-    o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True, **blocks)
+    o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True, fold_scale=fold, **blocks)
     ref, ref_lse = _ref(q, k, v, causal)
     torch.testing.assert_close(o.float(), ref, rtol=1e-2, atol=2e-3)
     torch.testing.assert_close(lse, ref_lse, rtol=1e-5, atol=1e-4)
@@ -162,11 +164,13 @@ def test_backward_of_strided_inputs_and_custom_scale():
         torch.testing.assert_close(t.grad.float(), r.grad, rtol=2e-2, atol=1e-2)
 
 
+@pytest.mark.parametrize("fold", [False, True])
 @pytest.mark.parametrize("causal", [False, True])
-def test_fp8_forward_against_the_same_quantised_inputs(causal):
+def test_fp8_forward_against_the_same_quantised_inputs(causal, fold):
     q, k, v = _qkv(80, 32, torch.float16)
     (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in (q, k, v))
-    o = A.attention_fp8(q8, k8, v8.transpose(-1, -2).contiguous(), qs, ks, vs, causal=causal, BLOCK_M=32, BLOCK_N=16)
+    o = A.attention_fp8(q8, k8, v8.transpose(-1, -2).contiguous(), qs, ks, vs, causal=causal, BLOCK_M=32, BLOCK_N=16,
+                        fold_scale=fold)
     assert o.dtype == torch.float16
     ref, _ = _ref(q8.float() * qs, k8.float() * ks, v8.float() * vs, causal)
     # P (in [0, 1]) is rounded to e4m3 for P V: a relative error of at most 2^-4 per weight, while the row sum l
@@ -209,3 +213,14 @@ def test_fa3_order_fp8_forward_against_the_same_quantised_inputs(causal, N, BLOC
     assert err.mean().item() <= 2 ** -8 * vmax, err.mean().item()
     with pytest.raises(ValueError, match="V transposed"):
         AF.attention_fp8(q8, k8, v8, qs, ks, vs)
+
+
+def test_the_fold_default_and_a_negative_scale():
+    # FOLD_SCALE is on but for fp8 at D=64 causal (A.FOLD_SCALE_OFF); with sm_scale <= 0 the host keeps the unfolded
+    # form even when asked (the row max of the raw scores times a negative scale is not the scaled row max)
+    assert A._fold(None, 128, False, True) and A._fold(None, 64, False, True) and A._fold(None, 64, True, False)
+    assert not A._fold(None, 64, True, True) and A._fold(True, 64, True, True) and not A._fold(False, 128, False, False)
+    q, k, v = _qkv(80, 16, torch.float16)
+    o = A.attention_fwd(q, k, v, causal=False, sm_scale=-0.3, fold_scale=True, BLOCK_M=32, BLOCK_N=16)
+    ref, _ = _ref(q, k, v, False, sm_scale=-0.3)
+    torch.testing.assert_close(o.float(), ref, rtol=1e-2, atol=2e-3)

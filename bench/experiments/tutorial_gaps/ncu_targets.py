@@ -12,8 +12,9 @@ Targets (``--target``):
   the same source under both implementations, at the bench's sizes);
 - ``ln05dx``: tutorial 05's ``_layer_norm_bwd_dx_fused`` at M=4096 rows of N=``--size`` (default 16384),
   launched as the tutorial launches it;
-- ``fwd06:D:CAUSAL``: tutorial 06's forward (``_attn_fwd`` held to ``--config BMxBNxSxW``), batch 4, 32 heads,
-  ``--size`` tokens;
+- ``fwd06:D:CAUSAL[:fp8]``: tutorial 06's forward (``_attn_fwd`` held to ``--config BMxBNxSxW``), batch 4, 32
+  heads, ``--size`` tokens; ``fp8``: e5m2 inputs with V transposed in memory, as the tutorial's fp8 benchmark
+  prepares them (the check is then against SDPA of the rounded inputs, in fp8 output units);
 - ``bwd06:D:CAUSAL``: tutorial 06's backward kernel ``_attn_bwd`` alone (``-k regex:'^_attn_bwd$'``), launched as
   the tutorial's ``backward`` launches it (bwd06_bench.py), batch 4, 32 heads, ``--size`` tokens; the check is the
   tutorial's whole backward against torch's own attention backward in fp16.
@@ -153,7 +154,7 @@ def target_ln05dx(a, torch, triton):
     return run, f"GROUP_SIZE_M {GROUP_SIZE_M} BLOCK {BLOCK} warps {num_warps} max_err {err:.3g}", None
 
 
-def target_fwd06(a, torch, triton, d, causal):
+def target_fwd06(a, torch, triton, d, causal, fp8=False):
     mod = _load(os.path.join(a.tutorials, "06-fused-attention.py"), "k06", False)
     bm, bn, s, w = (int(x) for x in a.config.split("x"))
     tuner = mod._attn_fwd
@@ -163,10 +164,16 @@ def target_fwd06(a, torch, triton, d, causal):
     tuner.cache.clear()
     B, H, N = 4, 32, a.size or 4096
     q, k, v = (torch.randn((B, H, N, d), dtype=torch.float16, device="cuda") for _ in range(3))
+    if fp8:  # as the tutorial's benchmark prepares its fp8 provider (V transposed in memory)
+        q, k = q.to(torch.float8_e5m2), k.to(torch.float8_e5m2)
+        v = v.permute(0, 1, 3, 2).contiguous().permute(0, 1, 3, 2).to(torch.float8_e5m2)
     run = lambda: mod.attention(q, k, v, bool(causal), 1.3, False)  # noqa: E731
     o = run()
     torch.cuda.synchronize()
-    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=bool(causal), scale=1.3)
+    if N > 4096:  # SDPA would materialise N x N for the fp8 case's V view
+        return run, "max_err not checked (N > 4096)", 4.0 * B * H * N * N * d * (0.5 if causal else 1.0)
+    ref = torch.nn.functional.scaled_dot_product_attention(*(t.to(torch.float16) for t in (q, k, v)),
+                                                           is_causal=bool(causal), scale=1.3)
     err = (o.float() - ref.float()).abs().max().item()
     return run, f"max_err {err:.3g}", 4.0 * B * H * N * N * d * (0.5 if causal else 1.0)
 
@@ -223,8 +230,8 @@ def main(argv=None) -> int:
     elif kind == "ln05dx":
         run, note, flops = target_ln05dx(a, torch, triton)
     elif kind == "fwd06":
-        d, causal = (int(x) for x in rest.split(":"))
-        run, note, flops = target_fwd06(a, torch, triton, d, causal)
+        d, causal, *dt = rest.split(":")
+        run, note, flops = target_fwd06(a, torch, triton, int(d), int(causal), dt == ["fp8"])
     elif kind == "bwd06":
         d, causal = (int(x) for x in rest.split(":"))
         run, note, flops = target_bwd06(a, torch, triton, d, causal)
