@@ -239,6 +239,11 @@ KNOBS: Tuple[Knob, ...] = (
          "shared memory to 16-byte stores, as Triton's epilogue; tutorial 09), 1 (priced byte for byte: such stores "
          "stay 4-byte stores from the accumulator's layout)",
          _choice(("1", ("1",)), ("2", ("2",)), ("4", ("4",))), compile=True, field="store_smem_discount"),
+    Knob("KERNELC_STORE_SMEM_DISCOUNT_SCOPE", "choice", "mma",
+         "which stores KERNELC_STORE_SMEM_DISCOUNT prices their conversion for: mma (an MMA accumulator's only) or all "
+         "(any register layout: a row kernel's fp32 partial sums stored from a 16-bit load's layout, 32 bytes a lane "
+         "in two 16-byte halves, convert to 16-byte lanes as Triton's do; experiment, issue 21)",
+         _choice(("mma", ("mma",)), ("all", ("all",))), compile=True, field="store_smem_discount_scope"),
     Knob("KERNELC_USE_LAYOUT_LOADS", "choice", "all",
          "where a small vector converted right after its load (a per-column cos/sin, scale or bias row broadcast "
          "against a tile) is loaded in the converted layout instead (passes/load_layouts.py): all (default: also "
@@ -346,6 +351,7 @@ class CompileOptions:
     flatten_carry_tiles: bool = True
     tma_store_wait: str = "deferred"
     store_smem_discount: str = "4"
+    store_smem_discount_scope: str = "mma"
     uniform_masks: bool = True
     use_layout_loads: str = "all"
     cvt_pieces: str = "max"

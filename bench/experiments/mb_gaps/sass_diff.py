@@ -39,6 +39,13 @@ CASES = {
     "log_softmax_bwd 8192x8192 fp16": (MB, "log_softmax_bwd_kernel",
                                        "dx_ptr=*fp16,dy_ptr=*fp16,y_ptr=*fp16,stride=i32,n_cols=i32",
                                        {"BLOCK_SIZE": 8192}, 16, 3, 8192),
+    "softmax_bwd 8192x8192 fp16": (MB, "softmax_bwd_kernel",
+                                   "dx_ptr=*fp16,dy_ptr=*fp16,y_ptr=*fp16,stride=i32,n_cols=i32",
+                                   {"BLOCK_SIZE": 8192}, 16, 3, 8192),
+    "rms_norm_bwd 8192x4096 bf16": (MB, "rms_norm_bwd_kernel",
+                                    f"dy_ptr={BF},x_ptr={BF},w_ptr={BF},rstd_ptr=*fp32,dx_ptr={BF},dw_ptr=*fp32,"
+                                    "stride=i32,n_rows=i32,n_cols=i32,rows_per_program=i32",
+                                    {"BLOCK_SIZE": 4096}, 8, 3, 4096),
     "rope 4x4096x32x128 bf16": (MB, "rope_kernel", f"q_ptr={BF},q_row_stride=i32,cos_ptr=*fp32,sin_ptr=*fp32,"
                                 "cos_row_stride=i32,seq_len=i32,n_heads=i32,head_dim=i32",
                                 {"BLOCK_H": 32, "BLOCK_D": 64}, 4, 3, 4096),
@@ -65,7 +72,7 @@ ck = kcompile(getattr(mod, a["kernel"]), a["sig"], a["cx"], "sm_90a", a["num_war
               divisibility=a["div"])
 assert kernelc.__file__.startswith(a["root"]), kernelc.__file__
 art = getattr(ck, "artifacts", None)
-json.dump({"cubin": ck.asm["cubin"].hex(), "name": ck.name, "log": getattr(art, "ptxas_log", "") or ""}, sys.stdout)
+json.dump({"cubin": ck.asm["cubin"].hex(), "name": ck.name, "log": getattr(art, "ptxas_log", "") or "", "shared": ck.shared}, sys.stdout)
 """
 
 _TRITON_CHILD = r"""
@@ -83,7 +90,7 @@ attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if a["div"
 src = ASTSource(fn, signature=sig, constexprs={(names.index(k),): v for k, v in a["cx"].items()}, attrs=attrs)
 ck = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": a["num_warps"],
                                                                      "num_stages": a["num_stages"]})
-json.dump({"cubin": ck.asm["cubin"].hex(), "name": ck.metadata.name, "log": ""}, sys.stdout)
+json.dump({"cubin": ck.asm["cubin"].hex(), "name": ck.metadata.name, "log": "", "shared": ck.metadata.shared}, sys.stdout)
 """
 
 
