@@ -7,12 +7,15 @@ times four columns in interleaved rounds (median of do_bench's medians, every ro
 - ``kernelc[triton cubin]``: Triton 3.6's cubin of the same source, loaded and launched by kernelc's runtime
   through a second copy of the example module (the same wrapper, argument buffer and launch call; Triton's two
   hidden scratch pointers are passed as null, as Triton's launcher passes them when the kernel needs none);
-- ``triton`` and ``triton[control]``: Triton's own launch, twice (the control's ratio is the noise floor).
+- ``triton`` and ``triton[control]``: Triton's own launch, twice (the control's ratio is the noise floor);
+- ``kernelc[TAG]`` for each ``--variant TAG:KERNELC_VAR=VALUE[,...]``: kernelc's build under those knobs, compiled in
+  this process into a cache of its own (as bench_memory_bound's variant columns), e.g.
+  ``tptxas:KERNELC_ASSEMBLER=ptxas,KERNELC_PTXAS=<Triton's ptxas>``: kernelc's PTX assembled by Triton's assembler.
 
 If ``kernelc[triton cubin]`` times like ``triton``, a gap is the code's; if like ``kernelc``, it is the launch
 or anything else outside the code. Each swapped column is checked against Triton's output first.
 
-    python3 bench/experiments/mb_gaps/swap_cubin.py [--rounds R] [--out PATH] [name prefixes...]
+    python3 bench/experiments/mb_gaps/swap_cubin.py [--rounds R] [--out PATH] [--variant TAG:VAR=V,...] [prefixes...]
 """
 from __future__ import annotations
 
@@ -64,7 +67,9 @@ def swap_in(kfn, tfn) -> dict:
 
 def main(argv) -> int:
     import torch
-    from bench.bench_memory_bound import CONTROL, _err, _time, cases, kernelc_variant
+    import tempfile
+    from bench.bench_memory_bound import (CONTROL, _env, _err, _regs, _time, cases, column_env, kernelc_variant,
+                                          parse_variants)
     from bench.common import triton_twin
     from examples.kernels import memory_bound as K
     rounds, out_path = 7, os.path.join(HERE, "results", "swap_cubin.json")
@@ -76,10 +81,13 @@ def main(argv) -> int:
         i = argv.index("--out")
         out_path = argv[i + 1]
         del argv[i:i + 2]
+    variants = parse_variants(argv)
+    root = tempfile.mkdtemp(prefix="swap-cubin-")
+    V = [(f"kernelc[{tag}]", kernelc_variant(tag), column_env(root, tag, env)) for tag, env in variants]
     T = triton_twin("memory_bound")
     rows = []
     for name, (make, call, ref, nbytes) in cases().items():
-        if argv and not any(name.startswith(a) or a in name for a in argv):
+        if argv and not any(name.startswith(a) for a in argv):
             continue
         row = {"benchmark": name}
         try:
@@ -89,13 +97,27 @@ def main(argv) -> int:
             S = kernelc_variant("swap")          # its own JIT state: K keeps kernelc's build
             call(S, *[a.clone() for a in args])
             swapped = {}
-            for kname, kfn in vars(S).items():
-                if hasattr(kfn, "arg_names") and getattr(kfn, "_cuda_state", {}).get("cache"):
-                    swapped[kname] = swap_in(kfn, getattr(T, kname))
+            try:
+                for kname, kfn in vars(S).items():
+                    if hasattr(kfn, "arg_names") and getattr(kfn, "_cuda_state", {}).get("cache"):
+                        swapped[kname] = swap_in(kfn, getattr(T, kname))
+                row["swap_max_abs_err_vs_triton"] = _err(call(S, *[a.clone() for a in args]), want)
+            except Exception as e:   # time the other columns all the same
+                import traceback
+                traceback.print_exc()
+                row["swap_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+                S = None
             row["swapped"] = swapped
-            row["swap_max_abs_err_vs_triton"] = _err(call(S, *[a.clone() for a in args]), want)
+            row["regs"] = {"kernelc": _regs(K)}
+            for n, mod, env in V:   # compiles (first call) under the variant's knobs
+                with _env(env):
+                    row[f"{n}_max_abs_err_vs_triton"] = _err(call(mod, *[a.clone() for a in args]), want)
+                row["regs"][n] = _regs(mod)
             impls = [("kernelc", lambda: call(K, *args)), ("kernelc[triton cubin]", lambda: call(S, *args)),
                      ("triton", lambda: call(T, *args)), (CONTROL, lambda: call(T, *args))]
+            if S is None:
+                del impls[1]
+            impls[1:1] = [(n, (lambda mod=mod: call(mod, *args))) for n, mod, _ in V]
             times = {n: [] for n, _ in impls}
             for rnd in range(rounds):
                 order = impls[rnd % len(impls):] + impls[:rnd % len(impls)]
@@ -108,7 +130,7 @@ def main(argv) -> int:
                 if n != "triton":
                     row[f"{n}/triton"] = row["triton_ms"] / row[f"{n}_ms"]
             print(name, {k: round(v, 4) for k, v in row.items() if k.endswith("/triton")},
-                  row["swapped"], "err", row["swap_max_abs_err_vs_triton"], flush=True)
+                  row["swapped"], row["regs"], "err", row.get("swap_max_abs_err_vs_triton"), flush=True)
         except Exception as e:  # one failing case must not hide the others
             import traceback
             traceback.print_exc()
@@ -117,7 +139,8 @@ def main(argv) -> int:
         torch.cuda.empty_cache()
     os.makedirs(os.path.dirname(out_path), exist_ok=True)
     with open(out_path, "w") as f:
-        json.dump({"rounds": rounds, "gpu": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+        json.dump({"rounds": rounds, "gpu": torch.cuda.get_device_name(), "variants": dict(variants), "rows": rows},
+                  f, indent=1)
     return 0
 
 
