@@ -126,7 +126,8 @@ _INT = ("IMAD", "IADD3", "LEA", "SHF", "LOP3", "SEL", "ISETP", "IABS", "I2F", "F
 _FLOAT = ("FFMA", "FMUL", "FADD", "FMNMX", "FSETP", "FSEL", "FCHK", "F2FP", "HADD2", "HFMA2", "HMUL2")
 
 
-def summarise(cubin: bytes, name: str, warps: int, elems: int) -> dict:
+def summarise(cubin: bytes, name: str, warps: int, elems: int, shared: int = 0) -> dict:
+    """``shared``: the build's shared memory per block, static and dynamic (the cubin holds only the static part)."""
     from cubintools import inspect_cubin, instructions
     from cubintools.sass import mean_loads_in_flight
     from cubintools.target import parse_target
@@ -142,9 +143,10 @@ def summarise(cubin: bytes, name: str, warps: int, elems: int) -> dict:
     def group(prefixes):
         return sum(v for k, v in base.items() if k.startswith(prefixes))
 
-    blocks = blocks_per_sm(f.n_regs, threads, f.shared, parse_target("sm_90a").limits)
+    shared = max(shared or 0, f.shared)
+    blocks = blocks_per_sm(f.n_regs, threads, shared, parse_target("sm_90a").limits)
     return {
-        "regs": f.n_regs, "shared": f.shared, "local": f.frame_size, "blocks_per_sm": blocks,
+        "regs": f.n_regs, "shared": shared, "local": f.frame_size, "blocks_per_sm": blocks,
         "warps_per_sm": blocks * warps, "sass_total": len(ins), "sass_per_element": round(len(ins) / per_thread, 2),
         "ldg": {k: v for k, v in ops.items() if k.startswith("LDG")},
         "stg": {k: v for k, v in ops.items() if k.startswith("STG")},
@@ -181,7 +183,7 @@ def main(argv) -> int:
         row = {}
         for label, (impl, tree) in impls.items():
             c = _compile(impl, tree, case, site, os.path.join(cache, label.replace(" ", "_")))
-            row[label] = summarise(c["cubin"], c["name"], case[4], case[6])
+            row[label] = summarise(c["cubin"], c["name"], case[4], case[6], c.get("shared", 0))
             notes = [ln for ln in c["log"].splitlines() if ln.startswith("kernelc:")]
             row[label]["ptxas_notes"] = notes
         out[name] = row
