@@ -239,6 +239,11 @@ KNOBS: Tuple[Knob, ...] = (
          "shared memory to 16-byte stores, as Triton's epilogue; tutorial 09), 1 (priced byte for byte: such stores "
          "stay 4-byte stores from the accumulator's layout)",
          _choice(("1", ("1",)), ("2", ("2",)), ("4", ("4",))), compile=True, field="store_smem_discount"),
+    Knob("KERNELC_SMEM_SEGMENT_SWIZZLE", "bool", False,
+         "layout conversions through shared memory may also XOR a row's 128-byte segment index into its swizzle "
+         "phase (compiler/shared_layouts.py): an fp32 64x64 transpose then writes 8-byte and reads 4-byte words "
+         "without bank conflicts (64 wavefronts a warp against 96 with 16-byte writes; experiment, issue 21)",
+         compile=True, field="smem_segment_swizzle"),
     Knob("KERNELC_STORE_SMEM_DISCOUNT_SCOPE", "choice", "mma",
          "which stores KERNELC_STORE_SMEM_DISCOUNT prices their conversion for: mma (an MMA accumulator's only) or all "
          "(any register layout: a row kernel's fp32 partial sums stored from a 16-bit load's layout, 32 bytes a lane "
@@ -352,6 +357,7 @@ class CompileOptions:
     tma_store_wait: str = "deferred"
     store_smem_discount: str = "4"
     store_smem_discount_scope: str = "mma"
+    smem_segment_swizzle: bool = False
     uniform_masks: bool = True
     use_layout_loads: str = "all"
     cvt_pieces: str = "max"
