@@ -244,11 +244,6 @@ KNOBS: Tuple[Knob, ...] = (
          "phase (compiler/shared_layouts.py): an fp32 64x64 transpose then writes 8-byte and reads 4-byte words "
          "without bank conflicts (64 wavefronts a warp against 96 with 16-byte writes; experiment, issue 21)",
          compile=True, field="smem_segment_swizzle"),
-    Knob("KERNELC_STORE_SMEM_DISCOUNT_SCOPE", "choice", "mma",
-         "which stores KERNELC_STORE_SMEM_DISCOUNT prices their conversion for: mma (an MMA accumulator's only) or all "
-         "(any register layout: a row kernel's fp32 partial sums stored from a 16-bit load's layout, 32 bytes a lane "
-         "in two 16-byte halves, convert to 16-byte lanes as Triton's do; experiment, issue 21)",
-         _choice(("mma", ("mma",)), ("all", ("all",))), compile=True, field="store_smem_discount_scope"),
     Knob("KERNELC_USE_LAYOUT_LOADS", "choice", "all",
          "where a small vector converted right after its load (a per-column cos/sin, scale or bias row broadcast "
          "against a tile) is loaded in the converted layout instead (passes/load_layouts.py): all (default: also "
@@ -356,7 +351,6 @@ class CompileOptions:
     flatten_carry_tiles: bool = True
     tma_store_wait: str = "deferred"
     store_smem_discount: str = "4"
-    store_smem_discount_scope: str = "mma"
     smem_segment_swizzle: bool = False
     uniform_masks: bool = True
     use_layout_loads: str = "all"

@@ -42,13 +42,10 @@ def coalesce(fn: Function, num_warps: int, arch_major: int, arch: str = "", note
 
 
 def coalesce_stores(fn: Function, num_warps: int, arch_major: int, arch: str = "",
-                    notes: Optional[list] = None, smem_discount: Optional[int] = None,
-                    discount_scope: Optional[str] = None) -> Function:
-    from ...options import get
+                    notes: Optional[list] = None, smem_discount: Optional[int] = None) -> Function:
     if smem_discount is None:
+        from ...options import get
         smem_discount = int(get("KERNELC_STORE_SMEM_DISCOUNT"))
-    if discount_scope is None:
-        discount_scope = get("KERNELC_STORE_SMEM_DISCOUNT_SCOPE")
     axis = analyze(fn)
     assigner = LayoutAssigner(fn, axis, num_warps, arch_major, arch)
     plan = assigner.run()
@@ -68,7 +65,7 @@ def coalesce_stores(fn: Function, num_warps: int, arch_major: int, arch: str = "
         mc = axis.get(mask).constancy if mask is not None and shape_of(mask.type) else None
         saved = (global_sectors(cur, info, ebytes, mc) - global_sectors(want, info, ebytes, mc)) * SECTOR_BYTES
         # an MMA accumulator's epilogue: shared-memory bytes at a discount (the module docstring)
-        cost = 2 * cur.num_regs * 32 * ebytes // (smem_discount if cur.kind == "mma" or discount_scope == "all" else 1)
+        cost = 2 * cur.num_regs * 32 * ebytes // (smem_discount if cur.kind == "mma" else 1)
         if saved <= cost:
             continue
         _insert_conversion(op, 1, cur, want, arch_major)
