@@ -50,7 +50,7 @@ def test_column_env_gives_each_column_its_own_cache_and_keeps_its_knobs(tmp_path
     a = B.column_env(str(tmp_path), "0")
     b = B.column_env(str(tmp_path), "1", {"KERNELC_OCCUPANCY_STEP": "1"})
     assert a["KERNELC_CACHE_DIR"] != b["KERNELC_CACHE_DIR"] and b["KERNELC_OCCUPANCY_STEP"] == "1"
-    assert B.column_options(b)["occupancy_step"] is True and B.column_options(a)["occupancy_step"] is False
+    assert B.column_options(b)["occupancy_step"] == "all" and B.column_options(a)["occupancy_step"] == "nodots"
     assert "KERNELC_OCCUPANCY_STEP" not in __import__("os").environ   # restored after reading
 
 

@@ -35,10 +35,6 @@ class SharedLayout:
     # how the source side writes: "" (st.shared of write_vec elements), "stmatrix" or "stmatrix.trans"
     # (16-bit MMA-fragment registers, eight 8x8 blocks per warp instruction; ``stmatrix_fit``)
     write_op: str = ""
-    # elements per segment of a row whose index is XORed into the row's swizzle phase (0: none). A row longer
-    # than the 128 bytes the banks span wraps onto the same banks: without it, two elements one segment apart
-    # in a row land in one bank whatever the row's phase (KERNELC_SMEM_SEGMENT_SWIZZLE)
-    seg: int = 0
 
     @property
     def row_len(self) -> int:
@@ -72,17 +68,13 @@ class SharedLayout:
             row += coords[..., d] * stride
         col = coords[..., self.inner].astype(np.int64)
         if self.max_phase > 1:
-            phase = (row // self.per_phase) % self.max_phase
-            if self.seg:
-                phase = phase ^ ((col // self.seg) % self.max_phase)
-            col = col ^ (phase * self.vec)
+            col = col ^ (((row // self.per_phase) % self.max_phase) * self.vec)
         return row * (self.row_len + self.pad) + col
 
     def __str__(self):
         parts = [f"inner={self.inner}"]
         if self.max_phase > 1:
-            parts.append(f"swizzle=[{self.vec}, {self.per_phase}, {self.max_phase}"
-                         + (f", seg={self.seg}]" if self.seg else "]"))
+            parts.append(f"swizzle=[{self.vec}, {self.per_phase}, {self.max_phase}]")
         if self.pad:
             parts.append(f"pad={self.pad}")
         parts.append(f"vec=[{self.write_vec}, {self.read_vec}]")
@@ -210,10 +202,9 @@ def access_cost(layout: Layout, sl: SharedLayout, ebytes: int, vec: int, coords:
     return wavefronts(offs, vec * ebytes)
 
 
-def _candidates(shape: Sequence[int], inner: int, ebytes: int, segments: bool = False):
+def _candidates(shape: Sequence[int], inner: int, ebytes: int):
     w = shape[inner]
     max_vec = max(1, 16 // ebytes)
-    seg = BANKS * BANK_BYTES // ebytes   # elements in the 128 bytes the banks span
     yield dict(inner=inner)
     if len(shape) > 1:
         pad = 1
@@ -226,9 +217,6 @@ def _candidates(shape: Sequence[int], inner: int, ebytes: int, segments: bool = 
             while mp * vec <= w and mp <= 32:
                 for pp in (1, 2, 4, 8):
                     yield dict(inner=inner, vec=vec, per_phase=pp, max_phase=mp)
-                    # the phase XOR stays inside a segment: the segment index is kept and the map stays bijective
-                    if segments and w > seg and mp * vec <= seg:
-                        yield dict(inner=inner, vec=vec, per_phase=pp, max_phase=mp, seg=seg)
                 mp *= 2
             vec *= 2
 
@@ -251,14 +239,11 @@ def plan_shared_layout(src: Layout, dst: Layout, ebytes: int, max_vec_bytes: int
     Remembered per process: the answer is a function of the arguments alone (of a Layout, only its bases and
     shape, the fields it compares and hashes on), and the passes and codegen ask for the same conversions again
     (coalesce, smem_offsets and the lowering of one kernel; an autotuner's configs): ~10 ms each."""
-    from ..options import get
-    return _plan_shared_layout(src, dst, int(ebytes), int(max_vec_bytes), bool(stmatrix),
-                               bool(get("KERNELC_SMEM_SEGMENT_SWIZZLE")))
+    return _plan_shared_layout(src, dst, int(ebytes), int(max_vec_bytes), bool(stmatrix))
 
 
 @functools.lru_cache(maxsize=4096)
-def _plan_shared_layout(src: Layout, dst: Layout, ebytes: int, max_vec_bytes: int, stmatrix: bool,
-                        segments: bool = False) -> SharedLayout:
+def _plan_shared_layout(src: Layout, dst: Layout, ebytes: int, max_vec_bytes: int, stmatrix: bool) -> SharedLayout:
     shape = tuple(dst.shape)
     src_c, dst_c = warp_coords(src), warp_coords(dst)
     inners = []
@@ -267,7 +252,7 @@ def _plan_shared_layout(src: Layout, dst: Layout, ebytes: int, max_vec_bytes: in
             inners.append(d)
     best, best_key = None, None
     for inner in inners:
-        for i, c in enumerate(_candidates(shape, inner, ebytes, segments)):
+        for i, c in enumerate(_candidates(shape, inner, ebytes)):
             lim = _vec_limit(c, ebytes, max_vec_bytes)
             wv = vector_elems(src, inner, lim)
             rv = vector_elems(dst, inner, lim)

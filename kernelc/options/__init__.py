@@ -239,11 +239,6 @@ KNOBS: Tuple[Knob, ...] = (
          "shared memory to 16-byte stores, as Triton's epilogue; tutorial 09), 1 (priced byte for byte: such stores "
          "stay 4-byte stores from the accumulator's layout)",
          _choice(("1", ("1",)), ("2", ("2",)), ("4", ("4",))), compile=True, field="store_smem_discount"),
-    Knob("KERNELC_SMEM_SEGMENT_SWIZZLE", "bool", False,
-         "layout conversions through shared memory may also XOR a row's 128-byte segment index into its swizzle "
-         "phase (compiler/shared_layouts.py): an fp32 64x64 transpose then writes 8-byte and reads 4-byte words "
-         "without bank conflicts (64 wavefronts a warp against 96 with 16-byte writes; experiment, issue 21)",
-         compile=True, field="smem_segment_swizzle"),
     Knob("KERNELC_USE_LAYOUT_LOADS", "choice", "all",
          "where a small vector converted right after its load (a per-column cos/sin, scale or bias row broadcast "
          "against a tile) is loaded in the converted layout instead (passes/load_layouts.py): all (default: also "
@@ -273,10 +268,14 @@ KNOBS: Tuple[Knob, ...] = (
          "65536/threads); off (default since the H200 A/B of 2026-11-27): assembled without it, and again with it "
          "only if the registers do not fit the block",
          compile=True, field="nvjitlink_launch_bound"),
-    Knob("KERNELC_OCCUPANCY_STEP", "bool", False,
+    Knob("KERNELC_OCCUPANCY_STEP", "choice", "nodots",
          "without the launch bound: a kernel whose registers are just above an occupancy step (within 15%) is "
-         "assembled again with a register ceiling that fits one more block per SM, kept if nothing spills "
-         "(opt-in until a GPU A/B)", compile=True, field="occupancy_step"),
+         "assembled again with a register ceiling that fits one more block per SM, kept if nothing spills: nodots "
+         "(kernels without dots, the tile IR's registers='fill_step': the fp32 64x64 transpose at 40 registers "
+         "runs 12 blocks per SM, not 9, and measured 0.6% faster, at Triton's speed; H100, docs/performance.md), "
+         "all (every kernel; unmeasured), off",
+         _choice(("nodots", ("nodots",)), ("all", ("all",) + _TRUE), ("off", _FALSE)),
+         compile=True, field="occupancy_step"),
     Knob("KERNELC_FILL_OCCUPANCY_STEP", "bool", True,
          "without the launch bound: a kernel without dots (the tile IR's registers='fill_step') whose registers "
          "decide its blocks per SM is assembled again with the most registers that keep them, kept if nothing "
@@ -351,14 +350,13 @@ class CompileOptions:
     flatten_carry_tiles: bool = True
     tma_store_wait: str = "deferred"
     store_smem_discount: str = "4"
-    smem_segment_swizzle: bool = False
     uniform_masks: bool = True
     use_layout_loads: str = "all"
     cvt_pieces: str = "max"
     pipeline_loads: bool = True
     assembler: str = "nvjitlink"
     nvjitlink_launch_bound: bool = False
-    occupancy_step: bool = False
+    occupancy_step: str = "nodots"
     fill_occupancy_step: bool = True
     fill_policy: str = "loads"
     fill_step_down: bool = True

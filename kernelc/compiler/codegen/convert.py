@@ -179,10 +179,6 @@ def _shared_offset(lw: Lowering, coord: List[str], sl: SharedLayout) -> str:
     if sl.max_phase > 1:
         ph = binop("lshr", row, str(sl.per_phase.bit_length() - 1), lambda a, b: a >> b) if sl.per_phase > 1 else row
         ph = binop("and", ph, str(sl.max_phase - 1), lambda a, b: a & b)
-        if sl.seg:   # the column's segment index XORed into the phase (SharedLayout.seg)
-            sg = binop("lshr", col, str(sl.seg.bit_length() - 1), lambda a, b: a >> b)
-            sg = binop("and", sg, str(sl.max_phase - 1), lambda a, b: a & b)
-            ph = binop("xor", ph, sg, lambda a, b: a ^ b)
         ph = binop("mul", ph, str(sl.vec), lambda a, b: a * b) if sl.vec > 1 else ph
         col = binop("xor", col, ph, lambda a, b: a ^ b)
     if row == "0":
