@@ -11,7 +11,7 @@ Rounds interleave the implementations (kernelc, Triton, torch, then the next rou
 clock and thermal drift hit all of them alike; each figure is the median over rounds of do_bench's median (every
 round's figure is kept too). Triton's kernel is timed a second time as ``triton[control]``: its ratio to the
 ``triton`` column is the run's noise floor, and each kernelc/Triton ratio is called faster, slower or within noise
-against it.
+against it (and, from 6 rounds on, against a sign test over the rounds, kernelc's time against the control's).
 A ``--variant TAG:VAR=VALUE[,VAR=VALUE]`` is one more kernelc column, ``kernelc[TAG]``: a second copy of the
 kernels module (its own JIT caches) whose kernels compile with those environment knobs set.
 
@@ -300,12 +300,38 @@ def parse_variants(argv):
 CONTROL = "triton[control]"
 
 
-def verdict(ratio: float, control: float) -> str:
+# a round-by-round sign test below this two-sided p is needed for a verdict other than 'within noise'
+SIGN_P = 0.05
+SIGN_MIN_ROUNDS = 6   # below this no split of the rounds reaches SIGN_P: the medians alone decide
+
+
+def sign_p(wins: int, losses: int) -> float:
+    """Two-sided sign test: the chance of a split at least this uneven between ``wins`` and ``losses`` (ties left
+    out) if either side were as likely to win each round."""
+    from math import comb
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    k = max(wins, losses)
+    return min(1.0, 2 * sum(comb(n, i) for i in range(k, n + 1)) / 2 ** n)
+
+
+def verdict(ratio: float, control: float, rounds_ms=None, control_rounds_ms=None) -> str:
     """'faster' / 'slower' where ``ratio`` (x/Triton) is further from 1 than the control column's ratio (Triton
-    against itself in the same rounds), else 'within noise'."""
+    against itself in the same rounds), else 'within noise'.
+
+    Given both columns' per-round times (paired: each round times both), the rounds must also agree: x faster
+    (or slower) than the control in enough rounds that a sign test gives p < SIGN_P (8 of 9 rounds, 7 of 7).
+    A kernel whose per-round ratios scatter by +-2% around the control's (rms_norm bwd in H10b: 4 rounds
+    slower, 5 faster) is within noise whatever its median says."""
     import math
     if abs(math.log(ratio)) <= abs(math.log(control)):
         return "within noise"
+    if rounds_ms is not None and control_rounds_ms is not None and len(rounds_ms) >= SIGN_MIN_ROUNDS:
+        slower = sum(1 for a, c in zip(rounds_ms, control_rounds_ms) if a > c)
+        faster = sum(1 for a, c in zip(rounds_ms, control_rounds_ms) if a < c)
+        if sign_p(faster, slower) >= SIGN_P or (faster > slower) != (ratio > 1):
+            return "within noise"
     return "faster" if ratio > 1 else "slower"
 
 
@@ -365,7 +391,8 @@ def run(names, rounds, variants=()):
             if T is not None:
                 r[f"{CONTROL}/triton"] = r["triton_ms"] / r[f"{CONTROL}_ms"]
                 for n in ["kernelc"] + [n for n, _, _ in V]:
-                    r[f"{n}/triton_verdict"] = verdict(r[f"{n}/triton"], r[f"{CONTROL}/triton"])
+                    r[f"{n}/triton_verdict"] = verdict(r[f"{n}/triton"], r[f"{CONTROL}/triton"], times[n],
+                                                       times[CONTROL])
             r["kernelc/torch"] = r["torch_ms"] / r["kernelc_ms"]
             rows.append(r)
             print(name, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()

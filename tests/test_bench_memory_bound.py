@@ -50,7 +50,7 @@ def test_column_env_gives_each_column_its_own_cache_and_keeps_its_knobs(tmp_path
     a = B.column_env(str(tmp_path), "0")
     b = B.column_env(str(tmp_path), "1", {"KERNELC_OCCUPANCY_STEP": "1"})
     assert a["KERNELC_CACHE_DIR"] != b["KERNELC_CACHE_DIR"] and b["KERNELC_OCCUPANCY_STEP"] == "1"
-    assert B.column_options(b)["occupancy_step"] is True and B.column_options(a)["occupancy_step"] is False
+    assert B.column_options(b)["occupancy_step"] == "all" and B.column_options(a)["occupancy_step"] == "nodots"
     assert "KERNELC_OCCUPANCY_STEP" not in __import__("os").environ   # restored after reading
 
 
@@ -139,3 +139,19 @@ def test_a_ratio_is_called_only_outside_the_control_columns_spread():
     assert verdict(0.985, 1.003) == "slower"
     assert verdict(1.015, 0.997) == "faster"
     assert verdict(0.997, 1.004) == "within noise"
+
+
+def test_the_rounds_must_agree_for_a_verdict():
+    """H10b's per-round times (ms): transpose slower than the control in all 9 rounds, rms_norm bwd in 4 of 9."""
+    from bench.bench_memory_bound import sign_p, verdict
+    assert sign_p(9, 0) == 2 / 512 and sign_p(0, 8) == 2 / 256 and sign_p(4, 5) == 1.0
+    assert abs(sign_p(8, 1) - 20 / 512) < 1e-12 and sign_p(7, 2) > 0.05
+    tr_k = [0.188736, 0.189104, 0.189056, 0.1888, 0.189184, 0.189056, 0.1888, 0.1888, 0.1888]
+    tr_c = [0.187712, 0.187648, 0.187952, 0.188, 0.1879, 0.187968, 0.1879, 0.1879, 0.187648]
+    assert verdict(0.9956, 1.0003, tr_k, tr_c) == "slower"
+    rms_k = [1.0, 0.99, 1.01, 1.0, 1.02, 1.0, 0.99, 1.02, 0.99]          # 4 rounds slower, 5 faster
+    rms_c = [0.99, 1.0, 1.0, 1.01, 1.0, 1.01, 0.98, 1.0, 1.0]
+    assert verdict(0.9952, 0.9994, rms_k, rms_c) == "within noise"
+    assert verdict(0.9952, 0.9994, rms_k[:5], rms_c[:5]) == "slower"     # too few rounds: the medians decide
+    # a median that says faster while the rounds say slower: no verdict
+    assert verdict(1.01, 1.0, [1.0] * 8 + [0.5], [0.9] * 9) == "within noise"

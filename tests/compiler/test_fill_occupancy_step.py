@@ -23,7 +23,7 @@ def _nvjitlink(monkeypatch):
     # the fill is a rule of the nvJitLink assembly without the launch bound (the defaults)
     monkeypatch.setenv("KERNELC_ASSEMBLER", "nvjitlink")
     monkeypatch.delenv("KERNELC_NVJITLINK_LAUNCH_BOUND", raising=False)
-    monkeypatch.delenv("KERNELC_OCCUPANCY_STEP", raising=False)
+    monkeypatch.setenv("KERNELC_OCCUPANCY_STEP", "off")   # the fill alone (the step down a block: its own tests)
     monkeypatch.delenv("KERNELC_FILL_OCCUPANCY_STEP", raising=False)
     # the tests below check the step fill alone; the loads policy (which may also take the bound build) has its own
     monkeypatch.setenv("KERNELC_FILL_POLICY", "step")

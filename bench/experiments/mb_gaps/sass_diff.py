@@ -39,6 +39,13 @@ CASES = {
     "log_softmax_bwd 8192x8192 fp16": (MB, "log_softmax_bwd_kernel",
                                        "dx_ptr=*fp16,dy_ptr=*fp16,y_ptr=*fp16,stride=i32,n_cols=i32",
                                        {"BLOCK_SIZE": 8192}, 16, 3, 8192),
+    "softmax_bwd 8192x8192 fp16": (MB, "softmax_bwd_kernel",
+                                   "dx_ptr=*fp16,dy_ptr=*fp16,y_ptr=*fp16,stride=i32,n_cols=i32",
+                                   {"BLOCK_SIZE": 8192}, 16, 3, 8192),
+    "rms_norm_bwd 8192x4096 bf16": (MB, "rms_norm_bwd_kernel",
+                                    f"dy_ptr={BF},x_ptr={BF},w_ptr={BF},rstd_ptr=*fp32,dx_ptr={BF},dw_ptr=*fp32,"
+                                    "stride=i32,n_rows=i32,n_cols=i32,rows_per_program=i32",
+                                    {"BLOCK_SIZE": 4096}, 8, 3, 4096),
     "rope 4x4096x32x128 bf16": (MB, "rope_kernel", f"q_ptr={BF},q_row_stride=i32,cos_ptr=*fp32,sin_ptr=*fp32,"
                                 "cos_row_stride=i32,seq_len=i32,n_heads=i32,head_dim=i32",
                                 {"BLOCK_H": 32, "BLOCK_D": 64}, 4, 3, 4096),
@@ -65,7 +72,7 @@ ck = kcompile(getattr(mod, a["kernel"]), a["sig"], a["cx"], "sm_90a", a["num_war
               divisibility=a["div"])
 assert kernelc.__file__.startswith(a["root"]), kernelc.__file__
 art = getattr(ck, "artifacts", None)
-json.dump({"cubin": ck.asm["cubin"].hex(), "name": ck.name, "log": getattr(art, "ptxas_log", "") or ""}, sys.stdout)
+json.dump({"cubin": ck.asm["cubin"].hex(), "name": ck.name, "log": getattr(art, "ptxas_log", "") or "", "shared": ck.shared}, sys.stdout)
 """
 
 _TRITON_CHILD = r"""
@@ -83,7 +90,7 @@ attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if a["div"
 src = ASTSource(fn, signature=sig, constexprs={(names.index(k),): v for k, v in a["cx"].items()}, attrs=attrs)
 ck = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": a["num_warps"],
                                                                      "num_stages": a["num_stages"]})
-json.dump({"cubin": ck.asm["cubin"].hex(), "name": ck.metadata.name, "log": ""}, sys.stdout)
+json.dump({"cubin": ck.asm["cubin"].hex(), "name": ck.metadata.name, "log": "", "shared": ck.metadata.shared}, sys.stdout)
 """
 
 
@@ -119,7 +126,8 @@ _INT = ("IMAD", "IADD3", "LEA", "SHF", "LOP3", "SEL", "ISETP", "IABS", "I2F", "F
 _FLOAT = ("FFMA", "FMUL", "FADD", "FMNMX", "FSETP", "FSEL", "FCHK", "F2FP", "HADD2", "HFMA2", "HMUL2")
 
 
-def summarise(cubin: bytes, name: str, warps: int, elems: int) -> dict:
+def summarise(cubin: bytes, name: str, warps: int, elems: int, shared: int = 0) -> dict:
+    """``shared``: the build's shared memory per block, static and dynamic (the cubin holds only the static part)."""
     from cubintools import inspect_cubin, instructions
     from cubintools.sass import mean_loads_in_flight
     from cubintools.target import parse_target
@@ -135,9 +143,10 @@ def summarise(cubin: bytes, name: str, warps: int, elems: int) -> dict:
     def group(prefixes):
         return sum(v for k, v in base.items() if k.startswith(prefixes))
 
-    blocks = blocks_per_sm(f.n_regs, threads, f.shared, parse_target("sm_90a").limits)
+    shared = max(shared or 0, f.shared)
+    blocks = blocks_per_sm(f.n_regs, threads, shared, parse_target("sm_90a").limits)
     return {
-        "regs": f.n_regs, "shared": f.shared, "local": f.frame_size, "blocks_per_sm": blocks,
+        "regs": f.n_regs, "shared": shared, "local": f.frame_size, "blocks_per_sm": blocks,
         "warps_per_sm": blocks * warps, "sass_total": len(ins), "sass_per_element": round(len(ins) / per_thread, 2),
         "ldg": {k: v for k, v in ops.items() if k.startswith("LDG")},
         "stg": {k: v for k, v in ops.items() if k.startswith("STG")},
@@ -174,7 +183,7 @@ def main(argv) -> int:
         row = {}
         for label, (impl, tree) in impls.items():
             c = _compile(impl, tree, case, site, os.path.join(cache, label.replace(" ", "_")))
-            row[label] = summarise(c["cubin"], c["name"], case[4], case[6])
+            row[label] = summarise(c["cubin"], c["name"], case[4], case[6], c.get("shared", 0))
             notes = [ln for ln in c["log"].splitlines() if ln.startswith("kernelc:")]
             row[label]["ptxas_notes"] = notes
         out[name] = row

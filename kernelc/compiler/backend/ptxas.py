@@ -253,7 +253,8 @@ def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequen
         free = _nvjitlink_cubin(unbounded, target, opt_level, extra, name)
         over = _misfits(free, bounds, target)
         if not over:
-            if get("KERNELC_OCCUPANCY_STEP"):
+            step = get("KERNELC_OCCUPANCY_STEP")
+            if step == "all" or (step == "nodots" and fill_step):
                 stepped = _occupancy_step(free, unbounded, bounds, target, opt_level, extra, name)
                 if stepped is not free:
                     return stepped
