@@ -60,9 +60,21 @@ def descriptor_part(d, specialize: bool = True) -> tuple:
     ty = _DESC_TYPES.get(tkey)
     if ty is None:
         ty = _DESC_TYPES[tkey] = str(d.kl_type)
-    return ("tensordesc", ty, specialize and base.data_ptr() & 15 == 0,
-            bool(getattr(base, "is_cuda", False)),
-            tuple(specialize and s & 15 == 0 for s in d.shape), tuple(specialize and s & 15 == 0 for s in d.strides[:-1]))
+    if not specialize:
+        n = len(d.shape)
+        return ("tensordesc", ty, False, bool(getattr(base, "is_cuda", False)), (False,) * n, (False,) * (n - 1))
+    shape, strides = d.shape, d.strides
+    dkey = (*shape, *strides)  # 2 x rank entries: one table serves every rank
+    div = _DESC_DIVS.get(dkey)
+    if div is None:
+        if len(_DESC_DIVS) > 4096:
+            _DESC_DIVS.clear()
+        div = _DESC_DIVS[dkey] = (tuple([s & 15 == 0 for s in shape]), tuple([s & 15 == 0 for s in strides[:-1]]))
+    return ("tensordesc", ty, base.data_ptr() & 15 == 0, bool(getattr(base, "is_cuda", False)), div[0], div[1])
+
+
+# (*shape, *strides) of a descriptor -> which shapes and strides (all but the last) are divisible by 16
+_DESC_DIVS: Dict[tuple, tuple] = {}
 
 
 def make_binder(fn) -> Any:
@@ -100,16 +112,28 @@ def make_binder(fn) -> Any:
         if n in fn.constexpr_names:
             key_parts.append(f"('c', {n})")
             continue
-        spec_arg = "False" if n in fn.do_not_specialize else "True"
+        spec = n not in fn.do_not_specialize
+        # the common kinds inline, each giving exactly spec_part's key part (the tests compare the two); the rest
+        # (bool, big ints, int subclasses, out-of-range floats, errors) through spec_part
+        int_key = f"('i32', {n} == 1, {n} & 15 == 0)" if spec else "('i32',)"
         pre.append(f"""    if isinstance({n}, _Tensor):  # subclasses too (nn.Parameter)
         _p_{n} = {n}.data_ptr()
         _k_{n} = ('*', {n}.dtype, _p_{n} & 15 == 0, {n}.is_cuda)
+    elif type({n}) is int and -2147483648 <= {n} < 2147483648:
+        _p_{n} = {n}
+        _k_{n} = {int_key}
+    elif type({n}) is _TD:
+        _p_{n} = {n}
+        _k_{n} = _desc({n}, {spec})
+    elif type({n}) is float and -3.4028234663852886e38 <= {n} <= 3.4028234663852886e38:
+        _p_{n} = {n}
+        _k_{n} = 'fp32'
     elif {n} is None:
         _p_{n} = None
         _k_{n} = ('c', None)
     else:
         _p_{n} = {n}
-        _k_{n} = _spec({n}, {spec_arg})""")
+        _k_{n} = _spec({n}, {spec})""")
         key_parts.append(f"_k_{n}")
         runtime.append(f"_p_{n}")
     meta = ", ".join(f"'{n}': {n}" for n in names)
@@ -176,7 +200,7 @@ def warm_key({', '.join(sig_parts + opt_parts)}, stream=None, **kw):
     import torch
     st = get_state(fn)
     ns = dict(defaults)
-    ns.update(_spec=spec_part, _Tensor=torch.Tensor, _cache=st["cache"], _hooks_enter=hooks._enter_hooks, _hooks_exit=hooks._exit_hooks,
+    ns.update(_spec=spec_part, _desc=descriptor_part, _TD=TensorDescriptor, _Tensor=torch.Tensor, _cache=st["cache"], _hooks_enter=hooks._enter_hooks, _hooks_exit=hooks._exit_hooks,
               _getdev=getattr(torch._C, "_cuda_getDevice", lambda: 0),
               _getstream=getattr(torch._C, "_cuda_getCurrentRawStream", lambda d: 0),
               _stream_handle=lambda s: int(getattr(s, "cuda_stream", s)), _slow=_make_slow(fn),
