@@ -5,15 +5,12 @@ that survives pruning runs, since timings there say nothing about the GPU.
 """
 from __future__ import annotations
 
-import os
 from typing import Any, Callable, Dict, List, Optional
 
 from ..errors import OutOfResources  # noqa: F401  (Triton's triton.runtime.autotuner.OutOfResources)
 from . import device as _device
 from .jit import KernelInterface
 from .override import overrides_for
-
-_environ_get = os.environ.get  # KERNELC_OVERRIDE is read on every tuned launch: unset, it costs one lookup
 
 
 class Config:
@@ -121,8 +118,9 @@ class Autotuner(KernelInterface):
         # runs on every launch of a tuned kernel: no function-local imports here (each costs about a microsecond)
         nargs = dict(zip(self.arg_names, args))
         named = dict(nargs, **kwargs)
-        forced = overrides_for(self.base_fn.__name__) if _environ_get("KERNELC_OVERRIDE") else None
-        tune = not forced and not _device.interpret_requested() and not _interpreting(self.base_fn)
+        base = self.__dict__.get("_base") or self.__dict__.setdefault("_base", self.base_fn)
+        forced = overrides_for(base.__name__)
+        tune = not forced and not _device.interpret_requested() and not _interpreting(base)
         config = None
         if tune:
             # a key tuned before launches its pick without pruning again: as in Triton, early_config_prune and
@@ -150,8 +148,11 @@ class Autotuner(KernelInterface):
                 if k in kwargs:
                     raise ValueError(f"{k!r} is both passed to {self.__name__} and set by an autotune config")
             config_kwargs = dict(kwargs, **config_kwargs)
-        # through ``fn[grid]``: a JIT kernel's generated fast path (the general ``run`` binds arguments
+        # through a JIT kernel's generated fast path, as ``fn[grid]`` gives it (the general ``run`` binds arguments
         # with inspect, which costs more host time than a large GEMM runs; docs/performance.md)
+        fast = getattr(self.fn, "_fast", None)
+        if fast and callable(grid) and type(grid) is not tuple:
+            return fast(grid, *args, **config_kwargs)
         return self.fn[grid](*args, **config_kwargs)
 
 
