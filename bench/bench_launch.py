@@ -150,7 +150,9 @@ def measure_patterns(impls, patterns, rounds, calls, device="cuda", props=None, 
         for p in patterns:
             call = calls_of[impl][p][0]
             with (_Hook(impl) if p.endswith("hook") else contextlib.nullcontext()):
+                t0 = time.perf_counter()
                 call()  # compile, autotune
+                print(f"{impl} {p}: first call {time.perf_counter() - t0:.2f} s", flush=True)
             (sync or _sync)()
             if check and not calls_of[impl][p][1]():
                 wrong.append(f"{impl}:{p}")
@@ -162,6 +164,8 @@ def measure_patterns(impls, patterns, rounds, calls, device="cuda", props=None, 
                 call = calls_of[impl][p][0]
                 with (_Hook(impl) if p.endswith("hook") else contextlib.nullcontext()):
                     times[impl][p].append(per_launch_us(call, calls, sync, clock))
+            print(f"round {rnd} pattern {p}: " + "  ".join(f"{impl} {times[impl][p][-1]:.2f} us" for impl in impls),
+                  flush=True)
     if profile:
         _profile(calls_of, impls, patterns, profile)
     return times
