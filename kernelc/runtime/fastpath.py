@@ -9,7 +9,9 @@ compiled specialisation writes its flattened fields (``kernelc/compiler/abi.py``
 """
 from __future__ import annotations
 
+import ctypes
 import inspect
+import struct
 from typing import Any, Dict, List
 
 from ..tools.tensor_descriptor import TensorDescriptor
@@ -240,23 +242,52 @@ def _stream_obj(raw: int):
     return obj
 
 
+# argument-buffer kind -> struct format character (standard sizes; fields placed at ctypes' offsets)
+_STRUCT_CODE = {"ptr": "Q", "i1": "b", "i8": "b", "i16": "h", "i32": "i", "i64": "q", "u8": "B", "u16": "H",
+                "u32": "I", "u64": "Q", "fp32": "f", "fp64": "d", "tmap": "128s"}
+
+
+def _packer(buf):
+    """``struct.Struct(...).pack_into`` laid out as ``buf``'s ctypes struct, or None (a kind it cannot pack, e.g. a
+    16-bit float)."""
+    kinds = getattr(buf, "kinds", None)
+    if kinds is None or any(k not in _STRUCT_CODE for k in kinds):
+        return None
+    fmt, pos = "<", 0
+    for i, k in enumerate(kinds):
+        off = getattr(buf.struct_t, f"a{i}").offset
+        if off > pos:
+            fmt += f"{off - pos}x"
+        fmt += _STRUCT_CODE[k]
+        pos = off + struct.calcsize("<" + _STRUCT_CODE[k])
+    if struct.calcsize(fmt) > ctypes.sizeof(buf.struct_t):
+        return None
+    return struct.Struct(fmt).pack_into
+
+
 def make_launch(ent, fn, cmask: List[bool]):
     """Generate ``launch(g0, g1, g2, stream, <runtime values>)`` for one compiled specialisation:
     tensors arrive as data pointers already; the values go into the reusable argument struct."""
     from .driver import _drv, _libcuda, check, context_made_current
     n = sum(1 for c in cmask if not c)
     args = [f"v{i}" for i in range(n)]
-    lines = [f"    s.a{i} = v{i}" for i in range(n)]
+    exprs = [f"v{i}" for i in range(n)]
     if any(isinstance(k, tuple) for k in ent.kinds):
         # tensor descriptors: one struct field per machine parameter of the compiled kernel
         from ..compiler.abi import machine_params, pack_expressions
         runtime_names = [name for name, c in zip(fn.arg_names, cmask) if not c]
         machine = [m for m, _, _ in machine_params(ent.compiled.signature, ent.compiled.target.arch)]
         exprs = pack_expressions(runtime_names, machine)
-        lines = [f"    s.a{j} = {x}" for j, x in enumerate(exprs)]
     scratch = getattr(ent.compiled, "global_scratch_bytes", 0)
     if scratch:  # the hidden last parameter: global scratch for every program (runtime/scratch.py)
-        lines.append(f"    s.a{len(lines)} = _kc_scratch(g0 * g1 * g2 * {scratch}, stream, {ent.device})")
+        exprs.append(f"_kc_scratch(g0 * g1 * g2 * {scratch}, stream, {ent.device})")
+    lines = [f"    s.a{j} = {x}" for j, x in enumerate(exprs)]
+    packer = _packer(ent.buffer)
+    if packer is not None and exprs:
+        # one struct.pack_into writes every field (a descriptor kernel has ~25: one ctypes field write each
+        # cost 3x more); a value the format rejects (out of its range) falls back to ctypes' field writes
+        packed = ", ".join(x.replace("_kc_tensor_map(", "_kc_tensor_map_bytes(") for x in exprs)
+        lines = [f"    try:\n        _pack(s, 0, {packed})\n    except _StructError:"] + ["    " + ln for ln in lines]
     # cuda-python's cuLaunchKernel with a prebuilt parameter array measured faster than a ctypes call
     # into libcuda (docs/performance.md, "Launches"); KERNELC_LAUNCH_IMPL=ctypes keeps the other.
     from .. import options
@@ -283,8 +314,10 @@ def launch(g0, g1, g2, stream{''.join(', ' + a for a in args)}):
           "ptrs": ent.buffer.ptrs_addr, "_fail": fail, "_streams": _STREAMS, "_stream_obj": _stream_obj,
           "_context_made_current": lambda err: context_made_current(err, ent.device),
           "_cu": _drv().cuLaunchKernel if impl == "cuda-python" else _libcuda()}
-    from .tensor_map import descriptor_tensor_map
+    from .tensor_map import descriptor_tensor_map, descriptor_tensor_map_bytes
     ns["_kc_tensor_map"] = descriptor_tensor_map  # d.tensormap fields (abi.py): the cached encoded CUtensorMap
+    ns["_kc_tensor_map_bytes"] = descriptor_tensor_map_bytes
+    ns["_pack"], ns["_StructError"] = packer, struct.error
     from .scratch import scratch_pointer
     ns["_kc_scratch"] = scratch_pointer
     exec(compile(src, f"<kernelc launch {fn.__name__}>", "exec"), ns)

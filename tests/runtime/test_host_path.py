@@ -245,3 +245,62 @@ def test_our_own_buffer_for_another_stream_is_kept(monkeypatch):
 def test_inline_float_bounds_are_fp32s():
     assert spec_part(3.4028234663852886e38) == "fp32" and spec_part(math.inf) == "fp32"
     assert spec_part(float("nan")) == "fp32"
+
+
+def _launch_with(kinds, monkeypatch):
+    """make_launch for a plain kernel whose runtime arguments have these buffer kinds; the driver call records the
+    parameter bytes it would pass."""
+    import ctypes
+    import types
+    from kernelc.runtime import driver, fastpath
+    from kernelc.runtime.launcher import Loaded
+    seen = []
+
+    def fake_launch(func, g0, g1, g2, *rest):
+        params = rest[-2]
+        seen.append([ctypes.string_at(ctypes.c_void_p.from_address(params + 8 * i).value,
+                                      ctypes.sizeof(driver.CTYPE[k])) for i, k in enumerate(kinds)])
+        return (0,)
+    monkeypatch.setattr(driver, "_drv", lambda: types.SimpleNamespace(cuLaunchKernel=fake_launch,
+                                                                       CUstream=lambda s: s))
+    monkeypatch.setenv("KERNELC_LAUNCH_IMPL", "cuda-python")
+    buf = driver.ArgBuffer(tuple(kinds))
+    compiled = types.SimpleNamespace(global_scratch_bytes=0)
+    ent = Loaded(compiled, types.SimpleNamespace(handle=1, function=1, threads=128, shared=0, name="k"), buf,
+                 list(kinds))
+    fn = types.SimpleNamespace(__name__="k", arg_names=[f"p{i}" for i in range(len(kinds))])
+    return fastpath.make_launch(ent, fn, [False] * len(kinds)), buf, seen
+
+
+def _ctypes_bytes(kinds, values):
+    # what ctypes' own field writes put in a buffer of these kinds: the reference
+    import ctypes
+    from kernelc.runtime import driver
+    ref = driver.ArgBuffer(tuple(kinds))
+    for i, v in enumerate(values):
+        setattr(ref.struct, f"a{i}", v)
+    return [ctypes.string_at(ref.ptrs[i], ctypes.sizeof(driver.CTYPE[k])) for i, k in enumerate(kinds)]
+
+
+def test_packed_arguments_are_the_bytes_ctypes_writes(monkeypatch):
+    from kernelc.runtime.fastpath import _packer
+    kinds = ["ptr", "i1", "i32", "i64", "fp32", "u64", "i8", "fp64", "i32"]
+    launch, buf, seen = _launch_with(kinds, monkeypatch)
+    assert _packer(buf) is not None
+    for values in ([0x7F0000001000, True, -5, -2**40, 0.1, 2**64 - 1, -3, 1e300, 2**31 - 1],
+                   [16, False, 0, 2**62, float("inf"), 0, 127, -0.0, -2**31]):
+        launch(1, 1, 1, 0, *values)
+        assert seen[-1] == _ctypes_bytes(kinds, values)
+    # a value out of a field's range: struct refuses it and the launch writes through ctypes, as before
+    odd = [1, 2, 2**33 + 5, 1, 1.5, 1, 300, 2.0, 1]
+    launch(1, 1, 1, 0, *odd)
+    assert seen[-1] == _ctypes_bytes(kinds, odd)
+
+
+def test_a_kind_struct_cannot_pack_keeps_ctypes_writes(monkeypatch):
+    from kernelc.runtime.fastpath import _packer
+    kinds = ["ptr", "fp16", "i32"]
+    launch, buf, seen = _launch_with(kinds, monkeypatch)
+    assert _packer(buf) is None
+    launch(1, 1, 1, 0, 64, 0x3C00, 7)
+    assert seen[-1] == _ctypes_bytes(kinds, [64, 0x3C00, 7])
