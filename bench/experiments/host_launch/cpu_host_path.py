@@ -27,12 +27,15 @@ def main(argv=None):
     ap.add_argument("--patterns", default="01,02,03,05,06,09,09hook")
     ap.add_argument("--profile", metavar="DIR")
     ap.add_argument("--label", default="")
+    ap.add_argument("--kernelc-root", metavar="DIR", help="time this checkout's kernelc (e.g. main's)")
     a = ap.parse_args(argv)
-    import fakecuda
-    fakecuda.install()
     import statistics
     import time
-    from bench import bench_launch
+    from bench import bench_launch  # this checkout's bench, whichever kernelc it times
+    if a.kernelc_root:
+        sys.path.insert(0, os.path.abspath(a.kernelc_root))
+    import fakecuda
+    fakecuda.install()
     from kernelc.runtime import scratch
     patterns = a.patterns.split(",")
     props = {"max_num_regs": 65536, "max_shared_mem": 232448, "multiprocessor_count": 132}
@@ -41,6 +44,8 @@ def main(argv=None):
                                           clock=time.process_time)
     rows = {p: {"min_us": min(t), "median_us": statistics.median(t)} for p, t in times["kernelc"].items()}
     rows["_kept_scratch_buffers"] = len(scratch._kept)
+    import kernelc
+    rows["_kernelc_from"] = os.path.dirname(os.path.dirname(os.path.abspath(kernelc.__file__)))
     for p, r in rows.items():
         print(p, r)
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
