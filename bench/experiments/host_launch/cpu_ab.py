@@ -27,8 +27,10 @@ def main(argv=None):
             root = os.path.abspath(root)
             p = subprocess.run([sys.executable, os.path.join(HERE, "cpu_host_path.py"), "--rounds", "2", "--calls",
                                 "1000", "--label", f"ab_{label}", "--kernelc-root", root], capture_output=True, text=True)
-            with open(os.path.join(HERE, "results", f"cpu_host_path_ab_{label}.json")) as f:
+            part = os.path.join(HERE, "results", f"cpu_host_path_ab_{label}.json")
+            with open(part) as f:
                 rows = json.load(f)["rows"]
+            os.remove(part)  # one process's numbers: only the summary is kept
             if p.returncode:
                 print(p.stderr[-2000:])
             for pat, r in rows.items():
