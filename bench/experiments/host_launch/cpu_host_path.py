@@ -1,8 +1,9 @@
 """kernelc's host time per call of the tutorial host patterns (bench/bench_launch.py), on a CPU machine.
 
-Kernels compile for real; the GPU is faked below the Python path (``fakecuda.py``: no module load, a no-op C
-function as cuLaunchKernel through ctypes, CPU tensors). So this times kernelc's Python launch path only, not the
-driver, and cannot time Triton (whose launcher needs a driver). Times are CPU time of this process (``time.process_time``: the machine is shared). cProfile text per pattern goes to --profile.
+Kernels compile for real; the GPU is faked below the Python path (``fakecuda.py``: no module load, cuda-python's
+cuLaunchKernel into a stand-in libcuda that returns at once, CPU tensors). So this times kernelc's Python launch path
+only, not the driver, and cannot time Triton (whose launcher needs a driver). Times are CPU time of this process
+(``time.process_time``: the machine is shared). cProfile text per pattern goes to --profile.
 
     python3 bench/experiments/host_launch/cpu_host_path.py [--rounds 5] [--calls 2000] [--patterns ...]
         [--profile DIR] [--label NAME]     # writes results/cpu_host_path[_NAME].json

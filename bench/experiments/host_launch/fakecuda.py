@@ -2,9 +2,9 @@
 
 Kernels compile for real (sm_90a, the CPU stand-in target); what a GPU would do is faked below the Python path:
 module loading (no cubin is loaded), the device and stream queries torch would answer, the tensor-map encode, and
-the launch itself, which goes through a ctypes call into a C function that returns CUDA_SUCCESS (the same
-foreign-call shape as ``KERNELC_LAUNCH_IMPL=ctypes``; cuda-python's ``cuLaunchKernel`` cannot load without a
-driver). Tensors stay on the CPU. Autotuning picks by a fixed fake timing (the first config wins).
+the launch itself, which goes through cuda-python's ``cuLaunchKernel`` (kernelc's default route) into a stand-in
+libcuda whose cuLaunchKernel returns CUDA_SUCCESS (``KERNELC_LAUNCH_IMPL=ctypes`` reaches the same function).
+Tensors stay on the CPU. Autotuning picks by a fixed fake timing (the first config wins).
 
 Only for host-time experiments: ``install()`` monkeypatches kernelc's runtime in this process.
 """
@@ -16,17 +16,38 @@ import subprocess
 import tempfile
 import types
 
-_C = "int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, " \
-     "unsigned shared, void *stream, void **params, void **extra) { return 0; }\n"
+# A stand-in libcuda: cuLaunchKernel returns CUDA_SUCCESS, cuGetProcAddress hands out it or a function that does
+# the same, so cuda-python's own bindings load it and marshal their arguments as on a GPU machine.
+_C = r"""
+#include <string.h>
+#include <stdint.h>
+static int ok(void) { return 0; }
+int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                   unsigned shared, void *stream, void **params, void **extra) { return 0; }
+int cuDriverGetVersion(int *v) { *v = 13000; return 0; }
+int cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64_t flags, int *status) {
+    if (status) *status = 0;
+    if (!strcmp(symbol, "cuLaunchKernel")) *pfn = (void *)cuLaunchKernel;
+    else if (!strcmp(symbol, "cuDriverGetVersion")) *pfn = (void *)cuDriverGetVersion;
+    else if (!strncmp(symbol, "cuGetProcAddress", 16)) *pfn = (void *)cuGetProcAddress_v2;
+    else *pfn = (void *)ok;
+    return 0;
+}
+int cuGetProcAddress(const char *symbol, void **pfn, int version, uint64_t flags) {
+    return cuGetProcAddress_v2(symbol, pfn, version, flags, 0);
+}
+"""
 
 
-def _noop_launch():
+def _fake_libcuda():
+    """Load the stand-in as ``libcuda.so.1`` (by soname, before cuda-python looks for it); returns its
+    cuLaunchKernel as a ctypes function (for ``KERNELC_LAUNCH_IMPL=ctypes``)."""
     d = tempfile.mkdtemp(prefix="fakecuda_")
-    src, lib = os.path.join(d, "fake.c"), os.path.join(d, "libfakecuda.so")
+    src, lib = os.path.join(d, "fake.c"), os.path.join(d, "libcuda.so.1")
     with open(src, "w") as f:
         f.write(_C)
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", lib, src], check=True)
-    f = ctypes.CDLL(lib).cuLaunchKernel
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", lib, src], check=True)
+    f = ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL).cuLaunchKernel
     f.restype = ctypes.c_int
     f.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
                   ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
@@ -41,7 +62,8 @@ PROPS = {"max_shared_optin": 232448, "max_shared_per_sm": 233472, "num_sms": 132
 class FakeLoaded:
     def __init__(self, cubin, name, shared, num_warps, n_regs, device=0, total_shared=None):
         self.module = None
-        self.function = object()
+        from cuda.bindings import driver
+        self.function = driver.CUfunction(0x1000)
         self.handle = 0x1000
         self.name = name
         self.shared = shared
@@ -49,10 +71,9 @@ class FakeLoaded:
 
 
 def install():
-    os.environ["KERNELC_LAUNCH_IMPL"] = "ctypes"
     import torch
     from kernelc.runtime import device, driver, jit, tensor_map, scratch, active
-    launch_fn = _noop_launch()
+    launch_fn = _fake_libcuda()
     device.cuda_available = lambda: True
     jit._fast_enabled = True
     jit.JITFunction._use_interpreter = lambda self, values: False
