@@ -317,7 +317,35 @@ BY_NAME: Dict[str, Knob] = {k.name: k for k in KNOBS}
 
 def get(name: str, environ=None) -> Any:
     """The typed value of knob ``name`` from the environment (raises :class:`OptionError` if malformed)."""
-    return BY_NAME[name].parse((os.environ if environ is None else environ).get(name))
+    raw = _raw(name) if environ is None else environ.get(name)
+    try:
+        return _PARSED[name, raw]
+    except KeyError:
+        pass
+    value = BY_NAME[name].parse(raw)
+    if len(_PARSED) < 4096:
+        _PARSED[name, raw] = value  # every parsed value is immutable (bool, str, None)
+    return value
+
+
+_PARSED: Dict[Tuple[str, Optional[str]], Any] = {}
+_ENVIRON = os.environ
+_ENV_KEYS: Dict[str, Any] = {}
+
+
+def _raw(name: str) -> Optional[str]:
+    # Launches read a few knobs each (KERNELC_OVERRIDE, KERNELC_INTERPRET): os.environ.get costs about a microsecond
+    # (it encodes the key and raises KeyError inside for an unset variable); its dict of encoded entries, which
+    # os.environ keeps in step with every assignment, answers in a twentieth of that
+    env = os.environ
+    data = getattr(env, "_data", None)
+    if env is not _ENVIRON or data is None:  # os.environ replaced, or not CPython's mapping
+        return env.get(name)
+    key = _ENV_KEYS.get(name)
+    if key is None:
+        key = _ENV_KEYS[name] = env.encodekey(name)
+    v = data.get(key)
+    return None if v is None else env.decodevalue(v)
 
 
 @dataclass(frozen=True)

@@ -118,25 +118,77 @@ class Autotuner(KernelInterface):
         # runs on every launch of a tuned kernel: no function-local imports here (each costs about a microsecond)
         nargs = dict(zip(self.arg_names, args))
         named = dict(nargs, **kwargs)
-        configs = self.prune_configs(kwargs, nargs)
-        # Interpreter (or CPU-only machine): run the first surviving config; tuning is a GPU matter.
-        config = configs[0]
-        forced = overrides_for(self.base_fn.__name__)
-        if forced:  # KERNELC_OVERRIDE: no tuning; the forced values win over the first config
-            config = Config({k: v for k, v in config.kwargs.items() if k not in forced},
-                            num_warps=forced.get("num_warps", config.num_warps),
-                            num_stages=forced.get("num_stages", config.num_stages))
-        elif not _device.interpret_requested() and not _interpreting(self.base_fn):
-            config = _select_config(self, configs, args, kwargs, grid)
+        base = self.__dict__.get("_base") or self.__dict__.setdefault("_base", self.base_fn)
+        forced = overrides_for(base.__name__)
+        tune = not forced and not _device.interpret_requested() and not _interpreting(base)
+        config = None
+        if tune:
+            # a key tuned before launches its pick without pruning again: as in Triton, early_config_prune and
+            # perf_model run when a key is tuned, not on every launch
+            try:
+                config = self.cache.get(key_values(self, named))
+            except TypeError:  # an unhashable key value: select_config says which
+                pass
+        if config is None:
+            configs = self.prune_configs(kwargs, nargs)
+            # Interpreter (or CPU-only machine): run the first surviving config; tuning is a GPU matter.
+            config = configs[0]
+            if forced:  # KERNELC_OVERRIDE: no tuning; the forced values win over the first config
+                config = Config({k: v for k, v in config.kwargs.items() if k not in forced},
+                                num_warps=forced.get("num_warps", config.num_warps),
+                                num_stages=forced.get("num_stages", config.num_stages))
+            elif tune:
+                config = _select_config(self, configs, args, kwargs, grid)
         self.best_config = config
+        config_kwargs = config.all_kwargs()
         if config.pre_hook is not None:
-            config.pre_hook(dict(named, **config.all_kwargs()))
-        for k in config.kwargs:
-            if k in kwargs:
-                raise ValueError(f"{k!r} is both passed to {self.__name__} and set by an autotune config")
-        # through ``fn[grid]``: a JIT kernel's generated fast path (the general ``run`` binds arguments
+            config.pre_hook(dict(named, **config_kwargs))
+        if kwargs:
+            for k in config.kwargs:
+                if k in kwargs:
+                    raise ValueError(f"{k!r} is both passed to {self.__name__} and set by an autotune config")
+            config_kwargs = dict(kwargs, **config_kwargs)
+        # through a JIT kernel's generated fast path, as ``fn[grid]`` gives it (the general ``run`` binds arguments
         # with inspect, which costs more host time than a large GEMM runs; docs/performance.md)
-        return self.fn[grid](*args, **dict(kwargs, **config.all_kwargs()))
+        fast = getattr(self.fn, "_fast", None)
+        if fast and callable(grid) and type(grid) is not tuple:
+            return fast(grid, *args, **config_kwargs)
+        return self.fn[grid](*args, **config_kwargs)
+
+
+class _Identity(tuple):
+    """A key component standing for one tensor object: Triton 3.6 puts a tensor named in ``key``
+    into its key as the object itself (hashed by identity), so each new tensor is tuned again (tutorial
+    08 keys on its pointer arrays, so every benchmark point gets its own pick). Such keys live in memory
+    only, and leave the cache when their tensor does (runtime/tuning.py)."""
+
+
+_DTYPE_NAMES: Dict[Any, str] = {}  # str(dtype), per dtype object: a launch names the dtype of every tensor argument
+
+
+def key_values(tuner, named: Dict[str, Any]) -> tuple:
+    """The autotuning key of a launch: the values of the ``key`` arguments (a tensor by identity), then the
+    dtype of every tensor argument (Triton includes them)."""
+    vals = []
+    for k in tuner.key:
+        if k not in named:
+            continue  # Triton ignores key names that are not parameters (warned at decoration)
+        v = named[k]
+        vals.append(_Identity(("tensor", id(v))) if hasattr(v, "data_ptr") else v)
+    for v in named.values():
+        if hasattr(v, "data_ptr"):
+            d = v.dtype
+            try:
+                s = _DTYPE_NAMES[d]
+            except (KeyError, TypeError):  # not named yet, or an unhashable dtype-like
+                s = str(d)
+                if len(_DTYPE_NAMES) < 256:
+                    try:
+                        _DTYPE_NAMES[d] = s
+                    except TypeError:
+                        pass
+            vals.append(s)
+    return tuple(vals)
 
 
 def _interpreting(fn) -> bool:

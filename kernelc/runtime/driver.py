@@ -148,6 +148,7 @@ class ArgBuffer:
     cuLaunchKernel reads; refilled in place on every launch (no per-call allocation)."""
 
     def __init__(self, kinds: Tuple[str, ...]):
+        self.kinds = tuple(kinds)
         fields = [(f"a{i}", CTYPE[k]) for i, k in enumerate(kinds)]
         self.struct_t = type("KernelArgs", (ctypes.Structure,), {"_fields_": fields})
         self.struct = self.struct_t()

@@ -9,7 +9,9 @@ compiled specialisation writes its flattened fields (``kernelc/compiler/abi.py``
 """
 from __future__ import annotations
 
+import ctypes
 import inspect
+import struct
 from typing import Any, Dict, List
 
 from ..tools.tensor_descriptor import TensorDescriptor
@@ -60,9 +62,21 @@ def descriptor_part(d, specialize: bool = True) -> tuple:
     ty = _DESC_TYPES.get(tkey)
     if ty is None:
         ty = _DESC_TYPES[tkey] = str(d.kl_type)
-    return ("tensordesc", ty, specialize and base.data_ptr() & 15 == 0,
-            bool(getattr(base, "is_cuda", False)),
-            tuple(specialize and s & 15 == 0 for s in d.shape), tuple(specialize and s & 15 == 0 for s in d.strides[:-1]))
+    if not specialize:
+        n = len(d.shape)
+        return ("tensordesc", ty, False, bool(getattr(base, "is_cuda", False)), (False,) * n, (False,) * (n - 1))
+    shape, strides = d.shape, d.strides
+    dkey = (*shape, *strides)  # 2 x rank entries: one table serves every rank
+    div = _DESC_DIVS.get(dkey)
+    if div is None:
+        if len(_DESC_DIVS) > 4096:
+            _DESC_DIVS.clear()
+        div = _DESC_DIVS[dkey] = (tuple([s & 15 == 0 for s in shape]), tuple([s & 15 == 0 for s in strides[:-1]]))
+    return ("tensordesc", ty, base.data_ptr() & 15 == 0, bool(getattr(base, "is_cuda", False)), div[0], div[1])
+
+
+# (*shape, *strides) of a descriptor -> which shapes and strides (all but the last) are divisible by 16
+_DESC_DIVS: Dict[tuple, tuple] = {}
 
 
 def make_binder(fn) -> Any:
@@ -100,16 +114,28 @@ def make_binder(fn) -> Any:
         if n in fn.constexpr_names:
             key_parts.append(f"('c', {n})")
             continue
-        spec_arg = "False" if n in fn.do_not_specialize else "True"
+        spec = n not in fn.do_not_specialize
+        # the common kinds inline, each giving exactly spec_part's key part (the tests compare the two); the rest
+        # (bool, big ints, int subclasses, out-of-range floats, errors) through spec_part
+        int_key = f"('i32', {n} == 1, {n} & 15 == 0)" if spec else "('i32',)"
         pre.append(f"""    if isinstance({n}, _Tensor):  # subclasses too (nn.Parameter)
         _p_{n} = {n}.data_ptr()
         _k_{n} = ('*', {n}.dtype, _p_{n} & 15 == 0, {n}.is_cuda)
+    elif type({n}) is int and -2147483648 <= {n} < 2147483648:
+        _p_{n} = {n}
+        _k_{n} = {int_key}
+    elif type({n}) is _TD:
+        _p_{n} = {n}
+        _k_{n} = _desc({n}, {spec})
+    elif type({n}) is float and -3.4028234663852886e38 <= {n} <= 3.4028234663852886e38:
+        _p_{n} = {n}
+        _k_{n} = 'fp32'
     elif {n} is None:
         _p_{n} = None
         _k_{n} = ('c', None)
     else:
         _p_{n} = {n}
-        _k_{n} = _spec({n}, {spec_arg})""")
+        _k_{n} = _spec({n}, {spec})""")
         key_parts.append(f"_k_{n}")
         runtime.append(f"_p_{n}")
     meta = ", ".join(f"'{n}': {n}" for n in names)
@@ -176,7 +202,7 @@ def warm_key({', '.join(sig_parts + opt_parts)}, stream=None, **kw):
     import torch
     st = get_state(fn)
     ns = dict(defaults)
-    ns.update(_spec=spec_part, _Tensor=torch.Tensor, _cache=st["cache"], _hooks_enter=hooks._enter_hooks, _hooks_exit=hooks._exit_hooks,
+    ns.update(_spec=spec_part, _desc=descriptor_part, _TD=TensorDescriptor, _Tensor=torch.Tensor, _cache=st["cache"], _hooks_enter=hooks._enter_hooks, _hooks_exit=hooks._exit_hooks,
               _getdev=getattr(torch._C, "_cuda_getDevice", lambda: 0),
               _getstream=getattr(torch._C, "_cuda_getCurrentRawStream", lambda d: 0),
               _stream_handle=lambda s: int(getattr(s, "cuda_stream", s)), _slow=_make_slow(fn),
@@ -216,23 +242,52 @@ def _stream_obj(raw: int):
     return obj
 
 
+# argument-buffer kind -> struct format character (standard sizes; fields placed at ctypes' offsets)
+_STRUCT_CODE = {"ptr": "Q", "i1": "b", "i8": "b", "i16": "h", "i32": "i", "i64": "q", "u8": "B", "u16": "H",
+                "u32": "I", "u64": "Q", "fp32": "f", "fp64": "d", "tmap": "128s"}
+
+
+def _packer(buf):
+    """``struct.Struct(...).pack_into`` laid out as ``buf``'s ctypes struct, or None (a kind it cannot pack, e.g. a
+    16-bit float)."""
+    kinds = getattr(buf, "kinds", None)
+    if kinds is None or any(k not in _STRUCT_CODE for k in kinds):
+        return None
+    fmt, pos = "<", 0
+    for i, k in enumerate(kinds):
+        off = getattr(buf.struct_t, f"a{i}").offset
+        if off > pos:
+            fmt += f"{off - pos}x"
+        fmt += _STRUCT_CODE[k]
+        pos = off + struct.calcsize("<" + _STRUCT_CODE[k])
+    if struct.calcsize(fmt) > ctypes.sizeof(buf.struct_t):
+        return None
+    return struct.Struct(fmt).pack_into
+
+
 def make_launch(ent, fn, cmask: List[bool]):
     """Generate ``launch(g0, g1, g2, stream, <runtime values>)`` for one compiled specialisation:
     tensors arrive as data pointers already; the values go into the reusable argument struct."""
     from .driver import _drv, _libcuda, check, context_made_current
     n = sum(1 for c in cmask if not c)
     args = [f"v{i}" for i in range(n)]
-    lines = [f"    s.a{i} = v{i}" for i in range(n)]
+    exprs = [f"v{i}" for i in range(n)]
     if any(isinstance(k, tuple) for k in ent.kinds):
         # tensor descriptors: one struct field per machine parameter of the compiled kernel
         from ..compiler.abi import machine_params, pack_expressions
         runtime_names = [name for name, c in zip(fn.arg_names, cmask) if not c]
         machine = [m for m, _, _ in machine_params(ent.compiled.signature, ent.compiled.target.arch)]
         exprs = pack_expressions(runtime_names, machine)
-        lines = [f"    s.a{j} = {x}" for j, x in enumerate(exprs)]
     scratch = getattr(ent.compiled, "global_scratch_bytes", 0)
     if scratch:  # the hidden last parameter: global scratch for every program (runtime/scratch.py)
-        lines.append(f"    s.a{len(lines)} = _kc_scratch(g0 * g1 * g2 * {scratch}, stream, {ent.device})")
+        exprs.append(f"_kc_scratch(g0 * g1 * g2 * {scratch}, stream, {ent.device})")
+    lines = [f"    s.a{j} = {x}" for j, x in enumerate(exprs)]
+    packer = _packer(ent.buffer)
+    if packer is not None and exprs:
+        # one struct.pack_into writes every field (a descriptor kernel has ~25: one ctypes field write each
+        # cost 3x more); a value the format rejects (out of its range) falls back to ctypes' field writes
+        packed = ", ".join(x.replace("_kc_tensor_map(", "_kc_tensor_map_bytes(") for x in exprs)
+        lines = [f"    try:\n        _pack(s, 0, {packed})\n    except _StructError:"] + ["    " + ln for ln in lines]
     # cuda-python's cuLaunchKernel with a prebuilt parameter array measured faster than a ctypes call
     # into libcuda (docs/performance.md, "Launches"); KERNELC_LAUNCH_IMPL=ctypes keeps the other.
     from .. import options
@@ -259,8 +314,10 @@ def launch(g0, g1, g2, stream{''.join(', ' + a for a in args)}):
           "ptrs": ent.buffer.ptrs_addr, "_fail": fail, "_streams": _STREAMS, "_stream_obj": _stream_obj,
           "_context_made_current": lambda err: context_made_current(err, ent.device),
           "_cu": _drv().cuLaunchKernel if impl == "cuda-python" else _libcuda()}
-    from .tensor_map import descriptor_tensor_map
+    from .tensor_map import descriptor_tensor_map, descriptor_tensor_map_bytes
     ns["_kc_tensor_map"] = descriptor_tensor_map  # d.tensormap fields (abi.py): the cached encoded CUtensorMap
+    ns["_kc_tensor_map_bytes"] = descriptor_tensor_map_bytes
+    ns["_pack"], ns["_StructError"] = packer, struct.error
     from .scratch import scratch_pointer
     ns["_kc_scratch"] = scratch_pointer
     exec(compile(src, f"<kernelc launch {fn.__name__}>", "exec"), ns)

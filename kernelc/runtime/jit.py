@@ -231,7 +231,10 @@ class JITFunction(DeviceFunction, KernelInterface):
         # arguments specialise as an earlier one's returns the same object without binding or a cache lookup
         memo = None if forced else self._warmup_key(args, kwargs)
         if memo is not None:
-            hit = self._warm_memo.get(memo)
+            try:
+                hit = self._warm_memo.get(memo)
+            except TypeError:  # an unhashable constexpr: not memoised
+                hit = memo = None
             if hit is not None:
                 return hit
         w = self._warmup(args, kwargs, forced)
@@ -250,9 +253,7 @@ class JITFunction(DeviceFunction, KernelInterface):
             try:
                 key = warm_key(*args, **kwargs)
                 if key is not None:
-                    key += (interpret_requested(), _current_device())
-                    hash(key)
-                    return key
+                    return key + (interpret_requested(), _current_device())  # hashed by the memo lookup
             except TypeError:  # wrong arguments (the general path says what is wrong), an unhashable constexpr
                 return None
         names = self.arg_names

@@ -14,6 +14,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 _buffers: Dict[Tuple[int, int], object] = {}
 _kept: List[object] = []  # outgrown and graph-captured buffers (see the module doc)
+_cross_stream: set = set()  # keys of our own buffers that serve a stream other than the one they came from
 _allocator: Optional[Callable] = None  # set_allocator's function (None: torch.empty)
 ALIGNMENT = 128  # CUtensorMap alignment
 
@@ -28,8 +29,14 @@ def set_allocator(allocator: Optional[Callable]) -> None:
     if allocator is not None and not callable(allocator):
         raise TypeError(f"set_allocator takes a function (size, alignment, stream) -> buffer, got {allocator!r}")
     _allocator = allocator
-    _kept.extend(_buffers.values())  # a queued kernel may still use them
+    # Dropped buffers go back to where they came from, as Triton drops its scratch after every launch: a user
+    # allocator's buffer is the allocator's affair (it was told the stream), and torch's caching allocator reuses a
+    # block only for work queued behind it on the stream it was allocated on. Kept: buffers of ours that serve
+    # another stream than the one they were allocated on. (Tutorials 06 and 09 call set_allocator on every call:
+    # keeping them all grew without bound.)
+    _kept.extend(b for k, b in _buffers.items() if k in _cross_stream)
     _buffers.clear()
+    _cross_stream.clear()
 
 
 def _allocate(nbytes: int, device: int, stream: Optional[int] = None):
@@ -71,4 +78,11 @@ def scratch_pointer(nbytes: int, stream: int, device: int) -> int:
         if buf is not None:
             _kept.append(buf)
         buf = _buffers[key] = _allocate(max(nbytes, 2 * (buf.numel() if buf is not None else 0)), device, stream)
+        if _allocator is None and stream != _current_raw_stream(torch, device):
+            _cross_stream.add(key)
     return buf.data_ptr()
+
+
+def _current_raw_stream(torch, device: int) -> int:
+    get = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return get(device) if get is not None else 0

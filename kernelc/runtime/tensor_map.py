@@ -163,8 +163,24 @@ def descriptor_tensor_map(desc, encoder=None) -> TensorMapBuffer:
 
 # the same maps keyed by what a launch reads off the descriptor directly (torch dtype, no name lookup)
 _by_object: Dict[tuple, TensorMapBuffer] = {}
+_bytes_by_object: Dict[tuple, bytes] = {}
+
+
+def descriptor_tensor_map_bytes(desc, encoder=None) -> bytes:
+    """``descriptor_tensor_map`` as the 128 bytes, for a launch that packs its arguments with ``struct``."""
+    base = desc.base
+    # one flat tuple (3 x rank entries and two more: equal lengths mean equal ranks), cheaper than nested ones
+    key = (base.data_ptr(), base.dtype, *desc.shape, *desc.strides, *desc.block_shape, desc.padding)
+    raw = _bytes_by_object.get(key)
+    if raw is None:
+        raw = bytes(descriptor_tensor_map(desc, encoder))
+        if len(_bytes_by_object) >= MAX_CACHED:
+            _bytes_by_object.clear()
+        _bytes_by_object[key] = raw
+    return raw
 
 
 def clear_cache() -> None:
     _cache.clear()
     _by_object.clear()
+    _bytes_by_object.clear()

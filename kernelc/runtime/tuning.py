@@ -17,26 +17,8 @@ import weakref
 from typing import Any, Dict, List
 
 from .. import options
+from .autotuner import key_values as _key_values
 from .cache import cache_dir, dependency_fingerprint
-
-
-class _Identity(tuple):
-    """A key component standing for one tensor object: Triton 3.6 puts a tensor named in ``key``
-    into its key as the object itself (hashed by identity), so each new tensor is tuned again (tutorial
-    08 keys on its pointer arrays, so every benchmark point gets its own pick). Such keys live in memory
-    only, and leave the cache when their tensor does."""
-
-
-def _key_values(tuner, named: Dict[str, Any]):
-    vals = []
-    for k in tuner.key:
-        if k not in named:
-            continue  # Triton ignores key names that are not parameters (warned at decoration)
-        v = named[k]
-        vals.append(_Identity(("tensor", id(v))) if hasattr(v, "data_ptr") else v)
-    # dtypes of tensor args also select kernels (Triton includes them in the key)
-    vals += [str(v.dtype) for v in named.values() if hasattr(v, "data_ptr")]
-    return tuple(vals)
 
 
 def _identity_tensors(tuner, named):

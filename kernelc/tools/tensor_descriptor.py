@@ -43,32 +43,40 @@ class TensorDescriptor:
     padding: str = "zero"
 
     def __post_init__(self):
-        self.shape = [int(s) for s in self.shape]
-        self.strides = [int(s) for s in self.strides]
-        self.block_shape = [int(b) for b in self.block_shape]
-        rank = len(self.shape)
+        # Triton's tutorial 06 makes four of these on every call: the checks below cost a few Python operations
+        # each (C-level map/min/max, one dict lookup for the dtype); the messages are built only on failure
+        self.shape = shape = list(map(int, self.shape))
+        self.strides = strides = list(map(int, self.strides))
+        self.block_shape = block = list(map(int, self.block_shape))
+        rank = len(shape)
         if not 1 <= rank <= MAX_RANK:
             raise ValueError(f"TensorDescriptor supports 1 to {MAX_RANK} dimensions, got {rank}")
-        if len(self.strides) != rank or len(self.block_shape) != rank:
-            raise ValueError(f"TensorDescriptor got {rank} shape entries, {len(self.strides)} strides and a "
-                             f"{len(self.block_shape)}-D block_shape; they need one entry per dimension")
-        if any(s < 0 for s in self.shape):
-            raise ValueError(f"TensorDescriptor shape must be non-negative, got {self.shape}")
-        if any(s >= 2**31 for s in self.shape):
-            raise ValueError(f"TensorDescriptor shape entries must fit in int32, got {self.shape}")
-        bad = [b for b in self.block_shape if b < 1 or b & (b - 1)]
-        if bad:
-            raise ValueError(f"TensorDescriptor block_shape must be powers of two, got {self.block_shape}")
-        if self.strides[-1] != 1:
+        if len(strides) != rank or len(block) != rank:
+            raise ValueError(f"TensorDescriptor got {rank} shape entries, {len(strides)} strides and a "
+                             f"{len(block)}-D block_shape; they need one entry per dimension")
+        if min(shape) < 0:
+            raise ValueError(f"TensorDescriptor shape must be non-negative, got {shape}")
+        if max(shape) >= 2**31:
+            raise ValueError(f"TensorDescriptor shape entries must fit in int32, got {shape}")
+        for b in block:
+            if b < 1 or b & (b - 1):
+                raise ValueError(f"TensorDescriptor block_shape must be powers of two, got {block}")
+        if strides[-1] != 1:
             raise ValueError(f"TensorDescriptor's last stride must be 1 (the last dimension must be contiguous), "
-                             f"got strides {self.strides}")
-        if self.padding not in PADDINGS:
-            raise ValueError(f"TensorDescriptor padding must be one of {list(PADDINGS)}, got {self.padding!r}")
-        elt = self.element_type  # checks the dtype
-        if elt.is_int1():
-            raise TypeError("TensorDescriptor does not support bool tensors; view them as uint8/int8")
-        if self.padding == "nan" and not elt.is_floating():
-            raise ValueError(f"TensorDescriptor padding 'nan' needs a floating-point tensor, got {elt}")
+                             f"got strides {strides}")
+        padding = self.padding
+        if padding != "zero" and padding not in PADDINGS:
+            raise ValueError(f"TensorDescriptor padding must be one of {list(PADDINGS)}, got {padding!r}")
+        try:
+            float_ok = _CHECKED_DTYPES[self.base.dtype]
+        except (KeyError, AttributeError, TypeError):  # a dtype not seen yet, no dtype, an unhashable one
+            float_ok = _check_dtype(self.element_type)  # raises for a dtype kernelc cannot take
+            try:
+                _CHECKED_DTYPES[self.base.dtype] = float_ok
+            except (AttributeError, TypeError):
+                pass
+        if padding == "nan" and not float_ok:
+            raise ValueError(f"TensorDescriptor padding 'nan' needs a floating-point tensor, got {self.element_type}")
 
     @staticmethod
     def from_tensor(tensor: Any, block_shape: List[int], padding: str = "zero") -> "TensorDescriptor":
@@ -99,6 +107,17 @@ class TensorDescriptor:
         """The kernel-side type, ``tensordesc<fp16[64, 64]>``."""
         from ..language.dtypes import block_type, tensor_descriptor_type
         return tensor_descriptor_type(block_type(self.element_type, tuple(self.block_shape)), self.padding)
+
+
+# base dtype -> whether it is a floating-point type, for the dtypes a descriptor accepted before
+_CHECKED_DTYPES: dict = {}
+
+
+def _check_dtype(elt) -> bool:
+    """Whether ``elt`` (a kernelc element type a descriptor may hold) is floating point; raises for bool."""
+    if elt.is_int1():
+        raise TypeError("TensorDescriptor does not support bool tensors; view them as uint8/int8")
+    return elt.is_floating()
 
 
 def _element_strides(t) -> List[int]:
