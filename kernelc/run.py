@@ -55,7 +55,29 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("-m", dest="module", help="run a module (as python -m) instead of a script")
     ap.add_argument("script", nargs="?", help="the program to run")
     ap.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # As with `python -m mod args`, everything after the module name (or the script) belongs to the
+    # program: `-m pytest -q -x` must not have `-q` parsed as one of ours.
+    rest: List[str] = []
+    takes_value = {"--bench-points"}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in takes_value:
+            i += 2
+            continue
+        if arg == "-m" and i + 1 < len(argv):
+            argv, rest = argv[:i + 2], argv[i + 2:]
+            break
+        if arg.startswith("-m") and len(arg) > 2:
+            argv, rest = argv[:i + 1], argv[i + 1:]
+            break
+        if not arg.startswith("-"):
+            argv, rest = argv[:i + 1], argv[i + 1:]
+            break
+        i += 1
     a = ap.parse_args(argv)
+    a.args = list(a.args) + rest
     if a.interpret:
         os.environ["KERNELC_INTERPRET"] = "1"
     if a.bench_points is not None:

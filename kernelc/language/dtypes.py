@@ -13,11 +13,16 @@ from typing import Tuple
 
 
 class Kind(enum.IntEnum):
-    # Order matters: Triton's scalar-promotion rule compares kinds (bool < uint < int < float).
+    # Triton's scalar-promotion rule compares kinds by `promotion_rank` (bool < integer < float: signed and
+    # unsigned integers are one kind there, so `u32_tile % 64` stays u32).
     BOOL = 0
     UINT = 1
     INT = 2
     FLOAT = 3
+
+    @property
+    def promotion_rank(self) -> int:
+        return {Kind.BOOL: 0, Kind.UINT: 1, Kind.INT: 1, Kind.FLOAT: 2}[self]
 
 
 @dataclass(frozen=True)

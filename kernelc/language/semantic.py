@@ -284,10 +284,11 @@ def integer_promote(a: dtype, b: dtype) -> dtype:
 
 
 def computation_type(a: dtype, a_lit: bool, b: dtype, b_lit: bool, div_or_mod: bool) -> dtype:
-    # A Python literal of a lower-or-equal kind does not take part in promotion (as in PyTorch).
+    # A Python literal of a lower-or-equal kind does not take part in promotion (as in PyTorch); an integer
+    # literal is of the same kind as a signed or unsigned integer tile.
     if a_lit != b_lit:
         lit, ten = (a, b) if a_lit else (b, a)
-        if lit.kind <= ten.kind:
+        if lit.kind.promotion_rank <= ten.kind.promotion_rank:
             if div_or_mod and ten in (T.float16, T.bfloat16):
                 return T.float32
             return ten

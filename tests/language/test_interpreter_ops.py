@@ -124,7 +124,12 @@ PROMOTIONS = [
     # (x dtype, y dtype, op, expected kernel dtype)
     (np.float16, None, lambda a, b: a * 2.0, kl.float16),
     (np.int8, None, lambda a, b: a + 1, kl.int8),
-    (np.uint8, None, lambda a, b: a + 1, kl.int32),  # Triton: an int literal outranks unsigned tiles
+    # Triton 3.6 (checked by compiling with it): an integer literal is of the same kind as an unsigned tile,
+    # so it does not take part in promotion; Liger's MoE router takes `u32 % BLOCK` (a constexpr) this way
+    (np.uint8, None, lambda a, b: a + 1, kl.uint8),
+    (np.uint32, None, lambda a, b: a % 7, kl.uint32),
+    (np.uint32, None, lambda a, b: a // 3, kl.uint32),
+    (np.uint16, None, lambda a, b: a * 2.5, kl.float32),
     (np.int32, np.int32, lambda a, b: a / b, kl.float32),
     (np.float16, np.float16, lambda a, b: a / b, kl.float32),
     (np.float16, np.float16, lambda a, b: a + b, kl.float16),
