@@ -17,8 +17,8 @@ import weakref
 from typing import Any, Dict, List
 
 from .. import options
-from .autotuner import key_values as _key_values
 from .cache import cache_dir, dependency_fingerprint
+from .tuning_key import key_values
 
 
 def _identity_tensors(tuner, named):
@@ -99,7 +99,7 @@ def _tuner_bench(tuner, fn) -> float:
 def select_config(tuner, configs, args, kwargs, grid):
     named = dict(zip(tuner.arg_names, args))
     named.update(kwargs)
-    key = _key_values(tuner, named)
+    key = key_values(tuner, named)
     hit = tuner.cache.get(key)
     if hit is not None:
         return hit

@@ -12,7 +12,8 @@ import kernelc.language as kl
 from kernelc import options
 from kernelc.runtime import scratch, tuning
 from kernelc.runtime import device as _device
-from kernelc.runtime.autotuner import Autotuner, Config, key_values
+from kernelc.runtime.autotuner import Autotuner, Config
+from kernelc.runtime.tuning_key import key_values
 from kernelc.runtime.fastpath import descriptor_part, make_binder, spec_part
 from kernelc.runtime.launcher import get_state
 from kernelc.tools.tensor_descriptor import TensorDescriptor
