@@ -177,11 +177,11 @@ def fast(grid, {', '.join(sig_parts + opt_parts)}, stream=None, **kw):
                           _kc_ent.compiled, _kc_ent.compiled.cache_key, _fn, ({', '.join(names)},), _cmask, _metadata_fn)
         for _kc_h in _hooks_enter:
             _kc_h(_kc_rec)
-        _kc_ent.launch(_kc_g0, _kc_g1, _kc_g2, _kc_st{''.join(', ' + r for r in runtime)})
+        _getattr(_kc_ent.launch, 'fast', _kc_ent.launch)(_kc_g0, _kc_g1, _kc_g2, _kc_st{''.join(', ' + r for r in runtime)})
         for _kc_h in _hooks_exit:
             _kc_h(_kc_rec)
         return _kc_ent.compiled
-    _kc_ent.launch(_kc_g0, _kc_g1, _kc_g2, _kc_st{''.join(', ' + r for r in runtime)})
+    _getattr(_kc_ent.launch, 'fast', _kc_ent.launch)(_kc_g0, _kc_g1, _kc_g2, _kc_st{''.join(', ' + r for r in runtime)})
     return _kc_ent.compiled
 """
     # what JITFunction.warmup memoises on: the launch key of these arguments, computed as the launch computes it
@@ -202,7 +202,7 @@ def warm_key({', '.join(sig_parts + opt_parts)}, stream=None, **kw):
     import torch
     st = get_state(fn)
     ns = dict(defaults)
-    ns.update(_spec=spec_part, _desc=descriptor_part, _TD=TensorDescriptor, _Tensor=torch.Tensor, _cache=st["cache"], _hooks_enter=hooks._enter_hooks, _hooks_exit=hooks._exit_hooks,
+    ns.update(_getattr=getattr, _spec=spec_part, _desc=descriptor_part, _TD=TensorDescriptor, _Tensor=torch.Tensor, _cache=st["cache"], _hooks_enter=hooks._enter_hooks, _hooks_exit=hooks._exit_hooks,
               _getdev=getattr(torch._C, "_cuda_getDevice", lambda: 0),
               _getstream=getattr(torch._C, "_cuda_getCurrentRawStream", lambda d: 0),
               _stream_handle=lambda s: int(getattr(s, "cuda_stream", s)), _slow=_make_slow(fn),
@@ -321,4 +321,20 @@ def launch(g0, g1, g2, stream{''.join(', ' + a for a in args)}):
     from .scratch import scratch_pointer
     ns["_kc_scratch"] = scratch_pointer
     exec(compile(src, f"<kernelc launch {fn.__name__}>", "exec"), ns)
-    return ns["launch"]
+    launch = ns["launch"]
+    # the generated fast path passes every declared runtime argument; a specialisation that made some of them
+    # constexpr (None arguments) takes fewer, so `launch.fast` drops those (Liger's cross-entropy passes Nones)
+    cx = getattr(fn, "constexpr_names", ())
+    keep = [i for i, (name, c) in enumerate(zip(fn.arg_names, cmask)) if name not in cx and not c]
+    declared = sum(1 for name in fn.arg_names if name not in cx)
+    if len(keep) == declared:
+        launch.fast = launch
+    else:
+        pos = {i: j for j, i in enumerate(i for i, name in enumerate(fn.arg_names) if name not in cx)}
+        ws = [f"w{j}" for j in range(declared)]
+        wsrc = (f"def fast(g0, g1, g2, stream, {', '.join(ws)}):\n"
+                f"    return launch(g0, g1, g2, stream{''.join(', w' + str(pos[i]) for i in keep)})\n")
+        wns = {"launch": launch}
+        exec(compile(wsrc, f"<kernelc launch {fn.__name__} (fast path)>", "exec"), wns)
+        launch.fast = wns["fast"]
+    return launch

@@ -305,3 +305,36 @@ def test_a_kind_struct_cannot_pack_keeps_ctypes_writes(monkeypatch):
     assert _packer(buf) is None
     launch(1, 1, 1, 0, 64, 0x3C00, 7)
     assert seen[-1] == _ctypes_bytes(kinds, [64, 0x3C00, 7])
+
+
+def test_the_fast_path_launch_drops_arguments_a_specialisation_made_constexpr(monkeypatch):
+    # Liger's cross-entropy passes None for some pointers: that specialisation compiles them away, while the
+    # generated fast path hands over every declared runtime argument ("launch() takes 17 positional arguments
+    # but 22 were given" on its second call, before the fix)
+    import ctypes
+    import types
+    from kernelc.runtime import driver, fastpath
+    from kernelc.runtime.launcher import Loaded
+    seen = []
+
+    def fake_launch(func, g0, g1, g2, *rest):
+        params = rest[-2]
+        seen.append([ctypes.string_at(ctypes.c_void_p.from_address(params + 8 * i).value, 8) for i in range(2)])
+        return (0,)
+    monkeypatch.setattr(driver, "_drv", lambda: types.SimpleNamespace(cuLaunchKernel=fake_launch,
+                                                                       CUstream=lambda s: s))
+    monkeypatch.setenv("KERNELC_LAUNCH_IMPL", "cuda-python")
+    kinds = ["ptr", "i64"]
+    buf = driver.ArgBuffer(tuple(kinds))
+    ent = Loaded(types.SimpleNamespace(global_scratch_bytes=0),
+                 types.SimpleNamespace(handle=1, function=1, threads=128, shared=0, name="k"), buf, list(kinds))
+    # x_ptr, weight_ptr (None here), n (runtime), BLOCK (declared constexpr)
+    fn = types.SimpleNamespace(__name__="k", arg_names=["x_ptr", "weight_ptr", "n", "BLOCK"],
+                               constexpr_names={"BLOCK"})
+    launch = fastpath.make_launch(ent, fn, [False, True, False, True])
+    launch.fast(1, 1, 1, 0, 4096, None, 7)
+    assert seen[-1] == _ctypes_bytes(kinds, [4096, 7])
+    launch(1, 1, 1, 0, 4096, 7)   # the general path passes only the specialisation's runtime values
+    assert seen[-1] == _ctypes_bytes(kinds, [4096, 7])
+    full = fastpath.make_launch(ent, fn, [False, False, False, True])
+    assert full.fast is full
