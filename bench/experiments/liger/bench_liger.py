@@ -7,8 +7,11 @@
 driver runs one process per implementation per pass, alternating which goes first, and keeps for each op
 the best median over the passes. In a ``kernelc`` process ``kernelc.compat.install()`` runs before Liger is
 imported, so every ``triton`` import in Liger resolves to kernelc; a ``triton`` process imports the real one.
-Both processes time with the same code (CUDA events around each call of forward + backward, the L2 cache
-flushed before each call, median of the repeats), so only the kernels differ. The shapes are those of
+Both processes time with the same code, so only the kernels differ, two ways: CUDA events around each call of
+forward + backward (the L2 cache flushed before each call, median of the repeats: wall time, host included), and
+the GPU time of the kernels each call runs, summed from a torch.profiler trace of the repeats (the flush excluded).
+These ops run 0.3-3 ms of GPU work behind several launches, so the event time moves with the host; the ratio is
+taken on the kernel time. The shapes are those of
 Liger's benchmark/scripts at their default model (llama_3_8b: hidden 4096, intermediate 14336, vocab
 128256, 32 query / 8 kv heads of 128, bf16; cross entropy in fp32 as Liger's script) at 4096 tokens.
 Writes results/liger_speed.json (+ .md) here and to $OUT/results when set.
@@ -91,6 +94,27 @@ def _time(torch, fn, reps, warmup=3):
     return times
 
 
+def _kernel_time(torch, fn, reps):
+    """(GPU ms of the kernels one call runs, kernels per call), from a torch.profiler trace of `reps` calls."""
+    from torch.profiler import ProfilerActivity, profile
+    flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            flush.bitwise_not_()   # a kernel name the ops never launch, so the flush can be left out below
+            fn()
+        torch.cuda.synchronize()
+    us, n = 0.0, 0
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA and "bitwise_not" not in e.name:
+            us += e.time_range.elapsed_us()
+            n += 1
+    if not n:
+        raise RuntimeError("torch.profiler recorded no GPU activity")
+    return us / 1000.0 / reps, n / reps
+
+
 def one_process(impl, ops, reps, liger):
     import time
     sys.path.insert(0, os.path.join(liger, "src"))
@@ -110,8 +134,9 @@ def one_process(impl, ops, reps, liger):
             torch.cuda.synchronize()
             first = time.perf_counter() - t0
             ts = _time(torch, fn, reps)
+            kms, kn = _kernel_time(torch, fn, reps)
             rows.append({"op": op, "shape": shape, "ms_median": statistics.median(ts), "ms_min": min(ts),
-                         "first_call_s": round(first, 3)})
+                         "kernel_ms": kms, "kernels_per_call": kn, "first_call_s": round(first, 3)})
         except Exception as e:   # reported, not hidden: the row says what failed
             rows.append({"op": op, "error": f"{type(e).__name__}: {str(e)[:400]}"})
         torch.cuda.empty_cache()
@@ -165,10 +190,17 @@ def main(argv=None):
                 row[f"{impl}_ms"] = round(min(r["ms_median"] for r in ok), 4)
                 row[f"{impl}_ms_passes"] = [round(r["ms_median"], 4) for r in ok]
                 row[f"{impl}_first_call_s"] = statistics.median(r["first_call_s"] for r in ok)
+                ks = [r["kernel_ms"] for r in ok if "kernel_ms" in r]
+                if ks:
+                    row[f"{impl}_kernel_ms"] = round(statistics.median(ks), 4)
+                    row[f"{impl}_kernel_ms_passes"] = [round(k, 4) for k in ks]
+                    row[f"{impl}_kernels_per_call"] = ok[0].get("kernels_per_call")
             if errs:
                 row[f"{impl}_error"] = errs[0]
         if row.get("kernelc_ms") and row.get("triton_ms"):
             row["triton_over_kernelc"] = round(row["triton_ms"] / row["kernelc_ms"], 3)   # > 1: kernelc faster
+        if row.get("kernelc_kernel_ms") and row.get("triton_kernel_ms"):
+            row["kernel_triton_over_kernelc"] = round(row["triton_kernel_ms"] / row["kernelc_kernel_ms"], 3)
         rows.append(row)
     sys.path.insert(0, ROOT)
     from bench import common
@@ -176,10 +208,13 @@ def main(argv=None):
                                                "versions_seen": {k: [r["triton_version"] for r in v]
                                                                  for k, v in runs.items()}},
                          results_dir=os.path.join(HERE, "results"))
-    md = ["| op | shape | kernelc ms | Triton ms | Triton/kernelc | first call s (kernelc, Triton) |\n"
-          "| --- | --- | ---: | ---: | ---: | --- |\n"]
+    md = ["| op | shape | kernel ms kernelc (passes) | kernel ms Triton (passes) | Triton/kernelc, kernels | "
+          "event ms kernelc | event ms Triton | Triton/kernelc, events | first call s (kernelc, Triton) |\n"
+          "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n"]
     for r in rows:
-        md.append(f"| {r['op']} | {r.get('shape', '')} | {r.get('kernelc_ms', r.get('kernelc_error', '-'))} | "
+        md.append(f"| {r['op']} | {r.get('shape', '')} | {r.get('kernelc_kernel_ms', '-')} {r.get('kernelc_kernel_ms_passes', '')} | "
+                  f"{r.get('triton_kernel_ms', '-')} {r.get('triton_kernel_ms_passes', '')} | "
+                  f"{r.get('kernel_triton_over_kernelc', '-')} | {r.get('kernelc_ms', r.get('kernelc_error', '-'))} | "
                   f"{r.get('triton_ms', r.get('triton_error', '-'))} | {r.get('triton_over_kernelc', '-')} | "
                   f"{r.get('kernelc_first_call_s', '-')}, {r.get('triton_first_call_s', '-')} |\n")
     for d in filter(None, (os.path.join(HERE, "results"), os.environ.get("OUT") and
