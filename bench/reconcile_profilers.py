@@ -1679,7 +1679,7 @@ def reanalyse(path: str, name=None, results_dir=None) -> int:
     summary = {wl: _workload_summary(summarize(rs), rs) for wl, rs in by.items()}
     print(overhead_table(summary), flush=True)
     if name:
-        from bench.common import RESULTS
+        from bench.common import RESULTS, write_results
         write_results(name, meta.get("rows") or [], {"summary": summary, "reanalysed_from": os.path.basename(path),
                                                      "source_environment": meta.get("environment"),
                                                      "children": children},

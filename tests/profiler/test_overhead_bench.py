@@ -327,3 +327,50 @@ def test_probe_fit_picks_the_exponent_the_control_follows():
     s = rp.summarize([c, r], reps=100)
     assert s["_probe_beta"] == pytest.approx(0.7) and s["kprof"]["warm_probe_fit"] == pytest.approx(1.1)
     assert s["none"]["spread_probe_fit_%"] == pytest.approx(0.0)
+
+
+def test_sign_interval_is_the_binomial_one():
+    """The sign test's 95% interval of a median of 20 values is their 6th and 15th (the binomial table's);
+    fewer than 6 values give no interval."""
+    m, lo, hi = rp._sign_ci([float(v) for v in range(20, 0, -1)])
+    assert (m, lo, hi) == (10.5, 6.0, 15.0)
+    assert rp._sign_ci([1.0, 2.0, 3.0]) == (2.0, None, None)
+    assert rp._sign_ci([]) == (None, None, None)
+
+
+def test_hodges_lehmann_cost_over_the_floor():
+    """kprof's pair ratios 5% above the floor's, both with the same spread: the shift is +5% and inside its
+    Mann-Whitney interval; a few wild pairs (blocks in a slow phase of the host) barely move it, where the
+    ratio of the means moves by a lot; the same sets give 0 with an interval across it."""
+    floor = [1.10 * (1 + 0.01 * k) for k in (-3, -2, -1, 0, 1, 2, 3)] * 2
+    kprof = [1.05 * x for x in floor]
+    v, lo, hi = rp._hl_over(kprof, floor)
+    assert v == pytest.approx(5.0, abs=0.01) and lo < 5.0 < hi and hi - lo < 5
+    wild = kprof[:-2] + [1.6, 1.7]
+    assert rp._hl_over(wild, floor)[0] == pytest.approx(5.0, abs=1.1)
+    assert 100 * (sum(wild) / len(wild) / (sum(floor) / len(floor)) - 1) > 9
+    v, lo, hi = rp._hl_over(floor, floor)
+    assert v == pytest.approx(0.0, abs=1e-9) and lo < 0 < hi
+    assert rp._hl_over(kprof[:3], floor)[1:] == (None, None)    # too few pairs for an interval
+    s = rp.summarize([_child("floor", floor), _child("kprof", kprof), _child("none", [1.0] * 8)], reps=100)
+    assert s["kprof"]["hl_over_floor_%"] == pytest.approx(5.0, abs=0.01)
+    assert s["kprof"]["warm_sign_ci"][0] <= s["kprof"]["warm"] <= s["kprof"]["warm_sign_ci"][1]
+    table = rp.overhead_table({"tiny": rp._workload_summary(s, [])})
+    assert "kprof" in table and "+5.00%" in table
+
+
+def test_reanalyse_gives_the_run_s_own_summary(tmp_path, monkeypatch):
+    """``--reanalyse``: the summaries rebuilt from a results file's raw blocks are the run's own."""
+    monkeypatch.setenv("KPROF_BACKEND", "cpu")
+    monkeypatch.setenv("PYTHONPATH", REPO)
+    rc = rp.main(["overhead", "--workloads", "tiny", "--profilers", "none,kprof", "--budget", "4", "--grace", "2",
+                  "--rounds", "1", "--cpus", "none", "--device", "cpu", "--block-s", "0.03", "--min-pairs", "2",
+                  "--max-pairs", "2", "--pre", "1", "--results-dir", str(tmp_path), "--name", "run"])
+    assert rc == 0
+    assert rp.main(["overhead", "--reanalyse", str(tmp_path / "run.json"), "--name", "again",
+                    "--results-dir", str(tmp_path)]) == 0
+    a = json.load(open(tmp_path / "run.json"))["summary"]["tiny"]["profilers"]
+    b = json.load(open(tmp_path / "again.json"))["summary"]["tiny"]["profilers"]
+    for p in ("none", "kprof"):
+        assert b[p]["warm"] == a[p]["warm"] and b[p]["pairs"] == a[p]["pairs"]
+        assert b[p]["warm_ci"] == a[p]["warm_ci"]
