@@ -306,7 +306,7 @@ def child(workload: str, prof: str, out: str, steps: int, warmup: int, device: s
     sync()
     dt = time.perf_counter() - t0
     stop()
-    return {"step_ms": dt * 1e3 / steps, "steps": steps}
+    return {"step_ms": dt * 1e3 / steps, "steps": steps, "kprof_state": dict(_STATE) or None}
 
 
 def _pin(cpus, threads):
@@ -891,11 +891,19 @@ def reconcile(args) -> int:
         steps = args.steps or STEPS[wl]
         warm = WARMUP[wl]
         data = {p: [] for p in profs}
+        states = {}
         for rnd in range(args.rounds):
             order = profs[rnd % len(profs):] + profs[:rnd % len(profs)]
             for p in order:
                 out = os.path.join(tmp, f"{wl}_{p}_{rnd}")
-                _run_child(wl, p, out, steps, warm, args.device)
+                if args.spawn == "fork" and _FORK["ctx"] is not None:
+                    r = _run_forked_child({"mode": "reconcile", "workload": wl, "profiler": p, "out": out,
+                                           "steps": steps, "warmup": warm, "device": args.device,
+                                           "deadline": time.time() + 600})
+                else:
+                    r = _run_child(wl, p, out, steps, warm, args.device)
+                if r.get("kprof_state"):
+                    states[p] = r["kprof_state"]
                 data[p].append(torch_kernels(out + ".json") if p == "torch" else
                                cupti_kernels(out + ".cupti.json") if p == "cupti" else hatchet_kernels(out + ".hatchet"))
         # per key: mean time over rounds, count (must agree across rounds), own-round spread
@@ -925,10 +933,39 @@ def reconcile(args) -> int:
             all_rows.append(row)
         summaries[wl] = {"steps": steps, "warmup": warm, "rounds": args.rounds,
                          "total_ms": {p: round(total[p] / 1e6, 3) for p in profs},
-                         "total_per_step_ms": {p: round(total[p] / 1e6 / steps, 4) for p in profs}}
-        print(json.dumps({wl: summaries[wl]}, indent=1))
-    write_results(args.name or "reconcile_profilers", all_rows, {"summary": summaries})
+                         "total_per_step_ms": {p: round(total[p] / 1e6 / steps, 4) for p in profs},
+                         "against": ref, "agreement": _agreement(agg, profs, ref, total[ref]),
+                         "kprof_state": states or None}
+        print(json.dumps({wl: summaries[wl]}, indent=1), flush=True)
+    write_results(args.name or "reconcile_profilers", all_rows, {"summary": summaries},
+                  **({"results_dir": args.results_dir} if args.results_dir else {}))
     return 0
+
+
+def _agreement(agg, profs, ref, ref_total):
+    """Per profiler against ``ref``: the keys whose counts differ (and those only one of the two has), the
+    total's difference, and the largest per-key time difference over the keys of at least 1% of the
+    reference's time and over all keys (``agg``: key -> (mean ns, counts over rounds, own spread))."""
+    out = {}
+    for p in profs:
+        if p == ref:
+            continue
+        a, b = agg[p], agg[ref]
+        count_diff = sorted(k for k in set(a) & set(b) if a[k][1] != b[k][1])
+        diffs = {k: 100 * (a[k][0] - b[k][0]) / b[k][0] for k in set(a) & set(b) if b[k][0]}
+        big = {k: v for k, v in diffs.items() if b[k][0] >= 0.01 * ref_total}
+        worst = max(big, key=lambda k: abs(big[k])) if big else None
+        worst_all = max(diffs, key=lambda k: abs(diffs[k])) if diffs else None
+        total = sum(v[0] for v in a.values())
+        out[p] = {"count_mismatches": len(count_diff), "count_mismatch_keys": [k[:80] for k in count_diff[:10]],
+                  "only_here": len(set(a) - set(b)), "only_in_ref": len(set(b) - set(a)),
+                  "only_in_ref_ms": round(sum(b[k][0] for k in set(b) - set(a)) / 1e6, 4),
+                  "total_vs_ref_%": round(100 * (total - ref_total) / ref_total, 3) if ref_total else None,
+                  "rows_over_1%": len(big),
+                  "worst_over_1%": None if worst is None else [worst[:80], round(big[worst], 2)],
+                  "worst_any": None if worst_all is None else [worst_all[:80], round(diffs[worst_all], 2),
+                                                               round(b[worst_all][0] / 1e6, 4)]}
+    return out
 
 
 def _run_overhead_child(spec: dict) -> dict:
@@ -948,7 +985,11 @@ def _forked_child(spec: dict, conn) -> None:
     each process skips torch's import; everything else is :func:`child_overhead` in a new process."""
     try:
         os.environ.pop("KERNELC_INTERPRET", None)
-        conn.send(("ok", child_overhead(spec)))
+        if spec.get("mode") == "reconcile":
+            r = child(spec["workload"], spec["profiler"], spec["out"], spec["steps"], spec["warmup"], spec["device"])
+        else:
+            r = child_overhead(spec)
+        conn.send(("ok", r))
     except BaseException:
         import traceback
         conn.send(("error", traceback.format_exc()[-3000:]))
@@ -1751,7 +1792,7 @@ def main(argv=None) -> int:
                     "a segment takes about this long (at least one step)")
     ov.add_argument("--grace", type=float, default=40.0, help="no child starts later than this past --budget")
     ov.add_argument("--spawn", choices=["exec", "fork"], default="exec",
-                    help="how each child process starts: exec (a new interpreter) or fork (from a server that "
+                    help="how each child process starts (overhead and reconcile): exec (a new interpreter) or fork (from a server that "
                     "has imported torch, CUDA untouched: no import per child; falls back to exec if it fails)")
     ov.add_argument("--quick", action="store_true", help="smoke run: the tiny workload (unless --workloads), one "
                     "round, short blocks, --budget 90")
@@ -1766,6 +1807,8 @@ def main(argv=None) -> int:
         args.workloads = args.workloads or "encoder,train"
         args.profilers = args.profilers or "cupti,torch,kprof,proton"
         args.rounds = args.rounds or 2
+        if args.spawn == "fork":
+            _start_forkserver()
         return reconcile(args)
     from profiler.options import parse_size
     args.buffer = 0 if str(args.buffer) == "0" else parse_size(args.buffer, "--buffer")

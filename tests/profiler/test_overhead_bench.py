@@ -374,3 +374,21 @@ def test_reanalyse_gives_the_run_s_own_summary(tmp_path, monkeypatch):
     for p in ("none", "kprof"):
         assert b[p]["warm"] == a[p]["warm"] and b[p]["pairs"] == a[p]["pairs"]
         assert b[p]["warm_ci"] == a[p]["warm_ci"]
+
+
+def test_reconcile_agreement_flags_counts_and_big_rows():
+    """``reconcile``'s agreement per profiler: a key whose count differs is named, a key only the reference
+    has is counted with its time, and the worst difference over the rows of >= 1% of the time leaves
+    out a tiny row's larger one."""
+    ref = {"a": (900e6, [100], 0), "b": (95e6, [50], 0), "c": (4e6, [10], 0), "memset": (1e6, [7], 0)}
+    kp = {"a": (909e6, [100], 0), "b": (95e6, [51], 0), "c": (4e6, [10], 0), "memset": (1.1e6, [7], 0)}
+    total = sum(v[0] for v in ref.values())
+    ag = rp._agreement({"cupti": ref, "kprof": kp, "proton": {"a": (900e6, [100], 0)}},
+                       ["cupti", "kprof", "proton"], "cupti", total)
+    k = ag["kprof"]
+    assert k["count_mismatches"] == 1 and k["count_mismatch_keys"] == ["b"]
+    assert k["worst_over_1%"] == ["a", 1.0] and k["rows_over_1%"] == 2
+    assert k["worst_any"][0] == "memset" and k["worst_any"][1] == pytest.approx(10.0)
+    p = ag["proton"]
+    assert p["only_in_ref"] == 3 and p["only_in_ref_ms"] == pytest.approx(100.0)
+    assert p["total_vs_ref_%"] == pytest.approx(-10.0)
