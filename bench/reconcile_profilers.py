@@ -47,8 +47,15 @@ segment: one step, or ~3 ms of the tiny loop's launches) and keeps every segment
 adds the ratios with each segment scaled by its core's speed around it (``warm_probe``, ``warm_probe_fit``: the
 speed to the power that makes the control's successive blocks agree best, per workload), next to the raw ones.
 
+The table printed at the end gives, per profiler, the median pair ratio with its sign-test 95% interval
+(distribution-free), raw and ``probe-fit``, and the cost over the floor as the Hodges-Lehmann shift of the
+pair ratios (the median of all kprof-pair / floor-pair log ratios) with its Mann-Whitney 95% interval: a
+few pairs caught in a slow phase of the host move it less than a ratio of medians with a bootstrap.
+``--reanalyse FILE`` rebuilds the summaries and the table from a results file's raw blocks (no run).
+
     python bench/reconcile_profilers.py reconcile [--workloads encoder,train] [--steps 60] [--rounds 2]
     python bench/reconcile_profilers.py overhead [--workloads encoder,train,tiny] [--budget 500] [--quick]
+    python bench/reconcile_profilers.py overhead --reanalyse bench/results/profiler_overhead_s7_h100_quiet.json
 """
 from __future__ import annotations
 
