@@ -944,6 +944,9 @@ def reconcile(args) -> int:
                          "against": ref, "agreement": _agreement(agg, profs, ref, total[ref]),
                          "kprof_state": states or None}
         print(json.dumps({wl: summaries[wl]}, indent=1), flush=True)
+        # each workload's rows as soon as they are in (an outer timeout keeps the workloads done)
+        write_results((args.name or "reconcile_profilers") + ".partial", all_rows, {"summary": summaries},
+                      **({"results_dir": args.results_dir} if args.results_dir else {}))
     write_results(args.name or "reconcile_profilers", all_rows, {"summary": summaries},
                   **({"results_dir": args.results_dir} if args.results_dir else {}))
     return 0
@@ -1595,6 +1598,9 @@ def overhead(args) -> int:
             r["round"] = rnd
             results.append(r)
             raw.append(r)
+            # every child's raw blocks on disk as soon as it ends: a run cut off by an outer timeout
+            # keeps them (--reanalyse reads the file)
+            _write_partial(args, raw, t_start)
             rows.append({"workload": wl, "round": rnd, "profiler": p, "pairs": len(r["warm"]),
                          "warm_median": round(statistics.median(r["warm"]), 4),
                          "residue": round(statistics.median(r["unprof_ms"]) / statistics.median(r["cold_ms"]), 4)
@@ -1620,6 +1626,18 @@ def overhead(args) -> int:
     write_results(args.name or ("profiler_overhead_rotated_quick" if args.quick else "profiler_overhead_rotated"),
                   rows, meta, results_dir=args.results_dir or RESULTS)
     return 0
+
+
+def _write_partial(args, children, t_start):
+    from bench.common import RESULTS
+    name = args.name or ("profiler_overhead_rotated_quick" if args.quick else "profiler_overhead_rotated")
+    d = args.results_dir or RESULTS
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, f"{name}.partial.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump({"partial": True, "elapsed_s": round(time.time() - t_start, 1),
+                   "args": {k: v for k, v in vars(args).items()}, "children": children}, f)
+    os.replace(path + ".tmp", path)
 
 
 def _workload_summary(s, results):

@@ -363,7 +363,7 @@ def test_reanalyse_gives_the_run_s_own_summary(tmp_path, monkeypatch):
     """``--reanalyse``: the summaries rebuilt from a results file's raw blocks are the run's own."""
     monkeypatch.setenv("KPROF_BACKEND", "cpu")
     monkeypatch.setenv("PYTHONPATH", REPO)
-    rc = rp.main(["overhead", "--workloads", "tiny", "--profilers", "none,kprof", "--budget", "4", "--grace", "2",
+    rc = rp.main(["overhead", "--workloads", "tiny", "--profilers", "none,kprof", "--budget", "8", "--grace", "8",
                   "--rounds", "1", "--cpus", "none", "--device", "cpu", "--block-s", "0.03", "--min-pairs", "2",
                   "--max-pairs", "2", "--pre", "1", "--results-dir", str(tmp_path), "--name", "run"])
     assert rc == 0
