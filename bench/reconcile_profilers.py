@@ -35,7 +35,9 @@ own A/A control (adjacent unprofiled blocks), and per block the scheduler's coun
 pinned cores' other load, steal) and, for kprof, what its callbacks did on CUPTI's thread inside the block.  ``none`` (no profiler) is the control: its spread is the
 resolution.  Profilers: ``none``, ``floor`` (CUPTI kernel/memcpy/memset records dropped by a cupti-python
 callback, nothing else), ``floor-raw`` (the same records dropped by libcupti's own buffer callbacks, so
-without cupti-python's Python object per record), ``kprof`` and its variants (``kprof-ext``: CUPTI external correlation ids,
+without cupti-python's Python object per record), ``floor-api`` (floor-raw plus kprof's driver-API records,
+dropped unread), ``floor-sub`` (floor-raw plus a CUPTI subscriber with the graph-node resource callbacks, as
+kprof has), ``kprof`` and its variants (``kprof-ext``: CUPTI external correlation ids,
 ``kprof-deferred``: cupti-python's record objects kept and decoded at the flush, ``kprof-split``:
 cupti-python's records split into columns as each buffer completes (the default before 2026-11-27),
 ``kprof-raw``: buffers
@@ -253,9 +255,32 @@ def _start(prof, out):
             for cbid in ids:
                 cupti.activity_enable_driver_api(cbid, 0)
         return stop_api
+    if prof == "floor-sub":
+        # floor-raw plus what kprof subscribes to besides records: a CUPTI subscriber (a no-op Python
+        # callback) with the graph-node resource callbacks on, as kprof's default has -- whether a
+        # subscriber alone costs anything per launch (the floor has none)
+        from cupti import cupti
+        stop = _start("floor-raw", out)
+        cb = lambda userdata, domain, cbid, data: None   # noqa: E731
+        _KEEP.append(cb)
+        sub = cupti.subscribe(cb, None)
+        R = cupti.CallbackIdResource
+        for cbid in (R.GRAPHNODE_CREATED, R.GRAPHNODE_CLONED):
+            try:
+                cupti.enable_callback(1, sub, cupti.CallbackDomain.RESOURCE, int(cbid))
+            except Exception:
+                pass
+
+        def stop_sub():
+            stop()
+            cupti.unsubscribe(sub)
+        return stop_sub
     if prof == "cupti":
         return _raw_cupti(out + ".cupti.json")
     return lambda: None
+
+
+_KEEP: list = []   # callbacks handed to CUPTI stay referenced
 
 
 _FLOOR_REGISTERED: list = []
