@@ -290,7 +290,7 @@ def test_overhead_child_with_step_probe(tmp_path, monkeypatch):
     with a probe on both sides, and the block time is the segments' time (probes left out)."""
     monkeypatch.setenv("KPROF_BACKEND", "cpu")
     monkeypatch.setenv("PYTHONPATH", REPO)
-    rc = rp.main(["overhead", "--workloads", "tiny", "--profilers", "none,kprof", "--budget", "6", "--grace", "3",
+    rc = rp.main(["overhead", "--workloads", "tiny", "--profilers", "none,kprof", "--budget", "10", "--grace", "10",
                   "--rounds", "1", "--cpus", "none", "--device", "cpu", "--block-s", "0.05", "--min-pairs", "2",
                   "--max-pairs", "2", "--step-probe", "500", "--probe-seg-ms", "1", "--pre", "1",
                   "--results-dir", str(tmp_path), "--name", "probe"])
