@@ -35,7 +35,9 @@ own A/A control (adjacent unprofiled blocks), and per block the scheduler's coun
 pinned cores' other load, steal) and, for kprof, what its callbacks did on CUPTI's thread inside the block.  ``none`` (no profiler) is the control: its spread is the
 resolution.  Profilers: ``none``, ``floor`` (CUPTI kernel/memcpy/memset records dropped by a cupti-python
 callback, nothing else), ``floor-raw`` (the same records dropped by libcupti's own buffer callbacks, so
-without cupti-python's Python object per record), ``kprof`` and its variants (``kprof-ext``: CUPTI external correlation ids,
+without cupti-python's Python object per record), ``floor-api`` (floor-raw plus kprof's driver-API records,
+dropped unread), ``floor-sub`` (floor-raw plus a CUPTI subscriber with the graph-node resource callbacks, as
+kprof has), ``kprof`` and its variants (``kprof-ext``: CUPTI external correlation ids,
 ``kprof-deferred``: cupti-python's record objects kept and decoded at the flush, ``kprof-split``:
 cupti-python's records split into columns as each buffer completes (the default before 2026-11-27),
 ``kprof-raw``: buffers
@@ -47,8 +49,15 @@ segment: one step, or ~3 ms of the tiny loop's launches) and keeps every segment
 adds the ratios with each segment scaled by its core's speed around it (``warm_probe``, ``warm_probe_fit``: the
 speed to the power that makes the control's successive blocks agree best, per workload), next to the raw ones.
 
+The table printed at the end gives, per profiler, the median pair ratio with its sign-test 95% interval
+(distribution-free), raw and ``probe-fit``, and the cost over the floor as the Hodges-Lehmann shift of the
+pair ratios (the median of all kprof-pair / floor-pair log ratios) with its Mann-Whitney 95% interval: a
+few pairs caught in a slow phase of the host move it less than a ratio of medians with a bootstrap.
+``--reanalyse FILE`` rebuilds the summaries and the table from a results file's raw blocks (no run).
+
     python bench/reconcile_profilers.py reconcile [--workloads encoder,train] [--steps 60] [--rounds 2]
     python bench/reconcile_profilers.py overhead [--workloads encoder,train,tiny] [--budget 500] [--quick]
+    python bench/reconcile_profilers.py overhead --reanalyse bench/results/profiler_overhead_s7_h100_quiet.json
 """
 from __future__ import annotations
 
@@ -246,9 +255,32 @@ def _start(prof, out):
             for cbid in ids:
                 cupti.activity_enable_driver_api(cbid, 0)
         return stop_api
+    if prof == "floor-sub":
+        # floor-raw plus what kprof subscribes to besides records: a CUPTI subscriber (a no-op Python
+        # callback) with the graph-node resource callbacks on, as kprof's default has -- whether a
+        # subscriber alone costs anything per launch (the floor has none)
+        from cupti import cupti
+        stop = _start("floor-raw", out)
+        cb = lambda userdata, domain, cbid, data: None   # noqa: E731
+        _KEEP.append(cb)
+        sub = cupti.subscribe(cb, None)
+        R = cupti.CallbackIdResource
+        for cbid in (R.GRAPHNODE_CREATED, R.GRAPHNODE_CLONED):
+            try:
+                cupti.enable_callback(1, sub, cupti.CallbackDomain.RESOURCE, int(cbid))
+            except Exception:
+                pass
+
+        def stop_sub():
+            stop()
+            cupti.unsubscribe(sub)
+        return stop_sub
     if prof == "cupti":
         return _raw_cupti(out + ".cupti.json")
     return lambda: None
+
+
+_KEEP: list = []   # callbacks handed to CUPTI stay referenced
 
 
 _FLOOR_REGISTERED: list = []
@@ -306,7 +338,7 @@ def child(workload: str, prof: str, out: str, steps: int, warmup: int, device: s
     sync()
     dt = time.perf_counter() - t0
     stop()
-    return {"step_ms": dt * 1e3 / steps, "steps": steps}
+    return {"step_ms": dt * 1e3 / steps, "steps": steps, "kprof_state": dict(_STATE) or None}
 
 
 def _pin(cpus, threads):
@@ -891,11 +923,19 @@ def reconcile(args) -> int:
         steps = args.steps or STEPS[wl]
         warm = WARMUP[wl]
         data = {p: [] for p in profs}
+        states = {}
         for rnd in range(args.rounds):
             order = profs[rnd % len(profs):] + profs[:rnd % len(profs)]
             for p in order:
                 out = os.path.join(tmp, f"{wl}_{p}_{rnd}")
-                _run_child(wl, p, out, steps, warm, args.device)
+                if args.spawn == "fork" and _FORK["ctx"] is not None:
+                    r = _run_forked_child({"mode": "reconcile", "workload": wl, "profiler": p, "out": out,
+                                           "steps": steps, "warmup": warm, "device": args.device,
+                                           "deadline": time.time() + 600})
+                else:
+                    r = _run_child(wl, p, out, steps, warm, args.device)
+                if r.get("kprof_state"):
+                    states[p] = r["kprof_state"]
                 data[p].append(torch_kernels(out + ".json") if p == "torch" else
                                cupti_kernels(out + ".cupti.json") if p == "cupti" else hatchet_kernels(out + ".hatchet"))
         # per key: mean time over rounds, count (must agree across rounds), own-round spread
@@ -925,10 +965,42 @@ def reconcile(args) -> int:
             all_rows.append(row)
         summaries[wl] = {"steps": steps, "warmup": warm, "rounds": args.rounds,
                          "total_ms": {p: round(total[p] / 1e6, 3) for p in profs},
-                         "total_per_step_ms": {p: round(total[p] / 1e6 / steps, 4) for p in profs}}
-        print(json.dumps({wl: summaries[wl]}, indent=1))
-    write_results(args.name or "reconcile_profilers", all_rows, {"summary": summaries})
+                         "total_per_step_ms": {p: round(total[p] / 1e6 / steps, 4) for p in profs},
+                         "against": ref, "agreement": _agreement(agg, profs, ref, total[ref]),
+                         "kprof_state": states or None}
+        print(json.dumps({wl: summaries[wl]}, indent=1), flush=True)
+        # each workload's rows as soon as they are in (an outer timeout keeps the workloads done)
+        write_results((args.name or "reconcile_profilers") + ".partial", all_rows, {"summary": summaries},
+                      **({"results_dir": args.results_dir} if args.results_dir else {}))
+    write_results(args.name or "reconcile_profilers", all_rows, {"summary": summaries},
+                  **({"results_dir": args.results_dir} if args.results_dir else {}))
     return 0
+
+
+def _agreement(agg, profs, ref, ref_total):
+    """Per profiler against ``ref``: the keys whose counts differ (and those only one of the two has), the
+    total's difference, and the largest per-key time difference over the keys of at least 1% of the
+    reference's time and over all keys (``agg``: key -> (mean ns, counts over rounds, own spread))."""
+    out = {}
+    for p in profs:
+        if p == ref:
+            continue
+        a, b = agg[p], agg[ref]
+        count_diff = sorted(k for k in set(a) & set(b) if a[k][1] != b[k][1])
+        diffs = {k: 100 * (a[k][0] - b[k][0]) / b[k][0] for k in set(a) & set(b) if b[k][0]}
+        big = {k: v for k, v in diffs.items() if b[k][0] >= 0.01 * ref_total}
+        worst = max(big, key=lambda k: abs(big[k])) if big else None
+        worst_all = max(diffs, key=lambda k: abs(diffs[k])) if diffs else None
+        total = sum(v[0] for v in a.values())
+        out[p] = {"count_mismatches": len(count_diff), "count_mismatch_keys": [k[:80] for k in count_diff[:10]],
+                  "only_here": len(set(a) - set(b)), "only_in_ref": len(set(b) - set(a)),
+                  "only_in_ref_ms": round(sum(b[k][0] for k in set(b) - set(a)) / 1e6, 4),
+                  "total_vs_ref_%": round(100 * (total - ref_total) / ref_total, 3) if ref_total else None,
+                  "rows_over_1%": len(big),
+                  "worst_over_1%": None if worst is None else [worst[:80], round(big[worst], 2)],
+                  "worst_any": None if worst_all is None else [worst_all[:80], round(diffs[worst_all], 2),
+                                                               round(b[worst_all][0] / 1e6, 4)]}
+    return out
 
 
 def _run_overhead_child(spec: dict) -> dict:
@@ -948,7 +1020,11 @@ def _forked_child(spec: dict, conn) -> None:
     each process skips torch's import; everything else is :func:`child_overhead` in a new process."""
     try:
         os.environ.pop("KERNELC_INTERPRET", None)
-        conn.send(("ok", child_overhead(spec)))
+        if spec.get("mode") == "reconcile":
+            r = child(spec["workload"], spec["profiler"], spec["out"], spec["steps"], spec["warmup"], spec["device"])
+        else:
+            r = child_overhead(spec)
+        conn.send(("ok", r))
     except BaseException:
         import traceback
         conn.send(("error", traceback.format_exc()[-3000:]))
@@ -1034,6 +1110,52 @@ def _median_ci(groups, reps=2000, seed=0):
         return None, None, None
     boots = sorted(_boot_medians(groups, reps, seed))
     return statistics.median([x for g in groups for x in g]), boots[int(0.025 * reps)], boots[int(0.975 * reps) - 1]
+
+
+def _order_stat_ci(n, z=1.96):
+    """0-based ranks ``(lo, hi)`` of the distribution-free 95% interval of a median of ``n`` values (the
+    sign test's: the binomial(n, 1/2) quantiles, normal approximation with continuity); None below 6."""
+    import math
+    if n < 6:
+        return None
+    k = int(math.floor(n / 2 - z * math.sqrt(n) / 2 - 0.5))
+    return max(0, k), min(n - 1, n - 1 - max(0, k))
+
+
+def _sign_ci(values):
+    """Median of ``values`` and its sign-test 95% interval (no assumption on their distribution, only that
+    they are independent draws): ``(median, lo, hi)``, the interval None where there are too few."""
+    xs = sorted(values)
+    if not xs:
+        return None, None, None
+    ranks = _order_stat_ci(len(xs))
+    m = statistics.median(xs)
+    return (m, None, None) if ranks is None else (m, xs[ranks[0]], xs[ranks[1]])
+
+
+def _hl_over(xs, ys, z=1.96):
+    """How much larger the ratios ``xs`` are than ``ys`` (e.g. kprof's pair ratios and the floor's, each a
+    profiled block over its own unprofiled one): the Hodges-Lehmann estimate, the median of all
+    ``log x - log y``, as a percentage, with the Mann-Whitney 95% interval of that shift.  It asks only that
+    the pairs be independent and the two sets differ by a shift in log scale, so a few wild pairs (a
+    block in a slow phase of the host) move it far less than the ratio of two medians with a bootstrap.
+    ``(pct, lo, hi)``; the interval None with fewer than 4 pairs on a side."""
+    import math
+    if not xs or not ys:
+        return None, None, None
+    d = sorted(math.log(x) - math.log(y) for x in xs for y in ys)
+    n, m = len(xs), len(ys)
+    pct = lambda v: round(100 * (math.exp(v) - 1), 2)
+    est = pct(statistics.median(d))
+    if n < 4 or m < 4:
+        return est, None, None
+    c = int(math.floor(n * m / 2 - z * math.sqrt(n * m * (n + m + 1) / 12)))
+    c = max(0, min(c, len(d) - 1))
+    return est, pct(d[c]), pct(d[len(d) - 1 - c])
+
+
+def _rounded_ci(t):
+    return None if t[1] is None else [round(t[1], 4), round(t[2], 4)]
 
 
 def _aa(r):
@@ -1303,6 +1425,7 @@ def summarize(results: list, reps: int = 2000) -> dict:
         by[r["profiler"]].append(r)
     out = {}
     boots = {}
+    pooled = {}   # (profiler, estimator) -> every pair ratio of its processes
     beta = _fit_beta(results)
     for p, rs in by.items():
         warm = [r["warm"] for r in rs]
@@ -1349,6 +1472,8 @@ def summarize(results: list, reps: int = 2000) -> dict:
             m, lo, hi = _median_ci(groups, reps)
             e[name] = None if m is None else round(m, 4)
             e[name + "_ci"] = None if m is None else [round(lo, 4), round(hi, 4)]
+        pooled[p, "warm"] = [x for w in warm for x in w]
+        e["warm_sign_ci"] = _rounded_ci(_sign_ci(pooled[p, "warm"]))
         refd = [_pair_ref(r) for r in rs]
         if any(refd):
             m, lo, hi = _median_ci(refd, reps)
@@ -1371,6 +1496,8 @@ def summarize(results: list, reps: int = 2000) -> dict:
                 e[f"aa_{tag}_per_process"] = [round(statistics.median(a), 4) if a else None
                                               for a in (_aa_probe(r, how, beta) for r in rs)]
                 boots[p, tag] = _boot_medians([x for x in pd if x], reps, 1)
+                pooled[p, tag] = [x for g in pd for x in g]
+                e[f"warm_{tag}_sign_ci"] = _rounded_ci(_sign_ci(pooled[p, tag]))
             else:
                 e[f"warm_{tag}"] = e[f"warm_{tag}_ci"] = e[f"spread_{tag}_%"] = None
         e.update(_probe_diagnostics(rs))
@@ -1415,6 +1542,12 @@ def summarize(results: list, reps: int = 2000) -> dict:
                     d = sorted(100 * (a / b - 1) for a, b in zip(boots[p, t], boots[floor, t]))
                     out[p][f"{t}_over_{tag}_%"] = round(100 * (out[p][f"warm_{t}"] / out[floor][f"warm_{t}"] - 1), 2)
                     out[p][f"{t}_over_{tag}_ci_%"] = [round(d[int(0.025 * reps)], 2), round(d[int(0.975 * reps) - 1], 2)]
+            # the same, as the Hodges-Lehmann shift of the pair ratios with its Mann-Whitney interval
+            for est, key in (("warm", f"hl_over_{tag}"), ("probe_fit", f"hl_probe_fit_over_{tag}")):
+                if pooled.get((p, est)) and pooled.get((floor, est)):
+                    v, lo, hi = _hl_over(pooled[p, est], pooled[floor, est])
+                    out[p][key + "_%"] = v
+                    out[p][key + "_ci_%"] = None if lo is None else [lo, hi]
             if out[p]["warm_instr"] and out[floor]["warm_instr"]:
                 d = sorted(100 * (a / b - 1) for a, b in zip(boots[p, "instr"], boots[floor, "instr"]))
                 out[p][f"instr_over_{tag}_%"] = round(100 * (out[p]["warm_instr"] / out[floor]["warm_instr"] - 1), 2)
@@ -1490,6 +1623,9 @@ def overhead(args) -> int:
             r["round"] = rnd
             results.append(r)
             raw.append(r)
+            # every child's raw blocks on disk as soon as it ends: a run cut off by an outer timeout
+            # keeps them (--reanalyse reads the file)
+            _write_partial(args, raw, t_start)
             rows.append({"workload": wl, "round": rnd, "profiler": p, "pairs": len(r["warm"]),
                          "warm_median": round(statistics.median(r["warm"]), 4),
                          "residue": round(statistics.median(r["unprof_ms"]) / statistics.median(r["cold_ms"]), 4)
@@ -1501,7 +1637,38 @@ def overhead(args) -> int:
             summary[wl] = {"error": "no child finished"}
             continue
         s = summarize(results)
-        summary[wl] = {"profilers": s,
+        summary[wl] = _workload_summary(s, results)
+        print(json.dumps({wl: {k: v for k, v in summary[wl].items() if k != "profilers"}}), flush=True)
+        _print_profilers(wl, s)
+    if ref_proc is not None:
+        ref_proc.kill()
+        os.unlink(ref_path)
+    print(overhead_table(summary), flush=True)
+    meta = {"summary": summary, "budget_s": args.budget, "elapsed_s": round(time.time() - t_start, 1),
+            "spawn_fork_given_up": _FORK["broken"],
+            "args": {k: v for k, v in vars(args).items()}, "children": raw}
+    from bench.common import RESULTS
+    write_results(args.name or ("profiler_overhead_rotated_quick" if args.quick else "profiler_overhead_rotated"),
+                  rows, meta, results_dir=args.results_dir or RESULTS)
+    return 0
+
+
+def _write_partial(args, children, t_start):
+    from bench.common import RESULTS
+    name = args.name or ("profiler_overhead_rotated_quick" if args.quick else "profiler_overhead_rotated")
+    d = args.results_dir or RESULTS
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, f"{name}.partial.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump({"partial": True, "elapsed_s": round(time.time() - t_start, 1),
+                   "args": {k: v for k, v in vars(args).items()}, "children": children}, f)
+    os.replace(path + ".tmp", path)
+
+
+def _workload_summary(s, results):
+    """One workload's entry of the results file: :func:`summarize`'s per profiler, and the figures the
+    issue asks for at its top."""
+    return {"profilers": s,
                        "control_spread_%": s.get("none", {}).get("spread_%"),
                        "aa_control": s.get("_aa"),
                        "control_warm_ci": s.get("none", {}).get("warm_ci"),
@@ -1519,9 +1686,16 @@ def overhead(args) -> int:
                        "kprof_over_floor_%": s.get("kprof", {}).get("over_floor_%"),
                        "kprof_over_floor_ci_%": s.get("kprof", {}).get("over_floor_ci_%"),
                        "kprof_over_floor_raw_%": s.get("kprof", {}).get("over_floor_raw_%"),
+                       "kprof_hl_over_floor_%": s.get("kprof", {}).get("hl_over_floor_%"),
+                       "kprof_hl_over_floor_ci_%": s.get("kprof", {}).get("hl_over_floor_ci_%"),
+                       "kprof_hl_probe_fit_over_floor_%": s.get("kprof", {}).get("hl_probe_fit_over_floor_%"),
+                       "kprof_hl_probe_fit_over_floor_ci_%": s.get("kprof", {}).get("hl_probe_fit_over_floor_ci_%"),
                        "wall_s": round(sum(r["wall_s"] for r in results), 1)}
-        print(json.dumps({wl: {k: v for k, v in summary[wl].items() if k != "profilers"}}), flush=True)
-        for p, e in s.items():
+
+
+def _print_profilers(wl, s):
+    """Everything :func:`summarize` has per profiler, one long line each (the log's detail)."""
+    for p, e in s.items():
             if p.startswith("_"):
                 continue
             print(f"  {wl:8s} {p:18s} warm {e['warm']} {e['warm_ci']}  residue {e['residue']}  full {e['full']}  "
@@ -1548,15 +1722,59 @@ def overhead(args) -> int:
                   f"{e.get('probe_fit_over_floor_ci_%')} (beta {s.get('_probe_beta')})  probe/median {e.get('probe_rel_p10_p90')} "
                   f"seg~speed corr {e.get('corr_seg_speed')} slope {e.get('slope_seg_speed')}",
                   flush=True)
-    if ref_proc is not None:
-        ref_proc.kill()
-        os.unlink(ref_path)
-    meta = {"summary": summary, "budget_s": args.budget, "elapsed_s": round(time.time() - t_start, 1),
-            "spawn_fork_given_up": _FORK["broken"],
-            "args": {k: v for k, v in vars(args).items()}, "children": raw}
-    from bench.common import RESULTS
-    write_results(args.name or ("profiler_overhead_rotated_quick" if args.quick else "profiler_overhead_rotated"),
-                  rows, meta, results_dir=args.results_dir or RESULTS)
+
+
+def _fmt(v, ci=None, pct=False):
+    if v is None:
+        return "-"
+    u = "%" if pct else ""
+    return f"{v:+.2f}{u}" + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "") if pct else \
+        f"{v:.4f}" + (f" [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "")
+
+
+def overhead_table(summary) -> str:
+    """The results in short, per workload: the control's spread (raw and probe-fit), then per profiler its
+    warm ratio (raw and probe-fit, sign-test intervals) and its cost over the floor (Hodges-Lehmann shift
+    of the pair ratios, Mann-Whitney intervals; ``probe-fit`` scales each segment by its core's speed to
+    the power chosen on the control alone)."""
+    lines = []
+    for wl, w in summary.items():
+        s = w.get("profilers")
+        if not s:
+            lines.append(f"{wl}: {w.get('error')}")
+            continue
+        aa = s.get("_aa") or {}
+        lines.append(f"{wl}: control spread {w.get('control_spread_%')}% raw, "
+                     f"{w.get('control_spread_probe_fit_%')}% probe-fit (beta {w.get('probe_beta')}); "
+                     f"A/A sd {aa.get('sd_%')}% raw, {aa.get('sd_probe_fit_%')}% probe-fit over {aa.get('processes')} processes")
+        lines.append(f"  {'profiler':16s} {'pairs':>5s}  {'warm [sign 95%]':26s} {'probe-fit [sign 95%]':26s} "
+                     f"{'over floor, HL [MW 95%]':26s} probe-fit over floor")
+        for p, e in s.items():
+            if p.startswith("_"):
+                continue
+            lines.append(f"  {p:16s} {e['pairs']:5d}  {_fmt(e['warm'], e.get('warm_sign_ci')):26s} "
+                         f"{_fmt(e.get('warm_probe_fit'), e.get('warm_probe_fit_sign_ci')):26s} "
+                         f"{_fmt(e.get('hl_over_floor_%'), e.get('hl_over_floor_ci_%'), True):26s} "
+                         f"{_fmt(e.get('hl_probe_fit_over_floor_%'), e.get('hl_probe_fit_over_floor_ci_%'), True)}")
+    return "\n".join(lines)
+
+
+def reanalyse(path: str, name=None, results_dir=None) -> int:
+    """Summaries and the table again from a results file's raw children (``--reanalyse``): a new
+    estimator on old runs without a GPU."""
+    meta = json.load(open(path))
+    children = meta.get("children") or []
+    by = defaultdict(list)
+    for r in children:
+        by[r["workload"]].append(r)
+    summary = {wl: _workload_summary(summarize(rs), rs) for wl, rs in by.items()}
+    print(overhead_table(summary), flush=True)
+    if name:
+        from bench.common import RESULTS, write_results
+        write_results(name, meta.get("rows") or [], {"summary": summary, "reanalysed_from": os.path.basename(path),
+                                                     "source_environment": meta.get("environment"),
+                                                     "children": children},
+                      results_dir=results_dir or RESULTS)
     return 0
 
 
@@ -1624,17 +1842,23 @@ def main(argv=None) -> int:
                     "a segment takes about this long (at least one step)")
     ov.add_argument("--grace", type=float, default=40.0, help="no child starts later than this past --budget")
     ov.add_argument("--spawn", choices=["exec", "fork"], default="exec",
-                    help="how each child process starts: exec (a new interpreter) or fork (from a server that "
+                    help="how each child process starts (overhead and reconcile): exec (a new interpreter) or fork (from a server that "
                     "has imported torch, CUDA untouched: no import per child; falls back to exec if it fails)")
     ov.add_argument("--quick", action="store_true", help="smoke run: the tiny workload (unless --workloads), one "
                     "round, short blocks, --budget 90")
+    ov.add_argument("--reanalyse", metavar="JSON", default=None, help="no run: the summaries and the table again "
+                    "from an overhead results file's raw blocks (written to --name if given)")
     args = ap.parse_args(argv)
+    if args.mode == "overhead" and args.reanalyse:
+        return reanalyse(args.reanalyse, args.name, args.results_dir)
     import torch
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if args.mode == "reconcile":
         args.workloads = args.workloads or "encoder,train"
         args.profilers = args.profilers or "cupti,torch,kprof,proton"
         args.rounds = args.rounds or 2
+        if args.spawn == "fork":
+            _start_forkserver()
         return reconcile(args)
     from profiler.options import parse_size
     args.buffer = 0 if str(args.buffer) == "0" else parse_size(args.buffer, "--buffer")

@@ -290,7 +290,7 @@ def test_overhead_child_with_step_probe(tmp_path, monkeypatch):
     with a probe on both sides, and the block time is the segments' time (probes left out)."""
     monkeypatch.setenv("KPROF_BACKEND", "cpu")
     monkeypatch.setenv("PYTHONPATH", REPO)
-    rc = rp.main(["overhead", "--workloads", "tiny", "--profilers", "none,kprof", "--budget", "6", "--grace", "3",
+    rc = rp.main(["overhead", "--workloads", "tiny", "--profilers", "none,kprof", "--budget", "10", "--grace", "10",
                   "--rounds", "1", "--cpus", "none", "--device", "cpu", "--block-s", "0.05", "--min-pairs", "2",
                   "--max-pairs", "2", "--step-probe", "500", "--probe-seg-ms", "1", "--pre", "1",
                   "--results-dir", str(tmp_path), "--name", "probe"])
@@ -327,3 +327,68 @@ def test_probe_fit_picks_the_exponent_the_control_follows():
     s = rp.summarize([c, r], reps=100)
     assert s["_probe_beta"] == pytest.approx(0.7) and s["kprof"]["warm_probe_fit"] == pytest.approx(1.1)
     assert s["none"]["spread_probe_fit_%"] == pytest.approx(0.0)
+
+
+def test_sign_interval_is_the_binomial_one():
+    """The sign test's 95% interval of a median of 20 values is their 6th and 15th (the binomial table's);
+    fewer than 6 values give no interval."""
+    m, lo, hi = rp._sign_ci([float(v) for v in range(20, 0, -1)])
+    assert (m, lo, hi) == (10.5, 6.0, 15.0)
+    assert rp._sign_ci([1.0, 2.0, 3.0]) == (2.0, None, None)
+    assert rp._sign_ci([]) == (None, None, None)
+
+
+def test_hodges_lehmann_cost_over_the_floor():
+    """kprof's pair ratios 5% above the floor's, both with the same spread: the shift is +5% and inside its
+    Mann-Whitney interval; a few wild pairs (blocks in a slow phase of the host) barely move it, where the
+    ratio of the means moves by a lot; the same sets give 0 with an interval across it."""
+    floor = [1.10 * (1 + 0.01 * k) for k in (-3, -2, -1, 0, 1, 2, 3)] * 2
+    kprof = [1.05 * x for x in floor]
+    v, lo, hi = rp._hl_over(kprof, floor)
+    assert v == pytest.approx(5.0, abs=0.01) and lo < 5.0 < hi and hi - lo < 5
+    wild = kprof[:-2] + [1.6, 1.7]
+    assert rp._hl_over(wild, floor)[0] == pytest.approx(5.0, abs=1.1)
+    assert 100 * (sum(wild) / len(wild) / (sum(floor) / len(floor)) - 1) > 9
+    v, lo, hi = rp._hl_over(floor, floor)
+    assert v == pytest.approx(0.0, abs=1e-9) and lo < 0 < hi
+    assert rp._hl_over(kprof[:3], floor)[1:] == (None, None)    # too few pairs for an interval
+    s = rp.summarize([_child("floor", floor), _child("kprof", kprof), _child("none", [1.0] * 8)], reps=100)
+    assert s["kprof"]["hl_over_floor_%"] == pytest.approx(5.0, abs=0.01)
+    assert s["kprof"]["warm_sign_ci"][0] <= s["kprof"]["warm"] <= s["kprof"]["warm_sign_ci"][1]
+    table = rp.overhead_table({"tiny": rp._workload_summary(s, [])})
+    assert "kprof" in table and "+5.00%" in table
+
+
+def test_reanalyse_gives_the_run_s_own_summary(tmp_path, monkeypatch):
+    """``--reanalyse``: the summaries rebuilt from a results file's raw blocks are the run's own."""
+    monkeypatch.setenv("KPROF_BACKEND", "cpu")
+    monkeypatch.setenv("PYTHONPATH", REPO)
+    rc = rp.main(["overhead", "--workloads", "tiny", "--profilers", "none,kprof", "--budget", "8", "--grace", "8",
+                  "--rounds", "1", "--cpus", "none", "--device", "cpu", "--block-s", "0.03", "--min-pairs", "2",
+                  "--max-pairs", "2", "--pre", "1", "--results-dir", str(tmp_path), "--name", "run"])
+    assert rc == 0
+    assert rp.main(["overhead", "--reanalyse", str(tmp_path / "run.json"), "--name", "again",
+                    "--results-dir", str(tmp_path)]) == 0
+    a = json.load(open(tmp_path / "run.json"))["summary"]["tiny"]["profilers"]
+    b = json.load(open(tmp_path / "again.json"))["summary"]["tiny"]["profilers"]
+    for p in ("none", "kprof"):
+        assert b[p]["warm"] == a[p]["warm"] and b[p]["pairs"] == a[p]["pairs"]
+        assert b[p]["warm_ci"] == a[p]["warm_ci"]
+
+
+def test_reconcile_agreement_flags_counts_and_big_rows():
+    """``reconcile``'s agreement per profiler: a key whose count differs is named, a key only the reference
+    has is counted with its time, and the worst difference over the rows of >= 1% of the time leaves
+    out a tiny row's larger one."""
+    ref = {"a": (900e6, [100], 0), "b": (95e6, [50], 0), "c": (4e6, [10], 0), "memset": (1e6, [7], 0)}
+    kp = {"a": (909e6, [100], 0), "b": (95e6, [51], 0), "c": (4e6, [10], 0), "memset": (1.1e6, [7], 0)}
+    total = sum(v[0] for v in ref.values())
+    ag = rp._agreement({"cupti": ref, "kprof": kp, "proton": {"a": (900e6, [100], 0)}},
+                       ["cupti", "kprof", "proton"], "cupti", total)
+    k = ag["kprof"]
+    assert k["count_mismatches"] == 1 and k["count_mismatch_keys"] == ["b"]
+    assert k["worst_over_1%"] == ["a", 1.0] and k["rows_over_1%"] == 2
+    assert k["worst_any"][0] == "memset" and k["worst_any"][1] == pytest.approx(10.0)
+    p = ag["proton"]
+    assert p["only_in_ref"] == 3 and p["only_in_ref_ms"] == pytest.approx(100.0)
+    assert p["total_vs_ref_%"] == pytest.approx(-10.0)
