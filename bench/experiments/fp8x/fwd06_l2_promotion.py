@@ -1,0 +1,40 @@
+"""Tutorial 06's forward under Triton 3.6 and kernelc in one process (``fwd06_side_by_side.py``), with one more
+kind of kernelc variant knob: ``FP8X_L2_PROMOTION=128`` (or 64, 0, 256) encodes the host descriptors of that
+variant with that L2 promotion (kernelc's default is 256 B, Triton's 128 B; issue #20, docs/triton-tutorials.md
+"06's fp8 d64: the ring's wait"). The tensor-map caches are emptied when a variant starts and ends.
+
+    python3 bench/experiments/fp8x/fwd06_l2_promotion.py TUTORIAL_06.py --out OUT.jsonl \\
+        --variants triton kernelc kernelc:FP8X_L2_PROMOTION=128 --case 64:0:fp8:64x64x3x4:8192 --rounds 3
+
+Arguments and output as ``fwd06_side_by_side.py`` (``--summarize`` too). Nothing here is a test.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tutorial_gaps"))
+sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+
+import fwd06_side_by_side as sbs  # noqa: E402
+from l2_promotion_ab import set_promotion  # noqa: E402
+
+_enter, _exit = sbs.Variant.__enter__, sbs.Variant.__exit__
+
+
+def _enter_with_promotion(self):
+    r = _enter(self)
+    set_promotion(int(self.env.get("FP8X_L2_PROMOTION", "256")))
+    return r
+
+
+def _exit_with_promotion(self, *exc):
+    set_promotion(256)
+    return _exit(self, *exc)
+
+
+sbs.Variant.__enter__, sbs.Variant.__exit__ = _enter_with_promotion, _exit_with_promotion
+
+if __name__ == "__main__":
+    sys.exit(sbs.main())
