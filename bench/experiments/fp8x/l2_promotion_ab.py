@@ -28,9 +28,10 @@ PROMOTION = {0: 0, 64: 1, 128: 2, 256: 3}  # bytes -> CUtensorMapL2promotion
 
 
 def set_promotion(nbytes: int) -> None:
-    """Every host descriptor encoded from here on gets ``nbytes`` L2 promotion (the caches are emptied)."""
+    """Every host descriptor encoded from here on gets ``nbytes`` L2 promotion (KERNELC_TMA_L2_PROMOTION, read
+    when a map is encoded; the caches are emptied so that every map is encoded again)."""
     from kernelc.runtime import tensor_map
-    tensor_map.L2_PROMOTION_256B = PROMOTION[nbytes]  # the one name tensor_map_params reads
+    os.environ["KERNELC_TMA_L2_PROMOTION"] = "none" if nbytes == 0 else str(nbytes)
     tensor_map.clear_cache()
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import dataclasses
 import os
 import sys
 
@@ -46,12 +47,8 @@ def main(argv=None) -> int:
         tri = ctypes.string_at(id(tmap) + 128, 128)
         print(f"== {name}: Triton {tri.hex()}")
         for p in args.promotion:
-            saved = TM.L2_PROMOTION_256B
-            TM.L2_PROMOTION_256B = PROMOTION[p]
-            try:
-                kc = TM.encode(TM.tensor_map_params(kd, t.data_ptr(), shape, strides, block))
-            finally:
-                TM.L2_PROMOTION_256B = saved
+            kc = TM.encode(dataclasses.replace(TM.tensor_map_params(kd, t.data_ptr(), shape, strides, block),
+                                               l2_promotion=PROMOTION[p]))
             diff = [i for i in range(128) if kc[i] != tri[i]]
             print(f"   kernelc L2 {p:>3}B {kc.hex()}  bytes differing from Triton's: {diff or 'none'}")
     return 0
