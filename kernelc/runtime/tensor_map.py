@@ -42,9 +42,10 @@ ELEMENT_BYTES = {"int8": 1, "uint8": 1, "fp8e4nv": 1, "fp8e5": 1, "int16": 2, "u
                  "int32": 4, "uint32": 4, "fp32": 4, "int64": 8, "uint64": 8, "fp64": 8}
 SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}  # swizzle bytes -> CUtensorMapSwizzle
 INTERLEAVE_NONE = 0
-# L2 fetch granularity (CUtensorMapL2promotion by KERNELC_TMA_L2_PROMOTION's value, read when a map is encoded)
+# L2 fetch granularity (CUtensorMapL2promotion by KERNELC_TMA_L2_PROMOTION's value, read when a map is encoded).
+# 128 B as Triton 3.6: 256 B made tutorial 06's fp8 d64 forward wait on its ring (docs/triton-tutorials.md,
+# "06's fp8 d64: the L2 promotion")
 L2_PROMOTION = {"none": 0, "64": 1, "128": 2, "256": 3}
-L2_PROMOTION_256B = L2_PROMOTION["256"]
 
 
 def l2_promotion() -> int:

@@ -18,7 +18,7 @@ def test_each_value_is_the_drivers_enum(monkeypatch, raw, enum):
 
 def test_default(monkeypatch):
     monkeypatch.delenv("KERNELC_TMA_L2_PROMOTION", raising=False)
-    assert _params().l2_promotion == TM.L2_PROMOTION["256"]
+    assert _params().l2_promotion == TM.L2_PROMOTION["128"] == 2  # CU_TENSOR_MAP_L2_PROMOTION_L2_128B, as Triton
 
 
 def test_only_the_promotion_changes(monkeypatch):

@@ -1,10 +1,11 @@
 """Tutorial 06's forward under Triton 3.6 and kernelc in one process (``fwd06_side_by_side.py``), with one more
-kind of kernelc variant knob: ``FP8X_L2_PROMOTION=128`` (or 64, 0, 256) encodes the host descriptors of that
-variant with that L2 promotion (kernelc's default is 256 B, Triton's 128 B; issue #20, docs/triton-tutorials.md
-"06's fp8 d64: the ring's wait"). The tensor-map caches are emptied when a variant starts and ends.
+kind of kernelc variant knob: ``FP8X_L2_PROMOTION=256`` (or 128, 64, 0) encodes the host descriptors of that
+variant with that L2 promotion (a variant without it gets KERNELC_TMA_L2_PROMOTION's default, 128 B since 2026-11-28
+as Triton's; issue #20, docs/triton-tutorials.md "06's fp8 d64: the L2 promotion"). The tensor-map caches are
+emptied when a variant starts and ends.
 
     python3 bench/experiments/fp8x/fwd06_l2_promotion.py TUTORIAL_06.py --out OUT.jsonl \\
-        --variants triton kernelc kernelc:FP8X_L2_PROMOTION=128 --case 64:0:fp8:64x64x3x4:8192 --rounds 3
+        --variants triton kernelc kernelc:FP8X_L2_PROMOTION=256 --case 64:0:fp8:64x64x3x4:8192 --rounds 3
 
 Arguments and output as ``fwd06_side_by_side.py`` (``--summarize`` too). Nothing here is a test.
 """
@@ -23,14 +24,23 @@ from l2_promotion_ab import set_promotion  # noqa: E402
 _enter, _exit = sbs.Variant.__enter__, sbs.Variant.__exit__
 
 
+def _default_promotion():
+    from kernelc.runtime import tensor_map
+    os.environ.pop("KERNELC_TMA_L2_PROMOTION", None)
+    tensor_map.clear_cache()
+
+
 def _enter_with_promotion(self):
     r = _enter(self)
-    set_promotion(int(self.env.get("FP8X_L2_PROMOTION", "256")))
+    if "FP8X_L2_PROMOTION" in self.env:
+        set_promotion(int(self.env["FP8X_L2_PROMOTION"]))
+    else:
+        _default_promotion()  # KERNELC_TMA_L2_PROMOTION's default
     return r
 
 
 def _exit_with_promotion(self, *exc):
-    set_promotion(256)
+    _default_promotion()
     return _exit(self, *exc)
 
 
