@@ -83,6 +83,10 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_LAUNCH_SMEM_MIN", "str", "",
          "bytes: launch every kernel loaded from now on with at least this much dynamic shared memory (an occupancy "
          "experiment: fewer programs an SM with the same code; empty: what the kernel needs)"),
+    Knob("KERNELC_TMA_L2_PROMOTION", "choice", "128",
+         "L2 promotion of the CUtensorMaps encoded for host TensorDescriptors (bytes, as Triton 3.6; 256 was the "
+         "default before 2026-11-28): read when a map is first encoded, so maps already cached keep theirs",
+         _choice(("256", ("256",)), ("128", ("128",)), ("64", ("64",)), ("none", ("none", "0")))),
     Knob("KERNELC_AUTOTUNE_DISK_CACHE", "bool", True, "keep autotuning results on disk (next to the kernel cache)"),
     Knob("KERNELC_PRINT_AUTOTUNING", "bool", False, "print each autotuning result on stderr"),
     Knob("KERNELC_DUMP_IR", "bool", False, "print the tile IR after every compiler pass on stderr"),

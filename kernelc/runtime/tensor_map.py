@@ -42,8 +42,15 @@ ELEMENT_BYTES = {"int8": 1, "uint8": 1, "fp8e4nv": 1, "fp8e5": 1, "int16": 2, "u
                  "int32": 4, "uint32": 4, "fp32": 4, "int64": 8, "uint64": 8, "fp64": 8}
 SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}  # swizzle bytes -> CUtensorMapSwizzle
 INTERLEAVE_NONE = 0
-# L2 fetch granularity: tiles are read as whole 128-byte rows (often several): 256-byte sectors help
-L2_PROMOTION_256B = 3
+# L2 fetch granularity (CUtensorMapL2promotion by KERNELC_TMA_L2_PROMOTION's value, read when a map is encoded).
+# 128 B as Triton 3.6: 256 B made tutorial 06's fp8 d64 forward wait on its ring (docs/triton-tutorials.md,
+# "06's fp8 d64: the L2 promotion")
+L2_PROMOTION = {"none": 0, "64": 1, "128": 2, "256": 3}
+
+
+def l2_promotion() -> int:
+    from ..options import get
+    return L2_PROMOTION[get("KERNELC_TMA_L2_PROMOTION")]
 OOB_FILL = {"zero": 0, "nan": 1}  # padding -> CUtensorMapFloatOOBfill (NONE = zeros, NAN_REQUEST_ZERO_FMA)
 
 MAX_GLOBAL_DIM = 1 << 32
@@ -103,7 +110,7 @@ def tensor_map_params(dtype: str, address: int, shape: Sequence[int], strides: S
         data_type=DATA_TYPE[dtype], rank=rank, global_address=int(address),
         global_dim=tuple(int(s) for s in reversed(shape)), global_strides=tuple(reversed(byte_strides)),
         box_dim=tuple(reversed(box.box_shape)), element_strides=(1,) * rank, interleave=INTERLEAVE_NONE,
-        swizzle=SWIZZLE[box.swizzle], l2_promotion=L2_PROMOTION_256B, oob_fill=OOB_FILL[padding])
+        swizzle=SWIZZLE[box.swizzle], l2_promotion=l2_promotion(), oob_fill=OOB_FILL[padding])
 
 
 def encode(p: TensorMapParams) -> bytes:

@@ -258,7 +258,7 @@ def test_tensor_map_params_fp16_operands():
     assert p.global_dim == (1000, 4096) and p.global_strides == (2016,)   # innermost first, bytes
     assert p.box_dim == (64, 128) and p.element_strides == (1, 1)
     assert p.swizzle == 3 and p.interleave == 0 and p.oob_fill == 0  # 128B swizzle, zero fill
-    assert p.l2_promotion == TM.L2_PROMOTION_256B
+    assert p.l2_promotion == TM.L2_PROMOTION["128"]  # KERNELC_TMA_L2_PROMOTION's default
     b = TM.tensor_map_params("bf16", 0x1000, [1000, 4096], [4096, 1], [64, 256])
     assert b.data_type == 9 and b.box_dim == (64, 64) and b.swizzle == 3  # 512-byte rows: 128-byte boxes
 
