@@ -38,11 +38,20 @@ def _offset_is_i32(v) -> bool:
 
 
 def mark_copy_mad_wide(fn: Function, ctx=None) -> Function:
-    """Tag ``mad_wide=True`` on every ``addptr`` that is an ``async_copy``'s address, has a scalar pointer
-    (spread to the tile) as its base and a signed i32 offset. Mutates ``fn``."""
+    """Tag ``mad_wide=True`` on every ``addptr`` that is an ``async_copy``'s address and read by copies only, has a
+    scalar pointer (spread to the tile) as its base and a signed i32 offset. Mutates ``fn``."""
+    users = {}
+    for o in fn.walk():
+        for v in o.operands:
+            users.setdefault(id(v), []).append(o)
     for cp in [o for o in fn.walk() if o.name == "async_copy"]:
         d = cp.operands[2].op
         if d is None or d.name != "addptr" or d.attrs.get("mad_wide"):
+            continue
+        # only an address the copies alone read: one that also starts a loop's carried pointers (tutorial 03's
+        # ring fill) stays visible to LLVM, which then keeps the loop's pointer steps 32-bit (as an asm result it
+        # made them 64-bit adds: 110 -> 137 instructions a K step at 128x256x64 s3 w8)
+        if any(u.name != "async_copy" for u in users.get(id(d.results[0]), ())):
             continue
         if _scalar_base(d.operands[0]) and _offset_is_i32(d.operands[1]):
             d.attrs["mad_wide"] = True
