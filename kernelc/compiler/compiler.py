@@ -54,6 +54,7 @@ from .passes.schedule import schedule_pipelines, schedule_wgmma, warp_specialize
 from .passes.stage_operands import stage_invariant_operands
 from .passes.wgmma_waits import place_wgmma_waits
 from .passes.uniform_warpgroups import mark_uniform_warpgroups
+from .passes.copy_addresses import mark_copy_mad_wide
 from .passes.bulk_reductions import expand_bulk_reductions
 from .passes.tma_write_guards import guard_tma_writes
 from ..options import get as get_option
@@ -368,6 +369,9 @@ TILE_PASSES = (
     # KERNELC_UNIFORM_WARPGROUP)
     TilePass("mark_uniform_warpgroups",
              lambda f, c: mark_uniform_warpgroups(f, c, get_option("KERNELC_UNIFORM_WARPGROUP"))),
+    # a cp.async copy's address (scalar pointer + i32 offset) as one mad.wide.s32, which ptxas forms with LEA pairs
+    # on the ALU pipe and the base in uniform registers (passes/copy_addresses.py; KERNELC_COPY_MAD_WIDE)
+    TilePass("mark_copy_mad_wide", mark_copy_mad_wide, lambda c: get_option("KERNELC_COPY_MAD_WIDE")),
 )
 
 

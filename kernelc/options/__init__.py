@@ -256,6 +256,11 @@ KNOBS: Tuple[Knob, ...] = (
          "a cp.async ring's mask compare that is the same over aligned blocks (a GEMM's K mask with K divisible by 16) "
          "is computed once per block a thread holds, not once per copy (passes/mask_blocks.py; tutorial 03's K loop)",
          compile=True, field="uniform_masks"),
+    Knob("KERNELC_COPY_MAD_WIDE", "bool", True,
+         "a cp.async copy's address that is a scalar pointer plus a signed 32-bit offset is formed by one "
+         "mad.wide.s32 (Triton's PTX; ptxas then uses LEA pairs with the base in uniform registers), not LLVM's "
+         "mul.wide + add.s64 (IMAD.WIDE with the base reloaded into registers; passes/copy_addresses.py)",
+         compile=True, field="copy_mad_wide"),
     Knob("KERNELC_CVT_PIECES", "choice", "max",
          "a store's conversion through shared memory beside buffers that stay live (a flattened persistent loop's "
          "ring) goes in pieces through a buffer of one piece (passes/smem_offsets.py, kernelc/compiler/"
@@ -386,6 +391,7 @@ class CompileOptions:
     tma_store_wait: str = "deferred"
     store_smem_discount: str = "4"
     uniform_masks: bool = True
+    copy_mad_wide: bool = True
     use_layout_loads: str = "all"
     cvt_pieces: str = "max"
     pipeline_loads: bool = True

@@ -34,9 +34,10 @@ def _buffers(text):
 
 
 def test_the_pass_is_the_last_tile_pass():
-    # but for mark_uniform_warpgroups, which only adds a scalar op at the entry (no shared memory)
+    # but for mark_uniform_warpgroups, which only adds a scalar op at the entry (no shared memory), and
+    # mark_copy_mad_wide (an attribute on copy addresses)
     from kernelc.compiler.compiler import TILE_PASSES
-    assert [p.name for p in TILE_PASSES][-3:] == [BEFORE, PASS, "mark_uniform_warpgroups"]
+    assert [p.name for p in TILE_PASSES][-4:] == [BEFORE, PASS, "mark_uniform_warpgroups", "mark_copy_mad_wide"]
 
 
 def test_the_rings_of_two_cp_async_loops_share_bytes(reuse, monkeypatch):

@@ -38,9 +38,10 @@ CASES = [("matmul_kernel", 128, 64, 3, 8, None), ("matmul_kernel", 256, 64, 3, 8
          ("matmul_kernel_tma_persistent", 256, 64, 4, 8, True),
          ("matmul_kernel_descriptor_persistent", 256, 64, 4, 8, True),
          ("matmul_kernel_descriptor_persistent_ws", 256, 64, 3, 4, False),
-         ("matmul_kernel_descriptor_persistent_ws", 128, 64, 4, 8, False)]
+         ("matmul_kernel_descriptor_persistent_ws", 128, 64, 4, 8, False),
+         ("matmul_kernel_persistent", 128, 64, 3, 4, None)]
 VARIANTS = {"kernelc": ("kernelc", {}), "kernelc_u0": ("kernelc", {"KERNELC_UNIFORM_WARPGROUP": "0"}),
-            "triton": ("triton", {})}
+            "kernelc_mw0": ("kernelc", {"KERNELC_COPY_MAD_WIDE": "0"}), "triton": ("triton", {})}
 # (branch desc11 measured two more with this script in call H11b: KERNELC_FLATTEN_ACC_RESET=1 and that plus
 # KERNELC_WGMMA_DESC_WORDS=1; both knobs were removed after it: docs/triton-tutorials.md, "09 persistent GEMMs: the
 # accumulator reset in the tile branch")

@@ -374,6 +374,12 @@ class Lowering:
                 off_ty = llty(off_t)
             elt = rt.element_ty
             ety = "i8" if elt.is_int1() else llty(elt)
+            if op.attrs.get("mad_wide"):
+                # passes/copy_addresses.py: ptxas makes mad.wide an LEA pair with the base in uniform registers
+                base = e.val(f"ptrtoint ptr addrspace(1) {a[0]} to i64")
+                w = e.asm("i64", f"mad.wide.s32 $0, $1, {elt.itemsize}, $2;", "=l,r,l",
+                          [("i32", a[1]), ("i64", base)], side_effects=False)
+                return e.val(f"inttoptr i64 {w} to ptr addrspace(1)")
             return e.val(f"getelementptr {ety}, ptr addrspace(1) {a[0]}, {off_ty} {off}")
         if name == "hint":
             return a[0]

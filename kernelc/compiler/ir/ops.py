@@ -61,7 +61,9 @@ for op in (
                  "words='a8' (an fp8 wgmma A operand reads it: passes/narrow_carries.py)",
              optional_attrs=("rounding", "nan_positive", "overflow_bound", "words"))]
     + _ew("bitcast", 1, "cast", "reinterpret bits; same width")
-    + _ew("addptr", 2, "pointer", "pointer + element offset")
+    + _ew("addptr", 2, "pointer", "pointer + element offset; mad_wide: formed by one mad.wide.s32 of the i32 "
+          "offset, the element size and the pointer (a cp.async copy's address; passes/copy_addresses.py)",
+          optional=("mad_wide",))
     + _ew("hint", 1, "hint", "compiler hints: multiple_of / max_contiguous / max_constancy",
           optional=("multiple_of", "max_contiguous", "max_constancy"))
 ):
