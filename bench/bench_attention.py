@@ -114,6 +114,8 @@ SWEEP_BULK = {128: [(16, 128, 8, 3), (32, 128, 8, 4)], 64: [(64, 64, 4, 3)]}
 # BLOCK_M being the dK/dV kernel's BLOCK_N; spill-free on sm_90a (the default is sweep_bwd_ds_default). On an H100
 # (call H9b) it tied the default; (32, 128, 8, 3) / (32, 64, 4, 3) dK/dV configs were slower
 SWEEP_DS = {128: [((64, 128, 8, 3), (128, 64, 8, 4))]}
+# causal grids longest first across head groups: (tag, dK/dV kernel's GROUP, dQ kernel's / ds GEMM's GROUP)
+SWEEP_GROUP = [("grp0", 0, 0), ("grp8", 8, 8), ("grp32", 32, 32), ("grp8dq", 0, 8), ("grp128", 128, 128)]
 # (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27
 SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4, 3), (128, 32, 4, 3))]}
 # the backward's dK/dV and dQ kernels compiled again under other compile knobs (A/B), at the default configs:
@@ -222,6 +224,23 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                                                       dq_mode=mode, dkdv_config=dict(PREFETCH_LD=not on))
         check_against_default(name, fn)
         record(name, fn)
+    # causal grids ordered longest first across groups of G heads (the kernels' GROUP; B.CAUSAL_GROUP is the
+    # default): both kernels, or the dQ kernel (ds: its GEMM) only; grp0 is each head's blocks launched together
+    for tag, g1, g2 in (SWEEP_GROUP if causal else ()):
+        for mode in ("separate", "ds"):
+            name = ("sweep_bwd_" if mode == "separate" else "sweep_bwd_ds_") + tag
+            fn = lambda mode=mode, g1=g1, g2=g2: B.attention_bwd(  # noqa: E731
+                do, q, k, v, o, lse, causal, scale, dq_mode=mode, dkdv_config=dict(GROUP=g1), dq_config=dict(GROUP=g2))
+            check_against_default(name, fn)
+            record(name, fn)
+    if causal and only and any(_picked("sweep_bwd_pf_" + tag, only) for tag, _, _ in SWEEP_GROUP):
+        for tag, g1, g2 in SWEEP_GROUP:  # the separate pass with PREFETCH_LD and a grouped order (D=64 causal)
+            name = "sweep_bwd_pf_" + tag
+            fn = lambda g1=g1, g2=g2: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="separate",  # noqa
+                                                      dkdv_config=dict(GROUP=g1, PREFETCH_LD=True),
+                                                      dq_config=dict(GROUP=g2))
+            check_against_default(name, fn)
+            record(name, fn)
     # each kernel of the backward alone (default configs, each dQ mode): where the time goes
     for tag, cfgs in [("default", {}), ("atomic", dict(dq_mode="atomic")), ("bulk", dict(dq_mode="bulk")),
                       ("ds", dict(dq_mode="ds"))]:

@@ -32,6 +32,19 @@ LOG2E = 1.44269504
 
 
 @triton.jit
+def _lpt_block(GROUP: tl.constexpr):
+    """(rank, head) of this program in a causal grid ordered longest first across heads (rank 0: the longest
+    block). Programs start in launch order, and with each head's blocks launched together the last heads' longest
+    blocks start near the end of the grid and finish alone. With GROUP > 0 the wrapper launches
+    ``(GROUP, blocks, heads // GROUP)`` (:func:`_grid`): launch order walks groups of GROUP heads, in a group
+    every head's longest block, then every head's second longest, ...; so few heads are in flight at a time that
+    L2 keeps what their programs share. The grid's axes give rank and head without a division (a computed
+    division would leave them in vector registers, and ptxas moves such values back to uniform registers for
+    every TMA in the loop)."""
+    return tl.program_id(1), tl.program_id(2) * GROUP + tl.program_id(0)
+
+
+@triton.jit
 def attn_bwd_preprocess_kernel(O, DO, Delta, stride_oz, stride_oh, stride_om, stride_ok, stride_dz, stride_dh,
                                stride_dm, stride_dk, H, N_CTX, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr):
     start_m = tl.program_id(0)
@@ -119,13 +132,18 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                          dq_stride_z, dq_stride_h, dq_stride_m, H, N_CTX, BLOCK_M: tl.constexpr,
                          BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
                          ATOMIC_DQ: tl.constexpr, WS: tl.constexpr = False, BULK_DQ: tl.constexpr = False,
-                         STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False):
+                         STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False,
+                         GROUP: tl.constexpr = 0):
     """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ, through a descriptor's bulk
     reductions with BULK_DQ too); WS: a producer warp(group)
     fills the loop's TMA ring (the bench's sweep tries it). Q, K, V, dO, dK, dV share
     the strides (the wrapper makes them contiguous); DQ is fp32 with its own."""
-    start_n = tl.program_id(0) * BLOCK_N
-    off_hz = tl.program_id(1)
+    if CAUSAL and GROUP > 0:  # longest first across GROUP heads: key block 0 sees every query block
+        blk, off_hz = _lpt_block(GROUP)
+        start_n = blk * BLOCK_N
+    else:
+        start_n = tl.program_id(0) * BLOCK_N
+        off_hz = tl.program_id(1)
     off = (off_hz // H).to(tl.int64) * stride_z + (off_hz % H).to(tl.int64) * stride_h
     dq_off = (off_hz // H).to(tl.int64) * dq_stride_z + (off_hz % H).to(tl.int64) * dq_stride_h
     LSE += off_hz.to(tl.int64) * N_CTX
@@ -199,11 +217,16 @@ def _dq_inner(dq, q, do, lse, delta, k_ptrs, v_ptrs, stride_n, offs_m, offs_n0, 
 @triton.jit
 def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
-                       LPT: tl.constexpr = True):
+                       LPT: tl.constexpr = True, GROUP: tl.constexpr = 0):
     """dQ of one [BLOCK_M] query block (deterministic: no atomics). Causal with LPT: the last query block (the
-    most key blocks) first, so a head's longest programs start first and the grid's tail is its shortest ones."""
-    start_m = (tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL and LPT else tl.program_id(0)) * BLOCK_M
-    off_hz = tl.program_id(1)
+    most key blocks) first, so a head's longest programs start first and the grid's tail is its shortest ones;
+    with GROUP too, longest first across GROUP heads at a time (:func:`_lpt_block`)."""
+    if CAUSAL and LPT and GROUP > 0:
+        rank, off_hz = _lpt_block(GROUP)
+        start_m = (tl.num_programs(1) - 1 - rank) * BLOCK_M
+    else:
+        start_m = (tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL and LPT else tl.program_id(0)) * BLOCK_M
+        off_hz = tl.program_id(1)
     off = (off_hz // H).to(tl.int64) * stride_z + (off_hz % H).to(tl.int64) * stride_h
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_n0 = tl.arange(0, BLOCK_N)
@@ -233,13 +256,18 @@ def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h
 @triton.jit
 def attn_bwd_dq_from_ds_kernel(DST, K, DQ, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX,
                                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
-                               CAUSAL: tl.constexpr):
+                               CAUSAL: tl.constexpr, GROUP: tl.constexpr = 0):
     """dQ = sm_scale * dS K for one [BLOCK_M] query block, dS^T read from the [N_CTX, N_CTX] (keys, queries)
     buffer the dK/dV kernel wrote with STORE_DS: a GEMM, no P or dS recomputed. Causal: key blocks up to the
     diagonal block's end; BLOCK_M is the dK/dV kernel's BLOCK_N, so every tile read was written (with zeros
-    above the diagonal) -- the others are never read."""
-    start_m = (tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)) * BLOCK_M
-    off_hz = tl.program_id(1)
+    above the diagonal) -- the others are never read. Causal, the longest programs first (GROUP: across GROUP
+    heads at a time, :func:`_lpt_block`)."""
+    if CAUSAL and GROUP > 0:
+        rank, off_hz = _lpt_block(GROUP)
+        start_m = (tl.num_programs(1) - 1 - rank) * BLOCK_M
+    else:
+        start_m = (tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)) * BLOCK_M
+        off_hz = tl.program_id(1)
     off = (off_hz // H).to(tl.int64) * stride_z + (off_hz % H).to(tl.int64) * stride_h
     ds_desc = tl.make_tensor_descriptor(DST + off_hz.to(tl.int64) * N_CTX * N_CTX, shape=[N_CTX, N_CTX],
                                         strides=[N_CTX, 1], block_shape=[BLOCK_N, BLOCK_M])
@@ -297,6 +325,9 @@ DQ_MODES = ("separate", "atomic", "bulk", "ds")
 # docs/attention.md "dS^T from registers, bounded workspaces")
 DEFAULT_DQ_MODES = {}
 DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 3), 128: (128, 64, 8, 2)}
+# causal grids (dK/dV, dQ, ds's dQ GEMM) ordered longest first across groups of this many heads (GROUP, the
+# kernels' constexpr; 0: each head's blocks launched together, a head's longest first): by head dim
+CAUSAL_GROUP = {}
 PRE_BLOCK = 64
 CAST_BLOCK = 64  # queries a program of attn_bwd_dq_cast_kernel transposes
 
@@ -308,6 +339,17 @@ def _cfg(table, head_dim, overrides):
     cfg = dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s)
     cfg.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return cfg
+
+
+def _grid(nblk, heads, causal, cfg):
+    """The launch grid of a kernel of ``nblk`` blocks a head over ``heads`` heads and its config with the GROUP it
+    runs: causal, ``(GROUP, nblk, heads // GROUP)`` (:func:`_lpt_block`; GROUP the largest divisor of ``heads``
+    not above the asked one), else ``(nblk, heads, 1)`` with GROUP 0."""
+    group = min(cfg.get("GROUP", 0), heads) if causal and cfg.get("LPT", True) else 0
+    while group and heads % group:
+        group -= 1
+    cfg = dict(cfg, GROUP=group)
+    return ((group, nblk, heads // group) if group else (nblk, heads, 1)), cfg
 
 
 def default_dq_mode(head_dim):
@@ -364,6 +406,8 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     if causal and (c1["BLOCK_N"] % c1["BLOCK_M"] or c2["BLOCK_M"] % c2["BLOCK_N"]):
         raise ValueError("causal backward needs the dK/dV kernel's BLOCK_N to be a multiple of its BLOCK_M and the "
                          f"dQ kernel's BLOCK_M a multiple of its BLOCK_N (got {c1}, {c2})")
+    for c in (c1, c2):
+        c.setdefault("GROUP", CAUSAL_GROUP.get(D, 0))
     if ds:
         return _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels,
                          DS_WORKSPACE_BYTES if ds_workspace_bytes is None else ds_workspace_bytes)
@@ -377,14 +421,15 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
         attn_bwd_preprocess_kernel[(triton.cdiv(N, PRE_BLOCK), Z * H, 1)](
             o, do, delta, *o.stride(), *do.stride(), H, N, BLOCK_M=PRE_BLOCK, HEAD_DIM=D)
 
+    g1, k1 = _grid(triton.cdiv(N, c1["BLOCK_N"]), Z * H, causal, c1)
+    g2, k2 = _grid(triton.cdiv(N, c2["BLOCK_M"]), Z * H, causal, c2)
+
     def dkdv():
-        kernels["dkdv"][(triton.cdiv(N, c1["BLOCK_N"]), Z * H, 1)](
-            q, k, v, do, dk, dv, dq, lse, delta, sm_scale, *q.stride(), *dq.stride()[:3], H, N, HEAD_DIM=D,
-            CAUSAL=causal, ATOMIC_DQ=atomic, BULK_DQ=bulk, **c1)
+        kernels["dkdv"][g1](q, k, v, do, dk, dv, dq, lse, delta, sm_scale, *q.stride(), *dq.stride()[:3], H, N,
+                            HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=atomic, BULK_DQ=bulk, **k1)
 
     def dq_pass():
-        kernels["dq"][(triton.cdiv(N, c2["BLOCK_M"]), Z * H, 1)](q, k, v, do, dq, lse, delta, sm_scale, *q.stride(),
-                                                                 H, N, HEAD_DIM=D, CAUSAL=causal, **c2)
+        kernels["dq"][g2](q, k, v, do, dq, lse, delta, sm_scale, *q.stride(), H, N, HEAD_DIM=D, CAUSAL=causal, **k2)
 
     def cast():
         out["dq"] = dq.transpose(-1, -2).to(q.dtype, memory_format=torch.contiguous_format)
@@ -426,15 +471,17 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_
     def dkdv(h0):
         g = min(G, ZH - h0)
         qg, kg, vg, dog, _, dkg, dvg = (t[h0:h0 + g] for t in flat)
-        kernels["dkdv"][(triton.cdiv(N, c1["BLOCK_N"]), g, 1)](
+        grid, cfg = _grid(triton.cdiv(N, c1["BLOCK_N"]), g, causal, c1)
+        kernels["dkdv"][grid](
             qg, kg, vg, dog, dkg, dvg, dst, lse2[h0:h0 + g], delta2[h0:h0 + g], sm_scale, g * N * D, N * D, D, 1,
-            0, 0, 0, g, N, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, **c1)
+            0, 0, 0, g, N, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, **cfg)
 
     def dq_gemm(h0):
         g = min(G, ZH - h0)
-        attn_bwd_dq_from_ds_kernel[(triton.cdiv(N, c2["BLOCK_M"]), g, 1)](
+        grid, cfg = _grid(triton.cdiv(N, c2["BLOCK_M"]), g, causal, c2)
+        attn_bwd_dq_from_ds_kernel[grid](
             dst, flat[1][h0:h0 + g], flat[4][h0:h0 + g], sm_scale, g * N * D, N * D, D, 1, g, N, HEAD_DIM=D,
-            CAUSAL=causal, **c2)
+            CAUSAL=causal, **cfg)
 
     if G >= ZH:  # one group: the two kernels as steps of their own (the bench times each)
         steps = [("preprocess", preprocess), ("dkdv", lambda: dkdv(0)), ("dq", lambda: dq_gemm(0))]

@@ -228,3 +228,24 @@ def test_the_same_kernel_compiles_to_the_same_code_whatever_came_before(monkeypa
         monkeypatch.setattr(core, "_ids", itertools.count(start))
         asm.append(str(compile_fwd(64, True).asm["tir_initial"]))
     assert asm[0] == asm[1]
+
+
+@pytest.mark.parametrize("D", [128, 64])
+def test_causal_grids_grouped_longest_first_compile_without_spills(D):
+    # GROUP (the causal grids longest first across head groups): rank and head come from the grid's three axes,
+    # the kernels stay spill-free at the default configs with every dot on wgmma
+    sig = dict(Q=P("fp16"), K=P("fp16"), V=P("fp16"), DO=P("fp16"), DK=P("fp16"), DV=P("fp16"), DQ=P("fp16"),
+               LSE=P("fp32"), Delta=P("fp32"), sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32",
+               stride_k="i32", dq_stride_z="i32", dq_stride_h="i32", dq_stride_m="i32", H="i32", N_CTX="i32")
+    ds = D == 128
+    dkdv = _compile(B.attn_bwd_dkdv_kernel, sig, dict(HEAD_DIM=D, CAUSAL=True, ATOMIC_DQ=False, STORE_DS=ds,
+                                                      PREFETCH_LD=ds and B.DS_PREFETCH_LD.get(D, False), GROUP=8),
+                    B._cfg(B.DS_DKDV_CONFIGS if ds else B.DKDV_CONFIGS, D, None), ("stride_k",))
+    dsig = dict(Q=P("fp16"), K=P("fp16"), V=P("fp16"), DO=P("fp16"), DQ=P("fp16"), LSE=P("fp32"), Delta=P("fp32"),
+                sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32", stride_k="i32", H="i32", N_CTX="i32")
+    dq = _compile(B.attn_bwd_dq_kernel, dsig, dict(HEAD_DIM=D, CAUSAL=True, GROUP=8), B._cfg(B.DQ_CONFIGS, D, None),
+                  ("stride_k",))
+    for ck in (dkdv, dq):
+        assert ck.n_spills == 0
+        assert {d["engine"] for d in ck.reports["dots"]} == {"wgmma"}
+        assert "SR_CTAID.Z" in ck.asm["sass"]

@@ -170,6 +170,22 @@ def test_ds_with_a_bounded_workspace_is_the_same(N, D, causal):
         assert torch.equal(x, y)
 
 
+@pytest.mark.parametrize("mode", ["separate", "ds"])
+@pytest.mark.parametrize("groups", [(8, 8), (0, 8), (12, 5)])
+@pytest.mark.parametrize("N,D", [(1000, 64), (1024, 128)])
+def test_causal_grids_grouped_longest_first_are_the_same(N, D, groups, mode):
+    # GROUP: the causal dK/dV and dQ (ds: the GEMM) grids launched longest first across groups of heads (12 asks
+    # for 12 of 12 heads, 5 runs 4): each block of each head is still computed once, by the same arithmetic
+    q, k, v, do = _inputs(2, 6, N, D, torch.float16)
+    o, lse = A.attention_fwd(q, k, v, causal=True, return_lse=True)
+    base = B.attention_bwd(do, q, k, v, o, lse, True, D ** -0.5, dq_mode=mode, dkdv_config=dict(GROUP=0),
+                           dq_config=dict(GROUP=0))
+    grouped = B.attention_bwd(do, q, k, v, o, lse, True, D ** -0.5, dq_mode=mode, dkdv_config=dict(GROUP=groups[0]),
+                              dq_config=dict(GROUP=groups[1]))
+    for x, y in zip(base, grouped):
+        assert torch.equal(x, y)
+
+
 @pytest.mark.parametrize("D", [64, 128])
 def test_causal_dq_in_either_program_order_is_the_same(D):
     # LPT (the default): the longest query blocks first; each program's arithmetic is unchanged

@@ -133,6 +133,25 @@ def test_causal_dq_programs_in_either_order_give_the_same_dq():
     torch.testing.assert_close(lpt.float(), qf.grad, rtol=2e-2, atol=4e-3)
 
 
+@pytest.mark.parametrize("mode", ["separate", "ds"])
+def test_causal_programs_longest_first_across_head_groups_give_the_same_grads(mode):
+    # GROUP: the causal dK/dV and dQ grids ordered longest first across groups of heads (4 heads in groups of 2;
+    # 3 asked runs 2, the largest divisor of 4 below it) -- every block of every head is still computed once
+    q, k, v = _qkv(80, 16, torch.float16, H=4)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    o, lse = A.attention_fwd(q, k, v, True, 0.25, return_lse=True)
+    c1, c2 = dict(BLOCK_M=16, BLOCK_N=32), dict(BLOCK_M=32, BLOCK_N=16)
+    base = B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_mode=mode, dkdv_config=c1, dq_config=c2)
+    grouped = B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_mode=mode, dkdv_config=dict(c1, GROUP=2),
+                              dq_config=dict(c2, GROUP=3))
+    for x, y in zip(base, grouped):
+        assert torch.equal(x, y)
+    qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
+    torch.nn.functional.scaled_dot_product_attention(qf, kf, vf, is_causal=True, scale=0.25).backward(do.float())
+    for x, y in zip(grouped, (qf.grad, kf.grad, vf.grad)):
+        torch.testing.assert_close(x.float(), y, rtol=2e-2, atol=4e-3)
+
+
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dq_mode", ["separate", "atomic", "bulk", "ds"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -224,3 +243,12 @@ def test_the_fold_default_and_a_negative_scale():
     o = A.attention_fwd(q, k, v, causal=False, sm_scale=-0.3, fold_scale=True, BLOCK_M=32, BLOCK_N=16)
     ref, _ = _ref(q, k, v, False, sm_scale=-0.3)
     torch.testing.assert_close(o.float(), ref, rtol=1e-2, atol=2e-3)
+
+
+def test_causal_grids_group_heads_by_a_divisor_and_only_when_causal():
+    assert B._grid(32, 128, True, dict(GROUP=8)) == ((8, 32, 16), dict(GROUP=8))
+    assert B._grid(32, 12, True, dict(GROUP=8)) == ((6, 32, 2), dict(GROUP=6))
+    assert B._grid(32, 7, True, dict(GROUP=8)) == ((7, 32, 1), dict(GROUP=7))
+    assert B._grid(32, 128, False, dict(GROUP=8)) == ((32, 128, 1), dict(GROUP=0))
+    assert B._grid(32, 128, True, dict(GROUP=8, LPT=False)) == ((32, 128, 1), dict(GROUP=0, LPT=False))
+    assert B._grid(32, 128, True, {}) == ((32, 128, 1), dict(GROUP=0))
