@@ -101,8 +101,10 @@ SWEEP_FWD = {128: [(128, 64, 4, 2), (128, 64, 8, 3), (64, 64, 4, 3)],
 # the 8-warp default fits one; 1.5% / 4.5% (non-causal / causal) faster than it on an H100 (call H9b, one run,
 # docs/attention.md "Backward against cuDNN"); 4-warp D=128 dQ configs (64, 64, 4, 2), (64, 32, 4, 2) were 5-7%
 # slower, D=64 dQ (64, 64, 4, 2) tied the default
-SWEEP_DKDV = {128: [(32, 128, 8, 3), (64, 64, 4, 2), (32, 64, 4, 3)], 64: [(32, 128, 4, 3), (64, 64, 4, 3)]}
-SWEEP_DQ = {128: [(128, 32, 8, 3), (128, 64, 8, 3)], 64: [(128, 32, 4, 3)]}
+# D=64 at 8 warps (two warpgroups, as D=128's defaults): dK/dV (64, 128, 8, 3) 185 registers, dQ (128, 64, 8, 3) 123
+SWEEP_DKDV = {128: [(32, 128, 8, 3), (64, 64, 4, 2), (32, 64, 4, 3)],
+              64: [(32, 128, 4, 3), (64, 64, 4, 3), (64, 128, 8, 3)]}
+SWEEP_DQ = {128: [(128, 32, 8, 3), (128, 64, 8, 3)], 64: [(128, 32, 4, 3), (128, 64, 8, 3)]}
 # dK/dV configs with a producer warp(group) filling the loop's ring (the kernel's WS; setmaxnreg at 8 warps)
 SWEEP_DKDV_WS = {128: [(32, 128, 8, 3)], 64: [(32, 128, 4, 3)]}
 # the one-kernel (atomic dQ) backward at other dK/dV configs (its default is timed too, as sweep_bwd_atomic_default)
@@ -115,9 +117,10 @@ SWEEP_BULK = {128: [(16, 128, 8, 3), (32, 128, 8, 4)], 64: [(64, 64, 4, 3)]}
 # (call H9b) it tied the default; (32, 128, 8, 3) / (32, 64, 4, 3) dK/dV configs were slower
 SWEEP_DS = {128: [((64, 128, 8, 3), (128, 64, 8, 4))]}
 # causal grids longest first across head groups: (tag, dK/dV kernel's GROUP, dQ kernel's / ds GEMM's GROUP)
-SWEEP_GROUP = [("grp0", 0, 0), ("grp8", 8, 8), ("grp32", 32, 32), ("grp8dq", 0, 8), ("grp128", 128, 128)]
+SWEEP_GROUP = [("grp0", 0, 0), ("grp8", 8, 8), ("grp8dq", 0, 8), ("grp128", 128, 128)]
 # (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27
-SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4, 3), (128, 32, 4, 3))]}
+SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))],
+                   64: [((32, 128, 4, 3), (128, 32, 4, 3)), ((64, 128, 8, 3), (128, 64, 8, 3))]}
 # the backward's dK/dV and dQ kernels compiled again under other compile knobs (A/B), at the default configs:
 #   nodefer   every wgmma waited for right after its issue in the loops no producer warp fills (main's code
 #             before 2026-11-27's KERNELC_WGMMA_DEFER_RING: dP's wgmma not under the softmax recompute)
