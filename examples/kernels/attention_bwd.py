@@ -36,12 +36,11 @@ def _lpt_block(GROUP: tl.constexpr):
     """(rank, head) of this program in a causal grid ordered longest first across heads (rank 0: the longest
     block). Programs start in launch order, and with each head's blocks launched together the last heads' longest
     blocks start near the end of the grid and finish alone. With GROUP > 0 the wrapper launches
-    ``(GROUP, blocks, heads // GROUP)`` (:func:`_grid`): launch order walks groups of GROUP heads, in a group
+    ``(GROUP * blocks, heads // GROUP)`` (:func:`_grid`): launch order walks groups of GROUP heads, in a group
     every head's longest block, then every head's second longest, ...; so few heads are in flight at a time that
-    L2 keeps what their programs share. The grid's axes give rank and head without a division (a computed
-    division would leave them in vector registers, and ptxas moves such values back to uniform registers for
-    every TMA in the loop)."""
-    return tl.program_id(1), tl.program_id(2) * GROUP + tl.program_id(0)
+    L2 keeps what their programs share. (Divided by the constexpr GROUP, not by the runtime block count: on
+    sm_90a the separate pass's loops then compile as without GROUP.)"""
+    return tl.program_id(0) // GROUP, tl.program_id(1) * GROUP + tl.program_id(0) % GROUP
 
 
 @triton.jit
@@ -223,7 +222,7 @@ def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h
     with GROUP too, longest first across GROUP heads at a time (:func:`_lpt_block`)."""
     if CAUSAL and LPT and GROUP > 0:
         rank, off_hz = _lpt_block(GROUP)
-        start_m = (tl.num_programs(1) - 1 - rank) * BLOCK_M
+        start_m = (tl.num_programs(0) // GROUP - 1 - rank) * BLOCK_M
     else:
         start_m = (tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL and LPT else tl.program_id(0)) * BLOCK_M
         off_hz = tl.program_id(1)
@@ -264,7 +263,7 @@ def attn_bwd_dq_from_ds_kernel(DST, K, DQ, sm_scale, stride_z, stride_h, stride_
     heads at a time, :func:`_lpt_block`)."""
     if CAUSAL and GROUP > 0:
         rank, off_hz = _lpt_block(GROUP)
-        start_m = (tl.num_programs(1) - 1 - rank) * BLOCK_M
+        start_m = (tl.num_programs(0) // GROUP - 1 - rank) * BLOCK_M
     else:
         start_m = (tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)) * BLOCK_M
         off_hz = tl.program_id(1)
@@ -343,13 +342,13 @@ def _cfg(table, head_dim, overrides):
 
 def _grid(nblk, heads, causal, cfg):
     """The launch grid of a kernel of ``nblk`` blocks a head over ``heads`` heads and its config with the GROUP it
-    runs: causal, ``(GROUP, nblk, heads // GROUP)`` (:func:`_lpt_block`; GROUP the largest divisor of ``heads``
-    not above the asked one), else ``(nblk, heads, 1)`` with GROUP 0."""
+    runs: causal, ``(GROUP * nblk, heads // GROUP, 1)`` (:func:`_lpt_block`; GROUP the largest divisor of
+    ``heads`` not above the asked one), else ``(nblk, heads, 1)`` with GROUP 0."""
     group = min(cfg.get("GROUP", 0), heads) if causal and cfg.get("LPT", True) else 0
     while group and heads % group:
         group -= 1
     cfg = dict(cfg, GROUP=group)
-    return ((group, nblk, heads // group) if group else (nblk, heads, 1)), cfg
+    return ((group * nblk, heads // group, 1) if group else (nblk, heads, 1)), cfg
 
 
 def default_dq_mode(head_dim):

@@ -246,9 +246,9 @@ def test_the_fold_default_and_a_negative_scale():
 
 
 def test_causal_grids_group_heads_by_a_divisor_and_only_when_causal():
-    assert B._grid(32, 128, True, dict(GROUP=8)) == ((8, 32, 16), dict(GROUP=8))
-    assert B._grid(32, 12, True, dict(GROUP=8)) == ((6, 32, 2), dict(GROUP=6))
-    assert B._grid(32, 7, True, dict(GROUP=8)) == ((7, 32, 1), dict(GROUP=7))
+    assert B._grid(32, 128, True, dict(GROUP=8)) == ((256, 16, 1), dict(GROUP=8))
+    assert B._grid(32, 12, True, dict(GROUP=8)) == ((192, 2, 1), dict(GROUP=6))
+    assert B._grid(32, 7, True, dict(GROUP=8)) == ((224, 1, 1), dict(GROUP=7))
     assert B._grid(32, 128, False, dict(GROUP=8)) == ((32, 128, 1), dict(GROUP=0))
     assert B._grid(32, 128, True, dict(GROUP=8, LPT=False)) == ((32, 128, 1), dict(GROUP=0, LPT=False))
     assert B._grid(32, 128, True, {}) == ((32, 128, 1), dict(GROUP=0))
