@@ -324,8 +324,9 @@ DQ_MODES = ("separate", "atomic", "bulk", "ds")
 # docs/attention.md "dS^T from registers, bounded workspaces")
 DEFAULT_DQ_MODES = {}
 DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 3), 128: (128, 64, 8, 2)}
-# causal grids (dK/dV, dQ, ds's dQ GEMM) ordered longest first across groups of this many heads (GROUP, the
-# kernels' constexpr; 0: each head's blocks launched together, a head's longest first): by head dim
+# causal grids ordered longest first across groups of this many heads (GROUP, the kernels' constexpr; 0: each
+# head's blocks launched together, a head's longest first): (head dim, dQ mode) -> (dK/dV kernel's, dQ kernel's
+# or ds's dQ GEMM's)
 CAUSAL_GROUP = {}
 PRE_BLOCK = 64
 CAST_BLOCK = 64  # queries a program of attn_bwd_dq_cast_kernel transposes
@@ -405,8 +406,8 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     if causal and (c1["BLOCK_N"] % c1["BLOCK_M"] or c2["BLOCK_M"] % c2["BLOCK_N"]):
         raise ValueError("causal backward needs the dK/dV kernel's BLOCK_N to be a multiple of its BLOCK_M and the "
                          f"dQ kernel's BLOCK_M a multiple of its BLOCK_N (got {c1}, {c2})")
-    for c in (c1, c2):
-        c.setdefault("GROUP", CAUSAL_GROUP.get(D, 0))
+    for c, g in zip((c1, c2), CAUSAL_GROUP.get((D, "ds" if ds else dq_mode), (0, 0))):
+        c.setdefault("GROUP", g)
     if ds:
         return _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels,
                          DS_WORKSPACE_BYTES if ds_workspace_bytes is None else ds_workspace_bytes)

@@ -252,3 +252,25 @@ def test_causal_grids_group_heads_by_a_divisor_and_only_when_causal():
     assert B._grid(32, 128, False, dict(GROUP=8)) == ((32, 128, 1), dict(GROUP=0))
     assert B._grid(32, 128, True, dict(GROUP=8, LPT=False)) == ((32, 128, 1), dict(GROUP=0, LPT=False))
     assert B._grid(32, 128, True, {}) == ((32, 128, 1), dict(GROUP=0))
+
+
+def test_the_causal_group_table_sets_the_launches_group(monkeypatch):
+    # CAUSAL_GROUP[(head dim, dq mode)] = (dK/dV's, dQ's GROUP): the causal launches get it, non-causal ones 0;
+    # an explicit config's GROUP wins
+    q, k, v = _qkv(64, 16, torch.float16, H=4)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    o, lse = A.attention_fwd(q, k, v, True, 0.25, return_lse=True)
+    base = B.attention_bwd(do, q, k, v, o, lse, True, 0.25)
+    monkeypatch.setattr(B, "CAUSAL_GROUP", {(16, "separate"): (2, 4)})
+    seen1, seen2 = [], []
+    monkeypatch.setattr(B, "attn_bwd_dkdv_kernel", _Spy(B.attn_bwd_dkdv_kernel, seen1))
+    monkeypatch.setattr(B, "attn_bwd_dq_kernel", _Spy(B.attn_bwd_dq_kernel, seen2))
+    for a, b in zip(B.attention_bwd(do, q, k, v, o, lse, True, 0.25), base):
+        assert torch.equal(a, b)
+    assert (seen1[-1]["GROUP"], seen2[-1]["GROUP"]) == (2, 4)
+    B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dkdv_config=dict(GROUP=1))
+    assert (seen1[-1]["GROUP"], seen2[-1]["GROUP"]) == (1, 4)
+    B.attention_bwd(do, q, k, v, o, lse, False, 0.25)
+    assert (seen1[-1]["GROUP"], seen2[-1]["GROUP"]) == (0, 0)
+    B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_mode="ds")
+    assert (seen1[-1]["GROUP"], seen2[-1]["GROUP"]) == (0, 0)
