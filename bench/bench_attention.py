@@ -116,6 +116,8 @@ SWEEP_BULK = {128: [(16, 128, 8, 3), (32, 128, 8, 4)], 64: [(64, 64, 4, 3)]}
 # BLOCK_M being the dK/dV kernel's BLOCK_N; spill-free on sm_90a (the default is sweep_bwd_ds_default). On an H100
 # (call H9b) it tied the default; (32, 128, 8, 3) / (32, 64, 4, 3) dK/dV configs were slower
 SWEEP_DS = {128: [((64, 128, 8, 3), (128, 64, 8, 4))]}
+# dq_mode="fused" at other (num_warps, num_stages) than B.FUSED_CONFIGS' (same blocks); spill-free on sm_90a
+SWEEP_FUSED = {128: [(8, 3)], 64: [(4, 2)]}
 # causal grids longest first across head groups: (tag, dK/dV kernel's GROUP, dQ kernel's / ds GEMM's GROUP)
 SWEEP_GROUP = [("grp0", 0, 0), ("grp8", 8, 8), ("grp8dq", 0, 8), ("grp128", 128, 128)]
 # (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27
@@ -138,7 +140,7 @@ _BWD_VARIANT_ARGS = {}
 
 
 # our backward through autograd: attention(dq_mode=...) for each dQ mode
-BWD_MODES = ("separate", "atomic", "bulk", "ds")
+BWD_MODES = ("separate", "atomic", "bulk", "ds", "fused")
 
 
 def _cfg(c):
@@ -217,6 +219,13 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                                          dkdv_config=c and _cfg(c[0]), dq_config=c and _cfg(c[1]))
         check_against_default(name, fn)
         record(name, fn)
+    # dq_mode="fused" (the separate pass's kernels as one grid) at its default and other (num_warps, num_stages)
+    for c in [None] + SWEEP_FUSED.get(D, []):
+        name = "sweep_bwd_fused_" + ("default" if c is None else f"w{c[0]}s{c[1]}")
+        fn = lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="fused",  # noqa: E731
+                                         dkdv_config=c and dict(num_warps=c[0], num_stages=c[1]))
+        check_against_default(name, fn)
+        record(name, fn)
     # the dK/dV loop with next trip's LSE and delta rows loaded a trip ahead (PREFETCH_LD) or not, whichever the
     # default is not: their latency was the top stall of both dK/dV kernels in Nsight Compute (call H11b); ds's
     # default at D=128 since call H11c (B.DS_PREFETCH_LD), the separate pass's nowhere
@@ -246,7 +255,7 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
             record(name, fn)
     # each kernel of the backward alone (default configs, each dQ mode): where the time goes
     for tag, cfgs in [("default", {}), ("atomic", dict(dq_mode="atomic")), ("bulk", dict(dq_mode="bulk")),
-                      ("ds", dict(dq_mode="ds"))]:
+                      ("ds", dict(dq_mode="ds")), ("fused", dict(dq_mode="fused"))]:
         grads, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, scale, **cfgs)
         if only and not any(_picked(f"sweep_bwd_part_{tag}_{n}", only) for n, _ in steps):
             continue

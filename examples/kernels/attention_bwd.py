@@ -253,6 +253,20 @@ def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h
 
 
 @triton.jit
+def attn_bwd_fused_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k, H,
+                          N_CTX, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr, BLOCK_M2: tl.constexpr,
+                          BLOCK_N2: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr):
+    """dq_mode="fused": the separate pass's two kernels in one grid, as Triton's tutorial 06 does: program i of a
+    head computes dK, dV of key block i, then dQ of query block i (BLOCK_N1 == BLOCK_M2). One launch, so neither
+    kernel has a tail of its own; causal, key block i's queries and query block i's keys add up to the same work
+    for every program (dQ in launch order: the first query blocks are the shortest)."""
+    attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k,
+                         0, 0, 0, H, N_CTX, BLOCK_M1, BLOCK_N1, HEAD_DIM, CAUSAL, False)
+    attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX,
+                       BLOCK_M2, BLOCK_N2, HEAD_DIM, CAUSAL, False)
+
+
+@triton.jit
 def attn_bwd_dq_from_ds_kernel(DST, K, DQ, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX,
                                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
                                CAUSAL: tl.constexpr, GROUP: tl.constexpr = 0):
@@ -319,7 +333,12 @@ DS_PREFETCH_LD = {128: True}
 # the dS^T buffer ([heads, N, N] in the inputs' dtype) is at most this large: more heads run in groups of as many
 # as fit, each group's dK/dV and dQ launched before the next's
 DS_WORKSPACE_BYTES = 8 << 30
-DQ_MODES = ("separate", "atomic", "bulk", "ds")
+# dq_mode="fused": one grid, program i doing dK/dV of key block i then dQ of query block i: ((BLOCK_M1, BLOCK_N1),
+# (BLOCK_M2, BLOCK_N2), num_warps, num_stages), BLOCK_N1 == BLOCK_M2; the separate pass's blocks, 0 spills on
+# sm_90a (D=64 causal 173 registers: 2 programs an SM where the separate kernels fit 3)
+FUSED_CONFIGS = {16: ((16, 32), (32, 16), 4, 2), 32: ((16, 32), (32, 16), 4, 2), 64: ((32, 64), (64, 64), 4, 3),
+                 128: ((64, 128), (128, 64), 8, 2)}
+DQ_MODES = ("separate", "atomic", "bulk", "ds", "fused")
 # dq_mode=None picks by head dim (default: separate; ds is faster at 128 but needs its N^2 workspace, see
 # docs/attention.md "dS^T from registers, bounded workspaces")
 DEFAULT_DQ_MODES = {}
@@ -363,7 +382,8 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_conf
 
     ``dq_mode``: ``None`` (:func:`default_dq_mode`), ``"separate"`` (a second kernel, deterministic),
     ``"atomic"`` (fp32 atomics in the dK/dV kernel, then one cast), ``"bulk"`` (as atomic, dQ's tiles added by
-    TMA bulk reductions from shared memory on sm_90a) or ``"ds"`` (dS^T stored, dQ = dS K a GEMM; deterministic; needs N % 8 == 0 and runs the
+    TMA bulk reductions from shared memory on sm_90a), ``"fused"`` (the separate pass's two kernels as one grid,
+    :data:`FUSED_CONFIGS`) or ``"ds"`` (dS^T stored, dQ = dS K a GEMM; deterministic; needs N % 8 == 0 and runs the
     separate pass otherwise). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS` (atomic:
     :data:`ATOMIC_DKDV_CONFIGS`, bulk: :data:`BULK_DKDV_CONFIGS`, ds: :data:`DS_DKDV_CONFIGS`) /
     :data:`DQ_CONFIGS` (ds: the GEMM's, :data:`DQ_FROM_DS_CONFIGS`).
@@ -395,6 +415,8 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     # ds: dS^T's rows are N_CTX elements, a TMA descriptor's stride must be whole 16 bytes; else the separate pass
     ds = dq_mode == "ds" and N % 8 == 0
     dq_mode = "separate" if dq_mode == "ds" and not ds else dq_mode
+    if dq_mode == "fused":
+        return _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config)
     atomic = dq_mode in ("atomic", "bulk")
     bulk = dq_mode == "bulk"
     c1 = _cfg(BULK_DKDV_CONFIGS if bulk else ATOMIC_DKDV_CONFIGS if atomic else DS_DKDV_CONFIGS if ds else
@@ -489,6 +511,35 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_
         steps = [("preprocess", preprocess),
                  ("dkdv_dq", lambda: [(dkdv(h0), dq_gemm(h0)) for h0 in range(0, ZH, G)])]
     return (lambda: (dq, dk, dv)), steps
+
+
+def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config):
+    """dq_mode="fused": preprocess, then attn_bwd_fused_kernel (``dkdv_config``'s BLOCK_M/BLOCK_N, num_warps and
+    num_stages for the grid and its dK/dV loop, ``dq_config``'s BLOCK_M/BLOCK_N for its dQ loop)."""
+    import torch
+    Z, H, N, D = q.shape
+    if D not in FUSED_CONFIGS:
+        raise ValueError(f"attention backward: head dim {D} is not supported (expected one of {sorted(FUSED_CONFIGS)})")
+    (bm1, bn1), (bm2, bn2), w, st = FUSED_CONFIGS[D]
+    c1 = dict(dict(BLOCK_M=bm1, BLOCK_N=bn1, num_warps=w, num_stages=st), **(dkdv_config or {}))
+    c2 = dict(dict(BLOCK_M=bm2, BLOCK_N=bn2), **(dq_config or {}))
+    if c1["BLOCK_N"] != c2["BLOCK_M"] or (causal and (c1["BLOCK_N"] % c1["BLOCK_M"] or c2["BLOCK_M"] % c2["BLOCK_N"])):
+        raise ValueError("dq_mode='fused' needs the dK/dV key block to be the dQ query block (and, causal, each a "
+                         f"multiple of its step), got {c1}, {c2}")
+    delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+    def preprocess():
+        attn_bwd_preprocess_kernel[(triton.cdiv(N, PRE_BLOCK), Z * H, 1)](
+            o, do, delta, *o.stride(), *do.stride(), H, N, BLOCK_M=PRE_BLOCK, HEAD_DIM=D)
+
+    def fused():
+        attn_bwd_fused_kernel[(triton.cdiv(N, c1["BLOCK_N"]), Z * H, 1)](
+            q, k, v, do, dk, dv, dq, lse, delta, sm_scale, *q.stride(), H, N, BLOCK_M1=c1["BLOCK_M"],
+            BLOCK_N1=c1["BLOCK_N"], BLOCK_M2=c2["BLOCK_M"], BLOCK_N2=c2["BLOCK_N"], HEAD_DIM=D, CAUSAL=causal,
+            num_warps=c1["num_warps"], num_stages=c1["num_stages"])
+
+    return (lambda: (dq, dk, dv)), [("preprocess", preprocess), ("dkdv_dq", fused)]
 
 
 def _autograd_function():

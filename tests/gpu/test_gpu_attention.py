@@ -55,7 +55,10 @@ BWD_CASES = [(1024, 64, torch.float16, False, "separate"), (1024, 64, torch.bflo
              (1024, 128, torch.bfloat16, False, "bulk"), (1000, 64, torch.float16, True, "bulk"),
              # ds: dS^T stored by the dK/dV kernel (TMA stores clipped at N), dQ a GEMM over it
              (1000, 128, torch.float16, True, "ds"), (1024, 64, torch.bfloat16, False, "ds"),
-             (1024, 128, torch.bfloat16, False, "ds"), (1000, 64, torch.float16, True, "ds")]
+             (1024, 128, torch.bfloat16, False, "ds"), (1000, 64, torch.float16, True, "ds"),
+             # fused: the separate pass's two kernels in one grid (program i: key block i, then query block i)
+             (1000, 128, torch.float16, True, "fused"), (1024, 64, torch.bfloat16, False, "fused"),
+             (1024, 128, torch.bfloat16, False, "fused"), (1000, 64, torch.float16, True, "fused")]
 
 
 @pytest.mark.parametrize("N,D,dtype,causal,dq_mode", BWD_CASES)
@@ -183,6 +186,20 @@ def test_causal_grids_grouped_longest_first_are_the_same(N, D, groups, mode):
     grouped = B.attention_bwd(do, q, k, v, o, lse, True, D ** -0.5, dq_mode=mode, dkdv_config=dict(GROUP=groups[0]),
                               dq_config=dict(GROUP=groups[1]))
     for x, y in zip(base, grouped):
+        assert torch.equal(x, y)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("N,D", [(1000, 64), (1024, 128)])
+def test_fused_mode_is_the_separate_pass_bit_for_bit(N, D, causal):
+    # dq_mode="fused" runs the separate pass's dK/dV and dQ arithmetic (same blocks) in one grid
+    q, k, v, do = _inputs(1, 4, N, D, torch.float16)
+    o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
+    (bm1, bn1), (bm2, bn2), _, _ = B.FUSED_CONFIGS[D]
+    sep = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="separate",
+                          dkdv_config=dict(BLOCK_M=bm1, BLOCK_N=bn1), dq_config=dict(BLOCK_M=bm2, BLOCK_N=bn2))
+    fused = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="fused")
+    for x, y in zip(sep, fused):
         assert torch.equal(x, y)
 
 
