@@ -118,6 +118,7 @@ SWEEP_BULK = {128: [(16, 128, 8, 3), (32, 128, 8, 4)], 64: [(64, 64, 4, 3)]}
 SWEEP_DS = {128: [((64, 128, 8, 3), (128, 64, 8, 4))]}
 # dq_mode="fused" at other (num_warps, num_stages) than B.FUSED_CONFIGS' (same blocks); spill-free on sm_90a
 SWEEP_FUSED = {128: [(8, 3)], 64: [(4, 2)]}
+SWEEP_FUSED_DESC = (16, 32, 64)  # head dims whose fused kernel fits with the dQ loop's descriptors
 # causal grids longest first across head groups: (tag, dK/dV kernel's GROUP, dQ kernel's / ds GEMM's GROUP)
 SWEEP_GROUP = [("grp0", 0, 0), ("grp8", 8, 8), ("grp8dq", 0, 8), ("grp128", 128, 128)]
 # (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27
@@ -224,6 +225,13 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
         name = "sweep_bwd_fused_" + ("default" if c is None else f"w{c[0]}s{c[1]}")
         fn = lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="fused",  # noqa: E731
                                          dkdv_config=c and dict(num_warps=c[0], num_stages=c[1]))
+        check_against_default(name, fn)
+        record(name, fn)
+    if D in SWEEP_FUSED_DESC:  # the fused dQ loop's K and V by descriptors (a TMA ring) or pointers (cp.async)
+        on = not B.FUSED_DQ_DESC.get(D, False)
+        name = "sweep_bwd_fused_" + ("desc" if on else "nodesc")
+        fn = lambda on=on: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="fused",  # noqa: E731
+                                           dq_config=dict(DESC=on))
         check_against_default(name, fn)
         record(name, fn)
     # the dK/dV loop with next trip's LSE and delta rows loaded a trip ahead (PREFETCH_LD) or not, whichever the

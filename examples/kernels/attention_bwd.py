@@ -195,14 +195,18 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
 
 @triton.jit
 def _dq_inner(dq, q, do, lse, delta, k_ptrs, v_ptrs, stride_n, offs_m, offs_n0, lo, hi, N_CTX, qk_scale,
-              BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
+              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, DESC: tl.constexpr = False):
     """Key blocks [lo, hi) into dq of one query block; P and dS are [BLOCK_M, BLOCK_N]."""
     for start_n in range(lo, hi, BLOCK_N):
         offs_n = start_n + offs_n0
         # keys past N_CTX load as 0: their P is not 0, but dS K and the dS they feed are multiplied by K = 0, V = 0
         # K, V loaded as stored and read through tl.trans: Q K^T and dS K read one shared-memory tile of K
-        k = tl.load(k_ptrs + start_n * stride_n, mask=offs_n[:, None] < N_CTX, other=0.0)
-        v = tl.load(v_ptrs + start_n * stride_n, mask=offs_n[:, None] < N_CTX, other=0.0)
+        if DESC:  # descriptors (zero-padded past N_CTX): see attn_bwd_dq_kernel
+            k = k_ptrs.load([start_n, 0])
+            v = v_ptrs.load([start_n, 0])
+        else:
+            k = tl.load(k_ptrs + start_n * stride_n, mask=offs_n[:, None] < N_CTX, other=0.0)
+            v = tl.load(v_ptrs + start_n * stride_n, mask=offs_n[:, None] < N_CTX, other=0.0)
         qk = tl.dot(q, tl.trans(k))
         dp = tl.dot(do, tl.trans(v))  # issued before P is recomputed, as in the dK/dV loop
         p = tl.math.exp2(qk * qk_scale - lse[:, None])
@@ -216,7 +220,7 @@ def _dq_inner(dq, q, do, lse, delta, k_ptrs, v_ptrs, stride_n, offs_m, offs_n0, 
 @triton.jit
 def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
-                       LPT: tl.constexpr = True, GROUP: tl.constexpr = 0):
+                       LPT: tl.constexpr = True, GROUP: tl.constexpr = 0, DESC: tl.constexpr = False):
     """dQ of one [BLOCK_M] query block (deterministic: no atomics). Causal with LPT: the last query block (the
     most key blocks) first, so a head's longest programs start first and the grid's tail is its shortest ones;
     with GROUP too, longest first across GROUP heads at a time (:func:`_lpt_block`)."""
@@ -239,23 +243,31 @@ def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h
     delta = tl.load(Delta + off_hz.to(tl.int64) * N_CTX + offs_m, mask=rows, other=0.0)
     k_ptrs = K + off + offs_n0[:, None] * stride_m + offs_d[None, :] * stride_k
     v_ptrs = V + off + offs_n0[:, None] * stride_m + offs_d[None, :] * stride_k
+    if DESC:
+        # K and V through descriptors (unit inner stride): after the fused kernel's dK/dV stores the compiler
+        # keeps pointer loads off TMA (cp.async), a descriptor's loads it rings by TMA
+        k_ptrs = tl.make_tensor_descriptor(K + off, shape=[N_CTX, HEAD_DIM], strides=[stride_m, 1],
+                                           block_shape=[BLOCK_N, HEAD_DIM])
+        v_ptrs = tl.make_tensor_descriptor(V + off, shape=[N_CTX, HEAD_DIM], strides=[stride_m, 1],
+                                           block_shape=[BLOCK_N, HEAD_DIM])
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     if CAUSAL:
         # keys left of the diagonal unmasked, then the diagonal block(s) (BLOCK_M % BLOCK_N == 0)
         dq = _dq_inner(dq, q, do, lse, delta, k_ptrs, v_ptrs, stride_m, offs_m, offs_n0, 0, start_m, N_CTX,
-                       qk_scale, BLOCK_N, False)
+                       qk_scale, BLOCK_N, False, DESC)
         dq = _dq_inner(dq, q, do, lse, delta, k_ptrs, v_ptrs, stride_m, offs_m, offs_n0, start_m,
-                       tl.minimum(start_m + BLOCK_M, N_CTX), N_CTX, qk_scale, BLOCK_N, True)
+                       tl.minimum(start_m + BLOCK_M, N_CTX), N_CTX, qk_scale, BLOCK_N, True, DESC)
     else:
         dq = _dq_inner(dq, q, do, lse, delta, k_ptrs, v_ptrs, stride_m, offs_m, offs_n0, 0, N_CTX, N_CTX,
-                       qk_scale, BLOCK_N, False)
+                       qk_scale, BLOCK_N, False, DESC)
     tl.store(DQ + off + q_idx, (dq * sm_scale).to(DQ.dtype.element_ty), mask=rows[:, None])
 
 
 @triton.jit
 def attn_bwd_fused_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k, H,
                           N_CTX, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr, BLOCK_M2: tl.constexpr,
-                          BLOCK_N2: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr):
+                          BLOCK_N2: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
+                          DQ_DESC: tl.constexpr = False):
     """dq_mode="fused": the separate pass's two kernels in one grid, as Triton's tutorial 06 does: program i of a
     head computes dK, dV of key block i, then dQ of query block i (BLOCK_N1 == BLOCK_M2). One launch, so neither
     kernel has a tail of its own; causal, key block i's queries and query block i's keys add up to the same work
@@ -263,7 +275,7 @@ def attn_bwd_fused_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_
     attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k,
                          0, 0, 0, H, N_CTX, BLOCK_M1, BLOCK_N1, HEAD_DIM, CAUSAL, False)
     attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX,
-                       BLOCK_M2, BLOCK_N2, HEAD_DIM, CAUSAL, False)
+                       BLOCK_M2, BLOCK_N2, HEAD_DIM, CAUSAL, False, 0, DQ_DESC)
 
 
 @triton.jit
@@ -338,6 +350,10 @@ DS_WORKSPACE_BYTES = 8 << 30
 # sm_90a (D=64 causal 173 registers: 2 programs an SM where the separate kernels fit 3)
 FUSED_CONFIGS = {16: ((16, 32), (32, 16), 4, 2), 32: ((16, 32), (32, 16), 4, 2), 64: ((32, 64), (64, 64), 4, 3),
                  128: ((64, 128), (128, 64), 8, 2)}
+# fused: the dQ loop's K and V through descriptors (a TMA ring) instead of pointer loads (cp.async) at these head
+# dims (dq_config's DESC overrides); sm_90a, D=64: 140 registers causal against 173, dQ loop 347 SASS against 471;
+# D=128 does not fit (258 KB of shared memory at 2 stages)
+FUSED_DQ_DESC = {}
 DQ_MODES = ("separate", "atomic", "bulk", "ds", "fused")
 # dq_mode=None picks by head dim (default: separate; ds is faster at 128 but needs its N^2 workspace, see
 # docs/attention.md "dS^T from registers, bounded workspaces")
@@ -537,7 +553,7 @@ def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config):
         attn_bwd_fused_kernel[(triton.cdiv(N, c1["BLOCK_N"]), Z * H, 1)](
             q, k, v, do, dk, dv, dq, lse, delta, sm_scale, *q.stride(), H, N, BLOCK_M1=c1["BLOCK_M"],
             BLOCK_N1=c1["BLOCK_N"], BLOCK_M2=c2["BLOCK_M"], BLOCK_N2=c2["BLOCK_N"], HEAD_DIM=D, CAUSAL=causal,
-            num_warps=c1["num_warps"], num_stages=c1["num_stages"])
+            DQ_DESC=c2.get("DESC", FUSED_DQ_DESC.get(D, False)), num_warps=c1["num_warps"], num_stages=c1["num_stages"])
 
     return (lambda: (dq, dk, dv)), [("preprocess", preprocess), ("dkdv_dq", fused)]
 

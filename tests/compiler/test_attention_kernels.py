@@ -276,16 +276,18 @@ def _mma_loops(sass):
     return out
 
 
-@pytest.mark.parametrize("D,causal", [(128, True), (64, True)])
-def test_fused_mode_compiles_without_spills(D, causal):
+@pytest.mark.parametrize("D,causal,desc", [(128, True, False), (64, True, False), (64, True, True)])
+def test_fused_mode_compiles_without_spills(D, causal, desc):
     # dq_mode="fused" (both loops of the separate pass in one program) at FUSED_CONFIGS: spill-free, wgmma dots
     sig = dict(Q=P("fp16"), K=P("fp16"), V=P("fp16"), DO=P("fp16"), DK=P("fp16"), DV=P("fp16"), DQ=P("fp16"),
                LSE=P("fp32"), Delta=P("fp32"), sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32",
                stride_k="i32", H="i32", N_CTX="i32")
     (bm1, bn1), (bm2, bn2), w, s = B.FUSED_CONFIGS[D]
     ck = _compile(B.attn_bwd_fused_kernel, sig, dict(HEAD_DIM=D, CAUSAL=causal, BLOCK_M1=bm1, BLOCK_N1=bn1,
-                                                     BLOCK_M2=bm2, BLOCK_N2=bn2),
+                                                     BLOCK_M2=bm2, BLOCK_N2=bn2, DQ_DESC=desc),
                   dict(num_warps=w, num_stages=s), ("stride_k",))
     assert ck.n_spills == 0
     assert {d["engine"] for d in ck.reports["dots"]} == {"wgmma"}
     assert len(_mma_loops(ck.asm["sass"])) >= 4  # causal: dK/dV's two loops, then dQ's two
+    # the dQ loop's K, V: cp.async after the program's dK/dV stores, or a TMA ring through descriptors
+    assert ("LDGSTS" in ck.asm["sass"]) != desc

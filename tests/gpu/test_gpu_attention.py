@@ -190,15 +190,16 @@ def test_causal_grids_grouped_longest_first_are_the_same(N, D, groups, mode):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("N,D", [(1000, 64), (1024, 128)])
-def test_fused_mode_is_the_separate_pass_bit_for_bit(N, D, causal):
-    # dq_mode="fused" runs the separate pass's dK/dV and dQ arithmetic (same blocks) in one grid
+@pytest.mark.parametrize("N,D,desc", [(1000, 64, False), (1000, 64, True), (1024, 128, False)])
+def test_fused_mode_is_the_separate_pass_bit_for_bit(N, D, desc, causal):
+    # dq_mode="fused" runs the separate pass's dK/dV and dQ arithmetic (same blocks) in one grid; desc: the dQ
+    # loop's K and V through descriptors (zero-padded past N like the masked loads)
     q, k, v, do = _inputs(1, 4, N, D, torch.float16)
     o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
     (bm1, bn1), (bm2, bn2), _, _ = B.FUSED_CONFIGS[D]
     sep = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="separate",
                           dkdv_config=dict(BLOCK_M=bm1, BLOCK_N=bn1), dq_config=dict(BLOCK_M=bm2, BLOCK_N=bn2))
-    fused = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="fused")
+    fused = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="fused", dq_config=dict(DESC=desc))
     for x, y in zip(sep, fused):
         assert torch.equal(x, y)
 

@@ -274,3 +274,19 @@ def test_the_causal_group_table_sets_the_launches_group(monkeypatch):
     assert (seen1[-1]["GROUP"], seen2[-1]["GROUP"]) == (0, 0)
     B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_mode="ds")
     assert (seen1[-1]["GROUP"], seen2[-1]["GROUP"]) == (0, 0)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fused_mode_with_descriptor_loads_in_its_dq_loop(causal):
+    # dq_mode="fused" with the dQ loop's K and V through descriptors (DESC) at a ragged length: the separate
+    # pass's grads at the same blocks, bit for bit
+    q, k, v = _qkv(80, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
+    (bm1, bn1), (bm2, bn2), _, _ = B.FUSED_CONFIGS[16]
+    sep = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dkdv_config=dict(BLOCK_M=bm1, BLOCK_N=bn1),
+                          dq_config=dict(BLOCK_M=bm2, BLOCK_N=bn2))
+    for desc in (False, True):
+        got = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="fused", dq_config=dict(DESC=desc))
+        for a, b in zip(got, sep):
+            assert torch.equal(a, b)
