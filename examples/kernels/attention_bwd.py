@@ -352,17 +352,20 @@ FUSED_CONFIGS = {16: ((16, 32), (32, 16), 4, 2), 32: ((16, 32), (32, 16), 4, 2),
                  128: ((64, 128), (128, 64), 8, 2)}
 # fused: the dQ loop's K and V through descriptors (a TMA ring) instead of pointer loads (cp.async) at these head
 # dims (dq_config's DESC overrides); sm_90a, D=64: 140 registers causal against 173, dQ loop 347 SASS against 471;
-# D=128 does not fit (258 KB of shared memory at 2 stages)
-FUSED_DQ_DESC = {}
+# D=128 does not fit (258 KB of shared memory at 2 stages). D=64 on an H200 (call H12b): 26-35% faster than
+# without, and 4-9% faster than the separate pass causal, the same non-causal
+FUSED_DQ_DESC = {64: True}
 DQ_MODES = ("separate", "atomic", "bulk", "ds", "fused")
 # dq_mode=None picks by head dim (default: separate; ds is faster at 128 but needs its N^2 workspace, see
-# docs/attention.md "dS^T from registers, bounded workspaces")
-DEFAULT_DQ_MODES = {}
+# docs/attention.md "dS^T from registers, bounded workspaces"); fused at 64 (call H12b: 1.945 ms causal against
+# the separate pass's 2.08-2.15, 3.651 non-causal against 3.62-3.65)
+DEFAULT_DQ_MODES = {64: "fused"}
 DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 3), 128: (128, 64, 8, 2)}
 # causal grids ordered longest first across groups of this many heads (GROUP, the kernels' constexpr; 0: each
 # head's blocks launched together, a head's longest first): (head dim, dQ mode) -> (dK/dV kernel's, dQ kernel's
-# or ds's dQ GEMM's)
-CAUSAL_GROUP = {}
+# or ds's dQ GEMM's). On an H200 (call H12b, N=4096, docs/attention.md) groups of 8: ds 4% faster at D=128 and
+# 11% at 64, the separate pass 3-6% at 64; the separate pass at 128 not faster (left out)
+CAUSAL_GROUP = {(128, "ds"): (8, 8), (64, "ds"): (8, 8), (64, "separate"): (8, 8)}
 PRE_BLOCK = 64
 CAST_BLOCK = 64  # queries a program of attn_bwd_dq_cast_kernel transposes
 

@@ -116,7 +116,8 @@ def test_backward_without_deferred_ring_waits(D, causal, monkeypatch):
 def _check_backward_at(D, causal, **kw):
     q, k, v, do = _inputs(1, 4, 1000, D, torch.float16)
     o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
-    ours = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, **kw)
+    # the separate pass's configs and kernels (dq_mode=None picks fused at D=64)
+    ours = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="separate", **kw)
     which, cfg = next(iter(kw.items()))
     grads = {}
     for name, cast in (("torch", torch.float16), ("fp32", torch.float32)):
@@ -209,8 +210,8 @@ def test_causal_dq_in_either_program_order_is_the_same(D):
     # LPT (the default): the longest query blocks first; each program's arithmetic is unchanged
     q, k, v, do = _inputs(1, 4, 1000, D, torch.float16)
     o, lse = A.attention_fwd(q, k, v, causal=True, return_lse=True)
-    a = B.attention_bwd(do, q, k, v, o, lse, True, D ** -0.5)
-    b = B.attention_bwd(do, q, k, v, o, lse, True, D ** -0.5, dq_config=dict(LPT=False))
+    a = B.attention_bwd(do, q, k, v, o, lse, True, D ** -0.5, dq_mode="separate")
+    b = B.attention_bwd(do, q, k, v, o, lse, True, D ** -0.5, dq_mode="separate", dq_config=dict(LPT=False))
     assert torch.equal(a[0], b[0])
 
 
