@@ -352,8 +352,8 @@ FUSED_CONFIGS = {16: ((16, 32), (32, 16), 4, 2), 32: ((16, 32), (32, 16), 4, 2),
                  128: ((64, 128), (128, 64), 8, 2)}
 # fused: the dQ loop's K and V through descriptors (a TMA ring) instead of pointer loads (cp.async) at these head
 # dims (dq_config's DESC overrides); sm_90a, D=64: 140 registers causal against 173, dQ loop 347 SASS against 471;
-# D=128 does not fit (258 KB of shared memory at 2 stages). D=64 on an H200 (call H12b): 26-35% faster than
-# without, and 4-9% faster than the separate pass causal, the same non-causal
+# D=128 does not fit (258 KB of shared memory at 2 stages). D=64 on an H200 (call H12b): without it 21-35%
+# slower; with it 4-9% faster than the separate pass causal, the same non-causal
 FUSED_DQ_DESC = {64: True}
 DQ_MODES = ("separate", "atomic", "bulk", "ds", "fused")
 # dq_mode=None picks by head dim (default: separate; ds is faster at 128 but needs its N^2 workspace, see
