@@ -101,6 +101,8 @@ SWEEP_FWD = {128: [(128, 64, 4, 2), (128, 64, 8, 3), (64, 64, 4, 3)],
 # the 8-warp default fits one; 1.5% / 4.5% (non-causal / causal) faster than it on an H100 (call H9b, one run,
 # docs/attention.md "Backward against cuDNN"); 4-warp D=128 dQ configs (64, 64, 4, 2), (64, 32, 4, 2) were 5-7%
 # slower, D=64 dQ (64, 64, 4, 2) tied the default
+# (D=64 at 8 warps, dK/dV (64, 128, 8, 3) / dQ (128, 64, 8, 3) and their pair: 19% / 5% / 26% slower than the
+# default on an H200, call H12b: removed)
 SWEEP_DKDV = {128: [(32, 128, 8, 3), (64, 64, 4, 2), (32, 64, 4, 3)], 64: [(32, 128, 4, 3), (64, 64, 4, 3)]}
 SWEEP_DQ = {128: [(128, 32, 8, 3), (128, 64, 8, 3)], 64: [(128, 32, 4, 3)]}
 # dK/dV configs with a producer warp(group) filling the loop's ring (the kernel's WS; setmaxnreg at 8 warps)
@@ -114,6 +116,13 @@ SWEEP_BULK = {128: [(16, 128, 8, 3), (32, 128, 8, 4)], 64: [(64, 64, 4, 3)]}
 # BLOCK_M being the dK/dV kernel's BLOCK_N; spill-free on sm_90a (the default is sweep_bwd_ds_default). On an H100
 # (call H9b) it tied the default; (32, 128, 8, 3) / (32, 64, 4, 3) dK/dV configs were slower
 SWEEP_DS = {128: [((64, 128, 8, 3), (128, 64, 8, 4))]}
+# dq_mode="fused" at other (num_warps, num_stages) than B.FUSED_CONFIGS' (same blocks); spill-free on sm_90a. D=128
+# 3 stages: 12% faster than its 2 non-causal, still 16% slower than the separate pass (call H12b); D=64 2 stages
+# 7-12% slower: removed
+SWEEP_FUSED = {128: [(8, 3)]}
+SWEEP_FUSED_DESC = (16, 32, 64)  # head dims whose fused kernel fits with the dQ loop's descriptors
+# causal grids longest first across head groups: (tag, dK/dV kernel's GROUP, dQ kernel's / ds GEMM's GROUP)
+SWEEP_GROUP = [("grp0", 0, 0), ("grp8", 8, 8), ("grp8dq", 0, 8)]
 # (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27
 SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4, 3), (128, 32, 4, 3))]}
 # the backward's dK/dV and dQ kernels compiled again under other compile knobs (A/B), at the default configs:
@@ -132,8 +141,10 @@ _BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk"}  # default: separate
 _BWD_VARIANT_ARGS = {}
 
 
+# the sweep's reference and config entries run the separate pass whatever dq_mode=None picks at the head dim
+SEP = "separate"
 # our backward through autograd: attention(dq_mode=...) for each dQ mode
-BWD_MODES = ("separate", "atomic", "bulk", "ds")
+BWD_MODES = ("separate", "atomic", "bulk", "ds", "fused")
 
 
 def _cfg(c):
@@ -164,18 +175,20 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
         if not causal or c[0] % c[1] == 0:
             record(f"sweep_fwd{list(c)}", lambda c=c: A.attention_fwd(q, k, v, causal, scale, **_cfg(c)))
     o, lse = A.attention_fwd(q, k, v, causal, scale, return_lse=True)
-    record("sweep_bwd_default", lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale))
+    record("sweep_bwd_default", lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=SEP))
     for c in SWEEP_DKDV.get(D, []):
         if not causal or c[1] % c[0] == 0:
             record(f"sweep_bwd_dkdv{list(c)}",
-                   lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dkdv_config=_cfg(c)))
+                   lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=SEP,
+                                               dkdv_config=_cfg(c)))
     for c in SWEEP_DQ.get(D, []):
         if not causal or c[0] % c[1] == 0:
             record(f"sweep_bwd_dq{list(c)}",
-                   lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_config=_cfg(c)))
+                   lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=SEP,
+                                               dq_config=_cfg(c)))
     pairs = [(c1, c2) for c1, c2 in SWEEP_BWD_PAIRS.get(D, []) if not causal or (c1[1] % c1[0] == 0
                                                                                    and c2[0] % c2[1] == 0)]
-    base = B.attention_bwd(do, q, k, v, o, lse, causal, scale) if check else None
+    base = B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=SEP) if check else None
     tol = 2e-2 if q.dtype == torch.float16 else 5e-2
 
     def check_against_default(name, fn):
@@ -184,18 +197,19 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
 
     for c1, c2 in pairs:
         name = f"sweep_bwd_pair{list(c1)}{list(c2)}"
-        fn = lambda c1=c1, c2=c2: B.attention_bwd(do, q, k, v, o, lse, causal, scale,  # noqa: E731
+        fn = lambda c1=c1, c2=c2: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=SEP,  # noqa: E731
                                                   dkdv_config=_cfg(c1), dq_config=_cfg(c2))
         check_against_default(name, fn)
         record(name, fn)
     if causal:  # the causal dQ grid in launch order (first query block first) instead of longest first
         name = "sweep_bwd_nolpt"
-        fn = lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_config=dict(LPT=False))  # noqa: E731
+        fn = lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=SEP,  # noqa: E731
+                                     dq_config=dict(LPT=False))
         check_against_default(name, fn)
         record(name, fn)
     for c in [c for c in SWEEP_DKDV_WS.get(D, []) if not causal or c[1] % c[0] == 0]:
         name = f"sweep_bwd_dkdv_ws{list(c)}"
-        fn = lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale,  # noqa: E731
+        fn = lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=SEP,  # noqa: E731
                                          dkdv_config=dict(_cfg(c), WS=True))
         check_against_default(name, fn)
         record(name, fn)
@@ -212,6 +226,20 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                                          dkdv_config=c and _cfg(c[0]), dq_config=c and _cfg(c[1]))
         check_against_default(name, fn)
         record(name, fn)
+    # dq_mode="fused" (the separate pass's kernels as one grid) at its default and other (num_warps, num_stages)
+    for c in [None] + SWEEP_FUSED.get(D, []):
+        name = "sweep_bwd_fused_" + ("default" if c is None else f"w{c[0]}s{c[1]}")
+        fn = lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="fused",  # noqa: E731
+                                         dkdv_config=c and dict(num_warps=c[0], num_stages=c[1]))
+        check_against_default(name, fn)
+        record(name, fn)
+    if D in SWEEP_FUSED_DESC:  # the fused dQ loop's K and V by descriptors (a TMA ring) or pointers (cp.async)
+        on = not B.FUSED_DQ_DESC.get(D, False)
+        name = "sweep_bwd_fused_" + ("desc" if on else "nodesc")
+        fn = lambda on=on: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="fused",  # noqa: E731
+                                           dq_config=dict(DESC=on))
+        check_against_default(name, fn)
+        record(name, fn)
     # the dK/dV loop with next trip's LSE and delta rows loaded a trip ahead (PREFETCH_LD) or not, whichever the
     # default is not: their latency was the top stall of both dK/dV kernels in Nsight Compute (call H11b); ds's
     # default at D=128 since call H11c (B.DS_PREFETCH_LD), the separate pass's nowhere
@@ -222,9 +250,18 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                                                       dq_mode=mode, dkdv_config=dict(PREFETCH_LD=not on))
         check_against_default(name, fn)
         record(name, fn)
+    # causal grids ordered longest first across groups of G heads (the kernels' GROUP; B.CAUSAL_GROUP is the
+    # default): both kernels, or the dQ kernel (ds: its GEMM) only; grp0 is each head's blocks launched together
+    for tag, g1, g2 in (SWEEP_GROUP if causal else ()):
+        for mode in ("separate", "ds"):
+            name = ("sweep_bwd_" if mode == "separate" else "sweep_bwd_ds_") + tag
+            fn = lambda mode=mode, g1=g1, g2=g2: B.attention_bwd(  # noqa: E731
+                do, q, k, v, o, lse, causal, scale, dq_mode=mode, dkdv_config=dict(GROUP=g1), dq_config=dict(GROUP=g2))
+            check_against_default(name, fn)
+            record(name, fn)
     # each kernel of the backward alone (default configs, each dQ mode): where the time goes
-    for tag, cfgs in [("default", {}), ("atomic", dict(dq_mode="atomic")), ("bulk", dict(dq_mode="bulk")),
-                      ("ds", dict(dq_mode="ds"))]:
+    for tag, cfgs in [("default", dict(dq_mode=SEP)), ("atomic", dict(dq_mode="atomic")), ("bulk", dict(dq_mode="bulk")),
+                      ("ds", dict(dq_mode="ds")), ("fused", dict(dq_mode="fused"))]:
         grads, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, scale, **cfgs)
         if only and not any(_picked(f"sweep_bwd_part_{tag}_{n}", only) for n, _ in steps):
             continue

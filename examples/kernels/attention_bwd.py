@@ -32,6 +32,18 @@ LOG2E = 1.44269504
 
 
 @triton.jit
+def _lpt_block(GROUP: tl.constexpr):
+    """(rank, head) of this program in a causal grid ordered longest first across heads (rank 0: the longest
+    block). Programs start in launch order, and with each head's blocks launched together the last heads' longest
+    blocks start near the end of the grid and finish alone. With GROUP > 0 the wrapper launches
+    ``(GROUP * blocks, heads // GROUP)`` (:func:`_grid`): launch order walks groups of GROUP heads, in a group
+    every head's longest block, then every head's second longest, ...; so few heads are in flight at a time that
+    L2 keeps what their programs share. (Divided by the constexpr GROUP, not by the runtime block count: on
+    sm_90a the separate pass's loops then compile as without GROUP.)"""
+    return tl.program_id(0) // GROUP, tl.program_id(1) * GROUP + tl.program_id(0) % GROUP
+
+
+@triton.jit
 def attn_bwd_preprocess_kernel(O, DO, Delta, stride_oz, stride_oh, stride_om, stride_ok, stride_dz, stride_dh,
                                stride_dm, stride_dk, H, N_CTX, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr):
     start_m = tl.program_id(0)
@@ -119,13 +131,18 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                          dq_stride_z, dq_stride_h, dq_stride_m, H, N_CTX, BLOCK_M: tl.constexpr,
                          BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
                          ATOMIC_DQ: tl.constexpr, WS: tl.constexpr = False, BULK_DQ: tl.constexpr = False,
-                         STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False):
+                         STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False,
+                         GROUP: tl.constexpr = 0):
     """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ, through a descriptor's bulk
     reductions with BULK_DQ too); WS: a producer warp(group)
     fills the loop's TMA ring (the bench's sweep tries it). Q, K, V, dO, dK, dV share
     the strides (the wrapper makes them contiguous); DQ is fp32 with its own."""
-    start_n = tl.program_id(0) * BLOCK_N
-    off_hz = tl.program_id(1)
+    if CAUSAL and GROUP > 0:  # longest first across GROUP heads: key block 0 sees every query block
+        blk, off_hz = _lpt_block(GROUP)
+        start_n = blk * BLOCK_N
+    else:
+        start_n = tl.program_id(0) * BLOCK_N
+        off_hz = tl.program_id(1)
     off = (off_hz // H).to(tl.int64) * stride_z + (off_hz % H).to(tl.int64) * stride_h
     dq_off = (off_hz // H).to(tl.int64) * dq_stride_z + (off_hz % H).to(tl.int64) * dq_stride_h
     LSE += off_hz.to(tl.int64) * N_CTX
@@ -178,14 +195,18 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
 
 @triton.jit
 def _dq_inner(dq, q, do, lse, delta, k_ptrs, v_ptrs, stride_n, offs_m, offs_n0, lo, hi, N_CTX, qk_scale,
-              BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
+              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, DESC: tl.constexpr = False):
     """Key blocks [lo, hi) into dq of one query block; P and dS are [BLOCK_M, BLOCK_N]."""
     for start_n in range(lo, hi, BLOCK_N):
         offs_n = start_n + offs_n0
         # keys past N_CTX load as 0: their P is not 0, but dS K and the dS they feed are multiplied by K = 0, V = 0
         # K, V loaded as stored and read through tl.trans: Q K^T and dS K read one shared-memory tile of K
-        k = tl.load(k_ptrs + start_n * stride_n, mask=offs_n[:, None] < N_CTX, other=0.0)
-        v = tl.load(v_ptrs + start_n * stride_n, mask=offs_n[:, None] < N_CTX, other=0.0)
+        if DESC:  # descriptors (zero-padded past N_CTX): see attn_bwd_dq_kernel
+            k = k_ptrs.load([start_n, 0])
+            v = v_ptrs.load([start_n, 0])
+        else:
+            k = tl.load(k_ptrs + start_n * stride_n, mask=offs_n[:, None] < N_CTX, other=0.0)
+            v = tl.load(v_ptrs + start_n * stride_n, mask=offs_n[:, None] < N_CTX, other=0.0)
         qk = tl.dot(q, tl.trans(k))
         dp = tl.dot(do, tl.trans(v))  # issued before P is recomputed, as in the dK/dV loop
         p = tl.math.exp2(qk * qk_scale - lse[:, None])
@@ -199,11 +220,16 @@ def _dq_inner(dq, q, do, lse, delta, k_ptrs, v_ptrs, stride_n, offs_m, offs_n0, 
 @triton.jit
 def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
-                       LPT: tl.constexpr = True):
+                       LPT: tl.constexpr = True, GROUP: tl.constexpr = 0, DESC: tl.constexpr = False):
     """dQ of one [BLOCK_M] query block (deterministic: no atomics). Causal with LPT: the last query block (the
-    most key blocks) first, so a head's longest programs start first and the grid's tail is its shortest ones."""
-    start_m = (tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL and LPT else tl.program_id(0)) * BLOCK_M
-    off_hz = tl.program_id(1)
+    most key blocks) first, so a head's longest programs start first and the grid's tail is its shortest ones;
+    with GROUP too, longest first across GROUP heads at a time (:func:`_lpt_block`)."""
+    if CAUSAL and LPT and GROUP > 0:
+        rank, off_hz = _lpt_block(GROUP)
+        start_m = (tl.num_programs(0) // GROUP - 1 - rank) * BLOCK_M
+    else:
+        start_m = (tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL and LPT else tl.program_id(0)) * BLOCK_M
+        off_hz = tl.program_id(1)
     off = (off_hz // H).to(tl.int64) * stride_z + (off_hz % H).to(tl.int64) * stride_h
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_n0 = tl.arange(0, BLOCK_N)
@@ -217,29 +243,56 @@ def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h
     delta = tl.load(Delta + off_hz.to(tl.int64) * N_CTX + offs_m, mask=rows, other=0.0)
     k_ptrs = K + off + offs_n0[:, None] * stride_m + offs_d[None, :] * stride_k
     v_ptrs = V + off + offs_n0[:, None] * stride_m + offs_d[None, :] * stride_k
+    if DESC:
+        # K and V through descriptors (unit inner stride): after the fused kernel's dK/dV stores the compiler
+        # keeps pointer loads off TMA (cp.async), a descriptor's loads it rings by TMA
+        k_ptrs = tl.make_tensor_descriptor(K + off, shape=[N_CTX, HEAD_DIM], strides=[stride_m, 1],
+                                           block_shape=[BLOCK_N, HEAD_DIM])
+        v_ptrs = tl.make_tensor_descriptor(V + off, shape=[N_CTX, HEAD_DIM], strides=[stride_m, 1],
+                                           block_shape=[BLOCK_N, HEAD_DIM])
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     if CAUSAL:
         # keys left of the diagonal unmasked, then the diagonal block(s) (BLOCK_M % BLOCK_N == 0)
         dq = _dq_inner(dq, q, do, lse, delta, k_ptrs, v_ptrs, stride_m, offs_m, offs_n0, 0, start_m, N_CTX,
-                       qk_scale, BLOCK_N, False)
+                       qk_scale, BLOCK_N, False, DESC)
         dq = _dq_inner(dq, q, do, lse, delta, k_ptrs, v_ptrs, stride_m, offs_m, offs_n0, start_m,
-                       tl.minimum(start_m + BLOCK_M, N_CTX), N_CTX, qk_scale, BLOCK_N, True)
+                       tl.minimum(start_m + BLOCK_M, N_CTX), N_CTX, qk_scale, BLOCK_N, True, DESC)
     else:
         dq = _dq_inner(dq, q, do, lse, delta, k_ptrs, v_ptrs, stride_m, offs_m, offs_n0, 0, N_CTX, N_CTX,
-                       qk_scale, BLOCK_N, False)
+                       qk_scale, BLOCK_N, False, DESC)
     tl.store(DQ + off + q_idx, (dq * sm_scale).to(DQ.dtype.element_ty), mask=rows[:, None])
+
+
+@triton.jit
+def attn_bwd_fused_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k, H,
+                          N_CTX, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr, BLOCK_M2: tl.constexpr,
+                          BLOCK_N2: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
+                          DQ_DESC: tl.constexpr = False):
+    """dq_mode="fused": the separate pass's two kernels in one grid, as Triton's tutorial 06 does: program i of a
+    head computes dK, dV of key block i, then dQ of query block i (BLOCK_N1 == BLOCK_M2). One launch, so neither
+    kernel has a tail of its own; causal, key block i's queries and query block i's keys add up to the same work
+    for every program (dQ in launch order: the first query blocks are the shortest)."""
+    attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k,
+                         0, 0, 0, H, N_CTX, BLOCK_M1, BLOCK_N1, HEAD_DIM, CAUSAL, False)
+    attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX,
+                       BLOCK_M2, BLOCK_N2, HEAD_DIM, CAUSAL, False, 0, DQ_DESC)
 
 
 @triton.jit
 def attn_bwd_dq_from_ds_kernel(DST, K, DQ, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX,
                                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
-                               CAUSAL: tl.constexpr):
+                               CAUSAL: tl.constexpr, GROUP: tl.constexpr = 0):
     """dQ = sm_scale * dS K for one [BLOCK_M] query block, dS^T read from the [N_CTX, N_CTX] (keys, queries)
     buffer the dK/dV kernel wrote with STORE_DS: a GEMM, no P or dS recomputed. Causal: key blocks up to the
     diagonal block's end; BLOCK_M is the dK/dV kernel's BLOCK_N, so every tile read was written (with zeros
-    above the diagonal) -- the others are never read."""
-    start_m = (tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)) * BLOCK_M
-    off_hz = tl.program_id(1)
+    above the diagonal) -- the others are never read. Causal, the longest programs first (GROUP: across GROUP
+    heads at a time, :func:`_lpt_block`)."""
+    if CAUSAL and GROUP > 0:
+        rank, off_hz = _lpt_block(GROUP)
+        start_m = (tl.num_programs(0) // GROUP - 1 - rank) * BLOCK_M
+    else:
+        start_m = (tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)) * BLOCK_M
+        off_hz = tl.program_id(1)
     off = (off_hz // H).to(tl.int64) * stride_z + (off_hz % H).to(tl.int64) * stride_h
     ds_desc = tl.make_tensor_descriptor(DST + off_hz.to(tl.int64) * N_CTX * N_CTX, shape=[N_CTX, N_CTX],
                                         strides=[N_CTX, 1], block_shape=[BLOCK_N, BLOCK_M])
@@ -292,11 +345,27 @@ DS_PREFETCH_LD = {128: True}
 # the dS^T buffer ([heads, N, N] in the inputs' dtype) is at most this large: more heads run in groups of as many
 # as fit, each group's dK/dV and dQ launched before the next's
 DS_WORKSPACE_BYTES = 8 << 30
-DQ_MODES = ("separate", "atomic", "bulk", "ds")
+# dq_mode="fused": one grid, program i doing dK/dV of key block i then dQ of query block i: ((BLOCK_M1, BLOCK_N1),
+# (BLOCK_M2, BLOCK_N2), num_warps, num_stages), BLOCK_N1 == BLOCK_M2; the separate pass's blocks, 0 spills on
+# sm_90a (D=64 causal 173 registers: 2 programs an SM where the separate kernels fit 3)
+FUSED_CONFIGS = {16: ((16, 32), (32, 16), 4, 2), 32: ((16, 32), (32, 16), 4, 2), 64: ((32, 64), (64, 64), 4, 3),
+                 128: ((64, 128), (128, 64), 8, 2)}
+# fused: the dQ loop's K and V through descriptors (a TMA ring) instead of pointer loads (cp.async) at these head
+# dims (dq_config's DESC overrides); sm_90a, D=64: 140 registers causal against 173, dQ loop 347 SASS against 471;
+# D=128 does not fit (258 KB of shared memory at 2 stages). D=64 on an H200 (call H12b): without it 21-35%
+# slower; with it 4-9% faster than the separate pass causal, the same non-causal
+FUSED_DQ_DESC = {64: True}
+DQ_MODES = ("separate", "atomic", "bulk", "ds", "fused")
 # dq_mode=None picks by head dim (default: separate; ds is faster at 128 but needs its N^2 workspace, see
-# docs/attention.md "dS^T from registers, bounded workspaces")
-DEFAULT_DQ_MODES = {}
+# docs/attention.md "dS^T from registers, bounded workspaces"); fused at 64 (call H12b: 1.945 ms causal against
+# the separate pass's 2.08-2.15, 3.651 non-causal against 3.62-3.65)
+DEFAULT_DQ_MODES = {64: "fused"}
 DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 3), 128: (128, 64, 8, 2)}
+# causal grids ordered longest first across groups of this many heads (GROUP, the kernels' constexpr; 0: each
+# head's blocks launched together, a head's longest first): (head dim, dQ mode) -> (dK/dV kernel's, dQ kernel's
+# or ds's dQ GEMM's). On an H200 (call H12b, N=4096, docs/attention.md) groups of 8: ds 4% faster at D=128 and
+# 11% at 64, the separate pass 3-6% at 64; the separate pass at 128 not faster (left out)
+CAUSAL_GROUP = {(128, "ds"): (8, 8), (64, "ds"): (8, 8), (64, "separate"): (8, 8)}
 PRE_BLOCK = 64
 CAST_BLOCK = 64  # queries a program of attn_bwd_dq_cast_kernel transposes
 
@@ -310,6 +379,17 @@ def _cfg(table, head_dim, overrides):
     return cfg
 
 
+def _grid(nblk, heads, causal, cfg):
+    """The launch grid of a kernel of ``nblk`` blocks a head over ``heads`` heads and its config with the GROUP it
+    runs: causal, ``(GROUP * nblk, heads // GROUP, 1)`` (:func:`_lpt_block`; GROUP the largest divisor of
+    ``heads`` not above the asked one), else ``(nblk, heads, 1)`` with GROUP 0."""
+    group = min(cfg.get("GROUP", 0), heads) if causal and cfg.get("LPT", True) else 0
+    while group and heads % group:
+        group -= 1
+    cfg = dict(cfg, GROUP=group)
+    return ((group * nblk, heads // group, 1) if group else (nblk, heads, 1)), cfg
+
+
 def default_dq_mode(head_dim):
     """The dQ mode ``dq_mode=None`` runs at this head dim (:data:`DEFAULT_DQ_MODES`, else ``"separate"``)."""
     return DEFAULT_DQ_MODES.get(head_dim, "separate")
@@ -321,7 +401,8 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_conf
 
     ``dq_mode``: ``None`` (:func:`default_dq_mode`), ``"separate"`` (a second kernel, deterministic),
     ``"atomic"`` (fp32 atomics in the dK/dV kernel, then one cast), ``"bulk"`` (as atomic, dQ's tiles added by
-    TMA bulk reductions from shared memory on sm_90a) or ``"ds"`` (dS^T stored, dQ = dS K a GEMM; deterministic; needs N % 8 == 0 and runs the
+    TMA bulk reductions from shared memory on sm_90a), ``"fused"`` (the separate pass's two kernels as one grid,
+    :data:`FUSED_CONFIGS`) or ``"ds"`` (dS^T stored, dQ = dS K a GEMM; deterministic; needs N % 8 == 0 and runs the
     separate pass otherwise). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS` (atomic:
     :data:`ATOMIC_DKDV_CONFIGS`, bulk: :data:`BULK_DKDV_CONFIGS`, ds: :data:`DS_DKDV_CONFIGS`) /
     :data:`DQ_CONFIGS` (ds: the GEMM's, :data:`DQ_FROM_DS_CONFIGS`).
@@ -353,6 +434,8 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     # ds: dS^T's rows are N_CTX elements, a TMA descriptor's stride must be whole 16 bytes; else the separate pass
     ds = dq_mode == "ds" and N % 8 == 0
     dq_mode = "separate" if dq_mode == "ds" and not ds else dq_mode
+    if dq_mode == "fused":
+        return _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config)
     atomic = dq_mode in ("atomic", "bulk")
     bulk = dq_mode == "bulk"
     c1 = _cfg(BULK_DKDV_CONFIGS if bulk else ATOMIC_DKDV_CONFIGS if atomic else DS_DKDV_CONFIGS if ds else
@@ -364,6 +447,8 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     if causal and (c1["BLOCK_N"] % c1["BLOCK_M"] or c2["BLOCK_M"] % c2["BLOCK_N"]):
         raise ValueError("causal backward needs the dK/dV kernel's BLOCK_N to be a multiple of its BLOCK_M and the "
                          f"dQ kernel's BLOCK_M a multiple of its BLOCK_N (got {c1}, {c2})")
+    for c, g in zip((c1, c2), CAUSAL_GROUP.get((D, "ds" if ds else dq_mode), (0, 0))):
+        c.setdefault("GROUP", g)
     if ds:
         return _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels,
                          DS_WORKSPACE_BYTES if ds_workspace_bytes is None else ds_workspace_bytes)
@@ -377,14 +462,15 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
         attn_bwd_preprocess_kernel[(triton.cdiv(N, PRE_BLOCK), Z * H, 1)](
             o, do, delta, *o.stride(), *do.stride(), H, N, BLOCK_M=PRE_BLOCK, HEAD_DIM=D)
 
+    g1, k1 = _grid(triton.cdiv(N, c1["BLOCK_N"]), Z * H, causal, c1)
+    g2, k2 = _grid(triton.cdiv(N, c2["BLOCK_M"]), Z * H, causal, c2)
+
     def dkdv():
-        kernels["dkdv"][(triton.cdiv(N, c1["BLOCK_N"]), Z * H, 1)](
-            q, k, v, do, dk, dv, dq, lse, delta, sm_scale, *q.stride(), *dq.stride()[:3], H, N, HEAD_DIM=D,
-            CAUSAL=causal, ATOMIC_DQ=atomic, BULK_DQ=bulk, **c1)
+        kernels["dkdv"][g1](q, k, v, do, dk, dv, dq, lse, delta, sm_scale, *q.stride(), *dq.stride()[:3], H, N,
+                            HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=atomic, BULK_DQ=bulk, **k1)
 
     def dq_pass():
-        kernels["dq"][(triton.cdiv(N, c2["BLOCK_M"]), Z * H, 1)](q, k, v, do, dq, lse, delta, sm_scale, *q.stride(),
-                                                                 H, N, HEAD_DIM=D, CAUSAL=causal, **c2)
+        kernels["dq"][g2](q, k, v, do, dq, lse, delta, sm_scale, *q.stride(), H, N, HEAD_DIM=D, CAUSAL=causal, **k2)
 
     def cast():
         out["dq"] = dq.transpose(-1, -2).to(q.dtype, memory_format=torch.contiguous_format)
@@ -426,15 +512,17 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_
     def dkdv(h0):
         g = min(G, ZH - h0)
         qg, kg, vg, dog, _, dkg, dvg = (t[h0:h0 + g] for t in flat)
-        kernels["dkdv"][(triton.cdiv(N, c1["BLOCK_N"]), g, 1)](
+        grid, cfg = _grid(triton.cdiv(N, c1["BLOCK_N"]), g, causal, c1)
+        kernels["dkdv"][grid](
             qg, kg, vg, dog, dkg, dvg, dst, lse2[h0:h0 + g], delta2[h0:h0 + g], sm_scale, g * N * D, N * D, D, 1,
-            0, 0, 0, g, N, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, **c1)
+            0, 0, 0, g, N, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, **cfg)
 
     def dq_gemm(h0):
         g = min(G, ZH - h0)
-        attn_bwd_dq_from_ds_kernel[(triton.cdiv(N, c2["BLOCK_M"]), g, 1)](
+        grid, cfg = _grid(triton.cdiv(N, c2["BLOCK_M"]), g, causal, c2)
+        attn_bwd_dq_from_ds_kernel[grid](
             dst, flat[1][h0:h0 + g], flat[4][h0:h0 + g], sm_scale, g * N * D, N * D, D, 1, g, N, HEAD_DIM=D,
-            CAUSAL=causal, **c2)
+            CAUSAL=causal, **cfg)
 
     if G >= ZH:  # one group: the two kernels as steps of their own (the bench times each)
         steps = [("preprocess", preprocess), ("dkdv", lambda: dkdv(0)), ("dq", lambda: dq_gemm(0))]
@@ -442,6 +530,35 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_
         steps = [("preprocess", preprocess),
                  ("dkdv_dq", lambda: [(dkdv(h0), dq_gemm(h0)) for h0 in range(0, ZH, G)])]
     return (lambda: (dq, dk, dv)), steps
+
+
+def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config):
+    """dq_mode="fused": preprocess, then attn_bwd_fused_kernel (``dkdv_config``'s BLOCK_M/BLOCK_N, num_warps and
+    num_stages for the grid and its dK/dV loop, ``dq_config``'s BLOCK_M/BLOCK_N for its dQ loop)."""
+    import torch
+    Z, H, N, D = q.shape
+    if D not in FUSED_CONFIGS:
+        raise ValueError(f"attention backward: head dim {D} is not supported (expected one of {sorted(FUSED_CONFIGS)})")
+    (bm1, bn1), (bm2, bn2), w, st = FUSED_CONFIGS[D]
+    c1 = dict(dict(BLOCK_M=bm1, BLOCK_N=bn1, num_warps=w, num_stages=st), **(dkdv_config or {}))
+    c2 = dict(dict(BLOCK_M=bm2, BLOCK_N=bn2), **(dq_config or {}))
+    if c1["BLOCK_N"] != c2["BLOCK_M"] or (causal and (c1["BLOCK_N"] % c1["BLOCK_M"] or c2["BLOCK_M"] % c2["BLOCK_N"])):
+        raise ValueError("dq_mode='fused' needs the dK/dV key block to be the dQ query block (and, causal, each a "
+                         f"multiple of its step), got {c1}, {c2}")
+    delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+    def preprocess():
+        attn_bwd_preprocess_kernel[(triton.cdiv(N, PRE_BLOCK), Z * H, 1)](
+            o, do, delta, *o.stride(), *do.stride(), H, N, BLOCK_M=PRE_BLOCK, HEAD_DIM=D)
+
+    def fused():
+        attn_bwd_fused_kernel[(triton.cdiv(N, c1["BLOCK_N"]), Z * H, 1)](
+            q, k, v, do, dk, dv, dq, lse, delta, sm_scale, *q.stride(), H, N, BLOCK_M1=c1["BLOCK_M"],
+            BLOCK_N1=c1["BLOCK_N"], BLOCK_M2=c2["BLOCK_M"], BLOCK_N2=c2["BLOCK_N"], HEAD_DIM=D, CAUSAL=causal,
+            DQ_DESC=c2.get("DESC", FUSED_DQ_DESC.get(D, False)), num_warps=c1["num_warps"], num_stages=c1["num_stages"])
+
+    return (lambda: (dq, dk, dv)), [("preprocess", preprocess), ("dkdv_dq", fused)]
 
 
 def _autograd_function():

@@ -228,3 +228,66 @@ def test_the_same_kernel_compiles_to_the_same_code_whatever_came_before(monkeypa
         monkeypatch.setattr(core, "_ids", itertools.count(start))
         asm.append(str(compile_fwd(64, True).asm["tir_initial"]))
     assert asm[0] == asm[1]
+
+
+@pytest.mark.parametrize("D", [128, 64])
+def test_causal_grids_grouped_longest_first_compile_without_spills(D):
+    # GROUP (the causal grids longest first across head groups): spill-free at the default configs, every dot on
+    # wgmma; the separate pass's dK/dV loop is the same SASS as without GROUP (rank and head from program ids
+    # divided by the constexpr GROUP)
+    sig = dict(Q=P("fp16"), K=P("fp16"), V=P("fp16"), DO=P("fp16"), DK=P("fp16"), DV=P("fp16"), DQ=P("fp16"),
+               LSE=P("fp32"), Delta=P("fp32"), sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32",
+               stride_k="i32", dq_stride_z="i32", dq_stride_h="i32", dq_stride_m="i32", H="i32", N_CTX="i32")
+
+    def dkdv(group, ds=False):
+        return _compile(B.attn_bwd_dkdv_kernel, sig, dict(HEAD_DIM=D, CAUSAL=True, ATOMIC_DQ=False, STORE_DS=ds,
+                                                          PREFETCH_LD=ds and B.DS_PREFETCH_LD.get(D, False),
+                                                          GROUP=group),
+                        B._cfg(B.DS_DKDV_CONFIGS if ds else B.DKDV_CONFIGS, D, None), ("stride_k",))
+    dsig = dict(Q=P("fp16"), K=P("fp16"), V=P("fp16"), DO=P("fp16"), DQ=P("fp16"), LSE=P("fp32"), Delta=P("fp32"),
+                sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32", stride_k="i32", H="i32", N_CTX="i32")
+    dq = _compile(B.attn_bwd_dq_kernel, dsig, dict(HEAD_DIM=D, CAUSAL=True, GROUP=8), B._cfg(B.DQ_CONFIGS, D, None),
+                  ("stride_k",))
+    grouped = dkdv(8)
+    for ck in (grouped, dq) + ((dkdv(8, ds=True),) if D == 128 else ()):
+        assert ck.n_spills == 0
+        assert {d["engine"] for d in ck.reports["dots"]} == {"wgmma"}
+    # the unmasked loop (the kernel's last MMA loop; the diagonal one before it may differ by an instruction)
+    assert _mma_loops(grouped.asm["sass"])[-1] == _mma_loops(dkdv(0).asm["sass"])[-1]
+
+
+def _mma_loops(sass):
+    """SASS mnemonics of every loop (a backward branch) that issues HGMMAs, in program order."""
+    ins, labels, out = [], {}, []
+    for line in sass.splitlines():
+        m = re.match(r"^\s*(\.L_x_\d+):", line)
+        if m:
+            labels[m.group(1)] = len(ins)
+            continue
+        m = re.match(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][\w.]*)(.*)$", line)
+        if m:
+            ins.append((m.group(1), m.group(2)))
+    for i, (op, rest) in enumerate(ins):
+        m = re.search(r"`\((\.L_x_\d+)\)", rest) if op == "BRA" else None
+        if m and labels.get(m.group(1), i + 1) <= i:
+            body = [o for o, _ in ins[labels[m.group(1)]:i + 1]]
+            if any(o.startswith("HGMMA") for o in body):
+                out.append(body)
+    return out
+
+
+@pytest.mark.parametrize("D,causal,desc", [(128, True, False), (64, True, False), (64, True, True)])
+def test_fused_mode_compiles_without_spills(D, causal, desc):
+    # dq_mode="fused" (both loops of the separate pass in one program) at FUSED_CONFIGS: spill-free, wgmma dots
+    sig = dict(Q=P("fp16"), K=P("fp16"), V=P("fp16"), DO=P("fp16"), DK=P("fp16"), DV=P("fp16"), DQ=P("fp16"),
+               LSE=P("fp32"), Delta=P("fp32"), sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32",
+               stride_k="i32", H="i32", N_CTX="i32")
+    (bm1, bn1), (bm2, bn2), w, s = B.FUSED_CONFIGS[D]
+    ck = _compile(B.attn_bwd_fused_kernel, sig, dict(HEAD_DIM=D, CAUSAL=causal, BLOCK_M1=bm1, BLOCK_N1=bn1,
+                                                     BLOCK_M2=bm2, BLOCK_N2=bn2, DQ_DESC=desc),
+                  dict(num_warps=w, num_stages=s), ("stride_k",))
+    assert ck.n_spills == 0
+    assert {d["engine"] for d in ck.reports["dots"]} == {"wgmma"}
+    assert len(_mma_loops(ck.asm["sass"])) >= 4  # causal: dK/dV's two loops, then dQ's two
+    # the dQ loop's K, V: cp.async after the program's dK/dV stores, or a TMA ring through descriptors
+    assert ("LDGSTS" in ck.asm["sass"]) != desc

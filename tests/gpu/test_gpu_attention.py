@@ -55,7 +55,10 @@ BWD_CASES = [(1024, 64, torch.float16, False, "separate"), (1024, 64, torch.bflo
              (1024, 128, torch.bfloat16, False, "bulk"), (1000, 64, torch.float16, True, "bulk"),
              # ds: dS^T stored by the dK/dV kernel (TMA stores clipped at N), dQ a GEMM over it
              (1000, 128, torch.float16, True, "ds"), (1024, 64, torch.bfloat16, False, "ds"),
-             (1024, 128, torch.bfloat16, False, "ds"), (1000, 64, torch.float16, True, "ds")]
+             (1024, 128, torch.bfloat16, False, "ds"), (1000, 64, torch.float16, True, "ds"),
+             # fused: the separate pass's two kernels in one grid (program i: key block i, then query block i)
+             (1000, 128, torch.float16, True, "fused"), (1024, 64, torch.bfloat16, False, "fused"),
+             (1024, 128, torch.bfloat16, False, "fused"), (1000, 64, torch.float16, True, "fused")]
 
 
 @pytest.mark.parametrize("N,D,dtype,causal,dq_mode", BWD_CASES)
@@ -113,7 +116,8 @@ def test_backward_without_deferred_ring_waits(D, causal, monkeypatch):
 def _check_backward_at(D, causal, **kw):
     q, k, v, do = _inputs(1, 4, 1000, D, torch.float16)
     o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
-    ours = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, **kw)
+    # the separate pass's configs and kernels (dq_mode=None picks fused at D=64)
+    ours = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="separate", **kw)
     which, cfg = next(iter(kw.items()))
     grads = {}
     for name, cast in (("torch", torch.float16), ("fp32", torch.float32)):
@@ -170,13 +174,44 @@ def test_ds_with_a_bounded_workspace_is_the_same(N, D, causal):
         assert torch.equal(x, y)
 
 
+@pytest.mark.parametrize("mode", ["separate", "ds"])
+@pytest.mark.parametrize("groups", [(8, 8), (0, 8), (12, 5)])
+@pytest.mark.parametrize("N,D", [(1000, 64), (1024, 128)])
+def test_causal_grids_grouped_longest_first_are_the_same(N, D, groups, mode):
+    # GROUP: the causal dK/dV and dQ (ds: the GEMM) grids launched longest first across groups of heads (12 asks
+    # for 12 of 12 heads, 5 runs 4): each block of each head is still computed once, by the same arithmetic
+    q, k, v, do = _inputs(2, 6, N, D, torch.float16)
+    o, lse = A.attention_fwd(q, k, v, causal=True, return_lse=True)
+    base = B.attention_bwd(do, q, k, v, o, lse, True, D ** -0.5, dq_mode=mode, dkdv_config=dict(GROUP=0),
+                           dq_config=dict(GROUP=0))
+    grouped = B.attention_bwd(do, q, k, v, o, lse, True, D ** -0.5, dq_mode=mode, dkdv_config=dict(GROUP=groups[0]),
+                              dq_config=dict(GROUP=groups[1]))
+    for x, y in zip(base, grouped):
+        assert torch.equal(x, y)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("N,D,desc", [(1000, 64, False), (1000, 64, True), (1024, 128, False)])
+def test_fused_mode_is_the_separate_pass_bit_for_bit(N, D, desc, causal):
+    # dq_mode="fused" runs the separate pass's dK/dV and dQ arithmetic (same blocks) in one grid; desc: the dQ
+    # loop's K and V through descriptors (zero-padded past N like the masked loads)
+    q, k, v, do = _inputs(1, 4, N, D, torch.float16)
+    o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
+    (bm1, bn1), (bm2, bn2), _, _ = B.FUSED_CONFIGS[D]
+    sep = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="separate",
+                          dkdv_config=dict(BLOCK_M=bm1, BLOCK_N=bn1), dq_config=dict(BLOCK_M=bm2, BLOCK_N=bn2))
+    fused = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="fused", dq_config=dict(DESC=desc))
+    for x, y in zip(sep, fused):
+        assert torch.equal(x, y)
+
+
 @pytest.mark.parametrize("D", [64, 128])
 def test_causal_dq_in_either_program_order_is_the_same(D):
     # LPT (the default): the longest query blocks first; each program's arithmetic is unchanged
     q, k, v, do = _inputs(1, 4, 1000, D, torch.float16)
     o, lse = A.attention_fwd(q, k, v, causal=True, return_lse=True)
-    a = B.attention_bwd(do, q, k, v, o, lse, True, D ** -0.5)
-    b = B.attention_bwd(do, q, k, v, o, lse, True, D ** -0.5, dq_config=dict(LPT=False))
+    a = B.attention_bwd(do, q, k, v, o, lse, True, D ** -0.5, dq_mode="separate")
+    b = B.attention_bwd(do, q, k, v, o, lse, True, D ** -0.5, dq_mode="separate", dq_config=dict(LPT=False))
     assert torch.equal(a[0], b[0])
 
 

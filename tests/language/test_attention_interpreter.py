@@ -133,8 +133,27 @@ def test_causal_dq_programs_in_either_order_give_the_same_dq():
     torch.testing.assert_close(lpt.float(), qf.grad, rtol=2e-2, atol=4e-3)
 
 
+@pytest.mark.parametrize("mode", ["separate", "ds"])
+def test_causal_programs_longest_first_across_head_groups_give_the_same_grads(mode):
+    # GROUP: the causal dK/dV and dQ grids ordered longest first across groups of heads (4 heads in groups of 2;
+    # 3 asked runs 2, the largest divisor of 4 below it) -- every block of every head is still computed once
+    q, k, v = _qkv(80, 16, torch.float16, H=4)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    o, lse = A.attention_fwd(q, k, v, True, 0.25, return_lse=True)
+    c1, c2 = dict(BLOCK_M=16, BLOCK_N=32), dict(BLOCK_M=32, BLOCK_N=16)
+    base = B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_mode=mode, dkdv_config=c1, dq_config=c2)
+    grouped = B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_mode=mode, dkdv_config=dict(c1, GROUP=2),
+                              dq_config=dict(c2, GROUP=3))
+    for x, y in zip(base, grouped):
+        assert torch.equal(x, y)
+    qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
+    torch.nn.functional.scaled_dot_product_attention(qf, kf, vf, is_causal=True, scale=0.25).backward(do.float())
+    for x, y in zip(grouped, (qf.grad, kf.grad, vf.grad)):
+        torch.testing.assert_close(x.float(), y, rtol=2e-2, atol=4e-3)
+
+
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("dq_mode", ["separate", "atomic", "bulk", "ds"])
+@pytest.mark.parametrize("dq_mode", ["separate", "atomic", "bulk", "ds", "fused"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("N,D", [(80, 16), (64, 32)])
 def test_backward_matches_torch_autograd(N, D, dtype, dq_mode, causal):
@@ -224,3 +243,50 @@ def test_the_fold_default_and_a_negative_scale():
     o = A.attention_fwd(q, k, v, causal=False, sm_scale=-0.3, fold_scale=True, BLOCK_M=32, BLOCK_N=16)
     ref, _ = _ref(q, k, v, False, sm_scale=-0.3)
     torch.testing.assert_close(o.float(), ref, rtol=1e-2, atol=2e-3)
+
+
+def test_causal_grids_group_heads_by_a_divisor_and_only_when_causal():
+    assert B._grid(32, 128, True, dict(GROUP=8)) == ((256, 16, 1), dict(GROUP=8))
+    assert B._grid(32, 12, True, dict(GROUP=8)) == ((192, 2, 1), dict(GROUP=6))
+    assert B._grid(32, 7, True, dict(GROUP=8)) == ((224, 1, 1), dict(GROUP=7))
+    assert B._grid(32, 128, False, dict(GROUP=8)) == ((32, 128, 1), dict(GROUP=0))
+    assert B._grid(32, 128, True, dict(GROUP=8, LPT=False)) == ((32, 128, 1), dict(GROUP=0, LPT=False))
+    assert B._grid(32, 128, True, {}) == ((32, 128, 1), dict(GROUP=0))
+
+
+def test_the_causal_group_table_sets_the_launches_group(monkeypatch):
+    # CAUSAL_GROUP[(head dim, dq mode)] = (dK/dV's, dQ's GROUP): the causal launches get it, non-causal ones 0;
+    # an explicit config's GROUP wins
+    q, k, v = _qkv(64, 16, torch.float16, H=4)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    o, lse = A.attention_fwd(q, k, v, True, 0.25, return_lse=True)
+    base = B.attention_bwd(do, q, k, v, o, lse, True, 0.25)
+    monkeypatch.setattr(B, "CAUSAL_GROUP", {(16, "separate"): (2, 4)})
+    seen1, seen2 = [], []
+    monkeypatch.setattr(B, "attn_bwd_dkdv_kernel", _Spy(B.attn_bwd_dkdv_kernel, seen1))
+    monkeypatch.setattr(B, "attn_bwd_dq_kernel", _Spy(B.attn_bwd_dq_kernel, seen2))
+    for a, b in zip(B.attention_bwd(do, q, k, v, o, lse, True, 0.25), base):
+        assert torch.equal(a, b)
+    assert (seen1[-1]["GROUP"], seen2[-1]["GROUP"]) == (2, 4)
+    B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dkdv_config=dict(GROUP=1))
+    assert (seen1[-1]["GROUP"], seen2[-1]["GROUP"]) == (1, 4)
+    B.attention_bwd(do, q, k, v, o, lse, False, 0.25)
+    assert (seen1[-1]["GROUP"], seen2[-1]["GROUP"]) == (0, 0)
+    B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_mode="ds")
+    assert (seen1[-1]["GROUP"], seen2[-1]["GROUP"]) == (0, 0)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fused_mode_with_descriptor_loads_in_its_dq_loop(causal):
+    # dq_mode="fused" with the dQ loop's K and V through descriptors (DESC) at a ragged length: the separate
+    # pass's grads at the same blocks, bit for bit
+    q, k, v = _qkv(80, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
+    (bm1, bn1), (bm2, bn2), _, _ = B.FUSED_CONFIGS[16]
+    sep = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dkdv_config=dict(BLOCK_M=bm1, BLOCK_N=bn1),
+                          dq_config=dict(BLOCK_M=bm2, BLOCK_N=bn2))
+    for desc in (False, True):
+        got = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="fused", dq_config=dict(DESC=desc))
+        for a, b in zip(got, sep):
+            assert torch.equal(a, b)

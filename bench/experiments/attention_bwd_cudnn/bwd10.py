@@ -1,6 +1,6 @@
 """The attention backward's variants against cuDNN's backward in one process, without the forward's rows: what
 ``python3 -m bench attention --sweep`` times for the backward (``bench_attention.sweep``, called directly on the
-saved O and LSE, its entries picked by ``--filter``), plus our ``dq_mode``s and SDPA's cuDNN backend through autograd
+saved O and LSE, its entries picked by ``--filter``), plus our ``dq_mode``s, SDPA's cuDNN backend and Triton's tutorial 06 (``--tutorial06``) through autograd
 (``o.backward(do)``, grads cleared untimed), timed alike (``bench_attention.timeit``, CUDA events per call from an
 idle GPU). ``--check`` compares every timed entry's gradients with the default config's (the sweep's check) and
 our autograd modes' with cuDNN's.
@@ -72,6 +72,8 @@ def run(N, D, causal, args, failures, rows, timings, save):
         if name in args.sdpa:
             variants.append((name + "_bwd", lambda a, b, c, ctx=ctx: _in(ctx, SDPA, a, b, c, is_causal=causal,
                                                                           scale=scale)))
+    if args.tut06 is not None and dtype == torch.float16:  # Triton's tutorial 06 under real Triton (fp16 only)
+        variants.append(("tutorial06_bwd", lambda a, b, c: args.tut06.attention(a, b, c, causal, scale, False)))
     grads = {}
     for name, forward in variants:
         clear()
@@ -114,6 +116,10 @@ def main(argv=None) -> int:
     p.add_argument("--modes", nargs="*", default=["separate", "ds"], choices=list(BA.BWD_MODES),
                    help="our dq_modes timed through autograd")
     p.add_argument("--sdpa", nargs="*", default=["sdpa_cudnn"], help="SDPA backends timed through autograd")
+    p.add_argument("--tutorial06", metavar="PATH", default=BA.TUTORIAL06 if os.path.isfile(BA.TUTORIAL06) else None,
+                   help="Triton's python/tutorials/06-fused-attention.py: its backward timed through autograd too "
+                        "(default: .ext/tutorials/ when there)")
+    p.add_argument("--no-tutorial06", action="store_true")
     p.add_argument("--check", action="store_true")
     p.add_argument("--rep-ms", type=float, default=100.0)
     p.add_argument("--batch", type=int, default=BA.Z)
@@ -127,6 +133,12 @@ def main(argv=None) -> int:
     elif not torch.cuda.is_available():
         print("bwd10: needs a CUDA GPU", file=sys.stderr)
         return 2
+    args.tut06 = None
+    if args.tutorial06 and not args.no_tutorial06 and args.device == "cuda":
+        try:
+            args.tut06 = BA.load_tutorial06(args.tutorial06)
+        except Exception as e:  # e.g. no Triton: the other rows still run
+            print(f"bwd10: tutorial 06 not timed: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
     rows, timings, failures = [], [], []
 
     def save():

@@ -5,7 +5,7 @@ has a producer warp (``warps`` launched vs ``num_warps``), and per MMA loop (the
 backward branch): HGMMA shapes, wgmma waits, MUFU.EX2, TMA copies, mbarrier ops, barriers, shared/global accesses.
 
     PYTHONPATH=$PWD python3 bench/experiments/attention_bwd_cudnn/bwd_sass.py [--json OUT] [--table]
-        [--only dkdv|dq] [--configs D:CAUSAL:KERNEL:BM,BN,W,S ...]
+        [--only dkdv|dq] [--configs D:CAUSAL:KERNEL:BM,BN,W,S ...] [--group 0 8 ...]
 
 Nothing here is a test (docs/attention.md, "Backward against cuDNN").
 """
@@ -42,7 +42,7 @@ CONFIGS = [
 ]
 
 
-def compile_kernel(D, causal, kernel, cfg, dt="fp16"):
+def compile_kernel(D, causal, kernel, cfg, dt="fp16", group=0):
     import kernelc
     from examples.kernels import attention_bwd as B
     bm, bn, w, s = cfg
@@ -61,28 +61,31 @@ def compile_kernel(D, causal, kernel, cfg, dt="fp16"):
                    stride_z="i32", stride_h="i32", stride_m="i32", stride_k="i32", H="i32", N_CTX="i32")
         fn, cx = B.attn_bwd_dq_kernel, {}
     # what the launcher specialises at the bench's sizes: 16-divisible integers and pointers, unit inner stride
+    if group:  # GROUP: the causal grid longest first across head groups (twelfth session)
+        cx = dict(cx, GROUP=group)
     return kernelc.compile(fn, sig, dict(cx, HEAD_DIM=D, CAUSAL=causal, BLOCK_M=bm, BLOCK_N=bn), target="sm_90a",
                            num_warps=w, num_stages=s, divisibility={n: 16 for n in sig}, equal_to_1=("stride_k",))
 
 
-def survey(D, causal, kernel, cfg):
-    ck = compile_kernel(D, causal, kernel, cfg)
+def survey(D, causal, kernel, cfg, group=0):
+    ck = compile_kernel(D, causal, kernel, cfg, group=group)
     threads = 32 * ck.launch_warps  # num_warps plus a producer warp(group) where the loop is warp-specialised
     occ = blocks_per_sm(ck.n_regs, ck.shared, warps=ck.launch_warps)
     loops = mma_loops(ck.asm["sass"])
     keep = ("HGMMA", "HGMMA_shapes", "DEPBAR_args", "MUFU.EX2", "UTMALDG", "SYNCS", "BAR.SYNC", "LDS", "STS", "LDG",
             "STG", "STSM", "FENCE", "LDL", "STL", "FFMA", "FMUL", "FADD", "F2FP", "total")
-    return dict(head_dim=D, causal=causal, kernel=kernel, config=list(cfg), regs=ck.n_regs, spills=ck.n_spills,
+    return dict(head_dim=D, causal=causal, kernel=kernel, config=list(cfg), group=group, regs=ck.n_regs, spills=ck.n_spills,
                 shared=ck.shared, threads=threads, per_sm=occ, loops=[{k: lp[k] for k in keep} for lp in loops])
 
 
 def table(rows) -> str:
-    out = ["| D | causal | kernel | config | regs | spills | smem KB | threads | programs/SM | loop: HGMMA (shapes) | "
-           "waits | MUFU.EX2 | BAR.SYNC | STSM | STG | SASS a trip |", "|" + "---|" * 16]
+    out = ["| D | causal | kernel | config | GROUP | regs | spills | smem KB | threads | programs/SM | loop: HGMMA (shapes) | "
+           "waits | MUFU.EX2 | BAR.SYNC | STSM | STG | SASS a trip |", "|" + "---|" * 17]
     for r in rows:
         lp = r["loops"][-1] if r["loops"] else {}
         shapes = ", ".join(f"{n}x{k.split('.')[1]}" for k, n in sorted(lp.get("HGMMA_shapes", {}).items()))
-        out.append(f"| {r['head_dim']} | {int(r['causal'])} | {r['kernel']} | {tuple(r['config'])} | {r['regs']} | "
+        out.append(f"| {r['head_dim']} | {int(r['causal'])} | {r['kernel']} | {tuple(r['config'])} | "
+                   f"{r.get('group', 0)} | {r['regs']} | "
                    f"{r['spills']} | {r['shared'] / 1024:.0f} | {r['threads']} | {r['per_sm']['blocks']} | "
                    f"{lp.get('HGMMA')} ({shapes}) | {len(lp.get('DEPBAR_args', []))} | {lp.get('MUFU.EX2')} | "
                    f"{lp.get('BAR.SYNC')} | {lp.get('STSM')} | {lp.get('STG')} | {lp.get('total')} |")
@@ -95,6 +98,8 @@ def main(argv=None) -> int:
     p.add_argument("--table", action="store_true")
     p.add_argument("--only", choices=["dkdv", "dq", "dkdv_ds", "dq_ds"], default=None)
     p.add_argument("--configs", nargs="+", default=None, metavar="D:CAUSAL:KERNEL:BM,BN,W,S")
+    p.add_argument("--group", type=int, nargs="+", default=[0],
+                   help="the kernels' GROUP (causal grids longest first across this many heads; 0: off)")
     args = p.parse_args(argv)
     configs = CONFIGS
     if args.configs:
@@ -106,8 +111,11 @@ def main(argv=None) -> int:
     for D, causal, kernel, cfg in configs:
         if args.only and kernel != args.only:
             continue
-        rows.append(survey(D, causal, kernel, cfg))
-        print(json.dumps(rows[-1]), flush=True)
+        for g in args.group:
+            if g and not causal:
+                continue
+            rows.append(survey(D, causal, kernel, cfg, g))
+            print(json.dumps(rows[-1]), flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -10,6 +10,9 @@ import json
 import sys
 
 
+MODES = ("separate", "ds", "fused")  # our autograd rows (ours_bwd_<mode>) where the file has them
+
+
 def tables(path: str) -> str:
     data = json.load(open(path))
     by = {}
@@ -17,15 +20,17 @@ def tables(path: str) -> str:
         if "ms" in t:
             by.setdefault((t["seq"], t["head_dim"], t["dtype"], t["causal"]), {})[t["variant"]] = t["ms"]
     out = [f"### {path}", "", "| N | D | dtype | causal | cuDNN | tut06 | " +
-           " | ".join(f"{m} (vs cuDNN, vs tut06)" for m in ("separate", "overlap", "ds", "ds2")) + " |",
-           "|" + "---|" * 10]
+           " | ".join(f"{m} (vs cuDNN, vs tut06)" for m in MODES) + " |",
+           "|" + "---|" * (6 + len(MODES))]
     for key, ms in sorted(by.items()):
         cud, tut = ms.get("sdpa_cudnn_bwd"), ms.get("tutorial06_bwd")
         cells = []
-        for m in ("separate", "overlap", "ds", "ds2"):
+        for m in MODES:
             x = ms.get(f"ours_bwd_{m}")
             cells.append("--" if x is None else f"{x:.3f} ({cud / x:.3f}, {tut / x:.3f})" if tut else
                          f"{x:.3f} ({cud / x:.3f}, --)" if cud else f"{x:.3f}")
+        if not any(f"ours_bwd_{m}" in ms for m in MODES) and cud is None:
+            continue
         out.append(f"| {key[0]} | {key[1]} | {key[2]} | {int(key[3])} | {cud and round(cud, 3)} | "
                    f"{tut and round(tut, 3)} | " + " | ".join(cells) + " |")
     out += ["", "| N | D | causal | sweep entry (called directly) | ms | vs sweep_bwd_default | "
