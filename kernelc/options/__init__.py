@@ -305,8 +305,11 @@ KNOBS: Tuple[Knob, ...] = (
          "user, depth first from the stores, as Triton's PTX has them, in kernels made of elementwise chains between "
          "loads and stores (geglu bwd: 4.3 global loads in flight a thread at 77 registers against 2.7 at 104, "
          "0.985 -> 1.015x Triton on an H100); off keeps code generation's op order everywhere (kernels with "
-         "reductions or layout conversions keep it: a layer-norm row measured 5.5% slower in consumer order)",
-         _choice(("elementwise", ("elementwise", "auto", "on", "1", "true", "yes")), ("off", ("off", "0", "false", "no"))),
+         "reductions or layout conversions keep it: a layer-norm row measured 5.5% slower in consumer order); "
+         "stores_last: as elementwise, and a block's trailing stores after all of its arithmetic, as Triton's PTX "
+         "has them (rope: ptxas then builds 48 registers, 10 blocks per SM, Triton's schedule, against 56 and 9)",
+         _choice(("elementwise", ("elementwise", "auto", "on", "1", "true", "yes")), ("stores_last", ("stores_last",)),
+                 ("off", ("off", "0", "false", "no"))),
          compile=True, field="consumer_order"),
     Knob("KERNELC_DEFAULT_FP_FUSION", "bool", True,
          "let float a*b+c contract into fma (Triton's enable_fp_fusion); a launch's enable_fp_fusion= overrides it",
