@@ -58,7 +58,7 @@ def test_a_kernel_without_dots_is_marked_to_fill_its_occupancy_step():
     """)
     after = print_function(mark_register_budget(fn))
     filecheck(after, """
-        CHECK: kernel scale_rows(%x_ptr: *fp32 {div=16}, %y_ptr: *fp32 {div=16}, %n: i32 {div=16}) attributes {registers='fill_step'} {  // constexprs: BLOCK=1024
+        CHECK: kernel scale_rows(%x_ptr: *fp32 {div=16}, %y_ptr: *fp32 {div=16}, %n: i32 {div=16}) attributes {registers='fill_step', fill_policy='loads'} {  // constexprs: BLOCK=1024
         CHECK-NEXT: = program_id {axis=0} : i32
     """)
     assert after.split("\n", 1)[1] == before.split("\n", 1)[1]   # the body is unchanged
@@ -163,7 +163,7 @@ def test_the_analyzer_reads_a_header_with_function_attributes():
     from analyzer.tir import parse
     ck = kernelc.compile(scale_rows, SCALE_SIG, dict(BLOCK=1024), target="sm_90a",
                          divisibility={k: 16 for k in SCALE_SIG})
-    assert " attributes {registers='fill_step'} {" in ck.asm["tir"].splitlines()[0]
+    assert " attributes {registers='fill_step', fill_policy='step'} {" in ck.asm["tir"].splitlines()[0]
     facts = parse(ck.asm["tir"])
     assert facts.name == "scale_rows"
     assert facts.arg_types == {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"}
@@ -287,3 +287,41 @@ def test_no_step_down_where_it_spills(monkeypatch):
     ck = kernelc.compile(K.log_softmax_bwd_kernel, sig, dict(BLOCK_SIZE=8192), target="sm_90a", num_warps=16,
                          divisibility={k: 16 for k in sig})
     assert ck.n_regs > 32 and ck.local_bytes == 0 and "step down" not in ck.artifacts.ptxas_log
+
+
+@kernelc.jit
+def scale_rows_looped(x_ptr, y_ptr, n, BLOCK: kl.constexpr):
+    for start in range(0, n, BLOCK):
+        offs = start + kl.arange(0, BLOCK)
+        kl.store(y_ptr + offs, kl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
+
+
+@pytest.mark.parametrize("kernel,policy", [(scale_rows, "step"), (scale_rows_looped, "loads")])
+def test_the_loops_policy_follows_the_kernels_loops(kernel, policy):
+    """KERNELC_FILL_POLICY=loops: a one-pass kernel weighs the unbounded and filled builds only (step), a kernel
+    with a loop also the launch bound's (loads); golden: only the header's fill_policy differs from loads."""
+    fn, _ = to_tile_ir(kernel, SCALE_SIG, dict(BLOCK=1024))
+    loads = print_function(mark_register_budget(fn, policy="loads"))
+    loops = print_function(mark_register_budget(fn, policy="loops"))
+    assert loops.split("\n", 1)[1] == loads.split("\n", 1)[1]
+    assert "fill_policy='loads'" in loads.splitlines()[0]
+    assert loops.splitlines()[0] == loads.splitlines()[0].replace("fill_policy='loads'", f"fill_policy='{policy}'")
+    assert ("scf.for" in loops) == (policy == "loads")
+
+
+def test_the_backend_takes_the_policy_from_the_ir(monkeypatch):
+    """rope's PTX under stores_last: the tile IR's fill_policy decides whether the launch bound's build is weighed,
+    whatever KERNELC_FILL_POLICY says at assembly."""
+    from kernelc.compiler.backend import ptxas as P
+    from .test_consumer_order_stores_last import ROPE_SIG
+    monkeypatch.setenv("KERNELC_CONSUMER_ORDER", "stores_last")
+    monkeypatch.setenv("KERNELC_FILL_POLICY", "loops")
+    ck = kernelc.compile(K.rope_kernel, ROPE_SIG, dict(BLOCK_H=32, BLOCK_D=64), target="sm_90a",
+                         divisibility={k: 16 for k in ROPE_SIG})
+    assert "fill_policy='step'" in ck.asm["tir"].splitlines()[0]
+    monkeypatch.setenv("KERNELC_FILL_POLICY", "loads")
+    step = P.ptx_to_cubin(ck.asm["ptx"], "sm_90a", fill_step=True, fill_policy="step")
+    loads = P.ptx_to_cubin(ck.asm["ptx"], "sm_90a", fill_step=True, fill_policy="loads")
+    regs = lambda res: res.resources["rope_kernel"].registers   # noqa: E731
+    assert regs(step) == ck.n_regs <= 48
+    assert regs(loads) > regs(step) and "with its launch bound" in loads.info_log
