@@ -290,8 +290,8 @@ KNOBS: Tuple[Knob, ...] = (
          "(also the launch bound's build, kept where its resident warps x global loads in flight per thread, from "
          "the SASS, are more and it keeps two blocks per SM where there were: a layer-norm row at 80 registers and "
          "3 blocks keeps 1.8 loads in flight against 0.9 at 64 registers and 4 blocks, and the bound's build measured "
-         "1.21x Triton against 0.98x: docs/performance.md), or loops (loads for a kernel with a loop, step for a "
-         "one-pass kernel: passes/register_budget.py writes the kernel's fill_policy)",
+         "1.21x Triton against 0.98x: docs/performance.md), or loops (loads for a kernel with a loop; for a one-pass "
+         "kernel the same without the launch bound's build: passes/register_budget.py writes the kernel's fill_policy)",
          _choice(("step", ("step",)), ("loads", ("loads",)), ("loops", ("loops",))),
          compile=True, field="fill_policy"),
     Knob("KERNELC_FILL_STEP_DOWN", "bool", True,

@@ -296,10 +296,10 @@ def scale_rows_looped(x_ptr, y_ptr, n, BLOCK: kl.constexpr):
         kl.store(y_ptr + offs, kl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
 
 
-@pytest.mark.parametrize("kernel,policy", [(scale_rows, "step"), (scale_rows_looped, "loads")])
+@pytest.mark.parametrize("kernel,policy", [(scale_rows, "unbounded"), (scale_rows_looped, "loads")])
 def test_the_loops_policy_follows_the_kernels_loops(kernel, policy):
-    """KERNELC_FILL_POLICY=loops: a one-pass kernel weighs the unbounded and filled builds only (step), a kernel
-    with a loop also the launch bound's (loads); golden: only the header's fill_policy differs from loads."""
+    """KERNELC_FILL_POLICY=loops: a one-pass kernel weighs its builds without the launch bound's (unbounded), a
+    kernel with a loop also the launch bound's (loads); golden: only the header's fill_policy differs from loads."""
     fn, _ = to_tile_ir(kernel, SCALE_SIG, dict(BLOCK=1024))
     loads = print_function(mark_register_budget(fn, policy="loads"))
     loops = print_function(mark_register_budget(fn, policy="loops"))
@@ -318,9 +318,9 @@ def test_the_backend_takes_the_policy_from_the_ir(monkeypatch):
     monkeypatch.setenv("KERNELC_FILL_POLICY", "loops")
     ck = kernelc.compile(K.rope_kernel, ROPE_SIG, dict(BLOCK_H=32, BLOCK_D=64), target="sm_90a",
                          divisibility={k: 16 for k in ROPE_SIG})
-    assert "fill_policy='step'" in ck.asm["tir"].splitlines()[0]
+    assert "fill_policy='unbounded'" in ck.asm["tir"].splitlines()[0]
     monkeypatch.setenv("KERNELC_FILL_POLICY", "loads")
-    step = P.ptx_to_cubin(ck.asm["ptx"], "sm_90a", fill_step=True, fill_policy="step")
+    step = P.ptx_to_cubin(ck.asm["ptx"], "sm_90a", fill_step=True, fill_policy="unbounded")
     loads = P.ptx_to_cubin(ck.asm["ptx"], "sm_90a", fill_step=True, fill_policy="loads")
     regs = lambda res: res.resources["rope_kernel"].registers   # noqa: E731
     assert regs(step) == ck.n_regs <= 48
