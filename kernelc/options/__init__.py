@@ -290,9 +290,9 @@ KNOBS: Tuple[Knob, ...] = (
          "(also the launch bound's build, kept where its resident warps x global loads in flight per thread, from "
          "the SASS, are more and it keeps two blocks per SM where there were: a layer-norm row at 80 registers and "
          "3 blocks keeps 1.8 loads in flight against 0.9 at 64 registers and 4 blocks, and the bound's build measured "
-         "1.21x Triton against 0.98x: docs/performance.md), or loops (loads for a kernel with a loop; for a one-pass "
-         "kernel the same without the launch bound's build: passes/register_budget.py writes the kernel's fill_policy)",
-         _choice(("step", ("step",)), ("loads", ("loads",)), ("loops", ("loops",))),
+         "1.21x Triton against 0.98x: docs/performance.md); passes/register_budget.py writes it into the tile IR "
+         "(fill_policy), which the assembler follows",
+         _choice(("step", ("step",)), ("loads", ("loads",))),
          compile=True, field="fill_policy"),
     Knob("KERNELC_FILL_STEP_DOWN", "bool", True,
          "under KERNELC_FILL_POLICY=loads, also weigh the build one occupancy step down (a register ceiling that fits "
@@ -306,11 +306,8 @@ KNOBS: Tuple[Knob, ...] = (
          "user, depth first from the stores, as Triton's PTX has them, in kernels made of elementwise chains between "
          "loads and stores (geglu bwd: 4.3 global loads in flight a thread at 77 registers against 2.7 at 104, "
          "0.985 -> 1.015x Triton on an H100); off keeps code generation's op order everywhere (kernels with "
-         "reductions or layout conversions keep it: a layer-norm row measured 5.5% slower in consumer order); "
-         "stores_last: as elementwise, and a block's trailing stores after all of its arithmetic, as Triton's PTX "
-         "has them (rope: ptxas then builds 48 registers, 10 blocks per SM, Triton's schedule, against 56 and 9)",
-         _choice(("elementwise", ("elementwise", "auto", "on", "1", "true", "yes")), ("stores_last", ("stores_last",)),
-                 ("off", ("off", "0", "false", "no"))),
+         "reductions or layout conversions keep it: a layer-norm row measured 5.5% slower in consumer order)",
+         _choice(("elementwise", ("elementwise", "auto", "on", "1", "true", "yes")), ("off", ("off", "0", "false", "no"))),
          compile=True, field="consumer_order"),
     Knob("KERNELC_DEFAULT_FP_FUSION", "bool", True,
          "let float a*b+c contract into fma (Triton's enable_fp_fusion); a launch's enable_fp_fusion= overrides it",

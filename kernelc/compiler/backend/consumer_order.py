@@ -23,9 +23,6 @@ import re
 from typing import Dict, List, Optional, Set
 
 ATTRIBUTE = '"kernelc.order"="consumers"'
-# consumer order, and a block's trailing stores after all of its pure instructions (KERNELC_CONSUMER_ORDER=
-# stores_last): the stores keep their order among themselves and after every other side effect of the block
-STORES_LAST = '"kernelc.order"="consumers-stores-last"'
 
 _LOCAL = re.compile(r"%(?:[-a-zA-Z$._0-9]+|\"[^\"]*\")")
 _STRING = re.compile(r'c?"(?:[^"\\]|\\.)*"')
@@ -75,15 +72,8 @@ def _operands(rhs: str, defs: Dict[str, int]) -> List[str]:
     return [n for n in _LOCAL.findall(_STRING.sub('""', rhs)) if n in defs]
 
 
-def _is_store(line: str) -> bool:
-    """A global store: LLVM's ``store`` or kernelc's inline-asm ``st.global`` (no value defined)."""
-    text = line.strip()
-    return not _DEF.match(line) and (text.startswith("store ") or ("asm sideeffect" in text and "st.global" in text))
-
-
-def _order_block(lines: List[str], pure_callees: Set[str], stores_last: bool = False) -> Optional[List[str]]:
-    """The block's instructions in consumer order, or None to leave the block as it is. ``stores_last``: the stores
-    after the block's last other side effect come after all of its pure instructions, in their order."""
+def _order_block(lines: List[str], pure_callees: Set[str]) -> Optional[List[str]]:
+    """The block's instructions in consumer order, or None to leave the block as it is."""
     if any(not ln.startswith("  ") or ln.startswith("   ") for ln in lines):
         return None                     # debug records, continuation lines: not ours to move
     body = list(lines)
@@ -121,23 +111,12 @@ def _order_block(lines: List[str], pure_callees: Set[str], stores_last: bool = F
                 if not done[j] and j < i:
                     stack.append((j, False))
 
-    effects = [i for i in range(len(body)) if not pure[i]]
-    tail: List[int] = []
-    if stores_last:
-        while effects and _is_store(body[effects[-1]]):
-            tail.insert(0, effects.pop())
-    for i in effects:
-        emit(i)
-    for i in tail:                      # the trailing stores' operands first, then the stores
-        for name in _operands(rhs_of[i], defs):
-            if defs[name] < i:
-                emit(defs[name])
-    for i in range(len(body)):          # values only the terminator (or nothing) reads, in their old order
-        if not done[i] and i not in tail:
+    for i in range(len(body)):
+        if not pure[i]:
             emit(i)
-    for i in tail:
-        out.append(body[i])
-        done[i] = True
+    for i in range(len(body)):          # values only the terminator (or nothing) reads, in their old order
+        if not done[i]:
+            emit(i)
     return phis + out + ([term] if term is not None else [])
 
 
@@ -158,11 +137,10 @@ def _name_numbered(line: str) -> str:
 def order_by_consumers(llir: str) -> str:
     """``llir`` with every function that carries :data:`ATTRIBUTE` reordered block by block (see the module doc);
     other functions and unknown constructs are left as they are."""
-    if ATTRIBUTE not in llir and STORES_LAST not in llir:
+    if ATTRIBUTE not in llir:
         return llir
     lines = llir.split("\n")
     groups = {m.group(1) for m in map(_ATTRS.match, lines) if m and ATTRIBUTE in m.group(2)}
-    last_groups = {m.group(1) for m in map(_ATTRS.match, lines) if m and STORES_LAST in m.group(2)}
     pure_callees = _pure_callees(llir)
     out: List[str] = []
     i = 0
@@ -173,19 +151,18 @@ def order_by_consumers(llir: str) -> str:
         if not (ln.startswith("define ") and ln.rstrip().endswith("{")):
             continue
         head = ln.split(")")[-1] if ")" in ln else ""
-        last = any(g in head.split() for g in last_groups) or STORES_LAST in head
-        ordered = last or any(g in head.split() for g in groups) or ATTRIBUTE in head
+        ordered = any(g in head.split() for g in groups) or ATTRIBUTE in head
         if ordered:
             out[-1] = _name_numbered(ln)
         block: List[str] = []
         while i < len(lines) and lines[i] != "}":
             cur = _name_numbered(lines[i]) if ordered else lines[i]
             if _LABEL.match(cur) or cur.strip() == "" or cur.lstrip().startswith(";"):
-                out.extend((_order_block(block, pure_callees, last) if ordered and block else None) or block)
+                out.extend((_order_block(block, pure_callees) if ordered and block else None) or block)
                 block = []
                 out.append(cur)
             else:
                 block.append(cur)
             i += 1
-        out.extend((_order_block(block, pure_callees, last) if ordered and block else None) or block)
+        out.extend((_order_block(block, pure_callees) if ordered and block else None) or block)
     return "\n".join(out)

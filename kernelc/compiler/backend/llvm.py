@@ -36,7 +36,7 @@ from kernelc.errors import CompilationError
 
 from cubintools.target import Target, parse_target
 
-from .consumer_order import ATTRIBUTE as CONSUMER_ORDER, STORES_LAST, order_by_consumers
+from .consumer_order import ATTRIBUTE as CONSUMER_ORDER, order_by_consumers
 
 __all__ = ["ensure_initialized", "llvm_to_ptx", "link_libdevice", "libdevice_path", "needed_libdevice_functions"]
 
@@ -207,7 +207,7 @@ def llvm_to_ptx(llir_text: str, target="sm_90a", opt_level: int = 3,
             pb.getModulePassManager().run(mod, pb)
     t3 = time.perf_counter()
     optimized = str(mod)
-    if CONSUMER_ORDER in optimized or STORES_LAST in optimized:
+    if CONSUMER_ORDER in optimized:
         # the tile IR asked for consumer order (passes/instruction_order.py); NVPTX prints in source order
         optimized = order_by_consumers(optimized)
         mod = llvm.parse_assembly(optimized, context=ctx)

@@ -239,8 +239,7 @@ def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequen
     ``extra`` options are passed to ptxas / nvJitLink as given (e.g. ``"-Xptxas=-warn-spills"``).
     ``fill_step``: under nvJitLink without the launch bound, give the kernel the registers it can have without
     losing a block per SM (:func:`_fill_step`; the tile IR's ``registers`` attribute says when), and weigh the builds
-    ``fill_policy`` names (the tile IR's ``fill_policy``: loads, unbounded -- loads without the launch bound's
-    build -- or step; None: KERNELC_FILL_POLICY as loads/step).
+    ``fill_policy`` names (the tile IR's ``fill_policy``, loads or step; None: KERNELC_FILL_POLICY).
     Raises :class:`CompilationError` with ptxas's error log when the PTX does not assemble.
     """
     target = parse_target(target)
@@ -262,11 +261,9 @@ def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequen
                     return stepped
             if fill_step:
                 filled = _fill_step(free, unbounded, bounds, target, opt_level, extra, name)
-                policy = fill_policy or ("step" if get("KERNELC_FILL_POLICY") == "step" else "loads")
-                if policy in ("loads", "unbounded"):
+                if (fill_policy or get("KERNELC_FILL_POLICY")) == "loads":
                     return _more_loads_in_flight(filled, data, bounds, target, opt_level, extra, name,
-                                                 unbounded if get("KERNELC_FILL_STEP_DOWN") else None, free,
-                                                 with_bound=policy == "loads")
+                                                 unbounded if get("KERNELC_FILL_STEP_DOWN") else None, free)
                 return filled
             return free
         res = _nvjitlink_cubin(data, target, opt_level, extra, name)
@@ -462,8 +459,7 @@ def step_down_ceiling(registers: int, threads: int, shared: int, limits) -> Opti
 
 
 def _more_loads_in_flight(chosen: CubinResult, data: bytes, bounds: Dict[str, int], target, opt_level, extra, name,
-                          unbounded: Optional[bytes] = None, free: Optional[CubinResult] = None,
-                          with_bound: bool = True):
+                          unbounded: Optional[bytes] = None, free: Optional[CubinResult] = None):
     """``chosen`` (the unbounded or filled build), the launch bound's build or, given the ``unbounded`` PTX
     (KERNELC_FILL_STEP_DOWN), the build one occupancy step down, whichever keeps the most global loads in flight
     per SM (:func:`loads_in_flight_per_sm`; KERNELC_FILL_POLICY=loads; a tie keeps the earlier).
@@ -486,10 +482,8 @@ def _more_loads_in_flight(chosen: CubinResult, data: bytes, bounds: Dict[str, in
     fr = free.resources.get(entry) if free is not None and free is not chosen else None
     if fr is not None and not fr.spills and blocks_per_sm(fr.registers, threads, fr.shared, limits) >= now_blocks:
         builds.append((free, fr, "without a register ceiling"))
-    # ``with_bound`` False (the tile IR's fill_policy='unbounded', a one-pass kernel): the launch bound's build is
-    # not weighed
-    bound = _nvjitlink_cubin(data, target, opt_level, extra, name) if with_bound else None
-    b = bound.resources.get(entry) if bound is not None else None
+    bound = _nvjitlink_cubin(data, target, opt_level, extra, name)
+    b = bound.resources.get(entry)
     # one block per SM where there were more: between two blocks (a row kernel's rows) the SM has no load in flight
     # at all, which the loads within a block do not show (geglu fwd: 93 registers and one 16-warp block measured
     # 0.87x Triton against 1.05x at 36 registers and three, H200 2026-11-27)

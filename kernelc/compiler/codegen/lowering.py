@@ -20,7 +20,7 @@ from ..passes.axis_info import AxisAnalysis
 from ..passes.layout_assign import REMATERIALIZABLE, LayoutPlan
 from . import elementwise as EW
 from .emitter import Emitter, llty
-from ..backend.consumer_order import ATTRIBUTE as CONSUMER_ORDER, STORES_LAST
+from ..backend.consumer_order import ATTRIBUTE as CONSUMER_ORDER
 from ..layouts import Layout, default_blocked, register_map
 
 
@@ -116,8 +116,7 @@ class Lowering:
         from .warp_specialize import producer_warps
         extra = producer_warps(self.fn)
         # the tile IR's instruction_order (passes/instruction_order.py), for the back end after LLVM's optimiser
-        order = {"consumers": CONSUMER_ORDER, "consumers_stores_last": STORES_LAST}.get(
-            self.fn.attrs.get("instruction_order"), "")
+        order = CONSUMER_ORDER if self.fn.attrs.get("instruction_order") == "consumers" else ""
         text = e.module(self.params, attrs=order, maxntid=32 * (self.nw + extra))
         for tok, off in self.placed_tokens.items():
             text = text.replace(tok, str(self.smem.scratch_aligned + off))

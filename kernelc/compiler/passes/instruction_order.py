@@ -37,10 +37,9 @@ def is_elementwise_chain(fn: Function) -> bool:
 
 def mark_instruction_order(fn: Function, mode: str = "elementwise") -> Function:
     """Set ``instruction_order="consumers"`` on ``fn`` when ``mode`` is ``elementwise`` and
-    :func:`is_elementwise_chain` (``"consumers_stores_last"`` for ``stores_last``: the block's trailing stores
-    after all of its arithmetic, as Triton's PTX has them); else remove it. Mutates ``fn``."""
-    if mode in ("elementwise", "stores_last") and is_elementwise_chain(fn):
-        fn.attrs["instruction_order"] = "consumers" if mode == "elementwise" else "consumers_stores_last"
+    :func:`is_elementwise_chain`; else remove it. Mutates ``fn``."""
+    if mode == "elementwise" and is_elementwise_chain(fn):
+        fn.attrs["instruction_order"] = "consumers"
     else:
         fn.attrs.pop("instruction_order", None)
     return fn

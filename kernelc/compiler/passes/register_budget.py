@@ -13,28 +13,18 @@ was measured with other settings (docs/performance.md).
 
 Beside it, ``fn.attrs["fill_policy"]`` says which builds the assembler weighs for the kernel
 (``KERNELC_FILL_POLICY``): ``loads`` (also the launch bound's build, by global loads in flight per SM) or
-``step`` (the filled build only). Under ``loops`` a kernel with a loop gets ``loads`` and a kernel without one
-``unbounded`` (``loads`` without the launch bound's build): in a one-pass kernel every load is issued in one
-straight prologue, and the bound's build, which issues them all at once at more registers, measured slower each
-time the policy ranked it first (transpose, log_softmax bwd, rope on H100/H200, docs/performance.md); the
-layer-norm row it was made for loops.
+``step`` (the filled build only); the assembler takes it from the IR, not from the environment.
 """
 from __future__ import annotations
 
 from ..ir.core import Function
 
 
-_LOOPS = frozenset(("scf.for", "scf.while"))
-
-
 def mark_register_budget(fn: Function, enabled: bool = True, policy: str = "loads") -> Function:
-    """Set ``registers="fill_step"`` and ``fill_policy`` (``policy``: loads, step, or loops: loads with a loop,
-    unbounded without) on ``fn`` when ``enabled`` (KERNELC_FILL_OCCUPANCY_STEP) and no op of it is a ``dot``;
-    else remove both. Mutates ``fn``."""
+    """Set ``registers="fill_step"`` and ``fill_policy=policy`` (KERNELC_FILL_POLICY: loads or step) on ``fn``
+    when ``enabled`` (KERNELC_FILL_OCCUPANCY_STEP) and no op of it is a ``dot``; else remove both. Mutates ``fn``."""
     if enabled and not any(op.name == "dot" for op in fn.walk()):
         fn.attrs["registers"] = "fill_step"
-        if policy == "loops":
-            policy = "loads" if any(op.name in _LOOPS for op in fn.walk()) else "unbounded"
         fn.attrs["fill_policy"] = policy
     else:
         fn.attrs.pop("registers", None)
