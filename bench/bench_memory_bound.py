@@ -5,6 +5,7 @@ each output written once).
     python bench/bench_memory_bound.py [names...] [--rounds R]   # writes bench/results/memory_bound.json
     python bench/bench_memory_bound.py --variant free:KERNELC_NVJITLINK_LAUNCH_BOUND=0 \
         --variant auto:KERNELC_ASSEMBLER=auto                       # kernelc A/B columns in the same run
+    python bench/bench_memory_bound.py --no-torch ...            # without torch's column (a shorter run)
     python bench/bench_memory_bound.py --cpu-smoke               # tiny sizes, kernelc interpreter only
 
 Rounds interleave the implementations (kernelc, Triton, torch, then the next round in another order) so
@@ -335,7 +336,7 @@ def verdict(ratio: float, control: float, rounds_ms=None, control_rounds_ms=None
     return "faster" if ratio > 1 else "slower"
 
 
-def run(names, rounds, variants=()):
+def run(names, rounds, variants=(), with_torch=True):
     import tempfile
     from kernelc.runtime.cache import cache_dir
     ambient_cache = cache_dir()
@@ -363,7 +364,7 @@ def run(names, rounds, variants=()):
             for n, mod, env in V:   # compiles (first call) with the variant's knobs
                 with _env(env):
                     r[f"{n}_max_abs_err_vs_torch"] = _err(call(mod, *[a.clone() for a in args]), want)
-            impls = [("kernelc", lambda: call(K, *args)), ("torch", lambda: ref(*args))]
+            impls = [("kernelc", lambda: call(K, *args))] + ([("torch", lambda: ref(*args))] if with_torch else [])
             if T is not None:
                 impls.insert(1, ("triton", lambda: call(T, *args)))
                 # the same Triton kernel timed as one more column: its ratio to "triton" is the run's noise floor
@@ -393,7 +394,8 @@ def run(names, rounds, variants=()):
                 for n in ["kernelc"] + [n for n, _, _ in V]:
                     r[f"{n}/triton_verdict"] = verdict(r[f"{n}/triton"], r[f"{CONTROL}/triton"], times[n],
                                                        times[CONTROL])
-            r["kernelc/torch"] = r["torch_ms"] / r["kernelc_ms"]
+            if with_torch:
+                r["kernelc/torch"] = r["torch_ms"] / r["kernelc_ms"]
             rows.append(r)
             print(name, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()
                          if k not in ("benchmark", "kernels", "regs") and not k.endswith("_rounds_ms")}, flush=True)
@@ -434,6 +436,8 @@ if __name__ == "__main__":
         i = argv.index("--rounds")
         rounds = int(argv[i + 1])
         del argv[i:i + 2]
+    with_torch = "--no-torch" not in argv
+    argv = [a for a in argv if a != "--no-torch"]
     unknown = [a for a in argv if a.startswith("-")]
     if unknown:   # e.g. --help: print the usage, never run (and write an empty results file)
         print(__doc__)
@@ -441,4 +445,4 @@ if __name__ == "__main__":
     if SMOKE:
         smoke()
     else:
-        run(argv, rounds, variants)
+        run(argv, rounds, variants, with_torch)

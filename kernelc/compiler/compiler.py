@@ -226,7 +226,8 @@ def _backend(fn, signature, constexprs, tgt, num_warps, num_stages, func, used, 
              reports, body_warps, tir_text_initial, timings):
     """LLVM, the assembler (worker processes, or C code that releases the GIL) and the kernel object."""
     from .backend import compile_llir
-    art = compile_llir(llir, tgt, func.name, fill_step=func.attrs.get("registers") == "fill_step")
+    art = compile_llir(llir, tgt, func.name, fill_step=func.attrs.get("registers") == "fill_step",
+                       fill_policy=func.attrs.get("fill_policy"))
     for k, v in art.timings.items():
         timings[k] = v
     if limit and smem_bytes + art.shared > limit:
@@ -314,7 +315,8 @@ TILE_PASSES = (
     # max/min (and integer add/xor) reductions combine a thread's registers as a tree, not a chain (KERNELC_REDUCE_TREE)
     TilePass("mark_reduce_trees", lambda f, c: mark_reduce_trees(f, reduce_tree_enabled())),
     # a kernel without dots gets the registers of its occupancy step from the assembler (passes/register_budget.py)
-    TilePass("mark_register_budget", lambda f, c: mark_register_budget(f, fill_occupancy_step_enabled())),
+    TilePass("mark_register_budget", lambda f, c: mark_register_budget(f, fill_occupancy_step_enabled(),
+                                                                       fill_policy())),
     # fp32 adds nobody reads the result of, over contiguous addresses: sm_90 vector red (vec=N)
     TilePass("vectorize_atomics", lambda f, c: vectorize_atomics(f, c.capability[0])),
     TilePass("coalesce", lambda f, c: coalesce(f, c.num_warps, c.capability[0], c.arch, c.notes)),
@@ -392,6 +394,12 @@ def consumer_order_mode() -> str:
     """KERNELC_CONSUMER_ORDER: which kernels reach the assembler in consumer order (elementwise, off)."""
     from ..options import get
     return get("KERNELC_CONSUMER_ORDER")
+
+
+def fill_policy() -> str:
+    """KERNELC_FILL_POLICY: which builds the assembler weighs for a kernel without dots (loads, step, loops)."""
+    from ..options import get
+    return get("KERNELC_FILL_POLICY")
 
 
 def fill_occupancy_step_enabled() -> bool:

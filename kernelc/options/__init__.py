@@ -299,7 +299,8 @@ KNOBS: Tuple[Knob, ...] = (
          "(also the launch bound's build, kept where its resident warps x global loads in flight per thread, from "
          "the SASS, are more and it keeps two blocks per SM where there were: a layer-norm row at 80 registers and "
          "3 blocks keeps 1.8 loads in flight against 0.9 at 64 registers and 4 blocks, and the bound's build measured "
-         "1.21x Triton against 0.98x: docs/performance.md)",
+         "1.21x Triton against 0.98x: docs/performance.md); passes/register_budget.py writes it into the tile IR "
+         "(fill_policy), which the assembler follows",
          _choice(("step", ("step",)), ("loads", ("loads",))),
          compile=True, field="fill_policy"),
     Knob("KERNELC_FILL_STEP_DOWN", "bool", True,

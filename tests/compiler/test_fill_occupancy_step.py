@@ -58,7 +58,7 @@ def test_a_kernel_without_dots_is_marked_to_fill_its_occupancy_step():
     """)
     after = print_function(mark_register_budget(fn))
     filecheck(after, """
-        CHECK: kernel scale_rows(%x_ptr: *fp32 {div=16}, %y_ptr: *fp32 {div=16}, %n: i32 {div=16}) attributes {registers='fill_step'} {  // constexprs: BLOCK=1024
+        CHECK: kernel scale_rows(%x_ptr: *fp32 {div=16}, %y_ptr: *fp32 {div=16}, %n: i32 {div=16}) attributes {registers='fill_step', fill_policy='loads'} {  // constexprs: BLOCK=1024
         CHECK-NEXT: = program_id {axis=0} : i32
     """)
     assert after.split("\n", 1)[1] == before.split("\n", 1)[1]   # the body is unchanged
@@ -163,7 +163,7 @@ def test_the_analyzer_reads_a_header_with_function_attributes():
     from analyzer.tir import parse
     ck = kernelc.compile(scale_rows, SCALE_SIG, dict(BLOCK=1024), target="sm_90a",
                          divisibility={k: 16 for k in SCALE_SIG})
-    assert " attributes {registers='fill_step'} {" in ck.asm["tir"].splitlines()[0]
+    assert " attributes {registers='fill_step', fill_policy='step'} {" in ck.asm["tir"].splitlines()[0]
     facts = parse(ck.asm["tir"])
     assert facts.name == "scale_rows"
     assert facts.arg_types == {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"}
@@ -287,3 +287,29 @@ def test_no_step_down_where_it_spills(monkeypatch):
     ck = kernelc.compile(K.log_softmax_bwd_kernel, sig, dict(BLOCK_SIZE=8192), target="sm_90a", num_warps=16,
                          divisibility={k: 16 for k in sig})
     assert ck.n_regs > 32 and ck.local_bytes == 0 and "step down" not in ck.artifacts.ptxas_log
+
+
+
+@pytest.mark.parametrize("policy", ["loads", "step"])
+def test_the_pass_writes_the_fill_policy(policy):
+    """Golden: the knob's policy in the header beside registers='fill_step'; the body is unchanged."""
+    fn, _ = to_tile_ir(scale_rows, SCALE_SIG, dict(BLOCK=1024))
+    before = print_function(fn)
+    after = print_function(mark_register_budget(fn, policy=policy))
+    assert after.split("\n", 1)[1] == before.split("\n", 1)[1]
+    assert after.splitlines()[0] == before.splitlines()[0].replace(
+        ") {", f") attributes {{registers='fill_step', fill_policy='{policy}'}} {{", 1)
+
+
+def test_the_assembler_takes_the_policy_from_the_ir(monkeypatch):
+    """geglu bwd in consumer order: the loads policy keeps its build without a ceiling (77 registers on CPU), the
+    step policy the filled one (120); ptx_to_cubin follows the policy it is given, whatever the environment says."""
+    monkeypatch.setenv("KERNELC_CONSUMER_ORDER", "elementwise")
+    monkeypatch.setenv("KERNELC_FILL_POLICY", "loads")
+    ck = kernelc.compile(K.geglu_bwd_kernel, GEGLU_BWD_SIG, dict(BLOCK_SIZE=16384), target="sm_90a", num_warps=16,
+                         divisibility={k: 16 for k in GEGLU_BWD_SIG})
+    assert "fill_policy='loads'" in ck.asm["tir"].splitlines()[0]
+    monkeypatch.setenv("KERNELC_FILL_POLICY", "step")   # the environment at assembly: not what decides
+    regs = {p: P.ptx_to_cubin(ck.asm["ptx"], "sm_90a", fill_step=True, fill_policy=p).resources[
+        "geglu_bwd_kernel"].registers for p in ("loads", "step")}
+    assert regs["loads"] == ck.n_regs and regs["step"] > regs["loads"], regs

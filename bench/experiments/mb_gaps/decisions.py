@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -45,14 +46,16 @@ def decide(case, repeat):
     from kernelc.compiler.backend import ptxas as P
     ck = compile_case(case)
     ptx = ck.asm["ptx"]
-    fill = "registers='fill_step'" in (ck.asm.get("tir") or ck.asm.get("tir_final") or "") or None
+    head = (ck.asm.get("tir") or ck.asm.get("tir_final") or "").split("\n", 1)[0]
+    fill = "registers='fill_step'" in head or None
+    m = re.search(r"fill_policy='(\w+)'", head)   # the tile IR's per-kernel policy (passes/register_budget.py)
     tgt = parse_target("sm_90a")
     (entry, threads), = P.launch_bounds(ptx).items()
     times = []
     res = None
     for _ in range(repeat):
         t = time.perf_counter()
-        res = P.ptx_to_cubin(ptx, tgt, fill_step=True)
+        res = P.ptx_to_cubin(ptx, tgt, fill_step=True, fill_policy=m.group(1) if m else None)
         times.append(time.perf_counter() - t)
     f = res.resources[entry]
     return {"regs_compiled": ck.n_regs, "regs": f.registers,

@@ -232,13 +232,14 @@ def fit_target_to_assembler(tgt):
 
 
 def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequence[str] = (),
-                 name: str = "kernel.ptx", fill_step: bool = False) -> CubinResult:
+                 name: str = "kernel.ptx", fill_step: bool = False, fill_policy: Optional[str] = None) -> CubinResult:
     """Assemble ``ptx`` into a cubin for ``target``: with a standalone ptxas as a whole program where
     :func:`standalone_assembler` finds one, else with nvJitLink.
 
     ``extra`` options are passed to ptxas / nvJitLink as given (e.g. ``"-Xptxas=-warn-spills"``).
     ``fill_step``: under nvJitLink without the launch bound, give the kernel the registers it can have without
-    losing a block per SM (:func:`_fill_step`; the tile IR's ``registers`` attribute says when).
+    losing a block per SM (:func:`_fill_step`; the tile IR's ``registers`` attribute says when), and weigh the builds
+    ``fill_policy`` names (the tile IR's ``fill_policy``, loads or step; None: KERNELC_FILL_POLICY).
     Raises :class:`CompilationError` with ptxas's error log when the PTX does not assemble.
     """
     target = parse_target(target)
@@ -260,7 +261,7 @@ def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequen
                     return stepped
             if fill_step:
                 filled = _fill_step(free, unbounded, bounds, target, opt_level, extra, name)
-                if get("KERNELC_FILL_POLICY") == "loads":
+                if (fill_policy or get("KERNELC_FILL_POLICY")) == "loads":
                     return _more_loads_in_flight(filled, data, bounds, target, opt_level, extra, name,
                                                  unbounded if get("KERNELC_FILL_STEP_DOWN") else None, free)
                 return filled
