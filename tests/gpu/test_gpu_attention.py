@@ -116,8 +116,9 @@ def test_backward_without_deferred_ring_waits(D, causal, monkeypatch):
 def _check_backward_at(D, causal, **kw):
     q, k, v, do = _inputs(1, 4, 1000, D, torch.float16)
     o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
-    # the separate pass's configs and kernels (dq_mode=None picks fused at D=64)
-    ours = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="separate", **kw)
+    # the separate pass's configs and kernels unless a test names its mode (dq_mode=None picks fused at D=64)
+    mode = kw.pop("dq_mode", "separate")
+    ours = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode=mode, **kw)
     which, cfg = next(iter(kw.items()))
     grads = {}
     for name, cast in (("torch", torch.float16), ("fp32", torch.float32)):
