@@ -235,7 +235,14 @@ ALL = {"vector_add": vector_add, "softmax": softmax, "layernorm": layernorm, "ma
        "attention": attention, "attention_tma": attention_tma}
 
 if __name__ == "__main__":
-    names = sys.argv[1:] or list(ALL)
+    import argparse
+    ap = argparse.ArgumentParser(description="kernelc's example kernels against Triton, torch and cuBLAS on one GPU; "
+                                             "writes bench/results/$BENCH_RESULTS_NAME.json (default kernels)")
+    ap.add_argument("names", nargs="*", metavar="NAME", help=f"benchmarks to run (default: all): {', '.join(ALL)}")
+    names = ap.parse_args().names or list(ALL)
+    unknown = [n for n in names if n not in ALL]
+    if unknown:
+        ap.error(f"unknown benchmark {', '.join(map(repr, unknown))} (expected one of {', '.join(ALL)})")
     rows = []
     for name in names:
         try:
