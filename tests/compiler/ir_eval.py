@@ -43,6 +43,19 @@ def run(fn: Function, args: dict, buffers: dict, pid=(0, 0, 0), nprog=(1, 1, 1))
     _block(fn.body, env, buffers, names, pid, nprog)
 
 
+def gemm_product(fn: Function, M: int, N: int, K: int, programs: int, seed: int):
+    """(C, A @ B): a persistent C = A @ B kernel's IR (A row-major, B given as the transpose of a row-major
+    (N, K), C row-major, arguments named as tutorial 09's) run on ``programs`` programs over random inputs."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    a, b = rng.standard_normal((M, K)), rng.standard_normal((K, N))
+    bufs = {"a": a.reshape(-1).copy(), "b": b.T.reshape(-1).copy(), "c": np.full(M * N, np.nan)}
+    for p in range(programs):
+        run(fn, dict(a_ptr="a", b_ptr="b", c_ptr="c", M=M, N=N, K=K, stride_am=K, stride_ak=1, stride_bk=1,
+                     stride_bn=K, stride_cm=N, stride_cn=1), bufs, pid=(p, 0, 0), nprog=(programs, 1, 1))
+    return bufs["c"].reshape(M, N), a @ b
+
+
 def _block(block, env, buffers, names, pid, nprog):
     for op in block.ops:
         if op.name in ("scf.yield", "return"):

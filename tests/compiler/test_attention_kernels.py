@@ -100,22 +100,10 @@ def test_backward_kernels_compile_without_spills(D, causal, dt):
 
 def _first_loop(sass):
     """SASS mnemonics of the first loop (a backward branch) that issues HGMMAs: the kernel's inner loop."""
-    ins, labels = [], {}
-    for line in sass.splitlines():
-        m = re.match(r"^\s*(\.L_x_\d+):", line)
-        if m:
-            labels[m.group(1)] = len(ins)
-            continue
-        m = re.match(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][\w.]*)(.*)$", line)
-        if m:
-            ins.append((m.group(1), m.group(2)))
-    for i, (op, rest) in enumerate(ins):
-        m = re.search(r"`\((\.L_x_\d+)\)", rest) if op == "BRA" else None
-        if m and labels.get(m.group(1), i + 1) <= i:
-            body = [o for o, _ in ins[labels[m.group(1)]:i + 1]]
-            if any(o.startswith("HGMMA") for o in body):
-                return body
-    raise AssertionError("no loop with HGMMA")
+    loops = _mma_loops(sass)
+    if not loops:
+        raise AssertionError("no loop with HGMMA")
+    return loops[0]
 
 
 @pytest.mark.parametrize("D", [128, 64])

@@ -17,6 +17,7 @@ from cubintools.sass import parse_sass
 from examples.kernels.matmul import matmul_kernel
 from kernelc.compiler.ir import verify
 from tests.compiler import ir_eval
+from tests.compiler.persistent_kernels import _grouped_tile
 from tests.compiler.filecheck import filecheck
 from tests.compiler.test_codegen_sass import MM_SIG, UNIT_STRIDES
 from tests.compiler.test_flatten_carry import DIV, SIG, UNIT
@@ -32,12 +33,6 @@ def _knobs(monkeypatch):
     monkeypatch.setenv("KERNELC_FLATTEN_LOOPS", "1")
 
 
-def _tile(t, per_group, n_m, GROUP: kl.constexpr):
-    first = (t // per_group) * GROUP
-    rows_here = kl.minimum(n_m - first, GROUP)
-    return first + t % rows_here, (t % per_group) // rows_here
-
-
 @kernelc.jit
 def gemm_offsets_summed(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                         BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr, GROUP: kl.constexpr,
@@ -51,7 +46,7 @@ def gemm_offsets_summed(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stri
     kk = kl.arange(0, BK)
     done = pid - PROGRAMS
     for t in kl.range(pid, n_m * n_n, PROGRAMS, flatten=FLAT):
-        bm, bn = _tile(t, per_group, n_m, GROUP)
+        bm, bn = _grouped_tile(t, per_group, n_m, GROUP)
         rows = bm * BM + kl.arange(0, BM)
         cols = bn * BN + kl.arange(0, BN)
         rows = kl.max_contiguous(kl.multiple_of(kl.where(rows < M, rows, 0), BM), BM)
@@ -65,7 +60,7 @@ def gemm_offsets_summed(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stri
                         mask=kk[:, None] < K - k * BK, other=0.0)
             acc = kl.dot(a, b, acc)
         done += PROGRAMS
-        cm, cn = _tile(done, per_group, n_m, GROUP)
+        cm, cn = _grouped_tile(done, per_group, n_m, GROUP)
         r = cm * BM + kl.arange(0, BM)
         c = cn * BN + kl.arange(0, BN)
         kl.store(c_ptr + (r[:, None] * stride_cm + c[None, :] * stride_cn), acc.to(kl.float16),
@@ -135,13 +130,8 @@ def test_the_tagged_pipeline_computes_the_product(M, N, K):
     no K step)."""
     _, fn, _ = _ir(group=2, programs=3)
     assert any(o.attrs.get("mad_wide") for o in fn.walk())
-    rng = np.random.default_rng(7)
-    a, b = rng.standard_normal((M, K)), rng.standard_normal((K, N))
-    bufs = {"a": a.reshape(-1).copy(), "b": b.T.reshape(-1).copy(), "c": np.full(M * N, np.nan)}
-    for p in range(3):
-        ir_eval.run(fn, dict(a_ptr="a", b_ptr="b", c_ptr="c", M=M, N=N, K=K, stride_am=K, stride_ak=1, stride_bk=1,
-                             stride_bn=K, stride_cm=N, stride_cn=1), bufs, pid=(p, 0, 0), nprog=(3, 1, 1))
-    np.testing.assert_allclose(bufs["c"].reshape(M, N), a @ b, rtol=1e-9, atol=1e-9)
+    c, want = ir_eval.gemm_product(fn, M, N, K, programs=3, seed=7)
+    np.testing.assert_allclose(c, want, rtol=1e-9, atol=1e-9)
 
 
 def _build(bn, warps, stages):
