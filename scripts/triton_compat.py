@@ -279,25 +279,34 @@ def render(rows: Dict[str, List[tuple]], host: List[tuple], version: str) -> str
         "under kernelc in separate processes on one GPU and writes `bench/results/triton_tutorials.json` (every "
         "benchmark table, kernelc/Triton ratios per column, first-call compile + autotune times).",
         "",
-        "On CPU (interpreter, 2026-11-25, `--bench-points 1`):",
+        "The tutorial files are the head of upstream's `release/3.6.x` branch (7c56a5e4, \"[release 3.6] Release "
+        "Triton to pypi\", 2026-01-20; its `python/triton` is byte-identical to the 3.6.0 wheel's; no commit on that "
+        "branch after its split from main on 2025-11-19 touches `python/tutorials`). Until 2026-11-28 (thirteenth "
+        "session) the runs of 06 and 09 used main's text of December 2025 instead, which differs in 06's backward "
+        "configs (54 lines) and 09's AMD paths (28 lines); 01-05, 07 and 08 are the same files in both.",
+        "",
+        "On CPU (interpreter, 2026-11-25, `--bench-points 1`; 03, 06 and 09 again on 2026-11-28 with the release "
+        "files):",
         "",
         "| tutorial | result on CPU |",
         "| --- | --- |",
         "| 01-vector-add | runs; max difference to torch 0.0; benchmark table printed |",
         "| 02-fused-softmax | `warmup` occupancy sizing and the persistent kernel run, `torch.allclose` check passes; "
         "the benchmark calls `torch.cpu.set_stream`, which torch's CPU build lacks (GPU only) |",
-        "| 03-matrix-multiplication | runs both checks and both tables; the fp8 check matches, the fp16 check prints "
-        "\"differ\": torch's own CPU fp16 matmul is 1 ulp (0.031) off the exactly rounded product at 372 of 262144 "
-        "entries and kernelc's at 276, while the check allows 0.01 |",
+        "| 03-matrix-multiplication | runs both checks and both tables. On 2026-11-25 the fp16 check printed "
+        "\"differ\" (torch's own CPU fp16 matmul is 1 ulp (0.031) off the exactly rounded product at 372 of 262144 "
+        "entries, kernelc's at 276, the check allows 0.01); on 2026-11-28 both checks printed \"match\" |",
         "| 04-low-memory-dropout | runs; seeded outputs repeat for the same seed |",
         "| 05-layer-norm | forward and dx match; db/dw fail the 0.01 check against torch's CPU fp16 reference, which "
         "is itself 0.090 off the exact sum (kernelc's: 0.011) |",
-        "| 06-fused-attention, 09-persistent-matmul | not run on CPU yet (their text at Triton 3.6.0 was found later "
-        "in the day: upstream's tree at version 3.6.0, 2025-12-16) |",
+        "| 06-fused-attention, 09-persistent-matmul | need CUDA by themselves: both call "
+        "`torch.cuda.get_device_capability()` at import (06 line 130, `supports_host_descriptor()`; 09 line 72, "
+        "`supports_tma()`) |",
         "| 07-extern-functions | needs CUDA (`assert x.is_cuda`) |",
         "| 08-grouped-gemm | needs CUDA (`torch.cuda.get_device_properties` at import) |",
         "",
-        "On a GPU, side by side with Triton: [triton-tutorials.md](triton-tutorials.md).",
+        "On a GPU, side by side with Triton: [triton-tutorials.md](triton-tutorials.md). A real Triton library "
+        "(Liger-Kernel) under kernelc: [liger-kernel.md](liger-kernel.md).",
         "",
         "## Summary",
         "",
