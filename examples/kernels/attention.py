@@ -115,7 +115,8 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, Descale, sm_scale, stride_qz, stride_
     """One [BLOCK_M, HEAD_DIM] block of O (and of the base-2 log-sum-exp LSE [Z*H, N_CTX] when STORE_LSE).
 
     Causal: the key blocks left of the diagonal run unmasked, then the diagonal block(s) masked
-    (BLOCK_M must be a multiple of BLOCK_N). Not causal: full key blocks unmasked, the ragged tail
+    (BLOCK_M a multiple of BLOCK_N, or BLOCK_N of BLOCK_M: one masked block, which may start left of the row
+    block). Not causal: full key blocks unmasked, the ragged tail
     masked. FP8: Q, K, V are e4m3 and Descale holds their three fp32 per-tensor scales; V may be
     passed K-major (strides of a transposed tensor), which is what fp8 wgmma reads.
     """
@@ -141,10 +142,16 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, Descale, sm_scale, stride_qz, stride_
     if FP8:
         qk_scale = qk_scale * tl.load(Descale) * tl.load(Descale + 1)
     if CAUSAL:
+        # the first key block that reaches the diagonal: the row block's first key, or (BLOCK_N a multiple of
+        # BLOCK_M) the key block holding it, whose keys left of the row block are visible to every row
+        if BLOCK_N > BLOCK_M:
+            diag = (start_m * BLOCK_M // BLOCK_N) * BLOCK_N
+        else:
+            diag = start_m * BLOCK_M
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, 0,
-                                        start_m * BLOCK_M, N_CTX, qk_scale, BLOCK_N, False, CAUSAL, FOLD_SCALE)
+                                        diag, N_CTX, qk_scale, BLOCK_N, False, CAUSAL, FOLD_SCALE)
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
-                                        start_m * BLOCK_M, tl.minimum((start_m + 1) * BLOCK_M, N_CTX), N_CTX,
+                                        diag, tl.minimum((start_m + 1) * BLOCK_M, N_CTX), N_CTX,
                                         qk_scale, BLOCK_N, True, CAUSAL)
     else:
         n_full = (N_CTX // BLOCK_N) * BLOCK_N
@@ -199,9 +206,10 @@ def _fold(fold_scale, D, causal, fp8) -> bool:
 
 def _launch_fwd(q, k, v, o, lse, descale, causal, sm_scale, store_lse, fp8, cfg, kernel=None, fold_scale=None):
     Z, H, N, D = q.shape
-    if causal and cfg["BLOCK_M"] % cfg["BLOCK_N"]:
-        raise ValueError(f"causal attention needs BLOCK_M ({cfg['BLOCK_M']}) to be a multiple of BLOCK_N "
-                         f"({cfg['BLOCK_N']}): the diagonal loop starts at the row block's first key")
+    if causal and cfg["BLOCK_M"] % cfg["BLOCK_N"] and cfg["BLOCK_N"] % cfg["BLOCK_M"]:
+        raise ValueError(f"causal attention needs BLOCK_M ({cfg['BLOCK_M']}) and BLOCK_N ({cfg['BLOCK_N']}) to "
+                         f"divide one another: the diagonal loop starts at the key block holding the row block's "
+                         f"first key")
     grid = (triton.cdiv(N, cfg["BLOCK_M"]), Z * H, 1)
     (kernel or attn_fwd_lse_kernel)[grid](q, k, v, o, lse, descale, sm_scale, *q.stride(), *k.stride(), *v.stride(),
                                           *o.stride(), H, N, HEAD_DIM=D, CAUSAL=causal, STORE_LSE=store_lse, FP8=fp8,
