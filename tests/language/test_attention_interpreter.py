@@ -35,7 +35,7 @@ def _ref(q, k, v, causal, sm_scale=None):
                                              (64, 32, {}, True), (48, 256, {}, True),
                                              # key blocks wider than row blocks: the causal diagonal block starts
                                              # left of the row block (and N ragged)
-                                             (80, 16, dict(BLOCK_M=16, BLOCK_N=32), True),
+                                             (80, 16, dict(BLOCK_M=16, BLOCK_N=32, lpt=True), True),
                                              (96, 16, dict(BLOCK_M=16, BLOCK_N=64), False)])
 def test_forward_saves_lse(N, D, blocks, fold, causal):
     q, k, v = _qkv(N, D, torch.float16)
@@ -193,8 +193,9 @@ def test_backward_of_strided_inputs_and_custom_scale():
 def test_fp8_forward_against_the_same_quantised_inputs(causal, fold, bm, bn):
     q, k, v = _qkv(80, 32, torch.float16)
     (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in (q, k, v))
+    # lpt (causal row blocks last first) with the wide key blocks
     o = A.attention_fp8(q8, k8, v8.transpose(-1, -2).contiguous(), qs, ks, vs, causal=causal, BLOCK_M=bm, BLOCK_N=bn,
-                        fold_scale=fold)
+                        fold_scale=fold, lpt=bm < bn)
     assert o.dtype == torch.float16
     ref, _ = _ref(q8.float() * qs, k8.float() * ks, v8.float() * vs, causal)
     # P (in [0, 1]) is rounded to e4m3 for P V: a relative error of at most 2^-4 per weight, while the row sum l

@@ -47,6 +47,8 @@ def variants(causal):
     if causal:
         v["fp8_ptr_fold"] = ("ptr8", dict(fold_scale=True))
         v["fp8_ptr_64x128_s3_nofold"] = ("ptr8", dict(cfg(64, 128, 4, 3), fold_scale=False))
+        v["fp8_ptr_64x128_s3_lpt"] = ("ptr8", dict(cfg(64, 128, 4, 3), fold_scale=True, lpt=True))
+        v["fp16_ptr_64x128_s2_lpt"] = ("ptr16", dict(cfg(64, 128, 4, 2), lpt=True))
     else:
         v["fp8_fa3_128x256_w8_s3"] = ("fa3_8", cfg(128, 256, 8, 3))
     return v
