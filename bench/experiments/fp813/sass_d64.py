@@ -122,6 +122,7 @@ BUILDS = [
     ("ptr fp8 64x128 w4 s3 causal", "ptr", 64, True, True, 64, 128, 4, 3),
     ("ptr fp8 64x256 w4 s2 causal fold", "ptr", 64, True, True, 64, 256, 4, 2, dict(FOLD_SCALE=True)),
     ("ptr fp16 64x128 w4 s3", "ptr", 64, False, False, 64, 128, 4, 3),
+    ("ptr fp16 64x128 w4 s2", "ptr", 64, False, False, 64, 128, 4, 2),
     ("fa3 fp8 64x256 w4 s2", "fa3", 64, False, True, 64, 256, 4, 2),
     ("fa3 fp8 128x256 w8 s2", "fa3", 64, False, True, 128, 256, 8, 2),
     ("fa3 fp8 128x256 w8 s3", "fa3", 64, False, True, 128, 256, 8, 3),
