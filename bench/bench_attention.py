@@ -392,6 +392,9 @@ FWD_VARIANTS = {
                      "attention_fwd"),
     "fp8_ptr_m64_n128": ("attention", "attn_fwd_lse_kernel", {},
                          dict(BLOCK_M=64, BLOCK_N=128, num_warps=4, num_stages=3, fold_scale=True), "attention_fp8"),
+    # the fp8 pointer forward's D=64 config before fp813 (128x64, 3 programs an SM), folded
+    "fp8_ptr_m128_n64": ("attention", "attn_fwd_lse_kernel", {},
+                         dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=3, fold_scale=True), "attention_fp8"),
 }
 # (head_dim, causal) -> whether the variant runs (sm_90a, CPU compile 2026-11-27: fp16 D=128 has no room for a
 # third stage; fp8 256-key blocks spill 416 registers at D=128 and causal needs BLOCK_M == BLOCK_N)
@@ -408,6 +411,7 @@ FWD_VARIANT_WHEN = {
     "tma_twoloops": lambda D, causal: causal,
     "ptr_m64_n128": lambda D, causal: D <= 64,  # D=128: not timed (the 8-warp 128x128 default is the config there)
     "fp8_ptr_m64_n128": lambda D, causal: D <= 64,
+    "fp8_ptr_m128_n64": lambda D, causal: D <= 64,
 }
 
 

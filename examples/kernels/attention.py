@@ -176,8 +176,10 @@ FWD_CONFIGS = {16: (64, 32, 4, 2), 32: (64, 32, 4, 2), 64: (128, 64, 4, 3), 128:
 
 # fp8 takes the fp16 configs: at head dim 128 the warp-specialised 8-warp one spilled 336 registers while P went
 # through shared memory; with P in registers it fits and measured 11-17% faster than 128x64 at 4 warps
-# (docs/attention.md, H200 2026-11-27)
-FP8_FWD_CONFIGS = dict(FWD_CONFIGS)
+# (docs/attention.md, H200 2026-11-27). Head dim 64: 64-row programs of 128 keys, 4 an SM (128 registers), 7.4
+# instructions a score against 8.4 at 128x64 (3 an SM): H200 call C2 2026-11-28, 623 / 531 TFLOP/s (causal)
+# against 518 / 441 (docs/attention.md, "fp8 at head dim 64")
+FP8_FWD_CONFIGS = {**FWD_CONFIGS, 64: (64, 128, 4, 3)}
 
 
 def fwd_config(head_dim, fp8=False, **overrides):
@@ -193,9 +195,10 @@ def fwd_config(head_dim, fp8=False, **overrides):
 
 # the forwards' default for FOLD_SCALE (with sm_scale > 0): 64 FMUL a thread and key block fewer (D=64, 128x64);
 # measured faster in 7 of 8 rows of calls H11 and H11b (H100, B4 H32 N4096) but at 0.87 / 0.94 of the unfolded kernel
-# in both for fp8 at D=64 causal, which keeps its old form (docs/attention.md, "fp8 against our fp16")
+# in both for fp8 at D=64 causal (docs/attention.md, "fp8 against our fp16"), which kept the unfolded form until its
+# config became 64x128, where the fold measured 531 TFLOP/s against 499 (H200 call C2, "fp8 at head dim 64")
 FOLD_SCALE = True
-FOLD_SCALE_OFF = {(64, True, True)}  # (head dim, causal, fp8)
+FOLD_SCALE_OFF = set()  # (head dim, causal, fp8) keeping the unfolded form
 
 
 def _fold(fold_scale, D, causal, fp8) -> bool:

@@ -241,10 +241,11 @@ def test_fa3_order_fp8_forward_against_the_same_quantised_inputs(causal, N, BLOC
 
 
 def test_the_fold_default_and_a_negative_scale():
-    # FOLD_SCALE is on but for fp8 at D=64 causal (A.FOLD_SCALE_OFF); with sm_scale <= 0 the host keeps the unfolded
+    # FOLD_SCALE is on by default (A.FOLD_SCALE_OFF is empty); with sm_scale <= 0 the host keeps the unfolded
     # form even when asked (the row max of the raw scores times a negative scale is not the scaled row max)
     assert A._fold(None, 128, False, True) and A._fold(None, 64, False, True) and A._fold(None, 64, True, False)
-    assert not A._fold(None, 64, True, True) and A._fold(True, 64, True, True) and not A._fold(False, 128, False, False)
+    assert A._fold(None, 64, True, True) and A._fold(True, 64, True, True) and not A._fold(False, 128, False, False)
+    assert not A._fold(False, 64, True, True)
     q, k, v = _qkv(80, 16, torch.float16)
     o = A.attention_fwd(q, k, v, causal=False, sm_scale=-0.3, fold_scale=True, BLOCK_M=32, BLOCK_N=16)
     ref, _ = _ref(q, k, v, False, sm_scale=-0.3)

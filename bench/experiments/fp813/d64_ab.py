@@ -37,7 +37,7 @@ def variants(causal):
         "fp16_fa3": ("fa3_16", {}),  # default 128x128 w8 s2
         "fp16_tma": ("tma16", {}),
         "fp16_ptr_64x128_s2": ("ptr16", cfg(64, 128, 4, 2)),
-        "fp8_ptr": ("ptr8", {}),  # default 128x64 w4 s3 (causal: unfolded, FOLD_SCALE_OFF)
+        "fp8_ptr": ("ptr8", {}),  # the default (128x64 w4 s3 until fp813, causal unfolded; then 64x128 w4 s3)
         "fp8_fa3": ("fa3_8", {}),  # default: 64x128 w4 s2 non-causal, 128x128 w8 s2 causal
         "fp8_ptr_64x128_s3": ("ptr8", dict(cfg(64, 128, 4, 3), fold_scale=True)),
         "fp8_ptr_64x128_s2": ("ptr8", dict(cfg(64, 128, 4, 2), fold_scale=True)),
