@@ -116,9 +116,10 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, Descale, sm_scale, stride_qz, stride_
 
     Causal: the key blocks left of the diagonal run unmasked, then the diagonal block(s) masked
     (BLOCK_M a multiple of BLOCK_N, or BLOCK_N of BLOCK_M: one masked block, which may start left of the row
-    block). Not causal: full key blocks unmasked, the ragged tail masked. FP8: Q, K, V are e4m3 and Descale holds their three fp32 per-tensor scales; V may be
-    passed K-major (strides of a transposed tensor), which is what fp8 wgmma reads. LPT (causal): a head's
-    row blocks launch last first, the heaviest first, so that the light ones fill the grid's tail.
+    block). Not causal: full key blocks unmasked, the ragged tail masked. FP8: Q, K, V are e4m3 and Descale
+    holds their three fp32 per-tensor scales; V may be passed K-major (strides of a transposed tensor), which is
+    what fp8 wgmma reads. LPT (causal): a head's row blocks launch last first, the heaviest first, so that the
+    light ones fill the grid's tail.
     """
     start_m = tl.num_programs(0) - 1 - tl.program_id(0) if LPT else tl.program_id(0)
     off_hz = tl.program_id(1)
