@@ -386,6 +386,15 @@ FWD_VARIANTS = {
     "ptr_nofold": ("attention", "attn_fwd_lse_kernel", {}, dict(fold_scale=False), "attention_fwd"),
     "fp8_ptr_fold": ("attention", "attn_fwd_lse_kernel", {}, dict(fold_scale=True), "attention_fp8"),
     "fp8_ptr_nofold": ("attention", "attn_fwd_lse_kernel", {}, dict(fold_scale=False), "attention_fp8"),
+    # the pointer forwards in 64-row programs of 128 keys (one warpgroup, 4 programs an SM in fp8 at 128 registers;
+    # causal with its one masked block starting left of the row block; docs/attention.md "fp8 at head dim 64")
+    "ptr_m64_n128": ("attention", "attn_fwd_lse_kernel", {}, dict(BLOCK_M=64, BLOCK_N=128, num_warps=4, num_stages=2),
+                     "attention_fwd"),
+    "fp8_ptr_m64_n128": ("attention", "attn_fwd_lse_kernel", {},
+                         dict(BLOCK_M=64, BLOCK_N=128, num_warps=4, num_stages=3, fold_scale=True), "attention_fp8"),
+    # the fp8 pointer forward's D=64 config before fp813 (128x64, 3 programs an SM), folded
+    "fp8_ptr_m128_n64": ("attention", "attn_fwd_lse_kernel", {},
+                         dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=3, fold_scale=True), "attention_fp8"),
 }
 # (head_dim, causal) -> whether the variant runs (sm_90a, CPU compile 2026-11-27: fp16 D=128 has no room for a
 # third stage; fp8 256-key blocks spill 416 registers at D=128 and causal needs BLOCK_M == BLOCK_N)
@@ -400,6 +409,9 @@ FWD_VARIANT_WHEN = {
     "fp8_fa3_latev": lambda D, causal: (D, causal) != (64, False),  # there the default has 4 warps
     "fp8_fa3_old": lambda D, causal: (D, causal) in ((128, True), (128, False), (64, False)),  # where FP8_CONFIGS differs
     "tma_twoloops": lambda D, causal: causal,
+    "ptr_m64_n128": lambda D, causal: D <= 64,  # D=128: not timed (the 8-warp 128x128 default is the config there)
+    "fp8_ptr_m64_n128": lambda D, causal: D <= 64,
+    "fp8_ptr_m128_n64": lambda D, causal: D <= 64,
 }
 
 

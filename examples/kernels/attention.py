@@ -111,15 +111,17 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, Descale, sm_scale, stride_qz, stride_
                         stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz,
                         stride_oh, stride_om, stride_ok, H, N_CTX, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                         HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, STORE_LSE: tl.constexpr, FP8: tl.constexpr,
-                        FOLD_SCALE: tl.constexpr = False):
+                        FOLD_SCALE: tl.constexpr = False, LPT: tl.constexpr = False):
     """One [BLOCK_M, HEAD_DIM] block of O (and of the base-2 log-sum-exp LSE [Z*H, N_CTX] when STORE_LSE).
 
     Causal: the key blocks left of the diagonal run unmasked, then the diagonal block(s) masked
-    (BLOCK_M must be a multiple of BLOCK_N). Not causal: full key blocks unmasked, the ragged tail
-    masked. FP8: Q, K, V are e4m3 and Descale holds their three fp32 per-tensor scales; V may be
-    passed K-major (strides of a transposed tensor), which is what fp8 wgmma reads.
+    (BLOCK_M a multiple of BLOCK_N, or BLOCK_N of BLOCK_M: one masked block, which may start left of the row
+    block). Not causal: full key blocks unmasked, the ragged tail masked. FP8: Q, K, V are e4m3 and Descale
+    holds their three fp32 per-tensor scales; V may be passed K-major (strides of a transposed tensor), which is
+    what fp8 wgmma reads. LPT (causal): a head's row blocks launch last first, the heaviest first, so that the
+    light ones fill the grid's tail.
     """
-    start_m = tl.program_id(0)
+    start_m = tl.num_programs(0) - 1 - tl.program_id(0) if LPT else tl.program_id(0)
     off_hz = tl.program_id(1)
     off_z = off_hz // H
     off_h = off_hz % H
@@ -141,10 +143,16 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, Descale, sm_scale, stride_qz, stride_
     if FP8:
         qk_scale = qk_scale * tl.load(Descale) * tl.load(Descale + 1)
     if CAUSAL:
+        # the first key block that reaches the diagonal: the row block's first key, or (BLOCK_N a multiple of
+        # BLOCK_M) the key block holding it, whose keys left of the row block are visible to every row
+        if BLOCK_N > BLOCK_M:
+            diag = (start_m * BLOCK_M // BLOCK_N) * BLOCK_N
+        else:
+            diag = start_m * BLOCK_M
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, 0,
-                                        start_m * BLOCK_M, N_CTX, qk_scale, BLOCK_N, False, CAUSAL, FOLD_SCALE)
+                                        diag, N_CTX, qk_scale, BLOCK_N, False, CAUSAL, FOLD_SCALE)
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
-                                        start_m * BLOCK_M, tl.minimum((start_m + 1) * BLOCK_M, N_CTX), N_CTX,
+                                        diag, tl.minimum((start_m + 1) * BLOCK_M, N_CTX), N_CTX,
                                         qk_scale, BLOCK_N, True, CAUSAL)
     else:
         n_full = (N_CTX // BLOCK_N) * BLOCK_N
@@ -169,8 +177,10 @@ FWD_CONFIGS = {16: (64, 32, 4, 2), 32: (64, 32, 4, 2), 64: (128, 64, 4, 3), 128:
 
 # fp8 takes the fp16 configs: at head dim 128 the warp-specialised 8-warp one spilled 336 registers while P went
 # through shared memory; with P in registers it fits and measured 11-17% faster than 128x64 at 4 warps
-# (docs/attention.md, H200 2026-11-27)
-FP8_FWD_CONFIGS = dict(FWD_CONFIGS)
+# (docs/attention.md, H200 2026-11-27). Head dim 64: 64-row programs of 128 keys, 4 an SM (128 registers), 7.4
+# instructions a score against 8.4 at 128x64 (3 an SM): H200 call C2 2026-11-28, 623 / 531 TFLOP/s (causal)
+# against 518 / 441 (docs/attention.md, "fp8 at head dim 64")
+FP8_FWD_CONFIGS = {**FWD_CONFIGS, 64: (64, 128, 4, 3)}
 
 
 def fwd_config(head_dim, fp8=False, **overrides):
@@ -186,9 +196,10 @@ def fwd_config(head_dim, fp8=False, **overrides):
 
 # the forwards' default for FOLD_SCALE (with sm_scale > 0): 64 FMUL a thread and key block fewer (D=64, 128x64);
 # measured faster in 7 of 8 rows of calls H11 and H11b (H100, B4 H32 N4096) but at 0.87 / 0.94 of the unfolded kernel
-# in both for fp8 at D=64 causal, which keeps its old form (docs/attention.md, "fp8 against our fp16")
+# in both for fp8 at D=64 causal (docs/attention.md, "fp8 against our fp16"), which kept the unfolded form until its
+# config became 64x128, where the fold measured 531 TFLOP/s against 499 (H200 call C2, "fp8 at head dim 64")
 FOLD_SCALE = True
-FOLD_SCALE_OFF = {(64, True, True)}  # (head dim, causal, fp8)
+FOLD_SCALE_OFF = set()  # (head dim, causal, fp8) keeping the unfolded form
 
 
 def _fold(fold_scale, D, causal, fp8) -> bool:
@@ -197,26 +208,29 @@ def _fold(fold_scale, D, causal, fp8) -> bool:
     return FOLD_SCALE and (D, bool(causal), bool(fp8)) not in FOLD_SCALE_OFF
 
 
-def _launch_fwd(q, k, v, o, lse, descale, causal, sm_scale, store_lse, fp8, cfg, kernel=None, fold_scale=None):
+def _launch_fwd(q, k, v, o, lse, descale, causal, sm_scale, store_lse, fp8, cfg, kernel=None, fold_scale=None,
+                lpt=None):
     Z, H, N, D = q.shape
-    if causal and cfg["BLOCK_M"] % cfg["BLOCK_N"]:
-        raise ValueError(f"causal attention needs BLOCK_M ({cfg['BLOCK_M']}) to be a multiple of BLOCK_N "
-                         f"({cfg['BLOCK_N']}): the diagonal loop starts at the row block's first key")
+    if causal and cfg["BLOCK_M"] % cfg["BLOCK_N"] and cfg["BLOCK_N"] % cfg["BLOCK_M"]:
+        raise ValueError(f"causal attention needs BLOCK_M ({cfg['BLOCK_M']}) and BLOCK_N ({cfg['BLOCK_N']}) to "
+                         f"divide one another: the diagonal loop starts at the key block holding the row block's "
+                         f"first key")
     grid = (triton.cdiv(N, cfg["BLOCK_M"]), Z * H, 1)
     (kernel or attn_fwd_lse_kernel)[grid](q, k, v, o, lse, descale, sm_scale, *q.stride(), *k.stride(), *v.stride(),
                                           *o.stride(), H, N, HEAD_DIM=D, CAUSAL=causal, STORE_LSE=store_lse, FP8=fp8,
                                           FOLD_SCALE=_fold(fold_scale, D, causal, fp8) and sm_scale > 0,
-                                          **cfg)
+                                          **({"LPT": True} if lpt and causal else {}), **cfg)
 
 
-def attention_fwd(q, k, v, causal=False, sm_scale=None, return_lse=False, fold_scale=None, kernel=None, **config):
+def attention_fwd(q, k, v, causal=False, sm_scale=None, return_lse=False, fold_scale=None, kernel=None, lpt=None,
+                  **config):
     """softmax(q k^T * sm_scale) v for fp16/bf16 ``[Z, H, N_CTX, HEAD_DIM]`` (HEAD_DIM 16..256, any N_CTX).
 
     With ``return_lse`` also returns the base-2 row log-sum-exp ``[Z, H, N_CTX]`` fp32 of the scaled
     logits (``m + log2(l)``), which the backward pass recomputes P from. ``config``: BLOCK_M, BLOCK_N,
     num_warps, num_stages (defaults: :data:`FWD_CONFIGS`). ``fold_scale``: the kernel's FOLD_SCALE (default:
     :data:`FOLD_SCALE` unless the config is in :data:`FOLD_SCALE_OFF`); ``kernel``: another ``kernelc.jit`` of
-    :func:`attn_fwd_lse_kernel`.
+    :func:`attn_fwd_lse_kernel`; ``lpt``: causal row blocks heaviest first (the kernel's LPT; default off).
     """
     import torch
     Z, H, N, D = q.shape
@@ -226,7 +240,8 @@ def attention_fwd(q, k, v, causal=False, sm_scale=None, return_lse=False, fold_s
     sm_scale = sm_scale if sm_scale is not None else D ** -0.5
     o = torch.empty_like(q)
     lse = torch.empty((Z, H, N), device=q.device, dtype=torch.float32) if return_lse else o
-    _launch_fwd(q, k, v, o, lse, o, causal, sm_scale, return_lse, False, fwd_config(D, **config), kernel, fold_scale)
+    _launch_fwd(q, k, v, o, lse, o, causal, sm_scale, return_lse, False, fwd_config(D, **config), kernel, fold_scale,
+                lpt)
     return (o, lse) if return_lse else o
 
 
@@ -238,15 +253,15 @@ def quantize_fp8(t):
 
 
 def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None, kernel=None,
-                  fold_scale=None, **config):
+                  fold_scale=None, lpt=None, **config):
     """fp8 (e4m3) attention forward: ``softmax(q k^T * sm_scale) v`` with ``q = q8 * q_scale`` etc.
 
     ``q8``, ``k8``: ``[Z, H, N_CTX, HEAD_DIM]`` e4m3; ``v8t``: V transposed, ``[Z, H, HEAD_DIM, N_CTX]``
     (contiguous: K-major tiles for the P V dot, as fp8 wgmma needs); the scales are 1-element fp32
     tensors (:func:`quantize_fp8`). Q K^T runs in fp8, P is rounded to e4m3 for P V, accumulation is
     fp32, the output ``out_dtype`` (default float16). ``kernel``: another ``kernelc.jit`` of
-    :func:`attn_fwd_lse_kernel` (its own compiled variants, e.g. under other compile knobs); ``fold_scale`` as in
-    :func:`attention_fwd`.
+    :func:`attn_fwd_lse_kernel` (its own compiled variants, e.g. under other compile knobs); ``fold_scale`` and
+    ``lpt`` as in :func:`attention_fwd`.
     """
     import torch
     Z, H, N, D = q8.shape
@@ -259,5 +274,5 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
     o = torch.empty((Z, H, N, D), device=q8.device, dtype=out_dtype or torch.float16)
     descale = torch.cat([s.reshape(1).float() for s in (q_scale, k_scale, v_scale)])
     _launch_fwd(q8, k8, v8t.transpose(-1, -2), o, o, descale, causal, sm_scale, False, True,
-                fwd_config(D, fp8=True, **config), kernel, fold_scale)
+                fwd_config(D, fp8=True, **config), kernel, fold_scale, lpt)
     return o

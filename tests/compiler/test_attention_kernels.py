@@ -91,6 +91,18 @@ def test_fp8_forward_fits_the_warp_specialised_8_warp_config():
     assert ck.launch_warps == 9 and "STS.U16" not in ck.asm["sass"]
 
 
+# the pointer forward in 64-row programs of 128 keys (one warpgroup, no producer warp): the premise of the config is
+# how many programs share an SM (fp8: 4 at 128 registers; one more register a thread and it is 3)
+@pytest.mark.parametrize("fp8,stages,causal,programs", [(True, 3, False, 4), (True, 3, True, 4), (False, 2, True, 3)])
+def test_pointer_forward_64x128_shares_an_sm_without_spilling(fp8, stages, causal, programs):
+    from analyzer.occupancy import occupancy
+    from cubintools.target import parse_target
+    ck = compile_fwd(64, causal, fp8=fp8, BLOCK_M=64, BLOCK_N=128, num_warps=4, num_stages=stages)
+    assert ck.n_spills == 0 and ck.launch_warps == 4
+    blocks = occupancy(ck.launch_warps, ck.n_regs, ck.shared, parse_target("sm_90a").limits).blocks_per_sm
+    assert blocks >= programs, (ck.n_regs, ck.shared)
+
+
 @pytest.mark.parametrize("D,causal,dt", [(128, True, "fp16"), (64, False, "bf16")])
 def test_backward_kernels_compile_without_spills(D, causal, dt):
     for name, ck in (("dkdv", compile_dkdv(D, causal, dt)), ("dq", compile_dq(D, causal, dt))):

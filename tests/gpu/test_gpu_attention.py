@@ -238,6 +238,24 @@ def test_fp8_forward_vs_the_same_quantised_inputs(D, causal, kernel):
     _check_fp8(o, q8, k8, v8, qs, ks, vs, causal)
 
 
+# the pointer forward with key blocks wider than its row blocks (64x128, 64x256: one masked block a program when
+# causal, starting left of the row block), fp8 and fp16, N ragged or not
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("N,cfg", [(1024, dict(BLOCK_M=64, BLOCK_N=128, num_warps=4, num_stages=3)),
+                                   (1000, dict(BLOCK_M=64, BLOCK_N=128, num_warps=4, num_stages=2)),
+                                   (1024, dict(BLOCK_M=64, BLOCK_N=256, num_warps=4, num_stages=2))])
+def test_pointer_forward_with_wide_key_blocks(N, cfg, causal):
+    q, k, v, _ = _inputs(2, 4, N, 64, torch.float16)
+    o = A.attention_fwd(q, k, v, causal=causal, **cfg)
+    _close_as_torch("o", o, SDPA(q, k, v, is_causal=causal), SDPA(q.float(), k.float(), v.float(), is_causal=causal),
+                    2e-3)
+    if N % 16 == 0:
+        (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in (q, k, v))
+        o = A.attention_fp8(q8, k8, v8.transpose(-1, -2).contiguous(), qs, ks, vs, causal=causal, fold_scale=True,
+                            **cfg)
+        _check_fp8(o, q8, k8, v8, qs, ks, vs, causal)
+
+
 # FA3-order fp8 launch configs the bench times as variants (bench_attention.FWD_VARIANTS / FWD_VARIANT_WHEN)
 # (the defaults, attention_fa3.FP8_CONFIGS, are covered above; 128x128 at 8 warps and 2 stages is the config before it)
 @pytest.mark.parametrize("D,causal,cfg", [(128, False, dict(num_stages=3)), (128, True, dict(num_stages=2)),

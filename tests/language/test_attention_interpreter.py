@@ -32,7 +32,11 @@ def _ref(q, k, v, causal, sm_scale=None):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("N,D,blocks,fold", [(80, 16, dict(BLOCK_M=32, BLOCK_N=16), False), (64, 32, {}, False),
                                              (48, 256, {}, False), (80, 16, dict(BLOCK_M=32, BLOCK_N=16), True),
-                                             (64, 32, {}, True), (48, 256, {}, True)])
+                                             (64, 32, {}, True), (48, 256, {}, True),
+                                             # key blocks wider than row blocks: the causal diagonal block starts
+                                             # left of the row block (and N ragged)
+                                             (80, 16, dict(BLOCK_M=16, BLOCK_N=32, lpt=True), True),
+                                             (96, 16, dict(BLOCK_M=16, BLOCK_N=64), False)])
 def test_forward_saves_lse(N, D, blocks, fold, causal):
     q, k, v = _qkv(N, D, torch.float16)
     o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True, fold_scale=fold, **blocks)
@@ -185,11 +189,13 @@ def test_backward_of_strided_inputs_and_custom_scale():
 
 @pytest.mark.parametrize("fold", [False, True])
 @pytest.mark.parametrize("causal", [False, True])
-def test_fp8_forward_against_the_same_quantised_inputs(causal, fold):
+@pytest.mark.parametrize("bm,bn", [(32, 16), (16, 32)])
+def test_fp8_forward_against_the_same_quantised_inputs(causal, fold, bm, bn):
     q, k, v = _qkv(80, 32, torch.float16)
     (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in (q, k, v))
-    o = A.attention_fp8(q8, k8, v8.transpose(-1, -2).contiguous(), qs, ks, vs, causal=causal, BLOCK_M=32, BLOCK_N=16,
-                        fold_scale=fold)
+    # lpt (causal row blocks last first) with the wide key blocks
+    o = A.attention_fp8(q8, k8, v8.transpose(-1, -2).contiguous(), qs, ks, vs, causal=causal, BLOCK_M=bm, BLOCK_N=bn,
+                        fold_scale=fold, lpt=bm < bn)
     assert o.dtype == torch.float16
     ref, _ = _ref(q8.float() * qs, k8.float() * ks, v8.float() * vs, causal)
     # P (in [0, 1]) is rounded to e4m3 for P V: a relative error of at most 2^-4 per weight, while the row sum l
@@ -207,8 +213,8 @@ def test_bad_inputs_are_clear_errors():
     q48 = torch.zeros(1, 1, 32, 48, dtype=torch.float16)
     with pytest.raises(ValueError, match="head dim 48 is not supported"):
         A.attention_fwd(q48, q48, q48)
-    with pytest.raises(ValueError, match="BLOCK_M .* multiple of BLOCK_N"):
-        A.attention_fwd(q, k, v, causal=True, BLOCK_M=16, BLOCK_N=32)
+    with pytest.raises(ValueError, match="BLOCK_M .* and BLOCK_N .* divide one another"):
+        A.attention_fwd(q, k, v, causal=True, BLOCK_M=32, BLOCK_N=48)
     with pytest.raises(TypeError, match="float8_e4m3fn"):
         A.attention_fp8(q, k, v, *(torch.ones(1),) * 3)
     with pytest.raises(ValueError, match="dq_mode"):
@@ -235,10 +241,11 @@ def test_fa3_order_fp8_forward_against_the_same_quantised_inputs(causal, N, BLOC
 
 
 def test_the_fold_default_and_a_negative_scale():
-    # FOLD_SCALE is on but for fp8 at D=64 causal (A.FOLD_SCALE_OFF); with sm_scale <= 0 the host keeps the unfolded
+    # FOLD_SCALE is on by default (A.FOLD_SCALE_OFF is empty); with sm_scale <= 0 the host keeps the unfolded
     # form even when asked (the row max of the raw scores times a negative scale is not the scaled row max)
     assert A._fold(None, 128, False, True) and A._fold(None, 64, False, True) and A._fold(None, 64, True, False)
-    assert not A._fold(None, 64, True, True) and A._fold(True, 64, True, True) and not A._fold(False, 128, False, False)
+    assert A._fold(None, 64, True, True) and A._fold(True, 64, True, True) and not A._fold(False, 128, False, False)
+    assert not A._fold(False, 64, True, True)
     q, k, v = _qkv(80, 16, torch.float16)
     o = A.attention_fwd(q, k, v, causal=False, sm_scale=-0.3, fold_scale=True, BLOCK_M=32, BLOCK_N=16)
     ref, _ = _ref(q, k, v, False, sm_scale=-0.3)
