@@ -121,6 +121,11 @@ SWEEP_DS = {128: [((64, 128, 8, 3), (128, 64, 8, 4))]}
 # 7-12% slower: removed
 SWEEP_FUSED = {128: [(8, 3)]}
 SWEEP_FUSED_DESC = (16, 32, 64)  # head dims whose fused kernel fits with the dQ loop's descriptors
+# dq_mode="fused" at other blocks: ((dK/dV BLOCK_M, BLOCK_N), (dQ BLOCK_M, BLOCK_N), num_warps, num_stages), dQ loop
+# by descriptors; spill-free on sm_90a (D=64: tutorial 06's blocks 240 / 242 registers non-causal / causal, 2
+# programs an SM; (64, 64) 186 / 188, 2 an SM; (32, 64) / (64, 32) 134 / 139, 3 an SM; 8-warp (64, 128) / (128, 64)
+# spills 420-668 under the dQ loop's producer warp)
+SWEEP_FUSED_BLOCKS = {64: [((32, 128), (128, 32), 4, 3), ((64, 64), (64, 64), 4, 3), ((32, 64), (64, 32), 4, 3)]}
 # causal grids longest first across head groups: (tag, dK/dV kernel's GROUP, dQ kernel's / ds GEMM's GROUP)
 SWEEP_GROUP = [("grp0", 0, 0), ("grp8", 8, 8), ("grp8dq", 0, 8)]
 # (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27
@@ -133,12 +138,19 @@ SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4,
 #             the example issued dO V^T before P's exp2)
 #   bulk_s1, bulk_s3  dq_mode="bulk" with 1 / 3 staging stages for dQ's tile (KERNELC_BULK_REDUCE_STAGES;
 #             default 2): 1 waits for each reduction to read its stage before the next trip stages its tile
+#   fused_tail, fused_tail_t06  dq_mode="fused" (its one kernel) with each loop's last dot (dK += dS^T Q, dQ += dS K)
+#             left in flight across the back edge (KERNELC_WGMMA_ASYNC_TAIL=1): at its default blocks, and at
+#             tutorial 06's (dK/dV (32, 128), dQ (128, 32), 4 warps, 3 stages)
 BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNELC_WGMMA_PIN_WAITS": "0"},
-                "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"}}
-_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",)}  # default: both
-_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk"}  # default: separate
+                "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"},
+                "fused_tail": {"KERNELC_WGMMA_ASYNC_TAIL": "1"}, "fused_tail_t06": {"KERNELC_WGMMA_ASYNC_TAIL": "1"}}
+_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",),  # default: dkdv and dq
+                        "fused_tail": ("fused",), "fused_tail_t06": ("fused",)}
+_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk", "fused_tail": "fused",
+                     "fused_tail_t06": "fused"}  # default: separate
 # other arguments of attention_bwd a variant runs with (head dim -> kwargs; None: every head dim)
-_BWD_VARIANT_ARGS = {}
+_BWD_VARIANT_ARGS = {"fused_tail_t06": {64: dict(dkdv_config=dict(BLOCK_M=32, BLOCK_N=128, num_warps=4, num_stages=3),
+                                                 dq_config=dict(BLOCK_M=128, BLOCK_N=32))}}
 
 
 # the sweep's reference and config entries run the separate pass whatever dq_mode=None picks at the head dim
@@ -233,6 +245,14 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                                          dkdv_config=c and dict(num_warps=c[0], num_stages=c[1]))
         check_against_default(name, fn)
         record(name, fn)
+    for (b1, b2, w, st) in SWEEP_FUSED_BLOCKS.get(D, []):
+        name = f"sweep_bwd_fused_{list(b1)}{list(b2)}w{w}s{st}"
+        fn = lambda b1=b1, b2=b2, w=w, st=st: B.attention_bwd(  # noqa: E731
+            do, q, k, v, o, lse, causal, scale, dq_mode="fused",
+            dkdv_config=dict(BLOCK_M=b1[0], BLOCK_N=b1[1], num_warps=w, num_stages=st),
+            dq_config=dict(BLOCK_M=b2[0], BLOCK_N=b2[1]))
+        check_against_default(name, fn)
+        record(name, fn)
     if D in SWEEP_FUSED_DESC:  # the fused dQ loop's K and V by descriptors (a TMA ring) or pointers (cp.async)
         on = not B.FUSED_DQ_DESC.get(D, False)
         name = "sweep_bwd_fused_" + ("desc" if on else "nodesc")
@@ -297,7 +317,8 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                 record(f"sweep_bwd_part_{name}_{step}", launch)
     # the defaults timed again after every other entry (only when asked by name): later entries of a process ran ~3%
     # faster on an H100 (calls H11, H11b), so a variant is compared with the default on both sides of it
-    for name, mode in (("sweep_bwd_default_late", "separate"), ("sweep_bwd_ds_late", "ds")):
+    for name, mode in (("sweep_bwd_default_late", "separate"), ("sweep_bwd_ds_late", "ds"),
+                       ("sweep_bwd_fused_late", "fused")):
         if only and _picked(name, only):
             record(name, lambda mode=mode: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=mode))
     fwd = {n: r["ms"] for n, r in res.items() if n.startswith("sweep_fwd") or n == "ours_fwd"}  # with the default
@@ -433,7 +454,7 @@ def bwd_variant_kernels(name):
     from examples.kernels import attention_bwd as B
     key = "bwd_" + name
     if key not in _variant_kernels:
-        fns = dict(dkdv=B.attn_bwd_dkdv_kernel, dq=B.attn_bwd_dq_kernel)
+        fns = dict(dkdv=B.attn_bwd_dkdv_kernel, dq=B.attn_bwd_dq_kernel, fused=B.attn_bwd_fused_kernel)
         _variant_kernels[key] = {k: kernelc.jit(fns[k].fn) for k in _BWD_VARIANT_KERNELS.get(name, ("dkdv", "dq"))}
     return _variant_kernels[key]
 

@@ -407,7 +407,7 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_conf
     :data:`ATOMIC_DKDV_CONFIGS`, bulk: :data:`BULK_DKDV_CONFIGS`, ds: :data:`DS_DKDV_CONFIGS`) /
     :data:`DQ_CONFIGS` (ds: the GEMM's, :data:`DQ_FROM_DS_CONFIGS`).
     ``ds_workspace_bytes``: ds's dS^T buffer at most this large (default :data:`DS_WORKSPACE_BYTES`; heads in groups).
-    ``kernels``: ``{"dkdv": ..., "dq": ...}``, other
+    ``kernels``: ``{"dkdv": ..., "dq": ..., "fused": ...}``, other
     compiled copies of the kernels to launch (the bench's A/B of compile knobs).
     """
     grads, steps = attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode, dkdv_config, dq_config,
@@ -435,7 +435,7 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     ds = dq_mode == "ds" and N % 8 == 0
     dq_mode = "separate" if dq_mode == "ds" and not ds else dq_mode
     if dq_mode == "fused":
-        return _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config)
+        return _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, kernels.get("fused"))
     atomic = dq_mode in ("atomic", "bulk")
     bulk = dq_mode == "bulk"
     c1 = _cfg(BULK_DKDV_CONFIGS if bulk else ATOMIC_DKDV_CONFIGS if atomic else DS_DKDV_CONFIGS if ds else
@@ -532,9 +532,11 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_
     return (lambda: (dq, dk, dv)), steps
 
 
-def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config):
+def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, kernel=None):
     """dq_mode="fused": preprocess, then attn_bwd_fused_kernel (``dkdv_config``'s BLOCK_M/BLOCK_N, num_warps and
-    num_stages for the grid and its dK/dV loop, ``dq_config``'s BLOCK_M/BLOCK_N for its dQ loop)."""
+    num_stages for the grid and its dK/dV loop, ``dq_config``'s BLOCK_M/BLOCK_N for its dQ loop; ``kernel``: another
+    compiled copy of it, the bench's A/B of compile knobs)."""
+    kernel = kernel or attn_bwd_fused_kernel
     import torch
     Z, H, N, D = q.shape
     if D not in FUSED_CONFIGS:
@@ -553,7 +555,7 @@ def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config):
             o, do, delta, *o.stride(), *do.stride(), H, N, BLOCK_M=PRE_BLOCK, HEAD_DIM=D)
 
     def fused():
-        attn_bwd_fused_kernel[(triton.cdiv(N, c1["BLOCK_N"]), Z * H, 1)](
+        kernel[(triton.cdiv(N, c1["BLOCK_N"]), Z * H, 1)](
             q, k, v, do, dk, dv, dq, lse, delta, sm_scale, *q.stride(), H, N, BLOCK_M1=c1["BLOCK_M"],
             BLOCK_N1=c1["BLOCK_N"], BLOCK_M2=c2["BLOCK_M"], BLOCK_N2=c2["BLOCK_N"], HEAD_DIM=D, CAUSAL=causal,
             DQ_DESC=c2.get("DESC", FUSED_DQ_DESC.get(D, False)), num_warps=c1["num_warps"], num_stages=c1["num_stages"])
