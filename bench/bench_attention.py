@@ -111,7 +111,10 @@ SWEEP_DKDV_WS = {128: [(32, 128, 8, 3)], 64: [(32, 128, 4, 3)]}
 SWEEP_ATOMIC = {128: [(16, 128, 8, 3)], 64: [(64, 64, 4, 3)]}
 # the one-kernel backward with dQ by TMA bulk reductions (dq_mode="bulk") at other dK/dV configs (its default is
 # timed as sweep_bwd_bulk_default); spill-free on sm_90a
-SWEEP_BULK = {128: [(16, 128, 8, 3), (32, 128, 8, 4)], 64: [(64, 64, 4, 3)]}
+# D=64 with 128 keys a program (FlashAttention-3's D=64 key block: half the reduced bytes of BLOCK_N = 64) at 8
+# warps, 1 program an SM: (64, 128, 8, 2) 216 registers, (32, 128, 8, 3) 152; dQ^T's dot on mma.sync (HEAD_DIM = 64
+# rows is one warpgroup's); 4 warps at BLOCK_N = 128 spill
+SWEEP_BULK = {128: [(16, 128, 8, 3), (32, 128, 8, 4)], 64: [(64, 64, 4, 3), (64, 128, 8, 2), (32, 128, 8, 3)]}
 # dq_mode="ds" (dS^T stored by the dK/dV kernel, dQ = dS K a GEMM) at another (dK/dV, dQ GEMM) config, the GEMM's
 # BLOCK_M being the dK/dV kernel's BLOCK_N; spill-free on sm_90a (the default is sweep_bwd_ds_default). On an H100
 # (call H9b) it tied the default; (32, 128, 8, 3) / (32, 64, 4, 3) dK/dV configs were slower
