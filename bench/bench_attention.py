@@ -141,19 +141,22 @@ SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4,
 #             the example issued dO V^T before P's exp2)
 #   bulk_s1, bulk_s3  dq_mode="bulk" with 1 / 3 staging stages for dQ's tile (KERNELC_BULK_REDUCE_STAGES;
 #             default 2): 1 waits for each reduction to read its stage before the next trip stages its tile
-#   fused_tail, fused_tail_t06  dq_mode="fused" (its one kernel) with each loop's last dot (dK += dS^T Q, dQ += dS K)
-#             left in flight across the back edge (KERNELC_WGMMA_ASYNC_TAIL=1): at its default blocks, and at
-#             tutorial 06's (dK/dV (32, 128), dQ (128, 32), 4 warps, 3 stages)
+#   fused_tail, fused_tail_t06, fused_tail_64  dq_mode="fused" (its one kernel) with each loop's last dot (dK +=
+#             dS^T Q, dQ += dS K) left in flight across the back edge (KERNELC_WGMMA_ASYNC_TAIL=1): at its default
+#             blocks, at tutorial 06's (dK/dV (32, 128), dQ (128, 32), 4 warps, 3 stages) and at (64, 64) / (64, 64).
+#             Causal, ptxas serialises every wgmma of the fused kernel under it (C7515; not the separate kernels)
 BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNELC_WGMMA_PIN_WAITS": "0"},
                 "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"},
-                "fused_tail": {"KERNELC_WGMMA_ASYNC_TAIL": "1"}, "fused_tail_t06": {"KERNELC_WGMMA_ASYNC_TAIL": "1"}}
+                **{n: {"KERNELC_WGMMA_ASYNC_TAIL": "1"} for n in ("fused_tail", "fused_tail_t06", "fused_tail_64")}}
 _BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",),  # default: dkdv and dq
-                        "fused_tail": ("fused",), "fused_tail_t06": ("fused",)}
-_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk", "fused_tail": "fused",
-                     "fused_tail_t06": "fused"}  # default: separate
+                        **{n: ("fused",) for n in ("fused_tail", "fused_tail_t06", "fused_tail_64")}}
+_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk",  # default: separate
+                     **{n: "fused" for n in ("fused_tail", "fused_tail_t06", "fused_tail_64")}}
 # other arguments of attention_bwd a variant runs with (head dim -> kwargs; None: every head dim)
 _BWD_VARIANT_ARGS = {"fused_tail_t06": {64: dict(dkdv_config=dict(BLOCK_M=32, BLOCK_N=128, num_warps=4, num_stages=3),
-                                                 dq_config=dict(BLOCK_M=128, BLOCK_N=32))}}
+                                                 dq_config=dict(BLOCK_M=128, BLOCK_N=32))},
+                     "fused_tail_64": {64: dict(dkdv_config=dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3),
+                                                dq_config=dict(BLOCK_M=64, BLOCK_N=64))}}
 
 
 # the sweep's reference and config entries run the separate pass whatever dq_mode=None picks at the head dim
