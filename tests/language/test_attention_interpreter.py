@@ -290,3 +290,27 @@ def test_fused_mode_with_descriptor_loads_in_its_dq_loop(causal):
         got = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="fused", dq_config=dict(DESC=desc))
         for a, b in zip(got, sep):
             assert torch.equal(a, b)
+
+
+def test_fused_mode_launches_the_kernel_it_is_given():
+    # attention_bwd(kernels={"fused": ...}): the bench's compile-knob A/B (fused_tail) launches its own copy of the
+    # fused kernel, with the default's grads
+    import kernelc
+
+    class Spy:
+        def __init__(self, kern):
+            self.kern, self.grids = kern, []
+
+        def __getitem__(self, grid):
+            self.grids.append(grid)
+            return self.kern[grid]
+
+    q, k, v = _qkv(80, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    o, lse = A.attention_fwd(q, k, v, True, 0.25, return_lse=True)
+    ref = B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_mode="fused")
+    spy = Spy(kernelc.jit(B.attn_bwd_fused_kernel.fn))
+    got = B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_mode="fused", kernels={"fused": spy})
+    assert len(spy.grids) == 1
+    for a, b in zip(got, ref):
+        assert torch.equal(a, b)
