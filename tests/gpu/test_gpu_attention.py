@@ -113,6 +113,15 @@ def test_backward_without_deferred_ring_waits(D, causal, monkeypatch):
     _check_backward_at(D, causal, kernels=kernels)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_fused_backward_with_its_tails_in_flight(causal, monkeypatch):
+    # the bench's A/B (BWD_VARIANTS "fused_tail"): dq_mode="fused" at D=64 compiled with KERNELC_WGMMA_ASYNC_TAIL=1
+    # (dK += dS^T Q, dQ += dS K in flight over the back edge; each loop waits on its exit edge)
+    import kernelc
+    monkeypatch.setenv("KERNELC_WGMMA_ASYNC_TAIL", "1")
+    _check_backward_at(64, causal, dq_mode="fused", kernels=dict(fused=kernelc.jit(B.attn_bwd_fused_kernel.fn)))
+
+
 def _check_backward_at(D, causal, **kw):
     q, k, v, do = _inputs(1, 4, 1000, D, torch.float16)
     o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)

@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from ...language.dtypes import scalar_of, shape_of
+from ...options import get
 from ..ir.core import Block, Function, Op, Value
 from ..ir.ops import OPS
 from ..target_rules import WGMMA_TYPES
@@ -241,6 +242,11 @@ class _Waits:
         if not dots:
             return i
         idx = sorted({k for k, v in enumerate(yld.operands) if v.op is not None and id(v.op) in dots})
+        if get("KERNELC_WGMMA_EXIT_WAIT") and any(_wgmma_dot(self.plan, o) and id(o) not in dots for o in body.ops):
+            # an async tail (the body waits for its other dots in the trip): the wait goes on the loop's exit edge
+            # (codegen/control.py), before the path that skips the loop joins
+            loop.attrs["exit_wait"] = idx
+            return i
         vals = [loop.results[k] for k in idx]
         # (under the location of the loop's yield: the code generator emitted it after the back edge)
         w = Op("wgmma_wait", vals, [v.type for v in vals], {"pending": 0}, loc=yld.loc)
