@@ -382,6 +382,7 @@ class CompileOptions:
     wgmma_defer_ring: bool = True
     wgmma_defer_acc: bool = False
     wgmma_async_tail: str = "off"
+    wgmma_exit_wait: bool = True
     tma_early_issue: bool = True
     wgmma_pin_waits: bool = True
     bulk_reduce_stages: str = "2"
