@@ -8,6 +8,11 @@ waits go, so the code generator issues a dot's wgmmas and commits its group and 
     wgmma_wait {pending=1}                         ... after one left in flight (``wgmma='async'``)
     %r0, %r1 = wgmma_wait %a0, %a1 {pending=0}     after a pipelined loop with ``async`` dots: the
                                                    accumulators those dots yield, taken through the wait
+    scf.for ... {exit_wait=[k, ...]}               instead, when the loop also waits for other dots in the
+                                                   trip (an async tail, KERNELC_WGMMA_ASYNC_TAIL): the code
+                                                   generator waits on the loop's exit edge, taking carried
+                                                   values k, ... through, before the path that skips the loop
+                                                   joins (KERNELC_WGMMA_EXIT_WAIT; codegen/control.py)
     %t, ... = wgmma_wait %d, ... {pending=n[, pin=True]}
                                                    a ``deferred`` dot's result where it is first read
 
