@@ -65,8 +65,9 @@ def attn_bwd_preprocess_kernel(O, DO, Delta, stride_oz, stride_oh, stride_om, st
 def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, stride_dom, stride_dqm, offs_n,
                 offs_m0, qk_scale, lo, hi, N_CTX, sm_scale, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
                 ATOMIC_DQ: tl.constexpr, WS: tl.constexpr, BULK_DQ: tl.constexpr, ds_desc=None, start_n=0,
-                STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False):
-    """Query blocks [lo, hi) into (dk, dv) of one key block; P^T and dS^T are [BLOCK_N, BLOCK_M]."""
+                STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False, EVEN_M: tl.constexpr = False):
+    """Query blocks [lo, hi) into (dk, dv) of one key block; P^T and dS^T are [BLOCK_N, BLOCK_M]. EVEN_M: N_CTX is a
+    multiple of BLOCK_M, the LSE and delta rows are loaded without a mask."""
     # PREFETCH_LD: each trip loads the next trip's LSE and delta rows, so their latency runs under a whole trip (they
     # were the dK/dV loop's top stall in Nsight Compute, more so under ds's dS^T stream: docs/attention.md)
     if PREFETCH_LD:
@@ -93,6 +94,9 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
             nxt = offs_m + BLOCK_M
             lse_n = tl.load(LSE + nxt, mask=nxt < N_CTX, other=0.0)
             delta_n = tl.load(Delta + nxt, mask=nxt < N_CTX, other=0.0)
+        elif EVEN_M:  # no row past N_CTX: no predicate or zero-fill a trip
+            lse = tl.load(LSE + offs_m)
+            delta = tl.load(Delta + offs_m)
         else:
             lse = tl.load(LSE + offs_m, mask=rows, other=0.0)
             delta = tl.load(Delta + offs_m, mask=rows, other=0.0)
@@ -132,7 +136,7 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                          BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
                          ATOMIC_DQ: tl.constexpr, WS: tl.constexpr = False, BULK_DQ: tl.constexpr = False,
                          STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False,
-                         GROUP: tl.constexpr = 0):
+                         GROUP: tl.constexpr = 0, EVEN_M: tl.constexpr = False):
     """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ, through a descriptor's bulk
     reductions with BULK_DQ too); WS: a producer warp(group)
     fills the loop's TMA ring (the bench's sweep tries it). Q, K, V, dO, dK, dV share
@@ -185,10 +189,10 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         lo = start_n + BLOCK_N
         dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                              offs_n, offs_m0, qk_scale, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
-                             True, ATOMIC_DQ, WS, BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD)
+                             True, ATOMIC_DQ, WS, BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M)
     dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                          offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
-                         BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD)
+                         BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
     tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
 
@@ -267,13 +271,13 @@ def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h
 def attn_bwd_fused_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k, H,
                           N_CTX, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr, BLOCK_M2: tl.constexpr,
                           BLOCK_N2: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
-                          DQ_DESC: tl.constexpr = False):
+                          DQ_DESC: tl.constexpr = False, EVEN_M: tl.constexpr = False):
     """dq_mode="fused": the separate pass's two kernels in one grid, as Triton's tutorial 06 does: program i of a
     head computes dK, dV of key block i, then dQ of query block i (BLOCK_N1 == BLOCK_M2). One launch, so neither
     kernel has a tail of its own; causal, key block i's queries and query block i's keys add up to the same work
     for every program (dQ in launch order: the first query blocks are the shortest)."""
     attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k,
-                         0, 0, 0, H, N_CTX, BLOCK_M1, BLOCK_N1, HEAD_DIM, CAUSAL, False)
+                         0, 0, 0, H, N_CTX, BLOCK_M1, BLOCK_N1, HEAD_DIM, CAUSAL, False, EVEN_M=EVEN_M)
     attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX,
                        BLOCK_M2, BLOCK_N2, HEAD_DIM, CAUSAL, False, 0, DQ_DESC)
 
@@ -449,6 +453,8 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
                          f"dQ kernel's BLOCK_M a multiple of its BLOCK_N (got {c1}, {c2})")
     for c, g in zip((c1, c2), CAUSAL_GROUP.get((D, "ds" if ds else dq_mode), (0, 0))):
         c.setdefault("GROUP", g)
+    if c1.get("EVEN_M"):  # asked for: unmasked LSE/delta loads only where no query step runs past N
+        c1["EVEN_M"] = N % c1["BLOCK_M"] == 0
     if ds:
         return _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels,
                          DS_WORKSPACE_BYTES if ds_workspace_bytes is None else ds_workspace_bytes)
@@ -549,6 +555,8 @@ def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, 
                          f"multiple of its step), got {c1}, {c2}")
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    # dkdv_config's EVEN_M (asked for): the dK/dV loop's LSE/delta loads unmasked, where N is a multiple of its step
+    even = bool(c1.get("EVEN_M")) and N % c1["BLOCK_M"] == 0
 
     def preprocess():
         attn_bwd_preprocess_kernel[(triton.cdiv(N, PRE_BLOCK), Z * H, 1)](
@@ -558,7 +566,8 @@ def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, 
         kernel[(triton.cdiv(N, c1["BLOCK_N"]), Z * H, 1)](
             q, k, v, do, dk, dv, dq, lse, delta, sm_scale, *q.stride(), H, N, BLOCK_M1=c1["BLOCK_M"],
             BLOCK_N1=c1["BLOCK_N"], BLOCK_M2=c2["BLOCK_M"], BLOCK_N2=c2["BLOCK_N"], HEAD_DIM=D, CAUSAL=causal,
-            DQ_DESC=c2.get("DESC", FUSED_DQ_DESC.get(D, False)), num_warps=c1["num_warps"], num_stages=c1["num_stages"])
+            DQ_DESC=c2.get("DESC", FUSED_DQ_DESC.get(D, False)), EVEN_M=even, num_warps=c1["num_warps"],
+            num_stages=c1["num_stages"])
 
     return (lambda: (dq, dk, dv)), [("preprocess", preprocess), ("dkdv_dq", fused)]
 

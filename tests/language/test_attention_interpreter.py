@@ -314,3 +314,19 @@ def test_fused_mode_launches_the_kernel_it_is_given():
     assert len(spy.grids) == 1
     for a, b in zip(got, ref):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("N", [96, 80])
+@pytest.mark.parametrize("mode", ["fused", "separate"])
+def test_even_m_loads_give_the_same_grads(mode, N):
+    # dkdv_config EVEN_M: the dK/dV loop's LSE/delta rows unmasked where N is a multiple of its step (96 at a step
+    # of 16 and 32); at N=80 and a step of 32 the wrapper keeps the masks
+    q, k, v = _qkv(N, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    for causal in (False, True):
+        o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
+        ref = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode=mode, dkdv_config=dict(BLOCK_M=32, BLOCK_N=32))
+        got = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode=mode,
+                              dkdv_config=dict(BLOCK_M=32, BLOCK_N=32, EVEN_M=True))
+        for a, b in zip(got, ref):
+            assert torch.equal(a, b)
