@@ -247,7 +247,8 @@ class _Waits:
         if not dots:
             return i
         idx = sorted({k for k, v in enumerate(yld.operands) if v.op is not None and id(v.op) in dots})
-        if get("KERNELC_WGMMA_EXIT_WAIT") and any(_wgmma_dot(self.plan, o) and id(o) not in dots for o in body.ops):
+        if get("KERNELC_WGMMA_EXIT_WAIT") and not loop.attrs.get("ws") and \
+                any(_wgmma_dot(self.plan, o) and id(o) not in dots for o in body.ops):
             # an async tail (the body waits for its other dots in the trip): the wait goes on the loop's exit edge
             # (codegen/control.py), before the path that skips the loop joins
             loop.attrs["exit_wait"] = idx
