@@ -231,3 +231,25 @@ def test_a_warp_specialised_loop_keeps_its_schedule(monkeypatch):
         tirs[knob] = ck.asm["tir"]
         assert "ws={" in tirs[knob] and "wgmma='async'" not in tirs[knob]
     assert tirs["0"] == tirs["1"]
+
+
+def test_a_loops_own_async_tail_request(monkeypatch):
+    """tl.range(..., async_tail=True) (the example's TAIL) leaves that loop's last dot in flight with the knob off, as
+    KERNELC_WGMMA_ASYNC_TAIL=1 does for every loop; async_tail=False keeps it off under the knob."""
+    from examples.kernels import attention_bwd as B
+    P = lambda t: "*" + t  # noqa: E731
+    sig = dict(Q=P("fp16"), K=P("fp16"), V=P("fp16"), DO=P("fp16"), DK=P("fp16"), DV=P("fp16"), DQ=P("fp16"),
+               LSE=P("fp32"), Delta=P("fp32"), sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32",
+               stride_k="i32", H="i32", N_CTX="i32")
+    (bm1, bn1), (bm2, bn2), w, st = B.FUSED_CONFIGS[64]
+    waits = {}
+    for knob, tail in (("0", True), ("1", False)):
+        monkeypatch.setenv("KERNELC_WGMMA_ASYNC_TAIL", knob)
+        ck = kcompile(B.attn_bwd_fused_kernel, sig, dict(HEAD_DIM=64, CAUSAL=False, BLOCK_M1=bm1, BLOCK_N1=bn1,
+                                                         BLOCK_M2=bm2, BLOCK_N2=bn2, DQ_DESC=True, TAIL=tail),
+                      "sm_90a", w, st, divisibility={n: 16 for n in sig}, equal_to_1=("stride_k",))
+        assert ("exit_wait" in ck.asm["tir"]) == tail
+        waits[tail] = [_depbars(lp) for lp in _loop_sass(ck.asm["sass"])]
+    # dK/dV loop, then dQ loop: asked for, neither waits for its last group at 0 before the back edge
+    assert waits[True][0][-1] == 1 and waits[True][1][-1] == 1, waits
+    assert waits[False][0][-1] == 0 and waits[False][1][-1] == 0, waits
