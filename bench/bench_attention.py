@@ -111,10 +111,9 @@ SWEEP_DKDV_WS = {128: [(32, 128, 8, 3)], 64: [(32, 128, 4, 3)]}
 SWEEP_ATOMIC = {128: [(16, 128, 8, 3)], 64: [(64, 64, 4, 3)]}
 # the one-kernel backward with dQ by TMA bulk reductions (dq_mode="bulk") at other dK/dV configs (its default is
 # timed as sweep_bwd_bulk_default); spill-free on sm_90a
-# D=64 with 128 keys a program (FlashAttention-3's D=64 key block: half the reduced bytes of BLOCK_N = 64) at 8
-# warps, 1 program an SM: (64, 128, 8, 2) 216 registers, (32, 128, 8, 3) 152; dQ^T's dot on mma.sync (HEAD_DIM = 64
-# rows is one warpgroup's); 4 warps at BLOCK_N = 128 spill
-SWEEP_BULK = {128: [(16, 128, 8, 3), (32, 128, 8, 4)], 64: [(64, 64, 4, 3), (64, 128, 8, 2), (32, 128, 8, 3)]}
+# (D=64 with 128 keys a program, FlashAttention-3's key block, half the reduced bytes: (64, 128, 8, 2) and
+# (32, 128, 8, 3) at 0.54-0.64 of cuDNN's time on an H200, 1.6-1.8x the separate pass's, call C2: removed)
+SWEEP_BULK = {128: [(16, 128, 8, 3), (32, 128, 8, 4)], 64: [(64, 64, 4, 3)]}
 # dq_mode="ds" (dS^T stored by the dK/dV kernel, dQ = dS K a GEMM) at another (dK/dV, dQ GEMM) config, the GEMM's
 # BLOCK_M being the dK/dV kernel's BLOCK_N; spill-free on sm_90a (the default is sweep_bwd_ds_default). On an H100
 # (call H9b) it tied the default; (32, 128, 8, 3) / (32, 64, 4, 3) dK/dV configs were slower
@@ -124,11 +123,13 @@ SWEEP_DS = {128: [((64, 128, 8, 3), (128, 64, 8, 4))]}
 # 7-12% slower: removed
 SWEEP_FUSED = {128: [(8, 3)]}
 SWEEP_FUSED_DESC = (16, 32, 64)  # head dims whose fused kernel fits with the dQ loop's descriptors
-# dq_mode="fused" at other blocks: ((dK/dV BLOCK_M, BLOCK_N), (dQ BLOCK_M, BLOCK_N), num_warps, num_stages), dQ loop
-# by descriptors; spill-free on sm_90a (D=64: tutorial 06's blocks 240 / 242 registers non-causal / causal, 2
-# programs an SM; (64, 64) 186 / 188, 2 an SM; (32, 64) / (64, 32) 134 / 139, 3 an SM; 8-warp (64, 128) / (128, 64)
-# spills 420-668 under the dQ loop's producer warp)
-SWEEP_FUSED_BLOCKS = {64: [((32, 128), (128, 32), 4, 3), ((64, 64), (64, 64), 4, 3), ((32, 64), (64, 32), 4, 3)]}
+# dq_mode="fused" at other blocks and with or without the async tail: ((dK/dV BLOCK_M, BLOCK_N), (dQ BLOCK_M, BLOCK_N),
+# num_warps, num_stages, TAIL), dQ loop by descriptors; spill-free on sm_90a. D=64 on an H200 (call C2, N=4096 / 16384,
+# docs/attention.md "bwd13"): without the tail, tutorial 06's blocks (32, 128) / (128, 32) 11-17% and (64, 64) 5-10%
+# slower than (32, 64) / (64, 64); with it, (64, 64) 7% faster causal (the default since), (32, 64) 3% faster
+# non-causal at 4096 and 2% slower at 16384 (its causal form was serialised by ptxas then, C7515; fixed since)
+SWEEP_FUSED_BLOCKS = {64: [((32, 64), (64, 64), 4, 3, False), ((32, 64), (64, 64), 4, 3, True),
+                           ((64, 64), (64, 64), 4, 3, False)]}
 # causal grids longest first across head groups: (tag, dK/dV kernel's GROUP, dQ kernel's / ds GEMM's GROUP)
 SWEEP_GROUP = [("grp0", 0, 0), ("grp8", 8, 8), ("grp8dq", 0, 8)]
 # (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27
@@ -141,25 +142,15 @@ SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4,
 #             the example issued dO V^T before P's exp2)
 #   bulk_s1, bulk_s3  dq_mode="bulk" with 1 / 3 staging stages for dQ's tile (KERNELC_BULK_REDUCE_STAGES;
 #             default 2): 1 waits for each reduction to read its stage before the next trip stages its tile
-#   fused_tail, fused_tail_t06, fused_tail_64  dq_mode="fused" (its one kernel) with each loop's last dot (dK +=
-#             dS^T Q, dQ += dS K) left in flight across the back edge (KERNELC_WGMMA_ASYNC_TAIL=1): at its default
-#             blocks, at tutorial 06's (dK/dV (32, 128), dQ (128, 32), 4 warps, 3 stages) and at (64, 64) / (64, 64).
-#             (causal: not serialised by ptxas since the loops wait on their exit edge, KERNELC_WGMMA_EXIT_WAIT)
-#   fused_tail_even  fused_tail with the dK/dV loop's LSE/delta rows loaded without a mask (EVEN_M, N % BLOCK_M == 0)
-_FUSED_TAILS = ("fused_tail", "fused_tail_t06", "fused_tail_64", "fused_tail_even")
+#   tail      the separate pass (both kernels) with the async tail (KERNELC_WGMMA_ASYNC_TAIL=1: dK += dS^T Q and dQ +=
+#             dS K in flight across the back edge). (The fused kernel asks for it itself: FUSED_TAIL, its TAIL.)
 BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNELC_WGMMA_PIN_WAITS": "0"},
                 "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"},
-                **{n: {"KERNELC_WGMMA_ASYNC_TAIL": "1"} for n in _FUSED_TAILS}}
-_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",),  # default: dkdv and dq
-                        **{n: ("fused",) for n in _FUSED_TAILS}}
-_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk",  # default: separate
-                     **{n: "fused" for n in _FUSED_TAILS}}
+                "tail": {"KERNELC_WGMMA_ASYNC_TAIL": "1"}}
+_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",)}  # default: dkdv and dq
+_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk"}  # default: separate
 # other arguments of attention_bwd a variant runs with (head dim -> kwargs; None: every head dim)
-_BWD_VARIANT_ARGS = {"fused_tail_t06": {64: dict(dkdv_config=dict(BLOCK_M=32, BLOCK_N=128, num_warps=4, num_stages=3),
-                                                 dq_config=dict(BLOCK_M=128, BLOCK_N=32))},
-                     "fused_tail_64": {64: dict(dkdv_config=dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3),
-                                                dq_config=dict(BLOCK_M=64, BLOCK_N=64))},
-                     "fused_tail_even": {None: dict(dkdv_config=dict(EVEN_M=True))}}
+_BWD_VARIANT_ARGS = {}
 
 
 # the sweep's reference and config entries run the separate pass whatever dq_mode=None picks at the head dim
@@ -254,21 +245,21 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                                          dkdv_config=c and dict(num_warps=c[0], num_stages=c[1]))
         check_against_default(name, fn)
         record(name, fn)
-    for (b1, b2, w, st) in SWEEP_FUSED_BLOCKS.get(D, []):
-        name = f"sweep_bwd_fused_{list(b1)}{list(b2)}w{w}s{st}"
-        fn = lambda b1=b1, b2=b2, w=w, st=st: B.attention_bwd(  # noqa: E731
+    for (b1, b2, w, st, tail) in SWEEP_FUSED_BLOCKS.get(D, []):
+        name = f"sweep_bwd_fused_{list(b1)}{list(b2)}w{w}s{st}" + ("_tail" if tail else "")
+        fn = lambda b1=b1, b2=b2, w=w, st=st, tail=tail: B.attention_bwd(  # noqa: E731
             do, q, k, v, o, lse, causal, scale, dq_mode="fused",
-            dkdv_config=dict(BLOCK_M=b1[0], BLOCK_N=b1[1], num_warps=w, num_stages=st),
+            dkdv_config=dict(BLOCK_M=b1[0], BLOCK_N=b1[1], num_warps=w, num_stages=st, TAIL=tail),
             dq_config=dict(BLOCK_M=b2[0], BLOCK_N=b2[1]))
         check_against_default(name, fn)
         record(name, fn)
     # the fused kernel's dK/dV loop with its LSE/delta rows loaded without a mask (EVEN_M; N % BLOCK_M == 0 here):
     # 16 fewer SASS a trip at D=64 non-causal (219 against 235: no predicates, no zero-fill)
-    name = "sweep_bwd_fused_even"
-    fn = lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="fused",  # noqa: E731
-                                 dkdv_config=dict(EVEN_M=True))
-    check_against_default(name, fn)
-    record(name, fn)
+    for mode, name in (("fused", "sweep_bwd_fused_even"), ("separate", "sweep_bwd_sep_even")):
+        fn = lambda mode=mode: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=mode,  # noqa: E731
+                                               dkdv_config=dict(EVEN_M=True))
+        check_against_default(name, fn)
+        record(name, fn)
     if D in SWEEP_FUSED_DESC:  # the fused dQ loop's K and V by descriptors (a TMA ring) or pointers (cp.async)
         on = not B.FUSED_DQ_DESC.get(D, False)
         name = "sweep_bwd_fused_" + ("desc" if on else "nodesc")

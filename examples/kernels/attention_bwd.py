@@ -355,7 +355,10 @@ DS_WORKSPACE_BYTES = 8 << 30
 # dq_mode="fused": one grid, program i doing dK/dV of key block i then dQ of query block i: ((BLOCK_M1, BLOCK_N1),
 # (BLOCK_M2, BLOCK_N2), num_warps, num_stages), BLOCK_N1 == BLOCK_M2; the separate pass's blocks, 0 spills on
 # sm_90a (D=64 causal 173 registers: 2 programs an SM where the separate kernels fit 3)
-FUSED_CONFIGS = {16: ((16, 32), (32, 16), 4, 2), 32: ((16, 32), (32, 16), 4, 2), 64: ((32, 64), (64, 64), 4, 3),
+# D=64: (64, 64) / (64, 64) with the async tail (FUSED_TAIL), 201 registers, 2 programs an SM: 1.850 ms causal at N=4096
+# against (32, 64) / (64, 64)'s 1.981-2.059 without it, 30.14 against 30.34-31.53 at N=16384 (H200, call C2,
+# docs/attention.md "bwd13")
+FUSED_CONFIGS = {16: ((16, 32), (32, 16), 4, 2), 32: ((16, 32), (32, 16), 4, 2), 64: ((64, 64), (64, 64), 4, 3),
                  128: ((64, 128), (128, 64), 8, 2)}
 # fused: the dQ loop's K and V through descriptors (a TMA ring) instead of pointer loads (cp.async) at these head
 # dims (dq_config's DESC overrides); sm_90a, D=64: 140 registers causal against 173, dQ loop 347 SASS against 471;
@@ -364,12 +367,13 @@ FUSED_CONFIGS = {16: ((16, 32), (32, 16), 4, 2), 32: ((16, 32), (32, 16), 4, 2),
 FUSED_DQ_DESC = {64: True}
 # fused: its loops' last dot (dK += dS^T Q, dQ += dS K) left in flight across the back edge (the kernels' TAIL, through
 # tl.range's async_tail) at these head dims; else KERNELC_WGMMA_ASYNC_TAIL decides (off by default)
-FUSED_TAIL = {}
+FUSED_TAIL = {64: True}
 DQ_MODES = ("separate", "atomic", "bulk", "ds", "fused")
-# dq_mode=None picks by head dim (default: separate; ds is faster at 128 but needs its N^2 workspace, see
-# docs/attention.md "dS^T from registers, bounded workspaces"); fused at 64 (call H12b: 1.945 ms causal against
-# the separate pass's 2.08-2.15, 3.651 non-causal against 3.62-3.65)
-DEFAULT_DQ_MODES = {64: "fused"}
+# dq_mode=None picks by (head dim, causal), then by head dim (default: separate; ds is faster at 128 but needs its N^2
+# workspace, see docs/attention.md "dS^T from registers, bounded workspaces"); fused at 64 causal (call H12b: 1.945 ms
+# against the separate pass's 2.08-2.15; call C2 with the tail, above); separate at 64 non-causal (call C2: 3.432 ms
+# at N=4096 against fused's 3.70-3.84 and 3.58 with the tail, 57.99 at N=16384 against 59.35-60.67)
+DEFAULT_DQ_MODES = {(64, False): "separate", 64: "fused"}
 DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 3), 128: (128, 64, 8, 2)}
 # causal grids ordered longest first across groups of this many heads (GROUP, the kernels' constexpr; 0: each
 # head's blocks launched together, a head's longest first): (head dim, dQ mode) -> (dK/dV kernel's, dQ kernel's
@@ -400,9 +404,10 @@ def _grid(nblk, heads, causal, cfg):
     return ((group * nblk, heads // group, 1) if group else (nblk, heads, 1)), cfg
 
 
-def default_dq_mode(head_dim):
-    """The dQ mode ``dq_mode=None`` runs at this head dim (:data:`DEFAULT_DQ_MODES`, else ``"separate"``)."""
-    return DEFAULT_DQ_MODES.get(head_dim, "separate")
+def default_dq_mode(head_dim, causal=None):
+    """The dQ mode ``dq_mode=None`` runs at this head dim and mask (:data:`DEFAULT_DQ_MODES` by ``(head_dim, causal)``,
+    then by ``head_dim``, else ``"separate"``)."""
+    return DEFAULT_DQ_MODES.get((head_dim, causal), DEFAULT_DQ_MODES.get(head_dim, "separate"))
 
 
 def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_config=None, dq_config=None,
@@ -435,7 +440,7 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     :func:`attention_bwd` runs them; the bench times each alone."""
     import torch
     if dq_mode is None:
-        dq_mode = default_dq_mode(q.shape[-1])
+        dq_mode = default_dq_mode(q.shape[-1], bool(causal))
     if dq_mode not in DQ_MODES:
         raise ValueError(f"dq_mode must be one of {', '.join(map(repr, DQ_MODES))}, got {dq_mode!r}")
     kernels = dict(dict(dkdv=attn_bwd_dkdv_kernel, dq=attn_bwd_dq_kernel), **(kernels or {}))

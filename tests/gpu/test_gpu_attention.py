@@ -114,12 +114,11 @@ def test_backward_without_deferred_ring_waits(D, causal, monkeypatch):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_fused_backward_with_its_tails_in_flight(causal, monkeypatch):
-    # the bench's A/B (BWD_VARIANTS "fused_tail"): dq_mode="fused" at D=64 compiled with KERNELC_WGMMA_ASYNC_TAIL=1
-    # (dK += dS^T Q, dQ += dS K in flight over the back edge; each loop waits on its exit edge)
-    import kernelc
-    monkeypatch.setenv("KERNELC_WGMMA_ASYNC_TAIL", "1")
-    _check_backward_at(64, causal, dq_mode="fused", kernels=dict(fused=kernelc.jit(B.attn_bwd_fused_kernel.fn)))
+@pytest.mark.parametrize("blocks,tail", [((32, 64), True), ((32, 64), False), ((64, 64), False)])
+def test_fused_backward_with_and_without_its_tails_in_flight(blocks, tail, causal):
+    # the bench's SWEEP_FUSED_BLOCKS: dq_mode="fused" at D=64 with (TAIL, FUSED_TAIL's default at 64) or without dK +=
+    # dS^T Q and dQ += dS K in flight over the back edge (each loop then waits on its exit edge)
+    _check_backward_at(64, causal, dq_mode="fused", dkdv_config=dict(BLOCK_M=blocks[0], BLOCK_N=blocks[1], TAIL=tail))
 
 
 def _check_backward_at(D, causal, **kw):

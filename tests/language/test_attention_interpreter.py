@@ -94,6 +94,8 @@ def test_the_default_dq_mode_follows_the_head_dim_table(monkeypatch):
     sep = B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_mode="separate")
     for a, b in zip(B.attention_bwd(do, q, k, v, o, lse, True, 0.25), sep):
         assert torch.equal(a, b)
+    monkeypatch.setattr(B, "DEFAULT_DQ_MODES", {(16, False): "fused", 16: "ds"})  # (head dim, causal) first
+    assert B.default_dq_mode(16, False) == "fused" and B.default_dq_mode(16, True) == "ds"
     monkeypatch.setattr(B, "DEFAULT_DQ_MODES", {16: "ds"})
     assert B.default_dq_mode(16) == "ds" and B.default_dq_mode(32) == "separate"
     ds = B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_mode="ds")
