@@ -144,13 +144,19 @@ SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4,
 #             default 2): 1 waits for each reduction to read its stage before the next trip stages its tile
 #   tail      the separate pass (both kernels) with the async tail (KERNELC_WGMMA_ASYNC_TAIL=1: dK += dS^T Q and dQ +=
 #             dS K in flight across the back edge). (The fused kernel asks for it itself: FUSED_TAIL, its TAIL.)
+#   fused_serial  dq_mode="fused" at its default blocks with the tail, compiled as before KERNELC_WGMMA_EXIT_WAIT:
+#             causal, ptxas then serialises every wgmma (C7515) -- the form call C2 timed as its fastest causal entry
+#   fused_nodefer  the same kernel without the tail and every wgmma waited for right after its issue
 BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNELC_WGMMA_PIN_WAITS": "0"},
                 "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"},
-                "tail": {"KERNELC_WGMMA_ASYNC_TAIL": "1"}}
-_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",)}  # default: dkdv and dq
-_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk"}  # default: separate
+                "tail": {"KERNELC_WGMMA_ASYNC_TAIL": "1"}, "fused_serial": {"KERNELC_WGMMA_EXIT_WAIT": "0"},
+                "fused_nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}}
+_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",),  # default: dkdv and dq
+                        "fused_serial": ("fused",), "fused_nodefer": ("fused",)}
+_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk", "fused_serial": "fused",
+                     "fused_nodefer": "fused"}  # default: separate
 # other arguments of attention_bwd a variant runs with (head dim -> kwargs; None: every head dim)
-_BWD_VARIANT_ARGS = {}
+_BWD_VARIANT_ARGS = {"fused_nodefer": {None: dict(dkdv_config=dict(TAIL=False))}}
 
 
 # the sweep's reference and config entries run the separate pass whatever dq_mode=None picks at the head dim
