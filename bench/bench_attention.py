@@ -123,13 +123,13 @@ SWEEP_DS = {128: [((64, 128, 8, 3), (128, 64, 8, 4))]}
 # 7-12% slower: removed
 SWEEP_FUSED = {128: [(8, 3)]}
 SWEEP_FUSED_DESC = (16, 32, 64)  # head dims whose fused kernel fits with the dQ loop's descriptors
-# dq_mode="fused" at other blocks and with or without the async tail: ((dK/dV BLOCK_M, BLOCK_N), (dQ BLOCK_M, BLOCK_N),
-# num_warps, num_stages, TAIL), dQ loop by descriptors; spill-free on sm_90a. D=64 on an H200 (call C2, N=4096 / 16384,
-# docs/attention.md "bwd13"): without the tail, tutorial 06's blocks (32, 128) / (128, 32) 11-17% and (64, 64) 5-10%
-# slower than (32, 64) / (64, 64); with it, (64, 64) 7% faster causal (the default since), (32, 64) 3% faster
-# non-causal at 4096 and 2% slower at 16384 (its causal form was serialised by ptxas then, C7515; fixed since)
-SWEEP_FUSED_BLOCKS = {64: [((32, 64), (64, 64), 4, 3, False), ((32, 64), (64, 64), 4, 3, True),
-                           ((64, 64), (64, 64), 4, 3, False)]}
+# dq_mode="fused" at other blocks, with or without the async tail and unmasked LSE/delta loads: ((dK/dV BLOCK_M,
+# BLOCK_N), (dQ BLOCK_M, BLOCK_N), num_warps, num_stages, TAIL, EVEN_M), dQ loop by descriptors; spill-free on sm_90a.
+# D=64 on an H200 (calls C2 and C2b, docs/attention.md "bwd13"): tutorial 06's blocks (32, 128) / (128, 32) 11-17% and
+# (64, 64) / (64, 64) 5-10% slower than (32, 64) / (64, 64) (removed); the tail alone and EVEN_M alone mixed, both
+# together (B.FUSED_TAIL, B.FUSED_EVEN_M: the default since) faster at both lengths and masks
+SWEEP_FUSED_BLOCKS = {64: [((32, 64), (64, 64), 4, 3, False, False), ((32, 64), (64, 64), 4, 3, True, False),
+                           ((32, 64), (64, 64), 4, 3, False, True)]}
 # causal grids longest first across head groups: (tag, dK/dV kernel's GROUP, dQ kernel's / ds GEMM's GROUP)
 SWEEP_GROUP = [("grp0", 0, 0), ("grp8", 8, 8), ("grp8dq", 0, 8)]
 # (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27
@@ -143,20 +143,14 @@ SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4,
 #   bulk_s1, bulk_s3  dq_mode="bulk" with 1 / 3 staging stages for dQ's tile (KERNELC_BULK_REDUCE_STAGES;
 #             default 2): 1 waits for each reduction to read its stage before the next trip stages its tile
 #   tail      the separate pass (both kernels) with the async tail (KERNELC_WGMMA_ASYNC_TAIL=1: dK += dS^T Q and dQ +=
-#             dS K in flight across the back edge). (The fused kernel asks for it itself: FUSED_TAIL, its TAIL.)
-#   fused_serial  dq_mode="fused" at its default blocks with the tail, compiled as before KERNELC_WGMMA_EXIT_WAIT:
-#             causal, ptxas then serialises every wgmma (C7515) -- the form call C2 timed as its fastest causal entry
-#   fused_nodefer  the same kernel without the tail and every wgmma waited for right after its issue
+#             dS K in flight across the back edge; the fused kernel asks for it itself, B.FUSED_TAIL)
 BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNELC_WGMMA_PIN_WAITS": "0"},
                 "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"},
-                "tail": {"KERNELC_WGMMA_ASYNC_TAIL": "1"}, "fused_serial": {"KERNELC_WGMMA_EXIT_WAIT": "0"},
-                "fused_nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}}
-_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",),  # default: dkdv and dq
-                        "fused_serial": ("fused",), "fused_nodefer": ("fused",)}
-_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk", "fused_serial": "fused",
-                     "fused_nodefer": "fused"}  # default: separate
+                "tail": {"KERNELC_WGMMA_ASYNC_TAIL": "1"}}
+_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",)}  # default: dkdv and dq
+_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk"}  # default: separate
 # other arguments of attention_bwd a variant runs with (head dim -> kwargs; None: every head dim)
-_BWD_VARIANT_ARGS = {"fused_nodefer": {None: dict(dkdv_config=dict(TAIL=False))}}
+_BWD_VARIANT_ARGS = {}
 
 
 # the sweep's reference and config entries run the separate pass whatever dq_mode=None picks at the head dim
@@ -251,21 +245,21 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                                          dkdv_config=c and dict(num_warps=c[0], num_stages=c[1]))
         check_against_default(name, fn)
         record(name, fn)
-    for (b1, b2, w, st, tail) in SWEEP_FUSED_BLOCKS.get(D, []):
-        name = f"sweep_bwd_fused_{list(b1)}{list(b2)}w{w}s{st}" + ("_tail" if tail else "")
-        fn = lambda b1=b1, b2=b2, w=w, st=st, tail=tail: B.attention_bwd(  # noqa: E731
+    for (b1, b2, w, st, tail, even) in SWEEP_FUSED_BLOCKS.get(D, []):
+        name = f"sweep_bwd_fused_{list(b1)}{list(b2)}w{w}s{st}" + ("_tail" if tail else "") + ("_even" if even else "")
+        fn = lambda b1=b1, b2=b2, w=w, st=st, tail=tail, even=even: B.attention_bwd(  # noqa: E731
             do, q, k, v, o, lse, causal, scale, dq_mode="fused",
-            dkdv_config=dict(BLOCK_M=b1[0], BLOCK_N=b1[1], num_warps=w, num_stages=st, TAIL=tail),
+            dkdv_config=dict(BLOCK_M=b1[0], BLOCK_N=b1[1], num_warps=w, num_stages=st, TAIL=tail, EVEN_M=even),
             dq_config=dict(BLOCK_M=b2[0], BLOCK_N=b2[1]))
         check_against_default(name, fn)
         record(name, fn)
-    # the fused kernel's dK/dV loop with its LSE/delta rows loaded without a mask (EVEN_M; N % BLOCK_M == 0 here):
-    # 16 fewer SASS a trip at D=64 non-causal (219 against 235: no predicates, no zero-fill)
-    for mode, name in (("fused", "sweep_bwd_fused_even"), ("separate", "sweep_bwd_sep_even")):
-        fn = lambda mode=mode: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=mode,  # noqa: E731
-                                               dkdv_config=dict(EVEN_M=True))
-        check_against_default(name, fn)
-        record(name, fn)
+    # the separate pass's dK/dV loop with its LSE/delta rows loaded without a mask (EVEN_M; N % BLOCK_M == 0 here):
+    # at D=64 16 fewer SASS a trip (219 against 235: no predicates, no zero-fill); the fused kernel's default there
+    name = "sweep_bwd_sep_even"
+    fn = lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=SEP,  # noqa: E731
+                                 dkdv_config=dict(EVEN_M=True))
+    check_against_default(name, fn)
+    record(name, fn)
     if D in SWEEP_FUSED_DESC:  # the fused dQ loop's K and V by descriptors (a TMA ring) or pointers (cp.async)
         on = not B.FUSED_DQ_DESC.get(D, False)
         name = "sweep_bwd_fused_" + ("desc" if on else "nodesc")

@@ -355,10 +355,7 @@ DS_WORKSPACE_BYTES = 8 << 30
 # dq_mode="fused": one grid, program i doing dK/dV of key block i then dQ of query block i: ((BLOCK_M1, BLOCK_N1),
 # (BLOCK_M2, BLOCK_N2), num_warps, num_stages), BLOCK_N1 == BLOCK_M2; the separate pass's blocks, 0 spills on
 # sm_90a (D=64 causal 173 registers: 2 programs an SM where the separate kernels fit 3)
-# D=64: (64, 64) / (64, 64) with the async tail (FUSED_TAIL), 201 registers, 2 programs an SM: 1.850 ms causal at N=4096
-# against (32, 64) / (64, 64)'s 1.981-2.059 without it, 30.14 against 30.34-31.53 at N=16384 (H200, call C2,
-# docs/attention.md "bwd13")
-FUSED_CONFIGS = {16: ((16, 32), (32, 16), 4, 2), 32: ((16, 32), (32, 16), 4, 2), 64: ((64, 64), (64, 64), 4, 3),
+FUSED_CONFIGS = {16: ((16, 32), (32, 16), 4, 2), 32: ((16, 32), (32, 16), 4, 2), 64: ((32, 64), (64, 64), 4, 3),
                  128: ((64, 128), (128, 64), 8, 2)}
 # fused: the dQ loop's K and V through descriptors (a TMA ring) instead of pointer loads (cp.async) at these head
 # dims (dq_config's DESC overrides); sm_90a, D=64: 140 registers causal against 173, dQ loop 347 SASS against 471;
@@ -366,14 +363,18 @@ FUSED_CONFIGS = {16: ((16, 32), (32, 16), 4, 2), 32: ((16, 32), (32, 16), 4, 2),
 # slower; with it 4-9% faster than the separate pass causal, the same non-causal
 FUSED_DQ_DESC = {64: True}
 # fused: its loops' last dot (dK += dS^T Q, dQ += dS K) left in flight across the back edge (the kernels' TAIL, through
-# tl.range's async_tail) at these head dims; else KERNELC_WGMMA_ASYNC_TAIL decides (off by default)
+# tl.range's async_tail) at these head dims; else KERNELC_WGMMA_ASYNC_TAIL decides (off by default). And its dK/dV
+# loop's LSE/delta rows loaded without a mask (EVEN_M) where N is a multiple of its step, at these head dims. D=64 on an
+# H200 (call C2b, docs/attention.md "bwd13"), both together against neither: 3.8-10% faster at N=4096, 1.0-5.6% at
+# 16384 (the default timed before and after them), and ahead of the separate pass at both lengths and masks
 FUSED_TAIL = {64: True}
+FUSED_EVEN_M = {64: True}
 DQ_MODES = ("separate", "atomic", "bulk", "ds", "fused")
 # dq_mode=None picks by (head dim, causal), then by head dim (default: separate; ds is faster at 128 but needs its N^2
-# workspace, see docs/attention.md "dS^T from registers, bounded workspaces"); fused at 64 causal (call H12b: 1.945 ms
-# against the separate pass's 2.08-2.15; call C2 with the tail, above); separate at 64 non-causal (call C2: 3.432 ms
-# at N=4096 against fused's 3.70-3.84 and 3.58 with the tail, 57.99 at N=16384 against 59.35-60.67)
-DEFAULT_DQ_MODES = {(64, False): "separate", 64: "fused"}
+# workspace, see docs/attention.md "dS^T from registers, bounded workspaces"); fused at 64 (call H12b: 1.945 ms causal
+# against the separate pass's 2.08-2.15; call C2b with FUSED_TAIL and FUSED_EVEN_M: 1.930 / 29.84 ms causal at N=4096 /
+# 16384 against the separate pass's 2.000 / 31.45, 3.541 / 58.90 non-causal against 3.635 / 59.41)
+DEFAULT_DQ_MODES = {64: "fused"}
 DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 3), 128: (128, 64, 8, 2)}
 # causal grids ordered longest first across groups of this many heads (GROUP, the kernels' constexpr; 0: each
 # head's blocks launched together, a head's longest first): (head dim, dQ mode) -> (dK/dV kernel's, dQ kernel's
@@ -566,8 +567,9 @@ def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, 
                          f"multiple of its step), got {c1}, {c2}")
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    # dkdv_config's EVEN_M (asked for): the dK/dV loop's LSE/delta loads unmasked, where N is a multiple of its step
-    even = bool(c1.get("EVEN_M")) and N % c1["BLOCK_M"] == 0
+    # EVEN_M (dkdv_config's, else FUSED_EVEN_M's): the dK/dV loop's LSE/delta loads unmasked, where N is a multiple of
+    # its step
+    even = bool(c1.get("EVEN_M", FUSED_EVEN_M.get(D, False))) and N % c1["BLOCK_M"] == 0
     tail = c1.get("TAIL", FUSED_TAIL.get(D))  # both loops' last dot in flight over the back edge (None: the knob)
 
     def preprocess():
