@@ -111,6 +111,8 @@ SWEEP_DKDV_WS = {128: [(32, 128, 8, 3)], 64: [(32, 128, 4, 3)]}
 SWEEP_ATOMIC = {128: [(16, 128, 8, 3)], 64: [(64, 64, 4, 3)]}
 # the one-kernel backward with dQ by TMA bulk reductions (dq_mode="bulk") at other dK/dV configs (its default is
 # timed as sweep_bwd_bulk_default); spill-free on sm_90a
+# (D=64 with 128 keys a program, FlashAttention-3's key block, half the reduced bytes: (64, 128, 8, 2) and
+# (32, 128, 8, 3) at 0.54-0.64 of cuDNN's time on an H200, 1.6-1.8x the separate pass's, call C2: removed)
 SWEEP_BULK = {128: [(16, 128, 8, 3), (32, 128, 8, 4)], 64: [(64, 64, 4, 3)]}
 # dq_mode="ds" (dS^T stored by the dK/dV kernel, dQ = dS K a GEMM) at another (dK/dV, dQ GEMM) config, the GEMM's
 # BLOCK_M being the dK/dV kernel's BLOCK_N; spill-free on sm_90a (the default is sweep_bwd_ds_default). On an H100
@@ -121,6 +123,13 @@ SWEEP_DS = {128: [((64, 128, 8, 3), (128, 64, 8, 4))]}
 # 7-12% slower: removed
 SWEEP_FUSED = {128: [(8, 3)]}
 SWEEP_FUSED_DESC = (16, 32, 64)  # head dims whose fused kernel fits with the dQ loop's descriptors
+# dq_mode="fused" at other blocks, with or without the async tail and unmasked LSE/delta loads: ((dK/dV BLOCK_M,
+# BLOCK_N), (dQ BLOCK_M, BLOCK_N), num_warps, num_stages, TAIL, EVEN_M), dQ loop by descriptors; spill-free on sm_90a.
+# D=64 on an H200 (calls C2 and C2b, docs/attention.md "bwd13"): tutorial 06's blocks (32, 128) / (128, 32) 11-17% and
+# (64, 64) / (64, 64) 5-10% slower than (32, 64) / (64, 64) (removed); the tail alone and EVEN_M alone mixed, both
+# together (B.FUSED_TAIL, B.FUSED_EVEN_M: the default since) faster at both lengths and masks
+SWEEP_FUSED_BLOCKS = {64: [((32, 64), (64, 64), 4, 3, False, False), ((32, 64), (64, 64), 4, 3, True, False),
+                           ((32, 64), (64, 64), 4, 3, False, True)]}
 # causal grids longest first across head groups: (tag, dK/dV kernel's GROUP, dQ kernel's / ds GEMM's GROUP)
 SWEEP_GROUP = [("grp0", 0, 0), ("grp8", 8, 8), ("grp8dq", 0, 8)]
 # (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27
@@ -133,9 +142,12 @@ SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4,
 #             the example issued dO V^T before P's exp2)
 #   bulk_s1, bulk_s3  dq_mode="bulk" with 1 / 3 staging stages for dQ's tile (KERNELC_BULK_REDUCE_STAGES;
 #             default 2): 1 waits for each reduction to read its stage before the next trip stages its tile
+#   tail      the separate pass (both kernels) with the async tail (KERNELC_WGMMA_ASYNC_TAIL=1: dK += dS^T Q and dQ +=
+#             dS K in flight across the back edge; the fused kernel asks for it itself, B.FUSED_TAIL)
 BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNELC_WGMMA_PIN_WAITS": "0"},
-                "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"}}
-_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",)}  # default: both
+                "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"},
+                "tail": {"KERNELC_WGMMA_ASYNC_TAIL": "1"}}
+_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",)}  # default: dkdv and dq
 _BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk"}  # default: separate
 # other arguments of attention_bwd a variant runs with (head dim -> kwargs; None: every head dim)
 _BWD_VARIANT_ARGS = {}
@@ -233,6 +245,21 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                                          dkdv_config=c and dict(num_warps=c[0], num_stages=c[1]))
         check_against_default(name, fn)
         record(name, fn)
+    for (b1, b2, w, st, tail, even) in SWEEP_FUSED_BLOCKS.get(D, []):
+        name = f"sweep_bwd_fused_{list(b1)}{list(b2)}w{w}s{st}" + ("_tail" if tail else "") + ("_even" if even else "")
+        fn = lambda b1=b1, b2=b2, w=w, st=st, tail=tail, even=even: B.attention_bwd(  # noqa: E731
+            do, q, k, v, o, lse, causal, scale, dq_mode="fused",
+            dkdv_config=dict(BLOCK_M=b1[0], BLOCK_N=b1[1], num_warps=w, num_stages=st, TAIL=tail, EVEN_M=even),
+            dq_config=dict(BLOCK_M=b2[0], BLOCK_N=b2[1]))
+        check_against_default(name, fn)
+        record(name, fn)
+    # the separate pass's dK/dV loop with its LSE/delta rows loaded without a mask (EVEN_M; N % BLOCK_M == 0 here):
+    # at D=64 16 fewer SASS a trip (219 against 235: no predicates, no zero-fill); the fused kernel's default there
+    name = "sweep_bwd_sep_even"
+    fn = lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=SEP,  # noqa: E731
+                                 dkdv_config=dict(EVEN_M=True))
+    check_against_default(name, fn)
+    record(name, fn)
     if D in SWEEP_FUSED_DESC:  # the fused dQ loop's K and V by descriptors (a TMA ring) or pointers (cp.async)
         on = not B.FUSED_DQ_DESC.get(D, False)
         name = "sweep_bwd_fused_" + ("desc" if on else "nodesc")
@@ -297,7 +324,8 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                 record(f"sweep_bwd_part_{name}_{step}", launch)
     # the defaults timed again after every other entry (only when asked by name): later entries of a process ran ~3%
     # faster on an H100 (calls H11, H11b), so a variant is compared with the default on both sides of it
-    for name, mode in (("sweep_bwd_default_late", "separate"), ("sweep_bwd_ds_late", "ds")):
+    for name, mode in (("sweep_bwd_default_late", "separate"), ("sweep_bwd_ds_late", "ds"),
+                       ("sweep_bwd_fused_late", "fused")):
         if only and _picked(name, only):
             record(name, lambda mode=mode: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=mode))
     fwd = {n: r["ms"] for n, r in res.items() if n.startswith("sweep_fwd") or n == "ours_fwd"}  # with the default
@@ -445,7 +473,7 @@ def bwd_variant_kernels(name):
     from examples.kernels import attention_bwd as B
     key = "bwd_" + name
     if key not in _variant_kernels:
-        fns = dict(dkdv=B.attn_bwd_dkdv_kernel, dq=B.attn_bwd_dq_kernel)
+        fns = dict(dkdv=B.attn_bwd_dkdv_kernel, dq=B.attn_bwd_dq_kernel, fused=B.attn_bwd_fused_kernel)
         _variant_kernels[key] = {k: kernelc.jit(fns[k].fn) for k in _BWD_VARIANT_KERNELS.get(name, ("dkdv", "dq"))}
     return _variant_kernels[key]
 

@@ -65,8 +65,10 @@ def attn_bwd_preprocess_kernel(O, DO, Delta, stride_oz, stride_oh, stride_om, st
 def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, stride_dom, stride_dqm, offs_n,
                 offs_m0, qk_scale, lo, hi, N_CTX, sm_scale, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
                 ATOMIC_DQ: tl.constexpr, WS: tl.constexpr, BULK_DQ: tl.constexpr, ds_desc=None, start_n=0,
-                STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False):
-    """Query blocks [lo, hi) into (dk, dv) of one key block; P^T and dS^T are [BLOCK_N, BLOCK_M]."""
+                STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False, EVEN_M: tl.constexpr = False,
+                TAIL: tl.constexpr = None):
+    """Query blocks [lo, hi) into (dk, dv) of one key block; P^T and dS^T are [BLOCK_N, BLOCK_M]. EVEN_M: N_CTX is a
+    multiple of BLOCK_M, the LSE and delta rows are loaded without a mask."""
     # PREFETCH_LD: each trip loads the next trip's LSE and delta rows, so their latency runs under a whole trip (they
     # were the dK/dV loop's top stall in Nsight Compute, more so under ds's dS^T stream: docs/attention.md)
     if PREFETCH_LD:
@@ -75,7 +77,8 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
     # no producer warp by default (WS): dK and dV hold two fp32 [BLOCK_N, HEAD_DIM] accumulators, and a
     # producer warpgroup caps the consumers at 240 registers with setmaxnreg (spill-free at head dim 128 only
     # with BLOCK_M = 32; 168 spilled at 64)
-    for start_m in tl.range(lo, hi, BLOCK_M, warp_specialize=WS):
+    # TAIL: dK += dS^T Q left in flight across the back edge (tl.range's async_tail; None: KERNELC_WGMMA_ASYNC_TAIL)
+    for start_m in tl.range(lo, hi, BLOCK_M, warp_specialize=WS, async_tail=TAIL):
         offs_m = start_m + offs_m0
         rows = offs_m < N_CTX
         # rows past N_CTX load as 0 (q, dO, LSE, delta): their P^T is exp2(0) but dO = 0 and Q = 0, so they add 0
@@ -93,6 +96,9 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
             nxt = offs_m + BLOCK_M
             lse_n = tl.load(LSE + nxt, mask=nxt < N_CTX, other=0.0)
             delta_n = tl.load(Delta + nxt, mask=nxt < N_CTX, other=0.0)
+        elif EVEN_M:  # no row past N_CTX: no predicate or zero-fill a trip
+            lse = tl.load(LSE + offs_m)
+            delta = tl.load(Delta + offs_m)
         else:
             lse = tl.load(LSE + offs_m, mask=rows, other=0.0)
             delta = tl.load(Delta + offs_m, mask=rows, other=0.0)
@@ -132,7 +138,7 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                          BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
                          ATOMIC_DQ: tl.constexpr, WS: tl.constexpr = False, BULK_DQ: tl.constexpr = False,
                          STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False,
-                         GROUP: tl.constexpr = 0):
+                         GROUP: tl.constexpr = 0, EVEN_M: tl.constexpr = False, TAIL: tl.constexpr = None):
     """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ, through a descriptor's bulk
     reductions with BULK_DQ too); WS: a producer warp(group)
     fills the loop's TMA ring (the bench's sweep tries it). Q, K, V, dO, dK, dV share
@@ -185,19 +191,19 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         lo = start_n + BLOCK_N
         dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                              offs_n, offs_m0, qk_scale, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
-                             True, ATOMIC_DQ, WS, BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD)
+                             True, ATOMIC_DQ, WS, BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL)
     dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                          offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
-                         BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD)
+                         BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
     tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
 
 
 @triton.jit
 def _dq_inner(dq, q, do, lse, delta, k_ptrs, v_ptrs, stride_n, offs_m, offs_n0, lo, hi, N_CTX, qk_scale,
-              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, DESC: tl.constexpr = False):
+              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, DESC: tl.constexpr = False, TAIL: tl.constexpr = None):
     """Key blocks [lo, hi) into dq of one query block; P and dS are [BLOCK_M, BLOCK_N]."""
-    for start_n in range(lo, hi, BLOCK_N):
+    for start_n in tl.range(lo, hi, BLOCK_N, async_tail=TAIL):  # TAIL: dQ += dS K in flight over the back edge
         offs_n = start_n + offs_n0
         # keys past N_CTX load as 0: their P is not 0, but dS K and the dS they feed are multiplied by K = 0, V = 0
         # K, V loaded as stored and read through tl.trans: Q K^T and dS K read one shared-memory tile of K
@@ -220,7 +226,8 @@ def _dq_inner(dq, q, do, lse, delta, k_ptrs, v_ptrs, stride_n, offs_m, offs_n0, 
 @triton.jit
 def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
-                       LPT: tl.constexpr = True, GROUP: tl.constexpr = 0, DESC: tl.constexpr = False):
+                       LPT: tl.constexpr = True, GROUP: tl.constexpr = 0, DESC: tl.constexpr = False,
+                       TAIL: tl.constexpr = None):
     """dQ of one [BLOCK_M] query block (deterministic: no atomics). Causal with LPT: the last query block (the
     most key blocks) first, so a head's longest programs start first and the grid's tail is its shortest ones;
     with GROUP too, longest first across GROUP heads at a time (:func:`_lpt_block`)."""
@@ -254,12 +261,12 @@ def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h
     if CAUSAL:
         # keys left of the diagonal unmasked, then the diagonal block(s) (BLOCK_M % BLOCK_N == 0)
         dq = _dq_inner(dq, q, do, lse, delta, k_ptrs, v_ptrs, stride_m, offs_m, offs_n0, 0, start_m, N_CTX,
-                       qk_scale, BLOCK_N, False, DESC)
+                       qk_scale, BLOCK_N, False, DESC, TAIL)
         dq = _dq_inner(dq, q, do, lse, delta, k_ptrs, v_ptrs, stride_m, offs_m, offs_n0, start_m,
-                       tl.minimum(start_m + BLOCK_M, N_CTX), N_CTX, qk_scale, BLOCK_N, True, DESC)
+                       tl.minimum(start_m + BLOCK_M, N_CTX), N_CTX, qk_scale, BLOCK_N, True, DESC, TAIL)
     else:
         dq = _dq_inner(dq, q, do, lse, delta, k_ptrs, v_ptrs, stride_m, offs_m, offs_n0, 0, N_CTX, N_CTX,
-                       qk_scale, BLOCK_N, False, DESC)
+                       qk_scale, BLOCK_N, False, DESC, TAIL)
     tl.store(DQ + off + q_idx, (dq * sm_scale).to(DQ.dtype.element_ty), mask=rows[:, None])
 
 
@@ -267,15 +274,15 @@ def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h
 def attn_bwd_fused_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k, H,
                           N_CTX, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr, BLOCK_M2: tl.constexpr,
                           BLOCK_N2: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
-                          DQ_DESC: tl.constexpr = False):
+                          DQ_DESC: tl.constexpr = False, EVEN_M: tl.constexpr = False, TAIL: tl.constexpr = None):
     """dq_mode="fused": the separate pass's two kernels in one grid, as Triton's tutorial 06 does: program i of a
     head computes dK, dV of key block i, then dQ of query block i (BLOCK_N1 == BLOCK_M2). One launch, so neither
     kernel has a tail of its own; causal, key block i's queries and query block i's keys add up to the same work
     for every program (dQ in launch order: the first query blocks are the shortest)."""
     attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k,
-                         0, 0, 0, H, N_CTX, BLOCK_M1, BLOCK_N1, HEAD_DIM, CAUSAL, False)
+                         0, 0, 0, H, N_CTX, BLOCK_M1, BLOCK_N1, HEAD_DIM, CAUSAL, False, EVEN_M=EVEN_M, TAIL=TAIL)
     attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX,
-                       BLOCK_M2, BLOCK_N2, HEAD_DIM, CAUSAL, False, 0, DQ_DESC)
+                       BLOCK_M2, BLOCK_N2, HEAD_DIM, CAUSAL, False, 0, DQ_DESC, TAIL)
 
 
 @triton.jit
@@ -355,10 +362,18 @@ FUSED_CONFIGS = {16: ((16, 32), (32, 16), 4, 2), 32: ((16, 32), (32, 16), 4, 2),
 # D=128 does not fit (258 KB of shared memory at 2 stages). D=64 on an H200 (call H12b): without it 21-35%
 # slower; with it 4-9% faster than the separate pass causal, the same non-causal
 FUSED_DQ_DESC = {64: True}
+# fused: its loops' last dot (dK += dS^T Q, dQ += dS K) left in flight across the back edge (the kernels' TAIL, through
+# tl.range's async_tail) at these head dims; else KERNELC_WGMMA_ASYNC_TAIL decides (off by default). And its dK/dV
+# loop's LSE/delta rows loaded without a mask (EVEN_M) where N is a multiple of its step, at these head dims. D=64 on an
+# H200 (call C2b, docs/attention.md "bwd13"), both together against neither: 3.8-10% faster at N=4096, 1.0-5.6% at
+# 16384 (the default timed before and after them), and ahead of the separate pass at both lengths and masks
+FUSED_TAIL = {64: True}
+FUSED_EVEN_M = {64: True}
 DQ_MODES = ("separate", "atomic", "bulk", "ds", "fused")
-# dq_mode=None picks by head dim (default: separate; ds is faster at 128 but needs its N^2 workspace, see
-# docs/attention.md "dS^T from registers, bounded workspaces"); fused at 64 (call H12b: 1.945 ms causal against
-# the separate pass's 2.08-2.15, 3.651 non-causal against 3.62-3.65)
+# dq_mode=None picks by (head dim, causal), then by head dim (default: separate; ds is faster at 128 but needs its N^2
+# workspace, see docs/attention.md "dS^T from registers, bounded workspaces"); fused at 64 (call H12b: 1.945 ms causal
+# against the separate pass's 2.08-2.15; call C2b with FUSED_TAIL and FUSED_EVEN_M: 1.930 / 29.84 ms causal at N=4096 /
+# 16384 against the separate pass's 2.000 / 31.45, 3.541 / 58.90 non-causal against 3.635 / 59.41)
 DEFAULT_DQ_MODES = {64: "fused"}
 DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 3), 128: (128, 64, 8, 2)}
 # causal grids ordered longest first across groups of this many heads (GROUP, the kernels' constexpr; 0: each
@@ -390,9 +405,10 @@ def _grid(nblk, heads, causal, cfg):
     return ((group * nblk, heads // group, 1) if group else (nblk, heads, 1)), cfg
 
 
-def default_dq_mode(head_dim):
-    """The dQ mode ``dq_mode=None`` runs at this head dim (:data:`DEFAULT_DQ_MODES`, else ``"separate"``)."""
-    return DEFAULT_DQ_MODES.get(head_dim, "separate")
+def default_dq_mode(head_dim, causal=None):
+    """The dQ mode ``dq_mode=None`` runs at this head dim and mask (:data:`DEFAULT_DQ_MODES` by ``(head_dim, causal)``,
+    then by ``head_dim``, else ``"separate"``)."""
+    return DEFAULT_DQ_MODES.get((head_dim, causal), DEFAULT_DQ_MODES.get(head_dim, "separate"))
 
 
 def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_config=None, dq_config=None,
@@ -407,7 +423,7 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_conf
     :data:`ATOMIC_DKDV_CONFIGS`, bulk: :data:`BULK_DKDV_CONFIGS`, ds: :data:`DS_DKDV_CONFIGS`) /
     :data:`DQ_CONFIGS` (ds: the GEMM's, :data:`DQ_FROM_DS_CONFIGS`).
     ``ds_workspace_bytes``: ds's dS^T buffer at most this large (default :data:`DS_WORKSPACE_BYTES`; heads in groups).
-    ``kernels``: ``{"dkdv": ..., "dq": ...}``, other
+    ``kernels``: ``{"dkdv": ..., "dq": ..., "fused": ...}``, other
     compiled copies of the kernels to launch (the bench's A/B of compile knobs).
     """
     grads, steps = attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode, dkdv_config, dq_config,
@@ -425,7 +441,7 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     :func:`attention_bwd` runs them; the bench times each alone."""
     import torch
     if dq_mode is None:
-        dq_mode = default_dq_mode(q.shape[-1])
+        dq_mode = default_dq_mode(q.shape[-1], bool(causal))
     if dq_mode not in DQ_MODES:
         raise ValueError(f"dq_mode must be one of {', '.join(map(repr, DQ_MODES))}, got {dq_mode!r}")
     kernels = dict(dict(dkdv=attn_bwd_dkdv_kernel, dq=attn_bwd_dq_kernel), **(kernels or {}))
@@ -435,7 +451,7 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     ds = dq_mode == "ds" and N % 8 == 0
     dq_mode = "separate" if dq_mode == "ds" and not ds else dq_mode
     if dq_mode == "fused":
-        return _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config)
+        return _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, kernels.get("fused"))
     atomic = dq_mode in ("atomic", "bulk")
     bulk = dq_mode == "bulk"
     c1 = _cfg(BULK_DKDV_CONFIGS if bulk else ATOMIC_DKDV_CONFIGS if atomic else DS_DKDV_CONFIGS if ds else
@@ -449,6 +465,8 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
                          f"dQ kernel's BLOCK_M a multiple of its BLOCK_N (got {c1}, {c2})")
     for c, g in zip((c1, c2), CAUSAL_GROUP.get((D, "ds" if ds else dq_mode), (0, 0))):
         c.setdefault("GROUP", g)
+    if c1.get("EVEN_M"):  # asked for: unmasked LSE/delta loads only where no query step runs past N
+        c1["EVEN_M"] = N % c1["BLOCK_M"] == 0
     if ds:
         return _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels,
                          DS_WORKSPACE_BYTES if ds_workspace_bytes is None else ds_workspace_bytes)
@@ -532,9 +550,11 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_
     return (lambda: (dq, dk, dv)), steps
 
 
-def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config):
+def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, kernel=None):
     """dq_mode="fused": preprocess, then attn_bwd_fused_kernel (``dkdv_config``'s BLOCK_M/BLOCK_N, num_warps and
-    num_stages for the grid and its dK/dV loop, ``dq_config``'s BLOCK_M/BLOCK_N for its dQ loop)."""
+    num_stages for the grid and its dK/dV loop, ``dq_config``'s BLOCK_M/BLOCK_N for its dQ loop; ``kernel``: another
+    compiled copy of it, the bench's A/B of compile knobs)."""
+    kernel = kernel or attn_bwd_fused_kernel
     import torch
     Z, H, N, D = q.shape
     if D not in FUSED_CONFIGS:
@@ -547,16 +567,21 @@ def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config):
                          f"multiple of its step), got {c1}, {c2}")
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    # EVEN_M (dkdv_config's, else FUSED_EVEN_M's): the dK/dV loop's LSE/delta loads unmasked, where N is a multiple of
+    # its step
+    even = bool(c1.get("EVEN_M", FUSED_EVEN_M.get(D, False))) and N % c1["BLOCK_M"] == 0
+    tail = c1.get("TAIL", FUSED_TAIL.get(D))  # both loops' last dot in flight over the back edge (None: the knob)
 
     def preprocess():
         attn_bwd_preprocess_kernel[(triton.cdiv(N, PRE_BLOCK), Z * H, 1)](
             o, do, delta, *o.stride(), *do.stride(), H, N, BLOCK_M=PRE_BLOCK, HEAD_DIM=D)
 
     def fused():
-        attn_bwd_fused_kernel[(triton.cdiv(N, c1["BLOCK_N"]), Z * H, 1)](
+        kernel[(triton.cdiv(N, c1["BLOCK_N"]), Z * H, 1)](
             q, k, v, do, dk, dv, dq, lse, delta, sm_scale, *q.stride(), H, N, BLOCK_M1=c1["BLOCK_M"],
             BLOCK_N1=c1["BLOCK_N"], BLOCK_M2=c2["BLOCK_M"], BLOCK_N2=c2["BLOCK_N"], HEAD_DIM=D, CAUSAL=causal,
-            DQ_DESC=c2.get("DESC", FUSED_DQ_DESC.get(D, False)), num_warps=c1["num_warps"], num_stages=c1["num_stages"])
+            DQ_DESC=c2.get("DESC", FUSED_DQ_DESC.get(D, False)), EVEN_M=even, TAIL=tail, num_warps=c1["num_warps"],
+            num_stages=c1["num_stages"])
 
     return (lambda: (dq, dk, dv)), [("preprocess", preprocess), ("dkdv_dq", fused)]
 

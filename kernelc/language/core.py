@@ -416,11 +416,14 @@ class range:
     for the two to run as one loop, so the K loop's ring runs across tiles (by default where the K loop loads
     only through TMA, or only through pointers, and no warp specialisation is asked for; ``KERNELC_FLATTEN_LOOPS=1``
     everywhere it can;
-    the compile log says why a loop is not flattened). In the interpreter it is a plain Python range.
+    the compile log says why a loop is not flattened). ``async_tail=True`` asks for the loop's last dot, read only by
+    its own accumulator, to stay in flight across the back edge (as ``KERNELC_WGMMA_ASYNC_TAIL=1`` does for every
+    loop; False keeps it off for this loop; unset follows the knob). In the interpreter it is a plain Python range.
     """
 
     def __init__(self, arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None,
-                 disallow_acc_multi_buffer=False, flatten=False, warp_specialize=None, disable_licm=False):
+                 disallow_acc_multi_buffer=False, flatten=False, warp_specialize=None, disable_licm=False,
+                 async_tail=None):
         if arg2 is None:
             self.start, self.end = 0, arg1
         else:
@@ -430,6 +433,7 @@ class range:
         self.loop_unroll_factor = _unwrap(loop_unroll_factor)
         self.flatten = _unwrap(flatten)
         self.warp_specialize = _unwrap(warp_specialize)
+        self.async_tail = _unwrap(async_tail)
 
     def __iter__(self):
         import builtins

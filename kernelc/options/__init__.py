@@ -163,6 +163,13 @@ KNOBS: Tuple[Knob, ...] = (
          "through); rescaled: the forward's case only; off (0, default) until measured on a GPU (passes/schedule.py)",
          _choice(("off", _FALSE), ("rescaled", ("rescaled",)), ("on", _TRUE)),
          compile=True, field="wgmma_async_tail"),
+    Knob("KERNELC_WGMMA_EXIT_WAIT", "bool", True,
+         "a pipelined loop that leaves its last dot in flight across the back edge while waiting for its other dots in "
+         "the trip (KERNELC_WGMMA_ASYNC_TAIL) waits for it on the loop's exit edge, before the path that skips the "
+         "loop joins (scf.for's exit_wait; off: a wgmma_wait after the loop, where ptxas took that path's copies of the "
+         "initial values as writes into the group's pipeline stage and serialised every wgmma, C7515; "
+         "passes/wgmma_waits.py, codegen/control.py)",
+         compile=True, field="wgmma_exit_wait"),
     Knob("KERNELC_BULK_REDUCE_STAGES", "choice", "2",
          "shared-memory stages of a desc.atomic_add (bulk tensor reduction) in a loop: 2 lets one reduction read its "
          "stage while the next trip writes the other; 1 waits for each before the next is staged",
@@ -375,6 +382,7 @@ class CompileOptions:
     wgmma_defer_ring: bool = True
     wgmma_defer_acc: bool = False
     wgmma_async_tail: str = "off"
+    wgmma_exit_wait: bool = True
     tma_early_issue: bool = True
     wgmma_pin_waits: bool = True
     bulk_reduce_stages: str = "2"

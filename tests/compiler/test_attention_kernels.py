@@ -284,7 +284,8 @@ def test_fused_mode_compiles_without_spills(D, causal, desc):
                stride_k="i32", H="i32", N_CTX="i32")
     (bm1, bn1), (bm2, bn2), w, s = B.FUSED_CONFIGS[D]
     ck = _compile(B.attn_bwd_fused_kernel, sig, dict(HEAD_DIM=D, CAUSAL=causal, BLOCK_M1=bm1, BLOCK_N1=bn1,
-                                                     BLOCK_M2=bm2, BLOCK_N2=bn2, DQ_DESC=desc),
+                                                     BLOCK_M2=bm2, BLOCK_N2=bn2, DQ_DESC=desc,
+                                                     TAIL=B.FUSED_TAIL.get(D), EVEN_M=B.FUSED_EVEN_M.get(D, False)),
                   dict(num_warps=w, num_stages=s), ("stride_k",))
     assert ck.n_spills == 0
     assert {d["engine"] for d in ck.reports["dots"]} == {"wgmma"}

@@ -58,15 +58,29 @@ def test_the_last_accumulating_dot_stays_in_flight(tail):
     # only dK: no deferral without DEFER_ACC (no dot is issued before an earlier result is read)
     assert ir["schedule_wgmma"].count("wgmma=") == 1
     # its wait leaves it in flight; the next iteration's first wait (S^T's, at 0) retires it before the
-    # refill overwrites the stage it read; after the loop one wait takes dK's accumulator
+    # refill overwrites the stage it read; the loop waits for dK's accumulator (carried value 1) on its exit edge
+    # (KERNELC_WGMMA_EXIT_WAIT): no wait op after it
     filecheck(ir["place_wgmma_waits"], """
-        CHECK: = scf.for
+        CHECK: = scf.for {{.*}}{pipeline={stages=2, lookahead=1}, exit_wait=[1]}
         CHECK: [[ST:%\\d+]] = dot {{.*}}{input_precision='tf32'} :
         CHECK-NEXT: wgmma_wait {pending=0}
         CHECK: [[DK:%\\d+]] = dot {{.*}}wgmma='async'} :
         CHECK-NEXT: wgmma_wait {pending=1}
         CHECK-NEXT: barrier
         CHECK: tma_copy_to_ring
+        CHECK: scf.yield
+        CHECK-NOT: wgmma_wait
+    """)
+
+
+def test_exit_wait_off_waits_after_the_loop(tail, monkeypatch):
+    # KERNELC_WGMMA_EXIT_WAIT=0: one wait op after the loop takes dK's accumulator through (the form before it)
+    monkeypatch.setenv("KERNELC_WGMMA_EXIT_WAIT", "0")
+    ir = _ir(DP_FIRST=False, DV=True)
+    assert "exit_wait" not in ir["place_wgmma_waits"]
+    filecheck(ir["place_wgmma_waits"], """
+        CHECK: = scf.for
+        CHECK: = dot {{.*}}wgmma='async'} :
         CHECK: scf.yield
         CHECK-NEXT: = wgmma_wait {{%\\d+}} {pending=0}
     """)
@@ -157,6 +171,33 @@ def test_tutorial_shaped_backward_waits_as_triton(monkeypatch, causal):
         assert ck.shared <= 232448 // 2 - 1024   # two blocks an SM still fit
 
 
+@pytest.mark.parametrize("exit_wait", [True, False])
+def test_the_examples_causal_fused_backward_keeps_its_tails_in_flight(monkeypatch, exit_wait):
+    """examples/kernels/attention_bwd.py's dq_mode="fused" kernel, causal, D=64 (FUSED_CONFIGS, descriptor dQ
+    loads) with the async tail: its two dK/dV loops wait at most for the group before the last (never at 0) when
+    each loop waits on its exit edge (KERNELC_WGMMA_EXIT_WAIT, the default) with the accumulators' zeros put in
+    registers before the loop's guard. With the wait after the loop, ptxas serialised every wgmma of the kernel
+    (C7515): every wait at 0."""
+    from examples.kernels import attention_bwd as B
+    monkeypatch.setenv("KERNELC_WGMMA_ASYNC_TAIL", "1")
+    monkeypatch.setenv("KERNELC_WGMMA_EXIT_WAIT", "1" if exit_wait else "0")
+    P = lambda t: "*" + t  # noqa: E731
+    sig = dict(Q=P("fp16"), K=P("fp16"), V=P("fp16"), DO=P("fp16"), DK=P("fp16"), DV=P("fp16"), DQ=P("fp16"),
+               LSE=P("fp32"), Delta=P("fp32"), sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32",
+               stride_k="i32", H="i32", N_CTX="i32")
+    (bm1, bn1), (bm2, bn2), w, st = B.FUSED_CONFIGS[64]
+    ck = kcompile(B.attn_bwd_fused_kernel, sig, dict(HEAD_DIM=64, CAUSAL=True, BLOCK_M1=bm1, BLOCK_N1=bn1,
+                                                     BLOCK_M2=bm2, BLOCK_N2=bn2, DQ_DESC=True),
+                  "sm_90a", w, st, divisibility={n: 16 for n in sig}, equal_to_1=("stride_k",))
+    loops = _loop_sass(ck.asm["sass"])
+    assert len(loops) == 4 and ck.n_spills == 0
+    dkdv = [_depbars(lp) for lp in loops[:2]]
+    if exit_wait:
+        assert all(w and min(w) == 1 for w in dkdv), dkdv
+    else:
+        assert all(set(w) == {0} for w in dkdv), dkdv
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal,D", [(False, 64), (True, 64), (True, 128)])
 def test_gpu_tutorial_shaped_backward_with_both_knobs(defer_acc, tail, causal, D):
@@ -190,3 +231,25 @@ def test_a_warp_specialised_loop_keeps_its_schedule(monkeypatch):
         tirs[knob] = ck.asm["tir"]
         assert "ws={" in tirs[knob] and "wgmma='async'" not in tirs[knob]
     assert tirs["0"] == tirs["1"]
+
+
+def test_a_loops_own_async_tail_request(monkeypatch):
+    """tl.range(..., async_tail=True) (the example's TAIL) leaves that loop's last dot in flight with the knob off, as
+    KERNELC_WGMMA_ASYNC_TAIL=1 does for every loop; async_tail=False keeps it off under the knob."""
+    from examples.kernels import attention_bwd as B
+    P = lambda t: "*" + t  # noqa: E731
+    sig = dict(Q=P("fp16"), K=P("fp16"), V=P("fp16"), DO=P("fp16"), DK=P("fp16"), DV=P("fp16"), DQ=P("fp16"),
+               LSE=P("fp32"), Delta=P("fp32"), sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32",
+               stride_k="i32", H="i32", N_CTX="i32")
+    (bm1, bn1), (bm2, bn2), w, st = B.FUSED_CONFIGS[64]
+    waits = {}
+    for knob, tail in (("0", True), ("1", False)):
+        monkeypatch.setenv("KERNELC_WGMMA_ASYNC_TAIL", knob)
+        ck = kcompile(B.attn_bwd_fused_kernel, sig, dict(HEAD_DIM=64, CAUSAL=False, BLOCK_M1=bm1, BLOCK_N1=bn1,
+                                                         BLOCK_M2=bm2, BLOCK_N2=bn2, DQ_DESC=True, TAIL=tail),
+                      "sm_90a", w, st, divisibility={n: 16 for n in sig}, equal_to_1=("stride_k",))
+        assert ("exit_wait" in ck.asm["tir"]) == tail
+        waits[tail] = [_depbars(lp) for lp in _loop_sass(ck.asm["sass"])]
+    # dK/dV loop, then dQ loop: asked for, neither waits for its last group at 0 before the back edge
+    assert waits[True][0][-1] == 1 and waits[True][1][-1] == 1, waits
+    assert waits[False][0][-1] == 0 and waits[False][1][-1] == 0, waits

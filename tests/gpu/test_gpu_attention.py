@@ -113,8 +113,19 @@ def test_backward_without_deferred_ring_waits(D, causal, monkeypatch):
     _check_backward_at(D, causal, kernels=kernels)
 
 
-def _check_backward_at(D, causal, **kw):
-    q, k, v, do = _inputs(1, 4, 1000, D, torch.float16)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("N,tail,even", [(1000, True, True), (1000, False, False), (1024, True, True),
+                                         (1024, False, True), (1024, True, False)])
+def test_fused_backward_with_and_without_its_tails_in_flight(N, tail, even, causal):
+    # dq_mode="fused" at D=64 with (TAIL: FUSED_TAIL's default at 64) or without dK += dS^T Q and dQ += dS K in flight
+    # over the back edge (each loop then waits on its exit edge), and with (EVEN_M, FUSED_EVEN_M's default; kept only
+    # where N is a multiple of the step: 1024, not 1000) or without unmasked LSE/delta loads: the bench's
+    # SWEEP_FUSED_BLOCKS and the default
+    _check_backward_at(64, causal, dq_mode="fused", N=N, dkdv_config=dict(TAIL=tail, EVEN_M=even))
+
+
+def _check_backward_at(D, causal, N=1000, **kw):
+    q, k, v, do = _inputs(1, 4, N, D, torch.float16)
     o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
     # the separate pass's configs and kernels unless a test names its mode (dq_mode=None picks fused at D=64)
     mode = kw.pop("dq_mode", "separate")

@@ -98,6 +98,8 @@ def test_the_default_dq_mode_follows_the_head_dim_table(monkeypatch):
     sep = B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_mode="separate")
     for a, b in zip(B.attention_bwd(do, q, k, v, o, lse, True, 0.25), sep):
         assert torch.equal(a, b)
+    monkeypatch.setattr(B, "DEFAULT_DQ_MODES", {(16, False): "fused", 16: "ds"})  # (head dim, causal) first
+    assert B.default_dq_mode(16, False) == "fused" and B.default_dq_mode(16, True) == "ds"
     monkeypatch.setattr(B, "DEFAULT_DQ_MODES", {16: "ds"})
     assert B.default_dq_mode(16) == "ds" and B.default_dq_mode(32) == "separate"
     ds = B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_mode="ds")
@@ -296,4 +298,44 @@ def test_fused_mode_with_descriptor_loads_in_its_dq_loop(causal):
     for desc in (False, True):
         got = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="fused", dq_config=dict(DESC=desc))
         for a, b in zip(got, sep):
+            assert torch.equal(a, b)
+
+
+def test_fused_mode_launches_the_kernel_it_is_given():
+    # attention_bwd(kernels={"fused": ...}): the bench's compile-knob A/B (fused_tail) launches its own copy of the
+    # fused kernel, with the default's grads
+    import kernelc
+
+    class Spy:
+        def __init__(self, kern):
+            self.kern, self.grids = kern, []
+
+        def __getitem__(self, grid):
+            self.grids.append(grid)
+            return self.kern[grid]
+
+    q, k, v = _qkv(80, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    o, lse = A.attention_fwd(q, k, v, True, 0.25, return_lse=True)
+    ref = B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_mode="fused")
+    spy = Spy(kernelc.jit(B.attn_bwd_fused_kernel.fn))
+    got = B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_mode="fused", kernels={"fused": spy})
+    assert len(spy.grids) == 1
+    for a, b in zip(got, ref):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("N", [96, 80])
+@pytest.mark.parametrize("mode", ["fused", "separate"])
+def test_even_m_loads_give_the_same_grads(mode, N):
+    # dkdv_config EVEN_M: the dK/dV loop's LSE/delta rows unmasked where N is a multiple of its step (96 at a step
+    # of 16 and 32); at N=80 and a step of 32 the wrapper keeps the masks
+    q, k, v = _qkv(N, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    for causal in (False, True):
+        o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
+        ref = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode=mode, dkdv_config=dict(BLOCK_M=32, BLOCK_N=32))
+        got = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode=mode,
+                              dkdv_config=dict(BLOCK_M=32, BLOCK_N=32, EVEN_M=True))
+        for a, b in zip(got, ref):
             assert torch.equal(a, b)

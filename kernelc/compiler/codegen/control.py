@@ -44,6 +44,8 @@ def lower_for(lw: Lowering, op):
         init_flat.append(_packed(lw, *lw.flat(v, L), order=o, pairs=words8))
     # 8-bit tiles that cross the back edge as words (_packed)
     packed = [ty == "i32" and llty(scalar_of(v.type)) == "i8" for v, (ty, _) in zip(inits, init_flat)]
+    if op.attrs.get("exit_wait") is not None:
+        return _lower_for_exit_wait(lw, op, lb, ub, step, iv_ty, init_flat, layouts, orders, packed, words8)
     pre = e.cur_label
     header, bodyl, exitl = e.label("for_head"), e.label("for_body"), e.label("for_exit")
     e.br(header)
@@ -61,16 +63,7 @@ def lower_for(lw: Lowering, op):
             phi_lines.append(len(e.body) - 1)
             names.append(p)
         carried_phis.append(names)
-    step_c = _const_int(op.operands[2], lw)
-    if step_c is not None and step_c < 0:
-        cond = e.val(f"icmp sgt {iv_ty} {iv}, {ub}")
-    elif step_c is not None:
-        cond = e.val(f"icmp slt {iv_ty} {iv}, {ub}")
-    else:
-        pos = e.val(f"icmp sgt {iv_ty} {step}, 0")
-        c1 = e.val(f"icmp slt {iv_ty} {iv}, {ub}")
-        c2 = e.val(f"icmp sgt {iv_ty} {iv}, {ub}")
-        cond = e.val(f"select i1 {pos}, i1 {c1}, i1 {c2}")
+    cond = _in_range(lw, op, iv, ub, step, iv_ty)
     e.cond_br(cond, bodyl, exitl)
     e.start_block(bodyl)
     lw.push_scope()
@@ -96,6 +89,96 @@ def lower_for(lw: Lowering, op):
     lw.smem.pending = pending_before + ([(0, 1 << 30, True)] if _smem_in(body.ops) else [])
     for r, L, names, pk, o in zip(op.results, layouts, carried_phis, packed, orders):
         lw.set_result(r, _unpacked(lw, names, o, words8) if pk else names if lw.is_tile(r) else names[0], L)
+
+
+def _in_range(lw: Lowering, op, iv: str, ub: str, step: str, iv_ty: str) -> str:
+    """``iv`` is before ``ub`` in the direction of the loop's step."""
+    e = lw.e
+    step_c = _const_int(op.operands[2], lw)
+    if step_c is not None and step_c < 0:
+        return e.val(f"icmp sgt {iv_ty} {iv}, {ub}")
+    if step_c is not None:
+        return e.val(f"icmp slt {iv_ty} {iv}, {ub}")
+    pos = e.val(f"icmp sgt {iv_ty} {step}, 0")
+    c1 = e.val(f"icmp slt {iv_ty} {iv}, {ub}")
+    c2 = e.val(f"icmp sgt {iv_ty} {iv}, {ub}")
+    return e.val(f"select i1 {pos}, i1 {c1}, i1 {c2}")
+
+
+def _lower_for_exit_wait(lw: Lowering, op, lb, ub, step, iv_ty, init_flat, layouts, orders, packed, words8):
+    """An ``scf.for`` with ``exit_wait`` (passes/wgmma_waits.py: the carried values at those indices are wgmma
+    accumulators still in flight when the loop ends): a guard, the body as a bottom-tested loop, and
+    ``wgmma.wait_group 0`` on the edge that leaves it, taking those values through; the path that skips the loop
+    joins after the wait. (With the wait after the join, ptxas took the skipping path's copies of the initial values
+    into the same registers as writes into the group's pipeline stage and serialised every wgmma, C7515.)"""
+    from .wgmma import tie_through_wait
+    e = lw.e
+    body = op.regions[0]
+    carried_args = body.args[1:]
+    waited = set(op.attrs["exit_wait"])
+    # constant initial values of those accumulators (zeros) put in registers once, before the guard (an asm LLVM
+    # cannot fold back into a constant): both edges then start from the same registers, where a constant was copied
+    # in on each edge and ptxas took the copies on the skipping edge as writes into a group's stage (C7515)
+    init_flat = [(ty, [_in_register(e, ty, r) for r in regs]) if k in waited else (ty, regs)
+                 for k, (ty, regs) in enumerate(init_flat)]
+    pre = e.cur_label
+    header, bodyl = e.label("for_head"), e.label("for_body")
+    exitl, joinl = e.label("for_exit"), e.label("for_join")
+    # the guard; then the loop in the usual form, tested at the top (LLVM rotates it and drops the test it repeats)
+    e.cond_br(_in_range(lw, op, lb, ub, step, iv_ty), header, joinl)
+    e.start_block(header)
+    iv = e.fresh("iv")
+    e.body.append(f"  {iv} = phi {iv_ty} [ {lb}, %{pre} ], [ __NEXT_IV__, %__LATCH__ ]")
+    phi_lines = [len(e.body) - 1]
+    carried_phis: List[List[str]] = []
+    for (ty, regs) in init_flat:
+        names = []
+        for r in regs:
+            p = e.fresh("phi")
+            e.body.append(f"  {p} = phi {ty} [ {r}, %{pre} ], [ __Y{len(phi_lines)}__, %__LATCH__ ]")
+            phi_lines.append(len(e.body) - 1)
+            names.append(p)
+        carried_phis.append(names)
+    e.cond_br(_in_range(lw, op, iv, ub, step, iv_ty), bodyl, exitl)
+    e.start_block(bodyl)
+    lw.push_scope()
+    lw.scalars[body.args[0].id] = iv
+    for a, L, names, pk, o in zip(carried_args, layouts, carried_phis, packed, orders):
+        lw.set_result(a, _unpacked(lw, names, o, words8) if pk else names if lw.is_tile(a) else names[0], L)
+    pending_before = list(lw.smem.pending)
+    if _smem_in(body.ops):
+        _conservative_pending(lw)
+    lw.lower_block(body)
+    yld = body.ops[-1]
+    yflat = [_packed(lw, *lw.flat(v, L), order=o, pairs=words8)[1] for v, L, o in zip(yld.operands, layouts, orders)]
+    nxt = e.val(f"add {iv_ty} {iv}, {step}")
+    latch = e.cur_label
+    e.br(header)
+    lw.pop_scope()
+    flat_y = [x for regs in yflat for x in regs]
+    e.body[phi_lines[0]] = e.body[phi_lines[0]].replace("__NEXT_IV__", nxt).replace("__LATCH__", latch)
+    for i, line_idx in enumerate(phi_lines[1:], start=1):
+        e.body[line_idx] = e.body[line_idx].replace(f"__Y{i}__", flat_y[i - 1]).replace("__LATCH__", latch)
+    e.start_block(exitl)
+    regs = [r for k in sorted(waited) for r in carried_phis[k]]
+    new = iter(tie_through_wait(lw, 0, regs))
+    out_flat = [[next(new) for _ in carried_phis[k]] if k in waited else carried_phis[k]
+                for k in range(len(carried_phis))]
+    e.br(joinl)
+    e.start_block(joinl)
+    lw.smem.pending = pending_before + ([(0, 1 << 30, True)] if _smem_in(body.ops) else [])
+    joined = [[e.val(f"phi {ty} [ {a}, %{pre} ], [ {b}, %{exitl} ]") for a, b in zip(init, outs)]
+              for (ty, init), outs in zip(init_flat, out_flat)]  # every phi first, then the unpacking
+    for r, L, names, pk, o in zip(op.results, layouts, joined, packed, orders):
+        lw.set_result(r, _unpacked(lw, names, o, words8) if pk else names if lw.is_tile(r) else names[0], L)
+
+
+def _in_register(e, ty: str, v: str) -> str:
+    """``v`` as it is when already an SSA value, else (a constant) through a ``mov`` LLVM cannot fold."""
+    if v.startswith("%") or ty not in ("float", "i32"):
+        return v
+    c = "f" if ty == "float" else "r"
+    return e.asm(ty, "mov.b32 $0, $1;", f"={c},{c}", [(ty, v)])
 
 
 def _word_order(L) -> Optional[List[int]]:

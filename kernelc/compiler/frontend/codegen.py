@@ -447,6 +447,8 @@ class CodeGenerator(ast.NodeVisitor):
             attrs["warp_specialize"] = bool(rng.warp_specialize)
         if getattr(rng, "flatten", False):
             attrs["flatten"] = True  # a request: passes/flatten_loops.py decides
+        if getattr(rng, "async_tail", None) is not None:
+            attrs["async_tail"] = bool(rng.async_tail)  # a request: passes/schedule.py (_async_tail) decides
         results = self._loop(node, "scf.for", carry, body, [b.handle for b in bounds], [iv_ty], attrs)
         self.scope.pop(target, None)
         carry.bind(self.scope, results)

@@ -252,7 +252,8 @@ for op in [
     # Structured control flow (compiled code only; the interpreter runs Python control flow).
     OpDef("scf.for", (3, -1), results=-1, regions=1, pure=False, category="control",
           doc="lb, ub, step, inits...; body block args (iv, carried...)",
-          optional_attrs=("num_stages", "unroll", "warp_specialize", "flatten", "pipeline", "ws", "carry_words")),
+          optional_attrs=("num_stages", "unroll", "warp_specialize", "flatten", "pipeline", "ws", "carry_words",
+                          "async_tail", "exit_wait")),
     OpDef("scf.if", (1, 1), results=-1, regions=2, pure=False, category="control", doc="then/else regions"),
     OpDef("scf.while", (0, -1), results=-1, regions=2, pure=False, category="control",
           doc="before region ends in scf.condition, after region in scf.yield"),

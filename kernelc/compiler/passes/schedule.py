@@ -278,6 +278,9 @@ def _async_tail(f: _Facts, loop: Op) -> List[Op]:
     registers stays valid for it (ptxas tracks the registers an in-flight wgmma reads). Triton's tutorial 06
     backward leaves dK += dS^T Q and dQ += dS K in flight this way."""
     tail = get("KERNELC_WGMMA_ASYNC_TAIL")
+    asked = loop.attrs.get("async_tail")  # tl.range(..., async_tail=): this loop's own request
+    if asked is not None:
+        tail = "on" if asked else "off"
     if tail == "off" or get("KERNELC_WGMMA_ASYNC") == "off":
         return []
     body = loop.regions[0]

@@ -8,6 +8,11 @@ waits go, so the code generator issues a dot's wgmmas and commits its group and 
     wgmma_wait {pending=1}                         ... after one left in flight (``wgmma='async'``)
     %r0, %r1 = wgmma_wait %a0, %a1 {pending=0}     after a pipelined loop with ``async`` dots: the
                                                    accumulators those dots yield, taken through the wait
+    scf.for ... {exit_wait=[k, ...]}               instead, when the loop also waits for other dots in the
+                                                   trip (an async tail, KERNELC_WGMMA_ASYNC_TAIL): the code
+                                                   generator waits on the loop's exit edge, taking carried
+                                                   values k, ... through, before the path that skips the loop
+                                                   joins (KERNELC_WGMMA_EXIT_WAIT; codegen/control.py)
     %t, ... = wgmma_wait %d, ... {pending=n[, pin=True]}
                                                    a ``deferred`` dot's result where it is first read
 
@@ -32,6 +37,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from ...language.dtypes import scalar_of, shape_of
+from ...options import get
 from ..ir.core import Block, Function, Op, Value
 from ..ir.ops import OPS
 from ..target_rules import WGMMA_TYPES
@@ -241,6 +247,12 @@ class _Waits:
         if not dots:
             return i
         idx = sorted({k for k, v in enumerate(yld.operands) if v.op is not None and id(v.op) in dots})
+        if get("KERNELC_WGMMA_EXIT_WAIT") and not loop.attrs.get("ws") and \
+                any(_wgmma_dot(self.plan, o) and id(o) not in dots for o in body.ops):
+            # an async tail (the body waits for its other dots in the trip): the wait goes on the loop's exit edge
+            # (codegen/control.py), before the path that skips the loop joins
+            loop.attrs["exit_wait"] = idx
+            return i
         vals = [loop.results[k] for k in idx]
         # (under the location of the loop's yield: the code generator emitted it after the back edge)
         w = Op("wgmma_wait", vals, [v.type for v in vals], {"pending": 0}, loc=yld.loc)
