@@ -1,4 +1,4 @@
-"""``mark_uniform_masks``: a pipelined copy's mask compare that is the same over aligned blocks of the tile
+"""``mark_uniform_masks``: a tile compare (first of all a pipelined copy's mask) that is the same over aligned blocks of the tile
 says so (``uniform=[b0, b1, ..]`` on the ``cmpi``), so code generation computes it once per block a thread
 holds instead of once per register.
 
@@ -18,9 +18,11 @@ aligned at multiples of ``b``), from the operands' axis facts (``passes/axis_inf
   where ``x`` reaches ``y``, a multiple of ``b``, i.e. between blocks; likewise ``y > x`` / ``y <= x``. The
   non-strict forms the other way round (``x <= y``) flip inside a block and are left alone.
 
-Only the compares that reach the mask of a load a cp.async ring copies (``pipeline`` on the load, through
-``broadcast``/``expand_dims``/``reshape``/``and``/``or``) are marked: the copies' predicates are what the
-GEMM loops pay per iteration. Runs after ``schedule_wgmma`` (the rings are decided) and before
+Every tile compare is marked where its blocks are uniform: the compares that reach a cp.async ring's load
+mask (through ``broadcast``/``expand_dims``/``reshape``/``and``/``or``), which the GEMM loops pay per
+iteration, and since 2026-11-28 all others too: an elementwise or reduction kernel's ``cols < N`` feeds its
+loads, selects and stores over every register a thread holds (tutorial 05's dx kernel at 16384 columns made
+78 compares against Triton's 22, docs/triton-tutorials.md). Runs after ``schedule_wgmma`` (the rings are decided) and before
 ``expand_cp_async_rings``, which clones the address chain with its attributes.
 """
 from __future__ import annotations
@@ -62,6 +64,13 @@ def mark_uniform_masks(fn: Function, ctx) -> Function:
     if axis is None:
         return fn
     seen = set()
+    # every other tile compare: an elementwise kernel's `cols < N` feeds its selects and masks over all the
+    # registers a thread holds (tutorial 05's dx kernel: 78 compares against Triton's 22)
+    for op in fn.walk():
+        if op.name == "cmpi" and "uniform" not in op.attrs and shape_of(op.results[0].type):
+            b = uniform_blocks(op, axis)
+            if b is not None:
+                op.attrs["uniform"] = b
     for ld in [o for o in fn.walk() if o.name == "load" and o.attrs.get("pipeline") and len(o.operands) > 1]:
         todo: List = [ld.operands[1]]
         while todo:
