@@ -252,9 +252,12 @@ KNOBS: Tuple[Knob, ...] = (
          "outside loops, as Triton does; rope 4x4096x32x128 bf16 measured 3.5% slower with the round trip through "
          "shared memory on an H200), loops (only in loop bodies, where the round trip runs on every trip)",
          _choice(("all", ("all",) + _TRUE), ("loops", ("loops",) + _FALSE)), compile=True, field="use_layout_loads"),
-    Knob("KERNELC_UNIFORM_MASKS", "bool", True,
-         "a cp.async ring's mask compare that is the same over aligned blocks (a GEMM's K mask with K divisible by 16) "
-         "is computed once per block a thread holds, not once per copy (passes/mask_blocks.py; tutorial 03's K loop)",
+    Knob("KERNELC_UNIFORM_MASKS", "choice", "all",
+         "a tile compare that is the same over aligned blocks is computed once per block a thread holds, not once "
+         "per register (passes/mask_blocks.py): all (every such compare: tutorial 05's dx kernel at 16384 columns, "
+         "78 ISETP -> 25, Triton 22), rings (only a cp.async ring's mask compares, the rule until 2026-11-28: "
+         "tutorial 03's K loop), off",
+         _choice(("all", ("all",) + _TRUE), ("rings", ("rings",)), ("off", _FALSE)),
          compile=True, field="uniform_masks"),
     Knob("KERNELC_COPY_MAD_WIDE", "bool", True,
          "a cp.async copy's address that is a scalar pointer plus a signed 32-bit offset is formed by one "
@@ -303,6 +306,16 @@ KNOBS: Tuple[Knob, ...] = (
          "(fill_policy), which the assembler follows",
          _choice(("step", ("step",)), ("loads", ("loads",))),
          compile=True, field="fill_policy"),
+    Knob("KERNELC_FILL_KEEP_BLOCKS", "choice", "onepass",
+         "under KERNELC_FILL_POLICY=loads: in a one-pass kernel (no loop that loads from global memory; "
+         "passes/register_budget.py writes fill_keep_blocks into the tile IR) the fill weighs no build with fewer "
+         "blocks per SM than the build without a register ceiling. A one-pass thread issues its loads once, and "
+         "only other resident warps cover their latency: the fp32 64x64 transpose at 12 blocks measured 0.6% faster "
+         "than the launch bound's 9 (H100), geglu fwd at 3 blocks 17% faster than at 1 (H200); in a loop the "
+         "registers keep the next trips' loads in flight (a layer-norm row at 3 blocks 1.21x Triton against 0.98x "
+         "at 4, H100; docs/performance.md). off: every kernel as loops",
+         _choice(("onepass", ("onepass",) + _TRUE), ("off", _FALSE)),
+         compile=True, field="fill_keep_blocks"),
     Knob("KERNELC_FILL_STEP_DOWN", "bool", True,
          "under KERNELC_FILL_POLICY=loads, also weigh the build one occupancy step down (a register ceiling that fits "
          "one more block per SM; kept only without spills): a grid-stride softmax row (4096 fp32, 16 warps) at 32 "
@@ -391,7 +404,7 @@ class CompileOptions:
     flatten_carry_tiles: bool = True
     tma_store_wait: str = "deferred"
     store_smem_discount: str = "4"
-    uniform_masks: bool = True
+    uniform_masks: str = "all"
     copy_mad_wide: bool = True
     use_layout_loads: str = "all"
     cvt_pieces: str = "max"
@@ -401,6 +414,7 @@ class CompileOptions:
     occupancy_step: str = "nodots"
     fill_occupancy_step: bool = True
     fill_policy: str = "loads"
+    fill_keep_blocks: str = "onepass"
     fill_step_down: bool = True
     consumer_order: str = "elementwise"
     enable_fp_fusion: bool = True

@@ -59,18 +59,21 @@ def uniform_blocks(op: Op, axis) -> Optional[Tuple[int, ...]]:
     return tuple(out) if any(b > 1 for b, n in zip(out, shape) if n > 1) else None
 
 
-def mark_uniform_masks(fn: Function, ctx) -> Function:
+def mark_uniform_masks(fn: Function, ctx, mode: str = "all") -> Function:
+    """Mark the uniform compares: ``mode`` all (every tile compare) or rings (only those reaching a cp.async
+    ring's load mask; KERNELC_UNIFORM_MASKS). Mutates ``fn``."""
     axis = ctx.axis
     if axis is None:
         return fn
     seen = set()
-    # every other tile compare: an elementwise kernel's `cols < N` feeds its selects and masks over all the
-    # registers a thread holds (tutorial 05's dx kernel: 78 compares against Triton's 22)
-    for op in fn.walk():
-        if op.name == "cmpi" and "uniform" not in op.attrs and shape_of(op.results[0].type):
-            b = uniform_blocks(op, axis)
-            if b is not None:
-                op.attrs["uniform"] = b
+    if mode == "all":
+        # every other tile compare: an elementwise kernel's `cols < N` feeds its selects and masks over all the
+        # registers a thread holds (tutorial 05's dx kernel: 78 compares against Triton's 22)
+        for op in fn.walk():
+            if op.name == "cmpi" and "uniform" not in op.attrs and shape_of(op.results[0].type):
+                b = uniform_blocks(op, axis)
+                if b is not None:
+                    op.attrs["uniform"] = b
     for ld in [o for o in fn.walk() if o.name == "load" and o.attrs.get("pipeline") and len(o.operands) > 1]:
         todo: List = [ld.operands[1]]
         while todo:
