@@ -40,13 +40,14 @@ def mark_register_budget(fn: Function, enabled: bool = True, policy: str = "load
                          keep_blocks: str = "onepass") -> Function:
     """Set ``registers="fill_step"`` and ``fill_policy=policy`` (KERNELC_FILL_POLICY: loads or step) on ``fn``
     when ``enabled`` (KERNELC_FILL_OCCUPANCY_STEP) and no op of it is a ``dot``, and ``fill_keep_blocks=True``
-    when also ``keep_blocks`` is onepass (KERNELC_FILL_KEEP_BLOCKS) and no loop of it loads; else remove them.
+    when also the policy is loads, ``keep_blocks`` is onepass (KERNELC_FILL_KEEP_BLOCKS) and no loop of it loads;
+    else remove them.
     Mutates ``fn``."""
     for k in ("registers", "fill_policy", "fill_keep_blocks"):
         fn.attrs.pop(k, None)
     if enabled and not any(op.name == "dot" for op in fn.walk()):
         fn.attrs["registers"] = "fill_step"
         fn.attrs["fill_policy"] = policy
-        if keep_blocks == "onepass" and not loads_in_a_loop(fn):
+        if policy == "loads" and keep_blocks == "onepass" and not loads_in_a_loop(fn):
             fn.attrs["fill_keep_blocks"] = True
     return fn
