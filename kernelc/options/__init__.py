@@ -252,12 +252,14 @@ KNOBS: Tuple[Knob, ...] = (
          "outside loops, as Triton does; rope 4x4096x32x128 bf16 measured 3.5% slower with the round trip through "
          "shared memory on an H200), loops (only in loop bodies, where the round trip runs on every trip)",
          _choice(("all", ("all",) + _TRUE), ("loops", ("loops",) + _FALSE)), compile=True, field="use_layout_loads"),
-    Knob("KERNELC_UNIFORM_MASKS", "choice", "all",
+    Knob("KERNELC_UNIFORM_MASKS", "choice", "nodots",
          "a tile compare that is the same over aligned blocks is computed once per block a thread holds, not once "
-         "per register (passes/mask_blocks.py): all (every such compare: tutorial 05's dx kernel at 16384 columns, "
-         "78 ISETP -> 25, Triton 22), rings (only a cp.async ring's mask compares, the rule until 2026-11-28: "
+         "per register (passes/mask_blocks.py): nodots (every such compare in a kernel without dots, a cp.async "
+         "ring's mask compares in one with dots: tutorial 05's dx kernel at 16384 columns, 78 ISETP -> 25, Triton "
+         "22), all (every such compare everywhere: changes the PTX of 40 GEMM and attention kernels of "
+         "scripts/ptx_corpus.py, unmeasured), rings (only a ring's mask compares, the rule until 2026-11-28: "
          "tutorial 03's K loop), off",
-         _choice(("all", ("all",) + _TRUE), ("rings", ("rings",)), ("off", _FALSE)),
+         _choice(("nodots", ("nodots",) + _TRUE), ("all", ("all",)), ("rings", ("rings",)), ("off", _FALSE)),
          compile=True, field="uniform_masks"),
     Knob("KERNELC_COPY_MAD_WIDE", "bool", True,
          "a cp.async copy's address that is a scalar pointer plus a signed 32-bit offset is formed by one "
@@ -404,7 +406,7 @@ class CompileOptions:
     flatten_carry_tiles: bool = True
     tma_store_wait: str = "deferred"
     store_smem_discount: str = "4"
-    uniform_masks: str = "all"
+    uniform_masks: str = "nodots"
     copy_mad_wide: bool = True
     use_layout_loads: str = "all"
     cvt_pieces: str = "max"

@@ -27,8 +27,9 @@ from tests.compiler.test_store_conversion import DIV, MM_SIG, UNIT_STRIDES, _cx,
 def test_golden_the_k_masks_of_a_gemms_rings_are_uniform_over_16_offsets(monkeypatch):
     """03's kernel at 128x256x64: A's mask (1x64, K offsets along columns) and B's (64x1, along rows) compare a
     contiguous run of offsets starting at 0 with K - k * 64, divisible by 16: uniform over 16 offsets. The
-    epilogue's row/column masks (offsets against M and N, divisible by 16) are uniform over 16 too. Only the
-    attribute changes."""
+    epilogue's row/column masks feed a store, not a ring: unmarked in a kernel with dots by default (nodots);
+    KERNELC_UNIFORM_MASKS=all marks them too (offsets against M and N, divisible by 16). Only the attribute
+    changes."""
     monkeypatch.setenv("KERNELC_UNIFORM_MASKS", "1")
     ir, _, _ = _passes(matmul_kernel, MM_SIG, _cx(128, 256, 64), 8, 3, DIV, UNIT_STRIDES, upto="mark_uniform_masks")
     before, after = ir["schedule_wgmma"], ir["mark_uniform_masks"]
@@ -45,12 +46,20 @@ def test_golden_the_k_masks_of_a_gemms_rings_are_uniform_over_16_offsets(monkeyp
         CHECK: = load {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {{{.*}}pipeline=
         CHECK: = cmpi {{%\\d+}}, {{%\\d+}} {pred='slt', uniform=[16, 1]} : <64x1xi1>
         CHECK: = load {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {{{.*}}pipeline=
-        CHECK: = cmpi {{%\\d+}}, {{%\\d+}} {pred='slt', uniform=[16, 1]} : <128x1xi1>
-        CHECK: = cmpi {{%\\d+}}, {{%\\d+}} {pred='slt', uniform=[1, 16]} : <1x256xi1>
+        CHECK: = cmpi {{%\\d+}}, {{%\\d+}} {pred='slt'} : <128x1xi1>
+        CHECK: = cmpi {{%\\d+}}, {{%\\d+}} {pred='slt'} : <1x256xi1>
         CHECK: store
     """)
     norm = lambda t: [re.sub(r", uniform=\[[^\]]*\]|\s+#.*", "", ln) for ln in t.splitlines()]  # noqa: E731
     assert norm(before) == norm(after)
+    monkeypatch.setenv("KERNELC_UNIFORM_MASKS", "all")
+    ir, _, _ = _passes(matmul_kernel, MM_SIG, _cx(128, 256, 64), 8, 3, DIV, UNIT_STRIDES, upto="mark_uniform_masks")
+    filecheck(ir["mark_uniform_masks"], """
+        CHECK: = cmpi {{%\\d+}}, {{%\\d+}} {pred='slt', uniform=[16, 1]} : <128x1xi1>
+        CHECK: = cmpi {{%\\d+}}, {{%\\d+}} {pred='slt', uniform=[1, 16]} : <1x256xi1>
+    """)
+    assert norm(ir["mark_uniform_masks"]) == norm(before)
+    monkeypatch.setenv("KERNELC_UNIFORM_MASKS", "1")
     # the ring expansion clones the chain with the attribute: the prologue's copies and the loop's
     ir, _, _ = _passes(matmul_kernel, MM_SIG, _cx(128, 256, 64), 8, 3, DIV, UNIT_STRIDES,
                        upto="expand_cp_async_rings")
@@ -60,9 +69,12 @@ def test_golden_the_k_masks_of_a_gemms_rings_are_uniform_over_16_offsets(monkeyp
 
 
 def test_no_mark_without_k_divisible_by_16(monkeypatch):
-    """K of unknown alignment: the K masks change at any offset and stay unmarked (the epilogue's, against M and
-    N divisible by 16, are still marked)."""
+    """K of unknown alignment: the K masks change at any offset and stay unmarked, so nothing is (under ``all`` the
+    epilogue's, against M and N divisible by 16, are)."""
     div = {k: v for k, v in DIV.items() if k != "K"}
+    ir, _, _ = _passes(matmul_kernel, MM_SIG, _cx(128, 256, 64), 8, 3, div, UNIT_STRIDES, upto="mark_uniform_masks")
+    assert "uniform=" not in ir["mark_uniform_masks"]
+    monkeypatch.setenv("KERNELC_UNIFORM_MASKS", "all")
     ir, _, _ = _passes(matmul_kernel, MM_SIG, _cx(128, 256, 64), 8, 3, div, UNIT_STRIDES, upto="mark_uniform_masks")
     k_masks = [ln for ln in ir["mark_uniform_masks"].splitlines() if re.search(r"cmpi .*: <(64x1|1x64)xi1>", ln)]
     assert len(k_masks) == 2 and not any("uniform=" in ln for ln in k_masks)
@@ -199,9 +211,10 @@ ROW_SIG = {"DX": "*fp16", "DY": "*fp16", "X": "*fp16", "Mean": "*fp32", "Rstd": 
 ROW_DIV = {k: 16 for k in ROW_SIG}
 
 
-def test_golden_an_elementwise_rows_mask_is_uniform_over_16_columns():
-    """Not only a ring's masks: `cols < N` with N divisible by 16 is uniform over 16 columns wherever it is used
-    (the loads, the selects, the store). Only the attribute changes."""
+def test_golden_an_elementwise_rows_mask_is_uniform_over_16_columns(monkeypatch):
+    """Not only a ring's masks (a kernel without dots, the default nodots): `cols < N` with N divisible by 16 is
+    uniform over 16 columns wherever it is used (the loads, the selects, the store). Only the attribute changes;
+    under ``rings`` (the rule until 2026-11-28) nothing is marked."""
     ir, _, _ = _passes(_row_grad, ROW_SIG, {"BLOCK": 4096}, 8, 3, ROW_DIV, upto="mark_uniform_masks")
     before, after = ir["schedule_wgmma"], ir["mark_uniform_masks"]
     filecheck(before, """
@@ -215,6 +228,9 @@ def test_golden_an_elementwise_rows_mask_is_uniform_over_16_columns():
     """)
     norm = lambda t: [re.sub(r", uniform=\[[^\]]*\]|\s+#.*", "", ln) for ln in t.splitlines()]  # noqa: E731
     assert norm(before) == norm(after)
+    monkeypatch.setenv("KERNELC_UNIFORM_MASKS", "rings")
+    ir, _, _ = _passes(_row_grad, ROW_SIG, {"BLOCK": 4096}, 8, 3, ROW_DIV, upto="mark_uniform_masks")
+    assert "uniform=" not in ir["mark_uniform_masks"]
 
 
 def test_an_elementwise_rows_compares_are_made_once_per_block(monkeypatch):
