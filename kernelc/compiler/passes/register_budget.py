@@ -16,7 +16,7 @@ Beside it, ``fn.attrs["fill_policy"]`` says which builds the assembler weighs fo
 ``step`` (the filled build only); the assembler takes it from the IR, not from the environment.
 
 And ``fn.attrs["fill_keep_blocks"] = True`` on a one-pass kernel (no ``scf.for``/``scf.while`` with a global
-``load`` in its body; ``KERNELC_FILL_KEEP_BLOCKS=onepass``): the ``loads`` policy then weighs no build with fewer
+load in its body; ``KERNELC_FILL_KEEP_BLOCKS=onepass``): the ``loads`` policy then weighs no build with fewer
 blocks per SM than the build without a register ceiling. A one-pass thread issues its loads once; more registers
 only move that one burst earlier, while the latency is covered by the other resident warps. In a loop the
 registers keep the next trips' loads in flight, which the loads estimate sees. Measured (docs/performance.md):
@@ -31,8 +31,9 @@ from ..ir.core import Function
 
 
 def loads_in_a_loop(fn: Function) -> bool:
-    """Whether some ``scf.for``/``scf.while`` of ``fn`` has a global ``load`` in its body (at any depth)."""
-    return any(op.name in ("scf.for", "scf.while") and any(o.name == "load" for o in op.walk())
+    """Whether some ``scf.for``/``scf.while`` of ``fn`` has a global load (``load``, or a TMA ``descriptor_load``)
+    in its body, at any depth."""
+    return any(op.name in ("scf.for", "scf.while") and any(o.name in ("load", "descriptor_load") for o in op.walk())
                for op in fn.walk())
 
 
