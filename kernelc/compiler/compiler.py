@@ -315,8 +315,8 @@ TILE_PASSES = (
     TilePass("mark_fp8_carry_words", lambda f, c: mark_fp8_carry_words(f, fp8_carry_words_enabled())),
     # max/min (and integer add/xor) reductions combine a thread's registers as a tree, not a chain (KERNELC_REDUCE_TREE)
     TilePass("mark_reduce_trees", lambda f, c: mark_reduce_trees(f, reduce_tree_enabled())),
-    # a kernel without dots gets the registers of its occupancy step from the assembler, and a one-pass one keeps its
-    # blocks per SM (passes/register_budget.py)
+    # a kernel without dots gets the registers of its occupancy step from the assembler (passes/register_budget.py;
+    # KERNELC_FILL_KEEP_BLOCKS=onepass: a one-pass one keeps its blocks per SM)
     TilePass("mark_register_budget", lambda f, c: mark_register_budget(f, fill_occupancy_step_enabled(),
                                                                        fill_policy(),
                                                                        get_option("KERNELC_FILL_KEEP_BLOCKS"))),

@@ -308,14 +308,13 @@ KNOBS: Tuple[Knob, ...] = (
          "(fill_policy), which the assembler follows",
          _choice(("step", ("step",)), ("loads", ("loads",))),
          compile=True, field="fill_policy"),
-    Knob("KERNELC_FILL_KEEP_BLOCKS", "choice", "onepass",
-         "under KERNELC_FILL_POLICY=loads: in a one-pass kernel (no loop that loads from global memory; "
+    Knob("KERNELC_FILL_KEEP_BLOCKS", "choice", "off",
+         "under KERNELC_FILL_POLICY=loads: onepass = in a one-pass kernel (no loop that loads from global memory; "
          "passes/register_budget.py writes fill_keep_blocks into the tile IR) the fill weighs no build with fewer "
-         "blocks per SM than the build without a register ceiling. A one-pass thread issues its loads once, and "
-         "only other resident warps cover their latency: the fp32 64x64 transpose at 12 blocks measured 0.6% faster "
-         "than the launch bound's 9 (H100), geglu fwd at 3 blocks 17% faster than at 1 (H200); in a loop the "
-         "registers keep the next trips' loads in flight (a layer-norm row at 3 blocks 1.21x Triton against 0.98x "
-         "at 4, H100; docs/performance.md). off: every kernel as loops",
+         "blocks per SM than the build without a register ceiling; off (default) = every kernel as before. It "
+         "changes only the fp32 64x64 transpose of the 37 kernels without dots (40 registers / 12 blocks, not the "
+         "launch bound's 56 / 9), which measured 0.6% faster that way on an H100 (H11b) and 0.65-1.7% slower on an "
+         "H200 (C2, C2b: 10 of 10 rounds; docs/performance.md)",
          _choice(("onepass", ("onepass",) + _TRUE), ("off", _FALSE)),
          compile=True, field="fill_keep_blocks"),
     Knob("KERNELC_FILL_STEP_DOWN", "bool", True,
@@ -416,7 +415,7 @@ class CompileOptions:
     occupancy_step: str = "nodots"
     fill_occupancy_step: bool = True
     fill_policy: str = "loads"
-    fill_keep_blocks: str = "onepass"
+    fill_keep_blocks: str = "off"
     fill_step_down: bool = True
     consumer_order: str = "elementwise"
     enable_fp_fusion: bool = True

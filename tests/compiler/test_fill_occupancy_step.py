@@ -58,7 +58,7 @@ def test_a_kernel_without_dots_is_marked_to_fill_its_occupancy_step():
     """)
     after = print_function(mark_register_budget(fn))
     filecheck(after, """
-        CHECK: kernel scale_rows(%x_ptr: *fp32 {div=16}, %y_ptr: *fp32 {div=16}, %n: i32 {div=16}) attributes {registers='fill_step', fill_policy='loads', fill_keep_blocks=True} {  // constexprs: BLOCK=1024
+        CHECK: kernel scale_rows(%x_ptr: *fp32 {div=16}, %y_ptr: *fp32 {div=16}, %n: i32 {div=16}) attributes {registers='fill_step', fill_policy='loads'} {  // constexprs: BLOCK=1024
         CHECK-NEXT: = program_id {axis=0} : i32
     """)
     assert after.split("\n", 1)[1] == before.split("\n", 1)[1]   # the body is unchanged
@@ -322,20 +322,21 @@ def spin_then_copy(x_ptr, y_ptr, lock_ptr, BLOCK: kl.constexpr):
 
 
 def test_golden_a_one_pass_kernel_keeps_its_blocks_and_a_loop_that_loads_does_not():
-    """fill_keep_blocks=True (KERNELC_FILL_KEEP_BLOCKS=onepass) on a kernel whose loads are outside any loop, also
-    with a loop that does not load; not on one with a loop that loads, nor with the knob off. Header only."""
+    """fill_keep_blocks=True (KERNELC_FILL_KEEP_BLOCKS=onepass, not the default) on a kernel whose loads are outside
+    any loop, also with a loop that does not load; not on one with a loop that loads, nor with the knob off. Header
+    only."""
     one, _ = to_tile_ir(scale_rows, SCALE_SIG, dict(BLOCK=1024))
     loop, _ = to_tile_ir(sum_rows, SCALE_SIG, dict(BLOCK=1024))
     spin, _ = to_tile_ir(spin_then_copy, dict(x_ptr="*fp32", y_ptr="*fp32", lock_ptr="*i32"), dict(BLOCK=1024))
     assert "scf.for" in print_function(loop) and "scf.while" in print_function(spin)
     for fn, keep in ((one, True), (loop, False), (spin, True)):
         before = print_function(fn)
-        after = print_function(mark_register_budget(fn))
+        after = print_function(mark_register_budget(fn, keep_blocks="onepass"))
         assert after.split("\n", 1)[1] == before.split("\n", 1)[1]
         tail = ", fill_keep_blocks=True" if keep else ""
         assert after.splitlines()[0] == before.splitlines()[0].replace(
             ") {", f") attributes {{registers='fill_step', fill_policy='loads'{tail}}} {{", 1), after.splitlines()[0]
-        assert "fill_keep_blocks" not in print_function(mark_register_budget(fn, keep_blocks="off")).splitlines()[0]
+        assert "fill_keep_blocks" not in print_function(mark_register_budget(fn)).splitlines()[0]
         assert "attributes" not in print_function(mark_register_budget(fn, enabled=False)).splitlines()[0]
 
 

@@ -16,14 +16,10 @@ Beside it, ``fn.attrs["fill_policy"]`` says which builds the assembler weighs fo
 ``step`` (the filled build only); the assembler takes it from the IR, not from the environment.
 
 And ``fn.attrs["fill_keep_blocks"] = True`` on a one-pass kernel (no ``scf.for``/``scf.while`` with a global
-load in its body; ``KERNELC_FILL_KEEP_BLOCKS=onepass``): the ``loads`` policy then weighs no build with fewer
-blocks per SM than the build without a register ceiling. A one-pass thread issues its loads once; more registers
-only move that one burst earlier, while the latency is covered by the other resident warps. In a loop the
-registers keep the next trips' loads in flight, which the loads estimate sees. Measured (docs/performance.md):
-one-pass, blocks won: the fp32 64x64 transpose 40 registers / 12 blocks against the launch bound's 56 / 9 (+0.6%,
-H100), geglu fwd 3 blocks against 1 (+17%, H200); loops, registers won: a layer-norm row 80 / 3 against 64 / 4
-(1.21x against 0.98x Triton, H100), tutorial 05's dW/dB sum 122 / 4 against 96 / 5 (7.9 against 10.2 us, H100).
-Triton's builds never trade blocks for registers (whole-program ptxas, the launch bound a limit).
+load in its body) under ``KERNELC_FILL_KEEP_BLOCKS=onepass`` (not the default): the ``loads`` policy then weighs
+no build with fewer blocks per SM than the build without a register ceiling. Of the 37 kernels without dots it
+changes only the fp32 64x64 transpose (40 registers / 12 blocks instead of the launch bound's 56 / 9): 0.6% faster
+on an H100, 0.65-1.7% slower on an H200 (docs/performance.md, 2026-11-28), so it is off by default.
 """
 from __future__ import annotations
 
@@ -38,7 +34,7 @@ def loads_in_a_loop(fn: Function) -> bool:
 
 
 def mark_register_budget(fn: Function, enabled: bool = True, policy: str = "loads",
-                         keep_blocks: str = "onepass") -> Function:
+                         keep_blocks: str = "off") -> Function:
     """Set ``registers="fill_step"`` and ``fill_policy=policy`` (KERNELC_FILL_POLICY: loads or step) on ``fn``
     when ``enabled`` (KERNELC_FILL_OCCUPANCY_STEP) and no op of it is a ``dot``, and ``fill_keep_blocks=True``
     when also the policy is loads, ``keep_blocks`` is onepass (KERNELC_FILL_KEEP_BLOCKS) and no loop of it loads;
