@@ -227,7 +227,8 @@ def _backend(fn, signature, constexprs, tgt, num_warps, num_stages, func, used, 
     """LLVM, the assembler (worker processes, or C code that releases the GIL) and the kernel object."""
     from .backend import compile_llir
     art = compile_llir(llir, tgt, func.name, fill_step=func.attrs.get("registers") == "fill_step",
-                       fill_policy=func.attrs.get("fill_policy"))
+                       fill_policy=func.attrs.get("fill_policy"),
+                       keep_blocks=bool(func.attrs.get("fill_keep_blocks")))
     for k, v in art.timings.items():
         timings[k] = v
     if limit and smem_bytes + art.shared > limit:
@@ -314,9 +315,11 @@ TILE_PASSES = (
     TilePass("mark_fp8_carry_words", lambda f, c: mark_fp8_carry_words(f, fp8_carry_words_enabled())),
     # max/min (and integer add/xor) reductions combine a thread's registers as a tree, not a chain (KERNELC_REDUCE_TREE)
     TilePass("mark_reduce_trees", lambda f, c: mark_reduce_trees(f, reduce_tree_enabled())),
-    # a kernel without dots gets the registers of its occupancy step from the assembler (passes/register_budget.py)
+    # a kernel without dots gets the registers of its occupancy step from the assembler (passes/register_budget.py;
+    # KERNELC_FILL_KEEP_BLOCKS=onepass: a one-pass one keeps its blocks per SM)
     TilePass("mark_register_budget", lambda f, c: mark_register_budget(f, fill_occupancy_step_enabled(),
-                                                                       fill_policy())),
+                                                                       fill_policy(),
+                                                                       get_option("KERNELC_FILL_KEEP_BLOCKS"))),
     # fp32 adds nobody reads the result of, over contiguous addresses: sm_90 vector red (vec=N)
     TilePass("vectorize_atomics", lambda f, c: vectorize_atomics(f, c.capability[0])),
     TilePass("coalesce", lambda f, c: coalesce(f, c.num_warps, c.capability[0], c.arch, c.notes)),
@@ -336,9 +339,11 @@ TILE_PASSES = (
     TilePass("schedule_wgmma", schedule_wgmma),
     # the cp.async rings as explicit ops (ring_alloc, async_copy, commit/wait, ring_read): codegen
     # lowers them one at a time (passes/cp_async_rings.py)
-    # a ringed copy's mask compare that is the same over aligned blocks says so (uniform=[..]): one compare per
-    # block a thread holds (passes/mask_blocks.py; KERNELC_UNIFORM_MASKS)
-    TilePass("mark_uniform_masks", mark_uniform_masks, lambda c: get_option("KERNELC_UNIFORM_MASKS")),
+    # a tile compare that is the same over aligned blocks says so (uniform=[..]): one compare per block a thread
+    # holds (passes/mask_blocks.py; KERNELC_UNIFORM_MASKS: nodots, every such compare in a kernel without dots and a
+    # ringed copy's mask compares elsewhere; all; rings)
+    TilePass("mark_uniform_masks", lambda f, c: mark_uniform_masks(f, c, get_option("KERNELC_UNIFORM_MASKS")),
+             lambda c: get_option("KERNELC_UNIFORM_MASKS") != "off"),
     TilePass("expand_cp_async_rings", expand_cp_async_rings),
     # the TMA rings as explicit ops (tma_ring_alloc, mbarrier init/expect_tx/wait, tma_copy_to_ring,
     # ring_read; the phase parity as arithmetic): a loop no producer warp fills (passes/tma_rings.py)

@@ -295,10 +295,49 @@ def test_the_pass_writes_the_fill_policy(policy):
     """Golden: the knob's policy in the header beside registers='fill_step'; the body is unchanged."""
     fn, _ = to_tile_ir(scale_rows, SCALE_SIG, dict(BLOCK=1024))
     before = print_function(fn)
-    after = print_function(mark_register_budget(fn, policy=policy))
+    after = print_function(mark_register_budget(fn, policy=policy, keep_blocks="off"))
     assert after.split("\n", 1)[1] == before.split("\n", 1)[1]
     assert after.splitlines()[0] == before.splitlines()[0].replace(
         ") {", f") attributes {{registers='fill_step', fill_policy='{policy}'}} {{", 1)
+
+
+@kernelc.jit
+def sum_rows(x_ptr, y_ptr, n, BLOCK: kl.constexpr):
+    # a loop that loads: each trip's loads can be in flight during the previous trip's adds
+    acc = kl.zeros([BLOCK], dtype=kl.float32)
+    for off in range(0, n, BLOCK):
+        cols = off + kl.arange(0, BLOCK)
+        acc += kl.load(x_ptr + kl.program_id(0) * n + cols, mask=cols < n, other=0.0)
+    kl.store(y_ptr + kl.program_id(0), kl.sum(acc, axis=0))
+
+
+@kernelc.jit
+def spin_then_copy(x_ptr, y_ptr, lock_ptr, BLOCK: kl.constexpr):
+    # a loop without a load (a lock's spin, as tutorial 05's dx kernel): still one pass over the data
+    offs = kl.arange(0, BLOCK)
+    while kl.atomic_cas(lock_ptr, 0, 1) == 1:
+        pass
+    kl.store(y_ptr + offs, kl.load(x_ptr + offs))
+    kl.atomic_xchg(lock_ptr, 0)
+
+
+def test_golden_a_one_pass_kernel_keeps_its_blocks_and_a_loop_that_loads_does_not():
+    """fill_keep_blocks=True (KERNELC_FILL_KEEP_BLOCKS=onepass, not the default) on a kernel whose loads are outside
+    any loop, also with a loop that does not load; not on one with a loop that loads, nor with the knob off. Header
+    only."""
+    one, _ = to_tile_ir(scale_rows, SCALE_SIG, dict(BLOCK=1024))
+    loop, _ = to_tile_ir(sum_rows, SCALE_SIG, dict(BLOCK=1024))
+    spin, _ = to_tile_ir(spin_then_copy, dict(x_ptr="*fp32", y_ptr="*fp32", lock_ptr="*i32"), dict(BLOCK=1024))
+    assert "scf.for" in print_function(loop) and "scf.while" in print_function(spin)
+    for fn, keep in ((one, True), (loop, False), (spin, True)):
+        before = print_function(fn)
+        after = print_function(mark_register_budget(fn, keep_blocks="onepass"))
+        assert after.split("\n", 1)[1] == before.split("\n", 1)[1]
+        tail = ", fill_keep_blocks=True" if keep else ""
+        assert after.splitlines()[0] == before.splitlines()[0].replace(
+            ") {", f") attributes {{registers='fill_step', fill_policy='loads'{tail}}} {{", 1), after.splitlines()[0]
+        assert "fill_keep_blocks" not in print_function(mark_register_budget(fn)).splitlines()[0]
+        assert "attributes" not in print_function(mark_register_budget(fn, enabled=False)).splitlines()[0]
 
 
 def test_the_assembler_takes_the_policy_from_the_ir(monkeypatch):

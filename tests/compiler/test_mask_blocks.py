@@ -10,6 +10,9 @@ import re
 import numpy as np
 import pytest
 
+import kernelc
+import kernelc.language as tl
+
 from examples.kernels.matmul import matmul_kernel
 from kernelc.compiler.compiler import compile as kcompile
 from kernelc.compiler.ir.core import Op, Value
@@ -24,7 +27,9 @@ from tests.compiler.test_store_conversion import DIV, MM_SIG, UNIT_STRIDES, _cx,
 def test_golden_the_k_masks_of_a_gemms_rings_are_uniform_over_16_offsets(monkeypatch):
     """03's kernel at 128x256x64: A's mask (1x64, K offsets along columns) and B's (64x1, along rows) compare a
     contiguous run of offsets starting at 0 with K - k * 64, divisible by 16: uniform over 16 offsets. The
-    epilogue's row/column masks feed a store, not a ring: unmarked. Only the attribute changes."""
+    epilogue's row/column masks feed a store, not a ring: unmarked in a kernel with dots by default (nodots);
+    KERNELC_UNIFORM_MASKS=all marks them too (offsets against M and N, divisible by 16). Only the attribute
+    changes."""
     monkeypatch.setenv("KERNELC_UNIFORM_MASKS", "1")
     ir, _, _ = _passes(matmul_kernel, MM_SIG, _cx(128, 256, 64), 8, 3, DIV, UNIT_STRIDES, upto="mark_uniform_masks")
     before, after = ir["schedule_wgmma"], ir["mark_uniform_masks"]
@@ -47,6 +52,14 @@ def test_golden_the_k_masks_of_a_gemms_rings_are_uniform_over_16_offsets(monkeyp
     """)
     norm = lambda t: [re.sub(r", uniform=\[[^\]]*\]|\s+#.*", "", ln) for ln in t.splitlines()]  # noqa: E731
     assert norm(before) == norm(after)
+    monkeypatch.setenv("KERNELC_UNIFORM_MASKS", "all")
+    ir, _, _ = _passes(matmul_kernel, MM_SIG, _cx(128, 256, 64), 8, 3, DIV, UNIT_STRIDES, upto="mark_uniform_masks")
+    filecheck(ir["mark_uniform_masks"], """
+        CHECK: = cmpi {{%\\d+}}, {{%\\d+}} {pred='slt', uniform=[16, 1]} : <128x1xi1>
+        CHECK: = cmpi {{%\\d+}}, {{%\\d+}} {pred='slt', uniform=[1, 16]} : <1x256xi1>
+    """)
+    assert norm(ir["mark_uniform_masks"]) == norm(before)
+    monkeypatch.setenv("KERNELC_UNIFORM_MASKS", "1")
     # the ring expansion clones the chain with the attribute: the prologue's copies and the loop's
     ir, _, _ = _passes(matmul_kernel, MM_SIG, _cx(128, 256, 64), 8, 3, DIV, UNIT_STRIDES,
                        upto="expand_cp_async_rings")
@@ -56,10 +69,16 @@ def test_golden_the_k_masks_of_a_gemms_rings_are_uniform_over_16_offsets(monkeyp
 
 
 def test_no_mark_without_k_divisible_by_16(monkeypatch):
-    """K of unknown alignment: the mask changes at any offset, nothing is marked."""
+    """K of unknown alignment: the K masks change at any offset and stay unmarked, so nothing is (under ``all`` the
+    epilogue's, against M and N divisible by 16, are)."""
     div = {k: v for k, v in DIV.items() if k != "K"}
     ir, _, _ = _passes(matmul_kernel, MM_SIG, _cx(128, 256, 64), 8, 3, div, UNIT_STRIDES, upto="mark_uniform_masks")
     assert "uniform=" not in ir["mark_uniform_masks"]
+    monkeypatch.setenv("KERNELC_UNIFORM_MASKS", "all")
+    ir, _, _ = _passes(matmul_kernel, MM_SIG, _cx(128, 256, 64), 8, 3, div, UNIT_STRIDES, upto="mark_uniform_masks")
+    k_masks = [ln for ln in ir["mark_uniform_masks"].splitlines() if re.search(r"cmpi .*: <(64x1|1x64)xi1>", ln)]
+    assert len(k_masks) == 2 and not any("uniform=" in ln for ln in k_masks)
+    assert "uniform=[16, 1]" in ir["mark_uniform_masks"]
     monkeypatch.setenv("KERNELC_UNIFORM_MASKS", "0")
     ir, _, _ = _passes(matmul_kernel, MM_SIG, _cx(128, 256, 64), 8, 3, DIV, UNIT_STRIDES, upto="expand_cp_async_rings")
     assert "uniform=" not in ir["expand_cp_async_rings"] and "mark_uniform_masks" not in ir
@@ -170,3 +189,62 @@ def test_a_vector_load_is_masked_as_one_only_where_its_mask_cannot_flip_inside(p
                   divisibility={"n": 16})
     loads = set(re.findall(r"ld\.global[\w.]*", ck.asm["ptx"]))
     assert (loads == {"ld.global.v4.b32"}) == vector, loads
+
+
+@kernelc.jit
+def _row_grad(DX, DY, X, Mean, Rstd, stride, N, BLOCK: tl.constexpr):
+    # a layer-norm backward row in the style of Triton's tutorial 05: one row a program, `cols < N` masks
+    # the loads and the selects of the two row sums
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    x = tl.load(X + row * stride + cols, mask=mask, other=0).to(tl.float32)
+    dy = tl.load(DY + row * stride + cols, mask=mask, other=0).to(tl.float32)
+    xhat = tl.where(mask, (x - tl.load(Mean + row)) * tl.load(Rstd + row), 0.)
+    dy = tl.where(mask, dy, 0.)
+    c1 = tl.sum(xhat * dy, axis=0) / N
+    c2 = tl.sum(dy, axis=0) / N
+    tl.store(DX + row * stride + cols, (dy - (xhat * c1 + c2)).to(tl.float16), mask=mask)
+
+
+ROW_SIG = {"DX": "*fp16", "DY": "*fp16", "X": "*fp16", "Mean": "*fp32", "Rstd": "*fp32", "stride": "i32", "N": "i32"}
+ROW_DIV = {k: 16 for k in ROW_SIG}
+
+
+def test_golden_an_elementwise_rows_mask_is_uniform_over_16_columns(monkeypatch):
+    """Not only a ring's masks (a kernel without dots, the default nodots): `cols < N` with N divisible by 16 is
+    uniform over 16 columns wherever it is used (the loads, the selects, the store). Only the attribute changes;
+    under ``rings`` (the rule until 2026-11-28) nothing is marked."""
+    ir, _, _ = _passes(_row_grad, ROW_SIG, {"BLOCK": 4096}, 8, 3, ROW_DIV, upto="mark_uniform_masks")
+    before, after = ir["schedule_wgmma"], ir["mark_uniform_masks"]
+    filecheck(before, """
+        CHECK: = cmpi {{%\\d+}}, {{%\\d+}} {pred='slt'} : <4096xi1>
+    """)
+    filecheck(after, """
+        CHECK: = cmpi {{%\\d+}}, {{%\\d+}} {pred='slt', uniform=[16]} : <4096xi1>
+        CHECK: = load
+        CHECK: = select
+        CHECK: store
+    """)
+    norm = lambda t: [re.sub(r", uniform=\[[^\]]*\]|\s+#.*", "", ln) for ln in t.splitlines()]  # noqa: E731
+    assert norm(before) == norm(after)
+    monkeypatch.setenv("KERNELC_UNIFORM_MASKS", "rings")
+    ir, _, _ = _passes(_row_grad, ROW_SIG, {"BLOCK": 4096}, 8, 3, ROW_DIV, upto="mark_uniform_masks")
+    assert "uniform=" not in ir["mark_uniform_masks"]
+
+
+def test_an_elementwise_rows_compares_are_made_once_per_block(monkeypatch):
+    """4096 columns over 256 threads: 16 a thread, one block of 16. With the pass the row's compare is one per
+    block a thread holds; without it one per element (tutorial 05's dx kernel at 16384 columns: 78 ISETP against
+    Triton's 22, docs/triton-tutorials.md)."""
+    kw = dict(divisibility=ROW_DIV)
+    monkeypatch.setenv("KERNELC_UNIFORM_MASKS", "1")
+    ck = kcompile(_row_grad, ROW_SIG, {"BLOCK": 4096}, "sm_90a", 8, 3, **kw)
+    monkeypatch.setenv("KERNELC_UNIFORM_MASKS", "0")
+    old = kcompile(_row_grad, ROW_SIG, {"BLOCK": 4096}, "sm_90a", 8, 3, **kw)
+    count = lambda k: collections.Counter(  # noqa: E731
+        re.sub(r"^\s*/\*[0-9a-f]+\*/\s*(@!?U?P\w+\s+)?", "", ln).split(" ")[0].split(".")[0]
+        for ln in k.asm["sass"].splitlines() if re.match(r"\s*/\*[0-9a-f]{4,}\*/", ln))
+    c, c0 = count(ck), count(old)
+    assert c["ISETP"] < c0["ISETP"] and sum(c.values()) < sum(c0.values()), (c["ISETP"], c0["ISETP"])
+    assert c["LDG"] == c0["LDG"] and c["STG"] == c0["STG"] and ck.n_spills == 0

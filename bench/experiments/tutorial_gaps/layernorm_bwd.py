@@ -101,7 +101,7 @@ def _host_us(fn, n=30):
 
 def child(tutorial: str, impl: str, ns) -> dict:
     if impl.startswith("kernelc"):
-        sys.path.insert(0, ROOT)
+        sys.path.insert(0, os.environ.get("LN_BWD_KERNELC_TREE") or ROOT)   # kernelc_other: --other-tree's kernelc
         import kernelc.compat
         kernelc.compat.install()
     import torch
@@ -110,6 +110,8 @@ def child(tutorial: str, impl: str, ns) -> dict:
     dx_k, dwdb_k = mod._layer_norm_bwd_dx_fused, mod._layer_norm_bwd_dwdb
     flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda")
     out = {"impl": impl, "points": {}}
+    if impl.startswith("kernelc"):
+        out["kernelc"] = os.path.dirname(sys.modules["kernelc"].__file__)
     for n in ns:
         try:
             out["points"][str(n)] = _point(torch, triton, dx_k, dwdb_k, flush, n)
@@ -218,6 +220,8 @@ def main(argv=None) -> int:
     ap.add_argument("--n", default=",".join(map(str, NS)))
     ap.add_argument("--impls", default=",".join(VARIANTS))
     ap.add_argument("--triton-site", help="directory to prepend to PYTHONPATH for the real-Triton runs")
+    ap.add_argument("--other-tree", help="another checkout's kernelc as one more implementation, kernelc_other "
+                                         "(e.g. main's tree: an A/B in the same rounds)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     tut = os.path.join(os.path.abspath(a.tutorials), "05-layer-norm.py")
@@ -226,11 +230,15 @@ def main(argv=None) -> int:
         print("RESULT " + json.dumps(child(tut, a.child, ns)))
         return 0
     impls = [i for i in a.impls.split(",") if i in VARIANTS]
+    if a.other_tree:
+        impls.append("kernelc_other")
     best: dict = {}
     raw: list = []  # every child's result, for the spread between rounds
     for rnd in range(a.rounds):
         for impl in (impls if rnd % 2 == 0 else list(reversed(impls))):
-            env = dict(os.environ, **VARIANTS[impl])
+            env = dict(os.environ, **VARIANTS.get(impl, {}))
+            if impl == "kernelc_other":
+                env["LN_BWD_KERNELC_TREE"] = os.path.abspath(a.other_tree)
             env["KERNELC_CACHE_DIR"] = tempfile.mkdtemp(prefix="kc_cache_")
             if impl == "triton" and a.triton_site:
                 env["PYTHONPATH"] = a.triton_site + os.pathsep + env.get("PYTHONPATH", "")

@@ -232,14 +232,16 @@ def fit_target_to_assembler(tgt):
 
 
 def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequence[str] = (),
-                 name: str = "kernel.ptx", fill_step: bool = False, fill_policy: Optional[str] = None) -> CubinResult:
+                 name: str = "kernel.ptx", fill_step: bool = False, fill_policy: Optional[str] = None,
+                 keep_blocks: bool = False) -> CubinResult:
     """Assemble ``ptx`` into a cubin for ``target``: with a standalone ptxas as a whole program where
     :func:`standalone_assembler` finds one, else with nvJitLink.
 
     ``extra`` options are passed to ptxas / nvJitLink as given (e.g. ``"-Xptxas=-warn-spills"``).
     ``fill_step``: under nvJitLink without the launch bound, give the kernel the registers it can have without
     losing a block per SM (:func:`_fill_step`; the tile IR's ``registers`` attribute says when), and weigh the builds
-    ``fill_policy`` names (the tile IR's ``fill_policy``, loads or step; None: KERNELC_FILL_POLICY).
+    ``fill_policy`` names (the tile IR's ``fill_policy``, loads or step; None: KERNELC_FILL_POLICY); ``keep_blocks``
+    (the tile IR's ``fill_keep_blocks``, a one-pass kernel): no build with fewer blocks per SM than the unbounded one.
     Raises :class:`CompilationError` with ptxas's error log when the PTX does not assemble.
     """
     target = parse_target(target)
@@ -263,7 +265,8 @@ def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequen
                 filled = _fill_step(free, unbounded, bounds, target, opt_level, extra, name)
                 if (fill_policy or get("KERNELC_FILL_POLICY")) == "loads":
                     return _more_loads_in_flight(filled, data, bounds, target, opt_level, extra, name,
-                                                 unbounded if get("KERNELC_FILL_STEP_DOWN") else None, free)
+                                                 unbounded if get("KERNELC_FILL_STEP_DOWN") else None, free,
+                                                 keep_blocks)
                 return filled
             return free
         res = _nvjitlink_cubin(data, target, opt_level, extra, name)
@@ -459,7 +462,8 @@ def step_down_ceiling(registers: int, threads: int, shared: int, limits) -> Opti
 
 
 def _more_loads_in_flight(chosen: CubinResult, data: bytes, bounds: Dict[str, int], target, opt_level, extra, name,
-                          unbounded: Optional[bytes] = None, free: Optional[CubinResult] = None):
+                          unbounded: Optional[bytes] = None, free: Optional[CubinResult] = None,
+                          keep_blocks: bool = False):
     """``chosen`` (the unbounded or filled build), the launch bound's build or, given the ``unbounded`` PTX
     (KERNELC_FILL_STEP_DOWN), the build one occupancy step down, whichever keeps the most global loads in flight
     per SM (:func:`loads_in_flight_per_sm`; KERNELC_FILL_POLICY=loads; a tie keeps the earlier).
@@ -472,7 +476,9 @@ def _more_loads_in_flight(chosen: CubinResult, data: bytes, bounds: Dict[str, in
     16 warps, a grid-stride loop) has 40 registers and 3 blocks unbounded, 32 registers and 4 blocks one step down,
     with the same 1.3 loads in flight a thread. ``free``, the build without a ceiling when ``chosen`` is the filled
     one, is weighed too: in consumer order (backend/consumer_order.py) geglu's backward row keeps 4.3 loads in
-    flight a thread at 77 registers and 2.8 filled to 120, one block either way."""
+    flight a thread at 77 registers and 2.8 filled to 120, one block either way. ``keep_blocks`` (a one-pass kernel,
+    passes/register_budget.py): a build with fewer blocks per SM than ``chosen`` is not weighed (the fp32 transpose at
+    40 registers and 12 blocks measured 0.6% faster than the bound's 56 and 9, which keep more loads in flight)."""
     one = _one_entry(chosen, bounds, target)
     if one is None or one[2] is None:
         return chosen
@@ -488,7 +494,7 @@ def _more_loads_in_flight(chosen: CubinResult, data: bytes, bounds: Dict[str, in
     # at all, which the loads within a block do not show (geglu fwd: 93 registers and one 16-warp block measured
     # 0.87x Triton against 1.05x at 36 registers and three, H200 2026-11-27)
     if b is not None and b.registers != r.registers and b.stack_frame <= r.stack_frame and \
-            blocks_per_sm(b.registers, threads, b.shared, limits) >= min(2, now_blocks):
+            blocks_per_sm(b.registers, threads, b.shared, limits) >= (now_blocks if keep_blocks else min(2, now_blocks)):
         builds.append((bound, b, "with its launch bound"))
     cap = step_down_ceiling(r.registers, threads, r.shared, limits) if unbounded is not None else None
     if cap is not None:

@@ -1,4 +1,4 @@
-"""``mark_uniform_masks``: a pipelined copy's mask compare that is the same over aligned blocks of the tile
+"""``mark_uniform_masks``: a tile compare (first of all a pipelined copy's mask) that is the same over aligned blocks of the tile
 says so (``uniform=[b0, b1, ..]`` on the ``cmpi``), so code generation computes it once per block a thread
 holds instead of once per register.
 
@@ -18,10 +18,14 @@ aligned at multiples of ``b``), from the operands' axis facts (``passes/axis_inf
   where ``x`` reaches ``y``, a multiple of ``b``, i.e. between blocks; likewise ``y > x`` / ``y <= x``. The
   non-strict forms the other way round (``x <= y``) flip inside a block and are left alone.
 
-Only the compares that reach the mask of a load a cp.async ring copies (``pipeline`` on the load, through
-``broadcast``/``expand_dims``/``reshape``/``and``/``or``) are marked: the copies' predicates are what the
-GEMM loops pay per iteration. Runs after ``schedule_wgmma`` (the rings are decided) and before
-``expand_cp_async_rings``, which clones the address chain with its attributes.
+Which compares are marked where their blocks are uniform: those that reach a cp.async ring's load
+mask (through ``broadcast``/``expand_dims``/``reshape``/``and``/``or``), which the GEMM loops pay per
+iteration, and since 2026-11-28, in a kernel without dots, all others too: an elementwise or reduction
+kernel's ``cols < N`` feeds its loads, selects and stores over every register a thread holds (tutorial 05's dx
+kernel at 16384 columns made 78 compares against Triton's 22, docs/triton-tutorials.md). In kernels with dots
+too (``KERNELC_UNIFORM_MASKS=all``) that changes the PTX of 40 GEMM and attention kernels of
+scripts/ptx_corpus.py, not yet measured on a GPU. Runs after ``schedule_wgmma`` (the rings are decided) and
+before ``expand_cp_async_rings``, which clones the address chain with its attributes.
 """
 from __future__ import annotations
 
@@ -57,11 +61,22 @@ def uniform_blocks(op: Op, axis) -> Optional[Tuple[int, ...]]:
     return tuple(out) if any(b > 1 for b, n in zip(out, shape) if n > 1) else None
 
 
-def mark_uniform_masks(fn: Function, ctx) -> Function:
+def mark_uniform_masks(fn: Function, ctx, mode: str = "nodots") -> Function:
+    """Mark the uniform compares (KERNELC_UNIFORM_MASKS): ``mode`` all (every tile compare), nodots (every tile
+    compare in a kernel without dots, else as rings) or rings (only those reaching a cp.async ring's load mask).
+    Mutates ``fn``."""
     axis = ctx.axis
     if axis is None:
         return fn
     seen = set()
+    if mode == "all" or (mode == "nodots" and not any(op.name == "dot" for op in fn.walk())):
+        # every other tile compare: an elementwise kernel's `cols < N` feeds its selects and masks over all the
+        # registers a thread holds (tutorial 05's dx kernel: 78 compares against Triton's 22)
+        for op in fn.walk():
+            if op.name == "cmpi" and "uniform" not in op.attrs and shape_of(op.results[0].type):
+                b = uniform_blocks(op, axis)
+                if b is not None:
+                    op.attrs["uniform"] = b
     for ld in [o for o in fn.walk() if o.name == "load" and o.attrs.get("pipeline") and len(o.operands) > 1]:
         todo: List = [ld.operands[1]]
         while todo:

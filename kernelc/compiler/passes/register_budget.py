@@ -14,19 +14,37 @@ was measured with other settings (docs/performance.md).
 Beside it, ``fn.attrs["fill_policy"]`` says which builds the assembler weighs for the kernel
 (``KERNELC_FILL_POLICY``): ``loads`` (also the launch bound's build, by global loads in flight per SM) or
 ``step`` (the filled build only); the assembler takes it from the IR, not from the environment.
+
+And ``fn.attrs["fill_keep_blocks"] = True`` on a one-pass kernel (no ``scf.for``/``scf.while`` with a global
+load in its body) under ``KERNELC_FILL_KEEP_BLOCKS=onepass`` (not the default): the ``loads`` policy then weighs
+no build with fewer blocks per SM than the build without a register ceiling. Of the 37 kernels without dots it
+changes only the fp32 64x64 transpose (40 registers / 12 blocks instead of the launch bound's 56 / 9): 0.6% faster
+on an H100, 0.65-1.7% slower on an H200 (docs/performance.md, 2026-11-28), so it is off by default.
 """
 from __future__ import annotations
 
 from ..ir.core import Function
 
 
-def mark_register_budget(fn: Function, enabled: bool = True, policy: str = "loads") -> Function:
+def loads_in_a_loop(fn: Function) -> bool:
+    """Whether some ``scf.for``/``scf.while`` of ``fn`` has a global load (``load``, or a TMA ``descriptor_load``)
+    in its body, at any depth."""
+    return any(op.name in ("scf.for", "scf.while") and any(o.name in ("load", "descriptor_load") for o in op.walk())
+               for op in fn.walk())
+
+
+def mark_register_budget(fn: Function, enabled: bool = True, policy: str = "loads",
+                         keep_blocks: str = "off") -> Function:
     """Set ``registers="fill_step"`` and ``fill_policy=policy`` (KERNELC_FILL_POLICY: loads or step) on ``fn``
-    when ``enabled`` (KERNELC_FILL_OCCUPANCY_STEP) and no op of it is a ``dot``; else remove both. Mutates ``fn``."""
+    when ``enabled`` (KERNELC_FILL_OCCUPANCY_STEP) and no op of it is a ``dot``, and ``fill_keep_blocks=True``
+    when also the policy is loads, ``keep_blocks`` is onepass (KERNELC_FILL_KEEP_BLOCKS) and no loop of it loads;
+    else remove them.
+    Mutates ``fn``."""
+    for k in ("registers", "fill_policy", "fill_keep_blocks"):
+        fn.attrs.pop(k, None)
     if enabled and not any(op.name == "dot" for op in fn.walk()):
         fn.attrs["registers"] = "fill_step"
         fn.attrs["fill_policy"] = policy
-    else:
-        fn.attrs.pop("registers", None)
-        fn.attrs.pop("fill_policy", None)
+        if policy == "loads" and keep_blocks == "onepass" and not loads_in_a_loop(fn):
+            fn.attrs["fill_keep_blocks"] = True
     return fn
