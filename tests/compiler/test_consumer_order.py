@@ -7,9 +7,10 @@ import textwrap
 import pytest
 
 import kernelc
+import kernelc.language as kl
 from kernelc.compiler.backend.consumer_order import ATTRIBUTE, order_by_consumers
 from kernelc.compiler.ir.printer import print_function
-from kernelc.compiler.passes.instruction_order import is_elementwise_chain, mark_instruction_order
+from kernelc.compiler.passes.instruction_order import broadcast_loads, is_elementwise_chain, mark_instruction_order
 
 from examples.kernels import memory_bound as K
 
@@ -227,3 +228,61 @@ def test_elementwise_rows_in_consumer_order_keep_their_blocks(kernel, regs_at_mo
     assert "instruction_order='consumers'" in ck.asm["tir"].splitlines()[0]
     assert ck.n_spills == 0 and ck.n_regs <= regs_at_most
     assert P.blocks_per_sm(ck.n_regs, 512, ck.shared, ARCH_LIMITS[90]) >= blocks_at_least
+
+
+ROPE_SIG = dict(q_ptr="*bf16", q_row_stride="i32", cos_ptr="*fp32", sin_ptr="*fp32", cos_row_stride="i32",
+                seq_len="i32", n_heads="i32", head_dim="i32")
+ROPE_CX = dict(BLOCK_H=32, BLOCK_D=64)
+
+
+@kernelc.jit
+def add_bias_rows(x_ptr, b_ptr, y_ptr, BM: kl.constexpr, BN: kl.constexpr, BROADCAST: kl.constexpr):
+    rows = kl.arange(0, BM)[:, None] * BN
+    cols = kl.arange(0, BN)[None, :]
+    x = kl.load(x_ptr + rows + cols)
+    if BROADCAST:   # one bias row for every row of the tile
+        b = kl.load(b_ptr + kl.arange(0, BN))[None, :]
+    else:           # a bias element for every element
+        b = kl.load(b_ptr + rows + cols)
+    kl.store(y_ptr + rows + cols, x + b)
+
+
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_a_broadcast_load_keeps_op_order(broadcast):
+    """Golden: a bias row broadcast against the tile leaves the kernel unmarked (every store's cone needs all of a
+    thread's elements of the row); the same kernel with an element-wise bias is marked. Only the header changes."""
+    fn, _ = to_tile_ir(add_bias_rows, dict(x_ptr="*fp32", b_ptr="*fp32", y_ptr="*fp32"),
+                       dict(BM=32, BN=64, BROADCAST=broadcast))
+    assert is_elementwise_chain(fn)
+    assert len(broadcast_loads(fn)) == (1 if broadcast else 0)
+    before = print_function(fn)
+    mark_instruction_order(fn, "elementwise")
+    after = print_function(fn)
+    assert after.splitlines()[1:] == before.splitlines()[1:]
+    assert ("instruction_order='consumers'" in after.splitlines()[0]) == (not broadcast)
+
+
+def test_rope_keeps_op_order_and_gets_tritons_schedule(monkeypatch):
+    """rope's cos/sin rows are broadcast over 32 heads: op order. On CPU (nvJitLink, sm_90a, the defaults) its build
+    is then Triton's shape: 48 registers, 5 of its 8 loads before the first use, the 4 stores together at the end
+    (consumer order: 56 registers, all 8 loads first, one store 25 instructions before the others;
+    docs/performance.md, "rope: what in kernelc's PTX costs 3%")."""
+    from cubintools import inspect_cubin, instructions
+    for k in ("KERNELC_ASSEMBLER", "KERNELC_NVJITLINK_LAUNCH_BOUND", "KERNELC_FILL_POLICY", "KERNELC_FILL_OCCUPANCY_STEP",
+              "KERNELC_CONSUMER_ORDER", "KERNELC_UNIFORM_MASKS", "KERNELC_FILL_KEEP_BLOCKS"):
+        monkeypatch.delenv(k, raising=False)
+    fn, _ = to_tile_ir(K.rope_kernel, ROPE_SIG, ROPE_CX, divisibility={k: 16 for k in ROPE_SIG})
+    assert len(broadcast_loads(fn)) == 2
+    ck = kernelc.compile(K.rope_kernel, ROPE_SIG, ROPE_CX, target="sm_90a", num_warps=4,
+                         divisibility={k: 16 for k in ROPE_SIG})
+    assert "instruction_order" not in ck.asm["tir"].splitlines()[0]
+    cub = ck.asm["cubin"]
+    f = inspect_cubin(cub).kernel(None)
+    ins = [i for i in instructions(cub) if i.function == f.name]
+    ops = [i.opcode.split(".")[0] for i in ins]
+    stores = [n for n, o in enumerate(ops) if o == "STG"]
+    assert f.n_regs <= 48 and ops.count("LDG") == 8 and len(stores) == 4
+    first_use = next(n for n, i in enumerate(ins) if i.opcode.startswith(("SHF", "IMAD.U32", "PRMT", "FMUL"))
+                     and n > ops.index("LDG"))   # the first unpack of a loaded bf16 pair or product
+    assert ops[:first_use].count("LDG") == 5
+    assert stores[-1] - stores[0] <= 8   # together at the end

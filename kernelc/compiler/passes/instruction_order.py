@@ -10,6 +10,12 @@ depth first from the stores (``backend/consumer_order.py``); code generation wri
 Only kernels made of elementwise chains between their loads and stores are marked (``KERNELC_CONSUMER_ORDER=
 elementwise``): on an H100 it took geglu bwd from 0.985 to 1.015 of Triton, but a layer-norm row (two reductions)
 lost 5.5% and a permute (a layout conversion) 1.3%, where the fill policy then picked other builds.
+
+Nor is a chain with a loaded row broadcast over the tile (rope's cos/sin over the heads): each store's cone then
+needs all of a thread's loads of that row, so consumer order starts no chain earlier, and ptxas put every one of
+rope's loads before the first use (56 registers); in op order it issues half of the q loads after the first results
+(48 registers, Triton's schedule). On an H200 that was 0.968 against 1.006 of Triton (control 1.006), geglu bwd
+1.051 in consumer order and 1.024 in op order (docs/performance.md, "rope: what in kernelc's PTX costs 3%").
 """
 from __future__ import annotations
 
@@ -35,10 +41,29 @@ def is_elementwise_chain(fn: Function) -> bool:
     return True
 
 
+# what a loaded value may pass through on its way to a broadcast and still be the load's elements (one per element)
+_SAME_ELEMENTS = frozenset(("expand_dims", "reshape", "cast", "bitcast", "hint"))
+
+
+def broadcast_loads(fn: Function) -> list:
+    """The loads whose tile is broadcast into a larger one (a cos/sin, scale or bias row applied to every row of a
+    tile): every store's cone then needs all of a thread's elements of that load."""
+    out = []
+    for op in fn.walk():
+        if op.name != "broadcast":
+            continue
+        v = op.operands[0]
+        while v.op is not None and v.op.name in _SAME_ELEMENTS:
+            v = v.op.operands[0]
+        if v.op is not None and v.op.name == "load" and v.op not in out:
+            out.append(v.op)
+    return out
+
+
 def mark_instruction_order(fn: Function, mode: str = "elementwise") -> Function:
-    """Set ``instruction_order="consumers"`` on ``fn`` when ``mode`` is ``elementwise`` and
-    :func:`is_elementwise_chain`; else remove it. Mutates ``fn``."""
-    if mode == "elementwise" and is_elementwise_chain(fn):
+    """Set ``instruction_order="consumers"`` on ``fn`` when ``mode`` is ``elementwise``, :func:`is_elementwise_chain`
+    and no load is broadcast (:func:`broadcast_loads`); else remove it. Mutates ``fn``."""
+    if mode == "elementwise" and is_elementwise_chain(fn) and not broadcast_loads(fn):
         fn.attrs["instruction_order"] = "consumers"
     else:
         fn.attrs.pop("instruction_order", None)
