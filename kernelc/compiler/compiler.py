@@ -316,7 +316,7 @@ TILE_PASSES = (
     # max/min (and integer add/xor) reductions combine a thread's registers as a tree, not a chain (KERNELC_REDUCE_TREE)
     TilePass("mark_reduce_trees", lambda f, c: mark_reduce_trees(f, reduce_tree_enabled())),
     # a kernel without dots gets the registers of its occupancy step from the assembler (passes/register_budget.py;
-    # KERNELC_FILL_KEEP_BLOCKS=onepass: a one-pass one keeps its blocks per SM)
+    # KERNELC_FILL_KEEP_BLOCKS=onepass, the default: a one-pass one keeps its blocks per SM)
     TilePass("mark_register_budget", lambda f, c: mark_register_budget(f, fill_occupancy_step_enabled(),
                                                                        fill_policy(),
                                                                        get_option("KERNELC_FILL_KEEP_BLOCKS"))),
@@ -340,8 +340,8 @@ TILE_PASSES = (
     # the cp.async rings as explicit ops (ring_alloc, async_copy, commit/wait, ring_read): codegen
     # lowers them one at a time (passes/cp_async_rings.py)
     # a tile compare that is the same over aligned blocks says so (uniform=[..]): one compare per block a thread
-    # holds (passes/mask_blocks.py; KERNELC_UNIFORM_MASKS: nodots, every such compare in a kernel without dots and a
-    # ringed copy's mask compares elsewhere; all; rings)
+    # holds (passes/mask_blocks.py; KERNELC_UNIFORM_MASKS: onepass, every such compare in a kernel without dots
+    # and without a loop that loads, and a ringed copy's mask compares elsewhere; nodots; all; rings)
     TilePass("mark_uniform_masks", lambda f, c: mark_uniform_masks(f, c, get_option("KERNELC_UNIFORM_MASKS")),
              lambda c: get_option("KERNELC_UNIFORM_MASKS") != "off"),
     TilePass("expand_cp_async_rings", expand_cp_async_rings),

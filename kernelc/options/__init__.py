@@ -259,14 +259,17 @@ KNOBS: Tuple[Knob, ...] = (
          "outside loops, as Triton does; rope 4x4096x32x128 bf16 measured 3.5% slower with the round trip through "
          "shared memory on an H200), loops (only in loop bodies, where the round trip runs on every trip)",
          _choice(("all", ("all",) + _TRUE), ("loops", ("loops",) + _FALSE)), compile=True, field="use_layout_loads"),
-    Knob("KERNELC_UNIFORM_MASKS", "choice", "nodots",
+    Knob("KERNELC_UNIFORM_MASKS", "choice", "onepass",
          "a tile compare that is the same over aligned blocks is computed once per block a thread holds, not once "
-         "per register (passes/mask_blocks.py): nodots (every such compare in a kernel without dots, a cp.async "
-         "ring's mask compares in one with dots: tutorial 05's dx kernel at 16384 columns, 78 ISETP -> 25, Triton "
-         "22), all (every such compare everywhere: changes the PTX of 40 GEMM and attention kernels of "
+         "per register (passes/mask_blocks.py): onepass (every such compare in a kernel without dots and without "
+         "a loop that loads, a cp.async ring's mask compares elsewhere: tutorial 05's dx kernel at 16384 columns, "
+         "78 ISETP -> 25, Triton 22, 1.03x Triton on an H200), nodots (also in loop kernels without dots: tutorial "
+         "05's forward then took the launch bound's build, 3-11% slower at 1024-4096 columns on an H200), all "
+         "(every such compare everywhere: changes the PTX of 40 GEMM and attention kernels of "
          "scripts/ptx_corpus.py, unmeasured), rings (only a ring's mask compares, the rule until 2026-11-28: "
          "tutorial 03's K loop), off",
-         _choice(("nodots", ("nodots",) + _TRUE), ("all", ("all",)), ("rings", ("rings",)), ("off", _FALSE)),
+         _choice(("onepass", ("onepass",) + _TRUE), ("nodots", ("nodots",)), ("all", ("all",)), ("rings", ("rings",)),
+                 ("off", _FALSE)),
          compile=True, field="uniform_masks"),
     Knob("KERNELC_COPY_MAD_WIDE", "bool", True,
          "a cp.async copy's address that is a scalar pointer plus a signed 32-bit offset is formed by one "
@@ -315,13 +318,13 @@ KNOBS: Tuple[Knob, ...] = (
          "(fill_policy), which the assembler follows",
          _choice(("step", ("step",)), ("loads", ("loads",))),
          compile=True, field="fill_policy"),
-    Knob("KERNELC_FILL_KEEP_BLOCKS", "choice", "off",
-         "under KERNELC_FILL_POLICY=loads: onepass = in a one-pass kernel (no loop that loads from global memory; "
-         "passes/register_budget.py writes fill_keep_blocks into the tile IR) the fill weighs no build with fewer "
-         "blocks per SM than the build without a register ceiling; off (default) = every kernel as before. It "
-         "changes only the fp32 64x64 transpose of the 37 kernels without dots (40 registers / 12 blocks, not the "
-         "launch bound's 56 / 9), which measured 0.6% faster that way on an H100 (H11b) and 0.65-1.7% slower on an "
-         "H200 (C2, C2b: 10 of 10 rounds; docs/performance.md)",
+    Knob("KERNELC_FILL_KEEP_BLOCKS", "choice", "onepass",
+         "under KERNELC_FILL_POLICY=loads: onepass (default) = in a one-pass kernel (no loop that loads from global "
+         "memory; passes/register_budget.py writes fill_keep_blocks into the tile IR) the fill weighs no build with "
+         "fewer blocks per SM than the build without a register ceiling; off = every kernel as before. Of the 37 "
+         "kernels without dots it changes two: rope (48 registers / 10 blocks, not 56 / 9: 1.006x Triton against "
+         "0.980 on an H200, C2) and the fp32 64x64 transpose (40 / 12, main's build until 2026-11-28, not the "
+         "launch bound's 56 / 9: 0.6% faster on an H100, H11b, 0.65-1.7% slower on an H200, C2/C2b)",
          _choice(("onepass", ("onepass",) + _TRUE), ("off", _FALSE)),
          compile=True, field="fill_keep_blocks"),
     Knob("KERNELC_FILL_STEP_DOWN", "bool", True,
@@ -414,7 +417,7 @@ class CompileOptions:
     flatten_carry_tiles: bool = True
     tma_store_wait: str = "deferred"
     store_smem_discount: str = "4"
-    uniform_masks: str = "nodots"
+    uniform_masks: str = "onepass"
     copy_mad_wide: bool = True
     use_layout_loads: str = "all"
     cvt_pieces: str = "max"
@@ -424,7 +427,7 @@ class CompileOptions:
     occupancy_step: str = "nodots"
     fill_occupancy_step: bool = True
     fill_policy: str = "loads"
-    fill_keep_blocks: str = "off"
+    fill_keep_blocks: str = "onepass"
     fill_step_down: bool = True
     consumer_order: str = "elementwise"
     enable_fp_fusion: bool = True

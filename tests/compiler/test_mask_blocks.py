@@ -212,7 +212,7 @@ ROW_DIV = {k: 16 for k in ROW_SIG}
 
 
 def test_golden_an_elementwise_rows_mask_is_uniform_over_16_columns(monkeypatch):
-    """Not only a ring's masks (a kernel without dots, the default nodots): `cols < N` with N divisible by 16 is
+    """Not only a ring's masks (a one-pass kernel without dots, the default onepass): `cols < N` with N divisible by 16 is
     uniform over 16 columns wherever it is used (the loads, the selects, the store). Only the attribute changes;
     under ``rings`` (the rule until 2026-11-28) nothing is marked."""
     ir, _, _ = _passes(_row_grad, ROW_SIG, {"BLOCK": 4096}, 8, 3, ROW_DIV, upto="mark_uniform_masks")
@@ -248,3 +248,32 @@ def test_an_elementwise_rows_compares_are_made_once_per_block(monkeypatch):
     c, c0 = count(ck), count(old)
     assert c["ISETP"] < c0["ISETP"] and sum(c.values()) < sum(c0.values()), (c["ISETP"], c0["ISETP"])
     assert c["LDG"] == c0["LDG"] and c["STG"] == c0["STG"] and ck.n_spills == 0
+
+
+@kernelc.jit
+def _row_mean_loop(X, Mean, stride, N, BLOCK: tl.constexpr):
+    # tutorial 05's forward shape: a loop over the row's column blocks, each load masked by `cols < N`
+    row = tl.program_id(0)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for off in range(0, N, BLOCK):
+        cols = off + tl.arange(0, BLOCK)
+        acc += tl.load(X + row * stride + cols, mask=cols < N, other=0.).to(tl.float32)
+    tl.store(Mean + row, tl.sum(acc, axis=0) / N)
+
+
+LOOP_SIG = {"X": "*fp16", "Mean": "*fp32", "stride": "i32", "N": "i32"}
+LOOP_DIV = {k: 16 for k in LOOP_SIG}
+
+
+def test_a_loop_kernels_compares_are_left_alone_by_default_and_marked_under_nodots(monkeypatch):
+    """The default (onepass) widens only kernels with no loop that loads: in tutorial 05's forward, a loop kernel,
+    the widened code moved the fill policy to the launch bound's build, 3-11% slower on an H200 (C2/C2b). Under
+    ``nodots`` the same compare is marked; the one-pass row kernel above is marked either way."""
+    monkeypatch.delenv("KERNELC_UNIFORM_MASKS", raising=False)
+    ir, _, _ = _passes(_row_mean_loop, LOOP_SIG, {"BLOCK": 1024}, 4, 3, LOOP_DIV, upto="mark_uniform_masks")
+    assert "cmpi" in ir["mark_uniform_masks"] and "uniform=" not in ir["mark_uniform_masks"]
+    ir, _, _ = _passes(_row_grad, ROW_SIG, {"BLOCK": 4096}, 8, 3, ROW_DIV, upto="mark_uniform_masks")
+    assert "uniform=[16]" in ir["mark_uniform_masks"]
+    monkeypatch.setenv("KERNELC_UNIFORM_MASKS", "nodots")
+    ir, _, _ = _passes(_row_mean_loop, LOOP_SIG, {"BLOCK": 1024}, 4, 3, LOOP_DIV, upto="mark_uniform_masks")
+    assert re.search(r"cmpi .*uniform=\[\d+\]", ir["mark_uniform_masks"])

@@ -20,8 +20,8 @@ aligned at multiples of ``b``), from the operands' axis facts (``passes/axis_inf
 
 Which compares are marked where their blocks are uniform: those that reach a cp.async ring's load
 mask (through ``broadcast``/``expand_dims``/``reshape``/``and``/``or``), which the GEMM loops pay per
-iteration, and since 2026-11-28, in a kernel without dots, all others too: an elementwise or reduction
-kernel's ``cols < N`` feeds its loads, selects and stores over every register a thread holds (tutorial 05's dx
+iteration, and since 2026-11-28, in a one-pass kernel without dots (no loop that loads), all others too: an
+elementwise or reduction kernel's ``cols < N`` feeds its loads, selects and stores over every register a thread holds (tutorial 05's dx
 kernel at 16384 columns made 78 compares against Triton's 22, docs/triton-tutorials.md). In kernels with dots
 too (``KERNELC_UNIFORM_MASKS=all``) that changes the PTX of 40 GEMM and attention kernels of
 scripts/ptx_corpus.py, not yet measured on a GPU. Runs after ``schedule_wgmma`` (the rings are decided) and
@@ -34,6 +34,7 @@ from typing import List, Optional, Tuple
 
 from ...language.dtypes import shape_of
 from ..ir.core import Function, Op
+from .register_budget import loads_in_a_loop
 
 _THROUGH = frozenset({"broadcast", "expand_dims", "reshape", "and", "or"})
 _LOWER = frozenset({"slt", "sge", "ult", "uge"})    # x < y flips where x reaches y
@@ -61,15 +62,19 @@ def uniform_blocks(op: Op, axis) -> Optional[Tuple[int, ...]]:
     return tuple(out) if any(b > 1 for b, n in zip(out, shape) if n > 1) else None
 
 
-def mark_uniform_masks(fn: Function, ctx, mode: str = "nodots") -> Function:
+def mark_uniform_masks(fn: Function, ctx, mode: str = "onepass") -> Function:
     """Mark the uniform compares (KERNELC_UNIFORM_MASKS): ``mode`` all (every tile compare), nodots (every tile
-    compare in a kernel without dots, else as rings) or rings (only those reaching a cp.async ring's load mask).
+    compare in a kernel without dots, else as rings), onepass (as nodots, but only in a kernel with no loop that
+    loads, else as rings) or rings (only those reaching a cp.async ring's load mask).
     Mutates ``fn``."""
     axis = ctx.axis
     if axis is None:
         return fn
     seen = set()
-    if mode == "all" or (mode == "nodots" and not any(op.name == "dot" for op in fn.walk())):
+    no_dots = not any(op.name == "dot" for op in fn.walk())
+    # onepass: in a loop kernel (tutorial 05's forward) the widened code moved the fill policy to the launch
+    # bound's build, measured 3-11% slower at 1024-4096 columns on an H200 (docs/performance.md)
+    if mode == "all" or (mode == "nodots" and no_dots) or (mode == "onepass" and no_dots and not loads_in_a_loop(fn)):
         # every other tile compare: an elementwise kernel's `cols < N` feeds its selects and masks over all the
         # registers a thread holds (tutorial 05's dx kernel: 78 compares against Triton's 22)
         for op in fn.walk():
