@@ -305,12 +305,14 @@ def test_auto_keeps_a_64x64_fp8_key_loop_on_mufu(monkeypatch):
 
 
 def test_auto_keeps_the_same_trip_order_on_mufu_at_128x64(monkeypatch):
-    """The same kernel at its default D=64 config (128x64, 4 warps: 64 of P's exponentials and 4 of alpha's a
-    thread). A dot reads the fp8 P in the same trip (tutorial 06's order), so ``auto`` marks nothing: all 68 on
-    MUFU, the loop of ``0`` (H100 2026-11-28: 1/8 was 1.5-6% slower in this order). 1/8 moves 8."""
-    auto = _pointer_fp8_loop(monkeypatch, None)
-    zero = _pointer_fp8_loop(monkeypatch, "0")
-    eighth = _pointer_fp8_loop(monkeypatch, "1/8")
+    """The same kernel at 128x64, 4 warps, 3 stages (its D=64 default until fp813 made it 64x128, 2026-11-28: 64
+    of P's exponentials and 4 of alpha's a thread). A dot reads the fp8 P in the same trip (tutorial 06's order),
+    so ``auto`` marks nothing: all 68 on MUFU, the loop of ``0`` (H100 2026-11-28: 1/8 was 1.5-6% slower in this
+    order). 1/8 moves 8."""
+    cfg = dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=3)
+    auto = _pointer_fp8_loop(monkeypatch, None, **cfg)
+    zero = _pointer_fp8_loop(monkeypatch, "0", **cfg)
+    eighth = _pointer_fp8_loop(monkeypatch, "1/8", **cfg)
     mufu = lambda ops: sum(o.startswith("MUFU.EX2") for o in ops)  # noqa: E731
     assert auto == zero and mufu(auto) == 68 and mufu(eighth) == 60
 

@@ -49,11 +49,25 @@ def lower_for(lw: Lowering, op):
     pre = e.cur_label
     header, bodyl, exitl = e.label("for_head"), e.label("for_body"), e.label("for_exit")
     e.br(header)
+    carried_phis, pending_before = _loop_blocks(lw, op, lb, ub, step, iv_ty, pre, init_flat, layouts, orders, packed,
+                                                words8, header, bodyl, exitl)
+    lw.smem.pending = pending_before + ([(0, 1 << 30, True)] if _smem_in(body.ops) else [])
+    for r, L, names, pk, o in zip(op.results, layouts, carried_phis, packed, orders):
+        lw.set_result(r, _unpacked(lw, names, o, words8) if pk else names if lw.is_tile(r) else names[0], L)
+
+
+def _loop_blocks(lw: Lowering, op, lb, ub, step, iv_ty, pre, init_flat, layouts, orders, packed, words8,
+                 header, bodyl, exitl):
+    """The loop itself, entered from block ``pre`` into ``header``: the induction variable's and the carried
+    values' phis, the test at the top, the body, the latch; ends in ``exitl``. Returns the carried values' phis (the
+    values on the exit edge) and the shared-memory accesses pending before the loop."""
+    e = lw.e
+    body = op.regions[0]
+    carried_args = body.args[1:]
     e.start_block(header)
     iv = e.fresh("iv")
-    phi_lines = []
     e.body.append(f"  {iv} = phi {iv_ty} [ {lb}, %{pre} ], [ __NEXT_IV__, %__LATCH__ ]")
-    phi_lines.append(len(e.body) - 1)
+    phi_lines = [len(e.body) - 1]
     carried_phis: List[List[str]] = []
     for (ty, regs) in init_flat:
         names = []
@@ -63,8 +77,7 @@ def lower_for(lw: Lowering, op):
             phi_lines.append(len(e.body) - 1)
             names.append(p)
         carried_phis.append(names)
-    cond = _in_range(lw, op, iv, ub, step, iv_ty)
-    e.cond_br(cond, bodyl, exitl)
+    e.cond_br(_in_range(lw, op, iv, ub, step, iv_ty), bodyl, exitl)
     e.start_block(bodyl)
     lw.push_scope()
     lw.scalars[body.args[0].id] = iv
@@ -86,10 +99,7 @@ def lower_for(lw: Lowering, op):
     for i, line_idx in enumerate(phi_lines[1:], start=1):
         e.body[line_idx] = e.body[line_idx].replace(f"__Y{i}__", flat_y[i - 1]).replace("__LATCH__", latch)
     e.start_block(exitl)
-    lw.smem.pending = pending_before + ([(0, 1 << 30, True)] if _smem_in(body.ops) else [])
-    for r, L, names, pk, o in zip(op.results, layouts, carried_phis, packed, orders):
-        lw.set_result(r, _unpacked(lw, names, o, words8) if pk else names if lw.is_tile(r) else names[0], L)
-
+    return carried_phis, pending_before
 
 def _in_range(lw: Lowering, op, iv: str, ub: str, step: str, iv_ty: str) -> str:
     """``iv`` is before ``ub`` in the direction of the loop's step."""
@@ -114,7 +124,6 @@ def _lower_for_exit_wait(lw: Lowering, op, lb, ub, step, iv_ty, init_flat, layou
     from .wgmma import tie_through_wait
     e = lw.e
     body = op.regions[0]
-    carried_args = body.args[1:]
     waited = set(op.attrs["exit_wait"])
     # constant initial values of those accumulators (zeros) put in registers once, before the guard (an asm LLVM
     # cannot fold back into a constant): both edges then start from the same registers, where a constant was copied
@@ -126,40 +135,8 @@ def _lower_for_exit_wait(lw: Lowering, op, lb, ub, step, iv_ty, init_flat, layou
     exitl, joinl = e.label("for_exit"), e.label("for_join")
     # the guard; then the loop in the usual form, tested at the top (LLVM rotates it and drops the test it repeats)
     e.cond_br(_in_range(lw, op, lb, ub, step, iv_ty), header, joinl)
-    e.start_block(header)
-    iv = e.fresh("iv")
-    e.body.append(f"  {iv} = phi {iv_ty} [ {lb}, %{pre} ], [ __NEXT_IV__, %__LATCH__ ]")
-    phi_lines = [len(e.body) - 1]
-    carried_phis: List[List[str]] = []
-    for (ty, regs) in init_flat:
-        names = []
-        for r in regs:
-            p = e.fresh("phi")
-            e.body.append(f"  {p} = phi {ty} [ {r}, %{pre} ], [ __Y{len(phi_lines)}__, %__LATCH__ ]")
-            phi_lines.append(len(e.body) - 1)
-            names.append(p)
-        carried_phis.append(names)
-    e.cond_br(_in_range(lw, op, iv, ub, step, iv_ty), bodyl, exitl)
-    e.start_block(bodyl)
-    lw.push_scope()
-    lw.scalars[body.args[0].id] = iv
-    for a, L, names, pk, o in zip(carried_args, layouts, carried_phis, packed, orders):
-        lw.set_result(a, _unpacked(lw, names, o, words8) if pk else names if lw.is_tile(a) else names[0], L)
-    pending_before = list(lw.smem.pending)
-    if _smem_in(body.ops):
-        _conservative_pending(lw)
-    lw.lower_block(body)
-    yld = body.ops[-1]
-    yflat = [_packed(lw, *lw.flat(v, L), order=o, pairs=words8)[1] for v, L, o in zip(yld.operands, layouts, orders)]
-    nxt = e.val(f"add {iv_ty} {iv}, {step}")
-    latch = e.cur_label
-    e.br(header)
-    lw.pop_scope()
-    flat_y = [x for regs in yflat for x in regs]
-    e.body[phi_lines[0]] = e.body[phi_lines[0]].replace("__NEXT_IV__", nxt).replace("__LATCH__", latch)
-    for i, line_idx in enumerate(phi_lines[1:], start=1):
-        e.body[line_idx] = e.body[line_idx].replace(f"__Y{i}__", flat_y[i - 1]).replace("__LATCH__", latch)
-    e.start_block(exitl)
+    carried_phis, pending_before = _loop_blocks(lw, op, lb, ub, step, iv_ty, pre, init_flat, layouts, orders, packed,
+                                                words8, header, bodyl, exitl)
     regs = [r for k in sorted(waited) for r in carried_phis[k]]
     new = iter(tie_through_wait(lw, 0, regs))
     out_flat = [[next(new) for _ in carried_phis[k]] if k in waited else carried_phis[k]
