@@ -119,3 +119,11 @@ def _scale_rows(x, offs: kl.constexpr, SCALE: kl.constexpr):
 def constexpr_param_gets_tensor(x_ptr, y_ptr, BLOCK: kl.constexpr):
     offs = kl.arange(0, BLOCK)  # a runtime tensor passed where the callee says kl.constexpr (Triton's tutorial 06)
     kl.store(y_ptr + offs, _scale_rows(kl.load(x_ptr + offs), offs, 2))
+
+
+@kernelc.jit
+def bad_async_tail(x_ptr, n):
+    acc = kl.zeros([16], dtype=kl.int32)
+    for i in kl.range(0, n, async_tail=n):
+        acc += kl.load(x_ptr + kl.arange(0, 16))
+    kl.store(x_ptr + kl.arange(0, 16), acc)

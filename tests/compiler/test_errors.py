@@ -42,6 +42,8 @@ CASES = [
     (K.bad_kwarg, {"x_ptr": "*i32", "n": "i32"}, "kl.load(x_ptr, mask=n > 0, oter=0)",
      r"unexpected keyword argument 'oter'"),
     (K.bad_undefined, {"x_ptr": "*i32"}, "kl.store(x_ptr, undefined_thing)", r"name 'undefined_thing' is not defined"),
+    (K.bad_async_tail, {"x_ptr": "*i32", "n": "i32"}, "kl.range(0, n, async_tail=n)",
+     r"range\(async_tail=\.\.\.\) must be a compile-time True or False"),
 ]
 
 

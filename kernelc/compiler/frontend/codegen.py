@@ -443,6 +443,10 @@ class CodeGenerator(ast.NodeVisitor):
             attrs["num_stages"] = int(rng.num_stages)
         if rng.loop_unroll_factor is not None:
             attrs["unroll"] = int(rng.loop_unroll_factor)
+        for name in ("warp_specialize", "async_tail"):
+            v = getattr(rng, name, None)
+            if v is not None and not isinstance(v, (bool, int)):
+                raise self.error(node.iter, f"range({name}=...) must be a compile-time True or False, got {v!r}")
         if getattr(rng, "warp_specialize", None) is not None:
             attrs["warp_specialize"] = bool(rng.warp_specialize)
         if getattr(rng, "flatten", False):
