@@ -130,6 +130,16 @@ SWEEP_FUSED_DESC = (16, 32, 64)  # head dims whose fused kernel fits with the dQ
 # together (B.FUSED_TAIL, B.FUSED_EVEN_M: the default since) faster at both lengths and masks
 SWEEP_FUSED_BLOCKS = {64: [((32, 64), (64, 64), 4, 3, False, False), ((32, 64), (64, 64), 4, 3, True, False),
                            ((32, 64), (64, 64), 4, 3, False, True)]}
+# dq_mode="ds" with its dK/dV kernel's loop knobs: (tag, dkdv_config overrides). TAIL: dK += dS^T Q in flight over the
+# back edge; EVEN_M: LSE/delta rows unmasked (only without PREFETCH_LD, whose loads stay masked). sm_90a D=128: 245-248
+# registers, 0 spills, 1 program an SM, 511-513 SASS a trip (docs/attention.md "bwd14")
+SWEEP_DS_KNOBS = {128: [("tail", dict(TAIL=True)), ("even", dict(EVEN_M=True, PREFETCH_LD=False)),
+                        ("tail_even", dict(TAIL=True, EVEN_M=True, PREFETCH_LD=False))]}
+# ds's dS^T workspace (GiB) instead of B.DS_WORKSPACE_BYTES: more heads a group, fewer launches and wave tails (N=16384:
+# 512 MiB a head; 8 GiB runs 16-head groups, 64 GiB one group of 128). Timed only where it changes the group size
+SWEEP_DS_WORKSPACE = {128: [16, 64]}
+# the separate pass with the fused default's loop knobs: (tag, dkdv_config, dq_config)
+SWEEP_SEP_KNOBS = {64: [("tail_even", dict(TAIL=True, EVEN_M=True), dict(TAIL=True))]}
 # causal grids longest first across head groups: (tag, dK/dV kernel's GROUP, dQ kernel's / ds GEMM's GROUP)
 SWEEP_GROUP = [("grp0", 0, 0), ("grp8", 8, 8), ("grp8dq", 0, 8)]
 # (dK/dV, dQ) configs timed together: the defaults before the H200 sweep of 2026-11-27
@@ -236,6 +246,35 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
         name = "sweep_bwd_ds_" + ("default" if c is None else str(list(c[0])) + str(list(c[1])))
         fn = lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="ds",  # noqa: E731
                                          dkdv_config=c and _cfg(c[0]), dq_config=c and _cfg(c[1]))
+        check_against_default(name, fn)
+        record(name, fn)
+    for tag, c in SWEEP_DS_KNOBS.get(D, []):
+        name = f"sweep_bwd_ds_{tag}"
+        fn = lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="ds", dkdv_config=c)  # noqa: E731
+        check_against_default(name, fn)
+        record(name, fn)
+    ds_heads = B.DS_WORKSPACE_BYTES // (N * N * q.element_size())  # heads a group at the default workspace
+    for gib in SWEEP_DS_WORKSPACE.get(D, []):
+        if min(gib * (1 << 30) // (N * N * q.element_size()), q.shape[0] * q.shape[1]) <= ds_heads:
+            continue  # the same groups as the default
+        name = f"sweep_bwd_ds_ws{gib}g"
+        fn = lambda gib=gib: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="ds",  # noqa: E731
+                                             ds_workspace_bytes=gib << 30)
+        check_against_default(name, fn)
+        record(name, fn)
+        if _picked(f"sweep_bwd_part_ds_ws{gib}g", only or [f"sweep_bwd_part_ds_ws{gib}g"]):
+            grads, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, scale, dq_mode="ds",
+                                                 ds_workspace_bytes=gib << 30)
+            for _, launch in steps:  # once in order: the dQ GEMM reads the dS^T the dK/dV kernel wrote
+                launch()
+            for step, launch in steps:
+                record(f"sweep_bwd_part_ds_ws{gib}g_{step}", launch)
+            del grads, steps
+        torch.cuda.empty_cache() if DEVICE == "cuda" else None
+    for tag, c1, c2 in SWEEP_SEP_KNOBS.get(D, []):
+        name = f"sweep_bwd_sep_{tag}"
+        fn = lambda c1=c1, c2=c2: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=SEP,  # noqa: E731
+                                                  dkdv_config=c1, dq_config=c2)
         check_against_default(name, fn)
         record(name, fn)
     # dq_mode="fused" (the separate pass's kernels as one grid) at its default and other (num_warps, num_stages)

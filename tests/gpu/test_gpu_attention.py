@@ -162,6 +162,16 @@ def test_ds_mode_at_the_sweeps_configs(mode, D, c1, c2, causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("mode,D,c1,c2", [("ds", 128, dict(TAIL=True), None),
+                                          ("ds", 128, dict(TAIL=True, EVEN_M=True, PREFETCH_LD=False), None),
+                                          ("separate", 64, dict(TAIL=True, EVEN_M=True), dict(TAIL=True))])
+def test_backward_with_the_fused_defaults_loop_knobs(mode, D, c1, c2, causal):
+    # bench SWEEP_DS_KNOBS / SWEEP_SEP_KNOBS: the async tail and unmasked LSE/delta loads (N=1024, a multiple of the
+    # step) in the ds and separate passes' loops, against torch
+    _check_backward_at(D, causal, N=1024, dq_mode=mode, dkdv_config=c1, dq_config=c2)
+
+
+@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("mode", ["separate", "ds"])
 @pytest.mark.parametrize("N,D", [(1024, 128), (1000, 64)])  # ds needs N % 8 == 0 (1000: the separate fallback)
 def test_dkdv_with_lse_and_delta_loaded_a_trip_ahead_is_the_same(N, D, mode, causal):
