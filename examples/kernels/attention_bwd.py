@@ -138,7 +138,8 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                          BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
                          ATOMIC_DQ: tl.constexpr, WS: tl.constexpr = False, BULK_DQ: tl.constexpr = False,
                          STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False,
-                         GROUP: tl.constexpr = 0, EVEN_M: tl.constexpr = False, TAIL: tl.constexpr = None):
+                         GROUP: tl.constexpr = 0, EVEN_M: tl.constexpr = False, TAIL: tl.constexpr = None,
+                         KV_REGS: tl.constexpr = 0):
     """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ, through a descriptor's bulk
     reductions with BULK_DQ too); WS: a producer warp(group)
     fills the loop's TMA ring (the bench's sweep tries it). Q, K, V, dO, dK, dV share
@@ -160,6 +161,15 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
     kv_idx = offs_n[:, None] * stride_m + offs_d[None, :] * stride_k
     k = tl.load(K + off + kv_idx, mask=cols, other=0.0)
     v = tl.load(V + off + kv_idx, mask=cols, other=0.0)
+    if KV_REGS:
+        # K (KV_REGS >= 1) and V (2) re-laid out as a dot's accumulator, the layout of a wgmma's register A fragment,
+        # by a product with the identity (exact: one fp16 term a sum): with KERNELC_WGMMA_A_REGS the loop's K Q^T
+        # (and V dO^T) then read A from registers and only Q^T (dO^T) from shared memory. An experiment (bench
+        # BWD_VARIANTS "aregs*"), not a default: docs/attention.md "bwd14"
+        eye = (tl.arange(0, BLOCK_N)[:, None] == tl.arange(0, BLOCK_N)[None, :]).to(k.dtype)
+        k = tl.dot(eye, k).to(k.dtype)
+        if KV_REGS > 1:
+            v = tl.dot(eye, v).to(v.dtype)
     qk_scale = sm_scale * 1.44269504
     q_ptrs = Q + off + offs_m0[:, None] * stride_m + offs_d[None, :] * stride_k
     do_ptrs = DO + off + offs_m0[:, None] * stride_m + offs_d[None, :] * stride_k
@@ -274,13 +284,15 @@ def attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h
 def attn_bwd_fused_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k, H,
                           N_CTX, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr, BLOCK_M2: tl.constexpr,
                           BLOCK_N2: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
-                          DQ_DESC: tl.constexpr = False, EVEN_M: tl.constexpr = False, TAIL: tl.constexpr = None):
+                          DQ_DESC: tl.constexpr = False, EVEN_M: tl.constexpr = False, TAIL: tl.constexpr = None,
+                          KV_REGS: tl.constexpr = 0):
     """dq_mode="fused": the separate pass's two kernels in one grid, as Triton's tutorial 06 does: program i of a
     head computes dK, dV of key block i, then dQ of query block i (BLOCK_N1 == BLOCK_M2). One launch, so neither
     kernel has a tail of its own; causal, key block i's queries and query block i's keys add up to the same work
     for every program (dQ in launch order: the first query blocks are the shortest)."""
     attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k,
-                         0, 0, 0, H, N_CTX, BLOCK_M1, BLOCK_N1, HEAD_DIM, CAUSAL, False, EVEN_M=EVEN_M, TAIL=TAIL)
+                         0, 0, 0, H, N_CTX, BLOCK_M1, BLOCK_N1, HEAD_DIM, CAUSAL, False, EVEN_M=EVEN_M, TAIL=TAIL,
+                         KV_REGS=KV_REGS)
     attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX,
                        BLOCK_M2, BLOCK_N2, HEAD_DIM, CAUSAL, False, 0, DQ_DESC, TAIL)
 
@@ -580,7 +592,8 @@ def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, 
         kernel[(triton.cdiv(N, c1["BLOCK_N"]), Z * H, 1)](
             q, k, v, do, dk, dv, dq, lse, delta, sm_scale, *q.stride(), H, N, BLOCK_M1=c1["BLOCK_M"],
             BLOCK_N1=c1["BLOCK_N"], BLOCK_M2=c2["BLOCK_M"], BLOCK_N2=c2["BLOCK_N"], HEAD_DIM=D, CAUSAL=causal,
-            DQ_DESC=c2.get("DESC", FUSED_DQ_DESC.get(D, False)), EVEN_M=even, TAIL=tail, num_warps=c1["num_warps"],
+            DQ_DESC=c2.get("DESC", FUSED_DQ_DESC.get(D, False)), EVEN_M=even, TAIL=tail,
+            KV_REGS=c1.get("KV_REGS", 0), num_warps=c1["num_warps"],
             num_stages=c1["num_stages"])
 
     return (lambda: (dq, dk, dv)), [("preprocess", preprocess), ("dkdv_dq", fused)]

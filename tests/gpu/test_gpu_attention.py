@@ -172,6 +172,19 @@ def test_backward_with_the_fused_defaults_loop_knobs(mode, D, c1, c2, causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("mode,kv", [("fused", 1), ("separate", 2)])
+def test_backward_with_k_and_v_as_register_a_operands(mode, kv, causal, monkeypatch):
+    # bench BWD_VARIANTS aregs_*: KERNELC_WGMMA_A_REGS with the kernels' KV_REGS (K, V re-laid out by an identity dot
+    # and read from registers by the dK/dV loop's K Q^T, V dO^T), N=1024 with the tail and EVEN_M, against torch
+    import kernelc
+    monkeypatch.setenv("KERNELC_WGMMA_A_REGS", "1")
+    kernels = dict(fused=kernelc.jit(B.attn_bwd_fused_kernel.fn), dkdv=kernelc.jit(B.attn_bwd_dkdv_kernel.fn),
+                   dq=kernelc.jit(B.attn_bwd_dq_kernel.fn))
+    _check_backward_at(64, causal, N=1024, dq_mode=mode, dkdv_config=dict(TAIL=True, EVEN_M=True, KV_REGS=kv),
+                       kernels=kernels)
+
+
+@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("mode", ["separate", "ds"])
 @pytest.mark.parametrize("N,D", [(1024, 128), (1000, 64)])  # ds needs N % 8 == 0 (1000: the separate fallback)
 def test_dkdv_with_lse_and_delta_loaded_a_trip_ahead_is_the_same(N, D, mode, causal):

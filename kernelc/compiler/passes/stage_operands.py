@@ -25,6 +25,7 @@ from typing import Dict, List, Optional
 
 from ...language.dtypes import scalar_of, shape_of
 from ..codegen.dot import MMA_SHAPES
+from ...options import get
 from ..ir.core import Block, Function, Op, Value
 
 _READ_IN_PLACE = ("stage_operand", "ring_read")  # already shared-memory operands
@@ -40,6 +41,20 @@ def _stageable(v: Value, inner: set) -> bool:
         return False
     d = v.op
     return d is None or not (d.attrs.get("in_place") or d.name in _READ_IN_PLACE)
+
+
+def a_in_registers(plan, dot: Op, v: Value) -> bool:
+    """``v``, the A operand of wgmma ``dot``, stays in registers (KERNELC_WGMMA_A_REGS): 16-bit, already in the
+    accumulator layout of a dot with ``dot``'s warps along M and one along N, which is the layout of a register A
+    fragment (codegen/dot.py's ``_a_from_registers`` reads it as it is). Such an operand is not staged."""
+    if not get("KERNELC_WGMMA_A_REGS") or id(dot) not in plan.wgmma or scalar_of(v.type).itemsize != 2:
+        return False
+    L, A = plan.layouts.get(dot.results[0].id), plan.layouts.get(v.id)
+    if L is None or A is None or L.mma_meta is None:
+        return False
+    from ..layouts import mma_v2
+    (wm, wn), (M, K) = L.mma_meta[0], shape_of(v.type)
+    return wn == 1 and K % 16 == 0 and A == mma_v2((M, K), (wm, 1))
 
 
 def like(plan, axis, new: Value, old: Value) -> None:
@@ -68,7 +83,7 @@ def stage_invariants(plan, axis, loop: Op, pre: List[Op], staged: Optional[Dict[
             v = o.operands[idx]
             key = (v.id, idx)
             if key not in staged:
-                if not _stageable(v, inner):
+                if not _stageable(v, inner) or (idx == 0 and a_in_registers(plan, o, v)):
                     continue
                 st = Op("stage_operand", [v], [v.type], {"operand": "a" if idx == 0 else "b"}, loc=loop.loc)
                 pre.append(st)
@@ -157,4 +172,4 @@ def _needs_staging(plan, loop: Op, seen: Dict[tuple, Value]) -> bool:
     body = loop.regions[0]
     inner = {r.id for o in body.ops for t in o.walk() for r in t.results} | {a.id for a in body.args}
     return any(tensor_core_dot(plan, o) and (o.operands[idx].id, idx) not in seen and _stageable(o.operands[idx], inner)
-               for o in body.ops for idx in (0, 1))
+               and not (idx == 0 and a_in_registers(plan, o, o.operands[idx])) for o in body.ops for idx in (0, 1))
