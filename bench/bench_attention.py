@@ -156,18 +156,22 @@ SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4,
 #             dS K in flight across the back edge; the fused kernel asks for it itself, B.FUSED_TAIL)
 BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNELC_WGMMA_PIN_WAITS": "0"},
                 "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"},
-                "tail": {"KERNELC_WGMMA_ASYNC_TAIL": "1"}, "aregs_fused": {"KERNELC_WGMMA_A_REGS": "1"},
-                "aregs_sep": {"KERNELC_WGMMA_A_REGS": "1"}, "aregs_sep1": {"KERNELC_WGMMA_A_REGS": "1"}}
+                "tail": {"KERNELC_WGMMA_ASYNC_TAIL": "1"}}
 #   aregs_*   the dK/dV loop's K Q^T (and V dO^T) with A read from registers (KERNELC_WGMMA_A_REGS, the kernels'
-#             KV_REGS: 1 K, 2 K and V), B only from shared memory: the fused default (KV_REGS=1; sm_90a D=64 162
-#             registers non-causal, 3 programs an SM, 170 causal, 2), the separate pass with the fused default's
-#             loop knobs (KV_REGS=2: 164 / 170 registers; KV_REGS=1: 148 / 156, 3 programs an SM)
+#             KV_REGS: 1 K, 2 K and V), B only from shared memory, assembled with KERNELC_OCCUPANCY_STEP=all (a
+#             register ceiling where it buys a program an SM without spills). sm_90a D=64, 0 spills: the fused
+#             default with KV_REGS=1 (162 registers non-causal, 167 causal, 3 programs an SM; dK/dV loop 219 / 251
+#             SASS a trip) and 2 (168, 3 programs an SM, 201 SASS a trip, against the default's 220; causal 222, 2);
+#             the separate pass with the fused default's loop knobs, KV_REGS=2 (164 non-causal) and 1
+_AREGS = {"KERNELC_WGMMA_A_REGS": "1", "KERNELC_OCCUPANCY_STEP": "all"}
+BWD_VARIANTS.update(aregs_fused=_AREGS, aregs_fused2=_AREGS, aregs_sep=_AREGS, aregs_sep1=_AREGS)
 _BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",),
-                        "aregs_fused": ("fused",)}  # default: dkdv and dq
-_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk", "aregs_fused": "fused"}  # default: separate
-# other arguments of attention_bwd a variant runs with (head dim -> kwargs; None: every head dim)
+                        "aregs_fused": ("fused",), "aregs_fused2": ("fused",)}  # default: dkdv and dq
+_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk", "aregs_fused": "fused", "aregs_fused2": "fused"}
+# (default: separate) other arguments of attention_bwd a variant runs with (head dim -> kwargs; None: every head dim)
 _SEP_KNOBS = dict(TAIL=True, EVEN_M=True)
 _BWD_VARIANT_ARGS = {"aregs_fused": {64: dict(dkdv_config=dict(KV_REGS=1))},
+                     "aregs_fused2": {64: dict(dkdv_config=dict(KV_REGS=2))},
                      "aregs_sep": {64: dict(dkdv_config=dict(_SEP_KNOBS, KV_REGS=2), dq_config=dict(TAIL=True))},
                      "aregs_sep1": {64: dict(dkdv_config=dict(_SEP_KNOBS, KV_REGS=1), dq_config=dict(TAIL=True))}}
 

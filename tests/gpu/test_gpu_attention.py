@@ -172,7 +172,7 @@ def test_backward_with_the_fused_defaults_loop_knobs(mode, D, c1, c2, causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("mode,kv", [("fused", 1), ("separate", 2)])
+@pytest.mark.parametrize("mode,kv", [("fused", 1), ("fused", 2), ("separate", 2)])
 def test_backward_with_k_and_v_as_register_a_operands(mode, kv, causal, monkeypatch):
     # bench BWD_VARIANTS aregs_*: KERNELC_WGMMA_A_REGS with the kernels' KV_REGS (K, V re-laid out by an identity dot
     # and read from registers by the dK/dV loop's K Q^T, V dO^T), N=1024 with the tail and EVEN_M, against torch
