@@ -361,6 +361,10 @@ DQ_FROM_DS_CONFIGS = {16: (32, 32, 4, 3), 32: (32, 32, 4, 3), 64: (64, 64, 4, 4)
 # faster at 128 on an H200 (call H11c, docs/attention.md "The dS^T store: what it costs"); not measured with ds at
 # the others, and not a win for the separate pass (12% slower at 64 non-causal)
 DS_PREFETCH_LD = {128: True}
+# ds's dK/dV loop with its last dot in flight over the back edge (the kernel's TAIL) and its LSE/delta rows unmasked
+# where N is a multiple of its step (EVEN_M; without PREFETCH_LD, whose loads stay masked), at these head dims
+DS_TAIL = {}
+DS_EVEN_M = {}
 # the dS^T buffer ([heads, N, N] in the inputs' dtype) is at most this large: more heads run in groups of as many
 # as fit, each group's dK/dV and dQ launched before the next's
 DS_WORKSPACE_BYTES = 8 << 30
@@ -528,7 +532,9 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_
     Z, H, N, D = q.shape
     ZH = Z * H
     G = max(1, min(ZH, workspace_bytes // (N * N * q.element_size())))
-    c1 = dict(dict(STORE_DS=True, PREFETCH_LD=DS_PREFETCH_LD.get(D, False)), **c1)
+    c1 = dict(dict(STORE_DS=True, PREFETCH_LD=DS_PREFETCH_LD.get(D, False), TAIL=DS_TAIL.get(D),
+                   EVEN_M=DS_EVEN_M.get(D, False)), **c1)
+    c1["EVEN_M"] = bool(c1["EVEN_M"]) and N % c1["BLOCK_M"] == 0
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     dst = torch.empty((G, N, N), device=q.device, dtype=q.dtype)
