@@ -228,7 +228,8 @@ def _backend(fn, signature, constexprs, tgt, num_warps, num_stages, func, used, 
     from .backend import compile_llir
     art = compile_llir(llir, tgt, func.name, fill_step=func.attrs.get("registers") == "fill_step",
                        fill_policy=func.attrs.get("fill_policy"),
-                       keep_blocks=bool(func.attrs.get("fill_keep_blocks")))
+                       keep_blocks=bool(func.attrs.get("fill_keep_blocks")),
+                       occupancy_step=func.attrs.get("registers") == "occupancy_step")
     for k, v in art.timings.items():
         timings[k] = v
     if limit and smem_bytes + art.shared > limit:

@@ -53,3 +53,19 @@ def test_the_loops_wgmma_reads_a_from_registers(on, monkeypatch):
     ss = re.findall(r"HGMMA\.64x32x16\.F32 R\d+, gdesc\[UR\d+\]", sass)  # A from shared memory
     assert (len(rs), bool(ss)) == ((4, False) if on else (0, True)), (len(rs), len(ss))
     assert ck.n_spills == 0
+
+
+def test_the_dot_and_the_kernel_are_marked(monkeypatch):
+    """The decision is written into the tile IR: the dot reads ``a_regs``, the kernel asks the assembler for its next
+    occupancy step (``registers="occupancy_step"``: the A fragments held across the loop cost registers)."""
+    from kernelc.compiler.ir.printer import print_function
+    monkeypatch.setenv("KERNELC_WGMMA_A_REGS", "1")
+    _, fn, _ = _passes(a_from_a_dot, SIG, CX, num_stages=3, upto=PASS)
+    assert fn.attrs.get("registers") == "occupancy_step"
+    filecheck(print_function(fn), """
+        CHECK: = scf.for
+        CHECK: = dot {{.*}}a_regs=True
+    """)
+    monkeypatch.setenv("KERNELC_WGMMA_A_REGS", "0")
+    _, fn, _ = _passes(a_from_a_dot, SIG, CX, num_stages=3, upto=PASS)
+    assert "registers" not in fn.attrs and "a_regs=" not in print_function(fn)

@@ -233,7 +233,7 @@ def fit_target_to_assembler(tgt):
 
 def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequence[str] = (),
                  name: str = "kernel.ptx", fill_step: bool = False, fill_policy: Optional[str] = None,
-                 keep_blocks: bool = False) -> CubinResult:
+                 keep_blocks: bool = False, occupancy_step: bool = False) -> CubinResult:
     """Assemble ``ptx`` into a cubin for ``target``: with a standalone ptxas as a whole program where
     :func:`standalone_assembler` finds one, else with nvJitLink.
 
@@ -242,6 +242,9 @@ def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequen
     losing a block per SM (:func:`_fill_step`; the tile IR's ``registers`` attribute says when), and weigh the builds
     ``fill_policy`` names (the tile IR's ``fill_policy``, loads or step; None: KERNELC_FILL_POLICY); ``keep_blocks``
     (the tile IR's ``fill_keep_blocks``, a one-pass kernel): no build with fewer blocks per SM than the unbounded one.
+    ``occupancy_step`` (the tile IR's ``registers="occupancy_step"``): under nvJitLink without the launch bound, a
+    register ceiling one occupancy step lower where it spills nothing (:func:`_occupancy_step`), as for a
+    kernel without dots under KERNELC_OCCUPANCY_STEP=nodots (the default; off: neither).
     Raises :class:`CompilationError` with ptxas's error log when the PTX does not assemble.
     """
     target = parse_target(target)
@@ -257,7 +260,7 @@ def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequen
         over = _misfits(free, bounds, target)
         if not over:
             step = get("KERNELC_OCCUPANCY_STEP")
-            if step == "all" or (step == "nodots" and fill_step):
+            if step == "all" or (step == "nodots" and (fill_step or occupancy_step)):
                 stepped = _occupancy_step(free, unbounded, bounds, target, opt_level, extra, name)
                 if stepped is not free:
                     return stepped

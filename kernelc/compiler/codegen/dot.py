@@ -319,6 +319,9 @@ def mma_dot(lw: Lowering, op, L: Layout, report: Optional[dict] = None):
     use_wgmma = id(op) in lw.plan.wgmma
     if 0 not in staged:
         a_regs = _a_from_registers(lw, a_v, L, M, K, use_wgmma, op.attrs.get("a_words") == "a8")
+        if a_regs is None and op.attrs.get("a_regs"):
+            raise CompilationError("internal: a dot marked a_regs (passes/stage_operands.py) has no register A "
+                                   "fragments", op.loc.file, op.loc.line, op.loc.col)
     c_t = lw.tiles.get(c_v.id)
     if c_t is not None and c_t.layout != L:
         # convert the accumulator before staging: the conversion goes through the same scratch

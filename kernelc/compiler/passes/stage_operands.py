@@ -46,7 +46,8 @@ def _stageable(v: Value, inner: set) -> bool:
 def a_in_registers(plan, dot: Op, v: Value) -> bool:
     """``v``, the A operand of wgmma ``dot``, stays in registers (KERNELC_WGMMA_A_REGS): 16-bit, already in the
     accumulator layout of a dot with ``dot``'s warps along M and one along N, which is the layout of a register A
-    fragment (codegen/dot.py's ``_a_from_registers`` reads it as it is). Such an operand is not staged."""
+    fragment (codegen/dot.py's ``_a_from_registers`` reads it as it is). Such an operand is not staged; its dot is
+    marked ``a_regs`` and the kernel ``registers="occupancy_step"`` (:func:`stage_invariant_operands`)."""
     if not get("KERNELC_WGMMA_A_REGS") or id(dot) not in plan.wgmma or scalar_of(v.type).itemsize != 2:
         return False
     L, A = plan.layouts.get(dot.results[0].id), plan.layouts.get(v.id)
@@ -83,7 +84,10 @@ def stage_invariants(plan, axis, loop: Op, pre: List[Op], staged: Optional[Dict[
             v = o.operands[idx]
             key = (v.id, idx)
             if key not in staged:
-                if not _stageable(v, inner) or (idx == 0 and a_in_registers(plan, o, v)):
+                if not _stageable(v, inner):
+                    continue
+                if idx == 0 and a_in_registers(plan, o, v):
+                    o.attrs["a_regs"] = True  # read from registers every trip (codegen/dot.py)
                     continue
                 st = Op("stage_operand", [v], [v.type], {"operand": "a" if idx == 0 else "b"}, loc=loop.loc)
                 pre.append(st)
@@ -164,6 +168,10 @@ def stage_invariant_operands(fn: Function, ctx) -> Function:
         scopes.pop()
 
     visit(fn.body)
+    if any(o.attrs.get("a_regs") for o in fn.walk() if o.name == "dot"):
+        # the A fragments held across the loop cost registers (16 a thread for a 64x64 fp16 tile a warpgroup) that
+        # can cost a program an SM: the assembler is asked for the next occupancy step's ceiling where nothing spills
+        fn.attrs["registers"] = "occupancy_step"
     return fn
 
 
