@@ -158,12 +158,12 @@ BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNE
                 "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"},
                 "tail": {"KERNELC_WGMMA_ASYNC_TAIL": "1"}}
 #   aregs_*   the dK/dV loop's K Q^T (and V dO^T) with A read from registers (KERNELC_WGMMA_A_REGS, the kernels'
-#             KV_REGS: 1 K, 2 K and V), B only from shared memory, assembled with KERNELC_OCCUPANCY_STEP=all (a
-#             register ceiling where it buys a program an SM without spills). sm_90a D=64, 0 spills: the fused
+#             KV_REGS: 1 K, 2 K and V), B only from shared memory (such a kernel is assembled at the register ceiling
+#             of its next occupancy step where nothing spills: registers="occupancy_step"). sm_90a D=64, 0 spills: the fused
 #             default with KV_REGS=1 (162 registers non-causal, 167 causal, 3 programs an SM; dK/dV loop 219 / 251
 #             SASS a trip) and 2 (168, 3 programs an SM, 201 SASS a trip, against the default's 220; causal 222, 2);
 #             the separate pass with the fused default's loop knobs, KV_REGS=2 (164 non-causal) and 1
-_AREGS = {"KERNELC_WGMMA_A_REGS": "1", "KERNELC_OCCUPANCY_STEP": "all"}
+_AREGS = {"KERNELC_WGMMA_A_REGS": "1"}
 BWD_VARIANTS.update(aregs_fused=_AREGS, aregs_fused2=_AREGS, aregs_sep=_AREGS, aregs_sep1=_AREGS)
 _BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",),
                         "aregs_fused": ("fused",), "aregs_fused2": ("fused",)}  # default: dkdv and dq
