@@ -159,7 +159,8 @@ BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNE
                 "tail": {"KERNELC_WGMMA_ASYNC_TAIL": "1"}}
 #   aregs_*   the dK/dV loop's K Q^T (and V dO^T) with A read from registers (KERNELC_WGMMA_A_REGS, the kernels'
 #             KV_REGS: 1 K, 2 K and V), B only from shared memory (such a kernel is assembled at the register ceiling
-#             of its next occupancy step where nothing spills: registers="occupancy_step"). sm_90a D=64, 0 spills: the fused
+#             of its next occupancy step where nothing spills: registers="occupancy_step"). sm_90a D=64, 0 spills: the
+#             fused
 #             default with KV_REGS=1 (162 registers non-causal, 167 causal, 3 programs an SM; dK/dV loop 219 / 251
 #             SASS a trip) and 2 (168, 3 programs an SM, 201 SASS a trip, against the default's 220; causal 222, 2);
 #             the separate pass with the fused default's loop knobs, KV_REGS=2 (164 non-causal) and 1
@@ -303,6 +304,15 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
             do, q, k, v, o, lse, causal, scale, dq_mode="fused",
             dkdv_config=dict(BLOCK_M=b1[0], BLOCK_N=b1[1], num_warps=w, num_stages=st, TAIL=tail, EVEN_M=even),
             dq_config=dict(BLOCK_M=b2[0], BLOCK_N=b2[1]))
+        check_against_default(name, fn)
+        record(name, fn)
+    # the fused kernel with K as a register A operand of its dK/dV loop's K Q^T (KV_REGS=1) or not, whichever
+    # B.FUSED_KV_REGS does not pick at this head dim and mask
+    if D in B.FUSED_CONFIGS:
+        kv = 0 if B.FUSED_KV_REGS.get((D, bool(causal)), B.FUSED_KV_REGS.get(D, 0)) else 1
+        name = f"sweep_bwd_fused_kv{kv}"
+        fn = lambda kv=kv: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="fused",  # noqa: E731
+                                           dkdv_config=dict(KV_REGS=kv))
         check_against_default(name, fn)
         record(name, fn)
     # the separate pass's dK/dV loop with its LSE/delta rows loaded without a mask (EVEN_M; N % BLOCK_M == 0 here):

@@ -163,9 +163,9 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
     v = tl.load(V + off + kv_idx, mask=cols, other=0.0)
     if KV_REGS:
         # K (KV_REGS >= 1) and V (2) re-laid out as a dot's accumulator, the layout of a wgmma's register A fragment,
-        # by a product with the identity (exact: one fp16 term a sum): with KERNELC_WGMMA_A_REGS the loop's K Q^T
-        # (and V dO^T) then read A from registers and only Q^T (dO^T) from shared memory. An experiment (bench
-        # BWD_VARIANTS "aregs*"), not a default: docs/attention.md "bwd14"
+        # by a product with the identity (exact: one fp16 term a sum): with KERNELC_WGMMA_A_REGS (the default) the
+        # loop's K Q^T (and V dO^T) then read A from registers and only Q^T (dO^T) from shared memory
+        # (FUSED_KV_REGS; docs/attention.md "bwd14")
         eye = (tl.arange(0, BLOCK_N)[:, None] == tl.arange(0, BLOCK_N)[None, :]).to(k.dtype)
         k = tl.dot(eye, k).to(k.dtype)
         if KV_REGS > 1:
@@ -357,14 +357,16 @@ BULK_DKDV_CONFIGS = dict(ATOMIC_DKDV_CONFIGS)
 # dK/dV kernel's BLOCK_N (causal: the tiles it reads are the ones written); 0 spills on sm_90a
 DS_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (64, 128, 8, 3)}
 DQ_FROM_DS_CONFIGS = {16: (32, 32, 4, 3), 32: (32, 32, 4, 3), 64: (64, 64, 4, 4), 128: (128, 64, 8, 3)}
-# ds's dK/dV kernel loads the next trip's LSE and delta rows a trip ahead (PREFETCH_LD) at these head dims: 3-8%
-# faster at 128 on an H200 (call H11c, docs/attention.md "The dS^T store: what it costs"); not measured with ds at
-# the others, and not a win for the separate pass (12% slower at 64 non-causal)
-DS_PREFETCH_LD = {128: True}
+# ds's dK/dV kernel loads the next trip's LSE and delta rows a trip ahead (PREFETCH_LD) at these head dims (none now:
+# 3-8% faster than the masked loads at 128 on an H200, call H11c, docs/attention.md "The dS^T store: what it costs",
+# but slower than the unmasked ones below); not a win for the separate pass (12% slower at 64 non-causal)
+DS_PREFETCH_LD = {}
 # ds's dK/dV loop with its last dot in flight over the back edge (the kernel's TAIL) and its LSE/delta rows unmasked
-# where N is a multiple of its step (EVEN_M; without PREFETCH_LD, whose loads stay masked), at these head dims
+# where N is a multiple of its step (EVEN_M; without PREFETCH_LD, whose loads stay masked), at these head dims. D=128
+# EVEN_M against the prefetch on an H200 (call C2 of 2026-11-28, docs/attention.md "bwd14"): 3.0% faster at N=16384,
+# 0.5-1.5% causal, 2.7-4% / 1.0-1.3% at 4096; the tail with it was no faster (1.7% slower causal at 16384)
 DS_TAIL = {}
-DS_EVEN_M = {}
+DS_EVEN_M = {128: True}
 # the dS^T buffer ([heads, N, N] in the inputs' dtype) is at most this large: more heads run in groups of as many
 # as fit, each group's dK/dV and dQ launched before the next's
 DS_WORKSPACE_BYTES = 8 << 30
@@ -385,6 +387,11 @@ FUSED_DQ_DESC = {64: True}
 # 16384 (the default timed before and after them), and ahead of the separate pass at both lengths and masks
 FUSED_TAIL = {64: True}
 FUSED_EVEN_M = {64: True}
+# fused: K (1; 2: and V) re-laid out before the dK/dV loop so that K Q^T (V dO^T) reads A from registers, not shared
+# memory (the kernels' KV_REGS; KERNELC_WGMMA_A_REGS), by (head dim, causal), then head dim. D=64 causal with K on an
+# H200 (call C2, docs/attention.md "bwd14"): 29.55 ms at N=16384 against the default's 31.12 / 30.04 before / after it,
+# a tie at 4096; non-causal K was 3-4% slower and K and V 1% slower (not used)
+FUSED_KV_REGS = {(64, True): 1}
 DQ_MODES = ("separate", "atomic", "bulk", "ds", "fused")
 # dq_mode=None picks by (head dim, causal), then by head dim (default: separate; ds is faster at 128 but needs its N^2
 # workspace, see docs/attention.md "dS^T from registers, bounded workspaces"); fused at 64 (call H12b: 1.945 ms causal
@@ -589,6 +596,7 @@ def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, 
     # its step
     even = bool(c1.get("EVEN_M", FUSED_EVEN_M.get(D, False))) and N % c1["BLOCK_M"] == 0
     tail = c1.get("TAIL", FUSED_TAIL.get(D))  # both loops' last dot in flight over the back edge (None: the knob)
+    kv_regs = c1.get("KV_REGS", FUSED_KV_REGS.get((D, bool(causal)), FUSED_KV_REGS.get(D, 0)))
 
     def preprocess():
         attn_bwd_preprocess_kernel[(triton.cdiv(N, PRE_BLOCK), Z * H, 1)](
@@ -599,7 +607,7 @@ def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, 
             q, k, v, do, dk, dv, dq, lse, delta, sm_scale, *q.stride(), H, N, BLOCK_M1=c1["BLOCK_M"],
             BLOCK_N1=c1["BLOCK_N"], BLOCK_M2=c2["BLOCK_M"], BLOCK_N2=c2["BLOCK_N"], HEAD_DIM=D, CAUSAL=causal,
             DQ_DESC=c2.get("DESC", FUSED_DQ_DESC.get(D, False)), EVEN_M=even, TAIL=tail,
-            KV_REGS=c1.get("KV_REGS", 0), num_warps=c1["num_warps"],
+            KV_REGS=kv_regs, num_warps=c1["num_warps"],
             num_stages=c1["num_stages"])
 
     return (lambda: (dq, dk, dv)), [("preprocess", preprocess), ("dkdv_dq", fused)]
