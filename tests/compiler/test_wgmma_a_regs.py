@@ -69,3 +69,23 @@ def test_the_dot_and_the_kernel_are_marked(monkeypatch):
     monkeypatch.setenv("KERNELC_WGMMA_A_REGS", "0")
     _, fn, _ = _passes(a_from_a_dot, SIG, CX, num_stages=3, upto=PASS)
     assert "registers" not in fn.attrs and "a_regs=" not in print_function(fn)
+
+
+def test_the_fused_backwards_default_at_d64_causal_holds_k_in_registers():
+    """examples/kernels/attention_bwd.py's fused kernel at D=64 causal (FUSED_KV_REGS: K as the A operand of the dK/dV
+    loops' K Q^T): both loops' K Q^T wgmmas read A from registers, V dO^T's still from shared memory, and the kernel
+    keeps 3 programs an SM (<= 168 registers, the occupancy step's ceiling) without spilling."""
+    from examples.kernels import attention_bwd as B
+    assert B.FUSED_KV_REGS.get((64, True)) == 1
+    P = "*fp16"
+    sig = dict(Q=P, K=P, V=P, DO=P, DK=P, DV=P, DQ=P, LSE="*fp32", Delta="*fp32", sm_scale="fp32", stride_z="i32",
+               stride_h="i32", stride_m="i32", stride_k="i32", H="i32", N_CTX="i32")
+    (bm1, bn1), (bm2, bn2), w, st = B.FUSED_CONFIGS[64]
+    cx = dict(HEAD_DIM=64, CAUSAL=True, BLOCK_M1=bm1, BLOCK_N1=bn1, BLOCK_M2=bm2, BLOCK_N2=bn2, DQ_DESC=True,
+              EVEN_M=True, TAIL=True, KV_REGS=1)
+    ck = kernelc.compile(B.attn_bwd_fused_kernel, sig, cx, target="sm_90a", num_warps=w, num_stages=st,
+                         divisibility={n: 16 for n in sig}, equal_to_1=("stride_k",))
+    sass = ck.asm["sass"]
+    assert len(re.findall(r"HGMMA\.64x32x16\.F32 R\d+, R\d+, gdesc", sass)) == 8  # K Q^T: 4 k-steps, 2 loops
+    assert len(re.findall(r"HGMMA\.64x32x16\.F32 R\d+, gdesc", sass)) == 8  # V dO^T
+    assert ck.n_spills == 0 and ck.n_regs <= 168, (ck.n_regs, ck.n_spills)
