@@ -138,6 +138,10 @@ SWEEP_DS_KNOBS = {128: [("tail", dict(TAIL=True)), ("even", dict(EVEN_M=True, PR
 # ds's dS^T workspace (GiB) instead of B.DS_WORKSPACE_BYTES: more heads a group, fewer launches and wave tails (N=16384:
 # 512 MiB a head; 8 GiB runs 16-head groups, 64 GiB one group of 128). Timed only where it changes the group size
 SWEEP_DS_WORKSPACE = {128: [16, 64]}
+# ds with dS^T stored tile by tile (B.DS_TILED): (tag, the dQ GEMM's config or None for B.DS_TILED_DQ_CONFIGS); sm_90a
+# D=128, 0 spills: the GEMM (64, 64, 4, 4) 2 programs an SM, (64, 64, 4, 3) 3; the dK/dV kernel as without (240
+# registers, 442 SASS a trip)
+SWEEP_DS_TILED = {128: [("tiled", None), ("tiled_g3", (64, 64, 4, 3))]}
 # the separate pass with the fused default's loop knobs: (tag, dkdv_config, dq_config)
 SWEEP_SEP_KNOBS = {64: [("tail_even", dict(TAIL=True, EVEN_M=True), dict(TAIL=True))]}
 # causal grids longest first across head groups: (tag, dK/dV kernel's GROUP, dQ kernel's / ds GEMM's GROUP)
@@ -265,6 +269,12 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
     for tag, c in SWEEP_DS_KNOBS.get(D, []):
         name = f"sweep_bwd_ds_{tag}"
         fn = lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="ds", dkdv_config=c)  # noqa: E731
+        check_against_default(name, fn)
+        record(name, fn)
+    for tag, c in SWEEP_DS_TILED.get(D, []):
+        name = f"sweep_bwd_ds_{tag}"
+        fn = lambda c=c: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode="ds",  # noqa: E731
+                                         dkdv_config=dict(DS_TILED=True), dq_config=c and _cfg(c))
         check_against_default(name, fn)
         record(name, fn)
     ds_heads = B.DS_WORKSPACE_BYTES // (N * N * q.element_size())  # heads a group at the default workspace

@@ -66,9 +66,10 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
                 offs_m0, qk_scale, lo, hi, N_CTX, sm_scale, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
                 ATOMIC_DQ: tl.constexpr, WS: tl.constexpr, BULK_DQ: tl.constexpr, ds_desc=None, start_n=0,
                 STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False, EVEN_M: tl.constexpr = False,
-                TAIL: tl.constexpr = None):
+                TAIL: tl.constexpr = None, DS_TILED: tl.constexpr = False, ds_base=0, ds_step=0):
     """Query blocks [lo, hi) into (dk, dv) of one key block; P^T and dS^T are [BLOCK_N, BLOCK_M]. EVEN_M: N_CTX is a
-    multiple of BLOCK_M, the LSE and delta rows are loaded without a mask."""
+    multiple of BLOCK_M, the LSE and delta rows are loaded without a mask. DS_TILED: dS^T's tile of query block j goes
+    to rows ds_base + j * ds_step of the tiled workspace (attn_bwd_dkdv_kernel)."""
     # PREFETCH_LD: each trip loads the next trip's LSE and delta rows, so their latency runs under a whole trip (they
     # were the dK/dV loop's top stall in Nsight Compute, more so under ds's dS^T stream: docs/attention.md)
     if PREFETCH_LD:
@@ -116,7 +117,10 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
             # dS^T's tile written out for attn_bwd_dq_from_ds_kernel (dQ = dS K as a plain GEMM, no recompute):
             # a TMA store from a shared-memory stage, clipped at N_CTX (before dK's wgmma: issued after it, the
             # backward measured 4-7% slower on an H100, docs/attention.md)
-            ds_desc.store([start_n, start_m], dsT)
+            if DS_TILED:
+                ds_desc.store([ds_base + (start_m // BLOCK_M) * ds_step, 0], dsT)
+            else:
+                ds_desc.store([start_n, start_m], dsT)
         dk = tl.dot(dsT, q, dk)
         if ATOMIC_DQ:
             # dQ^T = K^T dS^T: the key block is the contraction, HEAD_DIM the rows (one warpgroup's 64 each
@@ -139,7 +143,7 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                          ATOMIC_DQ: tl.constexpr, WS: tl.constexpr = False, BULK_DQ: tl.constexpr = False,
                          STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False,
                          GROUP: tl.constexpr = 0, EVEN_M: tl.constexpr = False, TAIL: tl.constexpr = None,
-                         KV_REGS: tl.constexpr = 0):
+                         KV_REGS: tl.constexpr = 0, DS_TILED: tl.constexpr = False):
     """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ, through a descriptor's bulk
     reductions with BULK_DQ too); WS: a producer warp(group)
     fills the loop's TMA ring (the bench's sweep tries it). Q, K, V, dO, dK, dV share
@@ -189,7 +193,15 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
             dq_ptrs = tl.make_tensor_descriptor(DQ + dq_off, shape=[HEAD_DIM, N_CTX], strides=[dq_stride_m, 1],
                                                 block_shape=[HEAD_DIM, BLOCK_M])
     ds_desc = None
-    if STORE_DS:
+    ds_base = 0
+    if STORE_DS and DS_TILED:
+        # dS^T tile by tile: the tile of (key block i, query block j) is rows (i * QB + j) * BLOCK_N .. + BLOCK_N of a
+        # [KB * QB * BLOCK_N, BLOCK_M] buffer (QB = N_CTX / BLOCK_M; the wrapper asks for it only where N_CTX is a
+        # multiple of both blocks): each tile one contiguous run of bytes, for the store and the dQ GEMM's reads
+        ds_base = (start_n // BLOCK_N) * (N_CTX // BLOCK_M) * BLOCK_N
+        ds_desc = tl.make_tensor_descriptor(DQ + off_hz.to(tl.int64) * N_CTX * N_CTX, shape=[N_CTX * N_CTX // BLOCK_M,
+                                            BLOCK_M], strides=[BLOCK_M, 1], block_shape=[BLOCK_N, BLOCK_M])
+    elif STORE_DS:
         # dS^T of this head, [N_CTX keys, N_CTX queries] (queries contiguous), DQ being that fp16/bf16 buffer
         ds_desc = tl.make_tensor_descriptor(DQ + off_hz.to(tl.int64) * N_CTX * N_CTX, shape=[N_CTX, N_CTX],
                                             strides=[N_CTX, 1], block_shape=[BLOCK_N, BLOCK_M])
@@ -201,10 +213,11 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         lo = start_n + BLOCK_N
         dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                              offs_n, offs_m0, qk_scale, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
-                             True, ATOMIC_DQ, WS, BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL)
+                             True, ATOMIC_DQ, WS, BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL,
+                             DS_TILED, ds_base, BLOCK_N)
     dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                          offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
-                         BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL)
+                         BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base, BLOCK_N)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
     tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
 
@@ -300,7 +313,7 @@ def attn_bwd_fused_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_
 @triton.jit
 def attn_bwd_dq_from_ds_kernel(DST, K, DQ, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX,
                                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
-                               CAUSAL: tl.constexpr, GROUP: tl.constexpr = 0):
+                               CAUSAL: tl.constexpr, GROUP: tl.constexpr = 0, TILE_N: tl.constexpr = 0):
     """dQ = sm_scale * dS K for one [BLOCK_M] query block, dS^T read from the [N_CTX, N_CTX] (keys, queries)
     buffer the dK/dV kernel wrote with STORE_DS: a GEMM, no P or dS recomputed. Causal: key blocks up to the
     diagonal block's end; BLOCK_M is the dK/dV kernel's BLOCK_N, so every tile read was written (with zeros
@@ -313,15 +326,29 @@ def attn_bwd_dq_from_ds_kernel(DST, K, DQ, sm_scale, stride_z, stride_h, stride_
         start_m = (tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)) * BLOCK_M
         off_hz = tl.program_id(1)
     off = (off_hz // H).to(tl.int64) * stride_z + (off_hz % H).to(tl.int64) * stride_h
-    ds_desc = tl.make_tensor_descriptor(DST + off_hz.to(tl.int64) * N_CTX * N_CTX, shape=[N_CTX, N_CTX],
-                                        strides=[N_CTX, 1], block_shape=[BLOCK_N, BLOCK_M])
+    hi = tl.minimum(start_m + BLOCK_M, N_CTX) if CAUSAL else N_CTX
+    if TILE_N > 0:
+        # the tiled dS^T (attn_bwd_dkdv_kernel's DS_TILED, tiles of TILE_N keys x BLOCK_M queries, N_CTX a multiple of
+        # both): BLOCK_N keys of query block start_m are rows of one tile; causal, up to the end of the key tile that
+        # holds the diagonal (written whole, zeros above it)
+        ds_desc = tl.make_tensor_descriptor(DST + off_hz.to(tl.int64) * N_CTX * N_CTX,
+                                            shape=[N_CTX * N_CTX // BLOCK_M, BLOCK_M], strides=[BLOCK_M, 1],
+                                            block_shape=[BLOCK_N, BLOCK_M])
+        if CAUSAL:
+            hi = tl.cdiv(start_m + BLOCK_M, TILE_N) * TILE_N
+    else:
+        ds_desc = tl.make_tensor_descriptor(DST + off_hz.to(tl.int64) * N_CTX * N_CTX, shape=[N_CTX, N_CTX],
+                                            strides=[N_CTX, 1], block_shape=[BLOCK_N, BLOCK_M])
     k_desc = tl.make_tensor_descriptor(K + off, shape=[N_CTX, HEAD_DIM], strides=[stride_m, 1],
                                        block_shape=[BLOCK_N, HEAD_DIM])
-    hi = tl.minimum(start_m + BLOCK_M, N_CTX) if CAUSAL else N_CTX
+    qb = start_m // BLOCK_M
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     for start_n in range(0, hi, BLOCK_N):
         # keys past N_CTX load as 0 (both tiles): they add nothing
-        dsT = ds_desc.load([start_n, start_m])
+        if TILE_N > 0:
+            dsT = ds_desc.load([((start_n // TILE_N) * (N_CTX // BLOCK_M) + qb) * TILE_N + start_n % TILE_N, 0])
+        else:
+            dsT = ds_desc.load([start_n, start_m])
         k = k_desc.load([start_n, 0])
         dq = tl.dot(tl.trans(dsT), k, dq)
     offs_m = start_m + tl.arange(0, BLOCK_M)
@@ -367,6 +394,11 @@ DS_PREFETCH_LD = {}
 # 0.5-1.5% causal, 2.7-4% / 1.0-1.3% at 4096; the tail with it was no faster (1.7% slower causal at 16384)
 DS_TAIL = {}
 DS_EVEN_M = {128: True}
+# ds with dS^T stored tile by tile (the kernels' DS_TILED / TILE_N: each [BLOCK_N keys, BLOCK_M queries] tile one
+# contiguous run, for the store and the dQ GEMM's reads, where the [N, N] layout strides every tile row by N) at these
+# head dims, where N is a multiple of both dK/dV blocks; the GEMM's config then (BLOCK_M = the dK/dV BLOCK_M)
+DS_TILED = {}
+DS_TILED_DQ_CONFIGS = {16: (16, 32, 4, 3), 32: (16, 32, 4, 3), 64: (32, 64, 4, 4), 128: (64, 64, 4, 4)}
 # the dS^T buffer ([heads, N, N] in the inputs' dtype) is at most this large: more heads run in groups of as many
 # as fit, each group's dK/dV and dQ launched before the next's
 DS_WORKSPACE_BYTES = 8 << 30
@@ -479,11 +511,20 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     bulk = dq_mode == "bulk"
     c1 = _cfg(BULK_DKDV_CONFIGS if bulk else ATOMIC_DKDV_CONFIGS if atomic else DS_DKDV_CONFIGS if ds else
               DKDV_CONFIGS, D, dkdv_config)
-    c2 = _cfg(DQ_FROM_DS_CONFIGS if ds else DQ_CONFIGS, D, dq_config)
-    if ds and causal and c2["BLOCK_M"] != c1["BLOCK_N"]:
+    # ds with dS^T stored tile by tile (DS_TILED): where N is a multiple of both dK/dV blocks; the GEMM's query block
+    # is then the dK/dV kernel's query step and its key step divides the dK/dV key block
+    tiled = ds and bool(c1.pop("DS_TILED", DS_TILED.get(D, False))) and N % c1["BLOCK_N"] == 0 \
+        and N % c1["BLOCK_M"] == 0
+    c2 = _cfg(DS_TILED_DQ_CONFIGS if tiled else DQ_FROM_DS_CONFIGS if ds else DQ_CONFIGS, D, dq_config)
+    if tiled:
+        if c2["BLOCK_M"] != c1["BLOCK_M"] or c1["BLOCK_N"] % c2["BLOCK_N"]:
+            raise ValueError("dq_mode='ds' with DS_TILED needs the dQ GEMM's BLOCK_M to be the dK/dV kernel's BLOCK_M "
+                             f"and its BLOCK_N to divide the dK/dV kernel's BLOCK_N, got {c1}, {c2}")
+        c1["DS_TILED"], c2["TILE_N"] = True, c1["BLOCK_N"]
+    elif ds and causal and c2["BLOCK_M"] != c1["BLOCK_N"]:
         raise ValueError("dq_mode='ds' causal needs the dQ GEMM's BLOCK_M to be the dK/dV kernel's BLOCK_N (the dS "
                          f"tiles above the diagonal are not written), got {c1}, {c2}")
-    if causal and (c1["BLOCK_N"] % c1["BLOCK_M"] or c2["BLOCK_M"] % c2["BLOCK_N"]):
+    if causal and (c1["BLOCK_N"] % c1["BLOCK_M"] or (c2["BLOCK_M"] % c2["BLOCK_N"] and not tiled)):
         raise ValueError("causal backward needs the dK/dV kernel's BLOCK_N to be a multiple of its BLOCK_M and the "
                          f"dQ kernel's BLOCK_M a multiple of its BLOCK_N (got {c1}, {c2})")
     for c, g in zip((c1, c2), CAUSAL_GROUP.get((D, "ds" if ds else dq_mode), (0, 0))):

@@ -164,10 +164,11 @@ def test_ds_mode_at_the_sweeps_configs(mode, D, c1, c2, causal):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("mode,D,c1,c2", [("ds", 128, dict(TAIL=True), None),
                                           ("ds", 128, dict(TAIL=True, EVEN_M=True, PREFETCH_LD=False), None),
+                                          ("ds", 128, dict(DS_TILED=True), None),
                                           ("separate", 64, dict(TAIL=True, EVEN_M=True), dict(TAIL=True))])
 def test_backward_with_the_fused_defaults_loop_knobs(mode, D, c1, c2, causal):
-    # bench SWEEP_DS_KNOBS / SWEEP_SEP_KNOBS: the async tail and unmasked LSE/delta loads (N=1024, a multiple of the
-    # step) in the ds and separate passes' loops, against torch
+    # bench SWEEP_DS_KNOBS / SWEEP_SEP_KNOBS / SWEEP_DS_TILED: the async tail and unmasked LSE/delta loads (N=1024, a
+    # multiple of the step) in the ds and separate passes' loops, dS^T stored tile by tile, against torch
     _check_backward_at(D, causal, N=1024, dq_mode=mode, dkdv_config=c1, dq_config=c2)
 
 

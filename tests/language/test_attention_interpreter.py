@@ -68,6 +68,32 @@ def test_ds_mode_in_head_groups_and_its_fallback(causal, monkeypatch):
 
 
 @pytest.mark.parametrize("causal", [False, True])
+def test_ds_with_its_tiles_stored_contiguously_gives_the_same_grads(causal):
+    # DS_TILED: dS^T tile by tile (three key tiles of 32 x two query steps of 16, heads in groups of one), the dQ GEMM
+    # reading them back by tile: the same grads bit for bit; N not a multiple of the key block: the [N, N] layout
+    q, k, v = _qkv(96, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
+    cfg = dict(BLOCK_M=16, BLOCK_N=32)
+    flat = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", dkdv_config=cfg,
+                           dq_config=dict(BLOCK_M=32, BLOCK_N=16))  # the same key steps as the tiled GEMM's
+    for ws in (None, 96 * 96 * 2):
+        tiled = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", dkdv_config=dict(cfg, DS_TILED=True),
+                                dq_config=dict(BLOCK_M=16, BLOCK_N=16), ds_workspace_bytes=ws)
+        for a, b in zip(flat, tiled):
+            assert torch.equal(a, b)
+    _, steps = B.attention_bwd_steps(do[:, :, :80], q[:, :, :80], k[:, :, :80], v[:, :, :80], o[:, :, :80],
+                                     lse[:, :, :80].contiguous(), causal, 0.25, dq_mode="ds",
+                                     dkdv_config=dict(cfg, DS_TILED=True))
+    assert len(steps) == 3  # 80 = 2.5 key blocks: not tiled, and ran (no error about the GEMM's blocks)
+    for _, launch in steps:
+        launch()
+    with pytest.raises(ValueError, match="DS_TILED"):
+        B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", dkdv_config=dict(cfg, DS_TILED=True),
+                        dq_config=dict(BLOCK_M=32, BLOCK_N=16))
+
+
+@pytest.mark.parametrize("causal", [False, True])
 def test_ds_with_a_bounded_workspace_gives_the_same_grads(causal):
     # dq_mode="ds" with ds_workspace_bytes of one head (heads in groups): the same dS^T tiles, so the same grads
     # bit for bit, and close to torch's
