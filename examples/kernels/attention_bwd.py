@@ -513,9 +513,13 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
               DKDV_CONFIGS, D, dkdv_config)
     # ds with dS^T stored tile by tile (DS_TILED): where N is a multiple of both dK/dV blocks; the GEMM's query block
     # is then the dK/dV kernel's query step and its key step divides the dK/dV key block
+    asked = "DS_TILED" in c1  # asked for by dkdv_config (else DS_TILED's default, dropped where dq_config cannot tile)
     tiled = ds and bool(c1.pop("DS_TILED", DS_TILED.get(D, False))) and N % c1["BLOCK_N"] == 0 \
         and N % c1["BLOCK_M"] == 0
     c2 = _cfg(DS_TILED_DQ_CONFIGS if tiled else DQ_FROM_DS_CONFIGS if ds else DQ_CONFIGS, D, dq_config)
+    if tiled and not asked and (c2["BLOCK_M"] != c1["BLOCK_M"] or c1["BLOCK_N"] % c2["BLOCK_N"]):
+        tiled = False
+        c2 = _cfg(DQ_FROM_DS_CONFIGS, D, dq_config)
     if tiled:
         if c2["BLOCK_M"] != c1["BLOCK_M"] or c1["BLOCK_N"] % c2["BLOCK_N"]:
             raise ValueError("dq_mode='ds' with DS_TILED needs the dQ GEMM's BLOCK_M to be the dK/dV kernel's BLOCK_M "
