@@ -396,7 +396,8 @@ DS_TAIL = {}
 DS_EVEN_M = {128: True}
 # ds with dS^T stored tile by tile (the kernels' DS_TILED / TILE_N: each [BLOCK_N keys, BLOCK_M queries] tile one
 # contiguous run, for the store and the dQ GEMM's reads, where the [N, N] layout strides every tile row by N) at these
-# head dims, where N is a multiple of both dK/dV blocks; the GEMM's config then (BLOCK_M = the dK/dV BLOCK_M)
+# (head dim, causal) then head dims, where N is a multiple of both dK/dV blocks; the GEMM's config then (BLOCK_M = the
+# dK/dV BLOCK_M)
 DS_TILED = {}
 DS_TILED_DQ_CONFIGS = {16: (16, 32, 4, 3), 32: (16, 32, 4, 3), 64: (32, 64, 4, 4), 128: (64, 64, 4, 4)}
 # the dS^T buffer ([heads, N, N] in the inputs' dtype) is at most this large: more heads run in groups of as many
@@ -514,7 +515,8 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     # ds with dS^T stored tile by tile (DS_TILED): where N is a multiple of both dK/dV blocks; the GEMM's query block
     # is then the dK/dV kernel's query step and its key step divides the dK/dV key block
     asked = "DS_TILED" in c1  # asked for by dkdv_config (else DS_TILED's default, dropped where dq_config cannot tile)
-    tiled = ds and bool(c1.pop("DS_TILED", DS_TILED.get(D, False))) and N % c1["BLOCK_N"] == 0 \
+    tiled = ds and bool(c1.pop("DS_TILED", DS_TILED.get((D, bool(causal)), DS_TILED.get(D, False)))) \
+        and N % c1["BLOCK_N"] == 0 \
         and N % c1["BLOCK_M"] == 0
     c2 = _cfg(DS_TILED_DQ_CONFIGS if tiled else DQ_FROM_DS_CONFIGS if ds else DQ_CONFIGS, D, dq_config)
     if tiled and not asked and (c2["BLOCK_M"] != c1["BLOCK_M"] or c1["BLOCK_N"] % c2["BLOCK_N"]):
