@@ -397,7 +397,8 @@ DS_EVEN_M = {128: True}
 # ds with dS^T stored tile by tile (the kernels' DS_TILED / TILE_N: each [BLOCK_N keys, BLOCK_M queries] tile one
 # contiguous run, for the store and the dQ GEMM's reads, where the [N, N] layout strides every tile row by N) at these
 # (head dim, causal) then head dims, where N is a multiple of both dK/dV blocks; the GEMM's config then (BLOCK_M = the
-# dK/dV BLOCK_M)
+# dK/dV BLOCK_M). None: at D=128 non-causal on an H200 (call C4, docs/attention.md "bwd14") 4% slower at N=16384, 2-4%
+# at 4096, with either GEMM config
 DS_TILED = {}
 DS_TILED_DQ_CONFIGS = {16: (16, 32, 4, 3), 32: (16, 32, 4, 3), 64: (32, 64, 4, 4), 128: (64, 64, 4, 4)}
 # the dS^T buffer ([heads, N, N] in the inputs' dtype) is at most this large: more heads run in groups of as many
