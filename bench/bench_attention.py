@@ -131,18 +131,20 @@ SWEEP_FUSED_DESC = (16, 32, 64)  # head dims whose fused kernel fits with the dQ
 SWEEP_FUSED_BLOCKS = {64: [((32, 64), (64, 64), 4, 3, False, False), ((32, 64), (64, 64), 4, 3, True, False),
                            ((32, 64), (64, 64), 4, 3, False, True)]}
 # dq_mode="ds" with its dK/dV kernel's loop knobs: (tag, dkdv_config overrides). TAIL: dK += dS^T Q in flight over the
-# back edge; EVEN_M: LSE/delta rows unmasked (only without PREFETCH_LD, whose loads stay masked). sm_90a D=128: 245-248
-# registers, 0 spills, 1 program an SM, 511-513 SASS a trip (docs/attention.md "bwd14")
-SWEEP_DS_KNOBS = {128: [("tail", dict(TAIL=True)), ("even", dict(EVEN_M=True, PREFETCH_LD=False)),
-                        ("tail_even", dict(TAIL=True, EVEN_M=True, PREFETCH_LD=False))]}
+# back edge. D=128 on an H200 (call C2, docs/attention.md "bwd14"): unmasked LSE/delta loads without the prefetch
+# 3% faster at N=16384 than the prefetch (B.DS_EVEN_M since; the prefetch is sweep_bwd_ds_pf), the tail no faster
+# with them (1.6% slower causal at 16384) and slower without them at three of four points
+SWEEP_DS_KNOBS = {128: [("tail", dict(TAIL=True))]}
 # ds's dS^T workspace (GiB) instead of B.DS_WORKSPACE_BYTES: more heads a group, fewer launches and wave tails (N=16384:
-# 512 MiB a head; 8 GiB runs 16-head groups, 64 GiB one group of 128). Timed only where it changes the group size
+# 512 MiB a head; 8 GiB runs 16-head groups, 64 GiB one group of 128). Timed only where it changes the group size.
+# D=128 N=16384 on an H200 (call C2): 16 GiB tied the default, 64 GiB 2-3% slower
 SWEEP_DS_WORKSPACE = {128: [16, 64]}
 # ds with dS^T stored tile by tile (B.DS_TILED): (tag, the dQ GEMM's config or None for B.DS_TILED_DQ_CONFIGS); sm_90a
 # D=128, 0 spills: the GEMM (64, 64, 4, 4) 2 programs an SM, (64, 64, 4, 3) 3; the dK/dV kernel as without (240
 # registers, 442 SASS a trip). Non-causal on an H200 (call C4): both 4% slower than the default at N=16384, 2-4% at 4096
 SWEEP_DS_TILED = {128: [("tiled", None), ("tiled_g3", (64, 64, 4, 3))]}
-# the separate pass with the fused default's loop knobs: (tag, dkdv_config, dq_config)
+# the separate pass with the fused default's loop knobs: (tag, dkdv_config, dq_config). D=64 on an H200 (call C2):
+# slower than the fused default at three of four points (4096, 16384; causal), tied at 16384 causal
 SWEEP_SEP_KNOBS = {64: [("tail_even", dict(TAIL=True, EVEN_M=True), dict(TAIL=True))]}
 # causal grids longest first across head groups: (tag, dK/dV kernel's GROUP, dQ kernel's / ds GEMM's GROUP)
 SWEEP_GROUP = [("grp0", 0, 0), ("grp8", 8, 8), ("grp8dq", 0, 8)]
@@ -167,7 +169,9 @@ BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNE
 #             fused
 #             default with KV_REGS=1 (162 registers non-causal, 167 causal, 3 programs an SM; dK/dV loop 219 / 251
 #             SASS a trip) and 2 (168, 3 programs an SM, 201 SASS a trip, against the default's 220; causal 222, 2);
-#             the separate pass with the fused default's loop knobs, KV_REGS=2 (164 non-causal) and 1
+#             the separate pass with the fused default's loop knobs, KV_REGS=2 (164 non-causal) and 1. On an H200
+#             (call C2): KV_REGS=1 1.6% faster causal at N=16384 (B.FUSED_KV_REGS since), 3.7% slower non-causal;
+#             KV_REGS=2 and the separate pass slower (docs/attention.md "bwd14")
 _AREGS = {"KERNELC_WGMMA_A_REGS": "1"}
 BWD_VARIANTS.update(aregs_fused=_AREGS, aregs_fused2=_AREGS, aregs_sep=_AREGS, aregs_sep1=_AREGS)
 _BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",),
@@ -341,7 +345,8 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
         record(name, fn)
     # the dK/dV loop with next trip's LSE and delta rows loaded a trip ahead (PREFETCH_LD) or not, whichever the
     # default is not: their latency was the top stall of both dK/dV kernels in Nsight Compute (call H11b); ds's
-    # default at D=128 since call H11c (B.DS_PREFETCH_LD), the separate pass's nowhere
+    # default at D=128 from call H11c to C2 of 2026-11-28 (B.DS_PREFETCH_LD; unmasked loads since, B.DS_EVEN_M), the
+    # separate pass's nowhere
     for mode in ("separate", "ds"):
         on = mode == "ds" and B.DS_PREFETCH_LD.get(D, False)
         name = ("sweep_bwd_" if mode == "separate" else "sweep_bwd_ds_") + ("nopf" if on else "pf")
