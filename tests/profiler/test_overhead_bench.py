@@ -1,6 +1,7 @@
 """bench/reconcile_profilers.py ``overhead`` on CPU: the statistics of :func:`summarize` on known
 numbers, and one child process (pinning, cold blocks, AB/BA pairs) with kprof's cpu backend."""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -179,7 +180,7 @@ def test_forked_child_failing_keeps_fork(tmp_path, monkeypatch):
     monkeypatch.setattr(rp, "_FORK", {"ctx": None, "broken": None})
     rc = rp.main(["overhead", "--workloads", "tiny", "--profilers", "floor-api,none", "--budget", "6", "--grace", "3",
                   "--spawn", "fork", "--cpus", "none", "--device", "cpu", "--block-s", "0.02", "--min-pairs", "2",
-                  "--max-pairs", "2", "--results-dir", str(tmp_path), "--name", "forkerr"])
+                  "--max-pairs", "2", "--settle-pairs", "0", "--results-dir", str(tmp_path), "--name", "forkerr"])
     assert rc == 0 and rp._FORK["broken"] is None
     rows = json.load(open(tmp_path / "forkerr.json"))
     rows = rows.get("rows", rows) if isinstance(rows, dict) else rows
@@ -219,7 +220,7 @@ def test_overhead_run_with_a_reference_core(tmp_path, monkeypatch):
     cpu = sorted(os.sched_getaffinity(0))[-1]
     rc = rp.main(["overhead", "--workloads", "tiny", "--profilers", "none", "--budget", "6", "--grace", "3",
                   "--rounds", "1", "--cpus", "none", "--device", "cpu", "--block-s", "0.1", "--min-pairs", "2",
-                  "--max-pairs", "2", "--ref-cpu", str(cpu), "--results-dir", str(tmp_path), "--name", "ref"])
+                  "--max-pairs", "2", "--settle-pairs", "0", "--ref-cpu", str(cpu), "--results-dir", str(tmp_path), "--name", "ref"])
     assert rc == 0
     meta = json.load(open(tmp_path / "ref.json"))
     kids = meta["children"]
@@ -292,7 +293,7 @@ def test_overhead_child_with_step_probe(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", REPO)
     rc = rp.main(["overhead", "--workloads", "tiny", "--profilers", "none,kprof", "--budget", "10", "--grace", "10",
                   "--rounds", "1", "--cpus", "none", "--device", "cpu", "--block-s", "0.05", "--min-pairs", "2",
-                  "--max-pairs", "2", "--step-probe", "500", "--probe-seg-ms", "1", "--pre", "1",
+                  "--max-pairs", "2", "--settle-pairs", "0", "--step-probe", "500", "--probe-seg-ms", "1", "--pre", "1",
                   "--results-dir", str(tmp_path), "--name", "probe"])
     assert rc == 0
     meta = json.load(open(tmp_path / "probe.json"))
@@ -365,10 +366,11 @@ def test_reanalyse_gives_the_run_s_own_summary(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", REPO)
     rc = rp.main(["overhead", "--workloads", "tiny", "--profilers", "none,kprof", "--budget", "8", "--grace", "8",
                   "--rounds", "1", "--cpus", "none", "--device", "cpu", "--block-s", "0.03", "--min-pairs", "2",
-                  "--max-pairs", "2", "--pre", "1", "--results-dir", str(tmp_path), "--name", "run"])
+                  "--max-pairs", "2", "--pre", "1", "--results-dir", str(tmp_path), "--name", "run",
+                  "--settle-pairs", "0"])
     assert rc == 0
     assert rp.main(["overhead", "--reanalyse", str(tmp_path / "run.json"), "--name", "again",
-                    "--results-dir", str(tmp_path)]) == 0
+                    "--results-dir", str(tmp_path), "--settle-pairs", "0"]) == 0
     a = json.load(open(tmp_path / "run.json"))["summary"]["tiny"]["profilers"]
     b = json.load(open(tmp_path / "again.json"))["summary"]["tiny"]["profilers"]
     for p in ("none", "kprof"):
@@ -392,3 +394,41 @@ def test_reconcile_agreement_flags_counts_and_big_rows():
     p = ag["proton"]
     assert p["only_in_ref"] == 3 and p["only_in_ref_ms"] == pytest.approx(100.0)
     assert p["total_vs_ref_%"] == pytest.approx(-10.0)
+
+
+def test_settle_pairs_leaves_the_first_pairs_out():
+    """``--settle-pairs 4``: every statistic starts at each process's fifth pair (an odd count is rounded up, so
+    the pairs left start with an AB pair); a process with fewer than 2 pairs left is left out and counted."""
+    early = [0.97, 0.96, 0.98, 0.97]
+    r = _child("kprof", early + [1.10] * 4, unprof=[10.0] * 8)
+    r["sched"] = [(k, {"all_run_ms": 1.0, "all_wait_ms": 0.0}) for i in range(8) for k in (("u", "p") if i % 2 == 0 else ("p", "u"))]
+    short = _child("kprof", [1.5] * 5)
+    s = rp.summarize([r, short, _child("none", [1.0] * 8)], reps=50, settle=4)
+    assert s["kprof"]["warm"] == pytest.approx(1.10) and s["kprof"]["pairs"] == 4
+    assert s["_settle"] == {"pairs_dropped_per_process": 4, "processes_dropped": 1}
+    assert rp._settled(r, 3)["warm"] == [1.10] * 4 and rp._settled(r, 3)["sched"] == r["sched"][8:]
+    assert rp._settled(r, 0) is r
+    assert rp.summarize([r], reps=50)["kprof"]["warm"] < 1.10    # without settling the early pairs pull it down
+
+
+def test_control_noise_tells_within_from_between():
+    """The control's spread split into what each process's own pairs explain and what they do not: two
+    processes drawn from one distribution give a large chi-square p-value and an expected spread of the order
+    of the observed one; two processes 5% apart with the same pair noise give p ~ 0."""
+    import random
+    rnd = random.Random(1)
+    same = [_child("none", [math.exp(rnd.gauss(0, 0.03)) for _ in range(20)]) for _ in range(2)]
+    cn = rp.control_noise(same)
+    assert cn["n"] == [20, 20] and cn["dof"] == 1 and cn["p_between"] > 0.05
+    assert 0.5 < cn["spread_expected_%"] < 2.5 and 2.0 < cn["pooled_pair_sd_%"] < 4.0
+    # pairs per process for a spread < 1% at p 0.8: se <= 1% / (sqrt 2 x 1.2816), n = (1.2533 sd / se)^2
+    sd = cn["pooled_pair_sd_%"] / 100
+    assert cn["pairs_for_1pct"] == math.ceil((1.2533 * sd / (0.01 / (math.sqrt(2) * 1.28155))) ** 2)
+    apart = [_child("none", [math.exp(rnd.gauss(0, 0.03)) for _ in range(20)]),
+             _child("none", [1.05 * math.exp(rnd.gauss(0, 0.03)) for _ in range(20)])]
+    assert rp.control_noise(apart)["p_between"] < 0.01
+    assert rp.control_noise(same[:1]) == {}
+    # the chi-square tail against known values: P(chi2_1 > 3.841) = 0.05, P(chi2_10 > 18.307) = 0.05
+    assert rp._chi2_sf(3.841, 1) == pytest.approx(0.05, abs=1e-3)
+    assert rp._chi2_sf(18.307, 10) == pytest.approx(0.05, abs=1e-3)
+    assert rp._chi2_sf(0.5, 4) == pytest.approx(0.9735, abs=1e-3)
