@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
 
-from bench.reconcile_profilers import _chi2_sf, _sequence, control_noise  # noqa: E402
+from bench.reconcile_profilers import _chi2_sf, control_noise, summarize  # noqa: E402
 
 DEFAULT = sorted(glob.glob(os.path.join(ROOT, "bench", "results", "profiler_overhead*.json")))
 
@@ -80,12 +80,29 @@ def block_length_noise(children, wl, ks=(1, 2, 4, 8, 16)):
     return out
 
 
+def pooled_shift(per_run):
+    """Fixed-effect pool of per-run shifts over the floor: ``per_run`` = [(label, pct, lo, hi)] with Mann-Whitney
+    95% intervals; each run weighted by 1/se^2, se = (hi - lo) / 3.92 (the interval taken as normal).  Returns
+    the pooled shift, its 95% interval, and Cochran's Q with its p-value (small: the runs disagree by more than
+    their intervals allow, so no single pooled number describes them)."""
+    rows = [(lab, v, (hi - lo) / 3.92) for lab, v, lo, hi in per_run if v is not None and lo is not None and hi > lo]
+    if len(rows) < 2:
+        return None
+    w = [1 / se ** 2 for _, _, se in rows]
+    mean = sum(v * wt for (_, v, _), wt in zip(rows, w)) / sum(w)
+    se = 1 / math.sqrt(sum(w))
+    q = sum(wt * (v - mean) ** 2 for (_, v, _), wt in zip(rows, w))
+    return {"runs": len(rows), "pct": round(mean, 2), "ci": [round(mean - 1.96 * se, 2), round(mean + 1.96 * se, 2)],
+            "Q": round(q, 2), "p_heterogeneity": round(_chi2_sf(q, len(rows) - 1), 3)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="*", default=DEFAULT)
     ap.add_argument("--json", default=None, help="write everything to this file")
     args = ap.parse_args(argv)
     runs, pooled = [], defaultdict(lambda: {"chi2": 0.0, "dof": 0, "runs": 0})
+    shifts = defaultdict(list)   # (workload, profiler) -> per run (file, HL % over the floor, lo, hi)
     by_wl = defaultdict(list)
     for f in args.files:
         try:
@@ -105,6 +122,17 @@ def main(argv=None) -> int:
                    "workload": wl, "control_spread_%": round(100 * (max(meds) - min(meds)), 2) if len(meds) > 1 else None,
                    **cn}
             runs.append(row)
+            kids = [r for r in children if r["workload"] == wl]
+            # pooled only over runs whose kprof had raw buffers in effect (the default since 2026-11-27); earlier
+            # runs measured another mode and stay out of the pool
+            raw = all((r.get("kprof_state") or {}).get("raw") for r in kids if r["profiler"] == "kprof")
+            if raw and any(r["profiler"] == "floor" for r in kids):
+                summ = summarize(kids, reps=200)
+                for prof in ("kprof", "proton"):
+                    e = summ.get(prof) or {}
+                    ci = e.get("hl_over_floor_ci_%")
+                    if e.get("hl_over_floor_%") is not None and ci:
+                        shifts[wl, prof].append((os.path.basename(f), e["hl_over_floor_%"], ci[0], ci[1]))
             if cn:
                 p = pooled[wl]
                 p["chi2"] += cn["chi2"]
@@ -114,6 +142,9 @@ def main(argv=None) -> int:
         p["chi2"] = round(p["chi2"], 2)
         p["p_between"] = round(_chi2_sf(p["chi2"], p["dof"]), 3)
     per_wl = {wl: {"between_processes_all_runs": pooled.get(wl),
+                   "over_floor_per_run": {p: shifts[wl, p] for p in ("kprof", "proton") if shifts.get((wl, p))},
+                   "over_floor_pooled": {p: pooled_shift(shifts[wl, p]) for p in ("kprof", "proton")
+                                         if shifts.get((wl, p))},
                    "first_pairs": position_effect(rs, wl), "drift_%": drift(rs, wl),
                    "block_length": block_length_noise(rs, wl)} for wl, rs in by_wl.items()}
     print(f"{'file':50s} {'workload':8s} {'spread':>7s} {'expected':>8s} {'pairs':14s} {'se %':20s} {'chi2':>6s} {'p':>6s} {'1%: pairs':>9s}")
@@ -126,6 +157,11 @@ def main(argv=None) -> int:
         print(f"\n{wl}: between processes over all runs {e['between_processes_all_runs']}")
         print(f"  pair ratio by position (n, mean % vs the process median, se): {e['first_pairs']}")
         print(f"  drift, last third over first third of unprofiled blocks, %: {e['drift_%']}")
+        for prof, runs_ in e["over_floor_per_run"].items():
+            print(f"  {prof} over the floor per run (HL %, MW 95%): " +
+                  ", ".join(f"{lab.replace('profiler_overhead_', '').replace('.json', '')} {v:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+                            for lab, v, lo, hi in runs_))
+            print(f"  {prof} over the floor pooled (fixed effect): {e['over_floor_pooled'][prof]}")
         if e["block_length"]:
             print(f"  control, sub-blocks of k segments: {e['block_length']}")
     if args.json:
