@@ -1437,7 +1437,7 @@ def _settled(r: dict, k: int):
     return out
 
 
-def control_noise(rs: list, target_pct: float = 1.0, p_target: float = 0.8) -> dict:
+def control_noise(rs: list, target_pct: float = 1.0, p_target: float = 0.8, pairs=None) -> dict:
     """What the control's spread is made of.  Each control process's median of its pair ratios has a standard
     error from its own pairs alone (1.2533 x sd / sqrt(n) of the log ratios); if the processes differ only
     by that, the squared z-scores of their medians around their weighted mean add up to a chi-square with
@@ -1445,12 +1445,13 @@ def control_noise(rs: list, target_pct: float = 1.0, p_target: float = 0.8) -> d
     from within-process noise alone (the mean range of medians drawn with those se's, fixed-seed Monte
     Carlo), the chi-square and its p-value (small: the processes differ by more than their own noise), and
     the pairs per process that two processes need for a spread below ``target_pct`` with probability
-    ``p_target`` at the pooled pair sd."""
+    ``p_target`` at the pooled pair sd.  ``pairs(r)``: the process's pair ratios under another estimator
+    (default its raw ``warm``)."""
     import math
     import random
     procs = []
     for r in rs:
-        w = r["warm"]
+        w = pairs(r) if pairs is not None else r["warm"]
         if len(w) < 3:
             continue
         logs = [math.log(x) for x in w]
@@ -1514,11 +1515,12 @@ def _chi2_sf(x: float, k: int) -> float:
     return min(1.0, math.exp(-x + a * math.log(x) - gln) * h)
 
 
-def summarize(results: list, reps: int = 2000, settle: int = 0) -> dict:
+def summarize(results: list, reps: int = 2000, settle: int = 0, beta=None) -> dict:
     """Per profiler, from the children's results of one workload: warm, residue and full overheads
     (median and 95% interval), the spread of the per-process medians, kprof-over-floor.  ``settle``: the
     first pairs of every process left out (``--settle-pairs``; a process with fewer than 2 pairs left is
-    left out whole and counted in ``_settle``)."""
+    left out whole and counted in ``_settle``).  ``beta``: probe-fit's exponent fixed before the run
+    (``--probe-beta``) instead of fitted on this run's control."""
     n_in = len(results)
     results = [x for x in (_settled(r, settle) for r in results) if x is not None]
     by = defaultdict(list)
@@ -1529,7 +1531,8 @@ def summarize(results: list, reps: int = 2000, settle: int = 0) -> dict:
         out["_settle"] = {"pairs_dropped_per_process": settle, "processes_dropped": n_in - len(results)}
     boots = {}
     pooled = {}   # (profiler, estimator) -> every pair ratio of its processes
-    beta = _fit_beta(results)
+    fitted = _fit_beta(results)
+    beta = fitted if beta is None or fitted is None else beta
     for p, rs in by.items():
         warm = [r["warm"] for r in rs]
         # residue: each unprofiled block after CUPTI's first start over the process's cold median
@@ -1620,8 +1623,11 @@ def summarize(results: list, reps: int = 2000, settle: int = 0) -> dict:
                 out["_aa"][f"sd_{t}_%"] = round(100 * statistics.pstdev(aa_p), 2)
     if beta is not None:
         out["_probe_beta"] = beta
+        out["_probe_beta_fitted"] = fitted
     if by.get("none"):
         out["_control_noise"] = control_noise(by["none"])
+        if beta is not None:
+            out["_control_noise_probe_fit"] = control_noise(by["none"], pairs=lambda r: _pair_probe(r, "probe-fit", beta))
     for floor, tag in (("floor", "floor"), ("floor-raw", "floor_raw"), ("floor-api", "floor_api")):
         if floor not in out:
             continue
@@ -1742,7 +1748,7 @@ def overhead(args) -> int:
         if not results:
             summary[wl] = {"error": "no child finished"}
             continue
-        s = summarize(results, settle=args.settle_pairs)
+        s = summarize(results, settle=args.settle_pairs, beta=_betas(args.probe_beta).get(wl))
         summary[wl] = _workload_summary(s, results)
         print(json.dumps({wl: {k: v for k, v in summary[wl].items() if k != "profilers"}}), flush=True)
         _print_profilers(wl, s)
@@ -1777,6 +1783,8 @@ def _workload_summary(s, results):
     return {"profilers": s,
                        "control_spread_%": s.get("none", {}).get("spread_%"),
                        "control_noise": s.get("_control_noise"),
+                       "control_noise_probe_fit": s.get("_control_noise_probe_fit"),
+                       "probe_beta_fitted": s.get("_probe_beta_fitted"),
                        "settle": s.get("_settle"),
                        "aa_control": s.get("_aa"),
                        "control_warm_ci": s.get("none", {}).get("warm_ci"),
@@ -1863,6 +1871,12 @@ def overhead_table(summary) -> str:
                          f"for a spread < 1% (p 0.8, two processes): {cn.get('pairs_for_1pct')}"
                          + (f"; first {(w.get('settle') or {}).get('pairs_dropped_per_process')} pairs of each "
                             f"process left out" if w.get("settle") else ""))
+        cf = w.get("control_noise_probe_fit") or {}
+        if cf:
+            lines.append(f"  the same, probe-fit (beta {w.get('probe_beta')}, fitted on this run's control: "
+                         f"{w.get('probe_beta_fitted')}): pair sd {cf['pair_sd_%']}%, se {cf['se_%']}%, expected "
+                         f"spread {cf['spread_expected_%']}%, chi2 {cf['chi2']} on {cf['dof']} df, p {cf['p_between']}; "
+                         f"pairs for < 1%: {cf.get('pairs_for_1pct')}")
         lines.append(f"  {'profiler':16s} {'pairs':>5s}  {'warm [sign 95%]':26s} {'probe-fit [sign 95%]':26s} "
                      f"{'over floor, HL [MW 95%]':26s} probe-fit over floor")
         for p, e in s.items():
@@ -1875,7 +1889,7 @@ def overhead_table(summary) -> str:
     return "\n".join(lines)
 
 
-def reanalyse(path: str, name=None, results_dir=None, settle=0) -> int:
+def reanalyse(path: str, name=None, results_dir=None, settle=0, betas=None) -> int:
     """Summaries and the table again from a results file's raw children (``--reanalyse``): a new
     estimator on old runs without a GPU."""
     meta = json.load(open(path))
@@ -1883,7 +1897,8 @@ def reanalyse(path: str, name=None, results_dir=None, settle=0) -> int:
     by = defaultdict(list)
     for r in children:
         by[r["workload"]].append(r)
-    summary = {wl: _workload_summary(summarize(rs, settle=settle), rs) for wl, rs in by.items()}
+    summary = {wl: _workload_summary(summarize(rs, settle=settle, beta=(betas or {}).get(wl)), rs)
+               for wl, rs in by.items()}
     print(overhead_table(summary), flush=True)
     if name:
         from bench.common import RESULTS, write_results
@@ -1892,6 +1907,16 @@ def reanalyse(path: str, name=None, results_dir=None, settle=0) -> int:
                                                      "children": children},
                       results_dir=results_dir or RESULTS)
     return 0
+
+
+def _betas(text) -> dict:
+    """``--probe-beta``: "train=0.15,encoder=0.7" -> {"train": 0.15, "encoder": 0.7}."""
+    out = {}
+    for part in (text or "").split(","):
+        if part.strip():
+            wl, _, b = part.partition("=")
+            out[wl.strip()] = float(b)
+    return out
 
 
 def _cpu_set(text):
@@ -1959,6 +1984,10 @@ def main(argv=None) -> int:
     ov.add_argument("--settle-pairs", type=int, default=4, metavar="K",
                     help="leave each process's first K pairs out of every statistic (raw blocks are kept; odd K "
                     "counts as K+1; 0: all pairs); the children run K more pairs than --min-pairs")
+    ov.add_argument("--probe-beta", default="", metavar="WL=B,...",
+                    help="probe-fit's exponent per workload, fixed before the run (e.g. train=0.15), instead of "
+                    "the one fitted on the run's own control (which makes the control's probe-fit spread "
+                    "optimistic); the fitted one is still reported")
     ov.add_argument("--grace", type=float, default=40.0, help="no child starts later than this past --budget")
     ov.add_argument("--spawn", choices=["exec", "fork"], default="exec",
                     help="how each child process starts (overhead and reconcile): exec (a new interpreter) or fork (from a server that "
@@ -1969,7 +1998,7 @@ def main(argv=None) -> int:
                     "from an overhead results file's raw blocks (written to --name if given)")
     args = ap.parse_args(argv)
     if args.mode == "overhead" and args.reanalyse:
-        return reanalyse(args.reanalyse, args.name, args.results_dir, args.settle_pairs)
+        return reanalyse(args.reanalyse, args.name, args.results_dir, args.settle_pairs, _betas(args.probe_beta))
     import torch
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if args.mode == "reconcile":

@@ -328,6 +328,13 @@ def test_probe_fit_picks_the_exponent_the_control_follows():
     s = rp.summarize([c, r], reps=100)
     assert s["_probe_beta"] == pytest.approx(0.7) and s["kprof"]["warm_probe_fit"] == pytest.approx(1.1)
     assert s["none"]["spread_probe_fit_%"] == pytest.approx(0.0)
+    # --probe-beta: the exponent fixed before the run is used; the fitted one is still reported
+    s = rp.summarize([c, r], reps=100, beta=1.0)
+    assert s["_probe_beta"] == 1.0 and s["_probe_beta_fitted"] == pytest.approx(0.7)
+    over = rp._pair_probe(r, "probe-fit", 1.0)
+    assert s["kprof"]["warm_probe_fit"] == pytest.approx(round(sum(over) / 2, 4))
+    assert abs(s["kprof"]["warm_probe_fit"] - 1.1) > 0.01
+    assert rp._betas("train=0.15, encoder=0.7") == {"train": 0.15, "encoder": 0.7} and rp._betas("") == {}
 
 
 def test_sign_interval_is_the_binomial_one():
