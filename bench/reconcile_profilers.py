@@ -55,6 +55,12 @@ pair ratios (the median of all kprof-pair / floor-pair log ratios) with its Mann
 few pairs caught in a slow phase of the host move it less than a ratio of medians with a bootstrap.
 ``--reanalyse FILE`` rebuilds the summaries and the table from a results file's raw blocks (no run).
 
+Every statistic leaves out the first ``--settle-pairs`` (default 4) pairs of each process: pooled over the earlier
+runs, `train`'s first three pairs sat 0.7-2.2% below their process's median.  The table's ``control processes``
+line splits the control's spread into what each control process's own pairs explain (the standard error of its
+median) and a chi-square test of anything between processes (``control_noise``), and says how many pairs a
+process needs for a spread below 1%.  ``--probe-beta WL=B`` fixes probe-fit's exponent before the run.
+
     python bench/reconcile_profilers.py reconcile [--workloads encoder,train] [--steps 60] [--rounds 2]
     python bench/reconcile_profilers.py overhead [--workloads encoder,train,tiny] [--budget 500] [--quick]
     python bench/reconcile_profilers.py overhead --reanalyse bench/results/profiler_overhead_s7_h100_quiet.json
