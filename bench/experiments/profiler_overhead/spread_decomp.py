@@ -81,7 +81,7 @@ def block_length_noise(children, wl, ks=(1, 2, 4, 8, 16)):
 
 
 def pooled_shift(per_run):
-    """Fixed-effect pool of per-run shifts over the floor: ``per_run`` = [(label, pct, lo, hi)] with Mann-Whitney
+    """Fixed-effect (and random-effects) pool of per-run shifts over the floor: ``per_run`` = [(label, pct, lo, hi)] with Mann-Whitney
     95% intervals; each run weighted by 1/se^2, se = (hi - lo) / 3.92 (the interval taken as normal).  Returns
     the pooled shift, its 95% interval, and Cochran's Q with its p-value (small: the runs disagree by more than
     their intervals allow, so no single pooled number describes them)."""
@@ -92,14 +92,24 @@ def pooled_shift(per_run):
     mean = sum(v * wt for (_, v, _), wt in zip(rows, w)) / sum(w)
     se = 1 / math.sqrt(sum(w))
     q = sum(wt * (v - mean) ** 2 for (_, v, _), wt in zip(rows, w))
+    # random effects (DerSimonian-Laird): where the runs disagree by more than their intervals (Q above its df),
+    # a between-run variance tau^2 is added to every run's, which widens the pooled interval
+    tau2 = max(0.0, (q - (len(rows) - 1)) / (sum(w) - sum(x * x for x in w) / sum(w)))
+    wr = [1 / (se_ ** 2 + tau2) for _, _, se_ in rows]
+    mr = sum(v * wt for (_, v, _), wt in zip(rows, wr)) / sum(wr)
+    ser = 1 / math.sqrt(sum(wr))
     return {"runs": len(rows), "pct": round(mean, 2), "ci": [round(mean - 1.96 * se, 2), round(mean + 1.96 * se, 2)],
-            "Q": round(q, 2), "p_heterogeneity": round(_chi2_sf(q, len(rows) - 1), 3)}
+            "Q": round(q, 2), "p_heterogeneity": round(_chi2_sf(q, len(rows) - 1), 3),
+            "random_effects": {"pct": round(mr, 2), "ci": [round(mr - 1.96 * ser, 2), round(mr + 1.96 * ser, 2)],
+                               "tau_%": round(math.sqrt(tau2), 2)}}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="*", default=DEFAULT)
     ap.add_argument("--json", default=None, help="write everything to this file")
+    ap.add_argument("--settle-pairs", type=int, default=0, help="pairs left out at the start of each process for the "
+                    "per-run shifts (0: all, as the earlier runs were published)")
     args = ap.parse_args(argv)
     runs, pooled = [], defaultdict(lambda: {"chi2": 0.0, "dof": 0, "runs": 0})
     shifts = defaultdict(list)   # (workload, profiler) -> per run (file, HL % over the floor, lo, hi)
@@ -127,7 +137,7 @@ def main(argv=None) -> int:
             # runs measured another mode and stay out of the pool
             raw = all((r.get("kprof_state") or {}).get("raw") for r in kids if r["profiler"] == "kprof")
             if raw and any(r["profiler"] == "floor" for r in kids):
-                summ = summarize(kids, reps=200)
+                summ = summarize(kids, reps=200, settle=args.settle_pairs)
                 for prof in ("kprof", "proton"):
                     e = summ.get(prof) or {}
                     ci = e.get("hl_over_floor_ci_%")
