@@ -439,3 +439,41 @@ def test_control_noise_tells_within_from_between():
     assert rp._chi2_sf(3.841, 1) == pytest.approx(0.05, abs=1e-3)
     assert rp._chi2_sf(18.307, 10) == pytest.approx(0.05, abs=1e-3)
     assert rp._chi2_sf(0.5, 4) == pytest.approx(0.9735, abs=1e-3)
+
+
+def _spread_decomp():
+    import importlib.util
+    path = os.path.join(REPO, "bench", "experiments", "profiler_overhead", "spread_decomp.py")
+    spec = importlib.util.spec_from_file_location("spread_decomp", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_pooled_shift_fixed_and_random_effects():
+    """Runs that agree pool to their inverse-variance mean with a narrower interval and no between-run variance;
+    runs that disagree beyond their intervals get Q's small p-value and a wider random-effects interval."""
+    sd = _spread_decomp()
+    agree = [("a", 1.0, -1.0, 3.0), ("b", 1.2, -0.8, 3.2), ("c", 0.8, -1.2, 2.8)]
+    p = sd.pooled_shift(agree)
+    assert p["runs"] == 3 and p["pct"] == pytest.approx(1.0, abs=1e-9)
+    assert p["ci"][1] - p["ci"][0] == pytest.approx(4.0 / math.sqrt(3), abs=0.02)
+    assert p["p_heterogeneity"] > 0.9 and p["random_effects"]["tau_%"] == 0.0
+    apart = [("a", -3.0, -4.0, -2.0), ("b", 3.0, 2.0, 4.0), ("c", 0.0, -1.0, 1.0)]
+    q = sd.pooled_shift(apart)
+    assert q["p_heterogeneity"] < 0.001 and q["random_effects"]["tau_%"] > 2
+    assert q["random_effects"]["ci"][1] - q["random_effects"]["ci"][0] > 3 * (q["ci"][1] - q["ci"][0])
+    assert sd.pooled_shift(agree[:1]) is None
+
+
+def test_first_pairs_and_block_length_from_children():
+    """spread_decomp's position effect (a process's pairs against its median, by position) and the block-length
+    table (sub-blocks of k segments of the control's blocks)."""
+    sd = _spread_decomp()
+    kids = [dict(_child("none", [0.9] + [1.0] * 7), workload="train") for _ in range(3)]
+    pos = sd.position_effect(kids, "train", last=2)
+    assert pos[0][0] == 3 and pos[0][1] == pytest.approx(100 * math.log(0.9), abs=0.01) and pos[1][1] == 0.0
+    for k in kids:
+        k["sched"] = [("u", {"seg_us": [100.0, 110.0] * 8})] * 4
+    bl = sd.block_length_noise(kids, "train", ks=(1, 2))
+    assert bl[1]["sd_%"] == 0.0 and bl[2]["sd_%"] == 0.0   # every (100, 110) pair alike; k=2 sums are equal
