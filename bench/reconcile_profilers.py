@@ -1302,6 +1302,26 @@ def _pair_probe(r, how="probe", beta=1.0):
     return out
 
 
+def _pair_steady(r):
+    """Per pair, profiled over unprofiled block without each block's first segment (``--step-probe`` runs):
+    the first segment after the profiler's start carries its start-up cost (Proton's first ~3 ms of tiny
+    launches took as long as a whole 50-ms block, 2026-11-28), which a profiled run pays once, not per block;
+    the unprofiled block's first segment (the GPU idle after the sync) goes too.  [] without segments."""
+    seq, sched = _sequence(r), r.get("sched") or []
+    if len(sched) != len(seq):
+        return []
+    out = []
+    for i in range(0, len(seq) - 1, 2):
+        blk = {}
+        for (k, _), (_, d) in ((seq[i], sched[i]), (seq[i + 1], sched[i + 1])):
+            seg = (d or {}).get("seg_us")
+            if not seg or len(seg) < 3:
+                return []
+            blk[k] = sum(seg[1:]) / (len(seg) - 1)
+        out.append(blk["p"] / blk["u"])
+    return out
+
+
 def _aa_probe(r, how="probe", beta=1.0):
     """:func:`_aa` at a fixed host speed: adjacent unprofiled blocks, later over earlier."""
     seq, sched = _sequence(r), r.get("sched") or []
@@ -1613,6 +1633,14 @@ def summarize(results: list, reps: int = 2000, settle: int = 0, beta=None) -> di
             else:
                 e[f"warm_{tag}"] = e[f"warm_{tag}_ci"] = e[f"spread_{tag}_%"] = None
         e.update(_probe_diagnostics(rs))
+        steady = [_pair_steady(r) for r in rs]
+        if any(steady):
+            pooled[p, "steady"] = [x for g in steady for x in g]
+            m, lo, hi = _sign_ci(pooled[p, "steady"])
+            e["warm_steady"], e["warm_steady_sign_ci"] = round(m, 4), _rounded_ci((m, lo, hi))
+            per = [statistics.median(x) for x in steady if x]
+            e["warm_steady_per_process"] = [round(x, 4) for x in per]
+            e["spread_steady_%"] = round(100 * (max(per) - min(per)), 2)
         boots[p] = _boot_medians([w for w in warm if w], reps, 1)
         boots[p, "bracket"] = _boot_medians([b for b in map(_bracket, rs) if b], reps, 1)
         out[p] = e
@@ -1660,7 +1688,8 @@ def summarize(results: list, reps: int = 2000, settle: int = 0, beta=None) -> di
                     out[p][f"{t}_over_{tag}_%"] = round(100 * (out[p][f"warm_{t}"] / out[floor][f"warm_{t}"] - 1), 2)
                     out[p][f"{t}_over_{tag}_ci_%"] = [round(d[int(0.025 * reps)], 2), round(d[int(0.975 * reps) - 1], 2)]
             # the same, as the Hodges-Lehmann shift of the pair ratios with its Mann-Whitney interval
-            for est, key in (("warm", f"hl_over_{tag}"), ("probe_fit", f"hl_probe_fit_over_{tag}")):
+            for est, key in (("warm", f"hl_over_{tag}"), ("probe_fit", f"hl_probe_fit_over_{tag}"),
+                             ("steady", f"hl_steady_over_{tag}")):
                 if pooled.get((p, est)) and pooled.get((floor, est)):
                     v, lo, hi = _hl_over(pooled[p, est], pooled[floor, est])
                     out[p][key + "_%"] = v
@@ -1790,6 +1819,9 @@ def _workload_summary(s, results):
                        "control_spread_%": s.get("none", {}).get("spread_%"),
                        "control_noise": s.get("_control_noise"),
                        "control_noise_probe_fit": s.get("_control_noise_probe_fit"),
+                       "control_spread_steady_%": s.get("none", {}).get("spread_steady_%"),
+                       "kprof_hl_steady_over_floor_%": s.get("kprof", {}).get("hl_steady_over_floor_%"),
+                       "kprof_hl_steady_over_floor_ci_%": s.get("kprof", {}).get("hl_steady_over_floor_ci_%"),
                        "probe_beta_fitted": s.get("_probe_beta_fitted"),
                        "settle": s.get("_settle"),
                        "aa_control": s.get("_aa"),
@@ -1883,6 +1915,13 @@ def overhead_table(summary) -> str:
                          f"{w.get('probe_beta_fitted')}): pair sd {cf['pair_sd_%']}%, se {cf['se_%']}%, expected "
                          f"spread {cf['spread_expected_%']}%, chi2 {cf['chi2']} on {cf['dof']} df, p {cf['p_between']}; "
                          f"pairs for < 1%: {cf.get('pairs_for_1pct')}")
+        if w.get("control_spread_steady_%") is not None:
+            lines.append(f"  steady (each block's first segment left out: the profiler's start-up): control spread "
+                         f"{w['control_spread_steady_%']}%; per profiler: " + ", ".join(
+                             f"{p} {e['warm_steady']:.4f}" + (f" ({e['hl_steady_over_floor_%']:+.2f}% "
+                                                               f"{e.get('hl_steady_over_floor_ci_%')} over the floor)"
+                                                               if e.get("hl_steady_over_floor_%") is not None else "")
+                             for p, e in s.items() if not p.startswith("_") and e.get("warm_steady")))
         lines.append(f"  {'profiler':16s} {'pairs':>5s}  {'warm [sign 95%]':26s} {'probe-fit [sign 95%]':26s} "
                      f"{'over floor, HL [MW 95%]':26s} probe-fit over floor")
         for p, e in s.items():

@@ -477,3 +477,21 @@ def test_first_pairs_and_block_length_from_children():
         k["sched"] = [("u", {"seg_us": [100.0, 110.0] * 8})] * 4
     bl = sd.block_length_noise(kids, "train", ks=(1, 2))
     assert bl[1]["sd_%"] == 0.0 and bl[2]["sd_%"] == 0.0   # every (100, 110) pair alike; k=2 sums are equal
+
+
+def test_steady_ratio_leaves_each_block_s_first_segment_out():
+    """``warm_steady``: a profiler whose first segment after every start costs a whole extra block's worth but the
+    rest 10% has a raw pair ratio far above 1.1 and a steady one of exactly 1.1; its HL shift over a floor with
+    no start-up cost is then 0."""
+    def pair(i, first_p, rest_p):
+        u = ("u", {"all_run_ms": 1.0, "all_wait_ms": 0.0, "seg_us": [50.0] + [100.0] * 9})
+        p = ("p", {"all_run_ms": 1.0, "all_wait_ms": 0.0, "seg_us": [first_p] + [rest_p] * 9})
+        return [u, p] if i % 2 == 0 else [p, u]
+    r = _child("proton", [1.0] * 8, unprof=[10.0] * 8)
+    r["sched"] = [b for i in range(8) for b in pair(i, 1000.0, 110.0)]
+    f = _child("floor", [1.0] * 8, unprof=[10.0] * 8)
+    f["sched"] = [b for i in range(8) for b in pair(i, 55.0, 110.0)]
+    assert rp._pair_steady(r) == pytest.approx([1.1] * 8)
+    s = rp.summarize([r, f, _child("none", [1.0] * 8)], reps=50)
+    assert s["proton"]["warm_steady"] == pytest.approx(1.1) and s["proton"]["hl_steady_over_floor_%"] == 0.0
+    assert rp._pair_steady(_child("none", [1.0] * 2)) == []    # no per-segment times: no steady ratio
