@@ -5,7 +5,7 @@
 
 Each group runs as four processes (A, B, B, A), each ``python3 TREE/bench/bench_kernels.py NAMES`` with that
 tree first on sys.path, its own kernelc disk cache (the second process of a tree reuses the first's builds, so
-only autotune's timing repeats) and one Triton cache for all. A group starts only if the time left covers it at
+only autotune's timing repeats) and Triton's cache as the environment has it (shared by all four). A group starts only if the time left covers it at
 the pace of the groups before (the first always starts); a process past the time left is killed and its group
 compared on what finished. Per row the figure is kernelc's speed over the control timed in the same process
 (kernels_ab.py): B/A of it is the change between the trees; the two processes of one tree give that figure's
@@ -32,7 +32,6 @@ def _run(tag, tree, names, i, out, env_extra, time_left):
     env.update(env_extra)
     env["PYTHONPATH"] = os.pathsep.join([tree] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env["KERNELC_CACHE_DIR"] = os.path.join(out, f"kcache_{tag}")
-    env.setdefault("TRITON_CACHE_DIR", os.path.join(out, "tcache"))
     env["BENCH_RESULTS_NAME"] = name
     t0 = time.time()
     with open(os.path.join(out, name + ".log"), "w") as log:
