@@ -339,3 +339,18 @@ def test_every_pass_has_a_golden_test():
         src = _golden_source(ref)
         # each checks IR text: FileCheck lines, or the printed IR compared before/after
         assert "filecheck(" in src or "print_function(" in src or "_around(" in src, (pass_name, ref)
+
+
+def test_the_verifier_checks_the_dot_engine():
+    import pytest
+    from kernelc.compiler.ir.verifier import VerificationError, verify
+    _, _, fn, _ = _around(acc_plus_dot, DOT_SIG, {}, "assign_layouts")
+    dot = next(o for o in fn.walk() if o.name == "dot")
+    verify(fn)
+    dot.attrs["engine"] = "tensor"
+    with pytest.raises(VerificationError, match="engine must be 'wgmma', 'mma' or 'fma'"):
+        verify(fn)
+    dot.attrs["engine"] = "mma"
+    dot.attrs["wgmma"] = "async"
+    with pytest.raises(VerificationError, match="must run on wgmma, not 'mma'"):
+        verify(fn)
