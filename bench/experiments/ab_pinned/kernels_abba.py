@@ -7,9 +7,9 @@ Each group runs as four processes (A, B, B, A), each ``python3 TREE/bench/bench_
 tree first on sys.path, its own kernelc disk cache (the second process of a tree reuses the first's builds, so
 only autotune's timing repeats) and Triton's cache as the environment has it (shared by all four). A group
 starts only if the time left covers it at the pace of the groups before (the first always starts); a process
-past the time left is killed and its group compared on what finished. Per row the figure is kernelc's speed over the control timed in the same process
-(kernels_ab.py): B/A of it is the change between the trees; the two processes of one tree give that figure's
-own spread (A2/A1, B2/B1), which an A/B change must exceed to count.
+past the time left is killed and its group compared on what finished. Per row the figure is kernelc's speed
+over the control timed in the same process (kernels_ab.py): B/A of it is the change between the trees; the two
+processes of one tree give that figure's own spread (A2/A1, B2/B1), which an A/B change must exceed to count.
 """
 from __future__ import annotations
 
