@@ -372,9 +372,6 @@ class LayoutAssigner:
             self._set(r, self.plan.get(a))
 
 
-DOT_ENGINES = ("wgmma", "mma", "fma")
-
-
 def assign_layouts(fn: Function, axis: AxisAnalysis, num_warps: int, arch_major: int, arch: str = "") -> LayoutPlan:
     """The layout of every tile value (the plan), and each dot's engine written on it as ``engine``: 'wgmma'
     (Hopper warpgroup MMA), 'mma' (mma.sync) or 'fma' (no tensor cores; the reason is in the plan's notes).
