@@ -53,7 +53,7 @@ def test_a_dot_waited_for_at_once_gets_a_wait_right_after_it(monkeypatch):
     monkeypatch.setenv("KERNELC_WGMMA_ASYNC", "0")   # (by default this cp.async loop keeps its dot in flight)
     ir, fn, _ = _passes(mm_plain, MM_PTR_SIG, dict(BM=128, BN=128, BK=64))
     filecheck(ir[PASS], """
-        CHECK: [[D:%\\d+]] = dot {{.*}} {input_precision='tf32', wgmma_desc='stepped'} : <128x128xfp32>
+        CHECK: [[D:%\\d+]] = dot {{.*}} {input_precision='tf32', engine='wgmma', wgmma_desc='stepped'} : <128x128xfp32>
         CHECK-NEXT: wgmma_wait {pending=0}
         CHECK-NEXT: scf.yield [[D]],
         CHECK-NEXT: async_wait_all

@@ -32,7 +32,7 @@ _READ_IN_PLACE = ("stage_operand", "ring_read")  # already shared-memory operand
 
 def tensor_core_dot(plan, op: Op) -> bool:
     """A dot the code generator runs on mma.sync or wgmma (the others read registers)."""
-    return op.name == "dot" and id(op) not in plan.dot_fma and plan.layouts.get(op.results[0].id) is not None
+    return op.name == "dot" and op.attrs.get("engine") in ("wgmma", "mma")
 
 
 def _stageable(v: Value, inner: set) -> bool:
@@ -77,7 +77,7 @@ def stage_invariants(plan, axis, loop: Op, pre: List[Op], staged: Optional[Dict[
                 new = True
             o.operands[idx] = staged[key]
     if new:
-        if any(o.name == "dot" and id(o) in plan.wgmma for o in body.ops):
+        if any(o.name == "dot" and o.attrs.get("engine") == "wgmma" for o in body.ops):
             pre.append(Op("fence_async_shared", [], [], loc=loop.loc))
         pre.append(Op("barrier", [], [], loc=loop.loc))
     return new
