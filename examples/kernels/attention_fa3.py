@@ -30,11 +30,11 @@ def _v_block(desc_v, row, off_hz, N_CTX, HEAD_DIM: tl.constexpr, FP8: tl.constex
 
 
 @triton.jit
-def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Descale, BLOCK_M: tl.constexpr,
-                        BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, FP8: tl.constexpr,
-                        EARLY_V: tl.constexpr = True):
+def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, QScale, KScale, VScale,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
+                        FP8: tl.constexpr, EARLY_V: tl.constexpr = True):
     # FP8: q, k are e4m3 and desc_v is V^T ([Z * H * HEAD_DIM, N_CTX], keys contiguous: fp8 wgmma reads its B
-    # operand K-major only); Descale holds the per-tensor scales of q, k, v (fp32)
+    # operand K-major only); QScale, KScale, VScale point at the per-tensor scales of q, k, v (fp32)
     # EARLY_V: load the last V block before the loop (a program that has the SM to itself: 8 consumer warps);
     # with 4 warps several programs share an SM, hide each other's copies, and the extra block would cost one
     # of them (fp16 head dim 64, 64x64 blocks: 3 programs an SM instead of 4)
@@ -45,7 +45,7 @@ def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Descale
     qo_offset_y = offset_y + start_m * BLOCK_M
     qk_scale = sm_scale * 1.44269504
     if FP8:
-        qk_scale = qk_scale * tl.load(Descale) * tl.load(Descale + 1)
+        qk_scale = qk_scale * tl.load(QScale) * tl.load(KScale)
     # the first block: the diagonal (masked) when causal, else block 0; the loop runs over [lo, hi)
     first = start_m * BLOCK_M if CAUSAL else 0
     lo = 0 if CAUSAL else BLOCK_N
@@ -84,9 +84,18 @@ def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Descale
         v_last = _v_block(desc_v, v_prev, off_hz, N_CTX, HEAD_DIM, FP8)
     acc = tl.dot(p, v_last, acc)
     if FP8:
-        acc = acc * tl.load(Descale + 2)
+        acc = acc * tl.load(VScale)
     acc = acc / l_i[:, None]
     desc_o.store([qo_offset_y, 0], acc.to(desc_o.dtype))
+
+
+def _scale_arg(s, device):
+    """A scale as the kernel reads it: a 1-element fp32 tensor on ``device`` (``s`` itself when it is one; passed as
+    three pointers, not one buffer of three, which would cost the host a torch.cat every call)."""
+    import torch
+    if isinstance(s, torch.Tensor) and s.dtype == torch.float32 and s.numel() == 1 and s.device == device:
+        return s
+    return torch.as_tensor(s, dtype=torch.float32, device=device).reshape(1)
 
 
 def _check_blocks(name, N, causal, BLOCK_M, BLOCK_N):
@@ -112,7 +121,7 @@ def config(D, causal, fp8=False, BLOCK_M=None, BLOCK_N=None, num_warps=None, num
     return (BLOCK_M or bm, BLOCK_N or bn, num_warps or w, num_stages or s)
 
 
-def _launch(kernel, q, k, v, o, descale, vt, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages,
+def _launch(kernel, q, k, v, o, scales, vt, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages,
             early_v=None):
     Z, H, N, D = q.shape
     y = Z * H * N
@@ -122,7 +131,7 @@ def _launch(kernel, q, k, v, o, descale, vt, causal, sm_scale, BLOCK_M, BLOCK_N,
               TensorDescriptor(v, [y, D], [D, 1], [BLOCK_N, D]))
     desc_o = TensorDescriptor(o, [y, D], [D, 1], [BLOCK_M, D])
     grid = (N // BLOCK_M, Z * H, 1)
-    (kernel or attn_fwd_fa3_kernel)[grid](sm_scale, desc_q, desc_k, desc_v, desc_o, N, descale, BLOCK_M=BLOCK_M,
+    (kernel or attn_fwd_fa3_kernel)[grid](sm_scale, desc_q, desc_k, desc_v, desc_o, N, *scales, BLOCK_M=BLOCK_M,
                                           BLOCK_N=BLOCK_N, HEAD_DIM=D, CAUSAL=causal, FP8=vt,
                                           EARLY_V=num_warps >= 8 if early_v is None else early_v,
                                           num_warps=num_warps, num_stages=num_stages)
@@ -146,7 +155,8 @@ def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=None, BLOCK_N=None, 
     _check_blocks("attention_fa3", N, causal, BLOCK_M, BLOCK_N)
     sm_scale = sm_scale if sm_scale is not None else D ** -0.5
     o = torch.empty_like(q)
-    return _launch(kernel, q, k, v, o, o, False, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages, early_v)
+    return _launch(kernel, q, k, v, o, (o, o, o), False, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages,
+                   early_v)
 
 
 def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None, BLOCK_M=None,
@@ -170,6 +180,7 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
     _check_blocks("attention_fa3.attention_fp8", N, causal, BLOCK_M, BLOCK_N)
     sm_scale = sm_scale if sm_scale is not None else D ** -0.5
     o = torch.empty((Z, H, N, D), device=q8.device, dtype=out_dtype or torch.float16)
-    descale = torch.cat([s.reshape(1).float() for s in (q_scale, k_scale, v_scale)])
-    return _launch(kernel, q8, k8, v8t, o, descale, True, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps,
+    dev = q8.device
+    scales = (_scale_arg(q_scale, dev), _scale_arg(k_scale, dev), _scale_arg(v_scale, dev))
+    return _launch(kernel, q8, k8, v8t, o, scales, True, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps,
                    num_stages, early_v)

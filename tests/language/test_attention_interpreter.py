@@ -225,7 +225,7 @@ def test_bad_inputs_are_clear_errors():
 
 @pytest.mark.parametrize("causal,N,BLOCK_N", [(False, 96, 32), (True, 96, 32), (False, 128, 64)])
 def test_fa3_order_fp8_forward_against_the_same_quantised_inputs(causal, N, BLOCK_N):
-    # attention_fa3.attention_fp8: V^T through its own descriptor, the scales from Descale; same bound as above.
+    # attention_fa3.attention_fp8: V^T through its own descriptor, the scales from QScale, KScale, VScale; same bound as above.
     # BLOCK_N = 2 * BLOCK_M: the shape of the 256-key-block variant the bench times at head dim 64
     from examples.kernels import attention_fa3 as AF
     q, k, v = _qkv(N, 32, torch.float16)
