@@ -266,6 +266,17 @@ def test_launch_plans_take_each_calls_tensors_scales_and_options():
         torch.testing.assert_close(lse, ref_lse, rtol=1e-3, atol=1e-3)
     A.clear_plans()
     assert not A._PLANS
+    # the FA3-order forwards' plans: descriptors copied from the plan's templates onto each call's tensors
+    from examples.kernels import attention_fa3 as AF
+    for causal in (False, True):
+        for scale_q, scale_v, mul in ((qs, vs, 1.0), (qs * 2, vs * 0.5, 0.5)):
+            o = AF.attention_fp8(q8, k8, v8t, scale_q, ks, scale_v, causal=causal, BLOCK_M=16, BLOCK_N=16)
+            ref, _ = _ref(q8.float() * float(scale_q), k8.float() * ks, v8.float() * float(scale_v), causal)
+            assert (o.float() - ref).abs().max().item() <= 2 ** -4 * vmax * 2 + 1e-2
+            o16 = AF.attention(q * mul, k, v, causal=causal, BLOCK_M=16, BLOCK_N=16)
+            torch.testing.assert_close(o16.float(), _ref(q * mul, k, v, causal)[0], rtol=1e-2, atol=2e-3)
+    assert all(d.base is None for plan in AF._PLANS.values() for d in plan.descs)  # no tensor kept alive
+    AF.clear_plans()
 
 
 def test_the_fold_default_and_a_negative_scale():
