@@ -7,7 +7,7 @@ CPU tensors [1, 1, 128, D] (the host path does not depend on the sizes; CPU allo
 what CUDA's caching allocator does not). What this leaves out: the driver's launch (cuda-python's
 cuLaunchKernel, ~10 us on an H200, docs/performance.md "Launches") and torch's CUDA kernel launch inside
 ``torch.cat`` (the old fp8 wrappers'); CUDA's caching allocator stands in for CPU ``torch.empty``. Prints us per
-call, the least of 7 repeats (the machine is shared). The FA3-order rows' launch is a no-op after the binder (descriptors need a compiled
+call, the least of 15 rounds with old and new alternating (the machine is shared). The FA3-order rows' launch is a no-op after the binder (descriptors need a compiled
 kernel's machine signature and the driver's tensor maps).
 """
 from __future__ import annotations
@@ -92,16 +92,20 @@ def load(root, name, as_name):
     return mod
 
 
-def per_call_us(f, calls):
-    for _ in range(200):
-        f()
-    reps = []
-    for _ in range(7):
-        t = time.perf_counter()
-        for _ in range(calls):
+def per_call_us(fs, calls, repeats=15):
+    """The least us per call of each of ``fs`` over ``repeats`` rounds, the functions alternating within a round
+    (on a shared machine the load moves between rounds)."""
+    for f in fs:
+        for _ in range(200):
             f()
-        reps.append((time.perf_counter() - t) / calls * 1e6)
-    return min(reps)
+    best = [float("inf")] * len(fs)
+    for _ in range(repeats):
+        for i, f in enumerate(fs):
+            t = time.perf_counter()
+            for _ in range(calls):
+                f()
+            best[i] = min(best[i], (time.perf_counter() - t) / calls * 1e6)
+    return best
 
 
 def main(argv=None):
@@ -132,8 +136,7 @@ def main(argv=None):
                 "fp8_fa3": lambda m: m["attention_fa3"].attention_fp8(q8, k8, v8t, qs, ks, vs, causal, D ** -0.5),
             }
             for name, call in calls.items():
-                t_old = per_call_us(lambda: call(old), args.calls)
-                t_new = per_call_us(lambda: call(new), args.calls)
+                t_old, t_new = per_call_us([lambda: call(old), lambda: call(new)], args.calls)
                 print(f"{D:>3} {int(causal):>6} {name:10} {t_old:7.2f} {t_new:7.2f} {t_old - t_new:7.2f}")
     return 0
 
