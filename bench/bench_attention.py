@@ -632,10 +632,11 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
             continue
         record(f"ours_fwd_{name}", lambda fwd=fwd: fwd(q, k, v, causal, scale))
     for name, ctx in sdpa_backends():
-        def f(ctx=ctx):
-            with ctx():
-                return SDPA(q, k, v, is_causal=causal, scale=scale)
-        record(name + "_fwd", f)
+        # the backend's context around the timing, not inside each timed call: picking the backend is not the
+        # forward's cost (inside, it added 25-30 us of host time to a cuDNN call, docs/attention.md "The forwards'
+        # host path")
+        with ctx():
+            record(name + "_fwd", lambda: SDPA(q, k, v, is_causal=causal, scale=scale))
     ours = [res[n]["ms"] for n in ("ours_fwd", "ours_fwd_tma", "ours_fwd_fa3") if n in res]
     for n in ("ours_fwd", "ours_fwd_tma", "ours_fwd_fa3", *(f"ours_fwd_{v}" for v in FWD_VARIANTS)):
         if n in res:

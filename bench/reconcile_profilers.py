@@ -55,6 +55,12 @@ pair ratios (the median of all kprof-pair / floor-pair log ratios) with its Mann
 few pairs caught in a slow phase of the host move it less than a ratio of medians with a bootstrap.
 ``--reanalyse FILE`` rebuilds the summaries and the table from a results file's raw blocks (no run).
 
+Every statistic leaves out the first ``--settle-pairs`` (default 4) pairs of each process: pooled over the earlier
+runs, `train`'s first three pairs sat 0.7-2.2% below their process's median.  The table's ``control processes``
+line splits the control's spread into what each control process's own pairs explain (the standard error of its
+median) and a chi-square test of anything between processes (``control_noise``), and says how many pairs a
+process needs for a spread below 1%.  ``--probe-beta WL=B`` fixes probe-fit's exponent before the run.
+
     python bench/reconcile_profilers.py reconcile [--workloads encoder,train] [--steps 60] [--rounds 2]
     python bench/reconcile_profilers.py overhead [--workloads encoder,train,tiny] [--budget 500] [--quick]
     python bench/reconcile_profilers.py overhead --reanalyse bench/results/profiler_overhead_s7_h100_quiet.json
@@ -1296,6 +1302,26 @@ def _pair_probe(r, how="probe", beta=1.0):
     return out
 
 
+def _pair_steady(r):
+    """Per pair, profiled over unprofiled block without each block's first segment (``--step-probe`` runs):
+    the first segment after the profiler's start carries its start-up cost (Proton's first ~3 ms of tiny
+    launches took as long as a whole 50-ms block, 2026-11-28), which a profiled run pays once, not per block;
+    the unprofiled block's first segment (the GPU idle after the sync) goes too.  [] without segments."""
+    seq, sched = _sequence(r), r.get("sched") or []
+    if len(sched) != len(seq):
+        return []
+    out = []
+    for i in range(0, len(seq) - 1, 2):
+        blk = {}
+        for (k, _), (_, d) in ((seq[i], sched[i]), (seq[i + 1], sched[i + 1])):
+            seg = (d or {}).get("seg_us")
+            if not seg or len(seg) < 3:
+                return []
+            blk[k] = sum(seg[1:]) / (len(seg) - 1)
+        out.append(blk["p"] / blk["u"])
+    return out
+
+
 def _aa_probe(r, how="probe", beta=1.0):
     """:func:`_aa` at a fixed host speed: adjacent unprofiled blocks, later over earlier."""
     seq, sched = _sequence(r), r.get("sched") or []
@@ -1417,16 +1443,122 @@ def _block_diagnostics(rs):
     return out
 
 
-def summarize(results: list, reps: int = 2000) -> dict:
+def _settled(r: dict, k: int):
+    """``r`` without its first ``k`` pairs (``--settle-pairs``; an odd ``k`` counts as ``k + 1``): the pairs, their blocks' counters, stops and
+    loop stats from pair ``k`` on; None where fewer than 2 pairs would be left.  Pooled over the earlier
+    runs, `train`'s first three pairs sat 0.7-2.2% below their process's median (2026-11-28): not yet the
+    steady state, and with ~10 pairs a process they moved its median."""
+    if not k:
+        return r
+    k += k % 2   # even: the pairs left start with an AB pair, as _sequence's time order assumes
+    if len(r["warm"]) - k < 2:
+        return None
+    out = dict(r)
+    for key in ("warm", "unprof_ms", "prof_ms", "stop_s"):
+        out[key] = r[key][k:]
+    if r.get("loop_stats"):
+        out["loop_stats"] = r["loop_stats"][k:]
+    if r.get("sched") and len(r["sched"]) == 2 * len(r["warm"]):
+        out["sched"] = r["sched"][2 * k:]
+    return out
+
+
+def control_noise(rs: list, target_pct: float = 1.0, p_target: float = 0.8, pairs=None) -> dict:
+    """What the control's spread is made of.  Each control process's median of its pair ratios has a standard
+    error from its own pairs alone (1.2533 x sd / sqrt(n) of the log ratios); if the processes differ only
+    by that, the squared z-scores of their medians around their weighted mean add up to a chi-square with
+    (processes - 1) degrees of freedom.  Returned: per process n, pair sd and se (%), the spread expected
+    from within-process noise alone (the mean range of medians drawn with those se's, fixed-seed Monte
+    Carlo), the chi-square and its p-value (small: the processes differ by more than their own noise), and
+    the pairs per process that two processes need for a spread below ``target_pct`` with probability
+    ``p_target`` at the pooled pair sd.  ``pairs(r)``: the process's pair ratios under another estimator
+    (default its raw ``warm``)."""
+    import math
+    import random
+    procs = []
+    for r in rs:
+        w = pairs(r) if pairs is not None else r["warm"]
+        if len(w) < 3:
+            continue
+        logs = [math.log(x) for x in w]
+        sd = statistics.stdev(logs)
+        procs.append((math.log(statistics.median(w)), len(w), sd, max(1.2533 * sd / math.sqrt(len(w)), 1e-6)))
+    if len(procs) < 2:
+        return {}
+    wts = [1 / p[3] ** 2 for p in procs]
+    mean = sum(p[0] * wt for p, wt in zip(procs, wts)) / sum(wts)
+    chi2 = sum(((p[0] - mean) / p[3]) ** 2 for p in procs)
+    dof = len(procs) - 1
+    rnd = random.Random(0)
+    sims = []
+    for _ in range(4000):
+        m = [rnd.gauss(0, p[3]) for p in procs]
+        sims.append(max(m) - min(m))
+    pooled_sd = math.sqrt(sum((p[1] - 1) * p[2] ** 2 for p in procs) / sum(p[1] - 1 for p in procs))
+    # two processes: their medians' difference ~ N(0, sqrt(2) se); P(|d| < t) >= p  <=>  se <= t / (sqrt(2) z)
+    z = statistics.NormalDist().inv_cdf(0.5 + p_target / 2)
+    se_max = target_pct / 100 / (math.sqrt(2) * z)
+    return {"n": [p[1] for p in procs], "pair_sd_%": [round(100 * p[2], 2) for p in procs],
+            "se_%": [round(100 * p[3], 2) for p in procs],
+            "spread_expected_%": round(100 * statistics.fmean(sims), 2),
+            "chi2": round(chi2, 2), "dof": dof, "p_between": round(_chi2_sf(chi2, dof), 3),
+            "pooled_pair_sd_%": round(100 * pooled_sd, 2),
+            f"pairs_for_{target_pct:g}pct": math.ceil((1.2533 * pooled_sd / se_max) ** 2)}
+
+
+def _chi2_sf(x: float, k: int) -> float:
+    """P(chi-square with k degrees of freedom > x), by the regularized upper incomplete gamma (series and
+    continued fraction, as in Numerical Recipes' gammq): no scipy in the bench's environment."""
+    import math
+    a, x = k / 2.0, x / 2.0
+    if x <= 0:
+        return 1.0
+    gln = math.lgamma(a)
+    if x < a + 1:
+        term = total = 1.0 / a
+        ap = a
+        for _ in range(500):
+            ap += 1
+            term *= x / ap
+            total += term
+            if abs(term) < abs(total) * 1e-12:
+                break
+        return max(0.0, 1.0 - total * math.exp(-x + a * math.log(x) - gln))
+    b = x + 1 - a
+    c, d = 1e300, 1 / b
+    h = d
+    for i in range(1, 500):
+        an = -i * (i - a)
+        b += 2
+        d = an * d + b
+        d = 1e-300 if abs(d) < 1e-300 else d
+        c = b + an / c
+        c = 1e-300 if abs(c) < 1e-300 else c
+        d = 1 / d
+        h *= d * c
+        if abs(d * c - 1) < 1e-12:
+            break
+    return min(1.0, math.exp(-x + a * math.log(x) - gln) * h)
+
+
+def summarize(results: list, reps: int = 2000, settle: int = 0, beta=None) -> dict:
     """Per profiler, from the children's results of one workload: warm, residue and full overheads
-    (median and 95% interval), the spread of the per-process medians, kprof-over-floor."""
+    (median and 95% interval), the spread of the per-process medians, kprof-over-floor.  ``settle``: the
+    first pairs of every process left out (``--settle-pairs``; a process with fewer than 2 pairs left is
+    left out whole and counted in ``_settle``).  ``beta``: probe-fit's exponent fixed before the run
+    (``--probe-beta``) instead of fitted on this run's control."""
+    n_in = len(results)
+    results = [x for x in (_settled(r, settle) for r in results) if x is not None]
     by = defaultdict(list)
     for r in results:
         by[r["profiler"]].append(r)
     out = {}
+    if settle:
+        out["_settle"] = {"pairs_dropped_per_process": settle, "processes_dropped": n_in - len(results)}
     boots = {}
     pooled = {}   # (profiler, estimator) -> every pair ratio of its processes
-    beta = _fit_beta(results)
+    fitted = _fit_beta(results)
+    beta = fitted if beta is None or fitted is None else beta
     for p, rs in by.items():
         warm = [r["warm"] for r in rs]
         # residue: each unprofiled block after CUPTI's first start over the process's cold median
@@ -1501,6 +1633,14 @@ def summarize(results: list, reps: int = 2000) -> dict:
             else:
                 e[f"warm_{tag}"] = e[f"warm_{tag}_ci"] = e[f"spread_{tag}_%"] = None
         e.update(_probe_diagnostics(rs))
+        steady = [_pair_steady(r) for r in rs]
+        if any(steady):
+            pooled[p, "steady"] = [x for g in steady for x in g]
+            m, lo, hi = _sign_ci(pooled[p, "steady"])
+            e["warm_steady"], e["warm_steady_sign_ci"] = round(m, 4), _rounded_ci((m, lo, hi))
+            per = [statistics.median(x) for x in steady if x]
+            e["warm_steady_per_process"] = [round(x, 4) for x in per]
+            e["spread_steady_%"] = round(100 * (max(per) - min(per)), 2)
         boots[p] = _boot_medians([w for w in warm if w], reps, 1)
         boots[p, "bracket"] = _boot_medians([b for b in map(_bracket, rs) if b], reps, 1)
         out[p] = e
@@ -1517,6 +1657,11 @@ def summarize(results: list, reps: int = 2000) -> dict:
                 out["_aa"][f"sd_{t}_%"] = round(100 * statistics.pstdev(aa_p), 2)
     if beta is not None:
         out["_probe_beta"] = beta
+        out["_probe_beta_fitted"] = fitted
+    if by.get("none"):
+        out["_control_noise"] = control_noise(by["none"])
+        if beta is not None:
+            out["_control_noise_probe_fit"] = control_noise(by["none"], pairs=lambda r: _pair_probe(r, "probe-fit", beta))
     for floor, tag in (("floor", "floor"), ("floor-raw", "floor_raw"), ("floor-api", "floor_api")):
         if floor not in out:
             continue
@@ -1543,7 +1688,8 @@ def summarize(results: list, reps: int = 2000) -> dict:
                     out[p][f"{t}_over_{tag}_%"] = round(100 * (out[p][f"warm_{t}"] / out[floor][f"warm_{t}"] - 1), 2)
                     out[p][f"{t}_over_{tag}_ci_%"] = [round(d[int(0.025 * reps)], 2), round(d[int(0.975 * reps) - 1], 2)]
             # the same, as the Hodges-Lehmann shift of the pair ratios with its Mann-Whitney interval
-            for est, key in (("warm", f"hl_over_{tag}"), ("probe_fit", f"hl_probe_fit_over_{tag}")):
+            for est, key in (("warm", f"hl_over_{tag}"), ("probe_fit", f"hl_probe_fit_over_{tag}"),
+                             ("steady", f"hl_steady_over_{tag}")):
                 if pooled.get((p, est)) and pooled.get((floor, est)):
                     v, lo, hi = _hl_over(pooled[p, est], pooled[floor, est])
                     out[p][key + "_%"] = v
@@ -1598,7 +1744,8 @@ def overhead(args) -> int:
                         BLOCK_S[wl] / (4 if args.quick else 1)),
                     "steps": args.steps or 0, "pre": args.pre, "prime": args.prime, "max_pairs": args.max_pairs,
                     # late (the children's setup took more than planned): one pair each, to stay near the budget
-                    "min_pairs": args.min_pairs if share_s > setup + args.min_pairs * 3 * BLOCK_S[wl] else 2,
+                    "min_pairs": (args.min_pairs if share_s > setup + args.min_pairs * 3 * BLOCK_S[wl] else 2)
+                    + args.settle_pairs + args.settle_pairs % 2,
                     "deadline": child_deadline, "cpus": cpus, "threads": args.threads, "buffer": args.buffer,
                     "pin_threads": args.pin_threads, "cpu_latency0": args.cpu_latency0, "ref_path": ref_path,
                     "step_probe": args.step_probe, "probe_seg_ms": args.probe_seg_ms}
@@ -1636,7 +1783,7 @@ def overhead(args) -> int:
         if not results:
             summary[wl] = {"error": "no child finished"}
             continue
-        s = summarize(results)
+        s = summarize(results, settle=args.settle_pairs, beta=_betas(args.probe_beta).get(wl))
         summary[wl] = _workload_summary(s, results)
         print(json.dumps({wl: {k: v for k, v in summary[wl].items() if k != "profilers"}}), flush=True)
         _print_profilers(wl, s)
@@ -1670,6 +1817,13 @@ def _workload_summary(s, results):
     issue asks for at its top."""
     return {"profilers": s,
                        "control_spread_%": s.get("none", {}).get("spread_%"),
+                       "control_noise": s.get("_control_noise"),
+                       "control_noise_probe_fit": s.get("_control_noise_probe_fit"),
+                       "control_spread_steady_%": s.get("none", {}).get("spread_steady_%"),
+                       "kprof_hl_steady_over_floor_%": s.get("kprof", {}).get("hl_steady_over_floor_%"),
+                       "kprof_hl_steady_over_floor_ci_%": s.get("kprof", {}).get("hl_steady_over_floor_ci_%"),
+                       "probe_beta_fitted": s.get("_probe_beta_fitted"),
+                       "settle": s.get("_settle"),
                        "aa_control": s.get("_aa"),
                        "control_warm_ci": s.get("none", {}).get("warm_ci"),
                        "control_spread_ref_%": s.get("none", {}).get("spread_ref_%"),
@@ -1747,6 +1901,27 @@ def overhead_table(summary) -> str:
         lines.append(f"{wl}: control spread {w.get('control_spread_%')}% raw, "
                      f"{w.get('control_spread_probe_fit_%')}% probe-fit (beta {w.get('probe_beta')}); "
                      f"A/A sd {aa.get('sd_%')}% raw, {aa.get('sd_probe_fit_%')}% probe-fit over {aa.get('processes')} processes")
+        cn = w.get("control_noise") or {}
+        if cn:
+            lines.append(f"  control processes: pairs {cn['n']}, pair sd {cn['pair_sd_%']}%, se of each median "
+                         f"{cn['se_%']}%: spread expected from that alone {cn['spread_expected_%']}%; between "
+                         f"processes chi2 {cn['chi2']} on {cn['dof']} df, p {cn['p_between']}; pairs per process "
+                         f"for a spread < 1% (p 0.8, two processes): {cn.get('pairs_for_1pct')}"
+                         + (f"; first {(w.get('settle') or {}).get('pairs_dropped_per_process')} pairs of each "
+                            f"process left out" if w.get("settle") else ""))
+        cf = w.get("control_noise_probe_fit") or {}
+        if cf:
+            lines.append(f"  the same, probe-fit (beta {w.get('probe_beta')}, fitted on this run's control: "
+                         f"{w.get('probe_beta_fitted')}): pair sd {cf['pair_sd_%']}%, se {cf['se_%']}%, expected "
+                         f"spread {cf['spread_expected_%']}%, chi2 {cf['chi2']} on {cf['dof']} df, p {cf['p_between']}; "
+                         f"pairs for < 1%: {cf.get('pairs_for_1pct')}")
+        if w.get("control_spread_steady_%") is not None:
+            lines.append(f"  steady (each block's first segment left out: the profiler's start-up): control spread "
+                         f"{w['control_spread_steady_%']}%; per profiler: " + ", ".join(
+                             f"{p} {e['warm_steady']:.4f}" + (f" ({e['hl_steady_over_floor_%']:+.2f}% "
+                                                               f"{e.get('hl_steady_over_floor_ci_%')} over the floor)"
+                                                               if e.get("hl_steady_over_floor_%") is not None else "")
+                             for p, e in s.items() if not p.startswith("_") and e.get("warm_steady")))
         lines.append(f"  {'profiler':16s} {'pairs':>5s}  {'warm [sign 95%]':26s} {'probe-fit [sign 95%]':26s} "
                      f"{'over floor, HL [MW 95%]':26s} probe-fit over floor")
         for p, e in s.items():
@@ -1759,7 +1934,7 @@ def overhead_table(summary) -> str:
     return "\n".join(lines)
 
 
-def reanalyse(path: str, name=None, results_dir=None) -> int:
+def reanalyse(path: str, name=None, results_dir=None, settle=0, betas=None) -> int:
     """Summaries and the table again from a results file's raw children (``--reanalyse``): a new
     estimator on old runs without a GPU."""
     meta = json.load(open(path))
@@ -1767,7 +1942,8 @@ def reanalyse(path: str, name=None, results_dir=None) -> int:
     by = defaultdict(list)
     for r in children:
         by[r["workload"]].append(r)
-    summary = {wl: _workload_summary(summarize(rs), rs) for wl, rs in by.items()}
+    summary = {wl: _workload_summary(summarize(rs, settle=settle, beta=(betas or {}).get(wl)), rs)
+               for wl, rs in by.items()}
     print(overhead_table(summary), flush=True)
     if name:
         from bench.common import RESULTS, write_results
@@ -1776,6 +1952,16 @@ def reanalyse(path: str, name=None, results_dir=None) -> int:
                                                      "children": children},
                       results_dir=results_dir or RESULTS)
     return 0
+
+
+def _betas(text) -> dict:
+    """``--probe-beta``: "train=0.15,encoder=0.7" -> {"train": 0.15, "encoder": 0.7}."""
+    out = {}
+    for part in (text or "").split(","):
+        if part.strip():
+            wl, _, b = part.partition("=")
+            out[wl.strip()] = float(b)
+    return out
 
 
 def _cpu_set(text):
@@ -1840,6 +2026,13 @@ def main(argv=None) -> int:
                     "(warm_probe, warm_probe_fit, spread_probe_fit_%%); raw times are kept")
     ov.add_argument("--probe-seg-ms", type=float, default=3.0, help="--step-probe: steps per segment such that "
                     "a segment takes about this long (at least one step)")
+    ov.add_argument("--settle-pairs", type=int, default=4, metavar="K",
+                    help="leave each process's first K pairs out of every statistic (raw blocks are kept; odd K "
+                    "counts as K+1; 0: all pairs); the children run K more pairs than --min-pairs")
+    ov.add_argument("--probe-beta", default="", metavar="WL=B,...",
+                    help="probe-fit's exponent per workload, fixed before the run (e.g. train=0.15), instead of "
+                    "the one fitted on the run's own control (which makes the control's probe-fit spread "
+                    "optimistic); the fitted one is still reported")
     ov.add_argument("--grace", type=float, default=40.0, help="no child starts later than this past --budget")
     ov.add_argument("--spawn", choices=["exec", "fork"], default="exec",
                     help="how each child process starts (overhead and reconcile): exec (a new interpreter) or fork (from a server that "
@@ -1850,7 +2043,7 @@ def main(argv=None) -> int:
                     "from an overhead results file's raw blocks (written to --name if given)")
     args = ap.parse_args(argv)
     if args.mode == "overhead" and args.reanalyse:
-        return reanalyse(args.reanalyse, args.name, args.results_dir)
+        return reanalyse(args.reanalyse, args.name, args.results_dir, args.settle_pairs, _betas(args.probe_beta))
     import torch
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if args.mode == "reconcile":

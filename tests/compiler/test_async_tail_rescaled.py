@@ -45,12 +45,12 @@ def test_pv_stays_in_flight_and_the_first_wait_takes_the_accumulator_golden(monk
     ir, fn, _ = _passes(rescaled_two_dots, TD_SIG, dict(CX, EARLY=False), div=TD_DIV)
     filecheck(ir["schedule_pipelines"], """
         CHECK: scf.for {{.*}}{pipeline={stages=3, lookahead=2}}
-        CHECK: = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32'} : <128x64xfp32>
+        CHECK: = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', engine='wgmma'} : <128x64xfp32>
         CHECK: = dot {{.*}}wgmma='async'} : <128x64xfp32>
     """)
     filecheck(ir["place_wgmma_waits"], """
         CHECK: [[ACC:%\\d+]], {{.*}} = scf.for {{.*}} {pipeline={stages=3, lookahead=2}, exit_wait=[0]}
-        CHECK: [[S:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32'} : <128x64xfp32>
+        CHECK: [[S:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', engine='wgmma'} : <128x64xfp32>
         CHECK-NEXT: [[A:%\\d+]] = wgmma_wait [[ARG:%\\d+]] {pending=0} : <128x64xfp32>
         CHECK: = reduce [[S]] {axis=1, kind='max'}
         CHECK: [[R:%\\d+]] = fmul [[A]], {{%\\d+}}
@@ -73,7 +73,7 @@ def test_off_by_default_and_the_waits_are_as_before(monkeypatch):
     ir, _, _ = _passes(rescaled_two_dots, TD_SIG, dict(CX, EARLY=False), div=TD_DIV)
     assert "wgmma='async'" not in ir["place_wgmma_waits"]
     filecheck(ir["place_wgmma_waits"], """
-        CHECK: = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32'} : <128x64xfp32>
+        CHECK: = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', engine='wgmma'} : <128x64xfp32>
         CHECK-NEXT: wgmma_wait {pending=0}
         CHECK: = dot
         CHECK-NEXT: wgmma_wait {pending=0}

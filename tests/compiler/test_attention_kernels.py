@@ -21,7 +21,8 @@ def _compile(kernel, sig, constexprs, cfg, ones):
 
 def compile_fwd(D, causal, dt="fp16", fp8=False, **config):
     io = "fp8e4nv" if fp8 else dt
-    sig = dict(Q=P(io), K=P(io), V=P(io), Out=P(dt), LSE=P("fp32"), Descale=P("fp32"), sm_scale="fp32")
+    sig = dict(Q=P(io), K=P(io), V=P(io), Out=P(dt), LSE=P("fp32"), QScale=P("fp32"), KScale=P("fp32"),
+               VScale=P("fp32"), sm_scale="fp32")
     for a in "qkvo":
         for b in ("z", "h", "m" if a in "qo" else "n", "k"):
             sig[f"stride_{a}{b}"] = "i32"

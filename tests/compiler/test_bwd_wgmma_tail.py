@@ -34,12 +34,12 @@ def defer_acc(monkeypatch):
 # dV += P^T dO; dK += (P^T * dP^T) Q -- each result read before the next dot but dV's
 BEFORE = """
     CHECK: = scf.for {{.*}}{pipeline={stages=2, lookahead=1}}
-    CHECK: [[ST:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32'} :
+    CHECK: [[ST:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', engine='wgmma'} :
     CHECK-NEXT: = exp2 [[ST]]
-    CHECK: [[DP:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32'} :
-    CHECK: [[DV:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32'} :
+    CHECK: [[DP:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', engine='wgmma'} :
+    CHECK: [[DV:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', engine='wgmma'} :
     CHECK-NEXT: = fmul {{%\\d+}}, [[DP]]
-    CHECK: [[DK:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32'} :
+    CHECK: [[DK:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', engine='wgmma'} :
     CHECK-NEXT: scf.yield [[DV]], [[DK]]
 """
 
@@ -49,10 +49,10 @@ def test_the_last_accumulating_dot_stays_in_flight(tail):
     filecheck(ir["assign_layouts"], BEFORE.replace("{{.*}}{pipeline={stages=2, lookahead=1}}", "{{.*}}"))
     filecheck(ir["schedule_pipelines"], """
         CHECK: = scf.for {{.*}}{pipeline={stages=2, lookahead=1}}
-        CHECK: [[ST:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32'} :
-        CHECK: [[DP:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32'} :
-        CHECK: [[DV:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32'} :
-        CHECK: [[DK:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', wgmma='async'} :
+        CHECK: [[ST:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', engine='wgmma'} :
+        CHECK: [[DP:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', engine='wgmma'} :
+        CHECK: [[DV:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', engine='wgmma'} :
+        CHECK: [[DK:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', engine='wgmma', wgmma='async'} :
         CHECK-NEXT: scf.yield [[DV]], [[DK]]
     """)
     # only dK: no deferral without DEFER_ACC (no dot is issued before an earlier result is read)
@@ -62,7 +62,7 @@ def test_the_last_accumulating_dot_stays_in_flight(tail):
     # (KERNELC_WGMMA_EXIT_WAIT): no wait op after it
     filecheck(ir["place_wgmma_waits"], """
         CHECK: = scf.for {{.*}}{pipeline={stages=2, lookahead=1}, exit_wait=[1]}
-        CHECK: [[ST:%\\d+]] = dot {{.*}}{input_precision='tf32'} :
+        CHECK: [[ST:%\\d+]] = dot {{.*}}{input_precision='tf32', engine='wgmma'} :
         CHECK-NEXT: wgmma_wait {pending=0}
         CHECK: [[DK:%\\d+]] = dot {{.*}}wgmma='async'} :
         CHECK-NEXT: wgmma_wait {pending=1}
@@ -90,10 +90,10 @@ def test_defer_acc_runs_dv_with_the_next_dot(defer_acc, tail):
     ir = _ir(DP_FIRST=False, DV=True)
     filecheck(ir["schedule_wgmma"], """
         CHECK: = scf.for {{.*}}{pipeline={stages=2, lookahead=1}}
-        CHECK: = dot {{.*}}{input_precision='tf32', wgmma='deferred'} :
-        CHECK: = dot {{.*}}{input_precision='tf32', wgmma='deferred'} :
-        CHECK: = dot {{.*}}{input_precision='tf32', wgmma='deferred'} :
-        CHECK: = dot {{.*}}{input_precision='tf32', wgmma='async'} :
+        CHECK: = dot {{.*}}{input_precision='tf32', engine='wgmma', wgmma='deferred'} :
+        CHECK: = dot {{.*}}{input_precision='tf32', engine='wgmma', wgmma='deferred'} :
+        CHECK: = dot {{.*}}{input_precision='tf32', engine='wgmma', wgmma='deferred'} :
+        CHECK: = dot {{.*}}{input_precision='tf32', engine='wgmma', wgmma='async'} :
         CHECK-NEXT: scf.yield
     """)
     # S^T waited for at its read (nothing after it yet); dP^T at its read with dV's group still in flight;

@@ -58,7 +58,7 @@ def test_a_cp_async_ring_becomes_explicit_ops():
         CHECK: [[WI:%\\d+]] = add [[WR]], {{%\\d+}} : i32
         CHECK: [[WN:%\\d+]] = select {{%\\d+}}, {{%\\d+}}, [[WI]] : i32
         CHECK-NOT: = load
-        CHECK: [[D:%\\d+]] = dot [[TA]], [[TB]], [[ACC]] {input_precision='tf32'}
+        CHECK: [[D:%\\d+]] = dot [[TA]], [[TB]], [[ACC]] {input_precision='tf32', engine='mma'}
         CHECK-NEXT: scf.yield [[D]], [[RN]], [[WN]]
         CHECK-NEXT: async_wait_all
     """)
@@ -119,7 +119,7 @@ def test_with_a_wgmma_in_flight_the_copies_follow_the_dot(monkeypatch):
         CHECK-NEXT: [[TA:%\\d+]] = ring_read [[RA]], [[RD]] : <64x32xfp16>
         CHECK-NEXT: [[TB:%\\d+]] = ring_read [[RB]], [[RD]] : <32x64xfp16>
         CHECK-NOT: async_copy
-        CHECK: [[D:%\\d+]] = dot [[TA]], [[TB]], [[ACC]] {input_precision='tf32', wgmma='async', wgmma_desc='stepped'}
+        CHECK: [[D:%\\d+]] = dot [[TA]], [[TB]], [[ACC]] {input_precision='tf32', engine='wgmma', wgmma='async', wgmma_desc='stepped'}
         CHECK-NEXT: barrier
         CHECK: [[G:%\\d+]] = cmpi {{%\\d+}}, %K {pred='slt'} : i1
         CHECK: async_copy [[RA]], [[WR]], [[QA]], [[G]] {vec=8, source=

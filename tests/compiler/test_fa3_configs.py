@@ -18,7 +18,8 @@ def _compile(D, fp8, causal, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2
     sig = {"sm_scale": "fp32", "desc_q": f"tensordesc<{dt}[{BLOCK_M}, {D}]>",
            "desc_k": f"tensordesc<{dt}[{BLOCK_N}, {D}]>",
            "desc_v": f"tensordesc<{dt}[{D}, {BLOCK_N}]>" if fp8 else f"tensordesc<{dt}[{BLOCK_N}, {D}]>",
-           "desc_o": f"tensordesc<fp16[{BLOCK_M}, {D}]>", "N_CTX": "i32", "Descale": "*fp32"}
+           "desc_o": f"tensordesc<fp16[{BLOCK_M}, {D}]>", "N_CTX": "i32",
+           "QScale": "*fp32", "KScale": "*fp32", "VScale": "*fp32"}
     return kernelc.compile(attention_fa3.attn_fwd_fa3_kernel, sig,
                            dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=D, CAUSAL=causal, FP8=fp8,
                                 EARLY_V=num_warps >= 8),  # as attention_fa3._launch

@@ -123,7 +123,8 @@ def _fwd(kernel, D=128, causal=False, dt="fp16"):
     sig = {"sm_scale": "fp32", **{f"desc_{t}": f"tensordesc<{dt}[128, {D}]>" for t in "qkvo"}, "N_CTX": "i32"}
     cx = dict(BLOCK_M=128, BLOCK_N=128, HEAD_DIM=D, CAUSAL=causal)
     if kernel is attention_fa3.attn_fwd_fa3_kernel:  # + the fp8 variant's scales (unused in fp16/bf16)
-        sig["Descale"], cx["FP8"] = "*fp32", False
+        sig.update(QScale="*fp32", KScale="*fp32", VScale="*fp32")
+        cx["FP8"] = False
     return kernelc.compile(kernel, sig, cx,
                            target="sm_90a", num_warps=8, num_stages=2,
                            divisibility={k: 16 for k in sig if k.startswith("desc")})

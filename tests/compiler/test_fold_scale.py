@@ -12,7 +12,8 @@ from examples.kernels import attention as A
 
 def _compile(D, causal, fp8, fold):
     io = "fp8e4nv" if fp8 else "fp16"
-    sig = dict(Q="*" + io, K="*" + io, V="*" + io, Out="*fp16", LSE="*fp32", Descale="*fp32", sm_scale="fp32")
+    sig = dict(Q="*" + io, K="*" + io, V="*" + io, Out="*fp16", LSE="*fp32", QScale="*fp32",
+               KScale="*fp32", VScale="*fp32", sm_scale="fp32")
     for a in "qkvo":
         for b in ("z", "h", "m" if a in "qo" else "n", "k"):
             sig[f"stride_{a}{b}"] = "i32"

@@ -169,7 +169,7 @@ def test_fp8_a_fragments_follow_the_isa_layout(M, K, wm, a8_words):
 def _fa3_fp8(D=128, causal=False):
     sig = {"sm_scale": "fp32", "desc_q": f"tensordesc<fp8e4nv[128, {D}]>", "desc_k": f"tensordesc<fp8e4nv[128, {D}]>",
            "desc_v": f"tensordesc<fp8e4nv[{D}, 128]>", "desc_o": f"tensordesc<fp16[128, {D}]>", "N_CTX": "i32",
-           "Descale": "*fp32"}
+           "QScale": "*fp32", "KScale": "*fp32", "VScale": "*fp32"}
     return kernelc.compile(attention_fa3.attn_fwd_fa3_kernel, sig,
                            dict(BLOCK_M=128, BLOCK_N=128, HEAD_DIM=D, CAUSAL=causal, FP8=True), target="sm_90a",
                            num_warps=8, num_stages=2, divisibility={k: 16 for k in sig if k != "sm_scale"})
@@ -255,7 +255,7 @@ def test_fp8_carry_words_mark_golden(monkeypatch):
     names = [p.name for p in C.TILE_PASSES]
     sig = {"sm_scale": "fp32", "desc_q": "tensordesc<fp8e4nv[128, 64]>", "desc_k": "tensordesc<fp8e4nv[128, 64]>",
            "desc_v": "tensordesc<fp8e4nv[64, 128]>", "desc_o": "tensordesc<fp16[128, 64]>", "N_CTX": "i32",
-           "Descale": "*fp32"}
+           "QScale": "*fp32", "KScale": "*fp32", "VScale": "*fp32"}
 
     def ir(knob):
         monkeypatch.setenv("KERNELC_FP8_CARRY_WORDS", knob)

@@ -139,7 +139,8 @@ def _key_loop_paths(sass):
 
 def _pointer_fp8_forward(io, D, causal, **overrides):
     from examples.kernels import attention as A
-    sig = dict(Q="*" + io, K="*" + io, V="*" + io, Out="*fp16", LSE="*fp32", Descale="*fp32", sm_scale="fp32")
+    sig = dict(Q="*" + io, K="*" + io, V="*" + io, Out="*fp16", LSE="*fp32", QScale="*fp32",
+               KScale="*fp32", VScale="*fp32", sm_scale="fp32")
     for a in "qkvo":
         for b in ("z", "h", "m" if a in "qo" else "n", "k"):
             sig[f"stride_{a}{b}"] = "i32"

@@ -50,12 +50,12 @@ def test_dots_issued_before_an_earlier_result_is_read_are_waited_for_at_their_fi
     ir = _ir(DP_FIRST=True)
     before = """
         CHECK: = scf.for {{.*}}{pipeline={stages=2, lookahead=1}}
-        CHECK: [[ST:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32'} :
+        CHECK: [[ST:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', engine='wgmma'} :
         CHECK-NEXT: = trans {{.*}}pipeline={ring='tma'}}
-        CHECK-NEXT: [[DP:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32'} :
+        CHECK-NEXT: [[DP:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', engine='wgmma'} :
         CHECK-NEXT: = exp2 [[ST]]
         CHECK: = fmul {{%\\d+}}, [[DP]]
-        CHECK: = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32'} :
+        CHECK: = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', engine='wgmma'} :
     """
     filecheck(ir["warp_specialize"], before)  # no producer warp (warp_specialize=False), no dot left in flight
     assert "ws=" not in ir["schedule_wgmma"]
@@ -63,12 +63,12 @@ def test_dots_issued_before_an_earlier_result_is_read_are_waited_for_at_their_fi
     # the next iteration only (complete at the back edge)
     filecheck(ir["schedule_wgmma"], """
         CHECK: = scf.for {{.*}}{pipeline={stages=2, lookahead=1}}
-        CHECK: [[ST:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', wgmma='deferred'} :
+        CHECK: [[ST:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', engine='wgmma', wgmma='deferred'} :
         CHECK-NEXT: = trans {{.*}}pipeline={ring='tma'}}
-        CHECK-NEXT: [[DP:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', wgmma='deferred', pin_wait=True} :
+        CHECK-NEXT: [[DP:%\\d+]] = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', engine='wgmma', wgmma='deferred', pin_wait=True} :
         CHECK-NEXT: = exp2 [[ST]]
         CHECK: = fmul {{%\\d+}}, [[DP]]
-        CHECK: = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', wgmma='deferred'} :
+        CHECK: = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', engine='wgmma', wgmma='deferred'} :
     """)
     # the ring expansion keeps them: the refill after the dots writes the stage the last iteration read
     assert ir["expand_tma_rings"].count("wgmma='deferred'") == 3

@@ -92,7 +92,7 @@ def test_schedule_pipelines_rings_pointer_loads_with_cp_async(monkeypatch):
         CHECK: = scf.for {{.*}} {pipeline={stages=3, lookahead=2}}
         CHECK: [[A:%\\d+]] = load {{.*}}pipeline={ring='cp.async', vec=8}}
         CHECK: [[B:%\\d+]] = load {{.*}}pipeline={ring='cp.async', vec=8}}
-        CHECK-NEXT: = dot [[A]], [[B]], {{%\\d+}} {input_precision='tf32'} :
+        CHECK-NEXT: = dot [[A]], [[B]], {{%\\d+}} {input_precision='tf32', engine='mma'} :
     """)
     # sm_80 has no wgmma: nothing else to decide
     assert ir["warp_specialize"] == ir["schedule_pipelines"] == ir["schedule_wgmma"]
@@ -157,7 +157,7 @@ def test_schedule_wgmma_defers_waits_and_takes_turns(monkeypatch):
     filecheck(ir["warp_specialize"], """
         CHECK: = scf.for {{.*}}ws={producer_warps=1, setmaxnreg=False, release='at_issue', pingpong=False}}
         CHECK: = trans {{.*}}pipeline={ring='tma'}}
-        CHECK-NEXT: = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32'} :
+        CHECK-NEXT: = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', engine='wgmma'} :
     """)
     filecheck(ir["schedule_wgmma"], """
         CHECK: = dot {{.*}}wgmma='deferred'}
@@ -170,7 +170,7 @@ def test_schedule_wgmma_defers_waits_and_takes_turns(monkeypatch):
     filecheck(ir["schedule_wgmma"], """
         CHECK: ws={producer_warps=4, setmaxnreg=True, release='at_issue', pingpong=True}}
         CHECK: = dot {{.*}}wgmma_turns=True}
-        CHECK-NOT: wgmma
+        CHECK-NOT: {{wgmma[_=]}}
     """)
     assert "wgmma='deferred'" not in ir["schedule_wgmma"]
 
@@ -292,9 +292,13 @@ SCHEDULE_KNOBS = {"KERNELC_WARP_SPECIALIZE", "KERNELC_WS_SETMAXNREG", "KERNELC_W
                   "KERNELC_WGMMA_ASYNC_TAIL", "KERNELC_TMA", "KERNELC_PIPELINE_LOADS", "KERNELC_AUTO_TMA"}
 
 
+ENGINE_TABLES = ("wgmma", "dot_fma")   # the layout plan's own record of the dot engines it chose
+
+
 def codegen_scheduling_reads(root=CODEGEN):
     """'file:line: what' for every place in codegen that reads a scheduling knob (any options/env read of
-    one), calls a planner (``plan_*``, ``decide_*``) or imports the scheduling pass."""
+    one), calls a planner (``plan_*``, ``decide_*``), imports the scheduling pass or looks a dot up in the layout
+    plan's engine tables (``id(op) in plan.wgmma``) instead of reading the dot's ``engine``."""
     out = []
     for name in sorted(os.listdir(root)):
         if not name.endswith(".py"):
@@ -311,6 +315,10 @@ def codegen_scheduling_reads(root=CODEGEN):
                 planner = fname.startswith(("plan_pipeline", "plan_warp", "decide_"))
                 if planner or fname in ("default_policy", "applies"):
                     out.append(f"{where}: calls {fname}")
+            elif isinstance(node, ast.Compare) and any(isinstance(o, (ast.In, ast.NotIn)) for o in node.ops) \
+                    and any(isinstance(c, ast.Attribute) and c.attr in ENGINE_TABLES for c in node.comparators):
+                # a dot's engine is its `engine` attribute (passes/layout_assign.py), not a table keyed by id(op)
+                out.append(f"{where}: tests membership in {[c.attr for c in node.comparators][0]}")
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 mod = getattr(node, "module", None) or ""
                 names = [a.name for a in node.names]
@@ -328,10 +336,13 @@ def test_the_codegen_scan_catches_a_knob_read_and_a_planner(tmp_path):
         "from ...options import get\n"
         "def f(lw):\n"
         "    if get('KERNELC_WS_PINGPONG'):\n"
-        "        return plan_warp_specialization(lw)\n")
+        "        return plan_warp_specialization(lw)\n"
+        "def g(lw, op):\n"
+        "    return id(op) in lw.plan.wgmma or id(op) not in lw.plan.dot_fma, lw.plan.dot_fma.get(id(op))\n")
     found = codegen_scheduling_reads(str(tmp_path))
     assert found == ["bad.py:1: imports options", "bad.py:3: reads KERNELC_WS_PINGPONG",
-                     "bad.py:4: calls plan_warp_specialization"], found
+                     "bad.py:4: calls plan_warp_specialization", "bad.py:6: tests membership in wgmma",
+                     "bad.py:6: tests membership in dot_fma"], found
 
 
 def test_a_dot_reading_an_operand_staged_before_the_loop_releases_its_stage_lagged(monkeypatch):

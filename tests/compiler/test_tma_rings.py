@@ -72,7 +72,7 @@ def test_a_tma_ring_becomes_explicit_ops():
         CHECK-NEXT: [[FLIP:%\\d+]] = cast [[RW]] : i32
         CHECK-NEXT: [[PN:%\\d+]] = xor [[PH]], [[FLIP]] : i32
         CHECK-NOT: descriptor_load
-        CHECK: [[D:%\\d+]] = dot [[TA]], [[TB]], [[ACC]] {input_precision='tf32', wgmma='async', wgmma_desc='stepped'}
+        CHECK: [[D:%\\d+]] = dot [[TA]], [[TB]], [[ACC]] {input_precision='tf32', engine='wgmma', wgmma='async', wgmma_desc='stepped'}
         CHECK-NEXT: barrier
         CHECK-NEXT: [[E:%\\d+]] = elect_one : i1
         CHECK-NEXT: [[P:%\\d+]] = and [[E]], [[G]] : i1

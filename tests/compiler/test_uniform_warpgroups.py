@@ -38,7 +38,7 @@ def test_golden_two_warpgroups_read_one_uniform_warpgroup_index():
     filecheck(ir[BEFORE], """
         CHECK: kernel matmul_kernel(
         CHECK-NEXT: = program_id {axis=0} : i32
-        CHECK: = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', wgmma='async', wgmma_desc='stepped'}
+        CHECK: = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', engine='wgmma', wgmma='async', wgmma_desc='stepped'}
     """)
     assert "warpgroup_index" not in ir[BEFORE]
     filecheck(ir[AFTER], """
@@ -46,7 +46,7 @@ def test_golden_two_warpgroups_read_one_uniform_warpgroup_index():
         CHECK-NEXT: [[WG:%\\d+]] = warpgroup_index {uniform=True} : i32
         CHECK-NEXT: = program_id {axis=0} : i32
         CHECK-NOT: warpgroup_index
-        CHECK: = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}}, [[WG]] {input_precision='tf32', wgmma='async', wgmma_desc='stepped'}
+        CHECK: = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}}, [[WG]] {input_precision='tf32', engine='wgmma', wgmma='async', wgmma_desc='stepped'}
     """)
     assert ir[AFTER].count("warpgroup_index") == 1
     # value names aside, the rest of the text is the same
@@ -63,11 +63,11 @@ def test_golden_a_flattened_dot_takes_use_acc_then_the_warpgroup_index(monkeypat
     monkeypatch.setenv("KERNELC_FLATTEN_LOOPS", "1")
     ir, fn, _ = _passes(P.persistent_ptr_grouped, PSIG, _pcx(128, 256, 64), 8, 4, PDIV, PUNIT)
     filecheck(ir[BEFORE], """
-        CHECK: = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', wgmma='async'
+        CHECK: = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {input_precision='tf32', engine='wgmma', wgmma='async'
     """)
     filecheck(ir[AFTER], """
         CHECK: [[WG:%\\d+]] = warpgroup_index {uniform=True} : i32
-        CHECK: = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}}, [[U:%\\d+]], [[WG]] {input_precision='tf32', wgmma='async'
+        CHECK: = dot {{%\\d+}}, {{%\\d+}}, {{%\\d+}}, [[U:%\\d+]], [[WG]] {input_precision='tf32', engine='wgmma', wgmma='async'
     """)
     dot = next(o for o in fn.walk() if o.name == "dot")
     assert [str(v.type) for v in dot.operands[3:]] == [str(int1), str(int32)]

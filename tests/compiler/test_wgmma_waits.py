@@ -53,7 +53,7 @@ def test_a_dot_waited_for_at_once_gets_a_wait_right_after_it(monkeypatch):
     monkeypatch.setenv("KERNELC_WGMMA_ASYNC", "0")   # (by default this cp.async loop keeps its dot in flight)
     ir, fn, _ = _passes(mm_plain, MM_PTR_SIG, dict(BM=128, BN=128, BK=64))
     filecheck(ir[PASS], """
-        CHECK: [[D:%\\d+]] = dot {{.*}} {input_precision='tf32', wgmma_desc='stepped'} : <128x128xfp32>
+        CHECK: [[D:%\\d+]] = dot {{.*}} {input_precision='tf32', engine='wgmma', wgmma_desc='stepped'} : <128x128xfp32>
         CHECK-NEXT: wgmma_wait {pending=0}
         CHECK-NEXT: scf.yield [[D]],
         CHECK-NEXT: async_wait_all
@@ -98,8 +98,9 @@ def test_fa3_order_waits_for_the_older_group_first_and_pins_pvs_wait():
     """FA3's order issues the next block's QK^T and this block's PV back to back: the softmax's first read of the
     scores waits with one group (PV's) still in flight; PV's own wait, after the softmax, is pinned."""
     from examples.kernels import attention_fa3
+    # (QScale, KScale, VScale: the fp8 variant's scales; FP8=False leaves them unread)
     sig = {"sm_scale": "fp32", **{f"desc_{t}": "tensordesc<fp16[128, 128]>" for t in "qkvo"}, "N_CTX": "i32",
-           "Descale": "*fp32"}  # (the fp8 variant's scales; FP8=False leaves them unread)
+           "QScale": "*fp32", "KScale": "*fp32", "VScale": "*fp32"}
     ir, fn, _ = _passes(attention_fa3.attn_fwd_fa3_kernel, sig, dict(BLOCK_M=128, BLOCK_N=128, HEAD_DIM=128,
                                                                      CAUSAL=False, FP8=False),
                         num_warps=8, num_stages=2, div={k: 16 for k in sig if k.startswith("desc")})
@@ -120,8 +121,9 @@ def test_reading_the_younger_group_first_completes_the_older_one_too():
     group left in flight, so it takes QK^T's result through it as well (pinned: PV's wait is), and QK^T's
     later readers read it from there; no second wait."""
     from examples.kernels import attention_fa3
+    # (QScale, KScale, VScale: the fp8 variant's scales; FP8=False leaves them unread)
     sig = {"sm_scale": "fp32", **{f"desc_{t}": "tensordesc<fp16[128, 128]>" for t in "qkvo"}, "N_CTX": "i32",
-           "Descale": "*fp32"}  # (the fp8 variant's scales; FP8=False leaves them unread)
+           "QScale": "*fp32", "KScale": "*fp32", "VScale": "*fp32"}
     _, fn, ctx = _passes(attention_fa3.attn_fwd_fa3_kernel, sig, dict(BLOCK_M=128, BLOCK_N=128, HEAD_DIM=128,
                                                                       CAUSAL=False, FP8=False),
                          num_warps=8, num_stages=2, div={k: 16 for k in sig if k.startswith("desc")}, upto=BEFORE)

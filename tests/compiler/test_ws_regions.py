@@ -77,7 +77,7 @@ def test_a_warp_specialised_loop_becomes_a_producer_region_and_barrier_ops():
         CHECK-NEXT: = cast {{%\\d+}} : i32
         CHECK-NEXT: [[NPH:%\\d+]] = xor [[PH]], {{%\\d+}} : i32
         CHECK-NOT: descriptor_load
-        CHECK: [[D:%\\d+]] = dot [[TA]], [[TB]], {{%\\d+}} {input_precision='tf32', wgmma='async', wgmma_desc='stepped'}
+        CHECK: [[D:%\\d+]] = dot [[TA]], [[TB]], {{%\\d+}} {input_precision='tf32', engine='wgmma', wgmma='async', wgmma_desc='stepped'}
         CHECK-NEXT: wgmma_wait_deferred
         CHECK-NEXT: [[NF:%\\d+]] = cmpi [[IV]], {{%\\d+}} {pred='ne'} : i1
         CHECK: [[PREV:%\\d+]] = select {{%\\d+}}, {{%\\d+}}, {{%\\d+}} : i32

@@ -343,23 +343,30 @@ def k(x_ptr, y_ptr, out_ptr, R, C, BR: kl.constexpr, BC: kl.constexpr):
     c = kl.program_id(1) * BC + kl.arange(0, BC)
     m = (r[:, None] < R) & (c[None, :] < C)
     offs = r[:, None] * C + c[None, :]
-    x = kl.load(x_ptr + offs, mask=m, other={other})
+    x = kl.load(x_ptr + {x_offs}, mask=m, other={other})
     y = kl.load(y_ptr + offs, mask=m, other={other})
     z = {expr}
-    kl.store(out_ptr + offs, z, mask=m)
+    kl.store(out_ptr + {out_offs}, z, mask=m)
 """
 RANDOM_EXPRS = [
     "x + y * 2", "kl.maximum(x, y) - kl.minimum(x, y)", "kl.where(x > y, x - y, y - x)",
     "x * kl.sum(y, axis=1)[:, None]", "x - kl.max(x, axis=0)[None, :]", "(x + y) * (x - y)",
     "kl.where(m, x, y)", "x + kl.cumsum(y, axis=1)",
 ]
+# Where x is read from and z written to. "rows": both row-major (R, C), as y. "tstore": z goes to a (C, R)
+# tensor, so the store's addresses run along the tile's first dimension and the coalescing pass gives it its
+# own layout through a convert_layout (issue 21); "tload": x comes from a (C, R) tensor, the same for a load.
+RANDOM_LAYOUTS = {"rows": ("offs", "offs"), "tstore": ("offs", "c[None, :] * R + r[:, None]"),
+                  "tload": ("c[None, :] * R + r[:, None]", "offs")}
+RANDOM_SEED, RANDOM_CASES = 1234, 120              # the row-major cases, drawn as before the layouts existed
+RANDOM_T_SEED, RANDOM_T_CASES = 4321, 40           # transposed loads or stores
+RANDOM_CHUNKS = 8                                  # one test per chunk, so pytest-xdist spreads the compiles
 
 
-def test_random_differential(capsys):
-    rng = random.Random(1234)
-    ran = differed = 0
-    failures = []
-    for _ in range(120):
+def _random_cases():
+    """Every case as (layout, expr, dtype, R, C, BR, BC, num_warps), from fixed seeds: a failure names its case
+    and reruns alone."""
+    def draw(rng):
         dt = rng.choice(["fp32", "i32", "fp16"])
         expr = rng.choice(RANDOM_EXPRS)
         if "cumsum" in expr and dt == "fp16":
@@ -369,21 +376,55 @@ def test_random_differential(capsys):
             BC = 8192 // BR
         R, C = rng.randint(1, 150), rng.randint(1, 300)
         nw = rng.choice([1, 2, 4, 8])
-        other = "0" if dt != "fp16" else "0.0"
-        kern = _make_kernel(RANDOM_TEMPLATE.format(expr=expr, other=other), "k")
-        x, y = _rand((R, C), dt), _rand((R, C), dt)
-        out = torch.zeros(R, C, dtype=TORCH[dt])
-        grid = ((R + BR - 1) // BR, (C + BC - 1) // BC)
-        (g,), (c,) = _run_both(kern, grid, [x, y], [out], R=R, C=C, BR=BR, BC=BC, num_warps=nw)
+        return expr, dt, R, C, BR, BC, nw
+    rng = random.Random(RANDOM_SEED)
+    cases = [("rows",) + draw(rng) for _ in range(RANDOM_CASES)]
+    trng = random.Random(RANDOM_T_SEED)
+    for _ in range(RANDOM_T_CASES):
+        layout = trng.choice(["tstore", "tload"])
+        cases.append((layout,) + draw(trng))
+    return cases
+
+
+def _random_case(i, layout, expr, dt, R, C, BR, BC, nw):
+    """Run case ``i`` on the GPU and in the interpreter; True when they agree."""
+    x_offs, out_offs = RANDOM_LAYOUTS[layout]
+    other = "0" if dt != "fp16" else "0.0"
+    kern = _make_kernel(RANDOM_TEMPLATE.format(expr=expr, other=other, x_offs=x_offs, out_offs=out_offs), "k")
+    torch.manual_seed(i)
+    x = _rand((C, R) if layout == "tload" else (R, C), dt)
+    y = _rand((R, C), dt)
+    out = torch.zeros((C, R) if layout == "tstore" else (R, C), dtype=TORCH[dt])
+    grid = ((R + BR - 1) // BR, (C + BC - 1) // BC)
+    (g,), (c,) = _run_both(kern, grid, [x, y], [out], R=R, C=C, BR=BR, BC=BC, num_warps=nw)
+    ok = _close(g, c, TORCH[dt], approx=True)
+    if not ok and dt == "fp16" and "sum" in expr:
+        # an fp16 row sum rounds at every add: the GPU's tree order and numpy's order differ by
+        # up to ~n ulp of the sum, so compare at the sum's own precision
+        ok = bool(torch.isclose(g.double(), c.double(), rtol=1e-2, atol=1e-2 * c.double().abs().max()).all())
+    return ok
+
+
+def test_random_cases_are_fixed():
+    # the chunks below must cover every case exactly once, and the row-major cases keep the old draw
+    cases = _random_cases()
+    assert len(cases) == RANDOM_CASES + RANDOM_T_CASES
+    assert sum(len(range(k, len(cases), RANDOM_CHUNKS)) for k in range(RANDOM_CHUNKS)) == len(cases)
+    assert {c[0] for c in cases[RANDOM_CASES:]} == {"tstore", "tload"}
+    assert cases == _random_cases()
+
+
+@pytest.mark.parametrize("chunk", range(RANDOM_CHUNKS))
+def test_random_differential(chunk, capsys):
+    cases = _random_cases()
+    ran = differed = 0
+    failures = []
+    for i in range(chunk, len(cases), RANDOM_CHUNKS):
         ran += 1
-        ok = _close(g, c, TORCH[dt], approx=True)
-        if not ok and dt == "fp16" and "sum" in expr:
-            # an fp16 row sum rounds at every add: the GPU's tree order and numpy's order differ by
-            # up to ~n ulp of the sum, so compare at the sum's own precision
-            ok = bool(torch.isclose(g.double(), c.double(), rtol=1e-2, atol=1e-2 * c.double().abs().max()).all())
-        if not ok:
+        if not _random_case(i, *cases[i]):
             differed += 1
-            failures.append((expr, dt, R, C, BR, BC, nw))
+            failures.append((i,) + cases[i])
     with capsys.disabled():
-        print(f"\nrandom differential: {ran} cases ran, {differed} differed")
+        print(f"\nrandom differential chunk {chunk}/{RANDOM_CHUNKS} (seeds {RANDOM_SEED}, {RANDOM_T_SEED}): "
+              f"{ran} cases ran, {differed} differed")
     assert differed == 0, failures[:5]

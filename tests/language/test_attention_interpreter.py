@@ -251,7 +251,7 @@ def test_bad_inputs_are_clear_errors():
 
 @pytest.mark.parametrize("causal,N,BLOCK_N", [(False, 96, 32), (True, 96, 32), (False, 128, 64)])
 def test_fa3_order_fp8_forward_against_the_same_quantised_inputs(causal, N, BLOCK_N):
-    # attention_fa3.attention_fp8: V^T through its own descriptor, the scales from Descale; same bound as above.
+    # attention_fa3.attention_fp8: V^T through its own descriptor, the scales from QScale, KScale, VScale; same bound as above.
     # BLOCK_N = 2 * BLOCK_M: the shape of the 256-key-block variant the bench times at head dim 64
     from examples.kernels import attention_fa3 as AF
     q, k, v = _qkv(N, 32, torch.float16)
@@ -266,6 +266,43 @@ def test_fa3_order_fp8_forward_against_the_same_quantised_inputs(causal, N, BLOC
     assert err.mean().item() <= 2 ** -8 * vmax, err.mean().item()
     with pytest.raises(ValueError, match="V transposed"):
         AF.attention_fp8(q8, k8, v8, qs, ks, vs)
+
+
+def test_launch_plans_take_each_calls_tensors_scales_and_options():
+    # the forwards cache per (shapes, strides, dtypes, options) what a launch needs: a second call of the same shapes
+    # must read its own tensors and scales (never the first call's), and another option must get its own plan
+    q, k, v = _qkv(48, 16, torch.float16)
+    (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in (q, k, v))
+    v8t = v8.transpose(-1, -2).contiguous()
+    vmax = (v8.float() * vs).abs().max().item()
+    for causal in (False, True, False):
+        for scale_q, scale_v in ((qs, vs), (qs * 2, vs * 0.5), (float(qs) * 3, vs.double().reshape(()))):
+            o = A.attention_fp8(q8, k8, v8t, scale_q, ks, scale_v, causal=causal, BLOCK_M=16, BLOCK_N=16)
+            ref, _ = _ref(q8.float() * float(scale_q), k8.float() * ks, v8.float() * float(scale_v), causal)
+            assert (o.float() - ref).abs().max().item() <= 2 ** -4 * vmax * 2 + 1e-2
+        o16 = A.attention_fwd(q * 0.5, k, v, causal=causal, BLOCK_M=16, BLOCK_N=16)
+        torch.testing.assert_close(o16.float(), _ref(q * 0.5, k, v, causal)[0], rtol=1e-2, atol=2e-3)
+    # the output keeps q's layout (torch.empty_like), and a contiguous q of the same shape gets its own plan
+    qt = q.transpose(1, 2).contiguous().transpose(1, 2)  # [Z, H, N, D] with the heads innermost but D
+    for qq in (qt, q, qt):
+        o, lse = A.attention_fwd(qq, k, v, return_lse=True, BLOCK_M=16, BLOCK_N=16)
+        assert o.stride() == qq.stride()
+        ref, ref_lse = _ref(q, k, v, False)
+        torch.testing.assert_close(o.float(), ref, rtol=1e-2, atol=2e-3)
+        torch.testing.assert_close(lse, ref_lse, rtol=1e-3, atol=1e-3)
+    A.clear_plans()
+    assert not A._PLANS
+    # the FA3-order forwards' plans: descriptors copied from the plan's templates onto each call's tensors
+    from examples.kernels import attention_fa3 as AF
+    for causal in (False, True):
+        for scale_q, scale_v, mul in ((qs, vs, 1.0), (qs * 2, vs * 0.5, 0.5)):
+            o = AF.attention_fp8(q8, k8, v8t, scale_q, ks, scale_v, causal=causal, BLOCK_M=16, BLOCK_N=16)
+            ref, _ = _ref(q8.float() * float(scale_q), k8.float() * ks, v8.float() * float(scale_v), causal)
+            assert (o.float() - ref).abs().max().item() <= 2 ** -4 * vmax * 2 + 1e-2
+            o16 = AF.attention(q * mul, k, v, causal=causal, BLOCK_M=16, BLOCK_N=16)
+            torch.testing.assert_close(o16.float(), _ref(q * mul, k, v, causal)[0], rtol=1e-2, atol=2e-3)
+    assert all(d.base is None for plan in AF._PLANS.values() for d in plan.descs)  # no tensor kept alive
+    AF.clear_plans()
 
 
 def test_the_fold_default_and_a_negative_scale():

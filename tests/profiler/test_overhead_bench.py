@@ -1,6 +1,7 @@
 """bench/reconcile_profilers.py ``overhead`` on CPU: the statistics of :func:`summarize` on known
 numbers, and one child process (pinning, cold blocks, AB/BA pairs) with kprof's cpu backend."""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -179,7 +180,7 @@ def test_forked_child_failing_keeps_fork(tmp_path, monkeypatch):
     monkeypatch.setattr(rp, "_FORK", {"ctx": None, "broken": None})
     rc = rp.main(["overhead", "--workloads", "tiny", "--profilers", "floor-api,none", "--budget", "6", "--grace", "3",
                   "--spawn", "fork", "--cpus", "none", "--device", "cpu", "--block-s", "0.02", "--min-pairs", "2",
-                  "--max-pairs", "2", "--results-dir", str(tmp_path), "--name", "forkerr"])
+                  "--max-pairs", "2", "--settle-pairs", "0", "--results-dir", str(tmp_path), "--name", "forkerr"])
     assert rc == 0 and rp._FORK["broken"] is None
     rows = json.load(open(tmp_path / "forkerr.json"))
     rows = rows.get("rows", rows) if isinstance(rows, dict) else rows
@@ -219,7 +220,7 @@ def test_overhead_run_with_a_reference_core(tmp_path, monkeypatch):
     cpu = sorted(os.sched_getaffinity(0))[-1]
     rc = rp.main(["overhead", "--workloads", "tiny", "--profilers", "none", "--budget", "6", "--grace", "3",
                   "--rounds", "1", "--cpus", "none", "--device", "cpu", "--block-s", "0.1", "--min-pairs", "2",
-                  "--max-pairs", "2", "--ref-cpu", str(cpu), "--results-dir", str(tmp_path), "--name", "ref"])
+                  "--max-pairs", "2", "--settle-pairs", "0", "--ref-cpu", str(cpu), "--results-dir", str(tmp_path), "--name", "ref"])
     assert rc == 0
     meta = json.load(open(tmp_path / "ref.json"))
     kids = meta["children"]
@@ -292,7 +293,7 @@ def test_overhead_child_with_step_probe(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", REPO)
     rc = rp.main(["overhead", "--workloads", "tiny", "--profilers", "none,kprof", "--budget", "10", "--grace", "10",
                   "--rounds", "1", "--cpus", "none", "--device", "cpu", "--block-s", "0.05", "--min-pairs", "2",
-                  "--max-pairs", "2", "--step-probe", "500", "--probe-seg-ms", "1", "--pre", "1",
+                  "--max-pairs", "2", "--settle-pairs", "0", "--step-probe", "500", "--probe-seg-ms", "1", "--pre", "1",
                   "--results-dir", str(tmp_path), "--name", "probe"])
     assert rc == 0
     meta = json.load(open(tmp_path / "probe.json"))
@@ -327,6 +328,13 @@ def test_probe_fit_picks_the_exponent_the_control_follows():
     s = rp.summarize([c, r], reps=100)
     assert s["_probe_beta"] == pytest.approx(0.7) and s["kprof"]["warm_probe_fit"] == pytest.approx(1.1)
     assert s["none"]["spread_probe_fit_%"] == pytest.approx(0.0)
+    # --probe-beta: the exponent fixed before the run is used; the fitted one is still reported
+    s = rp.summarize([c, r], reps=100, beta=1.0)
+    assert s["_probe_beta"] == 1.0 and s["_probe_beta_fitted"] == pytest.approx(0.7)
+    over = rp._pair_probe(r, "probe-fit", 1.0)
+    assert s["kprof"]["warm_probe_fit"] == pytest.approx(round(sum(over) / 2, 4))
+    assert abs(s["kprof"]["warm_probe_fit"] - 1.1) > 0.01
+    assert rp._betas("train=0.15, encoder=0.7") == {"train": 0.15, "encoder": 0.7} and rp._betas("") == {}
 
 
 def test_sign_interval_is_the_binomial_one():
@@ -365,10 +373,11 @@ def test_reanalyse_gives_the_run_s_own_summary(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", REPO)
     rc = rp.main(["overhead", "--workloads", "tiny", "--profilers", "none,kprof", "--budget", "8", "--grace", "8",
                   "--rounds", "1", "--cpus", "none", "--device", "cpu", "--block-s", "0.03", "--min-pairs", "2",
-                  "--max-pairs", "2", "--pre", "1", "--results-dir", str(tmp_path), "--name", "run"])
+                  "--max-pairs", "2", "--pre", "1", "--results-dir", str(tmp_path), "--name", "run",
+                  "--settle-pairs", "0"])
     assert rc == 0
     assert rp.main(["overhead", "--reanalyse", str(tmp_path / "run.json"), "--name", "again",
-                    "--results-dir", str(tmp_path)]) == 0
+                    "--results-dir", str(tmp_path), "--settle-pairs", "0"]) == 0
     a = json.load(open(tmp_path / "run.json"))["summary"]["tiny"]["profilers"]
     b = json.load(open(tmp_path / "again.json"))["summary"]["tiny"]["profilers"]
     for p in ("none", "kprof"):
@@ -392,3 +401,97 @@ def test_reconcile_agreement_flags_counts_and_big_rows():
     p = ag["proton"]
     assert p["only_in_ref"] == 3 and p["only_in_ref_ms"] == pytest.approx(100.0)
     assert p["total_vs_ref_%"] == pytest.approx(-10.0)
+
+
+def test_settle_pairs_leaves_the_first_pairs_out():
+    """``--settle-pairs 4``: every statistic starts at each process's fifth pair (an odd count is rounded up, so
+    the pairs left start with an AB pair); a process with fewer than 2 pairs left is left out and counted."""
+    early = [0.97, 0.96, 0.98, 0.97]
+    r = _child("kprof", early + [1.10] * 4, unprof=[10.0] * 8)
+    r["sched"] = [(k, {"all_run_ms": 1.0, "all_wait_ms": 0.0}) for i in range(8) for k in (("u", "p") if i % 2 == 0 else ("p", "u"))]
+    short = _child("kprof", [1.5] * 5)
+    s = rp.summarize([r, short, _child("none", [1.0] * 8)], reps=50, settle=4)
+    assert s["kprof"]["warm"] == pytest.approx(1.10) and s["kprof"]["pairs"] == 4
+    assert s["_settle"] == {"pairs_dropped_per_process": 4, "processes_dropped": 1}
+    assert rp._settled(r, 3)["warm"] == [1.10] * 4 and rp._settled(r, 3)["sched"] == r["sched"][8:]
+    assert rp._settled(r, 0) is r
+    assert rp.summarize([r], reps=50)["kprof"]["warm"] < 1.10    # without settling the early pairs pull it down
+
+
+def test_control_noise_tells_within_from_between():
+    """The control's spread split into what each process's own pairs explain and what they do not: two
+    processes drawn from one distribution give a large chi-square p-value and an expected spread of the order
+    of the observed one; two processes 5% apart with the same pair noise give p ~ 0."""
+    import random
+    rnd = random.Random(1)
+    same = [_child("none", [math.exp(rnd.gauss(0, 0.03)) for _ in range(20)]) for _ in range(2)]
+    cn = rp.control_noise(same)
+    assert cn["n"] == [20, 20] and cn["dof"] == 1 and cn["p_between"] > 0.05
+    assert 0.5 < cn["spread_expected_%"] < 2.5 and 2.0 < cn["pooled_pair_sd_%"] < 4.0
+    # pairs per process for a spread < 1% at p 0.8: se <= 1% / (sqrt 2 x 1.2816), n = (1.2533 sd / se)^2
+    sd = cn["pooled_pair_sd_%"] / 100
+    assert cn["pairs_for_1pct"] == math.ceil((1.2533 * sd / (0.01 / (math.sqrt(2) * 1.28155))) ** 2)
+    apart = [_child("none", [math.exp(rnd.gauss(0, 0.03)) for _ in range(20)]),
+             _child("none", [1.05 * math.exp(rnd.gauss(0, 0.03)) for _ in range(20)])]
+    assert rp.control_noise(apart)["p_between"] < 0.01
+    assert rp.control_noise(same[:1]) == {}
+    # the chi-square tail against known values: P(chi2_1 > 3.841) = 0.05, P(chi2_10 > 18.307) = 0.05
+    assert rp._chi2_sf(3.841, 1) == pytest.approx(0.05, abs=1e-3)
+    assert rp._chi2_sf(18.307, 10) == pytest.approx(0.05, abs=1e-3)
+    assert rp._chi2_sf(0.5, 4) == pytest.approx(0.9735, abs=1e-3)
+
+
+def _spread_decomp():
+    import importlib.util
+    path = os.path.join(REPO, "bench", "experiments", "profiler_overhead", "spread_decomp.py")
+    spec = importlib.util.spec_from_file_location("spread_decomp", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_pooled_shift_fixed_and_random_effects():
+    """Runs that agree pool to their inverse-variance mean with a narrower interval and no between-run variance;
+    runs that disagree beyond their intervals get Q's small p-value and a wider random-effects interval."""
+    sd = _spread_decomp()
+    agree = [("a", 1.0, -1.0, 3.0), ("b", 1.2, -0.8, 3.2), ("c", 0.8, -1.2, 2.8)]
+    p = sd.pooled_shift(agree)
+    assert p["runs"] == 3 and p["pct"] == pytest.approx(1.0, abs=1e-9)
+    assert p["ci"][1] - p["ci"][0] == pytest.approx(4.0 / math.sqrt(3), abs=0.02)
+    assert p["p_heterogeneity"] > 0.9 and p["random_effects"]["tau_%"] == 0.0
+    apart = [("a", -3.0, -4.0, -2.0), ("b", 3.0, 2.0, 4.0), ("c", 0.0, -1.0, 1.0)]
+    q = sd.pooled_shift(apart)
+    assert q["p_heterogeneity"] < 0.001 and q["random_effects"]["tau_%"] > 2
+    assert q["random_effects"]["ci"][1] - q["random_effects"]["ci"][0] > 3 * (q["ci"][1] - q["ci"][0])
+    assert sd.pooled_shift(agree[:1]) is None
+
+
+def test_first_pairs_and_block_length_from_children():
+    """spread_decomp's position effect (a process's pairs against its median, by position) and the block-length
+    table (sub-blocks of k segments of the control's blocks)."""
+    sd = _spread_decomp()
+    kids = [dict(_child("none", [0.9] + [1.0] * 7), workload="train") for _ in range(3)]
+    pos = sd.position_effect(kids, "train", last=2)
+    assert pos[0][0] == 3 and pos[0][1] == pytest.approx(100 * math.log(0.9), abs=0.01) and pos[1][1] == 0.0
+    for k in kids:
+        k["sched"] = [("u", {"seg_us": [100.0, 110.0] * 8})] * 4
+    bl = sd.block_length_noise(kids, "train", ks=(1, 2))
+    assert bl[1]["sd_%"] == 0.0 and bl[2]["sd_%"] == 0.0   # every (100, 110) pair alike; k=2 sums are equal
+
+
+def test_steady_ratio_leaves_each_block_s_first_segment_out():
+    """``warm_steady``: a profiler whose first segment after every start costs a whole extra block's worth but the
+    rest 10% has a raw pair ratio far above 1.1 and a steady one of exactly 1.1; its HL shift over a floor with
+    no start-up cost is then 0."""
+    def pair(i, first_p, rest_p):
+        u = ("u", {"all_run_ms": 1.0, "all_wait_ms": 0.0, "seg_us": [50.0] + [100.0] * 9})
+        p = ("p", {"all_run_ms": 1.0, "all_wait_ms": 0.0, "seg_us": [first_p] + [rest_p] * 9})
+        return [u, p] if i % 2 == 0 else [p, u]
+    r = _child("proton", [1.0] * 8, unprof=[10.0] * 8)
+    r["sched"] = [b for i in range(8) for b in pair(i, 1000.0, 110.0)]
+    f = _child("floor", [1.0] * 8, unprof=[10.0] * 8)
+    f["sched"] = [b for i in range(8) for b in pair(i, 55.0, 110.0)]
+    assert rp._pair_steady(r) == pytest.approx([1.1] * 8)
+    s = rp.summarize([r, f, _child("none", [1.0] * 8)], reps=50)
+    assert s["proton"]["warm_steady"] == pytest.approx(1.1) and s["proton"]["hl_steady_over_floor_%"] == 0.0
+    assert rp._pair_steady(_child("none", [1.0] * 2)) == []    # no per-segment times: no steady ratio

@@ -30,7 +30,8 @@ def fa3(D, causal, fp8, bm, bn, warps, stages, **cx):
     dt = "fp8e4nv" if fp8 else "fp16"
     sig = {"sm_scale": "fp32", "desc_q": f"tensordesc<{dt}[{bm}, {D}]>", "desc_k": f"tensordesc<{dt}[{bn}, {D}]>",
            "desc_v": f"tensordesc<{dt}[{D}, {bn}]>" if fp8 else f"tensordesc<{dt}[{bn}, {D}]>",
-           "desc_o": f"tensordesc<fp16[{bm}, {D}]>", "N_CTX": "i32", "Descale": "*fp32"}
+           "desc_o": f"tensordesc<fp16[{bm}, {D}]>", "N_CTX": "i32",
+           "QScale": "*fp32", "KScale": "*fp32", "VScale": "*fp32"}
     cx.setdefault("EARLY_V", warps >= 8)
     return kernelc.compile(attention_fa3.attn_fwd_fa3_kernel, sig,
                            dict(BLOCK_M=bm, BLOCK_N=bn, HEAD_DIM=D, CAUSAL=causal, FP8=fp8, **cx), target="sm_90a",
@@ -41,7 +42,8 @@ def pointer(D, causal, fp8, bm, bn, warps, stages, **cx):
     import kernelc
     from examples.kernels import attention as A
     io = "fp8e4nv" if fp8 else "fp16"
-    sig = dict(Q="*" + io, K="*" + io, V="*" + io, Out="*fp16", LSE="*fp32", Descale="*fp32", sm_scale="fp32")
+    sig = dict(Q="*" + io, K="*" + io, V="*" + io, Out="*fp16", LSE="*fp32", QScale="*fp32",
+               KScale="*fp32", VScale="*fp32", sm_scale="fp32")
     for a in "qkvo":
         for b in ("z", "h", "m" if a in "qo" else "n", "k"):
             sig[f"stride_{a}{b}"] = "i32"

@@ -26,7 +26,8 @@ def _fa3(D, causal, fp8, stages, **cx):
     dt = "fp8e4nv" if fp8 else "fp16"
     sig = {"sm_scale": "fp32", "desc_q": f"tensordesc<{dt}[128, {D}]>", "desc_k": f"tensordesc<{dt}[128, {D}]>",
            "desc_v": f"tensordesc<{dt}[{D}, 128]>" if fp8 else f"tensordesc<{dt}[128, {D}]>",
-           "desc_o": f"tensordesc<fp16[128, {D}]>", "N_CTX": "i32", "Descale": "*fp32"}
+           "desc_o": f"tensordesc<fp16[128, {D}]>", "N_CTX": "i32",
+           "QScale": "*fp32", "KScale": "*fp32", "VScale": "*fp32"}
     return kernelc.compile(attention_fa3.attn_fwd_fa3_kernel, sig,
                            dict(BLOCK_M=128, BLOCK_N=128, HEAD_DIM=D, CAUSAL=causal, FP8=fp8, **cx), target="sm_90a",
                            num_warps=8, num_stages=stages, divisibility={k: 16 for k in sig if k != "sm_scale"})
@@ -36,7 +37,8 @@ def _pointer(D, causal, fp8, **cx):
     import kernelc
     from examples.kernels import attention as A
     io = "fp8e4nv" if fp8 else "fp16"
-    sig = dict(Q="*" + io, K="*" + io, V="*" + io, Out="*fp16", LSE="*fp32", Descale="*fp32", sm_scale="fp32")
+    sig = dict(Q="*" + io, K="*" + io, V="*" + io, Out="*fp16", LSE="*fp32", QScale="*fp32",
+               KScale="*fp32", VScale="*fp32", sm_scale="fp32")
     for a in "qkvo":
         for b in ("z", "h", "m" if a in "qo" else "n", "k"):
             sig[f"stride_{a}{b}"] = "i32"

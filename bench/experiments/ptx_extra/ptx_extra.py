@@ -57,7 +57,7 @@ def record(root: str, out_path: str) -> None:
         for causal in (False, True):
             for w in (4, 8):
                 s = {"sm_scale": "fp32", **{f"desc_{t}": f"tensordesc<fp16[128, {D}]>" for t in "qkvo"}, "N_CTX": "i32",
-                     "Descale": "*fp32"}
+                     "QScale": "*fp32", "KScale": "*fp32", "VScale": "*fp32"}
                 C(f"fa3/d{D}/c{causal}/w{w}", F.attn_fwd_fa3_kernel, s,
                   dict(BLOCK_M=128, BLOCK_N=128, HEAD_DIM=D, CAUSAL=causal, FP8=False), target="sm_90a", num_warps=w,
                   num_stages=2)

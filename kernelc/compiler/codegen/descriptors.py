@@ -144,7 +144,7 @@ def _uses(lw: Lowering) -> Dict[int, List[Tuple[Op, int]]]:
 def smem_servable(lw: Lowering, dot: Op, idx: int, trans: bool, elt) -> bool:
     """Whether this dot reads operand ``idx`` from a shared buffer in SmemOperand layout (``trans``:
     stored with the outer dim M/N contiguous) instead of staging registers itself."""
-    if idx not in (0, 1) or id(dot) in lw.plan.dot_fma or lw.plan.get(dot.results[0]) is None:
+    if idx not in (0, 1) or dot.attrs.get("engine") not in ("wgmma", "mma"):
         return False
     if elt.name not in MMA_SHAPES or len(shape_of(dot.operands[0].type)) != 2:
         return False

@@ -316,7 +316,7 @@ def mma_dot(lw: Lowering, op, L: Layout, report: Optional[dict] = None):
                                        op.loc.file, op.loc.line, op.loc.col)
             continue
         staged[idx] = (sm, trans)
-    use_wgmma = id(op) in lw.plan.wgmma
+    use_wgmma = op.attrs.get("engine") == "wgmma"
     if 0 not in staged:
         a_regs = _a_from_registers(lw, a_v, L, M, K, use_wgmma, op.attrs.get("a_words") == "a8")
         if a_regs is None and op.attrs.get("a_regs"):
@@ -519,8 +519,13 @@ def _lds(lw, ty, base, idx, eb):
 @rule("dot")
 def lower_dot(lw: Lowering, op):
     L = lw.plan.get(op.results[0])
-    fma = id(op) in lw.plan.dot_fma or L.mma_meta is None
-    engine = "fma" if fma else ("wgmma" if id(op) in lw.plan.wgmma else "mma.sync")
+    engine = op.attrs.get("engine")   # passes/layout_assign.py wrote it
+    if engine not in ("wgmma", "mma", "fma") or (engine != "fma" and (L is None or L.mma_meta is None)):
+        raise CompilationError(f"internal: a dot reached code generation with engine {engine!r} and layout {L} "
+                               "(passes/layout_assign.py writes a tensor-core dot's engine with its MMA layout)",
+                               op.loc.file, op.loc.line, op.loc.col)
+    fma = engine == "fma"
+    engine = "mma.sync" if engine == "mma" else engine
     a, b = op.operands[0], op.operands[1]
     report = {
         "file": op.loc.file, "line": op.loc.line, "engine": engine, "a_shape": list(shape_of(a.type)),

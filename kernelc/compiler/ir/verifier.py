@@ -163,6 +163,14 @@ def _dot(op):
         errs.append(f"dot shapes {sa} x {sb} -> {sc} do not agree")
     if op.results[0].type != c:
         errs.append("dot result type must equal the accumulator type")
+    engine = op.attrs.get("engine")   # passes/layout_assign.py: which unit runs the dot
+    if engine is not None and engine not in ("wgmma", "mma", "fma"):
+        errs.append(f"a dot's engine must be 'wgmma', 'mma' or 'fma', got {engine!r}")
+    elif engine is not None and engine != "wgmma":
+        for key in ("wgmma", "wgmma_desc", "wgmma_turns"):
+            if op.attrs.get(key) is not None:
+                errs.append(f"a dot with {key}={op.attrs[key]!r} (its wgmma schedule) must run on wgmma, "
+                            f"not {engine!r}")
     return errs
 
 

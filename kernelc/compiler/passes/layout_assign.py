@@ -373,7 +373,16 @@ class LayoutAssigner:
 
 
 def assign_layouts(fn: Function, axis: AxisAnalysis, num_warps: int, arch_major: int, arch: str = "") -> LayoutPlan:
-    return LayoutAssigner(fn, axis, num_warps, arch_major, arch).run()
+    """The layout of every tile value (the plan), and each dot's engine written on it as ``engine``: 'wgmma'
+    (Hopper warpgroup MMA), 'mma' (mma.sync) or 'fma' (no tensor cores; the reason is in the plan's notes).
+    The later passes and codegen read the attribute (issue 21: the decision is in the IR, not in a table keyed
+    by the op's id). Mutates the dots' attributes only."""
+    plan = LayoutAssigner(fn, axis, num_warps, arch_major, arch).run()
+    for op in fn.walk():
+        if op.name == "dot":
+            op.attrs["engine"] = ("fma" if id(op) in plan.dot_fma or plan.get(op.results[0]) is None
+                                  else "wgmma" if id(op) in plan.wgmma else "mma")
+    return plan
 
 
 def _slice_to(lay: Layout, added, shape) -> Optional[Layout]:

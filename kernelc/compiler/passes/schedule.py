@@ -82,11 +82,12 @@ def _cp_async_loads(f: _Facts, body: Block, defs, uses) -> List[Tuple[Op, int, O
         if lop.name != "load":
             continue
         readers = in_place_readers(uses, lop.results[0])
-        if not readers or not all(d.name == "dot" and id(d) in top and i in (0, 1) and id(d) not in f.plan.dot_fma
+        if not readers or not all(d.name == "dot" and id(d) in top and i in (0, 1) and d.attrs.get("engine") != "fma"
                                   and f.plan.get(d.results[0]) is not None for d, i, _ in readers):
             continue
         direct = [(d, i) for d, i, via in readers if via is None]
-        if not direct or (len(readers) > 1 and (not views or any(id(d) not in f.plan.wgmma for d, _, _ in readers))):
+        if not direct or (len(readers) > 1
+                          and (not views or any(d.attrs.get("engine") != "wgmma" for d, _, _ in readers))):
             continue
         if len(lop.operands) > 2:
             other = f.defs.get(lop.operands[2].id)
@@ -176,9 +177,9 @@ def async_dots(f: _Facts, loop: Op, has_cp: bool, has_tma: bool, tma_values: set
     body = loop.regions[0]
     stages = loop.attrs.get("num_stages", f.num_stages)
     uses = _uses(body)
-    dots = [o for o in body.ops if o.name == "dot" and id(o) in f.plan.wgmma]
+    dots = [o for o in body.ops if o.name == "dot" and o.attrs.get("engine") == "wgmma"]
     chaining = dots and all(_chains_only_into_itself(o, body, uses) for o in dots) \
-        and not any(o.name == "dot" and id(o) not in f.plan.wgmma for o in body.ops)
+        and not any(o.name == "dot" and o.attrs.get("engine") != "wgmma" for o in body.ops)
     inner = {r.id for o in body.ops for t in o.walk() for r in t.results} | {a.id for a in body.args}
 
     def served(v: Value) -> bool:
@@ -287,7 +288,7 @@ def _async_tail(f: _Facts, loop: Op) -> List[Op]:
     if any(t.name == "dot" for o in body.ops for t in o.walk() if t.block is not body):
         return []
     dots = [o for o in body.ops if o.name == "dot"]
-    if len(dots) < 2 or any(id(o) not in f.plan.wgmma for o in dots):
+    if len(dots) < 2 or any(o.attrs.get("engine") != "wgmma" for o in dots):
         return []
     last = dots[-1]
     uses = _uses(body)
@@ -412,7 +413,7 @@ def _why_not(f: _Facts, op: Op) -> Optional[str]:
         return "some dot operands are loaded through pointers (cp.async)"
     body = op.regions[0]
     dots = [o for o in body.ops if o.name == "dot"]
-    if not dots or any(id(o) not in f.plan.wgmma for o in dots):
+    if not dots or any(o.attrs.get("engine") != "wgmma" for o in dots):
         return "not every dot in it runs on wgmma"
     if any(o.name == "dot" for t in body.ops for o in t.walk() if o.block is not body):
         return "a dot is nested in control flow inside it"
@@ -466,7 +467,7 @@ def _back_to_back_dots(body: Block) -> List[Op]:
 def _deferrable(plan, body: Block) -> List[Op]:
     """The wgmma dots of a warp-specialised loop body whose waits move to their first reads: two or more,
     none in flight across iterations (KERNELC_WGMMA_DEFER)."""
-    dots = [o for o in body.ops if o.name == "dot" and id(o) in plan.wgmma]
+    dots = [o for o in body.ops if o.name == "dot" and o.attrs.get("engine") == "wgmma"]
     if get("KERNELC_WGMMA_DEFER") and len(dots) >= 2 and not any(o.attrs.get("wgmma") == "async" for o in dots) \
             and all(o.attrs.get("max_num_imprecise_acc") is None for o in dots) \
             and not any(t.name == "dot" for o in body.ops for t in o.walk() if t.block is not body):
@@ -520,7 +521,7 @@ def _ring_deferrable(plan, op: Op) -> List[Op]:
 def _besides_async_tail(plan, body: Block) -> List[Op]:
     """With a dot left in flight by :func:`_async_tail`: the other wgmma dots, deferrable as
     :func:`_deferrable`'s (two or more, no fp8 promotion, no dot in a nested region)."""
-    dots = [o for o in body.ops if o.name == "dot" and id(o) in plan.wgmma]
+    dots = [o for o in body.ops if o.name == "dot" and o.attrs.get("engine") == "wgmma"]
     rest = [o for o in dots if o.attrs.get("wgmma") != "async"]
     if len(rest) == len(dots) or len(rest) < 2 or not get("KERNELC_WGMMA_DEFER"):
         return []
@@ -586,5 +587,5 @@ def _step_gemm_descriptors(fn: Function, ctx) -> None:
     if tuple(getattr(ctx, "capability", (0, 0))) < (9, 0) or not get("KERNELC_WGMMA_DESC_STEPPED"):
         return
     dots = [op for op in fn.walk() if op.name == "dot"]
-    if len(dots) == 1:
+    if len(dots) == 1 and dots[0].attrs.get("engine") == "wgmma":   # an mma.sync or FMA dot has no descriptors
         dots[0].attrs["wgmma_desc"] = "stepped"

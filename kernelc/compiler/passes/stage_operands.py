@@ -24,8 +24,8 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 from ...language.dtypes import scalar_of, shape_of
-from ..codegen.dot import MMA_SHAPES
 from ...options import get
+from ..codegen.dot import MMA_SHAPES
 from ..ir.core import Block, Function, Op, Value
 
 _READ_IN_PLACE = ("stage_operand", "ring_read")  # already shared-memory operands
@@ -33,7 +33,7 @@ _READ_IN_PLACE = ("stage_operand", "ring_read")  # already shared-memory operand
 
 def tensor_core_dot(plan, op: Op) -> bool:
     """A dot the code generator runs on mma.sync or wgmma (the others read registers)."""
-    return op.name == "dot" and id(op) not in plan.dot_fma and plan.layouts.get(op.results[0].id) is not None
+    return op.name == "dot" and op.attrs.get("engine") in ("wgmma", "mma")
 
 
 def _stageable(v: Value, inner: set) -> bool:
@@ -48,7 +48,7 @@ def a_in_registers(plan, dot: Op, v: Value) -> bool:
     accumulator layout of a dot with ``dot``'s warps along M and one along N, which is the layout of a register A
     fragment (codegen/dot.py's ``_a_from_registers`` reads it as it is). Such an operand is not staged; its dot is
     marked ``a_regs`` and the kernel ``registers="occupancy_step"`` (:func:`stage_invariant_operands`)."""
-    if not get("KERNELC_WGMMA_A_REGS") or id(dot) not in plan.wgmma or scalar_of(v.type).itemsize != 2:
+    if not get("KERNELC_WGMMA_A_REGS") or dot.attrs.get("engine") != "wgmma" or scalar_of(v.type).itemsize != 2:
         return False
     L, A = plan.layouts.get(dot.results[0].id), plan.layouts.get(v.id)
     if L is None or A is None or L.mma_meta is None:
@@ -96,7 +96,7 @@ def stage_invariants(plan, axis, loop: Op, pre: List[Op], staged: Optional[Dict[
                 new = True
             o.operands[idx] = staged[key]
     if new:
-        if any(o.name == "dot" and id(o) in plan.wgmma for o in body.ops):
+        if any(o.name == "dot" and o.attrs.get("engine") == "wgmma" for o in body.ops):
             pre.append(Op("fence_async_shared", [], [], loc=loop.loc))
         pre.append(Op("barrier", [], [], loc=loop.loc))
     return new

@@ -21,7 +21,7 @@ from ..ir.core import Function, Loc, Op
 
 
 def _wgmma_dots(fn: Function, plan):
-    return [op for op in fn.walk() if op.name == "dot" and id(op) in plan.wgmma and id(op) not in plan.dot_fma]
+    return [op for op in fn.walk() if op.name == "dot" and op.attrs.get("engine") == "wgmma"]
 
 
 def mark_uniform_warpgroups(fn: Function, ctx, enabled: bool = True) -> Function:

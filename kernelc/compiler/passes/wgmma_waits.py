@@ -46,7 +46,7 @@ from .stage_operands import like
 
 
 def _wgmma_dot(plan, op: Op) -> bool:
-    return op.name == "dot" and id(op) in plan.wgmma and id(op) not in plan.dot_fma
+    return op.name == "dot" and op.attrs.get("engine") == "wgmma"
 
 
 def _deferred(op: Op) -> bool:
