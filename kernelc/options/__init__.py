@@ -160,8 +160,11 @@ KNOBS: Tuple[Knob, ...] = (
          "the back edge: on (1) when only its own accumulator reads it (attention backward: dK += dS^T Q, dQ += dS K, "
          "as Triton's tutorial 06) or when its accumulator is only rescaled after the next trip's first dot "
          "(attention forward: acc * alpha before acc += P V, as Triton's tutorial 06; the first dot's wait takes it "
-         "through); rescaled: the forward's case only; off (0, default) until measured on a GPU (passes/schedule.py)",
-         _choice(("off", _FALSE), ("rescaled", ("rescaled",)), ("on", _TRUE)),
+         "through); rescaled: the forward's case only; auto: the forward's case where its loop reads only TMA rings, "
+         "no loop of the kernel gets a producer warp, and a thread holds at least 64 of S and of the accumulator each and "
+         "at most 192 of both together (tutorial 06's forward at 64x128 and 128x64 on 4 warps, 128x128 on 8; "
+         "passes/schedule.py: _rescaled_tail_fits); off (0, default) until measured on a GPU (passes/schedule.py)",
+         _choice(("off", _FALSE), ("rescaled", ("rescaled",)), ("auto", ("auto",)), ("on", _TRUE)),
          compile=True, field="wgmma_async_tail"),
     Knob("KERNELC_WGMMA_EXIT_WAIT", "bool", True,
          "a pipelined loop that leaves its last dot in flight across the back edge while waiting for its other dots in "

@@ -252,7 +252,7 @@ def _schedule_loop(f: _Facts, op: Op) -> None:
     tma_values = {(via or t).results[0].id for t, via in tma}
     dots, lookahead = async_dots(f, op, bool(cp), bool(tma), tma_values, staged_outside=True)
     if not dots:
-        dots = _async_tail(f, op)
+        dots = _async_tail(f, op, bool(cp), bool(tma))
     op.attrs["pipeline"] = {"stages": stages, "lookahead": lookahead}
     if dots and cp and not tma:
         # the stage a copy overwrites is the one the wgmma left in flight last iteration was reading:
@@ -270,7 +270,7 @@ def _schedule_loop(f: _Facts, op: Op) -> None:
         d.attrs["wgmma"] = "async"
 
 
-def _async_tail(f: _Facts, loop: Op) -> List[Op]:
+def _async_tail(f: _Facts, loop: Op, has_cp: bool, has_tma: bool) -> List[Op]:
     """The body's last dot, left in flight across the back edge (KERNELC_WGMMA_ASYNC_TAIL), when the loop's dots
     do not all chain into themselves (so :func:`async_dots` keeps none): a wgmma dot after which no other dot
     comes and whose result only its own accumulator reads (``on``), or whose carried value is only rescaled
@@ -296,7 +296,42 @@ def _async_tail(f: _Facts, loop: Op) -> List[Op]:
             (tail == "on" and _chains_only_into_itself(last, body, uses)) or
             _rescaled_into_itself(last, dots[0], body, uses)):
         return []
+    if tail == "auto" and not _rescaled_tail_fits(f, has_cp, has_tma, dots[0], last):
+        return []
     return [last]
+
+
+# KERNELC_WGMMA_ASYNC_TAIL=auto: P V stays in flight when a thread holds at least AUTO_TAIL_MIN of the first dot's
+# fp32 results (S) and of the rescaled accumulator each, and at most AUTO_TAIL_MAX_LIVE of both together. Tutorial
+# 06's fp8 loop measured 2.5-3.1% faster with it at d128 128x64 and d64 128x64 (64 + 128 and 64 + 64 a thread, H100),
+# and 2% slower at d64 64x64 (32 + 32, H200); the pointer fp8 forward at D=64 (64 + 32) 5-19% slower; at 128x128 on
+# 4 warps (128 + 128) both compilers spill and ptxas serialises every wgmma either way
+# (docs/triton-tutorials.md, "06's fp8 forward at head dim 128").
+AUTO_TAIL_MIN = 64
+AUTO_TAIL_MAX_LIVE = 192
+
+
+def _rescaled_tail_fits(f: _Facts, has_cp: bool, has_tma: bool, first: Op, last: Op) -> bool:
+    """``auto``'s rule for the forward's rescaled tail: a loop whose dots read only TMA rings, in a kernel without
+    a producer warp (the pointer forward at D=128 is specialised, and with the tail ptxas serialised its wgmmas
+    under the producer's register cap), with S and the accumulator in the bounds above."""
+    if has_cp or not has_tma:
+        return False
+    policy = get("KERNELC_WARP_SPECIALIZE")
+    for op in f.fn.walk():
+        if op.name == "scf.for" and (op.attrs.get("warp_specialize") or (
+                op.attrs.get("warp_specialize") is None and _wanted_by_default(op, policy, f.nw))):
+            return False
+    threads = 32 * f.nw
+    elems = [_numel(first.results[0]) // threads, _numel(last.results[0]) // threads]
+    return min(elems) >= AUTO_TAIL_MIN and sum(elems) <= AUTO_TAIL_MAX_LIVE
+
+
+def _numel(v: Value) -> int:
+    n = 1
+    for d in shape_of(v.type):
+        n *= d
+    return n
 
 
 def _rescaled_into_itself(dot: Op, first: Op, body: Block, uses) -> bool:
