@@ -106,3 +106,45 @@ def test_tutorial_order_key_loop_waits_once_for_everything(monkeypatch):
                        for x in whole if "WARPGROUP.DEPBAR" in x]
     assert waits["0"] == ["gsb0, 0x0", "gsb0, 0x0"]
     assert waits["1"] == ["gsb0, 0x0", "gsb0, 0x1"]
+
+
+def _sig(bm, bn, d):
+    return {"q_desc": f"tensordesc<fp16[{bm}, {d}]>", "k_desc": f"tensordesc<fp16[{bn}, {d}]>",
+            "v_desc": f"tensordesc<fp16[{bn}, {d}]>", "o_desc": f"tensordesc<fp16[{bm}, {d}]>", "N": "i32"}
+
+
+@pytest.mark.parametrize("bm,bn,d,warps,tail", [
+    (128, 64, 64, 4, True),     # S 64 + acc 64 a thread (tutorial 06's d64 128x64)
+    (64, 128, 128, 4, True),    # 64 + 64 (kernelc's fp8 d128 pick)
+    (128, 64, 128, 4, True),    # 64 + 128
+    (128, 128, 128, 8, True),   # 64 + 64 on two warpgroups, no producer warp (as tutorial 06 asks)
+    (64, 64, 64, 4, False),     # 32 + 32: measured 2% slower with the tail
+    (64, 128, 64, 4, False),    # 64 + 32 (the pointer fp8 forward's D=64 shape)
+    (128, 128, 128, 4, False),  # 128 + 128: spills either way
+])
+def test_auto_leaves_pv_in_flight_only_where_it_fits(monkeypatch, bm, bn, d, warps, tail):
+    """KERNELC_WGMMA_ASYNC_TAIL=auto: the rescaled tail where a thread holds at least 64 of S and of the
+    accumulator each and at most 192 together; elsewhere the loop is main's (P V waited for at once)."""
+    monkeypatch.setenv("KERNELC_WGMMA_ASYNC_TAIL", "auto")
+    monkeypatch.setenv("KERNELC_WARP_SPECIALIZE", "none")
+    ir, fn, _ = _passes(rescaled_two_dots, _sig(bm, bn, d), dict(BM=bm, BN=bn, D=d, EARLY=False), num_warps=warps,
+                        div=TD_DIV, upto="place_wgmma_waits")
+    body = ir["place_wgmma_waits"].split("scf.for", 1)[1].split("scf.yield", 1)[0]
+    assert ("wgmma='async'" in body) is tail
+    assert bool(re.search(r"wgmma_wait %\d+ \{pending=0\}", body)) is tail
+    assert body.count("wgmma_wait {pending=1}") == int(tail)
+    verify(fn)
+
+
+def test_auto_leaves_a_warp_specialised_kernel_alone(monkeypatch):
+    """A kernel whose loop gets a producer warp (8 warps, two dots, KERNELC_WARP_SPECIALIZE=all here) keeps P V
+    waited for at once under auto: with the tail ptxas serialised the pointer forward's wgmmas at D=128."""
+    monkeypatch.setenv("KERNELC_WGMMA_ASYNC_TAIL", "auto")
+    monkeypatch.setenv("KERNELC_WARP_SPECIALIZE", "all")
+    ir, _, _ = _passes(rescaled_two_dots, _sig(128, 128, 128), dict(BM=128, BN=128, D=128, EARLY=False),
+                       num_warps=8, div=TD_DIV, upto="schedule_pipelines")
+    assert "wgmma='async'" not in ir["schedule_pipelines"]
+    monkeypatch.setenv("KERNELC_WARP_SPECIALIZE", "none")
+    ir, _, _ = _passes(rescaled_two_dots, _sig(128, 128, 128), dict(BM=128, BN=128, D=128, EARLY=False),
+                       num_warps=8, div=TD_DIV, upto="schedule_pipelines")
+    assert "wgmma='async'" in ir["schedule_pipelines"]
