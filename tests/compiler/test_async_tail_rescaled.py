@@ -1,4 +1,4 @@
-"""KERNELC_WGMMA_ASYNC_TAIL (opt-in) on attention's forward order (issue #20, tutorial 06): P V stays in flight across
+"""KERNELC_WGMMA_ASYNC_TAIL (default auto: the rule below) on attention's forward order (issue #20, tutorial 06): P V stays in flight across
 the back edge (``on``, or ``rescaled`` for this case alone) when the accumulator it yields is read, in the next
 trip, only by a rescale (``acc * alpha``) that
 comes after the trip's first dot. ``schedule_pipelines`` marks the P V dot ``wgmma='async'``
@@ -68,8 +68,19 @@ def test_pv_stays_in_flight_and_the_first_wait_takes_the_accumulator_golden(monk
     verify(fn)
 
 
-def test_off_by_default_and_the_waits_are_as_before(monkeypatch):
+def test_auto_by_default(monkeypatch):
+    """The default is auto: at 128x64, D=64 on 4 warps (64 of S and 64 of the accumulator a thread) P V stays in
+    flight; at 64x64 (32 and 32) it is waited for at once."""
     monkeypatch.delenv("KERNELC_WGMMA_ASYNC_TAIL", raising=False)
+    for bm, tail in ((128, True), (64, False)):
+        ir, _, _ = _passes(rescaled_two_dots, _sig(bm, 64, 64), dict(BM=bm, BN=64, D=64, EARLY=False), div=TD_DIV,
+                           upto="place_wgmma_waits")
+        body = ir["place_wgmma_waits"].split("scf.for", 1)[1].split("scf.yield", 1)[0]
+        assert ("wgmma='async'" in body) is tail and body.count("wgmma_wait {pending=1}") == int(tail)
+
+
+def test_off_waits_as_before(monkeypatch):
+    monkeypatch.setenv("KERNELC_WGMMA_ASYNC_TAIL", "off")
     ir, _, _ = _passes(rescaled_two_dots, TD_SIG, dict(CX, EARLY=False), div=TD_DIV)
     assert "wgmma='async'" not in ir["place_wgmma_waits"]
     filecheck(ir["place_wgmma_waits"], """

@@ -301,11 +301,11 @@ def _async_tail(f: _Facts, loop: Op, has_cp: bool, has_tma: bool) -> List[Op]:
     return [last]
 
 
-# KERNELC_WGMMA_ASYNC_TAIL=auto: P V stays in flight when a thread holds at least AUTO_TAIL_MIN of the first dot's
-# fp32 results (S) and of the rescaled accumulator each, and at most AUTO_TAIL_MAX_LIVE of both together. Tutorial
-# 06's fp8 loop measured 2.5-3.1% faster with it at d128 128x64 and d64 128x64 (64 + 128 and 64 + 64 a thread, H100),
-# and 2% slower at d64 64x64 (32 + 32, H200); the pointer fp8 forward at D=64 (64 + 32) 5-19% slower; at 128x128 on
-# 4 warps (128 + 128) both compilers spill and ptxas serialises every wgmma either way
+# KERNELC_WGMMA_ASYNC_TAIL=auto (the default): P V stays in flight when a thread holds at least AUTO_TAIL_MIN of the
+# first dot's fp32 results (S) and of the rescaled accumulator each, and at most AUTO_TAIL_MAX_LIVE of both together.
+# Tutorial 06's fp8 loop measured 4.5-9% faster with it at d128 128x64 s4 (64 + 128 a thread, H200), 0.3-0.8% at
+# d128 64x128 (64 + 64), and 2% slower at d64 64x64 (32 + 32); the pointer fp8 forward at D=64 (64 + 32 then)
+# 5-19% slower; at 128x128 on 4 warps (128 + 128) both compilers spill and ptxas serialises every wgmma either way
 # (docs/triton-tutorials.md, "06's fp8 forward at head dim 128").
 AUTO_TAIL_MIN = 64
 AUTO_TAIL_MAX_LIVE = 192
