@@ -161,8 +161,8 @@ KNOBS: Tuple[Knob, ...] = (
          "as Triton's tutorial 06) or when its accumulator is only rescaled after the next trip's first dot "
          "(attention forward: acc * alpha before acc += P V, as Triton's tutorial 06; the first dot's wait takes it "
          "through); rescaled: the forward's case only; auto (default): the forward's case where its loop reads only TMA "
-         "rings, no loop of the kernel gets a producer warp, and a thread holds at least 64 of S and of the "
-         "accumulator each and at most 192 of both together (tutorial 06's fp8 forward at d128 128x64 s4 w4, both "
+         "rings, no loop of the kernel gets a producer warp, and a thread holds at least 64 of S, at least 128 of the "
+         "accumulator and at most 192 of both together (tutorial 06's fp8 forward at d128 128x64 s4 w4, both "
          "autotuners' pick: 0.95-0.96 of Triton off, 1.00-1.05 auto, H200 2026-11-28; passes/schedule.py: "
          "_rescaled_tail_fits); off (0)",
          _choice(("off", _FALSE), ("rescaled", ("rescaled",)), ("auto", ("auto",)), ("on", _TRUE)),

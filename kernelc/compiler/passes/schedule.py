@@ -301,13 +301,15 @@ def _async_tail(f: _Facts, loop: Op, has_cp: bool, has_tma: bool) -> List[Op]:
     return [last]
 
 
-# KERNELC_WGMMA_ASYNC_TAIL=auto (the default): P V stays in flight when a thread holds at least AUTO_TAIL_MIN of the
-# first dot's fp32 results (S) and of the rescaled accumulator each, and at most AUTO_TAIL_MAX_LIVE of both together.
-# Tutorial 06's fp8 loop measured 4.5-9% faster with it at d128 128x64 s4 (64 + 128 a thread, H200), 0.3-0.8% at
-# d128 64x128 (64 + 64), and 2% slower at d64 64x64 (32 + 32); the pointer fp8 forward at D=64 (64 + 32 then)
-# 5-19% slower; at 128x128 on 4 warps (128 + 128) both compilers spill and ptxas serialises every wgmma either way
+# KERNELC_WGMMA_ASYNC_TAIL=auto (the default): P V stays in flight when a thread holds at least AUTO_TAIL_MIN_S of the
+# first dot's fp32 results (S), at least AUTO_TAIL_MIN_ACC of the rescaled accumulator, and at most AUTO_TAIL_MAX_LIVE
+# of both together. Tutorial 06's fp8 loop at d128 128x64 s4 (64 + 128 a thread) measured 5-9% faster with it
+# (H200), where smaller accumulators gained less or lost: d128 64x128 (64 + 64) +0.3-0.8%, d64 128x64 fp16 (64 + 64)
+# +2.7% within a 3-4% spread, d64 64x64 (32 + 32) 2% slower, the pointer fp8 forward at D=64 (64 + 64 then) 5-19%
+# slower; at 128x128 on 4 warps (128 + 128) both compilers spill and ptxas serialises every wgmma either way
 # (docs/triton-tutorials.md, "06's fp8 forward at head dim 128").
-AUTO_TAIL_MIN = 64
+AUTO_TAIL_MIN_S = 64
+AUTO_TAIL_MIN_ACC = 128
 AUTO_TAIL_MAX_LIVE = 192
 
 
@@ -324,7 +326,7 @@ def _rescaled_tail_fits(f: _Facts, has_cp: bool, has_tma: bool, first: Op, last:
             return False
     threads = 32 * f.nw
     elems = [_numel(first.results[0]) // threads, _numel(last.results[0]) // threads]
-    return min(elems) >= AUTO_TAIL_MIN and sum(elems) <= AUTO_TAIL_MAX_LIVE
+    return elems[0] >= AUTO_TAIL_MIN_S and elems[1] >= AUTO_TAIL_MIN_ACC and sum(elems) <= AUTO_TAIL_MAX_LIVE
 
 
 def _numel(v: Value) -> int:
