@@ -143,7 +143,7 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                          ATOMIC_DQ: tl.constexpr, WS: tl.constexpr = False, BULK_DQ: tl.constexpr = False,
                          STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False,
                          GROUP: tl.constexpr = 0, EVEN_M: tl.constexpr = False, TAIL: tl.constexpr = None,
-                         KV_REGS: tl.constexpr = 0, DS_TILED: tl.constexpr = False):
+                         KV_REGS: tl.constexpr = 0, DS_TILED: tl.constexpr = False, ROT: tl.constexpr = False):
     """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ, through a descriptor's bulk
     reductions with BULK_DQ too); WS: a producer warp(group)
     fills the loop's TMA ring (the bench's sweep tries it). Q, K, V, dO, dK, dV share
@@ -215,8 +215,20 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                              offs_n, offs_m0, qk_scale, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
                              True, ATOMIC_DQ, WS, BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL,
                              DS_TILED, ds_base, BLOCK_N)
+    if ROT and not CAUSAL:
+        # the query blocks from this key block's own start round to it: a head's programs, in flight together, then
+        # add their dQ partials (ATOMIC_DQ) into different dQ tiles at a time instead of all into the same one
+        # (BLOCK_N % BLOCK_M == 0, checked by the wrapper)
+        dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
+                             offs_n, offs_m0, qk_scale, start_n, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
+                             BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base,
+                             BLOCK_N)
+        lo = 0
+        hi = start_n
+    else:
+        hi = N_CTX
     dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
-                         offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
+                         offs_n, offs_m0, qk_scale, lo, hi, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
                          BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base, BLOCK_N)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
     tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
@@ -531,6 +543,8 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     elif ds and causal and c2["BLOCK_M"] != c1["BLOCK_N"]:
         raise ValueError("dq_mode='ds' causal needs the dQ GEMM's BLOCK_M to be the dK/dV kernel's BLOCK_N (the dS "
                          f"tiles above the diagonal are not written), got {c1}, {c2}")
+    if c1.get("ROT") and c1["BLOCK_N"] % c1["BLOCK_M"]:
+        raise ValueError(f"ROT needs the dK/dV kernel's BLOCK_N to be a multiple of its BLOCK_M, got {c1}")
     if causal and (c1["BLOCK_N"] % c1["BLOCK_M"] or (c2["BLOCK_M"] % c2["BLOCK_N"] and not tiled)):
         raise ValueError("causal backward needs the dK/dV kernel's BLOCK_N to be a multiple of its BLOCK_M and the "
                          f"dQ kernel's BLOCK_M a multiple of its BLOCK_N (got {c1}, {c2})")

@@ -92,11 +92,29 @@ def run(N, D, causal, args, failures, rows, timings, save):
     for name in [n for n in grads if n.startswith("ours")]:
         if ref is not None:
             check(name, max(BA._err(a, b) for a, b in zip(grads[name], ref)), tol)
-    del grads
+    if args.direct:  # attention_bwd called directly on saved O and LSE, each NAME=MODE[:JSON dkdv_config]
+        from examples.kernels.attention import attention_fwd
+        dref = ref if ref is not None else next((g for n, g in grads.items() if n.startswith("ours")), None)
+        o, lse = attention_fwd(q, k, v, causal, scale, return_lse=True)
+        for spec in args.direct:
+            name, _, rest = spec.partition("=")
+            mode, _, cfg = rest.partition(":")
+            cfg = json.loads(cfg) if cfg else None
+            fn = (lambda m=mode, c=cfg: B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=m or None,
+                                                        dkdv_config=c))
+            if args.check and dref is not None:
+                try:
+                    check(f"direct_{name}", max(BA._err(a, b) for a, b in zip(fn(), dref)), tol)
+                except Exception as e:
+                    print(f"direct_{name} {tag}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+                    continue
+            record(f"direct_{name}", fn)
+        del o, lse
     # the sweep after the autograd rows (cuDNN's is every ratio's base: timed last of them, in case time runs out)
     if args.filter:
         BA.sweep(N, D, q, k, v, do, causal, scale, record, res, row, check if args.check else None, fwd=False,
                  only=args.filter)
+    del grads
     save()
 
 
@@ -120,6 +138,9 @@ def main(argv=None) -> int:
                    help="Triton's python/tutorials/06-fused-attention.py: its backward timed through autograd too "
                         "(default: .ext/tutorials/ when there)")
     p.add_argument("--no-tutorial06", action="store_true")
+    p.add_argument("--direct", nargs="*", default=[], metavar="NAME=MODE[:JSON]",
+                   help="attention_bwd(dq_mode=MODE, dkdv_config=JSON) called directly on saved O and LSE "
+                        "(MODE empty: the default mode)")
     p.add_argument("--check", action="store_true")
     p.add_argument("--rep-ms", type=float, default=100.0)
     p.add_argument("--batch", type=int, default=BA.Z)
