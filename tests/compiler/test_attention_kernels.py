@@ -32,13 +32,13 @@ def compile_fwd(D, causal, dt="fp16", fp8=False, **config):
                     A.fwd_config(D, fp8=fp8, **config), ones)
 
 
-def compile_dkdv(D, causal, dt="fp16", atomic=False, bulk=False):
+def compile_dkdv(D, causal, dt="fp16", atomic=False, bulk=False, **extra):
     atomic = atomic or bulk
     sig = dict(Q=P(dt), K=P(dt), V=P(dt), DO=P(dt), DK=P(dt), DV=P(dt), DQ=P("fp32" if atomic else dt),
                LSE=P("fp32"), Delta=P("fp32"), sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32",
                stride_k="i32", dq_stride_z="i32", dq_stride_h="i32", dq_stride_m="i32", H="i32", N_CTX="i32")
     table = B.BULK_DKDV_CONFIGS if bulk else B.ATOMIC_DKDV_CONFIGS if atomic else B.DKDV_CONFIGS
-    return _compile(B.attn_bwd_dkdv_kernel, sig, dict(HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=atomic, BULK_DQ=bulk),
+    return _compile(B.attn_bwd_dkdv_kernel, sig, dict(HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=atomic, BULK_DQ=bulk, **extra),
                     B._cfg(table, D, None), ("stride_k",))
 
 
@@ -169,6 +169,15 @@ def test_bulk_dq_adds_one_staged_tile_a_trip_with_a_tma_reduction(D, causal):
     assert count("STS.64") == D * B.BULK_DKDV_CONFIGS[D][0] // (2 * 32 * B.BULK_DKDV_CONFIGS[D][2])
     assert count("SYNCS.PHASECHK") >= 1 and count("BAR.SYNC") <= 3 and count("HMMA") == 0, body
     assert "cp.async.bulk.wait_group.read 0" in ck.asm["ptx"]
+
+
+def test_rotated_bulk_dq_loops_each_add_their_tiles_with_a_tma_reduction():
+    # ROT (non-causal): the query blocks from the key block's own start, then from 0 up to it -- two loops, each with
+    # the one staged tile a trip and its TMA reduction, still spill-free at D=128
+    ck = compile_dkdv(128, False, bulk=True, ROT=True)
+    assert ck.n_spills == 0, ck.n_spills
+    sass = ck.asm["sass"]
+    assert sass.count("UTMAREDG.2D.ADD") == 2 and "REDG" not in sass.replace("UTMAREDG", ""), sass
 
 
 @pytest.mark.parametrize("D,dt", [(128, "fp16"), (64, "bf16")])

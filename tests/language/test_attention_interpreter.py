@@ -402,3 +402,26 @@ def test_even_m_loads_give_the_same_grads(mode, N):
                               dkdv_config=dict(BLOCK_M=32, BLOCK_N=32, EVEN_M=True))
         for a, b in zip(got, ref):
             assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("mode", ["bulk", "separate"])
+def test_rotated_query_order_gives_the_grads_of_the_plain_order(mode):
+    # dkdv_config ROT: each non-causal key-block program walks the query blocks from its own start round to it
+    # (N = 80 ragged: the last key block's first loop is one partial step); only the order of fp32 sums changes,
+    # so the grads match the plain order's to rounding. Causal kernels ignore ROT (bit for bit); a key block not a
+    # multiple of the query step is an error
+    q, k, v = _qkv(80, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    cfg = dict(BLOCK_M=16, BLOCK_N=32)
+    for causal in (False, True):
+        o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
+        ref = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode=mode, dkdv_config=cfg)
+        got = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode=mode, dkdv_config=dict(cfg, ROT=True))
+        for a, b in zip(got, ref):
+            if causal:
+                assert torch.equal(a, b)
+            else:
+                torch.testing.assert_close(a.float(), b.float(), rtol=2e-3, atol=2e-3)
+    with pytest.raises(ValueError, match="ROT"):
+        B.attention_bwd(do, q, k, v, o, lse, False, 0.25, dq_mode=mode, dkdv_config=dict(BLOCK_M=32, BLOCK_N=16,
+                                                                                          ROT=True))
