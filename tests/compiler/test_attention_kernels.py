@@ -180,6 +180,18 @@ def test_rotated_bulk_dq_loops_each_add_their_tiles_with_a_tma_reduction():
     assert sass.count("UTMAREDG.2D.ADD") == 2 and "REDG" not in sass.replace("UTMAREDG", ""), sass
 
 
+def test_dq_first_stages_dq_while_dk_is_in_flight():
+    # DQ_FIRST: K^T dS^T issued before dS^T Q, so the wait before dQ^T's staging leaves dK's wgmma pending (1), and
+    # the reduction is issued before the trip's last wait (0); without it, dQ^T's is the last product and waited at 0
+    def waits(ck):
+        return re.findall(r"wgmma\.wait_group\.sync\.aligned (\d+)|(cp\.reduce\.async\.bulk)", ck.asm["ptx"])
+    plain = [w or r for w, r in waits(compile_dkdv(64, False, bulk=True))]
+    first = [w or r for w, r in waits(compile_dkdv(64, False, bulk=True, DQ_FIRST=True))]
+    red = "cp.reduce.async.bulk"
+    assert plain[plain.index(red) - 1] == "0" and first[first.index(red) - 1] == "1", (plain, first)
+    assert first[first.index(red) + 1] == "0", first
+
+
 @pytest.mark.parametrize("D,dt", [(128, "fp16"), (64, "bf16")])
 def test_bulk_dq_cast_reads_and_writes_16_byte_vectors(D, dt):
     # the bulk mode's last launch: fp32 dQ^T read along the queries, dQ written along the head dim, both coalesced

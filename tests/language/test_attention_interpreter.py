@@ -404,19 +404,19 @@ def test_even_m_loads_give_the_same_grads(mode, N):
             assert torch.equal(a, b)
 
 
-@pytest.mark.parametrize("mode", ["bulk", "separate"])
-def test_rotated_query_order_gives_the_grads_of_the_plain_order(mode):
+@pytest.mark.parametrize("mode,extra", [("bulk", {}), ("separate", {}), ("atomic", dict(DQ_FIRST=True))])
+def test_rotated_query_order_gives_the_grads_of_the_plain_order(mode, extra):
     # dkdv_config ROT: each non-causal key-block program walks the query blocks from its own start round to it
     # (N = 80 ragged: the last key block's first loop is one partial step); only the order of fp32 sums changes,
     # so the grads match the plain order's to rounding. Causal kernels ignore ROT (bit for bit); a key block not a
-    # multiple of the query step is an error
+    # multiple of the query step is an error. DQ_FIRST (dQ^T's product issued before dK's) with it: the same sums
     q, k, v = _qkv(80, 16, torch.float16)
     do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
     cfg = dict(BLOCK_M=16, BLOCK_N=32)
     for causal in (False, True):
         o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
         ref = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode=mode, dkdv_config=cfg)
-        got = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode=mode, dkdv_config=dict(cfg, ROT=True))
+        got = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode=mode, dkdv_config=dict(cfg, ROT=True, **extra))
         for a, b in zip(got, ref):
             if causal:
                 assert torch.equal(a, b)
