@@ -403,6 +403,11 @@ DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128:
 ATOMIC_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (32, 128, 8, 3)}
 # BULK_DQ: the same dots; dQ^T's tile is staged in shared memory (2 stages of HEAD_DIM x BLOCK_M fp32)
 BULK_DKDV_CONFIGS = dict(ATOMIC_DKDV_CONFIGS)
+# the bulk and atomic modes' dK/dV kernel at these head dims, non-causal: ROT (each key block's program starts at its
+# own query block, so a head's programs add into different dQ tiles at a time) and DQ_FIRST (dQ^T's product issued
+# before dK's, its staging under dS^T Q); dkdv_config overrides
+ONE_KERNEL_ROT = {}
+ONE_KERNEL_DQ_FIRST = {}
 # dq_mode="ds": the dK/dV kernel also stores dS^T; dQ = dS K by attn_bwd_dq_from_ds_kernel, whose BLOCK_M is the
 # dK/dV kernel's BLOCK_N (causal: the tiles it reads are the ones written); 0 spills on sm_90a
 DS_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (64, 128, 8, 3)}
@@ -554,6 +559,9 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     elif ds and causal and c2["BLOCK_M"] != c1["BLOCK_N"]:
         raise ValueError("dq_mode='ds' causal needs the dQ GEMM's BLOCK_M to be the dK/dV kernel's BLOCK_N (the dS "
                          f"tiles above the diagonal are not written), got {c1}, {c2}")
+    if atomic:
+        c1.setdefault("ROT", ONE_KERNEL_ROT.get(D, False) and not causal and c1["BLOCK_N"] % c1["BLOCK_M"] == 0)
+        c1.setdefault("DQ_FIRST", ONE_KERNEL_DQ_FIRST.get(D, False))
     if c1.get("ROT") and c1["BLOCK_N"] % c1["BLOCK_M"]:
         raise ValueError(f"ROT needs the dK/dV kernel's BLOCK_N to be a multiple of its BLOCK_M, got {c1}")
     if causal and (c1["BLOCK_N"] % c1["BLOCK_M"] or (c2["BLOCK_M"] % c2["BLOCK_N"] and not tiled)):
