@@ -67,7 +67,7 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
                 ATOMIC_DQ: tl.constexpr, WS: tl.constexpr, BULK_DQ: tl.constexpr, ds_desc=None, start_n=0,
                 STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False, EVEN_M: tl.constexpr = False,
                 TAIL: tl.constexpr = None, DS_TILED: tl.constexpr = False, ds_base=0, ds_step=0,
-                DQ_FIRST: tl.constexpr = False):
+                DQ_FIRST: tl.constexpr = False, DQ_ADD: tl.constexpr = True):
     """Query blocks [lo, hi) into (dk, dv) of one key block; P^T and dS^T are [BLOCK_N, BLOCK_M]. EVEN_M: N_CTX is a
     multiple of BLOCK_M, the LSE and delta rows are loaded without a mask. DS_TILED: dS^T's tile of query block j goes
     to rows ds_base + j * ds_step of the tiled workspace (attn_bwd_dkdv_kernel)."""
@@ -122,7 +122,10 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
                 ds_desc.store([ds_base + (start_m // BLOCK_M) * ds_step, 0], dsT)
             else:
                 ds_desc.store([start_n, start_m], dsT)
-        if ATOMIC_DQ and DQ_FIRST:
+        if ATOMIC_DQ and not DQ_ADD:
+            # a measurement only (DQ_ADD=False): the one-kernel modes' loop without dQ's product and add (dQ left 0)
+            dk = tl.dot(dsT, q, dk)
+        elif ATOMIC_DQ and DQ_FIRST:
             # dQ^T's product issued before dK's: its tile is staged / added while dS^T Q still runs (FA3's order)
             dqT = tl.dot(tl.trans(k), dsT)
             dk = tl.dot(dsT, q, dk)
@@ -132,7 +135,7 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
                 tl.atomic_add(dq_ptrs + offs_m[None, :], dqT * sm_scale, mask=rows[None, :], sem="relaxed")
         else:
             dk = tl.dot(dsT, q, dk)
-        if ATOMIC_DQ and not DQ_FIRST:
+        if ATOMIC_DQ and DQ_ADD and not DQ_FIRST:
             # dQ^T = K^T dS^T: the key block is the contraction, HEAD_DIM the rows (one warpgroup's 64 each
             # with 8 warps) -- a wgmma whatever BLOCK_M; added into a transposed fp32 dQ whose query index is
             # contiguous (the accumulator's pairs along a row are one 8-byte vector atomic each)
@@ -154,7 +157,7 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                          STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False,
                          GROUP: tl.constexpr = 0, EVEN_M: tl.constexpr = False, TAIL: tl.constexpr = None,
                          KV_REGS: tl.constexpr = 0, DS_TILED: tl.constexpr = False, ROT: tl.constexpr = False,
-                         DQ_FIRST: tl.constexpr = False):
+                         DQ_FIRST: tl.constexpr = False, DQ_ADD: tl.constexpr = True):
     """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ, through a descriptor's bulk
     reductions with BULK_DQ too); WS: a producer warp(group)
     fills the loop's TMA ring (the bench's sweep tries it). Q, K, V, dO, dK, dV share
@@ -225,7 +228,7 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                              offs_n, offs_m0, qk_scale, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
                              True, ATOMIC_DQ, WS, BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL,
-                             DS_TILED, ds_base, BLOCK_N, DQ_FIRST=DQ_FIRST)
+                             DS_TILED, ds_base, BLOCK_N, DQ_FIRST=DQ_FIRST, DQ_ADD=DQ_ADD)
     if ROT and not CAUSAL:
         # the query blocks from this key block's own start round to it: a head's programs, in flight together, then
         # add their dQ partials (ATOMIC_DQ) into different dQ tiles at a time instead of all into the same one
@@ -233,14 +236,14 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                              offs_n, offs_m0, qk_scale, start_n, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
                              BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base,
-                             BLOCK_N, DQ_FIRST=DQ_FIRST)
+                             BLOCK_N, DQ_FIRST=DQ_FIRST, DQ_ADD=DQ_ADD)
         lo = 0
         hi = start_n
     else:
         hi = N_CTX
     dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                          offs_n, offs_m0, qk_scale, lo, hi, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
-                         BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base, BLOCK_N, DQ_FIRST=DQ_FIRST)
+                         BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base, BLOCK_N, DQ_FIRST=DQ_FIRST, DQ_ADD=DQ_ADD)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
     tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
 
