@@ -243,7 +243,8 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         hi = N_CTX
     dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                          offs_n, offs_m0, qk_scale, lo, hi, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
-                         BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base, BLOCK_N, DQ_FIRST=DQ_FIRST, DQ_ADD=DQ_ADD)
+                         BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base, BLOCK_N,
+                         DQ_FIRST=DQ_FIRST, DQ_ADD=DQ_ADD)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
     tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
 

@@ -38,7 +38,8 @@ def compile_dkdv(D, causal, dt="fp16", atomic=False, bulk=False, **extra):
                LSE=P("fp32"), Delta=P("fp32"), sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32",
                stride_k="i32", dq_stride_z="i32", dq_stride_h="i32", dq_stride_m="i32", H="i32", N_CTX="i32")
     table = B.BULK_DKDV_CONFIGS if bulk else B.ATOMIC_DKDV_CONFIGS if atomic else B.DKDV_CONFIGS
-    return _compile(B.attn_bwd_dkdv_kernel, sig, dict(HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=atomic, BULK_DQ=bulk, **extra),
+    return _compile(B.attn_bwd_dkdv_kernel, sig,
+                    dict(HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=atomic, BULK_DQ=bulk, **extra),
                     B._cfg(table, D, None), ("stride_k",))
 
 
