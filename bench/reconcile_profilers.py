@@ -783,12 +783,15 @@ def child_overhead(spec: dict) -> dict:
     loop_stats = []   # kprof: what its callbacks did on CUPTI's thread during each profiled block
 
     against = spec.get("against")
+    state = {}
 
     def profiled(i, p=prof):
         _BACKEND[0] = None
         stop = _start(p, f"{spec['out']}_{i}" if p == prof else f"{spec['out']}_{p}_{i}")
         t = block("p")
         b = _BACKEND[0]
+        if p == prof:   # the measured profiler's state (with --against the other one starts too)
+            state.update(_STATE)
         if b is not None and hasattr(b, "stats") and p == prof:   # before the flush: only what ran inside the block
             loop_stats.append(b.stats())
         t0 = time.perf_counter()
@@ -836,7 +839,7 @@ def child_overhead(spec: dict) -> dict:
             "unprof_ms": unprof,
             "prof_ms": prof_ms, "warm": pairs, "stop_s": stops, "setup_s": round(t_setup, 2),
             "wall_s": round(time.time() - t_begin, 2), "cpus": cpus, "threads": torch.get_num_threads(),
-            "kprof_state": dict(_STATE), "setup_phases_s": phases, "loop_stats": loop_stats,
+            "kprof_state": state, "setup_phases_s": phases, "loop_stats": loop_stats,
             "sched": sched, "cpu_latency0": latency0, "pin_threads": pin_threads,
             "step_probe": probe_iters, "seg_steps": seg_steps, "against": against}
 
