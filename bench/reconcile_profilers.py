@@ -192,6 +192,8 @@ def _start(prof, out):
         import profiler
         from profiler import options
         knobs, kwargs = KPROF_VARIANTS[prof]
+        for k in {k for kn, _ in KPROF_VARIANTS.values() for k in kn}:   # another variant's, from --against
+            options.set_override(k, None)
         for k, v in knobs.items():
             options.set_override(k, v)
         if _BUFFER[0]:
@@ -780,12 +782,17 @@ def child_overhead(spec: dict) -> dict:
     stops = []
     loop_stats = []   # kprof: what its callbacks did on CUPTI's thread during each profiled block
 
-    def profiled(i):
+    against = spec.get("against")
+    state = {}
+
+    def profiled(i, p=prof):
         _BACKEND[0] = None
-        stop = _start(prof, f"{spec['out']}_{i}")
+        stop = _start(p, f"{spec['out']}_{i}" if p == prof else f"{spec['out']}_{p}_{i}")
         t = block("p")
         b = _BACKEND[0]
-        if b is not None and hasattr(b, "stats"):   # before the flush: only what ran inside the block
+        if p == prof:   # the measured profiler's state (with --against the other one starts too)
+            state.update(_STATE)
+        if b is not None and hasattr(b, "stats") and p == prof:   # before the flush: only what ran inside the block
             loop_stats.append(b.stats())
         t0 = time.perf_counter()
         stop()
@@ -797,6 +804,13 @@ def child_overhead(spec: dict) -> dict:
     # first profiled block(s) not counted: first-use costs (imports, CUPTI's first records) are not the
     # steady state of a profiled run
     prime = [profiled(f"prime{j}") for j in range(spec.get("prime", 1))]
+    if against:
+        for j in range(spec.get("prime", 1)):
+            profiled(f"prime{j}", against)
+
+    def base(i):
+        """The other block of a pair: unprofiled, or with --against, under that profiler."""
+        return profiled(i, against) if against else block()
     phases["prime"] = round(time.time() - t_begin, 2)
     stops.clear()
     loop_stats.clear()
@@ -807,11 +821,11 @@ def child_overhead(spec: dict) -> dict:
     while True:
         t_pair = time.time()
         if i % 2 == 0:
-            a = block()
+            a = base(i)
             b = profiled(i)
         else:
             b = profiled(i)
-            a = block()
+            a = base(i)
         unprof.append(a)
         prof_ms.append(b)
         pairs.append(b / a)
@@ -825,9 +839,9 @@ def child_overhead(spec: dict) -> dict:
             "unprof_ms": unprof,
             "prof_ms": prof_ms, "warm": pairs, "stop_s": stops, "setup_s": round(t_setup, 2),
             "wall_s": round(time.time() - t_begin, 2), "cpus": cpus, "threads": torch.get_num_threads(),
-            "kprof_state": dict(_STATE), "setup_phases_s": phases, "loop_stats": loop_stats,
+            "kprof_state": state, "setup_phases_s": phases, "loop_stats": loop_stats,
             "sched": sched, "cpu_latency0": latency0, "pin_threads": pin_threads,
-            "step_probe": probe_iters, "seg_steps": seg_steps}
+            "step_probe": probe_iters, "seg_steps": seg_steps, "against": against}
 
 
 # -- reading the three profiles ----------------------------------------------------------------
@@ -1728,7 +1742,7 @@ def overhead(args) -> int:
         wl_deadline = time.time() + left * share[wl] / sum(share[w] for w in wls[wi:])
         plan = [(rnd, p) for rnd in range(args.rounds)
                 for p in (profs[rnd % len(profs):] + profs[:rnd % len(profs)])]
-        if "none" in profs:  # a closing control: the control's spread is measured across the whole run
+        if "none" in profs and not args.against:  # a closing control: the control's spread across the whole run
             plan.append((args.rounds, "none"))
         results = []
         for k, (rnd, p) in enumerate(plan):
@@ -1748,7 +1762,7 @@ def overhead(args) -> int:
                     + args.settle_pairs + args.settle_pairs % 2,
                     "deadline": child_deadline, "cpus": cpus, "threads": args.threads, "buffer": args.buffer,
                     "pin_threads": args.pin_threads, "cpu_latency0": args.cpu_latency0, "ref_path": ref_path,
-                    "step_probe": args.step_probe, "probe_seg_ms": args.probe_seg_ms}
+                    "step_probe": args.step_probe, "probe_seg_ms": args.probe_seg_ms, "against": args.against}
             try:
                 r = None
                 if args.spawn == "fork" and _FORK["broken"] is None:
@@ -2033,6 +2047,11 @@ def main(argv=None) -> int:
                     help="probe-fit's exponent per workload, fixed before the run (e.g. train=0.15), instead of "
                     "the one fitted on the run's own control (which makes the control's probe-fit spread "
                     "optimistic); the fitted one is still reported")
+    ov.add_argument("--against", default=None, metavar="KPROF_VARIANT",
+                    help="the other block of each pair runs under this kprof variant instead of unprofiled "
+                         "(both kprof variants, e.g. --profilers kprof-markers,kprof --against kprof): two "
+                         "configurations compared block by block in one process; `warm` is then the ratio to it "
+                         "and a closing control is not added")
     ov.add_argument("--grace", type=float, default=40.0, help="no child starts later than this past --budget")
     ov.add_argument("--spawn", choices=["exec", "fork"], default="exec",
                     help="how each child process starts (overhead and reconcile): exec (a new interpreter) or fork (from a server that "
@@ -2060,6 +2079,10 @@ def main(argv=None) -> int:
         if args.device == "cuda" \
         else "none,kprof,kprof-ext,kprof-deferred"
     args.profilers = args.profilers or default
+    if args.against:   # kprof variants only: they share one set of CUPTI callbacks, which the floors register once
+        bad = [p for p in [args.against, *args.profilers.split(",")] if p and p not in KPROF_VARIANTS]
+        if bad:
+            ap.error(f"--against compares kprof variants only ({', '.join(KPROF_VARIANTS)}); not: {', '.join(bad)}")
     args.rounds = args.rounds or 1
     args.budget = args.budget or (90.0 if args.quick else 450.0)
     if args.step_probe is None:   # on the GPU hosts the probe halved the noise or better (2026-11-28)

@@ -31,6 +31,7 @@ _cupti = False   # GPU launches are timed by CUPTI: only attach the description
 _python = False  # capture Python call paths for interpreted launches
 _idle = True     # no session records kernelc launches (the hook, if still registered, does nothing)
 _info_cache: Dict[tuple, "KernelInfo"] = {}
+_launch_objs: Dict[tuple, Any] = {}  # (scope id, KernelInfo) -> its KernelLaunch, for launches without metrics
 _warned: set = set()
 _now = time.perf_counter_ns
 _on_launch = None  # the session registry's sink for host-timed launches (set by configure)
@@ -138,9 +139,20 @@ def _enter(rec) -> None:
                 node = context.MAIN.node
                 if type(node) is not int:
                     node = node.node
-            c.node = context.KernelLaunch(node, info, metrics)
-            if context._clock is not None:
-                context.mark(c)
+            if metrics is None:  # equal launches share one object (no allocation per launch)
+                kl = _launch_objs.get((node, info))
+                if kl is None:
+                    kl = _launch_objs[(node, info)] = context.KernelLaunch(node, info, None)
+            else:
+                kl = context.KernelLaunch(node, info, metrics)
+            c.node = kl
+            clock = context._clock
+            if clock is not None:
+                if context._ext is None and context._marker is None:  # context.mark(c), inlined
+                    c.times.append(clock())
+                    c.nodes.append(kl)
+                else:
+                    context.mark(c)
         else:
             c.kkey = (context.current_node(), context.python_key_here(1) if _python else None)
             c.kstart = _now()
@@ -162,9 +174,14 @@ def _exit(rec) -> None:
         c = context.local.ctx
         if _cupti and rec.backend == "cuda":
             if type(c.node) is context.KernelLaunch:
-                c.node = c.kprev
-                if context._clock is not None:
-                    context.mark(c)
+                c.node = node = c.kprev
+                clock = context._clock
+                if clock is not None:
+                    if context._ext is None and context._marker is None:  # context.mark(c), inlined
+                        c.times.append(clock())
+                        c.nodes.append(node)
+                    else:
+                        context.mark(c)
             return
         end = _now()
         if c.kkey is None:

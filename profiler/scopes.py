@@ -37,12 +37,14 @@ class scope:
 
     def __enter__(self) -> "scope":
         nid = context.push(self.name)
-        if _session.active:
+        # Only sessions that time scopes on the host (or metrics) need more than the push: kprof's
+        # cupti backend without a trace places kernels by the timeline alone.
+        if _session.timing or (self.metrics and _session.active):
             _session.scope_entered(self.name, nid, self.metrics)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        if _session.active:
+        if _session.timing:
             _session.scope_exiting(self.name)
         context.pop()
         return False

@@ -233,6 +233,53 @@ def test_kernelc_gpu_launch_description(fake, tmp_path):
     assert "torch_kernel" in names(find(root, "attn"))
 
 
+def test_kernelc_launches_share_one_marker_object(fake, tmp_path):
+    """Launches of one configuration in one scope, without launch_metadata, share one KernelLaunch
+    (no object per launch); another scope gets its own; launches with metrics get one each.  Every
+    placement mode still puts each launch under its scope."""
+    from profiler import context
+
+    class Fn:
+        launch_metadata = None
+        file, first_line, src = __file__, 1, "def k(x):\n    pass\n"
+
+    class Plain:
+        name, grid, num_warps, num_stages, shared = "k", (4, 1, 1), 4, 1, 0
+        stream, backend, cache_key, function, compiled = 0, "cuda", "plain1", Fn(), None
+        constexprs, args = {}, []
+
+    class WithMd(Plain):
+        name, cache_key = "kmd", "md1"
+        function = type("FnMd", (Fn,), {"launch_metadata": staticmethod(lambda g, m, a: {"flops": 3})})()
+        launch_metadata = {"flops": 3}
+
+    seen = {}
+
+    def launch(rec, scope_name):
+        hooks._enter(rec)
+        seen.setdefault((rec.name, scope_name), []).append(context.current().node)
+        fake.launch(rec.name, dur=1000)
+        hooks._exit(rec)
+
+    sid = profiler.start(str(tmp_path / "share"))
+    for name in ("a", "b"):
+        with profiler.scope(name):
+            for _ in range(3):
+                launch(Plain, name)
+                launch(WithMd, name)
+    profiler.finalize(sid)
+    a, b = seen[("k", "a")], seen[("k", "b")]
+    assert all(type(x) is context.KernelLaunch for x in a + b)
+    assert a[0] is a[1] is a[2] and b[0] is b[1] is b[2] and a[0] is not b[0]
+    md = seen[("kmd", "a")]
+    assert len({id(x) for x in md}) == 3 and all(x.metrics == {"flops": 3} for x in md)
+    root, _ = read_profile(tmp_path / "share.hatchet")
+    for name in ("a", "b"):
+        assert find(root, name, "k [grid 4x1x1, warps 4, stages 1]").metrics["count"] == 3
+        k = find(root, name, "kmd [grid 4x1x1, warps 4, stages 1]")
+        assert k.metrics["count"] == 3 and k.metrics["flops"] == 9
+
+
 def test_busy_cupti_falls_back_once(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("KPROF_BACKEND", "auto")
     fake_cupti.install(monkeypatch, fake_cupti.FakeCupti(busy=True))

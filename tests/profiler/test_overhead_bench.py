@@ -93,6 +93,42 @@ def test_child_on_cpu(tmp_path):
     assert os.path.exists(str(tmp_path / "p_0.hatchet")) and os.path.exists(str(tmp_path / "p_1.hatchet"))
 
 
+def test_child_against_another_kprof_variant(tmp_path):
+    """--against: both blocks of every pair profiled, one per variant, in one process."""
+    spec = {"workload": "tiny", "profiler": "kprof-split", "against": "kprof-deferred", "device": "cpu",
+            "out": str(tmp_path / "p"), "warmup": 20, "block_s": 0.02, "steps": 100, "pre": 1, "min_pairs": 2,
+            "max_pairs": 2, "deadline": time.time() + 60, "cpus": None, "threads": 1, "buffer": 0}
+    env = dict(os.environ, PYTHONPATH=REPO, KPROF_BACKEND="cpu")
+    p = subprocess.run([sys.executable, os.path.join(REPO, "bench", "reconcile_profilers.py"), "_overhead_child",
+                        json.dumps(spec)], env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert p.returncode == 0, p.stderr[-2000:]
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["against"] == "kprof-deferred" and len(r["warm"]) == 2
+    assert [k for k, _ in r["sched"]] == ["p"] * 4   # no unprofiled block after the cold one
+    for name in ("p_0", "p_1", "p_kprof-deferred_0", "p_kprof-deferred_1"):
+        assert os.path.exists(str(tmp_path / f"{name}.hatchet")), name
+
+
+def test_kprof_variants_alternate_in_one_process(tmp_path, monkeypatch):
+    """A variant's knobs do not outlive its block: the next variant starts from the defaults."""
+    from profiler import options
+    monkeypatch.setenv("KPROF_BACKEND", "cpu")
+    try:
+        rp._start("kprof-markers", str(tmp_path / "m"))()
+        assert options._overrides.get("cupti_attribution") == "markers"
+        rp._start("kprof", str(tmp_path / "k"))()
+        assert options.get("cupti_attribution") == "api-records"
+    finally:
+        for k in {k for kn, _ in rp.KPROF_VARIANTS.values() for k in kn}:
+            options.set_override(k, None)
+
+
+def test_against_takes_kprof_variants_only(capsys):
+    with pytest.raises(SystemExit):
+        rp.main(["overhead", "--device", "cpu", "--profilers", "kprof", "--against", "floor"])
+    assert "kprof variants only" in capsys.readouterr().err
+
+
 def test_forked_child_on_cpu(tmp_path, monkeypatch):
     """``--spawn fork``: the child is forked from a server that imported torch, runs the same blocks and
     sends the same result back; a child that fails reports its traceback."""

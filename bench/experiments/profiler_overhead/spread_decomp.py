@@ -28,7 +28,7 @@ import sys
 from collections import defaultdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))  # the repository
 sys.path.insert(0, ROOT)
 
 from bench.reconcile_profilers import _chi2_sf, control_noise, summarize  # noqa: E402
