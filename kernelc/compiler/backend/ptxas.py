@@ -375,7 +375,10 @@ def _occupancy_step(free: CubinResult, data: bytes, bounds: Dict[str, int], targ
     cap = occupancy_step_target(r.registers, threads, r.shared, limits) if r is not None else None
     if cap is None:
         return free
-    stepped = _nvjitlink_cubin(data, target, opt_level, (*extra, f"-maxrregcount={cap}"), name)
+    try:
+        stepped = _nvjitlink_cubin(data, target, opt_level, (*extra, f"-maxrregcount={cap}"), name)
+    except CompilationError:   # an instruction needs more (C7602: a 128x128 wgmma's accumulator): keep the free build
+        return free
     s = stepped.resources.get(entry)
     if s is None or s.spills or s.stack_frame > r.stack_frame:
         return free
