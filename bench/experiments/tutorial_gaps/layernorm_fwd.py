@@ -12,7 +12,7 @@ alternating order. Per process and N (M = 4096 rows, fp16, the tutorial's BLOCK_
 - registers and the output's largest error against torch.
 
     python3 bench/experiments/tutorial_gaps/layernorm_fwd.py [--tutorials DIR] [--rounds 3] [--n 1024,2048,4096]
-        [--impls triton,kernelc,kernelc:KERNELC_X=1] [--other-tree DIR]
+        [--impls triton,kernelc,kernelc:KERNELC_X=1] [--other-tree DIR] [--budget-s S]
     # writes $OUT/layernorm_fwd.json when OUT is set
 """
 from __future__ import annotations
@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
@@ -145,6 +146,7 @@ def main(argv=None) -> int:
                     help="comma-separated: triton, kernelc, or kernelc:KEY=VALUE[:KEY=VALUE] (kernelc under knobs)")
     ap.add_argument("--other-tree", help="another checkout's kernelc as one more implementation, kernelc_other")
     ap.add_argument("--triton-site")
+    ap.add_argument("--budget-s", type=float, default=1e9, help="start no process after this many seconds")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     tut = os.path.join(os.path.abspath(a.tutorials), "05-layer-norm.py")
@@ -154,8 +156,12 @@ def main(argv=None) -> int:
         return 0
     impls = a.impls.split(",") + (["kernelc_other"] if a.other_tree else [])
     runs: dict = {i: [] for i in impls}
+    t0 = time.perf_counter()
     for rnd in range(a.rounds):
         for impl in (impls if rnd % 2 == 0 else impls[::-1]):
+            if time.perf_counter() - t0 > a.budget_s:
+                print(f"--budget-s {a.budget_s:g} passed: {impl} round {rnd + 1} not started", flush=True)
+                continue
             env = dict(os.environ, KERNELC_CACHE_DIR=tempfile.mkdtemp(prefix="kc_ln_fwd_"))
             for kv in impl.split(":")[1:]:
                 key, val = kv.split("=", 1)
