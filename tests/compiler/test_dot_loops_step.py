@@ -90,3 +90,13 @@ def test_the_pipeline_marks_and_the_knob_unmarks(monkeypatch):
     monkeypatch.setenv("KERNELC_STEP_DOT_LOOPS", "0")
     ck = kernelc.compile(two_loops, SIG, CX, target="sm_90a", divisibility={k: 16 for k in SIG})
     assert "registers=" not in ck.asm["tir"].splitlines()[0]
+
+
+def test_the_step_is_refused_where_the_wgmma_waits_differ():
+    # backend/ptxas.py keeps a stepped build only where its WARPGROUP.DEPBAR waits are the free build's
+    from kernelc.compiler.backend.ptxas import _same_wgmma_waits
+    ck = kernelc.compile(two_loops, SIG, CX, target="sm_90a", divisibility={k: 16 for k in SIG})
+    cubin = ck.asm["cubin"]
+    assert "WARPGROUP.DEPBAR" in ck.asm["sass"]
+    assert _same_wgmma_waits(cubin, cubin)
+    assert not _same_wgmma_waits(cubin, b"not a cubin")
