@@ -100,3 +100,19 @@ def test_the_step_is_refused_where_the_wgmma_waits_differ():
     assert "WARPGROUP.DEPBAR" in ck.asm["sass"]
     assert _same_wgmma_waits(cubin, cubin)
     assert not _same_wgmma_waits(cubin, b"not a cubin")
+
+
+def test_the_examples_causal_dkdv_kernel_takes_the_step_with_its_waits(monkeypatch):
+    # examples/kernels/attention_bwd.py's causal dK/dV kernel at D=64 (a masked loop, then the unmasked one):
+    # 137 registers unbounded, 3 programs an SM; stepped: at most 128, 4 programs, no spills, the same wgmma waits
+    import re
+    from tests.compiler.test_attention_kernels import compile_dkdv
+    ck = compile_dkdv(64, True)
+    assert "registers='occupancy_step'" in ck.asm["tir"].splitlines()[0]
+    assert ck.n_regs <= 128 and ck.n_spills == 0, ck.n_regs
+    assert "runs 4 blocks an SM, not 3" in ck.artifacts.ptxas_log
+    waits = re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x[0-9a-f]", ck.asm["sass"])
+    monkeypatch.setenv("KERNELC_STEP_DOT_LOOPS", "0")
+    free = compile_dkdv(64, True)
+    assert free.n_regs > 128 and "kernelc:" not in free.artifacts.ptxas_log
+    assert waits and waits == re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x[0-9a-f]", free.asm["sass"])
