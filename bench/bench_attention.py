@@ -174,9 +174,14 @@ BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNE
 #             KV_REGS=2 and the separate pass slower (docs/attention.md "bwd14")
 _AREGS = {"KERNELC_WGMMA_A_REGS": "1"}
 BWD_VARIANTS.update(aregs_fused=_AREGS, aregs_fused2=_AREGS, aregs_sep=_AREGS, aregs_sep1=_AREGS)
+#   nostep, ds_nostep  the separate pass / dq_mode="ds" without KERNELC_STEP_DOT_LOOPS (main's builds before
+#             2026-11-28 session 15: the causal dK/dV kernel at D=64 unstepped, 137 / 140 registers and 3 programs an
+#             SM against 127 / 128 and 4)
+BWD_VARIANTS.update(nostep={"KERNELC_STEP_DOT_LOOPS": "0"}, ds_nostep={"KERNELC_STEP_DOT_LOOPS": "0"})
 _BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",),
                         "aregs_fused": ("fused",), "aregs_fused2": ("fused",)}  # default: dkdv and dq
-_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk", "aregs_fused": "fused", "aregs_fused2": "fused"}
+_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk", "aregs_fused": "fused", "aregs_fused2": "fused",
+                     "ds_nostep": "ds"}
 # (default: separate) other arguments of attention_bwd a variant runs with (head dim -> kwargs; None: every head dim)
 _SEP_KNOBS = dict(TAIL=True, EVEN_M=True)
 _BWD_VARIANT_ARGS = {"aregs_fused": {64: dict(dkdv_config=dict(KV_REGS=1))},

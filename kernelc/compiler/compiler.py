@@ -35,7 +35,7 @@ from .passes.hoist_conversions import hoist_conversions
 from .passes.load_layouts import loads_in_use_layout
 from .passes.tma_prefetch import issue_tma_loads_early
 from .passes.reduce_trees import mark_reduce_trees
-from .passes.register_budget import mark_register_budget
+from .passes.register_budget import mark_dot_loops_step, mark_register_budget
 from .passes.instruction_order import mark_instruction_order
 from .passes.staged_operands import share_staged_operands
 from .passes.hoist_descriptors import hoist_descriptors
@@ -321,6 +321,8 @@ TILE_PASSES = (
     TilePass("mark_register_budget", lambda f, c: mark_register_budget(f, fill_occupancy_step_enabled(),
                                                                        fill_policy(),
                                                                        get_option("KERNELC_FILL_KEEP_BLOCKS"))),
+    # dots in two loops one after the other: the occupancy step where nothing spills (passes/register_budget.py)
+    TilePass("mark_dot_loops_step", lambda f, c: mark_dot_loops_step(f, get_option("KERNELC_STEP_DOT_LOOPS"))),
     # fp32 adds nobody reads the result of, over contiguous addresses: sm_90 vector red (vec=N)
     TilePass("vectorize_atomics", lambda f, c: vectorize_atomics(f, c.capability[0])),
     TilePass("coalesce", lambda f, c: coalesce(f, c.num_warps, c.capability[0], c.arch, c.notes)),

@@ -346,6 +346,13 @@ KNOBS: Tuple[Knob, ...] = (
          "measured 4.0% faster at bench_kernels' 528 programs (no tail of programs alone on their SMs; H100, "
          "docs/performance.md)",
          compile=True, field="fill_step_down"),
+    Knob("KERNELC_STEP_DOT_LOOPS", "bool", True,
+         "a kernel whose dots sit in two or more loops one after the other (tutorial 06's causal forward: the "
+         "blocks below the diagonal, then the diagonal block) asks the assembler for the occupancy step "
+         "(registers='occupancy_step': one more block per SM where nothing spills), since ptxas sizes the "
+         "registers for the hungrier loop, which may be the short one (passes/register_budget.py; 06's fp8 d64 "
+         "causal at 64x64: 110 -> 96 registers, 4 -> 5 programs an SM; docs/triton-tutorials.md)",
+         compile=True, field="step_dot_loops"),
     Knob("KERNELC_CONSUMER_ORDER", "choice", "elementwise",
          "the order in which a kernel's pure instructions reach ptxas: elementwise puts each just before its first "
          "user, depth first from the stores, as Triton's PTX has them, in kernels made of elementwise chains between "
@@ -442,6 +449,7 @@ class CompileOptions:
     fill_policy: str = "loads"
     fill_keep_blocks: str = "onepass"
     fill_step_down: bool = True
+    step_dot_loops: bool = True
     consumer_order: str = "elementwise"
     enable_fp_fusion: bool = True
 

@@ -352,3 +352,16 @@ def test_the_assembler_takes_the_policy_from_the_ir(monkeypatch):
     regs = {p: P.ptx_to_cubin(ck.asm["ptx"], "sm_90a", fill_step=True, fill_policy=p).resources[
         "geglu_bwd_kernel"].registers for p in ("loads", "step")}
     assert regs["loads"] == ck.n_regs and regs["step"] > regs["loads"], regs
+
+
+def test_a_step_no_instruction_fits_under_keeps_the_free_build(monkeypatch):
+    # KERNELC_OCCUPANCY_STEP=all: matmul_tma at 128x128x64 w8 (90 registers) would step down to 80, where ptxas
+    # cannot place the wgmma's accumulator (C7602) and raises; the unbounded build stays, the compile succeeds
+    from examples.kernels import matmul_tma
+    monkeypatch.setenv("KERNELC_OCCUPANCY_STEP", "all")
+    sig = {"a_desc": "tensordesc<fp16[128, 64]>", "b_desc": "tensordesc<fp16[64, 128]>",
+           "c_desc": "tensordesc<fp16[128, 128]>", "M": "i32", "N": "i32", "K": "i32"}
+    cx = dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=128, BLOCK_SIZE_K=64, GROUP_SIZE_M=8)
+    ck = kernelc.compile(matmul_tma.matmul_tma_kernel, sig, cx, target="sm_90a", num_warps=8, num_stages=3,
+                         divisibility={k: 16 for k in sig})
+    assert ck.n_regs >= 90 and "runs" not in ck.artifacts.ptxas_log

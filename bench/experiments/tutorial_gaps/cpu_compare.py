@@ -126,6 +126,7 @@ def compile_kernelc(mod_path, kernel, sig, cx, div, num_warps, num_stages, fp_fu
     ck = kcompile(getattr(mod, kernel), sig, cx, "sm_90a", num_warps, num_stages, divisibility=div,
                   enable_fp_fusion=fp_fusion)
     out = summarise(ck.asm["cubin"], ck.asm["ptx"], ck.name)
+    out["cubin"] = ck.asm["cubin"]
     out["shared"] = ck.shared
     out["impl"] = f"kernelc {kernelc.__file__}"
     return out
@@ -161,6 +162,7 @@ def compile_triton(site, mod_path, kernel, sig, cx, div, num_warps, num_stages, 
         raise SystemExit(f"Triton failed:\n{r.stderr[-3000:]}")
     res = json.loads(r.stdout)
     out = summarise(bytes.fromhex(res["cubin"]), res["ptx"], res["name"])
+    out["cubin"] = bytes.fromhex(res["cubin"])
     out["shared"] = res["shared"]
     out["impl"] = f"triton {res['version']}"
     return out
@@ -179,6 +181,7 @@ def main(argv=None) -> int:
     ap.add_argument("--triton-site", default="/work/ext/triton_site")
     ap.add_argument("--only", choices=("kernelc", "triton"))
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--dump", help="folder for each compiler's whole SASS (KERNEL_IMPL.sass)")
     a = ap.parse_args(argv)
     sig = _kv(a.sig)
     cx = {k: _value(v) for k, v in _kv(a.cx).items()}
@@ -197,6 +200,13 @@ def main(argv=None) -> int:
                                            a.num_stages, not a.no_fp_fusion)
     finally:
         os.unlink(mod_path)
+    for impl, r in res.items():
+        cubin = r.pop("cubin")
+        if a.dump:
+            from cubintools.sass import disassemble
+            os.makedirs(a.dump, exist_ok=True)
+            with open(os.path.join(a.dump, f"{a.kernel}_{impl}.sass"), "w") as f:
+                f.write(disassemble(cubin, line_info=False))
     if a.json:
         json.dump(res, sys.stdout, indent=1)
         print()

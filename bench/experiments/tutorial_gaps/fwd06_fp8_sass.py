@@ -141,13 +141,16 @@ def main(argv=None) -> int:
                         r, cubin = _kernelc(mod, sig, cx, div, w, s)
                     else:
                         r, cubin = _triton(args.triton_site, mod, sig, cx, w, s, elem="*fp8e5")
-                    r["loop"] = loop_profile(sass_of(cubin))
+                    full = sass_of(cubin)
+                    r["loop"] = loop_profile(full)
                     body = r["loop"].pop("_body", [])
                     if args.dump:
                         os.makedirs(args.dump, exist_ok=True)
                         name = f"d{D}_s{args.stage}_{bm}x{bn}x{s}x{w}_ws{ws}_{impl}{'_sat' if args.probe_saturate else ''}.sass"
                         with open(os.path.join(args.dump, name), "w") as f:
                             f.write("\n".join(body) + "\n")
+                        with open(os.path.join(args.dump, name[:-5] + "_full.sass"), "w") as f:   # the whole kernel
+                            f.write(full)
                 except (Exception, SystemExit) as e:  # a config one compiler refuses
                     r = {"error": str(e)[-300:]}
                 row[impl] = r

@@ -352,6 +352,17 @@ def occupancy_step_target(registers: int, threads: int, shared: int, limits) -> 
     return None
 
 
+def _same_wgmma_waits(a: bytes, b: bytes) -> bool:
+    """Whether two cubins wait for their wgmmas alike: the same ``WARPGROUP.DEPBAR`` waits (how many groups each
+    leaves in flight) in program order. False where the SASS cannot be read."""
+    try:
+        from cubintools.sass import instructions
+        waits = [[i.operands for i in instructions(c) if i.opcode.startswith("WARPGROUP.DEPBAR")] for c in (a, b)]
+    except Exception:  # no disassembler here: nothing says the waits are kept
+        return False
+    return waits[0] == waits[1]
+
+
 def _one_entry(free: CubinResult, bounds: Dict[str, int], target):
     """(entry, threads, its resources or None, the target's limits) of a module with one bounded entry, as
     kernelc emits; None for several entries or a target without known limits."""
@@ -375,9 +386,16 @@ def _occupancy_step(free: CubinResult, data: bytes, bounds: Dict[str, int], targ
     cap = occupancy_step_target(r.registers, threads, r.shared, limits) if r is not None else None
     if cap is None:
         return free
-    stepped = _nvjitlink_cubin(data, target, opt_level, (*extra, f"-maxrregcount={cap}"), name)
+    try:
+        stepped = _nvjitlink_cubin(data, target, opt_level, (*extra, f"-maxrregcount={cap}"), name)
+    except CompilationError:   # an instruction needs more (C7602: a 128x128 wgmma's accumulator): keep the free build
+        return free
     s = stepped.resources.get(entry)
     if s is None or s.spills or s.stack_frame > r.stack_frame:
+        return free
+    if b"wgmma" in data and not _same_wgmma_waits(free.cubin, stepped.cubin):
+        # under the lower ceiling ptxas waited for wgmmas the free build keeps in flight (the examples' causal
+        # backward: every tail serialised): the block it gains was not measured to pay for that
         return free
     stepped.info_log = (f"kernelc: {entry} at {cap} registers (unbounded: {r.registers}) runs "
                         f"{blocks_per_sm(s.registers, threads, s.shared, limits)} blocks an SM, not "

@@ -49,3 +49,27 @@ def mark_register_budget(fn: Function, enabled: bool = True, policy: str = "load
         if policy == "loads" and keep_blocks == "onepass" and not loads_in_a_loop(fn):
             fn.attrs["fill_keep_blocks"] = True
     return fn
+
+
+def _dot_loops(ops) -> int:
+    """Loops among ``ops`` (and below them) that hold a dot, counting a loop nest once: the outermost loop
+    with a dot anywhere in its body."""
+    n = 0
+    for op in ops:
+        if op.name in ("scf.for", "scf.while") and any(o.name == "dot" for o in op.walk()):
+            n += 1
+        elif op.name not in ("scf.for", "scf.while"):
+            n += sum(_dot_loops(r.ops) for r in op.regions)
+    return n
+
+
+def mark_dot_loops_step(fn: Function, enabled: bool = True) -> Function:
+    """Set ``registers="occupancy_step"`` on ``fn`` when ``enabled`` (KERNELC_STEP_DOT_LOOPS) and its dots sit in
+    two or more loops one after the other (neither inside the other): ptxas gives the kernel the registers of
+    its hungrier loop, which may be the one that runs least (tutorial 06's causal forward: its diagonal block,
+    one trip a program, 110 registers against 94 for the loop below the diagonal), and the assembler then tries
+    the ceiling that fits one more block per SM, kept where nothing spills (backend/ptxas.py: _occupancy_step).
+    A kernel the pass before marked for the fill keeps that mark. Mutates ``fn``."""
+    if enabled and fn.attrs.get("registers") is None and _dot_loops(fn.body.ops) >= 2:
+        fn.attrs["registers"] = "occupancy_step"
+    return fn
