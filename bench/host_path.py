@@ -1,0 +1,201 @@
+"""Host time of Triton tutorial 02's ``softmax(x)``, step by step, and of a plain ``kernel[grid](args)`` launch.
+
+Tutorial 02 (fused softmax) calls, for every ``softmax(x)``: ``torch.empty_like``, ``softmax_kernel.warmup(...)``
+(the same arguments each call: a memo hit after the first), ``_init_handles()`` and
+``kernel[(programs, 1, 1)](...)`` on what warmup returned. At 256 columns that host work, not the GPU, sets the
+tutorial's time (docs/triton-tutorials.md). This times each step, plus the launch most user code pays: a
+``@jit`` kernel of six parameters called as ``add_kernel[grid](...)`` (no warmup), and the same bound once.
+
+``--stub`` (the default without a GPU): kernelc's CUDA path on this CPU machine with the driver stubbed as
+tests/test_bench_memory_bound.py does (it compiles for sm_90a; ``make_launch`` returns a no-op, so a "launch" is
+everything up to cuLaunchKernel). ``--real``: real launches on the GPU (the kernels are a few microseconds of GPU
+work on tiny tensors, and the queue is drained between rounds). ``--impl triton`` times the same steps under
+Triton (GPU only).
+
+Every step runs ``--rounds`` rounds of ``--calls`` calls, the steps interleaved round by round; the table gives
+the median microseconds a call and the spread (min-max over rounds).
+
+    python3 bench/host_path.py [--stub|--real] [--impl kernelc|triton] [--rounds 7] [--calls 3000] [--json PATH]
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# the tutorial's kernel and host function, and a six-parameter kernel launched the plain way; {triton} is the
+# module name of the compiler under test
+_SRC = '''
+import torch
+import {triton} as triton
+import {triton}.language as tl
+
+
+@triton.jit
+def softmax_kernel(output_ptr, input_ptr, input_row_stride, output_row_stride, n_rows, n_cols,
+                   BLOCK_SIZE: tl.constexpr, num_stages: tl.constexpr):
+    row_start = tl.program_id(0)
+    row_step = tl.num_programs(0)
+    for row_idx in tl.range(row_start, n_rows, row_step, num_stages=num_stages):
+        row_start_ptr = input_ptr + row_idx * input_row_stride
+        col_offsets = tl.arange(0, BLOCK_SIZE)
+        mask = col_offsets < n_cols
+        row = tl.load(row_start_ptr + col_offsets, mask=mask, other=-float('inf'))
+        row_minus_max = row - tl.max(row, axis=0)
+        numerator = tl.exp(row_minus_max)
+        denominator = tl.sum(numerator, axis=0)
+        tl.store(output_ptr + row_idx * output_row_stride + col_offsets, numerator / denominator, mask=mask)
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * alpha + tl.load(y_ptr + offs, mask=m), mask=m)
+
+
+NUM_SM, NUM_REGS, SIZE_SMEM, WARP_SIZE = 132, 65536, 232448, 32
+
+
+def softmax(x):
+    n_rows, n_cols = x.shape
+    BLOCK_SIZE = triton.next_power_of_2(n_cols)
+    num_warps = 8
+    num_stages = 4 if SIZE_SMEM > 200000 else 2
+    y = torch.empty_like(x)
+    kernel = softmax_kernel.warmup(y, x, x.stride(0), y.stride(0), n_rows, n_cols, BLOCK_SIZE=BLOCK_SIZE,
+                                   num_stages=num_stages, num_warps=num_warps, grid=(1, ))
+    kernel._init_handles()
+    n_regs = kernel.n_regs
+    size_smem = kernel.metadata.shared
+    occupancy = NUM_REGS // (n_regs * WARP_SIZE * num_warps)
+    occupancy = min(occupancy, SIZE_SMEM // max(size_smem, 1))
+    num_programs = min(NUM_SM * occupancy, n_rows)
+    kernel[(num_programs, 1, 1)](y, x, x.stride(0), y.stride(0), n_rows, n_cols, BLOCK_SIZE, num_stages)
+    return y
+'''
+
+
+def stub_cuda_driver():
+    """kernelc's CUDA launch path without a GPU: compiles for sm_90a, loads nothing, launches a no-op (as
+    tests/test_bench_memory_bound.py stubs it)."""
+    import torch
+    import kernelc.runtime.device as dev
+    import kernelc.runtime.driver as drv
+    import kernelc.runtime.fastpath as fp
+    import kernelc.runtime.jit as jit
+    torch._C._cuda_getDevice = lambda: 0
+    torch._C._cuda_getCurrentRawStream = lambda d: 0
+    dev.cuda_available = lambda: True
+    drv.device_properties = lambda device=0: {"major": 9, "minor": 0, "max_shared_optin": 232448,
+                                              "max_regs_per_block": 65536}
+
+    class Loaded:
+        def __init__(self, cubin, name, shared, num_warps, n_regs, device=0, total_shared=None):
+            self.name, self.threads, self.shared, self.handle, self.function = name, 32 * num_warps, shared, 0, None
+    drv.LoadedFunction = Loaded
+    fp.make_launch = lambda ent, fn, cmask: (lambda *a: None)
+    jit.JITFunction._use_interpreter = lambda self, values: False
+    jit._fast_enabled = None
+
+
+def build(impl: str):
+    d = tempfile.mkdtemp(prefix="host_path_")
+    p = os.path.join(d, f"host_path_{impl}.py")
+    with open(p, "w") as f:
+        f.write(_SRC.format(triton=impl))
+    spec = importlib.util.spec_from_file_location(f"host_path_{impl}", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def steps(mod, dev: str):
+    """name -> zero-argument callable, one per step timed."""
+    import torch
+    x = torch.randn(4096, 256, device=dev)
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x)
+    BLOCK = 256
+    w = mod.softmax_kernel.warmup(y, x, x.stride(0), y.stride(0), n_rows, n_cols, BLOCK_SIZE=BLOCK,
+                                  num_stages=4, num_warps=8, grid=(1, ))
+    mod.softmax(x)
+    grid = (132, 1, 1)
+    bound = w[grid]
+    a, b, out = (torch.randn(4096, device=dev) for _ in range(3))
+    add = mod.add_kernel
+    add[(4,)](a, b, out, 4096, 0.5, BLOCK=1024)
+    add_bound = add[(4,)]
+    sk = mod.softmax_kernel
+    return {
+        "softmax(x)": lambda: mod.softmax(x),
+        "empty_like": lambda: torch.empty_like(x),
+        "warmup (memo hit)": lambda: sk.warmup(y, x, 256, 256, n_rows, n_cols, BLOCK_SIZE=BLOCK, num_stages=4,
+                                               num_warps=8, grid=(1, )),
+        "warmed[grid](...)": lambda: w[grid](y, x, 256, 256, n_rows, n_cols, BLOCK, 4),
+        "warmed launch, bound once": lambda: bound(y, x, 256, 256, n_rows, n_cols, BLOCK, 4),
+        "add[grid](6 args)": lambda: add[(4,)](a, b, out, 4096, 0.5, BLOCK=1024),
+        "add launch, bound once": lambda: add_bound(a, b, out, 4096, 0.5, BLOCK=1024),
+    }
+
+
+def measure(fns, rounds: int, calls: int, sync):
+    times = {k: [] for k in fns}
+    for f in fns.values():
+        for _ in range(200):
+            f()
+    sync()
+    clock = time.perf_counter
+    for _ in range(rounds):
+        for name, f in fns.items():  # interleaved: a drift in the machine touches every step alike
+            t0 = clock()
+            for _ in range(calls):
+                f()
+            t1 = clock()
+            sync()
+            times[name].append((t1 - t0) / calls * 1e6)
+    return times
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--stub", action="store_true", help="stub the CUDA driver (default without a GPU)")
+    g.add_argument("--real", action="store_true", help="real launches on the GPU")
+    ap.add_argument("--impl", default="kernelc", choices=("kernelc", "triton"))
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--calls", type=int, default=3000)
+    ap.add_argument("--json", help="write the per-round times here")
+    args = ap.parse_args(argv)
+    import torch
+    real = args.real or (not args.stub and torch.cuda.is_available())
+    if args.impl == "triton" and not real:
+        ap.error("--impl triton needs a GPU (--real)")
+    if not real:
+        stub_cuda_driver()
+    mod = build(args.impl)
+    sync = torch.cuda.synchronize if real else (lambda: None)
+    times = measure(steps(mod, "cuda" if real else "cpu"), args.rounds, args.calls, sync)
+    mode = "real launches on " + torch.cuda.get_device_name() if real else "CUDA driver stubbed"
+    print(f"{args.impl}, {mode}: {args.rounds} rounds x {args.calls} calls, us a call (median, min-max)")
+    rows = {}
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        rows[name] = {"median_us": med, "min_us": min(ts), "max_us": max(ts), "rounds_us": ts}
+        print(f"  {name:28s} {med:7.2f}  ({min(ts):.2f}-{max(ts):.2f})")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"impl": args.impl, "mode": mode, "rounds": args.rounds, "calls": args.calls,
+                       "steps": rows}, f, indent=1)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
