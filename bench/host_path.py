@@ -24,11 +24,10 @@ import importlib.util
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# kernelc comes from PYTHONPATH (no sys.path insert): the same script times main's tree and a branch's
 
 # the tutorial's kernel and host function, and a six-parameter kernel launched the plain way; {triton} is the
 # module name of the compiler under test
@@ -174,6 +173,7 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--calls", type=int, default=3000)
     ap.add_argument("--json", help="write the per-round times here")
+    ap.add_argument("--label", default="", help="a name for this run in the table and the JSON (e.g. main)")
     args = ap.parse_args(argv)
     import torch
     real = args.real or (not args.stub and torch.cuda.is_available())
@@ -185,7 +185,9 @@ def main(argv=None):
     sync = torch.cuda.synchronize if real else (lambda: None)
     times = measure(steps(mod, "cuda" if real else "cpu"), args.rounds, args.calls, sync)
     mode = "real launches on " + torch.cuda.get_device_name() if real else "CUDA driver stubbed"
-    print(f"{args.impl}, {mode}: {args.rounds} rounds x {args.calls} calls, us a call (median, min-max)")
+    import kernelc
+    where = os.path.dirname(os.path.dirname(os.path.abspath(kernelc.__file__)))
+    print(f"{args.label or args.impl} ({args.impl} from {where if args.impl == 'kernelc' else 'site'}), {mode}: {args.rounds} rounds x {args.calls} calls, us a call (median, min-max)")
     rows = {}
     for name, ts in times.items():
         med = statistics.median(ts)
@@ -193,7 +195,7 @@ def main(argv=None):
         print(f"  {name:28s} {med:7.2f}  ({min(ts):.2f}-{max(ts):.2f})")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"impl": args.impl, "mode": mode, "rounds": args.rounds, "calls": args.calls,
+            json.dump({"label": args.label, "impl": args.impl, "mode": mode, "rounds": args.rounds, "calls": args.calls,
                        "steps": rows}, f, indent=1)
     return rows
 
