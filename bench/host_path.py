@@ -146,13 +146,12 @@ def steps(mod, dev: str):
     }
 
 
-def measure(fns, rounds: int, calls: int, sync):
+def measure(fns, rounds: int, calls: int, sync, clock=time.perf_counter):
     times = {k: [] for k in fns}
     for f in fns.values():
         for _ in range(200):
             f()
     sync()
-    clock = time.perf_counter
     for _ in range(rounds):
         for name, f in fns.items():  # interleaved: a drift in the machine touches every step alike
             t0 = clock()
@@ -173,6 +172,9 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--calls", type=int, default=3000)
     ap.add_argument("--json", help="write the per-round times here")
+    ap.add_argument("--clock", choices=("wall", "cpu"),
+                    help="wall: perf_counter (default with --real); cpu: this process's CPU time (default stubbed: "
+                         "on a shared machine it leaves out the time other processes hold the core)")
     ap.add_argument("--label", default="", help="a name for this run in the table and the JSON (e.g. main)")
     args = ap.parse_args(argv)
     import torch
@@ -183,7 +185,8 @@ def main(argv=None):
         stub_cuda_driver()
     mod = build(args.impl)
     sync = torch.cuda.synchronize if real else (lambda: None)
-    times = measure(steps(mod, "cuda" if real else "cpu"), args.rounds, args.calls, sync)
+    clock = time.process_time if (args.clock or ("wall" if real else "cpu")) == "cpu" else time.perf_counter
+    times = measure(steps(mod, "cuda" if real else "cpu"), args.rounds, args.calls, sync, clock)
     mode = "real launches on " + torch.cuda.get_device_name() if real else "CUDA driver stubbed"
     import kernelc
     where = os.path.dirname(os.path.dirname(os.path.abspath(kernelc.__file__)))

@@ -25,12 +25,16 @@ class WarmedKernel:
             num_stages=compiled.num_stages, num_ctas=1, cluster_dims=(1, 1, 1), n_regs=compiled.n_regs,
             n_spills=compiled.n_spills, global_scratch_size=compiled.global_scratch_bytes,
             target=_target_of(compiled))
+        self._by_grid: Dict[tuple, Any] = {}  # integer grid -> its launcher
         # what host code reads after every warmup (tutorial 02: n_regs), without a trip through __getattr__
         self.n_regs, self.n_spills, self.shared = compiled.n_regs, compiled.n_spills, compiled.shared
 
     def __getattr__(self, name):
         if name in ("fn", "compiled"):  # not set yet (copy/pickle)
             raise AttributeError(name)
+        if name == "_by_grid":  # a copy made without __init__
+            by_grid = self.__dict__["_by_grid"] = {}
+            return by_grid
         return getattr(self.compiled, name)
 
     def options_for(self, values, options) -> bool:
@@ -48,9 +52,7 @@ class WarmedKernel:
     def __getitem__(self, grid):
         # tutorial 02 launches ``kernel[(programs, 1, 1)](...)`` on every call: one launcher per integer grid
         if type(grid) is tuple:
-            by_grid = self.__dict__.get("_by_grid")
-            if by_grid is None:
-                by_grid = self._by_grid = {}
+            by_grid = self._by_grid
             launch = by_grid.get(grid)
             if launch is not None:
                 for x in grid:  # (2.0,) == (2,) as a dict key: a float grid must not hit an int one

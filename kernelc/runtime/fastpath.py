@@ -93,7 +93,8 @@ def _int_part(v: int):
 
 def make_binder(fn) -> Any:
     """Generate ``fast(grid, <params>, num_warps=4, num_stages=3, num_ctas=1, stream=None, **kw)`` for ``fn``
-    (its ``warm_key`` attribute: the same binding, returning the launch key for ``JITFunction.warmup``)."""
+    (its ``warm_key`` attribute: the same binding, returning ``JITFunction.warmup``'s memo key: the arguments'
+    specialisation as a launch keys it, the options, the raw override/interpreter knobs and the device)."""
     params = list(fn.signature.parameters.values())
     names = [p.name for p in params]
     for reserved in ("grid", "stream", "kw"):
@@ -215,7 +216,9 @@ def fast3(_kc_g0, _kc_g1, _kc_g2, {sig}, stream=None, **kw):
 {head.replace("GRID", "(_kc_g0, _kc_g1, _kc_g2)")}{tail}"""
     # what JITFunction.warmup memoises on: the launch key of these arguments, computed as the launch computes it
     # (constexprs with their type: a warmup with BLOCK=True is not one with BLOCK=1); None: the general key
-    warm_parts = [f"('c', type({n}), {n})" if n in fn.constexpr_names else f"_k_{n}" for n in names]
+    # one flat tuple (a constexpr as its type and value, at fixed places): hashing a nested key costs ~0.1 us a level.
+    # With the knobs that can change warmup's result (KERNELC_OVERRIDE, KERNELC_INTERPRET, raw) and the device
+    warm_parts = [f"type({n}), {n}" if n in fn.constexpr_names else f"_k_{n}" for n in names]
     src += f"""
 
 def warm_key({', '.join(sig_parts + opt_parts)}, stream=None, **kw):
@@ -225,13 +228,14 @@ def warm_key({', '.join(sig_parts + opt_parts)}, stream=None, **kw):
 {chr(10).join("    " + ln for blk in pre for ln in blk.splitlines())}
     except TypeError:
         return None
-    return (({', '.join(warm_parts)},), num_warps, num_stages)
+    return ({', '.join(warm_parts)}, num_warps, num_stages, _warm_env(), _device())
 """
     from .launcher import get_state
+    from .jit import _current_device, _warm_env
     import torch
     st = get_state(fn)
     ns = dict(defaults)
-    ns.update(_getattr=getattr, _ints=_INT_PARTS, _int_part=_int_part, _spec=spec_part, _desc=descriptor_part, _TD=TensorDescriptor, _Tensor=torch.Tensor, _cache=st["cache"], _hooks_enter=hooks._enter_hooks, _hooks_exit=hooks._exit_hooks,
+    ns.update(_warm_env=_warm_env, _device=_current_device, _getattr=getattr, _ints=_INT_PARTS, _int_part=_int_part, _spec=spec_part, _desc=descriptor_part, _TD=TensorDescriptor, _Tensor=torch.Tensor, _cache=st["cache"], _hooks_enter=hooks._enter_hooks, _hooks_exit=hooks._exit_hooks,
               _getdev=getattr(torch._C, "_cuda_getDevice", lambda: 0),
               _getstream=getattr(torch._C, "_cuda_getCurrentRawStream", lambda d: 0),
               _stream_handle=lambda s: int(getattr(s, "cuda_stream", s)), _slow=_make_slow(fn),

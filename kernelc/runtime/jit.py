@@ -242,8 +242,7 @@ class JITFunction(DeviceFunction, KernelInterface):
                 memo = warm_key(*args, **kwargs)
             except TypeError:  # wrong arguments (the general path says what is wrong), an unhashable constexpr
                 memo = None
-            if memo is not None:
-                memo = (memo, _warm_env(), _current_device())
+            if memo is not None:  # with the knobs and the device (fastpath.make_binder)
                 try:
                     hit = self._warm_memo.get(memo)
                 except TypeError:  # an unhashable constexpr: not memoised
