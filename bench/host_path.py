@@ -103,7 +103,7 @@ def stub_cuda_driver():
     fp.make_launch = lambda ent, fn, cmask: (lambda *a: None)
     jit.JITFunction._use_interpreter = lambda self, values: False
     jit._fast_enabled = None
-    jit._cuda_device = lambda: 0  # as on a GPU host once torch has initialised CUDA (the first cuda tensor)
+    dev._cuda_device = lambda: 0  # as on a GPU host once torch has initialised CUDA (the first cuda tensor)
 
 
 def build(impl: str):

@@ -231,11 +231,11 @@ def warm_key({', '.join(sig_parts + opt_parts)}, stream=None, **kw):
     return ({', '.join(warm_parts)}, num_warps, num_stages, _warm_env(), _device())
 """
     from .launcher import get_state
-    from .jit import _current_device, _warm_env
+    from .device import current_device, warmup_knobs
     import torch
     st = get_state(fn)
     ns = dict(defaults)
-    ns.update(_warm_env=_warm_env, _device=_current_device, _getattr=getattr, _ints=_INT_PARTS, _int_part=_int_part, _spec=spec_part, _desc=descriptor_part, _TD=TensorDescriptor, _Tensor=torch.Tensor, _cache=st["cache"], _hooks_enter=hooks._enter_hooks, _hooks_exit=hooks._exit_hooks,
+    ns.update(_warm_env=warmup_knobs, _device=current_device, _getattr=getattr, _ints=_INT_PARTS, _int_part=_int_part, _spec=spec_part, _desc=descriptor_part, _TD=TensorDescriptor, _Tensor=torch.Tensor, _cache=st["cache"], _hooks_enter=hooks._enter_hooks, _hooks_exit=hooks._exit_hooks,
               _getdev=getattr(torch._C, "_cuda_getDevice", lambda: 0),
               _getstream=getattr(torch._C, "_cuda_getCurrentRawStream", lambda d: 0),
               _stream_handle=lambda s: int(getattr(s, "cuda_stream", s)), _slow=_make_slow(fn),

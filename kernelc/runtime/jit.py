@@ -11,8 +11,9 @@ from ..language.core import DeviceFunction, constexpr
 from . import hooks
 from .fastpath import spec_part
 from .device import interpret_requested  # noqa: F401 (kernelc.runtime.jit.interpret_requested, used by callers)
+from .device import current_device as _current_device, warmup_knobs as _warm_env
 from .grid import call_site, normalize_grid
-from ..options import get as option, raw_reader
+from ..options import get as option
 
 # extern_libs: Triton's custom libdevice path; kernelc links its own libdevice (accepted, not used)
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "stream", "enable_fp_fusion",
@@ -307,29 +308,6 @@ class JITFunction(DeviceFunction, KernelInterface):
         options.setdefault("num_stages", num_stages)
         w = self._warmed[id(compiled)] = WarmedKernel(self, compiled, constexprs, options)
         return w
-
-
-# the knobs that decide what warmup returns besides its arguments (KERNELC_OVERRIDE can force constexprs and
-# options, KERNELC_INTERPRET the interpreter's offline compile), raw: a memo key, read without parsing
-_warm_env = raw_reader("KERNELC_OVERRIDE", "KERNELC_INTERPRET")
-_cuda_device = None  # torch's current-device query, once torch has initialised CUDA
-
-
-def _current_device() -> int:
-    if _cuda_device is not None:
-        return _cuda_device()
-    return _init_current_device()
-
-
-def _init_current_device() -> int:
-    global _cuda_device
-    import sys
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
-        # torch.cuda.current_device() without its lazy-init check on every call (CUDA stays initialised)
-        _cuda_device = torch._C._cuda_getDevice
-        return _cuda_device()
-    return 0
 
 
 def jit(fn=None, *, do_not_specialize: Iterable = (), debug: Optional[bool] = None, noinline: bool = False,

@@ -8,7 +8,7 @@ import torch
 
 import kernelc
 import kernelc.language as kl
-from kernelc.runtime import jit as J
+from kernelc.runtime import device as D
 from kernelc.runtime.compiled import _positional
 from kernelc.runtime.fastpath import make_binder
 from kernelc.runtime.grid import GridError
@@ -65,10 +65,10 @@ def test_memo_follows_the_interpreter_knob_and_the_device(monkeypatch, counted):
     assert len(counted) == 2
     monkeypatch.setenv("KERNELC_INTERPRET", "1")
     assert memo_twice.warmup(x, y, 100, BLOCK=64) is k and len(counted) == 2
-    monkeypatch.setattr(J, "_cuda_device", lambda: 1)  # torch's current device is now 1
+    monkeypatch.setattr(D, "_cuda_device", lambda: 1)  # torch's current device is now 1
     memo_twice.warmup(x, y, 100, BLOCK=64)
     assert len(counted) == 3
-    monkeypatch.setattr(J, "_cuda_device", lambda: 0)
+    monkeypatch.setattr(D, "_cuda_device", lambda: 0)
     assert memo_twice.warmup(x, y, 100, BLOCK=64) is k and len(counted) == 3
 
 
