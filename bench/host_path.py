@@ -16,6 +16,7 @@ Every step runs ``--rounds`` rounds of ``--calls`` calls, the steps interleaved 
 the median microseconds a call and the spread (min-max over rounds).
 
     python3 bench/host_path.py [--stub|--real] [--impl kernelc|triton] [--rounds 7] [--calls 3000] [--json PATH]
+    python3 bench/host_path.py --stub --rounds 5 --calls 2000 --compare main=/work/main br=. --times 4
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import importlib.util
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 
@@ -163,6 +165,39 @@ def measure(fns, rounds: int, calls: int, sync, clock=time.perf_counter):
     return times
 
 
+def compare(trees, times: int, passthrough):
+    """Alternate processes over kernelc trees (``LABEL=PATH``) ``times`` times; per step and tree, the median of
+    the quietest process and the median of the processes' medians."""
+    import subprocess
+    runs = {}
+    for i in range(times):
+        for spec in trees:
+            label, tree = spec.split("=", 1)
+            with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+                out = f.name
+            env = dict(os.environ, PYTHONPATH=tree)
+            subprocess.run([sys.executable, os.path.abspath(__file__), *passthrough, "--label", label, "--json", out],
+                           env=env, check=True, stdout=subprocess.DEVNULL)
+            with open(out) as f:
+                runs.setdefault(label, []).append(json.load(f))
+            os.unlink(out)
+    first = next(iter(runs.values()))[0]
+    # a shared machine runs a whole process ~1.5-2x slower at times; torch.empty_like, the same code under every
+    # tree, says how fast each process ran: the quietest process of each tree is the one compared
+    quiet = {label: min(rs, key=lambda r: r["steps"]["empty_like"]["median_us"]) for label, rs in runs.items()}
+    print(f"{first['mode']}: {times} processes a tree, alternated, each {first['rounds']} rounds x "
+          f"{first['calls']} calls; us a call, median over rounds: the quietest process (lowest empty_like) / "
+          f"the median process")
+    print(f"  {'step':28s}" + "".join(f"{label:>22s}" for label in runs))
+    for step in first["steps"]:
+        cells = []
+        for label, rs in runs.items():
+            med = statistics.median(r["steps"][step]["median_us"] for r in rs)
+            cells.append(f"{quiet[label]['steps'][step]['median_us']:9.2f} / {med:7.2f}   ")
+        print(f"  {step:28s}" + "".join(f"{c:>22s}" for c in cells))
+    return runs
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     g = ap.add_mutually_exclusive_group()
@@ -176,7 +211,20 @@ def main(argv=None):
                     help="wall: perf_counter (default with --real); cpu: this process's CPU time (default stubbed: "
                          "on a shared machine it leaves out the time other processes hold the core)")
     ap.add_argument("--label", default="", help="a name for this run in the table and the JSON (e.g. main)")
+    ap.add_argument("--compare", nargs="+", metavar="LABEL=TREE",
+                    help="alternate processes over these kernelc trees (e.g. main=/work/main br=.) and summarise")
+    ap.add_argument("--times", type=int, default=3, help="processes a tree for --compare (default 3)")
     args = ap.parse_args(argv)
+    if args.compare:
+        argv = list(sys.argv[1:] if argv is None else argv)
+        keep, skip = [], False
+        for a in argv:  # everything but --compare/--times/--json/--label goes to each process
+            if skip and not a.startswith("--"):
+                continue
+            skip = a in ("--compare", "--times", "--json", "--label")
+            if not skip:
+                keep.append(a)
+        return compare(args.compare, args.times, keep)
     import torch
     real = args.real or (not args.stub and torch.cuda.is_available())
     if args.impl == "triton" and not real:
