@@ -17,6 +17,7 @@ the median microseconds a call and the spread (min-max over rounds).
 
     python3 bench/host_path.py [--stub|--real] [--impl kernelc|triton] [--rounds 7] [--calls 3000] [--json PATH]
     python3 bench/host_path.py --stub --rounds 5 --calls 2000 --compare main=/work/main br=. --times 4
+    python3 bench/host_path.py --stub --binder-from /work/main/kernelc/runtime/fastpath.py
 """
 from __future__ import annotations
 
@@ -165,6 +166,33 @@ def measure(fns, rounds: int, calls: int, sync, clock=time.perf_counter):
     return times
 
 
+def binder_ab(mod, fastpath_file: str, dev: str, rounds: int, calls: int, sync, clock):
+    """The launch binder of another tree (its ``kernelc/runtime/fastpath.py``, loaded into this process against this
+    tree's runtime) against this tree's, same kernels and arguments, interleaved round by round: a binder A/B that a
+    machine's speed between processes does not touch."""
+    import functools
+    import importlib.util
+    import torch
+    spec = importlib.util.spec_from_file_location("kernelc.runtime._fastpath_other", fastpath_file)
+    other = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(other)
+    a, b, out = (torch.randn(4096, device=dev) for _ in range(3))
+    x = torch.randn(4096, 256, device=dev)
+    y = torch.empty_like(x)
+    add, sk = mod.add_kernel, mod.softmax_kernel
+
+    def bound(fn, grid, this):
+        fast = fn._fast if this else other.make_binder(fn)
+        f3 = getattr(fast, "fast3", None)
+        return functools.partial(f3, *grid) if f3 is not None else functools.partial(fast, grid)
+    fns = {}
+    for label, this in (("other", False), ("this", True)):
+        ab, sb = bound(add, (4, 1, 1), this), bound(sk, (132, 1, 1), this)
+        fns[f"add launch, bound once [{label}]"] = lambda ab=ab: ab(a, b, out, 4096, 0.5, BLOCK=1024)
+        fns[f"softmax launch, bound once [{label}]"] = lambda sb=sb: sb(y, x, 256, 256, 4096, 256, 256, 4, num_warps=8)
+    return measure(fns, rounds, calls, sync, clock)
+
+
 def compare(trees, times: int, passthrough):
     """Alternate processes over kernelc trees (``LABEL=PATH``) ``times`` times; per step and tree, the median of
     the quietest process and the median of the processes' medians."""
@@ -213,6 +241,9 @@ def main(argv=None):
     ap.add_argument("--label", default="", help="a name for this run in the table and the JSON (e.g. main)")
     ap.add_argument("--compare", nargs="+", metavar="LABEL=TREE",
                     help="alternate processes over these kernelc trees (e.g. main=/work/main br=.) and summarise")
+    ap.add_argument("--binder-from", metavar="FASTPATH_PY",
+                    help="also time another tree's launch binder (its kernelc/runtime/fastpath.py) against this "
+                         "tree's in this process, interleaved")
     ap.add_argument("--times", type=int, default=3, help="processes a tree for --compare (default 3)")
     args = ap.parse_args(argv)
     if args.compare:
@@ -235,6 +266,8 @@ def main(argv=None):
     sync = torch.cuda.synchronize if real else (lambda: None)
     clock = time.process_time if (args.clock or ("wall" if real else "cpu")) == "cpu" else time.perf_counter
     times = measure(steps(mod, "cuda" if real else "cpu"), args.rounds, args.calls, sync, clock)
+    if args.binder_from:
+        times.update(binder_ab(mod, args.binder_from, "cuda" if real else "cpu", args.rounds, args.calls, sync, clock))
     mode = "real launches on " + torch.cuda.get_device_name() if real else "CUDA driver stubbed"
     import kernelc
     where = os.path.dirname(os.path.dirname(os.path.abspath(kernelc.__file__)))
@@ -243,7 +276,7 @@ def main(argv=None):
     for name, ts in times.items():
         med = statistics.median(ts)
         rows[name] = {"median_us": med, "min_us": min(ts), "max_us": max(ts), "rounds_us": ts}
-        print(f"  {name:28s} {med:7.2f}  ({min(ts):.2f}-{max(ts):.2f})")
+        print(f"  {name:36s} {med:7.2f}  ({min(ts):.2f}-{max(ts):.2f})")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"label": args.label, "impl": args.impl, "mode": mode, "rounds": args.rounds, "calls": args.calls,
