@@ -129,3 +129,23 @@ def test_raw_reader_sees_every_change(monkeypatch):
     assert read() != b
     one = raw_reader("KERNELC_INTERPRET", "KERNELC_OVERRIDE", "KERNELC_LAUNCH_BLOCKING")  # the general form
     assert len(one()) == 3 and one()[1] == read()[0]
+
+
+@pytest.mark.gpu
+def test_gpu_tutorial02_pattern_launches_what_it_warmed_and_respecialises():
+    """Tutorial 02 on a GPU: warmup every call, then the warmed kernel's launch (the generated binder, the warmed
+    num_warps by position); an unaligned tensor through the same warmed launcher gets its own specialisation."""
+    buf = torch.arange(5001, dtype=torch.float32, device="cuda")
+    x = buf[:5000]
+    for _ in range(3):
+        y = torch.empty_like(x)
+        k = memo_twice.warmup(x, y, 5000, BLOCK=1024, num_warps=8, grid=(1,))
+        assert k is memo_twice.warmup(x, y, 5000, BLOCK=1024, num_warps=8, grid=(1,))
+        k._init_handles()
+        k[(5, 1, 1)](x, y, 5000, 1024)
+        torch.cuda.synchronize()
+        assert torch.equal(y, 2 * x) and k.metadata.num_warps == 8
+    y = torch.zeros(5000, device="cuda")
+    k[(5, 1, 1)](buf[1:], y, 5000, 1024)  # 4-byte aligned: not the kernel compiled for 16-byte aligned pointers
+    torch.cuda.synchronize()
+    assert torch.equal(y, 2 * buf[1:])
