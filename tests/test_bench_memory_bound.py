@@ -103,6 +103,10 @@ def test_a_column_never_times_an_entry_left_in_the_ambient_cache(tmp_path, monke
     monkeypatch.setattr(drv, "LoadedFunction", Loaded)
     monkeypatch.setattr(fp, "make_launch", lambda ent, fn, cmask: (lambda *a: None))
     monkeypatch.setattr(JITFunction, "_use_interpreter", lambda self, values: False)
+    # the fast path's "is there a GPU" answer is cached per process: restored after this test (a later CPU test
+    # would otherwise get generated binders, e.g. compat/test_host_api's warmed launch)
+    import kernelc.runtime.jit as jit_mod
+    monkeypatch.setattr(jit_mod, "_fast_enabled", None)
     monkeypatch.setattr(B, "SMOKE", True)
     monkeypatch.setattr(B, "DEV", "cpu")
     monkeypatch.setattr(B, "_time", lambda fn: (fn(), 1.0)[1])

@@ -4,12 +4,35 @@ from __future__ import annotations
 import functools
 import sys
 
-from ..options import get as _option
+from ..options import get as _option, raw_reader
 
 
 def interpret_requested() -> bool:
     """``KERNELC_INTERPRET`` asks for the CPU interpreter even where a GPU is usable."""
     return _option("KERNELC_INTERPRET")
+
+
+# the knobs that decide what JITFunction.warmup returns besides its arguments (KERNELC_OVERRIDE can force constexprs
+# and options, KERNELC_INTERPRET the interpreter's offline compile), raw: part of its memo key, read without parsing
+warmup_knobs = raw_reader("KERNELC_OVERRIDE", "KERNELC_INTERPRET")
+_cuda_device = None  # torch's current-device query, once torch has initialised CUDA
+
+
+def current_device() -> int:
+    """torch's current CUDA device, 0 before torch has initialised CUDA (and without a GPU)."""
+    if _cuda_device is not None:
+        return _cuda_device()
+    return _init_current_device()
+
+
+def _init_current_device() -> int:
+    global _cuda_device
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        # torch.cuda.current_device() without its lazy-init check on every call (CUDA stays initialised)
+        _cuda_device = torch._C._cuda_getDevice
+        return _cuda_device()
+    return 0
 
 
 @functools.lru_cache(maxsize=None)

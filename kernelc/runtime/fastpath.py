@@ -79,9 +79,22 @@ def descriptor_part(d, specialize: bool = True) -> tuple:
 _DESC_DIVS: Dict[tuple, tuple] = {}
 
 
+# int argument -> its specialisation part (spec_part(v)), filled as launches meet values
+_INT_PARTS: Dict[int, Any] = {}
+
+
+def _int_part(v: int):
+    part = spec_part(v)  # raises TypeError beyond 64 bits: the binder's general path names it
+    if len(_INT_PARTS) >= 4096:
+        _INT_PARTS.clear()
+    _INT_PARTS[v] = part
+    return part
+
+
 def make_binder(fn) -> Any:
     """Generate ``fast(grid, <params>, num_warps=4, num_stages=3, num_ctas=1, stream=None, **kw)`` for ``fn``
-    (its ``warm_key`` attribute: the same binding, returning the launch key for ``JITFunction.warmup``)."""
+    (its ``warm_key`` attribute: the same binding, returning ``JITFunction.warmup``'s memo key: the arguments'
+    specialisation as a launch keys it, the options, the raw override/interpreter knobs and the device)."""
     params = list(fn.signature.parameters.values())
     names = [p.name for p in params]
     for reserved in ("grid", "stream", "kw"):
@@ -117,11 +130,13 @@ def make_binder(fn) -> Any:
         spec = n not in fn.do_not_specialize
         # the common kinds inline, each giving exactly spec_part's key part (the tests compare the two); the rest
         # (bool, big ints, int subclasses, out-of-range floats, errors) through spec_part
-        int_key = f"('i32', {n} == 1, {n} & 15 == 0)" if spec else "('i32',)"
+        # a specialised int's part from a table by value (one dict lookup, one shared tuple: no tuple built a call)
+        int_cond, int_key = (f"type({n}) is int", f"_ints.get({n}) or _int_part({n})") if spec else \
+            (f"type({n}) is int and -2147483648 <= {n} < 2147483648", "('i32',)")
         pre.append(f"""    if isinstance({n}, _Tensor):  # subclasses too (nn.Parameter)
         _p_{n} = {n}.data_ptr()
         _k_{n} = ('*', {n}.dtype, _p_{n} & 15 == 0, {n}.is_cuda)
-    elif type({n}) is int and -2147483648 <= {n} < 2147483648:
+    elif {int_cond}:
         _p_{n} = {n}
         _k_{n} = {int_key}
     elif type({n}) is _TD:
@@ -139,22 +154,46 @@ def make_binder(fn) -> Any:
         key_parts.append(f"_k_{n}")
         runtime.append(f"_p_{n}")
     meta = ", ".join(f"'{n}': {n}" for n in names)
-    src = f"""
-def fast(grid, {', '.join(sig_parts + opt_parts)}, stream=None, **kw):
-{ctas_check}    if kw:
-        return _slow(grid, ({', '.join(names)},), kw, num_warps, num_stages, stream)
+    values = f"({', '.join(names)},)"
+    launch_args = ''.join(', ' + r for r in runtime)
+    bind = chr(10).join("    " + ln for blk in pre for ln in blk.splitlines())
+    # the body after the grid is known: ``fast`` takes any grid; ``fast3`` (what ``kernel[grid]`` binds for a
+    # tuple grid it has validated once) takes its three dimensions and skips the per-call grid checks
+    tail = f"""    try:
+        _kc_f = _kc_ent.fast
+    except AttributeError:  # an entry other than launcher.Loaded (tests' stand-ins)
+        _kc_f = _getattr(_kc_ent.launch, 'fast', _kc_ent.launch)
+    _kc_st = _getstream(_kc_dev) if stream is None else _stream_handle(stream)
+    if _hooks_enter or _hooks_exit:
+        _kc_rec = _Record(_name, (_kc_g0, _kc_g1, _kc_g2), num_warps, num_stages, _kc_ent.compiled.shared, _kc_st, "cuda",
+                          _kc_ent.compiled, _kc_ent.compiled.cache_key, _fn, {values}, _cmask, _metadata_fn)
+        for _kc_h in _hooks_enter:
+            _kc_h(_kc_rec)
+        _kc_f(_kc_g0, _kc_g1, _kc_g2, _kc_st{launch_args})
+        for _kc_h in _hooks_exit:
+            _kc_h(_kc_rec)
+        return _kc_ent.compiled
+    _kc_f(_kc_g0, _kc_g1, _kc_g2, _kc_st{launch_args})
+    return _kc_ent.compiled
+"""
+    head = f"""{ctas_check}    if kw:
+        return _slow(GRID, {values}, kw, num_warps, num_stages, stream)
     try:
-{chr(10).join("    " + ln for blk in pre for ln in blk.splitlines())}
+{bind}
     except TypeError:  # an argument kernelc cannot pass: the general path names it
-        return _slow(grid, ({', '.join(names)},), kw, num_warps, num_stages, stream)
+        return _slow(GRID, {values}, kw, num_warps, num_stages, stream)
     _kc_dev = _getdev()
     try:
         _kc_ent = _cache.get((({', '.join(key_parts)},), num_warps, num_stages, _kc_dev))
     except TypeError:
         _kc_ent = None
     if _kc_ent is None:
-        return _slow(grid, ({', '.join(names)},), kw, num_warps, num_stages, stream)
-    if type(grid) is tuple:
+        return _slow(GRID, {values}, kw, num_warps, num_stages, stream)
+"""
+    sig = ', '.join(sig_parts + opt_parts)
+    src = f"""
+def fast(grid, {sig}, stream=None, **kw):
+{head.replace("GRID", "grid")}    if type(grid) is tuple:
         _kc_g = grid
     else:
         _kc_g = grid({{{meta}, 'num_warps': num_warps, 'num_stages': num_stages}})
@@ -170,23 +209,16 @@ def fast(grid, {', '.join(sig_parts + opt_parts)}, stream=None, **kw):
     if not (type(_kc_g0) is int and 0 < _kc_g0 < 2147483648 and type(_kc_g1) is int and 0 < _kc_g1 < 65536
             and type(_kc_g2) is int and 0 < _kc_g2 < 65536):
         # empty, malformed or too large: the general path launches nothing or says what is wrong
-        return _slow(grid, ({', '.join(names)},), kw, num_warps, num_stages, stream)
-    _kc_st = _getstream(_kc_dev) if stream is None else _stream_handle(stream)
-    if _hooks_enter or _hooks_exit:
-        _kc_rec = _Record(_name, (_kc_g0, _kc_g1, _kc_g2), num_warps, num_stages, _kc_ent.compiled.shared, _kc_st, "cuda",
-                          _kc_ent.compiled, _kc_ent.compiled.cache_key, _fn, ({', '.join(names)},), _cmask, _metadata_fn)
-        for _kc_h in _hooks_enter:
-            _kc_h(_kc_rec)
-        _getattr(_kc_ent.launch, 'fast', _kc_ent.launch)(_kc_g0, _kc_g1, _kc_g2, _kc_st{''.join(', ' + r for r in runtime)})
-        for _kc_h in _hooks_exit:
-            _kc_h(_kc_rec)
-        return _kc_ent.compiled
-    _getattr(_kc_ent.launch, 'fast', _kc_ent.launch)(_kc_g0, _kc_g1, _kc_g2, _kc_st{''.join(', ' + r for r in runtime)})
-    return _kc_ent.compiled
-"""
+        return _slow(grid, {values}, kw, num_warps, num_stages, stream)
+{tail}
+
+def fast3(_kc_g0, _kc_g1, _kc_g2, {sig}, stream=None, **kw):
+{head.replace("GRID", "(_kc_g0, _kc_g1, _kc_g2)")}{tail}"""
     # what JITFunction.warmup memoises on: the launch key of these arguments, computed as the launch computes it
     # (constexprs with their type: a warmup with BLOCK=True is not one with BLOCK=1); None: the general key
-    warm_parts = [f"('c', type({n}), {n})" if n in fn.constexpr_names else f"_k_{n}" for n in names]
+    # one flat tuple (a constexpr as its type and value, at fixed places): hashing a nested key costs ~0.1 us a level.
+    # With the knobs that can change warmup's result (KERNELC_OVERRIDE, KERNELC_INTERPRET, raw) and the device
+    warm_parts = [f"type({n}), {n}" if n in fn.constexpr_names else f"_k_{n}" for n in names]
     src += f"""
 
 def warm_key({', '.join(sig_parts + opt_parts)}, stream=None, **kw):
@@ -196,13 +228,14 @@ def warm_key({', '.join(sig_parts + opt_parts)}, stream=None, **kw):
 {chr(10).join("    " + ln for blk in pre for ln in blk.splitlines())}
     except TypeError:
         return None
-    return (({', '.join(warm_parts)},), num_warps, num_stages)
+    return ({', '.join(warm_parts)}, num_warps, num_stages, _warm_env(), _device())
 """
     from .launcher import get_state
+    from .device import current_device, warmup_knobs
     import torch
     st = get_state(fn)
     ns = dict(defaults)
-    ns.update(_getattr=getattr, _spec=spec_part, _desc=descriptor_part, _TD=TensorDescriptor, _Tensor=torch.Tensor, _cache=st["cache"], _hooks_enter=hooks._enter_hooks, _hooks_exit=hooks._exit_hooks,
+    ns.update(_warm_env=warmup_knobs, _device=current_device, _getattr=getattr, _ints=_INT_PARTS, _int_part=_int_part, _spec=spec_part, _desc=descriptor_part, _TD=TensorDescriptor, _Tensor=torch.Tensor, _cache=st["cache"], _hooks_enter=hooks._enter_hooks, _hooks_exit=hooks._exit_hooks,
               _getdev=getattr(torch._C, "_cuda_getDevice", lambda: 0),
               _getstream=getattr(torch._C, "_cuda_getCurrentRawStream", lambda d: 0),
               _stream_handle=lambda s: int(getattr(s, "cuda_stream", s)), _slow=_make_slow(fn),
@@ -210,6 +243,7 @@ def warm_key({', '.join(sig_parts + opt_parts)}, stream=None, **kw):
               _cmask=[n in fn.constexpr_names for n in names])
     exec(compile(src, f"<kernelc launcher {fn.__name__}>", "exec"), ns)
     ns["fast"].warm_key = ns["warm_key"]
+    ns["fast"].fast3 = ns["fast3"]
     return ns["fast"]
 
 

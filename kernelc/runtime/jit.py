@@ -11,6 +11,7 @@ from ..language.core import DeviceFunction, constexpr
 from . import hooks
 from .fastpath import spec_part
 from .device import interpret_requested  # noqa: F401 (kernelc.runtime.jit.interpret_requested, used by callers)
+from .device import current_device as _current_device, warmup_knobs as _warm_env
 from .grid import call_site, normalize_grid
 from ..options import get as option
 
@@ -89,8 +90,12 @@ class JITFunction(DeviceFunction, KernelInterface):
                         self._bound.clear()
                     # validated once per distinct grid; the fast path launches it as given
                     g3 = normalize_grid(grid, self.__name__)
-                    bound = self._bound[grid] = functools.partial(fast, g3) if all(g3) else \
-                        (lambda *args, **kwargs: self.run(*args, grid=g3, **kwargs))
+                    if not all(g3):
+                        bound = lambda *args, **kwargs: self.run(*args, grid=g3, **kwargs)  # noqa: E731
+                    else:
+                        fast3 = getattr(fast, "fast3", None)
+                        bound = functools.partial(fast3, *g3) if fast3 is not None else functools.partial(fast, g3)
+                    self._bound[grid] = bound
                 return bound
             if not callable(grid):
                 grid = normalize_grid(grid, self.__name__)
@@ -225,18 +230,39 @@ class JITFunction(DeviceFunction, KernelInterface):
             occupancy = 65536 // (k.n_regs * 32 * 8)
             k[(n_programs,)](y, x, n_cols)
         """
+        # host code may warm up before every launch (Triton's tutorial 02 does, to read n_regs): a call whose
+        # arguments specialise as an earlier one's, under the same KERNELC_OVERRIDE / KERNELC_INTERPRET text and
+        # on the same device, returns the same object without binding, the override table or a cache lookup
+        fast = self._fast
+        if fast is None:
+            fast = self._make_fast()
+        warm_key = getattr(fast, "warm_key", None)
+        memo = None
+        if warm_key is not None:
+            try:
+                memo = warm_key(*args, **kwargs)
+            except TypeError:  # wrong arguments (the general path says what is wrong), an unhashable constexpr
+                memo = None
+            if memo is not None:  # with the knobs and the device (fastpath.make_binder)
+                try:
+                    hit = self._warm_memo.get(memo)
+                except TypeError:  # an unhashable constexpr: not memoised
+                    hit = memo = None
+                if hit is not None:
+                    return hit
         from .override import overrides_for
         forced = overrides_for(self.__name__)
-        # host code may warm up before every launch (Triton's tutorial 02 does, to read n_regs): a call whose
-        # arguments specialise as an earlier one's returns the same object without binding or a cache lookup
-        memo = None if forced else self._warmup_key(args, kwargs)
-        if memo is not None:
-            try:
-                hit = self._warm_memo.get(memo)
-            except TypeError:  # an unhashable constexpr: not memoised
-                hit = memo = None
-            if hit is not None:
-                return hit
+        if forced:  # never memoised: the memo cannot hit under this override text
+            memo = None
+        elif memo is None:  # no generated binding, or one that cannot key these arguments
+            memo = self._warmup_key(args, kwargs)
+            if memo is not None:
+                try:
+                    hit = self._warm_memo.get(memo)
+                except TypeError:
+                    hit = memo = None
+                if hit is not None:
+                    return hit
         w = self._warmup(args, kwargs, forced)
         if memo is not None:
             if len(self._warm_memo) > 256:
@@ -245,17 +271,7 @@ class JITFunction(DeviceFunction, KernelInterface):
         return w
 
     def _warmup_key(self, args, kwargs):
-        """What decides warmup's result, as the launch fast path keys a launch (None: not keyable)."""
-        fast = self._fast if self._fast is not None else self._make_fast()
-        warm_key = getattr(fast, "warm_key", None)
-        if warm_key is not None:
-            # the generated binding of the launch fast path (a few us against ~15 for the loop below)
-            try:
-                key = warm_key(*args, **kwargs)
-                if key is not None:
-                    return key + (interpret_requested(), _current_device())  # hashed by the memo lookup
-            except TypeError:  # wrong arguments (the general path says what is wrong), an unhashable constexpr
-                return None
+        """What decides warmup's result where there is no generated binding (None: not keyable)."""
         names = self.arg_names
         if len(args) > len(names):
             return None
@@ -266,7 +282,7 @@ class JITFunction(DeviceFunction, KernelInterface):
                 return spec_part(v, name not in self.do_not_specialize)
             key = (tuple(part(n, v) for n, v in zip(names, args)),
                    tuple((k, part(k, kwargs[k])) for k in sorted(kwargs)),
-                   interpret_requested(), _current_device())
+                   _warm_env(), _current_device())
             hash(key)
             return key
         except TypeError:  # an unhashable constexpr, an argument kernelc cannot pass: the general path
@@ -292,14 +308,6 @@ class JITFunction(DeviceFunction, KernelInterface):
         options.setdefault("num_stages", num_stages)
         w = self._warmed[id(compiled)] = WarmedKernel(self, compiled, constexprs, options)
         return w
-
-
-def _current_device() -> int:
-    import sys
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
-        return torch.cuda.current_device()
-    return 0
 
 
 def jit(fn=None, *, do_not_specialize: Iterable = (), debug: Optional[bool] = None, noinline: bool = False,

@@ -109,7 +109,7 @@ class KernelCache:
 
 
 class Loaded:
-    __slots__ = ("compiled", "function", "buffer", "kinds", "launch", "cmask", "device")
+    __slots__ = ("compiled", "function", "buffer", "kinds", "_launch", "fast", "cmask", "device")
 
     def __init__(self, compiled, function, buffer, kinds):
         self.compiled = compiled
@@ -119,6 +119,16 @@ class Loaded:
         self.launch = None
         self.cmask = None
         self.device = 0
+
+    @property
+    def launch(self):
+        return self._launch
+
+    @launch.setter
+    def launch(self, launch):
+        # ``fast``: what the generated binder calls, looked up once here rather than on every launch
+        self._launch = launch
+        self.fast = getattr(launch, "fast", launch)
 
 
 def _current_stream(device: int) -> int:
