@@ -36,6 +36,7 @@ def cfg(bm, bn, w, s):
 # (D, causal) -> [(name, kind, kwargs)], most important first; kind: ptr16 fa3_16 ptr8 fa3_8 cudnn
 CANDIDATES = {
     (64, False): [("fp16_ptr", "ptr16", {}), ("fp16_fa3", "fa3_16", {}), ("cudnn", "cudnn", {}),
+                  ("fp16_pers_s2", "pers16", {}), ("fp16_pers_s3", "pers16", dict(num_stages=3)),
                   ("fp16_ptr_64x128_s2", "ptr16", cfg(64, 128, 4, 2)), ("fp16_ptr_64x64_s3", "ptr16", cfg(64, 64, 4, 3)),
                   ("fp16_ptr_64x64_s2", "ptr16", cfg(64, 64, 4, 2)), ("fp16_fa3_64x128", "fa3_16", cfg(64, 128, 4, 2)),
                   ("fp16_fa3_64x64", "fa3_16", cfg(64, 64, 4, 2)), ("fp8_ptr", "ptr8", {}),
@@ -45,6 +46,7 @@ CANDIDATES = {
                  ("fp16_fa3_64x64", "fa3_16", cfg(64, 64, 4, 2)), ("fp16_fa3_64x64_s3", "fa3_16", cfg(64, 64, 4, 3)),
                  ("fp8_ptr", "ptr8", {}), ("fp16_fa3_pingpong", "bench:fa3_pingpong", {})],
     (128, False): [("fp16_ptr", "ptr16", {}), ("fp16_fa3", "fa3_16", {}), ("cudnn", "cudnn", {}),
+                   ("fp16_pers_n64_s2", "pers16", dict(BLOCK_N=64)), ("fp16_pers_n64_s3", "pers16", dict(BLOCK_N=64, num_stages=3)),
                    ("fp8_ptr", "ptr8", {}), ("fp8_fa3", "fa3_8", {}),
                    ("fp16_ptr_64x64_s2", "ptr16", cfg(64, 64, 4, 2)), ("fp16_fa3_64x64", "fa3_16", cfg(64, 64, 4, 2)),
                    ("fp16_fa3_128x64_s3", "fa3_16", cfg(128, 64, 8, 3)),
@@ -84,6 +86,8 @@ def setup(N, D, causal, names):
             return lambda: A.attention_fp8(*fp8, **kw)
         if kind == "fa3_8":
             return lambda: AF.attention_fp8(*fp8, **kw)
+        if kind == "pers16":
+            return lambda: AF.attention_persistent(q, k, v, causal, scale, **kw)
         if kind.startswith("bench:"):  # a --fwd-variants entry of the bench (its own JIT, compiled under its knobs)
             from bench.bench_attention import variant_forward
             fwd, first = variant_forward(kind[6:])
