@@ -92,29 +92,45 @@ def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, QScale,
 @triton.jit
 def attn_fwd_fa3_persistent_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Z_H, QScale, KScale, VScale,
                                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
-                                   FP8: tl.constexpr, PROGRAMS: tl.constexpr):
-    """:func:`attn_fwd_fa3_kernel` (not causal) as a persistent kernel: program p takes the row blocks
-    p, p + PROGRAMS, ... of [Z * H, N_CTX / BLOCK_M], a head's row blocks consecutive. The producer warp walks the
-    same tiles and fills the K / V ring across them, so the next tile's first blocks load under this tile's last
-    P V and epilogue (a program that has the SM to itself pays its prologue once, not once a row block)."""
+                                   CAUSAL: tl.constexpr, FP8: tl.constexpr, PROGRAMS: tl.constexpr,
+                                   GROUP: tl.constexpr):
+    """:func:`attn_fwd_fa3_kernel` as a persistent kernel: program p takes the tiles (row blocks) p, p + PROGRAMS,
+    ... The producer warp walks the same tiles and fills the K / V ring across them, so the next tile's first
+    blocks load under this tile's last P V and epilogue (a program that has the SM to itself pays its prologue's
+    copies once, not once a row block). Not causal: a head's row blocks in order. Causal: heads in groups of GROUP
+    (Z_H a multiple of it), a group's row blocks heaviest first across its heads, so that the static walk gives
+    every program about the same work and the light blocks end the grid."""
     n_m = N_CTX // BLOCK_M
     qk_scale = sm_scale * 1.44269504
     if FP8:
         qk_scale = qk_scale * tl.load(QScale) * tl.load(KScale)
     for t in tl.range(tl.program_id(0), n_m * Z_H, PROGRAMS, num_stages=1):
-        off_hz = t // n_m
+        if CAUSAL:
+            r = t % (GROUP * n_m)
+            start_m = n_m - 1 - r // GROUP
+            off_hz = (t // (GROUP * n_m)) * GROUP + r % GROUP
+        else:
+            start_m = t % n_m
+            off_hz = t // n_m
         offset_y = off_hz * N_CTX
-        qo_offset_y = offset_y + (t % n_m) * BLOCK_M
+        qo_offset_y = offset_y + start_m * BLOCK_M
+        first = start_m * BLOCK_M if CAUSAL else 0
+        lo = 0 if CAUSAL else BLOCK_N
+        hi = start_m * BLOCK_M if CAUSAL else N_CTX
         q = desc_q.load([qo_offset_y, 0])
         dtype = q.dtype
         acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-        qk = tl.dot(q, desc_k.load([offset_y, 0]).T) * qk_scale
+        qk = tl.dot(q, desc_k.load([offset_y + first, 0]).T) * qk_scale
+        if CAUSAL:
+            offs_m = tl.arange(0, BLOCK_M)
+            offs_n = tl.arange(0, BLOCK_N)
+            qk = qk + tl.where(offs_m[:, None] >= offs_n[None, :], 0.0, -1.0e6)
         m_i = tl.max(qk, 1)
         p32 = tl.math.exp2(qk - m_i[:, None])
         l_i = tl.sum(p32, 1)
         p = p32.to(dtype)
-        v_prev = offset_y
-        for start_n in range(BLOCK_N, N_CTX, BLOCK_N):
+        v_prev = offset_y + first
+        for start_n in range(lo, hi, BLOCK_N):
             qk = tl.dot(q, desc_k.load([offset_y + start_n, 0]).T)
             acc = tl.dot(p, _v_block(desc_v, v_prev, off_hz, N_CTX, HEAD_DIM, FP8), acc)
             m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
@@ -282,41 +298,61 @@ def _num_sms(device):
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def attention_persistent(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2,
-                         programs=None, kernel=None):
-    """:func:`attention` (not causal) through :func:`attn_fwd_fa3_persistent_kernel`: ``programs`` (default: one an
-    SM) programs walk the row blocks. fp16/bf16, contiguous, N_CTX a multiple of BLOCK_M and BLOCK_N."""
+def _persistent(q, k, v, vt, scales, causal, sm_scale, out_dtype, BLOCK_M, BLOCK_N, num_warps, num_stages, programs,
+                group, kernel):
     import torch
-    if causal:
-        raise ValueError("attention_fa3.attention_persistent: not causal only")
     key = ("persistent", q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype,
-           q.device, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages, programs, kernel)
+           q.device, causal, sm_scale, out_dtype, BLOCK_M, BLOCK_N, num_warps, num_stages, programs, group, kernel)
     plan = _PLANS.get(key)
     if plan is None:
         Z, H, N, D = q.shape
-        if q.dtype not in (torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
-            raise TypeError(f"attention_persistent expects q, k, v in float16 or bfloat16, got {q.dtype}")
         if not all(t.is_contiguous() for t in (q, k, v)):
             raise ValueError("attention_persistent expects contiguous q, k, v")
-        _check_blocks("attention_persistent", N, False, BLOCK_M, BLOCK_N)
+        _check_blocks("attention_persistent", N, causal, BLOCK_M, BLOCK_N)
         y = Z * H * N
         plan = _Plan()
         plan.descs = (TensorDescriptor(q, [y, D], [D, 1], [BLOCK_M, D]),
                       TensorDescriptor(k, [y, D], [D, 1], [BLOCK_N, D]),
+                      TensorDescriptor(v, [Z * H * D, N], [N, 1], [D, BLOCK_N]) if vt else
                       TensorDescriptor(v, [y, D], [D, 1], [BLOCK_N, D]),
-                      TensorDescriptor(q.new_empty((0,)), [y, D], [D, 1], [BLOCK_M, D]))
+                      TensorDescriptor(q.new_empty((0,), dtype=out_dtype), [y, D], [D, 1], [BLOCK_M, D]))
         for d in plan.descs:
             d.base = None
         n = min(programs or _num_sms(q.device), Z * H * (N // BLOCK_M))
+        g = group or 1
+        while (Z * H) % g:
+            g //= 2
         plan.launch = (kernel or attn_fwd_fa3_persistent_kernel)[(n, 1, 1)]
         plan.sm_scale, plan.N = (sm_scale if sm_scale is not None else D ** -0.5), N
-        plan.tail = (BLOCK_M, BLOCK_N, D, False, n)
+        plan.tail = (BLOCK_M, BLOCK_N, D, bool(causal), bool(vt), n, g)
         plan.opts = dict(num_warps=num_warps, num_stages=num_stages)
-        plan.out_shape, plan.out_dtype = (Z, H, N, D), q.dtype
+        plan.out_shape, plan.out_dtype = (Z, H, N, D), out_dtype
         plan.zh = Z * H
         _PLANS[key] = plan
     o = torch.empty(plan.out_shape, device=q.device, dtype=plan.out_dtype)
     dq, dk, dv, do = plan.descs
     plan.launch(plan.sm_scale, _rebased(dq, q), _rebased(dk, k), _rebased(dv, v), _rebased(do, o), plan.N, plan.zh,
-                o, o, o, *plan.tail, **plan.opts)
+                *(scales or (o, o, o)), *plan.tail, **plan.opts)
     return o
+
+
+def attention_persistent(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2,
+                         programs=None, group=8, kernel=None):
+    """:func:`attention` through :func:`attn_fwd_fa3_persistent_kernel`: ``programs`` (default: one an SM) programs
+    walk the row blocks; causal: in groups of ``group`` heads. fp16/bf16, contiguous, N_CTX a multiple of BLOCK_M and
+    BLOCK_N (causal: BLOCK_M == BLOCK_N)."""
+    import torch
+    if q.dtype not in (torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise TypeError(f"attention_persistent expects q, k, v in float16 or bfloat16, got {q.dtype}")
+    return _persistent(q, k, v, False, None, causal, sm_scale, q.dtype, BLOCK_M, BLOCK_N, num_warps, num_stages,
+                       programs, group, kernel)
+
+
+def attention_persistent_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None,
+                             BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2, programs=None, group=8, kernel=None):
+    """:func:`attention_fp8`'s arguments through :func:`attn_fwd_fa3_persistent_kernel` (v8t: V transposed)."""
+    import torch
+    dev = q8.device
+    return _persistent(q8, k8, v8t, True, (_scale_arg(q_scale, dev), _scale_arg(k_scale, dev),
+                                          _scale_arg(v_scale, dev)), causal, sm_scale, out_dtype or torch.float16,
+                       BLOCK_M, BLOCK_N, num_warps, num_stages, programs, group, kernel)

@@ -43,18 +43,18 @@ CANDIDATES = {
                   ("fp8_ptr", "ptr8", {})],
     (64, True): [("fp16_ptr", "ptr16", {}), ("fp16_fa3", "fa3_16", {}), ("cudnn", "cudnn", {}),
                  ("fp16_ptr_64x128_s2", "ptr16", cfg(64, 128, 4, 2)), ("fp16_ptr_64x64_s3", "ptr16", cfg(64, 64, 4, 3)),
-                 ("fp16_fa3_64x64", "fa3_16", cfg(64, 64, 4, 2)), ("fp16_fa3_pingpong", "bench:fa3_pingpong", {}),
+                 ("fp16_fa3_64x64", "fa3_16", cfg(64, 64, 4, 2)), ("fp16_pers", "pers16", {}), ("fp16_fa3_pingpong", "bench:fa3_pingpong", {}),
                  ("fp16_fa3_64x64_s3", "fa3_16", cfg(64, 64, 4, 3)), ("fp8_ptr", "ptr8", {})],
     (128, False): [("fp16_ptr", "ptr16", {}), ("fp16_fa3", "fa3_16", {}), ("cudnn", "cudnn", {}),
                    ("fp16_pers_n64_s2", "pers16", dict(BLOCK_N=64)), ("fp8_ptr", "ptr8", {}), ("fp8_fa3", "fa3_8", {}),
+                   ("fp8_pers_s2", "pers8", {}), ("fp8_pers_s3", "pers8", dict(num_stages=3)),
                    ("fp16_fa3_pingpong", "bench:fa3_pingpong", {}), ("fp8_fa3_pingpong", "bench:fp8_fa3_pingpong", {}),
                    ("fp16_pers_n64_s3", "pers16", dict(BLOCK_N=64, num_stages=3)),
                    ("fp16_fa3_128x64_s3", "fa3_16", cfg(128, 64, 8, 3)), ("fp16_fa3_64x64", "fa3_16", cfg(64, 64, 4, 2)),
-                   ("fp16_ptr_64x64_s2", "ptr16", cfg(64, 64, 4, 2)), ("fp8_fa3_64x128", "fa3_8", cfg(64, 128, 4, 2)),
-                   ("fp8_ptr_64x128_s2", "ptr8", cfg(64, 128, 4, 2)), ("fp8_ptr_64x64_s3", "ptr8", cfg(64, 64, 4, 3))],
+                   ("fp8_fa3_64x128", "fa3_8", cfg(64, 128, 4, 2)), ("fp8_ptr_64x128_s2", "ptr8", cfg(64, 128, 4, 2))],
     (128, True): [("fp16_ptr", "ptr16", {}), ("fp16_fa3", "fa3_16", {}), ("cudnn", "cudnn", {}),
-                  ("fp8_ptr", "ptr8", {}), ("fp8_fa3", "fa3_8", {}),
-                  ("fp16_fa3_pingpong", "bench:fa3_pingpong", {}), ("fp8_fa3_pingpong", "bench:fp8_fa3_pingpong", {}),
+                  ("fp8_ptr", "ptr8", {}), ("fp8_fa3", "fa3_8", {}), ("fp8_pers_s2", "pers8", {}),
+                  ("fp8_pers_s3", "pers8", dict(num_stages=3)), ("fp16_fa3_pingpong", "bench:fa3_pingpong", {}), ("fp8_fa3_pingpong", "bench:fp8_fa3_pingpong", {}),
                   ("fp16_fa3_64x64", "fa3_16", cfg(64, 64, 4, 2)), ("fp16_ptr_64x64_s2", "ptr16", cfg(64, 64, 4, 2)),
                   ("fp8_fa3_64x64_s3", "fa3_8", cfg(64, 64, 4, 3)), ("fp8_ptr_64x128_s3", "ptr8", cfg(64, 128, 4, 3)),
                   ("fp8_ptr_64x64_s3", "ptr8", cfg(64, 64, 4, 3))],
@@ -87,6 +87,8 @@ def setup(N, D, causal, names):
             return lambda: AF.attention_fp8(*fp8, **kw)
         if kind == "pers16":
             return lambda: AF.attention_persistent(q, k, v, causal, scale, **kw)
+        if kind == "pers8":
+            return lambda: AF.attention_persistent_fp8(*fp8, **kw)
         if kind.startswith("bench:"):  # a --fwd-variants entry of the bench (its own JIT, compiled under its knobs)
             from bench.bench_attention import variant_forward
             fwd, first = variant_forward(kind[6:])
