@@ -141,6 +141,7 @@ def main(argv=None):
     ap.add_argument("--seq", type=int, default=4096)
     ap.add_argument("--points", nargs="*", default=["64,0", "64,1", "128,0", "128,1"], help="D,causal")
     ap.add_argument("--only", nargs="*", default=None, help="variant names (all when not given)")
+    ap.add_argument("--exclude", nargs="*", default=[], help="leave out variants whose name holds one of these")
     ap.add_argument("--summarize")
     ap.add_argument("--dry", action="store_true", help="CPU: N=128, one head, the interpreter, host-clock events")
     args = ap.parse_args(argv)
@@ -164,7 +165,8 @@ def main(argv=None):
         deadline = t0 + args.budget_s * (i + 1) / len(args.points)
         D, causal = int(pt.split(",")[0]), bool(int(pt.split(",")[1]))
         tag = dict(N=N, D=D, causal=causal)
-        cands = [c for c in CANDIDATES[(D, causal)] if args.only is None or c[0] in args.only]
+        cands = [c for c in CANDIDATES[(D, causal)] if (args.only is None or c[0] in args.only)
+                 and not any(x in c[0] for x in args.exclude)]
         make, ctx, err16, err8 = setup(N, D, causal, [c[0] for c in cands])
         var = {}
         for name, kind, kw in cands:  # compile, check, warm up
