@@ -36,7 +36,9 @@ def cfg(bm, bn, w, s):
 # (D, causal) -> [(name, kind, kwargs)], most important first; kind: ptr16 fa3_16 ptr8 fa3_8 cudnn
 CANDIDATES = {
     (64, False): [("fp16_ptr", "ptr16", {}), ("fp16_fa3", "fa3_16", {}), ("cudnn", "cudnn", {}),
-                  ("fp16_pers_s2", "pers16", {}), ("fp16_pers_s3", "pers16", dict(num_stages=3)),
+                  ("fp16_pers_s2", "pers16", {}), ("fp16_pers_rf", "pers16", dict(ring_first=True)),
+                  ("fp16_pers_s3", "pers16", dict(num_stages=3)),
+                  ("fp16_pers_rf_s3", "pers16", dict(ring_first=True, num_stages=3)),
                   ("fp16_ptr_64x128_s2", "ptr16", cfg(64, 128, 4, 2)), ("fp16_ptr_64x64_s3", "ptr16", cfg(64, 64, 4, 3)),
                   ("fp16_ptr_64x64_s2", "ptr16", cfg(64, 64, 4, 2)), ("fp16_fa3_pingpong", "bench:fa3_pingpong", {}),
                   ("fp16_fa3_64x128", "fa3_16", cfg(64, 128, 4, 2)), ("fp16_fa3_64x64", "fa3_16", cfg(64, 64, 4, 2)),
@@ -47,7 +49,11 @@ CANDIDATES = {
                  ("fp16_fa3_64x64_s3", "fa3_16", cfg(64, 64, 4, 3)), ("fp8_ptr", "ptr8", {})],
     (128, False): [("fp16_ptr", "ptr16", {}), ("fp16_fa3", "fa3_16", {}), ("cudnn", "cudnn", {}),
                    ("fp16_pers_n64_s2", "pers16", dict(BLOCK_N=64)), ("fp8_ptr", "ptr8", {}), ("fp8_fa3", "fa3_8", {}),
-                   ("fp8_pers_s2", "pers8", {}), ("fp8_pers_s3", "pers8", dict(num_stages=3)),
+                   ("fp16_pers_rf", "pers16", dict(ring_first=True)),
+                   ("fp16_pers_n64_rf", "pers16", dict(BLOCK_N=64, ring_first=True)),
+                   ("fp8_pers_s2", "pers8", {}), ("fp8_pers_rf", "pers8", dict(ring_first=True)),
+                   ("fp8_pers_rf_s3", "pers8", dict(ring_first=True, num_stages=3)),
+                   ("fp8_pers_s3", "pers8", dict(num_stages=3)),
                    ("fp16_fa3_pingpong", "bench:fa3_pingpong", {}), ("fp8_fa3_pingpong", "bench:fp8_fa3_pingpong", {}),
                    ("fp16_pers_n64_s3", "pers16", dict(BLOCK_N=64, num_stages=3)),
                    ("fp16_fa3_128x64_s3", "fa3_16", cfg(128, 64, 8, 3)), ("fp16_fa3_64x64", "fa3_16", cfg(64, 64, 4, 2)),
