@@ -93,7 +93,8 @@ def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, QScale,
 def attn_fwd_fa3_persistent_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Z_H, QScale, KScale, VScale,
                                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
                                    CAUSAL: tl.constexpr, FP8: tl.constexpr, PROGRAMS: tl.constexpr,
-                                   GROUP: tl.constexpr, RING_FIRST: tl.constexpr = False):
+                                   GROUP: tl.constexpr, RING_FIRST: tl.constexpr = False,
+                                   EARLY_V: tl.constexpr = False):
     """:func:`attn_fwd_fa3_kernel` as a persistent kernel: program p takes the tiles (row blocks) p, p + PROGRAMS,
     ... The producer warp walks the same tiles and fills the K / V ring across them, so the next tile's first
     blocks load under this tile's last P V and epilogue (a program that has the SM to itself pays its prologue's
@@ -101,7 +102,8 @@ def attn_fwd_fa3_persistent_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_C
     (Z_H a multiple of it), a group's row blocks heaviest first across its heads, so that the static walk gives
     every program about the same work and the light blocks end the grid. RING_FIRST (not causal): the first key
     block comes through the producer's ring too, scored in the loop's first trip with a P V of zeros (no block of
-    shared memory of its own, and no copy the consumers wait for but Q's)."""
+    shared memory of its own, and no copy the consumers wait for but Q's). EARLY_V: the last V block's copy issued at
+    the tile's start (as in :func:`attn_fwd_fa3_kernel`), not waited for after the loop."""
     n_m = N_CTX // BLOCK_M
     qk_scale = sm_scale * 1.44269504
     if FP8:
@@ -137,6 +139,8 @@ def attn_fwd_fa3_persistent_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_C
             p32 = tl.math.exp2(qk - m_i[:, None])
             l_i = tl.sum(p32, 1)
             p = p32.to(dtype)
+        if EARLY_V:
+            v_last = _v_block(desc_v, offset_y + tl.where(hi > lo, hi - BLOCK_N, first), off_hz, N_CTX, HEAD_DIM, FP8)
         v_prev = offset_y + first
         for start_n in range(lo, hi, BLOCK_N):
             qk = tl.dot(q, desc_k.load([offset_y + start_n, 0]).T)
@@ -149,7 +153,9 @@ def attn_fwd_fa3_persistent_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_C
             m_i = m_ij
             p = p32.to(dtype)
             v_prev = offset_y + start_n
-        acc = tl.dot(p, _v_block(desc_v, v_prev, off_hz, N_CTX, HEAD_DIM, FP8), acc)
+        if not EARLY_V:
+            v_last = _v_block(desc_v, v_prev, off_hz, N_CTX, HEAD_DIM, FP8)
+        acc = tl.dot(p, v_last, acc)
         if FP8:
             acc = acc * tl.load(VScale)
         acc = acc / l_i[:, None]
@@ -307,11 +313,11 @@ def _num_sms(device):
 
 
 def _persistent(q, k, v, vt, scales, causal, sm_scale, out_dtype, BLOCK_M, BLOCK_N, num_warps, num_stages, programs,
-                group, kernel, ring_first=False):
+                group, kernel, ring_first=False, early_v=False):
     import torch
     key = ("persistent", q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype,
            q.device, causal, sm_scale, out_dtype, BLOCK_M, BLOCK_N, num_warps, num_stages, programs, group, kernel,
-           ring_first)
+           ring_first, early_v)
     plan = _PLANS.get(key)
     if plan is None:
         Z, H, N, D = q.shape
@@ -335,7 +341,7 @@ def _persistent(q, k, v, vt, scales, causal, sm_scale, out_dtype, BLOCK_M, BLOCK
         plan.sm_scale, plan.N = (sm_scale if sm_scale is not None else D ** -0.5), N
         if ring_first and causal:
             raise ValueError("attention_persistent: ring_first is not causal (the diagonal block is scored first)")
-        plan.tail = (BLOCK_M, BLOCK_N, D, bool(causal), bool(vt), n, g, bool(ring_first))
+        plan.tail = (BLOCK_M, BLOCK_N, D, bool(causal), bool(vt), n, g, bool(ring_first), bool(early_v))
         plan.opts = dict(num_warps=num_warps, num_stages=num_stages)
         plan.out_shape, plan.out_dtype = (Z, H, N, D), out_dtype
         plan.zh = Z * H
@@ -348,7 +354,7 @@ def _persistent(q, k, v, vt, scales, causal, sm_scale, out_dtype, BLOCK_M, BLOCK
 
 
 def attention_persistent(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2,
-                         programs=None, group=8, kernel=None, ring_first=False):
+                         programs=None, group=8, kernel=None, ring_first=False, early_v=False):
     """:func:`attention` through :func:`attn_fwd_fa3_persistent_kernel`: ``programs`` (default: one an SM) programs
     walk the row blocks; causal: in groups of ``group`` heads. fp16/bf16, contiguous, N_CTX a multiple of BLOCK_M and
     BLOCK_N (causal: BLOCK_M == BLOCK_N)."""
@@ -356,15 +362,15 @@ def attention_persistent(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOC
     if q.dtype not in (torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
         raise TypeError(f"attention_persistent expects q, k, v in float16 or bfloat16, got {q.dtype}")
     return _persistent(q, k, v, False, None, causal, sm_scale, q.dtype, BLOCK_M, BLOCK_N, num_warps, num_stages,
-                       programs, group, kernel, ring_first)
+                       programs, group, kernel, ring_first, early_v)
 
 
 def attention_persistent_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None,
                              BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2, programs=None, group=8, kernel=None,
-                             ring_first=False):
+                             ring_first=False, early_v=False):
     """:func:`attention_fp8`'s arguments through :func:`attn_fwd_fa3_persistent_kernel` (v8t: V transposed)."""
     import torch
     dev = q8.device
     return _persistent(q8, k8, v8t, True, (_scale_arg(q_scale, dev), _scale_arg(k_scale, dev),
                                           _scale_arg(v_scale, dev)), causal, sm_scale, out_dtype or torch.float16,
-                       BLOCK_M, BLOCK_N, num_warps, num_stages, programs, group, kernel, ring_first)
+                       BLOCK_M, BLOCK_N, num_warps, num_stages, programs, group, kernel, ring_first, early_v)
