@@ -404,19 +404,22 @@ def test_even_m_loads_give_the_same_grads(mode, N):
             assert torch.equal(a, b)
 
 
-@pytest.mark.parametrize("causal,group,programs", [(False, 8, 5), (True, 2, 5), (True, 8, 3), (True, 1, 7)])
-def test_persistent_fa3_forward_walks_every_row_block_once(causal, group, programs):
+@pytest.mark.parametrize("causal,group,programs,opts", [(False, 8, 5, {}), (True, 2, 5, {}), (True, 8, 3, {}),
+                                                        (True, 1, 7, dict(early_v=True)),
+                                                        (False, 8, 4, dict(ring_first=True)),
+                                                        (False, 8, 2, dict(ring_first=True, early_v=True))])
+def test_persistent_fa3_forward_walks_every_row_block_once(causal, group, programs, opts):
     # attention_fa3.attention_persistent(_fp8): `programs` programs take the 3 heads x 3 row blocks in turn; causal in
     # groups of `group` heads (8 and 2 do not divide 3 heads: the launcher halves the group until it does), heaviest
     # first. Every row block of every head must come out right: a tile mapped to the wrong head or row block fails
     from examples.kernels import attention_fa3 as AF
     q, k, v = _qkv(96, 32, torch.float16, H=3, seed=1)
-    o = AF.attention_persistent(q, k, v, causal, BLOCK_M=32, BLOCK_N=32, programs=programs, group=group)
+    o = AF.attention_persistent(q, k, v, causal, BLOCK_M=32, BLOCK_N=32, programs=programs, group=group, **opts)
     ref, _ = _ref(q, k, v, causal)
     torch.testing.assert_close(o.float(), ref, rtol=1e-2, atol=2e-3)
     (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in (q, k, v))
     o8 = AF.attention_persistent_fp8(q8, k8, v8.transpose(-1, -2).contiguous(), qs, ks, vs, causal, BLOCK_M=32,
-                                     BLOCK_N=32, programs=programs, group=group)
+                                     BLOCK_N=32, programs=programs, group=group, **opts)
     ref8, _ = _ref(q8.float() * qs, k8.float() * ks, v8.float() * vs, causal)
     vmax = (v8.float() * vs).abs().max().item()
     err = (o8.float() - ref8).abs()
