@@ -194,6 +194,11 @@ def config(D, causal, fp8=False, BLOCK_M=None, BLOCK_N=None, num_warps=None, num
     return (BLOCK_M or bm, BLOCK_N or bn, num_warps or w, num_stages or s)
 
 
+# (head dim, causal, fp8) -> where attention() / attention_fp8() launch the persistent forward by default: its options
+# (``programs``, ``group``, ``ring_first``, ``early_v``, ``config``: (BLOCK_M, BLOCK_N, num_warps, num_stages))
+PERSISTENT = {}
+
+
 # Launch plans (as in attention.py): per (shapes, strides, dtypes, options) the config, the grid, the four descriptors'
 # shapes, strides and blocks (validated once; a call only puts its tensors in copies of them) and the bound launcher.
 # A call with the GPU idle behind it (the bench's per-call timing) waits for all of its host work.
@@ -216,11 +221,20 @@ def _rebased(template, base):
 
 
 class _Plan:
-    __slots__ = ("launch", "descs", "sm_scale", "N", "tail", "opts", "out_shape", "out_dtype", "zh")
+    __slots__ = ("launch", "descs", "sm_scale", "pre", "tail", "opts", "out_shape", "out_dtype")
+
+
+def _num_sms(device):
+    import torch
+    if device.type != "cuda":
+        return 4  # the interpreter: a few programs, each taking several tiles
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _make_plan(key, kernel, q, k, v, vt, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages, early_v,
-               out_dtype):
+               out_dtype, persistent=None):
+    """``persistent``: None (:func:`attn_fwd_fa3_kernel`, a program a row block) or the options of
+    :func:`attn_fwd_fa3_persistent_kernel` (``programs``, ``group``, ``ring_first``; ``early_v`` as given)."""
     Z, H, N, D = q.shape
     y = Z * H * N
     plan = _Plan()
@@ -230,9 +244,22 @@ def _make_plan(key, kernel, q, k, v, vt, causal, sm_scale, BLOCK_M, BLOCK_N, num
                   TensorDescriptor(q.new_empty((0,), dtype=out_dtype), [y, D], [D, 1], [BLOCK_M, D]))
     for d in plan.descs:  # the templates keep no tensor alive
         d.base = None
-    plan.launch = (kernel or attn_fwd_fa3_kernel)[(N // BLOCK_M, Z * H, 1)]
-    plan.sm_scale, plan.N = sm_scale, N
-    plan.tail = (BLOCK_M, BLOCK_N, D, bool(causal), bool(vt), num_warps >= 8 if early_v is None else bool(early_v))
+    plan.sm_scale = sm_scale
+    if persistent is None:
+        plan.launch = (kernel or attn_fwd_fa3_kernel)[(N // BLOCK_M, Z * H, 1)]
+        plan.pre = (N,)
+        plan.tail = (BLOCK_M, BLOCK_N, D, bool(causal), bool(vt), num_warps >= 8 if early_v is None else bool(early_v))
+    else:
+        ring_first = bool(persistent.get("ring_first", False))
+        if ring_first and causal:
+            raise ValueError("attention_fa3: ring_first is not causal (the diagonal block is scored first)")
+        n = min(persistent.get("programs") or _num_sms(q.device), Z * H * (N // BLOCK_M))
+        g = persistent.get("group") or 1
+        while (Z * H) % g:  # the largest power of two dividing the heads, up to the group asked for
+            g //= 2
+        plan.launch = (kernel or attn_fwd_fa3_persistent_kernel)[(n, 1, 1)]
+        plan.pre = (N, Z * H)
+        plan.tail = (BLOCK_M, BLOCK_N, D, bool(causal), bool(vt), n, g, ring_first, bool(early_v))
     plan.opts = dict(num_warps=num_warps, num_stages=num_stages)
     plan.out_shape, plan.out_dtype = (Z, H, N, D), out_dtype
     if len(_PLANS) >= _MAX_PLANS:
@@ -243,25 +270,48 @@ def _make_plan(key, kernel, q, k, v, vt, causal, sm_scale, BLOCK_M, BLOCK_N, num
 
 def _launch(plan, q, k, v, o, scales):
     dq, dk, dv, do = plan.descs
-    plan.launch(plan.sm_scale, _rebased(dq, q), _rebased(dk, k), _rebased(dv, v), _rebased(do, o), plan.N, *scales,
+    plan.launch(plan.sm_scale, _rebased(dq, q), _rebased(dk, k), _rebased(dv, v), _rebased(do, o), *plan.pre, *scales,
                 *plan.tail, **plan.opts)
     return o
 
 
+def _persistent_options(persistent, D, causal, fp8, given):
+    """The persistent kernel's options for a call, or None: ``persistent`` True / a dict asks for it, False not;
+    None follows :data:`PERSISTENT` where the call gives no launch config, kernel or early_v of its own."""
+    if persistent is None:
+        opts = None if any(x is not None for x in given) else PERSISTENT.get((D, bool(causal), bool(fp8)))
+        return None if opts is None else dict(opts)
+    if persistent is True:
+        return {}
+    return dict(persistent) if persistent else None
+
+
 def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=None, BLOCK_N=None, num_warps=None, num_stages=None,
-              kernel=None, early_v=None):
+              kernel=None, early_v=None, persistent=None):
     """softmax(q k^T * sm_scale) v for fp16/bf16 ``[Z, H, N_CTX, HEAD_DIM]`` tensors (contiguous; N_CTX a
     multiple of BLOCK_M; BLOCK_M == BLOCK_N when causal: the diagonal is one block). The launch config not
-    given comes from :func:`config`. ``kernel``: another ``kernelc.jit`` of :func:`attn_fwd_fa3_kernel` (its own
-    compiled variants, e.g. under other compile knobs). ``early_v``: load the last V block before the loop
-    (default: with 8 warps, see the kernel's EARLY_V)."""
+    given comes from :func:`config`. ``kernel``: another ``kernelc.jit`` of the kernel launched (its own compiled
+    variants, e.g. under other compile knobs). ``early_v``: load the last V block before the loop (default: with 8
+    warps, see the kernel's EARLY_V). ``persistent``: through :func:`attn_fwd_fa3_persistent_kernel` (True, or a
+    dict of ``programs``, ``group``, ``ring_first``); default: where :data:`PERSISTENT` says so and nothing else of
+    the launch is given."""
     import torch
     key = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype, q.device,
-           causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages, kernel, early_v)
+           causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages, kernel, early_v,
+           tuple(sorted(persistent.items())) if isinstance(persistent, dict) else persistent)
     plan = _PLANS.get(key)
     if plan is None:
         Z, H, N, D = q.shape
-        BLOCK_M, BLOCK_N, num_warps, num_stages = config(D, causal, False, BLOCK_M, BLOCK_N, num_warps, num_stages)
+        pers = _persistent_options(persistent, D, causal, False, (BLOCK_M, BLOCK_N, num_warps, num_stages, kernel,
+                                                                  early_v))
+        if pers is not None:
+            early_v = pers.pop("early_v", early_v)
+            cfg = pers.pop("config", DEFAULT_CONFIG)
+            BLOCK_M, BLOCK_N, num_warps, num_stages = (a or b for a, b in zip((BLOCK_M, BLOCK_N, num_warps, num_stages),
+                                                                              cfg))
+        else:
+            BLOCK_M, BLOCK_N, num_warps, num_stages = config(D, causal, False, BLOCK_M, BLOCK_N, num_warps,
+                                                             num_stages)
         if q.dtype not in (torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
             raise TypeError(f"attention_fa3 expects q, k, v in float16 or bfloat16, got {q.dtype}, {k.dtype}, "
                             f"{v.dtype}")
@@ -269,27 +319,37 @@ def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=None, BLOCK_N=None, 
             raise ValueError("attention_fa3 expects contiguous q, k, v")
         _check_blocks("attention_fa3", N, causal, BLOCK_M, BLOCK_N)
         plan = _make_plan(key, kernel, q, k, v, False, causal, sm_scale if sm_scale is not None else D ** -0.5,
-                          BLOCK_M, BLOCK_N, num_warps, num_stages, early_v, q.dtype)
+                          BLOCK_M, BLOCK_N, num_warps, num_stages, early_v, q.dtype, pers)
     o = torch.empty(plan.out_shape, device=q.device, dtype=plan.out_dtype)
     return _launch(plan, q, k, v, o, (o, o, o))
 
 
 def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None, BLOCK_M=None,
-                  BLOCK_N=None, num_warps=None, num_stages=None, kernel=None, early_v=None):
+                  BLOCK_N=None, num_warps=None, num_stages=None, kernel=None, early_v=None, persistent=None):
     """fp8 (e4m3) attention in FlashAttention-3's order: ``softmax(q k^T * sm_scale) v`` with ``q = q8 * q_scale``
     etc. (``attention.quantize_fp8``). ``q8``, ``k8``: ``[Z, H, N_CTX, HEAD_DIM]``; ``v8t``: V transposed,
     ``[Z, H, HEAD_DIM, N_CTX]`` (fp8 wgmma reads its B operand K-major only); all contiguous e4m3. Both dots
     run on fp8 wgmma, P is rounded to e4m3, the output is ``out_dtype`` (default float16); the launch config not
-    given comes from :func:`config`. The scales are 1-element fp32 tensors (anything else is converted to one on
-    every call)."""
+    given comes from :func:`config`, ``persistent`` as in :func:`attention`. The scales are 1-element fp32 tensors
+    (anything else is converted to one on every call)."""
     import torch
     dev = q8.device
     key = ("fp8", q8.shape, k8.shape, v8t.shape, q8.stride(), k8.stride(), v8t.stride(), q8.dtype, k8.dtype,
-           v8t.dtype, dev, causal, sm_scale, out_dtype, BLOCK_M, BLOCK_N, num_warps, num_stages, kernel, early_v)
+           v8t.dtype, dev, causal, sm_scale, out_dtype, BLOCK_M, BLOCK_N, num_warps, num_stages, kernel, early_v,
+           tuple(sorted(persistent.items())) if isinstance(persistent, dict) else persistent)
     plan = _PLANS.get(key)
     if plan is None:
         Z, H, N, D = q8.shape
-        BLOCK_M, BLOCK_N, num_warps, num_stages = config(D, causal, True, BLOCK_M, BLOCK_N, num_warps, num_stages)
+        pers = _persistent_options(persistent, D, causal, True, (BLOCK_M, BLOCK_N, num_warps, num_stages, kernel,
+                                                                 early_v))
+        if pers is not None:
+            early_v = pers.pop("early_v", early_v)
+            cfg = pers.pop("config", DEFAULT_CONFIG)
+            BLOCK_M, BLOCK_N, num_warps, num_stages = (a or b for a, b in zip((BLOCK_M, BLOCK_N, num_warps, num_stages),
+                                                                              cfg))
+        else:
+            BLOCK_M, BLOCK_N, num_warps, num_stages = config(D, causal, True, BLOCK_M, BLOCK_N, num_warps,
+                                                             num_stages)
         for name, t in (("q8", q8), ("k8", k8), ("v8t", v8t)):
             if t.dtype != torch.float8_e4m3fn:
                 raise TypeError(f"attention_fa3.attention_fp8: {name} must be torch.float8_e4m3fn, got {t.dtype}")
@@ -300,77 +360,24 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
                              f"got {tuple(v8t.shape)}")
         _check_blocks("attention_fa3.attention_fp8", N, causal, BLOCK_M, BLOCK_N)
         plan = _make_plan(key, kernel, q8, k8, v8t, True, causal, sm_scale if sm_scale is not None else D ** -0.5,
-                          BLOCK_M, BLOCK_N, num_warps, num_stages, early_v, out_dtype or torch.float16)
+                          BLOCK_M, BLOCK_N, num_warps, num_stages, early_v, out_dtype or torch.float16, pers)
     o = torch.empty(plan.out_shape, device=dev, dtype=plan.out_dtype)
     return _launch(plan, q8, k8, v8t, o, (_scale_arg(q_scale, dev), _scale_arg(k_scale, dev), _scale_arg(v_scale, dev)))
-
-
-def _num_sms(device):
-    import torch
-    if device.type != "cuda":
-        return 4  # the interpreter: a few programs, each taking several tiles
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
-def _persistent(q, k, v, vt, scales, causal, sm_scale, out_dtype, BLOCK_M, BLOCK_N, num_warps, num_stages, programs,
-                group, kernel, ring_first=False, early_v=False):
-    import torch
-    key = ("persistent", q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype,
-           q.device, causal, sm_scale, out_dtype, BLOCK_M, BLOCK_N, num_warps, num_stages, programs, group, kernel,
-           ring_first, early_v)
-    plan = _PLANS.get(key)
-    if plan is None:
-        Z, H, N, D = q.shape
-        if not all(t.is_contiguous() for t in (q, k, v)):
-            raise ValueError("attention_persistent expects contiguous q, k, v")
-        _check_blocks("attention_persistent", N, causal, BLOCK_M, BLOCK_N)
-        y = Z * H * N
-        plan = _Plan()
-        plan.descs = (TensorDescriptor(q, [y, D], [D, 1], [BLOCK_M, D]),
-                      TensorDescriptor(k, [y, D], [D, 1], [BLOCK_N, D]),
-                      TensorDescriptor(v, [Z * H * D, N], [N, 1], [D, BLOCK_N]) if vt else
-                      TensorDescriptor(v, [y, D], [D, 1], [BLOCK_N, D]),
-                      TensorDescriptor(q.new_empty((0,), dtype=out_dtype), [y, D], [D, 1], [BLOCK_M, D]))
-        for d in plan.descs:
-            d.base = None
-        n = min(programs or _num_sms(q.device), Z * H * (N // BLOCK_M))
-        g = group or 1
-        while (Z * H) % g:
-            g //= 2
-        plan.launch = (kernel or attn_fwd_fa3_persistent_kernel)[(n, 1, 1)]
-        plan.sm_scale, plan.N = (sm_scale if sm_scale is not None else D ** -0.5), N
-        if ring_first and causal:
-            raise ValueError("attention_persistent: ring_first is not causal (the diagonal block is scored first)")
-        plan.tail = (BLOCK_M, BLOCK_N, D, bool(causal), bool(vt), n, g, bool(ring_first), bool(early_v))
-        plan.opts = dict(num_warps=num_warps, num_stages=num_stages)
-        plan.out_shape, plan.out_dtype = (Z, H, N, D), out_dtype
-        plan.zh = Z * H
-        _PLANS[key] = plan
-    o = torch.empty(plan.out_shape, device=q.device, dtype=plan.out_dtype)
-    dq, dk, dv, do = plan.descs
-    plan.launch(plan.sm_scale, _rebased(dq, q), _rebased(dk, k), _rebased(dv, v), _rebased(do, o), plan.N, plan.zh,
-                *(scales or (o, o, o)), *plan.tail, **plan.opts)
-    return o
 
 
 def attention_persistent(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2,
                          programs=None, group=8, kernel=None, ring_first=False, early_v=False):
     """:func:`attention` through :func:`attn_fwd_fa3_persistent_kernel`: ``programs`` (default: one an SM) programs
-    walk the row blocks; causal: in groups of ``group`` heads. fp16/bf16, contiguous, N_CTX a multiple of BLOCK_M and
-    BLOCK_N (causal: BLOCK_M == BLOCK_N)."""
-    import torch
-    if q.dtype not in (torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
-        raise TypeError(f"attention_persistent expects q, k, v in float16 or bfloat16, got {q.dtype}")
-    return _persistent(q, k, v, False, None, causal, sm_scale, q.dtype, BLOCK_M, BLOCK_N, num_warps, num_stages,
-                       programs, group, kernel, ring_first, early_v)
+    walk the row blocks; causal: in groups of ``group`` heads."""
+    return attention(q, k, v, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages, kernel, early_v,
+                     dict(programs=programs, group=group, ring_first=ring_first))
 
 
 def attention_persistent_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None,
                              BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2, programs=None, group=8, kernel=None,
                              ring_first=False, early_v=False):
-    """:func:`attention_fp8`'s arguments through :func:`attn_fwd_fa3_persistent_kernel` (v8t: V transposed)."""
-    import torch
-    dev = q8.device
-    return _persistent(q8, k8, v8t, True, (_scale_arg(q_scale, dev), _scale_arg(k_scale, dev),
-                                          _scale_arg(v_scale, dev)), causal, sm_scale, out_dtype or torch.float16,
-                       BLOCK_M, BLOCK_N, num_warps, num_stages, programs, group, kernel, ring_first, early_v)
+    """:func:`attention_fp8` through :func:`attn_fwd_fa3_persistent_kernel` (options as in
+    :func:`attention_persistent`)."""
+    return attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal, sm_scale, out_dtype, BLOCK_M, BLOCK_N,
+                         num_warps, num_stages, kernel, early_v, dict(programs=programs, group=group,
+                                                                      ring_first=ring_first))

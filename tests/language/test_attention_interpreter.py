@@ -425,3 +425,36 @@ def test_persistent_fa3_forward_walks_every_row_block_once(causal, group, progra
     err = (o8.float() - ref8).abs()
     assert err.max().item() <= 2 ** -4 * vmax + 1e-2, err.max().item()
     assert err.mean().item() <= 2 ** -8 * vmax, err.mean().item()
+
+
+def test_the_persistent_table_picks_the_fa3_forwards_kernel(monkeypatch):
+    # attention_fa3.PERSISTENT: where an entry names (head dim, causal, fp8), attention() / attention_fp8() launch the
+    # persistent kernel with its options (and the launch plan keeps the choice); a launch config, a kernel or
+    # persistent=False of the call's own keeps the kernel of a program a row block
+    from examples.kernels import attention_fa3 as AF
+    launched = []
+    for name in ("attn_fwd_fa3_kernel", "attn_fwd_fa3_persistent_kernel"):
+        real = getattr(AF, name)
+
+        class Spy:
+            def __init__(self, real, name):
+                self.real, self.name = real, name
+
+            def __getitem__(self, grid):
+                launched.append((self.name, grid))
+                return self.real[grid]
+        monkeypatch.setattr(AF, name, Spy(real, name))
+    monkeypatch.setattr(AF, "PERSISTENT", {(32, False, False): dict(ring_first=True, programs=2,
+                                                                     config=(32, 32, 4, 2))})
+    AF.clear_plans()
+    q, k, v = _qkv(128, 32, torch.float16, H=2, seed=2)
+    ref, _ = _ref(q, k, v, False)
+    for kw in ({}, dict(persistent=False), dict(BLOCK_M=32, BLOCK_N=32)):
+        torch.testing.assert_close(AF.attention(q, k, v, **kw).float(), ref, rtol=1e-2, atol=2e-3)
+    torch.testing.assert_close(AF.attention(q, k, v, True, BLOCK_M=32, BLOCK_N=32).float(), _ref(q, k, v, True)[0],
+                               rtol=1e-2, atol=2e-3)
+    AF.attention(q, k, v)  # the plan of the first call
+    assert launched == [("attn_fwd_fa3_persistent_kernel", (2, 1, 1)), ("attn_fwd_fa3_kernel", (1, 2, 1)),
+                        ("attn_fwd_fa3_kernel", (4, 2, 1)), ("attn_fwd_fa3_kernel", (4, 2, 1))]
+    assert AF.PERSISTENT[(32, False, False)]["config"] == (32, 32, 4, 2)  # the table is read, not consumed
+    AF.clear_plans()
