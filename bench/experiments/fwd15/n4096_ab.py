@@ -44,6 +44,7 @@ CANDIDATES = {
         ("fp16_pers_s2", "pers16", {}),
         ("fp16_pers_rf", "pers16", dict(ring_first=True)),
         ("fp16_pers_rf_ev", "pers16", dict(ring_first=True, early_v=True)),
+        ("fp16_pers_rf_ev_late", "pers16_late", dict(ring_first=True, early_v=True)),
         ("fp16_pers_rf_s3", "pers16", dict(ring_first=True, num_stages=3)),
         ("fp16_pers_s3", "pers16", dict(num_stages=3)),
         ("fp16_ptr_64x128_s2", "ptr16", cfg(64, 128, 4, 2)),
@@ -63,6 +64,7 @@ CANDIDATES = {
         ("fp16_fa3_64x64", "fa3_16", cfg(64, 64, 4, 2)),
         ("fp16_pers", "pers16", {}),
         ("fp16_pers_ev", "pers16", dict(early_v=True)),
+        ("fp16_pers_ev_late", "pers16_late", dict(early_v=True)),
         ("fp16_fa3_pingpong", "bench:fa3_pingpong", {}),
         ("fp16_fa3_64x64_s3", "fa3_16", cfg(64, 64, 4, 3)),
         ("fp8_ptr", "ptr8", {}),
@@ -80,6 +82,7 @@ CANDIDATES = {
         ("fp8_pers_s2", "pers8", {}),
         ("fp8_pers_rf", "pers8", dict(ring_first=True)),
         ("fp8_pers_rf_ev", "pers8", dict(ring_first=True, early_v=True)),
+        ("fp8_pers_rf_ev_late", "pers8_late", dict(ring_first=True, early_v=True)),
         ("fp8_pers_rf_s3", "pers8", dict(ring_first=True, num_stages=3)),
         ("fp8_pers_s3", "pers8", dict(num_stages=3)),
         ("fp16_fa3_pingpong", "bench:fa3_pingpong", {}),
@@ -134,9 +137,25 @@ def setup(N, D, causal, names):
             return lambda: A.attention_fp8(*fp8, **kw)
         if kind == "fa3_8":
             return lambda: AF.attention_fp8(*fp8, **kw)
-        if kind == "pers16":
-            return lambda: AF.attention_persistent(q, k, v, causal, scale, **kw)
-        if kind == "pers8":
+        if kind in ("pers16", "pers8", "pers16_late", "pers8_late"):
+            if kind.endswith("_late"):  # its own JIT, compiled with KERNELC_TMA_EARLY_ISSUE=0 (a tile's copies
+                # issued and waited for one at a time, as before the pass took loop bodies)
+                import kernelc
+                from bench.bench_attention import _environ
+                kern = kernelc.jit(AF.attn_fwd_fa3_persistent_kernel.fn)
+                fwd = AF.attention_persistent if kind.startswith("pers16") else AF.attention_persistent_fp8
+                args = (q, k, v, causal, scale) if kind.startswith("pers16") else fp8
+                state = {}
+
+                def late():
+                    if not state:
+                        state[0] = 1
+                        with _environ({"KERNELC_TMA_EARLY_ISSUE": "0"}):
+                            return fwd(*args, kernel=kern, **kw)
+                    return fwd(*args, kernel=kern, **kw)
+                return late
+            if kind == "pers16":
+                return lambda: AF.attention_persistent(q, k, v, causal, scale, **kw)
             return lambda: AF.attention_persistent_fp8(*fp8, **kw)
         if kind.startswith("bench:"):  # a --fwd-variants entry of the bench (its own JIT, compiled under its knobs)
             from bench.bench_attention import variant_forward
@@ -232,7 +251,7 @@ def main(argv=None):
                 else:
                     o = fn()
                 torch.cuda.synchronize()
-                e = err8(o) if kind.endswith("8") or kind.startswith("bench:fp8") else err16(o)
+                e = err8(o) if kind.endswith(("8", "8_late")) or kind.startswith("bench:fp8") else err16(o)
                 emit(**tag, variant=name, check=e, first_s=round(time.time() - t, 2))
                 var[name] = (fn, c)
             except Exception as ex:
