@@ -38,16 +38,6 @@ def read_in_loop(a_desc, b_desc, c_desc, K, BM: kl.constexpr):
     c_desc.store([0, 0], acc.to(kl.float16))
 
 
-@kernelc.jit
-def tiles_in_a_tile_loop(a_desc, b_desc, c_desc, T, BM: kl.constexpr):
-    # a persistent kernel's shape: each trip of the tile loop loads two tiles for its dot
-    for t in kl.range(kl.program_id(0), T, 4, num_stages=1):
-        a = a_desc.load([t * BM, 0])
-        b = b_desc.load([t * BM, 0])
-        c = kl.dot(a, b.T)
-        c_desc.store([t * BM, 0], c.to(kl.float16))
-
-
 SIG = {"a_desc": "tensordesc<fp16[64, 64]>", "b_desc": "tensordesc<fp16[64, 64]>",
        "c_desc": "tensordesc<fp16[64, 64]>"}
 DIV = {k: 16 for k in SIG}
@@ -93,46 +83,6 @@ def test_two_tiles_are_copied_together_and_waited_for_at_the_dot():
         CHECK-NEXT: = dot [[TA]], [[TB]],
     """)
     assert "descriptor_load" not in after and "trans" not in after.replace("transposed", "")
-
-
-def test_tiles_in_a_tile_loop_are_copied_together_with_the_barrier_initialised_each_trip():
-    before, after = _ir(tiles_in_a_tile_loop, T="i32")
-    filecheck(before, """
-        CHECK: scf.for
-        CHECK: [[A:%\\d+]] = descriptor_load {{.*}}in_place=True} : <64x64xfp16>
-        CHECK: [[B:%\\d+]] = descriptor_load {{.*}}in_place=True} : <64x64xfp16>
-    """)
-    # the rings and barriers before the loop; in each trip: init, copy, init, copy, then each wait followed by a
-    # barrier and the barrier's invalidation (it is initialised again next trip), then the dot
-    filecheck(after, """
-        CHECK: [[RA:%\\d+]] = tma_ring_alloc {{%\\d+}} {stages=1, operand='a'} : <64x64xfp16>
-        CHECK-NEXT: [[GA:%\\d+]] = mbarrier_alloc {count=1} : i64
-        CHECK-NEXT: [[ZA:%\\d+]] = constant {value=0} : i32
-        CHECK-NEXT: [[BA:%\\d+]] = mbarrier_at [[GA]], [[ZA]] : i32
-        CHECK-NEXT: [[RB:%\\d+]] = tma_ring_alloc {{%\\d+}} {stages=1, operand='b', transposed=True} : <64x64xfp16>
-        CHECK-NEXT: [[GB:%\\d+]] = mbarrier_alloc {count=1} : i64
-        CHECK-NEXT: [[ZB:%\\d+]] = constant {value=0} : i32
-        CHECK-NEXT: [[BB:%\\d+]] = mbarrier_at [[GB]], [[ZB]] : i32
-        CHECK-NEXT: scf.for
-        CHECK: [[EA:%\\d+]] = elect_one : i1
-        CHECK-NEXT: barrier
-        CHECK-NEXT: mbarrier_init [[BA]], [[EA]] {count=1}
-        CHECK: tma_copy_to_ring [[RA]], [[ZA]], [[BA]], [[EA]],
-        CHECK: [[EB:%\\d+]] = elect_one : i1
-        CHECK-NEXT: barrier
-        CHECK-NEXT: mbarrier_init [[BB]], [[EB]] {count=1}
-        CHECK: tma_copy_to_ring [[RB]], [[ZB]], [[BB]], [[EB]],
-        CHECK: mbarrier_wait [[BA]], [[ZA]]
-        CHECK-NEXT: barrier
-        CHECK-NEXT: mbarrier_inval [[BA]], [[EA]]
-        CHECK-NEXT: [[TA:%\\d+]] = ring_read [[RA]], [[ZA]]
-        CHECK-NEXT: mbarrier_wait [[BB]], [[ZB]]
-        CHECK-NEXT: barrier
-        CHECK-NEXT: mbarrier_inval [[BB]], [[EB]]
-        CHECK-NEXT: [[TB:%\\d+]] = ring_read [[RB]], [[ZB]]
-        CHECK-NEXT: = dot [[TA]], [[TB]],
-    """)
-    assert "descriptor_load" not in after
 
 
 def test_a_write_between_keeps_each_load_where_it_was():

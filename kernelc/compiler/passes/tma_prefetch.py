@@ -17,14 +17,8 @@ For each such load in the function's top-level block the pass writes, with the o
 
 which is the sequence ``lower_descriptor_load`` emits for one load, split in two. A load is rewritten only
 when something runs while its copy is in flight: a dot, a loop, or another such copy; else
-nothing would overlap and the IR stays as it was.
-
-The same holds for the loads in the body of a loop of the top-level block (a persistent kernel's tile loop:
-each tile's Q, first K block and last V block). There the ring and its barrier are allocated before the loop,
-the barrier is initialised at the issue point of every trip and, once every thread has waited (a barrier),
-invalidated after the wait -- what ``lower_descriptor_load`` does for a load in a loop, split in two as above.
-Tiles read into registers (not in place), loads in deeper loops and in branches are left alone.
-``KERNELC_TMA_EARLY_ISSUE=0`` turns the pass off.
+nothing would overlap and the IR stays as it was. Tiles read into registers (not in place) and loads in loops or
+branches are left alone. ``KERNELC_TMA_EARLY_ISSUE=0`` turns the pass off.
 """
 from __future__ import annotations
 
@@ -64,26 +58,13 @@ def issue_tma_loads_early(fn, ctx) -> object:
     from ...options import get
     if not get("KERNELC_TMA_EARLY_ISSUE"):
         return fn
-    # loops first: their rewrite inserts allocations into the top-level block, which is planned after
-    for loop in [o for o in fn.body.ops if o.name == "scf.for" and o.regions]:
-        for block in loop.regions:  # a region is one block
-            _rewrite_block(fn, ctx, function_uses(fn), block, fn.body, loop)
-    _rewrite_block(fn, ctx, function_uses(fn), fn.body, None, None)
-    return fn
-
-
-def _rewrite_block(fn, ctx, uses, block, parent, loop) -> None:
-    """Rewrite the eligible loads of ``block``: the function's top-level block (``loop`` None) or the body of
-    ``loop``, a loop of ``parent`` (its allocations go before the loop, its barrier is initialised every trip)."""
-    ops = block.ops
+    ops = fn.body.ops
     pos = {id(o): i for i, o in enumerate(ops)}
-    local = {r.id for o in ops for r in o.results}
+    uses = function_uses(fn)
     plans: List[_Plan] = []
     for i, ld in enumerate(ops):
         if ld.name != "descriptor_load" or not (ld.attrs.get("tma") and ld.attrs.get("in_place")):
             continue
-        if loop is not None and ld.operands[0].id in local:
-            continue  # a descriptor made in the loop: the ring's allocation could not go before it
         readers = in_place_readers(uses, ld.results[0])
         if not readers or any(r.name != "dot" for r, _, _ in readers):
             continue
@@ -117,7 +98,7 @@ def _rewrite_block(fn, ctx, uses, block, parent, loop) -> None:
              if any(ops[j].name in _WORTH for j in range(p.issue, p.wait))
              or any(q is not p and p.issue < q.wait and q.issue < p.wait for q in plans)]
     if not plans:
-        return
+        return fn
     plan = getattr(ctx, "plan", None)
     axis = getattr(ctx, "axis", None)
 
@@ -128,13 +109,11 @@ def _rewrite_block(fn, ctx, uses, block, parent, loop) -> None:
             axis.info[new.id] = axis.info[old.id]
 
     before: Dict[int, List[Op]] = {}  # op index -> ops inserted before it (len(ops): at the end)
-    hoisted: List[Op] = []  # in a loop's body: the allocations, placed before the loop
     removed = set()
     for p in plans:
         ld = p.ld
         loc = ld.loc
         out = before.setdefault(p.issue, [])
-        alloc = out if loop is None else hoisted
 
         def op(name, operands, types, attrs=None, out=out):
             o = Op(name, operands, types, attrs or {}, loc=loc)
@@ -142,14 +121,13 @@ def _rewrite_block(fn, ctx, uses, block, parent, loop) -> None:
             return o
 
         ring = op("tma_ring_alloc", [ld.operands[0]], [p.view.type],
-                  {"stages": 1, "operand": "a" if p.is_a else "b", "transposed": p.via is not None},
-                  out=alloc).results[0]
+                  {"stages": 1, "operand": "a" if p.is_a else "b", "transposed": p.via is not None}).results[0]
         like(ring, p.view)
-        bars = op("mbarrier_alloc", [], [int64], {"count": 1}, out=alloc).results[0]
-        zero = op("constant", [], [int32], {"value": 0}, out=alloc).results[0]
-        bar = op("mbarrier_at", [bars, zero], [int32], out=alloc).results[0]
+        bars = op("mbarrier_alloc", [], [int64], {"count": 1}).results[0]
+        zero = op("constant", [], [int32], {"value": 0}).results[0]
+        bar = op("mbarrier_at", [bars, zero], [int32]).results[0]
         t0 = op("elect_one", [], [int1]).results[0]
-        op("barrier", [], [])  # earlier readers of reused shared memory (in a loop: of last trip's barrier) are done
+        op("barrier", [], [])  # earlier readers of reused shared memory are done
         op("mbarrier_init", [bar, t0], [], {"count": 1})
         op("fence_mbarrier_init", [], [])
         op("barrier", [], [])
@@ -161,25 +139,18 @@ def _rewrite_block(fn, ctx, uses, block, parent, loop) -> None:
         op("tma_copy_to_ring", [ring, zero, bar, t0] + list(ld.operands[1:]), [], {"source": str(loc)})
         w = before.setdefault(p.wait, [])
         op("mbarrier_wait", [bar, zero], [], out=w)
-        if loop is not None:  # initialised again next trip: invalidated once every thread has waited
-            op("barrier", [], [], out=w)
-            op("mbarrier_inval", [bar, t0], [], out=w)
         t = op("ring_read", [ring, zero], [p.view.type], {"source": str(loc)}, out=w).results[0]
         like(t, p.view)
-        replace_all_uses(block, p.view, t)
+        replace_all_uses(fn.body, p.view, t)
         removed.add(id(ld))
         if p.via is not None:
             removed.add(id(p.via))
     new_ops: List[Op] = []
     for j, o in enumerate(ops + [None]):
         for ins in before.get(j, []):
-            ins.block = block
+            ins.block = fn.body
             new_ops.append(ins)
         if o is not None and id(o) not in removed:
             new_ops.append(o)
-    block.ops = new_ops
-    if hoisted:
-        at = parent.ops.index(loop)
-        for ins in hoisted:
-            ins.block = parent
-        parent.ops[at:at] = hoisted
+    fn.body.ops = new_ops
+    return fn
