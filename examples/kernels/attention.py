@@ -172,8 +172,8 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
 
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) by head dim: 0 register spills on sm_90a
-# (tests/compiler/test_attention_kernels.py). Head dim 64: 64x64 blocks at 2 stages, 96 registers and 42 KB, 5
-# programs an SM (4 causal) where 128x64 at 3 stages ran 2: 465.6 TFLOP/s against 432.6 at N 4096 (H200 call R1,
+# (tests/compiler/test_attention_kernels.py). Head dim 64: 64x64 blocks at 2 stages, 102 registers and 42 KB, 4
+# programs an SM where 128x64 at 3 stages ran 2: 465.6 TFLOP/s against 432.6 at N 4096 (H200 call R1,
 # docs/attention.md "The forward at N 4096")
 FWD_CONFIGS = {16: (64, 32, 4, 2), 32: (64, 32, 4, 2), 64: (64, 64, 4, 2), 128: (128, 128, 8, 2),
                256: (64, 64, 4, 2)}
