@@ -172,8 +172,10 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
 
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) by head dim: 0 register spills on sm_90a
-# (tests/compiler/test_attention_kernels.py)
-FWD_CONFIGS = {16: (64, 32, 4, 2), 32: (64, 32, 4, 2), 64: (128, 64, 4, 3), 128: (128, 128, 8, 2),
+# (tests/compiler/test_attention_kernels.py). Head dim 64: 64x64 blocks at 2 stages, 102 registers and 42 KB, 4
+# programs an SM where 128x64 at 3 stages ran 2: 465.6 TFLOP/s against 432.6 at N 4096 (H200 call R1,
+# docs/attention.md "The forward at N 4096")
+FWD_CONFIGS = {16: (64, 32, 4, 2), 32: (64, 32, 4, 2), 64: (64, 64, 4, 2), 128: (128, 128, 8, 2),
                256: (64, 64, 4, 2)}
 
 
@@ -181,8 +183,10 @@ FWD_CONFIGS = {16: (64, 32, 4, 2), 32: (64, 32, 4, 2), 64: (128, 64, 4, 3), 128:
 # through shared memory; with P in registers it fits and measured 11-17% faster than 128x64 at 4 warps
 # (docs/attention.md, H200 2026-11-27). Head dim 64: 64-row programs of 128 keys, 4 an SM (128 registers), 7.4
 # instructions a score against 8.4 at 128x64 (3 an SM): H200 call C2 2026-11-28, 623 / 531 TFLOP/s (causal)
-# against 518 / 441 (docs/attention.md, "fp8 at head dim 64")
-FP8_FWD_CONFIGS = {**FWD_CONFIGS, 64: (64, 128, 4, 3)}
+# against 518 / 441 (docs/attention.md, "fp8 at head dim 64"). Head dim 128: 64x128 at 4 warps and 2 stages, 3 an SM
+# (168 registers, 74 KB), 819.5 TFLOP/s against 735.3 for the 8-warp 128x128 and 765.0 for the FA3 order at N 4096
+# (H200 call R1, docs/attention.md "The forward at N 4096")
+FP8_FWD_CONFIGS = {**FWD_CONFIGS, 64: (64, 128, 4, 3), 128: (64, 128, 4, 2)}
 
 
 def fwd_config(head_dim, fp8=False, **overrides):

@@ -86,11 +86,27 @@ def test_fp8_forward_runs_both_dots_on_fp8_wgmma():
 
 def test_fp8_forward_fits_the_warp_specialised_8_warp_config():
     # 336 spilled registers while P (e4m3) went through shared memory; in registers it fits the 168 a thread
-    # that one producer warp leaves (docs/attention.md, fp8): now the default
-    assert A.fwd_config(128, fp8=True) == dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2)
-    ck = compile_fwd(128, True, fp8=True)
+    # that one producer warp leaves (docs/attention.md, fp8): the default until 64x128 at 4 warps (H200 call R1)
+    ck = compile_fwd(128, True, fp8=True, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2)
     assert ck.n_spills == 0, ck.n_spills
     assert ck.launch_warps == 9 and "STS.U16" not in ck.asm["sass"]
+
+
+# the defaults of the pointer forward chosen at N 4096 (docs/attention.md, "The forward at N 4096"): their premise is
+# how many programs share an SM -- fp16 D=64 64x64 at 2 stages 4 (102 registers, 42 KB; 128x64 at 3 stages ran 2),
+# fp8 D=128 64x128 at 2 stages 3 (168 registers, 74 KB)
+@pytest.mark.parametrize("D,fp8,causal,cfg,programs", [(64, False, False, (64, 64, 4, 2), 4),
+                                                        (64, False, True, (64, 64, 4, 2), 4),
+                                                        (128, True, False, (64, 128, 4, 2), 3),
+                                                        (128, True, True, (64, 128, 4, 2), 3)])
+def test_pointer_forward_defaults_share_an_sm_without_spilling(D, fp8, causal, cfg, programs):
+    from analyzer.occupancy import occupancy
+    from cubintools.target import parse_target
+    bm, bn, w, st = cfg
+    assert A.fwd_config(D, fp8=fp8) == dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=st)
+    ck = compile_fwd(D, causal, fp8=fp8)
+    assert ck.n_spills == 0 and ck.launch_warps == 4
+    assert occupancy(ck.launch_warps, ck.n_regs, ck.shared, parse_target("sm_90a").limits).blocks_per_sm >= programs
 
 
 # the pointer forward in 64-row programs of 128 keys (one warpgroup, no producer warp): the premise of the config is
@@ -317,3 +333,27 @@ def test_fused_mode_compiles_without_spills(D, causal, desc):
     assert len(_mma_loops(ck.asm["sass"])) >= 4  # causal: dK/dV's two loops, then dQ's two
     # the dQ loop's K, V: cp.async after the program's dK/dV stores, or a TMA ring through descriptors
     assert ("LDGSTS" in ck.asm["sass"]) != desc
+
+
+def compile_fwd_persistent(D, causal, fp8=False, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2):
+    from examples.kernels import attention_fa3 as AF
+    io = "fp8e4nv" if fp8 else "fp16"
+    sig = {"sm_scale": "fp32", "desc_q": f"tensordesc<{io}[{BLOCK_M}, {D}]>",
+           "desc_k": f"tensordesc<{io}[{BLOCK_N}, {D}]>",
+           "desc_v": f"tensordesc<{io}[{D}, {BLOCK_N}]>" if fp8 else f"tensordesc<{io}[{BLOCK_N}, {D}]>",
+           "desc_o": f"tensordesc<fp16[{BLOCK_M}, {D}]>", "N_CTX": "i32", "Z_H": "i32", "QScale": "*fp32",
+           "KScale": "*fp32", "VScale": "*fp32"}
+    return kernelc.compile(AF.attn_fwd_fa3_persistent_kernel, sig,
+                           dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=D, CAUSAL=causal, FP8=fp8, PROGRAMS=132,
+                                GROUP=8), target="sm_90a", num_warps=num_warps, num_stages=num_stages,
+                           divisibility={k: 16 for k in sig if k != "sm_scale"})
+
+
+# the persistent FA3-order forward: the tile loop around the key loop keeps the producer warpgroup (its ring filled
+# across tiles; 12 warps with setmaxnreg) and fits one program an SM, spill-free, every dot on wgmma
+@pytest.mark.parametrize("D,causal,fp8,bn", [(64, True, False, 128), (128, False, True, 128), (128, False, False, 64)])
+def test_persistent_forward_keeps_its_producer_and_fits_an_sm(D, causal, fp8, bn):
+    ck = compile_fwd_persistent(D, causal, fp8, BLOCK_N=bn)
+    assert ck.n_spills == 0 and ck.launch_warps == 12, (ck.n_spills, ck.launch_warps)
+    assert ck.shared <= 227 * 1024
+    assert len(re.findall(r"\b[HQ]GMMA\.", ck.asm["sass"])) > 0

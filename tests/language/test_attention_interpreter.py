@@ -425,3 +425,59 @@ def test_rotated_query_order_gives_the_grads_of_the_plain_order(mode, extra):
     with pytest.raises(ValueError, match="ROT"):
         B.attention_bwd(do, q, k, v, o, lse, False, 0.25, dq_mode=mode, dkdv_config=dict(BLOCK_M=32, BLOCK_N=16,
                                                                                           ROT=True))
+
+
+@pytest.mark.parametrize("causal,group,programs,opts", [(False, 8, 5, {}), (True, 2, 5, {}), (True, 8, 3, {}),
+                                                        (True, 1, 7, dict(early_v=True)),
+                                                        (False, 8, 4, dict(ring_first=True)),
+                                                        (False, 8, 2, dict(ring_first=True, early_v=True))])
+def test_persistent_fa3_forward_walks_every_row_block_once(causal, group, programs, opts):
+    # attention_fa3.attention_persistent(_fp8): `programs` programs take the 3 heads x 3 row blocks in turn; causal in
+    # groups of `group` heads (8 and 2 do not divide 3 heads: the launcher halves the group until it does), heaviest
+    # first. Every row block of every head must come out right: a tile mapped to the wrong head or row block fails
+    from examples.kernels import attention_fa3 as AF
+    q, k, v = _qkv(96, 32, torch.float16, H=3, seed=1)
+    o = AF.attention_persistent(q, k, v, causal, BLOCK_M=32, BLOCK_N=32, programs=programs, group=group, **opts)
+    ref, _ = _ref(q, k, v, causal)
+    torch.testing.assert_close(o.float(), ref, rtol=1e-2, atol=2e-3)
+    (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in (q, k, v))
+    o8 = AF.attention_persistent_fp8(q8, k8, v8.transpose(-1, -2).contiguous(), qs, ks, vs, causal, BLOCK_M=32,
+                                     BLOCK_N=32, programs=programs, group=group, **opts)
+    ref8, _ = _ref(q8.float() * qs, k8.float() * ks, v8.float() * vs, causal)
+    vmax = (v8.float() * vs).abs().max().item()
+    err = (o8.float() - ref8).abs()
+    assert err.max().item() <= 2 ** -4 * vmax + 1e-2, err.max().item()
+    assert err.mean().item() <= 2 ** -8 * vmax, err.mean().item()
+
+
+def test_the_persistent_table_picks_the_fa3_forwards_kernel(monkeypatch):
+    # attention_fa3.PERSISTENT: where an entry names (head dim, causal, fp8), attention() / attention_fp8() launch the
+    # persistent kernel with its options (and the launch plan keeps the choice); a launch config, a kernel or
+    # persistent=False of the call's own keeps the kernel of a program a row block
+    from examples.kernels import attention_fa3 as AF
+    launched = []
+    for name in ("attn_fwd_fa3_kernel", "attn_fwd_fa3_persistent_kernel"):
+        real = getattr(AF, name)
+
+        class Spy:
+            def __init__(self, real, name):
+                self.real, self.name = real, name
+
+            def __getitem__(self, grid):
+                launched.append((self.name, grid))
+                return self.real[grid]
+        monkeypatch.setattr(AF, name, Spy(real, name))
+    monkeypatch.setattr(AF, "PERSISTENT", {(32, False, False): dict(ring_first=True, programs=2,
+                                                                     config=(32, 32, 4, 2))})
+    AF.clear_plans()
+    q, k, v = _qkv(128, 32, torch.float16, H=2, seed=2)
+    ref, _ = _ref(q, k, v, False)
+    for kw in ({}, dict(persistent=False), dict(BLOCK_M=32, BLOCK_N=32)):
+        torch.testing.assert_close(AF.attention(q, k, v, **kw).float(), ref, rtol=1e-2, atol=2e-3)
+    torch.testing.assert_close(AF.attention(q, k, v, True, BLOCK_M=32, BLOCK_N=32).float(), _ref(q, k, v, True)[0],
+                               rtol=1e-2, atol=2e-3)
+    AF.attention(q, k, v)  # the plan of the first call
+    assert launched == [("attn_fwd_fa3_persistent_kernel", (2, 1, 1)), ("attn_fwd_fa3_kernel", (1, 2, 1)),
+                        ("attn_fwd_fa3_kernel", (4, 2, 1)), ("attn_fwd_fa3_kernel", (4, 2, 1))]
+    assert AF.PERSISTENT[(32, False, False)]["config"] == (32, 32, 4, 2)  # the table is read, not consumed
+    AF.clear_plans()
