@@ -95,3 +95,21 @@ def _gpu_fault_isolation(request):
             sys.stderr.flush()
             os._exit(70)
         raise
+
+
+# CUPTI's PC sampling admits one client a device: two xdist workers sampling at once get CUPTI_ERROR_HARDWARE_BUSY
+# (H200, 2026-11-28: three of test_pcs_gpu.py's tests failed that way under -n 8). Tests marked pcsampling_device
+# take a lock file shared by every worker process for their whole run, subprocesses included.
+@pytest.fixture(autouse=True)
+def _one_pc_sampler_at_a_time(request):
+    if request.node.get_closest_marker("pcsampling_device") is None:
+        yield
+        return
+    import fcntl
+    import tempfile
+    with open(os.path.join(tempfile.gettempdir(), "kernelc-tests-pcsampling.lock"), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

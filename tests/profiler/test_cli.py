@@ -154,6 +154,7 @@ def test_mode_vs_module_rule(tmp_path):
     assert split_argv(["t.py", "-m", "x"]) == ([], "t.py", None, ["-m", "x"])
 
 
+@pytest.mark.pcsampling_device
 def test_pcsampling_mode_without_integration(script, tmp_path):
     r = run_kprof(["-m", "pcsampling:period=10", "-n", "pc", str(script)], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
