@@ -9,7 +9,8 @@ two cubins run alternately, rounds A B B A, until the time budget is spent (all 
 rounds). The launcher's in-memory cache has no compile knobs in its key, so each value's loaded kernels are
 kept in a snapshot and put back into the same dict (the fast launch path holds that dict) before timing.
 
-Per case: B/A = median over rounds of (B1+B2)/(A1+A2), and each value's own spread (median |A2/A1-1|, |B2/B1-1|),
+Per case: B/A = median over rounds of (B1+B2)/(A1+A2), and B2/A2 (the adjacent pair: in call R2 A1, which follows
+another case's kernel, came out slower in four cases of five, which biases (B1+B2)/(A1+A2) towards B), and each value's own spread (median |A2/A1-1|, |B2/B1-1|),
 which a B/A difference must exceed to count; whether the PTX differs at all; max |out_A - out_B|.
 """
 from __future__ import annotations
@@ -68,10 +69,11 @@ def summarise(res, a, show=False):
         ba = [(x["b1"] + x["b2"]) / (x["a1"] + x["a2"]) for x in rs]
         sa = [abs(x["a2"] / x["a1"] - 1) for x in rs]
         sb = [abs(x["b2"] / x["b1"] - 1) for x in rs]
-        c.update(b_over_a_time=statistics.median(ba), b_over_a_per_round=ba, spread_a=statistics.median(sa),
+        adj = [x["b2"] / x["a2"] for x in rs]   # adjacent timings: A1 follows another row's kernel (R2: slower)
+        c.update(b_over_a_time=statistics.median(ba), b_over_a_per_round=ba, b2_over_a2=statistics.median(adj), spread_a=statistics.median(sa),
                  spread_b=statistics.median(sb), a_ms=statistics.median([(x["a1"] + x["a2"]) / 2 for x in rs]))
         if show:
-            print(f"  {n:22s} time {a.b}/{a.a} {c['b_over_a_time']:.4f} (rounds {', '.join(f'{v:.4f}' for v in ba)}) "
+            print(f"  {n:22s} time {a.b}/{a.a} {c['b_over_a_time']:.4f} B2/A2 {c['b2_over_a2']:.4f} (rounds {', '.join(f'{v:.4f}' for v in ba)}) "
                   f"own spread {a.a} {c['spread_a']:.4f} {a.b} {c['spread_b']:.4f}  {a.a} {c['a_ms']:.3f} ms "
                   f"ptx {'differs' if c['ptx_a'] != c['ptx_b'] else 'SAME'}", flush=True)
 
