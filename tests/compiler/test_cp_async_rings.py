@@ -18,6 +18,8 @@ def _pointer_loads(monkeypatch):
 
 
 def test_a_cp_async_ring_becomes_explicit_ops():
+    # K divisible by 16, as the runtime specialises it: A's rows start K elements apart, so A's 16-byte copies
+    # need it (before 2026-11-28 axis_info took rm[:, None] as divisible along columns and vectorised regardless)
     ir, fn, _ = _passes(mm_plain, MM_PTR_SIG, CX, target="sm_80")
     filecheck(ir["schedule_wgmma"], """
         CHECK: = scf.for {{.*}} {pipeline={stages=3, lookahead=2}} : <64x64xfp32>
@@ -200,7 +202,7 @@ def test_codegen_lowers_each_ring_op():
     cp.async.cg, one source size per guard), and the drain after the loop."""
     import kernelc
     ck = kernelc.compile(mm_plain, MM_PTR_SIG, CX, target="sm_80", num_warps=4, num_stages=3,
-                         divisibility={"a_ptr": 16, "b_ptr": 16, "c_ptr": 16})
+                         divisibility={"a_ptr": 16, "b_ptr": 16, "c_ptr": 16, "K": 16})
     ptx = ck.asm["ptx"]
     assert ptx.count("cp.async.commit_group;") == 3  # two prologue groups + one per iteration
     assert "cp.async.wait_group 1;" in ptx and ptx.count("cp.async.wait_all;") == 1

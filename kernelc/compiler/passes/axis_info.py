@@ -200,8 +200,13 @@ def _r_expand(a, op):
         return AxisInfo((1, 1)[:len(_shape(op.results[0]))], (s.divisibility[0],) * len(_shape(op.results[0])),
                         (1,) * len(_shape(op.results[0])), s.value)
     ins = lambda t, v: t[:ax] + (v,) + t[ax:]  # noqa: E731
-    return AxisInfo(ins(s.contiguity, 1), ins(s.divisibility, s.divisibility[min(ax, len(s.divisibility) - 1)]),
-                    ins(s.constancy, 1), s.value)
+    # along the new dimension every element starts a run: divisible only by what all of them are (a run of
+    # +1 steps is not; as Triton). Taking the runs' first element made cols[None, :] look divisible along rows,
+    # so a triangular mask (cols[None, :] < rows[:, None]) read as constant over blocks: vector stores, one predicate
+    div = 0
+    for c, d in zip(s.contiguity, s.divisibility):
+        div = gcd(div, 1 if c > 1 else d)
+    return AxisInfo(ins(s.contiguity, 1), ins(s.divisibility, div or 1), ins(s.constancy, 1), s.value)
 
 
 def _r_trans(a, op):

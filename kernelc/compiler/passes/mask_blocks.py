@@ -24,7 +24,7 @@ iteration, and since 2026-11-28, in a one-pass kernel without dots (no loop that
 elementwise or reduction kernel's ``cols < N`` feeds its loads, selects and stores over every register a thread holds (tutorial 05's dx
 kernel at 16384 columns made 78 compares against Triton's 22, docs/triton-tutorials.md). In kernels with dots
 too (``KERNELC_UNIFORM_MASKS=all``) that changes the PTX of 40 GEMM and attention kernels of
-scripts/ptx_corpus.py, not yet measured on a GPU. Runs after ``schedule_wgmma`` (the rings are decided) and
+scripts/ptx_corpus.py; measured on an H200 in docs/performance.md (fifteenth session), not the default. Runs after ``schedule_wgmma`` (the rings are decided) and
 before ``expand_cp_async_rings``, which clones the address chain with its attributes.
 """
 from __future__ import annotations
