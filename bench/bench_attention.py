@@ -505,15 +505,6 @@ FWD_VARIANTS = {
     # the fp8 pointer forward's D=64 config before fp813 (128x64, 3 programs an SM), folded
     "fp8_ptr_m128_n64": ("attention", "attn_fwd_lse_kernel", {},
                          dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=3, fold_scale=True), "attention_fp8"),
-    # the persistent FA3-order forward (attention_fa3.attention_persistent: one program an SM walking the row blocks,
-    # the producer's K/V ring filled across them; causal in head groups, heaviest first); _rf: the first key block
-    # through the ring too (not causal); docs/attention.md "The forward at N 4096"
-    "fa3_persistent": ("attention_fa3", "attn_fwd_fa3_persistent_kernel", {}, {}, "attention_persistent"),
-    "fa3_persistent_rf": ("attention_fa3", "attn_fwd_fa3_persistent_kernel", {}, dict(ring_first=True),
-                          "attention_persistent"),
-    "fp8_fa3_persistent": ("attention_fa3", "attn_fwd_fa3_persistent_kernel", {}, {}, "attention_persistent_fp8"),
-    "fp8_fa3_persistent_rf": ("attention_fa3", "attn_fwd_fa3_persistent_kernel", {}, dict(ring_first=True),
-                              "attention_persistent_fp8"),
 }
 # (head_dim, causal) -> whether the variant runs (sm_90a, CPU compile 2026-11-27: fp16 D=128 has no room for a
 # third stage; fp8 256-key blocks spill 416 registers at D=128 and causal needs BLOCK_M == BLOCK_N)
@@ -531,10 +522,6 @@ FWD_VARIANT_WHEN = {
     "ptr_m64_n128": lambda D, causal: D <= 64,  # D=128: not timed (the 8-warp 128x128 default is the config there)
     "fp8_ptr_m64_n128": lambda D, causal: D <= 64,
     "fp8_ptr_m128_n64": lambda D, causal: D <= 64,
-    # fp16 D=128 at 128x128: 257 KB of shared memory with its own first K block, 225 KB through the ring
-    "fa3_persistent": lambda D, causal: D <= 64,
-    "fa3_persistent_rf": lambda D, causal: not causal,
-    "fp8_fa3_persistent_rf": lambda D, causal: not causal,
 }
 
 

@@ -89,79 +89,6 @@ def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, QScale,
     desc_o.store([qo_offset_y, 0], acc.to(desc_o.dtype))
 
 
-@triton.jit
-def attn_fwd_fa3_persistent_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, Z_H, QScale, KScale, VScale,
-                                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
-                                   CAUSAL: tl.constexpr, FP8: tl.constexpr, PROGRAMS: tl.constexpr,
-                                   GROUP: tl.constexpr, RING_FIRST: tl.constexpr = False,
-                                   EARLY_V: tl.constexpr = False):
-    """:func:`attn_fwd_fa3_kernel` as a persistent kernel: program p takes the tiles (row blocks) p, p + PROGRAMS,
-    ... The producer warp walks the same tiles and fills the K / V ring across them, so the next tile's first
-    blocks load under this tile's last P V and epilogue (a program that has the SM to itself pays its prologue's
-    copies once, not once a row block). Not causal: a head's row blocks in order. Causal: heads in groups of GROUP
-    (Z_H a multiple of it), a group's row blocks heaviest first across its heads, so that the static walk gives
-    every program about the same work and the light blocks end the grid. RING_FIRST (not causal): the first key
-    block comes through the producer's ring too, scored in the loop's first trip with a P V of zeros (no block of
-    shared memory of its own, and no copy the consumers wait for but Q's). EARLY_V: the last V block's copy issued at
-    the tile's start (as in :func:`attn_fwd_fa3_kernel`), not waited for after the loop."""
-    n_m = N_CTX // BLOCK_M
-    qk_scale = sm_scale * 1.44269504
-    if FP8:
-        qk_scale = qk_scale * tl.load(QScale) * tl.load(KScale)
-    for t in tl.range(tl.program_id(0), n_m * Z_H, PROGRAMS, num_stages=1):
-        if CAUSAL:
-            r = t % (GROUP * n_m)
-            start_m = n_m - 1 - r // GROUP
-            off_hz = (t // (GROUP * n_m)) * GROUP + r % GROUP
-        else:
-            start_m = t % n_m
-            off_hz = t // n_m
-        offset_y = off_hz * N_CTX
-        qo_offset_y = offset_y + start_m * BLOCK_M
-        first = start_m * BLOCK_M if CAUSAL else 0
-        lo = 0 if CAUSAL else BLOCK_N
-        hi = start_m * BLOCK_M if CAUSAL else N_CTX
-        q = desc_q.load([qo_offset_y, 0])
-        dtype = q.dtype
-        acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-        if RING_FIRST:
-            lo = 0
-            m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
-            l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-            p = tl.zeros([BLOCK_M, BLOCK_N], dtype=dtype)
-        else:
-            qk = tl.dot(q, desc_k.load([offset_y + first, 0]).T) * qk_scale
-            if CAUSAL:
-                offs_m = tl.arange(0, BLOCK_M)
-                offs_n = tl.arange(0, BLOCK_N)
-                qk = qk + tl.where(offs_m[:, None] >= offs_n[None, :], 0.0, -1.0e6)
-            m_i = tl.max(qk, 1)
-            p32 = tl.math.exp2(qk - m_i[:, None])
-            l_i = tl.sum(p32, 1)
-            p = p32.to(dtype)
-        if EARLY_V:
-            v_last = _v_block(desc_v, offset_y + tl.where(hi > lo, hi - BLOCK_N, first), off_hz, N_CTX, HEAD_DIM, FP8)
-        v_prev = offset_y + first
-        for start_n in range(lo, hi, BLOCK_N):
-            qk = tl.dot(q, desc_k.load([offset_y + start_n, 0]).T)
-            acc = tl.dot(p, _v_block(desc_v, v_prev, off_hz, N_CTX, HEAD_DIM, FP8), acc)
-            m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-            p32 = tl.math.exp2(qk * qk_scale - m_ij[:, None])
-            alpha = tl.math.exp2(m_i - m_ij)
-            l_i = l_i * alpha + tl.sum(p32, 1)
-            acc = acc * alpha[:, None]
-            m_i = m_ij
-            p = p32.to(dtype)
-            v_prev = offset_y + start_n
-        if not EARLY_V:
-            v_last = _v_block(desc_v, v_prev, off_hz, N_CTX, HEAD_DIM, FP8)
-        acc = tl.dot(p, v_last, acc)
-        if FP8:
-            acc = acc * tl.load(VScale)
-        acc = acc / l_i[:, None]
-        desc_o.store([qo_offset_y, 0], acc.to(desc_o.dtype))
-
-
 def _scale_arg(s, device):
     """A scale as the kernel reads it: a 1-element fp32 tensor on ``device`` (``s`` itself when it is one; passed as
     three pointers, not one buffer of three, which would cost the host a torch.cat every call)."""
@@ -196,11 +123,6 @@ def config(D, causal, fp8=False, BLOCK_M=None, BLOCK_N=None, num_warps=None, num
     return (BLOCK_M or bm, BLOCK_N or bn, num_warps or w, num_stages or s)
 
 
-# (head dim, causal, fp8) -> where attention() / attention_fp8() launch the persistent forward by default: its options
-# (``programs``, ``group``, ``ring_first``, ``early_v``, ``config``: (BLOCK_M, BLOCK_N, num_warps, num_stages))
-PERSISTENT = {}
-
-
 # Launch plans (as in attention.py): per (shapes, strides, dtypes, options) the config, the grid, the four descriptors'
 # shapes, strides and blocks (validated once; a call only puts its tensors in copies of them) and the bound launcher.
 # A call with the GPU idle behind it (the bench's per-call timing) waits for all of its host work.
@@ -223,20 +145,11 @@ def _rebased(template, base):
 
 
 class _Plan:
-    __slots__ = ("launch", "descs", "sm_scale", "pre", "tail", "opts", "out_shape", "out_dtype")
-
-
-def _num_sms(device):
-    import torch
-    if device.type != "cuda":
-        return 4  # the interpreter: a few programs, each taking several tiles
-    return torch.cuda.get_device_properties(device).multi_processor_count
+    __slots__ = ("launch", "descs", "sm_scale", "N", "tail", "opts", "out_shape", "out_dtype")
 
 
 def _make_plan(key, kernel, q, k, v, vt, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages, early_v,
-               out_dtype, persistent=None):
-    """``persistent``: None (:func:`attn_fwd_fa3_kernel`, a program a row block) or the options of
-    :func:`attn_fwd_fa3_persistent_kernel` (``programs``, ``group``, ``ring_first``; ``early_v`` as given)."""
+               out_dtype):
     Z, H, N, D = q.shape
     y = Z * H * N
     plan = _Plan()
@@ -246,22 +159,9 @@ def _make_plan(key, kernel, q, k, v, vt, causal, sm_scale, BLOCK_M, BLOCK_N, num
                   TensorDescriptor(q.new_empty((0,), dtype=out_dtype), [y, D], [D, 1], [BLOCK_M, D]))
     for d in plan.descs:  # the templates keep no tensor alive
         d.base = None
-    plan.sm_scale = sm_scale
-    if persistent is None:
-        plan.launch = (kernel or attn_fwd_fa3_kernel)[(N // BLOCK_M, Z * H, 1)]
-        plan.pre = (N,)
-        plan.tail = (BLOCK_M, BLOCK_N, D, bool(causal), bool(vt), num_warps >= 8 if early_v is None else bool(early_v))
-    else:
-        ring_first = bool(persistent.get("ring_first", False))
-        if ring_first and causal:
-            raise ValueError("attention_fa3: ring_first is not causal (the diagonal block is scored first)")
-        n = min(persistent.get("programs") or _num_sms(q.device), Z * H * (N // BLOCK_M))
-        g = persistent.get("group") or 1
-        while (Z * H) % g:  # the largest power of two dividing the heads, up to the group asked for
-            g //= 2
-        plan.launch = (kernel or attn_fwd_fa3_persistent_kernel)[(n, 1, 1)]
-        plan.pre = (N, Z * H)
-        plan.tail = (BLOCK_M, BLOCK_N, D, bool(causal), bool(vt), n, g, ring_first, bool(early_v))
+    plan.launch = (kernel or attn_fwd_fa3_kernel)[(N // BLOCK_M, Z * H, 1)]
+    plan.sm_scale, plan.N = sm_scale, N
+    plan.tail = (BLOCK_M, BLOCK_N, D, bool(causal), bool(vt), num_warps >= 8 if early_v is None else bool(early_v))
     plan.opts = dict(num_warps=num_warps, num_stages=num_stages)
     plan.out_shape, plan.out_dtype = (Z, H, N, D), out_dtype
     if len(_PLANS) >= _MAX_PLANS:
@@ -272,48 +172,25 @@ def _make_plan(key, kernel, q, k, v, vt, causal, sm_scale, BLOCK_M, BLOCK_N, num
 
 def _launch(plan, q, k, v, o, scales):
     dq, dk, dv, do = plan.descs
-    plan.launch(plan.sm_scale, _rebased(dq, q), _rebased(dk, k), _rebased(dv, v), _rebased(do, o), *plan.pre, *scales,
+    plan.launch(plan.sm_scale, _rebased(dq, q), _rebased(dk, k), _rebased(dv, v), _rebased(do, o), plan.N, *scales,
                 *plan.tail, **plan.opts)
     return o
 
 
-def _persistent_options(persistent, D, causal, fp8, given):
-    """The persistent kernel's options for a call, or None: ``persistent`` True / a dict asks for it, False not;
-    None follows :data:`PERSISTENT` where the call gives no launch config, kernel or early_v of its own."""
-    if persistent is None:
-        opts = None if any(x is not None for x in given) else PERSISTENT.get((D, bool(causal), bool(fp8)))
-        return None if opts is None else dict(opts)
-    if persistent is True:
-        return {}
-    return dict(persistent) if persistent else None
-
-
 def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=None, BLOCK_N=None, num_warps=None, num_stages=None,
-              kernel=None, early_v=None, persistent=None):
+              kernel=None, early_v=None):
     """softmax(q k^T * sm_scale) v for fp16/bf16 ``[Z, H, N_CTX, HEAD_DIM]`` tensors (contiguous; N_CTX a
     multiple of BLOCK_M; BLOCK_M == BLOCK_N when causal: the diagonal is one block). The launch config not
-    given comes from :func:`config`. ``kernel``: another ``kernelc.jit`` of the kernel launched (its own compiled
-    variants, e.g. under other compile knobs). ``early_v``: load the last V block before the loop (default: with 8
-    warps, see the kernel's EARLY_V). ``persistent``: through :func:`attn_fwd_fa3_persistent_kernel` (True, or a
-    dict of ``programs``, ``group``, ``ring_first``); default: where :data:`PERSISTENT` says so and nothing else of
-    the launch is given."""
+    given comes from :func:`config`. ``kernel``: another ``kernelc.jit`` of :func:`attn_fwd_fa3_kernel` (its own
+    compiled variants, e.g. under other compile knobs). ``early_v``: load the last V block before the loop
+    (default: with 8 warps, see the kernel's EARLY_V)."""
     import torch
     key = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype, q.device,
-           causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages, kernel, early_v,
-           tuple(sorted(persistent.items())) if isinstance(persistent, dict) else persistent)
+           causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages, kernel, early_v)
     plan = _PLANS.get(key)
     if plan is None:
         Z, H, N, D = q.shape
-        pers = _persistent_options(persistent, D, causal, False, (BLOCK_M, BLOCK_N, num_warps, num_stages, kernel,
-                                                                  early_v))
-        if pers is not None:
-            early_v = pers.pop("early_v", early_v)
-            cfg = pers.pop("config", DEFAULT_CONFIG)
-            BLOCK_M, BLOCK_N, num_warps, num_stages = (a or b for a, b in zip((BLOCK_M, BLOCK_N, num_warps, num_stages),
-                                                                              cfg))
-        else:
-            BLOCK_M, BLOCK_N, num_warps, num_stages = config(D, causal, False, BLOCK_M, BLOCK_N, num_warps,
-                                                             num_stages)
+        BLOCK_M, BLOCK_N, num_warps, num_stages = config(D, causal, False, BLOCK_M, BLOCK_N, num_warps, num_stages)
         if q.dtype not in (torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
             raise TypeError(f"attention_fa3 expects q, k, v in float16 or bfloat16, got {q.dtype}, {k.dtype}, "
                             f"{v.dtype}")
@@ -321,37 +198,27 @@ def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=None, BLOCK_N=None, 
             raise ValueError("attention_fa3 expects contiguous q, k, v")
         _check_blocks("attention_fa3", N, causal, BLOCK_M, BLOCK_N)
         plan = _make_plan(key, kernel, q, k, v, False, causal, sm_scale if sm_scale is not None else D ** -0.5,
-                          BLOCK_M, BLOCK_N, num_warps, num_stages, early_v, q.dtype, pers)
+                          BLOCK_M, BLOCK_N, num_warps, num_stages, early_v, q.dtype)
     o = torch.empty(plan.out_shape, device=q.device, dtype=plan.out_dtype)
     return _launch(plan, q, k, v, o, (o, o, o))
 
 
 def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None, BLOCK_M=None,
-                  BLOCK_N=None, num_warps=None, num_stages=None, kernel=None, early_v=None, persistent=None):
+                  BLOCK_N=None, num_warps=None, num_stages=None, kernel=None, early_v=None):
     """fp8 (e4m3) attention in FlashAttention-3's order: ``softmax(q k^T * sm_scale) v`` with ``q = q8 * q_scale``
     etc. (``attention.quantize_fp8``). ``q8``, ``k8``: ``[Z, H, N_CTX, HEAD_DIM]``; ``v8t``: V transposed,
     ``[Z, H, HEAD_DIM, N_CTX]`` (fp8 wgmma reads its B operand K-major only); all contiguous e4m3. Both dots
     run on fp8 wgmma, P is rounded to e4m3, the output is ``out_dtype`` (default float16); the launch config not
-    given comes from :func:`config`, ``persistent`` as in :func:`attention`. The scales are 1-element fp32 tensors
-    (anything else is converted to one on every call)."""
+    given comes from :func:`config`. The scales are 1-element fp32 tensors (anything else is converted to one on
+    every call)."""
     import torch
     dev = q8.device
     key = ("fp8", q8.shape, k8.shape, v8t.shape, q8.stride(), k8.stride(), v8t.stride(), q8.dtype, k8.dtype,
-           v8t.dtype, dev, causal, sm_scale, out_dtype, BLOCK_M, BLOCK_N, num_warps, num_stages, kernel, early_v,
-           tuple(sorted(persistent.items())) if isinstance(persistent, dict) else persistent)
+           v8t.dtype, dev, causal, sm_scale, out_dtype, BLOCK_M, BLOCK_N, num_warps, num_stages, kernel, early_v)
     plan = _PLANS.get(key)
     if plan is None:
         Z, H, N, D = q8.shape
-        pers = _persistent_options(persistent, D, causal, True, (BLOCK_M, BLOCK_N, num_warps, num_stages, kernel,
-                                                                 early_v))
-        if pers is not None:
-            early_v = pers.pop("early_v", early_v)
-            cfg = pers.pop("config", DEFAULT_CONFIG)
-            BLOCK_M, BLOCK_N, num_warps, num_stages = (a or b for a, b in zip((BLOCK_M, BLOCK_N, num_warps, num_stages),
-                                                                              cfg))
-        else:
-            BLOCK_M, BLOCK_N, num_warps, num_stages = config(D, causal, True, BLOCK_M, BLOCK_N, num_warps,
-                                                             num_stages)
+        BLOCK_M, BLOCK_N, num_warps, num_stages = config(D, causal, True, BLOCK_M, BLOCK_N, num_warps, num_stages)
         for name, t in (("q8", q8), ("k8", k8), ("v8t", v8t)):
             if t.dtype != torch.float8_e4m3fn:
                 raise TypeError(f"attention_fa3.attention_fp8: {name} must be torch.float8_e4m3fn, got {t.dtype}")
@@ -362,24 +229,6 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
                              f"got {tuple(v8t.shape)}")
         _check_blocks("attention_fa3.attention_fp8", N, causal, BLOCK_M, BLOCK_N)
         plan = _make_plan(key, kernel, q8, k8, v8t, True, causal, sm_scale if sm_scale is not None else D ** -0.5,
-                          BLOCK_M, BLOCK_N, num_warps, num_stages, early_v, out_dtype or torch.float16, pers)
+                          BLOCK_M, BLOCK_N, num_warps, num_stages, early_v, out_dtype or torch.float16)
     o = torch.empty(plan.out_shape, device=dev, dtype=plan.out_dtype)
     return _launch(plan, q8, k8, v8t, o, (_scale_arg(q_scale, dev), _scale_arg(k_scale, dev), _scale_arg(v_scale, dev)))
-
-
-def attention_persistent(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2,
-                         programs=None, group=8, kernel=None, ring_first=False, early_v=False):
-    """:func:`attention` through :func:`attn_fwd_fa3_persistent_kernel`: ``programs`` (default: one an SM) programs
-    walk the row blocks; causal: in groups of ``group`` heads."""
-    return attention(q, k, v, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages, kernel, early_v,
-                     dict(programs=programs, group=group, ring_first=ring_first))
-
-
-def attention_persistent_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None,
-                             BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2, programs=None, group=8, kernel=None,
-                             ring_first=False, early_v=False):
-    """:func:`attention_fp8` through :func:`attn_fwd_fa3_persistent_kernel` (options as in
-    :func:`attention_persistent`)."""
-    return attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal, sm_scale, out_dtype, BLOCK_M, BLOCK_N,
-                         num_warps, num_stages, kernel, early_v, dict(programs=programs, group=group,
-                                                                      ring_first=ring_first))

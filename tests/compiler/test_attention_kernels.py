@@ -333,27 +333,3 @@ def test_fused_mode_compiles_without_spills(D, causal, desc):
     assert len(_mma_loops(ck.asm["sass"])) >= 4  # causal: dK/dV's two loops, then dQ's two
     # the dQ loop's K, V: cp.async after the program's dK/dV stores, or a TMA ring through descriptors
     assert ("LDGSTS" in ck.asm["sass"]) != desc
-
-
-def compile_fwd_persistent(D, causal, fp8=False, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2):
-    from examples.kernels import attention_fa3 as AF
-    io = "fp8e4nv" if fp8 else "fp16"
-    sig = {"sm_scale": "fp32", "desc_q": f"tensordesc<{io}[{BLOCK_M}, {D}]>",
-           "desc_k": f"tensordesc<{io}[{BLOCK_N}, {D}]>",
-           "desc_v": f"tensordesc<{io}[{D}, {BLOCK_N}]>" if fp8 else f"tensordesc<{io}[{BLOCK_N}, {D}]>",
-           "desc_o": f"tensordesc<fp16[{BLOCK_M}, {D}]>", "N_CTX": "i32", "Z_H": "i32", "QScale": "*fp32",
-           "KScale": "*fp32", "VScale": "*fp32"}
-    return kernelc.compile(AF.attn_fwd_fa3_persistent_kernel, sig,
-                           dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=D, CAUSAL=causal, FP8=fp8, PROGRAMS=132,
-                                GROUP=8), target="sm_90a", num_warps=num_warps, num_stages=num_stages,
-                           divisibility={k: 16 for k in sig if k != "sm_scale"})
-
-
-# the persistent FA3-order forward: the tile loop around the key loop keeps the producer warpgroup (its ring filled
-# across tiles; 12 warps with setmaxnreg) and fits one program an SM, spill-free, every dot on wgmma
-@pytest.mark.parametrize("D,causal,fp8,bn", [(64, True, False, 128), (128, False, True, 128), (128, False, False, 64)])
-def test_persistent_forward_keeps_its_producer_and_fits_an_sm(D, causal, fp8, bn):
-    ck = compile_fwd_persistent(D, causal, fp8, BLOCK_N=bn)
-    assert ck.n_spills == 0 and ck.launch_warps == 12, (ck.n_spills, ck.launch_warps)
-    assert ck.shared <= 227 * 1024
-    assert len(re.findall(r"\b[HQ]GMMA\.", ck.asm["sass"])) > 0

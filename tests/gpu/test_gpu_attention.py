@@ -356,20 +356,3 @@ def test_tma_forward_diagonal_first(D, dtype, cfg, monkeypatch):
     o = AT.attention(q, k, v, causal=True, **cfg)
     _close_as_torch("o", o, SDPA(q, k, v, is_causal=True), SDPA(q.float(), k.float(), v.float(), is_causal=True),
                     2e-3 if dtype == torch.float16 else 1e-2)
-
-
-# the persistent FA3-order forward (attention_fa3.attention_persistent(_fp8)): more row blocks than programs (2 x 8
-# heads x 8 row blocks over at most 132 programs, and 7 programs: each walks ~18 tiles), causal in head groups
-@pytest.mark.parametrize("D,causal,opts", [(64, False, {}), (64, False, dict(ring_first=True, early_v=True)),
-                                          (64, True, dict(early_v=True)), (64, True, dict(programs=7, group=4)),
-                                          (128, False, dict(BLOCK_N=64, ring_first=True)),
-                                          (128, False, dict(ring_first=True, programs=7))])
-def test_persistent_forward_vs_sdpa(D, causal, opts):
-    from examples.kernels import attention_fa3 as AF
-    q, k, v, _ = _inputs(2, 8, 1024, D, torch.float16)
-    o = AF.attention_persistent(q, k, v, causal, **opts)
-    _close_as_torch("o", o, SDPA(q, k, v, is_causal=causal), SDPA(q.float(), k.float(), v.float(), is_causal=causal),
-                    2e-3)
-    (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in (q, k, v))
-    o = AF.attention_persistent_fp8(q8, k8, v8.transpose(-1, -2).contiguous(), qs, ks, vs, causal, **opts)
-    _check_fp8(o, q8, k8, v8, qs, ks, vs, causal)

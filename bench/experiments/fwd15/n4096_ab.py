@@ -1,4 +1,6 @@
-"""The forwards at N 4096 (issue 27): launch configs of the pointer forward (``attention.py``) and the FA3-order
+"""(The persistent forward's variants need the tree at commit 4ad3dea: the kernel was deleted after it measured
+-2% to +1% against the FA3 order; docs/attention.md "The forward at N 4096".)
+The forwards at N 4096 (issue 27): launch configs of the pointer forward (``attention.py``) and the FA3-order
 forward (``attention_fa3.py``) against the current defaults and SDPA's cuDNN, in ONE process on a GPU, the variants of
 a point interleaved call by call (round robin, rotating), so that drift over the process falls on all alike.
 

@@ -1,4 +1,6 @@
-"""CPU (sm_90a): the key loop of the FA3-order forward against the persistent one's (docs/attention.md, "The forward
+"""(The persistent forward's variants need the tree at commit 4ad3dea: the kernel was deleted after it measured
+-2% to +1% against the FA3 order; docs/attention.md "The forward at N 4096".)
+CPU (sm_90a): the key loop of the FA3-order forward against the persistent one's (docs/attention.md, "The forward
 at N 4096"): instructions a thread and key block, and what the tile loop adds around it. Nothing here is a test.
 
     python3 bench/experiments/fwd15/sass_loops.py
