@@ -285,7 +285,7 @@ def test_a_loop_invariant_dot_operand_is_staged_before_the_ring():
     """q is loaded once before the loop: ``stage_operand`` stores it to shared memory (then a barrier)
     ahead of the ring, and the dot reads the staged copy; only k goes through the ring."""
     sig = {"q_ptr": "*fp16", "k_ptr": "*fp16", "o_ptr": "*fp32", "N": "i32"}
-    ir, fn, _ = _passes(qk_loop, sig, dict(BM=64, BN=64, D=32), target="sm_80", num_stages=2)
+    ir, fn, _ = _passes(qk_loop, sig, dict(BM=64, BN=64, D=32), target="sm_80", num_stages=2, div={"N": 16})
     filecheck(ir["expand_cp_async_rings"], """
         CHECK: [[Q:%\\d+]] = load {{.*}} : <64x32xfp16>
         CHECK: [[SQ:%\\d+]] = stage_operand [[Q]] {operand='a'} : <64x32xfp16>

@@ -308,7 +308,10 @@ def test_pointer_matmul_warp_specialises_once_its_loads_are_tma():
     def build(div):
         return kernelc.compile(mm_pointers, sig, dict(BM=128, BN=128, BK=64), target="sm_90a", num_warps=4,
                                num_stages=3, divisibility=div)
-    assert build({}).extra_warps == 0  # a's row stride K not known aligned: a stays a cp.async load
+    # a's row stride K not known aligned: a stays a pointer load and only b becomes a descriptor load (since the
+    # axis_info fix of 2026-11-28 a is no longer assumed 16-byte aligned; this build then spills: see docs/performance.md)
+    unaligned = build({})
+    assert sum("-> descriptor_load" in n for n in unaligned.compile_log) == 1
     ck = build({"K": 16})
     # a second consumer warpgroup for the 128-row dot at 4 warps (passes/ws_consumers.py) and the producer warp
     assert ck.extra_warps == 5 and sum("-> descriptor_load" in n for n in ck.compile_log) == 2

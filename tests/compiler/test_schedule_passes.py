@@ -57,9 +57,9 @@ def _passes(kernel, sig, cx, target="sm_90a", num_warps=4, num_stages=3, div=Non
     tgt = parse_target(target)
     div = dict(div or {})
     for k, t in sig.items():
-        # pointers 16-byte aligned and integers multiples of 16, as the runtime specialises them (the pointer
-        # GEMMs here need K's: their A rows start K elements apart)
-        if t.startswith("*") or t in ("i32", "i64"):
+        # pointers 16-byte aligned, as the runtime specialises them, and the pointer GEMMs' K a multiple of 16 (their
+        # A rows start K elements apart); other integers stay unknown unless the test says otherwise
+        if t.startswith("*") or (k == "K" and t in ("i32", "i64")):
             div.setdefault(k, 16)
     fn, _ = generate_ir(C._base_function(kernel), sig, cx, div, (), arch=tgt.arch, num_warps=num_warps)
     verify(fn)

@@ -15,9 +15,9 @@ Triton (GPU only).
 Every step runs ``--rounds`` rounds of ``--calls`` calls, the steps interleaved round by round; the table gives
 the median microseconds a call and the spread (min-max over rounds).
 
-    python3 bench/host_path.py [--stub|--real] [--impl kernelc|triton] [--rounds 7] [--calls 3000] [--json PATH]
-    python3 bench/host_path.py --stub --rounds 5 --calls 2000 --compare main=/work/main br=. --times 4
-    python3 bench/host_path.py --stub --binder-from /work/main/kernelc/runtime/fastpath.py
+    python3 bench/experiments/host_launch/host_path.py [--stub|--real] [--impl kernelc|triton] [--rounds 7] [--calls 3000] [--json PATH]
+    python3 bench/experiments/host_launch/host_path.py --stub --rounds 5 --calls 2000 --compare main=/work/main br=. --times 4
+    python3 bench/experiments/host_launch/host_path.py --stub --binder-from /work/main/kernelc/runtime/fastpath.py
 """
 from __future__ import annotations
 
