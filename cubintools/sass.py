@@ -9,15 +9,22 @@ lines, with or without ``-g``/``-gi`` (checked), so a JSON run would still need 
 ``.debug_line`` decoder for lines.  nvdisasm costs ~0.2-0.25 s per call whatever the cubin size (its own start-up),
 so the backend runs it at most once per kernel, lazily; the assembler's fill policy, which weighs two or
 three builds of a kernel, reads its measure (:func:`cubin_loads_in_flight`) from the instruction words instead
-where :mod:`.sm90_fields` covers them.  Nothing is cached on disk: the cubin is written to a
-temporary file that is removed after the run.
+where :mod:`.sm90_fields` covers them.
+
+Since nvdisasm's cost is its start-up, not the cubin, a disassembly is kept by content: in memory (the last
+64) and on disk under ``$KERNELC_SASS_CACHE_DIR`` (default ``<kernel cache>/sass``; ``off`` disables it), keyed
+by the cubin's bytes, the flags and the nvdisasm binary (path, size, mtime).  An entry that does not read back
+whole is ignored and rewritten; entries are written to a temporary file and renamed into place.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
 import tempfile
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, List, Optional, Tuple
@@ -80,8 +87,27 @@ def nvdisasm_path() -> str:
 
 
 def disassemble(cubin: bytes, *, line_info: bool = True, extra: Tuple[str, ...] = ()) -> str:
-    """SASS text of ``cubin`` (``nvdisasm -c [-g]``)."""
-    args = [nvdisasm_path(), "-c"] + (["-g"] if line_info else []) + list(extra)
+    """SASS text of ``cubin`` (``nvdisasm -c [-g]``), from the content cache when this cubin was seen."""
+    tool = nvdisasm_path()
+    flags = ["-c"] + (["-g"] if line_info else []) + list(extra)
+    key = _cache_key(cubin, tool, flags)
+    with _MEMO_LOCK:
+        text = _MEMO.get(key)
+        if text is not None:
+            _MEMO.move_to_end(key)
+            return text
+    text = _disk_read(key)
+    if text is None:
+        text = _run_nvdisasm(cubin, [tool] + flags)
+        _disk_write(key, text)
+    with _MEMO_LOCK:
+        _MEMO[key] = text
+        while len(_MEMO) > _MEMO_MAX:
+            _MEMO.popitem(last=False)
+    return text
+
+
+def _run_nvdisasm(cubin: bytes, args: List[str]) -> str:
     fd, path = tempfile.mkstemp(suffix=".cubin", prefix="kernelc-")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -95,6 +121,67 @@ def disassemble(cubin: bytes, *, line_info: bool = True, extra: Tuple[str, ...] 
     if proc.returncode != 0:
         raise DisassemblyError(f"nvdisasm failed ({proc.returncode}): {proc.stderr.strip() or proc.stdout[-2000:]}")
     return proc.stdout
+
+
+_MEMO: "OrderedDict[str, str]" = OrderedDict()
+_MEMO_MAX = 64
+_MEMO_LOCK = threading.Lock()
+_HEADER = "kernelc-sass 1"
+
+
+def _cache_key(cubin: bytes, tool: str, flags: List[str]) -> str:
+    try:
+        st = os.stat(tool)
+        ident = f"{os.path.realpath(tool)}:{st.st_size}:{st.st_mtime_ns}"
+    except OSError:
+        ident = tool
+    h = hashlib.sha256()
+    for part in (ident, " ".join(flags)):
+        h.update(part.encode())
+        h.update(b"\0")
+    h.update(cubin)
+    return h.hexdigest()
+
+
+def sass_cache_dir() -> Optional[str]:
+    """Where disassemblies are kept on disk, or None when ``KERNELC_SASS_CACHE_DIR=off``."""
+    # KERNELC_SASS_CACHE_DIR / KERNELC_CACHE_DIR are in kernelc's options table; read here (cubintools imports no kernelc)
+    env = os.environ.get("KERNELC_SASS_CACHE_DIR", "").strip()
+    if env.lower() in ("off", "0", "none", "no", "false"):
+        return None
+    if env:
+        return env
+    base = os.environ.get("KERNELC_CACHE_DIR", "").strip() or os.path.join(os.path.expanduser("~"), ".cache", "kernelc")
+    return os.path.join(base, "sass")
+
+
+def _disk_read(key: str) -> Optional[str]:
+    root = sass_cache_dir()
+    if root is None:
+        return None
+    try:
+        with open(os.path.join(root, key[:2], key + ".sass"), encoding="utf-8") as f:
+            head, _, body = f.read().partition("\n")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if head != f"{_HEADER} {key} {len(body)}":
+        return None       # torn or foreign: run nvdisasm again and rewrite it
+    return body
+
+
+def _disk_write(key: str, text: str) -> None:
+    root = sass_cache_dir()
+    if root is None:
+        return
+    sub = os.path.join(root, key[:2])
+    try:
+        os.makedirs(sub, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=sub)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(f"{_HEADER} {key} {len(text)}\n{text}")
+        os.replace(tmp, os.path.join(sub, key + ".sass"))
+    except OSError:
+        pass              # a read-only or full disk costs the next run a disassembly, nothing more
 
 
 _SECTION_RE = re.compile(r"^//-+ \.text\.(\S+)\s")

@@ -20,6 +20,28 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+# nvdisasm costs ~0.5 s of start-up a call whatever the cubin, and tests disassemble the same cubins over and over
+# (a third of the suite's time, 2026-11-28): the controller gives every worker one content-addressed SASS cache for
+# the run. Entries are keyed by the cubin's bytes, flags and nvdisasm binary, so sharing cannot change a result.
+_SASS_DIR = None
+
+
+def pytest_configure(config):
+    global _SASS_DIR
+    if "PYTEST_XDIST_WORKER" in os.environ or os.environ.get("KERNELC_SASS_CACHE_DIR"):
+        return
+    import tempfile
+    _SASS_DIR = tempfile.mkdtemp(prefix="kernelc-test-sass-")
+    os.environ["KERNELC_SASS_CACHE_DIR"] = _SASS_DIR
+
+
+def pytest_unconfigure(config):
+    if _SASS_DIR is not None:
+        import shutil
+        shutil.rmtree(_SASS_DIR, ignore_errors=True)
+        os.environ.pop("KERNELC_SASS_CACHE_DIR", None)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
     # Every test gets its own kernel cache so tests never see each other's compiled kernels.
