@@ -290,6 +290,12 @@ KNOBS: Tuple[Knob, ...] = (
          "mad.wide.s32 (Triton's PTX; ptxas then uses LEA pairs with the base in uniform registers), not LLVM's "
          "mul.wide + add.s64 (IMAD.WIDE with the base reloaded into registers; passes/copy_addresses.py)",
          compile=True, field="copy_mad_wide"),
+    Knob("KERNELC_CVT_LDMATRIX", "bool", True,
+         "a layout conversion of a 16-bit tile reads shared memory with ldmatrix.x4 (.trans where the destination's "
+         "registers run across the buffer's rows) where the destination layout fits, and a store's coalesced layout "
+         "trades lane bases so that it fits (passes/coalesce.py, shared_layouts.ldmatrix_ok): permute(0,2,1) fp16 "
+         "reads 4 ldmatrix per thread instead of 32 ld.shared.u16, as Triton does",
+         compile=True, field="cvt_ldmatrix"),
     Knob("KERNELC_CVT_PIECES", "choice", "max",
          "a store's conversion through shared memory beside buffers that stay live (a flattened persistent loop's "
          "ring) goes in pieces through a buffer of one piece (passes/smem_offsets.py, kernelc/compiler/"
