@@ -476,6 +476,7 @@ class CompileOptions:
     copy_mad_wide: bool = True
     use_layout_loads: str = "all"
     cvt_pieces: str = "max"
+    cvt_ldmatrix: bool = True
     pipeline_loads: bool = True
     assembler: str = "nvjitlink"
     nvjitlink_launch_bound: bool = False

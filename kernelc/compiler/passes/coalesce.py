@@ -68,7 +68,8 @@ def coalesce_stores(fn: Function, num_warps: int, arch_major: int, arch: str = "
         cost = 2 * cur.num_regs * 32 * ebytes // (smem_discount if cur.kind == "mma" else 1)
         if saved <= cost:
             continue
-        if ldmatrix_reads(arch_major) and ebytes == 2:
+        # only a store of 16-byte vectors (one thread's 8 registers along the store's addresses) trades lanes
+        if ldmatrix_reads(arch_major) and ebytes == 2 and access_vector(want, info, ebytes, mc) == 8:
             alt = ldmatrix_store_layout(cur, want, ebytes)
             if alt is not None and global_sectors(alt, info, ebytes, mc) <= global_sectors(want, info, ebytes, mc):
                 want = alt
