@@ -35,6 +35,9 @@ class SharedLayout:
     # how the source side writes: "" (st.shared of write_vec elements), "stmatrix" or "stmatrix.trans"
     # (16-bit MMA-fragment registers, eight 8x8 blocks per warp instruction; ``stmatrix_fit``)
     write_op: str = ""
+    # how the destination side reads: "" (ld.shared of read_vec elements), "ldmatrix" or "ldmatrix.trans"
+    # (16-bit elements, four 8x8 blocks of 16-byte rows per warp instruction; ``ldmatrix_ok``)
+    read_op: str = ""
 
     @property
     def row_len(self) -> int:
@@ -80,6 +83,8 @@ class SharedLayout:
         parts.append(f"vec=[{self.write_vec}, {self.read_vec}]")
         if self.write_op:
             parts.append(f"write={self.write_op}")
+        if self.read_op:
+            parts.append(f"read={self.read_op}")
         return "#shared<" + ", ".join(parts) + ">"
 
 
@@ -195,6 +200,42 @@ def _stmatrix_ok(src: Layout, sl: SharedLayout, ebytes: int) -> str:
     return "stmatrix.trans" if trans else "stmatrix"
 
 
+def ldmatrix_ok(dst: Layout, sl: SharedLayout, ebytes: int) -> str:
+    """The ``read_op`` with which ``dst`` can be read from ``sl`` by ``ldmatrix.x4`` ("" if none).
+
+    ``ldmatrix`` gives lane l, of block b (register bits 1-2; the higher bits pick the instruction), the 16-bit
+    elements at column 2 * (l % 4) + h (h: register bit 0) of row l / 4, each of the block's 8 rows being a 16-byte
+    run of ``sl`` at an address its own lane names; ``.trans`` gives it row 2 * (l % 4) + h, column l / 4. So
+    ``dst`` fits when the bases that pick the column step 1, 2, 4 along ``sl.inner`` (plain: register bit 0 and
+    lane bits 0-1; trans: lane bits 2-4) and every other basis is a whole number of 16-byte runs along ``inner``
+    (rows are addressed one by one, so they may lie anywhere: a blocked store layout whose 8 registers run along
+    another dimension than ``inner`` reads its transpose with ``.trans``)."""
+    if ebytes != 2 or len(dst.reg) < 3 or len(dst.lane) != 5 or (sl.max_phase > 1 and sl.vec * ebytes < 16) \
+            or (sl.pad * ebytes) % 16 or (sl.row_len * ebytes) % 16:
+        return ""
+    rank, d = dst.rank, sl.inner
+    for op, cols, rest in (("ldmatrix", (dst.reg[0],) + dst.lane[0:2], dst.reg[1:] + dst.lane[2:] + dst.warp),
+                           ("ldmatrix.trans", dst.lane[2:5], (dst.reg[0],) + dst.lane[0:2] + dst.reg[1:] + dst.warp)):
+        if tuple(cols) == (_unit(rank, d, 1), _unit(rank, d, 2), _unit(rank, d, 4)) and not any(b[d] % 8 for b in rest):
+            return op
+    return ""
+
+
+def ldmatrix_address_layout(dst: Layout, trans: bool) -> Layout:
+    """The layout whose register g, lane l coordinate is the start of the 16-byte row that lane l addresses in
+    ``ldmatrix`` instruction g (l = 8 * block + row of the block): the bases that pick the row (plain: lane bits
+    2-4; trans: register bit 0 and lane bits 0-1), then the block's (register bits 1-2)."""
+    row = tuple(dst.lane[2:5]) if not trans else (dst.reg[0],) + tuple(dst.lane[0:2])
+    return Layout(dst.shape, tuple(dst.reg[3:]), row + tuple(dst.reg[1:3]), dst.warp, "derived")
+
+
+def ldmatrix_cost(dst: Layout, sl: SharedLayout, ebytes: int) -> int:
+    """Wavefronts of warp 0's ``ldmatrix`` reads: each instruction loads 32 rows of 16 bytes, served eight rows
+    (one block) per phase."""
+    coords = warp_coords(ldmatrix_address_layout(dst, sl.read_op.endswith(".trans")))
+    return wavefronts(sl.offsets(coords) * ebytes, 16)
+
+
 def access_cost(layout: Layout, sl: SharedLayout, ebytes: int, vec: int, coords: Optional[np.ndarray] = None) -> int:
     """Wavefronts warp 0 spends writing (or reading) its registers of ``layout`` in ``sl``."""
     coords = warp_coords(layout) if coords is None else coords
@@ -231,19 +272,21 @@ def _vec_limit(c: dict, ebytes: int, max_vec_bytes: int) -> int:
 
 
 def plan_shared_layout(src: Layout, dst: Layout, ebytes: int, max_vec_bytes: int = 16,
-                       stmatrix: bool = False) -> SharedLayout:
+                       stmatrix: bool = False, ldmatrix: bool = False) -> SharedLayout:
     """The candidate with the fewest write + read wavefronts (then the fewest instructions, then the
     smallest, then the simplest). ``max_vec_bytes``: the widest shared access to use. ``stmatrix``
-    (sm_90+): also consider writing 16-bit MMA fragments with ``stmatrix`` (``write_op``).
+    (sm_90+): also consider writing 16-bit MMA fragments with ``stmatrix`` (``write_op``); ``ldmatrix``: also
+    consider reading 16-bit elements with ``ldmatrix`` (``read_op``; ``ldmatrix_ok``).
 
     Remembered per process: the answer is a function of the arguments alone (of a Layout, only its bases and
     shape, the fields it compares and hashes on), and the passes and codegen ask for the same conversions again
     (coalesce, smem_offsets and the lowering of one kernel; an autotuner's configs): ~10 ms each."""
-    return _plan_shared_layout(src, dst, int(ebytes), int(max_vec_bytes), bool(stmatrix))
+    return _plan_shared_layout(src, dst, int(ebytes), int(max_vec_bytes), bool(stmatrix), bool(ldmatrix))
 
 
 @functools.lru_cache(maxsize=4096)
-def _plan_shared_layout(src: Layout, dst: Layout, ebytes: int, max_vec_bytes: int, stmatrix: bool) -> SharedLayout:
+def _plan_shared_layout(src: Layout, dst: Layout, ebytes: int, max_vec_bytes: int, stmatrix: bool,
+                        ldmatrix: bool = False) -> SharedLayout:
     shape = tuple(dst.shape)
     src_c, dst_c = warp_coords(src), warp_coords(dst)
     inners = []
@@ -268,6 +311,13 @@ def _plan_shared_layout(src: Layout, dst: Layout, ebytes: int, max_vec_bytes: in
                 key = (cost, src.num_regs // 8 + dst.num_regs // rv, sm.nbytes(ebytes), i)
                 if key < best_key:
                     best, best_key = sm, key
+            rop = ldmatrix_ok(dst, sl, ebytes) if ldmatrix else ""
+            if rop:
+                lm = SharedLayout(shape, write_vec=wv, read_vec=8, read_op=rop, **c)
+                cost = access_cost(src, lm, ebytes, wv, src_c) + ldmatrix_cost(dst, lm, ebytes)
+                key = (cost, src.num_regs // wv + dst.num_regs // 8, lm.nbytes(ebytes), i)
+                if key < best_key:
+                    best, best_key = lm, key
     return best
 
 
@@ -281,12 +331,17 @@ def stmatrix_cost(src: Layout, sl: SharedLayout, ebytes: int) -> int:
 def conversion_cost(src: Layout, dst: Layout, sl: SharedLayout, ebytes: int) -> Tuple[int, int]:
     """(write, read) wavefronts of warp 0 for converting ``src`` -> ``dst`` through ``sl``."""
     w = stmatrix_cost(src, sl, ebytes) if sl.write_op else access_cost(src, sl, ebytes, sl.write_vec)
-    return (w, access_cost(dst, sl, ebytes, sl.read_vec))
+    return (w, ldmatrix_cost(dst, sl, ebytes) if sl.read_op else access_cost(dst, sl, ebytes, sl.read_vec))
 
 
 def plan_fits(src: Layout, dst: Layout, sl: SharedLayout, ebytes: int) -> bool:
     """Whether ``sl`` (planned by a pass) can convert ``src`` to ``dst`` as written."""
-    if sl.shape != tuple(dst.shape) or vector_elems(dst, sl.inner, sl.read_vec) < sl.read_vec:
+    if sl.shape != tuple(dst.shape):
+        return False
+    if sl.read_op:
+        if ldmatrix_ok(dst, sl, ebytes) != sl.read_op:
+            return False
+    elif vector_elems(dst, sl.inner, sl.read_vec) < sl.read_vec:
         return False
     if sl.write_op:
         return _stmatrix_ok(src, sl, ebytes) == sl.write_op

@@ -282,7 +282,8 @@ KNOBS: Tuple[Knob, ...] = (
          "(every such compare everywhere: changes the PTX of 40 GEMM and attention kernels of "
          "scripts/ptx_corpus.py; on an H200 the pointer matmul the same, the pointer attention 0.7% faster, "
          "layernorm fwd at 8192 columns 2.2% faster; its causal attention was wrong until axis_info's expand_dims "
-         "fix of 2026-11-28, not measured since), rings (only a ring's mask compares, the rule until 2026-11-28: "
+         "fix of 2026-11-28; since then identical outputs, on an H200 causal attention and layernorm fwd 2-5% faster, "
+         "the pointer matmul fp16 8192 0-3% slower: docs/layouts.md), rings (only a ring's mask compares, the rule until 2026-11-28: "
          "tutorial 03's K loop), off",
          _choice(("onepass", ("onepass",) + _TRUE), ("nodots", ("nodots",)), ("all", ("all",)), ("rings", ("rings",)),
                  ("off", _FALSE)),
@@ -292,6 +293,12 @@ KNOBS: Tuple[Knob, ...] = (
          "mad.wide.s32 (Triton's PTX; ptxas then uses LEA pairs with the base in uniform registers), not LLVM's "
          "mul.wide + add.s64 (IMAD.WIDE with the base reloaded into registers; passes/copy_addresses.py)",
          compile=True, field="copy_mad_wide"),
+    Knob("KERNELC_CVT_LDMATRIX", "bool", True,
+         "a layout conversion of a 16-bit tile reads shared memory with ldmatrix.x4 (.trans where the destination's "
+         "registers run across the buffer's rows) where the destination layout fits, and a store's coalesced layout "
+         "trades lane bases so that it fits (passes/coalesce.py, shared_layouts.ldmatrix_ok): permute(0,2,1) fp16 "
+         "reads 4 ldmatrix per thread instead of 32 ld.shared.u16, as Triton does",
+         compile=True, field="cvt_ldmatrix"),
     Knob("KERNELC_CVT_PIECES", "choice", "max",
          "a store's conversion through shared memory beside buffers that stay live (a flattened persistent loop's "
          "ring) goes in pieces through a buffer of one piece (passes/smem_offsets.py, kernelc/compiler/"
@@ -472,6 +479,7 @@ class CompileOptions:
     copy_mad_wide: bool = True
     use_layout_loads: str = "all"
     cvt_pieces: str = "max"
+    cvt_ldmatrix: bool = True
     pipeline_loads: bool = True
     assembler: str = "nvjitlink"
     nvjitlink_launch_bound: bool = False

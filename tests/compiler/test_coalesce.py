@@ -64,7 +64,7 @@ def test_permute_021_fp16_golden_ir():
     _, fn, _ = _coalesced(permute021_kernel, P_SIG, dict(BLOCK_M=64, BLOCK_N=64), {k: 16 for k in P_SIG})
     filecheck(print_function(fn, show_loc=False), """
         CHECK: [[X:%\\d+]] = load {{.*}} : <64x64xfp16>
-        CHECK: [[Y:%\\d+]] = convert_layout [[X]] {layout=#blocked<spt=[8, 1], tpw=[8, 4], wpc=[1, 4], order=[0, 1]>, smem=#shared<inner=1, swizzle=[8, 8, 8], vec=[8, 1]>}
+        CHECK: [[Y:%\\d+]] = convert_layout [[X]] {layout=#blocked<spt=[8, 1], tpw=[4, 8], wpc=[2, 2], order=[0, 1]>, smem=#shared<inner=1, swizzle=[8, 8, 4], vec=[8, 8], read=ldmatrix.trans>}
         CHECK-NEXT: store {{%\\d+}}, [[Y]]
     """)
 

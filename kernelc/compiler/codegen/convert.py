@@ -10,8 +10,8 @@ from typing import List, Optional
 from ...language.dtypes import scalar_of
 from .emitter import llty
 from ..layouts import Layout, register_map
-from ..shared_layouts import (SharedLayout, conversion_cost, plan_fits, plan_shared_layout,
-                             stmatrix_address_layout)
+from ..shared_layouts import (SharedLayout, conversion_cost, ldmatrix_address_layout, plan_fits,
+                             plan_shared_layout, stmatrix_address_layout)
 from .lowering import Lowering, Tile, rule
 from ..conversion_pieces import piece_bases, split_layout
 from ...errors import CompilationError
@@ -236,6 +236,8 @@ def convert_through_shared_layout(lw: Lowering, t: Tile, dst: Layout, ty: str, s
         lw.smem_access(base, base + nbytes, False)
     else:
         lw.barrier()  # the writes before the reads (the scratch's access record does not cover these bytes)
+    if sl.read_op:
+        return Tile(dst, _ldmatrix_reads(lw, dst, sl, ty, addr))
     dst_coords = lw.coords(dst)
     rv = sl.read_vec
     out: List[str] = []
@@ -249,6 +251,24 @@ def convert_through_shared_layout(lw: Lowering, t: Tile, dst: Layout, ty: str, s
             vals = [e.val(f"extractelement {vecty} {v}, i32 {i}") for i in range(rv)]
         out += [e.val(f"trunc i8 {v} to i1") if ty == "i1" else v for v in vals]
     return Tile(dst, out)
+
+
+def _ldmatrix_reads(lw: Lowering, dst: Layout, sl: SharedLayout, ty: str, addr) -> List[str]:
+    """``dst``'s registers (16-bit, ``shared_layouts.ldmatrix_ok``) read from ``sl``: one ``ldmatrix.x4`` per 8
+    registers; lane l names the 16-byte row l % 8 of block l / 8 (``ldmatrix_address_layout``)."""
+    e = lw.e
+    trans = sl.read_op.endswith(".trans")
+    rows = lw.coords(ldmatrix_address_layout(dst, trans))
+    code = f"ldmatrix.sync.aligned.m8n8.x4{'.trans' if trans else ''}.shared.b16 {{$0, $1, $2, $3}}, [$4];"
+    out: List[str] = []
+    for g in range(dst.num_regs // 8):
+        a = e.val(f"ptrtoint ptr addrspace(3) {addr(rows[g])} to i32")
+        res = e.asm("{ i32, i32, i32, i32 }", code, "=r,=r,=r,=r,r", [("i32", a)])
+        for i in range(4):  # word i: block i's pair, registers 8g + 2i and 8g + 2i + 1
+            w = e.val(f"extractvalue {{ i32, i32, i32, i32 }} {res}, {i}")
+            pair = e.val(f"bitcast i32 {w} to <2 x {ty}>")
+            out += [e.val(f"extractelement <2 x {ty}> {pair}, i32 {k}") for k in range(2)]
+    return out
 
 
 def _stmatrix_writes(lw: Lowering, t: Tile, sl: SharedLayout, ty: str, addr) -> None:

@@ -27,8 +27,8 @@ from typing import Optional
 
 from ...language.dtypes import pointer_type, scalar_of, shape_of
 from ..ir.core import Function, Op
-from ..layouts import Layout, register_map
-from ..shared_layouts import plan_shared_layout
+from ..layouts import Layout, blocked, register_map
+from ..shared_layouts import conversion_cost, contiguous_dim, plan_shared_layout, vector_elems
 from ..ir.ops import OPS
 from .axis_info import analyze
 from .layout_assign import LayoutAssigner, LayoutPlan
@@ -68,11 +68,79 @@ def coalesce_stores(fn: Function, num_warps: int, arch_major: int, arch: str = "
         cost = 2 * cur.num_regs * 32 * ebytes // (smem_discount if cur.kind == "mma" else 1)
         if saved <= cost:
             continue
+        # only a store of 16-byte vectors (one thread's 8 registers along the store's addresses) trades lanes
+        if ldmatrix_reads(arch_major) and ebytes == 2 and access_vector(want, info, ebytes, mc) == 8:
+            alt = ldmatrix_store_layout(cur, want, ebytes)
+            if alt is not None and global_sectors(alt, info, ebytes, mc) <= global_sectors(want, info, ebytes, mc):
+                want = alt
         _insert_conversion(op, 1, cur, want, arch_major)
         if notes is not None:
             notes.append(f"{op.loc.file}:{op.loc.line}: store converted to its coalesced layout through shared "
                          f"memory ({saved // SECTOR_BYTES} fewer sectors per warp)")
     return fn
+
+
+def ldmatrix_reads(arch_major: int) -> bool:
+    """Whether conversions may read 16-bit tiles with ``ldmatrix`` (sm_75+; ``KERNELC_CVT_LDMATRIX``)."""
+    from ...options import get
+    return arch_major >= 8 and bool(get("KERNELC_CVT_LDMATRIX"))
+
+
+def ldmatrix_store_layout(have: Layout, want: Layout, ebytes: int) -> Optional[Layout]:
+    """``want`` (a store's coalesced layout) with its lane bits 2-4 stepping 1, 2, 4 along ``have``'s contiguous
+    dimension, so that the conversion reads it with ``ldmatrix.trans`` from a buffer stored along that dimension
+    (``shared_layouts.ldmatrix_ok``), or None when that is not a cheaper conversion. Only bases trade places
+    (lanes with lanes, warps or the registers past the store's 16-byte vector), so each thread keeps its
+    vectors and the warp's stores cover the same rows in shorter runs: a permute(0, 2, 1) fp16 tile of 64x64
+    then reads with 4 ``ldmatrix.x4.trans`` per thread instead of 32 scalar loads, as Triton's lowering does."""
+    inner = contiguous_dim(have)
+    vec = vector_elems(want, contiguous_dim(want), 16 // ebytes)
+    if contiguous_dim(want) == inner or vec < 8 or len(want.lane) != 5:
+        return None
+    rank = want.rank
+    slots = [("lane", i) for i in range(5)] + [("warp", i) for i in range(len(want.warp))] + \
+        [("reg", i) for i in range(3, len(want.reg))]
+    bases = {"reg": list(want.reg), "lane": list(want.lane), "warp": list(want.warp)}
+    for t, step in zip((2, 3, 4), (1, 2, 4)):
+        u = tuple(step if d == inner else 0 for d in range(rank))
+        at = next((s for s in slots if bases[s[0]][s[1]] == u), None)
+        if at is None:
+            return None
+        bases["lane"][t], bases[at[0]][at[1]] = bases[at[0]][at[1]], bases["lane"][t]
+    alt = _as_blocked(Layout(want.shape, tuple(bases["reg"]), tuple(bases["lane"]), tuple(bases["warp"]), "derived"),
+                      want)
+    if alt == want:
+        return None
+    plain = plan_shared_layout(have, want, ebytes, 16)
+    lm = plan_shared_layout(have, alt, ebytes, 16, ldmatrix=True)
+    if not lm.read_op or sum(conversion_cost(have, alt, lm, ebytes)) > sum(conversion_cost(have, want, plain, ebytes)):
+        return None
+    return alt
+
+
+def _splits(total: int, rank: int):
+    """Every way to write the power of two ``total`` as a product of ``rank`` powers of two."""
+    if rank == 1:
+        yield (total,)
+        return
+    k = 1
+    while k <= total:
+        for rest in _splits(total // k, rank - 1):
+            yield (k,) + rest
+        k *= 2
+
+
+def _as_blocked(L: Layout, like: Layout) -> Layout:
+    """``L`` as a blocked layout with ``like``'s elements per thread and order (printed as such), if one is."""
+    if like.params is None:
+        return L
+    spt, _, _, order = like.params
+    for tpw in _splits(32, L.rank):
+        for wpc in _splits(L.num_warps, L.rank):
+            B = blocked(L.shape, spt, tpw, wpc, order)
+            if B == L:
+                return B
+    return L
 
 
 def _ebytes(v) -> int:
@@ -85,8 +153,10 @@ def _insert_conversion(op: Op, i: int, have: Layout, want: Layout, arch_major: i
     v = op.operands[i]
     # pointer tiles move one element per shared access (no vectors of pointers)
     vec_bytes = 8 if isinstance(scalar_of(v.type), pointer_type) else 16
-    # sm_90's stmatrix writes 16-bit MMA accumulators eight 8x8 blocks per instruction
-    smem = plan_shared_layout(have, want, _ebytes(v), vec_bytes, stmatrix=arch_major >= 9)
+    # sm_90's stmatrix writes 16-bit MMA accumulators eight 8x8 blocks per instruction; ldmatrix reads 16-bit
+    # tiles four 8x8 blocks per instruction (transposed where the tile's registers run across the buffer's rows)
+    smem = plan_shared_layout(have, want, _ebytes(v), vec_bytes, stmatrix=arch_major >= 9,
+                              ldmatrix=ldmatrix_reads(arch_major))
     cvt = Op("convert_layout", [v], [v.type], {"layout": want, "smem": smem}, loc=op.loc)
     blk = op.block
     cvt.block = blk

@@ -56,6 +56,7 @@ from ..conversion_pieces import piece_bases, split_layout
 from ..ir.core import Block, Function, Op, Value
 from ..passes.layout_assign import REMATERIALIZABLE
 from ..shared_layouts import SharedLayout, plan_shared_layout
+from .coalesce import ldmatrix_reads
 
 ALIGN = 1024  # wgmma's 128-byte swizzle repeats every 1024 bytes: every buffer starts on it
 BUFFER_OPS = ("ring_alloc", "tma_ring_alloc", "stage_operand", "descriptor_load")
@@ -246,7 +247,8 @@ def conversion_pieces(op: Op, ctx) -> List[Tuple[Tuple, SharedLayout, int]]:
     for k in range(1, len(bases) + 1):
         src_piece, _ = split_layout(src, bases[:k])
         dst_piece, _ = split_layout(dst, bases[:k])
-        sl = plan_shared_layout(src_piece, dst_piece, ebytes, vec_bytes, stmatrix=sm90)
+        sl = plan_shared_layout(src_piece, dst_piece, ebytes, vec_bytes, stmatrix=sm90,
+                                ldmatrix=ldmatrix_reads(tuple(getattr(ctx, "capability", (9, 0)))[0]))
         out.append((bases[:k], sl, _round(sl.nbytes(ebytes))))
     return out
 
