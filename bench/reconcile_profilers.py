@@ -42,7 +42,8 @@ kprof has), ``kprof`` and its variants (``kprof-ext``: CUPTI external correlatio
 cupti-python's records split into columns as each buffer completes (the default before 2026-11-27),
 ``kprof-raw``: buffers
 taken from libcupti, no Python per record until the flush, ``kprof-nohook``: no kernelc launch hook,
-``kprof-nosub``: the graph-node resource callbacks left off (a measurement, no option);
+``kprof-nosub``: the graph-node resource callbacks left off, ``kprof-nopy``: no kernelc hook and
+``profiler.scope`` a no-op, i.e. only what CUPTI does for kprof (both measurements, no options);
 see profiler/options.py), ``proton``, ``torch``.
 
 ``--step-probe ITERS`` times a fixed pure-Python loop on the main thread between segments of each block (a
@@ -99,6 +100,7 @@ KPROF_VARIANTS = {
     "kprof-split": ({"cupti_records": "split"}, {}),
     "kprof-nohook": ({}, {"hook": None}),
     "kprof-nosub": ({}, {}),   # measurement only: the graph-node resource callbacks left off (see _start)
+    "kprof-nopy": ({}, {"hook": None}),   # measurement only: no kernelc hook and profiler.scope a no-op (_start)
 }
 # profilers --against may compare with a kprof variant in one process: the floors re-register their CUPTI
 # buffer callbacks when a kprof start has registered its own since (see _start)
@@ -204,6 +206,7 @@ def _start(prof, out):
         if _BUFFER[0]:
             options.set_override("cupti_buffer_bytes", _BUFFER[0])
         _nosub(prof == "kprof-nosub")
+        _noscope(prof == "kprof-nopy")
         _CB_OWNER[0] = "kprof"
         sid = profiler.start(out, **kwargs)
         b = profiler.session.get(sid).backend
@@ -214,6 +217,8 @@ def _start(prof, out):
                       raw=getattr(b, "rawbufs", None) is not None, deferred=bool(getattr(b, "deferred", False)),
                       light=bool(getattr(b, "light", False)), skipped=list(getattr(b, "skipped", []))[:5])
         return lambda: profiler.finalize()
+    if _REAL_SCOPE[0] is not None:   # after a kprof-nopy block (--against): scopes are kprof's again
+        _noscope(False)
     if prof == "proton":
         import triton.profiler as proton
         proton.start(out, hook="triton")
@@ -305,6 +310,24 @@ _KEEP: list = []   # callbacks handed to CUPTI stay referenced
 
 _FLOOR_REGISTERED: list = []   # floor-raw's RawBuffers, made once
 _CB_OWNER = [None]   # whose activity buffer callbacks CUPTI has now: "floor", "floor-raw" or "kprof"
+
+
+def _null_scope(name, metrics=None, **kw):
+    return contextlib.nullcontext()
+
+
+def _noscope(on: bool) -> None:
+    """``kprof-nopy`` (a measurement, not an option): ``profiler.scope`` replaced by a no-op for the block,
+    so that with ``hook=None`` no kprof Python runs per step and only what CUPTI does for kprof is left.
+    It reaches code that looks ``profiler.scope`` up at each use (examples/train.py: the ``train``
+    workload); the encoder's scope function is bound at its construction and keeps kprof's."""
+    import profiler
+    real = _REAL_SCOPE[0] or profiler.scope
+    _REAL_SCOPE[0] = real
+    profiler.scope = _null_scope if on else real
+
+
+_REAL_SCOPE: list = [None]
 
 
 def _nosub(on: bool) -> None:

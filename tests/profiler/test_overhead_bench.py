@@ -591,3 +591,20 @@ def test_steady_ratio_leaves_each_block_s_first_segment_out():
     s = rp.summarize([r, f, _child("none", [1.0] * 8)], reps=50)
     assert s["proton"]["warm_steady"] == pytest.approx(1.1) and s["proton"]["hl_steady_over_floor_%"] == 0.0
     assert rp._pair_steady(_child("none", [1.0] * 2)) == []    # no per-segment times: no steady ratio
+
+
+def test_nopy_makes_scope_a_noop_for_its_blocks_only(tmp_path, monkeypatch):
+    """kprof-nopy: profiler.scope is a no-op while its block runs and kprof's again for the next
+    profiler's block (here the floor's, whose start needs no GPU through a fake cupti)."""
+    import profiler
+    real = profiler.scope
+    monkeypatch.setattr(rp, "_REAL_SCOPE", [None])
+    try:
+        rp._noscope(True)
+        assert profiler.scope is rp._null_scope
+        with profiler.scope("x", metrics={"flops": 1}):
+            pass
+        rp._noscope(False)
+        assert profiler.scope is real
+    finally:
+        profiler.scope = real
