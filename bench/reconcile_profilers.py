@@ -94,7 +94,6 @@ BLOCK_S = {"encoder": 0.4, "train": 0.5, "tiny": 0.2}
 KPROF_VARIANTS = {
     "kprof": ({}, {}),
     "kprof-ext": ({"cupti_attribution": "external-correlation"}, {}),
-    "kprof-markers": ({"cupti_attribution": "markers"}, {}),
     "kprof-deferred": ({"cupti_records": "deferred"}, {}),
     "kprof-raw": ({"cupti_records": "raw"}, {}),
     "kprof-split": ({"cupti_records": "split"}, {}),
@@ -213,7 +212,6 @@ def _start(prof, out):
         _BACKEND[0] = b
         # what is really in effect (a variant CUPTI cannot do falls back, and says so in `skipped`)
         _STATE.update(backend=getattr(b, "name", "?"), external=bool(getattr(b, "external", False)),
-                      markers=bool(getattr(b, "markers", False)),
                       raw=getattr(b, "rawbufs", None) is not None, deferred=bool(getattr(b, "deferred", False)),
                       light=bool(getattr(b, "light", False)), skipped=list(getattr(b, "skipped", []))[:5])
         return lambda: profiler.finalize()

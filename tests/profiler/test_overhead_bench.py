@@ -114,8 +114,8 @@ def test_kprof_variants_alternate_in_one_process(tmp_path, monkeypatch):
     from profiler import options
     monkeypatch.setenv("KPROF_BACKEND", "cpu")
     try:
-        rp._start("kprof-markers", str(tmp_path / "m"))()
-        assert options._overrides.get("cupti_attribution") == "markers"
+        rp._start("kprof-ext", str(tmp_path / "m"))()
+        assert options._overrides.get("cupti_attribution") == "external-correlation"
         rp._start("kprof", str(tmp_path / "k"))()
         assert options.get("cupti_attribution") == "api-records"
     finally:
