@@ -101,9 +101,10 @@ KPROF_VARIANTS = {
     "kprof-nosub": ({}, {}),   # measurement only: the graph-node resource callbacks left off (see _start)
     "kprof-nopy": ({}, {"hook": None}),   # measurement only: no kernelc hook and profiler.scope a no-op (_start)
 }
-# profilers --against may compare with a kprof variant in one process: the floors re-register their CUPTI
-# buffer callbacks when a kprof start has registered its own since (see _start)
-AGAINST_OK = set(KPROF_VARIANTS) | {"floor", "floor-raw"}
+# profilers --against may compare in one process: the floors re-register their CUPTI buffer callbacks
+# when a kprof start has registered its own since, and floor-sub's subscriber lives for its block only
+# (see _start)
+AGAINST_OK = set(KPROF_VARIANTS) | {"floor", "floor-raw", "floor-api", "floor-sub"}
 
 
 # -- workloads ---------------------------------------------------------------------------------

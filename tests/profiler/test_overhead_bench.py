@@ -130,7 +130,7 @@ def test_against_takes_kprof_variants_and_floors_only(capsys):
         with pytest.raises(SystemExit):
             rp.main(["overhead", "--device", "cpu", "--profilers", "kprof", "--against", other])
         assert "only; not: " + other in capsys.readouterr().err
-    assert {"floor", "floor-raw", "kprof", "kprof-nosub"} <= rp.AGAINST_OK
+    assert {"floor", "floor-raw", "floor-api", "floor-sub", "kprof", "kprof-nosub"} <= rp.AGAINST_OK
 
 
 def test_floor_reregisters_after_kprof(monkeypatch):
