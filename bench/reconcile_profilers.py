@@ -43,7 +43,8 @@ cupti-python's records split into columns as each buffer completes (the default 
 ``kprof-raw``: buffers
 taken from libcupti, no Python per record until the flush, ``kprof-nohook``: no kernelc launch hook,
 ``kprof-nosub``: the graph-node resource callbacks left off, ``kprof-nopy``: no kernelc hook and
-``profiler.scope`` a no-op, i.e. only what CUPTI does for kprof (both measurements, no options);
+``profiler.scope`` a no-op, i.e. only what CUPTI does for kprof, ``kprof-noscope``: ``profiler.scope`` a
+no-op only (these three are measurements, not options);
 see profiler/options.py), ``proton``, ``torch``.
 
 ``--step-probe ITERS`` times a fixed pure-Python loop on the main thread between segments of each block (a
@@ -100,6 +101,7 @@ KPROF_VARIANTS = {
     "kprof-nohook": ({}, {"hook": None}),
     "kprof-nosub": ({}, {}),   # measurement only: the graph-node resource callbacks left off (see _start)
     "kprof-nopy": ({}, {"hook": None}),   # measurement only: no kernelc hook and profiler.scope a no-op (_start)
+    "kprof-noscope": ({}, {}),   # measurement only: profiler.scope a no-op, the kernelc hook kept (_start)
 }
 # profilers --against may compare in one process: the floors re-register their CUPTI buffer callbacks
 # when a kprof start has registered its own since, and floor-sub's subscriber lives for its block only
@@ -206,7 +208,7 @@ def _start(prof, out):
         if _BUFFER[0]:
             options.set_override("cupti_buffer_bytes", _BUFFER[0])
         _nosub(prof == "kprof-nosub")
-        _noscope(prof == "kprof-nopy")
+        _noscope(prof in ("kprof-nopy", "kprof-noscope"))
         _CB_OWNER[0] = "kprof"
         sid = profiler.start(out, **kwargs)
         b = profiler.session.get(sid).backend
