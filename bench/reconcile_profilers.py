@@ -41,7 +41,10 @@ kprof has), ``kprof`` and its variants (``kprof-ext``: CUPTI external correlatio
 ``kprof-deferred``: cupti-python's record objects kept and decoded at the flush, ``kprof-split``:
 cupti-python's records split into columns as each buffer completes (the default before 2026-11-27),
 ``kprof-raw``: buffers
-taken from libcupti, no Python per record until the flush, ``kprof-nohook``: no kernelc launch hook;
+taken from libcupti, no Python per record until the flush, ``kprof-nohook``: no kernelc launch hook,
+``kprof-nosub``: the graph-node resource callbacks left off, ``kprof-nopy``: no kernelc hook and
+``profiler.scope`` a no-op, i.e. only what CUPTI does for kprof, ``kprof-noscope``: ``profiler.scope`` a
+no-op only (these three are measurements, not options);
 see profiler/options.py), ``proton``, ``torch``.
 
 ``--step-probe ITERS`` times a fixed pure-Python loop on the main thread between segments of each block (a
@@ -92,12 +95,18 @@ BLOCK_S = {"encoder": 0.4, "train": 0.5, "tiny": 0.2}
 KPROF_VARIANTS = {
     "kprof": ({}, {}),
     "kprof-ext": ({"cupti_attribution": "external-correlation"}, {}),
-    "kprof-markers": ({"cupti_attribution": "markers"}, {}),
     "kprof-deferred": ({"cupti_records": "deferred"}, {}),
     "kprof-raw": ({"cupti_records": "raw"}, {}),
     "kprof-split": ({"cupti_records": "split"}, {}),
     "kprof-nohook": ({}, {"hook": None}),
+    "kprof-nosub": ({}, {}),   # measurement only: the graph-node resource callbacks left off (see _start)
+    "kprof-nopy": ({}, {"hook": None}),   # measurement only: no kernelc hook and profiler.scope a no-op (_start)
+    "kprof-noscope": ({}, {}),   # measurement only: profiler.scope a no-op, the kernelc hook kept (_start)
 }
+# profilers --against may compare in one process: the floors re-register their CUPTI buffer callbacks
+# when a kprof start has registered its own since, and floor-sub's subscriber lives for its block only
+# (see _start)
+AGAINST_OK = set(KPROF_VARIANTS) | {"floor", "floor-raw", "floor-api", "floor-sub"}
 
 
 # -- workloads ---------------------------------------------------------------------------------
@@ -198,15 +207,19 @@ def _start(prof, out):
             options.set_override(k, v)
         if _BUFFER[0]:
             options.set_override("cupti_buffer_bytes", _BUFFER[0])
+        _nosub(prof == "kprof-nosub")
+        _noscope(prof in ("kprof-nopy", "kprof-noscope"))
+        _CB_OWNER[0] = "kprof"
         sid = profiler.start(out, **kwargs)
         b = profiler.session.get(sid).backend
         _BACKEND[0] = b
         # what is really in effect (a variant CUPTI cannot do falls back, and says so in `skipped`)
         _STATE.update(backend=getattr(b, "name", "?"), external=bool(getattr(b, "external", False)),
-                      markers=bool(getattr(b, "markers", False)),
                       raw=getattr(b, "rawbufs", None) is not None, deferred=bool(getattr(b, "deferred", False)),
                       light=bool(getattr(b, "light", False)), skipped=list(getattr(b, "skipped", []))[:5])
         return lambda: profiler.finalize()
+    if _REAL_SCOPE[0] is not None:   # after a kprof-nopy block (--against): scopes are kprof's again
+        _noscope(False)
     if prof == "proton":
         import triton.profiler as proton
         proton.start(out, hook="triton")
@@ -223,17 +236,21 @@ def _start(prof, out):
     if prof == "floor":
         from cupti import cupti
         kinds = (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY, cupti.ActivityKind.MEMSET)
-        if not _FLOOR_REGISTERED:
+        if _CB_OWNER[0] != "floor":
             size = _BUFFER[0] or (8 << 20)
-            cupti.activity_register_callbacks(lambda: (size, 0), lambda activities: None)
-            _FLOOR_REGISTERED.append(True)
+            cb = (lambda: (size, 0), lambda activities: None)
+            _KEEP.append(cb)
+            cupti.activity_register_callbacks(*cb)
+            _CB_OWNER[0] = "floor"
         return _enable_kinds(cupti, kinds)
     if prof == "floor-raw":
         from cupti import cupti
 
         from profiler.backends import cupti_raw
         kinds = (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY, cupti.ActivityKind.MEMSET)
-        if not _FLOOR_REGISTERED:
+        if _FLOOR_REGISTERED and _CB_OWNER[0] != "floor-raw":   # a kprof start registered its own since
+            _FLOOR_REGISTERED[0].register()
+        elif not _FLOOR_REGISTERED:
             # libcupti's own buffer callbacks (as kprof's cupti_records="raw"): each completed buffer
             # dropped, no Python per record -- the floor without cupti-python's record objects
             cupti.activity_register_callbacks(lambda: (8 << 20, 0), lambda activities: None)  # loads libcupti
@@ -241,6 +258,7 @@ def _start(prof, out):
             raw = cupti_raw.RawBuffers(lib, _BUFFER[0] or (8 << 20), 0, lambda: raw.take())
             raw.register()
             _FLOOR_REGISTERED.append(raw)
+        _CB_OWNER[0] = "floor-raw"
         return _enable_kinds(cupti, kinds)
     if prof == "floor-api":
         # floor-raw plus the driver-API activity records kprof places launches with (the same ids,
@@ -291,7 +309,47 @@ def _start(prof, out):
 _KEEP: list = []   # callbacks handed to CUPTI stay referenced
 
 
-_FLOOR_REGISTERED: list = []
+_FLOOR_REGISTERED: list = []   # floor-raw's RawBuffers, made once
+_CB_OWNER = [None]   # whose activity buffer callbacks CUPTI has now: "floor", "floor-raw" or "kprof"
+
+
+def _null_scope(name, metrics=None, **kw):
+    return contextlib.nullcontext()
+
+
+def _noscope(on: bool) -> None:
+    """``kprof-nopy`` (a measurement, not an option): ``profiler.scope`` replaced by a no-op for the block,
+    so that with ``hook=None`` no kprof Python runs per step and only what CUPTI does for kprof is left.
+    It reaches code that looks ``profiler.scope`` up at each use (examples/train.py: the ``train``
+    workload); the encoder's scope function is bound at its construction and keeps kprof's."""
+    import profiler
+    real = _REAL_SCOPE[0] or profiler.scope
+    _REAL_SCOPE[0] = real
+    profiler.scope = _null_scope if on else real
+
+
+_REAL_SCOPE: list = [None]
+
+
+def _nosub(on: bool) -> None:
+    """``kprof-nosub`` (a measurement, not an option): kprof's CUPTI subscriber without the graph-node
+    resource callbacks, to see what enabling them costs per launch (graph kernels then lose their scope)."""
+    from profiler.backends import cupti as kc
+    cls = kc.CuptiBackend
+    if on and "_orig_enable_callbacks" not in cls.__dict__:
+        cls._orig_enable_callbacks = cls._enable_callbacks
+
+        def enable(self, on_, _orig=cls._orig_enable_callbacks):
+            g = (self.GRAPHNODE_CREATED, self.GRAPHNODE_CLONED)
+            self.GRAPHNODE_CREATED = self.GRAPHNODE_CLONED = -1   # enable_callback refuses -1: skipped
+            try:
+                _orig(self, on_)
+            finally:
+                self.GRAPHNODE_CREATED, self.GRAPHNODE_CLONED = g
+        cls._enable_callbacks = enable
+    elif not on and "_orig_enable_callbacks" in cls.__dict__:
+        cls._enable_callbacks = cls._orig_enable_callbacks
+        del cls._orig_enable_callbacks
 _BACKEND: list = [None]   # the kprof backend of the profiled block running (its in-loop stats are read)
 _STATE: dict = {}   # the kprof backend's mode as started (overhead children report it)
 _BUFFER = [0]   # overhead --buffer: CUPTI buffer bytes for floor and kprof (0: their defaults)
@@ -2047,9 +2105,10 @@ def main(argv=None) -> int:
                     help="probe-fit's exponent per workload, fixed before the run (e.g. train=0.15), instead of "
                     "the one fitted on the run's own control (which makes the control's probe-fit spread "
                     "optimistic); the fitted one is still reported")
-    ov.add_argument("--against", default=None, metavar="KPROF_VARIANT",
-                    help="the other block of each pair runs under this kprof variant instead of unprofiled "
-                         "(both kprof variants, e.g. --profilers kprof-markers,kprof --against kprof): two "
+    ov.add_argument("--against", default=None, metavar="PROFILER",
+                    help="the other block of each pair runs under this kprof variant or floor instead of "
+                         "unprofiled (e.g. --profilers kprof-nohook --against kprof, or --profilers kprof "
+                         "--against floor: kprof over the floor in one process): two "
                          "configurations compared block by block in one process; `warm` is then the ratio to it "
                          "and a closing control is not added")
     ov.add_argument("--grace", type=float, default=40.0, help="no child starts later than this past --budget")
@@ -2079,10 +2138,10 @@ def main(argv=None) -> int:
         if args.device == "cuda" \
         else "none,kprof,kprof-ext,kprof-deferred"
     args.profilers = args.profilers or default
-    if args.against:   # kprof variants only: they share one set of CUPTI callbacks, which the floors register once
-        bad = [p for p in [args.against, *args.profilers.split(",")] if p and p not in KPROF_VARIANTS]
+    if args.against:   # kprof variants and the two floors: they (re-)register their own CUPTI callbacks per start
+        bad = [p for p in [args.against, *args.profilers.split(",")] if p and p not in AGAINST_OK]
         if bad:
-            ap.error(f"--against compares kprof variants only ({', '.join(KPROF_VARIANTS)}); not: {', '.join(bad)}")
+            ap.error(f"--against compares {', '.join(sorted(AGAINST_OK))} only; not: {', '.join(bad)}")
     args.rounds = args.rounds or 1
     args.budget = args.budget or (90.0 if args.quick else 450.0)
     if args.step_probe is None:   # on the GPU hosts the probe halved the noise or better (2026-11-28)

@@ -186,8 +186,6 @@ def push(name: str) -> int:
         if _ext is None:
             c.times.append(_clock())
             c.nodes.append(nid)
-            if _marker is not None:
-                _marker()
         else:
             _ext_changed(c)
     return nid
@@ -201,8 +199,6 @@ def pop() -> None:
         if _ext is None:
             c.times.append(_clock())
             c.nodes.append(c.node)
-            if _marker is not None:
-                _marker()
         else:
             _ext_changed(c)
 
@@ -216,8 +212,6 @@ def mark(c: ThreadContext) -> None:
         if _ext is None:
             c.times.append(clock())
             c.nodes.append(c.node)
-            if _marker is not None:
-                _marker()
         else:
             _ext_changed(c)
 
@@ -227,27 +221,19 @@ def _mark_all() -> None:
     for c in list(_by_tid.values()):
         c.times.append(clock())
         c.nodes.append(c.node)
-    if _marker is not None:
-        _marker()
 
 
-def timelines_on(clock: Callable[[], int], external: Optional[Tuple[Callable, Callable]] = None,
-                 marker: Optional[Callable[[], Any]] = None,
-                 on_new_thread: Optional[Callable[[], Any]] = None) -> None:
+def timelines_on(clock: Callable[[], int], external: Optional[Tuple[Callable, Callable]] = None) -> None:
     """Start timelines with ``clock`` (the clock of CUPTI's records): each known thread begins at its
     current node.  ``external``: ``(push(id), pop())`` of CUPTI's external-correlation stack of the
-    calling thread, to place launches by external correlation ids (see the module notes).
-    ``marker``: called after each timeline entry (the cupti backend's marker call, whose API record
-    places the launches that follow it); ``on_new_thread``: called on a Python thread started while
-    timelines are on, in that thread, before it runs anything else."""
-    global _clock, _ext, _ext_gen, _marker, _on_new_thread
+    calling thread, to place launches by external correlation ids (see the module notes)."""
+    global _clock, _ext, _ext_gen
     live = set(threading.enumerate())
     for tid, c in list(_by_tid.items()):
         if c is not MAIN and c.thread not in live:
             _by_tid.pop(tid, None)
         c.times, c.nodes = [], []
     _clock = clock
-    _marker, _on_new_thread = marker, on_new_thread
     _mark_all()
     if external is not None:
         _ext_gen += 1
@@ -258,16 +244,9 @@ def timelines_on(clock: Callable[[], int], external: Optional[Tuple[Callable, Ca
     _register_new_threads(True)
 
 
-def set_marker(marker: Optional[Callable[[], Any]]) -> None:
-    """Replace (or with None stop) the call made after each timeline entry."""
-    global _marker
-    _marker = marker
-
-
 def timelines_off() -> None:
-    global _clock, _ext, _marker, _on_new_thread
+    global _clock, _ext
     _register_new_threads(False)
-    _marker = _on_new_thread = None
     if _ext is not None:
         c = local.ctx
         if c.ext:
@@ -283,15 +262,6 @@ def timelines_off() -> None:
     for c in list(_by_tid.values()):
         c.times, c.nodes = [], []
 
-
-# -- markers ---------------------------------------------------------------------------------
-# cupti_attribution = "markers": after each timeline entry the backend's marker call (a cheap driver
-# call whose API activity record alone is on) gives the entry a correlation id; a launch is then placed
-# by the last marker before its own id (profiler.backends.cupti).  Valid while one Python thread
-# changes scopes: a Python thread started meanwhile calls _on_new_thread, which turns per-launch API
-# records on.
-_marker: Optional[Callable[[], Any]] = None
-_on_new_thread: Optional[Callable[[], Any]] = None
 
 # -- external correlation ids ----------------------------------------------------------------
 _ext: Optional[Tuple[Callable, Callable]] = None   # (push, pop) while launches are placed by external ids
@@ -366,12 +336,6 @@ def _on_thread_start(frame, event, arg):
         local.ctx
     except Exception:
         pass
-    hook = _on_new_thread
-    if hook is not None:
-        try:
-            hook()
-        except Exception:
-            pass
     if prev is not None:
         prev(frame, event, arg)
 

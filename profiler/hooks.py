@@ -148,7 +148,7 @@ def _enter(rec) -> None:
             c.node = kl
             clock = context._clock
             if clock is not None:
-                if context._ext is None and context._marker is None:  # context.mark(c), inlined
+                if context._ext is None:  # context.mark(c), inlined
                     c.times.append(clock())
                     c.nodes.append(kl)
                 else:
@@ -177,7 +177,7 @@ def _exit(rec) -> None:
                 c.node = node = c.kprev
                 clock = context._clock
                 if clock is not None:
-                    if context._ext is None and context._marker is None:  # context.mark(c), inlined
+                    if context._ext is None:  # context.mark(c), inlined
                         c.times.append(clock())
                         c.nodes.append(node)
                     else:

@@ -18,13 +18,7 @@ knob                        environment variable        meaning
                                                         (driver-API activity records + scope
                                                         timelines) or ``external-correlation``
                                                         (also CUPTI external correlation ids
-                                                        pushed at each scope change) or
-                                                        ``markers`` (no record per launch: one
-                                                        marker driver call, and its API record,
-                                                        per scope change; a launch goes where
-                                                        the last marker before it says; API
-                                                        records per launch once a second
-                                                        Python thread runs)
+                                                        pushed at each scope change)
 ``cupti_records``           ``KPROF_CUPTI_RECORDS``     when completed activity buffers are
                                                         decoded: ``raw`` (the default: buffers
                                                         taken from libcupti through ctypes, no
@@ -108,7 +102,9 @@ def _flag(text: str, what: str) -> bool:
     raise OptionError(f"{what}: bad value {text!r}; expected 1 or 0")
 
 
-ATTRIBUTIONS = ("api-records", "external-correlation", "markers")
+# "markers" (one marker driver call per scope change instead of an API record per launch) was removed
+# 2026-11-28: slower than API records on every workload measured (docs/performance.md, decision records)
+ATTRIBUTIONS = ("api-records", "external-correlation")
 RECORD_MODES = ("split", "deferred", "raw")
 
 

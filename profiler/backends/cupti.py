@@ -38,11 +38,10 @@ How it works (cupti-python, one subscriber per process):
 """
 from __future__ import annotations
 
-import bisect
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional
 
 from .. import context, options
 from . import cupti_records
@@ -162,10 +161,6 @@ class CuptiBackend:
         self.held = cupti_records.Records()     # records not delivered yet (see _process)
         self.ext: Dict[int, int] = {}           # correlation id -> external correlation id
         self.external = False                   # launches placed by external correlation ids too
-        self.markers = False                    # launches placed by the marker API record before them
-        self.marker: Optional[Callable[[], Any]] = None
-        self.marker_cbid = -1
-        self.per_launch_api = False             # the launch ids' API records are on
         self.attribution = options.get("cupti_attribution")
         self.records_mode = options.get("cupti_records")
         self.deferred = self.records_mode == "deferred"
@@ -237,12 +232,7 @@ class CuptiBackend:
             # PC sampling sessions (serialized kernels) use launch callbacks from the start: with API
             # activity records enabled first, a sampling session gets no kernel records
             if not options.get("cupti_callbacks") and self.kernel_activity != "serialized":
-                if self.attribution == "markers":
-                    self.markers = self._enable_markers()
-                if self.markers:
-                    self.light = True
-                else:
-                    self.light = self.per_launch_api = self._enable_api_records(1)
+                self.light = self._enable_api_records(1)
             if self.light and self.attribution == "external-correlation":
                 self.external = self._enable_external()
             self._enable_callbacks(1)
@@ -254,9 +244,7 @@ class CuptiBackend:
         if self.rawbufs is not None:
             self.rawbufs.eager = not self.light
         if self.light:
-            context.timelines_on(self.clock, self._ext_stack() if self.external else None,
-                                 self.marker if self.markers else None,
-                                 self._python_thread_started if self.markers else None)
+            context.timelines_on(self.clock, self._ext_stack() if self.external else None)
         self.running = True
         self._rearm_pcsampling(rearm)
 
@@ -324,43 +312,6 @@ class CuptiBackend:
                 self.loop_stats["decoded_buffers"] += len(bufs)
             self.held.extend(cupti_raw.decode(self.cupti, bufs, rb.walker, self._kinds,
                                               self._memcpy_label, self.names))
-
-    def _enable_markers(self) -> bool:
-        """``cupti_attribution="markers"``: the API activity record of the marker call only (no record
-        per launch); each timeline entry makes the call.  False (with a note in ``skipped``) where it
-        cannot work: another Python thread is running (its launches need their own API records to be
-        told from the main thread's), the marker call or its record is not available."""
-        others = [t for t in threading.enumerate()
-                  if t is not threading.main_thread() and not isinstance(t, threading._DummyThread)]
-        if threading.current_thread() is not threading.main_thread() or others:
-            self.skipped.append(f"markers: {len(others)} other Python thread(s) running; using API records "
-                                "per launch")
-            return False
-        if self.K_DRIVER < 0 or not hasattr(self.cupti, "activity_enable_driver_api"):
-            self.skipped.append("markers: no API activity records in this CUPTI; using API records per launch")
-            return False
-        try:
-            marker, cbid = _make_marker(self.cupti)
-            self.cupti.activity_enable_driver_api(cbid, 1)
-        except Exception as e:
-            self.skipped.append(f"markers: {_first_line(e)}; using API records per launch")
-            return False
-        self.marker, self.marker_cbid = marker, cbid
-        return True
-
-    def _python_thread_started(self) -> None:
-        """A Python thread started while launches are placed by markers (called in that thread, before
-        it runs): from now on every launch has its own API record (the thread's launches are told from
-        the main thread's by thread id); launches before keep their markers."""
-        if self.per_launch_api:
-            return
-        with CuptiBackend._lock:
-            if self.per_launch_api or not self.markers or not self.running:
-                return
-            if self._enable_api_records(1):
-                self.per_launch_api = True
-                context.set_marker(None)
-                self.skipped.append("markers: a Python thread started; API records per launch from then on")
 
     def _enable_external(self) -> bool:
         """EXTERNAL_CORRELATION records: each launch's API record comes with the id its thread pushed
@@ -454,21 +405,10 @@ class CuptiBackend:
             except Exception:
                 pass
 
-    def _disable_markers(self) -> None:
-        if self.markers:
-            try:
-                self.cupti.activity_enable_driver_api(self.marker_cbid, 0)
-            except Exception:
-                pass
-            self.markers = False
-            self.per_launch_api = False
-            context.set_marker(None)
-
     def _teardown(self) -> None:
         c = self.cupti
         if self.light:
             self._enable_api_records(0)
-            self._disable_markers()
             context.timelines_off()
         for kind in self.kinds:
             try:
@@ -617,7 +557,6 @@ class CuptiBackend:
         self.flush()
         with self.proc_lock:
             self._enable_api_records(0)
-            self._disable_markers()
             self.light = False
             self.external = False
             if self.rawbufs is not None:
@@ -644,10 +583,7 @@ class CuptiBackend:
         """Where a session window starts or ends: now on CUPTI's clock (API-record mode), else the
         newest correlation id handed out so far (approximately: the last one stored)."""
         if self.light:
-            t = int(self.clock())
-            if self.markers and not self.per_launch_api:
-                self.marker()   # launches after this are placed after ``t``, launches before it before ``t``
-            return t
+            return int(self.clock())
         try:
             return max(next(reversed(self.corr)), self.max_cid)
         except (StopIteration, RuntimeError):
@@ -825,19 +761,11 @@ class CuptiBackend:
         targets_of = self._targets
         light = self.light
         threads = None
-        marks = sorted(self.api) if self.markers else None
         for rec in recs:
             cid, name, is_kernel, dev, start, end, extra_bytes, stream, gnode = rec
             value = corr_get(cid)
             if light:
                 launch = api_get(cid)
-                if launch is None and marks and (final or marks[-1] > cid):
-                    # markers: the last API record before this launch (a marker, or another launch's)
-                    # tells the thread and time the launch is placed at; a later one must have arrived,
-                    # else one before this launch may still be in a buffer not completed yet
-                    i = bisect.bisect_left(marks, cid) - 1
-                    if i >= 0:
-                        launch = api_get(marks[i])
                 if launch is None:
                     if not final:
                         self.pending.append(rec)
@@ -864,26 +792,6 @@ class CuptiBackend:
                 continue
             for s in targets:
                 s.add_gpu_record(value, name, is_kernel, dev, start, end, extra_bytes, stream, cid)
-
-
-# the marker: a driver call with an int out that torch does not make in a loop; of three probed on an H200
-# (bench/experiments/profiler_overhead/cupti_marker_probe.py, 2026-11-27) the cheapest with its API record on:
-# cuDeviceGetCount 1.6 us, cuCtxGetDevice 2.0 us, cuDriverGetVersion 11 us per call
-MARKER_CALL = "cuDeviceGetCount"
-
-
-def _make_marker(cupti) -> Tuple[Callable[[], Any], int]:
-    """``(call, callback id)`` of the marker: :data:`MARKER_CALL` on libcuda through ctypes."""
-    import ctypes
-    cbid = int(getattr(cupti.DriverApiTraceCbid, MARKER_CALL))
-    fn = getattr(ctypes.CDLL("libcuda.so.1"), MARKER_CALL)
-    fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.POINTER(ctypes.c_int)]
-    ref = ctypes.pointer(ctypes.c_int())
-
-    def marker():
-        fn(ref)
-    return marker, cbid
 
 
 def launch_cbids(cupti) -> List[int]:

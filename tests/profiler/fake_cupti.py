@@ -158,7 +158,6 @@ class FakeCupti:
         self.flushes = 0
         self.ext_stacks = {}        # (thread id, kind) -> CUPTI's external correlation stack
         self.lib = None             # a FakeLibcupti, when kprof takes buffers from libcupti itself
-        self.calls = {}             # driver calls that launch nothing (markers), by callback id
 
     # -- the cupti-python surface kprof uses ---------------------------------------------
     def subscribe(self, callback, userdata):
@@ -262,11 +261,6 @@ class FakeCupti:
         self._api(CallbackDomain.DRIVER_API, cbid, cid)
         self._record(ActivityKind.CONCURRENT_KERNEL, cid, name, dur, device)
         return cid
-
-    def driver_call(self, cbid):
-        """A driver call that launches nothing (kprof's marker): an API record if its id is on."""
-        self.calls[int(cbid)] = self.calls.get(int(cbid), 0) + 1
-        self._api(CallbackDomain.DRIVER_API, cbid, next(self.cid))
 
     def memcpy(self, nbytes=4096, dur=500):
         cid = next(self.cid)
@@ -399,8 +393,6 @@ def install(monkeypatch, fake: FakeCupti) -> FakeCupti:
     # the default, then falls back to the fake's callbacks); install_libcupti gives it a fake one
     monkeypatch.setattr(cupti_raw, "find_libcupti", lambda: None)
     monkeypatch.setattr(backend_mod.CuptiBackend, "_instance", None)
-    marker = int(DriverApiTraceCbid.cuDeviceGetCount)
-    monkeypatch.setattr(backend_mod, "_make_marker", lambda cupti: (lambda: fake.driver_call(marker), marker))
     monkeypatch.setattr(backend_mod, "_device_count", lambda: 1)
     monkeypatch.setattr("profiler.backends._said", False)
     return fake

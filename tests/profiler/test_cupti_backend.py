@@ -19,8 +19,6 @@ DEMANGLED = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDA
 
 # the variants of profiler.options that change how launches are placed or records processed
 VARIANTS = {"external-correlation": {"KPROF_CUPTI_ATTRIBUTION": "external-correlation"},
-            "markers": {"KPROF_CUPTI_ATTRIBUTION": "markers"},
-            "raw+markers": {"KPROF_CUPTI_RECORDS": "raw", "KPROF_CUPTI_ATTRIBUTION": "markers"},
             "deferred": {"KPROF_CUPTI_RECORDS": "deferred"},
             "split": {"KPROF_CUPTI_RECORDS": "split"},
             "raw": {"KPROF_CUPTI_RECORDS": "raw"},
@@ -56,10 +54,7 @@ def test_kernels_joined_to_scopes(fake, tmp_path):
     assert S.get(sid).backend_name == "cupti"
     assert fake.subscribes == 1 and int(fake_cupti.ActivityKind.CONCURRENT_KERNEL) in fake.kinds
     launch_ids = {int(fake_cupti.DriverApiTraceCbid.cuLaunchKernel), int(fake_cupti.DriverApiTraceCbid.cuGraphLaunch)}
-    marker = int(fake_cupti.DriverApiTraceCbid.cuDeviceGetCount)
-    if S.get(sid).backend.markers:   # one marker record per scope change, none per launch
-        assert fake.api_ids == {marker} and not any((1, i) in fake.enabled for i in launch_ids)
-    elif fake.api_records:     # no Python callback per launch: CUPTI records the launch calls
+    if fake.api_records:     # no Python callback per launch: CUPTI records the launch calls
         assert launch_ids <= fake.api_ids and not any((1, i) in fake.enabled for i in launch_ids)
     else:
         assert all((1, i) in fake.enabled for i in launch_ids)
@@ -233,7 +228,7 @@ def test_kernelc_gpu_launch_description(fake, tmp_path):
     assert "torch_kernel" in names(find(root, "attn"))
 
 
-def test_kernelc_launches_share_one_marker_object(fake, tmp_path):
+def test_kernelc_launches_share_one_launch_object(fake, tmp_path):
     """Launches of one configuration in one scope, without launch_metadata, share one KernelLaunch
     (no object per launch); another scope gets its own; launches with metrics get one each.  Every
     placement mode still puts each launch under its scope."""

@@ -22,8 +22,7 @@ pytestmark = pytest.mark.gpu
 # the variants of profiler.options the placement tests also run under (docs/performance.md, issue 23)
 # (the default records mode is "raw": libcupti's own buffers)
 VARIANTS = {"default": {}, "external-correlation": {"KPROF_CUPTI_ATTRIBUTION": "external-correlation"},
-            "deferred": {"KPROF_CUPTI_RECORDS": "deferred"}, "split": {"KPROF_CUPTI_RECORDS": "split"},
-            "markers": {"KPROF_CUPTI_ATTRIBUTION": "markers"}}
+            "deferred": {"KPROF_CUPTI_RECORDS": "deferred"}, "split": {"KPROF_CUPTI_RECORDS": "split"}}
 
 
 def run_program(tmp_path, code, *args, timeout=300, env_extra=None):
@@ -145,7 +144,7 @@ def test_python_call_paths(tmp_path):
     assert top.startswith(prog) and top.endswith("@<module>"), top
 
 
-@pytest.mark.parametrize("variant", ["default", "external-correlation", "split", "markers"])
+@pytest.mark.parametrize("variant", ["default", "external-correlation", "split"])
 def test_kernelc_hook_on_gpu(tmp_path, variant):
     run_program(tmp_path, """
         import torch, kernelc, profiler
@@ -185,7 +184,7 @@ def test_kernelc_hook_on_gpu(tmp_path, variant):
     assert any("elementwise" in c.name for c in sc.children)
 
 
-@pytest.mark.parametrize("variant", ["default", "external-correlation", "split", "markers"])
+@pytest.mark.parametrize("variant", ["default", "external-correlation", "split"])
 def test_cuda_graph_replays_attributed_to_capture(tmp_path, variant):
     run_program(tmp_path, """
         import torch, profiler
@@ -306,7 +305,7 @@ PLACEMENT_PROGRAM = """
     b = session.get(sid).backend
     info = {"backend": session.get(sid).backend_name, "external": getattr(b, "external", False),
             "raw": getattr(b, "rawbufs", None) is not None, "deferred": getattr(b, "deferred", False),
-            "markers": getattr(b, "markers", False), "per_launch_api": getattr(b, "per_launch_api", None)}
+            "light": getattr(b, "light", None)}
     profiler.finalize(sid)
     json.dump(info, open("info.json", "w"))
 """
@@ -334,10 +333,9 @@ def test_launch_placement_on_gpu(tmp_path, variant):
     info = json.load(open(tmp_path / "info.json"))
     assert info["backend"] == "cupti"
     assert (info["external"], info["raw"], info["deferred"]) == (
-        variant == "external-correlation", variant in ("default", "external-correlation", "markers"),
+        variant == "external-correlation", variant in ("default", "external-correlation"),
         variant == "deferred"), info
-    # markers: the steps placed by markers; the worker thread turned API records per launch on
-    assert info["markers"] == (variant == "markers") and info["per_launch_api"], info
+    assert info["light"], info   # every variant places launches by API records + timelines
     root, _ = read_profile(tmp_path / "placed.hatchet")
     paths = _kernel_paths(root)
     gemm = sum(n for p, n in paths.items() if p[:2] == ("step", "gemm"))

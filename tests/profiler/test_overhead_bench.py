@@ -114,8 +114,8 @@ def test_kprof_variants_alternate_in_one_process(tmp_path, monkeypatch):
     from profiler import options
     monkeypatch.setenv("KPROF_BACKEND", "cpu")
     try:
-        rp._start("kprof-markers", str(tmp_path / "m"))()
-        assert options._overrides.get("cupti_attribution") == "markers"
+        rp._start("kprof-ext", str(tmp_path / "m"))()
+        assert options._overrides.get("cupti_attribution") == "external-correlation"
         rp._start("kprof", str(tmp_path / "k"))()
         assert options.get("cupti_attribution") == "api-records"
     finally:
@@ -123,10 +123,70 @@ def test_kprof_variants_alternate_in_one_process(tmp_path, monkeypatch):
             options.set_override(k, None)
 
 
-def test_against_takes_kprof_variants_only(capsys):
-    with pytest.raises(SystemExit):
-        rp.main(["overhead", "--device", "cpu", "--profilers", "kprof", "--against", "floor"])
-    assert "kprof variants only" in capsys.readouterr().err
+def test_against_takes_kprof_variants_and_floors_only(capsys):
+    """--against: kprof variants and the two floors (which re-register their callbacks per start); not the
+    unprofiled control, Proton or torch.profiler, which do not share CUPTI that way."""
+    for other in ("none", "proton"):
+        with pytest.raises(SystemExit):
+            rp.main(["overhead", "--device", "cpu", "--profilers", "kprof", "--against", other])
+        assert "only; not: " + other in capsys.readouterr().err
+    assert {"floor", "floor-raw", "floor-api", "floor-sub", "kprof", "kprof-nosub"} <= rp.AGAINST_OK
+
+
+def test_floor_reregisters_after_kprof(monkeypatch):
+    """A floor started after a kprof block gives CUPTI its own buffer callbacks again (kprof's start
+    registered kprof's), and only then: a second floor start in a row registers nothing."""
+    calls = []
+
+    class FakeCupti:
+        class ActivityKind:
+            CONCURRENT_KERNEL, MEMCPY, MEMSET = 1, 2, 3
+
+        def activity_register_callbacks(self, req, done):
+            calls.append("register")
+
+        def activity_enable(self, k):
+            pass
+
+        def activity_disable(self, k):
+            pass
+
+        def activity_flush_all(self, f):
+            pass
+
+    fake = type(sys)("cupti")
+    fake.cupti = FakeCupti()
+    monkeypatch.setitem(sys.modules, "cupti", fake)
+    monkeypatch.setattr(rp, "_CB_OWNER", ["kprof"])
+    rp._start("floor", "x")()
+    rp._start("floor", "x")()
+    assert calls == ["register"]
+    rp._CB_OWNER[0] = "kprof"
+    rp._start("floor", "x")()
+    assert calls == ["register", "register"]
+
+
+def test_nosub_leaves_graph_callbacks_off_and_restores():
+    """kprof-nosub's patch: the graph-node ids are not enabled while it is on; off, the method is kprof's."""
+    from profiler.backends import cupti as kc
+    orig = kc.CuptiBackend._enable_callbacks
+    enabled = []
+
+    class B:
+        GRAPHNODE_CREATED, GRAPHNODE_CLONED = 7, 8
+
+    def fake_orig(self, on):
+        enabled.extend([self.GRAPHNODE_CREATED, self.GRAPHNODE_CLONED])
+    kc.CuptiBackend._enable_callbacks = fake_orig
+    try:
+        rp._nosub(True)
+        b = B()
+        kc.CuptiBackend._enable_callbacks(b, 1)
+        assert enabled == [-1, -1] and (b.GRAPHNODE_CREATED, b.GRAPHNODE_CLONED) == (7, 8)
+        rp._nosub(False)
+        assert kc.CuptiBackend._enable_callbacks is fake_orig
+    finally:
+        kc.CuptiBackend._enable_callbacks = orig
 
 
 def test_forked_child_on_cpu(tmp_path, monkeypatch):
@@ -531,3 +591,20 @@ def test_steady_ratio_leaves_each_block_s_first_segment_out():
     s = rp.summarize([r, f, _child("none", [1.0] * 8)], reps=50)
     assert s["proton"]["warm_steady"] == pytest.approx(1.1) and s["proton"]["hl_steady_over_floor_%"] == 0.0
     assert rp._pair_steady(_child("none", [1.0] * 2)) == []    # no per-segment times: no steady ratio
+
+
+def test_nopy_makes_scope_a_noop_for_its_blocks_only(tmp_path, monkeypatch):
+    """kprof-nopy: profiler.scope is a no-op while its block runs and kprof's again for the next
+    profiler's block (here the floor's, whose start needs no GPU through a fake cupti)."""
+    import profiler
+    real = profiler.scope
+    monkeypatch.setattr(rp, "_REAL_SCOPE", [None])
+    try:
+        rp._noscope(True)
+        assert profiler.scope is rp._null_scope
+        with profiler.scope("x", metrics={"flops": 1}):
+            pass
+        rp._noscope(False)
+        assert profiler.scope is real
+    finally:
+        profiler.scope = real

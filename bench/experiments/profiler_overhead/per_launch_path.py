@@ -8,7 +8,7 @@ On a GPU in API-record mode (the default) kprof's per-launch work beyond CUPTI's
 * per ``profiler.scope`` entry and exit: the scope trie lookup, the thread's timeline (a CUPTI clock
   read and two list appends), the session's scope hook (metrics, host timing when a session needs it);
 * per kernelc launch: the ``LaunchRecord`` kernelc builds once any hook is registered, kprof's enter and
-  exit hooks (the description cache, a ``KernelLaunch`` marker, two timeline entries);
+  exit hooks (the description cache, a ``KernelLaunch`` object, two timeline entries);
 * nothing per torch launch.
 
 This script times each of these paths with the same objects kprof uses, with ``time.perf_counter_ns``
@@ -99,15 +99,6 @@ def measure() -> dict:
     session.active = (fake,)
     res["scope_timelines_session_ns"] = _ns_per_op(scopes)
     res["scope_metrics_timelines_session_ns"] = _ns_per_op(lambda n: scopes(n, scm))
-    # cupti_attribution="markers": a marker call after each timeline entry (cuDeviceGetCount through
-    # ctypes on a GPU; here libc's abs() through ctypes stands in for the call, not for CUPTI's record)
-    import ctypes
-    libc_abs = ctypes.CDLL(None).abs
-    libc_abs.restype, libc_abs.argtypes = ctypes.c_int, [ctypes.c_int]
-    context.set_marker(lambda: libc_abs(-1))
-    session.active = (fake,)
-    res["scope_timelines_session_marker_ns"] = _ns_per_op(scopes)
-    context.set_marker(None)
     session.active, session.timing = old
     res["timeline_entries_per_scope"] = 2
 
