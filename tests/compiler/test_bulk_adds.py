@@ -55,6 +55,11 @@ def test_the_staging_order_is_a_permutation_that_swizzles_16_byte_chunks(R, C):
 
 def test_the_bulk_add_in_a_loop_becomes_a_staged_1d_bulk_reduction():
     ir, fn, _ = _passes(add_in_loop, SIG, CX, div=DIV)
+    # claim_bulk_adds, before -> after: the add keeps its op, tagged for the copy engine (OUT 16-byte aligned)
+    filecheck(ir["lower_descriptors"], """
+        CHECK: scf.for
+        CHECK: bulk_add {{%\\d+}}, {{%\\d+}} {kind='add'}
+    """)
     filecheck(ir["claim_bulk_adds"], """
         CHECK: scf.for
         CHECK: bulk_add {{%\\d+}}, {{%\\d+}} {kind='add', tma=True}
