@@ -67,7 +67,8 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
                 ATOMIC_DQ: tl.constexpr, WS: tl.constexpr, BULK_DQ: tl.constexpr, ds_desc=None, start_n=0,
                 STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False, EVEN_M: tl.constexpr = False,
                 TAIL: tl.constexpr = None, DS_TILED: tl.constexpr = False, ds_base=0, ds_step=0,
-                DQ_FIRST: tl.constexpr = False, DQ_ADD: tl.constexpr = True, FLAT_DQ: tl.constexpr = False):
+                DQ_FIRST: tl.constexpr = False, DQ_ADD: tl.constexpr = True, FLAT_DQ: tl.constexpr = False,
+                DQ_EVICT: tl.constexpr = ""):
     """Query blocks [lo, hi) into (dk, dv) of one key block; P^T and dS^T are [BLOCK_N, BLOCK_M]. EVEN_M: N_CTX is a
     multiple of BLOCK_M, the LSE and delta rows are loaded without a mask. DS_TILED: dS^T's tile of query block j goes
     to rows ds_base + j * ds_step of the tiled workspace (attn_bwd_dkdv_kernel)."""
@@ -130,7 +131,7 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
             dqT = tl.dot(tl.trans(k), dsT)
             dk = tl.dot(dsT, q, dk)
             if FLAT_DQ:
-                tl.bulk_add(dq_ptrs + (start_m // BLOCK_M) * (dqT.shape[0] * BLOCK_M), dqT)
+                tl.bulk_add(dq_ptrs + (start_m // BLOCK_M) * (dqT.shape[0] * BLOCK_M), dqT, eviction_policy=DQ_EVICT)
             elif BULK_DQ:
                 dq_ptrs.atomic_add([0, start_m], dqT)
             else:
@@ -146,7 +147,7 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
                 # the tile of query block start_m / BLOCK_M: one contiguous fp32 block of the head's accumulator in the
                 # staging order (kl.bulk_add), added by one 1-D bulk reduction; queries past N_CTX add dS^T's zero
                 # columns into the last block's padding (attn_bwd_dq_flat_cast_kernel reads the block back)
-                tl.bulk_add(dq_ptrs + (start_m // BLOCK_M) * (dqT.shape[0] * BLOCK_M), dqT)
+                tl.bulk_add(dq_ptrs + (start_m // BLOCK_M) * (dqT.shape[0] * BLOCK_M), dqT, eviction_policy=DQ_EVICT)
             elif BULK_DQ:
                 # one [HEAD_DIM, BLOCK_M] tile added by the copy engine from shared memory (queries past
                 # N_CTX fall outside the descriptor and are not touched); sm_scale is applied once, by the cast
@@ -165,13 +166,13 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                          GROUP: tl.constexpr = 0, EVEN_M: tl.constexpr = False, TAIL: tl.constexpr = None,
                          KV_REGS: tl.constexpr = 0, DS_TILED: tl.constexpr = False, ROT: tl.constexpr = False,
                          DQ_FIRST: tl.constexpr = False, DQ_ADD: tl.constexpr = True,
-                         FLAT_DQ: tl.constexpr = False):
+                         FLAT_DQ: tl.constexpr = False, DQ_EVICT: tl.constexpr = ""):
     """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ, through a descriptor's bulk
     reductions with BULK_DQ too); WS: a producer warp(group)
     fills the loop's TMA ring (the bench's sweep tries it). Q, K, V, dO, dK, dV share
     the strides (the wrapper makes them contiguous); DQ is fp32 with its own. FLAT_DQ (with ATOMIC_DQ): DQ is
     dq_mode="flat"'s accumulator, a head's cdiv(N_CTX, BLOCK_M) blocks of HEAD_DIM * BLOCK_M fp32 (dQ^T's tile of
-    a query block in the staging order), added by kl.bulk_add."""
+    a query block in the staging order), added by kl.bulk_add (DQ_EVICT: its L2 eviction_policy)."""
     if CAUSAL and GROUP > 0:  # longest first across GROUP heads: key block 0 sees every query block
         blk, off_hz = _lpt_block(GROUP)
         start_n = blk * BLOCK_N
@@ -240,7 +241,8 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                              offs_n, offs_m0, qk_scale, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
                              True, ATOMIC_DQ, WS, BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL,
-                             DS_TILED, ds_base, BLOCK_N, DQ_FIRST=DQ_FIRST, DQ_ADD=DQ_ADD, FLAT_DQ=FLAT_DQ)
+                             DS_TILED, ds_base, BLOCK_N, DQ_FIRST=DQ_FIRST, DQ_ADD=DQ_ADD, FLAT_DQ=FLAT_DQ,
+                             DQ_EVICT=DQ_EVICT)
     if ROT and not CAUSAL:
         # the query blocks from this key block's own start round to it: a head's programs, in flight together, then
         # add their dQ partials (ATOMIC_DQ) into different dQ tiles at a time instead of all into the same one
@@ -248,7 +250,7 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                              offs_n, offs_m0, qk_scale, start_n, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
                              BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base,
-                             BLOCK_N, DQ_FIRST=DQ_FIRST, DQ_ADD=DQ_ADD, FLAT_DQ=FLAT_DQ)
+                             BLOCK_N, DQ_FIRST=DQ_FIRST, DQ_ADD=DQ_ADD, FLAT_DQ=FLAT_DQ, DQ_EVICT=DQ_EVICT)
         lo = 0
         hi = start_n
     else:
@@ -256,7 +258,7 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
     dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                          offs_n, offs_m0, qk_scale, lo, hi, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
                          BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base, BLOCK_N,
-                         DQ_FIRST=DQ_FIRST, DQ_ADD=DQ_ADD, FLAT_DQ=FLAT_DQ)
+                         DQ_FIRST=DQ_FIRST, DQ_ADD=DQ_ADD, FLAT_DQ=FLAT_DQ, DQ_EVICT=DQ_EVICT)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
     tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
 
@@ -574,8 +576,8 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     atomic = dq_mode in ("atomic", "bulk", "flat")
     bulk = dq_mode == "bulk"
     flat = dq_mode == "flat"
-    c1 = _cfg(BULK_DKDV_CONFIGS if bulk else FLAT_DKDV_CONFIGS if flat else ATOMIC_DKDV_CONFIGS if atomic else DS_DKDV_CONFIGS if ds else
-              DKDV_CONFIGS, D, dkdv_config)
+    c1 = _cfg(BULK_DKDV_CONFIGS if bulk else FLAT_DKDV_CONFIGS if flat else ATOMIC_DKDV_CONFIGS if atomic else
+              DS_DKDV_CONFIGS if ds else DKDV_CONFIGS, D, dkdv_config)
     # ds with dS^T stored tile by tile (DS_TILED): where N is a multiple of both dK/dV blocks; the GEMM's query block
     # is then the dK/dV kernel's query step and its key step divides the dK/dV key block
     asked = "DS_TILED" in c1  # asked for by dkdv_config (else DS_TILED's default, dropped where dq_config cannot tile)

@@ -91,14 +91,25 @@ def _check(pointer, value, what):
     return pointer, value
 
 
-def bulk_add(pointer, value) -> None:
-    """Add ``value`` ([R, C]) into the ``R * C`` elements at ``pointer`` in the staging order (module doc)."""
+# eviction_policy -> the L2 policy the bulk reduction carries (``createpolicy`` + ``.L2::cache_hint``); "" none
+L2_POLICIES = {"": "", "evict_normal": "", "evict_first": "evict_first", "evict_last": "evict_last"}
+
+
+def bulk_add(pointer, value, eviction_policy="") -> None:
+    """Add ``value`` ([R, C]) into the ``R * C`` elements at ``pointer`` in the staging order (module doc).
+    ``eviction_policy`` ("evict_last", "evict_first"): an L2 cache hint on the bulk reduction (FlashAttention-3
+    keeps its dQ accumulator in L2 with evict_last); the atomics fallback ignores it."""
     pointer, value = _check(pointer, value, "bulk_add()")
+    policy = _unwrap(eviction_policy) or ""
+    if policy not in L2_POLICIES:
+        raise ValueError(f"bulk_add() eviction_policy must be one of {[p for p in L2_POLICIES if p]}, got {policy!r}")
+    policy = L2_POLICIES[policy]
     b = current_builder()
     if getattr(b, "is_interpreter", False):  # the interpreter runs the fallback's atomics (same addresses)
         generic_bulk_add(pointer, value)
         return None
-    b.create("bulk_add", [pointer.handle, value.handle], None, kind="add")
+    attrs = dict(l2=policy) if policy else {}
+    b.create("bulk_add", [pointer.handle, value.handle], None, kind="add", **attrs)
     return None
 
 

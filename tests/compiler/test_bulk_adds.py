@@ -78,7 +78,7 @@ def test_the_bulk_add_in_a_loop_becomes_a_staged_1d_bulk_reduction():
         CHECK-NEXT: fence_async_shared
         CHECK-NEXT: bulk_wait_group [[T0]] {pending=0, read=True}
         CHECK-NEXT: barrier
-        CHECK-NEXT: bulk_reduce_1d [[BUF]], [[ST]], [[T0]], {{%\\d+}} {kind='add', source='{{.*}}test_bulk_adds.py:ADD_LINE:{{\\d+}}'}
+        CHECK-NEXT: bulk_reduce_1d [[BUF]], [[ST]], [[T0]], {{%\\d+}} {kind='add', source='{{.*}}:ADD_LINE:{{\\d+}}'}
         CHECK-NEXT: bulk_commit_group [[T0]]
         CHECK-NEXT: scf.yield
         CHECK-NEXT: [[T1:%\\d+]] = elect_one : i1
@@ -103,13 +103,38 @@ def test_the_ptx_and_sass_carry_one_1d_bulk_reduction_per_trip():
     assert len(accesses) == 1 and accesses[0]["line"] == ADD_LINE
 
 
-@pytest.mark.parametrize("target,div,why", [("sm_80", DIV, "no TMA"), ("sm_90a", {"X": 16, "OUT": 4},
-                                                                        "pointer not proven 16-byte aligned")])
+@pytest.mark.parametrize("target,div,why", [("sm_80", DIV, "no TMA"),
+                                            ("sm_90a", {"X": 16, "OUT": 4}, "pointer not proven 16-byte aligned")])
 def test_without_a_legal_bulk_copy_the_add_is_relaxed_atomics(target, div, why):
     ck = kernelc.compile(add_in_loop, signature=SIG, constexprs=CX, target=target, divisibility=div)
     assert "cp.reduce.async.bulk" not in ck.asm["ptx"], why
-    assert not re.search(r"^\s*bulk_add ", ck.asm["tir"], re.M) and "atomic_rmw" in ck.asm["tir"] and "sem='relaxed'" in ck.asm["tir"]
+    tir = ck.asm["tir"]
+    assert not re.search(r"^\s*bulk_add ", tir, re.M) and "atomic_rmw" in tir and "sem='relaxed'" in tir
     assert re.search(r"\b(RED|ATOM)G?\.E\.ADD\.F32", ck.asm["sass"]), why
+
+
+@kernelc.jit
+def add_evict_last(X, OUT, R: kl.constexpr, C: kl.constexpr):
+    rows = kl.arange(0, R)
+    cols = kl.arange(0, C)
+    kl.bulk_add(OUT, kl.load(X + rows[:, None] * C + cols[None, :]), eviction_policy="evict_last")
+
+
+def test_an_eviction_policy_becomes_an_l2_cache_hint_on_the_bulk_reduction():
+    ck = kernelc.compile(add_evict_last, signature=SIG, constexprs=dict(R=16, C=16), target="sm_90a", divisibility=DIV)
+    assert "l2='evict_last'" in ck.asm["tir"]
+    ptx = ck.asm["ptx"]
+    assert "createpolicy.fractional.L2::evict_last.b64" in ptx
+    assert "cp.reduce.async.bulk.global.shared::cta.bulk_group.L2::cache_hint.add.f32" in ptx
+    assert re.search(r"L2::cache_hint\.add\.f32 \[%rd\d+\], \[%r\d+\], 1024, pol;", ptx)  # 16 x 16 fp32
+    assert re.search(r"\bUBLKRED\.G\.S\.ADD\.F32\.RN \[UR\d+\], \[UR\d+\], UR\d+, desc\[UR\d+\]", ck.asm["sass"])
+    with pytest.raises(kernelc.CompilationError, match="eviction_policy must be one of"):
+        kernelc.compile(add_bad_policy, signature={"OUT": "*fp32"}, target="sm_90a")
+
+
+@kernelc.jit
+def add_bad_policy(OUT):
+    kl.bulk_add(OUT, kl.zeros([4, 4], dtype=kl.float32), eviction_policy="evict_soon")
 
 
 def test_the_verifier_checks_the_1d_bulk_ops():

@@ -442,7 +442,7 @@ def lower_bulk_reduce_1d(lw: Lowering, op):
             "limited_by": [], "engine": "tma"})
     stage, pred = lw.scalar(op.operands[1]), lw.scalar(op.operands[2])
     src = T.smem_addr(lw, buf.stage_base(lw, stage))
-    T.bulk_reduce_1d(lw, lw.scalar(op.operands[3]), src, buf.nbytes, op.attrs["kind"], pred)
+    T.bulk_reduce_1d(lw, lw.scalar(op.operands[3]), src, buf.nbytes, op.attrs["kind"], pred, op.attrs.get("l2"))
 
 
 class _At:

@@ -281,7 +281,14 @@ def _bulk_add(op: Op) -> List[str]:
         errs.append(f"the value must be a 2-D tile, got {val.type}")
     if op.attrs.get("kind") not in REDUCE_KINDS:
         errs.append(f"kind must be one of {list(REDUCE_KINDS)}, got {op.attrs.get('kind')!r}")
+    errs += _l2(op)
     return errs
+
+
+def _l2(op: Op) -> List[str]:
+    l2 = op.attrs.get("l2")
+    ok = l2 in (None, "evict_last", "evict_first")
+    return [] if ok else [f"l2 must be 'evict_last' or 'evict_first', got {l2!r}"]
 
 
 def _bulk_add_buffer_alloc(op: Op) -> List[str]:
@@ -303,7 +310,7 @@ def _bulk_reduce_1d(op: Op) -> List[str]:
         errs.append(f"operand 3 must be a scalar pointer, got {p}")
     if op.attrs.get("kind") not in REDUCE_KINDS:
         errs.append(f"kind must be one of {list(REDUCE_KINDS)}, got {op.attrs.get('kind')!r}")
-    return errs
+    return errs + _l2(op)
 
 
 def _bulk_buffer_alloc(op: Op) -> List[str]:

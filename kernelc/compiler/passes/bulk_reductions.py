@@ -162,7 +162,9 @@ def expand_bulk_reductions(fn: Function, ctx=None) -> Function:
         at += len(em.ops) + (1 if shared else 0)
         issue = _Emit(red.loc)
         if flat:
-            issue.op("bulk_reduce_1d", [buf, st, t0, red.operands[0]], kind=red.attrs["kind"], source=str(red.loc))
+            l2 = {"l2": red.attrs["l2"]} if red.attrs.get("l2") else {}
+            issue.op("bulk_reduce_1d", [buf, st, t0, red.operands[0]], kind=red.attrs["kind"], source=str(red.loc),
+                     **l2)
         else:
             issue.op("bulk_reduce", [buf, st, t0] + list(red.operands[2:]), kind=red.attrs["kind"],
                      source=str(red.loc))
