@@ -193,7 +193,7 @@ _BWD_VARIANT_ARGS = {"aregs_fused": {64: dict(dkdv_config=dict(KV_REGS=1))},
 # the sweep's reference and config entries run the separate pass whatever dq_mode=None picks at the head dim
 SEP = "separate"
 # our backward through autograd: attention(dq_mode=...) for each dQ mode
-BWD_MODES = ("separate", "atomic", "bulk", "ds", "fused")
+BWD_MODES = ("separate", "atomic", "bulk", "flat", "ds", "fused")
 
 
 def _cfg(c):
@@ -370,7 +370,7 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
             record(name, fn)
     # each kernel of the backward alone (default configs, each dQ mode): where the time goes
     for tag, cfgs in [("default", dict(dq_mode=SEP)), ("atomic", dict(dq_mode="atomic")), ("bulk", dict(dq_mode="bulk")),
-                      ("ds", dict(dq_mode="ds")), ("fused", dict(dq_mode="fused"))]:
+                      ("flat", dict(dq_mode="flat")), ("ds", dict(dq_mode="ds")), ("fused", dict(dq_mode="fused"))]:
         grads, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, scale, **cfgs)
         if only and not any(_picked(f"sweep_bwd_part_{tag}_{n}", only) for n, _ in steps):
             continue

@@ -53,6 +53,9 @@ BWD_CASES = [(1024, 64, torch.float16, False, "separate"), (1024, 64, torch.bflo
              # at N = 1000 (the descriptor's inner extent is not whole 16-byte chunks)
              (1024, 128, torch.float16, True, "bulk"), (1024, 64, torch.bfloat16, False, "bulk"),
              (1024, 128, torch.bfloat16, False, "bulk"), (1000, 64, torch.float16, True, "bulk"),
+             # flat: dQ^T's tile a step added by one 1-D bulk reduction (kl.bulk_add) into a tile-contiguous
+             # accumulator; N = 1000 pads the last block (its queries past N add zeros)
+             (1024, 128, torch.float16, False, "flat"), (1000, 64, torch.bfloat16, True, "flat"),
              # ds: dS^T stored by the dK/dV kernel (TMA stores clipped at N), dQ a GEMM over it
              (1000, 128, torch.float16, True, "ds"), (1024, 64, torch.bfloat16, False, "ds"),
              (1024, 128, torch.bfloat16, False, "ds"), (1000, 64, torch.float16, True, "ds"),
