@@ -105,9 +105,6 @@ def bulk_add(pointer, value, eviction_policy="") -> None:
         raise ValueError(f"bulk_add() eviction_policy must be one of {[p for p in L2_POLICIES if p]}, got {policy!r}")
     policy = L2_POLICIES[policy]
     b = current_builder()
-    if getattr(b, "is_interpreter", False):  # the interpreter runs the fallback's atomics (same addresses)
-        generic_bulk_add(pointer, value)
-        return None
     attrs = dict(l2=policy) if policy else {}
     b.create("bulk_add", [pointer.handle, value.handle], None, kind="add", **attrs)
     return None
