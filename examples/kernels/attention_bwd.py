@@ -11,15 +11,17 @@ base-2 row log-sum-exp ``LSE`` of the scaled logits. Backward, for dO:
    With ``ATOMIC_DQ`` it also adds ``dQ^T = K^T dS^T`` into an fp32 dQ^T with atomics (one kernel, not
    deterministic: the order of the adds varies from run to run), cast and transposed afterwards; with
    ``BULK_DQ`` too, through a tensor descriptor's ``atomic_add`` (on sm_90a the tile is staged in shared
-   memory and added by one TMA bulk reduction, FlashAttention-3's dQ; ``attn_bwd_dq_cast_kernel`` then
-   transposes and casts it).
+   memory and added by one TMA bulk reduction; ``attn_bwd_dq_cast_kernel`` then transposes and casts it); with
+   ``FLAT_DQ`` (``dq_mode="flat"``), by ``kl.bulk_add``: the tile is one contiguous fp32 block of a tile-contiguous
+   accumulator, in the compiler's staging order, added by one 1-D bulk reduction (FlashAttention-3's dQ);
+   ``attn_bwd_dq_flat_cast_kernel`` reads each block back through ``kl.staging_offsets``, scales and casts it).
 3. ``attn_bwd_dq_kernel`` (the default, deterministic): one program per query block walks the key
    blocks, recomputes P and dS the same way and accumulates ``dQ += dS K`` in registers.
 
 ``dq_mode="ds"``: the dK/dV kernel also stores dS^T (``STORE_DS``) and ``attn_bwd_dq_from_ds_kernel`` computes
 dQ = dS K as a GEMM over it (5 matmuls, deterministic, an ``N^2`` workspace a head).
 
-``attention(q, k, v, causal, sm_scale)`` is differentiable; ``dq_mode="atomic"`` / ``"bulk"`` pick the
+``attention(q, k, v, causal, sm_scale)`` is differentiable; ``dq_mode="atomic"`` / ``"bulk"`` / ``"flat"`` pick the
 one-kernel variants, ``"ds"`` the stored-dS one (which is faster where: ``python3 -m bench attention``,
 docs/attention.md).
 """
@@ -538,7 +540,8 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_conf
 
     ``dq_mode``: ``None`` (:func:`default_dq_mode`), ``"separate"`` (a second kernel, deterministic),
     ``"atomic"`` (fp32 atomics in the dK/dV kernel, then one cast), ``"bulk"`` (as atomic, dQ's tiles added by
-    TMA bulk reductions from shared memory on sm_90a), ``"fused"`` (the separate pass's two kernels as one grid,
+    TMA bulk reductions from shared memory on sm_90a), ``"flat"`` (as bulk, each tile one contiguous block added by
+    a 1-D bulk reduction, ``kl.bulk_add``; :data:`FLAT_DKDV_CONFIGS`), ``"fused"`` (the separate pass's two kernels as one grid,
     :data:`FUSED_CONFIGS`) or ``"ds"`` (dS^T stored, dQ = dS K a GEMM; deterministic; needs N % 8 == 0 and runs the
     separate pass otherwise). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS` (atomic:
     :data:`ATOMIC_DKDV_CONFIGS`, bulk: :data:`BULK_DKDV_CONFIGS`, ds: :data:`DS_DKDV_CONFIGS`) /
