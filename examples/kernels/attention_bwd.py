@@ -543,7 +543,8 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_conf
     TMA bulk reductions from shared memory on sm_90a), ``"flat"`` (as bulk, each tile one contiguous block added by
     a 1-D bulk reduction, ``kl.bulk_add``; :data:`FLAT_DKDV_CONFIGS`), ``"fused"`` (the separate pass's two
     kernels as one grid, :data:`FUSED_CONFIGS`) or ``"ds"`` (dS^T stored, dQ = dS K a GEMM; deterministic; needs
-    N % 8 == 0 and runs the separate pass otherwise). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS` (atomic:
+    N % 8 == 0 and runs the separate pass otherwise). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS`
+    (atomic:
     :data:`ATOMIC_DKDV_CONFIGS`, bulk: :data:`BULK_DKDV_CONFIGS`, ds: :data:`DS_DKDV_CONFIGS`) /
     :data:`DQ_CONFIGS` (ds: the GEMM's, :data:`DQ_FROM_DS_CONFIGS`).
     ``ds_workspace_bytes``: ds's dS^T buffer at most this large (default :data:`DS_WORKSPACE_BYTES`; heads in groups).
