@@ -70,7 +70,11 @@ def staging_offsets(rows, cols, dtype) -> tensor:
     off = semantic.add(semantic.shl(r, _log2(pc)), cc)
     if C > pc:
         off = semantic.add(off, semantic.mul(semantic.shr(c, _log2(pc)), R * pc))
-    return off
+    # runs of `run` consecutive offsets along a row, each starting at a multiple of `run` (16-byte chunks move
+    # whole): said to the compiler, which cannot see it through the XOR, so loads at these offsets stay vectors
+    run = chunk if max_phase > 1 else pc
+    off = semantic.hint(off, "max_contiguous", [1, run])
+    return semantic.hint(off, "multiple_of", [1, run])
 
 
 def _check(pointer, value, what):

@@ -220,6 +220,39 @@ def test_bulk_dq_cast_reads_and_writes_16_byte_vectors(D, dt):
     assert re.findall(r"\bSTG\.E[\w.]*", sass) == ["STG.E.128"] * (D * B.CAST_BLOCK // (8 * 128))
 
 
+@pytest.mark.parametrize("D,causal", [(128, False), (64, True)])
+def test_flat_dq_adds_one_contiguous_block_a_trip_with_a_1d_bulk_reduction(D, causal):
+    # dq_mode="flat" (kl.bulk_add): dQ^T's [HEAD_DIM, BLOCK_M] fp32 tile goes from the wgmma accumulator to shared
+    # memory in the staging order (8-byte stores) and one thread adds the stage with one 1-D bulk reduction
+    # (UBLKRED, no tensor map): no per-element atomics, no more barriers a trip than the bulk mode's
+    cfg = B._cfg(B.FLAT_DKDV_CONFIGS, D, None)
+    ck = compile_dkdv(D, causal, atomic=True, FLAT_DQ=True)
+    assert ck.n_spills == 0, ck.n_spills
+    assert {d["engine"] for d in ck.reports["dots"]} == {"wgmma"}
+    body = _first_loop(ck.asm["sass"])
+    count = lambda p: sum(o.startswith(p) for o in body)  # noqa: E731
+    assert count("UBLKRED.G.S.ADD.F32") == 1 and count("UTMAREDG") == 0 and count("REDG") == 0, body
+    assert count("STS.64") == D * cfg["BLOCK_M"] // (2 * 32 * cfg["num_warps"])
+    assert count("SYNCS.PHASECHK") >= 1 and count("BAR.SYNC") <= 3 and count("HMMA") == 0, body
+    nbytes = D * cfg["BLOCK_M"] * 4
+    assert re.search(rf"cp\.reduce\.async\.bulk\.global\.shared::cta\.bulk_group\.add\.f32 \[%rd\d+\], \[%r\d+\], "
+                     rf"{nbytes};", ck.asm["ptx"])
+    # the causal kernel's two loops share one staging buffer: its smem is the bulk mode's
+    assert ck.shared == compile_dkdv(D, causal, bulk=True).shared
+
+
+@pytest.mark.parametrize("D,dt", [(128, "fp16"), (64, "bf16")])
+def test_flat_dq_cast_reads_blocks_in_the_staging_order_with_16_byte_vectors(D, dt):
+    # flat's last launch: each block read back through kl.staging_offsets (16-byte chunks move whole in the staging
+    # order, so the loads stay 16-byte vectors), dQ written along the head dim
+    bm = B.FLAT_DKDV_CONFIGS[D][0]
+    ck = _compile(B.attn_bwd_dq_flat_cast_kernel, dict(DQA=P("fp32"), DQ=P(dt), scale="fp32", N_CTX="i32"),
+                  dict(BLOCK=bm, HEAD_DIM=D), dict(num_warps=4, num_stages=1), ())
+    sass = ck.asm["sass"]
+    assert ck.n_spills == 0
+    assert re.findall(r"\bLDG\.E[\w.]*", sass) == ["LDG.E.128"] * (D * bm // (4 * 128)), sass
+
+
 def compile_dkdv_ds(D, causal, dt="fp16"):
     sig = dict(Q=P(dt), K=P(dt), V=P(dt), DO=P(dt), DK=P(dt), DV=P(dt), DQ=P(dt), LSE=P("fp32"), Delta=P("fp32"),
                sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32", stride_k="i32", dq_stride_z="i32",
