@@ -159,11 +159,14 @@ SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4,
 #   bulk_s1, bulk_s3  dq_mode="bulk" with 1 / 3 staging stages for dQ's tile (KERNELC_BULK_REDUCE_STAGES;
 #             default 2): 1 waits for each reduction to read its stage before the next trip stages its tile
 #   flat_s1, flat_s3  the same for dq_mode="flat" (dQ's tile added by a 1-D bulk reduction, kl.bulk_add)
+#   flatw_cons  dq_mode="flat" with its producer warp (WS=True), the reductions issued by an elected consumer thread
+#             behind the consumers' barrier (KERNELC_WS_BULK_ISSUE=consumer) instead of by the producer warp
 #   tail      the separate pass (both kernels) with the async tail (KERNELC_WGMMA_ASYNC_TAIL=1: dK += dS^T Q and dQ +=
 #             dS K in flight across the back edge; the fused kernel asks for it itself, B.FUSED_TAIL)
 BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNELC_WGMMA_PIN_WAITS": "0"},
                 "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"},
                 "flat_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "flat_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"},
+                "flatw_cons": {"KERNELC_WS_BULK_ISSUE": "consumer"},
                 "tail": {"KERNELC_WGMMA_ASYNC_TAIL": "1"}}
 #   aregs_*   the dK/dV loop's K Q^T (and V dO^T) with A read from registers (KERNELC_WGMMA_A_REGS, the kernels'
 #             KV_REGS: 1 K, 2 K and V), B only from shared memory (such a kernel is assembled at the register ceiling
@@ -181,12 +184,14 @@ BWD_VARIANTS.update(aregs_fused=_AREGS, aregs_fused2=_AREGS, aregs_sep=_AREGS, a
 #             SM against 127 / 128 and 4)
 BWD_VARIANTS.update(nostep={"KERNELC_STEP_DOT_LOOPS": "0"}, ds_nostep={"KERNELC_STEP_DOT_LOOPS": "0"})
 _BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",), "flat_s1": ("dkdv",),
-                        "flat_s3": ("dkdv",), "aregs_fused": ("fused",), "aregs_fused2": ("fused",)}  # default: dkdv, dq
-_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk", "flat_s1": "flat", "flat_s3": "flat", "aregs_fused": "fused",
-                     "aregs_fused2": "fused", "ds_nostep": "ds"}
+                        "flat_s3": ("dkdv",), "flatw_cons": ("dkdv",), "aregs_fused": ("fused",),
+                        "aregs_fused2": ("fused",)}  # default: dkdv, dq
+_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk", "flat_s1": "flat", "flat_s3": "flat", "flatw_cons": "flat",
+                     "aregs_fused": "fused", "aregs_fused2": "fused", "ds_nostep": "ds"}
 # (default: separate) other arguments of attention_bwd a variant runs with (head dim -> kwargs; None: every head dim)
 _SEP_KNOBS = dict(TAIL=True, EVEN_M=True)
-_BWD_VARIANT_ARGS = {"aregs_fused": {64: dict(dkdv_config=dict(KV_REGS=1))},
+_BWD_VARIANT_ARGS = {"flatw_cons": {None: dict(dkdv_config=dict(WS=True))},
+                     "aregs_fused": {64: dict(dkdv_config=dict(KV_REGS=1))},
                      "aregs_fused2": {64: dict(dkdv_config=dict(KV_REGS=2))},
                      "aregs_sep": {64: dict(dkdv_config=dict(_SEP_KNOBS, KV_REGS=2), dq_config=dict(TAIL=True))},
                      "aregs_sep1": {64: dict(dkdv_config=dict(_SEP_KNOBS, KV_REGS=1), dq_config=dict(TAIL=True))}}

@@ -4,6 +4,8 @@ import re
 
 import pytest
 
+from tests.compiler.filecheck import filecheck
+
 import kernelc
 from examples.kernels import attention as A
 from examples.kernels import attention_bwd as B
@@ -239,6 +241,44 @@ def test_flat_dq_adds_one_contiguous_block_a_trip_with_a_1d_bulk_reduction(D, ca
                      rf"{nbytes};", ck.asm["ptx"])
     # the causal kernel's two loops share one staging buffer: its smem is the bulk mode's
     assert ck.shared == compile_dkdv(D, causal, bulk=True).shared
+
+
+def test_flat_dq_under_a_producer_warp_is_issued_by_the_producer(monkeypatch):
+    # WS=True: expand_warp_specialize hands each staged dQ^T tile to the producer warp on mbarriers (full[s]: every
+    # consumer thread arrives after its stores and the proxy fence; empty[s]: the producer releases the stage once
+    # the reduction has read it, a trip later); the consumers' loop keeps no bulk reduction and one barrier less;
+    # the producer reduces trip k-(S-1) after trip k's copies, then the last S-1 trips, then waits for all
+    def loop_counts(ck):
+        body = _first_loop(ck.asm["sass"])
+        return sum(o.startswith("UBLKRED") for o in body), sum(o.startswith("BAR.SYNC") for o in body)
+    ck = compile_dkdv(64, False, atomic=True, FLAT_DQ=True, WS=True)
+    assert ck.n_spills == 0
+    filecheck(ck.asm["tir"], """
+        CHECK: [[BUF:%\\d+]] = bulk_add_buffer_alloc {stages=2} : <64x32xfp32>
+        CHECK: ws_producer
+        CHECK: scf.for
+        CHECK: tma_copy_to_ring
+        CHECK: scf.if
+        CHECK: mbarrier_wait
+        CHECK: bulk_reduce_1d [[BUF]]
+        CHECK-NEXT: bulk_commit_group
+        CHECK-NEXT: bulk_wait_group {{%\\d+}} {pending=1, read=True}
+        CHECK: mbarrier_arrive
+        CHECK: scf.for
+        CHECK: bulk_reduce_1d [[BUF]]
+        CHECK: bulk_wait_group {{%\\d+}} {pending=0}
+        CHECK: scf.for {{.*}}ws=
+        CHECK: wgmma_wait {{.*}}{pending=0}
+        CHECK-NEXT: bulk_stage_store [[BUF]]
+        CHECK-NEXT: fence_async_shared
+        CHECK: mbarrier_arrive
+        CHECK-NOT: bulk_reduce_1d
+        CHECK: scf.yield
+    """)
+    producer = loop_counts(ck)
+    monkeypatch.setenv("KERNELC_WS_BULK_ISSUE", "consumer")
+    consumer = loop_counts(compile_dkdv(64, False, atomic=True, FLAT_DQ=True, WS=True))
+    assert producer == (0, consumer[1] - 1) and consumer[0] == 1, (producer, consumer)
 
 
 @pytest.mark.parametrize("D,dt", [(128, "fp16"), (64, "bf16")])
