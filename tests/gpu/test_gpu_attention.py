@@ -143,6 +143,15 @@ def _check_backward_at(D, causal, N=1000, **kw):
         _close_as_torch(f"{name} at {which}={cfg}", ours[i], grads["torch"][i], grads["fp32"][i], 5e-3)
 
 
+@pytest.mark.parametrize("D,causal,N,issue", [(128, False, 1024, "producer"), (64, True, 1000, "producer"),
+                                               (128, True, 1000, "consumer")])
+def test_flat_backward_with_a_producer_warp(D, causal, N, issue, monkeypatch):
+    # dq_mode="flat" with WS: the producer warp fills the Q/dO ring and (KERNELC_WS_BULK_ISSUE=producer, the default)
+    # issues dQ's 1-D bulk reductions, handed each staged tile on mbarriers; consumer: an elected consumer thread
+    monkeypatch.setenv("KERNELC_WS_BULK_ISSUE", issue)
+    _check_backward_at(D, causal, N=N, dq_mode="flat", dkdv_config=dict(WS=True))
+
+
 DS_CONFIGS = [("ds", 128, (64, 128, 8, 3), (128, 64, 8, 4))]
 
 
