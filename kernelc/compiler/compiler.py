@@ -55,6 +55,7 @@ from .passes.stage_operands import stage_invariant_operands
 from .passes.wgmma_waits import place_wgmma_waits
 from .passes.uniform_warpgroups import mark_uniform_warpgroups
 from .passes.copy_addresses import mark_copy_mad_wide
+from .passes.bulk_adds import claim_bulk_adds
 from .passes.bulk_reductions import expand_bulk_reductions
 from .passes.tma_write_guards import guard_tma_writes
 from ..options import get as get_option
@@ -279,6 +280,8 @@ FRONTEND_PASSES = (
     # (passes/ws_consumers.py)
     TilePass("split_ws_consumers", split_ws_consumers),
     TilePass("lower_descriptors", lambda f, c: lower_descriptors(f, c.arch)),
+    # kl.bulk_add: tma=True where a 1-D bulk reduction may add it, else its element atomics (passes/bulk_adds.py)
+    TilePass("claim_bulk_adds", lambda f, c: claim_bulk_adds(f, c.arch)),
     # a TMA bulk reduction (KERNELC_TMA_WRITE_GUARD=all: a store too) at coordinates not proven >= 0 runs only
     # where they are, the masked path elsewhere: the copy engine faults on negative ones (passes/tma_write_guards.py)
     TilePass("guard_tma_writes", lambda f, c: guard_tma_writes(f, get_option("KERNELC_TMA_WRITE_GUARD"))),

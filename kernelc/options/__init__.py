@@ -184,6 +184,11 @@ KNOBS: Tuple[Knob, ...] = (
          "is then assembled at its next occupancy step's register ceiling where nothing spills. D=64 causal on an H200: "
          "1.6-5% faster at N=16384 (docs/attention.md, bwd14); no kernel of the PTX corpus has such an operand",
          compile=True, field="wgmma_a_regs"),
+    Knob("KERNELC_WS_BULK_ISSUE", "choice", "producer",
+         "who issues a kl.bulk_add's 1-D bulk reduction in a warp-specialised loop: producer (the producer warp, "
+         "handed each staged tile on mbarriers, FlashAttention-3's dQ; passes/warp_regions.py) or consumer (an "
+         "elected consumer thread behind the consumers' barrier, as outside such loops)",
+         _choice(("producer", ("producer",)), ("consumer", ("consumer",))), compile=True, field="ws_bulk_issue"),
     Knob("KERNELC_BULK_REDUCE_STAGES", "choice", "2",
          "shared-memory stages of a desc.atomic_add (bulk tensor reduction) in a loop: 2 lets one reduction read its "
          "stage while the next trip writes the other; 1 waits for each before the next is staged",
@@ -461,6 +466,7 @@ class CompileOptions:
     wgmma_a_regs: bool = True
     tma_early_issue: bool = True
     wgmma_pin_waits: bool = True
+    ws_bulk_issue: str = "producer"
     bulk_reduce_stages: str = "2"
     tma_write_guard: str = "reduce"
     exp2_ftz: bool = True

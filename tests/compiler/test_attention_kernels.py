@@ -4,6 +4,8 @@ import re
 
 import pytest
 
+from tests.compiler.filecheck import filecheck
+
 import kernelc
 from examples.kernels import attention as A
 from examples.kernels import attention_bwd as B
@@ -218,6 +220,77 @@ def test_bulk_dq_cast_reads_and_writes_16_byte_vectors(D, dt):
     assert ck.n_spills == 0
     assert re.findall(r"\bLDG\.E[\w.]*", sass) == ["LDG.E.128"] * (D * B.CAST_BLOCK // (4 * 128))
     assert re.findall(r"\bSTG\.E[\w.]*", sass) == ["STG.E.128"] * (D * B.CAST_BLOCK // (8 * 128))
+
+
+@pytest.mark.parametrize("D,causal", [(128, False), (64, True)])
+def test_flat_dq_adds_one_contiguous_block_a_trip_with_a_1d_bulk_reduction(D, causal):
+    # dq_mode="flat" (kl.bulk_add): dQ^T's [HEAD_DIM, BLOCK_M] fp32 tile goes from the wgmma accumulator to shared
+    # memory in the staging order (8-byte stores) and one thread adds the stage with one 1-D bulk reduction
+    # (UBLKRED, no tensor map): no per-element atomics, no more barriers a trip than the bulk mode's
+    cfg = B._cfg(B.FLAT_DKDV_CONFIGS, D, None)
+    ck = compile_dkdv(D, causal, atomic=True, FLAT_DQ=True)
+    assert ck.n_spills == 0, ck.n_spills
+    assert {d["engine"] for d in ck.reports["dots"]} == {"wgmma"}
+    body = _first_loop(ck.asm["sass"])
+    count = lambda p: sum(o.startswith(p) for o in body)  # noqa: E731
+    assert count("UBLKRED.G.S.ADD.F32") == 1 and count("UTMAREDG") == 0 and count("REDG") == 0, body
+    assert count("STS.64") == D * cfg["BLOCK_M"] // (2 * 32 * cfg["num_warps"])
+    assert count("SYNCS.PHASECHK") >= 1 and count("BAR.SYNC") <= 3 and count("HMMA") == 0, body
+    nbytes = D * cfg["BLOCK_M"] * 4
+    assert re.search(rf"cp\.reduce\.async\.bulk\.global\.shared::cta\.bulk_group\.add\.f32 \[%rd\d+\], \[%r\d+\], "
+                     rf"{nbytes};", ck.asm["ptx"])
+    # the causal kernel's two loops share one staging buffer: its smem is the bulk mode's
+    assert ck.shared == compile_dkdv(D, causal, bulk=True).shared
+
+
+def test_flat_dq_under_a_producer_warp_is_issued_by_the_producer(monkeypatch):
+    # WS=True: expand_warp_specialize hands each staged dQ^T tile to the producer warp on mbarriers (full[s]: every
+    # consumer thread arrives after its stores and the proxy fence; empty[s]: the producer releases the stage once
+    # the reduction has read it, a trip later); the consumers' loop keeps no bulk reduction and one barrier less;
+    # the producer reduces trip k-(S-1) after trip k's copies, then the last S-1 trips, then waits for all
+    def loop_counts(ck):
+        body = _first_loop(ck.asm["sass"])
+        return sum(o.startswith("UBLKRED") for o in body), sum(o.startswith("BAR.SYNC") for o in body)
+    ck = compile_dkdv(64, False, atomic=True, FLAT_DQ=True, WS=True)
+    assert ck.n_spills == 0
+    filecheck(ck.asm["tir"], """
+        CHECK: [[BUF:%\\d+]] = bulk_add_buffer_alloc {stages=2} : <64x32xfp32>
+        CHECK: ws_producer
+        CHECK: scf.for
+        CHECK: tma_copy_to_ring
+        CHECK: scf.if
+        CHECK: mbarrier_wait
+        CHECK: bulk_reduce_1d [[BUF]]
+        CHECK-NEXT: bulk_commit_group
+        CHECK-NEXT: bulk_wait_group {{%\\d+}} {pending=1, read=True}
+        CHECK: mbarrier_arrive
+        CHECK: scf.for
+        CHECK: bulk_reduce_1d [[BUF]]
+        CHECK: bulk_wait_group {{%\\d+}} {pending=0}
+        CHECK: scf.for {{.*}}ws=
+        CHECK: wgmma_wait {{.*}}{pending=0}
+        CHECK-NEXT: bulk_stage_store [[BUF]]
+        CHECK-NEXT: fence_async_shared
+        CHECK: mbarrier_arrive
+        CHECK-NOT: bulk_reduce_1d
+        CHECK: scf.yield
+    """)
+    producer = loop_counts(ck)
+    monkeypatch.setenv("KERNELC_WS_BULK_ISSUE", "consumer")
+    consumer = loop_counts(compile_dkdv(64, False, atomic=True, FLAT_DQ=True, WS=True))
+    assert producer == (0, consumer[1] - 1) and consumer[0] == 1, (producer, consumer)
+
+
+@pytest.mark.parametrize("D,dt", [(128, "fp16"), (64, "bf16")])
+def test_flat_dq_cast_reads_blocks_in_the_staging_order_with_16_byte_vectors(D, dt):
+    # flat's last launch: each block read back through kl.staging_offsets (16-byte chunks move whole in the staging
+    # order, so the loads stay 16-byte vectors), dQ written along the head dim
+    bm = B.FLAT_DKDV_CONFIGS[D][0]
+    ck = _compile(B.attn_bwd_dq_flat_cast_kernel, dict(DQA=P("fp32"), DQ=P(dt), scale="fp32", N_CTX="i32"),
+                  dict(BLOCK=bm, HEAD_DIM=D), dict(num_warps=4, num_stages=1), ())
+    sass = ck.asm["sass"]
+    assert ck.n_spills == 0
+    assert re.findall(r"\bLDG\.E[\w.]*", sass) == ["LDG.E.128"] * (D * bm // (4 * 128)), sass
 
 
 def compile_dkdv_ds(D, causal, dt="fp16"):

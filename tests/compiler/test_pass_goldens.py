@@ -320,6 +320,7 @@ GOLDEN = {
     "share_staged_operands": "test_staged_operands::test_the_second_loop_reads_the_first_loops_staged_copy",
     "place_wgmma_waits": "test_wgmma_waits::test_a_dot_left_in_flight_waits_for_the_one_before_and_the_loop_for_all",
     "expand_bulk_reductions": "test_bulk_reductions::test_atomic_add_in_a_loop_becomes_a_staged_bulk_reduction",
+    "claim_bulk_adds": "test_bulk_adds::test_the_bulk_add_in_a_loop_becomes_a_staged_1d_bulk_reduction",
     "defer_tma_store_waits": "test_tma_stores::test_a_store_in_a_loop_waits_for_its_buffer_before_writing_it_again",
     "issue_tma_loads_early": "test_tma_prefetch::test_two_tiles_are_copied_together_and_waited_for_at_the_dot",
     "assign_smem_offsets": "test_smem_offsets::test_the_rings_of_two_cp_async_loops_share_bytes",

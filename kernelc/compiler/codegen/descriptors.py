@@ -36,7 +36,7 @@ from ..passes.schedule_ir import function_uses, in_place_readers, inside_loop
 from .device_tensor_map import DeviceTensorMap, build_device_tensor_map_here
 from ..shared_layouts import stmatrix_address_layout, stmatrix_rows_fit
 from .convert import stmatrix_x4
-from .dot import MMA_SHAPES, store_tile
+from .dot import MMA_SHAPES, SmemOperand, store_tile
 from .emitter import llty
 from .lowering import Lowering, Tile, rule
 
@@ -390,12 +390,59 @@ def lower_bulk_buffer_alloc(lw: Lowering, op):
     lw.rings[op.results[0].id] = BulkBuffer(lw.persistent(S * stage_bytes), tm, S, stage_bytes)
 
 
+class FlatBulkBuffer:
+    """A ``bulk_add_buffer_alloc``'s shared memory: ``stages`` blocks of ``stage_bytes`` at ``token``, each the
+    tile in the staging order (``SmemOperand``'s layout, language/bulk.py): the 1-D bulk reduction copies
+    those bytes as they lie."""
+
+    def __init__(self, token: str, rows: int, cols: int, ebytes: int, stages: int, stage_bytes: int):
+        self.token, self.rows, self.cols, self.eb = token, rows, cols, ebytes
+        self.stages, self.stage_bytes = stages, stage_bytes
+        self.nbytes = rows * cols * ebytes
+
+    stage_base = BulkBuffer.stage_base
+
+    def smem(self, base) -> SmemOperand:
+        return SmemOperand(base, self.rows, self.cols, self.eb)
+
+
+@rule("bulk_add_buffer_alloc")
+def lower_bulk_add_buffer_alloc(lw: Lowering, op):
+    ty = op.results[0].type
+    rows, cols = shape_of(ty)
+    eb = ty.element_ty.itemsize
+    S = op.attrs["stages"]
+    # 128-byte aligned stages: the swizzle of the staging order is relative to the stage, bulk copies need 16
+    stage_bytes = (rows * cols * eb + 127) // 128 * 128
+    lw.rings[op.results[0].id] = FlatBulkBuffer(lw.persistent(S * stage_bytes), rows, cols, eb, S, stage_bytes)
+
+
 @rule("bulk_stage_store")
 def lower_bulk_stage_store(lw: Lowering, op):
-    buf: BulkBuffer = lw.rings[op.operands[0].id]
+    buf = lw.rings[op.operands[0].id]
+    if isinstance(buf, FlatBulkBuffer):
+        ty = op.operands[0].type
+        sm = buf.smem(buf.stage_base(lw, lw.scalar(op.operands[1])))
+        write_tile(lw, lw.get(op.operands[2]), sm, ty.element_ty, shape_of(ty))
+        return
     ty = op.operands[0].op.operands[0].type
     sm = T.box_smem(buf.box, buf.stage_base(lw, lw.scalar(op.operands[1])))
     write_tile(lw, lw.get(op.operands[2]), sm, ty.element_ty, ty.block_shape, op.attrs.get("smem_write") == "stmatrix")
+
+
+@rule("bulk_reduce_1d")
+def lower_bulk_reduce_1d(lw: Lowering, op):
+    buf: FlatBulkBuffer = lw.rings[op.operands[0].id]
+    if op.attrs.get("source"):
+        at = _At(op.attrs["source"])
+        lw.reports["memory_accesses"].append({
+            "kind": f"atomic {op.attrs['kind']} (1-D bulk reduction)", "file": at.loc.file, "line": at.loc.line,
+            "shape": [buf.rows, buf.cols], "elem_bytes": buf.eb, "vector_elems": max(1, 16 // buf.eb),
+            "vector_bytes": 16, "contiguous_dim": 1, "contiguity": [], "divisibility_bytes": [], "limits": {},
+            "limited_by": [], "engine": "tma"})
+    stage, pred = lw.scalar(op.operands[1]), lw.scalar(op.operands[2])
+    src = T.smem_addr(lw, buf.stage_base(lw, stage))
+    T.bulk_reduce_1d(lw, lw.scalar(op.operands[3]), src, buf.nbytes, op.attrs["kind"], pred, op.attrs.get("l2"))
 
 
 class _At:

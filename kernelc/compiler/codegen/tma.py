@@ -141,6 +141,23 @@ def tma_reduce(lw, tmap: str, src: str, coords: Sequence[str], kind: str, pred: 
     lw.e.asm("void", code, ",".join(["b", "l", "r"] + ["r"] * n), args)
 
 
+def bulk_reduce_1d(lw, dst: str, src: str, nbytes: int, kind: str, pred: Optional[str],
+                   l2: Optional[str] = None) -> None:
+    """``nbytes`` of fp32 at shared ``src`` (i32) added (``kind``) into global memory at the pointer ``dst`` by
+    the copy engine (``cp.reduce.async.bulk``, no tensor map; both 16-byte aligned, ``nbytes`` a multiple of
+    16); part of this thread's bulk group. ``l2`` ('evict_last', 'evict_first'): an L2 cache policy made by
+    ``createpolicy`` and carried by ``.L2::cache_hint``."""
+    args = [("i1", _pred(lw, pred)), ("ptr addrspace(1)", dst), ("i32", src)]
+    if not l2:
+        code = f"@$0 cp.reduce.async.bulk.global.shared::cta.bulk_group.{kind}.f32 [$1], [$2], {nbytes};"
+        lw.e.asm("void", code, "b,l,r", args)
+        return
+    code = (f"{{ .reg .b64 pol; createpolicy.fractional.L2::{l2}.b64 pol, 1.0; "
+            f"@$0 cp.reduce.async.bulk.global.shared::cta.bulk_group.L2::cache_hint.{kind}.f32 [$1], [$2], {nbytes}, "
+            f"pol; }}")
+    lw.e.asm("void", code, "b,l,r", args)
+
+
 def bulk_wait(lw, pending: int, pred: Optional[str]) -> None:
     """Wait until at most ``pending`` bulk groups are still in flight (their writes done, not only their reads)."""
     lw.e.asm("void", f"@$0 cp.async.bulk.wait_group {pending};", "b", [("i1", _pred(lw, pred))])

@@ -131,6 +131,11 @@ for op in [
     OpDef("descriptor_reduce", (3, -1), ("block_shape", "kind"), pure=False, results=0, category="descriptor",
           doc="desc, value, offsets x n (i32): add (kind) the tile into the tensor element-wise, atomically; "
               "out-of-bounds elements are not touched", optional_attrs=("tma",)),
+    OpDef("bulk_add", (2, 2), ("kind",), pure=False, results=0, category="memory",
+          doc="pointer (scalar), value [R, C]: add (kind) the tile into the R*C elements at the pointer, element "
+              "(r, c) at its staging offset (language/bulk.py); tma=True: by a 1-D bulk reduction "
+              "(passes/bulk_adds.py), else relaxed atomics; l2: the bulk reduction's L2 policy ('evict_last', "
+              "'evict_first')", optional_attrs=("tma", "l2")),
     OpDef("dot", (3, 5), ("input_precision",), category="dot",
           doc="a @ b + acc; then optionally use_acc (scalar i1, passes/flatten_loops.py): a @ b + (use_acc ? acc : 0); "
               "then optionally the warpgroup index (scalar i32, a warpgroup_index op; passes/uniform_warpgroups.py) "
@@ -218,6 +223,14 @@ for op in [
           doc="buffer, stage (i32), pred (i1), offsets (i32, outermost first): where pred, cp.async.bulk.tensor the "
               "stage into the buffer's descriptor's block at the offsets (a TMA store) as part of this thread's bulk "
               "group (passes/tma_stores.py)"),
+    OpDef("bulk_add_buffer_alloc", (0, 0), ("stages",), pure=False, category="ring",
+          doc="-> the staging buffer of a bulk_add: `stages` blocks of the result type's bytes in shared memory, "
+              "in the staging order (passes/bulk_reductions.py)"),
+    OpDef("bulk_reduce_1d", (4, 4), ("kind",), pure=False, results=0, category="ring",
+          doc="buffer (a bulk_add_buffer_alloc), stage (i32), pred (i1), pointer: where pred, cp.reduce.async.bulk "
+              "(1-D) the stage's bytes into global memory at the pointer (`kind`: add) as part of this thread's bulk "
+              "group; source: the bulk_add it stands for (file:line:col); l2: its L2 cache policy ('evict_last', "
+              "'evict_first': createpolicy + .L2::cache_hint)", optional_attrs=("source", "l2")),
     OpDef("bulk_commit_group", (1, 1), pure=False, results=0, category="ring",
           doc="pred (i1): where pred, close this thread's bulk group (cp.async.bulk.commit_group)"),
     OpDef("bulk_wait_group", (1, 1), ("pending", "read"), pure=False, results=0, category="ring",

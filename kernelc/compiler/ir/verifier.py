@@ -267,7 +267,50 @@ def _descriptor_reduce(op):
 
 
 def _bulk_buffer(v) -> bool:
-    return v.op is not None and v.op.name == "bulk_buffer_alloc"
+    return v.op is not None and v.op.name in ("bulk_buffer_alloc", "bulk_add_buffer_alloc")
+
+
+def _bulk_add(op: Op) -> List[str]:
+    p, val = op.operands
+    errs = []
+    if shape_of(p.type) or not getattr(p.type, "is_ptr", lambda: False)():
+        errs.append(f"operand 0 must be a scalar pointer, got {p.type}")
+    elif getattr(p.type.element_ty, "name", None) != "fp32":
+        errs.append(f"a 1-D bulk reduction adds fp32 elements, not {p.type.element_ty}")
+    if len(shape_of(val.type)) != 2:
+        errs.append(f"the value must be a 2-D tile, got {val.type}")
+    if op.attrs.get("kind") not in REDUCE_KINDS:
+        errs.append(f"kind must be one of {list(REDUCE_KINDS)}, got {op.attrs.get('kind')!r}")
+    errs += _l2(op)
+    return errs
+
+
+def _l2(op: Op) -> List[str]:
+    l2 = op.attrs.get("l2")
+    ok = l2 in (None, "evict_last", "evict_first")
+    return [] if ok else [f"l2 must be 'evict_last' or 'evict_first', got {l2!r}"]
+
+
+def _bulk_add_buffer_alloc(op: Op) -> List[str]:
+    st = op.attrs.get("stages")
+    errs = [] if isinstance(st, int) and st >= 1 else [f"stages must be an int >= 1, got {st!r}"]
+    if len(shape_of(op.results[0].type)) != 2:
+        errs.append(f"the buffer holds a 2-D tile, got {op.results[0].type}")
+    return errs
+
+
+def _bulk_reduce_1d(op: Op) -> List[str]:
+    errs = _bulk_buffer_and_stage(op)
+    if errs is None or op.operands[0].op.name != "bulk_add_buffer_alloc":
+        return ["operand 0 must be a bulk_add_buffer_alloc"]
+    if not _is_i1(op.operands[2]):
+        errs.append("the predicate must be an i1 scalar")
+    p = op.operands[3].type
+    if shape_of(p) or not p.is_ptr():
+        errs.append(f"operand 3 must be a scalar pointer, got {p}")
+    if op.attrs.get("kind") not in REDUCE_KINDS:
+        errs.append(f"kind must be one of {list(REDUCE_KINDS)}, got {op.attrs.get('kind')!r}")
+    return errs + _l2(op)
 
 
 def _bulk_buffer_alloc(op: Op) -> List[str]:
@@ -735,6 +778,9 @@ RULES: Dict[str, Callable[[Op], List[str]]] = {
     "bulk_buffer_alloc": _bulk_buffer_alloc,
     "bulk_stage_store": _bulk_stage_store,
     "bulk_reduce": _bulk_reduce,
+    "bulk_add": _bulk_add,
+    "bulk_add_buffer_alloc": _bulk_add_buffer_alloc,
+    "bulk_reduce_1d": _bulk_reduce_1d,
     "bulk_store": _bulk_store,
     "bulk_commit_group": lambda op: [] if _is_i1(op.operands[0]) else ["the predicate must be an i1 scalar"],
     "bulk_wait_group": _bulk_wait_group,

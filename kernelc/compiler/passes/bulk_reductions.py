@@ -31,7 +31,12 @@ For a reduction in a loop the pass writes, in place of ``descriptor_reduce %d, %
     bulk_reduce %buf, %s, %t0, %r, %c {kind='add', source='file:line:col'}
     bulk_commit_group %t0
 
-and after the loop ``bulk_wait_group %t0 {pending=0, read=False}; barrier``. The decision record is
+and after the loop ``bulk_wait_group %t0 {pending=0, read=False}; barrier``.
+
+A ``bulk_add {tma=True}`` (``kl.bulk_add``, passes/bulk_adds.py) is expanded the same way, with
+``bulk_add_buffer_alloc {stages=S}`` (at the top of the function: it has no descriptor; bulk_adds of one
+tile type in different loops share it) and, in place of ``bulk_reduce``, ``bulk_reduce_1d %buf, %s, %t0, %p``:
+one 1-D bulk reduction of the stage's bytes, which are the block in the staging order. The decision record is
 these ops; the ``descriptor_reduce`` is gone. A reduction whose coordinates may be negative sits in the TMA
 branch of ``guard_tma_writes``' uniform ``scf.if`` (passes/tma_write_guards.py): its ops are written there, in
 that branch, and the loop around the ``scf.if`` is still the one whose trips pick the stages.
@@ -100,7 +105,7 @@ def _stage(em: _Emit, loop: Optional[Op], S: int) -> Value:
 
 
 def expand_bulk_reductions(fn: Function, ctx=None) -> Function:
-    reds = [op for op in fn.walk() if op.name == "descriptor_reduce" and op.attrs.get("tma")]
+    reds = [op for op in fn.walk() if op.name in ("descriptor_reduce", "bulk_add") and op.attrs.get("tma")]
     if not reds:
         return fn
     S_loop = stages_in_loops()
@@ -108,19 +113,29 @@ def expand_bulk_reductions(fn: Function, ctx=None) -> Function:
     loops_done = set()
     for red in reds:
         desc = red.operands[0]
+        flat = red.name == "bulk_add"
         loop = _innermost_loop(red)
         S = S_loop if loop is not None and loop.name == "scf.for" else 1
         if loop is not None and loop.name != "scf.for":
             S = 1  # a while loop has no trip count to pick stages from
         # the k-th reduction of this descriptor in this loop: earlier ones of the same loop hold their buffers
-        k = sum(1 for r in reds[:reds.index(red)] if r.operands[0] is desc and _innermost_loop(r) is loop)
-        key = (desc.id, k, S)
+        if flat:  # bulk_add: the k-th of this tile type in this loop
+            ty = red.operands[1].type
+            k = sum(1 for r in reds[:reds.index(red)] if r.name == "bulk_add" and r.operands[1].type == ty
+                    and _innermost_loop(r) is loop)
+            key = ("flat", str(ty), k, S)
+        else:
+            k = sum(1 for r in reds[:reds.index(red)] if r.operands[0] is desc and _innermost_loop(r) is loop)
+            key = (desc.id, k, S)
         buf = buffers.get(key)
         if buf is None:
-            mk = desc.op
+            mk = None if flat else desc.op
             em = _Emit(red.loc)
-            buf = em.val("bulk_buffer_alloc", [desc], desc.type.block_type, stages=S)
-            if mk is None:  # a block argument: at the top of the function
+            if flat:
+                buf = em.val("bulk_add_buffer_alloc", [], red.operands[1].type, stages=S)
+            else:
+                buf = em.val("bulk_buffer_alloc", [desc], desc.type.block_type, stages=S)
+            if mk is None:  # a block argument (or a bulk_add's buffer): at the top of the function
                 _insert(fn.body, 0, em.ops)
             else:
                 _insert(mk.block, mk.block.ops.index(mk) + 1, em.ops)
@@ -146,7 +161,13 @@ def expand_bulk_reductions(fn: Function, ctx=None) -> Function:
         _insert(block, at, em.ops)
         at += len(em.ops) + (1 if shared else 0)
         issue = _Emit(red.loc)
-        issue.op("bulk_reduce", [buf, st, t0] + list(red.operands[2:]), kind=red.attrs["kind"], source=str(red.loc))
+        if flat:
+            l2 = {"l2": red.attrs["l2"]} if red.attrs.get("l2") else {}
+            issue.op("bulk_reduce_1d", [buf, st, t0, red.operands[0]], kind=red.attrs["kind"], source=str(red.loc),
+                     **l2)
+        else:
+            issue.op("bulk_reduce", [buf, st, t0] + list(red.operands[2:]), kind=red.attrs["kind"],
+                     source=str(red.loc))
         issue.op("bulk_commit_group", [t0])
         if loop is None:  # nothing waits for it later: complete before the program goes on
             issue.op("bulk_wait_group", [t0], pending=0, read=False)

@@ -135,7 +135,7 @@ def _in_loop(op: Op) -> bool:
     return False
 
 
-_WRITES = ("store", "atomic_rmw", "atomic_cas", "descriptor_store", "descriptor_reduce")
+_WRITES = ("store", "atomic_rmw", "atomic_cas", "descriptor_store", "descriptor_reduce", "bulk_add")
 
 
 def _orders_memory(op: Op) -> bool:

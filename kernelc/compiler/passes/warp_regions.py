@@ -35,6 +35,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from ...errors import CompilationError
+from ...options import get as get_option
 from ...language.dtypes import int1, int32, int64, shape_of
 from ..ir.core import Block, Function, Loc, Op, Value, clone_op, replace_all_uses
 from .rings import RingExpander
@@ -153,6 +154,17 @@ class _WsExpander(RingExpander):
         self._p(ops, "mbarrier_expect_tx", [full, t0], [], {"bytes": self._stage_bytes()})
         for (src, _, _, _), ring, offs in zip(self.tma, self.trings, offsets):
             self._p(ops, "tma_copy_to_ring", [ring, stage, full, t0] + offs, [], {"source": str(src.loc)})
+        if self.dq:  # the staged tiles of the trip S-1 behind this one's copies (the consumers are about there)
+            lag = self._p(ops, "sub", [pb.args[0], self._p(ops, "mul", [self._c(ops, S - 1), step], [int32])
+                                       .results[0]], [int32]).results[0]
+            ok = self._p(ops, "cmpi", [lag, lb], [int1], {"pred": "sge"}).results[0]
+            then: List[Op] = []
+            self._dq_issue(then, lag, lb, step, scopes)
+            yes, no = Block(), Block()
+            for o in then + [Op("scf.yield", [], [], loc=self.at)]:
+                yes.append(o)
+            no.append(Op("scf.yield", [], [], loc=self.at))
+            ops.append(Op("scf.if", [ok], [], regions=[yes, no], loc=self.at))
         inc = self._p(ops, "add", [stage, self._c(ops, 1)], [int32]).results[0]
         wrap = self._p(ops, "cmpi", [inc, self._c(ops, S)], [int1], {"pred": "eq"}).results[0]
         nst = self._p(ops, "select", [wrap, self._c(ops, 0), inc], [int32]).results[0]
@@ -162,8 +174,102 @@ class _WsExpander(RingExpander):
             pb.append(o)
         sk = Op("scf.for", [lb, ub, step, st0, ph0] + inits, [int32, int32] + tys, {}, regions=[pb], loc=self.at)
         out.append(sk)
+        if self.dq:  # the last S-1 trips' tiles, then every reduction complete before the producer exits
+            span = self._p(out, "sub", [ub, lb], [int32]).results[0]
+            span = self._p(out, "add", [span, self._p(out, "sub", [step, self._c(out, 1)], [int32]).results[0]],
+                           [int32]).results[0]
+            n = self._p(out, "sdiv", [span, step], [int32]).results[0]
+            back = self._p(out, "sub", [n, self._c(out, S - 1)], [int32]).results[0]
+            back = self._p(out, "smax", [back, self._c(out, 0)], [int32]).results[0]
+            first = self._p(out, "add", [lb, self._p(out, "mul", [back, step], [int32]).results[0]],
+                            [int32]).results[0]
+            db = Block([int32])
+            dops: List[Op] = []
+            self._dq_issue(dops, db.args[0], lb, step, scopes)
+            for o in dops + [Op("scf.yield", [], [], loc=self.at)]:
+                db.append(o)
+            out.append(Op("scf.for", [first, ub, step], [], {}, regions=[db], loc=self.at))
+            t = self._elect(out)
+            self._p(out, "bulk_wait_group", [t], [], {"pending": 0, "read": False})
         self._p(out, "cursor_store", [self.cur, sk.results[0]], [], {"field": "stage"})
         self._p(out, "cursor_store", [self.cur, sk.results[1]], [], {"field": "phase"})
+
+    # -- kl.bulk_add in the loop: the producer warp issues its reductions (KERNELC_WS_BULK_ISSUE=producer) -------
+
+    DQ_STAGES = 2  # the release of stage s lags one trip: 2 is what the lag needs (the other stage is in use)
+
+    def _dq_setup(self, setup: List[Op], t0: Value) -> None:
+        """Each bulk_add of the loop: its staging buffer (2 stages) and 4 barriers, full[s] (every consumer thread
+        arrives once it staged the tile) and empty[s] (the producer's elected lane arrives once the reduction has
+        read the stage)."""
+        self.dq = []
+        if get_option("KERNELC_WS_BULK_ISSUE") != "producer":
+            return
+        adds = [o for o in self.loop.regions[0].ops if o.name == "bulk_add" and o.attrs.get("tma")]
+        if not adds:
+            return
+        D = self.DQ_STAGES
+        self.dqbars = self._p(setup, "mbarrier_alloc", [], [int64], {"count": 2 * D * len(adds)}).results[0]
+        for i, add in enumerate(adds):
+            buf = self._p(setup, "bulk_add_buffer_alloc", [], [add.operands[1].type], {"stages": D}).results[0]
+            self.dq.append((add, buf))
+            for s in range(D):
+                full = self._p(setup, "mbarrier_at", [self.dqbars, self._c(setup, 2 * D * i + s)], [int32]).results[0]
+                self._p(setup, "mbarrier_init", [full, t0], [], {"count": 32 * self.ctx.num_warps})
+                empty = self._p(setup, "mbarrier_at", [self.dqbars, self._c(setup, 2 * D * i + D + s)],
+                                [int32]).results[0]
+                self._p(setup, "mbarrier_init", [empty, t0], [], {"count": 1})
+
+    def _dq_slot(self, out: List[Op], iv: Value, lb: Value, step: Value, p) -> tuple:
+        """(stage, phase parity) of the trip at ``iv``: trip k uses stage k mod 2 in its (k / 2)-th round."""
+        D = self.DQ_STAGES
+        k = p(out, "sdiv", [p(out, "sub", [iv, lb], [int32]).results[0], step], [int32]).results[0]
+        st = p(out, "srem", [k, self._c(out, D)], [int32]).results[0]
+        ph = p(out, "and", [p(out, "sdiv", [k, self._c(out, D)], [int32]).results[0], self._c(out, 1)],
+               [int32]).results[0]
+        return st, ph
+
+    def _dq_bar(self, out: List[Op], i: int, st: Value, empty: bool, p) -> Value:
+        D = self.DQ_STAGES
+        idx = p(out, "add", [st, self._c(out, 2 * D * i + (D if empty else 0))], [int32]).results[0]
+        return p(out, "mbarrier_at", [self.dqbars, idx], [int32]).results[0]
+
+    def _dq_issue(self, out: List[Op], iv: Value, lb: Value, step: Value, scopes) -> None:
+        """The producer's side for the trip at ``iv``: wait until its tile is staged, reduce it, wait until the
+        copy engine has read the stage, release it."""
+        st, ph = self._dq_slot(out, iv, lb, step, self._p)
+        for i, (add, buf) in enumerate(self.dq):
+            self._p(out, "mbarrier_wait", [self._dq_bar(out, i, st, False, self._p), ph], [])
+            ptr = self._need(add.operands[0], out, scopes + [{self.loop.regions[0].args[0].id: iv}, {}])
+            t = self._elect(out)
+            attrs = {"kind": add.attrs["kind"], "source": str(add.loc)}
+            if add.attrs.get("l2"):
+                attrs["l2"] = add.attrs["l2"]
+            self._p(out, "bulk_reduce_1d", [buf, st, t, ptr], [], attrs)
+            self._p(out, "bulk_commit_group", [t], [])
+            # the previous trip's reduction (not this one's: the warp goes on to the next copies) has read its
+            # stage once at most one group is in flight: release that stage (the consumers wait for it two trips on)
+            self._p(out, "bulk_wait_group", [t], [], {"pending": len(self.dq), "read": True})
+            prev = self._p(out, "sub", [self._c(out, self.DQ_STAGES - 1), st], [int32]).results[0]
+            had = self._p(out, "cmpi", [iv, lb], [int1], {"pred": "sgt"}).results[0]
+            go = self._p(out, "and", [t, had], [int1]).results[0]
+            self._p(out, "mbarrier_arrive", [self._dq_bar(out, i, prev, True, self._p), go], [])
+
+    def _dq_stage(self, add: Op, i: int, buf: Value, iv: Value, lb: Value, step: Value) -> List[Op]:
+        """The consumers' side, in place of the bulk_add: wait until the stage is free, stage the tile, fence,
+        every thread arrives on full[stage]."""
+        out: List[Op] = []
+        p = self._op
+        st, ph = self._dq_slot(out, iv, lb, step, p)
+        par = p(out, "xor", [ph, self._const(out, 1)], [int32]).results[0]  # a fresh barrier: first round free
+        p(out, "mbarrier_wait", [self._dq_bar(out, i, st, True, p), par], [])
+        p(out, "bulk_stage_store", [buf, st, add.operands[1]], [])
+        p(out, "fence_async_shared", [], [])
+        yes = p(out, "constant", [], [int1], {"value": True}).results[0]
+        p(out, "mbarrier_arrive", [self._dq_bar(out, i, st, False, p), yes], [])
+        for o in out:
+            o.loc = add.loc
+        return out
 
     def _release(self, out: List[Op], stage: Value, cond) -> None:
         """Lane 0 of every consumer warp arrives on empty[stage] (where ``cond``)."""
@@ -229,6 +335,7 @@ class _WsExpander(RingExpander):
             idx = self._p(setup, "add", [self._c(setup, s), self._c(setup, S)], [int32]).results[0]
             empty = self._p(setup, "mbarrier_at", [self.bars, idx], [int32]).results[0]
             self._p(setup, "mbarrier_init", [empty, t0], [], {"count": self.ctx.num_warps})
+        self._dq_setup(setup, t0)
         self._p(setup, "fence_mbarrier_init", [], [])
         self._p(setup, "barrier", [], [])
         region: List[Op] = []
@@ -282,7 +389,16 @@ class _WsExpander(RingExpander):
         else:
             self._release(tail, rd, None)
         ringed = self._ringed_ops()
-        kept = [o for o in body.ops[:-1] if id(o) not in ringed]
+        kept = []
+        adds = {id(a): (i, buf) for i, (a, buf) in enumerate(self.dq)}
+        for o in body.ops[:-1]:
+            if id(o) in ringed:
+                continue
+            if id(o) in adds:
+                i, buf = adds[id(o)]
+                kept += self._dq_stage(o, i, buf, iv, lb, loop.operands[2])
+                continue
+            kept.append(o)
         body.ops = []
         for o in head + kept + tail + [yld]:
             body.append(o)

@@ -607,6 +607,19 @@ _IMPLS.update({
 _IMPLS.update(_DESCRIPTOR_IMPLS)
 
 
+def _bulk_add(b, o, ty, kind="add", **a):
+    """``kl.bulk_add`` (fp32 only, language/bulk.py): relaxed adds at the staging offsets, as the compiler's
+    fallback writes them."""
+    from ...language.bulk import staging_offset_of
+    ptr, val = o
+    R, C = val.shape
+    off = np.array([[staging_offset_of(r, c, R, C, 4) for c in range(C)] for r in range(R)], np.int64)
+    b._atomic_rmw([np.asarray(ptr, np.int64) + off * 4, val], T.block_type(T.float32, (R, C)), "fadd", sem="relaxed")
+
+
+_IMPLS["bulk_add"] = _bulk_add
+
+
 def _extern(b, o, ty, symbol, lib="libdevice", **a):
     from ...language.extra.libdevice import SYMBOLS
     from .libdevice import IMPLS
