@@ -129,7 +129,17 @@ def tutorial_cases():
                stride_d=1)
     c08 = [(dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, NUM_SM=NUM_SMS, FP8=False), w, s)
            for bn in (128, 256) for bk in (64, 128) for s in (3, 4) for w in (4, 8)]
+    sig09 = dict({n: "*fp16" for n in ("a_ptr", "b_ptr", "c_ptr")},
+                 **{n: "i32" for n in ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
+                                       "stride_cm", "stride_cn")})
+    div09 = ["a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_bk", "stride_cm"]
+    # tutorial 09's matmul_get_configs(): 24 configs per kernel
+    c09 = [(dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=8), w, s)
+           for bn in (128, 256) for bk in (64, 128) for s in (2, 3, 4) for w in (4, 8)]
     return {
+        "09 matmul_kernel": ("09-persistent-matmul.py", "matmul_kernel", sig09, c09, div09),
+        "09 matmul_kernel_persistent": ("09-persistent-matmul.py", "matmul_kernel_persistent", sig09,
+                                        [(dict(cx, NUM_SMS=NUM_SMS), w, s) for cx, w, s in c09], div09),
         "04 _seeded_dropout": ("04-low-memory-dropout.py", "_seeded_dropout", _SIG04, [({"BLOCK_SIZE": 1024}, 4, 3)],
                                ["x_ptr", "output_ptr"]),   # n_elements = 10 in the tutorial
         "06 _attn_bwd": ("06-fused-attention.py", "_attn_bwd", _SIG06, [(c06, 4, 5)],
