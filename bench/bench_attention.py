@@ -109,11 +109,6 @@ SWEEP_DQ = {128: [(128, 32, 8, 3), (128, 64, 8, 3)], 64: [(128, 32, 4, 3)]}
 SWEEP_DKDV_WS = {128: [(32, 128, 8, 3)], 64: [(32, 128, 4, 3)]}
 # the one-kernel (atomic dQ) backward at other dK/dV configs (its default is timed too, as sweep_bwd_atomic_default)
 SWEEP_ATOMIC = {128: [(16, 128, 8, 3)], 64: [(64, 64, 4, 3)]}
-# the one-kernel backward with dQ by TMA bulk reductions (dq_mode="bulk") at other dK/dV configs (its default is
-# timed as sweep_bwd_bulk_default); spill-free on sm_90a
-# (D=64 with 128 keys a program, FlashAttention-3's key block, half the reduced bytes: (64, 128, 8, 2) and
-# (32, 128, 8, 3) at 0.54-0.64 of cuDNN's time on an H200, 1.6-1.8x the separate pass's, call C2: removed)
-SWEEP_BULK = {128: [(16, 128, 8, 3), (32, 128, 8, 4)], 64: [(64, 64, 4, 3)]}
 # dq_mode="ds" (dS^T stored by the dK/dV kernel, dQ = dS K a GEMM) at another (dK/dV, dQ GEMM) config, the GEMM's
 # BLOCK_M being the dK/dV kernel's BLOCK_N; spill-free on sm_90a (the default is sweep_bwd_ds_default). On an H100
 # (call H9b) it tied the default; (32, 128, 8, 3) / (32, 64, 4, 3) dK/dV configs were slower
@@ -156,17 +151,9 @@ SWEEP_BWD_PAIRS = {128: [((32, 128, 8, 3), (128, 32, 8, 3))], 64: [((32, 128, 4,
 #   dqnopin   the dQ kernel only (the dK/dV kernel as compiled by default), its deferred waits unpinned: at
 #             D128 its warp-specialised loop then keeps a one-warp producer without setmaxnreg (main's before
 #             the example issued dO V^T before P's exp2)
-#   bulk_s1, bulk_s3  dq_mode="bulk" with 1 / 3 staging stages for dQ's tile (KERNELC_BULK_REDUCE_STAGES;
-#             default 2): 1 waits for each reduction to read its stage before the next trip stages its tile
-#   flat_s1, flat_s3  the same for dq_mode="flat" (dQ's tile added by a 1-D bulk reduction, kl.bulk_add)
-#   flatw_cons  dq_mode="flat" with its producer warp (WS=True), the reductions issued by an elected consumer thread
-#             behind the consumers' barrier (KERNELC_WS_BULK_ISSUE=consumer) instead of by the producer warp
 #   tail      the separate pass (both kernels) with the async tail (KERNELC_WGMMA_ASYNC_TAIL=1: dK += dS^T Q and dQ +=
 #             dS K in flight across the back edge; the fused kernel asks for it itself, B.FUSED_TAIL)
 BWD_VARIANTS = {"nodefer": {"KERNELC_WGMMA_DEFER_RING": "0"}, "dqnopin": {"KERNELC_WGMMA_PIN_WAITS": "0"},
-                "bulk_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "bulk_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"},
-                "flat_s1": {"KERNELC_BULK_REDUCE_STAGES": "1"}, "flat_s3": {"KERNELC_BULK_REDUCE_STAGES": "3"},
-                "flatw_cons": {"KERNELC_WS_BULK_ISSUE": "consumer"},
                 "tail": {"KERNELC_WGMMA_ASYNC_TAIL": "1"}}
 #   aregs_*   the dK/dV loop's K Q^T (and V dO^T) with A read from registers (KERNELC_WGMMA_A_REGS, the kernels'
 #             KV_REGS: 1 K, 2 K and V), B only from shared memory (such a kernel is assembled at the register ceiling
@@ -183,15 +170,11 @@ BWD_VARIANTS.update(aregs_fused=_AREGS, aregs_fused2=_AREGS, aregs_sep=_AREGS, a
 #             2026-11-28 session 15: the causal dK/dV kernel at D=64 unstepped, 137 / 140 registers and 3 programs an
 #             SM against 127 / 128 and 4)
 BWD_VARIANTS.update(nostep={"KERNELC_STEP_DOT_LOOPS": "0"}, ds_nostep={"KERNELC_STEP_DOT_LOOPS": "0"})
-_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "bulk_s1": ("dkdv",), "bulk_s3": ("dkdv",), "flat_s1": ("dkdv",),
-                        "flat_s3": ("dkdv",), "flatw_cons": ("dkdv",), "aregs_fused": ("fused",),
-                        "aregs_fused2": ("fused",)}  # default: dkdv, dq
-_BWD_VARIANT_MODE = {"bulk_s1": "bulk", "bulk_s3": "bulk", "flat_s1": "flat", "flat_s3": "flat", "flatw_cons": "flat",
-                     "aregs_fused": "fused", "aregs_fused2": "fused", "ds_nostep": "ds"}
+_BWD_VARIANT_KERNELS = {"dqnopin": ("dq",), "aregs_fused": ("fused",), "aregs_fused2": ("fused",)}  # default: dkdv, dq
+_BWD_VARIANT_MODE = {"aregs_fused": "fused", "aregs_fused2": "fused", "ds_nostep": "ds"}
 # (default: separate) other arguments of attention_bwd a variant runs with (head dim -> kwargs; None: every head dim)
 _SEP_KNOBS = dict(TAIL=True, EVEN_M=True)
-_BWD_VARIANT_ARGS = {"flatw_cons": {None: dict(dkdv_config=dict(WS=True))},
-                     "aregs_fused": {64: dict(dkdv_config=dict(KV_REGS=1))},
+_BWD_VARIANT_ARGS = {"aregs_fused": {64: dict(dkdv_config=dict(KV_REGS=1))},
                      "aregs_fused2": {64: dict(dkdv_config=dict(KV_REGS=2))},
                      "aregs_sep": {64: dict(dkdv_config=dict(_SEP_KNOBS, KV_REGS=2), dq_config=dict(TAIL=True))},
                      "aregs_sep1": {64: dict(dkdv_config=dict(_SEP_KNOBS, KV_REGS=1), dq_config=dict(TAIL=True))}}
@@ -200,7 +183,7 @@ _BWD_VARIANT_ARGS = {"flatw_cons": {None: dict(dkdv_config=dict(WS=True))},
 # the sweep's reference and config entries run the separate pass whatever dq_mode=None picks at the head dim
 SEP = "separate"
 # our backward through autograd: attention(dq_mode=...) for each dQ mode
-BWD_MODES = ("separate", "atomic", "bulk", "flat", "ds", "fused")
+BWD_MODES = ("separate", "atomic", "ds", "fused")
 
 
 def _cfg(c):
@@ -269,7 +252,7 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
                                          dkdv_config=dict(_cfg(c), WS=True))
         check_against_default(name, fn)
         record(name, fn)
-    for mode, table in (("atomic", SWEEP_ATOMIC), ("bulk", SWEEP_BULK)):
+    for mode, table in (("atomic", SWEEP_ATOMIC),):
         for c in [None] + [c for c in table.get(D, []) if not causal or c[1] % c[0] == 0]:
             name = f"sweep_bwd_{mode}_" + ("default" if c is None else str(list(c)))
             fn = lambda c=c, mode=mode: B.attention_bwd(do, q, k, v, o, lse, causal, scale,  # noqa: E731
@@ -376,8 +359,8 @@ def sweep(N, D, q, k, v, do, causal, scale, record, res, row, check=None, fwd=Tr
             check_against_default(name, fn)
             record(name, fn)
     # each kernel of the backward alone (default configs, each dQ mode): where the time goes
-    for tag, cfgs in [("default", dict(dq_mode=SEP)), ("atomic", dict(dq_mode="atomic")), ("bulk", dict(dq_mode="bulk")),
-                      ("flat", dict(dq_mode="flat")), ("ds", dict(dq_mode="ds")), ("fused", dict(dq_mode="fused"))]:
+    for tag, cfgs in [("default", dict(dq_mode=SEP)), ("atomic", dict(dq_mode="atomic")), ("ds", dict(dq_mode="ds")),
+                      ("fused", dict(dq_mode="fused"))]:
         grads, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, scale, **cfgs)
         if only and not any(_picked(f"sweep_bwd_part_{tag}_{n}", only) for n, _ in steps):
             continue

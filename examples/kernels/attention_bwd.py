@@ -9,21 +9,18 @@ base-2 row log-sum-exp ``LSE`` of the scaled logits. Backward, for dO:
    accumulating ``dV += P^T dO`` and ``dK += dS^T Q`` with ``dS = P * (dO V^T - delta)``. Causal: only
    the query blocks on the key block's diagonal are masked; those below it run unmasked.
    With ``ATOMIC_DQ`` it also adds ``dQ^T = K^T dS^T`` into an fp32 dQ^T with atomics (one kernel, not
-   deterministic: the order of the adds varies from run to run), cast and transposed afterwards; with
-   ``BULK_DQ`` too, through a tensor descriptor's ``atomic_add`` (on sm_90a the tile is staged in shared
-   memory and added by one TMA bulk reduction; ``attn_bwd_dq_cast_kernel`` then transposes and casts it); with
-   ``FLAT_DQ`` (``dq_mode="flat"``), by ``kl.bulk_add``: the tile is one contiguous fp32 block of a tile-contiguous
-   accumulator, in the compiler's staging order, added by one 1-D bulk reduction (FlashAttention-3's dQ);
-   ``attn_bwd_dq_flat_cast_kernel`` reads each block back through ``kl.staging_offsets``, scales and casts it).
+   deterministic: the order of the adds varies from run to run), cast and transposed afterwards.
 3. ``attn_bwd_dq_kernel`` (the default, deterministic): one program per query block walks the key
    blocks, recomputes P and dS the same way and accumulates ``dQ += dS K`` in registers.
 
 ``dq_mode="ds"``: the dK/dV kernel also stores dS^T (``STORE_DS``) and ``attn_bwd_dq_from_ds_kernel`` computes
 dQ = dS K as a GEMM over it (5 matmuls, deterministic, an ``N^2`` workspace a head).
 
-``attention(q, k, v, causal, sm_scale)`` is differentiable; ``dq_mode="atomic"`` / ``"bulk"`` / ``"flat"`` pick the
-one-kernel variants, ``"ds"`` the stored-dS one (which is faster where: ``python3 -m bench attention``,
-docs/attention.md).
+``attention(q, k, v, causal, sm_scale)`` is differentiable; ``dq_mode="atomic"`` picks the one-kernel variant,
+``"ds"`` the stored-dS one (which is faster where: ``python3 -m bench attention``, docs/attention.md). The
+one-kernel variants that added dQ's tiles by TMA bulk reductions (``"bulk"``, ``"flat"``) measured slower than ``ds``
+and the separate pass and were removed (docs/attention.md, "FlashAttention-3's dQ again" and
+"FlashAttention-3's dQ by a 1-D bulk reduction").
 """
 import kernelc as triton
 import kernelc.language as tl
@@ -66,11 +63,9 @@ def attn_bwd_preprocess_kernel(O, DO, Delta, stride_oz, stride_oh, stride_om, st
 @triton.jit
 def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, stride_dom, stride_dqm, offs_n,
                 offs_m0, qk_scale, lo, hi, N_CTX, sm_scale, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
-                ATOMIC_DQ: tl.constexpr, WS: tl.constexpr, BULK_DQ: tl.constexpr, ds_desc=None, start_n=0,
+                ATOMIC_DQ: tl.constexpr, WS: tl.constexpr, ds_desc=None, start_n=0,
                 STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False, EVEN_M: tl.constexpr = False,
-                TAIL: tl.constexpr = None, DS_TILED: tl.constexpr = False, ds_base=0, ds_step=0,
-                DQ_FIRST: tl.constexpr = False, DQ_ADD: tl.constexpr = True, FLAT_DQ: tl.constexpr = False,
-                DQ_EVICT: tl.constexpr = ""):
+                TAIL: tl.constexpr = None, DS_TILED: tl.constexpr = False, ds_base=0, ds_step=0):
     """Query blocks [lo, hi) into (dk, dv) of one key block; P^T and dS^T are [BLOCK_N, BLOCK_M]. EVEN_M: N_CTX is a
     multiple of BLOCK_M, the LSE and delta rows are loaded without a mask. DS_TILED: dS^T's tile of query block j goes
     to rows ds_base + j * ds_step of the tiled workspace (attn_bwd_dkdv_kernel)."""
@@ -125,37 +120,13 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
                 ds_desc.store([ds_base + (start_m // BLOCK_M) * ds_step, 0], dsT)
             else:
                 ds_desc.store([start_n, start_m], dsT)
-        if ATOMIC_DQ and not DQ_ADD:
-            # a measurement only (DQ_ADD=False): the one-kernel modes' loop without dQ's product and add (dQ left 0)
-            dk = tl.dot(dsT, q, dk)
-        elif ATOMIC_DQ and DQ_FIRST:
-            # dQ^T's product issued before dK's: its tile is staged / added while dS^T Q still runs (FA3's order)
-            dqT = tl.dot(tl.trans(k), dsT)
-            dk = tl.dot(dsT, q, dk)
-            if FLAT_DQ:
-                tl.bulk_add(dq_ptrs + (start_m // BLOCK_M) * (dqT.shape[0] * BLOCK_M), dqT, eviction_policy=DQ_EVICT)
-            elif BULK_DQ:
-                dq_ptrs.atomic_add([0, start_m], dqT)
-            else:
-                tl.atomic_add(dq_ptrs + offs_m[None, :], dqT * sm_scale, mask=rows[None, :], sem="relaxed")
-        else:
-            dk = tl.dot(dsT, q, dk)
-        if ATOMIC_DQ and DQ_ADD and not DQ_FIRST:
+        dk = tl.dot(dsT, q, dk)
+        if ATOMIC_DQ:
             # dQ^T = K^T dS^T: the key block is the contraction, HEAD_DIM the rows (one warpgroup's 64 each
             # with 8 warps) -- a wgmma whatever BLOCK_M; added into a transposed fp32 dQ whose query index is
             # contiguous (the accumulator's pairs along a row are one 8-byte vector atomic each)
             dqT = tl.dot(tl.trans(k), dsT)
-            if FLAT_DQ:
-                # the tile of query block start_m / BLOCK_M: one contiguous fp32 block of the head's accumulator in the
-                # staging order (kl.bulk_add), added by one 1-D bulk reduction; queries past N_CTX add dS^T's zero
-                # columns into the last block's padding (attn_bwd_dq_flat_cast_kernel reads the block back)
-                tl.bulk_add(dq_ptrs + (start_m // BLOCK_M) * (dqT.shape[0] * BLOCK_M), dqT, eviction_policy=DQ_EVICT)
-            elif BULK_DQ:
-                # one [HEAD_DIM, BLOCK_M] tile added by the copy engine from shared memory (queries past
-                # N_CTX fall outside the descriptor and are not touched); sm_scale is applied once, by the cast
-                dq_ptrs.atomic_add([0, start_m], dqT)
-            else:
-                tl.atomic_add(dq_ptrs + offs_m[None, :], dqT * sm_scale, mask=rows[None, :], sem="relaxed")
+            tl.atomic_add(dq_ptrs + offs_m[None, :], dqT * sm_scale, mask=rows[None, :], sem="relaxed")
     return dk, dv
 
 
@@ -163,18 +134,13 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
 def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k,
                          dq_stride_z, dq_stride_h, dq_stride_m, H, N_CTX, BLOCK_M: tl.constexpr,
                          BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
-                         ATOMIC_DQ: tl.constexpr, WS: tl.constexpr = False, BULK_DQ: tl.constexpr = False,
+                         ATOMIC_DQ: tl.constexpr, WS: tl.constexpr = False,
                          STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False,
                          GROUP: tl.constexpr = 0, EVEN_M: tl.constexpr = False, TAIL: tl.constexpr = None,
-                         KV_REGS: tl.constexpr = 0, DS_TILED: tl.constexpr = False, ROT: tl.constexpr = False,
-                         DQ_FIRST: tl.constexpr = False, DQ_ADD: tl.constexpr = True,
-                         FLAT_DQ: tl.constexpr = False, DQ_EVICT: tl.constexpr = ""):
-    """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ, through a descriptor's bulk
-    reductions with BULK_DQ too); WS: a producer warp(group)
+                         KV_REGS: tl.constexpr = 0, DS_TILED: tl.constexpr = False):
+    """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ); WS: a producer warp(group)
     fills the loop's TMA ring (the bench's sweep tries it). Q, K, V, dO, dK, dV share
-    the strides (the wrapper makes them contiguous); DQ is fp32 with its own. FLAT_DQ (with ATOMIC_DQ): DQ is
-    dq_mode="flat"'s accumulator, a head's cdiv(N_CTX, BLOCK_M) blocks of HEAD_DIM * BLOCK_M fp32 (dQ^T's tile of
-    a query block in the staging order), added by kl.bulk_add (DQ_EVICT: its L2 eviction_policy)."""
+    the strides (the wrapper makes them contiguous); DQ is fp32 with its own."""
     if CAUSAL and GROUP > 0:  # longest first across GROUP heads: key block 0 sees every query block
         blk, off_hz = _lpt_block(GROUP)
         start_n = blk * BLOCK_N
@@ -216,11 +182,6 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                                            block_shape=[BLOCK_M, HEAD_DIM])
         do_ptrs = tl.make_tensor_descriptor(DO + off, shape=[N_CTX, HEAD_DIM], strides=[stride_m, 1],
                                             block_shape=[BLOCK_M, HEAD_DIM])
-        if FLAT_DQ:
-            dq_ptrs = DQ + dq_off
-        elif BULK_DQ:
-            dq_ptrs = tl.make_tensor_descriptor(DQ + dq_off, shape=[HEAD_DIM, N_CTX], strides=[dq_stride_m, 1],
-                                                block_shape=[HEAD_DIM, BLOCK_M])
     ds_desc = None
     ds_base = 0
     if STORE_DS and DS_TILED:
@@ -242,25 +203,11 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         lo = start_n + BLOCK_N
         dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                              offs_n, offs_m0, qk_scale, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
-                             True, ATOMIC_DQ, WS, BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL,
-                             DS_TILED, ds_base, BLOCK_N, DQ_FIRST=DQ_FIRST, DQ_ADD=DQ_ADD, FLAT_DQ=FLAT_DQ,
-                             DQ_EVICT=DQ_EVICT)
-    if ROT and not CAUSAL:
-        # the query blocks from this key block's own start round to it: a head's programs, in flight together, then
-        # add their dQ partials (ATOMIC_DQ) into different dQ tiles at a time instead of all into the same one
-        # (BLOCK_N % BLOCK_M == 0, checked by the wrapper)
-        dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
-                             offs_n, offs_m0, qk_scale, start_n, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
-                             BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base,
-                             BLOCK_N, DQ_FIRST=DQ_FIRST, DQ_ADD=DQ_ADD, FLAT_DQ=FLAT_DQ, DQ_EVICT=DQ_EVICT)
-        lo = 0
-        hi = start_n
-    else:
-        hi = N_CTX
+                             True, ATOMIC_DQ, WS, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL,
+                             DS_TILED, ds_base, BLOCK_N)
     dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
-                         offs_n, offs_m0, qk_scale, lo, hi, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
-                         BULK_DQ, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base, BLOCK_N,
-                         DQ_FIRST=DQ_FIRST, DQ_ADD=DQ_ADD, FLAT_DQ=FLAT_DQ, DQ_EVICT=DQ_EVICT)
+                         offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
+                         ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base, BLOCK_N)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
     tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
 
@@ -400,36 +347,6 @@ def attn_bwd_dq_from_ds_kernel(DST, K, DQ, sm_scale, stride_z, stride_h, stride_
              (dq * sm_scale).to(DQ.dtype.element_ty), mask=offs_m[:, None] < N_CTX)
 
 
-@triton.jit
-def attn_bwd_dq_cast_kernel(DQT, DQ, scale, N_CTX, BLOCK: tl.constexpr, HEAD_DIM: tl.constexpr):
-    """dQ = scale * (dQ^T)^T in Q's dtype, for one [BLOCK] query block of one head: the fp32 dQ^T the bulk mode
-    accumulates ([Z, H, HEAD_DIM, N_CTX], contiguous) read along the queries, written along the head dim."""
-    start = tl.program_id(0) * BLOCK
-    off_hz = tl.program_id(1).to(tl.int64)
-    offs_n = start + tl.arange(0, BLOCK)
-    offs_d = tl.arange(0, HEAD_DIM)
-    t = tl.load(DQT + off_hz * HEAD_DIM * N_CTX + offs_d[:, None] * N_CTX + offs_n[None, :],
-                mask=offs_n[None, :] < N_CTX, other=0.0)
-    tl.store(DQ + off_hz * N_CTX * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :],
-             tl.trans(t * scale).to(DQ.dtype.element_ty), mask=offs_n[:, None] < N_CTX)
-
-
-@triton.jit
-def attn_bwd_dq_flat_cast_kernel(DQA, DQ, scale, N_CTX, BLOCK: tl.constexpr, HEAD_DIM: tl.constexpr):
-    """dQ = scale * dQ of one [BLOCK] query block of one head from dq_mode="flat"'s accumulator: block
-    ``program_id(0)`` of the head ([HEAD_DIM, BLOCK] fp32 in the staging order, kl.bulk_add) read back through
-    kl.staging_offsets, transposed and written along the head dim."""
-    t = tl.program_id(0)
-    off_hz = tl.program_id(1).to(tl.int64)
-    blocks = tl.cdiv(N_CTX, BLOCK)
-    base = DQA + (off_hz * blocks + t) * (HEAD_DIM * BLOCK)
-    x = tl.load(base + tl.staging_offsets(HEAD_DIM, BLOCK, tl.float32))
-    offs_n = t * BLOCK + tl.arange(0, BLOCK)
-    offs_d = tl.arange(0, HEAD_DIM)
-    tl.store(DQ + off_hz * N_CTX * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :],
-             tl.trans(x * scale).to(DQ.dtype.element_ty), mask=offs_n[:, None] < N_CTX)
-
-
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) by head dim, for the dK/dV kernel (BLOCK_M query rows per step of a
 # BLOCK_N key block) and the dQ kernel (BLOCK_M query block, BLOCK_N keys per step); 0 spills on sm_90a. Head
 # dims 64 and 128: the bench sweep's fastest pair on an H200 (2026-11-27, docs/attention.md)
@@ -437,15 +354,6 @@ DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128:
 # ATOMIC_DQ adds dQ^T = K^T dS^T ([HEAD_DIM, BLOCK_M]) a step: a wgmma when HEAD_DIM is 64 rows a warpgroup
 # (4 warps at 64, 8 at 128; else mma.sync), spill-free at these query steps
 ATOMIC_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (32, 128, 8, 3)}
-# BULK_DQ: the same dots; dQ^T's tile is staged in shared memory (2 stages of HEAD_DIM x BLOCK_M fp32)
-BULK_DKDV_CONFIGS = dict(ATOMIC_DKDV_CONFIGS)
-# FLAT_DQ (dq_mode="flat"): the same, dQ^T's tile added by one 1-D bulk reduction (kl.bulk_add)
-FLAT_DKDV_CONFIGS = dict(ATOMIC_DKDV_CONFIGS)
-# the bulk and atomic modes' dK/dV kernel at these head dims, non-causal: ROT (each key block's program starts at its
-# own query block, so a head's programs add into different dQ tiles at a time) and DQ_FIRST (dQ^T's product issued
-# before dK's, its staging under dS^T Q); dkdv_config overrides
-ONE_KERNEL_ROT = {}
-ONE_KERNEL_DQ_FIRST = {}
 # dq_mode="ds": the dK/dV kernel also stores dS^T; dQ = dS K by attn_bwd_dq_from_ds_kernel, whose BLOCK_M is the
 # dK/dV kernel's BLOCK_N (causal: the tiles it reads are the ones written); 0 spills on sm_90a
 DS_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (64, 128, 8, 3)}
@@ -492,7 +400,7 @@ FUSED_EVEN_M = {64: True}
 # H200 (call C2, docs/attention.md "bwd14"): 29.55 ms at N=16384 against the default's 31.12 / 30.04 before / after it,
 # a tie at 4096; non-causal K was 3-4% slower and K and V 1% slower (not used)
 FUSED_KV_REGS = {(64, True): 1}
-DQ_MODES = ("separate", "atomic", "bulk", "flat", "ds", "fused")
+DQ_MODES = ("separate", "atomic", "ds", "fused")
 # dq_mode=None picks by (head dim, causal), then by head dim (default: separate; ds is faster at 128 but needs its N^2
 # workspace, see docs/attention.md "dS^T from registers, bounded workspaces"); fused at 64 (call H12b: 1.945 ms causal
 # against the separate pass's 2.08-2.15; call C2b with FUSED_TAIL and FUSED_EVEN_M: 1.930 / 29.84 ms causal at N=4096 /
@@ -505,7 +413,6 @@ DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 3), 128: (
 # 11% at 64, the separate pass 3-6% at 64; the separate pass at 128 not faster (left out)
 CAUSAL_GROUP = {(128, "ds"): (8, 8), (64, "ds"): (8, 8), (64, "separate"): (8, 8)}
 PRE_BLOCK = 64
-CAST_BLOCK = 64  # queries a program of attn_bwd_dq_cast_kernel transposes
 
 
 def _cfg(table, head_dim, overrides):
@@ -539,13 +446,10 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_conf
     """(dq, dk, dv) for ``o, lse = attention_fwd(q, k, v, causal, sm_scale, return_lse=True)``.
 
     ``dq_mode``: ``None`` (:func:`default_dq_mode`), ``"separate"`` (a second kernel, deterministic),
-    ``"atomic"`` (fp32 atomics in the dK/dV kernel, then one cast), ``"bulk"`` (as atomic, dQ's tiles added by
-    TMA bulk reductions from shared memory on sm_90a), ``"flat"`` (as bulk, each tile one contiguous block added by
-    a 1-D bulk reduction, ``kl.bulk_add``; :data:`FLAT_DKDV_CONFIGS`), ``"fused"`` (the separate pass's two
+    ``"atomic"`` (fp32 atomics in the dK/dV kernel, then one cast), ``"fused"`` (the separate pass's two
     kernels as one grid, :data:`FUSED_CONFIGS`) or ``"ds"`` (dS^T stored, dQ = dS K a GEMM; deterministic; needs
     N % 8 == 0 and runs the separate pass otherwise). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS`
-    (atomic:
-    :data:`ATOMIC_DKDV_CONFIGS`, bulk: :data:`BULK_DKDV_CONFIGS`, ds: :data:`DS_DKDV_CONFIGS`) /
+    (atomic: :data:`ATOMIC_DKDV_CONFIGS`, ds: :data:`DS_DKDV_CONFIGS`) /
     :data:`DQ_CONFIGS` (ds: the GEMM's, :data:`DQ_FROM_DS_CONFIGS`).
     ``ds_workspace_bytes``: ds's dS^T buffer at most this large (default :data:`DS_WORKSPACE_BYTES`; heads in groups).
     ``kernels``: ``{"dkdv": ..., "dq": ..., "fused": ...}``, other
@@ -561,7 +465,7 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_conf
 def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_config=None,
                         dq_config=None, kernels=None, ds_workspace_bytes=None):
     """The backward as ``(grads, [(name, launch), ...])``: the buffers allocated, each kernel's launch a
-    callable (``preprocess``, ``dkdv``, then ``dq`` or the atomic/bulk modes' ``cast``; ds with its heads in
+    callable (``preprocess``, ``dkdv``, then ``dq`` or the atomic mode's ``cast``; ds with its heads in
     groups: ``preprocess`` and ``dkdv_dq``) to run in order, and ``grads()`` the (dq, dk, dv) they leave.
     :func:`attention_bwd` runs them; the bench times each alone."""
     import torch
@@ -577,11 +481,8 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     dq_mode = "separate" if dq_mode == "ds" and not ds else dq_mode
     if dq_mode == "fused":
         return _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, kernels.get("fused"))
-    atomic = dq_mode in ("atomic", "bulk", "flat")
-    bulk = dq_mode == "bulk"
-    flat = dq_mode == "flat"
-    c1 = _cfg(BULK_DKDV_CONFIGS if bulk else FLAT_DKDV_CONFIGS if flat else ATOMIC_DKDV_CONFIGS if atomic else
-              DS_DKDV_CONFIGS if ds else DKDV_CONFIGS, D, dkdv_config)
+    atomic = dq_mode == "atomic"
+    c1 = _cfg(ATOMIC_DKDV_CONFIGS if atomic else DS_DKDV_CONFIGS if ds else DKDV_CONFIGS, D, dkdv_config)
     # ds with dS^T stored tile by tile (DS_TILED): where N is a multiple of both dK/dV blocks; the GEMM's query block
     # is then the dK/dV kernel's query step and its key step divides the dK/dV key block
     asked = "DS_TILED" in c1  # asked for by dkdv_config (else DS_TILED's default, dropped where dq_config cannot tile)
@@ -600,11 +501,6 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     elif ds and causal and c2["BLOCK_M"] != c1["BLOCK_N"]:
         raise ValueError("dq_mode='ds' causal needs the dQ GEMM's BLOCK_M to be the dK/dV kernel's BLOCK_N (the dS "
                          f"tiles above the diagonal are not written), got {c1}, {c2}")
-    if atomic:
-        c1.setdefault("ROT", ONE_KERNEL_ROT.get(D, False) and not causal and c1["BLOCK_N"] % c1["BLOCK_M"] == 0)
-        c1.setdefault("DQ_FIRST", ONE_KERNEL_DQ_FIRST.get(D, False))
-    if c1.get("ROT") and c1["BLOCK_N"] % c1["BLOCK_M"]:
-        raise ValueError(f"ROT needs the dK/dV kernel's BLOCK_N to be a multiple of its BLOCK_M, got {c1}")
     if causal and (c1["BLOCK_N"] % c1["BLOCK_M"] or (c2["BLOCK_M"] % c2["BLOCK_N"] and not tiled)):
         raise ValueError("causal backward needs the dK/dV kernel's BLOCK_N to be a multiple of its BLOCK_M and the "
                          f"dQ kernel's BLOCK_M a multiple of its BLOCK_N (got {c1}, {c2})")
@@ -618,12 +514,7 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     # atomic: dQ^T in fp32, [Z, H, HEAD_DIM, N] (its third stride is the kernel's dq_stride_m)
-    # flat: cdiv(N, BLOCK_M) blocks of D * BLOCK_M fp32 a head (attn_bwd_dkdv_kernel's FLAT_DQ)
-    if flat:
-        dq = torch.empty((Z, H, triton.cdiv(N, c1["BLOCK_M"]) * D * c1["BLOCK_M"]), device=q.device,
-                         dtype=torch.float32)
-    else:
-        dq = torch.empty((Z, H, D, N), device=q.device, dtype=torch.float32) if atomic else torch.empty_like(q)
+    dq = torch.empty((Z, H, D, N), device=q.device, dtype=torch.float32) if atomic else torch.empty_like(q)
     out = {}
 
     def preprocess():
@@ -635,8 +526,7 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
 
     def dkdv():
         kernels["dkdv"][g1](q, k, v, do, dk, dv, dq, lse, delta, sm_scale, *q.stride(),
-                            *(tuple(dq.stride()[:2]) + (0,) if flat else dq.stride()[:3]), H, N,
-                            HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=atomic, BULK_DQ=bulk, FLAT_DQ=flat, **k1)
+                            *dq.stride()[:3], H, N, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=atomic, **k1)
 
     def dq_pass():
         kernels["dq"][g2](q, k, v, do, dq, lse, delta, sm_scale, *q.stride(), H, N, HEAD_DIM=D, CAUSAL=causal, **k2)
@@ -644,21 +534,8 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     def cast():
         out["dq"] = dq.transpose(-1, -2).to(q.dtype, memory_format=torch.contiguous_format)
 
-    dq_out = torch.empty_like(q) if bulk or flat else None
-
-    def cast_kernel():
-        attn_bwd_dq_cast_kernel[(triton.cdiv(N, CAST_BLOCK), Z * H, 1)](dq, dq_out, sm_scale, N, BLOCK=CAST_BLOCK,
-                                                                         HEAD_DIM=D)
-        out["dq"] = dq_out
-
-    def flat_cast():
-        attn_bwd_dq_flat_cast_kernel[(triton.cdiv(N, c1["BLOCK_M"]), Z * H, 1)](dq, dq_out, sm_scale, N,
-                                                                                BLOCK=c1["BLOCK_M"], HEAD_DIM=D)
-        out["dq"] = dq_out
-
     if atomic:  # the atomics add into dq: zeroed on every run of the steps
-        steps = [("preprocess", preprocess), ("dkdv", lambda: (dq.zero_(), dkdv())),
-                 ("cast", cast_kernel if bulk else flat_cast if flat else cast)]
+        steps = [("preprocess", preprocess), ("dkdv", lambda: (dq.zero_(), dkdv())), ("cast", cast)]
     else:
         steps = [("preprocess", preprocess), ("dkdv", dkdv), ("dq", dq_pass)]
     return (lambda: (out.get("dq", dq), dk, dv)), steps

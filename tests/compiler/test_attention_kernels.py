@@ -34,19 +34,14 @@ def compile_fwd(D, causal, dt="fp16", fp8=False, **config):
                     A.fwd_config(D, fp8=fp8, **config), ones)
 
 
-def compile_dkdv(D, causal, dt="fp16", atomic=False, bulk=False, **extra):
-    atomic = atomic or bulk
+def compile_dkdv(D, causal, dt="fp16", atomic=False, **extra):
     sig = dict(Q=P(dt), K=P(dt), V=P(dt), DO=P(dt), DK=P(dt), DV=P(dt), DQ=P("fp32" if atomic else dt),
                LSE=P("fp32"), Delta=P("fp32"), sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32",
                stride_k="i32", dq_stride_z="i32", dq_stride_h="i32", dq_stride_m="i32", H="i32", N_CTX="i32")
-    table = B.BULK_DKDV_CONFIGS if bulk else B.ATOMIC_DKDV_CONFIGS if atomic else B.DKDV_CONFIGS
+    table = B.ATOMIC_DKDV_CONFIGS if atomic else B.DKDV_CONFIGS
     return _compile(B.attn_bwd_dkdv_kernel, sig,
-                    dict(HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=atomic, BULK_DQ=bulk, **extra),
+                    dict(HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=atomic, **extra),
                     B._cfg(table, D, None), ("stride_k",))
-
-
-def compile_dkdv_bulk(D, causal, dt="fp16"):
-    return compile_dkdv(D, causal, dt, bulk=True)
 
 
 def compile_dq(D, causal, dt="fp16"):
@@ -172,125 +167,6 @@ def test_atomic_dq_loop_is_pipelined_with_every_dot_on_wgmma(D):
     assert count("SYNCS.PHASECHK") >= 1  # the TMA ring's wait: pipelined
     assert count("BAR.SYNC") <= 3 and count("LDSM") == 0 and count("HMMA") == 0, body
     assert count("REDG.E.ADD.F32x2") >= 4  # vector reductions straight from the accumulator
-
-
-@pytest.mark.parametrize("D,causal", [(128, True), (64, False)])
-def test_bulk_dq_adds_one_staged_tile_a_trip_with_a_tma_reduction(D, causal):
-    # FlashAttention-3's dQ (dq_mode="bulk"): dQ^T's [HEAD_DIM, BLOCK_M] fp32 tile goes from the wgmma
-    # accumulator to shared memory (8-byte stores) and one thread adds it with cp.reduce.async.bulk.tensor:
-    # no per-element atomics, no more barriers a trip than the atomic variant's 3
-    ck = compile_dkdv(D, causal, bulk=True)
-    assert ck.n_spills == 0, ck.n_spills
-    assert {d["engine"] for d in ck.reports["dots"]} == {"wgmma"}
-    body = _first_loop(ck.asm["sass"])
-    count = lambda p: sum(o.startswith(p) for o in body)  # noqa: E731
-    assert count("UTMAREDG.2D.ADD") == 1 and count("REDG") == 0 and count("ATOMG") == 0, body
-    assert count("STS.64") == D * B.BULK_DKDV_CONFIGS[D][0] // (2 * 32 * B.BULK_DKDV_CONFIGS[D][2])
-    assert count("SYNCS.PHASECHK") >= 1 and count("BAR.SYNC") <= 3 and count("HMMA") == 0, body
-    assert "cp.async.bulk.wait_group.read 0" in ck.asm["ptx"]
-
-
-def test_rotated_bulk_dq_loops_each_add_their_tiles_with_a_tma_reduction():
-    # ROT (non-causal): the query blocks from the key block's own start, then from 0 up to it -- two loops, each with
-    # the one staged tile a trip and its TMA reduction, still spill-free at D=128
-    ck = compile_dkdv(128, False, bulk=True, ROT=True)
-    assert ck.n_spills == 0, ck.n_spills
-    sass = ck.asm["sass"]
-    assert sass.count("UTMAREDG.2D.ADD") == 2 and "REDG" not in sass.replace("UTMAREDG", ""), sass
-
-
-def test_dq_first_stages_dq_while_dk_is_in_flight():
-    # DQ_FIRST: K^T dS^T issued before dS^T Q, so the wait before dQ^T's staging leaves dK's wgmma pending (1), and
-    # the reduction is issued before the trip's last wait (0); without it, dQ^T's is the last product and waited at 0
-    def waits(ck):
-        return re.findall(r"wgmma\.wait_group\.sync\.aligned (\d+)|(cp\.reduce\.async\.bulk)", ck.asm["ptx"])
-    plain = [w or r for w, r in waits(compile_dkdv(64, False, bulk=True))]
-    first = [w or r for w, r in waits(compile_dkdv(64, False, bulk=True, DQ_FIRST=True))]
-    red = "cp.reduce.async.bulk"
-    assert plain[plain.index(red) - 1] == "0" and first[first.index(red) - 1] == "1", (plain, first)
-    assert first[first.index(red) + 1] == "0", first
-
-
-@pytest.mark.parametrize("D,dt", [(128, "fp16"), (64, "bf16")])
-def test_bulk_dq_cast_reads_and_writes_16_byte_vectors(D, dt):
-    # the bulk mode's last launch: fp32 dQ^T read along the queries, dQ written along the head dim, both coalesced
-    ck = _compile(B.attn_bwd_dq_cast_kernel, dict(DQT=P("fp32"), DQ=P(dt), scale="fp32", N_CTX="i32"),
-                  dict(BLOCK=B.CAST_BLOCK, HEAD_DIM=D), dict(num_warps=4, num_stages=1), ())
-    sass = ck.asm["sass"]
-    assert ck.n_spills == 0
-    assert re.findall(r"\bLDG\.E[\w.]*", sass) == ["LDG.E.128"] * (D * B.CAST_BLOCK // (4 * 128))
-    assert re.findall(r"\bSTG\.E[\w.]*", sass) == ["STG.E.128"] * (D * B.CAST_BLOCK // (8 * 128))
-
-
-@pytest.mark.parametrize("D,causal", [(128, False), (64, True)])
-def test_flat_dq_adds_one_contiguous_block_a_trip_with_a_1d_bulk_reduction(D, causal):
-    # dq_mode="flat" (kl.bulk_add): dQ^T's [HEAD_DIM, BLOCK_M] fp32 tile goes from the wgmma accumulator to shared
-    # memory in the staging order (8-byte stores) and one thread adds the stage with one 1-D bulk reduction
-    # (UBLKRED, no tensor map): no per-element atomics, no more barriers a trip than the bulk mode's
-    cfg = B._cfg(B.FLAT_DKDV_CONFIGS, D, None)
-    ck = compile_dkdv(D, causal, atomic=True, FLAT_DQ=True)
-    assert ck.n_spills == 0, ck.n_spills
-    assert {d["engine"] for d in ck.reports["dots"]} == {"wgmma"}
-    body = _first_loop(ck.asm["sass"])
-    count = lambda p: sum(o.startswith(p) for o in body)  # noqa: E731
-    assert count("UBLKRED.G.S.ADD.F32") == 1 and count("UTMAREDG") == 0 and count("REDG") == 0, body
-    assert count("STS.64") == D * cfg["BLOCK_M"] // (2 * 32 * cfg["num_warps"])
-    assert count("SYNCS.PHASECHK") >= 1 and count("BAR.SYNC") <= 3 and count("HMMA") == 0, body
-    nbytes = D * cfg["BLOCK_M"] * 4
-    assert re.search(rf"cp\.reduce\.async\.bulk\.global\.shared::cta\.bulk_group\.add\.f32 \[%rd\d+\], \[%r\d+\], "
-                     rf"{nbytes};", ck.asm["ptx"])
-    # the causal kernel's two loops share one staging buffer: its smem is the bulk mode's
-    assert ck.shared == compile_dkdv(D, causal, bulk=True).shared
-
-
-def test_flat_dq_under_a_producer_warp_is_issued_by_the_producer(monkeypatch):
-    # WS=True: expand_warp_specialize hands each staged dQ^T tile to the producer warp on mbarriers (full[s]: every
-    # consumer thread arrives after its stores and the proxy fence; empty[s]: the producer releases the stage once
-    # the reduction has read it, a trip later); the consumers' loop keeps no bulk reduction and one barrier less;
-    # the producer reduces trip k-(S-1) after trip k's copies, then the last S-1 trips, then waits for all
-    def loop_counts(ck):
-        body = _first_loop(ck.asm["sass"])
-        return sum(o.startswith("UBLKRED") for o in body), sum(o.startswith("BAR.SYNC") for o in body)
-    ck = compile_dkdv(64, False, atomic=True, FLAT_DQ=True, WS=True)
-    assert ck.n_spills == 0
-    filecheck(ck.asm["tir"], """
-        CHECK: [[BUF:%\\d+]] = bulk_add_buffer_alloc {stages=2} : <64x32xfp32>
-        CHECK: ws_producer
-        CHECK: scf.for
-        CHECK: tma_copy_to_ring
-        CHECK: scf.if
-        CHECK: mbarrier_wait
-        CHECK: bulk_reduce_1d [[BUF]]
-        CHECK-NEXT: bulk_commit_group
-        CHECK-NEXT: bulk_wait_group {{%\\d+}} {pending=1, read=True}
-        CHECK: mbarrier_arrive
-        CHECK: scf.for
-        CHECK: bulk_reduce_1d [[BUF]]
-        CHECK: bulk_wait_group {{%\\d+}} {pending=0}
-        CHECK: scf.for {{.*}}ws=
-        CHECK: wgmma_wait {{.*}}{pending=0}
-        CHECK-NEXT: bulk_stage_store [[BUF]]
-        CHECK-NEXT: fence_async_shared
-        CHECK: mbarrier_arrive
-        CHECK-NOT: bulk_reduce_1d
-        CHECK: scf.yield
-    """)
-    producer = loop_counts(ck)
-    monkeypatch.setenv("KERNELC_WS_BULK_ISSUE", "consumer")
-    consumer = loop_counts(compile_dkdv(64, False, atomic=True, FLAT_DQ=True, WS=True))
-    assert producer == (0, consumer[1] - 1) and consumer[0] == 1, (producer, consumer)
-
-
-@pytest.mark.parametrize("D,dt", [(128, "fp16"), (64, "bf16")])
-def test_flat_dq_cast_reads_blocks_in_the_staging_order_with_16_byte_vectors(D, dt):
-    # flat's last launch: each block read back through kl.staging_offsets (16-byte chunks move whole in the staging
-    # order, so the loads stay 16-byte vectors), dQ written along the head dim
-    bm = B.FLAT_DKDV_CONFIGS[D][0]
-    ck = _compile(B.attn_bwd_dq_flat_cast_kernel, dict(DQA=P("fp32"), DQ=P(dt), scale="fp32", N_CTX="i32"),
-                  dict(BLOCK=bm, HEAD_DIM=D), dict(num_warps=4, num_stages=1), ())
-    sass = ck.asm["sass"]
-    assert ck.n_spills == 0
-    assert re.findall(r"\bLDG\.E[\w.]*", sass) == ["LDG.E.128"] * (D * bm // (4 * 128)), sass
 
 
 def compile_dkdv_ds(D, causal, dt="fp16"):

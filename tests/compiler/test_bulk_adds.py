@@ -193,3 +193,74 @@ def test_the_interpreter_adds_every_tile_in_the_staging_order():
         for i in range(STEPS):
             np.add.at(ref, (i % 2) * R * C + off.ravel(), x[p * STEPS + i].numpy().ravel())
     np.testing.assert_array_equal(out.numpy(), ref)
+
+
+@kernelc.jit
+def ws_add(X, W, OUT, N, R: kl.constexpr, C: kl.constexpr):
+    pid = kl.program_id(0)
+    desc = kl.make_tensor_descriptor(X, shape=[N, C], strides=[C, 1], block_shape=[R, C])
+    w = kl.load(W + kl.arange(0, C)[:, None] * C + kl.arange(0, C)[None, :])
+    for i in kl.range(0, N, R, warp_specialize=True):
+        x = desc.load([i, 0])
+        kl.bulk_add(OUT + ((i // R + pid) % 2) * R * C, kl.dot(x, w))
+
+
+WS_SIG = {"X": "*fp16", "W": "*fp16", "OUT": "*fp32", "N": "i32"}
+WS_DIV = {"X": 16, "W": 16, "OUT": 16, "N": 16}
+
+
+def _ws_tir():
+    return kernelc.compile(ws_add, signature=WS_SIG, constexprs=dict(R=64, C=64), target="sm_90a",
+                           divisibility=WS_DIV, num_warps=4).asm["tir"]
+
+
+def test_under_a_producer_warp_the_producer_issues_the_reductions(monkeypatch):
+    # warp_regions (KERNELC_WS_BULK_ISSUE=producer, the default): each consumer thread stages its part of the tile,
+    # fences and arrives on full[s]; the producer warp, after the trip's copies, waits on full[s], issues the 1-D
+    # reduction, lets one group stay in flight and releases the stage on empty[s]; the last S-1 trips are reduced after
+    # its loop, then it waits for all. The consumers' loop keeps no reduction and no CTA barrier for it.
+    monkeypatch.setenv("KERNELC_WS_BULK_ISSUE", "producer")
+    filecheck(_ws_tir(), """
+        CHECK: [[BUF:%\\d+]] = bulk_add_buffer_alloc {stages=2} : <64x64xfp32>
+        CHECK: ws_producer
+        CHECK: scf.for
+        CHECK: tma_copy_to_ring
+        CHECK: scf.if
+        CHECK: mbarrier_wait
+        CHECK: bulk_reduce_1d [[BUF]]
+        CHECK-NEXT: bulk_commit_group
+        CHECK-NEXT: bulk_wait_group {{%\\d+}} {pending=1, read=True}
+        CHECK: mbarrier_arrive
+        CHECK: scf.for
+        CHECK: bulk_reduce_1d [[BUF]]
+        CHECK: bulk_wait_group {{%\\d+}} {pending=0}
+        CHECK: scf.for {{.*}}ws=
+        CHECK: wgmma_wait {{.*}}{pending=0}
+        CHECK: mbarrier_wait
+        CHECK: bulk_stage_store [[BUF]]
+        CHECK-NEXT: fence_async_shared
+        CHECK: mbarrier_arrive
+        CHECK-NOT: bulk_reduce_1d
+        CHECK-NOT: {{\\s}}barrier{{\\s}}
+        CHECK: scf.yield
+    """)
+
+
+def test_under_a_producer_warp_the_consumers_can_issue_the_reductions(monkeypatch):
+    # KERNELC_WS_BULK_ISSUE=consumer: the producer only copies; an elected consumer thread reduces behind a CTA barrier,
+    # as without warp specialisation
+    monkeypatch.setenv("KERNELC_WS_BULK_ISSUE", "consumer")
+    filecheck(_ws_tir(), """
+        CHECK: [[BUF:%\\d+]] = bulk_add_buffer_alloc {stages=2} : <64x64xfp32>
+        CHECK: ws_producer
+        CHECK-NOT: bulk_reduce_1d
+        CHECK: scf.for {{.*}}ws=
+        CHECK: bulk_stage_store [[BUF]]
+        CHECK-NEXT: fence_async_shared
+        CHECK-NEXT: bulk_wait_group {{%\\d+}} {pending=0, read=True}
+        CHECK-NEXT: barrier
+        CHECK-NEXT: bulk_reduce_1d [[BUF]]
+        CHECK-NEXT: bulk_commit_group
+        CHECK: scf.yield
+        CHECK: bulk_wait_group {{%\\d+}} {pending=0}
+    """)

@@ -214,12 +214,12 @@ def test_the_ptx_and_sass_branch_on_the_row():
     assert ck.n_spills == 0
 
 
-def test_the_attention_backward_is_not_guarded():
-    # dQ^T's tile is added at [0, start_m]: start_m is a loop's induction variable from 0 or a program's key
-    # block, proven >= 0, so the one-kernel backward's code is what it was
-    from tests.compiler.test_attention_kernels import compile_dkdv_bulk
-    for causal in (False, True):
-        tir = compile_dkdv_bulk(64, causal).asm["tir"]
+def test_a_tile_added_at_a_loop_index_from_zero_or_the_programs_block_is_not_guarded():
+    # the tile is added at [0, i]: i is a loop's induction variable from 0 or from the program's own block, proven
+    # >= 0, so the reduction stays unguarded (as in the one-kernel attention backward's dQ^T)
+    from tests.compiler.test_bulk_reductions import compile_ring_reduce
+    for from_pid in (False, True):
+        tir = compile_ring_reduce(from_pid).asm["tir"]
         assert "bulk_reduce" in tir and "atomic_rmw" not in tir and "scf.if" not in tir
 
 

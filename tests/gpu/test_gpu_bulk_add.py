@@ -61,3 +61,35 @@ def test_bulk_add_sums_every_tile_in_the_staging_order(R, C, EVICT):
     torch.testing.assert_close(got.double(), want, rtol=0, atol=0)
     off = torch.tensor([[staging_offset_of(r, c, R, C, 4) for c in range(C)] for r in range(R)], device="cuda")
     torch.testing.assert_close(out[:R * C][off].double(), want[0], rtol=0, atol=0)
+
+
+@kernelc.jit
+def ws_add(X, W, OUT, N, R: kl.constexpr, C: kl.constexpr):
+    pid = kl.program_id(0)
+    desc = kl.make_tensor_descriptor(X + pid * N * C, shape=[N, C], strides=[C, 1], block_shape=[R, C])
+    w = kl.load(W + kl.arange(0, C)[:, None] * C + kl.arange(0, C)[None, :])
+    for i in kl.range(0, N, R, warp_specialize=True):
+        x = desc.load([i, 0])
+        kl.bulk_add(OUT + ((i // R + pid) % 2) * R * C, kl.dot(x, w))
+
+
+@pytest.mark.parametrize("issue", ["producer", "consumer"])
+def test_bulk_add_under_a_producer_warp(issue, monkeypatch):
+    # warp_regions hands each staged tile to the producer warp (KERNELC_WS_BULK_ISSUE=producer, the default) or keeps
+    # the reduction with an elected consumer thread: either way every program's every trip is added once
+    monkeypatch.setenv("KERNELC_WS_BULK_ISSUE", issue)
+    P, N, R, C = 132, 64 * 7, 64, 64
+    g = torch.Generator(device="cuda").manual_seed(1)
+    x = torch.randint(-3, 4, (P, N, C), device="cuda", generator=g).half()  # small integers: exact in any order
+    w = torch.randint(-2, 3, (C, C), device="cuda", generator=g).half()
+    out = torch.zeros(2 * R * C, device="cuda")
+    ws_add[(P,)](x, w, out, N, R=R, C=C)
+    prod = (x.double().view(P, N // R, R, C) @ w.double())  # [P, trips, R, C]
+    want = torch.zeros(2, R, C, device="cuda", dtype=torch.float64)
+    for p in range(P):
+        for t in range(N // R):
+            want[(t + p) % 2] += prod[p, t]
+    got = torch.empty(2, R, C, device="cuda")
+    for b in range(2):
+        read_block[(1,)](out[b * R * C:], got[b], R=R, C=C)
+    torch.testing.assert_close(got.double(), want, rtol=0, atol=0)

@@ -188,7 +188,7 @@ def main(argv=None):
     p.add_argument("--causal", type=int, nargs="+", default=[0, 1])
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--heads", type=int, default=32)
-    p.add_argument("--modes", nargs="+", default=["separate", "bulk"])
+    p.add_argument("--modes", nargs="+", default=["separate", "ds"])
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--busy", type=int, default=10)
     p.add_argument("--out", default=None)

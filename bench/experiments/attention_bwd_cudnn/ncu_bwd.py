@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(HERE))))
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--mode", default="ds", choices=["separate", "atomic", "bulk", "ds"])
+    p.add_argument("--mode", default="ds", choices=["separate", "atomic", "ds"])
     p.add_argument("--seq", type=int, default=4096)
     p.add_argument("--head-dim", type=int, default=128)
     p.add_argument("--causal", type=int, choices=[0, 1], default=0)

@@ -48,7 +48,6 @@ case("attention fwd fp8 d128 causal=1", lambda: TA.compile_fwd(128, True, fp8=Tr
 for D in (64, 128):
     case(f"attention bwd dkdv d{D}", lambda D=D: TA.compile_dkdv(D, True))
     case(f"attention bwd dkdv atomic d{D}", lambda D=D: TA.compile_dkdv(D, True, atomic=True))
-    case(f"attention bwd dkdv bulk d{D}", lambda D=D: TA.compile_dkdv(D, True, bulk=True))
     case(f"attention bwd dq d{D}", lambda D=D: TA.compile_dq(D, True))
 try:
     from tests.compiler import test_fa3_forward as TF
