@@ -220,7 +220,7 @@ def one(cfg):
     cx, w, s = cfg
     t0 = time.perf_counter()
     try:
-        ck = cached_compile(fn, a["sig"], cx, div, (), w, s, tgt)
+        ck = cached_compile(fn, a["sig"], cx, div, tuple(a.get("eq1", ())), w, s, tgt)
         return {"s": time.perf_counter() - t0, "regs": ck.n_regs, "timings": ck.timings}
     except OutOfResources as e:
         return {"s": time.perf_counter() - t0, "error": "OutOfResources"}
@@ -253,9 +253,11 @@ names = fn.arg_names
 rows = []
 t0 = time.perf_counter()
 for cx, w, s in a["configs"]:
-    sig = {n: (a["sig"][n] if n in a["sig"] else "constexpr") for n in names}
+    eq1 = a.get("eq1", [])   # integer arguments equal to 1: Triton specialises them as constants
+    sig = {n: (a["sig"][n] if n in a["sig"] and n not in eq1 else "constexpr") for n in names}
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if n in a["div"]}
-    src = ASTSource(fn, signature=sig, constexprs={(names.index(k),): v for k, v in cx.items()}, attrs=attrs)
+    src = ASTSource(fn, signature=sig, constexprs={(names.index(k),): v for k, v in dict(cx, **{n: 1 for n in eq1}).items()},
+                    attrs=attrs)
     t1 = time.perf_counter()
     ck = triton.compile(src, target=GPUTarget("cuda", 90, 64), options={"num_warps": w, "num_stages": s})
     rows.append({"s": time.perf_counter() - t1, "shared": ck.metadata.shared})
@@ -264,7 +266,13 @@ print(json.dumps({"wall_s": time.perf_counter() - t0, "import_s": t_import, "con
 """
 
 
-def _cpu_child(impl, mod_path, fn, sig, configs, div, threads, timeline, triton_site, timeout=600, root=ROOT):
+# integer arguments the runtimes specialise as equal to 1 in the tutorial's own calls (contiguous A, B, C): without
+# them 09's BN 256 / 4-warp configs load element by element and assemble for minutes (docs/triton-tutorials.md)
+_EQ1 = {"09 matmul_kernel": ["stride_ak", "stride_bn", "stride_cn"],
+        "09 matmul_kernel_persistent": ["stride_ak", "stride_bn", "stride_cn"]}
+
+
+def _cpu_child(impl, mod_path, fn, sig, configs, div, threads, timeline, triton_site, timeout=600, root=ROOT, eq1=()):
     work = tempfile.mkdtemp(prefix=f"bc_{impl}_")
     env = dict(os.environ, KERNELC_CACHE_DIR=os.path.join(work, "kc"), TRITON_CACHE_DIR=os.path.join(work, "tc"),
                TRITON_HOME=work)
@@ -272,7 +280,7 @@ def _cpu_child(impl, mod_path, fn, sig, configs, div, threads, timeline, triton_
     if impl == "triton" and triton_site:
         env["PYTHONPATH"] = triton_site
     payload = json.dumps(dict(root=root, mod=mod_path, fn=fn, sig=sig, configs=configs, div=div, threads=threads,
-                              timeline=timeline))
+                              timeline=timeline, eq1=list(eq1)))
     child = _CPU_CHILD_TRITON if impl == "triton" else _CPU_CHILD_KERNELC
     t0 = time.perf_counter()
     try:
@@ -331,7 +339,7 @@ def cpu_main(a) -> None:
             for impl, threads in (modes if r % 2 == 0 else modes[::-1]):
                 res = _cpu_child("triton" if impl == "triton" else "kernelc", mod_path, fn, sig, configs, div,
                                  threads, a.timeline and threads, a.triton_site,
-                                 root=impl.split("@", 1)[1] if "@" in impl else ROOT)
+                                 root=impl.split("@", 1)[1] if "@" in impl else ROOT, eq1=_EQ1.get(name, ()))
                 if "error" in res:
                     print(f"{name} {impl}{' threads' if threads else ''}: {res['error']}", file=sys.stderr)
                     continue

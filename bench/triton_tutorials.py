@@ -233,6 +233,8 @@ def warm_caches(path: str, impl: str, cache: str, bench_points: Optional[int], s
         for k, v in (res.get("compile") or {}).items():
             if isinstance(v, (int, float)):
                 out["compile"][k] = out["compile"].get(k, 0) + v
+            elif k == "per_compile":  # every shard's compiles, with their configs and seconds
+                out.setdefault("per_compile", []).extend(v)
         if res.get("rc"):
             out["errors"].append((res.get("stderr_tail") or "")[-800:])
     out["wall_s"] = time.perf_counter() - t0

@@ -151,13 +151,18 @@ class _Accounting:
 
     def __init__(self):
         self.d = {"kernels": 0, "cache_hits": 0, "cache_misses": 0, "failed": 0, "compile_s": 0.0, "hit_load_s": 0.0,
-                  "autotune_s": 0.0, "autotune_compile_s": 0.0, "misses": []}
+                  "autotune_s": 0.0, "autotune_compile_s": 0.0, "misses": [], "per_compile": []}
         self.tuning = 0
 
-    def compiled(self, name, seconds, hit, failed=False):
+    def compiled(self, name, seconds, hit, failed=False, config=None):
         """One compile request: ``hit`` if the disk cache answered it, ``failed`` if it raised (a config
-        that does not fit the device, a failed static_assert: counted in ``kernels`` too)."""
+        that does not fit the device, a failed static_assert: counted in ``kernels`` too). ``config``: what
+        was compiled (constexprs, warps, stages, argument types), kept per compile with its seconds for the
+        first 400 compiles (``per_compile``: which configs a tutorial's compile time is spent on)."""
         d = self.d
+        if len(d["per_compile"]) < 400:
+            d["per_compile"].append({"kernel": name, "s": round(seconds, 3), "hit": bool(hit), "failed": bool(failed),
+                                     "config": config})
         d["kernels"] += 1
         d["failed"] += bool(failed)
         if hit:
@@ -204,14 +209,45 @@ def _count_triton_compiles(acct: _Accounting) -> None:
         try:
             k = orig(src, *args, **kwargs)
         except Exception:  # (a config that does not compile costs its time too)
-            acct.compiled(getattr(src, "name", "?"), time.perf_counter() - t0, False, failed=True)
+            acct.compiled(getattr(src, "name", "?"), time.perf_counter() - t0, False, failed=True,
+                          config=_triton_config(src, kwargs))
             raise
         if not getattr(k, "dry_run_skipped", False):  # (another dry-run process compiles that one)
-            acct.compiled(getattr(src, "name", "?"), time.perf_counter() - t0, last.get("hit", False))
+            acct.compiled(getattr(src, "name", "?"), time.perf_counter() - t0, last.get("hit", False),
+                          config=_triton_config(src, kwargs))
         return k
     triton.compiler.compile = compile  # what JITFunction.create_binder picks up
     from triton.runtime import autotuner
     acct.wrap_tuning(autotuner.Autotuner, "_bench")
+
+
+def _triton_config(src, kwargs) -> dict:
+    """A Triton compile's constexprs (by name), warps, stages and argument types, for ``per_compile``."""
+    try:
+        fn = getattr(src, "fn", None)
+        names = list(getattr(fn, "arg_names", []) or [])
+        cx = {}
+        for k, v in (getattr(src, "constexprs", None) or {}).items():
+            i = k[0] if isinstance(k, tuple) and len(k) == 1 else k
+            cx[names[i] if isinstance(i, int) and i < len(names) else str(k)] = repr(v) if not isinstance(
+                v, (int, float, bool, str)) else v
+        opts = kwargs.get("options") or {}
+        sig = {k: str(v) for k, v in (getattr(src, "signature", None) or {}).items() if str(v) != "constexpr"}
+        return {"constexprs": cx, "num_warps": opts.get("num_warps"), "num_stages": opts.get("num_stages"),
+                "signature": sig}
+    except Exception as e:  # the record is a diagnostic; never fail a compile over it
+        return {"error": repr(e)}
+
+
+def _kernelc_config(args, kwargs) -> dict:
+    """A kernelc compile's constexprs, warps, stages and argument types (``cached_compile``'s arguments)."""
+    try:
+        sig, cx, _, eq1, w, s = (list(args) + [None] * 6)[:6]
+        return {"constexprs": {k: v if isinstance(v, (int, float, bool, str)) else repr(v)
+                               for k, v in (cx or {}).items()}, "num_warps": w, "num_stages": s,
+                "signature": {k: str(v) for k, v in (sig or {}).items()}, "equal_to_1": list(eq1 or ())}
+    except Exception as e:
+        return {"error": repr(e)}
 
 
 def _count_kernelc_compiles(acct: _Accounting) -> None:
@@ -224,9 +260,11 @@ def _count_kernelc_compiles(acct: _Accounting) -> None:
             ck = orig(fn, *args, **kwargs)
         except Exception as e:  # (an out-of-resources failure the disk cache remembered is a hit)
             acct.compiled(getattr(fn, "__name__", "?"), time.perf_counter() - t0, getattr(e, "from_cache", False),
-                          failed=True)
+                          failed=True, config=dict(_kernelc_config(args, kwargs), error=type(e).__name__))
             raise
-        acct.compiled(getattr(fn, "__name__", "?"), time.perf_counter() - t0, "disk_cache_load" in ck.timings)
+        acct.compiled(getattr(fn, "__name__", "?"), time.perf_counter() - t0, "disk_cache_load" in ck.timings,
+                      config=dict(_kernelc_config(args, kwargs), timings={k: round(v, 3) for k, v in ck.timings.items()
+                                                                          if not k.startswith("pass.")}))
         return ck
     cache.cached_compile = cached_compile  # launcher.compile_for imports it at each call
     acct.wrap_tuning(tuning, "select_config")  # the autotuner imports it at each call
