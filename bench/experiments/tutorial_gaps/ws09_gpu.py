@@ -87,16 +87,25 @@ def main(argv=None) -> int:
     ap.add_argument("--variants", default="kernelc,triton")
     ap.add_argument("--timeout", type=int, default=60, help="seconds per variant")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "ws09_gpu.json"))
+    ap.add_argument("--only", default="", help="configs as kind:BN:stages:warps[,...] (default: all)")
+    ap.add_argument("--shapes", default="", help="MxNxK[,...] (default: both)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="processes per variant; the variants' order alternates from round to round")
     a = ap.parse_args(argv)
+    configs = [c for c in CONFIGS if not a.only or f"{c[0]}:{c[1]}:{c[2]}:{c[3]}" in a.only.split(",")]
+    shapes = [tuple(int(x) for x in sh.split("x")) for sh in a.shapes.split(",") if sh] or SHAPES
     mod = os.path.join(tempfile.mkdtemp(prefix="ws09g_"), "k09.py")
     with open(mod, "w") as f:
         f.write(kernel_module(os.path.join(a.tutorials, "09-persistent-matmul.py")))
     flatten_09._CHILD = _CHILD   # flatten_09.run launches _CHILD with its payload
     res = {}
-    for label in a.variants.split(","):
-        impl, env = VARIANTS[label]
-        print(f"== {label} {env}", flush=True)
-        res[label] = flatten_09.run(impl, env, mod, a.triton_site, SHAPES, CONFIGS, a.timeout)
+    order = a.variants.split(",")
+    for rnd in range(a.rounds):
+        for label in (order if rnd % 2 == 0 else order[::-1]):
+            impl, env = VARIANTS[label]
+            name = label if a.rounds == 1 else f"{label}#{rnd}"
+            print(f"== {name} {env}", flush=True)
+            res[name] = flatten_09.run(impl, env, mod, a.triton_site, shapes, configs, a.timeout)
     labels = list(res)
     rows = {}
     for label, recs in res.items():
@@ -111,7 +120,7 @@ def main(argv=None) -> int:
         cells = [f"{v[x]:.1f}" if isinstance(v.get(x), float) else str(v.get(x)) for x in labels]
         print(" ".join(str(k) for k in key) + " | " + " | ".join(cells))
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    json.dump({"configs": CONFIGS, "shapes": SHAPES, "variants": {k: VARIANTS[k][1] for k in labels},
+    json.dump({"configs": configs, "shapes": shapes, "variants": {k: VARIANTS[k.split("#")[0]][1] for k in labels},
                "results": res}, open(a.out, "w"), indent=1)
     return 0
 
