@@ -1,0 +1,57 @@
+"""fwd17's in-process A/B at N 4096 (issue 27): fwd15's ``n4096_ab.py`` (same timing, checks, summary) with this
+session's candidate lists; a candidate compiled under compile knobs is a bench ``FWD_VARIANTS`` entry added here
+(its own JIT, compiled under its environment on its first call).
+
+    python3 bench/experiments/fwd17/ab.py --out OUT.jsonl [--reps 8] [--budget-s 90] [--points 128,0 ...]
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "bench", "experiments", "fwd15"))
+
+import n4096_ab as AB  # noqa: E402
+from bench import bench_attention as BA  # noqa: E402
+
+RT = {"KERNELC_REDUCE_TREE": "1"}
+# name -> (module, kernel, env, launch kwargs, entry)
+EXTRA = {
+    "fa3_rtree": ("attention_fa3", "attn_fwd_fa3_kernel", RT, {}, "attention"),
+    "fa3_s3_latev": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(num_stages=3, early_v=False), "attention"),
+    "fp8_ptr_rtree": ("attention", "attn_fwd_lse_kernel", RT, {}, "attention_fp8"),
+    "fp8_ptr_poly18": ("attention", "attn_fwd_lse_kernel", {"KERNELC_EXP2_POLY": "1/8"}, {}, "attention_fp8"),
+    "fp8_ptr_rtree_poly18": ("attention", "attn_fwd_lse_kernel", {**RT, "KERNELC_EXP2_POLY": "1/8"}, {},
+                             "attention_fp8"),
+    "fp8_fa3_rtree": ("attention_fa3", "attn_fwd_fa3_kernel", RT, {}, "attention_fp8"),
+}
+BA.FWD_VARIANTS.update(EXTRA)
+
+AB.CANDIDATES = {
+    (128, False): [
+        ("fp16_fa3", "fa3_16", {}),
+        ("cudnn", "cudnn", {}),
+        ("fp16_fa3_rtree", "bench:fa3_rtree", {}),
+        ("fp8_ptr", "ptr8", {}),
+        ("fp8_ptr_rtree", "bench:fp8_ptr_rtree", {}),
+        ("fp8_ptr_poly18", "bench:fp8_ptr_poly18", {}),
+        ("fp8_ptr_rtree_poly18", "bench:fp8_ptr_rtree_poly18", {}),
+        ("fp8_fa3", "fa3_8", {}),
+        ("fp16_fa3_s3_latev", "bench:fa3_s3_latev", {}),
+    ],
+    (128, True): [
+        ("fp16_fa3", "fa3_16", {}),
+        ("cudnn", "cudnn", {}),
+        ("fp16_fa3_rtree", "bench:fa3_rtree", {}),
+        ("fp8_fa3", "fa3_8", {}),
+        ("fp8_fa3_rtree", "bench:fp8_fa3_rtree", {}),
+        ("fp8_ptr", "ptr8", {}),
+        ("fp8_ptr_rtree", "bench:fp8_ptr_rtree", {}),
+    ],
+}
+
+if __name__ == "__main__":
+    sys.exit(AB.main())
