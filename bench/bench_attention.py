@@ -465,6 +465,9 @@ FWD_VARIANTS = {
     # P V over keys in attention.fp8_key_order's order (V^T stored so): no shuffle of P between lanes (fwd17)
     "fp8_ptr_keyorder": ("attention", "attn_fwd_lse_kernel", {}, dict(key_order=True), "attention_fp8"),
     "fp8_fa3_keyorder": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(key_order=True), "attention_fp8"),
+    # and in natural order (P shuffled between lanes), the headline rows before fwd17
+    "fp8_ptr_natural": ("attention", "attn_fwd_lse_kernel", {}, dict(key_order=False), "attention_fp8"),
+    "fp8_fa3_natural": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(key_order=False), "attention_fp8"),
     # P carried across the back edge in register order, as before KERNELC_FP8_CARRY_WORDS (main's code until then)
     "fp8_fa3_regwords": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_FP8_CARRY_WORDS": "0"}, {}, "attention_fp8"),
     # the pointer fp8 forward's P (a cast, not carried) in register order: main's code before the cast-fed A words
@@ -794,7 +797,8 @@ def main(argv=None):
                    help="our backward's modes timed through autograd (default: all)")
     p.add_argument("--no-fp8", action="store_true")
     p.add_argument("--fp8-natural", action="store_true",
-                   help="the fp8 forwards' headline rows with V^T in key order (key_order=False), as before fwd17")
+                   help="the fp8 forwards' headline rows with V^T in natural key order (key_order=False), as "
+                        "before fwd17")
     p.add_argument("--fwd-variants", nargs="*", default=None, choices=sorted(FWD_VARIANTS), metavar="NAME",
                    help="also time the descriptor forwards under other compile knobs or configs (FWD_VARIANTS: A/B "
                         "of the exp2 flush, the pinned waits, ping-pong, FA3 configs); no NAME: all of them")
