@@ -218,8 +218,9 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
     ``[Z, H, HEAD_DIM, N_CTX]`` (fp8 wgmma reads its B operand K-major only); all contiguous e4m3. Both dots
     run on fp8 wgmma, P is rounded to e4m3, the output is ``out_dtype`` (default float16); the launch config not
     given comes from :func:`config`. The scales are 1-element fp32 tensors (anything else is converted to one on
-    every call). ``key_order``: ``v8t``'s keys are in ``attention.fp8_key_order``'s order (``attention.fp8_v_key_order``;
-    N_CTX and BLOCK_N multiples of 32): P is carried in that order, no shuffle of P between lanes."""
+    every call). ``key_order``: ``v8t``'s keys are in ``attention.fp8_key_order``'s order
+    (``attention.fp8_v_key_order``; N_CTX and BLOCK_N multiples of 32): P is carried in that order, no shuffle of P
+    between lanes."""
     import torch
     dev = q8.device
     key = ("fp8", q8.shape, k8.shape, v8t.shape, q8.stride(), k8.stride(), v8t.stride(), q8.dtype, k8.dtype,

@@ -104,7 +104,8 @@ def test_fa3_fp8_key_loop_has_no_shuffle_of_p():
            "QScale": "*fp32", "KScale": "*fp32", "VScale": "*fp32"}
     ck = kernelc.compile(attention_fa3.attn_fwd_fa3_kernel, sig,
                          dict(BLOCK_M=128, BLOCK_N=128, HEAD_DIM=D, CAUSAL=False, FP8=True, KEY_ORDER=True),
-                         target="sm_90a", num_warps=8, num_stages=2, divisibility={k: 16 for k in sig if k != "sm_scale"})
+                         target="sm_90a", num_warps=8, num_stages=2,
+                         divisibility={k: 16 for k in sig if k != "sm_scale"})
     ops = _key_loop(ck.asm["sass"])
     count = lambda p: sum(o.startswith(p) for o in ops)  # noqa: E731
     assert ck.n_spills == 0

@@ -33,8 +33,8 @@ def main():
         for ko in (False, True):
             name = f"{kern} fp8 D{D}{' causal' if causal else ''} {bm}x{bn} w{w} s{s} KEY_ORDER={int(ko)}"
             try:
-                row = dict(build=name, **S.profile(getattr(S, {"ptr": "pointer", "fa3": "fa3"}[kern])(D, causal, True, bm, bn, w, s,
-                                                                                          KEY_ORDER=ko)))
+                build = S.pointer if kern == "ptr" else S.fa3
+                row = dict(build=name, **S.profile(build(D, causal, True, bm, bn, w, s, KEY_ORDER=ko)))
                 row["elems"] = bm * bn // (w * 32)
                 row["instr_per_elem"] = round(row["loop"] / row["elems"], 2)
             except Exception as e:  # noqa: BLE001
