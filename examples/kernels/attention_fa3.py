@@ -124,6 +124,13 @@ CONFIGS = {(64, True): (64, 64, 4, 2)}
 FP8_CONFIGS = {(128, True): (128, 128, 8, 4), (128, False): (128, 128, 8, 4), (64, False): (64, 128, 4, 2)}
 
 
+# fp16 / bf16 (head dim, causal) whose last V block is loaded after the loop (EARLY_V off) although the config has 8
+# warps: D=128 non-causal 654.9 TFLOP/s against 636.2 (GPU time; per call 620.7 against 598.2, cuDNN 660.0 / 625.7)
+# at N 4096, one H200 process (call R2a, docs/attention.md "fp8 P without its shuffle"); not causal, where it
+# measured -1.8% at N 16384
+LATE_V = {(128, False)}
+
+
 def config(D, causal, fp8=False, BLOCK_M=None, BLOCK_N=None, num_warps=None, num_stages=None):
     """The launch config for head dim ``D``, with any of the four given overriding the table's."""
     bm, bn, w, s = (FP8_CONFIGS if fp8 else CONFIGS).get((D, bool(causal)), DEFAULT_CONFIG)
@@ -191,7 +198,7 @@ def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=None, BLOCK_N=None, 
     multiple of BLOCK_M; BLOCK_M == BLOCK_N when causal: the diagonal is one block). The launch config not
     given comes from :func:`config`. ``kernel``: another ``kernelc.jit`` of :func:`attn_fwd_fa3_kernel` (its own
     compiled variants, e.g. under other compile knobs). ``early_v``: load the last V block before the loop
-    (default: with 8 warps, see the kernel's EARLY_V)."""
+    (default: with 8 warps, see the kernel's EARLY_V, but not where :data:`LATE_V` says)."""
     import torch
     key = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype, q.device,
            causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages, kernel, early_v)
@@ -205,6 +212,8 @@ def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=None, BLOCK_N=None, 
         if not all(t.is_contiguous() for t in (q, k, v)):
             raise ValueError("attention_fa3 expects contiguous q, k, v")
         _check_blocks("attention_fa3", N, causal, BLOCK_M, BLOCK_N)
+        if early_v is None and (D, bool(causal)) in LATE_V:
+            early_v = False
         plan = _make_plan(key, kernel, q, k, v, False, causal, sm_scale if sm_scale is not None else D ** -0.5,
                           BLOCK_M, BLOCK_N, num_warps, num_stages, early_v, q.dtype)
     o = torch.empty(plan.out_shape, device=q.device, dtype=plan.out_dtype)
