@@ -462,6 +462,12 @@ FWD_VARIANTS = {
     # the pointer fp8 forwards
     "fp8_fa3_poly0": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_EXP2_POLY": "0"}, {}, "attention_fp8"),
     "fp8_ptr_poly0": ("attention", "attn_fwd_lse_kernel", {"KERNELC_EXP2_POLY": "0"}, {}, "attention_fp8"),
+    # P V over keys in attention.fp8_key_order's order (V^T stored so): no shuffle of P between lanes (fwd17)
+    "fp8_ptr_keyorder": ("attention", "attn_fwd_lse_kernel", {}, dict(key_order=True), "attention_fp8"),
+    "fp8_fa3_keyorder": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(key_order=True), "attention_fp8"),
+    # and in natural order (P shuffled between lanes), the headline rows before fwd17
+    "fp8_ptr_natural": ("attention", "attn_fwd_lse_kernel", {}, dict(key_order=False), "attention_fp8"),
+    "fp8_fa3_natural": ("attention_fa3", "attn_fwd_fa3_kernel", {}, dict(key_order=False), "attention_fp8"),
     # P carried across the back edge in register order, as before KERNELC_FP8_CARRY_WORDS (main's code until then)
     "fp8_fa3_regwords": ("attention_fa3", "attn_fwd_fa3_kernel", {"KERNELC_FP8_CARRY_WORDS": "0"}, {}, "attention_fp8"),
     # the pointer fp8 forward's P (a cast, not carried) in register order: main's code before the cast-fed A words
@@ -648,29 +654,38 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
     if dtype == torch.float16 and not args.no_fp8:
         (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in (q, k, v))
         v8t = v8.transpose(-1, -2).contiguous()
+        # V^T with its keys in attention.fp8_key_order's order (P V without P's shuffle), made here like v8t (a
+        # producer of fp8 V writes it so); the headline rows use it unless --fp8-natural
+        ko = not args.fp8_natural and N % 32 == 0
+        v8k = A.fp8_v_key_order(v8t) if N % 32 == 0 else v8t
+        vko = v8k if ko else v8t
         # the fp32 reference on the dequantised inputs of the first two heads (fp32 SDPA of the whole tensor
         # is slow, and may not fit at N 16384); our outputs are compared there
         want = SDPA(*(t[:1, :2].float() * s for t, s in ((q8, qs), (k8, ks), (v8, vs))), is_causal=causal,
                     scale=scale) if args.check else None
         fp8_err = lambda o: _err(o[:1, :2], want)  # noqa: E731
         if args.check:
-            check("fp8_fwd", fp8_err(A.attention_fp8(q8, k8, v8t, qs, ks, vs, causal, scale)), 0.1)
-        record("ours_fp8_fwd", lambda: A.attention_fp8(q8, k8, v8t, qs, ks, vs, causal, scale))
+            check("fp8_fwd", fp8_err(A.attention_fp8(q8, k8, vko, qs, ks, vs, causal, scale, key_order=ko)), 0.1)
+        record("ours_fp8_fwd", lambda: A.attention_fp8(q8, k8, vko, qs, ks, vs, causal, scale, key_order=ko))
         if fa3_ok:  # FA3's order on descriptors, P fed to the second fp8 wgmma from registers
             if args.check:
-                check("fp8_fwd_fa3", fp8_err(AF.attention_fp8(q8, k8, v8t, qs, ks, vs, causal, scale)), 0.1)
-            record("ours_fp8_fwd_fa3", lambda: AF.attention_fp8(q8, k8, v8t, qs, ks, vs, causal, scale))
+                check("fp8_fwd_fa3", fp8_err(AF.attention_fp8(q8, k8, vko, qs, ks, vs, causal, scale, key_order=ko)),
+                      0.1)
+            record("ours_fp8_fwd_fa3", lambda: AF.attention_fp8(q8, k8, vko, qs, ks, vs, causal, scale,
+                                                                key_order=ko))
             for name in [n for n in (args.fwd_variants or FWD_VARIANTS) if n.startswith("fp8")
                          and variant_runs(n, D, causal)] if args.fwd_variants is not None else ():
                 fwd, first = variant_forward(name)
+                # a variant with key_order in its launch options reads V^T in that order
+                vt = v8k if (FWD_VARIANTS[name][3:4] or [{}])[0].get("key_order") else v8t
                 try:
-                    got = first(q8, k8, v8t, qs, ks, vs, causal, scale)
+                    got = first(q8, k8, vt, qs, ks, vs, causal, scale)
                     if args.check:
                         check(f"{name}_fwd", fp8_err(got), 0.1)
                 except Exception as e:
                     print(f"ours_{name}_fwd {tag}: {type(e).__name__}: {str(e)[:300]}", flush=True)
                     continue
-                record(f"ours_{name}_fwd", lambda fwd=fwd: fwd(q8, k8, v8t, qs, ks, vs, causal, scale))
+                record(f"ours_{name}_fwd", lambda fwd=fwd, vt=vt: fwd(q8, k8, vt, qs, ks, vs, causal, scale))
         fp8 = {n: res[n]["ms"] for n in ("ours_fp8_fwd", "ours_fp8_fwd_fa3",
                                          *(f"ours_{v}_fwd" for v in FWD_VARIANTS if v.startswith("fp8"))) if n in res}
         for n in fp8:
@@ -679,7 +694,7 @@ def run_config(N, D, dtype_name, causal, args, tut06, timings, failures):
             row["fp8_fwd_tflops"] = tf(min(fp8.values()), fwd_flop)
             if ours:
                 row["fp8_vs_our_fp16"] = min(ours) / min(fp8.values())
-        del q8, k8, v8, v8t, want
+        del q8, k8, v8, v8t, v8k, vko, want
     if args.sweep:
         sweep(N, D, q, k, v, do, causal, scale, record, res, row, check if args.check else None,
               fwd=not args.no_fwd_sweep, only=args.sweep_filter)
@@ -781,6 +796,9 @@ def main(argv=None):
     p.add_argument("--bwd-modes", nargs="+", default=list(BWD_MODES), choices=BWD_MODES,
                    help="our backward's modes timed through autograd (default: all)")
     p.add_argument("--no-fp8", action="store_true")
+    p.add_argument("--fp8-natural", action="store_true",
+                   help="the fp8 forwards' headline rows with V^T in natural key order (key_order=False), as "
+                        "before fwd17")
     p.add_argument("--fwd-variants", nargs="*", default=None, choices=sorted(FWD_VARIANTS), metavar="NAME",
                    help="also time the descriptor forwards under other compile knobs or configs (FWD_VARIANTS: A/B "
                         "of the exp2 flush, the pinned waits, ping-pong, FA3 configs); no NAME: all of them")

@@ -69,12 +69,23 @@ def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=128, BLOCK_N=64, num
 
 
 @triton.jit
+def fp8_key_order(p, ROWS: tl.constexpr, KEYS: tl.constexpr):
+    """``p[:, pi(k)]`` for each key ``k``: within each 32-key group, key bits 1, 2, 3 taken from bits 3, 1, 2 (a
+    reshape and permute). On a tile in an MMA accumulator layout it only renames registers, into the layout an
+    fp8 wgmma A fragment reads (kernelc codegen/fp8_words.py: a8_operand_layout), so ``dot(fp8_key_order(p), v)``
+    needs no shuffle of P between lanes; it is P V when ``v``'s keys come in the same order
+    (:func:`fp8_v_key_order`)."""
+    return tl.reshape(tl.permute(tl.reshape(p, [ROWS, KEYS // 32, 2, 2, 4, 2]), [0, 1, 2, 4, 3, 5]), [ROWS, KEYS])
+
+
+@triton.jit
 def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, lo, hi, N_CTX, qk_scale,
                     BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
-                    FOLD_SCALE: tl.constexpr = False):
+                    FOLD_SCALE: tl.constexpr = False, KEY_ORDER: tl.constexpr = False, BLOCK_M: tl.constexpr = 0):
     """Key blocks [lo, hi) into the running (acc, l_i, m_i); only MASKED blocks pay for the mask.
     FOLD_SCALE (unmasked blocks, qk_scale > 0): the row max of the raw scores times the scale, and the scale
-    folded into the exponent's multiply-add, instead of a multiply of every score before the max."""
+    folded into the exponent's multiply-add, instead of a multiply of every score before the max.
+    KEY_ORDER: V's keys come in :func:`fp8_key_order`'s order (fp8), P goes to P V in it too."""
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
         if MASKED:
@@ -101,7 +112,10 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs
             v = tl.load(v_ptrs + start_n * stride_vn, mask=cols[:, None] < N_CTX, other=0.0)
         else:
             v = tl.load(v_ptrs + start_n * stride_vn)
-        acc = tl.dot(p.to(v.dtype), v, acc)  # fp8 V: P is rounded to e4m3 too (it lies in [0, 1])
+        if KEY_ORDER:
+            acc = tl.dot(fp8_key_order(p.to(v.dtype), BLOCK_M, BLOCK_N), v, acc)
+        else:
+            acc = tl.dot(p.to(v.dtype), v, acc)  # fp8 V: P is rounded to e4m3 too (it lies in [0, 1])
         m_i = m_ij
     return acc, l_i, m_i
 
@@ -112,7 +126,8 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
                         stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, BLOCK_M: tl.constexpr,
                         BLOCK_N: tl.constexpr,
                         HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, STORE_LSE: tl.constexpr, FP8: tl.constexpr,
-                        FOLD_SCALE: tl.constexpr = False, LPT: tl.constexpr = False):
+                        FOLD_SCALE: tl.constexpr = False, LPT: tl.constexpr = False,
+                        KEY_ORDER: tl.constexpr = False):
     """One [BLOCK_M, HEAD_DIM] block of O (and of the base-2 log-sum-exp LSE [Z*H, N_CTX] when STORE_LSE).
 
     Causal: the key blocks left of the diagonal run unmasked, then the diagonal block(s) masked
@@ -121,7 +136,9 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
     KScale, VScale point at their fp32 per-tensor scales (three pointers: one buffer of three would cost the host a
     torch.cat every call); V may be passed K-major (strides of a transposed tensor), which is what fp8 wgmma reads.
     LPT (causal): a head's row blocks launch last first, the heaviest first, so that the
-    light ones fill the grid's tail.
+    light ones fill the grid's tail. KEY_ORDER (fp8; BLOCK_N and N_CTX multiples of 32): V's keys are stored in
+    :func:`fp8_key_order`'s order within each 32-key group (:func:`fp8_v_key_order`), so P V reads P's registers
+    as they are.
     """
     start_m = tl.num_programs(0) - 1 - tl.program_id(0) if LPT else tl.program_id(0)
     off_hz = tl.program_id(1)
@@ -152,16 +169,19 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
         else:
             diag = start_m * BLOCK_M
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, 0,
-                                        diag, N_CTX, qk_scale, BLOCK_N, False, CAUSAL, FOLD_SCALE)
+                                        diag, N_CTX, qk_scale, BLOCK_N, False, CAUSAL, FOLD_SCALE, KEY_ORDER,
+                                        BLOCK_M)
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
                                         diag, tl.minimum((start_m + 1) * BLOCK_M, N_CTX), N_CTX,
-                                        qk_scale, BLOCK_N, True, CAUSAL)
+                                        qk_scale, BLOCK_N, True, CAUSAL, False, KEY_ORDER, BLOCK_M)
     else:
         n_full = (N_CTX // BLOCK_N) * BLOCK_N
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, 0,
-                                        n_full, N_CTX, qk_scale, BLOCK_N, False, CAUSAL, FOLD_SCALE)
+                                        n_full, N_CTX, qk_scale, BLOCK_N, False, CAUSAL, FOLD_SCALE,
+                                        KEY_ORDER, BLOCK_M)
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
-                                        n_full, N_CTX, N_CTX, qk_scale, BLOCK_N, True, CAUSAL)
+                                        n_full, N_CTX, N_CTX, qk_scale, BLOCK_N, True, CAUSAL, False, KEY_ORDER,
+                                        BLOCK_M)
     if FP8:
         acc = acc * tl.load(VScale)
     acc = acc / l_i[:, None]
@@ -244,7 +264,7 @@ class _Plan:
 
 
 def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8, cfg, kernel, fold_scale, lpt,
-               out_dtype, lse_shape=None):
+               out_dtype, lse_shape=None, key_order=False):
     Z, H, N, D = q.shape
     _check_blocks(cfg, causal)
     cfg = dict(cfg)
@@ -253,7 +273,7 @@ def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8
     # every kernel parameter after the eight tensors, positionally (the kernel's order), constexprs included
     tail = (sm_scale, *q.stride(), *k.stride(), *v_strides, *o_strides, H, N, cfg["BLOCK_M"], cfg["BLOCK_N"], D,
             bool(causal), bool(store_lse), bool(fp8), bool(_fold(fold_scale, D, causal, fp8) and sm_scale > 0),
-            bool(lpt and causal))
+            bool(lpt and causal), bool(key_order))
     plan = _Plan((kernel or attn_fwd_lse_kernel)[grid], tail, opts, tuple(q.shape), out_dtype, lse_shape)
     if len(_PLANS) >= _MAX_PLANS:
         _PLANS.clear()
@@ -299,6 +319,16 @@ def quantize_fp8(t):
     return (t.float() / scale).to(torch.float8_e4m3fn), scale
 
 
+def fp8_v_key_order(v8t):
+    """``v8t`` (V transposed, ``[..., HEAD_DIM, N_CTX]``, N_CTX a multiple of 32) with its keys in
+    :func:`fp8_key_order`'s order within each 32-key group: ``attention_fp8(..., key_order=True)``'s V. A copy (one
+    pass over V, which the transposed copy ``attention_fp8`` wants can take at no extra cost)."""
+    *lead, D, N = v8t.shape
+    if N % 32:
+        raise ValueError(f"fp8_v_key_order: N_CTX ({N}) must be a multiple of 32")
+    return v8t.reshape(*lead, D, N // 32, 2, 2, 4, 2).transpose(-2, -3).reshape(*lead, D, N).contiguous()
+
+
 def _scale_arg(s, device):
     """A scale as the kernel reads it: a 1-element fp32 tensor on ``device`` (``s`` itself when it is one)."""
     import torch
@@ -308,7 +338,7 @@ def _scale_arg(s, device):
 
 
 def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None, kernel=None,
-                  fold_scale=None, lpt=None, **config):
+                  fold_scale=None, lpt=None, key_order=False, **config):
     """fp8 (e4m3) attention forward: ``softmax(q k^T * sm_scale) v`` with ``q = q8 * q_scale`` etc.
 
     ``q8``, ``k8``: ``[Z, H, N_CTX, HEAD_DIM]`` e4m3; ``v8t``: V transposed, ``[Z, H, HEAD_DIM, N_CTX]``
@@ -316,12 +346,15 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
     tensors (:func:`quantize_fp8`; anything else is converted to one on every call). Q K^T runs in fp8, P is
     rounded to e4m3 for P V, accumulation is fp32, the output ``out_dtype`` (default float16). ``kernel``: another
     ``kernelc.jit`` of :func:`attn_fwd_lse_kernel` (its own compiled variants, e.g. under other compile knobs);
-    ``fold_scale`` and ``lpt`` as in :func:`attention_fwd`.
+    ``fold_scale`` and ``lpt`` as in :func:`attention_fwd`. ``key_order``: ``v8t``'s keys are in
+    :func:`fp8_key_order`'s order within each 32-key group (:func:`fp8_v_key_order`, N_CTX and BLOCK_N multiples
+    of 32): P V then takes P's registers as they are, no shuffle between lanes (docs/attention.md, "fp8 P without
+    its shuffle").
     """
     import torch
     device = q8.device
     key = ("fp8", q8.shape, k8.shape, v8t.shape, q8.stride(), k8.stride(), v8t.stride(), q8.dtype, k8.dtype,
-           v8t.dtype, device, causal, sm_scale, out_dtype, fold_scale, kernel, lpt, *config.items())
+           v8t.dtype, device, causal, sm_scale, out_dtype, fold_scale, kernel, lpt, key_order, *config.items())
     plan = _PLANS.get(key)
     if plan is None:
         Z, H, N, D = q8.shape
@@ -331,13 +364,17 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
         if tuple(v8t.shape) != (Z, H, D, N):
             raise ValueError(f"attention_fp8: v8t must be V transposed, shape {(Z, H, D, N)}, "
                              f"got {tuple(v8t.shape)}")
+        cfg = fwd_config(D, fp8=True, **config)
+        if key_order and (N % 32 or cfg["BLOCK_N"] % 32):
+            raise ValueError(f"attention_fp8: key_order needs N_CTX ({N}) and BLOCK_N ({cfg['BLOCK_N']}) multiples "
+                             f"of 32")
         vs = v8t.stride()
         out_dtype = out_dtype or torch.float16
         o_strides = (H * N * D, N * D, D, 1)
         # V's strides as [Z, H, N_CTX, HEAD_DIM] are v8t's with the last two swapped (no transposed view per call)
         plan = _make_plan(key, q8, k8, (vs[0], vs[1], vs[3], vs[2]), o_strides, causal,
                           sm_scale if sm_scale is not None else D ** -0.5, False, True,
-                          fwd_config(D, fp8=True, **config), kernel, fold_scale, lpt, out_dtype)
+                          cfg, kernel, fold_scale, lpt, out_dtype, key_order=key_order)
     o = torch.empty(plan.out_shape, device=device, dtype=plan.out_dtype)
     plan.launch(q8, k8, v8t, o, o, _scale_arg(q_scale, device), _scale_arg(k_scale, device),
                 _scale_arg(v_scale, device), *plan.tail, **plan.opts)

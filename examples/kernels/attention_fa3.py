@@ -16,6 +16,7 @@ import importlib
 
 import kernelc as triton
 import kernelc.language as tl
+from examples.kernels.attention import fp8_key_order
 
 TensorDescriptor = importlib.import_module(triton.__name__ + ".tools.tensor_descriptor").TensorDescriptor
 
@@ -32,12 +33,14 @@ def _v_block(desc_v, row, off_hz, N_CTX, HEAD_DIM: tl.constexpr, FP8: tl.constex
 @triton.jit
 def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, QScale, KScale, VScale,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
-                        FP8: tl.constexpr, EARLY_V: tl.constexpr = True):
+                        FP8: tl.constexpr, EARLY_V: tl.constexpr = True, KEY_ORDER: tl.constexpr = False):
     # FP8: q, k are e4m3 and desc_v is V^T ([Z * H * HEAD_DIM, N_CTX], keys contiguous: fp8 wgmma reads its B
     # operand K-major only); QScale, KScale, VScale point at the per-tensor scales of q, k, v (fp32)
     # EARLY_V: load the last V block before the loop (a program that has the SM to itself: 8 consumer warps);
     # with 4 warps several programs share an SM, hide each other's copies, and the extra block would cost one
     # of them (fp16 head dim 64, 64x64 blocks: 3 programs an SM instead of 4)
+    # KEY_ORDER (fp8): V^T's keys are in attention.fp8_key_order's order, and P is carried in it (its registers
+    # renamed into the fp8 wgmma A fragments': no shuffle between lanes)
     # causal: a head's heaviest row blocks launch first, the light ones fill the tail of the grid
     start_m = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
     off_hz = tl.program_id(1)
@@ -68,6 +71,8 @@ def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, QScale,
     p32 = tl.math.exp2(qk - m_i[:, None])
     l_i = tl.sum(p32, 1)
     p = p32.to(dtype)  # fp8: P lies in [0, 1] and is rounded to e4m3 for P V
+    if KEY_ORDER:
+        p = fp8_key_order(p, BLOCK_M, BLOCK_N)
     v_prev = offset_y + first  # the row of the V block P belongs to
     for start_n in range(lo, hi, BLOCK_N):  # unmasked blocks
         qk = tl.dot(q, desc_k.load([offset_y + start_n, 0]).T)
@@ -79,6 +84,8 @@ def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, QScale,
         acc = acc * alpha[:, None]
         m_i = m_ij
         p = p32.to(dtype)
+        if KEY_ORDER:
+            p = fp8_key_order(p, BLOCK_M, BLOCK_N)
         v_prev = offset_y + start_n
     if not EARLY_V:
         v_last = _v_block(desc_v, v_prev, off_hz, N_CTX, HEAD_DIM, FP8)
@@ -117,6 +124,13 @@ CONFIGS = {(64, True): (64, 64, 4, 2)}
 FP8_CONFIGS = {(128, True): (128, 128, 8, 4), (128, False): (128, 128, 8, 4), (64, False): (64, 128, 4, 2)}
 
 
+# fp16 / bf16 (head dim, causal) whose last V block is loaded after the loop (EARLY_V off) although the config has 8
+# warps: D=128 non-causal 654.9 TFLOP/s against 636.2 (GPU time; per call 620.7 against 598.2, cuDNN 660.0 / 625.7)
+# at N 4096, one H200 process (call R2a, docs/attention.md "fp8 P without its shuffle"); not causal, where it
+# measured -1.8% at N 16384
+LATE_V = {(128, False)}
+
+
 def config(D, causal, fp8=False, BLOCK_M=None, BLOCK_N=None, num_warps=None, num_stages=None):
     """The launch config for head dim ``D``, with any of the four given overriding the table's."""
     bm, bn, w, s = (FP8_CONFIGS if fp8 else CONFIGS).get((D, bool(causal)), DEFAULT_CONFIG)
@@ -149,7 +163,7 @@ class _Plan:
 
 
 def _make_plan(key, kernel, q, k, v, vt, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages, early_v,
-               out_dtype):
+               out_dtype, key_order=False):
     Z, H, N, D = q.shape
     y = Z * H * N
     plan = _Plan()
@@ -161,7 +175,8 @@ def _make_plan(key, kernel, q, k, v, vt, causal, sm_scale, BLOCK_M, BLOCK_N, num
         d.base = None
     plan.launch = (kernel or attn_fwd_fa3_kernel)[(N // BLOCK_M, Z * H, 1)]
     plan.sm_scale, plan.N = sm_scale, N
-    plan.tail = (BLOCK_M, BLOCK_N, D, bool(causal), bool(vt), num_warps >= 8 if early_v is None else bool(early_v))
+    plan.tail = (BLOCK_M, BLOCK_N, D, bool(causal), bool(vt), num_warps >= 8 if early_v is None else bool(early_v),
+                 bool(key_order))
     plan.opts = dict(num_warps=num_warps, num_stages=num_stages)
     plan.out_shape, plan.out_dtype = (Z, H, N, D), out_dtype
     if len(_PLANS) >= _MAX_PLANS:
@@ -183,7 +198,7 @@ def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=None, BLOCK_N=None, 
     multiple of BLOCK_M; BLOCK_M == BLOCK_N when causal: the diagonal is one block). The launch config not
     given comes from :func:`config`. ``kernel``: another ``kernelc.jit`` of :func:`attn_fwd_fa3_kernel` (its own
     compiled variants, e.g. under other compile knobs). ``early_v``: load the last V block before the loop
-    (default: with 8 warps, see the kernel's EARLY_V)."""
+    (default: with 8 warps, see the kernel's EARLY_V, but not where :data:`LATE_V` says)."""
     import torch
     key = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype, q.device,
            causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages, kernel, early_v)
@@ -197,6 +212,8 @@ def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=None, BLOCK_N=None, 
         if not all(t.is_contiguous() for t in (q, k, v)):
             raise ValueError("attention_fa3 expects contiguous q, k, v")
         _check_blocks("attention_fa3", N, causal, BLOCK_M, BLOCK_N)
+        if early_v is None and (D, bool(causal)) in LATE_V:
+            early_v = False
         plan = _make_plan(key, kernel, q, k, v, False, causal, sm_scale if sm_scale is not None else D ** -0.5,
                           BLOCK_M, BLOCK_N, num_warps, num_stages, early_v, q.dtype)
     o = torch.empty(plan.out_shape, device=q.device, dtype=plan.out_dtype)
@@ -204,17 +221,20 @@ def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=None, BLOCK_N=None, 
 
 
 def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None, BLOCK_M=None,
-                  BLOCK_N=None, num_warps=None, num_stages=None, kernel=None, early_v=None):
+                  BLOCK_N=None, num_warps=None, num_stages=None, kernel=None, early_v=None, key_order=False):
     """fp8 (e4m3) attention in FlashAttention-3's order: ``softmax(q k^T * sm_scale) v`` with ``q = q8 * q_scale``
     etc. (``attention.quantize_fp8``). ``q8``, ``k8``: ``[Z, H, N_CTX, HEAD_DIM]``; ``v8t``: V transposed,
     ``[Z, H, HEAD_DIM, N_CTX]`` (fp8 wgmma reads its B operand K-major only); all contiguous e4m3. Both dots
     run on fp8 wgmma, P is rounded to e4m3, the output is ``out_dtype`` (default float16); the launch config not
     given comes from :func:`config`. The scales are 1-element fp32 tensors (anything else is converted to one on
-    every call)."""
+    every call). ``key_order``: ``v8t``'s keys are in ``attention.fp8_key_order``'s order
+    (``attention.fp8_v_key_order``; N_CTX and BLOCK_N multiples of 32): P is carried in that order, no shuffle of P
+    between lanes."""
     import torch
     dev = q8.device
     key = ("fp8", q8.shape, k8.shape, v8t.shape, q8.stride(), k8.stride(), v8t.stride(), q8.dtype, k8.dtype,
-           v8t.dtype, dev, causal, sm_scale, out_dtype, BLOCK_M, BLOCK_N, num_warps, num_stages, kernel, early_v)
+           v8t.dtype, dev, causal, sm_scale, out_dtype, BLOCK_M, BLOCK_N, num_warps, num_stages, kernel, early_v,
+           key_order)
     plan = _PLANS.get(key)
     if plan is None:
         Z, H, N, D = q8.shape
@@ -228,7 +248,9 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
             raise ValueError(f"attention_fa3.attention_fp8: v8t must be V transposed, shape {(Z, H, D, N)}, "
                              f"got {tuple(v8t.shape)}")
         _check_blocks("attention_fa3.attention_fp8", N, causal, BLOCK_M, BLOCK_N)
+        if key_order and BLOCK_N % 32:
+            raise ValueError(f"attention_fa3.attention_fp8: key_order needs BLOCK_N ({BLOCK_N}) a multiple of 32")
         plan = _make_plan(key, kernel, q8, k8, v8t, True, causal, sm_scale if sm_scale is not None else D ** -0.5,
-                          BLOCK_M, BLOCK_N, num_warps, num_stages, early_v, out_dtype or torch.float16)
+                          BLOCK_M, BLOCK_N, num_warps, num_stages, early_v, out_dtype or torch.float16, key_order)
     o = torch.empty(plan.out_shape, device=dev, dtype=plan.out_dtype)
     return _launch(plan, q8, k8, v8t, o, (_scale_arg(q_scale, dev), _scale_arg(k_scale, dev), _scale_arg(v_scale, dev)))

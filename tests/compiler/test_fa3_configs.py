@@ -77,3 +77,19 @@ def test_launch_config_table_and_overrides(monkeypatch):
     assert attention_fa3.config(64, True, fp8=True) == attention_fa3.FP8_CONFIGS.get((64, True),
                                                                                      attention_fa3.DEFAULT_CONFIG)
     assert attention_fa3.config(128, False) == attention_fa3.CONFIGS.get((128, False), attention_fa3.DEFAULT_CONFIG)
+
+
+def test_late_v_table_sets_early_v_off_where_it_says():
+    """fp16 D=128 non-causal loads the last V block after the loop (LATE_V); causal and an explicit early_v keep
+    the 8-warp default / the caller's choice (the launch's EARLY_V, second to last of its arguments)."""
+    import torch
+    calls = []
+
+    class Recorder:  # stands for the jitted kernel: records the launch arguments
+        def __getitem__(self, grid):
+            return lambda *a, **kw: calls.append(a)
+    q = torch.zeros(1, 1, 128, 128, dtype=torch.float16)
+    assert (128, False) in attention_fa3.LATE_V
+    for causal, early_v, want in ((False, None, False), (True, None, True), (False, True, True)):
+        attention_fa3.attention(q, q, q, causal=causal, kernel=Recorder(), early_v=early_v)
+        assert calls[-1][-2] is want, (causal, early_v, calls[-1][-7:])

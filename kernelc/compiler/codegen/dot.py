@@ -13,7 +13,7 @@ from ...errors import CompilationError
 from ...language.dtypes import scalar_of, shape_of
 from .convert import linear_index
 from .emitter import llty
-from .fp8_words import a8_fragment_order, word_of_pairs
+from .fp8_words import a8_fragment_order, a8_operand_order, word_of_pairs
 from ..layouts import Layout
 from .lowering import Lowering, Tile, rule
 from .wgmma import PingPong, fence_proxy_async, run_wgmma
@@ -172,6 +172,10 @@ def _a_from_registers(lw: Lowering, a_v, L: Layout, M: int, K: int, wgmma: bool 
     wm, wn = L.mma_meta[0]
     if wn != 1 or K % (32 // elt.itemsize):
         return None
+    if elt.itemsize == 1:
+        own = a8_operand_order(t.layout, M, K, wm)
+        if own is not None:  # the tile is the fragments' own bytes (fp8_words.py: a8_operand_layout)
+            return _a8_own(lw, [t.regs[r] for r in own], M, K, wm)
     from ..layouts import mma_v2
     if t.layout != mma_v2((M, K), (wm, 1)):
         return None
@@ -194,6 +198,18 @@ def _a_from_registers(lw: Lowering, a_v, L: Layout, M: int, K: int, wgmma: bool 
             n0, n1 = 2 * kk, 2 * kk + 1
             frags[(i, kk)] = [pack(r(n0, 0), r(n0, 1)), pack(r(n0, 2), r(n0, 3)),
                               pack(r(n1, 0), r(n1, 1)), pack(r(n1, 2), r(n1, 3))]
+    return frags
+
+
+def _a8_own(lw: Lowering, regs: List[str], M: int, K: int, wm: int):
+    """fp8 A fragments from a tile whose registers (``regs``, in fragment order) are already the bytes each lane
+    reads: four bytes a word (as pairs, which fold into the cvt pairs that made them), no shuffle."""
+    frags = {}
+    n = 0
+    for i in range(max(1, M // (16 * wm))):
+        for kk in range(K // 32):
+            frags[(i, kk)] = [word_of_pairs(lw.e, regs[n + 4 * w:n + 4 * w + 4]) for w in range(4)]
+            n += 16
     return frags
 
 

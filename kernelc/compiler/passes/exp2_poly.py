@@ -84,7 +84,14 @@ def mark_exp2_poly(fn: Function, fraction: str = "0", degree: int = 3, num_warps
 def _fp8_read_by_a_dot(v: Value, use: Dict[int, List[Op]]) -> bool:
     """Whether a dot reads one of ``v``'s fp8 casts directly: P rounded and multiplied in the same trip (tutorial
     06's order), not carried to the next trip's dot (FlashAttention-3's order)."""
-    return any(d.name == "dot" for r in use.get(v.id, []) if r.name == "cast" for d in use.get(r.results[0].id, []))
+    return any(_reaches_dot(r.results[0], use) for r in use.get(v.id, []) if r.name == "cast")
+
+
+def _reaches_dot(v: Value, use: Dict[int, List[Op]]) -> bool:
+    """A dot reads ``v`` directly or through reshapes and permutes (which only rename registers: fp8 attention's
+    P in the fp8 A fragments' key order, examples/kernels/attention.py)."""
+    return any(d.name == "dot" or (d.name in ("reshape", "trans") and _reaches_dot(d.results[0], use))
+               for d in use.get(v.id, []))
 
 
 def per_thread(v: Value, num_warps: int) -> int:
