@@ -143,10 +143,11 @@ def main(argv) -> int:
             row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
         rows.append(row)
         torch.cuda.empty_cache()
-    os.makedirs(os.path.dirname(out_path), exist_ok=True)
-    with open(out_path, "w") as f:
-        json.dump({"rounds": rounds, "gpu": torch.cuda.get_device_name(), "variants": dict(variants), "rows": rows},
-                  f, indent=1)
+        # written after every row: a run cut by a time limit keeps the rows it finished
+        os.makedirs(os.path.dirname(out_path), exist_ok=True)
+        with open(out_path, "w") as f:
+            json.dump({"rounds": rounds, "gpu": torch.cuda.get_device_name(), "variants": dict(variants),
+                       "rows": rows}, f, indent=1)
     return 0
 
 
