@@ -26,6 +26,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kernels_ab import _control, _rows  # noqa: E402
 
 
+def command(tree, names, warmup=0.0):
+    """The command of one process: TREE's bench_kernels.py on ``names``, through warm_run.py (the same process
+    warms the GPU for ``warmup`` seconds first) when ``warmup`` > 0."""
+    script = os.path.join(tree, "bench", "bench_kernels.py")
+    if warmup > 0:
+        return [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm_run.py"),
+                str(warmup), script, *names]
+    return [sys.executable, script, *names]
+
+
 def _run(tag, tree, names, i, out, env_extra, time_left, warmup=0.0):
     name = f"kab_{tag}_{i}"
     env = dict(os.environ)
@@ -36,12 +46,7 @@ def _run(tag, tree, names, i, out, env_extra, time_left, warmup=0.0):
     t0 = time.time()
     with open(os.path.join(out, name + ".log"), "w") as log:
         try:
-            script = os.path.join(tree, "bench", "bench_kernels.py")
-            cmd = [sys.executable, script, *names]
-            if warmup > 0:  # the same process warms the GPU first: see warm_run.py
-                cmd = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm_run.py"),
-                       str(warmup), script, *names]
-            rc = subprocess.run(cmd, cwd=tree,
+            rc = subprocess.run(command(tree, names, warmup), cwd=tree,
                                 env=env, stdout=log, stderr=subprocess.STDOUT, timeout=max(1, time_left)).returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"

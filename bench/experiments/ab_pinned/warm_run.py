@@ -15,8 +15,10 @@ import time
 
 def warm(seconds: float) -> int:
     """Back-to-back 4096^3 fp16 GEMMs for ``seconds``; returns how many ran (0 without a GPU)."""
+    if seconds <= 0:
+        return 0
     import torch
-    if seconds <= 0 or not torch.cuda.is_available():
+    if not torch.cuda.is_available():
         return 0
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
     n, t_end = 0, time.time() + seconds
