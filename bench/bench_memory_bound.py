@@ -336,6 +336,31 @@ def verdict(ratio: float, control: float, rounds_ms=None, control_rounds_ms=None
     return "faster" if ratio > 1 else "slower"
 
 
+# two-sided 95% Student t quantiles by degrees of freedom (1..30); past 30 the normal 1.96 is close enough
+_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+
+
+def paired_ratio_ci(x_rounds_ms, triton_rounds_ms, control_rounds_ms=None):
+    """(ratio, low, high): Triton's speed over x's and its 95% interval from the rounds, paired.
+
+    Each round times every column back to back, so a round's clock and thermal state cancels in its own ratio;
+    the rounds' log ratios are averaged and given a Student t interval. Triton's time in a round is the mean of
+    its two columns (``triton`` and the control, the same kernel) where both exist. A row whose interval lies
+    past 0.995 on both ends resolves a 0.5% gap; ``verdict`` (against the control's spread) is left as it is.
+    None with fewer than 3 rounds."""
+    import math
+    if control_rounds_ms is not None:
+        triton_rounds_ms = [(a + b) / 2 for a, b in zip(triton_rounds_ms, control_rounds_ms)]
+    logs = [math.log(t / x) for t, x in zip(triton_rounds_ms, x_rounds_ms) if t > 0 and x > 0]
+    n = len(logs)
+    if n < 3:
+        return None
+    mean = statistics.fmean(logs)
+    half = (_T95[n - 2] if n - 1 <= len(_T95) else 1.96) * statistics.stdev(logs) / math.sqrt(n)
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
 def run(names, rounds, variants=(), with_torch=True):
     import tempfile
     from kernelc.runtime.cache import cache_dir
@@ -394,6 +419,12 @@ def run(names, rounds, variants=(), with_torch=True):
                 for n in ["kernelc"] + [n for n, _, _ in V]:
                     r[f"{n}/triton_verdict"] = verdict(r[f"{n}/triton"], r[f"{CONTROL}/triton"], times[n],
                                                        times[CONTROL])
+                    ci = paired_ratio_ci(times[n], times["triton"], times[CONTROL])
+                    if ci is not None:
+                        r[f"{n}/triton_ci95"] = [round(v, 5) for v in ci]
+                ci = paired_ratio_ci(times[CONTROL], times["triton"])   # the same kernel: its interval holds 1
+                if ci is not None:
+                    r[f"{CONTROL}/triton_ci95"] = [round(v, 5) for v in ci]
             if with_torch:
                 r["kernelc/torch"] = r["torch_ms"] / r["kernelc_ms"]
             rows.append(r)

@@ -159,3 +159,17 @@ def test_the_rounds_must_agree_for_a_verdict():
     assert verdict(0.9952, 0.9994, rms_k[:5], rms_c[:5]) == "slower"     # too few rounds: the medians decide
     # a median that says faster while the rounds say slower: no verdict
     assert verdict(1.01, 1.0, [1.0] * 8 + [0.5], [0.9] * 9) == "within noise"
+
+
+def test_paired_ratio_interval_from_the_rounds():
+    from bench.bench_memory_bound import paired_ratio_ci
+    # x 1% slower than Triton in every round while all columns drift together by 3%: drift cancels in the pairs
+    tri = [1.00, 1.03, 0.99, 1.02, 1.01]
+    x = [t * 1.01 for t in tri]
+    ratio, lo, hi = paired_ratio_ci(x, tri, tri)
+    assert abs(ratio - 1 / 1.01) < 1e-9 and abs(lo - ratio) < 1e-9 and abs(hi - ratio) < 1e-9
+    # scatter of +-1% around parity over 6 rounds: an interval that holds 1 and is wider than 0.5%
+    x = [t * f for t, f in zip(tri + [1.0], [1.01, 0.99, 1.01, 0.99, 1.0, 1.0])]
+    ratio, lo, hi = paired_ratio_ci(x, tri + [1.0])
+    assert lo < 1 < hi and hi - lo > 0.005
+    assert paired_ratio_ci([1.0, 1.0], [1.0, 1.0]) is None

@@ -133,3 +133,45 @@ def test_permute_fp16_reads_with_ldmatrix_trans_in_sass(monkeypatch):
     ckt = kernelc.compile(transpose_kernel, sigt, dict(BLOCK_M=64, BLOCK_N=64), target="sm_90a", num_warps=4,
                           divisibility={k: 16 for k in sigt})
     assert "LDSM" not in " ".join(_sass_mem(ckt)) and "ldmatrix" not in ckt.asm["tir"]
+
+
+# -- the shapes of Triton's unit tests that transpose 16-bit tiles (code nobody here wrote; see
+#    transpose_kernels.strided_tile_copy_kernel): the conversion reads with ldmatrix.trans, and not with the knob off
+
+def _compile_both(monkeypatch, kernel, sig, cx, eq1, num_warps=4):
+    kw = dict(target="sm_90a", num_warps=num_warps, divisibility={k: 16 for k in sig if k not in eq1},
+              equal_to_1=eq1)
+    on = kernelc.compile(kernel, sig, cx, **kw)
+    monkeypatch.setenv("KERNELC_CVT_LDMATRIX", "0")
+    off = kernelc.compile(kernel, sig, cx, **kw)
+    monkeypatch.delenv("KERNELC_CVT_LDMATRIX")
+    return on, off
+
+
+@pytest.mark.parametrize("dtype,shape,side", [("fp16", (64, 64), "store"), ("fp16", (128, 128), "load"),
+                                              ("bf16", (128, 128), "store")])
+def test_triton_permute_shapes_read_with_ldmatrix_trans(monkeypatch, dtype, shape, side):
+    from tests.compiler.transpose_kernels import strided_tile_copy_kernel
+    sig = dict(x_ptr=f"*{dtype}", sxm="i32", sxn="i32", z_ptr=f"*{dtype}", szm="i32", szn="i32")
+    eq1 = ("sxn", "szm") if side == "store" else ("sxm", "szn")   # which side runs against the contiguous one
+    on, off = _compile_both(monkeypatch, strided_tile_copy_kernel, sig, dict(BLOCK_M=shape[0], BLOCK_N=shape[1]), eq1)
+    vecs = shape[0] * shape[1] // (4 * 32 * 8)   # 8-element vectors a thread: one STG.128 and one ldmatrix.x4 each
+    (cvt,) = on.reports["conversions"]
+    assert "read=ldmatrix.trans" in cvt["smem"] and _sass_mem(on).count("LDSM.16.MT88.4") == vecs
+    assert _sass_mem(on).count("STG.E.128") == _sass_mem(off).count("STG.E.128") == vecs
+    assert "LDSM" not in " ".join(_sass_mem(off))
+    (cvt0,) = off.reports["conversions"]
+    assert "ldmatrix" not in cvt0["smem"]
+
+
+@pytest.mark.parametrize("num_warps", [2, 4])
+def test_dot_product_stored_transposed_reads_with_ldmatrix_trans(monkeypatch, num_warps):
+    # Triton's test_dot 'trans' epilogue at 32x32x32: the fp16 product leaves its MMA fragments through shared
+    # memory; the read of the transposed store layout is ldmatrix.trans (one x4 per 4 warps)
+    from tests.compiler.transpose_kernels import dot_strided_store_kernel
+    sig = dict(x_ptr="*fp16", y_ptr="*fp16", z_ptr="*fp16", szm="i32", szn="i32")
+    on, off = _compile_both(monkeypatch, dot_strided_store_kernel, sig, dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32),
+                            ("szm",), num_warps)
+    assert [c["smem"].endswith("read=ldmatrix.trans>") for c in on.reports["conversions"]] == [True]
+    assert _sass_mem(on).count("LDSM.16.MT88.4") == 4 // num_warps
+    assert "LDSM" not in " ".join(_sass_mem(off)) and "ldmatrix" not in off.asm["ptx"]

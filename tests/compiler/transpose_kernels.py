@@ -61,3 +61,28 @@ def row_scale_kernel(x_ptr, s_ptr, y_ptr, N, BLOCK_H: kl.constexpr, BLOCK_D: kl.
     s = kl.load(s_ptr + d)
     offs = h[:, None] * N + d[None, :]
     kl.store(y_ptr + offs, kl.load(x_ptr + offs) * s[None, :])
+
+
+# The shapes of Triton's own unit tests that transpose 16-bit tiles (python/test/unit/language/test_core.py:
+# test_permute stores one BLOCK_M x BLOCK_N tile through runtime strides, either side transposed, in one program;
+# test_dot's 'trans' epilogue stores the product through swapped strides). Written here from that description.
+
+@kernelc.jit
+def strided_tile_copy_kernel(x_ptr, sxm, sxn, z_ptr, szm, szn, BLOCK_M: kl.constexpr, BLOCK_N: kl.constexpr):
+    """z[m * szm + n * szn] = x[m * sxm + n * sxn] for one tile; the unit strides specialise to 1."""
+    m = kl.arange(0, BLOCK_M)
+    n = kl.arange(0, BLOCK_N)
+    kl.store(z_ptr + m[:, None] * szm + n[None, :] * szn, kl.load(x_ptr + m[:, None] * sxm + n[None, :] * sxn))
+
+
+@kernelc.jit
+def dot_strided_store_kernel(x_ptr, y_ptr, z_ptr, szm, szn, BLOCK_M: kl.constexpr, BLOCK_N: kl.constexpr,
+                             BLOCK_K: kl.constexpr):
+    """z = x @ y (row-major fp16 tiles, fp16 product) stored through strides: swapped, a transposed store."""
+    m = kl.arange(0, BLOCK_M)
+    n = kl.arange(0, BLOCK_N)
+    k = kl.arange(0, BLOCK_K)
+    x = kl.load(x_ptr + m[:, None] * BLOCK_K + k[None, :])
+    y = kl.load(y_ptr + k[:, None] * BLOCK_N + n[None, :])
+    z = kl.dot(x, y, out_dtype=kl.float16)
+    kl.store(z_ptr + m[:, None] * szm + n[None, :] * szn, z)

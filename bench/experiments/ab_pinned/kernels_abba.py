@@ -26,7 +26,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kernels_ab import _control, _rows  # noqa: E402
 
 
-def _run(tag, tree, names, i, out, env_extra, time_left):
+def command(tree, names, warmup=0.0):
+    """The command of one process: TREE's bench_kernels.py on ``names``, through warm_run.py (the same process
+    warms the GPU for ``warmup`` seconds first) when ``warmup`` > 0."""
+    script = os.path.join(tree, "bench", "bench_kernels.py")
+    if warmup > 0:
+        return [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm_run.py"),
+                str(warmup), script, *names]
+    return [sys.executable, script, *names]
+
+
+def _run(tag, tree, names, i, out, env_extra, time_left, warmup=0.0):
     name = f"kab_{tag}_{i}"
     env = dict(os.environ)
     env.update(env_extra)
@@ -36,7 +46,7 @@ def _run(tag, tree, names, i, out, env_extra, time_left):
     t0 = time.time()
     with open(os.path.join(out, name + ".log"), "w") as log:
         try:
-            rc = subprocess.run([sys.executable, os.path.join(tree, "bench", "bench_kernels.py"), *names], cwd=tree,
+            rc = subprocess.run(command(tree, names, warmup), cwd=tree,
                                 env=env, stdout=log, stderr=subprocess.STDOUT, timeout=max(1, time_left)).returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"
@@ -77,6 +87,8 @@ def main():
     ap.add_argument("--b-env", default="", help="VAR=VALUE[,VAR=VALUE] for B's processes only")
     ap.add_argument("--group", action="append", required=True, help="comma-separated bench_kernels names")
     ap.add_argument("--budget", type=float, default=100.0, help="seconds for all groups")
+    ap.add_argument("--warmup", type=float, default=0.0,
+                    help="seconds of GEMMs at the start of each process, before its first row (warm_run.py)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -84,7 +96,7 @@ def main():
     env_b = dict(kv.split("=", 1) for kv in a.b_env.split(",") if kv)
     t_start = time.time()
     result = {"a": [ta, os.path.abspath(tree_a)], "b": [tb, os.path.abspath(tree_b)], "b_env": env_b,
-              "budget_s": a.budget, "groups": []}
+              "budget_s": a.budget, "warmup_s": a.warmup, "groups": []}
     paces = []
     for gi, group in enumerate(a.group):
         names = group.split(",")
@@ -104,7 +116,7 @@ def main():
             tree = tree_a if tag == "a" else tree_b
             label = ta if tag == "a" else tb
             files[(tag, i)], secs[f"{label}_{i}"] = _run(f"g{gi}_{label}", tree, names, i, a.out,
-                                                        env_b if tag == "b" else {}, left)
+                                                        env_b if tag == "b" else {}, left, a.warmup)
         paces.append(time.time() - g0)
         rows = compare({k: v for k, v in files.items() if v})
         result["groups"].append({"names": names, "seconds": secs, "rows": rows})

@@ -69,7 +69,7 @@ def main(argv) -> int:
     import torch
     import tempfile
     from bench.bench_memory_bound import (CONTROL, _env, _err, _regs, _time, cases, column_env, kernelc_variant,
-                                          parse_variants)
+                                          paired_ratio_ci, parse_variants)
     from bench.common import triton_twin
     from examples.kernels import memory_bound as K
     rounds, out_path = 7, os.path.join(HERE, "results", "swap_cubin.json")
@@ -129,7 +129,13 @@ def main(argv) -> int:
             for n in times:
                 if n != "triton":
                     row[f"{n}/triton"] = row["triton_ms"] / row[f"{n}_ms"]
+                    # the rounds' paired 95% interval (bench_memory_bound.paired_ratio_ci): Triton's time is the
+                    # mean of its two columns in each round, except for the control itself
+                    ci = paired_ratio_ci(times[n], times["triton"], None if n == CONTROL else times[CONTROL])
+                    if ci is not None:
+                        row[f"{n}/triton_ci95"] = [round(v, 5) for v in ci]
             print(name, {k: round(v, 4) for k, v in row.items() if k.endswith("/triton")},
+                  {k: v for k, v in row.items() if k.endswith("_ci95")},
                   row["swapped"], row["regs"], "err", row.get("swap_max_abs_err_vs_triton"), flush=True)
         except Exception as e:  # one failing case must not hide the others
             import traceback
@@ -137,10 +143,11 @@ def main(argv) -> int:
             row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
         rows.append(row)
         torch.cuda.empty_cache()
-    os.makedirs(os.path.dirname(out_path), exist_ok=True)
-    with open(out_path, "w") as f:
-        json.dump({"rounds": rounds, "gpu": torch.cuda.get_device_name(), "variants": dict(variants), "rows": rows},
-                  f, indent=1)
+        # written after every row: a run cut by a time limit keeps the rows it finished
+        os.makedirs(os.path.dirname(out_path), exist_ok=True)
+        with open(out_path, "w") as f:
+            json.dump({"rounds": rounds, "gpu": torch.cuda.get_device_name(), "variants": dict(variants),
+                       "rows": rows}, f, indent=1)
     return 0
 
 
