@@ -54,12 +54,14 @@ def entries():
                    ("attn", causal))
 
 
-def run(out, rounds):
+def run(out, rounds, only=()):
     import importlib
     import torch
     torch.manual_seed(0)
     res, inputs = {}, {}
     for name, mod, fn_name, cfg, kind in entries():
+        if only and not any(o in name for o in only):
+            continue
         try:
             f = getattr(importlib.import_module(f"examples.kernels.{mod}"), fn_name)
             if kind[0] == "mm":
@@ -106,9 +108,10 @@ if __name__ == "__main__":
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--compare", nargs="+", help="A files, then --b B files")
     ap.add_argument("--b", nargs="+")
+    ap.add_argument("--only", default="", help="run only the entries whose name contains one of these (comma-separated)")
     args = ap.parse_args()
     if args.compare:
         compare(args.compare, args.b)
     else:
         sys.path.insert(0, os.getcwd())
-        run(args.out, args.rounds)
+        run(args.out, args.rounds, [o for o in args.only.split(",") if o])
