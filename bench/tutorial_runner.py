@@ -110,40 +110,62 @@ def _tuning_timings(tuners: list) -> dict:
     return out
 
 
-def _wrap_first_calls(classes, record):
+def _kernel_name(obj) -> str:
+    return (getattr(obj, "__name__", None) or getattr(getattr(obj, "fn", None), "__name__", None)
+            or getattr(obj, "name", None) or "?")
+
+
+def _wrap_first_calls(classes, record, direct=()):
     """Time the first launch of every kernel object: ``kernel[grid](...)`` through each class's
-    ``__getitem__``; nested first calls (an autotuner's inner kernel) are recorded with their depth."""
+    ``__getitem__``; nested first calls (an autotuner's inner kernel) are recorded with their depth.
+
+    ``direct``: (class, method) pairs whose first call per object is timed the same way, for host code that
+    compiles ahead of its launches (tutorial 02: ``kernel.warmup(...)``, then ``_init_handles()`` and
+    ``compiled[grid](...)`` on what it returned). A kernel's first call is then the sum of these."""
     seen = set()
     depth = [0]
+
+    def timed(self, key, kind, call):
+        if key in seen:
+            return call()
+        seen.add(key)
+        _sync()
+        depth[0] += 1
+        t0 = time.perf_counter()
+        try:
+            return call()
+        finally:
+            _sync()
+            depth[0] -= 1
+            record.append({"kernel": _kernel_name(self), "kind": kind, "depth": depth[0],
+                           "first_call_s": time.perf_counter() - t0})
+
     for cls in classes:
         orig = cls.__dict__.get("__getitem__")
         if orig is None:
             continue
 
-        def make(orig):
+        def make(orig, kind):
             def __getitem__(self, grid):
                 launcher = orig(self, grid)
                 if id(self) in seen:
                     return launcher
 
                 def first(*args, **kwargs):
-                    if id(self) in seen:
-                        return launcher(*args, **kwargs)
-                    seen.add(id(self))
-                    _sync()
-                    depth[0] += 1
-                    t0 = time.perf_counter()
-                    try:
-                        return launcher(*args, **kwargs)
-                    finally:
-                        _sync()
-                        depth[0] -= 1
-                        name = getattr(self, "__name__", None) or getattr(getattr(self, "fn", None), "__name__", "?")
-                        record.append({"kernel": name, "kind": type(self).__name__, "depth": depth[0],
-                                       "first_call_s": time.perf_counter() - t0})
+                    return timed(self, id(self), kind, lambda: launcher(*args, **kwargs))
                 return first
             return __getitem__
-        cls.__getitem__ = make(orig)
+        cls.__getitem__ = make(orig, cls.__name__)
+    for cls, meth in direct:
+        orig = cls.__dict__.get(meth)
+        if orig is None:
+            continue
+
+        def make_direct(orig, kind):
+            def method(self, *args, **kwargs):
+                return timed(self, (id(self), kind), kind, lambda: orig(self, *args, **kwargs))
+            return method
+        setattr(cls, meth, make_direct(orig, f"{cls.__name__}.{meth}"))
 
 
 class _Accounting:
@@ -457,12 +479,18 @@ def main(argv=None) -> int:
             return None
         triton.testing.Mark.run = run
         if a.impl == "kernelc":
-            from kernelc.runtime import autotuner, jit
-            classes = [jit.JITFunction, jit.KernelInterface, autotuner.Autotuner, autotuner.Heuristics]
+            from kernelc.runtime import autotuner, compiled, jit
+            classes = [jit.JITFunction, jit.KernelInterface, autotuner.Autotuner, autotuner.Heuristics,
+                       compiled.WarmedKernel]
+            warmed = compiled.WarmedKernel
         else:
             from triton.runtime import autotuner, jit
-            classes = [jit.KernelInterface, jit.JITFunction, autotuner.Autotuner, autotuner.Heuristics]
-        _wrap_first_calls(classes, out["first_calls"])
+            from triton.compiler import compiler as tcompiler
+            classes = [jit.KernelInterface, jit.JITFunction, autotuner.Autotuner, autotuner.Heuristics,
+                       tcompiler.CompiledKernel]
+            warmed = tcompiler.CompiledKernel
+        _wrap_first_calls(classes, out["first_calls"],
+                          direct=[(jit.JITFunction, "warmup"), (warmed, "_init_handles")])
         if not a.dry_run and _mentions(a.tutorial, "triton.profiler"):
             _capture_printed_trees(out)
         _track_tuners(autotuner.Autotuner, tuners)

@@ -146,3 +146,42 @@ def test_tuning_timings_reports_each_candidate_of_the_last_tuning():
     c.__name__ = "never_tuned"
     out = _tuning_timings([a, b, c])
     assert out == {"ka": {"BLOCK: 64": 0.02, "BLOCK: 128": float("inf")}, "kb": {"BLOCK: 32": [0.5, 0.4, 0.6]}}
+
+
+def test_first_call_of_a_warmed_up_kernel_counts_its_warmup_and_load():
+    """Tutorial 02 compiles with ``warmup``, loads with ``_init_handles`` and launches the compiled object:
+    its first call is the sum of those, the same accounting for both runtimes; later calls add nothing."""
+    import time
+    from bench import tutorial_runner
+    from bench.triton_tutorials import _outer_first_calls
+
+    class Compiled:
+        name = "softmax_kernel"
+
+        def _init_handles(self):
+            time.sleep(0.02)
+
+        def __getitem__(self, grid):
+            return lambda *a: None
+
+    class JIT:
+        __name__ = "softmax_kernel"
+
+        def warmup(self, *a, **k):  # both runtimes return the object they compiled the first time
+            if not hasattr(self, "k"):
+                time.sleep(0.05)
+                self.k = Compiled()
+            return self.k
+
+    rec = []
+    tutorial_runner._wrap_first_calls([Compiled], rec, direct=[(JIT, "warmup"), (Compiled, "_init_handles")])
+    fn = JIT()
+    for _ in range(3):  # the tutorial warms up, loads and launches on every call
+        k = fn.warmup(1, grid=(1,))
+        k._init_handles()
+        k[(4, 1, 1)](1)
+    kinds = sorted(r["kind"] for r in rec)
+    assert kinds == ["Compiled", "Compiled._init_handles", "JIT.warmup"]
+    assert all(r["depth"] == 0 and r["kernel"] == "softmax_kernel" for r in rec)
+    total = _outer_first_calls({"first_calls": rec})["softmax_kernel"]
+    assert 0.07 <= total < 0.5

@@ -365,3 +365,28 @@ def test_a_step_no_instruction_fits_under_keeps_the_free_build(monkeypatch):
     ck = kernelc.compile(matmul_tma.matmul_tma_kernel, sig, cx, target="sm_90a", num_warps=8, num_stages=3,
                          divisibility={k: 16 for k in sig})
     assert ck.n_regs >= 90 and "runs" not in ck.artifacts.ptxas_log
+
+
+def test_the_loads_policy_assembles_its_two_candidates_side_by_side(monkeypatch):
+    # the launch bound's build and the one a step down both depend only on the build chosen before them: a first
+    # call (tutorial 05's dx kernel) waits for one ptxas run there, not two
+    import threading
+    import time
+    monkeypatch.setenv("KERNELC_FILL_POLICY", "loads")
+    monkeypatch.setenv("KERNELC_FILL_STEP_DOWN", "1")
+    monkeypatch.setenv("KERNELC_CACHE_DIR", "")
+    spans, orig = [], P._nvjitlink_cubin
+
+    def slow(data, target, opt_level, extra, name):
+        t0 = time.perf_counter()
+        time.sleep(0.3)   # longer than a build, so that only overlapping calls can end within one of them
+        res = orig(data, target, opt_level, extra, name)
+        spans.append((t0, time.perf_counter(), threading.get_ident(), tuple(extra)))
+        return res
+    monkeypatch.setattr(P, "_nvjitlink_cubin", slow)
+    ck = _ln_fwd()
+    assert ck.n_spills == 0 and len(spans) == 3, spans   # unbounded, then the bound's and the step down's
+    first, a, b = sorted(spans)
+    assert any("-maxrregcount" in e for e in a[3] + b[3])
+    assert a[0] >= first[1] and b[0] >= first[1]      # after the build they are weighed against
+    assert a[0] < b[1] and b[0] < a[1] and a[2] != b[2]   # overlapping, on two threads
