@@ -97,8 +97,8 @@ def run(N, D, causal, args, rows, timings, failures, save):
     from examples.kernels.attention import attention_fwd
     dtype = BA.DTYPES[args.dtype]
     scale = D ** -0.5
-    g = torch.Generator(device="cuda").manual_seed(0)
-    q, k, v, do = (torch.randn(BA.Z, BA.H, N, D, device="cuda", dtype=dtype, generator=g) for _ in range(4))
+    g = torch.Generator(device=BA.DEVICE).manual_seed(0)
+    q, k, v, do = (torch.randn(BA.Z, BA.H, N, D, device=BA.DEVICE, dtype=dtype, generator=g) for _ in range(4))
     tag = dict(seq=N, head_dim=D, dtype=args.dtype, causal=causal)
     row, res = dict(tag), {}
     rows.append(row)
@@ -181,13 +181,19 @@ def main(argv=None) -> int:
     p.add_argument("--check", action="store_true")
     p.add_argument("--rep-ms", type=float, default=100.0)
     p.add_argument("--out", default=None)
+    p.add_argument("--batch", type=int, default=BA.Z)
+    p.add_argument("--heads", type=int, default=BA.H)
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: the interpreter (a smoke run)")
     args = p.parse_args(argv)
+    BA.Z, BA.H, BA.DEVICE = args.batch, args.heads, args.device
+    if args.device == "cpu":
+        os.environ["KERNELC_INTERPRET"] = "1"
     unknown = [e for e in args.entries if e not in entries(64, False)]
     if unknown:
         p.error(f"unknown entries {unknown} (known: {sorted(entries(64, False))})")
     install_cap()
     args.tut06 = None
-    if args.tutorial06 and not args.no_tutorial06:
+    if args.tutorial06 and not args.no_tutorial06 and args.device == "cuda":
         try:
             args.tut06 = BA.load_tutorial06(args.tutorial06)
         except Exception as e:
@@ -203,7 +209,8 @@ def main(argv=None) -> int:
         for D in args.head_dim:
             for c in args.causal:
                 run(N, D, bool(c), args, rows, timings, failures, save)
-                torch.cuda.empty_cache()
+                if args.device == "cuda":
+                    torch.cuda.empty_cache()
     for x in failures:
         print("CHECK FAILED:", x)
     return 1 if failures else 0
