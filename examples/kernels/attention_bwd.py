@@ -406,6 +406,10 @@ FUSED_EVEN_M = {64: True}
 # H200 (call C2, docs/attention.md "bwd14"): 29.55 ms at N=16384 against the default's 31.12 / 30.04 before / after it,
 # a tie at 4096; non-causal K was 3-4% slower and K and V 1% slower (not used)
 FUSED_KV_REGS = {(64, True): 1}
+# fused: the registers a thread may use at most (the launch's maxnreg) by (head dim, causal), then head dim; None: as
+# many as the assembler likes (138-167 at D=64: 3 programs of 4 warps an SM; at 128, 4 -- with every wgmma waited for
+# at 0, which ptxas does to fit). dkdv_config's maxnreg overrides
+FUSED_MAXNREG = {}
 DQ_MODES = ("separate", "atomic", "ds", "fused")
 # dq_mode=None picks by (head dim, causal), then by head dim (default: separate; ds is faster at 128 but needs its N^2
 # workspace, see docs/attention.md "dS^T from registers, bounded workspaces"); fused at 64 (call H12b: 1.945 ms causal
@@ -632,8 +636,8 @@ def _side_stream(device, overlap):
 
 
 def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, kernel=None):
-    """dq_mode="fused": preprocess, then attn_bwd_fused_kernel (``dkdv_config``'s BLOCK_M/BLOCK_N, num_warps and
-    num_stages for the grid and its dK/dV loop, ``dq_config``'s BLOCK_M/BLOCK_N for its dQ loop; ``kernel``: another
+    """dq_mode="fused": preprocess, then attn_bwd_fused_kernel (``dkdv_config``'s BLOCK_M/BLOCK_N, num_warps,
+    num_stages and maxnreg (:data:`FUSED_MAXNREG`) for the grid and its dK/dV loop, ``dq_config``'s BLOCK_M/BLOCK_N for its dQ loop; ``kernel``: another
     compiled copy of it, the bench's A/B of compile knobs)."""
     kernel = kernel or attn_bwd_fused_kernel
     import torch
@@ -653,6 +657,9 @@ def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, 
     even = bool(c1.get("EVEN_M", FUSED_EVEN_M.get(D, False))) and N % c1["BLOCK_M"] == 0
     tail = c1.get("TAIL", FUSED_TAIL.get(D))  # both loops' last dot in flight over the back edge (None: the knob)
     kv_regs = c1.get("KV_REGS", FUSED_KV_REGS.get((D, bool(causal)), FUSED_KV_REGS.get(D, 0)))
+    maxnreg = c1.get("maxnreg", FUSED_MAXNREG.get((D, bool(causal)), FUSED_MAXNREG.get(D)))
+    # passed only where set: any launch option besides num_warps / num_stages takes the launcher's general path
+    cap = {} if maxnreg is None else dict(maxnreg=maxnreg)
 
     def preprocess():
         attn_bwd_preprocess_kernel[(triton.cdiv(N, PRE_BLOCK), Z * H, 1)](
@@ -664,7 +671,7 @@ def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, 
             BLOCK_N1=c1["BLOCK_N"], BLOCK_M2=c2["BLOCK_M"], BLOCK_N2=c2["BLOCK_N"], HEAD_DIM=D, CAUSAL=causal,
             DQ_DESC=c2.get("DESC", FUSED_DQ_DESC.get(D, False)), EVEN_M=even, TAIL=tail,
             KV_REGS=kv_regs, num_warps=c1["num_warps"],
-            num_stages=c1["num_stages"])
+            num_stages=c1["num_stages"], **cap)
 
     return (lambda: (dq, dk, dv)), [("preprocess", preprocess), ("dkdv_dq", fused)]
 

@@ -9,11 +9,8 @@ Entries (``ENTRIES``):
 - ``def``: the default mode and configs; ``sep``: the separate pass; ``ds``: ``dq_mode="ds"``.
 - ``f6432``: the fused kernel with its dQ loop at 32 keys a step (``(64, 32)``; fewer registers in that loop).
 - ``late``: the default again (timed last: drift within the process).
-- ``cap_*``: the fused kernel assembled with a register ceiling of 128 (``-maxrregcount=128``), where its 4-warp
-  programs fit 4 an SM instead of 3 (ptxas then waits for every wgmma at 0: the question is whether the fourth
-  program pays for that). An experiment only: the ceiling is put in by wrapping the kernel under another name and
-  adding the option when that name is assembled (not a compiler feature; the cache key does not carry it, so the
-  wrapper's name does).
+- ``cap_*``: the fused kernel launched with ``maxnreg=128`` (``FUSED_MAXNREG``), where its 4-warp programs fit 4 an
+  SM instead of 3 (ptxas then waits for every wgmma at 0: the question is whether the fourth program pays for that).
 - ``ovl1`` / ``ovl2``: ds with each head group's dQ GEMM on a second stream beside the next group's dK/dV kernel
   (``DS_OVERLAP``: 1 default priority, 2 higher), the 8 GiB workspace as two 4 GiB buffers; ``ovl2_16``: two 8 GiB.
 """
@@ -30,56 +27,21 @@ sys.path.insert(0, ROOT)
 
 import torch  # noqa: E402
 
-import kernelc as triton  # noqa: E402
-import kernelc.language as tl  # noqa: E402
 from bench import bench_attention as BA  # noqa: E402
 from examples.kernels import attention_bwd as B  # noqa: E402
-from examples.kernels.attention_bwd import attn_bwd_fused_kernel  # noqa: E402
-
-CAP = 128  # the register ceiling of the cap_* entries: 4 programs of 128 threads an SM (65536 / 512)
-
-
-@triton.jit
-def attn_bwd_fused_cap128(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k, H,
-                          N_CTX, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr, BLOCK_M2: tl.constexpr,
-                          BLOCK_N2: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
-                          DQ_DESC: tl.constexpr = False, EVEN_M: tl.constexpr = False, TAIL: tl.constexpr = None,
-                          KV_REGS: tl.constexpr = 0):
-    attn_bwd_fused_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k, H,
-                          N_CTX, BLOCK_M1, BLOCK_N1, BLOCK_M2, BLOCK_N2, HEAD_DIM, CAUSAL, DQ_DESC, EVEN_M, TAIL,
-                          KV_REGS)
-
-
-def install_cap():
-    """Assemble kernels named ``*_cap128`` with ``-maxrregcount=128`` (compile_llir is looked up at each compile)."""
-    from kernelc.compiler import backend
-    orig = backend.compile_llir
-    if getattr(orig, "_bwd18", False):
-        return
-
-    def compile_llir(llir_text, target="sm_90a", name=None, **kw):
-        if name and "cap128" in name:
-            kw["ptxas_options"] = tuple(kw.get("ptxas_options", ())) + (f"-maxrregcount={CAP}",)
-        return orig(llir_text, target, name, **kw)
-
-    compile_llir._bwd18 = True
-    backend.compile_llir = compile_llir
-
 
 def entries(D, causal):
     """name -> kwargs of attention_bwd (besides the tensors)."""
-    cap = dict(kernels={"fused": attn_bwd_fused_cap128})
     out = {
         "def": {},
         "sep": dict(dq_mode="separate"),
         "fused": dict(dq_mode="fused"),
         "ds": dict(dq_mode="ds"),
         "f6432": dict(dq_mode="fused", dq_config=dict(BLOCK_N=32)),
-        "cap_f": dict(dq_mode="fused", **cap),
-        "cap_f6432": dict(dq_mode="fused", dq_config=dict(BLOCK_N=32), **cap),
+        "cap_f6432": dict(dq_mode="fused", dkdv_config=dict(maxnreg=128), dq_config=dict(BLOCK_N=32)),
         # causal: K as a register A operand (FUSED_KV_REGS) spills under the ceiling, so without it
-        "cap_f6432kv0": dict(dq_mode="fused", dkdv_config=dict(KV_REGS=0), dq_config=dict(BLOCK_N=32), **cap),
-        "cap_fs2kv0": dict(dq_mode="fused", dkdv_config=dict(num_stages=2, KV_REGS=0), **cap),
+        "cap_f6432kv0": dict(dq_mode="fused", dkdv_config=dict(KV_REGS=0, maxnreg=128), dq_config=dict(BLOCK_N=32)),
+        "cap_fs2kv0": dict(dq_mode="fused", dkdv_config=dict(num_stages=2, KV_REGS=0, maxnreg=128)),
         "late": {},  # the default again, last: the process's drift
         "ds_late": dict(dq_mode="ds"),
         # the separate pass with its dQ kernel at 32 keys a step (90 registers, 42 KB: 5 programs an SM) or 2 stages
@@ -191,7 +153,6 @@ def main(argv=None) -> int:
     unknown = [e for e in args.entries if e not in entries(64, False)]
     if unknown:
         p.error(f"unknown entries {unknown} (known: {sorted(entries(64, False))})")
-    install_cap()
     args.tut06 = None
     if args.tutorial06 and not args.no_tutorial06 and args.device == "cuda":
         try:
