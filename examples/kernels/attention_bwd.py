@@ -378,12 +378,6 @@ DS_TILED_DQ_CONFIGS = {16: (16, 32, 4, 3), 32: (16, 32, 4, 3), 64: (32, 64, 4, 4
 # the dS^T buffer ([heads, N, N] in the inputs' dtype) is at most this large: more heads run in groups of as many
 # as fit, each group's dK/dV and dQ launched before the next's
 DS_WORKSPACE_BYTES = 8 << 30
-# ds with its heads in groups: each group's dQ GEMM (memory-bound: it streams the group's dS^T) launched on a second
-# stream, so that it runs beside the next group's dK/dV kernel (tensor-bound) instead of after it; the workspace is
-# then two buffers of half DS_WORKSPACE_BYTES each, a group's dK/dV kernel waiting for the GEMM that last read its
-# buffer. By head dim: 0 off, 1 a side stream of the default priority, 2 of a higher priority (its blocks dispatched
-# first as SMs free up); dkdv_config's OVERLAP overrides
-DS_OVERLAP = {}
 # dq_mode="fused": one grid, program i doing dK/dV of key block i then dQ of query block i: ((BLOCK_M1, BLOCK_N1),
 # (BLOCK_M2, BLOCK_N2), num_warps, num_stages), BLOCK_N1 == BLOCK_M2; the separate pass's blocks, 0 spills on
 # sm_90a (D=64 causal 173 registers: 2 programs an SM where the separate kernels fit 3)
@@ -407,8 +401,9 @@ FUSED_EVEN_M = {64: True}
 # a tie at 4096; non-causal K was 3-4% slower and K and V 1% slower (not used)
 FUSED_KV_REGS = {(64, True): 1}
 # fused: the registers a thread may use at most (the launch's maxnreg) by (head dim, causal), then head dim; None: as
-# many as the assembler likes (138-167 at D=64: 3 programs of 4 warps an SM; at 128, 4 -- with every wgmma waited for
-# at 0, which ptxas does to fit). dkdv_config's maxnreg overrides
+# many as the assembler likes (138-167 at D=64: 3 programs of 4 warps an SM). None set: at 128 (4 programs an SM, every
+# wgmma then waited for at 0 by ptxas) 8-16% slower on an H200 (docs/attention.md, "bwd18"). dkdv_config's maxnreg
+# overrides
 FUSED_MAXNREG = {}
 DQ_MODES = ("separate", "atomic", "ds", "fused")
 # dq_mode=None picks by (head dim, causal), then by head dim (default: separate; ds is faster at 128 but needs its N^2
@@ -558,19 +553,13 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_
     import torch
     Z, H, N, D = q.shape
     ZH = Z * H
+    G = max(1, min(ZH, workspace_bytes // (N * N * q.element_size())))
     c1 = dict(dict(STORE_DS=True, PREFETCH_LD=DS_PREFETCH_LD.get(D, False), TAIL=DS_TAIL.get(D),
                    EVEN_M=DS_EVEN_M.get(D, False)), **c1)
     c1["EVEN_M"] = bool(c1["EVEN_M"]) and N % c1["BLOCK_M"] == 0
-    overlap = int(c1.pop("OVERLAP", DS_OVERLAP.get(D, 0)) or 0)
-    G = max(1, min(ZH, workspace_bytes // (N * N * q.element_size())))
-    # overlap: two buffers within the workspace, so a group of at most half of it (one group: nothing to overlap)
-    overlap = overlap if G < ZH and q.is_cuda else 0
-    if overlap:
-        G = max(1, min(ZH, workspace_bytes // 2 // (N * N * q.element_size())))
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    bufs = [torch.empty((G, N, N), device=q.device, dtype=q.dtype) for _ in range(2 if overlap else 1)]
-    dst = bufs[0]
+    dst = torch.empty((G, N, N), device=q.device, dtype=q.dtype)
     flat = [t.view(ZH, N, D) for t in (q, k, v, do, dq, dk, dv)]
     lse2, delta2 = lse.view(ZH, N), delta.view(ZH, N)
 
@@ -578,7 +567,7 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_
         attn_bwd_preprocess_kernel[(triton.cdiv(N, PRE_BLOCK), ZH, 1)](
             o, do, delta, *o.stride(), *do.stride(), H, N, BLOCK_M=PRE_BLOCK, HEAD_DIM=D)
 
-    def dkdv(h0, dst=dst):
+    def dkdv(h0):
         g = min(G, ZH - h0)
         qg, kg, vg, dog, _, dkg, dvg = (t[h0:h0 + g] for t in flat)
         grid, cfg = _grid(triton.cdiv(N, c1["BLOCK_N"]), g, causal, c1)
@@ -586,53 +575,19 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_
             qg, kg, vg, dog, dkg, dvg, dst, lse2[h0:h0 + g], delta2[h0:h0 + g], sm_scale, g * N * D, N * D, D, 1,
             0, 0, 0, g, N, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, **cfg)
 
-    def dq_gemm(h0, dst=dst):
+    def dq_gemm(h0):
         g = min(G, ZH - h0)
         grid, cfg = _grid(triton.cdiv(N, c2["BLOCK_M"]), g, causal, c2)
         attn_bwd_dq_from_ds_kernel[grid](
             dst, flat[1][h0:h0 + g], flat[4][h0:h0 + g], sm_scale, g * N * D, N * D, D, 1, g, N, HEAD_DIM=D,
             CAUSAL=causal, **cfg)
 
-    def overlapped():
-        # group i's dK/dV kernel on the caller's stream writes buffer i % 2 after the GEMM that read it last (group
-        # i - 2) is done; group i's GEMM on the side stream starts when that dK/dV kernel is; the caller's stream
-        # then waits for the last GEMM
-        main, side = torch.cuda.current_stream(q.device), _side_stream(q.device, overlap)
-        read = [None, None]
-        for i, h0 in enumerate(range(0, ZH, G)):
-            b = i % 2
-            if read[b] is not None:
-                main.wait_event(read[b])
-            dkdv(h0, bufs[b])
-            written = torch.cuda.Event()
-            written.record(main)
-            side.wait_event(written)
-            with torch.cuda.stream(side):
-                dq_gemm(h0, bufs[b])
-            read[b] = torch.cuda.Event()
-            read[b].record(side)
-        main.wait_stream(side)
-
     if G >= ZH:  # one group: the two kernels as steps of their own (the bench times each)
         steps = [("preprocess", preprocess), ("dkdv", lambda: dkdv(0)), ("dq", lambda: dq_gemm(0))]
-    elif overlap:
-        steps = [("preprocess", preprocess), ("dkdv_dq", overlapped)]
     else:
         steps = [("preprocess", preprocess),
                  ("dkdv_dq", lambda: [(dkdv(h0), dq_gemm(h0)) for h0 in range(0, ZH, G)])]
     return (lambda: (dq, dk, dv)), steps
-
-
-_SIDE_STREAMS = {}
-
-
-def _side_stream(device, overlap):
-    """ds's second stream on ``device`` (:data:`DS_OVERLAP`: 2 a higher priority than the default), made once."""
-    import torch
-    key = (str(device), overlap)
-    if key not in _SIDE_STREAMS:
-        _SIDE_STREAMS[key] = torch.cuda.Stream(device, priority=-1 if overlap > 1 else 0)
-    return _SIDE_STREAMS[key]
 
 
 def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, kernel=None):

@@ -222,22 +222,6 @@ def test_fused_backward_under_a_register_ceiling_is_the_same(causal):
     assert ck.n_regs <= 128
 
 
-@pytest.mark.parametrize("overlap", [1, 2])
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("N,D", [(1024, 128), (1024, 64)])
-def test_ds_with_its_gemms_on_a_second_stream_is_the_same(N, D, causal, overlap):
-    # DS_OVERLAP: each head group's dQ GEMM on a side stream, two workspace buffers (groups of 2 heads out of 7: the
-    # fourth group's dK/dV kernel reuses the buffer of the second's GEMM) -- the same grads as one group, bit for bit
-    q, k, v, do = _inputs(1, 7, N, D, torch.float16)
-    o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
-    one = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="ds")
-    for _ in range(2):  # twice: the second call's first dK/dV kernel must wait for nothing left from the first
-        ovl = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="ds", ds_workspace_bytes=4 * N * N * 2,
-                              dkdv_config=dict(OVERLAP=overlap))
-        for x, y in zip(one, ovl):
-            assert torch.equal(x, y)
-
-
 @pytest.mark.parametrize("mode", ["separate", "ds"])
 @pytest.mark.parametrize("groups", [(8, 8), (0, 8), (12, 5)])
 @pytest.mark.parametrize("N,D", [(1000, 64), (1024, 128)])

@@ -11,8 +11,9 @@ Entries (``ENTRIES``):
 - ``late``: the default again (timed last: drift within the process).
 - ``cap_*``: the fused kernel launched with ``maxnreg=128`` (``FUSED_MAXNREG``), where its 4-warp programs fit 4 an
   SM instead of 3 (ptxas then waits for every wgmma at 0: the question is whether the fourth program pays for that).
-- ``ovl1`` / ``ovl2``: ds with each head group's dQ GEMM on a second stream beside the next group's dK/dV kernel
-  (``DS_OVERLAP``: 1 default priority, 2 higher), the 8 GiB workspace as two 4 GiB buffers; ``ovl2_16``: two 8 GiB.
+- ``sep4``: the separate pass with both kernels at 4 programs an SM (D=64); ``ds_g32``: ds's dQ GEMM at 3 an SM.
+- (At cf991cc also ``ovl1`` / ``ovl2`` / ``ovl2_16``: ds with each head group's dQ GEMM on a second stream beside the
+  next group's dK/dV kernel; no faster, removed: docs/attention.md, "bwd18".)
 """
 from __future__ import annotations
 
@@ -48,9 +49,11 @@ def entries(D, causal):
         # (50 KB: 4 an SM, against 3 at 3 stages)
         "sep_dq6432": dict(dq_mode="separate", dq_config=dict(BLOCK_N=32)),
         "sep_dqs2": dict(dq_mode="separate", dq_config=dict(num_stages=2)),
-        "ovl1": dict(dq_mode="ds", dkdv_config=dict(OVERLAP=1)),
-        "ovl2": dict(dq_mode="ds", dkdv_config=dict(OVERLAP=2)),
-        "ovl2_16": dict(dq_mode="ds", dkdv_config=dict(OVERLAP=2), ds_workspace_bytes=16 << 30),
+        # both separate kernels at 4 programs an SM with their waits deferred (D=64: dK/dV with unmasked LSE/delta
+        # loads 126 registers, 42 KB; dQ at 2 stages 122, 50 KB)
+        "sep4": dict(dq_mode="separate", dkdv_config=dict(EVEN_M=True), dq_config=dict(num_stages=2)),
+        # ds's dQ GEMM at 32 keys a step, 4 stages: 66 KB, 3 programs an SM (D=128; the default (128, 64, 8, 3) 2)
+        "ds_g32": dict(dq_mode="ds", dq_config=dict(BLOCK_N=32, num_stages=4)),
     }
     return out
 
