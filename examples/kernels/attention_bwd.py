@@ -600,8 +600,8 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_
 
 def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, kernel=None):
     """dq_mode="fused": preprocess, then attn_bwd_fused_kernel (``dkdv_config``'s BLOCK_M/BLOCK_N, num_warps,
-    num_stages and maxnreg (:data:`FUSED_MAXNREG`) for the grid and its dK/dV loop, ``dq_config``'s BLOCK_M/BLOCK_N for its dQ loop; ``kernel``: another
-    compiled copy of it, the bench's A/B of compile knobs)."""
+    num_stages and maxnreg (:data:`FUSED_MAXNREG`) for the grid and its dK/dV loop, ``dq_config``'s BLOCK_M/BLOCK_N for
+    its dQ loop; ``kernel``: another compiled copy of it, the bench's A/B of compile knobs)."""
     kernel = kernel or attn_bwd_fused_kernel
     import torch
     Z, H, N, D = q.shape

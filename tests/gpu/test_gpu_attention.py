@@ -215,7 +215,8 @@ def test_fused_backward_under_a_register_ceiling_is_the_same(causal):
     o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
     cfg = dict(KV_REGS=0)
     base = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="fused", dkdv_config=cfg)
-    capped = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="fused", dkdv_config=dict(cfg, maxnreg=128))
+    capped = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="fused",
+                             dkdv_config=dict(cfg, maxnreg=128))
     for x, y in zip(base, capped):
         assert torch.equal(x, y)
     ck = next(e.compiled for key, e in B.attn_bwd_fused_kernel._cuda_state["cache"].items() if ("maxnreg", 128) in key)
