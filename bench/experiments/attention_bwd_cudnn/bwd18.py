@@ -5,13 +5,15 @@
 
 Each entry calls ``attention_bwd`` directly on the saved O and LSE (cuDNN and tutorial 06 run through autograd, as in
 ``bwd10.py``; every ratio is cuDNN's time over the entry's). ``--check`` compares each entry's gradients with cuDNN's.
-Entries (``ENTRIES``):
+Entries (:func:`entries`):
 - ``def``: the default mode and configs; ``sep``: the separate pass; ``ds``: ``dq_mode="ds"``.
 - ``f6432``: the fused kernel with its dQ loop at 32 keys a step (``(64, 32)``; fewer registers in that loop).
 - ``late``: the default again (timed last: drift within the process).
 - ``cap_*``: the fused kernel launched with ``maxnreg=128`` (``FUSED_MAXNREG``), where its 4-warp programs fit 4 an
   SM instead of 3 (ptxas then waits for every wgmma at 0: the question is whether the fourth program pays for that).
 - ``sep4``: the separate pass with both kernels at 4 programs an SM (D=64); ``ds_g32``: ds's dQ GEMM at 3 an SM.
+  Since 9de6d9d ``sep4``'s configs are the separate pass's defaults (``sep``, ``sep_dqs2`` and ``sep4`` run alike at
+  D=64 where N is a multiple of 32).
 - (At cf991cc also ``ovl1`` / ``ovl2`` / ``ovl2_16``: ds with each head group's dQ GEMM on a second stream beside the
   next group's dK/dV kernel; no faster, removed: docs/attention.md, "bwd18".)
 """
@@ -30,6 +32,7 @@ import torch  # noqa: E402
 
 from bench import bench_attention as BA  # noqa: E402
 from examples.kernels import attention_bwd as B  # noqa: E402
+
 
 def entries(D, causal):
     """name -> kwargs of attention_bwd (besides the tensors)."""
