@@ -7,7 +7,9 @@ Under a running kprof session (default options) each of ``scope.__enter__``, ``s
 measured on a no-op and given as ``timer_ns``).  ``--steps`` steps of the workload run so wrapped; then the same
 calls repeat with the last real arguments (the last launch record, the step's scope names), back to back
 ("tight") and with ~``--evict-mb`` MB of memory streamed between two calls ("evicted").  Per event: mean ns inside
-the call.  If the in-step figure is the tight one, kprof's cost in a step is not in these calls.
+the call.  If the in-step figure is the tight one, kprof's cost in a step is not in these calls.  The timeline's
+clock (``context._clock``) is wrapped too ("clock": its reads inside those calls, whose figures then include the
+clock wrapper's own cost, ~2 ``timer_ns`` per read).
 
     python3 bench/experiments/profiler_overhead/in_step_cost.py [--workload train] [--steps 40] [--out FILE.json]
 """
@@ -79,6 +81,10 @@ def main(argv=None) -> int:
     t_enter, t_exit = Timed(scopes.scope.__enter__), Timed(scopes.scope.__exit__)
     scopes.scope.__enter__, scopes.scope.__exit__ = t_enter.w, t_exit.w
     h_enter, h_exit = Timed(hooks._enter), Timed(hooks._exit)
+    # the timeline's clock (cupti.get_timestamp in API-record mode), read inside the calls above
+    clk = Timed(context._clock) if context._clock is not None else None
+    if clk is not None:
+        context._clock = clk.w
     ie, ix = khooks._enter_hooks.index(hooks._enter), khooks._exit_hooks.index(hooks._exit)
     khooks._enter_hooks[ie], khooks._exit_hooks[ix] = h_enter.w, h_exit.w
     noop = Timed(lambda *a: None)
@@ -95,7 +101,10 @@ def main(argv=None) -> int:
         step_ns = (time.perf_counter_ns() - t0) / args.steps
         res["step_us_instrumented"] = round(step_ns / 1e3, 1)
         ins = {}
-        for k, t in (("scope_enter", t_enter), ("scope_exit", t_exit), ("hook_enter", h_enter), ("hook_exit", h_exit)):
+        for k, t in (("scope_enter", t_enter), ("scope_exit", t_exit), ("hook_enter", h_enter), ("hook_exit", h_exit),
+                     ("clock", clk)):
+            if t is None:
+                continue
             ns, n = t.take()
             ins[k] = {"per_step": round(n / args.steps, 2), "mean_ns": round(ns / n, 1) if n else None,
                       "us_per_step": round(ns / args.steps / 1e3, 1)}
@@ -120,14 +129,15 @@ def main(argv=None) -> int:
             h_exit.w(rec)
 
         def loop(fn, n, ev):
-            for t in (t_enter, t_exit, h_enter, h_exit):
+            for t in (t_enter, t_exit, h_enter, h_exit) + ((clk,) if clk is not None else ()):
                 t.take()
             for i in range(n):
                 if ev:
                     bytes(evict)   # streams evict_mb through the caches
                 fn(i)
             return {k: round(t.ns / t.n, 1) for k, t in (("scope_enter", t_enter), ("scope_exit", t_exit),
-                                                          ("hook_enter", h_enter), ("hook_exit", h_exit)) if t.n}
+                                                          ("hook_enter", h_enter), ("hook_exit", h_exit),
+                                                          ("clock", clk)) if t is not None and t.n}
         res["tight"] = loop(one_scope, 20000, False)
         res["evicted"] = loop(one_scope, 300, True)
         if rec is not None:
@@ -136,6 +146,8 @@ def main(argv=None) -> int:
     finally:
         gc.enable()
         scopes.scope.__enter__, scopes.scope.__exit__ = t_enter.fn, t_exit.fn
+        if clk is not None and context._clock is clk.w:
+            context._clock = clk.fn
         khooks._enter_hooks[ie], khooks._exit_hooks[ix] = hooks._enter, hooks._exit
         profiler.finalize()
     print(json.dumps(res))
