@@ -94,6 +94,21 @@ def main(argv=None) -> int:
             "resid_max_abs_ns": round(max(abs(r) for r in resid), 1),
             "half_bracket_p50_ns": round(statistics.median(half), 1), "inside_bracket_frac": round(inside, 4)}
     res["seconds"] = args.seconds
+    # which libcupti each profiler loads (kprof: cupti-python's; Proton: TRITON_CUPTI_LIB_PATH or Triton's copy):
+    # two copies in one process is what an in-process kprof/Proton comparison has to live with
+    try:
+        from profiler.backends import cupti_raw
+        lib = cupti_raw.find_libcupti()
+        res["kprof_libcupti"] = getattr(lib, "_name", None)
+    except Exception as e:
+        res["kprof_libcupti"] = f"{type(e).__name__}: {e}"
+    try:
+        from triton import knobs
+        d = knobs.proton.cupti_lib_dir
+        res["proton_cupti_dir"] = d
+        res["proton_cupti_files"] = sorted(os.listdir(d)) if os.path.isdir(d) else None
+    except Exception as e:
+        res["proton_cupti_dir"] = f"{type(e).__name__}: {e}"
     print(json.dumps(res, indent=1))
     if args.out:
         with open(args.out, "w") as f:
