@@ -463,3 +463,64 @@ def test_python_thread_ended_before_the_join(light_fake, tmp_path):
     root, _ = read_profile(tmp_path / "ended.hatchet")
     assert names(find(root, "main")) == ["from_main"] and "from_thread" in names(root)
 
+
+
+@pytest.mark.parametrize("clock,offset", [("monotonic", 7_000_000_000), ("realtime", 0), ("monotonic_raw", -3_000)])
+def test_timelines_on_a_host_clock(monkeypatch, tmp_path, clock, offset):
+    """``cupti_timeline_clock``: timelines read a host clock and launches are placed by their API records'
+    CUPTI times mapped onto it through the offsets measured at the start and at the join -- here a CUPTI whose
+    clock is a host clock plus a constant; every launch lands in its scope, also those of another thread."""
+    import threading
+    import time
+
+    from profiler.backends import cupti as kc
+    host = kc.host_clock(clock)
+    fake = _fake_for(monkeypatch, "api-records", clock=lambda: host() + offset)
+    monkeypatch.setenv("KPROF_CUPTI_TIMELINE_CLK", clock)
+    sid = profiler.start(str(tmp_path / "h"))
+    b = S.get(sid).backend
+    assert b.tl_offsets and abs(b.tl_offsets[0][1] - offset) < 1_000_000
+    with profiler.scope("fwd"):
+        fake.launch("k_fwd")
+        with profiler.scope("inner"):
+            fake.launch("k_inner")
+        fake.launch("k_fwd")
+
+    def worker():
+        with profiler.scope("side"):
+            fake.launch("k_side")
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    fake.launch("k_root")
+    time.sleep(0.001)
+    profiler.finalize(sid)
+    assert len(b.tl_offsets) >= 2
+    root, _ = read_profile(tmp_path / "h.hatchet")
+    assert find(root, "fwd", "k_fwd").metrics["count"] == 2
+    assert find(root, "fwd", "inner", "k_inner").metrics["count"] == 1
+    assert find(root, "side", "k_side").metrics["count"] == 1
+    assert find(root, "k_root").metrics["count"] == 1
+
+
+def test_clock_offset_and_mapping():
+    """clock_offset takes the narrowest bracket; the mapping interpolates a drifting offset linearly."""
+    from profiler.backends import cupti as kc
+    t = [0]
+
+    def host():
+        t[0] += 10
+        return t[0]
+    h, off = kc.clock_offset(lambda: t[0] + 1000, host, tries=3)
+    assert off == 1000 - 5 and h == 15
+    b = object.__new__(kc.CuptiBackend)
+    b.clock, b.tl_clock = (lambda: 0), None
+    b.tl_offsets = [(0, 100), (1_000_000, 200)]   # CUPTI - host grew by 100 ns over 1 ms
+
+    def raising():
+        raise RuntimeError("CUPTI stopped")
+    b.clock = raising
+    to_tl = b._to_timeline()
+    assert to_tl(100) == 0 and to_tl(1_000_200) == 1_000_000 and to_tl(500_150) == 500_000
+    b.tl_offsets = None
+    assert b._to_timeline() is None
