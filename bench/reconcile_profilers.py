@@ -102,6 +102,7 @@ KPROF_VARIANTS = {
     "kprof-nosub": ({}, {}),   # measurement only: the graph-node resource callbacks left off (see _start)
     "kprof-nopy": ({}, {"hook": None}),   # measurement only: no kernelc hook and profiler.scope a no-op (_start)
     "kprof-noscope": ({}, {}),   # measurement only: profiler.scope a no-op, the kernelc hook kept (_start)
+    "kprof-hostclk": ({"cupti_timeline_clock": "monotonic"}, {}),
 }
 # profilers --against may compare in one process: the floors re-register their CUPTI buffer callbacks
 # when a kprof or Proton start has registered its own since, and floor-sub's subscriber lives for its
