@@ -125,7 +125,10 @@ def _warn_once(key: str, msg: str) -> None:
 
 
 # -- the hooks ----------------------------------------------------------------------------------
-_kl_fast: Dict[tuple, Any] = {}  # (compiled, grid, scope id) -> its KernelLaunch, launches without metadata
+# (id of the compiled kernel, grid, scope id) -> its KernelLaunch, for launches without metadata; the
+# KernelLaunch's info holds the compiled kernel, so its id is not reused while the entry lives (a
+# CompiledKernel is an eq-dataclass: unhashable)
+_kl_fast: Dict[tuple, Any] = {}
 
 
 def _enter(rec) -> None:
@@ -151,14 +154,15 @@ def _enter(rec) -> None:
             # stages, smem): one dict lookup per launch instead of describe's key, for launches without
             # launch_metadata (whose metrics are per launch).
             if ck is not None and getattr(fn, "launch_metadata", None) is None:
-                key = (ck, rec.grid, node)
+                key = (id(ck), rec.grid, node)
                 kl = _kl_fast.get(key)
                 if kl is None:
                     info, _ = describe(rec)
                     kl = _launch_objs.get((node, info))
                     if kl is None:
                         kl = _launch_objs[(node, info)] = context.KernelLaunch(node, info, None)
-                    _kl_fast[key] = kl
+                    if info.compiled is ck:
+                        _kl_fast[key] = kl
             else:
                 info, metrics = describe(rec)
                 if metrics is None:  # equal launches share one object (no allocation per launch)

@@ -524,3 +524,44 @@ def test_clock_offset_and_mapping():
     assert to_tl(100) == 0 and to_tl(1_000_200) == 1_000_000 and to_tl(500_150) == 500_000
     b.tl_offsets = None
     assert b._to_timeline() is None
+
+
+def test_kernelc_launch_with_an_unhashable_compiled_kernel(fake, tmp_path, capsys):
+    """kernelc's CompiledKernel is an eq-dataclass (unhashable): the hook's one-lookup path keys it by id and
+    describes every launch (no "hook failed" warning); launches of one configuration share one KernelLaunch."""
+    import dataclasses
+
+    from profiler import context
+
+    @dataclasses.dataclass
+    class Compiled:
+        cache_key: str = "ck1"
+        signature: dict = dataclasses.field(default_factory=lambda: {"x": "*fp32"})
+
+    class Fn:
+        launch_metadata = None
+        file, first_line, src = __file__, 1, "def k(x):\n    pass\n"
+
+    ck = Compiled()
+
+    class Rec:
+        name, grid, num_warps, num_stages, shared = "kc", (8, 1, 1), 4, 2, 0
+        stream, backend, cache_key, function, compiled = 0, "cuda", "ck1", Fn(), ck
+        constexprs, args = {}, []
+
+    with pytest.raises(TypeError):
+        hash(ck)
+    seen = []
+    sid = profiler.start(str(tmp_path / "u"))
+    with profiler.scope("s"):
+        for _ in range(3):
+            hooks._enter(Rec)
+            seen.append(context.current().node)
+            fake.launch("kc", dur=1000)
+            hooks._exit(Rec)
+    profiler.finalize(sid)
+    assert "hook failed" not in capsys.readouterr().err
+    assert type(seen[0]) is context.KernelLaunch and seen[0] is seen[1] is seen[2]
+    root, _ = read_profile(tmp_path / "u.hatchet")
+    k = find(root, "s", "kc [grid 8x1x1, warps 4, stages 2]")
+    assert k.metrics["count"] == 3 and k.extra["cache_key"] == "ck1"
