@@ -102,7 +102,7 @@ KPROF_VARIANTS = {
     "kprof-nosub": ({}, {}),   # measurement only: the graph-node resource callbacks left off (see _start)
     "kprof-nopy": ({}, {"hook": None}),   # measurement only: no kernelc hook and profiler.scope a no-op (_start)
     "kprof-noscope": ({}, {}),   # measurement only: profiler.scope a no-op, the kernelc hook kept (_start)
-    "kprof-hostclk": ({"cupti_timeline_clock": "monotonic"}, {}),
+    "kprof-cupticlk": ({"cupti_timeline_clock": "cupti"}, {}),   # timelines on cupti.get_timestamp (before s18)
 }
 # profilers --against may compare in one process: the floors re-register their CUPTI buffer callbacks
 # when a kprof or Proton start has registered its own since, and floor-sub's subscriber lives for its
@@ -226,6 +226,13 @@ def _start(prof, out):
         import triton.profiler as proton
         _STATE.clear()
         _STATE["backend"] = "proton"
+        if _CB_OWNER[0] not in (None, "proton"):
+            # kprof or a floor used cupti-python's libcupti in this process, and Proton loads its own copy:
+            # CUPTI lets one copy attach to the driver at a time (Proton's subscribe failed with error 39,
+            # MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, on an H200 2026-11-29), so detach cupti-python's first
+            # (it attaches again at its next call)
+            from cupti import cupti
+            cupti.finalize()
         _CB_OWNER[0] = "proton"
         # code that looks profiler.scope up at each use (the train workload) opens Proton's scopes for
         # the block, as it would be instrumented for Proton; the encoder was built with the scope of the

@@ -38,13 +38,15 @@ knob                        environment variable        meaning
 ``cupti_runtime_callbacks`` ``KPROF_CUPTI_RUNTIME``     ``1``: also subscribe to the runtime API's
                                                         launch ids
 ``cupti_timeline_clock``    ``KPROF_CUPTI_TIMELINE_CLK`` the clock a scope timeline entry reads
-                                                        (API-record mode): ``cupti``
-                                                        (``cupti.get_timestamp``, the records'
-                                                        own clock) or a host clock read through
-                                                        ``time`` (``realtime``, ``monotonic``,
-                                                        ``monotonic_raw``), mapped to CUPTI's by
-                                                        offsets measured at the start and at
-                                                        each join (cheaper to read)
+                                                        (API-record mode): ``realtime`` (the
+                                                        default: ``time.time_ns``, the clock
+                                                        CUPTI's timestamps read on Linux), another
+                                                        host clock (``monotonic``,
+                                                        ``monotonic_raw``) or ``cupti``
+                                                        (``cupti.get_timestamp``, ~2.5x the cost);
+                                                        a host clock is mapped to CUPTI's by
+                                                        offsets measured at the start and at each
+                                                        join
 ==========================  ==========================  =======================================
 
 The defaults of the cupti knobs are what docs/performance.md ("Profiler overhead") measured best;
@@ -141,7 +143,7 @@ KNOBS: Dict[str, Knob] = {k.name: k for k in (
          "place launches by a Python launch callback"),
     Knob("cupti_runtime_callbacks", "KPROF_CUPTI_RUNTIME", False, _flag,
          "also subscribe to the runtime API's launch ids"),
-    Knob("cupti_timeline_clock", "KPROF_CUPTI_TIMELINE_CLK", "cupti", _choice(*TIMELINE_CLOCKS),
+    Knob("cupti_timeline_clock", "KPROF_CUPTI_TIMELINE_CLK", "realtime", _choice(*TIMELINE_CLOCKS),
          "the clock scope timelines read"),
 )}
 

@@ -137,7 +137,8 @@ def test_against_takes_kprof_variants_floors_and_proton_only(capsys):
 def test_proton_block_opens_proton_scopes_and_floor_reregisters_after(monkeypatch):
     """A Proton block (--against): ``profiler.scope`` is Proton's while it runs (train looks it up per use;
     the encoder gets ``_dyn_scope``) and kprof's again after its stop; a floor started next registers its
-    CUPTI callbacks again (Proton's finalize released CUPTI)."""
+    CUPTI callbacks again (Proton's finalize released CUPTI); before a Proton block that follows one on
+    cupti-python's CUPTI, that CUPTI is detached (cupti.finalize: one libcupti copy attached at a time)."""
     import profiler
     real = profiler.scope
     calls = []
@@ -167,6 +168,9 @@ def test_proton_block_opens_proton_scopes_and_floor_reregisters_after(monkeypatc
 
         activity_disable = activity_flush_all = activity_enable
 
+        def finalize(self):
+            calls.append(("cupti.finalize",))
+
     fake = type(sys)("cupti")
     fake.cupti = FakeCupti()
     monkeypatch.setitem(sys.modules, "cupti", fake)
@@ -182,7 +186,12 @@ def test_proton_block_opens_proton_scopes_and_floor_reregisters_after(monkeypatc
         with rp._dyn_scope("mlp"):
             pass
         rp._start("floor", "x")()
-        assert calls == [("start", "triton"), ("scope", "attn", {"flops": 2}), ("finalize",), ("register",)]
+        assert calls == [("cupti.finalize",), ("start", "triton"), ("scope", "attn", {"flops": 2}), ("finalize",),
+                         ("register",)]
+        calls.clear()
+        rp._start("proton", "x")()   # after the floor: cupti-python's CUPTI is detached again first
+        rp._start("proton", "x")()   # after Proton: nothing to detach
+        assert [c[0] for c in calls] == ["cupti.finalize", "start", "finalize", "start", "finalize"]
     finally:
         profiler.scope = real
 

@@ -53,11 +53,38 @@ class Timed:
         return ns, n
 
 
+def _placed(path):
+    """Where the profile put the GPU time: kernels right under the root (no scope) against all, and kernelc
+    kernels with their launch description (a hook that failed leaves them without one)."""
+    try:
+        from profiler.format import read_profile
+        root, _ = read_profile(path)
+    except Exception as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+    out = {"kernel_ns": 0, "root_kernel_ns": 0, "kernelc_frames": 0, "kernels": 0}
+
+    def walk(node, depth):
+        for ch in node.children:
+            m = ch.metrics or {}
+            if "device_type" in m:
+                out["kernels"] += int(m.get("count", 0) or 0)
+                t = int(m.get("time (ns)", 0) or 0)
+                out["kernel_ns"] += t
+                if depth == 0:
+                    out["root_kernel_ns"] += t
+                if (ch.extra or {}).get("kind") == "kernel":
+                    out["kernelc_frames"] += 1
+            walk(ch, depth + 1)
+    walk(root, 0)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workload", default="train")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--evict-mb", type=float, default=48.0)
+    ap.add_argument("--evict-n", type=int, default=300, help="calls of the evicted loop (0: skip it)")
     ap.add_argument("--device", default=None)
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
@@ -139,10 +166,12 @@ def main(argv=None) -> int:
                                                           ("hook_enter", h_enter), ("hook_exit", h_exit),
                                                           ("clock", clk)) if t is not None and t.n}
         res["tight"] = loop(one_scope, 20000, False)
-        res["evicted"] = loop(one_scope, 300, True)
+        if args.evict_n:
+            res["evicted"] = loop(one_scope, args.evict_n, True)
         if rec is not None:
             res["tight"].update(loop(one_launch, 20000, False))
-            res["evicted"].update(loop(one_launch, 300, True))
+            if args.evict_n:
+                res["evicted"].update(loop(one_launch, args.evict_n, True))
     finally:
         gc.enable()
         scopes.scope.__enter__, scopes.scope.__exit__ = t_enter.fn, t_exit.fn
@@ -150,6 +179,8 @@ def main(argv=None) -> int:
             context._clock = clk.fn
         khooks._enter_hooks[ie], khooks._exit_hooks[ix] = hooks._enter, hooks._exit
         profiler.finalize()
+    res["placed"] = _placed(out_base + ".hatchet")
+    res["timeline_clock"] = os.environ.get("KPROF_CUPTI_TIMELINE_CLK", "cupti")
     print(json.dumps(res))
     if args.out:
         with open(args.out, "w") as f:
