@@ -8,7 +8,7 @@
 
 Kernels launched inside a scope (on the same thread) become its children (``context="shadow"``).
 ``metrics`` are user numbers added to the scope's frame at entry; readers sum them up the tree.
-Scopes are per thread; a scope costs a dict lookup and a few list operations when no session needs
+Scopes are per thread; a scope costs a dict lookup and two list operations when no session needs
 host timestamps (the ``cupti`` backend without a trace).
 """
 from __future__ import annotations
@@ -19,7 +19,6 @@ from typing import Any, Callable, Mapping, Optional
 
 from . import context
 from . import session as _session
-from .context import ROOT, _ids, fast as _fast, ctx_slow as _ctx_slow, intern as _intern
 
 __all__ = ["scope", "enter_scope", "exit_scope"]
 
@@ -31,55 +30,23 @@ class scope:
     __slots__ = ("name", "metrics")
 
     def __init__(self, name: str, metrics: Optional[Mapping[str, Any]] = None):
-        if type(name) is not str or not name:
-            if not isinstance(name, str) or not name:
-                raise TypeError(f"scope name must be a non-empty string, got {name!r}")
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"scope name must be a non-empty string, got {name!r}")
         self.name = name
         self.metrics = metrics
 
-    # __enter__/__exit__ are context.push/pop inlined (a scope is entered per layer per step, and every call
-    # and attribute read shows in a launch-bound step: issue 23); context.push/pop stay the reference.
     def __enter__(self) -> "scope":
-        try:
-            c = _fast.ctx
-        except AttributeError:
-            c = _ctx_slow()
-        parent = c.node
-        if type(parent) is not int:  # a kernelc launch that raised before its exit hook
-            parent = c.kprev
-        name = self.name
-        nid = _ids.get((parent, name)) or _intern(parent, name)
-        c.stack.append(parent)
-        c.node = nid
-        clock = context._clock
-        if clock is not None:
-            if context._ext is None:
-                c.times.append(clock())
-                c.nodes.append(nid)
-            else:
-                context._ext_changed(c)
+        nid = context.push(self.name)
         # Only sessions that time scopes on the host (or metrics) need more than the push: kprof's
         # cupti backend without a trace places kernels by the timeline alone.
         if _session.timing or (self.metrics and _session.active):
-            _session.scope_entered(name, nid, self.metrics)
+            _session.scope_entered(self.name, nid, self.metrics)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         if _session.timing:
             _session.scope_exiting(self.name)
-        try:
-            c = _fast.ctx
-        except AttributeError:
-            c = _ctx_slow()
-        st = c.stack
-        c.node = node = st.pop() if st else ROOT
-        clock = context._clock
-        if clock is not None:
-            if context._ext is None:
-                c.times.append(clock())
-                c.nodes.append(node)
-            else:
-                context._ext_changed(c)
+        context.pop()
         return False
 
     def __call__(self, fn: Callable) -> Callable:
