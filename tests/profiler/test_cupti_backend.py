@@ -465,8 +465,9 @@ def test_python_thread_ended_before_the_join(light_fake, tmp_path):
 
 
 
+@pytest.mark.parametrize("variant", ["api-records", "external-correlation"])
 @pytest.mark.parametrize("clock,offset", [("monotonic", 7_000_000_000), ("realtime", 0), ("monotonic_raw", -3_000)])
-def test_timelines_on_a_host_clock(monkeypatch, tmp_path, clock, offset):
+def test_timelines_on_a_host_clock(monkeypatch, tmp_path, clock, offset, variant):
     """``cupti_timeline_clock``: timelines read a host clock and launches are placed by their API records'
     CUPTI times mapped onto it through the offsets measured at the start and at the join -- here a CUPTI whose
     clock is a host clock plus a constant; every launch lands in its scope, also those of another thread."""
@@ -475,7 +476,7 @@ def test_timelines_on_a_host_clock(monkeypatch, tmp_path, clock, offset):
 
     from profiler.backends import cupti as kc
     host = kc.host_clock(clock)
-    fake = _fake_for(monkeypatch, "api-records", clock=lambda: host() + offset)
+    fake = _fake_for(monkeypatch, variant, clock=lambda: host() + offset)
     monkeypatch.setenv("KPROF_CUPTI_TIMELINE_CLK", clock)
     sid = profiler.start(str(tmp_path / "h"))
     b = S.get(sid).backend
