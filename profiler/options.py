@@ -39,8 +39,9 @@ knob                        environment variable        meaning
                                                         launch ids
 ``cupti_timeline_clock``    ``KPROF_CUPTI_TIMELINE_CLK`` the clock a scope timeline entry reads
                                                         (API-record mode): ``realtime`` (the
-                                                        default: ``time.time_ns``, the clock
-                                                        CUPTI's timestamps read on Linux), another
+                                                        default: ``time.time_ns`` where it is
+                                                        CUPTI's own clock, as on the H200 hosts
+                                                        measured; else CUPTI's), another
                                                         host clock (``monotonic``,
                                                         ``monotonic_raw``) or ``cupti``
                                                         (``cupti.get_timestamp``, ~2.5x the cost);
