@@ -102,11 +102,13 @@ KPROF_VARIANTS = {
     "kprof-nosub": ({}, {}),   # measurement only: the graph-node resource callbacks left off (see _start)
     "kprof-nopy": ({}, {"hook": None}),   # measurement only: no kernelc hook and profiler.scope a no-op (_start)
     "kprof-noscope": ({}, {}),   # measurement only: profiler.scope a no-op, the kernelc hook kept (_start)
+    "kprof-cupticlk": ({"cupti_timeline_clock": "cupti"}, {}),   # timelines on cupti.get_timestamp (before s18)
 }
 # profilers --against may compare in one process: the floors re-register their CUPTI buffer callbacks
-# when a kprof start has registered its own since, and floor-sub's subscriber lives for its block only
-# (see _start)
-AGAINST_OK = set(KPROF_VARIANTS) | {"floor", "floor-raw", "floor-api", "floor-sub"}
+# when a kprof or Proton start has registered its own since, and floor-sub's subscriber lives for its
+# block only; Proton's finalize releases CUPTI altogether (cuptiFinalize), so whatever starts next
+# starts CUPTI afresh (see _start)
+AGAINST_OK = set(KPROF_VARIANTS) | {"floor", "floor-raw", "floor-api", "floor-sub", "proton"}
 
 
 # -- workloads ---------------------------------------------------------------------------------
@@ -222,8 +224,28 @@ def _start(prof, out):
         _noscope(False)
     if prof == "proton":
         import triton.profiler as proton
+        _STATE.clear()
+        _STATE["backend"] = "proton"
+        if _CB_OWNER[0] not in (None, "proton"):
+            # kprof or a floor used cupti-python's libcupti in this process, and Proton loads its own copy:
+            # CUPTI lets one copy attach to the driver at a time (Proton's subscribe failed with error 39,
+            # MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, on an H200 2026-11-29), so detach cupti-python's first
+            # (it attaches again at its next call)
+            from cupti import cupti
+            cupti.finalize()
+        _CB_OWNER[0] = "proton"
+        # code that looks profiler.scope up at each use (the train workload) opens Proton's scopes for
+        # the block, as it would be instrumented for Proton; the encoder was built with the scope of the
+        # run's profiler (see _scope_fn)
+        _swap_scope(proton.scope)
         proton.start(out, hook="triton")
-        return lambda: proton.finalize()
+
+        def stop():
+            try:
+                proton.finalize()
+            finally:
+                _noscope(False)
+        return stop
     if prof == "torch":
         from torch.profiler import ProfilerActivity, profile
         p = profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU])
@@ -329,6 +351,19 @@ def _noscope(on: bool) -> None:
 
 
 _REAL_SCOPE: list = [None]
+
+
+def _dyn_scope(name, metrics=None):
+    """The scope of whichever profiler the block runs (``profiler.scope``, swapped for Proton's in its blocks)."""
+    import profiler
+    return profiler.scope(name, metrics)
+
+
+def _swap_scope(fn) -> None:
+    """``profiler.scope`` is ``fn`` until the next ``_noscope`` (a Proton block: Proton's own scopes)."""
+    import profiler
+    _REAL_SCOPE[0] = _REAL_SCOPE[0] or profiler.scope
+    profiler.scope = fn
 
 
 def _nosub(on: bool) -> None:
@@ -728,7 +763,9 @@ def child_overhead(spec: dict) -> dict:
     if device == "cuda":
         torch.cuda.init()
     phases["torch"] = round(time.time() - t_begin, 2)
-    w = WORKLOADS[wl](device, _scope_fn(prof))
+    against = spec.get("against")
+    # Proton against another profiler in one process: each block opens its own profiler's scopes
+    w = WORKLOADS[wl](device, _dyn_scope if against and "proton" in (prof, against) else _scope_fn(prof))
     phases["workload"] = round(time.time() - t_begin, 2)
     for _ in range(spec["warmup"]):
         w.step()
@@ -838,9 +875,9 @@ def child_overhead(spec: dict) -> dict:
             gc.enable()
 
     stops = []
+    out_bytes = {}   # profiler -> bytes of each block's profile
     loop_stats = []   # kprof: what its callbacks did on CUPTI's thread during each profiled block
 
-    against = spec.get("against")
     state = {}
 
     def profiled(i, p=prof):
@@ -855,6 +892,9 @@ def child_overhead(spec: dict) -> dict:
         t0 = time.perf_counter()
         stop()
         stops.append(time.perf_counter() - t0)
+        if p in KPROF_VARIANTS or p == "proton":   # what the block's profile holds (a profile that lost its
+            path = (f"{spec['out']}_{i}" if p == prof else f"{spec['out']}_{p}_{i}") + ".hatchet"   # records is small)
+            out_bytes.setdefault(p, []).append(os.path.getsize(path) if os.path.exists(path) else None)
         return t
 
     cold = [block() for _ in range(spec["pre"])]
@@ -899,7 +939,7 @@ def child_overhead(spec: dict) -> dict:
             "wall_s": round(time.time() - t_begin, 2), "cpus": cpus, "threads": torch.get_num_threads(),
             "kprof_state": state, "setup_phases_s": phases, "loop_stats": loop_stats,
             "sched": sched, "cpu_latency0": latency0, "pin_threads": pin_threads,
-            "step_probe": probe_iters, "seg_steps": seg_steps, "against": against}
+            "step_probe": probe_iters, "seg_steps": seg_steps, "against": against, "out_bytes": out_bytes}
 
 
 # -- reading the three profiles ----------------------------------------------------------------
@@ -2106,9 +2146,9 @@ def main(argv=None) -> int:
                     "the one fitted on the run's own control (which makes the control's probe-fit spread "
                     "optimistic); the fitted one is still reported")
     ov.add_argument("--against", default=None, metavar="PROFILER",
-                    help="the other block of each pair runs under this kprof variant or floor instead of "
-                         "unprofiled (e.g. --profilers kprof-nohook --against kprof, or --profilers kprof "
-                         "--against floor: kprof over the floor in one process): two "
+                    help="the other block of each pair runs under this kprof variant, floor or Proton instead "
+                         "of unprofiled (e.g. --profilers kprof-nohook --against kprof, --profilers kprof "
+                         "--against floor: kprof over the floor in one process, or --against proton): two "
                          "configurations compared block by block in one process; `warm` is then the ratio to it "
                          "and a closing control is not added")
     ov.add_argument("--grace", type=float, default=40.0, help="no child starts later than this past --budget")

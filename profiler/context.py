@@ -152,6 +152,17 @@ class _Farewell:
 
 ENDED = object()   # a timeline's node after its thread ended
 local = _Local()
+# The hot paths (a scope's entry and exit, the kernelc hook) read the thread's context from a plain
+# threading.local: an attribute of the subclass above takes the generic (slower) lookup. It is filled
+# from ``local`` on a thread's first use (:func:`ctx_slow`) and dies with the thread, like ``local``'s.
+fast = threading.local()
+fast.ctx = local.ctx
+
+
+def ctx_slow() -> ThreadContext:
+    """The calling thread's context on its first use of ``fast`` (``except AttributeError`` of ``fast.ctx``)."""
+    c = fast.ctx = local.ctx
+    return c
 
 
 def current() -> ThreadContext:

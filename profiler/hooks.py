@@ -25,6 +25,7 @@ import time
 from typing import Any, Dict, Optional, Tuple
 
 from . import context
+from .context import KernelLaunch as _KernelLaunch, fast as _fast
 
 _handle = None
 _cupti = False   # GPU launches are timed by CUPTI: only attach the description
@@ -124,13 +125,21 @@ def _warn_once(key: str, msg: str) -> None:
 
 
 # -- the hooks ----------------------------------------------------------------------------------
+# (id of the compiled kernel, grid, scope id) -> its KernelLaunch, for launches without metadata; the
+# KernelLaunch's info holds the compiled kernel, so its id is not reused while the entry lives (a
+# CompiledKernel is an eq-dataclass: unhashable)
+_kl_fast: Dict[tuple, Any] = {}
+
+
 def _enter(rec) -> None:
     if _idle:
         return
     try:
-        c = context.local.ctx
+        try:
+            c = _fast.ctx
+        except AttributeError:
+            c = context.ctx_slow()
         if _cupti and rec.backend == "cuda":
-            info, metrics = describe(rec)
             node = c.node
             if type(node) is not int:  # a previous launch raised before its exit hook
                 node = c.kprev
@@ -139,12 +148,29 @@ def _enter(rec) -> None:
                 node = context.MAIN.node
                 if type(node) is not int:
                     node = node.node
-            if metrics is None:  # equal launches share one object (no allocation per launch)
-                kl = _launch_objs.get((node, info))
+            fn = rec.function
+            ck = rec.compiled
+            # A compiled kernel and grid pin everything describe() keys on (name, cache key, warps,
+            # stages, smem): one dict lookup per launch instead of describe's key, for launches without
+            # launch_metadata (whose metrics are per launch).
+            if ck is not None and getattr(fn, "launch_metadata", None) is None:
+                key = (id(ck), rec.grid, node)
+                kl = _kl_fast.get(key)
                 if kl is None:
-                    kl = _launch_objs[(node, info)] = context.KernelLaunch(node, info, None)
+                    info, _ = describe(rec)
+                    kl = _launch_objs.get((node, info))
+                    if kl is None:
+                        kl = _launch_objs[(node, info)] = context.KernelLaunch(node, info, None)
+                    if info.compiled is ck:
+                        _kl_fast[key] = kl
             else:
-                kl = context.KernelLaunch(node, info, metrics)
+                info, metrics = describe(rec)
+                if metrics is None:  # equal launches share one object (no allocation per launch)
+                    kl = _launch_objs.get((node, info))
+                    if kl is None:
+                        kl = _launch_objs[(node, info)] = context.KernelLaunch(node, info, None)
+                else:
+                    kl = context.KernelLaunch(node, info, metrics)
             c.node = kl
             clock = context._clock
             if clock is not None:
@@ -171,9 +197,12 @@ def _exit(rec) -> None:
             pass
         return
     try:
-        c = context.local.ctx
+        try:
+            c = _fast.ctx
+        except AttributeError:
+            c = context.ctx_slow()
         if _cupti and rec.backend == "cuda":
-            if type(c.node) is context.KernelLaunch:
+            if type(c.node) is _KernelLaunch:
                 c.node = node = c.kprev
                 clock = context._clock
                 if clock is not None:

@@ -37,6 +37,17 @@ knob                        environment variable        meaning
                                                         callback, not API activity records
 ``cupti_runtime_callbacks`` ``KPROF_CUPTI_RUNTIME``     ``1``: also subscribe to the runtime API's
                                                         launch ids
+``cupti_timeline_clock``    ``KPROF_CUPTI_TIMELINE_CLK`` the clock a scope timeline entry reads
+                                                        (API-record mode): ``realtime`` (the
+                                                        default: ``time.time_ns`` where it is
+                                                        CUPTI's own clock, as on the H200 hosts
+                                                        measured; else CUPTI's), another
+                                                        host clock (``monotonic``,
+                                                        ``monotonic_raw``) or ``cupti``
+                                                        (``cupti.get_timestamp``, ~2.5x the cost);
+                                                        a host clock is mapped to CUPTI's by
+                                                        offsets measured at the start and at each
+                                                        join
 ==========================  ==========================  =======================================
 
 The defaults of the cupti knobs are what docs/performance.md ("Profiler overhead") measured best;
@@ -106,6 +117,7 @@ def _flag(text: str, what: str) -> bool:
 # 2026-11-28: slower than API records on every workload measured (docs/performance.md, decision records)
 ATTRIBUTIONS = ("api-records", "external-correlation")
 RECORD_MODES = ("split", "deferred", "raw")
+TIMELINE_CLOCKS = ("cupti", "realtime", "monotonic", "monotonic_raw")
 
 
 @dataclass(frozen=True)
@@ -132,6 +144,8 @@ KNOBS: Dict[str, Knob] = {k.name: k for k in (
          "place launches by a Python launch callback"),
     Knob("cupti_runtime_callbacks", "KPROF_CUPTI_RUNTIME", False, _flag,
          "also subscribe to the runtime API's launch ids"),
+    Knob("cupti_timeline_clock", "KPROF_CUPTI_TIMELINE_CLK", "realtime", _choice(*TIMELINE_CLOCKS),
+         "the clock scope timelines read"),
 )}
 
 

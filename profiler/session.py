@@ -550,10 +550,11 @@ _now = time.perf_counter_ns
 
 def _numeric(metrics) -> Dict[str, Any]:
     out = {}
-    for k, v in dict(metrics).items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
+    for k, v in metrics.items():
+        tv = type(v)
+        if tv is not int and tv is not float and (isinstance(v, bool) or not isinstance(v, (int, float))):
             raise TypeError(f"scope metric {k!r} must be a number, got {v!r}")
-        out[str(k)] = v
+        out[k if type(k) is str else str(k)] = v
     return out
 
 
@@ -566,10 +567,9 @@ def scope_metrics(name: str, node: int, metrics, pykey=None) -> None:
 
 
 def scope_entered(name: str, node: int, metrics) -> None:
-    c = context.local.ctx
     pykey = context.python_key_here(1) if python_ctx else None
     if timing:
-        c.tstack.append([node, _now(), 0, pykey, name])
+        context.local.ctx.tstack.append([node, _now(), 0, pykey, name])
     if metrics:
         values = _numeric(metrics)
         for s in active:

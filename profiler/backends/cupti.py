@@ -38,10 +38,11 @@ How it works (cupti-python, one subscriber per process):
 """
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .. import context, options
 from . import cupti_records
@@ -51,6 +52,7 @@ RAW_MAX = 100_000         # records kept as cupti-python delivered them (cupti_r
 RAW_MAX_BYTES = 64 << 20   # raw buffers kept undecoded (cupti_records="raw")
 PRUNE_AT = 1 << 20        # correlation entries kept before old ones are dropped
 PRUNE_MARGIN = 200_000    # ...keeping this many correlation ids behind the newest completed record
+SAME_CLOCK_NS = 50_000    # cupti_timeline_clock=realtime: CUPTI's clock is REALTIME if they differ by less
 
 _MEMCPY_KINDS = {"HTOD": "HtoD", "DTOH": "DtoH", "DTOD": "DtoD", "HTOH": "HtoH", "PTOP": "PtoP",
                  "HTOA": "HtoA", "ATOH": "AtoH", "ATOA": "AtoA", "ATOD": "AtoD", "DTOA": "DtoA"}
@@ -176,6 +178,10 @@ class CuptiBackend:
         self.handlers: Dict[tuple, List[Callable]] = {}
         self.launch_listeners: List[Callable] = []  # fn(correlation_id=, name=) after each launch
         self.clock_offset = 0                   # CUPTI timestamp - perf_counter_ns
+        # timelines on a host clock (cupti_timeline_clock): (host time, CUPTI - host) pairs measured at the
+        # start and at each join; None when timelines read CUPTI's own clock
+        self.tl_offsets: Optional[List[Tuple[int, int]]] = None
+        self.tl_clock: Optional[Callable[[], int]] = None
         self.errors: List[str] = []
         self.kinds: List[Any] = []
         self._callback: Optional[Callable] = None
@@ -244,7 +250,21 @@ class CuptiBackend:
         if self.rawbufs is not None:
             self.rawbufs.eager = not self.light
         if self.light:
-            context.timelines_on(self.clock, self._ext_stack() if self.external else None)
+            tl = options.get("cupti_timeline_clock")
+            tclock = self.clock
+            self.tl_offsets = None
+            if tl != "cupti":
+                host = host_clock(tl)
+                first = clock_offset(self.clock, host)
+                if tl == "realtime" and abs(first[1]) > SAME_CLOCK_NS:
+                    # the default reads the host's REALTIME only where it is CUPTI's own clock (an H200 host,
+                    # 2026-11-29): another clock would be mapped through offsets that NTP's slewing may bend
+                    self.skipped.append(f"timeline clock: CUPTI's is not REALTIME here (offset {first[1]} ns); "
+                                        "using cupti.get_timestamp")
+                else:
+                    tclock = self.tl_clock = host
+                    self.tl_offsets = [first]
+            context.timelines_on(tclock, self._ext_stack() if self.external else None)
         self.running = True
         self._rearm_pcsampling(rearm)
 
@@ -746,6 +766,23 @@ class CuptiBackend:
                 for k in [k for k in list(d) if k < limit]:
                     d.pop(k, None)
 
+    def _to_timeline(self) -> Optional[Callable[[int], int]]:
+        """CUPTI time -> the timelines' host clock (None when they read CUPTI's clock): the offset
+        measured now joins those of the start and earlier joins, and a time takes the offset linearly
+        interpolated between the first and the last (a host clock that is CUPTI's moves neither)."""
+        offs = self.tl_offsets
+        if offs is None:
+            return None
+        try:
+            offs.append(clock_offset(self.clock, self.tl_clock))
+        except Exception:   # CUPTI stopped: the offsets so far
+            pass
+        (h0, o0), (h1, o1) = offs[0], offs[-1]
+        if h1 <= h0 or o1 == o0:
+            return lambda t: t - o0
+        slope = (o1 - o0) / (h1 - h0)
+        return lambda t: t - int(o0 + slope * (t - o0 - h0))
+
     def _memcpy_label(self, kind) -> str:
         label = self._memcpy_labels.get(kind)
         if label is None:
@@ -780,7 +817,8 @@ class CuptiBackend:
                     if value is None:
                         if threads is None:
                             threads = context.live_threads()
-                        value = context.node_at(launch[0], launch[1], threads)
+                            to_tl = self._to_timeline()
+                        value = context.node_at(launch[0], launch[1] if to_tl is None else to_tl(launch[1]), threads)
             else:
                 key = cid
             if value is None:
@@ -792,6 +830,28 @@ class CuptiBackend:
                 continue
             for s in targets:
                 s.add_gpu_record(value, name, is_kernel, dev, start, end, extra_bytes, stream, cid)
+
+
+def host_clock(name: str) -> Callable[[], int]:
+    """The ``time`` function reading host clock ``name`` (profiler.options.TIMELINE_CLOCKS) in ns."""
+    if name == "realtime":
+        return time.time_ns
+    if name == "monotonic":
+        return time.perf_counter_ns if time.get_clock_info("perf_counter").implementation.startswith(
+            "clock_gettime(CLOCK_MONOTONIC)") else time.monotonic_ns
+    return functools.partial(time.clock_gettime_ns, time.CLOCK_MONOTONIC_RAW)
+
+
+def clock_offset(ref: Callable[[], int], host: Callable[[], int], tries: int = 16) -> Tuple[int, int]:
+    """``(host time, ref - host)`` from the narrowest of ``tries`` bracketed reads ``host, ref, host``."""
+    best = None
+    for _ in range(tries):
+        a = host()
+        r = int(ref())
+        b = host()
+        if best is None or b - a < best[0]:
+            best = (b - a, (a + b) // 2, r - (a + b) // 2)
+    return best[1], best[2]
 
 
 def launch_cbids(cupti) -> List[int]:

@@ -139,7 +139,7 @@ class FakeCupti:
             return getattr(_REAL, name)
         raise AttributeError(name)
 
-    def __init__(self, *, busy=False, pass_pointers=False, api_records=True):
+    def __init__(self, *, busy=False, pass_pointers=False, api_records=True, clock=None):
         self.busy = busy
         self.api_records = api_records    # False: a CUPTI without per-id API activity records
         self.api_ids = set()              # driver ids whose API activity records are on
@@ -151,6 +151,7 @@ class FakeCupti:
         self.pending = []
         self.cid = itertools.count(1)
         self.clock = 1_000_000
+        self.clock_fn = clock       # timestamps from this host clock (a counter when None)
         self.node_ids = {}          # node handle -> CUPTI graph node id
         self.next_node = itertools.count(100)
         self.subscribes = 0
@@ -213,6 +214,8 @@ class FakeCupti:
         return stack.pop()
 
     def get_timestamp(self):
+        if self.clock_fn is not None:
+            return self.clock_fn()
         self.clock += 1
         return self.clock
 
@@ -383,6 +386,8 @@ def install(monkeypatch, fake: FakeCupti) -> FakeCupti:
     import sys
     import types
 
+    if fake.clock_fn is None:   # a counter is no host clock: timelines read it (kprof's default reads the host's)
+        monkeypatch.setenv("KPROF_CUPTI_TIMELINE_CLK", "cupti")
     pkg = types.ModuleType("cupti")
     pkg.cupti = fake
     monkeypatch.setitem(sys.modules, "cupti", pkg)

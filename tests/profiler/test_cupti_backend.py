@@ -463,3 +463,112 @@ def test_python_thread_ended_before_the_join(light_fake, tmp_path):
     root, _ = read_profile(tmp_path / "ended.hatchet")
     assert names(find(root, "main")) == ["from_main"] and "from_thread" in names(root)
 
+
+
+@pytest.mark.parametrize("variant", ["api-records", "external-correlation"])
+@pytest.mark.parametrize("clock,offset", [("monotonic", 7_000_000_000), ("realtime", 0), ("monotonic_raw", -3_000),
+                                          ("realtime", 7_000_000_000)])
+def test_timelines_on_a_host_clock(monkeypatch, tmp_path, clock, offset, variant):
+    """``cupti_timeline_clock``: timelines read a host clock and launches are placed by their API records'
+    CUPTI times mapped onto it through the offsets measured at the start and at the join -- here a CUPTI whose
+    clock is a host clock plus a constant; every launch lands in its scope, also those of another thread. The
+    default (``realtime``) reads the host clock only where it is CUPTI's (no offset), else CUPTI's clock."""
+    import threading
+    import time
+
+    from profiler.backends import cupti as kc
+    host = kc.host_clock(clock)
+    fake = _fake_for(monkeypatch, variant, clock=lambda: host() + offset)
+    monkeypatch.setenv("KPROF_CUPTI_TIMELINE_CLK", clock)
+    sid = profiler.start(str(tmp_path / "h"))
+    b = S.get(sid).backend
+    fallback = clock == "realtime" and offset != 0   # REALTIME is not this CUPTI's clock: timelines read CUPTI's
+    if fallback:
+        assert b.tl_offsets is None and any("not REALTIME" in x for x in b.skipped)
+    else:
+        assert b.tl_offsets and abs(b.tl_offsets[0][1] - offset) < 1_000_000
+    with profiler.scope("fwd"):
+        fake.launch("k_fwd")
+        with profiler.scope("inner"):
+            fake.launch("k_inner")
+        fake.launch("k_fwd")
+
+    def worker():
+        with profiler.scope("side"):
+            fake.launch("k_side")
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    fake.launch("k_root")
+    time.sleep(0.001)
+    profiler.finalize(sid)
+    assert fallback or len(b.tl_offsets) >= 2
+    root, _ = read_profile(tmp_path / "h.hatchet")
+    assert find(root, "fwd", "k_fwd").metrics["count"] == 2
+    assert find(root, "fwd", "inner", "k_inner").metrics["count"] == 1
+    assert find(root, "side", "k_side").metrics["count"] == 1
+    assert find(root, "k_root").metrics["count"] == 1
+
+
+def test_clock_offset_and_mapping():
+    """clock_offset takes the narrowest bracket; the mapping interpolates a drifting offset linearly."""
+    from profiler.backends import cupti as kc
+    t = [0]
+
+    def host():
+        t[0] += 10
+        return t[0]
+    h, off = kc.clock_offset(lambda: t[0] + 1000, host, tries=3)
+    assert off == 1000 - 5 and h == 15
+    b = object.__new__(kc.CuptiBackend)
+    b.clock, b.tl_clock = (lambda: 0), None
+    b.tl_offsets = [(0, 100), (1_000_000, 200)]   # CUPTI - host grew by 100 ns over 1 ms
+
+    def raising():
+        raise RuntimeError("CUPTI stopped")
+    b.clock = raising
+    to_tl = b._to_timeline()
+    assert to_tl(100) == 0 and to_tl(1_000_200) == 1_000_000 and to_tl(500_150) == 500_000
+    b.tl_offsets = None
+    assert b._to_timeline() is None
+
+
+def test_kernelc_launch_with_an_unhashable_compiled_kernel(fake, tmp_path, capsys):
+    """kernelc's CompiledKernel is an eq-dataclass (unhashable): the hook's one-lookup path keys it by id and
+    describes every launch (no "hook failed" warning); launches of one configuration share one KernelLaunch."""
+    import dataclasses
+
+    from profiler import context
+
+    @dataclasses.dataclass
+    class Compiled:
+        cache_key: str = "ck1"
+        signature: dict = dataclasses.field(default_factory=lambda: {"x": "*fp32"})
+
+    class Fn:
+        launch_metadata = None
+        file, first_line, src = __file__, 1, "def k(x):\n    pass\n"
+
+    ck = Compiled()
+
+    class Rec:
+        name, grid, num_warps, num_stages, shared = "kc", (8, 1, 1), 4, 2, 0
+        stream, backend, cache_key, function, compiled = 0, "cuda", "ck1", Fn(), ck
+        constexprs, args = {}, []
+
+    with pytest.raises(TypeError):
+        hash(ck)
+    seen = []
+    sid = profiler.start(str(tmp_path / "u"))
+    with profiler.scope("s"):
+        for _ in range(3):
+            hooks._enter(Rec)
+            seen.append(context.current().node)
+            fake.launch("kc", dur=1000)
+            hooks._exit(Rec)
+    profiler.finalize(sid)
+    assert "hook failed" not in capsys.readouterr().err
+    assert type(seen[0]) is context.KernelLaunch and seen[0] is seen[1] is seen[2]
+    root, _ = read_profile(tmp_path / "u.hatchet")
+    k = find(root, "s", "kc [grid 8x1x1, warps 4, stages 2]")
+    assert k.metrics["count"] == 3 and k.extra["cache_key"] == "ck1"

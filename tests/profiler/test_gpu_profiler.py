@@ -22,7 +22,9 @@ pytestmark = pytest.mark.gpu
 # the variants of profiler.options the placement tests also run under (docs/performance.md, issue 23)
 # (the default records mode is "raw": libcupti's own buffers)
 VARIANTS = {"default": {}, "external-correlation": {"KPROF_CUPTI_ATTRIBUTION": "external-correlation"},
-            "deferred": {"KPROF_CUPTI_RECORDS": "deferred"}, "split": {"KPROF_CUPTI_RECORDS": "split"}}
+            "deferred": {"KPROF_CUPTI_RECORDS": "deferred"}, "split": {"KPROF_CUPTI_RECORDS": "split"},
+            # timelines on cupti.get_timestamp instead of the default time.time_ns (launches mapped to it)
+            "cupti-clock": {"KPROF_CUPTI_TIMELINE_CLK": "cupti"}, "monotonic-clock": {"KPROF_CUPTI_TIMELINE_CLK": "monotonic"}}
 
 
 def run_program(tmp_path, code, *args, timeout=300, env_extra=None):
@@ -305,7 +307,8 @@ PLACEMENT_PROGRAM = """
     b = session.get(sid).backend
     info = {"backend": session.get(sid).backend_name, "external": getattr(b, "external", False),
             "raw": getattr(b, "rawbufs", None) is not None, "deferred": getattr(b, "deferred", False),
-            "light": getattr(b, "light", None)}
+            "light": getattr(b, "light", None), "tl_offsets": getattr(b, "tl_offsets", None),
+            "skipped": list(getattr(b, "skipped", []))}
     profiler.finalize(sid)
     json.dump(info, open("info.json", "w"))
 """
@@ -333,9 +336,17 @@ def test_launch_placement_on_gpu(tmp_path, variant):
     info = json.load(open(tmp_path / "info.json"))
     assert info["backend"] == "cupti"
     assert (info["external"], info["raw"], info["deferred"]) == (
-        variant == "external-correlation", variant in ("default", "external-correlation"),
+        variant == "external-correlation", variant in ("default", "external-correlation", "cupti-clock",
+                                                       "monotonic-clock"),
         variant == "deferred"), info
     assert info["light"], info   # every variant places launches by API records + timelines
+    # timelines on a host clock unless told cupti's (the default's REALTIME only where it is CUPTI's clock)
+    if variant == "cupti-clock":
+        assert info["tl_offsets"] is None, info
+    elif variant == "monotonic-clock":
+        assert info["tl_offsets"], info
+    else:
+        assert info["tl_offsets"] or any("not REALTIME" in x for x in info["skipped"]), info
     root, _ = read_profile(tmp_path / "placed.hatchet")
     paths = _kernel_paths(root)
     gemm = sum(n for p, n in paths.items() if p[:2] == ("step", "gemm"))

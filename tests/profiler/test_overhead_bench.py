@@ -1,5 +1,6 @@
 """bench/reconcile_profilers.py ``overhead`` on CPU: the statistics of :func:`summarize` on known
 numbers, and one child process (pinning, cold blocks, AB/BA pairs) with kprof's cpu backend."""
+import contextlib
 import json
 import math
 import os
@@ -123,14 +124,76 @@ def test_kprof_variants_alternate_in_one_process(tmp_path, monkeypatch):
             options.set_override(k, None)
 
 
-def test_against_takes_kprof_variants_and_floors_only(capsys):
-    """--against: kprof variants and the two floors (which re-register their callbacks per start); not the
-    unprofiled control, Proton or torch.profiler, which do not share CUPTI that way."""
-    for other in ("none", "proton"):
+def test_against_takes_kprof_variants_floors_and_proton_only(capsys):
+    """--against: kprof variants, the floors (which re-register their callbacks per start) and Proton (whose
+    finalize releases CUPTI); not the unprofiled control or torch.profiler, which do not share CUPTI that way."""
+    for other in ("none", "torch"):
         with pytest.raises(SystemExit):
             rp.main(["overhead", "--device", "cpu", "--profilers", "kprof", "--against", other])
         assert "only; not: " + other in capsys.readouterr().err
-    assert {"floor", "floor-raw", "floor-api", "floor-sub", "kprof", "kprof-nosub"} <= rp.AGAINST_OK
+    assert {"floor", "floor-raw", "floor-api", "floor-sub", "kprof", "kprof-nosub", "proton"} <= rp.AGAINST_OK
+
+
+def test_proton_block_opens_proton_scopes_and_floor_reregisters_after(monkeypatch):
+    """A Proton block (--against): ``profiler.scope`` is Proton's while it runs (train looks it up per use;
+    the encoder gets ``_dyn_scope``) and kprof's again after its stop; a floor started next registers its
+    CUPTI callbacks again (Proton's finalize released CUPTI); before a Proton block that follows one on
+    cupti-python's CUPTI, that CUPTI is detached (cupti.finalize: one libcupti copy attached at a time)."""
+    import profiler
+    real = profiler.scope
+    calls = []
+
+    def pscope(name, metrics=None):
+        calls.append(("scope", name, metrics))
+        return contextlib.nullcontext()
+
+    prot = type(sys)("triton.profiler")
+    prot.scope = pscope
+    prot.start = lambda out, hook=None: calls.append(("start", hook))
+    prot.finalize = lambda: calls.append(("finalize",))
+    tri = type(sys)("triton")
+    tri.profiler = prot
+    monkeypatch.setitem(sys.modules, "triton", tri)
+    monkeypatch.setitem(sys.modules, "triton.profiler", prot)
+
+    class FakeCupti:
+        class ActivityKind:
+            CONCURRENT_KERNEL, MEMCPY, MEMSET = 1, 2, 3
+
+        def activity_register_callbacks(self, req, done):
+            calls.append(("register",))
+
+        def activity_enable(self, k):
+            pass
+
+        activity_disable = activity_flush_all = activity_enable
+
+        def finalize(self):
+            calls.append(("cupti.finalize",))
+
+    fake = type(sys)("cupti")
+    fake.cupti = FakeCupti()
+    monkeypatch.setitem(sys.modules, "cupti", fake)
+    monkeypatch.setattr(rp, "_CB_OWNER", ["floor"])
+    monkeypatch.setattr(rp, "_REAL_SCOPE", [None])
+    try:
+        stop = rp._start("proton", "x")
+        assert profiler.scope is pscope and rp._CB_OWNER[0] == "proton"
+        with rp._dyn_scope("attn", {"flops": 2}):
+            pass
+        stop()
+        assert profiler.scope is real
+        with rp._dyn_scope("mlp"):
+            pass
+        rp._start("floor", "x")()
+        assert calls == [("cupti.finalize",), ("start", "triton"), ("scope", "attn", {"flops": 2}), ("finalize",),
+                         ("register",)]
+        calls.clear()
+        rp._start("proton", "x")()   # after the floor: cupti-python's CUPTI is detached again first
+        rp._start("proton", "x")()   # after Proton: nothing to detach
+        assert [c[0] for c in calls] == ["cupti.finalize", "start", "finalize", "start", "finalize"]
+    finally:
+        profiler.scope = real
 
 
 def test_floor_reregisters_after_kprof(monkeypatch):

@@ -1,0 +1,192 @@
+"""kprof's Python per scope and per kernelc launch hook *inside real steps*, against the same calls in a tight loop
+and in a loop that evicts the caches between calls (issue 23: on an H200 host kprof's scopes and hook cost
+~440 us of a `train` step, ~12 us per event, where a tight loop gave ~1-2 us).
+
+Under a running kprof session (default options) each of ``scope.__enter__``, ``scope.__exit__`` and kprof's kernelc
+``enter``/``exit`` hooks is wrapped by a timer (``perf_counter_ns`` around the call; the wrapper's own cost is
+measured on a no-op and given as ``timer_ns``).  ``--steps`` steps of the workload run so wrapped; then the same
+calls repeat with the last real arguments (the last launch record, the step's scope names), back to back
+("tight") and with ~``--evict-mb`` MB of memory streamed between two calls ("evicted").  Per event: mean ns inside
+the call.  If the in-step figure is the tight one, kprof's cost in a step is not in these calls.  The timeline's
+clock (``context._clock``) is wrapped too ("clock": its reads inside those calls, whose figures then include the
+clock wrapper's own cost, ~2 ``timer_ns`` per read).
+
+    python3 bench/experiments/profiler_overhead/in_step_cost.py [--workload train] [--steps 40] [--out FILE.json]
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, ROOT)
+
+
+class Timed:
+    """Wraps ``fn``; sums the ns inside it and counts calls (``on`` False: counts nothing)."""
+
+    def __init__(self, fn):
+        self.fn, self.ns, self.n, self.on, self.last = fn, 0, 0, True, None
+        pc = time.perf_counter_ns
+
+        def w(*a):
+            if not self.on:
+                return fn(*a)
+            t0 = pc()
+            r = fn(*a)
+            self.ns += pc() - t0
+            self.n += 1
+            self.last = a
+            return r
+        self.w = w
+
+    def take(self):
+        ns, n = self.ns, self.n
+        self.ns = self.n = 0
+        return ns, n
+
+
+def _placed(path):
+    """Where the profile put the GPU time: kernels right under the root (no scope) against all, and kernelc
+    kernels with their launch description (a hook that failed leaves them without one)."""
+    try:
+        from profiler.format import read_profile
+        root, _ = read_profile(path)
+    except Exception as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+    out = {"kernel_ns": 0, "root_kernel_ns": 0, "kernelc_frames": 0, "kernels": 0}
+
+    def walk(node, depth):
+        for ch in node.children:
+            m = ch.metrics or {}
+            if "device_type" in m:
+                out["kernels"] += int(m.get("count", 0) or 0)
+                t = int(m.get("time (ns)", 0) or 0)
+                out["kernel_ns"] += t
+                if depth == 0:
+                    out["root_kernel_ns"] += t
+                if (ch.extra or {}).get("kind") == "kernel":
+                    out["kernelc_frames"] += 1
+            walk(ch, depth + 1)
+    walk(root, 0)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workload", default="train")
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--evict-mb", type=float, default=48.0)
+    ap.add_argument("--evict-n", type=int, default=300, help="calls of the evicted loop (0: skip it)")
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    import torch
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    import profiler
+    from profiler import scopes, hooks, context
+    from kernelc.runtime import hooks as khooks
+    from bench.reconcile_profilers import WORKLOADS, WARMUP
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    w = WORKLOADS[args.workload](device, profiler.scope)
+    for _ in range(WARMUP[args.workload] if device == "cuda" else 2):
+        w.step()
+    sync()
+    out_base = os.path.join(tempfile.mkdtemp(), "in_step")
+    profiler.start(out_base)
+    for _ in range(5):
+        w.step()
+    sync()
+
+    t_enter, t_exit = Timed(scopes.scope.__enter__), Timed(scopes.scope.__exit__)
+    scopes.scope.__enter__, scopes.scope.__exit__ = t_enter.w, t_exit.w
+    h_enter, h_exit = Timed(hooks._enter), Timed(hooks._exit)
+    # the timeline's clock (cupti.get_timestamp in API-record mode), read inside the calls above
+    clk = Timed(context._clock) if context._clock is not None else None
+    if clk is not None:
+        context._clock = clk.w
+    ie, ix = khooks._enter_hooks.index(hooks._enter), khooks._exit_hooks.index(hooks._exit)
+    khooks._enter_hooks[ie], khooks._exit_hooks[ix] = h_enter.w, h_exit.w
+    noop = Timed(lambda *a: None)
+    res = {"workload": args.workload, "device": device, "steps": args.steps,
+           "torch": torch.__version__, "python": sys.version.split()[0],
+           "clock": getattr(context._clock, "__qualname__", repr(context._clock))}
+    try:
+        gc.collect()
+        gc.disable()
+        t0 = time.perf_counter_ns()
+        for _ in range(args.steps):
+            w.step()
+        sync()
+        step_ns = (time.perf_counter_ns() - t0) / args.steps
+        res["step_us_instrumented"] = round(step_ns / 1e3, 1)
+        ins = {}
+        for k, t in (("scope_enter", t_enter), ("scope_exit", t_exit), ("hook_enter", h_enter), ("hook_exit", h_exit),
+                     ("clock", clk)):
+            if t is None:
+                continue
+            ns, n = t.take()
+            ins[k] = {"per_step": round(n / args.steps, 2), "mean_ns": round(ns / n, 1) if n else None,
+                      "us_per_step": round(ns / args.steps / 1e3, 1)}
+        res["in_step"] = ins
+        # the timer's own cost, as seen from inside (one perf_counter_ns and the call of a no-op)
+        for _ in range(20000):
+            noop.w()
+        res["timer_ns"] = round(noop.ns / noop.n, 1)
+
+        # the same calls again, back to back and with the caches evicted between calls
+        rec = h_enter.last[0] if h_enter.last else None
+        scope_names = ["layernorm", "attn", "mlp", "forward"]
+        evict = bytearray(int(args.evict_mb * (1 << 20)))
+
+        def one_scope(i):
+            s = scopes.scope(scope_names[i & 3])
+            s.__enter__()
+            s.__exit__(None, None, None)
+
+        def one_launch(i):
+            h_enter.w(rec)
+            h_exit.w(rec)
+
+        def loop(fn, n, ev):
+            for t in (t_enter, t_exit, h_enter, h_exit) + ((clk,) if clk is not None else ()):
+                t.take()
+            for i in range(n):
+                if ev:
+                    bytes(evict)   # streams evict_mb through the caches
+                fn(i)
+            return {k: round(t.ns / t.n, 1) for k, t in (("scope_enter", t_enter), ("scope_exit", t_exit),
+                                                          ("hook_enter", h_enter), ("hook_exit", h_exit),
+                                                          ("clock", clk)) if t is not None and t.n}
+        res["tight"] = loop(one_scope, 20000, False)
+        if args.evict_n:
+            res["evicted"] = loop(one_scope, args.evict_n, True)
+        if rec is not None:
+            res["tight"].update(loop(one_launch, 20000, False))
+            if args.evict_n:
+                res["evicted"].update(loop(one_launch, args.evict_n, True))
+    finally:
+        gc.enable()
+        scopes.scope.__enter__, scopes.scope.__exit__ = t_enter.fn, t_exit.fn
+        if clk is not None and context._clock is clk.w:
+            context._clock = clk.fn
+        khooks._enter_hooks[ie], khooks._exit_hooks[ix] = hooks._enter, hooks._exit
+        profiler.finalize()
+    res["placed"] = _placed(out_base + ".hatchet")
+    res["timeline_clock"] = os.environ.get("KPROF_CUPTI_TIMELINE_CLK", "cupti")
+    print(json.dumps(res))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(res, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
