@@ -1,0 +1,84 @@
+"""The forwards' causal program order (LPT: a head's row blocks or groups of heads heaviest first) and the pointer
+forward's split diagonal (DIAG_SPLIT) in the interpreter: every row block of every head computed once, against
+fp32 attention (docs/attention.md, "Causal forwards: heaviest first across heads")."""
+import math
+
+import pytest
+import torch
+
+from examples.kernels import attention as A
+from examples.kernels import attention_fa3 as AF
+
+
+@pytest.fixture(autouse=True)
+def _interpret(monkeypatch):
+    monkeypatch.setenv("KERNELC_INTERPRET", "1")
+
+
+def _qkv(N, D, H, seed):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(1, H, N, D, generator=g).to(torch.float16) for _ in range(3)]
+
+
+def _ref(q, k, v, causal=True):
+    N, D = q.shape[-2:]
+    s = q.float() @ k.float().transpose(-1, -2) * D ** -0.5
+    if causal:
+        s = s.masked_fill(torch.ones(N, N, dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(s, -1) @ v.float(), torch.logsumexp(s, -1) / math.log(2)
+
+
+def test_lpt_grid_groups_heads_by_a_divisor_and_keeps_the_plain_orders():
+    assert A.lpt_grid(8, 32, 128) == (8, (256, 16, 1))
+    assert A.lpt_grid(8, 32, 12) == (6, (192, 2, 1))
+    assert A.lpt_grid(8, 32, 7) == (7, (224, 1, 1))
+    assert A.lpt_grid(4, 5, 6) == (3, (15, 2, 1))
+    assert A.lpt_grid(True, 32, 128) == (1, (32, 128, 1))
+    assert A.lpt_grid(0, 32, 128) == (0, (32, 128, 1))
+
+
+@pytest.mark.parametrize("lpt", [4, 6])
+def test_pointer_forward_in_head_groups_computes_every_row_block_once(lpt):
+    # 6 heads: groups of 3 (4 asked) or 6; a ragged length (5 row blocks of 16, the last one partial). The grouped
+    # launch runs first on fresh inputs, so an output block no program wrote cannot hold an earlier call's values
+    q, k, v = _qkv(72, 16, 6, seed=11 + lpt)
+    o, lse = A.attention_fwd(q, k, v, causal=True, return_lse=True, BLOCK_M=16, BLOCK_N=16, lpt=lpt)
+    ref, ref_lse = _ref(q, k, v)
+    torch.testing.assert_close(o.float(), ref, rtol=1e-2, atol=2e-3)
+    torch.testing.assert_close(lse, ref_lse, rtol=1e-5, atol=1e-4)
+    # each program computes what the plain order's program of that (row block, head) computes, bit for bit
+    o0, lse0 = A.attention_fwd(q, k, v, causal=True, return_lse=True, BLOCK_M=16, BLOCK_N=16, lpt=0)
+    assert torch.equal(o, o0) and torch.equal(lse, lse0)
+
+
+@pytest.mark.parametrize("N", [64, 80])
+def test_split_diagonal_scores_the_diagonal_in_row_block_widths(N):
+    # BLOCK_N = 2 BLOCK_M: the keys from the wide block holding the row block's first key run BLOCK_M at a time
+    # (every other row block one masked block, the others two), with a ragged N and heads in groups of 2
+    q, k, v = _qkv(N, 16, 2, seed=N)
+    o, lse = A.attention_fwd(q, k, v, causal=True, return_lse=True, BLOCK_M=16, BLOCK_N=32, diag_split=True,
+                             lpt=2)
+    ref, ref_lse = _ref(q, k, v)
+    torch.testing.assert_close(o.float(), ref, rtol=1e-2, atol=2e-3)
+    torch.testing.assert_close(lse, ref_lse, rtol=1e-5, atol=1e-4)
+
+
+def test_fp8_split_diagonal_in_key_order():
+    # fp8 with V's keys in fp8_key_order's order: the diagonal's 32-key blocks take P in that order too
+    q, k, v = _qkv(128, 32, 2, seed=5)
+    (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in (q, k, v))
+    v8t = A.fp8_v_key_order(v8.transpose(-1, -2).contiguous())
+    o = A.attention_fp8(q8, k8, v8t, qs, ks, vs, causal=True, BLOCK_M=32, BLOCK_N=64, key_order=True,
+                        diag_split=True, lpt=2)
+    ref, _ = _ref(q8.float() * qs, k8.float() * ks, v8.float() * vs)
+    vmax = (v8.float() * vs).abs().max().item()
+    err = (o.float() - ref).abs()
+    assert err.max().item() <= 2 ** -4 * vmax + 1e-2, err.max().item()
+    assert err.mean().item() <= 2 ** -8 * vmax, err.mean().item()
+
+
+def test_fa3_order_forward_in_head_groups():
+    q, k, v = _qkv(64, 16, 4, seed=3)
+    o = AF.attention(q, k, v, causal=True, BLOCK_M=16, BLOCK_N=16, num_warps=4, lpt=4)
+    torch.testing.assert_close(o.float(), _ref(q, k, v)[0], rtol=1e-2, atol=2e-3)
+    assert torch.equal(o, AF.attention(q, k, v, causal=True, BLOCK_M=16, BLOCK_N=16, num_warps=4, lpt=1))
