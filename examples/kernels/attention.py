@@ -111,34 +111,43 @@ def lpt_grid(lpt, row_blocks, heads):
 @triton.jit
 def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, lo, hi, N_CTX, qk_scale,
                     BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
-                    FOLD_SCALE: tl.constexpr = False, KEY_ORDER: tl.constexpr = False, BLOCK_M: tl.constexpr = 0):
+                    FOLD_SCALE: tl.constexpr = False, KEY_ORDER: tl.constexpr = False, BLOCK_M: tl.constexpr = 0,
+                    EVEN_N: tl.constexpr = False):
     """Key blocks [lo, hi) into the running (acc, l_i, m_i); only MASKED blocks pay for the mask.
-    FOLD_SCALE (unmasked blocks, qk_scale > 0): the row max of the raw scores times the scale, and the scale
-    folded into the exponent's multiply-add, instead of a multiply of every score before the max.
+    FOLD_SCALE (qk_scale > 0): the row max of the raw scores times the scale, and the scale folded into the
+    exponent's multiply-add, instead of a multiply of every score before the max; a MASKED block then masks the raw
+    scores with -inf (every row of a block this is called with masked sees a key of it, or an earlier block's: the
+    row max stays finite). EVEN_N (N_CTX a multiple of the blocks): no key is past N_CTX, only the causal mask.
     KEY_ORDER: V's keys come in :func:`fp8_key_order`'s order (fp8), P goes to P V in it too."""
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
-        if MASKED:
+        if MASKED and not EVEN_N:
             k = tl.load(k_ptrs + start_n * stride_kn, mask=cols[None, :] < N_CTX, other=0.0)
         else:
             k = tl.load(k_ptrs + start_n * stride_kn)
-        if FOLD_SCALE and not MASKED:
+        if MASKED:
+            if EVEN_N:
+                visible = offs_m[:, None] >= cols[None, :]
+            else:
+                visible = cols[None, :] < N_CTX
+                if CAUSAL:
+                    visible = visible & (offs_m[:, None] >= cols[None, :])
+        if FOLD_SCALE:
             qk = tl.dot(q, k)
+            if MASKED:
+                qk = tl.where(visible, qk, float("-inf"))
             m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
             p = tl.math.exp2(qk * qk_scale - m_ij[:, None])
         else:
             qk = tl.dot(q, k) * qk_scale
             if MASKED:
-                visible = cols[None, :] < N_CTX
-                if CAUSAL:
-                    visible = visible & (offs_m[:, None] >= cols[None, :])
                 qk = tl.where(visible, qk, -1.0e6)
             m_ij = tl.maximum(m_i, tl.max(qk, 1))
             p = tl.math.exp2(qk - m_ij[:, None])
         alpha = tl.math.exp2(m_i - m_ij)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
-        if MASKED:
+        if MASKED and not EVEN_N:
             v = tl.load(v_ptrs + start_n * stride_vn, mask=cols[:, None] < N_CTX, other=0.0)
         else:
             v = tl.load(v_ptrs + start_n * stride_vn)
@@ -157,7 +166,8 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
                         BLOCK_N: tl.constexpr,
                         HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, STORE_LSE: tl.constexpr, FP8: tl.constexpr,
                         FOLD_SCALE: tl.constexpr = False, LPT: tl.constexpr = 0,
-                        KEY_ORDER: tl.constexpr = False, DIAG_SPLIT: tl.constexpr = False):
+                        KEY_ORDER: tl.constexpr = False, DIAG_SPLIT: tl.constexpr = False,
+                        MASK_FOLD: tl.constexpr = False, EVEN_N: tl.constexpr = False):
     """One [BLOCK_M, HEAD_DIM] block of O (and of the base-2 log-sum-exp LSE [Z*H, N_CTX] when STORE_LSE).
 
     Causal: the key blocks left of the diagonal run unmasked, then the diagonal block(s) masked
@@ -167,11 +177,12 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
     torch.cat every call); V may be passed K-major (strides of a transposed tensor), which is what fp8 wgmma reads.
     LPT (causal): the order of the row blocks, :func:`row_block_and_head` (1: a head's heaviest first; G > 1:
     heaviest first across groups of G heads), so that the light ones fill the grid's tail. DIAG_SPLIT (causal,
-    BLOCK_N a multiple of BLOCK_M): the key blocks from the one holding the row block's first key up to its last
-    key run BLOCK_M keys at a time, so no key right of the diagonal is scored (with BLOCK_N = 2 BLOCK_M, every
-    other row block's masked block would otherwise score BLOCK_M keys that every row masks). KEY_ORDER (fp8; BLOCK_N and N_CTX multiples of 32): V's keys are stored in
-    :func:`fp8_key_order`'s order within each 32-key group (:func:`fp8_v_key_order`), so P V reads P's registers
-    as they are.
+    BLOCK_N a multiple of BLOCK_M): the masked key blocks that would reach past the row block's last key run
+    BLOCK_M keys at a time, so no key right of the diagonal is scored (with BLOCK_N = 2 BLOCK_M every other row
+    block's masked block would score BLOCK_M keys that every row masks). MASK_FOLD: the masked blocks fold the scale
+    too (FOLD_SCALE). EVEN_N (N_CTX a multiple of BLOCK_M and BLOCK_N): the masked blocks test only the causal
+    mask. KEY_ORDER (fp8; BLOCK_N and N_CTX multiples of 32): V's keys are stored in :func:`fp8_key_order`'s order
+    within each 32-key group (:func:`fp8_v_key_order`), so P V reads P's registers as they are.
     """
     start_m, off_hz = row_block_and_head(LPT)
     off_z = off_hz // H
@@ -203,25 +214,32 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, 0,
                                         diag, N_CTX, qk_scale, BLOCK_N, False, CAUSAL, FOLD_SCALE, KEY_ORDER,
                                         BLOCK_M)
+        end = tl.minimum((start_m + 1) * BLOCK_M, N_CTX)
         if DIAG_SPLIT and BLOCK_N > BLOCK_M:
+            # wide blocks that end within the row block, then the rest BLOCK_M keys at a time
+            mid = end // BLOCK_N * BLOCK_N
+            acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
+                                            diag, mid, N_CTX, qk_scale, BLOCK_N, True, CAUSAL,
+                                            FOLD_SCALE and MASK_FOLD, KEY_ORDER, BLOCK_M, EVEN_N)
             offs_n2 = tl.arange(0, BLOCK_M)
             k_ptrs2 = K + k_off + offs_n2[None, :] * stride_kn + offs_d[:, None] * stride_kk
             v_ptrs2 = V + v_off + offs_n2[:, None] * stride_vn + offs_d[None, :] * stride_vk
             acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs2, v_ptrs2, stride_kn, stride_vn, offs_m,
-                                            offs_n2, diag, tl.minimum((start_m + 1) * BLOCK_M, N_CTX), N_CTX,
-                                            qk_scale, BLOCK_M, True, CAUSAL, False, KEY_ORDER, BLOCK_M)
+                                            offs_n2, mid, end, N_CTX, qk_scale, BLOCK_M, True, CAUSAL,
+                                            FOLD_SCALE and MASK_FOLD, KEY_ORDER, BLOCK_M, EVEN_N)
         else:
             acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
-                                            diag, tl.minimum((start_m + 1) * BLOCK_M, N_CTX), N_CTX,
-                                            qk_scale, BLOCK_N, True, CAUSAL, False, KEY_ORDER, BLOCK_M)
+                                            diag, end, N_CTX, qk_scale, BLOCK_N, True, CAUSAL,
+                                            FOLD_SCALE and MASK_FOLD, KEY_ORDER, BLOCK_M, EVEN_N)
     else:
         n_full = (N_CTX // BLOCK_N) * BLOCK_N
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, 0,
                                         n_full, N_CTX, qk_scale, BLOCK_N, False, CAUSAL, FOLD_SCALE,
                                         KEY_ORDER, BLOCK_M)
-        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
-                                        n_full, N_CTX, N_CTX, qk_scale, BLOCK_N, True, CAUSAL, False, KEY_ORDER,
-                                        BLOCK_M)
+        if not EVEN_N:
+            acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
+                                            n_full, N_CTX, N_CTX, qk_scale, BLOCK_N, True, CAUSAL,
+                                            FOLD_SCALE and MASK_FOLD, KEY_ORDER, BLOCK_M)
     if FP8:
         acc = acc * tl.load(VScale)
     acc = acc / l_i[:, None]
@@ -289,6 +307,16 @@ def _lpt(lpt, D, causal, fp8) -> int:
     return int(lpt)
 
 
+# (head dim, causal, fp8) whose masked blocks fold the scale too (the kernel's MASK_FOLD) when a call does not say
+MASK_FOLD = set()
+# the masked blocks test only the causal mask when N_CTX is a multiple of the blocks (the kernel's EVEN_N)
+EVEN_N = False
+
+
+def _mask_fold(mask_fold, D, causal, fp8) -> bool:
+    return bool((D, bool(causal), bool(fp8)) in MASK_FOLD if mask_fold is None else mask_fold)
+
+
 def _diag_split(diag_split, D, causal, fp8) -> bool:
     if not causal:
         return False
@@ -325,7 +353,7 @@ class _Plan:
 
 
 def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8, cfg, kernel, fold_scale, lpt,
-               out_dtype, lse_shape=None, key_order=False, diag_split=None):
+               out_dtype, lse_shape=None, key_order=False, diag_split=None, mask_fold=None, even_n=None):
     Z, H, N, D = q.shape
     _check_blocks(cfg, causal)
     cfg = dict(cfg)
@@ -334,7 +362,8 @@ def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8
     # every kernel parameter after the eight tensors, positionally (the kernel's order), constexprs included
     tail = (sm_scale, *q.stride(), *k.stride(), *v_strides, *o_strides, H, N, cfg["BLOCK_M"], cfg["BLOCK_N"], D,
             bool(causal), bool(store_lse), bool(fp8), bool(_fold(fold_scale, D, causal, fp8) and sm_scale > 0),
-            lpt, bool(key_order), _diag_split(diag_split, D, causal, fp8))
+            lpt, bool(key_order), _diag_split(diag_split, D, causal, fp8), _mask_fold(mask_fold, D, causal, fp8),
+            bool((EVEN_N if even_n is None else even_n) and N % cfg["BLOCK_M"] == 0 and N % cfg["BLOCK_N"] == 0))
     plan = _Plan((kernel or attn_fwd_lse_kernel)[grid], tail, opts, tuple(q.shape), out_dtype, lse_shape)
     if len(_PLANS) >= _MAX_PLANS:
         _PLANS.clear()
@@ -343,7 +372,7 @@ def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8
 
 
 def attention_fwd(q, k, v, causal=False, sm_scale=None, return_lse=False, fold_scale=None, kernel=None, lpt=None,
-                  diag_split=None, **config):
+                  diag_split=None, mask_fold=None, even_n=None, **config):
     """softmax(q k^T * sm_scale) v for fp16/bf16 ``[Z, H, N_CTX, HEAD_DIM]`` (HEAD_DIM 16..256, any N_CTX).
 
     With ``return_lse`` also returns the base-2 row log-sum-exp ``[Z, H, N_CTX]`` fp32 of the scaled
@@ -352,11 +381,12 @@ def attention_fwd(q, k, v, causal=False, sm_scale=None, return_lse=False, fold_s
     :data:`FOLD_SCALE` unless the config is in :data:`FOLD_SCALE_OFF`); ``kernel``: another ``kernelc.jit`` of
     :func:`attn_fwd_lse_kernel`; ``lpt``: causal row blocks heaviest first (the kernel's LPT: True or 1 a head's, an
     int G > 1 across groups of G heads; default :data:`LPT`); ``diag_split``: the kernel's DIAG_SPLIT (default
-    :data:`DIAG_SPLIT`).
+    :data:`DIAG_SPLIT`); ``mask_fold``: the kernel's MASK_FOLD (default :data:`MASK_FOLD`); ``even_n``: the kernel's
+    EVEN_N where N_CTX allows it (default :data:`EVEN_N`).
     """
     import torch
     key = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype, q.device,
-           causal, sm_scale, return_lse, fold_scale, kernel, lpt, diag_split, *config.items())
+           causal, sm_scale, return_lse, fold_scale, kernel, lpt, diag_split, mask_fold, even_n, *config.items())
     plan = _PLANS.get(key)
     if plan is None:
         Z, H, N, D = q.shape
@@ -366,7 +396,7 @@ def attention_fwd(q, k, v, causal=False, sm_scale=None, return_lse=False, fold_s
         o_strides = torch.empty_like(q).stride()  # empty_like keeps q's layout: a function of q's shape and strides
         plan = _make_plan(key, q, k, v.stride(), o_strides, causal, sm_scale if sm_scale is not None else D ** -0.5,
                           return_lse, False, fwd_config(D, **config), kernel, fold_scale, lpt, q.dtype, (Z, H, N),
-                          diag_split=diag_split)
+                          diag_split=diag_split, mask_fold=mask_fold, even_n=even_n)
     o = torch.empty_like(q)
     if return_lse:
         lse = torch.empty(plan.lse_shape, device=q.device, dtype=torch.float32)
@@ -402,7 +432,8 @@ def _scale_arg(s, device):
 
 
 def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None, kernel=None,
-                  fold_scale=None, lpt=None, key_order=False, diag_split=None, **config):
+                  fold_scale=None, lpt=None, key_order=False, diag_split=None, mask_fold=None, even_n=None,
+                  **config):
     """fp8 (e4m3) attention forward: ``softmax(q k^T * sm_scale) v`` with ``q = q8 * q_scale`` etc.
 
     ``q8``, ``k8``: ``[Z, H, N_CTX, HEAD_DIM]`` e4m3; ``v8t``: V transposed, ``[Z, H, HEAD_DIM, N_CTX]``
@@ -410,7 +441,7 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
     tensors (:func:`quantize_fp8`; anything else is converted to one on every call). Q K^T runs in fp8, P is
     rounded to e4m3 for P V, accumulation is fp32, the output ``out_dtype`` (default float16). ``kernel``: another
     ``kernelc.jit`` of :func:`attn_fwd_lse_kernel` (its own compiled variants, e.g. under other compile knobs);
-    ``fold_scale``, ``lpt`` and ``diag_split`` as in :func:`attention_fwd`. ``key_order``: ``v8t``'s keys are in
+    ``fold_scale``, ``lpt``, ``diag_split``, ``mask_fold`` and ``even_n`` as in :func:`attention_fwd`. ``key_order``: ``v8t``'s keys are in
     :func:`fp8_key_order`'s order within each 32-key group (:func:`fp8_v_key_order`, N_CTX and BLOCK_N multiples
     of 32): P V then takes P's registers as they are, no shuffle between lanes (docs/attention.md, "fp8 P without
     its shuffle").
@@ -418,8 +449,8 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
     import torch
     device = q8.device
     key = ("fp8", q8.shape, k8.shape, v8t.shape, q8.stride(), k8.stride(), v8t.stride(), q8.dtype, k8.dtype,
-           v8t.dtype, device, causal, sm_scale, out_dtype, fold_scale, kernel, lpt, key_order, diag_split,
-           *config.items())
+           v8t.dtype, device, causal, sm_scale, out_dtype, fold_scale, kernel, lpt, key_order, diag_split, mask_fold,
+           even_n, *config.items())
     plan = _PLANS.get(key)
     if plan is None:
         Z, H, N, D = q8.shape
@@ -439,7 +470,8 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
         # V's strides as [Z, H, N_CTX, HEAD_DIM] are v8t's with the last two swapped (no transposed view per call)
         plan = _make_plan(key, q8, k8, (vs[0], vs[1], vs[3], vs[2]), o_strides, causal,
                           sm_scale if sm_scale is not None else D ** -0.5, False, True,
-                          cfg, kernel, fold_scale, lpt, out_dtype, key_order=key_order, diag_split=diag_split)
+                          cfg, kernel, fold_scale, lpt, out_dtype, key_order=key_order, diag_split=diag_split,
+                          mask_fold=mask_fold, even_n=even_n)
     o = torch.empty(plan.out_shape, device=device, dtype=plan.out_dtype)
     plan.launch(q8, k8, v8t, o, o, _scale_arg(q_scale, device), _scale_arg(k_scale, device),
                 _scale_arg(v_scale, device), *plan.tail, **plan.opts)

@@ -51,14 +51,19 @@ def test_pointer_forward_in_head_groups_computes_every_row_block_once(lpt):
     assert torch.equal(o, o0) and torch.equal(lse, lse0)
 
 
-@pytest.mark.parametrize("N", [64, 80])
-def test_split_diagonal_scores_the_diagonal_in_row_block_widths(N):
-    # BLOCK_N = 2 BLOCK_M: the keys from the wide block holding the row block's first key run BLOCK_M at a time
-    # (every other row block one masked block, the others two), with a ragged N and heads in groups of 2
-    q, k, v = _qkv(N, 16, 2, seed=N)
-    o, lse = A.attention_fwd(q, k, v, causal=True, return_lse=True, BLOCK_M=16, BLOCK_N=32, diag_split=True,
-                             lpt=2)
-    ref, ref_lse = _ref(q, k, v)
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("N,bm,bn,split", [(64, 16, 32, True), (80, 16, 32, True), (64, 32, 16, False),
+                                           (80, 32, 16, False)])
+@pytest.mark.parametrize("fold", [False, True])
+def test_masked_blocks_split_folded_and_even(N, bm, bn, split, fold, causal):
+    # DIAG_SPLIT (BLOCK_N = 2 BLOCK_M): the masked keys BLOCK_M at a time past the last wide block within the row
+    # block (every other row block one narrow block, the others one wide block); MASK_FOLD: the masked blocks fold the
+    # scale and mask the raw scores with -inf (BLOCK_N < BLOCK_M: a row block's second diagonal block has rows that
+    # see none of its keys); EVEN_N where N allows it; a ragged N, heads in groups of 2
+    q, k, v = _qkv(N, 16, 2, seed=N + bm + 7 * fold)
+    o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True, BLOCK_M=bm, BLOCK_N=bn, diag_split=split,
+                             lpt=2, fold_scale=True, mask_fold=fold, even_n=True)
+    ref, ref_lse = _ref(q, k, v, causal)
     torch.testing.assert_close(o.float(), ref, rtol=1e-2, atol=2e-3)
     torch.testing.assert_close(lse, ref_lse, rtol=1e-5, atol=1e-4)
 
@@ -69,7 +74,7 @@ def test_fp8_split_diagonal_in_key_order():
     (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in (q, k, v))
     v8t = A.fp8_v_key_order(v8.transpose(-1, -2).contiguous())
     o = A.attention_fp8(q8, k8, v8t, qs, ks, vs, causal=True, BLOCK_M=32, BLOCK_N=64, key_order=True,
-                        diag_split=True, lpt=2)
+                        diag_split=True, lpt=2, mask_fold=True, even_n=True)
     ref, _ = _ref(q8.float() * qs, k8.float() * ks, v8.float() * vs)
     vmax = (v8.float() * vs).abs().max().item()
     err = (o.float() - ref).abs()
