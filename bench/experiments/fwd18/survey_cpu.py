@@ -22,12 +22,18 @@ BUILDS = [  # name, kind, D, causal, fp8, BLOCK_M, BLOCK_N, warps, stages, const
     ("ptr fp8 D128 causal 64x128 w4 s2 ko (default)", "ptr", 128, True, True, 64, 128, 4, 2, dict(KEY_ORDER=True)),
     ("  + DIAG_SPLIT", "ptr", 128, True, True, 64, 128, 4, 2, dict(KEY_ORDER=True, DIAG_SPLIT=True)),
     ("  + LPT 8", "ptr", 128, True, True, 64, 128, 4, 2, dict(KEY_ORDER=True, LPT=8)),
+    ("  + EVEN_N MASK_FOLD", "ptr", 128, True, True, 64, 128, 4, 2, dict(KEY_ORDER=True, EVEN_N=True, MASK_FOLD=True)),
+    ("  + EVEN_N MASK_FOLD DIAG_SPLIT LPT 8", "ptr", 128, True, True, 64, 128, 4, 2,
+     dict(KEY_ORDER=True, EVEN_N=True, MASK_FOLD=True, DIAG_SPLIT=True, LPT=8)),
+    ("ptr fp8 D128 64x128 w4 s2 ko", "ptr", 128, False, True, 64, 128, 4, 2, dict(KEY_ORDER=True)),
+    ("  + EVEN_N MASK_FOLD", "ptr", 128, False, True, 64, 128, 4, 2, dict(KEY_ORDER=True, EVEN_N=True, MASK_FOLD=True)),
     ("ptr fp8 D64 causal 64x128 w4 s3 ko", "ptr", 64, True, True, 64, 128, 4, 3, dict(KEY_ORDER=True)),
     ("  + DIAG_SPLIT", "ptr", 64, True, True, 64, 128, 4, 3, dict(KEY_ORDER=True, DIAG_SPLIT=True)),
     ("fa3 fp16 D128 causal 128x128 w8 s2 (default)", "fa3", 128, True, False, 128, 128, 8, 2, {}),
     ("  + LPT 8", "fa3", 128, True, False, 128, 128, 8, 2, dict(LPT=8)),
     ("fa3 fp16 D64 causal 64x64 w4 s2 (default)", "fa3", 64, True, False, 64, 64, 4, 2, {}),
     ("ptr fp16 D64 causal 64x64 w4 s2 (default)", "ptr", 64, True, False, 64, 64, 4, 2, {}),
+    ("  + EVEN_N MASK_FOLD LPT 8", "ptr", 64, True, False, 64, 64, 4, 2, dict(EVEN_N=True, MASK_FOLD=True, LPT=8)),
 ]
 
 
