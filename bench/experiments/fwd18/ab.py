@@ -55,6 +55,7 @@ CANDIDATES_R1 = {
         ("fp8_ptr_ko_ES_g16", "ptr8", dict(KO, **ES, lpt=16)),
         ("fp16_fa3_g16", "fa3_16", dict(lpt=16)),
         ("fp8_fa3_ko_g8", "fa3_8", dict(KO, lpt=8)),
+        ("fp8_fa3_ko_g16", "fa3_8", dict(KO, lpt=16)),
         ("fp8_ptr_ko_ES_g4", "ptr8", dict(KO, **ES, lpt=4)),
     ],
     (64, True): [
