@@ -98,6 +98,30 @@ def test_a_load_waited_for_where_it_is_issued_is_left_alone():
     assert "stages=1" not in after
 
 
+def test_with_rings_a_tile_first_read_in_a_loop_waits_after_the_rings_prologue(monkeypatch):
+    """KERNELC_TMA_EARLY_RINGS: the loop's ring prologue copies (its first K blocks) are work under ``a``'s copy, so
+    ``a`` (attention's Q) is issued before them and waited for after them, just before the loop."""
+    monkeypatch.setenv("KERNELC_TMA_EARLY_RINGS", "1")
+    before, after = _ir(read_in_loop, K="i32")
+    filecheck(before, """
+        CHECK: [[A:%\\d+]] = descriptor_load [[DA:%\\d+]], {{.*}}in_place=True} : <64x64xfp16>
+        CHECK: tma_copy_to_ring
+        CHECK: scf.for
+    """)
+    filecheck(after, """
+        CHECK: [[RA:%\\d+]] = tma_ring_alloc [[DA:%\\d+]] {stages=1, operand='a'} : <64x64xfp16>
+        CHECK: mbarrier_expect_tx [[BA:%\\d+]], {{%\\d+}} {bytes=8192}
+        CHECK-NEXT: tma_copy_to_ring [[RA]], [[ZA:%\\d+]], [[BA]], {{.*}} {source={{.*}}}
+        CHECK: tma_ring_alloc {{%\\d+}} {stages=3, operand='b', transposed=True}
+        CHECK: tma_copy_to_ring
+        CHECK: tma_copy_to_ring
+        CHECK: mbarrier_wait [[BA]], [[ZA]]
+        CHECK-NEXT: {{%\\d+}} = ring_read [[RA]], [[ZA]] {{.*}}: <64x64xfp16>
+        CHECK: scf.for
+    """)
+    assert "descriptor_load" not in after.split("scf.for")[0]
+
+
 def test_the_knob_turns_it_off(monkeypatch):
     monkeypatch.setenv("KERNELC_TMA_EARLY_ISSUE", "0")
     before, after = _ir(two_tiles)

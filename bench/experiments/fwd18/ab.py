@@ -18,6 +18,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench", "experiments", "fwd15"))
 
 import n4096_ab as AB  # noqa: E402
+from bench import bench_attention as BA  # noqa: E402
 from examples.kernels import attention as A  # noqa: E402
 from examples.kernels import attention_fa3 as AF  # noqa: E402
 
@@ -41,6 +42,13 @@ AF.attention_fp8 = _with_key_order(AF.attention_fp8)
 KO = dict(key_order=True)
 E = dict(even_n=True, mask_fold=True)
 ES = dict(E, diag_split=True)
+ER = {"KERNELC_TMA_EARLY_RINGS": "1"}  # Q's copy issued before the key loop's ring prologue, waited for after it
+BA.FWD_VARIANTS.update({  # name -> (module, kernel, env, launch kwargs, entry): their own JIT, compiled under env
+    "fp8_ptr_ko_ES_g8_er": ("attention", "attn_fwd_lse_kernel", ER, dict(KO, **ES, lpt=8), "attention_fp8"),
+    "fp8_ptr_ko_er": ("attention", "attn_fwd_lse_kernel", ER, dict(KO), "attention_fp8"),
+    "fp16_ptr_E_g8_er": ("attention", "attn_fwd_lse_kernel", ER, dict(E, lpt=8), "attention_fwd"),
+    "fp16_fa3_g8_er": ("attention_fa3", "attn_fwd_fa3_kernel", ER, dict(lpt=8), "attention"),
+})
 # round 1: most important first (a point's compiles past its share of the budget are skipped)
 CANDIDATES_R1 = {
     (128, True): [
@@ -51,6 +59,7 @@ CANDIDATES_R1 = {
         ("fp8_ptr_ko_ES", "ptr8", dict(KO, **ES)),
         ("fp8_ptr_ko_ES_g8", "ptr8", dict(KO, **ES, lpt=8)),
         ("fp16_fa3_g8", "fa3_16", dict(lpt=8)),
+        ("fp8_ptr_ko_ES_g8_er", "bench:fp8_ptr_ko_ES_g8_er", {}),
         ("fp8_ptr_ko_g8", "ptr8", dict(KO, lpt=8)),
         ("fp8_ptr_ko_ES_g16", "ptr8", dict(KO, **ES, lpt=16)),
         ("fp16_fa3_g16", "fa3_16", dict(lpt=16)),
@@ -65,6 +74,8 @@ CANDIDATES_R1 = {
         ("fp16_fa3_g16", "fa3_16", dict(lpt=16)),
         ("fp16_ptr", "ptr16", {}),
         ("fp16_ptr_E_g8", "ptr16", dict(E, lpt=8)),
+        ("fp16_ptr_E_g8_er", "bench:fp16_ptr_E_g8_er", {}),
+        ("fp16_fa3_g8_er", "bench:fp16_fa3_g8_er", {}),
         ("fp16_fa3_g4", "fa3_16", dict(lpt=4)),
         ("fp8_ptr_ko", "ptr8", KO),
         ("fp8_ptr_ko_ES_g8", "ptr8", dict(KO, **ES, lpt=8)),
@@ -74,6 +85,7 @@ CANDIDATES_R1 = {
         ("fp8_ptr_ko_E", "ptr8", dict(KO, **E)),
         ("fp16_fa3", "fa3_16", {}),
         ("cudnn", "cudnn", {}),
+        ("fp8_ptr_ko_er", "bench:fp8_ptr_ko_er", {}),
     ],
 }
 AB.CANDIDATES = CANDIDATES_R1
