@@ -97,6 +97,23 @@ def row_block_and_head(LPT: tl.constexpr):
     return start_m, off_hz
 
 
+# lpt="l2": a causal grid's heads in groups whose K and V (N_CTX x HEAD_DIM each, in the inputs' dtype) take at most
+# this many bytes together, a power of two of heads (FlashAttention-3's causal scheduler sizes its head sections by
+# what fits in L2 the same way)
+LPT_L2_BYTES = 16 << 20
+
+
+def lpt_heads(n_ctx, head_dim, itemsize, budget=None):
+    """The heads of an ``lpt="l2"`` group: the largest power of two whose K and V fit in ``budget`` bytes
+    (default :data:`LPT_L2_BYTES`), at least 1."""
+    per_head = 2 * n_ctx * head_dim * itemsize
+    budget = LPT_L2_BYTES if budget is None else budget
+    g = 1
+    while 2 * g * per_head <= budget:
+        g *= 2
+    return g
+
+
 def lpt_grid(lpt, row_blocks, heads):
     """(the kernel's LPT, its grid) for ``lpt`` asked over ``row_blocks`` x ``heads``: a group of G > 1 heads becomes
     the largest divisor of ``heads`` not above G (a grid of whole groups)."""
@@ -293,17 +310,19 @@ def _fold(fold_scale, D, causal, fp8) -> bool:
 
 
 # causal row blocks heaviest first (the kernel's LPT) by (head dim, fp8), when a call does not say: 1 a head's, G > 1
-# across groups of G heads (row_block_and_head); others 0 (program_id's order)
+# across groups of G heads (row_block_and_head), "l2" across groups of lpt_heads(...); others 0 (program_id's order)
 LPT = {}
 # (head dim, fp8) whose causal diagonal runs BLOCK_M keys at a time (the kernel's DIAG_SPLIT) when a call does not say
 DIAG_SPLIT = set()
 
 
-def _lpt(lpt, D, causal, fp8) -> int:
+def _lpt(lpt, D, causal, fp8, N=0) -> int:
     if not causal:
         return 0
     if lpt is None:
-        return LPT.get((D, bool(fp8)), 0)
+        lpt = LPT.get((D, bool(fp8)), 0)
+    if lpt == "l2":
+        return lpt_heads(N, D, 1 if fp8 else 2)
     return int(lpt)
 
 
@@ -358,7 +377,7 @@ def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8
     _check_blocks(cfg, causal)
     cfg = dict(cfg)
     opts = dict(num_warps=cfg.pop("num_warps"), num_stages=cfg.pop("num_stages"))
-    lpt, grid = lpt_grid(_lpt(lpt, D, causal, fp8), triton.cdiv(N, cfg["BLOCK_M"]), Z * H)
+    lpt, grid = lpt_grid(_lpt(lpt, D, causal, fp8, N), triton.cdiv(N, cfg["BLOCK_M"]), Z * H)
     # every kernel parameter after the eight tensors, positionally (the kernel's order), constexprs included
     tail = (sm_scale, *q.stride(), *k.stride(), *v_strides, *o_strides, H, N, cfg["BLOCK_M"], cfg["BLOCK_N"], D,
             bool(causal), bool(store_lse), bool(fp8), bool(_fold(fold_scale, D, causal, fp8) and sm_scale > 0),
@@ -380,7 +399,7 @@ def attention_fwd(q, k, v, causal=False, sm_scale=None, return_lse=False, fold_s
     num_warps, num_stages (defaults: :data:`FWD_CONFIGS`). ``fold_scale``: the kernel's FOLD_SCALE (default:
     :data:`FOLD_SCALE` unless the config is in :data:`FOLD_SCALE_OFF`); ``kernel``: another ``kernelc.jit`` of
     :func:`attn_fwd_lse_kernel`; ``lpt``: causal row blocks heaviest first (the kernel's LPT: True or 1 a head's, an
-    int G > 1 across groups of G heads; default :data:`LPT`); ``diag_split``: the kernel's DIAG_SPLIT (default
+    int G > 1 across groups of G heads, "l2" across groups of :func:`lpt_heads`; default :data:`LPT`); ``diag_split``: the kernel's DIAG_SPLIT (default
     :data:`DIAG_SPLIT`); ``mask_fold``: the kernel's MASK_FOLD (default :data:`MASK_FOLD`); ``even_n``: the kernel's
     EVEN_N where N_CTX allows it (default :data:`EVEN_N`).
     """

@@ -16,7 +16,7 @@ import importlib
 
 import kernelc as triton
 import kernelc.language as tl
-from examples.kernels.attention import fp8_key_order, lpt_grid, row_block_and_head
+from examples.kernels.attention import fp8_key_order, lpt_grid, lpt_heads, row_block_and_head
 
 TensorDescriptor = importlib.import_module(triton.__name__ + ".tools.tensor_descriptor").TensorDescriptor
 
@@ -131,8 +131,8 @@ FP8_CONFIGS = {(128, True): (128, 128, 8, 4), (128, False): (128, 128, 8, 4), (6
 # measured -1.8% at N 16384
 LATE_V = {(128, False)}
 
-# causal row blocks heaviest first across groups of G heads (the kernel's LPT, attention.row_block_and_head) by
-# (head dim, fp8); others 1 (a head's row blocks heaviest first)
+# causal row blocks heaviest first across groups of G heads (the kernel's LPT, attention.row_block_and_head), or "l2"
+# (groups of attention.lpt_heads), by (head dim, fp8); others 1 (a head's row blocks heaviest first)
 LPT = {}
 
 
@@ -178,7 +178,8 @@ def _make_plan(key, kernel, q, k, v, vt, causal, sm_scale, BLOCK_M, BLOCK_N, num
                   TensorDescriptor(q.new_empty((0,), dtype=out_dtype), [y, D], [D, 1], [BLOCK_M, D]))
     for d in plan.descs:  # the templates keep no tensor alive
         d.base = None
-    lpt, grid = lpt_grid((LPT.get((D, bool(vt)), 1) if lpt is None else lpt) if causal else 0, N // BLOCK_M, Z * H)
+    lpt = (LPT.get((D, bool(vt)), 1) if lpt is None else lpt) if causal else 0
+    lpt, grid = lpt_grid(lpt_heads(N, D, q.element_size()) if lpt == "l2" else lpt, N // BLOCK_M, Z * H)
     plan.launch = (kernel or attn_fwd_fa3_kernel)[grid]
     plan.sm_scale, plan.N = sm_scale, N
     plan.tail = (BLOCK_M, BLOCK_N, D, bool(causal), bool(vt), num_warps >= 8 if early_v is None else bool(early_v),
@@ -205,7 +206,8 @@ def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=None, BLOCK_N=None, 
     given comes from :func:`config`. ``kernel``: another ``kernelc.jit`` of :func:`attn_fwd_fa3_kernel` (its own
     compiled variants, e.g. under other compile knobs). ``early_v``: load the last V block before the loop
     (default: with 8 warps, see the kernel's EARLY_V, but not where :data:`LATE_V` says). ``lpt`` (causal): the
-    order of the row blocks, the kernel's LPT (default :data:`LPT`, else 1: a head's heaviest first)."""
+    order of the row blocks, the kernel's LPT (an int, or "l2": attention.lpt_heads; default :data:`LPT`, else 1: a
+    head's heaviest first)."""
     import torch
     key = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype, q.device,
            causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages, kernel, early_v, lpt)

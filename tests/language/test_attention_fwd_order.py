@@ -37,6 +37,16 @@ def test_lpt_grid_groups_heads_by_a_divisor_and_keeps_the_plain_orders():
     assert A.lpt_grid(0, 32, 128) == (0, (32, 128, 1))
 
 
+def test_l2_groups_keep_their_k_and_v_within_the_budget():
+    mb = 1 << 20
+    assert A.lpt_heads(4096, 128, 2, 16 * mb) == 8  # 2 MB of K and V a head (fp16)
+    assert A.lpt_heads(4096, 128, 1, 16 * mb) == 16
+    assert A.lpt_heads(4096, 64, 2, 16 * mb) == 16
+    assert A.lpt_heads(16384, 128, 2, 16 * mb) == 2
+    assert A.lpt_heads(16384, 128, 2, 4 * mb) == 1  # one head over the budget still runs
+    assert A.lpt_heads(64, 16, 2) >= 16
+
+
 @pytest.mark.parametrize("lpt", [4, 6])
 def test_pointer_forward_in_head_groups_computes_every_row_block_once(lpt):
     # 6 heads: groups of 3 (4 asked) or 6; a ragged length (5 row blocks of 16, the last one partial). The grouped
@@ -87,3 +97,6 @@ def test_fa3_order_forward_in_head_groups():
     o = AF.attention(q, k, v, causal=True, BLOCK_M=16, BLOCK_N=16, num_warps=4, lpt=4)
     torch.testing.assert_close(o.float(), _ref(q, k, v)[0], rtol=1e-2, atol=2e-3)
     assert torch.equal(o, AF.attention(q, k, v, causal=True, BLOCK_M=16, BLOCK_N=16, num_warps=4, lpt=1))
+    assert torch.equal(o, AF.attention(q, k, v, causal=True, BLOCK_M=16, BLOCK_N=16, num_warps=4, lpt="l2"))
+    o2 = A.attention_fwd(q, k, v, causal=True, BLOCK_M=16, BLOCK_N=16, lpt="l2")
+    torch.testing.assert_close(o2.float(), _ref(q, k, v)[0], rtol=1e-2, atol=2e-3)
