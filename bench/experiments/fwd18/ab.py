@@ -47,7 +47,6 @@ BA.FWD_VARIANTS.update({  # name -> (module, kernel, env, launch kwargs, entry):
     "fp8_ptr_ko_ES_g8_er": ("attention", "attn_fwd_lse_kernel", ER, dict(KO, **ES, lpt=8), "attention_fp8"),
     "fp8_ptr_ko_er": ("attention", "attn_fwd_lse_kernel", ER, dict(KO), "attention_fp8"),
     "fp16_ptr_E_g8_er": ("attention", "attn_fwd_lse_kernel", ER, dict(E, lpt=8), "attention_fwd"),
-    "fp16_fa3_g8_er": ("attention_fa3", "attn_fwd_fa3_kernel", ER, dict(lpt=8), "attention"),
 })
 # round 1: most important first (a point's compiles past its share of the budget are skipped)
 CANDIDATES_R1 = {
@@ -75,7 +74,6 @@ CANDIDATES_R1 = {
         ("fp16_ptr", "ptr16", {}),
         ("fp16_ptr_E_g8", "ptr16", dict(E, lpt=8)),
         ("fp16_ptr_E_g8_er", "bench:fp16_ptr_E_g8_er", {}),
-        ("fp16_fa3_g8_er", "bench:fp16_fa3_g8_er", {}),
         ("fp16_fa3_g4", "fa3_16", dict(lpt=4)),
         ("fp8_ptr_ko", "ptr8", KO),
         ("fp8_ptr_ko_ES_g8", "ptr8", dict(KO, **ES, lpt=8)),
