@@ -145,3 +145,16 @@ def test_fa3_forward_issues_q_first_k_and_last_v_before_waiting(causal):
     pro = _consumer_prologue(_fa3_fp8(128, causal).asm["sass"])
     ops = [m.group(1) for ln in pro if (m := re.search(r"\*/\s+(?:@!?U?P\w+\s+)?(UTMALDG|SYNCS\.PHASECHK)", ln))]
     assert ops[:4] == ["UTMALDG", "UTMALDG", "UTMALDG", "SYNCS.PHASECHK"], ops
+
+
+def test_pointer_forward_with_rings_issues_q_and_the_first_key_block_before_waiting(monkeypatch):
+    """The pointer attention forward (fp8, D=128, causal, 64x128 at 4 warps, no producer warp): Q's copy was issued and
+    waited for on the spot, then the key loop's first K and V copies; with KERNELC_TMA_EARLY_RINGS the three
+    copies are issued, then Q is waited for."""
+    from tests.compiler.test_attention_kernels import compile_fwd
+    monkeypatch.setenv("KERNELC_TMA_EARLY_RINGS", "1")
+    ck = compile_fwd(128, True, fp8=True, BLOCK_M=64, BLOCK_N=128, num_warps=4, num_stages=2, KEY_ORDER=True,
+                     FOLD_SCALE=True)
+    ops = [m.group(1) for ln in ck.asm["sass"].splitlines()
+           if (m := re.search(r"\*/\s+(?:@!?U?P\w+\s+)?(UTMALDG|SYNCS\.PHASECHK)", ln))]
+    assert ops[:4] == ["UTMALDG", "UTMALDG", "UTMALDG", "SYNCS.PHASECHK"], ops[:6]
