@@ -79,6 +79,11 @@ CANDIDATES_R1 = {
         ("fp8_ptr_ko", "ptr8", KO),
         ("fp8_ptr_ko_ES_g8", "ptr8", dict(KO, **ES, lpt=8)),
     ],
+    (64, False): [
+        ("fp16_ptr", "ptr16", {}),
+        ("fp16_ptr_E", "ptr16", E),
+        ("cudnn", "cudnn", {}),
+    ],
     (128, False): [
         ("fp8_ptr_ko", "ptr8", KO),
         ("fp8_ptr_ko_E", "ptr8", dict(KO, **E)),
