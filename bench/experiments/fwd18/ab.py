@@ -76,8 +76,6 @@ CANDIDATES_R1 = {
         ("fp16_ptr_E_g8_er", "bench:fp16_ptr_E_g8_er", {}),
         ("fp16_ptr_E_g16", "ptr16", dict(E, lpt=16)),
         ("fp16_fa3_g4", "fa3_16", dict(lpt=4)),
-        ("fp8_ptr_ko", "ptr8", KO),
-        ("fp8_ptr_ko_ES_g8", "ptr8", dict(KO, **ES, lpt=8)),
     ],
     (64, False): [
         ("fp16_ptr", "ptr16", {}),
