@@ -132,8 +132,11 @@ FP8_CONFIGS = {(128, True): (128, 128, 8, 4), (128, False): (128, 128, 8, 4), (6
 LATE_V = {(128, False)}
 
 # causal row blocks heaviest first across groups of G heads (the kernel's LPT, attention.row_block_and_head), or "l2"
-# (groups of attention.lpt_heads), by (head dim, fp8); others 1 (a head's row blocks heaviest first)
-LPT = {}
+# (groups of attention.lpt_heads), by (head dim, fp8); others 1 (a head's row blocks heaviest first). At N 4096
+# ("l2": 8 heads at fp16 D=128, 16 at D=64 and fp8 D=128): fp16 D=128 592.8 TFLOP/s in groups of 8 against 583.3,
+# D=64 417.0 in groups of 16 against 408.0 (groups of 8: 409.6), fp8 D=128 763.7 in groups of 16 (H200 call R1b,
+# docs/attention.md "Causal forwards: heaviest first across heads")
+LPT = {(128, False): "l2", (64, False): "l2", (128, True): "l2"}
 
 
 def config(D, causal, fp8=False, BLOCK_M=None, BLOCK_N=None, num_warps=None, num_stages=None):

@@ -100,3 +100,37 @@ def test_fa3_order_forward_in_head_groups():
     assert torch.equal(o, AF.attention(q, k, v, causal=True, BLOCK_M=16, BLOCK_N=16, num_warps=4, lpt="l2"))
     o2 = A.attention_fwd(q, k, v, causal=True, BLOCK_M=16, BLOCK_N=16, lpt="l2")
     torch.testing.assert_close(o2.float(), _ref(q, k, v)[0], rtol=1e-2, atol=2e-3)
+
+
+class _Recorder:
+    """Stands for a jitted kernel: records each launch's grid and arguments."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getitem__(self, grid):
+        return lambda *a, **kw: self.calls.append((grid, a))
+
+
+def test_the_tables_pick_the_causal_defaults():
+    # N 4096, 16 heads: the fp8 pointer forward at D=128 causal in groups of lpt_heads = 16 with the split, folded,
+    # even masked blocks; not causal, and fp16's pointer forward, as before; the FA3 order causal in groups of 8
+    # (fp16 D=128) and 16 (D=64). The launch's last five: LPT, KEY_ORDER, DIAG_SPLIT, MASK_FOLD, EVEN_N.
+    rec = _Recorder()
+    q8 = torch.zeros(1, 16, 4096, 128, dtype=torch.float8_e4m3fn)
+    v8t = torch.zeros(1, 16, 128, 4096, dtype=torch.float8_e4m3fn)
+    one = torch.ones(1)
+    A.attention_fp8(q8, q8, v8t, one, one, one, causal=True, kernel=rec)
+    assert rec.calls[-1][0] == (16 * 64, 1, 1) and rec.calls[-1][1][-5:] == (16, False, True, True, True)
+    A.attention_fp8(q8, q8, v8t, one, one, one, causal=False, kernel=rec)
+    assert rec.calls[-1][0] == (64, 16, 1) and rec.calls[-1][1][-5:] == (0, False, False, False, False)
+    q = torch.zeros(1, 16, 4096, 128, dtype=torch.float16)
+    A.attention_fwd(q, q, q, causal=True, kernel=rec)
+    assert rec.calls[-1][0] == (32, 16, 1) and rec.calls[-1][1][-5:] == (0, False, False, False, False)
+    for D, g in ((128, 8), (64, 16)):
+        q = torch.zeros(1, 16, 4096, D, dtype=torch.float16)
+        AF.attention(q, q, q, causal=True, kernel=rec)
+        bm = AF.config(D, True)[0]
+        assert rec.calls[-1][0] == (g * 4096 // bm, 16 // g, 1) and rec.calls[-1][1][-1] == g
+        AF.attention(q, q, q, causal=False, kernel=rec)
+        assert rec.calls[-1][1][-1] == 0

@@ -90,7 +90,36 @@ CANDIDATES_R1 = {
         ("fp8_ptr_ko_er", "bench:fp8_ptr_ko_er", {}),
     ],
 }
-AB.CANDIDATES = CANDIDATES_R1
+# round 2 (FWD18_ROUND=2): the shipped defaults (no arguments: attention.LPT / DIAG_SPLIT / MASK_FOLD / EVEN_N and
+# attention_fa3.LPT, "l2" head groups) against the defaults they replace (``_was``) and the parts alone; round 1
+# (call R1b, commit 4c6521a) found head groups +3.7% (fp8 pointer D=128), +1.6% (fp16 FA3 D=128), +2.2% (D=64)
+WAS8 = dict(KO, lpt=0, diag_split=False, mask_fold=False, even_n=False)
+ER_DEFAULT = ("attention", "attn_fwd_lse_kernel", ER, dict(KO), "attention_fp8")
+BA.FWD_VARIANTS["fp8_ptr_ko_er_default"] = ER_DEFAULT
+CANDIDATES_R2 = {
+    (128, True): [
+        ("fp8_ptr_ko", "ptr8", KO),
+        ("fp16_fa3", "fa3_16", {}),
+        ("fp8_ptr_ko_was", "ptr8", WAS8),
+        ("fp16_fa3_was", "fa3_16", dict(lpt=1)),
+        ("cudnn", "cudnn", {}),
+        ("fp8_ptr_ko_noES", "ptr8", dict(KO, diag_split=False, mask_fold=False, even_n=False)),
+        ("fp8_ptr_ko_g8", "ptr8", dict(KO, lpt=8)),
+        ("fp8_ptr_ko_er", "bench:fp8_ptr_ko_er_default", {}),
+        ("fp8_fa3_ko", "fa3_8", KO),
+        ("fp8_fa3_ko_was", "fa3_8", dict(KO, lpt=1)),
+    ],
+    (64, True): [
+        ("fp16_fa3", "fa3_16", {}),
+        ("fp16_fa3_was", "fa3_16", dict(lpt=1)),
+        ("cudnn", "cudnn", {}),
+        ("fp16_ptr", "ptr16", {}),
+        ("fp16_ptr_g16", "ptr16", dict(lpt=16)),
+        ("fp16_ptr_E", "ptr16", E),
+        ("fp8_ptr_ko", "ptr8", KO),
+    ],
+}
+AB.CANDIDATES = CANDIDATES_R2 if os.environ.get("FWD18_ROUND") == "2" else CANDIDATES_R1
 
 if __name__ == "__main__":
     sys.exit(AB.main())
