@@ -103,6 +103,19 @@ def row_block_and_head(LPT: tl.constexpr):
 LPT_L2_BYTES = 16 << 20
 
 
+# lpt="l2" groups heads only where a head has at most this many row blocks; longer heads keep the launch's order (the
+# pointer forward's launch order, the FA3 order's heaviest first within a head). At N 16384 (128-256 row blocks a
+# head) the tail model gives groups under 1%, and R2 measured -1.5% (fp8 D=128) and -2.7% (fp16 FA3 D=128) in groups of
+# 4 and 2 heads, in 3 reps of spread 1.05-1.16 (docs/attention.md, "Causal forwards: heaviest first across heads")
+LPT_MAX_ROW_BLOCKS = 64
+
+
+def l2_lpt(n_ctx, head_dim, itemsize, row_blocks, otherwise):
+    """The LPT ``lpt="l2"`` means: :func:`lpt_heads` heads a group where a head has at most
+    :data:`LPT_MAX_ROW_BLOCKS` row blocks, else ``otherwise``."""
+    return lpt_heads(n_ctx, head_dim, itemsize) if row_blocks <= LPT_MAX_ROW_BLOCKS else otherwise
+
+
 def lpt_heads(n_ctx, head_dim, itemsize, budget=None):
     """The heads of an ``lpt="l2"`` group: the largest power of two whose K and V fit in ``budget`` bytes
     (default :data:`LPT_L2_BYTES`), at least 1."""
@@ -311,21 +324,22 @@ def _fold(fold_scale, D, causal, fp8) -> bool:
 
 # causal row blocks heaviest first (the kernel's LPT) by (head dim, fp8), when a call does not say: 1 a head's, G > 1
 # across groups of G heads (row_block_and_head), "l2" across groups of lpt_heads(...); others 0 (program_id's order).
-# fp8 D=128 (64x128, 3 programs an SM): groups of 8 / 16 heads 779.4 / 781.2 TFLOP/s (with the masks below) against
-# 751.7 in launch order at N 4096; fp16 and fp8 D=64 lost 1-5% grouped (H200 call R1b, docs/attention.md "Causal
-# forwards: heaviest first across heads")
-LPT = {(128, True): "l2"}
+# At N 4096 (H200 calls R1b, R2; docs/attention.md "Causal forwards: heaviest first across heads"): fp8 D=128 (64x128,
+# 3 programs an SM) in groups of 16 heads 781.0 TFLOP/s against 751.8 in launch order; fp16 D=64 (64x64, 5 an SM) in
+# groups of 16 422.3 against 401.9 (R2; R1b's groups of 8 with EVEN_N read 379.6 against 401.2, not explained);
+# fp8 D=64 in groups of 8 with the masks below 547.6 against 553.8 (R1b): not grouped
+LPT = {(128, True): "l2", (64, False): "l2"}
 # (head dim, fp8) whose causal diagonal runs BLOCK_M keys at a time (the kernel's DIAG_SPLIT) when a call does not say
 DIAG_SPLIT = {(128, True)}
 
 
-def _lpt(lpt, D, causal, fp8, N=0) -> int:
+def _lpt(lpt, D, causal, fp8, N, row_blocks) -> int:
     if not causal:
         return 0
     if lpt is None:
         lpt = LPT.get((D, bool(fp8)), 0)
     if lpt == "l2":
-        return lpt_heads(N, D, 1 if fp8 else 2)
+        return l2_lpt(N, D, 1 if fp8 else 2, row_blocks, 0)
     return int(lpt)
 
 
@@ -382,7 +396,8 @@ def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8
     _check_blocks(cfg, causal)
     cfg = dict(cfg)
     opts = dict(num_warps=cfg.pop("num_warps"), num_stages=cfg.pop("num_stages"))
-    lpt, grid = lpt_grid(_lpt(lpt, D, causal, fp8, N), triton.cdiv(N, cfg["BLOCK_M"]), Z * H)
+    row_blocks = triton.cdiv(N, cfg["BLOCK_M"])
+    lpt, grid = lpt_grid(_lpt(lpt, D, causal, fp8, N, row_blocks), row_blocks, Z * H)
     # every kernel parameter after the eight tensors, positionally (the kernel's order), constexprs included
     tail = (sm_scale, *q.stride(), *k.stride(), *v_strides, *o_strides, H, N, cfg["BLOCK_M"], cfg["BLOCK_N"], D,
             bool(causal), bool(store_lse), bool(fp8), bool(_fold(fold_scale, D, causal, fp8) and sm_scale > 0),

@@ -16,7 +16,7 @@ import importlib
 
 import kernelc as triton
 import kernelc.language as tl
-from examples.kernels.attention import fp8_key_order, lpt_grid, lpt_heads, row_block_and_head
+from examples.kernels.attention import fp8_key_order, l2_lpt, lpt_grid, row_block_and_head
 
 TensorDescriptor = importlib.import_module(triton.__name__ + ".tools.tensor_descriptor").TensorDescriptor
 
@@ -133,9 +133,9 @@ LATE_V = {(128, False)}
 
 # causal row blocks heaviest first across groups of G heads (the kernel's LPT, attention.row_block_and_head), or "l2"
 # (groups of attention.lpt_heads), by (head dim, fp8); others 1 (a head's row blocks heaviest first). At N 4096
-# ("l2": 8 heads at fp16 D=128, 16 at D=64 and fp8 D=128): fp16 D=128 592.8 TFLOP/s in groups of 8 against 583.3,
-# D=64 417.0 in groups of 16 against 408.0 (groups of 8: 409.6), fp8 D=128 763.7 in groups of 16 (H200 call R1b,
-# docs/attention.md "Causal forwards: heaviest first across heads")
+# ("l2": 8 heads at fp16 D=128, 16 at D=64 and fp8 D=128): fp16 D=128 591.9 TFLOP/s in groups of 8 against 579.7,
+# D=64 416.2 in groups of 16 against 406.8, fp8 D=128 762.3 against 746.3 (H200 call R2; R1b alike; docs/attention.md
+# "Causal forwards: heaviest first across heads"); at N 16384 "l2" keeps a head's heaviest first (LPT_MAX_ROW_BLOCKS)
 LPT = {(128, False): "l2", (64, False): "l2", (128, True): "l2"}
 
 
@@ -182,7 +182,7 @@ def _make_plan(key, kernel, q, k, v, vt, causal, sm_scale, BLOCK_M, BLOCK_N, num
     for d in plan.descs:  # the templates keep no tensor alive
         d.base = None
     lpt = (LPT.get((D, bool(vt)), 1) if lpt is None else lpt) if causal else 0
-    lpt, grid = lpt_grid(lpt_heads(N, D, q.element_size()) if lpt == "l2" else lpt, N // BLOCK_M, Z * H)
+    lpt, grid = lpt_grid(l2_lpt(N, D, q.element_size(), N // BLOCK_M, 1) if lpt == "l2" else lpt, N // BLOCK_M, Z * H)
     plan.launch = (kernel or attn_fwd_fa3_kernel)[grid]
     plan.sm_scale, plan.N = sm_scale, N
     plan.tail = (BLOCK_M, BLOCK_N, D, bool(causal), bool(vt), num_warps >= 8 if early_v is None else bool(early_v),

@@ -90,17 +90,18 @@ def test_a_write_between_keeps_each_load_where_it_was():
     assert after == before
 
 
-def test_a_load_waited_for_where_it_is_issued_is_left_alone():
-    """The loop is the first reader of ``a``: its wait would come right after its copy (nothing to overlap);
-    the loop's own tile is ringed by the pipeline, not by this pass."""
+def test_a_load_waited_for_where_it_is_issued_is_left_alone(monkeypatch):
+    """Without KERNELC_TMA_EARLY_RINGS the loop's ring prologue is not work under ``a``'s copy: the loop is the first
+    reader of ``a``, its wait would come right after its copy, and the IR stays as it was."""
+    monkeypatch.setenv("KERNELC_TMA_EARLY_RINGS", "0")
     before, after = _ir(read_in_loop, K="i32")
     assert after == before
     assert "stages=1" not in after
 
 
 def test_with_rings_a_tile_first_read_in_a_loop_waits_after_the_rings_prologue(monkeypatch):
-    """KERNELC_TMA_EARLY_RINGS: the loop's ring prologue copies (its first K blocks) are work under ``a``'s copy, so
-    ``a`` (attention's Q) is issued before them and waited for after them, just before the loop."""
+    """KERNELC_TMA_EARLY_RINGS (the default): the loop's ring prologue copies (its first K blocks) are work under
+    ``a``'s copy, so ``a`` (attention's Q) is issued before them and waited for after them, just before the loop."""
     monkeypatch.setenv("KERNELC_TMA_EARLY_RINGS", "1")
     before, after = _ir(read_in_loop, K="i32")
     filecheck(before, """
@@ -149,8 +150,8 @@ def test_fa3_forward_issues_q_first_k_and_last_v_before_waiting(causal):
 
 def test_pointer_forward_with_rings_issues_q_and_the_first_key_block_before_waiting(monkeypatch):
     """The pointer attention forward (fp8, D=128, causal, 64x128 at 4 warps, no producer warp): Q's copy was issued and
-    waited for on the spot, then the key loop's first K and V copies; with KERNELC_TMA_EARLY_RINGS the three
-    copies are issued, then Q is waited for."""
+    waited for on the spot, then the key loop's first K and V copies; with KERNELC_TMA_EARLY_RINGS (the default) the
+    three copies are issued, then Q is waited for."""
     from tests.compiler.test_attention_kernels import compile_fwd
     monkeypatch.setenv("KERNELC_TMA_EARLY_RINGS", "1")
     ck = compile_fwd(128, True, fp8=True, BLOCK_M=64, BLOCK_N=128, num_warps=4, num_stages=2, KEY_ORDER=True,

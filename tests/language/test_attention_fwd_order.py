@@ -114,7 +114,7 @@ class _Recorder:
 
 def test_the_tables_pick_the_causal_defaults():
     # N 4096, 16 heads: the fp8 pointer forward at D=128 causal in groups of lpt_heads = 16 with the split, folded,
-    # even masked blocks; not causal, and fp16's pointer forward, as before; the FA3 order causal in groups of 8
+    # even masked blocks; not causal, and fp16's pointer forward at D=128, as before; the FA3 order causal in groups of 8
     # (fp16 D=128) and 16 (D=64). The launch's last five: LPT, KEY_ORDER, DIAG_SPLIT, MASK_FOLD, EVEN_N.
     rec = _Recorder()
     q8 = torch.zeros(1, 16, 4096, 128, dtype=torch.float8_e4m3fn)
@@ -134,3 +134,17 @@ def test_the_tables_pick_the_causal_defaults():
         assert rec.calls[-1][0] == (g * 4096 // bm, 16 // g, 1) and rec.calls[-1][1][-1] == g
         AF.attention(q, q, q, causal=False, kernel=rec)
         assert rec.calls[-1][1][-1] == 0
+    # fp16 D=64's pointer forward (64x64) in groups of 16 at N 4096; at N 16384 (256 row blocks a head, over
+    # LPT_MAX_ROW_BLOCKS) launch order, and the FA3 order a head's heaviest first
+    q = torch.zeros(1, 16, 4096, 64, dtype=torch.float16)
+    A.attention_fwd(q, q, q, causal=True, kernel=rec)
+    assert rec.calls[-1][0] == (16 * 64, 1, 1) and rec.calls[-1][1][-5] == 16
+    q = torch.zeros(1, 4, 16384, 64, dtype=torch.float16)
+    A.attention_fwd(q, q, q, causal=True, kernel=rec)
+    assert rec.calls[-1][0] == (256, 4, 1) and rec.calls[-1][1][-5] == 0
+    AF.attention(q, q, q, causal=True, kernel=rec)
+    assert rec.calls[-1][0] == (256, 4, 1) and rec.calls[-1][1][-1] == 1
+    q8 = torch.zeros(1, 4, 16384, 128, dtype=torch.float8_e4m3fn)
+    v8t = torch.zeros(1, 4, 128, 16384, dtype=torch.float8_e4m3fn)
+    A.attention_fp8(q8, q8, v8t, one, one, one, causal=True, kernel=rec)
+    assert rec.calls[-1][0] == (256, 4, 1) and rec.calls[-1][1][-5:] == (0, False, True, True, True)
