@@ -119,7 +119,36 @@ CANDIDATES_R2 = {
         ("fp8_ptr_ko", "ptr8", KO),
     ],
 }
-AB.CANDIDATES = CANDIDATES_R2 if os.environ.get("FWD18_ROUND") == "2" else CANDIDATES_R1
+# round 2b (FWD18_ROUND=3): the final tree's defaults (head groups also for the fp16 pointer forward at D=64,
+# KERNELC_TMA_EARLY_RINGS on) against the defaults before this session, the knob's off builds compiled as variants
+NOER = {"KERNELC_TMA_EARLY_RINGS": "0"}
+BA.FWD_VARIANTS.update({
+    "fp8_ptr_ko_was_noer": ("attention", "attn_fwd_lse_kernel", NOER, WAS8, "attention_fp8"),
+    "fp16_ptr_was_noer": ("attention", "attn_fwd_lse_kernel", NOER, dict(lpt=0), "attention_fwd"),
+    "fp16_ptr_noer": ("attention", "attn_fwd_lse_kernel", NOER, {}, "attention_fwd"),
+})
+CANDIDATES_R3 = {
+    (128, True): [
+        ("fp8_ptr_ko", "ptr8", KO),
+        ("fp16_fa3", "fa3_16", {}),
+        ("fp8_ptr_ko_was_noer", "bench:fp8_ptr_ko_was_noer", {}),
+        ("fp16_fa3_was", "fa3_16", dict(lpt=1)),
+        ("cudnn", "cudnn", {}),
+    ],
+    (64, True): [
+        ("fp16_ptr", "ptr16", {}),
+        ("fp16_fa3", "fa3_16", {}),
+        ("cudnn", "cudnn", {}),
+        ("fp16_ptr_was_noer", "bench:fp16_ptr_was_noer", {}),
+        ("fp16_fa3_was", "fa3_16", dict(lpt=1)),
+    ],
+    (64, False): [
+        ("fp16_ptr", "ptr16", {}),
+        ("fp16_ptr_noer", "bench:fp16_ptr_noer", {}),
+        ("cudnn", "cudnn", {}),
+    ],
+}
+AB.CANDIDATES = {"2": CANDIDATES_R2, "3": CANDIDATES_R3}.get(os.environ.get("FWD18_ROUND"), CANDIDATES_R1)
 
 if __name__ == "__main__":
     sys.exit(AB.main())
