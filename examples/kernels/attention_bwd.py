@@ -400,13 +400,24 @@ FUSED_EVEN_M = {64: True}
 # H200 (call C2, docs/attention.md "bwd14"): 29.55 ms at N=16384 against the default's 31.12 / 30.04 before / after it,
 # a tie at 4096; non-causal K was 3-4% slower and K and V 1% slower (not used)
 FUSED_KV_REGS = {(64, True): 1}
+# fused: the registers a thread may use at most (the launch's maxnreg) by (head dim, causal), then head dim; None: as
+# many as the assembler likes (138-167 at D=64: 3 programs of 4 warps an SM). None set: at 128 (4 programs an SM, every
+# wgmma then waited for at 0 by ptxas) 8-16% slower on an H200 (docs/attention.md, "bwd18"). dkdv_config's maxnreg
+# overrides
+FUSED_MAXNREG = {}
 DQ_MODES = ("separate", "atomic", "ds", "fused")
 # dq_mode=None picks by (head dim, causal), then by head dim (default: separate; ds is faster at 128 but needs its N^2
 # workspace, see docs/attention.md "dS^T from registers, bounded workspaces"); fused at 64 (call H12b: 1.945 ms causal
 # against the separate pass's 2.08-2.15; call C2b with FUSED_TAIL and FUSED_EVEN_M: 1.930 / 29.84 ms causal at N=4096 /
 # 16384 against the separate pass's 2.000 / 31.45, 3.541 / 58.90 non-causal against 3.635 / 59.41)
 DEFAULT_DQ_MODES = {64: "fused"}
-DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 3), 128: (128, 64, 8, 2)}
+# D=64 dQ at 2 stages (50 KB: 4 programs an SM, 3 at 3 stages' 66 KB) since call R1b (docs/attention.md "bwd18")
+DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 2), 128: (128, 64, 8, 2)}
+# the separate pass's dK/dV loop with its LSE/delta rows unmasked (EVEN_M) where N is a multiple of its step, at these
+# head dims (D=64: 126 registers, 4 programs an SM, 223 SASS a trip against 238). With the dQ kernel at 2 stages, both
+# kernels run 4 programs an SM with their waits deferred: on an H200 (call R1b, N=16384) 2.4% faster than the separate
+# pass before, non-causal
+DKDV_EVEN_M = {64: True}
 # causal grids ordered longest first across groups of this many heads (GROUP, the kernels' constexpr; 0: each
 # head's blocks launched together, a head's longest first): (head dim, dQ mode) -> (dK/dV kernel's, dQ kernel's
 # or ds's dQ GEMM's). On an H200 (call H12b, N=4096, docs/attention.md) groups of 8: ds 4% faster at D=128 and
@@ -506,6 +517,8 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
                          f"dQ kernel's BLOCK_M a multiple of its BLOCK_N (got {c1}, {c2})")
     for c, g in zip((c1, c2), CAUSAL_GROUP.get((D, "ds" if ds else dq_mode), (0, 0))):
         c.setdefault("GROUP", g)
+    if dq_mode == "separate" and not ds:
+        c1.setdefault("EVEN_M", DKDV_EVEN_M.get(D, False))
     if c1.get("EVEN_M"):  # asked for: unmasked LSE/delta loads only where no query step runs past N
         c1["EVEN_M"] = N % c1["BLOCK_M"] == 0
     if ds:
@@ -586,9 +599,9 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_
 
 
 def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, kernel=None):
-    """dq_mode="fused": preprocess, then attn_bwd_fused_kernel (``dkdv_config``'s BLOCK_M/BLOCK_N, num_warps and
-    num_stages for the grid and its dK/dV loop, ``dq_config``'s BLOCK_M/BLOCK_N for its dQ loop; ``kernel``: another
-    compiled copy of it, the bench's A/B of compile knobs)."""
+    """dq_mode="fused": preprocess, then attn_bwd_fused_kernel (``dkdv_config``'s BLOCK_M/BLOCK_N, num_warps,
+    num_stages and maxnreg (:data:`FUSED_MAXNREG`) for the grid and its dK/dV loop, ``dq_config``'s BLOCK_M/BLOCK_N for
+    its dQ loop; ``kernel``: another compiled copy of it, the bench's A/B of compile knobs)."""
     kernel = kernel or attn_bwd_fused_kernel
     import torch
     Z, H, N, D = q.shape
@@ -607,6 +620,9 @@ def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, 
     even = bool(c1.get("EVEN_M", FUSED_EVEN_M.get(D, False))) and N % c1["BLOCK_M"] == 0
     tail = c1.get("TAIL", FUSED_TAIL.get(D))  # both loops' last dot in flight over the back edge (None: the knob)
     kv_regs = c1.get("KV_REGS", FUSED_KV_REGS.get((D, bool(causal)), FUSED_KV_REGS.get(D, 0)))
+    maxnreg = c1.get("maxnreg", FUSED_MAXNREG.get((D, bool(causal)), FUSED_MAXNREG.get(D)))
+    # passed only where set: any launch option besides num_warps / num_stages takes the launcher's general path
+    cap = {} if maxnreg is None else dict(maxnreg=maxnreg)
 
     def preprocess():
         attn_bwd_preprocess_kernel[(triton.cdiv(N, PRE_BLOCK), Z * H, 1)](
@@ -618,7 +634,7 @@ def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, 
             BLOCK_N1=c1["BLOCK_N"], BLOCK_M2=c2["BLOCK_M"], BLOCK_N2=c2["BLOCK_N"], HEAD_DIM=D, CAUSAL=causal,
             DQ_DESC=c2.get("DESC", FUSED_DQ_DESC.get(D, False)), EVEN_M=even, TAIL=tail,
             KV_REGS=kv_regs, num_warps=c1["num_warps"],
-            num_stages=c1["num_stages"])
+            num_stages=c1["num_stages"], **cap)
 
     return (lambda: (dq, dk, dv)), [("preprocess", preprocess), ("dkdv_dq", fused)]
 

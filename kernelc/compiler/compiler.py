@@ -109,7 +109,7 @@ def _out_of_resources(required: int, limit: int, name: str, used):
 def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, Any]] = None, target=None,
             num_warps: int = 4, num_stages: int = 3, divisibility: Optional[Dict[str, int]] = None,
             equal_to_1: Tuple[str, ...] = (), name: Optional[str] = None, dump_ir=None,
-            enable_fp_fusion: Optional[bool] = None) -> CompiledKernel:
+            enable_fp_fusion: Optional[bool] = None, maxnreg: Optional[int] = None) -> CompiledKernel:
     """Compile ``kernel`` for ``target`` ("sm_80", "sm_90a", ...; default sm_90a; ``kernelc.compile`` defaults
     to the current GPU's target instead).
 
@@ -121,19 +121,22 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     every pass, to stderr (``True``) or to a callable ``(pass name, IR text)``; default: KERNELC_DUMP_IR.
     ``enable_fp_fusion``: let float ``a * b + c`` contract into fma, as Triton's option of that name;
     default: KERNELC_DEFAULT_FP_FUSION (on).
+    ``maxnreg``: the registers a thread may use at most (Triton's launch option of that name): the kernel's
+    ``maxnreg`` attribute, given to the assembler as ``-maxrregcount`` (no occupancy-step or fill rebuilds then).
     """
     from .backend.llvm_pool import in_flight
     with in_flight():
         return _compile(kernel, signature, constexprs, target, num_warps, num_stages, divisibility, equal_to_1, name,
-                        dump_ir, enable_fp_fusion)
+                        dump_ir, enable_fp_fusion, maxnreg)
 
 
 def _compile(kernel, signature, constexprs, target, num_warps, num_stages, divisibility, equal_to_1, name, dump_ir,
-             enable_fp_fusion) -> CompiledKernel:
+             enable_fp_fusion, maxnreg=None) -> CompiledKernel:
     from .backend import parse_target
     fn = _base_function(kernel)
     if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
         raise ValueError(f"num_warps must be a power of two between 1 and 32, got {num_warps}")
+    maxnreg = check_maxnreg(maxnreg)
     tgt = parse_target(target if target is not None else "sm_90a")
     from .backend.ptxas import fit_target_to_assembler
     tgt = fit_target_to_assembler(tgt)   # PTX an older standalone ptxas reads (KERNELC_ASSEMBLER=auto)
@@ -155,6 +158,8 @@ def _compile(kernel, signature, constexprs, target, num_warps, num_stages, divis
     finally:
         if turns:
             _python_phase.release()
+    if maxnreg is not None:  # the launch's ceiling, on the kernel (the backend reads it from there)
+        front[0].attrs["maxnreg"] = maxnreg
     return _backend(fn, signature, constexprs, tgt, num_warps, num_stages, *front, timings)
 
 
@@ -227,10 +232,14 @@ def _backend(fn, signature, constexprs, tgt, num_warps, num_stages, func, used, 
              reports, body_warps, tir_text_initial, timings):
     """LLVM, the assembler (worker processes, or C code that releases the GIL) and the kernel object."""
     from .backend import compile_llir
-    art = compile_llir(llir, tgt, func.name, fill_step=func.attrs.get("registers") == "fill_step",
+    cap = func.attrs.get("maxnreg")
+    # a kernel with maxnreg is assembled at that ceiling only: the register budget's rebuilds would pick another
+    budget = func.attrs.get("registers") if cap is None else None
+    art = compile_llir(llir, tgt, func.name, fill_step=budget == "fill_step",
                        fill_policy=func.attrs.get("fill_policy"),
                        keep_blocks=bool(func.attrs.get("fill_keep_blocks")),
-                       occupancy_step=func.attrs.get("registers") == "occupancy_step")
+                       occupancy_step=budget == "occupancy_step",
+                       ptxas_options=() if cap is None else (f"-maxrregcount={cap}",))
     for k, v in art.timings.items():
         timings[k] = v
     if limit and smem_bytes + art.shared > limit:
@@ -392,6 +401,15 @@ def dump_ir_requested() -> bool:
     """KERNELC_DUMP_IR=1: print the tile IR after every pass to stderr."""
     from ..options import get
     return get("KERNELC_DUMP_IR")
+
+
+def check_maxnreg(maxnreg) -> Optional[int]:
+    """A launch's ``maxnreg`` as an int (None: no ceiling); ValueError unless an integer from 16 to 255."""
+    if maxnreg is None:
+        return None
+    if isinstance(maxnreg, bool) or not hasattr(maxnreg, "__index__") or not 16 <= maxnreg.__index__() <= 255:
+        raise ValueError(f"maxnreg must be an integer from 16 to 255 (registers a thread), got {maxnreg!r}")
+    return maxnreg.__index__()
 
 
 def fp_fusion_default() -> bool:

@@ -86,9 +86,10 @@ def _code_names(code):
             yield from _code_names(c)
 
 
-def cache_key(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_fp_fusion=None) -> str:
+def cache_key(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_fp_fusion=None, maxnreg=None) -> str:
     from ..compiler.artifact import COMPILER_VERSION
-    payload = json.dumps({
+    extra = {} if maxnreg is None else {"maxnreg": maxnreg}  # only where given: other keys stay as they were
+    payload = json.dumps({**extra,
         "fp": dependency_fingerprint(fn), "name": fn.__name__, "sig": sig,
         "cx": {k: repr(v) for k, v in cx.items()}, "div": div, "eq1": list(eq1), "warps": num_warps,
         "stages": num_stages, "target": str(target), "ptx": getattr(target, "ptx_version", None),
@@ -321,9 +322,10 @@ def _save_failed(path: str, err) -> None:
     os.replace(tmp, path + _FAILED_SUFFIX)
 
 
-def cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_fp_fusion=None):
-    """Compile through the disk cache (``enable_fp_fusion``: the launch option, None = the environment's default)."""
-    key = cache_key(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_fp_fusion)
+def cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_fp_fusion=None, maxnreg=None):
+    """Compile through the disk cache (``enable_fp_fusion``, ``maxnreg``: the launch options, None = the
+    environment's default / no register ceiling)."""
+    key = cache_key(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_fp_fusion, maxnreg)
     path = os.path.join(cache_dir(), key[:2], key)
     failed = _failed_record(path, fn)
     if failed is not None:
@@ -346,7 +348,7 @@ def cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_
     from ..compiler.compiler import compile as kcompile
     try:
         ck = kcompile(fn, sig, cx, target, num_warps, num_stages, divisibility=div, equal_to_1=eq1,
-                      enable_fp_fusion=enable_fp_fusion)
+                      enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg)
     except OutOfResources as e:
         try:
             _save_failed(path, e)

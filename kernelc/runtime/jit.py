@@ -204,7 +204,8 @@ class JITFunction(DeviceFunction, KernelInterface):
         from . import interpreter
         if warmup:
             from .launcher import compile_offline
-            return compile_offline(self, values, num_warps, num_stages, options.get("enable_fp_fusion"))
+            return compile_offline(self, values, num_warps, num_stages, options.get("enable_fp_fusion"),
+                                   options.get("maxnreg"))
         mask = self.constexpr_mask(values)
         rec = None
         if hooks.any_registered():

@@ -402,3 +402,33 @@ def test_even_m_loads_give_the_same_grads(mode, N):
                               dkdv_config=dict(BLOCK_M=32, BLOCK_N=32, EVEN_M=True))
         for a, b in zip(got, ref):
             assert torch.equal(a, b)
+
+
+def test_fused_mode_passes_its_register_ceiling_only_where_asked(monkeypatch):
+    # FUSED_MAXNREG / dkdv_config's maxnreg reach the fused kernel's launch as maxnreg=; unset, no maxnreg keyword at
+    # all (any launch option besides num_warps / num_stages sends a launch down the launcher's general path)
+    import kernelc
+    seen = []
+
+    class Spy:
+        def __init__(self, kern):
+            self.kern = kern
+
+        def __getitem__(self, grid):
+            def launch(*a, **kw):
+                seen.append({k: kw[k] for k in ("maxnreg",) if k in kw})
+                return self.kern[grid](*a, **kw)
+            return launch
+
+    q, k, v = _qkv(64, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    o, lse = A.attention_fwd(q, k, v, False, 0.25, return_lse=True)
+    spy = Spy(kernelc.jit(B.attn_bwd_fused_kernel.fn))
+    ref = B.attention_bwd(do, q, k, v, o, lse, False, 0.25, dq_mode="fused", kernels={"fused": spy})
+    got = B.attention_bwd(do, q, k, v, o, lse, False, 0.25, dq_mode="fused", kernels={"fused": spy},
+                          dkdv_config=dict(maxnreg=128))
+    monkeypatch.setattr(B, "FUSED_MAXNREG", {(16, False): 96})
+    B.attention_bwd(do, q, k, v, o, lse, False, 0.25, dq_mode="fused", kernels={"fused": spy})
+    assert seen == [{}, {"maxnreg": 128}, {"maxnreg": 96}]
+    for a, b in zip(got, ref):
+        assert torch.equal(a, b)

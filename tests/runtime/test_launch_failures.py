@@ -25,7 +25,7 @@ def big(x_ptr, n, BLOCK: kl.constexpr):
 def fake_compiler(monkeypatch):
     calls = []
 
-    def compile_for(fn, key, num_warps, num_stages, device=0, enable_fp_fusion=None):
+    def compile_for(fn, key, num_warps, num_stages, device=0, enable_fp_fusion=None, maxnreg=None):
         calls.append((key[-1][1], num_stages))
         raise OutOfResources(300000 + len(calls), 232448, "shared memory", fn.__name__)
     monkeypatch.setattr(launcher, "compile_for", compile_for)
@@ -67,7 +67,7 @@ def test_a_remembered_failure_holds_only_under_its_compile_options(fake_compiler
 def test_other_compile_errors_are_not_remembered(monkeypatch):
     calls = []
 
-    def compile_for(fn, key, num_warps, num_stages, device=0, enable_fp_fusion=None):
+    def compile_for(fn, key, num_warps, num_stages, device=0, enable_fp_fusion=None, maxnreg=None):
         calls.append(1)
         raise RuntimeError("ptxas crashed")
     monkeypatch.setattr(launcher, "compile_for", compile_for)
