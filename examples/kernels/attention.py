@@ -79,36 +79,105 @@ def fp8_key_order(p, ROWS: tl.constexpr, KEYS: tl.constexpr):
 
 
 @triton.jit
+def row_block_and_head(LPT: tl.constexpr):
+    """This program's (row block, head). LPT 0: a grid of (row blocks, heads) in program_id's order. LPT 1: the same
+    grid, a head's row blocks last first (causal: the heaviest first). LPT G > 1: a grid of (G * row blocks,
+    heads / G) (:func:`lpt_grid`), whose launch order walks the heads in groups of G, a group's row blocks heaviest
+    first across its heads: the light programs of the whole group fill the grid's tail, and the group's K and V
+    are few enough to share L2 (the backward's ``_lpt_block``; divided by the constexpr G, not by a runtime count)."""
+    if LPT > 1:
+        start_m = tl.num_programs(0) // LPT - 1 - tl.program_id(0) // LPT
+        off_hz = tl.program_id(1) * LPT + tl.program_id(0) % LPT
+    elif LPT == 1:
+        start_m = tl.num_programs(0) - 1 - tl.program_id(0)
+        off_hz = tl.program_id(1)
+    else:
+        start_m = tl.program_id(0)
+        off_hz = tl.program_id(1)
+    return start_m, off_hz
+
+
+# lpt="l2": a causal grid's heads in groups whose K and V (N_CTX x HEAD_DIM each, in the inputs' dtype) take at most
+# this many bytes together, a power of two of heads (FlashAttention-3's causal scheduler sizes its head sections by
+# what fits in L2 the same way)
+LPT_L2_BYTES = 16 << 20
+
+
+# lpt="l2" groups heads only where a head has at most this many row blocks; longer heads keep the launch's order (the
+# pointer forward's launch order, the FA3 order's heaviest first within a head). At N 16384 (128-256 row blocks a
+# head) the tail model gives groups under 1%, and R2 measured -1.5% (fp8 D=128) and -2.7% (fp16 FA3 D=128) in groups of
+# 4 and 2 heads, in 3 reps of spread 1.05-1.16 (docs/attention.md, "Causal forwards: heaviest first across heads")
+LPT_MAX_ROW_BLOCKS = 64
+
+
+def l2_lpt(n_ctx, head_dim, itemsize, row_blocks, otherwise):
+    """The LPT ``lpt="l2"`` means: :func:`lpt_heads` heads a group where a head has at most
+    :data:`LPT_MAX_ROW_BLOCKS` row blocks, else ``otherwise``."""
+    return lpt_heads(n_ctx, head_dim, itemsize) if row_blocks <= LPT_MAX_ROW_BLOCKS else otherwise
+
+
+def lpt_heads(n_ctx, head_dim, itemsize, budget=None):
+    """The heads of an ``lpt="l2"`` group: the largest power of two whose K and V fit in ``budget`` bytes
+    (default :data:`LPT_L2_BYTES`), at least 1."""
+    per_head = 2 * n_ctx * head_dim * itemsize
+    budget = LPT_L2_BYTES if budget is None else budget
+    g = 1
+    while 2 * g * per_head <= budget:
+        g *= 2
+    return g
+
+
+def lpt_grid(lpt, row_blocks, heads):
+    """(the kernel's LPT, its grid) for ``lpt`` asked over ``row_blocks`` x ``heads``: a group of G > 1 heads becomes
+    the largest divisor of ``heads`` not above G (a grid of whole groups)."""
+    g = max(int(lpt), 0)
+    if g > 1:
+        g = max(d for d in range(1, min(g, heads) + 1) if heads % d == 0)
+    if g > 1:
+        return g, (g * row_blocks, heads // g, 1)
+    return g, (row_blocks, heads, 1)
+
+
+@triton.jit
 def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, lo, hi, N_CTX, qk_scale,
                     BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
-                    FOLD_SCALE: tl.constexpr = False, KEY_ORDER: tl.constexpr = False, BLOCK_M: tl.constexpr = 0):
+                    FOLD_SCALE: tl.constexpr = False, KEY_ORDER: tl.constexpr = False, BLOCK_M: tl.constexpr = 0,
+                    EVEN_N: tl.constexpr = False):
     """Key blocks [lo, hi) into the running (acc, l_i, m_i); only MASKED blocks pay for the mask.
-    FOLD_SCALE (unmasked blocks, qk_scale > 0): the row max of the raw scores times the scale, and the scale
-    folded into the exponent's multiply-add, instead of a multiply of every score before the max.
+    FOLD_SCALE (qk_scale > 0): the row max of the raw scores times the scale, and the scale folded into the
+    exponent's multiply-add, instead of a multiply of every score before the max; a MASKED block then masks the raw
+    scores with -inf (every row of a block this is called with masked sees a key of it, or an earlier block's: the
+    row max stays finite). EVEN_N (N_CTX a multiple of the blocks): no key is past N_CTX, only the causal mask.
     KEY_ORDER: V's keys come in :func:`fp8_key_order`'s order (fp8), P goes to P V in it too."""
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
-        if MASKED:
+        if MASKED and not EVEN_N:
             k = tl.load(k_ptrs + start_n * stride_kn, mask=cols[None, :] < N_CTX, other=0.0)
         else:
             k = tl.load(k_ptrs + start_n * stride_kn)
-        if FOLD_SCALE and not MASKED:
+        if MASKED:
+            if EVEN_N:
+                visible = offs_m[:, None] >= cols[None, :]
+            else:
+                visible = cols[None, :] < N_CTX
+                if CAUSAL:
+                    visible = visible & (offs_m[:, None] >= cols[None, :])
+        if FOLD_SCALE:
             qk = tl.dot(q, k)
+            if MASKED:
+                qk = tl.where(visible, qk, float("-inf"))
             m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
             p = tl.math.exp2(qk * qk_scale - m_ij[:, None])
         else:
             qk = tl.dot(q, k) * qk_scale
             if MASKED:
-                visible = cols[None, :] < N_CTX
-                if CAUSAL:
-                    visible = visible & (offs_m[:, None] >= cols[None, :])
                 qk = tl.where(visible, qk, -1.0e6)
             m_ij = tl.maximum(m_i, tl.max(qk, 1))
             p = tl.math.exp2(qk - m_ij[:, None])
         alpha = tl.math.exp2(m_i - m_ij)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
-        if MASKED:
+        if MASKED and not EVEN_N:
             v = tl.load(v_ptrs + start_n * stride_vn, mask=cols[:, None] < N_CTX, other=0.0)
         else:
             v = tl.load(v_ptrs + start_n * stride_vn)
@@ -126,8 +195,9 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
                         stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, BLOCK_M: tl.constexpr,
                         BLOCK_N: tl.constexpr,
                         HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, STORE_LSE: tl.constexpr, FP8: tl.constexpr,
-                        FOLD_SCALE: tl.constexpr = False, LPT: tl.constexpr = False,
-                        KEY_ORDER: tl.constexpr = False):
+                        FOLD_SCALE: tl.constexpr = False, LPT: tl.constexpr = 0,
+                        KEY_ORDER: tl.constexpr = False, DIAG_SPLIT: tl.constexpr = False,
+                        MASK_FOLD: tl.constexpr = False, EVEN_N: tl.constexpr = False):
     """One [BLOCK_M, HEAD_DIM] block of O (and of the base-2 log-sum-exp LSE [Z*H, N_CTX] when STORE_LSE).
 
     Causal: the key blocks left of the diagonal run unmasked, then the diagonal block(s) masked
@@ -135,13 +205,16 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
     block). Not causal: full key blocks unmasked, the ragged tail masked. FP8: Q, K, V are e4m3 and QScale,
     KScale, VScale point at their fp32 per-tensor scales (three pointers: one buffer of three would cost the host a
     torch.cat every call); V may be passed K-major (strides of a transposed tensor), which is what fp8 wgmma reads.
-    LPT (causal): a head's row blocks launch last first, the heaviest first, so that the
-    light ones fill the grid's tail. KEY_ORDER (fp8; BLOCK_N and N_CTX multiples of 32): V's keys are stored in
-    :func:`fp8_key_order`'s order within each 32-key group (:func:`fp8_v_key_order`), so P V reads P's registers
-    as they are.
+    LPT (causal): the order of the row blocks, :func:`row_block_and_head` (1: a head's heaviest first; G > 1:
+    heaviest first across groups of G heads), so that the light ones fill the grid's tail. DIAG_SPLIT (causal,
+    BLOCK_N a multiple of BLOCK_M): the masked key blocks that would reach past the row block's last key run
+    BLOCK_M keys at a time, so no key right of the diagonal is scored (with BLOCK_N = 2 BLOCK_M every other row
+    block's masked block would score BLOCK_M keys that every row masks). MASK_FOLD: the masked blocks fold the scale
+    too (FOLD_SCALE). EVEN_N (N_CTX a multiple of BLOCK_M and BLOCK_N): the masked blocks test only the causal
+    mask. KEY_ORDER (fp8; BLOCK_N and N_CTX multiples of 32): V's keys are stored in :func:`fp8_key_order`'s order
+    within each 32-key group (:func:`fp8_v_key_order`), so P V reads P's registers as they are.
     """
-    start_m = tl.num_programs(0) - 1 - tl.program_id(0) if LPT else tl.program_id(0)
-    off_hz = tl.program_id(1)
+    start_m, off_hz = row_block_and_head(LPT)
     off_z = off_hz // H
     off_h = off_hz % H
     q_off = off_z.to(tl.int64) * stride_qz + off_h.to(tl.int64) * stride_qh
@@ -171,17 +244,32 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, 0,
                                         diag, N_CTX, qk_scale, BLOCK_N, False, CAUSAL, FOLD_SCALE, KEY_ORDER,
                                         BLOCK_M)
-        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
-                                        diag, tl.minimum((start_m + 1) * BLOCK_M, N_CTX), N_CTX,
-                                        qk_scale, BLOCK_N, True, CAUSAL, False, KEY_ORDER, BLOCK_M)
+        end = tl.minimum((start_m + 1) * BLOCK_M, N_CTX)
+        if DIAG_SPLIT and BLOCK_N > BLOCK_M:
+            # wide blocks that end within the row block, then the rest BLOCK_M keys at a time
+            mid = end // BLOCK_N * BLOCK_N
+            acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
+                                            diag, mid, N_CTX, qk_scale, BLOCK_N, True, CAUSAL,
+                                            FOLD_SCALE and MASK_FOLD, KEY_ORDER, BLOCK_M, EVEN_N)
+            offs_n2 = tl.arange(0, BLOCK_M)
+            k_ptrs2 = K + k_off + offs_n2[None, :] * stride_kn + offs_d[:, None] * stride_kk
+            v_ptrs2 = V + v_off + offs_n2[:, None] * stride_vn + offs_d[None, :] * stride_vk
+            acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs2, v_ptrs2, stride_kn, stride_vn, offs_m,
+                                            offs_n2, mid, end, N_CTX, qk_scale, BLOCK_M, True, CAUSAL,
+                                            FOLD_SCALE and MASK_FOLD, KEY_ORDER, BLOCK_M, EVEN_N)
+        else:
+            acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
+                                            diag, end, N_CTX, qk_scale, BLOCK_N, True, CAUSAL,
+                                            FOLD_SCALE and MASK_FOLD, KEY_ORDER, BLOCK_M, EVEN_N)
     else:
         n_full = (N_CTX // BLOCK_N) * BLOCK_N
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, 0,
                                         n_full, N_CTX, qk_scale, BLOCK_N, False, CAUSAL, FOLD_SCALE,
                                         KEY_ORDER, BLOCK_M)
-        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
-                                        n_full, N_CTX, N_CTX, qk_scale, BLOCK_N, True, CAUSAL, False, KEY_ORDER,
-                                        BLOCK_M)
+        if not EVEN_N:
+            acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
+                                            n_full, N_CTX, N_CTX, qk_scale, BLOCK_N, True, CAUSAL,
+                                            FOLD_SCALE and MASK_FOLD, KEY_ORDER, BLOCK_M)
     if FP8:
         acc = acc * tl.load(VScale)
     acc = acc / l_i[:, None]
@@ -234,6 +322,45 @@ def _fold(fold_scale, D, causal, fp8) -> bool:
     return FOLD_SCALE and (D, bool(causal), bool(fp8)) not in FOLD_SCALE_OFF
 
 
+# causal row blocks heaviest first (the kernel's LPT) by (head dim, fp8), when a call does not say: 1 a head's, G > 1
+# across groups of G heads (row_block_and_head), "l2" across groups of lpt_heads(...); others 0 (program_id's order).
+# At N 4096 (H200 calls R1b, R2; docs/attention.md "Causal forwards: heaviest first across heads"): fp8 D=128 (64x128,
+# 3 programs an SM) in groups of 16 heads 781.0 TFLOP/s against 751.8 in launch order; fp16 D=64 (64x64, 5 an SM) in
+# groups of 16 422.3 against 401.9 (R2; R1b's groups of 8 with EVEN_N read 379.6 against 401.2, not explained);
+# fp8 D=64 in groups of 8 with the masks below 547.6 against 553.8 (R1b): not grouped
+LPT = {(128, True): "l2", (64, False): "l2"}
+# (head dim, fp8) whose causal diagonal runs BLOCK_M keys at a time (the kernel's DIAG_SPLIT) when a call does not say
+DIAG_SPLIT = {(128, True)}
+
+
+def _lpt(lpt, D, causal, fp8, N, row_blocks) -> int:
+    if not causal:
+        return 0
+    if lpt is None:
+        lpt = LPT.get((D, bool(fp8)), 0)
+    if lpt == "l2":
+        return l2_lpt(N, D, 1 if fp8 else 2, row_blocks, 0)
+    return int(lpt)
+
+
+# (head dim, causal, fp8) whose masked blocks fold the scale too (the kernel's MASK_FOLD) when a call does not say
+MASK_FOLD = {(128, True, True)}
+# (head dim, causal, fp8) whose masked blocks test only the causal mask when N_CTX is a multiple of the blocks (the
+# kernel's EVEN_N) when a call does not say. With DIAG_SPLIT and MASK_FOLD, fp8 D=128 causal: 783.1 TFLOP/s grouped
+# against 779.4 without the three (H200 call R1b)
+EVEN_N = {(128, True, True)}
+
+
+def _mask_fold(mask_fold, D, causal, fp8) -> bool:
+    return bool((D, bool(causal), bool(fp8)) in MASK_FOLD if mask_fold is None else mask_fold)
+
+
+def _diag_split(diag_split, D, causal, fp8) -> bool:
+    if not causal:
+        return False
+    return bool((D, bool(fp8)) in DIAG_SPLIT if diag_split is None else diag_split)
+
+
 def _check_blocks(cfg, causal):
     if causal and cfg["BLOCK_M"] % cfg["BLOCK_N"] and cfg["BLOCK_N"] % cfg["BLOCK_M"]:
         raise ValueError(f"causal attention needs BLOCK_M ({cfg['BLOCK_M']}) and BLOCK_N ({cfg['BLOCK_N']}) to "
@@ -264,16 +391,19 @@ class _Plan:
 
 
 def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8, cfg, kernel, fold_scale, lpt,
-               out_dtype, lse_shape=None, key_order=False):
+               out_dtype, lse_shape=None, key_order=False, diag_split=None, mask_fold=None, even_n=None):
     Z, H, N, D = q.shape
     _check_blocks(cfg, causal)
     cfg = dict(cfg)
     opts = dict(num_warps=cfg.pop("num_warps"), num_stages=cfg.pop("num_stages"))
-    grid = (triton.cdiv(N, cfg["BLOCK_M"]), Z * H, 1)
+    row_blocks = triton.cdiv(N, cfg["BLOCK_M"])
+    lpt, grid = lpt_grid(_lpt(lpt, D, causal, fp8, N, row_blocks), row_blocks, Z * H)
     # every kernel parameter after the eight tensors, positionally (the kernel's order), constexprs included
     tail = (sm_scale, *q.stride(), *k.stride(), *v_strides, *o_strides, H, N, cfg["BLOCK_M"], cfg["BLOCK_N"], D,
             bool(causal), bool(store_lse), bool(fp8), bool(_fold(fold_scale, D, causal, fp8) and sm_scale > 0),
-            bool(lpt and causal), bool(key_order))
+            lpt, bool(key_order), _diag_split(diag_split, D, causal, fp8), _mask_fold(mask_fold, D, causal, fp8),
+            bool(((D, bool(causal), bool(fp8)) in EVEN_N if even_n is None else even_n)
+                 and N % cfg["BLOCK_M"] == 0 and N % cfg["BLOCK_N"] == 0))
     plan = _Plan((kernel or attn_fwd_lse_kernel)[grid], tail, opts, tuple(q.shape), out_dtype, lse_shape)
     if len(_PLANS) >= _MAX_PLANS:
         _PLANS.clear()
@@ -282,18 +412,21 @@ def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8
 
 
 def attention_fwd(q, k, v, causal=False, sm_scale=None, return_lse=False, fold_scale=None, kernel=None, lpt=None,
-                  **config):
+                  diag_split=None, mask_fold=None, even_n=None, **config):
     """softmax(q k^T * sm_scale) v for fp16/bf16 ``[Z, H, N_CTX, HEAD_DIM]`` (HEAD_DIM 16..256, any N_CTX).
 
     With ``return_lse`` also returns the base-2 row log-sum-exp ``[Z, H, N_CTX]`` fp32 of the scaled
     logits (``m + log2(l)``), which the backward pass recomputes P from. ``config``: BLOCK_M, BLOCK_N,
     num_warps, num_stages (defaults: :data:`FWD_CONFIGS`). ``fold_scale``: the kernel's FOLD_SCALE (default:
     :data:`FOLD_SCALE` unless the config is in :data:`FOLD_SCALE_OFF`); ``kernel``: another ``kernelc.jit`` of
-    :func:`attn_fwd_lse_kernel`; ``lpt``: causal row blocks heaviest first (the kernel's LPT; default off).
+    :func:`attn_fwd_lse_kernel`; ``lpt``: causal row blocks heaviest first (the kernel's LPT: True or 1 a head's, an
+    int G > 1 across groups of G heads, "l2" across groups of :func:`lpt_heads`; default :data:`LPT`); ``diag_split``: the kernel's DIAG_SPLIT (default
+    :data:`DIAG_SPLIT`); ``mask_fold``: the kernel's MASK_FOLD (default :data:`MASK_FOLD`); ``even_n``: the kernel's
+    EVEN_N where N_CTX allows it (default :data:`EVEN_N`).
     """
     import torch
     key = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype, q.device,
-           causal, sm_scale, return_lse, fold_scale, kernel, lpt, *config.items())
+           causal, sm_scale, return_lse, fold_scale, kernel, lpt, diag_split, mask_fold, even_n, *config.items())
     plan = _PLANS.get(key)
     if plan is None:
         Z, H, N, D = q.shape
@@ -302,7 +435,8 @@ def attention_fwd(q, k, v, causal=False, sm_scale=None, return_lse=False, fold_s
                             f"{v.dtype} (fp8: attention_fp8)")
         o_strides = torch.empty_like(q).stride()  # empty_like keeps q's layout: a function of q's shape and strides
         plan = _make_plan(key, q, k, v.stride(), o_strides, causal, sm_scale if sm_scale is not None else D ** -0.5,
-                          return_lse, False, fwd_config(D, **config), kernel, fold_scale, lpt, q.dtype, (Z, H, N))
+                          return_lse, False, fwd_config(D, **config), kernel, fold_scale, lpt, q.dtype, (Z, H, N),
+                          diag_split=diag_split, mask_fold=mask_fold, even_n=even_n)
     o = torch.empty_like(q)
     if return_lse:
         lse = torch.empty(plan.lse_shape, device=q.device, dtype=torch.float32)
@@ -338,7 +472,8 @@ def _scale_arg(s, device):
 
 
 def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None, kernel=None,
-                  fold_scale=None, lpt=None, key_order=False, **config):
+                  fold_scale=None, lpt=None, key_order=False, diag_split=None, mask_fold=None, even_n=None,
+                  **config):
     """fp8 (e4m3) attention forward: ``softmax(q k^T * sm_scale) v`` with ``q = q8 * q_scale`` etc.
 
     ``q8``, ``k8``: ``[Z, H, N_CTX, HEAD_DIM]`` e4m3; ``v8t``: V transposed, ``[Z, H, HEAD_DIM, N_CTX]``
@@ -346,7 +481,7 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
     tensors (:func:`quantize_fp8`; anything else is converted to one on every call). Q K^T runs in fp8, P is
     rounded to e4m3 for P V, accumulation is fp32, the output ``out_dtype`` (default float16). ``kernel``: another
     ``kernelc.jit`` of :func:`attn_fwd_lse_kernel` (its own compiled variants, e.g. under other compile knobs);
-    ``fold_scale`` and ``lpt`` as in :func:`attention_fwd`. ``key_order``: ``v8t``'s keys are in
+    ``fold_scale``, ``lpt``, ``diag_split``, ``mask_fold`` and ``even_n`` as in :func:`attention_fwd`. ``key_order``: ``v8t``'s keys are in
     :func:`fp8_key_order`'s order within each 32-key group (:func:`fp8_v_key_order`, N_CTX and BLOCK_N multiples
     of 32): P V then takes P's registers as they are, no shuffle between lanes (docs/attention.md, "fp8 P without
     its shuffle").
@@ -354,7 +489,8 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
     import torch
     device = q8.device
     key = ("fp8", q8.shape, k8.shape, v8t.shape, q8.stride(), k8.stride(), v8t.stride(), q8.dtype, k8.dtype,
-           v8t.dtype, device, causal, sm_scale, out_dtype, fold_scale, kernel, lpt, key_order, *config.items())
+           v8t.dtype, device, causal, sm_scale, out_dtype, fold_scale, kernel, lpt, key_order, diag_split, mask_fold,
+           even_n, *config.items())
     plan = _PLANS.get(key)
     if plan is None:
         Z, H, N, D = q8.shape
@@ -374,7 +510,8 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
         # V's strides as [Z, H, N_CTX, HEAD_DIM] are v8t's with the last two swapped (no transposed view per call)
         plan = _make_plan(key, q8, k8, (vs[0], vs[1], vs[3], vs[2]), o_strides, causal,
                           sm_scale if sm_scale is not None else D ** -0.5, False, True,
-                          cfg, kernel, fold_scale, lpt, out_dtype, key_order=key_order)
+                          cfg, kernel, fold_scale, lpt, out_dtype, key_order=key_order, diag_split=diag_split,
+                          mask_fold=mask_fold, even_n=even_n)
     o = torch.empty(plan.out_shape, device=device, dtype=plan.out_dtype)
     plan.launch(q8, k8, v8t, o, o, _scale_arg(q_scale, device), _scale_arg(k_scale, device),
                 _scale_arg(v_scale, device), *plan.tail, **plan.opts)

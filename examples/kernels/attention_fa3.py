@@ -16,7 +16,7 @@ import importlib
 
 import kernelc as triton
 import kernelc.language as tl
-from examples.kernels.attention import fp8_key_order
+from examples.kernels.attention import fp8_key_order, l2_lpt, lpt_grid, row_block_and_head
 
 TensorDescriptor = importlib.import_module(triton.__name__ + ".tools.tensor_descriptor").TensorDescriptor
 
@@ -33,7 +33,8 @@ def _v_block(desc_v, row, off_hz, N_CTX, HEAD_DIM: tl.constexpr, FP8: tl.constex
 @triton.jit
 def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, QScale, KScale, VScale,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
-                        FP8: tl.constexpr, EARLY_V: tl.constexpr = True, KEY_ORDER: tl.constexpr = False):
+                        FP8: tl.constexpr, EARLY_V: tl.constexpr = True, KEY_ORDER: tl.constexpr = False,
+                        LPT: tl.constexpr = 1):
     # FP8: q, k are e4m3 and desc_v is V^T ([Z * H * HEAD_DIM, N_CTX], keys contiguous: fp8 wgmma reads its B
     # operand K-major only); QScale, KScale, VScale point at the per-tensor scales of q, k, v (fp32)
     # EARLY_V: load the last V block before the loop (a program that has the SM to itself: 8 consumer warps);
@@ -41,9 +42,9 @@ def attn_fwd_fa3_kernel(sm_scale, desc_q, desc_k, desc_v, desc_o, N_CTX, QScale,
     # of them (fp16 head dim 64, 64x64 blocks: 3 programs an SM instead of 4)
     # KEY_ORDER (fp8): V^T's keys are in attention.fp8_key_order's order, and P is carried in it (its registers
     # renamed into the fp8 wgmma A fragments': no shuffle between lanes)
-    # causal: a head's heaviest row blocks launch first, the light ones fill the tail of the grid
-    start_m = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
-    off_hz = tl.program_id(1)
+    # causal: the heaviest row blocks launch first (LPT 1: a head's; G > 1: across groups of G heads,
+    # attention.row_block_and_head), the light ones fill the tail of the grid
+    start_m, off_hz = row_block_and_head(LPT)
     offset_y = off_hz * N_CTX
     qo_offset_y = offset_y + start_m * BLOCK_M
     qk_scale = sm_scale * 1.44269504
@@ -130,6 +131,13 @@ FP8_CONFIGS = {(128, True): (128, 128, 8, 4), (128, False): (128, 128, 8, 4), (6
 # measured -1.8% at N 16384
 LATE_V = {(128, False)}
 
+# causal row blocks heaviest first across groups of G heads (the kernel's LPT, attention.row_block_and_head), or "l2"
+# (groups of attention.lpt_heads), by (head dim, fp8); others 1 (a head's row blocks heaviest first). At N 4096
+# ("l2": 8 heads at fp16 D=128, 16 at D=64 and fp8 D=128): fp16 D=128 591.9 TFLOP/s in groups of 8 against 579.7,
+# D=64 416.2 in groups of 16 against 406.8, fp8 D=128 762.3 against 746.3 (H200 call R2; R1b alike; docs/attention.md
+# "Causal forwards: heaviest first across heads"); at N 16384 "l2" keeps a head's heaviest first (LPT_MAX_ROW_BLOCKS)
+LPT = {(128, False): "l2", (64, False): "l2", (128, True): "l2"}
+
 
 def config(D, causal, fp8=False, BLOCK_M=None, BLOCK_N=None, num_warps=None, num_stages=None):
     """The launch config for head dim ``D``, with any of the four given overriding the table's."""
@@ -163,7 +171,7 @@ class _Plan:
 
 
 def _make_plan(key, kernel, q, k, v, vt, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages, early_v,
-               out_dtype, key_order=False):
+               out_dtype, key_order=False, lpt=None):
     Z, H, N, D = q.shape
     y = Z * H * N
     plan = _Plan()
@@ -173,10 +181,12 @@ def _make_plan(key, kernel, q, k, v, vt, causal, sm_scale, BLOCK_M, BLOCK_N, num
                   TensorDescriptor(q.new_empty((0,), dtype=out_dtype), [y, D], [D, 1], [BLOCK_M, D]))
     for d in plan.descs:  # the templates keep no tensor alive
         d.base = None
-    plan.launch = (kernel or attn_fwd_fa3_kernel)[(N // BLOCK_M, Z * H, 1)]
+    lpt = (LPT.get((D, bool(vt)), 1) if lpt is None else lpt) if causal else 0
+    lpt, grid = lpt_grid(l2_lpt(N, D, q.element_size(), N // BLOCK_M, 1) if lpt == "l2" else lpt, N // BLOCK_M, Z * H)
+    plan.launch = (kernel or attn_fwd_fa3_kernel)[grid]
     plan.sm_scale, plan.N = sm_scale, N
     plan.tail = (BLOCK_M, BLOCK_N, D, bool(causal), bool(vt), num_warps >= 8 if early_v is None else bool(early_v),
-                 bool(key_order))
+                 bool(key_order), lpt)
     plan.opts = dict(num_warps=num_warps, num_stages=num_stages)
     plan.out_shape, plan.out_dtype = (Z, H, N, D), out_dtype
     if len(_PLANS) >= _MAX_PLANS:
@@ -193,15 +203,17 @@ def _launch(plan, q, k, v, o, scales):
 
 
 def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=None, BLOCK_N=None, num_warps=None, num_stages=None,
-              kernel=None, early_v=None):
+              kernel=None, early_v=None, lpt=None):
     """softmax(q k^T * sm_scale) v for fp16/bf16 ``[Z, H, N_CTX, HEAD_DIM]`` tensors (contiguous; N_CTX a
     multiple of BLOCK_M; BLOCK_M == BLOCK_N when causal: the diagonal is one block). The launch config not
     given comes from :func:`config`. ``kernel``: another ``kernelc.jit`` of :func:`attn_fwd_fa3_kernel` (its own
     compiled variants, e.g. under other compile knobs). ``early_v``: load the last V block before the loop
-    (default: with 8 warps, see the kernel's EARLY_V, but not where :data:`LATE_V` says)."""
+    (default: with 8 warps, see the kernel's EARLY_V, but not where :data:`LATE_V` says). ``lpt`` (causal): the
+    order of the row blocks, the kernel's LPT (an int, or "l2": attention.lpt_heads; default :data:`LPT`, else 1: a
+    head's heaviest first)."""
     import torch
     key = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype, q.device,
-           causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages, kernel, early_v)
+           causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages, kernel, early_v, lpt)
     plan = _PLANS.get(key)
     if plan is None:
         Z, H, N, D = q.shape
@@ -215,13 +227,14 @@ def attention(q, k, v, causal=False, sm_scale=None, BLOCK_M=None, BLOCK_N=None, 
         if early_v is None and (D, bool(causal)) in LATE_V:
             early_v = False
         plan = _make_plan(key, kernel, q, k, v, False, causal, sm_scale if sm_scale is not None else D ** -0.5,
-                          BLOCK_M, BLOCK_N, num_warps, num_stages, early_v, q.dtype)
+                          BLOCK_M, BLOCK_N, num_warps, num_stages, early_v, q.dtype, lpt=lpt)
     o = torch.empty(plan.out_shape, device=q.device, dtype=plan.out_dtype)
     return _launch(plan, q, k, v, o, (o, o, o))
 
 
 def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None, BLOCK_M=None,
-                  BLOCK_N=None, num_warps=None, num_stages=None, kernel=None, early_v=None, key_order=False):
+                  BLOCK_N=None, num_warps=None, num_stages=None, kernel=None, early_v=None, key_order=False,
+                  lpt=None):
     """fp8 (e4m3) attention in FlashAttention-3's order: ``softmax(q k^T * sm_scale) v`` with ``q = q8 * q_scale``
     etc. (``attention.quantize_fp8``). ``q8``, ``k8``: ``[Z, H, N_CTX, HEAD_DIM]``; ``v8t``: V transposed,
     ``[Z, H, HEAD_DIM, N_CTX]`` (fp8 wgmma reads its B operand K-major only); all contiguous e4m3. Both dots
@@ -229,12 +242,12 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
     given comes from :func:`config`. The scales are 1-element fp32 tensors (anything else is converted to one on
     every call). ``key_order``: ``v8t``'s keys are in ``attention.fp8_key_order``'s order
     (``attention.fp8_v_key_order``; N_CTX and BLOCK_N multiples of 32): P is carried in that order, no shuffle of P
-    between lanes."""
+    between lanes. ``lpt`` as in :func:`attention`."""
     import torch
     dev = q8.device
     key = ("fp8", q8.shape, k8.shape, v8t.shape, q8.stride(), k8.stride(), v8t.stride(), q8.dtype, k8.dtype,
            v8t.dtype, dev, causal, sm_scale, out_dtype, BLOCK_M, BLOCK_N, num_warps, num_stages, kernel, early_v,
-           key_order)
+           key_order, lpt)
     plan = _PLANS.get(key)
     if plan is None:
         Z, H, N, D = q8.shape
@@ -251,6 +264,7 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
         if key_order and BLOCK_N % 32:
             raise ValueError(f"attention_fa3.attention_fp8: key_order needs BLOCK_N ({BLOCK_N}) a multiple of 32")
         plan = _make_plan(key, kernel, q8, k8, v8t, True, causal, sm_scale if sm_scale is not None else D ** -0.5,
-                          BLOCK_M, BLOCK_N, num_warps, num_stages, early_v, out_dtype or torch.float16, key_order)
+                          BLOCK_M, BLOCK_N, num_warps, num_stages, early_v, out_dtype or torch.float16, key_order,
+                          lpt)
     o = torch.empty(plan.out_shape, device=dev, dtype=plan.out_dtype)
     return _launch(plan, q8, k8, v8t, o, (_scale_arg(q_scale, dev), _scale_arg(k_scale, dev), _scale_arg(v_scale, dev)))

@@ -233,6 +233,11 @@ KNOBS: Tuple[Knob, ...] = (
          "a TMA tile loaded outside loops and read in place by dots is copied as early as its offsets allow and "
          "waited for at its first read (attention's Q and first K block arrive together, not one after the other)",
          compile=True, field="tma_early_issue"),
+    Knob("KERNELC_TMA_EARLY_RINGS", "bool", True,
+         "with KERNELC_TMA_EARLY_ISSUE: a pipelined loop's ring prologue (its first copies, issued before the loop) "
+         "counts as work under an early copy, so a tile the loop reads (the pointer attention forward's Q) is "
+         "issued before the prologue and waited for after it, not issued and waited for on the spot",
+         compile=True, field="tma_early_rings"),
     Knob("KERNELC_SMEM_REUSE", "bool", True,
          "shared-memory buffers (rings, staged dot operands, in-place TMA tiles) of loops that run one after the "
          "other share bytes: offsets by live range, a barrier before a loop whose buffers reuse bytes "
@@ -465,6 +470,7 @@ class CompileOptions:
     wgmma_exit_wait: bool = True
     wgmma_a_regs: bool = True
     tma_early_issue: bool = True
+    tma_early_rings: bool = True
     wgmma_pin_waits: bool = True
     ws_bulk_issue: str = "producer"
     bulk_reduce_stages: str = "2"

@@ -81,7 +81,7 @@ def test_launch_config_table_and_overrides(monkeypatch):
 
 def test_late_v_table_sets_early_v_off_where_it_says():
     """fp16 D=128 non-causal loads the last V block after the loop (LATE_V); causal and an explicit early_v keep
-    the 8-warp default / the caller's choice (the launch's EARLY_V, second to last of its arguments)."""
+    the 8-warp default / the caller's choice (the launch's EARLY_V, before KEY_ORDER and LPT)."""
     import torch
     calls = []
 
@@ -92,4 +92,4 @@ def test_late_v_table_sets_early_v_off_where_it_says():
     assert (128, False) in attention_fa3.LATE_V
     for causal, early_v, want in ((False, None, False), (True, None, True), (False, True, True)):
         attention_fa3.attention(q, q, q, causal=causal, kernel=Recorder(), early_v=early_v)
-        assert calls[-1][-2] is want, (causal, early_v, calls[-1][-7:])
+        assert calls[-1][-3] is want, (causal, early_v, calls[-1][-7:])

@@ -90,12 +90,37 @@ def test_a_write_between_keeps_each_load_where_it_was():
     assert after == before
 
 
-def test_a_load_waited_for_where_it_is_issued_is_left_alone():
-    """The loop is the first reader of ``a``: its wait would come right after its copy (nothing to overlap);
-    the loop's own tile is ringed by the pipeline, not by this pass."""
+def test_a_load_waited_for_where_it_is_issued_is_left_alone(monkeypatch):
+    """Without KERNELC_TMA_EARLY_RINGS the loop's ring prologue is not work under ``a``'s copy: the loop is the first
+    reader of ``a``, its wait would come right after its copy, and the IR stays as it was."""
+    monkeypatch.setenv("KERNELC_TMA_EARLY_RINGS", "0")
     before, after = _ir(read_in_loop, K="i32")
     assert after == before
     assert "stages=1" not in after
+
+
+def test_with_rings_a_tile_first_read_in_a_loop_waits_after_the_rings_prologue(monkeypatch):
+    """KERNELC_TMA_EARLY_RINGS (the default): the loop's ring prologue copies (its first K blocks) are work under
+    ``a``'s copy, so ``a`` (attention's Q) is issued before them and waited for after them, just before the loop."""
+    monkeypatch.setenv("KERNELC_TMA_EARLY_RINGS", "1")
+    before, after = _ir(read_in_loop, K="i32")
+    filecheck(before, """
+        CHECK: [[A:%\\d+]] = descriptor_load [[DA:%\\d+]], {{.*}}in_place=True} : <64x64xfp16>
+        CHECK: tma_copy_to_ring
+        CHECK: scf.for
+    """)
+    filecheck(after, """
+        CHECK: [[RA:%\\d+]] = tma_ring_alloc [[DA:%\\d+]] {stages=1, operand='a'} : <64x64xfp16>
+        CHECK: mbarrier_expect_tx [[BA:%\\d+]], {{%\\d+}} {bytes=8192}
+        CHECK-NEXT: tma_copy_to_ring [[RA]], [[ZA:%\\d+]], [[BA]], {{.*}} {source={{.*}}}
+        CHECK: tma_ring_alloc {{%\\d+}} {stages=3, operand='b', transposed=True}
+        CHECK: tma_copy_to_ring
+        CHECK: tma_copy_to_ring
+        CHECK: mbarrier_wait [[BA]], [[ZA]]
+        CHECK-NEXT: {{%\\d+}} = ring_read [[RA]], [[ZA]] {{.*}}: <64x64xfp16>
+        CHECK: scf.for
+    """)
+    assert "descriptor_load" not in after.split("scf.for")[0]
 
 
 def test_the_knob_turns_it_off(monkeypatch):
@@ -121,3 +146,16 @@ def test_fa3_forward_issues_q_first_k_and_last_v_before_waiting(causal):
     pro = _consumer_prologue(_fa3_fp8(128, causal).asm["sass"])
     ops = [m.group(1) for ln in pro if (m := re.search(r"\*/\s+(?:@!?U?P\w+\s+)?(UTMALDG|SYNCS\.PHASECHK)", ln))]
     assert ops[:4] == ["UTMALDG", "UTMALDG", "UTMALDG", "SYNCS.PHASECHK"], ops
+
+
+def test_pointer_forward_with_rings_issues_q_and_the_first_key_block_before_waiting(monkeypatch):
+    """The pointer attention forward (fp8, D=128, causal, 64x128 at 4 warps, no producer warp): Q's copy was issued and
+    waited for on the spot, then the key loop's first K and V copies; with KERNELC_TMA_EARLY_RINGS (the default) the
+    three copies are issued, then Q is waited for."""
+    from tests.compiler.test_attention_kernels import compile_fwd
+    monkeypatch.setenv("KERNELC_TMA_EARLY_RINGS", "1")
+    ck = compile_fwd(128, True, fp8=True, BLOCK_M=64, BLOCK_N=128, num_warps=4, num_stages=2, KEY_ORDER=True,
+                     FOLD_SCALE=True)
+    ops = [m.group(1) for ln in ck.asm["sass"].splitlines()
+           if (m := re.search(r"\*/\s+(?:@!?U?P\w+\s+)?(UTMALDG|SYNCS\.PHASECHK)", ln))]
+    assert ops[:4] == ["UTMALDG", "UTMALDG", "UTMALDG", "SYNCS.PHASECHK"], ops[:6]

@@ -17,8 +17,11 @@ For each such load in the function's top-level block the pass writes, with the o
 
 which is the sequence ``lower_descriptor_load`` emits for one load, split in two. A load is rewritten only
 when something runs while its copy is in flight: a dot, a loop, or another such copy; else
-nothing would overlap and the IR stays as it was. Tiles read into registers (not in place) and loads in loops or
-branches are left alone. ``KERNELC_TMA_EARLY_ISSUE=0`` turns the pass off.
+nothing would overlap and the IR stays as it was. With ``KERNELC_TMA_EARLY_RINGS`` a loop's ring prologue (the
+``tma_copy_to_ring`` ops ``expand_tma_rings`` put before the loop) counts as such work: a tile first read in that
+loop is issued before the prologue and waited for after it, so both round trips overlap. Tiles read into
+registers (not in place) and loads in loops or branches are left alone. ``KERNELC_TMA_EARLY_ISSUE=0`` turns the
+pass off.
 """
 from __future__ import annotations
 
@@ -93,9 +96,14 @@ def issue_tma_loads_early(fn, ctx) -> object:
                 wait = j
                 break
         plans.append(_Plan(ld, via, view, is_a, issue, wait))
-    # worth it: a dot or loop runs while the copy is in flight, or another such copy is in flight with it
+    # worth it: a dot or loop runs while the copy is in flight, or another such copy is in flight with it (with
+    # KERNELC_TMA_EARLY_RINGS, a ring prologue's copy too)
+    rings = get("KERNELC_TMA_EARLY_RINGS")
+
+    def worth(op: Op) -> bool:
+        return op.name in _WORTH or (rings and any(o.name == "tma_copy_to_ring" for o in op.walk()))
     plans = [p for p in plans
-             if any(ops[j].name in _WORTH for j in range(p.issue, p.wait))
+             if any(worth(ops[j]) for j in range(p.issue, p.wait))
              or any(q is not p and p.issue < q.wait and q.issue < p.wait for q in plans)]
     if not plans:
         return fn
