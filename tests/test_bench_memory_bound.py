@@ -173,3 +173,27 @@ def test_paired_ratio_interval_from_the_rounds():
     ratio, lo, hi = paired_ratio_ci(x, tri + [1.0])
     assert lo < 1 < hi and hi - lo > 0.005
     assert paired_ratio_ci([1.0, 1.0], [1.0, 1.0]) is None
+
+
+def test_interleaved_round_cancels_a_level_shared_by_the_columns(monkeypatch):
+    """Repetitions that jump between two levels 0.6% apart, the same for every column in a repetition (what an
+    H200 did between do_bench calls): the paired per-repetition log ratio sees none of it. Triton against its
+    control reads exactly 1 (the A/A); a column 0.3% slower than Triton reads 0.3% whatever the mix of levels;
+    the reference time of a repetition is the mean of Triton's two columns."""
+    import math
+    from bench import interleaved as I
+    levels = [1.0, 1.006, 1.006, 1.0, 1.006, 1.0, 1.0, 1.0, 1.006]
+    fake = {"triton": [0.1 * v for v in levels], B.CONTROL: [0.1 * v for v in levels],
+            "kernelc": [0.1003 * v for v in levels]}
+    monkeypatch.setattr(I, "interleaved", lambda fns: {n: fake[n] for n in fns})
+    rd = B.interleaved_round({n: None for n in ("kernelc", "triton", B.CONTROL)}, B.CONTROL)
+    assert rd["n"] == len(levels)
+    assert rd["log"][B.CONTROL] == 0.0
+    assert math.exp(rd["log"]["kernelc"]) == pytest.approx(1 / 1.003, rel=1e-9)
+    assert rd["ms"]["triton"] == pytest.approx(0.1, rel=1e-9)   # the median of the mixture: more low than high
+    assert "triton" not in rd["log"]
+    # across rounds: the interval of identical per-round ratios has no width
+    ci = B.log_ratio_ci([rd["log"]["kernelc"]] * 4)
+    assert ci[1] == pytest.approx(ci[0]) == pytest.approx(ci[2]) == pytest.approx(1 / 1.003)
+    assert B.log_ratio_ci([0.0, 0.0]) is None
+

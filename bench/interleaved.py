@@ -1,0 +1,66 @@
+"""Timing several implementations of one computation with their launches interleaved, so each comparison is
+made inside one stretch of GPU time.
+
+Why: on an H200, do_bench's per-call median lands on one of two levels about 0.6% apart, and which one looks
+random from call to call (the seventeenth session's paired rounds, docs/performance.md). A ratio of two
+separate do_bench calls then mostly counts how often each landed high. Here every repetition times each
+implementation once, in a rotating order, each after the same L2 flush: a level that holds over a stretch of
+time holds for all of them alike, and the per-repetition ratios cancel it.
+
+    times = interleaved({"a": fa, "b": fb}, rep=100)    # {"a": [ms, ...], "b": [ms, ...]}, one per repetition
+    paired_log_ratio(times["b"], times["a"])             # median of log(b_i / a_i) over repetitions
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Callable, Dict, List
+
+
+def interleaved(fns: Dict[str, Callable], warmup: float = 25, rep: float = 100, flush_l2: bool = True,
+                max_reps: int = 2000) -> Dict[str, List[float]]:
+    """``{name: [ms per repetition]}``: about ``rep`` ms of GPU time per implementation (after ``warmup`` ms, also
+    interleaved), each run timed with its own CUDA events after an L2 flush (kernelc's 256 MB buffer, as
+    ``do_bench``). Repetition i runs the implementations in the order rotated by i, so none always runs first."""
+    import torch
+    from kernelc.runtime.timing import _l2_flush_buffer
+    names = list(fns)
+    cache = _l2_flush_buffer() if flush_l2 else None
+    for f in fns.values():
+        f()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(3):
+        for f in fns.values():
+            if cache is not None:
+                cache.zero_()
+            f()
+    e.record()
+    torch.cuda.synchronize()
+    # the flush's time is in this estimate, so reps err on the low side; a repetition runs every implementation
+    est = max(s.elapsed_time(e) / (3 * len(names)), 1e-4)
+    n_warm = max(1, int(warmup / est))
+    n_rep = max(3, min(max_reps, int(rep / est)))
+    for _ in range(n_warm):
+        for f in fns.values():
+            f()
+    ev = {n: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n_rep)]
+          for n in names}
+    k = len(names)
+    for i in range(n_rep):
+        for j in range(k):
+            n = names[(i + j) % k]
+            if cache is not None:
+                cache.zero_()
+            a, b = ev[n][i]
+            a.record()
+            fns[n]()
+            b.record()
+    torch.cuda.synchronize()
+    return {n: [a.elapsed_time(b) for a, b in ev[n]] for n in names}
+
+
+def paired_log_ratio(num: List[float], den: List[float]) -> float:
+    """Median over repetitions of log(num_i / den_i): the two implementations' time ratio within a repetition."""
+    return statistics.median(math.log(a / b) for a, b in zip(num, den) if a > 0 and b > 0)
