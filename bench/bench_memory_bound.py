@@ -396,6 +396,17 @@ def paired_ratio_ci(x_rounds_ms, triton_rounds_ms, control_rounds_ms=None):
 TIMINGS = ("separate", "interleaved", "both")
 
 
+def _partial(rows):
+    """The rows so far, in $OUT/memory_bound.partial.json when $OUT is set: a run cut short by a time limit keeps
+    the rows it finished."""
+    import json
+    out = os.environ.get("OUT")
+    if out:
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, "memory_bound.partial.json"), "w") as f:
+            json.dump(rows, f)
+
+
 def run(names, rounds, variants=(), with_torch=True, timing="separate"):
     import tempfile
     from kernelc.runtime.cache import cache_dir
@@ -485,6 +496,7 @@ def run(names, rounds, variants=(), with_torch=True, timing="separate"):
             traceback.print_exc()
             rows.append({"benchmark": name, "error": f"{type(e).__name__}: {str(e)[:300]}"})
         torch.cuda.empty_cache()
+        _partial(rows)
     if not rows:
         raise SystemExit(f"no benchmark matches {names}; the results file is left as it was")
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
