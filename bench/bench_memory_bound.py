@@ -359,11 +359,12 @@ def log_ratio_ci(logs):
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
-def interleaved_round(fns: dict, control: str = None, reference: str = "triton") -> dict:
+def interleaved_round(fns: dict, control: str = None, reference: str = "triton", keep: bool = False) -> dict:
     """One round of ``bench/interleaved.py``: every column's launches interleaved in one stretch of GPU time.
     Returns ``{"ms": {col: median ms}, "log": {col: median over repetitions of log(reference / col)}}``, the
     reference's time in a repetition being the mean of ``reference`` and ``control`` (the same kernel) where both
-    exist; the control's own entry compares it with ``reference`` alone (the A/A, which must be 0)."""
+    exist; the control's own entry compares it with ``reference`` alone (the A/A, which must be 0). ``keep``: also
+    every repetition's times (``samples``, rounded to 0.1 ns), to look for levels inside a round afterwards."""
     from bench.interleaved import interleaved, paired_log_ratio
     t = interleaved(fns)
     out = {"ms": {n: statistics.median(v) for n, v in t.items()}, "log": {}}
@@ -376,6 +377,8 @@ def interleaved_round(fns: dict, control: str = None, reference: str = "triton")
             if n not in (reference, control):
                 out["log"][n] = paired_log_ratio(ref, t[n])
         out["n"] = len(ref)
+    if keep:
+        out["samples"] = {n: [round(x, 7) for x in v] for n, v in t.items()}
     return out
 
 
@@ -450,7 +453,8 @@ def run(names, rounds, variants=(), with_torch=True, timing="separate"):
                     for n, fn in order:
                         times[n].append(_time(fn))
                 if timing in ("interleaved", "both"):
-                    inter["rounds"].append(interleaved_round(dict(order), CONTROL))
+                    # the first and last rounds keep their repetitions' times
+                    inter["rounds"].append(interleaved_round(dict(order), CONTROL, keep=rnd in (0, rounds - 1)))
             if timing == "interleaved":   # the columns' figures are the interleaved rounds' medians
                 times = {n: [rd["ms"][n] for rd in inter["rounds"]] for n, _ in impls}
             if inter["rounds"]:
