@@ -3,6 +3,7 @@ examples/kernels/memory_bound.py) vs torch eager, in GB/s of ideal traffic (each
 each output written once).
 
     python bench/bench_memory_bound.py [names...] [--rounds R]   # writes bench/results/memory_bound.json
+        (a name picks the rows that contain it; ^name the rows that start with it: ^softmax leaves log_softmax out)
     python bench/bench_memory_bound.py --variant free:KERNELC_NVJITLINK_LAUNCH_BOUND=0 \
         --variant auto:KERNELC_ASSEMBLER=auto                       # kernelc A/B columns in the same run
     python bench/bench_memory_bound.py --no-torch ...            # without torch's column (a shorter run)
@@ -359,6 +360,24 @@ def log_ratio_ci(logs):
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
+def median_ci(logs):
+    """(ratio, low, high): exp of the median of per-round log ratios and a distribution-free interval for it, the
+    k-th smallest and k-th largest rounds with k the largest that keeps the coverage >= 95% (a binomial tail):
+    one disturbed round (R1a's first layer_norm round, 40% slow in every column) moves it by one rank, not its width.
+    None with fewer than 6 rounds (then no k reaches 95%)."""
+    import math
+    from math import comb
+    n = len(logs)
+    xs = sorted(logs)
+    k = 0
+    while k + 1 <= n // 2 and 1 - 2 * sum(comb(n, i) for i in range(k + 1)) / 2 ** n >= 0.95:
+        k += 1
+    if k == 0:
+        return None
+    med = statistics.median(xs)
+    return math.exp(med), math.exp(xs[k - 1]), math.exp(xs[n - k])
+
+
 def interleaved_round(fns: dict, control: str = None, reference: str = "triton", keep: bool = False) -> dict:
     """One round of ``bench/interleaved.py``: every column's launches interleaved in one stretch of GPU time.
     Returns ``{"ms": {col: median ms}, "log": {col: median over repetitions of log(reference / col)}}``, the
@@ -425,7 +444,7 @@ def run(names, rounds, variants=(), with_torch=True, timing="separate"):
         print(f"triton unavailable: {type(e).__name__}: {e}", flush=True)
     rows = []
     for name, (make, call, ref, nbytes) in cases().items():
-        if names and not any(n in name for n in names):
+        if names and not any(name.startswith(n[1:]) if n.startswith("^") else n in name for n in names):
             continue
         try:
             with _env(K_env):   # make() may run a kernelc kernel too (rms_norm's statistics)
@@ -459,9 +478,13 @@ def run(names, rounds, variants=(), with_torch=True, timing="separate"):
                 times = {n: [rd["ms"][n] for rd in inter["rounds"]] for n, _ in impls}
             if inter["rounds"]:
                 for n in inter["rounds"][0]["log"]:
-                    ci = log_ratio_ci([rd["log"][n] for rd in inter["rounds"]])
+                    logs = [rd["log"][n] for rd in inter["rounds"]]
+                    ci = log_ratio_ci(logs)
                     if ci is not None:
                         inter[f"{n}/triton_ci95"] = [round(v, 5) for v in ci]
+                    ci = median_ci(logs)
+                    if ci is not None:
+                        inter[f"{n}/triton_median_ci95"] = [round(v, 5) for v in ci]
                 r["interleaved"] = inter
             if [_compiles(mod) for _, mod, _ in V] != compiled:   # a compile outside the variant's knobs
                 raise RuntimeError("a kernelc variant compiled again while timed, without its knobs")

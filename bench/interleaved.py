@@ -5,7 +5,8 @@ Why: on an H200, do_bench's per-call median lands on one of two levels about 0.6
 random from call to call (the seventeenth session's paired rounds, docs/performance.md). A ratio of two
 separate do_bench calls then mostly counts how often each landed high. Here every repetition times each
 implementation once, in a rotating order, each after the same L2 flush: a level that holds over a stretch of
-time holds for all of them alike, and the per-repetition ratios cancel it.
+time holds for all of them alike, and the per-repetition ratios cancel it (R1a, one H200: Triton against its own
+control within 0.002-0.16% in four rows, 95% intervals +-0.02-0.17%, where separate calls gave +-0.3-0.8%).
 
     times = interleaved({"a": fa, "b": fb}, rep=100)    # {"a": [ms, ...], "b": [ms, ...]}, one per repetition
     paired_log_ratio(times["b"], times["a"])             # median of log(b_i / a_i) over repetitions
@@ -21,7 +22,10 @@ def interleaved(fns: Dict[str, Callable], warmup: float = 25, rep: float = 100, 
                 max_reps: int = 2000) -> Dict[str, List[float]]:
     """``{name: [ms per repetition]}``: about ``rep`` ms of GPU time per implementation (after ``warmup`` ms, also
     interleaved), each run timed with its own CUDA events after an L2 flush (kernelc's 256 MB buffer, as
-    ``do_bench``). Repetition i runs the implementations in the order rotated by i, so none always runs first."""
+    ``do_bench``). Each repetition runs the implementations in a fresh random order (seeded: the same for the same
+    number of repetitions), so none always runs first nor always after the same one: in R1a (H200, 2026-11-29) a
+    rotation, where each column always followed the same other, read Triton against its own control at +0.16%."""
+    import random
     import torch
     from kernelc.runtime.timing import _l2_flush_buffer
     names = list(fns)
@@ -47,10 +51,11 @@ def interleaved(fns: Dict[str, Callable], warmup: float = 25, rep: float = 100, 
             f()
     ev = {n: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n_rep)]
           for n in names}
-    k = len(names)
+    rng = random.Random(n_rep)
     for i in range(n_rep):
-        for j in range(k):
-            n = names[(i + j) % k]
+        order = list(names)
+        rng.shuffle(order)
+        for n in order:
             if cache is not None:
                 cache.zero_()
             a, b = ev[n][i]

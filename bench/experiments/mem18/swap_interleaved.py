@@ -1,0 +1,102 @@
+"""Is a memory-bound row's gap to Triton in the code, the assembler, or around the code? mb_gaps/swap_cubin.py's
+columns, timed with their launches interleaved (bench/interleaved.py) so a 0.1% difference resolves. (GPU)
+
+Columns: ``kernelc`` (kernelc's build and launch), ``kernelc[triton cubin]`` (Triton's cubin of the same source
+through kernelc's launcher and wrapper), ``kernelc[TAG]`` per ``--variant`` (e.g. ``tptxas:KERNELC_ASSEMBLER=ptxas,
+KERNELC_PTXAS=<Triton's ptxas>``: kernelc's PTX, Triton's assembler), ``triton`` and ``triton[control]``.
+Per column: x / Triton from the rounds' per-repetition log ratios, mean with a t interval and median with an
+order-statistic interval.
+
+    python3 bench/experiments/mem18/swap_interleaved.py [--rounds R] [--out PATH] [--variant ...] [prefixes...]
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "bench", "experiments", "mb_gaps"))
+
+
+def main(argv) -> int:
+    import tempfile
+    import torch
+    from bench.bench_memory_bound import (CONTROL, _env, _err, _regs, cases, column_env, interleaved_round,
+                                          kernelc_variant, log_ratio_ci, median_ci, parse_variants)
+    from bench.common import triton_twin
+    from examples.kernels import memory_bound as K
+    from swap_cubin import swap_in
+    rounds, out_path = 8, os.path.join(os.environ.get("OUT", HERE), "swap_interleaved.json")
+    if "--rounds" in argv:
+        i = argv.index("--rounds")
+        rounds = int(argv[i + 1])
+        del argv[i:i + 2]
+    if "--out" in argv:
+        i = argv.index("--out")
+        out_path = argv[i + 1]
+        del argv[i:i + 2]
+    variants = parse_variants(argv)
+    root = tempfile.mkdtemp(prefix="swap-interleaved-")
+    V = [(f"kernelc[{tag}]", kernelc_variant(tag), column_env(root, tag, env)) for tag, env in variants]
+    T = triton_twin("memory_bound")
+    rows = []
+    for name, (make, call, ref, nbytes) in cases().items():
+        if argv and not any(name.startswith(a) for a in argv):
+            continue
+        row = {"benchmark": name}
+        try:
+            args = make()
+            call(K, *[a.clone() for a in args])
+            want = call(T, *[a.clone() for a in args])
+            S = kernelc_variant("swap")
+            call(S, *[a.clone() for a in args])
+            try:
+                row["swapped"] = {kn: swap_in(kf, getattr(T, kn)) for kn, kf in vars(S).items()
+                                  if hasattr(kf, "arg_names") and getattr(kf, "_cuda_state", {}).get("cache")}
+                row["swap_max_abs_err_vs_triton"] = _err(call(S, *[a.clone() for a in args]), want)
+            except Exception as e:   # time the other columns all the same
+                row["swap_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+                S = None
+            row["regs"] = {"kernelc": _regs(K)}
+            for n, mod, env in V:
+                with _env(env):
+                    row[f"{n}_max_abs_err_vs_triton"] = _err(call(mod, *[a.clone() for a in args]), want)
+                row["regs"][n] = _regs(mod)
+            impls = [("kernelc", lambda: call(K, *args))]
+            if S is not None:
+                impls.append(("kernelc[triton cubin]", lambda: call(S, *args)))
+            impls += [(n, (lambda mod=mod: call(mod, *args))) for n, mod, _ in V]
+            impls += [("triton", lambda: call(T, *args)), (CONTROL, lambda: call(T, *args))]
+            rds = []
+            for r in range(rounds):
+                order = impls[r % len(impls):] + impls[:r % len(impls)]
+                rds.append(interleaved_round(dict(order), CONTROL))
+            row["rounds"] = rds
+            for n in rds[0]["log"]:
+                logs = [rd["log"][n] for rd in rds]
+                ci, mci = log_ratio_ci(logs), median_ci(logs)
+                row[f"{n}/triton_ci95"] = [round(v, 5) for v in ci] if ci else None
+                row[f"{n}/triton_median_ci95"] = [round(v, 5) for v in mci] if mci else None
+            print(name, {k: v for k, v in row.items() if k.endswith("median_ci95")}, row.get("swapped"), row["regs"],
+                  "err", row.get("swap_max_abs_err_vs_triton"), row.get("swap_error", ""), flush=True)
+        except Exception as e:  # one failing case must not hide the others
+            import traceback
+            traceback.print_exc()
+            row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        rows.append(row)
+        torch.cuda.empty_cache()
+        os.makedirs(os.path.dirname(out_path) or ".", exist_ok=True)
+        with open(out_path, "w") as f:   # after every row: a run cut short keeps the rows it finished
+            json.dump({"rounds": rounds, "gpu": torch.cuda.get_device_name(), "variants": dict(variants),
+                       "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    if "-h" in sys.argv or "--help" in sys.argv:
+        print(__doc__)
+        sys.exit(0)
+    sys.exit(main(sys.argv[1:]))
