@@ -7,7 +7,12 @@ KERNELC_PTXAS=<Triton's ptxas>``: kernelc's PTX, Triton's assembler), ``triton``
 Per column: x / Triton from the rounds' per-repetition log ratios, mean with a t interval and median with an
 order-statistic interval.
 
-    python3 bench/experiments/mem18/swap_interleaved.py [--rounds R] [--out PATH] [--variant ...] [prefixes...]
+    python3 bench/experiments/mem18/swap_interleaved.py [--rounds R] [--out PATH] [--variant ...] [--barrier-flag]
+        [prefixes...]
+
+``--barrier-flag`` adds ``kernelc[barrier flag]``: kernelc's own cubin with its ``.text`` section's barrier count set
+as ptxas sets it (nvJitLink's cubins keep the count in ``.nv.info`` only); if it times like Triton, that flag is the
+gap.
 """
 from __future__ import annotations
 
@@ -19,6 +24,49 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench", "experiments", "mb_gaps"))
+
+
+def with_barrier_flag(cubin: bytes, name: str):
+    """``(cubin, n)``: ``cubin`` with its ``.text.<name>`` section's barrier count (sh_flags bits 20-26, what ptxas
+    writes and cuobjdump shows as ``SHF_BARRIERS=n``) set from the ``EIATTR_NUM_BARRIERS`` (0x4c) record of
+    ``.nv.info.<name>``, which is where nvJitLink's cubins keep it (their ``.text`` flags say 0); n None when there
+    is no such record (nothing patched)."""
+    import io
+    import struct
+    from elftools.elf.elffile import ELFFile
+    from cubintools.cubin import _records
+    e = ELFFile(io.BytesIO(cubin))
+    info = e.get_section_by_name(f".nv.info.{name}")
+    nbar = None
+    for attr, fmt, payload in _records(info.data()) if info is not None else []:
+        if attr == 0x4c:
+            nbar = int.from_bytes(payload[:2], "little") if payload else None
+    if not nbar:
+        return cubin, None
+    out = bytearray(cubin)
+    for i, sec in enumerate(e.iter_sections()):
+        if sec.name == f".text.{name}":
+            off = e["e_shoff"] + i * e["e_shentsize"] + 8     # Elf64_Shdr.sh_flags
+            flags = struct.unpack_from("<Q", out, off)[0]
+            struct.pack_into("<Q", out, off, (flags & ~(0x7F << 20)) | (nbar << 20))
+    return bytes(out), nbar
+
+
+def patch_in(kfn) -> dict:
+    """Reload ``kfn``'s one loaded specialisation (kernelc's build) from its cubin with the barrier flag set."""
+    from kernelc.runtime.driver import LoadedFunction
+    from kernelc.runtime.fastpath import make_launch
+    from kernelc.runtime.launcher import get_state
+    ents = list(get_state(kfn)["cache"].values())
+    if len(ents) != 1:
+        raise RuntimeError(f"{kfn}: {len(ents)} kernelc specialisations loaded, expected one")
+    ent = ents[0]
+    ck = ent.compiled
+    cubin, nbar = with_barrier_flag(ck.asm["cubin"], ck.name)
+    ent.function = LoadedFunction(cubin, ck.name, ck.dynamic_shared, ent.function.threads // 32, ck.n_regs,
+                                  ent.device, total_shared=ck.shared)
+    ent.launch = make_launch(ent, kfn, ent.cmask) if ent.cmask is not None else None
+    return {"barriers": nbar}
 
 
 def main(argv) -> int:
@@ -39,6 +87,8 @@ def main(argv) -> int:
         out_path = argv[i + 1]
         del argv[i:i + 2]
     variants = parse_variants(argv)
+    flags = [a for a in argv if a.startswith("--")]
+    argv = [a for a in argv if not a.startswith("--")]
     root = tempfile.mkdtemp(prefix="swap-interleaved-")
     V = [(f"kernelc[{tag}]", kernelc_variant(tag), column_env(root, tag, env)) for tag, env in variants]
     T = triton_twin("memory_bound")
@@ -60,6 +110,13 @@ def main(argv) -> int:
             except Exception as e:   # time the other columns all the same
                 row["swap_error"] = f"{type(e).__name__}: {str(e)[:300]}"
                 S = None
+            P = None
+            if "--barrier-flag" in flags:   # kernelc's own cubin, its .text flags patched (with_barrier_flag)
+                P = kernelc_variant("patched")
+                call(P, *[a.clone() for a in args])
+                row["patched"] = {kn: patch_in(kf) for kn, kf in vars(P).items()
+                                  if hasattr(kf, "arg_names") and getattr(kf, "_cuda_state", {}).get("cache")}
+                row["patched_max_abs_err_vs_triton"] = _err(call(P, *[a.clone() for a in args]), want)
             row["regs"] = {"kernelc": _regs(K)}
             for n, mod, env in V:
                 with _env(env):
@@ -68,6 +125,8 @@ def main(argv) -> int:
             impls = [("kernelc", lambda: call(K, *args))]
             if S is not None:
                 impls.append(("kernelc[triton cubin]", lambda: call(S, *args)))
+            if P is not None:
+                impls.append(("kernelc[barrier flag]", lambda: call(P, *args)))
             impls += [(n, (lambda mod=mod: call(mod, *args))) for n, mod, _ in V]
             impls += [("triton", lambda: call(T, *args)), (CONTROL, lambda: call(T, *args))]
             rds = []
@@ -80,7 +139,8 @@ def main(argv) -> int:
                 ci, mci = log_ratio_ci(logs), median_ci(logs)
                 row[f"{n}/triton_ci95"] = [round(v, 5) for v in ci] if ci else None
                 row[f"{n}/triton_median_ci95"] = [round(v, 5) for v in mci] if mci else None
-            print(name, {k: v for k, v in row.items() if k.endswith("median_ci95")}, row.get("swapped"), row["regs"],
+            print(name, {k: v for k, v in row.items() if k.endswith("median_ci95")}, row.get("swapped"),
+                  row.get("patched"), row["regs"],
                   "err", row.get("swap_max_abs_err_vs_triton"), row.get("swap_error", ""), flush=True)
         except Exception as e:  # one failing case must not hide the others
             import traceback
