@@ -380,21 +380,25 @@ def median_ci(logs):
 
 def interleaved_round(fns: dict, control: str = None, reference: str = "triton", keep: bool = False) -> dict:
     """One round of ``bench/interleaved.py``: every column's launches interleaved in one stretch of GPU time.
-    Returns ``{"ms": {col: median ms}, "log": {col: median over repetitions of log(reference / col)}}``, the
+    Returns ``{"ms": {col: median ms}, "log": {col: mean over repetitions of log(reference / col), 2% trimmed},
+    "mlog": {col: the median of the same}}`` (``log`` was the median until R3: bench/interleaved.py says why), the
     reference's time in a repetition being the mean of ``reference`` and ``control`` (the same kernel) where both
     exist; the control's own entry compares it with ``reference`` alone (the A/A, which must be 0). ``keep``: also
     every repetition's times (``samples``, rounded to 0.1 ns), to look for levels inside a round afterwards."""
-    from bench.interleaved import interleaved, paired_log_ratio
+    from bench.interleaved import interleaved, paired_log_ratio, paired_log_ratio_mean
     t = interleaved(fns)
-    out = {"ms": {n: statistics.median(v) for n, v in t.items()}, "log": {}}
+    out = {"ms": {n: statistics.median(v) for n, v in t.items()}, "mean_ms": {n: statistics.fmean(v) for n, v in t.items()},
+           "log": {}, "mlog": {}}
     if reference in t:
         ref = t[reference]
         if control in t:
-            out["log"][control] = paired_log_ratio(ref, t[control])
+            out["log"][control] = paired_log_ratio_mean(ref, t[control])
+            out["mlog"][control] = paired_log_ratio(ref, t[control])
             ref = [(a + b) / 2 for a, b in zip(ref, t[control])]
         for n in t:
             if n not in (reference, control):
-                out["log"][n] = paired_log_ratio(ref, t[n])
+                out["log"][n] = paired_log_ratio_mean(ref, t[n])
+                out["mlog"][n] = paired_log_ratio(ref, t[n])
         out["n"] = len(ref)
     if keep:
         out["samples"] = {n: [round(x, 7) for x in v] for n, v in t.items()}
