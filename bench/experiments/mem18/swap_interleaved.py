@@ -10,6 +10,8 @@ order-statistic interval.
     python3 bench/experiments/mem18/swap_interleaved.py [--rounds R] [--out PATH] [--variant ...] [--barrier-flag]
         [prefixes...]
 
+``--reqntid TAG`` adds ``kernelc[TAG reqntid]``: variant TAG's build (a standalone ptxas: KERNELC_ASSEMBLER=ptxas,
+KERNELC_PTXAS=...) assembled again from its PTX with ``.maxntid N`` written ``.reqntid N``, as Triton's PTX says it.
 ``--barrier-flag`` adds ``kernelc[barrier flag]``: kernelc's own cubin with its ``.text`` section's barrier count set
 as ptxas sets it (nvJitLink's cubins keep the count in ``.nv.info`` only); if it times like Triton, that flag is the
 gap.
@@ -69,6 +71,32 @@ def patch_in(kfn) -> dict:
     return {"barriers": nbar}
 
 
+def reqntid_in(kfn, exe: str) -> dict:
+    """Reload ``kfn``'s one loaded specialisation from its own PTX with ``.maxntid N`` written ``.reqntid N`` (as
+    Triton's PTX says it), assembled by the standalone ptxas ``exe`` (the build ``kfn`` holds must come from the same
+    ptxas, e.g. a ``KERNELC_ASSEMBLER=ptxas`` variant, so that the one difference is that directive)."""
+    import re
+    from cubintools.target import parse_target
+    from kernelc.compiler.backend.ptxas import _standalone
+    from kernelc.runtime.driver import LoadedFunction
+    from kernelc.runtime.fastpath import make_launch
+    from kernelc.runtime.launcher import get_state
+    ents = list(get_state(kfn)["cache"].values())
+    if len(ents) != 1:
+        raise RuntimeError(f"{kfn}: {len(ents)} kernelc specialisations loaded, expected one")
+    ent = ents[0]
+    ck = ent.compiled
+    ptx, n = re.subn(r"\.maxntid\s+(\d+)(\s*,\s*1\s*,\s*1)?", r".reqntid \1", ck.asm["ptx"])
+    if n != 1:
+        raise RuntimeError(f"{ck.name}: {n} .maxntid directives")
+    res = _standalone(ptx, parse_target(ck.target.arch if hasattr(ck.target, "arch") else "sm_90a"), 3, (), exe)
+    regs = res.resources[ck.name].registers
+    ent.function = LoadedFunction(res.cubin, ck.name, ck.dynamic_shared, ent.function.threads // 32, regs,
+                                  ent.device, total_shared=ck.shared)
+    ent.launch = make_launch(ent, kfn, ent.cmask) if ent.cmask is not None else None
+    return {"regs": regs, "maxntid_regs": ck.n_regs}
+
+
 def main(argv) -> int:
     import tempfile
     import torch
@@ -87,6 +115,11 @@ def main(argv) -> int:
         out_path = argv[i + 1]
         del argv[i:i + 2]
     variants = parse_variants(argv)
+    reqntid_of = None
+    if "--reqntid" in argv:   # --reqntid TAG: TAG's build (a standalone-ptxas variant) with .reqntid
+        i = argv.index("--reqntid")
+        reqntid_of = argv[i + 1]
+        del argv[i:i + 2]
     flags = [a for a in argv if a.startswith("--")]
     argv = [a for a in argv if not a.startswith("--")]
     root = tempfile.mkdtemp(prefix="swap-interleaved-")
@@ -124,12 +157,23 @@ def main(argv) -> int:
                 with _env(env):
                     row[f"{n}_max_abs_err_vs_triton"] = _err(call(mod, *[a.clone() for a in args]), want)
                 row["regs"][n] = _regs(mod)
+            Rq = None
+            if reqntid_of:   # the variant's build again, its PTX saying .reqntid (reqntid_in)
+                env = dict(variants)[reqntid_of]
+                Rq = kernelc_variant("reqntid")
+                with _env(column_env(root, "reqntid", env)):
+                    call(Rq, *[a.clone() for a in args])
+                row["reqntid"] = {kn: reqntid_in(kf, env["KERNELC_PTXAS"]) for kn, kf in vars(Rq).items()
+                                  if hasattr(kf, "arg_names") and getattr(kf, "_cuda_state", {}).get("cache")}
+                row["reqntid_max_abs_err_vs_triton"] = _err(call(Rq, *[a.clone() for a in args]), want)
             impls = [("kernelc", lambda: call(K, *args))]
             if S is not None:
                 impls.append(("kernelc[triton cubin]", lambda: call(S, *args)))
             if P is not None:
                 impls.append(("kernelc[barrier flag]", lambda: call(P, *args)))
             impls += [(n, (lambda mod=mod: call(mod, *args))) for n, mod, _ in V]
+            if Rq is not None:
+                impls.append((f"kernelc[{reqntid_of} reqntid]", lambda: call(Rq, *args)))
             impls += [("triton", lambda: call(T, *args)), (CONTROL, lambda: call(T, *args))]
             rds = []
             for r in range(rounds):
@@ -144,7 +188,7 @@ def main(argv) -> int:
                 ci = log_ratio_ci([rd["mlog"][n] for rd in rds])   # the per-round median's figure (R1b's)
                 row[f"{n}/triton_mlog_ci95"] = [round(v, 5) for v in ci] if ci else None
             print(name, {k: v for k, v in row.items() if k.endswith("/triton_ci95")}, row.get("swapped"),
-                  row.get("patched"), row["regs"],
+                  row.get("patched"), row.get("reqntid"), row["regs"],
                   "err", row.get("swap_max_abs_err_vs_triton"), row.get("swap_error", ""), flush=True)
         except Exception as e:  # one failing case must not hide the others
             import traceback
