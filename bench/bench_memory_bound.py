@@ -3,9 +3,11 @@ examples/kernels/memory_bound.py) vs torch eager, in GB/s of ideal traffic (each
 each output written once).
 
     python bench/bench_memory_bound.py [names...] [--rounds R]   # writes bench/results/memory_bound.json
+        (a name picks the rows that contain it; ^name the rows that start with it: ^softmax leaves log_softmax out)
     python bench/bench_memory_bound.py --variant free:KERNELC_NVJITLINK_LAUNCH_BOUND=0 \
         --variant auto:KERNELC_ASSEMBLER=auto                       # kernelc A/B columns in the same run
     python bench/bench_memory_bound.py --no-torch ...            # without torch's column (a shorter run)
+    python bench/bench_memory_bound.py --timing interleaved ...  # columns' launches interleaved in each round
     python bench/bench_memory_bound.py --cpu-smoke               # tiny sizes, kernelc interpreter only
 
 Rounds interleave the implementations (kernelc, Triton, torch, then the next round in another order) so
@@ -13,6 +15,11 @@ clock and thermal drift hit all of them alike; each figure is the median over ro
 round's figure is kept too). Triton's kernel is timed a second time as ``triton[control]``: its ratio to the
 ``triton`` column is the run's noise floor, and each kernelc/Triton ratio is called faster, slower or within noise
 against it (and, from 6 rounds on, against a sign test over the rounds, kernelc's time against the control's).
+``--timing interleaved`` times each round with the columns' launches interleaved instead (bench/interleaved.py:
+each repetition runs every column once, after the same L2 flush) and gives each column's ratio to Triton from the
+per-repetition ratios, so a level the GPU holds for a while (two levels 0.6% apart on an H200, seventeenth
+session) cancels; ``--timing both`` runs both in every round (the JSON's ``interleaved`` holds the new figures,
+``*/triton_ci95`` there from those rounds, the control's interval being the A/A).
 A ``--variant TAG:VAR=VALUE[,VAR=VALUE]`` is one more kernelc column, ``kernelc[TAG]``: a second copy of the
 kernels module (its own JIT caches) whose kernels compile with those environment knobs set.
 
@@ -341,6 +348,63 @@ _T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
 
 
+def log_ratio_ci(logs):
+    """(ratio, low, high): exp of the mean of per-round log ratios and its 95% Student t interval over the rounds;
+    None with fewer than 3 rounds."""
+    import math
+    n = len(logs)
+    if n < 3:
+        return None
+    mean = statistics.fmean(logs)
+    half = (_T95[n - 2] if n - 1 <= len(_T95) else 1.96) * statistics.stdev(logs) / math.sqrt(n)
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+def median_ci(logs):
+    """(ratio, low, high): exp of the median of per-round log ratios and a distribution-free interval for it, the
+    k-th smallest and k-th largest rounds with k the largest that keeps the coverage >= 95% (a binomial tail):
+    one disturbed round (R1a's first layer_norm round, 40% slow in every column) moves it by one rank, not its width.
+    None with fewer than 6 rounds (then no k reaches 95%)."""
+    import math
+    from math import comb
+    n = len(logs)
+    xs = sorted(logs)
+    k = 0
+    while k + 1 <= n // 2 and 1 - 2 * sum(comb(n, i) for i in range(k + 1)) / 2 ** n >= 0.95:
+        k += 1
+    if k == 0:
+        return None
+    med = statistics.median(xs)
+    return math.exp(med), math.exp(xs[k - 1]), math.exp(xs[n - k])
+
+
+def interleaved_round(fns: dict, control: str = None, reference: str = "triton", keep: bool = False) -> dict:
+    """One round of ``bench/interleaved.py``: every column's launches interleaved in one stretch of GPU time.
+    Returns ``{"ms": {col: median ms}, "log": {col: mean over repetitions of log(reference / col), 2% trimmed},
+    "mlog": {col: the median of the same}}`` (``log`` was the median until R3: bench/interleaved.py says why), the
+    reference's time in a repetition being the mean of ``reference`` and ``control`` (the same kernel) where both
+    exist; the control's own entry compares it with ``reference`` alone (the A/A, which must be 0). ``keep``: also
+    every repetition's times (``samples``, rounded to 0.1 ns), to look for levels inside a round afterwards."""
+    from bench.interleaved import interleaved, paired_log_ratio, paired_log_ratio_mean
+    t = interleaved(fns)
+    out = {"ms": {n: statistics.median(v) for n, v in t.items()}, "mean_ms": {n: statistics.fmean(v) for n, v in t.items()},
+           "log": {}, "mlog": {}}
+    if reference in t:
+        ref = t[reference]
+        if control in t:
+            out["log"][control] = paired_log_ratio_mean(ref, t[control])
+            out["mlog"][control] = paired_log_ratio(ref, t[control])
+            ref = [(a + b) / 2 for a, b in zip(ref, t[control])]
+        for n in t:
+            if n not in (reference, control):
+                out["log"][n] = paired_log_ratio_mean(ref, t[n])
+                out["mlog"][n] = paired_log_ratio(ref, t[n])
+        out["n"] = len(ref)
+    if keep:
+        out["samples"] = {n: [round(x, 7) for x in v] for n, v in t.items()}
+    return out
+
+
 def paired_ratio_ci(x_rounds_ms, triton_rounds_ms, control_rounds_ms=None):
     """(ratio, low, high): Triton's speed over x's and its 95% interval from the rounds, paired.
 
@@ -352,16 +416,24 @@ def paired_ratio_ci(x_rounds_ms, triton_rounds_ms, control_rounds_ms=None):
     import math
     if control_rounds_ms is not None:
         triton_rounds_ms = [(a + b) / 2 for a, b in zip(triton_rounds_ms, control_rounds_ms)]
-    logs = [math.log(t / x) for t, x in zip(triton_rounds_ms, x_rounds_ms) if t > 0 and x > 0]
-    n = len(logs)
-    if n < 3:
-        return None
-    mean = statistics.fmean(logs)
-    half = (_T95[n - 2] if n - 1 <= len(_T95) else 1.96) * statistics.stdev(logs) / math.sqrt(n)
-    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+    return log_ratio_ci([math.log(t / x) for t, x in zip(triton_rounds_ms, x_rounds_ms) if t > 0 and x > 0])
 
 
-def run(names, rounds, variants=(), with_torch=True):
+TIMINGS = ("separate", "interleaved", "both")
+
+
+def _partial(rows):
+    """The rows so far, in $OUT/memory_bound.partial.json when $OUT is set: a run cut short by a time limit keeps
+    the rows it finished."""
+    import json
+    out = os.environ.get("OUT")
+    if out:
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, "memory_bound.partial.json"), "w") as f:
+            json.dump(rows, f)
+
+
+def run(names, rounds, variants=(), with_torch=True, timing="separate"):
     import tempfile
     from kernelc.runtime.cache import cache_dir
     ambient_cache = cache_dir()
@@ -376,7 +448,7 @@ def run(names, rounds, variants=(), with_torch=True):
         print(f"triton unavailable: {type(e).__name__}: {e}", flush=True)
     rows = []
     for name, (make, call, ref, nbytes) in cases().items():
-        if names and not any(n in name for n in names):
+        if names and not any(name.startswith(n[1:]) if n.startswith("^") else n in name for n in names):
             continue
         try:
             with _env(K_env):   # make() may run a kernelc kernel too (rms_norm's statistics)
@@ -397,10 +469,27 @@ def run(names, rounds, variants=(), with_torch=True):
             impls[1:1] = [(n, (lambda mod=mod: call(mod, *args))) for n, mod, _ in V]
             compiled = [_compiles(mod) for _, mod, _ in V]
             times = {n: [] for n, _ in impls}
+            inter = {"rounds": []}
             for rnd in range(rounds):
                 order = impls[rnd % len(impls):] + impls[:rnd % len(impls)]
-                for n, fn in order:
-                    times[n].append(_time(fn))
+                if timing in ("separate", "both"):
+                    for n, fn in order:
+                        times[n].append(_time(fn))
+                if timing in ("interleaved", "both"):
+                    # the first and last rounds keep their repetitions' times
+                    inter["rounds"].append(interleaved_round(dict(order), CONTROL, keep=rnd in (0, rounds - 1)))
+            if timing == "interleaved":   # the columns' figures are the interleaved rounds' medians
+                times = {n: [rd["ms"][n] for rd in inter["rounds"]] for n, _ in impls}
+            if inter["rounds"]:
+                for n in inter["rounds"][0]["log"]:
+                    logs = [rd["log"][n] for rd in inter["rounds"]]
+                    ci = log_ratio_ci(logs)
+                    if ci is not None:
+                        inter[f"{n}/triton_ci95"] = [round(v, 5) for v in ci]
+                    ci = median_ci(logs)
+                    if ci is not None:
+                        inter[f"{n}/triton_median_ci95"] = [round(v, 5) for v in ci]
+                r["interleaved"] = inter
             if [_compiles(mod) for _, mod, _ in V] != compiled:   # a compile outside the variant's knobs
                 raise RuntimeError("a kernelc variant compiled again while timed, without its knobs")
             r["kernels"] = check_columns([("kernelc", K, K_env), *V], ambient_cache)
@@ -429,18 +518,22 @@ def run(names, rounds, variants=(), with_torch=True):
                 r["kernelc/torch"] = r["torch_ms"] / r["kernelc_ms"]
             rows.append(r)
             print(name, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()
-                         if k not in ("benchmark", "kernels", "regs") and not k.endswith("_rounds_ms")}, flush=True)
+                         if k not in ("benchmark", "kernels", "regs", "interleaved")
+                         and not k.endswith("_rounds_ms")}, flush=True)
+            if "interleaved" in r:
+                print("   interleaved", {k: v for k, v in r["interleaved"].items() if k != "rounds"}, flush=True)
         except Exception as e:  # one failing benchmark must not hide the others
             import traceback
             traceback.print_exc()
             rows.append({"benchmark": name, "error": f"{type(e).__name__}: {str(e)[:300]}"})
         torch.cuda.empty_cache()
+        _partial(rows)
     if not rows:
         raise SystemExit(f"no benchmark matches {names}; the results file is left as it was")
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     import shutil
     shutil.rmtree(cache_root, ignore_errors=True)
-    write_results("memory_bound", rows, {"rounds": rounds, "kernelc_commit": commit or None,
+    write_results("memory_bound", rows, {"rounds": rounds, "timing": timing, "kernelc_commit": commit or None,
                                          "variants": {f"kernelc[{t}]": e for t, e in variants},
                                          "options": {n: column_options(e) for n, _, e in
                                                      [("kernelc", K, K_env), *V]}})
@@ -467,6 +560,13 @@ if __name__ == "__main__":
         i = argv.index("--rounds")
         rounds = int(argv[i + 1])
         del argv[i:i + 2]
+    timing = "separate"
+    if "--timing" in argv:
+        i = argv.index("--timing")
+        timing = argv[i + 1]
+        del argv[i:i + 2]
+        if timing not in TIMINGS:
+            raise SystemExit(f"--timing {timing!r}: one of {TIMINGS}")
     with_torch = "--no-torch" not in argv
     argv = [a for a in argv if a != "--no-torch"]
     unknown = [a for a in argv if a.startswith("-")]
@@ -476,4 +576,4 @@ if __name__ == "__main__":
     if SMOKE:
         smoke()
     else:
-        run(argv, rounds, variants, with_torch)
+        run(argv, rounds, variants, with_torch, timing)

@@ -173,3 +173,57 @@ def test_paired_ratio_interval_from_the_rounds():
     ratio, lo, hi = paired_ratio_ci(x, tri + [1.0])
     assert lo < 1 < hi and hi - lo > 0.005
     assert paired_ratio_ci([1.0, 1.0], [1.0, 1.0]) is None
+
+
+def test_interleaved_round_cancels_a_level_shared_by_the_columns(monkeypatch):
+    """Repetitions that jump between two levels 0.6% apart, the same for every column in a repetition (what an
+    H200 did between do_bench calls): the paired per-repetition log ratio sees none of it. Triton against its
+    control reads exactly 1 (the A/A); a column 0.3% slower than Triton reads 0.3% whatever the mix of levels;
+    the reference time of a repetition is the mean of Triton's two columns."""
+    import math
+    from bench import interleaved as I
+    levels = [1.0, 1.006, 1.006, 1.0, 1.006, 1.0, 1.0, 1.0, 1.006]
+    fake = {"triton": [0.1 * v for v in levels], B.CONTROL: [0.1 * v for v in levels],
+            "kernelc": [0.1003 * v for v in levels]}
+    monkeypatch.setattr(I, "interleaved", lambda fns: {n: fake[n] for n in fns})
+    rd = B.interleaved_round({n: None for n in ("kernelc", "triton", B.CONTROL)}, B.CONTROL)
+    assert rd["n"] == len(levels)
+    assert rd["log"][B.CONTROL] == 0.0 and rd["mlog"][B.CONTROL] == 0.0
+    assert math.exp(rd["log"]["kernelc"]) == pytest.approx(1 / 1.003, rel=1e-9)
+    assert math.exp(rd["mlog"]["kernelc"]) == pytest.approx(1 / 1.003, rel=1e-9)
+    assert rd["ms"]["triton"] == pytest.approx(0.1, rel=1e-9)   # the median of the mixture: more low than high
+    assert "triton" not in rd["log"]
+    # across rounds: the interval of identical per-round ratios has no width
+    ci = B.log_ratio_ci([rd["log"]["kernelc"]] * 4)
+    assert ci[1] == pytest.approx(ci[0]) == pytest.approx(ci[2]) == pytest.approx(1 / 1.003)
+    assert B.log_ratio_ci([0.0, 0.0]) is None
+
+
+
+def test_median_interval_drops_one_disturbed_round_per_side():
+    """Nine rounds at -0.5% but one where everything ran 20% slow and the ratio moved by +20%: the t interval
+    spans the outlier, the median's order-statistic interval (2nd to 8th of 9, 96% coverage) does not."""
+    import math
+    logs = [math.log(0.995)] * 4 + [math.log(0.9948), math.log(0.9952)] + [math.log(0.995)] * 2 + [math.log(1.2)]
+    med, lo, hi = B.median_ci(logs)
+    assert med == pytest.approx(0.995) and lo == pytest.approx(0.995) and hi == pytest.approx(0.9952)
+    t = B.log_ratio_ci(logs)
+    assert t[2] > 1.0   # the mean's interval is pulled over 1 by the one round
+    assert B.median_ci(logs[:5]) is None
+
+
+def test_the_rounds_figure_is_a_mean_not_a_median_of_a_mixture():
+    """R1b's softmax fwd: each launch lands on one of two levels (here 67 and 68.7 us), independently per column.
+    Triton lands low in 3 of 5 repetitions, kernelc in 2 of 5 but its low level is 1.5% lower: the median of the
+    per-repetition ratios and the mean disagree; the mean is the total time's ratio. A 2% trim leaves out one wild
+    repetition in fifty."""
+    import math
+    from bench.interleaved import paired_log_ratio, paired_log_ratio_mean
+    t = [67.0, 68.7, 67.0, 68.7, 67.0] * 10
+    k = [68.7, 66.0, 68.7, 68.7, 66.0] * 10
+    want = sum(math.log(a / b) for a, b in zip(t, k)) / len(t)
+    assert paired_log_ratio_mean(t, k, trim=0) == pytest.approx(want)
+    assert paired_log_ratio(t, k) == 0.0 and want > 0.0009   # the median says equal, the mean 0.1%
+    wild = list(k)
+    wild[7] = 200.0
+    assert abs(paired_log_ratio_mean(t, wild) - want) < 0.005 < abs(paired_log_ratio_mean(t, wild, trim=0) - want)

@@ -283,9 +283,12 @@ KNOBS: Tuple[Knob, ...] = (
          "outside loops, as Triton does; rope 4x4096x32x128 bf16 measured 3.5% slower with the round trip through "
          "shared memory on an H200), loops (only in loop bodies, where the round trip runs on every trip)",
          _choice(("all", ("all",) + _TRUE), ("loops", ("loops",) + _FALSE)), compile=True, field="use_layout_loads"),
-    Knob("KERNELC_UNIFORM_MASKS", "choice", "onepass",
+    Knob("KERNELC_UNIFORM_MASKS", "choice", "invariant",
          "a tile compare that is the same over aligned blocks is computed once per block a thread holds, not once "
-         "per register (passes/mask_blocks.py): onepass (every such compare in a kernel without dots and without "
+         "per register (passes/mask_blocks.py): invariant (as onepass, and in a loop kernel without dots also the "
+         "compares a loop reads from outside it, whose per-element predicates would live across every trip: "
+         "layer_norm bwd's row loop, 12 P2R -> 0, 480 -> 440 SASS; passes/loop_masks.py), onepass (every such "
+         "compare in a kernel without dots and without "
          "a loop that loads, a cp.async ring's mask compares elsewhere: tutorial 05's dx kernel at 16384 columns, "
          "78 ISETP -> 25, Triton 22, 1.03x Triton on an H200), nodots (also in loop kernels without dots: tutorial "
          "05's forward then took the launch bound's build, 3-11% slower at 1024-4096 columns on an H200), all "
@@ -295,7 +298,8 @@ KNOBS: Tuple[Knob, ...] = (
          "fix of 2026-11-28; since then identical outputs, on an H200 causal attention and layernorm fwd 2-5% faster, "
          "the pointer matmul fp16 8192 0-3% slower: docs/layouts.md), rings (only a ring's mask compares, the rule until 2026-11-28: "
          "tutorial 03's K loop), off",
-         _choice(("onepass", ("onepass",) + _TRUE), ("nodots", ("nodots",)), ("all", ("all",)), ("rings", ("rings",)),
+         _choice(("invariant", ("invariant",) + _TRUE), ("onepass", ("onepass",)), ("nodots", ("nodots",)),
+                 ("all", ("all",)), ("rings", ("rings",)),
                  ("off", _FALSE)),
          compile=True, field="uniform_masks"),
     Knob("KERNELC_COPY_MAD_WIDE", "bool", True,
@@ -487,7 +491,7 @@ class CompileOptions:
     flatten_carry_tiles: bool = True
     tma_store_wait: str = "deferred"
     store_smem_discount: str = "4"
-    uniform_masks: str = "onepass"
+    uniform_masks: str = "invariant"
     copy_mad_wide: bool = True
     use_layout_loads: str = "all"
     cvt_pieces: str = "max"

@@ -22,7 +22,9 @@ Which compares are marked where their blocks are uniform: those that reach a cp.
 mask (through ``broadcast``/``expand_dims``/``reshape``/``and``/``or``), which the GEMM loops pay per
 iteration, and since 2026-11-28, in a one-pass kernel without dots (no loop that loads), all others too: an
 elementwise or reduction kernel's ``cols < N`` feeds its loads, selects and stores over every register a thread holds (tutorial 05's dx
-kernel at 16384 columns made 78 compares against Triton's 22, docs/triton-tutorials.md). In kernels with dots
+kernel at 16384 columns made 78 compares against Triton's 22, docs/triton-tutorials.md). Since 2026-11-29
+(``invariant``, the default), in a loop kernel without dots also a compare made before a loop and read in it
+(passes/loop_masks.py: layer_norm bwd's row loop kept its 16 per-element masks in general registers). In kernels with dots
 too (``KERNELC_UNIFORM_MASKS=all``) that changes the PTX of 40 GEMM and attention kernels of
 scripts/ptx_corpus.py; measured on an H200 in docs/performance.md (fifteenth session), not the default. Runs after ``schedule_wgmma`` (the rings are decided) and
 before ``expand_cp_async_rings``, which clones the address chain with its attributes.
@@ -34,6 +36,7 @@ from typing import List, Optional, Tuple
 
 from ...language.dtypes import shape_of
 from ..ir.core import Function, Op
+from .loop_masks import compares_read_in_loops
 from .register_budget import loads_in_a_loop
 
 _THROUGH = frozenset({"broadcast", "expand_dims", "reshape", "and", "or"})
@@ -62,10 +65,11 @@ def uniform_blocks(op: Op, axis) -> Optional[Tuple[int, ...]]:
     return tuple(out) if any(b > 1 for b, n in zip(out, shape) if n > 1) else None
 
 
-def mark_uniform_masks(fn: Function, ctx, mode: str = "onepass") -> Function:
+def mark_uniform_masks(fn: Function, ctx, mode: str = "invariant") -> Function:
     """Mark the uniform compares (KERNELC_UNIFORM_MASKS): ``mode`` all (every tile compare), nodots (every tile
     compare in a kernel without dots, else as rings), onepass (as nodots, but only in a kernel with no loop that
-    loads, else as rings) or rings (only those reaching a cp.async ring's load mask).
+    loads, else as rings), invariant (as onepass, and in a loop kernel without dots also the compares a loop
+    reads from outside it: passes/loop_masks.py) or rings (only those reaching a cp.async ring's load mask).
     Mutates ``fn``."""
     axis = ctx.axis
     if axis is None:
@@ -74,11 +78,21 @@ def mark_uniform_masks(fn: Function, ctx, mode: str = "onepass") -> Function:
     no_dots = not any(op.name == "dot" for op in fn.walk())
     # onepass: in a loop kernel (tutorial 05's forward) the widened code moved the fill policy to the launch
     # bound's build, measured 3-11% slower at 1024-4096 columns on an H200 (docs/performance.md)
-    if mode == "all" or (mode == "nodots" and no_dots) or (mode == "onepass" and no_dots and not loads_in_a_loop(fn)):
+    one_pass = no_dots and not loads_in_a_loop(fn)
+    if mode == "all" or (mode == "nodots" and no_dots) or (mode in ("onepass", "invariant") and one_pass):
         # every other tile compare: an elementwise kernel's `cols < N` feeds its selects and masks over all the
         # registers a thread holds (tutorial 05's dx kernel: 78 compares against Triton's 22)
         for op in fn.walk():
             if op.name == "cmpi" and "uniform" not in op.attrs and shape_of(op.results[0].type):
+                b = uniform_blocks(op, axis)
+                if b is not None:
+                    op.attrs["uniform"] = b
+    elif mode == "invariant" and no_dots:
+        # a mask made before a loop and read in it: its per-element predicates live across every trip (layer_norm
+        # bwd: 12 P2R in the row loop). The compares made inside a loop stay per element here: marking those too
+        # (nodots) moved tutorial 05's forward to the launch bound's build, 3-11% slower at 1024-4096 columns
+        for op in compares_read_in_loops(fn):
+            if "uniform" not in op.attrs and shape_of(op.results[0].type):
                 b = uniform_blocks(op, axis)
                 if b is not None:
                     op.attrs["uniform"] = b
