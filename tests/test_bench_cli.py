@@ -21,7 +21,7 @@ def test_every_listed_benchmark_exists_and_lists(capsys):
 def test_experiments_are_not_in_bench_root():
     scripts = {f[:-3] for f in os.listdir(os.path.join(ROOT, "bench")) if f.endswith(".py")}
     maintained = {m for m, _, _ in cli.BENCHMARKS.values()}
-    helpers = {"__init__", "__main__", "common", "cupti_floor", "tutorial_runner", "tutorial_dryrun"}
+    helpers = {"__init__", "__main__", "common", "cupti_floor", "interleaved", "tutorial_runner", "tutorial_dryrun"}
     assert scripts - maintained - helpers == set(), "one-off scripts belong in bench/experiments/<topic>/"
     for topic in os.listdir(os.path.join(ROOT, "bench", "experiments")):
         assert os.path.isdir(os.path.join(ROOT, "bench", "experiments", topic, "results")), topic
