@@ -2,29 +2,13 @@
 compare and one select a score beyond an unmasked one (the scale folded as in the unmasked blocks; no test of keys
 past N_CTX), and DIAG_SPLIT scores the keys past the last wide block within the row block in a narrow block
 (docs/attention.md, "Causal forwards: heaviest first across heads")."""
-import re
-
 import pytest
 
 from tests.compiler.test_attention_kernels import compile_fwd
+from tests.compiler.test_fold_scale import _loops as _gmma_loops   # the key loops: two wgmma groups a trip
 
 FP8_CAUSAL = dict(BLOCK_M=64, BLOCK_N=128, num_warps=4, num_stages=2, KEY_ORDER=True, FOLD_SCALE=True, EVEN_N=True,
                   MASK_FOLD=True)
-
-
-def _gmma_loops(sass):
-    """Opcode lists of the backward-branch loops that issue wgmma (the key loops), in program order."""
-    lines = sass.splitlines()
-    labels = {m.group(1): i for i, ln in enumerate(lines) if (m := re.match(r"\s*(\.L_x_\d+):", ln))}
-    out = []
-    for i, ln in enumerate(lines):
-        m = re.search(r"\bBRA\b.*?(\.L_x_\d+)", ln)
-        if m and labels.get(m.group(1), i) < i:
-            body = [re.sub(r"^\s*/\*[0-9a-f]+\*/\s*(@!?U?P\w+\s+)?", "", b).split(" ")[0]
-                    for b in lines[labels[m.group(1)]:i + 1] if re.match(r"\s*/\*[0-9a-f]{4,}\*/", b)]
-            if body.count("WARPGROUP.ARRIVE") == 2:
-                out.append(body)
-    return out
 
 
 def _count(ops, prefix):
