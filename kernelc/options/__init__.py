@@ -248,11 +248,13 @@ KNOBS: Tuple[Knob, ...] = (
          "once: trans(trans(x)) folds to x (passes/simplify.py) and a cp.async ring stage serves every view, as a TMA "
          "ring's does (passes/schedule.py; tutorial 06's backward: q^T and k^T; docs/triton-tutorials.md)",
          compile=True, field="ring_views"),
-    Knob("KERNELC_PREFETCH_DOT_LOOPS", "bool", False,
+    Knob("KERNELC_PREFETCH_DOT_LOOPS", "choice", "auto",
          "register prefetch (passes/pipeline_loads.py) also in loops the kernel's num_stages pipelines (a dot, no "
-         "num_stages of their own) and of loads that reach a dot only through arithmetic (tutorial 06's backward: "
-         "the log-sum-exp and Delta rows of its dK/dV loop); opt-in until measured on a GPU", compile=True,
-         field="prefetch_dot_loops"),
+         "num_stages of their own), of loads that reach a dot only through arithmetic (tutorial 06's backward: the "
+         "log-sum-exp and Delta rows of its dK/dV loops): auto (default: where the loop's register estimate says the "
+         "SM holds at most 8 warps of the kernel and the prefetch costs no program per SM and no spill: "
+         "docs/triton-tutorials.md, \"dot-loop prefetch rule\"), on (every such load), off",
+         _choice(("off", _FALSE), ("auto", ("auto",)), ("on", _TRUE)), compile=True, field="prefetch_dot_loops"),
     Knob("KERNELC_FLATTEN_LOOPS", "choice", "auto",
          "flatten a tile loop and its K loop into one loop where the kernel asks (tl.range(..., flatten=True)), so a "
          "ring runs across tiles: auto (default: where the K loop loads only through TMA descriptors, or only "
@@ -486,7 +488,7 @@ class CompileOptions:
     reduce_tree: bool = True
     smem_reuse: bool = True
     ring_views: bool = True
-    prefetch_dot_loops: bool = False
+    prefetch_dot_loops: str = "auto"
     flatten_loops: str = "auto"
     flatten_carry_tiles: bool = True
     tma_store_wait: str = "deferred"

@@ -172,10 +172,13 @@ def _bwd_kernel(mod, o, q, k, v, do, causal, sm_scale):
     grid = (N // BWD["BLOCK_N1"], 1, B * H)
     qd, vd = q.detach(), v.detach()
 
+    # the 3.6 text's backward has no CAUSAL (it is causal whatever the caller says); later texts take it
+    extra = {"CAUSAL": causal} if "CAUSAL" in getattr(mod._attn_bwd, "arg_names", ()) else {}
+
     def launch():
         mod._attn_bwd[grid](qd, arg_k, vd, sm_scale, do, dq, dk, dv, M, delta,
                             q.stride(0), q.stride(1), q.stride(2), q.stride(3), H, N, **BWD, HEAD_DIM=D,
-                            num_warps=BWD_WARPS, num_stages=BWD_STAGES, CAUSAL=causal)
+                            num_warps=BWD_WARPS, num_stages=BWD_STAGES, **extra)
     return launch
 
 

@@ -23,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 
 _CHILD = r"""
-import json, os, re, sys, importlib.util
+import hashlib, json, os, re, sys, importlib.util
 sys.path.insert(0, os.environ["ROOT"]); sys.path.insert(0, os.environ["HERE"])
 args = json.loads(sys.argv[1])
 import kernelc
@@ -35,7 +35,8 @@ def record(name, ck, warps):
     log = "\n".join(ck.compile_log)
     out[name] = dict(n_regs=ck.n_regs, n_spills=ck.n_spills, shared=ck.shared,
                      blocks=blocks_per_sm(ck.n_regs, ck.shared, warps)["blocks"],
-                     notes=[ln.strip() for ln in log.splitlines() if "prefetch" in ln])
+                     ptx_sha=hashlib.sha256(ck.asm["ptx"].encode()).hexdigest()[:16],
+                     notes=[ln.strip() for ln in log.splitlines() if "prefetch" in ln or "dot loop" in ln])
     print(name, out[name]["n_regs"], out[name]["n_spills"], file=sys.stderr, flush=True)
 if args["which"] in ("06", "all"):
     from kernelc.compat import install
@@ -108,6 +109,10 @@ def main(argv=None) -> int:
     for n in names:
         print(f"| {n} | " + " | ".join(f"{res[m][n]['n_regs']} / {res[m][n]['n_spills']} / {res[m][n]['blocks']}"
                                        for m in args.modes) + " |")
+    if len(args.modes) > 1:
+        for n in names:
+            same = [m for m in args.modes[1:] if res[m][n]["ptx_sha"] == res[args.modes[0]][n]["ptx_sha"]]
+            print(f"{n}: PTX the same as {args.modes[0]}'s under {', '.join(same) or 'none'}")
     for m in args.modes:
         for n in names:
             for note in res[m][n]["notes"]:

@@ -9,7 +9,7 @@ which layout assignment then takes) and removes the conversion. The threads that
 read the same address; a warp's lanes that do share one request, so the cost is a few more load
 instructions in place of the round trip through shared memory.
 
-With KERNELC_PREFETCH_DOT_LOOPS, a row register prefetch carries into the loop (``pipeline_loads``: loaded
+Unless KERNELC_PREFETCH_DOT_LOOPS is off, a row register prefetch carries into the loop (``pipeline_loads``: loaded
 before the loop and, for the next trip, in the body) moves the same way: both loads take the layout.
 
 Only this pattern moves: ``load`` (1-D, at most MAX_ELEMS elements, its result read only by an
@@ -88,7 +88,7 @@ def loads_in_use_layout(fn: Function, loops_only: Optional[bool] = None) -> Func
     """Rewrite every ``convert_layout(expand_dims(load))`` the module docstring allows. Mutates ``fn``.
     ``loops_only``: rewrite only loads in loop bodies (None: as KERNELC_USE_LAYOUT_LOADS says, ``loops`` = True)."""
     from ...options import get
-    carried = get("KERNELC_PREFETCH_DOT_LOOPS")  # the knob that makes such rows; off, the code stays as it was
+    carried = get("KERNELC_PREFETCH_DOT_LOOPS") != "off"  # the knob that makes such rows; off, the code stays as it was
     if loops_only is None:
         loops_only = get("KERNELC_USE_LAYOUT_LOADS") == "loops"
     uses = _uses(fn)

@@ -40,34 +40,205 @@ def pipeline_loads(fn: Function, num_warps: int = 4, notes: Optional[List[str]] 
                    max_regs: int = MAX_PREFETCH_REGS, kernel_stages: Optional[int] = None) -> Function:
     """Prefetch eligible loads of ``scf.for`` loops with ``num_stages >= 2`` one iteration ahead.
 
-    With KERNELC_PREFETCH_DOT_LOOPS, ``kernel_stages`` (the kernel's ``num_stages``) applies to a loop with a
-    dot and no ``num_stages`` of its own (the ring passes pipeline it at that many stages), and only loads a
-    dot reads directly (or through ``trans``/``convert_layout``) are left to the rings: a load that reaches a
-    dot through arithmetic (tutorial 06's log-sum-exp and Delta rows in its dK/dV loop) is prefetched too.
+    KERNELC_PREFETCH_DOT_LOOPS (on, or auto where :func:`dot_loop_prefetch_pays` says so for the loop):
+    ``kernel_stages`` (the kernel's ``num_stages``) applies to a loop with a dot and no ``num_stages`` of its own
+    (the ring passes pipeline it at that many stages), and only loads a dot reads directly (or through
+    ``trans``/``convert_layout``) are left to the rings: a load that reaches a dot through arithmetic (tutorial
+    06's log-sum-exp and Delta rows in its dK/dV loops) is prefetched too. A loop that gets such a prefetch
+    under auto says so: ``prefetch_rule={regs=<estimate>, rows=<its registers>, warps=<per SM>}``.
 
     Mutates and returns ``fn``; run ``simplify`` afterwards to share the cloned index arithmetic.
     ``notes`` (if given) receives one line per load that was prefetched or deliberately skipped.
     """
     from ...options import get
-    dot_loop_stages = kernel_stages if get("KERNELC_PREFETCH_DOT_LOOPS") else None
+    mode = get("KERNELC_PREFETCH_DOT_LOOPS")
     loops = [op for op in fn.walk() if op.name == "scf.for"]
+    # the kernel's registers a thread, as estimated before any prefetch: its hungriest dot loop decides them
+    kernel_regs = max((loop_registers(lp, num_warps) for lp in loops if _has_dot(lp)), default=0)
     for loop in reversed(loops):  # inner loops first
-        stages = loop.attrs.get("num_stages")
-        if stages is None and dot_loop_stages is not None and any(o.name == "dot" for o in loop.regions[0].ops):
-            stages = dot_loop_stages
-        if stages is None or stages < 2 or loop.attrs.get("prefetched"):
+        if loop.attrs.get("prefetched"):
             continue
+        own = loop.attrs.get("num_stages")
+        dot_stages = kernel_stages if mode != "off" and own is None and _has_dot(loop) else None
+        stages = own if own is not None else dot_stages
+        if stages is None or stages < 2:
+            continue
+        gate = None
+        if mode == "auto":
+            gate = _RuleGate(loop, num_warps, kernel_regs, notes, whole_loop=dot_stages is not None)
+            if _has_dot(loop):
+                _note(notes, f"{loop.loc.file}:{loop.loc.line}: dot loop: about {gate.loop_regs} registers a thread "
+                             f"(estimate; the kernel: {kernel_regs}, {gate.warps} warps an SM)")
         n = _pipeline_loop(fn, loop, num_warps, max_regs, notes, stages,
-                           _read_by_dot if dot_loop_stages is not None else _feeds_dot)
+                           _feeds_dot if mode == "off" else _read_by_dot, gate)
         if n:
             loop.attrs["prefetched"] = n
+            if gate is not None and gate.rows:
+                loop.attrs["prefetch_rule"] = {"regs": gate.loop_regs, "rows": gate.rows, "warps": gate.warps}
     return fn
+
+
+# -- when a dot loop's prefetch pays (KERNELC_PREFETCH_DOT_LOOPS=auto) ------------------------------------------
+
+SM_REGISTERS = 65536  # sm_70 .. sm_90
+MAX_THREAD_REGS = 255
+# registers kept free under MAX_THREAD_REGS: the estimate is off by up to 20 either way on the kernels it decides
+# (docs/triton-tutorials.md, "dot-loop prefetch rule"); the one that pays (06's d64 backward, about 224 + 16) and the
+# ones that spill (the example backward at D=128, about 240 + 16 + 16) are decided with 8 to spare
+SPILL_MARGIN = 8
+# Warps of the kernel an SM holds at most for the prefetch to pay: with more, the other programs' warps issue
+# while one waits for its rows' loads in the trip, and the registers the prefetch holds across the loop cost a
+# program per SM sooner (the example backward's dK/dV loop at D=64: 126 registers, 16 warps an SM; the prefetch
+# took it to 152, 12 warps). Tutorial 06's backward at d64 runs 8 (232-255 registers, 4 warps a program) and
+# its masked loops took 4% off the kernel with the prefetch on an H200 (docs/triton-tutorials.md, "dot-loop
+# prefetch rule").
+HIDING_WARPS = 8
+# what a thread holds beside the float tiles loop_registers counts: addresses, indices, masks, loop counters,
+# the wgmma descriptors. Fitted on the kernels the rule decides (docs/triton-tutorials.md: the estimate against
+# ptxas's count for each).
+BASE_REGS = 16
+
+
+def _has_dot(loop: Op) -> bool:
+    return any(o.name == "dot" for o in loop.regions[0].ops)
+
+
+def _programs(regs: int, threads: int) -> int:
+    """Programs of ``threads`` threads an SM holds at ``regs`` registers a thread (allocated in 8s)."""
+    return SM_REGISTERS // (max(8, -(-regs // 8) * 8) * threads)
+
+
+def dot_loop_prefetch_pays(kernel_regs: int, loop_regs: int, extra: int, num_warps: int) -> Optional[str]:
+    """Why a prefetch adding ``extra`` registers a thread to a loop estimated at ``loop_regs`` (a kernel at
+    ``kernel_regs``, its hungriest loop) does not pay, or None when it does: the SM holds at most HIDING_WARPS of
+    the kernel's warps, and with the prefetch the loop stays SPILL_MARGIN under MAX_THREAD_REGS (no spill) and the
+    kernel keeps its programs per SM."""
+    threads = 32 * num_warps
+    progs = _programs(kernel_regs, threads)
+    if progs * num_warps > HIDING_WARPS:
+        return f"{progs * num_warps} warps an SM at about {kernel_regs} registers a thread cover the loads' latency"
+    after = loop_regs + extra
+    if after > MAX_THREAD_REGS - SPILL_MARGIN:
+        return f"about {loop_regs} + {extra} registers a thread would spill"
+    if _programs(max(kernel_regs, after), threads) < progs:
+        return f"about {loop_regs} + {extra} registers a thread would cost a program per SM"
+    return None
+
+
+class _RuleGate:
+    """Admits the loads only the dot-loop prefetch takes (the whole loop's when it is pipelined at the kernel's
+    stages, else those reaching a dot through arithmetic) while :func:`dot_loop_prefetch_pays`."""
+
+    def __init__(self, loop: Op, num_warps: int, kernel_regs: int, notes, whole_loop: bool):
+        self.loop, self.num_warps, self.kernel_regs, self.notes = loop, num_warps, kernel_regs, notes
+        self.whole_loop = whole_loop
+        self.loop_regs = loop_registers(loop, num_warps)
+        self.rows = 0
+        self.warps = _programs(kernel_regs, 32 * num_warps) * num_warps
+
+    def __call__(self, body: Block, ld: Op) -> bool:
+        if not self.whole_loop and not _feeds_dot(body, ld.results[0]):
+            return True  # the plain prefetch of a num_stages loop, under its own budget
+        extra = _held_regs(body, ld.results[0], self.num_warps)
+        why = dot_loop_prefetch_pays(self.kernel_regs, self.loop_regs + self.rows, extra, self.num_warps)
+        if why is not None:
+            _note(self.notes, f"{ld.loc.file}:{ld.loc.line}: load not prefetched (KERNELC_PREFETCH_DOT_LOOPS=auto): {why}")
+            return False
+        self.rows += extra
+        return True
+
+
+# ops whose result is a view of their operand (or a constant), held in no registers of its own
+_VIEWS = {"constant", "splat", "broadcast", "expand_dims", "reshape", "trans", "convert_layout", "hint", "arange"}
+
+
+def loop_registers(loop: Op, num_warps: int) -> int:
+    """Registers a thread holds in ``loop`` (an estimate, before layouts): BASE_REGS plus the most float tile
+    registers live at once in its body -- carried values, values of the body between their definition and last
+    use, values from before the loop that the body reads in registers -- where a tile of ``n`` elements of ``b``
+    bits is ``n * b / 32`` words over the program's threads and a row broadcast against a tile ``n / 4`` words
+    (the MMA layouts: the four lanes of a quad share a row; each holds a quarter of its columns). Index, mask
+    and pointer tiles, views and tiles only dots read (rings and staged operands: shared memory) count nothing."""
+    body = loop.regions[0]
+    ops = body.ops
+    threads = 32 * num_warps
+    last: Dict[int, int] = {}
+    inside: Set[int] = {a.id for a in body.args}
+    for i, op in enumerate(ops):
+        for t in op.walk():
+            inside.update(r.id for r in t.results)
+            for r in t.regions:
+                inside.update(a.id for a in r.args)
+            for v in t.operands:
+                last[v.id] = i
+    for op in reversed(ops):  # a view's reader reads its operand's registers: a row lives until its broadcast's reader
+        if op.name in _VIEWS:
+            far = max((last.get(r.id, -1) for r in op.results), default=-1)
+            for v in op.operands:
+                last[v.id] = max(last.get(v.id, -1), far)
+    end = len(ops) - 1
+    spans: List[Tuple[int, int, int]] = []  # (first, last, words)
+    seen: Set[int] = set()
+
+    def add(v: Value, first: int, upto: int) -> None:
+        if v.id in seen:
+            return
+        seen.add(v.id)
+        w = _held_regs(body, v, num_warps)
+        if w:
+            spans.append((first, upto, w))
+
+    for a in body.args[1:]:
+        add(a, -1, last.get(a.id, -1))
+    for i, op in enumerate(ops):
+        for t in op.walk():
+            for v in t.operands:
+                if v.id not in inside:
+                    add(v, -1, end)  # from before the loop: live on every trip
+        if op.name not in _VIEWS:
+            for r in op.results:
+                add(r, i, max(i, last.get(r.id, i)))
+    # a value holds its registers from its definition up to its last reader, which may write its result into
+    # them (an accumulator, an elementwise chain)
+    peak = max((sum(w for f, u, w in spans if f == i or f <= i < u) for i in range(-1, end + 1)), default=0)
+    return BASE_REGS + peak
+
+
+def _held_regs(body: Block, v: Value, num_warps: int) -> int:
+    """Registers a thread holds of ``v`` in the loop (0 for what :func:`loop_registers` does not count)."""
+    shape = shape_of(v.type)
+    elt = scalar_of(v.type)
+    if not shape or isinstance(elt, pointer_type) or not elt.is_floating() or (v.op is not None and v.op.name in _VIEWS):
+        return 0
+    if v.op is not None and (v.op.name in ("load", "descriptor_load") or v.op.block is not body) \
+            and _only_dots_read(body, v):
+        return 0  # a ring's tile or an operand staged before the loop: shared memory
+    n = v.type.numel
+    bits = elt.primitive_bitwidth
+    if len(shape) == 1 and any(o.name == "expand_dims" and v.id == o.operands[0].id for o in _walk(body)):
+        return -(-n * bits // 128)  # a row broadcast against a tile: a quarter of it a thread
+    return -(-n * bits // (32 * 32 * num_warps))
+
+
+def _only_dots_read(body: Block, v: Value) -> bool:
+    """Whether every reader of ``v`` in the body is a dot's A/B operand (or a view only those read)."""
+    readers = [(o, i) for o in _walk(body) for i, x in enumerate(o.operands) if x.id == v.id]
+    if not readers:
+        return False
+    for o, i in readers:
+        if o.name == "dot" and i < 2:
+            continue
+        if o.name in ("trans", "convert_layout") and _only_dots_read(body, o.results[0]):
+            continue
+        return False
+    return True
 
 
 # -- the transformation ----------------------------------------------------------------------------
 
 
-def _pipeline_loop(fn: Function, loop: Op, num_warps: int, max_regs: int, notes, stages: int, ringed) -> int:
+def _pipeline_loop(fn: Function, loop: Op, num_warps: int, max_regs: int, notes, stages: int, ringed,
+                   gate=None) -> int:
     body = loop.regions[0]
     parent = _parent_block(fn, loop)
     if parent is None or body.terminator is None or body.terminator.name != "scf.yield":
@@ -94,6 +265,8 @@ def _pipeline_loop(fn: Function, loop: Op, num_warps: int, max_regs: int, notes,
         if regs > budget:
             _note(notes, f"{where}: load not prefetched: {regs} more registers per thread exceed the "
                          f"prefetch budget ({budget} left)")
+            continue
+        if gate is not None and not gate(body, ld):
             continue
         budget -= regs
         _rewrite(loop, parent, ld, *plan)
