@@ -251,9 +251,10 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_PREFETCH_DOT_LOOPS", "choice", "auto",
          "register prefetch (passes/pipeline_loads.py) also in loops the kernel's num_stages pipelines (a dot, no "
          "num_stages of their own), of loads that reach a dot only through arithmetic (tutorial 06's backward: the "
-         "log-sum-exp and Delta rows of its dK/dV loops): auto (default: where the loop's register estimate says the "
-         "SM holds at most 8 warps of the kernel and the prefetch costs no program per SM and no spill: "
-         "docs/triton-tutorials.md, \"dot-loop prefetch rule\"), on (every such load), off",
+         "log-sum-exp and Delta rows of its dK/dV loops): auto (default: where the kernel's register estimate says an "
+         "SM holds at most 8 of its warps, so that more registers cost no program, and the loop's estimate with the "
+         "prefetch stays 8 under 255; docs/triton-tutorials.md, \"dot-loop prefetch rule\"), on (every such load), "
+         "off (main's code before 2026-11-29)",
          _choice(("off", _FALSE), ("auto", ("auto",)), ("on", _TRUE)), compile=True, field="prefetch_dot_loops"),
     Knob("KERNELC_FLATTEN_LOOPS", "choice", "auto",
          "flatten a tile loop and its K loop into one loop where the kernel asks (tl.range(..., flatten=True)), so a "

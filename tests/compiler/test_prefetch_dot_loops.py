@@ -1,8 +1,9 @@
 """``KERNELC_PREFETCH_DOT_LOOPS`` (passes/pipeline_loads.py, passes/load_layouts.py): register prefetch in a loop
 that the kernel's ``num_stages`` pipelines (a dot, no ``num_stages`` of its own) of a 1-D row that reaches the
 dots only through arithmetic -- tutorial 06's log-sum-exp row in its dK/dV loop (docs/triton-tutorials.md, "06
-backward at d64") -- loaded straight into the layout its reader converts it to, before the loop and in the
-body alike. Golden IR before -> after, the knob off (main's behaviour), and the loop's SASS."""
+backward at d64", "dot-loop prefetch rule") -- loaded straight into the layout its reader converts it to, before the
+loop and in the body alike. Golden IR before -> after under ``on``, ``off`` and the default ``auto`` (the rule: the
+loop's register estimate, the warps an SM holds, the spill margin), and the loop's SASS."""
 import pytest
 
 import kernelc
@@ -37,7 +38,7 @@ DIV = {"stride": 16}
 
 
 def test_the_row_is_prefetched_one_iteration_ahead_in_its_use_layout(monkeypatch):
-    monkeypatch.setenv("KERNELC_PREFETCH_DOT_LOOPS", "1")
+    monkeypatch.setenv("KERNELC_PREFETCH_DOT_LOOPS", "on")
     ir, _, ctx = _passes(lse_loop, SIG, CX, num_stages=4, div=DIV, upto="loads_in_use_layout")
     filecheck(ir["upcast_fp8_dots"], """
         CHECK: = scf.for
@@ -64,13 +65,54 @@ def test_the_row_is_prefetched_one_iteration_ahead_in_its_use_layout(monkeypatch
     assert "convert_layout" in ir["hoist_conversions"].split("scf.for", 1)[1].split("scf.yield")[0]
 
 
-def test_off_by_default_the_loop_is_left_alone(monkeypatch):
-    monkeypatch.delenv("KERNELC_PREFETCH_DOT_LOOPS", raising=False)
+def test_off_leaves_the_loop_alone(monkeypatch):
+    monkeypatch.setenv("KERNELC_PREFETCH_DOT_LOOPS", "off")
     ir, _, _ = _passes(lse_loop, SIG, CX, num_stages=4, div=DIV, upto="pipeline_loads")
     assert ir["pipeline_loads"] == ir["upcast_fp8_dots"]
 
 
-@pytest.mark.parametrize("knob", ["0", "1"])
+def test_auto_prefetches_where_the_sm_holds_8_warps_and_nothing_spills(monkeypatch):
+    """D=128: a thread holds about 16 (BASE_REGS) + 128 (the [128, 128] fp32 accumulator over 128 threads) + 32 (the
+    [128, 32] logits) + 8 (the row, a quarter of its 32 values) = 184 registers: 2 programs of 4 warps an SM, where
+    no register count a thread may have costs a program; 184 + 8 stays under 255 - 8. The loop says why."""
+    monkeypatch.delenv("KERNELC_PREFETCH_DOT_LOOPS", raising=False)  # auto, the default
+    ir, _, ctx = _passes(lse_loop, SIG, dict(CX, D=128), num_stages=4, div=DIV, upto="pipeline_loads")
+    filecheck(ir["pipeline_loads"], """
+        CHECK: [[L0:%\\d+]] = load {{%\\d+}}, {{%\\d+}} : <32xfp32>
+        CHECK: = scf.for {{.*}}, [[L0]] {prefetched=1, prefetch_rule={regs=184, rows=8, warps=8}}
+        CHECK: = load {{%\\d+}}, {{%\\d+}} : <32xfp32>
+        CHECK: scf.yield
+    """)
+    assert any("dot loop: about 184 registers a thread (estimate; the kernel: 184, 8 warps an SM)" in n
+               for n in ctx.notes)
+
+
+def test_auto_leaves_a_loop_whose_sm_holds_16_warps(monkeypatch):
+    """D=64: about 16 + 64 + 32 + 8 = 120 registers, 4 programs of 4 warps an SM: the prefetch's registers may cost a
+    program (the example backward's D=64 dK/dV loop: 126 -> 152 registers, 4 -> 3 programs) and the other
+    programs' warps cover the row's load. The IR stays as it was."""
+    monkeypatch.setenv("KERNELC_PREFETCH_DOT_LOOPS", "auto")
+    ir, _, ctx = _passes(lse_loop, SIG, CX, num_stages=4, div=DIV, upto="pipeline_loads")
+    assert ir["pipeline_loads"] == ir["upcast_fp8_dots"]
+    assert any("load not prefetched (KERNELC_PREFETCH_DOT_LOOPS=auto): 16 warps an SM at about 120 registers" in n
+               for n in ctx.notes)
+
+
+def test_the_rule_on_the_kernels_it_was_checked_against():
+    """dot_loop_prefetch_pays with the estimates of the kernels of docs/triton-tutorials.md ("dot-loop prefetch
+    rule"): (kernel's estimate, loop's estimate, the rows' registers, num_warps)."""
+    from kernelc.compiler.passes.pipeline_loads import FREE_WARPS, dot_loop_prefetch_pays as pays
+    assert FREE_WARPS == 8
+    assert pays(216, 216, 16, 4) is None  # tutorial 06's d64 backward, its unmasked dK/dV loop (H200: 4% faster)
+    assert pays(216, 180, 8, 4) is None  # its masked loop
+    assert "16 warps an SM" in pays(128, 128, 8, 4)  # the example's D=64 dK/dV kernel
+    assert "12 warps an SM" in pays(160, 128, 8, 4)  # the example's D=64 fused kernel (its dQ loop decides)
+    assert "would spill" in pays(240, 240, 16, 8)  # the example's D=128 dK/dV kernel, 8 warps, one program
+    assert "would spill" in pays(344, 344, 8, 4)  # tutorial 06's d128 backward (spills already)
+    assert pays(232, 232, 15, 4) is None and "would spill" in pays(232, 232, 16, 4)  # the margin: 255 - 8
+
+
+@pytest.mark.parametrize("knob", ["off", "on"])
 def test_the_prefetch_adds_no_barrier_to_the_loop(monkeypatch, knob):
     """The loop keeps one barrier an iteration (its TMA ring's) and no shared-memory round trip with the
     prefetch: the row's loads are the next iteration's, in the layout the dot's result is read in."""
@@ -81,4 +123,4 @@ def test_the_prefetch_adds_no_barrier_to_the_loop(monkeypatch, knob):
     lp = loops[0]
     assert _count(lp, "LDG") > 0 and _count(lp, "UTMALDG") >= 1
     assert _count(lp, "STS") == 0 and _count(lp, "LDS") == 0 and _count(lp, "BAR.SYNC") == 1
-    assert ("load prefetched one iteration ahead" in "\n".join(ck.compile_log)) == (knob == "1")
+    assert ("load prefetched one iteration ahead" in "\n".join(ck.compile_log)) == (knob == "on")

@@ -54,7 +54,8 @@ def pipeline_loads(fn: Function, num_warps: int = 4, notes: Optional[List[str]] 
     mode = get("KERNELC_PREFETCH_DOT_LOOPS")
     loops = [op for op in fn.walk() if op.name == "scf.for"]
     # the kernel's registers a thread, as estimated before any prefetch: its hungriest dot loop decides them
-    kernel_regs = max((loop_registers(lp, num_warps) for lp in loops if _has_dot(lp)), default=0)
+    kernel_regs = max((loop_registers(lp, num_warps) for lp in loops if _has_dot(lp)), default=0) \
+        if mode == "auto" else 0
     for loop in reversed(loops):  # inner loops first
         if loop.attrs.get("prefetched"):
             continue
@@ -82,20 +83,20 @@ def pipeline_loads(fn: Function, num_warps: int = 4, notes: Optional[List[str]] 
 
 SM_REGISTERS = 65536  # sm_70 .. sm_90
 MAX_THREAD_REGS = 255
-# registers kept free under MAX_THREAD_REGS: the estimate is off by up to 20 either way on the kernels it decides
-# (docs/triton-tutorials.md, "dot-loop prefetch rule"); the one that pays (06's d64 backward, about 224 + 16) and the
+# The most warps of a kernel an SM may hold for registers up to a thread's maximum to cost it no program: 8 warps
+# of 256 registers fill the register file. With more, a prefetch's registers held across the loop may cost a program
+# (the example backward's dK/dV loop at D=64: 126 registers, 16 warps an SM; the prefetch took it to 152, 12
+# warps), and those warps cover the latency of the loads in a trip; tutorial 06's d64 backward runs 8 (244
+# registers, 4 warps a program) and the prefetch took 4% off it on an H200 (docs/triton-tutorials.md, "dot-loop
+# prefetch rule").
+FREE_WARPS = SM_REGISTERS // (32 * (MAX_THREAD_REGS + 1))
+# registers kept free under MAX_THREAD_REGS: the estimate is off by up to 28 either way on the kernels it decides
+# (docs/triton-tutorials.md, "dot-loop prefetch rule"); the one that pays (06's d64 backward, about 216 + 16) and the
 # ones that spill (the example backward at D=128, about 240 + 16 + 16) are decided with 8 to spare
 SPILL_MARGIN = 8
-# Warps of the kernel an SM holds at most for the prefetch to pay: with more, the other programs' warps issue
-# while one waits for its rows' loads in the trip, and the registers the prefetch holds across the loop cost a
-# program per SM sooner (the example backward's dK/dV loop at D=64: 126 registers, 16 warps an SM; the prefetch
-# took it to 152, 12 warps). Tutorial 06's backward at d64 runs 8 (232-255 registers, 4 warps a program) and
-# its masked loops took 4% off the kernel with the prefetch on an H200 (docs/triton-tutorials.md, "dot-loop
-# prefetch rule").
-HIDING_WARPS = 8
 # what a thread holds beside the float tiles loop_registers counts: addresses, indices, masks, loop counters,
-# the wgmma descriptors. Fitted on the kernels the rule decides (docs/triton-tutorials.md: the estimate against
-# ptxas's count for each).
+# the wgmma descriptors. Fitted on the example backward's dK/dV loops (126 and 235-242 registers by ptxas, 128 and
+# 240 estimated)
 BASE_REGS = 16
 
 
@@ -110,18 +111,15 @@ def _programs(regs: int, threads: int) -> int:
 
 def dot_loop_prefetch_pays(kernel_regs: int, loop_regs: int, extra: int, num_warps: int) -> Optional[str]:
     """Why a prefetch adding ``extra`` registers a thread to a loop estimated at ``loop_regs`` (a kernel at
-    ``kernel_regs``, its hungriest loop) does not pay, or None when it does: the SM holds at most HIDING_WARPS of
-    the kernel's warps, and with the prefetch the loop stays SPILL_MARGIN under MAX_THREAD_REGS (no spill) and the
-    kernel keeps its programs per SM."""
-    threads = 32 * num_warps
-    progs = _programs(kernel_regs, threads)
-    if progs * num_warps > HIDING_WARPS:
-        return f"{progs * num_warps} warps an SM at about {kernel_regs} registers a thread cover the loads' latency"
-    after = loop_regs + extra
-    if after > MAX_THREAD_REGS - SPILL_MARGIN:
+    ``kernel_regs``, its hungriest loop) does not pay, or None when it does: the SM holds at most FREE_WARPS of the
+    kernel's warps (so no register count a thread may have costs a program) and with the prefetch the loop stays
+    SPILL_MARGIN under MAX_THREAD_REGS (no spill)."""
+    warps = max(1, _programs(kernel_regs, 32 * num_warps)) * num_warps
+    if warps > FREE_WARPS:
+        return (f"{warps} warps an SM at about {kernel_regs} registers a thread: more registers may cost a "
+                f"program, and those warps cover the loads' latency")
+    if loop_regs + extra > MAX_THREAD_REGS - SPILL_MARGIN:
         return f"about {loop_regs} + {extra} registers a thread would spill"
-    if _programs(max(kernel_regs, after), threads) < progs:
-        return f"about {loop_regs} + {extra} registers a thread would cost a program per SM"
     return None
 
 
@@ -134,7 +132,7 @@ class _RuleGate:
         self.whole_loop = whole_loop
         self.loop_regs = loop_registers(loop, num_warps)
         self.rows = 0
-        self.warps = _programs(kernel_regs, 32 * num_warps) * num_warps
+        self.warps = max(1, _programs(kernel_regs, 32 * num_warps)) * num_warps
 
     def __call__(self, body: Block, ld: Op) -> bool:
         if not self.whole_loop and not _feeds_dot(body, ld.results[0]):
