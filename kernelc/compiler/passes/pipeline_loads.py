@@ -85,14 +85,14 @@ SM_REGISTERS = 65536  # sm_70 .. sm_90
 MAX_THREAD_REGS = 255
 # The most warps of a kernel an SM may hold for registers up to a thread's maximum to cost it no program: 8 warps
 # of 256 registers fill the register file. With more, a prefetch's registers held across the loop may cost a program
-# (the example backward's dK/dV loop at D=64: 126 registers, 16 warps an SM; the prefetch took it to 152, 12
-# warps), and those warps cover the latency of the loads in a trip; tutorial 06's d64 backward runs 8 (244
-# registers, 4 warps a program) and the prefetch took 4% off it on an H200 (docs/triton-tutorials.md, "dot-loop
-# prefetch rule").
+# (the example backward's D=64 dK/dV loop: 16 warps an SM, 12 with the prefetch), and those warps cover the latency
+# of the loads in a trip; tutorial 06's d64 backward runs 8, and there the prefetch pays (docs/triton-tutorials.md,
+# "dot-loop prefetch rule").
 FREE_WARPS = SM_REGISTERS // (32 * (MAX_THREAD_REGS + 1))
-# registers kept free under MAX_THREAD_REGS: the estimate is off by up to 28 either way on the kernels it decides
-# (docs/triton-tutorials.md, "dot-loop prefetch rule"); the one that pays (06's d64 backward, about 216 + 16) and the
-# ones that spill (the example backward at D=128, about 240 + 16 + 16) are decided with 8 to spare
+# registers kept free under MAX_THREAD_REGS: the estimate was off by -28 to +40 on the kernels it was checked on
+# (docs/triton-tutorials.md, "dot-loop prefetch rule"): the loop that pays (06's d64 backward, about 216 + 16 against
+# 247) and those that spill (the example backward at D=128, about 240 + 16 for its first row) are 15 and 9 registers
+# from the line
 SPILL_MARGIN = 8
 # what a thread holds beside the float tiles loop_registers counts: addresses, indices, masks, loop counters,
 # the wgmma descriptors. Fitted on the example backward's dK/dV loops (126 and 235-242 registers by ptxas, 128 and
@@ -140,7 +140,8 @@ class _RuleGate:
         extra = _held_regs(body, ld.results[0], self.num_warps)
         why = dot_loop_prefetch_pays(self.kernel_regs, self.loop_regs + self.rows, extra, self.num_warps)
         if why is not None:
-            _note(self.notes, f"{ld.loc.file}:{ld.loc.line}: load not prefetched (KERNELC_PREFETCH_DOT_LOOPS=auto): {why}")
+            _note(self.notes, f"{ld.loc.file}:{ld.loc.line}: load not prefetched "
+                              f"(KERNELC_PREFETCH_DOT_LOOPS=auto): {why}")
             return False
         self.rows += extra
         return True
@@ -159,7 +160,6 @@ def loop_registers(loop: Op, num_warps: int) -> int:
     and pointer tiles, views and tiles only dots read (rings and staged operands: shared memory) count nothing."""
     body = loop.regions[0]
     ops = body.ops
-    threads = 32 * num_warps
     last: Dict[int, int] = {}
     inside: Set[int] = {a.id for a in body.args}
     for i, op in enumerate(ops):
@@ -206,7 +206,8 @@ def _held_regs(body: Block, v: Value, num_warps: int) -> int:
     """Registers a thread holds of ``v`` in the loop (0 for what :func:`loop_registers` does not count)."""
     shape = shape_of(v.type)
     elt = scalar_of(v.type)
-    if not shape or isinstance(elt, pointer_type) or not elt.is_floating() or (v.op is not None and v.op.name in _VIEWS):
+    if not shape or isinstance(elt, pointer_type) or not elt.is_floating() \
+            or (v.op is not None and v.op.name in _VIEWS):
         return 0
     if v.op is not None and (v.op.name in ("load", "descriptor_load") or v.op.block is not body) \
             and _only_dots_read(body, v):
