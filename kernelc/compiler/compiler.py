@@ -154,7 +154,7 @@ def _compile(kernel, signature, constexprs, target, num_warps, num_stages, divis
         _python_phase.acquire()
     try:
         front = _front(fn, signature, constexprs, tgt, num_warps, divisibility, equal_to_1, name, dump_ir,
-                       enable_fp_fusion, num_stages, timings)
+                       enable_fp_fusion, num_stages, timings, maxnreg)
     finally:
         if turns:
             _python_phase.release()
@@ -193,7 +193,7 @@ if hasattr(os, "register_at_fork"):
 
 
 def _front(fn, signature, constexprs, tgt, num_warps, divisibility, equal_to_1, name, dump_ir, enable_fp_fusion,
-           num_stages, timings):
+           num_stages, timings, maxnreg=None):
     """Frontend, tile passes and lowering: the LLVM IR and what the backend half needs with it."""
     from .codegen import lower_to_llvm
     t0 = time.perf_counter()
@@ -204,7 +204,7 @@ def _front(fn, signature, constexprs, tgt, num_warps, divisibility, equal_to_1, 
         enable_fp_fusion = fp_fusion_default()
     ctx = PassContext(tgt.arch, tuple(tgt.capability), num_warps, pipeline_loads=pipeline_loads_enabled(),
                       num_stages=num_stages, fp_fusion=bool(enable_fp_fusion),
-                      smem_limit=tgt.limits.max_shared_per_block_optin or 0)
+                      smem_limit=tgt.limits.max_shared_per_block_optin or 0, maxnreg=maxnreg)
     dump = dump_ir if dump_ir is not None else dump_ir_requested()
     func = run_passes(func, FRONTEND_PASSES, ctx, verify_each=False, dump=dump, timings=timings)
     timings["frontend"] = time.perf_counter() - t0
@@ -307,7 +307,8 @@ TILE_PASSES = (
     TilePass("narrow_loop_carries", lambda f, c: narrow_loop_carries(f)),
     # before the load prefetch: the casts it inserts decide which loads feed dots directly
     TilePass("upcast_fp8_dots", lambda f, c: upcast_fp8_dots(f, c.capability, c.notes)),
-    TilePass("pipeline_loads", lambda f, c: pipeline_loads(f, c.num_warps, c.notes, kernel_stages=c.num_stages),
+    TilePass("pipeline_loads", lambda f, c: pipeline_loads(f, c.num_warps, c.notes, kernel_stages=c.num_stages,
+                                                           maxnreg=c.maxnreg),
              lambda c: c.pipeline_loads),
     TilePass("simplify", lambda f, c: simplify(f), lambda c: c.pipeline_loads),
     # atomics whose old value nobody reads skip its broadcast (passes/atomic_results.py)

@@ -26,6 +26,7 @@ class PassContext:
     plan: Any = None
     fp_fusion: bool = True
     smem_limit: int = 0  # the target's shared memory per block (0: unknown): passes/smem_offsets.py
+    maxnreg: Optional[int] = None  # the launch's register ceiling (maxnreg), if any: passes/pipeline_loads.py
 
 
 @dataclass(frozen=True)

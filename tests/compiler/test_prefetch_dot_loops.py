@@ -110,6 +110,18 @@ def test_the_rule_on_the_kernels_it_was_checked_against():
     assert "would spill" in pays(240, 240, 16, 8)  # the example's D=128 dK/dV kernel, 8 warps, one program
     assert "would spill" in pays(344, 344, 8, 4)  # tutorial 06's d128 backward (spills already)
     assert pays(232, 232, 15, 4) is None and "would spill" in pays(232, 232, 16, 4)  # the margin: 255 - 8
+    assert "would spill (at most 168)" in pays(216, 150, 16, 4, cap=168)  # a launch's maxnreg lowers the line
+
+
+def test_a_launch_maxnreg_lowers_the_line(monkeypatch):
+    """The D=128 loop of the golden test above (about 184 + 8) under maxnreg=184: not prefetched."""
+    monkeypatch.setenv("KERNELC_PREFETCH_DOT_LOOPS", "auto")
+    from kernelc.compiler.passes.pipeline_loads import pipeline_loads
+    ir, fn, ctx = _passes(lse_loop, SIG, dict(CX, D=128), num_stages=4, div=DIV, upto="upcast_fp8_dots")
+    notes = []
+    pipeline_loads(fn, 4, notes, kernel_stages=4, maxnreg=184)
+    assert not any(op.attrs.get("prefetched") for op in fn.walk())
+    assert any("about 184 + 8 registers a thread would spill (at most 184)" in n for n in notes)
 
 
 @pytest.mark.parametrize("knob", ["off", "on"])

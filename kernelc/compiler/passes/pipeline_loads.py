@@ -37,7 +37,8 @@ MAX_PREFETCH_REGS = 64
 
 
 def pipeline_loads(fn: Function, num_warps: int = 4, notes: Optional[List[str]] = None,
-                   max_regs: int = MAX_PREFETCH_REGS, kernel_stages: Optional[int] = None) -> Function:
+                   max_regs: int = MAX_PREFETCH_REGS, kernel_stages: Optional[int] = None,
+                   maxnreg: Optional[int] = None) -> Function:
     """Prefetch eligible loads of ``scf.for`` loops with ``num_stages >= 2`` one iteration ahead.
 
     KERNELC_PREFETCH_DOT_LOOPS (on, or auto where :func:`dot_loop_prefetch_pays` says so for the loop):
@@ -45,7 +46,8 @@ def pipeline_loads(fn: Function, num_warps: int = 4, notes: Optional[List[str]] 
     (the ring passes pipeline it at that many stages), and only loads a dot reads directly (or through
     ``trans``/``convert_layout``) are left to the rings: a load that reaches a dot through arithmetic (tutorial
     06's log-sum-exp and Delta rows in its dK/dV loops) is prefetched too. A loop that gets such a prefetch
-    under auto says so: ``prefetch_rule={regs=<estimate>, rows=<its registers>, warps=<per SM>}``.
+    under auto says so: ``prefetch_rule={regs=<estimate>, rows=<its registers>, warps=<per SM>}``. ``maxnreg``
+    (the launch's register ceiling) lowers the thread's maximum the rule keeps the loop under.
 
     Mutates and returns ``fn``; run ``simplify`` afterwards to share the cloned index arithmetic.
     ``notes`` (if given) receives one line per load that was prefetched or deliberately skipped.
@@ -66,7 +68,8 @@ def pipeline_loads(fn: Function, num_warps: int = 4, notes: Optional[List[str]] 
             continue
         gate = None
         if mode == "auto":
-            gate = _RuleGate(loop, num_warps, kernel_regs, notes, whole_loop=dot_stages is not None)
+            gate = _RuleGate(loop, num_warps, kernel_regs, notes, whole_loop=dot_stages is not None,
+                             cap=min(MAX_THREAD_REGS, maxnreg or MAX_THREAD_REGS))
             if _has_dot(loop):
                 _note(notes, f"{loop.loc.file}:{loop.loc.line}: dot loop: about {gate.loop_regs} registers a thread "
                              f"(estimate; the kernel: {kernel_regs}, {gate.warps} warps an SM)")
@@ -109,17 +112,19 @@ def _programs(regs: int, threads: int) -> int:
     return SM_REGISTERS // (max(8, -(-regs // 8) * 8) * threads)
 
 
-def dot_loop_prefetch_pays(kernel_regs: int, loop_regs: int, extra: int, num_warps: int) -> Optional[str]:
+def dot_loop_prefetch_pays(kernel_regs: int, loop_regs: int, extra: int, num_warps: int,
+                           cap: int = MAX_THREAD_REGS) -> Optional[str]:
     """Why a prefetch adding ``extra`` registers a thread to a loop estimated at ``loop_regs`` (a kernel at
     ``kernel_regs``, its hungriest loop) does not pay, or None when it does: the SM holds at most FREE_WARPS of the
     kernel's warps (so no register count a thread may have costs a program) and with the prefetch the loop stays
-    SPILL_MARGIN under MAX_THREAD_REGS (no spill)."""
+    SPILL_MARGIN under ``cap``, the registers a thread may have (MAX_THREAD_REGS, or the launch's maxnreg): no
+    spill."""
     warps = max(1, _programs(kernel_regs, 32 * num_warps)) * num_warps
     if warps > FREE_WARPS:
         return (f"{warps} warps an SM at about {kernel_regs} registers a thread: more registers may cost a "
                 f"program, and those warps cover the loads' latency")
-    if loop_regs + extra > MAX_THREAD_REGS - SPILL_MARGIN:
-        return f"about {loop_regs} + {extra} registers a thread would spill"
+    if loop_regs + extra > cap - SPILL_MARGIN:
+        return f"about {loop_regs} + {extra} registers a thread would spill (at most {cap})"
     return None
 
 
@@ -127,8 +132,8 @@ class _RuleGate:
     """Admits the loads only the dot-loop prefetch takes (the whole loop's when it is pipelined at the kernel's
     stages, else those reaching a dot through arithmetic) while :func:`dot_loop_prefetch_pays`."""
 
-    def __init__(self, loop: Op, num_warps: int, kernel_regs: int, notes, whole_loop: bool):
-        self.loop, self.num_warps, self.kernel_regs, self.notes = loop, num_warps, kernel_regs, notes
+    def __init__(self, loop: Op, num_warps: int, kernel_regs: int, notes, whole_loop: bool, cap: int):
+        self.num_warps, self.kernel_regs, self.notes, self.cap = num_warps, kernel_regs, notes, cap
         self.whole_loop = whole_loop
         self.loop_regs = loop_registers(loop, num_warps)
         self.rows = 0
@@ -138,7 +143,7 @@ class _RuleGate:
         if not self.whole_loop and not _feeds_dot(body, ld.results[0]):
             return True  # the plain prefetch of a num_stages loop, under its own budget
         extra = _held_regs(body, ld.results[0], self.num_warps)
-        why = dot_loop_prefetch_pays(self.kernel_regs, self.loop_regs + self.rows, extra, self.num_warps)
+        why = dot_loop_prefetch_pays(self.kernel_regs, self.loop_regs + self.rows, extra, self.num_warps, self.cap)
         if why is not None:
             _note(self.notes, f"{ld.loc.file}:{ld.loc.line}: load not prefetched "
                               f"(KERNELC_PREFETCH_DOT_LOOPS=auto): {why}")
