@@ -99,6 +99,10 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_NVDISASM", "path", None, "nvdisasm binary (default: cuda.pathfinder, the nvidia wheels)"),
     Knob("KERNELC_SASS_CACHE_DIR", "path", None,
          "where disassemblies are kept by content (default <KERNELC_CACHE_DIR>/sass; 'off': none kept on disk)"),
+    Knob("KERNELC_CUBIN_CACHE_DIR", "path", None,
+         "where nvJitLink's cubins are kept by content (the PTX, the options, nvJitLink's version), so the same PTX "
+         "assembles once whatever kernel-cache key asked for it (test suites, register-policy candidates, sharded "
+         "dry runs); unset or 'off': none kept"),
     Knob("KERNELC_PTXAS", "path", None, "standalone ptxas binary (default: cuda.pathfinder, Triton's)"),
     Knob("KERNELC_LLVM_PROCESSES", "bool", True,
          "run LLVM for compiles that overlap (autotune candidates) in worker processes, since llvmlite lets one "
