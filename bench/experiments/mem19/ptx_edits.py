@@ -21,7 +21,8 @@ is measured from), ``kernelc[ptx+E]`` per edit, ``kernelc[triton cubin]`` (Trito
 launcher), ``triton``, ``triton[control]``.
 
     python3 bench/experiments/mem19/ptx_edits.py --check              # CPU: every edit assembles; regs, SASS
-    python3 bench/experiments/mem19/ptx_edits.py [--rounds R] [--out PATH] [--edits a,b] [prefixes...]   # GPU
+    python3 bench/experiments/mem19/ptx_edits.py [--rounds R] [--out PATH] [--edits a,b] [--budget S]
+        [prefixes...]   # GPU
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ import json
 import os
 import re
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
@@ -310,13 +312,16 @@ def main(argv) -> int:
     from swap_cubin import swap_in
     rounds, out_path = 6, os.path.join(os.environ.get("OUT", os.path.join(HERE, "results")), "ptx_edits.json")
     tags = list(EDITS)
-    for opt in ("--rounds", "--out", "--edits"):
+    deadline = float("inf")
+    for opt in ("--rounds", "--out", "--edits", "--budget"):
         if opt in argv:
             i = argv.index(opt)
             v = argv[i + 1]
             del argv[i:i + 2]
             if opt == "--rounds":
                 rounds = int(v)
+            elif opt == "--budget":   # seconds after which no new row starts
+                deadline = time.time() + float(v)
             elif opt == "--out":
                 out_path = v
             else:
@@ -327,6 +332,9 @@ def main(argv) -> int:
     names = [n for a in argv for n in table if n.startswith(a)] if argv else list(table)
     rows = []
     for name in dict.fromkeys(names):
+        if time.time() > deadline:
+            print(f"{name}: skipped (--budget spent)", flush=True)
+            continue
         make, call, ref, nbytes = table[name]
         row = {"benchmark": name, "edits": {}}
         try:
@@ -334,15 +342,29 @@ def main(argv) -> int:
             call(K, *[a.clone() for a in args])
             want = call(T, *[a.clone() for a in args])
             impls = [("kernelc", lambda: call(K, *args))]
+            base = None
             for tag in ["ptx"] + tags:
-                M = kernelc_variant(f"edit_{tag}")
-                call(M, *[a.clone() for a in args])
-                info = {kn: load_edit(kf, "" if tag == "ptx" else tag, exe) for kn, kf in vars(M).items()
-                        if hasattr(kf, "arg_names") and getattr(kf, "_cuda_state", {}).get("cache")}
-                row["edits"][tag] = info
-                if all("skipped" in v for v in info.values()):
+                if base is not None and tag != "ptx":   # an edit that does not apply to this kernel: not built
+                    try:
+                        [edited(p, tag) for p in base]
+                    except ValueError as e:
+                        row["edits"][tag] = {"skipped": str(e)}
+                        continue
+                try:   # a failing edit is reported and left out; the other columns are timed all the same
+                    M = kernelc_variant(f"edit_{tag}")
+                    call(M, *[a.clone() for a in args])
+                    fns = {kn: kf for kn, kf in vars(M).items()
+                           if hasattr(kf, "arg_names") and getattr(kf, "_cuda_state", {}).get("cache")}
+                    if base is None:
+                        from kernelc.runtime.launcher import get_state
+                        base = [e.compiled.asm["ptx"] for kf in fns.values() for e in get_state(kf)["cache"].values()]
+                    row["edits"][tag] = {kn: load_edit(kf, "" if tag == "ptx" else tag, exe) for kn, kf in fns.items()}
+                    row[f"{tag}_max_abs_err_vs_triton"] = _err(call(M, *[a.clone() for a in args]), want)
+                except Exception as e:
+                    import traceback
+                    traceback.print_exc()
+                    row["edits"][tag] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
                     continue
-                row[f"{tag}_max_abs_err_vs_triton"] = _err(call(M, *[a.clone() for a in args]), want)
                 impls.append(("kernelc[ptx]" if tag == "ptx" else f"kernelc[ptx+{tag}]", lambda M=M: call(M, *args)))
             S = kernelc_variant("swap")
             call(S, *[a.clone() for a in args])
@@ -365,7 +387,8 @@ def main(argv) -> int:
             for n in rds[0]["log"]:
                 print(f"   {n:24s} {row[f'{n}/triton_ci95']}", flush=True)
             print("   errs", {k: v for k, v in row.items() if k.endswith("_err_vs_triton")},
-                  "regs", {t: [v.get("regs") for v in e.values()] for t, e in row["edits"].items()}, flush=True)
+                  "regs", {t: [v.get("regs") if isinstance(v, dict) else v for v in e.values()]
+                           for t, e in row["edits"].items()}, flush=True)
         except Exception as e:  # one failing case must not hide the others
             import traceback
             traceback.print_exc()
