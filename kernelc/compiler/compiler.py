@@ -35,6 +35,7 @@ from .passes.hoist_conversions import hoist_conversions
 from .passes.load_layouts import loads_in_use_layout
 from .passes.tma_prefetch import issue_tma_loads_early
 from .passes.reduce_trees import mark_reduce_trees
+from .passes.reduce_xwarp import mark_reduce_xwarp
 from .passes.register_budget import mark_dot_loops_step, mark_register_budget
 from .passes.instruction_order import mark_instruction_order
 from .passes.staged_operands import share_staged_operands
@@ -328,6 +329,9 @@ TILE_PASSES = (
     TilePass("mark_fp8_carry_words", lambda f, c: mark_fp8_carry_words(f, fp8_carry_words_enabled())),
     # max/min (and integer add/xor) reductions combine a thread's registers as a tree, not a chain (KERNELC_REDUCE_TREE)
     TilePass("mark_reduce_trees", lambda f, c: mark_reduce_trees(f, reduce_tree_enabled())),
+    # how a block reduction crosses warps and in which order its butterflies run (KERNELC_REDUCE_XWARP, _BFLY)
+    TilePass("mark_reduce_xwarp", lambda f, c: mark_reduce_xwarp(f, get_option("KERNELC_REDUCE_XWARP"),
+                                                                 get_option("KERNELC_REDUCE_BFLY"))),
     # a kernel without dots gets the registers of its occupancy step from the assembler (passes/register_budget.py;
     # KERNELC_FILL_KEEP_BLOCKS=onepass, the default: a one-pass one keeps its blocks per SM)
     TilePass("mark_register_budget", lambda f, c: mark_register_budget(f, fill_occupancy_step_enabled(),

@@ -226,6 +226,15 @@ KNOBS: Tuple[Knob, ...] = (
          "a max/min reduction (and an integer add/xor) combines a thread's registers as a balanced tree instead of a "
          "chain of dependent instructions (same bits: the combine is exactly associative; fp8 attention's row max was a "
          "32-deep FMNMX chain, 21% of its key loop's stall samples)", compile=True, field="reduce_tree"),
+    Knob("KERNELC_REDUCE_XWARP", "choice", "allreduce",
+         "a reduction to one value per block crosses warps as allreduce (every warp combines all warps' partials "
+         "after one barrier) or broadcast (Triton's: warp 0 combines them, a second barrier, every thread reads the "
+         "result; f32/i32 only; passes/reduce_xwarp.py)",
+         _choice(("allreduce", ("allreduce",)), ("broadcast", ("broadcast",))), compile=True, field="reduce_xwarp"),
+    Knob("KERNELC_REDUCE_BFLY", "choice", "up",
+         "a reduction's butterfly shuffles run from the nearest lane (up: 1, 2, .., 16) or the farthest (down: 16, .., "
+         "1, Triton's order; a float sum rounds differently; passes/reduce_xwarp.py)",
+         _choice(("up", ("up",)), ("down", ("down",))), compile=True, field="reduce_bfly"),
     Knob("KERNELC_WGMMA_PIN_WAITS", "bool", True,
          "keep a deferred wgmma wait where the IR puts it, past the work before it (ptxas would move it up)",
          compile=True, field="wgmma_pin_waits"),
@@ -484,6 +493,8 @@ class CompileOptions:
     exp2_poly_degree: str = "3"
     fp8_carry_words: bool = True
     reduce_tree: bool = True
+    reduce_xwarp: str = "allreduce"
+    reduce_bfly: str = "up"
     smem_reuse: bool = True
     ring_views: bool = True
     prefetch_dot_loops: bool = False

@@ -22,7 +22,10 @@ launcher), ``triton``, ``triton[control]``.
 
     python3 bench/experiments/mem19/ptx_edits.py --check              # CPU: every edit assembles; regs, SASS
     python3 bench/experiments/mem19/ptx_edits.py [--rounds R] [--out PATH] [--edits a,b] [--budget S]
-        [prefixes...]   # GPU
+        [--variant TAG:KERNELC_VAR=V,..] [prefixes...]   # GPU
+
+``--variant`` adds ``kernelc[TAG]``: kernelc's own build under those knobs (its default assembler), e.g. the
+compiler's form of an edit (``KERNELC_REDUCE_XWARP=broadcast``: ``xwarp``; ``KERNELC_REDUCE_BFLY=down``: ``bfly``).
 """
 from __future__ import annotations
 
@@ -305,8 +308,9 @@ def load_edit(kfn, tag: str, exe: str) -> dict:
 
 def main(argv) -> int:
     import torch
-    from bench.bench_memory_bound import (CONTROL, _err, cases, interleaved_round, kernelc_variant, log_ratio_ci,
-                                          median_ci)
+    import tempfile
+    from bench.bench_memory_bound import (CONTROL, _env, _err, _regs, cases, column_env, interleaved_round,
+                                          kernelc_variant, log_ratio_ci, median_ci, parse_variants)
     from bench.common import triton_twin
     from examples.kernels import memory_bound as K
     from swap_cubin import swap_in
@@ -326,6 +330,9 @@ def main(argv) -> int:
                 out_path = v
             else:
                 tags = [t for t in v.split(",") if t]
+    variants = parse_variants(argv)   # --variant TAG:KERNELC_VAR=V,..: kernelc's build under those knobs
+    root = tempfile.mkdtemp(prefix="ptx-edits-")
+    V = [(f"kernelc[{tag}]", kernelc_variant(tag), column_env(root, tag, env)) for tag, env in variants]
     exe = triton_ptxas()
     T = triton_twin("memory_bound")
     table = cases()
@@ -366,6 +373,12 @@ def main(argv) -> int:
                     row["edits"][tag] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
                     continue
                 impls.append(("kernelc[ptx]" if tag == "ptx" else f"kernelc[ptx+{tag}]", lambda M=M: call(M, *args)))
+            row["regs"] = {"kernelc": _regs(K)}
+            for n, mod, env in V:   # compiles (first call) under the variant's knobs, into a cache of its own
+                with _env(env):
+                    row[f"{n}_max_abs_err_vs_triton"] = _err(call(mod, *[a.clone() for a in args]), want)
+                row["regs"][n] = _regs(mod)
+                impls.append((n, lambda mod=mod: call(mod, *args)))
             S = kernelc_variant("swap")
             call(S, *[a.clone() for a in args])
             try:
@@ -397,8 +410,8 @@ def main(argv) -> int:
         torch.cuda.empty_cache()
         os.makedirs(os.path.dirname(out_path) or ".", exist_ok=True)
         with open(out_path, "w") as f:   # after every row: a run cut short keeps the rows it finished
-            json.dump({"rounds": rounds, "gpu": torch.cuda.get_device_name(), "edits": tags, "rows": rows}, f,
-                      indent=1)
+            json.dump({"rounds": rounds, "gpu": torch.cuda.get_device_name(), "edits": tags,
+                       "variants": dict(variants), "rows": rows}, f, indent=1)
     return 0
 
 
