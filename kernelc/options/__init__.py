@@ -226,10 +226,16 @@ KNOBS: Tuple[Knob, ...] = (
          "a max/min reduction (and an integer add/xor) combines a thread's registers as a balanced tree instead of a "
          "chain of dependent instructions (same bits: the combine is exactly associative; fp8 attention's row max was a "
          "32-deep FMNMX chain, 21% of its key loop's stall samples)", compile=True, field="reduce_tree"),
-    Knob("KERNELC_REDUCE_XWARP", "choice", "allreduce",
-         "a reduction to one value per block crosses warps as allreduce (every warp combines all warps' partials "
-         "after one barrier) or broadcast (Triton's: warp 0 combines them, a second barrier, every thread reads the "
-         "result; f32/i32 only; passes/reduce_xwarp.py)",
+    Knob("KERNELC_LOG_F32", "choice", "libdevice",
+         "fp32 log as libdevice's __nv_logf, a polynomial of about 1 ulp as Triton's tl.log (libdevice), or "
+         "lg2.approx times ln 2 (approx; kernelc's before session 19: log_softmax fwd 8192^2 fp16 0.3% slower on an "
+         "H200; passes/fp_contract.py)",
+         _choice(("libdevice", ("libdevice",)), ("approx", ("approx",))), compile=True, field="log_f32"),
+    Knob("KERNELC_REDUCE_XWARP", "choice", "broadcast",
+         "a reduction to one value per block crosses warps as broadcast (Triton's: lane 0 of each warp stores, warp "
+         "0 combines the partials, a second barrier, every thread reads the result; f32/i32, one-pass "
+         "kernels only; log_softmax fwd 8192^2 fp16 0.78% faster on an H200) or allreduce (kernelc's before session 19: every warp combines all "
+         "warps' partials after one barrier; passes/reduce_xwarp.py)",
          _choice(("allreduce", ("allreduce",)), ("broadcast", ("broadcast",))), compile=True, field="reduce_xwarp"),
     Knob("KERNELC_REDUCE_BFLY", "choice", "up",
          "a reduction's butterfly shuffles run from the nearest lane (up: 1, 2, .., 16) or the farthest (down: 16, .., "
@@ -493,7 +499,8 @@ class CompileOptions:
     exp2_poly_degree: str = "3"
     fp8_carry_words: bool = True
     reduce_tree: bool = True
-    reduce_xwarp: str = "allreduce"
+    log_f32: str = "libdevice"
+    reduce_xwarp: str = "broadcast"
     reduce_bfly: str = "up"
     smem_reuse: bool = True
     ring_views: bool = True
