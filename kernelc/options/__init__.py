@@ -228,8 +228,8 @@ KNOBS: Tuple[Knob, ...] = (
          "32-deep FMNMX chain, 21% of its key loop's stall samples)", compile=True, field="reduce_tree"),
     Knob("KERNELC_LOG_F32", "choice", "libdevice",
          "fp32 log as libdevice's __nv_logf, a polynomial of about 1 ulp as Triton's tl.log (libdevice), or "
-         "lg2.approx times ln 2 (approx; kernelc's before session 19: log_softmax fwd 8192^2 fp16 0.3% slower on an "
-         "H200; passes/fp_contract.py)",
+         "lg2.approx times ln 2 (approx; kernelc's before session 19: log_softmax fwd 8192^2 fp16's PTX 0.3% slower "
+         "with it on an H200; passes/fp_contract.py)",
          _choice(("libdevice", ("libdevice",)), ("approx", ("approx",))), compile=True, field="log_f32"),
     Knob("KERNELC_REDUCE_XWARP", "choice", "broadcast",
          "a reduction to one value per block crosses warps as broadcast (Triton's: lane 0 of each warp stores, warp "
