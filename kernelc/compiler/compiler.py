@@ -317,7 +317,7 @@ TILE_PASSES = (
     TilePass("mark_fp_contraction", lambda f, c: mark_fp_contraction(f, c.fp_fusion)),
     # exp2 as ex2.approx.ftz (Triton's): KERNELC_EXP2_FTZ
     TilePass("mark_exp2_ftz", lambda f, c: mark_exp2_ftz(f, exp2_ftz_enabled())),
-    # fp32 log as libdevice's __nv_logf (Triton's), or lg2.approx * ln 2 under KERNELC_LOG_F32=approx
+    # fp32 log as lg2.approx * ln 2 (approx, the default), or libdevice's __nv_logf (Triton's) under KERNELC_LOG_F32=libdevice
     TilePass("mark_log_approx", lambda f, c: mark_log_approx(f, get_option("KERNELC_LOG_F32") == "approx")),
     # fp8 casts of exp2 results skip the NaN-sign fix-up (a canonical NaN is positive)
     TilePass("mark_positive_nan_casts", lambda f, c: mark_positive_nan_casts(f)),

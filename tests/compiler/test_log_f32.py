@@ -1,5 +1,6 @@
-"""``mark_log_approx`` (passes/fp_contract.py): fp32 ``log`` is libdevice's ``__nv_logf`` (Triton's ``tl.log``)
-unless ``KERNELC_LOG_F32=approx`` marks it ``approx`` (``lg2.approx`` times ln 2): golden IR and the PTX."""
+"""``mark_log_approx`` (passes/fp_contract.py): fp32 ``log`` marked ``approx`` (``lg2.approx`` times ln 2;
+``KERNELC_LOG_F32=approx``, the default) or left for libdevice's ``__nv_logf`` (Triton's ``tl.log``;
+``KERNELC_LOG_F32=libdevice``): golden IR and the PTX."""
 import re
 
 import kernelc
@@ -43,7 +44,7 @@ def test_approx_marks_the_fp32_log_only_golden(monkeypatch):
     assert after.replace(", approx=True", "") == before
 
 
-def test_the_default_leaves_the_ir(monkeypatch):
+def test_libdevice_leaves_the_ir(monkeypatch):
     before, after = _ir_around(monkeypatch, "libdevice")
     assert before == after and "approx" not in after
 
