@@ -19,7 +19,8 @@ def row_stats_kernel(x_ptr, h_ptr, i_ptr, out_ptr, tile_ptr, BLOCK: kl.constexpr
     x = kl.load(x_ptr + r)
     h = kl.load(h_ptr + r)
     i = kl.load(i_ptr + r)
-    kl.store(out_ptr, kl.max(x, 0) + kl.sum(x, 0) + kl.sum(h, 0).to(kl.float32) + kl.sum(i, 0).to(kl.float32))
+    kl.store(out_ptr, kl.max(x, 0) + kl.sum(x, 0) + kl.sum(h, 0).to(kl.float32) + kl.sum(i, 0).to(kl.float32)
+             + kl.argmax(x, 0).to(kl.float32))
     x2 = kl.load(x_ptr + r[:, None] * 16 + kl.arange(0, 16)[None, :])
     kl.store(tile_ptr + r, kl.sum(x2, 1))   # one value per row: not a block's single result
 
@@ -47,6 +48,7 @@ def test_block_reductions_of_32_bit_values_take_the_broadcast_form_golden(monkey
         CHECK: reduce {{%\\d+}} {axis=0, kind='add', xwarp='broadcast', bfly='down'} : fp32
         CHECK: reduce {{%\\d+}} {axis=0, kind='add', bfly='down'} : fp16
         CHECK: reduce {{%\\d+}} {axis=0, kind='add', xwarp='broadcast', bfly='down'} : i32
+        CHECK: reduce {{%\\d+}}, {{%\\d+}} {axis=0, kind='argmax', bfly='down'} : fp32, i32
         CHECK: reduce {{%\\d+}} {axis=1, kind='add', bfly='down'} : <256xfp32>
     """)
     assert re.sub(r", (xwarp|bfly)='\w+'", "", after) == before

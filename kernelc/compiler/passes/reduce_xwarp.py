@@ -10,7 +10,8 @@ log_softmax's forward (8192^2 fp16, two such reductions a row) ran 0.78% faster 
 1.002 (docs/performance.md, session 19). ``bfly="down"`` runs each butterfly from the farthest lane (16, 8,
 .., 1) as Triton does, instead of from the nearest (1, 2, .., 16); a float sum rounds differently.
 
-``broadcast`` is marked only where it applies: one result per block, 32-bit operands (f32, i32), and a one-pass
+``broadcast`` is marked only where it applies: one result per block of one 32-bit operand (f32, i32: not an
+argmax's value-index pair, whose broadcast lowering no GPU run has checked), and a one-pass
 kernel (no loop that loads: ``register_budget.loads_in_a_loop``). In loop kernels it changed the register
 budget's builds unmeasured (a persistent row softmax 64 -> 80 registers, tutorial 05's forward losing its
 launch-bound build), so they keep ``allreduce`` until measured. codegen falls back to ``allreduce`` in a
@@ -43,7 +44,7 @@ def mark_reduce_xwarp(fn: Function, xwarp: str = "allreduce", bfly: str = "up") 
             continue
         op.attrs.pop("xwarp", None)
         op.attrs.pop("bfly", None)
-        if xwarp == "broadcast" and onepass and _one_value(op) and all(str(scalar_of(v.type)) in _B32 for v in op.operands):
+        if xwarp == "broadcast" and onepass and _one_value(op) and len(op.operands) == 1 and all(str(scalar_of(v.type)) in _B32 for v in op.operands):
             op.attrs["xwarp"] = "broadcast"
         if bfly == "down":
             op.attrs["bfly"] = "down"
