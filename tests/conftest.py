@@ -23,23 +23,27 @@ def pytest_collection_modifyitems(config, items):
 # nvdisasm costs ~0.5 s of start-up a call whatever the cubin, and tests disassemble the same cubins over and over
 # (a third of the suite's time, 2026-11-28): the controller gives every worker one content-addressed SASS cache for
 # the run. Entries are keyed by the cubin's bytes, flags and nvdisasm binary, so sharing cannot change a result.
-_SASS_DIR = None
+# nvJitLink likewise: tests compile the same kernels at the same configs (the examples' attention kernels, the
+# tutorials' shapes), each into its own kernel cache; a fifth of the assembling was of PTX assembled before in the
+# run (2026-11-29). The cubin cache is keyed by the PTX, the options and nvJitLink's version.
+_RUN_DIRS = {}
 
 
 def pytest_configure(config):
-    global _SASS_DIR
-    if "PYTEST_XDIST_WORKER" in os.environ or os.environ.get("KERNELC_SASS_CACHE_DIR"):
+    if "PYTEST_XDIST_WORKER" in os.environ:
         return
     import tempfile
-    _SASS_DIR = tempfile.mkdtemp(prefix="kernelc-test-sass-")
-    os.environ["KERNELC_SASS_CACHE_DIR"] = _SASS_DIR
+    for var, prefix in (("KERNELC_SASS_CACHE_DIR", "kernelc-test-sass-"), ("KERNELC_CUBIN_CACHE_DIR", "kernelc-test-cubin-")):
+        if not os.environ.get(var):
+            _RUN_DIRS[var] = os.environ[var] = tempfile.mkdtemp(prefix=prefix)
 
 
 def pytest_unconfigure(config):
-    if _SASS_DIR is not None:
-        import shutil
-        shutil.rmtree(_SASS_DIR, ignore_errors=True)
-        os.environ.pop("KERNELC_SASS_CACHE_DIR", None)
+    import shutil
+    for var, path in _RUN_DIRS.items():
+        shutil.rmtree(path, ignore_errors=True)
+        os.environ.pop(var, None)
+    _RUN_DIRS.clear()
 
 
 @pytest.fixture(autouse=True)

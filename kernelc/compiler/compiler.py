@@ -29,12 +29,13 @@ from .passes.dot_acc import fold_dot_accumulate
 from .passes.fp8_dot import upcast_fp8_dots
 from .passes.hints import anchor_hints
 from .passes.exp2_poly import mark_exp2_poly
-from .passes.fp_contract import mark_exp2_ftz, mark_fp_contraction, mark_positive_nan_casts
+from .passes.fp_contract import mark_exp2_ftz, mark_fp_contraction, mark_log_approx, mark_positive_nan_casts
 from .passes.layout_assign import assign_layouts
 from .passes.hoist_conversions import hoist_conversions
 from .passes.load_layouts import loads_in_use_layout
 from .passes.tma_prefetch import issue_tma_loads_early
 from .passes.reduce_trees import mark_reduce_trees
+from .passes.reduce_xwarp import mark_reduce_xwarp
 from .passes.register_budget import mark_dot_loops_step, mark_register_budget
 from .passes.instruction_order import mark_instruction_order
 from .passes.staged_operands import share_staged_operands
@@ -317,6 +318,8 @@ TILE_PASSES = (
     TilePass("mark_fp_contraction", lambda f, c: mark_fp_contraction(f, c.fp_fusion)),
     # exp2 as ex2.approx.ftz (Triton's): KERNELC_EXP2_FTZ
     TilePass("mark_exp2_ftz", lambda f, c: mark_exp2_ftz(f, exp2_ftz_enabled())),
+    # fp32 log as lg2.approx * ln 2 (approx, the default), or libdevice's __nv_logf (Triton's) under KERNELC_LOG_F32=libdevice
+    TilePass("mark_log_approx", lambda f, c: mark_log_approx(f, get_option("KERNELC_LOG_F32") == "approx")),
     # fp8 casts of exp2 results skip the NaN-sign fix-up (a canonical NaN is positive)
     TilePass("mark_positive_nan_casts", lambda f, c: mark_positive_nan_casts(f)),
     # an e5m2 cast of an exp2 result that the block also sums: the sum bounds it, and codegen skips the
@@ -329,6 +332,9 @@ TILE_PASSES = (
     TilePass("mark_fp8_carry_words", lambda f, c: mark_fp8_carry_words(f, fp8_carry_words_enabled())),
     # max/min (and integer add/xor) reductions combine a thread's registers as a tree, not a chain (KERNELC_REDUCE_TREE)
     TilePass("mark_reduce_trees", lambda f, c: mark_reduce_trees(f, reduce_tree_enabled())),
+    # how a block reduction crosses warps and in which order its butterflies run (KERNELC_REDUCE_XWARP, _BFLY)
+    TilePass("mark_reduce_xwarp", lambda f, c: mark_reduce_xwarp(f, get_option("KERNELC_REDUCE_XWARP"),
+                                                                 get_option("KERNELC_REDUCE_BFLY"))),
     # a kernel without dots gets the registers of its occupancy step from the assembler (passes/register_budget.py;
     # KERNELC_FILL_KEEP_BLOCKS=onepass, the default: a one-pass one keeps its blocks per SM)
     TilePass("mark_register_budget", lambda f, c: mark_register_budget(f, fill_occupancy_step_enabled(),

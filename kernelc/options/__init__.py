@@ -99,6 +99,10 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_NVDISASM", "path", None, "nvdisasm binary (default: cuda.pathfinder, the nvidia wheels)"),
     Knob("KERNELC_SASS_CACHE_DIR", "path", None,
          "where disassemblies are kept by content (default <KERNELC_CACHE_DIR>/sass; 'off': none kept on disk)"),
+    Knob("KERNELC_CUBIN_CACHE_DIR", "path", None,
+         "where nvJitLink's cubins are kept by content (the PTX, the options, nvJitLink's version), so the same PTX "
+         "assembles once whatever kernel-cache key asked for it (test suites, register-policy candidates, sharded "
+         "dry runs); unset or 'off': none kept"),
     Knob("KERNELC_PTXAS", "path", None, "standalone ptxas binary (default: cuda.pathfinder, Triton's)"),
     Knob("KERNELC_LLVM_PROCESSES", "bool", True,
          "run LLVM for compiles that overlap (autotune candidates) in worker processes, since llvmlite lets one "
@@ -226,6 +230,22 @@ KNOBS: Tuple[Knob, ...] = (
          "a max/min reduction (and an integer add/xor) combines a thread's registers as a balanced tree instead of a "
          "chain of dependent instructions (same bits: the combine is exactly associative; fp8 attention's row max was a "
          "32-deep FMNMX chain, 21% of its key loop's stall samples)", compile=True, field="reduce_tree"),
+    Knob("KERNELC_LOG_F32", "choice", "approx",
+         "fp32 log as lg2.approx times ln 2 (approx: two instructions, about 2^-22 absolute error) or as libdevice's "
+         "__nv_logf (libdevice: Triton's tl.log, a polynomial of about 1 ulp; log_softmax fwd then bit-identical to "
+         "Triton's, but on an H200 cross_entropy 2048x128256 bf16 0.2% and log_softmax fwd 0.06% slower than "
+         "approx; passes/fp_contract.py)",
+         _choice(("approx", ("approx",)), ("libdevice", ("libdevice",))), compile=True, field="log_f32"),
+    Knob("KERNELC_REDUCE_XWARP", "choice", "broadcast",
+         "a reduction to one value per block crosses warps as broadcast (Triton's: lane 0 of each warp stores, warp "
+         "0 combines the partials, a second barrier, every thread reads the result; f32/i32, one-pass "
+         "kernels only; log_softmax fwd 8192^2 fp16 0.78% faster on an H200) or allreduce (kernelc's before session 19: every warp combines all "
+         "warps' partials after one barrier; passes/reduce_xwarp.py)",
+         _choice(("allreduce", ("allreduce",)), ("broadcast", ("broadcast",))), compile=True, field="reduce_xwarp"),
+    Knob("KERNELC_REDUCE_BFLY", "choice", "up",
+         "a reduction's butterfly shuffles run from the nearest lane (up: 1, 2, .., 16) or the farthest (down: 16, .., "
+         "1, Triton's order; a float sum rounds differently; passes/reduce_xwarp.py)",
+         _choice(("up", ("up",)), ("down", ("down",))), compile=True, field="reduce_bfly"),
     Knob("KERNELC_WGMMA_PIN_WAITS", "bool", True,
          "keep a deferred wgmma wait where the IR puts it, past the work before it (ptxas would move it up)",
          compile=True, field="wgmma_pin_waits"),
@@ -487,6 +507,9 @@ class CompileOptions:
     exp2_poly_degree: str = "3"
     fp8_carry_words: bool = True
     reduce_tree: bool = True
+    log_f32: str = "approx"
+    reduce_xwarp: str = "broadcast"
+    reduce_bfly: str = "up"
     smem_reuse: bool = True
     ring_views: bool = True
     prefetch_dot_loops: str = "auto"

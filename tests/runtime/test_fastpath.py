@@ -99,6 +99,8 @@ def test_reload_modules_loads_each_kernel_again_and_rebinds_its_launch(monkeypat
     cache = get_state(staged)["cache"]
     cache[("k", 8, 2, 0)] = ent
     cache[("k", 4, 2, 1)] = other
+    # only this test's kernel: kernels that earlier tests of the worker loaded (on CPU) would be reloaded too
+    monkeypatch.setattr(launcher, "_with_state", [staged])
     try:
         assert launcher.reload_modules(0) == 1      # only the device asked for
     finally:

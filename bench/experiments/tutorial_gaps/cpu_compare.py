@@ -127,6 +127,7 @@ def compile_kernelc(mod_path, kernel, sig, cx, div, num_warps, num_stages, fp_fu
                   enable_fp_fusion=fp_fusion)
     out = summarise(ck.asm["cubin"], ck.asm["ptx"], ck.name)
     out["cubin"] = ck.asm["cubin"]
+    out["ptx"] = ck.asm["ptx"]
     out["shared"] = ck.shared
     out["impl"] = f"kernelc {kernelc.__file__}"
     return out
@@ -163,6 +164,7 @@ def compile_triton(site, mod_path, kernel, sig, cx, div, num_warps, num_stages, 
     res = json.loads(r.stdout)
     out = summarise(bytes.fromhex(res["cubin"]), res["ptx"], res["name"])
     out["cubin"] = bytes.fromhex(res["cubin"])
+    out["ptx"] = res["ptx"]
     out["shared"] = res["shared"]
     out["impl"] = f"triton {res['version']}"
     return out
@@ -181,7 +183,7 @@ def main(argv=None) -> int:
     ap.add_argument("--triton-site", default="/work/ext/triton_site")
     ap.add_argument("--only", choices=("kernelc", "triton"))
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--dump", help="folder for each compiler's whole SASS (KERNEL_IMPL.sass)")
+    ap.add_argument("--dump", help="folder for each compiler's whole SASS and PTX (KERNEL_IMPL.sass, .ptx)")
     a = ap.parse_args(argv)
     sig = _kv(a.sig)
     cx = {k: _value(v) for k, v in _kv(a.cx).items()}
@@ -201,12 +203,14 @@ def main(argv=None) -> int:
     finally:
         os.unlink(mod_path)
     for impl, r in res.items():
-        cubin = r.pop("cubin")
+        cubin, ptx = r.pop("cubin"), r.pop("ptx")
         if a.dump:
             from cubintools.sass import disassemble
             os.makedirs(a.dump, exist_ok=True)
             with open(os.path.join(a.dump, f"{a.kernel}_{impl}.sass"), "w") as f:
                 f.write(disassemble(cubin, line_info=False))
+            with open(os.path.join(a.dump, f"{a.kernel}_{impl}.ptx"), "w") as f:
+                f.write(ptx)
     if a.json:
         json.dump(res, sys.stdout, indent=1)
         print()

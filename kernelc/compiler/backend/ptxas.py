@@ -567,6 +567,13 @@ def _nvjitlink_cubin(data: bytes, target, opt_level: int, extra: Sequence[str], 
     nvjitlink = _nvjitlink()
     # ptxas's level goes through -Xptxas: nvJitLink's own -O accepts only 0 and 3.
     opts = [f"-arch={target.arch}", f"-Xptxas=-O{int(opt_level)}", "-Xptxas=-v", *extra]
+    from . import cubin_cache
+    root = cubin_cache.cache_dir()
+    if root is not None:
+        ckey = cubin_cache.key(data, opts, nvjitlink.version(), name)
+        hit = cubin_cache.read(root, ckey)
+        if hit is not None:
+            return _nvjitlink_result(*hit)
     try:
         handle = nvjitlink.create(len(opts), opts)   # the count MUST be len(opts)
     except nvjitlink.nvJitLinkError as e:
@@ -584,8 +591,14 @@ def _nvjitlink_cubin(data: bytes, target, opt_level: int, extra: Sequence[str], 
         info = _log(nvjitlink, handle, "info")
     finally:
         nvjitlink.destroy(handle)
+    if root is not None:
+        cubin_cache.write(root, ckey, bytes(buf), info)
+    return _nvjitlink_result(bytes(buf), info)
+
+
+def _nvjitlink_result(cubin: bytes, info: str) -> CubinResult:
     warnings = [ln.strip() for ln in info.splitlines() if "warning" in ln.lower()]
-    return _report_from_cubin(CubinResult(bytes(buf), info, parse_ptxas_report(info), warnings))
+    return _report_from_cubin(CubinResult(cubin, info, parse_ptxas_report(info), warnings))
 
 
 def _report_from_cubin(res: CubinResult) -> CubinResult:

@@ -1,6 +1,7 @@
 """Per-element lowering rules for elementwise tile-IR ops: one function per op, applied to every
-register a thread holds. Fast approximate instructions where Triton uses them (exp/exp2/log/log2
-via ex2/lg2.approx, `/` as div.full.f32), accurate libdevice calls elsewhere (sin, cos, erf, fp64).
+register a thread holds. Fast approximate instructions where Triton uses them (exp/exp2/log2
+via ex2/lg2.approx, `/` as div.full.f32) and for fp32 log (lg2.approx unless KERNELC_LOG_F32=libdevice, Triton's),
+accurate libdevice calls elsewhere (sin, cos, erf, fp64).
 """
 from __future__ import annotations
 
@@ -204,6 +205,8 @@ def _log(e, t, args, attrs):
     ty = llty(t)
     if ty != "float":
         return e.call(ty, "__nv_log", [(ty, args[0])])
+    if not attrs.get("approx"):   # passes/fp_contract.py: mark_log_approx (KERNELC_LOG_F32=libdevice)
+        return e.call(ty, "__nv_logf", [(ty, args[0])])
     y = e.asm("float", "lg2.approx.f32 $0, $1;", "=f,f", [("float", args[0])], side_effects=False)
     return e.val(f"fmul {_contract(attrs)}float {y}, {_flit(LN2)}")  # contract: may fuse with an add after
 

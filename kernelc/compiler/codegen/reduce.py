@@ -74,6 +74,22 @@ def _smem_load(lw, ty, base_off: str):
     return e.val(f"trunc i8 {v} to i1") if ty == "i1" else v
 
 
+_B32 = {"float": "f", "i32": "r"}   # the types whose cross-warp step can take the broadcast form: inline asm constraint
+
+
+def _smem_store_if(lw, ty, base_off: str, val, pred):
+    """``@pred st.shared.b32`` (a 32-bit ``ty``): a store only some threads make, as one predicated instruction."""
+    addr = lw.e.val(f"ptrtoint ptr addrspace(3) {lw.e.val(f'getelementptr i8, ptr addrspace(3) @global_smem, i32 {base_off}')} to i32")
+    lw.e.asm("void", "@$0 st.shared.b32 [$1], $2;", f"b,r,{_B32[ty]}", [("i1", pred), ("i32", addr), (ty, val)])
+
+
+def _smem_load_if(lw, ty, base_off: str, pred):
+    """``@pred ld.shared.b32`` (a 32-bit ``ty``): undefined where ``pred`` is false. Side effects keep it after the
+    barrier before it."""
+    addr = lw.e.val(f"ptrtoint ptr addrspace(3) {lw.e.val(f'getelementptr i8, ptr addrspace(3) @global_smem, i32 {base_off}')} to i32")
+    return lw.e.asm(ty, "@$1 ld.shared.b32 $0, [$2];", f"={_B32[ty]},b,r", [("i1", pred), ("i32", addr)])
+
+
 def _bytes(ty):
     return {"i1": 1, "i8": 1, "i16": 2, "half": 2, "bfloat": 2, "i32": 4, "float": 4, "i64": 8, "double": 8,
             "ptr addrspace(1)": 8}[ty]
@@ -116,8 +132,9 @@ def lower_reduce(lw: Lowering, op):
         for x in items[1:]:
             cur = comb(cur, x)
         acc.append(cur)
-    # 2. across lanes
-    for i, b in enumerate(L.lane):
+    # 2. across lanes (bfly=down, passes/reduce_xwarp.py: the farthest lanes first, as Triton)
+    lane_bits = [(i, b) for i, b in enumerate(L.lane)]
+    for i, b in reversed(lane_bits) if op.attrs.get("bfly") == "down" else lane_bits:
         if b[axis] == 0:
             continue
         for j in range(len(acc)):
@@ -146,6 +163,11 @@ def lower_reduce(lw: Lowering, op):
                 t = e.val(f"shl i32 {t}, {k2}")
             widx = t if widx == "0" else e.val(f"or i32 {widx}, {t}")
         coords = lw.coords(Ls)
+        # xwarp=broadcast (passes/reduce_xwarp.py): lane 0 of each warp stores, the first nw_ax lanes of warp 0
+        # combine, thread 0 stores the result and everyone reads it after a second barrier
+        bcast = (out_numel == 1 and op.attrs.get("xwarp") == "broadcast" and all(t in _B32 for t in tys)
+                 and not lw.consumer_threads)   # a warp-specialised kernel's consumers need not start at warp 0
+        lane0 = e.val(f"icmp eq i32 {lw.lane}, 0") if bcast else None
         lw.smem_access(base, base + total, True)
         slots = []
         for j in range(len(acc)):
@@ -156,9 +178,25 @@ def lower_reduce(lw: Lowering, op):
             for q, ty in enumerate(tys):
                 off = e.val(f"mul i32 {s}, {_bytes(ty)}")
                 off = e.val(f"add i32 {off}, {base + offs[q]}")
-                _smem_store(lw, ty, off, acc[j][q])
+                if bcast:
+                    _smem_store_if(lw, ty, off, acc[j][q], lane0)
+                else:
+                    _smem_store(lw, ty, off, acc[j][q])
         lw.smem_access(base, base + total, False)
-        if out_numel == 1:
+        if bcast:
+            first = e.val(f"icmp ult i32 {lw.tid}, {nw_ax}")
+            got = [_smem_load_if(lw, ty, e.val(f"add i32 {e.val(f'shl i32 {lw.tid}, 2')}, {base + offs[q]}"), first)
+                   for q, ty in enumerate(tys)]
+            for i in reversed(range(len(wbits))) if op.attrs.get("bfly") == "down" else range(len(wbits)):
+                got = comb(got, [shuffle(lw, ty, x, "bfly", str(1 << i), 0x1F) for ty, x in zip(tys, got)])
+            # thread 0 alone overwrites slot 0, which only it read: no barrier between its read and this store
+            t0 = e.val(f"icmp eq i32 {lw.tid}, 0")
+            for q, ty in enumerate(tys):
+                _smem_store_if(lw, ty, str(base + offs[q]), got[q], t0)
+            lw.barrier()
+            acc[0] = [_smem_load(lw, ty, str(base + offs[q])) for q, ty in enumerate(tys)]
+            lw.smem_access(base, base + total, False)
+        elif out_numel == 1:
             # one result for the whole block: lane l reads warp (l mod nw_ax)'s partial and a butterfly
             # over log2(nw_ax) lanes combines them -- one live register per value, not nw_ax
             sel = e.val(f"and i32 {lw.lane}, {nw_ax - 1}")
@@ -166,7 +204,7 @@ def lower_reduce(lw: Lowering, op):
             for q, ty in enumerate(tys):
                 off = e.val(f"mul i32 {sel}, {_bytes(ty)}")
                 got.append(_smem_load(lw, ty, e.val(f"add i32 {off}, {base + offs[q]}")))
-            for i in range(len(wbits)):
+            for i in reversed(range(len(wbits))) if op.attrs.get("bfly") == "down" else range(len(wbits)):
                 got = comb(got, [shuffle(lw, ty, x, "bfly", str(1 << i), 0x1F) for ty, x in zip(tys, got)])
             acc[0] = got
         for j in range(len(acc) if out_numel != 1 else 0):

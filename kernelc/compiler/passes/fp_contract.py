@@ -1,5 +1,6 @@
 """Mark the float multiplies, adds and subtracts that may contract into fma: ``attrs["contract"] = True``;
-and (``mark_exp2_ftz``) the ``exp2`` ops whose subnormal results may flush to zero: ``attrs["ftz"] = True``.
+and (``mark_exp2_ftz``) the ``exp2`` ops whose subnormal results may flush to zero: ``attrs["ftz"] = True``;
+and (``mark_log_approx``) the fp32 ``log`` ops computed as ``lg2.approx * ln 2``: ``attrs["approx"] = True``.
 
 Triton compiles with ``enable_fp_fusion=True`` by default: LLVM may fuse ``a * b + c`` into one
 ``fma.rn`` (rounded once, not twice) and leaves the rest as ``mul.f32``/``add.f32``, which ptxas
@@ -39,6 +40,23 @@ def mark_exp2_ftz(fn: Function, enabled: bool = True) -> Function:
                 op.attrs["ftz"] = True
             else:
                 op.attrs.pop("ftz", None)
+    return fn
+
+
+def mark_log_approx(fn: Function, approx: bool = True) -> Function:
+    """Set (``approx``, KERNELC_LOG_F32=approx, the default) or clear ``approx`` on every fp32 ``log``. Marked,
+    codegen computes ``lg2.approx.f32`` times ln 2 (two instructions, about 2^-22 absolute error); unmarked, it
+    calls libdevice's ``__nv_logf`` as Triton does for ``tl.log`` (a polynomial, about 1 ulp). On an H200
+    (docs/performance.md, session 19) Triton's log made log_softmax fwd's PTX 0.3% faster through ptxas 12.8, but
+    in kernelc's own build (nvJitLink, with the broadcast reduction step) cross_entropy ran 0.2% and log_softmax
+    fwd 0.06% slower with it. Mutates ``fn``."""
+    from ...language.dtypes import scalar_of
+    for op in fn.walk():
+        if op.name == "log":
+            if approx and str(scalar_of(op.results[0].type)) == "fp32":
+                op.attrs["approx"] = True
+            else:
+                op.attrs.pop("approx", None)
     return fn
 
 

@@ -1,0 +1,51 @@
+"""How a block reduction crosses warps and lanes, written on each ``reduce``: ``xwarp="broadcast"`` and
+``bfly="down"`` (absent: codegen's default forms).
+
+A reduction to one value per block (``tl.sum(x, axis=0)`` of a row) ends with a step across warps through shared
+memory. ``allreduce`` (codegen's form without the mark) has every lane store its warp's partial, one barrier, and
+every warp read all ``nw`` partials and combine them with ``log2(nw)`` shuffles: one barrier. ``broadcast`` (the
+default) is Triton's form: lane 0 of each warp stores, the first ``nw`` lanes of warp 0 read and combine them,
+thread 0 stores the result, a second barrier, every thread reads it back. One barrier more, and yet on an H200
+log_softmax's forward (8192^2 fp16, two such reductions a row) ran 0.78% faster with it, from 0.995 of Triton to
+1.002 (docs/performance.md, session 19). ``bfly="down"`` runs each butterfly from the farthest lane (16, 8,
+.., 1) as Triton does, instead of from the nearest (1, 2, .., 16); a float sum rounds differently.
+
+``broadcast`` is marked only where it applies: one result per block of one 32-bit operand (f32, i32: not an
+argmax's value-index pair, whose broadcast lowering no GPU run has checked), and a one-pass
+kernel (no loop that loads: ``register_budget.loads_in_a_loop``). In loop kernels it changed the register
+budget's builds unmeasured (a persistent row softmax 64 -> 80 registers, tutorial 05's forward losing its
+launch-bound build), so they keep ``allreduce`` until measured. codegen falls back to ``allreduce`` in a
+warp-specialised kernel. Knobs ``KERNELC_REDUCE_XWARP``, ``KERNELC_REDUCE_BFLY``.
+
+Example (broadcast, down): ``%s = reduce %x {axis=0, kind='add'}`` ->
+``%s = reduce %x {axis=0, kind='add', xwarp='broadcast', bfly='down'}``
+"""
+from __future__ import annotations
+
+from ...language.dtypes import scalar_of, shape_of
+from ..ir.core import Function
+
+_B32 = ("fp32", "i32", "u32")   # str() of the scalar types codegen stores with one 32-bit register
+
+
+def _one_value(op) -> bool:
+    n = 1
+    for d in shape_of(op.results[0].type):
+        n *= d
+    return n == 1
+
+
+def mark_reduce_xwarp(fn: Function, xwarp: str = "allreduce", bfly: str = "up") -> Function:
+    """Set or clear ``xwarp`` and ``bfly`` on every ``reduce`` (module docstring). Mutates ``fn``."""
+    from .register_budget import loads_in_a_loop
+    onepass = not loads_in_a_loop(fn)
+    for op in fn.walk():
+        if op.name != "reduce":
+            continue
+        op.attrs.pop("xwarp", None)
+        op.attrs.pop("bfly", None)
+        if xwarp == "broadcast" and onepass and _one_value(op) and len(op.operands) == 1 and all(str(scalar_of(v.type)) in _B32 for v in op.operands):
+            op.attrs["xwarp"] = "broadcast"
+        if bfly == "down":
+            op.attrs["bfly"] = "down"
+    return fn

@@ -1,0 +1,98 @@
+"""``mark_reduce_xwarp`` (passes/reduce_xwarp.py): how a block reduction crosses warps and in which order its
+butterflies run, as attributes (golden IR), and codegen's broadcast form in the PTX (Triton's: lane 0 stores,
+warp 0 combines, thread 0 stores, a second barrier, everyone reads slot 0)."""
+import re
+
+import kernelc
+import kernelc.language as kl
+from kernelc.compiler import compiler as C
+from kernelc.compiler.compiler import _base_function
+from kernelc.compiler.frontend import generate_ir
+from kernelc.compiler.ir.printer import print_function
+from kernelc.compiler.pass_manager import PassContext, run_passes
+from tests.compiler.filecheck import filecheck
+
+
+@kernelc.jit
+def row_stats_kernel(x_ptr, h_ptr, i_ptr, out_ptr, tile_ptr, BLOCK: kl.constexpr):
+    r = kl.arange(0, BLOCK)
+    x = kl.load(x_ptr + r)
+    h = kl.load(h_ptr + r)
+    i = kl.load(i_ptr + r)
+    kl.store(out_ptr, kl.max(x, 0) + kl.sum(x, 0) + kl.sum(h, 0).to(kl.float32) + kl.sum(i, 0).to(kl.float32)
+             + kl.argmax(x, 0).to(kl.float32))
+    x2 = kl.load(x_ptr + r[:, None] * 16 + kl.arange(0, 16)[None, :])
+    kl.store(tile_ptr + r, kl.sum(x2, 1))   # one value per row: not a block's single result
+
+
+SIG = dict(x_ptr="*fp32", h_ptr="*fp16", i_ptr="*i32", out_ptr="*fp32", tile_ptr="*fp32")
+
+
+def _ir_around(monkeypatch, xwarp, bfly):
+    monkeypatch.setenv("KERNELC_REDUCE_XWARP", xwarp)
+    monkeypatch.setenv("KERNELC_REDUCE_BFLY", bfly)
+    names = [p.name for p in C.TILE_PASSES]
+    i = names.index("mark_reduce_xwarp")
+    fn, _ = generate_ir(_base_function(row_stats_kernel), SIG, dict(BLOCK=256), {}, ())
+    run_passes(fn, C.TILE_PASSES[:i], PassContext("sm_90a", (9, 0), 4))
+    before = print_function(fn, show_loc=False)
+    run_passes(fn, C.TILE_PASSES[i:i + 1], PassContext("sm_90a", (9, 0), 4))
+    return before, print_function(fn, show_loc=False)
+
+
+def test_block_reductions_of_32_bit_values_take_the_broadcast_form_golden(monkeypatch):
+    before, after = _ir_around(monkeypatch, "broadcast", "down")
+    assert "xwarp" not in before and "bfly" not in before
+    filecheck(after, """
+        CHECK: reduce {{%\\d+}} {axis=0, kind='max', xwarp='broadcast', bfly='down'} : fp32
+        CHECK: reduce {{%\\d+}} {axis=0, kind='add', xwarp='broadcast', bfly='down'} : fp32
+        CHECK: reduce {{%\\d+}} {axis=0, kind='add', bfly='down'} : fp16
+        CHECK: reduce {{%\\d+}} {axis=0, kind='add', xwarp='broadcast', bfly='down'} : i32
+        CHECK: reduce {{%\\d+}}, {{%\\d+}} {axis=0, kind='argmax', bfly='down'} : fp32, i32
+        CHECK: reduce {{%\\d+}} {axis=1, kind='add', bfly='down'} : <256xfp32>
+    """)
+    assert re.sub(r", (xwarp|bfly)='\w+'", "", after) == before
+
+
+def test_the_default_knobs_leave_the_ir(monkeypatch):
+    before, after = _ir_around(monkeypatch, "allreduce", "up")
+    assert before == after and "xwarp" not in after and "bfly" not in after
+
+
+@kernelc.jit
+def row_sum_kernel(x_ptr, out_ptr, BLOCK: kl.constexpr):
+    r = kl.arange(0, BLOCK)
+    kl.store(out_ptr, kl.sum(kl.load(x_ptr + r), 0))
+
+
+def _ptx(monkeypatch, xwarp, bfly="up"):
+    monkeypatch.setenv("KERNELC_REDUCE_XWARP", xwarp)
+    monkeypatch.setenv("KERNELC_REDUCE_BFLY", bfly)
+    ck = kernelc.compile(row_sum_kernel, dict(x_ptr="*fp32", out_ptr="*fp32"), dict(BLOCK=2048), target="sm_90a",
+                         num_warps=8, divisibility={"x_ptr": 16, "out_ptr": 16})
+    return ck.asm["ptx"]
+
+
+def _lines(ptx, pat):
+    """The instructions matching ``pat``, whitespace collapsed."""
+    return [re.sub(r"\s+", " ", ln.strip()) for ln in ptx.splitlines()
+            if re.search(pat, ln) and not ln.strip().startswith(".")]
+
+
+def test_broadcast_stores_from_lane_0_and_reads_one_slot_after_a_second_barrier(monkeypatch):
+    ptx = _ptx(monkeypatch, "broadcast", "down")
+    body = _lines(ptx, r"shared|bar\.sync|shfl")
+    # lane 0's store, a barrier, the first 8 threads' load, 3 shuffles (8 warps) farthest first, thread 0's store,
+    # a barrier, everyone's load of slot 0
+    assert [re.sub(r"%\w+", "R", ln) for ln in body[5:]] == [
+        "@R st.shared.b32 [R], R;", "bar.sync 0;", "@R ld.shared.b32 R, [R];",
+        "shfl.sync.bfly.b32 R, R, 4, 31, -1;", "shfl.sync.bfly.b32 R, R, 2, 31, -1;",
+        "shfl.sync.bfly.b32 R, R, 1, 31, -1;", "@R st.shared.b32 [R], R;", "bar.sync 0;",
+        "ld.shared.b32 R, [global_smem];"]
+    assert [int(re.search(r", (\d+), 31", ln).group(1)) for ln in body[:5]] == [16, 8, 4, 2, 1]
+
+
+def test_allreduce_is_one_barrier_and_every_warp_combining(monkeypatch):
+    ptx = _ptx(monkeypatch, "allreduce")
+    assert len(_lines(ptx, r"bar\.sync")) == 1 and not _lines(ptx, r"@%p\d+ (st|ld)\.shared")
+    assert [int(re.search(r", (\d+), 31", ln).group(1)) for ln in _lines(ptx, "shfl")] == [1, 2, 4, 8, 16, 1, 2, 4]
