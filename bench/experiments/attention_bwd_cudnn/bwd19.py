@@ -55,6 +55,21 @@ def use_knobs(name):
     _current[0] = name
 
 
+def loaded_kernels():
+    """The backward's kernels loaded under the current knobs: name, registers, spills, shared memory."""
+    from kernelc.runtime import launcher
+    out = []
+    for fn in list(launcher._with_state):
+        if getattr(fn, "__module__", None) != B.__name__:
+            continue
+        for ent in launcher.get_state(fn)["cache"].values():
+            ck = ent.compiled
+            out.append(dict(name=getattr(fn, "__name__", str(fn)), regs=getattr(ck, "n_regs", None),
+                            spills=getattr(ck, "n_spills", None), shared=getattr(ck, "shared", 0) or 0,
+                            key=str(getattr(ck, "cache_key", ""))[:12]))
+    return sorted(out, key=lambda k: k["name"])
+
+
 def run(N, D, causal, args, rows, timings, failures, save):
     from examples.kernels.attention import attention_fwd
     dtype = BA.DTYPES[args.dtype]
@@ -129,6 +144,10 @@ def run(N, D, causal, args, rows, timings, failures, save):
             row[f"check_{name}"] = err
             if err > tol:
                 failures.append(f"{tag} {name}: relative max error {err:.3g} > {tol}")
+            row[f"kernels_{name}"] = kernels = loaded_kernels()
+            print(f"N={N} D={D} causal={int(causal)} {name}: " + "; ".join(
+                f"{k['name']} {k['regs']} regs {k['spills']} spills {k['shared'] // 1024} KB {k['key']}" for k in kernels),
+                flush=True)
         record(label, fn)
     use_knobs("def")
     del o, lse
