@@ -6,7 +6,8 @@ cuDNN (SDPA's backward) and tutorial 06.
 
 Entries (``KNOB_ENTRIES``) are the default ``attention_bwd`` call (on the saved O and LSE, as ``bwd18.py``) under a
 set of compile knobs: ``def`` none, ``pdl`` KERNELC_PREFETCH_DOT_LOOPS=1 (a register prefetch of the rows that reach
-a dot through arithmetic, LSE and Delta, in the loops ``num_stages`` pipelines). Compile knobs are not in the
+a dot through arithmetic, LSE and Delta, in the loops ``num_stages`` pipelines); ``ds`` / ``ds_pdl`` the same with
+``dq_mode="ds"`` (``CALL_ARGS``). Compile knobs are not in the
 launcher's in-memory key, so switching entries swaps every loaded kernel's in-memory cache for the one compiled under
 that entry's knobs (:func:`use_knobs`): each variant compiles once and an entry listed twice (A B B A) times the same
 kernels again. Names repeat in the output with their position (``def#0``, ``pdl#1``, ...).
@@ -31,28 +32,33 @@ from examples.kernels import attention_bwd as B  # noqa: E402
 KNOB_ENTRIES = {
     "def": {"KERNELC_PREFETCH_DOT_LOOPS": "0"},
     "pdl": {"KERNELC_PREFETCH_DOT_LOOPS": "1"},
+    "ds": {"KERNELC_PREFETCH_DOT_LOOPS": "0"},
+    "ds_pdl": {"KERNELC_PREFETCH_DOT_LOOPS": "1"},
 }
+#: entry -> attention_bwd's keyword arguments (default: none)
+CALL_ARGS = {"ds": dict(dq_mode="ds"), "ds_pdl": dict(dq_mode="ds")}
 
-_caches = {}      # knob set -> {fn: saved in-memory cache}
-_current = [None]
+_caches = {}      # knob set -> {fn: its saved in-memory cache}
+_current = [None]  # the knob set the loaded kernels were compiled under
 
 
 def use_knobs(name):
     """Set entry ``name``'s knobs and give every loaded kernel the in-memory cache compiled under them (the fast
     path holds the dict itself, so it is refilled in place, not replaced)."""
     from kernelc.runtime import launcher
-    if _current[0] == name:
+    knobs = tuple(sorted(KNOB_ENTRIES[name].items()))
+    if _current[0] == knobs:
         return
     if _current[0] is not None:
         _caches[_current[0]] = {fn: dict(launcher.get_state(fn)["cache"]) for fn in list(launcher._with_state)}
-    saved = _caches.get(name, {})
+    saved = _caches.get(knobs, {})
     for fn in list(launcher._with_state):
         st = launcher.get_state(fn)
         st["cache"].clear()
         st["cache"].update(saved.get(fn, {}))
         st.pop("failed", None)
-    os.environ.update(KNOB_ENTRIES[name])
-    _current[0] = name
+    os.environ.update(dict(knobs))
+    _current[0] = knobs
 
 
 def loaded_kernels():
@@ -133,7 +139,7 @@ def run(N, D, causal, args, rows, timings, failures, save):
     for i, name in enumerate(args.entries):
         use_knobs(name)
         label = f"{name}#{i}"
-        fn = (lambda: B.attention_bwd(do, q, k, v, o, lse, causal, scale))
+        fn = (lambda kw=CALL_ARGS.get(name, {}): B.attention_bwd(do, q, k, v, o, lse, causal, scale, **kw))
         if args.check and ref is not None and f"check_{name}" not in row:
             try:
                 err = max(BA._err(a, b) for a, b in zip(fn(), ref))
