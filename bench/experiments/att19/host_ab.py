@@ -145,10 +145,10 @@ def main(argv=None):
             lines.append(f"  {name:9s} {how:4s} {flop / sl / 1e9:7.1f} / {flop / pc / 1e9:7.1f}  host {hu:6.1f} us  "
                          f"(ms {sl:.4f} / {pc:.4f})")
         for how in ("prep", "bind"):
-            f8 = med[("fp8_ptr", how)]
             f16s = [med[(n, how)] for n in ("fp16_fa3", "fp16_ptr") if (n, how) in med]
             if ("fp8_ptr", how) not in med or not f16s:
                 continue
+            f8 = med[("fp8_ptr", how)]
             f16 = min(f16s, key=lambda m: m[0])
             f16p = min(m[1] for m in f16s)
             lines.append(f"  fp8/best fp16 ({how}): slept {f16[0] / f8[0]:.3f}  percall {f16p / f8[1]:.3f}")
