@@ -26,7 +26,7 @@ def prepare(fn, grid, args, options: Dict[str, Any]) -> Callable:
     replaced by the call's (see the module doc)."""
     import torch
     from ..tools.tensor_descriptor import TensorDescriptor
-    values, _ = fn.bind(list(args), dict(options))
+    values, launch_opts = fn.bind(list(args), dict(options))
     names = fn.arg_names
     # the varying arguments: tensors and descriptors that are kernel arguments (not constexprs), in the kernel's order
     vary = [i for i, n in enumerate(names)
@@ -34,7 +34,9 @@ def prepare(fn, grid, args, options: Dict[str, Any]) -> Callable:
     template = [values[n] for n in names]
     for i in vary:
         template[i] = None  # no tensor kept: each call puts its own back
-    opts = dict(options)
+    # launch options only (keyword kernel arguments are in ``template``; an option that is also a parameter, such as
+    # a kernel's own num_stages, is passed as the parameter)
+    opts = {k: v for k, v in launch_opts.items() if k not in names}
     g3 = tuple(grid) + (1,) * (3 - len(grid)) if type(grid) is tuple and 0 < len(grid) <= 3 and all(
         type(x) is int and 0 < x < 65536 for x in grid) else None
     fastable = g3 is not None and set(opts) <= set(_FAST_OPTIONS)
@@ -47,7 +49,7 @@ def prepare(fn, grid, args, options: Dict[str, Any]) -> Callable:
             vals[i] = t
         out = fn[grid](*vals, **(opts if stream is None else dict(opts, stream=stream)))
         if fastable:
-            _specialise(fn, vals, vary, opts, state, ns)
+            _specialise(fn, vals, vary, launch_opts, state, ns)
         return out
 
     ns.update(_general=general, _S=state, _hooks_enter=hooks._enter_hooks, _hooks_exit=hooks._exit_hooks,

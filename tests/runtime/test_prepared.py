@@ -120,3 +120,16 @@ def test_other_options_or_a_callable_grid_always_take_the_general_path(monkeypat
     launch = axpy.prepare(lambda meta: (3,), x, y, 64, 2.0, 64)
     launch(x, y)
     assert len(ran) == 3 and ran[0]["maxnreg"] == 128
+
+
+def test_keyword_arguments_bind_like_a_launch(monkeypatch):
+    x, y = torch.zeros(64), torch.zeros(64)
+    launches = _fake(axpy, x, y, block=32, num_warps=8)
+    try:
+        launch = axpy.prepare((2,), x, y, a=2.0, n=64, BLOCK=32, num_warps=8)
+        launch(x, y)
+        monkeypatch.setattr(type(axpy), "run", lambda *a, **kw: pytest.fail("the general path ran"))
+        launch(y, x)
+    finally:
+        get_state(axpy)["cache"].clear()
+    assert [v[4:] for v in launches] == [(x.data_ptr(), y.data_ptr(), 64, 2.0), (y.data_ptr(), x.data_ptr(), 64, 2.0)]
