@@ -7,7 +7,8 @@ they were), the same compiled kernels, interleaved call by call in ONE process.
 B=4, H=32, N 4096 (``--seq``). Each variant and round: ``slept`` (GPU time: the call queued behind ~0.4 ms of
 ``torch.cuda._sleep``, so the events hold its GPU work alone), ``percall`` (the bench's method: an event, the call, an
 event, a synchronisation, from an idle GPU: the host path is inside it) and ``host_us`` (perf_counter around one call
-after a synchronisation). Prints medians over rounds and fp8 / best fp16 both ways. Nothing here is a test
+after a synchronisation); also the method's floor (``tiny_kc``: a one-program kernelc kernel through a prepared launch;
+``tiny_torch``: a 64-element fill), whose per call minus GPU time is what the method adds to any call. Prints medians over rounds and fp8 / best fp16 both ways. Nothing here is a test
 (docs/attention.md, "att19").
 """
 from __future__ import annotations
@@ -52,6 +53,16 @@ class Switch:
             self.A._Plan.launch, self.AF._launch = self.prep
         else:
             self.A._Plan.launch, self.AF._launch = _binder_launch, _binder_launch_fa3
+
+
+def _tiny_kernel():
+    import kernelc
+    import kernelc.language as kl
+
+    @kernelc.jit
+    def tiny(x_ptr, v):
+        kl.store(x_ptr + kl.program_id(0), v)
+    return tiny
 
 
 def measure(torch, fn):
@@ -106,6 +117,10 @@ def main(argv=None):
             "fp16_ptr": lambda: A.attention_fwd(q, k, v, causal, scale),
         }
         calls = {n: f for n, f in calls.items() if n in args.variants}
+        # the floor of the per-call method: one tiny program (kernelc, prepared) and a tiny torch kernel
+        tiny, small = _tiny_kernel(), torch.zeros(64, device="cuda")
+        tiny_launch = tiny.prepare((1,), small, 1.0)
+        floors = {"tiny_kc": lambda: tiny_launch(small), "tiny_torch": lambda: small.fill_(1.0)}
         ref = SDPA(q, k, v, is_causal=causal, scale=scale)
         want8 = SDPA(*(t[:1, :2].float() * s for t, s in ((q8, qs), (k8, ks), (v8, vs))), is_causal=causal,
                      scale=scale)
@@ -118,7 +133,7 @@ def main(argv=None):
                 print(lines[-1], flush=True)
         res = {}
         t0 = time.time()  # the budget is the rounds' (after this point's compiles and checks)
-        variants = [(n, h) for n in calls for h in ("prep", "bind")] + [("cudnn", "-")]
+        variants = [(n, h) for n in calls for h in ("prep", "bind")] + [("cudnn", "-")] + [(n, "-") for n in floors]
         for r in range(args.rounds):
             if time.time() - t0 > args.budget_s:
                 break
@@ -127,6 +142,8 @@ def main(argv=None):
                 if name == "cudnn":
                     with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
                         m = measure(torch, lambda: SDPA(q, k, v, is_causal=causal, scale=scale))
+                elif name in floors:
+                    m = measure(torch, floors[name])
                 else:
                     sw.set(how)
                     m = measure(torch, calls[name])
