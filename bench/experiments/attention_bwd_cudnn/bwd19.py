@@ -7,7 +7,8 @@ cuDNN (SDPA's backward) and tutorial 06.
 Entries (``KNOB_ENTRIES``) are the default ``attention_bwd`` call (on the saved O and LSE, as ``bwd18.py``) under a
 set of compile knobs: ``def`` none, ``pdl`` KERNELC_PREFETCH_DOT_LOOPS=1 (a register prefetch of the rows that reach
 a dot through arithmetic, LSE and Delta, in the loops ``num_stages`` pipelines); ``ds`` / ``ds_pdl`` the same with
-``dq_mode="ds"`` (``CALL_ARGS``). Compile knobs are not in the
+``dq_mode="ds"`` (``CALL_ARGS``); ``gen`` the default through the general path (no launch plan: the host's work of a
+call as before the fused mode's plans). Compile knobs are not in the
 launcher's in-memory key, so switching entries swaps every loaded kernel's in-memory cache for the one compiled under
 that entry's knobs (:func:`use_knobs`): each variant compiles once and an entry listed twice (A B B A) times the same
 kernels again. Names repeat in the output with their position (``def#0``, ``pdl#1``, ...).
@@ -34,9 +35,12 @@ KNOB_ENTRIES = {
     "pdl": {"KERNELC_PREFETCH_DOT_LOOPS": "1"},
     "ds": {"KERNELC_PREFETCH_DOT_LOOPS": "0"},
     "ds_pdl": {"KERNELC_PREFETCH_DOT_LOOPS": "1"},
+    "gen": {"KERNELC_PREFETCH_DOT_LOOPS": "0"},
 }
 #: entry -> attention_bwd's keyword arguments (default: none)
-CALL_ARGS = {"ds": dict(dq_mode="ds"), "ds_pdl": dict(dq_mode="ds")}
+CALL_ARGS = {"ds": dict(dq_mode="ds"), "ds_pdl": dict(dq_mode="ds"),
+             # the default through attention_bwd's general path (an empty dq_config: no launch plan), the same kernels
+             "gen": dict(dq_config={})}
 
 _caches = {}      # knob set -> {fn: its saved in-memory cache}
 _current = [None]  # the knob set the loaded kernels were compiled under
