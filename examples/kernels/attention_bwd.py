@@ -467,8 +467,8 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_conf
     compiled copies of the kernels to launch (the bench's A/B of compile knobs).
     """
     if dkdv_config is None and dq_config is None and kernels is None:
-        plan = _fused_plan(do, q, k, v, o, lse, causal, sm_scale, dq_mode)
-        if plan is not None:  # the fused mode at its defaults: a launch plan (two prepared launches)
+        plan = _plan(do, q, k, v, o, lse, causal, sm_scale, dq_mode)
+        if plan is not None:  # the fused or separate mode at its defaults: a launch plan (prepared launches)
             return plan.run(do, q, k, v, o, lse)
     grads, steps = attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode, dkdv_config, dq_config,
                                        kernels, ds_workspace_bytes)
@@ -649,8 +649,8 @@ def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, 
     return (lambda: (dq, dk, dv)), [("preprocess", preprocess), ("dkdv_dq", fused)]
 
 
-# attention_bwd's launch plans where it runs the fused mode with its default configs on contiguous inputs: (shapes,
-# strides, dtypes, device, mask, scale, mode) -> _FusedPlan, or False where the call takes the general path. The tables
+# attention_bwd's launch plans where it runs the fused or separate mode with its default configs on contiguous inputs:
+# (shapes, strides, dtypes, device, mask, scale, mode) -> _BwdPlan, or False where the call takes the general path. The tables
 # (FUSED_CONFIGS, ...) are read when a plan is made: after changing one, call clear_plans().
 _PLANS = {}
 _MAX_PLANS = 256
@@ -661,49 +661,74 @@ def clear_plans():
     _PLANS.clear()
 
 
-class _FusedPlan:
-    """The fused backward of one shape: its two launches prepared (``kernel.prepare``: every argument but the tensors
-    bound once) on the plan's first call; no tensor kept."""
-    __slots__ = ("pre_args", "pre_grid", "fused_args", "fused_grid", "opts", "delta_shape", "pre", "fused")
+class _BwdPlan:
+    """The backward of one shape at a mode's default configs: its launches prepared (``kernel.prepare``: every
+    argument but the tensors bound once) on the plan's first call; no tensor kept. ``launches``: (kernel, grid, the
+    call's tensors by name, the arguments after them, keyword arguments and launch options)."""
+    __slots__ = ("launches", "delta_shape", "prepared")
 
-    def __init__(self, q, causal, sm_scale):
-        Z, H, N, D = q.shape
-        c1, _, constexprs, self.opts = _fused_config(N, D, causal, None, None)
-        st = q.stride()
-        self.pre_grid = (triton.cdiv(N, PRE_BLOCK), Z * H, 1)
-        self.pre_args = (*st, *st, H, N, PRE_BLOCK, D)
-        self.fused_grid = (triton.cdiv(N, c1["BLOCK_N"]), Z * H, 1)
-        self.fused_args = (sm_scale, *st, H, N, *(constexprs[n] for n in _FUSED_CONSTEXPRS))
-        self.delta_shape, self.pre, self.fused = (Z, H, N), None, None
+    def __init__(self, launches, delta_shape):
+        self.launches, self.delta_shape, self.prepared = launches, delta_shape, None
 
     def run(self, do, q, k, v, o, lse):
         import torch
         delta = torch.empty(self.delta_shape, device=q.device, dtype=torch.float32)
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        pre, fused = self.pre, self.fused
-        if pre is None:
-            pre = self.pre = attn_bwd_preprocess_kernel.prepare(self.pre_grid, o, do, delta, *self.pre_args)
-            fused = self.fused = attn_bwd_fused_kernel.prepare(self.fused_grid, q, k, v, do, dk, dv, dq, lse, delta,
-                                                               *self.fused_args, **self.opts)
-        pre(o, do, delta)
-        fused(q, k, v, do, dk, dv, dq, lse, delta)
+        ts = dict(q=q, k=k, v=v, o=o, do=do, lse=lse, delta=delta, dq=dq, dk=dk, dv=dv)
+        prepared = self.prepared
+        if prepared is None:
+            prepared = self.prepared = [
+                (kernel.prepare(grid, *(ts[n] for n in names), *rest, **kw), names)
+                for kernel, grid, names, rest, kw in self.launches]
+        for launch, names in prepared:
+            launch(*[ts[n] for n in names])
         return dq, dk, dv
 
 
-# the fused kernel's constexprs in its parameter order (its arguments after N_CTX, passed by position)
-_FUSED_CONSTEXPRS = ("BLOCK_M1", "BLOCK_N1", "BLOCK_M2", "BLOCK_N2", "HEAD_DIM", "CAUSAL", "DQ_DESC", "EVEN_M", "TAIL",
-                     "KV_REGS")
+def _fused_launches(q, causal, sm_scale):
+    Z, H, N, D = q.shape
+    c1, _, constexprs, opts = _fused_config(N, D, causal, None, None)
+    st = q.stride()
+    return [(attn_bwd_fused_kernel, (triton.cdiv(N, c1["BLOCK_N"]), Z * H, 1),
+             ("q", "k", "v", "do", "dk", "dv", "dq", "lse", "delta"), (sm_scale, *st, H, N), dict(constexprs, **opts))]
 
 
-def _fused_plan(do, q, k, v, o, lse, causal, sm_scale, dq_mode):
-    """The launch plan of this call (None: the general path: another mode, non-contiguous or mismatched inputs). The
-    mode is resolved first (DEFAULT_DQ_MODES is read on every call); the plan holds the rest of the tables' choices."""
+def _separate_launches(q, causal, sm_scale):
+    """The separate pass's dK/dV and dQ launches at the default configs (attention_bwd_steps' choices for
+    dq_mode="separate" without configs: GROUP from CAUSAL_GROUP, EVEN_M from DKDV_EVEN_M where N allows it)."""
+    Z, H, N, D = q.shape
+    c1, c2 = _cfg(DKDV_CONFIGS, D, None), _cfg(DQ_CONFIGS, D, None)
+    if causal and (c1["BLOCK_N"] % c1["BLOCK_M"] or c2["BLOCK_M"] % c2["BLOCK_N"]):
+        return None  # attention_bwd_steps raises; the general path says so
+    for c, g in zip((c1, c2), CAUSAL_GROUP.get((D, "separate"), (0, 0))):
+        c.setdefault("GROUP", g)
+    c1.setdefault("EVEN_M", DKDV_EVEN_M.get(D, False))
+    if c1.get("EVEN_M"):
+        c1["EVEN_M"] = N % c1["BLOCK_M"] == 0
+    g1, k1 = _grid(triton.cdiv(N, c1["BLOCK_N"]), Z * H, causal, c1)
+    g2, k2 = _grid(triton.cdiv(N, c2["BLOCK_M"]), Z * H, causal, c2)
+    st = q.stride()
+    return [(attn_bwd_dkdv_kernel, g1, ("q", "k", "v", "do", "dk", "dv", "dq", "lse", "delta"),
+             (sm_scale, *st, *st[:3], H, N), dict(k1, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False)),
+            (attn_bwd_dq_kernel, g2, ("q", "k", "v", "do", "dq", "lse", "delta"), (sm_scale, *st, H, N),
+             dict(k2, HEAD_DIM=D, CAUSAL=causal))]
+
+
+# mode -> its launches after the preprocess kernel, for a plan
+_PLAN_MODES = {"fused": _fused_launches, "separate": _separate_launches}
+
+
+def _plan(do, q, k, v, o, lse, causal, sm_scale, dq_mode):
+    """The launch plan of this call (None: the general path: a mode without plans, non-contiguous or mismatched
+    inputs). The mode is resolved first (DEFAULT_DQ_MODES is read on every call); the plan holds the rest of the
+    tables' choices."""
     shape = q.shape
     mode = dq_mode if dq_mode is not None or len(shape) != 4 else default_dq_mode(shape[-1], bool(causal))
-    if mode != "fused":
+    if mode not in _PLAN_MODES:
         return None
     key = (shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), o.shape, o.stride(), do.shape, do.stride(),
-           lse.shape, lse.stride(), q.dtype, k.dtype, v.dtype, o.dtype, do.dtype, lse.dtype, q.device, causal, sm_scale)
+           lse.shape, lse.stride(), q.dtype, k.dtype, v.dtype, o.dtype, do.dtype, lse.dtype, q.device, causal, sm_scale,
+           mode)
     plan = _PLANS.get(key)
     if plan is None:
         import torch
@@ -712,9 +737,14 @@ def _fused_plan(do, q, k, v, o, lse, causal, sm_scale, dq_mode):
             Z, H, N, D = shape
             contiguous = (H * N * D, N * D, D, 1)
             same = all(t.shape == shape and t.stride() == contiguous and t.dtype == q.dtype for t in (k, v, o, do))
-            if D in FUSED_CONFIGS and q.stride() == contiguous and same and q.dtype in (torch.float16, torch.bfloat16) \
-                    and tuple(lse.shape) == (Z, H, N) and lse.stride() == (H * N, N, 1) and lse.dtype == torch.float32:
-                plan = _FusedPlan(q, causal, sm_scale)
+            if D in FUSED_CONFIGS and D in DKDV_CONFIGS and D in DQ_CONFIGS and q.stride() == contiguous and same \
+                    and q.dtype in (torch.float16, torch.bfloat16) and tuple(lse.shape) == (Z, H, N) \
+                    and lse.stride() == (H * N, N, 1) and lse.dtype == torch.float32:
+                launches = _PLAN_MODES[mode](q, causal, sm_scale)
+                if launches is not None:
+                    pre = (attn_bwd_preprocess_kernel, (triton.cdiv(N, PRE_BLOCK), Z * H, 1), ("o", "do", "delta"),
+                           (*contiguous, *contiguous, H, N), dict(BLOCK_M=PRE_BLOCK, HEAD_DIM=D))
+                    plan = _BwdPlan([pre] + launches, (Z, H, N))
         if len(_PLANS) >= _MAX_PLANS:
             _PLANS.clear()
         _PLANS[key] = plan
