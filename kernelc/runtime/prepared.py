@@ -37,8 +37,9 @@ def prepare(fn, grid, args, options: Dict[str, Any]) -> Callable:
     # launch options only (keyword kernel arguments are in ``template``; an option that is also a parameter, such as
     # a kernel's own num_stages, is passed as the parameter)
     opts = {k: v for k, v in launch_opts.items() if k not in names}
+    # a tuple grid within the launch limits the binder checks (x < 2^31, y and z < 2^16); else the general path always
     g3 = tuple(grid) + (1,) * (3 - len(grid)) if type(grid) is tuple and 0 < len(grid) <= 3 and all(
-        type(x) is int and 0 < x < 65536 for x in grid) else None
+        type(x) is int and 0 < x < (2147483648 if i == 0 else 65536) for i, x in enumerate(grid)) else None
     fastable = g3 is not None and set(opts) <= set(_FAST_OPTIONS)
     state: List[Any] = [None]   # the compiled entry the fast body launches (None: the general path only)
     ns: Dict[str, Any] = {}

@@ -11,6 +11,7 @@ import kernelc
 import kernelc.language as kl
 from kernelc.runtime import hooks
 from kernelc.runtime.fastpath import make_binder, spec_part
+from kernelc.runtime.grid import GridError
 from kernelc.runtime.launcher import get_state
 
 
@@ -46,7 +47,7 @@ def test_a_prepared_call_launches_the_entry_with_the_calls_tensors_and_the_fixed
     x, y = torch.zeros(64), torch.zeros(64)
     launches = _fake(axpy, x, y)
     try:
-        launch = axpy.prepare((3,), x, y, 64, 2.0, 64, num_warps=4, num_stages=3)
+        launch = axpy.prepare((70000,), x, y, 64, 2.0, 64, num_warps=4, num_stages=3)
         launch(x, y)  # the first call: the general path (here the binder), then specialised
         # from here neither the binder nor the general launch may run
         monkeypatch.setattr(axpy, "_fast", False)
@@ -59,7 +60,7 @@ def test_a_prepared_call_launches_the_entry_with_the_calls_tensors_and_the_fixed
         get_state(axpy)["cache"].clear()
     assert len(launches) == 3
     for (g0, g1, g2, _stream, *vals), (a, b) in zip(launches, [(x, y), (x2, y2), (y2, x2)]):
-        assert (g0, g1, g2) == (3, 1, 1)
+        assert (g0, g1, g2) == (70000, 1, 1)
         assert vals == [a.data_ptr(), b.data_ptr(), 64, 2.0]
 
 
@@ -120,6 +121,9 @@ def test_other_options_or_a_callable_grid_always_take_the_general_path(monkeypat
     launch = axpy.prepare(lambda meta: (3,), x, y, 64, 2.0, 64)
     launch(x, y)
     assert len(ran) == 3 and ran[0]["maxnreg"] == 128
+    launch = axpy.prepare((3, 70000), x, y, 64, 2.0, 64)  # past the launch limit of grid y: the general path says so
+    with pytest.raises(GridError, match="more than CUDA allows"):
+        launch(x, y)
 
 
 def test_keyword_arguments_bind_like_a_launch(monkeypatch):
