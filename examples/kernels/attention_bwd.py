@@ -665,10 +665,10 @@ class _BwdPlan:
     """The backward of one shape at a mode's default configs: its launches prepared (``kernel.prepare``: every
     argument but the tensors bound once) on the plan's first call; no tensor kept. ``launches``: (kernel, grid, the
     call's tensors by name, the arguments after them, keyword arguments and launch options)."""
-    __slots__ = ("launches", "delta_shape", "prepared")
+    __slots__ = ("launches", "delta_shape", "prepared", "deps")
 
-    def __init__(self, launches, delta_shape):
-        self.launches, self.delta_shape, self.prepared = launches, delta_shape, None
+    def __init__(self, launches, delta_shape, deps):
+        self.launches, self.delta_shape, self.prepared, self.deps = launches, delta_shape, None, deps
 
     def run(self, do, q, k, v, o, lse):
         import torch
@@ -677,12 +677,19 @@ class _BwdPlan:
         ts = dict(q=q, k=k, v=v, o=o, do=do, lse=lse, delta=delta, dq=dq, dk=dk, dv=dv)
         prepared = self.prepared
         if prepared is None:
-            prepared = self.prepared = [
-                (kernel.prepare(grid, *(ts[n] for n in names), *rest, **kw), names)
-                for kernel, grid, names, rest, kw in self.launches]
+            prepared = self.prepared = [(_prepare(kernel, grid, [ts[n] for n in names], rest, kw), names)
+                                        for kernel, grid, names, rest, kw in self.launches]
         for launch, names in prepared:
             launch(*[ts[n] for n in names])
         return dq, dk, dv
+
+
+def _prepare(kernel, grid, tensors, rest, kw):
+    """``kernel.prepare``'s launch, or for an object without it (a wrapper that only takes ``kernel[grid]``, as
+    tests' spies do) a plain launch of all the arguments."""
+    if hasattr(kernel, "prepare"):
+        return kernel.prepare(grid, *tensors, *rest, **kw)
+    return lambda *ts: kernel[grid](*ts, *rest, **kw)
 
 
 def _fused_launches(q, causal, sm_scale):
@@ -718,6 +725,14 @@ def _separate_launches(q, causal, sm_scale):
 _PLAN_MODES = {"fused": _fused_launches, "separate": _separate_launches}
 
 
+def _plan_deps():
+    """The tables and kernels a plan was made from: a plan whose are not these any more (a table or kernel replaced,
+    as tests and benches do) is made again. A table changed in place needs clear_plans()."""
+    return (FUSED_CONFIGS, FUSED_EVEN_M, FUSED_TAIL, FUSED_KV_REGS, FUSED_MAXNREG, FUSED_DQ_DESC, DKDV_CONFIGS,
+            DQ_CONFIGS, CAUSAL_GROUP, DKDV_EVEN_M, PRE_BLOCK, attn_bwd_fused_kernel, attn_bwd_dkdv_kernel,
+            attn_bwd_dq_kernel, attn_bwd_preprocess_kernel)
+
+
 def _plan(do, q, k, v, o, lse, causal, sm_scale, dq_mode):
     """The launch plan of this call (None: the general path: a mode without plans, non-contiguous or mismatched
     inputs). The mode is resolved first (DEFAULT_DQ_MODES is read on every call); the plan holds the rest of the
@@ -730,7 +745,8 @@ def _plan(do, q, k, v, o, lse, causal, sm_scale, dq_mode):
            lse.shape, lse.stride(), q.dtype, k.dtype, v.dtype, o.dtype, do.dtype, lse.dtype, q.device, causal, sm_scale,
            mode)
     plan = _PLANS.get(key)
-    if plan is None:
+    deps = _plan_deps()
+    if plan is None or (plan and plan.deps != deps):
         import torch
         plan = False
         if len(shape) == 4:
@@ -744,7 +760,7 @@ def _plan(do, q, k, v, o, lse, causal, sm_scale, dq_mode):
                 if launches is not None:
                     pre = (attn_bwd_preprocess_kernel, (triton.cdiv(N, PRE_BLOCK), Z * H, 1), ("o", "do", "delta"),
                            (*contiguous, *contiguous, H, N), dict(BLOCK_M=PRE_BLOCK, HEAD_DIM=D))
-                    plan = _BwdPlan([pre] + launches, (Z, H, N))
+                    plan = _BwdPlan([pre] + launches, (Z, H, N), deps)
         if len(_PLANS) >= _MAX_PLANS:
             _PLANS.clear()
         _PLANS[key] = plan
