@@ -650,8 +650,9 @@ def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, 
 
 
 # attention_bwd's launch plans where it runs the fused or separate mode with its default configs on contiguous inputs:
-# (shapes, strides, dtypes, device, mask, scale, mode) -> _BwdPlan, or False where the call takes the general path. The tables
-# (FUSED_CONFIGS, ...) are read when a plan is made: after changing one, call clear_plans().
+# (shapes, strides, dtypes, device, mask, scale, mode) -> _BwdPlan, or False where the call takes the general path.
+# The tables (FUSED_CONFIGS, ...) are read when a plan is made: a replaced table makes it again (_plan_deps), one
+# changed in place needs clear_plans().
 _PLANS = {}
 _MAX_PLANS = 256
 

@@ -103,7 +103,8 @@ def _source(fn, template, vary, g3, values, ns) -> str:
     if _e is not None and not (_hooks_enter or _hooks_exit):
 {chr(10).join(pre)}
         if {cond}:
-            _e.fast({g3[0]}, {g3[1]}, {g3[2]}, _getstream(_dev) if stream is None else _stream_handle(stream), {', '.join(out)})
+            _e.fast({g3[0]}, {g3[1]}, {g3[2]}, _getstream(_dev) if stream is None else _stream_handle(stream),
+                    {', '.join(out)})
             return _e.compiled
 {back}"""
 

@@ -8,7 +8,8 @@ B=4, H=32, N 4096 (``--seq``). Each variant and round: ``slept`` (GPU time: the 
 ``torch.cuda._sleep``, so the events hold its GPU work alone), ``percall`` (the bench's method: an event, the call, an
 event, a synchronisation, from an idle GPU: the host path is inside it) and ``host_us`` (perf_counter around one call
 after a synchronisation); also the method's floor (``tiny_kc``: a one-program kernelc kernel through a prepared launch;
-``tiny_torch``: a 64-element fill), whose per call minus GPU time is what the method adds to any call. Prints medians over rounds and fp8 / best fp16 both ways. Nothing here is a test
+``tiny_torch``: a 64-element fill), whose per call minus GPU time is what the method adds to any call. Prints
+medians over rounds and fp8 / best fp16 both ways. Nothing here is a test
 (docs/attention.md, "att19").
 """
 from __future__ import annotations

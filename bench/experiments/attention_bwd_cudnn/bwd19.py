@@ -156,8 +156,8 @@ def run(N, D, causal, args, rows, timings, failures, save):
                 failures.append(f"{tag} {name}: relative max error {err:.3g} > {tol}")
             row[f"kernels_{name}"] = kernels = loaded_kernels()
             print(f"N={N} D={D} causal={int(causal)} {name}: " + "; ".join(
-                f"{k['name']} {k['regs']} regs {k['spills']} spills {k['shared'] // 1024} KB {k['key']}" for k in kernels),
-                flush=True)
+                f"{k['name']} {k['regs']} regs {k['spills']} spills {k['shared'] // 1024} KB {k['key']}"
+                for k in kernels), flush=True)
         record(label, fn)
     use_knobs("def")
     del o, lse
