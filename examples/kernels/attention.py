@@ -383,11 +383,20 @@ def clear_plans():
 
 
 class _Plan:
-    __slots__ = ("launch", "tail", "opts", "out_shape", "out_dtype", "lse_shape")
+    __slots__ = ("kernel", "grid", "tail", "opts", "out_shape", "out_dtype", "lse_shape", "run")
 
-    def __init__(self, launch, tail, opts, out_shape, out_dtype, lse_shape=None):
-        self.launch, self.tail, self.opts = launch, tail, opts
+    def __init__(self, kernel, grid, tail, opts, out_shape, out_dtype, lse_shape=None):
+        self.kernel, self.grid, self.tail, self.opts = kernel, grid, tail, opts
         self.out_shape, self.out_dtype, self.lse_shape = out_shape, out_dtype, lse_shape
+        self.run = None
+
+    def launch(self, *tensors):
+        """The kernel on this call's eight tensors: a prepared launch (``kernel.prepare``: the tail and options bound
+        once, each call checks only the tensors' part of the launch key), made on the plan's first call."""
+        run = self.run
+        if run is None:
+            run = self.run = self.kernel.prepare(self.grid, *tensors, *self.tail, **self.opts)
+        return run(*tensors)
 
 
 def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8, cfg, kernel, fold_scale, lpt,
@@ -404,7 +413,7 @@ def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8
             lpt, bool(key_order), _diag_split(diag_split, D, causal, fp8), _mask_fold(mask_fold, D, causal, fp8),
             bool(((D, bool(causal), bool(fp8)) in EVEN_N if even_n is None else even_n)
                  and N % cfg["BLOCK_M"] == 0 and N % cfg["BLOCK_N"] == 0))
-    plan = _Plan((kernel or attn_fwd_lse_kernel)[grid], tail, opts, tuple(q.shape), out_dtype, lse_shape)
+    plan = _Plan(kernel or attn_fwd_lse_kernel, grid, tail, opts, tuple(q.shape), out_dtype, lse_shape)
     if len(_PLANS) >= _MAX_PLANS:
         _PLANS.clear()
     _PLANS[key] = plan
@@ -440,9 +449,9 @@ def attention_fwd(q, k, v, causal=False, sm_scale=None, return_lse=False, fold_s
     o = torch.empty_like(q)
     if return_lse:
         lse = torch.empty(plan.lse_shape, device=q.device, dtype=torch.float32)
-        plan.launch(q, k, v, o, lse, o, o, o, *plan.tail, **plan.opts)
+        plan.launch(q, k, v, o, lse, o, o, o)
         return o, lse
-    plan.launch(q, k, v, o, o, o, o, o, *plan.tail, **plan.opts)
+    plan.launch(q, k, v, o, o, o, o, o)
     return o
 
 
@@ -514,5 +523,5 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
                           mask_fold=mask_fold, even_n=even_n)
     o = torch.empty(plan.out_shape, device=device, dtype=plan.out_dtype)
     plan.launch(q8, k8, v8t, o, o, _scale_arg(q_scale, device), _scale_arg(k_scale, device),
-                _scale_arg(v_scale, device), *plan.tail, **plan.opts)
+                _scale_arg(v_scale, device))
     return o

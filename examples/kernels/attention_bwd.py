@@ -466,6 +466,10 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_conf
     ``kernels``: ``{"dkdv": ..., "dq": ..., "fused": ...}``, other
     compiled copies of the kernels to launch (the bench's A/B of compile knobs).
     """
+    if dkdv_config is None and dq_config is None and kernels is None:
+        plan = _plan(do, q, k, v, o, lse, causal, sm_scale, dq_mode)
+        if plan is not None:  # the fused or separate mode at its defaults: a launch plan (prepared launches)
+            return plan.run(do, q, k, v, o, lse)
     grads, steps = attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode, dkdv_config, dq_config,
                                        kernels, ds_workspace_bytes)
     for _, launch in steps:
@@ -598,13 +602,8 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_
     return (lambda: (dq, dk, dv)), steps
 
 
-def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, kernel=None):
-    """dq_mode="fused": preprocess, then attn_bwd_fused_kernel (``dkdv_config``'s BLOCK_M/BLOCK_N, num_warps,
-    num_stages and maxnreg (:data:`FUSED_MAXNREG`) for the grid and its dK/dV loop, ``dq_config``'s BLOCK_M/BLOCK_N for
-    its dQ loop; ``kernel``: another compiled copy of it, the bench's A/B of compile knobs)."""
-    kernel = kernel or attn_bwd_fused_kernel
-    import torch
-    Z, H, N, D = q.shape
+def _fused_config(N, D, causal, dkdv_config, dq_config):
+    """The fused kernel's launch: (dK/dV config, dQ config, its constexprs besides the blocks, launch options)."""
     if D not in FUSED_CONFIGS:
         raise ValueError(f"attention backward: head dim {D} is not supported (expected one of {sorted(FUSED_CONFIGS)})")
     (bm1, bn1), (bm2, bn2), w, st = FUSED_CONFIGS[D]
@@ -613,16 +612,31 @@ def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, 
     if c1["BLOCK_N"] != c2["BLOCK_M"] or (causal and (c1["BLOCK_N"] % c1["BLOCK_M"] or c2["BLOCK_M"] % c2["BLOCK_N"])):
         raise ValueError("dq_mode='fused' needs the dK/dV key block to be the dQ query block (and, causal, each a "
                          f"multiple of its step), got {c1}, {c2}")
-    delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     # EVEN_M (dkdv_config's, else FUSED_EVEN_M's): the dK/dV loop's LSE/delta loads unmasked, where N is a multiple of
     # its step
     even = bool(c1.get("EVEN_M", FUSED_EVEN_M.get(D, False))) and N % c1["BLOCK_M"] == 0
     tail = c1.get("TAIL", FUSED_TAIL.get(D))  # both loops' last dot in flight over the back edge (None: the knob)
     kv_regs = c1.get("KV_REGS", FUSED_KV_REGS.get((D, bool(causal)), FUSED_KV_REGS.get(D, 0)))
     maxnreg = c1.get("maxnreg", FUSED_MAXNREG.get((D, bool(causal)), FUSED_MAXNREG.get(D)))
-    # passed only where set: any launch option besides num_warps / num_stages takes the launcher's general path
-    cap = {} if maxnreg is None else dict(maxnreg=maxnreg)
+    constexprs = dict(BLOCK_M1=c1["BLOCK_M"], BLOCK_N1=c1["BLOCK_N"], BLOCK_M2=c2["BLOCK_M"], BLOCK_N2=c2["BLOCK_N"],
+                      HEAD_DIM=D, CAUSAL=causal, DQ_DESC=c2.get("DESC", FUSED_DQ_DESC.get(D, False)), EVEN_M=even,
+                      TAIL=tail, KV_REGS=kv_regs)
+    # maxnreg passed only where set: any launch option besides num_warps / num_stages takes the launcher's general path
+    opts = dict(num_warps=c1["num_warps"], num_stages=c1["num_stages"], **({} if maxnreg is None else
+                                                                           dict(maxnreg=maxnreg)))
+    return c1, c2, constexprs, opts
+
+
+def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, kernel=None):
+    """dq_mode="fused": preprocess, then attn_bwd_fused_kernel (``dkdv_config``'s BLOCK_M/BLOCK_N, num_warps,
+    num_stages and maxnreg (:data:`FUSED_MAXNREG`) for the grid and its dK/dV loop, ``dq_config``'s BLOCK_M/BLOCK_N for
+    its dQ loop; ``kernel``: another compiled copy of it, the bench's A/B of compile knobs)."""
+    kernel = kernel or attn_bwd_fused_kernel
+    import torch
+    Z, H, N, D = q.shape
+    c1, c2, constexprs, opts = _fused_config(N, D, causal, dkdv_config, dq_config)
+    delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
     def preprocess():
         attn_bwd_preprocess_kernel[(triton.cdiv(N, PRE_BLOCK), Z * H, 1)](
@@ -630,13 +644,128 @@ def _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, 
 
     def fused():
         kernel[(triton.cdiv(N, c1["BLOCK_N"]), Z * H, 1)](
-            q, k, v, do, dk, dv, dq, lse, delta, sm_scale, *q.stride(), H, N, BLOCK_M1=c1["BLOCK_M"],
-            BLOCK_N1=c1["BLOCK_N"], BLOCK_M2=c2["BLOCK_M"], BLOCK_N2=c2["BLOCK_N"], HEAD_DIM=D, CAUSAL=causal,
-            DQ_DESC=c2.get("DESC", FUSED_DQ_DESC.get(D, False)), EVEN_M=even, TAIL=tail,
-            KV_REGS=kv_regs, num_warps=c1["num_warps"],
-            num_stages=c1["num_stages"], **cap)
+            q, k, v, do, dk, dv, dq, lse, delta, sm_scale, *q.stride(), H, N, **constexprs, **opts)
 
     return (lambda: (dq, dk, dv)), [("preprocess", preprocess), ("dkdv_dq", fused)]
+
+
+# attention_bwd's launch plans where it runs the fused or separate mode with its default configs on contiguous inputs:
+# (shapes, strides, dtypes, device, mask, scale, mode) -> _BwdPlan, or False where the call takes the general path.
+# The tables (FUSED_CONFIGS, ...) are read when a plan is made: a replaced table makes it again (_plan_deps), one
+# changed in place needs clear_plans().
+_PLANS = {}
+_MAX_PLANS = 256
+
+
+def clear_plans():
+    """Forget the cached launch plans (after changing :data:`FUSED_CONFIGS`, :data:`DEFAULT_DQ_MODES` or the like)."""
+    _PLANS.clear()
+
+
+class _BwdPlan:
+    """The backward of one shape at a mode's default configs: its launches prepared (``kernel.prepare``: every
+    argument but the tensors bound once) on the plan's first call; no tensor kept. ``launches``: (kernel, grid, the
+    call's tensors by name, the arguments after them, keyword arguments and launch options)."""
+    __slots__ = ("launches", "delta_shape", "prepared", "deps")
+
+    def __init__(self, launches, delta_shape, deps):
+        self.launches, self.delta_shape, self.prepared, self.deps = launches, delta_shape, None, deps
+
+    def run(self, do, q, k, v, o, lse):
+        import torch
+        delta = torch.empty(self.delta_shape, device=q.device, dtype=torch.float32)
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        ts = dict(q=q, k=k, v=v, o=o, do=do, lse=lse, delta=delta, dq=dq, dk=dk, dv=dv)
+        prepared = self.prepared
+        if prepared is None:
+            prepared = self.prepared = [(_prepare(kernel, grid, [ts[n] for n in names], rest, kw), names)
+                                        for kernel, grid, names, rest, kw in self.launches]
+        for launch, names in prepared:
+            launch(*[ts[n] for n in names])
+        return dq, dk, dv
+
+
+def _prepare(kernel, grid, tensors, rest, kw):
+    """``kernel.prepare``'s launch, or for an object without it (a wrapper that only takes ``kernel[grid]``, as
+    tests' spies do) a plain launch of all the arguments."""
+    if hasattr(kernel, "prepare"):
+        return kernel.prepare(grid, *tensors, *rest, **kw)
+    return lambda *ts: kernel[grid](*ts, *rest, **kw)
+
+
+def _fused_launches(q, causal, sm_scale):
+    Z, H, N, D = q.shape
+    c1, _, constexprs, opts = _fused_config(N, D, causal, None, None)
+    st = q.stride()
+    return [(attn_bwd_fused_kernel, (triton.cdiv(N, c1["BLOCK_N"]), Z * H, 1),
+             ("q", "k", "v", "do", "dk", "dv", "dq", "lse", "delta"), (sm_scale, *st, H, N), dict(constexprs, **opts))]
+
+
+def _separate_launches(q, causal, sm_scale):
+    """The separate pass's dK/dV and dQ launches at the default configs (attention_bwd_steps' choices for
+    dq_mode="separate" without configs: GROUP from CAUSAL_GROUP, EVEN_M from DKDV_EVEN_M where N allows it)."""
+    Z, H, N, D = q.shape
+    c1, c2 = _cfg(DKDV_CONFIGS, D, None), _cfg(DQ_CONFIGS, D, None)
+    if causal and (c1["BLOCK_N"] % c1["BLOCK_M"] or c2["BLOCK_M"] % c2["BLOCK_N"]):
+        return None  # attention_bwd_steps raises; the general path says so
+    for c, g in zip((c1, c2), CAUSAL_GROUP.get((D, "separate"), (0, 0))):
+        c.setdefault("GROUP", g)
+    c1.setdefault("EVEN_M", DKDV_EVEN_M.get(D, False))
+    if c1.get("EVEN_M"):
+        c1["EVEN_M"] = N % c1["BLOCK_M"] == 0
+    g1, k1 = _grid(triton.cdiv(N, c1["BLOCK_N"]), Z * H, causal, c1)
+    g2, k2 = _grid(triton.cdiv(N, c2["BLOCK_M"]), Z * H, causal, c2)
+    st = q.stride()
+    return [(attn_bwd_dkdv_kernel, g1, ("q", "k", "v", "do", "dk", "dv", "dq", "lse", "delta"),
+             (sm_scale, *st, *st[:3], H, N), dict(k1, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False)),
+            (attn_bwd_dq_kernel, g2, ("q", "k", "v", "do", "dq", "lse", "delta"), (sm_scale, *st, H, N),
+             dict(k2, HEAD_DIM=D, CAUSAL=causal))]
+
+
+# mode -> its launches after the preprocess kernel, for a plan
+_PLAN_MODES = {"fused": _fused_launches, "separate": _separate_launches}
+
+
+def _plan_deps():
+    """The tables and kernels a plan was made from: a plan whose are not these any more (a table or kernel replaced,
+    as tests and benches do) is made again. A table changed in place needs clear_plans()."""
+    return (FUSED_CONFIGS, FUSED_EVEN_M, FUSED_TAIL, FUSED_KV_REGS, FUSED_MAXNREG, FUSED_DQ_DESC, DKDV_CONFIGS,
+            DQ_CONFIGS, CAUSAL_GROUP, DKDV_EVEN_M, PRE_BLOCK, attn_bwd_fused_kernel, attn_bwd_dkdv_kernel,
+            attn_bwd_dq_kernel, attn_bwd_preprocess_kernel)
+
+
+def _plan(do, q, k, v, o, lse, causal, sm_scale, dq_mode):
+    """The launch plan of this call (None: the general path: a mode without plans, non-contiguous or mismatched
+    inputs). The mode is resolved first (DEFAULT_DQ_MODES is read on every call); the plan holds the rest of the
+    tables' choices."""
+    shape = q.shape
+    mode = dq_mode if dq_mode is not None or len(shape) != 4 else default_dq_mode(shape[-1], bool(causal))
+    if mode not in _PLAN_MODES:
+        return None
+    key = (shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), o.shape, o.stride(), do.shape, do.stride(),
+           lse.shape, lse.stride(), q.dtype, k.dtype, v.dtype, o.dtype, do.dtype, lse.dtype, q.device, causal, sm_scale,
+           mode)
+    plan = _PLANS.get(key)
+    deps = _plan_deps()
+    if plan is None or (plan and plan.deps != deps):
+        import torch
+        plan = False
+        if len(shape) == 4:
+            Z, H, N, D = shape
+            contiguous = (H * N * D, N * D, D, 1)
+            same = all(t.shape == shape and t.stride() == contiguous and t.dtype == q.dtype for t in (k, v, o, do))
+            if D in FUSED_CONFIGS and D in DKDV_CONFIGS and D in DQ_CONFIGS and q.stride() == contiguous and same \
+                    and q.dtype in (torch.float16, torch.bfloat16) and tuple(lse.shape) == (Z, H, N) \
+                    and lse.stride() == (H * N, N, 1) and lse.dtype == torch.float32:
+                launches = _PLAN_MODES[mode](q, causal, sm_scale)
+                if launches is not None:
+                    pre = (attn_bwd_preprocess_kernel, (triton.cdiv(N, PRE_BLOCK), Z * H, 1), ("o", "do", "delta"),
+                           (*contiguous, *contiguous, H, N), dict(BLOCK_M=PRE_BLOCK, HEAD_DIM=D))
+                    plan = _BwdPlan([pre] + launches, (Z, H, N), deps)
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return plan or None
 
 
 def _autograd_function():

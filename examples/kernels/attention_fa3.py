@@ -167,7 +167,7 @@ def _rebased(template, base):
 
 
 class _Plan:
-    __slots__ = ("launch", "descs", "sm_scale", "N", "tail", "opts", "out_shape", "out_dtype")
+    __slots__ = ("kernel", "grid", "descs", "sm_scale", "N", "tail", "opts", "out_shape", "out_dtype", "run")
 
 
 def _make_plan(key, kernel, q, k, v, vt, causal, sm_scale, BLOCK_M, BLOCK_N, num_warps, num_stages, early_v,
@@ -183,7 +183,7 @@ def _make_plan(key, kernel, q, k, v, vt, causal, sm_scale, BLOCK_M, BLOCK_N, num
         d.base = None
     lpt = (LPT.get((D, bool(vt)), 1) if lpt is None else lpt) if causal else 0
     lpt, grid = lpt_grid(l2_lpt(N, D, q.element_size(), N // BLOCK_M, 1) if lpt == "l2" else lpt, N // BLOCK_M, Z * H)
-    plan.launch = (kernel or attn_fwd_fa3_kernel)[grid]
+    plan.kernel, plan.grid, plan.run = kernel or attn_fwd_fa3_kernel, grid, None
     plan.sm_scale, plan.N = sm_scale, N
     plan.tail = (BLOCK_M, BLOCK_N, D, bool(causal), bool(vt), num_warps >= 8 if early_v is None else bool(early_v),
                  bool(key_order), lpt)
@@ -197,8 +197,12 @@ def _make_plan(key, kernel, q, k, v, vt, causal, sm_scale, BLOCK_M, BLOCK_N, num
 
 def _launch(plan, q, k, v, o, scales):
     dq, dk, dv, do = plan.descs
-    plan.launch(plan.sm_scale, _rebased(dq, q), _rebased(dk, k), _rebased(dv, v), _rebased(do, o), plan.N, *scales,
-                *plan.tail, **plan.opts)
+    descs = (_rebased(dq, q), _rebased(dk, k), _rebased(dv, v), _rebased(do, o))
+    run = plan.run
+    if run is None:  # a prepared launch (kernel.prepare): the scalars and constexprs bound once, made on the first call
+        run = plan.run = plan.kernel.prepare(plan.grid, plan.sm_scale, *descs, plan.N, *scales, *plan.tail,
+                                             **plan.opts)
+    run(*descs, *scales)
     return o
 
 

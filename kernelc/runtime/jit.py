@@ -106,6 +106,12 @@ class JITFunction(DeviceFunction, KernelInterface):
             return self[grid]
         return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
 
+    def prepare(self, grid, *args, **options) -> Callable:
+        """``launch(*tensors, stream=None)``: ``self[grid](*args, **options)`` with the call's tensors (and
+        descriptors) in place of those in ``args``, everything else fixed (``runtime/prepared.py``)."""
+        from .prepared import prepare
+        return prepare(self, grid, args, options)
+
     def _make_fast(self):
         """The generated launch fast path, made once (False where it does not apply)."""
         if self._fast is None:

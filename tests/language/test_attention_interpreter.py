@@ -432,3 +432,27 @@ def test_fused_mode_passes_its_register_ceiling_only_where_asked(monkeypatch):
     assert seen == [{}, {"maxnreg": 128}, {"maxnreg": 96}]
     for a, b in zip(got, ref):
         assert torch.equal(a, b)
+
+
+def test_the_backwards_launch_plans_take_each_calls_tensors():
+    # attention_bwd's fused and separate modes at their defaults keep a plan per (shapes, strides, dtypes, mask, scale,
+    # mode) with their launches prepared: a second call must read its own tensors (grads bit for bit those of the
+    # general path), and inputs a plan does not cover take the general path
+    B.clear_plans()
+    for seed, causal in ((0, False), (1, False), (2, True)):
+        q, k, v = _qkv(64, 16, torch.float16, seed=seed)
+        do = torch.randn(q.shape, generator=torch.Generator().manual_seed(seed + 7)).to(torch.float16)
+        o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
+        for mode in ("fused", None):  # None: D=16's default, the separate pass
+            got = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode=mode)
+            ref = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode=mode, dq_config={})  # no plan
+            for a, b in zip(got, ref):
+                assert torch.equal(a, b)
+    assert sum(1 for p in B._PLANS.values() if p) == 4  # a plan a mode and mask
+    dot = do.transpose(-1, -2).contiguous().transpose(-1, -2)  # dO in another layout: the general path
+    got = B.attention_bwd(dot, q, k, v, o, lse, causal, 0.25, dq_mode="fused")
+    for a, b in zip(got, B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="fused", dq_config={})):
+        assert torch.equal(a, b)
+    assert not B._PLANS[next(key for key in B._PLANS if key[9] == dot.stride())]
+    B.clear_plans()
+    assert not B._PLANS

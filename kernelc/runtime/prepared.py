@@ -1,0 +1,141 @@
+"""Prepared launches: one kernel launch whose grid, options and every argument but its tensors are fixed.
+
+``fn.prepare(grid, *args, **options)`` binds ``args`` once and returns ``launch(*tensors, stream=None)``, which takes
+the tensor (and ``TensorDescriptor``) arguments in the kernel's order and launches with the rest as given to
+``prepare``. A wrapper that launches one shape many times (the attention forwards' launch plans) keeps one: a call
+then checks each tensor's part of the specialisation key (dtype, 16-byte alignment, CUDA) against the one it was
+specialised for, looks its compiled entry up by a key built once, and calls the entry's generated launch with the
+constants in place -- instead of the binder's type test and key part for every one of ~35 parameters.
+
+Anything else (a tensor that changes the key, no compiled entry yet, an in-memory cache that lost it, another
+device, hooks registered, options the fast path does not take) goes through ``fn[grid](...)``, the general launch,
+which compiles and checks as always; the first call specialises the prepared launch to its entry. No tensor is kept:
+the general path gets the call's own tensors back in their places.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List
+
+from . import hooks
+
+_FAST_OPTIONS = ("num_warps", "num_stages")
+
+
+def prepare(fn, grid, args, options: Dict[str, Any]) -> Callable:
+    """``launch(*tensors, stream=None)`` for ``fn[grid](*args, **options)`` with the tensor arguments of ``args``
+    replaced by the call's (see the module doc)."""
+    import torch
+    from ..tools.tensor_descriptor import TensorDescriptor
+    values, launch_opts = fn.bind(list(args), dict(options))
+    names = fn.arg_names
+    # the varying arguments: tensors and descriptors that are kernel arguments (not constexprs), in the kernel's order
+    vary = [i for i, n in enumerate(names)
+            if n not in fn.constexpr_names and isinstance(values[n], (torch.Tensor, TensorDescriptor))]
+    template = [values[n] for n in names]
+    for i in vary:
+        template[i] = None  # no tensor kept: each call puts its own back
+    # launch options only (keyword kernel arguments are in ``template``; an option that is also a parameter, such as
+    # a kernel's own num_stages, is passed as the parameter)
+    opts = {k: v for k, v in launch_opts.items() if k not in names}
+    # a tuple grid within the launch limits the binder checks (x < 2^31, y and z < 2^16); else the general path always
+    g3 = tuple(grid) + (1,) * (3 - len(grid)) if type(grid) is tuple and 0 < len(grid) <= 3 and all(
+        type(x) is int and 0 < x < (2147483648 if i == 0 else 65536) for i, x in enumerate(grid)) else None
+    fastable = g3 is not None and set(opts) <= set(_FAST_OPTIONS)
+    state: List[Any] = [None]   # the compiled entry the fast body launches (None: the general path only)
+    ns: Dict[str, Any] = {}
+
+    def general(*ts, stream=None):
+        vals = list(template)
+        for i, t in zip(vary, ts):
+            vals[i] = t
+        out = fn[grid](*vals, **(opts if stream is None else dict(opts, stream=stream)))
+        if fastable:
+            _specialise(fn, vals, vary, launch_opts, state, ns)
+        return out
+
+    ns.update(_general=general, _S=state, _hooks_enter=hooks._enter_hooks, _hooks_exit=hooks._exit_hooks,
+              _getdev=getattr(torch._C, "_cuda_getDevice", lambda: 0),
+              _getstream=getattr(torch._C, "_cuda_getCurrentRawStream", lambda d: 0),
+              _stream_handle=lambda s: int(getattr(s, "cuda_stream", s)))
+    src = _source(fn, template, vary, g3 if fastable else None, values, ns)
+    exec(compile(src, f"<kernelc prepared launch {fn.__name__}>", "exec"), ns)
+    return ns["launch"]
+
+
+def _literal(v, i, ns) -> str:
+    """``v`` as source: ints, bools, None and finite floats as literals (exact), anything else as a global."""
+    if v is None or type(v) in (bool, int) or (type(v) is float and v == v and abs(v) != float("inf")):
+        return repr(v)
+    ns[f"_C{i}"] = v
+    return f"_C{i}"
+
+
+def _source(fn, template, vary, g3, values, ns) -> str:
+    """The generated ``launch``. With a specialised entry (``_S[0]``): per varying argument its data pointer and the
+    check of its key part against the entry's (``_D``/``_A``/``_U``: dtype, alignment, CUDA; ``_K``: a descriptor's
+    part), then the entry's launch with every runtime value in the kernel's order, constants as literals."""
+    from ..tools.tensor_descriptor import TensorDescriptor
+    params = [f"t{j}" for j in range(len(vary))]
+    sig = ", ".join(params + ["stream=None"])
+    back = f"    return _general({''.join(p + ', ' for p in params)}stream=stream)\n"
+    if g3 is None:
+        return f"def launch({sig}):\n{back}"
+    names = fn.arg_names
+    pre, checks, out = [], [], []
+    pos = {i: j for j, i in enumerate(vary)}
+    for i, n in enumerate(names):
+        if n in fn.constexpr_names:
+            continue
+        if i in pos:
+            j = pos[i]
+            if isinstance(values[n], TensorDescriptor):
+                checks.append(f"_desc(t{j}, _N{j}) == _K{j}")
+                out.append(f"t{j}")
+            else:
+                pre.append(f"        p{j} = t{j}.data_ptr()")
+                checks.append(f"t{j}.dtype is _D{j} and (not p{j} & 15) is _A{j} and t{j}.is_cuda is _U{j}")
+                out.append(f"p{j}")
+        else:
+            out.append(_literal(template[i], i, ns))
+    cond = " and ".join(checks + ["_getdev() == _dev", "_cache.get(_key) is _e"])
+    return f"""def launch({sig}):
+    _e = _S[0]
+    if _e is not None and not (_hooks_enter or _hooks_exit):
+{chr(10).join(pre)}
+        if {cond}:
+            _e.fast({g3[0]}, {g3[1]}, {g3[2]}, _getstream(_dev) if stream is None else _stream_handle(stream),
+                    {', '.join(out)})
+            return _e.compiled
+{back}"""
+
+
+def _specialise(fn, vals, vary, opts, state, ns) -> None:
+    """Point the prepared launch at the compiled entry ``vals`` launched with: its key as the launcher builds it,
+    and each varying argument's key part, for the generated checks."""
+    import torch
+    from ..tools.tensor_descriptor import TensorDescriptor
+    from .fastpath import descriptor_part
+    from .launcher import get_state
+    state[0] = None
+    if not fn._fast:  # the fast path is off for this kernel (interpreter, override, blocking launches)
+        return
+    st = get_state(fn)
+    names = fn.arg_names
+    cmask = fn.constexpr_mask(dict(zip(names, vals)))
+    try:
+        dev = getattr(torch._C, "_cuda_getDevice", lambda: 0)()
+        key = (st["spec"].key(vals, cmask), opts.get("num_warps", 4), opts.get("num_stages", 3), dev)
+        ent = st["cache"].get(key)
+    except (TypeError, AttributeError, RuntimeError):  # an unhashable constexpr, no CUDA: the general path
+        return
+    if ent is None or not hasattr(ent, "fast") or any(cmask[i] for i in vary):
+        return
+    for j, i in enumerate(vary):
+        v = vals[i]
+        if isinstance(v, TensorDescriptor):
+            spec = names[i] not in fn.do_not_specialize
+            ns[f"_K{j}"], ns[f"_N{j}"] = descriptor_part(v, spec), spec
+        else:
+            ns[f"_D{j}"], ns[f"_A{j}"], ns[f"_U{j}"] = v.dtype, v.data_ptr() & 15 == 0, bool(v.is_cuda)
+    ns.update(_desc=descriptor_part, _cache=st["cache"], _key=key, _dev=dev)
+    state[0] = ent

@@ -1,0 +1,139 @@
+"""Prepared launches (``runtime/prepared.py``) on CPU: a fake compiled entry stands in for the GPU, as in
+test_fastpath.py, so what a prepared call launches, and when it falls back to the general path, can be checked."""
+import gc
+import types
+import weakref
+
+import pytest
+import torch
+
+import kernelc
+import kernelc.language as kl
+from kernelc.runtime import hooks
+from kernelc.runtime.fastpath import make_binder, spec_part
+from kernelc.runtime.grid import GridError
+from kernelc.runtime.launcher import get_state
+
+
+@kernelc.jit
+def axpy(x_ptr, y_ptr, n, a, BLOCK: kl.constexpr):
+    offs = kl.program_id(0) * BLOCK + kl.arange(0, BLOCK)
+    m = offs < n
+    kl.store(y_ptr + offs, kl.load(y_ptr + offs, mask=m) + a * kl.load(x_ptr + offs, mask=m), mask=m)
+
+
+@pytest.fixture(autouse=True)
+def fast_path(monkeypatch):
+    """The launch fast path as on a GPU machine (without one, kernels take the interpreter's general path)."""
+    monkeypatch.setattr(axpy, "_fast", make_binder(axpy))
+    axpy._bound.clear()
+    yield
+    axpy._bound.clear()
+    get_state(axpy)["cache"].clear()
+
+
+def _fake(fn, x, y, n=64, a=2.0, block=64, num_warps=4, num_stages=3):
+    launches = []
+    compiled = types.SimpleNamespace(shared=0, cache_key="k" * 32)
+    ent = types.SimpleNamespace(compiled=compiled, fast=lambda *v: launches.append(v), launch=None)
+    ent.launch = ent.fast
+    part = lambda t: ("*", t.dtype, t.data_ptr() & 15 == 0, t.is_cuda)  # noqa: E731
+    key = ((part(x), part(y), spec_part(n), "fp32", ("c", block)), num_warps, num_stages, 0)
+    get_state(fn)["cache"][key] = ent
+    return launches
+
+
+def test_a_prepared_call_launches_the_entry_with_the_calls_tensors_and_the_fixed_rest(monkeypatch):
+    x, y = torch.zeros(64), torch.zeros(64)
+    launches = _fake(axpy, x, y)
+    try:
+        launch = axpy.prepare((70000,), x, y, 64, 2.0, 64, num_warps=4, num_stages=3)
+        launch(x, y)  # the first call: the general path (here the binder), then specialised
+        # from here neither the binder nor the general launch may run
+        monkeypatch.setattr(axpy, "_fast", False)
+        axpy._bound.clear()
+        monkeypatch.setattr(type(axpy), "run", lambda *a, **kw: pytest.fail("the general path ran"))
+        x2, y2 = torch.zeros(64), torch.zeros(64)
+        launch(x2, y2)
+        launch(y2, x2)
+    finally:
+        get_state(axpy)["cache"].clear()
+    assert len(launches) == 3
+    for (g0, g1, g2, _stream, *vals), (a, b) in zip(launches, [(x, y), (x2, y2), (y2, x2)]):
+        assert (g0, g1, g2) == (70000, 1, 1)
+        assert vals == [a.data_ptr(), b.data_ptr(), 64, 2.0]
+
+
+def test_a_tensor_that_changes_the_key_and_a_lost_entry_take_the_general_path(monkeypatch):
+    x, y = torch.zeros(64), torch.zeros(64)
+    launches = _fake(axpy, x, y)
+    ran = []
+    monkeypatch.setattr(type(axpy), "run", lambda self, *a, grid, **kw: ran.append((a, grid)))
+    try:
+        launch = axpy.prepare((3,), x, y, 64, 2.0, 64)
+        launch(x, y)
+        assert len(launches) == 1 and not ran
+        big = torch.zeros(80)
+        launch(big[1:65], y)  # 4 bytes in: not 16-byte aligned, another specialisation
+        assert len(launches) == 1 and len(ran) == 1 and ran[0][0][0].data_ptr() == big[1:].data_ptr()
+        launch(x.half(), y)  # another dtype
+        assert len(launches) == 1 and len(ran) == 2
+        launch(x, y)  # back on the entry
+        assert len(launches) == 2
+        get_state(axpy)["cache"].clear()  # e.g. a compile knob changed: the entry is gone
+        launch(x, y)
+        assert len(launches) == 2 and len(ran) == 3
+        seen = []
+        h = hooks.register(enter=seen.append)
+        try:
+            _fake(axpy, x, y)
+            launch(x, y)  # hooks registered: the general path (the binder fires them)
+        finally:
+            hooks.unregister(h)
+        assert len(seen) == 1
+    finally:
+        get_state(axpy)["cache"].clear()
+
+
+def test_a_prepared_launch_keeps_no_tensor():
+    x, y = torch.zeros(64), torch.zeros(64)
+    launches = _fake(axpy, x, y)
+    try:
+        launch = axpy.prepare((3,), x, y, 64, 2.0, 64)
+        launch(x, y)
+        launch(x, y)
+        refs = [weakref.ref(x), weakref.ref(y)]
+        del x, y
+        gc.collect()
+        assert all(r() is None for r in refs)
+        assert len(launches) == 2
+    finally:
+        get_state(axpy)["cache"].clear()
+
+
+def test_other_options_or_a_callable_grid_always_take_the_general_path(monkeypatch):
+    x, y = torch.zeros(64), torch.zeros(64)
+    ran = []
+    monkeypatch.setattr(type(axpy), "run", lambda self, *a, grid, **kw: ran.append(kw))
+    launch = axpy.prepare((3,), x, y, 64, 2.0, 64, maxnreg=128)
+    launch(x, y)
+    launch(x, y)
+    launch = axpy.prepare(lambda meta: (3,), x, y, 64, 2.0, 64)
+    launch(x, y)
+    assert len(ran) == 3 and ran[0]["maxnreg"] == 128
+    launch = axpy.prepare((3, 70000), x, y, 64, 2.0, 64)  # past the launch limit of grid y: the general path says so
+    with pytest.raises(GridError, match="more than CUDA allows"):
+        launch(x, y)
+
+
+def test_keyword_arguments_bind_like_a_launch(monkeypatch):
+    x, y = torch.zeros(64), torch.zeros(64)
+    launches = _fake(axpy, x, y, block=32, num_warps=8)
+    try:
+        launch = axpy.prepare((2,), x, y, a=2.0, n=64, BLOCK=32, num_warps=8)
+        launch(x, y)
+        monkeypatch.setattr(type(axpy), "run", lambda *a, **kw: pytest.fail("the general path ran"))
+        launch(y, x)
+    finally:
+        get_state(axpy)["cache"].clear()
+    assert [v[4:] for v in launches] == [(x.data_ptr(), y.data_ptr(), 64, 2.0), (y.data_ptr(), x.data_ptr(), 64, 2.0)]
