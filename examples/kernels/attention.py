@@ -395,7 +395,12 @@ class _Plan:
         once, each call checks only the tensors' part of the launch key), made on the plan's first call."""
         run = self.run
         if run is None:
-            run = self.run = self.kernel.prepare(self.grid, *tensors, *self.tail, **self.opts)
+            if hasattr(self.kernel, "prepare"):
+                run = self.kernel.prepare(self.grid, *tensors, *self.tail, **self.opts)
+            else:  # a kernel object without prepared launches (``kernel=``: any object launched as kernel[grid](...))
+                kernel, grid, tail, opts = self.kernel, self.grid, self.tail, self.opts
+                run = lambda *ts: kernel[grid](*ts, *tail, **opts)  # noqa: E731
+            self.run = run
         return run(*tensors)
 
 

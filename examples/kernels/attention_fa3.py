@@ -200,8 +200,12 @@ def _launch(plan, q, k, v, o, scales):
     descs = (_rebased(dq, q), _rebased(dk, k), _rebased(dv, v), _rebased(do, o))
     run = plan.run
     if run is None:  # a prepared launch (kernel.prepare): the scalars and constexprs bound once, made on the first call
-        run = plan.run = plan.kernel.prepare(plan.grid, plan.sm_scale, *descs, plan.N, *scales, *plan.tail,
-                                             **plan.opts)
+        if hasattr(plan.kernel, "prepare"):
+            run = plan.kernel.prepare(plan.grid, plan.sm_scale, *descs, plan.N, *scales, *plan.tail, **plan.opts)
+        else:  # a kernel object without prepared launches (``kernel=``: any object launched as kernel[grid](...))
+            kernel, grid, sm_scale, n, tail, opts = plan.kernel, plan.grid, plan.sm_scale, plan.N, plan.tail, plan.opts
+            run = lambda *xs: kernel[grid](sm_scale, *xs[:4], n, *xs[4:], *tail, **opts)  # noqa: E731
+        plan.run = run
     run(*descs, *scales)
     return o
 

@@ -92,7 +92,8 @@ def test_a_conversion_leaves_every_loop_it_is_invariant_in():
 
 def test_a_value_the_loop_computes_keeps_its_conversion_in_the_loop():
     before, after, notes = _through("varying", "hoist_conversions")
-    assert after == before and not notes
+    # (the row loaded in the loop is a dot-loop prefetch candidate: pipeline_loads says why it left it)
+    assert after == before and not [n for n in notes if "KERNELC_PREFETCH_DOT_LOOPS" not in n]
     assert "convert_layout" in after.split("scf.for", 1)[1]
 
 

@@ -70,15 +70,15 @@ def pipeline_loads(fn: Function, num_warps: int = 4, notes: Optional[List[str]] 
         if mode == "auto":
             gate = _RuleGate(loop, num_warps, kernel_regs, notes, whole_loop=dot_stages is not None,
                              cap=min(MAX_THREAD_REGS, maxnreg or MAX_THREAD_REGS))
-            if _has_dot(loop):
-                _note(notes, f"{loop.loc.file}:{loop.loc.line}: dot loop: about {gate.loop_regs} registers a thread "
-                             f"(estimate; the kernel: {kernel_regs}, {gate.warps} warps an SM)")
         n = _pipeline_loop(fn, loop, num_warps, max_regs, notes, stages,
                            _feeds_dot if mode == "off" else _read_by_dot, gate)
         if n:
             loop.attrs["prefetched"] = n
             if gate is not None and gate.rows:
                 loop.attrs["prefetch_rule"] = {"regs": gate.loop_regs, "rows": gate.rows, "warps": gate.warps}
+                # the estimate the rule took it on (a loop with no row to decide gets no note: it would be noise)
+                _note(notes, f"{loop.loc.file}:{loop.loc.line}: dot loop: about {gate.loop_regs} registers a thread "
+                             f"(estimate; the kernel: {kernel_regs}, {gate.warps} warps an SM)")
     return fn
 
 
