@@ -34,11 +34,13 @@ class Timed:
     call's ns in ``samples`` too (percentiles: a mean 6x the tight loop's is either every call slower or a
     few very slow ones)."""
 
-    def __init__(self, fn, keep=False):
+    def __init__(self, fn, keep=False, tag=None):
         self.fn, self.ns, self.n, self.on, self.last = fn, 0, 0, True, None
         self.samples = [] if keep else None
+        self.tags = [] if keep and tag else None   # tag(args) per kept sample (e.g. a scope with metrics or not)
         pc = time.perf_counter_ns
         put = self.samples.append if keep else None
+        tput = self.tags.append if self.tags is not None else None
 
         def w(*a):
             if not self.on:
@@ -51,14 +53,26 @@ class Timed:
             self.last = a
             if put is not None:
                 put(d)
+                if tput is not None:
+                    tput(tag(a))
             return r
         self.w = w
+
+    def by_tag(self):
+        if not self.tags:
+            return None
+        out = {}
+        for t, d in zip(self.tags, self.samples):
+            out.setdefault(str(t), []).append(d)
+        return {k: _dist(v) for k, v in out.items()}
 
     def take(self):
         ns, n = self.ns, self.n
         self.ns = self.n = 0
         if self.samples is not None:
             self.samples.clear()
+        if self.tags is not None:
+            self.tags.clear()
         return ns, n
 
 
@@ -255,7 +269,9 @@ def main(argv=None) -> int:
     sync()
 
     keep = args.samples
-    t_enter, t_exit = Timed(scopes.scope.__enter__, keep), Timed(scopes.scope.__exit__, keep)
+    # a scope entry with metrics (train's attn and mlp) goes through the session: percentiles apart
+    t_enter = Timed(scopes.scope.__enter__, keep, tag=lambda a: "metrics" if a[0].metrics else "plain")
+    t_exit = Timed(scopes.scope.__exit__, keep)
     scopes.scope.__enter__, scopes.scope.__exit__ = t_enter.w, t_exit.w
     h_enter, h_exit = Timed(hooks._enter, keep), Timed(hooks._exit, keep)
     # the timeline's clock (cupti.get_timestamp in API-record mode), read inside the calls above
@@ -283,11 +299,14 @@ def main(argv=None) -> int:
             if t is None:
                 continue
             dist = _dist(t.samples) if t.samples else None
+            tags = t.by_tag()
             ns, n = t.take()
             ins[k] = {"per_step": round(n / args.steps, 2), "mean_ns": round(ns / n, 1) if n else None,
                       "us_per_step": round(ns / args.steps / 1e3, 1)}
             if dist:
                 ins[k]["dist_ns"] = dist
+            if tags:
+                ins[k]["dist_by_kind_ns"] = tags
         res["in_step"] = ins
         if args.samples:
             res["in_step_paired"] = _paired_steps(w, sync, args.paired_steps, scopes, hooks, khooks, t_enter,
@@ -306,6 +325,11 @@ def main(argv=None) -> int:
 
         def one_scope(i):
             s = scopes.scope(scope_names[i & 3])
+            s.__enter__()
+            s.__exit__(None, None, None)
+
+        def one_metrics_scope(i):
+            s = scopes.scope(scope_names[i & 3], metrics={"flops": 12345678})
             s.__enter__()
             s.__exit__(None, None, None)
 
@@ -328,6 +352,8 @@ def main(argv=None) -> int:
             return {k: round(t.ns / t.n, 1) for k, t in (("scope_enter", t_enter), ("scope_exit", t_exit),
                                                           ("hook_enter", h_enter), ("hook_exit", h_exit),
                                                           ("clock", clk)) if t is not None and t.n}
+        res["tight_metrics_scope"] = loop(one_metrics_scope, 20000, False)
+        res.pop("tight_dist_ns", None)
         res["tight"] = loop(one_scope, 20000, False)
         if args.evict_n:
             res["evicted"] = loop(one_scope, args.evict_n, True)
