@@ -27,6 +27,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, ROOT)
+if "--tree" in sys.argv:   # kprof (and the workloads) from another source tree, e.g. main's for an A/B
+    sys.path.insert(0, os.path.abspath(sys.argv[sys.argv.index("--tree") + 1]))
 
 
 class Timed:
@@ -248,6 +250,8 @@ def main(argv=None) -> int:
                     "--cpu-steps steps with wall and thread CPU time per call")
     ap.add_argument("--paired-steps", type=int, default=20)
     ap.add_argument("--cpu-steps", type=int, default=20)
+    ap.add_argument("--tree", default=None, help="import profiler/ and bench/ from this source tree (read "
+                    "before argparse: see the top of the file)")
     ap.add_argument("--device", default=None)
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
@@ -281,7 +285,8 @@ def main(argv=None) -> int:
     ie, ix = khooks._enter_hooks.index(hooks._enter), khooks._exit_hooks.index(hooks._exit)
     khooks._enter_hooks[ie], khooks._exit_hooks[ix] = h_enter.w, h_exit.w
     noop = Timed(lambda *a: None)
-    res = {"workload": args.workload, "device": device, "steps": args.steps,
+    res = {"workload": args.workload, "device": device, "steps": args.steps, "tree": args.tree,
+           "profiler_file": profiler.__file__,
            "torch": torch.__version__, "python": sys.version.split()[0],
            "clock": getattr(context._clock, "__qualname__", repr(context._clock))}
     try:
