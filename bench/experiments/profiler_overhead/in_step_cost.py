@@ -65,7 +65,10 @@ class Timed:
             return None
         out = {}
         for t, d in zip(self.tags, self.samples):
-            out.setdefault(str(t), []).append(d)
+            t = str(t)
+            out.setdefault(t, []).append(d)
+            if ":" in t:   # "kind:site": by kind too
+                out.setdefault(t.split(":", 1)[0], []).append(d)
         return {k: _dist(v) for k, v in out.items()}
 
     def take(self):
@@ -123,7 +126,10 @@ class Paired:
 
         def w(*a):
             self.i += 1
-            if self.i & 1:
+            # the order from a hash of the call's index, not its parity: a step makes an even number of
+            # calls (train: 22 scope entries, 14 launches), so parity would tie each order to the same call
+            # sites (R1 of session 19 was confounded so)
+            if (self.i * 2654435761 >> 13) & 1:
                 t0 = pc()
                 r = fn(*a)
                 t1 = pc()
@@ -274,7 +280,8 @@ def main(argv=None) -> int:
 
     keep = args.samples
     # a scope entry with metrics (train's attn and mlp) goes through the session: percentiles apart
-    t_enter = Timed(scopes.scope.__enter__, keep, tag=lambda a: "metrics" if a[0].metrics else "plain")
+    t_enter = Timed(scopes.scope.__enter__, keep,
+                    tag=lambda a: ("metrics:" if a[0].metrics else "plain:") + a[0].name)
     t_exit = Timed(scopes.scope.__exit__, keep)
     scopes.scope.__enter__, scopes.scope.__exit__ = t_enter.w, t_exit.w
     h_enter, h_exit = Timed(hooks._enter, keep), Timed(hooks._exit, keep)
