@@ -920,6 +920,7 @@ def child_overhead(spec: dict) -> dict:
     sched.clear()
     t_setup = time.time() - t_begin
     if len(others) > 1:
+        spec = dict(spec, steps_per_block=steps, cold_ms=cold, setup_s=round(t_setup, 2))   # for _dump_rounds
         multi = _multi_rounds([prof, *others], lambda i, p: block() if p == "none" else profiled(i, p),
                               spec, sched)
         return {"workload": wl, "profiler": prof, "steps_per_block": steps, "cold_ms": cold, "prime_ms": prime,
@@ -983,11 +984,25 @@ def _multi_rounds(names, run, spec, sched):
         rounds.append({"order": order, "ms": ms, "sched": blk})
         sched.clear()
         i += 1
+        if spec.get("rounds_path"):   # every round on disk as it ends: a run killed by an outer timeout keeps them
+            _dump_rounds(spec, names, rounds)
         left = spec["deadline"] - time.time()
         if i % 2 == 0 and (i >= spec.get("max_pairs", 1000) or
                            (i >= spec["min_pairs"] and left < 2 * (time.time() - t_round) * 1.1)):
             break
     return rounds
+
+
+def _dump_rounds(spec, names, rounds):
+    """The multi-way child's rounds so far, as a results file ``--reanalyse`` reads (one child, ``partial``)."""
+    r = {"workload": spec["workload"], "profiler": spec["profiler"], "multi": rounds,
+         "cold_ms": spec.get("cold_ms") or [], "stop_s": [], "setup_s": spec.get("setup_s", 0.0), "wall_s": 0.0,
+         "round": 0, "steps_per_block": spec.get("steps_per_block") or 1, "against": spec["against"],
+         "partial": True}
+    path = spec["rounds_path"]
+    with open(path + ".tmp", "w") as f:
+        json.dump({"partial": True, "children": [r]}, f)
+    os.replace(path + ".tmp", path)
 
 
 def _multi_split(r):
@@ -1950,7 +1965,11 @@ def overhead(args) -> int:
                     + args.settle_pairs + args.settle_pairs % 2,
                     "deadline": child_deadline, "cpus": cpus, "threads": args.threads, "buffer": args.buffer,
                     "pin_threads": args.pin_threads, "cpu_latency0": args.cpu_latency0, "ref_path": ref_path,
-                    "step_probe": args.step_probe, "probe_seg_ms": args.probe_seg_ms, "against": args.against}
+                    "step_probe": args.step_probe, "probe_seg_ms": args.probe_seg_ms, "against": args.against,
+                    # a multi-way child writes its rounds here as they end (a run cut off keeps them)
+                    "rounds_path": os.path.join(args.results_dir or RESULTS_DIR_DEFAULT(),
+                                                f"{args.name or 'profiler_overhead_rotated'}.{wl}.rounds.json")
+                    if args.against and "," in args.against else None}
             try:
                 r = None
                 if args.spawn == "fork" and _FORK["broken"] is None:
@@ -2001,6 +2020,12 @@ def overhead(args) -> int:
     write_results(args.name or ("profiler_overhead_rotated_quick" if args.quick else "profiler_overhead_rotated"),
                   rows, meta, results_dir=args.results_dir or RESULTS)
     return 0
+
+
+def RESULTS_DIR_DEFAULT():
+    from bench.common import RESULTS
+    os.makedirs(RESULTS, exist_ok=True)
+    return RESULTS
 
 
 def _write_partial(args, children, t_start):

@@ -714,3 +714,19 @@ def test_multi_way_split_into_pair_comparisons():
     assert s["kprof/none"]["warm_steady"] == pytest.approx(1.1)
     w = rp._workload_summary(s, list(vs.values()))
     assert w["comparisons"]["kprof/none"]["steady"] == pytest.approx(1.1) and w["wall_s"] == 5.0
+
+
+def test_multi_way_rounds_on_disk_as_they_end(tmp_path, capsys):
+    """A multi-way child writes its rounds to ``rounds_path`` after each one (a run killed by an outer timeout keeps
+    them); ``--reanalyse`` reads that file like a finished run's."""
+    names = ["kprof", "floor", "none"]
+    rounds = [{"order": rp._multi_order(names, i), "ms": {"kprof": 11.0, "floor": 10.5, "none": 10.0},
+               "sched": {p: {"seg_us": [9.0] + [10.0] * 3, "all_run_ms": 1.0, "all_wait_ms": 0.0} for p in names}}
+              for i in range(6)]
+    path = str(tmp_path / "x.tiny.rounds.json")
+    spec = {"workload": "tiny", "profiler": "kprof", "against": "floor,none", "rounds_path": path,
+            "steps_per_block": 10, "cold_ms": [10.0], "setup_s": 1.0}
+    rp._dump_rounds(spec, names, rounds)
+    assert rp.reanalyse(path, settle=2) == 0
+    out = capsys.readouterr().out
+    assert "kprof/floor" in out and "1.0476" in out and "none/none" in out
