@@ -722,7 +722,7 @@ def test_multi_way_rounds_on_disk_as_they_end(tmp_path, capsys):
     names = ["kprof", "floor", "none"]
     rounds = [{"order": rp._multi_order(names, i), "ms": {"kprof": 11.0, "floor": 10.5, "none": 10.0},
                "sched": {p: {"seg_us": [9.0] + [10.0] * 3, "all_run_ms": 1.0, "all_wait_ms": 0.0} for p in names}}
-              for i in range(6)]
+              for i in range(10)]
     path = str(tmp_path / "x.tiny.rounds.json")
     spec = {"workload": "tiny", "profiler": "kprof", "against": "floor,none", "rounds_path": path,
             "steps_per_block": 10, "cold_ms": [10.0], "setup_s": 1.0}
