@@ -28,11 +28,11 @@ SOURCES = {
     ("train", "kprof/floor"): ("R1 (s19)", "profiler_overhead_s19_r1_train_multi_h200.json"),
     ("train", "kprof/proton"): ("R1 (s19)", "profiler_overhead_s19_r1_train_multi_h200.json"),
     ("train", "none/none"): ("R1 (s19)", "profiler_overhead_s19_r1_train_multi_h200.json"),
-    ("tiny", "kprof/floor"): ("R2 (s19)", "profiler_overhead_s19_r2_tiny_multi_h200.json"),
-    ("tiny", "kprof/proton"): ("R2 (s19)", "profiler_overhead_s19_r2_tiny_multi_h200.json"),
-    ("tiny", "none/none"): ("R2 (s19)", "profiler_overhead_s19_r2_tiny_multi_h200.json"),
-    ("encoder", "kprof/floor"): ("R2 (s19)", "profiler_overhead_s19_r2_encoder_multi_h200.json"),
-    ("encoder", "none/none"): ("R2 (s19)", "profiler_overhead_s19_r2_encoder_multi_h200.json"),
+    ("tiny", "kprof/floor"): ("R3 (s19)", "profiler_overhead_s19_r3_tiny_multi_h200.json"),
+    ("tiny", "kprof/proton"): ("R3 (s19)", "profiler_overhead_s19_r3_tiny_multi_h200.json"),
+    ("tiny", "none/none"): ("R3 (s19)", "profiler_overhead_s19_r3_tiny_multi_h200.json"),
+    ("encoder", "kprof/floor"): ("R3 (s19)", "profiler_overhead_s19_r3_encoder_multi_h200.json"),
+    ("encoder", "none/none"): ("R3 (s19)", "profiler_overhead_s19_r3_encoder_multi_h200.json"),
     ("encoder", "kprof/proton"): ("R0 (s19)", "s19_R0_h200/ovh18_r3/overhead_s18_r3_encoder_kprof_vs_proton.json"),
 }
 
@@ -87,7 +87,7 @@ def table(st: dict) -> str:
         return f"{e['steady']:.4f} [{lo:.4f}, {hi:.4f}] ({e['warm']:.4f}): **{mark}**"
     for wl, d in st.items():
         pairs = "/".join(str(d[c].get("pairs", "-")) for c in ("kprof/floor", "kprof/proton", "none/none"))
-        calls = ", ".join(sorted({d[c]["call"] for c in d}))
+        calls = ", ".join(sorted({d[c]["call"] for c in d if not d[c].get("missing")})) or "-"
         rows.append(f"| {wl} | {cell(d['kprof/floor'])} | {cell(d['kprof/proton'])} | {cell(d['none/none'])} | "
                     f"{pairs} | {calls} |")
     return "\n".join(rows)
