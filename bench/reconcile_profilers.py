@@ -1967,7 +1967,7 @@ def overhead(args) -> int:
                     "pin_threads": args.pin_threads, "cpu_latency0": args.cpu_latency0, "ref_path": ref_path,
                     "step_probe": args.step_probe, "probe_seg_ms": args.probe_seg_ms, "against": args.against,
                     # a multi-way child writes its rounds here as they end (a run cut off keeps them)
-                    "rounds_path": os.path.join(args.results_dir or RESULTS_DIR_DEFAULT(),
+                    "rounds_path": os.path.join(args.results_dir or _results_dir(),
                                                 f"{args.name or 'profiler_overhead_rotated'}.{wl}.rounds.json")
                     if args.against and "," in args.against else None}
             try:
@@ -2022,7 +2022,7 @@ def overhead(args) -> int:
     return 0
 
 
-def RESULTS_DIR_DEFAULT():
+def _results_dir():
     from bench.common import RESULTS
     os.makedirs(RESULTS, exist_ok=True)
     return RESULTS
