@@ -54,14 +54,14 @@ def _entry(wl, comp):
 
 
 def _met(comp, e):
-    if e.get("missing") or not e.get("steady_sign_ci"):
+    if e.get("missing") or e.get("steady") is None:
         return None
-    lo, hi = e["steady_sign_ci"]
-    if comp == "kprof/floor":
-        return hi < 1.02
-    if comp == "kprof/proton":
-        return hi <= 1.00
-    return abs(e["steady"] - 1) < 0.01
+    if comp == "none/none":
+        return abs(e["steady"] - 1) < 0.01
+    if not e.get("steady_sign_ci"):   # too few pairs for an interval: not shown
+        return False
+    hi = e["steady_sign_ci"][1]
+    return hi < 1.02 if comp == "kprof/floor" else hi <= 1.00
 
 
 def status() -> dict:
@@ -82,9 +82,10 @@ def table(st: dict) -> str:
     def cell(e):
         if e.get("missing"):
             return "not run"
-        lo, hi = e["steady_sign_ci"]
         mark = {True: "met", False: "not shown", None: "?"}[e["met"]]
-        return f"{e['steady']:.4f} [{lo:.4f}, {hi:.4f}] ({e['warm']:.4f}): **{mark}**"
+        ci = e.get("steady_sign_ci")
+        ci = f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "[no interval]"
+        return f"{e['steady']:.4f} {ci} ({e['warm']:.4f}): **{mark}**"
     for wl, d in st.items():
         pairs = "/".join(str(d[c].get("pairs", "-")) for c in ("kprof/floor", "kprof/proton", "none/none"))
         calls = ", ".join(sorted({d[c]["call"] for c in d if not d[c].get("missing")})) or "-"
