@@ -764,8 +764,9 @@ def child_overhead(spec: dict) -> dict:
         torch.cuda.init()
     phases["torch"] = round(time.time() - t_begin, 2)
     against = spec.get("against")
+    others = [a for a in (against or "").split(",") if a]   # more than one: a multi-way run (_multi_rounds)
     # Proton against another profiler in one process: each block opens its own profiler's scopes
-    w = WORKLOADS[wl](device, _dyn_scope if against and "proton" in (prof, against) else _scope_fn(prof))
+    w = WORKLOADS[wl](device, _dyn_scope if against and "proton" in [prof, *others] else _scope_fn(prof))
     phases["workload"] = round(time.time() - t_begin, 2)
     for _ in range(spec["warmup"]):
         w.step()
@@ -903,8 +904,12 @@ def child_overhead(spec: dict) -> dict:
     # steady state of a profiled run
     prime = [profiled(f"prime{j}") for j in range(spec.get("prime", 1))]
     if against:
-        for j in range(spec.get("prime", 1)):
-            profiled(f"prime{j}", against)
+        for o in others:
+            for j in range(spec.get("prime", 1)):
+                if o == "none":
+                    block()
+                else:
+                    profiled(f"prime{j}", o)
 
     def base(i):
         """The other block of a pair: unprofiled, or with --against, under that profiler."""
@@ -914,6 +919,16 @@ def child_overhead(spec: dict) -> dict:
     loop_stats.clear()
     sched.clear()
     t_setup = time.time() - t_begin
+    if len(others) > 1:
+        spec = dict(spec, steps_per_block=steps, cold_ms=cold, setup_s=round(t_setup, 2))   # for _dump_rounds
+        multi = _multi_rounds([prof, *others], lambda i, p: block() if p == "none" else profiled(i, p),
+                              spec, sched)
+        return {"workload": wl, "profiler": prof, "steps_per_block": steps, "cold_ms": cold, "prime_ms": prime,
+                "multi": multi, "stop_s": stops, "setup_s": round(t_setup, 2),
+                "wall_s": round(time.time() - t_begin, 2), "cpus": cpus, "threads": torch.get_num_threads(),
+                "kprof_state": state, "setup_phases_s": phases, "loop_stats": loop_stats,
+                "cpu_latency0": latency0, "pin_threads": pin_threads,
+                "step_probe": probe_iters, "seg_steps": seg_steps, "against": against, "out_bytes": out_bytes}
     pairs, unprof, prof_ms = [], [], []
     i = 0
     while True:
@@ -940,6 +955,91 @@ def child_overhead(spec: dict) -> dict:
             "kprof_state": state, "setup_phases_s": phases, "loop_stats": loop_stats,
             "sched": sched, "cpu_latency0": latency0, "pin_threads": pin_threads,
             "step_probe": probe_iters, "seg_steps": seg_steps, "against": against, "out_bytes": out_bytes}
+
+
+def _multi_order(names, i):
+    """Block order of round ``i`` of a multi-way run: a rotation of ``names``, reversed in odd rounds, the
+    rotation moving on every two rounds -- so any two profilers swap places between rounds 2j and 2j+1 (as
+    many AB as BA for every pair) and each profiler takes every position equally often."""
+    k = (i // 2) % len(names)
+    rot = names[k:] + names[:k]
+    return rot if i % 2 == 0 else rot[::-1]
+
+
+def _multi_rounds(names, run, spec, sched):
+    """Rounds of one block per profiler in ``names`` (order :func:`_multi_order`) until ``spec``'s deadline
+    (an even number of rounds, at least ``min_pairs``); ``run(i, name)`` runs one block and returns its ms
+    per step, and appends the block's counters to ``sched``.  Returned: per round, the profiler order and
+    each block's ms and counters (:func:`_multi_split` turns them into pair comparisons)."""
+    rounds = []
+    i = 0
+    while True:
+        t_round = time.time()
+        order = _multi_order(names, i)
+        ms, blk = {}, {}
+        for p in order:
+            n0 = len(sched)
+            ms[p] = run(i, p)
+            blk[p] = sched[n0][1] if len(sched) > n0 else None
+        rounds.append({"order": order, "ms": ms, "sched": blk})
+        sched.clear()
+        i += 1
+        if spec.get("rounds_path"):   # every round on disk as it ends: a run killed by an outer timeout keeps them
+            _dump_rounds(spec, names, rounds)
+        left = spec["deadline"] - time.time()
+        if i % 2 == 0 and (i >= spec.get("max_pairs", 1000) or
+                           (i >= spec["min_pairs"] and left < 2 * (time.time() - t_round) * 1.1)):
+            break
+    return rounds
+
+
+def _dump_rounds(spec, names, rounds):
+    """The multi-way child's rounds so far, as a results file ``--reanalyse`` reads (one child, ``partial``)."""
+    r = {"workload": spec["workload"], "profiler": spec["profiler"], "multi": rounds,
+         "cold_ms": spec.get("cold_ms") or [], "stop_s": [], "setup_s": spec.get("setup_s", 0.0), "wall_s": 0.0,
+         "round": 0, "steps_per_block": spec.get("steps_per_block") or 1, "against": spec["against"],
+         "partial": True}
+    path = spec["rounds_path"]
+    with open(path + ".tmp", "w") as f:
+        json.dump({"partial": True, "children": [r]}, f)
+    os.replace(path + ".tmp", path)
+
+
+def _multi_split(r):
+    """A multi-way child's rounds as one two-profiler result per pair of profilers (``A/B``: A's blocks are
+    the "profiled" ones, B's the reference), in the shape :func:`summarize` reads, with each pair's
+    block order kept in ``order``; for ``none``, ``none/none``: its blocks of rounds 2j and 2j+1 (the
+    control: two unprofiled blocks of the same run, ~one round apart)."""
+    rounds = r["multi"]
+    names = list(rounds[0]["order"])
+    names = [r["profiler"]] + [n for n in names if n != r["profiler"]]
+    out = []
+    for ia, a in enumerate(names):
+        for b in names[ia + 1:]:
+            v = dict(r)
+            v.pop("multi")
+            v["profiler"] = f"{a}/{b}"
+            v["unprof_ms"] = [x["ms"][b] for x in rounds]
+            v["prof_ms"] = [x["ms"][a] for x in rounds]
+            v["warm"] = [x["ms"][a] / x["ms"][b] for x in rounds]
+            v["order"] = ["p" if x["order"].index(a) < x["order"].index(b) else "u" for x in rounds]
+            v["sched"] = [(k, x["sched"][n]) for x, o in zip(rounds, v["order"])
+                          for k, n in ((("p", a), ("u", b)) if o == "p" else (("u", b), ("p", a)))]
+            v["stop_s"] = []
+            out.append(v)
+    if "none" in names:
+        v = dict(r)
+        v.pop("multi")
+        v["profiler"] = "none/none"
+        pairs = [(rounds[j], rounds[j + 1]) for j in range(0, len(rounds) - 1, 2)]
+        v["unprof_ms"] = [x["ms"]["none"] for x, _ in pairs]
+        v["prof_ms"] = [y["ms"]["none"] for _, y in pairs]
+        v["warm"] = [y / x for x, y in zip(v["unprof_ms"], v["prof_ms"])]
+        v["order"] = ["u"] * len(pairs)
+        v["sched"] = [(k, d) for x, y in pairs for k, d in (("u", x["sched"]["none"]), ("p", y["sched"]["none"]))]
+        v["stop_s"] = []
+        out.append(v)
+    return out
 
 
 # -- reading the three profiles ----------------------------------------------------------------
@@ -1280,6 +1380,8 @@ def _aa(r):
     """The process's own control: adjacent unprofiled blocks (AB, BA, AB, ... puts A next to A at each
     pair boundary), later over earlier -- the noise of a ratio of two blocks in this process, with no
     profiler in either."""
+    if r.get("order"):   # a comparison out of a multi-way run: its reference blocks are not adjacent
+        return []
     u = r["unprof_ms"]
     return [u[k + 1] / u[k] for k in range(1, len(u) - 1, 2)]
 
@@ -1287,8 +1389,10 @@ def _aa(r):
 def _sequence(r):
     """The process's timed blocks in time order: ``[("u" or "p", ms per step)]`` (pairs AB, BA, ...)."""
     out = []
+    order = r.get("order")   # a comparison taken out of a multi-way run: which block came first in each pair
     for i, (u, p) in enumerate(zip(r["unprof_ms"], r["prof_ms"])):
-        out += [("u", u), ("p", p)] if i % 2 == 0 else [("p", p), ("u", u)]
+        first = order[i] if order else ("u" if i % 2 == 0 else "p")
+        out += [("u", u), ("p", p)] if first == "u" else [("p", p), ("u", u)]
     return out
 
 
@@ -1437,7 +1541,7 @@ def _pair_steady(r):
 def _aa_probe(r, how="probe", beta=1.0):
     """:func:`_aa` at a fixed host speed: adjacent unprofiled blocks, later over earlier."""
     seq, sched = _sequence(r), r.get("sched") or []
-    if len(sched) != len(seq):
+    if len(sched) != len(seq) or r.get("order"):
         return []
     u = [_probe_norm(d, how, beta) for (k, _), (_, d) in zip(seq, sched) if k == "u"]
     if any(x is None for x in u):
@@ -1566,8 +1670,9 @@ def _settled(r: dict, k: int):
     if len(r["warm"]) - k < 2:
         return None
     out = dict(r)
-    for key in ("warm", "unprof_ms", "prof_ms", "stop_s"):
-        out[key] = r[key][k:]
+    for key in ("warm", "unprof_ms", "prof_ms", "stop_s", "order"):
+        if key in r:
+            out[key] = r[key][k:]
     if r.get("loop_stats"):
         out["loop_stats"] = r["loop_stats"][k:]
     if r.get("sched") and len(r["sched"]) == 2 * len(r["warm"]):
@@ -1860,7 +1965,11 @@ def overhead(args) -> int:
                     + args.settle_pairs + args.settle_pairs % 2,
                     "deadline": child_deadline, "cpus": cpus, "threads": args.threads, "buffer": args.buffer,
                     "pin_threads": args.pin_threads, "cpu_latency0": args.cpu_latency0, "ref_path": ref_path,
-                    "step_probe": args.step_probe, "probe_seg_ms": args.probe_seg_ms, "against": args.against}
+                    "step_probe": args.step_probe, "probe_seg_ms": args.probe_seg_ms, "against": args.against,
+                    # a multi-way child writes its rounds here as they end (a run cut off keeps them)
+                    "rounds_path": os.path.join(args.results_dir or _results_dir(),
+                                                f"{args.name or 'profiler_overhead_rotated'}.{wl}.rounds.json")
+                    if args.against and "," in args.against else None}
             try:
                 r = None
                 if args.spawn == "fork" and _FORK["broken"] is None:
@@ -1880,18 +1989,19 @@ def overhead(args) -> int:
                 print(json.dumps(rows[-1]), flush=True)
                 continue
             r["round"] = rnd
-            results.append(r)
             raw.append(r)
             # every child's raw blocks on disk as soon as it ends: a run cut off by an outer timeout
             # keeps them (--reanalyse reads the file)
             _write_partial(args, raw, t_start)
-            rows.append({"workload": wl, "round": rnd, "profiler": p, "pairs": len(r["warm"]),
-                         "warm_median": round(statistics.median(r["warm"]), 4),
-                         "residue": round(statistics.median(r["unprof_ms"]) / statistics.median(r["cold_ms"]), 4)
-                         if r["cold_ms"] else None,
-                         "ms_per_step": round(statistics.median(r["unprof_ms"]), 4), "wall_s": r["wall_s"],
-                         "kprof_state": r.get("kprof_state") or None})
-            print(json.dumps(rows[-1]), flush=True)
+            for v in (_multi_split(r) if "multi" in r else [r]):
+                results.append(v)
+                rows.append({"workload": wl, "round": rnd, "profiler": v["profiler"], "pairs": len(v["warm"]),
+                             "warm_median": round(statistics.median(v["warm"]), 4),
+                             "residue": round(statistics.median(v["unprof_ms"]) / statistics.median(v["cold_ms"]), 4)
+                             if v["cold_ms"] else None,
+                             "ms_per_step": round(statistics.median(v["unprof_ms"]), 4), "wall_s": v["wall_s"],
+                             "kprof_state": v.get("kprof_state") or None})
+                print(json.dumps(rows[-1]), flush=True)
         if not results:
             summary[wl] = {"error": "no child finished"}
             continue
@@ -1910,6 +2020,12 @@ def overhead(args) -> int:
     write_results(args.name or ("profiler_overhead_rotated_quick" if args.quick else "profiler_overhead_rotated"),
                   rows, meta, results_dir=args.results_dir or RESULTS)
     return 0
+
+
+def _results_dir():
+    from bench.common import RESULTS
+    os.makedirs(RESULTS, exist_ok=True)
+    return RESULTS
 
 
 def _write_partial(args, children, t_start):
@@ -1956,7 +2072,13 @@ def _workload_summary(s, results):
                        "kprof_hl_over_floor_ci_%": s.get("kprof", {}).get("hl_over_floor_ci_%"),
                        "kprof_hl_probe_fit_over_floor_%": s.get("kprof", {}).get("hl_probe_fit_over_floor_%"),
                        "kprof_hl_probe_fit_over_floor_ci_%": s.get("kprof", {}).get("hl_probe_fit_over_floor_ci_%"),
-                       "wall_s": round(sum(r["wall_s"] for r in results), 1)}
+                       # a multi-way run's comparisons (A/B, see _multi_split): the median ratio with its
+                       # sign-test interval, raw and steady (each block's first segment left out)
+                       "comparisons": {p: {"pairs": e["pairs"], "warm": e["warm"], "warm_sign_ci": e["warm_sign_ci"],
+                                           "steady": e.get("warm_steady"), "steady_sign_ci": e.get("warm_steady_sign_ci")}
+                                       for p, e in s.items() if "/" in p} or None,
+                       "wall_s": round(sum({(r.get("round"), r["setup_s"], r["wall_s"]): r["wall_s"]
+                                            for r in results}.values()), 1)}
 
 
 def _print_profilers(wl, s):
@@ -2043,6 +2165,12 @@ def overhead_table(summary) -> str:
                          f"{_fmt(e.get('warm_probe_fit'), e.get('warm_probe_fit_sign_ci')):26s} "
                          f"{_fmt(e.get('hl_over_floor_%'), e.get('hl_over_floor_ci_%'), True):26s} "
                          f"{_fmt(e.get('hl_probe_fit_over_floor_%'), e.get('hl_probe_fit_over_floor_ci_%'), True)}")
+        if w.get("comparisons"):
+            lines.append(f"  multi-way run, A/B in one process: {'A/B':22s} {'pairs':>5s}  {'raw [sign 95%]':26s} "
+                         f"steady [sign 95%]")
+            for p, c in w["comparisons"].items():
+                lines.append(f"  {'':34s} {p:22s} {c['pairs']:5d}  {_fmt(c['warm'], c['warm_sign_ci']):26s} "
+                             f"{_fmt(c['steady'], c['steady_sign_ci'])}")
     return "\n".join(lines)
 
 
@@ -2053,7 +2181,7 @@ def reanalyse(path: str, name=None, results_dir=None, settle=0, betas=None) -> i
     children = meta.get("children") or []
     by = defaultdict(list)
     for r in children:
-        by[r["workload"]].append(r)
+        by[r["workload"]].extend(_multi_split(r) if "multi" in r else [r])
     summary = {wl: _workload_summary(summarize(rs, settle=settle, beta=(betas or {}).get(wl)), rs)
                for wl, rs in by.items()}
     print(overhead_table(summary), flush=True)
@@ -2150,7 +2278,9 @@ def main(argv=None) -> int:
                          "of unprofiled (e.g. --profilers kprof-nohook --against kprof, --profilers kprof "
                          "--against floor: kprof over the floor in one process, or --against proton): two "
                          "configurations compared block by block in one process; `warm` is then the ratio to it "
-                         "and a closing control is not added")
+                         "and a closing control is not added; several, comma-separated (e.g. floor,proton,none: "
+                         "'none' unprofiled): a multi-way run, rounds of one block each in a rotating order, "
+                         "every pair of them compared (A/B) and none/none as the control")
     ov.add_argument("--grace", type=float, default=40.0, help="no child starts later than this past --budget")
     ov.add_argument("--spawn", choices=["exec", "fork"], default="exec",
                     help="how each child process starts (overhead and reconcile): exec (a new interpreter) or fork (from a server that "
@@ -2179,7 +2309,10 @@ def main(argv=None) -> int:
         else "none,kprof,kprof-ext,kprof-deferred"
     args.profilers = args.profilers or default
     if args.against:   # kprof variants and the two floors: they (re-)register their own CUPTI callbacks per start
-        bad = [p for p in [args.against, *args.profilers.split(",")] if p and p not in AGAINST_OK]
+        others = args.against.split(",")
+        # a multi-way run (several --against) may hold unprofiled blocks too: "none"
+        bad = [p for p in [*others, *args.profilers.split(",")]
+               if p and p not in AGAINST_OK and not (p == "none" and len(others) > 1 and p in others)]
         if bad:
             ap.error(f"--against compares {', '.join(sorted(AGAINST_OK))} only; not: {', '.join(bad)}")
     args.rounds = args.rounds or 1

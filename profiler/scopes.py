@@ -38,9 +38,14 @@ class scope:
     def __enter__(self) -> "scope":
         nid = context.push(self.name)
         # Only sessions that time scopes on the host (or metrics) need more than the push: kprof's
-        # cupti backend without a trace places kernels by the timeline alone.
-        if _session.timing or (self.metrics and _session.active):
+        # cupti backend without a trace places kernels by the timeline alone, and queues metrics.
+        if _session.timing:
             _session.scope_entered(self.name, nid, self.metrics)
+        elif self.metrics and _session.active:
+            if _session.python_ctx:
+                _session.scope_entered(self.name, nid, self.metrics)
+            else:
+                _session.queue_metrics(nid, self.name, self.metrics)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:

@@ -11,6 +11,7 @@ in the script returns its id and ``finalize`` in the script does nothing (the CL
 from __future__ import annotations
 
 import atexit
+import collections
 import os
 import sys
 import threading
@@ -202,6 +203,7 @@ class Session:
         from cubintools.demangle import demangle
         from .device_info import device_info
         nodes: Dict[tuple, Any] = {}
+        drain_metrics()
         root = build_tree(self.data, context.names_of, demangle, nodes=nodes, link_of=context.scope_link)
         self.kernel_nodes = nodes
         if self.kernel_cids is not None:
@@ -518,6 +520,7 @@ def _after_fork_in_child() -> None:
     _sessions = {}
     _cli_session = None
     active, timing, python_ctx = (), (), False
+    _metrics_q.clear()   # the parent's scope metrics, for the parent's sessions
     # Not _refresh(): unhooking takes kernelc's hook lock, which another thread of the parent may
     # have held at fork time.  The kernelc hook stays registered and does nothing without sessions.
     from . import hooks
@@ -564,6 +567,60 @@ def scope_metrics(name: str, node: int, metrics, pykey=None) -> None:
     values = _numeric(metrics)
     for s in active:
         s.data.add_frame(s.scope_key(node, name, pykey), values)
+
+
+# Scope metrics of the shadow context, queued at the scope's entry and summed into the sessions' frames in
+# bulk (drain_metrics): the entry costs a deque append and a dict copy instead of the sum under the data
+# lock, which a step of examples/train.py pays 8 times (its attn and mlp scopes).  Each entry holds the
+# sessions active at the entry, so a session that starts or stops later gets exactly what it would have.
+_metrics_q: "collections.deque" = collections.deque()
+METRICS_Q_MAX = 4096   # entries queued before the next entry sums them (bounds the queue's memory)
+
+
+def queue_metrics(node: int, name: str, metrics) -> None:
+    """A scope with ``metrics`` entered (shadow context, no session timing scopes): queued, see above."""
+    q = _metrics_q
+    q.append((active, node, name, dict(metrics)))
+    if len(q) > METRICS_Q_MAX:
+        drain_metrics()
+
+
+def drain_metrics() -> None:
+    """Sum the queued scope metrics into their sessions' frames (any thread; entries appended meanwhile
+    are summed now or by the next call).  A value that is not a number is left out, with a warning."""
+    q = _metrics_q
+    pop = q.popleft
+    acc: Dict[tuple, Dict[str, Any]] = {}   # summed per (sessions, scope) first: one add_frame each
+    while True:
+        try:
+            sessions, node, name, metrics = pop()
+        except IndexError:
+            break
+        key = (sessions, node, name)
+        a = acc.get(key)
+        if a is None:
+            a = acc[key] = {}
+        for k, v in metrics.items():
+            tv = type(v)
+            if tv is not int and tv is not float and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                _warn_metric(f"scope metric {k!r} must be a number, got {v!r}")
+                continue
+            if type(k) is not str:
+                k = str(k)
+            a[k] = a.get(k, 0) + v
+    for (sessions, node, name), values in acc.items():
+        for s in sessions:
+            s.data.add_frame(s.scope_key(node, name, None), values)
+
+
+_warned_metrics: set = set()
+
+
+def _warn_metric(msg: str) -> None:
+    if msg not in _warned_metrics and len(_warned_metrics) < 20:
+        _warned_metrics.add(msg)
+        from .textsafe import term_escape
+        print(term_escape(f"kprof: warning: {msg}; left out of the profile"), file=sys.stderr)
 
 
 def scope_entered(name: str, node: int, metrics) -> None:

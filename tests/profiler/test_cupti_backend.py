@@ -572,3 +572,32 @@ def test_kernelc_launch_with_an_unhashable_compiled_kernel(fake, tmp_path, capsy
     root, _ = read_profile(tmp_path / "u.hatchet")
     k = find(root, "s", "kc [grid 8x1x1, warps 4, stages 2]")
     assert k.metrics["count"] == 3 and k.extra["cache_key"] == "ck1"
+
+
+def test_scope_metrics_queued_and_summed_at_the_end(light_fake, tmp_path, monkeypatch, capsys):
+    """Without a session timing scopes, a scope's metrics are queued at its entry (a copy: the caller's dict may
+    change after) and summed at the end, also past the queue's bound; a non-number is left out with a warning
+    where the rest of that entry's metrics are kept; a session started later gets only its own entries."""
+    monkeypatch.setattr(S, "METRICS_Q_MAX", 5)
+    monkeypatch.setattr(S, "_warned_metrics", set())
+    sid = profiler.start(str(tmp_path / "m"))
+    assert not S.timing
+    m = {"flops": 10}
+    for _ in range(12):
+        with profiler.scope("attn", metrics=m):
+            light_fake.launch("k", dur=100)
+    m["flops"] = 10 ** 6   # after the entries: not theirs
+    with profiler.scope("mlp", metrics={"flops": 3, "bytes": "many"}):
+        pass
+    assert len(S._metrics_q) <= 6
+    sid2 = profiler.start(str(tmp_path / "m2"))
+    with profiler.scope("attn", metrics={"flops": 1}):
+        pass
+    profiler.finalize(sid)
+    profiler.finalize(sid2)
+    root, _ = read_profile(tmp_path / "m.hatchet")
+    assert find(root, "attn").metrics["flops"] == 121
+    assert find(root, "mlp").metrics["flops"] == 3 and "bytes" not in find(root, "mlp").metrics
+    assert "'bytes' must be a number" in capsys.readouterr().err
+    root2, _ = read_profile(tmp_path / "m2.hatchet")
+    assert find(root2, "attn").metrics["flops"] == 1

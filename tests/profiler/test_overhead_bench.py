@@ -671,3 +671,62 @@ def test_nopy_makes_scope_a_noop_for_its_blocks_only(tmp_path, monkeypatch):
         assert profiler.scope is real
     finally:
         profiler.scope = real
+
+
+def test_multi_way_order_swaps_every_pair_each_round():
+    """A multi-way run (several --against): in rounds 2j and 2j+1 every two profilers swap places (as many AB as
+    BA for every pair), and over 2 x n rounds each profiler takes each position equally often."""
+    names = ["kprof", "floor", "proton", "none"]
+    orders = [rp._multi_order(names, i) for i in range(8)]
+    for a in names:
+        for b in names:
+            if a != b:
+                first = [o.index(a) < o.index(b) for o in orders]
+                assert all(x != y for x, y in zip(first[::2], first[1::2])), (a, b)
+    for p in names:
+        assert sorted(o.index(p) for o in orders) == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def test_multi_way_split_into_pair_comparisons():
+    """The rounds of a multi-way child become one comparison per pair of profilers, in summarize's shape, with the
+    time order of each pair's blocks kept (steady ratios drop each block's first segment) and a none/none
+    control from consecutive rounds."""
+    names = ["kprof", "floor", "none"]
+    ms = {"kprof": 11.0, "floor": 10.5, "none": 10.0}
+    rounds = []
+    for i in range(6):
+        o = rp._multi_order(names, i)
+        rounds.append({"order": o, "ms": {p: ms[p] * (1 + 0.01 * i) for p in o},
+                       "sched": {p: {"seg_us": [99.0] + [ms[p] * 10] * 4, "all_run_ms": 1.0, "all_wait_ms": 0.0}
+                                 for p in o}})
+    r = {"workload": "tiny", "profiler": "kprof", "multi": rounds, "cold_ms": [10.0], "stop_s": [],
+         "setup_s": 1.0, "wall_s": 5.0, "steps_per_block": 10}
+    vs = {v["profiler"]: v for v in rp._multi_split(r)}
+    assert set(vs) == {"kprof/floor", "kprof/none", "floor/none", "none/none"}
+    assert vs["kprof/floor"]["warm"] == pytest.approx([11 / 10.5] * 6)
+    assert vs["none/none"]["warm"] == pytest.approx([1.01 / 1.0, 1.03 / 1.02, 1.05 / 1.04])
+    for v in vs.values():
+        seq = rp._sequence(v)
+        assert [k for k, _ in seq] == [k for k, _ in v["sched"]]
+    assert rp._pair_steady(vs["kprof/none"]) == pytest.approx([1.1] * 6)
+    s = rp.summarize(list(vs.values()), reps=50, settle=2)
+    assert s["kprof/floor"]["warm"] == pytest.approx(11 / 10.5, abs=1e-4)
+    assert s["kprof/none"]["warm_steady"] == pytest.approx(1.1)
+    w = rp._workload_summary(s, list(vs.values()))
+    assert w["comparisons"]["kprof/none"]["steady"] == pytest.approx(1.1) and w["wall_s"] == 5.0
+
+
+def test_multi_way_rounds_on_disk_as_they_end(tmp_path, capsys):
+    """A multi-way child writes its rounds to ``rounds_path`` after each one (a run killed by an outer timeout keeps
+    them); ``--reanalyse`` reads that file like a finished run's."""
+    names = ["kprof", "floor", "none"]
+    rounds = [{"order": rp._multi_order(names, i), "ms": {"kprof": 11.0, "floor": 10.5, "none": 10.0},
+               "sched": {p: {"seg_us": [9.0] + [10.0] * 3, "all_run_ms": 1.0, "all_wait_ms": 0.0} for p in names}}
+              for i in range(10)]
+    path = str(tmp_path / "x.tiny.rounds.json")
+    spec = {"workload": "tiny", "profiler": "kprof", "against": "floor,none", "rounds_path": path,
+            "steps_per_block": 10, "cold_ms": [10.0], "setup_s": 1.0}
+    rp._dump_rounds(spec, names, rounds)
+    assert rp.reanalyse(path, settle=2) == 0
+    out = capsys.readouterr().out
+    assert "kprof/floor" in out and "1.0476" in out and "none/none" in out
