@@ -11,7 +11,8 @@ kernelc's launcher and timed interleaved against Triton's (bench/interleaved.py,
   (under those knobs, if given), then its PTX assembled by RECIPE: ``free`` (nvJitLink, no ``.maxntid``, no
   ceiling), ``bound`` (nvJitLink with ``.maxntid``), ``capN`` (nvJitLink, no ``.maxntid``, ``-maxrregcount=N``),
   ``whole`` (Triton's ptxas, a whole program with ``.maxntid``, as Triton assembles), ``own`` (kernelc's build
-  under the knobs, no reassembly);
+  under the knobs, no reassembly); ``@MEM20_CONVERT_STORES=1`` compiles with every sector-saving store
+  converted through shared memory (``convert_stores``);
 - ``triton``, ``triton[control]`` (the A/A).
 
     python3 bench/experiments/mem20/builds.py [--rounds R] [--out PATH] [--budget S] --col ... [rows...]
@@ -39,6 +40,26 @@ def parse_cols(specs):
         env = dict(kv.split("=", 1) for kv in envs.split(",") if kv)
         out.append((row, tag, recipe or "own", env))
     return out
+
+
+class convert_stores:
+    """While a column compiles (``@MEM20_CONVERT_STORES=1``): passes/coalesce.py converts every store whose
+    coalesced layout touches fewer sectors, whatever the conversion costs (its sector price made huge) -- the
+    norm backwards' final fp32 dW/dB stores (32 bytes a lane, two 16-byte stores half a sector apart) then go
+    through shared memory as Triton's do. An experiment's switch, not a knob: the column has a cache of its own."""
+
+    def __init__(self, on: bool):
+        self.on = on
+
+    def __enter__(self):
+        import kernelc.compiler.passes.coalesce as C
+        self.old = C.SECTOR_BYTES
+        if self.on:
+            C.SECTOR_BYTES = 1 << 20
+
+    def __exit__(self, *exc):
+        import kernelc.compiler.passes.coalesce as C
+        C.SECTOR_BYTES = self.old
 
 
 def assemble(ptx: str, recipe: str) -> bytes:
@@ -128,7 +149,7 @@ def main(argv) -> int:
                 n = f"kernelc[{tag}]"
                 try:
                     M = kernelc_variant(f"b_{tag}")
-                    with _env(column_env(root, tag, env)):
+                    with _env(column_env(root, tag, env)), convert_stores(env.get("MEM20_CONVERT_STORES") == "1"):
                         call(M, *[x.clone() for x in args])
                     fns = {kn: kf for kn, kf in vars(M).items()
                            if hasattr(kf, "arg_names") and getattr(kf, "_cuda_state", {}).get("cache")}
