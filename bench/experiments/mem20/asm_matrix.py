@@ -46,6 +46,18 @@ CASES = {   # kernel: (signature, constexprs, num_warps), as bench_memory_bound'
     "transpose_kernel": ("x_ptr=*fp32,y_ptr=*fp32,M=i32,N=i32,stride_xm=i32,stride_ym=i32",
                          {"BLOCK_M": 64, "BLOCK_N": 64}, 4),
     "softmax_fwd_kernel": ("y_ptr=*fp16,x_ptr=*fp16,stride=i32,n_cols=i32", {"BLOCK_SIZE": 8192}, 16),
+    "permute021_kernel": ("x_ptr=*fp16,y_ptr=*fp16,M=i32,N=i32,stride_xb=i32,stride_xm=i32,stride_yb=i32,"
+                          "stride_yn=i32", {"BLOCK_M": 64, "BLOCK_N": 64}, 4),
+    "swiglu_fwd_kernel": ("a_ptr=*bf16,b_ptr=*bf16,c_ptr=*bf16,stride=i32,n_cols=i32", {"BLOCK_SIZE": 16384}, 16),
+    "swiglu_bwd_kernel": ("dc_ptr=*bf16,a_ptr=*bf16,b_ptr=*bf16,da_ptr=*bf16,db_ptr=*bf16,stride=i32,n_cols=i32",
+                          {"BLOCK_SIZE": 16384}, 16),
+    "geglu_fwd_kernel": ("a_ptr=*bf16,b_ptr=*bf16,c_ptr=*bf16,stride=i32,n_cols=i32", {"BLOCK_SIZE": 16384}, 16),
+    "geglu_bwd_kernel": ("dc_ptr=*bf16,a_ptr=*bf16,b_ptr=*bf16,da_ptr=*bf16,db_ptr=*bf16,stride=i32,n_cols=i32",
+                         {"BLOCK_SIZE": 16384}, 16),
+    "cross_entropy_kernel": ("logits_ptr=*bf16,grad_ptr=*bf16,target_ptr=*i64,loss_ptr=*fp32,stride=i32,n_cols=i32,"
+                             "inv_n_rows=fp32", {"BLOCK_SIZE": 32768}, 32),
+    "rope_kernel": ("q_ptr=*bf16,q_row_stride=i32,cos_ptr=*fp32,sin_ptr=*fp32,cos_row_stride=i32,seq_len=i32,"
+                    "n_heads=i32,head_dim=i32", {"BLOCK_H": 32, "BLOCK_D": 64}, 4),
     "log_softmax_fwd_kernel": ("y_ptr=*fp16,x_ptr=*fp16,stride=i32,n_cols=i32", {"BLOCK_SIZE": 8192}, 16),
 }
 
