@@ -384,8 +384,10 @@ KNOBS: Tuple[Knob, ...] = (
          "fewer blocks per SM than the build without a register ceiling; off = every kernel as before. Of the 37 "
          "kernels without dots it changes two: rope (48 registers / 10 blocks, not 56 / 9: 1.006x Triton against "
          "0.980 on an H200, C2) and the fp32 64x64 transpose (40 / 12, main's build until 2026-11-28, not the "
-         "launch bound's 56 / 9: 0.6% faster on an H100, H11b, 0.65-1.7% slower on an H200, C2/C2b)",
-         _choice(("onepass", ("onepass",) + _TRUE), ("off", _FALSE)),
+         "launch bound's 56 / 9: 0.6% faster on an H100, H11b, 0.65-1.7% slower on an H200, C2/C2b); free = a "
+         "one-pass kernel gets the build without a register ceiling, neither filled nor stepped "
+         "(registers='free' in the tile IR; docs/performance.md, issue 21's mem20 section)",
+         _choice(("onepass", ("onepass",) + _TRUE), ("free", ("free",)), ("off", _FALSE)),
          compile=True, field="fill_keep_blocks"),
     Knob("KERNELC_FILL_STEP_DOWN", "bool", True,
          "under KERNELC_FILL_POLICY=loads, also weigh the build one occupancy step down (a register ceiling that fits "

@@ -342,6 +342,41 @@ def test_golden_a_one_pass_kernel_keeps_its_blocks_and_a_loop_that_loads_does_no
         assert "attributes" not in print_function(mark_register_budget(fn, enabled=False)).splitlines()[0]
 
 
+def test_golden_a_one_pass_kernel_takes_the_free_build():
+    """KERNELC_FILL_KEEP_BLOCKS=free: registers='free' (no fill policy) on a one-pass kernel, also with a loop that does
+    not load; a loop that loads keeps the fill. Header only."""
+    one, _ = to_tile_ir(scale_rows, SCALE_SIG, dict(BLOCK=1024))
+    loop, _ = to_tile_ir(sum_rows, SCALE_SIG, dict(BLOCK=1024))
+    spin, _ = to_tile_ir(spin_then_copy, dict(x_ptr="*fp32", y_ptr="*fp32", lock_ptr="*i32"), dict(BLOCK=1024))
+    dot, _ = to_tile_ir(tile_dot, DOT_SIG, dict(BM=64, BN=64, BK=32))
+    for fn, free in ((one, True), (loop, False), (spin, True)):
+        before = print_function(fn)
+        after = print_function(mark_register_budget(fn, keep_blocks="free"))
+        assert after.split("\n", 1)[1] == before.split("\n", 1)[1]
+        attrs = "registers='free'" if free else "registers='fill_step', fill_policy='loads'"
+        assert after.splitlines()[0] == before.splitlines()[0].replace(") {", f") attributes {{{attrs}}} {{", 1)
+    assert "attributes" not in print_function(mark_register_budget(dot, keep_blocks="free")).splitlines()[0]
+
+
+def test_the_free_mark_assembles_without_a_ceiling(monkeypatch):
+    """registers='free': the build without .maxntid or a ceiling, where the default (onepass) takes the occupancy
+    step (softmax's backward row, 8192 fp16, 16 warps: 47 -> 40 registers, 2 -> 3 blocks per SM)."""
+    monkeypatch.setenv("KERNELC_FILL_POLICY", "loads")
+    monkeypatch.setenv("KERNELC_OCCUPANCY_STEP", "nodots")
+    sig = dict(dx_ptr="*fp16", dy_ptr="*fp16", y_ptr="*fp16", stride="i32", n_cols="i32")
+
+    def build():
+        return kernelc.compile(K.softmax_bwd_kernel, sig, dict(BLOCK_SIZE=8192), target="sm_90a", num_warps=16,
+                               divisibility={k: 16 for k in sig})
+    stepped = build()
+    monkeypatch.setenv("KERNELC_FILL_KEEP_BLOCKS", "free")
+    free = build()
+    assert free.asm["ptx"] == stepped.asm["ptx"] and "registers='free'" in free.asm["tir"].splitlines()[0]
+    plain = P.ptx_to_cubin(P._MAXNTID_RE.sub(b"", free.asm["ptx"].encode()).decode(), "sm_90a")
+    assert free.n_regs == plain.resources["softmax_bwd_kernel"].registers > stepped.n_regs
+    assert "kernelc:" not in free.artifacts.ptxas_log
+
+
 def test_the_assembler_takes_the_policy_from_the_ir(monkeypatch):
     """geglu bwd in consumer order: the loads policy keeps its build without a ceiling (77 registers on CPU), the
     step policy the filled one (120); ptx_to_cubin follows the policy it is given, whatever the environment says."""

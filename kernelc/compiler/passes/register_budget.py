@@ -21,6 +21,11 @@ build with fewer blocks per SM than the build without a register ceiling. Of the
 rope (48 registers / 10 blocks with op order, Triton's schedule: 1.006x Triton on an H200 against 0.980) and the
 fp32 64x64 transpose (40 / 12, the build before 2026-11-28, instead of the launch bound's 56 / 9: 0.6% faster on an
 H100, 0.65-1.7% slower on an H200; docs/performance.md, "The merged defaults").
+
+Under ``KERNELC_FILL_KEEP_BLOCKS=free`` a one-pass kernel is marked ``registers="free"`` instead: the assembler's
+build without a register ceiling, neither filled, nor stepped to another block count, nor weighed by loads in
+flight. The same PTX of log_softmax's backward row (8192 fp16, 16 warps) at 32, 39 and 40 registers has the same
+instructions in another order; which build ran fastest is in docs/performance.md (issue 21, mem20).
 """
 from __future__ import annotations
 
@@ -39,11 +44,14 @@ def mark_register_budget(fn: Function, enabled: bool = True, policy: str = "load
     """Set ``registers="fill_step"`` and ``fill_policy=policy`` (KERNELC_FILL_POLICY: loads or step) on ``fn``
     when ``enabled`` (KERNELC_FILL_OCCUPANCY_STEP) and no op of it is a ``dot``, and ``fill_keep_blocks=True``
     when also the policy is loads, ``keep_blocks`` is onepass (KERNELC_FILL_KEEP_BLOCKS) and no loop of it loads;
-    else remove them.
+    ``registers="free"`` instead (no policy) when ``keep_blocks`` is free and no loop of it loads; else remove them.
     Mutates ``fn``."""
     for k in ("registers", "fill_policy", "fill_keep_blocks"):
         fn.attrs.pop(k, None)
     if enabled and not any(op.name == "dot" for op in fn.walk()):
+        if keep_blocks == "free" and not loads_in_a_loop(fn):
+            fn.attrs["registers"] = "free"
+            return fn
         fn.attrs["registers"] = "fill_step"
         fn.attrs["fill_policy"] = policy
         if policy == "loads" and keep_blocks == "onepass" and not loads_in_a_loop(fn):
