@@ -336,7 +336,8 @@ TILE_PASSES = (
     TilePass("mark_reduce_xwarp", lambda f, c: mark_reduce_xwarp(f, get_option("KERNELC_REDUCE_XWARP"),
                                                                  get_option("KERNELC_REDUCE_BFLY"))),
     # a kernel without dots gets the registers of its occupancy step from the assembler (passes/register_budget.py;
-    # KERNELC_FILL_KEEP_BLOCKS=onepass, the default: a one-pass one keeps its blocks per SM)
+    # KERNELC_FILL_KEEP_BLOCKS=reductions, the default: a one-pass one keeps its blocks per SM, and one with a block
+    # reduction gets the build without a register ceiling)
     TilePass("mark_register_budget", lambda f, c: mark_register_budget(f, fill_occupancy_step_enabled(),
                                                                        fill_policy(),
                                                                        get_option("KERNELC_FILL_KEEP_BLOCKS"))),

@@ -236,12 +236,15 @@ KNOBS: Tuple[Knob, ...] = (
          "Triton's, but on an H200 cross_entropy 2048x128256 bf16 0.2% and log_softmax fwd 0.06% slower than "
          "approx; passes/fp_contract.py)",
          _choice(("approx", ("approx",)), ("libdevice", ("libdevice",))), compile=True, field="log_f32"),
-    Knob("KERNELC_REDUCE_XWARP", "choice", "broadcast",
+    Knob("KERNELC_REDUCE_XWARP", "choice", "multi",
          "a reduction to one value per block crosses warps as broadcast (Triton's: lane 0 of each warp stores, warp "
          "0 combines the partials, a second barrier, every thread reads the result; f32/i32, one-pass "
          "kernels only; log_softmax fwd 8192^2 fp16 0.78% faster on an H200) or allreduce (kernelc's before session 19: every warp combines all "
-         "warps' partials after one barrier; passes/reduce_xwarp.py)",
-         _choice(("allreduce", ("allreduce",)), ("broadcast", ("broadcast",))), compile=True, field="reduce_xwarp"),
+         "warps' partials after one barrier); multi (default): broadcast in a one-pass kernel with two or more such "
+         "reductions, allreduce where it has one (log_softmax bwd 8192^2 fp16: 1.003 of Triton against 0.998 on an "
+         "H200, session 20); passes/reduce_xwarp.py",
+         _choice(("allreduce", ("allreduce",)), ("broadcast", ("broadcast",)), ("multi", ("multi",))),
+         compile=True, field="reduce_xwarp"),
     Knob("KERNELC_REDUCE_BFLY", "choice", "up",
          "a reduction's butterfly shuffles run from the nearest lane (up: 1, 2, .., 16) or the farthest (down: 16, .., "
          "1, Triton's order; a float sum rounds differently; passes/reduce_xwarp.py)",
@@ -300,6 +303,11 @@ KNOBS: Tuple[Knob, ...] = (
          "shared memory to 16-byte stores, as Triton's epilogue; tutorial 09), 1 (priced byte for byte: such stores "
          "stay 4-byte stores from the accumulator's layout)",
          _choice(("1", ("1",)), ("2", ("2",)), ("4", ("4",))), compile=True, field="store_smem_discount"),
+    Knob("KERNELC_STORE_DISCOUNT_SCOPE", "choice", "all",
+         "which stores KERNELC_STORE_SMEM_DISCOUNT prices (passes/coalesce.py): all (default: the RMS/layer-norm "
+         "backward rows' final fp32 dW/dB stores then go through shared memory to 16-byte stores, as Triton's: 0.8% "
+         "and 2.2% faster on an H200, session 20) or mma (an MMA accumulator's only, before session 20)",
+         _choice(("mma", ("mma",)), ("all", ("all",))), compile=True, field="store_discount_scope"),
     Knob("KERNELC_USE_LAYOUT_LOADS", "choice", "all",
          "where a small vector converted right after its load (a per-column cos/sin, scale or bias row broadcast "
          "against a tile) is loaded in the converted layout instead (passes/load_layouts.py): all (default: also "
@@ -378,16 +386,19 @@ KNOBS: Tuple[Knob, ...] = (
          "(fill_policy), which the assembler follows",
          _choice(("step", ("step",)), ("loads", ("loads",))),
          compile=True, field="fill_policy"),
-    Knob("KERNELC_FILL_KEEP_BLOCKS", "choice", "onepass",
+    Knob("KERNELC_FILL_KEEP_BLOCKS", "choice", "reductions",
          "under KERNELC_FILL_POLICY=loads: onepass (default) = in a one-pass kernel (no loop that loads from global "
          "memory; passes/register_budget.py writes fill_keep_blocks into the tile IR) the fill weighs no build with "
          "fewer blocks per SM than the build without a register ceiling; off = every kernel as before. Of the 37 "
          "kernels without dots it changes two: rope (48 registers / 10 blocks, not 56 / 9: 1.006x Triton against "
          "0.980 on an H200, C2) and the fp32 64x64 transpose (40 / 12, main's build until 2026-11-28, not the "
-         "launch bound's 56 / 9: 0.6% faster on an H100, H11b, 0.65-1.7% slower on an H200, C2/C2b); free = a "
-         "one-pass kernel gets the build without a register ceiling, neither filled nor stepped "
-         "(registers='free' in the tile IR; docs/performance.md, issue 21's mem20 section)",
-         _choice(("onepass", ("onepass",) + _TRUE), ("free", ("free",)), ("off", _FALSE)),
+         "launch bound's 56 / 9: 0.6% faster on an H100, H11b, 0.65-1.7% slower on an H200, C2/C2b); reductions "
+         "(default) = onepass, and a one-pass kernel with a block reduction to one value (softmax's, log_softmax's "
+         "rows) gets the build without a register ceiling, neither filled nor stepped (registers='free' in the tile "
+         "IR: log_softmax bwd 8192^2 fp16 1.003 of Triton at 39 registers, 0.997 at the launch bound's 40; softmax "
+         "bwd 0.9985 free, 0.9970 at the occupancy step; H200, session 20); free = every one-pass kernel so",
+         _choice(("reductions", ("reductions",)), ("onepass", ("onepass",) + _TRUE), ("free", ("free",)),
+                 ("off", _FALSE)),
          compile=True, field="fill_keep_blocks"),
     Knob("KERNELC_FILL_STEP_DOWN", "bool", True,
          "under KERNELC_FILL_POLICY=loads, also weigh the build one occupancy step down (a register ceiling that fits "
@@ -510,7 +521,7 @@ class CompileOptions:
     fp8_carry_words: bool = True
     reduce_tree: bool = True
     log_f32: str = "approx"
-    reduce_xwarp: str = "broadcast"
+    reduce_xwarp: str = "multi"
     reduce_bfly: str = "up"
     smem_reuse: bool = True
     ring_views: bool = True
@@ -519,6 +530,7 @@ class CompileOptions:
     flatten_carry_tiles: bool = True
     tma_store_wait: str = "deferred"
     store_smem_discount: str = "4"
+    store_discount_scope: str = "all"
     uniform_masks: str = "invariant"
     copy_mad_wide: bool = True
     use_layout_loads: str = "all"
@@ -530,7 +542,7 @@ class CompileOptions:
     occupancy_step: str = "nodots"
     fill_occupancy_step: bool = True
     fill_policy: str = "loads"
-    fill_keep_blocks: str = "onepass"
+    fill_keep_blocks: str = "reductions"
     fill_step_down: bool = True
     step_dot_loops: bool = True
     consumer_order: str = "elementwise"

@@ -206,6 +206,31 @@ def test_existing_kernels_gain_only_the_epilogue_conversion_and_keep_their_sass(
         assert kernelc.compile(k, sig, cx, **kw).asm["sass"] == sass[name], name
 
 
+def test_a_norm_backward_partial_dw_store_converts_with_every_store_discounted(monkeypatch):
+    """RMS norm's backward row (bf16, 8 warps): the loop-carried fp32 dW keeps the bf16 loads' layout, 8 registers a
+    thread, two 16-byte stores half a sector apart; KERNELC_STORE_DISCOUNT_SCOPE=all (the default) prices the
+    conversion at a quarter and converts the final store to 16 bytes a lane, =mma leaves it. The row's own bf16
+    dx store is already coalesced either way."""
+    from examples.kernels import memory_bound as K
+    sig = dict(dy_ptr="*bf16", x_ptr="*bf16", w_ptr="*bf16", rstd_ptr="*fp32", dx_ptr="*bf16", dw_ptr="*fp32",
+               stride="i32", n_rows="i32", n_cols="i32", rows_per_program="i32")
+    div = {k: 16 for k in sig}
+    monkeypatch.setenv("KERNELC_STORE_DISCOUNT_SCOPE", "mma")
+    _, fn, notes = _coalesced(K.rms_norm_bwd_kernel, sig, dict(BLOCK_SIZE=4096), div, num_warps=8)
+    assert count_conversions(fn) == 0 and not notes
+    monkeypatch.setenv("KERNELC_STORE_DISCOUNT_SCOPE", "all")
+    _, fn, notes = _coalesced(K.rms_norm_bwd_kernel, sig, dict(BLOCK_SIZE=4096), div, num_warps=8)
+    filecheck(print_function(fn, show_loc=False), """
+        CHECK: scf.for
+        CHECK-NOT: convert_layout
+        CHECK: scf.yield
+        CHECK: [[DW:%\\d+]] = convert_layout {{%\\d+}} {layout=#blocked<spt=[4], tpw=[32], wpc=[8], order=[0]>, smem=#shared<inner=0, vec=[4, 4]>} : <4096xfp32>
+        CHECK-NEXT: store {{%\\d+}}, [[DW]], {{%\\d+}}
+        CHECK-NEXT: return
+    """)
+    assert count_conversions(fn) == 1 and "64 fewer sectors per warp" in notes[0], notes
+
+
 # -- cost model and shared-memory layouts ----------------------------------------------------------
 
 def test_global_sector_model():

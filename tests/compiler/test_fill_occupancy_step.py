@@ -358,6 +358,31 @@ def test_golden_a_one_pass_kernel_takes_the_free_build():
     assert "attributes" not in print_function(mark_register_budget(dot, keep_blocks="free")).splitlines()[0]
 
 
+@kernelc.jit
+def scale_by_sum(x_ptr, y_ptr, n, BLOCK: kl.constexpr):
+    # a one-pass row with a block reduction to one value (softmax's backward rows)
+    offs = kl.arange(0, BLOCK)
+    x = kl.load(x_ptr + kl.program_id(0) * n + offs, mask=offs < n, other=0.0)
+    kl.store(y_ptr + kl.program_id(0) * n + offs, x * kl.sum(x, axis=0), mask=offs < n)
+
+
+def test_golden_reductions_free_a_one_pass_kernel_with_a_block_reduction_only():
+    """KERNELC_FILL_KEEP_BLOCKS=reductions (the default): registers='free' on a one-pass kernel with a reduction to one
+    value; a one-pass kernel without one keeps its blocks (as onepass); a loop kernel with one keeps the fill. Header
+    only."""
+    red, _ = to_tile_ir(scale_by_sum, SCALE_SIG, dict(BLOCK=1024))
+    one, _ = to_tile_ir(scale_rows, SCALE_SIG, dict(BLOCK=1024))
+    loop, _ = to_tile_ir(sum_rows, SCALE_SIG, dict(BLOCK=1024))
+    assert "reduce" in print_function(red) and "reduce" in print_function(loop)
+    for fn, attrs in ((red, "registers='free'"), (one, "registers='fill_step', fill_policy='loads', fill_keep_blocks=True"),
+                      (loop, "registers='fill_step', fill_policy='loads'")):
+        before = print_function(fn)
+        after = print_function(mark_register_budget(fn, keep_blocks="reductions"))
+        assert after.split("\n", 1)[1] == before.split("\n", 1)[1]
+        assert after.splitlines()[0] == before.splitlines()[0].replace(") {", f") attributes {{{attrs}}} {{", 1)
+    assert "registers='fill_step'" in print_function(mark_register_budget(red, keep_blocks="onepass")).splitlines()[0]
+
+
 def test_the_free_mark_assembles_without_a_ceiling(monkeypatch):
     """registers='free': the build without .maxntid or a ceiling, where the default (onepass) takes the occupancy
     step (softmax's backward row, 8192 fp16, 16 warps: 47 -> 40 registers, 2 -> 3 blocks per SM)."""
@@ -368,6 +393,8 @@ def test_the_free_mark_assembles_without_a_ceiling(monkeypatch):
     def build():
         return kernelc.compile(K.softmax_bwd_kernel, sig, dict(BLOCK_SIZE=8192), target="sm_90a", num_warps=16,
                                divisibility={k: 16 for k in sig})
+    monkeypatch.setenv("KERNELC_REDUCE_XWARP", "broadcast")
+    monkeypatch.setenv("KERNELC_FILL_KEEP_BLOCKS", "onepass")
     stepped = build()
     monkeypatch.setenv("KERNELC_FILL_KEEP_BLOCKS", "free")
     free = build()

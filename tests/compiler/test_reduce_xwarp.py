@@ -54,6 +54,32 @@ def test_block_reductions_of_32_bit_values_take_the_broadcast_form_golden(monkey
     assert re.sub(r", (xwarp|bfly)='\w+'", "", after) == before
 
 
+@kernelc.jit
+def one_sum_kernel(x_ptr, y_ptr, BLOCK: kl.constexpr):
+    # log_softmax's backward row: one reduction to a single value
+    r = kl.arange(0, BLOCK)
+    dy = kl.load(x_ptr + r)
+    kl.store(y_ptr + r, dy - kl.exp(dy) * kl.sum(dy, 0))
+
+
+def test_multi_marks_broadcast_only_with_two_or_more_block_reductions(monkeypatch):
+    """KERNELC_REDUCE_XWARP=multi (the default): row_stats_kernel (a max and three sums to one value) as under
+    broadcast; a kernel with one such reduction keeps allreduce (no mark)."""
+    before, after = _ir_around(monkeypatch, "multi", "up")
+    assert after.count("xwarp='broadcast'") == 3 and re.sub(r", xwarp='\w+'", "", after) == before
+    monkeypatch.setenv("KERNELC_REDUCE_XWARP", "multi")
+    names = [p.name for p in C.TILE_PASSES]
+    i = names.index("mark_reduce_xwarp")
+    fn, _ = generate_ir(_base_function(one_sum_kernel), dict(x_ptr="*fp32", y_ptr="*fp32"), dict(BLOCK=256), {}, ())
+    run_passes(fn, C.TILE_PASSES[:i + 1], PassContext("sm_90a", (9, 0), 4))
+    text = print_function(fn, show_loc=False)
+    assert "reduce" in text and "xwarp" not in text
+    monkeypatch.setenv("KERNELC_REDUCE_XWARP", "broadcast")
+    fn, _ = generate_ir(_base_function(one_sum_kernel), dict(x_ptr="*fp32", y_ptr="*fp32"), dict(BLOCK=256), {}, ())
+    run_passes(fn, C.TILE_PASSES[:i + 1], PassContext("sm_90a", (9, 0), 4))
+    assert "xwarp='broadcast'" in print_function(fn, show_loc=False)
+
+
 def test_the_default_knobs_leave_the_ir(monkeypatch):
     before, after = _ir_around(monkeypatch, "allreduce", "up")
     assert before == after and "xwarp" not in after and "bfly" not in after

@@ -10,6 +10,12 @@ log_softmax's forward (8192^2 fp16, two such reductions a row) ran 0.78% faster 
 1.002 (docs/performance.md, session 19). ``bfly="down"`` runs each butterfly from the farthest lane (16, 8,
 .., 1) as Triton does, instead of from the nearest (1, 2, .., 16); a float sum rounds differently.
 
+``multi`` (the default since session 20) marks ``broadcast`` only in a kernel with two or more such reductions
+(softmax's and log_softmax's forward rows: a max, then a sum) and leaves a kernel with one (their backward rows)
+``allreduce``: on an H200, at each form's build without a register ceiling, log_softmax's backward (8192^2 fp16)
+ran 1.003 of Triton in ``allreduce`` and 0.998 in ``broadcast``, softmax's backward 0.9985 and 0.9991
+(docs/performance.md, session 20, call R1).
+
 ``broadcast`` is marked only where it applies: one result per block of one 32-bit operand (f32, i32: not an
 argmax's value-index pair, whose broadcast lowering no GPU run has checked), and a one-pass
 kernel (no loop that loads: ``register_budget.loads_in_a_loop``). In loop kernels it changed the register
@@ -35,16 +41,23 @@ def _one_value(op) -> bool:
     return n == 1
 
 
+def _broadcastable(op) -> bool:
+    """A reduction to one value per block of one 32-bit operand: the form codegen lowers as ``broadcast``."""
+    return _one_value(op) and len(op.operands) == 1 and all(str(scalar_of(v.type)) in _B32 for v in op.operands)
+
+
 def mark_reduce_xwarp(fn: Function, xwarp: str = "allreduce", bfly: str = "up") -> Function:
-    """Set or clear ``xwarp`` and ``bfly`` on every ``reduce`` (module docstring). Mutates ``fn``."""
+    """Set or clear ``xwarp`` and ``bfly`` on every ``reduce`` (module docstring). ``xwarp``: allreduce (no mark),
+    broadcast (every such reduction of a one-pass kernel) or multi (those of a one-pass kernel with two or more).
+    Mutates ``fn``."""
     from .register_budget import loads_in_a_loop
     onepass = not loads_in_a_loop(fn)
-    for op in fn.walk():
-        if op.name != "reduce":
-            continue
+    reduces = [op for op in fn.walk() if op.name == "reduce"]
+    mark = xwarp == "broadcast" or (xwarp == "multi" and sum(map(_broadcastable, reduces)) >= 2)
+    for op in reduces:
         op.attrs.pop("xwarp", None)
         op.attrs.pop("bfly", None)
-        if xwarp == "broadcast" and onepass and _one_value(op) and len(op.operands) == 1 and all(str(scalar_of(v.type)) in _B32 for v in op.operands):
+        if mark and onepass and _broadcastable(op):
             op.attrs["xwarp"] = "broadcast"
         if bfly == "down":
             op.attrs["bfly"] = "down"

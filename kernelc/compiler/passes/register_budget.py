@@ -22,10 +22,15 @@ rope (48 registers / 10 blocks with op order, Triton's schedule: 1.006x Triton o
 fp32 64x64 transpose (40 / 12, the build before 2026-11-28, instead of the launch bound's 56 / 9: 0.6% faster on an
 H100, 0.65-1.7% slower on an H200; docs/performance.md, "The merged defaults").
 
-Under ``KERNELC_FILL_KEEP_BLOCKS=free`` a one-pass kernel is marked ``registers="free"`` instead: the assembler's
-build without a register ceiling, neither filled, nor stepped to another block count, nor weighed by loads in
-flight. The same PTX of log_softmax's backward row (8192 fp16, 16 warps) at 32, 39 and 40 registers has the same
-instructions in another order; which build ran fastest is in docs/performance.md (issue 21, mem20).
+A one-pass kernel that reduces a row to one value (a cross-warp step with its barrier: softmax's and log_softmax's
+rows) is marked ``registers="free"`` instead (``KERNELC_FILL_KEEP_BLOCKS=reductions``, the default since session
+20; ``free``: every one-pass kernel): the assembler's build without a register ceiling, neither filled, nor stepped
+to another block count, nor weighed by loads in flight. For those rows the loads measure points the wrong way: on
+an H200 (session 20, call R1) log_softmax's backward (8192^2 fp16, 16 warps, one reduction) ran 1.003 of Triton at
+39 registers without a ceiling and 0.997 at the launch bound's 40, which issues its four loads before their first
+use instead of two; softmax's backward 0.9985 at 40 without a ceiling (allreduce) and 0.9970 at the occupancy
+step's 40 with 3 blocks per SM instead of 2 (broadcast, 47 registers free: 0.9991). The same PTX, the same
+instructions in another order (bench/experiments/mem20/asm_matrix.py).
 """
 from __future__ import annotations
 
@@ -39,22 +44,30 @@ def loads_in_a_loop(fn: Function) -> bool:
                for op in fn.walk())
 
 
+def block_reduction(fn: Function) -> bool:
+    """Whether ``fn`` reduces a tile to one value per program (``tl.sum(row, axis=0)``: a cross-warp step, a barrier)."""
+    from .reduce_xwarp import _one_value
+    return any(op.name == "reduce" and _one_value(op) for op in fn.walk())
+
+
 def mark_register_budget(fn: Function, enabled: bool = True, policy: str = "loads",
                          keep_blocks: str = "off") -> Function:
     """Set ``registers="fill_step"`` and ``fill_policy=policy`` (KERNELC_FILL_POLICY: loads or step) on ``fn``
     when ``enabled`` (KERNELC_FILL_OCCUPANCY_STEP) and no op of it is a ``dot``, and ``fill_keep_blocks=True``
-    when also the policy is loads, ``keep_blocks`` is onepass (KERNELC_FILL_KEEP_BLOCKS) and no loop of it loads;
-    ``registers="free"`` instead (no policy) when ``keep_blocks`` is free and no loop of it loads; else remove them.
+    when also the policy is loads, ``keep_blocks`` is onepass or reductions (KERNELC_FILL_KEEP_BLOCKS) and no loop of
+    it loads; ``registers="free"`` instead (no policy) when no loop of it loads and ``keep_blocks`` is free, or is
+    reductions and it has a block reduction to one value (:func:`block_reduction`); else remove them.
     Mutates ``fn``."""
     for k in ("registers", "fill_policy", "fill_keep_blocks"):
         fn.attrs.pop(k, None)
     if enabled and not any(op.name == "dot" for op in fn.walk()):
-        if keep_blocks == "free" and not loads_in_a_loop(fn):
+        onepass = not loads_in_a_loop(fn)
+        if onepass and (keep_blocks == "free" or (keep_blocks == "reductions" and block_reduction(fn))):
             fn.attrs["registers"] = "free"
             return fn
         fn.attrs["registers"] = "fill_step"
         fn.attrs["fill_policy"] = policy
-        if policy == "loads" and keep_blocks == "onepass" and not loads_in_a_loop(fn):
+        if policy == "loads" and keep_blocks in ("onepass", "reductions") and onepass:
             fn.attrs["fill_keep_blocks"] = True
     return fn
 
