@@ -31,7 +31,7 @@ from typing import Iterable, List, Optional, Tuple
 
 __all__ = ["Instr", "nvdisasm_path", "disassemble", "parse_sass", "instructions", "disassemble_with_instructions",
            "DisassemblyError", "mean_loads_in_flight", "cubin_loads_in_flight", "encoded_loads_in_flight",
-           "loads_in_flight"]
+           "loads_in_flight", "loads_before_first_use", "cubin_loads_before_first_use"]
 
 
 class DisassemblyError(RuntimeError):
@@ -247,6 +247,33 @@ def loads_in_flight(ops: Iterable[Tuple[bool, int, List[int], bool]]) -> float:
         total += len(pending)
         n += 1
     return round(total / n, 2) if n else 0.0
+
+
+def loads_before_first_use(ops: Iterable[Tuple[bool, int, List[int], bool]]) -> Tuple[int, int]:
+    """``(issued, total)`` over the op tuples of :func:`loads_in_flight`: the global loads issued before any
+    instruction reads a register one of them writes, and all global loads of the program."""
+    pending, issued, total, first_read = set(), 0, 0, False
+    for is_load, width, regs, first_is_read in ops:
+        sources = set(regs if first_is_read else regs[1:])
+        if not first_read and pending & sources:
+            first_read = True
+        if is_load and regs:
+            total += 1
+            if not first_read:
+                issued += 1
+                pending.update(range(regs[0], regs[0] + width))
+    return issued, total
+
+
+def cubin_loads_before_first_use(cubin: bytes) -> Tuple[int, int]:
+    """:func:`loads_before_first_use` of ``cubin`` (one function), from its instruction words where the sm_90
+    decoder reads them, else from nvdisasm's text."""
+    from .sm90_fields import decode_sm90
+    try:
+        ops = decode_sm90(cubin, _NO_DEST)
+    except Exception:
+        ops = None
+    return loads_before_first_use(ops if ops is not None else _text_ops(instructions(cubin)))
 
 
 def _text_ops(instrs: Iterable[Instr]):

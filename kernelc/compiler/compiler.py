@@ -36,7 +36,7 @@ from .passes.load_layouts import loads_in_use_layout
 from .passes.tma_prefetch import issue_tma_loads_early
 from .passes.reduce_trees import mark_reduce_trees
 from .passes.reduce_xwarp import mark_reduce_xwarp
-from .passes.register_budget import mark_dot_loops_step, mark_register_budget
+from .passes.register_budget import mark_dot_loops_step, mark_loads_first, mark_register_budget
 from .passes.instruction_order import mark_instruction_order
 from .passes.staged_operands import share_staged_operands
 from .passes.hoist_descriptors import hoist_descriptors
@@ -239,7 +239,7 @@ def _backend(fn, signature, constexprs, tgt, num_warps, num_stages, func, used, 
     art = compile_llir(llir, tgt, func.name, fill_step=budget == "fill_step",
                        fill_policy=func.attrs.get("fill_policy"),
                        keep_blocks=bool(func.attrs.get("fill_keep_blocks")),
-                       occupancy_step=budget == "occupancy_step",
+                       occupancy_step=budget == "occupancy_step", loads_first=budget == "loads_first",
                        ptxas_options=() if cap is None else (f"-maxrregcount={cap}",))
     for k, v in art.timings.items():
         timings[k] = v
@@ -346,6 +346,9 @@ TILE_PASSES = (
     # fp32 adds nobody reads the result of, over contiguous addresses: sm_90 vector red (vec=N)
     TilePass("vectorize_atomics", lambda f, c: vectorize_atomics(f, c.capability[0])),
     TilePass("coalesce", lambda f, c: coalesce(f, c.num_warps, c.capability[0], c.arch, c.notes)),
+    # a one-pass kernel that converts a loaded tile (a transpose): every load in flight before the first use
+    # (passes/register_budget.py; KERNELC_LOADS_FIRST)
+    TilePass("mark_loads_first", lambda f, c: mark_loads_first(f, get_option("KERNELC_LOADS_FIRST"))),
     # a conversion of a value computed before a loop is done once, before it, not on every trip
     TilePass("hoist_conversions", lambda f, c: hoist_conversions(f, c.notes)),
     # a small vector converted right after its load is loaded in the converted layout (passes/load_layouts.py)

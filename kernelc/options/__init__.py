@@ -400,6 +400,14 @@ KNOBS: Tuple[Knob, ...] = (
          _choice(("reductions", ("reductions",)), ("onepass", ("onepass",) + _TRUE), ("free", ("free",)),
                  ("off", _FALSE)),
          compile=True, field="fill_keep_blocks"),
+    Knob("KERNELC_LOADS_FIRST", "bool", True,
+         "a one-pass kernel without dots that converts a loaded tile through shared memory (a transpose, a permute) "
+         "is assembled without a register ceiling where that issues every global load of a thread before the first "
+         "use of one, else at the most blocks per SM (at most two fewer) at which ptxas does so without spilling "
+         "(registers='loads_first' in the tile IR, passes/register_budget.py: the fp32 64x64 transpose 40 -> 48 "
+         "registers, 12 -> 10 blocks, all 8 loads first instead of 3-4: 0.994 -> 1.009 of Triton on an H200, "
+         "session 20); off: the fill as for other one-pass kernels",
+         compile=True, field="loads_first"),
     Knob("KERNELC_FILL_STEP_DOWN", "bool", True,
          "under KERNELC_FILL_POLICY=loads, also weigh the build one occupancy step down (a register ceiling that fits "
          "one more block per SM; kept only without spills): a grid-stride softmax row (4096 fp32, 16 warps) at 32 "
@@ -544,6 +552,7 @@ class CompileOptions:
     fill_policy: str = "loads"
     fill_keep_blocks: str = "reductions"
     fill_step_down: bool = True
+    loads_first: bool = True
     step_dot_loops: bool = True
     consumer_order: str = "elementwise"
     enable_fp_fusion: bool = True

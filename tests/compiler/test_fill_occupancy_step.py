@@ -383,6 +383,64 @@ def test_golden_reductions_free_a_one_pass_kernel_with_a_block_reduction_only():
     assert "registers='fill_step'" in print_function(mark_register_budget(red, keep_blocks="onepass")).splitlines()[0]
 
 
+T_SIG = dict(x_ptr="*fp32", y_ptr="*fp32", M="i32", N="i32", stride_xm="i32", stride_ym="i32")
+
+
+def _ir_around(kernel, sig, cx, name, num_warps=4):
+    """(IR before the pass ``name``, IR after it) of ``kernel`` on the compile pipeline."""
+    from kernelc.compiler import compiler as C
+    from kernelc.compiler.compiler import _base_function
+    from kernelc.compiler.frontend import generate_ir
+    from kernelc.compiler.pass_manager import PassContext, run_passes
+    i = [p.name for p in C.TILE_PASSES].index(name)
+    fn, _ = generate_ir(_base_function(kernel), sig, cx, {k: 16 for k in sig}, ())
+    run_passes(fn, C.TILE_PASSES[:i], PassContext("sm_90a", (9, 0), num_warps))
+    before = print_function(fn, show_loc=False)
+    run_passes(fn, C.TILE_PASSES[i:i + 1], PassContext("sm_90a", (9, 0), num_warps))
+    return before, print_function(fn, show_loc=False)
+
+
+def test_golden_a_one_pass_copy_through_a_conversion_is_marked_loads_first(monkeypatch):
+    """mark_loads_first (after coalesce): the transpose, whose loaded tile coalesce converted, trades its fill marks for
+    registers='loads_first'; a one-pass kernel without such a conversion keeps them; KERNELC_LOADS_FIRST=0 leaves
+    the IR. Header only."""
+    monkeypatch.setenv("KERNELC_FILL_POLICY", "loads")
+    before, after = _ir_around(K.transpose_kernel, T_SIG, dict(BLOCK_M=64, BLOCK_N=64), "mark_loads_first")
+    assert "convert_layout" in before
+    assert after.split("\n", 1)[1] == before.split("\n", 1)[1]
+    assert after.splitlines()[0] == before.splitlines()[0].replace(
+        "attributes {registers='fill_step', fill_policy='loads', fill_keep_blocks=True}",
+        "attributes {registers='loads_first'}", 1), after.splitlines()[0]
+    b2, a2 = _ir_around(scale_rows, SCALE_SIG, dict(BLOCK=1024), "mark_loads_first")
+    assert a2 == b2 and "fill_keep_blocks=True" in a2.splitlines()[0]
+    monkeypatch.setenv("KERNELC_LOADS_FIRST", "0")
+    b3, a3 = _ir_around(K.transpose_kernel, T_SIG, dict(BLOCK_M=64, BLOCK_N=64), "mark_loads_first")
+    assert a3 == b3
+
+
+def test_loads_first_gives_up_two_blocks_for_the_transposes_whole_tile(monkeypatch):
+    """The fp32 64x64 transpose (4 warps): without a ceiling some of its 8 loads issue after the first shared store;
+    registers='loads_first' takes the ceiling of 10 blocks per SM (48), where all 8 issue first, without spills. The
+    permute (fp16), whose free build already issues its 4 loads first, keeps that build."""
+    from cubintools.sass import cubin_loads_before_first_use
+    monkeypatch.setenv("KERNELC_FILL_POLICY", "loads")
+    monkeypatch.setenv("KERNELC_OCCUPANCY_STEP", "nodots")
+    ck = kernelc.compile(K.transpose_kernel, T_SIG, dict(BLOCK_M=64, BLOCK_N=64), target="sm_90a", num_warps=4,
+                         divisibility={k: 16 for k in T_SIG})
+    free = P.ptx_to_cubin(P._MAXNTID_RE.sub(b"", ck.asm["ptx"].encode()).decode(), "sm_90a")
+    issued, total = cubin_loads_before_first_use(free.cubin)
+    assert total == 8 and issued < total
+    assert cubin_loads_before_first_use(ck.asm["cubin"]) == (8, 8)
+    assert ck.n_regs == 48 and ck.n_spills == 0 and P.blocks_per_sm(ck.n_regs, 128, 0, L) == 10
+    assert "issues its 8 global loads before their first use" in ck.artifacts.ptxas_log
+    psig = dict(x_ptr="*fp16", y_ptr="*fp16", M="i32", N="i32", stride_xb="i32", stride_xm="i32", stride_yb="i32",
+                stride_yn="i32")
+    pk = kernelc.compile(K.permute021_kernel, psig, dict(BLOCK_M=64, BLOCK_N=64), target="sm_90a", num_warps=4,
+                         divisibility={k: 16 for k in psig})
+    assert "registers='loads_first'" in pk.asm["tir"].splitlines()[0] and "kernelc:" not in pk.artifacts.ptxas_log
+    assert cubin_loads_before_first_use(pk.asm["cubin"]) == (4, 4)
+
+
 def test_the_free_mark_assembles_without_a_ceiling(monkeypatch):
     """registers='free': the build without .maxntid or a ceiling, where the default (onepass) takes the occupancy
     step (softmax's backward row, 8192 fp16, 16 warps: 47 -> 40 registers, 2 -> 3 blocks per SM)."""

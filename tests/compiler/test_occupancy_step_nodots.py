@@ -65,8 +65,10 @@ def test_at_the_step_onepass_keeps_the_blocks_and_the_loads_policy_alone_takes_t
     """The widened masks' PTX: 40 registers unbounded, 12 blocks, no step to take. By default
     (KERNELC_FILL_KEEP_BLOCKS=onepass) the transpose, a one-pass kernel, keeps the 12 blocks (0.6% faster on an
     H100, H11b; main's build before 2026-11-28). With the knob off the loads policy alone takes the launch bound's
-    56 registers and 9 blocks (more loads in flight per SM; on an H200 0.65-1.7% faster, C2/C2b)."""
+    56 registers and 9 blocks (more loads in flight per SM; on an H200 0.65-1.7% faster, C2/C2b). Both without
+    KERNELC_LOADS_FIRST (the default since session 20 marks the transpose loads_first: test_fill_occupancy_step.py)."""
     _env(monkeypatch)
+    monkeypatch.setenv("KERNELC_LOADS_FIRST", "0")
     compile_ = lambda: kernelc.compile(transpose_kernel, T_SIG, dict(BLOCK_M=64, BLOCK_N=64), target="sm_90a",
                                        num_warps=4, divisibility=T_DIV)
     ck = compile_()

@@ -306,6 +306,7 @@ GOLDEN = {
     "mark_dot_loops_step": "test_dot_loops_step::test_golden_two_dot_loops_one_after_the_other_are_marked",
     "vectorize_atomics": "test_pass_goldens::test_vectorize_atomics_golden",
     "coalesce": "test_coalesce::test_permute_021_fp16_golden_ir",
+    "mark_loads_first": "test_fill_occupancy_step::test_golden_a_one_pass_copy_through_a_conversion_is_marked_loads_first",
     "hoist_conversions": "test_hoist_conversions::test_invariant_conversion_moves_before_the_loop_golden",
     "loads_in_use_layout": "test_load_layouts::test_the_load_takes_the_layout_its_conversion_asked_for",
     "mark_instruction_order": "test_consumer_order::test_the_tile_pass_marks_elementwise_chains",

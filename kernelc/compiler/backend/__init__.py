@@ -174,13 +174,14 @@ def _finish(name: Optional[str], target: Target, ptx: str, llir_opt: str, res: C
 def compile_llir(llir_text: str, target="sm_90a", name: Optional[str] = None, *, opt_level: int = 3,
                  ptxas_options: Sequence[str] = (), eager_sass: bool = False, fill_step: bool = False,
                  fill_policy: Optional[str] = None, keep_blocks: bool = False,
-                 occupancy_step: bool = False) -> BinaryArtifacts:
+                 occupancy_step: bool = False, loads_first: bool = False) -> BinaryArtifacts:
     """Compile one kernel's LLVM IR text to PTX, cubin and (lazily) SASS.
 
     ``target`` is a :class:`Target` or a spec such as ``"sm_90a"``; ``name`` is the kernel's symbol (default: the
     only kernel in the module).  ``ptxas_options`` go to nvJitLink as given (e.g. ``"-maxrregcount=128"``).
     ``fill_step``: the tile IR's ``registers="fill_step"``; ``fill_policy``, ``keep_blocks``: its ``fill_policy`` and
-    ``fill_keep_blocks``; ``occupancy_step``: its ``registers="occupancy_step"`` (``ptxas.ptx_to_cubin``).
+    ``fill_keep_blocks``; ``occupancy_step``, ``loads_first``: its ``registers="occupancy_step"`` and
+    ``registers="loads_first"`` (``ptxas.ptx_to_cubin``).
     Raises :class:`kernelc.errors.CompilationError` if LLVM or ptxas rejects the code.
     """
     target = parse_target(target)
@@ -190,7 +191,8 @@ def compile_llir(llir_text: str, target="sm_90a", name: Optional[str] = None, *,
     # concurrent compiles (autotuning) run LLVM and the assembler in worker processes: llvmlite and nvJitLink
     # each let one call of a process in at a time
     ptx, llir_opt, res = to_cubin(llir_text, target, opt_level, timings, extra=tuple(ptxas_options), fill_step=fill_step,
-                                    fill_policy=fill_policy, keep_blocks=keep_blocks, occupancy_step=occupancy_step)
+                                    fill_policy=fill_policy, keep_blocks=keep_blocks, occupancy_step=occupancy_step,
+                                    loads_first=loads_first)
     art = _finish(name, target, ptx, llir_opt, res, timings, eager_sass)
     timings["total"] = time.perf_counter() - t0 - timings.get("nvdisasm", 0.0)
     return art

@@ -233,7 +233,7 @@ def fit_target_to_assembler(tgt):
 
 def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequence[str] = (),
                  name: str = "kernel.ptx", fill_step: bool = False, fill_policy: Optional[str] = None,
-                 keep_blocks: bool = False, occupancy_step: bool = False) -> CubinResult:
+                 keep_blocks: bool = False, occupancy_step: bool = False, loads_first: bool = False) -> CubinResult:
     """Assemble ``ptx`` into a cubin for ``target``: with a standalone ptxas as a whole program where
     :func:`standalone_assembler` finds one, else with nvJitLink.
 
@@ -245,6 +245,9 @@ def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequen
     ``occupancy_step`` (the tile IR's ``registers="occupancy_step"``): under nvJitLink without the launch bound, a
     register ceiling one occupancy step lower where it spills nothing (:func:`_occupancy_step`), as for a
     kernel without dots under KERNELC_OCCUPANCY_STEP=nodots (the default; off: neither).
+    ``loads_first`` (the tile IR's ``registers="loads_first"``): under nvJitLink without the launch bound, the build
+    without a ceiling unless it leaves some of a thread's global loads after the first use of one, then the most
+    blocks per SM (at most :data:`LOADS_FIRST_STEPS` fewer) at which they all issue first (:func:`_loads_first`).
     Raises :class:`CompilationError` with ptxas's error log when the PTX does not assemble.
     """
     target = parse_target(target)
@@ -258,6 +261,8 @@ def ptx_to_cubin(ptx: str, target="sm_90a", *, opt_level: int = 3, extra: Sequen
         unbounded = _MAXNTID_RE.sub(b"", data)
         free = _nvjitlink_cubin(unbounded, target, opt_level, extra, name)
         over = _misfits(free, bounds, target)
+        if not over and loads_first:
+            return _loads_first(free, unbounded, bounds, target, opt_level, extra, name)
         if not over:
             step = get("KERNELC_OCCUPANCY_STEP")
             if step == "all" or (step == "nodots" and (fill_step or occupancy_step)):
@@ -449,6 +454,57 @@ def _fill_step(free: CubinResult, data: bytes, bounds: Dict[str, int], target, o
     filled.info_log = (f"kernelc: {entry} at up to {cap} registers (unbounded: {r.registers}, now {f.registers}), "
                        f"{blocks_per_sm(f.registers, threads, f.shared, limits)} blocks an SM either way\n") + filled.info_log
     return filled
+
+
+#: How many blocks per SM :func:`_loads_first` may give up for a build that issues all of a thread's loads first.
+LOADS_FIRST_STEPS = 2
+
+
+def _loads_first(free: CubinResult, data: bytes, bounds: Dict[str, int], target, opt_level, extra, name):
+    """``free`` if it issues every global load of a thread before the first use of any; else the build at the most
+    blocks per SM (down to :data:`LOADS_FIRST_STEPS` fewer) whose register ceiling lets ptxas do so without spilling,
+    or ``free`` if none does.
+
+    A tile copied through a layout conversion (a transpose: every load feeds the shared-memory stores, nothing else
+    to overlap with) keeps its whole tile in flight only when all its loads issue before the first store; below
+    that ptxas issues them in groups, one memory latency a group. The fp32 64x64 transpose without a ceiling takes
+    40 registers, 12 blocks per SM and issues 3-4 of its 8 128-bit loads first; at 48, 10 blocks, all 8: 1.009 of
+    Triton against 0.994 (H200, session 20, call R1; docs/performance.md). One entry per module, as kernelc emits."""
+    one = _one_entry(free, bounds, target)
+    if one is None or one[2] is None:
+        return free
+    entry, threads, r, limits = one
+    from cubintools.sass import cubin_loads_before_first_use
+    try:
+        issued, total = cubin_loads_before_first_use(free.cubin)
+    except Exception:   # no way to read the SASS here: keep the build
+        return free
+    if issued >= total:
+        return free
+    blocks = blocks_per_sm(r.registers, threads, r.shared, limits)
+    top = min(limits.max_regs_per_thread, limits.registers_per_sm // threads)
+    tried = set()
+    for k in range(blocks - 1, max(blocks - LOADS_FIRST_STEPS, 1) - 1, -1):
+        fits = [c for c in range(8, top + 1, 8) if blocks_per_sm(c, threads, r.shared, limits) >= k]
+        cap = max(fits) if fits else None
+        if cap is None or cap <= r.registers or cap in tried:
+            continue
+        tried.add(cap)
+        try:
+            res = _nvjitlink_cubin(data, target, opt_level, (*extra, f"-maxrregcount={cap}"), name)
+        except CompilationError:
+            continue
+        f = res.resources.get(entry)
+        if f is None or f.spills or f.stack_frame > r.stack_frame:
+            continue
+        got, _ = cubin_loads_before_first_use(res.cubin)
+        if got >= total:
+            res.info_log = (f"kernelc: {entry} at up to {cap} registers ({f.registers}, "
+                            f"{blocks_per_sm(f.registers, threads, f.shared, limits)} blocks an SM) issues its {total} "
+                            f"global loads before their first use; without a ceiling {r.registers} registers, "
+                            f"{blocks} blocks and {issued}\n") + res.info_log
+            return res
+    return free
 
 
 def loads_in_flight_per_sm(res: CubinResult, entry: str, threads: int, limits) -> Optional[float]:

@@ -28,29 +28,22 @@ Example (broadcast, down): ``%s = reduce %x {axis=0, kind='add'}`` ->
 """
 from __future__ import annotations
 
-from ...language.dtypes import scalar_of, shape_of
+from ...language.dtypes import scalar_of
 from ..ir.core import Function
+from .register_budget import loads_in_a_loop, one_value
 
 _B32 = ("fp32", "i32", "u32")   # str() of the scalar types codegen stores with one 32-bit register
 
 
-def _one_value(op) -> bool:
-    n = 1
-    for d in shape_of(op.results[0].type):
-        n *= d
-    return n == 1
-
-
 def _broadcastable(op) -> bool:
     """A reduction to one value per block of one 32-bit operand: the form codegen lowers as ``broadcast``."""
-    return _one_value(op) and len(op.operands) == 1 and all(str(scalar_of(v.type)) in _B32 for v in op.operands)
+    return one_value(op) and len(op.operands) == 1 and all(str(scalar_of(v.type)) in _B32 for v in op.operands)
 
 
 def mark_reduce_xwarp(fn: Function, xwarp: str = "allreduce", bfly: str = "up") -> Function:
     """Set or clear ``xwarp`` and ``bfly`` on every ``reduce`` (module docstring). ``xwarp``: allreduce (no mark),
     broadcast (every such reduction of a one-pass kernel) or multi (those of a one-pass kernel with two or more).
     Mutates ``fn``."""
-    from .register_budget import loads_in_a_loop
     onepass = not loads_in_a_loop(fn)
     reduces = [op for op in fn.walk() if op.name == "reduce"]
     mark = xwarp == "broadcast" or (xwarp == "multi" and sum(map(_broadcastable, reduces)) >= 2)

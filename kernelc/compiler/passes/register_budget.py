@@ -34,6 +34,7 @@ instructions in another order (bench/experiments/mem20/asm_matrix.py).
 """
 from __future__ import annotations
 
+from ...language.dtypes import shape_of
 from ..ir.core import Function
 
 
@@ -44,10 +45,17 @@ def loads_in_a_loop(fn: Function) -> bool:
                for op in fn.walk())
 
 
+def one_value(op) -> bool:
+    """Whether ``op``'s first result is a single value (a reduction of a whole tile)."""
+    n = 1
+    for d in shape_of(op.results[0].type):
+        n *= d
+    return n == 1
+
+
 def block_reduction(fn: Function) -> bool:
     """Whether ``fn`` reduces a tile to one value per program (``tl.sum(row, axis=0)``: a cross-warp step, a barrier)."""
-    from .reduce_xwarp import _one_value
-    return any(op.name == "reduce" and _one_value(op) for op in fn.walk())
+    return any(op.name == "reduce" and one_value(op) for op in fn.walk())
 
 
 def mark_register_budget(fn: Function, enabled: bool = True, policy: str = "loads",
@@ -69,6 +77,28 @@ def mark_register_budget(fn: Function, enabled: bool = True, policy: str = "load
         fn.attrs["fill_policy"] = policy
         if policy == "loads" and keep_blocks in ("onepass", "reductions") and onepass:
             fn.attrs["fill_keep_blocks"] = True
+    return fn
+
+
+def copies_a_loaded_tile(fn: Function) -> bool:
+    """Whether some ``convert_layout`` of ``fn`` converts a loaded tile (a transpose's or permute's shared-memory
+    step, which passes/coalesce.py writes)."""
+    return any(op.name == "convert_layout" and op.operands[0].op is not None and op.operands[0].op.name == "load"
+               for op in fn.walk())
+
+
+def mark_loads_first(fn: Function, enabled: bool = True) -> Function:
+    """``registers="loads_first"`` in place of a one-pass kernel's fill (``registers="fill_step"`` with
+    ``fill_keep_blocks``) when it converts a loaded tile's layout (:func:`copies_a_loaded_tile`) and ``enabled``
+    (KERNELC_LOADS_FIRST): the assembler keeps its build without a ceiling where every load of a thread issues before
+    the first use of one, else gives up at most two blocks per SM for a build that does (backend/ptxas.py
+    ``_loads_first``: the fp32 64x64 transpose, 40 -> 48 registers, 12 -> 10 blocks, 0.994 -> 1.009 of Triton on an
+    H200). Runs after passes/coalesce.py, which writes the conversion. Mutates ``fn``."""
+    if enabled and fn.attrs.get("registers") == "fill_step" and fn.attrs.get("fill_keep_blocks") and \
+            copies_a_loaded_tile(fn):
+        for k in ("fill_policy", "fill_keep_blocks"):
+            fn.attrs.pop(k, None)
+        fn.attrs["registers"] = "loads_first"
     return fn
 
 
