@@ -396,9 +396,8 @@ KNOBS: Tuple[Knob, ...] = (
          "(default) = onepass, and a one-pass kernel with a block reduction to one value (softmax's, log_softmax's "
          "rows) gets the build without a register ceiling, neither filled nor stepped (registers='free' in the tile "
          "IR: log_softmax bwd 8192^2 fp16 1.003 of Triton at 39 registers, 0.997 at the launch bound's 40; softmax "
-         "bwd 0.9985 free, 0.9970 at the occupancy step; H200, session 20); free = every one-pass kernel so",
-         _choice(("reductions", ("reductions",)), ("onepass", ("onepass",) + _TRUE), ("free", ("free",)),
-                 ("off", _FALSE)),
+         "bwd 0.9985 free, 0.9970 at the occupancy step; H200, session 20)",
+         _choice(("reductions", ("reductions",)), ("onepass", ("onepass",) + _TRUE), ("off", _FALSE)),
          compile=True, field="fill_keep_blocks"),
     Knob("KERNELC_LOADS_FIRST", "bool", True,
          "a one-pass kernel without dots that converts a loaded tile through shared memory (a transpose, a permute) "

@@ -342,22 +342,6 @@ def test_golden_a_one_pass_kernel_keeps_its_blocks_and_a_loop_that_loads_does_no
         assert "attributes" not in print_function(mark_register_budget(fn, enabled=False)).splitlines()[0]
 
 
-def test_golden_a_one_pass_kernel_takes_the_free_build():
-    """KERNELC_FILL_KEEP_BLOCKS=free: registers='free' (no fill policy) on a one-pass kernel, also with a loop that does
-    not load; a loop that loads keeps the fill. Header only."""
-    one, _ = to_tile_ir(scale_rows, SCALE_SIG, dict(BLOCK=1024))
-    loop, _ = to_tile_ir(sum_rows, SCALE_SIG, dict(BLOCK=1024))
-    spin, _ = to_tile_ir(spin_then_copy, dict(x_ptr="*fp32", y_ptr="*fp32", lock_ptr="*i32"), dict(BLOCK=1024))
-    dot, _ = to_tile_ir(tile_dot, DOT_SIG, dict(BM=64, BN=64, BK=32))
-    for fn, free in ((one, True), (loop, False), (spin, True)):
-        before = print_function(fn)
-        after = print_function(mark_register_budget(fn, keep_blocks="free"))
-        assert after.split("\n", 1)[1] == before.split("\n", 1)[1]
-        attrs = "registers='free'" if free else "registers='fill_step', fill_policy='loads'"
-        assert after.splitlines()[0] == before.splitlines()[0].replace(") {", f") attributes {{{attrs}}} {{", 1)
-    assert "attributes" not in print_function(mark_register_budget(dot, keep_blocks="free")).splitlines()[0]
-
-
 @kernelc.jit
 def scale_by_sum(x_ptr, y_ptr, n, BLOCK: kl.constexpr):
     # a one-pass row with a block reduction to one value (softmax's backward rows)
@@ -442,8 +426,9 @@ def test_loads_first_gives_up_two_blocks_for_the_transposes_whole_tile(monkeypat
 
 
 def test_the_free_mark_assembles_without_a_ceiling(monkeypatch):
-    """registers='free': the build without .maxntid or a ceiling, where the default (onepass) takes the occupancy
-    step (softmax's backward row, 8192 fp16, 16 warps: 47 -> 40 registers, 2 -> 3 blocks per SM)."""
+    """registers='free' (KERNELC_FILL_KEEP_BLOCKS=reductions): the build without .maxntid or a ceiling, where onepass
+    takes the occupancy step (softmax's backward row, 8192 fp16, 16 warps, broadcast form: 47 -> 40 registers, 2 -> 3
+    blocks per SM)."""
     monkeypatch.setenv("KERNELC_FILL_POLICY", "loads")
     monkeypatch.setenv("KERNELC_OCCUPANCY_STEP", "nodots")
     sig = dict(dx_ptr="*fp16", dy_ptr="*fp16", y_ptr="*fp16", stride="i32", n_cols="i32")
@@ -454,7 +439,7 @@ def test_the_free_mark_assembles_without_a_ceiling(monkeypatch):
     monkeypatch.setenv("KERNELC_REDUCE_XWARP", "broadcast")
     monkeypatch.setenv("KERNELC_FILL_KEEP_BLOCKS", "onepass")
     stepped = build()
-    monkeypatch.setenv("KERNELC_FILL_KEEP_BLOCKS", "free")
+    monkeypatch.setenv("KERNELC_FILL_KEEP_BLOCKS", "reductions")
     free = build()
     assert free.asm["ptx"] == stepped.asm["ptx"] and "registers='free'" in free.asm["tir"].splitlines()[0]
     plain = P.ptx_to_cubin(P._MAXNTID_RE.sub(b"", free.asm["ptx"].encode()).decode(), "sm_90a")

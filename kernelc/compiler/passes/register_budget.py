@@ -24,7 +24,7 @@ H100, 0.65-1.7% slower on an H200; docs/performance.md, "The merged defaults").
 
 A one-pass kernel that reduces a row to one value (a cross-warp step with its barrier: softmax's and log_softmax's
 rows) is marked ``registers="free"`` instead (``KERNELC_FILL_KEEP_BLOCKS=reductions``, the default since session
-20; ``free``: every one-pass kernel): the assembler's build without a register ceiling, neither filled, nor stepped
+20): the assembler's build without a register ceiling, neither filled, nor stepped
 to another block count, nor weighed by loads in flight. For those rows the loads measure points the wrong way: on
 an H200 (session 20, call R1) log_softmax's backward (8192^2 fp16, 16 warps, one reduction) ran 1.003 of Triton at
 39 registers without a ceiling and 0.997 at the launch bound's 40, which issues its four loads before their first
@@ -63,14 +63,14 @@ def mark_register_budget(fn: Function, enabled: bool = True, policy: str = "load
     """Set ``registers="fill_step"`` and ``fill_policy=policy`` (KERNELC_FILL_POLICY: loads or step) on ``fn``
     when ``enabled`` (KERNELC_FILL_OCCUPANCY_STEP) and no op of it is a ``dot``, and ``fill_keep_blocks=True``
     when also the policy is loads, ``keep_blocks`` is onepass or reductions (KERNELC_FILL_KEEP_BLOCKS) and no loop of
-    it loads; ``registers="free"`` instead (no policy) when no loop of it loads and ``keep_blocks`` is free, or is
-    reductions and it has a block reduction to one value (:func:`block_reduction`); else remove them.
+    it loads; ``registers="free"`` instead (no policy) when no loop of it loads, ``keep_blocks`` is reductions and it
+    has a block reduction to one value (:func:`block_reduction`); else remove them.
     Mutates ``fn``."""
     for k in ("registers", "fill_policy", "fill_keep_blocks"):
         fn.attrs.pop(k, None)
     if enabled and not any(op.name == "dot" for op in fn.walk()):
         onepass = not loads_in_a_loop(fn)
-        if onepass and (keep_blocks == "free" or (keep_blocks == "reductions" and block_reduction(fn))):
+        if onepass and keep_blocks == "reductions" and block_reduction(fn):
             fn.attrs["registers"] = "free"
             return fn
         fn.attrs["registers"] = "fill_step"
