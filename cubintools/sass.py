@@ -89,7 +89,7 @@ def nvdisasm_path() -> str:
 def disassemble(cubin: bytes, *, line_info: bool = True, extra: Tuple[str, ...] = ()) -> str:
     """SASS text of ``cubin`` (``nvdisasm -c [-g]``), from the content cache when this cubin was seen."""
     tool = nvdisasm_path()
-    flags = ["-c"] + (["-g"] if line_info else []) + list(extra)
+    flags = ["-c"] + (["-g"] if line_info else []) + ([] if _dataflow() else ["-ndf"]) + list(extra)
     key = _cache_key(cubin, tool, flags)
     with _MEMO_LOCK:
         text = _MEMO.get(key)
@@ -105,6 +105,18 @@ def disassemble(cubin: bytes, *, line_info: bool = True, extra: Tuple[str, ...] 
         while len(_MEMO) > _MEMO_MAX:
             _MEMO.popitem(last=False)
     return text
+
+
+def _dataflow() -> bool:
+    """Whether nvdisasm runs its dataflow analysis (``KERNELC_NVDISASM_DATAFLOW``, on by default; in kernelc's options
+    table, read here since cubintools imports no kernelc). Its only mark in the text is the ``(*"SpillRefill"*)``
+    note on spill stores and loads; without it a disassembly takes about a quarter less time (the test suite)."""
+    raw = os.environ.get("KERNELC_NVDISASM_DATAFLOW", "").strip().lower()
+    if raw in ("", "1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"KERNELC_NVDISASM_DATAFLOW={raw!r}: expected one of 1, true, yes, on, 0, false, no, off")
 
 
 def _run_nvdisasm(cubin: bytes, args: List[str]) -> str:

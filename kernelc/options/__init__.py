@@ -97,6 +97,9 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_TARGET", "str", None, "compile for this target instead of the device's, e.g. sm_80, sm_90a+ptx86"),
     Knob("KERNELC_LIBDEVICE", "path", None, "libdevice.10.bc to link (default: the nvidia-nvvm wheel, CUDA_HOME)"),
     Knob("KERNELC_NVDISASM", "path", None, "nvdisasm binary (default: cuda.pathfinder, the nvidia wheels)"),
+    Knob("KERNELC_NVDISASM_DATAFLOW", "bool", True,
+         "let nvdisasm run its dataflow analysis, which marks spill stores and loads (SpillRefill) in the SASS "
+         "text; off: the same text without those marks, about a quarter faster (the test suite turns it off)"),
     Knob("KERNELC_SASS_CACHE_DIR", "path", None,
          "where disassemblies are kept by content (default <KERNELC_CACHE_DIR>/sass; 'off': none kept on disk)"),
     Knob("KERNELC_CUBIN_CACHE_DIR", "path", None,

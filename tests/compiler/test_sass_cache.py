@@ -65,3 +65,21 @@ def test_off_keeps_nothing_on_disk(counted, tmp_path, monkeypatch):
     sass._MEMO.clear()
     sass.disassemble(cubin)
     assert counted() == 2 and not (tmp_path / "sass").exists()
+
+
+def test_dataflow_knob_picks_nvdisasms_flag_and_its_own_entry(counted, tmp_path, monkeypatch):
+    # the flag reaches nvdisasm (the wrapper logs its arguments) and the two texts are kept apart
+    tool = tmp_path / "nvdisasm"
+    tool.write_text(tool.read_text().replace('echo run >>', 'echo "$@" >> "' + str(tmp_path / "args") + '"\necho run >>'))
+    cubin = _cubin()
+    monkeypatch.setenv("KERNELC_NVDISASM_DATAFLOW", "1")
+    with_df = sass.disassemble(cubin)
+    monkeypatch.setenv("KERNELC_NVDISASM_DATAFLOW", "off")
+    without = sass.disassemble(cubin)
+    assert counted() == 2 and "EXIT" in without
+    first, second = (tmp_path / "args").read_text().splitlines()
+    assert "-ndf" not in first.split() and "-ndf" in second.split()
+    assert [l for l in with_df.splitlines() if "SpillRefill" not in l] == without.splitlines()  # no spills here
+    monkeypatch.setenv("KERNELC_NVDISASM_DATAFLOW", "maybe")
+    with pytest.raises(ValueError, match="KERNELC_NVDISASM_DATAFLOW='maybe'"):
+        sass.disassemble(cubin)
