@@ -1,0 +1,60 @@
+"""att20's in-process A/B (issue 27): the pointer forwards with their per-program device tensor maps (the default)
+against the same kernel reading Q, K, V through host tensor descriptors (``desc=True``: the kernel's DESC), our fp16
+best and cuDNN, at one sequence length. fwd18's ``ab.py`` harness (fwd15's timing: GPU time behind a sleep and the
+bench's per call, variants interleaved call by call, every output checked).
+
+    python3 bench/experiments/att20/ab.py --out OUT.jsonl --seq 4096 [--reps 10] [--budget-s 60] [--points 128,1 ...]
+
+Nothing here is a test.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "bench", "experiments", "fwd18"))
+
+import ab as F18  # noqa: E402  (fp8 V^T in key order for key_order=True calls; fwd15's harness as F18.AB)
+
+AB = F18.AB
+KO = dict(key_order=True)
+D1 = dict(desc=True)
+CANDIDATES = {
+    (128, True): [
+        ("fp8_ptr", "ptr8", KO),
+        ("fp8_desc", "ptr8", dict(KO, **D1)),
+        ("fp16_fa3", "fa3_16", {}),
+        ("cudnn", "cudnn", {}),
+        ("fp16_ptr", "ptr16", {}),
+        ("fp16_ptr_desc", "ptr16", D1),
+    ],
+    (128, False): [
+        ("fp8_ptr", "ptr8", KO),
+        ("fp8_desc", "ptr8", dict(KO, **D1)),
+        ("fp16_fa3", "fa3_16", {}),
+        ("cudnn", "cudnn", {}),
+    ],
+    (64, True): [
+        ("fp8_ptr", "ptr8", KO),
+        ("fp8_desc", "ptr8", dict(KO, **D1)),
+        ("fp16_ptr", "ptr16", {}),
+        ("fp16_ptr_desc", "ptr16", D1),
+        ("fp16_fa3", "fa3_16", {}),
+        ("cudnn", "cudnn", {}),
+    ],
+    (64, False): [
+        ("fp8_ptr", "ptr8", KO),
+        ("fp8_desc", "ptr8", dict(KO, **D1)),
+        ("fp16_ptr", "ptr16", {}),
+        ("fp16_ptr_desc", "ptr16", D1),
+        ("fp16_fa3", "fa3_16", {}),
+        ("cudnn", "cudnn", {}),
+    ],
+}
+AB.CANDIDATES = CANDIDATES
+
+if __name__ == "__main__":
+    sys.exit(AB.main())
