@@ -142,7 +142,7 @@ def lpt_grid(lpt, row_blocks, heads):
 def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, lo, hi, N_CTX, qk_scale,
                     BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
                     FOLD_SCALE: tl.constexpr = False, KEY_ORDER: tl.constexpr = False, BLOCK_M: tl.constexpr = 0,
-                    EVEN_N: tl.constexpr = False, DESC: tl.constexpr = False, k_row=0, v_row=0,
+                    EVEN_N: tl.constexpr = False, DESC: tl.constexpr = 0, k_row=0, v_row=0,
                     FP8: tl.constexpr = False):
     """Key blocks [lo, hi) into the running (acc, l_i, m_i); only MASKED blocks pay for the mask.
     FOLD_SCALE (qk_scale > 0): the row max of the raw scores times the scale, and the scale folded into the
@@ -207,7 +207,7 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
                         HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, STORE_LSE: tl.constexpr, FP8: tl.constexpr,
                         FOLD_SCALE: tl.constexpr = False, LPT: tl.constexpr = 0,
                         KEY_ORDER: tl.constexpr = False, DIAG_SPLIT: tl.constexpr = False,
-                        MASK_FOLD: tl.constexpr = False, EVEN_N: tl.constexpr = False, DESC: tl.constexpr = False,
+                        MASK_FOLD: tl.constexpr = False, EVEN_N: tl.constexpr = False, DESC: tl.constexpr = 0,
                         K2=None, V2=None):
     """One [BLOCK_M, HEAD_DIM] block of O (and of the base-2 log-sum-exp LSE [Z*H, N_CTX] when STORE_LSE).
 
@@ -228,7 +228,8 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
     HEAD_DIM]`` in BLOCK_M- and BLOCK_N-row blocks, V the same or, fp8, V^T ``[Z*H*HEAD_DIM, N_CTX]``), K2 and V2
     K's and V's in BLOCK_M-key blocks for DIAG_SPLIT: one CUtensorMap each for the whole launch, encoded on the host,
     where the pointer loads have the compiler build a map per program at its entry (written to global memory and
-    fenced before Q's copy can start).
+    fenced before Q's copy can start). DESC 2: Out too (``[Z*H*N_CTX, HEAD_DIM]`` in BLOCK_M-row blocks), stored by
+    TMA.
     """
     start_m, off_hz = row_block_and_head(LPT)
     off_z = off_hz // H
@@ -306,8 +307,11 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
     if FP8:
         acc = acc * tl.load(VScale)
     acc = acc / l_i[:, None]
-    tl.store(Out + o_off + offs_m[:, None] * stride_om + offs_d[None, :] * stride_ok, acc.to(Out.dtype.element_ty),
-             mask=offs_m[:, None] < N_CTX)
+    if DESC == 2:
+        Out.store([k_row + start_m * BLOCK_M, 0], acc.to(Out.dtype))
+    else:
+        tl.store(Out + o_off + offs_m[:, None] * stride_om + offs_d[None, :] * stride_ok,
+                 acc.to(Out.dtype.element_ty), mask=offs_m[:, None] < N_CTX)
     if STORE_LSE:
         tl.store(LSE + off_hz.to(tl.int64) * N_CTX + offs_m, m_i + tl.math.log2(l_i), mask=offs_m < N_CTX)
 
@@ -430,8 +434,9 @@ class _Plan:
         and V go as descriptors, K2 and V2 after the eight."""
         if self.descs is not None:
             q, k, v = tensors[:3]
-            dq, dk, dv, dk2, dv2 = self.descs
-            tensors = (_rebased(dq, q), _rebased(dk, k), _rebased(dv, v), *tensors[3:]) + (
+            dq, dk, dv, dk2, dv2, do = self.descs
+            tensors = (_rebased(dq, q), _rebased(dk, k), _rebased(dv, v),
+                       tensors[3] if do is None else _rebased(do, tensors[3]), *tensors[4:]) + (
                 () if dk2 is None else (_rebased(dk2, k), _rebased(dv2, v)))
         run = self.run
         if run is None:
@@ -452,9 +457,10 @@ def _rebased(template, base):
     return d
 
 
-def fwd_descriptors(q, k, v, fp8, BLOCK_M, BLOCK_N, split):
-    """The DESC kernel's host descriptors (Q, K, V, K2, V2) of contiguous ``[Z, H, N, D]`` q, k and v (fp8: v is
-    V^T, ``[Z, H, D, N]``); K2, V2 (BLOCK_M keys) only with ``split``, else None. Templates: their bases are None."""
+def fwd_descriptors(q, k, v, fp8, BLOCK_M, BLOCK_N, split, out_dtype=None):
+    """The DESC kernel's host descriptors (Q, K, V, K2, V2, O) of contiguous ``[Z, H, N, D]`` q, k and v (fp8: v is
+    V^T, ``[Z, H, D, N]``); K2, V2 (BLOCK_M keys) only with ``split``, O only with ``out_dtype`` (DESC 2), else None.
+    Templates: their bases are None."""
     import importlib
     TD = importlib.import_module(triton.__name__ + ".tools.tensor_descriptor").TensorDescriptor
     Z, H, N, D = q.shape
@@ -464,16 +470,17 @@ def fwd_descriptors(q, k, v, fp8, BLOCK_M, BLOCK_N, split):
         return TD(v, [Z * H * D, N], [N, 1], [D, keys]) if fp8 else TD(v, [y, D], [D, 1], [keys, D])
 
     out = [TD(q, [y, D], [D, 1], [BLOCK_M, D]), TD(k, [y, D], [D, 1], [BLOCK_N, D]), vd(BLOCK_N),
-           TD(k, [y, D], [D, 1], [BLOCK_M, D]) if split else None, vd(BLOCK_M) if split else None]
+           TD(k, [y, D], [D, 1], [BLOCK_M, D]) if split else None, vd(BLOCK_M) if split else None,
+           None if out_dtype is None else TD(q.new_empty((0,), dtype=out_dtype), [y, D], [D, 1], [BLOCK_M, D])]
     for d in out:
         if d is not None:
             d.base = None
     return tuple(out)
 
 
-# (head dim, causal, fp8) whose forward reads Q, K, V through host tensor descriptors (the kernel's DESC) where the
-# inputs allow it (contiguous, EVEN_N), when a call does not say
-DESC = set()
+# (head dim, causal, fp8) -> the kernel's DESC (1: Q, K, V through host tensor descriptors, 2: O too) where the
+# inputs allow it (contiguous, N_CTX a multiple of the blocks), when a call does not say; others 0 (pointer loads)
+DESC = {}
 
 
 def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8, cfg, kernel, fold_scale, lpt,
@@ -488,8 +495,8 @@ def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8
     # every kernel parameter after the eight tensors, positionally (the kernel's order), constexprs included
     fits = N % cfg["BLOCK_M"] == 0 and N % cfg["BLOCK_N"] == 0
     split = _diag_split(diag_split, D, causal, fp8)
-    use_desc = bool((D, bool(causal), bool(fp8)) in DESC if desc is None else desc) and fits and all(
-        t.is_contiguous() for t in (q, k, v))
+    use_desc = int(DESC.get((D, bool(causal), bool(fp8)), 0) if desc is None else desc) if fits and all(
+        t.is_contiguous() for t in (q, k, v)) else 0
     tail = (sm_scale, *q.stride(), *k.stride(), *v_strides, *o_strides, H, N, cfg["BLOCK_M"], cfg["BLOCK_N"], D,
             bool(causal), bool(store_lse), bool(fp8), bool(_fold(fold_scale, D, causal, fp8) and sm_scale > 0),
             lpt, bool(key_order), split, _mask_fold(mask_fold, D, causal, fp8),
@@ -498,7 +505,8 @@ def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8
     plan = _Plan(kernel or attn_fwd_lse_kernel, grid, tail, opts, tuple(q.shape), out_dtype, lse_shape)
     if use_desc:
         plan.descs = fwd_descriptors(q, k, v, fp8, cfg["BLOCK_M"], cfg["BLOCK_N"],
-                                     split and causal and cfg["BLOCK_N"] > cfg["BLOCK_M"])
+                                     split and causal and cfg["BLOCK_N"] > cfg["BLOCK_M"],
+                                     out_dtype if use_desc == 2 else None)
     if len(_PLANS) >= _MAX_PLANS:
         _PLANS.clear()
     _PLANS[key] = plan
@@ -516,8 +524,8 @@ def attention_fwd(q, k, v, causal=False, sm_scale=None, return_lse=False, fold_s
     :func:`attn_fwd_lse_kernel`; ``lpt``: causal row blocks heaviest first (the kernel's LPT: True or 1 a head's, an
     int G > 1 across groups of G heads, "l2" across groups of :func:`lpt_heads`; default :data:`LPT`); ``diag_split``: the kernel's DIAG_SPLIT (default
     :data:`DIAG_SPLIT`); ``mask_fold``: the kernel's MASK_FOLD (default :data:`MASK_FOLD`); ``even_n``: the kernel's
-    EVEN_N where N_CTX allows it (default :data:`EVEN_N`); ``desc``: the kernel's DESC where N_CTX and the inputs
-    allow it (default :data:`DESC`).
+    EVEN_N where N_CTX allows it (default :data:`EVEN_N`); ``desc``: the kernel's DESC (1: Q, K, V through host
+    descriptors, 2: O too) where N_CTX and the inputs allow it (default :data:`DESC`).
     """
     import torch
     key = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype, q.device,
