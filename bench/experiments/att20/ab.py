@@ -1,7 +1,7 @@
 """att20's in-process A/B (issue 27): the pointer forwards with their per-program device tensor maps (the default)
 against the same kernel reading Q, K, V through host tensor descriptors (``desc=1``: the kernel's DESC; ``desc=2``: O
-stored through one too), our fp16 best and cuDNN, at one sequence length. fwd18's ``ab.py`` harness (fwd15's timing: GPU time behind a sleep and the
-bench's per call, variants interleaved call by call, every output checked).
+stored through one too), our fp16 best and cuDNN, at one sequence length. fwd18's ``ab.py`` harness (fwd15's
+timing: GPU time behind a sleep and the bench's per call, variants interleaved call by call, every output checked).
 
     python3 bench/experiments/att20/ab.py --out OUT.jsonl --seq 4096 [--reps 10] [--budget-s 60] [--points 128,1 ...]
 
@@ -22,7 +22,8 @@ import ab as F18  # noqa: E402  (fp8 V^T in key order for key_order=True calls; 
 AB = F18.AB
 KO = dict(key_order=True)
 D1, D2 = dict(desc=1), dict(desc=2)
-P8, DESC8, DESC8_2 = ("fp8_ptr", "ptr8", KO), ("fp8_desc", "ptr8", dict(KO, **D1)), ("fp8_desc2", "ptr8", dict(KO, **D2))
+P8, DESC8 = ("fp8_ptr", "ptr8", KO), ("fp8_desc", "ptr8", dict(KO, **D1))
+DESC8_2 = ("fp8_desc2", "ptr8", dict(KO, **D2))
 FA3, CUDNN = ("fp16_fa3", "fa3_16", {}), ("cudnn", "cudnn", {})
 P16, DESC16_2 = ("fp16_ptr", "ptr16", {}), ("fp16_ptr_desc2", "ptr16", D2)
 CANDIDATES = {  # in the order they compile (a point's compiles past its share of the budget are skipped)

@@ -23,7 +23,8 @@ def desc_build(D, causal, fp8, bm, bn, warps, stages, DESC=1, **cx):
     io = "fp8e4nv" if fp8 else "fp16"
     sig = dict(Q=f"tensordesc<{io}[{bm}, {D}]>", K=f"tensordesc<{io}[{bn}, {D}]>",
                V=f"tensordesc<{io}[{D}, {bn}]>" if fp8 else f"tensordesc<{io}[{bn}, {D}]>",
-               Out=f"tensordesc<fp16[{bm}, {D}]>" if DESC == 2 else "*fp16", LSE="*fp32", QScale="*fp32", KScale="*fp32", VScale="*fp32", sm_scale="fp32")
+               Out=f"tensordesc<fp16[{bm}, {D}]>" if DESC == 2 else "*fp16", LSE="*fp32", QScale="*fp32",
+               KScale="*fp32", VScale="*fp32", sm_scale="fp32")
     for a in "qkvo":
         for b in ("z", "h", "m" if a in "qo" else "n", "k"):
             sig[f"stride_{a}{b}"] = "i32"
