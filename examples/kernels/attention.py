@@ -420,33 +420,43 @@ def clear_plans():
 
 
 class _Plan:
-    __slots__ = ("kernel", "grid", "tail", "opts", "out_shape", "out_dtype", "lse_shape", "run", "descs")
+    __slots__ = ("kernel", "grid", "tail", "opts", "out_shape", "out_dtype", "lse_shape", "run", "descs", "prepared")
 
     def __init__(self, kernel, grid, tail, opts, out_shape, out_dtype, lse_shape=None):
         self.kernel, self.grid, self.tail, self.opts = kernel, grid, tail, opts
         self.out_shape, self.out_dtype, self.lse_shape = out_shape, out_dtype, lse_shape
         self.run = None
-        self.descs = None  # DESC: the templates of (Q, K, V, K2, V2)'s descriptors (fwd_descriptors)
+        self.descs = None  # DESC: the templates of (Q, K, V, K2, V2, O)'s descriptors (fwd_descriptors)
+        self.prepared = False  # self.run is a prepared launch (it takes tensors in the descriptors' slots)
 
     def launch(self, *tensors):
         """The kernel on this call's eight tensors: a prepared launch (``kernel.prepare``: the tail and options bound
-        once, each call checks only the tensors' part of the launch key), made on the plan's first call. DESC: Q, K
-        and V go as descriptors, K2 and V2 after the eight."""
-        if self.descs is not None:
-            q, k, v = tensors[:3]
-            dq, dk, dv, dk2, dv2, do = self.descs
-            tensors = (_rebased(dq, q), _rebased(dk, k), _rebased(dv, v),
-                       tensors[3] if do is None else _rebased(do, tensors[3]), *tensors[4:]) + (
-                () if dk2 is None else (_rebased(dk2, k), _rebased(dv2, v)))
+        once, each call checks only the tensors' part of the launch key), made on the plan's first call. DESC: Q, K, V
+        (and O with DESC 2) are descriptors, K2 and V2 come after the eight; the prepared launch takes the tensors and
+        rebases its descriptors onto them (runtime/prepared.py), other kernel objects get the descriptors."""
         run = self.run
+        descs = self.descs
         if run is None:
             if hasattr(self.kernel, "prepare"):
-                run = self.kernel.prepare(self.grid, *tensors[:8], *self.tail, *tensors[8:], **self.opts)
-            else:  # a kernel object without prepared launches (``kernel=``: any object launched as kernel[grid](...))
-                kernel, grid, tail, opts = self.kernel, self.grid, self.tail, self.opts
-                run = lambda *ts: kernel[grid](*ts[:8], *tail, *ts[8:], **opts)  # noqa: E731
-            self.run = run
+                args = self._descriptors(tensors) if descs is not None else tensors
+                self.run = self.kernel.prepare(self.grid, *args[:8], *self.tail, *args[8:], **self.opts)
+                self.prepared = True
+                return self.run(*args)
+            kernel, grid, tail, opts = self.kernel, self.grid, self.tail, self.opts
+            run = self.run = lambda *ts: kernel[grid](*ts[:8], *tail, *ts[8:], **opts)  # noqa: E731
+        if descs is None:
+            return run(*tensors)
+        if not self.prepared:
+            return run(*self._descriptors(tensors))
+        if descs[3] is not None:  # K2 and V2: K's and V's tensors again
+            return run(*tensors, tensors[1], tensors[2])
         return run(*tensors)
+
+    def _descriptors(self, tensors):
+        q, k, v, o = tensors[:4]
+        dq, dk, dv, dk2, dv2, do = self.descs
+        return (_rebased(dq, q), _rebased(dk, k), _rebased(dv, v), o if do is None else _rebased(do, o),
+                *tensors[4:]) + (() if dk2 is None else (_rebased(dk2, k), _rebased(dv2, v)))
 
 
 def _rebased(template, base):
