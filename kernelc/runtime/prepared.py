@@ -63,7 +63,8 @@ def prepare(fn, grid, args, options: Dict[str, Any]) -> Callable:
         return out
 
     ns.update({f"_R{j}": rebase[i] for j, i in enumerate(vary) if i in rebase})
-    ns.update(_general=general, _S=state, _hooks_enter=hooks._enter_hooks, _hooks_exit=hooks._exit_hooks, _Tensor=Tensor,
+    ns.update(_general=general, _S=state, _hooks_enter=hooks._enter_hooks, _hooks_exit=hooks._exit_hooks,
+              _Tensor=Tensor,
               _getdev=getattr(torch._C, "_cuda_getDevice", lambda: 0),
               _getstream=getattr(torch._C, "_cuda_getCurrentRawStream", lambda d: 0),
               _stream_handle=lambda s: int(getattr(s, "cuda_stream", s)))
