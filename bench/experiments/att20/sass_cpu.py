@@ -46,7 +46,7 @@ BUILDS = [  # name, build, D, causal, fp8, bm, bn, warps, stages, constexprs
     ("  DESC", desc_build, 128, True, True, 64, 128, 4, 2, DEF8),
     ("fp8 D128 (default)", S.pointer, 128, False, True, 64, 128, 4, 2, dict(KEY_ORDER=True, EVEN_N=True)),
     ("  DESC", desc_build, 128, False, True, 64, 128, 4, 2, dict(KEY_ORDER=True, EVEN_N=True)),
-    ("  DESC 2", desc_build, 128, True, True, 64, 128, 4, 2, dict(DEF8, DESC=2)),
+    ("fp8 D128 causal DESC 2", desc_build, 128, True, True, 64, 128, 4, 2, dict(DEF8, DESC=2)),
     ("fp8 D64 causal (default)", S.pointer, 64, True, True, 64, 128, 4, 3, dict(KEY_ORDER=True)),
     ("  DESC", desc_build, 64, True, True, 64, 128, 4, 3, dict(KEY_ORDER=True, EVEN_N=True)),
     ("fp16 D64 causal (default)", S.pointer, 64, True, False, 64, 64, 4, 2, dict(LPT=16)),
