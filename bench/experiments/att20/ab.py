@@ -33,7 +33,18 @@ CANDIDATES = {  # in the order they compile (a point's compiles past its share o
     (64, True): [P8, DESC8, P16, DESC16_2, FA3, CUDNN, DESC8_2],
     (64, False): [P8, DESC8, P16, DESC16_2, FA3, CUDNN, DESC8_2],
 }
-AB.CANDIDATES = CANDIDATES
+# round 2 (ATT20_ROUND=2): the shipped defaults (no arguments: attention.DESC = 1 for fp8 at D 64 and 128) against the
+# pointer loads (desc=0, main's forwards), and fp16's pointer forward through descriptors at D=64 (its best fp16 there)
+P8_0 = ("fp8_was", "ptr8", dict(KO, desc=0))
+DEF8 = ("fp8_ptr", "ptr8", KO)  # the summary's "defaults" row
+DESC16 = ("fp16_ptr_desc", "ptr16", D1)
+CANDIDATES_R2 = {
+    (128, True): [DEF8, P8_0, FA3, CUDNN],
+    (128, False): [DEF8, P8_0, FA3, CUDNN],
+    (64, True): [DEF8, P8_0, P16, DESC16, FA3, CUDNN],
+    (64, False): [DEF8, P8_0, P16, DESC16, FA3, CUDNN],
+}
+AB.CANDIDATES = CANDIDATES_R2 if os.environ.get("ATT20_ROUND") == "2" else CANDIDATES
 
 if __name__ == "__main__":
     sys.exit(AB.main())
