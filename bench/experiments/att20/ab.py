@@ -38,10 +38,11 @@ CANDIDATES = {  # in the order they compile (a point's compiles past its share o
 P8_0 = ("fp8_was", "ptr8", dict(KO, desc=0))
 DEF8 = ("fp8_ptr", "ptr8", KO)  # the summary's "defaults" row
 DESC16 = ("fp16_ptr_desc", "ptr16", D1)
+LPT1 = ("fp8_lpt1", "ptr8", dict(KO, lpt=1))  # a head's row blocks heaviest first (N 16384's default: launch order)
 CANDIDATES_R2 = {
-    (128, True): [DEF8, P8_0, FA3, CUDNN],
+    (128, True): [DEF8, P8_0, FA3, CUDNN, LPT1],
     (128, False): [DEF8, P8_0, FA3, CUDNN],
-    (64, True): [DEF8, P8_0, P16, DESC16, FA3, CUDNN],
+    (64, True): [DEF8, P8_0, P16, DESC16, FA3, CUDNN, LPT1],
     (64, False): [DEF8, P8_0, P16, DESC16, FA3, CUDNN],
 }
 AB.CANDIDATES = CANDIDATES_R2 if os.environ.get("ATT20_ROUND") == "2" else CANDIDATES
