@@ -45,7 +45,15 @@ CANDIDATES_R2 = {
     (64, True): [DEF8, P8_0, P16, DESC16, FA3, CUDNN, LPT1],
     (64, False): [DEF8, P8_0, P16, DESC16, FA3, CUDNN],
 }
-AB.CANDIDATES = CANDIDATES_R2 if os.environ.get("ATT20_ROUND") == "2" else CANDIDATES
+# round 3 (ATT20_ROUND=3, N 16384, more rounds than R1's 3 and R2's 5): issue 27's D=128 cells, where fp8 / fp16 read
+# 1.277-1.300 in GPU time; the default (launch order at N 16384, LPT_MAX_ROW_BLOCKS) against groups of 4 heads (what
+# "l2" means there) and against the pointer loads
+G4 = ("fp8_g4", "ptr8", dict(KO, lpt=4))
+CANDIDATES_R3 = {
+    (128, True): [DEF8, FA3, CUDNN, G4, P8_0],
+    (128, False): [DEF8, FA3, CUDNN, P8_0],
+}
+AB.CANDIDATES = {"2": CANDIDATES_R2, "3": CANDIDATES_R3}.get(os.environ.get("ATT20_ROUND"), CANDIDATES)
 
 if __name__ == "__main__":
     sys.exit(AB.main())
