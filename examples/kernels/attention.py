@@ -490,9 +490,10 @@ def fwd_descriptors(q, k, v, fp8, BLOCK_M, BLOCK_N, split, out_dtype=None):
 
 # (head dim, causal, fp8) -> the kernel's DESC (1: Q, K, V through host tensor descriptors, 2: O too) where the
 # inputs allow it (contiguous, N_CTX a multiple of the blocks), when a call does not say; others 0 (pointer loads).
-# fp8 (H200 call R1 of the twentieth session, in one process against the pointer loads, GPU time): N 4096 +5.6% (D=128
-# causal), +2.5% (D=128), +4.1% (D=64 causal), +3.0% (D=64); N 16384 +0.2% to +2.2%. DESC 2 (O by TMA too) read the
-# same at N 4096 and 4-7% slower at 16384 (docs/attention.md, "fp8 causal per call: host tensor descriptors")
+# fp8 (H200 calls R1 and R2 of the twentieth session, in one process against the pointer loads, GPU time): N 4096
+# +5.6% / +5.0% (D=128 causal), +2.5% / +3.7% (D=128), +4.1% / +4.2% (D=64 causal), +3.0% / +2.7% (D=64); N 16384
+# ties. DESC 2 (O by TMA too) read the same at N 4096 and 4-7% slower at 16384; fp16's pointer forward at D=64 was
+# faster at N 4096 and slower at 16384 in both calls (docs/attention.md, "fp8 causal per call: host tensor descriptors")
 DESC = {(128, False, True): 1, (128, True, True): 1, (64, False, True): 1, (64, True, True): 1}
 
 
