@@ -142,16 +142,21 @@ def lpt_grid(lpt, row_blocks, heads):
 def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, lo, hi, N_CTX, qk_scale,
                     BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
                     FOLD_SCALE: tl.constexpr = False, KEY_ORDER: tl.constexpr = False, BLOCK_M: tl.constexpr = 0,
-                    EVEN_N: tl.constexpr = False):
+                    EVEN_N: tl.constexpr = False, DESC: tl.constexpr = 0, k_row=0, v_row=0,
+                    FP8: tl.constexpr = False):
     """Key blocks [lo, hi) into the running (acc, l_i, m_i); only MASKED blocks pay for the mask.
     FOLD_SCALE (qk_scale > 0): the row max of the raw scores times the scale, and the scale folded into the
     exponent's multiply-add, instead of a multiply of every score before the max; a MASKED block then masks the raw
     scores with -inf (every row of a block this is called with masked sees a key of it, or an earlier block's: the
     row max stays finite). EVEN_N (N_CTX a multiple of the blocks): no key is past N_CTX, only the causal mask.
-    KEY_ORDER: V's keys come in :func:`fp8_key_order`'s order (fp8), P goes to P V in it too."""
+    KEY_ORDER: V's keys come in :func:`fp8_key_order`'s order (fp8), P goes to P V in it too. DESC (EVEN_N):
+    ``k_ptrs``/``v_ptrs`` are host tensor descriptors of K ``[Z*H*N_CTX, HEAD_DIM]`` and V (fp8: V^T
+    ``[Z*H*HEAD_DIM, N_CTX]``), this head's first rows ``k_row``/``v_row``."""
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
-        if MASKED and not EVEN_N:
+        if DESC:
+            k = k_ptrs.load([k_row + start_n, 0]).T
+        elif MASKED and not EVEN_N:
             k = tl.load(k_ptrs + start_n * stride_kn, mask=cols[None, :] < N_CTX, other=0.0)
         else:
             k = tl.load(k_ptrs + start_n * stride_kn)
@@ -177,7 +182,12 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs
         alpha = tl.math.exp2(m_i - m_ij)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
-        if MASKED and not EVEN_N:
+        if DESC:
+            if FP8:
+                v = v_ptrs.load([v_row, start_n]).T
+            else:
+                v = v_ptrs.load([v_row + start_n, 0])
+        elif MASKED and not EVEN_N:
             v = tl.load(v_ptrs + start_n * stride_vn, mask=cols[:, None] < N_CTX, other=0.0)
         else:
             v = tl.load(v_ptrs + start_n * stride_vn)
@@ -197,7 +207,8 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
                         HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, STORE_LSE: tl.constexpr, FP8: tl.constexpr,
                         FOLD_SCALE: tl.constexpr = False, LPT: tl.constexpr = 0,
                         KEY_ORDER: tl.constexpr = False, DIAG_SPLIT: tl.constexpr = False,
-                        MASK_FOLD: tl.constexpr = False, EVEN_N: tl.constexpr = False):
+                        MASK_FOLD: tl.constexpr = False, EVEN_N: tl.constexpr = False, DESC: tl.constexpr = 0,
+                        K2=None, V2=None):
     """One [BLOCK_M, HEAD_DIM] block of O (and of the base-2 log-sum-exp LSE [Z*H, N_CTX] when STORE_LSE).
 
     Causal: the key blocks left of the diagonal run unmasked, then the diagonal block(s) masked
@@ -212,7 +223,13 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
     block's masked block would score BLOCK_M keys that every row masks). MASK_FOLD: the masked blocks fold the scale
     too (FOLD_SCALE). EVEN_N (N_CTX a multiple of BLOCK_M and BLOCK_N): the masked blocks test only the causal
     mask. KEY_ORDER (fp8; BLOCK_N and N_CTX multiples of 32): V's keys are stored in :func:`fp8_key_order`'s order
-    within each 32-key group (:func:`fp8_v_key_order`), so P V reads P's registers as they are.
+    within each 32-key group (:func:`fp8_v_key_order`), so P V reads P's registers as they are. DESC (EVEN_N,
+    contiguous Q, K, V): Q, K, V are host tensor descriptors (:func:`fwd_descriptors`: Q and K ``[Z*H*N_CTX,
+    HEAD_DIM]`` in BLOCK_M- and BLOCK_N-row blocks, V the same or, fp8, V^T ``[Z*H*HEAD_DIM, N_CTX]``), K2 and V2
+    K's and V's in BLOCK_M-key blocks for DIAG_SPLIT: one CUtensorMap each for the whole launch, encoded on the host,
+    where the pointer loads have the compiler build a map per program at its entry (written to global memory and
+    fenced before Q's copy can start). DESC 2: Out too (``[Z*H*N_CTX, HEAD_DIM]`` in BLOCK_M-row blocks), stored by
+    TMA.
     """
     start_m, off_hz = row_block_and_head(LPT)
     off_z = off_hz // H
@@ -224,10 +241,19 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
-    q = tl.load(Q + q_off + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qk,
-                mask=offs_m[:, None] < N_CTX, other=0.0)
-    k_ptrs = K + k_off + offs_n[None, :] * stride_kn + offs_d[:, None] * stride_kk
-    v_ptrs = V + v_off + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
+    if DESC:
+        k_row = off_hz * N_CTX
+        v_row = off_hz * HEAD_DIM if FP8 else k_row
+        q = Q.load([k_row + start_m * BLOCK_M, 0])
+        k_ptrs = K
+        v_ptrs = V
+    else:
+        k_row = 0
+        v_row = 0
+        q = tl.load(Q + q_off + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qk,
+                    mask=offs_m[:, None] < N_CTX, other=0.0)
+        k_ptrs = K + k_off + offs_n[None, :] * stride_kn + offs_d[:, None] * stride_kk
+        v_ptrs = V + v_off + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
     m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32) + 1.0
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
@@ -243,38 +269,49 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
             diag = start_m * BLOCK_M
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, 0,
                                         diag, N_CTX, qk_scale, BLOCK_N, False, CAUSAL, FOLD_SCALE, KEY_ORDER,
-                                        BLOCK_M)
+                                        BLOCK_M, DESC=DESC, k_row=k_row, v_row=v_row, FP8=FP8)
         end = tl.minimum((start_m + 1) * BLOCK_M, N_CTX)
         if DIAG_SPLIT and BLOCK_N > BLOCK_M:
             # wide blocks that end within the row block, then the rest BLOCK_M keys at a time
             mid = end // BLOCK_N * BLOCK_N
             acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
                                             diag, mid, N_CTX, qk_scale, BLOCK_N, True, CAUSAL,
-                                            FOLD_SCALE and MASK_FOLD, KEY_ORDER, BLOCK_M, EVEN_N)
+                                            FOLD_SCALE and MASK_FOLD, KEY_ORDER, BLOCK_M, EVEN_N, DESC=DESC,
+                                            k_row=k_row, v_row=v_row, FP8=FP8)
             offs_n2 = tl.arange(0, BLOCK_M)
-            k_ptrs2 = K + k_off + offs_n2[None, :] * stride_kn + offs_d[:, None] * stride_kk
-            v_ptrs2 = V + v_off + offs_n2[:, None] * stride_vn + offs_d[None, :] * stride_vk
+            if DESC:
+                k_ptrs2 = K2
+                v_ptrs2 = V2
+            else:
+                k_ptrs2 = K + k_off + offs_n2[None, :] * stride_kn + offs_d[:, None] * stride_kk
+                v_ptrs2 = V + v_off + offs_n2[:, None] * stride_vn + offs_d[None, :] * stride_vk
             acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs2, v_ptrs2, stride_kn, stride_vn, offs_m,
                                             offs_n2, mid, end, N_CTX, qk_scale, BLOCK_M, True, CAUSAL,
-                                            FOLD_SCALE and MASK_FOLD, KEY_ORDER, BLOCK_M, EVEN_N)
+                                            FOLD_SCALE and MASK_FOLD, KEY_ORDER, BLOCK_M, EVEN_N, DESC=DESC,
+                                            k_row=k_row, v_row=v_row, FP8=FP8)
         else:
             acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
                                             diag, end, N_CTX, qk_scale, BLOCK_N, True, CAUSAL,
-                                            FOLD_SCALE and MASK_FOLD, KEY_ORDER, BLOCK_M, EVEN_N)
+                                            FOLD_SCALE and MASK_FOLD, KEY_ORDER, BLOCK_M, EVEN_N, DESC=DESC,
+                                            k_row=k_row, v_row=v_row, FP8=FP8)
     else:
         n_full = (N_CTX // BLOCK_N) * BLOCK_N
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, 0,
                                         n_full, N_CTX, qk_scale, BLOCK_N, False, CAUSAL, FOLD_SCALE,
-                                        KEY_ORDER, BLOCK_M)
+                                        KEY_ORDER, BLOCK_M, DESC=DESC, k_row=k_row, v_row=v_row, FP8=FP8)
         if not EVEN_N:
             acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
                                             n_full, N_CTX, N_CTX, qk_scale, BLOCK_N, True, CAUSAL,
-                                            FOLD_SCALE and MASK_FOLD, KEY_ORDER, BLOCK_M)
+                                            FOLD_SCALE and MASK_FOLD, KEY_ORDER, BLOCK_M, DESC=DESC, k_row=k_row,
+                                            v_row=v_row, FP8=FP8)
     if FP8:
         acc = acc * tl.load(VScale)
     acc = acc / l_i[:, None]
-    tl.store(Out + o_off + offs_m[:, None] * stride_om + offs_d[None, :] * stride_ok, acc.to(Out.dtype.element_ty),
-             mask=offs_m[:, None] < N_CTX)
+    if DESC == 2:
+        Out.store([k_row + start_m * BLOCK_M, 0], acc.to(Out.dtype))
+    else:
+        tl.store(Out + o_off + offs_m[:, None] * stride_om + offs_d[None, :] * stride_ok,
+                 acc.to(Out.dtype.element_ty), mask=offs_m[:, None] < N_CTX)
     if STORE_LSE:
         tl.store(LSE + off_hz.to(tl.int64) * N_CTX + offs_m, m_i + tl.math.log2(l_i), mask=offs_m < N_CTX)
 
@@ -383,29 +420,86 @@ def clear_plans():
 
 
 class _Plan:
-    __slots__ = ("kernel", "grid", "tail", "opts", "out_shape", "out_dtype", "lse_shape", "run")
+    __slots__ = ("kernel", "grid", "tail", "opts", "out_shape", "out_dtype", "lse_shape", "run", "descs", "prepared")
 
     def __init__(self, kernel, grid, tail, opts, out_shape, out_dtype, lse_shape=None):
         self.kernel, self.grid, self.tail, self.opts = kernel, grid, tail, opts
         self.out_shape, self.out_dtype, self.lse_shape = out_shape, out_dtype, lse_shape
         self.run = None
+        self.descs = None  # DESC: the templates of (Q, K, V, K2, V2, O)'s descriptors (fwd_descriptors)
+        self.prepared = False  # self.run is a prepared launch (it takes tensors in the descriptors' slots)
 
     def launch(self, *tensors):
         """The kernel on this call's eight tensors: a prepared launch (``kernel.prepare``: the tail and options bound
-        once, each call checks only the tensors' part of the launch key), made on the plan's first call."""
+        once, each call checks only the tensors' part of the launch key), made on the plan's first call. DESC: Q, K, V
+        (and O with DESC 2) are descriptors, K2 and V2 come after the eight; the prepared launch takes the tensors and
+        rebases its descriptors onto them (runtime/prepared.py), other kernel objects get the descriptors."""
         run = self.run
+        descs = self.descs
         if run is None:
             if hasattr(self.kernel, "prepare"):
-                run = self.kernel.prepare(self.grid, *tensors, *self.tail, **self.opts)
-            else:  # a kernel object without prepared launches (``kernel=``: any object launched as kernel[grid](...))
-                kernel, grid, tail, opts = self.kernel, self.grid, self.tail, self.opts
-                run = lambda *ts: kernel[grid](*ts, *tail, **opts)  # noqa: E731
-            self.run = run
+                args = self._descriptors(tensors) if descs is not None else tensors
+                self.run = self.kernel.prepare(self.grid, *args[:8], *self.tail, *args[8:], **self.opts)
+                self.prepared = True
+                return self.run(*args)
+            kernel, grid, tail, opts = self.kernel, self.grid, self.tail, self.opts
+            run = self.run = lambda *ts: kernel[grid](*ts[:8], *tail, *ts[8:], **opts)  # noqa: E731
+        if descs is None:
+            return run(*tensors)
+        if not self.prepared:
+            return run(*self._descriptors(tensors))
+        if descs[3] is not None:  # K2 and V2: K's and V's tensors again
+            return run(*tensors, tensors[1], tensors[2])
         return run(*tensors)
+
+    def _descriptors(self, tensors):
+        q, k, v, o = tensors[:4]
+        dq, dk, dv, dk2, dv2, do = self.descs
+        return (_rebased(dq, q), _rebased(dk, k), _rebased(dv, v), o if do is None else _rebased(do, o),
+                *tensors[4:]) + (() if dk2 is None else (_rebased(dk2, k), _rebased(dv2, v)))
+
+
+def _rebased(template, base):
+    """``template`` describing ``base`` instead (attention_fa3's: no checks again, ~2 us a descriptor)."""
+    d = object.__new__(type(template))
+    d.__dict__.update(template.__dict__)
+    d.base = base
+    return d
+
+
+def fwd_descriptors(q, k, v, fp8, BLOCK_M, BLOCK_N, split, out_dtype=None):
+    """The DESC kernel's host descriptors (Q, K, V, K2, V2, O) of contiguous ``[Z, H, N, D]`` q, k and v (fp8: v is
+    V^T, ``[Z, H, D, N]``); K2, V2 (BLOCK_M keys) only with ``split``, O only with ``out_dtype`` (DESC 2), else None.
+    Templates: their bases are None."""
+    import importlib
+    TD = importlib.import_module(triton.__name__ + ".tools.tensor_descriptor").TensorDescriptor
+    Z, H, N, D = q.shape
+    y = Z * H * N
+
+    def vd(keys):
+        return TD(v, [Z * H * D, N], [N, 1], [D, keys]) if fp8 else TD(v, [y, D], [D, 1], [keys, D])
+
+    out = [TD(q, [y, D], [D, 1], [BLOCK_M, D]), TD(k, [y, D], [D, 1], [BLOCK_N, D]), vd(BLOCK_N),
+           TD(k, [y, D], [D, 1], [BLOCK_M, D]) if split else None, vd(BLOCK_M) if split else None,
+           None if out_dtype is None else TD(q.new_empty((0,), dtype=out_dtype), [y, D], [D, 1], [BLOCK_M, D])]
+    for d in out:
+        if d is not None:
+            d.base = None
+    return tuple(out)
+
+
+# (head dim, causal, fp8) -> the kernel's DESC (1: Q, K, V through host tensor descriptors, 2: O too) where the
+# inputs allow it (contiguous, N_CTX a multiple of the blocks), when a call does not say; others 0 (pointer loads).
+# fp8 (H200 calls R1 and R2 of the twentieth session, in one process against the pointer loads, GPU time): N 4096
+# +5.6% / +5.0% (D=128 causal), +2.5% / +3.7% (D=128), +4.1% / +4.2% (D=64 causal), +3.0% / +2.7% (D=64); N 16384
+# ties. DESC 2 (O by TMA too) read the same at N 4096 and 4-7% slower at 16384; fp16's pointer forward at D=64 was
+# faster at N 4096 and slower at 16384 in both calls (docs/attention.md, "fp8 causal per call: host tensor descriptors")
+DESC = {(128, False, True): 1, (128, True, True): 1, (64, False, True): 1, (64, True, True): 1}
 
 
 def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8, cfg, kernel, fold_scale, lpt,
-               out_dtype, lse_shape=None, key_order=False, diag_split=None, mask_fold=None, even_n=None):
+               out_dtype, lse_shape=None, key_order=False, diag_split=None, mask_fold=None, even_n=None, desc=None,
+               v=None):
     Z, H, N, D = q.shape
     _check_blocks(cfg, causal)
     cfg = dict(cfg)
@@ -413,12 +507,20 @@ def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8
     row_blocks = triton.cdiv(N, cfg["BLOCK_M"])
     lpt, grid = lpt_grid(_lpt(lpt, D, causal, fp8, N, row_blocks), row_blocks, Z * H)
     # every kernel parameter after the eight tensors, positionally (the kernel's order), constexprs included
+    fits = N % cfg["BLOCK_M"] == 0 and N % cfg["BLOCK_N"] == 0
+    split = _diag_split(diag_split, D, causal, fp8)
+    use_desc = int(DESC.get((D, bool(causal), bool(fp8)), 0) if desc is None else desc) if fits and all(
+        t.is_contiguous() for t in (q, k, v)) else 0
     tail = (sm_scale, *q.stride(), *k.stride(), *v_strides, *o_strides, H, N, cfg["BLOCK_M"], cfg["BLOCK_N"], D,
             bool(causal), bool(store_lse), bool(fp8), bool(_fold(fold_scale, D, causal, fp8) and sm_scale > 0),
-            lpt, bool(key_order), _diag_split(diag_split, D, causal, fp8), _mask_fold(mask_fold, D, causal, fp8),
-            bool(((D, bool(causal), bool(fp8)) in EVEN_N if even_n is None else even_n)
-                 and N % cfg["BLOCK_M"] == 0 and N % cfg["BLOCK_N"] == 0))
+            lpt, bool(key_order), split, _mask_fold(mask_fold, D, causal, fp8),
+            bool(((D, bool(causal), bool(fp8)) in EVEN_N if even_n is None else even_n) and fits or use_desc),
+            use_desc)
     plan = _Plan(kernel or attn_fwd_lse_kernel, grid, tail, opts, tuple(q.shape), out_dtype, lse_shape)
+    if use_desc:
+        plan.descs = fwd_descriptors(q, k, v, fp8, cfg["BLOCK_M"], cfg["BLOCK_N"],
+                                     split and causal and cfg["BLOCK_N"] > cfg["BLOCK_M"],
+                                     out_dtype if use_desc == 2 else None)
     if len(_PLANS) >= _MAX_PLANS:
         _PLANS.clear()
     _PLANS[key] = plan
@@ -426,7 +528,7 @@ def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8
 
 
 def attention_fwd(q, k, v, causal=False, sm_scale=None, return_lse=False, fold_scale=None, kernel=None, lpt=None,
-                  diag_split=None, mask_fold=None, even_n=None, **config):
+                  diag_split=None, mask_fold=None, even_n=None, desc=None, **config):
     """softmax(q k^T * sm_scale) v for fp16/bf16 ``[Z, H, N_CTX, HEAD_DIM]`` (HEAD_DIM 16..256, any N_CTX).
 
     With ``return_lse`` also returns the base-2 row log-sum-exp ``[Z, H, N_CTX]`` fp32 of the scaled
@@ -436,11 +538,13 @@ def attention_fwd(q, k, v, causal=False, sm_scale=None, return_lse=False, fold_s
     :func:`attn_fwd_lse_kernel`; ``lpt``: causal row blocks heaviest first (the kernel's LPT: True or 1 a head's, an
     int G > 1 across groups of G heads, "l2" across groups of :func:`lpt_heads`; default :data:`LPT`); ``diag_split``: the kernel's DIAG_SPLIT (default
     :data:`DIAG_SPLIT`); ``mask_fold``: the kernel's MASK_FOLD (default :data:`MASK_FOLD`); ``even_n``: the kernel's
-    EVEN_N where N_CTX allows it (default :data:`EVEN_N`).
+    EVEN_N where N_CTX allows it (default :data:`EVEN_N`); ``desc``: the kernel's DESC (1: Q, K, V through host
+    descriptors, 2: O too) where N_CTX and the inputs allow it (default :data:`DESC`).
     """
     import torch
     key = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype, q.device,
-           causal, sm_scale, return_lse, fold_scale, kernel, lpt, diag_split, mask_fold, even_n, *config.items())
+           causal, sm_scale, return_lse, fold_scale, kernel, lpt, diag_split, mask_fold, even_n, desc,
+           *config.items())
     plan = _PLANS.get(key)
     if plan is None:
         Z, H, N, D = q.shape
@@ -450,7 +554,7 @@ def attention_fwd(q, k, v, causal=False, sm_scale=None, return_lse=False, fold_s
         o_strides = torch.empty_like(q).stride()  # empty_like keeps q's layout: a function of q's shape and strides
         plan = _make_plan(key, q, k, v.stride(), o_strides, causal, sm_scale if sm_scale is not None else D ** -0.5,
                           return_lse, False, fwd_config(D, **config), kernel, fold_scale, lpt, q.dtype, (Z, H, N),
-                          diag_split=diag_split, mask_fold=mask_fold, even_n=even_n)
+                          diag_split=diag_split, mask_fold=mask_fold, even_n=even_n, desc=desc, v=v)
     o = torch.empty_like(q)
     if return_lse:
         lse = torch.empty(plan.lse_shape, device=q.device, dtype=torch.float32)
@@ -487,7 +591,7 @@ def _scale_arg(s, device):
 
 def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None, kernel=None,
                   fold_scale=None, lpt=None, key_order=False, diag_split=None, mask_fold=None, even_n=None,
-                  **config):
+                  desc=None, **config):
     """fp8 (e4m3) attention forward: ``softmax(q k^T * sm_scale) v`` with ``q = q8 * q_scale`` etc.
 
     ``q8``, ``k8``: ``[Z, H, N_CTX, HEAD_DIM]`` e4m3; ``v8t``: V transposed, ``[Z, H, HEAD_DIM, N_CTX]``
@@ -495,7 +599,7 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
     tensors (:func:`quantize_fp8`; anything else is converted to one on every call). Q K^T runs in fp8, P is
     rounded to e4m3 for P V, accumulation is fp32, the output ``out_dtype`` (default float16). ``kernel``: another
     ``kernelc.jit`` of :func:`attn_fwd_lse_kernel` (its own compiled variants, e.g. under other compile knobs);
-    ``fold_scale``, ``lpt``, ``diag_split``, ``mask_fold`` and ``even_n`` as in :func:`attention_fwd`. ``key_order``: ``v8t``'s keys are in
+    ``fold_scale``, ``lpt``, ``diag_split``, ``mask_fold``, ``even_n`` and ``desc`` as in :func:`attention_fwd`. ``key_order``: ``v8t``'s keys are in
     :func:`fp8_key_order`'s order within each 32-key group (:func:`fp8_v_key_order`, N_CTX and BLOCK_N multiples
     of 32): P V then takes P's registers as they are, no shuffle between lanes (docs/attention.md, "fp8 P without
     its shuffle").
@@ -504,7 +608,7 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
     device = q8.device
     key = ("fp8", q8.shape, k8.shape, v8t.shape, q8.stride(), k8.stride(), v8t.stride(), q8.dtype, k8.dtype,
            v8t.dtype, device, causal, sm_scale, out_dtype, fold_scale, kernel, lpt, key_order, diag_split, mask_fold,
-           even_n, *config.items())
+           even_n, desc, *config.items())
     plan = _PLANS.get(key)
     if plan is None:
         Z, H, N, D = q8.shape
@@ -525,7 +629,7 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
         plan = _make_plan(key, q8, k8, (vs[0], vs[1], vs[3], vs[2]), o_strides, causal,
                           sm_scale if sm_scale is not None else D ** -0.5, False, True,
                           cfg, kernel, fold_scale, lpt, out_dtype, key_order=key_order, diag_split=diag_split,
-                          mask_fold=mask_fold, even_n=even_n)
+                          mask_fold=mask_fold, even_n=even_n, desc=desc, v=v8t)
     o = torch.empty(plan.out_shape, device=device, dtype=plan.out_dtype)
     plan.launch(q8, k8, v8t, o, o, _scale_arg(q_scale, device), _scale_arg(k_scale, device),
                 _scale_arg(v_scale, device))

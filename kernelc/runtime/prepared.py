@@ -11,6 +11,11 @@ Anything else (a tensor that changes the key, no compiled entry yet, an in-memor
 device, hooks registered, options the fast path does not take) goes through ``fn[grid](...)``, the general launch,
 which compiles and checks as always; the first call specialises the prepared launch to its entry. No tensor is kept:
 the general path gets the call's own tensors back in their places.
+
+A descriptor argument's slot also takes a plain tensor: the descriptor given to ``prepare`` rebased onto it (its
+shape, strides, block and padding, the call's tensor as the base). A call then checks that tensor as a pointer
+argument is checked (dtype, alignment, CUDA) instead of building a ``TensorDescriptor`` and its key part: a forward
+that passes five descriptors a call saves ~1 us of host time on each (the attention forward's ``DESC`` plans).
 """
 from __future__ import annotations
 
@@ -44,22 +49,43 @@ def prepare(fn, grid, args, options: Dict[str, Any]) -> Callable:
     state: List[Any] = [None]   # the compiled entry the fast body launches (None: the general path only)
     ns: Dict[str, Any] = {}
 
+    # a descriptor slot given a tensor: the prepared descriptor rebased onto it (the module doc)
+    rebase = {i: _rebaser(values[names[i]]) for i in vary if isinstance(values[names[i]], TensorDescriptor)}
+    Tensor = torch.Tensor
+
     def general(*ts, stream=None):
         vals = list(template)
         for i, t in zip(vary, ts):
-            vals[i] = t
+            vals[i] = rebase[i](t) if i in rebase and isinstance(t, Tensor) else t
         out = fn[grid](*vals, **(opts if stream is None else dict(opts, stream=stream)))
         if fastable:
             _specialise(fn, vals, vary, launch_opts, state, ns)
         return out
 
+    ns.update({f"_R{j}": rebase[i] for j, i in enumerate(vary) if i in rebase})
     ns.update(_general=general, _S=state, _hooks_enter=hooks._enter_hooks, _hooks_exit=hooks._exit_hooks,
+              _Tensor=Tensor,
               _getdev=getattr(torch._C, "_cuda_getDevice", lambda: 0),
               _getstream=getattr(torch._C, "_cuda_getCurrentRawStream", lambda d: 0),
               _stream_handle=lambda s: int(getattr(s, "cuda_stream", s)))
     src = _source(fn, template, vary, g3 if fastable else None, values, ns)
     exec(compile(src, f"<kernelc prepared launch {fn.__name__}>", "exec"), ns)
     return ns["launch"]
+
+
+def _rebaser(desc) -> Callable:
+    """``rebase(tensor)``: ``desc`` with ``tensor`` as its base. Made once per slot: a subclass whose class attributes
+    are ``desc``'s own but the base, so a call sets one attribute of a new object and runs no checks (``prepare``'s
+    caller vouches for the tensor's shape; the launch checks its dtype, alignment and device)."""
+    attrs = {k: v for k, v in vars(desc).items() if k != "base"}
+    cls = type("Rebased" + type(desc).__name__, (type(desc),), attrs)
+    new = object.__new__
+
+    def rebase(t):
+        d = new(cls)
+        d.base = t
+        return d
+    return rebase
 
 
 def _literal(v, i, ns) -> str:
@@ -89,7 +115,16 @@ def _source(fn, template, vary, g3, values, ns) -> str:
         if i in pos:
             j = pos[i]
             if isinstance(values[n], TensorDescriptor):
-                checks.append(f"_desc(t{j}, _N{j}) == _K{j}")
+                # a tensor: the prepared descriptor rebased onto it, checked as a pointer argument (_B: the slot's
+                # key part takes the base's alignment, not with do_not_specialize)
+                pre.append(f"        if type(t{j}) is _Tensor:\n"
+                           f"            p{j} = t{j}.data_ptr()\n"
+                           f"            c{j} = t{j}.dtype is _D{j} and (_B{j} or (not p{j} & 15) is _A{j}) and "
+                           f"t{j}.is_cuda is _U{j}\n"
+                           f"            t{j} = _R{j}(t{j})\n"
+                           f"        else:\n"
+                           f"            c{j} = _desc(t{j}, _N{j}) == _K{j}")
+                checks.append(f"c{j}")
                 out.append(f"t{j}")
             else:
                 pre.append(f"        p{j} = t{j}.data_ptr()")
@@ -135,6 +170,9 @@ def _specialise(fn, vals, vary, opts, state, ns) -> None:
         if isinstance(v, TensorDescriptor):
             spec = names[i] not in fn.do_not_specialize
             ns[f"_K{j}"], ns[f"_N{j}"] = descriptor_part(v, spec), spec
+            b = v.base
+            ns[f"_D{j}"], ns[f"_A{j}"] = getattr(b, "dtype", None), bool(spec and b.data_ptr() & 15 == 0)
+            ns[f"_B{j}"], ns[f"_U{j}"] = not spec, bool(getattr(b, "is_cuda", False))
         else:
             ns[f"_D{j}"], ns[f"_A{j}"], ns[f"_U{j}"] = v.dtype, v.data_ptr() & 15 == 0, bool(v.is_cuda)
     ns.update(_desc=descriptor_part, _cache=st["cache"], _key=key, _dev=dev)

@@ -102,6 +102,11 @@ def test_fa3_order_forward_in_head_groups():
     torch.testing.assert_close(o2.float(), _ref(q, k, v)[0], rtol=1e-2, atol=2e-3)
 
 
+# the launch arguments LPT .. DESC: after the 8 tensors, sm_scale, 16 strides, H, N_CTX, BLOCK_M, BLOCK_N, HEAD_DIM,
+# CAUSAL, STORE_LSE, FP8, FOLD_SCALE
+OPTS = slice(34, 40)
+
+
 class _Recorder:
     """Stands for a jitted kernel: records each launch's grid and arguments."""
 
@@ -115,18 +120,19 @@ class _Recorder:
 def test_the_tables_pick_the_causal_defaults():
     # N 4096, 16 heads: the fp8 pointer forward at D=128 causal in groups of lpt_heads = 16 with the split, folded,
     # even masked blocks; not causal, and fp16's pointer forward at D=128, as before; the FA3 order causal in groups of 8
-    # (fp16 D=128) and 16 (D=64). The launch's last five: LPT, KEY_ORDER, DIAG_SPLIT, MASK_FOLD, EVEN_N.
+    # (fp16 D=128) and 16 (D=64). OPTS: the launch's LPT, KEY_ORDER, DIAG_SPLIT, MASK_FOLD, EVEN_N, DESC (fp8 through
+    # host descriptors, which needs N a multiple of the blocks and sets EVEN_N).
     rec = _Recorder()
     q8 = torch.zeros(1, 16, 4096, 128, dtype=torch.float8_e4m3fn)
     v8t = torch.zeros(1, 16, 128, 4096, dtype=torch.float8_e4m3fn)
     one = torch.ones(1)
     A.attention_fp8(q8, q8, v8t, one, one, one, causal=True, kernel=rec)
-    assert rec.calls[-1][0] == (16 * 64, 1, 1) and rec.calls[-1][1][-5:] == (16, False, True, True, True)
+    assert rec.calls[-1][0] == (16 * 64, 1, 1) and rec.calls[-1][1][OPTS] == (16, False, True, True, True, 1)
     A.attention_fp8(q8, q8, v8t, one, one, one, causal=False, kernel=rec)
-    assert rec.calls[-1][0] == (64, 16, 1) and rec.calls[-1][1][-5:] == (0, False, False, False, False)
+    assert rec.calls[-1][0] == (64, 16, 1) and rec.calls[-1][1][OPTS] == (0, False, False, False, True, 1)
     q = torch.zeros(1, 16, 4096, 128, dtype=torch.float16)
     A.attention_fwd(q, q, q, causal=True, kernel=rec)
-    assert rec.calls[-1][0] == (32, 16, 1) and rec.calls[-1][1][-5:] == (0, False, False, False, False)
+    assert rec.calls[-1][0] == (32, 16, 1) and rec.calls[-1][1][OPTS] == (0, False, False, False, False, 0)
     for D, g in ((128, 8), (64, 16)):
         q = torch.zeros(1, 16, 4096, D, dtype=torch.float16)
         AF.attention(q, q, q, causal=True, kernel=rec)
@@ -138,13 +144,18 @@ def test_the_tables_pick_the_causal_defaults():
     # LPT_MAX_ROW_BLOCKS) launch order, and the FA3 order a head's heaviest first
     q = torch.zeros(1, 16, 4096, 64, dtype=torch.float16)
     A.attention_fwd(q, q, q, causal=True, kernel=rec)
-    assert rec.calls[-1][0] == (16 * 64, 1, 1) and rec.calls[-1][1][-5] == 16
+    assert rec.calls[-1][0] == (16 * 64, 1, 1) and rec.calls[-1][1][OPTS][0] == 16
     q = torch.zeros(1, 4, 16384, 64, dtype=torch.float16)
     A.attention_fwd(q, q, q, causal=True, kernel=rec)
-    assert rec.calls[-1][0] == (256, 4, 1) and rec.calls[-1][1][-5] == 0
+    assert rec.calls[-1][0] == (256, 4, 1) and rec.calls[-1][1][OPTS][0] == 0
     AF.attention(q, q, q, causal=True, kernel=rec)
     assert rec.calls[-1][0] == (256, 4, 1) and rec.calls[-1][1][-1] == 1
     q8 = torch.zeros(1, 4, 16384, 128, dtype=torch.float8_e4m3fn)
     v8t = torch.zeros(1, 4, 128, 16384, dtype=torch.float8_e4m3fn)
     A.attention_fp8(q8, q8, v8t, one, one, one, causal=True, kernel=rec)
-    assert rec.calls[-1][0] == (256, 4, 1) and rec.calls[-1][1][-5:] == (0, False, True, True, True)
+    assert rec.calls[-1][0] == (256, 4, 1) and rec.calls[-1][1][OPTS] == (0, False, True, True, True, 1)
+    # N not a multiple of the blocks: pointer loads (DESC 0), the masks test N_CTX too (EVEN_N off)
+    q8 = torch.zeros(1, 4, 4000, 128, dtype=torch.float8_e4m3fn)
+    v8t = torch.zeros(1, 4, 128, 4000, dtype=torch.float8_e4m3fn)
+    A.attention_fp8(q8, q8, v8t, one, one, one, causal=False, kernel=rec)
+    assert rec.calls[-1][1][OPTS] == (0, False, False, False, False, 0) and len(rec.calls[-1][1]) == 40

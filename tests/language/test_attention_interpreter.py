@@ -456,3 +456,23 @@ def test_the_backwards_launch_plans_take_each_calls_tensors():
     assert not B._PLANS[next(key for key in B._PLANS if key[9] == dot.stride())]
     B.clear_plans()
     assert not B._PLANS
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_host_descriptor_forwards_give_the_pointer_forwards_output(causal):
+    # DESC: Q, K, V (and the split diagonal's K2, V2; DESC 2 O too) through host tensor descriptors, the same kernel
+    # otherwise: the outputs agree with the pointer loads' to rounding (fp16 with the LSE and O by descriptor; fp8
+    # with the split diagonal, key order)
+    q, k, v = _qkv(64, 32, torch.float16, Z=1, H=2)
+    o1, l1 = A.attention_fwd(q, k, v, causal=causal, return_lse=True, BLOCK_M=16, BLOCK_N=32, diag_split=True,
+                             even_n=True, desc=False)
+    o2, l2 = A.attention_fwd(q, k, v, causal=causal, return_lse=True, BLOCK_M=16, BLOCK_N=32, diag_split=True,
+                             even_n=True, desc=2)
+    torch.testing.assert_close(o2, o1, atol=1e-3, rtol=0)
+    torch.testing.assert_close(l2, l1, atol=1e-5, rtol=0)
+    # key order wants blocks of 32 keys: the narrow blocks are BLOCK_M keys
+    (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in _qkv(128, 32, torch.float16, Z=1, H=1))
+    vt = A.fp8_v_key_order(v8.transpose(-1, -2).contiguous())
+    f1, f2 = (A.attention_fp8(q8, k8, vt, qs, ks, vs, causal=causal, BLOCK_M=32, BLOCK_N=64, key_order=True,
+                              diag_split=True, even_n=True, mask_fold=True, desc=d) for d in (0, 1))
+    torch.testing.assert_close(f2, f1, atol=1e-3, rtol=0)

@@ -137,3 +137,45 @@ def test_keyword_arguments_bind_like_a_launch(monkeypatch):
     finally:
         get_state(axpy)["cache"].clear()
     assert [v[4:] for v in launches] == [(x.data_ptr(), y.data_ptr(), 64, 2.0), (y.data_ptr(), x.data_ptr(), 64, 2.0)]
+
+
+@kernelc.jit
+def rows_sum(d_x, y_ptr, BLOCK: kl.constexpr):
+    t = d_x.load([kl.program_id(0) * BLOCK, 0])
+    kl.store(y_ptr + kl.program_id(0) * BLOCK + kl.arange(0, BLOCK), kl.sum(t, 1))
+
+
+def test_a_descriptor_slot_takes_a_tensor_rebased_onto_the_prepared_descriptor(monkeypatch):
+    from kernelc.tools.tensor_descriptor import TensorDescriptor
+    monkeypatch.setattr(rows_sum, "_fast", make_binder(rows_sum))
+    x, y = torch.zeros(64, 32), torch.zeros(64)
+    d = TensorDescriptor(x, [64, 32], [32, 1], [16, 32])
+    launches = []
+    ent = types.SimpleNamespace(compiled=types.SimpleNamespace(shared=0, cache_key="k" * 32),
+                                fast=lambda *v: launches.append(v), launch=None)
+    ent.launch = ent.fast
+    st = get_state(rows_sum)
+    vals = [d, y, 16]
+    st["cache"][(st["spec"].key(vals, rows_sum.constexpr_mask(dict(zip(rows_sum.arg_names, vals)))), 4, 3, 0)] = ent
+    ran = []
+    try:
+        launch = rows_sum.prepare((4,), d, y, 16)
+        launch(x, y)  # a tensor in the descriptor's slot from the first call on (the general path rebases it too)
+        monkeypatch.setattr(type(rows_sum), "run", lambda self, *a, grid, **kw: ran.append(a))
+        x2 = torch.ones(64, 32)
+        launch(x2, y)
+        launch(d, y)  # a descriptor still works
+        assert not ran and len(launches) == 3
+        for (*_, desc, yp), base in zip(launches, (x, x2, x)):
+            assert isinstance(desc, TensorDescriptor) and desc.base is base and yp == y.data_ptr()
+            assert (desc.shape, desc.strides, desc.block_shape, desc.padding) == ([64, 32], [32, 1], [16, 32], "zero")
+        launch(x2.half(), y)  # another dtype: another specialisation, the general path gets a rebased descriptor
+        assert len(launches) == 3 and len(ran) == 1
+        assert isinstance(ran[0][0], TensorDescriptor) and ran[0][0].base.dtype == torch.float16
+        ref = weakref.ref(x2)
+        del x2, ran[:], launches[:]
+        gc.collect()
+        assert ref() is None  # no tensor kept
+    finally:
+        st["cache"].clear()
+        rows_sum._bound.clear()
