@@ -1,0 +1,276 @@
+"""Host or GPU? Tutorial points timed three ways in one process, under one runtime (a GPU is needed; run once per
+runtime, each in its own process, in the order A B B A).
+
+    python3 bench/experiments/tutorial_gaps/host_gpu_split.py --impl kernelc --tutorials DIR --cases a06 ... --out k.json
+
+Every case is a call the tutorial's benchmark makes, with its inputs built as the benchmark builds them:
+
+- ``a06:D:causal:fp8:N:BMxBNxSxW`` -- 06's ``attention`` forward (batch 4, 32 heads, no warp specialisation),
+  ``_attn_fwd``'s autotuner restricted to that one config;
+- ``b06:D:causal:N:BMxBNxSxW`` -- 06's backward as the benchmark times it (``o.backward(do, retain_graph=True)``),
+  the forward before it restricted to the config;
+- ``sdpa:D:causal:N`` -- the control for 06: torch's fp16 attention at the same shape, the same torch code under both
+  runtimes, timed by the runtime's ``do_bench`` as the tutorial times its own columns;
+- ``g08:N:provider`` -- 08's small table (``benchmark_square_matrices``: 4 square fp16 GEMMs of size N), provider
+  ``cublas`` (its control column: torch code), ``triton`` or ``triton-tma``, the tutorial's autotuners as they are.
+
+Per case and repeat (the cases are visited round-robin, ``--repeats`` times):
+
+- ``ms``: the runtime's ``do_bench`` as the tutorial calls it (06: the mean; 08: the median of quantiles);
+- ``busy_ms``: the same pattern as ``do_bench`` (L2 flush, then events around one call), ``--calls`` times, issued
+  while the GPU is held by ``torch.cuda._sleep``: every call queues behind the one before, so the events see only the
+  GPU's time (``covered`` says the host finished issuing before the GPU started them; if it is false the host was the
+  slower side even so and ``busy_ms`` is not clean);
+- ``host_us``: the host's time to issue one call (``fn`` alone, summed over the same calls, so it has no back-pressure).
+
+A point whose ``ms`` is above its ``busy_ms`` is host-bound in the tutorial's timing; the ratio of ``busy_ms`` says
+what the kernels do, the ratio of ``host_us`` what the launch path does. Nothing here is a test.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+SM_SCALE = 1.3
+
+
+def _load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _restrict(tuner, config):
+    """Limit an autotuner to one of its configs (BMxBNxSxW); returns the config or None."""
+    bm, bn, s, w = (int(x) for x in config.split("x"))
+    pool = getattr(tuner, "_t06s20_pool", None) or list(tuner.configs)
+    tuner._t06s20_pool = pool
+    cfg = next((c for c in pool if c.kwargs.get("BLOCK_M") == bm and c.kwargs.get("BLOCK_N") == bn
+                and c.num_stages == s and c.num_warps == w), None)
+    if cfg is not None:
+        tuner.configs = [cfg]
+        tuner.cache.clear()
+    return cfg
+
+
+class Cases:
+    def __init__(self, tutorials):
+        self.dir = tutorials
+        self._m06 = self._m08 = None
+
+    def m06(self):
+        if self._m06 is None:
+            self._m06 = _load(os.path.join(self.dir, "06-fused-attention.py"), "t06s20_tut06")
+        return self._m06
+
+    def m08(self):
+        if self._m08 is None:  # its import runs the tutorial's own check (both autotuners tune there)
+            self._m08 = _load(os.path.join(self.dir, "08-grouped-gemm.py"), "t06s20_tut08")
+        return self._m08
+
+    def build(self, case):
+        """(fn, prepare, quantiles): prepare() re-applies the case's state before each visit (the config)."""
+        import torch
+        kind, *a = case.split(":")
+        if kind in ("a06", "b06"):
+            mod = self.m06()
+            if kind == "a06":
+                d, causal, fp8, n, config = int(a[0]), bool(int(a[1])), bool(int(a[2])), int(a[3]), a[4]
+            else:
+                d, causal, fp8, n, config = int(a[0]), bool(int(a[1])), False, int(a[2]), a[3]
+            torch.manual_seed(0)
+            q, k, v = (torch.randn((4, 32, n, d), dtype=torch.float16, device="cuda", requires_grad=True)
+                       for _ in range(3))
+            if fp8:  # as the benchmark's fp8 provider prepares them
+                q, k = q.to(torch.float8_e5m2), k.to(torch.float8_e5m2)
+                v = v.permute(0, 1, 3, 2).contiguous().permute(0, 1, 3, 2).to(torch.float8_e5m2)
+
+            def prepare():
+                if _restrict(mod._attn_fwd, config) is None:
+                    raise ValueError(f"{config} is not in the tutorial's config list")
+            prepare()
+            fn = lambda: mod.attention(q, k, v, causal, SM_SCALE, False)  # noqa: E731
+            if kind == "b06":
+                o = fn()
+                do = torch.randn_like(o)
+                fn = lambda: o.backward(do, retain_graph=True)  # noqa: E731
+            return fn, prepare, None
+        if kind == "sdpa":
+            d, causal, n = int(a[0]), bool(int(a[1])), int(a[2])
+            torch.manual_seed(0)
+            q, k, v = (torch.randn((4, 32, n, d), dtype=torch.float16, device="cuda") for _ in range(3))
+            sdpa = torch.nn.functional.scaled_dot_product_attention
+            return (lambda: sdpa(q, k, v, is_causal=causal, scale=SM_SCALE)), (lambda: None), None
+        if kind == "g08":
+            mod = self.m08()
+            n, provider = int(a[0]), a[1]
+            group_a, group_b, group_bt, cs = [], [], [], []
+            for _ in range(4):
+                A = torch.rand((n, n), device="cuda", dtype=torch.float16)
+                B = torch.rand((n, n), device="cuda", dtype=torch.float16)
+                group_a.append(A)
+                group_b.append(B)
+                group_bt.append(B.T.contiguous())
+                cs.append(torch.empty((n, n), device="cuda", dtype=torch.float16))
+            ptrs = lambda ts: torch.tensor([t.data_ptr() for t in ts], device="cuda")  # noqa: E731
+            da, db, dbt, dc = ptrs(group_a), ptrs(group_b), ptrs(group_bt), ptrs(cs)
+            sizes = torch.tensor([n] * 12, dtype=torch.int32, device="cuda")
+            lds = torch.tensor([n] * 12, dtype=torch.int32, device="cuda")
+            q3 = [0.5, 0.2, 0.8]
+            if provider == "cublas":
+                return (lambda: mod.torch_perf_fn(group_a, group_b)), (lambda: None), q3
+            if provider == "triton":
+                return (lambda: mod.triton_perf_fn(da, db, dc, sizes, lds, 4)), (lambda: None), q3
+            if provider == "triton-tma":
+                return (lambda: mod.triton_tma_perf_fn(da, dbt, dc, sizes, lds, 4, dtype=torch.float16)), \
+                    (lambda: None), q3
+            raise ValueError(provider)
+        raise ValueError(f"unknown case {case!r}")
+
+
+def busy(fn, calls, flush):
+    """do_bench's pattern (flush, event, call, event) issued behind a GPU sleep; returns (ms per call, host us per
+    call of fn alone, covered)."""
+    import torch
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    one_host = time.perf_counter() - t0
+    torch.cuda.synchronize()
+    # hold the GPU for 3x the host's estimate (plus 5 ms), at ~2 GHz
+    hold_s = 3 * calls * max(one_host, 50e-6) + 5e-3
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
+    first = torch.cuda.Event()
+    torch.cuda._sleep(int(hold_s * 2e9))
+    first.record()
+    host = 0.0
+    for i in range(calls):
+        flush.zero_()
+        starts[i].record()
+        t = time.perf_counter()
+        fn()
+        host += time.perf_counter() - t
+        ends[i].record()
+    covered = not first.query()  # the GPU was still asleep when the last call had been issued
+    torch.cuda.synchronize()
+    ms = statistics.fmean(s.elapsed_time(e) for s, e in zip(starts, ends))
+    return ms, host / calls * 1e6, covered
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--impl", choices=("kernelc", "triton"), required=True)
+    ap.add_argument("--tutorials", required=True, help="the folder of Triton 3.6's tutorial texts")
+    ap.add_argument("--cases", nargs="+", required=True)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--calls", type=int, default=30)
+    ap.add_argument("--budget-s", type=float, default=1e9, help="stop starting new visits after this many seconds")
+    ap.add_argument("--profile-case", default=None, help="after the repeats, where this case's host time goes: "
+                    "cProfile over --profile-calls calls, written to OUT.prof.txt")
+    ap.add_argument("--profile-calls", type=int, default=100)
+    ap.add_argument("--warm-only", action="store_true",
+                    help="build every case and call it once (compile caches filled, nothing timed), then exit")
+    ap.add_argument("--tag", default="")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    t_start = time.perf_counter()
+    if args.impl == "kernelc":
+        sys.path.insert(0, ROOT)
+        from kernelc.compat import install
+        install()
+    import torch
+    import triton
+    flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda")
+    cases = Cases(args.tutorials)
+    built, rows = {}, []
+    out = {"impl": args.impl, "tag": args.tag, "triton_version": getattr(triton, "__version__", None),
+           "import_s": time.perf_counter() - t_start, "rows": rows, "setup": {}}
+
+    def dump():
+        out["seconds"] = time.perf_counter() - t_start
+        with open(args.out, "w") as f:
+            json.dump(out, f, indent=1)
+
+    if args.warm_only:
+        for case in args.cases:
+            t0 = time.perf_counter()
+            try:
+                fn, _, _ = cases.build(case)
+                fn()
+                torch.cuda.synchronize()
+                out["setup"][case] = time.perf_counter() - t0
+            except Exception as e:  # noqa: BLE001
+                out["setup"][case] = f"{type(e).__name__}: {e}"[:400]
+            dump()
+        dump()
+        return 0
+    for rep in range(args.repeats):
+        for case in args.cases:
+            if time.perf_counter() - t_start > args.budget_s:
+                out["stopped"] = f"budget reached before repeat {rep} of {case}"
+                dump()
+                return 0
+            row = {"case": case, "repeat": rep}
+            try:
+                if case not in built:
+                    t0 = time.perf_counter()
+                    built[case] = cases.build(case)
+                    fn, prepare, _ = built[case]
+                    fn()  # the first call: compile (and autotune for g08)
+                    torch.cuda.synchronize()
+                    out["setup"][case] = time.perf_counter() - t0
+                fn, prepare, quantiles = built[case]
+                prepare()
+                if quantiles is None:
+                    row["ms"] = triton.testing.do_bench(fn)
+                else:
+                    row["ms"] = triton.testing.do_bench(fn, quantiles=quantiles)[0]
+                row["busy_ms"], row["host_us"], row["covered"] = busy(fn, args.calls, flush)
+            except Exception as e:  # noqa: BLE001 -- a failure is a result too
+                row["error"] = f"{type(e).__name__}: {e}"[:400]
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            dump()
+    if args.profile_case in built:
+        fn, prepare, _ = built[args.profile_case]
+        prepare()
+        fn()
+        _profile(fn, args.profile_calls, args.out + ".prof.txt")
+    dump()
+    return 0
+
+
+def _profile(fn, n, path):
+    """cProfile over n calls issued behind a GPU sleep (no back-pressure), by own time and by cumulative time."""
+    import cProfile
+    import io
+    import pstats
+    import torch
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(n * 2e-3 * 2e9))  # ~2 ms of GPU sleep per call is more than any call here takes to issue
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    for _ in range(n):
+        fn()
+    prof.disable()
+    wall = time.perf_counter() - t0
+    torch.cuda.synchronize()
+    buf = io.StringIO()
+    buf.write(f"{n} calls, {wall / n * 1e6:.1f} us a call under cProfile\n")
+    for key in ("tottime", "cumulative"):
+        pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(40)
+    with open(path, "w") as f:
+        f.write(buf.getvalue())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""Summarise host_gpu_split.py's JSONs (one per process): per case and runtime, the median over every repeat of every
+process of ``ms``, ``busy_ms`` and ``host_us``, with the spread (max/min of the per-process medians), and the
+kernelc/Triton ratio of each (Triton's time over kernelc's: above 1 means kernelc is faster).
+
+    python3 bench/experiments/tutorial_gaps/host_gpu_summary.py DIR [--json OUT]
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import statistics
+import sys
+
+
+def summarise(paths):
+    per = {}  # (case, impl) -> {metric: [per-process median]}
+    covered = {}
+    for p in sorted(paths):
+        d = json.load(open(p))
+        impl = d["impl"]
+        by_case = {}
+        for r in d["rows"]:
+            if "error" in r:
+                continue
+            by_case.setdefault(r["case"], []).append(r)
+        for case, rows in by_case.items():
+            slot = per.setdefault((case, impl), {"ms": [], "busy_ms": [], "host_us": [], "procs": []})
+            for m in ("ms", "busy_ms", "host_us"):
+                slot[m].append(statistics.median(r[m] for r in rows))
+            slot["procs"].append(os.path.basename(p))
+            covered[(case, impl)] = covered.get((case, impl), True) and all(r["covered"] for r in rows)
+    out = []
+    for case in sorted({c for c, _ in per}):
+        row = {"case": case}
+        for impl in ("kernelc", "triton"):
+            s = per.get((case, impl))
+            if not s:
+                continue
+            row[impl] = {m: {"median": statistics.median(s[m]), "spread": max(s[m]) / min(s[m]), "n": len(s[m])}
+                         for m in ("ms", "busy_ms", "host_us")}
+            row[impl]["covered"] = covered[(case, impl)]
+        if "kernelc" in row and "triton" in row:
+            row["triton_over_kernelc"] = {m: row["triton"][m]["median"] / row["kernelc"][m]["median"]
+                                          for m in ("ms", "busy_ms", "host_us")}
+        out.append(row)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+    rows = summarise(glob.glob(os.path.join(args.dir, "*.json")))
+    print(f"{'case':34s} {'T/k ms':>7s} {'T/k busy':>8s} {'T/k host':>8s}   kernelc ms busy host(us) [spread ms]   "
+          f"triton ms busy host(us) [spread ms]")
+    for r in rows:
+        t = r.get("triton_over_kernelc", {})
+        f = lambda i: (f"{r[i]['ms']['median']:.4f} {r[i]['busy_ms']['median']:.4f} {r[i]['host_us']['median']:6.1f} "  # noqa: E731
+                       f"[x{r[i]['ms']['spread']:.3f} n{r[i]['ms']['n']}{'' if r[i]['covered'] else ' UNCOVERED'}]"
+                       if i in r else "-")
+        print(f"{r['case']:34s} {t.get('ms', 0):7.3f} {t.get('busy_ms', 0):8.3f} {t.get('host_us', 0):8.3f}   "
+              f"{f('kernelc')}   {f('triton')}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
