@@ -188,6 +188,7 @@ def main(argv=None) -> int:
         install()
     import torch
     import triton
+    import triton.testing  # noqa: F401 -- do_bench below
     flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda")
     cases = Cases(args.tutorials)
     built, rows = {}, []
