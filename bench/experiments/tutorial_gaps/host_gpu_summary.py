@@ -19,6 +19,8 @@ def summarise(paths):
     covered = {}
     for p in sorted(paths):
         d = json.load(open(p))
+        if not isinstance(d, dict) or "rows" not in d:  # e.g. a summary written into the same folder
+            continue
         impl = d["impl"]
         by_case = {}
         for r in d["rows"]:
