@@ -1,0 +1,207 @@
+"""Issue 20's status, computed from the result files of the calls that measured it (nothing typed in by hand but
+which file answers which question): per tutorial, its checks under both runtimes; per benchmark table and kernel
+column, kernelc/Triton (above 1: kernelc faster) per point, with the table's noise floor (its control columns'
+ratio, the same torch code in both processes); the first call of each kernel (compile and autotune); and the focused
+re-measurements (processes alternated, repeats, controls) that replace a table's one-repeat reading at the points
+they cover.
+
+    python3 bench/experiments/tutorial_gaps/status_table.py [--json bench/results/triton_tutorials_status_s20.json]
+        [--md OUT.md]
+
+Every row names the call it comes from (``call``) and its file (``source``).
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import os
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+RES = os.path.join(ROOT, "bench", "results")
+GAPS = os.path.join(HERE, "results")
+
+# whole-tutorial runs (bench/triton_tutorials.py): call label, file
+RUNS = {
+    "T18A": ("T18A (s18, 2026-11-29 02:14 UTC, H200, cold caches, 1 repeat)",
+             "triton_tutorials_01-05_07_08_cold_s18_h200.json"),
+    "T18B": ("T18B (s18, 2026-11-29 02:22 UTC, H200, warm caches, 1 repeat)", "triton_tutorials_06_warm_s18_h200.json"),
+    "T18B-02": ("T18B (s18, 2026-11-29 02:28 UTC, H200, warm caches, 2 repeats)",
+                "triton_tutorials_02_08_warm_s18_h200.json"),
+    "T19-05": ("T19 (s19, 2026-11-29 05:41 UTC, H200, cold caches, 3 repeats)", "triton_tutorials_05_cold_x3_s19_h200.json"),
+    "T19-08": ("T19 (s19, 2026-11-29 05:42 UTC, H200, warm caches, 1 repeat of 2)", "triton_tutorials_08_warm_s19_h200.json"),
+    "R1t": ("R1t (s17, 2026-11-28 23:59 UTC, H200, cold caches, 1 repeat)", "triton_tutorials_09_cold_s17_h200.json"),
+}
+# which run answers what, per tutorial: checks, tables, first calls (the newest run that has it; first calls from
+# cold caches where a cold run exists)
+PLAN = {
+    "01-vector-add": ("T18A", "T18A", "T18A"),
+    "02-fused-softmax": ("T18B-02", "T18B-02", "T18B-02"),
+    "03-matrix-multiplication": ("T18A", "T18A", "T18A"),
+    "04-low-memory-dropout": ("T18A", "T18A", "T18A"),
+    "05-layer-norm": ("T19-05", "T19-05", "T19-05"),
+    "06-fused-attention": ("T18B", "T18B", "T18B"),
+    "07-extern-functions": ("T18A", "T18A", "T18A"),
+    "08-grouped-gemm": ("T19-08", "T19-08", "T18A"),
+    "09-persistent-matmul": ("R1t", "R1t", "R1t"),
+}
+WITHIN = 0.95  # the issue's criterion: kernelc within 5% of Triton or better
+
+
+def _load(name):
+    label, fn = RUNS[name]
+    with open(os.path.join(RES, fn)) as f:
+        return label, fn, json.load(f)
+
+
+def _gmean(xs):
+    xs = [x for x in xs if x]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def tutorial_rows():
+    checks, tables, firsts = [], [], []
+    for tut, (c_run, t_run, f_run) in PLAN.items():
+        label, fn, d = _load(c_run)
+        t = d["tutorials"][tut]
+        checks.append({"tutorial": tut, "passed": t.get("passed"), "call": label, "source": f"bench/results/{fn}"})
+        label, fn, d = _load(t_run)
+        t = d["tutorials"][tut]
+        for tb in t.get("tables", []):
+            floor = tb.get("noise_floor", {}) or {}
+            controls = floor.get("control_columns") or []
+            for col, v in tb["columns"].items():
+                if col in controls or not col.lower().startswith("triton") and "matmul" not in col:
+                    continue
+                tables.append({"tutorial": tut, "table": tb["plot_name"], "column": col,
+                               "x": [x[0] if isinstance(x, list) else x for x in v["x"]],
+                               "ratio": v["ratio"], "geomean": v["geomean_ratio"], "min": v["min_ratio"],
+                               "noise_floor": floor.get("table"), "noise_per_point": floor.get("per_point"),
+                               "controls": controls, "call": label, "source": f"bench/results/{fn}"})
+        label, fn, d = _load(f_run)
+        t = d["tutorials"][tut]
+        for fc in t.get("first_calls", []):
+            firsts.append({"tutorial": tut, "kernel": fc["kernel"], "triton_s": fc.get("triton_s"),
+                           "kernelc_s": fc.get("kernelc_s"), "kernelc_over_triton": fc.get("kernelc_over_triton"),
+                           "call": label, "source": f"bench/results/{fn}"})
+    return checks, tables, firsts
+
+
+def focused_rows():
+    """Re-measurements of single points: processes alternated, repeats; ratio = Triton's time / kernelc's."""
+    rows = []
+    # 06 d64 backward at N_CTX 2048 and 8192 (s19, call R1): one process per row, auto (the default) twice
+    d = os.path.join(GAPS, "bwd06_prefetch_rule_s19_R1_h200")
+    if os.path.isdir(d):
+        k = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(d, "auto.64.*.json")))]
+        t = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(d, "triton.64.*.json")))]
+        for n in (2048, 8192):
+            km = [r["ms"] for rows_ in k for r in rows_ if r.get("n_ctx") == n and "ms" in r]
+            tm = [r["ms"] for rows_ in t for r in rows_ if r.get("n_ctx") == n and "ms" in r]
+            if km and tm:
+                rows.append({"tutorial": "06-fused-attention", "point": f"d64 bwd (fp16, causal kernel), N_CTX {n}",
+                             "ratio": statistics.median(tm) / statistics.median(km),
+                             "kernelc_ms": km, "triton_ms": tm, "metric": "do_bench ms (the tutorial's timing)",
+                             "call": "R1 (s19, 2026-11-29 05:35 UTC, H200; processes auto, off, off, auto, Triton)",
+                             "source": os.path.relpath(d, ROOT)})
+    # this session's host/GPU split (host_gpu_split.py): every case, Triton's median over kernelc's
+    for tag, label in (("s20_R1", "R1 (s20, H200; processes kernelc, Triton, Triton, kernelc, 2 repeats each)"),
+                       ("s20_R2", "R2 (s20, H200)")):
+        p = os.path.join(GAPS, f"host_gpu_split_{tag}_h200", "summary.json")
+        if not os.path.exists(p):
+            continue
+        for r in json.load(open(p)):
+            if "triton_over_kernelc" not in r:
+                continue
+            rows.append({"tutorial": _case_tutorial(r["case"]), "point": _case_name(r["case"]), "case": r["case"],
+                         "ratio": r["triton_over_kernelc"]["ms"], "ratio_gpu": r["triton_over_kernelc"]["busy_ms"],
+                         "ratio_host": r["triton_over_kernelc"]["host_us"],
+                         "spread": max(r["kernelc"]["ms"]["spread"], r["triton"]["ms"]["spread"]),
+                         "metric": "do_bench ms (ratio), GPU-only ms behind a sleep (ratio_gpu), host us a call "
+                                   "(ratio_host)", "call": label, "source": os.path.relpath(p, ROOT)})
+    return rows
+
+
+def _case_tutorial(case):
+    return "08-grouped-gemm" if case.startswith("g08") else "06-fused-attention"
+
+
+def _case_name(case):
+    kind, *a = case.split(":")
+    if kind == "a06":
+        return (f"d{a[0]} fwd {'fp8' if a[2] == '1' else 'fp16'} {'causal' if a[1] == '1' else 'non-causal'}, "
+                f"N_CTX {a[3]}, config {a[4]}")
+    if kind == "b06":
+        return f"d{a[0]} bwd (fp16, causal kernel; forward {'causal' if a[1] == '1' else 'non-causal'}), N_CTX {a[2]}"
+    if kind == "sdpa":
+        return f"control: torch SDPA fp16 d{a[0]} {'causal' if a[1] == '1' else 'non-causal'}, N_CTX {a[2]}"
+    if kind == "g08":
+        return f"small table N={a[0]}, {a[1]}{' (control)' if a[1] == 'cublas' else ''}"
+    return case
+
+
+def build():
+    checks, tables, firsts = tutorial_rows()
+    focused = focused_rows()
+    below = [dict(tutorial=t["tutorial"], table=t["table"], column=t["column"], x=x, ratio=r, call=t["call"])
+             for t in tables for x, r in zip(t["x"], t["ratio"]) if r is not None and r < WITHIN]
+    slow_first = [f for f in firsts if f["kernelc_over_triton"] is not None and f["kernelc_over_triton"] > 1.0]
+    return {"criterion": f"kernelc/Triton >= {WITHIN} at every point; first call no slower than Triton's",
+            "checks": checks, "tables": tables, "first_calls": firsts, "focused": focused,
+            "table_points_below_criterion": below, "first_calls_slower": slow_first}
+
+
+def markdown(s):
+    out = ["| tutorial | checks (Triton / kernelc) | call |", "|---|---|---|"]
+    for c in s["checks"]:
+        p = c["passed"] or {}
+        out.append(f"| {c['tutorial']} | {p.get('triton')} / {p.get('kernelc')} | {c['call']} |")
+    out += ["", "| tutorial | table, column | kernelc/Triton per point | geomean | noise floor | call |",
+            "|---|---|---|---:|---:|---|"]
+    for t in s["tables"]:
+        pts = ", ".join(f"{r:.3f}" if r is not None else "-" for r in t["ratio"])
+        nf = f"x{t['noise_floor']:.3f}" if t["noise_floor"] else "none"
+        out.append(f"| {t['tutorial'][:2]} | {t['table']}, {t['column']} | {pts} | {t['geomean']:.3f} | {nf} | "
+                   f"{t['call'].split(' (')[0]} |")
+    out += ["", "| tutorial | kernel | first call Triton / kernelc (s) | call |", "|---|---|---|---|"]
+    for f in s["first_calls"]:
+        tr = f"{f['triton_s']:.2f}" if f["triton_s"] is not None else "-"
+        kc = f"{f['kernelc_s']:.2f}" if f["kernelc_s"] is not None else "-"
+        out.append(f"| {f['tutorial'][:2]} | {f['kernel']} | {tr} / {kc} | {f['call'].split(' (')[0]} |")
+    if s["focused"]:
+        out += ["", "| tutorial | point | kernelc/Triton (do_bench) | GPU only | host | spread | call |",
+                "|---|---|---:|---:|---:|---:|---|"]
+        for r in s["focused"]:
+            g = f"{r['ratio_gpu']:.3f}" if "ratio_gpu" in r else "-"
+            h = f"{r['ratio_host']:.3f}" if "ratio_host" in r else "-"
+            sp = f"x{r['spread']:.3f}" if "spread" in r else "-"
+            out.append(f"| {r['tutorial'][:2]} | {r['point']} | {r['ratio']:.3f} | {g} | {h} | {sp} | "
+                       f"{r['call'].split(' (')[0]} |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json")
+    ap.add_argument("--md")
+    args = ap.parse_args(argv)
+    s = build()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(s, f, indent=1)
+    md = markdown(s)
+    if args.md:
+        with open(args.md, "w") as f:
+            f.write(md)
+    print(md)
+    print(f"{len(s['table_points_below_criterion'])} table points below {WITHIN}; "
+          f"{len(s['first_calls_slower'])} first calls slower than Triton's")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
