@@ -6,11 +6,12 @@ runtime, each in its own process, in the order A B B A).
 Every case is a call the tutorial's benchmark makes, with its inputs built as the benchmark builds them:
 
 - ``a06:D:causal:fp8:N:BMxBNxSxW`` -- 06's ``attention`` forward (batch 4, 32 heads, no warp specialisation),
-  ``_attn_fwd``'s autotuner restricted to that one config;
+  ``_attn_fwd``'s autotuner restricted to that one config (``tuned``: its whole list, as the tutorial);
 - ``b06:D:causal:N:BMxBNxSxW`` -- 06's backward as the benchmark times it (``o.backward(do, retain_graph=True)``),
   the forward before it restricted to the config;
 - ``sdpa:D:causal:N`` -- the control for 06: torch's fp16 attention at the same shape, the same torch code under both
   runtimes, timed by the runtime's ``do_bench`` as the tutorial times its own columns;
+- ``v01:N:provider`` -- 01's table at N elements, provider ``triton`` (its ``add``) or ``torch`` (the control);
 - ``g08:N:provider`` -- 08's small table (``benchmark_square_matrices``: 4 square fp16 GEMMs of size N), provider
   ``cublas`` (its control column: torch code), ``triton`` or ``triton-tma``, the tutorial's autotuners as they are.
 
@@ -48,10 +49,16 @@ def _load(path, name):
 
 
 def _restrict(tuner, config):
-    """Limit an autotuner to one of its configs (BMxBNxSxW); returns the config or None."""
-    bm, bn, s, w = (int(x) for x in config.split("x"))
+    """Limit an autotuner to one of its configs (BMxBNxSxW); returns the config or None. ``tuned``: the
+    tutorial's whole list (its autotuner as it is; the first call then tunes the key)."""
     pool = getattr(tuner, "_t06s20_pool", None) or list(tuner.configs)
     tuner._t06s20_pool = pool
+    if config == "tuned":
+        if tuner.configs != pool:
+            tuner.configs = list(pool)
+            tuner.cache.clear()
+        return pool
+    bm, bn, s, w = (int(x) for x in config.split("x"))
     cfg = next((c for c in pool if c.kwargs.get("BLOCK_M") == bm and c.kwargs.get("BLOCK_N") == bn
                 and c.num_stages == s and c.num_warps == w), None)
     if cfg is not None:
@@ -63,7 +70,12 @@ def _restrict(tuner, config):
 class Cases:
     def __init__(self, tutorials):
         self.dir = tutorials
-        self._m06 = self._m08 = None
+        self._m01 = self._m06 = self._m08 = None
+
+    def m01(self):
+        if self._m01 is None:
+            self._m01 = _load(os.path.join(self.dir, "01-vector-add.py"), "t06s20_tut01")
+        return self._m01
 
     def m06(self):
         if self._m06 is None:
@@ -108,6 +120,13 @@ class Cases:
             q, k, v = (torch.randn((4, 32, n, d), dtype=torch.float16, device="cuda") for _ in range(3))
             sdpa = torch.nn.functional.scaled_dot_product_attention
             return (lambda: sdpa(q, k, v, is_causal=causal, scale=SM_SCALE)), (lambda: None), None
+        if kind == "v01":  # 01's benchmark: fp32 vectors of N elements, the median of quantiles as it reads them
+            n, provider = int(a[0]), a[1]
+            x, y = torch.rand(n, device="cuda", dtype=torch.float32), torch.rand(n, device="cuda", dtype=torch.float32)
+            if provider == "torch":
+                return (lambda: x + y), (lambda: None), [0.5, 0.2, 0.8]
+            mod = self.m01()
+            return (lambda: mod.add(x, y)), (lambda: None), [0.5, 0.2, 0.8]
         if kind == "g08":
             mod = self.m08()
             n, provider = int(a[0]), a[1]

@@ -127,7 +127,7 @@ def focused_rows():
 
 
 def _case_tutorial(case):
-    return "08-grouped-gemm" if case.startswith("g08") else "06-fused-attention"
+    return {"g08": "08-grouped-gemm", "v01": "01-vector-add"}.get(case[:3], "06-fused-attention")
 
 
 def _case_name(case):
@@ -139,6 +139,8 @@ def _case_name(case):
         return f"d{a[0]} bwd (fp16, causal kernel; forward {'causal' if a[1] == '1' else 'non-causal'}), N_CTX {a[2]}"
     if kind == "sdpa":
         return f"control: torch SDPA fp16 d{a[0]} {'causal' if a[1] == '1' else 'non-causal'}, N_CTX {a[2]}"
+    if kind == "v01":
+        return f"N={a[0]} elements, {a[1]}{' (control)' if a[1] == 'torch' else ''}"
     if kind == "g08":
         return f"small table N={a[0]}, {a[1]}{' (control)' if a[1] == 'cublas' else ''}"
     return case
