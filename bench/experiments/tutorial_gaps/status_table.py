@@ -17,6 +17,7 @@ import glob
 import json
 import math
 import os
+import re
 import statistics
 import sys
 
@@ -126,6 +127,69 @@ def focused_rows():
     return rows
 
 
+def printed_tables(path):
+    """The tables a tutorial printed (``Mark.run(print_data=True)``: a ``name:`` line, a header, one row a point) in
+    one process's log: {name: {"columns": [...], "rows": [[x, v1, ...], ...]}}."""
+    tables, name, lines = {}, None, open(path, errors="replace").read().splitlines()
+    i = 0
+    while i < len(lines):
+        ln = lines[i]
+        if ln.endswith(":") and " " not in ln.strip() and i + 1 < len(lines) and "(" in lines[i + 1]:
+            name = ln[:-1].strip()
+            header = lines[i + 1].strip()
+            x_name = header.split()[0]
+            # "cuBLAS (runtime(ms))": a name and its unit in parentheses, which may hold one more pair
+            cols = [x_name] + [c.strip() for c in re.findall(r"[^()]+\((?:[^()]|\([^()]*\))*\)", header[len(x_name):])]
+            rows = []
+            j = i + 2
+            while j < len(lines):
+                parts = lines[j].split()
+                try:
+                    vals = [float(x) for x in parts[1:]]
+                except ValueError:
+                    break
+                if len(vals) != len(cols):  # (after the index) x, then one value a column
+                    break
+                rows.append(vals)
+                j += 1
+            tables[name] = {"columns": cols[1:], "x_name": cols[0], "rows": rows}
+            i = j
+            continue
+        i += 1
+    return tables
+
+
+def alternated_tables(folder, label, tutorial):
+    """A tutorial's own printed tables from processes alternated between the runtimes (p1.kernelc.log,
+    p2.triton.log, ...): per point and column, kernelc/Triton of the medians over each runtime's processes (for time
+    columns Triton's time over kernelc's), with each runtime's spread (max/min over its processes)."""
+    runs = {"kernelc": [], "triton": []}
+    for p in sorted(glob.glob(os.path.join(folder, "p*.*.log"))):
+        impl = p.rsplit(".", 2)[-2]
+        if impl in runs:
+            runs[impl].append(printed_tables(p))
+    rows = []
+    names = set.intersection(*(set(t) for r in runs.values() for t in r)) if all(runs.values()) else set()
+    for name in sorted(names):
+        ref = runs["kernelc"][0][name]
+        is_time = any("ms)" in c or "(ms" in c for c in ref["columns"])
+        for ci, col in enumerate(ref["columns"]):
+            pts = []
+            for ri, row in enumerate(ref["rows"]):
+                vals = {impl: [t[name]["rows"][ri][1 + ci] for t in ts] for impl, ts in runs.items()}
+                k, t = statistics.median(vals["kernelc"]), statistics.median(vals["triton"])
+                pts.append({"x": row[0], "ratio": (t / k) if is_time else (k / t), "kernelc": vals["kernelc"],
+                            "triton": vals["triton"],
+                            "spread": max(max(v) / min(v) for v in vals.values())})
+            control = not col.lower().startswith("triton")
+            rows.append({"tutorial": tutorial, "table": name, "column": col, "control": control,
+                         "x": [q["x"] for q in pts], "ratio": [q["ratio"] for q in pts],
+                         "spread": [q["spread"] for q in pts], "points": pts,
+                         "processes": {k_: len(v) for k_, v in runs.items()}, "call": label,
+                         "source": os.path.relpath(folder, ROOT)})
+    return rows
+
+
 def _case_tutorial(case):
     return {"g08": "08-grouped-gemm", "v01": "01-vector-add"}.get(case[:3], "06-fused-attention")
 
@@ -146,14 +210,27 @@ def _case_name(case):
     return case
 
 
+ALTERNATED = [  # (folder under tutorial_gaps/results, call label, tutorial whose printed tables its logs hold)
+    ("host_gpu_split_s20_R1_h200", "R1 (s20, 2026-11-29 ~08:07 UTC, H200; processes kernelc, Triton, Triton, kernelc)",
+     "08-grouped-gemm"),
+    ("host_gpu_split_s20_R2_h200", "R2 (s20, H200; processes kernelc, Triton, Triton, kernelc)", "01-vector-add"),
+]
+
+
 def build():
     checks, tables, firsts = tutorial_rows()
     focused = focused_rows()
+    alternated = []
+    for folder, label, tut in ALTERNATED:
+        d = os.path.join(GAPS, folder)
+        if os.path.isdir(d):
+            alternated += alternated_tables(d, label, tut)
     below = [dict(tutorial=t["tutorial"], table=t["table"], column=t["column"], x=x, ratio=r, call=t["call"])
              for t in tables for x, r in zip(t["x"], t["ratio"]) if r is not None and r < WITHIN]
     slow_first = [f for f in firsts if f["kernelc_over_triton"] is not None and f["kernelc_over_triton"] > 1.0]
     return {"criterion": f"kernelc/Triton >= {WITHIN} at every point; first call no slower than Triton's",
             "checks": checks, "tables": tables, "first_calls": firsts, "focused": focused,
+            "alternated_tables": alternated,
             "table_points_below_criterion": below, "first_calls_slower": slow_first}
 
 
@@ -183,6 +260,14 @@ def markdown(s):
             sp = f"x{r['spread']:.3f}" if "spread" in r else "-"
             out.append(f"| {r['tutorial'][:2]} | {r['point']} | {r['ratio']:.3f} | {g} | {h} | {sp} | "
                        f"{r['call'].split(' (')[0]} |")
+    if s.get("alternated_tables"):
+        out += ["", "| tutorial | table, column | kernelc/Triton per point (medians) | spread (worst runtime) | call |",
+                "|---|---|---|---|---|"]
+        for t in s["alternated_tables"]:
+            pts = ", ".join(f"{r:.3f}" for r in t["ratio"])
+            sp = ", ".join(f"x{r:.3f}" for r in t["spread"])
+            out.append(f"| {t['tutorial'][:2]} | {t['table']}, {t['column']}{' (control)' if t['control'] else ''} | "
+                       f"{pts} | {sp} | {t['call'].split(' (')[0]} |")
     return "\n".join(out) + "\n"
 
 
