@@ -238,7 +238,8 @@ def main(argv=None) -> int:
         for case in args.cases:
             t0 = time.perf_counter()
             try:
-                fn, _, _ = cases.build(case)
+                built[case] = cases.build(case)
+                fn = built[case][0]
                 torch.cuda.synchronize()
                 t1 = time.perf_counter()
                 out["setup"][case] = t1 - t0
@@ -250,6 +251,7 @@ def main(argv=None) -> int:
             print(json.dumps({"case": case, "setup_s": out["setup"][case],
                               "first_call_s": out["first_call"].get(case)}), flush=True)
             dump()
+        _profiles(args, built)
         dump()
         return 0
     for rep in range(args.repeats):
@@ -280,14 +282,18 @@ def main(argv=None) -> int:
             rows.append(row)
             print(json.dumps(row), flush=True)
             dump()
-    for i, case in enumerate(args.profile_case):  # also after a budget stop: it takes well under a second
+    _profiles(args, built)  # also after a budget stop: it takes well under a second
+    dump()
+    return 0
+
+
+def _profiles(args, built):
+    for i, case in enumerate(args.profile_case):
         if case in built:
             fn, prepare, _ = built[case]
             prepare()
             fn()
             _profile(fn, args.profile_calls, f"{args.out}.prof{i}.txt", case)
-    dump()
-    return 0
 
 
 def _profile(fn, n, path, case=""):
