@@ -28,14 +28,14 @@ GAPS = os.path.join(HERE, "results")
 
 # whole-tutorial runs (bench/triton_tutorials.py): call label, file
 RUNS = {
-    "T18A": ("T18A (s18, 2026-11-29 02:14 UTC, H200, cold caches, 1 repeat)",
+    "T18A": ("s18 T18A (2026-11-29 02:14 UTC, H200, cold caches, 1 repeat)",
              "triton_tutorials_01-05_07_08_cold_s18_h200.json"),
-    "T18B": ("T18B (s18, 2026-11-29 02:22 UTC, H200, warm caches, 1 repeat)", "triton_tutorials_06_warm_s18_h200.json"),
-    "T18B-02": ("T18B (s18, 2026-11-29 02:28 UTC, H200, warm caches, 2 repeats)",
+    "T18B": ("s18 T18B (2026-11-29 02:22 UTC, H200, warm caches, 1 repeat)", "triton_tutorials_06_warm_s18_h200.json"),
+    "T18B-02": ("s18 T18B (2026-11-29 02:28 UTC, H200, warm caches, 2 repeats)",
                 "triton_tutorials_02_08_warm_s18_h200.json"),
-    "T19-05": ("T19 (s19, 2026-11-29 05:41 UTC, H200, cold caches, 3 repeats)", "triton_tutorials_05_cold_x3_s19_h200.json"),
-    "T19-08": ("T19 (s19, 2026-11-29 05:42 UTC, H200, warm caches, 1 repeat of 2)", "triton_tutorials_08_warm_s19_h200.json"),
-    "R1t": ("R1t (s17, 2026-11-28 23:59 UTC, H200, cold caches, 1 repeat)", "triton_tutorials_09_cold_s17_h200.json"),
+    "T19-05": ("s19 T19 (2026-11-29 05:41 UTC, H200, cold caches, 3 repeats)", "triton_tutorials_05_cold_x3_s19_h200.json"),
+    "T19-08": ("s19 T19 (2026-11-29 05:42 UTC, H200, warm caches, 1 repeat of 2)", "triton_tutorials_08_warm_s19_h200.json"),
+    "R1t": ("s17 R1t (2026-11-28 23:59 UTC, H200, cold caches, 1 repeat)", "triton_tutorials_09_cold_s17_h200.json"),
 }
 # which run answers what, per tutorial: checks, tables, first calls (the newest run that has it; first calls from
 # cold caches where a cold run exists)
@@ -107,7 +107,7 @@ def focused_rows():
                 rows.append({"tutorial": "06-fused-attention", "point": f"d64 bwd (fp16, causal kernel), N_CTX {n}",
                              "ratio": statistics.median(tm) / statistics.median(km),
                              "kernelc_ms": km, "triton_ms": tm, "metric": "do_bench ms (the tutorial's timing)",
-                             "call": "R1 (s19, 2026-11-29 05:35 UTC, H200; processes auto, off, off, auto, Triton)",
+                             "call": "s19 R1 (2026-11-29 05:35 UTC, H200; processes auto, off, off, auto, Triton)",
                              "source": os.path.relpath(d, ROOT)})
     # 06 fp8 d128 forward at N_CTX 2048, both picks, both masks (s19, call R3): one process per runtime and mask
     d = os.path.join(GAPS, "fwd06_fp8_d128_picks_s19_R3_h200")
@@ -121,7 +121,7 @@ def focused_rows():
                              "case": f"a06:128:{c}:1:2048:{cfg}", "ratio": t[cfg]["ms"] / k[cfg]["ms"],
                              "ratio_gpu": t[cfg]["ms_graph"] / k[cfg]["ms_graph"], "kernelc_ms": k[cfg]["ms"],
                              "triton_ms": t[cfg]["ms"], "metric": "do_bench ms (ratio), CUDA graph ms (ratio_gpu)",
-                             "call": "R3 (s19, 2026-11-29 06:22 UTC, H200; one process per runtime and mask)",
+                             "call": "s19 R3 (2026-11-29 06:22 UTC, H200; one process per runtime and mask)",
                              "source": os.path.relpath(d, ROOT)})
     # 09's warp-specialised descriptor kernel at both runtimes' pick (s17, call R2a): processes k, t, t, k
     p = os.path.join(GAPS, "ws09_gpu_rounds_h200_s17_R2a.json")
@@ -133,11 +133,11 @@ def focused_rows():
                      "M=N=8192 K=512, 128x256x64 s3 w4 (both runtimes' pick)", "case": "ws09",
                      "ratio": statistics.median(tm) / statistics.median(km), "kernelc_ms": km, "triton_ms": tm,
                      "metric": "best of three do_bench per process",
-                     "call": "R2a (s17, 2026-11-29 00:20 UTC, H200; processes kernelc, Triton, Triton, kernelc)",
+                     "call": "s17 R2a (2026-11-29 00:20 UTC, H200; processes kernelc, Triton, Triton, kernelc)",
                      "source": os.path.relpath(p, ROOT)})
     # this session's host/GPU split (host_gpu_split.py): every case, Triton's median over kernelc's
-    for tag, label in (("s20_R1", "R1 (s20, H200; processes kernelc, Triton, Triton, kernelc, 2 repeats each)"),
-                       ("s20_R2", "R2 (s20, H200)")):
+    for tag, label in (("s20_R1", "s20 R1 (2026-11-29 ~08:05 UTC, H200; processes kernelc, Triton, Triton, kernelc, 1 repeat each)"),
+                       ("s20_R2", "s20 R2 (H200; processes kernelc, Triton, Triton, kernelc, 2 repeats each)")):
         p = os.path.join(GAPS, f"host_gpu_split_{tag}_h200", "summary.json")
         if not os.path.exists(p):
             continue
@@ -297,7 +297,7 @@ def _covering(t, x, focused, alternated):
 
 
 ALTERNATED = [  # (folder under tutorial_gaps/results, call label, tutorial whose printed tables its logs hold)
-    ("host_gpu_split_s20_R1_h200", "R1 (s20, 2026-11-29 ~08:07 UTC, H200; processes kernelc, Triton, Triton, kernelc)",
+    ("host_gpu_split_s20_R1_h200", "s20 R1 (2026-11-29 ~08:07 UTC, H200; processes kernelc, Triton, Triton, kernelc)",
      "08-grouped-gemm"),
 ]
 
@@ -305,7 +305,7 @@ ALTERNATED = [  # (folder under tutorial_gaps/results, call label, tutorial whos
 # first calls from empty caches measured on their own (host_gpu_split.py --warm-only, one process per runtime with
 # fresh cache directories): folder, call label, case -> the kernels its first call compiles
 COLD_FIRST_CALLS = [
-    ("host_gpu_split_s20_R2_h200", "R2 (s20, H200, empty caches, one process per runtime)",
+    ("host_gpu_split_s20_R2_h200", "s20 R2 (H200, empty caches, one process per runtime)",
      {"a06:64:1:0:1024:tuned": "_attn_fwd (tuned: 21 configs; the tutorial's first key)",
       "b06:64:1:1024:tuned": "_attn_bwd_preprocess + _attn_bwd"}),
 ]
@@ -325,6 +325,24 @@ def cold_first_calls():
                          "kernelc_over_triton": (k / t) if (k and t) else None, "call": label,
                          "source": os.path.relpath(os.path.join(GAPS, folder), ROOT)} if (k or t) else None)
     return [r for r in rows if r]
+
+
+def compat_summary():
+    """The summary lines of the computed compatibility table (scripts/triton_compat.py writes docs/triton-compat.md from
+    the Triton 3.6 wheel; ``--check`` says whether it is current)."""
+    p = os.path.join(ROOT, "docs", "triton-compat.md")
+    lines = open(p).read().split("## Summary", 1)[-1].strip().splitlines()
+    out = {"source": "docs/triton-compat.md (scripts/triton_compat.py)", "lines": []}
+    for ln in lines:
+        if not ln.startswith("- "):
+            if out["lines"]:
+                break
+            continue
+        out["lines"].append(ln[2:])
+    m = re.search(r"`triton.language`: (\d+) of (\d+)", "\n".join(out["lines"]))
+    if m:
+        out["language_supported"], out["language_total"] = int(m.group(1)), int(m.group(2))
+    return out
 
 
 def build():
@@ -359,7 +377,9 @@ def build():
                            "re_measured_as": cov.get("case", cov.get("point")) if cov else None})
     below = [q for q in points if q["verdict"] != "within 5% or better"]
     slow_first = [f for f in firsts if f["kernelc_over_triton"] is not None and f["kernelc_over_triton"] > 1.0]
-    return {"criterion": f"kernelc/Triton >= {WITHIN} at every point; first call no slower than Triton's",
+    return {"criterion": f"kernelc/Triton >= {WITHIN} at every point; first call no slower than Triton's; "
+                         "the computed compatibility table lists >= 95% of triton.language",
+            "compat": compat_summary(),
             "checks": checks, "tables": tables, "first_calls": firsts, "focused": focused,
             "alternated_tables": alternated, "points": points,
             "table_points_below_criterion": below, "first_calls_slower": slow_first}
@@ -402,16 +422,48 @@ def markdown(s):
     return "\n".join(out) + "\n"
 
 
+def compact_markdown(s):
+    """One row per tutorial and benchmark table: its points after re-measurement (lowest first named), first calls."""
+    out = ["| tutorial | checks (Triton / kernelc) | table: kernelc/Triton, lowest point (all points) | readings from | "
+           "first calls Triton / kernelc (s) |", "|---|---|---|---|---|"]
+    checks = {c["tutorial"]: c for c in s["checks"]}
+    for tut in PLAN:
+        p = checks[tut]["passed"] or {}
+        pts = [q for q in s["points"] if q["tutorial"] == tut]
+        by_table = {}
+        for q in pts:
+            by_table.setdefault((q["table"], q["column"]), []).append(q)
+        cells = []
+        calls = set()
+        for (table, col), qs in by_table.items():
+            low = min(qs, key=lambda q: q["ratio"] if q["ratio"] is not None else 9)
+            short = (table.replace("fused-attention-batch4-head32-", "").replace("-warp_specialize=", " ws=")
+                     .replace("profile matmul.hatchet", "") + " " + col.split(" (")[0].split(" [M=")[0]).strip()
+            mark = "" if low["verdict"] == "within 5% or better" else " **(below)**"
+            cells.append(f"{short}: {low['ratio']:.3f} at {low['x']:g}{mark} ({len(qs)})" if isinstance(low["x"], float)
+                         else f"{short}: {low['ratio']:.3f}{mark} ({len(qs)})")
+            calls |= {q["from"].split(" (")[0] for q in qs}
+        fc = [f for f in s["first_calls"] if f["tutorial"] == tut]
+        fcs = "; ".join(f"{f['kernel'].split(' (')[0]} {f['triton_s']:.2f} / {f['kernelc_s']:.2f} ({f['call'].split(' (')[0]})"
+                        for f in fc if f["triton_s"] is not None and f["kernelc_s"] is not None)
+        out.append(f"| {tut} | {p.get('triton')} / {p.get('kernelc')} ({checks[tut]['call'].split(' (')[0]}) | "
+                   f"{'<br>'.join(cells) or 'no table'} | {', '.join(sorted(calls)) or '-'} | {fcs} |")
+    c = s["compat"]
+    out += ["", "Compatibility table (computed): " + "; ".join(c["lines"]) + "."]
+    return "\n".join(out) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     ap.add_argument("--md")
+    ap.add_argument("--compact", action="store_true", help="one row per tutorial (the docs' status table)")
     args = ap.parse_args(argv)
     s = build()
     if args.json:
         with open(args.json, "w") as f:
             json.dump(s, f, indent=1)
-    md = markdown(s)
+    md = compact_markdown(s) if args.compact else markdown(s)
     if args.md:
         with open(args.md, "w") as f:
             f.write(md)
