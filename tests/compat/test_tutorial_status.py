@@ -1,0 +1,60 @@
+"""Issue 20's status table (bench/experiments/tutorial_gaps/status_table.py) reads the tables the tutorials print
+(``Mark.run(print_data=True)``) from processes alternated between the runtimes; these check that reading."""
+import importlib.util
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_spec = importlib.util.spec_from_file_location(
+    "status_table", os.path.join(ROOT, "bench", "experiments", "tutorial_gaps", "status_table.py"))
+status_table = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(status_table)
+
+# as tutorial 08 prints under each runtime (pandas; Triton's run prints float x values)
+KERNELC_LOG = """some warning
+group-gemm-performance:
+      N  cuBLAS (runtime(ms))  Triton (runtime(ms))  Triton + TMA (runtime(ms))
+0   128              {c}              {t}                    0.009216
+1   256              0.017952              0.009216                    0.010368
+kernelc autotune grouped_matmul_tma_kernel: [####   ] 4/16
+vector-add-performance:
+       size  Triton (GB/s)  Torch (GB/s)
+0    4096.0      8.000000      9.000000
+"""
+TRITON_LOG = """group-gemm-performance:
+        N  cuBLAS (runtime(ms))  Triton (runtime(ms))  Triton + TMA (runtime(ms))
+0   128.0              0.016000              0.008000                    0.009600
+1   256.0              0.018000              0.009000                    0.010800
+vector-add-performance:
+       size  Triton (GB/s)  Torch (GB/s)
+0    4096.0      10.000000      9.000000
+"""
+
+
+def test_printed_tables_reads_names_units_and_rows(tmp_path):
+    p = tmp_path / "p1.kernelc.log"
+    p.write_text(KERNELC_LOG.format(c="0.028544", t="0.008640"))
+    t = status_table.printed_tables(str(p))
+    assert set(t) == {"group-gemm-performance", "vector-add-performance"}
+    g = t["group-gemm-performance"]
+    assert g["columns"] == ["cuBLAS (runtime(ms))", "Triton (runtime(ms))", "Triton + TMA (runtime(ms))"]
+    assert g["rows"] == [[128.0, 0.028544, 0.00864, 0.009216], [256.0, 0.017952, 0.009216, 0.010368]]
+    assert t["vector-add-performance"]["rows"] == [[4096.0, 8.0, 9.0]]
+
+
+def test_alternated_tables_take_medians_and_orient_ratios(tmp_path):
+    # two kernelc processes (one slow first point), two Triton ones: medians per runtime, then the ratio oriented so
+    # that above 1 means kernelc is faster (time columns: Triton's time over kernelc's; GB/s: kernelc over Triton)
+    (tmp_path / "p1.kernelc.log").write_text(KERNELC_LOG.format(c="0.030000", t="0.008000"))
+    (tmp_path / "p4.kernelc.log").write_text(KERNELC_LOG.format(c="0.016000", t="0.008400"))
+    (tmp_path / "p2.triton.log").write_text(TRITON_LOG)
+    (tmp_path / "p3.triton.log").write_text(TRITON_LOG.replace("0.008000", "0.008400"))
+    rows = {(r["table"], r["column"]): r for r in status_table.alternated_tables(str(tmp_path), "call", "08")}
+    tri = rows[("group-gemm-performance", "Triton (runtime(ms))")]
+    assert tri["x"] == [128.0, 256.0] and not tri["control"]
+    assert abs(tri["ratio"][0] - 0.0082 / 0.0082) < 1e-9  # medians 0.0082 both
+    assert abs(tri["ratio"][1] - 0.009 / 0.009216) < 1e-9
+    cub = rows[("group-gemm-performance", "cuBLAS (runtime(ms))")]
+    assert cub["control"] and abs(cub["ratio"][0] - 0.016 / 0.023) < 1e-9
+    assert abs(cub["spread"][0] - 0.030 / 0.016) < 1e-9
+    vec = rows[("vector-add-performance", "Triton (GB/s)")]
+    assert abs(vec["ratio"][0] - 0.8) < 1e-9  # GB/s: kernelc's 8 over Triton's 10
