@@ -58,3 +58,18 @@ def test_alternated_tables_take_medians_and_orient_ratios(tmp_path):
     assert abs(cub["spread"][0] - 0.030 / 0.016) < 1e-9
     vec = rows[("vector-add-performance", "Triton (GB/s)")]
     assert abs(vec["ratio"][0] - 0.8) < 1e-9  # GB/s: kernelc's 8 over Triton's 10
+
+
+_spec2 = importlib.util.spec_from_file_location(
+    "host_gpu_split", os.path.join(ROOT, "bench", "experiments", "tutorial_gaps", "host_gpu_split.py"))
+host_gpu_split = importlib.util.module_from_spec(_spec2)
+_spec2.loader.exec_module(host_gpu_split)
+
+
+def test_round_robin_visits_every_case_each_repeat_until_the_budget():
+    rows = []
+    assert host_gpu_split.round_robin(["a", "b"], 2, lambda: False, lambda c, r: (c, r), rows) == ""
+    assert rows == [("a", 0), ("b", 0), ("a", 1), ("b", 1)]
+    rows, budget = [], iter([False, False, False, True])
+    why = host_gpu_split.round_robin(["a", "b"], 3, lambda: next(budget), lambda c, r: (c, r), rows)
+    assert rows == [("a", 0), ("b", 0), ("a", 1)] and why == "budget reached before repeat 1 of b"

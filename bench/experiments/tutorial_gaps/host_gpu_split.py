@@ -166,6 +166,18 @@ class Cases:
         raise ValueError(f"unknown case {case!r}")
 
 
+def round_robin(cases, repeats, over_budget, visit, rows, after_each=lambda: None):
+    """Visit every case once per repeat, in order, until ``over_budget()``; append ``visit(case, repeat)``'s rows.
+    Returns why it stopped early ("" when it did not)."""
+    for rep in range(repeats):
+        for case in cases:
+            if over_budget():
+                return f"budget reached before repeat {rep} of {case}"
+            rows.append(visit(case, rep))
+            after_each()
+    return ""
+
+
 def busy(fn, calls, flush):
     """do_bench's pattern (flush, event, call, event) issued behind a GPU sleep; returns (ms per call, host us per
     call of fn alone, covered)."""
@@ -254,34 +266,32 @@ def main(argv=None) -> int:
         _profiles(args, built)
         dump()
         return 0
-    for rep in range(args.repeats):
-        for case in args.cases:
-            if time.perf_counter() - t_start > args.budget_s:
-                out["stopped"] = f"budget reached before repeat {rep} of {case}"
-                break
-        if "stopped" in out:
-            break
-            row = {"case": case, "repeat": rep}
-            try:
-                if case not in built:
-                    t0 = time.perf_counter()
-                    built[case] = cases.build(case)
-                    fn, prepare, _ = built[case]
-                    fn()  # the first call: compile (and autotune for g08)
-                    torch.cuda.synchronize()
-                    out["setup"][case] = time.perf_counter() - t0
-                fn, prepare, quantiles = built[case]
-                prepare()
-                if quantiles is None:
-                    row["ms"] = triton.testing.do_bench(fn)
-                else:
-                    row["ms"] = triton.testing.do_bench(fn, quantiles=quantiles)[0]
-                row["busy_ms"], row["host_us"], row["covered"] = busy(fn, args.calls, flush)
-            except Exception as e:  # noqa: BLE001 -- a failure is a result too
-                row["error"] = f"{type(e).__name__}: {e}"[:400]
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-            dump()
+    def visit(case, rep):
+        row = {"case": case, "repeat": rep}
+        try:
+            if case not in built:
+                t0 = time.perf_counter()
+                built[case] = cases.build(case)
+                fn, prepare, _ = built[case]
+                fn()  # the first call: compile (and autotune for g08)
+                torch.cuda.synchronize()
+                out["setup"][case] = time.perf_counter() - t0
+            fn, prepare, quantiles = built[case]
+            prepare()
+            if quantiles is None:
+                row["ms"] = triton.testing.do_bench(fn)
+            else:
+                row["ms"] = triton.testing.do_bench(fn, quantiles=quantiles)[0]
+            row["busy_ms"], row["host_us"], row["covered"] = busy(fn, args.calls, flush)
+        except Exception as e:  # noqa: BLE001 -- a failure is a result too
+            row["error"] = f"{type(e).__name__}: {e}"[:400]
+        print(json.dumps(row), flush=True)
+        return row
+
+    stopped = round_robin(args.cases, args.repeats, lambda: time.perf_counter() - t_start > args.budget_s, visit,
+                          rows, dump)
+    if stopped:
+        out["stopped"] = stopped
     _profiles(args, built)  # also after a budget stop: it takes well under a second
     dump()
     return 0
