@@ -137,7 +137,7 @@ def focused_rows():
                      "source": os.path.relpath(p, ROOT)})
     # this session's host/GPU split (host_gpu_split.py): every case, Triton's median over kernelc's
     for tag, label in (("s20_R1", "s20 R1 (2026-11-29 ~08:05 UTC, H200; processes kernelc, Triton, Triton, kernelc, 1 repeat each)"),
-                       ("s20_R3", "s20 R3 (H200; processes kernelc, Triton, Triton, kernelc, 3 repeats each)")):
+                       ("s20_R3", "s20 R3 (2026-11-29 ~08:51 UTC, H200; processes kernelc, Triton, Triton, kernelc, 3 repeats each)")):
         p = os.path.join(GAPS, f"host_gpu_split_{tag}_h200", "summary.json")
         if not os.path.exists(p):
             continue
