@@ -371,7 +371,7 @@ def main():
         f"{[round(x, 1) for x in B['kprof_deactivate_activate_us']]}, state {B['kprof_state']}")
 
     # seconds each workload's part C may take, and cycles per block (a block: cycles x 4 segments)
-    plan_c = {"tiny": (12.0, 8), "encoder": (14.0, 4), "train": (16.0, 3)}
+    plan_c = {"tiny": (12.0, 8), "encoder": (14.0, 4), "train": (16.0, 2)}   # even cycles: each block balanced
     for wl, (w, seg, _) in wls.items():
         secs, cyc = plan_c[wl]
         secs = min(secs * args.scale, args.deadline - 8 - (time.time() - T0))
