@@ -322,7 +322,7 @@ def main():
     plan_a = {"tiny": (int(16 * args.scale), 66), "encoder": (int(12 * args.scale), 30),
               "train": (int(10 * args.scale), 24)}
     for wl, (w, seg, _) in wls.items():
-        if time.time() - T0 > args.deadline * 0.35:
+        if time.time() - T0 > args.deadline * 0.5:
             log(f"A {wl}: skipped (time)")
             continue
         nb, spb = plan_a[wl]
