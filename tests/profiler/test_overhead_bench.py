@@ -730,3 +730,103 @@ def test_multi_way_rounds_on_disk_as_they_end(tmp_path, capsys):
     assert rp.reanalyse(path, settle=2) == 0
     out = capsys.readouterr().out
     assert "kprof/floor" in out and "1.0476" in out and "none/none" in out
+
+
+class _FakeCupti:
+    """What _FineStates calls on cupti-python, recorded."""
+
+    class ActivityKind:
+        CONCURRENT_KERNEL, MEMCPY, MEMSET, EXTERNAL_CORRELATION = 10, 1, 2, 99
+
+    def __init__(self):
+        self.calls = []
+
+    def activity_enable(self, k):
+        self.calls.append(("on", int(k)))
+
+    def activity_disable(self, k):
+        self.calls.append(("off", int(k)))
+
+
+class _FakeBackend:
+    def __init__(self, calls):
+        self.calls = calls
+        self.kinds = [10, 1, 2, 99]
+        self.external = self.light = True
+
+    def _enable_api_records(self, on):
+        self.calls.append(("api", on))
+
+    def _enable_callbacks(self, on):
+        self.calls.append(("cb", on))
+
+
+def _fine_states(monkeypatch):
+    import profiler
+    from profiler import session as S
+    c = _FakeCupti()
+    st = rp._FineStates.__new__(rp._FineStates)
+    st.c, st.b, st.S, st.profiler = c, _FakeBackend(c.calls), S, profiler
+    st.sess, st.core_kinds, st.ext, st.light = [], [10, 1, 2], True, True
+    st.real_scope, st.cur = profiler.scope, "kprof"
+    monkeypatch.setattr(profiler, "scope", profiler.scope)   # restored after the test
+    monkeypatch.setattr(S, "_refresh", lambda: c.calls.append(("refresh",)))
+    return st, c.calls
+
+
+def test_fine_states_switch_only_what_differs(monkeypatch):
+    """--fine: kprof -> floor turns kprof's extras off (API records, external correlation, callbacks, the session
+    and its scope) and keeps the kinds; floor -> none turns the kinds off; none -> none2 changes nothing (the
+    control's two states are one); none -> kprof turns everything on again; scopes follow."""
+    import profiler
+    st, calls = _fine_states(monkeypatch)
+    real = profiler.scope
+    st.go("floor")
+    assert calls == [("api", 0), ("off", 99), ("cb", 0), ("refresh",)] and profiler.scope is rp._null_scope
+    calls.clear()
+    st.go("none")
+    assert calls == [("off", 10), ("off", 1), ("off", 2)]
+    calls.clear()
+    st.go("none2")
+    assert calls == [] and st.cur == "none2"
+    st.go("kprof")
+    assert calls == [("on", 10), ("on", 1), ("on", 2), ("api", 1), ("on", 99), ("cb", 1), ("refresh",)]
+    assert profiler.scope is real
+    calls.clear()
+    st.go("none")
+    assert calls == [("api", 0), ("off", 99), ("cb", 0), ("refresh",), ("off", 10), ("off", 1), ("off", 2)]
+    calls.clear()
+    st.go("floor")
+    assert calls == [("on", 10), ("on", 1), ("on", 2)] and profiler.scope is rp._null_scope
+
+
+def test_fine_rounds_balance_positions_and_give_a_control(monkeypatch, tmp_path):
+    """--fine: in a block of 8 cycles every state takes each of the 4 positions twice; each block's value per
+    state is its segments' time per step; the split has none/none2 (the control) next to kprof/floor."""
+    order = []
+
+    class W:
+        def step(self):
+            order.append(st.cur)
+            time.sleep(0.0002 if st.cur == "kprof" else 0.0001)
+
+    st, _ = _fine_states(monkeypatch)
+
+    class B:
+        def stats(self):
+            return {"buffers": 0}
+    monkeypatch.setattr(rp, "_start", lambda p, out: (rp._BACKEND.__setitem__(0, B()), lambda: None)[1])
+    monkeypatch.setattr(rp, "_FineStates", lambda b: st)
+    spec = {"out": str(tmp_path / "x"), "fine_cycles": 8, "deadline": time.time(), "min_pairs": 2,
+            "workload": "tiny", "profiler": "kprof", "against": None, "rounds_path": None}
+    rounds = rp._fine_rounds(W(), "kprof", spec, 1, lambda: None)
+    assert len(rounds) == 2
+    first = order[:32]
+    for s in rp.FINE_STATES:
+        pos = sorted(i % 4 for i, x in enumerate(first) if x == s)
+        assert pos == [0, 0, 1, 1, 2, 2, 3, 3], s
+    r = {"workload": "tiny", "profiler": "kprof", "multi": rounds, "cold_ms": [1.0], "stop_s": [], "setup_s": 1.0,
+         "wall_s": 1.0, "steps_per_block": 8}
+    vs = {v["profiler"]: v for v in rp._multi_split(r)}
+    assert {"kprof/floor", "none/none2", "floor/none"} <= set(vs)
+    assert all(x > 1.3 for x in vs["kprof/floor"]["warm"])
