@@ -924,10 +924,12 @@ def child_overhead(spec: dict) -> dict:
     if spec.get("fine"):
         # --fine: one session, states switched every segment of ~fine ms (_fine_rounds)
         t0 = time.perf_counter()
-        for _ in range(3):
+        n = 0
+        while n < 3 or time.perf_counter() - t0 < 0.05:
             w.step()
+            n += 1
         sync()
-        fstep = (time.perf_counter() - t0) / 3
+        fstep = (time.perf_counter() - t0) / n
         seg = max(1, int(round(spec["fine"] / 1e3 / fstep)))
         spec = dict(spec, steps_per_block=seg * spec["fine_cycles"] * len(FINE_STATES), cold_ms=cold,
                     setup_s=round(t_setup, 2))

@@ -271,7 +271,35 @@ def summarize_c(name, blocks, sw):
     return res
 
 
+def analyse(path, budget_s=60.0):
+    """The designs at a fixed time budget, from a run's JSON: the control's 95% half-width (sign test of the
+    median, ~1.96 x 1.2533 x sd / sqrt(n)) if ``budget_s`` seconds went to it -- the block design (two
+    unprofiled blocks a round apart, Part A's next-block sd; the bench's round also runs three profiled blocks
+    and their starts and stops, so a control pair costs a round) against the fine one (Part C's none/none2)."""
+    d = json.load(open(path))
+    out = {}
+    for wl, a in (d["parts"].get("A") or {}).items():
+        sa = a["summary"].get("all") or {}
+        bl = a["blocks"]
+        t_blk = st.median([b["ms_per_step"] * sum(1 for _ in b["segs"]) for b in bl]) / 1e3   # s per block (1 seg ~ steps)
+        row = {"block_next_sd_pct": sa.get("sd_next_block_pct")}
+        c = (d["parts"].get("C") or {}).get(wl)
+        if c:
+            cs = c["summary"]
+            nb = cs["blocks"]
+            row.update({"fine_blocks": nb, "fine_aa_sd_pct": cs["none2/none"]["sd_log_pct"],
+                        "fine_aa": [cs["none2/none"][k] for k in ("median", "lo", "hi")],
+                        "kprof_floor": [cs["kprof/floor"][k] for k in ("median", "lo", "hi")],
+                        "floor_none": [cs["floor/none"][k] for k in ("median", "lo", "hi")]})
+        out[wl] = row
+        log(f"{wl}: {row} (block ~{t_blk:.2f}s)")
+    return out
+
+
 def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--analyse":
+        analyse(sys.argv[2])
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--workloads", default="tiny,encoder,train")
