@@ -931,10 +931,10 @@ def child_overhead(spec: dict) -> dict:
         sync()
         fstep = (time.perf_counter() - t0) / n
         seg = max(1, int(round(spec["fine"] / 1e3 / fstep)))
-        spec = dict(spec, steps_per_block=seg * spec["fine_cycles"] * len(FINE_STATES), cold_ms=cold,
-                    setup_s=round(t_setup, 2))
+        per_state = seg * spec["fine_cycles"] * 6   # steps per state per block (kprof's: 8 segments, 6 for the rest)
+        spec = dict(spec, steps_per_block=per_state, cold_ms=cold, setup_s=round(t_setup, 2))
         multi = _fine_rounds(w, prof, spec, seg, sync)
-        return {"workload": wl, "profiler": prof, "steps_per_block": seg * spec["fine_cycles"], "cold_ms": cold,
+        return {"workload": wl, "profiler": prof, "steps_per_block": per_state, "cold_ms": cold,
                 "prime_ms": prime, "multi": multi, "stop_s": stops, "setup_s": round(t_setup, 2),
                 "wall_s": round(time.time() - t_begin, 2), "cpus": cpus, "threads": torch.get_num_threads(),
                 "kprof_state": state, "setup_phases_s": phases, "loop_stats": loop_stats,
@@ -1046,17 +1046,39 @@ class _FineStates:
         return time.perf_counter_ns() - t0
 
 
+# An Eulerian circuit of the complete directed graph on the 4 states (indices into FINE_STATES): each ordered
+# pair of different states is adjacent exactly once, the wrap from the last to the first included, so every
+# state follows every other equally often and what a segment leaves to the next (queued GPU work, caches)
+# falls on every state alike.  R1 (2026-11-29) had a rotation in which none2 followed kprof and none never
+# did: on `train` none2/none read 1.023 [1.004, 1.045].
+FINE_CIRCUIT = (0, 1, 2, 3, 0, 2, 1, 3, 2, 0, 3, 1)
+
+
+def _fine_order(names, block):
+    """The segments' states of one ``--fine`` block: the circuit closed on its first state (13 segments: every
+    ordered pair of different states adjacent once), then the same reversed (every pair once more; a linear
+    drift within the block then weighs every state alike: each state's mean position is the block's middle).
+    The first state has 8 segments, the others 6; each state's value is per step."""
+    fwd = [names[i] for i in FINE_CIRCUIT] + [names[FINE_CIRCUIT[0]]]
+    return fwd + fwd[::-1]
+
+
 def _fine_rounds(w, prof, spec, seg_steps, sync):
-    """``--fine``: one kprof session for the whole run; blocks of ``fine_cycles`` cycles, each cycle one
-    segment (``seg_steps`` steps, ~``--fine`` ms) per state of :data:`FINE_STATES`, the order that of
-    :func:`_multi_order` on the cycle's index (rotated every two cycles, reversed in every other: each state
-    takes each position equally often in a block of a multiple of 8 cycles, and every two states swap places
-    between cycles 2j and 2j+1).  A block's value per state is its segments' ms per step.  Returned in the
-    multi-way form (:func:`_multi_split` makes every pair of states a comparison; none/none2 is the control)."""
+    """``--fine``: one kprof session for the whole run; blocks of ``fine_cycles`` times :func:`_fine_order`'s 26
+    segments of ``seg_steps`` steps (~``--fine`` ms).  Each segment is timed from its state's switch (the
+    switch itself left out: a profiled run switches once) to the end of a synchronize after its last step:
+    it holds its own GPU work and leaves none queued for the next.  kprof's raw records are held undecoded
+    for the whole run (no in-loop decoding, which a run past kprof's 64 MB bound does on CUPTI's thread); they
+    are decoded at the stop, outside the blocks, as the block design's stop did.  A block's value per state
+    is its segments' ms per step.  Returned in the multi-way form (:func:`_multi_split` makes every pair of
+    states a comparison; none/none2 is the control)."""
     import gc
     names = list(FINE_STATES)
     stop = _start(prof, f"{spec['out']}_fine")
     b = _BACKEND[0]
+    rb = getattr(b, "rawbufs", None)
+    if rb is not None:
+        rb.max_bytes = 1 << 62
     st = _FineStates(b)
     cycles = spec["fine_cycles"]
     rounds, i = [], 0
@@ -1066,26 +1088,26 @@ def _fine_rounds(w, prof, spec, seg_steps, sync):
             t_round = time.time()
             gc.collect()
             gc.disable()
+            order = _fine_order(names, i) * cycles
             try:
                 sync()
                 l0 = b.stats() if hasattr(b, "stats") else {}
                 sums = dict.fromkeys(names, 0)
                 sw = dict.fromkeys(names, 0)
-                for c in range(cycles):
-                    for n in _multi_order(names, i * cycles + c):
-                        sw[n] += st.go(n)
-                        t0 = perf()
-                        for _ in range(seg_steps):
-                            w.step()
-                        sums[n] += perf() - t0
-                sync()
+                for n in order:
+                    sw[n] += st.go(n)
+                    t0 = perf()
+                    for _ in range(seg_steps):
+                        w.step()
+                    sync()
+                    sums[n] += perf() - t0
                 l1 = b.stats() if hasattr(b, "stats") else {}
             finally:
                 gc.enable()
-            rounds.append({"order": _multi_order(names, i * cycles), "ms": {n: sums[n] / 1e6 / (cycles * seg_steps)
-                                                                          for n in names},
-                           "sched": dict.fromkeys(names), "switch_us": {n: round(sw[n] / 1e3 / cycles, 2) for n in names},
-                           "loop": {k: v - l0.get(k, 0) for k, v in l1.items() if isinstance(v, int)}})
+            k = {n: order.count(n) for n in names}
+            rounds.append({"order": names, "ms": {n: sums[n] / 1e6 / (k[n] * seg_steps) for n in names},
+                           "sched": dict.fromkeys(names), "switch_us": {n: round(sw[n] / 1e3 / k[n], 2) for n in names},
+                           "loop": {x: v - l0.get(x, 0) for x, v in l1.items() if isinstance(v, int)}})
             i += 1
             if spec.get("rounds_path"):
                 _dump_rounds(spec, names, rounds)
@@ -1097,7 +1119,8 @@ def _fine_rounds(w, prof, spec, seg_steps, sync):
         st.go("kprof")
         t0 = time.perf_counter()
         stop()
-        rounds and rounds[-1].setdefault("stop_s", round(time.perf_counter() - t0, 3))
+        if rounds:
+            rounds[-1]["stop_s"] = round(time.perf_counter() - t0, 3)
     return rounds
 
 
@@ -2431,9 +2454,9 @@ def main(argv=None) -> int:
                     "between the states kprof, floor (kprof's activity kinds only), none and none2 (all off; the "
                     "control) -- a fine interleave: each block's states ran within a few ms of each other, on the "
                     "same core speed; every pair of states is compared block by block (--profilers kprof only)")
-    ov.add_argument("--fine-cycles", type=int, default=8, metavar="N",
-                    help="--fine: cycles (one segment per state) per block; a multiple of 8 puts each state at each "
-                    "position equally often within every block")
+    ov.add_argument("--fine-cycles", type=int, default=1, metavar="N",
+                    help="--fine: a block is N times 26 segments (an order in which every state follows every other "
+                    "once, then the same reversed)")
     ov.add_argument("--grace", type=float, default=40.0, help="no child starts later than this past --budget")
     ov.add_argument("--spawn", choices=["exec", "fork"], default="exec",
                     help="how each child process starts (overhead and reconcile): exec (a new interpreter) or fork (from a server that "

@@ -800,10 +800,12 @@ def test_fine_states_switch_only_what_differs(monkeypatch):
     assert calls == [("on", 10), ("on", 1), ("on", 2)] and profiler.scope is rp._null_scope
 
 
-def test_fine_rounds_balance_positions_and_give_a_control(monkeypatch, tmp_path):
-    """--fine: in a block of 8 cycles every state takes each of the 4 positions twice; each block's value per
-    state is its segments' time per step; the split has none/none2 (the control) next to kprof/floor."""
-    order = []
+def test_fine_rounds_balance_carryover_and_give_a_control(monkeypatch, tmp_path):
+    """--fine: in a block every state follows every other state equally often (what a segment leaves to the next
+    falls on all alike) and weighs the same at each end of the block (a drift cancels); each segment ends with a
+    synchronize inside its time; each block's value per state is its time per step; the split has none/none2
+    (the control) next to kprof/floor."""
+    order, syncs = [], []
 
     class W:
         def step(self):
@@ -813,20 +815,29 @@ def test_fine_rounds_balance_positions_and_give_a_control(monkeypatch, tmp_path)
     st, _ = _fine_states(monkeypatch)
 
     class B:
+        rawbufs = type("R", (), {"max_bytes": 64 << 20})()
+
         def stats(self):
             return {"buffers": 0}
-    monkeypatch.setattr(rp, "_start", lambda p, out: (rp._BACKEND.__setitem__(0, B()), lambda: None)[1])
+    back = B()
+    monkeypatch.setattr(rp, "_start", lambda p, out: (rp._BACKEND.__setitem__(0, back), lambda: None)[1])
     monkeypatch.setattr(rp, "_FineStates", lambda b: st)
-    spec = {"out": str(tmp_path / "x"), "fine_cycles": 8, "deadline": time.time(), "min_pairs": 2,
+    spec = {"out": str(tmp_path / "x"), "fine_cycles": 1, "deadline": time.time(), "min_pairs": 2,
             "workload": "tiny", "profiler": "kprof", "against": None, "rounds_path": None}
-    rounds = rp._fine_rounds(W(), "kprof", spec, 1, lambda: None)
-    assert len(rounds) == 2
-    first = order[:32]
+    rounds = rp._fine_rounds(W(), "kprof", spec, 1, lambda: syncs.append(len(order)))
+    assert len(rounds) == 2 and back.rawbufs.max_bytes > 1 << 40   # no decoding inside the blocks
+    blk = order[:26]
+    assert syncs[1:27] == list(range(1, 27))   # a synchronize closes every segment
+    pairs = [(a, b) for a, b in zip(blk, blk[1:]) if a != b]
+    for a in rp.FINE_STATES:
+        for b in rp.FINE_STATES:
+            if a != b:
+                assert pairs.count((a, b)) == 2, (a, b)
     for s in rp.FINE_STATES:
-        pos = sorted(i % 4 for i, x in enumerate(first) if x == s)
-        assert pos == [0, 0, 1, 1, 2, 2, 3, 3], s
+        n = blk.count(s)
+        assert n == (8 if s == "kprof" else 6) and sum(i for i, x in enumerate(blk) if x == s) == n * 12.5, s
     r = {"workload": "tiny", "profiler": "kprof", "multi": rounds, "cold_ms": [1.0], "stop_s": [], "setup_s": 1.0,
-         "wall_s": 1.0, "steps_per_block": 8}
+         "wall_s": 1.0, "steps_per_block": 6}
     vs = {v["profiler"]: v for v in rp._multi_split(r)}
     assert {"kprof/floor", "none/none2", "floor/none"} <= set(vs)
     assert all(x > 1.3 for x in vs["kprof/floor"]["warm"])
