@@ -940,6 +940,7 @@ def child_overhead(spec: dict) -> dict:
                 "kprof_state": state, "setup_phases_s": phases, "loop_stats": loop_stats,
                 "cpu_latency0": latency0, "pin_threads": pin_threads, "step_probe": 0, "seg_steps": seg,
                 "fine": {"seg_ms": spec["fine"], "seg_steps": seg, "cycles": spec["fine_cycles"],
+                         "sync": spec.get("fine_sync", True),
                          "states": list(FINE_STATES)}, "against": None, "out_bytes": out_bytes}
     if len(others) > 1:
         spec = dict(spec, steps_per_block=steps, cold_ms=cold, setup_s=round(t_setup, 2))   # for _dump_rounds
@@ -1066,8 +1067,9 @@ def _fine_order(names, block):
 def _fine_rounds(w, prof, spec, seg_steps, sync):
     """``--fine``: one kprof session for the whole run; blocks of ``fine_cycles`` times :func:`_fine_order`'s 26
     segments of ``seg_steps`` steps (~``--fine`` ms).  Each segment is timed from its state's switch (the
-    switch itself left out: a profiled run switches once) to the end of a synchronize after its last step:
-    it holds its own GPU work and leaves none queued for the next.  kprof's raw records are held undecoded
+    switch itself left out: a profiled run switches once) to the end of a synchronize after its last step
+    (``--fine-sync 1``: it holds its own GPU work and leaves none queued for the next) or to its last step's
+    return (``--fine-sync 0``: the queue runs on, as in a pipelined run).  kprof's raw records are held undecoded
     for the whole run (no in-loop decoding, which a run past kprof's 64 MB bound does on CUPTI's thread); they
     are decoded at the stop, outside the blocks, as the block design's stop did.  A block's value per state
     is its segments' ms per step.  Returned in the multi-way form (:func:`_multi_split` makes every pair of
@@ -1094,12 +1096,14 @@ def _fine_rounds(w, prof, spec, seg_steps, sync):
                 l0 = b.stats() if hasattr(b, "stats") else {}
                 sums = dict.fromkeys(names, 0)
                 sw = dict.fromkeys(names, 0)
+                seg_sync = spec.get("fine_sync", True)
                 for n in order:
                     sw[n] += st.go(n)
                     t0 = perf()
                     for _ in range(seg_steps):
                         w.step()
-                    sync()
+                    if seg_sync:
+                        sync()
                     sums[n] += perf() - t0
                 l1 = b.stats() if hasattr(b, "stats") else {}
             finally:
@@ -2137,7 +2141,7 @@ def overhead(args) -> int:
                     "rounds_path": os.path.join(args.results_dir or _results_dir(),
                                                 f"{args.name or 'profiler_overhead_rotated'}.{wl}.rounds.json")
                     if (args.against and "," in args.against) or args.fine else None,
-                    "fine": args.fine, "fine_cycles": args.fine_cycles}
+                    "fine": args.fine, "fine_cycles": args.fine_cycles, "fine_sync": bool(args.fine_sync)}
             try:
                 r = None
                 if args.spawn == "fork" and _FORK["broken"] is None:
@@ -2457,6 +2461,12 @@ def main(argv=None) -> int:
     ov.add_argument("--fine-cycles", type=int, default=1, metavar="N",
                     help="--fine: a block is N times 26 segments (an order in which every state follows every other "
                     "once, then the same reversed)")
+    ov.add_argument("--fine-sync", type=int, default=1, choices=[0, 1],
+                    help="--fine: 1 (default): a synchronize closes every segment inside its time (no GPU work "
+                    "queued across a segment boundary; on a GPU-bound step each segment then starts with an idle "
+                    "GPU, which exposes host work a pipelined run would hide); 0: no synchronize, the GPU queue "
+                    "runs on from segment to segment (what it carries over falls on every state alike, by the "
+                    "order)")
     ov.add_argument("--grace", type=float, default=40.0, help="no child starts later than this past --budget")
     ov.add_argument("--spawn", choices=["exec", "fork"], default="exec",
                     help="how each child process starts (overhead and reconcile): exec (a new interpreter) or fork (from a server that "

@@ -841,3 +841,6 @@ def test_fine_rounds_balance_carryover_and_give_a_control(monkeypatch, tmp_path)
     vs = {v["profiler"]: v for v in rp._multi_split(r)}
     assert {"kprof/floor", "none/none2", "floor/none"} <= set(vs)
     assert all(x > 1.3 for x in vs["kprof/floor"]["warm"])
+    syncs.clear()   # --fine-sync 0: only the block's own synchronize, before its first segment
+    rp._fine_rounds(W(), "kprof", dict(spec, fine_sync=False, deadline=time.time()), 1, lambda: syncs.append(1))
+    assert len(syncs) == 2
