@@ -89,7 +89,11 @@ def _met(crit, e):
         return bool(ci) and ci[0] >= 0.99 and ci[1] <= 1.01
     if not ci:   # too few pairs for an interval: not shown
         return False
-    return ci[1] < 1.02 if crit == "kprof/floor" else ci[1] <= 1.00
+    if crit == "kprof/floor":
+        e["shown_above"] = ci[0] > 1.02   # the whole interval above +2%: shown not to hold
+        return ci[1] < 1.02
+    e["shown_above"] = ci[0] > 1.00
+    return ci[1] <= 1.00
 
 
 def status(sources=None) -> dict:
@@ -112,6 +116,8 @@ def table(st: dict) -> str:
         if e.get("missing"):
             return "not run"
         mark = {True: "met", False: "not shown", None: "?"}[e["met"]]
+        if e.get("shown_above"):
+            mark = "not met (the whole interval above)"
         ci = e.get("ci")
         ci = f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "[no interval]"
         return f"{e['value']:.4f} {ci}: **{mark}**"
