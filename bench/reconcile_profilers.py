@@ -58,6 +58,14 @@ pair ratios (the median of all kprof-pair / floor-pair log ratios) with its Mann
 few pairs caught in a slow phase of the host move it less than a ratio of medians with a bootstrap.
 ``--reanalyse FILE`` rebuilds the summaries and the table from a results file's raw blocks (no run).
 
+``--fine MS`` (with ``--profilers kprof``) is the design that gets the control under 1% (2026-11-29,
+docs/performance.md): the host's cores change speed by several percent over tenths of a second, so blocks
+that ran a round apart differ by 4-19%, while ~3-ms stretches next to each other agree to ~1.5%.  One kprof
+session per process; segments of ~MS ms (at least one step) switch between kprof, floor (kprof's activity
+kinds only), none and none2 (all off; the same state under two names: the control), in an order in which
+every state follows every other equally often (``FINE_CIRCUIT``); each switch is left out of the timing.  Every
+pair of states is compared block by block, the figure the median block ratio with its sign-test interval.
+
 Every statistic leaves out the first ``--settle-pairs`` (default 4) pairs of each process: pooled over the earlier
 runs, `train`'s first three pairs sat 0.7-2.2% below their process's median.  The table's ``control processes``
 line splits the control's spread into what each control process's own pairs explain (the standard error of its
