@@ -844,3 +844,22 @@ def test_fine_rounds_balance_carryover_and_give_a_control(monkeypatch, tmp_path)
     syncs.clear()   # --fine-sync 0: only the block's own synchronize, before its first segment
     rp._fine_rounds(W(), "kprof", dict(spec, fine_sync=False, deadline=time.time()), 1, lambda: syncs.append(1))
     assert len(syncs) == 2
+
+
+def test_issue23_status_rules():
+    """issue23_status's rules: the control met only with its whole 95% interval inside [0.99, 1.01] (its median
+    within 1% is kept beside it); kprof/floor met below 1.02 at the upper bound, and marked shown above when the
+    whole interval is above; kprof/Proton met at an upper bound <= 1.00."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "issue23_status", os.path.join(REPO, "bench", "experiments", "profiler_overhead", "issue23_status.py"))
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    e = {"value": 1.004, "ci": [0.992, 1.012]}
+    assert m._met("control (fine)", e) is False and e["median_within_1pct"] is True
+    assert m._met("control (fine)", {"value": 0.998, "ci": [0.9933, 1.0011]}) is True
+    e = {"value": 1.066, "ci": [1.024, 1.077]}
+    assert m._met("kprof/floor", e) is False and e["shown_above"] is True
+    assert m._met("kprof/floor", {"value": 1.004, "ci": [0.984, 1.012]}) is True
+    assert m._met("kprof/proton", {"value": 0.975, "ci": [0.955, 0.9998]}) is True
+    assert m._met("kprof/floor", {"missing": True}) is None
