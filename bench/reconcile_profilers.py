@@ -948,7 +948,7 @@ def child_overhead(spec: dict) -> dict:
                 "kprof_state": state, "setup_phases_s": phases, "loop_stats": loop_stats,
                 "cpu_latency0": latency0, "pin_threads": pin_threads, "step_probe": 0, "seg_steps": seg,
                 "fine": {"seg_ms": spec["fine"], "seg_steps": seg, "cycles": spec["fine_cycles"],
-                         "sync": spec.get("fine_sync", True),
+                         "sync": spec.get("fine_sync", True), "settle": spec.get("fine_settle", 0),
                          "states": list(FINE_STATES)}, "against": None, "out_bytes": out_bytes}
     if len(others) > 1:
         spec = dict(spec, steps_per_block=steps, cold_ms=cold, setup_s=round(t_setup, 2))   # for _dump_rounds
@@ -1105,8 +1105,14 @@ def _fine_rounds(w, prof, spec, seg_steps, sync):
                 sums = dict.fromkeys(names, 0)
                 sw = dict.fromkeys(names, 0)
                 seg_sync = spec.get("fine_sync", True)
+                settle = spec.get("fine_settle", 0)
                 for n in order:
                     sw[n] += st.go(n)
+                    if settle:   # untimed steps after the switch: what switching leaves behind falls there
+                        for _ in range(settle):
+                            w.step()
+                        if seg_sync:
+                            sync()
                     t0 = perf()
                     for _ in range(seg_steps):
                         w.step()
@@ -2149,7 +2155,8 @@ def overhead(args) -> int:
                     "rounds_path": os.path.join(args.results_dir or _results_dir(),
                                                 f"{args.name or 'profiler_overhead_rotated'}.{wl}.rounds.json")
                     if (args.against and "," in args.against) or args.fine else None,
-                    "fine": args.fine, "fine_cycles": args.fine_cycles, "fine_sync": bool(args.fine_sync)}
+                    "fine": args.fine, "fine_cycles": args.fine_cycles, "fine_sync": bool(args.fine_sync),
+                    "fine_settle": args.fine_settle}
             try:
                 r = None
                 if args.spawn == "fork" and _FORK["broken"] is None:
@@ -2475,6 +2482,10 @@ def main(argv=None) -> int:
                     "GPU, which exposes host work a pipelined run would hide); 0: no synchronize, the GPU queue "
                     "runs on from segment to segment (what it carries over falls on every state alike, by the "
                     "order)")
+    ov.add_argument("--fine-settle", type=int, default=0, metavar="K",
+                    help="--fine: K untimed steps after each switch before the segment's timed steps (R3, "
+                    "2026-11-29: switching kprof on left ~170 us of after-effect in the segment it opened, on the "
+                    "tiny loop at 3- and 12-ms segments alike; a profiled run switches once)")
     ov.add_argument("--grace", type=float, default=40.0, help="no child starts later than this past --budget")
     ov.add_argument("--spawn", choices=["exec", "fork"], default="exec",
                     help="how each child process starts (overhead and reconcile): exec (a new interpreter) or fork (from a server that "

@@ -841,6 +841,13 @@ def test_fine_rounds_balance_carryover_and_give_a_control(monkeypatch, tmp_path)
     vs = {v["profiler"]: v for v in rp._multi_split(r)}
     assert {"kprof/floor", "none/none2", "floor/none"} <= set(vs)
     assert all(x > 1.3 for x in vs["kprof/floor"]["warm"])
+    order.clear()   # --fine-settle 2: two untimed steps after every switch, each segment's time without them
+    syncs.clear()
+    st.cur = "kprof"
+    rs = rp._fine_rounds(W(), "kprof", dict(spec, fine_settle=2, deadline=time.time()), 1,
+                         lambda: syncs.append(len(order)))
+    assert len(order) == 2 * 26 * 3 and len(syncs) == 2 * (1 + 2 * 26)
+    assert rs[0]["ms"]["kprof"] == pytest.approx(0.2, rel=0.5) and rs[0]["ms"]["none"] < rs[0]["ms"]["kprof"]
     syncs.clear()   # --fine-sync 0: only the block's own synchronize, before its first segment
     rp._fine_rounds(W(), "kprof", dict(spec, fine_sync=False, deadline=time.time()), 1, lambda: syncs.append(1))
     assert len(syncs) == 2
