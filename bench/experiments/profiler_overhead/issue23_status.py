@@ -16,7 +16,8 @@ Two designs feed it (docs/performance.md, "## Profiler overhead"):
 
 Rules:
 
-* within 2% of the floor: kprof/floor's upper bound < 1.02;
+* within 2% of the floor: kprof/floor's upper bound < 1.02 (the fine design's kprof/floor is itself an upper
+  bound: switching kprof on leaves ~170 us behind in each segment, R3 of session 20);
 * not above Proton: kprof/proton's upper bound <= 1.00;
 * the control's spread < 1%: its whole 95% interval inside [0.99, 1.01] (the method reads within 1% of the truth
   where nothing differs, at 95%; session 19's rule, the median alone within 1%, is kept as ``median_within_1pct``).
@@ -90,7 +91,11 @@ def _met(crit, e):
     if not ci:   # too few pairs for an interval: not shown
         return False
     if crit == "kprof/floor":
-        e["shown_above"] = ci[0] > 1.02   # the whole interval above +2%: shown not to hold
+        # the whole interval above +2%: shown not to hold -- except in the fine design, whose kprof/floor is an
+        # upper bound (R3, 2026-11-29: switching kprof on leaves ~170 us in the segment it opens)
+        e["shown_above"] = ci[0] > 1.02 and e.get("design") != "fine"
+        if e.get("design") == "fine":
+            e["upper_bound"] = True
         return ci[1] < 1.02
     e["shown_above"] = ci[0] > 1.00
     return ci[1] <= 1.00
@@ -118,6 +123,8 @@ def table(st: dict) -> str:
         mark = {True: "met", False: "not shown", None: "?"}[e["met"]]
         if e.get("shown_above"):
             mark = "not met (the whole interval above)"
+        elif e.get("upper_bound") and not e["met"]:
+            mark = "not shown (an upper bound)"
         ci = e.get("ci")
         ci = f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "[no interval]"
         return f"{e['value']:.4f} {ci}: **{mark}**"
