@@ -939,6 +939,8 @@ def child_overhead(spec: dict) -> dict:
         sync()
         fstep = (time.perf_counter() - t0) / n
         seg = max(1, int(round(spec["fine"] / 1e3 / fstep)))
+        settle_ms = spec.get("fine_settle") or 0
+        spec["fine_settle_steps"] = max(1, int(round(settle_ms / 1e3 / fstep))) if settle_ms > 0 else 0
         per_state = seg * spec["fine_cycles"] * 6   # steps per state per block (kprof's: 8 segments, 6 for the rest)
         spec = dict(spec, steps_per_block=per_state, cold_ms=cold, setup_s=round(t_setup, 2))
         multi = _fine_rounds(w, prof, spec, seg, sync)
@@ -948,7 +950,7 @@ def child_overhead(spec: dict) -> dict:
                 "kprof_state": state, "setup_phases_s": phases, "loop_stats": loop_stats,
                 "cpu_latency0": latency0, "pin_threads": pin_threads, "step_probe": 0, "seg_steps": seg,
                 "fine": {"seg_ms": spec["fine"], "seg_steps": seg, "cycles": spec["fine_cycles"],
-                         "sync": spec.get("fine_sync", True), "settle": spec.get("fine_settle", 0),
+                         "sync": spec.get("fine_sync", True), "settle_steps": spec.get("fine_settle_steps", 0),
                          "states": list(FINE_STATES)}, "against": None, "out_bytes": out_bytes}
     if len(others) > 1:
         spec = dict(spec, steps_per_block=steps, cold_ms=cold, setup_s=round(t_setup, 2))   # for _dump_rounds
@@ -1105,7 +1107,7 @@ def _fine_rounds(w, prof, spec, seg_steps, sync):
                 sums = dict.fromkeys(names, 0)
                 sw = dict.fromkeys(names, 0)
                 seg_sync = spec.get("fine_sync", True)
-                settle = spec.get("fine_settle", 0)
+                settle = spec.get("fine_settle_steps", 0)
                 for n in order:
                     sw[n] += st.go(n)
                     if settle:   # untimed steps after the switch: what switching leaves behind falls there
@@ -2482,8 +2484,9 @@ def main(argv=None) -> int:
                     "GPU, which exposes host work a pipelined run would hide); 0: no synchronize, the GPU queue "
                     "runs on from segment to segment (what it carries over falls on every state alike, by the "
                     "order)")
-    ov.add_argument("--fine-settle", type=int, default=0, metavar="K",
-                    help="--fine: K untimed steps after each switch before the segment's timed steps (R3, "
+    ov.add_argument("--fine-settle", type=float, default=0.0, metavar="MS",
+                    help="--fine: untimed steps for about MS ms (at least one step; 0: none) after each switch, before "
+                    "the segment's timed steps (R3, "
                     "2026-11-29: switching kprof on left ~170 us of after-effect in the segment it opened, on the "
                     "tiny loop at 3- and 12-ms segments alike; a profiled run switches once)")
     ov.add_argument("--grace", type=float, default=40.0, help="no child starts later than this past --budget")

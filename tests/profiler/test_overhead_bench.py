@@ -844,7 +844,7 @@ def test_fine_rounds_balance_carryover_and_give_a_control(monkeypatch, tmp_path)
     order.clear()   # --fine-settle 2: two untimed steps after every switch, each segment's time without them
     syncs.clear()
     st.cur = "kprof"
-    rs = rp._fine_rounds(W(), "kprof", dict(spec, fine_settle=2, deadline=time.time()), 1,
+    rs = rp._fine_rounds(W(), "kprof", dict(spec, fine_settle_steps=2, deadline=time.time()), 1,
                          lambda: syncs.append(len(order)))
     assert len(order) == 2 * 26 * 3 and len(syncs) == 2 * (1 + 2 * 26)
     assert rs[0]["ms"]["kprof"] == pytest.approx(0.2, rel=0.5) and rs[0]["ms"]["none"] < rs[0]["ms"]["kprof"]
