@@ -58,6 +58,14 @@ pair ratios (the median of all kprof-pair / floor-pair log ratios) with its Mann
 few pairs caught in a slow phase of the host move it less than a ratio of medians with a bootstrap.
 ``--reanalyse FILE`` rebuilds the summaries and the table from a results file's raw blocks (no run).
 
+``--fine MS`` (with ``--profilers kprof``) is the design that gets the control under 1% (2026-11-29,
+docs/performance.md): the host's cores change speed by several percent over tenths of a second, so blocks
+that ran a round apart differ by 4-19%, while ~3-ms stretches next to each other agree to ~1.5%.  One kprof
+session per process; segments of ~MS ms (at least one step) switch between kprof, floor (kprof's activity
+kinds only), none and none2 (all off; the same state under two names: the control), in an order in which
+every state follows every other equally often (``FINE_CIRCUIT``); each switch is left out of the timing.  Every
+pair of states is compared block by block, the figure the median block ratio with its sign-test interval.
+
 Every statistic leaves out the first ``--settle-pairs`` (default 4) pairs of each process: pooled over the earlier
 runs, `train`'s first three pairs sat 0.7-2.2% below their process's median.  The table's ``control processes``
 line splits the control's spread into what each control process's own pairs explain (the standard error of its
@@ -766,7 +774,9 @@ def child_overhead(spec: dict) -> dict:
     against = spec.get("against")
     others = [a for a in (against or "").split(",") if a]   # more than one: a multi-way run (_multi_rounds)
     # Proton against another profiler in one process: each block opens its own profiler's scopes
-    w = WORKLOADS[wl](device, _dyn_scope if against and "proton" in [prof, *others] else _scope_fn(prof))
+    # --fine switches profiler.scope itself between segments: the workload must look it up at each use too
+    w = WORKLOADS[wl](device, _dyn_scope if (against and "proton" in [prof, *others]) or spec.get("fine")
+                      else _scope_fn(prof))
     phases["workload"] = round(time.time() - t_begin, 2)
     for _ in range(spec["warmup"]):
         w.step()
@@ -919,6 +929,29 @@ def child_overhead(spec: dict) -> dict:
     loop_stats.clear()
     sched.clear()
     t_setup = time.time() - t_begin
+    if spec.get("fine"):
+        # --fine: one session, states switched every segment of ~fine ms (_fine_rounds)
+        t0 = time.perf_counter()
+        n = 0
+        while n < 3 or time.perf_counter() - t0 < 0.05:
+            w.step()
+            n += 1
+        sync()
+        fstep = (time.perf_counter() - t0) / n
+        seg = max(1, int(round(spec["fine"] / 1e3 / fstep)))
+        settle_ms = spec.get("fine_settle") or 0
+        spec["fine_settle_steps"] = max(1, int(round(settle_ms / 1e3 / fstep))) if settle_ms > 0 else 0
+        per_state = seg * spec["fine_cycles"] * 6   # steps per state per block (kprof's: 8 segments, 6 for the rest)
+        spec = dict(spec, steps_per_block=per_state, cold_ms=cold, setup_s=round(t_setup, 2))
+        multi = _fine_rounds(w, prof, spec, seg, sync)
+        return {"workload": wl, "profiler": prof, "steps_per_block": per_state, "cold_ms": cold,
+                "prime_ms": prime, "multi": multi, "stop_s": stops, "setup_s": round(t_setup, 2),
+                "wall_s": round(time.time() - t_begin, 2), "cpus": cpus, "threads": torch.get_num_threads(),
+                "kprof_state": state, "setup_phases_s": phases, "loop_stats": loop_stats,
+                "cpu_latency0": latency0, "pin_threads": pin_threads, "step_probe": 0, "seg_steps": seg,
+                "fine": {"seg_ms": spec["fine"], "seg_steps": seg, "cycles": spec["fine_cycles"],
+                         "sync": spec.get("fine_sync", True), "settle_steps": spec.get("fine_settle_steps", 0),
+                         "states": list(FINE_STATES)}, "against": None, "out_bytes": out_bytes}
     if len(others) > 1:
         spec = dict(spec, steps_per_block=steps, cold_ms=cold, setup_s=round(t_setup, 2))   # for _dump_rounds
         multi = _multi_rounds([prof, *others], lambda i, p: block() if p == "none" else profiled(i, p),
@@ -955,6 +988,160 @@ def child_overhead(spec: dict) -> dict:
             "kprof_state": state, "setup_phases_s": phases, "loop_stats": loop_stats,
             "sched": sched, "cpu_latency0": latency0, "pin_threads": pin_threads,
             "step_probe": probe_iters, "seg_steps": seg_steps, "against": against, "out_bytes": out_bytes}
+
+
+FINE_STATES = ("kprof", "floor", "none", "none2")
+
+
+class _FineStates:
+    """``--fine``: the states of one kprof session that segments switch between (a measurement, not an
+    option; it reaches into the CUPTI backend as the ``kprof-*`` variants do):
+
+    * ``kprof``: everything kprof's default start turns on -- the kernel/memcpy/memset activity kinds (into
+      its raw buffers), the launch API records, external correlation, its CUPTI callbacks, the session
+      active (its scopes' work and the kernelc hook installed) and ``profiler.scope`` kprof's;
+    * ``floor``: kprof's kernel/memcpy/memset activity kinds only (CUPTI's records into the same raw buffers,
+      nothing else: the floor without cupti-python's record objects, i.e. ``floor-raw``), the session
+      inactive, the hook out, ``profiler.scope`` a no-op;
+    * ``none``, ``none2``: every kind, API record and callback off (the subscriber stays, with nothing
+      enabled), the session inactive, the hook out, ``profiler.scope`` a no-op.  The two are the same state:
+      ``none/none2`` is the control of this design, measured exactly as the other comparisons are.
+
+    ``go(state)`` switches and returns the nanoseconds the switch took (kept out of the segments' time: a
+    profiled run switches once, not per segment)."""
+
+    def __init__(self, backend):
+        import profiler
+        from cupti import cupti
+        from profiler import session as S
+        self.c, self.b, self.S, self.profiler = cupti, backend, S, profiler
+        self.sess = [s for s in S._sessions.values() if s.backend is backend]
+        ext = int(getattr(cupti.ActivityKind, "EXTERNAL_CORRELATION", -1))
+        self.core_kinds = [k for k in backend.kinds if int(k) != ext]
+        self.ext = bool(getattr(backend, "external", False))
+        self.light = bool(getattr(backend, "light", False))
+        self.real_scope = _REAL_SCOPE[0] or profiler.scope
+        self.cur = "kprof"
+
+    def _core(self, on):
+        f = self.c.activity_enable if on else self.c.activity_disable
+        for k in self.core_kinds:
+            f(k)
+
+    def _extras(self, on):
+        b = self.b
+        if self.light:
+            b._enable_api_records(1 if on else 0)
+        if self.ext:
+            (self.c.activity_enable if on else self.c.activity_disable)(self.c.ActivityKind.EXTERNAL_CORRELATION)
+        b._enable_callbacks(1 if on else 0)
+        for s in self.sess:
+            s.active = bool(on)
+        self.S._refresh()   # the kernelc hook in or out, the scopes' hot-path state
+        self.profiler.scope = self.real_scope if on else _null_scope
+
+    def go(self, state):
+        t0 = time.perf_counter_ns()
+        want = "none" if state == "none2" else state
+        cur = "none" if self.cur == "none2" else self.cur
+        if want != cur:
+            if cur == "kprof":
+                self._extras(False)
+            if want == "none":
+                self._core(False)
+            elif cur == "none":
+                self._core(True)
+            if want == "kprof":
+                self._extras(True)
+        self.cur = state
+        return time.perf_counter_ns() - t0
+
+
+# An Eulerian circuit of the complete directed graph on the 4 states (indices into FINE_STATES): each ordered
+# pair of different states is adjacent exactly once, the wrap from the last to the first included, so every
+# state follows every other equally often and what a segment leaves to the next (queued GPU work, caches)
+# falls on every state alike.  R1 (2026-11-29) had a rotation in which none2 followed kprof and none never
+# did: on `train` none2/none read 1.023 [1.004, 1.045].
+FINE_CIRCUIT = (0, 1, 2, 3, 0, 2, 1, 3, 2, 0, 3, 1)
+
+
+def _fine_order(names, block):
+    """The segments' states of one ``--fine`` block: the circuit closed on its first state (13 segments: every
+    ordered pair of different states adjacent once), then the same reversed (every pair once more; a linear
+    drift within the block then weighs every state alike: each state's mean position is the block's middle).
+    The first state has 8 segments, the others 6; each state's value is per step."""
+    fwd = [names[i] for i in FINE_CIRCUIT] + [names[FINE_CIRCUIT[0]]]
+    return fwd + fwd[::-1]
+
+
+def _fine_rounds(w, prof, spec, seg_steps, sync):
+    """``--fine``: one kprof session for the whole run; blocks of ``fine_cycles`` times :func:`_fine_order`'s 26
+    segments of ``seg_steps`` steps (~``--fine`` ms).  Each segment is timed from its state's switch (the
+    switch itself left out: a profiled run switches once) to the end of a synchronize after its last step
+    (``--fine-sync 1``: it holds its own GPU work and leaves none queued for the next) or to its last step's
+    return (``--fine-sync 0``: the queue runs on, as in a pipelined run).  kprof's raw records are held undecoded
+    for the whole run (no in-loop decoding, which a run past kprof's 64 MB bound does on CUPTI's thread); they
+    are decoded at the stop, outside the blocks, as the block design's stop did.  A block's value per state
+    is its segments' ms per step.  Returned in the multi-way form (:func:`_multi_split` makes every pair of
+    states a comparison; none/none2 is the control)."""
+    import gc
+    names = list(FINE_STATES)
+    stop = _start(prof, f"{spec['out']}_fine")
+    b = _BACKEND[0]
+    rb = getattr(b, "rawbufs", None)
+    if rb is not None:
+        rb.max_bytes = 1 << 62
+    st = _FineStates(b)
+    cycles = spec["fine_cycles"]
+    rounds, i = [], 0
+    perf = time.perf_counter_ns
+    try:
+        while True:
+            t_round = time.time()
+            gc.collect()
+            gc.disable()
+            order = _fine_order(names, i) * cycles
+            try:
+                sync()
+                l0 = b.stats() if hasattr(b, "stats") else {}
+                sums = dict.fromkeys(names, 0)
+                sw = dict.fromkeys(names, 0)
+                seg_sync = spec.get("fine_sync", True)
+                settle = spec.get("fine_settle_steps", 0)
+                for n in order:
+                    sw[n] += st.go(n)
+                    if settle:   # untimed steps after the switch: what switching leaves behind falls there
+                        for _ in range(settle):
+                            w.step()
+                        if seg_sync:
+                            sync()
+                    t0 = perf()
+                    for _ in range(seg_steps):
+                        w.step()
+                    if seg_sync:
+                        sync()
+                    sums[n] += perf() - t0
+                l1 = b.stats() if hasattr(b, "stats") else {}
+            finally:
+                gc.enable()
+            k = {n: order.count(n) for n in names}
+            rounds.append({"order": names, "ms": {n: sums[n] / 1e6 / (k[n] * seg_steps) for n in names},
+                           "sched": dict.fromkeys(names), "switch_us": {n: round(sw[n] / 1e3 / k[n], 2) for n in names},
+                           "loop": {x: v - l0.get(x, 0) for x, v in l1.items() if isinstance(v, int)}})
+            i += 1
+            if spec.get("rounds_path"):
+                _dump_rounds(spec, names, rounds)
+            left = spec["deadline"] - time.time()
+            if i % 2 == 0 and (i >= spec.get("max_pairs", 1000) or
+                               (i >= spec["min_pairs"] and left < 2 * (time.time() - t_round) * 1.1 + 0.5)):
+                break
+    finally:
+        st.go("kprof")
+        t0 = time.perf_counter()
+        stop()
+        if rounds:
+            rounds[-1]["stop_s"] = round(time.perf_counter() - t0, 3)
+    return rounds
 
 
 def _multi_order(names, i):
@@ -1969,7 +2156,9 @@ def overhead(args) -> int:
                     # a multi-way child writes its rounds here as they end (a run cut off keeps them)
                     "rounds_path": os.path.join(args.results_dir or _results_dir(),
                                                 f"{args.name or 'profiler_overhead_rotated'}.{wl}.rounds.json")
-                    if args.against and "," in args.against else None}
+                    if (args.against and "," in args.against) or args.fine else None,
+                    "fine": args.fine, "fine_cycles": args.fine_cycles, "fine_sync": bool(args.fine_sync),
+                    "fine_settle": args.fine_settle}
             try:
                 r = None
                 if args.spawn == "fork" and _FORK["broken"] is None:
@@ -2281,6 +2470,25 @@ def main(argv=None) -> int:
                          "and a closing control is not added; several, comma-separated (e.g. floor,proton,none: "
                          "'none' unprofiled): a multi-way run, rounds of one block each in a rotating order, "
                          "every pair of them compared (A/B) and none/none as the control")
+    ov.add_argument("--fine", type=float, default=None, metavar="MS",
+                    help="one kprof session per process, its segments of about MS ms (at least one step) switched "
+                    "between the states kprof, floor (kprof's activity kinds only), none and none2 (all off; the "
+                    "control) -- a fine interleave: each block's states ran within a few ms of each other, on the "
+                    "same core speed; every pair of states is compared block by block (--profilers kprof only)")
+    ov.add_argument("--fine-cycles", type=int, default=1, metavar="N",
+                    help="--fine: a block is N times 26 segments (an order in which every state follows every other "
+                    "once, then the same reversed)")
+    ov.add_argument("--fine-sync", type=int, default=1, choices=[0, 1],
+                    help="--fine: 1 (default): a synchronize closes every segment inside its time (no GPU work "
+                    "queued across a segment boundary; on a GPU-bound step each segment then starts with an idle "
+                    "GPU, which exposes host work a pipelined run would hide); 0: no synchronize, the GPU queue "
+                    "runs on from segment to segment (what it carries over falls on every state alike, by the "
+                    "order)")
+    ov.add_argument("--fine-settle", type=float, default=0.0, metavar="MS",
+                    help="--fine: untimed steps for about MS ms (at least one step; 0: none) after each switch, before "
+                    "the segment's timed steps (R3, "
+                    "2026-11-29: switching kprof on left ~170 us of after-effect in the segment it opened, on the "
+                    "tiny loop at 3- and 12-ms segments alike; a profiled run switches once)")
     ov.add_argument("--grace", type=float, default=40.0, help="no child starts later than this past --budget")
     ov.add_argument("--spawn", choices=["exec", "fork"], default="exec",
                     help="how each child process starts (overhead and reconcile): exec (a new interpreter) or fork (from a server that "
@@ -2315,6 +2523,10 @@ def main(argv=None) -> int:
                if p and p not in AGAINST_OK and not (p == "none" and len(others) > 1 and p in others)]
         if bad:
             ap.error(f"--against compares {', '.join(sorted(AGAINST_OK))} only; not: {', '.join(bad)}")
+    if args.fine:
+        if args.against or [p for p in args.profilers.split(",") if p] != ["kprof"] or args.device != "cuda":
+            ap.error("--fine runs --profilers kprof alone, without --against, on a GPU")
+        args.step_probe = 0
     args.rounds = args.rounds or 1
     args.budget = args.budget or (90.0 if args.quick else 450.0)
     if args.step_probe is None:   # on the GPU hosts the probe halved the noise or better (2026-11-28)

@@ -730,3 +730,148 @@ def test_multi_way_rounds_on_disk_as_they_end(tmp_path, capsys):
     assert rp.reanalyse(path, settle=2) == 0
     out = capsys.readouterr().out
     assert "kprof/floor" in out and "1.0476" in out and "none/none" in out
+
+
+class _FakeCupti:
+    """What _FineStates calls on cupti-python, recorded."""
+
+    class ActivityKind:
+        CONCURRENT_KERNEL, MEMCPY, MEMSET, EXTERNAL_CORRELATION = 10, 1, 2, 99
+
+    def __init__(self):
+        self.calls = []
+
+    def activity_enable(self, k):
+        self.calls.append(("on", int(k)))
+
+    def activity_disable(self, k):
+        self.calls.append(("off", int(k)))
+
+
+class _FakeBackend:
+    def __init__(self, calls):
+        self.calls = calls
+        self.kinds = [10, 1, 2, 99]
+        self.external = self.light = True
+
+    def _enable_api_records(self, on):
+        self.calls.append(("api", on))
+
+    def _enable_callbacks(self, on):
+        self.calls.append(("cb", on))
+
+
+def _fine_states(monkeypatch):
+    import profiler
+    from profiler import session as S
+    c = _FakeCupti()
+    st = rp._FineStates.__new__(rp._FineStates)
+    st.c, st.b, st.S, st.profiler = c, _FakeBackend(c.calls), S, profiler
+    st.sess, st.core_kinds, st.ext, st.light = [], [10, 1, 2], True, True
+    st.real_scope, st.cur = profiler.scope, "kprof"
+    monkeypatch.setattr(profiler, "scope", profiler.scope)   # restored after the test
+    monkeypatch.setattr(S, "_refresh", lambda: c.calls.append(("refresh",)))
+    return st, c.calls
+
+
+def test_fine_states_switch_only_what_differs(monkeypatch):
+    """--fine: kprof -> floor turns kprof's extras off (API records, external correlation, callbacks, the session
+    and its scope) and keeps the kinds; floor -> none turns the kinds off; none -> none2 changes nothing (the
+    control's two states are one); none -> kprof turns everything on again; scopes follow."""
+    import profiler
+    st, calls = _fine_states(monkeypatch)
+    real = profiler.scope
+    st.go("floor")
+    assert calls == [("api", 0), ("off", 99), ("cb", 0), ("refresh",)] and profiler.scope is rp._null_scope
+    calls.clear()
+    st.go("none")
+    assert calls == [("off", 10), ("off", 1), ("off", 2)]
+    calls.clear()
+    st.go("none2")
+    assert calls == [] and st.cur == "none2"
+    st.go("kprof")
+    assert calls == [("on", 10), ("on", 1), ("on", 2), ("api", 1), ("on", 99), ("cb", 1), ("refresh",)]
+    assert profiler.scope is real
+    calls.clear()
+    st.go("none")
+    assert calls == [("api", 0), ("off", 99), ("cb", 0), ("refresh",), ("off", 10), ("off", 1), ("off", 2)]
+    calls.clear()
+    st.go("floor")
+    assert calls == [("on", 10), ("on", 1), ("on", 2)] and profiler.scope is rp._null_scope
+
+
+def test_fine_rounds_balance_carryover_and_give_a_control(monkeypatch, tmp_path):
+    """--fine: in a block every state follows every other state equally often (what a segment leaves to the next
+    falls on all alike) and weighs the same at each end of the block (a drift cancels); each segment ends with a
+    synchronize inside its time; each block's value per state is its time per step; the split has none/none2
+    (the control) next to kprof/floor."""
+    order, syncs = [], []
+    clock = [0]   # a step's time, exact: 200 us under kprof, 100 us otherwise (no sleeps: no load can flip it)
+
+    class W:
+        def step(self):
+            order.append(st.cur)
+            clock[0] += 200_000 if st.cur == "kprof" else 100_000
+
+    st, _ = _fine_states(monkeypatch)
+    import types
+    monkeypatch.setattr(rp, "time", types.SimpleNamespace(time=time.time, perf_counter=time.perf_counter,
+                                                          perf_counter_ns=lambda: clock[0]))
+
+    class B:
+        rawbufs = type("R", (), {"max_bytes": 64 << 20})()
+
+        def stats(self):
+            return {"buffers": 0}
+    back = B()
+    monkeypatch.setattr(rp, "_start", lambda p, out: (rp._BACKEND.__setitem__(0, back), lambda: None)[1])
+    monkeypatch.setattr(rp, "_FineStates", lambda b: st)
+    spec = {"out": str(tmp_path / "x"), "fine_cycles": 1, "deadline": time.time(), "min_pairs": 2,
+            "workload": "tiny", "profiler": "kprof", "against": None, "rounds_path": None}
+    rounds = rp._fine_rounds(W(), "kprof", spec, 1, lambda: syncs.append(len(order)))
+    assert len(rounds) == 2 and back.rawbufs.max_bytes > 1 << 40   # no decoding inside the blocks
+    blk = order[:26]
+    assert syncs[1:27] == list(range(1, 27))   # a synchronize closes every segment
+    pairs = [(a, b) for a, b in zip(blk, blk[1:]) if a != b]
+    for a in rp.FINE_STATES:
+        for b in rp.FINE_STATES:
+            if a != b:
+                assert pairs.count((a, b)) == 2, (a, b)
+    for s in rp.FINE_STATES:
+        n = blk.count(s)
+        assert n == (8 if s == "kprof" else 6) and sum(i for i, x in enumerate(blk) if x == s) == n * 12.5, s
+    r = {"workload": "tiny", "profiler": "kprof", "multi": rounds, "cold_ms": [1.0], "stop_s": [], "setup_s": 1.0,
+         "wall_s": 1.0, "steps_per_block": 6}
+    vs = {v["profiler"]: v for v in rp._multi_split(r)}
+    assert {"kprof/floor", "none/none2", "floor/none"} <= set(vs)
+    assert vs["kprof/floor"]["warm"] == pytest.approx([2.0] * len(rounds))
+    assert vs["none/none2"]["warm"] == pytest.approx([1.0] * len(rounds))
+    order.clear()   # --fine-settle 2: two untimed steps after every switch, each segment's time without them
+    syncs.clear()
+    st.cur = "kprof"
+    rs = rp._fine_rounds(W(), "kprof", dict(spec, fine_settle_steps=2, deadline=time.time()), 1,
+                         lambda: syncs.append(len(order)))
+    assert len(order) == 2 * 26 * 3 and len(syncs) == 2 * (1 + 2 * 26)
+    assert rs[0]["ms"] == pytest.approx({"kprof": 0.2, "floor": 0.1, "none": 0.1, "none2": 0.1})
+    syncs.clear()   # --fine-sync 0: only the block's own synchronize, before its first segment
+    rp._fine_rounds(W(), "kprof", dict(spec, fine_sync=False, deadline=time.time()), 1, lambda: syncs.append(1))
+    assert len(syncs) == 2
+
+
+def test_issue23_status_rules():
+    """issue23_status's rules: the control met only with its whole 95% interval inside [0.99, 1.01] (its median
+    within 1% is kept beside it); kprof/floor met below 1.02 at the upper bound, and marked shown above when the
+    whole interval is above; kprof/Proton met at an upper bound <= 1.00."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "issue23_status", os.path.join(REPO, "bench", "experiments", "profiler_overhead", "issue23_status.py"))
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    e = {"value": 1.004, "ci": [0.992, 1.012]}
+    assert m._met("control (fine)", e) is False and e["median_within_1pct"] is True
+    assert m._met("control (fine)", {"value": 0.998, "ci": [0.9933, 1.0011]}) is True
+    e = {"value": 1.066, "ci": [1.024, 1.077]}
+    assert m._met("kprof/floor", e) is False and e["shown_above"] is True
+    assert m._met("kprof/floor", {"value": 1.004, "ci": [0.984, 1.012]}) is True
+    assert m._met("kprof/proton", {"value": 0.975, "ci": [0.955, 0.9998]}) is True
+    assert m._met("kprof/floor", {"missing": True}) is None

@@ -1,16 +1,28 @@
-"""Issue 23's "done when" on the overhead side, per workload, from this session's one-process runs: kprof over
-the CUPTI floor, kprof over Proton and the control, each as the steady median pair ratio with its sign-test 95%
-interval (raw too), and whether each criterion is shown by the rule fixed before the runs:
+"""Issue 23's "done when" on the overhead side, per workload: kprof over the CUPTI floor, kprof over Proton and
+the control that goes with each, every figure a median ratio with its sign-test 95% interval, and whether each
+criterion is shown by the rules below (fixed before the runs they judge).
 
-* within 2% of the floor: kprof/floor's upper bound < 1.02;
+Two designs feed it (docs/performance.md, "## Profiler overhead"):
+
+* **fine** (session 20, ``reconcile_profilers overhead --fine``): one kprof session per process, its segments of
+  ~3 ms (one step of the encoder or ``train``) switched between the states kprof, floor (kprof's
+  kernel/memcpy/memset activity kinds only) and none/none2 (all off); the figure is the median over blocks of
+  each block's A/B ratio.  The control is none/none2: two states that are the same, measured as every other
+  comparison is.  kprof/floor comes from it.
+* **block** (session 19, ``--against floor,proton,none``): one block per profiler per round, each profiler
+  started and finalized around its block; the steady ratio (each block's first segment out).  Proton cannot be
+  switched at a fine grain (its ``deactivate`` keeps its CUPTI subscriber, callbacks and activity kinds on), so
+  kprof/Proton comes from this design, and its control is none/none of consecutive rounds.
+
+Rules:
+
+* within 2% of the floor: kprof/floor's upper bound < 1.02 (the fine design's kprof/floor is itself an upper
+  bound: switching kprof on leaves ~170 us behind in each segment, R3 of session 20);
 * not above Proton: kprof/proton's upper bound <= 1.00;
-* the control: none/none (unprofiled blocks of consecutive rounds, the in-process analog of the spread between
-  unprofiled processes) reads within 1% of 1.
+* the control's spread < 1%: its whole 95% interval inside [0.99, 1.01] (the method reads within 1% of the truth
+  where nothing differs, at 95%; session 19's rule, the median alone within 1%, is kept as ``median_within_1pct``).
 
     python3 bench/experiments/profiler_overhead/issue23_status.py [--out bench/results/NAME.json]
-
-Sources are the results files named in SOURCES (a multi-way run's ``comparisons``; a two-way ``--against proton``
-run's ``kprof`` entry).
 """
 from __future__ import annotations
 
@@ -23,74 +35,103 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 RES = os.path.join(ROOT, "bench", "results")
 
-# (workload, comparison) -> (call, results file relative to bench/results)
+S20_FINE = "profiler_overhead_s20_r2_fine_h200.json"
+# (workload, criterion) -> (call, results file relative to bench/results, comparison in it, design)
 SOURCES = {
-    ("train", "kprof/floor"): ("R1 (s19)", "profiler_overhead_s19_r1_train_multi_h200.json"),
-    ("train", "kprof/proton"): ("R1 (s19)", "profiler_overhead_s19_r1_train_multi_h200.json"),
-    ("train", "none/none"): ("R1 (s19)", "profiler_overhead_s19_r1_train_multi_h200.json"),
-    ("tiny", "kprof/floor"): ("R4 (s19)", "profiler_overhead_s19_r4_tiny_multi_h200.json"),
-    ("tiny", "kprof/proton"): ("R4 (s19)", "profiler_overhead_s19_r4_tiny_multi_h200.json"),
-    ("tiny", "none/none"): ("R4 (s19)", "profiler_overhead_s19_r4_tiny_multi_h200.json"),
-    ("encoder", "kprof/floor"): ("R3 (s19)", "profiler_overhead_s19_r3_encoder_multi_h200.json"),
-    ("encoder", "none/none"): ("R3 (s19)", "profiler_overhead_s19_r3_encoder_multi_h200.json"),
-    ("encoder", "kprof/proton"): ("R0 (s19)", "s19_R0_h200/ovh18_r3/overhead_s18_r3_encoder_kprof_vs_proton.json"),
+    ("encoder", "kprof/floor"): ("R2 (s20)", S20_FINE, "kprof/floor", "fine"),
+    ("encoder", "control (fine)"): ("R2 (s20)", S20_FINE, "none/none2", "fine"),
+    ("encoder", "kprof/proton"): ("R0 (s19)", "s19_R0_h200/ovh18_r3/overhead_s18_r3_encoder_kprof_vs_proton.json",
+                                  "kprof/proton", "block"),
+    ("encoder", "control (block)"): ("R3 (s19)", "profiler_overhead_s19_r3_encoder_multi_h200.json", "none/none",
+                                     "block"),
+    ("train", "kprof/floor"): ("R2 (s20)", S20_FINE, "kprof/floor", "fine"),
+    ("train", "control (fine)"): ("R2 (s20)", S20_FINE, "none/none2", "fine"),
+    ("train", "kprof/proton"): ("R1 (s19)", "profiler_overhead_s19_r1_train_multi_h200.json", "kprof/proton", "block"),
+    ("train", "control (block)"): ("R1 (s19)", "profiler_overhead_s19_r1_train_multi_h200.json", "none/none", "block"),
+    ("tiny", "kprof/floor"): ("R2 (s20)", S20_FINE, "kprof/floor", "fine"),
+    ("tiny", "control (fine)"): ("R2 (s20)", S20_FINE, "none/none2", "fine"),
+    ("tiny", "kprof/proton"): ("R4 (s19)", "profiler_overhead_s19_r4_tiny_multi_h200.json", "kprof/proton", "block"),
+    ("tiny", "control (block)"): ("R4 (s19)", "profiler_overhead_s19_r4_tiny_multi_h200.json", "none/none", "block"),
 }
+CRITERIA = ("kprof/floor", "control (fine)", "kprof/proton", "control (block)")
 
 
-def _entry(wl, comp):
-    call, rel = SOURCES[wl, comp]
+def _entry(wl, crit, sources=None):
+    call, rel, comp, design = (sources or SOURCES)[wl, crit]
+    base = {"call": call, "file": rel, "comparison": comp, "design": design}
     path = os.path.join(RES, rel)
     if not os.path.exists(path):
-        return {"call": call, "file": rel, "missing": True}
-    s = json.load(open(path))["summary"][wl]
+        return dict(base, missing=True)
+    s = json.load(open(path))["summary"].get(wl)
+    if s is None:
+        return dict(base, missing=True)
     c = (s.get("comparisons") or {}).get(comp)
     if c is None and comp == "kprof/proton":   # a two-way kprof --against proton run
         e = s["profilers"]["kprof"]
         c = {"pairs": e["pairs"], "warm": e["warm"], "warm_sign_ci": e["warm_sign_ci"],
              "steady": e.get("warm_steady"), "steady_sign_ci": e.get("warm_steady_sign_ci")}
     if c is None:
-        return {"call": call, "file": rel, "missing": True}
-    return dict(c, call=call, file=rel)
+        return dict(base, missing=True)
+    # the figure: a fine run starts its profiler once (no start-up in any block): its block ratio; a block run:
+    # the steady ratio (each block's first segment, the profiler's start-up, out)
+    if design == "fine":
+        value, ci = c["warm"], c.get("warm_sign_ci")
+    else:
+        value, ci = c.get("steady"), c.get("steady_sign_ci")
+    return dict(base, pairs=c["pairs"], value=value, ci=ci, raw=c["warm"], raw_ci=c.get("warm_sign_ci"))
 
 
-def _met(comp, e):
-    if e.get("missing") or e.get("steady") is None:
+def _met(crit, e):
+    if e.get("missing") or e.get("value") is None:
         return None
-    if comp == "none/none":
-        return abs(e["steady"] - 1) < 0.01
-    if not e.get("steady_sign_ci"):   # too few pairs for an interval: not shown
+    ci = e.get("ci")
+    if crit.startswith("control"):
+        e["median_within_1pct"] = abs(e["value"] - 1) < 0.01
+        return bool(ci) and ci[0] >= 0.99 and ci[1] <= 1.01
+    if not ci:   # too few pairs for an interval: not shown
         return False
-    hi = e["steady_sign_ci"][1]
-    return hi < 1.02 if comp == "kprof/floor" else hi <= 1.00
+    if crit == "kprof/floor":
+        # the whole interval above +2%: shown not to hold -- except in the fine design, whose kprof/floor is an
+        # upper bound (R3, 2026-11-29: switching kprof on leaves ~170 us in the segment it opens)
+        e["shown_above"] = ci[0] > 1.02 and e.get("design") != "fine"
+        if e.get("design") == "fine":
+            e["upper_bound"] = True
+        return ci[1] < 1.02
+    e["shown_above"] = ci[0] > 1.00
+    return ci[1] <= 1.00
 
 
-def status() -> dict:
+def status(sources=None) -> dict:
     out = {}
     for wl in ("encoder", "train", "tiny"):
         out[wl] = {}
-        for comp in ("kprof/floor", "kprof/proton", "none/none"):
-            e = _entry(wl, comp)
-            e["met"] = _met(comp, e)
-            out[wl][comp] = e
+        for crit in CRITERIA:
+            e = _entry(wl, crit, sources)
+            e["met"] = _met(crit, e)
+            out[wl][crit] = e
     return out
 
 
 def table(st: dict) -> str:
-    rows = ["| workload | kprof / floor, steady [95%] (raw) | kprof / Proton, steady [95%] (raw) | control none/none, "
-            "steady [95%] | pairs | calls |", "|---|---|---|---|---|---|"]
+    rows = ["| workload | kprof / floor (fine) [95%] | control none/none2 (fine) [95%] | kprof / Proton (block, "
+            "steady) [95%] | control none/none (block, steady) [95%] | blocks | calls |",
+            "|---|---|---|---|---|---|---|"]
 
     def cell(e):
         if e.get("missing"):
             return "not run"
         mark = {True: "met", False: "not shown", None: "?"}[e["met"]]
-        ci = e.get("steady_sign_ci")
+        if e.get("shown_above"):
+            mark = "not met (the whole interval above)"
+        elif e.get("upper_bound") and not e["met"]:
+            mark = "not shown (an upper bound)"
+        ci = e.get("ci")
         ci = f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "[no interval]"
-        return f"{e['steady']:.4f} {ci} ({e['warm']:.4f}): **{mark}**"
+        return f"{e['value']:.4f} {ci}: **{mark}**"
     for wl, d in st.items():
-        pairs = "/".join(str(d[c].get("pairs", "-")) for c in ("kprof/floor", "kprof/proton", "none/none"))
+        pairs = "/".join(str(d[c].get("pairs", "-")) for c in CRITERIA)
         calls = ", ".join(sorted({d[c]["call"] for c in d if not d[c].get("missing")})) or "-"
-        rows.append(f"| {wl} | {cell(d['kprof/floor'])} | {cell(d['kprof/proton'])} | {cell(d['none/none'])} | "
-                    f"{pairs} | {calls} |")
+        rows.append(f"| {wl} | " + " | ".join(cell(d[c]) for c in CRITERIA) + f" | {pairs} | {calls} |")
     return "\n".join(rows)
 
 
@@ -102,8 +143,10 @@ def main(argv=None) -> int:
     print(table(st))
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"rules": {"kprof/floor": "steady upper bound < 1.02", "kprof/proton": "steady upper bound <= 1.00",
-                                 "none/none": "steady median within 1% of 1"}, "status": st}, f, indent=1)
+            json.dump({"rules": {"kprof/floor": "upper bound < 1.02", "kprof/proton": "upper bound <= 1.00",
+                                 "control": "95% interval inside [0.99, 1.01]",
+                                 "figure": "fine: median block ratio; block: steady median pair ratio"},
+                       "status": st}, f, indent=1)
     return 0
 
 
