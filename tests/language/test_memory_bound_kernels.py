@@ -117,9 +117,11 @@ def _numel(shape):
     return n
 
 
-# convert_layout ops each kernel needs (golden): none. rope's cos/sin rows, broadcast over the heads, are
-# loaded in the tiles' column layout (passes/load_layouts.py), as Triton loads them; the 32x64 tiles never convert
-CONVERSIONS = {}
+# convert_layout ops each kernel needs (golden). rope's cos/sin rows, broadcast over the heads, are
+# loaded in the tiles' column layout (passes/load_layouts.py), as Triton loads them; the 32x64 tiles never convert.
+# The norm backwards' final fp32 dW (and dB) rows are stored through shared memory, 16 bytes a lane, as Triton
+# stores them (passes/coalesce.py, KERNELC_STORE_DISCOUNT_SCOPE=all; session 20, mem20)
+CONVERSIONS = {"rms_norm_bwd_kernel": 1, "layer_norm_bwd_kernel": 2}
 
 
 def test_every_kernel_compiles_for_hopper_with_128_bit_row_accesses():
