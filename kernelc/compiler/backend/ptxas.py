@@ -467,9 +467,9 @@ def _loads_first(free: CubinResult, data: bytes, bounds: Dict[str, int], target,
 
     A tile copied through a layout conversion (a transpose: every load feeds the shared-memory stores, nothing else
     to overlap with) keeps its whole tile in flight only when all its loads issue before the first store; below
-    that ptxas issues them in groups, one memory latency a group. The fp32 64x64 transpose without a ceiling takes
-    40 registers, 12 blocks per SM and issues 3-4 of its 8 128-bit loads first; at 48, 10 blocks, all 8: 1.009 of
-    Triton against 0.994 (H200, session 20, call R1; docs/performance.md). One entry per module, as kernelc emits."""
+    that ptxas issues them in groups, one memory latency a group (the fp32 64x64 transpose without a ceiling issues
+    3-4 of its 8 128-bit loads first; measured in docs/performance.md, issue 21). One entry per module, as kernelc
+    emits."""
     one = _one_entry(free, bounds, target)
     if one is None or one[2] is None:
         return free

@@ -14,8 +14,8 @@ memory), divided by ``KERNELC_STORE_SMEM_DISCOUNT`` (default 4: an SM moves 128 
 several times what it gets of L2 for its stores). ``KERNELC_STORE_DISCOUNT_SCOPE`` says for which stores: every
 store (``all``, the default since session 20) or an MMA accumulator's only (``mma``). Priced byte for byte, the
 RMS/layer-norm backward rows' final fp32 dW/dB stores (8 registers a thread from the bf16/fp16 loads' layout: two
-16-byte stores half a sector apart: twice the sector touches of 16 bytes a lane) stayed unconverted; converted through
-shared memory they ran 0.8% and 2.2% faster on an H200 (1.003 and 1.016 of Triton, session 20, call R1). A
+16-byte stores half a sector apart: twice the sector touches of 16 bytes a lane) stayed unconverted, and were
+measured faster converted through shared memory (docs/performance.md, issue 21, twentieth session). A
 conversion is inserted when the sectors it
 saves outweigh that, so a store that is already sector-efficient (an MMA accumulator stored as fp32
 pairs) never gains one, while a 16-bit accumulator (4-byte pieces, half a sector a row) converts to
