@@ -1,0 +1,247 @@
+"""softmax bwd 8192^2 fp16 against Triton: builds and memory-instruction forms of kernelc's PTX, interleaved.
+
+On CPU (bench/experiments/tutorial_gaps/cpu_compare.py, sm_90a) kernelc's broadcast build without a ceiling (47
+registers, 2 blocks of 16 warps an SM) and Triton's (50, 2 blocks) are the same SASS but for register names and
+how the second 16-byte load/store of a thread forms its address (kernelc: an immediate offset, Triton: its own
+IMAD.WIDE); the shipped build (allreduce, 40 registers, 3 blocks) differs in the cross-warp step. Both read
+0.999 of Triton (docs/performance.md, mem20 and call S). So the columns here ask whether anything *beyond*
+Triton's form moves the row: cache hints on the streamed loads and stores, the read-only path, the occupancy.
+
+Columns (``--col TAG=RECIPE[+EDIT...][@KNOB=V,...]``): kernelc compiled under the knobs, its PTX edited by each
+EDIT and assembled by RECIPE (mem20/builds.py's: ``free``, ``bound``, ``whole``, ``capN``, ``own`` = kernelc's
+build, no reassembly; with an edit ``own`` means ``free``, kernelc's pick for this row). Edits (text transforms of
+kernelc's PTX, ``EDITS``):
+- ``nc``: global loads through the read-only path (``ld.global.nc``; SASS ``LDG.E.128.CONSTANT``);
+- ``l1na``: global loads ``.L1::no_allocate`` (each byte is read once);
+- ``l2ef``: global loads with an L2 ``evict_first`` cache policy (``createpolicy.fractional``, as Triton writes
+  ``eviction_policy='evict_first'``);
+- ``stcs``: global stores ``.cs`` (streaming: evict first);
+- ``stef``: global stores with the L2 ``evict_first`` policy.
+``tcubin``: Triton's cubin launched by kernelc's launcher (mb_gaps/swap_cubin.py), the launcher's A/A.
+
+    python3 bench/experiments/mem21/variants.py [--rounds R] [--out PATH] --col ... [rows...]     # GPU
+    python3 bench/experiments/mem21/variants.py --check --col ...                                # CPU: builds, SASS
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "bench", "experiments", "mem20"))
+sys.path.insert(0, os.path.join(ROOT, "bench", "experiments", "mb_gaps"))
+
+_LD = re.compile(r"\bld\.global\.(v[248]\.b\d+|b\d+)")
+_ST = re.compile(r"\bst\.global\.(v[248]\.b\d+|b\d+)")
+_MEMOP_END = re.compile(r"(\[[^\]]*\])\s*;")
+
+
+def _policy(ptx: str) -> tuple:
+    """A fresh 64-bit register holding an L2 evict_first policy, created at the top of the body."""
+    if "%rdpol_ef" in ptx:
+        return ptx, "%rdpol_ef"
+    lines = ptx.split("\n")
+    last = max(i for i, ln in enumerate(lines) if ln.strip().startswith(".reg"))
+    lines[last + 1:last + 1] = ["\t.reg .b64 %rdpol_ef;",
+                                "\tcreatepolicy.fractional.L2::evict_first.b64 %rdpol_ef, 1.0;"]
+    return "\n".join(lines), "%rdpol_ef"
+
+
+def _hinted(ptx: str, pat, repl, with_policy=False) -> str:
+    if not pat.search(ptx):
+        raise ValueError("no such global access")
+    if with_policy:
+        ptx, pol = _policy(ptx)
+    out = []
+    for ln in ptx.split("\n"):
+        if pat.search(ln):
+            ln = pat.sub(repl, ln, count=1)
+            if with_policy:   # the cache-policy operand follows the address: ld {..}, [a], pol; st [a], {..}, pol
+                ln = ln.rstrip()
+                assert ln.endswith(";"), ln
+                ln = ln[:-1].rstrip() + f", {pol};"
+        out.append(ln)
+    return "\n".join(out)
+
+
+EDITS = {
+    "nc": lambda p: _hinted(p, _LD, r"ld.global.nc.\1"),
+    "l1na": lambda p: _hinted(p, _LD, r"ld.global.L1::no_allocate.\1"),
+    "l2ef": lambda p: _hinted(p, _LD, r"ld.global.L2::cache_hint.\1", True),
+    "stcs": lambda p: _hinted(p, _ST, r"st.global.cs.\1"),
+    "stef": lambda p: _hinted(p, _ST, r"st.global.L2::cache_hint.\1", True),
+}
+
+
+def parse_col(spec: str):
+    """``TAG=RECIPE[+EDIT..][@K=V,..]`` -> (tag, recipe, [edits], env)."""
+    tag, rest = spec.split("=", 1)
+    rest, _, envs = rest.partition("@")
+    recipe, *edits = rest.split("+")
+    env = dict(kv.split("=", 1) for kv in envs.split(",") if kv)
+    for e in edits:
+        if e not in EDITS:
+            raise SystemExit(f"unknown edit {e!r} (have {sorted(EDITS)})")
+    return tag, recipe or "own", edits, env
+
+
+def build(ptx: str, recipe: str, edits) -> bytes:
+    import builds as B
+    for e in edits:
+        ptx = EDITS[e](ptx)
+    if recipe == "own":
+        recipe = "free"
+    return B.assemble(ptx, recipe)
+
+
+def load_build(kfn, recipe: str, edits) -> dict:
+    """Reload ``kfn``'s one loaded specialisation from its own PTX, edited and assembled by ``recipe``."""
+    from cubintools import inspect_cubin
+    from kernelc.runtime.driver import LoadedFunction
+    from kernelc.runtime.fastpath import make_launch
+    from kernelc.runtime.launcher import get_state
+    ents = list(get_state(kfn)["cache"].values())
+    if len(ents) != 1:
+        raise RuntimeError(f"{kfn}: {len(ents)} kernelc specialisations loaded, expected one")
+    ent = ents[0]
+    ck = ent.compiled
+    if recipe == "own" and not edits:
+        return {"regs": ck.n_regs}
+    cubin = build(ck.asm["ptx"], recipe, edits)
+    f = inspect_cubin(cubin).kernel(ck.name)
+    ent.function = LoadedFunction(cubin, ck.name, ck.dynamic_shared, ent.function.threads // 32, f.n_regs,
+                                  ent.device, total_shared=ck.shared)
+    ent.launch = make_launch(ent, kfn, ent.cmask) if ent.cmask is not None else None
+    return {"regs": f.n_regs, "kernelc_regs": ck.n_regs, "local": f.frame_size}
+
+
+def main(argv) -> int:
+    import argparse
+    import tempfile
+    import torch
+    import builds as B
+    import asm_matrix as A
+    A.TRITON_PTXAS = B.triton_ptxas()
+    from bench.bench_memory_bound import (CONTROL, _env, _err, _regs, cases, column_env, interleaved_round,
+                                          kernelc_variant, log_ratio_ci, median_ci)
+    from bench.common import triton_twin
+    from examples.kernels import memory_bound as K
+    from swap_cubin import swap_in
+    ap = argparse.ArgumentParser()
+    ap.add_argument("rows", nargs="*")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", os.path.join(HERE, "results")), "variants.json"))
+    ap.add_argument("--col", action="append", default=[])
+    ap.add_argument("--tcubin", action="store_true", help="also Triton's cubin through kernelc's launcher")
+    a = ap.parse_args(argv)
+    cols = [parse_col(c) for c in a.col]
+    root = tempfile.mkdtemp(prefix="mem21-variants-")
+    T = triton_twin("memory_bound")
+    table = cases()
+    names = [n for r in (a.rows or ["softmax bwd"]) for n in table if n.startswith(r)]
+    rows = []
+    t0 = time.time()
+
+    def dump(rs):
+        os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
+        with open(a.out, "w") as f:
+            json.dump({"rounds": a.rounds, "gpu": torch.cuda.get_device_name(), "cols": a.col, "rows": rs}, f,
+                      indent=1)
+    for name in dict.fromkeys(names):
+        make, call, ref, nbytes = table[name]
+        row = {"benchmark": name, "builds": {}, "errs": {}}
+        try:
+            with _env(column_env(root, "kernelc")):   # never a build another process left on disk
+                args = make()
+                call(K, *[x.clone() for x in args])
+            want = call(T, *[x.clone() for x in args])
+            impls = [("kernelc", lambda: call(K, *args))]
+            row["regs"] = {"kernelc": _regs(K)}
+            for tag, recipe, edits, env in cols:
+                try:
+                    M = kernelc_variant(f"v_{tag}")
+                    with _env(column_env(root, tag, env)):
+                        call(M, *[x.clone() for x in args])
+                    fns = {kn: kf for kn, kf in vars(M).items()
+                           if hasattr(kf, "arg_names") and getattr(kf, "_cuda_state", {}).get("cache")}
+                    row["builds"][tag] = {"recipe": recipe, "edits": edits, "env": env,
+                                          **{kn: load_build(kf, recipe, edits) for kn, kf in fns.items()}}
+                    row["errs"][tag] = _err(call(M, *[x.clone() for x in args]), want)
+                except Exception as e:   # a failing column is reported and left out
+                    import traceback
+                    traceback.print_exc()
+                    row["builds"][tag] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+                    continue
+                impls.append((f"kernelc[{tag}]", lambda M=M: call(M, *args)))
+            if a.tcubin:
+                S = kernelc_variant("swap")
+                with _env(column_env(root, "swap")):
+                    call(S, *[x.clone() for x in args])
+                try:
+                    row["builds"]["tcubin"] = {kn: swap_in(kf, getattr(T, kn)) for kn, kf in vars(S).items()
+                                               if hasattr(kf, "arg_names") and getattr(kf, "_cuda_state", {}).get("cache")}
+                    row["errs"]["tcubin"] = _err(call(S, *[x.clone() for x in args]), want)
+                    impls.append(("kernelc[tcubin]", lambda: call(S, *args)))
+                except Exception as e:
+                    row["builds"]["tcubin"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+            impls += [("triton", lambda: call(T, *args)), (CONTROL, lambda: call(T, *args))]
+            rds = row["rounds"] = []
+            for _ in range(a.rounds):   # written after every round: a process cut short keeps its rounds
+                rds.append(interleaved_round(dict(impls), CONTROL, keep=False))
+                dump(rows + [row])
+            print(f"{name} ({time.time() - t0:.0f} s)", flush=True)
+            for n in rds[0]["log"]:
+                logs = [rd["log"][n] for rd in rds]
+                ci, mci = log_ratio_ci(logs), median_ci(logs)
+                row[f"{n}/triton_ci95"] = [round(v, 5) for v in ci] if ci else None
+                row[f"{n}/triton_median_ci95"] = [round(v, 5) for v in mci] if mci else None
+                b = row["builds"].get(n[8:-1], {}) if n.startswith("kernelc[") else {}
+                regs = [v.get("regs") for v in b.values() if isinstance(v, dict) and "regs" in v]
+                print(f"   {n:20s} {row[f'{n}/triton_ci95']}  regs {regs or row['regs'].get('kernelc')}", flush=True)
+            print("   errs", row["errs"], flush=True)
+        except Exception as e:  # one failing row must not hide the others
+            import traceback
+            traceback.print_exc()
+            row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        rows.append(row)
+        torch.cuda.empty_cache()
+        dump(rows)
+    return 0
+
+
+def check(argv) -> int:
+    """CPU: each ``--col`` built for softmax bwd 8192 (knobs applied): registers, spills, the memory opcodes."""
+    import collections
+    import asm_matrix as A
+    import builds as B
+    from cubintools import inspect_cubin, instructions
+    from kernelc.compat import install
+    install()
+    from examples.kernels import memory_bound as K
+    from kernelc.compiler.compiler import compile as kcompile
+    from bench.bench_memory_bound import _env
+    A.TRITON_PTXAS = "/work/ext/triton_site/triton/backends/nvidia/bin/ptxas"
+    cols = [parse_col(argv[i + 1]) for i, x in enumerate(argv) if x == "--col"]
+    sig_s, cx, nw = A.CASES["softmax_bwd_kernel"]
+    sig = dict(p.split("=") for p in sig_s.split(","))
+    for tag, recipe, edits, env in cols:
+        with _env(env):
+            ck = kcompile(K.softmax_bwd_kernel, sig, cx, "sm_90a", nw, 3,
+                          divisibility={n: 16 for n, t in sig.items() if t.startswith("*") or t in ("i32", "i64")})
+        cubin = ck.asm["cubin"] if recipe == "own" and not edits else build(ck.asm["ptx"], recipe, edits)
+        f = inspect_cubin(cubin).kernel(ck.name)
+        ops = collections.Counter(i.opcode for i in instructions(cubin)
+                                  if i.opcode.startswith(("LDG", "STG", "BAR", "LDS", "STS")))
+        print(f"{tag:10s} regs {f.n_regs:3d} local {f.frame_size:3d}  {dict(sorted(ops.items()))}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    if "--check" in sys.argv:
+        sys.exit(check(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:]))
