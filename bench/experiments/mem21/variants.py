@@ -17,7 +17,9 @@ kernelc's PTX, ``EDITS``):
   ``eviction_policy='evict_first'``);
 - ``stcs``: global stores ``.cs`` (streaming: evict first);
 - ``stef``: global stores with the L2 ``evict_first`` policy.
-``tcubin``: Triton's cubin launched by kernelc's launcher (mb_gaps/swap_cubin.py), the launcher's A/A.
+``tcubin``: Triton's cubin launched by kernelc's launcher (mb_gaps/swap_cubin.py), the launcher's A/A;
+``tptx``: Triton's PTX assembled as kernelc assembles its own (nvJitLink, relocatable, no ``.reqntid``/``.maxntid``,
+no ceiling) and launched by kernelc's launcher: whether kernelc's build path alone moves the row.
 
     python3 bench/experiments/mem21/variants.py [--rounds R] [--out PATH] --col ... [rows...]     # GPU
     python3 bench/experiments/mem21/variants.py --check --col ...                                # CPU: builds, SASS
@@ -99,6 +101,34 @@ def build(ptx: str, recipe: str, edits) -> bytes:
     return B.assemble(ptx, recipe)
 
 
+_REQNTID = re.compile(r"^[ \t]*\.(?:reqntid|maxntid)[^\n]*\n", re.M)
+
+
+def triton_ptx_build(ptx: str) -> bytes:
+    """Triton's PTX through kernelc's path: its thread-count directive dropped, nvJitLink without a ceiling."""
+    import asm_matrix as A
+    return A.nvjitlink_link(_REQNTID.sub("", ptx).encode(), "PTX")
+
+
+def swap_tptx(kfn, tfn) -> dict:
+    """As swap_cubin.swap_in, with Triton's PTX assembled by ``triton_ptx_build`` in place of Triton's cubin."""
+    import swap_cubin as SC
+    from cubintools import inspect_cubin
+    tk = SC._triton_compiled(tfn)
+    cubin = triton_ptx_build(tk.asm["ptx"])
+    f = inspect_cubin(cubin).kernel(tk.name)
+
+    class _TK:   # Triton's build with the cubin swapped: what swap_in reads of it
+        name, metadata, asm, n_regs = tk.name, tk.metadata, {**tk.asm, "cubin": cubin}, f.n_regs
+    real = SC._triton_compiled
+    SC._triton_compiled = lambda _tfn: _TK
+    try:
+        out = SC.swap_in(kfn, tfn)
+    finally:
+        SC._triton_compiled = real
+    return {**out, "regs": f.n_regs, "local": f.frame_size}
+
+
 def load_build(kfn, recipe: str, edits) -> dict:
     """Reload ``kfn``'s one loaded specialisation from its own PTX, edited and assembled by ``recipe``."""
     from cubintools import inspect_cubin
@@ -138,6 +168,7 @@ def main(argv) -> int:
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", os.path.join(HERE, "results")), "variants.json"))
     ap.add_argument("--col", action="append", default=[])
     ap.add_argument("--tcubin", action="store_true", help="also Triton's cubin through kernelc's launcher")
+    ap.add_argument("--tptx", action="store_true", help="also Triton's PTX through kernelc's assembler path")
     a = ap.parse_args(argv)
     cols = [parse_col(c) for c in a.col]
     root = tempfile.mkdtemp(prefix="mem21-variants-")
@@ -189,6 +220,19 @@ def main(argv) -> int:
                     impls.append(("kernelc[tcubin]", lambda: call(S, *args)))
                 except Exception as e:
                     row["builds"]["tcubin"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+            if a.tptx:
+                P = kernelc_variant("tptx")
+                with _env(column_env(root, "tptx")):
+                    call(P, *[x.clone() for x in args])
+                try:
+                    row["builds"]["tptx"] = {kn: swap_tptx(kf, getattr(T, kn)) for kn, kf in vars(P).items()
+                                             if hasattr(kf, "arg_names") and getattr(kf, "_cuda_state", {}).get("cache")}
+                    row["errs"]["tptx"] = _err(call(P, *[x.clone() for x in args]), want)
+                    impls.append(("kernelc[tptx]", lambda: call(P, *args)))
+                except Exception as e:
+                    import traceback
+                    traceback.print_exc()
+                    row["builds"]["tptx"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
             impls += [("triton", lambda: call(T, *args)), (CONTROL, lambda: call(T, *args))]
             rds = row["rounds"] = []
             for _ in range(a.rounds):   # written after every round: a process cut short keeps its rounds
