@@ -1,0 +1,306 @@
+"""Issue 21's "Done when", cell by cell: each with its figure, the call and results file it comes from, and a
+verdict by the rules below (written before this table was first built, session 21).
+
+Sources are the result files in bench/results (read here, not copied); the CPU cells are checked live: the
+transpose's and permute's SASS stores are compiled here, and the import, scheduling and golden-IR tests run here.
+
+Rules:
+* memory-bound row, kernelc / Triton on the same source, interleaved (bench/interleaved.py: the mean of
+  per-repetition log ratios, a Student t 95% interval over the rounds), one figure per call (per process where a
+  call ran several; a round where kernelc's or the A/A's log ratio is more than 2% from its median over the
+  call's rounds is left out as disturbed): ``above`` when every call's interval lies at or above 1.0; ``level``
+  when none lies wholly below 1.0 and at least one holds 1.0; ``below`` when some call's interval lies wholly
+  below 1.0 and none wholly above; ``mixed`` when some lie wholly above and some wholly below. The issue's
+  ">= 1.0x" is shown by ``above`` only.
+* transpose/permute against torch: kernelc's bandwidth over ``x.t().contiguous()`` / ``x.permute(0, 2, 1)
+  .contiguous()`` in the same run, >= 0.9.
+* bench_kernels against 766f1cd (kernels_abba.py: processes 766f1cd, B, B, 766f1cd, each autotuning for itself;
+  a row's figure is kernelc's speed over Triton's in the same process, B/766f1cd of it; two pairs): ``no
+  regression`` when every pair is >= 0.98; ``regression`` when both pairs are < 0.98 and the larger of them is
+  further from 1 than either tree's own spread (its second process over its first); ``not resolved`` otherwise
+  (also a call with one pair). Over calls: ``regression`` if any call says so, else ``no regression`` if any
+  call says so, else ``not resolved``.
+  A pinned-config A/B (pinned_ab.py: one config, no autotuning; time ratio per pair, cuBLAS the control) of a row
+  overrides a ``not resolved`` when both its pairs are >= 0.98 in speed.
+
+    python3 bench/experiments/mem21/issue21_status.py [--out bench/results/issue21_status_s21.json] [--no-live]
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+RES = os.path.join(ROOT, "bench", "results")
+sys.path.insert(0, ROOT)
+
+# -- the memory-bound set ---------------------------------------------------------------------------------
+# (call, file under bench/results, GPU): bench_memory_bound.py runs with --timing interleaved; the one-run call of
+# all 14 rows first, then calls that measured some rows again (each process of a call is its own entry)
+MB_CALLS = [
+    ("R3 (s20, all 14 rows, one run)", "s20_mem20_R3_h200/memory_bound.json", "H200"),
+    ("R2 (s20)", "s20_mem20_R2_h200/memory_bound.json", "H200"),
+] + [(f"S (s20), process {i}", f"s20_S_h200/p{i}.json", "H200") for i in range(1, 5)]
+MB_EXTRA = []   # (call, file, GPU, benchmark prefix) of session 21's calls: filled in from --mb-extra
+
+
+DISTURBED = 0.02
+
+
+def _mb_rows(path):
+    """{benchmark: kernelc/Triton and its interval, the A/A} of one call, disturbed rounds left out."""
+    import statistics
+    from bench.bench_memory_bound import log_ratio_ci
+    d = json.load(open(os.path.join(RES, path)))
+    out = {}
+    for r in d["rows"]:
+        rds = (r.get("interleaved") or {}).get("rounds") or []
+        if not rds:
+            continue
+        cols = ("kernelc", "triton[control]")
+        med = {c: statistics.median(rd["log"][c] for rd in rds) for c in cols}
+        keep = [i for i, rd in enumerate(rds) if all(abs(rd["log"][c] - med[c]) <= DISTURBED for c in cols)]
+        ci = log_ratio_ci([rds[i]["log"]["kernelc"] for i in keep])
+        aa = log_ratio_ci([rds[i]["log"]["triton[control]"] for i in keep])
+        if ci:
+            out[r["benchmark"]] = {"x": round(ci[0], 5), "ci": [round(v, 5) for v in ci[1:]],
+                                   "aa": round(aa[0], 5), "aa_ci": [round(v, 5) for v in aa[1:]],
+                                   "rounds": len(keep), "left_out": [i + 1 for i in range(len(rds)) if i not in keep]}
+    return out
+
+
+def mb_verdict(figs):
+    if not figs:
+        return "not measured"
+    below = any(f["ci"][1] < 1.0 for f in figs)
+    if below and any(f["ci"][0] >= 1.0 for f in figs):
+        return "mixed"
+    if below:
+        return "below"
+    if all(f["ci"][0] >= 1.0 for f in figs):
+        return "above"
+    return "level"
+
+
+def memory_bound(extra=()):
+    rows = {}
+    for call, path, gpu in MB_CALLS:
+        for name, f in _mb_rows(path).items():
+            rows.setdefault(name, []).append({"call": call, "file": path, "gpu": gpu, **f})
+    for call, path, gpu, prefix in extra:
+        for name, f in _mb_rows(path).items():
+            if name.startswith(prefix):
+                rows.setdefault(name, []).append({"call": call, "file": path, "gpu": gpu, **f})
+    return {name: {"verdict": mb_verdict(figs), "calls": figs} for name, figs in rows.items()}
+
+
+def against_torch():
+    """kernelc's bandwidth over torch's copy in the same run, the last H200 runs that timed torch."""
+    out = {}
+    for path, rows in (("s20_mem20_R2_h200/memory_bound.json", ("transpose",)),
+                       ("memory_bound_transpose_permute_torch_s16_h200.json", ("transpose", "permute"))):
+        d = json.load(open(os.path.join(RES, path)))
+        for r in d["rows"]:
+            key = r["benchmark"].split()[0].split("(")[0]
+            if key in rows and r.get("torch") and key not in out:
+                out[key] = {"benchmark": r["benchmark"], "file": path, "kernelc_GBps": round(r["kernelc"]),
+                            "torch_GBps": round(r["torch"]), "kernelc/torch": round(r["kernelc"] / r["torch"], 3),
+                            "met": r["kernelc"] / r["torch"] >= 0.9}
+    return out
+
+
+def stores_128():
+    """The transpose's and permute's global stores in SASS (CPU, sm_90a, the benchmark's specialisation)."""
+    import collections
+    sys.path.insert(0, os.path.join(ROOT, "bench", "experiments", "mem20"))
+    from asm_matrix import CASES
+    from cubintools import instructions
+    from kernelc.compat import install
+    install()
+    from examples.kernels import memory_bound as K
+    from kernelc.compiler.compiler import compile as kcompile
+    out = {}
+    for kname in ("transpose_kernel", "permute021_kernel"):
+        sig_s, cx, nw = CASES[kname]
+        sig = dict(p.split("=") for p in sig_s.split(","))
+        ck = kcompile(getattr(K, kname), sig, cx, "sm_90a", nw, 3,
+                      divisibility={n: 16 for n, t in sig.items() if t.startswith("*") or t in ("i32", "i64")})
+        ops = collections.Counter(i.opcode for i in instructions(ck.asm["cubin"]) if i.opcode.startswith(("STG", "LDG")))
+        out[kname] = {"sass_global_ops": dict(sorted(ops.items())),
+                      "met": set(o for o in ops if o.startswith("STG")) == {"STG.E.128"}}
+    return out
+
+
+# -- bench_kernels against 766f1cd ------------------------------------------------------------------------
+ABBA = [   # (call, file, GPU)
+    ("C2 (s14)", "s14_C2_h200/abba/abba.json", "H200"),
+    ("R1 (s15)", "s15_R1_h200/abba/abba.json", "H200"),
+    ("R1 (s16, lay16)", "kernels_ab_pre21_vs_lay16_rowwise_s16_h200.json", "H200"),
+    ("R1h (s17)", "s17_R1_h200/abba/abba.json", "H200"),
+    ("R2a (s17)", "s17_R2_h200/abba_attn/abba.json", "H200"),
+    ("R2b (s17)", "s17_R2b_h200/abba_pers/abba.json", "H200"),
+]
+PINNED = [   # (call, files A1, B1, B2, A2 under bench/results, GPU): pinned_ab.py, processes A B B A
+    ("P (s17, lead)", ["s17_P_h200/pin_A_1.json", "s17_P_h200/pin_B_1.json", "s17_P_h200/pin_B_2.json",
+                       "s17_P_h200/pin_A_2.json"], "H200"),
+    ("R1a (s18)", ["s18_R1a_h200/fp8_A_1.json", "s18_R1a_h200/fp8_B_1.json", "s18_R1a_h200/fp8_B_2.json",
+                   "s18_R1a_h200/fp8_A_2.json"], "H200"),
+]
+
+
+def _group(bench: str) -> str:
+    b = bench.split()[0]
+    return {"vector": "vector_add", "matmul_descriptor_persistent": "matmul_device_desc", "layernorm": "layernorm",
+            "softmax": "softmax"}.get(b, b)
+
+
+def abba_verdict(r):
+    pairs = [p for p in r["pairs"] if p is not None]
+    if all(p >= 0.98 for p in pairs):
+        return "no regression"
+    spreads = [abs(math.log(s)) for s in (r["spread_a2_over_a1"], r["spread_b2_over_b1"]) if s]
+    if (len(pairs) == 2 and len(spreads) == 2 and all(p < 0.98 for p in pairs)
+            and abs(math.log(max(pairs))) > max(spreads)):
+        return "regression"
+    return "not resolved"
+
+
+def pinned():
+    out = {}
+    for call, files, gpu in PINNED:
+        a1, b1, b2, a2 = (json.load(open(os.path.join(RES, f)))["rows"] for f in files)
+        for cfg in a1:
+            sp = [a1[cfg]["ms"] / b1[cfg]["ms"], a2[cfg]["ms"] / b2[cfg]["ms"]]   # speed B over A per pair
+            ctl = [a1[cfg]["ref_ms"] / b1[cfg]["ref_ms"], a2[cfg]["ref_ms"] / b2[cfg]["ref_ms"]]
+            out[cfg] = {"call": call, "gpu": gpu, "files": files, "speed_b_over_a_pairs": [round(x, 4) for x in sp],
+                        "control_pairs": [round(x, 4) for x in ctl], "no_regression": all(x >= 0.98 for x in sp)}
+    return out
+
+
+def _pin_key(bench: str):
+    """The pinned entry that stands for a bench_kernels row (same kernel, dtype and size), if any."""
+    m = re.match(r"(matmul\w*) (fp16|bf16|fp8e4m3) (\d+)\^3", bench)
+    if not m:
+        return None
+    kern, dt, n = m.groups()
+    if dt == "fp8e4m3":   # bench_kernels files the fp8 rows under matmul; pinned_ab under matmul_fp8
+        kern = "matmul_fp8"
+    dt = {"fp16": "float16", "bf16": "bfloat16", "fp8e4m3": "e4m3"}[dt]
+    return kern, dt, n
+
+
+def bench_kernels():
+    pins = pinned()
+    groups = {}
+    for call, path, gpu in ABBA:
+        d = json.load(open(os.path.join(RES, path)))
+        for g in d["groups"]:
+            for r in g.get("rows", []):
+                e = {"call": call, "gpu": gpu, "file": path, "b": d["b"][0], "b_over_a": round(r["b_over_a"], 4),
+                     "pairs": [round(p, 4) for p in r["pairs"] if p is not None],
+                     "own_spread": [None if x is None else round(x, 4) for x in (r["spread_a2_over_a1"], r["spread_b2_over_b1"])],
+                     "verdict": abba_verdict(r)}
+                groups.setdefault(_group(r["benchmark"]), {}).setdefault(r["benchmark"], []).append(e)
+    out = {}
+    for grp, rows in sorted(groups.items()):
+        gv = {}
+        for bench, es in sorted(rows.items()):
+            verdicts = {e["verdict"] for e in es}
+            v = ("regression" if "regression" in verdicts else
+                 "no regression" if "no regression" in verdicts else "not resolved")
+            pk = _pin_key(bench)
+            pin = None
+            if pk:
+                pin = next(({"config": c, **p} for c, p in pins.items()
+                            if c.startswith(pk[0] + " ") and f" {pk[1]} {pk[2]} " in f" {c} "), None)
+                if pin and v == "not resolved" and pin["no_regression"]:
+                    v = "no regression (pinned)"
+            gv[bench] = {"verdict": v, "abba": es, **({"pinned": pin} if pin else {})}
+        out[grp] = gv
+    return out
+
+
+# -- the GPU suite and the fuzz ---------------------------------------------------------------------------
+GPU_SUITE = ("F (s20, merged tree 70dabce)", "gpu_tests_2026-11-29_s20_F_h200.log")
+
+
+def gpu_suite():
+    call, path = GPU_SUITE
+    text = open(os.path.join(RES, path)).read()
+    m = re.search(r"=+ (.*) in [\d.]+s", text.strip().splitlines()[-1])
+    summary = m.group(1) if m else text.strip().splitlines()[-1]
+    counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?)", summary)}
+    fuzz = sorted(set(re.findall(r"PASSED tests/gpu/test_gpu_differential.py::test_random_differential\[(\d+)\]", text)))
+    fuzz_failed = re.findall(r"FAILED tests/gpu/test_gpu_differential.py::test_random_differential\[(\d+)\]", text)
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gd", os.path.join(ROOT, "tests", "gpu", "test_gpu_differential.py"))
+    src = open(spec.origin).read()
+    n_cases = sum(int(x) for x in re.findall(r"RANDOM(?:_T)?_SEED, RANDOM(?:_T)?_CASES = \d+, (\d+)", src))
+    n_chunks = int(re.search(r"RANDOM_CHUNKS = (\d+)", src).group(1))
+    return {
+        "gpu_tests": {"call": call, "file": path, "summary": summary, "counts": counts,
+                      "met": counts.get("failed", 0) == 0 and counts.get("error", counts.get("errors", 0)) == 0},
+        "fuzz": {"call": call, "file": path, "cases": n_cases, "chunks_passed": len(fuzz), "chunks": n_chunks,
+                 "chunks_failed": len(fuzz_failed),
+                 "note": "a chunk passes only with 0 of its cases differing (GPU against the CPU interpreter)",
+                 "met": len(fuzz) == n_chunks and not fuzz_failed},
+    }
+
+
+def cpu_tests():
+    """The import test, the scheduling-decision test and the golden-IR-per-pass test, run here."""
+    import subprocess
+    tests = {"import (layering)": ["tests/test_layering.py"],
+             "lower_to_llvm makes no scheduling decision": [
+                 "tests/compiler/test_schedule_passes.py::test_codegen_makes_no_scheduling_decision"],
+             "golden IR tests per pass": ["tests/compiler/test_pass_goldens.py"]}
+    out = {}
+    for name, args in tests.items():
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=ROOT,
+                           capture_output=True, text=True)
+        last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr[-300:]
+        out[name] = {"tests": args, "result": last, "met": r.returncode == 0}
+    from kernelc.compiler.compiler import FRONTEND_PASSES, TILE_PASSES
+    out["golden IR tests per pass"]["passes"] = len({p.name for p in FRONTEND_PASSES + TILE_PASSES})
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(RES, "issue21_status_s21.json"))
+    ap.add_argument("--no-live", action="store_true", help="skip the CPU compiles and tests")
+    ap.add_argument("--mb-extra", action="append", default=[],
+                    help="CALL=FILE=PREFIX: one more call's memory-bound figures (file under bench/results)")
+    a = ap.parse_args(argv)
+    extra = [tuple(s.split("=", 2)[:2]) + ("H200", s.split("=", 2)[2]) for s in a.mb_extra]
+    status = {"rules": __doc__.split("Rules:")[1].split("    python3")[0].strip(),
+              "memory_bound": memory_bound(extra), "against_torch": against_torch(),
+              "bench_kernels_vs_766f1cd": bench_kernels(), **gpu_suite()}
+    if not a.no_live:
+        status["stores_128_cpu"] = stores_128()
+        status.update(cpu_tests())
+    with open(a.out, "w") as f:
+        json.dump(status, f, indent=1)
+    mb = status["memory_bound"]
+    print("memory-bound rows:", {v: sum(1 for r in mb.values() if r["verdict"] == v) for v in ("above", "level", "mixed", "below")})
+    for name, r in mb.items():
+        print(f"  {name:36s} {r['verdict']:6s} " + "  ".join(f"{c['x']:.4f}" for c in r["calls"]))
+    for k, v in status["against_torch"].items():
+        print(f"  vs torch {k}: {v['kernelc/torch']}")
+    for grp, rows in status["bench_kernels_vs_766f1cd"].items():
+        print(f"  bench_kernels {grp}: " + ", ".join(f"{b.split(' ', 1)[1]} {r['verdict']}" for b, r in rows.items()))
+    for k in ("gpu_tests", "fuzz", "stores_128_cpu", "import (layering)", "lower_to_llvm makes no scheduling decision",
+              "golden IR tests per pass"):
+        if k in status:
+            print(f"  {k}: {status[k]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
