@@ -195,6 +195,21 @@ def _pin_key(bench: str):
     return kern, dt, n
 
 
+# which tree each group's A/B ran, and whether that tree builds the same code as this one (CPU checks kept in
+# bench/experiments/mem21/results/)
+SAME_CODE = {
+    ("vector_add", "softmax", "layernorm"): "bench/experiments/mem21/results/rowwise_sass_lay16_vs_mem21.json",
+}
+
+
+def _same_code(group):
+    for groups, rel in SAME_CODE.items():
+        if group in groups and os.path.exists(os.path.join(ROOT, rel)):
+            d = json.load(open(os.path.join(ROOT, rel)))
+            return {"file": rel, "trees": [t["tree"] for t in d["trees"]], "same_sass": d["same_sass"]}
+    return None
+
+
 def bench_kernels():
     pins = pinned()
     groups = {}
@@ -222,7 +237,8 @@ def bench_kernels():
                 if pin and v == "not resolved" and pin["no_regression"]:
                     v = "no regression (pinned)"
             gv[bench] = {"verdict": v, "abba": es, **({"pinned": pin} if pin else {})}
-        out[grp] = gv
+        sc = _same_code(grp)
+        out[grp] = {"rows": gv, **({"measured_tree_vs_this_tree": sc} if sc else {})}
     return out
 
 
@@ -294,7 +310,9 @@ def main(argv=None) -> int:
     for k, v in status["against_torch"].items():
         print(f"  vs torch {k}: {v['kernelc/torch']}")
     for grp, rows in status["bench_kernels_vs_766f1cd"].items():
-        print(f"  bench_kernels {grp}: " + ", ".join(f"{b.split(' ', 1)[1]} {r['verdict']}" for b, r in rows.items()))
+        print(f"  bench_kernels {grp}: " + ", ".join(f"{b.split(' ', 1)[1]} {r['verdict']}" for b, r in rows["rows"].items())
+              + (f"  [same SASS as the tree measured: {rows['measured_tree_vs_this_tree']['same_sass']}]"
+                 if "measured_tree_vs_this_tree" in rows else ""))
     for k in ("gpu_tests", "fuzz", "stores_128_cpu", "import (layering)", "lower_to_llvm makes no scheduling decision",
               "golden IR tests per pass"):
         if k in status:
