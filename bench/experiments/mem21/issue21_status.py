@@ -202,12 +202,31 @@ SAME_CODE = {
 }
 
 
-def _same_code(group):
+CORPUS_SINCE = "bench/experiments/mem21/results/corpus_since_ab_trees.json"
+CORPUS_GROUPS = {"matmul": ("matmul", "matmul_fp8", "matmul_fp8_tma"), "matmul_tma": ("matmul_tma",),
+                 "matmul_persistent": ("persistent",), "matmul_device_desc": ("desc_persistent",),
+                 "attention": ("attention",), "attention_tma": ("attention_tma",), "softmax": ("softmax",),
+                 "layernorm": ("layernorm",), "vector_add": ("vector_add",)}
+CALL_TREE = {"C2 (s14)": "s14_C2_28925eb", "R1 (s15)": "s15_R1_a39fa15", "R1h (s17)": "s17_R1h_045a42e",
+             "R2a (s17)": "s17_R2a_258297b", "R2b (s17)": "s17_R1h_045a42e"}   # R2b: b4ab8df, scripts only on 045a42e's compiler
+
+
+def _same_code(group, calls):
+    out = {}
     for groups, rel in SAME_CODE.items():
         if group in groups and os.path.exists(os.path.join(ROOT, rel)):
             d = json.load(open(os.path.join(ROOT, rel)))
-            return {"file": rel, "trees": [t["tree"] for t in d["trees"]], "same_sass": d["same_sass"]}
-    return None
+            out["sass"] = {"file": rel, "trees": [t["tree"] for t in d["trees"]], "same_sass": d["same_sass"]}
+    if os.path.exists(os.path.join(ROOT, CORPUS_SINCE)):
+        d = json.load(open(os.path.join(ROOT, CORPUS_SINCE)))
+        for call in calls:
+            tree = CALL_TREE.get(call)
+            if tree in d:
+                diff = [k for k in d[tree]["differ"] if k.split("/")[0] in CORPUS_GROUPS.get(group, ())]
+                n = sum(v for k, v in d[tree]["groups"].items() if k in CORPUS_GROUPS.get(group, ()))
+                out.setdefault("ptx", {})[call] = {"file": CORPUS_SINCE, "tree": tree, "corpus_kernels": n,
+                                                   "differ_now": diff}
+    return out or None
 
 
 def bench_kernels():
@@ -237,7 +256,7 @@ def bench_kernels():
                 if pin and v == "not resolved" and pin["no_regression"]:
                     v = "no regression (pinned)"
             gv[bench] = {"verdict": v, "abba": es, **({"pinned": pin} if pin else {})}
-        sc = _same_code(grp)
+        sc = _same_code(grp, sorted({e["call"] for es in rows.values() for e in es}))
         out[grp] = {"rows": gv, **({"measured_tree_vs_this_tree": sc} if sc else {})}
     return out
 
@@ -311,7 +330,8 @@ def main(argv=None) -> int:
         print(f"  vs torch {k}: {v['kernelc/torch']}")
     for grp, rows in status["bench_kernels_vs_766f1cd"].items():
         print(f"  bench_kernels {grp}: " + ", ".join(f"{b.split(' ', 1)[1]} {r['verdict']}" for b, r in rows["rows"].items())
-              + (f"  [same SASS as the tree measured: {rows['measured_tree_vs_this_tree']['same_sass']}]"
+              + (f"  [code now vs the trees measured: "
+                 f"{ {k: (v['same_sass'] if k == 'sass' else {c: len(x['differ_now']) for c, x in v.items()}) for k, v in rows['measured_tree_vs_this_tree'].items()} }]"
                  if "measured_tree_vs_this_tree" in rows else ""))
     for k in ("gpu_tests", "fuzz", "stores_128_cpu", "import (layering)", "lower_to_llvm makes no scheduling decision",
               "golden IR tests per pass"):
