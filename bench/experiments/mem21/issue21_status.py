@@ -46,7 +46,8 @@ sys.path.insert(0, ROOT)
 MB_CALLS = [
     ("R3 (s20, all 14 rows, one run)", "s20_mem20_R3_h200/memory_bound.json", "H200"),
     ("R2 (s20)", "s20_mem20_R2_h200/memory_bound.json", "H200"),
-] + [(f"S (s20), process {i}", f"s20_S_h200/p{i}.json", "H200") for i in range(1, 5)]
+] + [(f"S (s20), process {i}", f"s20_S_h200/p{i}.json", "H200") for i in range(1, 5)] \
+  + [(f"R1 (s21), process {i}", f"s21_mem21_R1_h200/variants_p{i}.json", "H200") for i in range(1, 4)]
 MB_EXTRA = []   # (call, file, GPU, benchmark prefix) of session 21's calls: filled in from --mb-extra
 
 
@@ -60,7 +61,7 @@ def _mb_rows(path):
     d = json.load(open(os.path.join(RES, path)))
     out = {}
     for r in d["rows"]:
-        rds = (r.get("interleaved") or {}).get("rounds") or []
+        rds = (r.get("interleaved") or {}).get("rounds") or r.get("rounds") or []   # bench_memory_bound / variants.py
         if not rds:
             continue
         cols = ("kernelc", "triton[control]")
@@ -306,10 +307,43 @@ def cpu_tests():
     return out
 
 
+def markdown(st) -> str:
+    """The status as the table docs/performance.md carries (one line per cell)."""
+    L = ["| cell | figure | call (file under bench/results) | verdict |", "|---|---|---|---|"]
+    for name, r in st["memory_bound"].items():
+        figs = "; ".join(f"{c['x']:.4f} [{c['ci'][0]:.4f}, {c['ci'][1]:.4f}]" for c in r["calls"])
+        calls = "; ".join(f"{c['call']}" for c in r["calls"])
+        L.append(f"| {name} >= 1.0x Triton | {figs} | {calls} | {r['verdict']} |")
+    for k, v in st["against_torch"].items():
+        L.append(f"| {v['benchmark']} >= 0.9x torch's copy | {v['kernelc_GBps']} / {v['torch_GBps']} GB/s = "
+                 f"{v['kernelc/torch']} | `{v['file']}` | {'met' if v['met'] else 'not met'} |")
+    for k, v in st.get("stores_128_cpu", {}).items():
+        L.append(f"| {k} SASS stores 128-bit (CPU, sm_90a) | {v['sass_global_ops']} | this table's run | "
+                 f"{'met' if v['met'] else 'not met'} |")
+    for grp, g in st["bench_kernels_vs_766f1cd"].items():
+        for bench, r in g["rows"].items():
+            figs = "; ".join(f"{e['b_over_a']} {e['pairs']} (own {e['own_spread']})" for e in r["abba"])
+            if "pinned" in r:
+                figs += f"; pinned {r['pinned']['speed_b_over_a_pairs']}"
+            calls = "; ".join(e["call"] for e in r["abba"]) + (f"; {r['pinned']['call']}" if "pinned" in r else "")
+            L.append(f"| bench_kernels {bench} vs 766f1cd | {figs} | {calls} | {r['verdict']} |")
+    gt, fz = st["gpu_tests"], st["fuzz"]
+    L.append(f"| GPU tests | {gt['summary']} | {gt['call']} (`{gt['file']}`) | {'met' if gt['met'] else 'not met'} |")
+    L.append(f"| GPU differential fuzz, 0 mismatches | {fz['cases']} cases, {fz['chunks_passed']} of {fz['chunks']} "
+             f"chunks passed | {fz['call']} | {'met' if fz['met'] else 'not met'} |")
+    for k in ("import (layering)", "lower_to_llvm makes no scheduling decision", "golden IR tests per pass"):
+        if k in st:
+            v = st[k]
+            L.append(f"| {k} | {v['result']}" + (f" ({v['passes']} passes)" if "passes" in v else "")
+                     + f" | `{' '.join(v['tests'])}` (CPU, this run) | {'met' if v['met'] else 'not met'} |")
+    return "\n".join(L)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(RES, "issue21_status_s21.json"))
     ap.add_argument("--no-live", action="store_true", help="skip the CPU compiles and tests")
+    ap.add_argument("--md", help="also write the markdown table to this file")
     ap.add_argument("--mb-extra", action="append", default=[],
                     help="CALL=FILE=PREFIX: one more call's memory-bound figures (file under bench/results)")
     a = ap.parse_args(argv)
@@ -322,6 +356,9 @@ def main(argv=None) -> int:
         status.update(cpu_tests())
     with open(a.out, "w") as f:
         json.dump(status, f, indent=1)
+    if a.md:
+        with open(a.md, "w") as f:
+            f.write(markdown(status) + "\n")
     mb = status["memory_bound"]
     print("memory-bound rows:", {v: sum(1 for r in mb.values() if r["verdict"] == v) for v in ("above", "level", "mixed", "below")})
     for name, r in mb.items():

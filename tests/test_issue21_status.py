@@ -1,0 +1,59 @@
+"""bench/experiments/mem21: the status table's verdict rules and variants.py's PTX edits (CPU, no compiles)."""
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench", "experiments", "mem21"))
+
+import issue21_status as S  # noqa: E402
+import variants as V  # noqa: E402
+
+
+def _fig(x, lo, hi):
+    return {"x": x, "ci": [lo, hi]}
+
+
+def test_memory_bound_verdicts():
+    assert S.mb_verdict([_fig(1.003, 1.001, 1.005), _fig(1.002, 1.0, 1.004)]) == "above"
+    assert S.mb_verdict([_fig(1.0004, 0.9997, 1.0011)]) == "level"
+    assert S.mb_verdict([_fig(0.999, 0.998, 0.9995), _fig(1.0, 0.999, 1.001)]) == "below"
+    assert S.mb_verdict([_fig(0.999, 0.998, 0.9995), _fig(1.002, 1.001, 1.003)]) == "mixed"
+    assert S.mb_verdict([]) == "not measured"
+
+
+def test_abba_verdicts():
+    row = {"pairs": [0.99, 1.01], "spread_a2_over_a1": 1.0, "spread_b2_over_b1": 1.0}
+    assert S.abba_verdict(row) == "no regression"
+    # both pairs 5% down, each tree repeating itself within 1%: a regression
+    assert S.abba_verdict({**row, "pairs": [0.95, 0.95], "spread_a2_over_a1": 1.01, "spread_b2_over_b1": 0.99}) \
+        == "regression"
+    # the same pairs where a tree moved 10% between its own two processes: not resolved
+    assert S.abba_verdict({**row, "pairs": [0.95, 0.95], "spread_a2_over_a1": 0.9}) == "not resolved"
+    # one pair (a process cut short): never a regression
+    assert S.abba_verdict({"pairs": [0.9, None], "spread_a2_over_a1": None, "spread_b2_over_b1": 1.0}) \
+        == "not resolved"
+
+
+PTX = """.visible .entry k(
+)
+{
+\t.reg .pred \t%p<3>;
+\t.reg .b64 \t%rd<7>;
+\t@%p1 ld.global.v4.b32 {%r1, %r2, %r3, %r4}, [ %rd1 + 0 ];
+\t@%p1 st.global.v4.b32 [ %rd5 + 0 ], {%r24, %r25, %r26, %r27};
+\tret;
+}"""
+
+
+def test_variant_edits_rewrite_only_global_accesses():
+    assert "ld.global.nc.v4.b32" in V.EDITS["nc"](PTX)
+    assert "st.global.cs.v4.b32 [ %rd5 + 0 ]" in V.EDITS["stcs"](PTX)
+    ef = V.EDITS["l2ef"](PTX)
+    # the policy is made once before the body, and the load takes it after its address
+    assert ef.count("createpolicy.fractional.L2::evict_first.b64 %rdpol_ef, 1.0;") == 1
+    assert "ld.global.L2::cache_hint.v4.b32 {%r1, %r2, %r3, %r4}, [ %rd1 + 0 ], %rdpol_ef;" in ef
+    assert "st.global.v4.b32 [ %rd5 + 0 ]" in ef   # stores untouched
+    both = V.EDITS["stef"](ef)
+    assert both.count("createpolicy") == 1 and "%rdpol_ef;" in both.split("st.global")[1]
+    assert V.parse_col("x=own+l2ef+stcs@KERNELC_REDUCE_XWARP=broadcast") == \
+        ("x", "own", ["l2ef", "stcs"], {"KERNELC_REDUCE_XWARP": "broadcast"})
