@@ -19,7 +19,9 @@ kernelc's PTX, ``EDITS``):
 - ``stef``: global stores with the L2 ``evict_first`` policy.
 ``tcubin``: Triton's cubin launched by kernelc's launcher (mb_gaps/swap_cubin.py), the launcher's A/A;
 ``tptx``: Triton's PTX assembled as kernelc assembles its own (nvJitLink, relocatable, no ``.reqntid``/``.maxntid``,
-no ceiling) and launched by kernelc's launcher: whether kernelc's build path alone moves the row.
+no ceiling) and launched by kernelc's launcher: whether kernelc's build path alone moves the row
+(``--tptx keep``: nvJitLink with Triton's ``.reqntid``; ``--tptx whole``: Triton's ptxas, a whole program).
+Edit ``req``: kernelc's ``.maxntid`` written as ``.reqntid`` (with recipe ``bound`` or ``whole``).
 
     python3 bench/experiments/mem21/variants.py [--rounds R] [--out PATH] --col ... [rows...]     # GPU
     python3 bench/experiments/mem21/variants.py --check --col ...                                # CPU: builds, SASS
@@ -77,7 +79,16 @@ EDITS = {
     "l2ef": lambda p: _hinted(p, _LD, r"ld.global.L2::cache_hint.\1", True),
     "stcs": lambda p: _hinted(p, _ST, r"st.global.cs.\1"),
     "stef": lambda p: _hinted(p, _ST, r"st.global.L2::cache_hint.\1", True),
+    # the launch bound as Triton writes it (.reqntid: exactly N threads) instead of kernelc's .maxntid (at most N)
+    "req": lambda p: _sub_or_fail(re.compile(r"^([ \t]*)\.maxntid\b", re.M), r"\1.reqntid", p),
 }
+
+
+def _sub_or_fail(pat, repl, ptx):
+    out, n = pat.subn(repl, ptx)
+    if not n:
+        raise ValueError(f"no {pat.pattern!r} in the PTX")
+    return out
 
 
 def parse_col(spec: str):
@@ -104,18 +115,26 @@ def build(ptx: str, recipe: str, edits) -> bytes:
 _REQNTID = re.compile(r"^[ \t]*\.(?:reqntid|maxntid)[^\n]*\n", re.M)
 
 
-def triton_ptx_build(ptx: str) -> bytes:
-    """Triton's PTX through kernelc's path: its thread-count directive dropped, nvJitLink without a ceiling."""
+def triton_ptx_build(ptx: str, recipe: str = "free") -> bytes:
+    """Triton's PTX assembled by ``recipe``: ``free`` as kernelc assembles its own (thread-count directive dropped,
+    nvJitLink, no ceiling); ``keep`` nvJitLink with Triton's ``.reqntid``; ``whole`` Triton's ptxas as a whole
+    program (as Triton assembles it)."""
     import asm_matrix as A
-    return A.nvjitlink_link(_REQNTID.sub("", ptx).encode(), "PTX")
+    if recipe == "free":
+        return A.nvjitlink_link(_REQNTID.sub("", ptx).encode(), "PTX")
+    if recipe == "keep":
+        return A.nvjitlink_link(ptx.encode(), "PTX")
+    if recipe == "whole":
+        return A.ptxas_run(ptx, A.TRITON_PTXAS)
+    raise ValueError(f"unknown recipe {recipe!r}")
 
 
-def swap_tptx(kfn, tfn) -> dict:
+def swap_tptx(kfn, tfn, recipe: str = "free") -> dict:
     """As swap_cubin.swap_in, with Triton's PTX assembled by ``triton_ptx_build`` in place of Triton's cubin."""
     import swap_cubin as SC
     from cubintools import inspect_cubin
     tk = SC._triton_compiled(tfn)
-    cubin = triton_ptx_build(tk.asm["ptx"])
+    cubin = triton_ptx_build(tk.asm["ptx"], recipe)
     f = inspect_cubin(cubin).kernel(tk.name)
 
     class _TK:   # Triton's build with the cubin swapped: what swap_in reads of it
@@ -168,7 +187,8 @@ def main(argv) -> int:
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", os.path.join(HERE, "results")), "variants.json"))
     ap.add_argument("--col", action="append", default=[])
     ap.add_argument("--tcubin", action="store_true", help="also Triton's cubin through kernelc's launcher")
-    ap.add_argument("--tptx", action="store_true", help="also Triton's PTX through kernelc's assembler path")
+    ap.add_argument("--tptx", nargs="?", const="free", action="append", default=[],
+                    help="also Triton's PTX assembled by RECIPE (free: kernelc's path, the default; keep; whole)")
     a = ap.parse_args(argv)
     cols = [parse_col(c) for c in a.col]
     root = tempfile.mkdtemp(prefix="mem21-variants-")
@@ -220,19 +240,20 @@ def main(argv) -> int:
                     impls.append(("kernelc[tcubin]", lambda: call(S, *args)))
                 except Exception as e:
                     row["builds"]["tcubin"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
-            if a.tptx:
-                P = kernelc_variant("tptx")
-                with _env(column_env(root, "tptx")):
+            for rcp in a.tptx:
+                tag = "tptx" if rcp == "free" else f"tptx_{rcp}"
+                P = kernelc_variant(tag)
+                with _env(column_env(root, tag)):
                     call(P, *[x.clone() for x in args])
                 try:
-                    row["builds"]["tptx"] = {kn: swap_tptx(kf, getattr(T, kn)) for kn, kf in vars(P).items()
-                                             if hasattr(kf, "arg_names") and getattr(kf, "_cuda_state", {}).get("cache")}
-                    row["errs"]["tptx"] = _err(call(P, *[x.clone() for x in args]), want)
-                    impls.append(("kernelc[tptx]", lambda: call(P, *args)))
+                    row["builds"][tag] = {kn: swap_tptx(kf, getattr(T, kn), rcp) for kn, kf in vars(P).items()
+                                          if hasattr(kf, "arg_names") and getattr(kf, "_cuda_state", {}).get("cache")}
+                    row["errs"][tag] = _err(call(P, *[x.clone() for x in args]), want)
+                    impls.append((f"kernelc[{tag}]", lambda P=P: call(P, *args)))
                 except Exception as e:
                     import traceback
                     traceback.print_exc()
-                    row["builds"]["tptx"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+                    row["builds"][tag] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
             impls += [("triton", lambda: call(T, *args)), (CONTROL, lambda: call(T, *args))]
             rds = row["rounds"] = []
             for _ in range(a.rounds):   # written after every round: a process cut short keeps its rounds
