@@ -344,11 +344,11 @@ def markdown(st) -> str:
                          + f" {r['verdict']}" for b, r in g["rows"].items())
         calls = sorted({e["call"] for r in g["rows"].values() for e in r["abba"]})
         same = g.get("measured_tree_vs_this_tree", {})
+        ptx = same.get("ptx", {})
+        differ = sorted({f"{len(x['differ_now'])} of {x['corpus_kernels']} corpus kernels" for x in ptx.values()})
         code = ("same SASS now" if same.get("sass", {}).get("same_sass") else
-                "PTX now differs in " + ", ".join(sorted({f"{len(x['differ_now'])} of {x['corpus_kernels']} corpus kernels"
-                                                         for x in same.get("ptx", {}).values()})))
-                if any(x["differ_now"] for x in same.get("ptx", {}).values()) else
-                "same PTX now" if same.get("ptx") else "")
+                "PTX now differs in " + ", ".join(differ) if any(x["differ_now"] for x in ptx.values()) else
+                "same PTX now" if ptx else "")
         verdicts = {r["verdict"].split(" (")[0] for r in g["rows"].values()}
         v = "regression" if "regression" in verdicts else "not resolved" if "not resolved" in verdicts else "no regression"
         L.append(f"| bench_kernels `{grp}` vs 766f1cd (2%) | {rows} ({', '.join(calls)}; {code}) | {v} |")
