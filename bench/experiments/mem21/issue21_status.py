@@ -21,7 +21,8 @@ Rules:
   (also a call with one pair). Over calls: ``regression`` if any call says so, else ``no regression`` if any
   call says so, else ``not resolved``.
   A pinned-config A/B (pinned_ab.py: one config, no autotuning; time ratio per pair, cuBLAS the control) of a row
-  overrides a ``not resolved`` when both its pairs are >= 0.98 in speed.
+  overrides a ``not resolved`` when both its pairs are >= 0.98 in speed, and makes any row a ``regression`` when
+  both are < 0.98 while cuBLAS moved less than 2% in both.
 
     python3 bench/experiments/mem21/issue21_status.py [--out bench/results/issue21_status_s21.json] [--no-live]
 """
@@ -172,11 +173,18 @@ def abba_verdict(r):
     return "not resolved"
 
 
+PINNED.append(("R2 (s21)", [f"s21_mem21_R2_h200/pin_{s}.json" for s in ("A1", "B1", "B2", "A2")], "H200"))
+
+
 def pinned():
     out = {}
     for call, files, gpu in PINNED:
+        if not all(os.path.exists(os.path.join(RES, f)) for f in files):   # a call cut short: its pairs incomplete
+            continue
         a1, b1, b2, a2 = (json.load(open(os.path.join(RES, f)))["rows"] for f in files)
         for cfg in a1:
+            if any("ms" not in x.get(cfg, {}) for x in (a1, b1, b2, a2)):
+                continue
             sp = [a1[cfg]["ms"] / b1[cfg]["ms"], a2[cfg]["ms"] / b2[cfg]["ms"]]   # speed B over A per pair
             ctl = [a1[cfg]["ref_ms"] / b1[cfg]["ref_ms"], a2[cfg]["ref_ms"] / b2[cfg]["ref_ms"]]
             out[cfg] = {"call": call, "gpu": gpu, "files": files, "speed_b_over_a_pairs": [round(x, 4) for x in sp],
@@ -256,6 +264,9 @@ def bench_kernels():
                             if c.startswith(pk[0] + " ") and f" {pk[1]} {pk[2]} " in f" {c} "), None)
                 if pin and v == "not resolved" and pin["no_regression"]:
                     v = "no regression (pinned)"
+                elif (pin and all(x < 0.98 for x in pin["speed_b_over_a_pairs"])
+                      and all(abs(c - 1) < 0.02 for c in pin["control_pairs"])):
+                    v = "regression (pinned)"
             gv[bench] = {"verdict": v, "abba": es, **({"pinned": pin} if pin else {})}
         sc = _same_code(grp, sorted({e["call"] for es in rows.values() for e in es}))
         out[grp] = {"rows": gv, **({"measured_tree_vs_this_tree": sc} if sc else {})}
