@@ -55,11 +55,22 @@ MB_EXTRA = []   # (call, file, GPU, benchmark prefix) of session 21's calls: fil
 DISTURBED = 0.02
 
 
+def _open(rel: str):
+    """A results file under bench/results, plain or as scripts/compact_results.py left it (``.gz``)."""
+    import gzip
+    path = os.path.join(RES, rel)
+    return open(path) if os.path.exists(path) else gzip.open(path + ".gz", "rt")
+
+
+def _exists(rel: str) -> bool:
+    return any(os.path.exists(os.path.join(RES, rel + ext)) for ext in ("", ".gz"))
+
+
 def _mb_rows(path):
     """{benchmark: kernelc/Triton and its interval, the A/A} of one call, disturbed rounds left out."""
     import statistics
     from bench.bench_memory_bound import log_ratio_ci
-    d = json.load(open(os.path.join(RES, path)))
+    d = json.load(_open(path))
     out = {}
     for r in d["rows"]:
         rds = (r.get("interleaved") or {}).get("rounds") or r.get("rounds") or []   # bench_memory_bound / variants.py
@@ -107,7 +118,7 @@ def against_torch():
     out = {}
     for path, rows in (("s20_mem20_R2_h200/memory_bound.json", ("transpose",)),
                        ("memory_bound_transpose_permute_torch_s16_h200.json", ("transpose", "permute"))):
-        d = json.load(open(os.path.join(RES, path)))
+        d = json.load(_open(path))
         for r in d["rows"]:
             key = r["benchmark"].split()[0].split("(")[0]
             if key in rows and r.get("torch") and key not in out:
@@ -179,9 +190,9 @@ PINNED.append(("R2 (s21)", [f"s21_mem21_R2_h200/pin_{s}.json" for s in ("A1", "B
 def pinned():
     out = {}
     for call, files, gpu in PINNED:
-        if not all(os.path.exists(os.path.join(RES, f)) for f in files):   # a call cut short: its pairs incomplete
+        if not all(_exists(f) for f in files):   # a call cut short: its pairs incomplete
             continue
-        a1, b1, b2, a2 = (json.load(open(os.path.join(RES, f)))["rows"] for f in files)
+        a1, b1, b2, a2 = (json.load(_open(f))["rows"] for f in files)
         for cfg in a1:
             if any("ms" not in x.get(cfg, {}) for x in (a1, b1, b2, a2)):
                 continue
@@ -242,7 +253,7 @@ def bench_kernels():
     pins = pinned()
     groups = {}
     for call, path, gpu in ABBA:
-        d = json.load(open(os.path.join(RES, path)))
+        d = json.load(_open(path))
         for g in d["groups"]:
             for r in g.get("rows", []):
                 e = {"call": call, "gpu": gpu, "file": path, "b": d["b"][0], "b_over_a": round(r["b_over_a"], 4),
@@ -279,7 +290,7 @@ GPU_SUITE = ("F (s20, merged tree 70dabce)", "gpu_tests_2026-11-29_s20_F_h200.lo
 
 def gpu_suite():
     call, path = GPU_SUITE
-    text = open(os.path.join(RES, path)).read()
+    text = _open(path).read()
     m = re.search(r"=+ (.*) in [\d.]+s", text.strip().splitlines()[-1])
     summary = m.group(1) if m else text.strip().splitlines()[-1]
     counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?)", summary)}
