@@ -13,17 +13,18 @@ done
 wait
 tail -n 3 $RES/warm_*.log
 echo "== 2: instruction sampling, $(left)s left"
-T=$(( $(left) - 45 )); [ $T -gt 30 ] && T=30
+T=$(( $(left) - 40 )); [ $T -gt 30 ] && T=30
 timeout $T python3 -m kprof -m pcsampling -o $RES -n attn_pcs $P --iters 2 > $RES/pcs.log 2>&1; echo "rc $?"
 echo "== 3: timing only, $(left)s left"
-T=$(( $(left) - 35 )); [ $T -gt 15 ] && T=15
+T=$(( $(left) - 25 )); [ $T -gt 15 ] && T=15
 timeout $T python3 -m kprof -o $RES -n attn_time $P --iters 3 > $RES/time.log 2>&1; echo "rc $?"
 echo "== 4: kprof-analyze, $(left)s left"
+T=$(( $(left) - 3 )); [ $T -gt 30 ] && T=30
 for n in attn_pcs attn_time; do
   [ -f $RES/$n.hatchet ] || continue
-  timeout 15 python3 -m analyzer $RES/$n.hatchet --top 0 --no-check --no-color --lines 10 --bundle-artifacts \
+  timeout $T python3 -m analyzer $RES/$n.hatchet --top 0 --no-check --no-color --lines 10 --bundle-artifacts \
     -o $RES/$n.analyze.txt > $RES/$n.analyze.log 2>&1 &
-  timeout 15 python3 -m analyzer $RES/$n.hatchet --top 0 --no-check --json -o $RES/$n.analyze.json \
+  timeout $T python3 -m analyzer $RES/$n.hatchet --top 0 --no-check --json -o $RES/$n.analyze.json \
     > $RES/$n.analyze_json.log 2>&1 &
 done
 wait
