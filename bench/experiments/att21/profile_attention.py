@@ -6,7 +6,8 @@ sampling so that ``kprof-analyze`` diagnoses every one (the analyzer's "no false
 
 Forward fp16 (the shipped defaults: FA3 order at D=128, the pointer forward at D=64), fp8 (the pointer forward, key
 order), backward (default dQ modes: the separate pass at D=128, fused at D=64; and ``dq_mode="ds"`` at D=128), causal
-and not, B=4, H=32, N=4096. ``--only`` picks groups (fwd, fp8, bwd, ds, bwd64). Each launch's FLOPs are printed so
+and not, B=4, H=32, N=4096; cuDNN's backward beside them. ``--only`` picks groups (fwd, fp8, bwd, ds, bwd64,
+cudnn). Each launch's FLOPs are printed so
 that a diagnosis can be judged against the kernel's achieved FLOP/s.
 """
 from __future__ import annotations
@@ -32,7 +33,7 @@ def main():
     ap.add_argument("--seq", type=int, default=4096)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--heads", type=int, default=32)
-    ap.add_argument("--only", nargs="*", default=["fwd", "fp8", "bwd", "ds", "bwd64"])
+    ap.add_argument("--only", nargs="*", default=["fwd", "fp8", "bwd", "ds", "bwd64", "cudnn"])
     ap.add_argument("--device", default="cuda")
     args = ap.parse_args()
     Z, H, N = args.batch, args.heads, args.seq
@@ -67,6 +68,16 @@ def main():
                     for _ in range(args.iters):
                         with profiler.scope(f"bwd_{name}_{tag}"):
                             B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=mode)
+            if "cudnn" in args.only and dev == "cuda":
+                # cuDNN's backward (SDPA's best backend on the H200) through autograd, for its kernel times
+                from torch.nn.attention import SDPBackend, sdpa_kernel
+                qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                    og = torch.nn.functional.scaled_dot_product_attention(qg, kg, vg, is_causal=causal, scale=scale)
+                    for _ in range(args.iters):
+                        with profiler.scope(f"bwd_cudnn_{tag}"):
+                            og.backward(do, retain_graph=True)
+                del qg, kg, vg, og
     if dev == "cuda":
         torch.cuda.synchronize()
 
