@@ -6,8 +6,8 @@ sampling so that ``kprof-analyze`` diagnoses every one (the analyzer's "no false
 
 Forward fp16 (the shipped defaults: FA3 order at D=128, the pointer forward at D=64), fp8 (the pointer forward, key
 order), backward (default dQ modes: the separate pass at D=128, fused at D=64; and ``dq_mode="ds"`` at D=128), causal
-and not, B=4, H=32, N=4096; cuDNN's backward beside them. ``--only`` picks groups (fwd, fp8, bwd, ds, bwd64,
-cudnn). Each launch's FLOPs are printed so
+and not, B=4, H=32, N=4096; cuDNN's backward beside them. ``--only`` picks groups (fwd, fp8, bwd, ds, dq128:
+the separate pass with 128-key dQ steps, bwd64, cudnn). Each launch's FLOPs are printed so
 that a diagnosis can be judged against the kernel's achieved FLOP/s.
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ def main():
     ap.add_argument("--seq", type=int, default=4096)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--heads", type=int, default=32)
-    ap.add_argument("--only", nargs="*", default=["fwd", "fp8", "bwd", "ds", "bwd64", "cudnn"])
+    ap.add_argument("--only", nargs="*", default=["fwd", "fp8", "bwd", "ds", "dq128", "bwd64", "cudnn"])
     ap.add_argument("--device", default="cuda")
     args = ap.parse_args()
     Z, H, N = args.batch, args.heads, args.seq
@@ -59,15 +59,19 @@ def main():
                     with profiler.scope(f"fwd_fp8_{tag}"):
                         A.attention_fp8(q8, k8, vko, qs, ks, vs, causal, scale, key_order=True)
                 del q8, k8, v8, vko
-            modes = [m for m, want in ((None, "bwd" if D == 128 else "bwd64"), ("ds", "ds")) if want in args.only
-                     and (m is None or D == 128)]
+            modes = [m for m, want in ((None, "bwd" if D == 128 else "bwd64"), ("ds", "ds"), ("dq128", "dq128"))
+                     if want in args.only and (m is None or D == 128)]
             if modes:
                 o, lse = A.attention_fwd(q, k, v, causal, scale, return_lse=True)
                 for mode in modes:
                     name = B.default_dq_mode(D, causal) if mode is None else mode
+                    # dq128: the separate pass with 128-key steps in its dQ kernel, (128, 128, 8, 2) (spill-free,
+                    # 225 KB on sm_90a; never timed before)
+                    kw = dict(dq_mode="separate", dq_config=dict(BLOCK_N=128)) if mode == "dq128" else \
+                        dict(dq_mode=mode)
                     for _ in range(args.iters):
                         with profiler.scope(f"bwd_{name}_{tag}"):
-                            B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=mode)
+                            B.attention_bwd(do, q, k, v, o, lse, causal, scale, **kw)
             if "cudnn" in args.only and dev == "cuda":
                 # cuDNN's backward (SDPA's best backend on the H200) through autograd, for its kernel times
                 from torch.nn.attention import SDPBackend, sdpa_kernel

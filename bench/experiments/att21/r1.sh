@@ -7,7 +7,7 @@ left() { echo $(( END - $(date +%s) )); }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv,noheader
 P=bench/experiments/att21/profile_attention.py
 echo "== 1: compile in parallel (one process a group, one launch each)"
-for g in fwd fp8 "bwd bwd64" ds; do
+for g in fwd fp8 "bwd bwd64" "ds dq128"; do
   timeout 40 python3 $P --iters 1 --only $g > $RES/warm_${g// /_}.log 2>&1 &
 done
 wait
