@@ -426,6 +426,10 @@ DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 2), 128: (
 # kernels run 4 programs an SM with their waits deferred: on an H200 (call R1b, N=16384) 2.4% faster than the separate
 # pass before, non-causal
 DKDV_EVEN_M = {64: True}
+# the dK/dV loop prefetching the next trip's LSE and delta rows into L1 (the kernels' L1_PF, kl.prefetch) by (head dim,
+# dQ mode) -- "separate", "ds", "fused" (the fused kernel's dK/dV loop); dkdv_config's L1_PF overrides. Their L2 wait
+# was ~28% of the D=128 dK/dV loop's PC samples on an H200 (docs/attention.md, "att21")
+DKDV_L1_PF = {}
 # causal grids ordered longest first across groups of this many heads (GROUP, the kernels' constexpr; 0: each
 # head's blocks launched together, a head's longest first): (head dim, dQ mode) -> (dK/dV kernel's, dQ kernel's
 # or ds's dQ GEMM's). On an H200 (call H12b, N=4096, docs/attention.md) groups of 8: ds 4% faster at D=128 and
@@ -531,6 +535,8 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
         c.setdefault("GROUP", g)
     if dq_mode == "separate" and not ds:
         c1.setdefault("EVEN_M", DKDV_EVEN_M.get(D, False))
+    if DKDV_L1_PF.get((D, "ds" if ds else dq_mode)):
+        c1.setdefault("L1_PF", True)
     if c1.get("EVEN_M"):  # asked for: unmasked LSE/delta loads only where no query step runs past N
         c1["EVEN_M"] = N % c1["BLOCK_M"] == 0
     if ds:
@@ -628,7 +634,7 @@ def _fused_config(N, D, causal, dkdv_config, dq_config):
     maxnreg = c1.get("maxnreg", FUSED_MAXNREG.get((D, bool(causal)), FUSED_MAXNREG.get(D)))
     constexprs = dict(BLOCK_M1=c1["BLOCK_M"], BLOCK_N1=c1["BLOCK_N"], BLOCK_M2=c2["BLOCK_M"], BLOCK_N2=c2["BLOCK_N"],
                       HEAD_DIM=D, CAUSAL=causal, DQ_DESC=c2.get("DESC", FUSED_DQ_DESC.get(D, False)), EVEN_M=even,
-                      TAIL=tail, KV_REGS=kv_regs, L1_PF=bool(c1.get("L1_PF", False)))
+                      TAIL=tail, KV_REGS=kv_regs, L1_PF=bool(c1.get("L1_PF", DKDV_L1_PF.get((D, "fused"), False))))
     # maxnreg passed only where set: any launch option besides num_warps / num_stages takes the launcher's general path
     opts = dict(num_warps=c1["num_warps"], num_stages=c1["num_stages"], **({} if maxnreg is None else
                                                                            dict(maxnreg=maxnreg)))
@@ -721,6 +727,8 @@ def _separate_launches(q, causal, sm_scale):
     c1.setdefault("EVEN_M", DKDV_EVEN_M.get(D, False))
     if c1.get("EVEN_M"):
         c1["EVEN_M"] = N % c1["BLOCK_M"] == 0
+    if DKDV_L1_PF.get((D, "separate")):
+        c1["L1_PF"] = True
     g1, k1 = _grid(triton.cdiv(N, c1["BLOCK_N"]), Z * H, causal, c1)
     g2, k2 = _grid(triton.cdiv(N, c2["BLOCK_M"]), Z * H, causal, c2)
     st = q.stride()
@@ -738,7 +746,7 @@ def _plan_deps():
     """The tables and kernels a plan was made from: a plan whose are not these any more (a table or kernel replaced,
     as tests and benches do) is made again. A table changed in place needs clear_plans()."""
     return (FUSED_CONFIGS, FUSED_EVEN_M, FUSED_TAIL, FUSED_KV_REGS, FUSED_MAXNREG, FUSED_DQ_DESC, DKDV_CONFIGS,
-            DQ_CONFIGS, CAUSAL_GROUP, DKDV_EVEN_M, PRE_BLOCK, attn_bwd_fused_kernel, attn_bwd_dkdv_kernel,
+            DQ_CONFIGS, CAUSAL_GROUP, DKDV_EVEN_M, DKDV_L1_PF, PRE_BLOCK, attn_bwd_fused_kernel, attn_bwd_dkdv_kernel,
             attn_bwd_dq_kernel, attn_bwd_preprocess_kernel)
 
 
