@@ -7,7 +7,7 @@ T0=$(date +%s); END=$((T0 + 86))
 left() { echo $(( END - $(date +%s) )); }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 S=bench/experiments/att21/bwd_ab.py
-E128="cudnn def gen pf dq128 seppf128 ds dspf"
+E128="cudnn def gen pf sepeven seppfeven dq128 seppf128 ds dspf"
 echo "== 1: compile in parallel"
 timeout 40 python3 $S --warm --head-dim 128 --causal 0 --entries $E128 > $RES/warm128_0.log 2>&1 &
 timeout 40 python3 $S --warm --head-dim 128 --causal 1 --entries $E128 > $RES/warm128_1.log 2>&1 &
