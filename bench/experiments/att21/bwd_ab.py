@@ -37,6 +37,7 @@ ENTRIES = {
     "sepeven": dict(dq_mode="separate", dkdv_config=dict(EVEN_M=True)),
     "seppfeven": dict(dq_mode="separate", dkdv_config=dict(PF, EVEN_M=True)),
     "dq128": dict(dq_mode="separate", dq_config=dict(BLOCK_N=128)),   # the dQ kernel at 128-key steps
+    "dq64": dict(dq_mode="separate", dq_config=dict(BLOCK_N=64)),     # ... at 64-key steps (D=128's before att21)
     "seppf128": dict(dq_mode="separate", dkdv_config=PF, dq_config=dict(BLOCK_N=128)),
     "ds": dict(dq_mode="ds"),
     "dspf": dict(dq_mode="ds", dkdv_config=PF),
