@@ -60,3 +60,27 @@ def test_a_lower_bound_over_the_line_still_says_compute_bound():
     facts = _facts(50e3, programs=4)
     facts.time_ns = 0
     assert roofline(facts).bound == "unknown"
+
+
+@kernelc.jit
+def desc_copy(X, Y, W, N_CTX, BLOCK: kl.constexpr, D: kl.constexpr):
+    # a loop of TMA loads from X and TMA stores to Y (descriptors made in the kernel), W never touched
+    xd = kl.make_tensor_descriptor(X, shape=[N_CTX, D], strides=[D, 1], block_shape=[BLOCK, D])
+    yd = kl.make_tensor_descriptor(Y, shape=[N_CTX, D], strides=[D, 1], block_shape=[BLOCK, D])
+    for start in range(kl.program_id(0) * BLOCK, N_CTX, kl.num_programs(0) * BLOCK):
+        yd.store([start, 0], xd.load([start, 0]) * 2)
+
+
+def test_tma_accesses_name_their_tensor_for_the_dram_bytes():
+    from analyzer.roofline import dram_bytes
+    ck = kernelc.compile(desc_copy, {"X": "*fp16", "Y": "*fp16", "W": "*fp16", "N_CTX": "i32"},
+                         dict(BLOCK=64, D=64), target="sm_90a", num_warps=4)
+    tma = [a for a in ck.reports["memory_accesses"] if a.get("engine") == "tma"]
+    assert sorted((a["kind"].split()[0], a["address"]["base"]) for a in tma) == [("load", "X"), ("store", "Y")]
+    facts = facts_from_compiled(ck, grid=(132,))
+    n = 1 << 20
+    facts.launch_args = [_tensor("X", "float16", n, 64), _tensor("Y", "float16", n, 64),
+                         _tensor("W", "float16", 4 * n, 64), {"name": "N_CTX", "kind": "int", "value": n}]
+    # X read once and Y written once; before the copies named their tensors, each direction was charged every
+    # unnamed tensor (X, Y and the untouched W: 12 spans of X's size)
+    assert dram_bytes(facts) == 2 * n * 64 * 2
