@@ -65,8 +65,7 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
                 offs_m0, qk_scale, lo, hi, N_CTX, sm_scale, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
                 ATOMIC_DQ: tl.constexpr, WS: tl.constexpr, ds_desc=None, start_n=0,
                 STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False, EVEN_M: tl.constexpr = False,
-                TAIL: tl.constexpr = None, DS_TILED: tl.constexpr = False, ds_base=0, ds_step=0,
-                L1_PF: tl.constexpr = False):
+                TAIL: tl.constexpr = None, DS_TILED: tl.constexpr = False, ds_base=0, ds_step=0):
     """Query blocks [lo, hi) into (dk, dv) of one key block; P^T and dS^T are [BLOCK_N, BLOCK_M]. EVEN_M: N_CTX is a
     multiple of BLOCK_M, the LSE and delta rows are loaded without a mask. DS_TILED: dS^T's tile of query block j goes
     to rows ds_base + j * ds_step of the tiled workspace (attn_bwd_dkdv_kernel)."""
@@ -82,13 +81,6 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
     for start_m in tl.range(lo, hi, BLOCK_M, warp_specialize=WS, async_tail=TAIL):
         offs_m = start_m + offs_m0
         rows = offs_m < N_CTX
-        if L1_PF:
-            # the next trip's LSE and delta rows into L1 (one pointer a 128-byte line, no register, no wait): that
-            # trip's loads then hit L1 instead of waiting on L2 -- that wait was a quarter of the D=128 dK/dV loop's
-            # PC samples (docs/attention.md, "att21"); a register prefetch a trip ahead spills there
-            nxt = start_m + BLOCK_M + tl.arange(0, (BLOCK_M + 31) // 32) * 32
-            tl.prefetch(LSE + nxt, mask=nxt < N_CTX)
-            tl.prefetch(Delta + nxt, mask=nxt < N_CTX)
         # rows past N_CTX load as 0 (q, dO, LSE, delta): their P^T is exp2(0) but dO = 0 and Q = 0, so they add 0
         # Q is loaded as stored ([BLOCK_M, HEAD_DIM]) and read through tl.trans by K Q^T: both dots read the
         # one shared-memory tile (a trans of a trans would be a second view, staged through registers)
@@ -145,7 +137,7 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                          ATOMIC_DQ: tl.constexpr, WS: tl.constexpr = False,
                          STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False,
                          GROUP: tl.constexpr = 0, EVEN_M: tl.constexpr = False, TAIL: tl.constexpr = None,
-                         KV_REGS: tl.constexpr = 0, DS_TILED: tl.constexpr = False, L1_PF: tl.constexpr = False):
+                         KV_REGS: tl.constexpr = 0, DS_TILED: tl.constexpr = False):
     """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ); WS: a producer warp(group)
     fills the loop's TMA ring (the bench's sweep tries it). Q, K, V, dO, dK, dV share
     the strides (the wrapper makes them contiguous); DQ is fp32 with its own."""
@@ -212,10 +204,10 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                              offs_n, offs_m0, qk_scale, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
                              True, ATOMIC_DQ, WS, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL,
-                             DS_TILED, ds_base, BLOCK_N, L1_PF)
+                             DS_TILED, ds_base, BLOCK_N)
     dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                          offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
-                         ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base, BLOCK_N, L1_PF)
+                         ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base, BLOCK_N)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
     tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
 
@@ -296,14 +288,14 @@ def attn_bwd_fused_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_
                           N_CTX, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr, BLOCK_M2: tl.constexpr,
                           BLOCK_N2: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
                           DQ_DESC: tl.constexpr = False, EVEN_M: tl.constexpr = False, TAIL: tl.constexpr = None,
-                          KV_REGS: tl.constexpr = 0, L1_PF: tl.constexpr = False):
+                          KV_REGS: tl.constexpr = 0):
     """dq_mode="fused": the separate pass's two kernels in one grid, as Triton's tutorial 06 does: program i of a
     head computes dK, dV of key block i, then dQ of query block i (BLOCK_N1 == BLOCK_M2). One launch, so neither
     kernel has a tail of its own; causal, key block i's queries and query block i's keys add up to the same work
     for every program (dQ in launch order: the first query blocks are the shortest)."""
     attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k,
                          0, 0, 0, H, N_CTX, BLOCK_M1, BLOCK_N1, HEAD_DIM, CAUSAL, False, EVEN_M=EVEN_M, TAIL=TAIL,
-                         KV_REGS=KV_REGS, L1_PF=L1_PF)
+                         KV_REGS=KV_REGS)
     attn_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, Delta, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX,
                        BLOCK_M2, BLOCK_N2, HEAD_DIM, CAUSAL, False, 0, DQ_DESC, TAIL)
 
@@ -428,10 +420,6 @@ DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 2), 128: (
 # kernels run 4 programs an SM with their waits deferred: on an H200 (call R1b, N=16384) 2.4% faster than the separate
 # pass before, non-causal
 DKDV_EVEN_M = {64: True}
-# the dK/dV loop prefetching the next trip's LSE and delta rows into L1 (the kernels' L1_PF, kl.prefetch) by (head dim,
-# dQ mode) -- "separate", "ds", "fused" (the fused kernel's dK/dV loop); dkdv_config's L1_PF overrides. Their L2 wait
-# was ~28% of the D=128 dK/dV loop's PC samples on an H200 (docs/attention.md, "att21")
-DKDV_L1_PF = {}
 # causal grids ordered longest first across groups of this many heads (GROUP, the kernels' constexpr; 0: each
 # head's blocks launched together, a head's longest first): (head dim, dQ mode) -> (dK/dV kernel's, dQ kernel's
 # or ds's dQ GEMM's). On an H200 (call H12b, N=4096, docs/attention.md) groups of 8: ds 4% faster at D=128 and
@@ -537,8 +525,6 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
         c.setdefault("GROUP", g)
     if dq_mode == "separate" and not ds:
         c1.setdefault("EVEN_M", DKDV_EVEN_M.get(D, False))
-    if DKDV_L1_PF.get((D, "ds" if ds else dq_mode)):
-        c1.setdefault("L1_PF", True)
     if c1.get("EVEN_M"):  # asked for: unmasked LSE/delta loads only where no query step runs past N
         c1["EVEN_M"] = N % c1["BLOCK_M"] == 0
     if ds:
@@ -636,7 +622,7 @@ def _fused_config(N, D, causal, dkdv_config, dq_config):
     maxnreg = c1.get("maxnreg", FUSED_MAXNREG.get((D, bool(causal)), FUSED_MAXNREG.get(D)))
     constexprs = dict(BLOCK_M1=c1["BLOCK_M"], BLOCK_N1=c1["BLOCK_N"], BLOCK_M2=c2["BLOCK_M"], BLOCK_N2=c2["BLOCK_N"],
                       HEAD_DIM=D, CAUSAL=causal, DQ_DESC=c2.get("DESC", FUSED_DQ_DESC.get(D, False)), EVEN_M=even,
-                      TAIL=tail, KV_REGS=kv_regs, L1_PF=bool(c1.get("L1_PF", DKDV_L1_PF.get((D, "fused"), False))))
+                      TAIL=tail, KV_REGS=kv_regs)
     # maxnreg passed only where set: any launch option besides num_warps / num_stages takes the launcher's general path
     opts = dict(num_warps=c1["num_warps"], num_stages=c1["num_stages"], **({} if maxnreg is None else
                                                                            dict(maxnreg=maxnreg)))
@@ -729,8 +715,6 @@ def _separate_launches(q, causal, sm_scale):
     c1.setdefault("EVEN_M", DKDV_EVEN_M.get(D, False))
     if c1.get("EVEN_M"):
         c1["EVEN_M"] = N % c1["BLOCK_M"] == 0
-    if DKDV_L1_PF.get((D, "separate")):
-        c1["L1_PF"] = True
     g1, k1 = _grid(triton.cdiv(N, c1["BLOCK_N"]), Z * H, causal, c1)
     g2, k2 = _grid(triton.cdiv(N, c2["BLOCK_M"]), Z * H, causal, c2)
     st = q.stride()
@@ -748,7 +732,7 @@ def _plan_deps():
     """The tables and kernels a plan was made from: a plan whose are not these any more (a table or kernel replaced,
     as tests and benches do) is made again. A table changed in place needs clear_plans()."""
     return (FUSED_CONFIGS, FUSED_EVEN_M, FUSED_TAIL, FUSED_KV_REGS, FUSED_MAXNREG, FUSED_DQ_DESC, DKDV_CONFIGS,
-            DQ_CONFIGS, CAUSAL_GROUP, DKDV_EVEN_M, DKDV_L1_PF, PRE_BLOCK, attn_bwd_fused_kernel, attn_bwd_dkdv_kernel,
+            DQ_CONFIGS, CAUSAL_GROUP, DKDV_EVEN_M, PRE_BLOCK, attn_bwd_fused_kernel, attn_bwd_dkdv_kernel,
             attn_bwd_dq_kernel, attn_bwd_preprocess_kernel)
 
 

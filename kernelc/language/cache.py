@@ -2,9 +2,8 @@
 
 ``kl.prefetch(pointer, mask=None, level="L1")`` returns nothing and waits for nothing: the loads that later read
 those lines hit the cache instead of waiting on the level below. Used where a register prefetch (a load a loop trip
-ahead) would cost registers a kernel does not have: the attention backward's dK/dV loop at head dim 128 touches the
-next trip's log-sum-exp and delta rows (``examples/kernels/attention_bwd.py``, ``L1_PF``). One pointer per 128-byte
-line is enough; a masked-off element issues nothing. PTX ``prefetch.global.L1`` / ``.L2``; the interpreter ignores it.
+ahead) would cost registers a kernel does not have (tried on the attention backward's dK/dV loop at head dim 128:
+docs/attention.md, "att21"). One pointer per 128-byte line is enough; a masked-off element issues nothing. PTX ``prefetch.global.L1`` / ``.L2``; the interpreter ignores it.
 """
 from __future__ import annotations
 

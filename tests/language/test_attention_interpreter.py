@@ -404,41 +404,6 @@ def test_even_m_loads_give_the_same_grads(mode, N):
             assert torch.equal(a, b)
 
 
-@pytest.mark.parametrize("mode", ["fused", "separate", "ds"])
-def test_l1_prefetch_of_the_next_rows_gives_the_same_grads(mode, monkeypatch):
-    # L1_PF (kl.prefetch of the next trip's LSE/delta lines, a cache hint) asked by dkdv_config and by the DKDV_L1_PF
-    # table reaches the dK/dV launch (a spy), and the grads are bit for bit the default's; N=80 leaves the last trip's
-    # prefetch masked past N
-    import kernelc
-    seen = []
-
-    class Spy:
-        def __init__(self, kern):
-            self.kern = kern
-
-        def __getitem__(self, grid):
-            def launch(*a, **kw):
-                seen.append(bool(kw.get("L1_PF", False)))
-                return self.kern[grid](*a, **kw)
-            return launch
-
-    name = "fused" if mode == "fused" else "dkdv"
-    spy = {name: Spy(kernelc.jit((B.attn_bwd_fused_kernel if mode == "fused" else B.attn_bwd_dkdv_kernel).fn))}
-    q, k, v = _qkv(80, 16, torch.float16)
-    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
-    for causal in (False, True):
-        o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
-        ref = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode=mode, kernels=spy)
-        got = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode=mode, kernels=spy,
-                              dkdv_config=dict(L1_PF=True))
-        monkeypatch.setattr(B, "DKDV_L1_PF", {(16, mode): True})
-        tab = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode=mode, kernels=spy)
-        monkeypatch.undo()
-        for a, b, c in zip(got, tab, ref):
-            assert torch.equal(a, c) and torch.equal(b, c)
-    assert seen == [False, True, True] * 2
-
-
 def test_fused_mode_passes_its_register_ceiling_only_where_asked(monkeypatch):
     # FUSED_MAXNREG / dkdv_config's maxnreg reach the fused kernel's launch as maxnreg=; unset, no maxnreg keyword at
     # all (any launch option besides num_warps / num_stages sends a launch down the launcher's general path)
