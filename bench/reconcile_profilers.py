@@ -951,7 +951,7 @@ def child_overhead(spec: dict) -> dict:
                 "cpu_latency0": latency0, "pin_threads": pin_threads, "step_probe": 0, "seg_steps": seg,
                 "fine": {"seg_ms": spec["fine"], "seg_steps": seg, "cycles": spec["fine_cycles"],
                          "sync": spec.get("fine_sync", True), "settle_steps": spec.get("fine_settle_steps", 0),
-                         "states": list(FINE_STATES)}, "against": None, "out_bytes": out_bytes}
+                         "states": list(spec.get("fine_states") or FINE_STATES)}, "against": None, "out_bytes": out_bytes}
     if len(others) > 1:
         spec = dict(spec, steps_per_block=steps, cold_ms=cold, setup_s=round(t_setup, 2))   # for _dump_rounds
         multi = _multi_rounds([prof, *others], lambda i, p: block() if p == "none" else profiled(i, p),
@@ -993,6 +993,24 @@ def child_overhead(spec: dict) -> dict:
 FINE_STATES = ("kprof", "floor", "none", "none2")
 
 
+def _fine_states_arg(text):
+    """``--fine-states``: four known states, kprof first (it gets the block's 8 segments; the summary's pairs are
+    read from it)."""
+    names = [x.strip() for x in str(text).split(",") if x.strip()]
+    bad = [x for x in names if x not in FINE_PARTS]
+    if len(names) != 4 or len(set(names)) != 4 or names[0] != "kprof" or bad:
+        raise SystemExit(f"--fine-states: four different states, kprof first, of {', '.join(FINE_PARTS)}; got {text!r}")
+    return tuple(names)
+# --fine-states: what each state has on, of kprof's parts: ``core`` its kernel/memcpy/memset activity kinds;
+# ``api`` the launch API records (and external correlation where kprof uses it); ``cb`` its CUPTI callbacks;
+# ``sess`` the session active (its scopes' work, the kernelc hook in, ``profiler.scope`` kprof's).  States other
+# than the default four take kprof apart, one part at a time (issue 23: what kprof pays per launch on the tiny loop)
+FINE_PARTS = {"kprof": ("core", "api", "cb", "sess"), "floor": ("core",), "none": (), "none2": (),
+              "api": ("core", "api"), "kprof-noapi": ("core", "cb", "sess"), "kprof-nocb": ("core", "api", "sess"),
+              "kprof-nosess": ("core", "api", "cb")}
+_PARTS_OFF = ("api", "cb", "sess", "core")   # the order parts are switched off in (and on: core, api, cb, sess)
+
+
 class _FineStates:
     """``--fine``: the states of one kprof session that segments switch between (a measurement, not an
     option; it reaches into the CUPTI backend as the ``kprof-*`` variants do):
@@ -1005,7 +1023,9 @@ class _FineStates:
       inactive, the hook out, ``profiler.scope`` a no-op;
     * ``none``, ``none2``: every kind, API record and callback off (the subscriber stays, with nothing
       enabled), the session inactive, the hook out, ``profiler.scope`` a no-op.  The two are the same state:
-      ``none/none2`` is the control of this design, measured exactly as the other comparisons are.
+      ``none/none2`` is the control of this design, measured exactly as the other comparisons are;
+    * ``--fine-states`` may name others (:data:`FINE_PARTS`): ``api`` (the floor plus the launch API records),
+      ``kprof-noapi``, ``kprof-nocb``, ``kprof-nosess`` (kprof without one part).
 
     ``go(state)`` switches and returns the nanoseconds the switch took (kept out of the segments' time: a
     profiled run switches once, not per segment)."""
@@ -1028,13 +1048,16 @@ class _FineStates:
         for k in self.core_kinds:
             f(k)
 
-    def _extras(self, on):
-        b = self.b
+    def _api(self, on):
         if self.light:
-            b._enable_api_records(1 if on else 0)
+            self.b._enable_api_records(1 if on else 0)
         if self.ext:
             (self.c.activity_enable if on else self.c.activity_disable)(self.c.ActivityKind.EXTERNAL_CORRELATION)
-        b._enable_callbacks(1 if on else 0)
+
+    def _cb(self, on):
+        self.b._enable_callbacks(1 if on else 0)
+
+    def _sess(self, on):
         for s in self.sess:
             s.active = bool(on)
         self.S._refresh()   # the kernelc hook in or out, the scopes' hot-path state
@@ -1042,17 +1065,13 @@ class _FineStates:
 
     def go(self, state):
         t0 = time.perf_counter_ns()
-        want = "none" if state == "none2" else state
-        cur = "none" if self.cur == "none2" else self.cur
-        if want != cur:
-            if cur == "kprof":
-                self._extras(False)
-            if want == "none":
-                self._core(False)
-            elif cur == "none":
-                self._core(True)
-            if want == "kprof":
-                self._extras(True)
+        want, have = set(FINE_PARTS[state]), set(FINE_PARTS[self.cur])
+        for part in _PARTS_OFF:
+            if part in have and part not in want:
+                getattr(self, "_" + part)(False)
+        for part in _PARTS_OFF[::-1][:1] + _PARTS_OFF[:3]:   # core, api, cb, sess
+            if part in want and part not in have:
+                getattr(self, "_" + part)(True)
         self.cur = state
         return time.perf_counter_ns() - t0
 
@@ -1085,7 +1104,7 @@ def _fine_rounds(w, prof, spec, seg_steps, sync):
     is its segments' ms per step.  Returned in the multi-way form (:func:`_multi_split` makes every pair of
     states a comparison; none/none2 is the control)."""
     import gc
-    names = list(FINE_STATES)
+    names = list(spec.get("fine_states") or FINE_STATES)
     stop = _start(prof, f"{spec['out']}_fine")
     b = _BACKEND[0]
     rb = getattr(b, "rawbufs", None)
@@ -2158,7 +2177,7 @@ def overhead(args) -> int:
                                                 f"{args.name or 'profiler_overhead_rotated'}.{wl}.rounds.json")
                     if (args.against and "," in args.against) or args.fine else None,
                     "fine": args.fine, "fine_cycles": args.fine_cycles, "fine_sync": bool(args.fine_sync),
-                    "fine_settle": args.fine_settle}
+                    "fine_settle": args.fine_settle, "fine_states": _fine_states_arg(args.fine_states)}
             try:
                 r = None
                 if args.spawn == "fork" and _FORK["broken"] is None:
@@ -2489,6 +2508,10 @@ def main(argv=None) -> int:
                     "the segment's timed steps (R3, "
                     "2026-11-29: switching kprof on left ~170 us of after-effect in the segment it opened, on the "
                     "tiny loop at 3- and 12-ms segments alike; a profiled run switches once)")
+    ov.add_argument("--fine-states", default=",".join(FINE_STATES), metavar="S1,S2,S3,S4",
+                    help="--fine: the four states, kprof first (default kprof,floor,none,none2; none and none2 give "
+                    "the control); others take kprof apart: api (the floor plus launch API records), kprof-noapi, "
+                    "kprof-nocb, kprof-nosess (kprof without its API records, callbacks or session)")
     ov.add_argument("--grace", type=float, default=40.0, help="no child starts later than this past --budget")
     ov.add_argument("--spawn", choices=["exec", "fork"], default="exec",
                     help="how each child process starts (overhead and reconcile): exec (a new interpreter) or fork (from a server that "

@@ -800,6 +800,28 @@ def test_fine_states_switch_only_what_differs(monkeypatch):
     assert calls == [("on", 10), ("on", 1), ("on", 2)] and profiler.scope is rp._null_scope
 
 
+def test_fine_states_take_kprof_apart(monkeypatch):
+    """--fine-states: api is the floor plus the launch API records; kprof-noapi / -nocb / -nosess are kprof without
+    one part; switching between them touches only the part that differs; a bad list is refused."""
+    import profiler
+    st, calls = _fine_states(monkeypatch)
+    st.go("kprof-noapi")
+    assert calls == [("api", 0), ("off", 99)]
+    calls.clear()
+    st.go("api")
+    assert calls == [("cb", 0), ("refresh",), ("api", 1), ("on", 99)] and profiler.scope is rp._null_scope
+    calls.clear()
+    st.go("kprof-nocb")
+    assert calls == [("refresh",)]
+    calls.clear()
+    st.go("kprof-nosess")
+    assert calls == [("refresh",), ("cb", 1)] and profiler.scope is rp._null_scope
+    assert rp._fine_states_arg("kprof, floor,api,kprof-noapi") == ("kprof", "floor", "api", "kprof-noapi")
+    for bad in ("floor,kprof,none,none2", "kprof,floor,none", "kprof,floor,none,bogus", "kprof,floor,none,none"):
+        with pytest.raises(SystemExit):
+            rp._fine_states_arg(bad)
+
+
 def test_fine_rounds_balance_carryover_and_give_a_control(monkeypatch, tmp_path):
     """--fine: in a block every state follows every other state equally often (what a segment leaves to the next
     falls on all alike) and weighs the same at each end of the block (a drift cancels); each segment ends with a
