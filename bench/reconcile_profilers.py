@@ -944,6 +944,8 @@ def child_overhead(spec: dict) -> dict:
         per_state = seg * spec["fine_cycles"] * 6   # steps per state per block (kprof's: 8 segments, 6 for the rest)
         spec = dict(spec, steps_per_block=per_state, cold_ms=cold, setup_s=round(t_setup, 2))
         multi = _fine_rounds(w, prof, spec, seg, sync)
+        # whether kprof's launch API records were on (lazy: only once a scope or a kernelc launch ran)
+        state["api_armed"] = getattr(_BACKEND[0], "api_wanted", None)
         return {"workload": wl, "profiler": prof, "steps_per_block": per_state, "cold_ms": cold,
                 "prime_ms": prime, "multi": multi, "stop_s": stops, "setup_s": round(t_setup, 2),
                 "wall_s": round(time.time() - t_begin, 2), "cpus": cpus, "threads": torch.get_num_threads(),
@@ -1049,7 +1051,9 @@ class _FineStates:
             f(k)
 
     def _api(self, on):
-        if self.light:
+        # kprof turns its API records on at the first scope or kernelc launch (cupti_api_records="lazy"):
+        # until then its state has them off, as a profiled run would
+        if self.light and getattr(self.b, "api_wanted", True):
             self.b._enable_api_records(1 if on else 0)
         if self.ext:
             (self.c.activity_enable if on else self.c.activity_disable)(self.c.ActivityKind.EXTERNAL_CORRELATION)
