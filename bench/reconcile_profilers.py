@@ -995,6 +995,30 @@ def child_overhead(spec: dict) -> dict:
 FINE_STATES = ("kprof", "floor", "none", "none2")
 
 
+def _per_workload(text, wl, cast, what):
+    """``--fine 12`` (every workload) or ``--fine tiny=12,encoder=30``: the value for ``wl`` (None if not named)."""
+    if text is None or str(text).strip() == "":
+        return None
+    text = str(text)
+    if "=" not in text:
+        try:
+            return cast(text)
+        except ValueError:
+            raise SystemExit(f"{what}: bad value {text!r}") from None
+    out = None
+    for part in text.split(","):
+        k, _, v = part.partition("=")
+        if k.strip() not in WORKLOADS:
+            raise SystemExit(f"{what}: unknown workload {k.strip()!r} in {text!r}")
+        try:
+            val = cast(v)
+        except ValueError:
+            raise SystemExit(f"{what}: bad value {v!r} for {k.strip()}") from None
+        if k.strip() == wl:
+            out = val
+    return out
+
+
 def _fine_states_arg(text):
     """``--fine-states``: four known states, kprof first (it gets the block's 8 segments; the summary's pairs are
     read from it)."""
@@ -2141,7 +2165,7 @@ def overhead(args) -> int:
     wls = [w for w in args.workloads.split(",") if w]
     t_start = time.time()
     deadline = t_start + args.budget
-    share = {w: BUDGET_SHARE.get(w, 1.0) for w in wls}
+    share = {w: _per_workload(args.shares, w, float, "--shares") or BUDGET_SHARE.get(w, 1.0) for w in wls}
     cpus = _cpu_set(args.cpus)
     ref_path = ref_proc = None
     if args.ref_cpu is not None:
@@ -2180,8 +2204,10 @@ def overhead(args) -> int:
                     "rounds_path": os.path.join(args.results_dir or _results_dir(),
                                                 f"{args.name or 'profiler_overhead_rotated'}.{wl}.rounds.json")
                     if (args.against and "," in args.against) or args.fine else None,
-                    "fine": args.fine, "fine_cycles": args.fine_cycles, "fine_sync": bool(args.fine_sync),
-                    "fine_settle": args.fine_settle, "fine_states": _fine_states_arg(args.fine_states)}
+                    "fine": _per_workload(args.fine, wl, float, "--fine"), "fine_cycles": args.fine_cycles,
+                    "fine_sync": bool(args.fine_sync),
+                    "fine_settle": _per_workload(args.fine_settle, wl, float, "--fine-settle") or 0.0,
+                    "fine_states": _fine_states_arg(args.fine_states)}
             try:
                 r = None
                 if args.spawn == "fork" and _FORK["broken"] is None:
@@ -2493,11 +2519,15 @@ def main(argv=None) -> int:
                          "and a closing control is not added; several, comma-separated (e.g. floor,proton,none: "
                          "'none' unprofiled): a multi-way run, rounds of one block each in a rotating order, "
                          "every pair of them compared (A/B) and none/none as the control")
-    ov.add_argument("--fine", type=float, default=None, metavar="MS",
+    ov.add_argument("--shares", default=None, metavar="WL=X,...",
+                    help="each workload's share of --budget (default encoder=0.4,train=0.35,tiny=0.25; a workload "
+                    "not named keeps its default)")
+    ov.add_argument("--fine", default=None, metavar="MS|WL=MS,...",
                     help="one kprof session per process, its segments of about MS ms (at least one step) switched "
                     "between the states kprof, floor (kprof's activity kinds only), none and none2 (all off; the "
                     "control) -- a fine interleave: each block's states ran within a few ms of each other, on the "
-                    "same core speed; every pair of states is compared block by block (--profilers kprof only)")
+                    "same core speed; every pair of states is compared block by block (--profilers kprof only); "
+                    "per workload as WL=MS,... (a workload not named runs without --fine: not allowed)")
     ov.add_argument("--fine-cycles", type=int, default=1, metavar="N",
                     help="--fine: a block is N times 26 segments (an order in which every state follows every other "
                     "once, then the same reversed)")
@@ -2507,7 +2537,7 @@ def main(argv=None) -> int:
                     "GPU, which exposes host work a pipelined run would hide); 0: no synchronize, the GPU queue "
                     "runs on from segment to segment (what it carries over falls on every state alike, by the "
                     "order)")
-    ov.add_argument("--fine-settle", type=float, default=0.0, metavar="MS",
+    ov.add_argument("--fine-settle", default="0", metavar="MS|WL=MS,...",
                     help="--fine: untimed steps for about MS ms (at least one step; 0: none) after each switch, before "
                     "the segment's timed steps (R3, "
                     "2026-11-29: switching kprof on left ~170 us of after-effect in the segment it opened, on the "
@@ -2551,6 +2581,10 @@ def main(argv=None) -> int:
         if bad:
             ap.error(f"--against compares {', '.join(sorted(AGAINST_OK))} only; not: {', '.join(bad)}")
     if args.fine:
+        for w in args.workloads.split(","):
+            if w and not _per_workload(args.fine, w, float, "--fine"):
+                ap.error(f"--fine has no segment length for {w}")
+            _per_workload(args.fine_settle, w, float, "--fine-settle")
         if args.against or [p for p in args.profilers.split(",") if p] != ["kprof"] or args.device != "cuda":
             ap.error("--fine runs --profilers kprof alone, without --against, on a GPU")
         args.step_probe = 0

@@ -822,6 +822,17 @@ def test_fine_states_take_kprof_apart(monkeypatch):
             rp._fine_states_arg(bad)
 
 
+def test_per_workload_values():
+    """--fine / --fine-settle / --shares: one value for every workload, or WL=V pairs (a workload not named: None)."""
+    assert rp._per_workload("12", "tiny", float, "--fine") == 12.0
+    assert rp._per_workload("tiny=12,encoder=30", "encoder", float, "--fine") == 30.0
+    assert rp._per_workload("tiny=12", "train", float, "--fine") is None
+    assert rp._per_workload(None, "tiny", float, "--fine") is None
+    for bad in ("tiny=x", "bogus=3", "abc"):
+        with pytest.raises(SystemExit):
+            rp._per_workload(bad, "tiny", float, "--fine")
+
+
 def test_fine_rounds_balance_carryover_and_give_a_control(monkeypatch, tmp_path):
     """--fine: in a block every state follows every other state equally often (what a segment leaves to the next
     falls on all alike) and weighs the same at each end of the block (a drift cancels); each segment ends with a
