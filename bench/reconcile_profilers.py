@@ -2414,9 +2414,12 @@ def overhead_table(summary) -> str:
 
 def reanalyse(path: str, name=None, results_dir=None, settle=0, betas=None) -> int:
     """Summaries and the table again from a results file's raw children (``--reanalyse``): a new
-    estimator on old runs without a GPU."""
-    meta = json.load(open(path))
-    children = meta.get("children") or []
+    estimator on old runs without a GPU.  Several files, comma-separated: their children pooled (the same design
+    in separate calls; each child's settle blocks still left out)."""
+    paths = [p for p in path.split(",") if p]
+    metas = [json.load(open(p)) for p in paths]
+    meta = metas[0]
+    children = [r for m in metas for r in (m.get("children") or [])]
     by = defaultdict(list)
     for r in children:
         by[r["workload"]].extend(_multi_split(r) if "multi" in r else [r])
@@ -2425,7 +2428,8 @@ def reanalyse(path: str, name=None, results_dir=None, settle=0, betas=None) -> i
     print(overhead_table(summary), flush=True)
     if name:
         from bench.common import RESULTS, write_results
-        write_results(name, meta.get("rows") or [], {"summary": summary, "reanalysed_from": os.path.basename(path),
+        write_results(name, meta.get("rows") or [], {"summary": summary,
+                                                     "reanalysed_from": ",".join(os.path.basename(p) for p in paths),
                                                      "source_environment": meta.get("environment"),
                                                      "children": children},
                       results_dir=results_dir or RESULTS)
@@ -2552,8 +2556,9 @@ def main(argv=None) -> int:
                     "has imported torch, CUDA untouched: no import per child; falls back to exec if it fails)")
     ov.add_argument("--quick", action="store_true", help="smoke run: the tiny workload (unless --workloads), one "
                     "round, short blocks, --budget 90")
-    ov.add_argument("--reanalyse", metavar="JSON", default=None, help="no run: the summaries and the table again "
-                    "from an overhead results file's raw blocks (written to --name if given)")
+    ov.add_argument("--reanalyse", metavar="JSON[,JSON...]", default=None, help="no run: the summaries and the table "
+                    "again from an overhead results file's raw blocks (written to --name if given); several files: "
+                    "their processes pooled")
     args = ap.parse_args(argv)
     if args.mode == "overhead" and args.reanalyse:
         return reanalyse(args.reanalyse, args.name, args.results_dir, args.settle_pairs, _betas(args.probe_beta))

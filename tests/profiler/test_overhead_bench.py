@@ -542,6 +542,11 @@ def test_reanalyse_gives_the_run_s_own_summary(tmp_path, monkeypatch):
     for p in ("none", "kprof"):
         assert b[p]["warm"] == a[p]["warm"] and b[p]["pairs"] == a[p]["pairs"]
         assert b[p]["warm_ci"] == a[p]["warm_ci"]
+    run = str(tmp_path / "run.json")   # two files: their processes pooled
+    assert rp.main(["overhead", "--reanalyse", f"{run},{run}", "--name", "pooled", "--results-dir", str(tmp_path),
+                    "--settle-pairs", "0"]) == 0
+    c = json.load(open(tmp_path / "pooled.json"))["summary"]["tiny"]["profilers"]
+    assert c["kprof"]["pairs"] == 2 * a["kprof"]["pairs"] and c["kprof"]["warm"] == a["kprof"]["warm"]
 
 
 def test_reconcile_agreement_flags_counts_and_big_rows():
