@@ -84,6 +84,15 @@ def _torch_profiler_active() -> bool:
     return False
 
 
+def _capturing() -> bool:
+    """Whether torch's current stream is capturing a CUDA graph (False without torch or CUDA)."""
+    torch = sys.modules.get("torch")
+    try:
+        return bool(torch is not None and torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing())
+    except Exception:
+        return False
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return text[0] if text else type(e).__name__
@@ -640,8 +649,10 @@ class CuptiBackend:
 
     def _unarmed_mark(self) -> int:
         """A window edge while launches have no API records (lazy, not armed): their kernels are
-        windowed by their start times, so the edge waits for the GPU work launched before it."""
-        self.synchronize()
+        windowed by their start times, so the edge waits for the GPU work launched before it (not
+        during a CUDA graph capture, which a synchronize would break: captured work has no records)."""
+        if not _capturing():
+            self.synchronize()
         return self.watermark()
 
     def attach(self, session) -> None:

@@ -701,3 +701,29 @@ def test_kernelc_launch_at_the_root_arms(monkeypatch, tmp_path):
     profiler.finalize(sid)
     root, _ = read_profile(tmp_path / "kr.hatchet")
     assert [c.name for c in root.children][0].startswith("mm [grid 4x1x1")
+
+
+def test_unarmed_window_edge_does_not_synchronize_a_capture(monkeypatch, tmp_path):
+    """While nothing is armed a window edge synchronizes -- except during a CUDA graph capture (torch's current
+    stream capturing), which a synchronize would invalidate."""
+    import sys
+    import types
+    fake = _fake_for(monkeypatch, "api-records")
+    from profiler.backends import cupti as backend_mod
+    syncs = []
+    monkeypatch.setattr(backend_mod.CuptiBackend, "synchronize", lambda self: syncs.append(1))
+    capturing = [False]
+    cuda = types.SimpleNamespace(is_initialized=lambda: True, is_current_stream_capturing=lambda: capturing[0])
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    sid = profiler.start(str(tmp_path / "cap"))
+    assert syncs == [1]
+    capturing[0] = True
+    profiler.deactivate(sid)
+    assert syncs == [1]
+    capturing[0] = False
+    profiler.activate(sid)
+    assert syncs == [1, 1]
+    fake.launch("k")
+    profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "cap.hatchet")
+    assert names(root) == ["k"]

@@ -36,6 +36,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 RES = os.path.join(ROOT, "bench", "results")
 
 S20_FINE = "profiler_overhead_s20_r2_fine_h200.json"
+# session 21: the shipped kprof (launch API records from the first scope on), 12-ms segments with ~1 ms of settle
+S21_TINY = "profiler_overhead_s21_r1_tiny_lazy_h200.json"
 # (workload, criterion) -> (call, results file relative to bench/results, comparison in it, design)
 SOURCES = {
     ("encoder", "kprof/floor"): ("R2 (s20)", S20_FINE, "kprof/floor", "fine"),
@@ -48,8 +50,8 @@ SOURCES = {
     ("train", "control (fine)"): ("R2 (s20)", S20_FINE, "none/none2", "fine"),
     ("train", "kprof/proton"): ("R1 (s19)", "profiler_overhead_s19_r1_train_multi_h200.json", "kprof/proton", "block"),
     ("train", "control (block)"): ("R1 (s19)", "profiler_overhead_s19_r1_train_multi_h200.json", "none/none", "block"),
-    ("tiny", "kprof/floor"): ("R2 (s20)", S20_FINE, "kprof/floor", "fine"),
-    ("tiny", "control (fine)"): ("R2 (s20)", S20_FINE, "none/none2", "fine"),
+    ("tiny", "kprof/floor"): ("R1 (s21)", S21_TINY, "kprof/floor", "fine"),
+    ("tiny", "control (fine)"): ("R1 (s21)", S21_TINY, "none/none2", "fine"),
     ("tiny", "kprof/proton"): ("R4 (s19)", "profiler_overhead_s19_r4_tiny_multi_h200.json", "kprof/proton", "block"),
     ("tiny", "control (block)"): ("R4 (s19)", "profiler_overhead_s19_r4_tiny_multi_h200.json", "none/none", "block"),
 }
