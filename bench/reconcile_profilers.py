@@ -1116,7 +1116,14 @@ def _fine_order(names, block):
     """The segments' states of one ``--fine`` block: the circuit closed on its first state (13 segments: every
     ordered pair of different states adjacent once), then the same reversed (every pair once more; a linear
     drift within the block then weighs every state alike: each state's mean position is the block's middle).
-    The first state has 8 segments, the others 6; each state's value is per step."""
+    The first state has 8 segments, the others 6; each state's value is per step.  Odd blocks swap the first
+    two states and the last two (kprof with floor, none with none2): within one order the states' positions
+    differ beyond their mean (none sits nearer the block's ends than none2, kprof opens it), so an effect tied
+    to the position in the block -- the segments right after the block's start, its collector and its dump --
+    falls on the two states of each of those pairs alike over two blocks (s21: the encoder's none/none2 read
+    1.0101 [1.0023, 1.0196] over 70 blocks of one fixed order)."""
+    if block % 2:
+        names = [names[1], names[0], names[3], names[2]]
     fwd = [names[i] for i in FINE_CIRCUIT] + [names[FINE_CIRCUIT[0]]]
     return fwd + fwd[::-1]
 
@@ -1153,6 +1160,7 @@ def _fine_rounds(w, prof, spec, seg_steps, sync):
                 l0 = b.stats() if hasattr(b, "stats") else {}
                 sums = dict.fromkeys(names, 0)
                 sw = dict.fromkeys(names, 0)
+                segs = []   # each segment's ns, in order (where in the block a state's time goes)
                 seg_sync = spec.get("fine_sync", True)
                 settle = spec.get("fine_settle_steps", 0)
                 for n in order:
@@ -1167,12 +1175,15 @@ def _fine_rounds(w, prof, spec, seg_steps, sync):
                         w.step()
                     if seg_sync:
                         sync()
-                    sums[n] += perf() - t0
+                    dt = perf() - t0
+                    sums[n] += dt
+                    segs.append(dt)
                 l1 = b.stats() if hasattr(b, "stats") else {}
             finally:
                 gc.enable()
             k = {n: order.count(n) for n in names}
             rounds.append({"order": names, "ms": {n: sums[n] / 1e6 / (k[n] * seg_steps) for n in names},
+                           "segments": order, "seg_ms": [round(x / 1e6 / seg_steps, 4) for x in segs],
                            "sched": dict.fromkeys(names), "switch_us": {n: round(sw[n] / 1e3 / k[n], 2) for n in names},
                            "loop": {x: v - l0.get(x, 0) for x, v in l1.items() if isinstance(v, int)}})
             i += 1
