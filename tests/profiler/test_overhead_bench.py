@@ -916,5 +916,9 @@ def test_issue23_status_rules():
     e = {"value": 1.066, "ci": [1.024, 1.077]}
     assert m._met("kprof/floor", e) is False and e["shown_above"] is True
     assert m._met("kprof/floor", {"value": 1.004, "ci": [0.984, 1.012]}) is True
+    e = {"value": 1.03, "ci": [1.021, 1.04], "design": "fine"}   # without settle: an upper bound, never "above"
+    assert m._met("kprof/floor", e) is False and e["upper_bound"] and not e["shown_above"]
+    e = {"value": 1.03, "ci": [1.021, 1.04], "design": "fine", "settle": True}
+    assert m._met("kprof/floor", e) is False and e["shown_above"] and "upper_bound" not in e
     assert m._met("kprof/proton", {"value": 0.975, "ci": [0.955, 0.9998]}) is True
     assert m._met("kprof/floor", {"missing": True}) is None
