@@ -1116,14 +1116,9 @@ def _fine_order(names, block):
     """The segments' states of one ``--fine`` block: the circuit closed on its first state (13 segments: every
     ordered pair of different states adjacent once), then the same reversed (every pair once more; a linear
     drift within the block then weighs every state alike: each state's mean position is the block's middle).
-    The first state has 8 segments, the others 6; each state's value is per step.  Odd blocks swap the first
-    two states and the last two (kprof with floor, none with none2): within one order the states' positions
-    differ beyond their mean (none sits nearer the block's ends than none2, kprof opens it), so an effect tied
-    to the position in the block -- the segments right after the block's start, its collector and its dump --
-    falls on the two states of each of those pairs alike over two blocks (s21: the encoder's none/none2 read
-    1.0101 [1.0023, 1.0196] over 70 blocks of one fixed order)."""
-    if block % 2:
-        names = [names[1], names[0], names[3], names[2]]
+    The first state has 8 segments, the others 6; each state's value is per step.  (Swapping kprof/floor and
+    none/none2 in odd blocks was tried on the encoder, s21 R3: the control read the same in both parities, so
+    the order stays fixed; each segment's time is kept, ``seg_ms``, for such checks.)"""
     fwd = [names[i] for i in FINE_CIRCUIT] + [names[FINE_CIRCUIT[0]]]
     return fwd + fwd[::-1]
 
