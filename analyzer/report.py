@@ -18,7 +18,7 @@ JSON layout (``Report.to_json()``, ``kprof-analyze --json``), schema ``"kprof-an
           "device": {"arch": "sm_90a", "num_sms": 132, "clock_khz": 1980000, "source": "profile"|"assumed"},
           "occupancy": {"blocks_per_sm", "limiter", "active_warps", "max_warps", "fraction", "by_warps",
                         "by_blocks", "by_registers", "by_shared", ...} | null,
-          "roofline": {"bound": "compute"|"memory"|"latency", "flops", "bytes", "source": "launch_metadata"|
+          "roofline": {"bound": "compute"|"memory"|"latency"|"unknown", "flops", "bytes", "source": "launch_metadata"|
                        "static"|"static+footprint", "peak_flops", "peak_bytes_per_s", "engine", "intensity_flop_per_byte",
                        "ridge_flop_per_byte", [with a time:] "flops_pct_of_peak", "bytes_pct_of_peak",
                        "headroom_pct", ...} | null,
@@ -352,11 +352,20 @@ def _roofline_text(r) -> str:
     src = {"launch_metadata": "launch metadata",
            "static+footprint": "FLOPs: static count x grid; bytes: the recorded tensors' compulsory DRAM traffic"}.get(
         r.source, "static count x grid, masks as all-true")
+    if r.time_s and r.flops_lower_bound and r.bound == "unknown":
+        return (f"bound not known: at least {r.flops / r.time_s / 1e12:.3g} TFLOP/s (>= {100 * r.flops_fraction:.1f}% "
+                f"of {r.peak_flops / 1e12:.0f} on {r.engine}; a dot's loop trips were not counted), "
+                f"{r.bytes / r.time_s / 1e12:.3g} TB/s ({100 * r.bytes_fraction:.1f}% of "
+                f"{r.peak_bytes_per_s / 1e12:.2f}) ({src})")
     if r.time_s:
         return (f"{r.bound}-bound: {r.flops / r.time_s / 1e12:.3g} TFLOP/s ({100 * r.flops_fraction:.1f}% of "
                 f"{r.peak_flops / 1e12:.0f} on {r.engine}), {r.bytes / r.time_s / 1e12:.3g} TB/s "
                 f"({100 * r.bytes_fraction:.1f}% of {r.peak_bytes_per_s / 1e12:.2f}); headroom "
-                f"{100 * r.headroom:.0f}% ({src})")
+                + (f"{100 * r.headroom:.0f}%" if r.headroom is not None else "not known (FLOPs a lower bound)")
+                + f" ({src})")
+    if r.flops_lower_bound and r.bound == "unknown":
+        return (f"bound not known: intensity at least {r.intensity:.3g} FLOP/byte vs ridge {r.ridge:.3g} (a dot's loop "
+                f"trips were not counted; {src})")
     return (f"{r.bound}-bound by intensity: {r.intensity:.3g} FLOP/byte vs ridge {r.ridge:.3g} "
             f"({r.peak_flops / 1e12:.0f} TFLOP/s on {r.engine} / {r.peak_bytes_per_s / 1e12:.2f} TB/s; {src})")
 

@@ -6,6 +6,12 @@ access's tile bytes, ``2*M*N*K`` per dot), times the loop trips the recorded arg
 BLOCK_K`` for a dot loop), times the number of programs.  Masks are taken as all-true (the count is an
 upper bound for ragged edges).
 
+A dot in a loop whose trip count the launch did not record (a loop over the sequence, not over a dot's K: an
+attention kernel's key or query blocks) is counted once, so the FLOP count is then only a lower bound
+(``flops_lower_bound``): the roofline does not call such a kernel latency-bound, nor give it a headroom, from a count
+that may be a small fraction of its work (the attention backward's dK/dV kernel on an H200, 2026-11-29: 0.8% of the
+tensor-core peak counted against ~54% done; docs/attention.md, "att21").
+
 That static byte count is what the programs request, not what DRAM moves: a tiled matmul re-reads each
 operand tile from L2 once per program row/column (the H100 corpus run of 2026-11-27 put a 4096^3 fp16
 matmul at 190-250 % of DRAM peak), and a loop whose trip count is not recorded (a persistent softmax
@@ -44,6 +50,7 @@ class Roofline:
     peak_bytes_per_s: float
     engine: str                   # "tensor cores" | "fp32 FFMA"
     time_s: Optional[float] = None
+    flops_lower_bound: bool = False  # a dot's loop trips not counted (static count): the true FLOPs may be far more
 
     @property
     def intensity(self) -> float:
@@ -63,17 +70,24 @@ class Roofline:
 
     @property
     def bound(self) -> str:
+        """"compute", "memory", "latency", or "unknown" where the FLOP count is a lower bound that does not already
+        make the kernel compute-bound (its true FLOP rate may pass the bytes' or the line)."""
         if self.time_s:
             f, b = self.flops_fraction or 0.0, self.bytes_fraction or 0.0
+            if self.flops_lower_bound:
+                return "compute" if f >= BOUND_FRACTION and f >= b else "unknown"
             if max(f, b) < BOUND_FRACTION:
                 return "latency"
             return "compute" if f >= b else "memory"
-        return "compute" if self.intensity >= self.ridge else "memory"
+        if self.intensity >= self.ridge:
+            return "compute"
+        return "unknown" if self.flops_lower_bound else "memory"
 
     @property
     def headroom(self) -> Optional[float]:
-        """1 - the larger fraction of peak reached (None without a time)."""
-        if not self.time_s:
+        """1 - the larger fraction of peak reached (None without a time, or with a FLOP count that is only a lower
+        bound: the headroom would be an upper bound)."""
+        if not self.time_s or self.flops_lower_bound:
             return None
         return max(0.0, 1.0 - max(self.flops_fraction or 0.0, self.bytes_fraction or 0.0))
 
@@ -88,6 +102,7 @@ class Roofline:
 
     def to_json(self) -> Dict:
         out = {"bound": self.bound, "flops": self.flops, "bytes": self.bytes, "source": self.source,
+               "flops_lower_bound": self.flops_lower_bound,
                "intensity_flop_per_byte": round(self.intensity, 3) if self.bytes else None,
                "ridge_flop_per_byte": round(self.ridge, 3), "peak_flops": self.peak_flops,
                "peak_bytes_per_s": self.peak_bytes_per_s, "engine": self.engine}
@@ -96,7 +111,7 @@ class Roofline:
                         "bytes_per_s": self.bytes / self.time_s,
                         "flops_pct_of_peak": round(100 * (self.flops_fraction or 0), 2),
                         "bytes_pct_of_peak": round(100 * (self.bytes_fraction or 0), 2),
-                        "headroom_pct": round(100 * (self.headroom or 0), 2)})
+                        "headroom_pct": None if self.headroom is None else round(100 * self.headroom, 2)})
         return out
 
 
@@ -129,6 +144,14 @@ def _dot_trips(facts: KernelFacts) -> int:
             if isinstance(v, int) and not isinstance(v, bool) and v > k_tile:
                 return max(1, -(-v // k_tile))
     return 1
+
+
+def uncounted_dot_loop(facts: KernelFacts) -> bool:
+    """Whether a dot sits in a loop whose trips :func:`static_counts` does not multiply in (no recorded argument
+    names the loop's extent as a dot's K): its FLOPs are then counted once a program."""
+    if _dot_trips(facts) > 1:
+        return False
+    return any(facts.in_loop(d.get("file"), int(d.get("line") or 0)) for d in facts.dots)
 
 
 def static_counts(facts: KernelFacts) -> tuple:
@@ -249,7 +272,8 @@ def roofline(facts: KernelFacts) -> Optional[Roofline]:
     fp = dram_bytes(facts)
     if fp is not None:
         nbytes, source = fp, "static+footprint"
-    return Roofline(f1 * progs * launches, nbytes * launches, source, pf, pb, engine, time_s)
+    return Roofline(f1 * progs * launches, nbytes * launches, source, pf, pb, engine, time_s,
+                    flops_lower_bound=uncounted_dot_loop(facts))
 
 
 def sector_fraction(facts: KernelFacts, rl: Optional[Roofline], inefficient) -> Optional[float]:

@@ -944,6 +944,8 @@ def child_overhead(spec: dict) -> dict:
         per_state = seg * spec["fine_cycles"] * 6   # steps per state per block (kprof's: 8 segments, 6 for the rest)
         spec = dict(spec, steps_per_block=per_state, cold_ms=cold, setup_s=round(t_setup, 2))
         multi = _fine_rounds(w, prof, spec, seg, sync)
+        # whether kprof's launch API records were on (lazy: only once a scope or a kernelc launch ran)
+        state["api_armed"] = getattr(_BACKEND[0], "api_wanted", None)
         return {"workload": wl, "profiler": prof, "steps_per_block": per_state, "cold_ms": cold,
                 "prime_ms": prime, "multi": multi, "stop_s": stops, "setup_s": round(t_setup, 2),
                 "wall_s": round(time.time() - t_begin, 2), "cpus": cpus, "threads": torch.get_num_threads(),
@@ -951,7 +953,7 @@ def child_overhead(spec: dict) -> dict:
                 "cpu_latency0": latency0, "pin_threads": pin_threads, "step_probe": 0, "seg_steps": seg,
                 "fine": {"seg_ms": spec["fine"], "seg_steps": seg, "cycles": spec["fine_cycles"],
                          "sync": spec.get("fine_sync", True), "settle_steps": spec.get("fine_settle_steps", 0),
-                         "states": list(FINE_STATES)}, "against": None, "out_bytes": out_bytes}
+                         "states": list(spec.get("fine_states") or FINE_STATES)}, "against": None, "out_bytes": out_bytes}
     if len(others) > 1:
         spec = dict(spec, steps_per_block=steps, cold_ms=cold, setup_s=round(t_setup, 2))   # for _dump_rounds
         multi = _multi_rounds([prof, *others], lambda i, p: block() if p == "none" else profiled(i, p),
@@ -993,6 +995,48 @@ def child_overhead(spec: dict) -> dict:
 FINE_STATES = ("kprof", "floor", "none", "none2")
 
 
+def _per_workload(text, wl, cast, what):
+    """``--fine 12`` (every workload) or ``--fine tiny=12,encoder=30``: the value for ``wl`` (None if not named)."""
+    if text is None or str(text).strip() == "":
+        return None
+    text = str(text)
+    if "=" not in text:
+        try:
+            return cast(text)
+        except ValueError:
+            raise SystemExit(f"{what}: bad value {text!r}") from None
+    out = None
+    for part in text.split(","):
+        k, _, v = part.partition("=")
+        if k.strip() not in WORKLOADS:
+            raise SystemExit(f"{what}: unknown workload {k.strip()!r} in {text!r}")
+        try:
+            val = cast(v)
+        except ValueError:
+            raise SystemExit(f"{what}: bad value {v!r} for {k.strip()}") from None
+        if k.strip() == wl:
+            out = val
+    return out
+
+
+def _fine_states_arg(text):
+    """``--fine-states``: four known states, kprof first (it gets the block's 8 segments; the summary's pairs are
+    read from it)."""
+    names = [x.strip() for x in str(text).split(",") if x.strip()]
+    bad = [x for x in names if x not in FINE_PARTS]
+    if len(names) != 4 or len(set(names)) != 4 or names[0] != "kprof" or bad:
+        raise SystemExit(f"--fine-states: four different states, kprof first, of {', '.join(FINE_PARTS)}; got {text!r}")
+    return tuple(names)
+# --fine-states: what each state has on, of kprof's parts: ``core`` its kernel/memcpy/memset activity kinds;
+# ``api`` the launch API records (and external correlation where kprof uses it); ``cb`` its CUPTI callbacks;
+# ``sess`` the session active (its scopes' work, the kernelc hook in, ``profiler.scope`` kprof's).  States other
+# than the default four take kprof apart, one part at a time (issue 23: what kprof pays per launch on the tiny loop)
+FINE_PARTS = {"kprof": ("core", "api", "cb", "sess"), "floor": ("core",), "none": (), "none2": (),
+              "api": ("core", "api"), "kprof-noapi": ("core", "cb", "sess"), "kprof-nocb": ("core", "api", "sess"),
+              "kprof-nosess": ("core", "api", "cb")}
+_PARTS_OFF = ("api", "cb", "sess", "core")   # the order parts are switched off in (and on: core, api, cb, sess)
+
+
 class _FineStates:
     """``--fine``: the states of one kprof session that segments switch between (a measurement, not an
     option; it reaches into the CUPTI backend as the ``kprof-*`` variants do):
@@ -1005,7 +1049,9 @@ class _FineStates:
       inactive, the hook out, ``profiler.scope`` a no-op;
     * ``none``, ``none2``: every kind, API record and callback off (the subscriber stays, with nothing
       enabled), the session inactive, the hook out, ``profiler.scope`` a no-op.  The two are the same state:
-      ``none/none2`` is the control of this design, measured exactly as the other comparisons are.
+      ``none/none2`` is the control of this design, measured exactly as the other comparisons are;
+    * ``--fine-states`` may name others (:data:`FINE_PARTS`): ``api`` (the floor plus the launch API records),
+      ``kprof-noapi``, ``kprof-nocb``, ``kprof-nosess`` (kprof without one part).
 
     ``go(state)`` switches and returns the nanoseconds the switch took (kept out of the segments' time: a
     profiled run switches once, not per segment)."""
@@ -1028,13 +1074,18 @@ class _FineStates:
         for k in self.core_kinds:
             f(k)
 
-    def _extras(self, on):
-        b = self.b
-        if self.light:
-            b._enable_api_records(1 if on else 0)
+    def _api(self, on):
+        # kprof turns its API records on at the first scope or kernelc launch (cupti_api_records="lazy"):
+        # until then its state has them off, as a profiled run would
+        if self.light and getattr(self.b, "api_wanted", True):
+            self.b._enable_api_records(1 if on else 0)
         if self.ext:
             (self.c.activity_enable if on else self.c.activity_disable)(self.c.ActivityKind.EXTERNAL_CORRELATION)
-        b._enable_callbacks(1 if on else 0)
+
+    def _cb(self, on):
+        self.b._enable_callbacks(1 if on else 0)
+
+    def _sess(self, on):
         for s in self.sess:
             s.active = bool(on)
         self.S._refresh()   # the kernelc hook in or out, the scopes' hot-path state
@@ -1042,17 +1093,13 @@ class _FineStates:
 
     def go(self, state):
         t0 = time.perf_counter_ns()
-        want = "none" if state == "none2" else state
-        cur = "none" if self.cur == "none2" else self.cur
-        if want != cur:
-            if cur == "kprof":
-                self._extras(False)
-            if want == "none":
-                self._core(False)
-            elif cur == "none":
-                self._core(True)
-            if want == "kprof":
-                self._extras(True)
+        want, have = set(FINE_PARTS[state]), set(FINE_PARTS[self.cur])
+        for part in _PARTS_OFF:
+            if part in have and part not in want:
+                getattr(self, "_" + part)(False)
+        for part in _PARTS_OFF[::-1][:1] + _PARTS_OFF[:3]:   # core, api, cb, sess
+            if part in want and part not in have:
+                getattr(self, "_" + part)(True)
         self.cur = state
         return time.perf_counter_ns() - t0
 
@@ -1069,7 +1116,9 @@ def _fine_order(names, block):
     """The segments' states of one ``--fine`` block: the circuit closed on its first state (13 segments: every
     ordered pair of different states adjacent once), then the same reversed (every pair once more; a linear
     drift within the block then weighs every state alike: each state's mean position is the block's middle).
-    The first state has 8 segments, the others 6; each state's value is per step."""
+    The first state has 8 segments, the others 6; each state's value is per step.  (Swapping kprof/floor and
+    none/none2 in odd blocks was tried on the encoder, s21 R3: the control read the same in both parities, so
+    the order stays fixed; each segment's time is kept, ``seg_ms``, for such checks.)"""
     fwd = [names[i] for i in FINE_CIRCUIT] + [names[FINE_CIRCUIT[0]]]
     return fwd + fwd[::-1]
 
@@ -1085,7 +1134,7 @@ def _fine_rounds(w, prof, spec, seg_steps, sync):
     is its segments' ms per step.  Returned in the multi-way form (:func:`_multi_split` makes every pair of
     states a comparison; none/none2 is the control)."""
     import gc
-    names = list(FINE_STATES)
+    names = list(spec.get("fine_states") or FINE_STATES)
     stop = _start(prof, f"{spec['out']}_fine")
     b = _BACKEND[0]
     rb = getattr(b, "rawbufs", None)
@@ -1106,6 +1155,7 @@ def _fine_rounds(w, prof, spec, seg_steps, sync):
                 l0 = b.stats() if hasattr(b, "stats") else {}
                 sums = dict.fromkeys(names, 0)
                 sw = dict.fromkeys(names, 0)
+                segs = []   # each segment's ns, in order (where in the block a state's time goes)
                 seg_sync = spec.get("fine_sync", True)
                 settle = spec.get("fine_settle_steps", 0)
                 for n in order:
@@ -1120,12 +1170,15 @@ def _fine_rounds(w, prof, spec, seg_steps, sync):
                         w.step()
                     if seg_sync:
                         sync()
-                    sums[n] += perf() - t0
+                    dt = perf() - t0
+                    sums[n] += dt
+                    segs.append(dt)
                 l1 = b.stats() if hasattr(b, "stats") else {}
             finally:
                 gc.enable()
             k = {n: order.count(n) for n in names}
             rounds.append({"order": names, "ms": {n: sums[n] / 1e6 / (k[n] * seg_steps) for n in names},
+                           "segments": order, "seg_ms": [round(x / 1e6 / seg_steps, 4) for x in segs],
                            "sched": dict.fromkeys(names), "switch_us": {n: round(sw[n] / 1e3 / k[n], 2) for n in names},
                            "loop": {x: v - l0.get(x, 0) for x, v in l1.items() if isinstance(v, int)}})
             i += 1
@@ -2118,7 +2171,7 @@ def overhead(args) -> int:
     wls = [w for w in args.workloads.split(",") if w]
     t_start = time.time()
     deadline = t_start + args.budget
-    share = {w: BUDGET_SHARE.get(w, 1.0) for w in wls}
+    share = {w: _per_workload(args.shares, w, float, "--shares") or BUDGET_SHARE.get(w, 1.0) for w in wls}
     cpus = _cpu_set(args.cpus)
     ref_path = ref_proc = None
     if args.ref_cpu is not None:
@@ -2157,8 +2210,10 @@ def overhead(args) -> int:
                     "rounds_path": os.path.join(args.results_dir or _results_dir(),
                                                 f"{args.name or 'profiler_overhead_rotated'}.{wl}.rounds.json")
                     if (args.against and "," in args.against) or args.fine else None,
-                    "fine": args.fine, "fine_cycles": args.fine_cycles, "fine_sync": bool(args.fine_sync),
-                    "fine_settle": args.fine_settle}
+                    "fine": _per_workload(args.fine, wl, float, "--fine"), "fine_cycles": args.fine_cycles,
+                    "fine_sync": bool(args.fine_sync),
+                    "fine_settle": _per_workload(args.fine_settle, wl, float, "--fine-settle") or 0.0,
+                    "fine_states": _fine_states_arg(args.fine_states)}
             try:
                 r = None
                 if args.spawn == "fork" and _FORK["broken"] is None:
@@ -2365,9 +2420,12 @@ def overhead_table(summary) -> str:
 
 def reanalyse(path: str, name=None, results_dir=None, settle=0, betas=None) -> int:
     """Summaries and the table again from a results file's raw children (``--reanalyse``): a new
-    estimator on old runs without a GPU."""
-    meta = json.load(open(path))
-    children = meta.get("children") or []
+    estimator on old runs without a GPU.  Several files, comma-separated: their children pooled (the same design
+    in separate calls; each child's settle blocks still left out)."""
+    paths = [p for p in path.split(",") if p]
+    metas = [json.load(open(p)) for p in paths]
+    meta = metas[0]
+    children = [r for m in metas for r in (m.get("children") or [])]
     by = defaultdict(list)
     for r in children:
         by[r["workload"]].extend(_multi_split(r) if "multi" in r else [r])
@@ -2376,7 +2434,8 @@ def reanalyse(path: str, name=None, results_dir=None, settle=0, betas=None) -> i
     print(overhead_table(summary), flush=True)
     if name:
         from bench.common import RESULTS, write_results
-        write_results(name, meta.get("rows") or [], {"summary": summary, "reanalysed_from": os.path.basename(path),
+        write_results(name, meta.get("rows") or [], {"summary": summary,
+                                                     "reanalysed_from": ",".join(os.path.basename(p) for p in paths),
                                                      "source_environment": meta.get("environment"),
                                                      "children": children},
                       results_dir=results_dir or RESULTS)
@@ -2470,11 +2529,15 @@ def main(argv=None) -> int:
                          "and a closing control is not added; several, comma-separated (e.g. floor,proton,none: "
                          "'none' unprofiled): a multi-way run, rounds of one block each in a rotating order, "
                          "every pair of them compared (A/B) and none/none as the control")
-    ov.add_argument("--fine", type=float, default=None, metavar="MS",
+    ov.add_argument("--shares", default=None, metavar="WL=X,...",
+                    help="each workload's share of --budget (default encoder=0.4,train=0.35,tiny=0.25; a workload "
+                    "not named keeps its default)")
+    ov.add_argument("--fine", default=None, metavar="MS|WL=MS,...",
                     help="one kprof session per process, its segments of about MS ms (at least one step) switched "
                     "between the states kprof, floor (kprof's activity kinds only), none and none2 (all off; the "
                     "control) -- a fine interleave: each block's states ran within a few ms of each other, on the "
-                    "same core speed; every pair of states is compared block by block (--profilers kprof only)")
+                    "same core speed; every pair of states is compared block by block (--profilers kprof only); "
+                    "per workload as WL=MS,... (a workload not named runs without --fine: not allowed)")
     ov.add_argument("--fine-cycles", type=int, default=1, metavar="N",
                     help="--fine: a block is N times 26 segments (an order in which every state follows every other "
                     "once, then the same reversed)")
@@ -2484,19 +2547,24 @@ def main(argv=None) -> int:
                     "GPU, which exposes host work a pipelined run would hide); 0: no synchronize, the GPU queue "
                     "runs on from segment to segment (what it carries over falls on every state alike, by the "
                     "order)")
-    ov.add_argument("--fine-settle", type=float, default=0.0, metavar="MS",
+    ov.add_argument("--fine-settle", default="0", metavar="MS|WL=MS,...",
                     help="--fine: untimed steps for about MS ms (at least one step; 0: none) after each switch, before "
                     "the segment's timed steps (R3, "
                     "2026-11-29: switching kprof on left ~170 us of after-effect in the segment it opened, on the "
                     "tiny loop at 3- and 12-ms segments alike; a profiled run switches once)")
+    ov.add_argument("--fine-states", default=",".join(FINE_STATES), metavar="S1,S2,S3,S4",
+                    help="--fine: the four states, kprof first (default kprof,floor,none,none2; none and none2 give "
+                    "the control); others take kprof apart: api (the floor plus launch API records), kprof-noapi, "
+                    "kprof-nocb, kprof-nosess (kprof without its API records, callbacks or session)")
     ov.add_argument("--grace", type=float, default=40.0, help="no child starts later than this past --budget")
     ov.add_argument("--spawn", choices=["exec", "fork"], default="exec",
                     help="how each child process starts (overhead and reconcile): exec (a new interpreter) or fork (from a server that "
                     "has imported torch, CUDA untouched: no import per child; falls back to exec if it fails)")
     ov.add_argument("--quick", action="store_true", help="smoke run: the tiny workload (unless --workloads), one "
                     "round, short blocks, --budget 90")
-    ov.add_argument("--reanalyse", metavar="JSON", default=None, help="no run: the summaries and the table again "
-                    "from an overhead results file's raw blocks (written to --name if given)")
+    ov.add_argument("--reanalyse", metavar="JSON[,JSON...]", default=None, help="no run: the summaries and the table "
+                    "again from an overhead results file's raw blocks (written to --name if given); several files: "
+                    "their processes pooled")
     args = ap.parse_args(argv)
     if args.mode == "overhead" and args.reanalyse:
         return reanalyse(args.reanalyse, args.name, args.results_dir, args.settle_pairs, _betas(args.probe_beta))
@@ -2524,6 +2592,10 @@ def main(argv=None) -> int:
         if bad:
             ap.error(f"--against compares {', '.join(sorted(AGAINST_OK))} only; not: {', '.join(bad)}")
     if args.fine:
+        for w in args.workloads.split(","):
+            if w and not _per_workload(args.fine, w, float, "--fine"):
+                ap.error(f"--fine has no segment length for {w}")
+            _per_workload(args.fine_settle, w, float, "--fine-settle")
         if args.against or [p for p in args.profilers.split(",") if p] != ["kprof"] or args.device != "cuda":
             ap.error("--fine runs --profilers kprof alone, without --against, on a GPU")
         args.step_probe = 0

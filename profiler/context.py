@@ -13,6 +13,10 @@
   (its default), every change of a thread's ``node`` is also appended, with a CUPTI-clock
   timestamp, to that thread's timeline; a kernel is placed by its launch API record (thread id,
   start time) with :func:`node_at`.  A scope costs two clock reads; a launch costs nothing here.
+  The launch API records cost CUPTI a record per launch, and they are needed only once some
+  thread's node is not the root: with ``arm`` (:func:`timelines_on`), the first entry off the root
+  (a scope, a kernelc launch) turns them on through ``arm()`` before its time is read
+  (:func:`_arming_clock`); until then every launch is the root's.
 * **External correlation ids** (``cupti_attribution = "external-correlation"``, see
   :mod:`profiler.options`): each change of a thread's node also replaces the id the thread has on
   CUPTI's external-correlation stack (:func:`ext_id`), so each launch's API record comes with its
@@ -112,7 +116,12 @@ class ThreadContext:
 TID_MASK = 0xFFFFFFFF   # CUPTI's API records carry the low 32 bits of pthread_self (= threading.get_ident())
 MAIN = ThreadContext(tid=threading.main_thread().ident & TID_MASK, thread=threading.main_thread())
 _by_tid: Dict[int, ThreadContext] = {MAIN.tid: MAIN}
+# _clock: what an entry off the root reads (the timeline clock, or _arming_clock until the first such
+# entry); _tclock: the timeline clock itself, which entries at the root read (a thread's first use, its end)
 _clock: Optional[Callable[[], int]] = None
+_tclock: Optional[Callable[[], int]] = None
+_arm: Optional[Callable[[], None]] = None
+_arm_lock = threading.Lock()
 
 
 class _Local(threading.local):
@@ -141,7 +150,7 @@ class _Farewell:
         self.ctx = ctx
 
     def __del__(self):
-        clock = _clock
+        clock = _tclock
         if clock is not None:
             try:
                 self.ctx.times.append(clock())
@@ -221,30 +230,67 @@ def mark(c: ThreadContext) -> None:
     clock = _clock
     if clock is not None:
         if _ext is None:
-            c.times.append(clock())
-            c.nodes.append(c.node)
+            n = c.node
+            c.times.append((_tclock if type(n) is int and n == ROOT else clock)())
+            c.nodes.append(n)
         else:
             _ext_changed(c)
 
 
+def _arming_clock() -> int:
+    """``_clock`` until the first entry off the root: turns the launch API records on (``arm``), then
+    reads the timeline clock -- so every launch after this entry has its API record.  A thread that
+    comes here while another arms waits for it."""
+    global _clock, _arm
+    with _arm_lock:
+        arm, _arm = _arm, None
+        if arm is not None:
+            try:
+                arm()
+            except Exception:   # the backend records its own errors; placement then falls back to the root
+                pass
+            if _tclock is not None:
+                _clock = _tclock
+    return (_tclock or _clock_gone)()
+
+
+def _clock_gone() -> int:   # timelines went off while arming
+    return 0
+
+
+def armed() -> bool:
+    """Whether entries off the root read the timeline clock directly (nothing left to arm)."""
+    return _clock is not _arming_clock
+
+
 def _mark_all() -> None:
-    clock = _clock
+    clock = _tclock
     for c in list(_by_tid.values()):
         c.times.append(clock())
         c.nodes.append(c.node)
 
 
-def timelines_on(clock: Callable[[], int], external: Optional[Tuple[Callable, Callable]] = None) -> None:
+def timelines_on(clock: Callable[[], int], external: Optional[Tuple[Callable, Callable]] = None,
+                 arm: Optional[Callable[[], None]] = None) -> None:
     """Start timelines with ``clock`` (the clock of CUPTI's records): each known thread begins at its
     current node.  ``external``: ``(push(id), pop())`` of CUPTI's external-correlation stack of the
-    calling thread, to place launches by external correlation ids (see the module notes)."""
-    global _clock, _ext, _ext_gen
+    calling thread, to place launches by external correlation ids (see the module notes).  ``arm``:
+    called once, at the first entry of any thread off the root (now, if a thread is off it already;
+    not with ``external``), before that entry's time is read."""
+    global _clock, _tclock, _ext, _ext_gen, _arm
     live = set(threading.enumerate())
     for tid, c in list(_by_tid.items()):
         if c is not MAIN and c.thread not in live:
             _by_tid.pop(tid, None)
         c.times, c.nodes = [], []
-    _clock = clock
+    if arm is not None and (external is not None or any(type(c.node) is not int or c.node != ROOT
+                                                        for c in list(_by_tid.values()))):
+        arm()
+        arm = None
+    with _arm_lock:
+        _tclock = clock
+        _arm = arm
+        _clock = clock if arm is None else _arming_clock
     _mark_all()
     if external is not None:
         _ext_gen += 1
@@ -256,7 +302,7 @@ def timelines_on(clock: Callable[[], int], external: Optional[Tuple[Callable, Ca
 
 
 def timelines_off() -> None:
-    global _clock, _ext
+    global _clock, _tclock, _arm, _ext
     _register_new_threads(False)
     if _ext is not None:
         c = local.ctx
@@ -269,7 +315,8 @@ def timelines_off() -> None:
         _ext = None
         _ext_objects.clear()
         _ext_index.clear()
-    _clock = None
+    with _arm_lock:
+        _clock = _tclock = _arm = None
     for c in list(_by_tid.values()):
         c.times, c.nodes = [], []
 

@@ -35,6 +35,13 @@ knob                        environment variable        meaning
                                                         (default 8M)
 ``cupti_callbacks``         ``KPROF_CUPTI_CALLBACKS``   ``1``: place launches by a Python launch
                                                         callback, not API activity records
+``cupti_api_records``       ``KPROF_CUPTI_API_RECORDS`` when the launch API records (API-record
+                                                        mode) are turned on: ``lazy`` (the
+                                                        default: at the first scope entry or
+                                                        kernelc launch of any thread -- until
+                                                        then every launch is the root's and
+                                                        needs no placing) or ``always`` (at the
+                                                        start)
 ``cupti_runtime_callbacks`` ``KPROF_CUPTI_RUNTIME``     ``1``: also subscribe to the runtime API's
                                                         launch ids
 ``cupti_timeline_clock``    ``KPROF_CUPTI_TIMELINE_CLK`` the clock a scope timeline entry reads
@@ -118,6 +125,7 @@ def _flag(text: str, what: str) -> bool:
 ATTRIBUTIONS = ("api-records", "external-correlation")
 RECORD_MODES = ("split", "deferred", "raw")
 TIMELINE_CLOCKS = ("cupti", "realtime", "monotonic", "monotonic_raw")
+API_RECORDS = ("lazy", "always")
 
 
 @dataclass(frozen=True)
@@ -142,6 +150,8 @@ KNOBS: Dict[str, Knob] = {k.name: k for k in (
          "size of each CUPTI activity buffer"),
     Knob("cupti_callbacks", "KPROF_CUPTI_CALLBACKS", False, _flag,
          "place launches by a Python launch callback"),
+    Knob("cupti_api_records", "KPROF_CUPTI_API_RECORDS", "lazy", _choice(*API_RECORDS),
+         "when the launch API records are turned on (lazy: at the first scope or kernelc launch)"),
     Knob("cupti_runtime_callbacks", "KPROF_CUPTI_RUNTIME", False, _flag,
          "also subscribe to the runtime API's launch ids"),
     Knob("cupti_timeline_clock", "KPROF_CUPTI_TIMELINE_CLK", "realtime", _choice(*TIMELINE_CLOCKS),

@@ -411,8 +411,10 @@ DQ_MODES = ("separate", "atomic", "ds", "fused")
 # against the separate pass's 2.08-2.15; call C2b with FUSED_TAIL and FUSED_EVEN_M: 1.930 / 29.84 ms causal at N=4096 /
 # 16384 against the separate pass's 2.000 / 31.45, 3.541 / 58.90 non-causal against 3.635 / 59.41)
 DEFAULT_DQ_MODES = {64: "fused"}
-# D=64 dQ at 2 stages (50 KB: 4 programs an SM, 3 at 3 stages' 66 KB) since call R1b (docs/attention.md "bwd18")
-DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 2), 128: (128, 64, 8, 2)}
+# D=64 dQ at 2 stages (50 KB: 4 programs an SM, 3 at 3 stages' 66 KB) since call R1b (docs/attention.md "bwd18"). D=128
+# at 128-key steps since att21 (225 KB, spill-free, 555 SASS a trip against 2 x 355 at 64-key steps; on an H200 the dQ
+# kernel 3.6-3.8% faster, the separate backward 1.5-5% at N 4096: docs/attention.md, "att21")
+DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 2), 128: (128, 128, 8, 2)}
 # the separate pass's dK/dV loop with its LSE/delta rows unmasked (EVEN_M) where N is a multiple of its step, at these
 # head dims (D=64: 126 registers, 4 programs an SM, 223 SASS a trip against 238). With the dQ kernel at 2 stages, both
 # kernels run 4 programs an SM with their waits deferred: on an H200 (call R1b, N=16384) 2.4% faster than the separate

@@ -20,6 +20,7 @@ from . import extra, math, random, target_info  # noqa: F401
 from .core import DeviceFunction, constexpr, range, static_range, tensor  # noqa: F401
 from .blocks import block_pointer, tensor_descriptor  # noqa: F401
 from .bulk import bulk_add, staging_offsets  # noqa: F401
+from .cache import prefetch  # noqa: F401
 from .dtypes import (bfloat16, block_type, dtype, float8e4b8, float8e4b15, float8e4nv, float8e5,  # noqa: F401
                      float8e5b16, float16, float32, float64, int1, int8, int16, int32, int64, pointer_type,
                      tensor_descriptor_type, uint8, uint16, uint32, uint64)

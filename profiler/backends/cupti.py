@@ -10,7 +10,10 @@ How it works (cupti-python, one subscriber per process):
   per-thread timelines on CUPTI's clock (:mod:`profiler.context`), and a kernel goes to the node
   its thread had when the launch call started.  A Python callback per launch costs microseconds
   per launch through cupti-python (docs/performance.md, "Profiler (CUPTI)"); this costs two clock
-  reads per scope.  A torch / cuBLAS launch goes through the runtime API, which
+  reads per scope.  The API records cost CUPTI a record per launch, so by default
+  (``cupti_api_records="lazy"``) they are turned on only at the first scope entry or kernelc launch of
+  any thread (:func:`profiler.context.timelines_on`'s ``arm``): until then every launch is the
+  root's, and a kernel without an API record from then is placed at the root by its start time.  A torch / cuBLAS launch goes through the runtime API, which
   calls the driver, so the driver ids see every launch.
 * **Launch callbacks** are still used where the launching thread's Python state is needed at the
   call: ``context="python"`` sessions (the call path) and launch listeners (PC sampling drains its
@@ -79,6 +82,15 @@ def _torch_profiler_active() -> bool:
         except Exception:
             pass
     return False
+
+
+def _capturing() -> bool:
+    """Whether torch's current stream is capturing a CUDA graph (False without torch or CUDA)."""
+    torch = sys.modules.get("torch")
+    try:
+        return bool(torch is not None and torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing())
+    except Exception:
+        return False
 
 
 def _first_line(e: BaseException) -> str:
@@ -158,6 +170,10 @@ class CuptiBackend:
         self._full = [False]                    # the callback reads this: capture call paths
         self.light = False                      # launches placed by API records + timelines (no callback)
         self.launch_callbacks = False           # the launch ids' callbacks are enabled now
+        self.api_on = False                     # the launch API records are enabled now
+        self.api_wanted = False                 # ...and are needed (armed: something off the root)
+        self.armed_at: Optional[int] = None     # CUPTI time by which they were on (lazy mode)
+        self._arm_lock = threading.Lock()
         self.api: Dict[int, tuple] = {}         # correlation id -> (thread id, launch start) from API records
         self.pending: List[tuple] = []          # device records whose API record has not arrived yet
         self.held = cupti_records.Records()     # records not delivered yet (see _process)
@@ -238,9 +254,14 @@ class CuptiBackend:
             # PC sampling sessions (serialized kernels) use launch callbacks from the start: with API
             # activity records enabled first, a sampling session gets no kernel records
             if not options.get("cupti_callbacks") and self.kernel_activity != "serialized":
+                # enabled here even when lazy: whether CUPTI can is known now, not at the first scope
                 self.light = self._enable_api_records(1)
             if self.light and self.attribution == "external-correlation":
                 self.external = self._enable_external()
+            lazy = self.light and not self.external and options.get("cupti_api_records") == "lazy"
+            if lazy:
+                self._enable_api_records(0)
+            self.api_wanted = self.light and not lazy
             self._enable_callbacks(1)
         except BaseException:
             self._teardown()
@@ -264,7 +285,8 @@ class CuptiBackend:
                 else:
                     tclock = self.tl_clock = host
                     self.tl_offsets = [first]
-            context.timelines_on(tclock, self._ext_stack() if self.external else None)
+            context.timelines_on(tclock, self._ext_stack() if self.external else None,
+                                 arm=None if self.api_wanted else self._arm)
         self.running = True
         self._rearm_pcsampling(rearm)
 
@@ -333,6 +355,18 @@ class CuptiBackend:
             self.held.extend(cupti_raw.decode(self.cupti, bufs, rb.walker, self._kinds,
                                               self._memcpy_label, self.names))
 
+    def _arm(self) -> None:
+        """Turn the launch API records on for good (lazy mode): a thread left the root (context's
+        ``arm``), or call paths are wanted.  Launches before this are the root's."""
+        with self._arm_lock:
+            if self.api_wanted or not self.light or self.subscriber is None:
+                return
+            if self._enable_api_records(1):
+                self.api_wanted = True
+                self.armed_at = int(self.clock())
+            else:
+                self._error("API records could not be turned on at the first scope; later kernels go to the root")
+
     def _enable_external(self) -> bool:
         """EXTERNAL_CORRELATION records: each launch's API record comes with the id its thread pushed
         (the thread's node, :func:`profiler.context.ext_id`).  False if CUPTI cannot."""
@@ -375,7 +409,9 @@ class CuptiBackend:
                             c.activity_enable_driver_api(d, 0)
                         except Exception:
                             pass
+                    self.api_on = False
                     return False
+        self.api_on = bool(on)
         return True
 
     def _launch_cbids(self) -> List[int]:
@@ -561,6 +597,8 @@ class CuptiBackend:
         """Capture Python call paths in the launch callback (turning the callback on if needed)."""
         self.python = bool(on)
         self._full[0] = self.python
+        if self.python and self.light:   # launches are still placed in time by their API records
+            self._arm()
         self._update_launch_callbacks()
 
     def add_launch_listener(self, fn: Callable) -> None:
@@ -609,8 +647,17 @@ class CuptiBackend:
         except (StopIteration, RuntimeError):
             return self.max_cid
 
+    def _unarmed_mark(self) -> int:
+        """A window edge while launches have no API records (lazy, not armed): their kernels are
+        windowed by their start times, so the edge waits for the GPU work launched before it (not
+        during a CUDA graph capture, which a synchronize would break: captured work has no records)."""
+        if not _capturing():
+            self.synchronize()
+        return self.watermark()
+
     def attach(self, session) -> None:
-        session.windows.append([self.watermark(), None])
+        session.windows.append([self._unarmed_mark() if self.light and not self.api_wanted else self.watermark(),
+                                None])
         if session not in self.sessions:
             self.sessions.append(session)
         if session.context == "python" and not self.python:
@@ -618,7 +665,8 @@ class CuptiBackend:
 
     def detach(self, session) -> None:
         if session.windows and session.windows[-1][1] is None:
-            session.windows[-1][1] = self.watermark()
+            session.windows[-1][1] = (self._unarmed_mark() if self.light and not self.api_wanted
+                                      else self.watermark())
 
     def release(self, session) -> None:
         """The session is finalized: stop routing records to it; stop CUPTI after the last one."""
@@ -797,6 +845,10 @@ class CuptiBackend:
         ext_node = context.ext_node
         targets_of = self._targets
         light = self.light
+        # lazy and not armed: no launch has an API record; armed: those that started before it are the root's,
+        # and so are those without one at the last flush (launched before it, queued: windowed at armed_at)
+        armed = self.api_wanted
+        armed_at = self.armed_at if armed else None
         threads = None
         for rec in recs:
             cid, name, is_kernel, dev, start, end, extra_bytes, stream, gnode = rec
@@ -804,10 +856,12 @@ class CuptiBackend:
             if light:
                 launch = api_get(cid)
                 if launch is None:
-                    if not final:
+                    # no API record: launched before they were on (lazy mode) -- then the root's -- or
+                    # its record has not come yet (it waits, unless this is the last flush)
+                    if not final and armed and (armed_at is None or start >= armed_at):
                         self.pending.append(rec)
                         continue
-                    key = start
+                    key = start if armed_at is None or start < armed_at else armed_at
                 else:
                     key = launch[1]
                     if value is None:

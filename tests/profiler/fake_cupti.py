@@ -248,8 +248,8 @@ class FakeCupti:
         self.callback(None, int(CallbackDomain.RESOURCE), int(cbid), _register(rd) if self.pass_pointers else rd)
 
     def _record(self, kind, cid, name=None, dur=1000, device=0, stream=7, graph_node_id=0, nbytes=0, copy_kind=1):
-        start = self.clock
-        self.clock += dur + 10
+        start = self.clock + 1   # the GPU starts after the launch call began (kprof windows unplaced kernels by it)
+        self.clock += dur + 11
         rec = SimpleNamespace(kind=int(kind), correlation_id=cid, start=start, end=start + dur, device_id=device,
                               stream_id=stream, graph_node_id=graph_node_id, name=name, bytes=nbytes,
                               copy_kind=copy_kind)

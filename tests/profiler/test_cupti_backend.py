@@ -55,11 +55,14 @@ def test_kernels_joined_to_scopes(fake, tmp_path):
     assert fake.subscribes == 1 and int(fake_cupti.ActivityKind.CONCURRENT_KERNEL) in fake.kinds
     launch_ids = {int(fake_cupti.DriverApiTraceCbid.cuLaunchKernel), int(fake_cupti.DriverApiTraceCbid.cuGraphLaunch)}
     if fake.api_records:     # no Python callback per launch: CUPTI records the launch calls
-        assert launch_ids <= fake.api_ids and not any((1, i) in fake.enabled for i in launch_ids)
+        # ... from the first scope on (cupti_api_records="lazy"); with external correlation from the start
+        ext = os.environ.get("KPROF_CUPTI_ATTRIBUTION") == "external-correlation"
+        assert (launch_ids <= fake.api_ids) == ext and not any((1, i) in fake.enabled for i in launch_ids)
     else:
         assert all((1, i) in fake.enabled for i in launch_ids)
     assert (3, 13) in fake.enabled and (3, 20) in fake.enabled
     with profiler.scope("fwd"):
+        assert launch_ids <= fake.api_ids or not fake.api_records
         for _ in range(3):
             fake.launch(MANGLED, dur=1000, runtime=True)
         with profiler.scope("inner"):
@@ -601,3 +604,126 @@ def test_scope_metrics_queued_and_summed_at_the_end(light_fake, tmp_path, monkey
     assert "'bytes' must be a number" in capsys.readouterr().err
     root2, _ = read_profile(tmp_path / "m2.hatchet")
     assert find(root2, "attn").metrics["flops"] == 1
+
+
+@pytest.mark.parametrize("variant", ["api-records", "raw"])
+def test_api_records_turned_on_at_the_first_scope(monkeypatch, tmp_path, variant):
+    """cupti_api_records="lazy" (the default): no launch API record until a thread leaves the root (CUPTI's
+    record per launch is then the floor's); launches before are the root's, by their start time; from the
+    first scope entry on launches are placed as always -- the scope's, and the root's after it -- and a
+    window edge meanwhile waits for the GPU (kernels without API records are windowed by their start)."""
+    fake = _fake_for(monkeypatch, variant)
+    from profiler.backends import cupti as backend_mod
+    syncs = []
+    monkeypatch.setattr(backend_mod.CuptiBackend, "synchronize", lambda self: syncs.append(1))
+    sid = profiler.start(str(tmp_path / "lz"))
+    b = S.get(sid).backend
+    assert not fake.api_ids and not b.api_wanted and syncs == [1]   # the window's start waited for the GPU
+    for _ in range(3):
+        fake.launch("root_before")
+    fake.memset()
+    assert not fake.api_ids and not any(r.kind == int(fake_cupti.ActivityKind.DRIVER) for r in fake.pending)
+    fake.activity_flush_all(1)   # a buffer completes before anything is armed
+    fake.launch("queued")        # launched before the first scope, run after the profile's end (a GPU behind)
+    queued = fake.pending[-1]
+    queued.start, queued.end = queued.start + 10 ** 9, queued.end + 10 ** 9
+    with profiler.scope("fwd"):
+        assert fake.api_ids and b.api_wanted and b.armed_at is not None
+        from profiler import context
+        assert context.MAIN.nodes[-1] != 0 and b.armed_at <= context.MAIN.times[-1]   # on before the entry's time
+        fake.launch("in_scope")
+    fake.launch("root_after")
+    with profiler.scope("again"):   # armed once
+        fake.launch("in_again")
+    profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "lz.hatchet")
+    assert sorted(n for n in names(root) if "memset" not in n) == ["again", "fwd", "queued", "root_after",
+                                                                   "root_before"]
+    assert len(names(root)) == 6   # and the memset
+    assert find(root, "root_before").metrics["count"] == 3
+    assert names(find(root, "fwd")) == ["in_scope"] and names(find(root, "again")) == ["in_again"]
+
+
+def test_scope_free_run_never_turns_api_records_on(monkeypatch, tmp_path):
+    """A run without scopes or kernelc launches (a threaded one included: a thread's first use is no entry
+    off the root) pays no API record; kprof deactivated and activated again keeps its windows by start time."""
+    import threading
+    fake = _fake_for(monkeypatch, "api-records")
+    sid = profiler.start(str(tmp_path / "nf"))
+    t = threading.Thread(target=lambda: fake.launch("from_thread"))
+    t.start()
+    t.join()
+    fake.launch("first")
+    profiler.deactivate(sid)
+    fake.launch("skipped")
+    profiler.activate(sid)
+    fake.launch("second")
+    assert not fake.api_ids
+    profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "nf.hatchet")
+    assert sorted(names(root)) == ["first", "from_thread", "second"]
+
+
+def test_api_records_always_and_started_inside_a_scope(monkeypatch, tmp_path):
+    """cupti_api_records="always": on from the start; lazy, started inside a scope: on at once."""
+    fake = _fake_for(monkeypatch, "api-records")
+    monkeypatch.setenv("KPROF_CUPTI_API_RECORDS", "always")
+    sid = profiler.start(str(tmp_path / "al"))
+    assert fake.api_ids and S.get(sid).backend.api_wanted
+    profiler.finalize(sid)
+    monkeypatch.setenv("KPROF_CUPTI_API_RECORDS", "lazy")
+    with profiler.scope("outer"):
+        sid = profiler.start(str(tmp_path / "in"))
+        assert fake.api_ids
+        fake.launch("k")
+        profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "in.hatchet")
+    assert names(find(root, "outer")) == ["k"]
+
+
+def test_kernelc_launch_at_the_root_arms(monkeypatch, tmp_path):
+    """A hooked kernelc launch outside any scope is an entry off the root (its KernelLaunch node): the API
+    records come on before its launch, so the launch gets its description."""
+    fake = _fake_for(monkeypatch, "api-records")
+
+    class Rec:
+        name, grid, num_warps, num_stages, shared = "mm", (4, 1, 1), 4, 2, 0
+        stream, backend, cache_key, compiled = 0, "cuda", "k1", None
+        function = type("F", (), {"launch_metadata": None, "file": __file__, "first_line": 1, "src": ""})()
+        constexprs, launch_metadata, args = {}, None, []
+
+    sid = profiler.start(str(tmp_path / "kr"))
+    assert not fake.api_ids
+    hooks._enter(Rec)
+    assert fake.api_ids
+    fake.launch("mm")
+    hooks._exit(Rec)
+    profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "kr.hatchet")
+    assert [c.name for c in root.children][0].startswith("mm [grid 4x1x1")
+
+
+def test_unarmed_window_edge_does_not_synchronize_a_capture(monkeypatch, tmp_path):
+    """While nothing is armed a window edge synchronizes -- except during a CUDA graph capture (torch's current
+    stream capturing), which a synchronize would invalidate."""
+    import sys
+    import types
+    fake = _fake_for(monkeypatch, "api-records")
+    from profiler.backends import cupti as backend_mod
+    syncs = []
+    monkeypatch.setattr(backend_mod.CuptiBackend, "synchronize", lambda self: syncs.append(1))
+    capturing = [False]
+    cuda = types.SimpleNamespace(is_initialized=lambda: True, is_current_stream_capturing=lambda: capturing[0])
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    sid = profiler.start(str(tmp_path / "cap"))
+    assert syncs == [1]
+    capturing[0] = True
+    profiler.deactivate(sid)
+    assert syncs == [1]
+    capturing[0] = False
+    profiler.activate(sid)
+    assert syncs == [1, 1]
+    fake.launch("k")
+    profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "cap.hatchet")
+    assert names(root) == ["k"]

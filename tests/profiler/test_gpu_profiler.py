@@ -359,3 +359,47 @@ def test_launch_placement_on_gpu(tmp_path, variant):
     threaded = {p: n for p, n in paths.items() if p[0] == "threaded"}
     assert sum(threaded.values()) == 1, paths            # x.exp(); the worker's 6 kernels are not here
     assert sum(n for p, n in paths.items() if len(p) == 1) >= 6, paths
+
+
+def test_lazy_api_records_on_gpu(tmp_path):
+    """cupti_api_records="lazy" (the default) on the real CUPTI: a scope-free run pays no launch API record and
+    keeps every kernel, also those still queued when it ends (windowed by their start after a synchronize);
+    a run whose first scope comes after a queue of root kernels keeps those at the root and places the
+    scope's own."""
+    run_program(tmp_path, """
+        import json, torch, profiler
+        from profiler import session
+        a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+        x = torch.randn(1 << 16, device="cuda")
+        c = a @ a
+        torch.cuda.synchronize()
+        info = {}
+        sid = profiler.start("free")
+        for _ in range(8):                       # the GPU falls ~10 ms behind
+            c = a @ a
+        for _ in range(20):
+            x = x * 1.0001
+        info["free"] = session.get(sid).backend.api_wanted
+        profiler.finalize(sid)
+        sid = profiler.start("late")
+        for _ in range(8):
+            c = a @ a
+        with profiler.scope("s"):
+            for _ in range(5):
+                x = x.sin()
+        info["late"] = session.get(sid).backend.api_wanted
+        profiler.finalize(sid)
+        json.dump(info, open("info.json", "w"))
+    """)
+    info = json.load(open(tmp_path / "info.json"))
+    assert info == {"free": False, "late": True}, info
+    gemms = {}
+    for name, n_small in (("free", 20), ("late", 0)):
+        root, _ = read_profile(tmp_path / f"{name}.hatchet")
+        paths = _kernel_paths(root)
+        top = {p[0]: n for p, n in paths.items() if len(p) == 1}
+        assert sum(n for k, n in top.items() if "elementwise" in k) == n_small, paths
+        gemms[name] = sum(n for k, n in top.items() if "elementwise" not in k)   # cuBLAS's, 8 matmuls' worth
+    assert gemms["free"] == gemms["late"] >= 8, gemms
+    root, _ = read_profile(tmp_path / "late.hatchet")
+    assert sum(n for p, n in _kernel_paths(root).items() if p[0] == "s") == 5

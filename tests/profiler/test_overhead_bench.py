@@ -542,6 +542,11 @@ def test_reanalyse_gives_the_run_s_own_summary(tmp_path, monkeypatch):
     for p in ("none", "kprof"):
         assert b[p]["warm"] == a[p]["warm"] and b[p]["pairs"] == a[p]["pairs"]
         assert b[p]["warm_ci"] == a[p]["warm_ci"]
+    run = str(tmp_path / "run.json")   # two files: their processes pooled
+    assert rp.main(["overhead", "--reanalyse", f"{run},{run}", "--name", "pooled", "--results-dir", str(tmp_path),
+                    "--settle-pairs", "0"]) == 0
+    c = json.load(open(tmp_path / "pooled.json"))["summary"]["tiny"]["profilers"]
+    assert c["kprof"]["pairs"] == 2 * a["kprof"]["pairs"] and c["kprof"]["warm"] == a["kprof"]["warm"]
 
 
 def test_reconcile_agreement_flags_counts_and_big_rows():
@@ -800,6 +805,39 @@ def test_fine_states_switch_only_what_differs(monkeypatch):
     assert calls == [("on", 10), ("on", 1), ("on", 2)] and profiler.scope is rp._null_scope
 
 
+def test_fine_states_take_kprof_apart(monkeypatch):
+    """--fine-states: api is the floor plus the launch API records; kprof-noapi / -nocb / -nosess are kprof without
+    one part; switching between them touches only the part that differs; a bad list is refused."""
+    import profiler
+    st, calls = _fine_states(monkeypatch)
+    st.go("kprof-noapi")
+    assert calls == [("api", 0), ("off", 99)]
+    calls.clear()
+    st.go("api")
+    assert calls == [("cb", 0), ("refresh",), ("api", 1), ("on", 99)] and profiler.scope is rp._null_scope
+    calls.clear()
+    st.go("kprof-nocb")
+    assert calls == [("refresh",)]
+    calls.clear()
+    st.go("kprof-nosess")
+    assert calls == [("refresh",), ("cb", 1)] and profiler.scope is rp._null_scope
+    assert rp._fine_states_arg("kprof, floor,api,kprof-noapi") == ("kprof", "floor", "api", "kprof-noapi")
+    for bad in ("floor,kprof,none,none2", "kprof,floor,none", "kprof,floor,none,bogus", "kprof,floor,none,none"):
+        with pytest.raises(SystemExit):
+            rp._fine_states_arg(bad)
+
+
+def test_per_workload_values():
+    """--fine / --fine-settle / --shares: one value for every workload, or WL=V pairs (a workload not named: None)."""
+    assert rp._per_workload("12", "tiny", float, "--fine") == 12.0
+    assert rp._per_workload("tiny=12,encoder=30", "encoder", float, "--fine") == 30.0
+    assert rp._per_workload("tiny=12", "train", float, "--fine") is None
+    assert rp._per_workload(None, "tiny", float, "--fine") is None
+    for bad in ("tiny=x", "bogus=3", "abc"):
+        with pytest.raises(SystemExit):
+            rp._per_workload(bad, "tiny", float, "--fine")
+
+
 def test_fine_rounds_balance_carryover_and_give_a_control(monkeypatch, tmp_path):
     """--fine: in a block every state follows every other state equally often (what a segment leaves to the next
     falls on all alike) and weighs the same at each end of the block (a drift cancels); each segment ends with a
@@ -840,6 +878,9 @@ def test_fine_rounds_balance_carryover_and_give_a_control(monkeypatch, tmp_path)
     for s in rp.FINE_STATES:
         n = blk.count(s)
         assert n == (8 if s == "kprof" else 6) and sum(i for i, x in enumerate(blk) if x == s) == n * 12.5, s
+    assert order[26:52] == blk   # every block the same order
+    assert rounds[0]["segments"] == blk and len(rounds[0]["seg_ms"]) == 26
+    assert rounds[0]["seg_ms"][0] == pytest.approx(0.2) and rounds[0]["seg_ms"][1] == pytest.approx(0.1)
     r = {"workload": "tiny", "profiler": "kprof", "multi": rounds, "cold_ms": [1.0], "stop_s": [], "setup_s": 1.0,
          "wall_s": 1.0, "steps_per_block": 6}
     vs = {v["profiler"]: v for v in rp._multi_split(r)}
@@ -873,5 +914,9 @@ def test_issue23_status_rules():
     e = {"value": 1.066, "ci": [1.024, 1.077]}
     assert m._met("kprof/floor", e) is False and e["shown_above"] is True
     assert m._met("kprof/floor", {"value": 1.004, "ci": [0.984, 1.012]}) is True
+    e = {"value": 1.03, "ci": [1.021, 1.04], "design": "fine"}   # without settle: an upper bound, never "above"
+    assert m._met("kprof/floor", e) is False and e["upper_bound"] and not e["shown_above"]
+    e = {"value": 1.03, "ci": [1.021, 1.04], "design": "fine", "settle": True}
+    assert m._met("kprof/floor", e) is False and e["shown_above"] and "upper_bound" not in e
     assert m._met("kprof/proton", {"value": 0.975, "ci": [0.955, 0.9998]}) is True
     assert m._met("kprof/floor", {"missing": True}) is None

@@ -42,7 +42,8 @@ CONFIGS = [
 ]
 
 
-def compile_kernel(D, causal, kernel, cfg, dt="fp16", group=0):
+def compile_kernel(D, causal, kernel, cfg, dt="fp16", group=0, extra=None):
+    """``extra``: more constexprs of the kernel (e.g. EVEN_M, L1_PF)."""
     import kernelc
     from examples.kernels import attention_bwd as B
     bm, bn, w, s = cfg
@@ -63,6 +64,7 @@ def compile_kernel(D, causal, kernel, cfg, dt="fp16", group=0):
     # what the launcher specialises at the bench's sizes: 16-divisible integers and pointers, unit inner stride
     if group:  # GROUP: the causal grid longest first across head groups (twelfth session)
         cx = dict(cx, GROUP=group)
+    cx = dict(cx, **(extra or {}))
     return kernelc.compile(fn, sig, dict(cx, HEAD_DIM=D, CAUSAL=causal, BLOCK_M=bm, BLOCK_N=bn), target="sm_90a",
                            num_warps=w, num_stages=s, divisibility={n: 16 for n in sig}, equal_to_1=("stride_k",))
 

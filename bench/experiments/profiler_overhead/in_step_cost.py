@@ -285,7 +285,10 @@ def main(argv=None) -> int:
     t_exit = Timed(scopes.scope.__exit__, keep)
     scopes.scope.__enter__, scopes.scope.__exit__ = t_enter.w, t_exit.w
     h_enter, h_exit = Timed(hooks._enter, keep), Timed(hooks._exit, keep)
-    # the timeline's clock (cupti.get_timestamp in API-record mode), read inside the calls above
+    # the timeline's clock (cupti.get_timestamp in API-record mode), read inside the calls above; with the launch
+    # API records turned on lazily, arm them now (as the first scope would): arming replaces context._clock
+    if getattr(context, "_arming_clock", None) is not None and context._clock is context._arming_clock:
+        context._arming_clock()
     clk = Timed(context._clock, keep) if context._clock is not None else None
     if clk is not None:
         context._clock = clk.w

@@ -226,14 +226,43 @@ def _stmatrix_rows(lw: Lowering, tile: Tile, sm, ty: str, block_shape) -> None:
         e.start_block(cont)
 
 
-def report_tma(lw: Lowering, op: Op, kind: str, ty: tensor_descriptor_type) -> None:
-    """The access report entry of a bulk copy (16-byte granules, no per-thread vector to limit)."""
+def report_tma(lw: Lowering, op: Op, kind: str, ty: tensor_descriptor_type, tmap=None) -> None:
+    """The access report entry of a bulk copy (16-byte granules, no per-thread vector to limit). ``tmap`` (its
+    ``TensorMapParam`` / ``DeviceTensorMap``) names the kernel argument the copy reads or writes, as ``address``'s
+    ``base`` (the analyzer counts a tensor's DRAM bytes by it; without a name it charges every unnamed tensor)."""
     eb = ty.element_ty.itemsize
-    lw.reports["memory_accesses"].append({
+    entry = {
         "kind": kind, "file": op.loc.file, "line": op.loc.line, "shape": list(ty.block_shape), "elem_bytes": eb,
         "vector_elems": max(1, 16 // eb), "vector_bytes": 16, "contiguous_dim": len(ty.block_shape) - 1,
         "contiguity": [], "divisibility_bytes": [], "limits": {}, "limited_by": [], "engine": "tma",
-    })
+    }
+    base = tensor_map_base(lw, tmap) if tmap is not None else None
+    if base is not None:
+        entry["address"] = {"affine": False, "base": base}
+    lw.reports["memory_accesses"].append(entry)
+
+
+def tensor_map_base(lw: Lowering, tmap) -> Optional[str]:
+    """The kernel argument a tensor map copies from or to: a host descriptor's argument, or the pointer argument a
+    descriptor made in the kernel starts from (through pointer arithmetic); None where neither is found."""
+    host = getattr(tmap, "host_arg", None)
+    if host is not None:
+        return host
+    make = getattr(tmap, "make", None)
+    if make is None or not make.operands:
+        return None
+    names = {a.id: arg.name for a, arg in zip(lw.fn.body.args, lw.fn.arguments)}
+    v = make.operands[0]
+    for _ in range(64):
+        if v.id in names:
+            return names[v.id]
+        if v.op is None:
+            return None
+        ptrs = [o for o in v.op.operands if getattr(o.type, "is_ptr", lambda: False)()]
+        if len(ptrs) != 1:
+            return None
+        v = ptrs[0]
+    return None
 
 
 def free_regions(lw: Lowering) -> List[Tuple[str, int]]:
@@ -294,7 +323,7 @@ def lower_descriptor_load(lw: Lowering, op):
     offsets = offsets_of(lw, op.operands[1:])
     # the dots read the tile in place when passes/schedule.py tagged it so
     consumers = in_place_readers(_uses(lw), res) if op.attrs.get("in_place") else None
-    report_tma(lw, op, "load (TMA)", ty)
+    report_tma(lw, op, "load (TMA)", ty, tm)
     # a tile read in place must outlive this op (other ops' scratch would overwrite it): its own buffer,
     # or a finished loop's ring (the barrier below orders it after the ring's last readers)
     if consumers:
@@ -339,7 +368,7 @@ def lower_descriptor_store(lw: Lowering, op):
     box = tm.box
     elt = ty.element_ty
     offsets = offsets_of(lw, op.operands[2:])
-    report_tma(lw, op, "store (TMA)", ty)
+    report_tma(lw, op, "store (TMA)", ty, tm)
     tile = lw.get(val)
     free = free_span(lw, box.nbytes)
     if free:
@@ -458,7 +487,8 @@ class _At:
 def lower_bulk_reduce(lw: Lowering, op):
     buf: BulkBuffer = lw.rings[op.operands[0].id]
     if op.attrs.get("source"):
-        report_tma(lw, _At(op.attrs["source"]), f"atomic {op.attrs['kind']} (TMA bulk reduction)", buf.tmap.ty)
+        report_tma(lw, _At(op.attrs["source"]), f"atomic {op.attrs['kind']} (TMA bulk reduction)", buf.tmap.ty,
+                   buf.tmap)
     stage, pred = lw.scalar(op.operands[1]), lw.scalar(op.operands[2])
     offs = [lw.scalar(v) for v in op.operands[3:]]
     T.reduce_tile_out(lw, buf.box, buf.tmap.address(lw), buf.stage_base(lw, stage), offs, op.attrs["kind"], pred)
@@ -467,7 +497,7 @@ def lower_bulk_reduce(lw: Lowering, op):
 @rule("bulk_store")
 def lower_bulk_store(lw: Lowering, op):
     buf: BulkBuffer = lw.rings[op.operands[0].id]
-    report_tma(lw, op, "store (TMA)", buf.tmap.ty)
+    report_tma(lw, op, "store (TMA)", buf.tmap.ty, buf.tmap)
     stage, pred = lw.scalar(op.operands[1]), lw.scalar(op.operands[2])
     offs = [lw.scalar(v) for v in op.operands[3:]]
     T.copy_tile_out(lw, buf.box, buf.tmap.address(lw), buf.stage_base(lw, stage), offs, pred)

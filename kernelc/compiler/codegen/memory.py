@@ -249,6 +249,31 @@ def lower_store(lw: Lowering, op):
         _store_vector(lw, elt, ptrs[g], vals[g:g + vec], m, vec, cache, evict)
 
 
+@rule("prefetch")
+def lower_prefetch(lw: Lowering, op):
+    """``prefetch.global.L1/L2`` per element the thread owns (one thread of a replicated element's copies)."""
+    e = lw.e
+    ptr = op.operands[0]
+    mask = op.operands[1] if len(op.operands) > 1 else None
+    level = op.attrs.get("level", "L1")
+    code = f"@$0 prefetch.global.{level} [ $1 + 0 ];"
+    if not lw.is_tile(ptr):
+        m = lw.scalar(mask) if mask is not None else None
+        first = e.val(f"icmp eq i32 {lw.tid}, 0")
+        m = first if m is None else e.val(f"and i1 {m}, {first}")
+        e.asm("void", code, "b,l", [("i1", m), ("ptr addrspace(1)", lw.scalar(ptr))])
+        return
+    L = lw.plan.get(ptr) or _store_layout(lw, ptr)
+    ptrs = lw.get(ptr, L).regs
+    masks = lw.operand(mask, L) if mask is not None else None
+    own = lw.owner_predicate(L)
+    for g in range(L.num_regs):
+        m = masks[g] if masks is not None else None
+        if own is not None:
+            m = own if m is None else e.val(f"and i1 {m}, {own}")
+        e.asm("void", code, "b,l", [("i1", m if m is not None else "true"), ("ptr addrspace(1)", ptrs[g])])
+
+
 def _store_layout(lw: Lowering, ptr):
     from ..passes.layout_assign import LayoutAssigner
     a = LayoutAssigner.__new__(LayoutAssigner)

@@ -254,7 +254,7 @@ def lower_tma_copy_to_ring(lw: Lowering, op: Op) -> None:
         file, line, col = op.attrs["source"].rsplit(":", 2)
         # a one-stage ring is a single tile issued ahead of its first read (passes/tma_prefetch.py), not a pipeline
         kind = "load (TMA issued early)" if ring.stages == 1 else "load (TMA pipelined)"
-        report_tma(lw, _At(Loc(file, int(line), int(col))), kind, ring.tmap.ty)
+        report_tma(lw, _At(Loc(file, int(line), int(col))), kind, ring.tmap.ty, ring.tmap)
     stage, bar, pred = (lw.scalar(v) for v in op.operands[1:4])
     offs = [lw.scalar(v) for v in op.operands[4:]]
     base = ring.stage_base(lw, stage)

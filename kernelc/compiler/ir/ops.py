@@ -113,6 +113,11 @@ for op in [
           optional_attrs=("pipeline", "layout")),
     OpDef("store", (2, 3), ("cache", "eviction"), pure=False, results=0, category="memory",
           doc="ptr, value [, mask]"),
+    # kl.prefetch (language/cache.py): no result, so no register and no scoreboard wait; not a write (passes that
+    # look for writes before a load, e.g. to keep it off TMA, do not list it)
+    OpDef("prefetch", (1, 2), ("level",), pure=False, results=0, category="memory",
+          doc="ptr [, mask]: bring the lines at ptr into the cache level ('L1' or 'L2'); one thread of the "
+              "copies of a replicated element issues it"),
     OpDef("atomic_rmw", (2, 3), ("kind", "sem", "scope"), pure=False, category="memory",
           doc="ptr, val [, mask] -> old"),
     OpDef("atomic_cas", (3, 3), ("sem", "scope"), pure=False, category="memory", doc="ptr, cmp, val -> old"),

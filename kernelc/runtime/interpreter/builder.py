@@ -603,6 +603,7 @@ _IMPLS.update({
     "print": lambda b, o, ty, **a: b._print(o, ty, **a),
     "assert": lambda b, o, ty, **a: b._assert(o, ty, **a),
     "barrier": lambda b, o, ty, **a: None,
+    "prefetch": lambda b, o, ty, **a: None,  # a cache hint: nothing to do without caches
 })
 _IMPLS.update(_DESCRIPTOR_IMPLS)
 
