@@ -101,6 +101,18 @@ def mb_verdict(figs):
     return "level"
 
 
+MB_SAME_CODE = "bench/experiments/mem21/results/mb_sass_s20R3_vs_mem21.json"
+
+
+def memory_bound_code():
+    """Whether the 14 row kernels build the SASS now that they built in the one run of all 14 rows (CPU check)."""
+    path = os.path.join(ROOT, MB_SAME_CODE)
+    if not os.path.exists(path):
+        return None
+    d = json.load(open(path))
+    return {"file": MB_SAME_CODE, "trees": [t["tree"] for t in d["trees"]], "same_sass": d["same_sass"]}
+
+
 def memory_bound(extra=()):
     rows = {}
     for call, path, gpu in MB_CALLS:
@@ -396,7 +408,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     extra = [tuple(s.split("=", 2)[:2]) + ("H200", s.split("=", 2)[2]) for s in a.mb_extra]
     status = {"rules": __doc__.split("Rules:")[1].split("    python3")[0].strip(),
-              "memory_bound": memory_bound(extra), "against_torch": against_torch(),
+              "memory_bound": memory_bound(extra), "memory_bound_code": memory_bound_code(),
+              "against_torch": against_torch(),
               "bench_kernels_vs_766f1cd": bench_kernels(), **gpu_suite()}
     if not a.no_live:
         status["stores_128_cpu"] = stores_128()
