@@ -168,16 +168,20 @@ def _prefixed(names: Sequence[str], spec: Optional[str]) -> List[str]:
 
 
 # The one-run table (--suite): every tutorial side by side in one call of at most 480 s on one H200. Seconds a
-# tutorial took per runtime in earlier calls (Triton + kernelc, one run each, H200; bench/results/): cold caches
-# 01 14, 02 14, 03 63, 04 11, 05 27, 07 9, 08 49 (s18 T18A); 06 at 4 points per table from warm caches 230, plus
-# 68 of dry runs (s18 T18B); 09 at its default K=512 from warm caches 117, plus 83 of dry runs (s16), and 298 from
-# cold caches (s17 R1t: Triton's autotuners compile about 190 configs one after the other). So: 01-05, 07 and 08
-# from cold caches as before (4 points a table); 06 and 09 from warm caches, their dry runs all at once; 06 at
-# N_CTX 2048 only (its 20 tables at one point: the point below 0.95 in s18; 06 tunes each N_CTX afresh, about
-# 22 s a point and runtime); and one cold run per runtime of 06 that stops after its first call (the first
-# ``_attn_fwd`` compiles and tunes all its configs), for the first-call column.
-SUITE = dict(order="01,02,03,04,05,07,08,06,09", warm="06,09", warm_parallel=True, points=["06=x:2048"],
-             cold_first_calls="06", bench_points=4, repeats=1, deadline=470.0)
+# tutorial took (Triton + kernelc, one run each, H200; bench/results/): from cold caches 01 14, 02 14, 03 63, 04 11,
+# 05 27, 07 9, 08 49 (s18 T18A, 204 s in all with the processes' start); 06 at 4 points a table from warm caches
+# 230, plus 68 of dry runs (s18 T18B), at 1 point 56 (s13); 09 at its default K=512 from warm caches 117, plus 83 of
+# dry runs (s16), and 298 from cold caches (s17 R1t: Triton's autotuners compile about 190 configs one after the
+# other). As before (4 points spread over each table, cold caches) that is about 700 s, so: 01, 02, 04, 05, 07 as
+# before; 03 and 08 at 3 points (03 tunes each size afresh, about 7 s a point); 06 and 09 from warm caches, their
+# dry runs all at once; 06 at N_CTX 2048 only (its 20 tables at one point: the one below 0.95 in s18; 06 tunes each
+# N_CTX afresh, about 28 s a point); one run per runtime of 06 from empty caches that stops after its first call
+# (the first ``_attn_fwd`` compiles and tunes all its configs) for the first-call column; 09's first calls are from
+# warm caches (its cold ones cost Triton 150 s). Expected about 450 s. SUITE_SECONDS: the estimate a tutorial is
+# started with (both runtimes); one that would pass --deadline is skipped whole, not cut.
+SUITE = dict(order="01,02,03,04,05,07,08,06,09", warm="06,09", warm_parallel=True,
+             points=["06=x:2048", "03=3", "08=3"], cold_first_calls="06", bench_points=4, repeats=1, deadline=470.0)
+SUITE_SECONDS = {"01": 16, "02": 16, "03": 50, "04": 12, "05": 29, "07": 10, "08": 42, "06": 85, "09": 120}
 
 
 def _run_interruptible(cmd: List[str], cwd: str, env: dict, timeout: float):
@@ -657,13 +661,16 @@ def main(argv=None) -> int:
             print(f"another round would pass --max-seconds {a.max_seconds:g}: stopping after {rnd}", flush=True)
             break
         t_round = time.perf_counter()
-        for name in runs:
-            if left() < a.min_run:
-                print(f"{name}: skipped, {max(0.0, left()):.0f} s left of --deadline {a.deadline:g}", flush=True)
+        for idx, name in enumerate(runs):
+            need = max(a.min_run, SUITE_SECONDS.get(name[:2], 0) if a.suite else 0)
+            if left() < need:
+                print(f"{name}: skipped, {max(0.0, left()):.0f} s left of --deadline {a.deadline:g} "
+                      f"(it needs about {need:.0f})", flush=True)
                 skipped.add(name)
                 continue
             print(f"{name} (round {rnd + 1}/{a.repeats})", flush=True)
-            order = ("triton", "kernelc") if rnd % 2 == 0 else ("kernelc", "triton")
+            # which runtime goes first alternates over rounds and over the tutorials of a round
+            order = ("triton", "kernelc") if (rnd + idx) % 2 == 0 else ("kernelc", "triton")
             bp, xv = pts[name]
             if name in cold_first and rnd == 0:  # from empty caches, up to the first call(s) only
                 cold_runs[name] = {impl: [run_one(found[name], impl, bp, timeout(), a.triton_site, spread,

@@ -208,7 +208,7 @@ def test_suite_warms_06_and_09_at_once_and_times_06s_first_call_cold(tmp_path, m
     src.mkdir()
     for n in tt.TUTORIALS:
         (src / f"{n}.py").write_text("")
-    warmed, ran = [], []
+    warmed, ran, pts = [], [], {}
 
     def fake_warm(path, impl, cache, points, spread, jobs, timeout, site, tutorial_args=(), x_values=None):
         warmed.append((os.path.basename(path)[:2], impl, x_values))
@@ -217,6 +217,7 @@ def test_suite_warms_06_and_09_at_once_and_times_06s_first_call_cold(tmp_path, m
     def fake_run_one(path, impl, points, timeout, site, spread=False, warm=None, x_values=None,
                      stop_after_first_calls=None, **kw):
         ran.append((os.path.basename(path)[:2], impl, bool(warm), x_values, stop_after_first_calls))
+        pts[os.path.basename(path)[:2]] = points
         s = 10.0 if stop_after_first_calls else 1.0
         return dict(_run([[1, 100.0, 100.0]], calls=[{"kernel": "k", "depth": 0, "first_call_s": s}]),
                     rc=0, seconds=0.1)
@@ -230,8 +231,10 @@ def test_suite_warms_06_and_09_at_once_and_times_06s_first_call_cold(tmp_path, m
                               ("09", "triton", None)]
     assert [r[0] for r in ran] == ["01", "01", "02", "02", "03", "03", "04", "04", "05", "05", "07", "07", "08", "08",
                                    "06", "06", "06", "06", "09", "09"]
-    assert ran[14:18] == [("06", "triton", False, "2048", 1), ("06", "kernelc", False, "2048", 1),
-                          ("06", "triton", True, "2048", None), ("06", "kernelc", True, "2048", None)]
+    assert [r[1] for r in ran[:4]] == ["triton", "kernelc", "kernelc", "triton"]  # alternating over tutorials
+    assert ran[14:18] == [("06", "kernelc", False, "2048", 1), ("06", "triton", False, "2048", 1),
+                          ("06", "kernelc", True, "2048", None), ("06", "triton", True, "2048", None)]
+    assert pts["03"] == pts["08"] == 3 and pts["01"] == 4 and ran[4][3] is None  # 03 and 08 at 3 points
     rep = json.load(open(out))
     t06 = rep["tutorials"]["06-fused-attention"]
     assert t06["caches"] == "warm" and rep["tutorials"]["01-vector-add"]["caches"] == "cold"
