@@ -517,9 +517,11 @@ def one_run(run_path, earlier_path=EARLIER):
                                    "earlier": e["ratio"] if e else None,
                                    "earlier_from": e["from"].split(" (")[0] if e else None})
         cold = {f["kernel"]: f for f in t.get("first_calls_cold") or []}
+        # (runs before session 21 did not say; a tutorial with a dry run was measured from warm caches)
+        run_caches = t.get("caches") or ("warm" if tut in (run.get("warm") or {}) else "cold")
         for f in t.get("first_calls", []):
             src = cold.pop(f["kernel"], None)
-            caches = t.get("caches") or "cold"
+            caches = run_caches
             if src is not None:
                 f, caches = src, "cold (a run stopped after it)"
             e = e_fc.get((tut, f["kernel"]))
