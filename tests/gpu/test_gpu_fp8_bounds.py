@@ -75,8 +75,8 @@ def test_self_bounded_e5m2_cast_matches_torch_bit_for_bit(N, BLOCK_M, num_warps)
     x = torch.randn((M, N), generator=g) * 1000
     specials = [61440.0, 61439.996, -61440.0, 57344.0, 1e9, -1e9, float("inf"), float("-inf"), float("nan"),
                 -float("nan"), 61504.0, -65536.0]
-    for i, v in enumerate(specials):  # one special a block of rows, so the other blocks take the bare path
-        x[(2 * i + 1) * BLOCK_M + i % BLOCK_M, (7 * i) % N] = v
+    for i, v in enumerate(specials):  # one special in each of programs 1-12; programs 0, 13-15 take the bare path
+        x[(i + 1) * BLOCK_M + (5 * i) % BLOCK_M, (7 * i) % N] = v
     x = x.cuda()
     y = torch.empty_like(x)
     z = torch.empty((M, N), dtype=torch.float8_e5m2, device="cuda")
