@@ -483,7 +483,12 @@ def _xkey(x):
 def one_run(run_path, earlier_path=EARLIER):
     """The status from one run of ``bench/triton_tutorials.py`` alone; ``earlier``: the same point's or kernel's
     reading in an earlier status JSON (``build``'s), beside it for reference."""
-    run = json.load(open(run_path))
+    if run_path.endswith(".gz"):  # (scripts/compact_results.py gzips big results)
+        import gzip
+        with gzip.open(run_path, "rt") as f:
+            run = json.load(f)
+    else:
+        run = json.load(open(run_path))
     label = os.path.basename(run_path)
     early = json.load(open(earlier_path)) if earlier_path and os.path.exists(earlier_path) else {}
     e_pts = {(q["tutorial"], q["table"], q["column"], _xkey(q["x"])): q for q in early.get("points", [])}
