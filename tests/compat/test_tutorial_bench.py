@@ -282,3 +282,20 @@ def test_runner_stops_after_the_first_calls():
     with pytest.raises(StopAfterFirstCalls):
         b[1]()  # the second first call: stop
     assert [(r["kernel"], r["depth"]) for r in rec] == [("a", 0), ("b", 0)]
+
+
+def test_a_direct_method_is_timed_where_a_base_class_defines_it():
+    """Triton 3.6's JITFunction inherits ``warmup`` from KernelInterface: its first call (the compile) is timed too."""
+    from bench.tutorial_runner import _wrap_first_calls
+
+    class Base:
+        def warmup(self, *a, **kw):
+            return "compiled"
+
+    class Fn(Base):
+        __name__ = "softmax_kernel"
+    rec = []
+    _wrap_first_calls([], rec, direct=[(Fn, "warmup")])
+    f = Fn()
+    assert f.warmup(1, grid=(1,)) == "compiled" and f.warmup(1, grid=(1,)) == "compiled"
+    assert [(r["kernel"], r["kind"], r["depth"]) for r in rec] == [("softmax_kernel", "Base.warmup", 0)]
