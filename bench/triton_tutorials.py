@@ -127,11 +127,64 @@ def copy_cache(src: str, dst: str, impl: str) -> int:
     return n
 
 
-def _runner_cmd(path: str, impl: str, js: str, bench_points: Optional[int], spread: bool) -> List[str]:
+def _runner_cmd(path: str, impl: str, js: str, bench_points: Optional[int], spread: bool,
+                x_values: Optional[str] = None) -> List[str]:
     cmd = [sys.executable, os.path.join(ROOT, "bench", "tutorial_runner.py"), "--impl", impl, "--json", js]
-    if bench_points:
+    if x_values:
+        cmd += ["--x-values", x_values]
+    elif bench_points:
         cmd += ["--bench-points", str(bench_points)] + (["--spread"] if spread else [])
     return cmd
+
+
+def parse_points(specs: Sequence[str]) -> Dict[str, tuple]:
+    """``--points PREFIX=N`` (N bench points) or ``PREFIX=x:V1,V2`` (those x values): per tutorial prefix,
+    (bench_points or None, x_values or None)."""
+    out = {}
+    for spec in specs or ():
+        pre, _, val = spec.partition("=")
+        if not pre or not val:
+            raise SystemExit(f"--points {spec!r}: expected PREFIX=N or PREFIX=x:V1,V2")
+        out[pre.strip()] = (None, val[2:]) if val.startswith("x:") else (int(val), None)
+    return out
+
+
+def points_for(name: str, default: Optional[int], per: Dict[str, tuple]) -> tuple:
+    """(bench_points, x_values) for one tutorial: its ``--points`` entry, else ``--bench-points``."""
+    for pre, v in per.items():
+        if name.startswith(pre):
+            return v
+    return default, None
+
+
+def _prefixed(names: Sequence[str], spec: Optional[str]) -> List[str]:
+    """The tutorials of ``names`` that a comma-separated prefix list names ('' or 'all': every one)."""
+    if spec is None:
+        return []
+    pre = [p.strip() for p in spec.split(",") if p.strip()]
+    if not pre or pre == ["all"]:
+        return list(names)
+    return [n for n in names if any(n.startswith(p) for p in pre)]
+
+
+# The one-run table (--suite): every tutorial side by side in one call of at most 480 s on one H200. Seconds a
+# tutorial took (Triton + kernelc, one run each, H200; bench/results/): from cold caches 01 14, 02 14, 03 63, 04 11,
+# 05 27, 07 9, 08 49 (s18 T18A, 204 s in all with the processes' start); 06 at 4 points a table from warm caches
+# 230, plus 68 of dry runs (s18 T18B), at 1 point 56 (s13); 09 at its default K=512 from warm caches 117, plus 83 of
+# dry runs (s16), and 298 from cold caches (s17 R1t: Triton's autotuners compile about 190 configs one after the
+# other). As before (4 points spread over each table, cold caches) that is about 700 s, so: 01, 02, 04, 05, 07 as
+# before; 03 and 08 at 2 points (03 tunes each size afresh, about 7 s a point; 08 keeps N=128, its point near the
+# line); 06 and 09 from warm caches, their dry runs all at once; 06 at N_CTX 2048 only (its 20 tables at one point:
+# the one below 0.95 in s18; 06 tunes each N_CTX afresh, about 28 s a point); last, if 30 s are left, one run per
+# runtime of 06 from empty caches that stops after its first call (the first ``_attn_fwd`` compiles and tunes all
+# its configs); 09's first calls are from warm caches (its cold ones cost Triton 150 s). The first suite run (s21,
+# 03 and 08 at 3 points) took: dry runs 97 s (not 70: 28 processes on 16 cores), 01 14, 02 18, 03 58, 04 12, 05 28,
+# 07 10, 08 48, 06 57, and 360 s had passed when 09 was due, 10 s short of its estimate. SUITE_SECONDS: the estimate
+# a tutorial is started with (both runtimes); one that would pass --deadline is skipped whole, not cut.
+SUITE = dict(order="01,02,03,04,05,07,08,06,09", warm="06,09", warm_parallel=True,
+             points=["06=x:2048", "03=2", "08=2"], cold_first_calls="06", bench_points=4, repeats=1, deadline=470.0)
+SUITE_SECONDS = {"01": 16, "02": 20, "03": 40, "04": 13, "05": 30, "07": 11, "08": 34, "06": 60, "09": 120}
+COLD_FIRST_SECONDS = 30  # 06's two runs from empty caches that stop after the first call (s20 R2: 10 + 4 s of it)
 
 
 def _run_interruptible(cmd: List[str], cwd: str, env: dict, timeout: float):
@@ -164,17 +217,21 @@ def _env(impl: str, triton_site: Optional[str], caches: Dict[str, str]) -> dict:
 
 def run_one(path: str, impl: str, bench_points: Optional[int], timeout: int, triton_site: Optional[str],
             spread: bool = False, warm: Optional[str] = None, keep_profiles: Optional[str] = None,
-            tutorial_args: Sequence[str] = ()) -> dict:
+            tutorial_args: Sequence[str] = (), x_values: Optional[str] = None,
+            stop_after_first_calls: Optional[int] = None) -> dict:
     """One measured run in a fresh process, with empty compile caches or (``warm``) a copy of the warm one.
-    ``keep_profiles``: a directory for the profiles the tutorial writes (09's ``matmul.hatchet``)."""
+    ``keep_profiles``: a directory for the profiles the tutorial writes (09's ``matmul.hatchet``).
+    ``stop_after_first_calls``: end the run once that many outermost first calls are timed."""
     work = tempfile.mkdtemp(prefix=f"tut_{impl}_")  # tutorials save plots/CSVs to '.'
     js = os.path.join(work, "result.json")
     caches = {k: os.path.join(work, f"{k}_cache") for k in CACHE_ENV}
     warm_kernels = copy_cache(warm, caches[impl], impl) if warm else None
     env = _env(impl, triton_site, caches)
-    cmd = _runner_cmd(path, impl, js, bench_points, spread)
+    cmd = _runner_cmd(path, impl, js, bench_points, spread, x_values)
     if keep_profiles:
         cmd += ["--keep-profiles", keep_profiles]
+    if stop_after_first_calls:
+        cmd += ["--stop-after-first-calls", str(stop_after_first_calls)]
     cmd += [path, *tutorial_args]
     rc, out, err = _run_interruptible(cmd, work, env, timeout)
     tail = (out[-1500:], err[-3000:])
@@ -197,7 +254,8 @@ def run_one(path: str, impl: str, bench_points: Optional[int], timeout: int, tri
 
 
 def warm_caches(path: str, impl: str, cache: str, bench_points: Optional[int], spread: bool, jobs: int,
-                timeout: int, triton_site: Optional[str], tutorial_args: Sequence[str] = ()) -> dict:
+                timeout: int, triton_site: Optional[str], tutorial_args: Sequence[str] = (),
+                x_values: Optional[str] = None) -> dict:
     """Dry-run the tutorial in ``jobs`` parallel processes compiling into ``cache``: each runs the whole
     tutorial and compiles the kernels whose identity hashes to its index (``--kernels i/N``), so every
     kernel is compiled once. Returns the wall time, each process's exit status and the compile
@@ -211,8 +269,8 @@ def warm_caches(path: str, impl: str, cache: str, bench_points: Optional[int], s
         js = os.path.join(work, f"shard{i}.json")
         wd = os.path.join(work, f"shard{i}")
         os.makedirs(wd)
-        cmd = _runner_cmd(path, impl, js, bench_points, spread) + ["--dry-run", "--kernels", f"{i}/{jobs}", path,
-                                                                   *tutorial_args]
+        cmd = _runner_cmd(path, impl, js, bench_points, spread, x_values) + [
+            "--dry-run", "--kernels", f"{i}/{jobs}", path, *tutorial_args]
         log = open(os.path.join(wd, "log.txt"), "w")
         procs.append((subprocess.Popen(cmd, cwd=wd, env=env, stdout=log, stderr=subprocess.STDOUT), js, log))
     out = {"jobs": jobs, "rc": [], "compile": {}, "errors": []}
@@ -476,35 +534,64 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tutorials", required=True, help="directory with Triton 3.6's tutorial files")
     ap.add_argument("--only", help="comma-separated prefixes, e.g. 01,03")
+    ap.add_argument("--order", help="comma-separated prefixes: run the tutorials in this order (the others after them)")
     ap.add_argument("--repeats", type=int, default=3,
                     help="runs per tutorial and implementation, alternating which goes first (default 3)")
     ap.add_argument("--bench-points", type=int, default=4,
                     help="x values per benchmark table (default 4; 0: all)")
     ap.add_argument("--first-points", action="store_true",
                     help="the first --bench-points x values (default: spread from the first to the last)")
+    ap.add_argument("--points", action="append", default=[], metavar="PREFIX=N|PREFIX=x:V1,V2",
+                    help="a tutorial's own bench points: N of them, or those x values (e.g. 06=x:2048); repeatable")
     ap.add_argument("--max-seconds", type=float, default=480,
                     help="start no round that would end past this many seconds, judged by the last round "
                          "(default 480; the first round always runs)")
+    ap.add_argument("--deadline", type=float,
+                    help="seconds for the whole call: each run's timeout is cut to what is left (a run cut short "
+                         "keeps the tables it printed), and a tutorial is skipped when less than --min-run is left")
+    ap.add_argument("--min-run", type=float, default=15.0, help="with --deadline (default 15 s)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per tutorial run")
     ap.add_argument("--triton-site", help="directory to prepend to PYTHONPATH for the real-Triton runs")
     ap.add_argument("--libdevice", help="libdevice.10.bc for tutorial 07 (default: Triton's, else kernelc's)")
-    ap.add_argument("--warm", action="store_true",
+    ap.add_argument("--warm", nargs="?", const="all", metavar="PREFIXES",
                     help="compile every kernel first in a dry run (no GPU work), then measure each run from a copy "
-                         "of that warm cache")
+                         "of that warm cache; with prefixes (e.g. 06,09) only those tutorials, the others from empty "
+                         "caches")
+    ap.add_argument("--warm-parallel", action="store_true",
+                    help="run the dry runs of every warmed tutorial and both implementations at once")
     ap.add_argument("--warm-jobs", type=int, default=max(1, min(16, (os.cpu_count() or 2) - 2)),
                     help="dry-run processes per tutorial and implementation for --warm "
                          "(default: cores - 2, at most 16)")
+    ap.add_argument("--cold-first-calls", metavar="PREFIXES",
+                    help="for these warmed tutorials, also one run per implementation from empty caches that stops "
+                         "after --cold-first-n first calls: the first-call column from cold caches")
+    ap.add_argument("--cold-first-n", type=int, default=1)
+    ap.add_argument("--suite", action="store_true",
+                    help="the one-run table of issue 20: every tutorial, one round, in one call (see SUITE; the "
+                         "options given explicitly win)")
     ap.add_argument("--tutorial-args", default="",
                     help="arguments for the tutorial scripts themselves (e.g. \"-K 512\" for 09), dry runs included")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "triton_tutorials.json"))
     ap.add_argument("--fresh", action="store_true", help="start a new results file instead of adding to it")
+    if argv is None:
+        argv = sys.argv[1:]
     a = ap.parse_args(argv)
+    if a.suite:
+        given = {x.split("=")[0] for x in argv if x.startswith("--")}
+        for k, v in SUITE.items():
+            opt = "--" + k.replace("_", "-")
+            if opt not in given:
+                setattr(a, k, v)
+        a.fresh = True
     t_start = time.perf_counter()
     names = TUTORIALS
     if a.only:
-        pre = [p.strip() for p in a.only.split(",")]
-        names = [n for n in names if any(n.startswith(p) for p in pre)]
+        names = _prefixed(names, a.only)
+    if a.order:
+        first = [n for p in a.order.split(",") for n in names if n.startswith(p.strip())]
+        names = list(dict.fromkeys(first + names))
     points = a.bench_points or None
+    per_points = parse_points(a.points)
     targs = shlex.split(a.tutorial_args)
     # the profiles the tutorials write (09), per tutorial, implementation and round, next to the JSON
     profiles_dir = os.path.splitext(a.out)[0] + "_profiles"
@@ -514,7 +601,8 @@ def main(argv=None) -> int:
     print(f"tutorials staged in {tut_dir}; libdevice {libdevice or 'NOT FOUND (07 fails under Triton)'}", flush=True)
     report = {"benchmark": "triton_tutorials", "environment": environment(), "bench_points": points,
               "points": "spread" if spread else "first", "repeats": a.repeats, "tutorial_args": targs,
-              "tutorials": {}}
+              "per_tutorial_points": {k: list(v) for k, v in per_points.items()}, "suite": bool(a.suite),
+              "order": names, "deadline": a.deadline, "tutorials": {}}
     if os.path.exists(a.out) and not a.fresh:  # runs split over several calls (--only) add up in one file
         try:
             with open(a.out) as f:
@@ -529,20 +617,45 @@ def main(argv=None) -> int:
             report["tutorials"][name] = {"error": f"{name}.py not found in {a.tutorials}"}
             print(f"{name}: not found")
     runs: Dict[str, Dict[str, List[dict]]] = {n: {"triton": [], "kernelc": []} for n in names if os.path.isfile(found[n])}
+    pts = {n: points_for(n, points, per_points) for n in runs}
+
+    def left() -> float:
+        return (a.deadline - (time.perf_counter() - t_start)) if a.deadline else float("inf")
+
+    def timeout() -> int:
+        return int(max(1, min(a.timeout, left())))
+
     warm: Dict[str, str] = {}
-    if a.warm:
+    warm_names = _prefixed(list(runs), a.warm)
+    if warm_names:
         # one warm cache per implementation, shared by the tutorials: the dry runs and the measured runs
         # read the same staged files, so the kernels' cache keys (which hash source, and for kernelc its
         # code object's file name) agree
         warm_root = tempfile.mkdtemp(prefix="warm_caches_")
         warm = {impl: os.path.join(warm_root, impl) for impl in ("triton", "kernelc")}
-        report["warm"] = {}
-        for name in runs:
-            print(f"{name}: warming the compile caches (dry run)", flush=True)
-            report["warm"][name] = {impl: warm_caches(found[name], impl, warm[impl], points, spread, a.warm_jobs,
-                                                      a.timeout, a.triton_site, targs) for impl in ("triton", "kernelc")}
-            _write(report, a.out)
+        report["warm"] = {n: {} for n in warm_names}
+        jobs_args = [(name, impl) for name in warm_names for impl in ("triton", "kernelc")]
+
+        def warm_one(name, impl):
+            print(f"{name}: warming the {impl} compile cache (dry run)", flush=True)
+            bp, xv = pts[name]
+            report["warm"][name][impl] = warm_caches(found[name], impl, warm[impl], bp, spread, jobs,
+                                                     timeout(), a.triton_site, targs, x_values=xv)
+        # all at once: about two processes a core in all (each dry run spends part of its time outside compiles)
+        jobs = max(2, (a.warm_jobs + 1) // 2) if a.warm_parallel and len(jobs_args) > 2 else a.warm_jobs
+        if a.warm_parallel:
+            import concurrent.futures
+            with concurrent.futures.ThreadPoolExecutor(len(jobs_args)) as ex:
+                for f in [ex.submit(warm_one, *j) for j in jobs_args]:
+                    f.result()
+        else:
+            for j in jobs_args:
+                warm_one(*j)
+        _write(report, a.out)
         report["warm_seconds"] = time.perf_counter() - t_start
+    cold_first = set(_prefixed(list(runs), a.cold_first_calls)) & set(warm_names)
+    cold_runs: Dict[str, Dict[str, List[dict]]] = {}
+    skipped = set()
     # rounds over all tutorials (not N repeats of one, then the next): a slow drift of the machine
     # (clocks, another tenant) then hits both implementations alike
     last_round = 0.0
@@ -551,22 +664,46 @@ def main(argv=None) -> int:
             print(f"another round would pass --max-seconds {a.max_seconds:g}: stopping after {rnd}", flush=True)
             break
         t_round = time.perf_counter()
-        for name in runs:
+        for idx, name in enumerate(runs):
+            need = max(a.min_run, SUITE_SECONDS.get(name[:2], 0) if a.suite else 0)
+            if left() < need:
+                print(f"{name}: skipped, {max(0.0, left()):.0f} s left of --deadline {a.deadline:g} "
+                      f"(it needs about {need:.0f})", flush=True)
+                skipped.add(name)
+                continue
             print(f"{name} (round {rnd + 1}/{a.repeats})", flush=True)
-            order = ("triton", "kernelc") if rnd % 2 == 0 else ("kernelc", "triton")
+            # which runtime goes first alternates over rounds and over the tutorials of a round
+            order = ("triton", "kernelc") if (rnd + idx) % 2 == 0 else ("kernelc", "triton")
+            bp, xv = pts[name]
             for impl in order:
                 keep = os.path.join(profiles_dir, name, f"{impl}-{rnd + 1}")
-                runs[name][impl].append(run_one(found[name], impl, points, a.timeout, a.triton_site, spread,
-                                                warm.get(impl), keep_profiles=keep, tutorial_args=targs))
+                runs[name][impl].append(run_one(found[name], impl, bp, timeout(), a.triton_site, spread,
+                                                warm.get(impl) if name in warm_names else None, keep_profiles=keep,
+                                                tutorial_args=targs, x_values=xv))
                 if not all(runs[name].values()):  # the first of the two: keep what it measured if the call ends now
                     partial = {k: [_summary(r) for r in v] for k, v in runs[name].items()}
                     report["tutorials"][name] = {"partial": partial}
                     _write(report, a.out)
-            _report_tutorial(report, name, runs[name])
+            _report_tutorial(report, name, runs[name], warm=name in warm_names, points=(bp, xv, spread))
             _write(report, a.out)
         last_round = time.perf_counter() - t_round
+    # after the rounds (the tables first, when the deadline is near): from empty caches, up to the first call(s)
+    for idx, name in enumerate(n for n in runs if n in cold_first and n not in skipped):
+        if left() < COLD_FIRST_SECONDS:
+            print(f"{name}: no run from empty caches, {max(0.0, left()):.0f} s left", flush=True)
+            continue
+        bp, xv = pts[name]
+        order = ("triton", "kernelc") if idx % 2 == 0 else ("kernelc", "triton")
+        print(f"{name}: its first call from empty caches", flush=True)
+        cold_runs[name] = {impl: [run_one(found[name], impl, bp, timeout(), a.triton_site, spread, tutorial_args=targs,
+                                          x_values=xv, stop_after_first_calls=a.cold_first_n)] for impl in order}
+        _report_tutorial(report, name, runs[name], cold_runs[name], warm=name in warm_names, points=(bp, xv, spread))
+        _write(report, a.out)
     for name in runs:
-        _print_tutorial(name, report["tutorials"][name])
+        if name in report["tutorials"] and "passed" in report["tutorials"][name]:
+            _print_tutorial(name, report["tutorials"][name])
+    for name in sorted(skipped):
+        report["tutorials"].setdefault(name, {})["skipped"] = "deadline"
     report["seconds"] = time.perf_counter() - t_start
     _write(report, a.out)
     out_dir = os.environ.get("OUT")
@@ -585,7 +722,13 @@ def _summary(r: dict) -> dict:
                                   "printed_trees", "autotune", "autotune_timings", "stderr_tail", "stdout_tail")}
 
 
-def _report_tutorial(report: dict, name: str, runs: Dict[str, List[dict]]) -> None:
+def _report_tutorial(report: dict, name: str, runs: Dict[str, List[dict]],
+                     cold: Optional[Dict[str, List[dict]]] = None, warm: bool = False, points=None) -> None:
+    """One tutorial's entry: both implementations' merged runs, the compared tables, the first calls (from the
+    measured runs; ``cold``: also from the runs that stopped after their first calls, from empty caches)."""
+    if not runs["triton"] or not runs["kernelc"]:
+        report["tutorials"][name] = {"partial": {k: [_summary(r) for r in v] for k, v in runs.items()}}
+        return
     tri, kc = merge_runs(runs["triton"]), merge_runs(runs["kernelc"])
     keys = ("rc", "seconds", "mismatch", "stderr_tail", "triton_version", "repeats", "compile", "table_errors",
             "autotune", "autotune_timings", "printed_trees")
@@ -594,7 +737,15 @@ def _report_tutorial(report: dict, name: str, runs: Dict[str, List[dict]]) -> No
         "passed": {"triton": tri.get("rc") == 0 and not tri.get("mismatch"),
                    "kernelc": kc.get("rc") == 0 and not kc.get("mismatch")},
         "tables": [noise_floor(t) for t in compare(tri, kc) + compare_profiles(tri, kc)],
-        "first_calls": first_calls(tri, kc)}
+        "first_calls": first_calls(tri, kc), "caches": "warm" if warm else "cold"}
+    if points is not None:
+        report["tutorials"][name]["points"] = {"bench_points": points[0], "x_values": points[1], "spread": points[2]}
+    if cold and cold.get("triton") and cold.get("kernelc"):
+        ct, ck = merge_runs(cold["triton"]), merge_runs(cold["kernelc"])
+        report["tutorials"][name]["first_calls_cold"] = first_calls(ct, ck)
+        report["tutorials"][name]["cold_runs"] = {
+            impl: {"rc": r[0].get("rc"), "seconds": r[0].get("seconds"), "stopped": r[0].get("stopped"),
+                   "compile": r[0].get("compile")} for impl, r in cold.items()}
 
 
 def _print_tutorial(name: str, res: dict) -> None:

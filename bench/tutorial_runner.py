@@ -64,6 +64,15 @@ def pick_points(xs, n, spread=False):
     return [xs[round(i * (len(xs) - 1) / (n - 1))] for i in range(n)]
 
 
+def keep_x_values(xs, wanted):
+    """The x values of ``xs`` named in ``wanted`` (strings, compared with ``str(x)``), in the table's order; a table
+    with none of them keeps its first ``len(wanted)``."""
+    xs = list(xs)
+    names = {str(w).strip() for w in wanted}
+    kept = [x for x in xs if str(x) in names]
+    return kept or xs[:len(names)]
+
+
 def _sync():
     try:
         import torch
@@ -115,13 +124,19 @@ def _kernel_name(obj) -> str:
             or getattr(obj, "name", None) or "?")
 
 
-def _wrap_first_calls(classes, record, direct=()):
+class StopAfterFirstCalls(BaseException):
+    """Raised once ``--stop-after-first-calls`` outermost first calls are recorded (a cold run that measures only
+    them: tutorial 06's first ``_attn_fwd`` compiles and tunes its configs, and what follows is not needed)."""
+
+
+def _wrap_first_calls(classes, record, direct=(), stop_after=None):
     """Time the first launch of every kernel object: ``kernel[grid](...)`` through each class's
     ``__getitem__``; nested first calls (an autotuner's inner kernel) are recorded with their depth.
 
     ``direct``: (class, method) pairs whose first call per object is timed the same way, for host code that
     compiles ahead of its launches (tutorial 02: ``kernel.warmup(...)``, then ``_init_handles()`` and
-    ``compiled[grid](...)`` on what it returned). A kernel's first call is then the sum of these."""
+    ``compiled[grid](...)`` on what it returned). A kernel's first call is then the sum of these.
+    ``stop_after``: raise :class:`StopAfterFirstCalls` when that many outermost first calls are recorded."""
     seen = set()
     depth = [0]
 
@@ -139,6 +154,8 @@ def _wrap_first_calls(classes, record, direct=()):
             depth[0] -= 1
             record.append({"kernel": _kernel_name(self), "kind": kind, "depth": depth[0],
                            "first_call_s": time.perf_counter() - t0})
+            if stop_after and depth[0] == 0 and sum(1 for r in record if r["depth"] == 0) >= stop_after:
+                raise StopAfterFirstCalls()
 
     for cls in classes:
         orig = cls.__dict__.get("__getitem__")
@@ -157,7 +174,10 @@ def _wrap_first_calls(classes, record, direct=()):
             return __getitem__
         cls.__getitem__ = make(orig, cls.__name__)
     for cls, meth in direct:
-        orig = cls.__dict__.get(meth)
+        # the class that defines it: Triton 3.6's ``warmup`` is KernelInterface's, not JITFunction's (timed on
+        # JITFunction alone, Triton's compile in tutorial 02's ``warmup`` went uncounted until session 21)
+        cls = next((c for c in cls.__mro__ if meth in c.__dict__), None)
+        orig = cls.__dict__.get(meth) if cls is not None else None
         if orig is None:
             continue
 
@@ -389,6 +409,10 @@ def main(argv=None) -> int:
     ap.add_argument("--json", required=True)
     ap.add_argument("--bench-points", type=int)
     ap.add_argument("--spread", action="store_true", help="bench points spread over the x range, not the first N")
+    ap.add_argument("--x-values", help="comma-separated x values to keep in every benchmark table (those the table has; "
+                                       "a table with none of them keeps its first as many); overrides --bench-points")
+    ap.add_argument("--stop-after-first-calls", type=int, metavar="N",
+                    help="end the tutorial once N outermost first calls are timed (exit status 0, 'stopped' in the JSON)")
     ap.add_argument("--tables", help="I/N: run only the benchmark tables whose index is I modulo N (a dry run's "
                                      "share of the work when N processes warm the cache in parallel)")
     ap.add_argument("--kernels", help="I/N with --dry-run: compile only the kernels whose identity hashes to I "
@@ -447,7 +471,10 @@ def main(argv=None) -> int:
                 if not benches:
                     return None
                 self.benchmarks = benches
-            if a.bench_points:
+            if a.x_values:
+                for b in benches:
+                    b.x_vals = keep_x_values(b.x_vals, a.x_values.split(","))
+            elif a.bench_points:
                 for b in benches:
                     b.x_vals = pick_points(b.x_vals, a.bench_points, a.spread)
             kwargs["return_df"] = True
@@ -490,7 +517,8 @@ def main(argv=None) -> int:
                        tcompiler.CompiledKernel]
             warmed = tcompiler.CompiledKernel
         _wrap_first_calls(classes, out["first_calls"],
-                          direct=[(jit.JITFunction, "warmup"), (warmed, "_init_handles")])
+                          direct=[(jit.JITFunction, "warmup"), (warmed, "_init_handles")],
+                          stop_after=a.stop_after_first_calls)
         if not a.dry_run and _mentions(a.tutorial, "triton.profiler"):
             _capture_printed_trees(out)
         _track_tuners(autotuner.Autotuner, tuners)
@@ -498,6 +526,8 @@ def main(argv=None) -> int:
         runpy.run_path(a.tutorial, run_name="__main__")
     except SystemExit as e:
         rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except StopAfterFirstCalls:
+        out["stopped"] = f"after {a.stop_after_first_calls} first calls"
     except BaseException:
         traceback.print_exc()
         rc = 1

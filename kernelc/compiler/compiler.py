@@ -324,7 +324,7 @@ TILE_PASSES = (
     TilePass("mark_positive_nan_casts", lambda f, c: mark_positive_nan_casts(f)),
     # an e5m2 cast of an exp2 result that the block also sums: the sum bounds it, and codegen skips the
     # overflow fix-up where every sum a warp holds is below the threshold (passes/fp8_bounds.py)
-    TilePass("mark_fp8_overflow_bounds", lambda f, c: mark_fp8_overflow_bounds(f)),
+    TilePass("mark_fp8_overflow_bounds", lambda f, c: mark_fp8_overflow_bounds(f, fp8_self_bound_enabled())),
     # a softmax exp2 that only feeds fp8 and sums: a fraction of it on the FMA pipe (KERNELC_EXP2_POLY; auto:
     # only where a thread computes enough of them for MUFU to bound the loop)
     TilePass("mark_exp2_poly", lambda f, c: mark_exp2_poly(f, *exp2_poly_setting(), num_warps=c.num_warps)),
@@ -458,6 +458,12 @@ def reduce_tree_enabled() -> bool:
     """KERNELC_REDUCE_TREE: exactly associative reductions combine a thread's registers as a balanced tree."""
     from ..options import get
     return get("KERNELC_REDUCE_TREE")
+
+
+def fp8_self_bound_enabled() -> bool:
+    """KERNELC_FP8_SELF_BOUND: an unbounded fp32 -> e5m2 tile cast fixes up only where a value needs it."""
+    from ..options import get
+    return get("KERNELC_FP8_SELF_BOUND")
 
 
 def fp8_carry_words_enabled() -> bool:

@@ -224,6 +224,11 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_EXP2_POLY_DEGREE", "choice", "3",
          "degree of KERNELC_EXP2_POLY's polynomial: 3 (relative error < 2^-13, 3 FFMA) or 2 (< 2^-8.9, 2 FFMA)",
          _choice(("2", ("2",)), ("3", ("3",))), compile=True, field="exp2_poly_degree"),
+    Knob("KERNELC_FP8_SELF_BOUND", "bool", True,
+         "an fp32 -> e5m2 cast of a tile without a bound from a sum (passes/fp8_bounds.py) tests its own values "
+         "(|x| against the overflow threshold, one vote a warp) and runs torch's overflow and NaN-sign fix-ups only "
+         "on the branch where a value needs them (tutorial 06's fp8 output tile: 128 values a thread at 128x64); "
+         "off: the fix-ups on every value", compile=True, field="fp8_self_bound"),
     Knob("KERNELC_FP8_CARRY_WORDS", "bool", True,
          "a loop-carried 8-bit tile in an MMA accumulator layout crosses the back edge in the words the fp8 wgmma A "
          "fragment shuffle reads (FA3-order fp8 attention's P: 16 fewer byte permutes a key block), and an fp8 "
@@ -528,6 +533,7 @@ class CompileOptions:
     exp2_ftz: bool = True
     exp2_poly: str = "auto"
     exp2_poly_degree: str = "3"
+    fp8_self_bound: bool = True
     fp8_carry_words: bool = True
     reduce_tree: bool = True
     log_f32: str = "approx"

@@ -1,5 +1,6 @@
 """bench/triton_tutorials.py's comparison of the two runs' tables and first calls (no GPU needed)."""
 import math
+import os
 
 from bench.triton_tutorials import compare, first_calls
 
@@ -185,3 +186,116 @@ def test_first_call_of_a_warmed_up_kernel_counts_its_warmup_and_load():
     assert all(r["depth"] == 0 and r["kernel"] == "softmax_kernel" for r in rec)
     total = _outer_first_calls({"first_calls": rec})["softmax_kernel"]
     assert 0.07 <= total < 0.5
+
+
+def test_per_tutorial_points_and_x_values():
+    import bench.triton_tutorials as tt
+    from bench.tutorial_runner import keep_x_values
+    per = tt.parse_points(["06=x:2048,16384", "03=2"])
+    assert tt.points_for("06-fused-attention", 4, per) == (None, "2048,16384")
+    assert tt.points_for("03-matrix-multiplication", 4, per) == (2, None)
+    assert tt.points_for("01-vector-add", 4, per) == (4, None)
+    assert keep_x_values([1024, 2048, 4096, 8192, 16384], ["2048", "16384"]) == [2048, 16384]
+    assert keep_x_values([128, 256], ["2048"]) == [128]  # a table without them keeps its first
+    assert tt._prefixed(tt.TUTORIALS, "06,09") == ["06-fused-attention", "09-persistent-matmul"]
+    assert tt._prefixed(tt.TUTORIALS, "all") == tt.TUTORIALS and tt._prefixed(tt.TUTORIALS, None) == []
+
+
+def test_suite_warms_06_and_09_at_once_and_times_06s_first_call_cold(tmp_path, monkeypatch):
+    import json
+    import bench.triton_tutorials as tt
+    src = tmp_path / "src"
+    src.mkdir()
+    for n in tt.TUTORIALS:
+        (src / f"{n}.py").write_text("")
+    warmed, ran, pts = [], [], {}
+
+    def fake_warm(path, impl, cache, points, spread, jobs, timeout, site, tutorial_args=(), x_values=None):
+        warmed.append((os.path.basename(path)[:2], impl, x_values))
+        return {"jobs": jobs, "rc": [0] * jobs, "compile": {}, "wall_s": 1.0}
+
+    def fake_run_one(path, impl, points, timeout, site, spread=False, warm=None, x_values=None,
+                     stop_after_first_calls=None, **kw):
+        ran.append((os.path.basename(path)[:2], impl, bool(warm), x_values, stop_after_first_calls))
+        pts[os.path.basename(path)[:2]] = points
+        s = 10.0 if stop_after_first_calls else 1.0
+        return dict(_run([[1, 100.0, 100.0]], calls=[{"kernel": "k", "depth": 0, "first_call_s": s}]),
+                    rc=0, seconds=0.1)
+    monkeypatch.setattr(tt, "warm_caches", fake_warm)
+    monkeypatch.setattr(tt, "run_one", fake_run_one)
+    monkeypatch.setattr(tt, "environment", lambda: {})
+    out = tmp_path / "r.json"
+    assert tt.main(["--suite", "--tutorials", str(src), "--libdevice", str(src / "01-vector-add.py"),
+                    "--out", str(out)]) == 0
+    assert sorted(warmed) == [("06", "kernelc", "2048"), ("06", "triton", "2048"), ("09", "kernelc", None),
+                              ("09", "triton", None)]
+    assert [r[0] for r in ran] == ["01", "01", "02", "02", "03", "03", "04", "04", "05", "05", "07", "07", "08", "08",
+                                   "06", "06", "09", "09", "06", "06"]  # 06's runs from empty caches last
+    assert [r[1] for r in ran[:4]] == ["triton", "kernelc", "kernelc", "triton"]  # alternating over tutorials
+    assert ran[14:16] == [("06", "kernelc", True, "2048", None), ("06", "triton", True, "2048", None)]
+    assert ran[18:] == [("06", "triton", False, "2048", 1), ("06", "kernelc", False, "2048", 1)]
+    assert pts["03"] == pts["08"] == 2 and pts["01"] == 4 and ran[4][3] is None  # 03 and 08 at 2 points
+    rep = json.load(open(out))
+    t06 = rep["tutorials"]["06-fused-attention"]
+    assert t06["caches"] == "warm" and rep["tutorials"]["01-vector-add"]["caches"] == "cold"
+    assert t06["first_calls_cold"][0]["triton_s"] == 10.0 and t06["first_calls"][0]["triton_s"] == 1.0
+
+
+def test_deadline_skips_what_does_not_fit(tmp_path, monkeypatch):
+    import json
+    import bench.triton_tutorials as tt
+    src = tmp_path / "src"
+    src.mkdir()
+    for n in ("01-vector-add", "02-fused-softmax"):
+        (src / f"{n}.py").write_text("")
+    clock = [0.0]
+    monkeypatch.setattr(tt.time, "perf_counter", lambda: clock[0])
+
+    def fake_run_one(path, impl, points, timeout, site, spread=False, warm=None, **kw):
+        clock[0] += 30.0  # each run takes 30 s
+        return dict(_run([[1, 100.0, 100.0]]), rc=0, seconds=30.0)
+    monkeypatch.setattr(tt, "run_one", fake_run_one)
+    monkeypatch.setattr(tt, "environment", lambda: {})
+    out = tmp_path / "r.json"
+    assert tt.main(["--tutorials", str(src), "--only", "01,02", "--repeats", "1", "--deadline", "70",
+                    "--min-run", "15", "--libdevice", str(src / "01-vector-add.py"), "--out", str(out)]) == 0
+    rep = json.load(open(out))
+    assert "passed" in rep["tutorials"]["01-vector-add"]
+    assert rep["tutorials"]["02-fused-softmax"]["skipped"] == "deadline"
+
+
+def test_runner_stops_after_the_first_calls():
+    import pytest
+    from bench.tutorial_runner import StopAfterFirstCalls, _wrap_first_calls
+
+    class K:
+        def __init__(self, name):
+            self.__name__ = name
+
+        def __getitem__(self, grid):
+            return lambda *a: None
+    rec = []
+    _wrap_first_calls([K], rec, stop_after=2)
+    a, b = K("a"), K("b")
+    a[1]()
+    a[1]()  # not a first call
+    with pytest.raises(StopAfterFirstCalls):
+        b[1]()  # the second first call: stop
+    assert [(r["kernel"], r["depth"]) for r in rec] == [("a", 0), ("b", 0)]
+
+
+def test_a_direct_method_is_timed_where_a_base_class_defines_it():
+    """Triton 3.6's JITFunction inherits ``warmup`` from KernelInterface: its first call (the compile) is timed too."""
+    from bench.tutorial_runner import _wrap_first_calls
+
+    class Base:
+        def warmup(self, *a, **kw):
+            return "compiled"
+
+    class Fn(Base):
+        __name__ = "softmax_kernel"
+    rec = []
+    _wrap_first_calls([], rec, direct=[(Fn, "warmup")])
+    f = Fn()
+    assert f.warmup(1, grid=(1,)) == "compiled" and f.warmup(1, grid=(1,)) == "compiled"
+    assert [(r["kernel"], r["kind"], r["depth"]) for r in rec] == [("softmax_kernel", "Base.warmup", 0)]

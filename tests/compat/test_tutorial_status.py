@@ -73,3 +73,48 @@ def test_round_robin_visits_every_case_each_repeat_until_the_budget():
     rows, budget = [], iter([False, False, False, True])
     why = host_gpu_split.round_robin(["a", "b"], 3, lambda: next(budget), lambda c, r: (c, r), rows)
     assert rows == [("a", 0), ("b", 0), ("a", 1)] and why == "budget reached before repeat 1 of b"
+
+
+def test_one_run_table_uses_that_run_alone_with_earlier_readings_beside(tmp_path):
+    import json
+
+    def col(x, ratios):
+        return {"x": [[v] for v in x], "ratio": ratios, "geomean_ratio": 1.0, "min_ratio": min(ratios)}
+    run = {"suite": True, "seconds": 400.0, "tutorials": {
+        "01-vector-add": {"passed": {"triton": True, "kernelc": True}, "caches": "cold",
+                          "tables": [{"plot_name": "vector-add-performance",
+                                      "noise_floor": {"control_columns": ["Torch (GB/s)"], "per_point": [1.08, 1.01]},
+                                      "columns": {"Triton (GB/s)": col([4096.0, 8192.0], [0.93, 0.9]),
+                                                  "Torch (GB/s)": col([4096.0, 8192.0], [1.0, 1.0])}}],
+                          "first_calls": [{"kernel": "add_kernel", "triton_s": 1.0, "kernelc_s": 0.5,
+                                           "kernelc_over_triton": 0.5}]},
+        "06-fused-attention": {"passed": {"triton": True, "kernelc": True}, "caches": "warm", "tables": [],
+                               "first_calls": [{"kernel": "_attn_fwd", "triton_s": 0.2, "kernelc_s": 0.3,
+                                                "kernelc_over_triton": 1.5},
+                                               {"kernel": "_attn_bwd", "triton_s": 0.1, "kernelc_s": 0.2,
+                                                "kernelc_over_triton": 2.0}],
+                               "first_calls_cold": [{"kernel": "_attn_fwd", "triton_s": 10.0, "kernelc_s": 4.0,
+                                                     "kernelc_over_triton": 0.4}]},
+        "09-persistent-matmul": {"skipped": "deadline"}}}
+    earlier = {"points": [{"tutorial": "01-vector-add", "table": "vector-add-performance", "column": "Triton (GB/s)",
+                           "x": 4096.0, "ratio": 0.955, "from": "s20 R3 (details)"}],
+               "first_calls": [{"tutorial": "01-vector-add", "kernel": "add_kernel", "triton_s": 1.3, "kernelc_s": 0.6,
+                                "call": "s18 T18A (details)"}]}
+    rp, ep = tmp_path / "run.json", tmp_path / "early.json"
+    rp.write_text(json.dumps(run))
+    ep.write_text(json.dumps(earlier))
+    s = status_table.one_run(str(rp), str(ep))
+    pts = {q["x"]: q for q in s["points"]}
+    assert [q["column"] for q in s["points"]] == ["Triton (GB/s)"] * 2  # controls are not points
+    assert pts[4096.0]["verdict"].startswith("below 0.95, inside its control's spread")  # 0.93 * 1.08 >= 0.95
+    assert pts[8192.0]["verdict"] == "below 0.95" and pts[4096.0]["earlier"] == 0.955
+    assert pts[4096.0]["earlier_from"] == "s20 R3" and pts[8192.0]["earlier"] is None
+    fc = {f["kernel"]: f for f in s["first_calls"]}
+    assert fc["_attn_fwd"]["triton_s"] == 10.0 and fc["_attn_fwd"]["caches"].startswith("cold")
+    assert fc["_attn_bwd"]["caches"] == "warm"
+    assert s["first_calls_slower"] == []  # the warm-cache first call is not judged
+    assert {"tutorial": "09-persistent-matmul", "why": "deadline"} in s["missing"]
+    assert {"tutorial": "02-fused-softmax", "why": "not in the run"} in s["missing"]
+    md = status_table.one_run_markdown(s)
+    assert "0.900 at 8192 **(below 0.95)** (2)" in md and "[0.955, s20 R3]" not in md.split("8192")[0].split("|")[-1]
+    assert "_attn_bwd 0.10 / 0.20 (warm caches)" in md and "| 09-persistent-matmul | not run (deadline)" in md

@@ -146,7 +146,7 @@ def test_main_warms_once_and_runs_from_copies(tmp_path, monkeypatch):
     (src / "06-fused-attention.py").write_text("")
     warmed, ran = [], []
 
-    def fake_warm(path, impl, cache, points, spread, jobs, timeout, site, tutorial_args=()):
+    def fake_warm(path, impl, cache, points, spread, jobs, timeout, site, tutorial_args=(), **kw):
         warmed.append((os.path.basename(path), impl, jobs))
         return {"jobs": jobs, "rc": [0] * jobs, "compile": {"kernels": 3}, "wall_s": 1.0}
 

@@ -46,7 +46,8 @@ def _ir_around(sig=SIG, name="mark_fp8_overflow_bounds"):
     return fn, before, print_function(fn, show_loc=False)
 
 
-def test_e5m2_cast_of_a_summed_exp2_gets_the_sum_as_its_bound_golden():
+def test_e5m2_cast_of_a_summed_exp2_gets_the_sum_as_its_bound_golden(monkeypatch):
+    monkeypatch.setenv("KERNELC_FP8_SELF_BOUND", "0")  # the sum rule alone
     _, before, after = _ir_around()
     assert "overflow_bound" not in before and "nonnegative" not in before
     filecheck(after, """
@@ -66,6 +67,24 @@ def test_e5m2_cast_of_a_summed_exp2_gets_the_sum_as_its_bound_golden():
     """)
     assert after.count("overflow_bound") == 1 and after.count("nonnegative") == 1
     verify(_ir_around()[0])
+
+
+def test_every_other_e5m2_tile_cast_bounds_itself_golden():
+    """KERNELC_FP8_SELF_BOUND (default): the casts the sum rule leaves get overflow_bound='self', one operand."""
+    fn, before, after = _ir_around()
+    assert "overflow_bound" not in before
+    filecheck(after, """
+        CHECK: [[P:%\\d+]] = exp2 {{%\\d+}} {ftz=True, nonnegative=True} : <64x64xfp32>
+        CHECK: cast [[P]], {{%\\d+}} {rounding='rtne', nan_positive=True, overflow_bound=True} : <64x64xfp8e5>
+        CHECK: [[Q:%\\d+]] = exp2 {{%\\d+}} {ftz=True} : <64x64xfp32>
+        CHECK: cast [[Q]] {rounding='rtne', nan_positive=True, overflow_bound='self'} : <64x64xfp8e5>
+        CHECK: [[Y:%\\d+]] = fmul
+        CHECK: cast [[Y]] {rounding='rtne', overflow_bound='self'} : <64x64xfp8e5>
+        CHECK: [[S:%\\d+]] = exp2 {{%\\d+}} {ftz=True} : <64x64xfp32>
+        CHECK: cast [[S]] {rounding='rtne', nan_positive=True, overflow_bound='self'} : <64x64xfp8e5>
+    """)
+    assert after.count("overflow_bound='self'") == 3
+    verify(fn)
 
 
 def test_e4m3_casts_need_no_bound():
@@ -92,7 +111,8 @@ def test_the_verifier_checks_the_bound():
         verify(fn)
 
 
-def test_the_bounded_cast_branches_once_around_the_fixup():
+def test_the_bounded_cast_branches_once_around_the_fixup(monkeypatch):
+    monkeypatch.setenv("KERNELC_FP8_SELF_BOUND", "0")
     ck = kernelc.compile(softmax_fp8_kernel, SIG, dict(BLOCK=64), target="sm_90a", num_warps=4)
     llir = ck.asm["llir"]
     assert llir.count("@llvm.nvvm.vote.any.sync(i32 -1") == 1
@@ -101,6 +121,39 @@ def test_the_bounded_cast_branches_once_around_the_fixup():
     # cast only in its branch
     block = llir.split("fp8_overflow")[2].split("fp8_narrowed")[0]
     assert block.count("sub.f32") == 32
+
+
+def _fixup_blocks(llir):
+    """The LLVM IR of each fp8 fix-up branch, and what is outside them."""
+    parts = re.split(r"\n(fp8_overflow\d+):|\n(fp8_narrowed\d+):", llir)
+    inside, outside, cur = [], [], None
+    for p in parts:
+        if p is None:
+            continue
+        if p.startswith("fp8_overflow"):
+            cur = "in"
+        elif p.startswith("fp8_narrowed"):
+            cur = "out"
+        elif cur == "in":
+            inside.append(p)
+        else:
+            outside.append(p)
+    return inside, "".join(outside)
+
+
+def test_self_bounded_casts_keep_every_fixup_in_their_branch():
+    """Each of the four casts (16 pairs a thread) branches once; the three self-bounded ones test |x| (abs.f32) and
+    do both fix-ups (overflow: sub.f32; NaN signs: prmt) only in their branch, so the path taken has neither."""
+    ck = kernelc.compile(softmax_fp8_kernel, SIG, dict(BLOCK=64), target="sm_90a", num_warps=4)
+    llir = ck.asm["llir"]
+    assert llir.count("@llvm.nvvm.vote.any.sync(i32 -1") == 4
+    inside, outside = _fixup_blocks(llir)
+    assert len(inside) == 4
+    assert "sub.f32" not in outside and sum(b.count("sub.f32") for b in inside) == 4 * 32
+    # a byte permute a pair for the overflow fix-up; NaN signs only for y (x * 2.0 may be a negative NaN: one more
+    # a pair), in its branch; none on the path taken
+    assert [b.count("prmt.b32") for b in inside] == [16, 16, 32, 16] and "prmt.b32" not in outside
+    assert outside.count("abs.f32") == 3 * 32  # the test: every value of the three self-bounded casts
 
 
 # -- an attention key loop: the e5m2 rounding of P costs about what e4m3's does --------------------------------

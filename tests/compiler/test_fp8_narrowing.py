@@ -232,3 +232,47 @@ def test_bounded_cast_skips_the_fixup_where_the_bound_is_below():
     bound[40] = 61440.0
     got, _ = _bounded(x, _f32_bits(bound), True, True)
     assert (got[:32] == 0x7B).all() and (got[32:] == 0x7C).all()
+
+
+# -- casts that bound themselves (passes/fp8_bounds.py: overflow_bound='self', KERNELC_FP8_SELF_BOUND) ------------
+
+
+def _self_bounded(x: np.ndarray, words: bool, nan_sign: bool = False):
+    """``x``: [lanes, 16] fp32 bits; ``cast_many`` with the values as their own bound."""
+    from kernelc.compiler.codegen.fp8_words import a8_fragment_order
+    e = Emitter("t", "t.py", 1)
+    e.capability = (9, 0)
+    xs = [f"%x{i}" for i in range(16)]
+    order = a8_fragment_order(64, 32, 4) if words else None
+    ys = CG.cast_many(e, dtype("fp32"), dtype("fp8e5"), xs, False, None, order, self_bound=True)
+    env = EV.run(e.body, {f"%x{i}": ("float", x[:, i]) for i in range(16)}, nan_sign)
+    return np.stack([env[y][1].astype(np.uint8) for y in ys], axis=1), e.body
+
+
+@pytest.mark.parametrize("words,nan_sign", [(False, True), (True, False)])
+def test_self_bounded_cast_is_exact_on_both_paths(words, nan_sign):
+    """A sample of f32_inputs (NaNs of both signs, the overflow threshold, infinities: those warps take the fix-up
+    branch), then as many warps of ordinary values (the bare cvts): every byte is torch's."""
+    special = f32_inputs()
+    special = np.random.default_rng(9).permutation(special)[:1 << 16].reshape(-1, 16)
+    rng = np.random.default_rng(5)
+    plain = _f32_bits(rng.standard_normal(special.shape).astype(np.float32) * np.float32(4000.0)).reshape(special.shape)
+    x = np.concatenate([special, plain])
+    f = x.astype(np.uint32).view(np.float32)
+    with np.errstate(invalid="ignore"):
+        slow = ~(np.abs(f) < 61440).reshape(-1, 32 * 16).all(axis=1)  # warps with a NaN or a value past it
+    assert slow.any() and not slow.all()
+    got, body = _self_bounded(x, words, nan_sign)
+    _check(got.reshape(-1), _want(x.reshape(-1), "fp8e5"), x.reshape(-1))
+    assert sum("cvt.rn.satfinite" in ln for ln in body) == 8 and sum("vote.any" in ln for ln in body) == 1
+    assert sum("fcmp uge" in ln for ln in body) == 16  # each value tested (its own bound)
+
+
+def test_self_bounded_cast_fixes_up_only_in_its_branch():
+    """The path taken when no lane holds a NaN or a value past the threshold is the bare cvts: every sub.f32 (the
+    overflow fix-up) and every prmt (overflow and NaN signs) sits between the branch's two labels."""
+    _, body = _self_bounded(np.zeros((32, 16), np.uint64), False)
+    text = "\n".join(body)
+    head, branch, tail = re.split(r"\n\s*fp8_(?:overflow|narrowed)\d+:", text)
+    assert "sub.f32" not in head + tail and "prmt" not in head + tail
+    assert branch.count("sub.f32") == 16 and branch.count("prmt.b32") == 16

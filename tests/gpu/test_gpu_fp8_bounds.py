@@ -53,3 +53,43 @@ def test_the_kernel_casts_with_the_bound():
     sig = dict(x_ptr="*fp32", p_ptr="*fp32", y_ptr="*fp8e5", l_ptr="*fp32")
     ck = kernelc.compile(exp2_rows, sig, dict(N=64, BLOCK_M=64), target="sm_90a", num_warps=4)
     assert "overflow_bound=True" in ck.asm["tir"] and "vote.any" in ck.asm["llir"]
+
+
+@kernelc.jit
+def scaled_tile(x_ptr, y_ptr, z_ptr, N: kl.constexpr, BLOCK_M: kl.constexpr):
+    rm = kl.program_id(0) * BLOCK_M + kl.arange(0, BLOCK_M)
+    rn = kl.arange(0, N)
+    offs = rm[:, None] * N + rn[None, :]
+    y = kl.load(x_ptr + offs)  # no sum bounds it: overflow_bound='self' (KERNELC_FP8_SELF_BOUND); a loaded NaN
+    # keeps its sign (an arithmetic op would make it the positive canonical NaN)
+    kl.store(y_ptr + offs, y)
+    kl.store(z_ptr + offs, y.to(z_ptr.dtype.element_ty))
+
+
+@pytest.mark.parametrize("N,BLOCK_M,num_warps", [(64, 64, 4), (128, 128, 4)])
+def test_self_bounded_e5m2_cast_matches_torch_bit_for_bit(N, BLOCK_M, num_warps):
+    """Blocks far below the threshold (the bare cvts), blocks with one value past it, at it, +-Inf, and NaNs of
+    both signs (the fix-up branch, NaN signs included): every byte equals torch's cast of the kernel's fp32."""
+    g = torch.Generator().manual_seed(1)
+    M = 16 * BLOCK_M
+    x = torch.randn((M, N), generator=g) * 1000
+    specials = [61440.0, 61439.996, -61440.0, 57344.0, 1e9, -1e9, float("inf"), float("-inf"), float("nan"),
+                -float("nan"), 61504.0, -65536.0]
+    for i, v in enumerate(specials):  # one special in each of programs 1-12; programs 0, 13-15 take the bare path
+        x[(i + 1) * BLOCK_M + (5 * i) % BLOCK_M, (7 * i) % N] = v
+    x = x.cuda()
+    y = torch.empty_like(x)
+    z = torch.empty((M, N), dtype=torch.float8_e5m2, device="cuda")
+    scaled_tile[(M // BLOCK_M,)](x, y, z, N=N, BLOCK_M=BLOCK_M, num_warps=num_warps)
+    torch.cuda.synchronize()
+    got = z.view(torch.uint8).cpu().numpy()
+    want = y.cpu().to(torch.float8_e5m2).view(torch.uint8).numpy()
+    bad = np.nonzero(got != want)
+    assert bad[0].size == 0, [(float(y[i, j]), hex(want[i, j]), hex(got[i, j])) for i, j in zip(*bad)][:8]
+    assert (want == 0xFF).any() and (want == 0x7C).any() and (want == 0xFC).any()  # -NaN, +Inf, -Inf reached
+
+
+def test_the_tile_cast_bounds_itself():
+    sig = dict(x_ptr="*fp32", y_ptr="*fp32", z_ptr="*fp8e5")
+    ck = kernelc.compile(scaled_tile, sig, dict(N=64, BLOCK_M=64), target="sm_90a", num_warps=4)
+    assert "overflow_bound='self'" in ck.asm["tir"] and "vote.any" in ck.asm["llir"]

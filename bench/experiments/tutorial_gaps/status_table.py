@@ -7,6 +7,13 @@ they cover.
 
     python3 bench/experiments/tutorial_gaps/status_table.py [--json bench/results/triton_tutorials_status_s20.json]
         [--md OUT.md]
+    python3 bench/experiments/tutorial_gaps/status_table.py --run bench/results/RUN.json [--earlier S20.json]
+        [--json OUT.json] [--md OUT.md]
+
+``--run``: the table from one whole-suite run (``bench/triton_tutorials.py --suite``) alone: its checks, every table
+point with its verdict, and its first calls (from empty caches where the run has them: every tutorial it ran cold,
+and 06's runs that stop after their first call; the others say ``warm``); ``--earlier`` (default: session 20's
+status JSON) adds the earlier reading of the same point or kernel beside it, for reference only.
 
 Every row names the call it comes from (``call``) and its file (``source``).
 """
@@ -453,12 +460,152 @@ def compact_markdown(s):
     return "\n".join(out) + "\n"
 
 
+# -- the table from one whole-suite run --------------------------------------------------------------------------
+
+EARLIER = os.path.join(RES, "triton_tutorials_status_s20.json")
+
+
+def _verdict(r, floor):
+    if r is None:
+        return "no reading"
+    if r >= WITHIN:
+        return "within 5% or better"
+    if floor and r * floor >= WITHIN:
+        return f"below 0.95, inside its control's spread (x{floor:.3f})"
+    return "below 0.95"
+
+
+def _xkey(x):
+    x = x[0] if isinstance(x, list) and len(x) == 1 else x
+    return float(x) if isinstance(x, (int, float)) else str(x)
+
+
+def one_run(run_path, earlier_path=EARLIER):
+    """The status from one run of ``bench/triton_tutorials.py`` alone; ``earlier``: the same point's or kernel's
+    reading in an earlier status JSON (``build``'s), beside it for reference."""
+    if run_path.endswith(".gz"):  # (scripts/compact_results.py gzips big results)
+        import gzip
+        with gzip.open(run_path, "rt") as f:
+            run = json.load(f)
+    else:
+        run = json.load(open(run_path))
+    label = os.path.basename(run_path)
+    early = json.load(open(earlier_path)) if earlier_path and os.path.exists(earlier_path) else {}
+    e_pts = {(q["tutorial"], q["table"], q["column"], _xkey(q["x"])): q for q in early.get("points", [])}
+    e_fc = {}
+    for f in early.get("first_calls", []):
+        e_fc.setdefault((f["tutorial"], f["kernel"].split(" (")[0]), f)
+    checks, points, firsts, missing = [], [], [], []
+    for tut in PLAN:
+        t = run.get("tutorials", {}).get(tut)
+        if not t or "passed" not in t:
+            missing.append({"tutorial": tut, "why": (t or {}).get("skipped") or (t or {}).get("error")
+                            or ("partial" if t and "partial" in t else "not in the run")})
+            continue
+        checks.append({"tutorial": tut, "passed": t["passed"], "caches": t.get("caches"), "points": t.get("points")})
+        for tb in t.get("tables", []):
+            if "error" in tb:
+                points.append({"tutorial": tut, "table": tb["plot_name"], "column": None, "x": None, "ratio": None,
+                               "verdict": "no reading: " + tb["error"]})
+                continue
+            floor = tb.get("noise_floor", {}) or {}
+            controls = floor.get("control_columns") or []
+            per = floor.get("per_point") or []
+            for col, v in tb["columns"].items():
+                if col in controls or not col.lower().startswith("triton") and "matmul" not in col:
+                    continue
+                for i, (x, r) in enumerate(zip(v["x"], v["ratio"])):
+                    fl = per[i] if i < len(per) else None
+                    e = e_pts.get((tut, tb["plot_name"], col, _xkey(x)))
+                    points.append({"tutorial": tut, "table": tb["plot_name"], "column": col, "x": _xkey(x),
+                                   "ratio": r, "noise_floor": fl, "verdict": _verdict(r, fl),
+                                   "earlier": e["ratio"] if e else None,
+                                   "earlier_from": e["from"].split(" (")[0] if e else None})
+        cold = {f["kernel"]: f for f in t.get("first_calls_cold") or []}
+        # (runs before session 21 did not say; a tutorial with a dry run was measured from warm caches)
+        run_caches = t.get("caches") or ("warm" if tut in (run.get("warm") or {}) else "cold")
+        for f in t.get("first_calls", []):
+            src = cold.pop(f["kernel"], None)
+            caches = run_caches
+            if src is not None:
+                f, caches = src, "cold (a run stopped after it)"
+            e = e_fc.get((tut, f["kernel"]))
+            firsts.append({"tutorial": tut, "kernel": f["kernel"], "triton_s": f.get("triton_s"),
+                           "kernelc_s": f.get("kernelc_s"), "kernelc_over_triton": f.get("kernelc_over_triton"),
+                           "caches": caches, "earlier": (e["triton_s"], e["kernelc_s"]) if e else None,
+                           "earlier_from": e["call"].split(" (")[0] if e else None})
+        for f in cold.values():
+            firsts.append(dict(f, tutorial=tut, caches="cold (a run stopped after it)", earlier=None, earlier_from=None))
+    below = [q for q in points if q["verdict"] != "within 5% or better"]
+    slow = [f for f in firsts if f.get("kernelc_over_triton") and f["kernelc_over_triton"] > 1.0
+            and f["caches"].startswith("cold")]
+    return {"criterion": f"kernelc/Triton >= {WITHIN} at every point; first call no slower than Triton's",
+            "run": os.path.relpath(os.path.abspath(run_path), ROOT) if run_path.startswith(ROOT) else label,
+            "environment": run.get("environment"), "seconds": run.get("seconds"), "suite": run.get("suite"),
+            "earlier": os.path.relpath(earlier_path, ROOT) if early else None,
+            "checks": checks, "points": points, "first_calls": firsts, "missing": missing,
+            "table_points_below_criterion": below, "first_calls_slower": slow}
+
+
+def one_run_markdown(s):
+    """One row per tutorial: checks, per table the lowest point of this run (and the earlier reading of that
+    point), first calls."""
+    out = ["| tutorial | checks (Triton / kernelc) | table: kernelc/Triton, lowest point (points) [earlier reading] | "
+           "first calls Triton / kernelc (s) |", "|---|---|---|---|"]
+    checks = {c["tutorial"]: c for c in s["checks"]}
+    for tut in PLAN:
+        if tut not in checks:
+            why = next((m["why"] for m in s["missing"] if m["tutorial"] == tut), "?")
+            out.append(f"| {tut} | not run ({why}) | | |")
+            continue
+        p = checks[tut]["passed"] or {}
+        by_table = {}
+        for q in s["points"]:
+            if q["tutorial"] == tut:
+                by_table.setdefault((q["table"], q["column"]), []).append(q)
+        cells = []
+        for (table, col), qs in by_table.items():
+            rated = [q for q in qs if q["ratio"] is not None]
+            if not rated:
+                cells.append(f"{table}: {qs[0]['verdict']}")
+                continue
+            low = min(rated, key=lambda q: q["ratio"])
+            short = (table.replace("fused-attention-batch4-head32-", "").replace("-warp_specialize=", " ws=")
+                     .replace("profile matmul.hatchet", "") + " " + (col or "").split(" (")[0].split(" [M=")[0]).strip()
+            mark = "" if low["verdict"] == "within 5% or better" else f" **({low['verdict']})**"
+            at = f" at {low['x']:g}" if isinstance(low["x"], float) else ""
+            ear = f" [{low['earlier']:.3f}, {low['earlier_from']}]" if low.get("earlier") else ""
+            cells.append(f"{short}: {low['ratio']:.3f}{at}{mark} ({len(qs)}){ear}")
+        sec = lambda v: f"{v:.2f}" if v is not None else "-"  # noqa: E731
+        fcs = "; ".join(f"{f['kernel']} {sec(f['triton_s'])} / {sec(f['kernelc_s'])}"
+                        + ("" if f["caches"].startswith("cold") else " (warm caches)")
+                        for f in s["first_calls"] if f["tutorial"] == tut)
+        out.append(f"| {tut} | {p.get('triton')} / {p.get('kernelc')} | {'<br>'.join(cells) or 'no table'} | {fcs} |")
+    return "\n".join(out) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     ap.add_argument("--md")
     ap.add_argument("--compact", action="store_true", help="one row per tutorial (the docs' status table)")
+    ap.add_argument("--run", help="the table from this one whole-suite run alone (bench/triton_tutorials.py --suite)")
+    ap.add_argument("--earlier", default=EARLIER, help="with --run: an earlier status JSON, for the reference column")
     args = ap.parse_args(argv)
+    if args.run:
+        s = one_run(args.run, args.earlier)
+        md = one_run_markdown(s)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(s, f, indent=1)
+        if args.md:
+            with open(args.md, "w") as f:
+                f.write(md)
+        print(md)
+        print(f"{len(s['table_points_below_criterion'])} table points below {WITHIN}; "
+              f"{len(s['first_calls_slower'])} first calls from empty caches slower than Triton's; "
+              f"not run: {', '.join(m['tutorial'][:2] for m in s['missing']) or 'none'}")
+        return 0
     s = build()
     if args.json:
         with open(args.json, "w") as f:

@@ -364,14 +364,16 @@ def _fsuffix(ty: str) -> str:
 
 
 def cast_many(e: Emitter, src, dst, xs: List[str], rounding: str = "rtne", nan_positive: bool = False,
-              bound: Optional[List[str]] = None, word_order: Optional[List[int]] = None) -> List[str]:
+              bound: Optional[List[str]] = None, word_order: Optional[List[int]] = None,
+              self_bound: bool = False) -> List[str]:
     """Convert all registers of a thread; fp8 conversions go two at a time (one cvt per pair).
     ``nan_positive``: the values' NaNs are positive (``passes/fp_contract.py: mark_positive_nan_casts``);
     ``bound``: registers bounding the values' magnitudes (``passes/fp8_bounds.py``); ``word_order``: how a reader
-    groups the bytes into words (``codegen/fp8.py: cast_many_bounded``)."""
+    groups the bytes into words (``codegen/fp8.py: cast_many_bounded``); ``self_bound``: the values bound
+    themselves (``overflow_bound='self'``)."""
     if not isinstance(src, pointer_type) and not isinstance(dst, pointer_type) and (src.is_fp8() or dst.is_fp8()):
         from .fp8 import cast_many as fp8_cast_many
-        return fp8_cast_many(e, src, dst, xs, nan_positive, bound, word_order)
+        return fp8_cast_many(e, src, dst, xs, nan_positive, bound, word_order, self_bound)
     return [cast(e, src, dst, x, rounding) for x in xs]
 
 

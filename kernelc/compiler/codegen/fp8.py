@@ -249,15 +249,19 @@ def cast_one(e: Emitter, src, dst, x: str, nan_positive: bool = False) -> str:
 
 
 def cast_many(e: Emitter, src, dst, xs: List[str], nan_positive: bool = False,
-              bound: Optional[List[str]] = None, word_order: Optional[List[int]] = None) -> List[str]:
+              bound: Optional[List[str]] = None, word_order: Optional[List[int]] = None,
+              self_bound: bool = False) -> List[str]:
     """Convert a thread's registers, pairing neighbours so one cvt serves two values (``nan_positive``:
     the values are never negative NaNs, see :func:`torch_fixup_pair`; ``bound``: fp32 registers that bound
     the values' magnitudes, or are NaN, and ``word_order``: the words a reader takes the bytes in, see
-    :func:`cast_many_bounded`)."""
+    :func:`cast_many_bounded`; ``self_bound``: the values are their own bound, see :func:`cast_many_bounded`)."""
     if src.is_fp8() and dst.is_fp8():
         return cast_many(e, F16, dst, cast_many(e, src, F16, xs))
-    if bound is not None and src == F32 and has_hw_cvt(e) and FP8_FORMATS[dst.name].overflow == "inf":
-        return cast_many_bounded(e, dst.name, xs, bound, nan_positive, word_order)
+    if src == F32 and has_hw_cvt(e) and FP8_FORMATS[dst.name].overflow == "inf":
+        if self_bound:
+            return cast_many_bounded(e, dst.name, xs, xs, nan_positive, word_order, self_bound=True)
+        if bound is not None:
+            return cast_many_bounded(e, dst.name, xs, bound, nan_positive, word_order)
     out: List[str] = []
     for i in range(0, len(xs) - 1, 2):
         out += cast_pair(e, src, dst, xs[i], xs[i + 1], nan_positive)
@@ -267,7 +271,7 @@ def cast_many(e: Emitter, src, dst, xs: List[str], nan_positive: bool = False,
 
 
 def cast_many_bounded(e: Emitter, name: str, xs: List[str], bound: List[str], nan_positive: bool = False,
-                      word_order: Optional[List[int]] = None) -> List[str]:
+                      word_order: Optional[List[int]] = None, self_bound: bool = False) -> List[str]:
     """fp32 -> e5m2 of a thread's registers where ``bound[i] >= |xs[i]|`` or is NaN (``passes/fp8_bounds.py``):
     the cvt pairs, then one test of the thread's distinct bounds (a broadcast repeats registers) against the
     overflow threshold, one ``vote.any`` so the warp branches together, and the overflow fix-up
@@ -275,7 +279,12 @@ def cast_many_bounded(e: Emitter, name: str, xs: List[str], bound: List[str], na
     ``word_order`` (the cast's ``words='a8'``, passes/narrow_carries.py): the branches join in the words of two
     cvt pairs each that the reader (an fp8 wgmma A operand, ``fp8_words.py``) takes, not in pairs, so that the
     second cvt of a word still merges into the first's register (``F2FP ... MERGE_C``) -- a phi per pair cost a
-    byte permute per word after the join."""
+    byte permute per word after the join.
+
+    ``self_bound`` (``overflow_bound='self'``, passes/fp8_bounds.py): ``bound`` is ``xs``, tested as ``|x|`` (one
+    FSETP a value, the abs folded). A value that is NaN or not below the threshold sends the warp to the fix-up
+    branch, so on the other path there is no NaN either: the NaN signs are fixed up in the branch too, and the path
+    taken is the bare cvts."""
     pairs = [(xs[i], xs[i + 1]) for i in range(0, len(xs) - 1, 2)] + ([(xs[-1], xs[-1])] if len(xs) % 2 else [])
     rs = [e.asm("i16", f"cvt.rn.satfinite.{PTX_PAIR[name]}.f32 $0, $1, $2;", "=h,f,f", [("float", x1), ("float", x0)],
                 side_effects=False) for x0, x1 in pairs]
@@ -283,6 +292,8 @@ def cast_many_bounded(e: Emitter, name: str, xs: List[str], bound: List[str], na
     limit = _hex_f32(_overflow_threshold(name))
     big = None
     for b in dict.fromkeys(bound):
+        if self_bound:  # inline abs: ptxas folds it into the compare (LLVM's fabs would be an integer and)
+            b = e.asm("float", "abs.f32 $0, $1;", "=f,f", [("float", b)], side_effects=False)
         c = e.val(f"fcmp uge float {b}, {limit}")
         big = c if big is None else e.val(f"or i1 {big}, {c}")
     big = e.call("i1", "llvm.nvvm.vote.any.sync", [("i32", "-1"), ("i1", big)])
@@ -301,7 +312,9 @@ def cast_many_bounded(e: Emitter, name: str, xs: List[str], bound: List[str], na
     head, fix, done = e.cur_label, e.label("fp8_overflow"), e.label("fp8_narrowed")
     e.cond_br(big, fix, done)
     e.start_block(fix)
-    if groups is None:
+    if self_bound:  # the whole fix-up here (overflow and NaN signs): the branch is rare, words may be taken apart
+        slow = joined([torch_fixup_pair(e, name, x0, x1, r, nan_positive=nan_positive) for (x0, x1), r in zip(pairs, rs)])
+    elif groups is None:
         slow = joined([_overflow_to_inf(e, name, x0, x1, r) for (x0, x1), r in zip(pairs, rs)])
     else:  # fixed up word by word, so that the words are not taken apart before the branch
         slow = [("i32", _overflow_to_inf_word(e, name, [*pairs[a], *pairs[b]], w)) for (a, b), (_, w) in zip(groups, fast)]
@@ -317,7 +330,7 @@ def cast_many_bounded(e: Emitter, name: str, xs: List[str], bound: List[str], na
             rs[a], rs[b] = (e.val(f"extractelement <2 x i16> {v}, i32 {h}") for h in (0, 1))
     out: List[str] = []
     for (x0, x1), r in zip(pairs, rs):
-        if not nan_positive:
+        if not nan_positive and not self_bound:
             r = _nan_signs(e, x0, x1, r)
         out += [e.val(f"trunc i16 {r} to i8"), e.val(f"trunc i16 {e.val(f'lshr i16 {r}, 8')} to i8")]
     return out[:len(xs)]

@@ -328,8 +328,9 @@ class Lowering:
             from .fp8_words import word_order  # the words an fp8 wgmma A operand reads (passes/narrow_carries.py)
             return EW.cast_many(e, scalar_of(op.operands[0].type), rt, args[0], op.attrs.get("rounding", "rtne"),
                                 nan_positive=bool(op.attrs.get("nan_positive")),
-                                bound=args[1] if op.attrs.get("overflow_bound") else None,
-                                word_order=word_order(L) if op.attrs.get("words") == "a8" else None)
+                                bound=args[1] if op.attrs.get("overflow_bound") is True else None,
+                                word_order=word_order(L) if op.attrs.get("words") == "a8" else None,
+                                self_bound=op.attrs.get("overflow_bound") == "self")
         if name == "exp2" and op.attrs.get("poly"):  # part on the FMA pipe (passes/exp2_poly.py)
             return EW.exp2_split(e, args[0], op.attrs["poly"], bool(op.attrs.get("nonnegative")))
         out = []

@@ -57,7 +57,8 @@ for op in (
     + [OpDef("cast", (1, 2), (), elementwise=True, category="cast",
              doc="value conversion between element types (int/float/pointer); to fp8: nan_positive=True (the operand "
                  "is never a negative NaN), overflow_bound=True (passes/fp8_bounds.py; operand 1 bounds operand 0's "
-                 "magnitudes or is NaN: where it is below e5m2's overflow threshold no overflow fix-up is needed), "
+                 "magnitudes or is NaN: where it is below e5m2's overflow threshold no overflow fix-up is needed; 'self': "
+                 "operand 0 bounds itself, the fix-ups run only where a value is past the threshold or NaN), "
                  "words='a8' (an fp8 wgmma A operand reads it: passes/narrow_carries.py)",
              optional_attrs=("rounding", "nan_positive", "overflow_bound", "words"))]
     + _ew("bitcast", 1, "cast", "reinterpret bits; same width")

@@ -53,11 +53,14 @@ def _exp2_poly(op: Op) -> List[str]:
 
 
 def _cast(op: Op) -> List[str]:
-    """A second operand only with ``overflow_bound`` (passes/fp8_bounds.py): fp32 -> fp8 with infinities (e5m2),
-    the bound fp32 of the operand's shape."""
+    """A second operand only with ``overflow_bound=True`` (passes/fp8_bounds.py): fp32 -> fp8 with infinities
+    (e5m2), the bound fp32 of the operand's shape; ``overflow_bound='self'``: the same cast with one operand."""
     errs = _same_shape(op)
-    has = bool(op.attrs.get("overflow_bound"))
-    if has != (len(op.operands) == 2):
+    ob = op.attrs.get("overflow_bound")
+    if ob not in (None, True, "self"):
+        return errs + [f"overflow_bound is True or 'self', got {ob!r}"]
+    has = ob is not None
+    if (ob is True) != (len(op.operands) == 2) or (ob == "self" and len(op.operands) != 1):
         return errs + ["overflow_bound and a second operand (the bound) go together"]
     if has:
         dst = scalar_of(op.results[0].type)

@@ -28,6 +28,16 @@ Example (tile IR)::
     %e = expand_dims %l {axis=1} : <128x1xfp32>
     %b = broadcast %e : <128x64xfp32>
     %p8 = cast %p, %b {rounding='rtne', nan_positive=True, overflow_bound=True} : <128x64xfp8e5>
+
+Every other fp32 -> e5m2 cast of a tile (``self_bound``, KERNELC_FP8_SELF_BOUND) gets ``overflow_bound='self'``: its
+values are their own bound. Codegen tests ``|x|`` (one FSETP a value, where the fix-ups cost two FADD, two PRMT
+and two LOP3 a pair) and, on the path where no lane holds a value past the threshold or a NaN, keeps the bare
+cvts: with no NaN there, the NaN-sign fix-up moves into the branch too. Tutorial 06's output tile
+(``acc / l_i``, 128 values a thread at 128x128 on 4 warps) is such a cast::
+
+    %o = cast %a {rounding='rtne'} : <128x128xfp8e5>
+  ->
+    %o = cast %a {rounding='rtne', overflow_bound='self'} : <128x128xfp8e5>
 """
 from __future__ import annotations
 
@@ -41,14 +51,27 @@ from ..ir.core import Block, Function, Op, defining_op
 NONNEGATIVE_OPS = ("exp2", "exp")
 
 
-def mark_fp8_overflow_bounds(fn: Function) -> Function:
+def mark_fp8_overflow_bounds(fn: Function, self_bound: bool = True) -> Function:
     """Bound every fp32 -> e5m2 ``cast`` of an ``exp2``/``exp`` result by that result's sum along an axis, where
-    the same block computes the sum before the cast (module docstring). Mutates ``fn``."""
+    the same block computes the sum before the cast; with ``self_bound``, every other fp32 -> e5m2 cast of a
+    tile of two or more dimensions by its own values (module docstring). Mutates ``fn``."""
     for op in list(fn.walk()):
         for block in op.regions:
             _mark_block(block)
     _mark_block(fn.body)
+    if self_bound:
+        for op in fn.walk():
+            if _e5m2_tile_cast(op) and "overflow_bound" not in op.attrs:
+                op.attrs["overflow_bound"] = "self"
     return fn
+
+
+def _e5m2_tile_cast(op: Op) -> bool:
+    """An fp32 -> fp8-with-infinities cast of a tile of two or more dimensions, with one operand."""
+    if op.name != "cast" or len(op.operands) != 1 or len(shape_of(op.results[0].type) or ()) < 2:
+        return False
+    dst = scalar_of(op.results[0].type)
+    return dst.is_fp8() and T.FP8_FORMATS[dst.name].overflow == "inf" and scalar_of(op.operands[0].type) == T.float32
 
 
 def _mark_block(block: Block) -> None:
@@ -57,11 +80,9 @@ def _mark_block(block: Block) -> None:
         if op.name == "reduce" and op.attrs.get("kind") == "add" and len(op.operands) == 1 \
                 and scalar_of(op.operands[0].type) == T.float32:
             sums.setdefault(op.operands[0].id, op)
-        if op.name != "cast" or len(op.operands) != 1 or len(shape_of(op.results[0].type) or ()) < 2:
-            continue  # a 1-D tile's sum is a scalar: not worth a splat
-        dst, p = scalar_of(op.results[0].type), op.operands[0]
-        if not (dst.is_fp8() and T.FP8_FORMATS[dst.name].overflow == "inf") or scalar_of(p.type) != T.float32:
+        if not _e5m2_tile_cast(op):  # (a 1-D tile's sum is a scalar: not worth a splat)
             continue
+        p = op.operands[0]
         d, s = defining_op(p), sums.get(p.id)
         if d is None or d.name not in NONNEGATIVE_OPS or s is None:
             continue
