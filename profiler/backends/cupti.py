@@ -84,6 +84,15 @@ def _torch_profiler_active() -> bool:
     return False
 
 
+def _cuda_initialized() -> bool:
+    """Whether torch has initialised CUDA in this process (False without torch)."""
+    torch = sys.modules.get("torch")
+    try:
+        return bool(torch is not None and torch.cuda.is_initialized())
+    except Exception:
+        return False
+
+
 def _capturing() -> bool:
     """Whether torch's current stream is capturing a CUDA graph (False without torch or CUDA)."""
     torch = sys.modules.get("torch")
@@ -258,7 +267,11 @@ class CuptiBackend:
                 self.light = self._enable_api_records(1)
             if self.light and self.attribution == "external-correlation":
                 self.external = self._enable_external()
-            lazy = self.light and not self.external and options.get("cupti_api_records") == "lazy"
+            # lazy only where CUDA is up before the profile starts: a profile started before it (python -m kprof,
+            # torchrun) lost its scopes' kernels to the root under lazy on an H200 (docs/profiling.md), so there
+            # the records are on from the start, as with "always"
+            lazy = (self.light and not self.external and options.get("cupti_api_records") == "lazy"
+                    and _cuda_initialized())
             if lazy:
                 self._enable_api_records(0)
             self.api_wanted = self.light and not lazy

@@ -31,6 +31,8 @@ def _fake_for(monkeypatch, variant, **kw):
     for k, v in VARIANTS.get(variant, {}).items():
         monkeypatch.setenv(k, v)
     fake = fake_cupti.install(monkeypatch, fake_cupti.FakeCupti(**kw))
+    from profiler.backends import cupti as backend_mod
+    monkeypatch.setattr(backend_mod, "_cuda_initialized", lambda: True)   # as after torch's first CUDA call
     if variant.startswith("raw"):   # libcupti's own buffers (the default where libcupti is found)
         fake_cupti.install_libcupti(monkeypatch, fake)
     return fake
@@ -727,3 +729,18 @@ def test_unarmed_window_edge_does_not_synchronize_a_capture(monkeypatch, tmp_pat
     profiler.finalize(sid)
     root, _ = read_profile(tmp_path / "cap.hatchet")
     assert names(root) == ["k"]
+
+
+def test_lazy_started_before_cuda_is_up_records_from_the_start(monkeypatch, tmp_path):
+    """cupti_api_records="lazy" with CUDA not yet initialised when the profile starts (python -m kprof, torchrun):
+    the API records are on from the start, as with "always" -- lazy there lost the scopes' kernels on a GPU."""
+    fake = _fake_for(monkeypatch, "api-records")
+    from profiler.backends import cupti as backend_mod
+    monkeypatch.setattr(backend_mod, "_cuda_initialized", lambda: False)
+    sid = profiler.start(str(tmp_path / "early"))
+    assert fake.api_ids and S.get(sid).backend.api_wanted
+    with profiler.scope("step"):
+        fake.launch("k")
+    profiler.finalize(sid)
+    root, _ = read_profile(tmp_path / "early.hatchet")
+    assert names(find(root, "step")) == ["k"]
