@@ -250,7 +250,7 @@ def test_main_keeps_each_runs_profile_next_to_the_json_and_in_out(tmp_path, monk
     seen = []
 
     def fake_run_one(path, impl, points, timeout, site, spread=False, warm=None, keep_profiles=None,
-                     tutorial_args=()):
+                     tutorial_args=(), x_values=None, stop_after_first_calls=None):
         seen.append((impl, os.path.relpath(keep_profiles, tmp_path), tuple(tutorial_args)))
         os.makedirs(keep_profiles, exist_ok=True)
         data = proton_09() if impl == "triton" else kprof_09()
