@@ -50,7 +50,9 @@ def mark_reduce_xwarp(fn: Function, xwarp: str = "allreduce", bfly: str = "up") 
     for op in reduces:
         op.attrs.pop("xwarp", None)
         op.attrs.pop("bfly", None)
-        if mark and onepass and _broadcastable(op):
+        if xwarp in ("lds", "lds4") and one_value(op):
+            op.attrs["xwarp"] = xwarp
+        elif mark and onepass and _broadcastable(op):
             op.attrs["xwarp"] = "broadcast"
         if bfly == "down":
             op.attrs["bfly"] = "down"
