@@ -256,7 +256,9 @@ KNOBS: Tuple[Knob, ...] = (
          "kernels only; log_softmax fwd 8192^2 fp16 0.78% faster on an H200) or allreduce (kernelc's before session 19: every warp combines all "
          "warps' partials after one barrier); multi (default): broadcast in a one-pass kernel with two or more such "
          "reductions, allreduce where it has one (log_softmax bwd 8192^2 fp16: 1.003 of Triton against 0.998 on an "
-         "H200, session 20); passes/reduce_xwarp.py",
+         "H200, session 20); lds: every thread reads all warps' partials with 16-byte shared loads and combines them "
+         "as a tree (no shuffles, one barrier; any reduction to one value per block); lds4: a lane reads 16 bytes of "
+         "them and a butterfly over the lanes that covers finishes; passes/reduce_xwarp.py",
          _choice(("allreduce", ("allreduce",)), ("broadcast", ("broadcast",)), ("multi", ("multi",)), ("lds", ("lds",)),
                  ("lds4", ("lds4",))),
          compile=True, field="reduce_xwarp"),

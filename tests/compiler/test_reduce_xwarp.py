@@ -122,3 +122,42 @@ def test_allreduce_is_one_barrier_and_every_warp_combining(monkeypatch):
     ptx = _ptx(monkeypatch, "allreduce")
     assert len(_lines(ptx, r"bar\.sync")) == 1 and not _lines(ptx, r"@%p\d+ (st|ld)\.shared")
     assert [int(re.search(r", (\d+), 31", ln).group(1)) for ln in _lines(ptx, "shfl")] == [1, 2, 4, 8, 16, 1, 2, 4]
+
+
+def test_lds_marks_every_block_reduction_to_one_value_golden(monkeypatch):
+    """KERNELC_REDUCE_XWARP=lds / lds4: every reduction to one value per block (any type, argmax's pair too), not
+    the per-row one."""
+    for mode in ("lds", "lds4"):
+        before, after = _ir_around(monkeypatch, mode, "up")
+        filecheck(after, f"""
+            CHECK: reduce {{{{%\\d+}}}} {{axis=0, kind='max', xwarp='{mode}'}} : fp32
+            CHECK: reduce {{{{%\\d+}}}} {{axis=0, kind='add', xwarp='{mode}'}} : fp32
+            CHECK: reduce {{{{%\\d+}}}} {{axis=0, kind='add', xwarp='{mode}'}} : fp16
+            CHECK: reduce {{{{%\\d+}}}} {{axis=0, kind='add', xwarp='{mode}'}} : i32
+            CHECK: reduce {{{{%\\d+}}}}, {{{{%\\d+}}}} {{axis=0, kind='argmax', xwarp='{mode}'}} : fp32, i32
+            CHECK: reduce {{{{%\\d+}}}} {{axis=1, kind='add'}} : <256xfp32>
+        """)
+        assert re.sub(r", xwarp='\w+'", "", after) == before
+
+
+def test_lds_reads_every_partial_with_16_byte_loads_and_no_cross_warp_shuffle(monkeypatch):
+    """8 warps: after the lanes' 5 shuffles, one barrier and two ld.shared.v4 of fixed addresses (every thread reads
+    all 8 partials) -- no shuffle after the barrier."""
+    ptx = _ptx(monkeypatch, "lds")
+    body = _lines(ptx, r"shared|bar\.sync|shfl")
+    shfl = [i for i, ln in enumerate(body) if "shfl" in ln]
+    bar = [i for i, ln in enumerate(body) if "bar.sync" in ln]
+    assert len(shfl) == 5 and len(bar) == 1 and max(shfl) < bar[0]
+    loads = [ln for ln in body[bar[0]:] if ln.startswith("ld.shared")]
+    assert len(loads) == 2 and all(ln.startswith("ld.shared.v4.") for ln in loads), loads
+
+
+def test_lds4_reads_one_16_byte_slice_a_lane_and_shuffles_over_the_rest(monkeypatch):
+    """8 warps: one ld.shared.v4 a thread (lane & 1 picks which 4 partials), then one shuffle (xor 1)."""
+    ptx = _ptx(monkeypatch, "lds4")
+    body = _lines(ptx, r"shared|bar\.sync|shfl")
+    bar = [i for i, ln in enumerate(body) if "bar.sync" in ln]
+    assert len(bar) == 1
+    after = body[bar[0] + 1:]
+    assert [ln.split()[0][:13] for ln in after] == ["ld.shared.v4.", "shfl.sync.bfl"], after
+    assert ", 1, 31" in after[1]

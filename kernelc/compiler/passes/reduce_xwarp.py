@@ -16,6 +16,11 @@ log_softmax's forward (8192^2 fp16, two such reductions a row) ran 0.78% faster 
 ran 1.003 of Triton in ``allreduce`` and 0.998 in ``broadcast``, softmax's backward 0.9985 and 0.9991
 (docs/performance.md, session 20, call R1).
 
+``lds`` and ``lds4`` (not defaults; session 22) mark every reduction to one value per block: ``lds`` has every
+thread read all ``nw`` partials with 16-byte shared loads of one address a warp and combine them as a tree (one
+barrier, no shuffles after it); ``lds4`` has lane ``l`` read the ``(l mod nw/4)``-th 16 bytes of them and a
+butterfly over ``nw/4`` lanes finish (one load's registers instead of ``nw``).
+
 ``broadcast`` is marked only where it applies: one result per block of one 32-bit operand (f32, i32: not an
 argmax's value-index pair, whose broadcast lowering no GPU run has checked), and a one-pass
 kernel (no loop that loads: ``register_budget.loads_in_a_loop``). In loop kernels it changed the register
