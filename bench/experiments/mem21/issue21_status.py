@@ -23,6 +23,12 @@ Rules:
   A pinned-config A/B (pinned_ab.py: one config, no autotuning; time ratio per pair, cuBLAS the control) of a row
   overrides a ``not resolved`` when both its pairs are >= 0.98 in speed, and makes any row a ``regression`` when
   both are < 0.98 while cuBLAS moved less than 2% in both.
+  A one-process A/B (bench/experiments/mem22/ab_one_process.py, session 22: both trees' kernels in one process,
+  launches interleaved, each tree loaded twice so that its own A/A is measured in the same rounds; speed new over
+  old, the mean of per-round log ratios and its 95% t interval) decides a row over the two rules above when, in
+  every process of the call, both trees' A/A intervals lie within [0.98, 1/0.98]: ``no regression`` when every
+  process's interval of new over old lies at or above 0.98, ``regression`` when one lies wholly below 0.98,
+  ``not resolved`` otherwise. (Rule written before the first such call's results, session 22.)
 
     python3 bench/experiments/mem21/issue21_status.py [--out bench/results/issue21_status_s21.json] [--no-live]
 """
@@ -215,6 +221,43 @@ def pinned():
     return out
 
 
+# (call, files under bench/results, GPU, the bench_kernels row it stands for): ab_one_process.py, one file a process
+ONE_PROCESS = [
+    ("R1 (s22)", ["s22_mem22_R1_h200/ab1p_p1.json", "s22_mem22_R1_h200/ab1p_p2.json"], "H200"),
+    ("R2 (s22)", ["s22_mem22_R2_h200/ab1p_p1.json", "s22_mem22_R2_h200/ab1p_p2.json",
+                  "s22_mem22_R2_h200/ab1p_p3.json"], "H200"),
+]
+
+
+def one_process():
+    """{(kernel, dtype, n): {config: [per call: processes' new/old and A/A intervals, verdict]}}."""
+    out = {}
+    for call, files, gpu in ONE_PROCESS:
+        procs = [json.load(_open(f)) for f in files if _exists(f)]
+        by_cfg = {}
+        for f, d in zip([f for f in files if _exists(f)], procs):
+            for r in d["results"]:
+                by_cfg.setdefault((d.get("kernel", "matmul_tma"), d["dtype"], d["n"], r["config"]), []).append(
+                    {"file": f, "set": r["set"], "new_over_old": r["new_vs_old"]["geomean"],
+                     "ci95": [round(x, 4) for x in r["new_vs_old"]["ci95"]],
+                     "old_aa_ci95": [round(x, 4) for x in r["old_aa"]["ci95"]],
+                     "new_aa_ci95": [round(x, 4) for x in r["new_aa"]["ci95"]], "rounds": r["new_vs_old"]["n"],
+                     "ms_median": r["ms_median"], "picked": r.get("picked")})
+        for (kern, dt, n, cfg), ps in by_cfg.items():
+            aa_ok = all(0.98 <= p[k][0] and p[k][1] <= 1 / 0.98 for p in ps for k in ("old_aa_ci95", "new_aa_ci95"))
+            if not aa_ok:
+                v = "not resolved"
+            elif all(p["ci95"][0] >= 0.98 for p in ps):
+                v = "no regression"
+            elif any(p["ci95"][1] < 0.98 for p in ps):
+                v = "regression"
+            else:
+                v = "not resolved"
+            out.setdefault((kern, dt, str(n)), {}).setdefault(cfg, []).append(
+                {"call": call, "gpu": gpu, "processes": ps, "aa_within_2pct": aa_ok, "verdict": v})
+    return out
+
+
 def _pin_key(bench: str):
     """The pinned entry that stands for a bench_kernels row (same kernel, dtype and size), if any."""
     m = re.match(r"(matmul\w*) (fp16|bf16|fp8e4m3) (\d+)\^3", bench)
@@ -263,6 +306,7 @@ def _same_code(group, calls):
 
 def bench_kernels():
     pins = pinned()
+    ones = {(k, {"bfloat16": "bfloat16", "float16": "float16"}.get(dt, dt), n): v for (k, dt, n), v in one_process().items()}
     groups = {}
     for call, path, gpu in ABBA:
         d = json.load(_open(path))
@@ -290,7 +334,15 @@ def bench_kernels():
                 elif (pin and all(x < 0.98 for x in pin["speed_b_over_a_pairs"])
                       and all(abs(c - 1) < 0.02 for c in pin["control_pairs"])):
                     v = "regression (pinned)"
-            gv[bench] = {"verdict": v, "abba": es, **({"pinned": pin} if pin else {})}
+            op = ones.get(pk) if pk else None
+            if op:   # the one-process A/B decides where its A/As are within 2% (rules); a regression anywhere counts
+                vs = [c["verdict"] for calls in op.values() for c in calls if c["aa_within_2pct"]]
+                if "regression" in vs:
+                    v = "regression (one process)"
+                elif vs and all(x == "no regression" for x in vs):
+                    v = "no regression (one process)"
+            gv[bench] = {"verdict": v, "abba": es, **({"pinned": pin} if pin else {}),
+                         **({"one_process": {c: x for c, x in op.items()}} if op else {})}
         sc = _same_code(grp, sorted({e["call"] for es in rows.values() for e in es}))
         out[grp] = {"rows": gv, **({"measured_tree_vs_this_tree": sc} if sc else {})}
     return out
@@ -375,6 +427,10 @@ def markdown(st) -> str:
         rows = "; ".join(f"{b.split(' ', 1)[1]} {r['abba'][0]['b_over_a']:.3f}"
                          + (f" (pinned {min(r['pinned']['speed_b_over_a_pairs']):.3f}-"
                             f"{max(r['pinned']['speed_b_over_a_pairs']):.3f})" if "pinned" in r else "")
+                         + "".join(f" (one process, {cfg}, {c['call']}: "
+                                   + ", ".join(f"{p['new_over_old']:.4f} [{p['ci95'][0]:.4f}, {p['ci95'][1]:.4f}]"
+                                               for p in c["processes"]) + ")"
+                                   for cfg, cs in r.get("one_process", {}).items() for c in cs)
                          + f" {r['verdict']}" for b, r in g["rows"].items())
         calls = sorted({e["call"] for r in g["rows"].values() for e in r["abba"]})
         same = g.get("measured_tree_vs_this_tree", {})

@@ -202,11 +202,13 @@ def lower_reduce(lw: Lowering, op):
             # 16 bytes of partials (mod the lanes they need), combines them, and a butterfly over those lanes
             # finishes -- one 16-byte load's registers, not nw_ax
             full = op.attrs["xwarp"] == "lds"
-            parts_q, lanes = [], 1
+            # one vector width for all operands (argmax's value and index): the lanes must hold the same partials
+            vec = min([16 // _bytes(ty) if _bytes(ty) in (4, 8) and (base + offs[q]) % 16 == 0 else 1
+                       for q, ty in enumerate(tys)] + [nw_ax])
+            lanes = 1 if full else nw_ax // vec
+            parts_q = []
             for q, ty in enumerate(tys):
                 b = base + offs[q]
-                vec = min(16 // _bytes(ty) if _bytes(ty) in (4, 8) and b % 16 == 0 else 1, nw_ax)
-                lanes = 1 if full else nw_ax // vec
                 if lanes > 1:
                     sel = e.val(f"and i32 {lw.lane}, {lanes - 1}")
                     starts = [e.val(f"add i32 {e.val(f'mul i32 {sel}, {vec * _bytes(ty)}')}, {b}")]
