@@ -29,7 +29,7 @@ from .passes.dot_acc import fold_dot_accumulate
 from .passes.fp8_dot import upcast_fp8_dots
 from .passes.hints import anchor_hints
 from .passes.exp2_poly import mark_exp2_poly
-from .passes.fp_contract import mark_exp2_ftz, mark_exp_ftz, mark_fp_contraction, mark_log_approx, mark_positive_nan_casts
+from .passes.fp_contract import mark_exp2_ftz, mark_fp_contraction, mark_log_approx, mark_positive_nan_casts
 from .passes.layout_assign import assign_layouts
 from .passes.hoist_conversions import hoist_conversions
 from .passes.load_layouts import loads_in_use_layout
@@ -318,8 +318,6 @@ TILE_PASSES = (
     TilePass("mark_fp_contraction", lambda f, c: mark_fp_contraction(f, c.fp_fusion)),
     # exp2 as ex2.approx.ftz (Triton's): KERNELC_EXP2_FTZ
     TilePass("mark_exp2_ftz", lambda f, c: mark_exp2_ftz(f, exp2_ftz_enabled())),
-    # a softmax-form fp32 exp as ex2.approx.ftz too: KERNELC_EXP_FTZ
-    TilePass("mark_exp_ftz", lambda f, c: mark_exp_ftz(f, get_option("KERNELC_EXP_FTZ"))),
     # fp32 log as lg2.approx * ln 2 (approx, the default), or libdevice's __nv_logf (Triton's) under KERNELC_LOG_F32=libdevice
     TilePass("mark_log_approx", lambda f, c: mark_log_approx(f, get_option("KERNELC_LOG_F32") == "approx")),
     # fp8 casts of exp2 results skip the NaN-sign fix-up (a canonical NaN is positive)

@@ -211,12 +211,6 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_EXP2_FTZ", "bool", True,
          "fp32 exp2 flushes subnormal results to zero (ex2.approx.ftz, as Triton's tl.math.exp2): one MUFU.EX2 "
          "instead of MUFU plus a range test and two multiplies", compile=True, field="exp2_ftz"),
-    Knob("KERNELC_EXP_FTZ", "choice", "off",
-         "fp32 exp of the softmax form (x - a row maximum: results in [0, 1], the maximum's exactly 1) flushes "
-         "results below 2^-126 to zero (ex2.approx.ftz): one MUFU.EX2 instead of MUFU plus a range test and two "
-         "multiplies; a result it changes differs by less than 2^-126 (softmax: off, Triton's tl.exp, keeps "
-         "subnormal results; passes/fp_contract.py)",
-         _choice(("off", ("off",) + _FALSE), ("softmax", ("softmax",))), compile=True, field="exp_ftz"),
     Knob("KERNELC_EXP2_POLY", "choice", "auto",
          "the fraction of a softmax exp2's elements computed on the FMA pipe (Cody-Waite range reduction, a polynomial, "
          "the exponent added as an integer) instead of MUFU.EX2, where the result only feeds fp8 casts and fp32 sums and "
@@ -257,10 +251,10 @@ KNOBS: Tuple[Knob, ...] = (
          "warps' partials after one barrier); multi (default): broadcast in a one-pass kernel with two or more such "
          "reductions, allreduce where it has one (log_softmax bwd 8192^2 fp16: 1.003 of Triton against 0.998 on an "
          "H200, session 20); lds: every thread reads all warps' partials with 16-byte shared loads and combines them "
-         "as a tree (no shuffles, one barrier; any reduction to one value per block); lds4: a lane reads 16 bytes of "
-         "them and a butterfly over the lanes that covers finishes; passes/reduce_xwarp.py",
+         "as a tree (no shuffles, one barrier; any reduction to one value per block); multi_lds: as multi, with lds where "
+         "multi leaves allreduce in a one-pass kernel; passes/reduce_xwarp.py",
          _choice(("allreduce", ("allreduce",)), ("broadcast", ("broadcast",)), ("multi", ("multi",)), ("lds", ("lds",)),
-                 ("lds4", ("lds4",))),
+                 ("multi_lds", ("multi_lds",))),
          compile=True, field="reduce_xwarp"),
     Knob("KERNELC_REDUCE_BFLY", "choice", "up",
          "a reduction's butterfly shuffles run from the nearest lane (up: 1, 2, .., 16) or the farthest (down: 16, .., "
@@ -540,7 +534,6 @@ class CompileOptions:
     bulk_reduce_stages: str = "2"
     tma_write_guard: str = "reduce"
     exp2_ftz: bool = True
-    exp_ftz: str = "off"
     exp2_poly: str = "auto"
     exp2_poly_degree: str = "3"
     fp8_self_bound: bool = True

@@ -125,19 +125,38 @@ def test_allreduce_is_one_barrier_and_every_warp_combining(monkeypatch):
 
 
 def test_lds_marks_every_block_reduction_to_one_value_golden(monkeypatch):
-    """KERNELC_REDUCE_XWARP=lds / lds4: every reduction to one value per block (any type, argmax's pair too), not
-    the per-row one."""
-    for mode in ("lds", "lds4"):
-        before, after = _ir_around(monkeypatch, mode, "up")
-        filecheck(after, f"""
-            CHECK: reduce {{{{%\\d+}}}} {{axis=0, kind='max', xwarp='{mode}'}} : fp32
-            CHECK: reduce {{{{%\\d+}}}} {{axis=0, kind='add', xwarp='{mode}'}} : fp32
-            CHECK: reduce {{{{%\\d+}}}} {{axis=0, kind='add', xwarp='{mode}'}} : fp16
-            CHECK: reduce {{{{%\\d+}}}} {{axis=0, kind='add', xwarp='{mode}'}} : i32
-            CHECK: reduce {{{{%\\d+}}}}, {{{{%\\d+}}}} {{axis=0, kind='argmax', xwarp='{mode}'}} : fp32, i32
-            CHECK: reduce {{{{%\\d+}}}} {{axis=1, kind='add'}} : <256xfp32>
-        """)
-        assert re.sub(r", xwarp='\w+'", "", after) == before
+    """KERNELC_REDUCE_XWARP=lds: every reduction to one value per block (any type, argmax's pair too), not the
+    per-row one."""
+    before, after = _ir_around(monkeypatch, "lds", "up")
+    filecheck(after, """
+        CHECK: reduce {{%\\d+}} {axis=0, kind='max', xwarp='lds'} : fp32
+        CHECK: reduce {{%\\d+}} {axis=0, kind='add', xwarp='lds'} : fp32
+        CHECK: reduce {{%\\d+}} {axis=0, kind='add', xwarp='lds'} : fp16
+        CHECK: reduce {{%\\d+}} {axis=0, kind='add', xwarp='lds'} : i32
+        CHECK: reduce {{%\\d+}}, {{%\\d+}} {axis=0, kind='argmax', xwarp='lds'} : fp32, i32
+        CHECK: reduce {{%\\d+}} {axis=1, kind='add'} : <256xfp32>
+    """)
+    assert re.sub(r", xwarp='\w+'", "", after) == before
+
+
+def test_multi_lds_is_multi_with_lds_where_multi_leaves_allreduce(monkeypatch):
+    """KERNELC_REDUCE_XWARP=multi_lds: row_stats_kernel's 32-bit reductions broadcast as under multi, the fp16 sum
+    and the argmax (which multi leaves allreduce) lds; a kernel with one reduction to one value: lds."""
+    before, after = _ir_around(monkeypatch, "multi_lds", "up")
+    filecheck(after, """
+        CHECK: reduce {{%\\d+}} {axis=0, kind='max', xwarp='broadcast'} : fp32
+        CHECK: reduce {{%\\d+}} {axis=0, kind='add', xwarp='broadcast'} : fp32
+        CHECK: reduce {{%\\d+}} {axis=0, kind='add', xwarp='lds'} : fp16
+        CHECK: reduce {{%\\d+}} {axis=0, kind='add', xwarp='broadcast'} : i32
+        CHECK: reduce {{%\\d+}}, {{%\\d+}} {axis=0, kind='argmax', xwarp='lds'} : fp32, i32
+        CHECK: reduce {{%\\d+}} {axis=1, kind='add'} : <256xfp32>
+    """)
+    monkeypatch.setenv("KERNELC_REDUCE_XWARP", "multi_lds")
+    names = [p.name for p in C.TILE_PASSES]
+    i = names.index("mark_reduce_xwarp")
+    fn, _ = generate_ir(_base_function(one_sum_kernel), dict(x_ptr="*fp32", y_ptr="*fp32"), dict(BLOCK=256), {}, ())
+    run_passes(fn, C.TILE_PASSES[:i + 1], PassContext("sm_90a", (9, 0), 4))
+    assert "xwarp='lds'" in print_function(fn, show_loc=False)
 
 
 def test_lds_reads_every_partial_with_16_byte_loads_and_no_cross_warp_shuffle(monkeypatch):
@@ -150,14 +169,4 @@ def test_lds_reads_every_partial_with_16_byte_loads_and_no_cross_warp_shuffle(mo
     assert len(shfl) == 5 and len(bar) == 1 and max(shfl) < bar[0]
     loads = [ln for ln in body[bar[0]:] if ln.startswith("ld.shared")]
     assert len(loads) == 2 and all(ln.startswith("ld.shared.v4.") for ln in loads), loads
-
-
-def test_lds4_reads_one_16_byte_slice_a_lane_and_shuffles_over_the_rest(monkeypatch):
-    """8 warps: one ld.shared.v4 a thread (lane & 1 picks which 4 partials), then one shuffle (xor 1)."""
-    ptx = _ptx(monkeypatch, "lds4")
-    body = _lines(ptx, r"shared|bar\.sync|shfl")
-    bar = [i for i, ln in enumerate(body) if "bar.sync" in ln]
-    assert len(bar) == 1
-    after = body[bar[0] + 1:]
-    assert [ln.split()[0][:13] for ln in after] == ["ld.shared.v4.", "shfl.sync.bfl"], after
-    assert ", 1, 31" in after[1]
+    assert [ln.split("[")[1] for ln in loads] == ["global_smem];", "global_smem+16];"]

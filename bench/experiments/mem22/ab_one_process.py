@@ -6,10 +6,11 @@ modules (kernelc, examples, ...) are imported from its root and kept as a privat
 put back in place before that tree's launches (so anything a launch imports late comes from its own tree). Each tree
 is loaded twice (two copies: separately imported packages, separately loaded CUDA modules) so its own A/A spread is
 measured in the same rounds as the A/B. Slots per round: old#1, new#1, old#2, new#2, cuBLAS (torch.matmul) as the
-control; the order is reversed every other round. A slot is ``rep`` launches of the tree's own wrapper
-``matmul_tma(a, b, **config)`` between two CUDA events (no synchronisation between slots of a round, so the GPU runs
-them back to back), on the same operands for every slot. The enqueue time per call on the host is recorded, to show
-the slots are GPU-bound.
+control, rotated every two rounds and reversed every other round, so that each slot takes every position equally
+often. A slot is ``rep`` launches of the tree's own wrapper ``matmul_tma(a, b, **config)`` between two CUDA events,
+on the same operands for every slot; no synchronisation between the slots of a round (the GPU runs them back to
+back), and a GPU spin (``torch.cuda._sleep``) before each round keeps the GPU busy while the host queues the first
+launches. The host's enqueue time per call is recorded, to show the slots are GPU-bound.
 
 Configs: ``--pin BMxBNxWxS`` (both trees at that config, no autotuning) and/or ``--auto`` (each tree's own
 autotuner, in this process; its pick is recorded).
@@ -119,7 +120,7 @@ def summarise(rounds, a: str, b: str) -> dict:
             "n": len(r)}
 
 
-def run_config(label, slots, a, b, rounds, rep, torch):
+def run_config(label, slots, a, b, rounds, rep, torch, sleep_ms=2.0):
     """slots: [(name, tree or None, fn)] -> per-round ms per slot, with the host's enqueue ms per call."""
     ev = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
     res_err = {}
@@ -135,9 +136,16 @@ def run_config(label, slots, a, b, rounds, rep, torch):
             if not err < 0.03:
                 raise RuntimeError(f"{label} {name}: max |c - cuBLAS| / (|cuBLAS| + 1) = {err}")
             res_err[name] = err
-    per_round, host = [], {n: [] for n, _, _ in slots}
+    per_round, host, orders = [], {n: [] for n, _, _ in slots}, []
     for r in range(rounds):
-        order = slots if r % 2 == 0 else slots[::-1]
+        # every slot in every position equally often (rotated, and reversed every other round)
+        k = (r // 2) % len(slots)
+        order = slots[k:] + slots[:k]
+        order = order if r % 2 == 0 else order[::-1]
+        # the GPU busy while the host queues the round's first launches: without it the first slot's start event
+        # fires on an idle GPU and its time takes in the host's first call (R1 of session 22: the slot that came
+        # first every other round read 2-3% slower than its own copy elsewhere in the round)
+        torch.cuda._sleep(int(sleep_ms * 2e6))
         marks = []
         for name, tree, fn in order:
             if tree is not None:
@@ -152,7 +160,8 @@ def run_config(label, slots, a, b, rounds, rep, torch):
             marks.append((name, s, e))
         torch.cuda.synchronize()
         per_round.append({n: s.elapsed_time(e) / rep for n, s, e in marks})
-    return per_round, {n: statistics.median(v) for n, v in host.items()}, res_err
+        orders.append([n for n, _, _ in marks])
+    return per_round, {n: statistics.median(v) for n, v in host.items()}, res_err, orders
 
 
 def main(argv=None) -> int:
@@ -165,6 +174,7 @@ def main(argv=None) -> int:
     ap.add_argument("--auto", action="store_true", help="also each tree's autotuned wrapper")
     ap.add_argument("--rounds", type=int, default=60)
     ap.add_argument("--rep", type=int, default=20)
+    ap.add_argument("--sleep-ms", type=float, default=2.0, help="GPU spin before each round (at ~2 GHz)")
     ap.add_argument("--sets", type=int, default=1, help="operand sets (fresh allocations), each timed in turn")
     ap.add_argument("--cache", default=os.environ.get("TMPDIR", "/tmp"), help="parent of the per-tree caches")
     ap.add_argument("--out")
@@ -220,7 +230,7 @@ def main(argv=None) -> int:
         for label, cfg in configs:
             slots = [(t.tag, t, t.call(cfg)) for t in trees]
             slots.append(("cublas", None, lambda x, y: torch.matmul(x, y)))
-            per_round, host, errs = run_config(label, slots, a, b, args.rounds, args.rep, torch)
+            per_round, host, errs, orders = run_config(label, slots, a, b, args.rounds, args.rep, torch, args.sleep_ms)
             med = {n: statistics.median(r[n] for r in per_round) for n, _, _ in slots}
             res = {"set": si, "config": label, "ms_median": med, "host_ms_per_call": host, "rel_err_vs_cublas": errs,
                    "picked": {t.tag: t.picked() for t in trees} if not cfg else None,
@@ -230,7 +240,7 @@ def main(argv=None) -> int:
                    "new_aa": summarise(per_round, "new#1", "new#2"),
                    "new1_vs_old1": summarise(per_round, "old#1", "new#1"),
                    "new2_vs_old2": summarise(per_round, "old#2", "new#2"),
-                   "rounds_ms": per_round}
+                   "rounds_ms": per_round, "orders": orders}
             for t in trees:
                 t.activate()
                 t.check()

@@ -191,8 +191,7 @@ def _exp(e, t, args, attrs):
     ty = llty(t)
     if ty != "float":
         return e.call(ty, "__nv_exp", [(ty, args[0])])
-    # ftz: passes/fp_contract.py's mark_exp_ftz (the softmax form, KERNELC_EXP_FTZ)
-    return _exp2_f32(e, e.val(f"fmul {_contract(attrs)}float {args[0]}, {_flit(LOG2E)}"), ftz=bool(attrs.get("ftz")))
+    return _exp2_f32(e, e.val(f"fmul {_contract(attrs)}float {args[0]}, {_flit(LOG2E)}"))
 
 
 def _exp2(e, t, args, attrs):

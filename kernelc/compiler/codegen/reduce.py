@@ -196,40 +196,28 @@ def lower_reduce(lw: Lowering, op):
             lw.barrier()
             acc[0] = [_smem_load(lw, ty, str(base + offs[q])) for q, ty in enumerate(tys)]
             lw.smem_access(base, base + total, False)
-        elif out_numel == 1 and op.attrs.get("xwarp") in ("lds", "lds4"):
+        elif out_numel == 1 and op.attrs.get("xwarp") == "lds":
             # xwarp=lds (passes/reduce_xwarp.py): every thread reads all nw_ax partials (16-byte loads of one address
-            # a warp: no bank conflict) and combines them as a tree -- no shuffles. lds4: lane l reads the l-th
-            # 16 bytes of partials (mod the lanes they need), combines them, and a butterfly over those lanes
-            # finishes -- one 16-byte load's registers, not nw_ax
-            full = op.attrs["xwarp"] == "lds"
-            # one vector width for all operands (argmax's value and index): the lanes must hold the same partials
+            # a warp: no bank conflict) and combines them as a tree -- no shuffles after the barrier. One vector
+            # width for all operands (argmax's value and index): their partials pair up register by register
             vec = min([16 // _bytes(ty) if _bytes(ty) in (4, 8) and (base + offs[q]) % 16 == 0 else 1
                        for q, ty in enumerate(tys)] + [nw_ax])
-            lanes = 1 if full else nw_ax // vec
             parts_q = []
             for q, ty in enumerate(tys):
                 b = base + offs[q]
-                if lanes > 1:
-                    sel = e.val(f"and i32 {lw.lane}, {lanes - 1}")
-                    starts = [e.val(f"add i32 {e.val(f'mul i32 {sel}, {vec * _bytes(ty)}')}, {b}")]
-                else:
-                    starts = [str(b + w0 * _bytes(ty)) for w0 in range(0, nw_ax, vec)]
                 parts = []
-                for st in starts:
+                for w0 in range(0, nw_ax, vec):
                     if vec == 1:
-                        parts.append(_smem_load(lw, ty, st))
+                        parts.append(_smem_load(lw, ty, str(b + w0 * _bytes(ty))))
                         continue
-                    p = e.val(f"getelementptr i8, ptr addrspace(3) @global_smem, i32 {st}")
+                    p = e.val(f"getelementptr i8, ptr addrspace(3) @global_smem, i32 {b + w0 * _bytes(ty)}")
                     v = e.val(f"load <{vec} x {ty}>, ptr addrspace(3) {p}, align 16")
                     parts += [e.val(f"extractelement <{vec} x {ty}> {v}, i32 {i}") for i in range(vec)]
                 parts_q.append(parts)
-            items = [[parts_q[q][w] for q in range(len(tys))] for w in range(len(parts_q[0]))]
+            items = [[parts_q[q][w] for q in range(len(tys))] for w in range(nw_ax)]
             while len(items) > 1:
                 items = [comb(items[i], items[i + 1]) for i in range(0, len(items) - 1, 2)] + items[len(items) & ~1:]
-            got = items[0]
-            for i in range(lanes.bit_length() - 1):
-                got = comb(got, [shuffle(lw, ty, x, "bfly", str(1 << i), 0x1F) for ty, x in zip(tys, got)])
-            acc[0] = got
+            acc[0] = items[0]
         elif out_numel == 1:
             # one result for the whole block: lane l reads warp (l mod nw_ax)'s partial and a butterfly
             # over log2(nw_ax) lanes combines them -- one live register per value, not nw_ax

@@ -38,9 +38,8 @@ for op in (
     + _ew("frem", 2, "float", "IEEE float remainder")
     + _ew("fdiv", 2, "float", "float division; ieee=True asks for correctly rounded", optional=("ieee",))
     + _ew("fmax fmin", 2, "float", "float max/min; propagate_nan: none|all", attrs=("propagate_nan",))
-    + _ew("exp log fneg", 1, "math", "contract=True: may fuse into an fma (exp/log: their fp32 scaling multiply); "
-          "ftz=True (exp, fp32): a result below 2^-126 flushes to 0 (passes/fp_contract.py: mark_exp_ftz)",
-          optional=("contract", "ftz"))
+    + _ew("exp log fneg", 1, "math", "contract=True: may fuse into an fma (exp/log: their fp32 scaling multiply)",
+          optional=("contract",))
     + _ew("exp2", 1, "math", "ftz=True (fp32): a subnormal result flushes to 0 (ex2.approx.ftz); poly={num, den, degree} "
           "(fp32, ftz): num of every den registers by a polynomial on the FMA pipe (passes/exp2_poly.py); "
           "nonnegative=True: every result >= 0 or the positive NaN, the polynomial's too (passes/fp8_bounds.py)",

@@ -11,7 +11,7 @@ Ops inside regions (a reduction's combine, a loop body) are marked as well.
 """
 from __future__ import annotations
 
-from ..ir.core import Function, Value, defining_op
+from ..ir.core import Function
 
 #: exp and log lower (fp32) to a multiply by log2(e) / ln(2) around ex2/lg2, which may contract as well;
 #: fneg, because LLVM folds it into a multiply with the flags the two share
@@ -37,35 +37,6 @@ def mark_exp2_ftz(fn: Function, enabled: bool = True) -> Function:
     for op in fn.walk():
         if op.name == "exp2":
             if enabled:
-                op.attrs["ftz"] = True
-            else:
-                op.attrs.pop("ftz", None)
-    return fn
-
-
-def _minus_row_max(x: Value) -> bool:
-    """``x`` is ``s - m`` with ``m`` a row maximum (a ``reduce {kind='max'}`` or an ``fmax``), broadcast, expanded
-    or splat (a 1-D tile's maximum is a scalar)."""
-    d = defining_op(x)
-    if d is None or d.name != "fsub":
-        return False
-    m = d.operands[1]
-    while defining_op(m) is not None and defining_op(m).name in ("broadcast", "expand_dims", "splat"):
-        m = defining_op(m).operands[0]
-    dm = defining_op(m)
-    return dm is not None and ((dm.name == "reduce" and dm.attrs.get("kind") == "max") or dm.name == "fmax")
-
-
-def mark_exp_ftz(fn: Function, mode: str = "off") -> Function:
-    """Set ``ftz`` on every fp32 ``exp`` of the softmax form (``mode`` 'softmax', KERNELC_EXP_FTZ): its argument is
-    ``x - m`` with ``m`` broadcast from a row maximum (passes/exp2_poly.py's test), so its results lie in [0, 1]
-    (up to rounding) with the maximum's exactly 1, and the few below 2^-126 that ex2.approx.ftz flushes to 0 change
-    a result by less than 2^-126: under any 16-bit float's normal range, and under a sum that holds the 1. Saves
-    ptxas's range test and two scaling multiplies per element (mark_exp2_ftz). Mutates ``fn``."""
-    from ...language.dtypes import scalar_of
-    for op in fn.walk():
-        if op.name == "exp":
-            if mode == "softmax" and str(scalar_of(op.results[0].type)) == "fp32" and _minus_row_max(op.operands[0]):
                 op.attrs["ftz"] = True
             else:
                 op.attrs.pop("ftz", None)
