@@ -30,7 +30,7 @@ Rules:
   process's interval of new over old lies at or above 0.98, ``regression`` when one lies wholly below 0.98,
   ``not resolved`` otherwise. (Rule written before the first such call's results, session 22.)
 
-    python3 bench/experiments/mem21/issue21_status.py [--out bench/results/issue21_status_s21.json] [--no-live]
+    python3 bench/experiments/mem21/issue21_status.py [--out bench/results/issue21_status_s22.json] [--no-live]
 """
 from __future__ import annotations
 
@@ -72,23 +72,24 @@ def _exists(rel: str) -> bool:
     return any(os.path.exists(os.path.join(RES, rel + ext)) for ext in ("", ".gz"))
 
 
-def _mb_rows(path):
-    """{benchmark: kernelc/Triton and its interval, the A/A} of one call, disturbed rounds left out."""
+def _mb_rows(path, column="kernelc"):
+    """{benchmark: kernelc/Triton and its interval, the A/A} of one call, disturbed rounds left out. ``column``: the
+    column that is this tree's build (variants.py files: a knob's column where the default has changed since)."""
     import statistics
     from bench.bench_memory_bound import log_ratio_ci
     d = json.load(_open(path))
     out = {}
     for r in d["rows"]:
         rds = (r.get("interleaved") or {}).get("rounds") or r.get("rounds") or []   # bench_memory_bound / variants.py
-        if not rds:
+        if not rds or column not in rds[0]["log"]:
             continue
-        cols = ("kernelc", "triton[control]")
+        cols = (column, "triton[control]")
         med = {c: statistics.median(rd["log"][c] for rd in rds) for c in cols}
         keep = [i for i, rd in enumerate(rds) if all(abs(rd["log"][c] - med[c]) <= DISTURBED for c in cols)]
-        ci = log_ratio_ci([rds[i]["log"]["kernelc"] for i in keep])
+        ci = log_ratio_ci([rds[i]["log"][column] for i in keep])
         aa = log_ratio_ci([rds[i]["log"]["triton[control]"] for i in keep])
         if ci:
-            out[r["benchmark"]] = {"x": round(ci[0], 5), "ci": [round(v, 5) for v in ci[1:]],
+            out[r["benchmark"]] = {"x": round(ci[0], 5), "ci": [round(v, 5) for v in ci[1:]], "column": column,
                                    "aa": round(aa[0], 5), "aa_ci": [round(v, 5) for v in aa[1:]],
                                    "rounds": len(keep), "left_out": [i + 1 for i in range(len(rds)) if i not in keep]}
     return out
@@ -116,16 +117,61 @@ def memory_bound_code():
     if not os.path.exists(path):
         return None
     d = json.load(open(path))
-    return {"file": MB_SAME_CODE, "trees": [t["tree"] for t in d["trees"]], "same_sass": d["same_sass"]}
+    return {"file": MB_SAME_CODE, "trees": [t["tree"] for t in d["trees"]], "same_sass": d["same_sass"],
+            "this_tree": MB_THIS_TREE, "changed_since": _code_changed()}
+
+
+# session 22: calls whose files hold this tree's build in a knob's column. (call, file, GPU, {knob value: column}):
+# the column of this tree's KERNELC_REDUCE_XWARP default is read (R2 ran before the default was decided)
+MB_CALLS_S22 = [(f"R2 (s22), process {i}", f"s22_mem22_R2_h200/xw_p{i}.json", "H200",
+                 {"multi": "kernelc", "multi_lds": "kernelc[ml]"}) for i in range(1, 4)] \
+             + [(f"R3 (s22), process {i}", f"s22_mem22_R3_h200/xw_p{i}.json", "H200",
+                 {"multi_lds": "kernelc"}) for i in range(1, 5)]
+# the rows' kernels (bench_memory_bound's names -> examples/kernels/memory_bound.py), to match a call's code to this tree's
+MB_KERNEL = {"transpose": "transpose_kernel", "permute(0,2,1)": "permute021_kernel", "swiglu fwd": "swiglu_fwd_kernel",
+             "swiglu bwd": "swiglu_bwd_kernel", "geglu fwd": "geglu_fwd_kernel", "geglu bwd": "geglu_bwd_kernel",
+             "softmax fwd": "softmax_fwd_kernel", "softmax bwd": "softmax_bwd_kernel",
+             "log_softmax fwd": "log_softmax_fwd_kernel", "log_softmax bwd": "log_softmax_bwd_kernel",
+             "rms_norm bwd": "rms_norm_bwd_kernel", "layer_norm bwd": "layer_norm_bwd_kernel",
+             "cross_entropy": "cross_entropy_kernel", "rope": "rope_kernel"}
+# this tree's SASS of the 14 row kernels (mem21/mb_sass.py run on it; CPU)
+MB_THIS_TREE = "bench/experiments/mem22/results/mb_sass_mem22.json"
+
+
+def _row_kernel(name: str):
+    return next((k for p, k in sorted(MB_KERNEL.items(), key=lambda x: -len(x[0])) if name.startswith(p + " ")
+                 or name == p), None)
+
+
+def _code_changed():
+    """The row kernels whose SASS on this tree differs from the one the s20/s21 calls ran (86654a8's, which
+    MB_SAME_CODE shows s21's tree built too); None when the check's files are missing."""
+    a, b = os.path.join(ROOT, MB_SAME_CODE), os.path.join(ROOT, MB_THIS_TREE)
+    if not (os.path.exists(a) and os.path.exists(b)):
+        return None
+    then = json.load(open(a))["trees"][0]["sass"]
+    now = json.load(open(b))
+    return sorted(k for k in then if now.get(k) != then[k])
 
 
 def memory_bound(extra=()):
+    from kernelc import options
     rows = {}
+    changed = _code_changed() or []
+    xwarp = options.get("KERNELC_REDUCE_XWARP")
     for call, path, gpu in MB_CALLS:
         for name, f in _mb_rows(path).items():
+            if _row_kernel(name) in changed:   # that call timed code this tree no longer builds
+                continue
             rows.setdefault(name, []).append({"call": call, "file": path, "gpu": gpu, **f})
+    for call, path, gpu, cols in MB_CALLS_S22:
+        if xwarp in cols and _exists(path):
+            for name, f in _mb_rows(path, cols[xwarp]).items():
+                rows.setdefault(name, []).append({"call": call, "file": path, "gpu": gpu, **f})
     for call, path, gpu, prefix in extra:
         for name, f in _mb_rows(path).items():
+            if _row_kernel(name) in changed:
+                continue
             if name.startswith(prefix):
                 rows.setdefault(name, []).append({"call": call, "file": path, "gpu": gpu, **f})
     return {name: {"verdict": mb_verdict(figs), "calls": figs} for name, figs in rows.items()}
@@ -456,7 +502,7 @@ def markdown(st) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(RES, "issue21_status_s21.json"))
+    ap.add_argument("--out", default=os.path.join(RES, "issue21_status_s22.json"))
     ap.add_argument("--no-live", action="store_true", help="skip the CPU compiles and tests")
     ap.add_argument("--md", help="also write the markdown table to this file")
     ap.add_argument("--mb-extra", action="append", default=[],
