@@ -168,6 +168,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--old", required=True, help="the commit before the work (766f1cd's tree)")
     ap.add_argument("--new", required=True)
+    ap.add_argument("--tree", action="append", default=[],
+                    help="TAG=ROOT: one more tree (a patched copy), timed against old as new is")
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--pin", action="append", default=[], help="BMxBNxWARPSxSTAGES, e.g. 128x128x4x3")
@@ -185,7 +187,7 @@ def main(argv=None) -> int:
     _purge()
     trees = []
     for i in (1, 2):
-        for tag, root in (("old", args.old), ("new", args.new)):
+        for tag, root in [("old", args.old), ("new", args.new)] + [tuple(x.split("=", 1)) for x in args.tree]:
             # one cache per tree (copy #2 reads what copy #1 wrote: the same cubin, loaded again)
             trees.append(Tree(f"{tag}#{i}", root, os.path.join(args.cache, f"kc_ab1p_{tag}")))
     for t in trees:
@@ -193,7 +195,7 @@ def main(argv=None) -> int:
         ver = importlib.import_module("kernelc.compiler.artifact").COMPILER_VERSION
         t.check()
         print(f"{t.tag}: {t.mod.__file__} (COMPILER_VERSION {ver})", flush=True)
-    if len({id(t.mod) for t in trees}) != 4 or trees[0].mod.matmul_tma is trees[2].mod.matmul_tma:
+    if len({id(t.mod) for t in trees}) != len(trees) or trees[0].mod.matmul_tma is trees[len(trees) // 2].mod.matmul_tma:
         raise RuntimeError("the four copies are not separate imports")
     if args.check:   # each copy compiles the pinned configs for sm_90a through its own (lazily imported) compiler
         import hashlib
@@ -212,6 +214,7 @@ def main(argv=None) -> int:
                 print(f"{t.tag} {p}: {ck.n_regs} registers, PTX sha1 {hashlib.sha1(ck.asm['ptx'].encode()).hexdigest()[:12]}")
         return 0
 
+    extra = [x.split("=", 1)[0] for x in args.tree]
     dt = getattr(torch, args.dtype)
     configs = []
     for p in args.pin:
@@ -240,6 +243,13 @@ def main(argv=None) -> int:
                    "new_aa": summarise(per_round, "new#1", "new#2"),
                    "new1_vs_old1": summarise(per_round, "old#1", "new#1"),
                    "new2_vs_old2": summarise(per_round, "old#2", "new#2"),
+                   **{f"{tag}_vs_old": summarise([{"o": r["old#1"] + r["old#2"], "n": r[f"{tag}#1"] + r[f"{tag}#2"]}
+                                                  for r in per_round], "o", "n")
+                      for tag in extra},
+                   **{f"{tag}_vs_new": summarise([{"o": r["new#1"] + r["new#2"], "n": r[f"{tag}#1"] + r[f"{tag}#2"]}
+                                                  for r in per_round], "o", "n")
+                      for tag in extra},
+                   **{f"{tag}_aa": summarise(per_round, f"{tag}#1", f"{tag}#2") for tag in extra},
                    "rounds_ms": per_round, "orders": orders}
             for t in trees:
                 t.activate()
@@ -255,6 +265,11 @@ def main(argv=None) -> int:
                   + " ".join(f"{k} {v:.3f}" for k, v in host.items())
                   + (f"; picked {res['picked']}" if res["picked"] else "") + f" ({time.time() - t0:.0f}s)",
                   flush=True)
+            for tag in extra:
+                x, y, z = res[f"{tag}_vs_old"], res[f"{tag}_vs_new"], res[f"{tag}_aa"]
+                print(f"    {tag}: ms {med[tag + '#1']:.4f}/{med[tag + '#2']:.4f}; over old {x['geomean']:.4f} "
+                      f"[{x['ci95'][0]:.4f}, {x['ci95'][1]:.4f}], over new {y['geomean']:.4f} [{y['ci95'][0]:.4f}, "
+                      f"{y['ci95'][1]:.4f}]; A/A {z['geomean']:.4f} [{z['ci95'][0]:.4f}, {z['ci95'][1]:.4f}]", flush=True)
             if args.out:
                 json.dump(out, open(args.out, "w"), indent=1)
     return 0

@@ -61,6 +61,13 @@ def main(dirs):
                           f"A/A old {oa['geomean']:.4f} [{oa['ci95'][0]:.4f}, {oa['ci95'][1]:.4f}] new {na['geomean']:.4f} "
                           f"[{na['ci95'][0]:.4f}, {na['ci95'][1]:.4f}]; ms " + " ".join(f"{k} {v:.4f}" for k, v in r["ms_median"].items())
                           + (f"; picked {r['picked']}" if r.get("picked") else ""))
+                    if r.get("orders"):   # each slot's median ms by its position in the round
+                        pos = {}
+                        for order, rd in zip(r["orders"], r["rounds_ms"]):
+                            for i, n in enumerate(order):
+                                pos.setdefault(n, {}).setdefault(i, []).append(rd[n])
+                        print("    by position: " + "; ".join(
+                            f"{n} " + " ".join(f"{statistics.median(v[i]):.4f}" for i in sorted(v)) for n, v in pos.items()))
 
 
 if __name__ == "__main__":
