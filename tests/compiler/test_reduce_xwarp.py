@@ -139,26 +139,6 @@ def test_lds_marks_every_block_reduction_to_one_value_golden(monkeypatch):
     assert re.sub(r", xwarp='\w+'", "", after) == before
 
 
-def test_multi_lds_is_multi_with_lds_where_multi_leaves_allreduce(monkeypatch):
-    """KERNELC_REDUCE_XWARP=multi_lds: row_stats_kernel's 32-bit reductions broadcast as under multi, the fp16 sum
-    and the argmax (which multi leaves allreduce) lds; a kernel with one reduction to one value: lds."""
-    before, after = _ir_around(monkeypatch, "multi_lds", "up")
-    filecheck(after, """
-        CHECK: reduce {{%\\d+}} {axis=0, kind='max', xwarp='broadcast'} : fp32
-        CHECK: reduce {{%\\d+}} {axis=0, kind='add', xwarp='broadcast'} : fp32
-        CHECK: reduce {{%\\d+}} {axis=0, kind='add', xwarp='lds'} : fp16
-        CHECK: reduce {{%\\d+}} {axis=0, kind='add', xwarp='broadcast'} : i32
-        CHECK: reduce {{%\\d+}}, {{%\\d+}} {axis=0, kind='argmax', xwarp='lds'} : fp32, i32
-        CHECK: reduce {{%\\d+}} {axis=1, kind='add'} : <256xfp32>
-    """)
-    monkeypatch.setenv("KERNELC_REDUCE_XWARP", "multi_lds")
-    names = [p.name for p in C.TILE_PASSES]
-    i = names.index("mark_reduce_xwarp")
-    fn, _ = generate_ir(_base_function(one_sum_kernel), dict(x_ptr="*fp32", y_ptr="*fp32"), dict(BLOCK=256), {}, ())
-    run_passes(fn, C.TILE_PASSES[:i + 1], PassContext("sm_90a", (9, 0), 4))
-    assert "xwarp='lds'" in print_function(fn, show_loc=False)
-
-
 def test_lds_reads_every_partial_with_16_byte_loads_and_no_cross_warp_shuffle(monkeypatch):
     """8 warps: after the lanes' 5 shuffles, one barrier and two ld.shared.v4 of fixed addresses (every thread reads
     all 8 partials) -- no shuffle after the barrier."""

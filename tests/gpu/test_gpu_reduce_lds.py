@@ -1,6 +1,6 @@
 """Block reductions crossing warps in the ``lds`` form (passes/reduce_xwarp.py, KERNELC_REDUCE_XWARP) on the GPU,
 against torch: sums, maxima, minima, an argmax and integer sums over 4, 8, 16 and 32 warps, and softmax rows and
-their backward under ``multi_lds``.
+their backward.
 
 Run on an sm_90 machine: ``python -m pytest -q tests/gpu/test_gpu_reduce_lds.py``.
 """
@@ -47,7 +47,7 @@ def _softmax(x_ptr, y_ptr, stride, BLOCK: kl.constexpr):
     x = kl.load(x_ptr + row * stride + r)
     e = kl.exp(x - kl.max(x, 0))
     y = e / kl.sum(e, 0)
-    kl.store(y_ptr + row * stride + r, y)   # two reductions: broadcast under multi_lds, the backward's one lds
+    kl.store(y_ptr + row * stride + r, y)   # two reductions (broadcast under multi); the backward's one
 
 
 def _softmax_bwd(y_ptr, dy_ptr, dx_ptr, stride, BLOCK: kl.constexpr):
@@ -58,7 +58,7 @@ def _softmax_bwd(y_ptr, dy_ptr, dx_ptr, stride, BLOCK: kl.constexpr):
     kl.store(dx_ptr + row * stride + r, y * (dy - kl.sum(y * dy, 0)))
 
 
-@pytest.mark.parametrize("xwarp", ["multi", "multi_lds", "lds"])
+@pytest.mark.parametrize("xwarp", ["multi", "lds"])
 def test_softmax_rows(xwarp, monkeypatch):
     monkeypatch.setenv("KERNELC_REDUCE_XWARP", xwarp)
     fwd, bwd = kernelc.jit(_softmax), kernelc.jit(_softmax_bwd)

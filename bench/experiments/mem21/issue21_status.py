@@ -122,11 +122,9 @@ def memory_bound_code():
 
 
 # session 22: calls whose files hold this tree's build in a knob's column. (call, file, GPU, {knob value: column}):
-# the column of this tree's KERNELC_REDUCE_XWARP default is read (R2 ran before the default was decided)
+# the column of this tree's KERNELC_REDUCE_XWARP default is read ("kernelc": the shipped build, multi)
 MB_CALLS_S22 = [(f"R2 (s22), process {i}", f"s22_mem22_R2_h200/xw_p{i}.json", "H200",
-                 {"multi": "kernelc", "multi_lds": "kernelc[ml]"}) for i in range(1, 4)] \
-             + [(f"R3 (s22), process {i}", f"s22_mem22_R3_h200/xw_p{i}.json", "H200",
-                 {"multi_lds": "kernelc"}) for i in range(1, 5)]
+                 {"multi": "kernelc"}) for i in range(1, 4)]
 # the rows' kernels (bench_memory_bound's names -> examples/kernels/memory_bound.py), to match a call's code to this tree's
 MB_KERNEL = {"transpose": "transpose_kernel", "permute(0,2,1)": "permute021_kernel", "swiglu fwd": "swiglu_fwd_kernel",
              "swiglu bwd": "swiglu_bwd_kernel", "geglu fwd": "geglu_fwd_kernel", "geglu bwd": "geglu_bwd_kernel",
@@ -268,10 +266,9 @@ def pinned():
 
 
 # (call, files under bench/results, GPU, the bench_kernels row it stands for): ab_one_process.py, one file a process
-ONE_PROCESS = [
-    ("R1 (s22)", ["s22_mem22_R1_h200/ab1p_p1.json", "s22_mem22_R1_h200/ab1p_p2.json"], "H200"),
-    ("R2 (s22)", ["s22_mem22_R2_h200/ab1p_p1.json", "s22_mem22_R2_h200/ab1p_p2.json",
-                  "s22_mem22_R2_h200/ab1p_p3.json"], "H200"),
+ONE_PROCESS = [   # R1 (s22) also ran it; its files were lost (its log: bench/results/s22_mem22_R1_h200/)
+    ("R2 (s22)", [f"s22_mem22_R2_h200/ab1p_p{i}.json" for i in (1, 2, 3)], "H200"),
+    ("R3 (s22)", [f"s22_mem22_R3_h200/ab3_p{i}.json" for i in (1, 2, 3)], "H200"),
 ]
 
 

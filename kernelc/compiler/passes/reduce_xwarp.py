@@ -16,10 +16,11 @@ log_softmax's forward (8192^2 fp16, two such reductions a row) ran 0.78% faster 
 ran 1.003 of Triton in ``allreduce`` and 0.998 in ``broadcast``, softmax's backward 0.9985 and 0.9991
 (docs/performance.md, session 20, call R1).
 
-``lds`` (session 22) marks every reduction to one value per block: every thread reads all ``nw`` partials with
-16-byte shared loads of one address a warp and combines them as a tree (one barrier, no shuffles after it).
-``multi_lds`` is ``multi`` with ``lds`` where ``multi`` leaves ``allreduce`` (a one-pass kernel's reduction to one
-value that is not marked broadcast).
+``lds`` (not a default; session 22) marks every reduction to one value per block: every thread reads all ``nw``
+partials with 16-byte shared loads of one address a warp and combines them as a tree (one barrier, no shuffles
+after it). On an H200 softmax's backward (8192^2 fp16) ran 0.65% faster with it (1.0078 of Triton against 1.0013,
+3 of 3 processes), log_softmax's backward 0.7% slower (ptxas interleaves its exponentials with the partials' loads
+and issues the last load after the first is used), the forwards 0.3-0.4% slower (docs/performance.md, session 22).
 
 ``broadcast`` is marked only where it applies: one result per block of one 32-bit operand (f32, i32: not an
 argmax's value-index pair, whose broadcast lowering no GPU run has checked), and a one-pass
@@ -51,7 +52,7 @@ def mark_reduce_xwarp(fn: Function, xwarp: str = "allreduce", bfly: str = "up") 
     Mutates ``fn``."""
     onepass = not loads_in_a_loop(fn)
     reduces = [op for op in fn.walk() if op.name == "reduce"]
-    mark = xwarp == "broadcast" or (xwarp in ("multi", "multi_lds") and sum(map(_broadcastable, reduces)) >= 2)
+    mark = xwarp == "broadcast" or (xwarp == "multi" and sum(map(_broadcastable, reduces)) >= 2)
     for op in reduces:
         op.attrs.pop("xwarp", None)
         op.attrs.pop("bfly", None)
@@ -59,8 +60,6 @@ def mark_reduce_xwarp(fn: Function, xwarp: str = "allreduce", bfly: str = "up") 
             op.attrs["xwarp"] = "lds"
         elif mark and onepass and _broadcastable(op):
             op.attrs["xwarp"] = "broadcast"
-        elif xwarp == "multi_lds" and onepass and one_value(op):   # where multi leaves allreduce
-            op.attrs["xwarp"] = "lds"
         if bfly == "down":
             op.attrs["bfly"] = "down"
     return fn
