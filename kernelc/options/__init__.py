@@ -244,16 +244,19 @@ KNOBS: Tuple[Knob, ...] = (
          "Triton's, but on an H200 cross_entropy 2048x128256 bf16 0.2% and log_softmax fwd 0.06% slower than "
          "approx; passes/fp_contract.py)",
          _choice(("approx", ("approx",)), ("libdevice", ("libdevice",))), compile=True, field="log_f32"),
-    Knob("KERNELC_REDUCE_XWARP", "choice", "multi",
+    Knob("KERNELC_REDUCE_XWARP", "choice", "multi_lds",
          "a reduction to one value per block crosses warps as broadcast (Triton's: lane 0 of each warp stores, warp "
          "0 combines the partials, a second barrier, every thread reads the result; f32/i32, one-pass "
-         "kernels only; log_softmax fwd 8192^2 fp16 0.78% faster on an H200) or allreduce (kernelc's before session 19: every warp combines all "
-         "warps' partials after one barrier); multi (default): broadcast in a one-pass kernel with two or more such "
-         "reductions, allreduce where it has one (log_softmax bwd 8192^2 fp16: 1.003 of Triton against 0.998 on an "
-         "H200, session 20); lds: every thread reads all warps' partials with 16-byte shared loads and combines them "
-         "as a tree (no shuffles, one barrier; any reduction to one value per block: softmax bwd 8192^2 fp16 0.65% "
-         "faster on an H200, log_softmax bwd 0.7% and the forwards 0.3-0.4% slower, session 22); passes/reduce_xwarp.py",
-         _choice(("allreduce", ("allreduce",)), ("broadcast", ("broadcast",)), ("multi", ("multi",)), ("lds", ("lds",))),
+         "kernels only; log_softmax fwd 8192^2 fp16 0.78% faster on an H200), allreduce (kernelc's before session 19: "
+         "every warp combines all warps' partials after one barrier) or lds (every thread reads all warps' partials "
+         "with 16-byte shared loads and adds them as a tree: one barrier, no shuffles); multi: broadcast in a one-pass "
+         "kernel with two or more such reductions, allreduce where it has one (log_softmax bwd 8192^2 fp16: 1.003 of "
+         "Triton against 0.998 on an H200, session 20); multi_lds (default): as multi, but lds where multi leaves "
+         "allreduce and the kernel loads or computes no tile that neither feeds the reduction nor reads its result "
+         "(softmax bwd 8192^2 fp16: 1.0078 of Triton against 1.0013 on an H200, session 22; log_softmax bwd, whose "
+         "exp(y) is such work, measured 0.7% slower under lds and keeps allreduce); passes/reduce_xwarp.py",
+         _choice(("allreduce", ("allreduce",)), ("broadcast", ("broadcast",)), ("multi", ("multi",)), ("lds", ("lds",)),
+                 ("multi_lds", ("multi_lds",))),
          compile=True, field="reduce_xwarp"),
     Knob("KERNELC_REDUCE_BFLY", "choice", "up",
          "a reduction's butterfly shuffles run from the nearest lane (up: 1, 2, .., 16) or the farthest (down: 16, .., "
@@ -539,7 +542,7 @@ class CompileOptions:
     fp8_carry_words: bool = True
     reduce_tree: bool = True
     log_f32: str = "approx"
-    reduce_xwarp: str = "multi"
+    reduce_xwarp: str = "multi_lds"
     reduce_bfly: str = "up"
     smem_reuse: bool = True
     ring_views: bool = True

@@ -150,3 +150,35 @@ def test_lds_reads_every_partial_with_16_byte_loads_and_no_cross_warp_shuffle(mo
     loads = [ln for ln in body[bar[0]:] if ln.startswith("ld.shared")]
     assert len(loads) == 2 and all(ln.startswith("ld.shared.v4.") for ln in loads), loads
     assert [ln.split("[")[1] for ln in loads] == ["global_smem];", "global_smem+16];"]
+
+
+@kernelc.jit
+def dot_row_kernel(y_ptr, dy_ptr, dx_ptr, BLOCK: kl.constexpr):
+    # softmax's backward row: every tile op feeds sum(y * dy) or reads it
+    r = kl.arange(0, BLOCK)
+    y = kl.load(y_ptr + r)
+    dy = kl.load(dy_ptr + r)
+    kl.store(dx_ptr + r, y * (dy - kl.sum(y * dy, 0)))
+
+
+def _marks(monkeypatch, kern, sig, xwarp):
+    monkeypatch.setenv("KERNELC_REDUCE_XWARP", xwarp)
+    names = [p.name for p in C.TILE_PASSES]
+    i = names.index("mark_reduce_xwarp")
+    fn, _ = generate_ir(_base_function(kern), sig, dict(BLOCK=256), {}, ())
+    run_passes(fn, C.TILE_PASSES[:i + 1], PassContext("sm_90a", (9, 0), 4))
+    return [op.attrs.get("xwarp") for op in fn.walk() if op.name == "reduce"]
+
+
+def test_multi_lds_takes_lds_only_where_no_work_could_hide_the_cross_warp_step(monkeypatch):
+    """KERNELC_REDUCE_XWARP=multi_lds (the default): softmax's backward row (everything feeds the sum or reads it)
+    gets lds; log_softmax's (exp(dy) depends on neither) keeps allreduce; multi leaves both allreduce."""
+    sig = dict(y_ptr="*fp32", dy_ptr="*fp32", dx_ptr="*fp32")
+    assert _marks(monkeypatch, dot_row_kernel, sig, "multi_lds") == ["lds"]
+    assert _marks(monkeypatch, dot_row_kernel, sig, "multi") == [None]
+    one = dict(x_ptr="*fp32", y_ptr="*fp32")
+    assert _marks(monkeypatch, one_sum_kernel, one, "multi_lds") == [None]
+    assert _marks(monkeypatch, one_sum_kernel, one, "lds") == ["lds"]
+    monkeypatch.delenv("KERNELC_REDUCE_XWARP")
+    from kernelc import options
+    assert options.get("KERNELC_REDUCE_XWARP") == "multi_lds"

@@ -58,7 +58,7 @@ def _softmax_bwd(y_ptr, dy_ptr, dx_ptr, stride, BLOCK: kl.constexpr):
     kl.store(dx_ptr + row * stride + r, y * (dy - kl.sum(y * dy, 0)))
 
 
-@pytest.mark.parametrize("xwarp", ["multi", "lds"])
+@pytest.mark.parametrize("xwarp", ["multi", "lds", "multi_lds"])
 def test_softmax_rows(xwarp, monkeypatch):
     monkeypatch.setenv("KERNELC_REDUCE_XWARP", xwarp)
     fwd, bwd = kernelc.jit(_softmax), kernelc.jit(_softmax_bwd)

@@ -121,10 +121,15 @@ def memory_bound_code():
             "this_tree": MB_THIS_TREE, "changed_since": _code_changed()}
 
 
-# session 22: calls whose files hold this tree's build in a knob's column. (call, file, GPU, {knob value: column}):
-# the column of this tree's KERNELC_REDUCE_XWARP default is read ("kernelc": the shipped build, multi)
+# session 22: calls whose files hold this tree's build in a knob's column. (call, file, GPU, {default of
+# KERNELC_REDUCE_XWARP: {row prefix or "*": column}}): R2 ran before multi_lds became the default; its `ml` column
+# (multi_lds as R2's tree had it: lds on every single reduction) is this tree's softmax bwd (the same rule's mark,
+# the same SASS: bench/experiments/mem22/results/), its shipped column this tree's log_softmax bwd and softmax fwd
 MB_CALLS_S22 = [(f"R2 (s22), process {i}", f"s22_mem22_R2_h200/xw_p{i}.json", "H200",
-                 {"multi": "kernelc"}) for i in range(1, 4)]
+                 {"multi": {"*": "kernelc"}, "multi_lds": {"softmax bwd": "kernelc[ml]", "*": "kernelc"}})
+                for i in range(1, 4)] \
+             + [(f"R3 (s22), process {i}", f"s22_mem22_R3_h200/xw_p{i}.json", "H200",
+                 {"multi_lds": {"*": "kernelc"}, "multi": {"*": "kernelc[multi]"}}) for i in range(1, 3)]
 # the rows' kernels (bench_memory_bound's names -> examples/kernels/memory_bound.py), to match a call's code to this tree's
 MB_KERNEL = {"transpose": "transpose_kernel", "permute(0,2,1)": "permute021_kernel", "swiglu fwd": "swiglu_fwd_kernel",
              "swiglu bwd": "swiglu_bwd_kernel", "geglu fwd": "geglu_fwd_kernel", "geglu bwd": "geglu_bwd_kernel",
@@ -164,8 +169,12 @@ def memory_bound(extra=()):
             rows.setdefault(name, []).append({"call": call, "file": path, "gpu": gpu, **f})
     for call, path, gpu, cols in MB_CALLS_S22:
         if xwarp in cols and _exists(path):
-            for name, f in _mb_rows(path, cols[xwarp]).items():
-                rows.setdefault(name, []).append({"call": call, "file": path, "gpu": gpu, **f})
+            by_row = cols[xwarp]
+            for column in sorted(set(by_row.values())):
+                for name, f in _mb_rows(path, column).items():
+                    want = next((c for p, c in by_row.items() if p != "*" and name.startswith(p + " ")), by_row["*"])
+                    if want == column:
+                        rows.setdefault(name, []).append({"call": call, "file": path, "gpu": gpu, **f})
     for call, path, gpu, prefix in extra:
         for name, f in _mb_rows(path).items():
             if _row_kernel(name) in changed:

@@ -16,11 +16,16 @@ log_softmax's forward (8192^2 fp16, two such reductions a row) ran 0.78% faster 
 ran 1.003 of Triton in ``allreduce`` and 0.998 in ``broadcast``, softmax's backward 0.9985 and 0.9991
 (docs/performance.md, session 20, call R1).
 
-``lds`` (not a default; session 22) marks every reduction to one value per block: every thread reads all ``nw``
-partials with 16-byte shared loads of one address a warp and combines them as a tree (one barrier, no shuffles
-after it). On an H200 softmax's backward (8192^2 fp16) ran 0.65% faster with it (1.0078 of Triton against 1.0013,
-3 of 3 processes), log_softmax's backward 0.7% slower (ptxas interleaves its exponentials with the partials' loads
-and issues the last load after the first is used), the forwards 0.3-0.4% slower (docs/performance.md, session 22).
+``lds`` (session 22) marks every reduction to one value per block: every thread reads all ``nw`` partials with
+16-byte shared loads of one address a warp and combines them as a tree (one barrier, no shuffles after it).
+``multi_lds`` (the default since session 22) is ``multi`` with ``lds`` where ``multi`` leaves ``allreduce`` and
+the kernel has no work that could run under the cross-warp step's latency (``overlappable_work``: a load or a float
+tile op that neither feeds the reduction nor reads its result). On an H200 (docs/performance.md, session 22)
+softmax's backward (8192^2 fp16: all its work feeds ``sum(y * dy)`` or reads it) ran 0.65% faster with ``lds``
+(1.0078 of Triton against 1.0013, 5 of 5 processes in two calls); log_softmax's backward, whose ``exp(y)`` does not
+depend on ``sum(dy)``, ran 0.7% slower (ptxas interleaves those exponentials with the partials' loads and issues
+the last load after the first is used), so it keeps ``allreduce``; the forwards (two reductions: broadcast) ran
+0.3-0.4% slower with ``lds``.
 
 ``broadcast`` is marked only where it applies: one result per block of one 32-bit operand (f32, i32: not an
 argmax's value-index pair, whose broadcast lowering no GPU run has checked), and a one-pass
@@ -34,8 +39,9 @@ Example (broadcast, down): ``%s = reduce %x {axis=0, kind='add'}`` ->
 """
 from __future__ import annotations
 
-from ...language.dtypes import scalar_of
-from ..ir.core import Function
+from ...language.dtypes import scalar_of, shape_of
+from ..ir.core import Function, defining_op, users
+from ..ir.ops import OPS
 from .register_budget import loads_in_a_loop, one_value
 
 _B32 = ("fp32", "i32", "u32")   # str() of the scalar types codegen stores with one 32-bit register
@@ -46,13 +52,40 @@ def _broadcastable(op) -> bool:
     return one_value(op) and len(op.operands) == 1 and all(str(scalar_of(v.type)) in _B32 for v in op.operands)
 
 
+def overlappable_work(fn: Function, red) -> bool:
+    """Whether ``fn`` loads or computes (float or math ops) a tile that neither feeds the reduction ``red`` nor
+    reads its result: work ptxas can schedule under the latency of ``red``'s cross-warp step (log_softmax's
+    backward: ``exp(y)``, y's load; softmax's backward has none: everything feeds ``sum(y * dy)`` or reads it)."""
+    use = users(fn.body)
+    before, stack = set(), list(red.operands)
+    while stack:
+        d = defining_op(stack.pop())
+        if d is not None and id(d) not in before:
+            before.add(id(d))
+            stack.extend(d.operands)
+    after, stack = set(), list(red.results)
+    while stack:
+        for u in use.get(stack.pop().id, []):
+            if id(u) not in after:
+                after.add(id(u))
+                stack.extend(u.results)
+    for op in fn.walk():
+        if op is red or id(op) in before or id(op) in after or not op.results or not shape_of(op.results[0].type):
+            continue
+        if op.name == "load" or (op.name in OPS and OPS[op.name].category in ("float", "math")):
+            return True
+    return False
+
+
 def mark_reduce_xwarp(fn: Function, xwarp: str = "allreduce", bfly: str = "up") -> Function:
     """Set or clear ``xwarp`` and ``bfly`` on every ``reduce`` (module docstring). ``xwarp``: allreduce (no mark),
-    broadcast (every such reduction of a one-pass kernel) or multi (those of a one-pass kernel with two or more).
+    broadcast (every such reduction of a one-pass kernel), multi (those of a one-pass kernel with two or more),
+    lds (every reduction to one value) or multi_lds (multi, and lds where multi leaves allreduce and
+    ``overlappable_work`` finds nothing).
     Mutates ``fn``."""
     onepass = not loads_in_a_loop(fn)
     reduces = [op for op in fn.walk() if op.name == "reduce"]
-    mark = xwarp == "broadcast" or (xwarp == "multi" and sum(map(_broadcastable, reduces)) >= 2)
+    mark = xwarp == "broadcast" or (xwarp in ("multi", "multi_lds") and sum(map(_broadcastable, reduces)) >= 2)
     for op in reduces:
         op.attrs.pop("xwarp", None)
         op.attrs.pop("bfly", None)
@@ -60,6 +93,8 @@ def mark_reduce_xwarp(fn: Function, xwarp: str = "allreduce", bfly: str = "up") 
             op.attrs["xwarp"] = "lds"
         elif mark and onepass and _broadcastable(op):
             op.attrs["xwarp"] = "broadcast"
+        elif xwarp == "multi_lds" and onepass and one_value(op) and not overlappable_work(fn, op):
+            op.attrs["xwarp"] = "lds"
         if bfly == "down":
             op.attrs["bfly"] = "down"
     return fn
