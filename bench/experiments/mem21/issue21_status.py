@@ -127,9 +127,7 @@ def memory_bound_code():
 # the same SASS: bench/experiments/mem22/results/), its shipped column this tree's log_softmax bwd and softmax fwd
 MB_CALLS_S22 = [(f"R2 (s22), process {i}", f"s22_mem22_R2_h200/xw_p{i}.json", "H200",
                  {"multi": {"*": "kernelc"}, "multi_lds": {"softmax bwd": "kernelc[ml]", "*": "kernelc"}})
-                for i in range(1, 4)] \
-             + [(f"R3 (s22), process {i}", f"s22_mem22_R3_h200/xw_p{i}.json", "H200",
-                 {"multi_lds": {"*": "kernelc"}, "multi": {"*": "kernelc[multi]"}}) for i in range(1, 3)]
+                for i in range(1, 4)]
 # the rows' kernels (bench_memory_bound's names -> examples/kernels/memory_bound.py), to match a call's code to this tree's
 MB_KERNEL = {"transpose": "transpose_kernel", "permute(0,2,1)": "permute021_kernel", "swiglu fwd": "swiglu_fwd_kernel",
              "swiglu bwd": "swiglu_bwd_kernel", "geglu fwd": "geglu_fwd_kernel", "geglu bwd": "geglu_bwd_kernel",
@@ -181,7 +179,9 @@ def memory_bound(extra=()):
                 continue
             if name.startswith(prefix):
                 rows.setdefault(name, []).append({"call": call, "file": path, "gpu": gpu, **f})
-    return {name: {"verdict": mb_verdict(figs), "calls": figs} for name, figs in rows.items()}
+    order = list(MB_KERNEL.values())
+    names = sorted(rows, key=lambda n: order.index(_row_kernel(n)) if _row_kernel(n) in order else len(order))
+    return {name: {"verdict": mb_verdict(rows[name]), "calls": rows[name]} for name in names}
 
 
 def against_torch():
@@ -277,7 +277,6 @@ def pinned():
 # (call, files under bench/results, GPU, the bench_kernels row it stands for): ab_one_process.py, one file a process
 ONE_PROCESS = [   # R1 (s22) also ran it; its files were lost (its log: bench/results/s22_mem22_R1_h200/)
     ("R2 (s22)", [f"s22_mem22_R2_h200/ab1p_p{i}.json" for i in (1, 2, 3)], "H200"),
-    ("R3 (s22)", [f"s22_mem22_R3_h200/ab3_p{i}.json" for i in (1, 2, 3)], "H200"),
 ]
 
 
