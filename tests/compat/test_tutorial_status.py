@@ -75,6 +75,23 @@ def test_round_robin_visits_every_case_each_repeat_until_the_budget():
     assert rows == [("a", 0), ("b", 0), ("a", 1)] and why == "budget reached before repeat 1 of b"
 
 
+def test_reading_is_the_tutorials_statistic_with_the_slow_samples_counted():
+    r = host_gpu_split.reading([1.0, 1.0, 1.0, 5.0], None)  # 02 and 06 read do_bench's mean
+    assert r["ms"] == r["ms_mean"] == 2.0 and r["ms_median"] == 1.0 and r["n_slow"] == 1 and r["ms_max"] == 5.0
+    assert host_gpu_split.reading([1.0, 1.0, 1.0, 5.0], [0.5, 0.2, 0.8])["ms"] == 1.0  # 01 and 08: the median
+
+
+def test_gc_watch_counts_the_collections_run_inside_it():
+    import gc
+    with host_gpu_split.GcWatch() as w:
+        gc.collect(1)
+        gc.collect()
+    s = w.summary()
+    assert s["runs"]["1"]["n"] == 1 and s["runs"]["2"]["n"] == 1 and s["max_s"] >= 0
+    gc.collect()  # outside: not counted
+    assert w.summary() == s
+
+
 def test_one_run_table_uses_that_run_alone_with_earlier_readings_beside(tmp_path):
     import json
 
