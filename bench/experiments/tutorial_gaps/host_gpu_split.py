@@ -116,6 +116,15 @@ class Cases:
                               stop_at="benchmark_square_matrices.run(")
         return self._m08
 
+    def pick(self, case):
+        """The config the tutorial's autotuner ran at the case's first call (08's kernels tune each point afresh:
+        their key holds the point's pointer tensors), or None."""
+        kind, *a = case.split(":")
+        if kind != "g08" or a[1] not in ("triton", "triton-tma"):
+            return None
+        tuner = self.m08().grouped_matmul_kernel if a[1] == "triton" else self.m08().grouped_matmul_tma_kernel
+        return str(getattr(tuner, "best_config", None))
+
     def build(self, case):
         """(fn, prepare, quantiles): prepare() re-applies the case's state before each visit (the config)."""
         import torch
@@ -344,6 +353,9 @@ def main(argv=None) -> int:
                 fn()  # the first call: compile (and autotune for g08)
                 torch.cuda.synchronize()
                 out["setup"][case] = time.perf_counter() - t0
+                pick = cases.pick(case)
+                if pick:
+                    out.setdefault("picks", {})[case] = pick
             fn, prepare, quantiles = built[case]
             torch.cuda.set_stream(torch.cuda.default_stream())  # s02 cases set their own
             prepare()
