@@ -193,14 +193,20 @@ class Cases:
             sizes = torch.tensor([n] * 12, dtype=torch.int32, device="cuda")
             lds = torch.tensor([n] * 12, dtype=torch.int32, device="cuda")
             q3 = [0.5, 0.2, 0.8]
+            # the kernels reach A, B, B^T and C only through the pointer arrays: the case keeps the tensors alive
+            # (the tutorial's benchmark holds them in its frame; until session 22 the triton/triton-tma cases let
+            # them go, so their kernels read and wrote freed memory that the allocator handed out again)
+            keep = (group_a, group_b, group_bt, cs)
             if provider == "cublas":
-                return (lambda: mod.torch_perf_fn(group_a, group_b)), (lambda: None), q3
-            if provider == "triton":
-                return (lambda: mod.triton_perf_fn(da, db, dc, sizes, lds, 4)), (lambda: None), q3
-            if provider == "triton-tma":
-                return (lambda: mod.triton_tma_perf_fn(da, dbt, dc, sizes, lds, 4, dtype=torch.float16)), \
-                    (lambda: None), q3
-            raise ValueError(provider)
+                fn = lambda: mod.torch_perf_fn(group_a, group_b)  # noqa: E731
+            elif provider == "triton":
+                fn = lambda: mod.triton_perf_fn(da, db, dc, sizes, lds, 4)  # noqa: E731
+            elif provider == "triton-tma":
+                fn = lambda: mod.triton_tma_perf_fn(da, dbt, dc, sizes, lds, 4, dtype=torch.float16)  # noqa: E731
+            else:
+                raise ValueError(provider)
+            fn.keep = keep
+            return fn, (lambda: None), q3
         raise ValueError(f"unknown case {case!r}")
 
 
