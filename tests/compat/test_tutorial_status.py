@@ -135,3 +135,34 @@ def test_one_run_table_uses_that_run_alone_with_earlier_readings_beside(tmp_path
     md = status_table.one_run_markdown(s)
     assert "0.900 at 8192 **(below 0.95)** (2)" in md and "[0.955, s20 R3]" not in md.split("8192")[0].split("|")[-1]
     assert "_attn_bwd 0.10 / 0.20 (warm caches)" in md and "| 09-persistent-matmul | not run (deadline)" in md
+
+
+def test_one_run_shows_the_focused_re_measurement_beside_a_point_below(tmp_path):
+    import json
+    if not os.path.exists(os.path.join(status_table.GAPS, "host_gpu_split_s22_R2_h200", "summary.json")):
+        import pytest
+        pytest.skip("session 22's R2 results are not in this tree")
+
+    def col(x, ratios):
+        return {"x": [[v] for v in x], "ratio": ratios, "geomean_ratio": 1.0, "min_ratio": min(ratios)}
+    run = {"suite": True, "tutorials": {
+        "02-fused-softmax": {"passed": {"triton": True, "kernelc": True}, "caches": "cold",
+                             "tables": [{"plot_name": "softmax-performance", "noise_floor": {},
+                                         "columns": {"Triton (GB/s)": col([256.0, 4352.0], [0.49, 1.0])}}]},
+        "08-grouped-gemm": {"passed": {"triton": True, "kernelc": True}, "caches": "cold", "tables": [
+            {"plot_name": "group-gemm-performance", "noise_floor": {},
+             "columns": {"Triton + TMA (runtime(ms))": col([128.0, 1024.0], [1.0, 0.64])}},
+            {"plot_name": "group-gemm-performance-m-8192-k-8192", "noise_floor": {},
+             "columns": {"Triton + TMA (runtime(ms))": col([128.0, 1024.0], [1.0, 0.9])}}]}}}
+    rp = tmp_path / "run.json"
+    rp.write_text(json.dumps(run))
+    s = status_table.one_run(str(rp), None)
+    pts = {(q["table"], q["x"]): q for q in s["points"]}
+    rm = pts[("softmax-performance", 256.0)]["re_measured"]
+    assert rm["case"] == "s02:256:triton" and rm["call"].startswith("s22 R") and rm["ratio_gpu"] > 1.0
+    assert pts[("softmax-performance", 256.0)]["verdict"] == "below 0.95"  # the run's own reading is not replaced
+    assert pts[("group-gemm-performance", 1024.0)]["re_measured"]["case"] == "g08:1024:triton-tma"
+    # the M=8192 table's x=1024 is another call: not covered by the small table's case
+    assert "re_measured" not in pts[("group-gemm-performance-m-8192-k-8192", 1024.0)]
+    md = status_table.one_run_markdown(s)
+    assert "0.490 at 256 **(below 0.95)** (2) {re-measured: do_bench " in md and ", GPU only " in md
