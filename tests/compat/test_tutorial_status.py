@@ -166,3 +166,22 @@ def test_one_run_shows_the_focused_re_measurement_beside_a_point_below(tmp_path)
     assert "re_measured" not in pts[("group-gemm-performance-m-8192-k-8192", 1024.0)]
     md = status_table.one_run_markdown(s)
     assert "0.490 at 256 **(below 0.95)** (2) {re-measured: do_bench " in md and ", GPU only " in md
+
+
+def test_one_run_takes_an_earlier_status_made_from_one_run(tmp_path):
+    import json
+
+    def col(x, ratios):
+        return {"x": [[v] for v in x], "ratio": ratios, "geomean_ratio": 1.0, "min_ratio": min(ratios)}
+    run = {"suite": True, "tutorials": {
+        "01-vector-add": {"passed": {"triton": True, "kernelc": True}, "caches": "cold",
+                          "tables": [{"plot_name": "vector-add-performance", "noise_floor": {},
+                                      "columns": {"Triton (GB/s)": col([8192.0], [0.9])}}],
+                          "first_calls": [{"kernel": "add_kernel", "triton_s": 1.0, "kernelc_s": 0.5,
+                                           "kernelc_over_triton": 0.5}]}}}
+    rp, ep = tmp_path / "run.json", tmp_path / "early.json"
+    rp.write_text(json.dumps(run))
+    ep.write_text(json.dumps(status_table.one_run(str(rp), None)))  # an earlier status from one run: no "from"/"call"
+    s = status_table.one_run(str(rp), str(ep))
+    assert s["points"][0]["earlier"] == 0.9 and s["points"][0]["earlier_from"] == "run.json"
+    assert s["first_calls"][0]["earlier"] == (1.0, 0.5) and s["first_calls"][0]["earlier_from"] == "run.json"

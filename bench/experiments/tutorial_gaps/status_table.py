@@ -506,6 +506,9 @@ def one_run(run_path, earlier_path=EARLIER):
     label = os.path.basename(run_path)
     early = json.load(open(earlier_path)) if earlier_path and os.path.exists(earlier_path) else {}
     e_pts = {(q["tutorial"], q["table"], q["column"], _xkey(q["x"])): q for q in early.get("points", [])}
+    # an earlier status made by ``build`` names each reading's call; one made from a single run (``one_run``) names
+    # the run
+    e_run = os.path.basename(early.get("run") or "") or "earlier run"
     e_fc = {}
     for f in early.get("first_calls", []):
         e_fc.setdefault((f["tutorial"], f["kernel"].split(" (")[0]), f)
@@ -535,7 +538,7 @@ def one_run(run_path, earlier_path=EARLIER):
                     q = {"tutorial": tut, "table": tb["plot_name"], "column": col, "x": _xkey(x),
                          "ratio": r, "noise_floor": fl, "verdict": _verdict(r, fl),
                          "earlier": e["ratio"] if e else None,
-                         "earlier_from": e["from"].split(" (")[0] if e else None}
+                         "earlier_from": (e.get("from") or e_run).split(" (")[0] if e else None}
                     # a focused re-measurement of the same call (processes alternated, repeats, GPU time apart), for
                     # reference beside this run's reading; it does not replace it
                     cov = _covering(q, _xkey(x), [f for f in focused if f.get("case")], [])
@@ -555,7 +558,7 @@ def one_run(run_path, earlier_path=EARLIER):
             firsts.append({"tutorial": tut, "kernel": f["kernel"], "triton_s": f.get("triton_s"),
                            "kernelc_s": f.get("kernelc_s"), "kernelc_over_triton": f.get("kernelc_over_triton"),
                            "caches": caches, "earlier": (e["triton_s"], e["kernelc_s"]) if e else None,
-                           "earlier_from": e["call"].split(" (")[0] if e else None})
+                           "earlier_from": (e.get("call") or e_run).split(" (")[0] if e else None})
         for f in cold.values():
             firsts.append(dict(f, tutorial=tut, caches="cold (a run stopped after it)", earlier=None, earlier_from=None))
     below = [q for q in points if q["verdict"] != "within 5% or better"]
