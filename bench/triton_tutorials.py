@@ -322,6 +322,7 @@ def merge_runs(runs: List[dict]) -> dict:
     out["table_errors"] = [r.get("table_errors") for r in runs]
     out["autotune"] = [r.get("autotune") for r in runs]  # per run: the config each autotuner chose per key
     out["autotune_timings"] = [r.get("autotune_timings") for r in runs]  # per run: each candidate's ms, last tuning
+    out["gc"] = [r.get("gc") for r in runs]  # per run: the collector's runs, those inside a do_bench named
     tables = []
     for tb in first["benchmarks"]:
         same = [b for r in runs for b in r["benchmarks"]
@@ -719,7 +720,7 @@ def main(argv=None) -> int:
 
 def _summary(r: dict) -> dict:
     return {k: r.get(k) for k in ("rc", "seconds", "compile", "first_calls", "benchmarks", "table_errors", "profiles",
-                                  "printed_trees", "autotune", "autotune_timings", "stderr_tail", "stdout_tail")}
+                                  "printed_trees", "autotune", "autotune_timings", "gc", "stderr_tail", "stdout_tail")}
 
 
 def _report_tutorial(report: dict, name: str, runs: Dict[str, List[dict]],
@@ -731,7 +732,7 @@ def _report_tutorial(report: dict, name: str, runs: Dict[str, List[dict]],
         return
     tri, kc = merge_runs(runs["triton"]), merge_runs(runs["kernelc"])
     keys = ("rc", "seconds", "mismatch", "stderr_tail", "triton_version", "repeats", "compile", "table_errors",
-            "autotune", "autotune_timings", "printed_trees")
+            "autotune", "autotune_timings", "printed_trees", "gc")
     report["tutorials"][name] = {
         "triton": {k: tri.get(k) for k in keys}, "kernelc": {k: kc.get(k) for k in keys},
         "passed": {"triton": tri.get("rc") == 0 and not tri.get("mismatch"),

@@ -124,6 +124,59 @@ def _kernel_name(obj) -> str:
             or getattr(obj, "name", None) or "?")
 
 
+class GcLog:
+    """The garbage collector's runs in the process: per generation how many and their seconds, the longest, and the
+    runs of at least ``LONG_S`` that fell inside a ``do_bench`` call (``in_do_bench``: the table, the call's index in
+    it, the generation, seconds). A mean-reading table (02, 06) takes a pause inside its timed loop into its reading:
+    one 20 ms pause in do_bench's ~100 ms of samples doubles a 10 us call's mean."""
+    LONG_S = 0.002
+    KEEP = 100
+
+    def __init__(self):
+        self.per_gen, self.max_s, self.long = {}, 0.0, []
+        self.table, self.call, self._t0, self._depth = None, None, None, 0
+
+    def install(self):
+        import gc
+        gc.callbacks.append(self._cb)
+
+    def _cb(self, phase, info):
+        if phase == "start":
+            self._t0 = time.perf_counter()
+            return
+        if self._t0 is None:
+            return
+        dt, self._t0 = time.perf_counter() - self._t0, None
+        g = str(info.get("generation"))
+        n, tot = self.per_gen.get(g, (0, 0.0))
+        self.per_gen[g] = (n + 1, tot + dt)
+        self.max_s = max(self.max_s, dt)
+        if self._depth and dt >= self.LONG_S and len(self.long) < self.KEEP:
+            self.long.append({"table": self.table, "call": self.call, "generation": int(g), "s": round(dt, 4)})
+
+    def wrap_do_bench(self, testing, tuning=lambda: False):
+        """Count ``testing.do_bench`` calls per table and mark the time inside them (the tutorials look the function
+        up on the module at each call). Calls while ``tuning()`` are an autotuner's (Triton's takes its benchmarker
+        from this module): passed through, not counted."""
+        orig = testing.do_bench
+        log = self
+
+        def do_bench(*args, **kwargs):
+            if tuning():
+                return orig(*args, **kwargs)
+            log.call = 0 if log.call is None else log.call + 1
+            log._depth += 1
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                log._depth -= 1
+        testing.do_bench = do_bench
+
+    def summary(self):
+        return {"runs": {g: {"n": n, "s": round(t, 4)} for g, (n, t) in sorted(self.per_gen.items())},
+                "max_s": round(self.max_s, 4), "in_do_bench": self.long}
+
+
 class StopAfterFirstCalls(BaseException):
     """Raised once ``--stop-after-first-calls`` outermost first calls are recorded (a cold run that measures only
     them: tutorial 06's first ``_attn_fwd`` compiles and tunes its configs, and what follows is not needed)."""
@@ -432,6 +485,7 @@ def main(argv=None) -> int:
     rc = 0
     acct = _Accounting()
     out["compile"] = acct.d
+    gclog = GcLog()
     tuners: list = []
     mode = None
     try:
@@ -455,6 +509,9 @@ def main(argv=None) -> int:
             _count_triton_compiles(acct)
         out["triton_version"] = triton.__version__
         out["module_file"] = getattr(sys.modules.get("kernelc" if a.impl == "kernelc" else "triton"), "__file__", None)
+        if not a.dry_run:
+            gclog.install()
+            gclog.wrap_do_bench(triton.testing, lambda: acct.tuning > 0)
         orig_run = triton.testing.Mark.run
         shard = tuple(int(x) for x in a.tables.split("/")) if a.tables else None
         seen_tables = [0]
@@ -485,6 +542,7 @@ def main(argv=None) -> int:
             try:
                 for b in benches:
                     self.benchmarks = b
+                    gclog.table, gclog.call = b.plot_name, None
                     t0 = time.perf_counter()
                     try:
                         df = orig_run(self, *args, **kwargs)
@@ -546,6 +604,7 @@ def main(argv=None) -> int:
                             shutil.copy(hp, a.keep_profiles)
                 except (OSError, ValueError, AttributeError, TypeError) as e:
                     out.setdefault("profiles", {})[hp] = {"error": f"{type(e).__name__}: {e}"}
+        out["gc"] = gclog.summary()
         out["autotune"] = _chosen_configs(tuners)
         out["autotune_timings"] = _tuning_timings(tuners)
         sys.stdout, sys.stderr = tee_out.stream, tee_err.stream

@@ -283,7 +283,11 @@ def render(rows: Dict[str, List[tuple]], host: List[tuple], version: str) -> str
         "Triton to pypi\", 2026-01-20; its `python/triton` is byte-identical to the 3.6.0 wheel's; no commit on that "
         "branch after its split from main on 2025-11-19 touches `python/tutorials`). Until 2026-11-28 (thirteenth "
         "session) the runs of 06 and 09 used main's text of December 2025 instead, which differs in 06's backward "
-        "configs (54 lines) and 09's AMD paths (28 lines); 01-05, 07 and 08 are the same files in both.",
+        "configs (54 lines) and 09's AMD paths (28 lines); 01-05, 07 and 08 are the same files in both. On "
+        "2026-11-29 (session 22) the files were taken again from upstream main as of the split, 9946bd36 (the last "
+        "commit of 2025-11-19): the last tutorial commit before it is 9f21c06d5 (09, 2025-10-27), the next ones are "
+        "dad2ba096 and 5c846f015 (06, +54 lines) and 18a9f33eb (09, +28), the differences named above; their sha256 "
+        "sums are in [triton-tutorials.md](triton-tutorials.md), \"The tutorial files again\".",
         "",
         "On CPU (interpreter, 2026-11-25, `--bench-points 1`; 03, 06 and 09 again on 2026-11-28 with the release "
         "files):",

@@ -299,3 +299,27 @@ def test_a_direct_method_is_timed_where_a_base_class_defines_it():
     f = Fn()
     assert f.warmup(1, grid=(1,)) == "compiled" and f.warmup(1, grid=(1,)) == "compiled"
     assert [(r["kernel"], r["kind"], r["depth"]) for r in rec] == [("softmax_kernel", "Base.warmup", 0)]
+
+
+def test_gc_log_names_the_collections_inside_a_tables_do_bench_and_skips_an_autotuners():
+    import gc
+    import types
+    from bench.tutorial_runner import GcLog
+    tuning = [False]
+    testing = types.SimpleNamespace(do_bench=lambda fn, **kw: fn())
+    log = GcLog()
+    log.install()
+    try:
+        log.wrap_do_bench(testing, lambda: tuning[0])
+        log.LONG_S = 0.0  # every run counts as long here
+        log.table = "softmax-performance"
+        gc.collect()  # outside do_bench: counted, not named
+        testing.do_bench(lambda: None)  # call 0
+        testing.do_bench(lambda: gc.collect())  # call 1: a full collection inside the timed function
+        tuning[0] = True
+        testing.do_bench(lambda: gc.collect())  # an autotuner's: not a table's call
+    finally:
+        gc.callbacks.remove(log._cb)
+    s = log.summary()
+    assert [(r["table"], r["call"], r["generation"]) for r in s["in_do_bench"]] == [("softmax-performance", 1, 2)]
+    assert s["runs"]["2"]["n"] == 3 and s["max_s"] >= 0

@@ -13,11 +13,18 @@ Every case is a call the tutorial's benchmark makes, with its inputs built as th
   runtimes, timed by the runtime's ``do_bench`` as the tutorial times its own columns;
 - ``v01:N:provider`` -- 01's table at N elements, provider ``triton`` (its ``add``) or ``torch`` (the control);
 - ``g08:N:provider`` -- 08's small table (``benchmark_square_matrices``: 4 square fp16 GEMMs of size N), provider
-  ``cublas`` (its control column: torch code), ``triton`` or ``triton-tma``, the tutorial's autotuners as they are.
+  ``cublas`` (its control column: torch code), ``triton`` or ``triton-tma``, the tutorial's autotuners as they are;
+- ``s02:N:provider`` -- 02's table at 4096 x N fp32, provider ``triton`` (its ``softmax``: ``warmup`` and the launch
+  every call), ``torch`` or ``naive_softmax`` (its two control columns), on a stream of its own as the benchmark sets
+  one for each point; the mean of ``do_bench``, as the tutorial reads it.
 
 Per case and repeat (the cases are visited round-robin, ``--repeats`` times):
 
-- ``ms``: the runtime's ``do_bench`` as the tutorial calls it (06: the mean; 08: the median of quantiles);
+- ``ms``: the runtime's ``do_bench`` as the tutorial calls it (02, 06: the mean; 01, 08: the median of quantiles),
+  computed from its samples (``return_mode="all"``); ``ms_mean``, ``ms_median``, ``ms_max``, ``n`` and ``n_slow``
+  (samples above twice the median) say whether a few slow samples made the reading; ``gc`` counts the collections
+  the garbage collector ran during that ``do_bench`` (per generation, their seconds, the longest), and ``ms_gc_off``
+  is a second ``do_bench`` reading with the collector disabled;
 - ``busy_ms``: the same pattern as ``do_bench`` (L2 flush, then events around one call), ``--calls`` times, issued
   while the GPU is held by ``torch.cuda._sleep``: every call queues behind the one before, so the events see only the
   GPU's time (``covered`` says the host finished issuing before the GPU started them; if it is false the host was the
@@ -30,6 +37,7 @@ what the kernels do, the ratio of ``host_us`` what the launch path does. Nothing
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import json
 import os
@@ -81,13 +89,20 @@ def _restrict(tuner, config):
 class Cases:
     def __init__(self, tutorials):
         self.dir = tutorials
-        self._m01 = self._m06 = self._m08 = None
+        self._m01 = self._m02 = self._m06 = self._m08 = None
+        self.streams = {}
 
     def m01(self):
         if self._m01 is None:
             # its kernel and ``add``, not its check and benchmark (which the tutorial runs at the top level)
             self._m01 = _load(os.path.join(self.dir, "01-vector-add.py"), "t06s20_tut01", stop_at="size = ")
         return self._m01
+
+    def m02(self):
+        if self._m02 is None:  # its kernel, ``softmax``, ``naive_softmax`` and its check, not its benchmark
+            self._m02 = _load(os.path.join(self.dir, "02-fused-softmax.py"), "t06s22_tut02",
+                              stop_at="@triton.testing.perf_report")
+        return self._m02
 
     def m06(self):
         if self._m06 is None:
@@ -100,6 +115,15 @@ class Cases:
             self._m08 = _load(os.path.join(self.dir, "08-grouped-gemm.py"), "t06s20_tut08",
                               stop_at="benchmark_square_matrices.run(")
         return self._m08
+
+    def pick(self, case):
+        """The config the tutorial's autotuner ran at the case's first call (08's kernels tune each point afresh:
+        their key holds the point's pointer tensors), or None."""
+        kind, *a = case.split(":")
+        if kind != "g08" or a[1] not in ("triton", "triton-tma"):
+            return None
+        tuner = self.m08().grouped_matmul_kernel if a[1] == "triton" else self.m08().grouped_matmul_tma_kernel
+        return str(getattr(tuner, "best_config", None))
 
     def build(self, case):
         """(fn, prepare, quantiles): prepare() re-applies the case's state before each visit (the config)."""
@@ -141,6 +165,18 @@ class Cases:
                 return (lambda: x + y), (lambda: None), [0.5, 0.2, 0.8]
             mod = self.m01()
             return (lambda: mod.add(x, y)), (lambda: None), [0.5, 0.2, 0.8]
+        if kind == "s02":  # 02's benchmark: x = randn(4096, N), a new stream made current, do_bench's mean
+            n, provider = int(a[0]), a[1]
+            mod = self.m02()
+            x = torch.randn(4096, n, device="cuda", dtype=torch.float32)
+            stream = self.streams.setdefault(case, torch.cuda.Stream())
+
+            def prepare():
+                torch.cuda.set_stream(stream)
+            prepare()
+            fns = {"triton": lambda: mod.softmax(x), "torch": lambda: torch.softmax(x, axis=-1),
+                   "naive_softmax": lambda: mod.naive_softmax(x)}
+            return fns[provider], prepare, None
         if kind == "g08":
             mod = self.m08()
             n, provider = int(a[0]), a[1]
@@ -157,14 +193,20 @@ class Cases:
             sizes = torch.tensor([n] * 12, dtype=torch.int32, device="cuda")
             lds = torch.tensor([n] * 12, dtype=torch.int32, device="cuda")
             q3 = [0.5, 0.2, 0.8]
+            # the kernels reach A, B, B^T and C only through the pointer arrays: the case keeps the tensors alive
+            # (the tutorial's benchmark holds them in its frame; until session 22 the triton/triton-tma cases let
+            # them go, so their kernels read and wrote freed memory that the allocator handed out again)
+            keep = (group_a, group_b, group_bt, cs)
             if provider == "cublas":
-                return (lambda: mod.torch_perf_fn(group_a, group_b)), (lambda: None), q3
-            if provider == "triton":
-                return (lambda: mod.triton_perf_fn(da, db, dc, sizes, lds, 4)), (lambda: None), q3
-            if provider == "triton-tma":
-                return (lambda: mod.triton_tma_perf_fn(da, dbt, dc, sizes, lds, 4, dtype=torch.float16)), \
-                    (lambda: None), q3
-            raise ValueError(provider)
+                fn = lambda: mod.torch_perf_fn(group_a, group_b)  # noqa: E731
+            elif provider == "triton":
+                fn = lambda: mod.triton_perf_fn(da, db, dc, sizes, lds, 4)  # noqa: E731
+            elif provider == "triton-tma":
+                fn = lambda: mod.triton_tma_perf_fn(da, dbt, dc, sizes, lds, 4, dtype=torch.float16)  # noqa: E731
+            else:
+                raise ValueError(provider)
+            fn.keep = keep
+            return fn, (lambda: None), q3
         raise ValueError(f"unknown case {case!r}")
 
 
@@ -178,6 +220,44 @@ def round_robin(cases, repeats, over_budget, visit, rows, after_each=lambda: Non
             rows.append(visit(case, rep))
             after_each()
     return ""
+
+
+def reading(times, quantiles):
+    """The tutorial's reading from ``do_bench``'s samples (ms): the median where it passes quantiles, else the mean;
+    with the mean, median, largest sample, count, and how many samples are above twice the median."""
+    times = list(times)
+    med = statistics.median(times)
+    mean = statistics.fmean(times)
+    return {"ms": med if quantiles else mean, "ms_mean": mean, "ms_median": med, "ms_max": max(times),
+            "n": len(times), "n_slow": sum(t > 2 * med for t in times)}
+
+
+class GcWatch:
+    """The garbage collector's runs while in the block: per generation, how many and their seconds, the longest."""
+
+    def __enter__(self):
+        self.runs, self._t0 = [], None
+        gc.callbacks.append(self._cb)
+        return self
+
+    def _cb(self, phase, info):
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        elif self._t0 is not None:
+            self.runs.append((info.get("generation"), time.perf_counter() - self._t0))
+            self._t0 = None
+
+    def __exit__(self, *exc):
+        gc.callbacks.remove(self._cb)
+        return False
+
+    def summary(self):
+        per = {}
+        for g, dt in self.runs:
+            n, s = per.get(str(g), (0, 0.0))
+            per[str(g)] = (n + 1, s + dt)
+        return {"runs": {g: {"n": n, "s": round(s, 6)} for g, (n, s) in per.items()},
+                "max_s": round(max((dt for _, dt in self.runs), default=0.0), 6)}
 
 
 def busy(fn, calls, flush):
@@ -239,6 +319,7 @@ def main(argv=None) -> int:
     built, rows = {}, []
     out = {"impl": args.impl, "tag": args.tag, "triton_version": getattr(triton, "__version__", None),
            "import_s": time.perf_counter() - t_start, "rows": rows, "setup": {}}
+    out["gc_threshold"] = list(gc.get_threshold())
 
     def dump():
         out["seconds"] = time.perf_counter() - t_start
@@ -278,20 +359,33 @@ def main(argv=None) -> int:
                 fn()  # the first call: compile (and autotune for g08)
                 torch.cuda.synchronize()
                 out["setup"][case] = time.perf_counter() - t0
+                pick = cases.pick(case)
+                if pick:
+                    out.setdefault("picks", {})[case] = pick
             fn, prepare, quantiles = built[case]
+            torch.cuda.set_stream(torch.cuda.default_stream())  # s02 cases set their own
             prepare()
-            if quantiles is None:
-                row["ms"] = triton.testing.do_bench(fn)
-            else:
-                row["ms"] = triton.testing.do_bench(fn, quantiles=quantiles)[0]
+            with GcWatch() as gcw:
+                times = triton.testing.do_bench(fn, return_mode="all")
+            row.update(reading(times, quantiles))
+            row["gc"] = gcw.summary()
+            gc.disable()
+            try:
+                row["ms_gc_off"] = reading(triton.testing.do_bench(fn, return_mode="all"), quantiles)["ms"]
+            finally:
+                gc.enable()
             row["busy_ms"], row["host_us"], row["covered"] = busy(fn, args.calls, flush)
         except Exception as e:  # noqa: BLE001 -- a failure is a result too
             row["error"] = f"{type(e).__name__}: {e}"[:400]
         print(json.dumps(row), flush=True)
         return row
 
+    def after_each():
+        out["gc_objects"] = len(gc.get_objects())  # what a full collection walks, in this process
+        dump()
+
     stopped = round_robin(args.cases, args.repeats, lambda: time.perf_counter() - t_start > args.budget_s, visit,
-                          rows, dump)
+                          rows, after_each)
     if stopped:
         out["stopped"] = stopped
     _profiles(args, built)  # also after a budget stop: it takes well under a second

@@ -14,6 +14,10 @@ import statistics
 import sys
 
 
+# per-row readings besides ms/busy_ms/host_us, when the rows have them
+EXTRA = ("ms_mean", "ms_median", "ms_max", "n_slow", "ms_gc_off")
+
+
 def summarise(paths):
     per = {}  # (case, impl) -> {metric: [per-process median]}
     covered = {}
@@ -31,6 +35,14 @@ def summarise(paths):
             slot = per.setdefault((case, impl), {"ms": [], "busy_ms": [], "host_us": [], "procs": []})
             for m in ("ms", "busy_ms", "host_us"):
                 slot[m].append(statistics.median(r[m] for r in rows))
+            for m in EXTRA:  # (rows written since session 22)
+                vals = [r[m] for r in rows if isinstance(r.get(m), (int, float))]
+                if vals:
+                    slot.setdefault(m, []).append(statistics.median(vals))
+            gcs = [sum(g["n"] for g in r["gc"]["runs"].values()) for r in rows if isinstance(r.get("gc"), dict)]
+            if gcs:
+                slot.setdefault("gc_runs", []).append(statistics.median(gcs))
+                slot.setdefault("gc_max_s", []).append(max(r["gc"]["max_s"] for r in rows if "gc" in r))
             slot["procs"].append(os.path.basename(p))
             covered[(case, impl)] = covered.get((case, impl), True) and all(r["covered"] for r in rows)
     out = []
@@ -42,6 +54,9 @@ def summarise(paths):
                 continue
             row[impl] = {m: {"median": statistics.median(s[m]), "spread": max(s[m]) / min(s[m]), "n": len(s[m])}
                          for m in ("ms", "busy_ms", "host_us")}
+            for m in EXTRA + ("gc_runs", "gc_max_s"):
+                if s.get(m):
+                    row[impl][m] = {"median": statistics.median(s[m]), "max": max(s[m]), "n": len(s[m])}
             row[impl]["covered"] = covered[(case, impl)]
         if "kernelc" in row and "triton" in row:
             row["triton_over_kernelc"] = {m: row["triton"][m]["median"] / row["kernelc"][m]["median"]
@@ -65,6 +80,10 @@ def main(argv=None) -> int:
                        if i in r else "-")
         print(f"{r['case']:34s} {t.get('ms', 0):7.3f} {t.get('busy_ms', 0):8.3f} {t.get('host_us', 0):8.3f}   "
               f"{f('kernelc')}   {f('triton')}")
+        for i in ("kernelc", "triton"):
+            extra = {m: r[i][m]["median"] for m in EXTRA + ("gc_runs", "gc_max_s") if i in r and m in r[i]}
+            if extra:
+                print(f"{'':34s} {i}: " + " ".join(f"{m} {v:.4g}" for m, v in extra.items()))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=1)

@@ -44,7 +44,7 @@ def _kernel_module(tutorial: str):
     return tutorial_softmax_kernel
 
 
-def child(tutorial: str, impl: str) -> dict:
+def child(tutorial: str, impl: str, widths=WIDTHS) -> dict:
     if impl.startswith("kernelc"):
         sys.path.insert(0, ROOT)
         import kernelc.compat
@@ -61,7 +61,7 @@ def child(tutorial: str, impl: str) -> dict:
     max_per_sm = 64 // num_warps  # sm_80/sm_90: 64 resident warps per SM
     out = {"impl": impl, "props": {k: props[k] for k in ("multiprocessor_count", "max_num_regs", "max_shared_mem")},
            "widths": {}}
-    for n_cols in WIDTHS:
+    for n_cols in widths:
         x = torch.randn(ROWS, n_cols, device="cuda", dtype=torch.float32)
         y = torch.empty_like(x)
         bs = triton.next_power_of_2(n_cols)
@@ -94,11 +94,14 @@ def main(argv=None) -> int:
                     help="directory with Triton 3.6's 02-fused-softmax.py (default: .ext/tutorials)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--triton-site", help="directory to prepend to PYTHONPATH for the real-Triton runs")
+    ap.add_argument("--widths", help="comma-separated column counts (default: %s)" % ",".join(map(str, WIDTHS)))
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     tut = os.path.join(os.path.abspath(a.tutorials), "02-fused-softmax.py")
+    widths = tuple(int(w) for w in a.widths.split(",")) if a.widths else WIDTHS
+    wargs = ["--widths", a.widths] if a.widths else []
     if a.child:
-        print("RESULT " + json.dumps(child(tut, a.child)))
+        print("RESULT " + json.dumps(child(tut, a.child, widths)))
         return 0
     best: dict = {}
     for rnd in range(a.rounds):
@@ -110,7 +113,7 @@ def main(argv=None) -> int:
                 env["PYTHONPATH"] = a.triton_site + os.pathsep + env.get("PYTHONPATH", "")
             try:
                 p = subprocess.run([sys.executable, os.path.abspath(__file__), "--tutorials", a.tutorials,
-                                    "--child", impl], env=env, capture_output=True, text=True, timeout=240)
+                                    "--child", impl, *wargs], env=env, capture_output=True, text=True, timeout=240)
             except subprocess.TimeoutExpired as e:
                 tail = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
                 print(f"{impl}: timed out\n{tail[-2000:]}", flush=True)
@@ -130,7 +133,7 @@ def main(argv=None) -> int:
                     if row[g]["gbps"] > cur["widths"][w][g]["gbps"]:
                         cur["widths"][w][g] = row[g]
     print(f"{'n_cols':>6s} " + " ".join(f"{v:>36s}" for v in VARIANTS))
-    for w in map(str, WIDTHS):
+    for w in map(str, widths):
         cells = []
         for v in VARIANTS:
             r = best.get(v, {}).get("widths", {}).get(w)

@@ -144,7 +144,11 @@ def focused_rows():
                      "source": os.path.relpath(p, ROOT)})
     # this session's host/GPU split (host_gpu_split.py): every case, Triton's median over kernelc's
     for tag, label in (("s20_R1", "s20 R1 (2026-11-29 ~08:05 UTC, H200; processes kernelc, Triton, Triton, kernelc, 1 repeat each)"),
-                       ("s20_R3", "s20 R3 (2026-11-29 ~08:51 UTC, H200; processes kernelc, Triton, Triton, kernelc, 3 repeats each)")):
+                       ("s20_R3", "s20 R3 (2026-11-29 ~08:51 UTC, H200; processes kernelc, Triton, Triton, kernelc, 3 repeats each)"),
+                       ("s22_R2", "s22 R2 (2026-11-29 13:39 UTC, H200 of a 2-GPU host shared with another request; "
+                                  "processes kernelc, Triton, Triton, kernelc, 2 repeats each)"),
+                       ("s22_R3", "s22 R3 (2026-11-29 ~14:35 UTC, H200 of a 2-GPU host; processes kernelc, Triton, "
+                                  "Triton, kernelc, up to 3 repeats each)")):
         p = os.path.join(GAPS, f"host_gpu_split_{tag}_h200", "summary.json")
         if not os.path.exists(p):
             continue
@@ -263,7 +267,17 @@ COVERS = [
     (("06", "d128-fwd-causal=True-warp_specialize=False", "[FP8]", 2048), "a06:128:1:1:2048:128x64x3x4"),
     (("09", "matmul", "descriptor_persistent_ws", None), "ws09"),
     (("01", "vector-add", "Triton", 4096), "v01:4096:triton"),
+    # session 22: the S21 suite's launch-bound points ("=": the whole table name, 08's other table has an x of 1024 too)
+    (("02", "softmax-performance", "Triton", 256), "s02:256:triton"),
+    (("06", "d64-fwd-causal=True-warp_specialize=False", "[FP8]", 2048), "a06:64:1:1:2048:64x64x3x4"),
+    (("08", "=group-gemm-performance", "Triton + TMA", 1024), "g08:1024:triton-tma"),
+    (("08", "=group-gemm-performance", "Triton + TMA", 512), "g08:512:triton-tma"),
 ]
+
+
+def _plot_match(frag, table):
+    """A COVERS table fragment: a part of the table's name, or with a leading "=" the whole name."""
+    return table == frag[1:] if frag.startswith("=") else frag in table
 
 
 # points whose reading compares different autotune picks of a near-tie: the table's ratio stays, and the verdict says
@@ -290,7 +304,7 @@ def _pick_note(t, x, focused):
 def _covering(t, x, focused, alternated):
     tut = t["tutorial"][:2]
     for (ctut, plot, col, cx), key in COVERS:
-        if ctut == tut and plot in t["table"] and col in t["column"] and (cx is None or cx == x):
+        if ctut == tut and _plot_match(plot, t["table"]) and col in t["column"] and (cx is None or cx == x):
             hits = [r for r in focused if r.get("case") == key or r.get("point") == key]
             if hits:
                 return hits[-1]  # the newest source (rows are appended oldest call first)
@@ -492,10 +506,14 @@ def one_run(run_path, earlier_path=EARLIER):
     label = os.path.basename(run_path)
     early = json.load(open(earlier_path)) if earlier_path and os.path.exists(earlier_path) else {}
     e_pts = {(q["tutorial"], q["table"], q["column"], _xkey(q["x"])): q for q in early.get("points", [])}
+    # an earlier status made by ``build`` names each reading's call; one made from a single run (``one_run``) names
+    # the run
+    e_run = os.path.basename(early.get("run") or "") or "earlier run"
     e_fc = {}
     for f in early.get("first_calls", []):
         e_fc.setdefault((f["tutorial"], f["kernel"].split(" (")[0]), f)
     checks, points, firsts, missing = [], [], [], []
+    focused = focused_rows()
     for tut in PLAN:
         t = run.get("tutorials", {}).get(tut)
         if not t or "passed" not in t:
@@ -517,10 +535,17 @@ def one_run(run_path, earlier_path=EARLIER):
                 for i, (x, r) in enumerate(zip(v["x"], v["ratio"])):
                     fl = per[i] if i < len(per) else None
                     e = e_pts.get((tut, tb["plot_name"], col, _xkey(x)))
-                    points.append({"tutorial": tut, "table": tb["plot_name"], "column": col, "x": _xkey(x),
-                                   "ratio": r, "noise_floor": fl, "verdict": _verdict(r, fl),
-                                   "earlier": e["ratio"] if e else None,
-                                   "earlier_from": e["from"].split(" (")[0] if e else None})
+                    q = {"tutorial": tut, "table": tb["plot_name"], "column": col, "x": _xkey(x),
+                         "ratio": r, "noise_floor": fl, "verdict": _verdict(r, fl),
+                         "earlier": e["ratio"] if e else None,
+                         "earlier_from": (e.get("from") or e_run).split(" (")[0] if e else None}
+                    # a focused re-measurement of the same call (processes alternated, repeats, GPU time apart), for
+                    # reference beside this run's reading; it does not replace it
+                    cov = _covering(q, _xkey(x), [f for f in focused if f.get("case")], [])
+                    if cov:
+                        q["re_measured"] = {k: cov[k] for k in ("case", "ratio", "ratio_gpu", "ratio_host", "spread",
+                                                                  "call", "source") if k in cov}
+                    points.append(q)
         cold = {f["kernel"]: f for f in t.get("first_calls_cold") or []}
         # (runs before session 21 did not say; a tutorial with a dry run was measured from warm caches)
         run_caches = t.get("caches") or ("warm" if tut in (run.get("warm") or {}) else "cold")
@@ -533,7 +558,7 @@ def one_run(run_path, earlier_path=EARLIER):
             firsts.append({"tutorial": tut, "kernel": f["kernel"], "triton_s": f.get("triton_s"),
                            "kernelc_s": f.get("kernelc_s"), "kernelc_over_triton": f.get("kernelc_over_triton"),
                            "caches": caches, "earlier": (e["triton_s"], e["kernelc_s"]) if e else None,
-                           "earlier_from": e["call"].split(" (")[0] if e else None})
+                           "earlier_from": (e.get("call") or e_run).split(" (")[0] if e else None})
         for f in cold.values():
             firsts.append(dict(f, tutorial=tut, caches="cold (a run stopped after it)", earlier=None, earlier_from=None))
     below = [q for q in points if q["verdict"] != "within 5% or better"]
@@ -575,6 +600,10 @@ def one_run_markdown(s):
             mark = "" if low["verdict"] == "within 5% or better" else f" **({low['verdict']})**"
             at = f" at {low['x']:g}" if isinstance(low["x"], float) else ""
             ear = f" [{low['earlier']:.3f}, {low['earlier_from']}]" if low.get("earlier") else ""
+            rm = low.get("re_measured")
+            if rm and low["verdict"] != "within 5% or better":
+                gpu = f", GPU only {rm['ratio_gpu']:.3f}" if rm.get("ratio_gpu") is not None else ""
+                ear += f" {{re-measured: do_bench {rm['ratio']:.3f}{gpu}, {rm['call'].split(' (')[0]}}}"
             cells.append(f"{short}: {low['ratio']:.3f}{at}{mark} ({len(qs)}){ear}")
         sec = lambda v: f"{v:.2f}" if v is not None else "-"  # noqa: E731
         fcs = "; ".join(f"{f['kernel']} {sec(f['triton_s'])} / {sec(f['kernelc_s'])}"
