@@ -8,6 +8,7 @@ recorded).  Variants:
 
   ctx_first         context, on, off, A, on, B               (CUDA up at the start: what worked on the H200)
   off_before_ctx    on, off, context, A, on, B               (lazy started before CUDA: what failed)
+  init_off_before_ctx  cuInit, on, off, context, A, on, B   (the driver initialised first: cuInit or the context?)
   never_before_ctx  context created with the ids never on,  A, on, B
   on_through_ctx    on, context, off, A, on, B               (candidate fix: off only once a context exists)
   off_in_ctx_cb     on, off inside CONTEXT_CREATED's callback, A, on, B
@@ -20,7 +21,7 @@ import subprocess
 import sys
 import time
 
-VARIANTS = ["ctx_first", "off_before_ctx", "never_before_ctx", "on_through_ctx", "off_in_ctx_cb", "on_in_ctx_cb"]
+VARIANTS = ["ctx_first", "off_before_ctx", "init_off_before_ctx", "never_before_ctx", "on_through_ctx", "off_in_ctx_cb", "on_in_ctx_cb"]
 N = 64
 
 
@@ -78,6 +79,9 @@ def child(variant):
         x = ctx(); api(1); api(0)
     elif variant == "off_before_ctx":
         api(1); api(0); x = ctx()
+    elif variant == "init_off_before_ctx":
+        from cuda.bindings import driver as drv
+        drv.cuInit(0); api(1); api(0); x = ctx()
     elif variant == "never_before_ctx":
         x = ctx()
     elif variant == "on_through_ctx":
