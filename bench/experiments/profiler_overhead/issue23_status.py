@@ -9,6 +9,9 @@ Two designs feed it (docs/performance.md, "## Profiler overhead"):
   kernel/memcpy/memset activity kinds only) and none/none2 (all off); the figure is the median over blocks of
   each block's A/B ratio.  The control is none/none2: two states that are the same, measured as every other
   comparison is.  kprof/floor comes from it.
+* **pairs** (session 22, ``--fine --fine-order pairs``): the fine design's states in blocks of 8 adjacent pairs
+  (kprof/floor, none/none2), each comparison made inside its pair; the figure is the median over blocks of each
+  block's geometric mean of its pair ratios.
 * **block** (session 19, ``--against floor,proton,none``): one block per profiler per round, each profiler
   started and finalized around its block; the steady ratio (each block's first segment out).  Proton cannot be
   switched at a fine grain (its ``deactivate`` keeps its CUPTI subscriber, callbacks and activity kinds on), so
@@ -76,6 +79,12 @@ def _entry(wl, crit, sources=None):
                  if c.get("workload") == wl)
     if s is None:
         return dict(base, missing=True)
+    if design == "pairs":   # --fine-order pairs: the median block value of adjacent-pair ratios (session 22)
+        c = (s.get("fine_pairs") or {}).get(comp)
+        if c is None:
+            return dict(base, missing=True)
+        return dict(base, pairs=c["blocks"], value=c["block_median"], ci=c["block_sign_ci"],
+                    raw=c["pair_median"], raw_ci=c["pair_sign_ci"], settle=bool(settle))
     c = (s.get("comparisons") or {}).get(comp)
     if c is None and comp == "kprof/proton":   # a two-way kprof --against proton run
         e = s["profilers"]["kprof"]
@@ -105,7 +114,7 @@ def _met(crit, e):
     if crit == "kprof/floor":
         # the whole interval above +2%: shown not to hold -- except in the fine design, whose kprof/floor is an
         # upper bound (R3, 2026-11-29: switching kprof on leaves ~170 us in the segment it opens)
-        bound = e.get("design") == "fine" and not e.get("settle")
+        bound = e.get("design") in ("fine", "pairs") and not e.get("settle")
         e["shown_above"] = ci[0] > 1.02 and not bound
         if bound:
             e["upper_bound"] = True
@@ -158,7 +167,8 @@ def main(argv=None) -> int:
         with open(args.out, "w") as f:
             json.dump({"rules": {"kprof/floor": "upper bound < 1.02", "kprof/proton": "upper bound <= 1.00",
                                  "control": "95% interval inside [0.99, 1.01]",
-                                 "figure": "fine: median block ratio; block: steady median pair ratio"},
+                                 "figure": "fine: median block ratio; pairs: median block value of adjacent-pair "
+                                           "ratios; block: steady median pair ratio"},
                        "status": st}, f, indent=1)
     return 0
 
