@@ -14,12 +14,75 @@ recorded).  Variants:
   off_in_ctx_cb     on, off inside CONTEXT_CREATED's callback, A, on, B
   on_in_ctx_cb      on, off, on inside CONTEXT_CREATED's callback, off after it, A, on, B   (a later context)
 
-Usage: python3 lazy_before_cuda.py [--out FILE.json]   (GPU; ~5 s a variant)."""
+Each raw variant also runs with ``_nocb`` appended: no CONTEXT_CREATED callback enabled (kprof before session 22
+enabled only its graph-node resource callbacks).
+
+``--kprof``: kprof itself, as ``tests/profiler/test_gpu_profiler.py::test_cli_train_example_on_gpu`` runs it
+(``python -m kprof -n train examples/train.py --steps 3 --warmup 1``: the profile starts before CUDA is up), under
+patched backends (one process each): ``s21`` the launch API records off from the start with no CONTEXT_CREATED
+callback (session 21's lazy path that lost the scopes' kernels), ``s21_cb`` the same with the callback enabled but
+doing nothing, ``s21_arm`` the same with this branch's callback (a context created while they are off arms them),
+``branch`` this branch unpatched (on until the first context, off in its callback).  Per variant: the kernelc kernels
+under ``train_step``, the kernels under it and at the root.
+
+Usage: python3 lazy_before_cuda.py [--kprof] [--out FILE.json]   (GPU; ~5 s a raw variant, ~12 s a kprof one)."""
 import json
 import os
 import subprocess
 import sys
 import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+KPROF_VARIANTS = ["s21", "s21_cb", "s21_arm", "branch"]
+
+WRAP = r"""
+import os, runpy, sys
+variant = sys.argv.pop(1)
+sys.path.insert(0, os.environ["LBC_ROOT"])
+from profiler.backends import cupti as B
+if variant.startswith("s21"):
+    B._cuda_initialized = lambda: True          # session 21's lazy: records off at the start, CUDA up or not
+    if variant == "s21":
+        _init = B.CuptiBackend.__init__
+        def init(self, *a, **k):
+            _init(self, *a, **k)
+            self.CONTEXT_CREATED = -1               # no CONTEXT_CREATED callback, as in session 21
+        B.CuptiBackend.__init__ = init
+    elif variant == "s21_cb":
+        B.CuptiBackend._context_created = lambda self: None
+sys.argv = ["kprof"] + sys.argv[1:]
+runpy.run_module("kprof", run_name="__main__")
+"""
+
+
+def kprof_variant(variant, tmp):
+    from profiler.format import read_profile
+    env = dict(os.environ, LBC_ROOT=ROOT, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("KPROF_BACKEND", None)
+    env.pop("KERNELC_INTERPRET", None)
+    d = os.path.join(tmp, variant)
+    os.makedirs(d, exist_ok=True)
+    t0 = time.time()
+    r = subprocess.run([sys.executable, "-c", WRAP, variant, "-n", "train", os.path.join(ROOT, "examples", "train.py"),
+                        "--steps", "3", "--warmup", "1"], cwd=d, env=env, capture_output=True, text=True, timeout=300)
+    out = {"variant": variant, "rc": r.returncode, "s": round(time.time() - t0, 1)}
+    if r.returncode != 0:
+        out["stderr"] = r.stderr[-800:]
+        return out
+    root, _ = read_profile(os.path.join(d, "train.hatchet"))
+
+    def kernels(node):
+        return [n for n, _ in node.walk() if "time (ns)" in n.metrics and n.metrics.get("device_type") == "CUDA"]
+    step = next((c for c in root.children if c.name == "train_step"), None)
+    ks = kernels(step) if step is not None else []
+    out["kernelc_under_train_step"] = sorted({k.extra["kernel"] for k in ks if k.extra and k.extra.get("kind") == "kernel"})
+    out["kernels_under_train_step"] = sum(k.metrics.get("count", 0) for k in ks)
+    out["kernels_at_root"] = sum(c.metrics.get("count", 0) for c in root.children
+                                 if c.metrics.get("device_type") == "CUDA")
+    out["stderr_tail"] = r.stderr[-300:]
+    return out
+
 
 VARIANTS = ["ctx_first", "off_before_ctx", "init_off_before_ctx", "never_before_ctx", "on_through_ctx", "off_in_ctx_cb", "on_in_ctx_cb"]
 N = 64
@@ -66,7 +129,10 @@ def child(variant):
                 api(1)
 
     sub = cupti.subscribe(cb, None)
-    cupti.enable_callback(1, sub, RES, CREATED)
+    nocb = variant.endswith("_nocb")
+    variant = variant[:-5] if nocb else variant
+    if not nocb:
+        cupti.enable_callback(1, sub, RES, CREATED)
     cupti.activity_register_callbacks(requested, completed)
     cupti.activity_enable(cupti.ActivityKind.CONCURRENT_KERNEL)
 
@@ -102,7 +168,7 @@ def child(variant):
     torch.cuda.synchronize()
     t_end = cupti.get_timestamp()
     cupti.activity_flush_all(1)
-    out = {"variant": variant, "ctx_created_callbacks": len(events)}
+    out = {"variant": variant + ("_nocb" if nocb else ""), "ctx_created_callbacks": len(events)}
     for name, lo, hi in (("A", t_a, t_b), ("B", t_b, t_end)):
         out[name + "_api_launch"] = sum(1 for r in recs if r[0] == "api" and (r[1] in launch_ids or r[1] < 0) and lo <= r[2] < hi)
         out[name + "_kernels"] = sum(1 for r in recs if r[0] == "kernel" and lo <= r[2] < hi)
@@ -115,7 +181,22 @@ def main():
         return
     out = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else None
     rows = []
-    for v in VARIANTS:
+    if "--kprof" in sys.argv:
+        import tempfile
+        sys.path.insert(0, ROOT)
+        tmp = tempfile.mkdtemp()
+        for v in KPROF_VARIANTS:
+            row = kprof_variant(v, tmp)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        for r in rows:
+            print(f"{r['variant']:8s} rc {r['rc']}  kernelc under train_step {r.get('kernelc_under_train_step')}  "
+                  f"kernels under it {r.get('kernels_under_train_step')}  at the root {r.get('kernels_at_root')}")
+        if out:
+            with open(out, "w") as f:
+                json.dump(rows, f, indent=1)
+        return
+    for v in VARIANTS + [v + "_nocb" for v in ("ctx_first", "off_before_ctx", "on_through_ctx")]:
         p = subprocess.run([sys.executable, __file__, "--child", v], capture_output=True, text=True, timeout=60)
         line = next((l for l in p.stdout.splitlines() if l.startswith("RESULT ")), None)
         row = json.loads(line[7:]) if line else {"variant": v, "error": (p.stderr or p.stdout)[-600:]}
