@@ -13,7 +13,8 @@ How it works (cupti-python, one subscriber per process):
   reads per scope.  The API records cost CUPTI a record per launch, so by default
   (``cupti_api_records="lazy"``) they are turned on only at the first scope entry or kernelc launch of
   any thread (:func:`profiler.context.timelines_on`'s ``arm``): until then every launch is the
-  root's, and a kernel without an API record from then is placed at the root by its start time.  A torch / cuBLAS launch goes through the runtime API, which
+  root's, and a kernel without an API record from then is placed at the root by its start time (a profile
+  started before CUDA is up keeps them on until CUDA's first context exists: :meth:`CuptiBackend._context_created`).  A torch / cuBLAS launch goes through the runtime API, which
   calls the driver, so the driver ids see every launch.
 * **Launch callbacks** are still used where the launching thread's Python state is needed at the
   call: ``context="python"`` sessions (the call path) and launch listeners (PC sampling drains its
@@ -270,9 +271,9 @@ class CuptiBackend:
             if self.light and self.attribution == "external-correlation":
                 self.external = self._enable_external()
             lazy = self.light and not self.external and options.get("cupti_api_records") == "lazy"
-            # A context created while the launch ids' records are off never gets them (docs/performance.md,
-            # issue 23, s22): started before CUDA is up (python -m kprof, torchrun), they stay on until CUDA's
-            # first context exists and go off in its CONTEXT_CREATED callback (_context_created)
+            # With them off while CUDA came up, no launch was placed on an H200 (docs/performance.md, issue 23,
+            # session 22): started before CUDA is up (python -m kprof, torchrun), they stay on until its first
+            # context exists and go off in that context's CONTEXT_CREATED callback (_context_created)
             self.lazy_ctx = lazy and not _cuda_initialized()
             if lazy and not self.lazy_ctx:
                 self._enable_api_records(0)
@@ -470,7 +471,7 @@ class CuptiBackend:
                 c.enable_callback(on, sub, self.RESOURCE, cbid)
             except Exception as e:  # graphs then fall back to the launch site
                 self.skipped.append(f"graph callback {cbid}: {_first_line(e)}")
-        if self.light and self.CONTEXT_CREATED >= 0:   # lazy API records: see _context_created
+        if self.lazy_ctx and self.CONTEXT_CREATED >= 0:   # lazy API records started before CUDA: _context_created
             try:
                 c.enable_callback(on, sub, self.RESOURCE, self.CONTEXT_CREATED)
             except Exception as e:
@@ -579,24 +580,16 @@ class CuptiBackend:
         return n
 
     def _context_created(self) -> None:
-        """CUPTI's CONTEXT_CREATED callback while lazy and not armed.  A context created while the launch ids'
-        records are off never gets them, even once they are turned on (an H200, s22: docs/performance.md): so a
-        profile started before CUDA is up keeps them on until its first context exists and turns them off here;
-        a context created later while they are off turns them on for good (as a first scope would).  Only tries
-        the arming lock: a thread arming now turns them on anyway, and waiting here (inside CUPTI's callback)
-        for a thread that waits on CUPTI could deadlock."""
-        if not self._arm_lock.acquire(blocking=False):
+        """CUPTI's CONTEXT_CREATED callback: a profile started before CUDA was up kept the launch API records on
+        while CUDA came up (see _start); they go off now, until the first scope.  Only tries the arming lock: a
+        thread arming now turns them on anyway, and waiting here (inside CUPTI's callback) for a thread that
+        waits on CUPTI could deadlock."""
+        if not self.lazy_ctx or not self._arm_lock.acquire(blocking=False):
             return
         try:
-            if self.api_wanted or not self.light or self.subscriber is None:
-                return
-            if self.lazy_ctx:
-                self.lazy_ctx = False
+            if self.lazy_ctx and not self.api_wanted and self.light and self.subscriber is not None:
                 self._enable_api_records(0)
-            elif not self.api_on:
-                if self._enable_api_records(1):
-                    self.api_wanted = True
-                    self.armed_at = int(self.clock())
+            self.lazy_ctx = False
         finally:
             self._arm_lock.release()
 

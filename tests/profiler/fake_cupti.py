@@ -160,8 +160,9 @@ class FakeCupti:
         self.flushes = 0
         self.ext_stacks = {}        # (thread id, kind) -> CUPTI's external correlation stack
         self.lib = None             # a FakeLibcupti, when kprof takes buffers from libcupti itself
-        # contexts: None until the first is created (CUDA not up); a context created while no launch id's API
-        # record is on never gets them (what an H200 did, s22), modelled when ctx_api_model is set
+        # contexts: None until the first is created (CUDA not up).  ctx_api_model: a context created while no
+        # launch id's API record is on gives none -- a stand-in for what kprof saw on an H200 with the records off
+        # while CUDA came up (no launch placed; session 22), not for raw CUPTI, which kept them in every order
         self.contexts = None
         self.ctx_api_model = False
         self.ctx_dead = False       # the current context got created with every launch id's records off

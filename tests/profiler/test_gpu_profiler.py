@@ -407,9 +407,9 @@ def test_lazy_api_records_on_gpu(tmp_path):
 
 def test_lazy_api_records_started_before_cuda_on_gpu(tmp_path):
     """Lazy API records with the profile started before CUDA is up (as python -m kprof and torchrun start it):
-    they stay on until CUDA's first context exists and go off in its CONTEXT_CREATED callback (a context created
-    with them off never gets them); the root's kernels before the first scope are kept, and the scope's kernels
-    are placed under it."""
+    they stay on until CUDA's first context exists and go off in its CONTEXT_CREATED callback (with them off while
+    CUDA came up, no launch was placed: session 22, R2); the root's kernels before the first scope are kept, and
+    the scope's kernels are placed under it."""
     run_program(tmp_path, """
         import json, profiler
         from profiler import session

@@ -21,8 +21,10 @@ enabled only its graph-node resource callbacks).
 (``python -m kprof -n train examples/train.py --steps 3 --warmup 1``: the profile starts before CUDA is up), under
 patched backends (one process each): ``s21`` the launch API records off from the start with no CONTEXT_CREATED
 callback (session 21's lazy path that lost the scopes' kernels), ``s21_cb`` the same with the callback enabled but
-doing nothing, ``s21_arm`` the same with this branch's callback (a context created while they are off arms them),
-``branch`` this branch unpatched (on until the first context, off in its callback).  Per variant: the kernelc kernels
+doing nothing, ``s21_arm`` the same with the callback turning them on (session 22 R2; those two are gone from
+the list), ``s21_cupticlk`` s21 with the scope timelines on CUPTI's own clock (``KPROF_CUPTI_TIMELINE_CLK=cupti``),
+``branch`` this branch unpatched (on until the first context, off in its callback).  Each also dumps what its
+backend had at the end (API records joined, the timelines' clock offsets, CUPTI's clock against REALTIME then).  Per variant: the kernelc kernels
 under ``train_step``, the kernels under it and at the root.
 
 Usage: python3 lazy_before_cuda.py [--kprof] [--out FILE.json]   (GPU; ~5 s a raw variant, ~12 s a kprof one)."""
@@ -34,13 +36,30 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
-KPROF_VARIANTS = ["s21", "s21_cb", "s21_arm", "branch"]
+KPROF_VARIANTS = ["s21", "s21_cupticlk", "branch"]
 
 WRAP = r"""
 import os, runpy, sys
 variant = sys.argv.pop(1)
 sys.path.insert(0, os.environ["LBC_ROOT"])
+if variant.endswith("_cupticlk"):
+    os.environ["KPROF_CUPTI_TIMELINE_CLK"] = "cupti"   # scope timelines on CUPTI's own clock
 from profiler.backends import cupti as B
+import json, time
+_stop = B.CuptiBackend.stop
+def stop(self):
+    # what the backend had when the run ended: the API records joined, the clock offsets the timelines were mapped
+    # through (start, joins), CUPTI's clock against REALTIME now (CUDA up)
+    try:
+        d = {"api_records": len(self.api), "tl_offsets": self.tl_offsets, "tl_clock": repr(self.tl_clock),
+             "offset_now_ns": B.clock_offset(self.clock, time.time_ns)[1], "armed_at": self.armed_at,
+             "api_wanted": self.api_wanted, "api_on": self.api_on, "skipped": self.skipped, "errors": self.errors,
+             "stats": self.stats()}
+        json.dump(d, open(os.environ["LBC_DUMP"], "w"), default=str)
+    except Exception as e:
+        open(os.environ["LBC_DUMP"], "w").write(json.dumps({"dump_error": repr(e)}))
+    return _stop(self)
+B.CuptiBackend.stop = stop
 if variant.startswith("s21"):
     B._cuda_initialized = lambda: True          # session 21's lazy: records off at the start, CUDA up or not
     if variant == "s21":
@@ -58,10 +77,11 @@ runpy.run_module("kprof", run_name="__main__")
 
 def kprof_variant(variant, tmp):
     from profiler.format import read_profile
-    env = dict(os.environ, LBC_ROOT=ROOT, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    d = os.path.join(tmp, variant)
+    env = dict(os.environ, LBC_ROOT=ROOT, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               LBC_DUMP=os.path.join(d, "backend.json"))
     env.pop("KPROF_BACKEND", None)
     env.pop("KERNELC_INTERPRET", None)
-    d = os.path.join(tmp, variant)
     os.makedirs(d, exist_ok=True)
     t0 = time.time()
     r = subprocess.run([sys.executable, "-c", WRAP, variant, "-n", "train", os.path.join(ROOT, "examples", "train.py"),
@@ -81,6 +101,10 @@ def kprof_variant(variant, tmp):
     out["kernels_at_root"] = sum(c.metrics.get("count", 0) for c in root.children
                                  if c.metrics.get("device_type") == "CUDA")
     out["stderr_tail"] = r.stderr[-300:]
+    try:
+        out["backend"] = json.load(open(os.path.join(d, "backend.json")))
+    except Exception as e:
+        out["backend"] = repr(e)
     return out
 
 
@@ -128,7 +152,9 @@ def child(variant):
             elif variant == "on_in_ctx_cb":
                 api(1)
 
+    offs = {"subscribe": cupti.get_timestamp() - time.time_ns()}
     sub = cupti.subscribe(cb, None)
+    offs["subscribed"] = cupti.get_timestamp() - time.time_ns()
     nocb = variant.endswith("_nocb")
     variant = variant[:-5] if nocb else variant
     if not nocb:
@@ -157,6 +183,7 @@ def child(variant):
     elif variant == "on_in_ctx_cb":
         api(1); api(0); x = ctx(); api(0)
     torch.cuda.synchronize()
+    offs["context"] = cupti.get_timestamp() - time.time_ns()
     t_a = cupti.get_timestamp()
     for _ in range(N):
         x.add_(1)
@@ -168,7 +195,9 @@ def child(variant):
     torch.cuda.synchronize()
     t_end = cupti.get_timestamp()
     cupti.activity_flush_all(1)
-    out = {"variant": variant + ("_nocb" if nocb else ""), "ctx_created_callbacks": len(events)}
+    offs["end"] = cupti.get_timestamp() - time.time_ns()
+    out = {"variant": variant + ("_nocb" if nocb else ""), "ctx_created_callbacks": len(events),
+           "cupti_minus_realtime_ns": offs}
     for name, lo, hi in (("A", t_a, t_b), ("B", t_b, t_end)):
         out[name + "_api_launch"] = sum(1 for r in recs if r[0] == "api" and (r[1] in launch_ids or r[1] < 0) and lo <= r[2] < hi)
         out[name + "_kernels"] = sum(1 for r in recs if r[0] == "kernel" and lo <= r[2] < hi)
@@ -190,13 +219,19 @@ def main():
             rows.append(row)
             print(json.dumps(row), flush=True)
         for r in rows:
-            print(f"{r['variant']:8s} rc {r['rc']}  kernelc under train_step {r.get('kernelc_under_train_step')}  "
-                  f"kernels under it {r.get('kernels_under_train_step')}  at the root {r.get('kernels_at_root')}")
+            b = r.get("backend") if isinstance(r.get("backend"), dict) else {}
+            print(f"{r['variant']:13s} rc {r['rc']}  kernelc under train_step {r.get('kernelc_under_train_step')}  "
+                  f"kernels under it {r.get('kernels_under_train_step')}  at the root {r.get('kernels_at_root')}  "
+                  f"API records {b.get('api_records')}  timeline offsets {b.get('tl_offsets')}  "
+                  f"CUPTI - REALTIME at the end {b.get('offset_now_ns')} ns")
         if out:
             with open(out, "w") as f:
                 json.dump(rows, f, indent=1)
         return
-    for v in VARIANTS + [v + "_nocb" for v in ("ctx_first", "off_before_ctx", "on_through_ctx")]:
+    todo = VARIANTS + [v + "_nocb" for v in ("ctx_first", "off_before_ctx", "on_through_ctx")]
+    if "--variants" in sys.argv:
+        todo = sys.argv[sys.argv.index("--variants") + 1].split(",")
+    for v in todo:
         p = subprocess.run([sys.executable, __file__, "--child", v], capture_output=True, text=True, timeout=60)
         line = next((l for l in p.stdout.splitlines() if l.startswith("RESULT ")), None)
         row = json.loads(line[7:]) if line else {"variant": v, "error": (p.stderr or p.stdout)[-600:]}
@@ -208,7 +243,7 @@ def main():
             print(f"{r['variant']:18s} ERROR")
             continue
         print(f"{r['variant']:18s} {r['ctx_created_callbacks']:6d}  {r['A_api_launch']:5d}/{r['A_kernels']:<8d}"
-              f" {r['B_api_launch']:5d}/{r['B_kernels']}")
+              f" {r['B_api_launch']:5d}/{r['B_kernels']}   CUPTI - REALTIME ns {r.get('cupti_minus_realtime_ns')}")
     if out:
         with open(out, "w") as f:
             json.dump(rows, f, indent=1)
