@@ -72,7 +72,11 @@ def _entry(wl, crit, sources=None):
     path = os.path.join(RES, rel)
     if not os.path.exists(path):
         return dict(base, missing=True)
-    data = json.load(open(path))
+    if path.endswith(".gz"):
+        import gzip
+        data = json.load(gzip.open(path, "rt"))
+    else:
+        data = json.load(open(path))
     s = data["summary"].get(wl)
     # a fine run with settle (untimed steps after each switch) times no switch's after-effect: not an upper bound
     settle = any((c.get("fine") or {}).get("settle_steps") for c in data.get("children") or []
