@@ -46,10 +46,12 @@ S21_TINY = "profiler_overhead_s21_r1_tiny_lazy_h200.json"
 # request); train: 1-step segments with settle (R3's request, run in call R2)
 S21_ENC = "profiler_overhead_s21_enc_settle_pooled_h200.json"
 S21_TRAIN = "profiler_overhead_s21_r3_train_settle_h200.json"
+# session 22: the encoder with --fine-order pairs (1-step segments, settle), call R2 (R1's files were lost, R3 not run)
+S22_ENC = "profiler_overhead_s22_r2_enc_pairs_h200.json.gz"
 # (workload, criterion) -> (call, results file relative to bench/results, comparison in it, design)
 SOURCES = {
-    ("encoder", "kprof/floor"): ("R1+R2 (s21)", S21_ENC, "kprof/floor", "fine"),
-    ("encoder", "control (fine)"): ("R1+R2 (s21)", S21_ENC, "none/none2", "fine"),
+    ("encoder", "kprof/floor"): ("R2 (s22)", S22_ENC, "kprof/floor", "pairs"),
+    ("encoder", "control (fine)"): ("R2 (s22)", S22_ENC, "none/none2", "pairs"),
     ("encoder", "kprof/proton"): ("R0 (s19)", "s19_R0_h200/ovh18_r3/overhead_s18_r3_encoder_kprof_vs_proton.json",
                                   "kprof/proton", "block"),
     ("encoder", "control (block)"): ("R3 (s19)", "profiler_overhead_s19_r3_encoder_multi_h200.json", "none/none",
@@ -139,7 +141,7 @@ def status(sources=None) -> dict:
 
 
 def table(st: dict) -> str:
-    rows = ["| workload | kprof / floor (fine) [95%] | control none/none2 (fine) [95%] | kprof / Proton (block, "
+    rows = ["| workload | kprof / floor (fine or pairs) [95%] | control none/none2 (fine or pairs) [95%] | kprof / Proton (block, "
             "steady) [95%] | control none/none (block, steady) [95%] | blocks | calls |",
             "|---|---|---|---|---|---|---|"]
 
