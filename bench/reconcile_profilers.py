@@ -941,7 +941,8 @@ def child_overhead(spec: dict) -> dict:
         seg = max(1, int(round(spec["fine"] / 1e3 / fstep)))
         settle_ms = spec.get("fine_settle") or 0
         spec["fine_settle_steps"] = max(1, int(round(settle_ms / 1e3 / fstep))) if settle_ms > 0 else 0
-        per_state = seg * spec["fine_cycles"] * 6   # steps per state per block (kprof's: 8 segments, 6 for the rest)
+        # steps per state per block (circuit: kprof's 8 segments, 6 for the rest; pairs: 4 each)
+        per_state = seg * spec["fine_cycles"] * (4 if spec.get("fine_order") == "pairs" else 6)
         spec = dict(spec, steps_per_block=per_state, cold_ms=cold, setup_s=round(t_setup, 2))
         multi = _fine_rounds(w, prof, spec, seg, sync)
         # whether kprof's launch API records were on (lazy: only once a scope or a kernelc launch ran)
@@ -953,6 +954,7 @@ def child_overhead(spec: dict) -> dict:
                 "cpu_latency0": latency0, "pin_threads": pin_threads, "step_probe": 0, "seg_steps": seg,
                 "fine": {"seg_ms": spec["fine"], "seg_steps": seg, "cycles": spec["fine_cycles"],
                          "sync": spec.get("fine_sync", True), "settle_steps": spec.get("fine_settle_steps", 0),
+                         "order": spec.get("fine_order") or "circuit",
                          "states": list(spec.get("fine_states") or FINE_STATES)}, "against": None, "out_bytes": out_bytes}
     if len(others) > 1:
         spec = dict(spec, steps_per_block=steps, cold_ms=cold, setup_s=round(t_setup, 2))   # for _dump_rounds
@@ -1123,6 +1125,73 @@ def _fine_order(names, block):
     return fwd + fwd[::-1]
 
 
+# --fine-order pairs: a cycle of 8 adjacent pairs, b a b' a b a' b' a' with a = (s2, s3), a' = (s3, s2) (the control,
+# none/none2) and b = (s0, s1), b' = (s1, s0) (kprof/floor): each comparison is made inside its pair, between two
+# segments a few ms apart (the encoder's segments' residuals are autocorrelated, lag 1 ~0.5: s21 R3); each state
+# comes first in half of its pairs, and each control pair follows a kprof-last and a floor-last pair equally often.
+FINE_PAIRS = ((0, 1), (2, 3), (1, 0), (2, 3), (0, 1), (3, 2), (1, 0), (3, 2))
+FINE_LEAD_STEPS = 3   # --fine-order pairs: untimed steps at a block's start (its collection, the rounds file)
+
+
+def _fine_pairs_order(names, block, cycles=1):
+    """--fine-order pairs: block ``block``'s segments, ``cycles`` times :data:`FINE_PAIRS` flattened, the cycle's
+    start moved on by one pair per block (what a block's start leaves behind, s21 R3: its first two segments 7.5%
+    and 4.9% slow, falls on every pair and order alike over 8 blocks)."""
+    k = block % len(FINE_PAIRS)
+    cyc = FINE_PAIRS[k:] + FINE_PAIRS[:k]
+    return [names[i] for pair in cyc for i in pair] * cycles
+
+
+def fine_pair_ratios(rounds, a, b, skip=0):
+    """Adjacent-pair ratios ``a``/``b`` of a ``--fine`` run's blocks (those with ``seg_ms``; the first ``skip``
+    left out): with ``--fine-order pairs`` each pair (segments 2j, 2j+1) holding ``a`` and ``b``; in a circuit
+    block every two adjacent segments holding them.  Returns ``(per_block, per_pair)``: each block's geometric mean
+    of its pair ratios, and every pair ratio."""
+    import math
+    blocks, pairs = [], []
+    for r in rounds[skip:]:
+        segs, ms = r.get("segments"), r.get("seg_ms")
+        if not segs or not ms:
+            continue
+        step = 2 if r.get("pairs") else 1
+        got = []
+        for j in range(0, len(segs) - 1, step):
+            x, y = segs[j], segs[j + 1]
+            if {x, y} == {a, b} and ms[j] > 0 and ms[j + 1] > 0:
+                got.append(ms[j] / ms[j + 1] if x == a else ms[j + 1] / ms[j])
+        if got:
+            pairs.extend(got)
+            blocks.append(math.exp(sum(math.log(v) for v in got) / len(got)))
+    return blocks, pairs
+
+
+def fine_pairs_summary(children, skip=0):
+    """Per comparison (kprof/floor and the control none/none2, or the run's first/second and third/fourth
+    states): the median block value (:func:`fine_pair_ratios`) with its sign-test 95% interval, and the median
+    pair ratio with its.  None where no child has per-segment times."""
+    out = {}
+    for c in children:
+        rounds = c.get("multi") or []
+        if not rounds or "seg_ms" not in rounds[0]:
+            continue
+        names = list(rounds[0]["order"])
+        for a, b in ((names[0], names[1]), (names[2], names[3]) if len(names) > 3 else (None, None)):
+            if a is None:
+                continue
+            e = out.setdefault(f"{a}/{b}", {"blocks": [], "pairs": []})
+            bl, pr = fine_pair_ratios(rounds, a, b, skip)
+            e["blocks"].extend(bl)
+            e["pairs"].extend(pr)
+    res = {}
+    for k, e in out.items():
+        bm, blo, bhi = _sign_ci(e["blocks"])
+        pm, plo, phi = _sign_ci(e["pairs"])
+        rnd = lambda v: None if v is None else round(v, 4)
+        res[k] = {"blocks": len(e["blocks"]), "block_median": rnd(bm), "block_sign_ci": [rnd(blo), rnd(bhi)],
+                  "pairs": len(e["pairs"]), "pair_median": rnd(pm), "pair_sign_ci": [rnd(plo), rnd(phi)]}
+    return res or None
+
+
 def _fine_rounds(w, prof, spec, seg_steps, sync):
     """``--fine``: one kprof session for the whole run; blocks of ``fine_cycles`` times :func:`_fine_order`'s 26
     segments of ``seg_steps`` steps (~``--fine`` ms).  Each segment is timed from its state's switch (the
@@ -1149,7 +1218,8 @@ def _fine_rounds(w, prof, spec, seg_steps, sync):
             t_round = time.time()
             gc.collect()
             gc.disable()
-            order = _fine_order(names, i) * cycles
+            pairs = spec.get("fine_order") == "pairs"
+            order = _fine_pairs_order(names, i, cycles) if pairs else _fine_order(names, i) * cycles
             try:
                 sync()
                 l0 = b.stats() if hasattr(b, "stats") else {}
@@ -1158,6 +1228,10 @@ def _fine_rounds(w, prof, spec, seg_steps, sync):
                 segs = []   # each segment's ns, in order (where in the block a state's time goes)
                 seg_sync = spec.get("fine_sync", True)
                 settle = spec.get("fine_settle_steps", 0)
+                if pairs:   # untimed: what the block's collection and rounds file leave behind falls here
+                    for _ in range(FINE_LEAD_STEPS):
+                        w.step()
+                    sync()
                 for n in order:
                     sw[n] += st.go(n)
                     if settle:   # untimed steps after the switch: what switching leaves behind falls there
@@ -1178,7 +1252,7 @@ def _fine_rounds(w, prof, spec, seg_steps, sync):
                 gc.enable()
             k = {n: order.count(n) for n in names}
             rounds.append({"order": names, "ms": {n: sums[n] / 1e6 / (k[n] * seg_steps) for n in names},
-                           "segments": order, "seg_ms": [round(x / 1e6 / seg_steps, 4) for x in segs],
+                           "segments": order, "pairs": pairs, "seg_ms": [round(x / 1e6 / seg_steps, 4) for x in segs],
                            "sched": dict.fromkeys(names), "switch_us": {n: round(sw[n] / 1e3 / k[n], 2) for n in names},
                            "loop": {x: v - l0.get(x, 0) for x, v in l1.items() if isinstance(v, int)}})
             i += 1
@@ -2211,6 +2285,7 @@ def overhead(args) -> int:
                                                 f"{args.name or 'profiler_overhead_rotated'}.{wl}.rounds.json")
                     if (args.against and "," in args.against) or args.fine else None,
                     "fine": _per_workload(args.fine, wl, float, "--fine"), "fine_cycles": args.fine_cycles,
+                    "fine_order": args.fine_order,
                     "fine_sync": bool(args.fine_sync),
                     "fine_settle": _per_workload(args.fine_settle, wl, float, "--fine-settle") or 0.0,
                     "fine_states": _fine_states_arg(args.fine_states)}
@@ -2251,6 +2326,9 @@ def overhead(args) -> int:
             continue
         s = summarize(results, settle=args.settle_pairs, beta=_betas(args.probe_beta).get(wl))
         summary[wl] = _workload_summary(s, results)
+        fp = fine_pairs_summary([r for r in raw if r.get("workload") == wl], args.settle_pairs)
+        if fp:
+            summary[wl]["fine_pairs"] = fp
         print(json.dumps({wl: {k: v for k, v in summary[wl].items() if k != "profilers"}}), flush=True)
         _print_profilers(wl, s)
     if ref_proc is not None:
@@ -2356,6 +2434,10 @@ def _print_profilers(wl, s):
                   flush=True)
 
 
+def _ci(ci):
+    return ci if ci and ci[0] is not None else None
+
+
 def _fmt(v, ci=None, pct=False):
     if v is None:
         return "-"
@@ -2415,6 +2497,13 @@ def overhead_table(summary) -> str:
             for p, c in w["comparisons"].items():
                 lines.append(f"  {'':34s} {p:22s} {c['pairs']:5d}  {_fmt(c['warm'], c['warm_sign_ci']):26s} "
                              f"{_fmt(c['steady'], c['steady_sign_ci'])}")
+        if w.get("fine_pairs"):
+            lines.append(f"  fine, adjacent pairs: {'A/B':14s} {'blocks':>6s}  {'block [sign 95%]':26s} "
+                         f"{'pairs':>5s}  pair [sign 95%]")
+            for p, c in w["fine_pairs"].items():
+                lines.append(f"  {'':21s} {p:14s} {c['blocks']:6d}  "
+                             f"{_fmt(c['block_median'], _ci(c['block_sign_ci'])):26s} {c['pairs']:5d}  "
+                             f"{_fmt(c['pair_median'], _ci(c['pair_sign_ci']))}")
     return "\n".join(lines)
 
 
@@ -2431,6 +2520,10 @@ def reanalyse(path: str, name=None, results_dir=None, settle=0, betas=None) -> i
         by[r["workload"]].extend(_multi_split(r) if "multi" in r else [r])
     summary = {wl: _workload_summary(summarize(rs, settle=settle, beta=(betas or {}).get(wl)), rs)
                for wl, rs in by.items()}
+    for wl in summary:
+        fp = fine_pairs_summary([r for r in children if r.get("workload") == wl], settle)
+        if fp:
+            summary[wl]["fine_pairs"] = fp
     print(overhead_table(summary), flush=True)
     if name:
         from bench.common import RESULTS, write_results
@@ -2541,6 +2634,11 @@ def main(argv=None) -> int:
     ov.add_argument("--fine-cycles", type=int, default=1, metavar="N",
                     help="--fine: a block is N times 26 segments (an order in which every state follows every other "
                     "once, then the same reversed)")
+    ov.add_argument("--fine-order", default="circuit", choices=["circuit", "pairs"],
+                    help="--fine: circuit (default): blocks of 26 segments in which every state follows every other; "
+                    "pairs: blocks of 8 adjacent pairs (kprof/floor and none/none2, each order in half of them), "
+                    "compared inside each pair (fine_pair_ratios; the summary's fine_pairs), 3 untimed steps at a "
+                    "block's start")
     ov.add_argument("--fine-sync", type=int, default=1, choices=[0, 1],
                     help="--fine: 1 (default): a synchronize closes every segment inside its time (no GPU work "
                     "queued across a segment boundary; on a GPU-bound step each segment then starts with an idle "

@@ -42,6 +42,7 @@ ROOT_NAME = "ROOT"
 _ids: dict = {}            # (parent id, name) -> id
 _parents: List[int] = [-1]
 _names: List[str] = [ROOT_NAME]
+_kids: List[dict] = [{}]   # per id: child name -> child id (a scope's entry: no key tuple to build and hash)
 _trie_lock = threading.Lock()
 
 
@@ -54,9 +55,11 @@ def intern(parent: int, name: str) -> int:
             nid = _ids.get(key)
             if nid is None:
                 nid = len(_names)
+                _kids.append({})
                 _names.append(name)
                 _parents.append(parent)
                 _ids[key] = nid
+                _kids[parent][name] = nid
     return nid
 
 

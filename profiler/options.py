@@ -40,8 +40,9 @@ knob                        environment variable        meaning
                                                         default: at the first scope entry or
                                                         kernelc launch of any thread -- until
                                                         then every launch is the root's and
-                                                        needs no placing; only where CUDA is up
-                                                        when the profile starts) or ``always``
+                                                        needs no placing; a profile started
+                                                        before CUDA is up keeps them on until
+                                                        its first context exists) or ``always``
                                                         (at the start)
 ``cupti_runtime_callbacks`` ``KPROF_CUPTI_RUNTIME``     ``1``: also subscribe to the runtime API's
                                                         launch ids

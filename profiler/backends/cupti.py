@@ -13,7 +13,8 @@ How it works (cupti-python, one subscriber per process):
   reads per scope.  The API records cost CUPTI a record per launch, so by default
   (``cupti_api_records="lazy"``) they are turned on only at the first scope entry or kernelc launch of
   any thread (:func:`profiler.context.timelines_on`'s ``arm``): until then every launch is the
-  root's, and a kernel without an API record from then is placed at the root by its start time.  A torch / cuBLAS launch goes through the runtime API, which
+  root's, and a kernel without an API record from then is placed at the root by its start time (a profile
+  started before CUDA is up keeps them on until CUDA's first context exists: :meth:`CuptiBackend._context_created`).  A torch / cuBLAS launch goes through the runtime API, which
   calls the driver, so the driver ids see every launch.
 * **Launch callbacks** are still used where the launching thread's Python state is needed at the
   call: ``context="python"`` sessions (the call path) and launch listeners (PC sampling drains its
@@ -182,6 +183,7 @@ class CuptiBackend:
         self.api_on = False                     # the launch API records are enabled now
         self.api_wanted = False                 # ...and are needed (armed: something off the root)
         self.armed_at: Optional[int] = None     # CUPTI time by which they were on (lazy mode)
+        self.lazy_ctx = False                   # lazy, on until the first context is created (started before CUDA)
         self._arm_lock = threading.Lock()
         self.api: Dict[int, tuple] = {}         # correlation id -> (thread id, launch start) from API records
         self.pending: List[tuple] = []          # device records whose API record has not arrived yet
@@ -217,6 +219,7 @@ class CuptiBackend:
         self.RESOURCE = int(c.CallbackDomain.RESOURCE)
         self.GRAPHNODE_CREATED = int(c.CallbackIdResource.GRAPHNODE_CREATED)
         self.GRAPHNODE_CLONED = int(c.CallbackIdResource.GRAPHNODE_CLONED)
+        self.CONTEXT_CREATED = int(getattr(c.CallbackIdResource, "CONTEXT_CREATED", -1))
         K = c.ActivityKind
         self.K_KERNEL = {int(K.CONCURRENT_KERNEL), int(K.KERNEL)}
         self.K_MEMCPY = int(K.MEMCPY)
@@ -267,12 +270,12 @@ class CuptiBackend:
                 self.light = self._enable_api_records(1)
             if self.light and self.attribution == "external-correlation":
                 self.external = self._enable_external()
-            # lazy only where CUDA is up before the profile starts: a profile started before it (python -m kprof,
-            # torchrun) lost its scopes' kernels to the root under lazy on an H200 (docs/profiling.md), so there
-            # the records are on from the start, as with "always"
-            lazy = (self.light and not self.external and options.get("cupti_api_records") == "lazy"
-                    and _cuda_initialized())
-            if lazy:
+            lazy = self.light and not self.external and options.get("cupti_api_records") == "lazy"
+            # With them off while CUDA came up, no launch was placed on an H200 (docs/performance.md, issue 23,
+            # session 22): started before CUDA is up (python -m kprof, torchrun), they stay on until its first
+            # context exists and go off in that context's CONTEXT_CREATED callback (_context_created)
+            self.lazy_ctx = lazy and not _cuda_initialized()
+            if lazy and not self.lazy_ctx:
                 self._enable_api_records(0)
             self.api_wanted = self.light and not lazy
             self._enable_callbacks(1)
@@ -468,6 +471,11 @@ class CuptiBackend:
                 c.enable_callback(on, sub, self.RESOURCE, cbid)
             except Exception as e:  # graphs then fall back to the launch site
                 self.skipped.append(f"graph callback {cbid}: {_first_line(e)}")
+        if self.lazy_ctx and self.CONTEXT_CREATED >= 0:   # lazy API records started before CUDA: _context_created
+            try:
+                c.enable_callback(on, sub, self.RESOURCE, self.CONTEXT_CREATED)
+            except Exception as e:
+                self.skipped.append(f"context callback: {_first_line(e)}")
         for (domain, cbid) in self.handlers:
             try:
                 c.enable_callback(on, sub, domain, cbid)
@@ -571,7 +579,26 @@ class CuptiBackend:
             n = context.MAIN.node
         return n
 
+    def _context_created(self) -> None:
+        """CUPTI's CONTEXT_CREATED callback: a profile started before CUDA was up kept the launch API records on
+        while CUDA came up (see _start); they go off now, until the first scope.  Only tries the arming lock: a
+        thread arming now turns them on anyway, and waiting here (inside CUPTI's callback) for a thread that
+        waits on CUPTI could deadlock."""
+        if not self.lazy_ctx or not self._arm_lock.acquire(blocking=False):
+            return
+        try:
+            if self.lazy_ctx and not self.api_wanted and self.light and self.subscriber is not None:
+                self._enable_api_records(0)
+            self.lazy_ctx = False
+        finally:
+            self._arm_lock.release()
+
     def _slow_callback(self, domain, cbid, data) -> None:
+        if domain == self.RESOURCE and cbid == self.CONTEXT_CREATED:
+            try:
+                self._context_created()
+            except Exception as e:
+                self._error(f"context callback: {_first_line(e)}")
         try:
             if domain == self.RESOURCE and cbid in (self.GRAPHNODE_CREATED, self.GRAPHNODE_CLONED):
                 c = self.cupti

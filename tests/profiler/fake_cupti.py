@@ -28,6 +28,7 @@ class CallbackDomain(enum.IntEnum):
 
 
 class CallbackIdResource(enum.IntEnum):
+    CONTEXT_CREATED = 1
     GRAPHNODE_CREATED = 13
     GRAPHNODE_CLONED = 20
 
@@ -159,6 +160,12 @@ class FakeCupti:
         self.flushes = 0
         self.ext_stacks = {}        # (thread id, kind) -> CUPTI's external correlation stack
         self.lib = None             # a FakeLibcupti, when kprof takes buffers from libcupti itself
+        # contexts: None until the first is created (CUDA not up).  ctx_api_model: a context created while no
+        # launch id's API record is on gives none -- a stand-in for what kprof saw on an H200 with the records off
+        # while CUDA came up (no launch placed; session 22), not for raw CUPTI, which kept them in every order
+        self.contexts = None
+        self.ctx_api_model = False
+        self.ctx_dead = False       # the current context got created with every launch id's records off
 
     # -- the cupti-python surface kprof uses ---------------------------------------------
     def subscribe(self, callback, userdata):
@@ -223,8 +230,15 @@ class FakeCupti:
         return self.node_ids[node]
 
     # -- simulation ----------------------------------------------------------------------
+    def create_context(self):
+        """CUDA's first (or next) context: CONTEXT_CREATED, as CUPTI raises it on the creating thread."""
+        self.contexts = (self.contexts or 0) + 1
+        self.ctx_dead = self.ctx_api_model and not self.api_ids
+        self._resource(CallbackIdResource.CONTEXT_CREATED, SimpleNamespace())
+
     def _api(self, domain, cbid, cid):
-        if int(domain) == CallbackDomain.DRIVER_API and int(cbid) in self.api_ids and ActivityKind.DRIVER not in self.kinds:
+        if int(domain) == CallbackDomain.DRIVER_API and int(cbid) in self.api_ids and ActivityKind.DRIVER not in self.kinds \
+                and not self.ctx_dead:
             start = self.get_timestamp()   # written by CUPTI on the launching thread, as the call starts
             if ActivityKind.EXTERNAL_CORRELATION in self.kinds:   # one record per kind with a pushed id
                 for (tid, kind), stack in self.ext_stacks.items():

@@ -50,3 +50,30 @@ def test_registration_chains_and_restores_a_profile_function():
         assert calls and threading.getprofile() is mine
     finally:
         threading.setprofile(None)
+
+
+def test_scope_entries_from_threads_share_the_trie_and_its_child_index(timelines):
+    """profiler.scope's entry finds a child's id in its parent's dict (context._kids) instead of the (parent, name)
+    key: both indexes agree after entries from several threads, the ids are the ones context.push gives, and each
+    thread's timeline holds its own entries and exits."""
+    import profiler
+    seen = {}
+
+    def work(k):
+        with profiler.scope("outer"):
+            with profiler.scope(f"inner{k % 2}"):
+                seen[k] = context.current_node()
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for (parent, name), nid in context._ids.items():
+        assert context._kids[parent][name] == nid
+    assert sum(len(d) for d in context._kids) == len(context._ids) == len(context._names) - 1
+    outer = context._ids[(context.ROOT, "outer")]
+    assert {seen[k] for k in range(4)} == {context._ids[(outer, "inner0")], context._ids[(outer, "inner1")]}
+    assert context.push("outer") == outer   # the same id as through context.push
+    context.pop()
+    c = context.local.ctx
+    assert c.nodes[-2:] == [outer, context.ROOT] and c.node == context.ROOT

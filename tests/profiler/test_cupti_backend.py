@@ -731,16 +731,30 @@ def test_unarmed_window_edge_does_not_synchronize_a_capture(monkeypatch, tmp_pat
     assert names(root) == ["k"]
 
 
-def test_lazy_started_before_cuda_is_up_records_from_the_start(monkeypatch, tmp_path):
-    """cupti_api_records="lazy" with CUDA not yet initialised when the profile starts (python -m kprof, torchrun):
-    the API records are on from the start, as with "always" -- lazy there lost the scopes' kernels on a GPU."""
+def test_lazy_started_before_cuda_is_up(monkeypatch, tmp_path):
+    """cupti_api_records="lazy" with CUDA not yet up when the profile starts (python -m kprof, torchrun): with the
+    records off while CUDA came up kprof placed no launch on an H200 (modelled here: the fake's context then gives
+    none), so they stay on until CUDA's first context exists and go off in its CONTEXT_CREATED callback; the first
+    scope turns them on again and its kernels are placed; a later context changes nothing."""
     fake = _fake_for(monkeypatch, "api-records")
+    fake.ctx_api_model = True
     from profiler.backends import cupti as backend_mod
     monkeypatch.setattr(backend_mod, "_cuda_initialized", lambda: False)
     sid = profiler.start(str(tmp_path / "early"))
-    assert fake.api_ids and S.get(sid).backend.api_wanted
+    b = S.get(sid).backend
+    assert fake.api_ids and not b.api_wanted and b.lazy_ctx
+    fake.create_context()
+    assert not fake.api_ids and not b.lazy_ctx and not fake.ctx_dead and not b.api_wanted
+    fake.launch("root_k")
+    with profiler.scope("step"):
+        assert fake.api_ids and b.api_wanted
+        fake.launch("k")
+    fake.create_context()
+    assert fake.api_ids and not fake.ctx_dead
     with profiler.scope("step"):
         fake.launch("k")
     profiler.finalize(sid)
     root, _ = read_profile(tmp_path / "early.hatchet")
-    assert names(find(root, "step")) == ["k"]
+    assert names(find(root, "step")) == ["k"] and find(root, "step", "k").metrics["count"] == 2
+    assert "root_k" in names(root)
+

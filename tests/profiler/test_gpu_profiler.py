@@ -403,3 +403,35 @@ def test_lazy_api_records_on_gpu(tmp_path):
     assert gemms["free"] == gemms["late"] >= 8, gemms
     root, _ = read_profile(tmp_path / "late.hatchet")
     assert sum(n for p, n in _kernel_paths(root).items() if p[0] == "s") == 5
+
+
+def test_lazy_api_records_started_before_cuda_on_gpu(tmp_path):
+    """Lazy API records with the profile started before CUDA is up (as python -m kprof and torchrun start it):
+    they stay on until CUDA's first context exists and go off in its CONTEXT_CREATED callback (with them off while
+    CUDA came up, no launch was placed: session 22, R2); the root's kernels before the first scope are kept, and
+    the scope's kernels are placed under it."""
+    run_program(tmp_path, """
+        import json, profiler
+        from profiler import session
+        sid = profiler.start("early")
+        b = session.get(sid).backend
+        info = {"at_start": [b.api_on, b.api_wanted, b.lazy_ctx]}
+        import torch
+        x = torch.randn(1 << 16, device="cuda")
+        info["after_context"] = [b.api_on, b.api_wanted, b.lazy_ctx]
+        for _ in range(20):
+            x = x * 1.0001
+        with profiler.scope("s"):
+            for _ in range(5):
+                x = x.sin()
+        info["after_scope"] = [b.api_on, b.api_wanted, b.lazy_ctx]
+        profiler.finalize(sid)
+        json.dump(info, open("info.json", "w"))
+    """)
+    info = json.load(open(tmp_path / "info.json"))
+    assert info == {"at_start": [True, False, True], "after_context": [False, False, False],
+                    "after_scope": [True, True, False]}, info
+    root, _ = read_profile(tmp_path / "early.hatchet")
+    paths = _kernel_paths(root)
+    assert sum(n for p, n in paths.items() if p[0] == "s") == 5, paths
+    assert sum(n for p, n in paths.items() if len(p) == 1 and "elementwise" in p[0]) >= 20, paths

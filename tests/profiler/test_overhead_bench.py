@@ -920,3 +920,62 @@ def test_issue23_status_rules():
     assert m._met("kprof/floor", e) is False and e["shown_above"] and "upper_bound" not in e
     assert m._met("kprof/proton", {"value": 0.975, "ci": [0.955, 0.9998]}) is True
     assert m._met("kprof/floor", {"missing": True}) is None
+
+
+def test_fine_pairs_order_and_ratios(monkeypatch, tmp_path):
+    """--fine-order pairs: a block is 8 adjacent pairs (kprof/floor, none/none2), each state first in half of its
+    pairs, each control order after a kprof-last and a floor-last pair once; the cycle's start moves on one pair
+    per block; 3 untimed steps open a block; fine_pair_ratios compares inside the pairs only, and on a circuit
+    block every adjacent couple of the two states."""
+    names = list(rp.FINE_STATES)
+    blk = rp._fine_pairs_order(names, 0)
+    pairs = [tuple(blk[j:j + 2]) for j in range(0, 16, 2)]
+    assert sorted(pairs) == sorted([("kprof", "floor")] * 2 + [("floor", "kprof")] * 2 + [("none", "none2")] * 2
+                                   + [("none2", "none")] * 2)
+    before = [(pairs[j - 1][1], pairs[j]) for j in range(1, 8) if pairs[j][0].startswith("none")] + \
+        [(pairs[-1][1], pairs[0])] * pairs[0][0].startswith("none")
+    for ctl in (("none", "none2"), ("none2", "none")):
+        assert sorted(p for p, c in before if c == ctl) == ["floor", "kprof"], ctl
+    assert [rp._fine_pairs_order(names, i)[:2] for i in range(3)] == [list(pairs[0]), list(pairs[1]), list(pairs[2])]
+    assert rp._fine_pairs_order(names, 8) == blk and len(rp._fine_pairs_order(names, 0, 2)) == 32
+
+    order = []
+    clock = [0]
+
+    class W:
+        def step(self):
+            order.append(st.cur)
+            clock[0] += 200_000 if st.cur == "kprof" else 100_000
+
+    st, _ = _fine_states(monkeypatch)
+    import types
+    monkeypatch.setattr(rp, "time", types.SimpleNamespace(time=time.time, perf_counter=time.perf_counter,
+                                                          perf_counter_ns=lambda: clock[0]))
+
+    class B:
+        rawbufs = None
+
+        def stats(self):
+            return {}
+    monkeypatch.setattr(rp, "_start", lambda p, out: (rp._BACKEND.__setitem__(0, B()), lambda: None)[1])
+    monkeypatch.setattr(rp, "_FineStates", lambda b: st)
+    spec = {"out": str(tmp_path / "x"), "fine_cycles": 1, "deadline": time.time(), "min_pairs": 2,
+            "workload": "tiny", "profiler": "kprof", "against": None, "rounds_path": None, "fine_order": "pairs"}
+    rounds = rp._fine_rounds(W(), "kprof", spec, 1, lambda: None)
+    assert len(rounds) == 2 and len(order) == 2 * (rp.FINE_LEAD_STEPS + 16)
+    assert rounds[0]["pairs"] is True and rounds[0]["segments"] == blk and order[3:19] == blk
+    assert rounds[1]["segments"] == rp._fine_pairs_order(names, 1)
+    assert rounds[0]["ms"] == pytest.approx({"kprof": 0.2, "floor": 0.1, "none": 0.1, "none2": 0.1})
+    bl, pr = rp.fine_pair_ratios(rounds, "kprof", "floor")
+    assert bl == pytest.approx([2.0, 2.0]) and pr == pytest.approx([2.0] * 8)
+    bl, pr = rp.fine_pair_ratios(rounds, "none", "none2", skip=1)
+    assert bl == pytest.approx([1.0]) and len(pr) == 4
+    # only inside a pair: a made-up block whose adjacent couples across pairs would read otherwise
+    fake = {"segments": ["floor", "kprof", "none", "floor"], "seg_ms": [1.0, 3.0, 1.0, 1.0], "pairs": True}
+    assert rp.fine_pair_ratios([fake], "kprof", "none") == ([], [])
+    fake["pairs"] = False   # a circuit block: every adjacent couple
+    assert rp.fine_pair_ratios([fake], "kprof", "none")[1] == pytest.approx([3.0])
+    child = {"workload": "tiny", "multi": rounds}
+    fp = rp.fine_pairs_summary([child])
+    assert fp["kprof/floor"]["block_median"] == pytest.approx(2.0) and fp["none/none2"]["pairs"] == 8
+    assert rp.fine_pairs_summary([{"workload": "tiny", "multi": [{"order": names, "ms": {}}]}]) is None

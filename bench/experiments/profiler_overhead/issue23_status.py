@@ -9,6 +9,9 @@ Two designs feed it (docs/performance.md, "## Profiler overhead"):
   kernel/memcpy/memset activity kinds only) and none/none2 (all off); the figure is the median over blocks of
   each block's A/B ratio.  The control is none/none2: two states that are the same, measured as every other
   comparison is.  kprof/floor comes from it.
+* **pairs** (session 22, ``--fine --fine-order pairs``): the fine design's states in blocks of 8 adjacent pairs
+  (kprof/floor, none/none2), each comparison made inside its pair; the figure is the median over blocks of each
+  block's geometric mean of its pair ratios.
 * **block** (session 19, ``--against floor,proton,none``): one block per profiler per round, each profiler
   started and finalized around its block; the steady ratio (each block's first segment out).  Proton cannot be
   switched at a fine grain (its ``deactivate`` keeps its CUPTI subscriber, callbacks and activity kinds on), so
@@ -43,10 +46,12 @@ S21_TINY = "profiler_overhead_s21_r1_tiny_lazy_h200.json"
 # request); train: 1-step segments with settle (R3's request, run in call R2)
 S21_ENC = "profiler_overhead_s21_enc_settle_pooled_h200.json"
 S21_TRAIN = "profiler_overhead_s21_r3_train_settle_h200.json"
+# session 22: the encoder with --fine-order pairs (1-step segments, settle), call R2 (R1's files were lost, R3 not run)
+S22_ENC = "profiler_overhead_s22_r2_enc_pairs_h200.json.gz"
 # (workload, criterion) -> (call, results file relative to bench/results, comparison in it, design)
 SOURCES = {
-    ("encoder", "kprof/floor"): ("R1+R2 (s21)", S21_ENC, "kprof/floor", "fine"),
-    ("encoder", "control (fine)"): ("R1+R2 (s21)", S21_ENC, "none/none2", "fine"),
+    ("encoder", "kprof/floor"): ("R2 (s22)", S22_ENC, "kprof/floor", "pairs"),
+    ("encoder", "control (fine)"): ("R2 (s22)", S22_ENC, "none/none2", "pairs"),
     ("encoder", "kprof/proton"): ("R0 (s19)", "s19_R0_h200/ovh18_r3/overhead_s18_r3_encoder_kprof_vs_proton.json",
                                   "kprof/proton", "block"),
     ("encoder", "control (block)"): ("R3 (s19)", "profiler_overhead_s19_r3_encoder_multi_h200.json", "none/none",
@@ -69,13 +74,23 @@ def _entry(wl, crit, sources=None):
     path = os.path.join(RES, rel)
     if not os.path.exists(path):
         return dict(base, missing=True)
-    data = json.load(open(path))
+    if path.endswith(".gz"):
+        import gzip
+        data = json.load(gzip.open(path, "rt"))
+    else:
+        data = json.load(open(path))
     s = data["summary"].get(wl)
     # a fine run with settle (untimed steps after each switch) times no switch's after-effect: not an upper bound
     settle = any((c.get("fine") or {}).get("settle_steps") for c in data.get("children") or []
                  if c.get("workload") == wl)
     if s is None:
         return dict(base, missing=True)
+    if design == "pairs":   # --fine-order pairs: the median block value of adjacent-pair ratios (session 22)
+        c = (s.get("fine_pairs") or {}).get(comp)
+        if c is None:
+            return dict(base, missing=True)
+        return dict(base, pairs=c["blocks"], value=c["block_median"], ci=c["block_sign_ci"],
+                    raw=c["pair_median"], raw_ci=c["pair_sign_ci"], settle=bool(settle))
     c = (s.get("comparisons") or {}).get(comp)
     if c is None and comp == "kprof/proton":   # a two-way kprof --against proton run
         e = s["profilers"]["kprof"]
@@ -105,7 +120,7 @@ def _met(crit, e):
     if crit == "kprof/floor":
         # the whole interval above +2%: shown not to hold -- except in the fine design, whose kprof/floor is an
         # upper bound (R3, 2026-11-29: switching kprof on leaves ~170 us in the segment it opens)
-        bound = e.get("design") == "fine" and not e.get("settle")
+        bound = e.get("design") in ("fine", "pairs") and not e.get("settle")
         e["shown_above"] = ci[0] > 1.02 and not bound
         if bound:
             e["upper_bound"] = True
@@ -126,7 +141,7 @@ def status(sources=None) -> dict:
 
 
 def table(st: dict) -> str:
-    rows = ["| workload | kprof / floor (fine) [95%] | control none/none2 (fine) [95%] | kprof / Proton (block, "
+    rows = ["| workload | kprof / floor (fine or pairs) [95%] | control none/none2 (fine or pairs) [95%] | kprof / Proton (block, "
             "steady) [95%] | control none/none (block, steady) [95%] | blocks | calls |",
             "|---|---|---|---|---|---|---|"]
 
@@ -158,7 +173,8 @@ def main(argv=None) -> int:
         with open(args.out, "w") as f:
             json.dump({"rules": {"kprof/floor": "upper bound < 1.02", "kprof/proton": "upper bound <= 1.00",
                                  "control": "95% interval inside [0.99, 1.01]",
-                                 "figure": "fine: median block ratio; block: steady median pair ratio"},
+                                 "figure": "fine: median block ratio; pairs: median block value of adjacent-pair "
+                                           "ratios; block: steady median pair ratio"},
                        "status": st}, f, indent=1)
     return 0
 
