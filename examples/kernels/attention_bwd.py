@@ -65,7 +65,8 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
                 offs_m0, qk_scale, lo, hi, N_CTX, sm_scale, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
                 ATOMIC_DQ: tl.constexpr, WS: tl.constexpr, ds_desc=None, start_n=0,
                 STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False, EVEN_M: tl.constexpr = False,
-                TAIL: tl.constexpr = None, DS_TILED: tl.constexpr = False, ds_base=0, ds_step=0):
+                TAIL: tl.constexpr = None, DS_TILED: tl.constexpr = False, ds_base=0, ds_step=0,
+                FLAT_DQ: tl.constexpr = False, DQ_FIRST: tl.constexpr = False):
     """Query blocks [lo, hi) into (dk, dv) of one key block; P^T and dS^T are [BLOCK_N, BLOCK_M]. EVEN_M: N_CTX is a
     multiple of BLOCK_M, the LSE and delta rows are loaded without a mask. DS_TILED: dS^T's tile of query block j goes
     to rows ds_base + j * ds_step of the tiled workspace (attn_bwd_dkdv_kernel)."""
@@ -120,8 +121,20 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
                 ds_desc.store([ds_base + (start_m // BLOCK_M) * ds_step, 0], dsT)
             else:
                 ds_desc.store([start_n, start_m], dsT)
-        dk = tl.dot(dsT, q, dk)
-        if ATOMIC_DQ:
+        if FLAT_DQ and DQ_FIRST:
+            # dQ^T's product issued before dK's: its tile is staged and added while dS^T Q still runs (FA3's order)
+            dqT = tl.dot(tl.trans(k), dsT)
+            dk = tl.dot(dsT, q, dk)
+            tl.bulk_add(dq_ptrs + (start_m // BLOCK_M) * (dqT.shape[0] * BLOCK_M), dqT)
+        else:
+            dk = tl.dot(dsT, q, dk)
+        if FLAT_DQ and not DQ_FIRST:
+            # dQ^T = K^T dS^T of query block start_m / BLOCK_M: one contiguous fp32 block of the head's accumulator in
+            # the staging order (kl.bulk_add), added by one 1-D bulk reduction (queries past N_CTX add dS^T's zero
+            # columns into the last block's padding; attn_bwd_dq_flat_cast_kernel reads the blocks back)
+            dqT = tl.dot(tl.trans(k), dsT)
+            tl.bulk_add(dq_ptrs + (start_m // BLOCK_M) * (dqT.shape[0] * BLOCK_M), dqT)
+        elif ATOMIC_DQ and not FLAT_DQ:
             # dQ^T = K^T dS^T: the key block is the contraction, HEAD_DIM the rows (one warpgroup's 64 each
             # with 8 warps) -- a wgmma whatever BLOCK_M; added into a transposed fp32 dQ whose query index is
             # contiguous (the accumulator's pairs along a row are one 8-byte vector atomic each)
@@ -137,7 +150,8 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                          ATOMIC_DQ: tl.constexpr, WS: tl.constexpr = False,
                          STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False,
                          GROUP: tl.constexpr = 0, EVEN_M: tl.constexpr = False, TAIL: tl.constexpr = None,
-                         KV_REGS: tl.constexpr = 0, DS_TILED: tl.constexpr = False):
+                         KV_REGS: tl.constexpr = 0, DS_TILED: tl.constexpr = False, FLAT_DQ: tl.constexpr = False,
+                         DQ_FIRST: tl.constexpr = False):
     """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ); WS: a producer warp(group)
     fills the loop's TMA ring (the bench's sweep tries it). Q, K, V, dO, dK, dV share
     the strides (the wrapper makes them contiguous); DQ is fp32 with its own."""
@@ -182,6 +196,8 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                                            block_shape=[BLOCK_M, HEAD_DIM])
         do_ptrs = tl.make_tensor_descriptor(DO + off, shape=[N_CTX, HEAD_DIM], strides=[stride_m, 1],
                                             block_shape=[BLOCK_M, HEAD_DIM])
+        if FLAT_DQ:  # the head's cdiv(N_CTX, BLOCK_M) blocks of HEAD_DIM x BLOCK_M fp32 (kl.bulk_add's order)
+            dq_ptrs = DQ + dq_off
     ds_desc = None
     ds_base = 0
     if STORE_DS and DS_TILED:
@@ -204,10 +220,11 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                              offs_n, offs_m0, qk_scale, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
                              True, ATOMIC_DQ, WS == 1, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL,
-                             DS_TILED, ds_base, BLOCK_N)
+                             DS_TILED, ds_base, BLOCK_N, FLAT_DQ, DQ_FIRST)
     dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                          offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
-                         ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base, BLOCK_N)
+                         ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base, BLOCK_N, FLAT_DQ,
+                         DQ_FIRST)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
     tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
 
@@ -347,6 +364,22 @@ def attn_bwd_dq_from_ds_kernel(DST, K, DQ, sm_scale, stride_z, stride_h, stride_
              (dq * sm_scale).to(DQ.dtype.element_ty), mask=offs_m[:, None] < N_CTX)
 
 
+@triton.jit
+def attn_bwd_dq_flat_cast_kernel(DQA, DQ, scale, N_CTX, BLOCK: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """dQ = scale * dQ of one [BLOCK] query block of one head from dq_mode="flat"'s accumulator: block
+    ``program_id(0)`` of the head ([HEAD_DIM, BLOCK] fp32 in the staging order, kl.bulk_add) read back through
+    kl.staging_offsets, transposed and written along the head dim."""
+    t = tl.program_id(0)
+    off_hz = tl.program_id(1).to(tl.int64)
+    blocks = tl.cdiv(N_CTX, BLOCK)
+    base = DQA + (off_hz * blocks + t) * (HEAD_DIM * BLOCK)
+    x = tl.load(base + tl.staging_offsets(HEAD_DIM, BLOCK, tl.float32))
+    offs_n = t * BLOCK + tl.arange(0, BLOCK)
+    offs_d = tl.arange(0, HEAD_DIM)
+    tl.store(DQ + off_hz * N_CTX * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :],
+             tl.trans(x * scale).to(DQ.dtype.element_ty), mask=offs_n[:, None] < N_CTX)
+
+
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) by head dim, for the dK/dV kernel (BLOCK_M query rows per step of a
 # BLOCK_N key block) and the dQ kernel (BLOCK_M query block, BLOCK_N keys per step); 0 spills on sm_90a. Head
 # dims 64 and 128: the bench sweep's fastest pair on an H200 (2026-11-27, docs/attention.md)
@@ -356,6 +389,9 @@ DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128:
 ATOMIC_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (32, 128, 8, 3)}
 # dq_mode="ds": the dK/dV kernel also stores dS^T; dQ = dS K by attn_bwd_dq_from_ds_kernel, whose BLOCK_M is the
 # dK/dV kernel's BLOCK_N (causal: the tiles it reads are the ones written); 0 spills on sm_90a
+# dq_mode="flat" (FLAT_DQ): the atomic mode's dots, dQ^T's tile of each query step added by one 1-D bulk reduction
+# (kl.bulk_add) into a tile-contiguous fp32 accumulator; 64-query steps at 128 (FA3's tile)
+FLAT_DKDV_CONFIGS = {**ATOMIC_DKDV_CONFIGS, 128: (64, 128, 8, 2)}
 DS_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (64, 128, 8, 3)}
 DQ_FROM_DS_CONFIGS = {16: (32, 32, 4, 3), 32: (32, 32, 4, 3), 64: (64, 64, 4, 4), 128: (128, 64, 8, 3)}
 # ds's dK/dV kernel loads the next trip's LSE and delta rows a trip ahead (PREFETCH_LD) at these head dims (none now:
@@ -405,7 +441,7 @@ FUSED_KV_REGS = {(64, True): 1}
 # wgmma then waited for at 0 by ptxas) 8-16% slower on an H200 (docs/attention.md, "bwd18"). dkdv_config's maxnreg
 # overrides
 FUSED_MAXNREG = {}
-DQ_MODES = ("separate", "atomic", "ds", "fused")
+DQ_MODES = ("separate", "atomic", "ds", "fused", "flat")
 # dq_mode=None picks by (head dim, causal), then by head dim (default: separate; ds is faster at 128 but needs its N^2
 # workspace, see docs/attention.md "dS^T from registers, bounded workspaces"); fused at 64 (call H12b: 1.945 ms causal
 # against the separate pass's 2.08-2.15; call C2b with FUSED_TAIL and FUSED_EVEN_M: 1.930 / 29.84 ms causal at N=4096 /
@@ -498,8 +534,10 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     dq_mode = "separate" if dq_mode == "ds" and not ds else dq_mode
     if dq_mode == "fused":
         return _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, kernels.get("fused"))
-    atomic = dq_mode == "atomic"
-    c1 = _cfg(ATOMIC_DKDV_CONFIGS if atomic else DS_DKDV_CONFIGS if ds else DKDV_CONFIGS, D, dkdv_config)
+    flat = dq_mode == "flat"
+    atomic = dq_mode in ("atomic", "flat")
+    c1 = _cfg(FLAT_DKDV_CONFIGS if flat else ATOMIC_DKDV_CONFIGS if atomic else DS_DKDV_CONFIGS if ds else
+              DKDV_CONFIGS, D, dkdv_config)
     # ds with dS^T stored tile by tile (DS_TILED): where N is a multiple of both dK/dV blocks; the GEMM's query block
     # is then the dK/dV kernel's query step and its key step divides the dK/dV key block
     asked = "DS_TILED" in c1  # asked for by dkdv_config (else DS_TILED's default, dropped where dq_config cannot tile)
@@ -533,7 +571,12 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     # atomic: dQ^T in fp32, [Z, H, HEAD_DIM, N] (its third stride is the kernel's dq_stride_m)
-    dq = torch.empty((Z, H, D, N), device=q.device, dtype=torch.float32) if atomic else torch.empty_like(q)
+    # flat: cdiv(N, BLOCK_M) blocks of D * BLOCK_M fp32 a head (attn_bwd_dkdv_kernel's FLAT_DQ)
+    if flat:
+        dq = torch.empty((Z, H, triton.cdiv(N, c1["BLOCK_M"]) * D * c1["BLOCK_M"]), device=q.device,
+                         dtype=torch.float32)
+    else:
+        dq = torch.empty((Z, H, D, N), device=q.device, dtype=torch.float32) if atomic else torch.empty_like(q)
     out = {}
 
     def preprocess():
@@ -545,7 +588,8 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
 
     def dkdv():
         kernels["dkdv"][g1](q, k, v, do, dk, dv, dq, lse, delta, sm_scale, *q.stride(),
-                            *dq.stride()[:3], H, N, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=atomic, **k1)
+                            *(tuple(dq.stride()[:2]) + (0,) if flat else dq.stride()[:3]), H, N, HEAD_DIM=D,
+                            CAUSAL=causal, ATOMIC_DQ=atomic, FLAT_DQ=flat, **k1)
 
     def dq_pass():
         kernels["dq"][g2](q, k, v, do, dq, lse, delta, sm_scale, *q.stride(), H, N, HEAD_DIM=D, CAUSAL=causal, **k2)
@@ -553,8 +597,16 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     def cast():
         out["dq"] = dq.transpose(-1, -2).to(q.dtype, memory_format=torch.contiguous_format)
 
+    dq_out = torch.empty_like(q) if flat else None
+
+    def flat_cast():
+        attn_bwd_dq_flat_cast_kernel[(triton.cdiv(N, c1["BLOCK_M"]), Z * H, 1)](dq, dq_out, sm_scale, N,
+                                                                                BLOCK=c1["BLOCK_M"], HEAD_DIM=D)
+        out["dq"] = dq_out
+
     if atomic:  # the atomics add into dq: zeroed on every run of the steps
-        steps = [("preprocess", preprocess), ("dkdv", lambda: (dq.zero_(), dkdv())), ("cast", cast)]
+        steps = [("preprocess", preprocess), ("dkdv", lambda: (dq.zero_(), dkdv())),
+                 ("cast", flat_cast if flat else cast)]
     else:
         steps = [("preprocess", preprocess), ("dkdv", dkdv), ("dq", dq_pass)]
     return (lambda: (out.get("dq", dq), dk, dv)), steps

@@ -40,6 +40,10 @@ ENTRIES = {
     "dsws": dict(dq_mode="ds", dkdv_config=WS),
     "dsws2": dict(dq_mode="ds", dkdv_config=dict(WS, num_stages=2)),
     "dswsu": dict(dq_mode="ds", dkdv_config=dict(WSU, num_stages=2)),
+    # dq_mode="flat": 5 matmuls, dQ^T's tile added by a 1-D bulk reduction (kl.bulk_add) from the dK/dV loop
+    "flat": dict(dq_mode="flat", dkdv_config=dict(EVEN_M=True)),                      # (64, 128, 8, 2)
+    "flatf": dict(dq_mode="flat", dkdv_config=dict(EVEN_M=True, DQ_FIRST=True)),      # dQ^T's product first
+    "flat32w": dict(dq_mode="flat", dkdv_config=dict(BLOCK_M=32, num_stages=3, WS=1, DQ_FIRST=True, EVEN_M=True)),
 }
 
 
