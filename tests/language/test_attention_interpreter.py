@@ -185,7 +185,7 @@ def test_causal_programs_longest_first_across_head_groups_give_the_same_grads(mo
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("dq_mode", ["separate", "atomic", "ds", "fused"])
+@pytest.mark.parametrize("dq_mode", ["separate", "atomic", "ds", "fused", "flat"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("N,D", [(80, 16), (64, 32)])
 def test_backward_matches_torch_autograd(N, D, dtype, dq_mode, causal):

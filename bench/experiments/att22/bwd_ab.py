@@ -44,7 +44,59 @@ ENTRIES = {
     "flat": dict(dq_mode="flat", dkdv_config=dict(EVEN_M=True)),                      # (64, 128, 8, 2)
     "flatf": dict(dq_mode="flat", dkdv_config=dict(EVEN_M=True, DQ_FIRST=True)),      # dQ^T's product first
     "flat32w": dict(dq_mode="flat", dkdv_config=dict(BLOCK_M=32, num_stages=3, WS=1, DQ_FIRST=True, EVEN_M=True)),
+    # the producer warpgroup keeping 24 registers, the consumers 240 (KERNELC_WS_CONSUMER_REGS=240; compile knobs:
+    # ENV_ENTRIES' kernels are copies compiled and launched under them)
+    "ws240": dict(dq_mode="separate", dkdv_config=WS),
+    "ws2_240": dict(dq_mode="separate", dkdv_config=dict(WS, num_stages=2)),
+    "dsws240": dict(dq_mode="ds", dkdv_config=WS),
+    "dsws2_240": dict(dq_mode="ds", dkdv_config=dict(WS, num_stages=2)),
 }
+#: entry -> compile knobs its kernels are compiled under (copies of the kernels, the knobs set around its calls)
+ENV_ENTRIES = {n: {"KERNELC_WS_CONSUMER_REGS": "240"} for n in ("ws240", "ws2_240", "dsws240", "dsws2_240")}
+
+
+def _with_env(name, kw):
+    """attention_bwd's keyword arguments for ``name`` and a wrapper that sets its knobs around a call."""
+    env = ENV_ENTRIES.get(name)
+    if not env:
+        return kw, lambda f: f
+    import kernelc
+    from examples.kernels import attention_bwd as B
+    # only the dK/dV kernel is a copy: the dQ kernel (or ds's GEMM) is the module's, loaded without the knobs
+    # before any entry runs (main's first call), so the entry differs from "ws" / "dsws" in the dK/dV kernel only
+    kw = dict(kw, kernels=dict(dkdv=kernelc.jit(B.attn_bwd_dkdv_kernel.fn)))
+
+    def wrap(f):
+        def g():
+            old = {k: os.environ.get(k) for k in env}
+            os.environ.update(env)
+            try:
+                return f()
+            finally:
+                for k, v in old.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
+        return g
+    return kw, wrap
+
+
+def _report_kernels(name, kw):
+    """Registers, spills and the setmaxnreg counts of the dK/dV kernel an entry launched (the entry's copy, or the
+    module's kernel): shows that an ENV_ENTRIES' knob reached its compile."""
+    import re
+    try:
+        from kernelc.runtime import launcher
+        from examples.kernels import attention_bwd as B
+        fn = (kw.get("kernels") or {}).get("dkdv", B.attn_bwd_dkdv_kernel)
+        for ent in launcher.get_state(fn)["cache"].values():
+            ck = ent.compiled
+            regs = re.findall(r"setmaxnreg\.(\w+)\.sync\.aligned\.u32 (\d+)", ck.asm.get("ptx", "") or "")
+            print(f"  {name}: dkdv regs {ck.n_regs} spills {ck.n_spills} shared {ck.shared} setmaxnreg {regs}",
+                  flush=True)
+    except Exception as e:  # a diagnostic only
+        print(f"  {name}: no kernel report ({type(e).__name__}: {e})", flush=True)
 
 
 def rel(a, b):
@@ -79,6 +131,9 @@ def main():
         scale = D ** -0.5
         o, lse = A.attention_fwd(q, k, v, causal, scale, return_lse=True)
         leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        if any(n in ENV_ENTRIES for n in args.entries):  # the module's kernels loaded without the entries' knobs
+            for mode in ("separate", "ds"):
+                B.attention_bwd(do, q, k, v, o, lse, causal, scale, dq_mode=mode, dkdv_config=dict(EVEN_M=False))
         fns, grads = {}, {}
         for name in args.entries:
             kw = ENTRIES[name]
@@ -97,8 +152,11 @@ def main():
                     fn()
                     grads[name] = tuple(t.grad.clone() for t in leaves)
             else:
-                fns[name] = lambda kw=kw: B.attention_bwd(do, q, k, v, o, lse, causal, scale, **kw)
+                kw, wrap = _with_env(name, kw)
+                fns[name] = wrap(lambda kw=kw: B.attention_bwd(do, q, k, v, o, lse, causal, scale, **kw))
                 grads[name] = fns[name]()
+                if dev == "cuda":
+                    _report_kernels(name, kw)
         if dev == "cuda":
             torch.cuda.synchronize()
         if args.warm:

@@ -429,6 +429,8 @@ def _tag_ws(f: _Facts, op: Op) -> None:
     op.attrs["ws"] = {"producer_warps": 4 if setmaxnreg else PRODUCER_WARPS, "setmaxnreg": bool(setmaxnreg),
                       "release": "lagged" if lagged else "at_issue",
                       "pingpong": bool(get("KERNELC_WS_PINGPONG") and f.nw == 8 and len(dots) >= 2)}
+    if setmaxnreg and get("KERNELC_WS_CONSUMER_REGS") != "232":  # written only where not the default split
+        op.attrs["ws"]["consumer_regs"] = int(get("KERNELC_WS_CONSUMER_REGS"))
 
 
 def _const(f: _Facts, v: Value) -> Optional[int]:
