@@ -1,5 +1,5 @@
-"""(att22: a copy of att21's bwd_ab.py with its own entries.) The attention backward's variants against cuDNN in one process, interleaved round by round (A B ... then
-reversed): ``attention_bwd`` called directly on the saved O and LSE (no autograd), cuDNN's backward through autograd
+"""(att22: a copy of att21's bwd_ab.py with its own entries.) The attention backward's variants against cuDNN in
+one process, interleaved round by round (A B ... then reversed): ``attention_bwd`` called directly on the saved O and LSE (no autograd), cuDNN's backward through autograd
 (SDPA's cuDNN backend, grads cleared untimed). Every variant's gradients are checked against the default's and
 cuDNN's (relative max error).
 
