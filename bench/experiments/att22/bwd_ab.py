@@ -50,9 +50,14 @@ ENTRIES = {
     "ws2_240": dict(dq_mode="separate", dkdv_config=dict(WS, num_stages=2)),
     "dsws240": dict(dq_mode="ds", dkdv_config=WS),
     "dsws2_240": dict(dq_mode="ds", dkdv_config=dict(WS, num_stages=2)),
+    # ... and the two consumer warpgroups taking turns on the tensor cores (KERNELC_WS_PINGPONG=1)
+    "ws240pp": dict(dq_mode="separate", dkdv_config=WS),
+    "dsws2_240pp": dict(dq_mode="ds", dkdv_config=dict(WS, num_stages=2)),
 }
 #: entry -> compile knobs its kernels are compiled under (copies of the kernels, the knobs set around its calls)
 ENV_ENTRIES = {n: {"KERNELC_WS_CONSUMER_REGS": "240"} for n in ("ws240", "ws2_240", "dsws240", "dsws2_240")}
+ENV_ENTRIES.update({n: {"KERNELC_WS_CONSUMER_REGS": "240", "KERNELC_WS_PINGPONG": "1"} for n in ("ws240pp",
+                                                                                                 "dsws2_240pp")})
 
 
 def _with_env(name, kw):
