@@ -282,3 +282,16 @@ def test_fused_mode_compiles_without_spills(D, causal, desc):
     assert len(_mma_loops(ck.asm["sass"])) >= 4  # causal: dK/dV's two loops, then dQ's two
     # the dQ loop's K, V: cp.async after the program's dK/dV stores, or a TMA ring through descriptors
     assert ("LDGSTS" in ck.asm["sass"]) != desc
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_d128_dkdv_with_a_producer_warpgroup_gives_its_consumers_240_registers(causal):
+    # WS=1 at (64, 128, 8, 3): dK and dV carried in fp32 are 128 registers a consumer thread, so
+    # KERNELC_WS_CONSUMER_REGS=auto gives the consumers 240 (the producer warpgroup 24): spill-free at both masks
+    # (232 spilled 40 bytes causal); the dQ kernel (one [128, 128] accumulator, 64 a thread) keeps 232
+    ck = compile_dkdv(128, causal, WS=1, EVEN_M=True)
+    assert ck.n_spills == 0, ck.n_spills
+    assert ck.launch_warps == 12 and "consumer_regs=240" in ck.asm["tir"]
+    assert "setmaxnreg.dec.sync.aligned.u32 24;" in ck.asm["ptx"] and "setmaxnreg.inc.sync.aligned.u32 240;" in \
+        ck.asm["ptx"]
+    assert "setmaxnreg.inc.sync.aligned.u32 232;" in compile_dq(128, causal).asm["ptx"]
