@@ -53,11 +53,18 @@ ENTRIES = {
     # ... and the two consumer warpgroups taking turns on the tensor cores (KERNELC_WS_PINGPONG=1)
     "ws240pp": dict(dq_mode="separate", dkdv_config=WS),
     "dsws2_240pp": dict(dq_mode="ds", dkdv_config=dict(WS, num_stages=2)),
+    # R2 (the branch's KERNELC_WS_CONSUMER_REGS=auto gives every WS entry above 240 without a knob)
+    "dswspp": dict(dq_mode="ds", dkdv_config=WS),
+    "flat32wpp": dict(dq_mode="flat", dkdv_config=dict(BLOCK_M=32, num_stages=3, WS=1, DQ_FIRST=True, EVEN_M=True)),
+    "ds1g": dict(dq_mode="ds", ds_workspace_bytes=1 << 30),            # dS^T's workspace at most 1 GiB
+    "ds2g": dict(dq_mode="ds", ds_workspace_bytes=2 << 30),
+    "dsws1g": dict(dq_mode="ds", dkdv_config=WS, ds_workspace_bytes=1 << 30),
 }
 #: entry -> compile knobs its kernels are compiled under (copies of the kernels, the knobs set around its calls)
 ENV_ENTRIES = {n: {"KERNELC_WS_CONSUMER_REGS": "240"} for n in ("ws240", "ws2_240", "dsws240", "dsws2_240")}
 ENV_ENTRIES.update({n: {"KERNELC_WS_CONSUMER_REGS": "240", "KERNELC_WS_PINGPONG": "1"} for n in ("ws240pp",
                                                                                                  "dsws2_240pp")})
+ENV_ENTRIES.update({n: {"KERNELC_WS_PINGPONG": "1"} for n in ("dswspp", "flat32wpp")})
 
 
 def _with_env(name, kw):
