@@ -75,9 +75,8 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
     if PREFETCH_LD:
         lse_n = tl.load(LSE + lo + offs_m0, mask=lo + offs_m0 < N_CTX, other=0.0)
         delta_n = tl.load(Delta + lo + offs_m0, mask=lo + offs_m0 < N_CTX, other=0.0)
-    # no producer warp by default (WS): dK and dV hold two fp32 [BLOCK_N, HEAD_DIM] accumulators, and a
-    # producer warpgroup caps the consumers at 240 registers with setmaxnreg (spill-free at head dim 128 only
-    # with BLOCK_M = 32; 168 spilled at 64)
+    # WS: a producer warp(group) fills the Q/dO ring (DKDV_WS / DS_WS); at 8 warps it gives its registers to the
+    # consumers (setmaxnreg), whose dK and dV fp32 accumulators get them 240 (KERNELC_WS_CONSUMER_REGS=auto)
     # TAIL: dK += dS^T Q left in flight across the back edge (tl.range's async_tail; None: KERNELC_WGMMA_ASYNC_TAIL)
     for start_m in tl.range(lo, hi, BLOCK_M, warp_specialize=WS, async_tail=TAIL):
         offs_m = start_m + offs_m0
@@ -153,8 +152,9 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                          KV_REGS: tl.constexpr = 0, DS_TILED: tl.constexpr = False, FLAT_DQ: tl.constexpr = False,
                          DQ_FIRST: tl.constexpr = False):
     """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ); WS: a producer warp(group)
-    fills the loop's TMA ring (the bench's sweep tries it). Q, K, V, dO, dK, dV share
-    the strides (the wrapper makes them contiguous); DQ is fp32 with its own."""
+    fills the loops' TMA ring (1: both loops; 2: the unmasked one only, causal's diagonal loop without it). Q, K, V,
+    dO, dK, dV share the strides (the wrapper makes them contiguous); DQ is fp32 with its own (FLAT_DQ: the head's
+    blocks of dQ^T in kl.bulk_add's staging order, added by the loop; DQ_FIRST: dQ^T's product before dK's)."""
     if CAUSAL and GROUP > 0:  # longest first across GROUP heads: key block 0 sees every query block
         blk, off_hz = _lpt_block(GROUP)
         start_n = blk * BLOCK_N
@@ -456,6 +456,13 @@ DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 2), 128: (
 # kernels run 4 programs an SM with their waits deferred: on an H200 (call R1b, N=16384) 2.4% faster than the separate
 # pass before, non-causal
 DKDV_EVEN_M = {64: True}
+# the dK/dV loop with a producer warpgroup (the kernels' WS: it fills the Q/dO ring, the consumers meet on named
+# barriers; both consumer warpgroups get 240 registers by setmaxnreg, KERNELC_WS_CONSUMER_REGS=auto) by (head dim,
+# causal), for the separate pass (DKDV_WS) and ds (DS_WS); dkdv_config's WS overrides. On an H200 (att22's R1,
+# docs/attention.md "att22") non-causal D=128: the separate pass 1.5-4.6% faster, ds 1.1-4.0% (N 4096 and 16384);
+# causal slower (separate 2-5% at N 16384, ds 15%): not set there
+DKDV_WS = {(128, False): 1}
+DS_WS = {(128, False): 1}
 # causal grids ordered longest first across groups of this many heads (GROUP, the kernels' constexpr; 0: each
 # head's blocks launched together, a head's longest first): (head dim, dQ mode) -> (dK/dV kernel's, dQ kernel's
 # or ds's dQ GEMM's). On an H200 (call H12b, N=4096, docs/attention.md) groups of 8: ds 4% faster at D=128 and
@@ -563,6 +570,10 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
         c.setdefault("GROUP", g)
     if dq_mode == "separate" and not ds:
         c1.setdefault("EVEN_M", DKDV_EVEN_M.get(D, False))
+        if DKDV_WS.get((D, bool(causal))):  # passed only where set: the other kernels' keys stay as they were
+            c1.setdefault("WS", DKDV_WS[(D, bool(causal))])
+    if ds and DS_WS.get((D, bool(causal))):
+        c1.setdefault("WS", DS_WS[(D, bool(causal))])
     if c1.get("EVEN_M"):  # asked for: unmasked LSE/delta loads only where no query step runs past N
         c1["EVEN_M"] = N % c1["BLOCK_M"] == 0
     if ds:
@@ -765,6 +776,8 @@ def _separate_launches(q, causal, sm_scale):
     for c, g in zip((c1, c2), CAUSAL_GROUP.get((D, "separate"), (0, 0))):
         c.setdefault("GROUP", g)
     c1.setdefault("EVEN_M", DKDV_EVEN_M.get(D, False))
+    if DKDV_WS.get((D, bool(causal))):
+        c1.setdefault("WS", DKDV_WS[(D, bool(causal))])
     if c1.get("EVEN_M"):
         c1["EVEN_M"] = N % c1["BLOCK_M"] == 0
     g1, k1 = _grid(triton.cdiv(N, c1["BLOCK_N"]), Z * H, causal, c1)
@@ -784,7 +797,7 @@ def _plan_deps():
     """The tables and kernels a plan was made from: a plan whose are not these any more (a table or kernel replaced,
     as tests and benches do) is made again. A table changed in place needs clear_plans()."""
     return (FUSED_CONFIGS, FUSED_EVEN_M, FUSED_TAIL, FUSED_KV_REGS, FUSED_MAXNREG, FUSED_DQ_DESC, DKDV_CONFIGS,
-            DQ_CONFIGS, CAUSAL_GROUP, DKDV_EVEN_M, PRE_BLOCK, attn_bwd_fused_kernel, attn_bwd_dkdv_kernel,
+            DQ_CONFIGS, CAUSAL_GROUP, DKDV_EVEN_M, DKDV_WS, PRE_BLOCK, attn_bwd_fused_kernel, attn_bwd_dkdv_kernel,
             attn_bwd_dq_kernel, attn_bwd_preprocess_kernel)
 
 
