@@ -390,8 +390,14 @@ ATOMIC_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3
 # dq_mode="ds": the dK/dV kernel also stores dS^T; dQ = dS K by attn_bwd_dq_from_ds_kernel, whose BLOCK_M is the
 # dK/dV kernel's BLOCK_N (causal: the tiles it reads are the ones written); 0 spills on sm_90a
 # dq_mode="flat" (FLAT_DQ): the atomic mode's dots, dQ^T's tile of each query step added by one 1-D bulk reduction
-# (kl.bulk_add) into a tile-contiguous fp32 accumulator; 64-query steps at 128 (FA3's tile)
-FLAT_DKDV_CONFIGS = {**ATOMIC_DKDV_CONFIGS, 128: (64, 128, 8, 2)}
+# (kl.bulk_add) into a tile-contiguous fp32 accumulator (5 matmuls, no N^2 workspace, not deterministic); with the
+# kernel constexprs FLAT_KNOBS by head dim (dkdv_config overrides). D=128 on an H200 (att22's R1/R2, docs/attention.md
+# "att22"): at 32-query steps with a producer warpgroup and dQ^T's product first, 6.2-6.5 ms at N 4096 non-causal and
+# 96-97 at 16384 (the separate pass 6.6-7.1 / 104-105, ds with WS 5.9-6.5 / 90-93); causal 1.3x the separate pass;
+# at FA3's 64-query steps (255 registers, 48 B spilled; with a producer warpgroup ptxas serialises its wgmmas, C7512)
+# 7.7-8.0 ms
+FLAT_DKDV_CONFIGS = dict(ATOMIC_DKDV_CONFIGS)
+FLAT_KNOBS = {128: dict(WS=1, DQ_FIRST=True, EVEN_M=True)}
 DS_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (64, 128, 8, 3)}
 DQ_FROM_DS_CONFIGS = {16: (32, 32, 4, 3), 32: (32, 32, 4, 3), 64: (64, 64, 4, 4), 128: (128, 64, 8, 3)}
 # ds's dK/dV kernel loads the next trip's LSE and delta rows a trip ahead (PREFETCH_LD) at these head dims (none now:
@@ -574,6 +580,9 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
             c1.setdefault("WS", DKDV_WS[(D, bool(causal))])
     if ds and DS_WS.get((D, bool(causal))):
         c1.setdefault("WS", DS_WS[(D, bool(causal))])
+    if flat:
+        for key, val in FLAT_KNOBS.get(D, {}).items():
+            c1.setdefault(key, val)
     if c1.get("EVEN_M"):  # asked for: unmasked LSE/delta loads only where no query step runs past N
         c1["EVEN_M"] = N % c1["BLOCK_M"] == 0
     if ds:

@@ -295,3 +295,17 @@ def test_d128_dkdv_with_a_producer_warpgroup_gives_its_consumers_240_registers(c
     assert "setmaxnreg.dec.sync.aligned.u32 24;" in ck.asm["ptx"] and "setmaxnreg.inc.sync.aligned.u32 240;" in \
         ck.asm["ptx"]
     assert "setmaxnreg.inc.sync.aligned.u32 232;" in compile_dq(128, causal).asm["ptx"]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flat_dq_at_d128_adds_dqt_from_the_producer_warpgroup(causal):
+    # dq_mode="flat" at D=128 (FLAT_DKDV_CONFIGS, FLAT_KNOBS: 32-query steps, a producer warpgroup, dQ^T's product
+    # first): spill-free, every dot on wgmma, dQ^T's tile handed to the producer, which issues one 1-D bulk reduction
+    # (UBLKRED) a trip; the consumers' loop issues none (KERNELC_WS_BULK_ISSUE=producer)
+    ck = compile_dkdv(128, causal, atomic=True, FLAT_DQ=True, **B.FLAT_KNOBS[128])
+    assert ck.n_spills == 0, ck.n_spills
+    assert {d["engine"] for d in ck.reports["dots"]} == {"wgmma"}
+    assert "consumer_regs=240" in ck.asm["tir"]
+    sass = ck.asm["sass"]
+    assert "UBLKRED.G.S.ADD.F32" in sass and not re.search(r"\bREDG|ATOMG\.E\.ADD", sass)  # no per-element atomics
+    assert not any(o.startswith("UBLKRED") for o in _first_loop(sass))

@@ -59,6 +59,10 @@ ENTRIES = {
     "ds1g": dict(dq_mode="ds", ds_workspace_bytes=1 << 30),            # dS^T's workspace at most 1 GiB
     "ds2g": dict(dq_mode="ds", ds_workspace_bytes=2 << 30),
     "dsws1g": dict(dq_mode="ds", dkdv_config=WS, ds_workspace_bytes=1 << 30),
+    # R3, the branch's defaults (DKDV_WS / DS_WS: WS non-causal at D=128; FLAT_KNOBS) against the same without WS
+    "sepnows": dict(dq_mode="separate", dkdv_config=dict(WS=0)),
+    "dsnows": dict(dq_mode="ds", dkdv_config=dict(WS=0)),
+    "flatd": dict(dq_mode="flat"),
 }
 #: entry -> compile knobs its kernels are compiled under (copies of the kernels, the knobs set around its calls)
 ENV_ENTRIES = {n: {"KERNELC_WS_CONSUMER_REGS": "240"} for n in ("ws240", "ws2_240", "dsws240", "dsws2_240")}
