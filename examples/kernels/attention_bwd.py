@@ -16,11 +16,15 @@ base-2 row log-sum-exp ``LSE`` of the scaled logits. Backward, for dO:
 ``dq_mode="ds"``: the dK/dV kernel also stores dS^T (``STORE_DS``) and ``attn_bwd_dq_from_ds_kernel`` computes
 dQ = dS K as a GEMM over it (5 matmuls, deterministic, an ``N^2`` workspace a head).
 
-``attention(q, k, v, causal, sm_scale)`` is differentiable; ``dq_mode="atomic"`` picks the one-kernel variant,
-``"ds"`` the stored-dS one (which is faster where: ``python3 -m bench attention``, docs/attention.md). The
-one-kernel variants that added dQ's tiles by TMA bulk reductions (``"bulk"``, ``"flat"``) measured slower than ``ds``
-and the separate pass and were removed (docs/attention.md, "FlashAttention-3's dQ again" and
-"FlashAttention-3's dQ by a 1-D bulk reduction").
+``dq_mode="flat"``: the dK/dV kernel also computes ``dQ^T = K^T dS^T`` a step and adds its tile into a fp32
+accumulator by one 1-D bulk reduction (``kl.bulk_add``, FLAT_DQ; 5 matmuls, no N^2 workspace, not deterministic),
+then one cast kernel (:data:`FLAT_KNOBS`).
+
+``attention(q, k, v, causal, sm_scale)`` is differentiable; ``dq_mode="atomic"`` picks the one-kernel variant with
+per-element atomics, ``"ds"`` the stored-dS one (which is faster where: ``python3 -m bench attention``,
+docs/attention.md). The 2-D TMA form of the bulk adds (``"bulk"``) measured slower than ``ds`` and the separate pass
+and was removed (docs/attention.md, "FlashAttention-3's dQ again"); ``"flat"`` came back at D=128 with a producer
+warpgroup (docs/attention.md, "att22").
 """
 import kernelc as triton
 import kernelc.language as tl
