@@ -391,17 +391,17 @@ DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128:
 # ATOMIC_DQ adds dQ^T = K^T dS^T ([HEAD_DIM, BLOCK_M]) a step: a wgmma when HEAD_DIM is 64 rows a warpgroup
 # (4 warps at 64, 8 at 128; else mma.sync), spill-free at these query steps
 ATOMIC_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (32, 128, 8, 3)}
-# dq_mode="ds": the dK/dV kernel also stores dS^T; dQ = dS K by attn_bwd_dq_from_ds_kernel, whose BLOCK_M is the
-# dK/dV kernel's BLOCK_N (causal: the tiles it reads are the ones written); 0 spills on sm_90a
 # dq_mode="flat" (FLAT_DQ): the atomic mode's dots, dQ^T's tile of each query step added by one 1-D bulk reduction
 # (kl.bulk_add) into a tile-contiguous fp32 accumulator (5 matmuls, no N^2 workspace, not deterministic); with the
 # kernel constexprs FLAT_KNOBS by head dim (dkdv_config overrides). D=128 on an H200 (att22's R1/R2, docs/attention.md
 # "att22"): at 32-query steps with a producer warpgroup and dQ^T's product first, 6.2-6.5 ms at N 4096 non-causal and
-# 96-97 at 16384 (the separate pass 6.6-7.1 / 104-105, ds with WS 5.9-6.5 / 90-93); causal 1.3x the separate pass;
-# at FA3's 64-query steps (255 registers, 48 B spilled; with a producer warpgroup ptxas serialises its wgmmas, C7512)
-# 7.7-8.0 ms
+# 96-97 at 16384 (the separate pass 6.6-7.1 / 104-105, ds with WS 5.9-6.5 / 90-93); causal 1.13-1.26x the separate
+# pass; at FA3's 64-query steps (255 registers, 48 B spilled; with a producer warpgroup ptxas serialises its wgmmas,
+# C7512) 7.7-8.0 ms
 FLAT_DKDV_CONFIGS = dict(ATOMIC_DKDV_CONFIGS)
 FLAT_KNOBS = {128: dict(WS=1, DQ_FIRST=True, EVEN_M=True)}
+# dq_mode="ds": the dK/dV kernel also stores dS^T; dQ = dS K by attn_bwd_dq_from_ds_kernel, whose BLOCK_M is the
+# dK/dV kernel's BLOCK_N (causal: the tiles it reads are the ones written); 0 spills on sm_90a
 DS_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (64, 128, 8, 3)}
 DQ_FROM_DS_CONFIGS = {16: (32, 32, 4, 3), 32: (32, 32, 4, 3), 64: (64, 64, 4, 4), 128: (128, 64, 8, 3)}
 # ds's dK/dV kernel loads the next trip's LSE and delta rows a trip ahead (PREFETCH_LD) at these head dims (none now:
@@ -468,9 +468,9 @@ DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 2), 128: (
 DKDV_EVEN_M = {64: True}
 # the dK/dV loop with a producer warpgroup (the kernels' WS: it fills the Q/dO ring, the consumers meet on named
 # barriers; both consumer warpgroups get 240 registers by setmaxnreg, KERNELC_WS_CONSUMER_REGS=auto) by (head dim,
-# causal), for the separate pass (DKDV_WS) and ds (DS_WS); dkdv_config's WS overrides. On an H200 (att22's R1,
-# docs/attention.md "att22") non-causal D=128: the separate pass 1.5-4.6% faster, ds 1.1-4.0% (N 4096 and 16384);
-# causal slower (separate 2-5% at N 16384, ds 15%): not set there
+# causal), for the separate pass (DKDV_WS) and ds (DS_WS); dkdv_config's WS overrides. On an H200 (att22's R1-R3,
+# docs/attention.md "att22") non-causal D=128: the separate pass 1.5-4.6% faster like for like (R1; R3's default 5.5-11%
+# at N 4096), ds 0-4.6% (N 4096 and 16384); causal not faster (the separate pass -1.6% to +5.4%, ds 14-21% slower)
 DKDV_WS = {(128, False): 1}
 DS_WS = {(128, False): 1}
 # causal grids ordered longest first across groups of this many heads (GROUP, the kernels' constexpr; 0: each

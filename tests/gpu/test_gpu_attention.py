@@ -108,8 +108,9 @@ def test_backward_candidate_dkdv_with_a_producer_warp(D, cfg, causal):
                                                  ("separate", 2, 2, "232"), ("ds", 1, 2, "240"),
                                                  ("flat", 1, 3, "auto")])
 def test_d128_dkdv_with_a_producer_warpgroup(mode, ws, stages, regs, causal, monkeypatch):
-    # the D=128 dK/dV loop at (64, 128) (flat: (32, 128)) with a producer warpgroup (WS=1: both loops, 2: the unmasked one only),
-    # setmaxnreg consumers at 232 or 240 registers (KERNELC_WS_CONSUMER_REGS, the kernel compiled under it as a copy),
+    # the D=128 dK/dV loop at (64, 128) (flat: (32, 128)) with a producer warpgroup (WS=1: both loops, 2: the
+    # unmasked one only), setmaxnreg consumers at 232 or 240 registers (KERNELC_WS_CONSUMER_REGS, the kernel compiled
+    # under it as a copy),
     # in the separate pass and ds; flat (FLAT_KNOBS: 32-query steps, WS, DQ_FIRST): dQ added by the dK/dV loop
     # (docs/attention.md, "att22")
     import kernelc

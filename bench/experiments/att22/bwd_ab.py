@@ -1,7 +1,7 @@
 """(att22: a copy of att21's bwd_ab.py with its own entries.) The attention backward's variants against cuDNN in
-one process, interleaved round by round (A B ... then reversed): ``attention_bwd`` called directly on the saved O and LSE (no autograd), cuDNN's backward through autograd
-(SDPA's cuDNN backend, grads cleared untimed). Every variant's gradients are checked against the default's and
-cuDNN's (relative max error).
+one process, interleaved round by round (A B ... then reversed): ``attention_bwd`` called directly on the saved O and
+LSE (no autograd), cuDNN's backward through autograd (SDPA's cuDNN backend, grads cleared untimed). Every variant's
+gradients are checked against the default's and cuDNN's (relative max error).
 
     python3 bench/experiments/att22/bwd_ab.py --seq 4096 --head-dim 128 --causal 0 1 --entries cudnn def ws ds dsws \\
         --rounds 2 --rep-ms 40 --out OUT.json [--warm]
@@ -203,7 +203,8 @@ def main():
                   f"cuDNN/this {ratio}  err def {row['err_vs_def']:.1e} cudnn {row['err_vs_cudnn'] or 0:.1e}",
                   flush=True)
         if args.out:
-            json.dump(dict(rows=rows, device=torch.cuda.get_device_name() if dev == "cuda" else dev, elapsed_s=time.time() - t0),
+            json.dump(dict(rows=rows, device=torch.cuda.get_device_name() if dev == "cuda" else dev,
+                           elapsed_s=time.time() - t0),
                       open(args.out, "w"), indent=1)
         del q, k, v, do, o, lse, leaves, fns, grads
         if dev == "cuda":
