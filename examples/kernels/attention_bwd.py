@@ -16,11 +16,15 @@ base-2 row log-sum-exp ``LSE`` of the scaled logits. Backward, for dO:
 ``dq_mode="ds"``: the dK/dV kernel also stores dS^T (``STORE_DS``) and ``attn_bwd_dq_from_ds_kernel`` computes
 dQ = dS K as a GEMM over it (5 matmuls, deterministic, an ``N^2`` workspace a head).
 
-``attention(q, k, v, causal, sm_scale)`` is differentiable; ``dq_mode="atomic"`` picks the one-kernel variant,
-``"ds"`` the stored-dS one (which is faster where: ``python3 -m bench attention``, docs/attention.md). The
-one-kernel variants that added dQ's tiles by TMA bulk reductions (``"bulk"``, ``"flat"``) measured slower than ``ds``
-and the separate pass and were removed (docs/attention.md, "FlashAttention-3's dQ again" and
-"FlashAttention-3's dQ by a 1-D bulk reduction").
+``dq_mode="flat"``: the dK/dV kernel also computes ``dQ^T = K^T dS^T`` a step and adds its tile into a fp32
+accumulator by one 1-D bulk reduction (``kl.bulk_add``, FLAT_DQ; 5 matmuls, no N^2 workspace, not deterministic),
+then one cast kernel (:data:`FLAT_KNOBS`).
+
+``attention(q, k, v, causal, sm_scale)`` is differentiable; ``dq_mode="atomic"`` picks the one-kernel variant with
+per-element atomics, ``"ds"`` the stored-dS one (which is faster where: ``python3 -m bench attention``,
+docs/attention.md). The 2-D TMA form of the bulk adds (``"bulk"``) measured slower than ``ds`` and the separate pass
+and was removed (docs/attention.md, "FlashAttention-3's dQ again"); ``"flat"`` came back at D=128 with a producer
+warpgroup (docs/attention.md, "att22").
 """
 import kernelc as triton
 import kernelc.language as tl
@@ -65,7 +69,8 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
                 offs_m0, qk_scale, lo, hi, N_CTX, sm_scale, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
                 ATOMIC_DQ: tl.constexpr, WS: tl.constexpr, ds_desc=None, start_n=0,
                 STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False, EVEN_M: tl.constexpr = False,
-                TAIL: tl.constexpr = None, DS_TILED: tl.constexpr = False, ds_base=0, ds_step=0):
+                TAIL: tl.constexpr = None, DS_TILED: tl.constexpr = False, ds_base=0, ds_step=0,
+                FLAT_DQ: tl.constexpr = False, DQ_FIRST: tl.constexpr = False):
     """Query blocks [lo, hi) into (dk, dv) of one key block; P^T and dS^T are [BLOCK_N, BLOCK_M]. EVEN_M: N_CTX is a
     multiple of BLOCK_M, the LSE and delta rows are loaded without a mask. DS_TILED: dS^T's tile of query block j goes
     to rows ds_base + j * ds_step of the tiled workspace (attn_bwd_dkdv_kernel)."""
@@ -74,9 +79,8 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
     if PREFETCH_LD:
         lse_n = tl.load(LSE + lo + offs_m0, mask=lo + offs_m0 < N_CTX, other=0.0)
         delta_n = tl.load(Delta + lo + offs_m0, mask=lo + offs_m0 < N_CTX, other=0.0)
-    # no producer warp by default (WS): dK and dV hold two fp32 [BLOCK_N, HEAD_DIM] accumulators, and a
-    # producer warpgroup caps the consumers at 240 registers with setmaxnreg (spill-free at head dim 128 only
-    # with BLOCK_M = 32; 168 spilled at 64)
+    # WS: a producer warp(group) fills the Q/dO ring (DKDV_WS / DS_WS); at 8 warps it gives its registers to the
+    # consumers (setmaxnreg), whose dK and dV fp32 accumulators get them 240 (KERNELC_WS_CONSUMER_REGS=auto)
     # TAIL: dK += dS^T Q left in flight across the back edge (tl.range's async_tail; None: KERNELC_WGMMA_ASYNC_TAIL)
     for start_m in tl.range(lo, hi, BLOCK_M, warp_specialize=WS, async_tail=TAIL):
         offs_m = start_m + offs_m0
@@ -120,8 +124,20 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
                 ds_desc.store([ds_base + (start_m // BLOCK_M) * ds_step, 0], dsT)
             else:
                 ds_desc.store([start_n, start_m], dsT)
-        dk = tl.dot(dsT, q, dk)
-        if ATOMIC_DQ:
+        if FLAT_DQ and DQ_FIRST:
+            # dQ^T's product issued before dK's: its tile is staged and added while dS^T Q still runs (FA3's order)
+            dqT = tl.dot(tl.trans(k), dsT)
+            dk = tl.dot(dsT, q, dk)
+            tl.bulk_add(dq_ptrs + (start_m // BLOCK_M) * (dqT.shape[0] * BLOCK_M), dqT)
+        else:
+            dk = tl.dot(dsT, q, dk)
+        if FLAT_DQ and not DQ_FIRST:
+            # dQ^T = K^T dS^T of query block start_m / BLOCK_M: one contiguous fp32 block of the head's accumulator in
+            # the staging order (kl.bulk_add), added by one 1-D bulk reduction (queries past N_CTX add dS^T's zero
+            # columns into the last block's padding; attn_bwd_dq_flat_cast_kernel reads the blocks back)
+            dqT = tl.dot(tl.trans(k), dsT)
+            tl.bulk_add(dq_ptrs + (start_m // BLOCK_M) * (dqT.shape[0] * BLOCK_M), dqT)
+        elif ATOMIC_DQ and not FLAT_DQ:
             # dQ^T = K^T dS^T: the key block is the contraction, HEAD_DIM the rows (one warpgroup's 64 each
             # with 8 warps) -- a wgmma whatever BLOCK_M; added into a transposed fp32 dQ whose query index is
             # contiguous (the accumulator's pairs along a row are one 8-byte vector atomic each)
@@ -137,10 +153,12 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                          ATOMIC_DQ: tl.constexpr, WS: tl.constexpr = False,
                          STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False,
                          GROUP: tl.constexpr = 0, EVEN_M: tl.constexpr = False, TAIL: tl.constexpr = None,
-                         KV_REGS: tl.constexpr = 0, DS_TILED: tl.constexpr = False):
+                         KV_REGS: tl.constexpr = 0, DS_TILED: tl.constexpr = False, FLAT_DQ: tl.constexpr = False,
+                         DQ_FIRST: tl.constexpr = False):
     """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ); WS: a producer warp(group)
-    fills the loop's TMA ring (the bench's sweep tries it). Q, K, V, dO, dK, dV share
-    the strides (the wrapper makes them contiguous); DQ is fp32 with its own."""
+    fills the loops' TMA ring (1: both loops; 2: the unmasked one only, causal's diagonal loop without it). Q, K, V,
+    dO, dK, dV share the strides (the wrapper makes them contiguous); DQ is fp32 with its own (FLAT_DQ: the head's
+    blocks of dQ^T in kl.bulk_add's staging order, added by the loop; DQ_FIRST: dQ^T's product before dK's)."""
     if CAUSAL and GROUP > 0:  # longest first across GROUP heads: key block 0 sees every query block
         blk, off_hz = _lpt_block(GROUP)
         start_n = blk * BLOCK_N
@@ -182,6 +200,8 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                                            block_shape=[BLOCK_M, HEAD_DIM])
         do_ptrs = tl.make_tensor_descriptor(DO + off, shape=[N_CTX, HEAD_DIM], strides=[stride_m, 1],
                                             block_shape=[BLOCK_M, HEAD_DIM])
+        if FLAT_DQ:  # the head's cdiv(N_CTX, BLOCK_M) blocks of HEAD_DIM x BLOCK_M fp32 (kl.bulk_add's order)
+            dq_ptrs = DQ + dq_off
     ds_desc = None
     ds_base = 0
     if STORE_DS and DS_TILED:
@@ -203,11 +223,12 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         lo = start_n + BLOCK_N
         dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                              offs_n, offs_m0, qk_scale, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
-                             True, ATOMIC_DQ, WS, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL,
-                             DS_TILED, ds_base, BLOCK_N)
+                             True, ATOMIC_DQ, WS == 1, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL,
+                             DS_TILED, ds_base, BLOCK_N, FLAT_DQ, DQ_FIRST)
     dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                          offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
-                         ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base, BLOCK_N)
+                         ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base, BLOCK_N, FLAT_DQ,
+                         DQ_FIRST)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
     tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
 
@@ -347,6 +368,22 @@ def attn_bwd_dq_from_ds_kernel(DST, K, DQ, sm_scale, stride_z, stride_h, stride_
              (dq * sm_scale).to(DQ.dtype.element_ty), mask=offs_m[:, None] < N_CTX)
 
 
+@triton.jit
+def attn_bwd_dq_flat_cast_kernel(DQA, DQ, scale, N_CTX, BLOCK: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """dQ = scale * dQ of one [BLOCK] query block of one head from dq_mode="flat"'s accumulator: block
+    ``program_id(0)`` of the head ([HEAD_DIM, BLOCK] fp32 in the staging order, kl.bulk_add) read back through
+    kl.staging_offsets, transposed and written along the head dim."""
+    t = tl.program_id(0)
+    off_hz = tl.program_id(1).to(tl.int64)
+    blocks = tl.cdiv(N_CTX, BLOCK)
+    base = DQA + (off_hz * blocks + t) * (HEAD_DIM * BLOCK)
+    x = tl.load(base + tl.staging_offsets(HEAD_DIM, BLOCK, tl.float32))
+    offs_n = t * BLOCK + tl.arange(0, BLOCK)
+    offs_d = tl.arange(0, HEAD_DIM)
+    tl.store(DQ + off_hz * N_CTX * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :],
+             tl.trans(x * scale).to(DQ.dtype.element_ty), mask=offs_n[:, None] < N_CTX)
+
+
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) by head dim, for the dK/dV kernel (BLOCK_M query rows per step of a
 # BLOCK_N key block) and the dQ kernel (BLOCK_M query block, BLOCK_N keys per step); 0 spills on sm_90a. Head
 # dims 64 and 128: the bench sweep's fastest pair on an H200 (2026-11-27, docs/attention.md)
@@ -354,6 +391,15 @@ DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128:
 # ATOMIC_DQ adds dQ^T = K^T dS^T ([HEAD_DIM, BLOCK_M]) a step: a wgmma when HEAD_DIM is 64 rows a warpgroup
 # (4 warps at 64, 8 at 128; else mma.sync), spill-free at these query steps
 ATOMIC_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (32, 128, 8, 3)}
+# dq_mode="flat" (FLAT_DQ): the atomic mode's dots, dQ^T's tile of each query step added by one 1-D bulk reduction
+# (kl.bulk_add) into a tile-contiguous fp32 accumulator (5 matmuls, no N^2 workspace, not deterministic); with the
+# kernel constexprs FLAT_KNOBS by head dim (dkdv_config overrides). D=128 on an H200 (att22's R1/R2, docs/attention.md
+# "att22"): at 32-query steps with a producer warpgroup and dQ^T's product first, 6.2-6.5 ms at N 4096 non-causal and
+# 96-97 at 16384 (the separate pass 6.6-7.1 / 104-105, ds with WS 5.9-6.5 / 90-93); causal 1.13-1.26x the separate
+# pass; at FA3's 64-query steps (255 registers, 48 B spilled; with a producer warpgroup ptxas serialises its wgmmas,
+# C7512) 7.7-8.0 ms
+FLAT_DKDV_CONFIGS = dict(ATOMIC_DKDV_CONFIGS)
+FLAT_KNOBS = {128: dict(WS=1, DQ_FIRST=True, EVEN_M=True)}
 # dq_mode="ds": the dK/dV kernel also stores dS^T; dQ = dS K by attn_bwd_dq_from_ds_kernel, whose BLOCK_M is the
 # dK/dV kernel's BLOCK_N (causal: the tiles it reads are the ones written); 0 spills on sm_90a
 DS_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (64, 128, 8, 3)}
@@ -405,7 +451,7 @@ FUSED_KV_REGS = {(64, True): 1}
 # wgmma then waited for at 0 by ptxas) 8-16% slower on an H200 (docs/attention.md, "bwd18"). dkdv_config's maxnreg
 # overrides
 FUSED_MAXNREG = {}
-DQ_MODES = ("separate", "atomic", "ds", "fused")
+DQ_MODES = ("separate", "atomic", "ds", "fused", "flat")
 # dq_mode=None picks by (head dim, causal), then by head dim (default: separate; ds is faster at 128 but needs its N^2
 # workspace, see docs/attention.md "dS^T from registers, bounded workspaces"); fused at 64 (call H12b: 1.945 ms causal
 # against the separate pass's 2.08-2.15; call C2b with FUSED_TAIL and FUSED_EVEN_M: 1.930 / 29.84 ms causal at N=4096 /
@@ -420,6 +466,13 @@ DQ_CONFIGS = {16: (32, 16, 4, 2), 32: (32, 16, 4, 2), 64: (64, 64, 4, 2), 128: (
 # kernels run 4 programs an SM with their waits deferred: on an H200 (call R1b, N=16384) 2.4% faster than the separate
 # pass before, non-causal
 DKDV_EVEN_M = {64: True}
+# the dK/dV loop with a producer warpgroup (the kernels' WS: it fills the Q/dO ring, the consumers meet on named
+# barriers; both consumer warpgroups get 240 registers by setmaxnreg, KERNELC_WS_CONSUMER_REGS=auto) by (head dim,
+# causal), for the separate pass (DKDV_WS) and ds (DS_WS); dkdv_config's WS overrides. On an H200 (att22's R1-R3,
+# docs/attention.md "att22") non-causal D=128: the separate pass 1.5-4.6% faster like for like (R1; R3's default 5.5-11%
+# at N 4096), ds 0-4.6% (N 4096 and 16384); causal not faster (the separate pass -1.6% to +5.4%, ds 14-21% slower)
+DKDV_WS = {(128, False): 1}
+DS_WS = {(128, False): 1}
 # causal grids ordered longest first across groups of this many heads (GROUP, the kernels' constexpr; 0: each
 # head's blocks launched together, a head's longest first): (head dim, dQ mode) -> (dK/dV kernel's, dQ kernel's
 # or ds's dQ GEMM's). On an H200 (call H12b, N=4096, docs/attention.md) groups of 8: ds 4% faster at D=128 and
@@ -498,8 +551,10 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     dq_mode = "separate" if dq_mode == "ds" and not ds else dq_mode
     if dq_mode == "fused":
         return _fused_steps(do, q, k, v, o, lse, causal, sm_scale, dkdv_config, dq_config, kernels.get("fused"))
-    atomic = dq_mode == "atomic"
-    c1 = _cfg(ATOMIC_DKDV_CONFIGS if atomic else DS_DKDV_CONFIGS if ds else DKDV_CONFIGS, D, dkdv_config)
+    flat = dq_mode == "flat"
+    atomic = dq_mode in ("atomic", "flat")
+    c1 = _cfg(FLAT_DKDV_CONFIGS if flat else ATOMIC_DKDV_CONFIGS if atomic else DS_DKDV_CONFIGS if ds else
+              DKDV_CONFIGS, D, dkdv_config)
     # ds with dS^T stored tile by tile (DS_TILED): where N is a multiple of both dK/dV blocks; the GEMM's query block
     # is then the dK/dV kernel's query step and its key step divides the dK/dV key block
     asked = "DS_TILED" in c1  # asked for by dkdv_config (else DS_TILED's default, dropped where dq_config cannot tile)
@@ -525,6 +580,13 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
         c.setdefault("GROUP", g)
     if dq_mode == "separate" and not ds:
         c1.setdefault("EVEN_M", DKDV_EVEN_M.get(D, False))
+        if DKDV_WS.get((D, bool(causal))):  # passed only where set: the other kernels' keys stay as they were
+            c1.setdefault("WS", DKDV_WS[(D, bool(causal))])
+    if ds and DS_WS.get((D, bool(causal))):
+        c1.setdefault("WS", DS_WS[(D, bool(causal))])
+    if flat:
+        for key, val in FLAT_KNOBS.get(D, {}).items():
+            c1.setdefault(key, val)
     if c1.get("EVEN_M"):  # asked for: unmasked LSE/delta loads only where no query step runs past N
         c1["EVEN_M"] = N % c1["BLOCK_M"] == 0
     if ds:
@@ -533,7 +595,12 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     # atomic: dQ^T in fp32, [Z, H, HEAD_DIM, N] (its third stride is the kernel's dq_stride_m)
-    dq = torch.empty((Z, H, D, N), device=q.device, dtype=torch.float32) if atomic else torch.empty_like(q)
+    # flat: cdiv(N, BLOCK_M) blocks of D * BLOCK_M fp32 a head (attn_bwd_dkdv_kernel's FLAT_DQ)
+    if flat:
+        dq = torch.empty((Z, H, triton.cdiv(N, c1["BLOCK_M"]) * D * c1["BLOCK_M"]), device=q.device,
+                         dtype=torch.float32)
+    else:
+        dq = torch.empty((Z, H, D, N), device=q.device, dtype=torch.float32) if atomic else torch.empty_like(q)
     out = {}
 
     def preprocess():
@@ -545,7 +612,8 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
 
     def dkdv():
         kernels["dkdv"][g1](q, k, v, do, dk, dv, dq, lse, delta, sm_scale, *q.stride(),
-                            *dq.stride()[:3], H, N, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=atomic, **k1)
+                            *(tuple(dq.stride()[:2]) + (0,) if flat else dq.stride()[:3]), H, N, HEAD_DIM=D,
+                            CAUSAL=causal, ATOMIC_DQ=atomic, FLAT_DQ=flat, **k1)
 
     def dq_pass():
         kernels["dq"][g2](q, k, v, do, dq, lse, delta, sm_scale, *q.stride(), H, N, HEAD_DIM=D, CAUSAL=causal, **k2)
@@ -553,8 +621,16 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     def cast():
         out["dq"] = dq.transpose(-1, -2).to(q.dtype, memory_format=torch.contiguous_format)
 
+    dq_out = torch.empty_like(q) if flat else None
+
+    def flat_cast():
+        attn_bwd_dq_flat_cast_kernel[(triton.cdiv(N, c1["BLOCK_M"]), Z * H, 1)](dq, dq_out, sm_scale, N,
+                                                                                BLOCK=c1["BLOCK_M"], HEAD_DIM=D)
+        out["dq"] = dq_out
+
     if atomic:  # the atomics add into dq: zeroed on every run of the steps
-        steps = [("preprocess", preprocess), ("dkdv", lambda: (dq.zero_(), dkdv())), ("cast", cast)]
+        steps = [("preprocess", preprocess), ("dkdv", lambda: (dq.zero_(), dkdv())),
+                 ("cast", flat_cast if flat else cast)]
     else:
         steps = [("preprocess", preprocess), ("dkdv", dkdv), ("dq", dq_pass)]
     return (lambda: (out.get("dq", dq), dk, dv)), steps
@@ -713,6 +789,8 @@ def _separate_launches(q, causal, sm_scale):
     for c, g in zip((c1, c2), CAUSAL_GROUP.get((D, "separate"), (0, 0))):
         c.setdefault("GROUP", g)
     c1.setdefault("EVEN_M", DKDV_EVEN_M.get(D, False))
+    if DKDV_WS.get((D, bool(causal))):
+        c1.setdefault("WS", DKDV_WS[(D, bool(causal))])
     if c1.get("EVEN_M"):
         c1["EVEN_M"] = N % c1["BLOCK_M"] == 0
     g1, k1 = _grid(triton.cdiv(N, c1["BLOCK_N"]), Z * H, causal, c1)
@@ -732,7 +810,7 @@ def _plan_deps():
     """The tables and kernels a plan was made from: a plan whose are not these any more (a table or kernel replaced,
     as tests and benches do) is made again. A table changed in place needs clear_plans()."""
     return (FUSED_CONFIGS, FUSED_EVEN_M, FUSED_TAIL, FUSED_KV_REGS, FUSED_MAXNREG, FUSED_DQ_DESC, DKDV_CONFIGS,
-            DQ_CONFIGS, CAUSAL_GROUP, DKDV_EVEN_M, PRE_BLOCK, attn_bwd_fused_kernel, attn_bwd_dkdv_kernel,
+            DQ_CONFIGS, CAUSAL_GROUP, DKDV_EVEN_M, DKDV_WS, PRE_BLOCK, attn_bwd_fused_kernel, attn_bwd_dkdv_kernel,
             attn_bwd_dq_kernel, attn_bwd_preprocess_kernel)
 
 

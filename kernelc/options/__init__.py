@@ -129,6 +129,13 @@ KNOBS: Tuple[Knob, ...] = (
          "warp-specialised producer as a warpgroup that gives registers to the consumers (setmaxnreg): auto (when a "
          "wgmma stays in flight across other work of the loop, FlashAttention-3's order), 1 (always, 8 warps), 0",
          _choice(("auto", ("auto",)), ("on", _TRUE), ("off", _FALSE)), compile=True, field="ws_setmaxnreg"),
+    Knob("KERNELC_WS_CONSUMER_REGS", "choice", "auto",
+         "registers a consumer thread gets by setmaxnreg where a warp-specialised loop's producer is a warpgroup that "
+         "gives its registers away (two consumer warpgroups): 232 (the producer keeps 40), 240 (the producer keeps "
+         "24, FlashAttention-3's split), or auto: 240 where the loop's carried fp32 dot accumulators take 128 "
+         "registers a consumer thread or more, else 232",
+         _choice(("auto", ("auto",)), ("232", ("232",)), ("240", ("240",))), compile=True,
+         field="ws_consumer_regs"),
     Knob("KERNELC_WS_SPLIT_M", "bool", True,
          "a loop the program asks to warp-specialise whose one wgmma dot has 128+ rows at 4 warps runs it on two "
          "consumer warpgroups of 64 rows each, besides the producer (Triton's rule; passes/ws_consumers.py)",
@@ -517,6 +524,7 @@ class CompileOptions:
     auto_tma: str = "dots"
     warp_specialize: str = "auto"
     ws_setmaxnreg: str = "auto"
+    ws_consumer_regs: str = "auto"
     ws_split_m: bool = True
     ws_pingpong: bool = False
     device_maps_anywhere: bool = False

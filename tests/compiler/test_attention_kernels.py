@@ -282,3 +282,30 @@ def test_fused_mode_compiles_without_spills(D, causal, desc):
     assert len(_mma_loops(ck.asm["sass"])) >= 4  # causal: dK/dV's two loops, then dQ's two
     # the dQ loop's K, V: cp.async after the program's dK/dV stores, or a TMA ring through descriptors
     assert ("LDGSTS" in ck.asm["sass"]) != desc
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_d128_dkdv_with_a_producer_warpgroup_gives_its_consumers_240_registers(causal):
+    # WS=1 at (64, 128, 8, 3): dK and dV carried in fp32 are 128 registers a consumer thread, so
+    # KERNELC_WS_CONSUMER_REGS=auto gives the consumers 240 (the producer warpgroup 24): spill-free at both masks
+    # (232 spilled 40 bytes causal); the dQ kernel (one [128, 128] accumulator, 64 a thread) keeps 232
+    ck = compile_dkdv(128, causal, WS=1, EVEN_M=True)
+    assert ck.n_spills == 0, ck.n_spills
+    assert ck.launch_warps == 12 and "consumer_regs=240" in ck.asm["tir"]
+    assert "setmaxnreg.dec.sync.aligned.u32 24;" in ck.asm["ptx"] and "setmaxnreg.inc.sync.aligned.u32 240;" in \
+        ck.asm["ptx"]
+    assert "setmaxnreg.inc.sync.aligned.u32 232;" in compile_dq(128, causal).asm["ptx"]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flat_dq_at_d128_adds_dqt_from_the_producer_warpgroup(causal):
+    # dq_mode="flat" at D=128 (FLAT_DKDV_CONFIGS, FLAT_KNOBS: 32-query steps, a producer warpgroup, dQ^T's product
+    # first): spill-free, every dot on wgmma, dQ^T's tile handed to the producer, which issues one 1-D bulk reduction
+    # (UBLKRED) a trip; the consumers' loop issues none (KERNELC_WS_BULK_ISSUE=producer)
+    ck = compile_dkdv(128, causal, atomic=True, FLAT_DQ=True, **B.FLAT_KNOBS[128])
+    assert ck.n_spills == 0, ck.n_spills
+    assert {d["engine"] for d in ck.reports["dots"]} == {"wgmma"}
+    assert "consumer_regs=240" in ck.asm["tir"]
+    sass = ck.asm["sass"]
+    assert "UBLKRED.G.S.ADD.F32" in sass and not re.search(r"\bREDG|ATOMG\.E\.ADD", sass)  # no per-element atomics
+    assert not any(o.startswith("UBLKRED") for o in _first_loop(sass))

@@ -220,3 +220,29 @@ def test_fa3_order_matches_the_reference_in_the_interpreter():
     o, _ = run_attention(attn_fa3_order, q, k, v, BLOCK_M=64, BLOCK_N=32)
     ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float())
     torch.testing.assert_close(o.float(), ref, atol=2e-3, rtol=2e-3)
+
+
+def test_consumer_regs_knob_gives_the_consumers_240_and_the_producer_24(monkeypatch):
+    """KERNELC_WS_CONSUMER_REGS=240: the schedule pass writes ``consumer_regs=240`` on the loop's ws attribute (only
+    where it is not 232) and on its ws_producer; codegen emits setmaxnreg 24 / 240 (168 x 384 registers launched:
+    256 x 240 + 128 x 24). auto (the default) gives 240 only to loops carrying 128+ fp32 accumulator registers a
+    consumer thread (test_attention_kernels: the D=128 dK/dV loop). The verifier refuses another count or one
+    without setmaxnreg."""
+    from kernelc.compiler.ir.verifier import _ws_producer
+    from kernelc.compiler.ir.core import Op
+    monkeypatch.setenv("KERNELC_WS_CONSUMER_REGS", "240")
+    ck = _fa3_order(monkeypatch, "1")
+    assert "setmaxnreg.dec.sync.aligned.u32 24;" in ck.asm["ptx"] and "setmaxnreg.inc.sync.aligned.u32 240;" in \
+        ck.asm["ptx"]
+    assert "consumer_regs=240" in ck.asm["tir"]
+    for knob in ("232", "auto"):  # auto: FA3's forward order carries one [128, 128] fp32 accumulator, 64 a thread
+        monkeypatch.setenv("KERNELC_WS_CONSUMER_REGS", knob)
+        fa3 = _fa3_order(monkeypatch, "1")
+        assert "consumer_regs" not in fa3.asm["tir"] and "setmaxnreg.inc.sync.aligned.u32 232;" in fa3.asm["ptx"]
+    attrs = dict(producer_warps=4, stages=2, setmaxnreg=True)
+    ok = Op("ws_producer", [], [], dict(attrs, consumer_regs=240))
+    assert not any("consumer_regs" in e for e in _ws_producer(ok))
+    assert any("consumer_regs" in e for e in _ws_producer(Op("ws_producer", [], [], dict(attrs, consumer_regs=236))))
+    assert any("consumer_regs" in e for e in _ws_producer(Op("ws_producer", [], [],
+                                                             dict(attrs, setmaxnreg=False, producer_warps=1,
+                                                                  consumer_regs=240))))

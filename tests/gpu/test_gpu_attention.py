@@ -1,5 +1,5 @@
 """Issue 27 on the GPU: the attention forward (saved LSE, diagonal-only causal masking, head dims 64/128/256),
-the fused backward (dQ separate, atomic, ds and fused) and the fp8 forward against torch at real sizes.
+the fused backward (dQ separate, atomic, ds, fused and flat) and the fp8 forward against torch at real sizes.
 
 Tolerance: each of our outputs and gradients is compared with an fp32 computation of the same math, and
 must be within 2x the error of torch's own fp16/bf16 ``scaled_dot_product_attention`` against that fp32
@@ -54,7 +54,11 @@ BWD_CASES = [(1024, 64, torch.float16, False, "separate"), (1024, 64, torch.bflo
              (1024, 128, torch.bfloat16, False, "ds"), (1000, 64, torch.float16, True, "ds"),
              # fused: the separate pass's two kernels in one grid (program i: key block i, then query block i)
              (1000, 128, torch.float16, True, "fused"), (1024, 64, torch.bfloat16, False, "fused"),
-             (1024, 128, torch.bfloat16, False, "fused"), (1000, 64, torch.float16, True, "fused")]
+             (1024, 128, torch.bfloat16, False, "fused"), (1000, 64, torch.float16, True, "fused"),
+             # flat: dQ^T's tile a step added by one 1-D bulk reduction (kl.bulk_add) into a tile-contiguous fp32
+             # accumulator (64-query steps at D=128); N = 1000 pads the last block (its queries past N add zeros)
+             (1024, 128, torch.float16, False, "flat"), (1000, 128, torch.bfloat16, True, "flat"),
+             (1000, 64, torch.float16, True, "flat")]
 
 
 @pytest.mark.parametrize("N,D,dtype,causal,dq_mode", BWD_CASES)
@@ -97,6 +101,23 @@ def test_backward_candidate_configs(D, which, cfg, causal):
 def test_backward_candidate_dkdv_with_a_producer_warp(D, cfg, causal):
     # bench SWEEP_DKDV_WS: the dK/dV loop's ring filled by a producer warp(group), setmaxnreg at 8 warps
     _check_backward_at(D, causal, dkdv_config=dict(_cfg(cfg), WS=True))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("mode,ws,stages,regs", [("separate", 1, 3, "232"), ("separate", 1, 3, "240"),
+                                                 ("separate", 2, 2, "232"), ("ds", 1, 2, "240"),
+                                                 ("flat", 1, 3, "auto")])
+def test_d128_dkdv_with_a_producer_warpgroup(mode, ws, stages, regs, causal, monkeypatch):
+    # the D=128 dK/dV loop at (64, 128) (flat: (32, 128)) with a producer warpgroup (WS=1: both loops, 2: the
+    # unmasked one only), setmaxnreg consumers at 232 or 240 registers (KERNELC_WS_CONSUMER_REGS, the kernel compiled
+    # under it as a copy),
+    # in the separate pass and ds; flat (FLAT_KNOBS: 32-query steps, WS, DQ_FIRST): dQ added by the dK/dV loop
+    # (docs/attention.md, "att22")
+    import kernelc
+    monkeypatch.setenv("KERNELC_WS_CONSUMER_REGS", regs)
+    kernels = dict(dkdv=kernelc.jit(B.attn_bwd_dkdv_kernel.fn), dq=kernelc.jit(B.attn_bwd_dq_kernel.fn))
+    cfg = dict(num_stages=stages, EVEN_M=True, **(dict(WS=ws) if ws else {}))
+    _check_backward_at(128, causal, N=1024, dq_mode=mode, dkdv_config=cfg, kernels=kernels)
 
 
 @pytest.mark.parametrize("causal", [False, True])

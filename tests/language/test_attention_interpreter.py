@@ -185,7 +185,7 @@ def test_causal_programs_longest_first_across_head_groups_give_the_same_grads(mo
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("dq_mode", ["separate", "atomic", "ds", "fused"])
+@pytest.mark.parametrize("dq_mode", ["separate", "atomic", "ds", "fused", "flat"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("N,D", [(80, 16), (64, 32)])
 def test_backward_matches_torch_autograd(N, D, dtype, dq_mode, causal):
@@ -476,3 +476,29 @@ def test_host_descriptor_forwards_give_the_pointer_forwards_output(causal):
     f1, f2 = (A.attention_fp8(q8, k8, vt, qs, ks, vs, causal=causal, BLOCK_M=32, BLOCK_N=64, key_order=True,
                               diag_split=True, even_n=True, mask_fold=True, desc=d) for d in (0, 1))
     torch.testing.assert_close(f2, f1, atol=1e-3, rtol=0)
+
+
+@pytest.mark.parametrize("mode", ["separate", "ds"])
+def test_dkdv_producer_warpgroup_tables_reach_the_launch(mode, monkeypatch):
+    # DKDV_WS (separate, also through its launch plan) / DS_WS by (head dim, causal): WS on the dK/dV launch where
+    # the table sets it, no WS keyword elsewhere (the other kernels' compile keys stay as they were); the
+    # interpreter ignores the producer warp, so the grads are bit for bit the same
+    import kernelc
+    seen = []
+    spy = _Spy(kernelc.jit(B.attn_bwd_dkdv_kernel.fn), seen)
+    monkeypatch.setattr(B, "DKDV_WS" if mode == "separate" else "DS_WS", {(16, False): 1})
+    q, k, v = _qkv(64, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    for causal in (False, True):
+        o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
+        got = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode=mode, kernels={"dkdv": spy})
+        ref = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode=mode, dkdv_config=dict(WS=0))
+        for a, b in zip(got, ref):
+            assert torch.equal(a, b)
+    assert [kw.get("WS") for kw in seen] == [1, None]
+    if mode == "separate":  # the launch plan (no configs, no kernels) reads the table too
+        seen.clear()
+        monkeypatch.setattr(B, "attn_bwd_dkdv_kernel", _Spy(B.attn_bwd_dkdv_kernel, seen))
+        o, lse = A.attention_fwd(q, k, v, False, 0.25, return_lse=True)
+        B.attention_bwd(do, q, k, v, o, lse, False, 0.25, dq_mode=mode)
+        assert [kw.get("WS") for kw in seen] == [1]

@@ -33,6 +33,15 @@ CONSUMER_BARRIER = 1  # named barrier id of the consumers' CTA barriers (0 is __
 # (assembled by a standalone ptxas: nvJitLink ignores setmaxnreg, C7504). Off by default: it measured
 # slower on attention (docs/performance.md, "Warp specialisation").
 PRODUCER_REGS, CONSUMER_REGS = 40, 232
+# the registers launched (168 a thread x 384 threads) the two sides split: a ws_producer's consumer_regs (240,
+# KERNELC_WS_CONSUMER_REGS) leaves the producer warpgroup 24, FlashAttention-3's split
+LAUNCHED_REGS = 168 * 384
+
+
+def _split(op: Op):
+    """(producer, consumer) registers a thread of the ws_producer ``op``'s setmaxnreg."""
+    consumer = op.attrs.get("consumer_regs", CONSUMER_REGS)
+    return (LAUNCHED_REGS - 256 * consumer) // 128 // 8 * 8, consumer
 
 
 def producer_warps(fn) -> int:
@@ -53,7 +62,7 @@ def lower_ws_producer(lw: Lowering, op: Op) -> None:
     e.cond_br(e.val(f"icmp ult i32 {lw.tid}, {consumers_n}"), consumers, rest)
     e.start_block(rest)
     if op.attrs["setmaxnreg"]:  # the whole producer warpgroup gives its registers back before one thread works
-        e.asm("void", f"setmaxnreg.dec.sync.aligned.u32 {PRODUCER_REGS};", "", [])
+        e.asm("void", f"setmaxnreg.dec.sync.aligned.u32 {_split(op)[0]};", "", [])
     # the first producer warp runs the region whole (its ``elect_one {warp}`` lane issues the copies); the
     # warp index through a shuffle is warp-uniform to ptxas, so it knows the warp enters converged (else it
     # guards each elect.sync with a WARPSYNC.COLLECTIVE fallback)
@@ -68,7 +77,7 @@ def lower_ws_producer(lw: Lowering, op: Op) -> None:
     lw.scalars, lw.tiles, lw.memo = saved
     e.start_block(consumers)
     if op.attrs["setmaxnreg"]:
-        e.asm("void", f"setmaxnreg.inc.sync.aligned.u32 {CONSUMER_REGS};", "", [])
+        e.asm("void", f"setmaxnreg.inc.sync.aligned.u32 {_split(op)[1]};", "", [])
     lw.consumer_threads = consumers_n
 
 

@@ -246,7 +246,9 @@ for op in [
     OpDef("ws_producer", (0, 0), ("producer_warps", "stages", "setmaxnreg"), pure=False, results=0, regions=1,
           category="ring", doc="the warps past the consumers run the region (one thread of them; with setmaxnreg "
                                "the warpgroup gives its registers to the consumers) and exit; the consumers go on "
-                               "after it; source: the warp-specialised loop", optional_attrs=("source",)),
+                               "after it; source: the warp-specialised loop; consumer_regs: the consumers' "
+                               "setmaxnreg count where not 232 (the producer keeps what is left of 168 x 384)",
+          optional_attrs=("source", "consumer_regs")),
     OpDef("ring_cursor", (0, 0), pure=False, category="ring",
           doc="i64: the position of a warp-specialised ring, a stage and a phase parity (i32, both 0 at first) "
               "that the producer and the consumers each keep across runs of the loop"),

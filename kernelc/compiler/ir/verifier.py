@@ -497,9 +497,12 @@ def _schedule(op: Op) -> List[str]:
     ws = op.attrs.get("ws")
     if ws is not None:
         ok = isinstance(ws, dict) and ws.get("producer_warps") in (1, 4) and ws.get("release") in WS_RELEASE \
-            and isinstance(ws.get("setmaxnreg"), bool) and isinstance(ws.get("pingpong"), bool)
+            and isinstance(ws.get("setmaxnreg"), bool) and isinstance(ws.get("pingpong"), bool) \
+            and ws.get("consumer_regs", 232 if ws.get("setmaxnreg") else None) in ((232, 240) if ws.get("setmaxnreg")
+                                                                                 else (None,))
         if not ok:
-            errs.append(f"ws must be {{producer_warps in (1, 4), setmaxnreg, release in {WS_RELEASE}, pingpong}}, "
+            errs.append(f"ws must be {{producer_warps in (1, 4), setmaxnreg, release in {WS_RELEASE}, pingpong"
+                        f"[, consumer_regs in (232, 240) with setmaxnreg]}}, "
                         f"got {ws!r}")
         if not op.attrs.get("pipeline"):
             errs.append("a warp-specialised loop needs a pipeline (its producer fills the ring)")
@@ -610,6 +613,8 @@ def _ws_producer(op: Op) -> List[str]:
     if not isinstance(op.attrs.get("setmaxnreg"), bool) or (op.attrs.get("setmaxnreg") and
                                                             op.attrs.get("producer_warps") != 4):
         errs.append("setmaxnreg must be a bool (True only with a producer warpgroup: producer_warps=4)")
+    if "consumer_regs" in op.attrs and not (op.attrs.get("setmaxnreg") and op.attrs["consumer_regs"] in (232, 240)):
+        errs.append(f"consumer_regs must be 232 or 240, and only with setmaxnreg, got {op.attrs['consumer_regs']!r}")
     st = op.attrs.get("stages")
     if not (isinstance(st, int) and st >= 2):
         errs.append(f"stages must be an int >= 2, got {st!r}")

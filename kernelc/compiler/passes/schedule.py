@@ -429,6 +429,33 @@ def _tag_ws(f: _Facts, op: Op) -> None:
     op.attrs["ws"] = {"producer_warps": 4 if setmaxnreg else PRODUCER_WARPS, "setmaxnreg": bool(setmaxnreg),
                       "release": "lagged" if lagged else "at_issue",
                       "pingpong": bool(get("KERNELC_WS_PINGPONG") and f.nw == 8 and len(dots) >= 2)}
+    # the consumers' share (KERNELC_WS_CONSUMER_REGS): auto gives 240 (the producer keeping 24, FA3's split) to a
+    # loop whose carried fp32 dot accumulators alone take CARRIED_ACC_REGS a consumer thread (the attention
+    # backward's dK and dV: 128 at D=128 over two warpgroups), else 232; written only where not 232
+    want = get("KERNELC_WS_CONSUMER_REGS")
+    if want == "auto":
+        want = "240" if _carried_acc_regs(op, f.nw) >= CARRIED_ACC_REGS else "232"
+    if setmaxnreg and want != "232":
+        op.attrs["ws"]["consumer_regs"] = int(want)
+
+
+#: carried fp32 accumulator registers a consumer thread from which KERNELC_WS_CONSUMER_REGS=auto gives it 240
+CARRIED_ACC_REGS = 128
+
+
+def _carried_acc_regs(op: Op, nw: int) -> int:
+    """Registers a thread of ``nw`` warps holds for the loop's carried fp32 tiles that a dot of its body accumulates
+    into (its ``acc`` operand is the carried value)."""
+    body = op.regions[0]
+    accs = {o.operands[2].id for o in body.ops if o.name == "dot" and len(o.operands) > 2}
+    n = 0
+    for v in body.args[1:]:
+        if v.id in accs and scalar_of(v.type).name == "fp32":
+            size = 1
+            for d in shape_of(v.type):
+                size *= d
+            n += size
+    return n // (32 * nw)
 
 
 def _const(f: _Facts, v: Value) -> Optional[int]:

@@ -344,8 +344,11 @@ class _WsExpander(RingExpander):
         prod = Block()
         for o in region:
             prod.append(o)
-        setup.append(Op("ws_producer", [], [], {"producer_warps": ws["producer_warps"], "setmaxnreg": ws["setmaxnreg"],
-                                                "stages": S, "source": str(loop.loc)}, regions=[prod], loc=self.at))
+        attrs = {"producer_warps": ws["producer_warps"], "setmaxnreg": ws["setmaxnreg"], "stages": S,
+                 "source": str(loop.loc)}
+        if "consumer_regs" in ws:
+            attrs["consumer_regs"] = ws["consumer_regs"]
+        setup.append(Op("ws_producer", [], [], attrs, regions=[prod], loc=self.at))
         fn.body.ops = []
         for o in first + setup + rest:
             fn.body.append(o)
