@@ -400,7 +400,7 @@ def bench_kernels():
 
 
 # -- the GPU suite and the fuzz ---------------------------------------------------------------------------
-GPU_SUITE = ("F (s20, merged tree 70dabce)", "gpu_tests_2026-11-29_s20_F_h200.log")
+GPU_SUITE = ("F (s22, merged tree 87d4815)", "gpu_tests_2026-11-29_s22_F_h200.log")
 
 
 def gpu_suite():
