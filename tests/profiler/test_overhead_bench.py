@@ -779,6 +779,24 @@ def _fine_states(monkeypatch):
     return st, c.calls
 
 
+def _fine_fake_workload(monkeypatch, order):
+    """A workload whose step takes exactly 200 us under kprof and 100 us otherwise, on a patched clock (no sleeps:
+    no load can flip it); each step appends the state it ran in to ``order``. Returns (workload, states)."""
+    clock = [0]
+
+    st, _ = _fine_states(monkeypatch)
+
+    class W:
+        def step(self):
+            order.append(st.cur)
+            clock[0] += 200_000 if st.cur == "kprof" else 100_000
+
+    import types
+    monkeypatch.setattr(rp, "time", types.SimpleNamespace(time=time.time, perf_counter=time.perf_counter,
+                                                          perf_counter_ns=lambda: clock[0]))
+    return W(), st
+
+
 def test_fine_states_switch_only_what_differs(monkeypatch):
     """--fine: kprof -> floor turns kprof's extras off (API records, external correlation, callbacks, the session
     and its scope) and keeps the kinds; floor -> none turns the kinds off; none -> none2 changes nothing (the
@@ -844,17 +862,7 @@ def test_fine_rounds_balance_carryover_and_give_a_control(monkeypatch, tmp_path)
     synchronize inside its time; each block's value per state is its time per step; the split has none/none2
     (the control) next to kprof/floor."""
     order, syncs = [], []
-    clock = [0]   # a step's time, exact: 200 us under kprof, 100 us otherwise (no sleeps: no load can flip it)
-
-    class W:
-        def step(self):
-            order.append(st.cur)
-            clock[0] += 200_000 if st.cur == "kprof" else 100_000
-
-    st, _ = _fine_states(monkeypatch)
-    import types
-    monkeypatch.setattr(rp, "time", types.SimpleNamespace(time=time.time, perf_counter=time.perf_counter,
-                                                          perf_counter_ns=lambda: clock[0]))
+    w, st = _fine_fake_workload(monkeypatch, order)
 
     class B:
         rawbufs = type("R", (), {"max_bytes": 64 << 20})()
@@ -866,7 +874,7 @@ def test_fine_rounds_balance_carryover_and_give_a_control(monkeypatch, tmp_path)
     monkeypatch.setattr(rp, "_FineStates", lambda b: st)
     spec = {"out": str(tmp_path / "x"), "fine_cycles": 1, "deadline": time.time(), "min_pairs": 2,
             "workload": "tiny", "profiler": "kprof", "against": None, "rounds_path": None}
-    rounds = rp._fine_rounds(W(), "kprof", spec, 1, lambda: syncs.append(len(order)))
+    rounds = rp._fine_rounds(w, "kprof", spec, 1, lambda: syncs.append(len(order)))
     assert len(rounds) == 2 and back.rawbufs.max_bytes > 1 << 40   # no decoding inside the blocks
     blk = order[:26]
     assert syncs[1:27] == list(range(1, 27))   # a synchronize closes every segment
@@ -890,12 +898,12 @@ def test_fine_rounds_balance_carryover_and_give_a_control(monkeypatch, tmp_path)
     order.clear()   # --fine-settle 2: two untimed steps after every switch, each segment's time without them
     syncs.clear()
     st.cur = "kprof"
-    rs = rp._fine_rounds(W(), "kprof", dict(spec, fine_settle_steps=2, deadline=time.time()), 1,
+    rs = rp._fine_rounds(w, "kprof", dict(spec, fine_settle_steps=2, deadline=time.time()), 1,
                          lambda: syncs.append(len(order)))
     assert len(order) == 2 * 26 * 3 and len(syncs) == 2 * (1 + 2 * 26)
     assert rs[0]["ms"] == pytest.approx({"kprof": 0.2, "floor": 0.1, "none": 0.1, "none2": 0.1})
     syncs.clear()   # --fine-sync 0: only the block's own synchronize, before its first segment
-    rp._fine_rounds(W(), "kprof", dict(spec, fine_sync=False, deadline=time.time()), 1, lambda: syncs.append(1))
+    rp._fine_rounds(w, "kprof", dict(spec, fine_sync=False, deadline=time.time()), 1, lambda: syncs.append(1))
     assert len(syncs) == 2
 
 
@@ -940,17 +948,7 @@ def test_fine_pairs_order_and_ratios(monkeypatch, tmp_path):
     assert rp._fine_pairs_order(names, 8) == blk and len(rp._fine_pairs_order(names, 0, 2)) == 32
 
     order = []
-    clock = [0]
-
-    class W:
-        def step(self):
-            order.append(st.cur)
-            clock[0] += 200_000 if st.cur == "kprof" else 100_000
-
-    st, _ = _fine_states(monkeypatch)
-    import types
-    monkeypatch.setattr(rp, "time", types.SimpleNamespace(time=time.time, perf_counter=time.perf_counter,
-                                                          perf_counter_ns=lambda: clock[0]))
+    w, st = _fine_fake_workload(monkeypatch, order)
 
     class B:
         rawbufs = None
@@ -961,7 +959,7 @@ def test_fine_pairs_order_and_ratios(monkeypatch, tmp_path):
     monkeypatch.setattr(rp, "_FineStates", lambda b: st)
     spec = {"out": str(tmp_path / "x"), "fine_cycles": 1, "deadline": time.time(), "min_pairs": 2,
             "workload": "tiny", "profiler": "kprof", "against": None, "rounds_path": None, "fine_order": "pairs"}
-    rounds = rp._fine_rounds(W(), "kprof", spec, 1, lambda: None)
+    rounds = rp._fine_rounds(w, "kprof", spec, 1, lambda: None)
     assert len(rounds) == 2 and len(order) == 2 * (rp.FINE_LEAD_STEPS + 16)
     assert rounds[0]["pairs"] is True and rounds[0]["segments"] == blk and order[3:19] == blk
     assert rounds[1]["segments"] == rp._fine_pairs_order(names, 1)
