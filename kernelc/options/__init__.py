@@ -265,6 +265,12 @@ KNOBS: Tuple[Knob, ...] = (
          _choice(("allreduce", ("allreduce",)), ("broadcast", ("broadcast",)), ("multi", ("multi",)), ("lds", ("lds",)),
                  ("multi_lds", ("multi_lds",))),
          compile=True, field="reduce_xwarp"),
+    Knob("KERNELC_REDUCE_SCRATCH", "choice", "shared",
+         "where the cross-warp step of a reduction to one value per block keeps its partials: shared (all such "
+         "reductions reuse one scratch area, so a barrier separates one's last read from the next one's stores; "
+         "Triton's form) or apart (each gets its own 16-byte aligned area: softmax's forward loses the barrier "
+         "between its max and its sum); passes/reduce_xwarp.py",
+         _choice(("shared", ("shared",)), ("apart", ("apart",))), compile=True, field="reduce_scratch"),
     Knob("KERNELC_REDUCE_BFLY", "choice", "up",
          "a reduction's butterfly shuffles run from the nearest lane (up: 1, 2, .., 16) or the farthest (down: 16, .., "
          "1, Triton's order; a float sum rounds differently; passes/reduce_xwarp.py)",
@@ -551,6 +557,7 @@ class CompileOptions:
     reduce_tree: bool = True
     log_f32: str = "approx"
     reduce_xwarp: str = "multi_lds"
+    reduce_scratch: str = "shared"
     reduce_bfly: str = "up"
     smem_reuse: bool = True
     ring_views: bool = True

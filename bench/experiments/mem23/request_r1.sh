@@ -1,9 +1,10 @@
 #!/bin/bash
 # mem23 R1 (issue #21; limit 150 s). (1) matmul_tma bf16 4096^3 pinned 128x128 w4 s3, ONE process, four trees
 # interleaved (each loaded twice for its A/A): 766f1cd (old), this tree (new: elect.sync per copy), tid0 (tid == 32w,
-# as before adf0175f), hoist (warp 0's elect.sync once at kernel entry); two processes. (2) softmax fwd and rope:
-# cache-hint forms of kernelc's PTX against Triton (mem21/variants.py), one process. (3) Liger-Kernel's reduction
-# tests under kernelc (softmax, layer_norm, rms_norm, cross_entropy; the multi_lds default), then swiglu/geglu/rope.
+# as before adf0175f), hoist (warp 0's elect.sync once at kernel entry); two processes. (2) KERNELC_REDUCE_SCRATCH=apart
+# (each block reduction its own scratch: one barrier fewer) against the default and Triton, the four rows it changes
+# (mem21/variants.py), two processes. (3) Liger-Kernel's tests under kernelc (softmax, layer_norm, rms_norm,
+# cross_entropy, swiglu, geglu, rope; the multi_lds default) in the time left.
 set -u
 T0=$(date +%s); END=$((T0 + 146))
 left() { echo $(( END - $(date +%s) )); }
@@ -16,20 +17,21 @@ V=bench/experiments/mem23/tree_elect_variant.py
 python3 $V tid0 $PWD /tmp/m23_tid0 && python3 $V hoist $PWD /tmp/m23_hoist || exit 1
 AB=bench/experiments/mem22/ab_one_process.py
 for P in 1 2; do
-  S=$(( $(left) - 95 - (2 - P) * 24 )); [ $S -gt 26 ] && S=26
+  S=$(( $(left) - 98 - (2 - P) * 20 )); [ $S -gt 26 ] && S=26
   if [ $S -lt 12 ]; then echo "ab process $P skipped ($(left)s left)"; continue; fi
   timeout $S python3 $AB --old $A --new $PWD --tree tid0=/tmp/m23_tid0 --tree hoist=/tmp/m23_hoist --pin 128x128x4x3 \
     --rounds 100 --cache /tmp/kc_m23r1 --out $RES/ab_p$P.json > $RES/ab_p$P.log 2>&1; echo "ab process $P rc=$? (limit ${S}s)"
   grep -A2 "^set" $RES/ab_p$P.log | cut -c1-300
 done
 python3 bench/experiments/mem23/ab_summary.py $RES/ab_p*.json 2>&1 | tail -8
-S=$(( $(left) - 72 )); [ $S -gt 24 ] && S=24
-if [ $S -ge 10 ]; then
-  timeout $S python3 bench/experiments/mem21/variants.py "softmax fwd" "rope" --rounds 4 --tcubin \
-    --col nc=own+nc --col l2ef=own+l2ef --col stcs=own+stcs --col efcs=own+l2ef+stcs --col l1na=own+l1na \
-    --out $RES/hints_p1.json > $RES/hints_p1.log 2>&1; echo "variants rc=$? (limit ${S}s)"
-  grep -E "^\s+kernelc|^\s+triton|^(softmax|rope)" $RES/hints_p1.log | cut -c1-120
-else echo "variants skipped ($(left)s left)"; fi
+for P in 1 2; do
+  S=$(( $(left) - 48 - (2 - P) * 18 )); [ $S -gt 18 ] && S=18
+  if [ $S -lt 9 ]; then echo "apart process $P skipped ($(left)s left)"; continue; fi
+  timeout $S python3 bench/experiments/mem21/variants.py "softmax fwd" "log_softmax fwd" "cross_entropy" "layer_norm bwd" \
+    --rounds 4 --col apart=own@KERNELC_REDUCE_SCRATCH=apart --out $RES/apart_p$P.json > $RES/apart_p$P.log 2>&1
+  echo "apart process $P rc=$? (limit ${S}s)"
+  grep -E "^\s+kernelc|^\s+triton|^(softmax|log_softmax|cross|layer)" $RES/apart_p$P.log | cut -c1-110
+done
 L=$PWD/.ext/liger; [ -d $L ] || L=${MAIN:-.}/.ext/liger
 S=$(( $(left) - 1 ))
 echo "== Liger tests under kernelc (limit ${S}s)"
