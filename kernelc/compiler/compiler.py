@@ -56,6 +56,7 @@ from .passes.stage_operands import stage_invariant_operands
 from .passes.wgmma_waits import place_wgmma_waits
 from .passes.uniform_warpgroups import mark_uniform_warpgroups
 from .passes.copy_addresses import mark_copy_mad_wide
+from .passes.elect_form import mark_elect_form
 from .passes.bulk_adds import claim_bulk_adds
 from .passes.bulk_reductions import expand_bulk_reductions
 from .passes.tma_write_guards import guard_tma_writes
@@ -408,6 +409,8 @@ TILE_PASSES = (
     # a cp.async copy's address (scalar pointer + i32 offset) as one mad.wide.s32, which ptxas forms with LEA pairs
     # on the ALU pipe and the base in uniform registers (passes/copy_addresses.py; KERNELC_COPY_MAD_WIDE)
     TilePass("mark_copy_mad_wide", mark_copy_mad_wide, lambda c: get_option("KERNELC_COPY_MAD_WIDE")),
+    # which thread issues the TMA copies: warp 0's elect.sync lane or tid 0 (passes/elect_form.py; KERNELC_TMA_ELECT)
+    TilePass("mark_elect_form", lambda f, c: mark_elect_form(f, get_option("KERNELC_TMA_ELECT"))),
 )
 
 

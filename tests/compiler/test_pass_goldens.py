@@ -330,6 +330,7 @@ GOLDEN = {
     "assign_smem_offsets": "test_smem_offsets::test_the_rings_of_two_cp_async_loops_share_bytes",
     "mark_uniform_warpgroups": "test_uniform_warpgroups::test_golden_two_warpgroups_read_one_uniform_warpgroup_index",
     "mark_copy_mad_wide": "test_copy_addresses::test_golden_each_copy_address_is_tagged_and_nothing_else_changes",
+    "mark_elect_form": "test_tma_rings::test_tid_elects_thread_0_for_every_copy_golden",
 }
 
 

@@ -260,3 +260,29 @@ def test_an_invariant_operand_read_in_two_roles_is_staged_once_per_role():
         CHECK: = dot [[A]],
         CHECK: = dot {{%\\d+}}, [[B]],
     """)
+
+
+def test_tid_elects_thread_0_for_every_copy_golden(monkeypatch):
+    """KERNELC_TMA_ELECT=tid (passes/elect_form.py): every elect_one and the function say by='tid', nothing else
+    changes, and the PTX issues the copies under ``tid == 0`` with no elect.sync; the default keeps elect.sync."""
+    import re
+    monkeypatch.setenv("KERNELC_TMA_ELECT", "tid")
+    ir, _, _ = _passes(mm_loop, MM_DESC_SIG, MM_CX, div=MM_DESC_DIV)
+    before, after = ir["mark_copy_mad_wide"], ir["mark_elect_form"]
+    assert "by=" not in before and after.count("elect_one {by='tid'} : i1") == before.count("elect_one : i1") >= 3
+    filecheck(after, """
+        CHECK: attributes {{.*}}elect='tid'
+        CHECK: = elect_one {by='tid'} : i1
+        CHECK: = elect_one {by='tid'} : i1
+    """)
+
+    def norm(text):   # the printer pads each line to its location comment
+        text = text.replace("elect_one {by='tid'}", "elect_one").replace(", elect='tid'", "")
+        text = text.replace("elect='tid', ", "").replace(" attributes {elect='tid'}", "")
+        return [re.sub(r"\s+#.*$", "", ln).rstrip() for ln in text.splitlines()]
+    assert norm(after) == norm(before)
+    ptx = kernelc.compile(mm_loop, MM_DESC_SIG, MM_CX, target="sm_90a", divisibility=MM_DESC_DIV).asm["ptx"]
+    assert "elect.sync" not in ptx and "cp.async.bulk.tensor" in ptx
+    monkeypatch.delenv("KERNELC_TMA_ELECT")
+    ptx = kernelc.compile(mm_loop, MM_DESC_SIG, MM_CX, target="sm_90a", divisibility=MM_DESC_DIV).asm["ptx"]
+    assert "elect.sync" in ptx
