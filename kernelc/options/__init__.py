@@ -268,9 +268,10 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_REDUCE_SCRATCH", "choice", "shared",
          "where the cross-warp step of a reduction to one value per block keeps its partials: shared (all such "
          "reductions reuse one scratch area, so a barrier separates one's last read from the next one's stores; "
-         "Triton's form) or apart (each gets its own 16-byte aligned area: softmax's forward loses the barrier "
-         "between its max and its sum); passes/reduce_xwarp.py",
-         _choice(("shared", ("shared",)), ("apart", ("apart",))), compile=True, field="reduce_scratch"),
+         "Triton's form), apart (each gets its own 16-byte aligned area: softmax's forward loses the barrier "
+         "between its max and its sum) or loops (apart for the reductions inside a loop only); passes/reduce_xwarp.py",
+         _choice(("shared", ("shared",)), ("apart", ("apart",)), ("loops", ("loops",))), compile=True,
+         field="reduce_scratch"),
     Knob("KERNELC_REDUCE_BFLY", "choice", "up",
          "a reduction's butterfly shuffles run from the nearest lane (up: 1, 2, .., 16) or the farthest (down: 16, .., "
          "1, Triton's order; a float sum rounds differently; passes/reduce_xwarp.py)",

@@ -232,3 +232,27 @@ def test_apart_drops_the_barrier_between_softmax_max_and_sum(monkeypatch):
         counts[mode] = len(_lines(ck.asm["ptx"], r"bar\.sync"))
     # multi's broadcast form: two barriers a reduction, and (shared) one between the max's read and the sum's stores
     assert counts == {"shared": 5, "apart": 4}
+
+
+@kernelc.jit
+def online_lse_kernel(x_ptr, out_ptr, n, BLOCK: kl.constexpr):
+    # cross_entropy's first pass: a max and a sum of every block of the row, in a loop; then one more sum outside
+    m = -float("inf")
+    d = 0.0
+    for off in range(0, n, BLOCK):
+        x = kl.load(x_ptr + off + kl.arange(0, BLOCK))
+        m_new = kl.maximum(m, kl.max(x, 0))
+        d = d * kl.exp(m - m_new) + kl.sum(kl.exp(x - m_new), 0)
+        m = m_new
+    kl.store(out_ptr, m + kl.log(d) + kl.sum(kl.load(x_ptr + kl.arange(0, BLOCK)), 0))
+
+
+def test_loops_gives_own_scratch_only_to_the_reductions_inside_a_loop(monkeypatch):
+    monkeypatch.setenv("KERNELC_REDUCE_SCRATCH", "loops")
+    names = [p.name for p in C.TILE_PASSES]
+    i = names.index("mark_reduce_scratch")
+    fn, _ = generate_ir(_base_function(online_lse_kernel), dict(x_ptr="*fp32", out_ptr="*fp32", n="i32"),
+                        dict(BLOCK=1024), {}, ())
+    run_passes(fn, C.TILE_PASSES[:i + 1], PassContext("sm_90a", (9, 0), 4))
+    marks = [op.attrs.get("scratch_at") for op in fn.walk() if op.name == "reduce"]
+    assert marks == [0, 16, None]

@@ -113,14 +113,16 @@ def scratch_bytes(op, num_warps: int) -> int:
 
 
 def mark_reduce_scratch(fn: Function, mode: str = "shared", num_warps: int = 4) -> Function:
-    """Set (``apart``) or clear (``shared``) ``scratch_at`` on every reduction to one value per block: consecutive
-    16-byte aligned areas, one a reduction, in program order (module docstring). Mutates ``fn``."""
+    """Set (``apart``: every reduction to one value per block; ``loops``: those inside a loop) or clear (``shared``)
+    ``scratch_at``: consecutive 16-byte aligned areas, one a reduction, in program order (module docstring).
+    Mutates ``fn``."""
+    in_loop = {id(o) for op in fn.walk() if op.name in ("scf.for", "scf.while") for o in op.walk() if o is not op}
     off = 0
     for op in fn.walk():
         if op.name != "reduce":
             continue
         op.attrs.pop("scratch_at", None)
-        if mode == "apart" and one_value(op):
+        if (mode == "apart" or (mode == "loops" and id(op) in in_loop)) and one_value(op):
             op.attrs["scratch_at"] = off
             off += scratch_bytes(op, num_warps)
     return fn
