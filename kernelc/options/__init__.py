@@ -279,11 +279,13 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_WGMMA_PIN_WAITS", "bool", True,
          "keep a deferred wgmma wait where the IR puts it, past the work before it (ptxas would move it up)",
          compile=True, field="wgmma_pin_waits"),
-    Knob("KERNELC_TMA_ELECT", "choice", "elect",
+    Knob("KERNELC_TMA_ELECT", "choice", "auto",
          "the thread that issues TMA copies and barrier inits: elect (warp 0's elect.sync lane: ptxas issues them "
-         "under a uniform predicate, no ELECT loop per copy; tutorial 06's forward) or tid (thread 0, kernelc's "
-         "form before 2026-11-27); passes/elect_form.py",
-         _choice(("elect", ("elect",)), ("tid", ("tid",))), compile=True, field="tma_elect"),
+         "under a uniform predicate, no ELECT loop per copy), tid (thread 0, kernelc's form before 2026-11-27) or "
+         "auto (default): tid where every loop that issues TMA copies holds one dot (GEMMs), elect elsewhere "
+         "(attention). H200, one process: tid over elect 1.016-1.018 matmul_tma bf16 4096^3, 1.046-1.047 "
+         "matmul_persistent, 0.983-0.992 the attention forwards (session 23); passes/elect_form.py",
+         _choice(("auto", ("auto",)), ("elect", ("elect",)), ("tid", ("tid",))), compile=True, field="tma_elect"),
     Knob("KERNELC_TMA_EARLY_ISSUE", "bool", True,
          "a TMA tile loaded outside loops and read in place by dots is copied as early as its offsets allow and "
          "waited for at its first read (attention's Q and first K block arrive together, not one after the other)",
@@ -549,7 +551,7 @@ class CompileOptions:
     wgmma_async_tail: str = "auto"
     wgmma_exit_wait: bool = True
     wgmma_a_regs: bool = True
-    tma_elect: str = "elect"
+    tma_elect: str = "auto"
     tma_early_issue: bool = True
     tma_early_rings: bool = True
     wgmma_pin_waits: bool = True

@@ -283,6 +283,22 @@ def test_tid_elects_thread_0_for_every_copy_golden(monkeypatch):
     assert norm(after) == norm(before)
     ptx = kernelc.compile(mm_loop, MM_DESC_SIG, MM_CX, target="sm_90a", divisibility=MM_DESC_DIV).asm["ptx"]
     assert "elect.sync" not in ptx and "cp.async.bulk.tensor" in ptx
-    monkeypatch.delenv("KERNELC_TMA_ELECT")
+    monkeypatch.setenv("KERNELC_TMA_ELECT", "elect")
     ptx = kernelc.compile(mm_loop, MM_DESC_SIG, MM_CX, target="sm_90a", divisibility=MM_DESC_DIV).asm["ptx"]
     assert "elect.sync" in ptx
+
+
+def test_auto_elects_thread_0_for_a_gemm_loop_and_keeps_elect_sync_for_two_dots(monkeypatch):
+    """KERNELC_TMA_ELECT=auto (the default): tid where every loop issuing TMA copies holds one dot (the GEMM k-loop),
+    elect.sync where a loop holds two (attention's)."""
+    from kernelc.compiler.passes.elect_form import gemm_copy_loops
+    monkeypatch.delenv("KERNELC_TMA_ELECT", raising=False)
+    ir, fn, _ = _passes(mm_loop, MM_DESC_SIG, MM_CX, div=MM_DESC_DIV)
+    assert gemm_copy_loops(fn) and "elect_one {by='tid'}" in ir["mark_elect_form"]
+    ir, fn, _ = _passes(two_dots, TD_SIG, dict(BM=128, BN=64, D=64), div=TD_DIV)
+    assert not gemm_copy_loops(fn) and "by='tid'" not in ir["mark_elect_form"]
+    assert "elect_one" in ir["mark_elect_form"]
+    assert "elect.sync" in kernelc.compile(two_dots, TD_SIG, dict(BM=128, BN=64, D=64), target="sm_90a",
+                                           divisibility=TD_DIV).asm["ptx"]
+    assert "elect.sync" not in kernelc.compile(mm_loop, MM_DESC_SIG, MM_CX, target="sm_90a",
+                                               divisibility=MM_DESC_DIV).asm["ptx"]
