@@ -30,7 +30,7 @@ Rules:
   process's interval of new over old lies at or above 0.98, ``regression`` when one lies wholly below 0.98,
   ``not resolved`` otherwise. (Rule written before the first such call's results, session 22.)
 
-    python3 bench/experiments/mem21/issue21_status.py [--out bench/results/issue21_status_s22.json] [--no-live]
+    python3 bench/experiments/mem21/issue21_status.py [--out bench/results/issue21_status_s23.json] [--no-live]
 """
 from __future__ import annotations
 
@@ -308,12 +308,13 @@ def pinned():
 
 # (call, files under bench/results, GPU, the bench_kernels row it stands for): ab_one_process.py, one file a process
 # session 23: {default of KERNELC_TMA_ELECT: the tree in the file that builds this tree's code} ("new": the branch
-# as it ran; "tid0": its copy with TMA copies issued by thread 0, mem23/tree_elect_variant.py, the same SASS as
-# KERNELC_TMA_ELECT=tid: bench/experiments/mem23/results/mm_sass_elect.json); a call without this tree's build is
-# left out
+# as it ran, elect.sync; "tid0": its copy with TMA copies issued by thread 0, mem23/tree_elect_variant.py, the same
+# SASS as KERNELC_TMA_ELECT=tid, and as auto for matmul_tma: bench/experiments/mem23/results/mm_sass_elect.json); a
+# call without this tree's build is left out (s22's R2 timed the elect build)
 ONE_PROCESS = [   # R1 (s22) also ran it; its files were lost (its log: bench/results/s22_mem22_R1_h200/)
     ("R2 (s22)", [f"s22_mem22_R2_h200/ab1p_p{i}.json" for i in (1, 2, 3)], "H200", {"elect": "new"}),
-    ("R1 (s23)", [f"s23_mem23_R1_h200/ab_p{i}.json" for i in (1, 2)], "H200", {"elect": "new", "tid": "tid0"}),
+    ("R1 (s23)", [f"s23_mem23_R1_h200/ab_p{i}.json" for i in (1, 2)], "H200",
+     {"elect": "new", "tid": "tid0", "auto": "tid0"}),   # auto: matmul_tma's k-loop holds one dot, so tid
 ]
 
 
@@ -551,7 +552,7 @@ def markdown(st) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(RES, "issue21_status_s22.json"))
+    ap.add_argument("--out", default=os.path.join(RES, "issue21_status_s23.json"))
     ap.add_argument("--no-live", action="store_true", help="skip the CPU compiles and tests")
     ap.add_argument("--md", help="also write the markdown table to this file")
     ap.add_argument("--mb-extra", action="append", default=[],

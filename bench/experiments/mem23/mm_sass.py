@@ -31,7 +31,7 @@ def counts(form):
 if __name__ == "__main__":
     from kernelc.compat import install
     install()
-    out = {form: counts(form) for form in ("elect", "tid")}
+    out = {form: counts(form) for form in ("elect", "tid", "auto")}
     print(json.dumps(out, indent=1))
     if "--out" in sys.argv:
         with open(sys.argv[sys.argv.index("--out") + 1], "w") as f:
