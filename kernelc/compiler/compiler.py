@@ -35,7 +35,7 @@ from .passes.hoist_conversions import hoist_conversions
 from .passes.load_layouts import loads_in_use_layout
 from .passes.tma_prefetch import issue_tma_loads_early
 from .passes.reduce_trees import mark_reduce_trees
-from .passes.reduce_xwarp import mark_reduce_xwarp
+from .passes.reduce_xwarp import mark_reduce_scratch, mark_reduce_xwarp
 from .passes.register_budget import mark_dot_loops_step, mark_loads_first, mark_register_budget
 from .passes.instruction_order import mark_instruction_order
 from .passes.staged_operands import share_staged_operands
@@ -56,6 +56,7 @@ from .passes.stage_operands import stage_invariant_operands
 from .passes.wgmma_waits import place_wgmma_waits
 from .passes.uniform_warpgroups import mark_uniform_warpgroups
 from .passes.copy_addresses import mark_copy_mad_wide
+from .passes.elect_form import mark_elect_form
 from .passes.bulk_adds import claim_bulk_adds
 from .passes.bulk_reductions import expand_bulk_reductions
 from .passes.tma_write_guards import guard_tma_writes
@@ -335,6 +336,9 @@ TILE_PASSES = (
     # how a block reduction crosses warps and in which order its butterflies run (KERNELC_REDUCE_XWARP, _BFLY)
     TilePass("mark_reduce_xwarp", lambda f, c: mark_reduce_xwarp(f, get_option("KERNELC_REDUCE_XWARP"),
                                                                  get_option("KERNELC_REDUCE_BFLY"))),
+    # where each block reduction's cross-warp partials live: one reused area or one each (KERNELC_REDUCE_SCRATCH)
+    TilePass("mark_reduce_scratch", lambda f, c: mark_reduce_scratch(f, get_option("KERNELC_REDUCE_SCRATCH"),
+                                                                     c.num_warps)),
     # a kernel without dots gets the registers of its occupancy step from the assembler (passes/register_budget.py;
     # KERNELC_FILL_KEEP_BLOCKS=reductions, the default: a one-pass one keeps its blocks per SM, and one with a block
     # reduction gets the build without a register ceiling)
@@ -405,6 +409,8 @@ TILE_PASSES = (
     # a cp.async copy's address (scalar pointer + i32 offset) as one mad.wide.s32, which ptxas forms with LEA pairs
     # on the ALU pipe and the base in uniform registers (passes/copy_addresses.py; KERNELC_COPY_MAD_WIDE)
     TilePass("mark_copy_mad_wide", mark_copy_mad_wide, lambda c: get_option("KERNELC_COPY_MAD_WIDE")),
+    # which thread issues the TMA copies: warp 0's elect.sync lane or tid 0 (passes/elect_form.py; KERNELC_TMA_ELECT)
+    TilePass("mark_elect_form", lambda f, c: mark_elect_form(f, get_option("KERNELC_TMA_ELECT"))),
 )
 
 

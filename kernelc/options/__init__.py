@@ -265,6 +265,15 @@ KNOBS: Tuple[Knob, ...] = (
          _choice(("allreduce", ("allreduce",)), ("broadcast", ("broadcast",)), ("multi", ("multi",)), ("lds", ("lds",)),
                  ("multi_lds", ("multi_lds",))),
          compile=True, field="reduce_xwarp"),
+    Knob("KERNELC_REDUCE_SCRATCH", "choice", "shared",
+         "where the cross-warp step of a reduction to one value per block keeps its partials: shared (all such "
+         "reductions reuse one scratch area, so a barrier separates one's last read from the next one's stores; "
+         "Triton's form), apart (each gets its own 16-byte aligned area: softmax's forward loses the barrier "
+         "between its max and its sum; measured no faster, H200 session 23) or loops (apart for the reductions "
+         "inside a loop only: cross_entropy 2048x128256 bf16 +0.2% in 3 processes, layer_norm bwd +0.4% in 1; not "
+         "the default: it also changes bench_kernels' grid-stride softmax, untimed); passes/reduce_xwarp.py",
+         _choice(("shared", ("shared",)), ("apart", ("apart",)), ("loops", ("loops",))), compile=True,
+         field="reduce_scratch"),
     Knob("KERNELC_REDUCE_BFLY", "choice", "up",
          "a reduction's butterfly shuffles run from the nearest lane (up: 1, 2, .., 16) or the farthest (down: 16, .., "
          "1, Triton's order; a float sum rounds differently; passes/reduce_xwarp.py)",
@@ -272,6 +281,13 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_WGMMA_PIN_WAITS", "bool", True,
          "keep a deferred wgmma wait where the IR puts it, past the work before it (ptxas would move it up)",
          compile=True, field="wgmma_pin_waits"),
+    Knob("KERNELC_TMA_ELECT", "choice", "auto",
+         "the thread that issues TMA copies and barrier inits: elect (warp 0's elect.sync lane: ptxas issues them "
+         "under a uniform predicate, no ELECT loop per copy), tid (thread 0, kernelc's form before 2026-11-27) or "
+         "auto (default): tid where every loop that issues TMA copies holds one dot (GEMMs), elect elsewhere "
+         "(attention). H200, one process: tid over elect 1.016-1.018 matmul_tma bf16 4096^3, 1.046-1.047 "
+         "matmul_persistent, 0.983-0.992 the attention forwards (session 23); passes/elect_form.py",
+         _choice(("auto", ("auto",)), ("elect", ("elect",)), ("tid", ("tid",))), compile=True, field="tma_elect"),
     Knob("KERNELC_TMA_EARLY_ISSUE", "bool", True,
          "a TMA tile loaded outside loops and read in place by dots is copied as early as its offsets allow and "
          "waited for at its first read (attention's Q and first K block arrive together, not one after the other)",
@@ -537,6 +553,7 @@ class CompileOptions:
     wgmma_async_tail: str = "auto"
     wgmma_exit_wait: bool = True
     wgmma_a_regs: bool = True
+    tma_elect: str = "auto"
     tma_early_issue: bool = True
     tma_early_rings: bool = True
     wgmma_pin_waits: bool = True
@@ -551,6 +568,7 @@ class CompileOptions:
     reduce_tree: bool = True
     log_f32: str = "approx"
     reduce_xwarp: str = "multi_lds"
+    reduce_scratch: str = "shared"
     reduce_bfly: str = "up"
     smem_reuse: bool = True
     ring_views: bool = True

@@ -302,6 +302,7 @@ GOLDEN = {
     "mark_fp8_carry_words": "test_fp8_attention::test_fp8_carry_words_mark_golden",
     "mark_reduce_trees": "test_reduce_trees::test_exactly_associative_reductions_are_marked_golden",
     "mark_reduce_xwarp": "test_reduce_xwarp::test_block_reductions_of_32_bit_values_take_the_broadcast_form_golden",
+    "mark_reduce_scratch": "test_reduce_xwarp::test_apart_gives_each_block_reduction_its_own_scratch_golden",
     "mark_register_budget": "test_fill_occupancy_step::test_a_kernel_without_dots_is_marked_to_fill_its_occupancy_step",
     "mark_dot_loops_step": "test_dot_loops_step::test_golden_two_dot_loops_one_after_the_other_are_marked",
     "vectorize_atomics": "test_pass_goldens::test_vectorize_atomics_golden",
@@ -329,6 +330,7 @@ GOLDEN = {
     "assign_smem_offsets": "test_smem_offsets::test_the_rings_of_two_cp_async_loops_share_bytes",
     "mark_uniform_warpgroups": "test_uniform_warpgroups::test_golden_two_warpgroups_read_one_uniform_warpgroup_index",
     "mark_copy_mad_wide": "test_copy_addresses::test_golden_each_copy_address_is_tagged_and_nothing_else_changes",
+    "mark_elect_form": "test_tma_rings::test_tid_elects_thread_0_for_every_copy_golden",
 }
 
 

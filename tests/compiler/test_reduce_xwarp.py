@@ -182,3 +182,77 @@ def test_multi_lds_takes_lds_only_where_no_work_could_hide_the_cross_warp_step(m
     monkeypatch.delenv("KERNELC_REDUCE_XWARP")
     from kernelc import options
     assert options.get("KERNELC_REDUCE_XWARP") == "multi_lds"
+
+
+# -- KERNELC_REDUCE_SCRATCH: where the partials go (mark_reduce_scratch) ------------------------------------------
+
+def _scratch_ir(monkeypatch, mode):
+    monkeypatch.setenv("KERNELC_REDUCE_SCRATCH", mode)
+    names = [p.name for p in C.TILE_PASSES]
+    i = names.index("mark_reduce_scratch")
+    fn, _ = generate_ir(_base_function(row_stats_kernel), SIG, dict(BLOCK=256), {}, ())
+    run_passes(fn, C.TILE_PASSES[:i], PassContext("sm_90a", (9, 0), 4))
+    before = print_function(fn, show_loc=False)
+    run_passes(fn, C.TILE_PASSES[i:i + 1], PassContext("sm_90a", (9, 0), 4))
+    return before, print_function(fn, show_loc=False)
+
+
+def test_apart_gives_each_block_reduction_its_own_scratch_golden(monkeypatch):
+    before, after = _scratch_ir(monkeypatch, "apart")
+    assert "scratch_at" not in before
+    # 4 warps: 16 bytes a 32-bit operand, 16 for fp16 (8 bytes, aligned up), argmax 16 + 16; the row sum (one value
+    # per row, not per block) gets none
+    filecheck(after, """
+        CHECK: reduce {{%\\d+}} {axis=0, kind='max'{{.*}}scratch_at=0} : fp32
+        CHECK: reduce {{%\\d+}} {axis=0, kind='add'{{.*}}scratch_at=16} : fp32
+        CHECK: reduce {{%\\d+}} {axis=0, kind='add'{{.*}}scratch_at=32} : fp16
+        CHECK: reduce {{%\\d+}} {axis=0, kind='add'{{.*}}scratch_at=48} : i32
+        CHECK: reduce {{%\\d+}}, {{%\\d+}} {axis=0, kind='argmax'{{.*}}scratch_at=64} : fp32, i32
+        CHECK-NOT: scratch_at
+    """)
+    assert re.sub(r", scratch_at=\d+", "", after) == before
+    assert _scratch_ir(monkeypatch, "shared")[1] == before
+
+
+@kernelc.jit
+def softmax_row_kernel(x_ptr, y_ptr, BLOCK: kl.constexpr):
+    r = kl.arange(0, BLOCK)
+    x = kl.load(x_ptr + r)
+    z = x - kl.max(x, 0)
+    num = kl.exp(z)
+    kl.store(y_ptr + r, num / kl.sum(num, 0))
+
+
+def test_apart_drops_the_barrier_between_softmax_max_and_sum(monkeypatch):
+    counts = {}
+    for mode in ("shared", "apart"):
+        monkeypatch.setenv("KERNELC_REDUCE_SCRATCH", mode)
+        ck = kernelc.compile(softmax_row_kernel, dict(x_ptr="*fp32", y_ptr="*fp32"), dict(BLOCK=4096),
+                             target="sm_90a", num_warps=16)
+        counts[mode] = len(_lines(ck.asm["ptx"], r"bar\.sync"))
+    # multi's broadcast form: two barriers a reduction, and (shared) one between the max's read and the sum's stores
+    assert counts == {"shared": 5, "apart": 4}
+
+
+@kernelc.jit
+def online_lse_kernel(x_ptr, out_ptr, n, BLOCK: kl.constexpr):
+    # cross_entropy's first pass: a max and a sum of every block of the row, in a loop; then one more sum outside
+    m = -float("inf")
+    d = 0.0
+    for off in range(0, n, BLOCK):
+        x = kl.load(x_ptr + off + kl.arange(0, BLOCK))
+        m_new = kl.maximum(m, kl.max(x, 0))
+        d = d * kl.exp(m - m_new) + kl.sum(kl.exp(x - m_new), 0)
+        m = m_new
+    kl.store(out_ptr, m + kl.log(d) + kl.sum(kl.load(x_ptr + kl.arange(0, BLOCK)), 0))
+
+
+def test_loops_gives_own_scratch_only_to_the_reductions_inside_a_loop(monkeypatch):
+    monkeypatch.setenv("KERNELC_REDUCE_SCRATCH", "loops")
+    names = [p.name for p in C.TILE_PASSES]
+    i = names.index("mark_reduce_scratch")
+    fn, _ = generate_ir(_base_function(online_lse_kernel), dict(x_ptr="*fp32", out_ptr="*fp32", n="i32"),
+                        dict(BLOCK=1024), {}, ())
+    run_passes(fn, C.TILE_PASSES[:i + 1], PassContext("sm_90a", (9, 0), 4))
+    marks = [op.attrs.get("scratch_at") for op in fn.walk() if op.name == "reduce"]
+    assert marks == [0, 16, None]

@@ -260,3 +260,45 @@ def test_an_invariant_operand_read_in_two_roles_is_staged_once_per_role():
         CHECK: = dot [[A]],
         CHECK: = dot {{%\\d+}}, [[B]],
     """)
+
+
+def test_tid_elects_thread_0_for_every_copy_golden(monkeypatch):
+    """KERNELC_TMA_ELECT=tid (passes/elect_form.py): every elect_one and the function say by='tid', nothing else
+    changes, and the PTX issues the copies under ``tid == 0`` with no elect.sync; the default keeps elect.sync."""
+    import re
+    monkeypatch.setenv("KERNELC_TMA_ELECT", "tid")
+    ir, _, _ = _passes(mm_loop, MM_DESC_SIG, MM_CX, div=MM_DESC_DIV)
+    before, after = ir["mark_copy_mad_wide"], ir["mark_elect_form"]
+    assert "by=" not in before and after.count("elect_one {by='tid'} : i1") == before.count("elect_one : i1") >= 3
+    filecheck(after, """
+        CHECK: attributes {{.*}}elect='tid'
+        CHECK: = elect_one {by='tid'} : i1
+        CHECK: = elect_one {by='tid'} : i1
+    """)
+
+    def norm(text):   # the printer pads each line to its location comment
+        text = text.replace("elect_one {by='tid'}", "elect_one").replace(", elect='tid'", "")
+        text = text.replace("elect='tid', ", "").replace(" attributes {elect='tid'}", "")
+        return [re.sub(r"\s+#.*$", "", ln).rstrip() for ln in text.splitlines()]
+    assert norm(after) == norm(before)
+    ptx = kernelc.compile(mm_loop, MM_DESC_SIG, MM_CX, target="sm_90a", divisibility=MM_DESC_DIV).asm["ptx"]
+    assert "elect.sync" not in ptx and "cp.async.bulk.tensor" in ptx
+    monkeypatch.setenv("KERNELC_TMA_ELECT", "elect")
+    ptx = kernelc.compile(mm_loop, MM_DESC_SIG, MM_CX, target="sm_90a", divisibility=MM_DESC_DIV).asm["ptx"]
+    assert "elect.sync" in ptx
+
+
+def test_auto_elects_thread_0_for_a_gemm_loop_and_keeps_elect_sync_for_two_dots(monkeypatch):
+    """KERNELC_TMA_ELECT=auto (the default): tid where every loop issuing TMA copies holds one dot (the GEMM k-loop),
+    elect.sync where a loop holds two (attention's)."""
+    from kernelc.compiler.passes.elect_form import gemm_copy_loops
+    monkeypatch.delenv("KERNELC_TMA_ELECT", raising=False)
+    ir, fn, _ = _passes(mm_loop, MM_DESC_SIG, MM_CX, div=MM_DESC_DIV)
+    assert gemm_copy_loops(fn) and "elect_one {by='tid'}" in ir["mark_elect_form"]
+    ir, fn, _ = _passes(two_dots, TD_SIG, dict(BM=128, BN=64, D=64), div=TD_DIV)
+    assert not gemm_copy_loops(fn) and "by='tid'" not in ir["mark_elect_form"]
+    assert "elect_one" in ir["mark_elect_form"]
+    assert "elect.sync" in kernelc.compile(two_dots, TD_SIG, dict(BM=128, BN=64, D=64), target="sm_90a",
+                                           divisibility=TD_DIV).asm["ptx"]
+    assert "elect.sync" not in kernelc.compile(mm_loop, MM_DESC_SIG, MM_CX, target="sm_90a",
+                                               divisibility=MM_DESC_DIV).asm["ptx"]

@@ -5,6 +5,10 @@ copy engine's driver thread costs in SASS.
   store under a uniform predicate. With ``tid == 0`` it wrapped every copy in an ELECT loop (``ELECT``,
   two ``PLOP3``, a backward ``BRA.U.ANY``) and every barrier init in a divergent ``BSSY`` region;
 - a TMA store's commit and read-wait run in every thread (no branch around them).
+
+Since session 23 a GEMM's copies are issued by thread 0 again by default (``KERNELC_TMA_ELECT=auto``,
+passes/elect_form.py: matmul_tma and matmul_persistent measured faster that way on an H200); the uniform-predicate
+checks below pin the elect form.
 """
 import re
 
@@ -54,6 +58,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_copies_barriers_and_stores_issue_under_a_uniform_predicate(case, monkeypatch):
+    monkeypatch.setenv("KERNELC_TMA_ELECT", "elect")   # attention's default; the GEMM's is tid (auto)
     ck = CASES[case](monkeypatch)
     assert "elect.sync" in ck.asm["ptx"]
     ins = _sass(ck)
@@ -87,3 +92,9 @@ def test_the_warp_specialised_producer_warp_issues_under_a_uniform_predicate(mon
     tma = [p for p, op, _ in ins if op.startswith("UTMALDG")]
     assert tma and all(p == "" or p.lstrip("@!").startswith("UP") for p in tma), tma
     assert "BRA.U.ANY" not in [op for _, op, _ in ins]
+
+
+def test_the_default_keeps_elect_sync_for_attention_and_thread_0_for_the_gemm(monkeypatch):
+    monkeypatch.delenv("KERNELC_TMA_ELECT", raising=False)
+    assert "elect.sync" in CASES["attention d64"](monkeypatch).asm["ptx"]
+    assert "elect.sync" not in _mm(monkeypatch).asm["ptx"]

@@ -30,7 +30,7 @@ Rules:
   process's interval of new over old lies at or above 0.98, ``regression`` when one lies wholly below 0.98,
   ``not resolved`` otherwise. (Rule written before the first such call's results, session 22.)
 
-    python3 bench/experiments/mem21/issue21_status.py [--out bench/results/issue21_status_s22.json] [--no-live]
+    python3 bench/experiments/mem21/issue21_status.py [--out bench/results/issue21_status_s23.json] [--no-live]
 """
 from __future__ import annotations
 
@@ -135,8 +135,26 @@ MB_KERNEL = {"transpose": "transpose_kernel", "permute(0,2,1)": "permute021_kern
              "log_softmax fwd": "log_softmax_fwd_kernel", "log_softmax bwd": "log_softmax_bwd_kernel",
              "rms_norm bwd": "rms_norm_bwd_kernel", "layer_norm bwd": "layer_norm_bwd_kernel",
              "cross_entropy": "cross_entropy_kernel", "rope": "rope_kernel"}
-# this tree's SASS of the 14 row kernels (mem21/mb_sass.py run on it; CPU)
-MB_THIS_TREE = "bench/experiments/mem22/results/mb_sass_mem22.json"
+# this tree's SASS of the 14 row kernels (mem21/mb_sass.py run on it; CPU), by the default of KERNELC_REDUCE_SCRATCH
+# (session 23; shared: mem22's file, the same hashes as mem23's mb_sass_scratch_shared.json)
+MB_THIS_TREE_BY_SCRATCH = {"shared": "bench/experiments/mem22/results/mb_sass_mem22.json",
+                           "apart": "bench/experiments/mem23/results/mb_sass_scratch_apart.json",
+                           "loops": "bench/experiments/mem23/results/mb_sass_scratch_loops.json"}
+MB_THIS_TREE = MB_THIS_TREE_BY_SCRATCH["shared"]
+# session 23: (call, file, GPU, {default of KERNELC_REDUCE_SCRATCH: {row prefix or "*": the column that is this
+# tree's build, None: the row is left out}}); R1's `apart` column is the loops build for cross_entropy (the same SASS:
+# bench/experiments/mem23/results/). layer_norm bwd is left out of these files: variants.py timed it with intervals
+# 12-25% wide in every column, Triton's A/A included (its lock-based dW reduction; s20's bench_memory_bound runs read
+# it within 0.1%), so they measure nothing about it
+_NO_LN = {"layer_norm bwd": None}
+MB_CALLS_S23 = [(f"R1 (s23), process {i}", f"s23_mem23_R1_h200/apart_p{i}.json", "H200",
+                 {"shared": {**_NO_LN, "*": "kernelc"}, "apart": {**_NO_LN, "*": "kernelc[apart]"},
+                  "loops": {**_NO_LN, "cross_entropy": "kernelc[apart]", "*": "kernelc"}})
+                for i in (1, 2)] \
+  + [("R2 (s23), process 3", "s23_mem23_R2_h200/loops_p3.json", "H200",
+      {"shared": {**_NO_LN, "*": "kernelc"}, "loops": {**_NO_LN, "*": "kernelc[loops]"}})] \
+  + [(f"R2 (s23), process {i}", f"s23_mem23_R2_h200/rope_p{i}.json", "H200",
+      {"shared": {"*": "kernelc"}, "apart": {"*": "kernelc"}, "loops": {"*": "kernelc"}}) for i in (1, 2)]
 
 
 def _row_kernel(name: str):
@@ -144,10 +162,15 @@ def _row_kernel(name: str):
                  or name == p), None)
 
 
+def _this_tree_sass() -> str:
+    from kernelc import options
+    return MB_THIS_TREE_BY_SCRATCH.get(options.get("KERNELC_REDUCE_SCRATCH"), MB_THIS_TREE)
+
+
 def _code_changed():
     """The row kernels whose SASS on this tree differs from the one the s20/s21 calls ran (86654a8's, which
     MB_SAME_CODE shows s21's tree built too); None when the check's files are missing."""
-    a, b = os.path.join(ROOT, MB_SAME_CODE), os.path.join(ROOT, MB_THIS_TREE)
+    a, b = os.path.join(ROOT, MB_SAME_CODE), os.path.join(ROOT, _this_tree_sass())
     if not (os.path.exists(a) and os.path.exists(b)):
         return None
     then = json.load(open(a))["trees"][0]["sass"]
@@ -165,6 +188,15 @@ def memory_bound(extra=()):
             if _row_kernel(name) in changed:   # that call timed code this tree no longer builds
                 continue
             rows.setdefault(name, []).append({"call": call, "file": path, "gpu": gpu, **f})
+    scratch = options.get("KERNELC_REDUCE_SCRATCH")
+    for call, path, gpu, cols in MB_CALLS_S23:
+        if scratch in cols and _exists(path):
+            by_row = cols[scratch]
+            for column in sorted({c for c in by_row.values() if c}):
+                for name, f in _mb_rows(path, column).items():
+                    want = next((c for p, c in by_row.items() if p != "*" and name.startswith(p + " ")), by_row["*"])
+                    if want == column:
+                        rows.setdefault(name, []).append({"call": call, "file": path, "gpu": gpu, **f})
     for call, path, gpu, cols in MB_CALLS_S22:
         if xwarp in cols and _exists(path):
             by_row = cols[xwarp]
@@ -275,24 +307,37 @@ def pinned():
 
 
 # (call, files under bench/results, GPU, the bench_kernels row it stands for): ab_one_process.py, one file a process
+# session 23: {default of KERNELC_TMA_ELECT: the tree in the file that builds this tree's code} ("new": the branch
+# as it ran, elect.sync; "tid0": its copy with TMA copies issued by thread 0, mem23/tree_elect_variant.py, the same
+# SASS as KERNELC_TMA_ELECT=tid, and as auto for matmul_tma: bench/experiments/mem23/results/mm_sass_elect.json); a
+# call without this tree's build is left out (s22's R2 timed the elect build)
 ONE_PROCESS = [   # R1 (s22) also ran it; its files were lost (its log: bench/results/s22_mem22_R1_h200/)
-    ("R2 (s22)", [f"s22_mem22_R2_h200/ab1p_p{i}.json" for i in (1, 2, 3)], "H200"),
+    ("R2 (s22)", [f"s22_mem22_R2_h200/ab1p_p{i}.json" for i in (1, 2, 3)], "H200", {"elect": "new"}),
+    ("R1 (s23)", [f"s23_mem23_R1_h200/ab_p{i}.json" for i in (1, 2)], "H200",
+     {"elect": "new", "tid": "tid0", "auto": "tid0"}),   # auto: matmul_tma's k-loop holds one dot, so tid
 ]
 
 
 def one_process():
     """{(kernel, dtype, n): {config: [per call: processes' new/old and A/A intervals, verdict]}}."""
+    from kernelc import options
     out = {}
-    for call, files, gpu in ONE_PROCESS:
+    form = options.get("KERNELC_TMA_ELECT")
+    for call, files, gpu, trees in ONE_PROCESS:
+        tag = trees.get(form)
+        if tag is None:
+            continue
         procs = [json.load(_open(f)) for f in files if _exists(f)]
         by_cfg = {}
         for f, d in zip([f for f in files if _exists(f)], procs):
             for r in d["results"]:
+                vs = r["new_vs_old"] if tag == "new" else r[f"{tag}_vs_old"]
+                aa = r["new_aa"] if tag == "new" else r[f"{tag}_aa"]
                 by_cfg.setdefault((d.get("kernel", "matmul_tma"), d["dtype"], d["n"], r["config"]), []).append(
-                    {"file": f, "set": r["set"], "new_over_old": r["new_vs_old"]["geomean"],
-                     "ci95": [round(x, 4) for x in r["new_vs_old"]["ci95"]],
+                    {"file": f, "set": r["set"], "tree": tag, "new_over_old": vs["geomean"],
+                     "ci95": [round(x, 4) for x in vs["ci95"]],
                      "old_aa_ci95": [round(x, 4) for x in r["old_aa"]["ci95"]],
-                     "new_aa_ci95": [round(x, 4) for x in r["new_aa"]["ci95"]], "rounds": r["new_vs_old"]["n"],
+                     "new_aa_ci95": [round(x, 4) for x in aa["ci95"]], "rounds": vs["n"],
                      "ms_median": r["ms_median"], "picked": r.get("picked")})
         for (kern, dt, n, cfg), ps in by_cfg.items():
             aa_ok = all(0.98 <= p[k][0] and p[k][1] <= 1 / 0.98 for p in ps for k in ("old_aa_ci95", "new_aa_ci95"))
@@ -507,7 +552,7 @@ def markdown(st) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(RES, "issue21_status_s22.json"))
+    ap.add_argument("--out", default=os.path.join(RES, "issue21_status_s23.json"))
     ap.add_argument("--no-live", action="store_true", help="skip the CPU compiles and tests")
     ap.add_argument("--md", help="also write the markdown table to this file")
     ap.add_argument("--mb-extra", action="append", default=[],

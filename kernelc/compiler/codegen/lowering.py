@@ -432,6 +432,12 @@ class Lowering:
         self.smem_base()
         return 0
 
+    def scratch_at(self, offset: int, nbytes: int) -> int:
+        """Reserve per-op scratch ``[offset, offset + nbytes)`` (an area a pass gave one op) and return ``offset``."""
+        self.smem.scratch = max(self.smem.scratch, (offset + nbytes + 15) // 16 * 16)
+        self.smem_base()
+        return offset
+
     def persistent(self, nbytes: int) -> str:
         """A buffer that lives across ops (pipeline stages); returns an i32 offset token."""
         self.smem_base()

@@ -152,7 +152,8 @@ def lower_reduce(lw: Lowering, op):
         for s in sizes:
             offs.append(total)
             total += (s + 15) // 16 * 16
-        base = lw.scratch(total)
+        # scratch_at (passes/reduce_xwarp.py, KERNELC_REDUCE_SCRATCH=apart): this reduction's own area
+        base = lw.scratch(total) if "scratch_at" not in op.attrs else lw.scratch_at(op.attrs["scratch_at"], total)
         lw.smem_base()
         # this warp's index along the axis
         widx = "0"

@@ -59,6 +59,8 @@ def elected(lw, warp: int = 0) -> str:
     Every caller runs with warp 0 converged (the ops are not under thread-dependent branches), and over a
     full warp the election is a function of the active mask alone, so each call elects the same lane:
     bulk groups committed under one call are waited for under another."""
+    if lw.fn.attrs.get("elect") == "tid":   # passes/elect_form.py (KERNELC_TMA_ELECT=tid)
+        return lw.e.val(f"icmp eq i32 {lw.tid}, {warp * 32}")
     e = lw.e
     pair = e.call("{ i32, i1 }", "llvm.nvvm.elect.sync", [("i32", "-1")])
     leader = e.val(f"extractvalue {{ i32, i1 }} {pair}, 1")

@@ -190,9 +190,9 @@ for op in [
           doc="`count` mbarriers (8 bytes each) in shared memory; the i64 result names the group"),
     OpDef("mbarrier_at", (2, 2), category="ring",
           doc="barrier group, index (i32) -> the shared-memory address (i32) of barrier `index`"),
-    OpDef("elect_one", (0, 0), category="ring", optional_attrs=("warp",),
+    OpDef("elect_one", (0, 0), category="ring", optional_attrs=("warp", "by"),
           doc="i1: true in the one thread that drives the copy engine, the lane elect.sync picks in warp `warp` "
-              "(default 0); every lane of that warp runs it"),
+              "(default 0; by='tid': thread 32 * warp, passes/elect_form.py); every lane of that warp runs it"),
     OpDef("mbarrier_init", (2, 2), ("count",), pure=False, results=0, category="ring",
           doc="barrier, pred (i1): where pred, initialise the barrier to expect `count` arrivals"),
     OpDef("fence_mbarrier_init", (0, 0), pure=False, results=0, category="ring",

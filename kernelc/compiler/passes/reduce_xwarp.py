@@ -34,6 +34,12 @@ budget's builds unmeasured (a persistent row softmax 64 -> 80 registers, tutoria
 launch-bound build), so they keep ``allreduce`` until measured. codegen falls back to ``allreduce`` in a
 warp-specialised kernel. Knobs ``KERNELC_REDUCE_XWARP``, ``KERNELC_REDUCE_BFLY``.
 
+Where the partials go (``KERNELC_REDUCE_SCRATCH``, :func:`mark_reduce_scratch`): every cross-warp step uses the
+one scratch area at offset 0 (``shared``), so codegen's conflict tracking puts a barrier between one reduction's
+last read (softmax forward: every thread reading the max) and the next one's stores (the sum's partials), as
+Triton's code has. ``apart`` writes ``scratch_at`` (a byte offset) on each reduction to one value: each gets its
+own area and that barrier goes; codegen still barriers wherever two accesses overlap (a loop's next iteration).
+
 Example (broadcast, down): ``%s = reduce %x {axis=0, kind='add'}`` ->
 ``%s = reduce %x {axis=0, kind='add', xwarp='broadcast', bfly='down'}``
 """
@@ -97,4 +103,26 @@ def mark_reduce_xwarp(fn: Function, xwarp: str = "allreduce", bfly: str = "up") 
             op.attrs["xwarp"] = "lds"
         if bfly == "down":
             op.attrs["bfly"] = "down"
+    return fn
+
+
+def scratch_bytes(op, num_warps: int) -> int:
+    """An upper bound on the scratch a reduction to one value needs for its cross-warp step (codegen/reduce.py:
+    one partial per warp and operand, each operand's area 16-byte aligned)."""
+    return sum((num_warps * max(1, scalar_of(v.type).primitive_bitwidth // 8) + 15) // 16 * 16 for v in op.operands)
+
+
+def mark_reduce_scratch(fn: Function, mode: str = "shared", num_warps: int = 4) -> Function:
+    """Set (``apart``: every reduction to one value per block; ``loops``: those inside a loop) or clear (``shared``)
+    ``scratch_at``: consecutive 16-byte aligned areas, one a reduction, in program order (module docstring).
+    Mutates ``fn``."""
+    in_loop = {id(o) for op in fn.walk() if op.name in ("scf.for", "scf.while") for o in op.walk() if o is not op}
+    off = 0
+    for op in fn.walk():
+        if op.name != "reduce":
+            continue
+        op.attrs.pop("scratch_at", None)
+        if (mode == "apart" or (mode == "loops" and id(op) in in_loop)) and one_value(op):
+            op.attrs["scratch_at"] = off
+            off += scratch_bytes(op, num_warps)
     return fn

@@ -1,0 +1,52 @@
+"""Which thread drives the copy engine: the predicate ``elect_one`` stands for (``KERNELC_TMA_ELECT``).
+
+``elect`` (the default since adf0175f, 2026-11-27): warp ``w``'s ``elect.sync`` lane. ptxas then knows one lane of a
+warp holds the predicate and issues each TMA copy and barrier init under a uniform predicate (tutorial 06's
+forward: no ELECT loop around each copy, docs/triton-tutorials.md "06 forward kernel: branches"); in a GEMM's
+k-loop it rebuilds the copies' coordinates in ordinary registers and moves them to uniform ones every step
+(matmul_tma bf16 128x128 w4 s3: 54 ``R2UR`` against 2).
+``tid``: ``tid == 32 w`` (kernelc's form before adf0175f): ptxas wraps each copy in an ELECT loop instead.
+``auto`` (the default since session 23): ``tid`` where every loop that issues TMA copies holds exactly one dot (a
+GEMM's k-loop, a persistent GEMM's tile and k-loops), ``elect`` elsewhere (attention's loops hold two dots; a
+warp-specialised producer's loop none). On an H200 (docs/performance.md, session 23, one process, both builds
+interleaved, two processes each), ``tid`` over ``elect``: matmul_tma bf16 4096^3 (128x128 w4 s3) 1.016-1.018,
+matmul_persistent 1.046-1.047; the pointer attention forward (TMA by auto-TMA) 0.992 and causal 0.983-0.984,
+attention_tma causal 0.992, attention_tma 0.999-1.001 (the producer warp's loop).
+
+The pass writes the choice on the function (``elect='tid'``) and on every ``elect_one`` (``by='tid'``); codegen
+(``codegen/tma.py: elected``) lowers every copy engine predicate by it, those it forms itself (descriptor copies
+outside rings, device tensor maps) included.
+
+Example (tid): ``%t0 = elect_one`` -> ``%t0 = elect_one {by='tid'}``
+"""
+from __future__ import annotations
+
+from ..ir.core import Function
+
+_LOOPS = ("scf.for", "scf.while")
+_COPIES = ("tma_copy_to_ring", "descriptor_load")
+
+
+def gemm_copy_loops(fn: Function) -> bool:
+    """Whether ``fn`` has loops that issue TMA copies and every such loop (its nested loops included) holds exactly
+    one dot."""
+    loops = [op for op in fn.walk() if op.name in _LOOPS]
+    inside = {id(lp): [o.name for o in lp.walk() if o is not lp] for lp in loops}
+    copying = [lp for lp in loops if any(n in _COPIES for n in inside[id(lp)])]
+    return bool(copying) and all(inside[id(lp)].count("dot") == 1 for lp in copying)
+
+
+def mark_elect_form(fn: Function, form: str = "auto") -> Function:
+    """Set (``tid``; ``auto`` where :func:`gemm_copy_loops`) or clear (``elect``; ``auto`` elsewhere) the copy engine
+    predicate's form on ``fn`` and its ``elect_one`` ops. Mutates ``fn``."""
+    if form == "auto":
+        form = "tid" if gemm_copy_loops(fn) else "elect"
+    fn.attrs.pop("elect", None)
+    if form == "tid":
+        fn.attrs["elect"] = "tid"
+    for op in fn.walk():
+        if op.name == "elect_one":
+            op.attrs.pop("by", None)
+            if form == "tid":
+                op.attrs["by"] = "tid"
+    return fn
