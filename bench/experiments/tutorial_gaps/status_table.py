@@ -7,13 +7,14 @@ they cover.
 
     python3 bench/experiments/tutorial_gaps/status_table.py [--json bench/results/triton_tutorials_status_s20.json]
         [--md OUT.md]
-    python3 bench/experiments/tutorial_gaps/status_table.py --run bench/results/RUN.json [--earlier S20.json]
-        [--json OUT.json] [--md OUT.md]
+    python3 bench/experiments/tutorial_gaps/status_table.py --run bench/results/RUN.json [--run LABEL=RUN2.json ...]
+        [--earlier S20.json] [--json OUT.json] [--md OUT.md]
 
 ``--run``: the table from one whole-suite run (``bench/triton_tutorials.py --suite``) alone: its checks, every table
 point with its verdict, and its first calls (from empty caches where the run has them: every tutorial it ran cold,
 and 06's runs that stop after their first call; the others say ``warm``); ``--earlier`` (default: session 20's
-status JSON) adds the earlier reading of the same point or kernel beside it, for reference only.
+status JSON) adds the earlier reading of the same point or kernel beside it, for reference only. With several
+``--run`` (oldest first), each tutorial's row comes whole from the latest run that measured it, and says which.
 
 Every row names the call it comes from (``call``) and its file (``source``).
 """
@@ -494,16 +495,34 @@ def _xkey(x):
     return float(x) if isinstance(x, (int, float)) else str(x)
 
 
-def one_run(run_path, earlier_path=EARLIER):
-    """The status from one run of ``bench/triton_tutorials.py`` alone; ``earlier``: the same point's or kernel's
-    reading in an earlier status JSON (``build``'s), beside it for reference."""
-    if run_path.endswith(".gz"):  # (scripts/compact_results.py gzips big results)
+def _read_run(path):
+    if path.endswith(".gz"):  # (scripts/compact_results.py gzips big results)
         import gzip
-        with gzip.open(run_path, "rt") as f:
-            run = json.load(f)
-    else:
-        run = json.load(open(run_path))
-    label = os.path.basename(run_path)
+        with gzip.open(path, "rt") as f:
+            return json.load(f)
+    with open(path) as f:
+        return json.load(f)
+
+
+def _run_spec(spec):
+    """``LABEL=PATH`` or ``PATH`` (labelled by its file name) -> (label, path)."""
+    label, sep, path = spec.partition("=")
+    if sep and not os.path.exists(spec):
+        return label, path
+    return os.path.basename(spec), spec
+
+
+def one_run(run_path, earlier_path=EARLIER):
+    """The status from runs of ``bench/triton_tutorials.py``; ``earlier``: the same point's or kernel's reading in an
+    earlier status JSON (``build``'s), beside it for reference.
+
+    ``run_path``: one run's file, or a list of them (``LABEL=PATH`` or ``PATH``), oldest first. Each tutorial's row
+    then comes whole (checks, tables, first calls) from the latest run that measured it, and names that run
+    (``run`` in every row): a tutorial re-run alone, or skipped by a suite's deadline and run in a call of its own,
+    replaces its row without mixing readings of two runs in one row."""
+    specs = [run_path] if isinstance(run_path, str) else list(run_path)
+    runs = [(lab, p, _read_run(p)) for lab, p in map(_run_spec, specs)]
+    label = runs[-1][0]
     early = json.load(open(earlier_path)) if earlier_path and os.path.exists(earlier_path) else {}
     e_pts = {(q["tutorial"], q["table"], q["column"], _xkey(q["x"])): q for q in early.get("points", [])}
     # an earlier status made by ``build`` names each reading's call; one made from a single run (``one_run``) names
@@ -515,16 +534,22 @@ def one_run(run_path, earlier_path=EARLIER):
     checks, points, firsts, missing = [], [], [], []
     focused = focused_rows()
     for tut in PLAN:
-        t = run.get("tutorials", {}).get(tut)
-        if not t or "passed" not in t:
+        # the latest run that measured it (checks passed or not); else why the latest run that names it did not
+        src = next(((lab, r) for lab, _, r in reversed(runs) if "passed" in r.get("tutorials", {}).get(tut, {})),
+                   None)
+        if src is None:
+            t = next((r["tutorials"][tut] for _, _, r in reversed(runs) if r.get("tutorials", {}).get(tut)), None)
             missing.append({"tutorial": tut, "why": (t or {}).get("skipped") or (t or {}).get("error")
                             or ("partial" if t and "partial" in t else "not in the run")})
             continue
-        checks.append({"tutorial": tut, "passed": t["passed"], "caches": t.get("caches"), "points": t.get("points")})
+        rlab, run = src
+        t = run["tutorials"][tut]
+        checks.append({"tutorial": tut, "passed": t["passed"], "caches": t.get("caches"), "points": t.get("points"),
+                       "run": rlab})
         for tb in t.get("tables", []):
             if "error" in tb:
                 points.append({"tutorial": tut, "table": tb["plot_name"], "column": None, "x": None, "ratio": None,
-                               "verdict": "no reading: " + tb["error"]})
+                               "verdict": "no reading: " + tb["error"], "run": rlab})
                 continue
             floor = tb.get("noise_floor", {}) or {}
             controls = floor.get("control_columns") or []
@@ -538,7 +563,7 @@ def one_run(run_path, earlier_path=EARLIER):
                     q = {"tutorial": tut, "table": tb["plot_name"], "column": col, "x": _xkey(x),
                          "ratio": r, "noise_floor": fl, "verdict": _verdict(r, fl),
                          "earlier": e["ratio"] if e else None,
-                         "earlier_from": (e.get("from") or e_run).split(" (")[0] if e else None}
+                         "earlier_from": (e.get("from") or e_run).split(" (")[0] if e else None, "run": rlab}
                     # a focused re-measurement of the same call (processes alternated, repeats, GPU time apart), for
                     # reference beside this run's reading; it does not replace it
                     cov = _covering(q, _xkey(x), [f for f in focused if f.get("case")], [])
@@ -558,15 +583,20 @@ def one_run(run_path, earlier_path=EARLIER):
             firsts.append({"tutorial": tut, "kernel": f["kernel"], "triton_s": f.get("triton_s"),
                            "kernelc_s": f.get("kernelc_s"), "kernelc_over_triton": f.get("kernelc_over_triton"),
                            "caches": caches, "earlier": (e["triton_s"], e["kernelc_s"]) if e else None,
-                           "earlier_from": (e.get("call") or e_run).split(" (")[0] if e else None})
+                           "earlier_from": (e.get("call") or e_run).split(" (")[0] if e else None, "run": rlab})
         for f in cold.values():
-            firsts.append(dict(f, tutorial=tut, caches="cold (a run stopped after it)", earlier=None, earlier_from=None))
+            firsts.append(dict(f, tutorial=tut, caches="cold (a run stopped after it)", earlier=None, earlier_from=None,
+                               run=rlab))
     below = [q for q in points if q["verdict"] != "within 5% or better"]
     slow = [f for f in firsts if f.get("kernelc_over_triton") and f["kernelc_over_triton"] > 1.0
             and f["caches"].startswith("cold")]
+    rel = lambda p: os.path.relpath(os.path.abspath(p), ROOT) if os.path.abspath(p).startswith(ROOT) else p  # noqa
+    last = runs[-1][2]
     return {"criterion": f"kernelc/Triton >= {WITHIN} at every point; first call no slower than Triton's",
-            "run": os.path.relpath(os.path.abspath(run_path), ROOT) if run_path.startswith(ROOT) else label,
-            "environment": run.get("environment"), "seconds": run.get("seconds"), "suite": run.get("suite"),
+            "run": rel(runs[-1][1]) if len(runs) == 1 else label,
+            "runs": [{"label": lab, "path": rel(p), "environment": r.get("environment"), "seconds": r.get("seconds"),
+                      "suite": r.get("suite")} for lab, p, r in runs],
+            "environment": last.get("environment"), "seconds": last.get("seconds"), "suite": last.get("suite"),
             "earlier": os.path.relpath(earlier_path, ROOT) if early else None,
             "checks": checks, "points": points, "first_calls": firsts, "missing": missing,
             "table_points_below_criterion": below, "first_calls_slower": slow}
@@ -609,7 +639,8 @@ def one_run_markdown(s):
         fcs = "; ".join(f"{f['kernel']} {sec(f['triton_s'])} / {sec(f['kernelc_s'])}"
                         + ("" if f["caches"].startswith("cold") else " (warm caches)")
                         for f in s["first_calls"] if f["tutorial"] == tut)
-        out.append(f"| {tut} | {p.get('triton')} / {p.get('kernelc')} | {'<br>'.join(cells) or 'no table'} | {fcs} |")
+        name = tut + (f" [{checks[tut]['run']}]" if len(s.get("runs") or []) > 1 else "")
+        out.append(f"| {name} | {p.get('triton')} / {p.get('kernelc')} | {'<br>'.join(cells) or 'no table'} | {fcs} |")
     return "\n".join(out) + "\n"
 
 
@@ -618,7 +649,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json")
     ap.add_argument("--md")
     ap.add_argument("--compact", action="store_true", help="one row per tutorial (the docs' status table)")
-    ap.add_argument("--run", help="the table from this one whole-suite run alone (bench/triton_tutorials.py --suite)")
+    ap.add_argument("--run", action="append",
+                    help="the table from this whole-suite run (bench/triton_tutorials.py --suite); repeatable, oldest "
+                         "first, as LABEL=PATH or PATH: each tutorial's row from the latest run that measured it")
     ap.add_argument("--earlier", default=EARLIER, help="with --run: an earlier status JSON, for the reference column")
     args = ap.parse_args(argv)
     if args.run:
