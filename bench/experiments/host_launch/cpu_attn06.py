@@ -35,7 +35,10 @@ def main(argv=None):
     ap.add_argument("--cases", default="fp16,fp8")
     ap.add_argument("--profile", help="cProfile text of the first case's calls")
     ap.add_argument("--json")
+    ap.add_argument("--kernelc-root", metavar="DIR", help="time this checkout's kernelc (e.g. main's worktree)")
     a = ap.parse_args(argv)
+    if a.kernelc_root:
+        sys.path.insert(0, os.path.abspath(a.kernelc_root))
     import fakecuda
     fakecuda.install()
     from kernelc.compat import install
@@ -81,9 +84,12 @@ def main(argv=None):
             pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(45)
         with open(a.profile, "w") as f:
             f.write(buf.getvalue())
+    import kernelc
+    src = os.path.dirname(os.path.dirname(os.path.abspath(kernelc.__file__)))
+    print(f"kernelc from {src}")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"cases": res, "calls": a.calls, "rounds": a.rounds}, f, indent=1)
+            json.dump({"cases": res, "calls": a.calls, "rounds": a.rounds, "kernelc_from": src}, f, indent=1)
 
 
 if __name__ == "__main__":
