@@ -88,9 +88,6 @@ KNOBS: Tuple[Knob, ...] = (
          "default before 2026-11-28): read when a map is first encoded, so maps already cached keep theirs",
          _choice(("256", ("256",)), ("128", ("128",)), ("64", ("64",)), ("none", ("none", "0")))),
     Knob("KERNELC_AUTOTUNE_DISK_CACHE", "bool", True, "keep autotuning results on disk (next to the kernel cache)"),
-    Knob("KERNELC_GC_AFTER_TUNING", "bool", False,
-         "run a full garbage collection at the end of each autotuning run (inside the first call), so that the "
-         "collection the tuning's garbage makes due does not fall into the caller's next timed loop"),
     Knob("KERNELC_PRINT_AUTOTUNING", "bool", False, "print each autotuning result on stderr"),
     Knob("KERNELC_DUMP_IR", "bool", False, "print the tile IR after every compiler pass on stderr"),
     Knob("KERNELC_OVERRIDE", "str", "",

@@ -7,7 +7,6 @@ only one thread of a process into, runs in worker processes for the compiles tha
 """
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import os
@@ -179,11 +178,6 @@ def select_config(tuner, configs, args, kwargs, grid):
         raise RuntimeError(f"no autotune config of {tuner.__name__} could run: {[str(e) for e in errors if e][:2]}")
     _remember(tuner, named, key, best)
     tuner.configs_timings = timings
-    if options.get("KERNELC_GC_AFTER_TUNING"):
-        # compiling and timing the candidates leaves reference cycles that outlive the young generations: they
-        # make a full collection due, and its pause (all of torch's objects walked) then lands in whatever the
-        # caller times next. Collected here, it is part of this first call
-        gc.collect()
     elapsed = time.perf_counter() - t0
     if options.get("KERNELC_PRINT_AUTOTUNING"):
         print(f"kernelc autotuning {tuner.__name__} for key {key}: best {best} ({timings[best]:.4f} ms) "

@@ -154,24 +154,3 @@ def test_a_jit_kernel_is_timed_through_its_launch_fast_path(monkeypatch):
     t = Autotuner(k, ["x_ptr", "n"], [Config({"BLOCK": b}) for b in (256, 64, 128)], key=["n"])
     assert tuning.select_config(t, t.configs, (None, 7), {}, (1,)).kwargs["BLOCK"] == 64
     assert grids == [(1,)] and calls == [256, 64, 128]
-
-
-@pytest.mark.parametrize("on", [False, True])
-def test_full_collection_after_a_tuning_run_only_with_the_knob(fake_bench, monkeypatch, on):
-    import gc
-    monkeypatch.setenv("KERNELC_GC_AFTER_TUNING", "1" if on else "0")
-    monkeypatch.setenv("KERNELC_AUTOTUNE_DISK_CACHE", "0")
-    FAKE_MS.update({64: 3.0, 128: 1.0, 256: 2.0})
-    t = _tuner(CONFIGS)
-    full = []
-    cb = lambda phase, info: full.append(info["generation"]) if phase == "stop" and info["generation"] == 2 else None  # noqa
-    gc.callbacks.append(cb)
-    try:
-        gc.disable()  # only the tuner's own collections count
-        tuning.select_config(t, CONFIGS, (None, 4321), {}, (1,))
-        tuned = list(full)
-        tuning.select_config(t, CONFIGS, (None, 4321), {}, (1,))  # the key again: no tuning, no collection
-    finally:
-        gc.enable()
-        gc.callbacks.remove(cb)
-    assert tuned == ([2] if on else []) and full == tuned
