@@ -149,7 +149,11 @@ def focused_rows():
                        ("s22_R2", "s22 R2 (2026-11-29 13:39 UTC, H200 of a 2-GPU host shared with another request; "
                                   "processes kernelc, Triton, Triton, kernelc, 2 repeats each)"),
                        ("s22_R3", "s22 R3 (2026-11-29 ~14:35 UTC, H200 of a 2-GPU host; processes kernelc, Triton, "
-                                  "Triton, kernelc, up to 3 repeats each)")):
+                                  "Triton, kernelc, up to 3 repeats each)"),
+                       ("s23_R1", "s23 R1b (2026-11-29 15:04 UTC, one H200 alone; processes kernelc, Triton, Triton, "
+                                  "kernelc, 2 repeats each; 06 through its own autotuner)"),
+                       ("s23_R2", "s23 R2 (2026-11-29, one H200 alone; processes kernelc, Triton, Triton, kernelc, "
+                                  "up to 3 repeats each; kernelc's launch path cut)")):
         p = os.path.join(GAPS, f"host_gpu_split_{tag}_h200", "summary.json")
         if not os.path.exists(p):
             continue
@@ -270,7 +274,12 @@ COVERS = [
     (("01", "vector-add", "Triton", 4096), "v01:4096:triton"),
     # session 22: the S21 suite's launch-bound points ("=": the whole table name, 08's other table has an x of 1024 too)
     (("02", "softmax-performance", "Triton", 256), "s02:256:triton"),
-    (("06", "d64-fwd-causal=True-warp_specialize=False", "[FP8]", 2048), "a06:64:1:1:2048:64x64x3x4"),
+    # (a tuple: any of these cases; session 23 timed the d64 causal forward through the tutorial's own autotuner in R1,
+    # at the config both autotuners took in R2)
+    (("06", "d64-fwd-causal=True-warp_specialize=False", "[FP8]", 2048),
+     ("a06:64:1:1:2048:64x64x3x4", "a06:64:1:1:2048:tuned")),
+    (("06", "d64-fwd-causal=True-warp_specialize=False", "[FP16]", 2048),
+     ("a06:64:1:0:2048:64x64x3x4", "a06:64:1:0:2048:tuned")),
     (("08", "=group-gemm-performance", "Triton + TMA", 1024), "g08:1024:triton-tma"),
     (("08", "=group-gemm-performance", "Triton + TMA", 512), "g08:512:triton-tma"),
 ]
@@ -306,7 +315,8 @@ def _covering(t, x, focused, alternated):
     tut = t["tutorial"][:2]
     for (ctut, plot, col, cx), key in COVERS:
         if ctut == tut and _plot_match(plot, t["table"]) and col in t["column"] and (cx is None or cx == x):
-            hits = [r for r in focused if r.get("case") == key or r.get("point") == key]
+            keys = key if isinstance(key, tuple) else (key,)
+            hits = [r for r in focused if r.get("case") in keys or r.get("point") in keys]
             if hits:
                 return hits[-1]  # the newest source (rows are appended oldest call first)
     for a in alternated:  # a tutorial's own table re-run in alternated processes covers the same table and column
