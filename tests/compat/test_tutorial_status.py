@@ -222,3 +222,21 @@ def test_several_runs_each_tutorial_row_from_the_latest_run_that_measured_it(tmp
     assert "| 03-matrix-multiplication | not run (not in the run)" in md
     # one run alone: the rows name no run, as before
     assert "[suite.json]" not in status_table.one_run_markdown(status_table.one_run(str(a), None))
+
+
+def test_09_frames_take_their_own_back_to_back_re_measurement():
+    if not os.path.isdir(os.path.join(status_table.GAPS, "t09_b2b_s23_R2_h200")):
+        import pytest
+        pytest.skip("session 23's R2 results are not in this tree")
+    focused = [f for f in status_table.focused_rows() if f.get("case")]
+    cols = {c: status_table._covering({"tutorial": "09-persistent-matmul", "table": "profile matmul.hatchet",
+                                       "column": f"{c} [M=8192, N=8192, K=512]"}, None, focused, [])
+            for c in ("matmul_kernel_tma", "matmul_kernel_tma_persistent", "matmul_kernel_descriptor_persistent",
+                      "matmul_kernel_descriptor_persistent_ws", "matmul_kernel")}
+    assert cols["matmul_kernel_tma"]["case"] == "b2b09:matmul_kernel_tma"  # not the _persistent kernel's row
+    assert cols["matmul_kernel_tma_persistent"]["case"] == "b2b09:matmul_kernel_tma_persistent"
+    assert cols["matmul_kernel_descriptor_persistent"]["case"] == "b2b09:matmul_kernel_descriptor_persistent"
+    assert cols["matmul_kernel_descriptor_persistent_ws"]["case"] == "b2b09:matmul_kernel_descriptor_persistent_ws"
+    assert cols["matmul_kernel"] is None
+    row = cols["matmul_kernel_tma_persistent"]
+    assert row["labels"] == ["back to back", "flushed"] and 0.5 < row["ratio"] < 2 and row["call"].startswith("s23 R2")

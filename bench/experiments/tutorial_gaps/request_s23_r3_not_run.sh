@@ -1,4 +1,5 @@
 #!/bin/bash
+# NOT RUN: session 23 had no R3 (device time); kept as the record of what it would have run.
 # t06s23 R3: the tutorials whose rows in the last status run (S22) were not all >= 0.95 -- 02 (0.945 at 256) and 06
 # (d64 causal forward, fp16 0.932 and fp8 0.759) -- again through the suite runner on this branch's final code:
 # 02 from empty caches, 06 from dry-run-warmed caches at N_CTX 2048 with its first call from empty caches last,
