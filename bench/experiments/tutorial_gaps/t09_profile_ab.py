@@ -1,5 +1,5 @@
-"""Tutorial 09's own benchmark (its ``bench``: every kernel ``reps`` times back to back inside a profiler scope, after
-``warmup_reps`` unprofiled launches) under one runtime, with each autotuner held to the config that runtime's
+"""Tutorial 09's own benchmark (its ``bench_fn`` on ``bench``'s inputs: a kernel ``reps`` times back to back inside a
+profiler scope, after ``warmup_reps`` unprofiled launches; ``--rows`` picks bench's rows) under one runtime, with each autotuner held to the config that runtime's
 autotuner took in session 23's call R1b, so no process tunes; run kernelc, Triton, Triton, kernelc:
 
     python3 bench/experiments/tutorial_gaps/t09_profile_ab.py --impl kernelc --tutorials DIR --out k.json
@@ -79,6 +79,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=3000)
     ap.add_argument("--warmup-reps", type=int, default=3000)
     ap.add_argument("--warm-only", action="store_true", help="compile the held configs (1 launch each), no profile")
+    ap.add_argument("--rows", default="cublas,torch,naive,persistent,tma_persistent,tma,descriptor_persistent,"
+                    "descriptor_persistent_ws", help="the tutorial's bench rows to run (default: all, its order)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
@@ -100,13 +102,27 @@ def main(argv=None) -> int:
     os.makedirs(work, exist_ok=True)
     os.chdir(work)  # the profile file lands here
     torch.manual_seed(0)
-    # as the tutorial's __main__ runs it; --warm-only: one launch of each kernel (compiles), its profile not read
+    # as the tutorial's __main__ and bench run them (bench's inputs, its bench_fn for each row), for the rows named;
+    # --warm-only: one launch of each (compiles), its profile not read
+    M = N = 8192
+    K = 512
+    A = torch.randn((M, K), device="cuda", dtype=torch.float16)
+    B = torch.randn((K, N), device="cuda", dtype=torch.float16).T.contiguous()
+    rows = {"cublas": (mod.cublas_matmul, A, B), "torch": (mod.torch_matmul, A, B), "naive": (mod.matmul, A, B.T),
+            "persistent": (mod.matmul_persistent, A, B.T),
+            "tma_persistent": (lambda x, y: mod.matmul_tma_persistent(x, y, False), A, B),
+            "tma": (lambda x, y: mod.matmul_tma(x, y, False), A, B),
+            "descriptor_persistent": (lambda x, y: mod.matmul_descriptor_persistent(x, y, False), A, B),
+            "descriptor_persistent_ws": (lambda x, y: mod.matmul_descriptor_persistent(x, y, True), A, B)}
+    if getattr(mod, "cublas", None) is None:
+        rows.pop("cublas")
+    names = [n for n in a.rows.split(",") if n in rows]
+    res["rows"] = names
     proton.start("matmul", hook="triton")
     proton.deactivate()
-    if a.warm_only:
-        mod.bench(512, torch.float16, reps=1, warmup_reps=0)
-    else:
-        mod.bench(512, torch.float16, reps=a.reps, warmup_reps=a.warmup_reps)
+    for n in names:
+        fn, x, y = rows[n]
+        mod.bench_fn(n, 1 if a.warm_only else a.reps, 0 if a.warm_only else a.warmup_reps, fn, x, y)
     proton.finalize()
     if not a.warm_only:
         from bench.tutorial_runner import read_hatchet
