@@ -121,8 +121,7 @@ class CudaDriver:
 
     def get_current_target(self) -> GPUTarget:
         if _gpu():
-            import torch
-            index = torch.cuda.current_device()
+            index = _device.current_device()  # torch's, without its lazy-init check once CUDA is up
             target = _TARGETS.get(index)
             if target is None:
                 p = _driver_module.device_properties(index)

@@ -4,11 +4,15 @@ from __future__ import annotations
 import functools
 import sys
 
-from ..options import get as _option, raw_reader
+from ..options import _raw, get as _option, raw_reader
 
 
 def interpret_requested() -> bool:
     """``KERNELC_INTERPRET`` asks for the CPU interpreter even where a GPU is usable."""
+    # unset (the common case) answers from the raw environment alone: launches and Triton host code ask this several
+    # times a call (tutorial 06's forward: six), and the typed read costs a few times more
+    if _raw("KERNELC_INTERPRET") is None:
+        return False
     return _option("KERNELC_INTERPRET")
 
 

@@ -50,7 +50,7 @@ def test_current_target_follows_the_current_device(monkeypatch):
         return {0: {"major": 9, "minor": 0}, 1: {"major": 8, "minor": 6}}[index]
     monkeypatch.setattr(drv, "device_properties", props)
     current = [0]
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: current[0])
+    monkeypatch.setattr(dev, "current_device", lambda: current[0])  # torch's current device, as kernelc reads it
     first = active.get_current_target()
     assert (first.backend, first.arch, first.warp_size) == ("cuda", 90, 32)
     assert active.get_current_target() is first and asked == [0]

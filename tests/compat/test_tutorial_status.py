@@ -159,7 +159,7 @@ def test_one_run_shows_the_focused_re_measurement_beside_a_point_below(tmp_path)
     s = status_table.one_run(str(rp), None)
     pts = {(q["table"], q["x"]): q for q in s["points"]}
     rm = pts[("softmax-performance", 256.0)]["re_measured"]
-    assert rm["case"] == "s02:256:triton" and rm["call"].startswith("s22 R") and rm["ratio_gpu"] > 1.0
+    assert rm["case"] == "s02:256:triton" and rm["call"].startswith(("s22 R", "s23 R")) and rm["ratio_gpu"] > 1.0
     assert pts[("softmax-performance", 256.0)]["verdict"] == "below 0.95"  # the run's own reading is not replaced
     assert pts[("group-gemm-performance", 1024.0)]["re_measured"]["case"] == "g08:1024:triton-tma"
     # the M=8192 table's x=1024 is another call: not covered by the small table's case
@@ -185,3 +185,58 @@ def test_one_run_takes_an_earlier_status_made_from_one_run(tmp_path):
     s = status_table.one_run(str(rp), str(ep))
     assert s["points"][0]["earlier"] == 0.9 and s["points"][0]["earlier_from"] == "run.json"
     assert s["first_calls"][0]["earlier"] == (1.0, 0.5) and s["first_calls"][0]["earlier_from"] == "run.json"
+
+
+def test_several_runs_each_tutorial_row_from_the_latest_run_that_measured_it(tmp_path):
+    import json
+
+    def col(x, ratios):
+        return {"x": [[v] for v in x], "ratio": ratios, "geomean_ratio": 1.0, "min_ratio": min(ratios)}
+
+    def tut(ratio, triton_s):
+        return {"passed": {"triton": True, "kernelc": True}, "caches": "cold",
+                "tables": [{"plot_name": "vector-add-performance", "noise_floor": {},
+                            "columns": {"Triton (GB/s)": col([4096.0], [ratio])}}],
+                "first_calls": [{"kernel": "add_kernel", "triton_s": triton_s, "kernelc_s": 0.5,
+                                 "kernelc_over_triton": 0.5 / triton_s}]}
+    suite = {"suite": True, "tutorials": {"01-vector-add": tut(0.9, 1.0), "02-fused-softmax": tut(1.2, 2.0),
+                                          "09-persistent-matmul": {"skipped": "deadline"}}}
+    alone = {"suite": True, "tutorials": {"01-vector-add": tut(1.01, 3.0),
+                                          "09-persistent-matmul": {"passed": {"triton": True, "kernelc": False},
+                                                                   "caches": "warm", "tables": []}}}
+    a, b = tmp_path / "suite.json", tmp_path / "alone.json"
+    a.write_text(json.dumps(suite))
+    b.write_text(json.dumps(alone))
+    s = status_table.one_run(["S22=" + str(a), str(b)], None)
+    checks = {c["tutorial"]: c for c in s["checks"]}
+    assert checks["01-vector-add"]["run"] == "alone.json" and checks["02-fused-softmax"]["run"] == "S22"
+    assert checks["09-persistent-matmul"]["run"] == "alone.json"
+    assert checks["09-persistent-matmul"]["passed"]["kernelc"] is False  # a failed check is a reading too
+    by = {(q["tutorial"], q["run"]): q["ratio"] for q in s["points"]}
+    assert by == {("01-vector-add", "alone.json"): 1.01, ("02-fused-softmax", "S22"): 1.2}  # 01's row is not mixed
+    assert [f["triton_s"] for f in s["first_calls"] if f["tutorial"] == "01-vector-add"] == [3.0]
+    assert "09-persistent-matmul" not in {m["tutorial"] for m in s["missing"]}
+    assert [r["label"] for r in s["runs"]] == ["S22", "alone.json"]
+    md = status_table.one_run_markdown(s)
+    assert "| 01-vector-add [alone.json] |" in md and "| 02-fused-softmax [S22] |" in md
+    assert "| 03-matrix-multiplication | not run (not in the run)" in md
+    # one run alone: the rows name no run, as before
+    assert "[suite.json]" not in status_table.one_run_markdown(status_table.one_run(str(a), None))
+
+
+def test_09_frames_take_their_own_back_to_back_re_measurement():
+    if not os.path.isdir(os.path.join(status_table.GAPS, "t09_b2b_s23_R2_h200")):
+        import pytest
+        pytest.skip("session 23's R2 results are not in this tree")
+    focused = [f for f in status_table.focused_rows() if f.get("case")]
+    cols = {c: status_table._covering({"tutorial": "09-persistent-matmul", "table": "profile matmul.hatchet",
+                                       "column": f"{c} [M=8192, N=8192, K=512]"}, None, focused, [])
+            for c in ("matmul_kernel_tma", "matmul_kernel_tma_persistent", "matmul_kernel_descriptor_persistent",
+                      "matmul_kernel_descriptor_persistent_ws", "matmul_kernel")}
+    assert cols["matmul_kernel_tma"]["case"] == "b2b09:matmul_kernel_tma"  # not the _persistent kernel's row
+    assert cols["matmul_kernel_tma_persistent"]["case"] == "b2b09:matmul_kernel_tma_persistent"
+    assert cols["matmul_kernel_descriptor_persistent"]["case"] == "b2b09:matmul_kernel_descriptor_persistent"
+    assert cols["matmul_kernel_descriptor_persistent_ws"]["case"] == "b2b09:matmul_kernel_descriptor_persistent_ws"
+    assert cols["matmul_kernel"] is None
+    row = cols["matmul_kernel_tma_persistent"]
+    assert row["labels"] == ["back to back", "flushed"] and 0.5 < row["ratio"] < 2 and row["call"].startswith("s23 R2")

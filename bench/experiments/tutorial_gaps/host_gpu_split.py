@@ -120,6 +120,8 @@ class Cases:
         """The config the tutorial's autotuner ran at the case's first call (08's kernels tune each point afresh:
         their key holds the point's pointer tensors), or None."""
         kind, *a = case.split(":")
+        if kind == "a06" and a[-1] == "tuned":  # the tutorial's own autotuner: what it took for this key
+            return str(getattr(self.m06()._attn_fwd, "best_config", None))
         if kind != "g08" or a[1] not in ("triton", "triton-tma"):
             return None
         tuner = self.m08().grouped_matmul_kernel if a[1] == "triton" else self.m08().grouped_matmul_tma_kernel
@@ -300,7 +302,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=1e9, help="stop starting new visits after this many seconds")
     ap.add_argument("--profile-case", nargs="*", default=[], help="after the repeats, where this case's host time goes: "
                     "cProfile over --profile-calls calls, written to OUT.prof.txt")
-    ap.add_argument("--profile-calls", type=int, default=100)
+    ap.add_argument("--profile-calls", type=int, default=300)
     ap.add_argument("--warm-only", action="store_true",
                     help="build every case and call it once (compile caches filled, nothing timed), then exit")
     ap.add_argument("--tag", default="")
@@ -356,9 +358,13 @@ def main(argv=None) -> int:
                 t0 = time.perf_counter()
                 built[case] = cases.build(case)
                 fn, prepare, _ = built[case]
-                fn()  # the first call: compile (and autotune for g08)
-                torch.cuda.synchronize()
+                with GcWatch() as gcw:
+                    fn()  # the first call: compile (and autotune for g08 and the tuned a06)
+                    torch.cuda.synchronize()
                 out["setup"][case] = time.perf_counter() - t0
+                # the collector's runs inside the first call, and its generation counts after it (how near the next
+                # full collection is)
+                out.setdefault("first_call_gc", {})[case] = dict(gcw.summary(), counts_after=list(gc.get_count()))
                 pick = cases.pick(case)
                 if pick:
                     out.setdefault("picks", {})[case] = pick
@@ -389,6 +395,12 @@ def main(argv=None) -> int:
     if stopped:
         out["stopped"] = stopped
     _profiles(args, built)  # also after a budget stop: it takes well under a second
+    # what one full collection costs in this process now (the compiler's objects included): the length of the pause
+    # a generation-2 collection puts into whichever timed loop it falls in
+    out["gc_objects"] = len(gc.get_objects())
+    t0 = time.perf_counter()
+    gc.collect()
+    out["full_collect_s"] = time.perf_counter() - t0
     dump()
     return 0
 
@@ -420,10 +432,20 @@ def _profile(fn, n, path, case=""):
     torch.cuda.synchronize()
     buf = io.StringIO()
     buf.write(f"{case}: {n} calls, {wall / n * 1e6:.1f} us a call under cProfile\n")
+    buf.write(per_call_table(pstats.Stats(prof), n))
     for key in ("tottime", "cumulative"):
         pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(40)
     with open(path, "w") as f:
         f.write(buf.getvalue())
+
+
+def per_call_table(st, n, top=45) -> str:
+    """pstats' rows in microseconds per profiled call (pstats prints seconds to 3 decimals, too coarse here)."""
+    rows = sorted(st.stats.items(), key=lambda kv: -kv[1][3])[:top]
+    lines = [f"{'cum us/call':>11s} {'own us/call':>11s} {'calls/call':>10s}  function"]
+    for (fn, line, name), (cc, nc, tt, ct, _) in rows:
+        lines.append(f"{ct / n * 1e6:11.2f} {tt / n * 1e6:11.2f} {nc / n:10.1f}  {os.path.basename(fn)}:{line}({name})")
+    return "\n".join(lines) + "\n\n"
 
 
 if __name__ == "__main__":

@@ -84,6 +84,22 @@ def main(argv=None) -> int:
             extra = {m: r[i][m]["median"] for m in EXTRA + ("gc_runs", "gc_max_s") if i in r and m in r[i]}
             if extra:
                 print(f"{'':34s} {i}: " + " ".join(f"{m} {v:.4g}" for m, v in extra.items()))
+    # per process: what a full collection costs there, the picks, and each case's first visit (right after its
+    # first call: where an autotuning's garbage would be collected)
+    for p in sorted(glob.glob(os.path.join(args.dir, "*.json"))):
+        d = json.load(open(p))
+        if not isinstance(d, dict) or "rows" not in d:
+            continue
+        first = [r for r in d["rows"] if r.get("repeat") == 0 and "error" not in r and isinstance(r.get("gc"), dict)]
+        print(f"{os.path.basename(p)}: full collection {d.get('full_collect_s', float('nan')) * 1e3:.1f} ms over "
+              f"{d.get('gc_objects')} objects; picks {d.get('picks', {})}")
+        for case, g in (d.get("first_call_gc") or {}).items():
+            if case.startswith("a06"):
+                print(f"    first call {case:30s} gc {g['runs']} longest {g['max_s'] * 1e3:.1f} ms, counts after "
+                      f"{g.get('counts_after')}")
+        for r in first:
+            print(f"    first visit {r['case']:30s} ms {r['ms']:.4f} (gc off {r.get('ms_gc_off', float('nan')):.4f}) "
+                  f"gc {r['gc']['runs']} longest {r['gc']['max_s'] * 1e3:.1f} ms")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=1)

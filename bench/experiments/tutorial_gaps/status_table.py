@@ -7,13 +7,14 @@ they cover.
 
     python3 bench/experiments/tutorial_gaps/status_table.py [--json bench/results/triton_tutorials_status_s20.json]
         [--md OUT.md]
-    python3 bench/experiments/tutorial_gaps/status_table.py --run bench/results/RUN.json [--earlier S20.json]
-        [--json OUT.json] [--md OUT.md]
+    python3 bench/experiments/tutorial_gaps/status_table.py --run bench/results/RUN.json [--run LABEL=RUN2.json ...]
+        [--earlier S20.json] [--json OUT.json] [--md OUT.md]
 
 ``--run``: the table from one whole-suite run (``bench/triton_tutorials.py --suite``) alone: its checks, every table
 point with its verdict, and its first calls (from empty caches where the run has them: every tutorial it ran cold,
 and 06's runs that stop after their first call; the others say ``warm``); ``--earlier`` (default: session 20's
-status JSON) adds the earlier reading of the same point or kernel beside it, for reference only.
+status JSON) adds the earlier reading of the same point or kernel beside it, for reference only. With several
+``--run`` (oldest first), each tutorial's row comes whole from the latest run that measured it, and says which.
 
 Every row names the call it comes from (``call``) and its file (``source``).
 """
@@ -148,7 +149,11 @@ def focused_rows():
                        ("s22_R2", "s22 R2 (2026-11-29 13:39 UTC, H200 of a 2-GPU host shared with another request; "
                                   "processes kernelc, Triton, Triton, kernelc, 2 repeats each)"),
                        ("s22_R3", "s22 R3 (2026-11-29 ~14:35 UTC, H200 of a 2-GPU host; processes kernelc, Triton, "
-                                  "Triton, kernelc, up to 3 repeats each)")):
+                                  "Triton, kernelc, up to 3 repeats each)"),
+                       ("s23_R1", "s23 R1b (2026-11-29 15:04 UTC, one H200 alone; processes kernelc, Triton, Triton, "
+                                  "kernelc, 2 repeats each; 06 through its own autotuner)"),
+                       ("s23_R2", "s23 R2 (2026-11-29, one H200 alone; processes kernelc, Triton, Triton, kernelc, "
+                                  "up to 3 repeats each; kernelc's launch path cut)")):
         p = os.path.join(GAPS, f"host_gpu_split_{tag}_h200", "summary.json")
         if not os.path.exists(p):
             continue
@@ -161,7 +166,45 @@ def focused_rows():
                          "spread": max(r["kernelc"]["ms"]["spread"], r["triton"]["ms"]["spread"]),
                          "metric": "do_bench ms (ratio), GPU-only ms behind a sleep (ratio_gpu), host us a call "
                                    "(ratio_host)", "call": label, "source": os.path.relpath(p, ROOT)})
+    # 09's TMA and descriptor kernels back to back as its benchmark runs them, and L2-flushed (s23 R2, t09_b2b.py):
+    # each runtime at its own R1b pick (the two picks differ for tma and descriptor_persistent)
+    d = os.path.join(GAPS, "t09_b2b_s23_R2_h200")
+    if os.path.isdir(d):
+        best = {}
+        for p in sorted(glob.glob(os.path.join(d, "p*.json"))):
+            run = json.load(open(p))
+            per = {}
+            for r in run.get("rows", []):
+                if "error" not in r:
+                    per.setdefault(r["case"], []).append(r)
+            for case, rs in per.items():
+                slot = best.setdefault((case, run["impl"]), {"b2b": [], "flush": []})
+                slot["b2b"].append(min(r["b2b_us"] for r in rs))
+                slot["flush"].append(min(r["flush_us"] for r in rs))
+        med = lambda case, impl, m: statistics.median(best[(case, impl)][m]) if (case, impl) in best else None  # noqa
+        for kernel, (kc_case, tr_case) in T09_OWN_PICKS.items():
+            kb, tb = med(kc_case, "kernelc", "b2b"), med(tr_case, "triton", "b2b")
+            kf, tf = med(kc_case, "kernelc", "flush"), med(tr_case, "triton", "flush")
+            if kb and tb:
+                rows.append({"tutorial": "09-persistent-matmul", "point": f"{kernel}, M=N=8192 K=512, each runtime's "
+                             f"R1b pick (kernelc {kc_case}, Triton {tr_case})", "case": f"b2b09:{kernel}",
+                             "ratio": tb / kb, "ratio_gpu": tf / kf if kf and tf else None,
+                             "labels": ["back to back", "flushed"],
+                             "metric": "back-to-back launches behind a GPU sleep, us a launch (ratio: the tutorial's "
+                                       "loop); L2-flushed do_bench (ratio_gpu)",
+                             "call": "s23 R2 (2026-11-29 15:22 UTC, one H200 alone; processes kernelc, Triton, Triton, "
+                                     "kernelc, 2 repeats each)", "source": os.path.relpath(d, ROOT)})
     return rows
+
+
+# 09 kernel -> (kernelc's R1b pick, Triton's R1b pick) as t09_b2b.py cases (KERNEL:BN:STAGES:WARPS:SUBTILE)
+T09_OWN_PICKS = {
+    "matmul_kernel_tma_persistent": ("tma_persistent:256:4:8:1", "tma_persistent:256:4:8:1"),
+    "matmul_kernel_descriptor_persistent": ("descriptor_persistent:256:4:8:1", "descriptor_persistent:256:3:8:0"),
+    "matmul_kernel_descriptor_persistent_ws": ("descriptor_persistent_ws:256:3:4:0", "descriptor_persistent_ws:256:3:4:0"),
+    "matmul_kernel_tma": ("tma:128:3:4:0", "tma:128:2:4:0"),
+    "matmul_kernel_persistent": ("persistent:256:3:8:0", "persistent:256:3:8:0"),
+}
 
 
 def printed_tables(path):
@@ -265,11 +308,21 @@ COVERS = [
     # at a fixed config, kernelc's kernel is the faster one at both picks (R3); which pick Triton takes is a near-tie
     # kept as read, with the fixed-config readings beside it (PICK_DEPENDENT)
     (("06", "d128-fwd-causal=True-warp_specialize=False", "[FP8]", 2048), "a06:128:1:1:2048:128x64x3x4"),
-    (("09", "matmul", "descriptor_persistent_ws", None), "ws09"),
+    (("09", "matmul", "descriptor_persistent_ws", None), ("b2b09:matmul_kernel_descriptor_persistent_ws", "ws09")),
+    # session 23 R2: back to back (the tutorial's loop) and flushed, each runtime at its own pick (the "[" keeps
+    # matmul_kernel_tma from matching matmul_kernel_tma_persistent)
+    (("09", "matmul", "matmul_kernel_tma_persistent [", None), "b2b09:matmul_kernel_tma_persistent"),
+    (("09", "matmul", "matmul_kernel_tma [", None), "b2b09:matmul_kernel_tma"),
+    (("09", "matmul", "matmul_kernel_descriptor_persistent [", None), "b2b09:matmul_kernel_descriptor_persistent"),
     (("01", "vector-add", "Triton", 4096), "v01:4096:triton"),
     # session 22: the S21 suite's launch-bound points ("=": the whole table name, 08's other table has an x of 1024 too)
     (("02", "softmax-performance", "Triton", 256), "s02:256:triton"),
-    (("06", "d64-fwd-causal=True-warp_specialize=False", "[FP8]", 2048), "a06:64:1:1:2048:64x64x3x4"),
+    # (a tuple: any of these cases; session 23 timed the d64 causal forward through the tutorial's own autotuner in R1,
+    # at the config both autotuners took in R2)
+    (("06", "d64-fwd-causal=True-warp_specialize=False", "[FP8]", 2048),
+     ("a06:64:1:1:2048:64x64x3x4", "a06:64:1:1:2048:tuned")),
+    (("06", "d64-fwd-causal=True-warp_specialize=False", "[FP16]", 2048),
+     ("a06:64:1:0:2048:64x64x3x4", "a06:64:1:0:2048:tuned")),
     (("08", "=group-gemm-performance", "Triton + TMA", 1024), "g08:1024:triton-tma"),
     (("08", "=group-gemm-performance", "Triton + TMA", 512), "g08:512:triton-tma"),
 ]
@@ -305,7 +358,8 @@ def _covering(t, x, focused, alternated):
     tut = t["tutorial"][:2]
     for (ctut, plot, col, cx), key in COVERS:
         if ctut == tut and _plot_match(plot, t["table"]) and col in t["column"] and (cx is None or cx == x):
-            hits = [r for r in focused if r.get("case") == key or r.get("point") == key]
+            keys = key if isinstance(key, tuple) else (key,)
+            hits = [r for r in focused if r.get("case") in keys or r.get("point") in keys]
             if hits:
                 return hits[-1]  # the newest source (rows are appended oldest call first)
     for a in alternated:  # a tutorial's own table re-run in alternated processes covers the same table and column
@@ -494,16 +548,34 @@ def _xkey(x):
     return float(x) if isinstance(x, (int, float)) else str(x)
 
 
-def one_run(run_path, earlier_path=EARLIER):
-    """The status from one run of ``bench/triton_tutorials.py`` alone; ``earlier``: the same point's or kernel's
-    reading in an earlier status JSON (``build``'s), beside it for reference."""
-    if run_path.endswith(".gz"):  # (scripts/compact_results.py gzips big results)
+def _read_run(path):
+    if path.endswith(".gz"):  # (scripts/compact_results.py gzips big results)
         import gzip
-        with gzip.open(run_path, "rt") as f:
-            run = json.load(f)
-    else:
-        run = json.load(open(run_path))
-    label = os.path.basename(run_path)
+        with gzip.open(path, "rt") as f:
+            return json.load(f)
+    with open(path) as f:
+        return json.load(f)
+
+
+def _run_spec(spec):
+    """``LABEL=PATH`` or ``PATH`` (labelled by its file name) -> (label, path)."""
+    label, sep, path = spec.partition("=")
+    if sep and not os.path.exists(spec):
+        return label, path
+    return os.path.basename(spec), spec
+
+
+def one_run(run_path, earlier_path=EARLIER):
+    """The status from runs of ``bench/triton_tutorials.py``; ``earlier``: the same point's or kernel's reading in an
+    earlier status JSON (``build``'s), beside it for reference.
+
+    ``run_path``: one run's file, or a list of them (``LABEL=PATH`` or ``PATH``), oldest first. Each tutorial's row
+    then comes whole (checks, tables, first calls) from the latest run that measured it, and names that run
+    (``run`` in every row): a tutorial re-run alone, or skipped by a suite's deadline and run in a call of its own,
+    replaces its row without mixing readings of two runs in one row."""
+    specs = [run_path] if isinstance(run_path, str) else list(run_path)
+    runs = [(lab, p, _read_run(p)) for lab, p in map(_run_spec, specs)]
+    label = runs[-1][0]
     early = json.load(open(earlier_path)) if earlier_path and os.path.exists(earlier_path) else {}
     e_pts = {(q["tutorial"], q["table"], q["column"], _xkey(q["x"])): q for q in early.get("points", [])}
     # an earlier status made by ``build`` names each reading's call; one made from a single run (``one_run``) names
@@ -515,16 +587,22 @@ def one_run(run_path, earlier_path=EARLIER):
     checks, points, firsts, missing = [], [], [], []
     focused = focused_rows()
     for tut in PLAN:
-        t = run.get("tutorials", {}).get(tut)
-        if not t or "passed" not in t:
+        # the latest run that measured it (checks passed or not); else why the latest run that names it did not
+        src = next(((lab, r) for lab, _, r in reversed(runs) if "passed" in r.get("tutorials", {}).get(tut, {})),
+                   None)
+        if src is None:
+            t = next((r["tutorials"][tut] for _, _, r in reversed(runs) if r.get("tutorials", {}).get(tut)), None)
             missing.append({"tutorial": tut, "why": (t or {}).get("skipped") or (t or {}).get("error")
                             or ("partial" if t and "partial" in t else "not in the run")})
             continue
-        checks.append({"tutorial": tut, "passed": t["passed"], "caches": t.get("caches"), "points": t.get("points")})
+        rlab, run = src
+        t = run["tutorials"][tut]
+        checks.append({"tutorial": tut, "passed": t["passed"], "caches": t.get("caches"), "points": t.get("points"),
+                       "run": rlab})
         for tb in t.get("tables", []):
             if "error" in tb:
                 points.append({"tutorial": tut, "table": tb["plot_name"], "column": None, "x": None, "ratio": None,
-                               "verdict": "no reading: " + tb["error"]})
+                               "verdict": "no reading: " + tb["error"], "run": rlab})
                 continue
             floor = tb.get("noise_floor", {}) or {}
             controls = floor.get("control_columns") or []
@@ -538,13 +616,13 @@ def one_run(run_path, earlier_path=EARLIER):
                     q = {"tutorial": tut, "table": tb["plot_name"], "column": col, "x": _xkey(x),
                          "ratio": r, "noise_floor": fl, "verdict": _verdict(r, fl),
                          "earlier": e["ratio"] if e else None,
-                         "earlier_from": (e.get("from") or e_run).split(" (")[0] if e else None}
+                         "earlier_from": (e.get("from") or e_run).split(" (")[0] if e else None, "run": rlab}
                     # a focused re-measurement of the same call (processes alternated, repeats, GPU time apart), for
                     # reference beside this run's reading; it does not replace it
                     cov = _covering(q, _xkey(x), [f for f in focused if f.get("case")], [])
                     if cov:
                         q["re_measured"] = {k: cov[k] for k in ("case", "ratio", "ratio_gpu", "ratio_host", "spread",
-                                                                  "call", "source") if k in cov}
+                                                                  "call", "source", "labels") if k in cov}
                     points.append(q)
         cold = {f["kernel"]: f for f in t.get("first_calls_cold") or []}
         # (runs before session 21 did not say; a tutorial with a dry run was measured from warm caches)
@@ -558,15 +636,20 @@ def one_run(run_path, earlier_path=EARLIER):
             firsts.append({"tutorial": tut, "kernel": f["kernel"], "triton_s": f.get("triton_s"),
                            "kernelc_s": f.get("kernelc_s"), "kernelc_over_triton": f.get("kernelc_over_triton"),
                            "caches": caches, "earlier": (e["triton_s"], e["kernelc_s"]) if e else None,
-                           "earlier_from": (e.get("call") or e_run).split(" (")[0] if e else None})
+                           "earlier_from": (e.get("call") or e_run).split(" (")[0] if e else None, "run": rlab})
         for f in cold.values():
-            firsts.append(dict(f, tutorial=tut, caches="cold (a run stopped after it)", earlier=None, earlier_from=None))
+            firsts.append(dict(f, tutorial=tut, caches="cold (a run stopped after it)", earlier=None, earlier_from=None,
+                               run=rlab))
     below = [q for q in points if q["verdict"] != "within 5% or better"]
     slow = [f for f in firsts if f.get("kernelc_over_triton") and f["kernelc_over_triton"] > 1.0
             and f["caches"].startswith("cold")]
+    rel = lambda p: os.path.relpath(os.path.abspath(p), ROOT) if os.path.abspath(p).startswith(ROOT) else p  # noqa
+    last = runs[-1][2]
     return {"criterion": f"kernelc/Triton >= {WITHIN} at every point; first call no slower than Triton's",
-            "run": os.path.relpath(os.path.abspath(run_path), ROOT) if run_path.startswith(ROOT) else label,
-            "environment": run.get("environment"), "seconds": run.get("seconds"), "suite": run.get("suite"),
+            "run": rel(runs[-1][1]) if len(runs) == 1 else label,
+            "runs": [{"label": lab, "path": rel(p), "environment": r.get("environment"), "seconds": r.get("seconds"),
+                      "suite": r.get("suite")} for lab, p, r in runs],
+            "environment": last.get("environment"), "seconds": last.get("seconds"), "suite": last.get("suite"),
             "earlier": os.path.relpath(earlier_path, ROOT) if early else None,
             "checks": checks, "points": points, "first_calls": firsts, "missing": missing,
             "table_points_below_criterion": below, "first_calls_slower": slow}
@@ -602,14 +685,16 @@ def one_run_markdown(s):
             ear = f" [{low['earlier']:.3f}, {low['earlier_from']}]" if low.get("earlier") else ""
             rm = low.get("re_measured")
             if rm and low["verdict"] != "within 5% or better":
-                gpu = f", GPU only {rm['ratio_gpu']:.3f}" if rm.get("ratio_gpu") is not None else ""
-                ear += f" {{re-measured: do_bench {rm['ratio']:.3f}{gpu}, {rm['call'].split(' (')[0]}}}"
+                lab = rm.get("labels") or ["do_bench", "GPU only"]
+                gpu = f", {lab[1]} {rm['ratio_gpu']:.3f}" if rm.get("ratio_gpu") is not None else ""
+                ear += f" {{re-measured: {lab[0]} {rm['ratio']:.3f}{gpu}, {rm['call'].split(' (')[0]}}}"
             cells.append(f"{short}: {low['ratio']:.3f}{at}{mark} ({len(qs)}){ear}")
         sec = lambda v: f"{v:.2f}" if v is not None else "-"  # noqa: E731
         fcs = "; ".join(f"{f['kernel']} {sec(f['triton_s'])} / {sec(f['kernelc_s'])}"
                         + ("" if f["caches"].startswith("cold") else " (warm caches)")
                         for f in s["first_calls"] if f["tutorial"] == tut)
-        out.append(f"| {tut} | {p.get('triton')} / {p.get('kernelc')} | {'<br>'.join(cells) or 'no table'} | {fcs} |")
+        name = tut + (f" [{checks[tut]['run']}]" if len(s.get("runs") or []) > 1 else "")
+        out.append(f"| {name} | {p.get('triton')} / {p.get('kernelc')} | {'<br>'.join(cells) or 'no table'} | {fcs} |")
     return "\n".join(out) + "\n"
 
 
@@ -618,7 +703,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json")
     ap.add_argument("--md")
     ap.add_argument("--compact", action="store_true", help="one row per tutorial (the docs' status table)")
-    ap.add_argument("--run", help="the table from this one whole-suite run alone (bench/triton_tutorials.py --suite)")
+    ap.add_argument("--run", action="append",
+                    help="the table from this whole-suite run (bench/triton_tutorials.py --suite); repeatable, oldest "
+                         "first, as LABEL=PATH or PATH: each tutorial's row from the latest run that measured it")
     ap.add_argument("--earlier", default=EARLIER, help="with --run: an earlier status JSON, for the reference column")
     args = ap.parse_args(argv)
     if args.run:
