@@ -1,0 +1,475 @@
+/* profiler.scope's entry and exit in C (knob native_scopes, built by profiler/_native.py).
+
+   Between torch's launches a Python __enter__/__exit__ pair costs several microseconds on a training step's
+   cold caches (docs/performance.md, "Profiler overhead"); this does the same steps as scopes.py's Python
+   methods for the common case -- cupti backend, no session timing scopes on the host, no external
+   correlation ids, the child already interned -- and hands every other case to those Python methods
+   (set by setup()), before it has changed anything. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <time.h>
+
+static PyObject *g_fast;      /* context.fast: the plain threading.local holding .ctx */
+static PyObject *g_cdict;     /* context.__dict__ (_clock, _ext, _kids) */
+static PyObject *g_sdict;     /* session.__dict__ (timing, active, python_ctx, queue_metrics) */
+static PyObject *g_slow_enter, *g_slow_exit;   /* scopes.py's Python methods: f(self) */
+static PyObject *g_zero;
+static PyObject *g_decorate, *g_repr;        /* scopes.py helpers: f(self, fn), f(self) */
+static PyTypeObject *g_ctx_type;             /* context.ThreadContext: its slots read by offset */
+static Py_ssize_t o_node = -1, o_kprev, o_stack, o_times, o_nodes;
+static PyObject *g_time_ns;                  /* time.time_ns: read as clock_gettime(CLOCK_REALTIME) here */
+
+static PyObject *s_ctx, *s_node, *s_kprev, *s_stack, *s_times, *s_nodes, *s_clock, *s_ext, *s_kids, *s_timing,
+    *s_active, *s_python_ctx, *s_queue_metrics, *s_ext_changed;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *name;
+    PyObject *metrics;
+} ScopeObject;
+
+static int
+Scope_init(ScopeObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"name", "metrics", NULL};
+    PyObject *name, *metrics = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:scope", kwlist, &name, &metrics))
+        return -1;
+    if (!PyUnicode_Check(name) || PyUnicode_GET_LENGTH(name) == 0) {
+        PyObject *r = PyObject_Repr(name);
+        if (r != NULL) {
+            PyErr_Format(PyExc_TypeError, "scope name must be a non-empty string, got %U", r);
+            Py_DECREF(r);
+        }
+        return -1;
+    }
+    Py_INCREF(name);
+    Py_XSETREF(self->name, name);
+    Py_INCREF(metrics);
+    Py_XSETREF(self->metrics, metrics);
+    return 0;
+}
+
+static void
+Scope_dealloc(ScopeObject *self)
+{
+    Py_CLEAR(self->name);
+    Py_CLEAR(self->metrics);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+slow(PyObject *fn, PyObject *self)
+{
+    if (fn == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "profiler._kscope: setup() was not called");
+        return NULL;
+    }
+    return PyObject_CallOneArg(fn, self);
+}
+
+/* A module global; NULL with no error when it is missing. */
+static inline PyObject *
+glob(PyObject *d, PyObject *key)
+{
+    return PyDict_GetItemWithError(d, key);
+}
+
+
+/* ThreadContext's slots, by offset (setup() checked they are member slots of that exact type) */
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+
+static inline void
+slot_set(PyObject *obj, Py_ssize_t off, PyObject *v)
+{
+    PyObject *old = SLOT(obj, off);
+    Py_INCREF(v);
+    SLOT(obj, off) = v;
+    Py_XDECREF(old);
+}
+
+static inline PyObject *
+read_clock(PyObject *clock)
+{
+    if (clock == g_time_ns) {
+        struct timespec ts;
+        if (clock_gettime(CLOCK_REALTIME, &ts) == 0)
+            return PyLong_FromLongLong((long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+    }
+    return PyObject_CallNoArgs(clock);
+}
+
+/* ctx.times.append(clock()); ctx.nodes.append(node); 0 or -1 with an error */
+static int
+timeline_fast(PyObject *ctx, PyObject *clock, PyObject *node)
+{
+    PyObject *times = SLOT(ctx, o_times), *nodes = SLOT(ctx, o_nodes);
+    if (times == NULL || nodes == NULL || !PyList_CheckExact(times) || !PyList_CheckExact(nodes)) {
+        PyErr_SetString(PyExc_TypeError, "a thread's timeline is not two lists");
+        return -1;
+    }
+    PyObject *t = read_clock(clock);
+    if (t == NULL)
+        return -1;
+    int rc = PyList_Append(times, t);
+    Py_DECREF(t);
+    if (rc < 0)
+        return -1;
+    return PyList_Append(nodes, node);
+}
+
+/* Appends clock() to ctx.times and node to ctx.nodes (the timeline); 0 or -1 with an error. */
+static int
+timeline(PyObject *ctx, PyObject *clock, PyObject *node)
+{
+    PyObject *t = PyObject_CallNoArgs(clock);
+    if (t == NULL)
+        return -1;
+    PyObject *times = PyObject_GetAttr(ctx, s_times);
+    if (times == NULL) {
+        Py_DECREF(t);
+        return -1;
+    }
+    int rc = PyList_Check(times) ? PyList_Append(times, t) : -1;
+    if (rc < 0 && !PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "timeline times is not a list");
+    Py_DECREF(times);
+    Py_DECREF(t);
+    if (rc < 0)
+        return -1;
+    PyObject *nodes = PyObject_GetAttr(ctx, s_nodes);
+    if (nodes == NULL)
+        return -1;
+    rc = PyList_Check(nodes) ? PyList_Append(nodes, node) : -1;
+    if (rc < 0 && !PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "timeline nodes is not a list");
+    Py_DECREF(nodes);
+    return rc;
+}
+
+/* The thread's ThreadContext (a new reference), or NULL: with an error set, or without one where the Python
+   method must run (the thread's first use of context.fast, a context of another type). */
+static PyObject *
+thread_ctx(void)
+{
+    PyObject *ctx = PyObject_GetAttr(g_fast, s_ctx);
+    if (ctx == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_AttributeError))
+            PyErr_Clear();
+        return NULL;
+    }
+    if (Py_TYPE(ctx) != g_ctx_type) {
+        Py_DECREF(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+/* Whether the Python method must run: 1 yes, 0 no, -1 error. */
+static int
+needs_python(int enter)
+{
+    if (g_fast == NULL || o_node < 0)
+        return 1;
+    PyObject *timing = glob(g_sdict, s_timing);
+    if (timing == NULL)
+        return PyErr_Occurred() ? -1 : 1;
+    int t = PyObject_IsTrue(timing);   /* a session times scopes on the host (cpu backend) */
+    if (t != 0)
+        return t;
+    if (enter) {   /* external correlation ids: the Python method (an exit handles them here) */
+        PyObject *ext = glob(g_cdict, s_ext);
+        if (ext == NULL)
+            return PyErr_Occurred() ? -1 : 1;
+        if (ext != Py_None)
+            return 1;
+    }
+    return 0;
+}
+
+static PyObject *
+Scope_enter(ScopeObject *self, PyObject *unused)
+{
+    PyObject *self_o = (PyObject *)self;
+    int np = needs_python(1);
+    if (np != 0)
+        return np < 0 ? NULL : slow(g_slow_enter, self_o);
+    /* metrics: queued for the active sessions (session.queue_metrics); a session reading Python call
+       paths takes the Python method */
+    int queue = 0;
+    if (self->metrics != NULL && self->metrics != Py_None) {
+        int m = PyObject_IsTrue(self->metrics);
+        if (m < 0) return NULL;
+        PyObject *active = m ? glob(g_sdict, s_active) : NULL;
+        if (active == NULL && PyErr_Occurred()) return NULL;
+        int a = active == NULL ? 0 : PyObject_IsTrue(active);
+        if (a < 0) return NULL;
+        if (a) {
+            PyObject *pyctx = glob(g_sdict, s_python_ctx);
+            if (pyctx == NULL && PyErr_Occurred()) return NULL;
+            int p = pyctx == NULL ? 0 : PyObject_IsTrue(pyctx);
+            if (p != 0)
+                return p < 0 ? NULL : slow(g_slow_enter, self_o);
+            queue = 1;
+        }
+    }
+    PyObject *ctx = thread_ctx();
+    if (ctx == NULL)
+        return PyErr_Occurred() ? NULL : slow(g_slow_enter, self_o);
+    PyObject *parent = SLOT(ctx, o_node);
+    if (parent != NULL && !PyLong_CheckExact(parent))   /* a kernelc launch that raised before its exit hook */
+        parent = SLOT(ctx, o_kprev);
+    PyObject *stack = SLOT(ctx, o_stack);
+    PyObject *kids = glob(g_cdict, s_kids);
+    PyObject *nid = NULL;
+    if (parent != NULL && PyLong_CheckExact(parent) && stack != NULL && PyList_CheckExact(stack)
+            && kids != NULL && PyList_CheckExact(kids)) {
+        Py_ssize_t pi = PyLong_AsSsize_t(parent);
+        if (pi == -1 && PyErr_Occurred())
+            PyErr_Clear();
+        else if (pi >= 0 && pi < PyList_GET_SIZE(kids)) {
+            PyObject *kd = PyList_GET_ITEM(kids, pi);
+            if (PyDict_CheckExact(kd))
+                nid = PyDict_GetItemWithError(kd, self->name);   /* borrowed */
+        }
+    }
+    if (nid == NULL) {   /* a new child (context.intern) or anything unusual: the Python method */
+        Py_DECREF(ctx);
+        return PyErr_Occurred() ? NULL : slow(g_slow_enter, self_o);
+    }
+    Py_INCREF(nid);
+    Py_INCREF(parent);
+    int rc = PyList_Append(stack, parent);
+    Py_DECREF(parent);
+    if (rc < 0) goto fail;
+    slot_set(ctx, o_node, nid);
+    PyObject *clock = glob(g_cdict, s_clock);
+    if (clock == NULL && PyErr_Occurred()) goto fail;
+    if (clock != NULL && clock != Py_None) {
+        Py_INCREF(clock);
+        rc = timeline_fast(ctx, clock, nid);
+        Py_DECREF(clock);
+        if (rc < 0) goto fail;
+    }
+    if (queue) {
+        PyObject *fn = glob(g_sdict, s_queue_metrics);
+        if (fn == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "profiler.session has no queue_metrics");
+            goto fail;
+        }
+        Py_INCREF(fn);
+        PyObject *r = PyObject_CallFunctionObjArgs(fn, nid, self->name, self->metrics, NULL);
+        Py_DECREF(fn);
+        if (r == NULL) goto fail;
+        Py_DECREF(r);
+    }
+    Py_DECREF(nid);
+    Py_DECREF(ctx);
+    Py_INCREF(self_o);
+    return self_o;
+fail:
+    Py_DECREF(nid);
+    Py_DECREF(ctx);
+    return NULL;
+}
+
+static PyObject *
+Scope_exit(ScopeObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *self_o = (PyObject *)self;
+    int np = needs_python(0);
+    if (np != 0)
+        return np < 0 ? NULL : slow(g_slow_exit, self_o);
+    PyObject *ctx = thread_ctx();
+    if (ctx == NULL)
+        return PyErr_Occurred() ? NULL : slow(g_slow_exit, self_o);
+    PyObject *stack = SLOT(ctx, o_stack);
+    if (stack == NULL || !PyList_CheckExact(stack)) {
+        Py_DECREF(ctx);
+        return slow(g_slow_exit, self_o);
+    }
+    PyObject *n;
+    Py_ssize_t len = PyList_GET_SIZE(stack);
+    if (len > 0) {
+        n = PyList_GET_ITEM(stack, len - 1);
+        Py_INCREF(n);
+        if (PyList_SetSlice(stack, len - 1, len, NULL) < 0) {
+            Py_DECREF(n);
+            Py_DECREF(ctx);
+            return NULL;
+        }
+    } else {
+        n = g_zero;
+        Py_INCREF(n);
+    }
+    slot_set(ctx, o_node, n);
+    int rc = 0;
+    PyObject *clock = glob(g_cdict, s_clock);
+    if (clock == NULL && PyErr_Occurred()) rc = -1;
+    else if (clock != NULL && clock != Py_None) {
+        PyObject *ext = glob(g_cdict, s_ext);
+        if (ext == NULL && PyErr_Occurred()) rc = -1;
+        else if (ext == NULL || ext == Py_None) {
+            Py_INCREF(clock);
+            rc = timeline_fast(ctx, clock, n);
+            Py_DECREF(clock);
+        } else {   /* external correlation ids: context._ext_changed(ctx) */
+            PyObject *fn = glob(g_cdict, s_ext_changed);
+            if (fn == NULL) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_RuntimeError, "profiler.context has no _ext_changed");
+                rc = -1;
+            } else {
+                Py_INCREF(fn);
+                PyObject *r = PyObject_CallOneArg(fn, ctx);
+                Py_DECREF(fn);
+                if (r == NULL) rc = -1;
+                else Py_DECREF(r);
+            }
+        }
+    }
+    Py_DECREF(n);
+    Py_DECREF(ctx);
+    if (rc < 0) return NULL;
+    Py_RETURN_FALSE;
+}
+
+static PyObject *
+Scope_call(ScopeObject *self, PyObject *args, PyObject *kwds)
+{
+    if (g_decorate == NULL || kwds != NULL || PyTuple_GET_SIZE(args) != 1) {
+        PyErr_SetString(PyExc_TypeError, "profiler.scope(...) decorates one function");
+        return NULL;
+    }
+    return PyObject_CallFunctionObjArgs(g_decorate, (PyObject *)self, PyTuple_GET_ITEM(args, 0), NULL);
+}
+
+static PyObject *
+Scope_repr(ScopeObject *self)
+{
+    if (g_repr == NULL)
+        return PyUnicode_FromFormat("profiler.scope(%R)", self->name ? self->name : Py_None);
+    return PyObject_CallOneArg(g_repr, (PyObject *)self);
+}
+
+static PyMethodDef Scope_methods[] = {
+    {"__enter__", (PyCFunction)Scope_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))Scope_exit, METH_FASTCALL, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef Scope_members[] = {
+    {"name", T_OBJECT, offsetof(ScopeObject, name), 0, NULL},
+    {"metrics", T_OBJECT, offsetof(ScopeObject, metrics), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject ScopeType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "profiler.scope",
+    .tp_basicsize = sizeof(ScopeObject),
+    .tp_dealloc = (destructor)Scope_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "A named region, as a context manager or a decorator.  ``metrics``: numbers such as\n"
+              "``{\"flops\": ..., \"bytes\": ...}`` credited to this scope's frame each time it is entered.\n"
+              "(Entry and exit in C: profiler/_kscope.c; profiler/scopes.py has the Python methods.)",
+    .tp_methods = Scope_methods,
+    .tp_members = Scope_members,
+    .tp_init = (initproc)Scope_init,
+    .tp_call = (ternaryfunc)Scope_call,
+    .tp_repr = (reprfunc)Scope_repr,
+    .tp_new = PyType_GenericNew,
+};
+
+static int
+member_offset(PyTypeObject *tp, const char *name, Py_ssize_t *off)
+{
+    PyObject *d = PyDict_GetItemString(tp->tp_dict, name);   /* borrowed; the type's own slot */
+    if (d == NULL || Py_TYPE(d) != &PyMemberDescr_Type) {
+        PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", tp->tp_name, name);
+        return -1;
+    }
+    PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+    if (m->type != T_OBJECT_EX && m->type != T_OBJECT) {
+        PyErr_Format(PyExc_TypeError, "%s.%s is not an object slot", tp->tp_name, name);
+        return -1;
+    }
+    *off = m->offset;
+    return 0;
+}
+
+/* setup(context_module, session_module, slow_enter, slow_exit, decorate, repr, time_ns) */
+static PyObject *
+setup(PyObject *mod, PyObject *args)
+{
+    PyObject *cmod, *smod, *se, *sx, *dec, *rep, *tns;
+    if (!PyArg_ParseTuple(args, "OOOOOOO:setup", &cmod, &smod, &se, &sx, &dec, &rep, &tns))
+        return NULL;
+    PyObject *tp = PyObject_GetAttrString(cmod, "ThreadContext");
+    if (tp == NULL) return NULL;
+    if (!PyType_Check(tp)) {
+        Py_DECREF(tp);
+        PyErr_SetString(PyExc_TypeError, "context.ThreadContext is not a class");
+        return NULL;
+    }
+    Py_ssize_t on, ok, os_, ot, ons;
+    if (member_offset((PyTypeObject *)tp, "node", &on) < 0 || member_offset((PyTypeObject *)tp, "kprev", &ok) < 0
+            || member_offset((PyTypeObject *)tp, "stack", &os_) < 0
+            || member_offset((PyTypeObject *)tp, "times", &ot) < 0
+            || member_offset((PyTypeObject *)tp, "nodes", &ons) < 0) {
+        Py_DECREF(tp);
+        return NULL;
+    }
+    PyObject *fast = PyObject_GetAttrString(cmod, "fast");
+    if (fast == NULL) { Py_DECREF(tp); return NULL; }
+    PyObject *cd = PyModule_GetDict(cmod), *sd = PyModule_GetDict(smod);
+    if (cd == NULL || sd == NULL) { Py_DECREF(fast); Py_DECREF(tp); return NULL; }
+    Py_XSETREF(g_ctx_type, (PyTypeObject *)tp);
+    o_node = on; o_kprev = ok; o_stack = os_; o_times = ot; o_nodes = ons;
+    Py_XSETREF(g_fast, fast);
+    Py_INCREF(cd); Py_XSETREF(g_cdict, cd);
+    Py_INCREF(sd); Py_XSETREF(g_sdict, sd);
+    Py_INCREF(se); Py_XSETREF(g_slow_enter, se);
+    Py_INCREF(sx); Py_XSETREF(g_slow_exit, sx);
+    Py_INCREF(dec); Py_XSETREF(g_decorate, dec);
+    Py_INCREF(rep); Py_XSETREF(g_repr, rep);
+    Py_INCREF(tns); Py_XSETREF(g_time_ns, tns);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"setup", setup, METH_VARARGS, "setup(context, session, slow_enter, slow_exit, decorate, repr, time_ns)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef kscope_module = {
+    PyModuleDef_HEAD_INIT, "_kscope", "profiler.scope's entry and exit in C", -1, module_methods,
+};
+
+#define INTERN(var, text) do { var = PyUnicode_InternFromString(text); if (var == NULL) return NULL; } while (0)
+
+PyMODINIT_FUNC
+PyInit__kscope(void)
+{
+    INTERN(s_ctx, "ctx"); INTERN(s_node, "node"); INTERN(s_kprev, "kprev"); INTERN(s_stack, "stack");
+    INTERN(s_times, "times"); INTERN(s_nodes, "nodes"); INTERN(s_clock, "_clock"); INTERN(s_ext, "_ext");
+    INTERN(s_kids, "_kids"); INTERN(s_timing, "timing"); INTERN(s_active, "active");
+    INTERN(s_python_ctx, "python_ctx"); INTERN(s_queue_metrics, "queue_metrics");
+    INTERN(s_ext_changed, "_ext_changed");
+    g_zero = PyLong_FromLong(0);
+    if (g_zero == NULL) return NULL;
+    if (PyType_Ready(&ScopeType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&kscope_module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&ScopeType);
+    if (PyModule_AddObject(m, "Scope", (PyObject *)&ScopeType) < 0) {
+        Py_DECREF(&ScopeType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
