@@ -439,8 +439,195 @@ setup(PyObject *mod, PyObject *args)
     Py_RETURN_NONE;
 }
 
+
+/* -- the kernelc launch hook (profiler/hooks.py's _enter/_exit on the cupti path) ------------------------------ */
+static PyObject *g_hdict;                    /* hooks.__dict__ (_idle, _cupti, _kl_fast) */
+static PyObject *g_hslow_enter, *g_hslow_exit;
+static PyTypeObject *g_rec_type, *g_kl_type; /* kernelc's LaunchRecord, context.KernelLaunch */
+static Py_ssize_t o_inherit, r_backend = -1, r_function, r_compiled, r_grid;
+static PyObject *s_idle, *s_cupti, *s_kl_fast, *s_launch_metadata, *s_cuda;
+
+static int member_offset(PyTypeObject *tp, const char *name, Py_ssize_t *off);
+
+/* 1: the Python hook must run, 0: the C one may, -1: error; *idle set when no session records launches */
+static int
+hook_state(PyObject *rec, int *idle)
+{
+    *idle = 0;
+    if (g_hdict == NULL || r_backend < 0 || o_node < 0 || Py_TYPE(rec) != g_rec_type)
+        return 1;
+    PyObject *v = glob(g_hdict, s_idle);
+    if (v == NULL)
+        return PyErr_Occurred() ? -1 : 1;
+    int t = PyObject_IsTrue(v);
+    if (t != 0) {
+        if (t < 0) return -1;
+        *idle = 1;
+        return 1;
+    }
+    v = glob(g_hdict, s_cupti);
+    if (v == NULL)
+        return PyErr_Occurred() ? -1 : 1;
+    t = PyObject_IsTrue(v);
+    if (t <= 0)
+        return t < 0 ? -1 : 1;
+    PyObject *backend = SLOT(rec, r_backend);
+    if (backend == NULL || !PyUnicode_CheckExact(backend) || PyUnicode_Compare(backend, s_cuda) != 0) {
+        if (PyErr_Occurred()) PyErr_Clear();
+        return 1;
+    }
+    PyObject *ext = glob(g_cdict, s_ext);
+    if (ext == NULL)
+        return PyErr_Occurred() ? -1 : 1;
+    return ext != Py_None;   /* external correlation ids: the Python hook */
+}
+
+static PyObject *
+hook_slow(PyObject *fn, PyObject *rec)
+{
+    if (fn == NULL)
+        Py_RETURN_NONE;
+    return PyObject_CallOneArg(fn, rec);
+}
+
+static PyObject *
+hook_enter(PyObject *mod, PyObject *rec)
+{
+    int idle;
+    int st = hook_state(rec, &idle);
+    if (st != 0) {
+        if (st < 0) return NULL;
+        if (idle) Py_RETURN_NONE;
+        return hook_slow(g_hslow_enter, rec);
+    }
+    PyObject *ctx = thread_ctx();
+    if (ctx == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        return hook_slow(g_hslow_enter, rec);
+    }
+    PyObject *node = SLOT(ctx, o_node);
+    if (node != NULL && !PyLong_CheckExact(node))   /* a previous launch raised before its exit hook */
+        node = SLOT(ctx, o_kprev);
+    PyObject *inherit = SLOT(ctx, o_inherit);
+    PyObject *fn = SLOT(rec, r_function), *ck = SLOT(rec, r_compiled), *grid = SLOT(rec, r_grid);
+    PyObject *klf = glob(g_hdict, s_kl_fast);
+    PyObject *kl = NULL;
+    if (node != NULL && PyLong_CheckExact(node) && fn != NULL && ck != NULL && ck != Py_None && grid != NULL
+            && klf != NULL && PyDict_CheckExact(klf)
+            && !(inherit != NULL && inherit != Py_False && PyLong_AsLong(node) == 0)) {
+        PyObject *md = PyObject_GetAttr(fn, s_launch_metadata);
+        if (md == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
+            else { Py_DECREF(ctx); return NULL; }
+        }
+        if (md == NULL || md == Py_None) {   /* launches without launch_metadata: the cached KernelLaunch */
+            PyObject *id = PyLong_FromVoidPtr(ck);
+            PyObject *key = id == NULL ? NULL : PyTuple_Pack(3, id, grid, node);
+            Py_XDECREF(id);
+            if (key == NULL) { Py_XDECREF(md); Py_DECREF(ctx); return NULL; }
+            kl = PyDict_GetItemWithError(klf, key);   /* borrowed */
+            Py_DECREF(key);
+            if (kl != NULL && Py_TYPE(kl) != g_kl_type)
+                kl = NULL;
+        }
+        Py_XDECREF(md);
+        if (PyErr_Occurred()) { Py_DECREF(ctx); return NULL; }
+    }
+    if (kl == NULL) {   /* first launch of this kernel, grid and scope, metadata, a native thread at the root */
+        Py_DECREF(ctx);
+        return hook_slow(g_hslow_enter, rec);
+    }
+    Py_INCREF(kl);
+    slot_set(ctx, o_kprev, node);
+    slot_set(ctx, o_node, kl);
+    int rc = 0;
+    PyObject *clock = glob(g_cdict, s_clock);
+    if (clock == NULL && PyErr_Occurred()) rc = -1;
+    else if (clock != NULL && clock != Py_None) {
+        Py_INCREF(clock);
+        rc = timeline_fast(ctx, clock, kl);
+        Py_DECREF(clock);
+    }
+    Py_DECREF(kl);
+    Py_DECREF(ctx);
+    if (rc < 0)   /* never break a launch (hooks.py warns the same way) */
+        PyErr_WriteUnraisable(mod);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+hook_exit(PyObject *mod, PyObject *rec)
+{
+    int idle;
+    int st = hook_state(rec, &idle);
+    if (st != 0) {
+        if (st < 0) return NULL;
+        return hook_slow(g_hslow_exit, rec);
+    }
+    PyObject *ctx = thread_ctx();
+    if (ctx == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        return hook_slow(g_hslow_exit, rec);
+    }
+    PyObject *node = SLOT(ctx, o_node);
+    int rc = 0;
+    if (node != NULL && Py_TYPE(node) == g_kl_type) {
+        PyObject *prev = SLOT(ctx, o_kprev);
+        if (prev == NULL) {
+            Py_DECREF(ctx);
+            return hook_slow(g_hslow_exit, rec);
+        }
+        Py_INCREF(prev);
+        slot_set(ctx, o_node, prev);
+        PyObject *clock = glob(g_cdict, s_clock);
+        if (clock == NULL && PyErr_Occurred()) rc = -1;
+        else if (clock != NULL && clock != Py_None) {
+            Py_INCREF(clock);
+            rc = timeline_fast(ctx, clock, prev);
+            Py_DECREF(clock);
+        }
+        Py_DECREF(prev);
+    }
+    Py_DECREF(ctx);
+    if (rc < 0)
+        PyErr_WriteUnraisable(mod);
+    Py_RETURN_NONE;
+}
+
+/* setup_hooks(hooks_module, LaunchRecord, KernelLaunch, slow_enter, slow_exit) */
+static PyObject *
+setup_hooks(PyObject *mod, PyObject *args)
+{
+    PyObject *hmod, *rt, *kt, *se, *sx;
+    if (!PyArg_ParseTuple(args, "OO!O!OO:setup_hooks", &hmod, &PyType_Type, &rt, &PyType_Type, &kt, &se, &sx))
+        return NULL;
+    if (g_ctx_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "setup() first");
+        return NULL;
+    }
+    Py_ssize_t oi, rb, rf, rc_, rg;
+    if (member_offset(g_ctx_type, "inherit", &oi) < 0 || member_offset((PyTypeObject *)rt, "backend", &rb) < 0
+            || member_offset((PyTypeObject *)rt, "function", &rf) < 0
+            || member_offset((PyTypeObject *)rt, "compiled", &rc_) < 0
+            || member_offset((PyTypeObject *)rt, "grid", &rg) < 0)
+        return NULL;
+    PyObject *hd = PyModule_GetDict(hmod);
+    if (hd == NULL) return NULL;
+    o_inherit = oi; r_function = rf; r_compiled = rc_; r_grid = rg;
+    Py_INCREF(hd); Py_XSETREF(g_hdict, hd);
+    Py_INCREF(rt); Py_XSETREF(g_rec_type, (PyTypeObject *)rt);
+    Py_INCREF(kt); Py_XSETREF(g_kl_type, (PyTypeObject *)kt);
+    Py_INCREF(se); Py_XSETREF(g_hslow_enter, se);
+    Py_INCREF(sx); Py_XSETREF(g_hslow_exit, sx);
+    r_backend = rb;   /* last: hook_state reads it as "set up" */
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"setup", setup, METH_VARARGS, "setup(context, session, slow_enter, slow_exit, decorate, repr, time_ns)"},
+    {"setup_hooks", setup_hooks, METH_VARARGS, "setup_hooks(hooks, LaunchRecord, KernelLaunch, slow_enter, slow_exit)"},
+    {"hook_enter", hook_enter, METH_O, "kprof's kernelc enter hook (cupti path)"},
+    {"hook_exit", hook_exit, METH_O, "kprof's kernelc exit hook (cupti path)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -458,6 +645,8 @@ PyInit__kscope(void)
     INTERN(s_kids, "_kids"); INTERN(s_timing, "timing"); INTERN(s_active, "active");
     INTERN(s_python_ctx, "python_ctx"); INTERN(s_queue_metrics, "queue_metrics");
     INTERN(s_ext_changed, "_ext_changed");
+    INTERN(s_idle, "_idle"); INTERN(s_cupti, "_cupti"); INTERN(s_kl_fast, "_kl_fast");
+    INTERN(s_launch_metadata, "launch_metadata"); INTERN(s_cuda, "cuda");
     g_zero = PyLong_FromLong(0);
     if (g_zero == NULL) return NULL;
     if (PyType_Ready(&ScopeType) < 0)

@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Any, Dict, Optional, Tuple
 
-from . import context
+from . import _native, context
 from .context import KernelLaunch as _KernelLaunch, fast as _fast
 
 _handle = None
@@ -79,7 +79,15 @@ def _install() -> None:
         from kernelc.runtime import hooks as khooks
     except Exception:  # kernelc not importable: nothing to hook
         return
-    _handle = khooks.register(enter=_enter, exit=_exit)
+    enter, exit_ = _enter, _exit
+    ks = _native._module   # native_scopes: the cupti path's common case in C, the rest in _enter/_exit
+    if ks is not None:
+        try:
+            ks.setup_hooks(sys.modules[__name__], khooks.LaunchRecord, context.KernelLaunch, _enter, _exit)
+            enter, exit_ = ks.hook_enter, ks.hook_exit
+        except Exception as e:
+            _warn_once("native", f"native kernelc hook not set up ({type(e).__name__}: {e}); using Python's")
+    _handle = khooks.register(enter=enter, exit=exit_)
 
 
 def _uninstall() -> None:

@@ -58,11 +58,13 @@ knob                        environment variable        meaning
                                                         offsets measured at the start and at each
                                                         join
 ``native_scopes``           ``KPROF_NATIVE_SCOPES``     ``auto`` (the default): a scope's entry
-                                                        and exit run in C (``profiler/_kscope.c``,
-                                                        built on first use with the C compiler
-                                                        and headers of the running Python into
+                                                        and exit, and the cupti path of the
+                                                        kernelc launch hook, run in C
+                                                        (``profiler/_kscope.c``, built on first
+                                                        use with the C compiler and headers of
+                                                        the running Python into
                                                         ``~/.cache/kprof/native``; the Python
-                                                        methods where that fails: see
+                                                        code where that fails: see
                                                         ``profiler._native.status``) or ``off``
                                                         (read at ``import profiler``)
 ==========================  ==========================  =======================================
@@ -168,7 +170,7 @@ KNOBS: Dict[str, Knob] = {k.name: k for k in (
     Knob("cupti_timeline_clock", "KPROF_CUPTI_TIMELINE_CLK", "realtime", _choice(*TIMELINE_CLOCKS),
          "the clock scope timelines read"),
     Knob("native_scopes", "KPROF_NATIVE_SCOPES", "auto", _choice(*NATIVE_SCOPES),
-         "a scope's entry and exit in C (auto) or Python (off)"),
+         "a scope's entry/exit and the kernelc hook's cupti path in C (auto) or Python (off)"),
 )}
 
 

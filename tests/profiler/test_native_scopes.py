@@ -172,3 +172,94 @@ def test_native_scope_reads_time_ns_itself(monkeypatch):
         pass
     t1 = time.time_ns()
     assert len(c.times) == 2 and t0 <= c.times[0] <= c.times[1] <= t1
+
+
+# -- the kernelc launch hook -------------------------------------------------------------------------------
+class _Fn:
+    """A @jit function as kprof's hook sees it (no launch_metadata unless given)."""
+    arg_names = ["x", "n"]
+    file, first_line, src = __file__, 1, "def k(x, n):\n    pass\n"
+
+    def __init__(self, metadata=None):
+        self.launch_metadata = metadata
+
+
+class _Compiled:
+    cache_key = "ck1"
+    signature = {"x": "*fp32", "n": "i32"}
+    __hash__ = None   # kernelc's CompiledKernel is an eq-dataclass: unhashable
+
+
+def _launches(enter, exit_, recs):
+    """Each record launched inside scopes, twice (the second finds the cached KernelLaunch); the node seen
+    between enter and exit, by what it describes."""
+    from profiler import scope
+    seen = []
+
+    def launch(r):
+        enter(r)
+        n = context.fast.ctx.node
+        seen.append((type(n).__name__, context.scope_names(n.node) if hasattr(n, "node") else n,
+                     getattr(getattr(n, "info", None), "display_name", None), getattr(n, "metrics", None)))
+        exit_(r)
+
+    for _ in range(2):
+        with scope("step"):
+            for r in recs:
+                launch(r)
+            with scope("inner"):
+                launch(recs[0])
+        launch(recs[0])   # at the root
+    return seen
+
+
+@native
+@pytest.mark.parametrize("clock", [True, False])
+def test_native_hook_leaves_the_state_the_python_one_does(clock, monkeypatch):
+    from kernelc.runtime.hooks import LaunchRecord
+    from profiler import hooks
+    if hooks._handle is None and scopes._kscope is not None:
+        scopes._kscope.setup_hooks(hooks, LaunchRecord, context.KernelLaunch, hooks._enter, hooks._exit)
+    monkeypatch.setattr(hooks, "_idle", False)
+    monkeypatch.setattr(hooks, "_cupti", True)
+    ck = _Compiled()
+
+    def md(grid, kernel, args):
+        return {"flops": 7}
+
+    def recs():
+        return [LaunchRecord("k", (8, 1, 1), 4, 2, 0, 0, "cuda", ck, "ck1", _Fn(), (None, 3), (False, False)),
+                LaunchRecord("k", (16, 1, 1), 4, 2, 0, 0, "cuda", ck, "ck1", _Fn(), (None, 3), (False, False)),
+                LaunchRecord("m", (8, 1, 1), 4, 2, 0, 0, "cuda", ck, "ck1", _Fn(md), (None, 3), (False, False), md),
+                LaunchRecord("i", (8, 1, 1), 4, 2, 0, 0, "interpreter", None, None, _Fn(), (None, 3),
+                             (False, False))]
+
+    outs = []
+    for enter, exit_ in ((hooks._enter, hooks._exit), (scopes._kscope.hook_enter, scopes._kscope.hook_exit)):
+        hooks._kl_fast.clear()
+        hooks._launch_objs.clear()
+        got = {}
+
+        def body(S, enter=enter, exit_=exit_, got=got):
+            got["seen"] = _launches(enter, exit_, recs())
+
+        st = _run(scopes.scope, body, monkeypatch, clock=clock)
+        assert "error" not in st, st["error"]
+        st["nodes"] = [("KL", context.scope_names(n.node), n.info.display_name) if type(n) is context.KernelLaunch
+                       else n for n in st["nodes"]]
+        outs.append((got["seen"], st))
+    assert outs[1] == outs[0]
+    seen = outs[0][0]
+    assert seen[0] == ("KernelLaunch", ["step"], "k [grid 8x1x1, warps 4, stages 2]", None)
+    assert seen[2][3] == {"flops": 7} and seen[3][0] == "int"   # metadata: per launch; the interpreter: host-timed
+
+
+@native
+def test_native_hook_is_what_kprof_registers():
+    from kernelc.runtime import hooks as khooks
+    from profiler import hooks
+    hooks._install()
+    try:
+        assert scopes._kscope.hook_enter in khooks._enter_hooks and scopes._kscope.hook_exit in khooks._exit_hooks
+    finally:
+        hooks._uninstall()
