@@ -21,7 +21,7 @@ static Py_ssize_t o_node = -1, o_kprev, o_stack, o_times, o_nodes;
 static PyObject *g_time_ns;                  /* time.time_ns: read as clock_gettime(CLOCK_REALTIME) here */
 
 static PyObject *s_ctx, *s_node, *s_kprev, *s_stack, *s_times, *s_nodes, *s_clock, *s_ext, *s_kids, *s_timing,
-    *s_active, *s_python_ctx, *s_queue_metrics, *s_ext_changed;
+    *s_active, *s_python_ctx, *s_queue_metrics, *s_ext_changed, *s_metrics_q, *s_qmax, *s_drain, *s_append;
 
 typedef struct {
     PyObject_HEAD
@@ -188,6 +188,57 @@ needs_python(int enter)
     return 0;
 }
 
+/* session.queue_metrics(node, name, metrics): (active, node, name, dict(metrics)) appended to session._metrics_q,
+   drained past METRICS_Q_MAX; the Python function for a metrics mapping that is not a dict. 0 or -1. */
+static int
+queue_metrics(PyObject *nid, PyObject *name, PyObject *metrics)
+{
+    PyObject *q = glob(g_sdict, s_metrics_q), *active = glob(g_sdict, s_active), *qmax = glob(g_sdict, s_qmax);
+    PyObject *r;
+    if (q == NULL || active == NULL || qmax == NULL || !PyDict_CheckExact(metrics)) {
+        if (PyErr_Occurred()) return -1;
+        PyObject *fn = glob(g_sdict, s_queue_metrics);
+        if (fn == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "profiler.session has no queue_metrics");
+            return -1;
+        }
+        Py_INCREF(fn);
+        r = PyObject_CallFunctionObjArgs(fn, nid, name, metrics, NULL);
+        Py_DECREF(fn);
+        if (r == NULL) return -1;
+        Py_DECREF(r);
+        return 0;
+    }
+    Py_INCREF(q);
+    PyObject *copy = PyDict_Copy(metrics);
+    PyObject *item = copy == NULL ? NULL : PyTuple_Pack(4, active, nid, name, copy);
+    Py_XDECREF(copy);
+    r = item == NULL ? NULL : PyObject_CallMethodOneArg(q, s_append, item);
+    Py_XDECREF(item);
+    if (r == NULL) { Py_DECREF(q); return -1; }
+    Py_DECREF(r);
+    Py_ssize_t n = PyObject_Size(q);
+    Py_DECREF(q);
+    if (n < 0) return -1;
+    Py_ssize_t lim = PyLong_AsSsize_t(qmax);
+    if (lim == -1 && PyErr_Occurred()) return -1;
+    if (n > lim) {
+        PyObject *fn = glob(g_sdict, s_drain);
+        if (fn == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "profiler.session has no drain_metrics");
+            return -1;
+        }
+        Py_INCREF(fn);
+        r = PyObject_CallNoArgs(fn);
+        Py_DECREF(fn);
+        if (r == NULL) return -1;
+        Py_DECREF(r);
+    }
+    return 0;
+}
+
 static PyObject *
 Scope_enter(ScopeObject *self, PyObject *unused)
 {
@@ -252,19 +303,8 @@ Scope_enter(ScopeObject *self, PyObject *unused)
         Py_DECREF(clock);
         if (rc < 0) goto fail;
     }
-    if (queue) {
-        PyObject *fn = glob(g_sdict, s_queue_metrics);
-        if (fn == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_RuntimeError, "profiler.session has no queue_metrics");
-            goto fail;
-        }
-        Py_INCREF(fn);
-        PyObject *r = PyObject_CallFunctionObjArgs(fn, nid, self->name, self->metrics, NULL);
-        Py_DECREF(fn);
-        if (r == NULL) goto fail;
-        Py_DECREF(r);
-    }
+    if (queue && queue_metrics(nid, self->name, self->metrics) < 0)
+        goto fail;
     Py_DECREF(nid);
     Py_DECREF(ctx);
     Py_INCREF(self_o);
@@ -645,6 +685,8 @@ PyInit__kscope(void)
     INTERN(s_kids, "_kids"); INTERN(s_timing, "timing"); INTERN(s_active, "active");
     INTERN(s_python_ctx, "python_ctx"); INTERN(s_queue_metrics, "queue_metrics");
     INTERN(s_ext_changed, "_ext_changed");
+    INTERN(s_metrics_q, "_metrics_q"); INTERN(s_qmax, "METRICS_Q_MAX"); INTERN(s_drain, "drain_metrics");
+    INTERN(s_append, "append");
     INTERN(s_idle, "_idle"); INTERN(s_cupti, "_cupti"); INTERN(s_kl_fast, "_kl_fast");
     INTERN(s_launch_metadata, "launch_metadata"); INTERN(s_cuda, "cuda");
     g_zero = PyLong_FromLong(0);

@@ -32,8 +32,9 @@ def _run(cls, body, monkeypatch, *, clock=True, metrics_active=False):
     monkeypatch.setattr(_session, "timing", ())
     monkeypatch.setattr(_session, "active", ("s",) if metrics_active else ())
     monkeypatch.setattr(_session, "python_ctx", False)
-    queued = []
-    monkeypatch.setattr(_session, "queue_metrics", lambda node, name, m: queued.append((node, name, dict(m))))
+    import collections
+    q = collections.deque()
+    monkeypatch.setattr(_session, "_metrics_q", q)
     out = {}
 
     def thread():
@@ -49,7 +50,7 @@ def _run(cls, body, monkeypatch, *, clock=True, metrics_active=False):
     t = threading.Thread(target=thread)
     t.start()
     t.join()
-    out["queued"] = [(context.scope_names(n), name, m) for n, name, m in queued]
+    out["queued"] = [(sessions, context.scope_names(n), name, m) for sessions, n, name, m in q]
     return out
 
 
@@ -100,7 +101,32 @@ def test_native_scope_leaves_the_state_the_python_one_does(body, clock, metrics_
     if clock and body is _nested:
         assert len(got["times"]) == 2 * 12 and got["nodes"][:2] == [["outer"], ["outer", "inner"]]
     if metrics_active and body is _nested:
-        assert got["queued"] == [(["outer", "inner"], "inner", {"flops": 2})] * 3
+        assert got["queued"] == [(("s",), ["outer", "inner"], "inner", {"flops": 2})] * 3
+
+
+@native
+def test_native_scope_metrics_queue_is_drained_past_its_bound(monkeypatch):
+    """The C entry queues a dict's copy as session.queue_metrics does, drains past METRICS_Q_MAX, and hands a
+    mapping that is not a dict to session.queue_metrics."""
+    import collections
+    import types
+    drained, via_python = [], []
+    q = collections.deque()
+    monkeypatch.setattr(_session, "_metrics_q", q)
+    monkeypatch.setattr(_session, "METRICS_Q_MAX", 3)
+    monkeypatch.setattr(_session, "drain_metrics", lambda: (drained.append(len(q)), q.clear()))
+    monkeypatch.setattr(_session, "active", ("s",))
+    monkeypatch.setattr(_session, "timing", ())
+    monkeypatch.setattr(context, "_clock", None)
+    m = {"flops": 1}
+    for _ in range(5):
+        with scopes.scope("queued", metrics=m):
+            pass
+    assert drained == [4] and len(q) == 1 and q[0][3] == m and q[0][3] is not m
+    monkeypatch.setattr(_session, "queue_metrics", lambda *a: via_python.append(a))
+    with scopes.scope("queued", metrics=types.MappingProxyType(m)):
+        pass
+    assert len(via_python) == 1 and len(q) == 1
 
 
 @native
