@@ -1,10 +1,10 @@
-/* profiler.scope's entry and exit in C (knob native_scopes, built by profiler/_native.py).
+/* profiler.scope's entry and exit, and the cupti path of kprof's kernelc launch hook, in C (knob native_scopes,
+   built by profiler/_native.py; why: docs/performance.md, "Scopes and the kernelc hook in C").
 
-   Between torch's launches a Python __enter__/__exit__ pair costs several microseconds on a training step's
-   cold caches (docs/performance.md, "Profiler overhead"); this does the same steps as scopes.py's Python
-   methods for the common case -- cupti backend, no session timing scopes on the host, no external
-   correlation ids, the child already interned -- and hands every other case to those Python methods
-   (set by setup()), before it has changed anything. */
+   Each function does the same steps as the Python code (scopes._PyScope, hooks._enter/_exit) for the common
+   case -- cupti backend, no session timing scopes on the host, no external correlation ids, the child scope or
+   the launch's KernelLaunch already made -- and hands every other case to that Python code (set by setup() and
+   setup_hooks()) before it has changed anything. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
@@ -104,48 +104,20 @@ read_clock(PyObject *clock)
 static int
 timeline_fast(PyObject *ctx, PyObject *clock, PyObject *node)
 {
+    PyObject *t = read_clock(clock);   /* first: a Python clock may run code that replaces the lists */
+    if (t == NULL)
+        return -1;
     PyObject *times = SLOT(ctx, o_times), *nodes = SLOT(ctx, o_nodes);
     if (times == NULL || nodes == NULL || !PyList_CheckExact(times) || !PyList_CheckExact(nodes)) {
+        Py_DECREF(t);
         PyErr_SetString(PyExc_TypeError, "a thread's timeline is not two lists");
         return -1;
     }
-    PyObject *t = read_clock(clock);
-    if (t == NULL)
-        return -1;
     int rc = PyList_Append(times, t);
     Py_DECREF(t);
     if (rc < 0)
         return -1;
     return PyList_Append(nodes, node);
-}
-
-/* Appends clock() to ctx.times and node to ctx.nodes (the timeline); 0 or -1 with an error. */
-static int
-timeline(PyObject *ctx, PyObject *clock, PyObject *node)
-{
-    PyObject *t = PyObject_CallNoArgs(clock);
-    if (t == NULL)
-        return -1;
-    PyObject *times = PyObject_GetAttr(ctx, s_times);
-    if (times == NULL) {
-        Py_DECREF(t);
-        return -1;
-    }
-    int rc = PyList_Check(times) ? PyList_Append(times, t) : -1;
-    if (rc < 0 && !PyErr_Occurred())
-        PyErr_SetString(PyExc_TypeError, "timeline times is not a list");
-    Py_DECREF(times);
-    Py_DECREF(t);
-    if (rc < 0)
-        return -1;
-    PyObject *nodes = PyObject_GetAttr(ctx, s_nodes);
-    if (nodes == NULL)
-        return -1;
-    rc = PyList_Check(nodes) ? PyList_Append(nodes, node) : -1;
-    if (rc < 0 && !PyErr_Occurred())
-        PyErr_SetString(PyExc_TypeError, "timeline nodes is not a list");
-    Py_DECREF(nodes);
-    return rc;
 }
 
 /* The thread's ThreadContext (a new reference), or NULL: with an error set, or without one where the Python
@@ -265,6 +237,8 @@ Scope_enter(ScopeObject *self, PyObject *unused)
             queue = 1;
         }
     }
+    if (!PyUnicode_CheckExact(self->name))   /* a str subclass may hash or compare in Python */
+        return slow(g_slow_enter, self_o);
     PyObject *ctx = thread_ctx();
     if (ctx == NULL)
         return PyErr_Occurred() ? NULL : slow(g_slow_enter, self_o);
@@ -550,34 +524,42 @@ hook_enter(PyObject *mod, PyObject *rec)
         node = SLOT(ctx, o_kprev);
     PyObject *inherit = SLOT(ctx, o_inherit);
     PyObject *fn = SLOT(rec, r_function), *ck = SLOT(rec, r_compiled), *grid = SLOT(rec, r_grid);
-    PyObject *klf = glob(g_hdict, s_kl_fast);
     PyObject *kl = NULL;
     if (node != NULL && PyLong_CheckExact(node) && fn != NULL && ck != NULL && ck != Py_None && grid != NULL
-            && klf != NULL && PyDict_CheckExact(klf)
+            && PyTuple_CheckExact(grid)
             && !(inherit != NULL && inherit != Py_False && PyLong_AsLong(node) == 0)) {
+        /* the attribute read below may run Python: hold what was read so far */
+        Py_INCREF(node); Py_INCREF(fn); Py_INCREF(ck); Py_INCREF(grid);
         PyObject *md = PyObject_GetAttr(fn, s_launch_metadata);
-        if (md == NULL) {
-            if (PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
-            else { Py_DECREF(ctx); return NULL; }
-        }
-        if (md == NULL || md == Py_None) {   /* launches without launch_metadata: the cached KernelLaunch */
+        if (md == NULL && PyErr_ExceptionMatches(PyExc_AttributeError))
+            PyErr_Clear();
+        PyObject *klf = glob(g_hdict, s_kl_fast);
+        if (!PyErr_Occurred() && (md == NULL || md == Py_None) && klf != NULL && PyDict_CheckExact(klf)) {
+            /* launches without launch_metadata: the cached KernelLaunch of (id(compiled), grid, scope) */
             PyObject *id = PyLong_FromVoidPtr(ck);
             PyObject *key = id == NULL ? NULL : PyTuple_Pack(3, id, grid, node);
             Py_XDECREF(id);
-            if (key == NULL) { Py_XDECREF(md); Py_DECREF(ctx); return NULL; }
-            kl = PyDict_GetItemWithError(klf, key);   /* borrowed */
-            Py_DECREF(key);
-            if (kl != NULL && Py_TYPE(kl) != g_kl_type)
-                kl = NULL;
+            if (key != NULL) {
+                kl = PyDict_GetItemWithError(klf, key);   /* borrowed */
+                Py_DECREF(key);
+                if (kl != NULL && Py_TYPE(kl) != g_kl_type)
+                    kl = NULL;
+                Py_XINCREF(kl);
+            }
         }
         Py_XDECREF(md);
-        if (PyErr_Occurred()) { Py_DECREF(ctx); return NULL; }
+        Py_DECREF(fn); Py_DECREF(ck); Py_DECREF(grid);
+        if (PyErr_Occurred()) { Py_XDECREF(kl); Py_DECREF(node); Py_DECREF(ctx); return NULL; }
+        if (kl != NULL && SLOT(ctx, o_node) != node && SLOT(ctx, o_kprev) != node) {
+            Py_DECREF(kl);   /* the thread's node moved meanwhile: let the Python hook read it again */
+            kl = NULL;
+        }
+        Py_DECREF(node);   /* still referenced by the thread's context (checked above) */
     }
     if (kl == NULL) {   /* first launch of this kernel, grid and scope, metadata, a native thread at the root */
         Py_DECREF(ctx);
         return hook_slow(g_hslow_enter, rec);
     }
-    Py_INCREF(kl);
     slot_set(ctx, o_kprev, node);
     slot_set(ctx, o_node, kl);
     int rc = 0;

@@ -145,6 +145,13 @@ def test_native_scope_hands_unusual_cases_to_python(monkeypatch):
         with scopes.scope(name):                      # now the C path
             pass
         assert calls == [("enter", name)]
+
+        class Name(str):   # may hash or compare in Python: the Python method
+            pass
+        with scopes.scope(Name(name)):
+            pass
+        assert calls == [("enter", name)] * 2
+        del calls[1:]
         monkeypatch.setattr(_session, "timing", ("a session timing scopes",))
         monkeypatch.setattr(_session, "scope_entered", lambda *a: None)
         monkeypatch.setattr(_session, "scope_exiting", lambda *a: None)
