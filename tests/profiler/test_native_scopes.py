@@ -296,3 +296,34 @@ def test_native_hook_is_what_kprof_registers():
         assert scopes._kscope.hook_enter in khooks._enter_hooks and scopes._kscope.hook_exit in khooks._exit_hooks
     finally:
         hooks._uninstall()
+
+
+@native
+def test_native_scopes_on_threads_switching_often(monkeypatch):
+    """Threads switching every few bytecodes: each keeps its own stack and timeline (ordered, two entries a scope)."""
+    import time
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    monkeypatch.setattr(context, "_clock", time.time_ns)
+    monkeypatch.setattr(context, "_tclock", time.time_ns)
+    monkeypatch.setattr(_session, "timing", ())
+    res = {}
+
+    def work(k):
+        c = context.fast.ctx if hasattr(context.fast, "ctx") else context.ctx_slow()
+        c.times, c.nodes = [], []
+        for i in range(2000):
+            with scopes.scope(f"t{i % 3}"):
+                with scopes.scope("inner"):
+                    pass
+        res[k] = (c.node, len(c.stack), len(c.times), len(c.nodes), c.times == sorted(c.times))
+
+    try:
+        ts = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert res == {k: (0, 0, 8000, 8000, True) for k in range(4)}
