@@ -169,6 +169,7 @@ KNOBS: Dict[str, Knob] = {k.name: k for k in (
          "also subscribe to the runtime API's launch ids"),
     Knob("cupti_timeline_clock", "KPROF_CUPTI_TIMELINE_CLK", "realtime", _choice(*TIMELINE_CLOCKS),
          "the clock scope timelines read"),
+    # auto: faster per event on CPU, not slower on a GPU step (docs/performance.md, decision records)
     Knob("native_scopes", "KPROF_NATIVE_SCOPES", "auto", _choice(*NATIVE_SCOPES),
          "a scope's entry/exit and the kernelc hook's cupti path in C (auto) or Python (off)"),
 )}
