@@ -947,6 +947,8 @@ def child_overhead(spec: dict) -> dict:
         multi = _fine_rounds(w, prof, spec, seg, sync)
         # whether kprof's launch API records were on (lazy: only once a scope or a kernelc launch ran)
         state["api_armed"] = getattr(_BACKEND[0], "api_wanted", None)
+        from profiler import _native
+        state["native"] = _native.status   # kprof's scopes and kernelc hook in C, or why not
         return {"workload": wl, "profiler": prof, "steps_per_block": per_state, "cold_ms": cold,
                 "prime_ms": prime, "multi": multi, "stop_s": stops, "setup_s": round(t_setup, 2),
                 "wall_s": round(time.time() - t_begin, 2), "cpus": cpus, "threads": torch.get_num_threads(),
@@ -1033,10 +1035,14 @@ def _fine_states_arg(text):
 # ``api`` the launch API records (and external correlation where kprof uses it); ``cb`` its CUPTI callbacks;
 # ``sess`` the session active (its scopes' work, the kernelc hook in, ``profiler.scope`` kprof's).  States other
 # than the default four take kprof apart, one part at a time (issue 23: what kprof pays per launch on the tiny loop)
-FINE_PARTS = {"kprof": ("core", "api", "cb", "sess"), "floor": ("core",), "none": (), "none2": (),
-              "api": ("core", "api"), "kprof-noapi": ("core", "cb", "sess"), "kprof-nocb": ("core", "api", "sess"),
-              "kprof-nosess": ("core", "api", "cb")}
-_PARTS_OFF = ("api", "cb", "sess", "core")   # the order parts are switched off in (and on: core, api, cb, sess)
+# ``native``: scopes and the kernelc hook in C (knob native_scopes) rather than their Python code; ``kprof-py`` is
+# kprof with the Python ones (both in one process: what the C code saves, issue 23)
+FINE_PARTS = {"kprof": ("core", "api", "cb", "sess", "native"), "floor": ("core",), "none": (), "none2": (),
+              "api": ("core", "api"), "kprof-noapi": ("core", "cb", "sess", "native"),
+              "kprof-nocb": ("core", "api", "sess", "native"), "kprof-nosess": ("core", "api", "cb", "native"),
+              "kprof-py": ("core", "api", "cb", "sess")}
+_PARTS_OFF = ("api", "cb", "sess", "core", "native")   # the order parts are switched off in
+_PARTS_ON = ("native", "core", "api", "cb", "sess")    # ... and on
 
 
 class _FineStates:
@@ -1068,7 +1074,7 @@ class _FineStates:
         self.core_kinds = [k for k in backend.kinds if int(k) != ext]
         self.ext = bool(getattr(backend, "external", False))
         self.light = bool(getattr(backend, "light", False))
-        self.real_scope = _REAL_SCOPE[0] or profiler.scope
+        self.real_scope = self.native_scope = _REAL_SCOPE[0] or profiler.scope
         self.cur = "kprof"
 
     def _core(self, on):
@@ -1093,13 +1099,23 @@ class _FineStates:
         self.S._refresh()   # the kernelc hook in or out, the scopes' hot-path state
         self.profiler.scope = self.real_scope if on else _null_scope
 
+    def _native(self, on):
+        # switched on before and off after the session's part: the scope class and the hook the session uses next
+        from profiler import hooks, scopes
+        self.real_scope = self.native_scope if on else scopes._PyScope
+        hooks._use_native = bool(on)
+        if hooks.installed():   # kprof <-> kprof-py: the session stays active
+            hooks._uninstall()
+            hooks._install()
+            self.profiler.scope = self.real_scope
+
     def go(self, state):
         t0 = time.perf_counter_ns()
         want, have = set(FINE_PARTS[state]), set(FINE_PARTS[self.cur])
         for part in _PARTS_OFF:
             if part in have and part not in want:
                 getattr(self, "_" + part)(False)
-        for part in _PARTS_OFF[::-1][:1] + _PARTS_OFF[:3]:   # core, api, cb, sess
+        for part in _PARTS_ON:
             if part in want and part not in have:
                 getattr(self, "_" + part)(True)
         self.cur = state

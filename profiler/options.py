@@ -57,6 +57,16 @@ knob                        environment variable        meaning
                                                         a host clock is mapped to CUPTI's by
                                                         offsets measured at the start and at each
                                                         join
+``native_scopes``           ``KPROF_NATIVE_SCOPES``     ``auto`` (the default): a scope's entry
+                                                        and exit, and the cupti path of the
+                                                        kernelc launch hook, run in C
+                                                        (``profiler/_kscope.c``, built on first
+                                                        use with the C compiler and headers of
+                                                        the running Python into
+                                                        ``~/.cache/kprof/native``; the Python
+                                                        code where that fails: see
+                                                        ``profiler._native.status``) or ``off``
+                                                        (read at ``import profiler``)
 ==========================  ==========================  =======================================
 
 The defaults of the cupti knobs are what docs/performance.md ("Profiler overhead") measured best;
@@ -128,6 +138,7 @@ ATTRIBUTIONS = ("api-records", "external-correlation")
 RECORD_MODES = ("split", "deferred", "raw")
 TIMELINE_CLOCKS = ("cupti", "realtime", "monotonic", "monotonic_raw")
 API_RECORDS = ("lazy", "always")
+NATIVE_SCOPES = ("auto", "off")
 
 
 @dataclass(frozen=True)
@@ -158,6 +169,9 @@ KNOBS: Dict[str, Knob] = {k.name: k for k in (
          "also subscribe to the runtime API's launch ids"),
     Knob("cupti_timeline_clock", "KPROF_CUPTI_TIMELINE_CLK", "realtime", _choice(*TIMELINE_CLOCKS),
          "the clock scope timelines read"),
+    # auto: faster per event on CPU, not slower on a GPU step (docs/performance.md, decision records)
+    Knob("native_scopes", "KPROF_NATIVE_SCOPES", "auto", _choice(*NATIVE_SCOPES),
+         "a scope's entry/exit and the kernelc hook's cupti path in C (auto) or Python (off)"),
 )}
 
 

@@ -15,18 +15,21 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from typing import Any, Callable, Mapping, Optional
 
-from . import context
+from . import _native, context, options
 from . import session as _session
 from .context import _kids, fast as _fast
 
 __all__ = ["scope", "enter_scope", "exit_scope"]
 
 
-class scope:
+class _PyScope:
     """A named region, as a context manager or a decorator.  ``metrics``: numbers such as
-    ``{"flops": ..., "bytes": ...}`` credited to this scope's frame each time it is entered."""
+    ``{"flops": ..., "bytes": ...}`` credited to this scope's frame each time it is entered.
+    (The Python methods; :data:`scope` is this class or, with ``native_scopes``, the C entry and exit
+    of ``_kscope.c``, which hands every case but the common one back to these methods.)"""
 
     __slots__ = ("name", "metrics")
 
@@ -101,6 +104,19 @@ class scope:
 
     def __repr__(self):
         return f"profiler.scope({self.name!r})"
+
+
+def _slow_exit(s) -> bool:
+    return _PyScope.__exit__(s, None, None, None)
+
+
+_kscope = _native.load(options.get("native_scopes"))
+if _kscope is not None:
+    _kscope.setup(context, _session, _PyScope.__enter__, _slow_exit, _PyScope.__call__, _PyScope.__repr__,
+                  time.time_ns)
+    scope = _kscope.Scope
+else:
+    scope = _PyScope
 
 
 class _Open(threading.local):

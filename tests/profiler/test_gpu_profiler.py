@@ -24,7 +24,9 @@ pytestmark = pytest.mark.gpu
 VARIANTS = {"default": {}, "external-correlation": {"KPROF_CUPTI_ATTRIBUTION": "external-correlation"},
             "deferred": {"KPROF_CUPTI_RECORDS": "deferred"}, "split": {"KPROF_CUPTI_RECORDS": "split"},
             # timelines on cupti.get_timestamp instead of the default time.time_ns (launches mapped to it)
-            "cupti-clock": {"KPROF_CUPTI_TIMELINE_CLK": "cupti"}, "monotonic-clock": {"KPROF_CUPTI_TIMELINE_CLK": "monotonic"}}
+            "cupti-clock": {"KPROF_CUPTI_TIMELINE_CLK": "cupti"}, "monotonic-clock": {"KPROF_CUPTI_TIMELINE_CLK": "monotonic"},
+            # scopes' entry/exit in Python instead of the default C (profiler/_kscope.c)
+            "python-scopes": {"KPROF_NATIVE_SCOPES": "off"}}
 
 
 def run_program(tmp_path, code, *args, timeout=300, env_extra=None):
@@ -309,6 +311,8 @@ PLACEMENT_PROGRAM = """
             "raw": getattr(b, "rawbufs", None) is not None, "deferred": getattr(b, "deferred", False),
             "light": getattr(b, "light", None), "tl_offsets": getattr(b, "tl_offsets", None),
             "skipped": list(getattr(b, "skipped", []))}
+    from profiler import _native
+    info["native"] = _native.status
     profiler.finalize(sid)
     json.dump(info, open("info.json", "w"))
 """
@@ -337,8 +341,12 @@ def test_launch_placement_on_gpu(tmp_path, variant):
     assert info["backend"] == "cupti"
     assert (info["external"], info["raw"], info["deferred"]) == (
         variant == "external-correlation", variant in ("default", "external-correlation", "cupti-clock",
-                                                       "monotonic-clock"),
+                                                       "monotonic-clock", "python-scopes"),
         variant == "deferred"), info
+    if variant == "python-scopes":
+        assert info["native"] == "off (native_scopes=off)", info
+    else:   # C scopes, unless this host cannot build them (no compiler or headers: then said so)
+        assert info["native"].startswith("native: ") or "build failed" in info["native"], info
     assert info["light"], info   # every variant places launches by API records + timelines
     # timelines on a host clock unless told cupti's (the default's REALTIME only where it is CUPTI's clock)
     if variant == "cupti-clock":

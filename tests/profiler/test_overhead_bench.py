@@ -773,8 +773,11 @@ def _fine_states(monkeypatch):
     st = rp._FineStates.__new__(rp._FineStates)
     st.c, st.b, st.S, st.profiler = c, _FakeBackend(c.calls), S, profiler
     st.sess, st.core_kinds, st.ext, st.light = [], [10, 1, 2], True, True
-    st.real_scope, st.cur = profiler.scope, "kprof"
+    st.real_scope = st.native_scope = profiler.scope
+    st.cur = "kprof"
     monkeypatch.setattr(profiler, "scope", profiler.scope)   # restored after the test
+    from profiler import hooks
+    monkeypatch.setattr(hooks, "_use_native", True)
     monkeypatch.setattr(S, "_refresh", lambda: c.calls.append(("refresh",)))
     return st, c.calls
 
@@ -843,6 +846,34 @@ def test_fine_states_take_kprof_apart(monkeypatch):
     for bad in ("floor,kprof,none,none2", "kprof,floor,none", "kprof,floor,none,bogus", "kprof,floor,none,none"):
         with pytest.raises(SystemExit):
             rp._fine_states_arg(bad)
+
+
+def test_fine_states_kprof_with_python_scopes_and_hook(monkeypatch):
+    """--fine-states kprof,kprof-py,...: kprof-py is kprof with the Python scopes and kernelc hook instead of the C
+    ones (native_scopes); kprof <-> kprof-py swaps only those (the hook registered again if it is in), and a state
+    without the session keeps whichever the next session state needs."""
+    import profiler
+    from profiler import hooks, scopes
+    st, calls = _fine_states(monkeypatch)
+    native = profiler.scope
+    installed = []
+    monkeypatch.setattr(hooks, "installed", lambda: True)
+    monkeypatch.setattr(hooks, "_uninstall", lambda: installed.append("out"))
+    monkeypatch.setattr(hooks, "_install", lambda: installed.append(("in", hooks._use_native)))
+    st.go("kprof-py")
+    assert calls == [] and installed == ["out", ("in", False)] and profiler.scope is scopes._PyScope
+    installed.clear()
+    st.go("kprof")
+    assert calls == [] and installed == ["out", ("in", True)] and profiler.scope is native
+    monkeypatch.setattr(hooks, "installed", lambda: False)
+    st.go("floor")
+    assert profiler.scope is rp._null_scope and hooks._use_native is False
+    st.go("kprof-py")
+    assert profiler.scope is scopes._PyScope and hooks._use_native is False
+    st.go("none")
+    st.go("kprof")
+    assert profiler.scope is native and hooks._use_native is True
+    assert rp._fine_states_arg("kprof,kprof-py,none,none2") == ("kprof", "kprof-py", "none", "none2")
 
 
 def test_per_workload_values():

@@ -48,16 +48,27 @@ S21_ENC = "profiler_overhead_s21_enc_settle_pooled_h200.json"
 S21_TRAIN = "profiler_overhead_s21_r3_train_settle_h200.json"
 # session 22: the encoder with --fine-order pairs (1-step segments, settle), call R2 (R1's files were lost, R3 not run)
 S22_ENC = "profiler_overhead_s22_r2_enc_pairs_h200.json.gz"
-# (workload, criterion) -> (call, results file relative to bench/results, comparison in it, design)
+# session 23: the encoder's pairs run R1 (the session's pool by R1's rule: R1 alone, R2 had no room for it); train
+# with kprof's scopes and kernelc hook in C: the final call's standard four states (kprof/floor and its control in one
+# process) where it exists, else R2's kprof/floor (states kprof, kprof-py, floor, none: no control) and R1's
+# control (the first C version, same design)
+S23_ENC = "profiler_overhead_s23_r1_enc_pairs_h200.json.gz"
+S23_TRAIN_R2 = "profiler_overhead_s23_r2_train_ab_h200.json"
+S23_TRAIN_R1 = "profiler_overhead_s23_r1_train_fine_h200.json"
+S23_TRAIN_FINAL = "profiler_overhead_s23_final_train_h200.json"
+# (workload, criterion) -> (call, results file relative to bench/results, comparison in it, design), or a list of
+# such: the first whose file exists
 SOURCES = {
-    ("encoder", "kprof/floor"): ("R2 (s22)", S22_ENC, "kprof/floor", "pairs"),
-    ("encoder", "control (fine)"): ("R2 (s22)", S22_ENC, "none/none2", "pairs"),
+    ("encoder", "kprof/floor"): ("R1 (s23)", S23_ENC, "kprof/floor", "pairs"),
+    ("encoder", "control (fine)"): ("R1 (s23)", S23_ENC, "none/none2", "pairs"),
     ("encoder", "kprof/proton"): ("R0 (s19)", "s19_R0_h200/ovh18_r3/overhead_s18_r3_encoder_kprof_vs_proton.json",
                                   "kprof/proton", "block"),
     ("encoder", "control (block)"): ("R3 (s19)", "profiler_overhead_s19_r3_encoder_multi_h200.json", "none/none",
                                      "block"),
-    ("train", "kprof/floor"): ("R2/r3 (s21)", S21_TRAIN, "kprof/floor", "fine"),
-    ("train", "control (fine)"): ("R2/r3 (s21)", S21_TRAIN, "none/none2", "fine"),
+    ("train", "kprof/floor"): [("final (s23)", S23_TRAIN_FINAL, "kprof/floor", "fine"),
+                               ("R2 (s23)", S23_TRAIN_R2, "kprof/floor", "fine")],
+    ("train", "control (fine)"): [("final (s23)", S23_TRAIN_FINAL, "none/none2", "fine"),
+                                  ("R1 (s23)", S23_TRAIN_R1, "none/none2", "fine")],
     ("train", "kprof/proton"): ("R1 (s19)", "profiler_overhead_s19_r1_train_multi_h200.json", "kprof/proton", "block"),
     ("train", "control (block)"): ("R1 (s19)", "profiler_overhead_s19_r1_train_multi_h200.json", "none/none", "block"),
     ("tiny", "kprof/floor"): ("R1 (s21)", S21_TINY, "kprof/floor", "fine"),
@@ -69,7 +80,10 @@ CRITERIA = ("kprof/floor", "control (fine)", "kprof/proton", "control (block)")
 
 
 def _entry(wl, crit, sources=None):
-    call, rel, comp, design = (sources or SOURCES)[wl, crit]
+    src = (sources or SOURCES)[wl, crit]
+    if isinstance(src, list):   # the first whose file exists (the last one otherwise: reported missing)
+        src = next((x for x in src if os.path.exists(os.path.join(RES, x[1]))), src[-1])
+    call, rel, comp, design = src
     base = {"call": call, "file": rel, "comparison": comp, "design": design}
     path = os.path.join(RES, rel)
     if not os.path.exists(path):
