@@ -154,17 +154,22 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                          STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False,
                          GROUP: tl.constexpr = 0, EVEN_M: tl.constexpr = False, TAIL: tl.constexpr = None,
                          KV_REGS: tl.constexpr = 0, DS_TILED: tl.constexpr = False, FLAT_DQ: tl.constexpr = False,
-                         DQ_FIRST: tl.constexpr = False):
+                         DQ_FIRST: tl.constexpr = False, KEY0=None, DS_ROWS=None):
     """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ); WS: a producer warp(group)
     fills the loops' TMA ring (1: both loops; 2: the unmasked one only, causal's diagonal loop without it). Q, K, V,
     dO, dK, dV share the strides (the wrapper makes them contiguous); DQ is fp32 with its own (FLAT_DQ: the head's
-    blocks of dQ^T in kl.bulk_add's staging order, added by the loop; DQ_FIRST: dQ^T's product before dK's)."""
+    blocks of dQ^T in kl.bulk_add's staging order, added by the loop; DQ_FIRST: dQ^T's product before dK's).
+    KEY0 / DS_ROWS (STORE_DS, ds's key chunks): the grid covers the key blocks from KEY0 on, and dS^T's workspace holds
+    DS_ROWS keys a head (rows start_n - KEY0); None (constexpr: no parameter): key 0, N_CTX rows."""
     if CAUSAL and GROUP > 0:  # longest first across GROUP heads: key block 0 sees every query block
         blk, off_hz = _lpt_block(GROUP)
         start_n = blk * BLOCK_N
     else:
         start_n = tl.program_id(0) * BLOCK_N
         off_hz = tl.program_id(1)
+    ds_row0 = start_n
+    if KEY0 is not None:
+        start_n += KEY0
     off = (off_hz // H).to(tl.int64) * stride_z + (off_hz % H).to(tl.int64) * stride_h
     dq_off = (off_hz // H).to(tl.int64) * dq_stride_z + (off_hz % H).to(tl.int64) * dq_stride_h
     LSE += off_hz.to(tl.int64) * N_CTX
@@ -211,6 +216,10 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         ds_base = (start_n // BLOCK_N) * (N_CTX // BLOCK_M) * BLOCK_N
         ds_desc = tl.make_tensor_descriptor(DQ + off_hz.to(tl.int64) * N_CTX * N_CTX, shape=[N_CTX * N_CTX // BLOCK_M,
                                             BLOCK_M], strides=[BLOCK_M, 1], block_shape=[BLOCK_N, BLOCK_M])
+    elif STORE_DS and DS_ROWS is not None:
+        # dS^T of this head's key chunk, [DS_ROWS keys from KEY0, N_CTX queries]: ds's bounded workspace (_ds_steps)
+        ds_desc = tl.make_tensor_descriptor(DQ + off_hz.to(tl.int64) * DS_ROWS * N_CTX, shape=[DS_ROWS, N_CTX],
+                                            strides=[N_CTX, 1], block_shape=[BLOCK_N, BLOCK_M])
     elif STORE_DS:
         # dS^T of this head, [N_CTX keys, N_CTX queries] (queries contiguous), DQ being that fp16/bf16 buffer
         ds_desc = tl.make_tensor_descriptor(DQ + off_hz.to(tl.int64) * N_CTX * N_CTX, shape=[N_CTX, N_CTX],
@@ -223,11 +232,11 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         lo = start_n + BLOCK_N
         dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                              offs_n, offs_m0, qk_scale, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
-                             True, ATOMIC_DQ, WS == 1, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL,
+                             True, ATOMIC_DQ, WS == 1, ds_desc, ds_row0, STORE_DS, PREFETCH_LD, EVEN_M, TAIL,
                              DS_TILED, ds_base, BLOCK_N, FLAT_DQ, DQ_FIRST)
     dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                          offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
-                         ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base, BLOCK_N, FLAT_DQ,
+                         ds_desc, ds_row0, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base, BLOCK_N, FLAT_DQ,
                          DQ_FIRST)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
     tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
@@ -369,6 +378,48 @@ def attn_bwd_dq_from_ds_kernel(DST, K, DQ, sm_scale, stride_z, stride_h, stride_
 
 
 @triton.jit
+def attn_bwd_dq_from_ds_chunk_kernel(DST, K, DQ, DQA, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX, KEY0,
+                                     KEYS, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+                                     CAUSAL: tl.constexpr):
+    """dQ += dS K over one chunk of keys [KEY0, KEY0 + KEYS) for one [BLOCK_M] query block, dS^T read from the chunk's
+    [KEYS, N_CTX] workspace (the dK/dV kernel's DS_ROWS): ds with a workspace of KEYS rows a head. The partial sum
+    lives in DQA (fp32, [heads, N_CTX, HEAD_DIM]) between chunks: read unless this is the first chunk, and written
+    scaled and cast to DQ by the query block's last chunk (the one holding its diagonal, causal; else the last one).
+    Causal, the grid covers the query blocks from KEY0 on (the earlier ones see no key of the chunk), longest first."""
+    m0 = KEY0 // BLOCK_M if CAUSAL else 0
+    if CAUSAL:
+        start_m = (m0 + tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M
+    else:
+        start_m = tl.program_id(0) * BLOCK_M
+    off_hz = tl.program_id(1)
+    off = (off_hz // H).to(tl.int64) * stride_z + (off_hz % H).to(tl.int64) * stride_h
+    hi = tl.minimum(KEY0 + KEYS, N_CTX)
+    last = hi >= N_CTX
+    if CAUSAL:
+        last = last | (start_m < hi)
+        hi = tl.minimum(hi, start_m + BLOCK_M)
+    ds_desc = tl.make_tensor_descriptor(DST + off_hz.to(tl.int64) * KEYS * N_CTX, shape=[KEYS, N_CTX],
+                                        strides=[N_CTX, 1], block_shape=[BLOCK_N, BLOCK_M])
+    k_desc = tl.make_tensor_descriptor(K + off, shape=[N_CTX, HEAD_DIM], strides=[stride_m, 1],
+                                       block_shape=[BLOCK_N, HEAD_DIM])
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    rows = offs_m[:, None] < N_CTX
+    dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    for start_n in range(KEY0, hi, BLOCK_N):
+        dsT = ds_desc.load([start_n - KEY0, start_m])
+        k = k_desc.load([start_n, 0])
+        dq = tl.dot(tl.trans(dsT), k, dq)
+    # the partial sum added after the loop (its pointer tile, 2 registers an element, not live across it); the first
+    # chunk adds none (DQA is not zeroed)
+    acc = DQA + off_hz.to(tl.int64) * N_CTX * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+    dq += tl.load(acc, mask=rows & (KEY0 > 0), other=0.0)
+    tl.store(DQ + off + offs_m[:, None] * stride_m + offs_d[None, :] * stride_k,
+             (dq * sm_scale).to(DQ.dtype.element_ty), mask=rows & last)
+    tl.store(acc, dq, mask=rows & (last == 0))
+
+
+@triton.jit
 def attn_bwd_dq_flat_cast_kernel(DQA, DQ, scale, N_CTX, BLOCK: tl.constexpr, HEAD_DIM: tl.constexpr):
     """dQ = scale * dQ of one [BLOCK] query block of one head from dq_mode="flat"'s accumulator: block
     ``program_id(0)`` of the head ([HEAD_DIM, BLOCK] fp32 in the staging order, kl.bulk_add) read back through
@@ -424,6 +475,10 @@ DS_TILED_DQ_CONFIGS = {16: (16, 32, 4, 3), 32: (16, 32, 4, 3), 64: (32, 64, 4, 4
 # the dS^T buffer ([heads, N, N] in the inputs' dtype) is at most this large: more heads run in groups of as many
 # as fit, each group's dK/dV and dQ launched before the next's
 DS_WORKSPACE_BYTES = 8 << 30
+# ds with more than one (head group, key chunk): two workspaces of half the budget, each dQ GEMM on a second stream
+# beside the next dK/dV kernel, by (head dim, causal) (_ds_steps' overlap; the GEMM reads dS^T, mostly memory, while
+# the dK/dV kernel is mostly tensor cores). None set: not yet measured
+DS_OVERLAP = {}
 # dq_mode="fused": one grid, program i doing dK/dV of key block i then dQ of query block i: ((BLOCK_M1, BLOCK_N1),
 # (BLOCK_M2, BLOCK_N2), num_warps, num_stages), BLOCK_N1 == BLOCK_M2; the separate pass's blocks, 0 spills on
 # sm_90a (D=64 causal 173 registers: 2 programs an SM where the separate kernels fit 3)
@@ -508,7 +563,7 @@ def default_dq_mode(head_dim, causal=None):
 
 
 def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_config=None, dq_config=None,
-                  kernels=None, ds_workspace_bytes=None):
+                  kernels=None, ds_workspace_bytes=None, ds_overlap=None):
     """(dq, dk, dv) for ``o, lse = attention_fwd(q, k, v, causal, sm_scale, return_lse=True)``.
 
     ``dq_mode``: ``None`` (:func:`default_dq_mode`), ``"separate"`` (a second kernel, deterministic),
@@ -517,7 +572,8 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_conf
     N % 8 == 0 and runs the separate pass otherwise). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS`
     (atomic: :data:`ATOMIC_DKDV_CONFIGS`, ds: :data:`DS_DKDV_CONFIGS`) /
     :data:`DQ_CONFIGS` (ds: the GEMM's, :data:`DQ_FROM_DS_CONFIGS`).
-    ``ds_workspace_bytes``: ds's dS^T buffer at most this large (default :data:`DS_WORKSPACE_BYTES`; heads in groups).
+    ``ds_workspace_bytes``: ds's dS^T buffer at most this large (default :data:`DS_WORKSPACE_BYTES`; heads in groups,
+    keys in chunks where one head's does not fit); ``ds_overlap``: its dQ GEMMs on a second stream (:data:`DS_OVERLAP`).
     ``kernels``: ``{"dkdv": ..., "dq": ..., "fused": ...}``, other
     compiled copies of the kernels to launch (the bench's A/B of compile knobs).
     """
@@ -526,14 +582,14 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_conf
         if plan is not None:  # the fused or separate mode at its defaults: a launch plan (prepared launches)
             return plan.run(do, q, k, v, o, lse)
     grads, steps = attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode, dkdv_config, dq_config,
-                                       kernels, ds_workspace_bytes)
+                                       kernels, ds_workspace_bytes, ds_overlap)
     for _, launch in steps:
         launch()
     return grads()
 
 
 def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_config=None,
-                        dq_config=None, kernels=None, ds_workspace_bytes=None):
+                        dq_config=None, kernels=None, ds_workspace_bytes=None, ds_overlap=None):
     """The backward as ``(grads, [(name, launch), ...])``: the buffers allocated, each kernel's launch a
     callable (``preprocess``, ``dkdv``, then ``dq`` or the atomic mode's ``cast``; ds with its heads in
     groups: ``preprocess`` and ``dkdv_dq``) to run in order, and ``grads()`` the (dq, dk, dv) they leave.
@@ -591,7 +647,7 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
         c1["EVEN_M"] = N % c1["BLOCK_M"] == 0
     if ds:
         return _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels,
-                         DS_WORKSPACE_BYTES if ds_workspace_bytes is None else ds_workspace_bytes)
+                         DS_WORKSPACE_BYTES if ds_workspace_bytes is None else ds_workspace_bytes, ds_overlap)
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     # atomic: dQ^T in fp32, [Z, H, HEAD_DIM, N] (its third stride is the kernel's dq_stride_m)
@@ -636,20 +692,44 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     return (lambda: (out.get("dq", dq), dk, dv)), steps
 
 
-def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_bytes):
-    """dq_mode="ds": the dK/dV kernel also writes dS^T into a [heads, N, N] buffer, and dQ = dS K is a GEMM
-    (5 matmuls in all, against the separate pass's 7). Heads run in groups whose dS^T fits workspace_bytes;
-    each group's kernels see its heads as one batch of G heads (the views below share the tensors' memory)."""
+def _ds_split(heads, N, esize, workspace_bytes, block_n):
+    """ds's (heads a group, keys a chunk) for dS^T's workspace of at most ``workspace_bytes``: every head at once if
+    they fit, else groups of whole heads, else one head at a time in chunks of keys (a multiple of the dK/dV key block,
+    at least one block)."""
+    head = N * N * esize
+    if head <= workspace_bytes:
+        return max(1, min(heads, workspace_bytes // head)), N
+    return 1, max(block_n, workspace_bytes // (N * esize) // block_n * block_n)
+
+
+def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_bytes, overlap=None):
+    """dq_mode="ds": the dK/dV kernel also writes dS^T into a workspace, and dQ = dS K is a GEMM (5 matmuls in all,
+    against the separate pass's 7). The workspace is at most ``workspace_bytes``: heads run in groups whose dS^T fits,
+    and where one head's does not, in chunks of keys (:func:`_ds_split`; dQ's partial sums then in an fp32 buffer of
+    dQ's shape, attn_bwd_dq_from_ds_chunk_kernel). Each group's kernels see its heads as one batch of G heads (the views
+    below share the tensors' memory). ``overlap`` (default :data:`DS_OVERLAP`): with more than one (group, chunk), the
+    budget is split into two workspaces and each dQ GEMM runs on a second stream beside the next dK/dV kernel."""
     import torch
     Z, H, N, D = q.shape
     ZH = Z * H
-    G = max(1, min(ZH, workspace_bytes // (N * N * q.element_size())))
+    overlap = DS_OVERLAP.get((D, bool(causal)), False) if overlap is None else overlap
+    G, C = _ds_split(ZH, N, q.element_size(), workspace_bytes, c1["BLOCK_N"])
+    if overlap and q.is_cuda and (G < ZH or C < N):  # two workspaces of half the budget each
+        G, C = _ds_split(ZH, N, q.element_size(), workspace_bytes // 2, c1["BLOCK_N"])
+    else:
+        overlap = False
+    chunked = C < N
+    if chunked:
+        c1 = dict(c1, DS_TILED=False, KEY_CHUNK=True)
+        c2 = dict(c2, BLOCK_M=c1["BLOCK_N"])  # a query block's diagonal in one chunk (C is a multiple of it)
     c1 = dict(dict(STORE_DS=True, PREFETCH_LD=DS_PREFETCH_LD.get(D, False), TAIL=DS_TAIL.get(D),
                    EVEN_M=DS_EVEN_M.get(D, False)), **c1)
     c1["EVEN_M"] = bool(c1["EVEN_M"]) and N % c1["BLOCK_M"] == 0
+    c1.pop("KEY_CHUNK", None)
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    dst = torch.empty((G, N, N), device=q.device, dtype=q.dtype)
+    dsts = [torch.empty((G, C, N), device=q.device, dtype=q.dtype) for _ in range(2 if overlap else 1)]
+    dqa = torch.empty((G, N, D), device=q.device, dtype=torch.float32) if chunked else None
     flat = [t.view(ZH, N, D) for t in (q, k, v, do, dq, dk, dv)]
     lse2, delta2 = lse.view(ZH, N), delta.view(ZH, N)
 
@@ -657,27 +737,78 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_
         attn_bwd_preprocess_kernel[(triton.cdiv(N, PRE_BLOCK), ZH, 1)](
             o, do, delta, *o.stride(), *do.stride(), H, N, BLOCK_M=PRE_BLOCK, HEAD_DIM=D)
 
-    def dkdv(h0):
+    def dkdv(h0, k0=0, dst=dsts[0]):
         g = min(G, ZH - h0)
         qg, kg, vg, dog, _, dkg, dvg = (t[h0:h0 + g] for t in flat)
-        grid, cfg = _grid(triton.cdiv(N, c1["BLOCK_N"]), g, causal, c1)
+        rows = min(C, N - k0)
+        grid, cfg = _grid(triton.cdiv(rows, c1["BLOCK_N"]), g, causal, c1)
+        extra = dict(KEY0=k0, DS_ROWS=rows) if chunked else {}
         kernels["dkdv"][grid](
             qg, kg, vg, dog, dkg, dvg, dst, lse2[h0:h0 + g], delta2[h0:h0 + g], sm_scale, g * N * D, N * D, D, 1,
-            0, 0, 0, g, N, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, **cfg)
+            0, 0, 0, g, N, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, **cfg, **extra)
 
-    def dq_gemm(h0):
+    def dq_gemm(h0, k0=0, dst=dsts[0]):
         g = min(G, ZH - h0)
+        if chunked:
+            rows = min(C, N - k0)
+            bm = c2["BLOCK_M"]
+            nblk = triton.cdiv(N, bm) - (k0 // bm if causal else 0)
+            cfg = {n: c2[n] for n in ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")}
+            attn_bwd_dq_from_ds_chunk_kernel[(nblk, g, 1)](
+                dst, flat[1][h0:h0 + g], flat[4][h0:h0 + g], dqa, sm_scale, g * N * D, N * D, D, 1, g, N, k0, rows,
+                HEAD_DIM=D, CAUSAL=causal, **cfg)
+            return
         grid, cfg = _grid(triton.cdiv(N, c2["BLOCK_M"]), g, causal, c2)
         attn_bwd_dq_from_ds_kernel[grid](
             dst, flat[1][h0:h0 + g], flat[4][h0:h0 + g], sm_scale, g * N * D, N * D, D, 1, g, N, HEAD_DIM=D,
             CAUSAL=causal, **cfg)
 
-    if G >= ZH:  # one group: the two kernels as steps of their own (the bench times each)
-        steps = [("preprocess", preprocess), ("dkdv", lambda: dkdv(0)), ("dq", lambda: dq_gemm(0))]
-    else:
-        steps = [("preprocess", preprocess),
-                 ("dkdv_dq", lambda: [(dkdv(h0), dq_gemm(h0)) for h0 in range(0, ZH, G)])]
-    return (lambda: (dq, dk, dv)), steps
+    parts = [(h0, k0) for h0 in range(0, ZH, G) for k0 in range(0, N, C)]
+    if len(parts) == 1:  # one group: the two kernels as steps of their own (the bench times each)
+        return (lambda: (dq, dk, dv)), [("preprocess", preprocess), ("dkdv", lambda: dkdv(0)),
+                                          ("dq", lambda: dq_gemm(0))]
+
+    def run_all():
+        if not overlap:
+            for h0, k0 in parts:
+                dkdv(h0, k0)
+                dq_gemm(h0, k0)
+            return
+        # workspace i % 2 for part i: its GEMM on the side stream after its dK/dV kernel; the dK/dV kernel of part i + 2
+        # after the GEMM of part i (which read the same workspace)
+        main = torch.cuda.current_stream(q.device)
+        side = _side_stream(q.device)
+        side.wait_stream(main)  # the inputs and the preprocess
+        done = [None, None]
+        for i, (h0, k0) in enumerate(parts):
+            if done[i % 2] is not None:
+                main.wait_event(done[i % 2])
+            dkdv(h0, k0, dsts[i % 2])
+            ev = torch.cuda.Event()
+            ev.record(main)
+            side.wait_event(ev)
+            with torch.cuda.stream(side):
+                dq_gemm(h0, k0, dsts[i % 2])
+                done[i % 2] = torch.cuda.Event()
+                done[i % 2].record(side)
+        main.wait_stream(side)  # dQ (and the workspaces' last reads) before anything after the backward
+        for t in dsts + [dqa]:
+            if t is not None:
+                t.record_stream(side)
+
+    return (lambda: (dq, dk, dv)), [("preprocess", preprocess), ("dkdv_dq", run_all)]
+
+
+_SIDE_STREAMS = {}
+
+
+def _side_stream(device):
+    """ds's second stream on ``device`` (DS_OVERLAP), made once."""
+    import torch
+    key = str(device)
+    if key not in _SIDE_STREAMS:
+        _SIDE_STREAMS[key] = torch.cuda.Stream(device)
+    return _SIDE_STREAMS[key]
 
 
 def _fused_config(N, D, causal, dkdv_config, dq_config):
