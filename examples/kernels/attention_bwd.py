@@ -477,7 +477,7 @@ DS_TILED_DQ_CONFIGS = {16: (16, 32, 4, 3), 32: (16, 32, 4, 3), 64: (32, 64, 4, 4
 DS_WORKSPACE_BYTES = 8 << 30
 # ds with more than one (head group, key chunk): two workspaces of half the budget, each dQ GEMM on a second stream
 # beside the next dK/dV kernel, by (head dim, causal) (_ds_steps' overlap; the GEMM reads dS^T, mostly memory, while
-# the dK/dV kernel is mostly tensor cores). None set: not yet measured
+# the dK/dV kernel is mostly tensor cores; 2: the second stream at a higher priority). None set: not yet measured
 DS_OVERLAP = {}
 # dq_mode="fused": one grid, program i doing dK/dV of key block i then dQ of query block i: ((BLOCK_M1, BLOCK_N1),
 # (BLOCK_M2, BLOCK_N2), num_warps, num_stages), BLOCK_N1 == BLOCK_M2; the separate pass's blocks, 0 spills on
@@ -708,7 +708,8 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_
     and where one head's does not, in chunks of keys (:func:`_ds_split`; dQ's partial sums then in an fp32 buffer of
     dQ's shape, attn_bwd_dq_from_ds_chunk_kernel). Each group's kernels see its heads as one batch of G heads (the views
     below share the tensors' memory). ``overlap`` (default :data:`DS_OVERLAP`): with more than one (group, chunk), the
-    budget is split into two workspaces and each dQ GEMM runs on a second stream beside the next dK/dV kernel."""
+    budget is split into two workspaces and each dQ GEMM runs on a second stream beside the next dK/dV kernel (2: that
+    stream at a higher priority)."""
     import torch
     Z, H, N, D = q.shape
     ZH = Z * H
@@ -777,7 +778,7 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_
         # workspace i % 2 for part i: its GEMM on the side stream after its dK/dV kernel; the dK/dV kernel of part i + 2
         # after the GEMM of part i (which read the same workspace)
         main = torch.cuda.current_stream(q.device)
-        side = _side_stream(q.device)
+        side = _side_stream(q.device, overlap == 2)
         side.wait_stream(main)  # the inputs and the preprocess
         done = [None, None]
         for i, (h0, k0) in enumerate(parts):
@@ -802,12 +803,13 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_
 _SIDE_STREAMS = {}
 
 
-def _side_stream(device):
-    """ds's second stream on ``device`` (DS_OVERLAP), made once."""
+def _side_stream(device, high=False):
+    """ds's second stream on ``device`` (DS_OVERLAP; ``high``: at the highest priority, so that the GEMM's programs are
+    dispatched ahead of the next dK/dV kernel's as SMs free up), made once."""
     import torch
-    key = str(device)
+    key = (str(device), high)
     if key not in _SIDE_STREAMS:
-        _SIDE_STREAMS[key] = torch.cuda.Stream(device)
+        _SIDE_STREAMS[key] = torch.cuda.Stream(device, priority=-1 if high else 0)
     return _SIDE_STREAMS[key]
 
 

@@ -33,6 +33,8 @@ ENTRIES = {
     "ds": dict(dq_mode="ds"),                                     # DS_WORKSPACE_BYTES (8 GiB)
     "dsx2": dict(dq_mode="ds", ws_x=2, ds_overlap=False),         # heads in groups under 2 x dQ's bytes
     "dsx2o": dict(dq_mode="ds", ws_x=2, ds_overlap=True),         # ... two workspaces, dQ GEMMs on a second stream
+    "dsx2op": dict(dq_mode="ds", ws_x=2, ds_overlap=2),            # ... that stream at a higher priority
+    "dsx4op": dict(dq_mode="ds", ws_x=4, ds_overlap=2),
     "dsx4": dict(dq_mode="ds", ws_x=4, ds_overlap=False),
     "dsx4o": dict(dq_mode="ds", ws_x=4, ds_overlap=True),
     "dsx1": dict(dq_mode="ds", ws_x=1, ds_overlap=False),

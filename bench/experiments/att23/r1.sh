@@ -8,7 +8,7 @@ T0=$(date +%s); END=$((T0 + 145))
 left() { echo $(( END - $(date +%s) )); }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 S=bench/experiments/att23/bwd_ab.py
-E="cudnn def ds dsx2 dsx2o dsx4 dsx4o"
+E="cudnn def ds dsx2 dsx2o dsx2op dsx4 dsx4o"
 echo "== 1: compile in parallel, and the GPU test of the new paths"
 timeout 40 python3 $S --warm --head-dim 128 --causal 0 --entries def ds dsx2o > $RES/warm0.log 2>&1 &
 timeout 40 python3 $S --warm --head-dim 128 --causal 1 --entries def ds dsx2o > $RES/warm1.log 2>&1 &
