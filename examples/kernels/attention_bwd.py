@@ -333,12 +333,13 @@ def attn_bwd_fused_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_
 @triton.jit
 def attn_bwd_dq_from_ds_kernel(DST, K, DQ, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX,
                                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
-                               CAUSAL: tl.constexpr, GROUP: tl.constexpr = 0, TILE_N: tl.constexpr = 0):
+                               CAUSAL: tl.constexpr, GROUP: tl.constexpr = 0, TILE_N: tl.constexpr = 0,
+                               WS: tl.constexpr = None):
     """dQ = sm_scale * dS K for one [BLOCK_M] query block, dS^T read from the [N_CTX, N_CTX] (keys, queries)
     buffer the dK/dV kernel wrote with STORE_DS: a GEMM, no P or dS recomputed. Causal: key blocks up to the
     diagonal block's end; BLOCK_M is the dK/dV kernel's BLOCK_N, so every tile read was written (with zeros
     above the diagonal) -- the others are never read. Causal, the longest programs first (GROUP: across GROUP
-    heads at a time, :func:`_lpt_block`)."""
+    heads at a time, :func:`_lpt_block`). WS: a producer warp(group) issues the loop's TMA copies (None: the knob)."""
     if CAUSAL and GROUP > 0:
         rank, off_hz = _lpt_block(GROUP)
         start_m = (tl.num_programs(0) // GROUP - 1 - rank) * BLOCK_M
@@ -363,7 +364,7 @@ def attn_bwd_dq_from_ds_kernel(DST, K, DQ, sm_scale, stride_z, stride_h, stride_
                                        block_shape=[BLOCK_N, HEAD_DIM])
     qb = start_m // BLOCK_M
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    for start_n in range(0, hi, BLOCK_N):
+    for start_n in tl.range(0, hi, BLOCK_N, warp_specialize=WS):
         # keys past N_CTX load as 0 (both tiles): they add nothing
         if TILE_N > 0:
             dsT = ds_desc.load([((start_n // TILE_N) * (N_CTX // BLOCK_M) + qb) * TILE_N + start_n % TILE_N, 0])
