@@ -476,6 +476,9 @@ DS_TILED_DQ_CONFIGS = {16: (16, 32, 4, 3), 32: (16, 32, 4, 3), 64: (32, 64, 4, 4
 # the dS^T buffer ([heads, N, N] in the inputs' dtype) is at most this large: more heads run in groups of as many
 # as fit, each group's dK/dV and dQ launched before the next's
 DS_WORKSPACE_BYTES = 8 << 30
+# ... and at most this many times dQ's bytes, by head dim (ds_workspace_bytes= overrides both): heads in groups, keys in
+# chunks where one head's dS^T is larger (_ds_split). 2 is the size of FlashAttention-3's fp32 dQ accumulator
+DS_WORKSPACE_X = {}
 # ds with more than one (head group, key chunk): two workspaces of half the budget, each dQ GEMM on a second stream
 # beside the next dK/dV kernel, by (head dim, causal) (_ds_steps' overlap; the GEMM reads dS^T, mostly memory, while
 # the dK/dV kernel is mostly tensor cores; 2: the second stream at a higher priority). None set: not yet measured
@@ -555,6 +558,13 @@ def _grid(nblk, heads, causal, cfg):
         group -= 1
     cfg = dict(cfg, GROUP=group)
     return ((group * nblk, heads // group, 1) if group else (nblk, heads, 1)), cfg
+
+
+def _ds_budget(q):
+    """ds's workspace bound for q's shape without ds_workspace_bytes: DS_WORKSPACE_BYTES, and DS_WORKSPACE_X times dQ's
+    bytes where the head dim has one."""
+    x = DS_WORKSPACE_X.get(q.shape[-1])
+    return DS_WORKSPACE_BYTES if x is None else min(DS_WORKSPACE_BYTES, int(x * q.numel() * q.element_size()))
 
 
 def default_dq_mode(head_dim, causal=None):
@@ -648,7 +658,7 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
         c1["EVEN_M"] = N % c1["BLOCK_M"] == 0
     if ds:
         return _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels,
-                         DS_WORKSPACE_BYTES if ds_workspace_bytes is None else ds_workspace_bytes, ds_overlap)
+                         _ds_budget(q) if ds_workspace_bytes is None else ds_workspace_bytes, ds_overlap)
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     # atomic: dQ^T in fp32, [Z, H, HEAD_DIM, N] (its third stride is the kernel's dq_stride_m)
