@@ -333,13 +333,12 @@ def attn_bwd_fused_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_
 @triton.jit
 def attn_bwd_dq_from_ds_kernel(DST, K, DQ, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX,
                                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
-                               CAUSAL: tl.constexpr, GROUP: tl.constexpr = 0, TILE_N: tl.constexpr = 0,
-                               WS: tl.constexpr = None):
+                               CAUSAL: tl.constexpr, GROUP: tl.constexpr = 0, TILE_N: tl.constexpr = 0):
     """dQ = sm_scale * dS K for one [BLOCK_M] query block, dS^T read from the [N_CTX, N_CTX] (keys, queries)
     buffer the dK/dV kernel wrote with STORE_DS: a GEMM, no P or dS recomputed. Causal: key blocks up to the
     diagonal block's end; BLOCK_M is the dK/dV kernel's BLOCK_N, so every tile read was written (with zeros
     above the diagonal) -- the others are never read. Causal, the longest programs first (GROUP: across GROUP
-    heads at a time, :func:`_lpt_block`). WS: a producer warp(group) issues the loop's TMA copies (None: the knob)."""
+    heads at a time, :func:`_lpt_block`)."""
     if CAUSAL and GROUP > 0:
         rank, off_hz = _lpt_block(GROUP)
         start_m = (tl.num_programs(0) // GROUP - 1 - rank) * BLOCK_M
@@ -364,7 +363,7 @@ def attn_bwd_dq_from_ds_kernel(DST, K, DQ, sm_scale, stride_z, stride_h, stride_
                                        block_shape=[BLOCK_N, HEAD_DIM])
     qb = start_m // BLOCK_M
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    for start_n in tl.range(0, hi, BLOCK_N, warp_specialize=WS):
+    for start_n in range(0, hi, BLOCK_N):
         # keys past N_CTX load as 0 (both tiles): they add nothing
         if TILE_N > 0:
             dsT = ds_desc.load([((start_n // TILE_N) * (N_CTX // BLOCK_M) + qb) * TILE_N + start_n % TILE_N, 0])
@@ -479,10 +478,6 @@ DS_WORKSPACE_BYTES = 8 << 30
 # ... and at most this many times dQ's bytes, by head dim (ds_workspace_bytes= overrides both): heads in groups, keys in
 # chunks where one head's dS^T is larger (_ds_split). 2 is the size of FlashAttention-3's fp32 dQ accumulator
 DS_WORKSPACE_X = {}
-# ds with more than one (head group, key chunk): two workspaces of half the budget, each dQ GEMM on a second stream
-# beside the next dK/dV kernel, by (head dim, causal) (_ds_steps' overlap; the GEMM reads dS^T, mostly memory, while
-# the dK/dV kernel is mostly tensor cores; 2: the second stream at a higher priority). None set: not yet measured
-DS_OVERLAP = {}
 # dq_mode="fused": one grid, program i doing dK/dV of key block i then dQ of query block i: ((BLOCK_M1, BLOCK_N1),
 # (BLOCK_M2, BLOCK_N2), num_warps, num_stages), BLOCK_N1 == BLOCK_M2; the separate pass's blocks, 0 spills on
 # sm_90a (D=64 causal 173 registers: 2 programs an SM where the separate kernels fit 3)
@@ -574,7 +569,7 @@ def default_dq_mode(head_dim, causal=None):
 
 
 def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_config=None, dq_config=None,
-                  kernels=None, ds_workspace_bytes=None, ds_overlap=None):
+                  kernels=None, ds_workspace_bytes=None):
     """(dq, dk, dv) for ``o, lse = attention_fwd(q, k, v, causal, sm_scale, return_lse=True)``.
 
     ``dq_mode``: ``None`` (:func:`default_dq_mode`), ``"separate"`` (a second kernel, deterministic),
@@ -584,7 +579,7 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_conf
     (atomic: :data:`ATOMIC_DKDV_CONFIGS`, ds: :data:`DS_DKDV_CONFIGS`) /
     :data:`DQ_CONFIGS` (ds: the GEMM's, :data:`DQ_FROM_DS_CONFIGS`).
     ``ds_workspace_bytes``: ds's dS^T buffer at most this large (default :data:`DS_WORKSPACE_BYTES`; heads in groups,
-    keys in chunks where one head's does not fit); ``ds_overlap``: its dQ GEMMs on a second stream (:data:`DS_OVERLAP`).
+    keys in chunks where one head's does not fit; :data:`DS_WORKSPACE_X`).
     ``kernels``: ``{"dkdv": ..., "dq": ..., "fused": ...}``, other
     compiled copies of the kernels to launch (the bench's A/B of compile knobs).
     """
@@ -593,14 +588,14 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_conf
         if plan is not None:  # the fused or separate mode at its defaults: a launch plan (prepared launches)
             return plan.run(do, q, k, v, o, lse)
     grads, steps = attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode, dkdv_config, dq_config,
-                                       kernels, ds_workspace_bytes, ds_overlap)
+                                       kernels, ds_workspace_bytes)
     for _, launch in steps:
         launch()
     return grads()
 
 
 def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_config=None,
-                        dq_config=None, kernels=None, ds_workspace_bytes=None, ds_overlap=None):
+                        dq_config=None, kernels=None, ds_workspace_bytes=None):
     """The backward as ``(grads, [(name, launch), ...])``: the buffers allocated, each kernel's launch a
     callable (``preprocess``, ``dkdv``, then ``dq`` or the atomic mode's ``cast``; ds with its heads in
     groups: ``preprocess`` and ``dkdv_dq``) to run in order, and ``grads()`` the (dq, dk, dv) they leave.
@@ -608,6 +603,9 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     import torch
     if dq_mode is None:
         dq_mode = default_dq_mode(q.shape[-1], bool(causal))
+        if dq_mode == "ds" and ds_workspace_bytes is None and q.shape[-2] ** 2 * q.element_size() > _ds_budget(q):
+            # the default takes ds only where whole heads fit its bound: one head's keys in chunks fill too few SMs
+            dq_mode = "separate"
     if dq_mode not in DQ_MODES:
         raise ValueError(f"dq_mode must be one of {', '.join(map(repr, DQ_MODES))}, got {dq_mode!r}")
     kernels = dict(dict(dkdv=attn_bwd_dkdv_kernel, dq=attn_bwd_dq_kernel), **(kernels or {}))
@@ -658,7 +656,7 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
         c1["EVEN_M"] = N % c1["BLOCK_M"] == 0
     if ds:
         return _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels,
-                         _ds_budget(q) if ds_workspace_bytes is None else ds_workspace_bytes, ds_overlap)
+                         _ds_budget(q) if ds_workspace_bytes is None else ds_workspace_bytes)
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     # atomic: dQ^T in fp32, [Z, H, HEAD_DIM, N] (its third stride is the kernel's dq_stride_m)
@@ -713,34 +711,26 @@ def _ds_split(heads, N, esize, workspace_bytes, block_n):
     return 1, max(block_n, workspace_bytes // (N * esize) // block_n * block_n)
 
 
-def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_bytes, overlap=None):
+def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_bytes):
     """dq_mode="ds": the dK/dV kernel also writes dS^T into a workspace, and dQ = dS K is a GEMM (5 matmuls in all,
     against the separate pass's 7). The workspace is at most ``workspace_bytes``: heads run in groups whose dS^T fits,
     and where one head's does not, in chunks of keys (:func:`_ds_split`; dQ's partial sums then in an fp32 buffer of
     dQ's shape, attn_bwd_dq_from_ds_chunk_kernel). Each group's kernels see its heads as one batch of G heads (the views
-    below share the tensors' memory). ``overlap`` (default :data:`DS_OVERLAP`): with more than one (group, chunk), the
-    budget is split into two workspaces and each dQ GEMM runs on a second stream beside the next dK/dV kernel (2: that
-    stream at a higher priority)."""
+    below share the tensors' memory)."""
     import torch
     Z, H, N, D = q.shape
     ZH = Z * H
-    overlap = DS_OVERLAP.get((D, bool(causal)), False) if overlap is None else overlap
     G, C = _ds_split(ZH, N, q.element_size(), workspace_bytes, c1["BLOCK_N"])
-    if overlap and q.is_cuda and (G < ZH or C < N):  # two workspaces of half the budget each
-        G, C = _ds_split(ZH, N, q.element_size(), workspace_bytes // 2, c1["BLOCK_N"])
-    else:
-        overlap = False
     chunked = C < N
     if chunked:
-        c1 = dict(c1, DS_TILED=False, KEY_CHUNK=True)
+        c1 = dict(c1, DS_TILED=False)
         c2 = dict(c2, BLOCK_M=c1["BLOCK_N"])  # a query block's diagonal in one chunk (C is a multiple of it)
     c1 = dict(dict(STORE_DS=True, PREFETCH_LD=DS_PREFETCH_LD.get(D, False), TAIL=DS_TAIL.get(D),
                    EVEN_M=DS_EVEN_M.get(D, False)), **c1)
     c1["EVEN_M"] = bool(c1["EVEN_M"]) and N % c1["BLOCK_M"] == 0
-    c1.pop("KEY_CHUNK", None)
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    dsts = [torch.empty((G, C, N), device=q.device, dtype=q.dtype) for _ in range(2 if overlap else 1)]
+    dst = torch.empty((G, C, N), device=q.device, dtype=q.dtype)
     dqa = torch.empty((G, N, D), device=q.device, dtype=torch.float32) if chunked else None
     flat = [t.view(ZH, N, D) for t in (q, k, v, do, dq, dk, dv)]
     lse2, delta2 = lse.view(ZH, N), delta.view(ZH, N)
@@ -749,7 +739,7 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_
         attn_bwd_preprocess_kernel[(triton.cdiv(N, PRE_BLOCK), ZH, 1)](
             o, do, delta, *o.stride(), *do.stride(), H, N, BLOCK_M=PRE_BLOCK, HEAD_DIM=D)
 
-    def dkdv(h0, k0=0, dst=dsts[0]):
+    def dkdv(h0, k0=0):
         g = min(G, ZH - h0)
         qg, kg, vg, dog, _, dkg, dvg = (t[h0:h0 + g] for t in flat)
         rows = min(C, N - k0)
@@ -759,16 +749,15 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_
             qg, kg, vg, dog, dkg, dvg, dst, lse2[h0:h0 + g], delta2[h0:h0 + g], sm_scale, g * N * D, N * D, D, 1,
             0, 0, 0, g, N, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, **cfg, **extra)
 
-    def dq_gemm(h0, k0=0, dst=dsts[0]):
+    def dq_gemm(h0, k0=0):
         g = min(G, ZH - h0)
         if chunked:
-            rows = min(C, N - k0)
             bm = c2["BLOCK_M"]
             nblk = triton.cdiv(N, bm) - (k0 // bm if causal else 0)
             cfg = {n: c2[n] for n in ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")}
             attn_bwd_dq_from_ds_chunk_kernel[(nblk, g, 1)](
-                dst, flat[1][h0:h0 + g], flat[4][h0:h0 + g], dqa, sm_scale, g * N * D, N * D, D, 1, g, N, k0, rows,
-                HEAD_DIM=D, CAUSAL=causal, **cfg)
+                dst, flat[1][h0:h0 + g], flat[4][h0:h0 + g], dqa, sm_scale, g * N * D, N * D, D, 1, g, N, k0,
+                min(C, N - k0), HEAD_DIM=D, CAUSAL=causal, **cfg)
             return
         grid, cfg = _grid(triton.cdiv(N, c2["BLOCK_M"]), g, causal, c2)
         attn_bwd_dq_from_ds_kernel[grid](
@@ -779,49 +768,8 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_
     if len(parts) == 1:  # one group: the two kernels as steps of their own (the bench times each)
         return (lambda: (dq, dk, dv)), [("preprocess", preprocess), ("dkdv", lambda: dkdv(0)),
                                           ("dq", lambda: dq_gemm(0))]
-
-    def run_all():
-        if not overlap:
-            for h0, k0 in parts:
-                dkdv(h0, k0)
-                dq_gemm(h0, k0)
-            return
-        # workspace i % 2 for part i: its GEMM on the side stream after its dK/dV kernel; the dK/dV kernel of part i + 2
-        # after the GEMM of part i (which read the same workspace)
-        main = torch.cuda.current_stream(q.device)
-        side = _side_stream(q.device, overlap == 2)
-        side.wait_stream(main)  # the inputs and the preprocess
-        done = [None, None]
-        for i, (h0, k0) in enumerate(parts):
-            if done[i % 2] is not None:
-                main.wait_event(done[i % 2])
-            dkdv(h0, k0, dsts[i % 2])
-            ev = torch.cuda.Event()
-            ev.record(main)
-            side.wait_event(ev)
-            with torch.cuda.stream(side):
-                dq_gemm(h0, k0, dsts[i % 2])
-                done[i % 2] = torch.cuda.Event()
-                done[i % 2].record(side)
-        main.wait_stream(side)  # dQ (and the workspaces' last reads) before anything after the backward
-        for t in dsts + [dqa]:
-            if t is not None:
-                t.record_stream(side)
-
-    return (lambda: (dq, dk, dv)), [("preprocess", preprocess), ("dkdv_dq", run_all)]
-
-
-_SIDE_STREAMS = {}
-
-
-def _side_stream(device, high=False):
-    """ds's second stream on ``device`` (DS_OVERLAP; ``high``: at the highest priority, so that the GEMM's programs are
-    dispatched ahead of the next dK/dV kernel's as SMs free up), made once."""
-    import torch
-    key = (str(device), high)
-    if key not in _SIDE_STREAMS:
-        _SIDE_STREAMS[key] = torch.cuda.Stream(device, priority=-1 if high else 0)
-    return _SIDE_STREAMS[key]
+    return (lambda: (dq, dk, dv)), [("preprocess", preprocess),
+                                    ("dkdv_dq", lambda: [(dkdv(h0, k0), dq_gemm(h0, k0)) for h0, k0 in parts])]
 
 
 def _fused_config(N, D, causal, dkdv_config, dq_config):

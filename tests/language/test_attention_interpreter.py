@@ -154,6 +154,13 @@ def test_ds_workspace_bound_by_a_multiple_of_dq(monkeypatch):
     assert [n for n, _ in steps] == ["preprocess", "dkdv", "dq"]
     for a, b in zip(one, B.attention_bwd(do, q, k, v, o, lse, False, 0.25, dq_mode="ds")):
         assert torch.equal(a, b)
+    # ds as the default mode takes whole heads only: under a bound below one head's dS^T it runs the separate pass
+    monkeypatch.setattr(B, "DEFAULT_DQ_MODES", {16: "ds"})
+    assert all(torch.equal(a, b) for a, b in zip(one, B.attention_bwd(do, q, k, v, o, lse, False, 0.25)))
+    monkeypatch.setattr(B, "DS_WORKSPACE_X", {16: 1})
+    sep = B.attention_bwd(do, q, k, v, o, lse, False, 0.25, dq_mode="separate")
+    assert not all(torch.equal(a, b) for a, b in zip(one, sep))  # the two modes' sums round apart here
+    assert all(torch.equal(a, b) for a, b in zip(sep, B.attention_bwd(do, q, k, v, o, lse, False, 0.25)))
 
 
 def test_the_default_dq_mode_follows_the_head_dim_table(monkeypatch):

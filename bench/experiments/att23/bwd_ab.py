@@ -26,23 +26,18 @@ import torch  # noqa: E402
 from bench import bench_attention as BA  # noqa: E402
 
 #: name -> attention_bwd keyword arguments (None: cuDNN through autograd); "ws_x": ds's workspace at most this many
-#: times dQ's bytes (2: the size of FlashAttention-3's fp32 dQ accumulator), set per shape
+#: times dQ's bytes (2: the size of FlashAttention-3's fp32 dQ accumulator), "ws_head": that fraction of one head's
+#: dS^T (keys in chunks), set per shape. R1 (commit 585349a) also ran ds_overlap=True / 2 (the dQ GEMMs on a second
+#: stream, at normal / high priority; 2-7% slower non-causal, 1.3-1.5x the time causal: removed)
 ENTRIES = {
     "cudnn": None,
-    "def": {},                                                    # the default mode (launch plan): the separate pass
-    "ds": dict(dq_mode="ds"),                                     # DS_WORKSPACE_BYTES (8 GiB)
-    "dsx2": dict(dq_mode="ds", ws_x=2, ds_overlap=False),         # heads in groups under 2 x dQ's bytes
-    "dsx2o": dict(dq_mode="ds", ws_x=2, ds_overlap=True),         # ... two workspaces, dQ GEMMs on a second stream
-    "dsx2op": dict(dq_mode="ds", ws_x=2, ds_overlap=2),            # ... that stream at a higher priority
-    "dsx4op": dict(dq_mode="ds", ws_x=4, ds_overlap=2),
-    "dsx4": dict(dq_mode="ds", ws_x=4, ds_overlap=False),
-    "dsx4o": dict(dq_mode="ds", ws_x=4, ds_overlap=True),
-    "dsx1": dict(dq_mode="ds", ws_x=1, ds_overlap=False),
-    "dsx1o": dict(dq_mode="ds", ws_x=1, ds_overlap=True),
-    "ds8go": dict(dq_mode="ds", ds_overlap=True),                 # 8 GiB, overlapped where it takes groups
-    # keys in chunks (one head a time): the workspace a quarter of one head's dS^T
-    "dsk4": dict(dq_mode="ds", ws_head=0.25, ds_overlap=False),
-    "dsk4o": dict(dq_mode="ds", ws_head=0.5, ds_overlap=True),
+    "def": {},                                                    # the default mode
+    "sep": dict(dq_mode="separate"),                              # the separate pass (the default before att23)
+    "ds": dict(dq_mode="ds", ds_workspace_bytes=8 << 30),         # ds at 8 GiB (DS_WORKSPACE_BYTES)
+    "dsx2": dict(dq_mode="ds", ws_x=2),                           # heads in groups under 2 x dQ's bytes
+    "dsx4": dict(dq_mode="ds", ws_x=4),
+    "dsx8": dict(dq_mode="ds", ws_x=8),
+    "dsk2": dict(dq_mode="ds", ws_head=0.5),                      # keys in chunks: half of one head's dS^T
 }
 ENV_ENTRIES = {}
 

@@ -29,11 +29,10 @@ VARIANTS = {
     "s2": (128, 64, 8, 2, {}),
     "n128s2": (128, 128, 8, 2, {}),          # 128 keys a step: 130 KB
     "n128s3": (128, 128, 8, 3, {}),          # 194 KB
-    "ws": (128, 64, 8, 3, dict(WS=True)),    # a producer warp(group) issues the TMA copies
-    "wss4": (128, 64, 8, 4, dict(WS=True)),
-    "wsn128": (128, 128, 8, 2, dict(WS=True)),
     "m256": (256, 64, 8, 2, {}),             # non-causal only (causal: BLOCK_M is the dK/dV kernel's BLOCK_N)
 }
+# R1 (commit 585349a) also ran the loop with a producer warp (the kernel's WS, then; "ws", "wss4", "wsn128"): 7-20%
+# slower than base (removed); every variant above was slower than base too (docs/attention.md, "att23")
 
 
 def main():
