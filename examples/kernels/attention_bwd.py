@@ -476,8 +476,10 @@ DS_TILED_DQ_CONFIGS = {16: (16, 32, 4, 3), 32: (16, 32, 4, 3), 64: (32, 64, 4, 4
 # as fit, each group's dK/dV and dQ launched before the next's
 DS_WORKSPACE_BYTES = 8 << 30
 # ... and at most this many times dQ's bytes, by head dim (ds_workspace_bytes= overrides both): heads in groups, keys in
-# chunks where one head's dS^T is larger (_ds_split). 2 is the size of FlashAttention-3's fp32 dQ accumulator
-DS_WORKSPACE_X = {}
+# chunks where one head's dS^T is larger (_ds_split; the default mode then runs the separate pass). 2 is the size of
+# FlashAttention-3's fp32 dQ accumulator. D=128 on an H200 (att23's R1, docs/attention.md "att23"): 4x tied the 8 GiB
+# bound at N 4096 (512 MiB against 4 GiB, B=4, H=32) and 16384; 2x was 1-10% slower causal
+DS_WORKSPACE_X = {128: 4}
 # dq_mode="fused": one grid, program i doing dK/dV of key block i then dQ of query block i: ((BLOCK_M1, BLOCK_N1),
 # (BLOCK_M2, BLOCK_N2), num_warps, num_stages), BLOCK_N1 == BLOCK_M2; the separate pass's blocks, 0 spills on
 # sm_90a (D=64 causal 173 registers: 2 programs an SM where the separate kernels fit 3)
@@ -506,11 +508,12 @@ FUSED_KV_REGS = {(64, True): 1}
 # overrides
 FUSED_MAXNREG = {}
 DQ_MODES = ("separate", "atomic", "ds", "fused", "flat")
-# dq_mode=None picks by (head dim, causal), then by head dim (default: separate; ds is faster at 128 but needs its N^2
-# workspace, see docs/attention.md "dS^T from registers, bounded workspaces"); fused at 64 (call H12b: 1.945 ms causal
+# dq_mode=None picks by (head dim, causal), then by head dim (default: separate); fused at 64 (call H12b: 1.945 ms causal
 # against the separate pass's 2.08-2.15; call C2b with FUSED_TAIL and FUSED_EVEN_M: 1.930 / 29.84 ms causal at N=4096 /
-# 16384 against the separate pass's 2.000 / 31.45, 3.541 / 58.90 non-causal against 3.635 / 59.41)
-DEFAULT_DQ_MODES = {64: "fused"}
+# 16384 against the separate pass's 2.000 / 31.45, 3.541 / 58.90 non-causal against 3.635 / 59.41); ds at 128 under
+# DS_WORKSPACE_X's bound (att23's R1 on an H200: 0.90-1.00 of cuDNN at N 4096, 0.89-0.92 at 16384, against the separate
+# pass's 0.78-0.85 / 0.80-0.83; docs/attention.md "att23")
+DEFAULT_DQ_MODES = {64: "fused", 128: "ds"}
 # D=64 dQ at 2 stages (50 KB: 4 programs an SM, 3 at 3 stages' 66 KB) since call R1b (docs/attention.md "bwd18"). D=128
 # at 128-key steps since att21 (225 KB, spill-free, 555 SASS a trip against 2 x 355 at 64-key steps; on an H200 the dQ
 # kernel 3.6-3.8% faster, the separate backward 1.5-5% at N 4096: docs/attention.md, "att21")
