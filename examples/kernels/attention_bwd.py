@@ -478,7 +478,7 @@ DS_WORKSPACE_BYTES = 8 << 30
 # ... and at most this many times dQ's bytes, by head dim (ds_workspace_bytes= overrides both): heads in groups, keys in
 # chunks where one head's dS^T is larger (_ds_split; the default mode then runs the separate pass). 2 is the size of
 # FlashAttention-3's fp32 dQ accumulator. D=128 on an H200 (att23's R1, docs/attention.md "att23"): 4x tied the 8 GiB
-# bound at N 4096 (512 MiB against 4 GiB, B=4, H=32); 2x was 2-13% slower causal there and 1-2% at 16384
+# bound at N 4096 (512 MiB against 4 GiB, B=4, H=32); 2x was 10-12% slower causal there and 1-1.6% at 16384
 DS_WORKSPACE_X = {128: 4}
 # dq_mode="fused": one grid, program i doing dK/dV of key block i then dQ of query block i: ((BLOCK_M1, BLOCK_N1),
 # (BLOCK_M2, BLOCK_N2), num_warps, num_stages), BLOCK_N1 == BLOCK_M2; the separate pass's blocks, 0 spills on
