@@ -154,22 +154,17 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                          STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False,
                          GROUP: tl.constexpr = 0, EVEN_M: tl.constexpr = False, TAIL: tl.constexpr = None,
                          KV_REGS: tl.constexpr = 0, DS_TILED: tl.constexpr = False, FLAT_DQ: tl.constexpr = False,
-                         DQ_FIRST: tl.constexpr = False, KEY0=None, DS_ROWS=None):
+                         DQ_FIRST: tl.constexpr = False):
     """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ); WS: a producer warp(group)
     fills the loops' TMA ring (1: both loops; 2: the unmasked one only, causal's diagonal loop without it). Q, K, V,
     dO, dK, dV share the strides (the wrapper makes them contiguous); DQ is fp32 with its own (FLAT_DQ: the head's
-    blocks of dQ^T in kl.bulk_add's staging order, added by the loop; DQ_FIRST: dQ^T's product before dK's).
-    KEY0 / DS_ROWS (STORE_DS, ds's key chunks): the grid covers the key blocks from KEY0 on, and dS^T's workspace holds
-    DS_ROWS keys a head (rows start_n - KEY0); None (constexpr: no parameter): key 0, N_CTX rows."""
+    blocks of dQ^T in kl.bulk_add's staging order, added by the loop; DQ_FIRST: dQ^T's product before dK's)."""
     if CAUSAL and GROUP > 0:  # longest first across GROUP heads: key block 0 sees every query block
         blk, off_hz = _lpt_block(GROUP)
         start_n = blk * BLOCK_N
     else:
         start_n = tl.program_id(0) * BLOCK_N
         off_hz = tl.program_id(1)
-    ds_row0 = start_n
-    if KEY0 is not None:
-        start_n += KEY0
     off = (off_hz // H).to(tl.int64) * stride_z + (off_hz % H).to(tl.int64) * stride_h
     dq_off = (off_hz // H).to(tl.int64) * dq_stride_z + (off_hz % H).to(tl.int64) * dq_stride_h
     LSE += off_hz.to(tl.int64) * N_CTX
@@ -216,10 +211,6 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         ds_base = (start_n // BLOCK_N) * (N_CTX // BLOCK_M) * BLOCK_N
         ds_desc = tl.make_tensor_descriptor(DQ + off_hz.to(tl.int64) * N_CTX * N_CTX, shape=[N_CTX * N_CTX // BLOCK_M,
                                             BLOCK_M], strides=[BLOCK_M, 1], block_shape=[BLOCK_N, BLOCK_M])
-    elif STORE_DS and DS_ROWS is not None:
-        # dS^T of this head's key chunk, [DS_ROWS keys from KEY0, N_CTX queries]: ds's bounded workspace (_ds_steps)
-        ds_desc = tl.make_tensor_descriptor(DQ + off_hz.to(tl.int64) * DS_ROWS * N_CTX, shape=[DS_ROWS, N_CTX],
-                                            strides=[N_CTX, 1], block_shape=[BLOCK_N, BLOCK_M])
     elif STORE_DS:
         # dS^T of this head, [N_CTX keys, N_CTX queries] (queries contiguous), DQ being that fp16/bf16 buffer
         ds_desc = tl.make_tensor_descriptor(DQ + off_hz.to(tl.int64) * N_CTX * N_CTX, shape=[N_CTX, N_CTX],
@@ -232,11 +223,11 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         lo = start_n + BLOCK_N
         dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                              offs_n, offs_m0, qk_scale, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
-                             True, ATOMIC_DQ, WS == 1, ds_desc, ds_row0, STORE_DS, PREFETCH_LD, EVEN_M, TAIL,
+                             True, ATOMIC_DQ, WS == 1, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL,
                              DS_TILED, ds_base, BLOCK_N, FLAT_DQ, DQ_FIRST)
     dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                          offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
-                         ds_desc, ds_row0, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base, BLOCK_N, FLAT_DQ,
+                         ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base, BLOCK_N, FLAT_DQ,
                          DQ_FIRST)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
     tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
@@ -378,48 +369,6 @@ def attn_bwd_dq_from_ds_kernel(DST, K, DQ, sm_scale, stride_z, stride_h, stride_
 
 
 @triton.jit
-def attn_bwd_dq_from_ds_chunk_kernel(DST, K, DQ, DQA, sm_scale, stride_z, stride_h, stride_m, stride_k, H, N_CTX, KEY0,
-                                     KEYS, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
-                                     CAUSAL: tl.constexpr):
-    """dQ += dS K over one chunk of keys [KEY0, KEY0 + KEYS) for one [BLOCK_M] query block, dS^T read from the chunk's
-    [KEYS, N_CTX] workspace (the dK/dV kernel's DS_ROWS): ds with a workspace of KEYS rows a head. The partial sum
-    lives in DQA (fp32, [heads, N_CTX, HEAD_DIM]) between chunks: read unless this is the first chunk, and written
-    scaled and cast to DQ by the query block's last chunk (the one holding its diagonal, causal; else the last one).
-    Causal, the grid covers the query blocks from KEY0 on (the earlier ones see no key of the chunk), longest first."""
-    m0 = KEY0 // BLOCK_M if CAUSAL else 0
-    if CAUSAL:
-        start_m = (m0 + tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M
-    else:
-        start_m = tl.program_id(0) * BLOCK_M
-    off_hz = tl.program_id(1)
-    off = (off_hz // H).to(tl.int64) * stride_z + (off_hz % H).to(tl.int64) * stride_h
-    hi = tl.minimum(KEY0 + KEYS, N_CTX)
-    last = hi >= N_CTX
-    if CAUSAL:
-        last = last | (start_m < hi)
-        hi = tl.minimum(hi, start_m + BLOCK_M)
-    ds_desc = tl.make_tensor_descriptor(DST + off_hz.to(tl.int64) * KEYS * N_CTX, shape=[KEYS, N_CTX],
-                                        strides=[N_CTX, 1], block_shape=[BLOCK_N, BLOCK_M])
-    k_desc = tl.make_tensor_descriptor(K + off, shape=[N_CTX, HEAD_DIM], strides=[stride_m, 1],
-                                       block_shape=[BLOCK_N, HEAD_DIM])
-    offs_m = start_m + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM)
-    rows = offs_m[:, None] < N_CTX
-    dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    for start_n in range(KEY0, hi, BLOCK_N):
-        dsT = ds_desc.load([start_n - KEY0, start_m])
-        k = k_desc.load([start_n, 0])
-        dq = tl.dot(tl.trans(dsT), k, dq)
-    # the partial sum added after the loop (its pointer tile, 2 registers an element, not live across it); the first
-    # chunk adds none (DQA is not zeroed)
-    acc = DQA + off_hz.to(tl.int64) * N_CTX * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
-    dq += tl.load(acc, mask=rows & (KEY0 > 0), other=0.0)
-    tl.store(DQ + off + offs_m[:, None] * stride_m + offs_d[None, :] * stride_k,
-             (dq * sm_scale).to(DQ.dtype.element_ty), mask=rows & last)
-    tl.store(acc, dq, mask=rows & (last == 0))
-
-
-@triton.jit
 def attn_bwd_dq_flat_cast_kernel(DQA, DQ, scale, N_CTX, BLOCK: tl.constexpr, HEAD_DIM: tl.constexpr):
     """dQ = scale * dQ of one [BLOCK] query block of one head from dq_mode="flat"'s accumulator: block
     ``program_id(0)`` of the head ([HEAD_DIM, BLOCK] fp32 in the staging order, kl.bulk_add) read back through
@@ -475,10 +424,10 @@ DS_TILED_DQ_CONFIGS = {16: (16, 32, 4, 3), 32: (16, 32, 4, 3), 64: (32, 64, 4, 4
 # the dS^T buffer ([heads, N, N] in the inputs' dtype) is at most this large: more heads run in groups of as many
 # as fit, each group's dK/dV and dQ launched before the next's
 DS_WORKSPACE_BYTES = 8 << 30
-# ... and at most this many times dQ's bytes, by head dim (ds_workspace_bytes= overrides both): heads in groups, keys in
-# chunks where one head's dS^T is larger (_ds_split; the default mode then runs the separate pass). 2 is the size of
-# FlashAttention-3's fp32 dQ accumulator. D=128 on an H200 (att23's R1, docs/attention.md "att23"): 4x tied the 8 GiB
-# bound at N 4096 (512 MiB against 4 GiB, B=4, H=32); 2x was 10-12% slower causal there and 1-1.6% at 16384
+# ... and at most this many times dQ's bytes, by head dim (ds_workspace_bytes= overrides both; the default mode runs the
+# separate pass where one head's dS^T is larger). 2 is the size of FlashAttention-3's fp32 dQ accumulator. D=128 on an
+# H200 (att23's R1/R2, docs/attention.md "att23"): 4x (512 MiB at B=4, H=32, N 4096; 2 GiB at 16384) tied the 8 GiB
+# bound; 2x was 10-12% slower causal at 4096, 1-1.6% at 16384
 DS_WORKSPACE_X = {128: 4}
 # dq_mode="fused": one grid, program i doing dK/dV of key block i then dQ of query block i: ((BLOCK_M1, BLOCK_N1),
 # (BLOCK_M2, BLOCK_N2), num_warps, num_stages), BLOCK_N1 == BLOCK_M2; the separate pass's blocks, 0 spills on
@@ -508,11 +457,11 @@ FUSED_KV_REGS = {(64, True): 1}
 # overrides
 FUSED_MAXNREG = {}
 DQ_MODES = ("separate", "atomic", "ds", "fused", "flat")
-# dq_mode=None picks by (head dim, causal), then by head dim (default: separate); fused at 64 (call H12b: 1.945 ms causal
+# dq_mode=None picks by (head dim, causal), then by head dim (else separate); fused at 64 (call H12b: 1.945 ms causal
 # against the separate pass's 2.08-2.15; call C2b with FUSED_TAIL and FUSED_EVEN_M: 1.930 / 29.84 ms causal at N=4096 /
 # 16384 against the separate pass's 2.000 / 31.45, 3.541 / 58.90 non-causal against 3.635 / 59.41); ds at 128 under
-# DS_WORKSPACE_X's bound (att23's R1 on an H200: 0.90-1.00 of cuDNN at N 4096, 0.89-0.92 at 16384, against the separate
-# pass's 0.78-0.85 / 0.80-0.83; docs/attention.md "att23")
+# DS_WORKSPACE_X's bound (att23's R1/R2 on an H200: 0.89-1.00 of cuDNN at N 4096, 0.88-0.91 at 16384, against the
+# separate pass's 0.78-0.86 / 0.78-0.85; docs/attention.md "att23")
 DEFAULT_DQ_MODES = {64: "fused", 128: "ds"}
 # D=64 dQ at 2 stages (50 KB: 4 programs an SM, 3 at 3 stages' 66 KB) since call R1b (docs/attention.md "bwd18"). D=128
 # at 128-key steps since att21 (225 KB, spill-free, 555 SASS a trip against 2 x 355 at 64-key steps; on an H200 the dQ
@@ -581,8 +530,8 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_conf
     N % 8 == 0 and runs the separate pass otherwise). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS`
     (atomic: :data:`ATOMIC_DKDV_CONFIGS`, ds: :data:`DS_DKDV_CONFIGS`) /
     :data:`DQ_CONFIGS` (ds: the GEMM's, :data:`DQ_FROM_DS_CONFIGS`).
-    ``ds_workspace_bytes``: ds's dS^T buffer at most this large (default :data:`DS_WORKSPACE_BYTES`; heads in groups,
-    keys in chunks where one head's does not fit; :data:`DS_WORKSPACE_X`).
+    ``ds_workspace_bytes``: ds's dS^T buffer at most this large (default :data:`DS_WORKSPACE_BYTES` and
+    :data:`DS_WORKSPACE_X`; heads in groups, at least one).
     ``kernels``: ``{"dkdv": ..., "dq": ..., "fused": ...}``, other
     compiled copies of the kernels to launch (the bench's A/B of compile knobs).
     """
@@ -607,7 +556,7 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     if dq_mode is None:
         dq_mode = default_dq_mode(q.shape[-1], bool(causal))
         if dq_mode == "ds" and ds_workspace_bytes is None and q.shape[-2] ** 2 * q.element_size() > _ds_budget(q):
-            # the default takes ds only where whole heads fit its bound: one head's keys in chunks fill too few SMs
+            # the default takes ds only where a whole head fits its bound (else a group of one head would exceed it)
             dq_mode = "separate"
     if dq_mode not in DQ_MODES:
         raise ValueError(f"dq_mode must be one of {', '.join(map(repr, DQ_MODES))}, got {dq_mode!r}")
@@ -704,37 +653,21 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     return (lambda: (out.get("dq", dq), dk, dv)), steps
 
 
-def _ds_split(heads, N, esize, workspace_bytes, block_n):
-    """ds's (heads a group, keys a chunk) for dS^T's workspace of at most ``workspace_bytes``: every head at once if
-    they fit, else groups of whole heads, else one head at a time in chunks of keys (a multiple of the dK/dV key block,
-    at least one block)."""
-    head = N * N * esize
-    if head <= workspace_bytes:
-        return max(1, min(heads, workspace_bytes // head)), N
-    return 1, max(block_n, workspace_bytes // (N * esize) // block_n * block_n)
-
-
 def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_bytes):
-    """dq_mode="ds": the dK/dV kernel also writes dS^T into a workspace, and dQ = dS K is a GEMM (5 matmuls in all,
-    against the separate pass's 7). The workspace is at most ``workspace_bytes``: heads run in groups whose dS^T fits,
-    and where one head's does not, in chunks of keys (:func:`_ds_split`; dQ's partial sums then in an fp32 buffer of
-    dQ's shape, attn_bwd_dq_from_ds_chunk_kernel). Each group's kernels see its heads as one batch of G heads (the views
-    below share the tensors' memory)."""
+    """dq_mode="ds": the dK/dV kernel also writes dS^T into a [heads, N, N] buffer, and dQ = dS K is a GEMM
+    (5 matmuls in all, against the separate pass's 7). Heads run in groups whose dS^T fits workspace_bytes (at least
+    one head, whatever the bound); each group's kernels see its heads as one batch of G heads (the views below share
+    the tensors' memory)."""
     import torch
     Z, H, N, D = q.shape
     ZH = Z * H
-    G, C = _ds_split(ZH, N, q.element_size(), workspace_bytes, c1["BLOCK_N"])
-    chunked = C < N
-    if chunked:
-        c1 = dict(c1, DS_TILED=False)
-        c2 = dict(c2, BLOCK_M=c1["BLOCK_N"])  # a query block's diagonal in one chunk (C is a multiple of it)
+    G = max(1, min(ZH, workspace_bytes // (N * N * q.element_size())))
     c1 = dict(dict(STORE_DS=True, PREFETCH_LD=DS_PREFETCH_LD.get(D, False), TAIL=DS_TAIL.get(D),
                    EVEN_M=DS_EVEN_M.get(D, False)), **c1)
     c1["EVEN_M"] = bool(c1["EVEN_M"]) and N % c1["BLOCK_M"] == 0
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    dst = torch.empty((G, C, N), device=q.device, dtype=q.dtype)
-    dqa = torch.empty((G, N, D), device=q.device, dtype=torch.float32) if chunked else None
+    dst = torch.empty((G, N, N), device=q.device, dtype=q.dtype)
     flat = [t.view(ZH, N, D) for t in (q, k, v, do, dq, dk, dv)]
     lse2, delta2 = lse.view(ZH, N), delta.view(ZH, N)
 
@@ -742,37 +675,27 @@ def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_
         attn_bwd_preprocess_kernel[(triton.cdiv(N, PRE_BLOCK), ZH, 1)](
             o, do, delta, *o.stride(), *do.stride(), H, N, BLOCK_M=PRE_BLOCK, HEAD_DIM=D)
 
-    def dkdv(h0, k0=0):
+    def dkdv(h0):
         g = min(G, ZH - h0)
         qg, kg, vg, dog, _, dkg, dvg = (t[h0:h0 + g] for t in flat)
-        rows = min(C, N - k0)
-        grid, cfg = _grid(triton.cdiv(rows, c1["BLOCK_N"]), g, causal, c1)
-        extra = dict(KEY0=k0, DS_ROWS=rows) if chunked else {}
+        grid, cfg = _grid(triton.cdiv(N, c1["BLOCK_N"]), g, causal, c1)
         kernels["dkdv"][grid](
             qg, kg, vg, dog, dkg, dvg, dst, lse2[h0:h0 + g], delta2[h0:h0 + g], sm_scale, g * N * D, N * D, D, 1,
-            0, 0, 0, g, N, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, **cfg, **extra)
+            0, 0, 0, g, N, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, **cfg)
 
-    def dq_gemm(h0, k0=0):
+    def dq_gemm(h0):
         g = min(G, ZH - h0)
-        if chunked:
-            bm = c2["BLOCK_M"]
-            nblk = triton.cdiv(N, bm) - (k0 // bm if causal else 0)
-            cfg = {n: c2[n] for n in ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")}
-            attn_bwd_dq_from_ds_chunk_kernel[(nblk, g, 1)](
-                dst, flat[1][h0:h0 + g], flat[4][h0:h0 + g], dqa, sm_scale, g * N * D, N * D, D, 1, g, N, k0,
-                min(C, N - k0), HEAD_DIM=D, CAUSAL=causal, **cfg)
-            return
         grid, cfg = _grid(triton.cdiv(N, c2["BLOCK_M"]), g, causal, c2)
         attn_bwd_dq_from_ds_kernel[grid](
             dst, flat[1][h0:h0 + g], flat[4][h0:h0 + g], sm_scale, g * N * D, N * D, D, 1, g, N, HEAD_DIM=D,
             CAUSAL=causal, **cfg)
 
-    parts = [(h0, k0) for h0 in range(0, ZH, G) for k0 in range(0, N, C)]
-    if len(parts) == 1:  # one group: the two kernels as steps of their own (the bench times each)
-        return (lambda: (dq, dk, dv)), [("preprocess", preprocess), ("dkdv", lambda: dkdv(0)),
-                                          ("dq", lambda: dq_gemm(0))]
-    return (lambda: (dq, dk, dv)), [("preprocess", preprocess),
-                                    ("dkdv_dq", lambda: [(dkdv(h0, k0), dq_gemm(h0, k0)) for h0, k0 in parts])]
+    if G >= ZH:  # one group: the two kernels as steps of their own (the bench times each)
+        steps = [("preprocess", preprocess), ("dkdv", lambda: dkdv(0)), ("dq", lambda: dq_gemm(0))]
+    else:
+        steps = [("preprocess", preprocess),
+                 ("dkdv_dq", lambda: [(dkdv(h0), dq_gemm(h0)) for h0 in range(0, ZH, G)])]
+    return (lambda: (dq, dk, dv)), steps
 
 
 def _fused_config(N, D, causal, dkdv_config, dq_config):

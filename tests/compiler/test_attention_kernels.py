@@ -309,22 +309,3 @@ def test_flat_dq_at_d128_adds_dqt_from_the_producer_warpgroup(causal):
     sass = ck.asm["sass"]
     assert "UBLKRED.G.S.ADD.F32" in sass and not re.search(r"\bREDG|ATOMG\.E\.ADD", sass)  # no per-element atomics
     assert not any(o.startswith("UBLKRED") for o in _first_loop(sass))
-
-
-def test_ds_key_chunk_kernels_compile_spill_free_on_wgmma():
-    # ds with keys in chunks (a workspace below one head's dS^T): the dK/dV kernel with KEY0 / DS_ROWS and the chunk
-    # GEMM (dQ's partial sums added after its loop) at D=128 causal: 0 spills, every dot a wgmma, the loop's dS^T store
-    # one TMA store a trip as in ds's kernel
-    sig = dict(Q=P("fp16"), K=P("fp16"), V=P("fp16"), DO=P("fp16"), DK=P("fp16"), DV=P("fp16"), DQ=P("fp16"),
-               LSE=P("fp32"), Delta=P("fp32"), sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32",
-               stride_k="i32", dq_stride_z="i32", dq_stride_h="i32", dq_stride_m="i32", H="i32", N_CTX="i32",
-               KEY0="i32", DS_ROWS="i32")
-    ck = _compile(B.attn_bwd_dkdv_kernel, sig, dict(HEAD_DIM=128, CAUSAL=True, ATOMIC_DQ=False, STORE_DS=True,
-                                                    EVEN_M=True), B._cfg(B.DS_DKDV_CONFIGS, 128, None), ("stride_k",))
-    assert ck.n_spills == 0 and {d["engine"] for d in ck.reports["dots"]} == {"wgmma"}
-    assert sum(o.startswith("UTMASTG.2D") for o in _first_loop(ck.asm["sass"])) == 1
-    sig = dict(DST=P("fp16"), K=P("fp16"), DQ=P("fp16"), DQA=P("fp32"), sm_scale="fp32", stride_z="i32",
-               stride_h="i32", stride_m="i32", stride_k="i32", H="i32", N_CTX="i32", KEY0="i32", KEYS="i32")
-    g = _compile(B.attn_bwd_dq_from_ds_chunk_kernel, sig, dict(HEAD_DIM=128, CAUSAL=True),
-                 B._cfg(B.DQ_FROM_DS_CONFIGS, 128, None), ("stride_k",))
-    assert g.n_spills == 0 and {d["engine"] for d in g.reports["dots"]} == {"wgmma"}

@@ -114,31 +114,6 @@ def test_ds_with_a_bounded_workspace_gives_the_same_grads(causal):
         torch.testing.assert_close(a.float(), b, rtol=2e-2, atol=4e-3)
 
 
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("N", [96, 80])
-def test_ds_with_keys_in_chunks_gives_the_same_grads(N, causal):
-    # ds_workspace_bytes below one head's dS^T: keys in chunks of 32 (one dQ GEMM step each, so dQ's fp32 partial sums
-    # add the same terms in an order that rounds alike), N = 80 a short last chunk: the unbounded grads bit for bit
-    q, k, v = _qkv(N, 16, torch.float16)
-    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
-    o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
-    cfg = dict(BLOCK_M=16, BLOCK_N=32)
-    assert B._ds_split(2, N, 2, 40 * N * 2, 32) == (1, 32)
-    one = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", dkdv_config=cfg)
-    chunked = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", dkdv_config=cfg,
-                              ds_workspace_bytes=40 * N * 2)
-    for a, b in zip(one, chunked):
-        assert torch.equal(a, b)
-
-
-def test_ds_workspace_split():
-    # every head if they fit, else whole heads in groups, else one head in chunks of whole key blocks (at least one)
-    assert B._ds_split(8, 64, 2, 8 * 64 * 64 * 2, 32) == (8, 64)
-    assert B._ds_split(8, 64, 2, 3 * 64 * 64 * 2 + 5, 32) == (3, 64)
-    assert B._ds_split(8, 64, 2, 64 * 64 * 2 - 1, 32) == (1, 32)
-    assert B._ds_split(8, 64, 2, 1, 32) == (1, 32)
-
-
 def test_ds_workspace_bound_by_a_multiple_of_dq(monkeypatch):
     # DS_WORKSPACE_X: the budget is that many times dQ's bytes (here 2 x 2 x 64 x 16 x 2 = 8 KiB: one 64 x 64 head of
     # dS^T, so heads in groups of one), the grads those of one group; ds_workspace_bytes= overrides it

@@ -1,7 +1,7 @@
-"""(att23: a copy of att22's bwd_ab.py with its own entries: ds under bounded workspaces.) The attention backward's variants against cuDNN in
-one process, interleaved round by round (A B ... then reversed): ``attention_bwd`` called directly on the saved O and
-LSE (no autograd), cuDNN's backward through autograd (SDPA's cuDNN backend, grads cleared untimed). Every variant's
-gradients are checked against the default's and cuDNN's (relative max error).
+"""(att23: a copy of att22's bwd_ab.py with its own entries: ds under bounded workspaces.) The attention backward's
+variants against cuDNN in one process, interleaved round by round (A B ... then reversed): ``attention_bwd`` called
+directly on the saved O and LSE (no autograd), cuDNN's backward through autograd (SDPA's cuDNN backend, grads cleared
+untimed). Every variant's gradients are checked against the default's and cuDNN's (relative max error).
 
     python3 bench/experiments/att23/bwd_ab.py --seq 4096 --head-dim 128 --causal 0 1 --entries cudnn def ds dsx2 \\
         --rounds 2 --rep-ms 40 --out OUT.json [--warm]
@@ -26,9 +26,10 @@ import torch  # noqa: E402
 from bench import bench_attention as BA  # noqa: E402
 
 #: name -> attention_bwd keyword arguments (None: cuDNN through autograd); "ws_x": ds's workspace at most this many
-#: times dQ's bytes (2: the size of FlashAttention-3's fp32 dQ accumulator), "ws_head": that fraction of one head's
-#: dS^T (keys in chunks), set per shape. R1 (commit 585349a) also ran ds_overlap=True / 2 (the dQ GEMMs on a second
-#: stream, at normal / high priority; 2-7% slower non-causal, 1.3-1.5x the time causal: removed)
+#: times dQ's bytes (2: the size of FlashAttention-3's fp32 dQ accumulator), set per shape. R1 (commit 585349a) also
+#: ran ds_overlap=True / 2 (the dQ GEMMs on a second stream, at normal / high priority) and R2 (0ca767b) "dsk2" (one
+#: head's keys in chunks under half its dS^T, attn_bwd_dq_from_ds_chunk_kernel): both slower, removed
+#: (docs/attention.md, "att23")
 ENTRIES = {
     "cudnn": None,
     "def": {},                                                    # the default mode
@@ -37,20 +38,16 @@ ENTRIES = {
     "dsx2": dict(dq_mode="ds", ws_x=2),                           # heads in groups under 2 x dQ's bytes
     "dsx4": dict(dq_mode="ds", ws_x=4),
     "dsx8": dict(dq_mode="ds", ws_x=8),
-    "dsk2": dict(dq_mode="ds", ws_head=0.5),                      # keys in chunks: half of one head's dS^T
 }
 ENV_ENTRIES = {}
 
 
 def _resolve(kw, q):
-    """An entry's ws_x / ws_head as ds_workspace_bytes for q's shape."""
+    """An entry's ws_x as ds_workspace_bytes for q's shape."""
     kw = dict(kw)
     x = kw.pop("ws_x", None)
     if x is not None:
         kw["ds_workspace_bytes"] = int(x * q.numel() * q.element_size())
-    h = kw.pop("ws_head", None)
-    if h is not None:
-        kw["ds_workspace_bytes"] = int(h * q.shape[-2] ** 2 * q.element_size())
     return kw
 
 
