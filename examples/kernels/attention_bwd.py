@@ -424,6 +424,11 @@ DS_TILED_DQ_CONFIGS = {16: (16, 32, 4, 3), 32: (16, 32, 4, 3), 64: (32, 64, 4, 4
 # the dS^T buffer ([heads, N, N] in the inputs' dtype) is at most this large: more heads run in groups of as many
 # as fit, each group's dK/dV and dQ launched before the next's
 DS_WORKSPACE_BYTES = 8 << 30
+# ... and at most this many times dQ's bytes, by head dim (ds_workspace_bytes= overrides both; the default mode runs the
+# separate pass where one head's dS^T is larger). 2 is the size of FlashAttention-3's fp32 dQ accumulator. D=128 on an
+# H200 (att23's R1/R2, docs/attention.md "att23"): 4x (512 MiB at B=4, H=32, N 4096; 2 GiB at 16384) tied the 8 GiB
+# bound; 2x was 10-12% slower causal at 4096, 1-1.6% at 16384
+DS_WORKSPACE_X = {128: 4}
 # dq_mode="fused": one grid, program i doing dK/dV of key block i then dQ of query block i: ((BLOCK_M1, BLOCK_N1),
 # (BLOCK_M2, BLOCK_N2), num_warps, num_stages), BLOCK_N1 == BLOCK_M2; the separate pass's blocks, 0 spills on
 # sm_90a (D=64 causal 173 registers: 2 programs an SM where the separate kernels fit 3)
@@ -452,11 +457,12 @@ FUSED_KV_REGS = {(64, True): 1}
 # overrides
 FUSED_MAXNREG = {}
 DQ_MODES = ("separate", "atomic", "ds", "fused", "flat")
-# dq_mode=None picks by (head dim, causal), then by head dim (default: separate; ds is faster at 128 but needs its N^2
-# workspace, see docs/attention.md "dS^T from registers, bounded workspaces"); fused at 64 (call H12b: 1.945 ms causal
+# dq_mode=None picks by (head dim, causal), then by head dim (else separate); fused at 64 (call H12b: 1.945 ms causal
 # against the separate pass's 2.08-2.15; call C2b with FUSED_TAIL and FUSED_EVEN_M: 1.930 / 29.84 ms causal at N=4096 /
-# 16384 against the separate pass's 2.000 / 31.45, 3.541 / 58.90 non-causal against 3.635 / 59.41)
-DEFAULT_DQ_MODES = {64: "fused"}
+# 16384 against the separate pass's 2.000 / 31.45, 3.541 / 58.90 non-causal against 3.635 / 59.41); ds at 128 under
+# DS_WORKSPACE_X's bound (att23's R1/R2 on an H200: 0.89-1.00 of cuDNN at N 4096, 0.88-0.91 at 16384, against the
+# separate pass's 0.78-0.86 / 0.78-0.85; docs/attention.md "att23")
+DEFAULT_DQ_MODES = {64: "fused", 128: "ds"}
 # D=64 dQ at 2 stages (50 KB: 4 programs an SM, 3 at 3 stages' 66 KB) since call R1b (docs/attention.md "bwd18"). D=128
 # at 128-key steps since att21 (225 KB, spill-free, 555 SASS a trip against 2 x 355 at 64-key steps; on an H200 the dQ
 # kernel 3.6-3.8% faster, the separate backward 1.5-5% at N 4096: docs/attention.md, "att21")
@@ -501,6 +507,13 @@ def _grid(nblk, heads, causal, cfg):
     return ((group * nblk, heads // group, 1) if group else (nblk, heads, 1)), cfg
 
 
+def _ds_budget(q):
+    """ds's workspace bound for q's shape without ds_workspace_bytes: DS_WORKSPACE_BYTES, and DS_WORKSPACE_X times dQ's
+    bytes where the head dim has one."""
+    x = DS_WORKSPACE_X.get(q.shape[-1])
+    return DS_WORKSPACE_BYTES if x is None else min(DS_WORKSPACE_BYTES, int(x * q.numel() * q.element_size()))
+
+
 def default_dq_mode(head_dim, causal=None):
     """The dQ mode ``dq_mode=None`` runs at this head dim and mask (:data:`DEFAULT_DQ_MODES` by ``(head_dim, causal)``,
     then by ``head_dim``, else ``"separate"``)."""
@@ -517,7 +530,8 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_conf
     N % 8 == 0 and runs the separate pass otherwise). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS`
     (atomic: :data:`ATOMIC_DKDV_CONFIGS`, ds: :data:`DS_DKDV_CONFIGS`) /
     :data:`DQ_CONFIGS` (ds: the GEMM's, :data:`DQ_FROM_DS_CONFIGS`).
-    ``ds_workspace_bytes``: ds's dS^T buffer at most this large (default :data:`DS_WORKSPACE_BYTES`; heads in groups).
+    ``ds_workspace_bytes``: ds's dS^T buffer at most this large (default :data:`DS_WORKSPACE_BYTES` and
+    :data:`DS_WORKSPACE_X`; heads in groups, at least one).
     ``kernels``: ``{"dkdv": ..., "dq": ..., "fused": ...}``, other
     compiled copies of the kernels to launch (the bench's A/B of compile knobs).
     """
@@ -541,6 +555,9 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     import torch
     if dq_mode is None:
         dq_mode = default_dq_mode(q.shape[-1], bool(causal))
+        if dq_mode == "ds" and ds_workspace_bytes is None and q.shape[-2] ** 2 * q.element_size() > _ds_budget(q):
+            # the default takes ds only where a whole head fits its bound (else a group of one head would exceed it)
+            dq_mode = "separate"
     if dq_mode not in DQ_MODES:
         raise ValueError(f"dq_mode must be one of {', '.join(map(repr, DQ_MODES))}, got {dq_mode!r}")
     kernels = dict(dict(dkdv=attn_bwd_dkdv_kernel, dq=attn_bwd_dq_kernel), **(kernels or {}))
@@ -591,7 +608,7 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
         c1["EVEN_M"] = N % c1["BLOCK_M"] == 0
     if ds:
         return _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels,
-                         DS_WORKSPACE_BYTES if ds_workspace_bytes is None else ds_workspace_bytes)
+                         _ds_budget(q) if ds_workspace_bytes is None else ds_workspace_bytes)
     delta = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     # atomic: dQ^T in fp32, [Z, H, HEAD_DIM, N] (its third stride is the kernel's dq_stride_m)
@@ -638,8 +655,9 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
 
 def _ds_steps(do, q, k, v, o, lse, causal, sm_scale, c1, c2, kernels, workspace_bytes):
     """dq_mode="ds": the dK/dV kernel also writes dS^T into a [heads, N, N] buffer, and dQ = dS K is a GEMM
-    (5 matmuls in all, against the separate pass's 7). Heads run in groups whose dS^T fits workspace_bytes;
-    each group's kernels see its heads as one batch of G heads (the views below share the tensors' memory)."""
+    (5 matmuls in all, against the separate pass's 7). Heads run in groups whose dS^T fits workspace_bytes (at least
+    one head, whatever the bound); each group's kernels see its heads as one batch of G heads (the views below share
+    the tensors' memory)."""
     import torch
     Z, H, N, D = q.shape
     ZH = Z * H

@@ -58,7 +58,9 @@ BWD_CASES = [(1024, 64, torch.float16, False, "separate"), (1024, 64, torch.bflo
              # flat: dQ^T's tile a step added by one 1-D bulk reduction (kl.bulk_add) into a tile-contiguous fp32
              # accumulator (64-query steps at D=128); N = 1000 pads the last block (its queries past N add zeros)
              (1024, 128, torch.float16, False, "flat"), (1000, 128, torch.bfloat16, True, "flat"),
-             (1000, 64, torch.float16, True, "flat")]
+             (1000, 64, torch.float16, True, "flat"),
+             # the default mode (None): ds at D=128 under DS_WORKSPACE_X (here 8 MB: heads in two groups)
+             (1000, 128, torch.float16, True, None), (1024, 128, torch.bfloat16, False, None)]
 
 
 @pytest.mark.parametrize("N,D,dtype,causal,dq_mode", BWD_CASES)

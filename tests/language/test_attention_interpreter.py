@@ -114,6 +114,30 @@ def test_ds_with_a_bounded_workspace_gives_the_same_grads(causal):
         torch.testing.assert_close(a.float(), b, rtol=2e-2, atol=4e-3)
 
 
+def test_ds_workspace_bound_by_a_multiple_of_dq(monkeypatch):
+    # DS_WORKSPACE_X: the budget is that many times dQ's bytes (here 2 x 2 x 64 x 16 x 2 = 8 KiB: one 64 x 64 head of
+    # dS^T, so heads in groups of one), the grads those of one group; ds_workspace_bytes= overrides it
+    q, k, v = _qkv(64, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    o, lse = A.attention_fwd(q, k, v, False, 0.25, return_lse=True)
+    one = B.attention_bwd(do, q, k, v, o, lse, False, 0.25, dq_mode="ds")
+    monkeypatch.setattr(B, "DS_WORKSPACE_X", {16: 2})
+    assert B._ds_budget(q) == 2 * q.numel() * 2
+    _, steps = B.attention_bwd_steps(do, q, k, v, o, lse, False, 0.25, dq_mode="ds")
+    assert [n for n, _ in steps] == ["preprocess", "dkdv_dq"]
+    _, steps = B.attention_bwd_steps(do, q, k, v, o, lse, False, 0.25, dq_mode="ds", ds_workspace_bytes=1 << 20)
+    assert [n for n, _ in steps] == ["preprocess", "dkdv", "dq"]
+    for a, b in zip(one, B.attention_bwd(do, q, k, v, o, lse, False, 0.25, dq_mode="ds")):
+        assert torch.equal(a, b)
+    # ds as the default mode takes whole heads only: under a bound below one head's dS^T it runs the separate pass
+    monkeypatch.setattr(B, "DEFAULT_DQ_MODES", {16: "ds"})
+    assert all(torch.equal(a, b) for a, b in zip(one, B.attention_bwd(do, q, k, v, o, lse, False, 0.25)))
+    monkeypatch.setattr(B, "DS_WORKSPACE_X", {16: 1})
+    sep = B.attention_bwd(do, q, k, v, o, lse, False, 0.25, dq_mode="separate")
+    assert not all(torch.equal(a, b) for a, b in zip(one, sep))  # the two modes' sums round apart here
+    assert all(torch.equal(a, b) for a, b in zip(sep, B.attention_bwd(do, q, k, v, o, lse, False, 0.25)))
+
+
 def test_the_default_dq_mode_follows_the_head_dim_table(monkeypatch):
     # dq_mode=None runs DEFAULT_DQ_MODES[head dim] (separate where the table has none)
     q, k, v = _qkv(64, 16, torch.float16)
