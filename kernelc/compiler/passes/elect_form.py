@@ -8,10 +8,8 @@ k-loop it rebuilds the copies' coordinates in ordinary registers and moves them 
 ``tid``: ``tid == 32 w`` (kernelc's form before adf0175f): ptxas wraps each copy in an ELECT loop instead.
 ``auto`` (the default since session 23): ``tid`` where every loop that issues TMA copies holds exactly one dot (a
 GEMM's k-loop, a persistent GEMM's tile and k-loops), ``elect`` elsewhere (attention's loops hold two dots; a
-warp-specialised producer's loop none). On an H200 (docs/performance.md, session 23, one process, both builds
-interleaved, two processes each), ``tid`` over ``elect``: matmul_tma bf16 4096^3 (128x128 w4 s3) 1.016-1.018,
-matmul_persistent 1.046-1.047; the pointer attention forward (TMA by auto-TMA) 0.992 and causal 0.983-0.984,
-attention_tma causal 0.992, attention_tma 0.999-1.001 (the producer warp's loop).
+warp-specialised producer's loop none): the split that measured faster each way (docs/performance.md,
+"Issue 21: the TMA copy predicate").
 
 The pass writes the choice on the function (``elect='tid'``) and on every ``elect_one`` (``by='tid'``); codegen
 (``codegen/tma.py: elected``) lowers every copy engine predicate by it, those it forms itself (descriptor copies
