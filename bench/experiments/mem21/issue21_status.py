@@ -445,7 +445,7 @@ def bench_kernels():
 
 
 # -- the GPU suite and the fuzz ---------------------------------------------------------------------------
-GPU_SUITE = ("F (s22, merged tree 87d4815)", "gpu_tests_2026-11-29_s22_F_h200.log")
+GPU_SUITE = ("F (s23, merged tree 321adb45)", "gpu_tests_2026-11-29_s23_F_h200.log")
 
 
 def gpu_suite():
