@@ -120,6 +120,21 @@ timeline_fast(PyObject *ctx, PyObject *clock, PyObject *node)
     return PyList_Append(nodes, node);
 }
 
+/* timeline_fast with the session's clock, where one is set (scopes.py's _clock); 0 or -1 with an error */
+static int
+timeline_now(PyObject *ctx, PyObject *node)
+{
+    PyObject *clock = glob(g_cdict, s_clock);
+    if (clock == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (clock == Py_None)
+        return 0;
+    Py_INCREF(clock);
+    int rc = timeline_fast(ctx, clock, node);
+    Py_DECREF(clock);
+    return rc;
+}
+
 /* The thread's ThreadContext (a new reference), or NULL: with an error set, or without one where the Python
    method must run (the thread's first use of context.fast, a context of another type). */
 static PyObject *
@@ -269,14 +284,8 @@ Scope_enter(ScopeObject *self, PyObject *unused)
     Py_DECREF(parent);
     if (rc < 0) goto fail;
     slot_set(ctx, o_node, nid);
-    PyObject *clock = glob(g_cdict, s_clock);
-    if (clock == NULL && PyErr_Occurred()) goto fail;
-    if (clock != NULL && clock != Py_None) {
-        Py_INCREF(clock);
-        rc = timeline_fast(ctx, clock, nid);
-        Py_DECREF(clock);
-        if (rc < 0) goto fail;
-    }
+    rc = timeline_now(ctx, nid);
+    if (rc < 0) goto fail;
     if (queue && queue_metrics(nid, self->name, self->metrics) < 0)
         goto fail;
     Py_DECREF(nid);
@@ -562,14 +571,7 @@ hook_enter(PyObject *mod, PyObject *rec)
     }
     slot_set(ctx, o_kprev, node);
     slot_set(ctx, o_node, kl);
-    int rc = 0;
-    PyObject *clock = glob(g_cdict, s_clock);
-    if (clock == NULL && PyErr_Occurred()) rc = -1;
-    else if (clock != NULL && clock != Py_None) {
-        Py_INCREF(clock);
-        rc = timeline_fast(ctx, clock, kl);
-        Py_DECREF(clock);
-    }
+    int rc = timeline_now(ctx, kl);
     Py_DECREF(kl);
     Py_DECREF(ctx);
     if (rc < 0)   /* never break a launch (hooks.py warns the same way) */
@@ -601,13 +603,7 @@ hook_exit(PyObject *mod, PyObject *rec)
         }
         Py_INCREF(prev);
         slot_set(ctx, o_node, prev);
-        PyObject *clock = glob(g_cdict, s_clock);
-        if (clock == NULL && PyErr_Occurred()) rc = -1;
-        else if (clock != NULL && clock != Py_None) {
-            Py_INCREF(clock);
-            rc = timeline_fast(ctx, clock, prev);
-            Py_DECREF(clock);
-        }
+        rc = timeline_now(ctx, prev);
         Py_DECREF(prev);
     }
     Py_DECREF(ctx);
