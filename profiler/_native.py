@@ -61,6 +61,14 @@ def _compile(src_path: str, out: str) -> Optional[str]:
             os.unlink(tmp)
 
 
+def _load_file(path: str) -> Any:
+    loader = importlib.machinery.ExtensionFileLoader("profiler._kscope", path)
+    spec = importlib.util.spec_from_file_location("profiler._kscope", path, loader=loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
 def load(mode: str) -> Any:
     """The ``_kscope`` module, or ``None`` (``mode`` is the knob's value: ``auto`` or ``off``)."""
     global status, _module
@@ -73,15 +81,24 @@ def load(mode: str) -> Any:
         with open(_SRC, "rb") as f:
             src = f.read()
         out = os.path.join(_cache_dir(), _target(src))
+        built = False
         if not os.path.exists(out):
             err = _compile(_SRC, out)
             if err is not None:
                 status = f"python (build failed: {err})"
                 return None
-        loader = importlib.machinery.ExtensionFileLoader("profiler._kscope", out)
-        spec = importlib.util.spec_from_file_location("profiler._kscope", out, loader=loader)
-        mod = importlib.util.module_from_spec(spec)
-        loader.exec_module(mod)
+            built = True
+        try:
+            mod = _load_file(out)
+        except Exception:
+            if built:
+                raise
+            # a cached file that does not load (truncated, another machine's): built again, once
+            err = _compile(_SRC, out)
+            if err is not None:
+                status = f"python (rebuild failed: {err})"
+                return None
+            mod = _load_file(out)
     except Exception as e:   # never break `import profiler`
         status = f"python (load failed: {type(e).__name__}: {e})"
         return None

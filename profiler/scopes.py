@@ -110,13 +110,16 @@ def _slow_exit(s) -> bool:
     return _PyScope.__exit__(s, None, None, None)
 
 
+scope = _PyScope
 _kscope = _native.load(options.get("native_scopes"))
 if _kscope is not None:
-    _kscope.setup(context, _session, _PyScope.__enter__, _slow_exit, _PyScope.__call__, _PyScope.__repr__,
-                  time.time_ns)
-    scope = _kscope.Scope
-else:
-    scope = _PyScope
+    try:   # never break `import profiler`: a setup the C code refuses (say, an unexpected slot layout) runs Python's
+        _kscope.setup(context, _session, _PyScope.__enter__, _slow_exit, _PyScope.__call__, _PyScope.__repr__,
+                      time.time_ns)
+        scope = _kscope.Scope
+    except Exception as e:
+        _native.status = f"python (setup failed: {type(e).__name__}: {e})"
+        _native._module = None
 
 
 class _Open(threading.local):

@@ -3,6 +3,7 @@ methods leave -- the thread's node and stack, the timeline (times and nodes), qu
 the C code handles, and hand the others to the Python methods (a new child, a stale kernelc launch marker,
 external correlation ids, a session timing scopes, Python call paths)."""
 import itertools
+import os
 import subprocess
 import sys
 import threading
@@ -189,6 +190,43 @@ def test_native_scopes_off_and_a_failed_build_fall_back(tmp_path):
                            "'no-such-cc' if k == 'CC' else None; " + code], env=env, capture_output=True,
                           text=True, timeout=120)
     assert none.stdout.startswith("True python (build failed: no C compiler"), (none.stdout, none.stderr)
+
+
+@native
+def test_a_corrupt_cached_extension_is_built_again(tmp_path):
+    """A cached ``_kscope`` that does not load (here: truncated) is compiled again, not left to the Python code."""
+    code = ("import os, profiler._native as n\n"
+            "src = open(n._SRC, 'rb').read()\n"
+            "out = os.path.join(n._cache_dir(), n._target(src))\n"
+            "os.makedirs(os.path.dirname(out), exist_ok=True)\n"
+            "open(out, 'wb').write(b'not an ELF file')\n"
+            "n._module = None\n"
+            "m = n.load('auto')\n"
+            "print(m is not None, n.status.startswith('native:'), os.path.getsize(out) > 1000)\n")
+    env = {"HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache"), "PYTHONPATH": ":".join(sys.path),
+           "PATH": os.environ.get("PATH", ""), "KPROF_NATIVE_SCOPES": "off"}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "True", "True"], (r.stdout, r.stderr)
+
+
+def test_a_setup_the_c_code_refuses_falls_back_at_import(tmp_path):
+    """The extension loads but its setup raises: ``import profiler`` still works, on the Python methods, the
+    kernelc hook included, and ``status`` says why."""
+    code = ("import importlib, profiler, profiler._native as n, profiler.scopes as s\n"
+            "class Refuses:\n"
+            "    @staticmethod\n"
+            "    def setup(*a): raise TypeError('unexpected slot layout')\n"
+            "n.load = lambda mode: setattr(n, '_module', Refuses) or Refuses\n"
+            "s = importlib.reload(s)\n"
+            "print(s.scope is s._PyScope, n._module is None, n.status)\n"
+            "with s.scope('a'):\n"
+            "    pass\n")
+    r = subprocess.run([sys.executable, "-c", code], env={"HOME": str(tmp_path), "PYTHONPATH": ":".join(sys.path),
+                                                           "PATH": os.environ.get("PATH", "")},
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "True True python (setup failed: TypeError: unexpected slot layout)", r.stdout
 
 
 @native
