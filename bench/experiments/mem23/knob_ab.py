@@ -41,6 +41,11 @@ WORKS = {
     "softmax_4096": ("softmax", "sm4096", lambda m, x: m.softmax(x), 20),
     "softmax_8192x1024": ("softmax", "sm8192", lambda m, x: m.softmax(x), 20),
     "layernorm": ("layernorm", "ln", lambda m, x, w, b: m.layer_norm(x, w, b), 20),
+    # attention_bwd's D=128 default (ds: dK/dV writing dS^T, then the dQ GEMM, whose TMA loop holds one dot and so
+    # takes thread 0 under KERNELC_TMA_ELECT=auto; added after session 23, dq_ds_sass.py): the whole backward
+    "bwd128_ds": ("attention_bwd", "bwd", lambda m, *a: m.attention_bwd(*a, False, 128 ** -0.5, dq_mode="ds"), 2),
+    "bwd128_ds_causal": ("attention_bwd", "bwd", lambda m, *a: m.attention_bwd(*a, True, 128 ** -0.5, dq_mode="ds"),
+                         3),
 }
 
 
@@ -70,7 +75,7 @@ def load_copy(module: str, tag: str):
     return mod
 
 
-def operands(kind, torch, seq):
+def operands(kind, torch, seq, device="cuda"):
     torch.manual_seed(0)
     if kind == "mm":
         return [torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
@@ -81,6 +86,9 @@ def operands(kind, torch, seq):
     if kind == "ln":
         return [torch.randn(4096, 8192, device="cuda", dtype=torch.float16),
                 torch.rand(8192, device="cuda", dtype=torch.float16), torch.rand(8192, device="cuda", dtype=torch.float16)]
+    if kind == "bwd":   # do, q, k, v, o (any values: every copy gets the same), lse
+        t = [torch.randn(1, 32, seq, 128, device=device, dtype=torch.float16) for _ in range(5)]
+        return t + [torch.randn(1, 32, seq, device=device, dtype=torch.float32)]
     return [torch.randn(1, 32, seq, 128, device="cuda", dtype=torch.float16) for _ in range(3)]
 
 
