@@ -49,17 +49,22 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 SM_SCALE = 1.3
 
 
-def _load(path, name, stop_at=None):
+def _load(path, name, stop_at=None, skip=None):
     """The tutorial as a module; ``stop_at``: run its text only up to the first line starting with that (01 runs its
-    whole benchmark at the top level after its kernel and wrapper are defined)."""
-    if stop_at is None:
+    whole benchmark at the top level after its kernel and wrapper are defined); ``skip``: (first, until), leave out
+    the lines from the first one starting with ``first`` up to the first after it starting with ``until``."""
+    if stop_at is None and skip is None:
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         return mod
     import types
     lines = open(path).read().splitlines(keepends=True)
-    cut = next((i for i, ln in enumerate(lines) if ln.startswith(stop_at)), len(lines))
+    cut = next((i for i, ln in enumerate(lines) if stop_at and ln.startswith(stop_at)), len(lines))
+    if skip:
+        a = next(i for i, ln in enumerate(lines) if ln.startswith(skip[0]))
+        b = next(i for i, ln in enumerate(lines) if i > a and ln.startswith(skip[1]))
+        lines = lines[:a] + ["\n"] * (b - a) + lines[b:]  # blank lines keep the line numbers
     mod = types.ModuleType(name)
     mod.__file__ = path
     sys.modules[name] = mod  # @jit reads its function's module
@@ -86,10 +91,36 @@ def _restrict(tuner, config):
     return cfg
 
 
+def _spec_matches(c, spec):
+    want = dict(kv.split("=") for kv in spec.split("/"))
+    have = {k: str(v) for k, v in c.kwargs.items()}
+    have.update(w=str(c.num_warps), s=str(c.num_stages))
+    return all(have.get(k) == v for k, v in want.items())
+
+
+def _restrict_spec(tuner, spec):
+    """Hold an autotuner to the config ``spec`` names (``tuned``: its whole list); returns the configs it keeps."""
+    pool = getattr(tuner, "_t06s20_pool", None) or list(tuner.configs)
+    tuner._t06s20_pool = pool
+    keep = pool if spec == "tuned" else [c for c in pool if _spec_matches(c, spec)]
+    if len(keep) != (len(pool) if spec == "tuned" else 1):
+        raise ValueError(f"{spec} names {len(keep)} of the tutorial's {len(pool)} configs")
+    if list(tuner.configs) != keep:
+        tuner.configs = list(keep)
+        # each spec keeps its own picks: the tuned case tunes once per process, not again after every held case
+        caches = tuner.__dict__.setdefault("_t06s24_caches", {})
+        tuner.cache = caches.setdefault(spec, {})
+    return keep
+
+
+def config_spec(c) -> str:
+    return "/".join([f"{k}={v}" for k, v in c.kwargs.items()] + [f"w={c.num_warps}", f"s={c.num_stages}"])
+
+
 class Cases:
     def __init__(self, tutorials):
         self.dir = tutorials
-        self._m01 = self._m02 = self._m06 = self._m08 = None
+        self._m01 = self._m02 = self._m06 = self._m08 = self._m03 = self._m05 = None
         self.streams = {}
 
     def m01(self):
@@ -116,13 +147,45 @@ class Cases:
                               stop_at="benchmark_square_matrices.run(")
         return self._m08
 
+    def m03(self):
+        if self._m03 is None:  # its kernel and ``matmul``; its checks (which tune the 512 keys) and table do not run
+            self._m03 = _load(os.path.join(self.dir, "03-matrix-multiplication.py"), "t06s24_tut03",
+                              stop_at="torch.manual_seed(0)")
+        return self._m03
+
+    def m05(self):
+        if self._m05 is None:  # its kernels and ``layer_norm``; its check and table do not run
+            self._m05 = _load(os.path.join(self.dir, "05-layer-norm.py"), "t06s24_tut05",
+                              stop_at="test_layer_norm(1151")
+        return self._m05
+
+    def m08_bare(self):
+        """08 without its check (which tunes both autotuners, ~12 s a process): for cases held to one config."""
+        if getattr(self, "_m08b", None) is None:
+            self._m08b = _load(os.path.join(self.dir, "08-grouped-gemm.py"), "t06s24_tut08",
+                               stop_at="benchmark_square_matrices.run(", skip=("group_m = [", "def triton_perf_fn"))
+        return self._m08b
+
+    def m03_inputs(self, size, dtype):
+        import torch
+        torch.manual_seed(0)
+        a = torch.randn((size, size), device="cuda", dtype=torch.float16)
+        b = torch.randn((size, size), device="cuda", dtype=torch.float16)
+        if dtype == "fp8":  # as the benchmark prepares them
+            a = a.to(torch.float8_e5m2)
+            b = b.T
+            b = b.to(torch.float8_e5m2)
+        return a, b
+
     def pick(self, case):
         """The config the tutorial's autotuner ran at the case's first call (08's kernels tune each point afresh:
         their key holds the point's pointer tensors), or None."""
         kind, *a = case.split(":")
+        if kind == "m03" and a[-1] == "tuned":
+            return str(getattr(self.m03().matmul_kernel, "best_config", None))
         if kind == "a06" and a[-1] == "tuned":  # the tutorial's own autotuner: what it took for this key
             return str(getattr(self.m06()._attn_fwd, "best_config", None))
-        if kind != "g08" or a[1] not in ("triton", "triton-tma"):
+        if kind != "g08" or a[1] not in ("triton", "triton-tma") or len(a) > 2:
             return None
         tuner = self.m08().grouped_matmul_kernel if a[1] == "triton" else self.m08().grouped_matmul_tma_kernel
         return str(getattr(tuner, "best_config", None))
@@ -180,8 +243,15 @@ class Cases:
                    "naive_softmax": lambda: mod.naive_softmax(x)}
             return fns[provider], prepare, None
         if kind == "g08":
-            mod = self.m08()
             n, provider = int(a[0]), a[1]
+            spec = a[2] if len(a) > 2 else None
+            mod = self.m08_bare() if spec else self.m08()
+            prepare08 = lambda: None  # noqa: E731
+            if spec:
+                tuner = mod.grouped_matmul_kernel if provider == "triton" else mod.grouped_matmul_tma_kernel
+
+                def prepare08():
+                    _restrict_spec(tuner, spec)
             group_a, group_b, group_bt, cs = [], [], [], []
             for _ in range(4):
                 A = torch.rand((n, n), device="cuda", dtype=torch.float16)
@@ -208,7 +278,41 @@ class Cases:
             else:
                 raise ValueError(provider)
             fn.keep = keep
-            return fn, (lambda: None), q3
+            prepare08()
+            return fn, prepare08, q3
+        if kind == "m03":
+            size, dtype, spec = int(a[0]), a[1], a[2]
+            x, y = self.m03_inputs(size, dtype)
+            q3 = [0.5, 0.2, 0.8]
+            if spec == "cublas":
+                return (lambda: torch.matmul(x, y)), (lambda: None), q3
+            mod = self.m03()
+
+            def prepare():
+                _restrict_spec(mod.matmul_kernel, spec)
+            prepare()
+            return (lambda: mod.matmul(x, y)), prepare, q3
+        if kind == "l05":
+            n, provider = int(a[0]), a[1]
+            mod = self.m05()
+            dtype, eps = torch.float16, 1e-5
+            w_shape = (n,)
+            torch.manual_seed(0)
+            weight = torch.rand(w_shape, dtype=dtype, device="cuda", requires_grad=True)
+            bias = torch.rand(w_shape, dtype=dtype, device="cuda", requires_grad=True)
+            x = -2.3 + 0.5 * torch.randn((4096, n), dtype=dtype, device="cuda")
+            dy = .1 * torch.randn_like(x)
+            x.requires_grad_(True)
+            if provider == "triton":
+                y = mod.layer_norm(x, w_shape, weight, bias, eps)
+            else:
+                y = torch.nn.functional.layer_norm(x, w_shape, weight, bias, eps)
+
+            def fn():
+                x.grad = None  # the benchmark's grad_to_none=[x], here inside the call so busy() does it too
+                y.backward(dy, retain_graph=True)
+            fn.bench_kwargs = {"rep": 500}
+            return fn, (lambda: None), [0.5, 0.2, 0.8]
         raise ValueError(f"unknown case {case!r}")
 
 
@@ -305,6 +409,11 @@ def main(argv=None) -> int:
     ap.add_argument("--profile-calls", type=int, default=300)
     ap.add_argument("--warm-only", action="store_true",
                     help="build every case and call it once (compile caches filled, nothing timed), then exit")
+    ap.add_argument("--sweep", nargs="*", default=[], metavar="m03:S:dtype",
+                    help="after the repeats, every config of 03's list at that point: do_bench's median (the "
+                         "autotuner's view), busy_ms and host_us")
+    ap.add_argument("--sweep-s", type=float, default=15.0, help="a sweep starts up to this long after --budget-s")
+    ap.add_argument("--no-gc-off", action="store_true", help="leave out the second do_bench with the collector off")
     ap.add_argument("--tag", default="")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
@@ -368,16 +477,24 @@ def main(argv=None) -> int:
                 pick = cases.pick(case)
                 if pick:
                     out.setdefault("picks", {})[case] = pick
+                if case.startswith("m03:") and case.endswith(":tuned"):  # the tuning's own ranking, per config
+                    tm = getattr(cases.m03().matmul_kernel, "configs_timings", None) or {}
+                    out.setdefault("tunings", {})[case] = {
+                        config_spec(c): (list(t) if isinstance(t, (list, tuple)) else t) for c, t in tm.items()}
             fn, prepare, quantiles = built[case]
             torch.cuda.set_stream(torch.cuda.default_stream())  # s02 cases set their own
             prepare()
             with GcWatch() as gcw:
-                times = triton.testing.do_bench(fn, return_mode="all")
+                times = triton.testing.do_bench(fn, return_mode="all", **getattr(fn, "bench_kwargs", {}))
             row.update(reading(times, quantiles))
             row["gc"] = gcw.summary()
+            if args.no_gc_off:
+                row["busy_ms"], row["host_us"], row["covered"] = busy(fn, args.calls, flush)
+                print(json.dumps(row), flush=True)
+                return row
             gc.disable()
             try:
-                row["ms_gc_off"] = reading(triton.testing.do_bench(fn, return_mode="all"), quantiles)["ms"]
+                row["ms_gc_off"] = reading(triton.testing.do_bench(fn, return_mode="all"), quantiles)["ms"]  # rep 100
             finally:
                 gc.enable()
             row["busy_ms"], row["host_us"], row["covered"] = busy(fn, args.calls, flush)
@@ -395,6 +512,12 @@ def main(argv=None) -> int:
     if stopped:
         out["stopped"] = stopped
     _profiles(args, built)  # also after a budget stop: it takes well under a second
+    for point in args.sweep:
+        if time.perf_counter() - t_start > args.budget_s + args.sweep_s:
+            out.setdefault("sweep_skipped", []).append(point)
+            continue
+        out.setdefault("sweep", {})[point] = sweep03(cases, point, flush, triton.testing.do_bench)
+        dump()
     # what one full collection costs in this process now (the compiler's objects included): the length of the pause
     # a generation-2 collection puts into whichever timed loop it falls in
     out["gc_objects"] = len(gc.get_objects())
@@ -403,6 +526,31 @@ def main(argv=None) -> int:
     out["full_collect_s"] = time.perf_counter() - t0
     dump()
     return 0
+
+
+def sweep03(cases, point, flush, do_bench):
+    """Every config of 03's list at one point, held in turn: {spec: {ms (do_bench median, as the autotuner reads it),
+    busy_ms, host_us, covered} or {error}}."""
+    import torch
+    _, size, dtype = point.split(":")
+    mod = cases.m03()
+    x, y = cases.m03_inputs(int(size), dtype)
+    pool = getattr(mod.matmul_kernel, "_t06s20_pool", None) or list(mod.matmul_kernel.configs)
+    res = {}
+    for c in pool:
+        spec = config_spec(c)
+        try:
+            _restrict_spec(mod.matmul_kernel, spec)
+            fn = lambda: mod.matmul(x, y)  # noqa: E731
+            fn()
+            torch.cuda.synchronize()
+            ms = do_bench(fn, quantiles=[0.5, 0.2, 0.8])[0]
+            b, h, cov = busy(fn, 30, flush)
+            res[spec] = {"ms": ms, "busy_ms": b, "host_us": h, "covered": cov}
+        except Exception as e:  # noqa: BLE001 -- a config that does not compile (shared memory) is a result too
+            res[spec] = {"error": f"{type(e).__name__}: {e}"[:200]}
+        print(json.dumps({"sweep": point, "config": spec, **res[spec]}), flush=True)
+    return res
 
 
 def _profiles(args, built):

@@ -2,6 +2,12 @@
 process of ``ms``, ``busy_ms`` and ``host_us``, with the spread (max/min of the per-process medians), and the
 kernelc/Triton ratio of each (Triton's time over kernelc's: above 1 means kernelc is faster).
 
+``range`` and ``verdict`` (session 24) read the ratio against its spread: the ratio over every pairing of one Triton
+process's median with one kernelc process's, lowest and highest. ``below 0.95`` only when every pairing is below
+0.95, ``at or above 0.95`` only when every pairing is at or above it, else ``undecided`` (the processes differ more
+than the margin). The same for ``busy_ms`` (the GPU's time). ``tunings`` and ``sweep``: 03's per-config timings, the
+autotuners' own and the held configs' GPU times, with the rank of each tuner's pick by GPU time.
+
     python3 bench/experiments/tutorial_gaps/host_gpu_summary.py DIR [--json OUT]
 """
 from __future__ import annotations
@@ -61,7 +67,58 @@ def summarise(paths):
         if "kernelc" in row and "triton" in row:
             row["triton_over_kernelc"] = {m: row["triton"][m]["median"] / row["kernelc"][m]["median"]
                                           for m in ("ms", "busy_ms", "host_us")}
+            row["range"], row["verdict"] = {}, {}
+            for m in ("ms", "busy_ms"):
+                t, k = per[(case, "triton")][m], per[(case, "kernelc")][m]
+                lo, hi = min(t) / max(k), max(t) / min(k)
+                row["range"][m] = [lo, hi]
+                row["verdict"][m] = verdict(lo, hi)
         out.append(row)
+    return out
+
+
+def verdict(lo, hi, line=0.95):
+    if hi < line:
+        return f"below {line}"
+    if lo >= line:
+        return f"at or above {line}"
+    return "undecided"
+
+
+def sweeps(paths):
+    """03's per-config timings: per point and runtime, each config's median over processes of busy_ms and ms (the
+    do_bench median the autotuner reads) from ``sweep``, the autotuner's own timings from ``tunings`` and its picks,
+    and the GPU-time rank of each pick (1 = the fastest config on the GPU)."""
+    out = {}
+    for p in sorted(paths):
+        d = json.load(open(p))
+        if not isinstance(d, dict) or "rows" not in d:
+            continue
+        impl = d["impl"]
+        for point, res in (d.get("sweep") or {}).items():
+            slot = out.setdefault(point, {}).setdefault(impl, {"configs": {}, "picks": [], "tunings": []})
+            for spec, r in res.items():
+                c = slot["configs"].setdefault(spec, {"busy_ms": [], "ms": [], "host_us": []})
+                for m in ("busy_ms", "ms", "host_us"):
+                    if m in r:
+                        c[m].append(r[m])
+        for case, tm in (d.get("tunings") or {}).items():
+            point = ":".join(case.split(":")[:3])
+            slot = out.setdefault(point, {}).setdefault(impl, {"configs": {}, "picks": [], "tunings": []})
+            val = {s: (t[0] if isinstance(t, list) else t) for s, t in tm.items()}
+            slot["tunings"].append(val)
+            good = {s: t for s, t in val.items() if t is not None and t != float("inf")}
+            if good:
+                slot["picks"].append(min(good, key=good.get))
+    for point, impls in out.items():
+        for impl, slot in impls.items():
+            med = {s: statistics.median(c["busy_ms"]) for s, c in slot["configs"].items() if c["busy_ms"]}
+            order = sorted(med, key=med.get)
+            slot["gpu_rank"] = order
+            slot["pick_ranks"] = [order.index(s) + 1 if s in order else None for s in slot["picks"]]
+            for s, c in slot["configs"].items():
+                for m in ("busy_ms", "ms", "host_us"):
+                    c[m + "_median"] = statistics.median(c[m]) if c[m] else None
     return out
 
 
@@ -100,9 +157,25 @@ def main(argv=None) -> int:
         for r in first:
             print(f"    first visit {r['case']:30s} ms {r['ms']:.4f} (gc off {r.get('ms_gc_off', float('nan')):.4f}) "
                   f"gc {r['gc']['runs']} longest {r['gc']['max_s'] * 1e3:.1f} ms")
+    for r in rows:
+        if "verdict" in r:
+            print(f"{r['case']:34s} T/k ms range [{r['range']['ms'][0]:.3f}, {r['range']['ms'][1]:.3f}] "
+                  f"{r['verdict']['ms']}; busy range [{r['range']['busy_ms'][0]:.3f}, {r['range']['busy_ms'][1]:.3f}] "
+                  f"{r['verdict']['busy_ms']}")
+    sw = sweeps(glob.glob(os.path.join(args.dir, "*.json")))
+    for point, impls in sw.items():
+        for impl, slot in impls.items():
+            print(f"sweep {point} {impl}: picks {slot['picks']} GPU ranks {slot['pick_ranks']}")
+            for spec in slot["gpu_rank"][:6]:
+                c = slot["configs"][spec]
+                print(f"    {spec:60s} busy {c['busy_ms_median'] * 1e3:7.2f} us  do_bench {c['ms_median'] * 1e3:7.2f} us"
+                      f"  host {c['host_us_median']:6.1f} us")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump(rows, fh, indent=1)
+            json.dump(rows, fh, indent=1)  # a list of rows: status_table.py reads it as it is
+        if sw:
+            with open(os.path.splitext(args.json)[0] + "_sweeps.json", "w") as fh:
+                json.dump(sw, fh, indent=1)
     return 0
 
 
