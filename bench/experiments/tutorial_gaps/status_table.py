@@ -153,7 +153,9 @@ def focused_rows():
                        ("s23_R1", "s23 R1b (2026-11-29 15:04 UTC, one H200 alone; processes kernelc, Triton, Triton, "
                                   "kernelc, 2 repeats each; 06 through its own autotuner)"),
                        ("s23_R2", "s23 R2 (2026-11-29, one H200 alone; processes kernelc, Triton, Triton, kernelc, "
-                                  "up to 3 repeats each; kernelc's launch path cut)")):
+                                  "up to 3 repeats each; kernelc's launch path cut)"),
+                       ("s24_R1", "s24 R1 (2026-11-29 ~18:05 UTC, one H200 alone; processes kernelc, Triton, Triton, "
+                                  "kernelc, up to 3 repeats each; 03 through its own autotuner in every process)")):
         p = os.path.join(GAPS, f"host_gpu_split_{tag}_h200", "summary.json")
         if not os.path.exists(p):
             continue
@@ -164,6 +166,9 @@ def focused_rows():
                          "ratio": r["triton_over_kernelc"]["ms"], "ratio_gpu": r["triton_over_kernelc"]["busy_ms"],
                          "ratio_host": r["triton_over_kernelc"]["host_us"],
                          "spread": max(r["kernelc"]["ms"]["spread"], r["triton"]["ms"]["spread"]),
+                         # (summaries since session 24) the ratio over every pairing of one process per runtime, and
+                         # its verdict against 0.95
+                         **({"range": r["range"], "spread_verdict": r["verdict"]} if "range" in r else {}),
                          "metric": "do_bench ms (ratio), GPU-only ms behind a sleep (ratio_gpu), host us a call "
                                    "(ratio_host)", "call": label, "source": os.path.relpath(p, ROOT)})
     # 09's TMA and descriptor kernels back to back as its benchmark runs them, and L2-flushed (s23 R2, t09_b2b.py):
@@ -271,7 +276,8 @@ def alternated_tables(folder, label, tutorial):
 
 
 def _case_tutorial(case):
-    return {"g08": "08-grouped-gemm", "v01": "01-vector-add"}.get(case[:3], "06-fused-attention")
+    return {"g08": "08-grouped-gemm", "v01": "01-vector-add", "m03": "03-matrix-multiplication",
+            "l05": "05-layer-norm"}.get(case[:3], "06-fused-attention")
 
 
 def _case_name(case):
@@ -286,7 +292,13 @@ def _case_name(case):
     if kind == "v01":
         return f"N={a[0]} elements, {a[1]}{' (control)' if a[1] == 'torch' else ''}"
     if kind == "g08":
-        return f"small table N={a[0]}, {a[1]}{' (control)' if a[1] == 'cublas' else ''}"
+        held = f", held to {a[2]}" if len(a) > 2 else ""
+        return f"small table N={a[0]}, {a[1]}{' (control)' if a[1] == 'cublas' else ''}{held}"
+    if kind == "m03":
+        how = {"tuned": "its autotuner tuning in each process", "cublas": "cuBLAS (control)"}.get(a[2], f"held to {a[2]}")
+        return f"{a[1]} M=N=K={a[0]}, {how}"
+    if kind == "l05":
+        return f"backward 4096 x {a[0]} fp16, {a[1]}{' (control)' if a[1] == 'torch' else ''}"
     return case
 
 
@@ -325,6 +337,13 @@ COVERS = [
      ("a06:64:1:0:2048:64x64x3x4", "a06:64:1:0:2048:tuned")),
     (("08", "=group-gemm-performance", "Triton + TMA", 1024), "g08:1024:triton-tma"),
     (("08", "=group-gemm-performance", "Triton + TMA", 512), "g08:512:triton-tma"),
+    # session 24 (R1): the S24 suite's low points; 08 at the config both autotuners took in S24 ("Triton (" leaves out
+    # the TMA column)
+    (("03", "matmul-performance-fp8", "Triton", "[256.0, 256.0, 256.0]"), "m03:256:fp8:tuned"),
+    (("05", "layer-norm-backward", "Triton", 15872.0), "l05:15872:triton"),
+    (("05", "layer-norm-backward", "Triton", 6144.0), "l05:6144:triton"),
+    (("08", "=group-gemm-performance", "Triton (", 128.0),
+     "g08:128:triton:BLOCK_SIZE_M=128/BLOCK_SIZE_N=128/BLOCK_SIZE_K=64/NUM_SM=132/w=4/s=3"),
 ]
 
 
@@ -622,7 +641,8 @@ def one_run(run_path, earlier_path=EARLIER):
                     cov = _covering(q, _xkey(x), [f for f in focused if f.get("case")], [])
                     if cov:
                         q["re_measured"] = {k: cov[k] for k in ("case", "ratio", "ratio_gpu", "ratio_host", "spread",
-                                                                  "call", "source", "labels") if k in cov}
+                                                                  "call", "source", "labels", "range", "spread_verdict")
+                                            if k in cov}
                     points.append(q)
         cold = {f["kernel"]: f for f in t.get("first_calls_cold") or []}
         # (runs before session 21 did not say; a tutorial with a dry run was measured from warm caches)
@@ -687,7 +707,11 @@ def one_run_markdown(s):
             if rm and low["verdict"] != "within 5% or better":
                 lab = rm.get("labels") or ["do_bench", "GPU only"]
                 gpu = f", {lab[1]} {rm['ratio_gpu']:.3f}" if rm.get("ratio_gpu") is not None else ""
-                ear += f" {{re-measured: {lab[0]} {rm['ratio']:.3f}{gpu}, {rm['call'].split(' (')[0]}}}"
+                sv = rm.get("spread_verdict")
+                rng = (f" [{rm['range']['ms'][0]:.3f}, {rm['range']['ms'][1]:.3f}]: {sv['ms']}; GPU only "
+                       f"[{rm['range']['busy_ms'][0]:.3f}, {rm['range']['busy_ms'][1]:.3f}]: {sv['busy_ms']}"
+                       if sv else "")
+                ear += f" {{re-measured: {lab[0]} {rm['ratio']:.3f}{gpu}, {rm['call'].split(' (')[0]}{rng}}}"
             cells.append(f"{short}: {low['ratio']:.3f}{at}{mark} ({len(qs)}){ear}")
         sec = lambda v: f"{v:.2f}" if v is not None else "-"  # noqa: E731
         fcs = "; ".join(f"{f['kernel']} {sec(f['triton_s'])} / {sec(f['kernelc_s'])}"
