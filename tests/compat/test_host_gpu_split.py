@@ -106,3 +106,11 @@ def test_status_table_names_and_covers_the_s24_cases():
     assert st._covering(t, st._xkey([15872.0]), focused, [])["case"] == "l05:15872:triton"
     t = {"tutorial": "08-grouped-gemm", "table": "group-gemm-performance", "column": "Triton + TMA (runtime(ms))"}
     assert st._covering(t, st._xkey([128.0]), focused, []) is None
+
+
+def test_sweeps_break_a_triton_median_tie_as_triton_does(tmp_path):
+    d = {"impl": "triton", "rows": [], "sweep": {},
+         "tunings": {"m03:256:fp8:tuned": {"A": [0.0065, 0.0064, 0.0070], "B": [0.0065, 0.0062, 0.0071]}}}
+    p = tmp_path / "p2.triton.json"
+    p.write_text(json.dumps(d))
+    assert summary.sweeps([str(p)])["m03:256:fp8"]["triton"]["picks"] == ["B"]

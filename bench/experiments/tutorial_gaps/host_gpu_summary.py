@@ -107,9 +107,12 @@ def sweeps(paths):
             slot = out.setdefault(point, {}).setdefault(impl, {"configs": {}, "picks": [], "tunings": []})
             val = {s: (t[0] if isinstance(t, list) else t) for s, t in tm.items()}
             slot["tunings"].append(val)
-            good = {s: t for s, t in val.items() if t is not None and t != float("inf")}
-            if good:
-                slot["picks"].append(min(good, key=good.get))
+            # the pick as each autotuner makes it: Triton's takes the least [median, p20, p80] list (a tie on the
+            # median goes to the lower p20), kernelc's the least median
+            keyed = {s: (t if isinstance(t, list) else [t]) for s, t in tm.items()
+                     if t is not None and (t[0] if isinstance(t, list) else t) != float("inf")}
+            if keyed:
+                slot["picks"].append(min(keyed, key=keyed.get))
     for point, impls in out.items():
         for impl, slot in impls.items():
             med = {s: statistics.median(c["busy_ms"]) for s, c in slot["configs"].items() if c["busy_ms"]}
