@@ -330,10 +330,12 @@ def merge_runs(runs: List[dict]) -> dict:
         nx = len(tb["x_names"])
         lower = _lower_is_better(tb["ylabel"])
         rows, spread = [], {c: [] for c in tb["columns"][nx:]}
+        values = {c: [] for c in tb["columns"][nx:]}  # per column and point, every repeat's reading
         for i, row in enumerate(tb["rows"]):
             best = list(row[:nx])
             for j, col in enumerate(tb["columns"][nx:], start=nx):
                 vals = [b["rows"][i][j] for b in same if _good(b["rows"][i][j])]
+                values[col].append(vals)
                 if not vals:
                     best.append(None)
                     spread[col].append(None)
@@ -341,7 +343,7 @@ def merge_runs(runs: List[dict]) -> dict:
                 best.append(min(vals) if lower else max(vals))
                 spread[col].append(max(vals) / min(vals))
             rows.append(best)
-        tables.append(dict(tb, rows=rows, spread=spread, repeats=len(same)))
+        tables.append(dict(tb, rows=rows, spread=spread, values=values, repeats=len(same)))
     out["benchmarks"] = tables
     profiles: Dict[str, Dict[str, dict]] = {}
     for r in runs:  # per profile file and frame: the run where it ran fastest
@@ -511,8 +513,31 @@ def compare(tri: dict, kc: dict) -> List[dict]:
                 "min_ratio": min(ok) if ok else None}
             if "spread" in tb and "spread" in kb:  # worst/best over the repeats, per point
                 entry["columns"][col].update(triton_spread=tb["spread"][col], kernelc_spread=kb["spread"][col])
+            if "values" in tb and "values" in kb:
+                entry["columns"][col].update(repeat_ratios(tb["values"][col], kb["values"][col], lower))
         out.append(entry)
     return out
+
+
+def repeat_ratios(tvals: List[List[float]], kvals: List[List[float]], lower: bool, line: float = 0.95) -> dict:
+    """Per point, from every repeat's reading: ``median_ratio`` (kernelc/Triton of the two medians), ``pair_range``
+    (the lowest and highest ratio over every pairing of one Triton repeat with one kernelc repeat) and
+    ``pair_verdict``: "below 0.95" only when every pairing is below, "at or above 0.95" only when none is, else
+    "undecided" (the repeats differ more than the margin). With one repeat each the range is the one ratio."""
+    med, rng, ver = [], [], []
+    for t, k in zip(tvals, kvals):
+        if not t or not k:
+            med.append(None)
+            rng.append(None)
+            ver.append("no data")
+            continue
+        r = (lambda a, b: a / b) if lower else (lambda a, b: b / a)  # (triton, kernelc) -> kernelc's advantage
+        pairs = [r(a, b) for a in t for b in k]
+        med.append(r(statistics.median(t), statistics.median(k)))
+        rng.append([min(pairs), max(pairs)])
+        ver.append(f"below {line}" if max(pairs) < line else f"at or above {line}" if min(pairs) >= line
+                   else "undecided")
+    return {"median_ratio": med, "pair_range": rng, "pair_verdict": ver, "repeats": [len(t) for t in tvals]}
 
 
 def _outer_first_calls(res: dict) -> Dict[str, float]:

@@ -323,3 +323,17 @@ def test_gc_log_names_the_collections_inside_a_tables_do_bench_and_skips_an_auto
     s = log.summary()
     assert [(r["table"], r["call"], r["generation"]) for r in s["in_do_bench"]] == [("softmax-performance", 1, 2)]
     assert s["runs"]["2"]["n"] == 3 and s["max_s"] >= 0
+
+
+def test_repeats_give_median_ratios_and_a_verdict_over_every_pairing():
+    from bench.triton_tutorials import merge_runs
+    runs = lambda *vals: merge_runs([dict(_run([[1, v, 1.0]], "runtime(ms)"), rc=0) for v in vals])  # noqa: E731
+    col = compare(runs(1.0, 1.0, 1.1), runs(1.0, 1.02, 1.04))[0]["columns"]["Triton (x)"]
+    assert col["median_ratio"] == [1.0 / 1.02] and col["repeats"] == [3]
+    lo, hi = col["pair_range"][0]
+    assert math.isclose(lo, 1.0 / 1.04) and math.isclose(hi, 1.1 / 1.0)
+    assert col["pair_verdict"] == ["at or above 0.95"]
+    col = compare(runs(1.0, 1.0), runs(1.2, 1.3))[0]["columns"]["Triton (x)"]
+    assert col["pair_verdict"] == ["below 0.95"] and col["ratio"] == [1.0 / 1.2]  # the best of each, as before
+    col = compare(runs(1.0, 1.0), runs(1.0, 1.2))[0]["columns"]["Triton (x)"]
+    assert col["pair_verdict"] == ["undecided"]

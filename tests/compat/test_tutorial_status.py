@@ -240,3 +240,19 @@ def test_09_frames_take_their_own_back_to_back_re_measurement():
     assert cols["matmul_kernel"] is None
     row = cols["matmul_kernel_tma_persistent"]
     assert row["labels"] == ["back to back", "flushed"] and 0.5 < row["ratio"] < 2 and row["call"].startswith("s23 R2")
+
+
+def test_one_run_with_repeats_shows_the_median_and_the_verdict_over_every_pairing(tmp_path):
+    import json
+    col = {"x": [[128.0], [1024.0]], "ratio": [0.94, 1.0], "geomean_ratio": 0.97, "min_ratio": 0.94,
+           "median_ratio": [0.99, 1.0], "pair_range": [[0.93, 1.05], [0.98, 1.02]],
+           "pair_verdict": ["undecided", "at or above 0.95"], "repeats": [3, 3]}
+    run = {"suite": True, "tutorials": {"08-grouped-gemm": {
+        "passed": {"triton": True, "kernelc": True}, "caches": "cold",
+        "tables": [{"plot_name": "group-gemm-performance-x", "noise_floor": {}, "columns": {"Triton (ms)": col}}]}}}
+    rp = tmp_path / "run.json"
+    rp.write_text(json.dumps(run))
+    s = status_table.one_run(str(rp), None)
+    q = {p["x"]: p for p in s["points"]}
+    assert q[128.0]["pair_verdict"] == "undecided" and q[128.0]["median_ratio"] == 0.99 and q[128.0]["repeats"] == 3
+    assert "median of 3 repeats 0.990, pairings [0.930, 1.050]: undecided" in status_table.one_run_markdown(s)

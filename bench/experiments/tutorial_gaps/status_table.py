@@ -636,6 +636,9 @@ def one_run(run_path, earlier_path=EARLIER):
                          "ratio": r, "noise_floor": fl, "verdict": _verdict(r, fl),
                          "earlier": e["ratio"] if e else None,
                          "earlier_from": (e.get("from") or e_run).split(" (")[0] if e else None, "run": rlab}
+                    if (v.get("repeats") or [0] * (i + 1))[i] > 1:  # a run with repeats: medians, every pairing
+                        q.update(median_ratio=v["median_ratio"][i], pair_range=v["pair_range"][i],
+                                 pair_verdict=v["pair_verdict"][i], repeats=v["repeats"][i])
                     # a focused re-measurement of the same call (processes alternated, repeats, GPU time apart), for
                     # reference beside this run's reading; it does not replace it
                     cov = _covering(q, _xkey(x), [f for f in focused if f.get("case")], [])
@@ -712,6 +715,9 @@ def one_run_markdown(s):
                        f"[{rm['range']['busy_ms'][0]:.3f}, {rm['range']['busy_ms'][1]:.3f}]: {sv['busy_ms']}"
                        if sv else "")
                 ear += f" {{re-measured: {lab[0]} {rm['ratio']:.3f}{gpu}, {rm['call'].split(' (')[0]}{rng}}}"
+            if low.get("pair_verdict"):
+                ear += (f" {{median of {low['repeats']} repeats {low['median_ratio']:.3f}, pairings "
+                        f"[{low['pair_range'][0]:.3f}, {low['pair_range'][1]:.3f}]: {low['pair_verdict']}}}")
             cells.append(f"{short}: {low['ratio']:.3f}{at}{mark} ({len(qs)}){ear}")
         sec = lambda v: f"{v:.2f}" if v is not None else "-"  # noqa: E731
         fcs = "; ".join(f"{f['kernel']} {sec(f['triton_s'])} / {sec(f['kernelc_s'])}"
