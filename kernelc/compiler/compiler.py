@@ -308,7 +308,7 @@ TILE_PASSES = (
     # a loop value read only through one cast (FA3-order attention's P.to(fp16)) is carried cast
     TilePass("narrow_loop_carries", lambda f, c: narrow_loop_carries(f)),
     # before the load prefetch: the casts it inserts decide which loads feed dots directly
-    TilePass("upcast_fp8_dots", lambda f, c: upcast_fp8_dots(f, c.capability, c.notes)),
+    TilePass("upcast_fp8_dots", lambda f, c: upcast_fp8_dots(f, c.capability, c.notes, c.num_warps, c.arch)),
     TilePass("pipeline_loads", lambda f, c: pipeline_loads(f, c.num_warps, c.notes, kernel_stages=c.num_stages,
                                                            maxnreg=c.maxnreg),
              lambda c: c.pipeline_loads),

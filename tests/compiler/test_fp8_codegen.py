@@ -111,6 +111,27 @@ def test_fp8_matmul_sm89_is_mma_sync_k32():
     assert ck.reports["dots"][0]["engine"] == "mma.sync" and ck.reports["dots"][0]["fp8_upcast"] is None
 
 
+@pytest.mark.parametrize("a,b,fmts", [("fp8e4nv", "fp8e4nv", {"e4m3"}), ("fp8e5", "fp8e5", {"e5m2"}),
+                                       ("fp8e4nv", "fp8e5", {"e4m3", "e5m2"})])
+@pytest.mark.parametrize("num_warps,BM", [(2, 64), (4, 32)])
+def test_fp8_mma_sync_on_sm90a_converts_fragments_and_accumulates_in_place(a, b, fmts, num_warps, BM):
+    # sm_90 has no fp8 mma.sync unit: ptxas ran each m16n8k32 as fp16 HMMAs from zero plus 4 FADDs into the
+    # accumulator (tutorial 03's 2-warp fp8 configs: 144 loop instructions against Triton's 95); converted
+    # fragments and fp16 m16n8k16 MMAs accumulate in place
+    ck = _matmul_fp8(a, b, num_warps=num_warps, BM=BM, BN=64, BK=64)
+    ptx = ck.asm["ptx"]
+    assert "m16n8k32" not in ptx and ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") > 0
+    assert {m for m in re.findall(r"cvt\.rn\.f16x2\.(e4m3|e5m2)x2", ptx)} == fmts
+    ops = _ops(ck)
+    assert any(o.startswith("HMMA.16816.F32") for o in ops) and not any(o.startswith("FADD") for o in ops), sorted(ops)
+    d = ck.reports["dots"][0]
+    assert (d["engine"], d["fp8_upcast"], d["fp8_mma"], d["a_dtype"]) == ("mma.sync", None, "f16", a)
+    assert any("sm_90 has no fp8 mma.sync" in line for line in ck.compile_log), ck.compile_log
+    # wgmma dots and sm_89's native fp8 mma.sync are left as they were
+    assert _matmul_fp8(a, b).reports["dots"][0]["fp8_mma"] is None
+    assert _matmul_fp8(a, b, target="sm_89", num_warps=num_warps, BM=BM, BN=64, BK=64).reports["dots"][0]["fp8_mma"] is None
+
+
 def test_fp8_matmul_sm80_upcasts_to_fp16_and_says_so():
     ck = _matmul_fp8(target="sm_80", BK=64)
     ops = _ops(ck)

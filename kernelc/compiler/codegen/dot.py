@@ -376,13 +376,16 @@ def mma_dot(lw: Lowering, op, L: Layout, report: Optional[dict] = None):
                   use_acc=use, stepped=op.attrs.get("wgmma_desc") == "stepped", warpgroup=_warpgroup(lw, op))
     else:
         acc = _acc_or_zero(lw, acc, use, acc_ty)
-        run_mma(lw, kind, A, B, a_trans, b_trans, acc, L, M, N, K, a_regs=a_regs, b_kind=b_kind)
+        run_mma(lw, kind, A, B, a_trans, b_trans, acc, L, M, N, K, a_regs=a_regs, b_kind=b_kind,
+                fp8_via_f16=op.attrs.get("fp8_mma") == "f16")
     lw.tiles[op.results[0].id] = Tile(L, acc)
 
 
 def run_mma(lw: Lowering, kind: str, A: Optional[SmemOperand], B: SmemOperand, a_trans: bool, b_trans: bool,
-            acc: List[str], L: Layout, M: int, N: int, K: int, a_regs=None, b_kind: Optional[str] = None):
-    """Issue ldmatrix + mma.sync for every k-step and every (m, n) repetition of this warp."""
+            acc: List[str], L: Layout, M: int, N: int, K: int, a_regs=None, b_kind: Optional[str] = None,
+            fp8_via_f16: bool = False):
+    """Issue ldmatrix + mma.sync for every k-step and every (m, n) repetition of this warp. ``fp8_via_f16``
+    (the dot's ``fp8_mma="f16"``): each fp8 m16n8k32 as two fp16 m16n8k16 on converted fragments."""
     e = lw.e
     kstep, ptx_ab, _, _ = MMA_SHAPES[kind]
     ptx_b = MMA_SHAPES[b_kind or kind][1]
@@ -447,9 +450,45 @@ def run_mma(lw: Lowering, kind: str, A: Optional[SmemOperand], B: SmemOperand, a
                 base_r = (j << 2) | (i << (2 + nbits_n))
                 idx = [base_r, base_r + 1, base_r + 2, base_r + 3]
                 c = [acc[x] for x in idx]
-                d = _mma(lw, kind, ptx_ab, cty, acc_ty, afr[i], bfr[j], c, ptx_b)
+                if fp8_via_f16:
+                    d = _mma_fp8_via_f16(lw, ptx_ab, ptx_b, afr[i], bfr[j], c)
+                else:
+                    d = _mma(lw, kind, ptx_ab, cty, acc_ty, afr[i], bfr[j], c, ptx_b)
                 for x, v in zip(idx, d):
                     acc[x] = v
+
+
+def _fp8x4_to_f16x2(lw, fmt: str, r: str):
+    """One 32-bit register of 4 fp8 values (e4m3 / e5m2) -> two f16x2 registers: bytes 0-1, bytes 2-3 (each low
+    byte to the low half). Exact: every fp8 value is an fp16 value."""
+    e = lw.e
+    code = (f"{{ .reg .b16 l, h; mov.b32 {{l, h}}, $2; cvt.rn.f16x2.{fmt}x2 $0, l; cvt.rn.f16x2.{fmt}x2 $1, h; }}")
+    ret = "{ i32, i32 }"
+    v = e.asm(ret, code, "=r,=r,r", [("i32", r)], side_effects=False)
+    return e.val(f"extractvalue {ret} {v}, 0"), e.val(f"extractvalue {ret} {v}, 1")
+
+
+def _mma_fp8_via_f16(lw, fmt_a: str, fmt_b: str, a, b, c):
+    """An fp8 m16n8k32 (fp32 accumulator) as two fp16 m16n8k16 that accumulate in place.
+
+    fp8 fragments: a0/a1 rows g/g+8 at k 4t..4t+3, a2/a3 the same at k 16+4t..; b0 k 4t..4t+3, b1 k 16+4t..
+    (g = lane / 4, t = lane % 4). The first fp16 MMA takes k 0-15: A = (lo a0, lo a1, hi a0, hi a1), B = (lo b0,
+    hi b0), where lo/hi are the f16x2 of bytes 0-1/2-3. Its k' = 2t + j holds k = 4t + j and k' = 8 + 2t + j
+    holds k = 4t + 2 + j in both operands alike, so the sum over k is the same; the second takes k 16-31 from
+    a2, a3, b1."""
+    e = lw.e
+    (a0l, a0h), (a1l, a1h), (a2l, a2h), (a3l, a3h) = (_fp8x4_to_f16x2(lw, fmt_a, r) for r in a)
+    (b0l, b0h), (b1l, b1h) = (_fp8x4_to_f16x2(lw, fmt_b, r) for r in b)
+    code = ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+            "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};")
+    ret = "{ float, float, float, float }"
+    cons = ",".join(["=f"] * 4 + ["r"] * 6 + ["f"] * 4)
+    d = c
+    for fa, fb in (((a0l, a1l, a0h, a1h), (b0l, b0h)), ((a2l, a3l, a2h, a3h), (b1l, b1h))):
+        args = [("i32", x) for x in fa] + [("i32", x) for x in fb] + [("float", x) for x in d]
+        r = e.asm(ret, code, cons, args, side_effects=False)
+        d = [e.val(f"extractvalue {ret} {r}, {i}") for i in range(4)]
+    return d
 
 
 def _mma(lw, kind, ptx_ab, cty, acc_ty, a, b, c, ptx_b=None):
@@ -549,6 +588,7 @@ def lower_dot(lw: Lowering, op):
         "acc_dtype": str(scalar_of(op.results[0].type)), "input_precision": op.attrs.get("input_precision"),
         "fma_reason": lw.plan.dot_fma.get(id(op)), "warps": list(L.mma_meta[0]) if L.mma_meta else None,
         "fp8_upcast": op.attrs.get("fp8_upcast"),  # fp8 operands converted to fp16 first (and why)
+        "fp8_mma": op.attrs.get("fp8_mma"),  # "f16": sm_90 fp8 mma.sync as fp16 MMAs on converted fragments
         "smem_transpose": [],  # operands ("a"/"b") staged to shared memory across their contiguous dim (slow)
     }
     lw.reports["dots"].append(report)

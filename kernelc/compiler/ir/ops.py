@@ -146,9 +146,10 @@ for op in [
           doc="a @ b + acc; then optionally use_acc (scalar i1, passes/flatten_loops.py): a @ b + (use_acc ? acc : 0); "
               "then optionally the warpgroup index (scalar i32, a warpgroup_index op; passes/uniform_warpgroups.py) "
               "that a wgmma dot's row blocks start from; engine (passes/layout_assign.py): 'wgmma', 'mma' (mma.sync) "
-              "or 'fma', the unit that runs it",
+              "or 'fma', the unit that runs it; fp8_mma='f16' (passes/fp8_dot.py): an sm_90 fp8 mma.sync dot issued as "
+              "fp16 MMAs on converted fragments",
           optional_attrs=("max_num_imprecise_acc", "fp8_upcast", "wgmma", "wgmma_turns", "pin_wait", "a_words",
-                          "engine")),
+                          "engine", "fp8_mma")),
     OpDef("reduce", (1, -1), ("axis",), results=-1, regions=1, category="reduce",
           doc="combine region (2n scalars -> n); kind names a known combine; tree=W: a thread's registers combine "
               "in W chains and a tree of their results (passes/reduce_trees.py)", optional_attrs=("kind", "tree")),
