@@ -44,8 +44,8 @@ WORKS = {
     # attention_bwd's D=128 default (ds: dK/dV writing dS^T, then the dQ GEMM, whose TMA loop holds one dot and so
     # takes thread 0 under KERNELC_TMA_ELECT=auto; added after session 23, dq_ds_sass.py): the whole backward
     "bwd128_ds": ("attention_bwd", "bwd", lambda m, *a: m.attention_bwd(*a, False, 128 ** -0.5, dq_mode="ds"), 2),
-    "bwd128_ds_causal": ("attention_bwd", "bwd", lambda m, *a: m.attention_bwd(*a, True, 128 ** -0.5, dq_mode="ds"),
-                         3),
+    "bwd128_ds_causal": ("attention_bwd", "bwd_causal",
+                         lambda m, *a: m.attention_bwd(*a, True, 128 ** -0.5, dq_mode="ds"), 3),
 }
 
 
@@ -86,9 +86,14 @@ def operands(kind, torch, seq, device="cuda"):
     if kind == "ln":
         return [torch.randn(4096, 8192, device="cuda", dtype=torch.float16),
                 torch.rand(8192, device="cuda", dtype=torch.float16), torch.rand(8192, device="cuda", dtype=torch.float16)]
-    if kind == "bwd":   # do, q, k, v, o (any values: every copy gets the same), lse
-        t = [torch.randn(1, 32, seq, 128, device=device, dtype=torch.float16) for _ in range(5)]
-        return t + [torch.randn(1, 32, seq, device=device, dtype=torch.float32)]
+    if kind in ("bwd", "bwd_causal"):   # do, q, k, v, then o and lse of the forward on q, k, v
+        # o and lse from attention_fwd, not random: with a random lse, P = exp2(qk * scale - lse) reaches ~1e3 and
+        # dQ ~1e5 at N 4096 (fp32, bench/experiments/mem24/bwd_operands.py), past fp16's 65504: an inf in dq, a NaN
+        # in the check below (call P24, session 24)
+        from examples.kernels.attention import attention_fwd
+        do, q, k, v = [torch.randn(1, 32, seq, 128, device=device, dtype=torch.float16) for _ in range(4)]
+        o, lse = attention_fwd(q, k, v, kind == "bwd_causal", 128 ** -0.5, return_lse=True)
+        return [do, q, k, v, o, lse]
     return [torch.randn(1, 32, seq, 128, device="cuda", dtype=torch.float16) for _ in range(3)]
 
 
@@ -122,6 +127,9 @@ def run_work(name, env, rounds, torch, seq, sleep_ms=2.0):
         out = out[0] if isinstance(out, tuple) else out
         if want is None:
             want = out.float()
+            if not torch.isfinite(want).all():
+                raise RuntimeError(f"{name} {tag}: {(~torch.isfinite(want)).sum().item()} of the output's "
+                                   f"{want.numel()} values are not finite")
         errs[tag] = ((out.float() - want).abs().max() / (want.abs().max() + 1e-6)).item()
         if not errs[tag] < 0.02:
             raise RuntimeError(f"{name} {tag}: max |out - base#1| / max |base#1| = {errs[tag]}")
