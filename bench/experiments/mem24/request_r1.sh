@@ -14,14 +14,14 @@ git log -1 --format=%H 2>/dev/null | tee $RES/commit.txt
 KA=bench/experiments/mem23/knob_ab.py
 V=bench/experiments/mem21/variants.py
 for P in 1 2; do
-  S=$(( $(left) - 58 - (2 - P) * 14 )); [ $S -gt 18 ] && S=18
+  S=$(( $(left) - 40 - (2 - P) * 13 )); [ $S -gt $(( 34 - P * 7 )) ] && S=$(( 34 - P * 7 ))   # 27 s, then 20
   if [ $S -lt 8 ]; then echo "dq elect process $P skipped ($(left)s left)"; continue; fi
   timeout $S python3 $KA --env KERNELC_TMA_ELECT=elect --work bwd128_ds --rounds 30 \
     --out $RES/dq_elect_p$P.json > $RES/dq_elect_p$P.log 2>&1; echo "dq elect process $P rc=$? (limit ${S}s)"
   grep -E "var/base|Error" $RES/dq_elect_p$P.log | sed 's/ms {[^}]*}; //' | cut -c1-170
 done
 for P in 1 2; do
-  S=$(( $(left) - 26 - (2 - P) * 15 )); [ $S -gt 16 ] && S=16
+  S=$(( $(left) - 10 - (2 - P) * 15 )); [ $S -gt 16 ] && S=16
   if [ $S -lt 8 ]; then echo "variants process $P skipped ($(left)s left)"; continue; fi
   timeout $S python3 $V "softmax fwd" rope --rounds 4 --col stcs=own+stcs \
     --out $RES/sm_rope_p$P.json > $RES/sm_rope_p$P.log 2>&1; echo "variants process $P rc=$? (limit ${S}s)"
