@@ -2,7 +2,8 @@
 # mem24 R1 (issue #21; limit 90 s). (1) attention_bwd's D=128 ds backward, non-causal, KERNELC_TMA_ELECT=elect against
 # the auto default (thread 0 for its dQ GEMM), both builds in one process (mem23/knob_ab.py, now with o and lse from
 # a real forward: P24's random lse overflowed dq in fp16, mem24/bwd_operands.py); two processes. (2) softmax fwd and
-# rope against Triton (mem21/variants.py): the shipped build and its PTX with streaming stores (`stcs`: st.global.cs),
+# rope against Triton (mem21/variants.py): the shipped build, its PTX with streaming stores (`stcs`: st.global.cs) and with
+# an L2 evict_first policy on its stores (`stef`),
 # two processes. (3) KERNELC_REDUCE_SCRATCH=loops on bench_kernels' softmax (4096x4096 and 8192x1024 fp32: 4 -> 3
 # barriers, CPU) against the default, one process each (knob_ab.py).
 set -u
@@ -23,7 +24,7 @@ done
 for P in 1 2; do
   S=$(( $(left) - 10 - (2 - P) * 15 )); [ $S -gt 16 ] && S=16
   if [ $S -lt 8 ]; then echo "variants process $P skipped ($(left)s left)"; continue; fi
-  timeout $S python3 $V "softmax fwd" rope --rounds 4 --col stcs=own+stcs \
+  timeout $S python3 $V "softmax fwd" rope --rounds 4 --col stcs=own+stcs --col stef=own+stef \
     --out $RES/sm_rope_p$P.json > $RES/sm_rope_p$P.log 2>&1; echo "variants process $P rc=$? (limit ${S}s)"
   grep -E "^\s+(kernelc|triton)|^(softmax|rope)" $RES/sm_rope_p$P.log | cut -c1-100
 done
