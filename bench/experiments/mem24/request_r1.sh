@@ -5,7 +5,7 @@
 # rope against Triton (mem21/variants.py): the shipped build, its PTX with streaming stores (`stcs`: st.global.cs) and with
 # an L2 evict_first policy on its stores (`stef`),
 # two processes. (3) KERNELC_REDUCE_SCRATCH=loops on bench_kernels' softmax (4096x4096 and 8192x1024 fp32: 4 -> 3
-# barriers, CPU) against the default, one process each (knob_ab.py).
+# barriers, CPU) against the default, both rows in one process (knob_ab.py).
 set -u
 T0=$(date +%s); END=$((T0 + 87))
 left() { echo $(( END - $(date +%s) )); }
