@@ -33,6 +33,8 @@ MM = dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=128, BLOCK_SIZE_K=64, GROUP_SIZE_M=8, n
 WORKS = {
     "mm_tma": ("matmul_tma", "mm", lambda m, a, b: m.matmul_tma(a, b, **MM), 20),
     "mm_pers": ("matmul_persistent", "mm", lambda m, a, b: m.matmul_persistent(a, b, **MM), 20),
+    # the same persistent GEMM on descriptors made in the kernel (bench_kernels' matmul_device_desc; session 24)
+    "mm_ddesc": ("matmul_persistent", "mm", lambda m, a, b: m.matmul_descriptor_persistent(a, b, **MM), 20),
     "attn_tma": ("attention_tma", "attn", lambda m, q, k, v: m.attention(q, k, v, causal=False), 4),
     "attn_tma_causal": ("attention_tma", "attn", lambda m, q, k, v: m.attention(q, k, v, causal=True), 6),
     "attn": ("attention", "attn", lambda m, q, k, v: m.attention(q, k, v, causal=False), 4),
