@@ -29,12 +29,15 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench", "experiments", "mem22"))
 
 MM = dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=128, BLOCK_SIZE_K=64, GROUP_SIZE_M=8, num_warps=4, num_stages=3)
+FP8 = dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=256, BLOCK_SIZE_K=128, GROUP_SIZE_M=8, num_warps=8, num_stages=3)
 # name -> (module, kernel names in it, operands(torch) -> args, call(mod, *args), rep, CPU signature for --check)
 WORKS = {
     "mm_tma": ("matmul_tma", "mm", lambda m, a, b: m.matmul_tma(a, b, **MM), 20),
     "mm_pers": ("matmul_persistent", "mm", lambda m, a, b: m.matmul_persistent(a, b, **MM), 20),
     # the same persistent GEMM on descriptors made in the kernel (bench_kernels' matmul_device_desc; session 24)
     "mm_ddesc": ("matmul_persistent", "mm", lambda m, a, b: m.matmul_descriptor_persistent(a, b, **MM), 20),
+    # bench_kernels' fp8 row: the descriptor kernel (maps made in the kernel), bf16 out, 4096^3 (session 24)
+    "mm_fp8_tma": ("matmul_fp8", "fp8", lambda m, a, b, sa, sb: m.matmul_fp8(a, b, sa, sb, **FP8), 20),
     "attn_tma": ("attention_tma", "attn", lambda m, q, k, v: m.attention(q, k, v, causal=False), 4),
     "attn_tma_causal": ("attention_tma", "attn", lambda m, q, k, v: m.attention(q, k, v, causal=True), 6),
     "attn": ("attention", "attn", lambda m, q, k, v: m.attention(q, k, v, causal=False), 4),
@@ -81,6 +84,10 @@ def operands(kind, torch, seq, device="cuda"):
     torch.manual_seed(0)
     if kind == "mm":
         return [torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+    if kind == "fp8":   # a [M, K] row-major, b [K, N] column-major (as bench_kernels' matmul_fp8), scalar scales
+        a = torch.randn(4096, 4096, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.randn(4096, 4096, device="cuda").to(torch.float8_e4m3fn).t()
+        return [a, b, torch.tensor(0.75, device="cuda"), torch.tensor(1.25, device="cuda")]
     if kind == "sm4096":
         return [torch.randn(4096, 4096, device="cuda")]
     if kind == "sm8192":

@@ -15,8 +15,9 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench", "experiments", "mem23"))
-KERNELS = ("dq_from_ds", "matmul_tma", "matmul_persistent", "matmul_descriptor_persistent")
+KERNELS = ("dq_from_ds", "matmul_tma", "matmul_persistent", "matmul_descriptor_persistent", "matmul_fp8_tma")
 MM = dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=128, BLOCK_SIZE_K=64, GROUP_SIZE_M=8)
+FP8 = dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=256, BLOCK_SIZE_K=128, GROUP_SIZE_M=8)
 
 
 def one(form, which):
@@ -28,6 +29,18 @@ def one(form, which):
     import kernelc
     from tests.compiler.test_attention_kernels import _first_loop
     from examples.kernels import matmul_persistent as M
+    if which == "matmul_fp8_tma":   # bench_kernels' fp8 row at 128x256x128 w8 s3 (descriptors made in the kernel)
+        from examples.kernels import matmul_fp8 as F
+        sig = {"a_ptr": "*fp8e4nv", "b_ptr": "*fp8e4nv", "c_ptr": "*bf16", "scale_a_ptr": "*fp32",
+               "scale_b_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32", "stride_am": "i32", "stride_bn": "i32",
+               "stride_cm": "i32"}
+        ck = kernelc.compile(F.matmul_fp8_tma_kernel, sig, FP8, target="sm_90a", num_warps=8, num_stages=3,
+                             divisibility={n: 16 for n in sig})
+        # fp8 wgmma is QGMMA in SASS: the first loop holding one, as _first_loop finds HGMMA loops
+        body = _first_loop(ck.asm["sass"].replace("QGMMA", "HGMMA"))
+        c = collections.Counter(o.split()[0].split(".")[0] for o in body)
+        return {"registers": ck.n_regs, "loop_instructions": len(body),
+                **{k: c[k] for k in ("R2UR", "ELECT", "UTMALDG")}, "QGMMA": c["HGMMA"]}
     cx = dict(MM, NUM_SMS=132, WARP_SPECIALIZE=False)
     if which == "matmul_persistent":
         sig = {"a_desc": "tensordesc<fp16[128, 64]>", "b_desc": "tensordesc<fp16[64, 128]>",

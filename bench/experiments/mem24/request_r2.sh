@@ -4,7 +4,9 @@
 # dQ GEMM, on kernel-made descriptors, 0.16-0.19% faster under elect; CPU: tid lengthens the kernel-made-descriptor
 # persistent GEMM's loop 98 -> 120 instructions). knob_ab.py, base = this branch's auto (elect for both workloads),
 # var = tid: (1) the persistent GEMM on kernel-made descriptors (bench_kernels' matmul_device_desc, bf16 4096^3,
-# 128x128 w4 s3), untimed under either form so far; (2) the D=128 ds backward non-causal again. Two processes.
+# 128x128 w4 s3), (2) the fp8 descriptor GEMM (bench_kernels' matmul_fp8 row, fp8e4m3 4096^3, 128x256x128 w8 s3, maps
+# made in the kernel; CPU: tid 72 -> 84 loop instructions, R2UR 4 either way), both untimed under either form so far.
+# Two processes.
 set -u
 T0=$(date +%s); END=$((T0 + 28))
 left() { echo $(( END - $(date +%s) )); }
@@ -14,7 +16,7 @@ KA=bench/experiments/mem23/knob_ab.py
 for P in 1 2; do
   S=$(( $(left) - (2 - P) * 9 )); [ $S -gt 17 ] && S=17
   if [ $S -lt 5 ]; then echo "process $P skipped ($(left)s left)"; continue; fi
-  timeout $S python3 $KA --env KERNELC_TMA_ELECT=tid --work mm_ddesc bwd128_ds --rounds 30 \
+  timeout $S python3 $KA --env KERNELC_TMA_ELECT=tid --work mm_ddesc mm_fp8_tma --rounds 30 \
     --out $RES/tid_p$P.json > $RES/tid_p$P.log 2>&1; echo "process $P rc=$? (limit ${S}s)"
   grep -E "var/base|Error" $RES/tid_p$P.log | sed 's/ms {[^}]*}; //' | cut -c1-170
 done
