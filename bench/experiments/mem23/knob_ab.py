@@ -36,6 +36,9 @@ WORKS = {
     "mm_pers": ("matmul_persistent", "mm", lambda m, a, b: m.matmul_persistent(a, b, **MM), 20),
     # the same persistent GEMM on descriptors made in the kernel (bench_kernels' matmul_device_desc; session 24)
     "mm_ddesc": ("matmul_persistent", "mm", lambda m, a, b: m.matmul_descriptor_persistent(a, b, **MM), 20),
+    # examples' masked pointer GEMM at its default config (128x256x64 w8 s3): on sm_90a its loads become TMA copies on
+    # descriptors the compiler makes in the kernel (session 24)
+    "mm_masked": ("matmul", "mm", lambda m, a, b: m.matmul_masked(a, b), 20),
     # bench_kernels' fp8 row: the descriptor kernel (maps made in the kernel), bf16 out, 4096^3 (session 24)
     "mm_fp8_tma": ("matmul_fp8", "fp8", lambda m, a, b, sa, sb: m.matmul_fp8(a, b, sa, sb, **FP8), 20),
     "attn_tma": ("attention_tma", "attn", lambda m, q, k, v: m.attention(q, k, v, causal=False), 4),
