@@ -284,9 +284,11 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_TMA_ELECT", "choice", "auto",
          "the thread that issues TMA copies and barrier inits: elect (warp 0's elect.sync lane: ptxas issues them "
          "under a uniform predicate, no ELECT loop per copy), tid (thread 0, kernelc's form before 2026-11-27) or "
-         "auto (default): tid where every loop that issues TMA copies holds one dot (GEMMs), elect elsewhere "
-         "(attention). H200, one process: tid over elect 1.016-1.018 matmul_tma bf16 4096^3, 1.046-1.047 "
-         "matmul_persistent, 0.983-0.992 the attention forwards (session 23); passes/elect_form.py",
+         "auto (default): tid where every loop that issues TMA copies holds one dot (GEMMs), unless the copies read "
+         "descriptors made in the kernel outside a persistent tile loop; elect elsewhere (attention). H200, one "
+         "process, tid over elect: matmul_tma bf16 4096^3 1.016-1.018, matmul_persistent 1.046-1.047, the attention "
+         "forwards 0.983-0.992 (session 23); the persistent GEMM on kernel-made descriptors 1.008, the fp8 "
+         "descriptor GEMM 0.979, attention_bwd D=128 ds 0.998 (session 24); passes/elect_form.py",
          _choice(("auto", ("auto",)), ("elect", ("elect",)), ("tid", ("tid",))), compile=True, field="tma_elect"),
     Knob("KERNELC_TMA_EARLY_ISSUE", "bool", True,
          "a TMA tile loaded outside loops and read in place by dots is copied as early as its offsets allow and "

@@ -288,6 +288,51 @@ def test_tid_elects_thread_0_for_every_copy_golden(monkeypatch):
     assert "elect.sync" in ptx
 
 
+@kernelc.jit
+def mm_device_desc(a_ptr, b_ptr, c_ptr, K, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr):
+    a_desc = kl.make_tensor_descriptor(a_ptr, shape=[BM, K], strides=[K, 1], block_shape=[BM, BK])
+    b_desc = kl.make_tensor_descriptor(b_ptr, shape=[K, BN], strides=[BN, 1], block_shape=[BK, BN])
+    acc = kl.zeros((BM, BN), dtype=kl.float32)
+    for k in kl.range(0, kl.cdiv(K, BK)):
+        acc = kl.dot(a_desc.load([0, k * BK]), b_desc.load([k * BK, 0]), acc)
+    rm, rn = kl.arange(0, BM), kl.arange(0, BN)
+    kl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc.to(kl.float16))
+
+
+@kernelc.jit
+def mm_device_desc_persistent(a_ptr, b_ptr, c_ptr, K, T, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr):
+    a_desc = kl.make_tensor_descriptor(a_ptr, shape=[BM, K], strides=[K, 1], block_shape=[BM, BK])
+    b_desc = kl.make_tensor_descriptor(b_ptr, shape=[K, BN], strides=[BN, 1], block_shape=[BK, BN])
+    rm, rn = kl.arange(0, BM), kl.arange(0, BN)
+    for t in range(kl.program_id(0), T, kl.num_programs(0)):   # a persistent GEMM's tile loop
+        acc = kl.zeros((BM, BN), dtype=kl.float32)
+        for k in kl.range(0, kl.cdiv(K, BK)):
+            acc = kl.dot(a_desc.load([0, k * BK]), b_desc.load([k * BK, 0]), acc)
+        kl.store(c_ptr + t * BM * BN + rm[:, None] * BN + rn[None, :], acc.to(kl.float16))
+
+
+def test_auto_keeps_elect_sync_for_a_gemm_loop_on_descriptors_made_in_the_kernel(monkeypatch):
+    """KERNELC_TMA_ELECT=auto: the same one-dot GEMM loop on tensor maps built in the kernel keeps elect.sync
+    (measured faster there, session 24: the fp8 descriptor GEMM 2.1%, attention_bwd's ds dQ GEMM); inside a persistent
+    GEMM's tile loop it takes thread 0 (the persistent GEMM on kernel-made descriptors: tid 0.8% faster); tid still
+    applies when asked for."""
+    from kernelc.compiler.passes.elect_form import gemm_copy_loops
+    sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "K": "i32"}
+    cx = dict(BM=128, BN=128, BK=64)
+    monkeypatch.delenv("KERNELC_TMA_ELECT", raising=False)
+    ir, fn, _ = _passes(mm_device_desc, sig, cx)
+    assert "tma_copy_to_ring" in ir["mark_elect_form"] and "tensor_map=" in ir["mark_elect_form"]
+    assert not gemm_copy_loops(fn) and "by='tid'" not in ir["mark_elect_form"]
+    assert "elect.sync" in kernelc.compile(mm_device_desc, sig, cx, target="sm_90a", divisibility={n: 16 for n in sig}
+                                           ).asm["ptx"]
+    psig = dict(sig, T="i32")
+    ir, fn, _ = _passes(mm_device_desc_persistent, psig, cx)
+    assert "tensor_map=" in ir["mark_elect_form"] and gemm_copy_loops(fn) and "by='tid'" in ir["mark_elect_form"]
+    monkeypatch.setenv("KERNELC_TMA_ELECT", "tid")
+    ir, fn, _ = _passes(mm_device_desc, sig, cx)
+    assert "elect_one {by='tid'}" in ir["mark_elect_form"]
+
+
 def test_auto_elects_thread_0_for_a_gemm_loop_and_keeps_elect_sync_for_two_dots(monkeypatch):
     """KERNELC_TMA_ELECT=auto (the default): tid where every loop issuing TMA copies holds one dot (the GEMM k-loop),
     elect.sync where a loop holds two (attention's)."""

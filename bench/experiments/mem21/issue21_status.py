@@ -30,7 +30,7 @@ Rules:
   process's interval of new over old lies at or above 0.98, ``regression`` when one lies wholly below 0.98,
   ``not resolved`` otherwise. (Rule written before the first such call's results, session 22.)
 
-    python3 bench/experiments/mem21/issue21_status.py [--out bench/results/issue21_status_s23.json] [--no-live]
+    python3 bench/experiments/mem21/issue21_status.py [--out bench/results/issue21_status_s24.json] [--no-live]
 """
 from __future__ import annotations
 
@@ -156,6 +156,12 @@ MB_CALLS_S23 = [(f"R1 (s23), process {i}", f"s23_mem23_R1_h200/apart_p{i}.json",
   + [(f"R2 (s23), process {i}", f"s23_mem23_R2_h200/rope_p{i}.json", "H200",
       {"shared": {"*": "kernelc"}, "apart": {"*": "kernelc"}, "loops": {"*": "kernelc"}}) for i in (1, 2)]
 
+# session 24 (mem24's R1): softmax fwd and rope, variants.py's `kernelc` column (this tree's build under shared and
+# loops, which change neither kernel; apart changes softmax fwd's, so that column is not its build there)
+MB_CALLS_S24 = [(f"R1 (s24), process {i}", f"s24_mem24_R1_h200/sm_rope_p{i}.json", "H200",
+                 {"shared": {"*": "kernelc"}, "loops": {"*": "kernelc"}, "apart": {"softmax fwd": None, "*": "kernelc"}})
+                for i in (1, 2)]
+
 
 def _row_kernel(name: str):
     return next((k for p, k in sorted(MB_KERNEL.items(), key=lambda x: -len(x[0])) if name.startswith(p + " ")
@@ -189,7 +195,7 @@ def memory_bound(extra=()):
                 continue
             rows.setdefault(name, []).append({"call": call, "file": path, "gpu": gpu, **f})
     scratch = options.get("KERNELC_REDUCE_SCRATCH")
-    for call, path, gpu, cols in MB_CALLS_S23:
+    for call, path, gpu, cols in MB_CALLS_S23 + MB_CALLS_S24:
         if scratch in cols and _exists(path):
             by_row = cols[scratch]
             for column in sorted({c for c in by_row.values() if c}):
@@ -552,7 +558,7 @@ def markdown(st) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(RES, "issue21_status_s23.json"))
+    ap.add_argument("--out", default=os.path.join(RES, "issue21_status_s24.json"))
     ap.add_argument("--no-live", action="store_true", help="skip the CPU compiles and tests")
     ap.add_argument("--md", help="also write the markdown table to this file")
     ap.add_argument("--mb-extra", action="append", default=[],

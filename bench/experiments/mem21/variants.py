@@ -280,7 +280,8 @@ def main(argv) -> int:
 
 
 def check(argv) -> int:
-    """CPU: each ``--col`` built for softmax bwd 8192 (knobs applied): registers, spills, the memory opcodes."""
+    """CPU: each ``--col`` built for softmax bwd 8192, or ``--kernel NAME`` (asm_matrix.CASES; knobs applied):
+    registers, spills, the memory opcodes."""
     import collections
     import asm_matrix as A
     import builds as B
@@ -290,13 +291,14 @@ def check(argv) -> int:
     from examples.kernels import memory_bound as K
     from kernelc.compiler.compiler import compile as kcompile
     from bench.bench_memory_bound import _env
-    A.TRITON_PTXAS = "/work/ext/triton_site/triton/backends/nvidia/bin/ptxas"
+    A.TRITON_PTXAS = os.environ.get("MEM20_WHOLE_PTXAS", "/work/ext/triton_site/triton/backends/nvidia/bin/ptxas")
     cols = [parse_col(argv[i + 1]) for i, x in enumerate(argv) if x == "--col"]
-    sig_s, cx, nw = A.CASES["softmax_bwd_kernel"]
+    kname = argv[argv.index("--kernel") + 1] if "--kernel" in argv else "softmax_bwd_kernel"
+    sig_s, cx, nw = A.CASES[kname]
     sig = dict(p.split("=") for p in sig_s.split(","))
     for tag, recipe, edits, env in cols:
         with _env(env):
-            ck = kcompile(K.softmax_bwd_kernel, sig, cx, "sm_90a", nw, 3,
+            ck = kcompile(getattr(K, kname), sig, cx, "sm_90a", nw, 3,
                           divisibility={n: 16 for n, t in sig.items() if t.startswith("*") or t in ("i32", "i64")})
         cubin = ck.asm["cubin"] if recipe == "own" and not edits else build(ck.asm["ptx"], recipe, edits)
         f = inspect_cubin(cubin).kernel(ck.name)

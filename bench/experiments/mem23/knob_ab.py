@@ -29,10 +29,18 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench", "experiments", "mem22"))
 
 MM = dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=128, BLOCK_SIZE_K=64, GROUP_SIZE_M=8, num_warps=4, num_stages=3)
+FP8 = dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=256, BLOCK_SIZE_K=128, GROUP_SIZE_M=8, num_warps=8, num_stages=3)
 # name -> (module, kernel names in it, operands(torch) -> args, call(mod, *args), rep, CPU signature for --check)
 WORKS = {
     "mm_tma": ("matmul_tma", "mm", lambda m, a, b: m.matmul_tma(a, b, **MM), 20),
     "mm_pers": ("matmul_persistent", "mm", lambda m, a, b: m.matmul_persistent(a, b, **MM), 20),
+    # the same persistent GEMM on descriptors made in the kernel (bench_kernels' matmul_device_desc; session 24)
+    "mm_ddesc": ("matmul_persistent", "mm", lambda m, a, b: m.matmul_descriptor_persistent(a, b, **MM), 20),
+    # examples' masked pointer GEMM at its default config (128x256x64 w8 s3): on sm_90a its loads become TMA copies on
+    # descriptors the compiler makes in the kernel (session 24)
+    "mm_masked": ("matmul", "mm", lambda m, a, b: m.matmul_masked(a, b), 20),
+    # bench_kernels' fp8 row: the descriptor kernel (maps made in the kernel), bf16 out, 4096^3 (session 24)
+    "mm_fp8_tma": ("matmul_fp8", "fp8", lambda m, a, b, sa, sb: m.matmul_fp8(a, b, sa, sb, **FP8), 20),
     "attn_tma": ("attention_tma", "attn", lambda m, q, k, v: m.attention(q, k, v, causal=False), 4),
     "attn_tma_causal": ("attention_tma", "attn", lambda m, q, k, v: m.attention(q, k, v, causal=True), 6),
     "attn": ("attention", "attn", lambda m, q, k, v: m.attention(q, k, v, causal=False), 4),
@@ -44,8 +52,8 @@ WORKS = {
     # attention_bwd's D=128 default (ds: dK/dV writing dS^T, then the dQ GEMM, whose TMA loop holds one dot and so
     # takes thread 0 under KERNELC_TMA_ELECT=auto; added after session 23, dq_ds_sass.py): the whole backward
     "bwd128_ds": ("attention_bwd", "bwd", lambda m, *a: m.attention_bwd(*a, False, 128 ** -0.5, dq_mode="ds"), 2),
-    "bwd128_ds_causal": ("attention_bwd", "bwd", lambda m, *a: m.attention_bwd(*a, True, 128 ** -0.5, dq_mode="ds"),
-                         3),
+    "bwd128_ds_causal": ("attention_bwd", "bwd_causal",
+                         lambda m, *a: m.attention_bwd(*a, True, 128 ** -0.5, dq_mode="ds"), 3),
 }
 
 
@@ -79,6 +87,10 @@ def operands(kind, torch, seq, device="cuda"):
     torch.manual_seed(0)
     if kind == "mm":
         return [torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+    if kind == "fp8":   # a [M, K] row-major, b [K, N] column-major (as bench_kernels' matmul_fp8), scalar scales
+        a = torch.randn(4096, 4096, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.randn(4096, 4096, device="cuda").to(torch.float8_e4m3fn).t()
+        return [a, b, torch.tensor(0.75, device="cuda"), torch.tensor(1.25, device="cuda")]
     if kind == "sm4096":
         return [torch.randn(4096, 4096, device="cuda")]
     if kind == "sm8192":
@@ -86,9 +98,14 @@ def operands(kind, torch, seq, device="cuda"):
     if kind == "ln":
         return [torch.randn(4096, 8192, device="cuda", dtype=torch.float16),
                 torch.rand(8192, device="cuda", dtype=torch.float16), torch.rand(8192, device="cuda", dtype=torch.float16)]
-    if kind == "bwd":   # do, q, k, v, o (any values: every copy gets the same), lse
-        t = [torch.randn(1, 32, seq, 128, device=device, dtype=torch.float16) for _ in range(5)]
-        return t + [torch.randn(1, 32, seq, device=device, dtype=torch.float32)]
+    if kind in ("bwd", "bwd_causal"):   # do, q, k, v, then o and lse of the forward on q, k, v
+        # o and lse from attention_fwd, not random: with a random lse, P = exp2(qk * scale - lse) reaches ~1e3 and
+        # dQ ~1e5 at N 4096 (fp32, bench/experiments/mem24/bwd_operands.py), past fp16's 65504: an inf in dq, a NaN
+        # in the check below (call P24, session 24)
+        from examples.kernels.attention import attention_fwd
+        do, q, k, v = [torch.randn(1, 32, seq, 128, device=device, dtype=torch.float16) for _ in range(4)]
+        o, lse = attention_fwd(q, k, v, kind == "bwd_causal", 128 ** -0.5, return_lse=True)
+        return [do, q, k, v, o, lse]
     return [torch.randn(1, 32, seq, 128, device="cuda", dtype=torch.float16) for _ in range(3)]
 
 
@@ -122,6 +139,9 @@ def run_work(name, env, rounds, torch, seq, sleep_ms=2.0):
         out = out[0] if isinstance(out, tuple) else out
         if want is None:
             want = out.float()
+            if not torch.isfinite(want).all():
+                raise RuntimeError(f"{name} {tag}: {(~torch.isfinite(want)).sum().item()} of the output's "
+                                   f"{want.numel()} values are not finite")
         errs[tag] = ((out.float() - want).abs().max() / (want.abs().max() + 1e-6)).item()
         if not errs[tag] < 0.02:
             raise RuntimeError(f"{name} {tag}: max |out - base#1| / max |base#1| = {errs[tag]}")
