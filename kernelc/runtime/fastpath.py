@@ -94,7 +94,7 @@ def _int_part(v: int):
 def record_slots(values: str) -> Dict[str, str]:
     """What the generated launch sets each ``LaunchRecord`` slot to, ``values`` being the source of the argument
     tuple.  The record is built with ``object.__new__`` and these stores rather than a call of ``__init__`` with
-    13 arguments: ~70 ns less per hooked launch on CPU (issue 23; docs/performance.md).  Every slot must be here
+    13 arguments: ~0.1 us less per hooked launch on CPU (issue 23; docs/performance.md).  Every slot must be here
     (tests/runtime/test_fastpath.py checks it against ``LaunchRecord.__slots__`` and ``__init__``'s record)."""
     return {"name": "_name", "grid": "(_kc_g0, _kc_g1, _kc_g2)", "num_warps": "num_warps",
             "num_stages": "num_stages", "shared": "_kc_ck.shared", "stream": "_kc_st", "backend": "'cuda'",
