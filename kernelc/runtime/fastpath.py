@@ -91,6 +91,18 @@ def _int_part(v: int):
     return part
 
 
+def record_slots(values: str) -> Dict[str, str]:
+    """What the generated launch sets each ``LaunchRecord`` slot to, ``values`` being the source of the argument
+    tuple.  The record is built with ``object.__new__`` and these stores rather than a call of ``__init__`` with
+    13 arguments: ~0.1 us less per hooked launch on CPU (issue 23; docs/performance.md).  Every slot must be here
+    (tests/runtime/test_fastpath.py checks it against ``LaunchRecord.__slots__`` and ``__init__``'s record)."""
+    return {"name": "_name", "grid": "(_kc_g0, _kc_g1, _kc_g2)", "num_warps": "num_warps",
+            "num_stages": "num_stages", "shared": "_kc_ck.shared", "stream": "_kc_st", "backend": "'cuda'",
+            "compiled": "_kc_ck", "cache_key": "_kc_ck.cache_key", "function": "_fn", "_values": values,
+            "_cmask": "_cmask", "_metadata_fn": "_metadata_fn", "_metadata": "None", "_args": "None",
+            "_constexprs": "None"}
+
+
 def make_binder(fn) -> Any:
     """Generate ``fast(grid, <params>, num_warps=4, num_stages=3, num_ctas=1, stream=None, **kw)`` for ``fn``
     (its ``warm_key`` attribute: the same binding, returning ``JITFunction.warmup``'s memo key: the arguments'
@@ -155,6 +167,8 @@ def make_binder(fn) -> Any:
         runtime.append(f"_p_{n}")
     meta = ", ".join(f"'{n}': {n}" for n in names)
     values = f"({', '.join(names)},)"
+    record = "        _kc_ck = _kc_ent.compiled\n        _kc_rec = _new(_Record)\n" + "".join(
+        f"        _kc_rec.{slot} = {expr}\n" for slot, expr in record_slots(values).items())
     launch_args = ''.join(', ' + r for r in runtime)
     bind = chr(10).join("    " + ln for blk in pre for ln in blk.splitlines())
     # the body after the grid is known: ``fast`` takes any grid; ``fast3`` (what ``kernel[grid]`` binds for a
@@ -165,8 +179,7 @@ def make_binder(fn) -> Any:
         _kc_f = _getattr(_kc_ent.launch, 'fast', _kc_ent.launch)
     _kc_st = _getstream(_kc_dev) if stream is None else _stream_handle(stream)
     if _hooks_enter or _hooks_exit:
-        _kc_rec = _Record(_name, (_kc_g0, _kc_g1, _kc_g2), num_warps, num_stages, _kc_ent.compiled.shared, _kc_st, "cuda",
-                          _kc_ent.compiled, _kc_ent.compiled.cache_key, _fn, {values}, _cmask, _metadata_fn)
+{record}
         for _kc_h in _hooks_enter:
             _kc_h(_kc_rec)
         _kc_f(_kc_g0, _kc_g1, _kc_g2, _kc_st{launch_args})
@@ -239,7 +252,7 @@ def warm_key({', '.join(sig_parts + opt_parts)}, stream=None, **kw):
               _getdev=getattr(torch._C, "_cuda_getDevice", lambda: 0),
               _getstream=getattr(torch._C, "_cuda_getCurrentRawStream", lambda d: 0),
               _stream_handle=lambda s: int(getattr(s, "cuda_stream", s)), _slow=_make_slow(fn),
-              _Record=hooks.LaunchRecord, _name=fn.__name__, _fn=fn, _metadata_fn=fn.launch_metadata,
+              _Record=hooks.LaunchRecord, _new=object.__new__, _name=fn.__name__, _fn=fn, _metadata_fn=fn.launch_metadata,
               _cmask=[n in fn.constexpr_names for n in names])
     exec(compile(src, f"<kernelc launcher {fn.__name__}>", "exec"), ns)
     ns["fast"].warm_key = ns["warm_key"]

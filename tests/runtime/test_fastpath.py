@@ -7,7 +7,7 @@ import torch
 import kernelc
 import kernelc.language as kl
 from kernelc.runtime import hooks
-from kernelc.runtime.fastpath import make_binder, spec_part
+from kernelc.runtime.fastpath import make_binder, record_slots, spec_part
 from kernelc.runtime.launcher import get_state
 
 
@@ -47,6 +47,35 @@ def test_user_names_do_not_clash_with_the_binders_locals():
     rec = seen[0]
     assert rec.grid == (5, 1, 1)
     assert rec.launch_metadata == {"flops": 2 << 20}
+
+
+def test_the_generated_record_sets_every_slot_as_init_does():
+    # the fast path builds LaunchRecord with object.__new__ and one store per slot (no __init__ call): a slot it
+    # missed would raise AttributeError in a hook, one it set differently would mislead every tool
+    assert set(record_slots("(x,)")) == set(hooks.LaunchRecord.__slots__)
+    fast = make_binder(scaled)
+    x = torch.zeros(64)
+    args = (x, 1 << 20, 3, 7, 11, 13, 17, 19)
+    key = tuple(spec_part(v) if i else ("*", x.dtype, x.data_ptr() & 15 == 0, x.is_cuda)
+                for i, v in enumerate(args)) + (("c", 128),)
+    ent, _ = fake_entry()
+    get_state(scaled)["cache"][(key, 4, 3, 0)] = ent
+    seen = []
+    handle = hooks.register(enter=seen.append, exit=seen.append)
+    try:
+        fast((5, 2), *args, 128)
+    finally:
+        hooks.unregister(handle)
+        get_state(scaled)["cache"].clear()
+    assert len(seen) == 2 and seen[0] is seen[1]
+    got = seen[0]
+    want = hooks.LaunchRecord("scaled", (5, 2, 1), 4, 3, 0, got.stream, "cuda", ent.compiled, "k" * 32, scaled,
+                              (*args, 128), [n in scaled.constexpr_names for n in scaled.arg_names],
+                              scaled.launch_metadata)
+    for slot in hooks.LaunchRecord.__slots__:
+        assert getattr(got, slot) == getattr(want, slot), slot
+    assert got.constexprs == {"BLOCK": 128} and got.launch_metadata == {"flops": 2 << 20}
+    assert got.display_name == want.display_name
 
 
 def test_underscore_parameters_keep_the_general_path():
