@@ -1,7 +1,8 @@
 #!/bin/bash
 # att24 round 1 (run from the tree's root, PYTHONPATH set, $OUT the results folder): (1) the four D=128 backward cells,
-# the default (ds under 4x dQ's bytes) against cuDNN, interleaved rounds, with ds at 4 stages without a producer
-# warpgroup (dss4) and causal head groups of 4 / 16 (dsg4 / dsg16) beside them; (2) the backward kernel by kernel
+# the default (ds under 4x dQ's bytes) against cuDNN, interleaved rounds, with the default's dK/dV kernel compiled under
+# KERNELC_WGMMA_ZERO_ACC=1 (za), ds at 4 stages without a producer warpgroup (dss4), causal: ds with a producer
+# warpgroup without / with the knob (dswsc / zawsc) and head groups of 4 (dsg4) beside them; (2) the backward kernel by kernel
 # (split.py: ds's dK/dV kernel with its dS^T store against the separate pass's at the same config without it, the dQ
 # GEMM, cuDNN's kernels) at N 4096 and 16384; (3) PC samples of the default and cuDNN at N 16384 non-causal (pcs.py),
 # kprof-analyze on them. <= 140 s.
@@ -14,26 +15,28 @@ git log --oneline -1 2>/dev/null | head -c 120; echo
 S=bench/experiments/att24/bwd_ab.py
 SP=bench/experiments/att24/split.py
 echo "== 1: compile in parallel"
-timeout 24 python3 $S --warm --seq 2048 --head-dim 128 --causal 0 --entries def dss4 > $RES/warm0.log 2>&1 &
-timeout 24 python3 $S --warm --seq 2048 --head-dim 128 --causal 1 --entries def dss4 dsg4 dsg16 > $RES/warm1.log 2>&1 &
+timeout 24 python3 $S --warm --seq 2048 --head-dim 128 --causal 0 --entries def za dss4 > $RES/warm0.log 2>&1 &
+timeout 24 python3 $S --warm --seq 2048 --head-dim 128 --causal 1 --entries def dswsc zawsc dsg4 > $RES/warm1.log 2>&1 &
 timeout 24 python3 $SP --warm --seq 1024 --batch 1 --heads 16 --causal 0 --no-prof > $RES/warms0.log 2>&1 &
+# causal at N 16384 runs heads in groups of 4 (GROUP=4 in its kernels): compiled at that shape
+timeout 24 python3 $S --warm --seq 16384 --head-dim 128 --causal 1 --entries def zawsc > $RES/warm16k.log 2>&1 &
 timeout 24 python3 $SP --warm --seq 1024 --batch 1 --heads 16 --causal 1 --no-prof > $RES/warms1.log 2>&1 &
 wait; tail -qn 1 $RES/warm*.log | grep -v Warn
 echo "== 2: N 4096 non-causal, $(left)s left"
 T=$(( $(left) - 95 )); [ $T -gt 12 ] && T=12
-timeout $T python3 $S --head-dim 128 --causal 0 --entries cudnn def dss4 --rounds 4 --rep-ms 40 \
+timeout $T python3 $S --head-dim 128 --causal 0 --entries cudnn def za dss4 --rounds 4 --rep-ms 40 \
   --out $RES/n4096_c0.json > $RES/n4096_c0.log 2>&1
 echo "== 3: N 4096 causal, $(left)s left"
 T=$(( $(left) - 82 )); [ $T -gt 13 ] && T=13
-timeout $T python3 $S --head-dim 128 --causal 1 --entries cudnn def dss4 dsg4 dsg16 --rounds 4 --rep-ms 30 \
+timeout $T python3 $S --head-dim 128 --causal 1 --entries cudnn def dswsc zawsc dsg4 --rounds 4 --rep-ms 30 \
   --out $RES/n4096_c1.json > $RES/n4096_c1.log 2>&1
 echo "== 4: N 16384 non-causal, $(left)s left"
 T=$(( $(left) - 64 )); [ $T -gt 18 ] && T=18
-[ $T -gt 8 ] && timeout $T python3 $S --seq 16384 --head-dim 128 --causal 0 --entries cudnn def dss4 --rounds 3 \
+[ $T -gt 8 ] && timeout $T python3 $S --seq 16384 --head-dim 128 --causal 0 --entries cudnn def za --rounds 3 \
   --rep-ms 150 --out $RES/n16384_c0.json > $RES/n16384_c0.log 2>&1
 echo "== 5: N 16384 causal, $(left)s left"
 T=$(( $(left) - 50 )); [ $T -gt 14 ] && T=14
-[ $T -gt 8 ] && timeout $T python3 $S --seq 16384 --head-dim 128 --causal 1 --entries cudnn def dss4 dsg4 --rounds 3 \
+[ $T -gt 8 ] && timeout $T python3 $S --seq 16384 --head-dim 128 --causal 1 --entries cudnn def zawsc --rounds 3 \
   --rep-ms 100 --out $RES/n16384_c1.json > $RES/n16384_c1.log 2>&1
 echo "== 6: kernel by kernel, $(left)s left"
 T=$(( $(left) - 38 )); [ $T -gt 12 ] && T=12
