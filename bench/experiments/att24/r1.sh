@@ -20,7 +20,6 @@ timeout 24 python3 $S --warm --seq 2048 --head-dim 128 --causal 1 --entries def 
 timeout 24 python3 $SP --warm --seq 1024 --batch 1 --heads 16 --causal 0 --no-prof > $RES/warms0.log 2>&1 &
 # causal at N 16384 runs heads in groups of 4 (GROUP=4 in its kernels): compiled at that shape
 timeout 24 python3 $S --warm --seq 16384 --head-dim 128 --causal 1 --entries def zawsc > $RES/warm16k.log 2>&1 &
-timeout 24 python3 $SP --warm --seq 1024 --batch 1 --heads 16 --causal 1 --no-prof > $RES/warms1.log 2>&1 &
 wait; tail -qn 1 $RES/warm*.log | grep -v Warn
 echo "== 2: N 4096 non-causal, $(left)s left"
 T=$(( $(left) - 95 )); [ $T -gt 12 ] && T=12
@@ -38,20 +37,21 @@ echo "== 5: N 16384 causal, $(left)s left"
 T=$(( $(left) - 50 )); [ $T -gt 14 ] && T=14
 [ $T -gt 8 ] && timeout $T python3 $S --seq 16384 --head-dim 128 --causal 1 --entries cudnn def zawsc --rounds 3 \
   --rep-ms 100 --out $RES/n16384_c1.json > $RES/n16384_c1.log 2>&1
-echo "== 6: kernel by kernel, $(left)s left"
-T=$(( $(left) - 38 )); [ $T -gt 12 ] && T=12
-[ $T -gt 6 ] && timeout $T python3 $SP --seq 4096 --causal 0 1 --rounds 2 --rep-ms 30 --out $RES/split4096.json \
+echo "== 6: kernel by kernel at N 4096, $(left)s left"
+T=$(( $(left) - 40 )); [ $T -gt 12 ] && T=12
+[ $T -gt 6 ] && timeout $T python3 $SP --seq 4096 --causal 0 --rounds 2 --rep-ms 30 --out $RES/split4096.json \
   > $RES/split4096.log 2>&1
-T=$(( $(left) - 26 )); [ $T -gt 12 ] && T=12
-[ $T -gt 6 ] && timeout $T python3 $SP --seq 16384 --batch 1 --heads 16 --causal 0 --rounds 2 --rep-ms 60 \
-  --out $RES/split16384.json > $RES/split16384.log 2>&1
 echo "== 7: PC samples at N 16384, $(left)s left"
-T=$(( $(left) - 6 )); [ $T -gt 18 ] && T=18
+T=$(( $(left) - 22 )); [ $T -gt 18 ] && T=18
 [ $T -gt 8 ] && timeout $T python3 -m kprof -m pcsampling -o $RES -n pcs16k bench/experiments/att24/pcs.py \
   --seq 16384 --causal 0 > $RES/pcs16k.log 2>&1; echo "rc $?"
-T=$(left); [ $T -gt 2 ] && [ -f $RES/pcs16k.hatchet ] && timeout $T python3 -m analyzer $RES/pcs16k.hatchet --top 0 \
+T=$(( $(left) - 12 )); [ $T -gt 10 ] && T=10
+[ $T -gt 2 ] && [ -f $RES/pcs16k.hatchet ] && timeout $T python3 -m analyzer $RES/pcs16k.hatchet --top 0 \
   --no-check --no-color --lines 14 --bundle-artifacts -o $RES/pcs16k.analyze.txt > $RES/pcs16k.analyze.log 2>&1
 [ -f $RES/pcs16k.hatchet ] && gzip -f $RES/pcs16k.hatchet
+echo "== 8: kernel by kernel at N 16384, $(left)s left"
+T=$(left); [ $T -gt 6 ] && timeout $T python3 $SP --seq 16384 --batch 1 --heads 16 --causal 0 --rounds 2 \
+  --rep-ms 60 --out $RES/split16384.json > $RES/split16384.log 2>&1
 echo "== summary"
 cat $RES/n4096_c0.log $RES/n4096_c1.log $RES/n16384_c0.log $RES/n16384_c1.log 2>/dev/null | \
   grep '^N=' | sed 's/  err def/ e/; s/cuDNN\/this/r/; s/ D=128//; s/ cudnn [0-9.e+-]*$//'
