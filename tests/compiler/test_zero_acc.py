@@ -4,8 +4,38 @@ import re
 
 import pytest
 
+import kernelc
+import kernelc.language as kl
 from examples.kernels import attention_bwd as B
+from kernelc.compiler.ir import verify
 from tests.compiler.test_attention_kernels import compile_dkdv_ds
+from tests.compiler.test_pass_goldens import _around
+
+
+@kernelc.jit
+def zero_started_dot(a_ptr, b_ptr, c_ptr):
+    r = kl.arange(0, 64)
+    a = kl.load(a_ptr + r[:, None] * 64 + r[None, :])
+    b = kl.load(b_ptr + r[:, None] * 64 + r[None, :])
+    kl.store(c_ptr + r[:, None] * 64 + r[None, :], kl.dot(a, b))
+
+
+def test_golden_a_zero_started_wgmma_dot_takes_a_constant_false_use_acc(monkeypatch):
+    """Before: ``dot a, b, zeros``. After: a scalar ``constant {value=0} : i1`` just before the dot and its 4th
+    operand; nothing else changes."""
+    monkeypatch.setenv("KERNELC_WGMMA_ZERO_ACC", "1")
+    sig = dict(a_ptr="*fp16", b_ptr="*fp16", c_ptr="*fp32")
+    before, after, fn, _ = _around(zero_started_dot, sig, {}, "mark_zero_acc_dots", div={k: 16 for k in sig})
+    dots = lambda t: [ln.strip() for ln in t.splitlines() if " = dot " in ln]  # noqa: E731
+    assert len(dots(before)) == 1 and "engine='wgmma'" in dots(before)[0]
+    acc = re.search(r"= dot %\d+, %\d+, (%\d+) \{", dots(before)[0]).group(1)
+    assert re.search(rf"{acc} = constant {{value=0}} : <64x64xfp32>", before)
+    new = re.search(r"(%\d+) = constant \{value=0\} : i1\n\s*%\d+ = dot %\d+, %\d+, " + acc + r", (%\d+) \{", after)
+    assert new and new.group(1) == new.group(2), after
+    norm = lambda t: [" ".join(re.sub(r"%\d+", "%_", ln).split()) for ln in t.splitlines()  # noqa: E731
+                      if ": i1" not in ln or "constant" not in ln]
+    assert [ln.replace("= dot %_, %_, %_, %_ {", "= dot %_, %_, %_ {") for ln in norm(after)] == norm(before)
+    verify(fn)
 
 
 def _ds_ws(monkeypatch, on):
