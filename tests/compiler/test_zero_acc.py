@@ -39,7 +39,7 @@ def test_golden_a_zero_started_wgmma_dot_takes_a_constant_false_use_acc(monkeypa
 
 
 def _ds_ws(monkeypatch, on):
-    monkeypatch.setenv("KERNELC_WGMMA_ZERO_ACC", "1" if on else "0")
+    monkeypatch.setenv("KERNELC_WGMMA_ZERO_ACC", on if isinstance(on, str) else "1" if on else "0")
     # ds's D=128 non-causal dK/dV kernel as the default runs it: a producer warpgroup (DS_WS), EVEN_M
     from tests.compiler.test_attention_kernels import P, _compile
     sig = dict(Q=P("fp16"), K=P("fp16"), V=P("fp16"), DO=P("fp16"), DK=P("fp16"), DV=P("fp16"), DQ=P("fp16"),
@@ -86,8 +86,23 @@ def test_zero_acc_off_leaves_the_kernel_as_it_was(monkeypatch):
                for ln in ck.asm["tir"].splitlines() if re.search(r"= dot ", ln))
 
 
-@pytest.mark.parametrize("on", [False, True])
-def test_zero_acc_is_in_the_cache_key(monkeypatch, on):
+def _marked(tir):
+    return [ln for ln in tir.splitlines() if re.search(r"= dot ", ln)
+            and len(re.search(r"= dot ([^{]*)\{", ln).group(1).split(",")) == 5]
+
+
+def test_zero_acc_ws_marks_the_dots_of_warp_specialised_loops_only(monkeypatch):
+    # ws: the producer-warpgroup dK/dV loop's two logit dots; the causal default (no producer) keeps its IR and PTX
+    assert len(_marked(_ds_ws(monkeypatch, "ws").asm["tir"])) == 2
+    monkeypatch.setenv("KERNELC_WGMMA_ZERO_ACC", "off")
+    off = compile_dkdv_ds(128, True)
+    monkeypatch.setenv("KERNELC_WGMMA_ZERO_ACC", "ws")
+    ws = compile_dkdv_ds(128, True)
+    assert not _marked(ws.asm["tir"]) and ws.asm["ptx"] == off.asm["ptx"]
+
+
+@pytest.mark.parametrize("raw,value", [("0", "off"), ("1", "on"), ("ws", "ws")])
+def test_zero_acc_is_in_the_cache_key(monkeypatch, raw, value):
     from kernelc.options import compile_options
-    monkeypatch.setenv("KERNELC_WGMMA_ZERO_ACC", "1" if on else "0")
-    assert compile_options().wgmma_zero_acc is on
+    monkeypatch.setenv("KERNELC_WGMMA_ZERO_ACC", raw)
+    assert compile_options().wgmma_zero_acc == value

@@ -5,7 +5,7 @@ default's and cuDNN's) with this session's entries added to its ``ENTRIES``:
 - ``dss4``: ds with its dK/dV loop at 4 stages of the Q/dO ring and no producer warpgroup (215 KB of shared memory,
   241 registers, no spills on sm_90a; the default is 3 stages, with a producer warpgroup non-causal);
 - ``dsg4`` / ``dsg16``: ds causal with its grids ordered longest first across groups of 4 / 16 heads (default 8);
-- ``za``: the default with its dK/dV kernel compiled under ``KERNELC_WGMMA_ZERO_ACC=1`` (the logit dots' zero
+- ``za``: the default with its dK/dV kernel compiled under ``KERNELC_WGMMA_ZERO_ACC=ws`` (the logit dots' zero
   accumulators as wgmma's scale-d false, passes/zero_acc.py: under the producer warpgroup ptxas no longer waits for
   ``K Q^T`` before issuing ``V dO^T``); ``dswsc`` / ``zawsc``: ds causal with a producer warpgroup (``WS=1``), without
   / with that knob.
@@ -28,7 +28,7 @@ AB.ENTRIES.update({
     "dswsc": dict(dq_mode="ds", ws_x=4, dkdv_config=dict(WS=1)),
     "zawsc": dict(dq_mode="ds", ws_x=4, dkdv_config=dict(WS=1)),
 })
-AB.ENV_ENTRIES.update({"za": {"KERNELC_WGMMA_ZERO_ACC": "1"}, "zawsc": {"KERNELC_WGMMA_ZERO_ACC": "1"}})
+AB.ENV_ENTRIES.update({"za": {"KERNELC_WGMMA_ZERO_ACC": "ws"}, "zawsc": {"KERNELC_WGMMA_ZERO_ACC": "ws"}})
 
 if __name__ == "__main__":
     AB.main()

@@ -1,7 +1,7 @@
 #!/bin/bash
 # att24 round 1 (run from the tree's root, PYTHONPATH set, $OUT the results folder): (1) the four D=128 backward cells,
 # the default (ds under 4x dQ's bytes) against cuDNN, interleaved rounds, with the default's dK/dV kernel compiled under
-# KERNELC_WGMMA_ZERO_ACC=1 (za), ds at 4 stages without a producer warpgroup (dss4), causal: ds with a producer
+# KERNELC_WGMMA_ZERO_ACC=ws (za), ds at 4 stages without a producer warpgroup (dss4), causal: ds with a producer
 # warpgroup without / with the knob (dswsc / zawsc) and head groups of 4 (dsg4) beside them; (2) the backward kernel by kernel
 # (split.py: ds's dK/dV kernel with its dS^T store against the separate pass's at the same config without it, the dQ
 # GEMM, cuDNN's kernels) at N 4096 and 16384; (3) PC samples of the default and cuDNN at N 16384 non-causal (pcs.py),

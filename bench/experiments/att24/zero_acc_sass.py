@@ -60,11 +60,11 @@ def main():
         return
     rows = []
     for i, (name, kernel, causal, extra) in enumerate(VARIANTS):
-        for knob in ("0", "1"):
+        for knob in ("off", "ws", "on"):
             env = dict(os.environ, KERNELC_WGMMA_ZERO_ACC=knob, PYTHONPATH=ROOT)
             out = subprocess.run([sys.executable, __file__, "--child", str(i), knob, "x"], env=env, check=True,
                                  capture_output=True, text=True).stdout.strip().splitlines()[-1]
-            r = dict(variant=name, causal=causal, zero_acc=knob == "1", **json.loads(out))
+            r = dict(variant=name, causal=causal, zero_acc=knob, **json.loads(out))
             rows.append(r)
             print(f"{name:55s} zero_acc={knob} regs {r['regs']} spills {r['spills']} smem {r['shared']} SASS {r['sass']}"
                   f" movs {r['movs']} HGMMA from RZ {r['hgmma_rz']} waits {' '.join(r['waits'])}", flush=True)

@@ -11,7 +11,8 @@ passes no accumulator and scale-d false for such a dot.
 The pass writes that down in the IR: a scalar ``constant {value=0} : i1`` as the dot's ``use_acc`` operand (the
 operand flatten_loops gives a zero-started accumulator, ops.py); codegen's first K step then carries scale-d false
 and, the operand being a constant false, the accumulator inputs are ``undef`` (codegen/dot.py). Runs before
-``mark_uniform_warpgroups`` (the warpgroup index comes after ``use_acc``). ``KERNELC_WGMMA_ZERO_ACC`` turns it on.
+``mark_uniform_warpgroups`` (the warpgroup index comes after ``use_acc``). ``KERNELC_WGMMA_ZERO_ACC`` turns it on:
+``ws`` for the dots of warp-specialised consumer loops (``scf.for {ws=..}``), ``on`` for every such dot.
 """
 from __future__ import annotations
 
@@ -24,11 +25,23 @@ def _zero_constant(v) -> bool:
     return d is not None and d.name == "constant" and d.attrs.get("value") == 0 and bool(shape_of(v.type))
 
 
-def mark_zero_acc_dots(fn: Function, ctx=None) -> Function:
+def _in_ws_loop(op: Op) -> bool:
+    blk = op.block
+    while blk is not None and blk.parent is not None:
+        if blk.parent.name == "scf.for" and blk.parent.attrs.get("ws"):
+            return True
+        blk = blk.parent.block
+    return False
+
+
+def mark_zero_acc_dots(fn: Function, ctx=None, mode: str = "on") -> Function:
     """Give each wgmma dot of ``fn`` whose accumulator is a zero constant tile and that has no ``use_acc`` a constant
-    false one, created just before the dot. Mutates ``fn``."""
+    false one, created just before the dot; ``mode`` ``ws``: only the dots inside a warp-specialised loop. Mutates
+    ``fn``."""
     for op in [o for o in fn.walk() if o.name == "dot" and o.attrs.get("engine") == "wgmma"]:
         if len(op.operands) != 3 or not _zero_constant(op.operands[2]):
+            continue
+        if mode == "ws" and not _in_ws_loop(op):
             continue
         c = Op("constant", [], [int1], {"value": 0}, loc=op.loc)
         c.block = op.block
