@@ -407,8 +407,7 @@ TILE_PASSES = (
     # KERNELC_UNIFORM_WARPGROUP)
     # a wgmma dot with a zero constant accumulator takes use_acc = false: scale-d false on its first K step and no
     # accumulator registers (passes/zero_acc.py; KERNELC_WGMMA_ZERO_ACC); before the warpgroup index is appended
-    TilePass("mark_zero_acc_dots", lambda f, c: mark_zero_acc_dots(f, c, get_option("KERNELC_WGMMA_ZERO_ACC")),
-             lambda c: get_option("KERNELC_WGMMA_ZERO_ACC") != "off"),
+    TilePass("mark_zero_acc_dots", lambda f, c: mark_zero_acc_dots(f, c, get_option("KERNELC_WGMMA_ZERO_ACC"))),
     TilePass("mark_uniform_warpgroups",
              lambda f, c: mark_uniform_warpgroups(f, c, get_option("KERNELC_UNIFORM_WARPGROUP"))),
     # a cp.async copy's address (scalar pointer + i32 offset) as one mad.wide.s32, which ptxas forms with LEA pairs

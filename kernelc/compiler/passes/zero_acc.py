@@ -37,7 +37,9 @@ def _in_ws_loop(op: Op) -> bool:
 def mark_zero_acc_dots(fn: Function, ctx=None, mode: str = "on") -> Function:
     """Give each wgmma dot of ``fn`` whose accumulator is a zero constant tile and that has no ``use_acc`` a constant
     false one, created just before the dot; ``mode`` ``ws``: only the dots inside a warp-specialised loop. Mutates
-    ``fn``."""
+    ``fn``; ``off``: nothing."""
+    if mode == "off":
+        return fn
     for op in [o for o in fn.walk() if o.name == "dot" and o.attrs.get("engine") == "wgmma"]:
         if len(op.operands) != 3 or not _zero_constant(op.operands[2]):
             continue
