@@ -52,6 +52,10 @@ T=$(( $(left) - 12 )); [ $T -gt 10 ] && T=10
 echo "== 8: kernel by kernel at N 16384, $(left)s left"
 T=$(left); [ $T -gt 6 ] && timeout $T python3 $SP --seq 16384 --batch 1 --heads 16 --causal 0 --rounds 2 \
   --rep-ms 60 --out $RES/split16384.json > $RES/split16384.log 2>&1
+echo "== 9: GPU tests of the knob in the time left, $(left)s left"
+T=$(left); [ $T -gt 8 ] && timeout $T python3 -m pytest -q -rA tests/gpu/test_gpu_attention.py -k zero_started \
+  > $RES/gpu_tests.log 2>&1
+grep -E "passed|failed" $RES/gpu_tests.log 2>/dev/null | tail -n 2
 echo "== summary"
 cat $RES/n4096_c0.log $RES/n4096_c1.log $RES/n16384_c0.log $RES/n16384_c1.log 2>/dev/null | \
   grep '^N=' | sed 's/  err def/ e/; s/cuDNN\/this/r/; s/ D=128//; s/ cudnn [0-9.e+-]*$//'
