@@ -55,6 +55,7 @@ from .passes.schedule import schedule_pipelines, schedule_wgmma, warp_specialize
 from .passes.stage_operands import stage_invariant_operands
 from .passes.wgmma_waits import place_wgmma_waits
 from .passes.uniform_warpgroups import mark_uniform_warpgroups
+from .passes.zero_acc import mark_zero_acc_dots
 from .passes.copy_addresses import mark_copy_mad_wide
 from .passes.elect_form import mark_elect_form
 from .passes.bulk_adds import claim_bulk_adds
@@ -404,6 +405,9 @@ TILE_PASSES = (
     # several consumer warpgroups: the wgmma dots read a warpgroup index taken once through a shuffle from lane 0,
     # so ptxas keeps their descriptors on the uniform datapath (passes/uniform_warpgroups.py;
     # KERNELC_UNIFORM_WARPGROUP)
+    # a wgmma dot with a zero constant accumulator takes use_acc = false: scale-d false on its first K step and no
+    # accumulator registers (passes/zero_acc.py; KERNELC_WGMMA_ZERO_ACC); before the warpgroup index is appended
+    TilePass("mark_zero_acc_dots", lambda f, c: mark_zero_acc_dots(f, c, get_option("KERNELC_WGMMA_ZERO_ACC"))),
     TilePass("mark_uniform_warpgroups",
              lambda f, c: mark_uniform_warpgroups(f, c, get_option("KERNELC_UNIFORM_WARPGROUP"))),
     # a cp.async copy's address (scalar pointer + i32 offset) as one mad.wide.s32, which ptxas forms with LEA pairs

@@ -328,6 +328,7 @@ GOLDEN = {
     "defer_tma_store_waits": "test_tma_stores::test_a_store_in_a_loop_waits_for_its_buffer_before_writing_it_again",
     "issue_tma_loads_early": "test_tma_prefetch::test_two_tiles_are_copied_together_and_waited_for_at_the_dot",
     "assign_smem_offsets": "test_smem_offsets::test_the_rings_of_two_cp_async_loops_share_bytes",
+    "mark_zero_acc_dots": "test_zero_acc::test_golden_a_zero_started_wgmma_dot_takes_a_constant_false_use_acc",
     "mark_uniform_warpgroups": "test_uniform_warpgroups::test_golden_two_warpgroups_read_one_uniform_warpgroup_index",
     "mark_copy_mad_wide": "test_copy_addresses::test_golden_each_copy_address_is_tagged_and_nothing_else_changes",
     "mark_elect_form": "test_tma_rings::test_tid_elects_thread_0_for_every_copy_golden",

@@ -23,7 +23,7 @@ def test_the_pipeline_is_a_list_of_named_passes():
     schedule = ["assign_layouts", "schedule_pipelines", "warp_specialize", "schedule_wgmma", "mark_uniform_masks",
                 "expand_cp_async_rings", "expand_tma_rings", "expand_warp_specialize", "stage_invariant_operands", "share_staged_operands", "place_wgmma_waits",
                 "expand_bulk_reductions", "defer_tma_store_waits", "issue_tma_loads_early", "assign_smem_offsets",
-                "mark_uniform_warpgroups", "mark_copy_mad_wide", "mark_elect_form"]
+                "mark_zero_acc_dots", "mark_uniform_warpgroups", "mark_copy_mad_wide", "mark_elect_form"]
     assert pass_names(C.TILE_PASSES, ctx) == ["simplify", "fold_dot_accumulate", "flatten_loops", "narrow_loop_carries", "upcast_fp8_dots", "pipeline_loads",
                                               "simplify", "mark_unused_atomic_results", "mark_fp_contraction", "mark_exp2_ftz", "mark_log_approx", "mark_positive_nan_casts", "mark_fp8_overflow_bounds", "mark_exp2_poly", "mark_fp8_carry_words", "mark_reduce_trees", "mark_reduce_xwarp", "mark_reduce_scratch", "mark_register_budget", "mark_dot_loops_step", "vectorize_atomics", "coalesce", "mark_loads_first", "hoist_conversions", "loads_in_use_layout", "mark_instruction_order"] + schedule
     ctx.pipeline_loads = False
@@ -42,7 +42,7 @@ def test_compile_dumps_the_ir_after_every_pass_and_times_each():
                                      "mark_uniform_masks", "expand_cp_async_rings", "expand_tma_rings", "expand_warp_specialize",
                                      "stage_invariant_operands", "share_staged_operands", "place_wgmma_waits",
                                      "expand_bulk_reductions", "defer_tma_store_waits", "issue_tma_loads_early", "assign_smem_offsets",
-                "mark_uniform_warpgroups", "mark_copy_mad_wide", "mark_elect_form"]
+                "mark_zero_acc_dots", "mark_uniform_warpgroups", "mark_copy_mad_wide", "mark_elect_form"]
     coalesced = [n for n, _ in dumps].index("coalesce")
     assert all("convert_layout" not in t for _, t in dumps[:coalesced])
     filecheck(dumps[-1][1], """

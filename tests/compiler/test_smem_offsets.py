@@ -34,11 +34,11 @@ def _buffers(text):
 
 
 def test_the_pass_is_the_last_tile_pass():
-    # but for mark_uniform_warpgroups, which only adds a scalar op at the entry (no shared memory), and
+    # but for mark_zero_acc_dots and mark_uniform_warpgroups, which only add scalar ops (no shared memory), and
     # mark_copy_mad_wide (an attribute on copy addresses) and mark_elect_form (attributes on elect_one)
     from kernelc.compiler.compiler import TILE_PASSES
-    assert [p.name for p in TILE_PASSES][-5:] == [BEFORE, PASS, "mark_uniform_warpgroups", "mark_copy_mad_wide",
-                                                  "mark_elect_form"]
+    assert [p.name for p in TILE_PASSES][-6:] == [BEFORE, PASS, "mark_zero_acc_dots", "mark_uniform_warpgroups",
+                                                  "mark_copy_mad_wide", "mark_elect_form"]
 
 
 def test_the_rings_of_two_cp_async_loops_share_bytes(reuse, monkeypatch):

@@ -25,7 +25,7 @@ def _pointer_loads(monkeypatch):
 
 def test_the_pass_follows_the_ring_expansions():
     from kernelc.compiler.compiler import TILE_PASSES
-    assert [p.name for p in TILE_PASSES][-11:-9] == ["expand_warp_specialize", PASS]
+    assert [p.name for p in TILE_PASSES][-12:-10] == ["expand_warp_specialize", PASS]
 
 
 def test_an_invariant_operand_of_a_loop_without_a_ring_is_staged_before_it():

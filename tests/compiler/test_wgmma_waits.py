@@ -23,11 +23,11 @@ TD_CX = dict(BM=128, BN=64, D=64)
 def test_the_pass_runs_after_every_pass_that_writes_a_dot():
     # only the bulk reductions' and TMA stores' expansions (they stage dot results the waits here have completed),
     # issue_tma_loads_early (it moves TMA copies outside loops and places no wgmma wait) and
-    # assign_smem_offsets (offsets only), mark_uniform_warpgroups (an operand on the dots, no wait) and
+    # assign_smem_offsets (offsets only), mark_zero_acc_dots and mark_uniform_warpgroups (an operand on the dots, no wait) and
     # mark_copy_mad_wide (an attribute on copy addresses) and mark_elect_form (attributes on elect_one) follow it
     from kernelc.compiler.compiler import TILE_PASSES
-    assert [p.name for p in TILE_PASSES][-9:] == [BEFORE, PASS, "expand_bulk_reductions", "defer_tma_store_waits", "issue_tma_loads_early",
-                                                  "assign_smem_offsets", "mark_uniform_warpgroups", "mark_copy_mad_wide",
+    assert [p.name for p in TILE_PASSES][-10:] == [BEFORE, PASS, "expand_bulk_reductions", "defer_tma_store_waits", "issue_tma_loads_early",
+                                                  "assign_smem_offsets", "mark_zero_acc_dots", "mark_uniform_warpgroups", "mark_copy_mad_wide",
                                                   "mark_elect_form"]
 
 

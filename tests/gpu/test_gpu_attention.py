@@ -123,6 +123,17 @@ def test_d128_dkdv_with_a_producer_warpgroup(mode, ws, stages, regs, causal, mon
 
 
 @pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("mode", ["ds", "separate"])
+def test_d128_dkdv_with_zero_started_logit_dots(mode, causal, monkeypatch):
+    # KERNELC_WGMMA_ZERO_ACC=ws (passes/zero_acc.py): the producer-warpgroup dK/dV loop's logit dots start from scale-d
+    # false with no accumulator registers (the kernel compiled under it as a copy; docs/attention.md, "att24")
+    import kernelc
+    monkeypatch.setenv("KERNELC_WGMMA_ZERO_ACC", "ws")
+    kernels = dict(dkdv=kernelc.jit(B.attn_bwd_dkdv_kernel.fn), dq=kernelc.jit(B.attn_bwd_dq_kernel.fn))
+    _check_backward_at(128, causal, N=1024, dq_mode=mode, dkdv_config=dict(WS=1, EVEN_M=True), kernels=kernels)
+
+
+@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("D", [64, 128])
 def test_backward_without_deferred_ring_waits(D, causal, monkeypatch):
     # the bench's A/B (BWD_VARIANTS "nodefer"): the same kernels compiled with every wgmma waited for at its issue

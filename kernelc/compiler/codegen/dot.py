@@ -294,6 +294,13 @@ def _use_acc(lw: Lowering, op) -> Optional[str]:
     return lw.scalar(extra[0]) if extra and scalar_of(extra[0].type).name == "int1" else None
 
 
+def _const_false(op) -> bool:
+    """Whether a dot's ``use_acc`` operand is a constant false (passes/zero_acc.py)."""
+    extra = op.operands[3:]
+    d = extra[0].op if extra and scalar_of(extra[0].type).name == "int1" else None
+    return d is not None and d.name == "constant" and not d.attrs.get("value")
+
+
 def _warpgroup(lw: Lowering, op) -> Optional[str]:
     """The i32 of a dot's warpgroup index operand (passes/uniform_warpgroups.py; None: there is none)."""
     extra = op.operands[3:]
@@ -369,6 +376,10 @@ def mma_dot(lw: Lowering, op, L: Layout, report: Optional[dict] = None):
     use = _use_acc(lw, op)
     acc_ty = "float" if kind != "int8" else "i32"
     if use_wgmma:
+        if _const_false(op):
+            # a zero accumulator (passes/zero_acc.py): scale-d false on the first K step reads nothing, so its tied
+            # inputs are undef, not registers set to 0
+            acc = ["undef"] * len(acc)
         # issue and commit only: passes/wgmma_waits.py placed the wgmma_wait ops
         run_wgmma(lw, kind, A, a_trans, B, b_trans, acc, L, M, N, K, a_regs=a_regs, b_kind=b_kind,
                   promote_every=op.attrs.get("max_num_imprecise_acc"),
