@@ -62,6 +62,8 @@ S23_TRAIN_R1 = "profiler_overhead_s23_r1_train_fine_h200.json"
 S23_TRAIN_FINAL = "profiler_overhead_s23_final_train_h200.json"
 # session 24: the encoder in one ~105-s process of the pairs design, judged by the median over all pairs (R1's rule)
 S24_ENC = "profiler_overhead_s24_r1_enc_pairs_h200.json.gz"
+# session 24: train in the same design, final call F (merged main b73a4478; R2's run was cut by its timeout)
+S24_TRAIN = "profiler_overhead_s24_f_train_pairs_h200.json"
 # (workload, criterion) -> (call, results file relative to bench/results, comparison in it, design), or a list of
 # such: the first whose file exists
 SOURCES = {
@@ -73,9 +75,11 @@ SOURCES = {
                                   "kprof/proton", "block"),
     ("encoder", "control (block)"): ("R3 (s19)", "profiler_overhead_s19_r3_encoder_multi_h200.json", "none/none",
                                      "block"),
-    ("train", "kprof/floor"): [("final (s23)", S23_TRAIN_FINAL, "kprof/floor", "fine"),
+    ("train", "kprof/floor"): [("F (s24)", S24_TRAIN, "kprof/floor", "pairs-all"),
+                               ("final (s23)", S23_TRAIN_FINAL, "kprof/floor", "fine"),
                                ("R2 (s23)", S23_TRAIN_R2, "kprof/floor", "fine")],
-    ("train", "control (fine)"): [("final (s23)", S23_TRAIN_FINAL, "none/none2", "fine"),
+    ("train", "control (fine)"): [("F (s24)", S24_TRAIN, "none/none2", "pairs-all"),
+                                  ("final (s23)", S23_TRAIN_FINAL, "none/none2", "fine"),
                                   ("R1 (s23)", S23_TRAIN_R1, "none/none2", "fine")],
     ("train", "kprof/proton"): ("R1 (s19)", "profiler_overhead_s19_r1_train_multi_h200.json", "kprof/proton", "block"),
     ("train", "control (block)"): ("R1 (s19)", "profiler_overhead_s19_r1_train_multi_h200.json", "none/none", "block"),
