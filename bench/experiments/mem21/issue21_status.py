@@ -451,7 +451,7 @@ def bench_kernels():
 
 
 # -- the GPU suite and the fuzz ---------------------------------------------------------------------------
-GPU_SUITE = ("F (s23, merged tree 321adb45)", "gpu_tests_2026-11-29_s23_F_h200.log")
+GPU_SUITE = ("F (s24, merged tree b73a4478)", "gpu_tests_2026-11-29_s24_F_h200.log")
 
 
 def gpu_suite():
