@@ -313,6 +313,13 @@ KNOBS: Tuple[Knob, ...] = (
          "other share bytes: offsets by live range, a barrier before a loop whose buffers reuse bytes "
          "(passes/smem_offsets.py; on since the H200 run of 2026-11-27: tutorial 06's d128 causal backward fits)",
          compile=True, field="smem_reuse"),
+    Knob("KERNELC_REUSE_SYNC", "choice", "all",
+         "what passes/smem_offsets.py writes where a buffer takes bytes an earlier one used: all (default: "
+         "cp.async.wait_all, fence.proxy.async on sm_90, barrier) or needed (opt-in, not measured on a GPU: no "
+         "second wait_all where one already drained every copy, and no fence where only generic-proxy accesses "
+         "follow (a store's conversion) on bytes a cp.async ring or staged operand held, whose wgmma reads were "
+         "waited for; tutorial 03's fp8 epilogue, issue 20, docs/triton-tutorials.md)",
+         _choice(("all", ("all",)), ("needed", ("needed",))), compile=True, field="reuse_sync"),
     Knob("KERNELC_RING_VIEWS", "bool", True,
          "a tile that several dots of a pipelined loop read, directly and through a transpose, joins the loop's ring "
          "once: trans(trans(x)) folds to x (passes/simplify.py) and a cp.async ring stage serves every view, as a TMA "
@@ -583,6 +590,7 @@ class CompileOptions:
     reduce_scratch: str = "shared"
     reduce_bfly: str = "up"
     smem_reuse: bool = True
+    reuse_sync: str = "all"
     ring_views: bool = True
     prefetch_dot_loops: str = "auto"
     flatten_loops: str = "auto"

@@ -5,12 +5,16 @@ by kind. Session 24 measured these configs at M = N = K = 256 (``host_gpu_split.
 
     python3 bench/experiments/tutorial_gaps/mm03_fp8_sass.py --tutorials DIR --triton-site DIR [--out FILE.json]
         [--configs 128x32x32x4x4,...]   # BMxBNxBKxWARPSxSTAGES
+        [--opdiff]                      # also each region's opcodes that one side has more of (NOPs left out)
+
+``KERNELC_REUSE_SYNC=needed`` in the environment compiles kernelc's side with the opt-in (issue 20).
 
 Nothing here is a test.
 """
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import sys
@@ -31,12 +35,21 @@ EQ1 = {"stride_ak": 1, "stride_bk": 1, "stride_cn": 1}
 CONFIGS = "128x32x32x4x4,64x128x64x4x4,128x32x64x4x4,32x64x32x2x5,128x256x64x8x3"
 
 
+def _region_opcodes(cubin: bytes) -> dict:
+    """{prologue, epilogue: {opcode: count}} around the main loop (``tutorial_sweep.main_loop``), NOPs left out."""
+    instrs, labels = ts.sass_functions(cubin)
+    lo, hi = ts.main_loop(instrs, labels)
+    return {"prologue": dict(collections.Counter(o for p, o, _ in instrs if p < lo)),
+            "epilogue": dict(collections.Counter(o for p, o, _ in instrs if p > hi and o != "NOP"))}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tutorials", required=True)
     ap.add_argument("--triton-site", required=True)
     ap.add_argument("--configs", default=CONFIGS)
     ap.add_argument("--out")
+    ap.add_argument("--opdiff", action="store_true")
     a = ap.parse_args(argv)
     mod = os.path.join(tempfile.mkdtemp(prefix="mm03_"), "tut03_kernels.py")
     with open(mod, "w") as f:
@@ -52,7 +65,7 @@ def main(argv=None) -> int:
                 row[impl] = {"error": res["error"][-400:]}
                 continue
             g = pg.regions(bytes.fromhex(res["cubin"]))
-            row[impl] = {"shared": res.get("shared"), "regions": g}
+            row[impl] = {"shared": res.get("shared"), "regions": g, "opcodes": _region_opcodes(bytes.fromhex(res["cubin"]))}
         rows.append(row)
         for impl in ("kernelc", "triton"):
             r = row[impl]
@@ -62,6 +75,12 @@ def main(argv=None) -> int:
             parts = [f"{k} " + " ".join(f"{kk}={vv}" for kk, vv in v.items() if vv and kk != "holds_epilogue")
                      for k, v in r["regions"].items() if k in ("prologue", "main_loop", "epilogue")]
             print(f"{c:16s} {impl:8s} " + " | ".join(parts), flush=True)
+        if a.opdiff and all("opcodes" in row[i] for i in ("kernelc", "triton")):
+            for reg in ("prologue", "epilogue"):
+                k = collections.Counter(row["kernelc"]["opcodes"][reg])
+                t = collections.Counter(row["triton"]["opcodes"][reg])
+                print(f"{c:16s} {reg}: kernelc {sum(k.values())}, Triton {sum(t.values())}; kernelc has more "
+                      f"{dict(sorted((k - t).items()))}; Triton has more {dict(sorted((t - k).items()))}")
     if a.out:
         with open(a.out, "w") as f:
             json.dump(rows, f, indent=1)

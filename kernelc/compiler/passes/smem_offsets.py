@@ -26,6 +26,13 @@ writes what makes the reuse safe (once for all the buffers that start there):
 - ``barrier``: every thread is done reading the old buffer (its wgmma reads were waited for by
   ``place_wgmma_waits``, which runs before this pass).
 
+With ``KERNELC_REUSE_SYNC=needed`` (opt-in) the wait is left out where an ``async_wait_all`` of the same
+block already follows the ring with no copy issued after it (the ring passes write one after the loop: a
+second drains nothing), and the fence where the buffers starting there are store conversions (generic
+``st.shared``/``stmatrix`` and ``ld.shared``/``ldmatrix`` only) on bytes of cp.async rings or staged
+operands only: their async-proxy accesses are wgmma reads, already waited for, and the PTX ISA has an
+implicit generic-async proxy fence follow a wgmma's completion. TMA buffers keep the fence.
+
 A warp-specialised kernel (``ws_producer``) is left alone: its producer warp runs beside the code after
 the split, so program order is not time order there. The pass runs when ``KERNELC_SMEM_REUSE`` is on.
 
@@ -170,7 +177,7 @@ def assign_smem_offsets(func: Function, ctx=None, enabled: Optional[bool] = None
     _fit_scratch_conversions(left, extent, limit, uses, ctx, pieces, beside_live)
     if bufs:
         bufs.sort(key=lambda b: b.start)
-        _synchronise(bufs, top, ctx)
+        _synchronise(bufs, top, ctx, get("KERNELC_REUSE_SYNC") == "needed")
     return func
 
 
@@ -203,12 +210,16 @@ def _place_in_loop_body(op: Op, placed: List["_Buffer"], extent: int, ctx) -> bo
     if off + n > extent:
         return False
     op.attrs["smem_buffer"] = {"offset": off, "bytes": n}
-    want = ["barrier"]
-    if tuple(ctx.capability if ctx is not None else (9, 0)) >= (9, 0):
-        want.insert(0, "fence_async_shared")
-    if any(p.op.name == "ring_alloc" and p.offset < off + n and off < p.offset + p.nbytes for p in ended):
-        want.insert(0, "async_wait_all")
+    from ...options import get
+    needed = get("KERNELC_REUSE_SYNC") == "needed"
+    taken = [p for p in ended if p.offset < off + n and off < p.offset + p.nbytes]
     pos = blk.ops.index(op)
+    want = ["barrier"]
+    if tuple(ctx.capability if ctx is not None else (9, 0)) >= (9, 0) and not (
+            needed and _generic_only_reuse([op], [p.op for p in taken])):
+        want.insert(0, "fence_async_shared")
+    if any(p.op.name == "ring_alloc" for p in taken) and not (needed and _drained(blk, pos)):
+        want.insert(0, "async_wait_all")
     for name in reversed(want):
         sync = Op(name, [], [], loc=op.loc)
         sync.block = blk
@@ -288,8 +299,32 @@ def _fit_scratch_conversions(conversions: List[Op], buffers: int, limit: int, us
                              f"conversion's {n} bytes of shared memory and the kernel's {buffers} exceed {limit}")
 
 
-def _synchronise(bufs: List[_Buffer], top: Block, ctx) -> None:
-    """The waits, fence and barrier before each top-level op where a buffer takes bytes another used."""
+# buffers that only generic-proxy accesses touch after a reuse point (a store's conversion), and buffers whose
+# async-proxy accesses (wgmma reads) are complete at one: a cp.async ring, a staged operand. TMA ones are not.
+_GENERIC_AFTER = ("convert_layout",)
+_WAITED_BEFORE = ("ring_alloc", "stage_operand")
+
+
+def _generic_only_reuse(new_ops: List[Op], old_ops: List[Op]) -> bool:
+    """No proxy fence is needed between the old buffers' accesses and the new ones' (``KERNELC_REUSE_SYNC``)."""
+    return (bool(new_ops) and all(o.name in _GENERIC_AFTER for o in new_ops)
+            and all(o.name in _WAITED_BEFORE for o in old_ops))
+
+
+def _drained(blk: Block, pos: int) -> bool:
+    """An ``async_wait_all`` of ``blk`` before index ``pos`` with no cp.async copy issued (in any op, nested
+    ones too) between it and ``pos``: a wait at ``pos`` would drain nothing."""
+    for o in reversed(blk.ops[:pos]):
+        if o.name == "async_wait_all":
+            return True
+        if any(x.name == "async_copy" for x in o.walk()):
+            return False
+    return False
+
+
+def _synchronise(bufs: List[_Buffer], top: Block, ctx, needed: bool = False) -> None:
+    """The waits, fence and barrier before each top-level op where a buffer takes bytes another used
+    (``needed``: ``KERNELC_REUSE_SYNC=needed``, only those that order something; see the module's doc)."""
     sm90 = ctx is None or tuple(ctx.capability) >= (9, 0)
     synced = -1  # every top-level op before this index is ordered before the ones after it
     points: List[int] = []
@@ -300,13 +335,15 @@ def _synchronise(bufs: List[_Buffer], top: Block, ctx) -> None:
     anchors = [top.ops[i] for i in points]
     for i, at in zip(points, anchors):
         want = set()
-        if any(b.op.name == "ring_alloc" and b.end < i for b in bufs):
+        pos = top.ops.index(at)
+        if any(b.op.name == "ring_alloc" and b.end < i for b in bufs) and not (needed and _drained(top, pos)):
             want.add("async_wait_all")
-        if sm90:
+        starting = [b for b in bufs if b.start == i]
+        old = [p.op for b in starting for p in b.shares]
+        if sm90 and not (needed and _generic_only_reuse([b.op for b in starting], old)):
             want.add("fence_async_shared")
         want.add("barrier")
         # sync ops right before it (a staged operand's fence and barrier) join the sequence: one barrier
-        pos = top.ops.index(at)
         while pos and top.ops[pos - 1].name in _SYNC and not top.ops[pos - 1].operands:
             pos -= 1
             want.add(top.ops.pop(pos).name)
