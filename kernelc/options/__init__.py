@@ -318,7 +318,8 @@ KNOBS: Tuple[Knob, ...] = (
          "cp.async.wait_all, fence.proxy.async on sm_90, barrier) or needed (opt-in, not measured on a GPU: no "
          "second wait_all where one already drained every copy, and no fence where only generic-proxy accesses "
          "follow (a store's conversion) on bytes a cp.async ring or staged operand held, whose wgmma reads were "
-         "waited for; tutorial 03's fp8 epilogue, issue 20, docs/triton-tutorials.md)",
+         "waited for; and an async_wait_all with every copy already committed becomes async_wait_group 0, as Triton "
+         "writes it; tutorial 03's fp8 epilogue, issue 20, docs/triton-tutorials.md)",
          _choice(("all", ("all",)), ("needed", ("needed",))), compile=True, field="reuse_sync"),
     Knob("KERNELC_RING_VIEWS", "bool", True,
          "a tile that several dots of a pipelined loop read, directly and through a transpose, joins the loop's ring "

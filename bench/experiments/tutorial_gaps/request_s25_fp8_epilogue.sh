@@ -2,7 +2,8 @@
 # Session 25 request (helper fp825, issue #20, <= 60 s): tutorial 03's fp8 matmul at 256^3 held to kernelc's and
 # Triton's S24 picks (128x32x32 w4 s4, 64x128x64 w4 s4), GPU time (busy_ms) under kernelc with
 # KERNELC_REUSE_SYNC=all (default: the epilogue's second cp.async.wait_all and its fence.proxy.async ->
-# MEMBAR.ALL.CTA) and =needed (both left out, passes/smem_offsets.py), and under Triton. Processes interleaved
+# MEMBAR.ALL.CTA) and =needed (both left out and the first wait a cp.async.wait_group 0, passes/smem_offsets.py),
+# and under Triton. Processes interleaved
 # K_all T K_needed K_needed T K_all after a parallel compile-only warm-up (beside it: GPU tests under needed); host_gpu_summary.py per variant against
 # the same two Triton processes, and needed/all per case over every pairing of their processes.
 set -u

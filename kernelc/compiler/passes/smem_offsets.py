@@ -31,7 +31,10 @@ block already follows the ring with no copy issued after it (the ring passes wri
 second drains nothing), and the fence where the buffers starting there are store conversions (generic
 ``st.shared``/``stmatrix`` and ``ld.shared``/``ldmatrix`` only) on bytes of cp.async rings or staged
 operands only: their async-proxy accesses are wgmma reads, already waited for, and the PTX ISA has an
-implicit generic-async proxy fence follow a wgmma's completion. TMA buffers keep the fence.
+implicit generic-async proxy fence follow a wgmma's completion. TMA buffers keep the fence. It also
+writes each ``async_wait_all`` before which every copy is already committed as ``async_wait_group
+{pending=0}`` (``cp.async.wait_all`` is a commit and a wait: the commit, an ``LDGDEPBAR``, closes an empty
+group there; Triton writes ``cp.async.wait_group 0``).
 
 A warp-specialised kernel (``ws_producer``) is left alone: its producer warp runs beside the code after
 the split, so program order is not time order there. The pass runs when ``KERNELC_SMEM_REUSE`` is on.
@@ -132,10 +135,14 @@ def assign_smem_offsets(func: Function, ctx=None, enabled: Optional[bool] = None
     uses = _users(top)
     limit = getattr(ctx, "smem_limit", 0) if ctx is not None else 0
     conversions = [op for op in func.walk() if conversion_bytes(op)]
-    if not enabled or any(op.name == "ws_producer" for op in func.walk()):
+    ws = any(op.name == "ws_producer" for op in func.walk())
+    needed = get("KERNELC_REUSE_SYNC") == "needed"
+    if not enabled or ws:
         # buffers keep bytes of their own: they add up
         total = sum(buffer_bytes(op) for op in func.walk())
         _fit_scratch_conversions(conversions, total, limit, uses, ctx, pieces, lambda op: total > 0)
+        if needed and not ws:
+            _waits_without_commit(func)
         return func
     index = {id(op): i for i, op in enumerate(top.ops)}
     bufs: List[_Buffer] = []
@@ -177,7 +184,9 @@ def assign_smem_offsets(func: Function, ctx=None, enabled: Optional[bool] = None
     _fit_scratch_conversions(left, extent, limit, uses, ctx, pieces, beside_live)
     if bufs:
         bufs.sort(key=lambda b: b.start)
-        _synchronise(bufs, top, ctx, get("KERNELC_REUSE_SYNC") == "needed")
+        _synchronise(bufs, top, ctx, needed)
+    if needed:
+        _waits_without_commit(func)
     return func
 
 
@@ -320,6 +329,46 @@ def _drained(blk: Block, pos: int) -> bool:
         if any(x.name == "async_copy" for x in o.walk()):
             return False
     return False
+
+
+def _ends_committed(blk: Block) -> bool:
+    """No copy of ``blk`` (nested ones included) is left uncommitted when it ends."""
+    return _committed_before(blk, len(blk.ops), climb=False)
+
+
+def _committed_before(blk: Block, pos: int, climb: bool = True) -> bool:
+    """Every cp.async copy issued before ``blk.ops[pos]`` is in a committed group: going back from there, a
+    commit (``async_wait_all`` commits too) comes before any copy, an op whose blocks copy ends them committed,
+    and (``climb``) the same holds in the enclosing blocks; a loop body must also end committed (its last trip
+    runs before its first)."""
+    while True:
+        for o in reversed(blk.ops[:pos]):
+            if o.name in ("async_commit_group", "async_wait_all"):
+                return True
+            if o.name == "async_copy":
+                return False
+            for inner in o.regions:
+                if any(x.name == "async_copy" for op in inner.ops for x in op.walk()) and not _ends_committed(inner):
+                    return False
+        parent = getattr(blk, "parent", None)
+        if not climb or parent is None or parent.block is None:
+            return True
+        if parent.name in ("scf.for", "scf.while") and not _ends_committed(blk):
+            return False
+        blk, pos = parent.block, parent.block.ops.index(parent)
+
+
+def _waits_without_commit(func: Function) -> None:
+    """``KERNELC_REUSE_SYNC=needed``: an ``async_wait_all`` with every earlier copy committed becomes
+    ``async_wait_group {pending=0}`` (the same wait without the commit of an empty group)."""
+    for op in list(func.walk()):
+        if op.name == "async_wait_all" and op.block is not None:
+            blk = op.block
+            pos = blk.ops.index(op)
+            if _committed_before(blk, pos):
+                new = Op("async_wait_group", [], [], {"pending": 0}, loc=op.loc)
+                new.block = blk
+                blk.ops[pos] = new
 
 
 def _synchronise(bufs: List[_Buffer], top: Block, ctx, needed: bool = False) -> None:
