@@ -1346,7 +1346,7 @@ def _swap_rounds(w, names, start, spec, seg_steps, sync, settle=1, perf=time.per
     its start is not its steady cost: Proton's 59.7 ms against ~22 on `train`, s19 R1), then ``seg_steps`` timed
     steps closed by a synchronize.  So that the control's two segments are as far apart as A's and B's, every
     switch into an unprofiled state spins until it has taken the median of the profiler-to-profiler switches so
-    far (``gap_ms`` keeps every switch's time, ``pad_ms`` the spin).  Returned in the multi-way/pairs form
+    far inside pairs (``gap_ms`` keeps every switch's time, ``pad_ms`` the spin).  Returned in the multi-way/pairs form
     (:func:`fine_pairs_summary` reads it)."""
     import gc
     import statistics
@@ -1365,7 +1365,7 @@ def _swap_rounds(w, names, start, spec, seg_steps, sync, settle=1, perf=time.per
                     w.step()
                 sync()
                 segs, gaps, pads, sets = [], [], [], []
-                for n in order:
+                for pos, n in enumerate(order):
                     t0 = perf()
                     if stop is not None:
                         prev, stop = stop, None   # not run twice if the next start fails
@@ -1379,7 +1379,7 @@ def _swap_rounds(w, names, start, spec, seg_steps, sync, settle=1, perf=time.per
                     else:
                         pads.append(0)
                     g = perf() - t0
-                    if cur is not None and cur not in unprof and n not in unprof:
+                    if pos % 2 and cur not in unprof and n not in unprof:   # inside a pair: the gap compared
                         prof_gaps.append(g)
                     gaps.append(g)
                     cur = n

@@ -20,6 +20,8 @@
 #   shown if its lower bound is > 1.00; otherwise not decided;
 # - void for a workload if any sampled profile of kprof or Proton is missing or empty (out_bytes), or the run did
 #   not end by itself (then its rounds file is reported, not judged).
+# Reported beside the verdict, not deciding: each state's settle step over its timed step; the run's two halves
+# (kprof/Proton, control, switch time: does anything grow over ~1000 starts and finalizes in one process?).
 export PYTHONUNBUFFERED=1
 date -u +%FT%TZ | tee $OUT/date.txt
 run() {   # workload, budget, timeout, settle ms

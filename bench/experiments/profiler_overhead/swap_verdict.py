@@ -7,6 +7,10 @@ import json
 import os
 import sys
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+if ROOT not in sys.path:   # run as a script from the tree's root (the request): bench importable
+    sys.path.insert(0, ROOT)
+
 
 def verdict(path, wl):
     """The rules of request_s25_proton.sh for one workload's results file; a dict with the figures and a verdict."""
@@ -26,6 +30,21 @@ def verdict(path, wl):
             if a_ and b_:
                 rel.setdefault(n, []).append(a_ / b_)
     out["settle_over_timed"] = {n: round(sorted(v)[len(v) // 2], 3) for n, v in rel.items()}
+    # reported, not deciding: ~1000 starts and finalizes of each profiler in one process -- a cost that grows with
+    # them (a session registry, hooks left behind) would move the later half's figures and switch times
+    multi = (ch.get("multi") or [])[2:]
+    half = len(multi) // 2
+    if half >= 2:
+        import statistics
+        from bench.reconcile_profilers import fine_pair_ratios
+        out["halves"] = {}
+        for name, part in (("first", multi[:half]), ("second", multi[half:])):
+            _, pr = fine_pair_ratios(part, "kprof", "proton")
+            _, pc = fine_pair_ratios(part, "none", "none2")
+            g = [x for r in part for x in (r.get("gap_ms") or [])]
+            out["halves"][name] = {"kprof/proton": round(statistics.median(pr), 4) if pr else None,
+                                   "none/none2": round(statistics.median(pc), 4) if pc else None,
+                                   "gap_ms": round(statistics.median(g), 3) if g else None}
     void = []
     if d.get("partial") or not kp or not ctl:
         void.append("run did not end by itself / no comparisons")
@@ -69,7 +88,7 @@ def main(argv=None):
                   f"{c.get('blocks')} {c.get('block_median')} {c.get('block_sign_ci')}")
         print(f"{wl} gaps ms {v['gap_ms']} matched {v['gap_matched']}; profile bytes "
               f"{ {k: sorted(set(x))[:3] for k, x in v['out_bytes'].items()} }; settle/timed {v['settle_over_timed']}; "
-              f"VERDICT {v['verdict']}")
+              f"halves {v.get('halves')}; VERDICT {v['verdict']}")
     with open(os.path.join(root, "swap_verdict.json"), "w") as f:
         json.dump(res, f, indent=1)
     return 0
