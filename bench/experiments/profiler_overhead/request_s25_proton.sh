@@ -7,7 +7,7 @@
 # none/none2, each order in half of them), every profiler segment bracketed by its own start and stop (untimed;
 # Proton's finalize unsubscribes and finalizes CUPTI, so kprof's CUPTI attaches again at its next start), one or more
 # untimed settle steps after each start, a synchronize closing every segment, the switches into none/none2 padded
-# (spinning) to the median profiler-to-profiler switch so the control's two segments are as far apart as kprof's and
+# (spinning) to the median in-pair kprof<->Proton switch so the control's two segments are as far apart as kprof's and
 # Proton's. Sized from the stored runs (proton_pairs_size.py, results/proton_pairs_size_s25_cpu.log): at a 12-ms
 # switch, 234 (tiny), 596 (encoder) and 17 (train) control pairs for a +-0.7% interval, 17.5 / 84 / 3.5 s of pairs.
 #
