@@ -69,7 +69,8 @@ S23_TRAIN_FINAL = "profiler_overhead_s23_final_train_h200.json"
 S24_ENC = "profiler_overhead_s24_r1_enc_pairs_h200.json.gz"
 # session 24: train in the same design, final call F (merged main b73a4478; R2's run was cut by its timeout)
 S24_TRAIN = "profiler_overhead_s24_f_train_pairs_h200.json"
-# session 25's design for kprof/Proton (run next session): one file per workload, named by the request
+# session 25's design for kprof/Proton (run next session): one file per workload, named by the request (gzipped
+# where over bench/results' 128 KiB)
 # bench/experiments/profiler_overhead/request_s25_proton.sh
 S25_SWAP = "profiler_overhead_s25_swap_{}_h200.json"
 # (workload, criterion) -> (call, results file relative to bench/results, comparison in it, design), or a list of
@@ -80,9 +81,11 @@ SOURCES = {
     ("encoder", "control (fine)"): [("R1 (s24)", S24_ENC, "none/none2", "pairs-all"),
                                     ("R1 (s23)", S23_ENC, "none/none2", "pairs")],
     ("encoder", "kprof/proton"): [("swap (s25)", S25_SWAP.format("encoder"), "kprof/proton", "swap"),
+                                  ("swap (s25)", S25_SWAP.format("encoder") + ".gz", "kprof/proton", "swap"),
                                   ("R0 (s19)", "s19_R0_h200/ovh18_r3/overhead_s18_r3_encoder_kprof_vs_proton.json",
                                    "kprof/proton", "block")],
     ("encoder", "control (block)"): [("swap (s25)", S25_SWAP.format("encoder"), "none/none2", "swap"),
+                                     ("swap (s25)", S25_SWAP.format("encoder") + ".gz", "none/none2", "swap"),
                                      ("R3 (s19)", "profiler_overhead_s19_r3_encoder_multi_h200.json", "none/none",
                                       "block")],
     ("train", "kprof/floor"): [("F (s24)", S24_TRAIN, "kprof/floor", "pairs-all"),
@@ -92,14 +95,18 @@ SOURCES = {
                                   ("final (s23)", S23_TRAIN_FINAL, "none/none2", "fine"),
                                   ("R1 (s23)", S23_TRAIN_R1, "none/none2", "fine")],
     ("train", "kprof/proton"): [("swap (s25)", S25_SWAP.format("train"), "kprof/proton", "swap"),
+                                ("swap (s25)", S25_SWAP.format("train") + ".gz", "kprof/proton", "swap"),
                                 ("R1 (s19)", "profiler_overhead_s19_r1_train_multi_h200.json", "kprof/proton", "block")],
     ("train", "control (block)"): [("swap (s25)", S25_SWAP.format("train"), "none/none2", "swap"),
+                                   ("swap (s25)", S25_SWAP.format("train") + ".gz", "none/none2", "swap"),
                                    ("R1 (s19)", "profiler_overhead_s19_r1_train_multi_h200.json", "none/none", "block")],
     ("tiny", "kprof/floor"): ("R1 (s21)", S21_TINY, "kprof/floor", "fine"),
     ("tiny", "control (fine)"): ("R1 (s21)", S21_TINY, "none/none2", "fine"),
     ("tiny", "kprof/proton"): [("swap (s25)", S25_SWAP.format("tiny"), "kprof/proton", "swap"),
+                               ("swap (s25)", S25_SWAP.format("tiny") + ".gz", "kprof/proton", "swap"),
                                ("R4 (s19)", "profiler_overhead_s19_r4_tiny_multi_h200.json", "kprof/proton", "block")],
     ("tiny", "control (block)"): [("swap (s25)", S25_SWAP.format("tiny"), "none/none2", "swap"),
+                                  ("swap (s25)", S25_SWAP.format("tiny") + ".gz", "none/none2", "swap"),
                                   ("R4 (s19)", "profiler_overhead_s19_r4_tiny_multi_h200.json", "none/none", "block")],
 }
 CRITERIA = ("kprof/floor", "control (fine)", "kprof/proton", "control (block)")
