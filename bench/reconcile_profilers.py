@@ -929,6 +929,43 @@ def child_overhead(spec: dict) -> dict:
     loop_stats.clear()
     sched.clear()
     t_setup = time.time() - t_begin
+    if spec.get("fine") and spec.get("fine_order") == "swap":
+        # --fine-order swap: kprof against --against (Proton) pair by pair, each segment bracketed by its
+        # profiler's start and stop (_swap_rounds)
+        t0 = time.perf_counter()
+        n = 0
+        while n < 3 or time.perf_counter() - t0 < 0.05:
+            w.step()
+            n += 1
+        sync()
+        fstep = (time.perf_counter() - t0) / n
+        seg = max(1, int(round(spec["fine"] / 1e3 / fstep)))
+        settle = max(1, int(round((spec.get("fine_settle") or 0) / 1e3 / fstep)))
+        names = (prof, against, "none", "none2")
+        sizes = {}
+
+        def start(n):
+            if n in ("none", "none2"):
+                return None
+            path = f"{spec['out']}_swap_{n}"
+            st_ = _start(n, path)
+
+            def stop_():
+                st_()
+                if len(sizes.setdefault(n, [])) < 8:   # the profile holds what it should (a few checked)
+                    f = path + ".hatchet"
+                    sizes[n].append(os.path.getsize(f) if os.path.exists(f) else None)
+            return stop_
+        spec = dict(spec, steps_per_block=seg * 4 * spec["fine_cycles"], cold_ms=cold, setup_s=round(t_setup, 2))
+        multi = _swap_rounds(w, names, start, spec, seg, sync, settle)
+        return {"workload": wl, "profiler": prof, "steps_per_block": seg * 4 * spec["fine_cycles"], "cold_ms": cold,
+                "prime_ms": prime, "multi": multi, "stop_s": stops, "setup_s": round(t_setup, 2),
+                "wall_s": round(time.time() - t_begin, 2), "cpus": cpus, "threads": torch.get_num_threads(),
+                "kprof_state": state, "setup_phases_s": phases, "loop_stats": [], "cpu_latency0": latency0,
+                "pin_threads": pin_threads, "step_probe": 0, "seg_steps": seg,
+                "fine": {"seg_ms": spec["fine"], "seg_steps": seg, "cycles": spec["fine_cycles"], "sync": True,
+                         "settle_steps": settle, "order": "swap", "states": list(names)},
+                "swap_gap_ms": swap_gap_summary(multi, names), "against": None, "out_bytes": sizes}
     if spec.get("fine"):
         # --fine: one session, states switched every segment of ~fine ms (_fine_rounds)
         t0 = time.perf_counter()
@@ -1268,7 +1305,7 @@ def _fine_rounds(w, prof, spec, seg_steps, sync):
                 gc.enable()
             k = {n: order.count(n) for n in names}
             rounds.append({"order": names, "ms": {n: sums[n] / 1e6 / (k[n] * seg_steps) for n in names},
-                           "segments": order, "pairs": pairs, "seg_ms": [round(x / 1e6 / seg_steps, 4) for x in segs],
+                           "segments": order, "pairs": pairs, "seg_ms": [round(x / 1e6 / seg_steps, 7) for x in segs],
                            "sched": dict.fromkeys(names), "switch_us": {n: round(sw[n] / 1e3 / k[n], 2) for n in names},
                            "loop": {x: v - l0.get(x, 0) for x, v in l1.items() if isinstance(v, int)}})
             i += 1
@@ -1285,6 +1322,116 @@ def _fine_rounds(w, prof, spec, seg_steps, sync):
         if rounds:
             rounds[-1]["stop_s"] = round(time.perf_counter() - t0, 3)
     return rounds
+
+
+SWAP_STATES = ("kprof", "proton", "none", "none2")
+
+
+def _spin_until(t_end, perf=time.perf_counter_ns):
+    """Busy-wait to ``t_end`` (perf ns): the none states' stand-in for a stop and a start (the host busy, as in
+    a profiler's start, not asleep)."""
+    while perf() < t_end:
+        pass
+
+
+def _swap_rounds(w, names, start, spec, seg_steps, sync, settle=1, perf=time.perf_counter_ns):
+    """``--fine-order swap``: kprof against Proton in one process, pair by pair.  Proton cannot be switched per
+    segment (its deactivate keeps CUPTI on, and beside kprof's libcupti its subscribe fails), but its finalize
+    unsubscribes and finalizes CUPTI (Triton 3.6, ``CuptiProfiler::doStop``); so every segment of a profiler is
+    bracketed by its own start and stop, both untimed, and the two profilers are symmetric.
+
+    Blocks of :data:`FINE_PAIRS` (``names``: ``(A, B, none, none2)``; A/B and the control none/none2 compared
+    inside each pair).  A segment: the previous state's stop and this one's ``start(name)`` (a stop function,
+    or None for the unprofiled states), ``settle`` untimed steps and a synchronize (a profiler's first step after
+    its start is not its steady cost: Proton's 59.7 ms against ~22 on `train`, s19 R1), then ``seg_steps`` timed
+    steps closed by a synchronize.  So that the control's two segments are as far apart as A's and B's, every
+    switch into an unprofiled state spins until it has taken the median of the profiler-to-profiler switches so
+    far inside pairs (``gap_ms`` keeps every switch's time, ``pad_ms`` the spin).  Returned in the multi-way/pairs form
+    (:func:`fine_pairs_summary` reads it)."""
+    import gc
+    import statistics
+    rounds, i = [], 0
+    prof_gaps = []   # ns of switches from one profiler to another (A->B, B->A)
+    unprof = set(names[2:])
+    stop, cur = None, None
+    try:
+        while True:
+            t_round = time.time()
+            order = _fine_pairs_order(names, i, spec.get("fine_cycles", 1))
+            gc.collect()
+            gc.disable()
+            try:
+                for _ in range(FINE_LEAD_STEPS):   # untimed: what the block's collection leaves behind falls here
+                    w.step()
+                sync()
+                segs, gaps, pads, sets = [], [], [], []
+                for pos, n in enumerate(order):
+                    t0 = perf()
+                    if stop is not None:
+                        prev, stop = stop, None   # not run twice if the next start fails
+                        prev()
+                    stop = start(n)
+                    if n in unprof and prof_gaps:
+                        target = statistics.median(prof_gaps[-64:])
+                        t1 = perf()
+                        _spin_until(t0 + target, perf)
+                        pads.append(perf() - t1)
+                    else:
+                        pads.append(0)
+                    g = perf() - t0
+                    if pos % 2 and cur not in unprof and n not in unprof:   # inside a pair: the gap compared
+                        prof_gaps.append(g)
+                    gaps.append(g)
+                    cur = n
+                    t0 = perf()
+                    for _ in range(settle):
+                        w.step()
+                    sync()
+                    sets.append(perf() - t0)   # kept, not compared: whether a start's after-effect outlasts it
+                    t0 = perf()
+                    for _ in range(seg_steps):
+                        w.step()
+                    sync()
+                    segs.append(perf() - t0)
+            finally:
+                gc.enable()
+            k = {n: order.count(n) for n in names}
+            sums = dict.fromkeys(names, 0)
+            for n, dt in zip(order, segs):
+                sums[n] += dt
+            rounds.append({"order": list(names), "ms": {n: sums[n] / 1e6 / (k[n] * seg_steps) for n in names},
+                           "segments": order, "pairs": True, "swap": True,
+                           "seg_ms": [round(x / 1e6 / seg_steps, 7) for x in segs],
+                           "gap_ms": [round(x / 1e6, 3) for x in gaps], "pad_ms": [round(x / 1e6, 3) for x in pads],
+                           "settle_ms": [round(x / 1e6 / settle, 7) for x in sets],
+                           "sched": dict.fromkeys(names)})
+            i += 1
+            if spec.get("rounds_path"):
+                _dump_rounds(spec, list(names), rounds)
+            left = spec["deadline"] - time.time()
+            if i % 2 == 0 and (i >= spec.get("max_pairs", 1000) or
+                               (i >= spec["min_pairs"] and left < 2 * (time.time() - t_round) * 1.1 + 0.5)):
+                break
+    finally:
+        if stop is not None:
+            stop()
+    return rounds
+
+
+def swap_gap_summary(rounds, names):
+    """The in-pair switch (the gap between a pair's two timed segments, ms): median per comparison -- the
+    control's should match A/B's (the rule's precondition: within 25%)."""
+    import statistics
+    out = {}
+    for a, b in ((names[0], names[1]), (names[2], names[3])):
+        g = []
+        for r in rounds:
+            segs, gaps = r.get("segments") or [], r.get("gap_ms") or []
+            for j in range(0, len(segs) - 1, 2):
+                if {segs[j], segs[j + 1]} == {a, b} and j + 1 < len(gaps):
+                    g.append(gaps[j + 1])
+        out[f"{a}/{b}"] = round(statistics.median(g), 3) if g else None
+    return out
 
 
 def _multi_order(names, i):
@@ -2650,11 +2797,14 @@ def main(argv=None) -> int:
     ov.add_argument("--fine-cycles", type=int, default=1, metavar="N",
                     help="--fine: a block is N times 26 segments (an order in which every state follows every other "
                     "once, then the same reversed)")
-    ov.add_argument("--fine-order", default="circuit", choices=["circuit", "pairs"],
+    ov.add_argument("--fine-order", default="circuit", choices=["circuit", "pairs", "swap"],
                     help="--fine: circuit (default): blocks of 26 segments in which every state follows every other; "
                     "pairs: blocks of 8 adjacent pairs (kprof/floor and none/none2, each order in half of them), "
                     "compared inside each pair (fine_pair_ratios; the summary's fine_pairs), 3 untimed steps at a "
-                    "block's start")
+                    "block's start; swap (with --against proton): the same pairs, kprof/Proton and none/none2, each "
+                    "profiler segment bracketed by its own start and stop (untimed; --fine-settle's steps after each "
+                    "start, at least one), the switches into none/none2 padded to the median profiler-to-profiler "
+                    "switch (_swap_rounds)")
     ov.add_argument("--fine-sync", type=int, default=1, choices=[0, 1],
                     help="--fine: 1 (default): a synchronize closes every segment inside its time (no GPU work "
                     "queued across a segment boundary; on a GPU-bound step each segment then starts with an idle "
@@ -2710,7 +2860,11 @@ def main(argv=None) -> int:
             if w and not _per_workload(args.fine, w, float, "--fine"):
                 ap.error(f"--fine has no segment length for {w}")
             _per_workload(args.fine_settle, w, float, "--fine-settle")
-        if args.against or [p for p in args.profilers.split(",") if p] != ["kprof"] or args.device != "cuda":
+        if args.fine_order == "swap":
+            if args.against != "proton" or [p for p in args.profilers.split(",") if p] != ["kprof"] \
+                    or args.device != "cuda":
+                ap.error("--fine-order swap runs --profilers kprof --against proton, on a GPU")
+        elif args.against or [p for p in args.profilers.split(",") if p] != ["kprof"] or args.device != "cuda":
             ap.error("--fine runs --profilers kprof alone, without --against, on a GPU")
         args.step_probe = 0
     args.rounds = args.rounds or 1

@@ -1066,3 +1066,214 @@ def test_enc_pairs_power_reads_a_pairs_run(tmp_path):
     for how in ("trend", "diff"):
         est = pw.block_estimates(multi, "kprof", "floor", how)
         assert len(est) == 60 and abs(sorted(est)[30] - math.log(1.03)) < 0.02, how
+
+
+def _swap_fake(monkeypatch, events, step_ns=None, start_ns=None, stop_ns=None):
+    """A patched clock (1 us per read) and a workload whose step takes ``step_ns[state]``; ``start(n)`` costs
+    ``start_ns[n]``, its stop ``stop_ns[n]`` (None for the unprofiled states, as the bench's).  ``events`` gets
+    ("start"|"stop"|"step", state) in order."""
+    import types
+    step_ns = step_ns or {"kprof": 1_000_000, "proton": 1_100_000, "none": 1_000_000, "none2": 1_000_000}
+    start_ns = start_ns or {"kprof": 2_000_000, "proton": 9_000_000}
+    stop_ns = stop_ns or {"kprof": 3_000_000, "proton": 3_000_000}
+    clock, cur = [0], [None]
+
+    def perf():
+        clock[0] += 1000
+        return clock[0]
+
+    class W:
+        def step(self):
+            events.append(("step", cur[0]))
+            clock[0] += step_ns.get(cur[0], 1_000_000)   # before the first start: unprofiled
+
+    def start(n):
+        events.append(("start", n))
+        cur[0] = n
+        if n not in start_ns:
+            return None
+        clock[0] += start_ns[n]
+
+        def stop():
+            events.append(("stop", n))
+            clock[0] += stop_ns[n]
+        return stop
+    monkeypatch.setattr(rp, "time", types.SimpleNamespace(time=time.time, perf_counter=time.perf_counter,
+                                                          perf_counter_ns=perf))
+    return W(), start, perf
+
+
+def test_swap_rounds_bracket_each_segment_and_pad_the_control(monkeypatch):
+    """--fine-order swap: each profiler segment between its own start and stop (the previous state's stop before
+    the next start), one untimed settle step after each start, the timed steps after it; a switch into none/none2
+    spins to the median profiler-to-profiler switch, so the control's in-pair gap is A/B's; the pairs summary
+    reads kprof/proton and none/none2 inside the pairs; the last stop runs."""
+    events = []
+    w, start, perf = _swap_fake(monkeypatch, events)
+    names = rp.SWAP_STATES
+    spec = {"fine_cycles": 1, "deadline": 0, "min_pairs": 4, "rounds_path": None}
+    rounds = rp._swap_rounds(w, names, start, spec, 2, lambda: None, settle=1, perf=perf)
+    assert len(rounds) == 4 and all(r["pairs"] and r["swap"] for r in rounds)
+    assert [r["segments"] for r in rounds] == [rp._fine_pairs_order(list(names), i) for i in range(4)]
+    assert events[-1] == ("stop", rounds[-1]["segments"][-1]) or rounds[-1]["segments"][-1].startswith("none")
+    # between two starts: the previous profiler's stop, then settle + timed steps in the started state only
+    seq = events
+    starts = [i for i, e in enumerate(seq) if e[0] == "start"]
+    for a, b in zip(starts, starts[1:]):
+        n = seq[a][1]
+        body = seq[a + 1:b]
+        stops = [e for e in body if e[0] == "stop"]
+        assert stops in ([], [("stop", n)]) and (stops == []) is n.startswith("none")
+        assert [e for e in body if e[0] == "step"][:3] == [("step", n)] * 3   # 1 settle + 2 timed
+    # each segment's ms per step is its state's step alone: starts, stops and settle steps are outside
+    fp = rp.fine_pairs_summary([{"workload": "train", "multi": rounds}])
+    assert fp["kprof/proton"]["pair_median"] == pytest.approx(1 / 1.1, rel=2e-3)
+    assert fp["none/none2"]["pair_median"] == pytest.approx(1.0, rel=2e-3) and fp["none/none2"]["pairs"] == 16
+    # the in-pair switch: kprof->proton 3+9 ms, proton->kprof 3+2 ms; the control's padded to their median
+    g = rp.swap_gap_summary(rounds, names)
+    assert 5.0 <= g["kprof/proton"] <= 12.1 and g["none/none2"] == pytest.approx(g["kprof/proton"], rel=0.25)
+    pads = [p for r in rounds[1:] for p, s in zip(r["pad_ms"], r["segments"]) if s.startswith("none")]
+    assert pads and all(p > 0 for p in pads)
+    assert all(p == 0 for r in rounds for p, s in zip(r["pad_ms"], r["segments"]) if not s.startswith("none"))
+    # the settle step is timed apart, per step (the check on a start's after-effect)
+    assert all(m == pytest.approx(1.1 if s == "proton" else 1.0, rel=1e-2)
+               for r in rounds for m, s in zip(r["settle_ms"], r["segments"]))
+
+
+def test_swap_rounds_stop_the_last_profiler_on_error(monkeypatch):
+    """A step that raises mid-run still stops the profiler that is on (the process would otherwise hold CUPTI)."""
+    events = []
+    w, start, perf = _swap_fake(monkeypatch, events)
+    n = [0]
+    step = w.step
+
+    def bad():
+        n[0] += 1
+        if n[0] == 8:
+            raise RuntimeError("boom")
+        step()
+    w.step = bad
+    with pytest.raises(RuntimeError):
+        rp._swap_rounds(w, rp.SWAP_STATES, start, {"fine_cycles": 1, "deadline": 0, "min_pairs": 2,
+                                                   "rounds_path": None}, 1, lambda: None, perf=perf)
+    on = [e[1] for e in events if e[0] == "start"][-1]
+    assert on.startswith("none") or events[-1] == ("stop", on)
+
+
+def test_swap_order_takes_kprof_against_proton_only(capsys):
+    """--fine-order swap runs kprof --against proton on a GPU; anything else is refused before a run."""
+    for extra in (["--against", "floor", "--device", "cuda"], ["--against", "proton", "--device", "cpu"],
+                  ["--device", "cuda"]):
+        with pytest.raises(SystemExit):
+            rp.main(["overhead", "--profilers", "kprof", "--workloads", "train", "--fine", "3",
+                     "--fine-order", "swap", *extra])
+        assert "--fine-order swap runs --profilers kprof --against proton" in capsys.readouterr().err
+
+
+def test_swap_child_on_cpu(tmp_path, monkeypatch):
+    """The overhead child's swap path on CPU, kprof and Proton stood in for (no GPU, no Triton here): rounds in
+    the pairs form, the in-pair gaps per comparison, the states and settle steps recorded."""
+    calls = []
+
+    def fake_start(p, out):
+        calls.append(p)
+        return lambda: calls.append("stop " + p)
+    monkeypatch.setattr(rp, "_start", fake_start)
+    spec = {"workload": "tiny", "profiler": "kprof", "device": "cpu", "out": str(tmp_path / "p"), "warmup": 5,
+            "block_s": 0.01, "steps": 50, "pre": 1, "min_pairs": 2, "max_pairs": 2, "deadline": time.time(),
+            "cpus": None, "threads": None, "buffer": 0, "against": "proton", "fine": 1.0, "fine_cycles": 1,
+            "fine_order": "swap", "fine_settle": 0.0, "rounds_path": str(tmp_path / "r.json")}
+    r = rp.child_overhead(spec)
+    assert r["fine"]["order"] == "swap" and r["fine"]["states"] == ["kprof", "proton", "none", "none2"]
+    assert r["fine"]["settle_steps"] == 1 and len(r["multi"]) == 2
+    assert set(r["swap_gap_ms"]) == {"kprof/proton", "none/none2"}
+    assert calls.count("kprof") >= 4 and calls.count("proton") >= 4
+    assert json.load(open(tmp_path / "r.json"))["children"][0]["multi"][0]["swap"] is True
+    # the summary a run writes (here from the rounds file, as --reanalyse makes it): both comparisons in pairs
+    assert rp.reanalyse(str(tmp_path / "r.json"), name="swap", results_dir=str(tmp_path)) == 0
+    fp = json.load(open(tmp_path / "swap.json"))["summary"]["tiny"]["fine_pairs"]
+    assert set(fp) == {"kprof/proton", "none/none2"} and fp["none/none2"]["pairs"] == 8
+
+
+def test_issue23_status_reads_a_swap_run_and_needs_the_gaps_matched(tmp_path, monkeypatch):
+    """s25's rule: a swap run's kprof/Proton and control are the medians over all pairs; the control counts only
+    where its in-pair gap is within 25% of kprof/Proton's."""
+    import random
+    sys.path.insert(0, os.path.join(REPO, "bench", "experiments", "profiler_overhead"))
+    import issue23_status as st
+    rng = random.Random(5)
+    names = list(rp.SWAP_STATES)
+    multi = []
+    for i in range(200):
+        segs = rp._fine_pairs_order(names, i)
+        multi.append({"order": names, "segments": segs, "pairs": True, "swap": True,
+                      "seg_ms": [20.0 * (0.98 if s == "kprof" else 1.0) * math.exp(rng.gauss(0, 0.01)) for s in segs]})
+    child = {"workload": "train", "multi": multi, "swap_gap_ms": {"kprof/proton": 10.0, "none/none2": 11.0}}
+    monkeypatch.setattr(st, "RES", str(tmp_path))
+    src = {("train", "kprof/proton"): [("swap", "s.json", "kprof/proton", "swap")],
+           ("train", "control (block)"): [("swap", "s.json", "none/none2", "swap")]}
+    for gap, matched in ((11.0, True), (14.0, False)):
+        child["swap_gap_ms"]["none/none2"] = gap
+        data = {"summary": {"train": {"fine_pairs": rp.fine_pairs_summary([child], skip=2)}}, "children": [child]}
+        (tmp_path / "s.json").write_text(json.dumps(data))
+        e = st._entry("train", "kprof/proton", src)
+        assert e["pairs"] == 198 * 4 and abs(e["value"] - 0.98) < 0.003 and st._met("kprof/proton", e) is True
+        c = st._entry("train", "control (block)", src)
+        assert c["gap_matched"] is matched and st._met("control (block)", c) is matched
+
+
+def test_proton_pairs_size_grows_with_distance_and_reads_the_stored_runs(tmp_path):
+    """proton_pairs_size.py: on a random walk the pair spread grows with the distance between the two segments,
+    on independent noise it does not; the pairs needed scale with the spread squared; it reads the stored runs."""
+    import random
+    sys.path.insert(0, os.path.join(REPO, "bench", "experiments", "profiler_overhead"))
+    import proton_pairs_size as ps
+    rng = random.Random(1)
+    walk, x = [], 0.0
+    for _ in range(4000):
+        x += rng.gauss(0, 0.01)
+        walk.append((math.exp(x), True))
+    flat = [(math.exp(rng.gauss(0, 0.01)), True) for _ in range(4000)]
+    vw, vf = ps.variogram([walk], 8), ps.variogram([flat], 8)
+    assert vw[8][0] > 2 * vw[1][0] and abs(vf[8][0] / vf[1][0] - 1) < 0.2
+    assert ps.k_gap_rsd([flat], 4, 2)[0] == pytest.approx(vf[1][0] / 2, rel=0.2)
+    assert ps.need_pairs(0.02, 0.007) == 4 * ps.need_pairs(0.01, 0.007) or \
+        abs(ps.need_pairs(0.02, 0.007) - 4 * ps.need_pairs(0.01, 0.007)) <= 4
+    if os.path.exists(os.path.join(ps.RES, ps.MULTI["train"])):
+        assert ps.main(["--out", str(tmp_path / "s")]) == 0
+        res = json.load(open(tmp_path / "s.json"))
+        assert set(res) >= {"tiny", "encoder", "train"} and res["total_swap_s"] > 0
+
+
+def test_swap_verdict_applies_the_request_rules(tmp_path):
+    """swap_verdict.py (request_s25_proton.sh's rules): a matched control inside [0.99, 1.01] and kprof/Proton's
+    upper bound <= 1.00 show "not above"; an unmatched gap, an empty profile or a partial run do not."""
+    import random
+    sys.path.insert(0, os.path.join(REPO, "bench", "experiments", "profiler_overhead"))
+    import swap_verdict as sv
+    rng = random.Random(2)
+    names = list(rp.SWAP_STATES)
+    multi = []
+    for i in range(120):
+        segs = rp._fine_pairs_order(names, i)
+        ms = [20.0 * (0.98 if s == "kprof" else 1.0) * math.exp(rng.gauss(0, 0.005)) for s in segs]
+        multi.append({"order": names, "segments": segs, "pairs": True, "swap": True, "seg_ms": ms,
+                      "settle_ms": [m * (2.0 if s == "proton" else 1.0) for m, s in zip(ms, segs)]})
+    child = {"workload": "train", "multi": multi, "swap_gap_ms": {"kprof/proton": 10.0, "none/none2": 10.5},
+             "out_bytes": {"kprof": [100, 100], "proton": [50]}}
+
+    def write(c, partial=False):
+        d = {"summary": {"train": {"fine_pairs": rp.fine_pairs_summary([c], skip=2)}}, "children": [c]}
+        if partial:
+            d["partial"] = True
+        p = tmp_path / "profiler_overhead_s25_swap_train_h200.json"
+        p.write_text(json.dumps(d))
+        return str(p)
+    v = sv.verdict(write(child), "train")
+    assert v["verdict"] == "not above Proton: shown" and v["settle_over_timed"]["proton"] == pytest.approx(2.0)
+    assert abs(v["halves"]["first"]["kprof/proton"] - 0.98) < 0.005 and v["halves"]["second"]["gap_ms"] is None
+    assert sv.verdict(write(dict(child, swap_gap_ms={"kprof/proton": 10.0, "none/none2": 14.0})),
+                      "train")["verdict"] == "not decided (control not met)"
+    assert sv.verdict(write(dict(child, out_bytes={"kprof": [100], "proton": [0]})), "train")["verdict"].startswith("void")
+    assert sv.verdict(write(child, partial=True), "train")["verdict"].startswith("void")
+    assert sv.main([str(tmp_path)]) == 0 and os.path.exists(tmp_path / "swap_verdict.json")

@@ -16,6 +16,11 @@ Two designs feed it (docs/performance.md, "## Profiler overhead"):
   sign-test interval (pairs are independent units: consecutive pair ratios' rank autocorrelation is within +-0.07
   in s22 R2 and s23 R1, ``enc_pairs_power.py``; the pair median is robust to the heavy tails that widen a block's
   mean of 4 pairs).  Fixed as the deciding figure before s24's R1 ran.
+* **swap** (designed in session 25, ``--fine-order swap --against proton``): the pairs design's blocks with the
+  states kprof, Proton, none, none2, each profiler segment bracketed by its own start and stop (untimed), the switches
+  into none/none2 padded to the median profiler-to-profiler switch; judged as pairs-all (the median over all pairs),
+  its control none/none2 counted only where its in-pair gap is within 25% of kprof/Proton's (``swap_gap_ms``).
+  kprof/Proton and its control come from it where its file exists, else from the block design.
 * **block** (session 19, ``--against floor,proton,none``): one block per profiler per round, each profiler
   started and finalized around its block; the steady ratio (each block's first segment out).  Proton cannot be
   switched at a fine grain (its ``deactivate`` keeps its CUPTI subscriber, callbacks and activity kinds on), so
@@ -64,6 +69,10 @@ S23_TRAIN_FINAL = "profiler_overhead_s23_final_train_h200.json"
 S24_ENC = "profiler_overhead_s24_r1_enc_pairs_h200.json.gz"
 # session 24: train in the same design, final call F (merged main b73a4478; R2's run was cut by its timeout)
 S24_TRAIN = "profiler_overhead_s24_f_train_pairs_h200.json"
+# session 25's design for kprof/Proton (run next session): one file per workload, named by the request (gzipped
+# where over bench/results' 128 KiB)
+# bench/experiments/profiler_overhead/request_s25_proton.sh
+S25_SWAP = "profiler_overhead_s25_swap_{}_h200.json"
 # (workload, criterion) -> (call, results file relative to bench/results, comparison in it, design), or a list of
 # such: the first whose file exists
 SOURCES = {
@@ -71,22 +80,34 @@ SOURCES = {
                                  ("R1 (s23)", S23_ENC, "kprof/floor", "pairs")],
     ("encoder", "control (fine)"): [("R1 (s24)", S24_ENC, "none/none2", "pairs-all"),
                                     ("R1 (s23)", S23_ENC, "none/none2", "pairs")],
-    ("encoder", "kprof/proton"): ("R0 (s19)", "s19_R0_h200/ovh18_r3/overhead_s18_r3_encoder_kprof_vs_proton.json",
-                                  "kprof/proton", "block"),
-    ("encoder", "control (block)"): ("R3 (s19)", "profiler_overhead_s19_r3_encoder_multi_h200.json", "none/none",
-                                     "block"),
+    ("encoder", "kprof/proton"): [("swap (s25)", S25_SWAP.format("encoder"), "kprof/proton", "swap"),
+                                  ("swap (s25)", S25_SWAP.format("encoder") + ".gz", "kprof/proton", "swap"),
+                                  ("R0 (s19)", "s19_R0_h200/ovh18_r3/overhead_s18_r3_encoder_kprof_vs_proton.json",
+                                   "kprof/proton", "block")],
+    ("encoder", "control (block)"): [("swap (s25)", S25_SWAP.format("encoder"), "none/none2", "swap"),
+                                     ("swap (s25)", S25_SWAP.format("encoder") + ".gz", "none/none2", "swap"),
+                                     ("R3 (s19)", "profiler_overhead_s19_r3_encoder_multi_h200.json", "none/none",
+                                      "block")],
     ("train", "kprof/floor"): [("F (s24)", S24_TRAIN, "kprof/floor", "pairs-all"),
                                ("final (s23)", S23_TRAIN_FINAL, "kprof/floor", "fine"),
                                ("R2 (s23)", S23_TRAIN_R2, "kprof/floor", "fine")],
     ("train", "control (fine)"): [("F (s24)", S24_TRAIN, "none/none2", "pairs-all"),
                                   ("final (s23)", S23_TRAIN_FINAL, "none/none2", "fine"),
                                   ("R1 (s23)", S23_TRAIN_R1, "none/none2", "fine")],
-    ("train", "kprof/proton"): ("R1 (s19)", "profiler_overhead_s19_r1_train_multi_h200.json", "kprof/proton", "block"),
-    ("train", "control (block)"): ("R1 (s19)", "profiler_overhead_s19_r1_train_multi_h200.json", "none/none", "block"),
+    ("train", "kprof/proton"): [("swap (s25)", S25_SWAP.format("train"), "kprof/proton", "swap"),
+                                ("swap (s25)", S25_SWAP.format("train") + ".gz", "kprof/proton", "swap"),
+                                ("R1 (s19)", "profiler_overhead_s19_r1_train_multi_h200.json", "kprof/proton", "block")],
+    ("train", "control (block)"): [("swap (s25)", S25_SWAP.format("train"), "none/none2", "swap"),
+                                   ("swap (s25)", S25_SWAP.format("train") + ".gz", "none/none2", "swap"),
+                                   ("R1 (s19)", "profiler_overhead_s19_r1_train_multi_h200.json", "none/none", "block")],
     ("tiny", "kprof/floor"): ("R1 (s21)", S21_TINY, "kprof/floor", "fine"),
     ("tiny", "control (fine)"): ("R1 (s21)", S21_TINY, "none/none2", "fine"),
-    ("tiny", "kprof/proton"): ("R4 (s19)", "profiler_overhead_s19_r4_tiny_multi_h200.json", "kprof/proton", "block"),
-    ("tiny", "control (block)"): ("R4 (s19)", "profiler_overhead_s19_r4_tiny_multi_h200.json", "none/none", "block"),
+    ("tiny", "kprof/proton"): [("swap (s25)", S25_SWAP.format("tiny"), "kprof/proton", "swap"),
+                               ("swap (s25)", S25_SWAP.format("tiny") + ".gz", "kprof/proton", "swap"),
+                               ("R4 (s19)", "profiler_overhead_s19_r4_tiny_multi_h200.json", "kprof/proton", "block")],
+    ("tiny", "control (block)"): [("swap (s25)", S25_SWAP.format("tiny"), "none/none2", "swap"),
+                                  ("swap (s25)", S25_SWAP.format("tiny") + ".gz", "none/none2", "swap"),
+                                  ("R4 (s19)", "profiler_overhead_s19_r4_tiny_multi_h200.json", "none/none", "block")],
 }
 CRITERIA = ("kprof/floor", "control (fine)", "kprof/proton", "control (block)")
 
@@ -111,10 +132,16 @@ def _entry(wl, crit, sources=None):
                  if c.get("workload") == wl)
     if s is None:
         return dict(base, missing=True)
-    if design in ("pairs", "pairs-all"):   # --fine-order pairs (session 22)
+    if design in ("pairs", "pairs-all", "swap"):   # --fine-order pairs (session 22), swap (session 25)
         c = (s.get("fine_pairs") or {}).get(comp)
         if c is None:
             return dict(base, missing=True)
+        if design == "swap":   # pairs-all, and the control's in-pair gap as kprof/Proton's (within 25%)
+            g = next(((ch.get("swap_gap_ms") or {}) for ch in data.get("children") or [] if ch.get("workload") == wl), {})
+            a, b = g.get("kprof/proton"), g.get("none/none2")
+            return dict(base, pairs=c["pairs"], value=c["pair_median"], ci=c["pair_sign_ci"], raw=c["block_median"],
+                        raw_ci=c["block_sign_ci"], settle=True, gap_ms=g,
+                        gap_matched=bool(a and b and abs(b / a - 1) <= 0.25))
         if design == "pairs-all":   # the median over all pairs decides (session 24); the block figure beside it
             return dict(base, pairs=c["pairs"], value=c["pair_median"], ci=c["pair_sign_ci"],
                         raw=c["block_median"], raw_ci=c["block_sign_ci"], settle=bool(settle))
@@ -143,6 +170,8 @@ def _met(crit, e):
     ci = e.get("ci")
     if crit.startswith("control"):
         e["median_within_1pct"] = abs(e["value"] - 1) < 0.01
+        if e.get("design") == "swap" and not e.get("gap_matched"):   # its pairs not spaced as kprof/Proton's
+            return False
         return bool(ci) and ci[0] >= 0.99 and ci[1] <= 1.01
     if not ci:   # too few pairs for an interval: not shown
         return False
