@@ -755,6 +755,17 @@ def _hold_cpu_latency():
 _HELD: list = []
 
 
+def _step_seconds(w, sync) -> float:
+    """Seconds a step of ``w`` takes now: at least 3 steps and 50 ms, synchronized (sizes the fine segments)."""
+    t0 = time.perf_counter()
+    n = 0
+    while n < 3 or time.perf_counter() - t0 < 0.05:
+        w.step()
+        n += 1
+    sync()
+    return (time.perf_counter() - t0) / n
+
+
 def child_overhead(spec: dict) -> dict:
     """One process of ``overhead``: pin, warm up, calibrate the block, ``pre`` cold blocks, then
     profiled/unprofiled pairs (AB, BA, ...) until ``deadline`` (wall clock; at least ``min_pairs``)."""
@@ -932,13 +943,7 @@ def child_overhead(spec: dict) -> dict:
     if spec.get("fine") and spec.get("fine_order") == "swap":
         # --fine-order swap: kprof against --against (Proton) pair by pair, each segment bracketed by its
         # profiler's start and stop (_swap_rounds)
-        t0 = time.perf_counter()
-        n = 0
-        while n < 3 or time.perf_counter() - t0 < 0.05:
-            w.step()
-            n += 1
-        sync()
-        fstep = (time.perf_counter() - t0) / n
+        fstep = _step_seconds(w, sync)
         seg = max(1, int(round(spec["fine"] / 1e3 / fstep)))
         settle = max(1, int(round((spec.get("fine_settle") or 0) / 1e3 / fstep)))
         names = (prof, against, "none", "none2")
@@ -968,13 +973,7 @@ def child_overhead(spec: dict) -> dict:
                 "swap_gap_ms": swap_gap_summary(multi, names), "against": None, "out_bytes": sizes}
     if spec.get("fine"):
         # --fine: one session, states switched every segment of ~fine ms (_fine_rounds)
-        t0 = time.perf_counter()
-        n = 0
-        while n < 3 or time.perf_counter() - t0 < 0.05:
-            w.step()
-            n += 1
-        sync()
-        fstep = (time.perf_counter() - t0) / n
+        fstep = _step_seconds(w, sync)
         seg = max(1, int(round(spec["fine"] / 1e3 / fstep)))
         settle_ms = spec.get("fine_settle") or 0
         spec["fine_settle_steps"] = max(1, int(round(settle_ms / 1e3 / fstep))) if settle_ms > 0 else 0
