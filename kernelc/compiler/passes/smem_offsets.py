@@ -173,7 +173,8 @@ def assign_smem_offsets(func: Function, ctx=None, enabled: Optional[bool] = None
                 bufs.append(b)
                 op.attrs["smem_buffer"] = {"offset": off, "bytes": b.nbytes}
                 continue
-        if op.block is not top and _feeds_only_a_store(op, uses) and _place_in_loop_body(op, placed, extent, ctx):
+        if (op.block is not top and _feeds_only_a_store(op, uses)
+                and _place_in_loop_body(op, placed, extent, ctx, needed)):
             continue
         left.append(op)
 
@@ -190,7 +191,8 @@ def assign_smem_offsets(func: Function, ctx=None, enabled: Optional[bool] = None
     return func
 
 
-def _place_in_loop_body(op: Op, placed: List["_Buffer"], extent: int, ctx) -> bool:
+def _place_in_loop_body(op: Op, placed: List["_Buffer"], extent: int, ctx,
+                        needed: bool = False) -> bool:
     """A store's conversion in a loop body whose own ring ended before it (a persistent tile loop that fills
     and drains its ring per tile): the bytes of that ring, with live ranges counted in the body's ops.
     Buffers of other blocks are busy for the whole body. Before the conversion: the ring's copies waited
@@ -219,8 +221,6 @@ def _place_in_loop_body(op: Op, placed: List["_Buffer"], extent: int, ctx) -> bo
     if off + n > extent:
         return False
     op.attrs["smem_buffer"] = {"offset": off, "bytes": n}
-    from ...options import get
-    needed = get("KERNELC_REUSE_SYNC") == "needed"
     taken = [p for p in ended if p.offset < off + n and off < p.offset + p.nbytes]
     pos = blk.ops.index(op)
     want = ["barrier"]
