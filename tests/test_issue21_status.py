@@ -57,3 +57,35 @@ def test_variant_edits_rewrite_only_global_accesses():
     assert both.count("createpolicy") == 1 and "%rdpol_ef;" in both.split("st.global")[1]
     assert V.parse_col("x=own+l2ef+stcs@KERNELC_REDUCE_XWARP=broadcast") == \
         ("x", "own", ["l2ef", "stcs"], {"KERNELC_REDUCE_XWARP": "broadcast"})
+
+
+PTX2 = PTX.replace("\tret;", "\t@%p2 ld.global.v4.b32 {%r5, %r6, %r7, %r8}, [ %rd2 + 0 ];\n"
+                   "\t@%p2 ld.global.v4.b32 {%r9, %r10, %r11, %r12}, [ %rd3 + 0 ];\n\tret;")
+
+
+def test_variant_edits_on_selected_loads_and_rows():
+    import pytest
+    # ``NAME:SEL``: only the loads of those indices (rope's q loads, not its cos/sin loads)
+    out = V.EDITS["l1na"](PTX2, V.split_edit("l1na:1-2")[1])
+    assert "@%p1 ld.global.v4.b32 {%r1" in out
+    assert "@%p2 ld.global.L1::no_allocate.v4.b32 {%r5" in out and "ld.global.L1::no_allocate.v4.b32 {%r9" in out
+    assert V.split_edit("lu:0.2-3") == ("lu", {0, 2, 3}) and V.split_edit("ldcs") == ("ldcs", None)
+    for e, form in (("lu", "ld.global.lu.v4"), ("ldcs", "ld.global.cs.v4"), ("l2pf", "ld.global.L2::256B.v4"),
+                    ("ncna", "ld.global.nc.L1::no_allocate.v4"), ("l1ef", "ld.global.L1::evict_first.v4")):
+        assert V.EDITS[e](PTX2).count(form) == 3 and "st.global.v4.b32 [ %rd5" in V.EDITS[e](PTX2)
+    # ``st``/``nost``: the loads from addresses the kernel stores to (the first load's, %rd5 in PTX3), the others
+    PTX3 = PTX2.replace("[ %rd1 + 0 ]", "[ %rd5 + 0 ]")
+    st = V.EDITS["lu"](PTX3, V.split_edit("lu:st")[1])
+    assert st.count("ld.global.lu.") == 1 and "ld.global.lu.v4.b32 {%r1, %r2, %r3, %r4}, [ %rd5 + 0 ]" in st
+    nost = V.EDITS["nc"](PTX3, V.split_edit("nc:nost")[1])
+    assert nost.count("ld.global.nc.") == 2 and "@%p1 ld.global.v4.b32 {%r1" in nost
+    with pytest.raises(ValueError):   # no load reads a stored address in PTX2
+        V.EDITS["lu"](PTX2, "st")
+    # a selection past the loads there are is an error, not a silent no-op
+    with pytest.raises(ValueError):
+        V.EDITS["lu"](PTX2, {5})
+    with pytest.raises(SystemExit):
+        V.parse_col("x=own+nope:1")
+    # ``ROW/TAG``: a column for the rows starting with ROW only
+    assert V.parse_col("rope/luq=own+lu:4-7") == ("rope/luq", "own", ["lu:4-7"], {})
+    assert V.col_rows("rope/luq") == ("rope", "luq") and V.col_rows("luq") == (None, "luq")

@@ -7,14 +7,19 @@ IMAD.WIDE); the shipped build (allreduce, 40 registers, 3 blocks) differs in the
 0.999 of Triton (docs/performance.md, mem20 and call S). So the columns here ask whether anything *beyond*
 Triton's form moves the row: cache hints on the streamed loads and stores, the read-only path, the occupancy.
 
-Columns (``--col TAG=RECIPE[+EDIT...][@KNOB=V,...]``): kernelc compiled under the knobs, its PTX edited by each
-EDIT and assembled by RECIPE (mem20/builds.py's: ``free``, ``bound``, ``whole``, ``capN``, ``own`` = kernelc's
-build, no reassembly; with an edit ``own`` means ``free``, kernelc's pick for this row). Edits (text transforms of
-kernelc's PTX, ``EDITS``):
+Columns (``--col [ROW/]TAG=RECIPE[+EDIT...][@KNOB=V,...]``; ROW: only for the rows starting with it): kernelc
+compiled under the knobs, its PTX edited by each EDIT and assembled by RECIPE (mem20/builds.py's: ``free``,
+``bound``, ``whole``, ``capN``, ``own`` = kernelc's build, no reassembly; with an edit ``own`` means ``free``,
+kernelc's pick for this row). Edits (text transforms of kernelc's PTX, ``EDITS``):
 - ``nc``: global loads through the read-only path (``ld.global.nc``; SASS ``LDG.E.128.CONSTANT``);
 - ``l1na``: global loads ``.L1::no_allocate`` (each byte is read once);
 - ``l2ef``: global loads with an L2 ``evict_first`` cache policy (``createpolicy.fractional``, as Triton writes
   ``eviction_policy='evict_first'``);
+- ``lu``, ``ldcs``, ``ncna``, ``l1ef``, ``l2pf`` (mem25): loads ``.lu`` (last use; SASS ``LDG.E.LU``), ``.cs``
+  (``LDG.E.EF``, as ``.L1::evict_first``), ``.nc.L1::no_allocate`` (``LDG.E.NA.CONSTANT``), ``.L2::256B``
+  (``LDG.E.LTC256B``);
+- a load edit as ``NAME:SEL`` applies to some loads only: indices in the PTX's order (``4-7``, ``0.2``), ``st``
+  (loads from addresses the kernel also stores to: rope's q) or ``nost`` (the others: rope's cos/sin);
 - ``stcs``: global stores ``.cs`` (streaming: evict first);
 - ``stef``: global stores with the L2 ``evict_first`` policy.
 ``tcubin``: Triton's cubin launched by kernelc's launcher (mb_gaps/swap_cubin.py), the launcher's A/A;
@@ -23,7 +28,7 @@ no ceiling) and launched by kernelc's launcher: whether kernelc's build path alo
 (``--tptx keep``: nvJitLink with Triton's ``.reqntid``; ``--tptx whole``: Triton's ptxas, a whole program).
 Edit ``req``: kernelc's ``.maxntid`` written as ``.reqntid`` (with recipe ``bound`` or ``whole``).
 
-    python3 bench/experiments/mem21/variants.py [--rounds R] [--out PATH] --col ... [rows...]     # GPU
+    python3 bench/experiments/mem21/variants.py [--rounds R] [--row-seconds S] [--out PATH] --col ... [rows...]  # GPU
     python3 bench/experiments/mem21/variants.py --check --col ...                                # CPU: builds, SASS
 """
 from __future__ import annotations
@@ -43,6 +48,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench", "experiments", "mb_gaps"))
 _LD = re.compile(r"\bld\.global\.(v[248]\.b\d+|b\d+)")
 _ST = re.compile(r"\bst\.global\.(v[248]\.b\d+|b\d+)")
 _MEMOP_END = re.compile(r"(\[[^\]]*\])\s*;")
+_MEMOP_ADDR = re.compile(r"\[\s*([^\]]*?)\s*\]")
 
 
 def _policy(ptx: str) -> tuple:
@@ -56,14 +62,30 @@ def _policy(ptx: str) -> tuple:
     return "\n".join(lines), "%rdpol_ef"
 
 
-def _hinted(ptx: str, pat, repl, with_policy=False) -> str:
-    if not pat.search(ptx):
+def _hinted(ptx: str, pat, repl, with_policy=False, sel=None) -> str:
+    """``ptx`` with ``pat``'s accesses rewritten by ``repl``; ``sel``: only the accesses of these indices (in the
+    PTX's order, from 0), e.g. rope's q loads and not its cos/sin loads."""
+    n = len(pat.findall(ptx))
+    if not n:
         raise ValueError("no such global access")
+    if sel in ("st", "nost"):   # the accesses whose address a global store also writes (or the others)
+        stored = {m.group(1) for m in (_MEMOP_ADDR.search(ln) for ln in ptx.split("\n") if _ST.search(ln)) if m}
+        addrs = [_MEMOP_ADDR.search(ln).group(1) for ln in ptx.split("\n") if pat.search(ln)]
+        sel = {i for i, a in enumerate(addrs) if (a in stored) == (sel == "st")}
+        if not sel:
+            raise ValueError("the selection holds no access")
+    if sel is not None and not sel <= set(range(n)):
+        raise ValueError(f"selection {sorted(sel)} outside the {n} accesses")
     if with_policy:
         ptx, pol = _policy(ptx)
     out = []
+    k = -1
     for ln in ptx.split("\n"):
         if pat.search(ln):
+            k += 1
+            if sel is not None and k not in sel:
+                out.append(ln)
+                continue
             ln = pat.sub(repl, ln, count=1)
             if with_policy:   # the cache-policy operand follows the address: ld {..}, [a], pol; st [a], {..}, pol
                 ln = ln.rstrip()
@@ -74,14 +96,39 @@ def _hinted(ptx: str, pat, repl, with_policy=False) -> str:
 
 
 EDITS = {
-    "nc": lambda p: _hinted(p, _LD, r"ld.global.nc.\1"),
-    "l1na": lambda p: _hinted(p, _LD, r"ld.global.L1::no_allocate.\1"),
-    "l2ef": lambda p: _hinted(p, _LD, r"ld.global.L2::cache_hint.\1", True),
-    "stcs": lambda p: _hinted(p, _ST, r"st.global.cs.\1"),
-    "stef": lambda p: _hinted(p, _ST, r"st.global.L2::cache_hint.\1", True),
+    "nc": lambda p, s=None: _hinted(p, _LD, r"ld.global.nc.\1", sel=s),
+    "l1na": lambda p, s=None: _hinted(p, _LD, r"ld.global.L1::no_allocate.\1", sel=s),
+    "l2ef": lambda p, s=None: _hinted(p, _LD, r"ld.global.L2::cache_hint.\1", True, sel=s),
+    # load-side forms for data read once (mem25): last use, streaming, read-only path without L1 allocation,
+    # L1 evict_first, a 256-byte L2 prefetch
+    "lu": lambda p, s=None: _hinted(p, _LD, r"ld.global.lu.\1", sel=s),
+    "ldcs": lambda p, s=None: _hinted(p, _LD, r"ld.global.cs.\1", sel=s),
+    "ncna": lambda p, s=None: _hinted(p, _LD, r"ld.global.nc.L1::no_allocate.\1", sel=s),
+    "l1ef": lambda p, s=None: _hinted(p, _LD, r"ld.global.L1::evict_first.\1", sel=s),
+    "l2pf": lambda p, s=None: _hinted(p, _LD, r"ld.global.L2::256B.\1", sel=s),
+    "stcs": lambda p, s=None: _hinted(p, _ST, r"st.global.cs.\1", sel=s),
+    "stef": lambda p, s=None: _hinted(p, _ST, r"st.global.L2::cache_hint.\1", True, sel=s),
     # the launch bound as Triton writes it (.reqntid: exactly N threads) instead of kernelc's .maxntid (at most N)
-    "req": lambda p: _sub_or_fail(re.compile(r"^([ \t]*)\.maxntid\b", re.M), r"\1.reqntid", p),
+    "req": lambda p, s=None: _sub_or_fail(re.compile(r"^([ \t]*)\.maxntid\b", re.M), r"\1.reqntid", p),
 }
+
+
+def split_edit(e: str):
+    """``NAME[:SEL]`` -> (name, indices, "st", "nost" or None); SEL is ``i``, ``i-j`` or several joined by ``.``
+    (``l1na:4-7``), or ``st`` (the accesses to addresses the kernel also stores to: rope's q loads) or ``nost``
+    (the others: rope's cos/sin loads)."""
+    name, _, sel = e.partition(":")
+    if name not in EDITS:
+        raise SystemExit(f"unknown edit {name!r} (have {sorted(EDITS)})")
+    if not sel:
+        return name, None
+    if sel in ("st", "nost"):
+        return name, sel
+    idx = set()
+    for part in sel.split("."):
+        lo, _, hi = part.partition("-")
+        idx |= set(range(int(lo), int(hi or lo) + 1))
+    return name, idx
 
 
 def _sub_or_fail(pat, repl, ptx):
@@ -92,21 +139,28 @@ def _sub_or_fail(pat, repl, ptx):
 
 
 def parse_col(spec: str):
-    """``TAG=RECIPE[+EDIT..][@K=V,..]`` -> (tag, recipe, [edits], env)."""
+    """``TAG=RECIPE[+EDIT..][@K=V,..]`` -> (tag, recipe, [edits], env). ``ROW/TAG=...``: the column only for the
+    rows whose name starts with ROW (``rope/l1naq=own+l1na:4-7``)."""
     tag, rest = spec.split("=", 1)
     rest, _, envs = rest.partition("@")
     recipe, *edits = rest.split("+")
     env = dict(kv.split("=", 1) for kv in envs.split(",") if kv)
     for e in edits:
-        if e not in EDITS:
-            raise SystemExit(f"unknown edit {e!r} (have {sorted(EDITS)})")
+        split_edit(e)
     return tag, recipe or "own", edits, env
+
+
+def col_rows(tag: str):
+    """(the row prefix a ``ROW/TAG`` column is limited to or None, the column's own tag)."""
+    row, _, t = tag.rpartition("/")
+    return (row or None), t
 
 
 def build(ptx: str, recipe: str, edits) -> bytes:
     import builds as B
     for e in edits:
-        ptx = EDITS[e](ptx)
+        name, sel = split_edit(e)
+        ptx = EDITS[name](ptx, sel)
     if recipe == "own":
         recipe = "free"
     return B.assemble(ptx, recipe)
@@ -186,6 +240,8 @@ def main(argv) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", os.path.join(HERE, "results")), "variants.json"))
     ap.add_argument("--col", action="append", default=[])
+    ap.add_argument("--row-seconds", type=float, default=0,
+                    help="at most --rounds rounds a row, fewer (at least 3) where the row would run past this")
     ap.add_argument("--tcubin", action="store_true", help="also Triton's cubin through kernelc's launcher")
     ap.add_argument("--tptx", nargs="?", const="free", action="append", default=[],
                     help="also Triton's PTX assembled by RECIPE (free: kernelc's path, the default; keep; whole)")
@@ -200,12 +256,14 @@ def main(argv) -> int:
 
     def dump(rs):
         os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
-        with open(a.out, "w") as f:
+        with open(a.out + ".tmp", "w") as f:   # replaced whole: a process killed mid-write leaves the last file
             json.dump({"rounds": a.rounds, "gpu": torch.cuda.get_device_name(), "cols": a.col, "rows": rs}, f,
                       indent=1)
+        os.replace(a.out + ".tmp", a.out)
     for name in dict.fromkeys(names):
         make, call, ref, nbytes = table[name]
         row = {"benchmark": name, "builds": {}, "errs": {}}
+        t_row = time.time()
         try:
             with _env(column_env(root, "kernelc")):   # never a build another process left on disk
                 args = make()
@@ -213,7 +271,10 @@ def main(argv) -> int:
             want = call(T, *[x.clone() for x in args])
             impls = [("kernelc", lambda: call(K, *args))]
             row["regs"] = {"kernelc": _regs(K)}
-            for tag, recipe, edits, env in cols:
+            for rtag, recipe, edits, env in cols:
+                only, tag = col_rows(rtag)
+                if only is not None and not name.startswith(only):
+                    continue
                 try:
                     M = kernelc_variant(f"v_{tag}")
                     with _env(column_env(root, tag, env)):
@@ -257,8 +318,12 @@ def main(argv) -> int:
             impls += [("triton", lambda: call(T, *args)), (CONTROL, lambda: call(T, *args))]
             rds = row["rounds"] = []
             for _ in range(a.rounds):   # written after every round: a process cut short keeps its rounds
+                tr = time.time()
                 rds.append(interleaved_round(dict(impls), CONTROL, keep=False))
                 dump(rows + [row])
+                # --row-seconds: stop (after 3 rounds, an interval's least) where one more round would overrun
+                if a.row_seconds and len(rds) >= 3 and 2 * time.time() - tr - t_row > a.row_seconds:
+                    break
             print(f"{name} ({time.time() - t0:.0f} s)", flush=True)
             for n in rds[0]["log"]:
                 logs = [rd["log"][n] for rd in rds]
@@ -267,7 +332,12 @@ def main(argv) -> int:
                 row[f"{n}/triton_median_ci95"] = [round(v, 5) for v in mci] if mci else None
                 b = row["builds"].get(n[8:-1], {}) if n.startswith("kernelc[") else {}
                 regs = [v.get("regs") for v in b.values() if isinstance(v, dict) and "regs" in v]
-                print(f"   {n:20s} {row[f'{n}/triton_ci95']}  regs {regs or row['regs'].get('kernelc')}", flush=True)
+                # against the shipped build in the same repetitions: the difference of the two log ratios a round
+                kci = (log_ratio_ci([rd["log"][n] - rd["log"]["kernelc"] for rd in rds])
+                       if n.startswith("kernelc[") else None)
+                row[f"{n}/kernelc_ci95"] = [round(v, 5) for v in kci] if kci else None
+                print(f"   {n:20s} {row[f'{n}/triton_ci95']}  regs {regs or row['regs'].get('kernelc')}"
+                      + (f"  /kernelc {row[f'{n}/kernelc_ci95']}" if kci else ""), flush=True)
             print("   errs", row["errs"], flush=True)
         except Exception as e:  # one failing row must not hide the others
             import traceback
