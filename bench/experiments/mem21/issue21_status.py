@@ -161,6 +161,9 @@ MB_CALLS_S23 = [(f"R1 (s23), process {i}", f"s23_mem23_R1_h200/apart_p{i}.json",
 MB_CALLS_S24 = [(f"R1 (s24), process {i}", f"s24_mem24_R1_h200/sm_rope_p{i}.json", "H200",
                  {"shared": {"*": "kernelc"}, "loops": {"*": "kernelc"}, "apart": {"softmax fwd": None, "*": "kernelc"}})
                 for i in (1, 2)]
+# session 25 (mem25's R1, one process): the same two rows, `kernelc` the shipped build beside load-hint columns
+MB_CALLS_S25 = [("R1 (s25), process 1", "s25_mem25_R1_h200/loadhints.json", "H200",
+                 {"shared": {"*": "kernelc"}, "loops": {"*": "kernelc"}, "apart": {"softmax fwd": None, "*": "kernelc"}})]
 
 
 def _row_kernel(name: str):
@@ -195,7 +198,7 @@ def memory_bound(extra=()):
                 continue
             rows.setdefault(name, []).append({"call": call, "file": path, "gpu": gpu, **f})
     scratch = options.get("KERNELC_REDUCE_SCRATCH")
-    for call, path, gpu, cols in MB_CALLS_S23 + MB_CALLS_S24:
+    for call, path, gpu, cols in MB_CALLS_S23 + MB_CALLS_S24 + MB_CALLS_S25:
         if scratch in cols and _exists(path):
             by_row = cols[scratch]
             for column in sorted({c for c in by_row.values() if c}):
