@@ -55,7 +55,7 @@ def test_golden_the_wrapped_offsets_are_carried_and_made_in_the_tile_branch(flat
     filecheck(ir["flatten_loops"], """
         CHECK: [[R0:%\\d+]] = hint {{%\\d+}} {max_contiguous=[32]} : <32xi32>
         CHECK: [[C0:%\\d+]] = hint {{%\\d+}} {max_contiguous=[64]} : <64xi32>
-        CHECK: = scf.for {{.*}}, [[R0]], [[C0]] : i32, <32x64xfp32>, i32, i32, <32xi32>, <64xi32>
+        CHECK: = scf.for {{.*}}, [[R0]], [[C0]] {flattened=True} : i32, <32x64xfp32>, i32, i32, <32xi32>, <64xi32>
         CHECK-NEXT: ^body({{.*}}, [[RA:%\\d+]]: <32xi32>, [[CB:%\\d+]]: <64xi32>):
         CHECK-NOT: sdiv
         CHECK-NOT: select {{.*}} : <32xi32>

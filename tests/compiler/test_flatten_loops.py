@@ -56,7 +56,7 @@ def test_a_tile_loop_and_its_k_loop_become_one_loop(on):
         CHECK-NEXT: [[PROD:%\\d+]] = mul [[NT]], [[NK]] : i32
         CHECK-NEXT: [[TOTAL:%\\d+]] = select [[HASK]], [[PROD]], [[Z]] : i32
         CHECK: [[NK1:%\\d+]] = smax [[NK]], {{%\\d+}} : i32
-        CHECK: [[F:%\\d+]], {{%\\d+}}, {{%\\d+}}, {{%\\d+}} = scf.for [[Z]], [[TOTAL]], {{%\\d+}}, [[D0]], [[ACC0]], [[Z]], [[Z]] : i32, <16x16xfp32>, i32, i32
+        CHECK: [[F:%\\d+]], {{%\\d+}}, {{%\\d+}}, {{%\\d+}} = scf.for [[Z]], [[TOTAL]], {{%\\d+}}, [[D0]], [[ACC0]], [[Z]], [[Z]] {flattened=True} : i32, <16x16xfp32>, i32, i32
         CHECK-NEXT: ^body({{%\\d+}}: i32, [[DONE:%\\d+]]: i32, [[ACC:%\\d+]]: <16x16xfp32>, [[KI:%\\d+]]: i32, [[TILE:%\\d+]]: i32):
         CHECK-NEXT: [[TS:%\\d+]] = mul [[TILE]], %2 : i32
         CHECK-NEXT: [[T:%\\d+]] = add %1, [[TS]] : i32
@@ -165,7 +165,7 @@ def test_bounds_computed_in_the_tile_loop_from_invariants_are_made_before_it(on)
         CHECK: [[H:%\\d+]] = sdiv %K, {{%\\d+}} : i32
         CHECK: [[UB:%\\d+]] = add [[H]], {{%\\d+}} : i32
         CHECK: = sub [[UB]], {{%\\d+}} : i32
-        CHECK: = scf.for {{%\\d+}}, {{%\\d+}}, {{%\\d+}}, {{%\\d+}}, {{%\\d+}}, {{%\\d+}} : <16x16xfp32>, i32, i32
+        CHECK: = scf.for {{%\\d+}}, {{%\\d+}}, {{%\\d+}}, {{%\\d+}}, {{%\\d+}}, {{%\\d+}} {flattened=True} : <16x16xfp32>, i32, i32
         CHECK-NEXT: ^body(
     """)
 

@@ -347,3 +347,20 @@ def test_auto_elects_thread_0_for_a_gemm_loop_and_keeps_elect_sync_for_two_dots(
                                            divisibility=TD_DIV).asm["ptx"]
     assert "elect.sync" not in kernelc.compile(mm_loop, MM_DESC_SIG, MM_CX, target="sm_90a",
                                                divisibility=MM_DESC_DIV).asm["ptx"]
+
+
+def test_auto_takes_thread_0_for_a_flattened_persistent_gemm_on_descriptors_made_in_the_kernel(monkeypatch):
+    """A persistent GEMM whose tile loop is flattened into its K loop (tutorial 09's Hopper path) is one copying loop,
+    not two nested ones: the flatten pass marks it ``flattened`` and auto takes thread 0 as for the nested form
+    (before that mark, flattening silently switched tutorial 09's descriptor kernel to elect.sync, session 25)."""
+    from kernelc.compiler.passes.elect_form import gemm_copy_loops
+    from tests.compiler import persistent_kernels as P
+    monkeypatch.delenv("KERNELC_TMA_ELECT", raising=False)
+    sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32"}
+    for flat in (True, False):
+        monkeypatch.setenv("KERNELC_FLATTEN_LOOPS", "1" if flat else "0")
+        ir, fn, _ = _passes(P.persistent_desc, sig, dict(BM=128, BN=128, BK=64, PROGRAMS=132, FLAT=True),
+                            div={k: 16 for k in sig})
+        assert ("flattened=True" in ir["mark_elect_form"]) == flat
+        assert "tensor_map=" in ir["mark_elect_form"] and gemm_copy_loops(fn), flat
+        assert "elect_one {by='tid'}" in ir["mark_elect_form"], flat

@@ -275,9 +275,10 @@ for op in [
           doc="the first consumer warpgroup takes the last hand-over (ws.pingpong)"),
     # Structured control flow (compiled code only; the interpreter runs Python control flow).
     OpDef("scf.for", (3, -1), results=-1, regions=1, pure=False, category="control",
-          doc="lb, ub, step, inits...; body block args (iv, carried...)",
+          doc="lb, ub, step, inits...; body block args (iv, carried...); flattened: a tile loop and its K loop "
+              "fused into this one (passes/flatten_loops.py)",
           optional_attrs=("num_stages", "unroll", "warp_specialize", "flatten", "pipeline", "ws", "carry_words",
-                          "async_tail", "exit_wait")),
+                          "async_tail", "exit_wait", "flattened")),
     OpDef("scf.if", (1, 1), results=-1, regions=2, pure=False, category="control", doc="then/else regions"),
     OpDef("scf.while", (0, -1), results=-1, regions=2, pure=False, category="control",
           doc="before region ends in scf.condition, after region in scf.yield"),

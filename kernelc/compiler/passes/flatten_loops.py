@@ -421,6 +421,7 @@ def _flatten(outer: Op, num_warps: int = 4, notes: Optional[List[str]] = None) -
     attrs = {k: v for k, v in inner.attrs.items() if k in ("num_stages", "unroll")}
     if "warp_specialize" in outer.attrs:
         attrs["warp_specialize"] = outer.attrs["warp_specialize"]
+    attrs["flattened"] = True  # a persistent tile loop and its K loop in one: later passes key on it (elect_form)
     flat = Op("scf.for", [zero, total, b.const(1, ty)] + list(oinit) + list(iinit) + [zero, zero] + c_init,
               [v.type for v in nblk.args[1:]], attrs, regions=[nblk], loc=inner.loc)
 
