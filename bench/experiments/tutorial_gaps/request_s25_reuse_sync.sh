@@ -12,7 +12,7 @@
 #    processes).
 set -u
 T0=$(date +%s)
-LIMIT=${LIMIT:-78}
+LIMIT=${LIMIT:-75}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv,noheader
 git log -1 --format=%H 2>/dev/null
 TUT=.ext/tutorials; [ -d $TUT ] || TUT=${MAIN:-.}/.ext/tutorials
