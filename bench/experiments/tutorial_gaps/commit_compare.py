@@ -219,8 +219,9 @@ def _export(commit: str, dest: str) -> None:
     subprocess.run(["tar", "-x", "-C", dest], input=arch, check=True)
 
 
-def _side(root: str, jobs, mods, outdir: str, timeout: int):
-    """Compile ``jobs`` with the kernelc under ``root``; returns {i: row}."""
+def _side(root: str, jobs, mods, outdir: str, timeout: int, knobs=None):
+    """Compile ``jobs`` with the kernelc under ``root`` (``knobs``: KERNELC_* values for this side, else every knob
+    at its default); returns {i: row}."""
     os.makedirs(outdir, exist_ok=True)
     spec = os.path.join(outdir, f"jobs_{jobs[0]['i']}.json")
     with open(spec, "w") as f:
@@ -229,6 +230,7 @@ def _side(root: str, jobs, mods, outdir: str, timeout: int):
     env = dict(os.environ, PYTHONPATH=root, KERNELC_CACHE_DIR=cache, KERNELC_SASS_CACHE_DIR="off")
     for k in [k for k in env if k.startswith("KERNELC_") and k not in ("KERNELC_CACHE_DIR", "KERNELC_SASS_CACHE_DIR")]:
         env.pop(k)   # every knob at its default: the comparison is of the defaults
+    env.update(knobs or {})
     try:
         r = subprocess.run([sys.executable, "-c", _CHILD, spec], env=env, capture_output=True, text=True,
                            timeout=timeout, cwd=cache)
@@ -291,6 +293,9 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="child processes at a time")
     ap.add_argument("--chunks", type=int, default=0, help="child processes a side (default: --jobs)")
     ap.add_argument("--limit", type=int, default=0, help="only the first N kernel jobs (a quick look)")
+    ap.add_argument("--match", default="", help="only jobs whose label contains this text")
+    ap.add_argument("--head-knob", action="append", default=[], metavar="KERNELC_X=V",
+                    help="compile the head side with this knob set (which change explains a difference)")
     ap.add_argument("--timeout", type=int, default=3600)
     ap.add_argument("--keep", help="keep both sides' PTX and SASS in this folder")
     ap.add_argument("--out")
@@ -302,14 +307,16 @@ def main(argv=None) -> int:
     same_tree = subprocess.run(["git", "-C", ROOT, "diff", "--quiet", commits["base"], commits["head"], "--",
                                 "kernelc"]).returncode == 0
     tuts = a.only.split(",")
-    jobs = list(all_jobs(tuts))
+    jobs = [j for j in all_jobs(tuts) if a.match in j["label"]]
+    head_knobs = dict(k.split("=", 1) for k in a.head_knob)
     if a.limit:
         jobs = jobs[:a.limit]
     for i, j in enumerate(jobs):
         j["i"] = i
     res = {"tool": "commit_compare", "base": commits["base"], "head": commits["head"], "tutorials": tuts,
-           "kernelc_commits_between": log, "kernelc_tree_identical": same_tree, "n_jobs": len(jobs)}
-    if same_tree:
+           "kernelc_commits_between": log, "kernelc_tree_identical": same_tree, "n_jobs": len(jobs),
+           "match": a.match, "head_knobs": head_knobs}
+    if same_tree and not head_knobs:
         res["summary"] = {"identical": len(jobs), "note": "kernelc trees identical: nothing compiled"}
         print(f"kernelc identical between {commits['base'][:8]} and {commits['head'][:8]}: {len(jobs)} kernels "
               "compile the same (nothing compiled)")
@@ -332,8 +339,8 @@ def main(argv=None) -> int:
         t0 = time.time()
         rows = {"base": {}, "head": {}}
         with concurrent.futures.ThreadPoolExecutor(a.jobs) as ex:
-            futs = {ex.submit(_side, root, part, mods, os.path.join(a.keep or work, side), a.timeout): side
-                    for side, root, part in tasks}
+            futs = {ex.submit(_side, root, part, mods, os.path.join(a.keep or work, side), a.timeout,
+                              head_knobs if side == "head" else None): side for side, root, part in tasks}
             for fut in concurrent.futures.as_completed(futs):
                 rows[futs[fut]].update(fut.result())
                 print(f"[{time.time() - t0:6.0f} s] a {futs[fut]} chunk done", flush=True)
