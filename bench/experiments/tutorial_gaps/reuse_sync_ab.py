@@ -155,7 +155,12 @@ def main(argv=None) -> int:
     ap.add_argument("--summarize", metavar="JSON", help="print the verdict of a finished run's file and exit")
     a = ap.parse_args(argv)
     if a.summarize:
-        s = summarize(json.load(open(a.summarize)))
+        if a.summarize.endswith(".gz"):
+            import gzip
+            with gzip.open(a.summarize, "rt") as f:
+                s = summarize(json.load(f))
+        else:
+            s = summarize(json.load(open(a.summarize)))
         _print(s)
         return 0
     if not (a.tutorials and a.cases and a.out):
