@@ -16,7 +16,9 @@ and 06's runs that stop after their first call; the others say ``warm``); ``--ea
 status JSON) adds the earlier reading of the same point or kernel beside it, for reference only. With several
 ``--run`` (oldest first), each tutorial's row comes whole from the latest run that measured it, and says which.
 
-Every row names the call it comes from (``call``) and its file (``source``).
+Every row names the call it comes from (``call``) and its file (``source``). With ``--run``, each point also gets
+``median_verdict`` (the criterion on the median of its run's repeats, issue 20's reading since session 25) and the
+status an ``on_medians`` block (overall, the lowest medians, every point with a single pairing below 0.95).
 """
 from __future__ import annotations
 
