@@ -256,3 +256,36 @@ def test_one_run_with_repeats_shows_the_median_and_the_verdict_over_every_pairin
     q = {p["x"]: p for p in s["points"]}
     assert q[128.0]["pair_verdict"] == "undecided" and q[128.0]["median_ratio"] == 0.99 and q[128.0]["repeats"] == 3
     assert "median of 3 repeats 0.990, pairings [0.930, 1.050]: undecided" in status_table.one_run_markdown(s)
+
+
+def test_on_medians_judges_each_point_by_its_repeats_median_and_lists_single_pairings_below(tmp_path):
+    import json
+
+    def col(x, ratios, med=None, rng=None, reps=None):
+        c = {"x": [[v] for v in x], "ratio": ratios, "geomean_ratio": 1.0, "min_ratio": min(ratios)}
+        if med:
+            c.update(median_ratio=med, pair_range=rng, repeats=reps,
+                     pair_verdict=["undecided" if r[0] < 0.95 <= r[1] else "x" for r in rng])
+        return c
+    x = [4096.0, 8192.0, 16384.0]
+    run = {"suite": True, "tutorials": {"01-vector-add": {
+        "passed": {"triton": True, "kernelc": True}, "caches": "cold", "first_calls": [],
+        "tables": [{"plot_name": "vector-add-performance",
+                    "noise_floor": {"control_columns": ["Torch (GB/s)"], "per_point": [1.12, 1.01, 1.0]},
+                    "columns": {"Triton (GB/s)": col(x, [0.90, 0.96, 0.97], [1.05, 0.96, 0.94],
+                                                     [[0.87, 1.3], [0.955, 0.97], [0.93, 0.95]], [2, 2, 2]),
+                                "Torch (GB/s)": col(x, [1.12, 1.01, 1.0], [1.0, 1.0, 1.0],
+                                                    [[0.8, 1.1], [0.99, 1.02], [1.0, 1.0]], [2, 2, 2])}}]}}}
+    rp = tmp_path / "run.json"
+    rp.write_text(json.dumps(run))
+    s = status_table.one_run(str(rp), None)
+    pts = {q["x"]: q for q in s["points"]}
+    # the table reading 0.90 at 4096 is below, its median 1.05 is not; 16384's median 0.94 is
+    assert pts[4096.0]["median_verdict"] == "within 5% or better" and pts[16384.0]["median_verdict"] == "below 0.95"
+    assert abs(pts[4096.0]["control_pair_spread"] - 1.25) < 1e-9   # 1 / 0.8
+    om = s["on_medians"]
+    assert om["met"] is False and [q["x"] for q in om["below"]] == [16384.0]
+    assert [q["x"] for q in om["lowest"]][:2] == [16384.0, 8192.0]
+    assert [q["x"] for q in om["single_readings_below"]] == [4096.0, 16384.0]   # 8192's pairings all >= 0.95
+    md = status_table.medians_markdown(s)
+    assert "**not met** at 3 points" in md and "| 01 | vector-add-performance Triton | 4096 | 1.050 (2) |" in md

@@ -127,6 +127,7 @@ def test_golden_a_flattened_loops_epilogue_converts_in_two_pieces(monkeypatch):
     """128x256x64, 8 warps, 4 stages, flattened: the 192 KB ring is live across the epilogue. The conversion
     goes in 2 pieces on row bit 3 (pieces=[[8, 0]]) through 32 KB of scratch (the plan of a 64x256 piece);
     the pass adds the attribute and nothing else (no sync ops: the scratch's own barriers order the pieces)."""
+    monkeypatch.setenv("KERNELC_REUSE_SYNC", "all")   # the ring's drain as cp.async.wait_all (default: wait_group 0)
     before, after, fn, ctx = _flat(monkeypatch, 128, 256, 8, 4)
     filecheck(before, """
         CHECK: scf.if

@@ -45,6 +45,7 @@ def test_the_rings_of_two_cp_async_loops_share_bytes(reuse, monkeypatch):
     """sm_80, cp.async: loop 2's rings (2 x 24 KB) start where loop 1's (2 x 12 KB) did; before them every
     cp.async copy is waited for (zero-filled ones write too) and a barrier orders loop 1's readers first.
     No async-proxy fence on sm_80."""
+    monkeypatch.setenv("KERNELC_REUSE_SYNC", "all")   # the full form's waits (the default's: test_reuse_sync.py)
     monkeypatch.setenv("KERNELC_AUTO_TMA", "0")
     ir, fn, _ = _passes(two_loops, TWO_SIG, CX, target="sm_80", div=DIV)
     before, after = ir[BEFORE], ir[PASS]
@@ -99,6 +100,7 @@ def test_tma_rings_of_two_loops_share_bytes_after_a_fence_and_a_barrier(reuse):
 def test_a_buffer_read_by_both_loops_keeps_its_bytes(reuse, monkeypatch):
     """q's staged copy is read by the dots of both loops: it lives across both, so loop 2's ring goes where
     loop 1's was, never over q."""
+    monkeypatch.setenv("KERNELC_REUSE_SYNC", "all")   # the full form's waits (the default's: test_reuse_sync.py)
     monkeypatch.setenv("KERNELC_AUTO_TMA", "0")
     ir, fn, _ = _passes(shared_operand, SHARED_SIG, dict(BM=64, BN=64, D=64), target="sm_90a", div={"N": 16})
     assert _buffers(ir[PASS]) == [("stage_operand", 0, 8192), ("ring_alloc", 8192, 24576),
@@ -159,6 +161,7 @@ def _ptx(kernel, sig, cx, target, div):
 def test_codegen_places_each_buffer_at_its_offset(reuse, monkeypatch):
     """sm_80 cp.async: the kernel's shared memory is the larger loop's rings (48 KB, not 72 KB), and the PTX
     has the pass's wait for every copy and its barrier between loop 1's wait and loop 2's first copy."""
+    monkeypatch.setenv("KERNELC_REUSE_SYNC", "all")   # the full form's waits (the default's: test_reuse_sync.py)
     monkeypatch.setenv("KERNELC_AUTO_TMA", "0")
     ck = _ptx(two_loops, TWO_SIG, CX, "sm_80", DIV)
     monkeypatch.setenv("KERNELC_SMEM_REUSE", "0")

@@ -84,10 +84,11 @@ def discount4(monkeypatch):
     monkeypatch.setenv("KERNELC_SMEM_REUSE", "1")
 
 
-def test_golden_the_epilogue_conversion_takes_the_rings_bytes(discount4):
+def test_golden_the_epilogue_conversion_takes_the_rings_bytes(discount4, monkeypatch):
     """128x128x64, 4 warps, 3 stages on sm_90a: the A and B rings (3 x 16 KB each) end with the K loop; the
     store's conversion (32 KB) is placed at offset 0, after the copies are waited for (again: the pass writes
     its own wait, as before any reuse of a cp.async ring's bytes), a fence and a barrier."""
+    monkeypatch.setenv("KERNELC_REUSE_SYNC", "all")   # the full form (the default, needed: test_reuse_sync.py)
     ir, fn, _ = _passes(matmul_kernel, MM_SIG, _cx(128, 128, 64), 4, 3, DIV, UNIT_STRIDES)
     before, after = ir["issue_tma_loads_early"], ir["assign_smem_offsets"]
     filecheck(before, """
@@ -153,10 +154,11 @@ def _persistent(monkeypatch, bm, bn, warps, stages, limit, flat=False):
     return fn, ctx
 
 
-def test_golden_a_persistent_tile_loop_converts_in_its_drained_ring(discount4):
+def test_golden_a_persistent_tile_loop_converts_in_its_drained_ring(discount4, monkeypatch):
     """Not flattened, the tile loop allocates its ring, fills and drains it per tile: after the K loop the
     conversion (64 KB at 128x256) takes the ring's bytes, counted in the loop body, between the ring's copies
     waited for + fence + barrier and a barrier after it (the next tile's copies write the same bytes)."""
+    monkeypatch.setenv("KERNELC_REUSE_SYNC", "all")   # the full form (the default, needed: test_reuse_sync.py)
     ir, fn, _ = _passes(ptr_persistent, PSIG, dict(BM=128, BN=256, BK=64, PROGRAMS=132), 8, 4, PDIV, UNIT_STRIDES)
     filecheck(ir["assign_smem_offsets"], """
         CHECK: scf.for

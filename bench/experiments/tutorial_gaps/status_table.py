@@ -16,7 +16,9 @@ and 06's runs that stop after their first call; the others say ``warm``); ``--ea
 status JSON) adds the earlier reading of the same point or kernel beside it, for reference only. With several
 ``--run`` (oldest first), each tutorial's row comes whole from the latest run that measured it, and says which.
 
-Every row names the call it comes from (``call``) and its file (``source``).
+Every row names the call it comes from (``call``) and its file (``source``). With ``--run``, each point also gets
+``median_verdict`` (the criterion on the median of its run's repeats, issue 20's reading since session 25) and the
+status an ``on_medians`` block (overall, the lowest medians, every point with a single pairing below 0.95).
 """
 from __future__ import annotations
 
@@ -639,6 +641,7 @@ def one_run(run_path, earlier_path=EARLIER):
                     if (v.get("repeats") or [0] * (i + 1))[i] > 1:  # a run with repeats: medians, every pairing
                         q.update(median_ratio=v["median_ratio"][i], pair_range=v["pair_range"][i],
                                  pair_verdict=v["pair_verdict"][i], repeats=v["repeats"][i])
+                        q["control_pair_spread"] = _control_pair_spread(tb, controls, i)
                     # a focused re-measurement of the same call (processes alternated, repeats, GPU time apart), for
                     # reference beside this run's reading; it does not replace it
                     cov = _covering(q, _xkey(x), [f for f in focused if f.get("case")], [])
@@ -664,6 +667,7 @@ def one_run(run_path, earlier_path=EARLIER):
             firsts.append(dict(f, tutorial=tut, caches="cold (a run stopped after it)", earlier=None, earlier_from=None,
                                run=rlab))
     below = [q for q in points if q["verdict"] != "within 5% or better"]
+    on_medians = medians_summary(points)
     slow = [f for f in firsts if f.get("kernelc_over_triton") and f["kernelc_over_triton"] > 1.0
             and f["caches"].startswith("cold")]
     rel = lambda p: os.path.relpath(os.path.abspath(p), ROOT) if os.path.abspath(p).startswith(ROOT) else p  # noqa
@@ -675,7 +679,100 @@ def one_run(run_path, earlier_path=EARLIER):
             "environment": last.get("environment"), "seconds": last.get("seconds"), "suite": last.get("suite"),
             "earlier": os.path.relpath(earlier_path, ROOT) if early else None,
             "checks": checks, "points": points, "first_calls": firsts, "missing": missing,
-            "table_points_below_criterion": below, "first_calls_slower": slow}
+            "table_points_below_criterion": below, "on_medians": on_medians, "first_calls_slower": slow}
+
+
+def _control_pair_spread(tb, controls, i):
+    """The largest factor from 1 over the table's control columns' pairings at point ``i`` (the same torch or
+    cuBLAS code in the kernelc and the Triton processes, every repeat paired with every other), or None."""
+    out = None
+    for c in controls:
+        pr = (tb["columns"].get(c, {}).get("pair_range") or [])
+        if i < len(pr) and pr[i] and all(pr[i]):
+            f = max(pr[i][1], 1 / pr[i][0], pr[i][0], 1 / pr[i][1])
+            out = f if out is None else max(out, f)
+    return out
+
+
+def medians_summary(points):
+    """Issue 20's criterion read on the median of each point's repeats in its call (a point read once: that one
+    reading), per point (``median_verdict`` is written into each point) and overall; and every point where a single
+    pairing of one Triton repeat with one kernelc repeat reads below 0.95, with its control's spreads."""
+    rows, singles = [], []
+    for q in points:
+        m = q.get("median_ratio") if q.get("median_ratio") is not None else q.get("ratio")
+        q["median_verdict"] = ("no reading" if m is None else "within 5% or better" if m >= WITHIN else "below 0.95")
+        if m is None:
+            continue
+        rows.append((m, q))
+        low = q["pair_range"][0] if q.get("pair_range") else m
+        if low < WITHIN:
+            rm = q.get("re_measured") or {}
+            singles.append({"tutorial": q["tutorial"], "table": q["table"], "column": q["column"], "x": q["x"],
+                            "median": m, "repeats": q.get("repeats", 1), "pairings": q.get("pair_range"),
+                            "control_table_spread_point": q.get("noise_floor"),
+                            "control_pair_spread": q.get("control_pair_spread"),
+                            "re_measured_gpu_only": rm.get("ratio_gpu"), "re_measured_call": rm.get("call"),
+                            "run": q["run"]})
+    rows.sort(key=lambda t: t[0])
+    pick = lambda m, q: {"tutorial": q["tutorial"], "table": q["table"], "column": q["column"], "x": q["x"],  # noqa
+                         "median": m, "repeats": q.get("repeats", 1), "pairings": q.get("pair_range"), "run": q["run"]}
+    return {"criterion": f"per point, the median of the call's repeats (one repeat: its reading) >= {WITHIN}",
+            "points": len(rows), "met": all(m >= WITHIN for m, _ in rows),
+            "below": [pick(m, q) for m, q in rows if m < WITHIN], "lowest": [pick(m, q) for m, q in rows[:5]],
+            "single_readings_below": singles}
+
+
+def medians_markdown(s):
+    """The per-point table of medians and the overall line (``one_run``'s ``on_medians``)."""
+    om = s.get("on_medians")
+    if not om:
+        return ""
+    fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+    out = ["", f"Criterion on medians ({om['criterion']}): **{'met' if om['met'] else 'not met'}** at "
+           f"{om['points']} points; lowest: " + "; ".join(
+               f"{q['tutorial'][:2]} {_short(q['table'], q['column'])}{_at(q['x'])} {q['median']:.3f} "
+               f"({q['repeats']} repeat{'s' if q['repeats'] > 1 else ''}, {q['run']})" for q in om["lowest"]) + ".",
+           "", "Single pairings below 0.95 (one Triton repeat against one kernelc repeat), with the controls' spreads "
+           "(the table's control column: its reading at that point, and its own pairings):", "",
+           "| tutorial | table, column | x | median (repeats) | pairings | control at the point | control pairings | "
+           "GPU-only re-measurement |", "|---|---|---|---|---|---|---|---|"]
+    for q in om["single_readings_below"]:
+        pr = q["pairings"]
+        rm = (f"{q['re_measured_gpu_only']:.3f} ({q['re_measured_call'].split(' (')[0]})"
+              if q.get("re_measured_gpu_only") is not None else "-")
+        out.append(f"| {q['tutorial'][:2]} | {_short(q['table'], q['column'])} | {_at(q['x']).strip(' at') or '-'} | "
+                   f"{q['median']:.3f} ({q['repeats']}) | {f'[{pr[0]:.3f}, {pr[1]:.3f}]' if pr else '-'} | "
+                   f"x{fmt(q['control_table_spread_point'])} | x{fmt(q['control_pair_spread'])} | {rm} |")
+    out += ["", "| tutorial | table, column | x | table reading | median (repeats) | pairings | verdict on the median |",
+            "|---|---|---|---|---|---|---|"]
+    for q in s["points"]:
+        if q.get("ratio") is None:
+            continue
+        pr = q.get("pair_range")
+        out.append(f"| {q['tutorial'][:2]} [{q['run']}] | {_short(q['table'], q['column'])} | "
+                   f"{_at(q['x']).strip(' at') or '-'} | {q['ratio']:.3f} | "
+                   f"{fmt(q.get('median_ratio'))} ({q.get('repeats', 1)}) | "
+                   f"{f'[{pr[0]:.3f}, {pr[1]:.3f}]' if pr else '-'} | {q['median_verdict']} |")
+    return "\n".join(out) + "\n"
+
+
+def _short(table, col):
+    return (table.replace("fused-attention-batch4-head32-", "").replace("-warp_specialize=", " ws=")
+            .replace("profile matmul.hatchet", "") + " " + (col or "").split(" (")[0].split(" [M=")[0]).strip()
+
+
+def _at(x):
+    if isinstance(x, str) and x.startswith("["):   # _xkey's key for a point of several values
+        try:
+            x = json.loads(x)
+        except ValueError:
+            return ""
+    if isinstance(x, list) and x and len(set(x)) == 1:   # 03's points: M = N = K
+        x = x[0]
+    if isinstance(x, (int, float)):
+        return f" at {int(x)}" if float(x).is_integer() else f" at {x:g}"
+    return ""
 
 
 def one_run_markdown(s):
@@ -740,7 +837,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.run:
         s = one_run(args.run, args.earlier)
-        md = one_run_markdown(s)
+        md = one_run_markdown(s) + medians_markdown(s)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(s, f, indent=1)
@@ -751,6 +848,10 @@ def main(argv=None) -> int:
         print(f"{len(s['table_points_below_criterion'])} table points below {WITHIN}; "
               f"{len(s['first_calls_slower'])} first calls from empty caches slower than Triton's; "
               f"not run: {', '.join(m['tutorial'][:2] for m in s['missing']) or 'none'}")
+        om = s["on_medians"]
+        print(f"on medians of repeats: {'met' if om['met'] else 'not met'} at {om['points']} points "
+              f"({len(om['below'])} below {WITHIN}); {len(om['single_readings_below'])} points with a single pairing "
+              f"below {WITHIN}")
         return 0
     s = build()
     if args.json:
