@@ -94,6 +94,38 @@ def test_ds_with_its_tiles_stored_contiguously_gives_the_same_grads(causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
+def test_ds_with_its_rows_by_descriptors_gives_the_same_grads(causal):
+    # ROWS_TMA: the LSE and delta rows through 1-D descriptors (zero-padded past N: 88 = 5.5 query steps of 16), in
+    # head groups of one too; the flag reaches the launch only where N % 4 == 0 (the rows' 16-byte alignment)
+    q, k, v = _qkv(88, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
+    cfg = dict(BLOCK_M=16, BLOCK_N=32)
+    base = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", dkdv_config=cfg)
+    for ws in (None, 88 * 88 * 2):
+        rows = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", dkdv_config=dict(cfg, ROWS_TMA=True),
+                               ds_workspace_bytes=ws)
+        for a, b in zip(base, rows):
+            assert torch.equal(a, b)
+    seen = {}
+
+    class Spy:  # the dK/dV kernel's launch: records its constexprs
+        def __getitem__(self, grid):
+            return lambda *a, **kw: seen.update(kw)
+
+    for n, want in ((88, True), (86, False)):
+        seen.clear()
+        _, steps = B.attention_bwd_steps(do[:, :, :n], q[:, :, :n], k[:, :, :n], v[:, :, :n], o[:, :, :n],
+                                         lse[:, :, :n].contiguous(), causal, 0.25, dq_mode="ds",
+                                         dkdv_config=dict(cfg, ROWS_TMA=True), kernels=dict(dkdv=Spy()))
+        for name, launch in steps:
+            if name != "preprocess":
+                launch()
+                break
+        assert seen.get("ROWS_TMA") is want
+
+
+@pytest.mark.parametrize("causal", [False, True])
 def test_ds_with_a_bounded_workspace_gives_the_same_grads(causal):
     # dq_mode="ds" with ds_workspace_bytes of one head (heads in groups): the same dS^T tiles, so the same grads
     # bit for bit, and close to torch's
