@@ -273,6 +273,23 @@ def _schedule_loop(f: _Facts, op: Op) -> None:
         d.attrs["wgmma"] = "async"
 
 
+def _reaches_a_dot(v: Value, uses) -> bool:
+    """A dot reads ``v`` as an operand, directly or through views (trans, reshape, convert_layout): a dot operand
+    left out of the ring for its own reasons (two orientations of one tile), which stays as it was."""
+    todo, seen = [v], set()
+    while todo:
+        x = todo.pop()
+        if x.id in seen:
+            continue
+        seen.add(x.id)
+        for u, i in uses.get(x.id, []):
+            if u.name == "dot" and i in (0, 1):
+                return True
+            if u.name in ("trans", "reshape", "convert_layout"):
+                todo.append(u.results[0])
+    return False
+
+
 def _register_tiles(f: _Facts, op: Op, cp_loads, tma, uses) -> List[Op]:
     """TMA tiles of the loop body that no dot reads (attention backward's LSE and delta rows), which ride in the
     ring the dots' TMA tiles already have: each stage's barrier then covers them too, and the body reads them from
@@ -288,7 +305,7 @@ def _register_tiles(f: _Facts, op: Op, cp_loads, tma, uses) -> List[Op]:
     for o in body.ops:
         if o.name != "descriptor_load" or id(o) in ringed or not o.attrs.get("tma") or o.operands[0].id in defs:
             continue
-        if any(u.name == "dot" and i in (0, 1) for u, i in uses.get(o.results[0].id, [])):
+        if _reaches_a_dot(o.results[0], uses):
             continue
         rows.append(o)
     if rows and address_chain(op, [], [t for t, _ in tma] + rows) is None:
