@@ -492,9 +492,10 @@ DKDV_EVEN_M = {64: True}
 DKDV_WS = {(128, False): 1}
 DS_WS = {(128, False): 1}
 # ds's dK/dV loop with its LSE and delta rows through 1-D descriptors (ROWS_TMA), which the compiler rings with Q and
-# dO (passes/schedule.py, _register_tiles): by (head dim, causal); dkdv_config's ROWS_TMA overrides. Set where measured
-# faster (docs/attention.md, "att25")
-DS_ROWS_TMA = {}
+# dO (passes/schedule.py, _register_tiles): by (head dim, causal); dkdv_config's ROWS_TMA overrides. On an H200 (att25's
+# R1) 10-14% faster at D=128 non-causal (N 4096; 6-8% at 16384), a tie causal (no producer warpgroup there): on
+# where faster (docs/attention.md, "att25")
+DS_ROWS_TMA = {(128, False): True}
 # causal grids ordered longest first across groups of this many heads (GROUP, the kernels' constexpr; 0: each
 # head's blocks launched together, a head's longest first): (head dim, dQ mode) -> (dK/dV kernel's, dQ kernel's
 # or ds's dQ GEMM's). On an H200 (call H12b, N=4096, docs/attention.md) groups of 8: ds 4% faster at D=128 and

@@ -534,6 +534,25 @@ def test_host_descriptor_forwards_give_the_pointer_forwards_output(causal):
     torch.testing.assert_close(f2, f1, atol=1e-3, rtol=0)
 
 
+def test_ds_rows_tma_table_reaches_the_launch(monkeypatch):
+    # DS_ROWS_TMA by (head dim, causal): ROWS_TMA on ds's dK/dV launch where the table sets it, no keyword elsewhere
+    # (the other kernels' compile keys stay as they were); grads bit for bit the same in the interpreter
+    import kernelc
+    assert B.DS_ROWS_TMA == {(128, False): True}
+    seen = []
+    spy = _Spy(kernelc.jit(B.attn_bwd_dkdv_kernel.fn), seen)
+    monkeypatch.setattr(B, "DS_ROWS_TMA", {(16, False): True})
+    q, k, v = _qkv(64, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    for causal in (False, True):
+        o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
+        got = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", kernels={"dkdv": spy})
+        ref = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", dkdv_config=dict(ROWS_TMA=False))
+        for a, b in zip(got, ref):
+            assert torch.equal(a, b)
+    assert [kw.get("ROWS_TMA") for kw in seen] == [True, None]
+
+
 @pytest.mark.parametrize("mode", ["separate", "ds"])
 def test_dkdv_producer_warpgroup_tables_reach_the_launch(mode, monkeypatch):
     # DKDV_WS (separate, also through its launch plan) / DS_WS by (head dim, causal): WS on the dK/dV launch where
