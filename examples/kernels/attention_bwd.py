@@ -70,7 +70,7 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
                 ATOMIC_DQ: tl.constexpr, WS: tl.constexpr, ds_desc=None, start_n=0,
                 STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False, EVEN_M: tl.constexpr = False,
                 TAIL: tl.constexpr = None, DS_TILED: tl.constexpr = False, ds_base=0, ds_step=0,
-                FLAT_DQ: tl.constexpr = False, DQ_FIRST: tl.constexpr = False):
+                FLAT_DQ: tl.constexpr = False, DQ_FIRST: tl.constexpr = False, lse_desc=None, delta_desc=None):
     """Query blocks [lo, hi) into (dk, dv) of one key block; P^T and dS^T are [BLOCK_N, BLOCK_M]. EVEN_M: N_CTX is a
     multiple of BLOCK_M, the LSE and delta rows are loaded without a mask. DS_TILED: dS^T's tile of query block j goes
     to rows ds_base + j * ds_step of the tiled workspace (attn_bwd_dkdv_kernel)."""
@@ -94,7 +94,12 @@ def _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_qm, s
         else:
             q = tl.load(q_ptrs + start_m * stride_qm, mask=rows[:, None], other=0.0)
             do = tl.load(do_ptrs + start_m * stride_dom, mask=rows[:, None], other=0.0)
-        if PREFETCH_LD:
+        if lse_desc is not None:
+            # ROWS_TMA: the rows through 1-D descriptors (zero-padded past N_CTX); the compiler copies them into
+            # the loop's TMA ring with Q and dO, so they are in shared memory once the stage's barrier completes
+            lse = lse_desc.load([start_m])
+            delta = delta_desc.load([start_m])
+        elif PREFETCH_LD:
             lse = lse_n
             delta = delta_n
             nxt = offs_m + BLOCK_M
@@ -154,7 +159,7 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                          STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False,
                          GROUP: tl.constexpr = 0, EVEN_M: tl.constexpr = False, TAIL: tl.constexpr = None,
                          KV_REGS: tl.constexpr = 0, DS_TILED: tl.constexpr = False, FLAT_DQ: tl.constexpr = False,
-                         DQ_FIRST: tl.constexpr = False):
+                         DQ_FIRST: tl.constexpr = False, ROWS_TMA: tl.constexpr = False):
     """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ); WS: a producer warp(group)
     fills the loops' TMA ring (1: both loops; 2: the unmasked one only, causal's diagonal loop without it). Q, K, V,
     dO, dK, dV share the strides (the wrapper makes them contiguous); DQ is fp32 with its own (FLAT_DQ: the head's
@@ -215,6 +220,13 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         # dS^T of this head, [N_CTX keys, N_CTX queries] (queries contiguous), DQ being that fp16/bf16 buffer
         ds_desc = tl.make_tensor_descriptor(DQ + off_hz.to(tl.int64) * N_CTX * N_CTX, shape=[N_CTX, N_CTX],
                                             strides=[N_CTX, 1], block_shape=[BLOCK_N, BLOCK_M])
+    lse_desc = None
+    delta_desc = None
+    if ROWS_TMA:
+        # the LSE and delta rows by TMA with each Q/dO stage (FlashAttention-3's way; the wrapper sets it where
+        # N_CTX % 4 == 0: each head's rows start 16-byte aligned)
+        lse_desc = tl.make_tensor_descriptor(LSE, shape=[N_CTX], strides=[1], block_shape=[BLOCK_M])
+        delta_desc = tl.make_tensor_descriptor(Delta, shape=[N_CTX], strides=[1], block_shape=[BLOCK_M])
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     lo = 0
@@ -224,11 +236,11 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
         dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                              offs_n, offs_m0, qk_scale, start_n, tl.minimum(lo, N_CTX), N_CTX, sm_scale, BLOCK_M,
                              True, ATOMIC_DQ, WS == 1, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL,
-                             DS_TILED, ds_base, BLOCK_N, FLAT_DQ, DQ_FIRST)
+                             DS_TILED, ds_base, BLOCK_N, FLAT_DQ, DQ_FIRST, lse_desc, delta_desc)
     dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
                          offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
                          ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base, BLOCK_N, FLAT_DQ,
-                         DQ_FIRST)
+                         DQ_FIRST, lse_desc, delta_desc)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
     tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
 
@@ -479,6 +491,11 @@ DKDV_EVEN_M = {64: True}
 # at N 4096), ds 0-4.6% (N 4096 and 16384); causal not faster (the separate pass -1.6% to +5.4%, ds 14-21% slower)
 DKDV_WS = {(128, False): 1}
 DS_WS = {(128, False): 1}
+# ds's dK/dV loop with its LSE and delta rows through 1-D descriptors (ROWS_TMA), which the compiler rings with Q and
+# dO (passes/schedule.py, _register_tiles): by (head dim, causal); dkdv_config's ROWS_TMA overrides. On an H200 (att25's
+# R1) 10-14% faster at D=128 non-causal (N 4096; 6-8% at 16384), a tie causal (no producer warpgroup there): on
+# where faster (docs/attention.md, "att25")
+DS_ROWS_TMA = {(128, False): True}
 # causal grids ordered longest first across groups of this many heads (GROUP, the kernels' constexpr; 0: each
 # head's blocks launched together, a head's longest first): (head dim, dQ mode) -> (dK/dV kernel's, dQ kernel's
 # or ds's dQ GEMM's). On an H200 (call H12b, N=4096, docs/attention.md) groups of 8: ds 4% faster at D=128 and
@@ -601,6 +618,10 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
             c1.setdefault("WS", DKDV_WS[(D, bool(causal))])
     if ds and DS_WS.get((D, bool(causal))):
         c1.setdefault("WS", DS_WS[(D, bool(causal))])
+    if ds and DS_ROWS_TMA.get((D, bool(causal))):
+        c1.setdefault("ROWS_TMA", True)
+    if c1.get("ROWS_TMA"):  # asked for: each head's rows must start 16-byte aligned for their descriptors
+        c1["ROWS_TMA"] = N % 4 == 0 and lse.is_contiguous()
     if flat:
         for key, val in FLAT_KNOBS.get(D, {}).items():
             c1.setdefault(key, val)

@@ -134,6 +134,14 @@ def test_d128_dkdv_with_zero_started_logit_dots(mode, causal, monkeypatch):
 
 
 @pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("N,ws", [(1000, None), (1024, None), (1024, 1024 * 1024 * 2)])
+def test_d128_ds_with_its_rows_ringed_by_tma(N, ws, causal):
+    # ROWS_TMA: the LSE and delta rows by 1-D descriptors the compiler rings with Q and dO (passes/schedule.py,
+    # _register_tiles; read from the stage into registers): zero-padded past N (1000), in head groups of one (ws)
+    _check_backward_at(128, causal, N=N, dq_mode="ds", dkdv_config=dict(ROWS_TMA=True), ds_workspace_bytes=ws)
+
+
+@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("D", [64, 128])
 def test_backward_without_deferred_ring_waits(D, causal, monkeypatch):
     # the bench's A/B (BWD_VARIANTS "nodefer"): the same kernels compiled with every wgmma waited for at its issue

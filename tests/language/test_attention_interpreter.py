@@ -94,6 +94,38 @@ def test_ds_with_its_tiles_stored_contiguously_gives_the_same_grads(causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
+def test_ds_with_its_rows_by_descriptors_gives_the_same_grads(causal):
+    # ROWS_TMA: the LSE and delta rows through 1-D descriptors (zero-padded past N: 88 = 5.5 query steps of 16), in
+    # head groups of one too; the flag reaches the launch only where N % 4 == 0 (the rows' 16-byte alignment)
+    q, k, v = _qkv(88, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
+    cfg = dict(BLOCK_M=16, BLOCK_N=32)
+    base = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", dkdv_config=cfg)
+    for ws in (None, 88 * 88 * 2):
+        rows = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", dkdv_config=dict(cfg, ROWS_TMA=True),
+                               ds_workspace_bytes=ws)
+        for a, b in zip(base, rows):
+            assert torch.equal(a, b)
+    seen = {}
+
+    class Spy:  # the dK/dV kernel's launch: records its constexprs
+        def __getitem__(self, grid):
+            return lambda *a, **kw: seen.update(kw)
+
+    for n, want in ((88, True), (86, False)):
+        seen.clear()
+        _, steps = B.attention_bwd_steps(do[:, :, :n], q[:, :, :n], k[:, :, :n], v[:, :, :n], o[:, :, :n],
+                                         lse[:, :, :n].contiguous(), causal, 0.25, dq_mode="ds",
+                                         dkdv_config=dict(cfg, ROWS_TMA=True), kernels=dict(dkdv=Spy()))
+        for name, launch in steps:
+            if name != "preprocess":
+                launch()
+                break
+        assert seen.get("ROWS_TMA") is want
+
+
+@pytest.mark.parametrize("causal", [False, True])
 def test_ds_with_a_bounded_workspace_gives_the_same_grads(causal):
     # dq_mode="ds" with ds_workspace_bytes of one head (heads in groups): the same dS^T tiles, so the same grads
     # bit for bit, and close to torch's
@@ -500,6 +532,25 @@ def test_host_descriptor_forwards_give_the_pointer_forwards_output(causal):
     f1, f2 = (A.attention_fp8(q8, k8, vt, qs, ks, vs, causal=causal, BLOCK_M=32, BLOCK_N=64, key_order=True,
                               diag_split=True, even_n=True, mask_fold=True, desc=d) for d in (0, 1))
     torch.testing.assert_close(f2, f1, atol=1e-3, rtol=0)
+
+
+def test_ds_rows_tma_table_reaches_the_launch(monkeypatch):
+    # DS_ROWS_TMA by (head dim, causal): ROWS_TMA on ds's dK/dV launch where the table sets it, no keyword elsewhere
+    # (the other kernels' compile keys stay as they were); grads bit for bit the same in the interpreter
+    import kernelc
+    assert B.DS_ROWS_TMA == {(128, False): True}
+    seen = []
+    spy = _Spy(kernelc.jit(B.attn_bwd_dkdv_kernel.fn), seen)
+    monkeypatch.setattr(B, "DS_ROWS_TMA", {(16, False): True})
+    q, k, v = _qkv(64, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    for causal in (False, True):
+        o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
+        got = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", kernels={"dkdv": spy})
+        ref = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", dkdv_config=dict(ROWS_TMA=False))
+        for a, b in zip(got, ref):
+            assert torch.equal(a, b)
+    assert [kw.get("ROWS_TMA") for kw in seen] == [True, None]
 
 
 @pytest.mark.parametrize("mode", ["separate", "ds"])

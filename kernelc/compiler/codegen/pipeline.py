@@ -20,11 +20,11 @@ from typing import Optional
 from ...language.dtypes import scalar_of, shape_of
 from ..ir.core import Loc, Op
 from . import tma as T
-from .descriptors import free_regions, operand_orientation, report_tma, reuse_or_allocate, tensor_map_of
+from .descriptors import free_regions, operand_orientation, read_tile, report_tma, reuse_or_allocate, tensor_map_of
 from .dot import MMA_SHAPES, SmemOperand, _dims, operand_geometry, store_operand, choose_trans
 from .memory import report_access
 from .emitter import llty
-from .lowering import Lowering, rule
+from .lowering import Lowering, Tile, rule
 
 
 # -- the cp.async ring, one op at a time (passes/cp_async_rings.py wrote the ops) -----------------------
@@ -156,6 +156,11 @@ def lower_ring_read(lw: Lowering, op: Op) -> None:
     ring = lw.rings[op.operands[0].id]
     base = ring.stage_base(lw, lw.scalar(op.operands[1]))
     sm = T.box_smem(ring.box, base) if isinstance(ring, TmaRing) else ring.geom.at(base)
+    if op.attrs.get("registers"):  # a tile no dot reads: into registers of its layout (ld.shared)
+        res = op.results[0]
+        L = lw.plan.get(res)
+        lw.tiles[res.id] = Tile(L, read_tile(lw, sm, L, scalar_of(res.type), ring.tmap.ty.block_shape))
+        return
     trans = ring.trans
     if "operand" in op.attrs:  # another view of a ringed tile (passes/rings.py): its own orientation
         row_dim = 0 if isinstance(ring, TmaRing) else ring.dims[0]
@@ -190,6 +195,12 @@ class BarrierGroup:
 def lower_tma_ring_alloc(lw: Lowering, op: Op) -> None:
     desc, r = op.operands[0], op.results[0]
     tm = tensor_map_of(lw, desc)
+    S = op.attrs["stages"]
+    if op.attrs["operand"] == "none":  # read into registers (no operand geometry); stages 1024-byte aligned as
+        stage_bytes = (tm.box.nbytes + 1023) // 1024 * 1024  # passes/smem_offsets.buffer_bytes sizes every ring
+        tok = lw.placed(op, S * stage_bytes) or reuse_or_allocate(lw, S * stage_bytes)
+        lw.rings[r.id] = TmaRing(tok, tm, False, S, stage_bytes)
+        return
     is_a = op.attrs["operand"] == "a"
     trans = operand_orientation(is_a, op.attrs["transposed"])
     rows, cols = shape_of(r.type)

@@ -130,8 +130,9 @@ for op in [
               "host_arg names the kernel parameter it was flattened from",
           optional_attrs=("host_arg",)),
     OpDef("descriptor_load", (2, -1), ("block_shape",), category="descriptor",
-          doc="desc, offsets x n (i32) -> tile of block_shape; out-of-bounds elements read as the padding",
-          optional_attrs=("padding", "pipeline", "tma", "in_place", "smem_buffer")),
+          doc="desc, offsets x n (i32) -> tile of block_shape; out-of-bounds elements read as the padding; "
+              "layout: the registers' layout it is read back in (passes/load_layouts.py)",
+          optional_attrs=("padding", "pipeline", "tma", "in_place", "smem_buffer", "layout")),
     OpDef("descriptor_store", (3, -1), ("block_shape",), pure=False, results=0, category="descriptor",
           doc="desc, value, offsets x n (i32); out-of-bounds elements are not written", optional_attrs=("tma",)),
     OpDef("descriptor_reduce", (3, -1), ("block_shape", "kind"), pure=False, results=0, category="descriptor",
@@ -179,13 +180,15 @@ for op in [
     OpDef("ring_read", (2, 2), pure=False, category="ring",
           doc="ring, stage (i32) -> the stage's tile, read in place by a tensor-core dot; source: the load it "
               "stands for (file:line:col), where no copy in the loop names it (a warp-specialised loop); "
-              "operand/transposed: how this view reads a TMA ring whose first reader reads it otherwise",
-          optional_attrs=("source", "operand", "transposed")),
+              "operand/transposed: how this view reads a TMA ring whose first reader reads it otherwise; "
+              "registers: the stage's tile read into registers (a TMA ring of operand 'none')",
+          optional_attrs=("source", "operand", "transposed", "registers")),
     # The TMA ring of a pipelined loop as explicit ops (passes/tma_rings.py, docs/schedule-ir.md): the
     # ring's stages, one mbarrier per stage that the copies complete on, the phase parity as IR arithmetic.
     OpDef("tma_ring_alloc", (1, 1), ("stages", "operand", "transposed"), pure=False, category="ring",
           doc="desc -> a shared-memory ring of `stages` TMA boxes of the descriptor's block, read in place as "
-              "dot operand 'a' or 'b' (transposed: through a 2-D trans, the result's type); smem_buffer: where "
+              "dot operand 'a' or 'b' (transposed: through a 2-D trans, the result's type), or 'none': read into "
+              "registers by ring_read {registers} (a tile no dot reads); smem_buffer: where "
               "passes/smem_offsets.py placed it", optional_attrs=("smem_buffer",)),
     OpDef("mbarrier_alloc", (0, 0), ("count",), pure=False, category="ring",
           doc="`count` mbarriers (8 bytes each) in shared memory; the i64 result names the group"),

@@ -661,9 +661,10 @@ def _ring_alloc(op: Op) -> List[str]:
     least = 1 if op.name == "tma_ring_alloc" else 2
     if not (isinstance(st, int) and st >= least):
         errs.append(f"stages must be an int >= {least}, got {st!r}")
-    if which not in ("a", "b"):
-        errs.append(f"operand must be 'a' or 'b', got {which!r}")
-    if not isinstance(op.results[0].type, block_type) or len(shape_of(op.results[0].type)) != 2:
+    # 'none': a TMA ring whose tiles the loop reads into registers (no dot reads them), of any rank
+    if which not in ("a", "b") and not (which == "none" and op.name == "tma_ring_alloc"):
+        errs.append(f"operand must be 'a' or 'b' ('none' for a TMA ring), got {which!r}")
+    if not isinstance(op.results[0].type, block_type) or (len(shape_of(op.results[0].type)) != 2 and which != "none"):
         errs.append("a ring holds 2-D tiles")
     return errs
 
@@ -707,6 +708,10 @@ def _staged_operand(op: Op) -> List[str]:
 
 def _ring_read(op: Op) -> List[str]:
     errs = _stage_operand(op)
+    ring = op.operands[0].op
+    to_regs = ring is not None and ring.name == "tma_ring_alloc" and ring.attrs.get("operand") == "none"
+    if bool(op.attrs.get("registers")) != to_regs:
+        errs.append("registers=True exactly on the reads of a TMA ring of operand 'none'")
     if _is_ring(op.operands[0]) and op.results[0].type != op.operands[0].type:
         ring_ty, ty = op.operands[0].type, op.results[0].type
         transposed_view = "operand" in op.attrs and list(shape_of(ty)) == list(reversed(shape_of(ring_ty))) \

@@ -242,6 +242,9 @@ class LayoutAssigner:
             self._set(res, default_blocked(shape, self.nw))
             return
         if name == "descriptor_load" and shape:
+            if op.attrs.get("layout") is not None:  # read back in its reader's layout (passes/load_layouts.py)
+                self._set(res, op.attrs["layout"])
+                return
             # a TMA tile read back from (swizzled) shared memory: 16-byte vectors along the last dim
             self._set(res, default_blocked(shape, self.nw, vec=max(1, 16 // max(1, scalar_of(res.type).itemsize))))
             return

@@ -110,7 +110,9 @@ def loads_in_use_layout(fn: Function, loops_only: Optional[bool] = None) -> Func
             replace_all_uses(fn.body, cvt.results[0], exp.results[0])
             cvt.block.ops.remove(cvt)
             continue
-        if ld is None or ld.name != "load" or "layout" in ld.attrs or ld.attrs.get("pipeline"):
+        # a 1-D TMA tile (a descriptor_load) is read back from unswizzled shared memory in whatever layout its
+        # result has: the same move saves the round trip, with no redundant global requests at all
+        if ld is None or ld.name not in ("load", "descriptor_load") or "layout" in ld.attrs or ld.attrs.get("pipeline"):
             continue
         shape = shape_of(ld.results[0].type)
         if len(shape) != 1 or shape[0] > MAX_ELEMS or len(uses.get(ld.results[0].id, [])) != 1:

@@ -14,6 +14,11 @@ from .schedule_ir import REFILL_AFTER_DOTS, address_chain, inside_loop
 from .stage_operands import entry_values, stage_invariants
 
 
+def ring_operand(is_a) -> str:
+    """A TMA ring's ``operand``: the dot operand its first reader reads, or 'none' (read into registers)."""
+    return "none" if is_a is None else "a" if is_a else "b"
+
+
 class RingExpander:
     """Rewrites one pipelined loop (no ``ws``): ``cp``/``tma`` are its ringed loads as
     ``schedule_ir.ringed_operands`` lists them; either may be empty (not both)."""
@@ -50,7 +55,9 @@ class RingExpander:
         for v, k, is_a, via in self.views:
             src, _, is_a0, via0 = self.tma[k]
             a = dict(attrs(src)) if attrs else {}
-            if v is not (via0 or src).results[0]:
+            if is_a0 is None:  # a tile no dot reads: into registers (passes/schedule.py, _register_tiles)
+                a["registers"] = True
+            elif v is not (via0 or src).results[0]:
                 a.update(operand="a" if is_a else "b", transposed=via is not None)
             t = self._op(head, "ring_read", [trings[k], rd], [v.type], a).results[0]
             self._like(t, v)
@@ -158,7 +165,7 @@ class RingExpander:
         for src, _, is_a, via in self.tma:
             seen = (via or src).results[0]  # what the dot reads
             r = self._op(pre, "tma_ring_alloc", [src.operands[0]], [seen.type],
-                         {"stages": S, "operand": "a" if is_a else "b", "transposed": via is not None}).results[0]
+                         {"stages": S, "operand": ring_operand(is_a), "transposed": via is not None}).results[0]
             self._like(r, seen)
             trings.append(r)
         bars = self._op(pre, "mbarrier_alloc", [], [int64], {"count": S}).results[0]

@@ -249,6 +249,7 @@ def _schedule_loop(f: _Facts, op: Op) -> None:
     cp_loads = list({id(ld): ld for ld, _, _ in cp}.values())
     if address_chain(op, cp_loads, [t for t, _ in tma]) is None:
         return
+    rows = _register_tiles(f, op, cp_loads, tma, uses)
     tma_values = {(via or t).results[0].id for t, via in tma}
     dots, lookahead = async_dots(f, op, bool(cp), bool(tma), tma_values, staged_outside=True)
     if not dots:
@@ -266,8 +267,50 @@ def _schedule_loop(f: _Facts, op: Op) -> None:
         t.attrs["pipeline"] = {"ring": TMA}
         if via is not None:
             via.attrs["pipeline"] = {"ring": TMA}
+    for t in rows:
+        t.attrs["pipeline"] = {"ring": TMA, "registers": True}
     for d in dots:
         d.attrs["wgmma"] = "async"
+
+
+def _reaches_a_dot(v: Value, uses) -> bool:
+    """A dot reads ``v`` as an operand, directly or through views (trans, reshape, convert_layout): a dot operand
+    left out of the ring for its own reasons (two orientations of one tile), which stays as it was."""
+    todo, seen = [v], set()
+    while todo:
+        x = todo.pop()
+        if x.id in seen:
+            continue
+        seen.add(x.id)
+        for u, i in uses.get(x.id, []):
+            if u.name == "dot" and i in (0, 1):
+                return True
+            if u.name in ("trans", "reshape", "convert_layout"):
+                todo.append(u.results[0])
+    return False
+
+
+def _register_tiles(f: _Facts, op: Op, cp_loads, tma, uses) -> List[Op]:
+    """TMA tiles of the loop body that no dot reads (attention backward's LSE and delta rows), which ride in the
+    ring the dots' TMA tiles already have: each stage's barrier then covers them too, and the body reads them from
+    shared memory into registers after the wait (FlashAttention-3's LSE/dPsum) instead of a copy and a wait of their
+    own each trip (a ``descriptor_load`` outside a ring). Only with a TMA ring and no cp.async one (a warp-specialised
+    loop's ring is TMA only), and where their offsets re-evaluate with the ring's (the address chain)."""
+    if not tma or cp_loads:
+        return []
+    body = op.regions[0]
+    defs = _body_defs(body)  # the descriptor is made outside the loop
+    ringed = {id(t) for t, _ in tma}
+    rows = []
+    for o in body.ops:
+        if o.name != "descriptor_load" or id(o) in ringed or not o.attrs.get("tma") or o.operands[0].id in defs:
+            continue
+        if _reaches_a_dot(o.results[0], uses):
+            continue
+        rows.append(o)
+    if rows and address_chain(op, [], [t for t, _ in tma] + rows) is None:
+        return []
+    return rows
 
 
 def _async_tail(f: _Facts, loop: Op, has_cp: bool, has_tma: bool) -> List[Op]:

@@ -95,7 +95,8 @@ def ringed_operands(loop: Op):
     """(cp.async loads, TMA loads) of a loop as ``schedule_pipelines`` tagged them, in the order the
     ring lays them out: dots in body order, operand A before B. Each entry is (load, dot, is_a, via)
     where ``via`` is the 2-D ``trans`` the ringed tile is read through (or None); a tile several dots
-    read has an entry per reader."""
+    read has an entry per reader. Tiles the ring carries to registers (``pipeline={ring='tma',
+    registers=True}``: read by no dot, e.g. attention's LSE rows) follow, as (load, None, None, None)."""
     body = loop.regions[0]
     defs = body_defs(body)
     cp, tma = [], []
@@ -112,6 +113,9 @@ def ringed_operands(loop: Op):
                 cp.append((src, o, idx == 0, via))
             elif src.name == "descriptor_load" and ring_of(src) == TMA:
                 tma.append((src, o, idx == 0, via))
+    if tma:
+        tma += [(o, None, None, None) for o in body.ops if o.name == "descriptor_load" and ring_of(o) == TMA
+                and o.attrs["pipeline"].get("registers")]
     return cp, tma
 
 

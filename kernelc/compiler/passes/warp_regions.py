@@ -38,7 +38,7 @@ from ...errors import CompilationError
 from ...options import get as get_option
 from ...language.dtypes import int1, int32, int64, shape_of
 from ..ir.core import Block, Function, Loc, Op, Value, clone_op, replace_all_uses
-from .rings import RingExpander
+from .rings import RingExpander, ring_operand
 from .schedule_ir import address_chain, inside_loop, loop_path, ringed_operands
 from .stage_operands import entry_values, stage_invariants
 
@@ -323,7 +323,7 @@ class _WsExpander(RingExpander):
         for src, _, is_a, via in self.tma:
             seen = (via or src).results[0]
             r = self._p(setup, "tma_ring_alloc", [src.operands[0]], [seen.type],
-                        {"stages": S, "operand": "a" if is_a else "b", "transposed": via is not None}).results[0]
+                        {"stages": S, "operand": ring_operand(is_a), "transposed": via is not None}).results[0]
             self._like(r, seen)
             self.trings.append(r)
         self.bars = self._p(setup, "mbarrier_alloc", [], [int64], {"count": 2 * S}).results[0]
