@@ -313,14 +313,15 @@ KNOBS: Tuple[Knob, ...] = (
          "other share bytes: offsets by live range, a barrier before a loop whose buffers reuse bytes "
          "(passes/smem_offsets.py; on since the H200 run of 2026-11-27: tutorial 06's d128 causal backward fits)",
          compile=True, field="smem_reuse"),
-    Knob("KERNELC_REUSE_SYNC", "choice", "needed",
-         "what passes/smem_offsets.py writes where a buffer takes bytes an earlier one used: needed (default since "
-         "the H200 run of 2026-11-29: no second wait_all where one already drained every copy, and no fence where "
-         "only generic-proxy accesses follow (a store's conversion) on bytes a cp.async ring or staged operand held, "
-         "whose wgmma reads were waited for; and an async_wait_all with every copy already committed becomes "
-         "async_wait_group 0, as Triton writes it; tutorial 03's fp8 GEMM at 256^3 0.9-1.3% less GPU time) or all "
-         "(the form before: cp.async.wait_all, fence.proxy.async on sm_90, barrier at every such point; issue 20, "
-         "docs/triton-tutorials.md)",
+    Knob("KERNELC_REUSE_SYNC", "choice", "all",
+         "what passes/smem_offsets.py writes where a buffer takes bytes an earlier one used: all (default: "
+         "cp.async.wait_all, fence.proxy.async on sm_90, barrier at every such point) or needed (opt-in: no second "
+         "wait_all where one already drained every copy, and no fence where only generic-proxy accesses follow (a "
+         "store's conversion) on bytes a cp.async ring or staged operand held, whose wgmma reads were waited for; and "
+         "an async_wait_all with every copy already committed becomes async_wait_group 0, as Triton writes it; H200, "
+         "2026-11-29: tutorial 03's fp8 GEMM at 256^3 0.9-1.3% less GPU time, the GPU tests of the conversions pass; "
+         "the default stays until the other tutorial kernels it changes (03, 06's backward, 08, 09's pointer GEMMs) "
+         "are timed; issue 20, docs/triton-tutorials.md)",
          _choice(("all", ("all",)), ("needed", ("needed",))), compile=True, field="reuse_sync"),
     Knob("KERNELC_RING_VIEWS", "bool", True,
          "a tile that several dots of a pipelined loop read, directly and through a transpose, joins the loop's ring "
@@ -592,7 +593,7 @@ class CompileOptions:
     reduce_scratch: str = "shared"
     reduce_bfly: str = "up"
     smem_reuse: bool = True
-    reuse_sync: str = "needed"
+    reuse_sync: str = "all"
     ring_views: bool = True
     prefetch_dot_loops: str = "auto"
     flatten_loops: str = "auto"

@@ -199,11 +199,12 @@ def test_the_verifier_checks_the_ring_ops():
         verify(fn)
 
 
-def test_codegen_lowers_each_ring_op():
+def test_codegen_lowers_each_ring_op(monkeypatch):
     """The PTX of the explicit ring: two prologue groups, the wait for stage i, the copies of i+2 (16-byte
-    cp.async.cg, one source size per guard), and the drain after the loop: ``cp.async.wait_group 0`` (every copy
-    is committed by then; ``KERNELC_REUSE_SYNC=all`` writes ``cp.async.wait_all``, a commit and a wait)."""
+    cp.async.cg, one source size per guard), and the drain after the loop: under ``KERNELC_REUSE_SYNC=needed``
+    ``cp.async.wait_group 0`` (every copy is committed by then); the default ``all`` writes ``cp.async.wait_all``."""
     import kernelc
+    monkeypatch.setenv("KERNELC_REUSE_SYNC", "needed")
     ck = kernelc.compile(mm_plain, MM_PTR_SIG, CX, target="sm_80", num_warps=4, num_stages=3,
                          divisibility={"a_ptr": 16, "b_ptr": 16, "c_ptr": 16, "K": 16})
     ptx = ck.asm["ptx"]
@@ -213,6 +214,10 @@ def test_codegen_lowers_each_ring_op():
     assert "cp.async.cg.shared.global" in ptx and "ldmatrix" in ptx
     kinds = [a for a in ck.reports["memory_accesses"] if a["kind"] == "load (cp.async pipelined)"]
     assert sorted(a["line"] for a in kinds) == [32, 33] and all(a["vector_bytes"] == 16 for a in kinds)
+    monkeypatch.delenv("KERNELC_REUSE_SYNC")
+    ptx = kernelc.compile(mm_plain, MM_PTR_SIG, CX, target="sm_80", num_warps=4, num_stages=3,
+                          divisibility={"a_ptr": 16, "b_ptr": 16, "c_ptr": 16, "K": 16}).asm["ptx"]
+    assert ptx.count("cp.async.wait_all;") == 1 and "cp.async.wait_group 0;" not in ptx
 
 
 

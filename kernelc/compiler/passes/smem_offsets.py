@@ -26,13 +26,13 @@ writes what makes the reuse safe (once for all the buffers that start there):
 - ``barrier``: every thread is done reading the old buffer (its wgmma reads were waited for by
   ``place_wgmma_waits``, which runs before this pass).
 
-With ``KERNELC_REUSE_SYNC=needed`` (the default; ``all`` writes all three at every such point) the wait is
-left out where an ``async_wait_all`` of the same block already follows the ring with no copy issued after it
-(the ring passes write one after the loop: a second drains nothing), and the fence where the buffers starting
-there are store conversions (generic ``st.shared``/``stmatrix`` and ``ld.shared``/``ldmatrix`` only) on bytes
-of cp.async rings or staged operands only: their async-proxy accesses are wgmma reads, already waited for, and
-the PTX ISA has an implicit generic-async proxy fence follow a wgmma's completion. TMA buffers keep the fence.
-It also writes each ``async_wait_all`` before which every copy is already committed as ``async_wait_group
+With ``KERNELC_REUSE_SYNC=needed`` (opt-in) the wait is left out where an ``async_wait_all`` of the same
+block already follows the ring with no copy issued after it (the ring passes write one after the loop: a
+second drains nothing), and the fence where the buffers starting there are store conversions (generic
+``st.shared``/``stmatrix`` and ``ld.shared``/``ldmatrix`` only) on bytes of cp.async rings or staged
+operands only: their async-proxy accesses are wgmma reads, already waited for, and the PTX ISA has an
+implicit generic-async proxy fence follow a wgmma's completion. TMA buffers keep the fence. It also
+writes each ``async_wait_all`` before which every copy is already committed as ``async_wait_group
 {pending=0}`` (``cp.async.wait_all`` is a commit and a wait: the commit, an ``LDGDEPBAR``, closes an empty
 group there; Triton writes ``cp.async.wait_group 0``).
 
