@@ -10,7 +10,9 @@ alternating order.  Variants:
 
 * ``kprof``: ``profiler.start`` / ``profiler.finalize`` (a user profiling each epoch; CUPTI is never finalized:
   kprof unsubscribes at its stop);
-* ``kprof-fin``: the same, then ``cupti.finalize()`` (what the swap design does before each Proton start);
+* ``kprof-keepall``: ``kprof`` keeping every start's callbacks (and so every backend) referenced, as kprof did before
+  session 25 bounded them to the last ``KEEPALIVE_STARTS`` starts;
+* ``kprof-fin``: the same as ``kprof``, then ``cupti.finalize()`` (what the swap design does before each Proton start);
 * ``kprof-proton``: ``kprof-fin``, then Proton started (``hook="triton"``), the settle steps run under it, and
   finalized (the swap design's sequence without Proton's timed part);
 * ``bare`` / ``bare-fin``: kprof's CUPTI calls and nothing of kprof's Python: a no-op subscriber with the two
@@ -41,7 +43,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-VARIANTS = ("kprof", "kprof-fin", "kprof-proton", "bare", "bare-fin")
+VARIANTS = ("kprof", "kprof-keepall", "kprof-fin", "kprof-proton", "bare", "bare-fin")
 
 
 def _threads():
@@ -177,6 +179,8 @@ def run(args) -> dict:
         import triton.profiler as proton
     from profiler.backends import cupti as kc
     from profiler.backends import cupti_raw
+    if args.variant == "kprof-keepall":
+        kc._KEEPALIVE = []   # unbounded, as before session 25
     out = os.path.join(args.outdir, f"cycle_{args.variant}_prof")
 
     def result(rows, names):

@@ -2,12 +2,14 @@
 # Issue 23, session 25, helper ovh25, call R1 (<= 150 s on one H200): does a profiler's per-launch cost grow with its
 # start/stop cycles in one process (C2: kprof/Proton 0.98 -> 1.05 between the encoder run's halves, kprof's excess
 # over the control growing with its ~600 cycles, Proton's flat), and is it kprof's code or CUPTI's?
-# cycle_drift.py, one fresh process per variant (its docstring): kprof alone (a user profiling per epoch), kprof then
+# cycle_drift.py, one fresh process per variant (its docstring): kprof alone (a user profiling per epoch; with this
+# branch's bound on what a stop leaves referenced, and with every start's kept as before: kprof-keepall), kprof then
 # Proton (the swap design's sequence), CUPTI's calls alone with and without cupti.finalize, kprof + finalize; the
 # tiny loop (kprof arms no API records there), then the encoder (scopes: API records on).
 # Rule, fixed before the run: a variant "grows" if its growth per 100 cycles minus 2 standard errors is > 0.5%,
 # "flat" if plus 2 se is < 0.5%, otherwise not decided.  kprof's code is implicated if kprof grows and bare-fin/bare
-# (the same CUPTI calls) are flat; CUPTI's if bare-fin or bare grows about as much.
+# (the same CUPTI calls) are flat; CUPTI's if bare-fin or bare grows about as much; the bound is the fix if
+# kprof-keepall grows and kprof is flat.
 # CYCLE_FAKE=1 (CPU dry run): tests/profiler/fake_cupti.py for cupti; no figure from it means anything.
 export PYTHONUNBUFFERED=1
 S=bench/experiments/profiler_overhead/cycle_drift.py
@@ -22,12 +24,13 @@ go() {   # variant workload cycles deadline_s timeout_s warmup
     > $OUT/cycle_$1_$2.log 2>&1
   echo "$1 $2 rc $? at $(date -u +%T)"
 }
-go kprof tiny 1000 11 23 300
-go kprof-proton tiny 1000 11 25 300
-go bare-fin tiny 1000 9 20 300
-go kprof-fin tiny 1000 9 20 300
-go bare tiny 1000 9 20 300
-go kprof encoder 1000 11 27 20
+go kprof tiny 1000 8 19 300
+go kprof-keepall tiny 1000 8 19 300
+go kprof-proton tiny 1000 8 21 300
+go bare-fin tiny 1000 8 18 300
+go bare tiny 1000 8 18 300
+go kprof-fin tiny 1000 8 19 300
+go kprof encoder 1000 10 26 20
 python3 $S --summary $OUT/cycle_*.json 2>&1 | tee $OUT/summary.jsonl | python3 -c "
 import json,sys
 for l in sys.stdin:
