@@ -199,8 +199,8 @@ def status(sources=None) -> dict:
 
 
 def table(st: dict) -> str:
-    rows = ["| workload | kprof / floor (fine or pairs) [95%] | control none/none2 (fine or pairs) [95%] | kprof / Proton (block, "
-            "steady) [95%] | control none/none (block, steady) [95%] | blocks | calls |",
+    rows = ["| workload | kprof / floor (fine or pairs) [95%] | control none/none2 (fine or pairs) [95%] | kprof / Proton (swap, "
+            "else block) [95%] | its control (swap: none/none2, block: none/none) [95%] | blocks or pairs | calls |",
             "|---|---|---|---|---|---|---|"]
 
     def cell(e):
