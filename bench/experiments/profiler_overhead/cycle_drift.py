@@ -279,6 +279,7 @@ def summarize(d: dict) -> dict:
     n = len(rows)
     lr = [math.log(r["prof_ns"] / r["none_ns"]) for r in rows]
     b, se = _slope(lr)
+    bn, sen = _slope([math.log(r["none_ns"]) for r in rows])   # the control's own drift (the host's, or every state's)
     k = min(100, n // 3) or 1
     first, last = rows[:k], rows[-k:]
 
@@ -287,6 +288,7 @@ def summarize(d: dict) -> dict:
     exc = lambda r: (r["prof_ns"] - r["none_ns"]) / 1e3   # noqa: E731  us a step
     return {"variant": d["variant"], "workload": d["workload"], "cycles": n, "seg_steps": d["seg_steps"],
             "growth_per_100_cycles_%": round(100 * b * 100, 3), "growth_2se_%": round(100 * 2 * se * 100, 3),
+            "none_growth_per_100_cycles_%": round(100 * bn * 100, 3), "none_growth_2se_%": round(100 * 2 * sen * 100, 3),
             "ratio_first": round(math.exp(statistics.median(lr[:k])), 4),
             "ratio_last": round(math.exp(statistics.median(lr[-k:])), 4),
             "excess_us_first": round(med(first, exc), 3), "excess_us_last": round(med(last, exc), 3),
