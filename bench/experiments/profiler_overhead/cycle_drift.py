@@ -19,7 +19,8 @@ alternating order.  Variants:
   graph-node resource callbacks, cupti-python's buffer callbacks then libcupti's own (``cupti_raw.RawBuffers``, a
   new one per cycle, as kprof's raw records mode), the kernel, memcpy and memset kinds, the launch API records on
   and off again (kprof's lazy start), and at the stop a synchronize, a forced flush, the API records off, the
-  kinds off, unsubscribe (``-fin``: and ``cupti.finalize()``).
+  kinds off, unsubscribe (``-fin``: and ``cupti.finalize()``); ``bare-fin-noapi``: ``bare-fin`` without touching the
+  launch API records (as Proton, which places launches by callbacks).
 
 Kept per cycle: the timed steps' ns per step (profiled and control), the start's and stop's ns, the process's
 thread count, RSS, kprof's ``_KEEPALIVE`` and ``cupti_raw.OUTSTANDING`` lengths; thread names every 50 cycles.
@@ -43,7 +44,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-VARIANTS = ("kprof", "kprof-keepall", "kprof-fin", "kprof-proton", "bare", "bare-fin")
+VARIANTS = ("kprof", "kprof-keepall", "kprof-fin", "kprof-proton", "bare", "bare-fin", "bare-fin-noapi")
 
 
 def _threads():
@@ -91,12 +92,13 @@ def _install_fake():
 class Bare:
     """kprof's CUPTI calls at a start and a stop, without kprof (see the module notes)."""
 
-    def __init__(self, finalize: bool):
+    def __init__(self, finalize: bool, api: bool = True):
         from cupti import cupti
 
         from profiler.backends import cupti_raw
         from profiler.backends.cupti import launch_cbids
-        self.c, self.raw_mod, self.cbids, self.fin = cupti, cupti_raw, launch_cbids(cupti), finalize
+        self.c, self.raw_mod, self.fin = cupti, cupti_raw, finalize
+        self.cbids = launch_cbids(cupti) if api else []
         self.keep = []
 
     def start(self):
@@ -170,7 +172,8 @@ def run(args) -> dict:
     step_s = (time.perf_counter() - t0) / n
     seg = max(1, int(round(args.seg_ms / 1e3 / step_s)))
     settle = max(1, int(round(args.settle_ms / 1e3 / step_s)))
-    bare = Bare(args.variant == "bare-fin") if args.variant.startswith("bare") else None
+    bare = Bare(args.variant.startswith("bare-fin"), api=not args.variant.endswith("noapi")) \
+        if args.variant.startswith("bare") else None
     fin = proton = None
     if args.variant in ("kprof-fin", "kprof-proton"):
         from cupti import cupti as _c

@@ -4,7 +4,8 @@
 # over the control growing with its ~600 cycles, Proton's flat), and is it kprof's code or CUPTI's?
 # cycle_drift.py, one fresh process per variant (its docstring): kprof alone (a user profiling per epoch; with this
 # branch's bound on what a stop leaves referenced, and with every start's kept as before: kprof-keepall), kprof then
-# Proton (the swap design's sequence), CUPTI's calls alone with and without cupti.finalize, kprof + finalize; the
+# Proton (the swap design's sequence), CUPTI's calls alone with and without cupti.finalize (and with it but without
+# the launch API records kprof toggles at each start: bare-fin-noapi), kprof + finalize; the
 # tiny loop (kprof arms no API records there), then the encoder (scopes: API records on) with kprof and with
 # CUPTI's calls alone (its none segments' drift over the run was +14% in C2, every state's: CUPTI's or the host's?).
 # Rule, fixed before the run: a variant "grows" if its growth per 100 cycles minus 2 standard errors is > 0.5%,
@@ -25,14 +26,15 @@ go() {   # variant workload cycles deadline_s timeout_s warmup
     > $OUT/cycle_$1_$2.log 2>&1
   echo "$1 $2 rc $? at $(date -u +%T)"
 }
-go kprof tiny 1000 6 16 300
-go kprof-keepall tiny 1000 6 16 300
-go kprof-proton tiny 1000 6 18 300
-go bare-fin tiny 1000 6 15 300
-go bare tiny 1000 6 15 300
-go kprof-fin tiny 1000 6 16 300
-go kprof encoder 1000 10 26 20
-go bare-fin encoder 1000 10 24 20
+go kprof tiny 1000 5 15 300
+go kprof-keepall tiny 1000 5 15 300
+go kprof-proton tiny 1000 5 17 300
+go bare-fin tiny 1000 5 14 300
+go bare tiny 1000 5 14 300
+go bare-fin-noapi tiny 1000 5 14 300
+go kprof-fin tiny 1000 5 15 300
+go kprof encoder 1000 9 25 20
+go bare-fin encoder 1000 9 23 20
 python3 $S --summary $OUT/cycle_*.json 2>&1 | tee $OUT/summary.jsonl | python3 -c "
 import json,sys
 for l in sys.stdin:
