@@ -13,6 +13,10 @@ alternating order.  Variants:
 * ``kprof-keepall``: ``kprof`` keeping every start's callbacks (and so every backend) referenced, as kprof did before
   session 25 bounded them to the last ``KEEPALIVE_STARTS`` starts;
 * ``kprof-fin``: the same as ``kprof``, then ``cupti.finalize()`` (what the swap design does before each Proton start);
+* ``kprof-fin-noprobe``: ``kprof-fin`` with kprof's lazy start not turning the launch API records on and off again to
+  learn whether CUPTI can (known from the process's first start; patched here, kprof unchanged), and its stop not
+  turning off records that are not on: on the tiny loop (no scope) the records are then never touched after the
+  first cycle;
 * ``kprof-proton``: ``kprof-fin``, then Proton started (``hook="triton"``), the settle steps run under it, and
   finalized (the swap design's sequence without Proton's timed part);
 * ``bare`` / ``bare-fin``: kprof's CUPTI calls and nothing of kprof's Python: a no-op subscriber with the two
@@ -44,7 +48,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-VARIANTS = ("kprof", "kprof-keepall", "kprof-fin", "kprof-proton", "bare", "bare-fin", "bare-fin-noapi")
+VARIANTS = ("kprof", "kprof-keepall", "kprof-fin", "kprof-fin-noprobe", "kprof-proton", "bare", "bare-fin",
+            "bare-fin-noapi")
 
 
 def _threads():
@@ -175,7 +180,7 @@ def run(args) -> dict:
     bare = Bare(args.variant.startswith("bare-fin"), api=not args.variant.endswith("noapi")) \
         if args.variant.startswith("bare") else None
     fin = proton = None
-    if args.variant in ("kprof-fin", "kprof-proton"):
+    if args.variant in ("kprof-fin", "kprof-fin-noprobe", "kprof-proton"):
         from cupti import cupti as _c
         fin = _c.finalize
     if args.variant == "kprof-proton":
@@ -184,6 +189,19 @@ def run(args) -> dict:
     from profiler.backends import cupti_raw
     if args.variant == "kprof-keepall":
         kc._KEEPALIVE = []   # unbounded, as before session 25
+    if args.variant == "kprof-fin-noprobe":
+        orig, known = kc.CuptiBackend._enable_api_records, []
+
+        def api_records(self, on):
+            if on and not self.running and known:   # a start's probe, answered by the first start's
+                return known[0]
+            if not on and not self.api_on:   # nothing on to turn off
+                return True
+            ok = orig(self, on)
+            if on and not known:
+                known.append(ok)
+            return ok
+        kc.CuptiBackend._enable_api_records = api_records
     out = os.path.join(args.outdir, f"cycle_{args.variant}_prof")
 
     def result(rows, names):
@@ -210,7 +228,8 @@ def run(args) -> dict:
     for i in range(args.cycles):
         if time.time() > deadline:
             break
-        gc.collect()
+        if i % args.gc_every == 0:   # untimed; a full collection takes ~0.1 s beside torch (R1: ~100 cycles in 12 s)
+            gc.collect()
         gc.disable()
         try:
             r = {"i": i}
@@ -316,6 +335,7 @@ def main(argv=None):
     ap.add_argument("--seg-ms", type=float, default=3.0)
     ap.add_argument("--settle-ms", type=float, default=1.0)
     ap.add_argument("--warmup", type=int, default=200)
+    ap.add_argument("--gc-every", type=int, default=1, help="collect garbage before every Nth cycle (off in between)")
     ap.add_argument("--outdir", default=".")
     ap.add_argument("--fake", action="store_true", help="CPU: tests/profiler/fake_cupti.py for cupti (dry run)")
     ap.add_argument("--summary", nargs="*", help="summarize these result files instead of running")
