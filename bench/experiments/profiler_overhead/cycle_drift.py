@@ -17,6 +17,9 @@ alternating order.  Variants:
   learn whether CUPTI can (known from the process's first start; patched here, kprof unchanged), and its stop not
   turning off records that are not on: on the tiny loop (no scope) the records are then never touched after the
   first cycle;
+* ``kprof-onefin``: ``kprof``, with one ``cupti.finalize()`` after the stop of cycle ``--onefin-at`` (R1: right after
+  a finalize the unprofiled launch cost more and kprof's launches ~3x more than before it): the cycles before and after
+  it are summarized apart;
 * ``kprof-proton``: ``kprof-fin``, then Proton started (``hook="triton"``), the settle steps run under it, and
   finalized (the swap design's sequence without Proton's timed part);
 * ``bare`` / ``bare-fin``: kprof's CUPTI calls and nothing of kprof's Python: a no-op subscriber with the two
@@ -48,8 +51,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-VARIANTS = ("kprof", "kprof-keepall", "kprof-fin", "kprof-fin-noprobe", "kprof-proton", "bare", "bare-fin",
-            "bare-fin-noapi")
+VARIANTS = ("kprof", "kprof-keepall", "kprof-fin", "kprof-fin-noprobe", "kprof-onefin", "kprof-proton", "bare",
+            "bare-fin", "bare-fin-noapi")
 
 
 def _threads():
@@ -185,6 +188,10 @@ def run(args) -> dict:
         fin = _c.finalize
     if args.variant == "kprof-proton":
         import triton.profiler as proton
+    onefin = None
+    if args.variant == "kprof-onefin":
+        from cupti import cupti as _c1
+        onefin = _c1.finalize
     from profiler.backends import cupti as kc
     from profiler.backends import cupti_raw
     if args.variant == "kprof-keepall":
@@ -251,6 +258,9 @@ def run(args) -> dict:
                     profiler.finalize()
                     if fin is not None:
                         fin()
+                    elif onefin is not None and i == args.onefin_at:
+                        onefin()
+                        r["finalized"] = True
                 r["stop_ns"] = perf() - t
                 if proton is not None:   # untimed: Proton's start, its settle steps and its finalize
                     t = perf()
@@ -296,6 +306,28 @@ def _slope(ys):
     return b, se
 
 
+def _onefin(rows):
+    """kprof-onefin: the medians of the unprofiled step and of kprof's excess (us) over the cycles before the finalize
+    and after it (the cycle of the finalize left out), and the growth of log(profiled / control) after it."""
+    at = next((i for i, r in enumerate(rows) if r.get("finalized")), None)
+    if at is None:
+        return None
+    before, after = rows[:at], rows[at + 1:]
+    if len(before) < 3 or len(after) < 3:
+        return {"at": at}
+
+    def med(rs, f):
+        return round(statistics.median(f(r) for r in rs), 3)
+    b, se = _slope([math.log(r["prof_ns"] / r["none_ns"]) for r in after])
+    b0, se0 = _slope([math.log(r["prof_ns"] / r["none_ns"]) for r in before])
+    return {"at": at, "none_us": [med(before, lambda r: r["none_ns"] / 1e3), med(after, lambda r: r["none_ns"] / 1e3)],
+            "excess_us": [med(before, lambda r: (r["prof_ns"] - r["none_ns"]) / 1e3),
+                          med(after, lambda r: (r["prof_ns"] - r["none_ns"]) / 1e3)],
+            "ratio": [med(before, lambda r: r["prof_ns"] / r["none_ns"]), med(after, lambda r: r["prof_ns"] / r["none_ns"])],
+            "growth_before_per_100_%": round(1e4 * b0, 3), "growth_before_2se_%": round(2e4 * se0, 3),
+            "growth_after_per_100_%": round(1e4 * b, 3), "growth_after_2se_%": round(2e4 * se, 3)}
+
+
 def summarize(d: dict) -> dict:
     rows = d["rows"]
     n = len(rows)
@@ -320,6 +352,7 @@ def summarize(d: dict) -> dict:
             "start_ms_last": round(med(last, lambda r: r["start_ns"] / 1e6), 3),
             "stop_ms_first": round(med(first, lambda r: r["stop_ns"] / 1e6), 3),
             "stop_ms_last": round(med(last, lambda r: r["stop_ns"] / 1e6), 3),
+            "onefin": _onefin(rows),
             "threads": [rows[0]["threads"], rows[-1]["threads"]], "rss_mb": [rows[0]["rss_kb"] // 1024,
                                                                             rows[-1]["rss_kb"] // 1024],
             "keepalive": [rows[0]["keepalive"], rows[-1]["keepalive"]],
@@ -335,6 +368,7 @@ def main(argv=None):
     ap.add_argument("--seg-ms", type=float, default=3.0)
     ap.add_argument("--settle-ms", type=float, default=1.0)
     ap.add_argument("--warmup", type=int, default=200)
+    ap.add_argument("--onefin-at", type=int, default=100, help="kprof-onefin: the cycle after whose stop CUPTI is finalized")
     ap.add_argument("--gc-every", type=int, default=1, help="collect garbage before every Nth cycle (off in between)")
     ap.add_argument("--outdir", default=".")
     ap.add_argument("--fake", action="store_true", help="CPU: tests/profiler/fake_cupti.py for cupti (dry run)")
