@@ -42,6 +42,7 @@ How it works (cupti-python, one subscriber per process):
 """
 from __future__ import annotations
 
+import collections
 import functools
 import sys
 import threading
@@ -62,9 +63,13 @@ _MEMCPY_KINDS = {"HTOD": "HtoD", "DTOH": "DtoH", "DTOD": "DtoD", "HTOH": "HtoH",
                  "HTOA": "HtoA", "ATOH": "AtoH", "ATOA": "AtoA", "ATOD": "AtoD", "DTOA": "DtoA"}
 
 
-# Every function ever handed to CUPTI stays referenced for the life of the process: CUPTI may call
-# a completion callback for a buffer it handed out before a re-registration.
-_KEEPALIVE: List[Any] = []
+# What a start hands to CUPTI (subscriber callback, buffer callbacks, libcupti's raw ones) stays referenced past
+# its stop: CUPTI may still be inside a callback of the registration a later start replaces.  The last
+# KEEPALIVE_STARTS starts' are kept, not every start's: each holds its backend, and a process that starts and stops
+# kprof once per epoch kept every backend it ever had (a stop flushes every buffer and unsubscribes, and a start
+# re-registers the buffer callbacks, so an older start's are never called again).
+KEEPALIVE_STARTS = 4
+_KEEPALIVE: "collections.deque[list]" = collections.deque(maxlen=KEEPALIVE_STARTS)
 
 
 class BackendUnavailable(Exception):
@@ -246,7 +251,8 @@ class CuptiBackend:
         # Keep every function handed to CUPTI referenced here, whatever cupti-python does with it.
         self._callback = self._make_callback()
         self._activity_callbacks = (self._buffer_requested, self._buffer_completed)
-        _KEEPALIVE.extend((self._callback, self._activity_callbacks))
+        self._keep = [self._callback, self._activity_callbacks]
+        _KEEPALIVE.append(self._keep)
         self.subscriber = c.subscribe(self._callback, None)
         try:
             c.activity_register_callbacks(*self._activity_callbacks)
@@ -334,7 +340,7 @@ class CuptiBackend:
             return
         try:
             raw = cupti_raw.RawBuffers(lib, self.buffer_bytes, RAW_MAX_BYTES, self._raw_full)
-            _KEEPALIVE.append(raw)    # CUPTI may complete a buffer it holds at any later time
+            self._keep.append(raw)    # its ctypes callbacks: kept as this start's (see _KEEPALIVE)
             raw.register()
         except Exception as e:
             self.skipped.append(f"raw buffers: {_first_line(e)}; using cupti-python's")

@@ -758,3 +758,30 @@ def test_lazy_started_before_cuda_is_up(monkeypatch, tmp_path):
     assert names(find(root, "step")) == ["k"] and find(root, "step", "k").metrics["count"] == 2
     assert "root_k" in names(root)
 
+
+
+def test_start_stop_cycles_keep_no_old_backend(monkeypatch, tmp_path):
+    """A process that starts and finalizes kprof many times (a profile per epoch; the swap design's ~600 cycles a
+    run, issue 23, session 25) keeps only the last few starts' callbacks for CUPTI, not every backend it had: the
+    first cycle's backend is freed, and what is kept stays bounded, whatever the number of cycles."""
+    import gc
+    import weakref
+
+    fake = _fake_for(monkeypatch, "raw")
+    from profiler.backends import cupti as backend_mod
+    kept = getattr(backend_mod, "KEEPALIVE_STARTS", 4)
+    first = None
+    for i in range(3 * kept):
+        sid = profiler.start(str(tmp_path / f"e{i % 2}"))
+        b = S.get(sid).backend
+        assert b.rawbufs is not None   # libcupti's own buffer callbacks, kept as this start's
+        first = first or weakref.ref(b)
+        with profiler.scope("epoch"):
+            fake.launch("k")
+        profiler.finalize(sid)
+        del b
+    gc.collect()
+    assert len(backend_mod._KEEPALIVE) <= kept
+    assert first() is None, "the first cycle's backend is still referenced"
+    root, _ = read_profile(tmp_path / "e1.hatchet")   # the last cycle still profiled
+    assert find(root, "epoch", "k").metrics["count"] == 1
