@@ -1,4 +1,4 @@
-"""(att25) ds's D=128 backward kernel by kernel, the default against ROWS_TMA (its LSE/delta rows ringed by TMA): each
+"""(att25) ds's D=128 backward kernel by kernel, ROWS_TMA off (the default before att25) against on (its LSE/delta rows ringed by TMA): each
 variant's whole backward (``attention_bwd_steps``, ds in one group) profiled by CUPTI (torch.profiler) for ``--calls``
 calls, the variants alternated ``--rounds`` times; the kernels' device time a call by name. Gradients of both
 compared.
@@ -21,7 +21,7 @@ sys.path.insert(0, ROOT)
 
 import torch  # noqa: E402
 
-VARIANTS = (("def", {}), ("rows", dict(ROWS_TMA=True)))
+VARIANTS = (("norows", dict(ROWS_TMA=False)), ("rows", dict(ROWS_TMA=True)))  # ROWS_TMA=True is the default since att25
 
 
 def main():
@@ -52,8 +52,8 @@ def main():
         calls[tag] = lambda steps=steps: [launch() for _, launch in steps]
         calls[tag]()
         grads[tag] = tuple(t.clone() for t in gr())
-    err = max(float((a.float() - b.float()).abs().max()) for a, b in zip(grads["def"], grads["rows"]))
-    print(f"N={N} causal={int(causal)} grads rows vs def: max abs diff {err:.1e}", flush=True)
+    err = max(float((a.float() - b.float()).abs().max()) for a, b in zip(grads["norows"], grads["rows"]))
+    print(f"N={N} causal={int(causal)} grads rows vs norows: max abs diff {err:.1e}", flush=True)
     rows = []
     if dev == "cuda":
         from torch.profiler import ProfilerActivity, profile
