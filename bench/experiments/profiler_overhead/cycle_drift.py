@@ -166,18 +166,12 @@ def run(args) -> dict:
     dev = "cuda" if cuda else "cpu"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     import profiler
-    from bench.reconcile_profilers import Encoder, Tiny
+    from bench.reconcile_profilers import Encoder, Tiny, _step_seconds
     w = (Tiny if args.workload == "tiny" else Encoder)(dev, profiler.scope)
     for _ in range(args.warmup):
         w.step()
     sync()
-    t0 = time.perf_counter()
-    n = 0
-    while n < 3 or time.perf_counter() - t0 < 0.05:
-        w.step()
-        n += 1
-    sync()
-    step_s = (time.perf_counter() - t0) / n
+    step_s = _step_seconds(w, sync)
     seg = max(1, int(round(args.seg_ms / 1e3 / step_s)))
     settle = max(1, int(round(args.settle_ms / 1e3 / step_s)))
     bare = Bare(args.variant.startswith("bare-fin"), api=not args.variant.endswith("noapi")) \
