@@ -16,7 +16,11 @@ Every case is a call the tutorial's benchmark makes, with its inputs built as th
   ``cublas`` (its control column: torch code), ``triton`` or ``triton-tma``, the tutorial's autotuners as they are;
 - ``s02:N:provider`` -- 02's table at 4096 x N fp32, provider ``triton`` (its ``softmax``: ``warmup`` and the launch
   every call), ``torch`` or ``naive_softmax`` (its two control columns), on a stream of its own as the benchmark sets
-  one for each point; the mean of ``do_bench``, as the tutorial reads it.
+  one for each point; the mean of ``do_bench``, as the tutorial reads it;
+- ``p09:KERNEL:M:N:K:SPEC`` -- 09's fp16 wrapper ``matmul`` (KERNEL ``naive``), ``matmul_persistent``
+  (``persistent``) or ``matmul_descriptor_persistent`` without warp specialisation (``descriptor``, flattened), with
+  the inputs its ``bench`` makes (a: M x K, b: K x N made (N, K)-contiguous; the pointer kernels get ``b.T``), the
+  kernel's autotuner held to the config SPEC names (``k=v/...``, ``w``, ``s``; as ``m03`` and ``g08``).
 
 Per case and repeat (the cases are visited round-robin, ``--repeats`` times):
 
@@ -159,6 +163,11 @@ class Cases:
                               stop_at="test_layer_norm(1151")
         return self._m05
 
+    def m09(self):
+        if getattr(self, "_m09", None) is None:  # its kernels and wrappers; its checks and benchmark run under main
+            self._m09 = _load(os.path.join(self.dir, "09-persistent-matmul.py"), "ab26_tut09")
+        return self._m09
+
     def m08_bare(self):
         """08 without its check (which tunes both autotuners, ~12 s a process): for cases held to one config."""
         if getattr(self, "_m08b", None) is None:
@@ -293,6 +302,23 @@ class Cases:
                 _restrict_spec(mod.matmul_kernel, spec)
             prepare()
             return (lambda: mod.matmul(x, y)), prepare, q3
+        if kind == "p09":
+            which, m, n, k, spec = a[0], int(a[1]), int(a[2]), int(a[3]), a[4]
+            mod = self.m09()
+            torch.manual_seed(0)
+            x = torch.randn((m, k), device="cuda", dtype=torch.float16)
+            y = torch.randn((k, n), device="cuda", dtype=torch.float16).T.contiguous()
+            tuner, fn = {
+                "naive": (mod.matmul_kernel, lambda: mod.matmul(x, y.T)),
+                "persistent": (mod.matmul_kernel_persistent, lambda: mod.matmul_persistent(x, y.T)),
+                "descriptor": (mod.matmul_kernel_descriptor_persistent,
+                               lambda: mod.matmul_descriptor_persistent(x, y, False)),
+            }[which]
+
+            def prepare():
+                _restrict_spec(tuner, spec)
+            prepare()
+            return fn, prepare, [0.5, 0.2, 0.8]
         if kind == "l05":
             n, provider = int(a[0]), a[1]
             mod = self.m05()
