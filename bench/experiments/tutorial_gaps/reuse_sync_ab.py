@@ -357,7 +357,10 @@ def main(argv=None) -> int:
                 new = {k: e for k, e in _entries().items() if k not in before}
                 per = {}
                 for e in new.values():
-                    per[e.compiled.name] = ptx_counts(e.compiled.asm["ptx"])
+                    try:
+                        per[e.compiled.name] = ptx_counts(e.compiled.asm["ptx"])
+                    except Exception as err:  # noqa: BLE001 -- an entry without PTX: differ then says unknown
+                        per[getattr(getattr(e, "compiled", None), "name", "?")] = {"error": repr(err)[:200]}
                 out["kernels"][f"{v} {case}"] = per
                 out["ptx"][f"{v} {case}"] = _total(per) if per else {"error": "no kernel compiled"}
                 built[v, case] = (fn, prepare, {k: e for k, e in new.items()})
