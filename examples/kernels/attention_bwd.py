@@ -159,11 +159,14 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                          STORE_DS: tl.constexpr = False, PREFETCH_LD: tl.constexpr = False,
                          GROUP: tl.constexpr = 0, EVEN_M: tl.constexpr = False, TAIL: tl.constexpr = None,
                          KV_REGS: tl.constexpr = 0, DS_TILED: tl.constexpr = False, FLAT_DQ: tl.constexpr = False,
-                         DQ_FIRST: tl.constexpr = False, ROWS_TMA: tl.constexpr = False):
+                         DQ_FIRST: tl.constexpr = False, ROWS_TMA: tl.constexpr = False,
+                         ONE_LOOP: tl.constexpr = False):
     """dK, dV of one [BLOCK_N] key block (and dQ's share of it with ATOMIC_DQ); WS: a producer warp(group)
-    fills the loops' TMA ring (1: both loops; 2: the unmasked one only, causal's diagonal loop without it). Q, K, V,
+    fills a loop's TMA ring (the compiler specialises one loop a kernel: 1, the first -- causal, the diagonal's two
+    trips; 2: the unmasked one, causal's diagonal loop without it; ONE_LOOP=True with 1: causal's one loop). Q, K, V,
     dO, dK, dV share the strides (the wrapper makes them contiguous); DQ is fp32 with its own (FLAT_DQ: the head's
-    blocks of dQ^T in kl.bulk_add's staging order, added by the loop; DQ_FIRST: dQ^T's product before dK's)."""
+    blocks of dQ^T in kl.bulk_add's staging order, added by the loop; DQ_FIRST: dQ^T's product before dK's).
+    ONE_LOOP (causal): the diagonal and the query blocks below it in one loop, the mask applied every trip."""
     if CAUSAL and GROUP > 0:  # longest first across GROUP heads: key block 0 sees every query block
         blk, off_hz = _lpt_block(GROUP)
         start_n = blk * BLOCK_N
@@ -230,7 +233,12 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     lo = 0
-    if CAUSAL:
+    if CAUSAL and ONE_LOOP:
+        # one loop from the diagonal on (below the diagonal the mask keeps every entry): one TMA ring, and WS=1
+        # specialises the loop that runs nearly every trip -- the compiler gives a producer to one loop a kernel, so
+        # with two loops WS=1 gets the diagonal's (docs/attention.md, "att26")
+        lo = start_n
+    elif CAUSAL:
         # the diagonal: query rows start_n .. start_n + BLOCK_N see part of this key block (BLOCK_N % BLOCK_M == 0)
         lo = start_n + BLOCK_N
         dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
@@ -238,9 +246,9 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, DQ, LSE, Delta, sm_scale, stride_z
                              True, ATOMIC_DQ, WS == 1, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL,
                              DS_TILED, ds_base, BLOCK_N, FLAT_DQ, DQ_FIRST, lse_desc, delta_desc)
     dk, dv = _dkdv_inner(dk, dv, k, v, q_ptrs, do_ptrs, dq_ptrs, LSE, Delta, stride_m, stride_m, dq_stride_m,
-                         offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, False, ATOMIC_DQ, WS,
-                         ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base, BLOCK_N, FLAT_DQ,
-                         DQ_FIRST, lse_desc, delta_desc)
+                         offs_n, offs_m0, qk_scale, lo, N_CTX, N_CTX, sm_scale, BLOCK_M, CAUSAL and ONE_LOOP,
+                         ATOMIC_DQ, WS, ds_desc, start_n, STORE_DS, PREFETCH_LD, EVEN_M, TAIL, DS_TILED, ds_base,
+                         BLOCK_N, FLAT_DQ, DQ_FIRST, lse_desc, delta_desc)
     tl.store(DV + off + kv_idx, dv.to(DV.dtype.element_ty), mask=cols)
     tl.store(DK + off + kv_idx, (dk * sm_scale).to(DK.dtype.element_ty), mask=cols)
 
@@ -488,7 +496,8 @@ DKDV_EVEN_M = {64: True}
 # barriers; both consumer warpgroups get 240 registers by setmaxnreg, KERNELC_WS_CONSUMER_REGS=auto) by (head dim,
 # causal), for the separate pass (DKDV_WS) and ds (DS_WS); dkdv_config's WS overrides. On an H200 (att22's R1-R3,
 # docs/attention.md "att22") non-causal D=128: the separate pass 1.5-4.6% faster like for like (R1; R3's default 5.5-11%
-# at N 4096), ds 0-4.6% (N 4096 and 16384); causal not faster (the separate pass -1.6% to +5.4%, ds 14-21% slower)
+# at N 4096), ds 0-4.6% (N 4096 and 16384); causal not faster (the separate pass -1.6% to +5.4%, ds 14-21% slower;
+# but with causal's two loops WS=1 specialised the diagonal's only; ONE_LOOP with WS=1 is untimed: "att26")
 DKDV_WS = {(128, False): 1}
 DS_WS = {(128, False): 1}
 # ds's dK/dV loop with its LSE and delta rows through 1-D descriptors (ROWS_TMA), which the compiler rings with Q and

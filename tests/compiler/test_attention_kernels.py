@@ -169,12 +169,12 @@ def test_atomic_dq_loop_is_pipelined_with_every_dot_on_wgmma(D):
     assert count("REDG.E.ADD.F32x2") >= 4  # vector reductions straight from the accumulator
 
 
-def compile_dkdv_ds(D, causal, dt="fp16"):
+def compile_dkdv_ds(D, causal, dt="fp16", **extra):
     sig = dict(Q=P(dt), K=P(dt), V=P(dt), DO=P(dt), DK=P(dt), DV=P(dt), DQ=P(dt), LSE=P("fp32"), Delta=P("fp32"),
                sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32", stride_k="i32", dq_stride_z="i32",
                dq_stride_h="i32", dq_stride_m="i32", H="i32", N_CTX="i32")
     return _compile(B.attn_bwd_dkdv_kernel, sig, dict(HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False, STORE_DS=True,
-                                                      PREFETCH_LD=B.DS_PREFETCH_LD.get(D, False)),
+                                                      PREFETCH_LD=B.DS_PREFETCH_LD.get(D, False), **extra),
                     B._cfg(B.DS_DKDV_CONFIGS, D, None), ("stride_k",))
 
 
@@ -246,9 +246,10 @@ def test_causal_grids_grouped_longest_first_compile_without_spills(D, monkeypatc
     assert _mma_loops(grouped.asm["sass"])[-1] == _mma_loops(dkdv(0).asm["sass"])[-1]
 
 
-def _mma_loops(sass):
-    """SASS mnemonics of every loop (a backward branch) that issues HGMMAs, in program order."""
-    ins, labels, out = [], {}, []
+def _mma_loops(sass, innermost=False):
+    """SASS mnemonics of every loop (a backward branch) that issues HGMMAs, in program order; innermost: only the
+    loops whose span holds no other loop's backward branch (not the retry paths of waits around them)."""
+    ins, labels, out, spans = [], {}, [], []
     for line in sass.splitlines():
         m = re.match(r"^\s*(\.L_x_\d+):", line)
         if m:
@@ -263,6 +264,9 @@ def _mma_loops(sass):
             body = [o for o, _ in ins[labels[m.group(1)]:i + 1]]
             if any(o.startswith("HGMMA") for o in body):
                 out.append(body)
+                spans.append((labels[m.group(1)], i))
+    if innermost:
+        out = [b for b, (lo, hi) in zip(out, spans) if not any(s != (lo, hi) and lo <= s[1] < hi for s in spans)]
     return out
 
 
@@ -295,6 +299,21 @@ def test_d128_dkdv_with_a_producer_warpgroup_gives_its_consumers_240_registers(c
     assert "setmaxnreg.dec.sync.aligned.u32 24;" in ck.asm["ptx"] and "setmaxnreg.inc.sync.aligned.u32 240;" in \
         ck.asm["ptx"]
     assert "setmaxnreg.inc.sync.aligned.u32 232;" in compile_dq(128, causal).asm["ptx"]
+
+
+def test_d128_ds_causal_in_one_loop_gives_the_producer_warpgroup_every_trip():
+    # (att26) the compiler gives a producer to one loop a kernel: ds causal with WS=1 and its two loops specialises
+    # the diagonal's (two trips a program) and the unmasked loop's consumers issue its copies themselves; ONE_LOOP
+    # makes it one loop, masked every trip, whose copies all come from the producer warpgroup (240/24), spill-free
+    two = _mma_loops(compile_dkdv_ds(128, True, WS=1, EVEN_M=True, GROUP=8).asm["sass"], innermost=True)
+    assert len(two) == 2
+    assert [sum(o.startswith("UTMALDG") for o in lp) for lp in two] == [0, 4], two
+    ck = compile_dkdv_ds(128, True, WS=1, EVEN_M=True, GROUP=8, ONE_LOOP=True)
+    assert ck.n_spills == 0, ck.n_spills
+    assert "consumer_regs=240" in ck.asm["tir"]
+    (loop,) = _mma_loops(ck.asm["sass"], innermost=True)
+    assert not any(o.startswith("UTMALDG") for o in loop), loop
+    assert sum(o.startswith("FSEL") for o in loop) >= 32, loop  # the causal mask, every trip
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -141,6 +141,14 @@ def test_d128_ds_with_its_rows_ringed_by_tma(N, ws, causal):
     _check_backward_at(128, causal, N=N, dq_mode="ds", dkdv_config=dict(ROWS_TMA=True), ds_workspace_bytes=ws)
 
 
+@pytest.mark.parametrize("N,extra", [(1000, dict(WS=1)), (1024, dict(WS=1)), (1024, dict(WS=1, ROWS_TMA=True)),
+                                     (1024, {})])
+def test_d128_ds_causal_in_one_loop(N, extra):
+    # ONE_LOOP (att26): causal's diagonal and the blocks below it in one loop, masked every trip, with a producer
+    # warpgroup (WS=1) for the whole loop, the rows ringed by TMA, or neither; ragged N (1000)
+    _check_backward_at(128, True, N=N, dq_mode="ds", dkdv_config=dict(ONE_LOOP=True, **extra))
+
+
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("D", [64, 128])
 def test_backward_without_deferred_ring_waits(D, causal, monkeypatch):

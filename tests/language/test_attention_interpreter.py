@@ -126,6 +126,24 @@ def test_ds_with_its_rows_by_descriptors_gives_the_same_grads(causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
+def test_ds_in_one_loop_gives_the_same_grads(causal):
+    # ONE_LOOP (att26): causal's diagonal and the blocks below it in one loop, masked every trip: the same trips in the
+    # same order, so the same grads bit for bit (with ROWS_TMA, in head groups of one too; non-causal it changes
+    # nothing); ragged N (88 = 5.5 query steps, 2.75 key blocks)
+    q, k, v = _qkv(88, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
+    cfg = dict(BLOCK_M=16, BLOCK_N=32)
+    for extra in ({}, dict(ROWS_TMA=True)):
+        base = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds", dkdv_config=dict(cfg, **extra))
+        for ws in (None, 88 * 88 * 2):
+            one = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="ds",
+                                  dkdv_config=dict(cfg, ONE_LOOP=True, **extra), ds_workspace_bytes=ws)
+            for a, b in zip(base, one):
+                assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("causal", [False, True])
 def test_ds_with_a_bounded_workspace_gives_the_same_grads(causal):
     # dq_mode="ds" with ds_workspace_bytes of one head (heads in groups): the same dS^T tiles, so the same grads
     # bit for bit, and close to torch's
