@@ -429,9 +429,8 @@ def warp_specialize(fn: Function, ctx) -> Function:
         return fn
     f = _facts(fn, ctx)
     policy = get("KERNELC_WARP_SPECIALIZE")
-    for op in fn.walk():
-        if op.name != "scf.for":
-            continue
+    loops = [op for op in fn.walk() if op.name == "scf.for"]
+    for i, op in enumerate(loops):
         asked = op.attrs.get("warp_specialize")
         if asked is False or (asked is None and not _wanted_by_default(op, policy, f.nw)):
             continue
@@ -447,6 +446,11 @@ def warp_specialize(fn: Function, ctx) -> Function:
             f.plan.notes.append(f"{op.loc.file}:{op.loc.line}: warp specialisation asked here runs the loop of "
                                 f"line {target.loc.line}: the producer repeats this loop's bounds around its copies")
         _tag_ws(f, target)
+        # one producer per kernel: a later loop that asks for one is told, not silently left without it
+        for other in loops[i + 1:]:
+            if other.attrs.get("warp_specialize") and other is not target:
+                f.plan.notes.append(f"{other.loc.file}:{other.loc.line}: loop not warp-specialised: the kernel's "
+                                    f"producer warp serves the loop of line {target.loc.line} (one per kernel)")
         return fn
     return fn
 
