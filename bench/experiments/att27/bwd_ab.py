@@ -5,7 +5,7 @@ cuDNN and Triton's tutorial 06 backward, interleaved round by round (order rever
 autograd, grads cleared untimed. Every entry's grads are checked against the default's and cuDNN's.
 
 Entries: ``cudnn``, ``def`` (the default), ``old`` (``ONE_LOOP=False``: the two-loop kernel without producer or ringed
-rows, the default before att27), ``t06`` (tutorial 06), ``onews`` (``ONE_LOOP`` + ``WS=1``, rows by loads).
+rows, the default before att27), ``t06`` (tutorial 06), ``onews`` (``ONE_LOOP`` + ``WS=1``, rows by loads), ``g4`` (the default in causal head groups of 4).
 
     python3 bench/experiments/att27/bwd_ab.py --seq 4096 --causal 1 --entries cudnn def old t06 --rounds 4 \\
         --rep-ms 30 --out OUT.json [--warm] [--tutorial06 PATH]
@@ -36,6 +36,7 @@ ENTRIES = {
     "def": {},
     "old": dict(dkdv_config=dict(ONE_LOOP=False)),
     "onews": dict(dkdv_config=dict(ROWS_TMA=False)),
+    "g4": dict(dkdv_config=dict(GROUP=4)),  # the default with causal head groups of 4 (CAUSAL_GROUP's 8: att24's tie)
 }
 AUTOGRAD = ("cudnn", "t06")
 

@@ -18,13 +18,13 @@ echo "== 1: GPU tests and compiles in parallel"
 timeout 50 python3 -m pytest -q -rA -p no:cacheprovider tests/gpu/test_gpu_attention.py \
   -k "causal_default_backward or causal_in_one_loop or rows_ringed_by_tma or (backward_vs_sdpa_backward and None)" \
   > $RES/gpu_tests.log 2>&1 &
-timeout 40 python3 $S --warm --seq 4096 --causal 1 --entries def old onews t06 --tutorial06 $T06 > $RES/warm4k.log 2>&1 &
+timeout 40 python3 $S --warm --seq 4096 --causal 1 --entries def old onews g4 t06 --tutorial06 $T06 > $RES/warm4k.log 2>&1 &
 timeout 40 python3 $S --warm --seq 16384 --causal 1 --entries def old t06 --tutorial06 $T06 > $RES/warm16k.log 2>&1 &
 wait; tail -qn 1 $RES/warm*.log | grep -v Warn
 grep -E "passed|failed|error" $RES/gpu_tests.log | tail -n 2
 echo "== 2: N 4096 causal, $(left)s left"
 T=$(( $(left) - 30 )); [ $T -gt 20 ] && T=20
-timeout $T python3 $S --seq 4096 --causal 1 --entries cudnn def old t06 onews --rounds 4 --rep-ms 30 \
+timeout $T python3 $S --seq 4096 --causal 1 --entries cudnn def old t06 onews g4 --rounds 4 --rep-ms 30 \
   --tutorial06 $T06 --out $RES/n4096_c1.json > $RES/n4096_c1.log 2>&1
 echo "== 3: N 16384 causal, $(left)s left"
 T=$(( $(left) - 2 )); [ $T -gt 30 ] && T=30
