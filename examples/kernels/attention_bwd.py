@@ -561,7 +561,9 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_conf
     kernels as one grid, :data:`FUSED_CONFIGS`) or ``"ds"`` (dS^T stored, dQ = dS K a GEMM; deterministic; needs
     N % 8 == 0 and runs the separate pass otherwise). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS`
     (atomic: :data:`ATOMIC_DKDV_CONFIGS`, ds: :data:`DS_DKDV_CONFIGS`) /
-    :data:`DQ_CONFIGS` (ds: the GEMM's, :data:`DQ_FROM_DS_CONFIGS`).
+    :data:`DQ_CONFIGS` (ds: the GEMM's, :data:`DQ_FROM_DS_CONFIGS`); ``dkdv_config`` also sets the dK/dV kernel's
+    knobs (ds: ``WS``, ``ROWS_TMA``, ``ONE_LOOP``, else from :data:`DS_WS`, :data:`DS_ROWS_TMA`, :data:`DS_ONE_LOOP`;
+    causal ``ONE_LOOP=False``: the two-loop kernel, without the other two unless named).
     ``ds_workspace_bytes``: ds's dS^T buffer at most this large (default :data:`DS_WORKSPACE_BYTES` and
     :data:`DS_WORKSPACE_X`; heads in groups, at least one).
     ``kernels``: ``{"dkdv": ..., "dq": ..., "fused": ...}``, other
