@@ -42,7 +42,19 @@ CANDIDATES_R2 = {  # in the order they compile (a point's compiles past its shar
     (128, False): [DEF8, FA3_16, CUDNN, FA3_8, FA3_8_PP, PTR128, PTR128_S3, FA3_8_R240],
     (64, True): [DEF8, P16, FA3_16, CUDNN, FA3_8, FA3_8_PP],
 }
-AB.CANDIDATES = {"2": CANDIDATES_R2}.get(os.environ.get("FP827_ROUND"), CANDIDATES_R2)
+# round 3 (FP827_ROUND=3): the default a second time at N 16384 with more rounds, and the FA3-order fp8's 128-row
+# program at the configs that read fastest in round 2 (2 stages; 240 consumer registers; both; 3 stages)
+BA.FWD_VARIANTS["fp8_fa3_ko_s2_r240"] = ("attention_fa3", "attn_fwd_fa3_kernel", R240, dict(KO, num_stages=2),
+                                         "attention_fp8")
+FA3_8_S2_R240 = ("fp8_fa3_ko_s2_r240", "bench:fp8_fa3_ko_s2_r240", {})
+FA3_8_S3 = ("fp8_fa3_ko_s3", "fa3_8", dict(KO, num_stages=3))
+FA3_8_S4 = ("fp8_fa3_ko_s4", "fa3_8", dict(KO, num_stages=4))  # FP8_CONFIGS' stages before fp827, named for good
+CANDIDATES_R3 = {
+    (128, True): [DEF8, FA3_16, CUDNN, FA3_8_S4, FA3_8_S3, FA3_8_S2, FA3_8_R240, FA3_8_S2_R240, PTR128],
+    (128, False): [DEF8, FA3_16, CUDNN, FA3_8_S4, FA3_8_S3, FA3_8_S2, FA3_8_R240, FA3_8_S2_R240, PTR128],
+    (64, True): [DEF8, P16, FA3_16, CUDNN],
+}
+AB.CANDIDATES = {"2": CANDIDATES_R2, "3": CANDIDATES_R3}.get(os.environ.get("FP827_ROUND"), CANDIDATES_R2)
 
 if __name__ == "__main__":
     sys.exit(AB.main())
