@@ -36,6 +36,9 @@ BUILDS = [  # name, build, D, causal, fp8, bm, bn, warps, stages, constexprs, en
     ("fp8 causal FA3 128x128 w8 s4 ko pingpong", S.fa3, 128, True, True, 128, 128, 8, 4,
      dict(KEY_ORDER=True, LPT=16), PP),
     ("fp8 FA3 128x128 w8 s2 ko", S.fa3, 128, False, True, 128, 128, 8, 2, dict(KEY_ORDER=True), {}),
+    ("fp8 FA3 128x128 w8 s3 ko", S.fa3, 128, False, True, 128, 128, 8, 3, dict(KEY_ORDER=True), {}),
+    ("fp8 FA3 128x128 w8 s4 ko, 240 consumer registers", S.fa3, 128, False, True, 128, 128, 8, 4, dict(KEY_ORDER=True),
+     {"KERNELC_WS_CONSUMER_REGS": "240"}),
     ("fp8 FA3 128x256 w8 s2 ko", S.fa3, 128, False, True, 128, 256, 8, 2, dict(KEY_ORDER=True), {}),
     ("fp16 FA3 128x128 w8 s2", S.fa3, 128, False, False, 128, 128, 8, 2, {}, {}),
     ("fp16 causal FA3 128x128 w8 s2", S.fa3, 128, True, False, 128, 128, 8, 2, dict(LPT=16), {}),
@@ -45,7 +48,7 @@ BUILDS = [  # name, build, D, causal, fp8, bm, bn, warps, stages, constexprs, en
 def summary(ck, warps):
     sass = ck.asm["sass"]
     ins = [x for x in sass.splitlines() if re.match(r"\s*/\*[0-9a-f]{4,}\*/", x)]
-    hg = collections.Counter(m.group(1) for x in ins for m in [re.search(r"HGMMA\.(\S+)", x)] if m)
+    hg = collections.Counter(m.group(1) for x in ins for m in [re.search(r"([HQ]GMMA\.\S+)", x)] if m)
     smem = getattr(ck, "shared", None) or 0
     threads = 32 * (warps + (4 if "setmaxnreg" in ck.asm["ptx"] else 0))
     setmax = sorted(set(re.findall(r"setmaxnreg\.(\w+)\.sync\.aligned\.u32 (\d+)", ck.asm["ptx"])))
