@@ -54,7 +54,15 @@ CANDIDATES_R3 = {
     (128, False): [DEF8, FA3_16, CUDNN, FA3_8_S4, FA3_8_S3, FA3_8_S2, FA3_8_R240, FA3_8_S2_R240, PTR128],
     (64, True): [DEF8, P16, FA3_16, CUDNN],
 }
-AB.CANDIDATES = {"2": CANDIDATES_R2, "3": CANDIDATES_R3}.get(os.environ.get("FP827_ROUND"), CANDIDATES_R2)
+# next session (FP827_ROUND=s27, request_s27_fp8.sh): the default against our fp16 on another machine, and the FA3-order
+# fp8's table (4 stages) against 2 stages a second time
+CANDIDATES_S27 = {
+    (128, True): [DEF8, FA3_16, CUDNN, FA3_8_S4, FA3_8_S2],
+    (128, False): [DEF8, FA3_16, CUDNN, FA3_8_S4, FA3_8_S2],
+    (64, True): [DEF8, P16, CUDNN],
+}
+AB.CANDIDATES = {"2": CANDIDATES_R2, "3": CANDIDATES_R3, "s27": CANDIDATES_S27}.get(os.environ.get("FP827_ROUND"),
+                                                                                    CANDIDATES_R2)
 
 if __name__ == "__main__":
     sys.exit(AB.main())
