@@ -940,17 +940,20 @@ def child_overhead(spec: dict) -> dict:
     loop_stats.clear()
     sched.clear()
     t_setup = time.time() - t_begin
-    if spec.get("fine") and spec.get("fine_order") == "swap":
+    if spec.get("fine") and spec.get("fine_order") in ("swap", "solo"):
         # --fine-order swap: kprof against --against (Proton) pair by pair, each segment bracketed by its
-        # profiler's start and stop (_swap_rounds)
+        # profiler's start and stop (_swap_rounds); solo: the one profiler against "base", an unprofiled
+        # state in its own pairs, so the process holds one profiler only, in its own state (no other
+        # profiler's CUPTI to finalize first)
         fstep = _step_seconds(w, sync)
         seg = max(1, int(round(spec["fine"] / 1e3 / fstep)))
         settle = max(1, int(round((spec.get("fine_settle") or 0) / 1e3 / fstep)))
-        names = (prof, against, "none", "none2")
+        order_name = spec["fine_order"]
+        names = (prof, "base", "none", "none2") if order_name == "solo" else (prof, against, "none", "none2")
         sizes = {}
 
         def start(n):
-            if n in ("none", "none2"):
+            if n in ("base", "none", "none2"):
                 return None
             path = f"{spec['out']}_swap_{n}"
             st_ = _start(n, path)
@@ -969,7 +972,7 @@ def child_overhead(spec: dict) -> dict:
                 "kprof_state": state, "setup_phases_s": phases, "loop_stats": [], "cpu_latency0": latency0,
                 "pin_threads": pin_threads, "step_probe": 0, "seg_steps": seg,
                 "fine": {"seg_ms": spec["fine"], "seg_steps": seg, "cycles": spec["fine_cycles"], "sync": True,
-                         "settle_steps": settle, "order": "swap", "states": list(names)},
+                         "settle_steps": settle, "order": order_name, "states": list(names)},
                 "swap_gap_ms": swap_gap_summary(multi, names), "against": None, "out_bytes": sizes}
     if spec.get("fine"):
         # --fine: one session, states switched every segment of ~fine ms (_fine_rounds)
@@ -1334,7 +1337,8 @@ def _spin_until(t_end, perf=time.perf_counter_ns):
 
 
 def _swap_rounds(w, names, start, spec, seg_steps, sync, settle=1, perf=time.perf_counter_ns):
-    """``--fine-order swap``: kprof against Proton in one process, pair by pair.  Proton cannot be switched per
+    """``--fine-order swap``: kprof against Proton in one process, pair by pair (``solo``: one profiler
+    against the unprofiled state "base", ``names`` ``(P, base, none, none2)``; ``start`` returns None for base).  Proton cannot be switched per
     segment (its deactivate keeps CUPTI on, and beside kprof's libcupti its subscribe fails), but its finalize
     unsubscribes and finalizes CUPTI (Triton 3.6, ``CuptiProfiler::doStop``); so every segment of a profiler is
     bracketed by its own start and stop, both untimed, and the two profilers are symmetric.
@@ -2444,7 +2448,10 @@ def overhead(args) -> int:
                     "step_probe": args.step_probe, "probe_seg_ms": args.probe_seg_ms, "against": args.against,
                     # a multi-way child writes its rounds here as they end (a run cut off keeps them)
                     "rounds_path": os.path.join(args.results_dir or _results_dir(),
-                                                f"{args.name or 'profiler_overhead_rotated'}.{wl}.rounds.json")
+                                                f"{args.name or 'profiler_overhead_rotated'}.{wl}"
+                                                # solo: several children a workload, a file each
+                                                + (f".{p}{rnd}" if args.fine_order == "solo" else "")
+                                                + ".rounds.json")
                     if (args.against and "," in args.against) or args.fine else None,
                     "fine": _per_workload(args.fine, wl, float, "--fine"), "fine_cycles": args.fine_cycles,
                     "fine_order": args.fine_order,
@@ -2796,14 +2803,16 @@ def main(argv=None) -> int:
     ov.add_argument("--fine-cycles", type=int, default=1, metavar="N",
                     help="--fine: a block is N times 26 segments (an order in which every state follows every other "
                     "once, then the same reversed)")
-    ov.add_argument("--fine-order", default="circuit", choices=["circuit", "pairs", "swap"],
+    ov.add_argument("--fine-order", default="circuit", choices=["circuit", "pairs", "swap", "solo"],
                     help="--fine: circuit (default): blocks of 26 segments in which every state follows every other; "
                     "pairs: blocks of 8 adjacent pairs (kprof/floor and none/none2, each order in half of them), "
                     "compared inside each pair (fine_pair_ratios; the summary's fine_pairs), 3 untimed steps at a "
                     "block's start; swap (with --against proton): the same pairs, kprof/Proton and none/none2, each "
                     "profiler segment bracketed by its own start and stop (untimed; --fine-settle's steps after each "
                     "start, at least one), the switches into none/none2 padded to the median profiler-to-profiler "
-                    "switch (_swap_rounds)")
+                    "switch (_swap_rounds); solo (--profilers kprof,proton, no --against): swap's pairs with "
+                    "one profiler a process, P/base and none/none2 (base unprofiled), each process's P/base its "
+                    "overhead in its own state, processes of each profiler interleaved by --rounds")
     ov.add_argument("--fine-sync", type=int, default=1, choices=[0, 1],
                     help="--fine: 1 (default): a synchronize closes every segment inside its time (no GPU work "
                     "queued across a segment boundary; on a GPU-bound step each segment then starts with an idle "
@@ -2863,6 +2872,11 @@ def main(argv=None) -> int:
             if args.against != "proton" or [p for p in args.profilers.split(",") if p] != ["kprof"] \
                     or args.device != "cuda":
                 ap.error("--fine-order swap runs --profilers kprof --against proton, on a GPU")
+        elif args.fine_order == "solo":
+            ps = [p for p in args.profilers.split(",") if p]
+            if args.against or not ps or set(ps) - {"kprof", "proton"} or args.device != "cuda":
+                ap.error("--fine-order solo runs --profilers kprof and/or proton (a process each), without "
+                         "--against, on a GPU")
         elif args.against or [p for p in args.profilers.split(",") if p] != ["kprof"] or args.device != "cuda":
             ap.error("--fine runs --profilers kprof alone, without --against, on a GPU")
         args.step_probe = 0
