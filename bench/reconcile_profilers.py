@@ -1349,12 +1349,17 @@ def _swap_rounds(w, names, start, spec, seg_steps, sync, settle=1, perf=time.per
     its start is not its steady cost: Proton's 59.7 ms against ~22 on `train`, s19 R1), then ``seg_steps`` timed
     steps closed by a synchronize.  So that the control's two segments are as far apart as A's and B's, every
     switch into an unprofiled state spins until it has taken the median of the profiler-to-profiler switches so
-    far inside pairs (``gap_ms`` keeps every switch's time, ``pad_ms`` the spin).  Returned in the multi-way/pairs form
-    (:func:`fine_pairs_summary` reads it)."""
+    far inside pairs (``gap_ms`` keeps every switch's time, ``pad_ms`` the spin).  With ``split`` (solo) the
+    in-pair switches into A (A's start) and into B (A's stop) are two different lengths (kprof's 3 and 7 ms on the
+    encoder, C2), whose pooled median jumps between them with a single outlier: the block's control pairs then
+    take them in turn, each padded to the median switch into its state (``pad_for``).  Returned in the
+    multi-way/pairs form (:func:`fine_pairs_summary` reads it)."""
     import gc
     import statistics
+    split = spec.get("fine_order") == "solo"
     rounds, i = [], 0
     prof_gaps = []   # ns of switches from one profiler to another (A->B, B->A)
+    into = {names[0]: [], names[1]: []}   # the same, by the state switched into (split)
     unprof = set(names[2:])
     stop, cur = None, None
     try:
@@ -1367,15 +1372,19 @@ def _swap_rounds(w, names, start, spec, seg_steps, sync, settle=1, perf=time.per
                 for _ in range(FINE_LEAD_STEPS):   # untimed: what the block's collection leaves behind falls here
                     w.step()
                 sync()
-                segs, gaps, pads, sets = [], [], [], []
+                segs, gaps, pads, sets, pad_for = [], [], [], [], []
                 for pos, n in enumerate(order):
                     t0 = perf()
                     if stop is not None:
                         prev, stop = stop, None   # not run twice if the next start fails
                         prev()
                     stop = start(n)
+                    # split: the block's control pairs mimic the switch into A, into B, into A, ... in turn
+                    like = names[(sum(1 for x in order[:pos] if x in unprof) // 2) % 2] \
+                        if split and n in unprof else None
+                    pad_for.append(like)
                     if n in unprof and prof_gaps:
-                        target = statistics.median(prof_gaps[-64:])
+                        target = statistics.median((into[like] if like and into[like] else prof_gaps)[-64:])
                         t1 = perf()
                         _spin_until(t0 + target, perf)
                         pads.append(perf() - t1)
@@ -1384,6 +1393,7 @@ def _swap_rounds(w, names, start, spec, seg_steps, sync, settle=1, perf=time.per
                     g = perf() - t0
                     if pos % 2 and cur not in unprof and n not in unprof:   # inside a pair: the gap compared
                         prof_gaps.append(g)
+                        into[n].append(g)
                     gaps.append(g)
                     cur = n
                     t0 = perf()
@@ -1408,6 +1418,8 @@ def _swap_rounds(w, names, start, spec, seg_steps, sync, settle=1, perf=time.per
                            "gap_ms": [round(x / 1e6, 3) for x in gaps], "pad_ms": [round(x / 1e6, 3) for x in pads],
                            "settle_ms": [round(x / 1e6 / settle, 7) for x in sets],
                            "sched": dict.fromkeys(names)})
+            if split:
+                rounds[-1]["pad_for"] = pad_for
             i += 1
             if spec.get("rounds_path"):
                 _dump_rounds(spec, list(names), rounds)
@@ -1434,6 +1446,20 @@ def swap_gap_summary(rounds, names):
                 if {segs[j], segs[j + 1]} == {a, b} and j + 1 < len(gaps):
                     g.append(gaps[j + 1])
         out[f"{a}/{b}"] = round(statistics.median(g), 3) if g else None
+    if any("pad_for" in r for r in rounds):   # split (solo): per state switched into, [A/B's, the control's]
+        a, b = names[0], names[1]
+        for x in (a, b):
+            cmp_, ctl = [], []
+            for r in rounds:
+                segs, gaps, pf = r.get("segments") or [], r.get("gap_ms") or [], r.get("pad_for") or []
+                for j in range(0, len(segs) - 1, 2):
+                    if j + 1 >= len(gaps):
+                        continue
+                    if {segs[j], segs[j + 1]} == {a, b} and segs[j + 1] == x:
+                        cmp_.append(gaps[j + 1])
+                    elif {segs[j], segs[j + 1]} == {names[2], names[3]} and j + 1 < len(pf) and pf[j + 1] == x:
+                        ctl.append(gaps[j + 1])
+            out[f"into {x}"] = [round(statistics.median(v), 3) if v else None for v in (cmp_, ctl)]
     return out
 
 

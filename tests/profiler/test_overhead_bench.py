@@ -1309,9 +1309,12 @@ def test_solo_child_on_cpu(tmp_path, monkeypatch):
     r = rp.child_overhead(spec)
     assert r["fine"]["order"] == "solo" and r["fine"]["states"] == ["proton", "base", "none", "none2"]
     assert set(calls) == {"proton", "stop proton"} and calls.count("proton") == 1 + 2 * 4   # prime + 4 a block
-    assert set(r["swap_gap_ms"]) == {"proton/base", "none/none2"}
     g = r["swap_gap_ms"]
-    assert g["none/none2"] >= 0.75 * g["proton/base"]
+    assert set(g) == {"proton/base", "none/none2", "into proton", "into base"}
+    pf = [x for rr in r["multi"] for x, sg in zip(rr["pad_for"], rr["segments"]) if sg in ("none", "none2")]
+    assert pf.count("proton") == pf.count("base") == len(pf) // 2
+    # the switch into proton (its start, >= 2 ms) is mimicked by half the control pairs, padded to it
+    assert g["into proton"][0] >= 2.0 and g["into proton"][1] >= 0.75 * g["into proton"][0]
     fp = rp.fine_pairs_summary([r])
     assert set(fp) == {"proton/base", "none/none2"} and fp["proton/base"]["pairs"] == 8
 
@@ -1354,6 +1357,10 @@ def test_solo_verdict_applies_the_rule(tmp_path):
     assert sv.call_verdict(call("c", kr=1.05, pr=1.05))["verdict"].startswith("not decided")
     assert sv.call_verdict(call("d", swap_gap_ms={"proton/base": 10.0, "none/none2": 14.0}))["verdict"] == \
         "not decided (control not met)"
+    assert sv.call_verdict(call("d2", swap_gap_ms={"proton/base": 10.0, "none/none2": 10.0, "into proton": [12.0, 12.5],
+                                                   "into base": [8.0, 12.0]}))["verdict"] == "not decided (control not met)"
+    assert sv.call_verdict(call("d3", swap_gap_ms={"proton/base": 10.0, "none/none2": 14.0, "into proton": [12.0, 12.5],
+                                                   "into base": [8.0, 8.5]}))["verdict"] == "not above Proton: shown"
     assert sv.call_verdict(call("e", out_bytes={"proton": [1000, 0]}))["verdict"].startswith("void")
     d = json.load(open(call("f")))
     d["partial"] = True
@@ -1364,3 +1371,26 @@ def test_solo_verdict_applies_the_rule(tmp_path):
     assert sv.combine([a, sv.call_verdict(call("h", kr=1.05, pr=1.05))]).startswith("not decided over the calls")
     assert sv.main([call("i"), "--out", str(tmp_path / "v.json")]) == 0
     assert json.load(open(tmp_path / "v.json"))["verdict"] == "not above Proton: shown (one call)"
+
+
+def test_issue23_status_reads_a_solo_verdict(tmp_path, monkeypatch):
+    """s26's solo design: issue23_status.py shows the first call's kprof/Proton and control, met only by the verdict
+    over the calls (solo_verdict.py's)."""
+    import random
+    sys.path.insert(0, os.path.join(REPO, "bench", "experiments", "profiler_overhead"))
+    import issue23_status as st
+    import solo_verdict as sv
+    rng = random.Random(4)
+    ch = [_solo_child("kprof", 0, 1.03, rng), _solo_child("proton", 0, 1.12, rng),
+          _solo_child("proton", 1, 1.12, rng), _solo_child("kprof", 1, 1.03, rng)]
+    (tmp_path / "r2.json").write_text(json.dumps({"rows": [], "children": ch}))
+    monkeypatch.setattr(st, "RES", str(tmp_path))
+    src = {("encoder", "kprof/proton"): [("solo", "v.json", "kprof/proton", "solo")],
+           ("encoder", "control (block)"): [("solo", "v.json", "none/none2", "solo")]}
+    for ncalls, met in ((2, True), (1, False)):
+        sv.main([str(tmp_path / "r2.json")] * ncalls + ["--out", str(tmp_path / "v.json")])
+        e = st._entry("encoder", "kprof/proton", src)
+        assert abs(e["value"] - 1.03 / 1.12) < 0.01 and e["ci"][1] < 1.0
+        assert st._met("kprof/proton", e) is met   # one call: "(one call)", not shown over the calls
+        c = st._entry("encoder", "control (block)", src)
+        assert st._met("control (block)", c) is True

@@ -9,8 +9,8 @@
 # none2 unprofiled), each order in half of them; every P segment bracketed by P's own start and stop (kprof:
 # profiler.start/finalize, CUPTI initialised once and never finalized, as a user's process; Proton:
 # proton.start/finalize, which finalizes its own CUPTI, as C2's Proton segments); one untimed settle step after
-# each switch, a synchronize closing every segment; the switches into none/none2 padded to the median in-pair
-# P<->base switch. A process's P/base is its profiler's overhead in its own state; nothing is finalized for the
+# each switch, a synchronize closing every segment; the block's control pairs take the switch into P (P's start)
+# and into base (P's stop) in turn, each padded to the median in-pair switch into that state. A process's P/base is its profiler's overhead in its own state; nothing is finalized for the
 # other profiler.
 #
 # Rules, fixed now, before any run (bench/experiments/profiler_overhead/solo_verdict.py applies them):
@@ -18,7 +18,8 @@
 #   its Proton processes; kprof/Proton = median(kprof/base pairs) / median(proton/base pairs), its interval
 #   [lo_K/hi_P, hi_K/lo_P] from the two medians' 97.5% sign-test intervals (>= 95% together);
 # - control met: none/none2 pooled over the call's processes has its 95% sign-test interval inside [0.99, 1.01],
-#   AND in every process the median in-pair gap of none/none2 is within 25% of P/base's;
+#   AND in every process, for P and for base, the control pairs' median in-pair gap padded for that state is within
+#   25% of the median in-pair switch into it inside P/base pairs;
 # - "not above Proton: shown" if the control is met, the upper bound <= 1.00 and every cross pairing (one kprof
 #   process's median over one Proton process's) < 1.00; "above Proton: shown" if the lower bound > 1.00 and every
 #   cross pairing > 1.00; else not decided;
@@ -31,7 +32,7 @@ date -u +%FT%TZ | tee $OUT/date.txt
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader > $OUT/gpu.txt 2>&1
 N=profiler_overhead_s26_solo_encoder_r2_h200
 timeout 142 python3 -m bench reconcile_profilers overhead --spawn fork --profilers kprof,proton --rounds 2 \
-  --workloads encoder --budget 124 --fine 3 --fine-settle 1 --fine-order solo --settle-pairs 2 --pre 1 --grace 2 \
+  --workloads encoder --budget 120 --fine 3 --fine-settle 1 --fine-order solo --settle-pairs 2 --pre 1 --grace 2 \
   --name $N --results-dir $OUT > $OUT/solo_encoder.log 2>&1
 echo "solo encoder rc $? at $(date -u +%T)"
 grep '"error"' $OUT/solo_encoder.log | cut -c1-300

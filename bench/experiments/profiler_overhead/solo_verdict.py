@@ -14,7 +14,8 @@ The rule, per call:
 - the figure is kprof/Proton = m_K / m_P; its interval [lo_K / hi_P, hi_K / lo_P] from each median's 97.5%
   sign-test interval (the two hold together with at least 95%: Bonferroni; no assumption on the shape of either);
 - the control is met if the call's none/none2 pairs pooled over all its processes have their 95% sign-test
-  interval inside [0.99, 1.01] AND in every process the median in-pair gap of none/none2 is within 25% of P/base's;
+  interval inside [0.99, 1.01] AND in every process, for each state switched into inside a P/base pair (P: its
+  start; base: its stop), the median in-pair gap of the control pairs padded for it is within 25% of P/base's;
 - "not above Proton: shown" if the control is met, the figure's upper bound is <= 1.00 and every kprof process's
   median over every Proton process's median (the cross pairings) is < 1.00; "above Proton: shown" if the lower
   bound is > 1.00 and every cross pairing is > 1.00; otherwise not decided;
@@ -79,10 +80,17 @@ def process_figures(c):
     m, lo, hi = _ci(pr, 1.96)
     cm, clo, chi = _ci(ctl, 1.96)
     g_p, g_c = gaps.get(f"{p}/base"), gaps.get("none/none2")
+    # the switch into P (its start) and into base (its stop) differ; the control's pairs took them in turn, each
+    # padded to the median switch into its state: each must match (within GAP_TOL)
+    into = {x: gaps[f"into {x}"] for x in (p, "base") if f"into {x}" in gaps}
+    if into:
+        matched = all(a and b and abs(b / a - 1) <= GAP_TOL for a, b in into.values())
+    else:
+        matched = bool(g_p and g_c and abs(g_c / g_p - 1) <= GAP_TOL)
     return {"profiler": p, "round": c.get("round"), "blocks": len(multi), "pairs": pr, "control_pairs": ctl,
             "P/base": [_rnd(m), _rnd(lo), _rnd(hi)], "none/none2": [_rnd(cm), _rnd(clo), _rnd(chi)],
-            "n_pairs": len(pr), "gap_ms": {"P/base": g_p, "none/none2": g_c},
-            "gap_matched": bool(g_p and g_c and abs(g_c / g_p - 1) <= GAP_TOL),
+            "n_pairs": len(pr), "gap_ms": {"P/base": g_p, "none/none2": g_c, **{f"into {x}": v for x, v in into.items()}},
+            "gap_matched": matched,
             "base_ms": _rnd(statistics.median(base), 4) if base else None,
             "settle_over_timed": {n: round(statistics.median(v), 3) for n, v in rel.items()},
             "out_bytes": (c.get("out_bytes") or {}).get(p), "setup_s": c.get("setup_s"), "wall_s": c.get("wall_s")}
