@@ -239,6 +239,9 @@ def table(st: dict) -> str:
             mark = "not met (the whole interval above)"
         elif e.get("upper_bound") and not e["met"]:
             mark = "not shown (an upper bound)"
+        elif e.get("design") == "solo" and (e.get("verdict") or "").endswith("(one call)") \
+                and not e["comparison"].startswith("none"):
+            mark = f"one call of the two: {e['verdict'][:-len(' (one call)')]}"
         ci = e.get("ci")
         ci = f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "[no interval]"
         return f"{e['value']:.4f} {ci}: **{mark}**"

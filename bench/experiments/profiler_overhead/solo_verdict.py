@@ -58,7 +58,11 @@ def _rnd(v, k=4):
 
 
 def _load(path):
-    d = json.load(open(path))
+    if path.endswith(".gz"):
+        import gzip
+        d = json.load(gzip.open(path, "rt"))
+    else:
+        d = json.load(open(path))
     return d, bool(d.get("partial"))
 
 
