@@ -940,17 +940,20 @@ def child_overhead(spec: dict) -> dict:
     loop_stats.clear()
     sched.clear()
     t_setup = time.time() - t_begin
-    if spec.get("fine") and spec.get("fine_order") == "swap":
+    if spec.get("fine") and spec.get("fine_order") in ("swap", "solo"):
         # --fine-order swap: kprof against --against (Proton) pair by pair, each segment bracketed by its
-        # profiler's start and stop (_swap_rounds)
+        # profiler's start and stop (_swap_rounds); solo: the one profiler against "base", an unprofiled
+        # state in its own pairs, so the process holds one profiler only, in its own state (no other
+        # profiler's CUPTI to finalize first)
         fstep = _step_seconds(w, sync)
         seg = max(1, int(round(spec["fine"] / 1e3 / fstep)))
         settle = max(1, int(round((spec.get("fine_settle") or 0) / 1e3 / fstep)))
-        names = (prof, against, "none", "none2")
+        order_name = spec["fine_order"]
+        names = (prof, "base", "none", "none2") if order_name == "solo" else (prof, against, "none", "none2")
         sizes = {}
 
         def start(n):
-            if n in ("none", "none2"):
+            if n in ("base", "none", "none2"):
                 return None
             path = f"{spec['out']}_swap_{n}"
             st_ = _start(n, path)
@@ -969,7 +972,7 @@ def child_overhead(spec: dict) -> dict:
                 "kprof_state": state, "setup_phases_s": phases, "loop_stats": [], "cpu_latency0": latency0,
                 "pin_threads": pin_threads, "step_probe": 0, "seg_steps": seg,
                 "fine": {"seg_ms": spec["fine"], "seg_steps": seg, "cycles": spec["fine_cycles"], "sync": True,
-                         "settle_steps": settle, "order": "swap", "states": list(names)},
+                         "settle_steps": settle, "order": order_name, "states": list(names)},
                 "swap_gap_ms": swap_gap_summary(multi, names), "against": None, "out_bytes": sizes}
     if spec.get("fine"):
         # --fine: one session, states switched every segment of ~fine ms (_fine_rounds)
@@ -1334,7 +1337,8 @@ def _spin_until(t_end, perf=time.perf_counter_ns):
 
 
 def _swap_rounds(w, names, start, spec, seg_steps, sync, settle=1, perf=time.perf_counter_ns):
-    """``--fine-order swap``: kprof against Proton in one process, pair by pair.  Proton cannot be switched per
+    """``--fine-order swap``: kprof against Proton in one process, pair by pair (``solo``: one profiler
+    against the unprofiled state "base", ``names`` ``(P, base, none, none2)``; ``start`` returns None for base).  Proton cannot be switched per
     segment (its deactivate keeps CUPTI on, and beside kprof's libcupti its subscribe fails), but its finalize
     unsubscribes and finalizes CUPTI (Triton 3.6, ``CuptiProfiler::doStop``); so every segment of a profiler is
     bracketed by its own start and stop, both untimed, and the two profilers are symmetric.
@@ -1345,12 +1349,17 @@ def _swap_rounds(w, names, start, spec, seg_steps, sync, settle=1, perf=time.per
     its start is not its steady cost: Proton's 59.7 ms against ~22 on `train`, s19 R1), then ``seg_steps`` timed
     steps closed by a synchronize.  So that the control's two segments are as far apart as A's and B's, every
     switch into an unprofiled state spins until it has taken the median of the profiler-to-profiler switches so
-    far inside pairs (``gap_ms`` keeps every switch's time, ``pad_ms`` the spin).  Returned in the multi-way/pairs form
-    (:func:`fine_pairs_summary` reads it)."""
+    far inside pairs (``gap_ms`` keeps every switch's time, ``pad_ms`` the spin).  With ``split`` (solo) the
+    in-pair switches into A (A's start) and into B (A's stop) are two different lengths (kprof's 3 and 7 ms on the
+    encoder, C2), whose pooled median jumps between them with a single outlier: the block's control pairs then
+    take them in turn, each padded to the median switch into its state (``pad_for``).  Returned in the
+    multi-way/pairs form (:func:`fine_pairs_summary` reads it)."""
     import gc
     import statistics
+    split = spec.get("fine_order") == "solo"
     rounds, i = [], 0
     prof_gaps = []   # ns of switches from one profiler to another (A->B, B->A)
+    into = {names[0]: [], names[1]: []}   # the same, by the state switched into (split)
     unprof = set(names[2:])
     stop, cur = None, None
     try:
@@ -1363,15 +1372,19 @@ def _swap_rounds(w, names, start, spec, seg_steps, sync, settle=1, perf=time.per
                 for _ in range(FINE_LEAD_STEPS):   # untimed: what the block's collection leaves behind falls here
                     w.step()
                 sync()
-                segs, gaps, pads, sets = [], [], [], []
+                segs, gaps, pads, sets, pad_for = [], [], [], [], []
                 for pos, n in enumerate(order):
                     t0 = perf()
                     if stop is not None:
                         prev, stop = stop, None   # not run twice if the next start fails
                         prev()
                     stop = start(n)
+                    # split: the block's control pairs mimic the switch into A, into B, into A, ... in turn
+                    like = names[(sum(1 for x in order[:pos] if x in unprof) // 2) % 2] \
+                        if split and n in unprof else None
+                    pad_for.append(like)
                     if n in unprof and prof_gaps:
-                        target = statistics.median(prof_gaps[-64:])
+                        target = statistics.median((into[like] if like and into[like] else prof_gaps)[-64:])
                         t1 = perf()
                         _spin_until(t0 + target, perf)
                         pads.append(perf() - t1)
@@ -1380,6 +1393,7 @@ def _swap_rounds(w, names, start, spec, seg_steps, sync, settle=1, perf=time.per
                     g = perf() - t0
                     if pos % 2 and cur not in unprof and n not in unprof:   # inside a pair: the gap compared
                         prof_gaps.append(g)
+                        into[n].append(g)
                     gaps.append(g)
                     cur = n
                     t0 = perf()
@@ -1404,6 +1418,8 @@ def _swap_rounds(w, names, start, spec, seg_steps, sync, settle=1, perf=time.per
                            "gap_ms": [round(x / 1e6, 3) for x in gaps], "pad_ms": [round(x / 1e6, 3) for x in pads],
                            "settle_ms": [round(x / 1e6 / settle, 7) for x in sets],
                            "sched": dict.fromkeys(names)})
+            if split:
+                rounds[-1]["pad_for"] = pad_for
             i += 1
             if spec.get("rounds_path"):
                 _dump_rounds(spec, list(names), rounds)
@@ -1430,6 +1446,20 @@ def swap_gap_summary(rounds, names):
                 if {segs[j], segs[j + 1]} == {a, b} and j + 1 < len(gaps):
                     g.append(gaps[j + 1])
         out[f"{a}/{b}"] = round(statistics.median(g), 3) if g else None
+    if any("pad_for" in r for r in rounds):   # split (solo): per state switched into, [A/B's, the control's]
+        a, b = names[0], names[1]
+        for x in (a, b):
+            cmp_, ctl = [], []
+            for r in rounds:
+                segs, gaps, pf = r.get("segments") or [], r.get("gap_ms") or [], r.get("pad_for") or []
+                for j in range(0, len(segs) - 1, 2):
+                    if j + 1 >= len(gaps):
+                        continue
+                    if {segs[j], segs[j + 1]} == {a, b} and segs[j + 1] == x:
+                        cmp_.append(gaps[j + 1])
+                    elif {segs[j], segs[j + 1]} == {names[2], names[3]} and j + 1 < len(pf) and pf[j + 1] == x:
+                        ctl.append(gaps[j + 1])
+            out[f"into {x}"] = [round(statistics.median(v), 3) if v else None for v in (cmp_, ctl)]
     return out
 
 
@@ -2444,7 +2474,10 @@ def overhead(args) -> int:
                     "step_probe": args.step_probe, "probe_seg_ms": args.probe_seg_ms, "against": args.against,
                     # a multi-way child writes its rounds here as they end (a run cut off keeps them)
                     "rounds_path": os.path.join(args.results_dir or _results_dir(),
-                                                f"{args.name or 'profiler_overhead_rotated'}.{wl}.rounds.json")
+                                                f"{args.name or 'profiler_overhead_rotated'}.{wl}"
+                                                # solo: several children a workload, a file each
+                                                + (f".{p}{rnd}" if args.fine_order == "solo" else "")
+                                                + ".rounds.json")
                     if (args.against and "," in args.against) or args.fine else None,
                     "fine": _per_workload(args.fine, wl, float, "--fine"), "fine_cycles": args.fine_cycles,
                     "fine_order": args.fine_order,
@@ -2796,14 +2829,16 @@ def main(argv=None) -> int:
     ov.add_argument("--fine-cycles", type=int, default=1, metavar="N",
                     help="--fine: a block is N times 26 segments (an order in which every state follows every other "
                     "once, then the same reversed)")
-    ov.add_argument("--fine-order", default="circuit", choices=["circuit", "pairs", "swap"],
+    ov.add_argument("--fine-order", default="circuit", choices=["circuit", "pairs", "swap", "solo"],
                     help="--fine: circuit (default): blocks of 26 segments in which every state follows every other; "
                     "pairs: blocks of 8 adjacent pairs (kprof/floor and none/none2, each order in half of them), "
                     "compared inside each pair (fine_pair_ratios; the summary's fine_pairs), 3 untimed steps at a "
                     "block's start; swap (with --against proton): the same pairs, kprof/Proton and none/none2, each "
                     "profiler segment bracketed by its own start and stop (untimed; --fine-settle's steps after each "
                     "start, at least one), the switches into none/none2 padded to the median profiler-to-profiler "
-                    "switch (_swap_rounds)")
+                    "switch (_swap_rounds); solo (--profilers kprof,proton, no --against): swap's pairs with "
+                    "one profiler a process, P/base and none/none2 (base unprofiled), each process's P/base its "
+                    "overhead in its own state, processes of each profiler interleaved by --rounds")
     ov.add_argument("--fine-sync", type=int, default=1, choices=[0, 1],
                     help="--fine: 1 (default): a synchronize closes every segment inside its time (no GPU work "
                     "queued across a segment boundary; on a GPU-bound step each segment then starts with an idle "
@@ -2863,6 +2898,11 @@ def main(argv=None) -> int:
             if args.against != "proton" or [p for p in args.profilers.split(",") if p] != ["kprof"] \
                     or args.device != "cuda":
                 ap.error("--fine-order swap runs --profilers kprof --against proton, on a GPU")
+        elif args.fine_order == "solo":
+            ps = [p for p in args.profilers.split(",") if p]
+            if args.against or not ps or set(ps) - {"kprof", "proton"} or args.device != "cuda":
+                ap.error("--fine-order solo runs --profilers kprof and/or proton (a process each), without "
+                         "--against, on a GPU")
         elif args.against or [p for p in args.profilers.split(",") if p] != ["kprof"] or args.device != "cuda":
             ap.error("--fine runs --profilers kprof alone, without --against, on a GPU")
         args.step_probe = 0

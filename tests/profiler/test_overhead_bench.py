@@ -1277,3 +1277,120 @@ def test_swap_verdict_applies_the_request_rules(tmp_path):
     assert sv.verdict(write(dict(child, out_bytes={"kprof": [100], "proton": [0]})), "train")["verdict"].startswith("void")
     assert sv.verdict(write(child, partial=True), "train")["verdict"].startswith("void")
     assert sv.main([str(tmp_path)]) == 0 and os.path.exists(tmp_path / "swap_verdict.json")
+
+
+def test_solo_order_takes_kprof_and_proton_without_against(capsys):
+    """--fine-order solo runs kprof and/or Proton, a process each, on a GPU, never --against (the point of the design:
+    one profiler a process, nothing finalized for another)."""
+    for profs, extra in (("kprof", ["--against", "proton", "--device", "cuda"]), ("kprof,floor", ["--device", "cuda"]),
+                         ("kprof,proton", ["--device", "cpu"])):
+        with pytest.raises(SystemExit):
+            rp.main(["overhead", "--profilers", profs, "--workloads", "encoder", "--fine", "3",
+                     "--fine-order", "solo", *extra])
+        assert "--fine-order solo runs --profilers kprof and/or proton" in capsys.readouterr().err
+
+
+def test_solo_child_on_cpu(tmp_path, monkeypatch):
+    """The overhead child's solo path on CPU (the profiler stood in for): only its own profiler starts, once per P
+    segment; base is unprofiled and compared with P inside pairs; the control is padded to the P<->base switch."""
+    calls = []
+
+    def fake_start(p, out):
+        calls.append(p)
+        t = time.perf_counter()
+        while time.perf_counter() - t < 0.002:   # a start that takes a while: the control's padding follows it
+            pass
+        return lambda: calls.append("stop " + p)
+    monkeypatch.setattr(rp, "_start", fake_start)
+    spec = {"workload": "tiny", "profiler": "proton", "device": "cpu", "out": str(tmp_path / "p"), "warmup": 5,
+            "block_s": 0.01, "steps": 50, "pre": 1, "min_pairs": 2, "max_pairs": 2, "deadline": time.time(),
+            "cpus": None, "threads": None, "buffer": 0, "against": None, "fine": 1.0, "fine_cycles": 1,
+            "fine_order": "solo", "fine_settle": 0.0, "rounds_path": str(tmp_path / "r.json")}
+    r = rp.child_overhead(spec)
+    assert r["fine"]["order"] == "solo" and r["fine"]["states"] == ["proton", "base", "none", "none2"]
+    assert set(calls) == {"proton", "stop proton"} and calls.count("proton") == 1 + 2 * 4   # prime + 4 a block
+    g = r["swap_gap_ms"]
+    assert set(g) == {"proton/base", "none/none2", "into proton", "into base"}
+    pf = [x for rr in r["multi"] for x, sg in zip(rr["pad_for"], rr["segments"]) if sg in ("none", "none2")]
+    assert pf.count("proton") == pf.count("base") == len(pf) // 2
+    # the switch into proton (its start, >= 2 ms) is mimicked by half the control pairs, padded to it
+    assert g["into proton"][0] >= 2.0 and g["into proton"][1] >= 0.75 * g["into proton"][0]
+    fp = rp.fine_pairs_summary([r])
+    assert set(fp) == {"proton/base", "none/none2"} and fp["proton/base"]["pairs"] == 8
+
+
+def _solo_child(prof, rnd, ratio, rng, blocks=60, gap=(10.0, 10.5), size=1000):
+    names = [prof, "base", "none", "none2"]
+    multi = []
+    for i in range(blocks):
+        segs = rp._fine_pairs_order(names, i)
+        multi.append({"order": names, "segments": segs, "pairs": True, "swap": True,
+                      "seg_ms": [10.0 * (ratio if s == prof else 1.0) * math.exp(rng.gauss(0, 0.02)) for s in segs],
+                      "settle_ms": [10.0] * len(segs), "gap_ms": [1.0] * len(segs), "pad_ms": [0.0] * len(segs)})
+    return {"workload": "encoder", "profiler": prof, "round": rnd, "multi": multi,
+            "swap_gap_ms": {f"{prof}/base": gap[0], "none/none2": gap[1]}, "out_bytes": {prof: [size] * 8}}
+
+
+def test_solo_verdict_applies_the_rule(tmp_path):
+    """solo_verdict.py: kprof/Proton from the pooled pair medians with the Bonferroni interval; "not above" needs the
+    control met, the upper bound <= 1 and every cross pairing < 1; a gap not matched, a missing process or an empty
+    profile each take the decision away; two calls must agree."""
+    import random
+    sys.path.insert(0, os.path.join(REPO, "bench", "experiments", "profiler_overhead"))
+    import solo_verdict as sv
+    rng = random.Random(3)
+
+    def call(name, kr=1.03, pr=1.12, **kw):
+        ch = [_solo_child("kprof", 0, kr, rng), _solo_child("proton", 0, pr, rng),
+              _solo_child("proton", 1, pr, rng), _solo_child("kprof", 1, kr, rng)]
+        for k, v in kw.items():
+            ch[1][k] = v
+        p = tmp_path / f"{name}.json"
+        p.write_text(json.dumps({"rows": [], "children": ch}))
+        return str(p)
+    c = sv.call_verdict(call("a"))
+    assert c["verdict"] == "not above Proton: shown" and c["control_met"]
+    assert abs(c["kprof/proton"]["median_ratio"] - 1.03 / 1.12) < 0.01
+    lo, hi = c["kprof/proton"]["ci95_bonferroni"]
+    assert lo < 1.03 / 1.12 < hi < 1.0 and len(c["cross_pairings"]) == 4
+    assert sv.call_verdict(call("b", kr=1.12, pr=1.03))["verdict"] == "above Proton: shown"
+    assert sv.call_verdict(call("c", kr=1.05, pr=1.05))["verdict"].startswith("not decided")
+    assert sv.call_verdict(call("d", swap_gap_ms={"proton/base": 10.0, "none/none2": 14.0}))["verdict"] == \
+        "not decided (control not met)"
+    assert sv.call_verdict(call("d2", swap_gap_ms={"proton/base": 10.0, "none/none2": 10.0, "into proton": [12.0, 12.5],
+                                                   "into base": [8.0, 12.0]}))["verdict"] == "not decided (control not met)"
+    assert sv.call_verdict(call("d3", swap_gap_ms={"proton/base": 10.0, "none/none2": 14.0, "into proton": [12.0, 12.5],
+                                                   "into base": [8.0, 8.5]}))["verdict"] == "not above Proton: shown"
+    assert sv.call_verdict(call("e", out_bytes={"proton": [1000, 0]}))["verdict"].startswith("void")
+    d = json.load(open(call("f")))
+    d["partial"] = True
+    (tmp_path / "f.json").write_text(json.dumps(d))
+    assert sv.call_verdict(str(tmp_path / "f.json"))["verdict"].startswith("void")
+    a = sv.call_verdict(call("g"))
+    assert sv.combine([a, a]) == "not above Proton: shown (2 calls)"
+    assert sv.combine([a, sv.call_verdict(call("h", kr=1.05, pr=1.05))]).startswith("not decided over the calls")
+    assert sv.main([call("i"), "--out", str(tmp_path / "v.json")]) == 0
+    assert json.load(open(tmp_path / "v.json"))["verdict"] == "not above Proton: shown (one call)"
+
+
+def test_issue23_status_reads_a_solo_verdict(tmp_path, monkeypatch):
+    """s26's solo design: issue23_status.py shows the first call's kprof/Proton and control, met only by the verdict
+    over the calls (solo_verdict.py's)."""
+    import random
+    sys.path.insert(0, os.path.join(REPO, "bench", "experiments", "profiler_overhead"))
+    import issue23_status as st
+    import solo_verdict as sv
+    rng = random.Random(4)
+    ch = [_solo_child("kprof", 0, 1.03, rng), _solo_child("proton", 0, 1.12, rng),
+          _solo_child("proton", 1, 1.12, rng), _solo_child("kprof", 1, 1.03, rng)]
+    (tmp_path / "r2.json").write_text(json.dumps({"rows": [], "children": ch}))
+    monkeypatch.setattr(st, "RES", str(tmp_path))
+    src = {("encoder", "kprof/proton"): [("solo", "v.json", "kprof/proton", "solo")],
+           ("encoder", "control (block)"): [("solo", "v.json", "none/none2", "solo")]}
+    for ncalls, met in ((2, True), (1, False)):
+        sv.main([str(tmp_path / "r2.json")] * ncalls + ["--out", str(tmp_path / "v.json")])
+        e = st._entry("encoder", "kprof/proton", src)
+        assert abs(e["value"] - 1.03 / 1.12) < 0.01 and e["ci"][1] < 1.0
+        assert st._met("kprof/proton", e) is met   # one call: "(one call)", not shown over the calls
+        c = st._entry("encoder", "control (block)", src)
+        assert st._met("control (block)", c) is True

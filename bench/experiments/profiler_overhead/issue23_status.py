@@ -21,6 +21,11 @@ Two designs feed it (docs/performance.md, "## Profiler overhead"):
   into none/none2 padded to the median profiler-to-profiler switch; judged as pairs-all (the median over all pairs),
   its control none/none2 counted only where its in-pair gap is within 25% of kprof/Proton's (``swap_gap_ms``).
   kprof/Proton and its control come from it where its file exists, else from the block design.
+* **solo** (session 26, ``--fine-order solo --profilers kprof,proton``): each profiler in its own processes, in its
+  own state (kprof's CUPTI initialised once, as a user's process), each process's P/base pairs (base unprofiled)
+  and none/none2 control; kprof/Proton is the ratio of the pooled medians of kprof's and Proton's processes with
+  the Bonferroni combination of their 97.5% sign-test intervals; judged per call and over the calls by
+  ``solo_verdict.py`` (its rule, fixed before s26's R2); read from its verdict file where it exists.
 * **block** (session 19, ``--against floor,proton,none``): one block per profiler per round, each profiler
   started and finalized around its block; the steady ratio (each block's first segment out).  Proton cannot be
   switched at a fine grain (its ``deactivate`` keeps its CUPTI subscriber, callbacks and activity kinds on), so
@@ -73,6 +78,8 @@ S24_TRAIN = "profiler_overhead_s24_f_train_pairs_h200.json"
 # where over bench/results' 128 KiB)
 # bench/experiments/profiler_overhead/request_s25_proton.sh
 S25_SWAP = "profiler_overhead_s25_swap_{}_h200.json"
+# session 26's design for kprof/Proton on the encoder: solo_verdict.py's file over the calls R2 and R3
+S26_SOLO = "profiler_overhead_s26_solo_verdict_h200.json"
 # (workload, criterion) -> (call, results file relative to bench/results, comparison in it, design), or a list of
 # such: the first whose file exists
 SOURCES = {
@@ -80,11 +87,13 @@ SOURCES = {
                                  ("R1 (s23)", S23_ENC, "kprof/floor", "pairs")],
     ("encoder", "control (fine)"): [("R1 (s24)", S24_ENC, "none/none2", "pairs-all"),
                                     ("R1 (s23)", S23_ENC, "none/none2", "pairs")],
-    ("encoder", "kprof/proton"): [("swap (s25)", S25_SWAP.format("encoder"), "kprof/proton", "swap"),
+    ("encoder", "kprof/proton"): [("solo (s26)", S26_SOLO, "kprof/proton", "solo"),
+                                  ("swap (s25)", S25_SWAP.format("encoder"), "kprof/proton", "swap"),
                                   ("swap (s25)", S25_SWAP.format("encoder") + ".gz", "kprof/proton", "swap"),
                                   ("R0 (s19)", "s19_R0_h200/ovh18_r3/overhead_s18_r3_encoder_kprof_vs_proton.json",
                                    "kprof/proton", "block")],
-    ("encoder", "control (block)"): [("swap (s25)", S25_SWAP.format("encoder"), "none/none2", "swap"),
+    ("encoder", "control (block)"): [("solo (s26)", S26_SOLO, "none/none2", "solo"),
+                                     ("swap (s25)", S25_SWAP.format("encoder"), "none/none2", "swap"),
                                      ("swap (s25)", S25_SWAP.format("encoder") + ".gz", "none/none2", "swap"),
                                      ("R3 (s19)", "profiler_overhead_s19_r3_encoder_multi_h200.json", "none/none",
                                       "block")],
@@ -126,6 +135,18 @@ def _entry(wl, crit, sources=None):
         data = json.load(gzip.open(path, "rt"))
     else:
         data = json.load(open(path))
+    if design == "solo":   # solo_verdict.py's file: the first call's figure, met by the verdict over the calls
+        calls = [c for c in data.get("calls") or [] if c.get(comp)]
+        if not calls:
+            return dict(base, missing=True)
+        c0 = calls[0]
+        if comp == "kprof/proton":
+            v, ci, n = c0[comp]["median_ratio"], c0[comp]["ci95_bonferroni"], c0["kprof/base"]["pairs"]
+        else:
+            v, ci, n = c0[comp]["median"], c0[comp]["ci95"], c0[comp]["pairs"]
+        return dict(base, pairs=n, value=v, ci=ci, settle=True, verdict=data.get("verdict"),
+                    calls_verdicts=[c.get("verdict") for c in calls], control_met=[c.get("control_met") for c in calls],
+                    call_figures=[c[comp] for c in calls])
     s = data["summary"].get(wl)
     # a fine run with settle (untimed steps after each switch) times no switch's after-effect: not an upper bound
     settle = any((c.get("fine") or {}).get("settle_steps") for c in data.get("children") or []
@@ -168,6 +189,13 @@ def _met(crit, e):
     if e.get("missing") or e.get("value") is None:
         return None
     ci = e.get("ci")
+    if e.get("design") == "solo":   # solo_verdict.py decided it, by its rule, over the calls
+        if crit.startswith("control"):
+            return all(e.get("control_met") or [False])
+        v = e.get("verdict") or ""
+        two = not v.endswith("(one call)")   # the rule: shown over the two calls, one call's reported as such
+        e["shown_above"] = v.startswith("above Proton: shown") and two
+        return v.startswith("not above Proton: shown") and two
     if crit.startswith("control"):
         e["median_within_1pct"] = abs(e["value"] - 1) < 0.01
         if e.get("design") == "swap" and not e.get("gap_matched"):   # its pairs not spaced as kprof/Proton's
@@ -199,8 +227,8 @@ def status(sources=None) -> dict:
 
 
 def table(st: dict) -> str:
-    rows = ["| workload | kprof / floor (fine or pairs) [95%] | control none/none2 (fine or pairs) [95%] | kprof / Proton (swap, "
-            "else block) [95%] | its control (swap: none/none2, block: none/none) [95%] | blocks or pairs | calls |",
+    rows = ["| workload | kprof / floor (fine or pairs) [95%] | control none/none2 (fine or pairs) [95%] | kprof / Proton (solo, "
+            "else swap, else block) [95%] | its control (solo, swap: none/none2, block: none/none) [95%] | blocks or pairs | calls |",
             "|---|---|---|---|---|---|---|"]
 
     def cell(e):
@@ -211,6 +239,9 @@ def table(st: dict) -> str:
             mark = "not met (the whole interval above)"
         elif e.get("upper_bound") and not e["met"]:
             mark = "not shown (an upper bound)"
+        elif e.get("design") == "solo" and (e.get("verdict") or "").endswith("(one call)") \
+                and not e["comparison"].startswith("none"):
+            mark = f"one call of the two: {e['verdict'][:-len(' (one call)')]}"
         ci = e.get("ci")
         ci = f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "[no interval]"
         return f"{e['value']:.4f} {ci}: **{mark}**"
@@ -222,7 +253,9 @@ def table(st: dict) -> str:
 
 
 # What a figure of a design does not say by itself (docs/performance.md, session 25's section)
-NOTES = {"swap": "kprof's segments ran on a CUPTI re-initialised after cupti.finalize() (Proton cannot subscribe "
+NOTES = {"solo": "kprof and Proton each in its own processes (s26): the figure shown is the first call's; 'met' "
+                 "is solo_verdict.py's verdict over the calls (both must show it)",
+         "swap": "kprof's segments ran on a CUPTI re-initialised after cupti.finalize() (Proton cannot subscribe "
                  "beside it), whose per-launch cost rises with each re-initialisation (s25 R1, R2: CUPTI's calls alone "
                  "grow as much; kprof without finalize stayed at 0.6 us a launch over 377 cycles): kprof/Proton here is not kprof's cost as a user pays "
                  "it, and the encoder's 'above' is reported, not taken as decided"}
