@@ -18,6 +18,7 @@ _spec.loader.exec_module(AB)
 _K128 = dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3)
 _WS = dict(_K128, WS=1, ROWS_TMA=True)
 AB.ENTRIES.update({
+    "fused": dict(dq_mode="fused"),  # the D=64 default before d64b27 (both masks)
     # the separate pass's dK/dV kernel at 64 x 128, 8 warps, a producer warpgroup (setmaxnreg: consumers at 232) and
     # the LSE/delta rows ringed by TMA with Q and dO (the compiler's auto-TMA copies the pointer loads); its dQ kernel
     # at the default (64, 64, 4, 2)

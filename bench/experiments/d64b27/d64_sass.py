@@ -35,6 +35,11 @@ VARIANTS = [
     ("dkdv128wsm128", "dkdv", False, (128, 128, 8, 2), {"EVEN_M": True, "WS": 1, "ROWS_TMA": True}),
     ("dkdv128ws_s2", "dkdv", False, (64, 128, 8, 2), {"EVEN_M": True, "WS": 1}),
     ("dkdv128wsrows_s2", "dkdv", False, (64, 128, 8, 2), {"EVEN_M": True, "WS": 1, "ROWS_TMA": True}),
+    # causal: ONE_LOOP (the diagonal and the blocks below it in one loop) gives the producer every trip (att26)
+    ("dkdv128wsc_one", "dkdv", True, (64, 128, 8, 3), {"EVEN_M": True, "WS": 1, "ROWS_TMA": True, "ONE_LOOP": True,
+                                                       "GROUP": 8}),
+    ("dkdv128wsc_one_norows", "dkdv", True, (64, 128, 8, 3), {"EVEN_M": True, "WS": 1, "ONE_LOOP": True,
+                                                              "GROUP": 8}),
     ("dq128", "dq", False, (128, 64, 8, 2), {}),
     ("dq128x128", "dq", False, (128, 128, 8, 2), {}),
 ]
