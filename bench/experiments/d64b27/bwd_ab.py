@@ -25,8 +25,7 @@ AB.ENTRIES.update({
     "sepws": dict(dq_mode="separate", dkdv_config=dict(_WS)),
     # ... the rows loaded from global in the loop (ROWS_TMA off)
     "sepwsnr": dict(dq_mode="separate", dkdv_config=dict(_K128, WS=1)),
-    # ... K and V as register A operands of the logit dots (KV_REGS=2: 340 SASS a trip against 347, waits 1 1 1 0)
-    "sepwskv": dict(dq_mode="separate", dkdv_config=dict(_WS, KV_REGS=2)),
+    # (R2 also ran "sepwskv", sepws with KV_REGS=2: its dK was wrong, relative error 1.0; removed)
     # sepws with the dQ kernel at 128 x 128 / 128 x 64, 8 warps (the compiler's auto rule gives its loop a producer
     # warpgroup)
     "sepwsq": dict(dq_mode="separate", dkdv_config=dict(_WS),

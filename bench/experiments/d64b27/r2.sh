@@ -1,4 +1,5 @@
 #!/bin/bash
+# (Ran as session 26's R2 at commit e973024; its entry sepwskv has since been removed from bwd_ab.py: wrong dK.)
 # d64b27's R2 request (time limit: 100 s on one H200). Run from the tree's root (main + branch d64b27's diff),
 # PYTHONPATH set, $OUT the results folder, a fresh KERNELC_CACHE_DIR. The D=64 non-causal backward: cuDNN, the fused
 # default and the separate pass with its dK/dV kernel in D=128's form (bwd_ab.py's entries), interleaved rounds, every
