@@ -500,17 +500,23 @@ DKDV_EVEN_M = {64: True}
 # causal), for the separate pass (DKDV_WS) and ds (DS_WS); dkdv_config's WS overrides. On an H200 (att22's R1-R3,
 # docs/attention.md "att22") non-causal D=128: the separate pass 1.5-4.6% faster like for like (R1; R3's default 5.5-11%
 # at N 4096), ds 0-4.6% (N 4096 and 16384); causal not faster (the separate pass -1.6% to +5.4%, ds 14-21% slower;
-# but with causal's two loops WS=1 specialised the diagonal's only; ONE_LOOP with WS=1 is untimed: "att26")
+# but with causal's two loops WS=1 specialised the diagonal's only: "att26"); ds causal at 128 with DS_ONE_LOOP's one
+# loop (below), whose every trip the producer then fills
 DKDV_WS = {(128, False): 1}
-DS_WS = {(128, False): 1}
+DS_WS = {(128, False): 1, (128, True): 1}
 # the separate pass's dK/dV loop with its LSE/delta rows through 1-D descriptors (ROWS_TMA: the compiler's auto-TMA
 # copies its Q/dO pointer loads, and the rows join that ring) by (head dim, causal); dkdv_config's ROWS_TMA overrides
 DKDV_ROWS_TMA = {}
 # ds's dK/dV loop with its LSE and delta rows through 1-D descriptors (ROWS_TMA), which the compiler rings with Q and
 # dO (passes/schedule.py, _register_tiles): by (head dim, causal); dkdv_config's ROWS_TMA overrides. On an H200 (att25's
 # R1) 10-14% faster at D=128 non-causal (N 4096; 6-8% at 16384), a tie causal (no producer warpgroup there): on
-# where faster (docs/attention.md, "att25")
-DS_ROWS_TMA = {(128, False): True}
+# where faster (docs/attention.md, "att25"); causal with DS_ONE_LOOP (below)
+DS_ROWS_TMA = {(128, False): True, (128, True): True}
+# ds causal's dK/dV kernel in one loop from the diagonal on, masked every trip (the kernel's ONE_LOOP), by head dim;
+# DS_WS and DS_ROWS_TMA apply causal only with it (with two loops WS=1 gives the producer to the diagonal's two trips;
+# dkdv_config ONE_LOOP=False gives the two-loop kernel without either). On an H200 (s26's R1 and R2, docs/attention.md
+# "att27") D=128 6-14% less time a call than the two loops in every round at N 4096 and 16384; either knob alone ties
+DS_ONE_LOOP = {128: True}
 # causal grids ordered longest first across groups of this many heads (GROUP, the kernels' constexpr; 0: each
 # head's blocks launched together, a head's longest first): (head dim, dQ mode) -> (dK/dV kernel's, dQ kernel's
 # or ds's dQ GEMM's). On an H200 (call H12b, N=4096, docs/attention.md) groups of 8: ds 4% faster at D=128 and
@@ -566,7 +572,9 @@ def attention_bwd(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkdv_conf
     kernels as one grid, :data:`FUSED_CONFIGS`) or ``"ds"`` (dS^T stored, dQ = dS K a GEMM; deterministic; needs
     N % 8 == 0 and runs the separate pass otherwise). ``dkdv_config`` / ``dq_config`` override :data:`DKDV_CONFIGS`
     (atomic: :data:`ATOMIC_DKDV_CONFIGS`, ds: :data:`DS_DKDV_CONFIGS`) /
-    :data:`DQ_CONFIGS` (ds: the GEMM's, :data:`DQ_FROM_DS_CONFIGS`).
+    :data:`DQ_CONFIGS` (ds: the GEMM's, :data:`DQ_FROM_DS_CONFIGS`); ``dkdv_config`` also sets the dK/dV kernel's
+    knobs (ds: ``WS``, ``ROWS_TMA``, ``ONE_LOOP``, else from :data:`DS_WS`, :data:`DS_ROWS_TMA`, :data:`DS_ONE_LOOP`;
+    causal ``ONE_LOOP=False``: the two-loop kernel, without the other two unless named).
     ``ds_workspace_bytes``: ds's dS^T buffer at most this large (default :data:`DS_WORKSPACE_BYTES` and
     :data:`DS_WORKSPACE_X`; heads in groups, at least one).
     ``kernels``: ``{"dkdv": ..., "dq": ..., "fused": ...}``, other
@@ -639,9 +647,12 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
             c1.setdefault("WS", DKDV_WS[(D, bool(causal))])
         if DKDV_ROWS_TMA.get((D, bool(causal))):
             c1.setdefault("ROWS_TMA", True)
-    if ds and DS_WS.get((D, bool(causal))):
+    if ds and causal and DS_ONE_LOOP.get(D):  # passed only where set (the other kernels' compile keys stay)
+        c1.setdefault("ONE_LOOP", True)
+    knobs = ds and (not causal or c1.get("ONE_LOOP"))  # causal's producer and ringed rows: for the one loop only
+    if knobs and DS_WS.get((D, bool(causal))):
         c1.setdefault("WS", DS_WS[(D, bool(causal))])
-    if ds and DS_ROWS_TMA.get((D, bool(causal))):
+    if knobs and DS_ROWS_TMA.get((D, bool(causal))):
         c1.setdefault("ROWS_TMA", True)
     if c1.get("ROWS_TMA"):  # asked for: each head's rows must start 16-byte aligned for their descriptors
         c1["ROWS_TMA"] = N % 4 == 0 and lse.is_contiguous()

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-COMPILER_VERSION = "0.6.40"  # bump when generated code or semantics change: keys the disk cache
+COMPILER_VERSION = "0.6.41"
 
 
 class _LazyAsm(dict):

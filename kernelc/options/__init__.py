@@ -294,10 +294,11 @@ KNOBS: Tuple[Knob, ...] = (
          "the thread that issues TMA copies and barrier inits: elect (warp 0's elect.sync lane: ptxas issues them "
          "under a uniform predicate, no ELECT loop per copy), tid (thread 0, kernelc's form before 2026-11-27) or "
          "auto (default): tid where every loop that issues TMA copies holds one dot (GEMMs), unless the copies read "
-         "descriptors made in the kernel outside a persistent tile loop; elect elsewhere (attention). H200, one "
+         "descriptors made in the kernel outside a nested persistent tile loop; elect elsewhere (attention). H200, one "
          "process, tid over elect: matmul_tma bf16 4096^3 1.016-1.018, matmul_persistent 1.046-1.047, the attention "
          "forwards 0.983-0.992 (session 23); the persistent GEMM on kernel-made descriptors 1.008, the fp8 "
-         "descriptor GEMM 0.979, attention_bwd D=128 ds 0.998 (session 24); passes/elect_form.py",
+         "descriptor GEMM 0.979, attention_bwd D=128 ds 0.998 (session 24); tutorial 09's flattened persistent GEMM on "
+         "kernel-made descriptors 1.002-1.013 (session 26: elect there); passes/elect_form.py",
          _choice(("auto", ("auto",)), ("elect", ("elect",)), ("tid", ("tid",))), compile=True, field="tma_elect"),
     Knob("KERNELC_TMA_EARLY_ISSUE", "bool", True,
          "a TMA tile loaded outside loops and read in place by dots is copied as early as its offsets allow and "
@@ -320,8 +321,9 @@ KNOBS: Tuple[Knob, ...] = (
          "store's conversion) on bytes a cp.async ring or staged operand held, whose wgmma reads were waited for; and "
          "an async_wait_all with every copy already committed becomes async_wait_group 0, as Triton writes it; H200, "
          "2026-11-29: tutorial 03's fp8 GEMM at 256^3 0.9-1.3% less GPU time, the GPU tests of the conversions pass; "
-         "the default stays until the other tutorial kernels it changes (03, 06's backward, 08, 09's pointer GEMMs) "
-         "are timed; issue 20, docs/triton-tutorials.md)",
+         "session 26, one process per knob value pair: needed faster on 03 fp16 4096^3, 06's backward D 64/128 and 09's "
+         "pointer GEMMs (0.1-1.0%), level on 03 fp16 512^3 and 08, 0.6% slower on 03's fp8 GEMM at 1024^3, so the "
+         "default stays all; issue 20, docs/triton-tutorials.md)",
          _choice(("all", ("all",)), ("needed", ("needed",))), compile=True, field="reuse_sync"),
     Knob("KERNELC_RING_VIEWS", "bool", True,
          "a tile that several dots of a pipelined loop read, directly and through a transpose, joins the loop's ring "

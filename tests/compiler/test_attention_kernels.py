@@ -316,6 +316,51 @@ def test_d128_ds_causal_in_one_loop_gives_the_producer_warpgroup_every_trip():
     assert sum(o.startswith("FSEL") for o in loop) >= 32, loop  # the causal mask, every trip
 
 
+def _default_ds_dkdv_launch(D, causal, N, dkdv_config=None):
+    """The keyword arguments (constexprs, num_warps, num_stages) of ds's dK/dV launch as attention_bwd's defaults make
+    them for [1, 8, N, D] fp16 inputs: meta tensors and a spy kernel, nothing runs."""
+    torch = pytest.importorskip("torch")
+    seen = {}
+
+    class Spy:
+        def __getitem__(self, grid):
+            return lambda *a, **kw: seen.update(kw)
+
+    q = torch.empty(1, 8, N, D, device="meta", dtype=torch.float16)
+    lse = torch.empty(1, 8, N, device="meta", dtype=torch.float32)
+    # one head group (a large bound): the dK/dV launch is a step of its own
+    _, steps = B.attention_bwd_steps(q, q, q, q, q, lse, causal, D ** -0.5, dq_mode="ds", dkdv_config=dkdv_config,
+                                     kernels=dict(dkdv=Spy()), ds_workspace_bytes=1 << 40)
+    dict(steps)["dkdv"]()
+    return seen
+
+
+def test_d128_ds_causal_default_is_one_loop_with_its_producer_and_ringed_rows():
+    # (att27) ds's D=128 causal default: one loop from the diagonal on (DS_ONE_LOOP), its ring filled by a producer
+    # warpgroup (DS_WS) with the LSE/delta rows in it (DS_ROWS_TMA) at every N the bench runs; ONE_LOOP=False gives
+    # the two-loop kernel without either (the default before). Compiled as launched: 240 consumer registers, 16 bytes
+    # of spills (cau26's table: the mask's compares; the non-causal default spills none), one MMA loop that issues
+    # no copy (the producer's) and no row load (the rows come from the stage), the mask's FSELs every trip
+    for N in (1024, 2048, 4096, 16384):
+        kw = _default_ds_dkdv_launch(128, True, N)
+        assert (kw["ONE_LOOP"], kw["WS"], kw["ROWS_TMA"], kw["EVEN_M"]) == (True, 1, True, True), (N, kw)
+    assert "ONE_LOOP" not in _default_ds_dkdv_launch(128, False, 4096)  # non-causal: its compile key as before
+    old = _default_ds_dkdv_launch(128, True, 4096, dkdv_config=dict(ONE_LOOP=False))
+    assert (old["ONE_LOOP"], old.get("WS"), old.get("ROWS_TMA")) == (False, None, None), old
+    cfg = {k: v for k, v in kw.items() if v is not None}
+    ck = _compile(B.attn_bwd_dkdv_kernel, dict(
+        Q=P("fp16"), K=P("fp16"), V=P("fp16"), DO=P("fp16"), DK=P("fp16"), DV=P("fp16"), DQ=P("fp16"), LSE=P("fp32"),
+        Delta=P("fp32"), sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32", stride_k="i32",
+        dq_stride_z="i32", dq_stride_h="i32", dq_stride_m="i32", H="i32", N_CTX="i32"), {}, cfg, ("stride_k",))
+    assert ck.n_spills <= 16, ck.n_spills
+    assert {d["engine"] for d in ck.reports["dots"]} == {"wgmma"}
+    assert "consumer_regs=240" in ck.asm["tir"]
+    (loop,) = _mma_loops(ck.asm["sass"], innermost=True)
+    count = lambda p: sum(o.startswith(p) for o in loop)  # noqa: E731
+    assert count("UTMALDG") == 0 and count("LDG") == 0, loop
+    assert count("UTMASTG") == 1 and count("FSEL") >= 32, loop
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_flat_dq_at_d128_adds_dqt_from_the_producer_warpgroup(causal):
     # dq_mode="flat" at D=128 (FLAT_DKDV_CONFIGS, FLAT_KNOBS: 32-query steps, a producer warpgroup, dQ^T's product

@@ -349,10 +349,11 @@ def test_auto_elects_thread_0_for_a_gemm_loop_and_keeps_elect_sync_for_two_dots(
                                                divisibility=MM_DESC_DIV).asm["ptx"]
 
 
-def test_auto_takes_thread_0_for_a_flattened_persistent_gemm_on_descriptors_made_in_the_kernel(monkeypatch):
-    """A persistent GEMM whose tile loop is flattened into its K loop (tutorial 09's Hopper path) is one copying loop,
-    not two nested ones: the flatten pass marks it ``flattened`` and auto takes thread 0 as for the nested form
-    (before that mark, flattening silently switched tutorial 09's descriptor kernel to elect.sync, session 25)."""
+def test_auto_keeps_elect_sync_for_a_flattened_persistent_gemm_on_descriptors_made_in_the_kernel(monkeypatch):
+    """A persistent GEMM on kernel-made descriptors takes thread 0 nested (measured faster that way, session 24) and
+    keeps elect.sync when its tile loop is flattened into its K loop (tutorial 09's Hopper path, which measured
+    0.2-1.3% faster under elect.sync, session 26): the flatten pass marks the fused loop ``flattened`` and auto
+    does not count it as nested."""
     from kernelc.compiler.passes.elect_form import gemm_copy_loops
     from tests.compiler import persistent_kernels as P
     monkeypatch.delenv("KERNELC_TMA_ELECT", raising=False)
@@ -362,5 +363,6 @@ def test_auto_takes_thread_0_for_a_flattened_persistent_gemm_on_descriptors_made
         ir, fn, _ = _passes(P.persistent_desc, sig, dict(BM=128, BN=128, BK=64, PROGRAMS=132, FLAT=True),
                             div={k: 16 for k in sig})
         assert ("flattened=True" in ir["mark_elect_form"]) == flat
-        assert "tensor_map=" in ir["mark_elect_form"] and gemm_copy_loops(fn), flat
-        assert "elect_one {by='tid'}" in ir["mark_elect_form"], flat
+        assert "tensor_map=" in ir["mark_elect_form"] and gemm_copy_loops(fn) != flat, flat
+        assert ("elect_one {by='tid'}" in ir["mark_elect_form"]) != flat, flat
+        assert "elect_one" in ir["mark_elect_form"]

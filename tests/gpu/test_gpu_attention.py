@@ -149,6 +149,38 @@ def test_d128_ds_causal_in_one_loop(N, extra):
     _check_backward_at(128, True, N=N, dq_mode="ds", dkdv_config=dict(ONE_LOOP=True, **extra))
 
 
+@pytest.mark.parametrize("N,dtype", [(1024, torch.float16), (2048, torch.float16), (2048, torch.bfloat16),
+                                     (1000, torch.float16)])
+def test_d128_causal_default_backward_through_autograd(N, dtype, monkeypatch):
+    # (att27) D=128 causal's default backward: ds with its dK/dV kernel in one loop (DS_ONE_LOOP), a producer warpgroup
+    # (DS_WS) and the rows ringed by TMA (DS_ROWS_TMA), heads in groups of two (N 1000, 1024) or one (2048) under
+    # DS_WORKSPACE_X; through autograd (B.attention, its forward too) against torch's, and the launch checked to be that
+    seen = []
+    kernel = B.attn_bwd_dkdv_kernel
+
+    class Spy:
+        def __getitem__(self, grid):
+            def launch(*a, **kw):
+                seen.append(kw)
+                return kernel[grid](*a, **kw)
+            return launch
+
+    monkeypatch.setattr(B, "attn_bwd_dkdv_kernel", Spy())
+    q, k, v, do = _inputs(1, 4, N, 128, dtype)
+    grads = {}
+    for name, fn, cast in (("ours", lambda a, b, c: B.attention(a, b, c, True), dtype),
+                           ("torch", lambda a, b, c: SDPA(a, b, c, is_causal=True), dtype),
+                           ("fp32", lambda a, b, c: SDPA(a, b, c, is_causal=True), torch.float32)):
+        leaves = [t.detach().to(cast).requires_grad_() for t in (q, k, v)]
+        out = fn(*leaves)
+        out.backward(do.to(cast))
+        grads[name] = [out] + [t.grad for t in leaves]
+    assert seen and all((kw["ONE_LOOP"], kw["WS"], kw["ROWS_TMA"], kw["STORE_DS"]) == (True, 1, True, True)
+                        for kw in seen), seen
+    for i, name in enumerate(("o", "dq", "dk", "dv")):
+        _close_as_torch(name, grads["ours"][i], grads["torch"][i], grads["fp32"][i], 5e-3)
+
+
 _D64_WS = dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3, WS=1)
 
 

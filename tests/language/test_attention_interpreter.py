@@ -143,6 +143,26 @@ def test_ds_in_one_loop_gives_the_same_grads(causal):
                 assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("N", [200, 256])
+def test_d128_causal_default_gives_the_two_loop_grads(N):
+    # (att27) ds's D=128 causal default is one loop with a producer warpgroup and the rows by descriptors
+    # (DS_ONE_LOOP, DS_WS, DS_ROWS_TMA): the launch carries all three, and its grads are the two-loop kernel's
+    # (ONE_LOOP=False: the default before) bit for bit, in one head group and in groups of one head; ragged N (200)
+    import kernelc
+    q, k, v = _qkv(N, 128, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    o, lse = A.attention_fwd(q, k, v, True, 0.1, return_lse=True)
+    old = B.attention_bwd(do, q, k, v, o, lse, True, 0.1, dkdv_config=dict(ONE_LOOP=False))
+    for ws in (None, N * N * 2):
+        seen = []
+        spy = _Spy(kernelc.jit(B.attn_bwd_dkdv_kernel.fn), seen)
+        new = B.attention_bwd(do, q, k, v, o, lse, True, 0.1, kernels={"dkdv": spy}, ds_workspace_bytes=ws)
+        assert {(kw["ONE_LOOP"], kw["WS"], kw["ROWS_TMA"], kw["STORE_DS"]) for kw in seen} == {(True, 1, True, True)}
+        assert len(seen) == (1 if ws is None else 2)
+        for a, b in zip(new, old):
+            assert torch.equal(a, b)
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_ds_with_a_bounded_workspace_gives_the_same_grads(causal):
     # dq_mode="ds" with ds_workspace_bytes of one head (heads in groups): the same dS^T tiles, so the same grads
@@ -556,7 +576,7 @@ def test_ds_rows_tma_table_reaches_the_launch(monkeypatch):
     # DS_ROWS_TMA by (head dim, causal): ROWS_TMA on ds's dK/dV launch where the table sets it, no keyword elsewhere
     # (the other kernels' compile keys stay as they were); grads bit for bit the same in the interpreter
     import kernelc
-    assert B.DS_ROWS_TMA == {(128, False): True}
+    assert B.DS_ROWS_TMA == {(128, False): True, (128, True): True}
     seen = []
     spy = _Spy(kernelc.jit(B.attn_bwd_dkdv_kernel.fn), seen)
     monkeypatch.setattr(B, "DS_ROWS_TMA", {(16, False): True})

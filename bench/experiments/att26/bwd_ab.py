@@ -19,11 +19,13 @@ _spec = importlib.util.spec_from_file_location("att23_bwd_ab", os.path.join(HERE
 AB = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(AB)
 
+# every knob named (att27: the causal default became onewsrows, DS_ONE_LOOP, so a knob left out would take its value):
+# the entries are what they were in session 26's R1; "def" is the default of the tree it runs on
 AB.ENTRIES.update({
-    "one": dict(dkdv_config=dict(ONE_LOOP=True)),
-    "onews": dict(dkdv_config=dict(ONE_LOOP=True, WS=1)),
+    "one": dict(dkdv_config=dict(ONE_LOOP=True, WS=0, ROWS_TMA=False)),
+    "onews": dict(dkdv_config=dict(ONE_LOOP=True, WS=1, ROWS_TMA=False)),
     "onewsrows": dict(dkdv_config=dict(ONE_LOOP=True, WS=1, ROWS_TMA=True)),
-    "rows": dict(dkdv_config=dict(ROWS_TMA=True)),
+    "rows": dict(dkdv_config=dict(ONE_LOOP=False, ROWS_TMA=True)),
 })
 
 if __name__ == "__main__":

@@ -8,11 +8,13 @@ k-loop it rebuilds the copies' coordinates in ordinary registers and moves them 
 ``tid``: ``tid == 32 w`` (kernelc's form before adf0175f): ptxas wraps each copy in an ELECT loop instead.
 ``auto`` (the default since session 23): ``tid`` where every loop that issues TMA copies holds exactly one dot (a
 GEMM's k-loop, a persistent GEMM's tile and k-loops), unless those copies read descriptors made in the kernel
-(``tl.make_tensor_descriptor``: device tensor maps) and no copying loop encloses another or is flattened (a GEMM
-that is not persistent); ``elect`` elsewhere (attention's loops hold two dots, a warp-specialised producer's loop none). The
-split that measured faster each way on an H200 (docs/performance.md, "Issue 21: the TMA copy predicate" and session
-24's section): tid faster for matmul_tma and both persistent GEMMs (host and kernel-made descriptors), elect faster
-for the attention forwards, the fp8 descriptor GEMM and attention_bwd's ds dQ GEMM (kernel-made, not persistent).
+(``tl.make_tensor_descriptor``: device tensor maps) and no copying loop encloses another (a GEMM that is not
+persistent, or a persistent one whose tile and k-loops ``flatten_loops`` fused into one); ``elect`` elsewhere
+(attention's loops hold two dots, a warp-specialised producer's loop none). The split that measured faster each way
+on an H200 (docs/performance.md, "Issue 21: the TMA copy predicate", session 24's section, and
+docs/triton-tutorials.md's session-26 section): tid faster for matmul_tma and both nested persistent GEMMs (host and
+kernel-made descriptors), elect faster for the attention forwards, the fp8 descriptor GEMM, attention_bwd's ds dQ
+GEMM (kernel-made, not persistent) and tutorial 09's flattened persistent GEMM on kernel-made descriptors.
 
 The pass writes the choice on the function (``elect='tid'``) and on every ``elect_one`` (``by='tid'``); codegen
 (``codegen/tma.py: elected``) lowers every copy engine predicate by it, those it forms itself (descriptor copies
@@ -43,16 +45,16 @@ def _reads_host_descriptor(copy) -> bool:
 def gemm_copy_loops(fn: Function) -> bool:
     """Whether ``fn`` has loops that issue TMA copies, every such loop (its nested loops included) holds exactly
     one dot, and either every copy in them reads a host descriptor or one copying loop encloses another (a
-    persistent GEMM's tile loop around its k-loop) or is the two flattened into one (``flattened``)."""
+    persistent GEMM's tile loop around its k-loop; not the two flattened into one, ``flattened``)."""
     loops = [op for op in fn.walk() if op.name in _LOOPS]
     inside = {id(lp): [o for o in lp.walk() if o is not lp] for lp in loops}
     copying = [lp for lp in loops if any(o.name in _COPIES for o in inside[id(lp)])]
     if not copying or any([o.name for o in inside[id(lp)]].count("dot") != 1 for lp in copying):
         return False
     host = all(_reads_host_descriptor(o) for lp in copying for o in inside[id(lp)] if o.name in _COPIES)
-    # a flattened loop (passes/flatten_loops.py) is a persistent GEMM's tile and K loops fused into one
-    nested = any(o in copying for lp in copying for o in inside[id(lp)]) or any(lp.attrs.get("flattened")
-                                                                                for lp in copying)
+    # a flattened tile loop (passes/flatten_loops.py) does not count as nested: on kernel-made descriptors it
+    # measured faster under elect.sync, where the nested persistent form is faster under thread 0
+    nested = any(o in copying for lp in copying for o in inside[id(lp)])
     return host or nested
 
 
