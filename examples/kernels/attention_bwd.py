@@ -408,6 +408,9 @@ def attn_bwd_dq_flat_cast_kernel(DQA, DQ, scale, N_CTX, BLOCK: tl.constexpr, HEA
 # BLOCK_N key block) and the dQ kernel (BLOCK_M query block, BLOCK_N keys per step); 0 spills on sm_90a. Head
 # dims 64 and 128: the bench sweep's fastest pair on an H200 (2026-11-27, docs/attention.md)
 DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (64, 128, 8, 3)}
+# ... by (head dim, causal) where a mask has its own (the separate pass's dK/dV kernel; DQ_MASK_CONFIGS the dQ kernel's)
+DKDV_MASK_CONFIGS = {}
+DQ_MASK_CONFIGS = {}
 # ATOMIC_DQ adds dQ^T = K^T dS^T ([HEAD_DIM, BLOCK_M]) a step: a wgmma when HEAD_DIM is 64 rows a warpgroup
 # (4 warps at 64, 8 at 128; else mma.sync), spill-free at these query steps
 ATOMIC_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (32, 128, 8, 3)}
@@ -501,6 +504,9 @@ DKDV_EVEN_M = {64: True}
 # loop (below), whose every trip the producer then fills
 DKDV_WS = {(128, False): 1}
 DS_WS = {(128, False): 1, (128, True): 1}
+# the separate pass's dK/dV loop with its LSE/delta rows through 1-D descriptors (ROWS_TMA: the compiler's auto-TMA
+# copies its Q/dO pointer loads, and the rows join that ring) by (head dim, causal); dkdv_config's ROWS_TMA overrides
+DKDV_ROWS_TMA = {}
 # ds's dK/dV loop with its LSE and delta rows through 1-D descriptors (ROWS_TMA), which the compiler rings with Q and
 # dO (passes/schedule.py, _register_tiles): by (head dim, causal); dkdv_config's ROWS_TMA overrides. On an H200 (att25's
 # R1) 10-14% faster at D=128 non-causal (N 4096; 6-8% at 16384), a tie causal (no producer warpgroup there): on
@@ -526,6 +532,11 @@ def _cfg(table, head_dim, overrides):
     cfg = dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s)
     cfg.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return cfg
+
+
+def _mask_table(table, by_mask, causal):
+    """``table`` (by head dim) with ``by_mask``'s entries for this mask (by (head dim, causal)) over it."""
+    return {**table, **{d: c for (d, m), c in by_mask.items() if m == bool(causal)}} if by_mask else table
 
 
 def _grid(nblk, heads, causal, cfg):
@@ -605,14 +616,15 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     flat = dq_mode == "flat"
     atomic = dq_mode in ("atomic", "flat")
     c1 = _cfg(FLAT_DKDV_CONFIGS if flat else ATOMIC_DKDV_CONFIGS if atomic else DS_DKDV_CONFIGS if ds else
-              DKDV_CONFIGS, D, dkdv_config)
+              _mask_table(DKDV_CONFIGS, DKDV_MASK_CONFIGS, causal), D, dkdv_config)
     # ds with dS^T stored tile by tile (DS_TILED): where N is a multiple of both dK/dV blocks; the GEMM's query block
     # is then the dK/dV kernel's query step and its key step divides the dK/dV key block
     asked = "DS_TILED" in c1  # asked for by dkdv_config (else DS_TILED's default, dropped where dq_config cannot tile)
     tiled = ds and bool(c1.pop("DS_TILED", DS_TILED.get((D, bool(causal)), DS_TILED.get(D, False)))) \
         and N % c1["BLOCK_N"] == 0 \
         and N % c1["BLOCK_M"] == 0
-    c2 = _cfg(DS_TILED_DQ_CONFIGS if tiled else DQ_FROM_DS_CONFIGS if ds else DQ_CONFIGS, D, dq_config)
+    c2 = _cfg(DS_TILED_DQ_CONFIGS if tiled else DQ_FROM_DS_CONFIGS if ds else
+              _mask_table(DQ_CONFIGS, DQ_MASK_CONFIGS, causal), D, dq_config)
     if tiled and not asked and (c2["BLOCK_M"] != c1["BLOCK_M"] or c1["BLOCK_N"] % c2["BLOCK_N"]):
         tiled = False
         c2 = _cfg(DQ_FROM_DS_CONFIGS, D, dq_config)
@@ -633,6 +645,8 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
         c1.setdefault("EVEN_M", DKDV_EVEN_M.get(D, False))
         if DKDV_WS.get((D, bool(causal))):  # passed only where set: the other kernels' keys stay as they were
             c1.setdefault("WS", DKDV_WS[(D, bool(causal))])
+        if DKDV_ROWS_TMA.get((D, bool(causal))):
+            c1.setdefault("ROWS_TMA", True)
     if ds and causal and DS_ONE_LOOP.get(D):  # passed only where set (the other kernels' compile keys stay)
         c1.setdefault("ONE_LOOP", True)
     knobs = ds and (not causal or c1.get("ONE_LOOP"))  # causal's producer and ringed rows: for the one loop only
@@ -840,9 +854,11 @@ def _fused_launches(q, causal, sm_scale):
 
 def _separate_launches(q, causal, sm_scale):
     """The separate pass's dK/dV and dQ launches at the default configs (attention_bwd_steps' choices for
-    dq_mode="separate" without configs: GROUP from CAUSAL_GROUP, EVEN_M from DKDV_EVEN_M where N allows it)."""
+    dq_mode="separate" without configs: the mask's configs, GROUP from CAUSAL_GROUP, EVEN_M from DKDV_EVEN_M where N
+    allows it, WS from DKDV_WS, ROWS_TMA from DKDV_ROWS_TMA where N % 4 == 0)."""
     Z, H, N, D = q.shape
-    c1, c2 = _cfg(DKDV_CONFIGS, D, None), _cfg(DQ_CONFIGS, D, None)
+    c1 = _cfg(_mask_table(DKDV_CONFIGS, DKDV_MASK_CONFIGS, causal), D, None)
+    c2 = _cfg(_mask_table(DQ_CONFIGS, DQ_MASK_CONFIGS, causal), D, None)
     if causal and (c1["BLOCK_N"] % c1["BLOCK_M"] or c2["BLOCK_M"] % c2["BLOCK_N"]):
         return None  # attention_bwd_steps raises; the general path says so
     for c, g in zip((c1, c2), CAUSAL_GROUP.get((D, "separate"), (0, 0))):
@@ -850,6 +866,8 @@ def _separate_launches(q, causal, sm_scale):
     c1.setdefault("EVEN_M", DKDV_EVEN_M.get(D, False))
     if DKDV_WS.get((D, bool(causal))):
         c1.setdefault("WS", DKDV_WS[(D, bool(causal))])
+    if DKDV_ROWS_TMA.get((D, bool(causal))) and N % 4 == 0:  # the plan's LSE is contiguous
+        c1.setdefault("ROWS_TMA", True)
     if c1.get("EVEN_M"):
         c1["EVEN_M"] = N % c1["BLOCK_M"] == 0
     g1, k1 = _grid(triton.cdiv(N, c1["BLOCK_N"]), Z * H, causal, c1)
@@ -869,8 +887,8 @@ def _plan_deps():
     """The tables and kernels a plan was made from: a plan whose are not these any more (a table or kernel replaced,
     as tests and benches do) is made again. A table changed in place needs clear_plans()."""
     return (FUSED_CONFIGS, FUSED_EVEN_M, FUSED_TAIL, FUSED_KV_REGS, FUSED_MAXNREG, FUSED_DQ_DESC, DKDV_CONFIGS,
-            DQ_CONFIGS, CAUSAL_GROUP, DKDV_EVEN_M, DKDV_WS, PRE_BLOCK, attn_bwd_fused_kernel, attn_bwd_dkdv_kernel,
-            attn_bwd_dq_kernel, attn_bwd_preprocess_kernel)
+            DQ_CONFIGS, DKDV_MASK_CONFIGS, DQ_MASK_CONFIGS, CAUSAL_GROUP, DKDV_EVEN_M, DKDV_WS, DKDV_ROWS_TMA,
+            PRE_BLOCK, attn_bwd_fused_kernel, attn_bwd_dkdv_kernel, attn_bwd_dq_kernel, attn_bwd_preprocess_kernel)
 
 
 def _plan(do, q, k, v, o, lse, causal, sm_scale, dq_mode):

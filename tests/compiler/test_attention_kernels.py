@@ -373,3 +373,20 @@ def test_flat_dq_at_d128_adds_dqt_from_the_producer_warpgroup(causal):
     sass = ck.asm["sass"]
     assert "UBLKRED.G.S.ADD.F32" in sass and not re.search(r"\bREDG|ATOMG\.E\.ADD", sass)  # no per-element atomics
     assert not any(o.startswith("UBLKRED") for o in _first_loop(sass))
+
+
+def test_d64_dkdv_with_a_producer_warpgroup_keeps_its_setmaxnreg():
+    # (d64b27) the separate pass's D=64 dK/dV kernel in D=128's form (64 x 128, 8 warps, WS=1, rows by TMA): ptxas
+    # could not tell its register count at entry and ignored both setmaxnreg (C7508), so the consumers kept 168
+    # registers and spilled 72 bytes (768 without the rows); the backend assembles such a kernel again with
+    # .minnctapersm 1 (backend/ptxas.py, _standalone), and the SASS then holds USETMAXREG and spills nothing
+    ck = kernelc.compile(B.attn_bwd_dkdv_kernel, dict(
+        Q=P("fp16"), K=P("fp16"), V=P("fp16"), DO=P("fp16"), DK=P("fp16"), DV=P("fp16"), DQ=P("fp16"),
+        LSE=P("fp32"), Delta=P("fp32"), sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32",
+        stride_k="i32", dq_stride_z="i32", dq_stride_h="i32", dq_stride_m="i32", H="i32", N_CTX="i32"),
+        dict(HEAD_DIM=64, CAUSAL=False, ATOMIC_DQ=False, BLOCK_M=64, BLOCK_N=128, WS=1, EVEN_M=True, ROWS_TMA=True),
+        target="sm_90a", num_warps=8, num_stages=3, divisibility={"N_CTX": 16, "stride_z": 16, "stride_h": 16,
+                                                                  "stride_m": 16}, equal_to_1=("stride_k",))
+    assert ck.launch_warps == 12 and "setmaxnreg.inc.sync.aligned.u32" in ck.asm["ptx"]
+    assert "USETMAXREG" in ck.asm["sass"], "ptxas ignored setmaxnreg"
+    assert ck.n_spills == 0, ck.n_spills

@@ -615,3 +615,64 @@ def test_dkdv_producer_warpgroup_tables_reach_the_launch(mode, monkeypatch):
         o, lse = A.attention_fwd(q, k, v, False, 0.25, return_lse=True)
         B.attention_bwd(do, q, k, v, o, lse, False, 0.25, dq_mode=mode)
         assert [kw.get("WS") for kw in seen] == [1]
+
+
+def test_separate_pass_takes_the_masks_configs_its_producer_and_rows(monkeypatch):
+    # (d64b27) the separate pass's tables by (head dim, causal): DKDV_MASK_CONFIGS / DQ_MASK_CONFIGS over the head dim's
+    # configs, DKDV_WS and DKDV_ROWS_TMA (the rows only where N % 4 == 0), the same in the launch plan (no configs
+    # given) and in the general path; the other mask keeps the head dim's. Grads bit for bit those of the same configs
+    # asked for by dkdv_config / dq_config.
+    q, k, v = _qkv(88, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    o, lse = A.attention_fwd(q, k, v, False, 0.25, return_lse=True)
+    want1 = dict(BLOCK_M=16, BLOCK_N=64, num_warps=4, num_stages=2, WS=1, ROWS_TMA=True)
+    want2 = dict(BLOCK_M=32, BLOCK_N=32, num_warps=4, num_stages=2)
+    asked = B.attention_bwd(do, q, k, v, o, lse, False, 0.25, dq_mode="separate", dkdv_config=want1,
+                            dq_config=want2)
+    monkeypatch.setattr(B, "DKDV_MASK_CONFIGS", {(16, False): (16, 64, 4, 2)})
+    monkeypatch.setattr(B, "DQ_MASK_CONFIGS", {(16, False): (32, 32, 4, 2)})
+    monkeypatch.setattr(B, "DKDV_WS", {**B.DKDV_WS, (16, False): 1})
+    monkeypatch.setattr(B, "DKDV_ROWS_TMA", {(16, False): True})
+    monkeypatch.setattr(B, "DEFAULT_DQ_MODES", {**B.DEFAULT_DQ_MODES, (16, False): "separate"})
+    B.clear_plans()
+    seen = []
+    for name in ("attn_bwd_dkdv_kernel", "attn_bwd_dq_kernel"):
+        real = getattr(B, name)
+
+        class Spy:  # records each launch's keyword arguments, then launches
+            def __init__(self, real, name):
+                self.real, self.name = real, name
+
+            def __getitem__(self, grid):
+                def launch(*a, **kw):
+                    seen.append((self.name, kw))
+                    return self.real[grid](*a, **kw)
+                return launch
+        monkeypatch.setattr(B, name, Spy(real, name))
+    for general in (False, True):  # the plan (attention_bwd without configs), then the general path
+        seen.clear()
+        grads = (B.attention_bwd_steps(do, q, k, v, o, lse, False, 0.25) if general else
+                 (None, None))
+        if general:
+            out, steps = grads
+            for _, launch in steps:
+                launch()
+            grads = out()
+        else:
+            grads = B.attention_bwd(do, q, k, v, o, lse, False, 0.25)
+        (n1, kw1), (n2, kw2) = seen
+        assert n1 == "attn_bwd_dkdv_kernel" and n2 == "attn_bwd_dq_kernel", general
+        assert {key: kw1.get(key) for key in want1} == want1, (general, kw1)
+        assert {key: kw2.get(key) for key in want2} == want2, (general, kw2)
+        for a, b in zip(asked, grads):
+            assert torch.equal(a, b), general
+    # N % 4 != 0: no rows by descriptors; causal: the head dim's configs (the default mode there, not separate)
+    seen.clear()
+    B.attention_bwd(do[:, :, :86], q[:, :, :86], k[:, :, :86], v[:, :, :86], o[:, :, :86],
+                    lse[:, :, :86].contiguous(), False, 0.25)
+    assert not seen[0][1].get("ROWS_TMA"), seen[0][1]
+    seen.clear()
+    B.attention_bwd(do, q, k, v, o, lse, True, 0.25, dq_mode="separate")
+    assert (seen[0][1]["BLOCK_N"], seen[0][1].get("WS"), seen[0][1].get("ROWS_TMA")) == \
+        (B.DKDV_CONFIGS[16][1], None, None), seen[0][1]
+    B.clear_plans()

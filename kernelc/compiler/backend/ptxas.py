@@ -148,9 +148,31 @@ def ptxas_binary() -> Optional[str]:
     return None
 
 
+_MINNCTA = b".minnctapersm 1\n"
+
+
 def _standalone(ptx: str, target, opt_level: int, extra: Sequence[str], exe: str) -> CubinResult:
     """ptxas as a program: nvJitLink assembles for a link step and then ignores ``setmaxnreg`` (C7504,
-    "to maintain compatibility across compilation units"), which a warp-specialised kernel needs."""
+    "to maintain compatibility across compilation units"), which a warp-specialised kernel needs.
+
+    Where ptxas ignores every ``setmaxnreg`` anyway because it cannot tell the register count at entry (C7508: the
+    consumers then keep the entry's 65536 / threads registers and spill), the kernel is assembled again with
+    ``.minnctapersm 1`` after its ``.maxntid``, which fixes that count. Only then: on kernels whose setmaxnreg
+    already held, the directive moves ptxas's allocation (a D=128 backward kernel from 0 to 16 bytes of spills)."""
+    res = _standalone_once(ptx, target, opt_level, extra, exe)
+    if "C7508" in res.info_log and "setmaxnreg" in ptx:
+        data = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
+        bounded = _MAXNTID_RE.sub(lambda m: m.group(0) + _MINNCTA, data)
+        if bounded != data:
+            again = _standalone_once(bounded.decode(), target, opt_level, extra, exe)
+            if "C7508" not in again.info_log:
+                again.info_log = ("kernelc: ptxas ignored setmaxnreg (C7508: register count at entry unknown); "
+                                  "assembled again with .minnctapersm 1\n") + again.info_log
+                return again
+    return res
+
+
+def _standalone_once(ptx: str, target, opt_level: int, extra: Sequence[str], exe: str) -> CubinResult:
     import subprocess
     import tempfile
     opts = [o[len("-Xptxas="):] if o.startswith("-Xptxas=") else o for o in extra]
