@@ -121,6 +121,14 @@ def test_variant_edits_on_the_launch_shape():
             return grid
     assert V.PersistClamp(_K(), 528)[(8192,)] == (528,) and V.PersistClamp(_K(), 528)[(100, 2)] == (100, 2)
     assert "st.global.L1::no_allocate.v4.b32 [ %rd5 + 0 ]" in V.EDITS["stna"](PTX)
+    # bmajor:B: program i does (i % B) * (n / B) + i // B
+    bm = V.EDITS["bmajor"](PTX4, V.split_edit("bmajor:4")[1])
+    assert "rem.u32 %rbm_b, %rbm_c, 4;" in bm and "mad.lo.s32 %r80, %rbm_b, %rbm_n, %rbm_c;" in bm
+    assert "mov.u32 \t%r80, %ctaid.x;" not in bm
+    # l2el: an evict_last policy, made once, on the selected loads only
+    el = V.EDITS["l2el"](PTX2, V.split_edit("l2el:1-2")[1])
+    assert el.count("createpolicy.fractional.L2::evict_last.b64 %rdpol_evict_last, 1.0;") == 1
+    assert el.count(", %rdpol_evict_last;") == 2 and "@%p1 ld.global.v4.b32 {%r1" in el
 
 
 def test_headroom_copies_in_the_interpreter():

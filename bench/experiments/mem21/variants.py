@@ -51,18 +51,20 @@ _MEMOP_END = re.compile(r"(\[[^\]]*\])\s*;")
 _MEMOP_ADDR = re.compile(r"\[\s*([^\]]*?)\s*\]")
 
 
-def _policy(ptx: str) -> tuple:
-    """A fresh 64-bit register holding an L2 evict_first policy, created at the top of the body."""
-    if "%rdpol_ef" in ptx:
-        return ptx, "%rdpol_ef"
+def _policy(ptx: str, kind: str = "evict_first") -> tuple:
+    """A fresh 64-bit register holding an L2 ``kind`` policy (evict_first, evict_last), created at the top of the
+    body."""
+    reg = "%rdpol_ef" if kind == "evict_first" else f"%rdpol_{kind}"
+    if reg in ptx:
+        return ptx, reg
     lines = ptx.split("\n")
     last = max(i for i, ln in enumerate(lines) if ln.strip().startswith(".reg"))
-    lines[last + 1:last + 1] = ["\t.reg .b64 %rdpol_ef;",
-                                "\tcreatepolicy.fractional.L2::evict_first.b64 %rdpol_ef, 1.0;"]
-    return "\n".join(lines), "%rdpol_ef"
+    lines[last + 1:last + 1] = [f"\t.reg .b64 {reg};",
+                                f"\tcreatepolicy.fractional.L2::{kind}.b64 {reg}, 1.0;"]
+    return "\n".join(lines), reg
 
 
-def _hinted(ptx: str, pat, repl, with_policy=False, sel=None) -> str:
+def _hinted(ptx: str, pat, repl, with_policy=False, sel=None, policy="evict_first") -> str:
     """``ptx`` with ``pat``'s accesses rewritten by ``repl``; ``sel``: only the accesses of these indices (in the
     PTX's order, from 0), e.g. rope's q loads and not its cos/sin loads."""
     n = len(pat.findall(ptx))
@@ -77,7 +79,7 @@ def _hinted(ptx: str, pat, repl, with_policy=False, sel=None) -> str:
     if sel is not None and not sel <= set(range(n)):
         raise ValueError(f"selection {sorted(sel)} outside the {n} accesses")
     if with_policy:
-        ptx, pol = _policy(ptx)
+        ptx, pol = _policy(ptx, policy)
     out = []
     k = -1
     for ln in ptx.split("\n"):
@@ -143,6 +145,21 @@ def persistent(ptx: str, sel) -> str:
     return _add_regs(out, [".reg .b32 %rpers_pid;", ".reg .b32 %rpers_n;", ".reg .pred %ppers;"])
 
 
+def batch_major(ptx: str, sel) -> str:
+    """``bmajor:B``: the programs of one position in each of B batches run next to each other (program i does
+    program (i % B) * n/B + i // B's work; n = the grid, a multiple of B): rope's cos/sin row is then re-read by
+    the next B-1 programs, from L2, instead of 4096 programs (64 MB of q traffic) later. q is then read as B
+    sequential streams instead of one."""
+    b = int(sel)
+    m = _one_ctaid(ptx)
+    ind, dst = m.group(1), m.group(2)
+    body = (f"{ind}mov.u32 %rbm_c, %ctaid.x;\n{ind}mov.u32 %rbm_n, %nctaid.x;\n"
+            f"{ind}div.u32 %rbm_n, %rbm_n, {b};\n{ind}rem.u32 %rbm_b, %rbm_c, {b};\n"
+            f"{ind}div.u32 %rbm_c, %rbm_c, {b};\n{ind}mad.lo.s32 {dst}, %rbm_b, %rbm_n, %rbm_c;")
+    return _add_regs(ptx[:m.start()] + body + ptx[m.end():],
+                     [".reg .b32 %rbm_c;", ".reg .b32 %rbm_n;", ".reg .b32 %rbm_b;"])
+
+
 class PersistClamp:
     """A JIT kernel launched with at most ``n`` programs along the grid's first axis (the ``pers`` edit's grid)."""
 
@@ -168,11 +185,15 @@ EDITS = {
     "ncna": lambda p, s=None: _hinted(p, _LD, r"ld.global.nc.L1::no_allocate.\1", sel=s),
     "l1ef": lambda p, s=None: _hinted(p, _LD, r"ld.global.L1::evict_first.\1", sel=s),
     "l2pf": lambda p, s=None: _hinted(p, _LD, r"ld.global.L2::256B.\1", sel=s),
+    # loads kept in L2 (mem26): rope's cos/sin (``:nost``), re-read by every batch's program of a position, 64 MB
+    # of q traffic apart: more than the L2 holds
+    "l2el": lambda p, s=None: _hinted(p, _LD, r"ld.global.L2::cache_hint.\1", True, sel=s, policy="evict_last"),
     "stcs": lambda p, s=None: _hinted(p, _ST, r"st.global.cs.\1", sel=s),
     "stef": lambda p, s=None: _hinted(p, _ST, r"st.global.L2::cache_hint.\1", True, sel=s),
     # program order and grid mapping (mem26): reversed program ids; a persistent grid (``pers:TOTAL/P``)
     "rev": reverse_pids,
     "pers": persistent,
+    "bmajor": batch_major,
     # a store form s24 did not time: no L1 allocation on the write
     "stna": lambda p, s=None: _hinted(p, _ST, r"st.global.L1::no_allocate.\1", sel=s),
     # the launch bound as Triton writes it (.reqntid: exactly N threads) instead of kernelc's .maxntid (at most N)
@@ -195,6 +216,10 @@ def split_edit(e: str):
             raise SystemExit(f"pers needs TOTAL/P, got {sel!r}")
         return name, sel
     if sel in ("st", "nost"):
+        return name, sel
+    if name == "bmajor":
+        if not sel.isdigit():
+            raise SystemExit(f"bmajor needs B, got {sel!r}")
         return name, sel
     idx = set()
     for part in sel.split("."):

@@ -3,7 +3,8 @@
 # shipped build, Triton and streaming copies of the same bytes and launch shape (mem26/copies.py under kernelc and
 # Triton, torch's copy_) in the same interleaved rounds; (2) levers on the launch shape and stores, each an edit
 # of kernelc's own PTX (mem21/variants.py): rev (programs in reverse order), pers (persistent grid: one program a
-# resident slot, looping over the rows), stna (stores .L1::no_allocate). One process, as many rounds as fit.
+# resident slot, looping over the rows), stna (stores .L1::no_allocate); on rope cos/sin kept in L2 (el: evict_last
+# policy on their loads; bmaj: batch-major program order). One process, as many rounds as fit.
 set -u
 T0=$(date +%s); END=$((T0 + 57))
 left() { echo $(( END - $(date +%s) )); }
@@ -13,10 +14,12 @@ timeout 3 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,drive
 V=bench/experiments/mem21/variants.py
 S=$(( $(left) - 2 )); RS=$(( (S - 8) / 2 ))   # imports, CUDA start and compiles, then two rows
 # softmax fwd: 31-32 registers, 4 blocks of 16 warps an SM -> 132 x 4 = 528 resident programs;
-# rope's persistent build: 56 registers (CPU, sm_90a), 9 blocks of 4 warps an SM -> 1188
+# rope's persistent build: 56 registers (CPU, sm_90a), 9 blocks of 4 warps an SM -> 1188. rope: el = cos/sin loads
+# under an L2 evict_last policy; bmaj = the 4 batches' programs of one position adjacent (cos/sin re-read from L2)
 timeout $S python3 $V "softmax fwd" rope --rounds 16 --row-seconds $RS --copies \
-  --col "rev=own+rev" --col "stna=own+stna" \
-  --col "softmax fwd/pers=own+pers:8192/528" --col "rope/pers=own+pers:16384/1188" \
+  --col "softmax fwd/rev=own+rev" --col "softmax fwd/stna=own+stna" --col "softmax fwd/pers=own+pers:8192/528" \
+  --col "rope/pers=own+pers:16384/1188" --col "rope/el=own+l2el:nost" --col "rope/bmaj=own+bmajor:4" \
+  --col "rope/bmajel=own+bmajor:4+l2el:nost" \
   --out $RES/headroom.json > $RES/headroom.log 2>&1
 echo "variants rc=$? (limit ${S}s, ${RS}s a row)"
 grep -E "Error|error" $RES/headroom.log | head -3 | cut -c1-150
