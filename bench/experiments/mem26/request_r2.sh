@@ -15,11 +15,12 @@ V=bench/experiments/mem21/variants.py
 S=$(( $(left) - 2 )); RS=$(( (S - 8) / 2 ))   # imports, CUDA start and compiles, then two rows
 # softmax fwd: 31-32 registers, 4 blocks of 16 warps an SM -> 132 x 4 = 528 resident programs;
 # rope's persistent build: 56 registers (CPU, sm_90a), 9 blocks of 4 warps an SM -> 1188. rope: el = cos/sin loads
-# under an L2 evict_last policy; bmaj = the 4 batches' programs of one position adjacent (cos/sin re-read from L2)
+# under an L2 evict_last policy (PTX edit: one policy for the kernel); elk = the same by the compiler's knob
+# (KERNELC_L2_REUSE=evict_last: passes/l2_reuse.py); bmaj = the 4 batches' programs of one position adjacent
 timeout $S python3 $V "softmax fwd" rope --rounds 16 --row-seconds $RS --copies \
   --col "softmax fwd/rev=own+rev" --col "softmax fwd/stna=own+stna" --col "softmax fwd/pers=own+pers:8192/528" \
   --col "rope/pers=own+pers:16384/1188" --col "rope/el=own+l2el:nost" --col "rope/bmaj=own+bmajor:4" \
-  --col "rope/bmajel=own+bmajor:4+l2el:nost" \
+  --col "rope/elk=own@KERNELC_L2_REUSE=evict_last" \
   --out $RES/headroom.json > $RES/headroom.log 2>&1
 echo "variants rc=$? (limit ${S}s, ${RS}s a row)"
 grep -E "Error|error" $RES/headroom.log | head -3 | cut -c1-150
