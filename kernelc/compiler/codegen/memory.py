@@ -204,16 +204,18 @@ def _load_vector(lw: Lowering, elt, ptr: List[str], mask: Optional[str], other, 
         lines.append(f"mov.{'b32' if cons == 'r' else 'b16'} ${i}, ${pidx + 1 + i};")
     qual = ".volatile" if volatile else ""
     pred = f"@${pidx} " if mask is not None else ""
-    # an L2 policy: made in the asm block (ptxas keeps one per kernel in a uniform register, as for Triton's)
-    hint, pol = (f".L2::cache_hint", ", pol") if l2 else ("", "")
+    # an L2 policy operand after the other values: made by its own asm without side effects or memory access,
+    # so that LLVM keeps one per kernel for every load with the same policy (as a policy made once at entry)
+    hint, pol = (".L2::cache_hint", f", ${pidx + 1 + nwords}") if l2 else ("", "")
     lines.append(f"{pred}ld{qual}.global{cache}{evict}{hint}{vsuf}.{suffix} {{{outs}}}, [ ${nwords} + 0 ]{pol};"
                  if nwords > 1 else f"{pred}ld{qual}.global{cache}{evict}{hint}.{suffix} $0, [ $1 + 0 ]{pol};")
-    if l2:
-        lines = ["{", ".reg .b64 pol;", f"createpolicy.fractional.L2::{l2}.b64 pol, 1.0;"] + lines + ["}"]
-    constraints = ",".join([f"={cons}"] * nwords + ["l", "b"] + [cons] * nwords)
+    constraints = ",".join([f"={cons}"] * nwords + ["l", "b"] + [cons] * nwords + (["l"] if l2 else []))
     ret = f"{{ {', '.join([wty] * nwords)} }}" if nwords > 1 else wty
     args = [("ptr addrspace(1)", ptr[0]), ("i1", mask if mask is not None else "true")] + \
         [(wty, w) for w in other_words]
+    if l2:
+        args.append(("i64", e.val(f'call i64 asm "createpolicy.fractional.L2::{l2}.b64 $0, 1.0;", "=l"() '
+                                  f'nounwind memory(none)')))
     r = e.asm(ret, "\n".join(lines), constraints, args)
     words = [e.val(f"extractvalue {ret} {r}, {i}") for i in range(nwords)] if nwords > 1 else [r]
     return _unpack(lw, elt, words, vec)
