@@ -89,3 +89,71 @@ def test_variant_edits_on_selected_loads_and_rows():
     # ``ROW/TAG``: a column for the rows starting with ROW only
     assert V.parse_col("rope/luq=own+lu:4-7") == ("rope/luq", "own", ["lu:4-7"], {})
     assert V.col_rows("rope/luq") == ("rope", "luq") and V.col_rows("luq") == (None, "luq")
+
+
+PTX4 = PTX.replace("\t@%p1 ld.global", "\tmov.u32 \t%r80, %ctaid.x;\n\t@%p1 ld.global", 1)
+
+
+def test_variant_edits_on_the_launch_shape():
+    import pytest
+    # rev: program i does program n-1-i's work; the one %ctaid.x read is replaced, registers declared
+    rev = V.EDITS["rev"](PTX4)
+    assert "mov.u32 \t%r80, %ctaid.x;" not in rev and "add.s32 %r80, %rrev_n, %rrev_c;" in rev
+    assert ".reg .b32 %rrev_c;" in rev and "not.b32 %rrev_c, %rrev_c;" in rev
+    # pers: a loop over the original programs p, p + P, ... below TOTAL, closing where the kernel returned
+    name, sel = V.split_edit("pers:8192/528")
+    assert (name, sel) == ("pers", "8192/528")
+    pers = V.EDITS["pers"](PTX4, sel)
+    body = pers.split("$L__pers_top:")[1]
+    assert body.index("mov.u32 %r80, %rpers_pid;") < body.index("ld.global") < body.index("setp.lt.u32 %ppers, "
+                                                                                            "%rpers_pid, 8192;")
+    assert body.rstrip().endswith("@%ppers bra $L__pers_top;\n\tret;\n}") and "bar.sync" not in pers
+    # a body using shared memory gets a barrier before the next row reuses it
+    shared = PTX4.replace("\tret;", "\tld.shared.b32 %r9, [%r8];\n\tret;")
+    assert "bar.sync 0;\n\tmov.u32 %rpers_n, %nctaid.x;" in V.EDITS["pers"](shared, sel)
+    with pytest.raises(ValueError):   # no %ctaid.x read: nothing to loop over
+        V.EDITS["pers"](PTX, sel)
+    with pytest.raises(SystemExit):
+        V.split_edit("pers:8192")
+    # the clamp launches at most P programs along the first axis
+    class _K:
+        def __getitem__(self, grid):
+            return grid
+    assert V.PersistClamp(_K(), 528)[(8192,)] == (528,) and V.PersistClamp(_K(), 528)[(100, 2)] == (100, 2)
+    assert "st.global.L1::no_allocate.v4.b32 [ %rd5 + 0 ]" in V.EDITS["stna"](PTX)
+    # bmajor:B: program i does (i % B) * (n / B) + i // B
+    bm = V.EDITS["bmajor"](PTX4, V.split_edit("bmajor:4")[1])
+    assert "rem.u32 %rbm_b, %rbm_c, 4;" in bm and "mad.lo.s32 %r80, %rbm_b, %rbm_n, %rbm_c;" in bm
+    assert "mov.u32 \t%r80, %ctaid.x;" not in bm
+    # l2el: an evict_last policy, made once, on the selected loads only
+    el = V.EDITS["l2el"](PTX2, V.split_edit("l2el:1-2")[1])
+    assert el.count("createpolicy.fractional.L2::evict_last.b64 %rdpol_evict_last, 1.0;") == 1
+    assert el.count(", %rdpol_evict_last;") == 2 and "@%p1 ld.global.v4.b32 {%r1" in el
+
+
+def test_headroom_copies_in_the_interpreter():
+    import torch
+    sys.path.insert(0, os.path.join(ROOT, "bench", "experiments", "mem26"))
+    import copies as C
+    M = C.kernelc_module()
+    x = torch.randn(3, 37).half()
+    y = torch.zeros_like(x)
+    assert torch.equal(M.row_copy(y, x), x)
+    q = torch.randn(2, 3, 3, 10).bfloat16()
+    assert torch.equal(M.rope_negate(q.clone()), -q)
+
+
+def test_headroom_summary(tmp_path):
+    import json
+    import math
+    sys.path.insert(0, os.path.join(ROOT, "bench", "experiments", "mem26"))
+    import headroom as H
+    # kernelc 2% slower than the kernelc copy in every round, the row 200 MB
+    rds = [{"ms": {"kernelc": 0.051, "copy[kc]": 0.05, "triton": 0.051},
+            "log": {"kernelc": math.log(1.0) + d, "copy[kc]": math.log(1.02) + d, "triton[control]": 0.0}}
+           for d in (0.0, 0.001, -0.001)]
+    p = tmp_path / "v.json"
+    p.write_text(json.dumps({"rows": [{"benchmark": "softmax fwd", "bytes": 200e6, "rounds": rds}]}))
+    r = H.headroom(str(p))[0]
+    assert r["cols"]["copy[kc]"]["GBps"] == 4000.0
+    assert abs(r["cols"]["kernelc"]["x_copy[kc]"][0] - 1 / 1.02) < 1e-4

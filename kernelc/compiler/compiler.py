@@ -36,6 +36,7 @@ from .passes.load_layouts import loads_in_use_layout
 from .passes.tma_prefetch import issue_tma_loads_early
 from .passes.reduce_trees import mark_reduce_trees
 from .passes.reduce_xwarp import mark_reduce_scratch, mark_reduce_xwarp
+from .passes.l2_reuse import mark_l2_reuse
 from .passes.register_budget import mark_dot_loops_step, mark_loads_first, mark_register_budget
 from .passes.instruction_order import mark_instruction_order
 from .passes.staged_operands import share_staged_operands
@@ -340,6 +341,8 @@ TILE_PASSES = (
     # where each block reduction's cross-warp partials live: one reused area or one each (KERNELC_REDUCE_SCRATCH)
     TilePass("mark_reduce_scratch", lambda f, c: mark_reduce_scratch(f, get_option("KERNELC_REDUCE_SCRATCH"),
                                                                      c.num_warps)),
+    # loads whose addresses recur pid % n programs later keep their lines in L2 (KERNELC_L2_REUSE)
+    TilePass("mark_l2_reuse", lambda f, c: mark_l2_reuse(f, get_option("KERNELC_L2_REUSE"))),
     # a kernel without dots gets the registers of its occupancy step from the assembler (passes/register_budget.py;
     # KERNELC_FILL_KEEP_BLOCKS=reductions, the default: a one-pass one keeps its blocks per SM, and one with a block
     # reduction gets the build without a register ceiling)

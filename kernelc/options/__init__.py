@@ -287,6 +287,12 @@ KNOBS: Tuple[Knob, ...] = (
          "a reduction's butterfly shuffles run from the nearest lane (up: 1, 2, .., 16) or the farthest (down: 16, .., "
          "1, Triton's order; a float sum rounds differently; passes/reduce_xwarp.py)",
          _choice(("up", ("up",)), ("down", ("down",))), compile=True, field="reduce_bfly"),
+    Knob("KERNELC_L2_REUSE", "choice", "evict_last",
+         "loads whose address depends on the program id only through a remainder (pid % n: rope's cos/sin row, "
+         "read again by the next batch's program of the same position) under an L2 cache policy: evict_last "
+         "(default: createpolicy + .L2::cache_hint; rope 4x4096x32x128 bf16 1.0061 of the build without, 1.0058 of "
+         "Triton, H200 session 26) or off (as written); passes/l2_reuse.py",
+         _choice(("off", ("off",)), ("evict_last", ("evict_last",))), compile=True, field="l2_reuse"),
     Knob("KERNELC_WGMMA_PIN_WAITS", "bool", True,
          "keep a deferred wgmma wait where the IR puts it, past the work before it (ptxas would move it up)",
          compile=True, field="wgmma_pin_waits"),
@@ -594,6 +600,7 @@ class CompileOptions:
     reduce_xwarp: str = "multi_lds"
     reduce_scratch: str = "shared"
     reduce_bfly: str = "up"
+    l2_reuse: str = "evict_last"
     smem_reuse: bool = True
     reuse_sync: str = "all"
     ring_views: bool = True

@@ -30,7 +30,7 @@ Rules:
   process's interval of new over old lies at or above 0.98, ``regression`` when one lies wholly below 0.98,
   ``not resolved`` otherwise. (Rule written before the first such call's results, session 22.)
 
-    python3 bench/experiments/mem21/issue21_status.py [--out bench/results/issue21_status_s24.json] [--no-live]
+    python3 bench/experiments/mem21/issue21_status.py [--out bench/results/issue21_status_s26.json] [--no-live]
 """
 from __future__ import annotations
 
@@ -165,6 +165,16 @@ MB_CALLS_S24 = [(f"R1 (s24), process {i}", f"s24_mem24_R1_h200/sm_rope_p{i}.json
 MB_CALLS_S25 = [("R1 (s25), process 1", "s25_mem25_R1_h200/loadhints.json", "H200",
                  {"shared": {"*": "kernelc"}, "loops": {"*": "kernelc"}, "apart": {"softmax fwd": None, "*": "kernelc"}})]
 
+# session 26 (mem26's R2, one process): softmax fwd and rope beside streaming copies. KERNELC_L2_REUSE=evict_last
+# (the default since session 26) builds rope's SASS of the `el` column instruction for instruction
+# (bench/experiments/mem26/results/l2_reuse_sass.json), so under it that column is this tree's rope; every call
+# before s26 timed the rope build without the policy (rope's calls from them count only under `off`)
+MB_CALLS_S26 = [("R2 (s26), process 1", "s26_mem26_R2_h200/headroom.json", "H200",
+                 {"evict_last": {"rope": "kernelc[el]", "*": "kernelc"}, "off": {"*": "kernelc"}})]
+# the row kernels the L2 policy changes (mem21/mb_sass.py on this tree under each value; CPU)
+L2_REUSE_CHANGES = {"off": set(), "evict_last": {"rope_kernel"}}
+MB_THIS_TREE_L2 = "bench/experiments/mem26/results/mb_sass_mem26.json"   # shared scratch, evict_last
+
 
 def _row_kernel(name: str):
     return next((k for p, k in sorted(MB_KERNEL.items(), key=lambda x: -len(x[0])) if name.startswith(p + " ")
@@ -173,6 +183,8 @@ def _row_kernel(name: str):
 
 def _this_tree_sass() -> str:
     from kernelc import options
+    if options.get("KERNELC_L2_REUSE") == "evict_last" and options.get("KERNELC_REDUCE_SCRATCH") == "shared":
+        return MB_THIS_TREE_L2
     return MB_THIS_TREE_BY_SCRATCH.get(options.get("KERNELC_REDUCE_SCRATCH"), MB_THIS_TREE)
 
 
@@ -198,9 +210,19 @@ def memory_bound(extra=()):
                 continue
             rows.setdefault(name, []).append({"call": call, "file": path, "gpu": gpu, **f})
     scratch = options.get("KERNELC_REDUCE_SCRATCH")
+    l2 = options.get("KERNELC_L2_REUSE")
+    l2_changed = L2_REUSE_CHANGES.get(l2, set())   # kernels the calls before s26 timed in another build
     for call, path, gpu, cols in MB_CALLS_S23 + MB_CALLS_S24 + MB_CALLS_S25:
         if scratch in cols and _exists(path):
             by_row = cols[scratch]
+            for column in sorted({c for c in by_row.values() if c}):
+                for name, f in _mb_rows(path, column).items():
+                    want = next((c for p, c in by_row.items() if p != "*" and name.startswith(p + " ")), by_row["*"])
+                    if want == column and _row_kernel(name) not in l2_changed:
+                        rows.setdefault(name, []).append({"call": call, "file": path, "gpu": gpu, **f})
+    for call, path, gpu, cols in MB_CALLS_S26:
+        if l2 in cols and scratch == "shared" and _exists(path):
+            by_row = cols[l2]
             for column in sorted({c for c in by_row.values() if c}):
                 for name, f in _mb_rows(path, column).items():
                     want = next((c for p, c in by_row.items() if p != "*" and name.startswith(p + " ")), by_row["*"])
@@ -212,7 +234,7 @@ def memory_bound(extra=()):
             for column in sorted(set(by_row.values())):
                 for name, f in _mb_rows(path, column).items():
                     want = next((c for p, c in by_row.items() if p != "*" and name.startswith(p + " ")), by_row["*"])
-                    if want == column:
+                    if want == column and _row_kernel(name) not in l2_changed:
                         rows.setdefault(name, []).append({"call": call, "file": path, "gpu": gpu, **f})
     for call, path, gpu, prefix in extra:
         for name, f in _mb_rows(path).items():
@@ -561,7 +583,7 @@ def markdown(st) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(RES, "issue21_status_s24.json"))
+    ap.add_argument("--out", default=os.path.join(RES, "issue21_status_s26.json"))
     ap.add_argument("--no-live", action="store_true", help="skip the CPU compiles and tests")
     ap.add_argument("--md", help="also write the markdown table to this file")
     ap.add_argument("--mb-extra", action="append", default=[],

@@ -51,18 +51,20 @@ _MEMOP_END = re.compile(r"(\[[^\]]*\])\s*;")
 _MEMOP_ADDR = re.compile(r"\[\s*([^\]]*?)\s*\]")
 
 
-def _policy(ptx: str) -> tuple:
-    """A fresh 64-bit register holding an L2 evict_first policy, created at the top of the body."""
-    if "%rdpol_ef" in ptx:
-        return ptx, "%rdpol_ef"
+def _policy(ptx: str, kind: str = "evict_first") -> tuple:
+    """A fresh 64-bit register holding an L2 ``kind`` policy (evict_first, evict_last), created at the top of the
+    body."""
+    reg = "%rdpol_ef" if kind == "evict_first" else f"%rdpol_{kind}"
+    if reg in ptx:
+        return ptx, reg
     lines = ptx.split("\n")
     last = max(i for i, ln in enumerate(lines) if ln.strip().startswith(".reg"))
-    lines[last + 1:last + 1] = ["\t.reg .b64 %rdpol_ef;",
-                                "\tcreatepolicy.fractional.L2::evict_first.b64 %rdpol_ef, 1.0;"]
-    return "\n".join(lines), "%rdpol_ef"
+    lines[last + 1:last + 1] = [f"\t.reg .b64 {reg};",
+                                f"\tcreatepolicy.fractional.L2::{kind}.b64 {reg}, 1.0;"]
+    return "\n".join(lines), reg
 
 
-def _hinted(ptx: str, pat, repl, with_policy=False, sel=None) -> str:
+def _hinted(ptx: str, pat, repl, with_policy=False, sel=None, policy="evict_first") -> str:
     """``ptx`` with ``pat``'s accesses rewritten by ``repl``; ``sel``: only the accesses of these indices (in the
     PTX's order, from 0), e.g. rope's q loads and not its cos/sin loads."""
     n = len(pat.findall(ptx))
@@ -77,7 +79,7 @@ def _hinted(ptx: str, pat, repl, with_policy=False, sel=None) -> str:
     if sel is not None and not sel <= set(range(n)):
         raise ValueError(f"selection {sorted(sel)} outside the {n} accesses")
     if with_policy:
-        ptx, pol = _policy(ptx)
+        ptx, pol = _policy(ptx, policy)
     out = []
     k = -1
     for ln in ptx.split("\n"):
@@ -95,6 +97,83 @@ def _hinted(ptx: str, pat, repl, with_policy=False, sel=None) -> str:
     return "\n".join(out)
 
 
+_CTAID = re.compile(r"^([ \t]*)mov\.u32\s+(%r\d+),\s*%ctaid\.x;[ \t]*$", re.M)
+
+
+def _add_regs(ptx: str, decls) -> str:
+    lines = ptx.split("\n")
+    last = max(i for i, ln in enumerate(lines) if ln.strip().startswith(".reg"))
+    lines[last + 1:last + 1] = [f"\t{d}" for d in decls]
+    return "\n".join(lines)
+
+
+def _one_ctaid(ptx: str):
+    ms = list(_CTAID.finditer(ptx))
+    if len(ms) != 1:
+        raise ValueError(f"{len(ms)} reads of %ctaid.x, expected one")
+    return ms[0]
+
+
+def reverse_pids(ptx: str, sel=None) -> str:
+    """Programs in reverse order (program i does the work of program n-1-i): the order in which the rows' DRAM
+    pages are touched reversed, all else as built."""
+    m = _one_ctaid(ptx)
+    ind, dst = m.group(1), m.group(2)
+    body = (f"{ind}mov.u32 %rrev_c, %ctaid.x;\n{ind}mov.u32 %rrev_n, %nctaid.x;\n"
+            f"{ind}not.b32 %rrev_c, %rrev_c;\n{ind}add.s32 {dst}, %rrev_n, %rrev_c;")
+    return _add_regs(ptx[:m.start()] + body + ptx[m.end():], [".reg .b32 %rrev_c;", ".reg .b32 %rrev_n;"])
+
+
+def persistent(ptx: str, sel) -> str:
+    """``pers:TOTAL/P``: the kernel as a persistent one: launched with P programs (``persist_clamp``), program p
+    does programs p, p + P, ... < TOTAL of the original grid, a barrier between two where the body uses shared
+    memory (its scratch is reused). The body is the shipped one: no load of one row overlaps the previous row's work beyond what the
+    resident programs already overlap."""
+    total = int(str(sel).split("/")[0])
+    m = _one_ctaid(ptx)
+    ind, dst = m.group(1), m.group(2)
+    rets = [x for x in re.finditer(r"^([ \t]*)ret;[ \t]*$", ptx, re.M)]
+    if len(rets) != 1 or rets[0].start() < m.end():
+        raise ValueError(f"{len(rets)} ret instructions, expected one after the %ctaid.x read")
+    r = rets[0]
+    head = (f"{ind}mov.u32 %rpers_pid, %ctaid.x;\n$L__pers_top:\n{ind}mov.u32 {dst}, %rpers_pid;")
+    # a barrier between two rows only where the body uses shared memory (its reduction scratch)
+    bar = f"{ind}bar.sync 0;\n" if re.search(r"\b(ld|st|atom)\.shared", ptx) else ""
+    tail = (f"{bar}{ind}mov.u32 %rpers_n, %nctaid.x;\n{ind}add.s32 %rpers_pid, %rpers_pid, %rpers_n;\n"
+            f"{ind}setp.lt.u32 %ppers, %rpers_pid, {total};\n{ind}@%ppers bra $L__pers_top;\n{ind}ret;")
+    out = ptx[:m.start()] + head + ptx[m.end():r.start()] + tail + ptx[r.end():]
+    return _add_regs(out, [".reg .b32 %rpers_pid;", ".reg .b32 %rpers_n;", ".reg .pred %ppers;"])
+
+
+def batch_major(ptx: str, sel) -> str:
+    """``bmajor:B``: the programs of one position in each of B batches run next to each other (program i does
+    program (i % B) * n/B + i // B's work; n = the grid, a multiple of B): rope's cos/sin row is then re-read by
+    the next B-1 programs, from L2, instead of 4096 programs (64 MB of q traffic) later. q is then read as B
+    sequential streams instead of one."""
+    b = int(sel)
+    m = _one_ctaid(ptx)
+    ind, dst = m.group(1), m.group(2)
+    body = (f"{ind}mov.u32 %rbm_c, %ctaid.x;\n{ind}mov.u32 %rbm_n, %nctaid.x;\n"
+            f"{ind}div.u32 %rbm_n, %rbm_n, {b};\n{ind}rem.u32 %rbm_b, %rbm_c, {b};\n"
+            f"{ind}div.u32 %rbm_c, %rbm_c, {b};\n{ind}mad.lo.s32 {dst}, %rbm_b, %rbm_n, %rbm_c;")
+    return _add_regs(ptx[:m.start()] + body + ptx[m.end():],
+                     [".reg .b32 %rbm_c;", ".reg .b32 %rbm_n;", ".reg .b32 %rbm_b;"])
+
+
+class PersistClamp:
+    """A JIT kernel launched with at most ``n`` programs along the grid's first axis (the ``pers`` edit's grid)."""
+
+    def __init__(self, kernel, n: int):
+        self.kernel, self.n = kernel, n
+
+    def __getitem__(self, grid):
+        g = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+        return self.kernel[(min(g[0], self.n),) + g[1:]]
+
+    def __getattr__(self, name):
+        return getattr(self.kernel, name)
+
+
 EDITS = {
     "nc": lambda p, s=None: _hinted(p, _LD, r"ld.global.nc.\1", sel=s),
     "l1na": lambda p, s=None: _hinted(p, _LD, r"ld.global.L1::no_allocate.\1", sel=s),
@@ -106,8 +185,17 @@ EDITS = {
     "ncna": lambda p, s=None: _hinted(p, _LD, r"ld.global.nc.L1::no_allocate.\1", sel=s),
     "l1ef": lambda p, s=None: _hinted(p, _LD, r"ld.global.L1::evict_first.\1", sel=s),
     "l2pf": lambda p, s=None: _hinted(p, _LD, r"ld.global.L2::256B.\1", sel=s),
+    # loads kept in L2 (mem26): rope's cos/sin (``:nost``), re-read by every batch's program of a position, 64 MB
+    # of q traffic apart: more than the L2 holds
+    "l2el": lambda p, s=None: _hinted(p, _LD, r"ld.global.L2::cache_hint.\1", True, sel=s, policy="evict_last"),
     "stcs": lambda p, s=None: _hinted(p, _ST, r"st.global.cs.\1", sel=s),
     "stef": lambda p, s=None: _hinted(p, _ST, r"st.global.L2::cache_hint.\1", True, sel=s),
+    # program order and grid mapping (mem26): reversed program ids; a persistent grid (``pers:TOTAL/P``)
+    "rev": reverse_pids,
+    "pers": persistent,
+    "bmajor": batch_major,
+    # a store form s24 did not time: no L1 allocation on the write
+    "stna": lambda p, s=None: _hinted(p, _ST, r"st.global.L1::no_allocate.\1", sel=s),
     # the launch bound as Triton writes it (.reqntid: exactly N threads) instead of kernelc's .maxntid (at most N)
     "req": lambda p, s=None: _sub_or_fail(re.compile(r"^([ \t]*)\.maxntid\b", re.M), r"\1.reqntid", p),
 }
@@ -122,7 +210,16 @@ def split_edit(e: str):
         raise SystemExit(f"unknown edit {name!r} (have {sorted(EDITS)})")
     if not sel:
         return name, None
+    if name == "pers":   # TOTAL/P: the original grid's programs, the programs launched
+        t, _, p = sel.partition("/")
+        if not (t.isdigit() and p.isdigit()):
+            raise SystemExit(f"pers needs TOTAL/P, got {sel!r}")
+        return name, sel
     if sel in ("st", "nost"):
+        return name, sel
+    if name == "bmajor":
+        if not sel.isdigit():
+            raise SystemExit(f"bmajor needs B, got {sel!r}")
         return name, sel
     idx = set()
     for part in sel.split("."):
@@ -223,6 +320,54 @@ def load_build(kfn, recipe: str, edits) -> dict:
     return {"regs": f.n_regs, "kernelc_regs": ck.n_regs, "local": f.frame_size}
 
 
+_COPIES = {}
+
+
+def copy_columns(name: str, args, row: dict) -> list:
+    """Streaming columns for ``name``'s row (mem26): ``copy[kc]`` / ``copy[tr]`` the same copy source under
+    kernelc / Triton with the row's grid and warps, ``copy[torch]`` torch's ``copy_`` of the same bytes (out of
+    place). softmax fwd: ``row_copy`` into another tensor; rope: ``rope_negate`` in place on a tensor of q's shape
+    (rope writes q in place), torch's copy_ from q into another tensor. Rows without copies get none."""
+    sys.path.insert(0, os.path.join(ROOT, "bench", "experiments", "mem26"))
+    import copies as C
+    if not _COPIES:
+        _COPIES["kc"], _COPIES["tr"] = C.kernelc_module(), C.triton_module()
+    x = args[0]
+    if name.startswith(("softmax fwd", "log_softmax fwd")):
+        y = torch_empty_like(x)
+        fns = {m: (lambda M=M: M.row_copy(y, x)) for m, M in _COPIES.items()}
+        fns["torch"] = lambda: y.copy_(x)
+    elif name.startswith("rope"):
+        qb, qc = x.clone(), torch_empty_like(x)
+        fns = {m: (lambda M=M: M.rope_negate(qb)) for m, M in _COPIES.items()}
+        fns["torch"] = lambda: qc.copy_(x)
+    else:
+        return []
+    xs = x.float()
+    for m, f in fns.items():   # each column's result checked on its own: softmax's copy equals x, rope's -x
+        if name.startswith("rope"):
+            out, want = (qb, -xs) if m != "torch" else (qc, xs)
+            if m != "torch":
+                qb.copy_(x)
+        else:
+            out, want = y, xs
+            y.zero_()
+        f()
+        row["errs"][f"copy[{m}]"] = (out.float() - want).abs().max().item()
+    row["copy_regs"] = {m: {n: ck.n_regs for n, ck in _built_of(M).items()} for m, M in _COPIES.items() if m == "kc"}
+    return [(f"copy[{m}]", f) for m, f in fns.items()]
+
+
+def torch_empty_like(x):
+    import torch
+    return torch.empty_like(x)
+
+
+def _built_of(mod) -> dict:
+    from bench.bench_memory_bound import _built
+    return _built(mod)
+
+
 def main(argv) -> int:
     import argparse
     import tempfile
@@ -243,6 +388,9 @@ def main(argv) -> int:
     ap.add_argument("--row-seconds", type=float, default=0,
                     help="at most --rounds rounds a row, fewer (at least 3) where the row would run past this")
     ap.add_argument("--tcubin", action="store_true", help="also Triton's cubin through kernelc's launcher")
+    ap.add_argument("--copies", action="store_true",
+                    help="also streaming kernels of the row's bytes and launch shape (mem26/copies.py: kernelc, "
+                         "Triton) and torch's copy_ (softmax fwd and rope rows)")
     ap.add_argument("--tptx", nargs="?", const="free", action="append", default=[],
                     help="also Triton's PTX assembled by RECIPE (free: kernelc's path, the default; keep; whole)")
     a = ap.parse_args(argv)
@@ -283,6 +431,10 @@ def main(argv) -> int:
                            if hasattr(kf, "arg_names") and getattr(kf, "_cuda_state", {}).get("cache")}
                     row["builds"][tag] = {"recipe": recipe, "edits": edits, "env": env,
                                           **{kn: load_build(kf, recipe, edits) for kn, kf in fns.items()}}
+                    for e in edits:   # a persistent build runs on a grid of P programs
+                        if e.startswith("pers:"):
+                            for kn, kf in fns.items():
+                                setattr(M, kn, PersistClamp(kf, int(e.split("/")[1])))
                     row["errs"][tag] = _err(call(M, *[x.clone() for x in args]), want)
                 except Exception as e:   # a failing column is reported and left out
                     import traceback
@@ -315,7 +467,15 @@ def main(argv) -> int:
                     import traceback
                     traceback.print_exc()
                     row["builds"][tag] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+            if a.copies:
+                try:
+                    impls += copy_columns(name, args, row)
+                except Exception as e:   # the row's own columns still run
+                    import traceback
+                    traceback.print_exc()
+                    row["copies_error"] = f"{type(e).__name__}: {str(e)[:300]}"
             impls += [("triton", lambda: call(T, *args)), (CONTROL, lambda: call(T, *args))]
+            row["bytes"] = nbytes(*args)
             rds = row["rounds"] = []
             for _ in range(a.rounds):   # written after every round: a process cut short keeps its rounds
                 tr = time.time()
@@ -334,7 +494,7 @@ def main(argv) -> int:
                 regs = [v.get("regs") for v in b.values() if isinstance(v, dict) and "regs" in v]
                 # against the shipped build in the same repetitions: the difference of the two log ratios a round
                 kci = (log_ratio_ci([rd["log"][n] - rd["log"]["kernelc"] for rd in rds])
-                       if n.startswith("kernelc[") else None)
+                       if n.startswith(("kernelc[", "copy[")) else None)
                 row[f"{n}/kernelc_ci95"] = [round(v, 5) for v in kci] if kci else None
                 print(f"   {n:20s} {row[f'{n}/triton_ci95']}  regs {regs or row['regs'].get('kernelc')}"
                       + (f"  /kernelc {row[f'{n}/kernelc_ci95']}" if kci else ""), flush=True)

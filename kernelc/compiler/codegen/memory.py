@@ -160,11 +160,12 @@ def lower_load(lw: Lowering, op):
     cache = CACHE_PTX[op.attrs.get("cache", "")]
     evict = EVICT_PTX[op.attrs.get("eviction", "")]
     volatile = op.attrs.get("volatile", False)
+    l2 = op.attrs.get("l2")   # an L2 cache policy (passes/l2_reuse.py)
     if not lw.is_tile(res):
         p = lw.scalar(ptr)
         m = lw.scalar(mask) if mask is not None else None
         o = lw.scalar(other) if other is not None else None
-        lw.scalars[res.id] = _load_vector(lw, elt, [p], m, [o] if o else None, 1, cache, evict, volatile)[0]
+        lw.scalars[res.id] = _load_vector(lw, elt, [p], m, [o] if o else None, 1, cache, evict, volatile, l2)[0]
         return
     L = lw.plan.get(res)
     ebytes = elt.itemsize
@@ -177,16 +178,16 @@ def lower_load(lw: Lowering, op):
     for g in range(0, L.num_regs, vec):
         m = masks[g] if masks is not None else None
         o = others[g:g + vec] if others is not None else None
-        out += _load_vector(lw, elt, [ptrs[g]], m, o, vec, cache, evict, volatile)
+        out += _load_vector(lw, elt, [ptrs[g]], m, o, vec, cache, evict, volatile, l2)
     lw.tiles[res.id] = Tile(L, out)
 
 
 def _load_vector(lw: Lowering, elt, ptr: List[str], mask: Optional[str], other, vec: int, cache, evict,
-                 volatile) -> List[str]:
+                 volatile, l2=None) -> List[str]:
     e = lw.e
     ebytes = elt.itemsize
     ty = llty(elt)
-    if mask is None and not cache and not evict and not volatile:
+    if mask is None and not cache and not evict and not volatile and not l2:
         # plain LLVM load: lets LLVM and ptxas schedule freely
         if vec == 1:
             return [e.val(f"load {ty}, ptr addrspace(1) {ptr[0]}, align {ebytes}")]
@@ -203,12 +204,18 @@ def _load_vector(lw: Lowering, elt, ptr: List[str], mask: Optional[str], other, 
         lines.append(f"mov.{'b32' if cons == 'r' else 'b16'} ${i}, ${pidx + 1 + i};")
     qual = ".volatile" if volatile else ""
     pred = f"@${pidx} " if mask is not None else ""
-    lines.append(f"{pred}ld{qual}.global{cache}{evict}{vsuf}.{suffix} {{{outs}}}, [ ${nwords} + 0 ];"
-                 if nwords > 1 else f"{pred}ld{qual}.global{cache}{evict}.{suffix} $0, [ $1 + 0 ];")
-    constraints = ",".join([f"={cons}"] * nwords + ["l", "b"] + [cons] * nwords)
+    # an L2 policy operand after the other values: made by its own asm without side effects or memory access,
+    # so that LLVM keeps one per kernel for every load with the same policy (as a policy made once at entry)
+    hint, pol = (".L2::cache_hint", f", ${pidx + 1 + nwords}") if l2 else ("", "")
+    lines.append(f"{pred}ld{qual}.global{cache}{evict}{hint}{vsuf}.{suffix} {{{outs}}}, [ ${nwords} + 0 ]{pol};"
+                 if nwords > 1 else f"{pred}ld{qual}.global{cache}{evict}{hint}.{suffix} $0, [ $1 + 0 ]{pol};")
+    constraints = ",".join([f"={cons}"] * nwords + ["l", "b"] + [cons] * nwords + (["l"] if l2 else []))
     ret = f"{{ {', '.join([wty] * nwords)} }}" if nwords > 1 else wty
     args = [("ptr addrspace(1)", ptr[0]), ("i1", mask if mask is not None else "true")] + \
         [(wty, w) for w in other_words]
+    if l2:
+        args.append(("i64", e.val(f'call i64 asm "createpolicy.fractional.L2::{l2}.b64 $0, 1.0;", "=l"() '
+                                  f'nounwind memory(none)')))
     r = e.asm(ret, "\n".join(lines), constraints, args)
     words = [e.val(f"extractvalue {ret} {r}, {i}") for i in range(nwords)] if nwords > 1 else [r]
     return _unpack(lw, elt, words, vec)

@@ -110,8 +110,10 @@ for op in [
               "the coordinate bits it goes through shared memory one value at a time on (passes/smem_offsets.py, "
               "kernelc/compiler/conversion_pieces.py), smem then planned for one piece",
           optional_attrs=("smem", "pieces")),
-    OpDef("load", (1, 3), ("cache", "eviction", "volatile"), category="memory", doc="ptr [, mask [, other]]",
-          optional_attrs=("pipeline", "layout")),
+    OpDef("load", (1, 3), ("cache", "eviction", "volatile"), category="memory",
+          doc="ptr [, mask [, other]]; l2: an L2 cache policy ('evict_last', 'evict_first': createpolicy + "
+              ".L2::cache_hint; passes/l2_reuse.py)",
+          optional_attrs=("pipeline", "layout", "l2")),
     OpDef("store", (2, 3), ("cache", "eviction"), pure=False, results=0, category="memory",
           doc="ptr, value [, mask]"),
     # kl.prefetch (language/cache.py): no result, so no register and no scoreboard wait; not a write (passes that

@@ -129,7 +129,7 @@ def _load(op):
         errs.append(f"load operands have shapes {sorted(shapes)}")
     if len(op.operands) > 1 and scalar_of(op.operands[1].type) != T.int1:
         errs.append("load mask must be i1")
-    return errs
+    return errs + _l2(op)
 
 
 def _store(op):
