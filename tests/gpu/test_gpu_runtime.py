@@ -38,14 +38,18 @@ def test_fast_and_slow_paths_agree():
 
 
 def test_streams():
+    # torch's side streams do not wait for the default stream: each launch on ``s`` is ordered after the
+    # default stream's writes of x and y explicitly (without it, y.zero_() raced the second launch: s26 F)
     s = torch.cuda.Stream()
     x = torch.randn(1 << 20, device="cuda")
     y = torch.zeros_like(x)
+    s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
         axpy[(kernelc.cdiv(x.numel(), 1024),)](x, y, x.numel(), 1.0, BLOCK=1024)
     s.synchronize()
     torch.testing.assert_close(y, x)
     y.zero_()
+    s.wait_stream(torch.cuda.current_stream())
     axpy[(kernelc.cdiv(x.numel(), 1024),)](x, y, x.numel(), 1.0, BLOCK=1024, stream=s.cuda_stream)
     s.synchronize()
     torch.testing.assert_close(y, x)
