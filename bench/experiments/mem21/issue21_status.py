@@ -170,7 +170,10 @@ MB_CALLS_S25 = [("R1 (s25), process 1", "s25_mem25_R1_h200/loadhints.json", "H20
 # (bench/experiments/mem26/results/l2_reuse_sass.json), so under it that column is this tree's rope; every call
 # before s26 timed the rope build without the policy (rope's calls from them count only under `off`)
 MB_CALLS_S26 = [("R2 (s26), process 1", "s26_mem26_R2_h200/headroom.json", "H200",
-                 {"evict_last": {"rope": "kernelc[el]", "*": "kernelc"}, "off": {"*": "kernelc"}})]
+                 {"evict_last": {"rope": "kernelc[el]", "*": "kernelc"}, "off": {"*": "kernelc"}}),
+                # the final call on merged main 5c7ba4c5 (evict_last the default there; `l2off` the build without)
+                ("F (s26, merged main 5c7ba4c5), process 1", "s26_mem26_F_h200/headroom_f.json", "H200",
+                 {"evict_last": {"*": "kernelc"}, "off": {"rope": "kernelc[l2off]", "*": "kernelc"}})]
 # the row kernels the L2 policy changes (mem21/mb_sass.py on this tree under each value; CPU)
 L2_REUSE_CHANGES = {"off": set(), "evict_last": {"rope_kernel"}}
 MB_THIS_TREE_L2 = "bench/experiments/mem26/results/mb_sass_mem26.json"   # shared scratch, evict_last
@@ -476,7 +479,7 @@ def bench_kernels():
 
 
 # -- the GPU suite and the fuzz ---------------------------------------------------------------------------
-GPU_SUITE = ("F (s24, merged tree b73a4478)", "gpu_tests_2026-11-29_s24_F_h200.log")
+GPU_SUITE = ("F (s26, merged main 5c7ba4c5)", "gpu_tests_2026-11-29_s26_F_h200.log")
 
 
 def gpu_suite():
