@@ -125,7 +125,8 @@ def builds(mod, cos_bs: int, env: dict) -> dict:
     except Exception as e:   # no nvdisasm here: the PTX still says what changed
         sass = f"unavailable: {type(e).__name__}"
     return {"regs": ck.n_regs, "selects_in_tir": len(re.findall(r" = select ", tir)),
-            "l2_marked_loads": tir.count("l2='evict_last'"), "cache_hint_loads": len(re.findall(r"L2::cache_hint", ptx)),
+            "l2_marked_loads": tir.count("l2='evict_last'"),
+            "cache_hint_loads": len(re.findall(r"L2::cache_hint", ptx)),
             "createpolicy": len(re.findall(r"createpolicy", ptx)),
             "ptx_sha1": hashlib.sha1(re.sub(r'\.file\s+\d+ "[^"]*"', "", ptx).encode()).hexdigest()[:12],
             "sass_sha1": hashlib.sha1(sass.encode()).hexdigest()[:12] if not sass.startswith("unavailable") else sass}
@@ -197,7 +198,8 @@ def main(argv) -> int:
     root = tempfile.mkdtemp(prefix="liger-rope-")
     T = load_liger(LIGER_ROPE, "triton", "triton")
     mods = {tag: load_liger(LIGER_ROPE, "kernelc", tag) for tag in KNOBS}
-    res = {"gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu smoke (not a result)", "shape": shape, "liger": LIGER_ROPE, "rows": []}
+    res = {"gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu smoke (not a result)",
+           "shape": shape, "liger": LIGER_ROPE, "rows": []}
 
     def dump():
         with open(out_path + ".tmp", "w") as f:
@@ -263,7 +265,8 @@ def main(argv) -> int:
 
 
 def _host_round(fns, control=None, keep=False):
-    """--cpu-smoke's stand-in for interleaved_round (the same keys; host clock, 5 repetitions): tests the script only."""
+    """--cpu-smoke's stand-in for interleaved_round (the same keys; host clock, 5 repetitions): tests the script
+    only."""
     import math
     import statistics
     t = {n: [] for n in fns}
@@ -274,7 +277,8 @@ def _host_round(fns, control=None, keep=False):
             t[n].append((time.perf_counter() - t0) * 1e3)
     ms = {n: statistics.median(v) for n, v in t.items()}
     ref = [(a + b) / 2 for a, b in zip(t["triton"], t[control])]
-    log = {n: statistics.fmean(math.log(r / x) for r, x in zip(ref, v)) for n, v in t.items() if n not in ("triton", control)}
+    log = {n: statistics.fmean(math.log(r / x) for r, x in zip(ref, v))
+           for n, v in t.items() if n not in ("triton", control)}
     log[control] = statistics.fmean(math.log(r / x) for r, x in zip(t["triton"], t[control]))
     return {"ms": ms, "log": log}
 
@@ -284,7 +288,8 @@ def summary(row):
           + (f"  ERROR {row['error']}" if "error" in row else ""), flush=True)
     for n in ("kernelc", "kernelc[l2off]", "triton", "triton[control]"):
         if f"{n}/us" in row:
-            print(f"  {n:16s} {row[f'{n}/us']:8.2f} us {row[f'{n}/GBps']:5d} GB/s  x/Triton {row.get(f'{n}/triton_ci95')}"
+            print(f"  {n:16s} {row[f'{n}/us']:8.2f} us {row[f'{n}/GBps']:5d} GB/s"
+                  f"  x/Triton {row.get(f'{n}/triton_ci95')}"
                   + (f"  x/kernelc {row.get(f'{n}/kernelc_ci95')}" if n.startswith("kernelc[") else ""), flush=True)
 
 
