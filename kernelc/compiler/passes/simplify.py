@@ -71,7 +71,7 @@ def _fold_cmpi(op: Op):
         return None
     bits = scalar_of(t).int_bitwidth
     a, b = (int(_const_value(o)) & ((1 << bits) - 1) for o in op.operands)
-    if pred[0] == "s" and bits > 1:
+    if pred[0] == "s":   # as LLVM reads it: a signed i1 true is -1
         a, b = (x - (1 << bits) if x >> (bits - 1) else x for x in (a, b))
     return _CMP[rel](a, b)
 
