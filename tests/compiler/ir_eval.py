@@ -15,7 +15,7 @@ from kernelc.language.dtypes import pointer_type, scalar_of, shape_of
 
 _SHIFT = 40
 _BIN = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "smin": np.minimum, "smax": np.maximum,
-        "and": np.logical_and, "or": np.logical_or, "fadd": np.add, "fmul": np.multiply}
+        "and": np.logical_and, "or": np.logical_or, "fadd": np.add, "fsub": np.subtract, "fmul": np.multiply}
 _CMP = {"slt": np.less, "sle": np.less_equal, "sgt": np.greater, "sge": np.greater_equal, "eq": np.equal,
         "ne": np.not_equal}
 
@@ -109,6 +109,8 @@ def _op(op, env, buffers, names, pid, nprog):
         return np.transpose(o[0], op.attrs["perm"])
     if n in _BIN:
         return _BIN[n](o[0], o[1])
+    if n == "fneg":
+        return -np.asarray(o[0])
     if n == "addptr":
         return np.asarray(o[0], dtype=np.int64) + np.asarray(o[1], dtype=np.int64)
     if n in ("sdiv", "srem"):

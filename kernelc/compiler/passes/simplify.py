@@ -1,4 +1,11 @@
-"""Constant folding, algebraic identities, CSE and DCE on the tile IR."""
+"""Constant folding, algebraic identities, CSE and DCE on the tile IR.
+
+Folding follows MLIR's arith folders, which Triton's canonicalizer applies: an integer compare of two constants
+becomes a constant, and a ``select`` on a constant condition becomes the operand it chooses (``tl.where(C == 1,
+a, b)`` with ``C`` a constexpr is a select on ``True`` from the frontend; Liger-Kernel's rope). Left in place, the
+unchosen operand would count as a use: passes that ask what an address depends on (passes/l2_reuse.py) would see
+it.
+"""
 from __future__ import annotations
 
 from typing import Dict, List, Optional
@@ -49,8 +56,30 @@ _INT_FOLD = {
 }
 
 
+_CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+        "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
+
+
+def _fold_cmpi(op: Op):
+    """``cmpi`` of two integer constants: True/False, the operands read signed or unsigned as the predicate says."""
+    t = op.operands[0].type
+    if isinstance(scalar_of(t), pointer_type) or not scalar_of(t).is_int():
+        return None
+    pred = op.attrs.get("pred", "")
+    rel = pred if pred in ("eq", "ne") else pred[1:]
+    if rel not in _CMP:
+        return None
+    bits = scalar_of(t).int_bitwidth
+    a, b = (int(_const_value(o)) & ((1 << bits) - 1) for o in op.operands)
+    if pred[0] == "s":   # as LLVM reads it: a signed i1 true is -1
+        a, b = (x - (1 << bits) if x >> (bits - 1) else x for x in (a, b))
+    return _CMP[rel](a, b)
+
+
 def _fold(op: Op):
     """Return a new constant value for ``op`` or None."""
+    if op.name == "cmpi" and all(_is_const(o) for o in op.operands):
+        return _fold_cmpi(op)
     if op.name == "cast" and _is_const(op.operands[0]):
         return _convert(_const_value(op.operands[0]), scalar_of(op.operands[0].type), scalar_of(op.results[0].type))
     if op.name in ("splat", "broadcast") and _is_const(op.operands[0]):
@@ -63,10 +92,14 @@ def _fold(op: Op):
 
 
 def _identity(op: Op) -> Optional[Value]:
-    """x + 0, x * 1, x - 0 -> x (same type); trans(trans(x)) -> x when the two permutations cancel."""
+    """x + 0, x * 1, x - 0 -> x (same type); select(constant c, a, b) -> a or b; trans(trans(x)) -> x when the
+    two permutations cancel."""
     if op.name == "trans":
         from ...options import get
         return _trans_of_trans(op) if get("KERNELC_RING_VIEWS") else None
+    if op.name == "select" and _is_const(op.operands[0]):
+        chosen = op.operands[1] if _const_value(op.operands[0]) else op.operands[2]
+        return chosen if chosen.type == op.results[0].type else None
     if len(op.operands) != 2 or not op.results:
         return None
     a, b = op.operands
