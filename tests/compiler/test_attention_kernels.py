@@ -390,3 +390,111 @@ def test_d64_dkdv_with_a_producer_warpgroup_keeps_its_setmaxnreg():
     assert ck.launch_warps == 12 and "setmaxnreg.inc.sync.aligned.u32" in ck.asm["ptx"]
     assert "USETMAXREG" in ck.asm["sass"], "ptxas ignored setmaxnreg"
     assert ck.n_spills == 0, ck.n_spills
+
+
+_SASS_LINE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
+
+
+def _sass_writes(ins):
+    """Registers an instruction writes, for :func:`_overwritten_a_fragments` (its first operand; .64/.WIDE: two,
+    .128: four); stores, branches, barriers and HGMMA (whose accumulators are its own) write none here."""
+    m = re.match(r"(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)\s+R(\d+)\b", ins)
+    if not m or m.group(1).startswith(("HGMMA", "ST", "RED", "ATOM", "BRA", "BAR", "SYNCS", "WARPGROUP")):
+        return set()
+    n, op = int(m.group(2)), m.group(1)
+    return set(range(n, n + (4 if ".128" in op else 2 if (".64" in op or "WIDE" in op) else 1)))
+
+
+def _overwritten_a_fragments(sass):
+    """HGMMAs whose register A fragment comes into a loop from outside it (nothing in the loop writes those
+    registers before the HGMMA) and that the loop overwrites after it, before its back edge: the next trip reads
+    the overwritten registers. Loops: backward branches before the last EXIT (the try-wait retry stubs after it
+    branch back into the body) around at least 8 HGMMAs, innermost only."""
+    ins, labels = [], {}
+    for ln in sass.splitlines():
+        lab = re.match(r"\s*(\.L_x_\d+):", ln)
+        if lab:
+            labels[lab.group(1)] = len(ins)
+            continue
+        m = _SASS_LINE.search(ln)
+        if m:
+            ins.append(m.group(1))
+    last_exit = max([k for k, x in enumerate(ins) if re.match(r"(@!?P\d\s+)?EXIT\b", x)] or [len(ins)])
+    loops = []
+    for j, x in enumerate(ins[:last_exit]):
+        b = re.search(r"BRA `\((\.L_x_\d+)\)", x)
+        if b and labels.get(b.group(1), j + 1) <= j and \
+                sum(i.startswith("HGMMA") for i in ins[labels[b.group(1)]:j + 1]) >= 8:
+            loops.append((labels[b.group(1)], j))
+    inner = [(t, j) for t, j in loops if not any((u, k) != (t, j) and t <= u and k <= j for u, k in loops)]
+    bad = []
+    for top, end in inner:
+        for k in range(top, end + 1):
+            h = re.match(r"HGMMA\.\S+ R\d+, R(\d+),", ins[k])
+            if not h:
+                continue
+            a = set(range(int(h.group(1)), int(h.group(1)) + 4))
+            before = set().union(*[_sass_writes(i) for i in ins[top:k]])
+            after = set().union(*[_sass_writes(i) for i in ins[k + 1:end + 1]])
+            if not a & before and a & after:
+                bad.append(ins[k])
+    return bad, len(inner)
+
+
+def _dkdv_d64(causal=False, cfg=(64, 128, 8, 3), **extra):
+    bm, bn, w, s = cfg
+    sig = dict(Q=P("fp16"), K=P("fp16"), V=P("fp16"), DO=P("fp16"), DK=P("fp16"), DV=P("fp16"), DQ=P("fp16"),
+               LSE=P("fp32"), Delta=P("fp32"), sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32",
+               stride_k="i32", dq_stride_z="i32", dq_stride_h="i32", dq_stride_m="i32", H="i32", N_CTX="i32")
+    return _compile(B.attn_bwd_dkdv_kernel, sig, dict(HEAD_DIM=64, CAUSAL=causal, ATOMIC_DQ=False, EVEN_M=True,
+                                                      **extra), dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w,
+                                                                     num_stages=s), ("stride_k",))
+
+
+@pytest.mark.parametrize("kv_regs", [1, 2])
+def test_no_register_a_fragment_across_a_warp_specialised_loop(kv_regs):
+    # (kvr26) KV_REGS under a producer warpgroup: ptxas (CUDA 13.0) gave the registers of K's A fragment, held across
+    # the specialised loop, to P^T inside it, so from the second trip K Q^T read the last trip's dS^T: dK wrong on an
+    # H200 (session 26's R2). In a kernel with a producer the loop-invariant A operand is staged to shared memory
+    # (passes/stage_operands.py); without one it stays in registers
+    ck = _dkdv_d64(WS=1, ROWS_TMA=True, KV_REGS=kv_regs)
+    tir = ck.asm["tir"]
+    assert (tir.count("a_regs=True"), tir.count("stage_operand")) == (0, kv_regs)
+    assert "USETMAXREG" in ck.asm["sass"] and ck.n_spills == 0
+    bad, loops = _overwritten_a_fragments(ck.asm["sass"])
+    assert loops == 1 and not bad, bad
+    assert _dkdv_d64(WS=0, ROWS_TMA=True, KV_REGS=kv_regs).asm["tir"].count("a_regs=True") == kv_regs
+
+
+def test_the_rule_is_what_keeps_the_fragment(monkeypatch):
+    # the check below is not vacuous: without the rule ptxas 13.0 overwrites K's fragment in the WS kernel (the
+    # defect R2 hit). With KERNELC_WGMMA_PIN_WAITS=0 as well it does not (the pinned wait's branch is the trigger,
+    # docs/attention.md "kvr26"); if a newer ptxas keeps the fragment here, the rule can be revisited
+    from kernelc.compiler.passes import stage_operands
+    monkeypatch.setattr(stage_operands, "_warp_specialised", lambda op: False)
+    ck = _dkdv_d64(WS=1, ROWS_TMA=True, KV_REGS=1)
+    assert ck.asm["tir"].count("a_regs=True") == 1
+    bad, loops = _overwritten_a_fragments(ck.asm["sass"])
+    assert loops == 1 and len(bad) == 4, bad  # the four k-steps of K Q^T
+
+
+@pytest.mark.parametrize("name", ["fused_causal_default", "sep_kv2", "sep_kv2_causal", "d128form_kv2"])
+def test_register_a_fragments_outlive_their_loop(name):
+    # the kernels that keep a register A fragment across a loop (no producer): the fused D=64 causal default
+    # (FUSED_KV_REGS), the separate dK/dV kernel with KV_REGS=2 (both correct on an H200), 64 x 128 at 8 warps.
+    # Their SASS must not overwrite the fragment inside the loop: the same PTX assembled at ptxas's own register
+    # choice (not the occupancy step's ceiling) does, for the 8-warp one (kvr26)
+    if name == "fused_causal_default":
+        c1, c2, cx, opts = B._fused_config(4096, 64, True, None, None)
+        sig = dict(Q=P("fp16"), K=P("fp16"), V=P("fp16"), DO=P("fp16"), DK=P("fp16"), DV=P("fp16"), DQ=P("fp16"),
+                   LSE=P("fp32"), Delta=P("fp32"), sm_scale="fp32", stride_z="i32", stride_h="i32",
+                   stride_m="i32", stride_k="i32", H="i32", N_CTX="i32")
+        ck = kernelc.compile(B.attn_bwd_fused_kernel, sig, cx, target="sm_90a", divisibility={n: 16 for n in sig},
+                             equal_to_1=("stride_k",), **opts)
+    elif name == "d128form_kv2":
+        ck = _dkdv_d64(ROWS_TMA=True, KV_REGS=2)
+    else:
+        ck = _dkdv_d64(causal=name.endswith("causal"), cfg=(32, 64, 4, 3), TAIL=True, KV_REGS=2)
+    assert ck.asm["tir"].count("a_regs=True") >= 1
+    bad, loops = _overwritten_a_fragments(ck.asm["sass"])
+    assert loops >= 1 and not bad, bad

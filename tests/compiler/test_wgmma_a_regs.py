@@ -71,6 +71,34 @@ def test_the_dot_and_the_kernel_are_marked(monkeypatch):
     assert "registers" not in fn.attrs and "a_regs=" not in print_function(fn)
 
 
+@kernelc.jit
+def a_from_a_dot_ws(x_ptr, w_ptr, k_ptr, o_ptr, N, BM: kl.constexpr, BN: kl.constexpr, D: kl.constexpr):
+    rm = kl.arange(0, BM)
+    rn = kl.arange(0, BN)
+    rd = kl.arange(0, D)
+    x = kl.load(x_ptr + rm[:, None] * BM + rm[None, :])
+    w = kl.load(w_ptr + rm[:, None] * D + rd[None, :])
+    a = kl.dot(x, w).to(kl.float16)
+    acc = kl.zeros((BM, BN), dtype=kl.float32)
+    for n in kl.range(0, N, BN, warp_specialize=True):
+        k = kl.load(k_ptr + rd[:, None] * N + (n + rn)[None, :])
+        acc += kl.dot(a, k)
+    kl.store(o_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+
+def test_not_in_a_kernel_with_a_producer_warp(monkeypatch):
+    """(kvr26) The same operand in a warp-specialised loop is staged to shared memory: ptxas (13.0) overwrote such a
+    register fragment inside the consumers' loop of the D=64 attention backward (docs/attention.md, "kvr26")."""
+    monkeypatch.setenv("KERNELC_WGMMA_A_REGS", "1")
+    ir, _, _ = _passes(a_from_a_dot_ws, SIG, CX, num_stages=3, div={"N": 16})
+    filecheck(ir[PASS], """
+        CHECK: ws_producer
+        CHECK: = stage_operand {{%\\d+}} {operand='a'} : <64x64xfp16>
+        CHECK: = scf.for
+        CHECK-NOT: a_regs=True
+    """)
+
+
 def test_the_fused_backwards_default_at_d64_causal_holds_k_in_registers():
     """examples/kernels/attention_bwd.py's fused kernel at D=64 causal (FUSED_KV_REGS: K as the A operand of the dK/dV
     loops' K Q^T): both loops' K Q^T wgmmas read A from registers, V dO^T's still from shared memory, and the kernel

@@ -77,6 +77,10 @@ def stage_invariants(plan, axis, loop: Op, pre: List[Op], staged: Optional[Dict[
     inner = {r.id for o in body.ops for t in o.walk() for r in t.results} | {a.id for a in body.args}
     staged = {} if staged is None else staged
     new = False
+    # no register A fragment held across a loop in a kernel with a producer warp(group): ptxas (CUDA 13.0) reused
+    # such a fragment's registers inside the specialised loop (the D=64 dK/dV kernel with KV_REGS under WS=1: K's
+    # fragment overwritten by P^T, wrong dK on an H200; docs/attention.md "kvr26"); the operand is staged instead
+    regs_ok = not _warp_specialised(loop)
     for o in body.ops:
         if not tensor_core_dot(plan, o):
             continue
@@ -86,7 +90,7 @@ def stage_invariants(plan, axis, loop: Op, pre: List[Op], staged: Optional[Dict[
             if key not in staged:
                 if not _stageable(v, inner):
                     continue
-                if idx == 0 and a_in_registers(plan, o, v):
+                if idx == 0 and regs_ok and a_in_registers(plan, o, v):
                     o.attrs["a_regs"] = True  # read from registers every trip (codegen/dot.py)
                     continue
                 st = Op("stage_operand", [v], [v.type], {"operand": "a" if idx == 0 else "b"}, loc=loop.loc)
@@ -100,6 +104,16 @@ def stage_invariants(plan, axis, loop: Op, pre: List[Op], staged: Optional[Dict[
             pre.append(Op("fence_async_shared", [], [], loc=loop.loc))
         pre.append(Op("barrier", [], [], loc=loop.loc))
     return new
+
+
+def _warp_specialised(op: Op) -> bool:
+    """Whether the kernel holding ``op`` has a producer warp(group): a loop marked ``ws`` (the warp_specialize
+    pass) or, once that loop is expanded, a ``ws_producer`` region."""
+    blk = op.block
+    while blk is not None and blk.parent is not None:
+        blk = blk.parent.block
+    ops = [op] if blk is None else [t for o in blk.ops for t in o.walk()]
+    return any(t.name == "ws_producer" or (t.name == "scf.for" and t.attrs.get("ws")) for t in ops)
 
 
 def entry_values(plan, loop: Op) -> List[Op]:
