@@ -57,6 +57,11 @@ ENTRIES.update({
     "sepwsq_pp": _sep(),
     "sepwsq_ppk": _sep(),
     "sepwsq_ppq": _sep(),
+    # the logit dots started from wgmma's scale-d instead of zeroed accumulator registers (KERNELC_WGMMA_ZERO_ACC=ws,
+    # att24: under a producer warpgroup ptxas otherwise zeroes the second logit dot's registers between the two dots
+    # and waits for the first: sm_90a, 314 SASS a dK/dV trip against 347, the dQ loop 425 against 491); with ping-pong
+    "sepwsq_za": _sep(),
+    "sepwsq_zapp": _sep(),
     # the dQ kernel on a second stream beside the dK/dV kernel
     "sepwsq_2s": _sep(two_streams=True),
 })
@@ -65,6 +70,8 @@ ENV = {
     "sepwsq_pp": ({"KERNELC_WS_PINGPONG": "1"}, ("dkdv", "dq")),
     "sepwsq_ppk": ({"KERNELC_WS_PINGPONG": "1"}, ("dkdv",)),
     "sepwsq_ppq": ({"KERNELC_WS_PINGPONG": "1"}, ("dq",)),
+    "sepwsq_za": ({"KERNELC_WGMMA_ZERO_ACC": "ws"}, ("dkdv", "dq")),
+    "sepwsq_zapp": ({"KERNELC_WGMMA_ZERO_ACC": "ws", "KERNELC_WS_PINGPONG": "1"}, ("dkdv", "dq")),
 }
 MATMULS = {"dkdv": 4, "dq": 3}
 

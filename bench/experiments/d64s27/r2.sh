@@ -11,15 +11,15 @@ left() { echo $(( END - $(date +%s) )); }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv,noheader | tee $RES/gpu.txt
 git log --oneline -1 2>/dev/null | head -c 120; echo
 S=bench/experiments/d64s27/bwd_ab.py
-E="cudnn def sepwsq sepwsq_pp sepwsq_ppk sepwsq_ppq sepwsq_q3 sepwsq_k4 sepwsq_k2 sepwsq_2s"
+E="cudnn def sepwsq sepwsq_za sepwsq_zapp sepwsq_pp sepwsq_ppk sepwsq_ppq sepwsq_q3 sepwsq_k4 sepwsq_k2 sepwsq_2s"
 echo "== 1: compiles in parallel"
-for e in def sepwsq sepwsq_pp sepwsq_q3 sepwsq_k4 sepwsq_k2; do
+for e in def sepwsq sepwsq_za sepwsq_zapp sepwsq_pp sepwsq_q3 sepwsq_k4 sepwsq_k2; do
   timeout 50 python3 $S --warm --seq 1024 --entries $e > $RES/warm_$e.log 2>&1 &
 done
 timeout 50 python3 $S --warm --seq 1024 --head-dim 128 --entries sepwsq > $RES/warm_d128.log 2>&1 &
 wait; tail -qn 1 $RES/warm_*.log | grep -v Warn
 echo "== 2: kernels alone, N 16384, $(left)s left"
-timeout 30 python3 $S --part kernels --seq 16384 --entries sepwsq sepwsq_pp def --rounds 2 --rep-ms 60 \
+timeout 30 python3 $S --part kernels --seq 16384 --entries sepwsq sepwsq_za sepwsq_pp def --rounds 2 --rep-ms 60 \
   --out $RES/kernels_d64.json > $RES/kernels_d64.log 2>&1
 timeout 20 python3 $S --part kernels --seq 16384 --head-dim 128 --entries sepwsq --rounds 1 --rep-ms 60 \
   --out $RES/kernels_d128.json > $RES/kernels_d128.log 2>&1
@@ -29,7 +29,7 @@ timeout 20 python3 $S --part prof --seq 16384 --entries cudnn sepwsq --rounds 2 
   > $RES/prof.log 2>&1
 grep -E "GPU kernels" $RES/prof.log
 echo "== 4: A/B N 16384, $(left)s left"
-T=$(( $(left) - 25 )); [ $T -gt 60 ] && T=60
+T=$(( $(left) - 25 )); [ $T -gt 65 ] && T=65
 timeout $T python3 $S --seq 16384 --entries $E --rounds 4 --rep-ms 100 --out $RES/n16384.json > $RES/n16384.log 2>&1
 echo "== 5: A/B N 4096, $(left)s left"
 T=$(( $(left) - 2 )); [ $T -gt 30 ] && T=30
