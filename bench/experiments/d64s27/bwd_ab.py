@@ -64,6 +64,8 @@ ENTRIES.update({
     "sepwsq_zapp": _sep(),
     # the dQ kernel on a second stream beside the dK/dV kernel
     "sepwsq_2s": _sep(two_streams=True),
+    # the default mode with its dK/dV kernel compiled under KERNELC_WGMMA_ZERO_ACC=ws (D=128: ds's producer warpgroup)
+    "def_za": {},
 })
 #: entry -> (compile knobs set around its calls, the kernels that get copies compiled under them)
 ENV = {
@@ -71,6 +73,7 @@ ENV = {
     "sepwsq_ppk": ({"KERNELC_WS_PINGPONG": "1"}, ("dkdv",)),
     "sepwsq_ppq": ({"KERNELC_WS_PINGPONG": "1"}, ("dq",)),
     "sepwsq_za": ({"KERNELC_WGMMA_ZERO_ACC": "ws"}, ("dkdv", "dq")),
+    "def_za": ({"KERNELC_WGMMA_ZERO_ACC": "ws"}, ("dkdv",)),
     "sepwsq_zapp": ({"KERNELC_WGMMA_ZERO_ACC": "ws", "KERNELC_WS_PINGPONG": "1"}, ("dkdv", "dq")),
 }
 MATMULS = {"dkdv": 4, "dq": 3}

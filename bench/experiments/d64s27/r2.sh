@@ -17,6 +17,7 @@ for e in def sepwsq sepwsq_za sepwsq_zapp sepwsq_pp sepwsq_q3 sepwsq_k4 sepwsq_k
   timeout 50 python3 $S --warm --seq 1024 --entries $e > $RES/warm_$e.log 2>&1 &
 done
 timeout 50 python3 $S --warm --seq 1024 --head-dim 128 --entries sepwsq > $RES/warm_d128.log 2>&1 &
+timeout 50 python3 $S --warm --seq 1024 --head-dim 128 --entries def def_za > $RES/warm_d128def.log 2>&1 &
 wait; tail -qn 1 $RES/warm_*.log | grep -v Warn
 echo "== 2: kernels alone, N 16384, $(left)s left"
 timeout 30 python3 $S --part kernels --seq 16384 --entries sepwsq sepwsq_za sepwsq_pp def --rounds 2 --rep-ms 60 \
@@ -32,9 +33,13 @@ echo "== 4: A/B N 16384, $(left)s left"
 T=$(( $(left) - 25 )); [ $T -gt 65 ] && T=65
 timeout $T python3 $S --seq 16384 --entries $E --rounds 4 --rep-ms 100 --out $RES/n16384.json > $RES/n16384.log 2>&1
 echo "== 5: A/B N 4096, $(left)s left"
-T=$(( $(left) - 2 )); [ $T -gt 30 ] && T=30
+T=$(( $(left) - 22 )); [ $T -gt 25 ] && T=25
 [ $T -gt 8 ] && timeout $T python3 $S --seq 4096 --entries $E --rounds 6 --rep-ms 30 --out $RES/n4096.json \
   > $RES/n4096.log 2>&1
+echo "== 6: D=128 A/B N 16384 (the default with KERNELC_WGMMA_ZERO_ACC=ws), $(left)s left"
+T=$(( $(left) - 2 )); [ $T -gt 25 ] && T=25
+[ $T -gt 12 ] && timeout $T python3 $S --seq 16384 --head-dim 128 --entries cudnn def def_za --rounds 3 \
+  --rep-ms 100 --out $RES/d128_n16384.json > $RES/d128_n16384.log 2>&1
 echo "== summary"
-cat $RES/n16384.log $RES/n4096.log 2>/dev/null | grep '^N=' | sed 's/cuDNN\/this/r/; s/  err first/ e/'
+cat $RES/n16384.log $RES/n4096.log $RES/d128_n16384.log 2>/dev/null | grep '^N=' | sed 's/cuDNN\/this/r/; s/  err first/ e/'
 echo "== done in $(( $(date +%s) - T0 ))s"
