@@ -486,6 +486,8 @@ DQ_MODES = ("separate", "atomic", "ds", "fused", "flat")
 # DS_WORKSPACE_X's bound (att23's R1/R2 on an H200: 0.89-1.00 of cuDNN at N 4096, 0.88-0.91 at 16384, against the
 # separate pass's 0.78-0.86 / 0.78-0.85; docs/attention.md "att23")
 DEFAULT_DQ_MODES = {64: "fused", 128: "ds"}
+# ... and from a sequence length on, by (head dim, causal): (N, mode), over DEFAULT_DQ_MODES where N_CTX >= N
+DEFAULT_DQ_MODES_LONG = {}
 # D=64 dQ at 2 stages (50 KB: 4 programs an SM, 3 at 3 stages' 66 KB) since call R1b (docs/attention.md "bwd18"). D=128
 # at 128-key steps since att21 (225 KB, spill-free, 555 SASS a trip against 2 x 355 at 64-key steps; on an H200 the dQ
 # kernel 3.6-3.8% faster, the separate backward 1.5-5% at N 4096: docs/attention.md, "att21")
@@ -557,9 +559,13 @@ def _ds_budget(q):
     return DS_WORKSPACE_BYTES if x is None else min(DS_WORKSPACE_BYTES, int(x * q.numel() * q.element_size()))
 
 
-def default_dq_mode(head_dim, causal=None):
-    """The dQ mode ``dq_mode=None`` runs at this head dim and mask (:data:`DEFAULT_DQ_MODES` by ``(head_dim, causal)``,
+def default_dq_mode(head_dim, causal=None, n_ctx=None):
+    """The dQ mode ``dq_mode=None`` runs at this head dim, mask and sequence length (:data:`DEFAULT_DQ_MODES_LONG` by
+    ``(head_dim, causal)`` where ``n_ctx`` reaches its length, then :data:`DEFAULT_DQ_MODES` by ``(head_dim, causal)``,
     then by ``head_dim``, else ``"separate"``)."""
+    long = DEFAULT_DQ_MODES_LONG.get((head_dim, causal))
+    if long is not None and n_ctx is not None and n_ctx >= long[0]:
+        return long[1]
     return DEFAULT_DQ_MODES.get((head_dim, causal), DEFAULT_DQ_MODES.get(head_dim, "separate"))
 
 
@@ -599,7 +605,7 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     :func:`attention_bwd` runs them; the bench times each alone."""
     import torch
     if dq_mode is None:
-        dq_mode = default_dq_mode(q.shape[-1], bool(causal))
+        dq_mode = default_dq_mode(q.shape[-1], bool(causal), q.shape[-2])
         if dq_mode == "ds" and ds_workspace_bytes is None and q.shape[-2] ** 2 * q.element_size() > _ds_budget(q):
             # the default takes ds only where a whole head fits its bound (else a group of one head would exceed it)
             dq_mode = "separate"
@@ -896,7 +902,7 @@ def _plan(do, q, k, v, o, lse, causal, sm_scale, dq_mode):
     inputs). The mode is resolved first (DEFAULT_DQ_MODES is read on every call); the plan holds the rest of the
     tables' choices."""
     shape = q.shape
-    mode = dq_mode if dq_mode is not None or len(shape) != 4 else default_dq_mode(shape[-1], bool(causal))
+    mode = dq_mode if dq_mode is not None or len(shape) != 4 else default_dq_mode(shape[-1], bool(causal), shape[-2])
     if mode not in _PLAN_MODES:
         return None
     key = (shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), o.shape, o.stride(), do.shape, do.stride(),

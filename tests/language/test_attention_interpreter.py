@@ -231,6 +231,38 @@ def test_the_default_dq_mode_follows_the_head_dim_table(monkeypatch):
     assert seen and seen[-1]["STORE_DS"] is True  # the dK/dV kernel launched storing dS^T
 
 
+def test_the_default_dq_mode_from_a_sequence_length_on(monkeypatch):
+    # (d64s27) DEFAULT_DQ_MODES_LONG: (head dim, causal) -> (N, mode) over DEFAULT_DQ_MODES from N_CTX = N on, the
+    # other mask untouched; read by the launch plan (no configs) and the general path alike
+    monkeypatch.setattr(B, "DEFAULT_DQ_MODES", {16: "fused"})
+    monkeypatch.setattr(B, "DEFAULT_DQ_MODES_LONG", {(16, False): (64, "separate")})
+    assert [B.default_dq_mode(16, False, n) for n in (None, 48, 63, 64, 200)] == ["fused"] * 3 + ["separate"] * 2
+    assert B.default_dq_mode(16, True, 200) == "fused" and B.default_dq_mode(32, False, 200) == "separate"
+    B.clear_plans()
+    for n, mode in ((48, "fused"), (64, "separate")):
+        q, k, v = _qkv(n, 16, torch.float16)
+        do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+        for causal in (False, True):
+            want = mode if not causal else "fused"
+            o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
+            ref = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode=want)
+            seen = []
+            monkeypatch.setattr(B, "attn_bwd_fused_kernel", _Spy(B.attn_bwd_fused_kernel, seen))
+            plan = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25)
+            out, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, 0.25)
+            assert [name for name, _ in steps][1:] == (["dkdv_dq"] if want == "fused" else ["dkdv", "dq"])
+            for _, launch in steps:
+                launch()
+            for a, b, c in zip(plan, out(), ref):
+                assert torch.equal(a, c) and torch.equal(b, c), (n, causal)
+            # the fused kernel launched by both paths (the plan's and the steps') or by neither
+            assert len(seen) == (2 if want == "fused" else 0), (n, causal)
+            monkeypatch.undo()
+            monkeypatch.setattr(B, "DEFAULT_DQ_MODES", {16: "fused"})
+            monkeypatch.setattr(B, "DEFAULT_DQ_MODES_LONG", {(16, False): (64, "separate")})
+    B.clear_plans()
+
+
 class _Spy:
     """A kernel whose launches record their keyword arguments."""
 
