@@ -62,6 +62,15 @@ ENTRIES.update({
     # and waits for the first: sm_90a, 314 SASS a dK/dV trip against 347, the dQ loop 425 against 491); with ping-pong
     "sepwsq_za": _sep(),
     "sepwsq_zapp": _sep(),
+    # the loops' last dot (dK += dS^T Q, dQ += dS K) left in flight across the back edge under the producer warpgroup
+    # (the kernels' TAIL: tl.range(async_tail=True), kept by the compiler with the stages released a trip late; the
+    # dQ kernel then at 3 stages, its 2 would leave the producer no lookahead): both kernels, dK/dV only, dQ only;
+    # with KERNELC_WGMMA_ZERO_ACC=ws; and the dK/dV kernel at 4 stages with it
+    "sepwsq_t": _sep(dkdv=dict(TAIL=True), dq=dict(TAIL=True, num_stages=3)),
+    "sepwsq_tk": _sep(dkdv=dict(TAIL=True)),
+    "sepwsq_tq3": _sep(dq=dict(TAIL=True, num_stages=3)),
+    "sepwsq_zat": _sep(dkdv=dict(TAIL=True), dq=dict(TAIL=True, num_stages=3)),
+    "sepwsq_zat4": _sep(dkdv=dict(TAIL=True, num_stages=4), dq=dict(TAIL=True, num_stages=3)),
     # the dQ kernel on a second stream beside the dK/dV kernel
     "sepwsq_2s": _sep(two_streams=True),
     # the default mode with its dK/dV kernel compiled under KERNELC_WGMMA_ZERO_ACC=ws (D=128: ds's producer warpgroup)
@@ -74,6 +83,8 @@ ENV = {
     "sepwsq_ppq": ({"KERNELC_WS_PINGPONG": "1"}, ("dq",)),
     "sepwsq_za": ({"KERNELC_WGMMA_ZERO_ACC": "ws"}, ("dkdv", "dq")),
     "def_za": ({"KERNELC_WGMMA_ZERO_ACC": "ws"}, ("dkdv",)),
+    "sepwsq_zat": ({"KERNELC_WGMMA_ZERO_ACC": "ws"}, ("dkdv", "dq")),
+    "sepwsq_zat4": ({"KERNELC_WGMMA_ZERO_ACC": "ws"}, ("dkdv", "dq")),
     "sepwsq_zapp": ({"KERNELC_WGMMA_ZERO_ACC": "ws", "KERNELC_WS_PINGPONG": "1"}, ("dkdv", "dq")),
 }
 MATMULS = {"dkdv": 4, "dq": 3}

@@ -1,7 +1,7 @@
 #!/bin/bash
 # d64s27's R2 request (session 27). Time limit: 150 s on one H200. Run from the tree's root (main + branch d64s27's
 # diff), PYTHONPATH set, $OUT the results folder, a fresh KERNELC_CACHE_DIR.
-# (1) compiles in parallel; (2) each kernel of sepwsq (and of the ping-pong copies, the fused default) timed alone at
+# (1) compiles in parallel; (2) each kernel of sepwsq (and of the candidates' copies, the fused default) timed alone at
 # N 16384 D=64, and sepwsq's kernels at D=128; (3) cuDNN's kernels and ours under torch.profiler; (4) the A/B at
 # N 16384 (4 rounds) and N 4096 (6 rounds): cuDNN, the default, sepwsq and its candidates.
 set -u
@@ -11,16 +11,16 @@ left() { echo $(( END - $(date +%s) )); }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv,noheader | tee $RES/gpu.txt
 git log --oneline -1 2>/dev/null | head -c 120; echo
 S=bench/experiments/d64s27/bwd_ab.py
-E="cudnn def sepwsq sepwsq_za sepwsq_zapp sepwsq_pp sepwsq_ppk sepwsq_ppq sepwsq_q3 sepwsq_k4 sepwsq_k2 sepwsq_2s"
+E="cudnn def sepwsq sepwsq_za sepwsq_zapp sepwsq_pp sepwsq_q3 sepwsq_k4 sepwsq_t sepwsq_tk sepwsq_tq3 sepwsq_zat sepwsq_zat4 sepwsq_2s"
 echo "== 1: compiles in parallel"
-for e in def sepwsq sepwsq_za sepwsq_zapp sepwsq_pp sepwsq_q3 sepwsq_k4 sepwsq_k2; do
-  timeout 50 python3 $S --warm --seq 1024 --entries $e > $RES/warm_$e.log 2>&1 &
+for e in def sepwsq sepwsq_za sepwsq_zapp sepwsq_pp sepwsq_q3 sepwsq_k4 "sepwsq_t sepwsq_tk sepwsq_tq3" sepwsq_zat sepwsq_zat4; do
+  timeout 50 python3 $S --warm --seq 1024 --entries $e > "$RES/warm_${e%% *}.log" 2>&1 &
 done
 timeout 50 python3 $S --warm --seq 1024 --head-dim 128 --entries sepwsq > $RES/warm_d128.log 2>&1 &
 timeout 50 python3 $S --warm --seq 1024 --head-dim 128 --entries def def_za > $RES/warm_d128def.log 2>&1 &
 wait; tail -qn 1 $RES/warm_*.log | grep -v Warn
 echo "== 2: kernels alone, N 16384, $(left)s left"
-timeout 30 python3 $S --part kernels --seq 16384 --entries sepwsq sepwsq_za sepwsq_pp def --rounds 2 --rep-ms 60 \
+timeout 30 python3 $S --part kernels --seq 16384 --entries sepwsq sepwsq_za sepwsq_t sepwsq_zat def --rounds 2 --rep-ms 60 \
   --out $RES/kernels_d64.json > $RES/kernels_d64.log 2>&1
 timeout 20 python3 $S --part kernels --seq 16384 --head-dim 128 --entries sepwsq --rounds 1 --rep-ms 60 \
   --out $RES/kernels_d128.json > $RES/kernels_d128.log 2>&1
