@@ -188,7 +188,12 @@ _D64_WS = dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3, WS=1)
 @pytest.mark.parametrize("dkdv,dq", [(dict(_D64_WS, ROWS_TMA=True), None), (_D64_WS, None),
                                      (dict(_D64_WS, ROWS_TMA=True, KV_REGS=2), None),
                                      (dict(_D64_WS, ROWS_TMA=True), dict(BLOCK_M=128, BLOCK_N=128, num_warps=8,
-                                                                          num_stages=2))])
+                                                                          num_stages=2)),
+                                     # (d64s27) both loops' last dot in flight across the back edge under their
+                                     # producer warpgroups (TAIL: the stages released a trip late)
+                                     (dict(_D64_WS, ROWS_TMA=True, TAIL=True),
+                                      dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3, TAIL=True)),
+                                     (dict(_D64_WS, ROWS_TMA=True, TAIL=True, num_stages=4), None)])
 def test_d64_separate_dkdv_in_the_d128_form(N, dkdv, dq):
     # (d64b27) the separate pass at D=64 non-causal with its dK/dV kernel at 64 x 128, 8 warps, a producer warpgroup
     # (its setmaxnreg kept by the C7508 retry), the rows ringed by TMA or not, the dQ kernel at 128 x 128; ragged N
@@ -204,6 +209,17 @@ def test_d64_default_backward(N, causal):
     # dq_mode=None at D=64 (DEFAULT_DQ_MODES by mask; the separate pass's tables by mask), through the launch plan;
     # 1026: no rows by descriptors (N % 4), no EVEN_M
     _check_backward_at(64, causal, N=N, dq_mode=None, dkdv_config=None)
+
+
+@pytest.mark.parametrize("extra", [0, 2, 4])
+def test_d64_default_backward_from_its_long_length(extra):
+    # (d64s27) dq_mode=None at D=64 non-causal from DEFAULT_DQ_MODES_LONG's length on (the separate pass in D=128's
+    # form there), through the launch plan; +2: no rows by descriptors (N % 4), +4: no EVEN_M
+    long = B.DEFAULT_DQ_MODES_LONG.get((64, False))
+    if long is None:
+        pytest.skip("no length-dependent default mode at D=64 non-causal")
+    assert B.default_dq_mode(64, False, long[0] + extra) == long[1]
+    _check_backward_at(64, False, N=long[0] + extra, dq_mode=None, dkdv_config=None)
 
 
 @pytest.mark.parametrize("causal", [False, True])
