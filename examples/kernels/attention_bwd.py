@@ -509,6 +509,12 @@ DS_WS = {(128, False): 1, (128, True): 1}
 # the separate pass's dK/dV loop with its LSE/delta rows through 1-D descriptors (ROWS_TMA: the compiler's auto-TMA
 # copies its Q/dO pointer loads, and the rows join that ring) by (head dim, causal); dkdv_config's ROWS_TMA overrides
 DKDV_ROWS_TMA = {}
+# the separate pass's loops with their last dot (dK += dS^T Q; dQ += dS K) in flight across the back edge (the kernels'
+# TAIL, tl.range's async_tail) by (head dim, causal), for the dK/dV kernel (DKDV_TAIL) and the dQ kernel (DQ_TAIL);
+# under a producer warpgroup the compiler keeps it with 3+ stages, releasing each a trip late (passes/schedule.py,
+# _ws_async_tail); dkdv_config's / dq_config's TAIL overrides
+DKDV_TAIL = {}
+DQ_TAIL = {}
 # ds's dK/dV loop with its LSE and delta rows through 1-D descriptors (ROWS_TMA), which the compiler rings with Q and
 # dO (passes/schedule.py, _register_tiles): by (head dim, causal); dkdv_config's ROWS_TMA overrides. On an H200 (att25's
 # R1) 10-14% faster at D=128 non-causal (N 4096; 6-8% at 16384), a tie causal (no producer warpgroup there): on
@@ -653,6 +659,10 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
             c1.setdefault("WS", DKDV_WS[(D, bool(causal))])
         if DKDV_ROWS_TMA.get((D, bool(causal))):
             c1.setdefault("ROWS_TMA", True)
+        if DKDV_TAIL.get((D, bool(causal))):  # passed only where set, as WS
+            c1.setdefault("TAIL", True)
+        if DQ_TAIL.get((D, bool(causal))):
+            c2.setdefault("TAIL", True)
     if ds and causal and DS_ONE_LOOP.get(D):  # passed only where set (the other kernels' compile keys stay)
         c1.setdefault("ONE_LOOP", True)
     knobs = ds and (not causal or c1.get("ONE_LOOP"))  # causal's producer and ringed rows: for the one loop only
@@ -861,7 +871,7 @@ def _fused_launches(q, causal, sm_scale):
 def _separate_launches(q, causal, sm_scale):
     """The separate pass's dK/dV and dQ launches at the default configs (attention_bwd_steps' choices for
     dq_mode="separate" without configs: the mask's configs, GROUP from CAUSAL_GROUP, EVEN_M from DKDV_EVEN_M where N
-    allows it, WS from DKDV_WS, ROWS_TMA from DKDV_ROWS_TMA where N % 4 == 0)."""
+    allows it, WS from DKDV_WS, ROWS_TMA from DKDV_ROWS_TMA where N % 4 == 0, TAIL from DKDV_TAIL / DQ_TAIL)."""
     Z, H, N, D = q.shape
     c1 = _cfg(_mask_table(DKDV_CONFIGS, DKDV_MASK_CONFIGS, causal), D, None)
     c2 = _cfg(_mask_table(DQ_CONFIGS, DQ_MASK_CONFIGS, causal), D, None)
@@ -874,6 +884,10 @@ def _separate_launches(q, causal, sm_scale):
         c1.setdefault("WS", DKDV_WS[(D, bool(causal))])
     if DKDV_ROWS_TMA.get((D, bool(causal))) and N % 4 == 0:  # the plan's LSE is contiguous
         c1.setdefault("ROWS_TMA", True)
+    if DKDV_TAIL.get((D, bool(causal))):
+        c1.setdefault("TAIL", True)
+    if DQ_TAIL.get((D, bool(causal))):
+        c2.setdefault("TAIL", True)
     if c1.get("EVEN_M"):
         c1["EVEN_M"] = N % c1["BLOCK_M"] == 0
     g1, k1 = _grid(triton.cdiv(N, c1["BLOCK_N"]), Z * H, causal, c1)
@@ -894,6 +908,7 @@ def _plan_deps():
     as tests and benches do) is made again. A table changed in place needs clear_plans()."""
     return (FUSED_CONFIGS, FUSED_EVEN_M, FUSED_TAIL, FUSED_KV_REGS, FUSED_MAXNREG, FUSED_DQ_DESC, DKDV_CONFIGS,
             DQ_CONFIGS, DKDV_MASK_CONFIGS, DQ_MASK_CONFIGS, CAUSAL_GROUP, DKDV_EVEN_M, DKDV_WS, DKDV_ROWS_TMA,
+            DKDV_TAIL, DQ_TAIL,
             PRE_BLOCK, attn_bwd_fused_kernel, attn_bwd_dkdv_kernel, attn_bwd_dq_kernel, attn_bwd_preprocess_kernel)
 
 

@@ -231,6 +231,34 @@ def test_the_default_dq_mode_follows_the_head_dim_table(monkeypatch):
     assert seen and seen[-1]["STORE_DS"] is True  # the dK/dV kernel launched storing dS^T
 
 
+def test_separate_pass_takes_its_tail_tables(monkeypatch):
+    # (d64s27) DKDV_TAIL / DQ_TAIL by (head dim, causal): TAIL=True to the dK/dV / dQ kernel of the separate pass, in
+    # the launch plan and the general path alike, not for the other mask; grads bit for bit those of TAIL asked for
+    q, k, v = _qkv(64, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    o, lse = A.attention_fwd(q, k, v, False, 0.25, return_lse=True)
+    asked = B.attention_bwd(do, q, k, v, o, lse, False, 0.25, dq_mode="separate", dkdv_config=dict(TAIL=True),
+                            dq_config=dict(TAIL=True))
+    monkeypatch.setattr(B, "DKDV_TAIL", {(16, False): True})
+    monkeypatch.setattr(B, "DQ_TAIL", {(16, False): True})
+    B.clear_plans()
+    for name in ("attn_bwd_dkdv_kernel", "attn_bwd_dq_kernel"):
+        seen = []
+        monkeypatch.setattr(B, name, _Spy(getattr(B, name), seen))
+        for causal in (False, True):
+            seen.clear()
+            got = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="separate")  # the plan
+            out, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, 0.25, dq_mode="separate")
+            for _, launch in steps:
+                launch()
+            assert [kw.get("TAIL") for kw in seen] == ([True, True] if not causal else [None, None]), (name, seen)
+            if not causal:
+                for a, b, c in zip(got, out(), asked):
+                    assert torch.equal(a, c) and torch.equal(b, c)
+        monkeypatch.setattr(B, name, getattr(B, name).kernel)  # the real kernel back for the next spy
+    B.clear_plans()
+
+
 def test_the_default_dq_mode_from_a_sequence_length_on(monkeypatch):
     # (d64s27) DEFAULT_DQ_MODES_LONG: (head dim, causal) -> (N, mode) over DEFAULT_DQ_MODES from N_CTX = N on, the
     # other mask untouched; read by the launch plan (no configs) and the general path alike
