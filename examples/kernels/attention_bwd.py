@@ -409,8 +409,11 @@ def attn_bwd_dq_flat_cast_kernel(DQA, DQ, scale, N_CTX, BLOCK: tl.constexpr, HEA
 # dims 64 and 128: the bench sweep's fastest pair on an H200 (2026-11-27, docs/attention.md)
 DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (64, 128, 8, 3)}
 # ... by (head dim, causal) where a mask has its own (the separate pass's dK/dV kernel; DQ_MASK_CONFIGS the dQ kernel's)
-DKDV_MASK_CONFIGS = {}
-DQ_MASK_CONFIGS = {}
+# D=64 non-causal (d64s27): the dK/dV kernel in D=128's form (64-query steps of a 128-key block on two consumer
+# warpgroups, with DKDV_WS, DKDV_ROWS_TMA, DKDV_TAIL below) and the dQ kernel at 128 x 128 on 8 warps (the compiler
+# gives its loop a producer warpgroup), 3 stages for DQ_TAIL (docs/attention.md, "d64s27")
+DKDV_MASK_CONFIGS = {(64, False): (64, 128, 8, 3)}
+DQ_MASK_CONFIGS = {(64, False): (128, 128, 8, 3)}
 # ATOMIC_DQ adds dQ^T = K^T dS^T ([HEAD_DIM, BLOCK_M]) a step: a wgmma when HEAD_DIM is 64 rows a warpgroup
 # (4 warps at 64, 8 at 128; else mma.sync), spill-free at these query steps
 ATOMIC_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (32, 128, 8, 3)}
@@ -487,7 +490,7 @@ DQ_MODES = ("separate", "atomic", "ds", "fused", "flat")
 # separate pass's 0.78-0.86 / 0.78-0.85; docs/attention.md "att23")
 DEFAULT_DQ_MODES = {64: "fused", 128: "ds"}
 # ... and from a sequence length on, by (head dim, causal): (N, mode), over DEFAULT_DQ_MODES where N_CTX >= N
-DEFAULT_DQ_MODES_LONG = {}
+DEFAULT_DQ_MODES_LONG = {(64, False): (8192, "separate")}  # D=64 non-causal: the separate pass in D=128's form (d64s27)
 # D=64 dQ at 2 stages (50 KB: 4 programs an SM, 3 at 3 stages' 66 KB) since call R1b (docs/attention.md "bwd18"). D=128
 # at 128-key steps since att21 (225 KB, spill-free, 555 SASS a trip against 2 x 355 at 64-key steps; on an H200 the dQ
 # kernel 3.6-3.8% faster, the separate backward 1.5-5% at N 4096: docs/attention.md, "att21")
@@ -504,17 +507,17 @@ DKDV_EVEN_M = {64: True}
 # at N 4096), ds 0-4.6% (N 4096 and 16384); causal not faster (the separate pass -1.6% to +5.4%, ds 14-21% slower;
 # but with causal's two loops WS=1 specialised the diagonal's only: "att26"); ds causal at 128 with DS_ONE_LOOP's one
 # loop (below), whose every trip the producer then fills
-DKDV_WS = {(128, False): 1}
+DKDV_WS = {(128, False): 1, (64, False): 1}
 DS_WS = {(128, False): 1, (128, True): 1}
 # the separate pass's dK/dV loop with its LSE/delta rows through 1-D descriptors (ROWS_TMA: the compiler's auto-TMA
 # copies its Q/dO pointer loads, and the rows join that ring) by (head dim, causal); dkdv_config's ROWS_TMA overrides
-DKDV_ROWS_TMA = {}
+DKDV_ROWS_TMA = {(64, False): True}
 # the separate pass's loops with their last dot (dK += dS^T Q; dQ += dS K) in flight across the back edge (the kernels'
 # TAIL, tl.range's async_tail) by (head dim, causal), for the dK/dV kernel (DKDV_TAIL) and the dQ kernel (DQ_TAIL);
 # under a producer warpgroup the compiler keeps it with 3+ stages, releasing each a trip late (passes/schedule.py,
 # _ws_async_tail); dkdv_config's / dq_config's TAIL overrides
-DKDV_TAIL = {}
-DQ_TAIL = {}
+DKDV_TAIL = {(64, False): True}
+DQ_TAIL = {(64, False): True}
 # ds's dK/dV loop with its LSE and delta rows through 1-D descriptors (ROWS_TMA), which the compiler rings with Q and
 # dO (passes/schedule.py, _register_tiles): by (head dim, causal); dkdv_config's ROWS_TMA overrides. On an H200 (att25's
 # R1) 10-14% faster at D=128 non-causal (N 4096; 6-8% at 16384), a tie causal (no producer warpgroup there): on

@@ -259,6 +259,50 @@ def test_separate_pass_takes_its_tail_tables(monkeypatch):
     B.clear_plans()
 
 
+@pytest.mark.parametrize("N,causal,mode", [(8192, False, "separate"), (16384, False, "separate"),
+                                           (8188, False, "fused"), (4096, False, "fused"), (16384, True, "fused")])
+def test_the_d64_default_and_its_launches(N, causal, mode, monkeypatch):
+    # (d64s27) the shipped tables at D=64: from N 8192 on, non-causal, the separate pass with its dK/dV kernel at
+    # (64, 128, 8, 3) with a producer warpgroup (WS=1), its rows ringed by TMA and its async tail, and its dQ kernel at
+    # (128, 128, 8, 3) with its async tail; shorter or causal, the fused kernel. The launches are recorded, not run
+    # (spies without a launch), so the lengths cost nothing here.
+    assert B.default_dq_mode(64, causal, N) == mode
+    seen = []
+
+    class Record:
+        def __init__(self, name):
+            self.name = name
+
+        def __getitem__(self, grid):
+            return lambda *a, **kw: seen.append((self.name, grid, kw))
+    for name in ("attn_bwd_preprocess_kernel", "attn_bwd_dkdv_kernel", "attn_bwd_dq_kernel", "attn_bwd_fused_kernel"):
+        monkeypatch.setattr(B, name, Record(name))
+    B.clear_plans()
+    q = torch.zeros(1, 2, N, 64, dtype=torch.float16)
+    lse = torch.zeros(1, 2, N, dtype=torch.float32)
+    B.attention_bwd(q, q, q, q, q, lse, causal, 0.125)  # through the launch plan
+    names = [n for n, _, _ in seen]
+    if mode == "fused":
+        assert names == ["attn_bwd_preprocess_kernel", "attn_bwd_fused_kernel"], names
+    else:
+        assert names == ["attn_bwd_preprocess_kernel", "attn_bwd_dkdv_kernel", "attn_bwd_dq_kernel"], names
+        (_, g1, k1), (_, g2, k2) = seen[1:]
+        assert (k1["BLOCK_M"], k1["BLOCK_N"], k1["num_warps"], k1["num_stages"]) == (64, 128, 8, 3)
+        assert (k1["WS"], k1["ROWS_TMA"], k1["TAIL"], k1["EVEN_M"]) == (1, True, True, True), k1
+        assert (k2["BLOCK_M"], k2["BLOCK_N"], k2["num_warps"], k2["num_stages"], k2["TAIL"]) == (128, 128, 8, 3, True)
+        assert g1 == (N // 128, 2, 1) and g2 == (N // 128, 2, 1)
+        # the general path (attention_bwd_steps) launches the same
+        _, steps = B.attention_bwd_steps(q, q, q, q, q, lse, causal, 0.125)
+        seen.clear()
+        for _, launch in steps:
+            launch()
+        general = [(n, g, {k: v for k, v in kw.items()}) for n, g, kw in seen]
+        assert [(n, g) for n, g, _ in general[1:]] == [("attn_bwd_dkdv_kernel", g1), ("attn_bwd_dq_kernel", g2)]
+        for (_, _, a), b in zip(general[1:], (k1, k2)):
+            assert {k: a.get(k) for k in b} == b
+    B.clear_plans()
+
+
 def test_the_default_dq_mode_from_a_sequence_length_on(monkeypatch):
     # (d64s27) DEFAULT_DQ_MODES_LONG: (head dim, causal) -> (N, mode) over DEFAULT_DQ_MODES from N_CTX = N on, the
     # other mask untouched; read by the launch plan (no configs) and the general path alike
