@@ -6,7 +6,7 @@
 # N 8192 on, DEFAULT_DQ_MODES_LONG) should start below 8192: in session 27's R2 it was faster than the fused kernel in 5
 # of 6 rounds at N 4096 (-0.5% to -8.9%, +0.9% in the sixth). Here `sepwsq_t` (that form) against `fused` and cuDNN at
 # N 2048 and 4096, 8 rounds each, interleaved; and `sepwsq_zat` (with KERNELC_WGMMA_ZERO_ACC=ws, 0.1-2.7% on top at
-# 16384 in R2) at 4096 and 16384 for a second reading.
+# 16384 in R2, a tie in R3) at 4096 and 16384 for a third reading.
 set -u
 RES=${OUT:-/tmp/d64s27_s28}; mkdir -p $RES
 T0=$(date +%s); END=$((T0 + 115))
