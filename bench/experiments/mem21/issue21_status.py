@@ -30,7 +30,7 @@ Rules:
   process's interval of new over old lies at or above 0.98, ``regression`` when one lies wholly below 0.98,
   ``not resolved`` otherwise. (Rule written before the first such call's results, session 22.)
 
-    python3 bench/experiments/mem21/issue21_status.py [--out bench/results/issue21_status_s26.json] [--no-live]
+    python3 bench/experiments/mem21/issue21_status.py [--out bench/results/issue21_status_s27.json] [--no-live]
 """
 from __future__ import annotations
 
@@ -479,7 +479,7 @@ def bench_kernels():
 
 
 # -- the GPU suite and the fuzz ---------------------------------------------------------------------------
-GPU_SUITE = ("F (s26, merged main 5c7ba4c5)", "gpu_tests_2026-11-29_s26_F_h200.log")
+GPU_SUITE = ("A27 (s27, main 2a37e519)", "gpu_tests_2026-11-30_s27_A_h200.log")
 
 
 def gpu_suite():
@@ -586,7 +586,7 @@ def markdown(st) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(RES, "issue21_status_s26.json"))
+    ap.add_argument("--out", default=os.path.join(RES, "issue21_status_s27.json"))
     ap.add_argument("--no-live", action="store_true", help="skip the CPU compiles and tests")
     ap.add_argument("--md", help="also write the markdown table to this file")
     ap.add_argument("--mb-extra", action="append", default=[],

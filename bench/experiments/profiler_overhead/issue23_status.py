@@ -80,6 +80,9 @@ S24_TRAIN = "profiler_overhead_s24_f_train_pairs_h200.json"
 S25_SWAP = "profiler_overhead_s25_swap_{}_h200.json"
 # session 26's design for kprof/Proton on the encoder: solo_verdict.py's file over the calls R2 and R3
 S26_SOLO = "profiler_overhead_s26_solo_verdict_h200.json"
+# session 27: the same design and rule, a new pair of calls (a: kprof,proton order; b: proton,kprof), twice s26's
+# budget per call; judged over the two new calls only (request_s27_solo_encoder.sh's header, fixed in s26)
+S27_SOLO = "profiler_overhead_s27_solo_verdict_h200.json"
 # (workload, criterion) -> (call, results file relative to bench/results, comparison in it, design), or a list of
 # such: the first whose file exists
 SOURCES = {
@@ -87,12 +90,14 @@ SOURCES = {
                                  ("R1 (s23)", S23_ENC, "kprof/floor", "pairs")],
     ("encoder", "control (fine)"): [("R1 (s24)", S24_ENC, "none/none2", "pairs-all"),
                                     ("R1 (s23)", S23_ENC, "none/none2", "pairs")],
-    ("encoder", "kprof/proton"): [("solo (s26)", S26_SOLO, "kprof/proton", "solo"),
+    ("encoder", "kprof/proton"): [("solo (s27)", S27_SOLO, "kprof/proton", "solo"),
+                                  ("solo (s26)", S26_SOLO, "kprof/proton", "solo"),
                                   ("swap (s25)", S25_SWAP.format("encoder"), "kprof/proton", "swap"),
                                   ("swap (s25)", S25_SWAP.format("encoder") + ".gz", "kprof/proton", "swap"),
                                   ("R0 (s19)", "s19_R0_h200/ovh18_r3/overhead_s18_r3_encoder_kprof_vs_proton.json",
                                    "kprof/proton", "block")],
-    ("encoder", "control (block)"): [("solo (s26)", S26_SOLO, "none/none2", "solo"),
+    ("encoder", "control (block)"): [("solo (s27)", S27_SOLO, "none/none2", "solo"),
+                                     ("solo (s26)", S26_SOLO, "none/none2", "solo"),
                                      ("swap (s25)", S25_SWAP.format("encoder"), "none/none2", "swap"),
                                      ("swap (s25)", S25_SWAP.format("encoder") + ".gz", "none/none2", "swap"),
                                      ("R3 (s19)", "profiler_overhead_s19_r3_encoder_multi_h200.json", "none/none",
