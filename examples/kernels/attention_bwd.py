@@ -409,8 +409,11 @@ def attn_bwd_dq_flat_cast_kernel(DQA, DQ, scale, N_CTX, BLOCK: tl.constexpr, HEA
 # dims 64 and 128: the bench sweep's fastest pair on an H200 (2026-11-27, docs/attention.md)
 DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (64, 128, 8, 3)}
 # ... by (head dim, causal) where a mask has its own (the separate pass's dK/dV kernel; DQ_MASK_CONFIGS the dQ kernel's)
-DKDV_MASK_CONFIGS = {}
-DQ_MASK_CONFIGS = {}
+# D=64 non-causal (d64s27): the dK/dV kernel in D=128's form (64-query steps of a 128-key block on two consumer
+# warpgroups, with DKDV_WS, DKDV_ROWS_TMA, DKDV_TAIL below) and the dQ kernel at 128 x 128 on 8 warps (the compiler
+# gives its loop a producer warpgroup), 3 stages for DQ_TAIL (docs/attention.md, "d64s27")
+DKDV_MASK_CONFIGS = {(64, False): (64, 128, 8, 3)}
+DQ_MASK_CONFIGS = {(64, False): (128, 128, 8, 3)}
 # ATOMIC_DQ adds dQ^T = K^T dS^T ([HEAD_DIM, BLOCK_M]) a step: a wgmma when HEAD_DIM is 64 rows a warpgroup
 # (4 warps at 64, 8 at 128; else mma.sync), spill-free at these query steps
 ATOMIC_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (32, 128, 8, 3)}
@@ -486,6 +489,8 @@ DQ_MODES = ("separate", "atomic", "ds", "fused", "flat")
 # DS_WORKSPACE_X's bound (att23's R1/R2 on an H200: 0.89-1.00 of cuDNN at N 4096, 0.88-0.91 at 16384, against the
 # separate pass's 0.78-0.86 / 0.78-0.85; docs/attention.md "att23")
 DEFAULT_DQ_MODES = {64: "fused", 128: "ds"}
+# ... and from a sequence length on, by (head dim, causal): (N, mode), over DEFAULT_DQ_MODES where N_CTX >= N
+DEFAULT_DQ_MODES_LONG = {(64, False): (8192, "separate")}  # D=64 non-causal: the separate pass in D=128's form (d64s27)
 # D=64 dQ at 2 stages (50 KB: 4 programs an SM, 3 at 3 stages' 66 KB) since call R1b (docs/attention.md "bwd18"). D=128
 # at 128-key steps since att21 (225 KB, spill-free, 555 SASS a trip against 2 x 355 at 64-key steps; on an H200 the dQ
 # kernel 3.6-3.8% faster, the separate backward 1.5-5% at N 4096: docs/attention.md, "att21")
@@ -502,11 +507,17 @@ DKDV_EVEN_M = {64: True}
 # at N 4096), ds 0-4.6% (N 4096 and 16384); causal not faster (the separate pass -1.6% to +5.4%, ds 14-21% slower;
 # but with causal's two loops WS=1 specialised the diagonal's only: "att26"); ds causal at 128 with DS_ONE_LOOP's one
 # loop (below), whose every trip the producer then fills
-DKDV_WS = {(128, False): 1}
+DKDV_WS = {(128, False): 1, (64, False): 1}
 DS_WS = {(128, False): 1, (128, True): 1}
 # the separate pass's dK/dV loop with its LSE/delta rows through 1-D descriptors (ROWS_TMA: the compiler's auto-TMA
 # copies its Q/dO pointer loads, and the rows join that ring) by (head dim, causal); dkdv_config's ROWS_TMA overrides
-DKDV_ROWS_TMA = {}
+DKDV_ROWS_TMA = {(64, False): True}
+# the separate pass's loops with their last dot (dK += dS^T Q; dQ += dS K) in flight across the back edge (the kernels'
+# TAIL, tl.range's async_tail) by (head dim, causal), for the dK/dV kernel (DKDV_TAIL) and the dQ kernel (DQ_TAIL);
+# under a producer warpgroup the compiler keeps it with 3+ stages, releasing each a trip late (passes/schedule.py,
+# _ws_async_tail); dkdv_config's / dq_config's TAIL overrides
+DKDV_TAIL = {(64, False): True}
+DQ_TAIL = {(64, False): True}
 # ds's dK/dV loop with its LSE and delta rows through 1-D descriptors (ROWS_TMA), which the compiler rings with Q and
 # dO (passes/schedule.py, _register_tiles): by (head dim, causal); dkdv_config's ROWS_TMA overrides. On an H200 (att25's
 # R1) 10-14% faster at D=128 non-causal (N 4096; 6-8% at 16384), a tie causal (no producer warpgroup there): on
@@ -557,9 +568,13 @@ def _ds_budget(q):
     return DS_WORKSPACE_BYTES if x is None else min(DS_WORKSPACE_BYTES, int(x * q.numel() * q.element_size()))
 
 
-def default_dq_mode(head_dim, causal=None):
-    """The dQ mode ``dq_mode=None`` runs at this head dim and mask (:data:`DEFAULT_DQ_MODES` by ``(head_dim, causal)``,
+def default_dq_mode(head_dim, causal=None, n_ctx=None):
+    """The dQ mode ``dq_mode=None`` runs at this head dim, mask and sequence length (:data:`DEFAULT_DQ_MODES_LONG` by
+    ``(head_dim, causal)`` where ``n_ctx`` reaches its length, then :data:`DEFAULT_DQ_MODES` by ``(head_dim, causal)``,
     then by ``head_dim``, else ``"separate"``)."""
+    long = DEFAULT_DQ_MODES_LONG.get((head_dim, causal))
+    if long is not None and n_ctx is not None and n_ctx >= long[0]:
+        return long[1]
     return DEFAULT_DQ_MODES.get((head_dim, causal), DEFAULT_DQ_MODES.get(head_dim, "separate"))
 
 
@@ -599,7 +614,7 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
     :func:`attention_bwd` runs them; the bench times each alone."""
     import torch
     if dq_mode is None:
-        dq_mode = default_dq_mode(q.shape[-1], bool(causal))
+        dq_mode = default_dq_mode(q.shape[-1], bool(causal), q.shape[-2])
         if dq_mode == "ds" and ds_workspace_bytes is None and q.shape[-2] ** 2 * q.element_size() > _ds_budget(q):
             # the default takes ds only where a whole head fits its bound (else a group of one head would exceed it)
             dq_mode = "separate"
@@ -647,6 +662,10 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
             c1.setdefault("WS", DKDV_WS[(D, bool(causal))])
         if DKDV_ROWS_TMA.get((D, bool(causal))):
             c1.setdefault("ROWS_TMA", True)
+        if DKDV_TAIL.get((D, bool(causal))):  # passed only where set, as WS
+            c1.setdefault("TAIL", True)
+        if DQ_TAIL.get((D, bool(causal))):
+            c2.setdefault("TAIL", True)
     if ds and causal and DS_ONE_LOOP.get(D):  # passed only where set (the other kernels' compile keys stay)
         c1.setdefault("ONE_LOOP", True)
     knobs = ds and (not causal or c1.get("ONE_LOOP"))  # causal's producer and ringed rows: for the one loop only
@@ -855,7 +874,7 @@ def _fused_launches(q, causal, sm_scale):
 def _separate_launches(q, causal, sm_scale):
     """The separate pass's dK/dV and dQ launches at the default configs (attention_bwd_steps' choices for
     dq_mode="separate" without configs: the mask's configs, GROUP from CAUSAL_GROUP, EVEN_M from DKDV_EVEN_M where N
-    allows it, WS from DKDV_WS, ROWS_TMA from DKDV_ROWS_TMA where N % 4 == 0)."""
+    allows it, WS from DKDV_WS, ROWS_TMA from DKDV_ROWS_TMA where N % 4 == 0, TAIL from DKDV_TAIL / DQ_TAIL)."""
     Z, H, N, D = q.shape
     c1 = _cfg(_mask_table(DKDV_CONFIGS, DKDV_MASK_CONFIGS, causal), D, None)
     c2 = _cfg(_mask_table(DQ_CONFIGS, DQ_MASK_CONFIGS, causal), D, None)
@@ -868,6 +887,10 @@ def _separate_launches(q, causal, sm_scale):
         c1.setdefault("WS", DKDV_WS[(D, bool(causal))])
     if DKDV_ROWS_TMA.get((D, bool(causal))) and N % 4 == 0:  # the plan's LSE is contiguous
         c1.setdefault("ROWS_TMA", True)
+    if DKDV_TAIL.get((D, bool(causal))):
+        c1.setdefault("TAIL", True)
+    if DQ_TAIL.get((D, bool(causal))):
+        c2.setdefault("TAIL", True)
     if c1.get("EVEN_M"):
         c1["EVEN_M"] = N % c1["BLOCK_M"] == 0
     g1, k1 = _grid(triton.cdiv(N, c1["BLOCK_N"]), Z * H, causal, c1)
@@ -888,6 +911,7 @@ def _plan_deps():
     as tests and benches do) is made again. A table changed in place needs clear_plans()."""
     return (FUSED_CONFIGS, FUSED_EVEN_M, FUSED_TAIL, FUSED_KV_REGS, FUSED_MAXNREG, FUSED_DQ_DESC, DKDV_CONFIGS,
             DQ_CONFIGS, DKDV_MASK_CONFIGS, DQ_MASK_CONFIGS, CAUSAL_GROUP, DKDV_EVEN_M, DKDV_WS, DKDV_ROWS_TMA,
+            DKDV_TAIL, DQ_TAIL,
             PRE_BLOCK, attn_bwd_fused_kernel, attn_bwd_dkdv_kernel, attn_bwd_dq_kernel, attn_bwd_preprocess_kernel)
 
 
@@ -896,7 +920,7 @@ def _plan(do, q, k, v, o, lse, causal, sm_scale, dq_mode):
     inputs). The mode is resolved first (DEFAULT_DQ_MODES is read on every call); the plan holds the rest of the
     tables' choices."""
     shape = q.shape
-    mode = dq_mode if dq_mode is not None or len(shape) != 4 else default_dq_mode(shape[-1], bool(causal))
+    mode = dq_mode if dq_mode is not None or len(shape) != 4 else default_dq_mode(shape[-1], bool(causal), shape[-2])
     if mode not in _PLAN_MODES:
         return None
     key = (shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), o.shape, o.stride(), do.shape, do.stride(),

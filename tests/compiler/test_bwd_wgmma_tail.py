@@ -253,3 +253,52 @@ def test_a_loops_own_async_tail_request(monkeypatch):
     # dK/dV loop, then dQ loop: asked for, neither waits for its last group at 0 before the back edge
     assert waits[True][0][-1] == 1 and waits[True][1][-1] == 1, waits
     assert waits[False][0][-1] == 0 and waits[False][1][-1] == 0, waits
+
+
+def _dq64(stages, tail):
+    """The separate pass's dQ kernel at D=64, 128 x 128 on 8 warps (the compiler's auto rule gives its loop a producer
+    warpgroup), ``stages`` ring stages, the kernel's TAIL (tl.range(..., async_tail=TAIL))."""
+    from examples.kernels import attention_bwd as B
+    from tests.compiler.test_attention_kernels import P, _compile
+    sig = dict(Q=P("fp16"), K=P("fp16"), V=P("fp16"), DO=P("fp16"), DQ=P("fp16"), LSE=P("fp32"), Delta=P("fp32"),
+               sm_scale="fp32", stride_z="i32", stride_h="i32", stride_m="i32", stride_k="i32", H="i32", N_CTX="i32")
+    return _compile(B.attn_bwd_dq_kernel, sig, dict(HEAD_DIM=64, CAUSAL=False, TAIL=tail),
+                    dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=stages), ("stride_k",))
+
+
+def test_a_warp_specialised_loop_keeps_its_own_tail():
+    """(d64s27) tl.range(..., async_tail=True) on a loop with a producer warp(group): dQ += dS K stays in flight across
+    the back edge, the stages are released a trip late (release='lagged': the tail still reads its K stage), the logit
+    dots' waits stay deferred beside it, and the consumers keep their setmaxnreg; in the SASS the loop's last wait
+    leaves one group in flight (0 without the request) and no register of the tail's A fragment (dS) is written in
+    the next trip before its first wait retires the tail. With 2 stages the request is dropped (the producer would
+    have no stage to fill ahead) and the compile log says so."""
+    asked = _dq64(3, True)
+    tir = asked.asm["tir"]
+    assert "release='lagged'" in tir and "wgmma='async'" in tir and tir.count("wgmma='deferred'") == 2, tir
+    assert "setmaxnreg=True" in tir and asked.n_spills == 0
+    plain = _dq64(3, None)
+    assert "release='at_issue'" in plain.asm["tir"] and "wgmma='async'" not in plain.asm["tir"]
+    waits = {}
+    for name, ck in (("asked", asked), ("plain", plain)):
+        loops = [lp for lp in _loop_sass(ck.asm["sass"]) if any("HGMMA" in o for o in lp)]
+        assert len(loops) == 1, name
+        waits[name] = _depbars(loops[0])
+        if name == "asked":
+            hg = [o for o in loops[0] if "HGMMA" in o]
+            tail_a = set()
+            for o in hg:  # the loop's one dot with a register A operand: dS K (Q and dO are staged in shared memory)
+                m = re.search(r"HGMMA\.\S+ R\d+, R(\d+),", o)
+                if m:
+                    tail_a |= set(range(int(m.group(1)), int(m.group(1)) + 4))
+            assert len(tail_a) == 32, hg  # 8 k-steps of 16 keys, 4 registers each
+            first_wait = next(i for i, o in enumerate(loops[0]) if "DEPBAR.LE" in o)
+            for o in loops[0][:first_wait]:
+                m = re.match(r"(?:@!?U?P\w+\s+)?([A-Z][\w.]*)\s+R(\d+)", o)
+                if m and not m.group(1).startswith(("HGMMA", "ST", "WARPGROUP", "SYNCS")):
+                    width = 2 if ".64" in m.group(1) else 4 if ".128" in m.group(1) else 1
+                    assert not set(range(int(m.group(2)), int(m.group(2)) + width)) & tail_a, o
+    assert waits["asked"][-1] == 1 and waits["plain"][-1] == 0, waits
+    two = _dq64(2, True)
+    assert "release='at_issue'" in two.asm["tir"] and "wgmma='async'" not in two.asm["tir"]
+    assert any("async tail dropped under the producer warp" in n for n in (two.compile_log or [])), two.compile_log

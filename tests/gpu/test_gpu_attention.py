@@ -188,7 +188,12 @@ _D64_WS = dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3, WS=1)
 @pytest.mark.parametrize("dkdv,dq", [(dict(_D64_WS, ROWS_TMA=True), None), (_D64_WS, None),
                                      (dict(_D64_WS, ROWS_TMA=True, KV_REGS=2), None),
                                      (dict(_D64_WS, ROWS_TMA=True), dict(BLOCK_M=128, BLOCK_N=128, num_warps=8,
-                                                                          num_stages=2))])
+                                                                          num_stages=2)),
+                                     # (d64s27) both loops' last dot in flight across the back edge under their
+                                     # producer warpgroups (TAIL: the stages released a trip late)
+                                     (dict(_D64_WS, ROWS_TMA=True, TAIL=True),
+                                      dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3, TAIL=True)),
+                                     (dict(_D64_WS, ROWS_TMA=True, TAIL=True, num_stages=4), None)])
 def test_d64_separate_dkdv_in_the_d128_form(N, dkdv, dq):
     # (d64b27) the separate pass at D=64 non-causal with its dK/dV kernel at 64 x 128, 8 warps, a producer warpgroup
     # (its setmaxnreg kept by the C7508 retry), the rows ringed by TMA or not, the dQ kernel at 128 x 128; ragged N
@@ -204,6 +209,17 @@ def test_d64_default_backward(N, causal):
     # dq_mode=None at D=64 (DEFAULT_DQ_MODES by mask; the separate pass's tables by mask), through the launch plan;
     # 1026: no rows by descriptors (N % 4), no EVEN_M
     _check_backward_at(64, causal, N=N, dq_mode=None, dkdv_config=None)
+
+
+@pytest.mark.parametrize("extra", [0, 2, 4])
+def test_d64_default_backward_from_its_long_length(extra):
+    # (d64s27) dq_mode=None at D=64 non-causal from DEFAULT_DQ_MODES_LONG's length on (the separate pass in D=128's
+    # form there), through the launch plan; +2: no rows by descriptors (N % 4), +4: no EVEN_M
+    long = B.DEFAULT_DQ_MODES_LONG.get((64, False))
+    if long is None:
+        pytest.skip("no length-dependent default mode at D=64 non-causal")
+    assert B.default_dq_mode(64, False, long[0] + extra) == long[1]
+    _check_backward_at(64, False, N=long[0] + extra, dq_mode=None, dkdv_config=None)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -284,7 +300,11 @@ def test_backward_with_k_and_v_as_register_a_operands(mode, kv, causal, monkeypa
     monkeypatch.setenv("KERNELC_WGMMA_A_REGS", "1")
     kernels = dict(fused=kernelc.jit(B.attn_bwd_fused_kernel.fn), dkdv=kernelc.jit(B.attn_bwd_dkdv_kernel.fn),
                    dq=kernelc.jit(B.attn_bwd_dq_kernel.fn))
-    _check_backward_at(64, causal, N=1024, dq_mode=mode, dkdv_config=dict(TAIL=True, EVEN_M=True, KV_REGS=kv),
+    # the separate pass at its 4-warp D=64 blocks (non-causal its tables give D=128's form with a producer warpgroup,
+    # under which K and V are staged in shared memory whatever KV_REGS: tests/compiler, "kvr26")
+    old = dict(BLOCK_M=32, BLOCK_N=64, num_warps=4, num_stages=3, WS=0, ROWS_TMA=False) if mode == "separate" else {}
+    _check_backward_at(64, causal, N=1024, dq_mode=mode, dkdv_config=dict(old, TAIL=True, EVEN_M=True, KV_REGS=kv),
+                       dq_config=dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2) if old else None,
                        kernels=kernels)
 
 
@@ -295,8 +315,11 @@ def test_dkdv_with_lse_and_delta_loaded_a_trip_ahead_is_the_same(N, D, mode, cau
     # PREFETCH_LD: the next trip's LSE and delta rows loaded during this trip (masked past N_CTX) give the same grads
     q, k, v, do = _inputs(1, 4, N, D, torch.float16)
     o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
-    base = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode=mode, dkdv_config=dict(PREFETCH_LD=False))
-    pf = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode=mode, dkdv_config=dict(PREFETCH_LD=True))
+    # (ROWS_TMA off: D=64 non-causal's separate pass rings its rows by TMA by default, which leaves nothing to prefetch)
+    base = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode=mode,
+                           dkdv_config=dict(PREFETCH_LD=False, ROWS_TMA=False))
+    pf = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode=mode,
+                         dkdv_config=dict(PREFETCH_LD=True, ROWS_TMA=False))
     for x, y in zip(base, pf):
         assert torch.equal(x, y)
 
@@ -353,9 +376,11 @@ def test_fused_mode_is_the_separate_pass_bit_for_bit(N, D, desc, causal):
     # loop's K and V through descriptors (zero-padded past N like the masked loads)
     q, k, v, do = _inputs(1, 4, N, D, torch.float16)
     o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
-    (bm1, bn1), (bm2, bn2), _, _ = B.FUSED_CONFIGS[D]
+    (bm1, bn1), (bm2, bn2), w, st = B.FUSED_CONFIGS[D]
+    # the fused kernel's blocks and warps whatever the separate pass's tables by mask (D=64 non-causal: D=128's form)
     sep = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="separate",
-                          dkdv_config=dict(BLOCK_M=bm1, BLOCK_N=bn1), dq_config=dict(BLOCK_M=bm2, BLOCK_N=bn2))
+                          dkdv_config=dict(BLOCK_M=bm1, BLOCK_N=bn1, num_warps=w, num_stages=st, WS=0, ROWS_TMA=False),
+                          dq_config=dict(BLOCK_M=bm2, BLOCK_N=bn2, num_warps=w, num_stages=st))
     fused = B.attention_bwd(do, q, k, v, o, lse, causal, D ** -0.5, dq_mode="fused", dq_config=dict(DESC=desc))
     for x, y in zip(sep, fused):
         assert torch.equal(x, y)

@@ -231,6 +231,110 @@ def test_the_default_dq_mode_follows_the_head_dim_table(monkeypatch):
     assert seen and seen[-1]["STORE_DS"] is True  # the dK/dV kernel launched storing dS^T
 
 
+def test_separate_pass_takes_its_tail_tables(monkeypatch):
+    # (d64s27) DKDV_TAIL / DQ_TAIL by (head dim, causal): TAIL=True to the dK/dV / dQ kernel of the separate pass, in
+    # the launch plan and the general path alike, not for the other mask; grads bit for bit those of TAIL asked for
+    q, k, v = _qkv(64, 16, torch.float16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    o, lse = A.attention_fwd(q, k, v, False, 0.25, return_lse=True)
+    asked = B.attention_bwd(do, q, k, v, o, lse, False, 0.25, dq_mode="separate", dkdv_config=dict(TAIL=True),
+                            dq_config=dict(TAIL=True))
+    monkeypatch.setattr(B, "DKDV_TAIL", {(16, False): True})
+    monkeypatch.setattr(B, "DQ_TAIL", {(16, False): True})
+    B.clear_plans()
+    for name in ("attn_bwd_dkdv_kernel", "attn_bwd_dq_kernel"):
+        seen = []
+        monkeypatch.setattr(B, name, _Spy(getattr(B, name), seen))
+        for causal in (False, True):
+            seen.clear()
+            got = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode="separate")  # the plan
+            out, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, 0.25, dq_mode="separate")
+            for _, launch in steps:
+                launch()
+            assert [kw.get("TAIL") for kw in seen] == ([True, True] if not causal else [None, None]), (name, seen)
+            if not causal:
+                for a, b, c in zip(got, out(), asked):
+                    assert torch.equal(a, c) and torch.equal(b, c)
+        monkeypatch.setattr(B, name, getattr(B, name).kernel)  # the real kernel back for the next spy
+    B.clear_plans()
+
+
+@pytest.mark.parametrize("N,causal,mode", [(8192, False, "separate"), (16384, False, "separate"),
+                                           (8188, False, "fused"), (4096, False, "fused"), (16384, True, "fused")])
+def test_the_d64_default_and_its_launches(N, causal, mode, monkeypatch):
+    # (d64s27) the shipped tables at D=64: from N 8192 on, non-causal, the separate pass with its dK/dV kernel at
+    # (64, 128, 8, 3) with a producer warpgroup (WS=1), its rows ringed by TMA and its async tail, and its dQ kernel at
+    # (128, 128, 8, 3) with its async tail; shorter or causal, the fused kernel. The launches are recorded, not run
+    # (spies without a launch), so the lengths cost nothing here.
+    assert B.default_dq_mode(64, causal, N) == mode
+    seen = []
+
+    class Record:
+        def __init__(self, name):
+            self.name = name
+
+        def __getitem__(self, grid):
+            return lambda *a, **kw: seen.append((self.name, grid, kw))
+    for name in ("attn_bwd_preprocess_kernel", "attn_bwd_dkdv_kernel", "attn_bwd_dq_kernel", "attn_bwd_fused_kernel"):
+        monkeypatch.setattr(B, name, Record(name))
+    B.clear_plans()
+    q = torch.zeros(1, 2, N, 64, dtype=torch.float16)
+    lse = torch.zeros(1, 2, N, dtype=torch.float32)
+    B.attention_bwd(q, q, q, q, q, lse, causal, 0.125)  # through the launch plan
+    names = [n for n, _, _ in seen]
+    if mode == "fused":
+        assert names == ["attn_bwd_preprocess_kernel", "attn_bwd_fused_kernel"], names
+    else:
+        assert names == ["attn_bwd_preprocess_kernel", "attn_bwd_dkdv_kernel", "attn_bwd_dq_kernel"], names
+        (_, g1, k1), (_, g2, k2) = seen[1:]
+        assert (k1["BLOCK_M"], k1["BLOCK_N"], k1["num_warps"], k1["num_stages"]) == (64, 128, 8, 3)
+        assert (k1["WS"], k1["ROWS_TMA"], k1["TAIL"], k1["EVEN_M"]) == (1, True, True, True), k1
+        assert (k2["BLOCK_M"], k2["BLOCK_N"], k2["num_warps"], k2["num_stages"], k2["TAIL"]) == (128, 128, 8, 3, True)
+        assert g1 == (N // 128, 2, 1) and g2 == (N // 128, 2, 1)
+        # the general path (attention_bwd_steps) launches the same
+        _, steps = B.attention_bwd_steps(q, q, q, q, q, lse, causal, 0.125)
+        seen.clear()
+        for _, launch in steps:
+            launch()
+        general = [(n, g, {k: v for k, v in kw.items()}) for n, g, kw in seen]
+        assert [(n, g) for n, g, _ in general[1:]] == [("attn_bwd_dkdv_kernel", g1), ("attn_bwd_dq_kernel", g2)]
+        for (_, _, a), b in zip(general[1:], (k1, k2)):
+            assert {k: a.get(k) for k in b} == b
+    B.clear_plans()
+
+
+def test_the_default_dq_mode_from_a_sequence_length_on(monkeypatch):
+    # (d64s27) DEFAULT_DQ_MODES_LONG: (head dim, causal) -> (N, mode) over DEFAULT_DQ_MODES from N_CTX = N on, the
+    # other mask untouched; read by the launch plan (no configs) and the general path alike
+    monkeypatch.setattr(B, "DEFAULT_DQ_MODES", {16: "fused"})
+    monkeypatch.setattr(B, "DEFAULT_DQ_MODES_LONG", {(16, False): (64, "separate")})
+    assert [B.default_dq_mode(16, False, n) for n in (None, 48, 63, 64, 200)] == ["fused"] * 3 + ["separate"] * 2
+    assert B.default_dq_mode(16, True, 200) == "fused" and B.default_dq_mode(32, False, 200) == "separate"
+    B.clear_plans()
+    for n, mode in ((48, "fused"), (64, "separate")):
+        q, k, v = _qkv(n, 16, torch.float16)
+        do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+        for causal in (False, True):
+            want = mode if not causal else "fused"
+            o, lse = A.attention_fwd(q, k, v, causal, 0.25, return_lse=True)
+            ref = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25, dq_mode=want)
+            seen = []
+            monkeypatch.setattr(B, "attn_bwd_fused_kernel", _Spy(B.attn_bwd_fused_kernel, seen))
+            plan = B.attention_bwd(do, q, k, v, o, lse, causal, 0.25)
+            out, steps = B.attention_bwd_steps(do, q, k, v, o, lse, causal, 0.25)
+            assert [name for name, _ in steps][1:] == (["dkdv_dq"] if want == "fused" else ["dkdv", "dq"])
+            for _, launch in steps:
+                launch()
+            for a, b, c in zip(plan, out(), ref):
+                assert torch.equal(a, c) and torch.equal(b, c), (n, causal)
+            # the fused kernel launched by both paths (the plan's and the steps') or by neither
+            assert len(seen) == (2 if want == "fused" else 0), (n, causal)
+            monkeypatch.undo()
+            monkeypatch.setattr(B, "DEFAULT_DQ_MODES", {16: "fused"})
+            monkeypatch.setattr(B, "DEFAULT_DQ_MODES_LONG", {(16, False): (64, "separate")})
+    B.clear_plans()
+
+
 class _Spy:
     """A kernel whose launches record their keyword arguments."""
 

@@ -462,6 +462,8 @@ def _tag_ws(f: _Facts, op: Op) -> None:
     # tagged async would have its ring stage released at issue and refilled while it still reads it
     tma_values = {(via or t).results[0].id for t, _, _, via in tma}
     lagged, _ = async_dots(f, op, bool(cp), bool(tma), tma_values, staged_outside=True)
+    if not lagged:
+        lagged = _ws_async_tail(f, op)
     if not lagged:  # an async tail (KERNELC_WGMMA_ASYNC_TAIL) is for loops without a producer warp
         for o in op.regions[0].ops:
             if o.name == "dot" and o.attrs.get("wgmma") == "async":
@@ -470,7 +472,8 @@ def _tag_ws(f: _Facts, op: Op) -> None:
     # work of the iteration (FlashAttention-3's order: this block's PV during the next block's softmax):
     # with the one-warp producer's 168 registers ptxas serialises those wgmmas (C7512) and spills
     knob = get("KERNELC_WS_SETMAXNREG")
-    overlap = any(_pinned(o, op.regions[0]) for o in _deferrable(f.plan, op.regions[0]))
+    overlap = any(_pinned(o, op.regions[0]) for o in (_deferrable(f.plan, op.regions[0]) or
+                                                       _besides_async_tail(f.plan, op.regions[0])))
     setmaxnreg = f.nw == 8 and (knob == "on" or (knob == "auto" and overlap))
     dots = [o for o in op.regions[0].ops if o.name == "dot"]
     op.attrs["ws"] = {"producer_warps": 4 if setmaxnreg else PRODUCER_WARPS, "setmaxnreg": bool(setmaxnreg),
@@ -484,6 +487,29 @@ def _tag_ws(f: _Facts, op: Op) -> None:
         want = "240" if _carried_acc_regs(op, f.nw) >= CARRIED_ACC_REGS else "232"
     if setmaxnreg and want != "232":
         op.attrs["ws"]["consumer_regs"] = int(want)
+
+
+#: the ring stages a warp-specialised loop needs to keep its own async tail: released one iteration late, a stage is
+#: refilled S - 2 iterations ahead of its use (with 2 the producer would wait for the consumers every iteration)
+WS_TAIL_MIN_STAGES = 3
+
+
+def _ws_async_tail(f: _Facts, op: Op) -> List[Op]:
+    """The async tail :func:`_async_tail` left on a loop that asked for it itself (``tl.range(...,
+    async_tail=True)``), kept under a producer warp: its stages are then released one iteration late
+    (``release='lagged'``: the tail dot still reads its stage after the back edge; the next iteration's first wait
+    retires it, and the consumers release the stage after that iteration's dots), the other dots' waits deferred
+    as without a producer (:func:`_besides_async_tail`). Only the loop's own request (the knob's ``on`` stays for
+    loops without a producer), with at least WS_TAIL_MIN_STAGES stages; else none (the compile log says why)."""
+    tail = [o for o in op.regions[0].ops if o.name == "dot" and o.attrs.get("wgmma") == "async"]
+    if not tail or op.attrs.get("async_tail") is not True:
+        return []
+    stages = op.attrs.get("pipeline", {}).get("stages", 0)
+    if stages < WS_TAIL_MIN_STAGES:
+        f.plan.notes.append(f"{op.loc.file}:{op.loc.line}: async tail dropped under the producer warp: "
+                            f"{stages} stages, it needs {WS_TAIL_MIN_STAGES} (its stages are released a trip late)")
+        return []
+    return tail
 
 
 #: carried fp32 accumulator registers a consumer thread from which KERNELC_WS_CONSUMER_REGS=auto gives it 240
@@ -675,7 +701,8 @@ def schedule_wgmma(fn: Function, ctx) -> Function:
                         o.attrs["pin_wait"] = True
             continue
         body = op.regions[0]
-        for o in _deferrable(plan, body):
+        # a loop's own async tail kept under the producer (_ws_async_tail): the other dots' waits deferred beside it
+        for o in _deferrable(plan, body) or _besides_async_tail(plan, body):
             o.attrs["wgmma"] = "deferred"
             if _pinned(o, body):
                 o.attrs["pin_wait"] = True
