@@ -5,7 +5,7 @@ head_dim 128, 4 x 4096 tokens bf16) with ``cos_bs`` 1 (``liger1``: one cos/sin r
 batches) or 4 (``liger4``: one row per token, nothing re-read), and the bench row ``rope 4x4096x32x128 bf16``
 (``ours``: examples/kernels/memory_bound.py's ``rope_kernel``, fp32 cos/sin).
 
-Columns (``--col TAG=KNOB[+EDIT...][@own]``): kernelc compiled under ``KERNELC_L2_REUSE=KNOB`` (``evict_last``,
+Columns (``--col [ROW/]TAG=KNOB[+EDIT...][@own]``; ``ROW/``: that row only): kernelc compiled under ``KERNELC_L2_REUSE=KNOB`` (``evict_last``,
 ``off``, or any value the options module has), its PTX then edited by mem21/variants.py's EDITS (``l2el:nost``:
 cos/sin under createpolicy evict_last; ``l2en:nost``: the same instruction form with an evict_normal policy, i.e.
 what the form costs when nothing is kept; ``l2elk:nost``: evict_last as an immediate policy, no createpolicy) and
@@ -44,14 +44,16 @@ OURS = dict(bsz=4, seq_len=4096, n_heads=32, hd=128)
 
 
 def parse_col(spec: str):
+    """``[ROW/]TAG=KNOB[+EDIT..][@own]`` -> (row or None, tag, knob, edits, own); ROW: that row only."""
     tag, rest = spec.split("=", 1)
+    only, _, tag = tag.rpartition("/")
     own = rest.endswith("@own")
     rest = rest[:-4] if own else rest
     knob, *edits = rest.split("+")
     import variants as V
     for e in edits:
         V.split_edit(e)
-    return tag, knob, edits, own
+    return only or None, tag, knob, edits, own
 
 
 # -- the two kernels --------------------------------------------------------------------------------------------
@@ -156,7 +158,9 @@ def check(rows, cols, out_path) -> int:
         sig, cx, nw, div = row.sig()
         res = out["rows"][rn] = {}
         mods = {}
-        for tag, knob, edits, own in cols:
+        for only, tag, knob, edits, own in cols:
+            if only not in (None, rn):
+                continue
             mod = mods.setdefault(knob, row.module("kernelc", f"{rn}_{knob}"))
             with _env({"KERNELC_L2_REUSE": knob, "KERNELC_CACHE_DIR": tempfile.mkdtemp(prefix="ab27_cc_")}):
                 ck = kcompile(row.kernel(mod), sig, cx, "sm_90a", nw, 3, divisibility=div)
@@ -196,9 +200,10 @@ def main(argv) -> int:
     ap.add_argument("--cpu-smoke", action="store_true", help="CPU: the interpreters, host clock (no result)")
     a = ap.parse_args(argv)
     cols = [parse_col(c) for c in a.col]
-    if not any(t == "off" for t, *_ in cols):
-        raise SystemExit("a column tagged 'off' is the x/off reference")
     rows = a.rows.split(",")
+    for rn in rows:
+        if not any(t == "off" for r, t, *_ in cols if r in (None, rn)):
+            raise SystemExit(f"{rn}: a column tagged 'off' is the x/off reference")
     if a.check:
         return check(rows, cols, a.out)
     import torch
@@ -229,7 +234,9 @@ def main(argv) -> int:
             want = R.reference(torch, xs0, cos, sin)
             T = R.module("triton", f"{rn}_triton")
             impls = {}
-            for tag, knob, edits, own in cols:
+            for only, tag, knob, edits, own in cols:
+                if only not in (None, rn):
+                    continue
                 mod = R.module("kernelc", f"{rn}_{tag}")
                 c, s = (cos.clone(), sin.clone()) if own else (cos, sin)
                 xs = [x.clone() for x in xs0]

@@ -4,7 +4,9 @@
 # on = KERNELC_L2_REUSE=evict_last (main's default), off, en = off + cos/sin loads in the policy's instruction form
 # with an evict_normal policy (the form's cost, nothing kept), k = off + evict_last as an immediate policy (no
 # createpolicy), offo = off reading its own copy of cos/sin (does `on` keep lines that the others' reads then hit?),
-# Triton and its A/A.
+# Triton and its A/A. Row liger4 (cos_bs 4: one cos/sin row per token, nothing re-read within a launch): off, en,
+# el = off + evict_last on cos/sin (the policy's cost where nothing recurs; a gain would mean lines kept across
+# launches, through the L2 flush between them).
 set -u
 T0=$(date +%s); END=$((T0 + 87))
 left() { echo $(( END - $(date +%s) )); }
@@ -12,9 +14,11 @@ RES=${OUT:-/tmp/mem27_r2_out}; mkdir -p $RES
 export LIGER_ROPE=$PWD/.ext/gpu/liger/rope.py
 timeout 3 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,driver_version --format=csv,noheader \
   > $RES/gpu.txt 2>&1; head -1 $RES/gpu.txt
-S=$(( $(left) - 2 )); RS=$(( (S - 14) / 2 ))
-timeout $S python3 bench/experiments/mem27/ab27.py --rows liger1,ours --rounds 60 --row-seconds $RS \
-  --col on=evict_last --col off=off --col en=off+l2en:nost --col k=off+l2elk:nost --col offo=off@own \
+S=$(( $(left) - 2 )); RS=$(( (S - 16) / 3 ))
+timeout $S python3 bench/experiments/mem27/ab27.py --rows liger1,ours,liger4 --rounds 60 --row-seconds $RS \
+  --col liger1/on=evict_last --col ours/on=evict_last --col off=off --col en=off+l2en:nost \
+  --col liger1/k=off+l2elk:nost --col ours/k=off+l2elk:nost --col liger1/offo=off@own --col ours/offo=off@own \
+  --col liger4/el=off+l2el:nost \
   --out $RES/ab27_r2.json > $RES/ab27_r2.log 2>&1
 echo "ab27 rc=$? (limit ${S}s, ${RS}s a row)"
 grep -E "Error|error|MISMATCH" $RES/ab27_r2.log | head -3 | cut -c1-150
