@@ -41,6 +41,11 @@ for _p in (ROOT, os.path.join(ROOT, "bench", "experiments", "mem26"), os.path.jo
 import liger_rope as LR   # noqa: E402  (mem26: Liger's source loader, launch and reference)
 
 OURS = dict(bsz=4, seq_len=4096, n_heads=32, hd=128)
+# Liger's llama4_rope (a kernel the rule was not tuned on): Llama-4 Scout's attention (40 q heads, 8 kv heads, head_dim
+# 128) at 4 x 4096 tokens bf16; grid (tokens, heads), the freqs row of a position read by its 40 head programs of
+# each of the 4 batches
+LLAMA4 = dict(bsz=4, seq_len=4096, n_qh=40, n_kh=8, hd=128)
+LIGER_LLAMA4 = os.environ.get("LIGER_LLAMA4", os.path.join(os.path.dirname(LR.LIGER_ROPE), "llama4_rope.py"))
 
 
 def parse_col(spec: str):
@@ -89,18 +94,36 @@ class Row:
                 raise ValueError(f"{name}: cos_bs must be 1 or bsz")
         elif name == "ours":
             self.shape = dict(bsz=2, seq_len=5, n_heads=3, hd=12) if small else dict(OURS)
+        elif name == "llama4":
+            self.shape = dict(bsz=2, seq_len=3, n_qh=4, n_kh=2, hd=32) if small else dict(LLAMA4)
+            if not os.path.exists(LIGER_LLAMA4):
+                raise FileNotFoundError(f"{LIGER_LLAMA4} (LIGER_LLAMA4=...): not on this machine")
         else:
-            raise ValueError(f"unknown row {name!r} (liger1, liger4, ours)")
+            raise ValueError(f"unknown row {name!r} (liger1, liger4, ours, llama4)")
 
     def module(self, under, tag):
+        if self.name == "llama4":
+            return LR.load_liger(LIGER_LLAMA4, under, tag)
         return LR.load_liger(LR.LIGER_ROPE, under, tag) if self.liger else ours_module(under, tag)
 
     def kernel(self, mod):
-        return mod._triton_rope if self.liger else mod.rope_kernel
+        return mod._llama4_rope_kernel if self.name == "llama4" else mod._triton_rope if self.liger else mod.rope_kernel
+
+    @property
+    def kname(self):
+        return "_llama4_rope_kernel" if self.name == "llama4" else "_triton_rope" if self.liger else "rope_kernel"
 
     def inputs(self, torch, device, dtype=None):
         """(tensors rotated in place, cos, sin)"""
         s = self.shape
+        if self.name == "llama4":   # freqs as llama4_rope_forward takes them: (seq, hd/2, 2) fp32, real and imaginary
+            g = torch.Generator(device=device).manual_seed(0)
+            q = torch.randn(s["bsz"], s["seq_len"], s["n_qh"], s["hd"], device=device, generator=g).to(dtype or torch.bfloat16)
+            k = torch.randn(s["bsz"], s["seq_len"], s["n_kh"], s["hd"], device=device, generator=g).to(dtype or torch.bfloat16)
+            pos = torch.arange(s["seq_len"], device=device, dtype=torch.float32)[:, None]
+            inv = 500000.0 ** (-torch.arange(0, s["hd"], 2, device=device, dtype=torch.float32) / s["hd"])
+            ang = pos * inv
+            return (q, k), torch.stack([ang.cos(), ang.sin()], -1).contiguous(), None
         if self.liger:
             q, k, cos, sin = LR.inputs(torch, device, self.cos_bs, dtype=dtype, **s)
             return (q, k), cos, sin
@@ -112,12 +135,21 @@ class Row:
         return (q,), torch.cos(pos), torch.sin(pos)
 
     def run(self, mod, xs, cos, sin):
-        if self.liger:
+        if self.name == "llama4":   # Liger's host function: q, k contiguous in their dtype, freqs real: no copies
+            mod.llama4_rope_forward(xs[0], xs[1], cos)
+        elif self.liger:
             LR.run_once(mod, xs[0], xs[1], cos, sin)
         else:
             mod.rope(xs[0], cos, sin)
 
     def reference(self, torch, xs, cos, sin):
+        if self.name == "llama4":   # (q_re + i q_im) * (f_re + i f_im) on interleaved pairs, float32
+            def rot(x):
+                x = x.float().reshape(*x.shape[:-1], -1, 2)
+                fr, fi = cos[None, :, None, :, 0], cos[None, :, None, :, 1]
+                out = torch.stack([x[..., 0] * fr - x[..., 1] * fi, x[..., 0] * fi + x[..., 1] * fr], -1)
+                return out.reshape(*out.shape[:-2], -1)
+            return rot(xs[0]), rot(xs[1])
         if self.liger:
             return LR.reference(torch, xs[0], xs[1], cos, sin)
         q = xs[0]
@@ -128,6 +160,13 @@ class Row:
 
     def sig(self):
         """kernelc's signature, constexprs and warps at the row's launch (for --check)."""
+        if self.name == "llama4":   # llama4_rope_forward's launch: BLOCK_SIZE 64, 4 warps for head_dim/2 = 64
+            s = self.shape
+            sig = dict(q_ptr="*bf16", k_ptr="*bf16", freqs_complex_ptr="*fp32", q_row_stride="i32",
+                       k_row_stride="i32", q_head_stride="i32", k_head_stride="i32", freqs_row_stride="i32",
+                       seq_len="i32", batch_size="i32", imag_sign="fp32")
+            cx = dict(head_dim_half=s["hd"] // 2, n_q_heads=s["n_qh"], n_k_heads=s["n_kh"], BLOCK_SIZE=64)
+            return sig, cx, 4, {n: 16 for n, t in sig.items() if t != "fp32" and n != "batch_size"}
         if self.liger:
             s = self.shape
             sig = dict(q_ptr="*bf16", q_row_stride="i32", k_ptr="*bf16", k_row_stride="i32", cos="*bf16",
@@ -238,11 +277,11 @@ def main(argv) -> int:
                 if only not in (None, rn):
                     continue
                 mod = R.module("kernelc", f"{rn}_{tag}")
-                c, s = (cos.clone(), sin.clone()) if own else (cos, sin)
+                c, s = (cos.clone(), sin if sin is None else sin.clone()) if own else (cos, sin)
                 xs = [x.clone() for x in xs0]
                 with _env(column_env(root, f"{rn}_{tag}", {"KERNELC_L2_REUSE": knob})):
                     R.run(mod, xs, c, s)   # compiles under the column's knob, a cache of its own
-                ck = _built(mod).get("_triton_rope" if R.liger else "rope_kernel")   # None in the interpreter
+                ck = _built(mod).get(R.kname)   # None in the interpreter
                 b = row["builds"][tag] = {"knob": knob, "edits": edits, "own_cos": own}
                 if ck is not None:
                     b.update(regs=ck.n_regs, cache_hint_loads=len(re.findall(r"L2::cache_hint", ck.asm["ptx"])))
