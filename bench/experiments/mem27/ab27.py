@@ -252,7 +252,7 @@ def main(argv) -> int:
     if a.cpu_smoke:
         os.environ["KERNELC_INTERPRET"] = os.environ["TRITON_INTERPRET"] = "1"
         device, interleaved_round = "cpu", LR._host_round
-    out_path = a.out or os.path.join(os.environ.get("OUT", os.path.join(HERE, "results")), "ab27.json")
+    out_path = a.out or os.path.join(os.environ.get("OUT", tempfile.gettempdir()), "ab27.json")
     root = tempfile.mkdtemp(prefix="ab27-")
     res = {"gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu smoke (not a result)",
            "liger": LR.LIGER_ROPE, "cols": a.col, "rows": []}
