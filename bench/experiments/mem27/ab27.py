@@ -11,7 +11,9 @@ cos/sin under createpolicy evict_last; ``l2en:nost``: the same instruction form 
 what the form costs when nothing is kept; ``l2elk:nost``: evict_last as an immediate policy, no createpolicy) and
 reassembled as kernelc assembles; ``@own``: the column reads its own copy of cos/sin (every other column shares one
 copy, as Liger's callers and mem26 did: whether lines one column kept under evict_last serve another column's reads,
-across the L2 flush between launches). Every column rotates its own copy of q (and k) in place. Triton runs the
+across the L2 flush between launches); ``@demote``: its own copy, and after each launch ``demote.py``'s kernel gives
+the copy's lines back the normal priority (timed with the launch: compare two ``@demote`` columns), so nothing a
+launch kept is there for the next. Every column rotates its own copy of q (and k) in place. Triton runs the
 same source (``triton``) and once more as the A/A (``triton[control]``). Ratios: per-round means of log ratios
 (bench.bench_memory_bound.interleaved_round: an L2 flush before every launch), 95% t intervals over the rounds;
 ``x/off``: the column against the ``off`` column of the same round.
@@ -34,7 +36,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
-for _p in (ROOT, os.path.join(ROOT, "bench", "experiments", "mem26"), os.path.join(ROOT, "bench", "experiments", "mem21"),
+for _p in (ROOT, HERE, os.path.join(ROOT, "bench", "experiments", "mem26"), os.path.join(ROOT, "bench", "experiments", "mem21"),
            os.path.join(ROOT, "bench", "experiments", "mem20")):
     sys.path.insert(0, _p)
 
@@ -52,13 +54,14 @@ def parse_col(spec: str):
     """``[ROW/]TAG=KNOB[+EDIT..][@own]`` -> (row or None, tag, knob, edits, own); ROW: that row only."""
     tag, rest = spec.split("=", 1)
     only, _, tag = tag.rpartition("/")
-    own = rest.endswith("@own")
-    rest = rest[:-4] if own else rest
+    rest, _, flag = rest.partition("@")
+    if flag not in ("", "own", "demote"):
+        raise SystemExit(f"{spec}: @own or @demote")
     knob, *edits = rest.split("+")
     import variants as V
     for e in edits:
         V.split_edit(e)
-    return only or None, tag, knob, edits, own
+    return only or None, tag, knob, edits, flag or None
 
 
 # -- the two kernels --------------------------------------------------------------------------------------------
@@ -278,6 +281,17 @@ def main(argv) -> int:
                     continue
                 mod = R.module("kernelc", f"{rn}_{tag}")
                 c, s = (cos.clone(), sin if sin is None else sin.clone()) if own else (cos, sin)
+                dem = None
+                if own == "demote" and not a.cpu_smoke:   # the interpreter has no inline PTX
+                    try:   # a demote kernel that does not build or run drops the column, not the row
+                        from demote import demote
+                        dem = (lambda c=c, s=s: (demote(c), s is not None and demote(s)))
+                        dem()
+                        torch.cuda.synchronize()
+                    except Exception as e:
+                        row["errs"][tag] = f"demote failed: {type(e).__name__}: {str(e)[:200]}"
+                        print(f"{rn}/{tag}: {row['errs'][tag]}", flush=True)
+                        continue
                 xs = [x.clone() for x in xs0]
                 with _env(column_env(root, f"{rn}_{tag}", {"KERNELC_L2_REUSE": knob})):
                     R.run(mod, xs, c, s)   # compiles under the column's knob, a cache of its own
@@ -293,7 +307,8 @@ def main(argv) -> int:
                     torch.cuda.synchronize()
                 row["errs"][tag] = max((x.float() - w).abs().max().item() for x, w in zip(xs, want))
                 xb = [x.clone() for x in xs0]   # each column rotates its own copy in place, as Liger does
-                impls[tag] = (lambda mod=mod, xb=xb, c=c, s=s: R.run(mod, xb, c, s))
+                impls[tag] = ((lambda mod=mod, xb=xb, c=c, s=s: R.run(mod, xb, c, s)) if dem is None else
+                              (lambda mod=mod, xb=xb, c=c, s=s, dem=dem: (R.run(mod, xb, c, s), dem())))
             xs = [x.clone() for x in xs0]
             R.run(T, xs, cos, sin)
             row["errs"]["triton"] = max((x.float() - w).abs().max().item() for x, w in zip(xs, want))
@@ -314,6 +329,9 @@ def main(argv) -> int:
                 if n not in ("off", CONTROL):
                     oci = log_ratio_ci([rd["log"][n] - rd["log"]["off"] for rd in rds])
                     row[f"{n}/off_ci95"] = [round(v, 5) for v in oci] if oci else None
+            kc = [n for n in impls if n not in ("triton", CONTROL)]
+            row["pairs_ci95"] = {f"{x}/{y}": [round(v, 5) for v in log_ratio_ci(
+                [rd["log"][x] - rd["log"][y] for rd in rds])] for x in kc for y in kc if x != y and len(rds) >= 3}
             for n in impls:
                 row[f"{n}/us"] = round(sorted(rd["ms"][n] for rd in rds)[len(rds) // 2] * 1e3, 2)
         except Exception as e:   # a failing row is reported; the next still runs
@@ -333,6 +351,9 @@ def summary(row):
             n = k[:-3]
             print(f"  {n:16s} {row[k]:8.2f} us  x/Triton {row.get(f'{n}/triton_ci95')}"
                   f"  x/off {row.get(f'{n}/off_ci95')}", flush=True)
+    for pr in ("ond/offd", "ond/on", "offd/off"):
+        if pr in row.get("pairs_ci95", {}):
+            print(f"  {pr:16s} {row['pairs_ci95'][pr]}", flush=True)
 
 
 if __name__ == "__main__":

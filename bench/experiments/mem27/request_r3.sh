@@ -3,8 +3,9 @@
 # keeps the rows in L2 under evict_last (lines that survive the 256 MB flush between launches) lets every other
 # column that reads the same tensor hit them (R2: `off` with its own copy 0.8-0.9% slower than `off` sharing one).
 # Here every kernelc column reads its own copy of cos/sin (@own; Triton and its A/A share one that no kernelc column
-# reads): on = this branch's default (KERNELC_L2_REUSE=evict_last, the policy as a constant), el = off + the old
-# createpolicy form, off. Rows: liger1 (Liger's rope, cos_bs 1), ours (rope 4x4096x32x128 bf16), llama4 (Liger's
+# reads): on = this branch's default (KERNELC_L2_REUSE=evict_last, the policy as a constant), off; ond / offd: the
+# same two, each launch followed by a kernel that gives the copy's lines back the normal priority (demote.py), so the
+# flush empties them: ond/offd is what the policy does within one launch. Rows: liger1 (Liger's rope, cos_bs 1), ours (rope 4x4096x32x128 bf16), llama4 (Liger's
 # llama4_rope, not tuned on; skipped if .ext/gpu/liger/llama4_rope.py is absent), liger4 (cos_bs 4, nothing re-read
 # within a launch: k = off + the policy; a gain there is lines kept from one launch to the next).
 set -u
@@ -19,7 +20,8 @@ N=$(echo $ROWS | tr , '\n' | wc -l)
 S=$(( $(left) - 2 )); RS=$(( (S - 18) / N ))
 timeout $S python3 bench/experiments/mem27/ab27.py --rows $ROWS --rounds 60 --row-seconds $RS \
   --col off=off@own --col liger1/on=evict_last@own --col ours/on=evict_last@own --col llama4/on=evict_last@own \
-  --col liger1/el=off+l2el:nost@own --col ours/el=off+l2el:nost@own --col liger4/k=off+l2elk:nost@own \
+  --col liger1/ond=evict_last@demote --col ours/ond=evict_last@demote --col liger1/offd=off@demote \
+  --col ours/offd=off@demote --col liger4/k=off+l2elk:nost@own \
   --out $RES/ab27_r3.json > $RES/ab27_r3.log 2>&1
 echo "ab27 rc=$? (limit ${S}s, ${RS}s a row)"
 grep -E "Error|error|MISMATCH" $RES/ab27_r3.log | head -3 | cut -c1-150
