@@ -87,13 +87,13 @@ def ours_module(under: str, tag: str):
 class Row:
     """One kernel at one shape: its modules, inputs, launch and reference."""
 
-    def __init__(self, name, small=False):
+    def __init__(self, name, small=False, bsz=None, seq_len=None):
         self.name = name
         self.liger = name.startswith("liger")
         if self.liger:
             self.cos_bs = int(name[5:])
             self.shape = dict(bsz=4, seq_len=4, n_qh=4, n_kh=2, hd=16) if small else dict(LR.SHAPE)
-            if self.cos_bs not in (1, self.shape["bsz"]):
+            if self.cos_bs not in (1, self.shape["bsz"]) and not (bsz and not small):
                 raise ValueError(f"{name}: cos_bs must be 1 or bsz")
         elif name == "ours":
             self.shape = dict(bsz=2, seq_len=5, n_heads=3, hd=12) if small else dict(OURS)
@@ -103,6 +103,10 @@ class Row:
                 raise FileNotFoundError(f"{LIGER_LLAMA4} (LIGER_LLAMA4=...): not on this machine")
         else:
             raise ValueError(f"unknown row {name!r} (liger1, liger4, ours, llama4)")
+        if not small:   # --bsz / --seq-len: the same kernel at another shape (cos/sin tables of other sizes)
+            self.shape.update({k: v for k, v in (("bsz", bsz), ("seq_len", seq_len)) if v})
+            if self.liger and self.cos_bs not in (1, self.shape["bsz"]):
+                self.cos_bs = self.shape["bsz"]
 
     def module(self, under, tag):
         if self.name == "llama4":
@@ -239,6 +243,8 @@ def main(argv) -> int:
     ap.add_argument("--row-seconds", type=float, default=0, help="stop a row's rounds (after 3) before this")
     ap.add_argument("--out", default=None)
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--bsz", type=int, default=None, help="every row at this batch size")
+    ap.add_argument("--seq-len", type=int, default=None, help="every row at this sequence length")
     ap.add_argument("--cpu-smoke", action="store_true", help="CPU: the interpreters, host clock (no result)")
     a = ap.parse_args(argv)
     cols = [parse_col(c) for c in a.col]
@@ -270,7 +276,7 @@ def main(argv) -> int:
         row = {"row": rn, "builds": {}, "errs": {}, "rounds": []}
         res["rows"].append(row)
         try:
-            R = Row(rn, small=a.cpu_smoke)
+            R = Row(rn, small=a.cpu_smoke, bsz=a.bsz, seq_len=a.seq_len)
             row["shape"] = R.shape
             xs0, cos, sin = R.inputs(torch, device, dtype=torch.float32 if a.cpu_smoke else None)
             want = R.reference(torch, xs0, cos, sin)
