@@ -181,7 +181,11 @@ MB_CALLS_S26 = [("R2 (s26), process 1", "s26_mem26_R2_h200/headroom.json", "H200
 # column (the policy as a constant: this tree's rope SASS under evict_last, bench/experiments/mem27/results/
 # r3_columns_sass.json), all columns reading one cos/sin (Triton's too); `off` the build without
 MB_CALLS_S27 = [("R2 (s27, mem27), process 1", "s27_mem27_R2_h200/rope_row.json", "H200",
-                 {"evict_last": {"*": "k"}, "off": {"*": "off"}})]
+                 {"evict_last": {"*": "k"}, "off": {"*": "off"}}),
+                # R3 (on mem27 fd4261fa): every kernelc column its own cos/sin (Triton's a copy no kernelc column
+                # reads); `on` this tree's build, `off` the build without
+                ("R3 (s27, mem27), process 1", "s27_mem27_R3_h200/rope_row.json", "H200",
+                 {"evict_last": {"*": "on"}, "off": {"*": "off"}})]
 # the row kernels the L2 policy changes (mem21/mb_sass.py on this tree under each value; CPU)
 L2_REUSE_CHANGES = {"off": set(), "evict_last": {"rope_kernel"}}
 MB_THIS_TREE_L2 = "bench/experiments/mem27/results/mb_sass_this_tree.json"   # shared scratch, evict_last
