@@ -20,6 +20,8 @@ kernelc's pick for this row). Edits (text transforms of kernelc's PTX, ``EDITS``
   (``LDG.E.LTC256B``);
 - a load edit as ``NAME:SEL`` applies to some loads only: indices in the PTX's order (``4-7``, ``0.2``), ``st``
   (loads from addresses the kernel also stores to: rope's q) or ``nost`` (the others: rope's cos/sin);
+- ``l2el``, ``l2en``, ``l2elk`` (mem26, mem27): loads with an L2 evict_last policy (createpolicy), the same form with
+  an evict_normal policy, evict_last as the constant createpolicy makes (``mov.b64``, what codegen emits since mem27);
 - ``stcs``: global stores ``.cs`` (streaming: evict first);
 - ``stef``: global stores with the L2 ``evict_first`` policy.
 ``tcubin``: Triton's cubin launched by kernelc's launcher (mb_gaps/swap_cubin.py), the launcher's A/A;
