@@ -20,8 +20,9 @@ kernelc's pick for this row). Edits (text transforms of kernelc's PTX, ``EDITS``
   (``LDG.E.LTC256B``);
 - a load edit as ``NAME:SEL`` applies to some loads only: indices in the PTX's order (``4-7``, ``0.2``), ``st``
   (loads from addresses the kernel also stores to: rope's q) or ``nost`` (the others: rope's cos/sin);
-- ``l2el``, ``l2en``, ``l2elk`` (mem26, mem27): loads with an L2 evict_last policy (createpolicy), the same form with
-  an evict_normal policy, evict_last as the constant createpolicy makes (``mov.b64``, what codegen emits since mem27);
+- ``l2el``, ``l2en``, ``l2elk``, ``l2enk`` (mem26, mem27): loads with an L2 evict_last policy (createpolicy), the same
+  form with an evict_normal policy, evict_last / evict_normal as the constant createpolicy makes (``mov.b64``; the
+  evict_last one is what codegen emits since mem27);
 - ``stcs``: global stores ``.cs`` (streaming: evict first);
 - ``stef``: global stores with the L2 ``evict_first`` policy.
 ``tcubin``: Triton's cubin launched by kernelc's launcher (mb_gaps/swap_cubin.py), the launcher's A/A;
@@ -69,7 +70,9 @@ def _policy(ptx: str, kind: str = "evict_first") -> tuple:
     return "\n".join(lines), reg
 
 
-_POLICY_IMM = {"evict_last": "0x14F0000000000000", "evict_first": "0x12F0000000000000"}
+# what ptxas 13.0 makes of createpolicy.fractional.L2::<kind>.b64 p, 1.0 (it folds it to these on sm_80)
+_POLICY_IMM = {"evict_last": "0x14F0000000000000", "evict_first": "0x12F0000000000000",
+               "evict_normal": "0x16F0000000000000"}
 
 
 def _hinted(ptx: str, pat, repl, with_policy=False, sel=None, policy="evict_first") -> str:
@@ -200,6 +203,7 @@ EDITS = {
     # and evict_last as an immediate policy (no createpolicy)
     "l2en": lambda p, s=None: _hinted(p, _LD, r"ld.global.L2::cache_hint.\1", True, sel=s, policy="evict_normal"),
     "l2elk": lambda p, s=None: _hinted(p, _LD, r"ld.global.L2::cache_hint.\1", True, sel=s, policy="imm_evict_last"),
+    "l2enk": lambda p, s=None: _hinted(p, _LD, r"ld.global.L2::cache_hint.\1", True, sel=s, policy="imm_evict_normal"),
     "stcs": lambda p, s=None: _hinted(p, _ST, r"st.global.cs.\1", sel=s),
     "stef": lambda p, s=None: _hinted(p, _ST, r"st.global.L2::cache_hint.\1", True, sel=s),
     # program order and grid mapping (mem26): reversed program ids; a persistent grid (``pers:TOTAL/P``)
