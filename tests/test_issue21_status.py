@@ -91,6 +91,17 @@ def test_variant_edits_on_selected_loads_and_rows():
     assert V.col_rows("rope/luq") == ("rope", "luq") and V.col_rows("luq") == (None, "luq")
 
 
+def test_variant_policy_forms():
+    # mem27: the policy's form as an edit: evict_normal through createpolicy (the form, nothing kept), and evict_last
+    # as the constant createpolicy makes (what codegen emits since mem27)
+    en = V.EDITS["l2en"](PTX2, V.split_edit("l2en:1")[1])
+    assert en.count("createpolicy.fractional.L2::evict_normal.b64 %rdpol_evict_normal, 1.0;") == 1
+    assert en.count("ld.global.L2::cache_hint.") == 1 and en.count(", %rdpol_evict_normal;") == 1
+    k = V.EDITS["l2elk"](PTX2, V.split_edit("l2elk:1-2")[1])
+    assert "createpolicy" not in k and k.count("mov.b64 %rdpol_imm_evict_last, 0x14F0000000000000;") == 1
+    assert k.count("ld.global.L2::cache_hint.") == 2 and k.count(", %rdpol_imm_evict_last;") == 2
+
+
 PTX4 = PTX.replace("\t@%p1 ld.global", "\tmov.u32 \t%r80, %ctaid.x;\n\t@%p1 ld.global", 1)
 
 

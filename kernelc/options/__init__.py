@@ -292,8 +292,8 @@ KNOBS: Tuple[Knob, ...] = (
     Knob("KERNELC_L2_REUSE", "choice", "evict_last",
          "loads whose address depends on the program id only through a remainder (pid % n: rope's cos/sin row, "
          "read again by the next batch's program of the same position) under an L2 cache policy: evict_last "
-         "(default: createpolicy + .L2::cache_hint; rope 4x4096x32x128 bf16 1.0061 of the build without, 1.0058 of "
-         "Triton, H200 session 26) or off (as written); passes/l2_reuse.py",
+         "(default: .L2::cache_hint with the policy as a constant; docs/performance.md, mem26 and mem27) or off (as "
+         "written); passes/l2_reuse.py",
          _choice(("off", ("off",)), ("evict_last", ("evict_last",))), compile=True, field="l2_reuse"),
     Knob("KERNELC_WGMMA_PIN_WAITS", "bool", True,
          "keep a deferred wgmma wait where the IR puts it, past the work before it (ptxas would move it up)",

@@ -61,9 +61,36 @@ def test_codegen_lowers_the_policy_on_the_marked_load_only(monkeypatch):
                              divisibility={"q_ptr": 16, "cos_ptr": 16, "w_ptr": 16, "out_ptr": 16})
         ptx[mode] = ck.asm["ptx"]
     assert "cache_hint" not in ptx["off"] and "createpolicy" not in ptx["off"]
-    pols = re.findall(r"createpolicy\.fractional\.L2::evict_last\.b64 (%rd\d+), 1\.0;", ptx["evict_last"])
-    assert len(pols) == 1   # one policy for the kernel (each load's asm makes it; LLVM keeps one)
+    # the policy createpolicy.fractional.L2::evict_last 1.0 makes, as a constant (mem27: ptxas rebuilt
+    # createpolicy with five dependent uniform ops ahead of the first hinted load)
+    assert "createpolicy" not in ptx["evict_last"]
+    pols = re.findall(r"mov\.b64\s+(%rd\d+), 1508705875169116160;", ptx["evict_last"])
+    assert len(pols) == 1   # one policy register for the kernel
     hinted = re.findall(r"ld\.global\.L2::cache_hint\.\S+ [^;]*, (%rd\d+);", ptx["evict_last"])
     assert hinted and set(hinted) == set(pols)
     loads = lambda p: len(re.findall(r"\bld\.global\.", p))
     assert loads(ptx["off"]) == loads(ptx["evict_last"])
+
+
+def test_the_policy_constant_is_what_createpolicy_makes():
+    # ptxas folds createpolicy.fractional.L2::evict_last 1.0 to a constant descriptor on sm_80 (on sm_90 it builds
+    # the same value at run time): the 64-bit value codegen passes instead, 0x14F0000000000000
+    from cubintools import instructions
+    from kernelc.compiler.backend.ptxas import ptx_to_cubin
+    from kernelc.compiler.codegen.memory import L2_POLICY
+    ptx = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 a, .param .u64 b) {
+  .reg .b64 %rd<4>; .reg .b32 %r<2>;
+  ld.param.u64 %rd1, [a]; ld.param.u64 %rd2, [b];
+  createpolicy.fractional.L2::evict_last.b64 %rd3, 1.0;
+  ld.global.L2::cache_hint.b32 %r1, [%rd1], %rd3;
+  st.global.b32 [%rd2], %r1;
+  ret;
+}
+"""
+    sass = [f"{i.opcode} {i.operands}" for i in instructions(ptx_to_cubin(ptx, "sm_80").cubin)]
+    hi = [int(x.split(",")[1].strip(" ;"), 16) for x in sass if x.startswith("UMOV UR5,")]
+    assert hi == [L2_POLICY["evict_last"] >> 32], sass
+    assert L2_POLICY["evict_last"] & 0xFFFFFFFF == 0 and L2_POLICY["evict_last"] == 1508705875169116160

@@ -169,14 +169,26 @@ MB_CALLS_S25 = [("R1 (s25), process 1", "s25_mem25_R1_h200/loadhints.json", "H20
 # (the default since session 26) builds rope's SASS of the `el` column instruction for instruction
 # (bench/experiments/mem26/results/l2_reuse_sass.json), so under it that column is this tree's rope; every call
 # before s26 timed the rope build without the policy (rope's calls from them count only under `off`)
+# Since session 27 (mem27) codegen passes the policy to the hinted loads as a constant instead of createpolicy: rope's
+# SASS under evict_last is no longer the one s26 timed (its `el` column and F's `kernelc`), so rope is left out of
+# them under evict_last
 MB_CALLS_S26 = [("R2 (s26), process 1", "s26_mem26_R2_h200/headroom.json", "H200",
-                 {"evict_last": {"rope": "kernelc[el]", "*": "kernelc"}, "off": {"*": "kernelc"}}),
+                 {"evict_last": {"rope": None, "*": "kernelc"}, "off": {"*": "kernelc"}}),
                 # the final call on merged main 5c7ba4c5 (evict_last the default there; `l2off` the build without)
                 ("F (s26, merged main 5c7ba4c5), process 1", "s26_mem26_F_h200/headroom_f.json", "H200",
-                 {"evict_last": {"*": "kernelc"}, "off": {"rope": "kernelc[l2off]", "*": "kernelc"}})]
+                 {"evict_last": {"rope": None, "*": "kernelc"}, "off": {"rope": "kernelc[l2off]", "*": "kernelc"}})]
+# session 27 (mem27, bench/experiments/mem27/ab27.py, one process; mem27/to_status.py keeps the bench row): R2's `k`
+# column (the policy as a constant: this tree's rope SASS under evict_last, bench/experiments/mem27/results/
+# r3_columns_sass.json), all columns reading one cos/sin (Triton's too); `off` the build without
+MB_CALLS_S27 = [("R2 (s27, mem27), process 1", "s27_mem27_R2_h200/rope_row.json", "H200",
+                 {"evict_last": {"*": "k"}, "off": {"*": "off"}}),
+                # R3 (on mem27 fd4261fa): every kernelc column its own cos/sin (Triton's a copy no kernelc column
+                # reads); `on` this tree's build, `off` the build without
+                ("R3 (s27, mem27), process 1", "s27_mem27_R3_h200/rope_row.json", "H200",
+                 {"evict_last": {"*": "on"}, "off": {"*": "off"}})]
 # the row kernels the L2 policy changes (mem21/mb_sass.py on this tree under each value; CPU)
 L2_REUSE_CHANGES = {"off": set(), "evict_last": {"rope_kernel"}}
-MB_THIS_TREE_L2 = "bench/experiments/mem26/results/mb_sass_mem26.json"   # shared scratch, evict_last
+MB_THIS_TREE_L2 = "bench/experiments/mem27/results/mb_sass_this_tree.json"   # shared scratch, evict_last
 
 
 def _row_kernel(name: str):
@@ -223,7 +235,7 @@ def memory_bound(extra=()):
                     want = next((c for p, c in by_row.items() if p != "*" and name.startswith(p + " ")), by_row["*"])
                     if want == column and _row_kernel(name) not in l2_changed:
                         rows.setdefault(name, []).append({"call": call, "file": path, "gpu": gpu, **f})
-    for call, path, gpu, cols in MB_CALLS_S26:
+    for call, path, gpu, cols in MB_CALLS_S26 + MB_CALLS_S27:
         if l2 in cols and scratch == "shared" and _exists(path):
             by_row = cols[l2]
             for column in sorted({c for c in by_row.values() if c}):

@@ -20,6 +20,9 @@ kernelc's pick for this row). Edits (text transforms of kernelc's PTX, ``EDITS``
   (``LDG.E.LTC256B``);
 - a load edit as ``NAME:SEL`` applies to some loads only: indices in the PTX's order (``4-7``, ``0.2``), ``st``
   (loads from addresses the kernel also stores to: rope's q) or ``nost`` (the others: rope's cos/sin);
+- ``l2el``, ``l2en``, ``l2elk``, ``l2enk`` (mem26, mem27): loads with an L2 evict_last policy (createpolicy), the same
+  form with an evict_normal policy, evict_last / evict_normal as the constant createpolicy makes (``mov.b64``; the
+  evict_last one is what codegen emits since mem27);
 - ``stcs``: global stores ``.cs`` (streaming: evict first);
 - ``stef``: global stores with the L2 ``evict_first`` policy.
 ``tcubin``: Triton's cubin launched by kernelc's launcher (mb_gaps/swap_cubin.py), the launcher's A/A;
@@ -59,9 +62,17 @@ def _policy(ptx: str, kind: str = "evict_first") -> tuple:
         return ptx, reg
     lines = ptx.split("\n")
     last = max(i for i, ln in enumerate(lines) if ln.strip().startswith(".reg"))
-    lines[last + 1:last + 1] = [f"\t.reg .b64 {reg};",
-                                f"\tcreatepolicy.fractional.L2::{kind}.b64 {reg}, 1.0;"]
+    # ``imm_*`` (mem27): the policy as the 64-bit value createpolicy makes (CUTLASS's CacheHintSm90 constants), a
+    # mov ptxas can place anywhere, instead of the createpolicy its SASS rebuilds with five dependent uniform ops
+    make = (f"mov.b64 {reg}, {_POLICY_IMM[kind[4:]]};" if kind.startswith("imm_")
+            else f"createpolicy.fractional.L2::{kind}.b64 {reg}, 1.0;")
+    lines[last + 1:last + 1] = [f"\t.reg .b64 {reg};", f"\t{make}"]
     return "\n".join(lines), reg
+
+
+# what ptxas 13.0 makes of createpolicy.fractional.L2::<kind>.b64 p, 1.0 (it folds it to these on sm_80)
+_POLICY_IMM = {"evict_last": "0x14F0000000000000", "evict_first": "0x12F0000000000000",
+               "evict_normal": "0x16F0000000000000"}
 
 
 def _hinted(ptx: str, pat, repl, with_policy=False, sel=None, policy="evict_first") -> str:
@@ -188,6 +199,11 @@ EDITS = {
     # loads kept in L2 (mem26): rope's cos/sin (``:nost``), re-read by every batch's program of a position, 64 MB
     # of q traffic apart: more than the L2 holds
     "l2el": lambda p, s=None: _hinted(p, _LD, r"ld.global.L2::cache_hint.\1", True, sel=s, policy="evict_last"),
+    # mem27: the same instruction form with an evict_normal policy (what the form costs without keeping anything),
+    # and evict_last as an immediate policy (no createpolicy)
+    "l2en": lambda p, s=None: _hinted(p, _LD, r"ld.global.L2::cache_hint.\1", True, sel=s, policy="evict_normal"),
+    "l2elk": lambda p, s=None: _hinted(p, _LD, r"ld.global.L2::cache_hint.\1", True, sel=s, policy="imm_evict_last"),
+    "l2enk": lambda p, s=None: _hinted(p, _LD, r"ld.global.L2::cache_hint.\1", True, sel=s, policy="imm_evict_normal"),
     "stcs": lambda p, s=None: _hinted(p, _ST, r"st.global.cs.\1", sel=s),
     "stef": lambda p, s=None: _hinted(p, _ST, r"st.global.L2::cache_hint.\1", True, sel=s),
     # program order and grid mapping (mem26): reversed program ids; a persistent grid (``pers:TOTAL/P``)

@@ -17,6 +17,10 @@ from .lowering import Lowering, Tile, rule
 
 CACHE_PTX = {"": "", ".ca": ".ca", ".cg": ".cg", ".cv": ".cv", ".cs": ".cs", ".wb": ".wb", ".wt": ".wt", ".lu": ".lu"}
 EVICT_PTX = {"": "", "evict_normal": "", "evict_first": ".L1::evict_first", "evict_last": ".L1::evict_last"}
+# The 64-bit L2 policy ``createpolicy.fractional.L2::<kind>.b64 p, 1.0`` makes (sm_90 and sm_100: CUTLASS's
+# CacheHintSm90 values), passed to the hinted load as a constant: ptxas builds the memory descriptor with two moves
+# it can schedule anywhere, where createpolicy became five dependent uniform ops ahead of the first hinted load
+L2_POLICY = {"evict_last": 0x14F0000000000000, "evict_first": 0x12F0000000000000}
 
 
 def report_access(lw: Lowering, op, kind: str, ptr, mask, layout, ebytes: int, vec: int) -> None:
@@ -214,8 +218,7 @@ def _load_vector(lw: Lowering, elt, ptr: List[str], mask: Optional[str], other, 
     args = [("ptr addrspace(1)", ptr[0]), ("i1", mask if mask is not None else "true")] + \
         [(wty, w) for w in other_words]
     if l2:
-        args.append(("i64", e.val(f'call i64 asm "createpolicy.fractional.L2::{l2}.b64 $0, 1.0;", "=l"() '
-                                  f'nounwind memory(none)')))
+        args.append(("i64", str(L2_POLICY[l2])))
     r = e.asm(ret, "\n".join(lines), constraints, args)
     words = [e.val(f"extractvalue {ret} {r}, {i}") for i in range(nwords)] if nwords > 1 else [r]
     return _unpack(lw, elt, words, vec)

@@ -111,8 +111,8 @@ for op in [
               "kernelc/compiler/conversion_pieces.py), smem then planned for one piece",
           optional_attrs=("smem", "pieces")),
     OpDef("load", (1, 3), ("cache", "eviction", "volatile"), category="memory",
-          doc="ptr [, mask [, other]]; l2: an L2 cache policy ('evict_last', 'evict_first': createpolicy + "
-              ".L2::cache_hint; passes/l2_reuse.py)",
+          doc="ptr [, mask [, other]]; l2: an L2 cache policy ('evict_last', 'evict_first': .L2::cache_hint with "
+              "createpolicy's value as a constant; passes/l2_reuse.py)",
           optional_attrs=("pipeline", "layout", "l2")),
     OpDef("store", (2, 3), ("cache", "eviction"), pure=False, results=0, category="memory",
           doc="ptr, value [, mask]"),

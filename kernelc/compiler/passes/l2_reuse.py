@@ -5,8 +5,8 @@ A load whose address depends on ``program_id`` only through a remainder (``pid %
 ``pid + n`` reads again. rope (one program per token, ``pos = pid % seq_len``) reads a cos/sin row that the next
 batch's program of the same position reads ``seq_len`` programs later; between the two, those programs stream
 their q rows through L2 (64 MB at 4x4096x32x128 bf16: more than the L2 holds), so the row is read from DRAM once
-per batch. Under ``evict_last`` the rows stay in L2 (``createpolicy.fractional.L2::evict_last`` and
-``ld.global.L2::cache_hint``). A load whose address does not depend on the program at all is read by every program
+per batch. Under ``evict_last`` the rows stay in L2 (``ld.global.L2::cache_hint`` with the policy
+``createpolicy.fractional.L2::evict_last`` makes, passed as a constant: codegen/memory.py). A load whose address does not depend on the program at all is read by every program
 in turn and stays in L2 anyway: it is left as written, as is one the kernel writes to elsewhere or inside a loop
 (the analysis does not follow loop-carried values).
 
