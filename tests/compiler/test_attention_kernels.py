@@ -484,7 +484,7 @@ def _dkdv_d64(causal=False, cfg=(64, 128, 8, 3), **extra):
 
 
 @pytest.mark.parametrize("kv_regs", [1, 2])
-def test_no_register_a_fragment_across_a_warp_specialised_loop(kv_regs):
+def test_no_register_a_fragment_across_a_warp_specialised_loop(kv_regs, monkeypatch):
     # (kvr26) KV_REGS under a producer warpgroup: ptxas (CUDA 13.0) gave the registers of K's A fragment, held across
     # the specialised loop, to P^T inside it, so from the second trip K Q^T read the last trip's dS^T: dK wrong on an
     # H200 (session 26's R2). In a kernel with a producer the loop-invariant A operand is staged to shared memory
@@ -495,7 +495,41 @@ def test_no_register_a_fragment_across_a_warp_specialised_loop(kv_regs):
     assert "USETMAXREG" in ck.asm["sass"] and ck.n_spills == 0
     bad, loops = _overwritten_a_fragments(ck.asm["sass"])
     assert loops == 1 and not bad, bad
+    # without a producer and with the pinned wait made plain it stays in registers (kvr27: with the pin it is staged)
+    monkeypatch.setenv("KERNELC_WGMMA_A_REGS_PINNED", "unpin")
     assert _dkdv_d64(WS=0, ROWS_TMA=True, KV_REGS=kv_regs).asm["tir"].count("a_regs=True") == kv_regs
+
+
+def _standalone_ptxas_13_0():
+    from kernelc.compiler.backend.ptxas import ptxas_binary, ptxas_max_ptx
+    exe = ptxas_binary()
+    return exe is not None and ptxas_max_ptx(exe) == 90
+
+
+@pytest.mark.parametrize("rows", [False, True])
+@pytest.mark.parametrize("kv_regs", [1, 2])
+def test_no_register_a_fragment_across_a_loop_with_a_pinned_wait(kv_regs, rows, monkeypatch):
+    # (kvr27) KV_REGS without a producer, 64 x 128 at 8 warps: the GPU hosts' nvJitLink 13.0.88 gave K's fragment
+    # registers to P^T after the loop's pinned wgmma wait (lead's call A27: dK / dV relative error 1.06 / 0.92; the
+    # nvJitLink 13.5 here kept them). By default (KERNELC_WGMMA_A_REGS_PINNED=stage) K (and V) are staged to shared
+    # memory before such a loop; the SASS of the standalone ptxas 13.0, which overwrites the fragment as nvJitLink
+    # 13.0.88 does, keeps none
+    tir = _dkdv_d64(ROWS_TMA=rows, KV_REGS=kv_regs).asm["tir"]
+    assert (tir.count("a_regs=True"), tir.count("stage_operand"), tir.count("pin=True")) == (0, kv_regs, 1)
+    if not _standalone_ptxas_13_0():
+        pytest.skip("no standalone ptxas of CUDA 13.0")
+    monkeypatch.setenv("KERNELC_ASSEMBLER", "ptxas")
+    ck = _dkdv_d64(ROWS_TMA=rows, KV_REGS=kv_regs)
+    bad, loops = _overwritten_a_fragments(ck.asm["sass"])
+    assert loops == 1 and not bad and ck.n_spills == 0, bad
+    # not vacuous: as before kvr27 (keep) ptxas 13.0 overwrites the fragment's four k-steps; with the wait made
+    # plain (unpin) it keeps it in registers
+    for mode, n in (("keep", 4), ("unpin", 0)):
+        monkeypatch.setenv("KERNELC_WGMMA_A_REGS_PINNED", mode)
+        ck = _dkdv_d64(ROWS_TMA=rows, KV_REGS=kv_regs)
+        assert ck.asm["tir"].count("a_regs=True") == kv_regs
+        bad, loops = _overwritten_a_fragments(ck.asm["sass"])
+        assert (loops, len(bad)) == (1, n), (mode, bad)
 
 
 def test_the_rule_is_what_keeps_the_fragment(monkeypatch):
@@ -504,18 +538,21 @@ def test_the_rule_is_what_keeps_the_fragment(monkeypatch):
     # docs/attention.md "kvr26"); if a newer ptxas keeps the fragment here, the rule can be revisited
     from kernelc.compiler.passes import stage_operands
     monkeypatch.setattr(stage_operands, "_warp_specialised", lambda op: False)
+    monkeypatch.setenv("KERNELC_WGMMA_A_REGS_PINNED", "keep")  # (kvr27's rule would stage it too: the loop pins)
     ck = _dkdv_d64(WS=1, ROWS_TMA=True, KV_REGS=1)
     assert ck.asm["tir"].count("a_regs=True") == 1
     bad, loops = _overwritten_a_fragments(ck.asm["sass"])
     assert loops == 1 and len(bad) == 4, bad  # the four k-steps of K Q^T
 
 
+@pytest.mark.parametrize("mode", ["stage", "unpin"])
 @pytest.mark.parametrize("name", ["fused_causal_default", "sep_kv2", "sep_kv2_causal", "d128form_kv2"])
-def test_register_a_fragments_outlive_their_loop(name):
-    # the kernels that keep a register A fragment across a loop (no producer): the fused D=64 causal default
-    # (FUSED_KV_REGS), the separate dK/dV kernel with KV_REGS=2 (both correct on an H200), 64 x 128 at 8 warps.
-    # Their SASS must not overwrite the fragment inside the loop: the same PTX assembled at ptxas's own register
-    # choice (not the occupancy step's ceiling) does, for the 8-warp one (kvr26)
+def test_register_a_fragments_outlive_their_loop(name, mode, monkeypatch):
+    # the kernels with a loop-invariant A operand in a register fragment's layout (no producer): the fused D=64 causal
+    # default (FUSED_KV_REGS), the separate dK/dV kernel with KV_REGS=2 (both correct on an H200), 64 x 128 at 8 warps
+    # (wrong on an H200 with its fragment: kvr27). Their loops have pinned waits: staged (stage) or kept with plain
+    # waits (unpin), the SASS must not overwrite a fragment inside a loop
+    monkeypatch.setenv("KERNELC_WGMMA_A_REGS_PINNED", mode)
     if name == "fused_causal_default":
         c1, c2, cx, opts = B._fused_config(4096, 64, True, None, None)
         sig = dict(Q=P("fp16"), K=P("fp16"), V=P("fp16"), DO=P("fp16"), DK=P("fp16"), DV=P("fp16"), DQ=P("fp16"),
@@ -527,6 +564,9 @@ def test_register_a_fragments_outlive_their_loop(name):
         ck = _dkdv_d64(ROWS_TMA=True, KV_REGS=2)
     else:
         ck = _dkdv_d64(causal=name.endswith("causal"), cfg=(32, 64, 4, 3), TAIL=True, KV_REGS=2)
-    assert ck.asm["tir"].count("a_regs=True") >= 1
+    tir = ck.asm["tir"]
+    assert (tir.count("a_regs=True") >= 1) == (mode == "unpin")
+    if mode == "unpin":  # the loops that hold a fragment wait plainly
+        assert not any("a_regs=True" in blk and "pin=True" in blk for blk in tir.split("scf.for")[1:])
     bad, loops = _overwritten_a_fragments(ck.asm["sass"])
-    assert loops >= 1 and not bad, bad
+    assert loops >= 1 and not bad and ck.n_spills == 0, bad
