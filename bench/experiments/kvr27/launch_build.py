@@ -95,8 +95,12 @@ def main():
         r = build_row(cap.built[0], f"kv{kv}_ws{ws}_tma{int(tma)}", args.dump)
         rows.append(r)
         print(json.dumps(r), flush=True)
+    import datetime
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
     out = dict(device=torch.cuda.get_device_name() if dev == "cuda" else "CPU (sm_90a stand-in)", seq=N,
-               heads=args.heads, assembler=assembler(), rows=rows)
+               heads=args.heads, commit=commit or None, date=datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+               knob=os.environ.get("KERNELC_WGMMA_A_REGS_PINNED"), assembler=assembler(), rows=rows)
     print(json.dumps(out["assembler"]))
     if args.json:
         with open(args.json, "w") as f:
