@@ -205,7 +205,8 @@ KNOBS: Tuple[Knob, ...] = (
          "trip instead of being staged to shared memory once before the loop: the wgmma reads only B from shared "
          "memory (attention backward's K Q^T at 32 queries a trip, its KV_REGS; passes/stage_operands.py); the kernel "
          "is then assembled at its next occupancy step's register ceiling where nothing spills. Not in a kernel with "
-         "a producer warp: ptxas overwrote such a fragment inside the specialised loop (docs/attention.md, kvr26). "
+         "a producer warp: ptxas overwrote such a fragment inside the specialised loop (docs/attention.md, kvr26); nor "
+         "across a loop with a pinned wait unless KERNELC_WGMMA_A_REGS_PINNED says so (kvr27). "
          "D=64 causal on an H200: "
          "1.6-5% faster at N=16384 (docs/attention.md, bwd14); no kernel of the PTX corpus has such an operand",
          compile=True, field="wgmma_a_regs"),

@@ -47,6 +47,19 @@ def assembler():
                 KERNELC_PTXAS=os.environ.get("KERNELC_PTXAS"))
 
 
+def _sha(text, kind):
+    """A hash of ``text`` without what differs between two checkouts: the source paths and line table of the PTX,
+    the addresses and comments of the SASS (bench/experiments/d64b27/ws_sass.py's normalisation)."""
+    import re
+    if kind == "ptx":
+        lines = [ln for ln in text.splitlines() if not ln.strip().startswith((".loc", ".file", "$L__tmp", "//"))
+                 and "debug" not in ln]
+    else:
+        lines = [re.sub(r"/\*[0-9a-f]{4,}\*/", "", ln).strip() for ln in text.splitlines()
+                 if ln.strip() and not ln.lstrip().startswith(("//", "."))]
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
+
+
 def build_row(ck, name, dump=None):
     from tests.compiler.test_attention_kernels import _overwritten_a_fragments
     asm = ck.asm
@@ -61,8 +74,7 @@ def build_row(ck, name, dump=None):
             f.write(str(getattr(ck, "compile_log", "")))
     return dict(kernel=name, regs=ck.n_regs, spills=ck.n_spills, a_regs=tir.count("a_regs=True"),
                 pinned_waits=tir.count("pin=True"), usetmaxreg="USETMAXREG" in sass,
-                ptx_sha=hashlib.sha256(ptx.encode()).hexdigest()[:16],
-                sass_sha=hashlib.sha256(sass.encode()).hexdigest()[:16],
+                ptx_sha=_sha(ptx, "ptx"), sass_sha=_sha(sass, "sass"),
                 loops=loops, overwritten_a_fragments=bad)
 
 
