@@ -210,14 +210,17 @@ KNOBS: Tuple[Knob, ...] = (
          "D=64 causal on an H200: "
          "1.6-5% faster at N=16384 (docs/attention.md, bwd14); no kernel of the PTX corpus has such an operand",
          compile=True, field="wgmma_a_regs"),
-    Knob("KERNELC_WGMMA_A_REGS_PINNED", "choice", "stage",
-         "a loop whose wgmma waits are pinned (KERNELC_WGMMA_PIN_WAITS) and that would read a loop-invariant A "
-         "operand from registers (KERNELC_WGMMA_A_REGS): stage (default) stages that operand to shared memory "
-         "before the loop instead; unpin keeps the register fragment and makes the loop's waits plain; keep holds "
-         "both (before kvr27). ptxas 13.0 (nvJitLink 13.0.88, the GPU hosts') gave such a fragment's registers to "
-         "the loop's own values after the pinned wait: the D=64 dK/dV kernel at 64 x 128, 8 warps, with KV_REGS read "
-         "the last trip's P^T as K, wrong dK and dV on an H200 (passes/stage_operands.py; docs/attention.md, kvr27)",
-         _choice(("stage", ("stage",)), ("unpin", ("unpin",)), ("keep", ("keep",))),
+    Knob("KERNELC_WGMMA_A_REGS_PINNED", "choice", "auto",
+         "a loop-invariant A operand that a loop with a pinned wgmma wait (KERNELC_WGMMA_PIN_WAITS) would read from "
+         "registers (KERNELC_WGMMA_A_REGS): auto (default) keeps the register fragment unless the assembled SASS "
+         "overwrites a register A fragment inside a loop, and then compiles the kernel again as stage; stage stages it "
+         "to shared memory before the loop; unpin keeps it and makes that loop's waits plain; keep holds both (before "
+         "kvr27). ptxas 13.0 (nvJitLink 13.0.88, the GPU hosts') gave such a fragment's registers to the loop's own "
+         "values after the pinned wait: the D=64 dK/dV kernel at 64 x 128, 8 warps, with KV_REGS read the last trip's "
+         "P^T as K, wrong dK and dV on an H200. The fused D=64 causal default (its SASS keeps K's fragment) on an H200: "
+         "stage 2-16% and unpin 2-16% slower than keep at N=4096, ties at 16384 (backend/sass_fragments.py, "
+         "passes/stage_operands.py; docs/attention.md, kvr27)",
+         _choice(("auto", ("auto",)), ("stage", ("stage",)), ("unpin", ("unpin",)), ("keep", ("keep",))),
          compile=True, field="wgmma_a_regs_pinned"),
     Knob("KERNELC_WS_BULK_ISSUE", "choice", "producer",
          "who issues a kl.bulk_add's 1-D bulk reduction in a warp-specialised loop: producer (the producer warp, "
@@ -595,7 +598,7 @@ class CompileOptions:
     wgmma_zero_acc: str = "off"
     wgmma_exit_wait: bool = True
     wgmma_a_regs: bool = True
-    wgmma_a_regs_pinned: str = "stage"
+    wgmma_a_regs_pinned: str = "auto"
     tma_elect: str = "auto"
     tma_early_issue: bool = True
     tma_early_rings: bool = True

@@ -392,85 +392,7 @@ def test_d64_dkdv_with_a_producer_warpgroup_keeps_its_setmaxnreg():
     assert ck.n_spills == 0, ck.n_spills
 
 
-_SASS_LINE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
-
-
-_PRED = r"(?:@!?U?P\w+\s+)?"
-
-
-def _sass_writes(ins):
-    """Registers an instruction writes, for :func:`_overwritten_a_fragments`: its first register operand (SHFL's after
-    its predicate) and as many after it as the width says (.64/.WIDE/CS2R: two, .128 and LDSM's .4: four, LDSM's .2:
-    two); an HGMMA writes its accumulators (64xNx16: N/2 fp32 registers a thread, N/4 fp16); stores, reductions,
-    branches and barriers write none."""
-    h = re.match(_PRED + r"HGMMA\.64x(\d+)x\d+\.(F32|F16)\S*\s+R(\d+)\b", ins)
-    if h:
-        n = int(h.group(1)) // (2 if h.group(2) == "F32" else 4)
-        return set(range(int(h.group(3)), int(h.group(3)) + n))
-    m = re.match(_PRED + r"([A-Z0-9_.]+)\s+(?:PT, |P\d, )?R(\d+)\b", ins)
-    if not m or m.group(1).startswith(("ST", "RED", "ATOM", "BRA", "BAR", "SYNCS", "WARPGROUP")):
-        return set()
-    n, op = int(m.group(2)), m.group(1)
-    width = 4 if (".128" in op or (op.startswith("LDSM") and op.endswith(".4"))) else \
-        2 if (".64" in op or "WIDE" in op or op == "CS2R" or (op.startswith("LDSM") and op.endswith(".2"))) else 1
-    return set(range(n, n + width))
-
-
-def _overwritten_a_fragments(sass):
-    """HGMMAs whose register A fragment comes into a loop from outside it and that the loop overwrites before its
-    back edge, so that the next trip reads the overwritten registers: per register of the fragment, none of the
-    loop's unpredicated instructions before the HGMMA writes it and an instruction after it does (HGMMA accumulators,
-    predicated writes and the blocks the loop branches out to that branch back into it count). Loops: backward
-    branches before the last EXIT (the try-wait retry stubs after it branch back into the body) around at least 8
-    HGMMAs, innermost only."""
-    ins, labels = [], {}
-    for ln in sass.splitlines():
-        lab = re.match(r"\s*(\.L_x_\d+):", ln)
-        if lab:
-            labels[lab.group(1)] = len(ins)
-            continue
-        m = _SASS_LINE.search(ln)
-        if m:
-            ins.append(m.group(1))
-    last_exit = max([k for k, x in enumerate(ins) if re.match(r"(@!?P\d\s+)?EXIT\b", x)] or [len(ins)])
-    loops = []
-    for j, x in enumerate(ins[:last_exit]):
-        b = re.search(r"BRA `\((\.L_x_\d+)\)", x)
-        if b and labels.get(b.group(1), j + 1) <= j and \
-                sum(i.startswith("HGMMA") for i in ins[labels[b.group(1)]:j + 1]) >= 8:
-            loops.append((labels[b.group(1)], j))
-    inner = [(t, j) for t, j in loops if not any((u, k) != (t, j) and t <= u and k <= j for u, k in loops)]
-
-    def out_of_line(top, end):
-        """Writes of the code the loop branches to outside [top, end] that branches back into it."""
-        out = set()
-        for x in ins[top:end + 1]:
-            b = re.search(r"BRA `\((\.L_x_\d+)\)", x)
-            t = labels.get(b.group(1)) if b else None
-            if t is None or top <= t <= end:
-                continue
-            k, w = t, set()
-            while k < len(ins) and not re.match(r"(BRA|EXIT|RET)\b", ins[k]):
-                w |= _sass_writes(ins[k])
-                k += 1
-            back = re.search(r"BRA `\((\.L_x_\d+)\)", ins[k]) if k < len(ins) else None
-            if back and top <= labels.get(back.group(1), -1) <= end:
-                out |= w
-        return out
-
-    bad = []
-    for top, end in inner:
-        away = out_of_line(top, end)
-        for k in range(top, end + 1):
-            h = re.match(_PRED + r"HGMMA\.\S+ R\d+, R(\d+),", ins[k])
-            if not h:
-                continue
-            a = set(range(int(h.group(1)), int(h.group(1)) + 4))
-            before = set().union(*[_sass_writes(i) for i in ins[top:k] if not i.startswith("@")])
-            after = set().union(*[_sass_writes(i) for i in ins[k + 1:end + 1]]) | away
-            if (a - before) & after:
-                bad.append(ins[k])
-    return bad, len(inner)
+from kernelc.compiler.backend.sass_fragments import overwritten_a_fragments as _overwritten_a_fragments  # noqa: E402
 
 
 def _dkdv_d64(causal=False, cfg=(64, 128, 8, 3), **extra):
@@ -511,25 +433,26 @@ def _standalone_ptxas_13_0():
 def test_no_register_a_fragment_across_a_loop_with_a_pinned_wait(kv_regs, rows, monkeypatch):
     # (kvr27) KV_REGS without a producer, 64 x 128 at 8 warps: the GPU hosts' nvJitLink 13.0.88 gave K's fragment
     # registers to P^T after the loop's pinned wgmma wait (lead's call A27: dK / dV relative error 1.06 / 0.92; the
-    # nvJitLink 13.5 here kept them). By default (KERNELC_WGMMA_A_REGS_PINNED=stage) K (and V) are staged to shared
-    # memory before such a loop; the SASS of the standalone ptxas 13.0, which overwrites the fragment as nvJitLink
-    # 13.0.88 does, keeps none
+    # nvJitLink 13.5 here keeps them). KERNELC_WGMMA_A_REGS_PINNED=auto (the default) reads the SASS and compiles such a
+    # kernel again with K (and V) staged; the standalone ptxas 13.0 overwrites the fragment as nvJitLink 13.0.88 does
+    ck = _dkdv_d64(ROWS_TMA=rows, KV_REGS=kv_regs)  # this host's nvJitLink: whatever it keeps, nothing overwritten
+    bad, loops = _overwritten_a_fragments(ck.asm["sass"])
+    assert loops == 1 and not bad and ck.n_spills == 0, bad
+    monkeypatch.setenv("KERNELC_WGMMA_A_REGS_PINNED", "stage")
     tir = _dkdv_d64(ROWS_TMA=rows, KV_REGS=kv_regs).asm["tir"]
     assert (tir.count("a_regs=True"), tir.count("stage_operand"), tir.count("pin=True")) == (0, kv_regs, 1)
     if not _standalone_ptxas_13_0():
         pytest.skip("no standalone ptxas of CUDA 13.0")
     monkeypatch.setenv("KERNELC_ASSEMBLER", "ptxas")
-    ck = _dkdv_d64(ROWS_TMA=rows, KV_REGS=kv_regs)
-    bad, loops = _overwritten_a_fragments(ck.asm["sass"])
-    assert loops == 1 and not bad and ck.n_spills == 0, bad
-    # not vacuous: as before kvr27 (keep) ptxas 13.0 overwrites the fragment's four k-steps; with the wait made
-    # plain (unpin) it keeps it in registers
-    for mode, n in (("keep", 4), ("unpin", 0)):
+    # not vacuous: as before kvr27 (keep) ptxas 13.0 overwrites the fragment's four k-steps; with the wait made plain
+    # (unpin) it keeps it in registers; auto finds the overwrite and compiles again as stage
+    for mode, a_regs, n in (("keep", kv_regs, 4), ("unpin", kv_regs, 0), ("auto", 0, 0), ("stage", 0, 0)):
         monkeypatch.setenv("KERNELC_WGMMA_A_REGS_PINNED", mode)
         ck = _dkdv_d64(ROWS_TMA=rows, KV_REGS=kv_regs)
-        assert ck.asm["tir"].count("a_regs=True") == kv_regs
+        assert ck.asm["tir"].count("a_regs=True") == a_regs, mode
         bad, loops = _overwritten_a_fragments(ck.asm["sass"])
-        assert (loops, len(bad)) == (1, n), (mode, bad)
+        assert (loops, len(bad), ck.n_spills) == (1, n, 0), (mode, bad)
+        assert any("compiled again with those operands staged" in x for x in ck.compile_log) == (mode == "auto")
 
 
 def test_the_rule_is_what_keeps_the_fragment(monkeypatch):
@@ -545,13 +468,13 @@ def test_the_rule_is_what_keeps_the_fragment(monkeypatch):
     assert loops == 1 and len(bad) == 4, bad  # the four k-steps of K Q^T
 
 
-@pytest.mark.parametrize("mode", ["stage", "unpin"])
+@pytest.mark.parametrize("mode", ["auto", "stage", "unpin"])
 @pytest.mark.parametrize("name", ["fused_causal_default", "sep_kv2", "sep_kv2_causal", "d128form_kv2"])
 def test_register_a_fragments_outlive_their_loop(name, mode, monkeypatch):
     # the kernels with a loop-invariant A operand in a register fragment's layout (no producer): the fused D=64 causal
     # default (FUSED_KV_REGS), the separate dK/dV kernel with KV_REGS=2 (both correct on an H200), 64 x 128 at 8 warps
-    # (wrong on an H200 with its fragment: kvr27). Their loops have pinned waits: staged (stage) or kept with plain
-    # waits (unpin), the SASS must not overwrite a fragment inside a loop
+    # (wrong on an H200 with its fragment: kvr27). Their loops have pinned waits: kept where the SASS keeps them
+    # (auto), staged (stage) or kept with plain waits (unpin), no build may overwrite a fragment inside a loop
     monkeypatch.setenv("KERNELC_WGMMA_A_REGS_PINNED", mode)
     for assembler in ("nvjitlink", "ptxas") if _standalone_ptxas_13_0() else ("nvjitlink",):
         # nvJitLink (this host's; the GPU hosts' 13.0.88 allocates as the standalone ptxas 13.0 does, kvr27)
@@ -572,7 +495,10 @@ def _fragments_kept(name, mode):
     else:
         ck = _dkdv_d64(causal=name.endswith("causal"), cfg=(32, 64, 4, 3), TAIL=True, KV_REGS=2)
     tir = ck.asm["tir"]
-    assert (tir.count("a_regs=True") >= 1) == (mode == "unpin")
+    if mode != "auto":
+        assert (tir.count("a_regs=True") >= 1) == (mode == "unpin")
+    elif name != "d128form_kv2":  # the kernels correct on an H200 with their fragments keep them
+        assert tir.count("a_regs=True") >= 1
     if mode == "unpin":  # the loops that hold a fragment wait plainly
         assert not any("a_regs=True" in blk and "pin=True" in blk for blk in tir.split("scf.for")[1:])
     bad, loops = _overwritten_a_fragments(ck.asm["sass"])

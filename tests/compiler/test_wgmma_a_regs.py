@@ -121,18 +121,19 @@ def a_regs_pinned(x_ptr, w_ptr, k_ptr, v_ptr, o_ptr, N, BM: kl.constexpr, BN: kl
 SIG2 = {"x_ptr": "*fp16", "w_ptr": "*fp16", "k_ptr": "*fp16", "v_ptr": "*fp16", "o_ptr": "*fp32", "N": "i32"}
 
 
-@pytest.mark.parametrize("mode", [None, "stage", "unpin", "keep"])
+@pytest.mark.parametrize("mode", [None, "auto", "stage", "unpin", "keep"])
 def test_not_across_a_loop_with_a_pinned_wait(mode, monkeypatch):
-    """(kvr27) A loop whose wgmma wait is pinned (codegen/wgmma.pinned_wait) does not read an invariant A operand from
-    registers: ptxas 13.0 (nvJitLink 13.0.88, the GPU hosts') gave such a fragment's registers to the loop's values
-    after the pinned wait (the D=64 dK/dV kernel at 64 x 128, 8 warps, KV_REGS: wrong dK / dV on an H200;
-    docs/attention.md, "kvr27"). KERNELC_WGMMA_A_REGS_PINNED: stage (the default) stages the operand; unpin keeps it
-    in registers and makes the loop's wait plain; keep (before kvr27) holds both."""
+    """(kvr27) KERNELC_WGMMA_A_REGS_PINNED: for an invariant A operand of a loop whose wgmma wait is pinned
+    (codegen/wgmma.pinned_wait), stage stages the operand; unpin keeps it in registers and makes the loop's wait
+    plain; keep holds both (before kvr27); auto (the default) keeps both in the IR, and the driver compiles again as
+    stage where the SASS overwrites the fragment (test below). ptxas 13.0 (nvJitLink 13.0.88, the GPU hosts') gave such
+    a fragment's registers to the loop's values after the pinned wait (the D=64 dK/dV kernel at 64 x 128, 8 warps,
+    KV_REGS: wrong dK / dV on an H200; docs/attention.md, "kvr27")."""
     monkeypatch.setenv("KERNELC_WGMMA_A_REGS", "1")
     if mode is not None:
         monkeypatch.setenv("KERNELC_WGMMA_A_REGS_PINNED", mode)
     ir, _, _ = _passes(a_regs_pinned, SIG2, dict(BM=64, BN=64, D=64), num_stages=3, div={"N": 16})
-    staged = mode in (None, "stage")
+    staged = mode == "stage"
     filecheck(ir[PASS], f"""
         CHECK: = cast {{{{%\\d+}}}} {{{{.*}}}} : <64x64xfp16>
         {'CHECK' if staged else 'CHECK-NOT'}: = stage_operand {{{{%\\d+}}}} {{operand='a'}} : <64x64xfp16>
@@ -142,12 +143,35 @@ def test_not_across_a_loop_with_a_pinned_wait(mode, monkeypatch):
     """)
 
 
-@pytest.mark.parametrize("mode", ["stage", "unpin"])
+@pytest.mark.parametrize("seen", [False, True])
+def test_auto_compiles_again_with_the_operand_staged_where_the_sass_overwrites_it(seen, monkeypatch):
+    """KERNELC_WGMMA_A_REGS_PINNED=auto (the default): the driver reads the SASS of a kernel whose pinned loop keeps a
+    register A fragment (backend/sass_fragments.py); where it finds the fragment overwritten (here: made to), the kernel
+    is compiled again with the operand staged and the compile log says so; else the build stays as it is."""
+    from kernelc.compiler.backend import sass_fragments
+    monkeypatch.setenv("KERNELC_WGMMA_A_REGS", "1")
+    found = []
+    real = sass_fragments.overwritten_a_fragments
+
+    def check(sass):
+        found.append(real(sass))
+        return (["HGMMA (made to)"], 1) if seen else found[-1]
+    monkeypatch.setattr(sass_fragments, "overwritten_a_fragments", check)
+    ck = kernelc.compile(a_regs_pinned, SIG2, dict(BM=64, BN=64, D=64), target="sm_90a", num_warps=4, num_stages=3,
+                         divisibility={n: 16 for n in SIG2})
+    tir = ck.asm["tir"]
+    assert len(found) == 1 and found[0][1] == 1 and not found[0][0]  # its real SASS keeps it (this host's assembler)
+    assert (tir.count("a_regs=True"), "stage_operand" in tir) == ((0, True) if seen else (1, False))
+    assert any("overwrites 1 register A fragment" in n for n in ck.compile_log) == seen
+
+
+@pytest.mark.parametrize("mode", ["auto", "stage", "unpin"])
 def test_the_fused_backwards_default_at_d64_causal(mode, monkeypatch):
     """examples/kernels/attention_bwd.py's fused kernel at D=64 causal (FUSED_KV_REGS: K as the A operand of the dK/dV
-    loops' K Q^T). Its loops pin a wgmma wait: with KERNELC_WGMMA_A_REGS_PINNED=unpin both loops' K Q^T wgmmas read A
-    from registers (V dO^T's from shared memory); with stage (kvr27's default) K is staged and every one reads shared
-    memory. Either way the kernel keeps 3 programs an SM (<= 168 registers) without spilling."""
+    loops' K Q^T). Its loops pin a wgmma wait: with KERNELC_WGMMA_A_REGS_PINNED=auto (the default: its SASS keeps the
+    fragment) or unpin both loops' K Q^T wgmmas read A from registers (V dO^T's from shared memory); with stage K is
+    staged and every one reads shared memory. Each way the kernel keeps 3 programs an SM (<= 168 registers) without
+    spilling."""
     from examples.kernels import attention_bwd as B
     monkeypatch.setenv("KERNELC_WGMMA_A_REGS_PINNED", mode)
     assert B.FUSED_KV_REGS.get((64, True)) == 1
@@ -160,7 +184,7 @@ def test_the_fused_backwards_default_at_d64_causal(mode, monkeypatch):
     ck = kernelc.compile(B.attn_bwd_fused_kernel, sig, cx, target="sm_90a", num_warps=w, num_stages=st,
                          divisibility={n: 16 for n in sig}, equal_to_1=("stride_k",))
     sass = ck.asm["sass"]
-    regs = 8 if mode == "unpin" else 0  # K Q^T: 4 k-steps, 2 loops
+    regs = 0 if mode == "stage" else 8  # K Q^T: 4 k-steps, 2 loops
     assert len(re.findall(r"HGMMA\.64x32x16\.F32 R\d+, R\d+, gdesc", sass)) == regs
     assert len(re.findall(r"HGMMA\.64x32x16\.F32 R\d+, gdesc", sass)) == 16 - regs  # and V dO^T
     assert ck.n_spills == 0 and ck.n_regs <= 168, (ck.n_regs, ck.n_spills)

@@ -81,7 +81,7 @@ def stage_invariants(plan, axis, loop: Op, pre: List[Op], staged: Optional[Dict[
     # such a fragment's registers inside the specialised loop (the D=64 dK/dV kernel with KV_REGS under WS=1: K's
     # fragment overwritten by P^T, wrong dK on an H200; docs/attention.md "kvr26"); the operand is staged instead.
     # Nor across a loop with a pinned wgmma wait (KERNELC_WGMMA_A_REGS_PINNED, :func:`_pinned_loop`)
-    regs_ok = not _warp_specialised(loop) and not _stages_for_pins(loop)
+    regs_ok = not _warp_specialised(loop) and not _stages_for_pins(plan, loop)
     kept = False
     for o in body.ops:
         if not tensor_core_dot(plan, o):
@@ -121,10 +121,13 @@ def _pinned_loop(loop: Op) -> bool:
     return any(t.name == "dot" and t.attrs.get("pin_wait") for t in loop.walk())
 
 
-def _stages_for_pins(loop: Op) -> bool:
+def _stages_for_pins(plan, loop: Op) -> bool:
     """Whether ``loop``'s loop-invariant A operands are staged rather than held in registers because of a pinned
-    wait (KERNELC_WGMMA_A_REGS_PINNED=stage, the default)."""
-    return get("KERNELC_WGMMA_A_REGS_PINNED") == "stage" and _pinned_loop(loop)
+    wait: KERNELC_WGMMA_A_REGS_PINNED=stage, or auto when the compile is the second one of a kernel whose first build's
+    SASS overwrote such a fragment (the driver's ``stage_pinned_a``, compiler.py)."""
+    mode = get("KERNELC_WGMMA_A_REGS_PINNED")
+    staged = mode == "stage" or (mode == "auto" and getattr(plan, "stage_pinned_a", False))
+    return staged and _pinned_loop(loop)
 
 
 def _warp_specialised(op: Op) -> bool:
@@ -215,5 +218,5 @@ def _needs_staging(plan, loop: Op, seen: Dict[tuple, Value]) -> bool:
     body = loop.regions[0]
     inner = {r.id for o in body.ops for t in o.walk() for r in t.results} | {a.id for a in body.args}
     return any(tensor_core_dot(plan, o) and (o.operands[idx].id, idx) not in seen and _stageable(o.operands[idx], inner)
-               and not (idx == 0 and not _stages_for_pins(loop) and a_in_registers(plan, o, o.operands[idx]))
+               and not (idx == 0 and not _stages_for_pins(plan, loop) and a_in_registers(plan, o, o.operands[idx]))
                for o in body.ops for idx in (0, 1))
