@@ -5,7 +5,8 @@ against the default's and cuDNN's), one process. Entries besides att23's ``cudnn
 
 - ``keep``: the build before kvr27 (the fragment held across the loops with their pinned waits);
 - ``unpin``: the fragment held, the waits of the loops that hold it plain;
-- ``stage``: the fragment's operand staged to shared memory before those loops (kvr27's default);
+- ``stage``: the fragment's operand staged to shared memory before those loops;
+- ``auto``: kvr27's default (the fragment kept unless the SASS overwrites one: for this kernel, keep's build);
 - ``kv0``: the fused kernel without KV_REGS (K staged without the identity dot; the default before bwd14).
 
 Each knob entry runs its own copy of the fused kernel, compiled with the knob set (the knob is in the cache key).
@@ -21,11 +22,11 @@ AB = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(AB)
 
 _FUSED = dict(dq_mode="fused")
-AB.ENTRIES.update({"keep": dict(_FUSED), "unpin": dict(_FUSED), "stage": dict(_FUSED),
+AB.ENTRIES.update({"keep": dict(_FUSED), "unpin": dict(_FUSED), "stage": dict(_FUSED), "auto": dict(_FUSED),
                    "kv0": dict(_FUSED, dkdv_config=dict(KV_REGS=0))})
 #: the knob each entry compiles its copy of the fused kernel with (not att23's ENV_ENTRIES: its warm-up of the
 #: separate and ds modes is not needed here)
-ENV = {m: {"KERNELC_WGMMA_A_REGS_PINNED": m} for m in ("keep", "unpin", "stage")}
+ENV = {m: {"KERNELC_WGMMA_A_REGS_PINNED": m} for m in ("keep", "unpin", "stage", "auto")}
 
 
 def _fused_copy(name, kw):

@@ -75,7 +75,8 @@ def build_row(ck, name, dump=None):
     return dict(kernel=name, regs=ck.n_regs, spills=ck.n_spills, a_regs=tir.count("a_regs=True"),
                 pinned_waits=tir.count("pin=True"), usetmaxreg="USETMAXREG" in sass,
                 ptx_sha=_sha(ptx, "ptx"), sass_sha=_sha(sass, "sass"),
-                loops=loops, overwritten_a_fragments=bad)
+                loops=loops, overwritten_a_fragments=bad,
+                compiled_again=any("compiled again with those operands staged" in x for x in ck.compile_log))
 
 
 def main():
