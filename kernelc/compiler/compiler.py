@@ -153,18 +153,55 @@ def _compile(kernel, signature, constexprs, target, num_warps, num_stages, divis
     # tensor descriptor parameters: per field ("a_desc.stride0"), or one entry for all their fields
     divisibility = flat_divisibility({k: parse_type(v) for k, v in signature.items()}, divisibility, base_default=16)
     timings: Dict[str, float] = {}
-    turns = _take_turns()
-    if turns:
-        _python_phase.acquire()
-    try:
-        front = _front(fn, signature, constexprs, tgt, num_warps, divisibility, equal_to_1, name, dump_ir,
-                       enable_fp_fusion, num_stages, timings, maxnreg)
-    finally:
+
+    def build(stage_pinned_a=False):
+        turns = _take_turns()
         if turns:
-            _python_phase.release()
-    if maxnreg is not None:  # the launch's ceiling, on the kernel (the backend reads it from there)
-        front[0].attrs["maxnreg"] = maxnreg
-    return _backend(fn, signature, constexprs, tgt, num_warps, num_stages, *front, timings)
+            _python_phase.acquire()
+        try:
+            front = _front(fn, signature, constexprs, tgt, num_warps, divisibility, equal_to_1, name, dump_ir,
+                           enable_fp_fusion, num_stages, timings, maxnreg, stage_pinned_a)
+        finally:
+            if turns:
+                _python_phase.release()
+        if maxnreg is not None:  # the launch's ceiling, on the kernel (the backend reads it from there)
+            front[0].attrs["maxnreg"] = maxnreg
+        return _backend(fn, signature, constexprs, tgt, num_warps, num_stages, *front, timings), front[0]
+
+    ck, func = build()
+    bad = _overwritten_pinned_fragments(func, ck)
+    if bad:
+        # (KERNELC_WGMMA_A_REGS_PINNED=auto) the assembler gave a register A fragment held across a loop with a pinned
+        # wait to the loop's own values: compiled again with such operands staged (backend/sass_fragments.py)
+        ck, _ = build(stage_pinned_a=True)
+        ck.compile_log.insert(0, f"kernelc: the SASS overwrites {len(bad)} register A fragment(s) inside a loop with a "
+                                 f"pinned wgmma wait ({bad[0]}); compiled again with those operands staged in shared "
+                                 f"memory (KERNELC_WGMMA_A_REGS_PINNED=auto)")
+    return ck
+
+
+def _overwritten_pinned_fragments(func, ck) -> List[str]:
+    """Under KERNELC_WGMMA_A_REGS_PINNED=auto, for a kernel whose loop with a pinned wgmma wait reads an A operand from
+    registers: the loop's HGMMAs whose register A fragment the SASS overwrites (a kernel whose SASS cannot be read
+    counts as overwritten); else none."""
+    from ..options import get
+    from .passes.stage_operands import _pinned_loop
+    if get("KERNELC_WGMMA_A_REGS_PINNED") != "auto":
+        return []
+
+    def loop_of(op):
+        while op is not None and op.name != "scf.for":
+            op = op.block.parent if op.block is not None else None
+        return op
+
+    if not any(o.name == "dot" and o.attrs.get("a_regs") and _pinned_loop(loop_of(o) or o) for o in func.walk()):
+        return []
+    from .backend.sass_fragments import overwritten_a_fragments
+    try:
+        sass = ck.asm["sass"]
+    except Exception as e:  # noqa: BLE001 (no disassembler: the fragment cannot be shown kept)
+        return [f"no SASS: {type(e).__name__}"]
+    return overwritten_a_fragments(sass)[0]
 
 
 def _take_turns() -> bool:
@@ -197,7 +234,7 @@ if hasattr(os, "register_at_fork"):
 
 
 def _front(fn, signature, constexprs, tgt, num_warps, divisibility, equal_to_1, name, dump_ir, enable_fp_fusion,
-           num_stages, timings, maxnreg=None):
+           num_stages, timings, maxnreg=None, stage_pinned_a=False):
     """Frontend, tile passes and lowering: the LLVM IR and what the backend half needs with it."""
     from .codegen import lower_to_llvm
     t0 = time.perf_counter()
@@ -208,7 +245,8 @@ def _front(fn, signature, constexprs, tgt, num_warps, divisibility, equal_to_1, 
         enable_fp_fusion = fp_fusion_default()
     ctx = PassContext(tgt.arch, tuple(tgt.capability), num_warps, pipeline_loads=pipeline_loads_enabled(),
                       num_stages=num_stages, fp_fusion=bool(enable_fp_fusion),
-                      smem_limit=tgt.limits.max_shared_per_block_optin or 0, maxnreg=maxnreg)
+                      smem_limit=tgt.limits.max_shared_per_block_optin or 0, maxnreg=maxnreg,
+                      stage_pinned_a=stage_pinned_a)
     dump = dump_ir if dump_ir is not None else dump_ir_requested()
     func = run_passes(func, FRONTEND_PASSES, ctx, verify_each=False, dump=dump, timings=timings)
     timings["frontend"] = time.perf_counter() - t0
@@ -275,6 +313,7 @@ def _kernel_signature(fn, signature) -> Dict[str, str]:
 def _assign_layouts(fn, ctx: PassContext):
     ctx.axis = analyze(fn)
     ctx.plan = assign_layouts(fn, ctx.axis, ctx.num_warps, ctx.capability[0], ctx.arch)
+    ctx.plan.stage_pinned_a = ctx.stage_pinned_a  # read by passes/stage_operands.py (KERNELC_WGMMA_A_REGS_PINNED=auto)
     return fn
 
 

@@ -27,6 +27,9 @@ class PassContext:
     fp_fusion: bool = True
     smem_limit: int = 0  # the target's shared memory per block (0: unknown): passes/smem_offsets.py
     maxnreg: Optional[int] = None  # the launch's register ceiling (maxnreg), if any: passes/pipeline_loads.py
+    # the second compile of a kernel whose first build's SASS overwrote a register A fragment held across a loop with
+    # a pinned wgmma wait: such operands are staged (KERNELC_WGMMA_A_REGS_PINNED=auto; compiler.py, stage_operands.py)
+    stage_pinned_a: bool = False
 
 
 @dataclass(frozen=True)

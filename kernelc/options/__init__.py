@@ -205,10 +205,23 @@ KNOBS: Tuple[Knob, ...] = (
          "trip instead of being staged to shared memory once before the loop: the wgmma reads only B from shared "
          "memory (attention backward's K Q^T at 32 queries a trip, its KV_REGS; passes/stage_operands.py); the kernel "
          "is then assembled at its next occupancy step's register ceiling where nothing spills. Not in a kernel with "
-         "a producer warp: ptxas overwrote such a fragment inside the specialised loop (docs/attention.md, kvr26). "
+         "a producer warp: ptxas overwrote such a fragment inside the specialised loop (docs/attention.md, kvr26); nor "
+         "across a loop with a pinned wait unless KERNELC_WGMMA_A_REGS_PINNED says so (kvr27). "
          "D=64 causal on an H200: "
          "1.6-5% faster at N=16384 (docs/attention.md, bwd14); no kernel of the PTX corpus has such an operand",
          compile=True, field="wgmma_a_regs"),
+    Knob("KERNELC_WGMMA_A_REGS_PINNED", "choice", "auto",
+         "a loop-invariant A operand that a loop with a pinned wgmma wait (KERNELC_WGMMA_PIN_WAITS) would read from "
+         "registers (KERNELC_WGMMA_A_REGS): auto (default) keeps the register fragment unless the assembled SASS "
+         "overwrites a register A fragment inside a loop, and then compiles the kernel again as stage; stage stages it "
+         "to shared memory before the loop; unpin keeps it and makes that loop's waits plain; keep holds both (before "
+         "kvr27). ptxas 13.0 (nvJitLink 13.0.88, the GPU hosts') gave such a fragment's registers to the loop's own "
+         "values after the pinned wait: the D=64 dK/dV kernel at 64 x 128, 8 warps, with KV_REGS read the last trip's "
+         "P^T as K, wrong dK and dV on an H200. The fused D=64 causal default (its SASS keeps K's fragment) on an H200: "
+         "stage 2-16% and unpin 2-16% slower than keep at N=4096, ties at 16384 (backend/sass_fragments.py, "
+         "passes/stage_operands.py; docs/attention.md, kvr27)",
+         _choice(("auto", ("auto",)), ("stage", ("stage",)), ("unpin", ("unpin",)), ("keep", ("keep",))),
+         compile=True, field="wgmma_a_regs_pinned"),
     Knob("KERNELC_WS_BULK_ISSUE", "choice", "producer",
          "who issues a kl.bulk_add's 1-D bulk reduction in a warp-specialised loop: producer (the producer warp, "
          "handed each staged tile on mbarriers, FlashAttention-3's dQ; passes/warp_regions.py) or consumer (an "
@@ -585,6 +598,7 @@ class CompileOptions:
     wgmma_zero_acc: str = "off"
     wgmma_exit_wait: bool = True
     wgmma_a_regs: bool = True
+    wgmma_a_regs_pinned: str = "auto"
     tma_elect: str = "auto"
     tma_early_issue: bool = True
     tma_early_rings: bool = True

@@ -99,11 +99,81 @@ def test_not_in_a_kernel_with_a_producer_warp(monkeypatch):
     """)
 
 
-def test_the_fused_backwards_default_at_d64_causal_holds_k_in_registers():
+@kernelc.jit
+def a_regs_pinned(x_ptr, w_ptr, k_ptr, v_ptr, o_ptr, N, BM: kl.constexpr, BN: kl.constexpr, D: kl.constexpr):
+    rm = kl.arange(0, BM)
+    rn = kl.arange(0, BN)
+    rd = kl.arange(0, D)
+    x = kl.load(x_ptr + rm[:, None] * BM + rm[None, :])
+    w = kl.load(w_ptr + rm[:, None] * D + rd[None, :])
+    a = kl.dot(x, w).to(kl.float16)  # [BM, D] in the accumulator layout
+    b = kl.load(x_ptr + rm[:, None] * D + rd[None, :])
+    acc = kl.zeros((BM, BN), dtype=kl.float32)
+    for n in kl.range(0, N, BN):
+        k = kl.load(k_ptr + rd[:, None] * N + (n + rn)[None, :])
+        v = kl.load(v_ptr + rd[:, None] * N + (n + rn)[None, :])
+        s = kl.dot(a, k)
+        dp = kl.dot(b, v)  # deferred; its wait pinned past the exp2 of s (the attention backward's order)
+        acc += kl.exp2(s) * (dp - 1.0)
+    kl.store(o_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+
+SIG2 = {"x_ptr": "*fp16", "w_ptr": "*fp16", "k_ptr": "*fp16", "v_ptr": "*fp16", "o_ptr": "*fp32", "N": "i32"}
+
+
+@pytest.mark.parametrize("mode", [None, "auto", "stage", "unpin", "keep"])
+def test_not_across_a_loop_with_a_pinned_wait(mode, monkeypatch):
+    """(kvr27) KERNELC_WGMMA_A_REGS_PINNED: for an invariant A operand of a loop whose wgmma wait is pinned
+    (codegen/wgmma.pinned_wait), stage stages the operand; unpin keeps it in registers and makes the loop's wait
+    plain; keep holds both (before kvr27); auto (the default) keeps both in the IR, and the driver compiles again as
+    stage where the SASS overwrites the fragment (test below). ptxas 13.0 (nvJitLink 13.0.88, the GPU hosts') gave such
+    a fragment's registers to the loop's values after the pinned wait (the D=64 dK/dV kernel at 64 x 128, 8 warps,
+    KV_REGS: wrong dK / dV on an H200; docs/attention.md, "kvr27")."""
+    monkeypatch.setenv("KERNELC_WGMMA_A_REGS", "1")
+    if mode is not None:
+        monkeypatch.setenv("KERNELC_WGMMA_A_REGS_PINNED", mode)
+    ir, _, _ = _passes(a_regs_pinned, SIG2, dict(BM=64, BN=64, D=64), num_stages=3, div={"N": 16})
+    staged = mode == "stage"
+    filecheck(ir[PASS], f"""
+        CHECK: = cast {{{{%\\d+}}}} {{{{.*}}}} : <64x64xfp16>
+        {'CHECK' if staged else 'CHECK-NOT'}: = stage_operand {{{{%\\d+}}}} {{operand='a'}} : <64x64xfp16>
+        CHECK: = scf.for
+        CHECK: = dot {{{{%\\d+}}}}, {{{{%\\d+}}}}, {{{{%\\d+}}}} {{{{.*}}}}wgmma='deferred'{'}' if staged else ', a_regs=True}'}
+        CHECK: = dot {{{{%\\d+}}}}, {{{{%\\d+}}}}, {{{{%\\d+}}}} {{{{.*}}}}wgmma='deferred'{', pin_wait=True}' if mode != 'unpin' else '}'}
+    """)
+
+
+@pytest.mark.parametrize("seen", [False, True])
+def test_auto_compiles_again_with_the_operand_staged_where_the_sass_overwrites_it(seen, monkeypatch):
+    """KERNELC_WGMMA_A_REGS_PINNED=auto (the default): the driver reads the SASS of a kernel whose pinned loop keeps a
+    register A fragment (backend/sass_fragments.py); where it finds the fragment overwritten (here: made to), the kernel
+    is compiled again with the operand staged and the compile log says so; else the build stays as it is."""
+    from kernelc.compiler.backend import sass_fragments
+    monkeypatch.setenv("KERNELC_WGMMA_A_REGS", "1")
+    found = []
+    real = sass_fragments.overwritten_a_fragments
+
+    def check(sass):
+        found.append(real(sass))
+        return (["HGMMA (made to)"], 1) if seen else found[-1]
+    monkeypatch.setattr(sass_fragments, "overwritten_a_fragments", check)
+    ck = kernelc.compile(a_regs_pinned, SIG2, dict(BM=64, BN=64, D=64), target="sm_90a", num_warps=4, num_stages=3,
+                         divisibility={n: 16 for n in SIG2})
+    tir = ck.asm["tir"]
+    assert len(found) == 1 and found[0][1] == 1 and not found[0][0]  # its real SASS keeps it (this host's assembler)
+    assert (tir.count("a_regs=True"), "stage_operand" in tir) == ((0, True) if seen else (1, False))
+    assert any("overwrites 1 register A fragment" in n for n in ck.compile_log) == seen
+
+
+@pytest.mark.parametrize("mode", ["auto", "stage", "unpin"])
+def test_the_fused_backwards_default_at_d64_causal(mode, monkeypatch):
     """examples/kernels/attention_bwd.py's fused kernel at D=64 causal (FUSED_KV_REGS: K as the A operand of the dK/dV
-    loops' K Q^T): both loops' K Q^T wgmmas read A from registers, V dO^T's still from shared memory, and the kernel
-    keeps 3 programs an SM (<= 168 registers, the occupancy step's ceiling) without spilling."""
+    loops' K Q^T). Its loops pin a wgmma wait: with KERNELC_WGMMA_A_REGS_PINNED=auto (the default: its SASS keeps the
+    fragment) or unpin both loops' K Q^T wgmmas read A from registers (V dO^T's from shared memory); with stage K is
+    staged and every one reads shared memory. Each way the kernel keeps 3 programs an SM (<= 168 registers) without
+    spilling."""
     from examples.kernels import attention_bwd as B
+    monkeypatch.setenv("KERNELC_WGMMA_A_REGS_PINNED", mode)
     assert B.FUSED_KV_REGS.get((64, True)) == 1
     P = "*fp16"
     sig = dict(Q=P, K=P, V=P, DO=P, DK=P, DV=P, DQ=P, LSE="*fp32", Delta="*fp32", sm_scale="fp32", stride_z="i32",
@@ -114,6 +184,7 @@ def test_the_fused_backwards_default_at_d64_causal_holds_k_in_registers():
     ck = kernelc.compile(B.attn_bwd_fused_kernel, sig, cx, target="sm_90a", num_warps=w, num_stages=st,
                          divisibility={n: 16 for n in sig}, equal_to_1=("stride_k",))
     sass = ck.asm["sass"]
-    assert len(re.findall(r"HGMMA\.64x32x16\.F32 R\d+, R\d+, gdesc", sass)) == 8  # K Q^T: 4 k-steps, 2 loops
-    assert len(re.findall(r"HGMMA\.64x32x16\.F32 R\d+, gdesc", sass)) == 8  # V dO^T
+    regs = 0 if mode == "stage" else 8  # K Q^T: 4 k-steps, 2 loops
+    assert len(re.findall(r"HGMMA\.64x32x16\.F32 R\d+, R\d+, gdesc", sass)) == regs
+    assert len(re.findall(r"HGMMA\.64x32x16\.F32 R\d+, gdesc", sass)) == 16 - regs  # and V dO^T
     assert ck.n_spills == 0 and ck.n_regs <= 168, (ck.n_regs, ck.n_spills)

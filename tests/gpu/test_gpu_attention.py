@@ -203,6 +203,19 @@ def test_d64_separate_dkdv_in_the_d128_form(N, dkdv, dq):
     _check_backward_at(64, False, N=N, dkdv_config=dkdv, dq_config=dq)
 
 
+@pytest.mark.parametrize("N", [1000, 1024])
+@pytest.mark.parametrize("kv_regs", [1, 2])
+@pytest.mark.parametrize("rows", [False, True])
+def test_d64_kv_regs_without_a_producer(N, kv_regs, rows):
+    # (kvr27) the 64 x 128 8-warp dK/dV kernel with K (and V) re-laid out as register A operands and no producer
+    # warpgroup: lead's call A27 (2026-11-30, main 2a37e519) had dK / dV wrong (relative error 1.06 / 0.92): the GPU
+    # hosts' nvJitLink 13.0.88 gave K's fragment registers to P^T after the loop's pinned wgmma wait. Since kvr27 the
+    # compiler reads the SASS and compiles such a kernel again with the operand staged to shared memory
+    # (KERNELC_WGMMA_A_REGS_PINNED=auto; docs/attention.md, "kvr27")
+    _check_backward_at(64, False, N=N, dkdv_config=dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3, WS=0,
+                                                        KV_REGS=kv_regs, ROWS_TMA=rows))
+
+
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("N", [1000, 1024, 1026])
 def test_d64_default_backward(N, causal):

@@ -3,7 +3,9 @@ kernel at 64 x 128, 8 warps, K (KV_REGS=1) or K and V (2) re-laid out as registe
 producer warpgroup (WS) and the rows by TMA (ROWS_TMA); every variant's max relative error against the separate pass
 at its default configs (correct in every GPU test). Session 26's R2 had KV_REGS=2 + WS=1 + ROWS_TMA wrong (1.0).
 Since kvr26 a kernel with a producer warpgroup stages K (V) to shared memory instead of holding it as a register A
-fragment (ptxas overwrote that fragment in the specialised loop): every row should be right (docs/attention.md, kvr26).
+fragment (ptxas overwrote that fragment in the specialised loop; docs/attention.md, kvr26). The lead's call A27 then had
+the WS=0 KV_REGS rows wrong (1.06 / 0.92): the GPU hosts' nvJitLink 13.0.88 overwrote the fragment after the loop's
+pinned wait; since kvr27 such a loop stages it too (KERNELC_WGMMA_A_REGS_PINNED): every row right on an H200 (kvr27's R2).
 
     python3 bench/experiments/d64b27/kvregs_ws_check.py [--seq 1024] [--device cpu] [--out OUT.json]
 """

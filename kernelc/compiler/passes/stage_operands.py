@@ -79,8 +79,10 @@ def stage_invariants(plan, axis, loop: Op, pre: List[Op], staged: Optional[Dict[
     new = False
     # no register A fragment held across a loop in a kernel with a producer warp(group): ptxas (CUDA 13.0) reused
     # such a fragment's registers inside the specialised loop (the D=64 dK/dV kernel with KV_REGS under WS=1: K's
-    # fragment overwritten by P^T, wrong dK on an H200; docs/attention.md "kvr26"); the operand is staged instead
-    regs_ok = not _warp_specialised(loop)
+    # fragment overwritten by P^T, wrong dK on an H200; docs/attention.md "kvr26"); the operand is staged instead.
+    # Nor across a loop with a pinned wgmma wait (KERNELC_WGMMA_A_REGS_PINNED, :func:`_pinned_loop`)
+    regs_ok = not _warp_specialised(loop) and not _stages_for_pins(plan, loop)
+    kept = False
     for o in body.ops:
         if not tensor_core_dot(plan, o):
             continue
@@ -92,6 +94,7 @@ def stage_invariants(plan, axis, loop: Op, pre: List[Op], staged: Optional[Dict[
                     continue
                 if idx == 0 and regs_ok and a_in_registers(plan, o, v):
                     o.attrs["a_regs"] = True  # read from registers every trip (codegen/dot.py)
+                    kept = True
                     continue
                 st = Op("stage_operand", [v], [v.type], {"operand": "a" if idx == 0 else "b"}, loc=loop.loc)
                 pre.append(st)
@@ -99,11 +102,32 @@ def stage_invariants(plan, axis, loop: Op, pre: List[Op], staged: Optional[Dict[
                 staged[key] = st.results[0]
                 new = True
             o.operands[idx] = staged[key]
+    if kept and _pinned_loop(loop) and get("KERNELC_WGMMA_A_REGS_PINNED") == "unpin":
+        for t in loop.walk():  # the fragment stays in registers; the loop's waits are plain (passes/wgmma_waits.py)
+            t.attrs.pop("pin_wait", None)
     if new:
         if any(o.name == "dot" and o.attrs.get("engine") == "wgmma" for o in body.ops):
             pre.append(Op("fence_async_shared", [], [], loc=loop.loc))
         pre.append(Op("barrier", [], [], loc=loop.loc))
     return new
+
+
+def _pinned_loop(loop: Op) -> bool:
+    """Whether a wgmma wait of ``loop`` is pinned (schedule_wgmma's ``pin_wait``: the wait in both arms of a
+    branch, codegen/wgmma.pinned_wait). ptxas 13.0 (nvJitLink 13.0.88, the GPU hosts') gave the registers of an A
+    fragment held across such a loop to values the loop computes after the wait (the D=64 dK/dV kernel at 64 x 128,
+    8 warps, KV_REGS: the last trip's P^T read as K, wrong dK and dV on an H200); with the waits plain it kept them
+    in every build checked, and nvJitLink 13.5 kept them either way (docs/attention.md, kvr27)."""
+    return any(t.name == "dot" and t.attrs.get("pin_wait") for t in loop.walk())
+
+
+def _stages_for_pins(plan, loop: Op) -> bool:
+    """Whether ``loop``'s loop-invariant A operands are staged rather than held in registers because of a pinned
+    wait: KERNELC_WGMMA_A_REGS_PINNED=stage, or auto when the compile is the second one of a kernel whose first build's
+    SASS overwrote such a fragment (the driver's ``stage_pinned_a``, compiler.py)."""
+    mode = get("KERNELC_WGMMA_A_REGS_PINNED")
+    staged = mode == "stage" or (mode == "auto" and getattr(plan, "stage_pinned_a", False))
+    return staged and _pinned_loop(loop)
 
 
 def _warp_specialised(op: Op) -> bool:
@@ -194,4 +218,5 @@ def _needs_staging(plan, loop: Op, seen: Dict[tuple, Value]) -> bool:
     body = loop.regions[0]
     inner = {r.id for o in body.ops for t in o.walk() for r in t.results} | {a.id for a in body.args}
     return any(tensor_core_dot(plan, o) and (o.operands[idx].id, idx) not in seen and _stageable(o.operands[idx], inner)
-               and not (idx == 0 and a_in_registers(plan, o, o.operands[idx])) for o in body.ops for idx in (0, 1))
+               and not (idx == 0 and not _stages_for_pins(plan, loop) and a_in_registers(plan, o, o.operands[idx]))
+               for o in body.ops for idx in (0, 1))
