@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
-from bench.common import ROOT, triton_twin, write_results  # noqa: E402
+from bench.common import ROOT, env_vars, triton_twin, write_results  # noqa: E402
 from examples.kernels import memory_bound as K  # noqa: E402
 
 F = torch.nn.functional
@@ -273,22 +273,7 @@ def check_columns(columns, ambient_cache=None) -> dict:
     return out
 
 
-class _env:
-    """Environment variables set for the duration of a ``with`` block."""
-
-    def __init__(self, env):
-        self.env, self.saved = env, {}
-
-    def __enter__(self):
-        self.saved = {k: os.environ.get(k) for k in self.env}
-        os.environ.update(self.env)
-
-    def __exit__(self, *exc):
-        for k, v in self.saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+_env = env_vars  # the name liger_rope.py and older experiments import
 
 
 def parse_variants(argv):

@@ -125,3 +125,23 @@ def _fmt(v):
     if isinstance(v, float):
         return f"{v:.3f}" if abs(v) < 100 else f"{v:.1f}"
     return str(v)
+
+
+class env_vars:
+    """Environment variables set for the duration of a ``with`` block (kernelc reads its knobs at compile time, so an
+    A/B compiles each entry's kernel copy inside one of these), restored on exit."""
+
+    def __init__(self, env):
+        self.env, self.saved = dict(env), {}
+
+    def __enter__(self):
+        self.saved = {k: os.environ.get(k) for k in self.env}
+        os.environ.update(self.env)
+        return self
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

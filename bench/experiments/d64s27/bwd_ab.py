@@ -31,6 +31,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, ROOT)
+from bench.common import env_vars  # noqa: E402
 _spec = importlib.util.spec_from_file_location("d64b27_bwd_ab", os.path.join(HERE, "..", "d64b27", "bwd_ab.py"))
 D64 = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(D64)
@@ -102,16 +103,8 @@ def _with_env(B, name, kw):
 
     def wrap(f):
         def g(*a):
-            old = {k: os.environ.get(k) for k in env}
-            os.environ.update(env)
-            try:
+            with env_vars(env):
                 return f(*a)
-            finally:
-                for k, v in old.items():
-                    if v is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = v
         return g
     return kw, wrap
 

@@ -16,7 +16,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "d64b27"))
 
-import d64_sass as S  # noqa: E402
+import d64_sass as S  # noqa: E402  (puts the repository root on sys.path)
+from bench.common import env_vars  # noqa: E402
 
 W = dict(EVEN_M=True, WS=1, ROWS_TMA=True)
 ZA = {"KERNELC_WGMMA_ZERO_ACC": "ws"}
@@ -48,16 +49,8 @@ def main():
     a = ap.parse_args()
     rows = []
     for name, kernel, cfg, cx, env in VARIANTS:
-        old = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
+        with env_vars(env):
             ck = S.compile_variant(kernel, False, cfg, cx)
-        finally:
-            for k, v in old.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
         sass = ck.asm["sass"]
         loops = S.loops_of(sass)
         r = dict(variant=name, kernel=kernel, config=cfg, constexprs=cx, knobs=env, regs=ck.n_regs,

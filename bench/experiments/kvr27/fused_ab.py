@@ -21,6 +21,8 @@ _spec = importlib.util.spec_from_file_location("att23_bwd_ab", os.path.join(HERE
 AB = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(AB)
 
+from bench.common import env_vars  # noqa: E402  (the repository root is on sys.path through att23's module)
+
 _FUSED = dict(dq_mode="fused")
 AB.ENTRIES.update({"keep": dict(_FUSED), "unpin": dict(_FUSED), "stage": dict(_FUSED), "auto": dict(_FUSED),
                    "kv0": dict(_FUSED, dkdv_config=dict(KV_REGS=0))})
@@ -41,16 +43,8 @@ def _fused_copy(name, kw):
 
     def wrap(f):
         def g():
-            old = {k: os.environ.get(k) for k in env}
-            os.environ.update(env)
-            try:
+            with env_vars(env):
                 return f()
-            finally:
-                for k, v in old.items():
-                    if v is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = v
         return g
     return kw, wrap
 
