@@ -528,11 +528,16 @@ DKDV_ONE_LOOP = {}
 # 8192 on, the separate pass in D=128's form as non-causal's (d64s27) with causal's one loop: dK/dV at (64, 128, 8, 3)
 # with a producer warpgroup and the rows ringed by TMA but no async tail (under ONE_LOOP with it, sm_90a, ptxas waited
 # for every wgmma at 0: 16 waits a trip), dQ at (128, 128, 8, 3) with its tail; sm_90a 0.63 SASS a key-query element
-# against the fused default's 0.68 (CPU only, d64c27)
+# (the loops that run nearly every trip) against the fused default's 0.68 (CPU only, docs/attention.md "d64c27")
 CAUSAL_LONG_CANDIDATES = {
     "d64c": dict(DEFAULT_DQ_MODES_LONG={(64, True): (8192, "separate")}, DKDV_MASK_CONFIGS={(64, True): (64, 128, 8, 3)},
                  DQ_MASK_CONFIGS={(64, True): (128, 128, 8, 3)}, DKDV_WS={(64, True): 1},
                  DKDV_ROWS_TMA={(64, True): True}, DKDV_ONE_LOOP={(64, True): True}, DQ_TAIL={(64, True): True}),
+    # "d64c2": the same with the dK/dV kernel's two loops, the producer for the unmasked one (WS=2) and its async tail
+    # (kept there: sm_90a 320 SASS a trip as non-causal's, 0.52 a key-query element with the dQ loop)
+    "d64c2": dict(DEFAULT_DQ_MODES_LONG={(64, True): (8192, "separate")}, DKDV_MASK_CONFIGS={(64, True): (64, 128, 8, 3)},
+                  DQ_MASK_CONFIGS={(64, True): (128, 128, 8, 3)}, DKDV_WS={(64, True): 2},
+                  DKDV_ROWS_TMA={(64, True): True}, DKDV_TAIL={(64, True): True}, DQ_TAIL={(64, True): True}),
 }
 # ds's dK/dV loop with its LSE and delta rows through 1-D descriptors (ROWS_TMA), which the compiler rings with Q and
 # dO (passes/schedule.py, _register_tiles): by (head dim, causal); dkdv_config's ROWS_TMA overrides. On an H200 (att25's

@@ -782,14 +782,16 @@ def test_separate_pass_takes_the_masks_configs_its_producer_and_rows(monkeypatch
     B.clear_plans()
 
 
+@pytest.mark.parametrize("name,knobs", [("d64c", (True, 1, None)), ("d64c2", (None, 2, True))])
 @pytest.mark.parametrize("N", [200, 256])
-def test_d64_causal_candidate_gives_the_fused_grads(N, monkeypatch):
+def test_d64_causal_candidate_gives_the_fused_grads(N, name, knobs, monkeypatch):
     # (d64c27) the opt-in candidate for D=64 causal (CAUSAL_LONG_CANDIDATES["d64c"]): the separate pass with its dK/dV
     # kernel in one loop (ONE_LOOP) at (64, 128, 8, 3) with a producer warpgroup, the rows by descriptors and GROUP 8 (2
     # here: the heads), no dK/dV
     # tail, and its dQ kernel at (128, 128, 8, 3) with its tail, in the launch plan and the general path alike; grads
     # bit for bit the two-loop kernel's at the same blocks (the same trips in the same order) and close to the fused
-    # default's; ragged N (200: 3.125 query steps of the dK/dV kernel's last block)
+    # default's; ragged N (200: 3.125 query steps of the dK/dV kernel's last block). "d64c2": the dK/dV kernel's two
+    # loops with the producer for the unmasked one (WS=2) and its tail; knobs: (ONE_LOOP, WS, the dK/dV kernel's TAIL)
     q, k, v = _qkv(N, 64, torch.float16)
     do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
     o, lse = A.attention_fwd(q, k, v, True, 0.125, return_lse=True)
@@ -798,7 +800,7 @@ def test_d64_causal_candidate_gives_the_fused_grads(N, monkeypatch):
                           dkdv_config=dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3),
                           dq_config=dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3))
     B.clear_plans()
-    with B.tables(**B.CAUSAL_LONG_CANDIDATES["d64c"]):
+    with B.tables(**B.CAUSAL_LONG_CANDIDATES[name]):
         assert B.default_dq_mode(64, True, 8192) == "separate" and B.default_dq_mode(64, True, 4096) == "fused"
         seen1, seen2 = [], []
         monkeypatch.setattr(B, "attn_bwd_dkdv_kernel", _Spy(B.attn_bwd_dkdv_kernel, seen1))
@@ -811,7 +813,7 @@ def test_d64_causal_candidate_gives_the_fused_grads(N, monkeypatch):
     assert len(seen1) == 2 and len(seen2) == 2
     for kw in seen1:
         assert (kw["BLOCK_M"], kw["BLOCK_N"], kw["num_warps"], kw["num_stages"]) == (64, 128, 8, 3)
-        assert (kw["ONE_LOOP"], kw["WS"], kw["ROWS_TMA"], kw["GROUP"], kw.get("TAIL")) == (True, 1, True, 2, None), kw
+        assert (kw.get("ONE_LOOP"), kw["WS"], kw.get("TAIL"), kw["ROWS_TMA"], kw["GROUP"]) == knobs + (True, 2), kw
     for kw in seen2:
         assert (kw["BLOCK_M"], kw["BLOCK_N"], kw["num_warps"], kw["num_stages"], kw["TAIL"]) == (128, 128, 8, 3, True)
     for a, b, t, f in zip(plan, general, two, fused):

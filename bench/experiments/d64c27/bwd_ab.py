@@ -6,7 +6,9 @@ default and cuDNN, through d64s27's harness (``bwd_ab.py``: ``--part ab`` interl
   producer warpgroup (``WS=1``), the rows ringed by TMA, no async tail; dQ at (128, 128, 8, 3) with its tail;
 - ``sepc_tk``: and the dK/dV loop's tail (ptxas then waited for every wgmma at 0 on sm_90a: CPU, ``sass_cpu.py``);
 - ``sepc_nt``: no tails, the dQ kernel at 2 stages (what the dQ tail adds);
-- ``sepc_2l``: the dK/dV kernel's two loops (the producer then fills the diagonal's trips only: what ``ONE_LOOP`` adds).
+- ``sepc_2l``: the dK/dV kernel's two loops (the producer then fills the diagonal's trips only: what ``ONE_LOOP`` adds);
+- ``sepc2`` (``CAUSAL_LONG_CANDIDATES["d64c2"]``'s kernels): two loops with the producer for the unmasked one (``WS=2``)
+  and the dK/dV tail (kept there), the dQ kernel as ``sepc``.
 
 GROUP (8, 8) and EVEN_M come from the tables (CAUSAL_GROUP, DKDV_EVEN_M) as for every separate-pass call.
 
@@ -28,6 +30,7 @@ H.ENTRIES.update({
     "sepc_tk": H._sep(dkdv=dict(ONE_LOOP=True, TAIL=True), dq=dict(TAIL=True, num_stages=3)),
     "sepc_nt": H._sep(dkdv=dict(ONE_LOOP=True)),
     "sepc_2l": H._sep(dkdv=dict(ONE_LOOP=False), dq=dict(TAIL=True, num_stages=3)),
+    "sepc2": H._sep(dkdv=dict(ONE_LOOP=False, WS=2, TAIL=True), dq=dict(TAIL=True, num_stages=3)),
 })
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """(d64c27) D=64 causal long-sequence candidates compiled on CPU for sm_90a: the separate pass's dK/dV kernel in
 D=128's form with causal's one loop (ONE_LOOP, a producer warpgroup, the LSE/delta rows ringed by TMA) with and
-without its async tail (TAIL), the causal dQ kernel at 128 x 128 on 8 warps with and without TAIL, against the fused
+without its async tail (TAIL) or in two loops with the producer for the unmasked one (WS=2), the causal dQ kernel at 128 x 128 on 8 warps with and without TAIL, against the fused
 causal default (d64b27's ``fused_c``). Registers, spills, shared memory, setmaxnreg, the compiler's tail notes, and
 per MMA loop the instruction total, HGMMA, MUFU and the waits. Nothing timed.
 
@@ -26,6 +26,10 @@ VARIANTS = [
     ("dkdv one", "dkdv", (64, 128, 8, 3), ONE),
     ("dkdv one tail", "dkdv", (64, 128, 8, 3), dict(ONE, TAIL=True)),
     ("dkdv one tail s4", "dkdv", (64, 128, 8, 4), dict(ONE, TAIL=True)),
+    ("dkdv one tail norows", "dkdv", (64, 128, 8, 3), dict(ONE, TAIL=True, ROWS_TMA=False)),
+    # two loops, the producer for the unmasked one (WS=2; the diagonal's two trips without it)
+    ("dkdv 2l ws2", "dkdv", (64, 128, 8, 3), dict(ONE, ONE_LOOP=False, WS=2)),
+    ("dkdv 2l ws2 tail", "dkdv", (64, 128, 8, 3), dict(ONE, ONE_LOOP=False, WS=2, TAIL=True)),
     ("dq c s2", "dq", (128, 128, 8, 2), dict(GROUP=8)),
     ("dq c s3", "dq", (128, 128, 8, 3), dict(GROUP=8)),
     ("dq c tail s3", "dq", (128, 128, 8, 3), dict(GROUP=8, TAIL=True)),
