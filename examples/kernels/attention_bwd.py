@@ -520,24 +520,24 @@ DKDV_ROWS_TMA = {(64, False): True}
 # _ws_async_tail); dkdv_config's / dq_config's TAIL overrides
 DKDV_TAIL = {(64, False): True}
 DQ_TAIL = {(64, False): True}
-# the separate pass's dK/dV kernel causal in one loop from the diagonal on (the kernel's ONE_LOOP), by (head dim, causal);
-# DKDV_WS / DKDV_ROWS_TMA / DKDV_TAIL give causal's producer its every trip only with it (two loops: the diagonal's).
-# None set: D=64 causal's candidate (CAUSAL_LONG_CANDIDATES) is opt-in until timed on a GPU (docs/attention.md "d64c27")
+# the separate pass's dK/dV kernel causal in one loop from the diagonal on (the kernel's ONE_LOOP), by (head dim,
+# causal); DKDV_WS / DKDV_ROWS_TMA / DKDV_TAIL give causal's producer its every trip only with it (two loops: the
+# diagonal's; WS=2: the unmasked loop's). None set: D=64 causal's candidates (CAUSAL_LONG_CANDIDATES) are opt-in until
+# timed on a GPU (docs/attention.md "d64c27")
 DKDV_ONE_LOOP = {}
 # opt-in table entries (not applied: :func:`tables` applies them for a with-block), by name. "d64c": D=64 causal from N
 # 8192 on, the separate pass in D=128's form as non-causal's (d64s27) with causal's one loop: dK/dV at (64, 128, 8, 3)
 # with a producer warpgroup and the rows ringed by TMA but no async tail (under ONE_LOOP with it, sm_90a, ptxas waited
 # for every wgmma at 0: 16 waits a trip), dQ at (128, 128, 8, 3) with its tail; sm_90a 0.63 SASS a key-query element
 # (the loops that run nearly every trip) against the fused default's 0.68 (CPU only, docs/attention.md "d64c27")
+_D64C = dict(DEFAULT_DQ_MODES_LONG={(64, True): (8192, "separate")}, DKDV_MASK_CONFIGS={(64, True): (64, 128, 8, 3)},
+             DQ_MASK_CONFIGS={(64, True): (128, 128, 8, 3)}, DKDV_ROWS_TMA={(64, True): True},
+             DQ_TAIL={(64, True): True})
 CAUSAL_LONG_CANDIDATES = {
-    "d64c": dict(DEFAULT_DQ_MODES_LONG={(64, True): (8192, "separate")}, DKDV_MASK_CONFIGS={(64, True): (64, 128, 8, 3)},
-                 DQ_MASK_CONFIGS={(64, True): (128, 128, 8, 3)}, DKDV_WS={(64, True): 1},
-                 DKDV_ROWS_TMA={(64, True): True}, DKDV_ONE_LOOP={(64, True): True}, DQ_TAIL={(64, True): True}),
+    "d64c": dict(_D64C, DKDV_WS={(64, True): 1}, DKDV_ONE_LOOP={(64, True): True}),
     # "d64c2": the same with the dK/dV kernel's two loops, the producer for the unmasked one (WS=2) and its async tail
     # (kept there: sm_90a 320 SASS a trip as non-causal's, 0.52 a key-query element with the dQ loop)
-    "d64c2": dict(DEFAULT_DQ_MODES_LONG={(64, True): (8192, "separate")}, DKDV_MASK_CONFIGS={(64, True): (64, 128, 8, 3)},
-                  DQ_MASK_CONFIGS={(64, True): (128, 128, 8, 3)}, DKDV_WS={(64, True): 2},
-                  DKDV_ROWS_TMA={(64, True): True}, DKDV_TAIL={(64, True): True}, DQ_TAIL={(64, True): True}),
+    "d64c2": dict(_D64C, DKDV_WS={(64, True): 2}, DKDV_TAIL={(64, True): True}),
 }
 # ds's dK/dV loop with its LSE and delta rows through 1-D descriptors (ROWS_TMA), which the compiler rings with Q and
 # dO (passes/schedule.py, _register_tiles): by (head dim, causal); dkdv_config's ROWS_TMA overrides. On an H200 (att25's
@@ -978,9 +978,9 @@ def _plan(do, q, k, v, o, lse, causal, sm_scale, dq_mode):
 
 @contextlib.contextmanager
 def tables(**entries):
-    """A with-block with these entries merged into the module's tables by name (``tables(**CAUSAL_LONG_CANDIDATES["d64c"])``:
-    an opt-in candidate), each table a new dict (the launch plans see new tables and are made again); the tables as
-    they were afterwards."""
+    """A with-block with these entries merged into the module's tables by name
+    (``tables(**CAUSAL_LONG_CANDIDATES["d64c"])``: an opt-in candidate), each table a new dict (the launch plans see new
+    tables and are made again); the tables as they were afterwards."""
     g = globals()
     for name in entries:
         if not isinstance(g.get(name), dict) or not name.isupper():

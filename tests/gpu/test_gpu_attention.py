@@ -268,8 +268,8 @@ def test_d64_causal_one_loop_in_the_d128_form(N, dkdv):
     # (d64c27) D=64 causal's candidates: the separate pass's dK/dV kernel in one loop (ONE_LOOP) at 64 x 128 with a
     # producer warpgroup and the rows ringed by TMA (with and without its async tail, which ptxas serialised on sm_90a),
     # or in two loops with the producer for the unmasked one (WS=2) and its tail,
-    # the causal dQ kernel at 128 x 128 with its tail; ragged N (1000: no EVEN_M, rows by pointers' tail blocks). Not run
-    # on a GPU yet (bench/experiments/d64c27/request_s28_d64c.sh)
+    # the causal dQ kernel at 128 x 128 with its tail; ragged N (1000: no EVEN_M, rows by pointers' tail blocks). Not
+    # run on a GPU yet (bench/experiments/d64c27/request_s28_d64c.sh)
     _check_backward_at(64, True, N=N, dkdv_config=dkdv, dq_config=_D64C_DQ)
 
 

@@ -850,7 +850,8 @@ def test_the_d64_causal_candidates_launches_at_16384(monkeypatch):
                 continue
             assert names == ["attn_bwd_preprocess_kernel", "attn_bwd_dkdv_kernel", "attn_bwd_dq_kernel"], names
             (_, g1, k1), (_, g2, k2) = seen[1:]
-            assert (k1["ONE_LOOP"], k1["WS"], k1["ROWS_TMA"], k1["EVEN_M"], k1.get("TAIL")) == (True, 1, True, True, None)
+            knobs = (k1["ONE_LOOP"], k1["WS"], k1["ROWS_TMA"], k1["EVEN_M"], k1.get("TAIL"))
+            assert knobs == (True, 1, True, True, None), k1
             assert (k2["BLOCK_M"], k2["num_stages"], k2["TAIL"]) == (128, 3, True)
             assert g1 == (8 * 128, 1, 1) and g2 == (8 * 128, 1, 1)  # causal: longest first across 8 heads
     B.clear_plans()

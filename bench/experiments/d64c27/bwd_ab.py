@@ -1,6 +1,6 @@
 """(d64c27) D=64 causal at N 16384 / 8192: the separate pass in D=128's form with causal's one loop against the fused
-default and cuDNN, through d64s27's harness (``bwd_ab.py``: ``--part ab`` interleaved rounds, ``kernels``, ``prof``) with
-``--causal`` and these entries added:
+default and cuDNN, through d64s27's harness (``bwd_ab.py``: ``--part ab`` interleaved rounds, ``kernels``,
+``prof``) with ``--causal`` and these entries added:
 
 - ``sepc``: the candidate (``CAUSAL_LONG_CANDIDATES["d64c"]``'s kernels): dK/dV at (64, 128, 8, 3), ``ONE_LOOP``, a
   producer warpgroup (``WS=1``), the rows ringed by TMA, no async tail; dQ at (128, 128, 8, 3) with its tail;

@@ -1,6 +1,7 @@
 """(d64c27) D=64 causal long-sequence candidates compiled on CPU for sm_90a: the separate pass's dK/dV kernel in
 D=128's form with causal's one loop (ONE_LOOP, a producer warpgroup, the LSE/delta rows ringed by TMA) with and
-without its async tail (TAIL) or in two loops with the producer for the unmasked one (WS=2), the causal dQ kernel at 128 x 128 on 8 warps with and without TAIL, against the fused
+without its async tail (TAIL) or in two loops with the producer for the unmasked one (WS=2), the causal dQ kernel
+at 128 x 128 on 8 warps with and without TAIL, against the fused
 causal default (d64b27's ``fused_c``). Registers, spills, shared memory, setmaxnreg, the compiler's tail notes, and
 per MMA loop the instruction total, HGMMA, MUFU and the waits. Nothing timed.
 
