@@ -26,6 +26,8 @@ docs/attention.md). The 2-D TMA form of the bulk adds (``"bulk"``) measured slow
 and was removed (docs/attention.md, "FlashAttention-3's dQ again"); ``"flat"`` came back at D=128 with a producer
 warpgroup (docs/attention.md, "att22").
 """
+import contextlib
+
 import kernelc as triton
 import kernelc.language as tl
 
@@ -518,6 +520,25 @@ DKDV_ROWS_TMA = {(64, False): True}
 # _ws_async_tail); dkdv_config's / dq_config's TAIL overrides
 DKDV_TAIL = {(64, False): True}
 DQ_TAIL = {(64, False): True}
+# the separate pass's dK/dV kernel causal in one loop from the diagonal on (the kernel's ONE_LOOP), by (head dim,
+# causal); DKDV_WS / DKDV_ROWS_TMA / DKDV_TAIL give causal's producer its every trip only with it (two loops: the
+# diagonal's; WS=2: the unmasked loop's). None set: D=64 causal's candidates (CAUSAL_LONG_CANDIDATES) are opt-in until
+# timed on a GPU (docs/attention.md "d64c27")
+DKDV_ONE_LOOP = {}
+# opt-in table entries (not applied: :func:`tables` applies them for a with-block), by name. "d64c": D=64 causal from N
+# 8192 on, the separate pass in D=128's form as non-causal's (d64s27) with causal's one loop: dK/dV at (64, 128, 8, 3)
+# with a producer warpgroup and the rows ringed by TMA but no async tail (under ONE_LOOP with it, sm_90a, ptxas waited
+# for every wgmma at 0: 16 waits a trip), dQ at (128, 128, 8, 3) with its tail; sm_90a 0.63 SASS a key-query element
+# (the loops that run nearly every trip) against the fused default's 0.68 (CPU only, docs/attention.md "d64c27")
+_D64C = dict(DEFAULT_DQ_MODES_LONG={(64, True): (8192, "separate")}, DKDV_MASK_CONFIGS={(64, True): (64, 128, 8, 3)},
+             DQ_MASK_CONFIGS={(64, True): (128, 128, 8, 3)}, DKDV_ROWS_TMA={(64, True): True},
+             DQ_TAIL={(64, True): True})
+CAUSAL_LONG_CANDIDATES = {
+    "d64c": dict(_D64C, DKDV_WS={(64, True): 1}, DKDV_ONE_LOOP={(64, True): True}),
+    # "d64c2": the same with the dK/dV kernel's two loops, the producer for the unmasked one (WS=2) and its async tail
+    # (kept there: sm_90a 320 SASS a trip as non-causal's, 0.52 a key-query element with the dQ loop)
+    "d64c2": dict(_D64C, DKDV_WS={(64, True): 2}, DKDV_TAIL={(64, True): True}),
+}
 # ds's dK/dV loop with its LSE and delta rows through 1-D descriptors (ROWS_TMA), which the compiler rings with Q and
 # dO (passes/schedule.py, _register_tiles): by (head dim, causal); dkdv_config's ROWS_TMA overrides. On an H200 (att25's
 # R1) 10-14% faster at D=128 non-causal (N 4096; 6-8% at 16384), a tie causal (no producer warpgroup there): on
@@ -666,6 +687,8 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
             c1.setdefault("TAIL", True)
         if DQ_TAIL.get((D, bool(causal))):
             c2.setdefault("TAIL", True)
+        if causal and DKDV_ONE_LOOP.get((D, True)):
+            c1.setdefault("ONE_LOOP", True)
     if ds and causal and DS_ONE_LOOP.get(D):  # passed only where set (the other kernels' compile keys stay)
         c1.setdefault("ONE_LOOP", True)
     knobs = ds and (not causal or c1.get("ONE_LOOP"))  # causal's producer and ringed rows: for the one loop only
@@ -874,7 +897,8 @@ def _fused_launches(q, causal, sm_scale):
 def _separate_launches(q, causal, sm_scale):
     """The separate pass's dK/dV and dQ launches at the default configs (attention_bwd_steps' choices for
     dq_mode="separate" without configs: the mask's configs, GROUP from CAUSAL_GROUP, EVEN_M from DKDV_EVEN_M where N
-    allows it, WS from DKDV_WS, ROWS_TMA from DKDV_ROWS_TMA where N % 4 == 0, TAIL from DKDV_TAIL / DQ_TAIL)."""
+    allows it, WS from DKDV_WS, ROWS_TMA from DKDV_ROWS_TMA where N % 4 == 0, TAIL from DKDV_TAIL / DQ_TAIL, causal's
+    ONE_LOOP from DKDV_ONE_LOOP)."""
     Z, H, N, D = q.shape
     c1 = _cfg(_mask_table(DKDV_CONFIGS, DKDV_MASK_CONFIGS, causal), D, None)
     c2 = _cfg(_mask_table(DQ_CONFIGS, DQ_MASK_CONFIGS, causal), D, None)
@@ -891,6 +915,8 @@ def _separate_launches(q, causal, sm_scale):
         c1.setdefault("TAIL", True)
     if DQ_TAIL.get((D, bool(causal))):
         c2.setdefault("TAIL", True)
+    if causal and DKDV_ONE_LOOP.get((D, True)):
+        c1.setdefault("ONE_LOOP", True)
     if c1.get("EVEN_M"):
         c1["EVEN_M"] = N % c1["BLOCK_M"] == 0
     g1, k1 = _grid(triton.cdiv(N, c1["BLOCK_N"]), Z * H, causal, c1)
@@ -911,7 +937,7 @@ def _plan_deps():
     as tests and benches do) is made again. A table changed in place needs clear_plans()."""
     return (FUSED_CONFIGS, FUSED_EVEN_M, FUSED_TAIL, FUSED_KV_REGS, FUSED_MAXNREG, FUSED_DQ_DESC, DKDV_CONFIGS,
             DQ_CONFIGS, DKDV_MASK_CONFIGS, DQ_MASK_CONFIGS, CAUSAL_GROUP, DKDV_EVEN_M, DKDV_WS, DKDV_ROWS_TMA,
-            DKDV_TAIL, DQ_TAIL,
+            DKDV_TAIL, DQ_TAIL, DKDV_ONE_LOOP,
             PRE_BLOCK, attn_bwd_fused_kernel, attn_bwd_dkdv_kernel, attn_bwd_dq_kernel, attn_bwd_preprocess_kernel)
 
 
@@ -947,6 +973,25 @@ def _plan(do, q, k, v, o, lse, causal, sm_scale, dq_mode):
             _PLANS.clear()
         _PLANS[key] = plan
     return plan or None
+
+
+
+@contextlib.contextmanager
+def tables(**entries):
+    """A with-block with these entries merged into the module's tables by name
+    (``tables(**CAUSAL_LONG_CANDIDATES["d64c"])``: an opt-in candidate), each table a new dict (the launch plans see new
+    tables and are made again); the tables as they were afterwards."""
+    g = globals()
+    for name in entries:
+        if not isinstance(g.get(name), dict) or not name.isupper():
+            raise ValueError(f"attention backward: no table named {name!r}")
+    old = {name: g[name] for name in entries}
+    try:
+        for name, add in entries.items():
+            g[name] = {**old[name], **add}
+        yield
+    finally:
+        g.update(old)
 
 
 def _autograd_function():

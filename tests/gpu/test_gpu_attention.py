@@ -256,6 +256,33 @@ def test_fused_backward_with_and_without_its_tails_in_flight(N, tail, even, caus
     _check_backward_at(64, causal, dq_mode="fused", N=N, dkdv_config=dict(TAIL=tail, EVEN_M=even))
 
 
+
+_D64C_DQ = dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3, TAIL=True)
+
+
+@pytest.mark.parametrize("N", [1000, 1024])
+@pytest.mark.parametrize("dkdv", [dict(_D64_WS, ROWS_TMA=True, ONE_LOOP=True),
+                                  dict(_D64_WS, ROWS_TMA=True, ONE_LOOP=True, TAIL=True),
+                                  dict(_D64_WS, ROWS_TMA=True, WS=2, TAIL=True)])
+def test_d64_causal_one_loop_in_the_d128_form(N, dkdv):
+    # (d64c27) D=64 causal's candidates: the separate pass's dK/dV kernel in one loop (ONE_LOOP) at 64 x 128 with a
+    # producer warpgroup and the rows ringed by TMA (with and without its async tail, which ptxas serialised on sm_90a),
+    # or in two loops with the producer for the unmasked one (WS=2) and its tail,
+    # the causal dQ kernel at 128 x 128 with its tail; ragged N (1000: no EVEN_M, rows by pointers' tail blocks). Not
+    # run on a GPU yet (bench/experiments/d64c27/request_s28_d64c.sh)
+    _check_backward_at(64, True, N=N, dkdv_config=dkdv, dq_config=_D64C_DQ)
+
+
+@pytest.mark.parametrize("name", ["d64c", "d64c2"])
+@pytest.mark.parametrize("extra", [0, 2, 4])
+def test_d64_causal_candidate_from_its_long_length(extra, name):
+    # (d64c27) dq_mode=None at D=64 causal under an opt-in candidate's tables (CAUSAL_LONG_CANDIDATES) from its
+    # length on, through the launch plan; +2: no rows by descriptors (N % 4), +4: no EVEN_M
+    with B.tables(**B.CAUSAL_LONG_CANDIDATES[name]):
+        long = B.DEFAULT_DQ_MODES_LONG[(64, True)]
+        assert B.default_dq_mode(64, True, long[0] + extra) == long[1] == "separate"
+        _check_backward_at(64, True, N=long[0] + extra, dq_mode=None, dkdv_config=None)
+
 def _check_backward_at(D, causal, N=1000, **kw):
     q, k, v, do = _inputs(1, 4, N, D, torch.float16)
     o, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)

@@ -153,10 +153,11 @@ def main():
     ap.add_argument("--warm", action="store_true")
     ap.add_argument("--out", default=None)
     ap.add_argument("--device", default="cuda", help="cpu: the interpreter at a tiny size (a smoke run; no cuDNN)")
+    ap.add_argument("--causal", action="store_true", help="the causal mask (d64c27; default: non-causal)")
     a = ap.parse_args()
     dev = BA.DEVICE = a.device
     Z, H, N, D = a.batch, a.heads, a.seq, a.head_dim
-    causal = False
+    causal = a.causal
     t0 = time.time()
     g = torch.Generator(device=dev).manual_seed(0)
     q, k, v, do = (torch.randn(Z, H, N, D, device=dev, dtype=torch.float16, generator=g) for _ in range(4))
@@ -198,8 +199,8 @@ def main():
     names = [n for n in a.entries if n in fns]
     ref = grads[next(n for n in names if ENTRIES[n] is not None)]
     cud = grads.get("cudnn")
-    flop1 = 2.0 * Z * H * N * N * D  # one matmul over the whole N x N
-    res = dict(part=a.part, seq=N, head_dim=D, batch=Z, heads=H, rows=[],
+    flop1 = 2.0 * Z * H * N * N * D * (0.5 if causal else 1.0)  # one matmul over N x N (causal: half of it)
+    res = dict(part=a.part, seq=N, head_dim=D, batch=Z, heads=H, causal=causal, rows=[],
                device=torch.cuda.get_device_name() if dev == "cuda" else dev)
     if a.part == "ab":
         times = {n: [] for n in names}
