@@ -160,7 +160,8 @@ def _sass_ops(src, name, exp2):
     ops = Counter(ln.split(" ")[0] for ln in lines)
     # an F2FP that merges its pair into a register's other half does the store packing's PRMT too: nvJitLink
     # 13.0.88 (the GPU hosts') folds 8 of the base's 24 PRMTs so, 13.5 none (docs/performance.md, "nvj27")
-    ops["F2FP.merge"] = sum(ln.startswith("F2FP") and not ln.endswith(", RZ") for ln in lines)
+    ops["F2FP.merge"] = sum(ln.startswith("F2FP") and "MERGE_C" in ln.split(" ")[0] and not ln.endswith(", RZ")
+                            for ln in lines)
     return ops
 
 
