@@ -29,7 +29,43 @@ def pytest_collection_modifyitems(config, items):
 _RUN_ENV = {}
 
 
+# The SASS assertions hold for the nvJitLink this machine has; the GPU hosts assemble with another (13.0.88 where
+# this one has 13.5, 2026-11-30) and some of their SASS differs (docs/performance.md, "nvj27"). --nvjitlink LIB runs
+# the suite with that library: loaded here before anything imports cuda.bindings (which takes a library already
+# loaded) and put in LD_PRELOAD for the xdist workers and every process the tests start.
+def pytest_addoption(parser):
+    parser.addoption("--nvjitlink", metavar="LIB", default=None,
+                     help="assemble with this libnvJitLink.so (e.g. the GPU hosts' 13.0.88: pip install --no-deps "
+                          "--target DIR nvidia-nvjitlink==13.0.88; DIR/nvidia/cu13/lib/libnvJitLink.so.13)")
+
+
+def _preload_nvjitlink(lib):
+    import ctypes
+    if not os.path.isfile(lib):
+        raise pytest.UsageError(f"--nvjitlink {lib}: no such file")
+    lib = os.path.abspath(lib)
+    ctypes.CDLL(lib, mode=os.RTLD_GLOBAL)
+    preload = os.environ.get("LD_PRELOAD", "").split()
+    if lib not in preload:
+        os.environ["LD_PRELOAD"] = " ".join([lib, *preload])
+
+
+def nvjitlink_version() -> str:
+    try:
+        from cuda.bindings import nvjitlink
+        return ".".join(map(str, nvjitlink.version()))
+    except Exception as e:  # no nvJitLink here: the SASS tests skip or fail on their own
+        return f"unavailable ({type(e).__name__})"
+
+
+def pytest_report_header(config):
+    return f"nvJitLink {nvjitlink_version()}" + (f" (--nvjitlink {config.getoption('nvjitlink')})"
+                                                 if config.getoption("nvjitlink") else "")
+
+
 def pytest_configure(config):
+    if config.getoption("nvjitlink", None):
+        _preload_nvjitlink(config.getoption("nvjitlink"))
     if "PYTEST_XDIST_WORKER" in os.environ:
         return
     import tempfile

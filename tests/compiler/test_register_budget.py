@@ -227,6 +227,9 @@ def test_occupancy_step_target_only_just_above_a_step():
 
 
 def test_occupancy_step_reassembles_geglu_bwd_without_spills(monkeypatch):
+    """geglu bwd (16384 bf16, 16 warps) took the step when it needed 70 registers (2026-11-27); it now needs 77 with
+    nvJitLink 13.5 (no step within 15%) and 76 with the GPU hosts' 13.0.88, whose step to 64 spills (120 bytes,
+    2026-11-30): then the free build stays, and only then."""
     monkeypatch.setenv("KERNELC_ASSEMBLER", "nvjitlink")
     monkeypatch.setenv("KERNELC_NVJITLINK_LAUNCH_BOUND", "0")
     monkeypatch.setenv("KERNELC_FILL_OCCUPANCY_STEP", "0")   # the unbounded count, not the step's
@@ -239,8 +242,13 @@ def test_occupancy_step_reassembles_geglu_bwd_without_spills(monkeypatch):
     monkeypatch.setenv("KERNELC_OCCUPANCY_STEP", "1")
     stepped = build()
     want = P.occupancy_step_target(free.n_regs, 512, 0, __import__("cubintools.target").target.ARCH_LIMITS[90])
-    if want is None:   # this ptxas already allocates at or below a step: nothing to do, nothing done
+    assert stepped.n_spills == 0
+    if want is None:   # this ptxas allocates too far above a step (or at one): nothing to do, nothing done
         assert stepped.n_regs == free.n_regs
-    else:
-        assert stepped.n_regs <= want and stepped.n_spills == 0, (free.n_regs, stepped.n_regs)
-        assert "runs 2 blocks an SM" in stepped.artifacts.ptxas_log
+    elif "runs 2 blocks an SM" in stepped.artifacts.ptxas_log:
+        assert stepped.n_regs <= want, (free.n_regs, stepped.n_regs)
+    else:   # kept the free build: only where the build at the step's ceiling spills
+        assert stepped.n_regs == free.n_regs and stepped.asm["cubin"] == free.asm["cubin"]
+        at_step = P.ptx_to_cubin(P._MAXNTID_RE.sub(b"", free.asm["ptx"].encode()).decode(), "sm_90a",
+                                 extra=(f"-maxrregcount={want}",)).resources["geglu_bwd_kernel"]
+        assert at_step.spills > 0 or at_step.stack_frame > 0, (free.n_regs, want)

@@ -158,14 +158,16 @@ def test_the_k_step_moves_no_descriptor_to_the_uniform_datapath(monkeypatch, fla
         return kernelc.compile(P.persistent_ptr_grouped, PSIG, _pcx(128, 256, 64, flat=flat), target="sm_90a",
                                num_warps=8, num_stages=4, divisibility=PDIV, equal_to_1=PUNIT)
     ck = build()
-    step = [i.opcode for i in _step(ck)]
+    # without the NOPs nvJitLink 13.0.88 (the GPU hosts') puts before the two HGMMAs whose descriptor the UIADD3.64
+    # before them writes; 13.5 none (docs/performance.md, "nvj27"): the instructions the compiler's code costs
+    step = [i.opcode for i in _step(ck) if i.opcode != "NOP"]
     assert sum(o.startswith("R2UR") for o in step) == 0
     assert len(step) <= STEP_BOUND[flat], len(step)
     assert sum(o.startswith("HGMMA") for o in step) == 4
     assert ck.n_spills == 0
     monkeypatch.setenv("KERNELC_UNIFORM_WARPGROUP", "0")
     off = build()
-    off_step = [i.opcode for i in _step(off)]
+    off_step = [i.opcode for i in _step(off) if i.opcode != "NOP"]
     assert sum(o.startswith("R2UR") for o in off_step) >= 8      # one per HGMMA operand descriptor pair
     assert len(off_step) >= len(step) + 8
     assert ck.n_regs <= off.n_regs
