@@ -26,7 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import ROOT, triton_twin, write_results  # noqa: E402
+from bench.common import ROOT, module_from_source, to_triton, triton_twin, write_results  # noqa: E402
 
 N_LAUNCH = 20000
 PATTERNS = ("01", "02", "03", "05", "06", "09", "09hook")
@@ -57,20 +57,10 @@ def _sync():
 
 def pattern_module(impl: str):
     """The tutorial host patterns built by ``impl`` ("kernelc" or "triton")."""
-    import importlib.util
-    import tempfile
     src = open(PATTERN_SRC).read()
     if impl == "triton":
-        src = src.replace("import kernelc as triton", "import triton").replace(
-            "import kernelc.language as tl", "import triton.language as tl").replace(
-            "kernelc.tools.tensor_descriptor", "triton.tools.tensor_descriptor")
-    path = os.path.join(tempfile.mkdtemp(prefix="launch_patterns_"), f"launch_patterns_{impl}.py")
-    with open(path, "w") as f:
-        f.write(src)
-    spec = importlib.util.spec_from_file_location(f"launch_patterns_{impl}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+        src = to_triton(src).replace("kernelc.tools.tensor_descriptor", "triton.tools.tensor_descriptor")
+    return module_from_source(src, f"launch_patterns_{impl}", prefix="launch_patterns_")
 
 
 def pattern_calls(mod, device: str, props: dict):

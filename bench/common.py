@@ -13,20 +13,29 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def triton_twin(module_name: str):
-    """Import examples/kernels/<module_name>.py compiled by real Triton (imports swapped)."""
-    path = os.path.join(ROOT, "examples", "kernels", f"{module_name}.py")
-    src = open(path).read()
-    src = src.replace("import kernelc as triton", "import triton").replace("import kernelc.language as tl",
-                                                                          "import triton.language as tl")
-    d = tempfile.mkdtemp(prefix="triton_twin_")
-    p = os.path.join(d, f"triton_{module_name}.py")
+def module_from_source(src: str, name: str, filename: str = None, prefix: str = "bench_src_"):
+    """Import ``src`` as module ``name`` from a file of its own in a fresh temporary folder (both compilers read a
+    kernel's source from its file, so a rewritten source needs one)."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    p = os.path.join(d, filename or f"{name}.py")
     with open(p, "w") as f:
         f.write(src)
-    spec = importlib.util.spec_from_file_location(f"triton_{module_name}", p)
+    spec = importlib.util.spec_from_file_location(name, p)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def to_triton(src: str) -> str:
+    """A kernelc source with its two imports swapped for Triton's."""
+    return src.replace("import kernelc as triton", "import triton").replace("import kernelc.language as tl",
+                                                                          "import triton.language as tl")
+
+
+def triton_twin(module_name: str):
+    """Import examples/kernels/<module_name>.py compiled by real Triton (imports swapped)."""
+    path = os.path.join(ROOT, "examples", "kernels", f"{module_name}.py")
+    return module_from_source(to_triton(open(path).read()), f"triton_{module_name}", prefix="triton_twin_")
 
 
 def _commit() -> str:

@@ -19,6 +19,21 @@ def _qkv(N, D, dtype, Z=1, H=2, seed=0):
     return [torch.randn(Z, H, N, D, generator=g).to(dtype) for _ in range(3)]
 
 
+def _record_launches(monkeypatch):
+    """Replace the backward's kernels by spies that record (name, grid, launch kwargs) instead of launching: a list."""
+    seen = []
+
+    class Record:
+        def __init__(self, name):
+            self.name = name
+
+        def __getitem__(self, grid):
+            return lambda *a, **kw: seen.append((self.name, grid, kw))
+    for name in ("attn_bwd_preprocess_kernel", "attn_bwd_dkdv_kernel", "attn_bwd_dq_kernel", "attn_bwd_fused_kernel"):
+        monkeypatch.setattr(B, name, Record(name))
+    return seen
+
+
 def _ref(q, k, v, causal, sm_scale=None):
     """fp32 attention, its base-2 log-sum-exp."""
     D = q.shape[-1]
@@ -267,16 +282,7 @@ def test_the_d64_default_and_its_launches(N, causal, mode, monkeypatch):
     # (128, 128, 8, 3) with its async tail; shorter or causal, the fused kernel. The launches are recorded, not run
     # (spies without a launch), so the lengths cost nothing here.
     assert B.default_dq_mode(64, causal, N) == mode
-    seen = []
-
-    class Record:
-        def __init__(self, name):
-            self.name = name
-
-        def __getitem__(self, grid):
-            return lambda *a, **kw: seen.append((self.name, grid, kw))
-    for name in ("attn_bwd_preprocess_kernel", "attn_bwd_dkdv_kernel", "attn_bwd_dq_kernel", "attn_bwd_fused_kernel"):
-        monkeypatch.setattr(B, name, Record(name))
+    seen = _record_launches(monkeypatch)
     B.clear_plans()
     q = torch.zeros(1, 2, N, 64, dtype=torch.float16)
     lse = torch.zeros(1, 2, N, dtype=torch.float32)
@@ -827,16 +833,7 @@ def test_d64_causal_candidate_gives_the_fused_grads(N, name, knobs, monkeypatch)
 def test_the_d64_causal_candidates_launches_at_16384(monkeypatch):
     # (d64c27) under the candidate's tables, D=64 causal at N 16384 (and not at 4096) runs the separate pass with the
     # candidate's knobs through the launch plan; the launches are recorded, not run
-    seen = []
-
-    class Record:
-        def __init__(self, name):
-            self.name = name
-
-        def __getitem__(self, grid):
-            return lambda *a, **kw: seen.append((self.name, grid, kw))
-    for name in ("attn_bwd_preprocess_kernel", "attn_bwd_dkdv_kernel", "attn_bwd_dq_kernel", "attn_bwd_fused_kernel"):
-        monkeypatch.setattr(B, name, Record(name))
+    seen = _record_launches(monkeypatch)
     B.clear_plans()
     with B.tables(**B.CAUSAL_LONG_CANDIDATES["d64c"]):
         for N in (4096, 16384):

@@ -68,20 +68,12 @@ def parse_col(spec: str):
 
 def ours_module(under: str, tag: str):
     """examples/kernels/memory_bound.py as a module of its own, under kernelc or Triton."""
-    import importlib.util
-    path = os.path.join(ROOT, "examples", "kernels", "memory_bound.py")
-    src = open(path).read()
+    from bench.common import module_from_source, to_triton
+    src = open(os.path.join(ROOT, "examples", "kernels", "memory_bound.py")).read()
     if under == "triton":
-        src = src.replace("import kernelc as triton", "import triton").replace(
-            "import kernelc.language as tl", "import triton.language as tl")
-    d = tempfile.mkdtemp(prefix=f"ab27_{tag}_")
-    p = os.path.join(d, "memory_bound.py")
-    with open(p, "w") as f:
-        f.write(src)
-    spec = importlib.util.spec_from_file_location(f"ab27_mb_{re.sub(r'[^A-Za-z0-9]', '_', tag)}", p)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+        src = to_triton(src)
+    return module_from_source(src, f"ab27_mb_{re.sub(r'[^A-Za-z0-9]', '_', tag)}", filename="memory_bound.py",
+                              prefix=f"ab27_{tag}_")
 
 
 class Row:
