@@ -16,6 +16,7 @@ reads it). They fail loudly on PTX without that shape.
 - ``rcp``: ``div.full.f32 q, e, s`` with one divisor ``s`` as ``mul.f32 q, e, r`` with ``r = rcp.approx.ftz(s)``
   computed once: div.full's SASS is that product where 2^-126 <= |s| <= 2^126 (outside it, it scales both operands
   first), so equal to it there; softmax's divisor is a sum of exp(x - max x) (in [1, n]).
+- ``amax``: the max's cross-warp step as a shared-memory atomic max a warp (``atomic_max``; exact).
 - ``pair``: the max's cross-warp step removed (NOT exact): each warp subtracts its own maximum m_w, and the sum's
   cross-warp step exchanges (m_w, sum_w) pairs: the combined sum is sum_w exp(m_w - M) * sum_w, each element
   is scaled by exp(m_w - M) / S. The same math as the shipped build up to rounding (a few fp32 ulp before the fp16
@@ -265,7 +266,62 @@ def pair(ptx: str, sel=None) -> str:
     return _add_regs("\n".join(out), regs)
 
 
-EDITS = {"w0": warp0_only, "redux": redux_max, "mtree": max_tree, "rcp": rcp_mul, "pair": pair}
+
+def _key(src, k, t, nn):
+    """PTX: k = the order-preserving int key of the f32 in src (a NaN keyed as INT_MIN, below -inf's key)."""
+    return [f"\tshr.s32 {t}, {src}, 31;", f"\tand.b32 {t}, {t}, 0x7FFFFFFF;", f"\txor.b32 {k}, {src}, {t};",
+            f"\tsetp.nan.f32 {nn}, {src}, {src};", f"\tselp.b32 {k}, 0x80000000, {k}, {nn};"]
+
+
+def _unkey(k, dst, t):
+    return [f"\tshr.s32 {t}, {k}, 31;", f"\tand.b32 {t}, {t}, 0x7FFFFFFF;", f"\txor.b32 {dst}, {k}, {t};"]
+
+
+_LDG = re.compile(r"\bld\.global\.")
+
+
+def atomic_max(ptx: str, sel=None) -> str:
+    """``amax`` (exact): the max reduction's cross-warp step as one shared-memory atomic max a warp on the
+    order-preserving key, into a word thread 0 sets to the key's minimum before the loads are issued (a
+    barrier there, at the program's start); then one barrier and every thread reads the word. Replaces
+    lane 0's store, the combine (4 shuffles), thread 0's store and a barrier; the sum's barrier before its stores
+    (which guarded the max's scratch) goes too: the word lies past the 16 partials (64 bytes of the 128)."""
+    if ".maxntid 512" not in ptx:
+        raise ValueError("amax expects 16 warps (.maxntid 512): the word at 64 bytes")
+    tid = _tid(ptx)
+    lines = ptx.split("\n")
+    blocks = _xwarp_blocks(lines)
+    i, j, b = blocks[0]
+    if "max" not in [(_BIN.match(lines[k]) or [None, None])[1] for k in range(i, j)]:
+        raise ValueError("the first block reduction is not a max")
+    st0 = max(k for k in range(i) if _ST.match(lines[k]))
+    bc = next(k for k in range(b, len(lines)) if _BCAST.match(lines[k]))
+    p3, a10, mw = _ST.match(lines[st0]).groups()
+    m = _BCAST.match(lines[bc]).group(1)
+    # before the first load: ptxas does not move global loads above a barrier, and moves a barrier placed after
+    # them down to the loads' first use (where it would cost as much as the step it replaces)
+    first_ld = min(k for k in range(st0) if _LDG.search(lines[k]))
+    repl, dead = {}, {b, j} | {k for k in range(i, j) if _SHFL.match(lines[k]) or _BIN.match(lines[k])
+                              or _XLD.match(lines[k])}
+    repl[first_ld] = [f"\tsetp.eq.u32 %pam0, {tid}, 0;", "\t@%pam0 st.shared.b32 [global_smem+64], 0x80000000;",
+                      "\tbar.sync 0;", lines[first_ld]]
+    repl[st0] = _key(mw, "%rak0", "%rat0", "%pan0") + [f"\t@{p3} red.shared.max.s32 [global_smem+64], %rak0;"]
+    repl[bc] = ["\tld.shared.b32 %rak1, [global_smem+64];"] + _unkey("%rak1", m, "%rat1")
+    if len(blocks) > 1:   # the next reduction's barrier before its partials' stores
+        i2 = blocks[1][0]
+        st2 = max(k for k in range(i2) if _ST.match(lines[k]))
+        bar2 = max(k for k in range(bc, st2) if _BAR.match(lines[k]))
+        dead.add(bar2)
+    out = []
+    for k, ln in enumerate(lines):
+        if k in dead:
+            continue
+        out += repl.get(k, [ln])
+    return _add_regs("\n".join(out), [".reg .pred %pam0;", ".reg .pred %pan0;", ".reg .b32 %rak0;",
+                                       ".reg .b32 %rak1;", ".reg .b32 %rat0;", ".reg .b32 %rat1;"])
+
+
+EDITS = {"w0": warp0_only, "redux": redux_max, "mtree": max_tree, "rcp": rcp_mul, "pair": pair, "amax": atomic_max}
 
 
 def install():

@@ -5,7 +5,8 @@
 #   w0    the broadcast cross-warp combine only in warp 0 (exact)
 #   redux the max butterflies as redux.sync.max.s32 on an order-preserving key (exact)
 #   w0r   both;  mtree: the in-thread max chain as a tree (exact);  rcp: div.full by the row sum as rcp + mul
-#   exact all four;  pair: NOT exact (a question): the max's cross-warp step removed, (max, sum) pairs exchanged
+#   exact all four;  amax: the max's cross-warp step as a shared atomic max a warp (exact); amaxr: + redux, w0
+#   pair: NOT exact (a question): the max's cross-warp step removed, (max, sum) pairs exchanged
 # log_softmax fwd (the same two broadcast reductions) gets the exact edits that apply to it.
 set -u
 T0=$(date +%s); END=$((T0 + 96))
@@ -14,13 +15,17 @@ RES=${OUT:-/tmp/sm28_out}; mkdir -p $RES
 timeout 3 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,driver_version --format=csv,noheader \
   > $RES/gpu.txt 2>&1; head -1 $RES/gpu.txt
 git rev-parse HEAD > $RES/commit.txt 2>/dev/null
+COLS=(--col "w0=own+w0" --col "redux=own+redux" --col "w0r=own+w0+redux" --col "mtree=own+mtree"
+  --col "softmax fwd/rcp=own+rcp" --col "softmax fwd/exact=own+w0+redux+mtree+rcp"
+  --col "log_softmax fwd/exact=own+w0+redux+mtree" --col "amax=own+amax" --col "amaxr=own+amax+redux+w0"
+  --col "softmax fwd/pair=own+pair" --col "softmax fwd/pairw0=own+pair+w0")
+# outputs against the shipped build's, element for element (the exact edits must give its bits)
+timeout 20 python3 bench/experiments/sm28/exact.py "softmax fwd" "log_softmax fwd" "${COLS[@]}" \
+  --out $RES/exact.json > $RES/exact.log 2>&1
+echo "exact rc=$?"; grep -c "n_differ_from_shipped.: 0," $RES/exact.log | sed 's/^/columns bit-identical to shipped: /'
 S=$(( $(left) - 3 )); RS=$(( (S - 12) * 55 / 100 ))   # imports and compiles, then two rows (softmax fwd longer)
 timeout $S python3 bench/experiments/sm28/cols.py "softmax fwd" "log_softmax fwd" --rounds 16 --row-seconds $RS \
-  --col "w0=own+w0" --col "redux=own+redux" --col "w0r=own+w0+redux" --col "mtree=own+mtree" \
-  --col "softmax fwd/rcp=own+rcp" --col "softmax fwd/exact=own+w0+redux+mtree+rcp" \
-  --col "log_softmax fwd/exact=own+w0+redux+mtree" \
-  --col "softmax fwd/pair=own+pair" --col "softmax fwd/pairw0=own+pair+w0" \
-  --out $RES/variants.json > $RES/variants.log 2>&1
+  "${COLS[@]}" --out $RES/variants.json > $RES/variants.log 2>&1
 echo "variants rc=$? (limit ${S}s, ${RS}s a row)"
 grep -E "Error|error" $RES/variants.log | head -3 | cut -c1-150
 grep -E "^[a-z_]+ fwd|^   (kernelc|triton)" $RES/variants.log | sed 's/triton\[control\]/A\/A/' | cut -c1-140
