@@ -321,7 +321,18 @@ def atomic_max(ptx: str, sel=None) -> str:
                                        ".reg .b32 %rak1;", ".reg .b32 %rat0;", ".reg .b32 %rat1;"])
 
 
-EDITS = {"w0": warp0_only, "redux": redux_max, "mtree": max_tree, "rcp": rcp_mul, "pair": pair, "amax": atomic_max}
+
+def ex2_ftz(ptx: str, sel=None) -> str:
+    """``ftz``: ``ex2.approx.f32`` as ``ex2.approx.ftz.f32`` (no range fix-up around MUFU.EX2: s22's
+    KERNELC_EXP_FTZ=softmax, timed then without intervals). A subnormal exp flushes to 0; for softmax's fp16
+    output that changes no bit (such an exp over a sum >= 1 is below fp16's least subnormal), for fp32 it would."""
+    out, n = re.subn(r"\bex2\.approx\.f32\b", "ex2.approx.ftz.f32", ptx)
+    if not n:
+        raise ValueError("no ex2.approx.f32")
+    return out
+
+
+EDITS = {"w0": warp0_only, "redux": redux_max, "mtree": max_tree, "rcp": rcp_mul, "pair": pair, "amax": atomic_max, "ftz": ex2_ftz}
 
 
 def install():

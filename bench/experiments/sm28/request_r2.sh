@@ -6,6 +6,7 @@
 #   redux the max butterflies as redux.sync.max.s32 on an order-preserving key (exact)
 #   w0r   both;  mtree: the in-thread max chain as a tree (exact);  rcp: div.full by the row sum as rcp + mul
 #   exact all four;  amax: the max's cross-warp step as a shared atomic max a warp (exact); amaxr: + redux, w0
+#   ftz: ex2.approx.ftz (s22's knob again, now with intervals); exact2: amaxr + mtree + rcp
 #   pair: NOT exact (a question): the max's cross-warp step removed, (max, sum) pairs exchanged
 # log_softmax fwd (the same two broadcast reductions) gets the exact edits that apply to it.
 set -u
@@ -18,7 +19,8 @@ git rev-parse HEAD > $RES/commit.txt 2>/dev/null
 COLS=(--col "w0=own+w0" --col "redux=own+redux" --col "w0r=own+w0+redux" --col "mtree=own+mtree"
   --col "softmax fwd/rcp=own+rcp" --col "softmax fwd/exact=own+w0+redux+mtree+rcp"
   --col "log_softmax fwd/exact=own+w0+redux+mtree" --col "amax=own+amax" --col "amaxr=own+amax+redux+w0"
-  --col "softmax fwd/pair=own+pair" --col "softmax fwd/pairw0=own+pair+w0")
+  --col "softmax fwd/ftz=own+ftz" --col "softmax fwd/exact2=own+amax+redux+w0+mtree+rcp"
+  --col "softmax fwd/pair=own+pair")
 # outputs against the shipped build's, element for element (the exact edits must give its bits)
 timeout 20 python3 bench/experiments/sm28/exact.py "softmax fwd" "log_softmax fwd" "${COLS[@]}" \
   --out $RES/exact.json > $RES/exact.log 2>&1
@@ -28,6 +30,6 @@ timeout $S python3 bench/experiments/sm28/cols.py "softmax fwd" "log_softmax fwd
   "${COLS[@]}" --out $RES/variants.json > $RES/variants.log 2>&1
 echo "variants rc=$? (limit ${S}s, ${RS}s a row)"
 grep -E "Error|error" $RES/variants.log | head -3 | cut -c1-150
-grep -E "^[a-z_]+ fwd|^   (kernelc|triton)" $RES/variants.log | sed 's/triton\[control\]/A\/A/' | cut -c1-140
-grep -E "errs" $RES/variants.log | cut -c1-160
+grep -E "errs" $RES/variants.log | cut -c1-120
+grep -E "^[a-z_]+ fwd|^   (kernelc|triton)" $RES/variants.log | sed 's/triton\[control\]/A\/A/; s/  regs.*\/kernelc/  \/shipped/; s/  regs.*//' | cut -c1-110
 echo "== done in $(( $(date +%s) - T0 ))s"
