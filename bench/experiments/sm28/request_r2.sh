@@ -4,10 +4,11 @@
 # (mem21/variants.py through sm28/cols.py), one process:
 #   w0    the broadcast cross-warp combine only in warp 0 (exact)
 #   redux the max butterflies as redux.sync.max.s32 on an order-preserving key (exact)
-#   w0r   both;  mtree: the in-thread max chain as a tree (exact);  rcp: div.full by the row sum as rcp + mul
+#   mtree: the in-thread max chain as a tree (exact);  rcp: div.full by the row sum as rcp + mul
 #   exact all four;  amax: the max's cross-warp step as a shared atomic max a warp (exact); amaxr: + redux, w0
 #   ftz: ex2.approx.ftz (s22's knob again, now with intervals); exact2: amaxr + mtree + rcp
 #   pair: NOT exact (a question): the max's cross-warp step removed, (max, sum) pairs exchanged
+#   kredux, kw0, kw0r: the compiler's own builds under this branch's knobs KERNELC_REDUCE_REDUX / _W0 (off by default)
 # log_softmax fwd (the same two broadcast reductions) gets the exact edits that apply to it.
 set -u
 T0=$(date +%s); END=$((T0 + 96))
@@ -16,16 +17,18 @@ RES=${OUT:-/tmp/sm28_out}; mkdir -p $RES
 timeout 3 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,driver_version --format=csv,noheader \
   > $RES/gpu.txt 2>&1; head -1 $RES/gpu.txt
 git rev-parse HEAD > $RES/commit.txt 2>/dev/null
-COLS=(--col "w0=own+w0" --col "redux=own+redux" --col "w0r=own+w0+redux" --col "mtree=own+mtree"
+COLS=(--col "w0=own+w0" --col "redux=own+redux" --col "mtree=own+mtree"
   --col "softmax fwd/rcp=own+rcp" --col "softmax fwd/exact=own+w0+redux+mtree+rcp"
   --col "log_softmax fwd/exact=own+w0+redux+mtree" --col "amax=own+amax" --col "amaxr=own+amax+redux+w0"
   --col "softmax fwd/ftz=own+ftz" --col "softmax fwd/exact2=own+amax+redux+w0+mtree+rcp"
-  --col "softmax fwd/pair=own+pair")
+  --col "softmax fwd/pair=own+pair"
+  --col "kredux=own@KERNELC_REDUCE_REDUX=1" --col "softmax fwd/kw0=own@KERNELC_REDUCE_W0=1"
+  --col "kw0r=own@KERNELC_REDUCE_REDUX=1,KERNELC_REDUCE_W0=1")
 # outputs against the shipped build's, element for element (the exact edits must give its bits)
 timeout 20 python3 bench/experiments/sm28/exact.py "softmax fwd" "log_softmax fwd" "${COLS[@]}" \
   --out $RES/exact.json > $RES/exact.log 2>&1
 echo "exact rc=$?"; grep -c "n_differ_from_shipped.: 0," $RES/exact.log | sed 's/^/columns bit-identical to shipped: /'
-S=$(( $(left) - 3 )); RS=$(( (S - 12) * 55 / 100 ))   # imports and compiles, then two rows (softmax fwd longer)
+S=$(( $(left) - 3 )); RS=$(( (S - 6) * 58 / 100 ))   # imports, then two rows (softmax fwd longer)
 timeout $S python3 bench/experiments/sm28/cols.py "softmax fwd" "log_softmax fwd" --rounds 16 --row-seconds $RS \
   "${COLS[@]}" --out $RES/variants.json > $RES/variants.log 2>&1
 echo "variants rc=$? (limit ${S}s, ${RS}s a row)"
