@@ -17,22 +17,26 @@ RES=${OUT:-/tmp/sm28_out}; mkdir -p $RES
 timeout 3 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,driver_version --format=csv,noheader \
   > $RES/gpu.txt 2>&1; head -1 $RES/gpu.txt
 git rev-parse HEAD > $RES/commit.txt 2>/dev/null
-COLS=(--col "w0=own+w0" --col "redux=own+redux" --col "mtree=own+mtree"
-  --col "softmax fwd/rcp=own+rcp" --col "softmax fwd/exact=own+w0+redux+mtree+rcp"
-  --col "log_softmax fwd/exact=own+w0+redux+mtree" --col "amax=own+amax" --col "amaxr=own+amax+redux+w0"
-  --col "softmax fwd/ftz=own+ftz" --col "softmax fwd/exact2=own+amax+redux+w0+mtree+rcp"
-  --col "softmax fwd/pair=own+pair"
-  --col "kredux=own@KERNELC_REDUCE_REDUX=1" --col "softmax fwd/kw0=own@KERNELC_REDUCE_W0=1"
-  --col "kw0r=own@KERNELC_REDUCE_REDUX=1,KERNELC_REDUCE_W0=1")
+# softmax fwd: every column; log_softmax fwd: the exact edits that apply and the knob builds; cross_entropy (its max
+# in the vocabulary loop takes redux too): the knob builds only
+SM=(w0=own+w0 redux=own+redux mtree=own+mtree rcp=own+rcp exact=own+w0+redux+mtree+rcp amax=own+amax
+  amaxr=own+amax+redux+w0 ftz=own+ftz exact2=own+amax+redux+w0+mtree+rcp pair=own+pair
+  kredux=own@KERNELC_REDUCE_REDUX=1 kw0=own@KERNELC_REDUCE_W0=1 kw0r=own@KERNELC_REDUCE_REDUX=1,KERNELC_REDUCE_W0=1)
+LS=(w0=own+w0 redux=own+redux mtree=own+mtree exact=own+w0+redux+mtree amax=own+amax amaxr=own+amax+redux+w0
+  kredux=own@KERNELC_REDUCE_REDUX=1 kw0r=own@KERNELC_REDUCE_REDUX=1,KERNELC_REDUCE_W0=1)
+CE=(kredux=own@KERNELC_REDUCE_REDUX=1 kw0r=own@KERNELC_REDUCE_REDUX=1,KERNELC_REDUCE_W0=1)
+COLS=(); for c in "${SM[@]}"; do COLS+=(--col "softmax fwd/$c"); done
+for c in "${LS[@]}"; do COLS+=(--col "log_softmax fwd/$c"); done
+CEC=(); for c in "${CE[@]}"; do CEC+=(--col "cross/$c"); done
 # outputs against the shipped build's, element for element (the exact edits must give its bits)
-timeout 20 python3 bench/experiments/sm28/exact.py "softmax fwd" "log_softmax fwd" "${COLS[@]}" \
+timeout 16 python3 bench/experiments/sm28/exact.py "softmax fwd" "log_softmax fwd" "${COLS[@]}" \
   --out $RES/exact.json > $RES/exact.log 2>&1
 echo "exact rc=$?"; grep -c "n_differ_from_shipped.: 0," $RES/exact.log | sed 's/^/columns bit-identical to shipped: /'
-S=$(( $(left) - 3 )); RS=$(( (S - 6) * 58 / 100 ))   # imports, then two rows (softmax fwd longer)
-timeout $S python3 bench/experiments/sm28/cols.py "softmax fwd" "log_softmax fwd" --rounds 16 --row-seconds $RS \
-  "${COLS[@]}" --out $RES/variants.json > $RES/variants.log 2>&1
+S=$(( $(left) - 3 )); RS=$(( (S - 14) / 2 ))   # imports, two rows, then cross_entropy's (4 columns: ~12 s)
+timeout $S python3 bench/experiments/sm28/cols.py "softmax fwd" "log_softmax fwd" cross --rounds 16 --row-seconds $RS \
+  "${COLS[@]}" "${CEC[@]}" --out $RES/variants.json > $RES/variants.log 2>&1
 echo "variants rc=$? (limit ${S}s, ${RS}s a row)"
 grep -E "Error|error" $RES/variants.log | head -3 | cut -c1-150
 grep -E "errs" $RES/variants.log | cut -c1-120
-grep -E "^[a-z_]+ fwd|^   (kernelc|triton)" $RES/variants.log | sed 's/triton\[control\]/A\/A/; s/  regs.*\/kernelc/  \/shipped/; s/  regs.*//' | cut -c1-110
+grep -E "^[a-z_]+ (fwd|2048)|^   (kernelc|triton)" $RES/variants.log | sed 's/triton\[control\]/A\/A/; s/  regs.*\/kernelc/  \/shipped/; s/  regs.*//' | cut -c1-110
 echo "== done in $(( $(date +%s) - T0 ))s"
