@@ -35,7 +35,7 @@ from .passes.hoist_conversions import hoist_conversions
 from .passes.load_layouts import loads_in_use_layout
 from .passes.tma_prefetch import issue_tma_loads_early
 from .passes.reduce_trees import mark_reduce_trees
-from .passes.reduce_xwarp import mark_reduce_redux, mark_reduce_scratch, mark_reduce_xwarp
+from .passes.reduce_xwarp import mark_reduce_scratch, mark_reduce_xwarp
 from .passes.l2_reuse import mark_l2_reuse
 from .passes.register_budget import mark_dot_loops_step, mark_loads_first, mark_register_budget
 from .passes.instruction_order import mark_instruction_order
@@ -377,10 +377,6 @@ TILE_PASSES = (
     # how a block reduction crosses warps and in which order its butterflies run (KERNELC_REDUCE_XWARP, _BFLY)
     TilePass("mark_reduce_xwarp", lambda f, c: mark_reduce_xwarp(f, get_option("KERNELC_REDUCE_XWARP"),
                                                                  get_option("KERNELC_REDUCE_BFLY"))),
-    # max/min butterflies over a warp as one redux.sync (KERNELC_REDUCE_REDUX); the broadcast combine in warp 0
-    # only (KERNELC_REDUCE_W0)
-    TilePass("mark_reduce_redux", lambda f, c: mark_reduce_redux(f, get_option("KERNELC_REDUCE_REDUX"),
-                                                                 get_option("KERNELC_REDUCE_W0"))),
     # where each block reduction's cross-warp partials live: one reused area or one each (KERNELC_REDUCE_SCRATCH)
     TilePass("mark_reduce_scratch", lambda f, c: mark_reduce_scratch(f, get_option("KERNELC_REDUCE_SCRATCH"),
                                                                      c.num_warps)),

@@ -298,17 +298,6 @@ KNOBS: Tuple[Knob, ...] = (
          "the default: it also changes bench_kernels' grid-stride softmax, untimed); passes/reduce_xwarp.py",
          _choice(("shared", ("shared",)), ("apart", ("apart",)), ("loops", ("loops",))), compile=True,
          field="reduce_scratch"),
-    Knob("KERNELC_REDUCE_REDUX", "bool", False,
-         "a max/min reduction of one f32/i32/u32 value runs its butterfly over a warp's 32 lanes, and its broadcast "
-         "cross-warp combine, as one redux.sync (an f32 through its order-preserving integer key; a NaN keyed "
-         "below every number, so the result is max.f32's) instead of 5 (4) shuffles and combines; sm_80+; "
-         "passes/reduce_xwarp.py",
-         compile=True, field="reduce_redux"),
-    Knob("KERNELC_REDUCE_W0", "bool", False,
-         "the broadcast cross-warp step's combine (reading the partials, the shuffles, thread 0's store) runs in warp "
-         "0 only, the other warps branching to the barrier after it (their combine was dead: only thread 0 stores "
-         "it); passes/reduce_xwarp.py",
-         compile=True, field="reduce_w0"),
     Knob("KERNELC_REDUCE_BFLY", "choice", "up",
          "a reduction's butterfly shuffles run from the nearest lane (up: 1, 2, .., 16) or the farthest (down: 16, .., "
          "1, Triton's order; a float sum rounds differently; passes/reduce_xwarp.py)",
@@ -627,8 +616,6 @@ class CompileOptions:
     reduce_xwarp: str = "multi_lds"
     reduce_scratch: str = "shared"
     reduce_bfly: str = "up"
-    reduce_redux: bool = False
-    reduce_w0: bool = False
     l2_reuse: str = "evict_last"
     smem_reuse: bool = True
     reuse_sync: str = "all"

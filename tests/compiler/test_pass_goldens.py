@@ -303,7 +303,6 @@ GOLDEN = {
     "mark_reduce_trees": "test_reduce_trees::test_exactly_associative_reductions_are_marked_golden",
     "mark_reduce_xwarp": "test_reduce_xwarp::test_block_reductions_of_32_bit_values_take_the_broadcast_form_golden",
     "mark_reduce_scratch": "test_reduce_xwarp::test_apart_gives_each_block_reduction_its_own_scratch_golden",
-    "mark_reduce_redux": "test_reduce_redux::test_max_min_of_32_bit_values_are_marked_redux_golden",
     "mark_l2_reuse": "test_l2_reuse::test_the_load_at_a_remainder_of_the_program_id_is_kept_in_l2_golden",
     "mark_register_budget": "test_fill_occupancy_step::test_a_kernel_without_dots_is_marked_to_fill_its_occupancy_step",
     "mark_dot_loops_step": "test_dot_loops_step::test_golden_two_dot_loops_one_after_the_other_are_marked",

@@ -90,35 +90,6 @@ def _smem_load_if(lw, ty, base_off: str, pred):
     return lw.e.asm(ty, "@$1 ld.shared.b32 $0, [$2];", f"={_B32[ty]},b,r", [("i1", pred), ("i32", addr)])
 
 
-_INT_MIN, _INT_MAX = "-2147483648", "2147483647"
-
-
-def _redux(lw, ty: str, scalar: str, kind: str, x: str, valid: str = None) -> str:
-    """``kind`` (max/min) of ``x`` over a warp's 32 lanes as one ``redux.sync`` (passes/reduce_xwarp.py,
-    ``redux``); ``valid``: lanes where it is false contribute nothing. An f32 goes through its order-preserving
-    integer key (bits ^ (sign ? 0x7fffffff : 0)) with a NaN keyed below (max) / above (min) every number, so the
-    result is max.f32's / min.f32's: the extreme non-NaN value, the canonical NaN where every lane has NaN."""
-    e = lw.e
-    op = ("u" if scalar == "u32" else "") + kind
-    ident = {"max": _INT_MIN, "min": _INT_MAX, "umax": "0", "umin": "-1"}[op]
-    if ty == "float":
-        i = e.val(f"bitcast float {x} to i32")
-        sign = e.val(f"ashr i32 {i}, 31")
-        k = e.val(f"xor i32 {i}, {e.val(f'and i32 {sign}, 2147483647')}")
-        k = e.val(f"select i1 {e.val(f'fcmp uno float {x}, {x}')}, i32 {ident}, i32 {k}")
-    else:
-        k = x
-    if valid is not None:
-        k = e.val(f"select i1 {valid}, i32 {k}, i32 {ident}")
-    r = e.call("i32", f"llvm.nvvm.redux.sync.{op}", [("i32", k), ("i32", "-1")])
-    if ty != "float":
-        return r
-    sign = e.val(f"ashr i32 {r}, 31")
-    v = e.val(f"xor i32 {r}, {e.val(f'and i32 {sign}, 2147483647')}")
-    v = e.val(f"select i1 {e.val(f'icmp eq i32 {r}, {ident}')}, i32 2147483647, i32 {v}")   # every lane NaN
-    return e.val(f"bitcast i32 {v} to float")
-
-
 def _bytes(ty):
     return {"i1": 1, "i8": 1, "i16": 2, "half": 2, "bfloat": 2, "i32": 4, "float": 4, "i64": 8, "double": 8,
             "ptr addrspace(1)": 8}[ty]
@@ -163,13 +134,6 @@ def lower_reduce(lw: Lowering, op):
         acc.append(cur)
     # 2. across lanes (bfly=down, passes/reduce_xwarp.py: the farthest lanes first, as Triton)
     lane_bits = [(i, b) for i, b in enumerate(L.lane)]
-    # redux (passes/reduce_xwarp.py): a max/min whose axis spans all 32 lanes as one redux.sync
-    redux = (op.attrs.get("redux") and lw.e.capability >= (8, 0) and len(tys) == 1 and tys[0] in _B32
-             and len(lane_bits) == 5 and all(b[axis] != 0 for _, b in lane_bits))
-    scal = str(scalar_of(op.operands[0].type))
-    if redux:
-        acc = [[_redux(lw, tys[0], scal, op.attrs["kind"], a[0])] for a in acc]
-        lane_bits = []
     for i, b in reversed(lane_bits) if op.attrs.get("bfly") == "down" else lane_bits:
         if b[axis] == 0:
             continue
@@ -221,26 +185,15 @@ def lower_reduce(lw: Lowering, op):
                     _smem_store(lw, ty, off, acc[j][q])
         lw.smem_access(base, base + total, False)
         if bcast:
-            join = None
-            if op.attrs.get("w0"):   # passes/reduce_xwarp.py: the other warps' combine is dead, they branch past it
-                comb_l, join = e.label("xw_comb"), e.label("xw_join")
-                e.cond_br(e.val(f"icmp ult i32 {lw.tid}, 32"), comb_l, join)
-                e.start_block(comb_l)
             first = e.val(f"icmp ult i32 {lw.tid}, {nw_ax}")
             got = [_smem_load_if(lw, ty, e.val(f"add i32 {e.val(f'shl i32 {lw.tid}, 2')}, {base + offs[q]}"), first)
                    for q, ty in enumerate(tys)]
-            if op.attrs.get("redux") and lw.e.capability >= (8, 0) and len(tys) == 1:
-                got = [_redux(lw, tys[0], scal, op.attrs["kind"], got[0], first)]   # lanes >= nw_ax: nothing
-            else:
-                for i in reversed(range(len(wbits))) if op.attrs.get("bfly") == "down" else range(len(wbits)):
-                    got = comb(got, [shuffle(lw, ty, x, "bfly", str(1 << i), 0x1F) for ty, x in zip(tys, got)])
+            for i in reversed(range(len(wbits))) if op.attrs.get("bfly") == "down" else range(len(wbits)):
+                got = comb(got, [shuffle(lw, ty, x, "bfly", str(1 << i), 0x1F) for ty, x in zip(tys, got)])
             # thread 0 alone overwrites slot 0, which only it read: no barrier between its read and this store
             t0 = e.val(f"icmp eq i32 {lw.tid}, 0")
             for q, ty in enumerate(tys):
                 _smem_store_if(lw, ty, str(base + offs[q]), got[q], t0)
-            if join is not None:
-                e.br(join)
-                e.start_block(join)
             lw.barrier()
             acc[0] = [_smem_load(lw, ty, str(base + offs[q])) for q, ty in enumerate(tys)]
             lw.smem_access(base, base + total, False)
@@ -274,12 +227,8 @@ def lower_reduce(lw: Lowering, op):
             for q, ty in enumerate(tys):
                 off = e.val(f"mul i32 {sel}, {_bytes(ty)}")
                 got.append(_smem_load(lw, ty, e.val(f"add i32 {off}, {base + offs[q]}")))
-            if op.attrs.get("redux") and lw.e.capability >= (8, 0) and len(tys) == 1 and tys[0] in _B32:
-                # every lane holds some warp's partial (each nw_ax / 32 times): max/min over all 32 is the same
-                got = [_redux(lw, tys[0], scal, op.attrs["kind"], got[0])]
-            else:
-                for i in reversed(range(len(wbits))) if op.attrs.get("bfly") == "down" else range(len(wbits)):
-                    got = comb(got, [shuffle(lw, ty, x, "bfly", str(1 << i), 0x1F) for ty, x in zip(tys, got)])
+            for i in reversed(range(len(wbits))) if op.attrs.get("bfly") == "down" else range(len(wbits)):
+                got = comb(got, [shuffle(lw, ty, x, "bfly", str(1 << i), 0x1F) for ty, x in zip(tys, got)])
             acc[0] = got
         for j in range(len(acc) if out_numel != 1 else 0):
             cur = None

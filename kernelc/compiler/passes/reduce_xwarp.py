@@ -106,25 +106,6 @@ def mark_reduce_xwarp(fn: Function, xwarp: str = "allreduce", bfly: str = "up") 
     return fn
 
 
-def mark_reduce_redux(fn: Function, enabled: bool = False, w0: bool = False) -> Function:
-    """Set (``enabled``) or clear ``redux=True`` on every max/min ``reduce`` of one f32/i32/u32 operand: codegen
-    then runs its butterfly over a warp's 32 lanes (where all 32 lie along the axis) and its broadcast cross-warp
-    combine as one ``redux.sync`` (sm_80+; an f32 through its order-preserving integer key, a NaN keyed below
-    every number: the result is max.f32's, a NaN only where every value is). ``w0``: set ``w0=True`` on every
-    ``xwarp='broadcast'`` reduce (run after mark_reduce_xwarp): its combine only in warp 0. Mutates ``fn``."""
-    for op in fn.walk():
-        if op.name != "reduce":
-            continue
-        op.attrs.pop("redux", None)
-        op.attrs.pop("w0", None)
-        if enabled and op.attrs.get("kind") in ("max", "min") and len(op.operands) == 1 \
-                and str(scalar_of(op.operands[0].type)) in _B32:
-            op.attrs["redux"] = True
-        if w0 and op.attrs.get("xwarp") == "broadcast":
-            op.attrs["w0"] = True
-    return fn
-
-
 def scratch_bytes(op, num_warps: int) -> int:
     """An upper bound on the scratch a reduction to one value needs for its cross-warp step (codegen/reduce.py:
     one partial per warp and operand, each operand's area 16-byte aligned)."""
