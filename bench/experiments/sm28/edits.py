@@ -17,10 +17,13 @@ reads it). They fail loudly on PTX without that shape.
   computed once: div.full's SASS is that product where 2^-126 <= |s| <= 2^126 (outside it, it scales both operands
   first), so equal to it there; softmax's divisor is a sum of exp(x - max x) (in [1, n]).
 - ``amax``: the max's cross-warp step as a shared-memory atomic max a warp (``atomic_max``; exact).
+- ``ftz``: ``ex2.approx.ftz`` (``ex2_ftz``; not provably exact).
 - ``pair``: the max's cross-warp step removed (NOT exact): each warp subtracts its own maximum m_w, and the sum's
   cross-warp step exchanges (m_w, sum_w) pairs: the combined sum is sum_w exp(m_w - M) * sum_w, each element
   is scaled by exp(m_w - M) / S. The same math as the shipped build up to rounding (a few fp32 ulp before the fp16
   conversion). Only a question: does the max's cross-warp step (2 barriers, 4 shuffles) cost the row time?
+
+Timed on an H200 in session 28 (call R2, docs/performance.md "sm28"): none 0.3% faster than the shipped build.
 """
 from __future__ import annotations
 
