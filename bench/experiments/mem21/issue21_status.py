@@ -186,6 +186,11 @@ MB_CALLS_S27 = [("R2 (s27, mem27), process 1", "s27_mem27_R2_h200/rope_row.json"
                 # reads); `on` this tree's build, `off` the build without
                 ("R3 (s27, mem27), process 1", "s27_mem27_R3_h200/rope_row.json", "H200",
                  {"evict_last": {"*": "on"}, "off": {"*": "off"}})]
+# session 28 (sm28, bench/experiments/sm28/cols.py = mem21/variants.py with PTX-edit columns, one process): the
+# `kernelc` column is this tree's build of softmax fwd and log_softmax fwd (mem21/mb_sass.py: the 14 hashes of
+# mem27/results/mb_sass_this_tree.json); the edit columns are other builds and do not enter
+MB_CALLS_S28 = [("R2 (s28, sm28), process 1", "s28_sm28_R2_h200/variants.json", "H200",
+                 {"evict_last": {"*": "kernelc"}})]
 # the row kernels the L2 policy changes (mem21/mb_sass.py on this tree under each value; CPU)
 L2_REUSE_CHANGES = {"off": set(), "evict_last": {"rope_kernel"}}
 MB_THIS_TREE_L2 = "bench/experiments/mem27/results/mb_sass_this_tree.json"   # shared scratch, evict_last
@@ -235,7 +240,7 @@ def memory_bound(extra=()):
                     want = next((c for p, c in by_row.items() if p != "*" and name.startswith(p + " ")), by_row["*"])
                     if want == column and _row_kernel(name) not in l2_changed:
                         rows.setdefault(name, []).append({"call": call, "file": path, "gpu": gpu, **f})
-    for call, path, gpu, cols in MB_CALLS_S26 + MB_CALLS_S27:
+    for call, path, gpu, cols in MB_CALLS_S26 + MB_CALLS_S27 + MB_CALLS_S28:
         if l2 in cols and scratch == "shared" and _exists(path):
             by_row = cols[l2]
             for column in sorted({c for c in by_row.values() if c}):
