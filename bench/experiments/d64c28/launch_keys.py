@@ -33,10 +33,19 @@ def record():
 
         def prepare(self, grid, *a, **kw):
             return lambda *ts: seen.append([self.name, list(grid), {k: repr(v) for k, v in sorted(kw.items())}])
-    for name in dir(B):
-        if name.endswith("_kernel"):
-            setattr(B, name, Record(name))
+    real = {name: getattr(B, name) for name in dir(B) if name.endswith("_kernel")}
+    for name in real:
+        setattr(B, name, Record(name))
     B.clear_plans()
+    try:
+        return _record_all(B, torch, seen)
+    finally:
+        for name, kernel in real.items():  # the kernels back (sass_defaults.py compiles them next)
+            setattr(B, name, kernel)
+        B.clear_plans()
+
+
+def _record_all(B, torch, seen):
     out = {}
     for D in HEAD_DIMS:
         for causal in (False, True):
