@@ -11,7 +11,8 @@ Entries (``ENTRIES`` and two autograd ones):
 - ``ag``: ours through autograd (``attention_bwd.attention``, the example's ``AttentionFunction``): what a user calls;
 - ``def``: ``attention_bwd`` called directly on the saved O and LSE with no mode or config (its launch plan): the default;
 - ``fused``: ``dq_mode="fused"``, the default before d64c28 (and still below N 16384);
-- ``sep``: ``dq_mode="separate"``, which takes the new form's tables at any length (the question at N 8192 / 12288).
+- ``sep``: ``dq_mode="separate"``, which takes the new form's tables at any length (the question at N 8192 / 12288);
+  ``sep_k4``, ``sep_q4``, ``sep_g4``, ``sep_g16``: variants of it (below).
 
 Every entry's gradients are checked against the first of ours listed and cuDNN's.
 
@@ -34,7 +35,13 @@ import torch  # noqa: E402
 from bench import bench_attention as BA  # noqa: E402
 
 #: name -> attention_bwd keyword arguments (called directly on the saved O and LSE)
-ENTRIES = {"def": {}, "fused": dict(dq_mode="fused"), "sep": dict(dq_mode="separate")}
+ENTRIES = {"def": {}, "fused": dict(dq_mode="fused"), "sep": dict(dq_mode="separate"),
+           # the new form with another stage on the dK/dV rings (197632 B of shared memory on sm_90a, the same loops) or
+           # the dQ ring (165888 B), or causal's grids ordered longest first across groups of 4 / 16 heads (8: CAUSAL_GROUP)
+           "sep_k4": dict(dq_mode="separate", dkdv_config=dict(num_stages=4)),
+           "sep_q4": dict(dq_mode="separate", dq_config=dict(num_stages=4)),
+           "sep_g4": dict(dq_mode="separate", dkdv_config=dict(GROUP=4), dq_config=dict(GROUP=4)),
+           "sep_g16": dict(dq_mode="separate", dkdv_config=dict(GROUP=16), dq_config=dict(GROUP=16))}
 AUTOGRAD = ("cudnn", "t06", "ag")
 
 
