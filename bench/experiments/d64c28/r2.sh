@@ -6,7 +6,8 @@
 # (2) N 16384 causal: cuDNN, the default called directly (`def`) and through autograd (`ag`), the fused kernel (the
 # default before), tutorial 06, 6 rounds interleaved; (3) N 8192: cuDNN, the default (fused there), `sep` (the new
 # form), 6 rounds; (4) N 12288 the same if time is left. Tested on CPU as far as it goes (SMOKE=1: the interpreter at
-# N 256, no cuDNN / tutorial 06; the GPU tests skip).
+# N 256, no cuDNN / tutorial 06; the GPU tests skip). E8: the entries at N 8192 (R3: the new form's variants too,
+# warmed beside the tests).
 set -u
 RES=${OUT:-/tmp/d64c28_out}; mkdir -p $RES
 LIMIT=${LIMIT:-110}
@@ -29,6 +30,9 @@ timeout 55 python3 -m pytest -q -rA -p no:cacheprovider tests/gpu/test_gpu_atten
   > $RES/gpu_tests.log 2>&1 &
 timeout 50 python3 $S $X --warm --seq $W --entries sep fused ag > $RES/warm_ours.log 2>&1 &
 timeout 50 python3 $S $X --warm --seq $WT --entries t06 --tutorial06 $T06 > $RES/warm_t06.log 2>&1 &
+E8=${E8:-cudnn def sep}
+V8=$(echo " $E8 " | tr ' ' '\n' | grep '^sep_' | tr '\n' ' ')
+[ -n "$V8" ] && timeout 50 python3 $S $X --warm --seq $N2 --entries $V8 > $RES/warm_var.log 2>&1 &
 wait; tail -qn 1 $RES/warm_*.log | grep -v Warn
 grep -E "^(FAILED|ERROR)|passed|failed|error" $RES/gpu_tests.log | tail -n 6
 echo "== 2: N 16384 causal, $(left)s left"
@@ -36,8 +40,8 @@ T=$(( $(left) - 26 )); [ $T -gt 40 ] && T=40
 timeout $T python3 $S $X --seq $N1 --entries cudnn def ag fused t06 --rounds 6 --rep-ms 100 --tutorial06 $T06 \
   --out $RES/n16384.json > $RES/n16384.log 2>&1
 echo "== 3: N 8192 causal, $(left)s left"
-T=$(( $(left) - 12 )); [ $T -gt 18 ] && T=18
-[ $T -gt 8 ] && timeout $T python3 $S $X --seq $N2 --entries cudnn def sep --rounds 6 --rep-ms 50 \
+T=$(( $(left) - 12 )); [ $T -gt 30 ] && T=30
+[ $T -gt 8 ] && timeout $T python3 $S $X --seq $N2 --entries $E8 --rounds 6 --rep-ms 50 \
   --out $RES/n8192.json > $RES/n8192.log 2>&1
 T=$(( $(left) - 1 )); [ $T -gt 18 ] && T=18
 echo "== 4: N 12288 causal, ${T}s"
