@@ -14,7 +14,9 @@ Entries (``ENTRIES`` and two autograd ones):
 - ``sep``: ``dq_mode="separate"``, which takes the new form's tables at any length (the question at N 8192 / 12288);
   ``sep_k4``, ``sep_q4``, ``sep_g4``, ``sep_g16``: variants of it (below).
 
-Every entry's gradients are checked against the first of ours listed and cuDNN's.
+Every entry's gradients are checked against the first of ours listed and cuDNN's. ``--prof``: instead of the rounds,
+each entry's calls under torch.profiler, its kernels' GPU time a call beside the call's time by CUDA events (what a path
+adds around the same kernels: ``ag`` against ``def``).
 
     python3 bench/experiments/d64c28/bwd_ab.py --seq 16384 --entries cudnn def ag fused t06 --rounds 6 --rep-ms 100 \\
         --out OUT.json [--warm] [--tutorial06 PATH] [--device cpu]
@@ -62,6 +64,7 @@ def main():
     ap.add_argument("--batch", type=int, default=BA.Z)
     ap.add_argument("--heads", type=int, default=BA.H)
     ap.add_argument("--warm", action="store_true", help="one call of each entry (compiles), no timing")
+    ap.add_argument("--prof", action="store_true", help="kernels' GPU time a call under torch.profiler, no rounds")
     ap.add_argument("--tutorial06", default=BA.TUTORIAL06)
     ap.add_argument("--out", default=None)
     ap.add_argument("--device", default="cuda", help="cpu: the interpreter at a tiny size (a smoke run; no cuDNN, t06)")
@@ -105,6 +108,8 @@ def main():
     if a.warm:
         print(f"warm N={N} {names} {time.time() - t0:.1f}s", flush=True)
         return
+    if a.prof:
+        return _prof(a, names, fns, N, cuda, t0)
     first = next(n for n in names if n not in ("cudnn", "t06"))
     ref, cud = grads[first], grads.get("cudnn")
     times = {n: [] for n in names}
@@ -129,6 +134,38 @@ def main():
     if a.out:
         json.dump(dict(rows=rows, device=torch.cuda.get_device_name() if cuda else dev, elapsed_s=time.time() - t0,
                        argv=sys.argv), open(a.out, "w"), indent=1)
+
+
+def _prof(a, names, fns, N, cuda, t0):
+    """Each entry's kernels under torch.profiler (``a.rounds`` calls): GPU time a call by kernel, beside the call's
+    time by CUDA events around the same calls."""
+    from torch.profiler import ProfilerActivity, profile
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    rows = []
+    for name in names:
+        fns[name]()
+        sync()
+        with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+            ev = BA.timeit(fns[name], a.rep_ms, min_reps=a.rounds, max_reps=a.rounds)
+            sync()
+        calls = ev["reps"] + 2  # timeit's two warm-up calls ran under the profiler too
+        per = {}
+        for e in prof.events():
+            if "CUDA" not in str(getattr(e, "device_type", "")):
+                continue
+            if e.device_time_total:
+                per.setdefault(e.name, [0.0, 0])
+                per[e.name][0] += e.device_time_total
+                per[e.name][1] += 1
+        tot = sum(v[0] for v in per.values()) / calls / 1e3
+        print(f"N={N} {name:5s} kernels {tot:.3f} ms a call, CUDA events {ev['ms']:.3f} ms (median of {ev['reps']})",
+              flush=True)
+        for kn, (us, cnt) in sorted(per.items(), key=lambda kv: -kv[1][0])[:6]:
+            print(f"    {us / calls / 1e3:9.3f} ms  x{cnt / calls:g}  {kn[:100]}", flush=True)
+        rows.append(dict(entry=name, kernels_ms=tot, events_ms=ev["ms"], calls=calls,
+                         by_kernel={k: v[0] / calls / 1e3 for k, v in per.items()}))
+    if a.out:
+        json.dump(dict(rows=rows, seq=N, elapsed_s=time.time() - t0, argv=sys.argv), open(a.out, "w"), indent=1)
 
 
 if __name__ == "__main__":
