@@ -5,7 +5,8 @@
 # D=128's form, WS=2 and both tails: d64c27's `sepc2`): (1) its GPU tests beside the compiles (ours and tutorial 06's);
 # (2) N 16384 causal: cuDNN, the default called directly (`def`) and through autograd (`ag`), the fused kernel (the
 # default before), tutorial 06, 6 rounds interleaved; (3) N 8192: cuDNN, the default (fused there), `sep` (the new
-# form), 6 rounds; (4) N 12288 the same if time is left. Tested on CPU as far as it goes (SMOKE=1: the interpreter at
+# form), 6 rounds; (4) N 12288 the same if time is left; (5) N 16384 under
+# torch.profiler: def's, ag's and cuDNN's kernels' GPU time a call beside their CUDA-event time (R3). Tested on CPU as far as it goes (SMOKE=1: the interpreter at
 # N 256, no cuDNN / tutorial 06; the GPU tests skip). E8: the entries at N 8192 (R3: the new form's variants too,
 # warmed beside the tests).
 set -u
@@ -43,11 +44,16 @@ echo "== 3: N 8192 causal, $(left)s left"
 T=$(( $(left) - 12 )); [ $T -gt 30 ] && T=30
 [ $T -gt 8 ] && timeout $T python3 $S $X --seq $N2 --entries $E8 --rounds 6 --rep-ms 50 \
   --out $RES/n8192.json > $RES/n8192.log 2>&1
-T=$(( $(left) - 1 )); [ $T -gt 18 ] && T=18
+T=$(( $(left) - 14 )); [ $T -gt 18 ] && T=18
 echo "== 4: N 12288 causal, ${T}s"
 [ $T -gt 9 ] && timeout $T python3 $S $X --seq $N3 --entries cudnn def sep --rounds 4 --rep-ms 60 \
   --out $RES/n12288.json > $RES/n12288.log 2>&1
+T=$(( $(left) - 1 )); [ $T -gt 14 ] && T=14
+echo "== 5: N 16384 under torch.profiler (def, ag, cudnn), ${T}s"
+[ $T -gt 8 ] && timeout $T python3 $S $X --seq $N1 --entries def ag cudnn --prof --rounds 4 \
+  --out $RES/prof16384.json > $RES/prof16384.log 2>&1
 echo "== summary (cuDNN/this, t06/this)"
 cat $RES/n16384.log $RES/n8192.log $RES/n12288.log 2>/dev/null | grep '^N=' | \
   sed 's/cudnn\/this/c/; s/t06\/this/t/; s/  err / e /'
+grep -E "^N=|^ " $RES/prof16384.log 2>/dev/null | head -n 12
 echo "== done in $(( $(date +%s) - T0 ))s"
