@@ -65,6 +65,9 @@ def main():
     ap.add_argument("--heads", type=int, default=BA.H)
     ap.add_argument("--warm", action="store_true", help="one call of each entry (compiles), no timing")
     ap.add_argument("--prof", action="store_true", help="kernels' GPU time a call under torch.profiler, no rounds")
+    ap.add_argument("--rotate", action="store_true",
+                    help="round r starts at entry r (each entry in each place of the order as often), not reversed")
+    ap.add_argument("--settle-ms", type=float, default=0.0, help="every entry called untimed this long before round 1")
     ap.add_argument("--tutorial06", default=BA.TUTORIAL06)
     ap.add_argument("--out", default=None)
     ap.add_argument("--device", default="cuda", help="cpu: the interpreter at a tiny size (a smoke run; no cuDNN, t06)")
@@ -113,8 +116,18 @@ def main():
     first = next(n for n in names if n not in ("cudnn", "t06"))
     ref, cud = grads[first], grads.get("cudnn")
     times = {n: [] for n in names}
+    if a.settle_ms and cuda:  # the clocks under load before round 1 (R2/R3: the first entries of round 1 ran faster)
+        end = time.time() + a.settle_ms / 1e3
+        while time.time() < end:
+            for name in names:
+                fns[name]()
+            torch.cuda.synchronize()
+    orders = []
     for r in range(a.rounds):
-        for name in (names if r % 2 == 0 else list(reversed(names))):
+        order = names[r % len(names):] + names[:r % len(names)] if a.rotate else \
+            (names if r % 2 == 0 else list(reversed(names)))
+        orders.append(order)
+        for name in order:
             times[name].append(BA.timeit(fns[name], a.rep_ms))
     rows = []
     for name in names:
@@ -132,8 +145,8 @@ def main():
         print(f"N={N} {name:5s} ms {' '.join(f'{x:.3f}' for x in ms)}  {ratios}  err {first} "
               f"{row['err_vs_first']:.1e} cudnn {row['err_vs_cudnn'] or 0:.1e}", flush=True)
     if a.out:
-        json.dump(dict(rows=rows, device=torch.cuda.get_device_name() if cuda else dev, elapsed_s=time.time() - t0,
-                       argv=sys.argv), open(a.out, "w"), indent=1)
+        json.dump(dict(rows=rows, orders=orders, device=torch.cuda.get_device_name() if cuda else dev,
+                       elapsed_s=time.time() - t0, argv=sys.argv), open(a.out, "w"), indent=1)
 
 
 def _prof(a, names, fns, N, cuda, t0):
