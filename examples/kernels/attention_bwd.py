@@ -413,9 +413,10 @@ DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128:
 # ... by (head dim, causal) where a mask has its own (the separate pass's dK/dV kernel; DQ_MASK_CONFIGS the dQ kernel's)
 # D=64 non-causal (d64s27): the dK/dV kernel in D=128's form (64-query steps of a 128-key block on two consumer
 # warpgroups, with DKDV_WS, DKDV_ROWS_TMA, DKDV_TAIL below) and the dQ kernel at 128 x 128 on 8 warps (the compiler
-# gives its loop a producer warpgroup), 3 stages for DQ_TAIL (docs/attention.md, "d64s27")
-DKDV_MASK_CONFIGS = {(64, False): (64, 128, 8, 3)}
-DQ_MASK_CONFIGS = {(64, False): (128, 128, 8, 3)}
+# gives its loop a producer warpgroup), 3 stages for DQ_TAIL (docs/attention.md, "d64s27"); D=64 causal the same blocks
+# (d64c28; its dK/dV kernel's two loops with DKDV_WS=2)
+DKDV_MASK_CONFIGS = {(64, False): (64, 128, 8, 3), (64, True): (64, 128, 8, 3)}
+DQ_MASK_CONFIGS = {(64, False): (128, 128, 8, 3), (64, True): (128, 128, 8, 3)}
 # ATOMIC_DQ adds dQ^T = K^T dS^T ([HEAD_DIM, BLOCK_M]) a step: a wgmma when HEAD_DIM is 64 rows a warpgroup
 # (4 warps at 64, 8 at 128; else mma.sync), spill-free at these query steps
 ATOMIC_DKDV_CONFIGS = {16: (16, 32, 4, 2), 32: (16, 32, 4, 2), 64: (32, 64, 4, 3), 128: (32, 128, 8, 3)}
@@ -492,7 +493,10 @@ DQ_MODES = ("separate", "atomic", "ds", "fused", "flat")
 # separate pass's 0.78-0.86 / 0.78-0.85; docs/attention.md "att23")
 DEFAULT_DQ_MODES = {64: "fused", 128: "ds"}
 # ... and from a sequence length on, by (head dim, causal): (N, mode), over DEFAULT_DQ_MODES where N_CTX >= N
-DEFAULT_DQ_MODES_LONG = {(64, False): (8192, "separate")}  # D=64 non-causal: the separate pass in D=128's form (d64s27)
+# D=64 non-causal from 8192 (d64s27), causal from 16384 (d64c28): the separate pass in D=128's form. Causal on an H200
+# (call A28, docs/attention.md "d64c28"): 0.949-0.972 of cuDNN at N 16384 against the fused kernel's 0.889-0.904, ahead
+# of it in every round; at 8192 not (0.879-1.023 against 0.959-0.998)
+DEFAULT_DQ_MODES_LONG = {(64, False): (8192, "separate"), (64, True): (16384, "separate")}
 # D=64 dQ at 2 stages (50 KB: 4 programs an SM, 3 at 3 stages' 66 KB) since call R1b (docs/attention.md "bwd18"). D=128
 # at 128-key steps since att21 (225 KB, spill-free, 555 SASS a trip against 2 x 355 at 64-key steps; on an H200 the dQ
 # kernel 3.6-3.8% faster, the separate backward 1.5-5% at N 4096: docs/attention.md, "att21")
@@ -508,37 +512,19 @@ DKDV_EVEN_M = {64: True}
 # docs/attention.md "att22") non-causal D=128: the separate pass 1.5-4.6% faster like for like (R1; R3's default 5.5-11%
 # at N 4096), ds 0-4.6% (N 4096 and 16384); causal not faster (the separate pass -1.6% to +5.4%, ds 14-21% slower;
 # but with causal's two loops WS=1 specialised the diagonal's only: "att26"); ds causal at 128 with DS_ONE_LOOP's one
-# loop (below), whose every trip the producer then fills
-DKDV_WS = {(128, False): 1, (64, False): 1}
+# loop (below), whose every trip the producer then fills. D=64 causal (d64c28): WS=2, the producer for the two-loop
+# kernel's unmasked loop (causal's one loop measured no faster: call A28, docs/attention.md "d64c28")
+DKDV_WS = {(128, False): 1, (64, False): 1, (64, True): 2}
 DS_WS = {(128, False): 1, (128, True): 1}
 # the separate pass's dK/dV loop with its LSE/delta rows through 1-D descriptors (ROWS_TMA: the compiler's auto-TMA
 # copies its Q/dO pointer loads, and the rows join that ring) by (head dim, causal); dkdv_config's ROWS_TMA overrides
-DKDV_ROWS_TMA = {(64, False): True}
+DKDV_ROWS_TMA = {(64, False): True, (64, True): True}
 # the separate pass's loops with their last dot (dK += dS^T Q; dQ += dS K) in flight across the back edge (the kernels'
 # TAIL, tl.range's async_tail) by (head dim, causal), for the dK/dV kernel (DKDV_TAIL) and the dQ kernel (DQ_TAIL);
 # under a producer warpgroup the compiler keeps it with 3+ stages, releasing each a trip late (passes/schedule.py,
 # _ws_async_tail); dkdv_config's / dq_config's TAIL overrides
-DKDV_TAIL = {(64, False): True}
-DQ_TAIL = {(64, False): True}
-# the separate pass's dK/dV kernel causal in one loop from the diagonal on (the kernel's ONE_LOOP), by (head dim,
-# causal); DKDV_WS / DKDV_ROWS_TMA / DKDV_TAIL give causal's producer its every trip only with it (two loops: the
-# diagonal's; WS=2: the unmasked loop's). None set: D=64 causal's candidates (CAUSAL_LONG_CANDIDATES) are opt-in until
-# timed on a GPU (docs/attention.md "d64c27")
-DKDV_ONE_LOOP = {}
-# opt-in table entries (not applied: :func:`tables` applies them for a with-block), by name. "d64c": D=64 causal from N
-# 8192 on, the separate pass in D=128's form as non-causal's (d64s27) with causal's one loop: dK/dV at (64, 128, 8, 3)
-# with a producer warpgroup and the rows ringed by TMA but no async tail (under ONE_LOOP with it, sm_90a, ptxas waited
-# for every wgmma at 0: 16 waits a trip), dQ at (128, 128, 8, 3) with its tail; sm_90a 0.63 SASS a key-query element
-# (the loops that run nearly every trip) against the fused default's 0.68 (CPU only, docs/attention.md "d64c27")
-_D64C = dict(DEFAULT_DQ_MODES_LONG={(64, True): (8192, "separate")}, DKDV_MASK_CONFIGS={(64, True): (64, 128, 8, 3)},
-             DQ_MASK_CONFIGS={(64, True): (128, 128, 8, 3)}, DKDV_ROWS_TMA={(64, True): True},
-             DQ_TAIL={(64, True): True})
-CAUSAL_LONG_CANDIDATES = {
-    "d64c": dict(_D64C, DKDV_WS={(64, True): 1}, DKDV_ONE_LOOP={(64, True): True}),
-    # "d64c2": the same with the dK/dV kernel's two loops, the producer for the unmasked one (WS=2) and its async tail
-    # (kept there: sm_90a 320 SASS a trip as non-causal's, 0.52 a key-query element with the dQ loop)
-    "d64c2": dict(_D64C, DKDV_WS={(64, True): 2}, DKDV_TAIL={(64, True): True}),
-}
+DKDV_TAIL = {(64, False): True, (64, True): True}
+DQ_TAIL = {(64, False): True, (64, True): True}
 # ds's dK/dV loop with its LSE and delta rows through 1-D descriptors (ROWS_TMA), which the compiler rings with Q and
 # dO (passes/schedule.py, _register_tiles): by (head dim, causal); dkdv_config's ROWS_TMA overrides. On an H200 (att25's
 # R1) 10-14% faster at D=128 non-causal (N 4096; 6-8% at 16384), a tie causal (no producer warpgroup there): on
@@ -687,8 +673,6 @@ def attention_bwd_steps(do, q, k, v, o, lse, causal, sm_scale, dq_mode=None, dkd
             c1.setdefault("TAIL", True)
         if DQ_TAIL.get((D, bool(causal))):
             c2.setdefault("TAIL", True)
-        if causal and DKDV_ONE_LOOP.get((D, True)):
-            c1.setdefault("ONE_LOOP", True)
     if ds and causal and DS_ONE_LOOP.get(D):  # passed only where set (the other kernels' compile keys stay)
         c1.setdefault("ONE_LOOP", True)
     knobs = ds and (not causal or c1.get("ONE_LOOP"))  # causal's producer and ringed rows: for the one loop only
@@ -897,8 +881,7 @@ def _fused_launches(q, causal, sm_scale):
 def _separate_launches(q, causal, sm_scale):
     """The separate pass's dK/dV and dQ launches at the default configs (attention_bwd_steps' choices for
     dq_mode="separate" without configs: the mask's configs, GROUP from CAUSAL_GROUP, EVEN_M from DKDV_EVEN_M where N
-    allows it, WS from DKDV_WS, ROWS_TMA from DKDV_ROWS_TMA where N % 4 == 0, TAIL from DKDV_TAIL / DQ_TAIL, causal's
-    ONE_LOOP from DKDV_ONE_LOOP)."""
+    allows it, WS from DKDV_WS, ROWS_TMA from DKDV_ROWS_TMA where N % 4 == 0, TAIL from DKDV_TAIL / DQ_TAIL)."""
     Z, H, N, D = q.shape
     c1 = _cfg(_mask_table(DKDV_CONFIGS, DKDV_MASK_CONFIGS, causal), D, None)
     c2 = _cfg(_mask_table(DQ_CONFIGS, DQ_MASK_CONFIGS, causal), D, None)
@@ -915,8 +898,6 @@ def _separate_launches(q, causal, sm_scale):
         c1.setdefault("TAIL", True)
     if DQ_TAIL.get((D, bool(causal))):
         c2.setdefault("TAIL", True)
-    if causal and DKDV_ONE_LOOP.get((D, True)):
-        c1.setdefault("ONE_LOOP", True)
     if c1.get("EVEN_M"):
         c1["EVEN_M"] = N % c1["BLOCK_M"] == 0
     g1, k1 = _grid(triton.cdiv(N, c1["BLOCK_N"]), Z * H, causal, c1)
@@ -937,7 +918,7 @@ def _plan_deps():
     as tests and benches do) is made again. A table changed in place needs clear_plans()."""
     return (FUSED_CONFIGS, FUSED_EVEN_M, FUSED_TAIL, FUSED_KV_REGS, FUSED_MAXNREG, FUSED_DQ_DESC, DKDV_CONFIGS,
             DQ_CONFIGS, DKDV_MASK_CONFIGS, DQ_MASK_CONFIGS, CAUSAL_GROUP, DKDV_EVEN_M, DKDV_WS, DKDV_ROWS_TMA,
-            DKDV_TAIL, DQ_TAIL, DKDV_ONE_LOOP,
+            DKDV_TAIL, DQ_TAIL,
             PRE_BLOCK, attn_bwd_fused_kernel, attn_bwd_dkdv_kernel, attn_bwd_dq_kernel, attn_bwd_preprocess_kernel)
 
 
@@ -979,7 +960,7 @@ def _plan(do, q, k, v, o, lse, causal, sm_scale, dq_mode):
 @contextlib.contextmanager
 def tables(**entries):
     """A with-block with these entries merged into the module's tables by name
-    (``tables(**CAUSAL_LONG_CANDIDATES["d64c"])``: an opt-in candidate), each table a new dict (the launch plans see new
+    (``tables(DKDV_WS={(64, True): 1})``: a candidate), each table a new dict (the launch plans see new
     tables and are made again); the tables as they were afterwards."""
     g = globals()
     for name in entries:

@@ -224,15 +224,58 @@ def test_d64_default_backward(N, causal):
     _check_backward_at(64, causal, N=N, dq_mode=None, dkdv_config=None)
 
 
+@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("extra", [0, 2, 4])
-def test_d64_default_backward_from_its_long_length(extra):
-    # (d64s27) dq_mode=None at D=64 non-causal from DEFAULT_DQ_MODES_LONG's length on (the separate pass in D=128's
-    # form there), through the launch plan; +2: no rows by descriptors (N % 4), +4: no EVEN_M
-    long = B.DEFAULT_DQ_MODES_LONG.get((64, False))
+def test_d64_default_backward_from_its_long_length(extra, causal):
+    # (d64s27) dq_mode=None at D=64 from DEFAULT_DQ_MODES_LONG's length on (the separate pass in D=128's form there;
+    # d64c28: causal from 16384 with the dK/dV kernel's two loops, WS=2), through the launch plan; +2: no rows by
+    # descriptors (N % 4), +4: no EVEN_M
+    long = B.DEFAULT_DQ_MODES_LONG.get((64, causal))
     if long is None:
-        pytest.skip("no length-dependent default mode at D=64 non-causal")
-    assert B.default_dq_mode(64, False, long[0] + extra) == long[1]
-    _check_backward_at(64, False, N=long[0] + extra, dq_mode=None, dkdv_config=None)
+        pytest.skip(f"no length-dependent default mode at D=64 causal={causal}")
+    assert B.default_dq_mode(64, causal, long[0] + extra) == long[1]
+    _check_backward_at(64, causal, N=long[0] + extra, dq_mode=None, dkdv_config=None)
+
+
+@pytest.mark.parametrize("N", [16384, 16388])
+def test_d64_causal_long_default_through_autograd(N, monkeypatch):
+    # (d64c28) D=64 causal's default backward from N 16384 on through autograd (B.attention, its forward too), what a
+    # user calls: the separate pass with its dK/dV kernel's two loops, the producer for the unmasked one (WS=2), its
+    # async tail and the rows ringed by TMA (16388: no EVEN_M), the dQ kernel at 128 x 128 with its tail; against
+    # torch's, and the launches checked to be those
+    seen = []
+    kernels = {name: getattr(B, name) for name in ("attn_bwd_dkdv_kernel", "attn_bwd_dq_kernel", "attn_bwd_fused_kernel")}
+
+    class Spy:
+        def __init__(self, name):
+            self.name = name
+
+        def __getitem__(self, grid):
+            def launch(*a, **kw):
+                seen.append((self.name, kw))
+                return kernels[self.name][grid](*a, **kw)
+            return launch
+
+    for name in kernels:
+        monkeypatch.setattr(B, name, Spy(name))
+    B.clear_plans()
+    q, k, v, do = _inputs(1, 2, N, 64, torch.float16)
+    grads = {}
+    for name, fn, cast in (("ours", lambda a, b, c: B.attention(a, b, c, True), torch.float16),
+                           ("torch", lambda a, b, c: SDPA(a, b, c, is_causal=True), torch.float16),
+                           ("fp32", lambda a, b, c: SDPA(a, b, c, is_causal=True), torch.float32)):
+        leaves = [t.detach().to(cast).requires_grad_() for t in (q, k, v)]
+        out = fn(*leaves)
+        out.backward(do.to(cast))
+        grads[name] = [out] + [t.grad for t in leaves]
+    B.clear_plans()
+    assert [n for n, _ in seen] == ["attn_bwd_dkdv_kernel", "attn_bwd_dq_kernel"], seen
+    (_, k1), (_, k2) = seen
+    assert (k1["BLOCK_M"], k1["BLOCK_N"], k1["WS"], k1["TAIL"], k1["ROWS_TMA"], k1["EVEN_M"]) == \
+        (64, 128, 2, True, True, N % 64 == 0), k1
+    assert k1.get("ONE_LOOP") is None and (k2["BLOCK_M"], k2["BLOCK_N"], k2["TAIL"]) == (128, 128, True), k2
+    for i, name in enumerate(("o", "dq", "dk", "dv")):
+        _close_as_torch(name, grads["ours"][i], grads["torch"][i], grads["fp32"][i], 5e-3)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -268,20 +311,11 @@ def test_d64_causal_one_loop_in_the_d128_form(N, dkdv):
     # (d64c27) D=64 causal's candidates: the separate pass's dK/dV kernel in one loop (ONE_LOOP) at 64 x 128 with a
     # producer warpgroup and the rows ringed by TMA (with and without its async tail, which ptxas serialised on sm_90a),
     # or in two loops with the producer for the unmasked one (WS=2) and its tail,
-    # the causal dQ kernel at 128 x 128 with its tail; ragged N (1000: no EVEN_M, rows by pointers' tail blocks). Not
-    # run on a GPU yet (bench/experiments/d64c27/request_s28_d64c.sh)
+    # the causal dQ kernel at 128 x 128 with its tail; ragged N (1000: no EVEN_M, rows by pointers' tail blocks). The
+    # last (WS=2 with its tail) is D=64 causal's default from N 16384 on since d64c28; the one-loop forms (measured no
+    # faster, call A28) stay reachable through dkdv_config
     _check_backward_at(64, True, N=N, dkdv_config=dkdv, dq_config=_D64C_DQ)
 
-
-@pytest.mark.parametrize("name", ["d64c", "d64c2"])
-@pytest.mark.parametrize("extra", [0, 2, 4])
-def test_d64_causal_candidate_from_its_long_length(extra, name):
-    # (d64c27) dq_mode=None at D=64 causal under an opt-in candidate's tables (CAUSAL_LONG_CANDIDATES) from its
-    # length on, through the launch plan; +2: no rows by descriptors (N % 4), +4: no EVEN_M
-    with B.tables(**B.CAUSAL_LONG_CANDIDATES[name]):
-        long = B.DEFAULT_DQ_MODES_LONG[(64, True)]
-        assert B.default_dq_mode(64, True, long[0] + extra) == long[1] == "separate"
-        _check_backward_at(64, True, N=long[0] + extra, dq_mode=None, dkdv_config=None)
 
 def _check_backward_at(D, causal, N=1000, **kw):
     q, k, v, do = _inputs(1, 4, N, D, torch.float16)

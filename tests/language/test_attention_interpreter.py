@@ -275,11 +275,14 @@ def test_separate_pass_takes_its_tail_tables(monkeypatch):
 
 
 @pytest.mark.parametrize("N,causal,mode", [(8192, False, "separate"), (16384, False, "separate"),
-                                           (8188, False, "fused"), (4096, False, "fused"), (16384, True, "fused")])
+                                           (8188, False, "fused"), (4096, False, "fused"), (16384, True, "separate"),
+                                           (32768, True, "separate"), (16380, True, "fused"), (8192, True, "fused")])
 def test_the_d64_default_and_its_launches(N, causal, mode, monkeypatch):
     # (d64s27) the shipped tables at D=64: from N 8192 on, non-causal, the separate pass with its dK/dV kernel at
     # (64, 128, 8, 3) with a producer warpgroup (WS=1), its rows ringed by TMA and its async tail, and its dQ kernel at
-    # (128, 128, 8, 3) with its async tail; shorter or causal, the fused kernel. The launches are recorded, not run
+    # (128, 128, 8, 3) with its async tail; shorter, the fused kernel. (d64c28) Causal from N 16384 on the same with the
+    # dK/dV kernel's two loops and the producer for the unmasked one (WS=2), its grids longest first across the 2 heads
+    # (GROUP 2: CAUSAL_GROUP's 8 cut to the heads); shorter, the fused kernel. The launches are recorded, not run
     # (spies without a launch), so the lengths cost nothing here.
     assert B.default_dq_mode(64, causal, N) == mode
     seen = _record_launches(monkeypatch)
@@ -294,9 +297,12 @@ def test_the_d64_default_and_its_launches(N, causal, mode, monkeypatch):
         assert names == ["attn_bwd_preprocess_kernel", "attn_bwd_dkdv_kernel", "attn_bwd_dq_kernel"], names
         (_, g1, k1), (_, g2, k2) = seen[1:]
         assert (k1["BLOCK_M"], k1["BLOCK_N"], k1["num_warps"], k1["num_stages"]) == (64, 128, 8, 3)
-        assert (k1["WS"], k1["ROWS_TMA"], k1["TAIL"], k1["EVEN_M"]) == (1, True, True, True), k1
+        ws = 2 if causal else 1
+        assert (k1["WS"], k1["ROWS_TMA"], k1["TAIL"], k1["EVEN_M"]) == (ws, True, True, True), k1
+        assert k1.get("ONE_LOOP") is None and k1["GROUP"] == (2 if causal else 0), k1  # causal: the two loops
         assert (k2["BLOCK_M"], k2["BLOCK_N"], k2["num_warps"], k2["num_stages"], k2["TAIL"]) == (128, 128, 8, 3, True)
-        assert g1 == (N // 128, 2, 1) and g2 == (N // 128, 2, 1)
+        grid = (2 * N // 128, 1, 1) if causal else (N // 128, 2, 1)
+        assert g1 == grid and g2 == grid, (g1, g2)
         # the general path (attention_bwd_steps) launches the same
         _, steps = B.attention_bwd_steps(q, q, q, q, q, lse, causal, 0.125)
         seen.clear()
@@ -788,69 +794,43 @@ def test_separate_pass_takes_the_masks_configs_its_producer_and_rows(monkeypatch
     B.clear_plans()
 
 
-@pytest.mark.parametrize("name,knobs", [("d64c", (True, 1, None)), ("d64c2", (None, 2, True))])
 @pytest.mark.parametrize("N", [200, 256])
-def test_d64_causal_candidate_gives_the_fused_grads(N, name, knobs, monkeypatch):
-    # (d64c27) the opt-in candidate for D=64 causal (CAUSAL_LONG_CANDIDATES["d64c"]): the separate pass with its dK/dV
-    # kernel in one loop (ONE_LOOP) at (64, 128, 8, 3) with a producer warpgroup, the rows by descriptors and GROUP 8 (2
-    # here: the heads), no dK/dV
-    # tail, and its dQ kernel at (128, 128, 8, 3) with its tail, in the launch plan and the general path alike; grads
-    # bit for bit the two-loop kernel's at the same blocks (the same trips in the same order) and close to the fused
-    # default's; ragged N (200: 3.125 query steps of the dK/dV kernel's last block). "d64c2": the dK/dV kernel's two
-    # loops with the producer for the unmasked one (WS=2) and its tail; knobs: (ONE_LOOP, WS, the dK/dV kernel's TAIL)
+def test_d64_causal_default_gives_the_fused_grads(N, monkeypatch):
+    # (d64c28) D=64 causal's default from its long length on (DEFAULT_DQ_MODES_LONG, moved down to N here): the separate
+    # pass with its dK/dV kernel's two loops at (64, 128, 8, 3), the producer for the unmasked one (WS=2), the rows by
+    # descriptors where N % 4 == 0, its async tail and GROUP 8 (2 here: the heads), and its dQ kernel at (128, 128, 8, 3)
+    # with its tail, in the launch plan and the general path alike; grads bit for bit the separate pass's at the same
+    # blocks without the knobs (the same trips in the same order) and close to the fused kernel's (the default below
+    # the length); ragged N (200: 3.125 query steps of the dK/dV kernel's last block)
     q, k, v = _qkv(N, 64, torch.float16)
     do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(torch.float16)
     o, lse = A.attention_fwd(q, k, v, True, 0.125, return_lse=True)
-    fused = B.attention_bwd(do, q, k, v, o, lse, True, 0.125, dq_mode="fused")
-    two = B.attention_bwd(do, q, k, v, o, lse, True, 0.125, dq_mode="separate",
-                          dkdv_config=dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3),
-                          dq_config=dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3))
+    assert B.default_dq_mode(64, True, 16384) == "separate" and B.default_dq_mode(64, True, 16383) == "fused"
+    fused = B.attention_bwd(do, q, k, v, o, lse, True, 0.125)  # below the long length: the fused kernel
+    assert torch.equal(fused[0], B.attention_bwd(do, q, k, v, o, lse, True, 0.125, dq_mode="fused")[0])
+    plain = B.attention_bwd(do, q, k, v, o, lse, True, 0.125, dq_mode="separate",
+                            dkdv_config=dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3, WS=0, TAIL=False,
+                                             ROWS_TMA=False),
+                            dq_config=dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3, TAIL=False))
+    monkeypatch.setattr(B, "DEFAULT_DQ_MODES_LONG", {**B.DEFAULT_DQ_MODES_LONG, (64, True): (N, "separate")})
     B.clear_plans()
-    with B.tables(**B.CAUSAL_LONG_CANDIDATES[name]):
-        assert B.default_dq_mode(64, True, 8192) == "separate" and B.default_dq_mode(64, True, 4096) == "fused"
-        seen1, seen2 = [], []
-        monkeypatch.setattr(B, "attn_bwd_dkdv_kernel", _Spy(B.attn_bwd_dkdv_kernel, seen1))
-        monkeypatch.setattr(B, "attn_bwd_dq_kernel", _Spy(B.attn_bwd_dq_kernel, seen2))
-        plan = B.attention_bwd(do, q, k, v, o, lse, True, 0.125, dq_mode="separate")
-        out, steps = B.attention_bwd_steps(do, q, k, v, o, lse, True, 0.125, dq_mode="separate")
-        for _, launch in steps:
-            launch()
-        general = out()
+    seen1, seen2 = [], []
+    monkeypatch.setattr(B, "attn_bwd_dkdv_kernel", _Spy(B.attn_bwd_dkdv_kernel, seen1))
+    monkeypatch.setattr(B, "attn_bwd_dq_kernel", _Spy(B.attn_bwd_dq_kernel, seen2))
+    plan = B.attention_bwd(do, q, k, v, o, lse, True, 0.125)
+    out, steps = B.attention_bwd_steps(do, q, k, v, o, lse, True, 0.125)
+    for _, launch in steps:
+        launch()
+    general = out()
     assert len(seen1) == 2 and len(seen2) == 2
     for kw in seen1:
         assert (kw["BLOCK_M"], kw["BLOCK_N"], kw["num_warps"], kw["num_stages"]) == (64, 128, 8, 3)
-        assert (kw.get("ONE_LOOP"), kw["WS"], kw.get("TAIL"), kw["ROWS_TMA"], kw["GROUP"]) == knobs + (True, 2), kw
+        assert (kw.get("ONE_LOOP"), kw["WS"], kw["TAIL"], kw["ROWS_TMA"], kw["GROUP"]) == (None, 2, True, True, 2), kw
     for kw in seen2:
         assert (kw["BLOCK_M"], kw["BLOCK_N"], kw["num_warps"], kw["num_stages"], kw["TAIL"]) == (128, 128, 8, 3, True)
-    for a, b, t, f in zip(plan, general, two, fused):
+    for a, b, t, f in zip(plan, general, plain, fused):
         assert torch.equal(a, t) and torch.equal(b, t)
         torch.testing.assert_close(a.float(), f.float(), atol=2e-2, rtol=2e-2)
-    # outside the with-block the tables are as they were: causal keeps the fused default and two loops
-    assert B.DKDV_ONE_LOOP == {} and B.default_dq_mode(64, True, 16384) == "fused"
-    B.clear_plans()
-
-
-def test_the_d64_causal_candidates_launches_at_16384(monkeypatch):
-    # (d64c27) under the candidate's tables, D=64 causal at N 16384 (and not at 4096) runs the separate pass with the
-    # candidate's knobs through the launch plan; the launches are recorded, not run
-    seen = _record_launches(monkeypatch)
-    B.clear_plans()
-    with B.tables(**B.CAUSAL_LONG_CANDIDATES["d64c"]):
-        for N in (4096, 16384):
-            seen.clear()
-            q = torch.zeros(1, 8, N, 64, dtype=torch.float16)
-            lse = torch.zeros(1, 8, N, dtype=torch.float32)
-            B.attention_bwd(q, q, q, q, q, lse, True, 0.125)
-            names = [n for n, _, _ in seen]
-            if N == 4096:
-                assert names == ["attn_bwd_preprocess_kernel", "attn_bwd_fused_kernel"], names
-                continue
-            assert names == ["attn_bwd_preprocess_kernel", "attn_bwd_dkdv_kernel", "attn_bwd_dq_kernel"], names
-            (_, g1, k1), (_, g2, k2) = seen[1:]
-            knobs = (k1["ONE_LOOP"], k1["WS"], k1["ROWS_TMA"], k1["EVEN_M"], k1.get("TAIL"))
-            assert knobs == (True, 1, True, True, None), k1
-            assert (k2["BLOCK_M"], k2["num_stages"], k2["TAIL"]) == (128, 3, True)
-            assert g1 == (8 * 128, 1, 1) and g2 == (8 * 128, 1, 1)  # causal: longest first across 8 heads
     B.clear_plans()
 
 

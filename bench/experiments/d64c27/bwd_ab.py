@@ -2,13 +2,13 @@
 default and cuDNN, through d64s27's harness (``bwd_ab.py``: ``--part ab`` interleaved rounds, ``kernels``,
 ``prof``) with ``--causal`` and these entries added:
 
-- ``sepc``: the candidate (``CAUSAL_LONG_CANDIDATES["d64c"]``'s kernels): dK/dV at (64, 128, 8, 3), ``ONE_LOOP``, a
-  producer warpgroup (``WS=1``), the rows ringed by TMA, no async tail; dQ at (128, 128, 8, 3) with its tail;
+- ``sepc``: the candidate ("d64c", an opt-in table entry until d64c28 removed it): dK/dV at (64, 128, 8, 3),
+  ``ONE_LOOP``, a producer warpgroup (``WS=1``), the rows ringed by TMA, no async tail; dQ at (128, 128, 8, 3) with its tail;
 - ``sepc_tk``: and the dK/dV loop's tail (ptxas then waited for every wgmma at 0 on sm_90a: CPU, ``sass_cpu.py``);
 - ``sepc_nt``: no tails, the dQ kernel at 2 stages (what the dQ tail adds);
 - ``sepc_2l``: the dK/dV kernel's two loops (the producer then fills the diagonal's trips only: what ``ONE_LOOP`` adds);
-- ``sepc2`` (``CAUSAL_LONG_CANDIDATES["d64c2"]``'s kernels): two loops with the producer for the unmasked one (``WS=2``)
-  and the dK/dV tail (kept there), the dQ kernel as ``sepc``.
+- ``sepc2`` ("d64c2": D=64 causal's default from N 16384 on since d64c28): two loops with the producer for the
+  unmasked one (``WS=2``) and the dK/dV tail (kept there), the dQ kernel as ``sepc``.
 
 GROUP (8, 8) and EVEN_M come from the tables (CAUSAL_GROUP, DKDV_EVEN_M) as for every separate-pass call.
 
