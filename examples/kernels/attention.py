@@ -143,7 +143,7 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs
                     BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
                     FOLD_SCALE: tl.constexpr = False, KEY_ORDER: tl.constexpr = False, BLOCK_M: tl.constexpr = 0,
                     EVEN_N: tl.constexpr = False, DESC: tl.constexpr = 0, k_row=0, v_row=0,
-                    FP8: tl.constexpr = False):
+                    FP8: tl.constexpr = False, MASK_FROM: tl.constexpr = False, mask_from=0):
     """Key blocks [lo, hi) into the running (acc, l_i, m_i); only MASKED blocks pay for the mask.
     FOLD_SCALE (qk_scale > 0): the row max of the raw scores times the scale, and the scale folded into the
     exponent's multiply-add, instead of a multiply of every score before the max; a MASKED block then masks the raw
@@ -171,12 +171,18 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs
             qk = tl.dot(q, k)
             if MASKED:
                 qk = tl.where(visible, qk, float("-inf"))
+            if MASK_FROM:
+                if start_n >= mask_from:
+                    qk = tl.where(offs_m[:, None] >= cols[None, :], qk, float("-inf"))
             m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
             p = tl.math.exp2(qk * qk_scale - m_ij[:, None])
         else:
             qk = tl.dot(q, k) * qk_scale
             if MASKED:
                 qk = tl.where(visible, qk, -1.0e6)
+            if MASK_FROM:
+                if start_n >= mask_from:
+                    qk = tl.where(offs_m[:, None] >= cols[None, :], qk, -1.0e6)
             m_ij = tl.maximum(m_i, tl.max(qk, 1))
             p = tl.math.exp2(qk - m_ij[:, None])
         alpha = tl.math.exp2(m_i - m_ij)
@@ -208,7 +214,7 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
                         FOLD_SCALE: tl.constexpr = False, LPT: tl.constexpr = 0,
                         KEY_ORDER: tl.constexpr = False, DIAG_SPLIT: tl.constexpr = False,
                         MASK_FOLD: tl.constexpr = False, EVEN_N: tl.constexpr = False, DESC: tl.constexpr = 0,
-                        K2=None, V2=None):
+                        K2=None, V2=None, ONE_LOOP: tl.constexpr = False):
     """One [BLOCK_M, HEAD_DIM] block of O (and of the base-2 log-sum-exp LSE [Z*H, N_CTX] when STORE_LSE).
 
     Causal: the key blocks left of the diagonal run unmasked, then the diagonal block(s) masked
@@ -267,11 +273,19 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
             diag = (start_m * BLOCK_M // BLOCK_N) * BLOCK_N
         else:
             diag = start_m * BLOCK_M
-        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, 0,
-                                        diag, N_CTX, qk_scale, BLOCK_N, False, CAUSAL, FOLD_SCALE, KEY_ORDER,
-                                        BLOCK_M, DESC=DESC, k_row=k_row, v_row=v_row, FP8=FP8)
+        if not ONE_LOOP:
+            acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
+                                            0, diag, N_CTX, qk_scale, BLOCK_N, False, CAUSAL, FOLD_SCALE, KEY_ORDER,
+                                            BLOCK_M, DESC=DESC, k_row=k_row, v_row=v_row, FP8=FP8)
         end = tl.minimum((start_m + 1) * BLOCK_M, N_CTX)
-        if DIAG_SPLIT and BLOCK_N > BLOCK_M:
+        if ONE_LOOP:
+            # every key block in one loop (one ring: no second ring's setup and cold start), the causal mask on the
+            # blocks from the diagonal's on (a uniform branch)
+            acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
+                                            0, end, N_CTX, qk_scale, BLOCK_N, False, CAUSAL, FOLD_SCALE, KEY_ORDER,
+                                            BLOCK_M, DESC=DESC, k_row=k_row, v_row=v_row, FP8=FP8, MASK_FROM=True,
+                                            mask_from=diag)
+        elif DIAG_SPLIT and BLOCK_N > BLOCK_M:
             # wide blocks that end within the row block, then the rest BLOCK_M keys at a time
             mid = end // BLOCK_N * BLOCK_N
             acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
@@ -388,6 +402,16 @@ MASK_FOLD = {(128, True, True)}
 EVEN_N = {(128, True, True)}
 
 
+# (head dim, fp8) whose causal programs run every key block in one loop (the kernel's ONE_LOOP: one ring, the causal
+# mask from the diagonal's block on by a uniform branch) where N_CTX is a multiple of the blocks, when a call does not
+# say; DIAG_SPLIT does not apply then
+ONE_LOOP = set()
+
+
+def _one_loop(one_loop, D, fp8) -> bool:
+    return bool((D, bool(fp8)) in ONE_LOOP if one_loop is None else one_loop)
+
+
 def _mask_fold(mask_fold, D, causal, fp8) -> bool:
     return bool((D, bool(causal), bool(fp8)) in MASK_FOLD if mask_fold is None else mask_fold)
 
@@ -499,7 +523,7 @@ DESC = {(128, False, True): 1, (128, True, True): 1, (64, False, True): 1, (64, 
 
 def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8, cfg, kernel, fold_scale, lpt,
                out_dtype, lse_shape=None, key_order=False, diag_split=None, mask_fold=None, even_n=None, desc=None,
-               v=None):
+               v=None, one_loop=None):
     Z, H, N, D = q.shape
     _check_blocks(cfg, causal)
     cfg = dict(cfg)
@@ -508,7 +532,10 @@ def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8
     lpt, grid = lpt_grid(_lpt(lpt, D, causal, fp8, N, row_blocks), row_blocks, Z * H)
     # every kernel parameter after the eight tensors, positionally (the kernel's order), constexprs included
     fits = N % cfg["BLOCK_M"] == 0 and N % cfg["BLOCK_N"] == 0
-    split = _diag_split(diag_split, D, causal, fp8)
+    one = bool(causal) and _one_loop(one_loop, D, fp8) and N % cfg["BLOCK_M"] == 0 and N % cfg["BLOCK_N"] == 0
+    if one:
+        opts["ONE_LOOP"] = True
+    split = _diag_split(diag_split, D, causal, fp8) and not one
     use_desc = int(DESC.get((D, bool(causal), bool(fp8)), 0) if desc is None else desc) if fits and all(
         t.is_contiguous() for t in (q, k, v)) else 0
     tail = (sm_scale, *q.stride(), *k.stride(), *v_strides, *o_strides, H, N, cfg["BLOCK_M"], cfg["BLOCK_N"], D,
@@ -591,7 +618,7 @@ def _scale_arg(s, device):
 
 def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None, kernel=None,
                   fold_scale=None, lpt=None, key_order=False, diag_split=None, mask_fold=None, even_n=None,
-                  desc=None, **config):
+                  desc=None, one_loop=None, **config):
     """fp8 (e4m3) attention forward: ``softmax(q k^T * sm_scale) v`` with ``q = q8 * q_scale`` etc.
 
     ``q8``, ``k8``: ``[Z, H, N_CTX, HEAD_DIM]`` e4m3; ``v8t``: V transposed, ``[Z, H, HEAD_DIM, N_CTX]``
@@ -608,7 +635,7 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
     device = q8.device
     key = ("fp8", q8.shape, k8.shape, v8t.shape, q8.stride(), k8.stride(), v8t.stride(), q8.dtype, k8.dtype,
            v8t.dtype, device, causal, sm_scale, out_dtype, fold_scale, kernel, lpt, key_order, diag_split, mask_fold,
-           even_n, desc, *config.items())
+           even_n, desc, one_loop, *config.items())
     plan = _PLANS.get(key)
     if plan is None:
         Z, H, N, D = q8.shape
@@ -629,7 +656,7 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
         plan = _make_plan(key, q8, k8, (vs[0], vs[1], vs[3], vs[2]), o_strides, causal,
                           sm_scale if sm_scale is not None else D ** -0.5, False, True,
                           cfg, kernel, fold_scale, lpt, out_dtype, key_order=key_order, diag_split=diag_split,
-                          mask_fold=mask_fold, even_n=even_n, desc=desc, v=v8t)
+                          mask_fold=mask_fold, even_n=even_n, desc=desc, v=v8t, one_loop=one_loop)
     o = torch.empty(plan.out_shape, device=device, dtype=plan.out_dtype)
     plan.launch(q8, k8, v8t, o, o, _scale_arg(q_scale, device), _scale_arg(k_scale, device),
                 _scale_arg(v_scale, device))
