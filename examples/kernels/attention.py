@@ -235,7 +235,9 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
     K's and V's in BLOCK_M-key blocks for DIAG_SPLIT: one CUtensorMap each for the whole launch, encoded on the host,
     where the pointer loads have the compiler build a map per program at its entry (written to global memory and
     fenced before Q's copy can start). DESC 2: Out too (``[Z*H*N_CTX, HEAD_DIM]`` in BLOCK_M-row blocks), stored by
-    TMA.
+    TMA. ONE_LOOP (causal, EVEN_N): every key block in one loop, one ring, the causal mask on the blocks from the
+    diagonal's on by a uniform branch, instead of an unmasked loop and masked ones after it, each with its own ring
+    (with BLOCK_N = 2 BLOCK_M every other row block's last block scores BLOCK_M keys that every row masks).
     """
     start_m, off_hz = row_block_and_head(LPT)
     off_z = off_hz // H
@@ -629,7 +631,8 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
     ``fold_scale``, ``lpt``, ``diag_split``, ``mask_fold``, ``even_n`` and ``desc`` as in :func:`attention_fwd`. ``key_order``: ``v8t``'s keys are in
     :func:`fp8_key_order`'s order within each 32-key group (:func:`fp8_v_key_order`, N_CTX and BLOCK_N multiples
     of 32): P V then takes P's registers as they are, no shuffle between lanes (docs/attention.md, "fp8 P without
-    its shuffle").
+    its shuffle"). ``one_loop`` (causal, N_CTX a multiple of the blocks): the kernel's ONE_LOOP, every key block in
+    one loop with the mask from the diagonal's block on (default :data:`ONE_LOOP`); ``diag_split`` does not apply then.
     """
     import torch
     device = q8.device
