@@ -330,6 +330,13 @@ KNOBS: Tuple[Knob, ...] = (
          "counts as work under an early copy, so a tile the loop reads (the pointer attention forward's Q) is "
          "issued before the prologue and waited for after it, not issued and waited for on the spot",
          compile=True, field="tma_early_rings"),
+    Knob("KERNELC_TMA_REFILL_TOP", "bool", False,
+         "a TMA ring of a pipelined loop without a producer warp whose wgmmas are all waited for within their "
+         "iteration (none in flight across the back edge) issues iteration i+S-1's copies at the top of iteration "
+         "i, after a barrier, instead of after its dots: the stage they overwrite was read by iteration i-1, which "
+         "every warp has finished, so the copies get a whole iteration of lead instead of none (the pointer "
+         "attention forwards, whose P V reads P from registers; passes/rings.py)",
+         compile=True, field="tma_refill_top"),
     Knob("KERNELC_SMEM_REUSE", "bool", True,
          "shared-memory buffers (rings, staged dot operands, in-place TMA tiles) of loops that run one after the "
          "other share bytes: offsets by live range, a barrier before a loop whose buffers reuse bytes "
@@ -602,6 +609,7 @@ class CompileOptions:
     tma_elect: str = "auto"
     tma_early_issue: bool = True
     tma_early_rings: bool = True
+    tma_refill_top: bool = False
     wgmma_pin_waits: bool = True
     ws_bulk_issue: str = "producer"
     bulk_reduce_stages: str = "2"

@@ -4,7 +4,8 @@ that change how many programs share an SM or what a key block waits for -- 64x64
 5 at D=64: 127 / 92 registers on sm_90a), P V left in flight across the back edge (``KERNELC_WGMMA_ASYNC_TAIL=
 rescaled``: 170 registers non-causal, 3 an SM; causal it needs 197 and is not timed), 1/8 of P's exponentials on the
 FMA pipe (``KERNELC_EXP2_POLY=1/8``), causal programs in one key loop (``one_loop``: one ring, the mask by a uniform
-branch, against three loops and three rings) -- with our fp16 best and cuDNN. fp827's harness (fwd15's timing: GPU time behind
+branch, against three loops and three rings), the rings' copies issued a whole iteration ahead
+(``KERNELC_TMA_REFILL_TOP``: at the top of the iteration, not after its dots) -- with our fp16 best and cuDNN. fp827's harness (fwd15's timing: GPU time behind
 a sleep and the bench's per call, variants interleaved call by call, every output checked; fp8 V^T in key order).
 
     FP828_ROUND=2 python3 bench/experiments/fp828/ab.py --out OUT.jsonl --seq 16384 [--reps 8] [--points 128,1 ...]
@@ -32,9 +33,17 @@ AB, BA = F27.AB, F27.BA
 KO = dict(key_order=True)
 TAIL = {"KERNELC_WGMMA_ASYNC_TAIL": "rescaled"}
 POLY = {"KERNELC_EXP2_POLY": "1/8"}
+# the ring's copies a whole iteration ahead (KERNELC_TMA_REFILL_TOP), with the logit dot's zero accumulator as
+# wgmma's scale-d (without it ptxas moves 64 zeros into the accumulator every trip in that order)
+TOP = {"KERNELC_TMA_REFILL_TOP": "1", "KERNELC_WGMMA_ZERO_ACC": "on"}
+B64_CFG = dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2)
 BA.FWD_VARIANTS.update({  # name -> (module, kernel, env, launch kwargs, entry): their own JIT, compiled under env
     "fp8_ptr_tail": ("attention", "attn_fwd_lse_kernel", TAIL, dict(KO), "attention_fp8"),
     "fp8_ptr_poly18": ("attention", "attn_fwd_lse_kernel", POLY, dict(KO), "attention_fp8"),
+    "fp8_ptr_top": ("attention", "attn_fwd_lse_kernel", TOP, dict(KO), "attention_fp8"),
+    "fp8_ptr_one_top": ("attention", "attn_fwd_lse_kernel", TOP, dict(KO, one_loop=True), "attention_fp8"),
+    "fp8_ptr_64x64_one_top": ("attention", "attn_fwd_lse_kernel", TOP, dict(KO, one_loop=True, **B64_CFG),
+                              "attention_fp8"),
 })
 DEF8, FA3_16, CUDNN, P16 = F27.DEF8, F27.FA3_16, F27.CUDNN, F27.P16
 B64 = ("fp8_ptr_64x64", "ptr8", dict(KO, BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2))
@@ -44,10 +53,13 @@ POLY8 = ("fp8_ptr_poly18", "bench:fp8_ptr_poly18", {})
 DEF8_LATE = ("fp8_ptr_again", "ptr8", dict(KO, desc=1))  # the default again (its own plan key): drift check
 ONE = ("fp8_ptr_one", "ptr8", dict(KO, one_loop=True))  # causal: every key block in one loop (ONE_LOOP)
 B64_ONE = ("fp8_ptr_64x64_one", "ptr8", dict(B64[2], one_loop=True))
+TOP8 = ("fp8_ptr_top", "bench:fp8_ptr_top", {})
+ONE_TOP = ("fp8_ptr_one_top", "bench:fp8_ptr_one_top", {})
+B64_ONE_TOP = ("fp8_ptr_64x64_one_top", "bench:fp8_ptr_64x64_one_top", {})
 CANDIDATES_R2 = {  # in the order they compile (a point's compiles past its share of the budget are skipped)
-    (128, True): [DEF8, FA3_16, CUDNN, ONE, B64, B64_ONE, POLY8, DEF8_LATE],
-    (128, False): [DEF8, FA3_16, CUDNN, B64, TAIL8, POLY8],
-    (64, True): [DEF8, P16, CUDNN, ONE, B64, B64_ONE, B64_S3],
+    (128, True): [DEF8, FA3_16, CUDNN, TOP8, ONE, ONE_TOP, B64, B64_ONE_TOP, DEF8_LATE],
+    (128, False): [DEF8, FA3_16, CUDNN, TOP8, B64, TAIL8, POLY8],
+    (64, True): [DEF8, P16, CUDNN, TOP8, ONE, ONE_TOP, B64, B64_ONE],
 }
 AB.CANDIDATES = {"2": CANDIDATES_R2}.get(os.environ.get("FP828_ROUND"), CANDIDATES_R2)
 

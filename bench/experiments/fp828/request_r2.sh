@@ -1,6 +1,7 @@
 #!/bin/bash
 # fp828 R2 (issue 27: fp8 forward >= 1.3x our fp16 forward). Limit 270 s (own guard 260 s).
-# The fp8 default (pointer forward, 64x128, 4 warps) against: causal programs in one key loop (one_loop), 64x64 blocks
+# The fp8 default (pointer forward, 64x128, 4 warps) against: the ring refilled at the top of an iteration
+# (KERNELC_TMA_REFILL_TOP), causal programs in one key loop (one_loop), 64x64 blocks
 # (4 programs an SM at D=128, 5 at D=64), both, P V in flight (non-causal), exp2 1/8 on the FMA pipe; our fp16 best and
 # cuDNN; interleaved rounds, every output checked (fp8 against SDPA on the dequantised inputs). Then the host time a
 # call of each forward (host_probe.py). Run in the repository root with PYTHONPATH set; FP828_DRY=1 runs it on CPU.

@@ -21,6 +21,8 @@ DEF8 = dict(KEY_ORDER=True, DIAG_SPLIT=True, MASK_FOLD=True, EVEN_N=True, LPT=0)
 ND = dict(KEY_ORDER=True, EVEN_N=True)
 TAIL = {"KERNELC_WGMMA_ASYNC_TAIL": "rescaled"}
 POLY = {"KERNELC_EXP2_POLY": "1/8"}
+TOP = {"KERNELC_TMA_REFILL_TOP": "1", "KERNELC_WGMMA_ZERO_ACC": "on"}
+ZERO = {"KERNELC_WGMMA_ZERO_ACC": "on"}
 BUILDS = [  # name, D, causal, bm, bn, warps, stages, constexprs, env, compile kwargs
     ("causal default", 128, True, 64, 128, 4, 2, DEF8, {}, {}),
     ("default", 128, False, 64, 128, 4, 2, ND, {}, {}),
@@ -37,6 +39,18 @@ BUILDS = [  # name, D, causal, bm, bn, warps, stages, constexprs, env, compile k
     ("causal 64x64 s3", 128, True, 64, 64, 4, 3, dict(DEF8, DIAG_SPLIT=False), {}, {}),
     ("D64 causal 64x64 s2", 64, True, 64, 64, 4, 2, dict(DEF8, DIAG_SPLIT=False), {}, {}),
     ("causal one loop", 128, True, 64, 128, 4, 2, dict(DEF8, DIAG_SPLIT=False, ONE_LOOP=True), {}, {}),
+    ("causal one loop tail", 128, True, 64, 128, 4, 2, dict(DEF8, DIAG_SPLIT=False, ONE_LOOP=True), TAIL, {}),
+    ("causal one loop poly18", 128, True, 64, 128, 4, 2, dict(DEF8, DIAG_SPLIT=False, ONE_LOOP=True), POLY, {}),
+    ("causal 64x64 one loop", 128, True, 64, 64, 4, 2, dict(DEF8, DIAG_SPLIT=False, ONE_LOOP=True), {}, {}),
+    ("causal 64x64 one loop tail", 128, True, 64, 64, 4, 2, dict(DEF8, DIAG_SPLIT=False, ONE_LOOP=True), TAIL, {}),
+    ("D64 causal one loop tail", 64, True, 64, 128, 4, 3, dict(DEF8, DIAG_SPLIT=False, ONE_LOOP=True), TAIL, {}),
+    ("causal top", 128, True, 64, 128, 4, 2, DEF8, TOP, {}),
+    ("top", 128, False, 64, 128, 4, 2, ND, TOP, {}),
+    ("causal zero", 128, True, 64, 128, 4, 2, DEF8, ZERO, {}),
+    ("causal one loop top", 128, True, 64, 128, 4, 2, dict(DEF8, DIAG_SPLIT=False, ONE_LOOP=True), TOP, {}),
+    ("causal 64x64 one loop top", 128, True, 64, 64, 4, 2, dict(DEF8, DIAG_SPLIT=False, ONE_LOOP=True), TOP, {}),
+    ("D64 causal top", 64, True, 64, 128, 4, 3, DEF8, TOP, {}),
+    ("D64 causal one loop top", 64, True, 64, 128, 4, 3, dict(DEF8, DIAG_SPLIT=False, ONE_LOOP=True), TOP, {}),
     ("D64 causal one loop", 64, True, 64, 128, 4, 3, dict(DEF8, DIAG_SPLIT=False, ONE_LOOP=True), {}, {}),
     ("D64 causal default", 64, True, 64, 128, 4, 3, DEF8, {}, {}),
     ("D64 causal tail", 64, True, 64, 128, 4, 3, DEF8, TAIL, {}),
