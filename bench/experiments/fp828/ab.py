@@ -44,6 +44,8 @@ BA.FWD_VARIANTS.update({  # name -> (module, kernel, env, launch kwargs, entry):
     "fp8_ptr_one_top": ("attention", "attn_fwd_lse_kernel", TOP, dict(KO, one_loop=True), "attention_fp8"),
     "fp8_ptr_64x64_one_top": ("attention", "attn_fwd_lse_kernel", TOP, dict(KO, one_loop=True, **B64_CFG),
                               "attention_fp8"),
+    # the knob is global: what it does to our fp16 pointer forward (the best fp16 at D=64), the ratio's denominator
+    "fp16_ptr_top": ("attention", "attn_fwd_lse_kernel", TOP, {}, "attention_fwd"),
 })
 DEF8, FA3_16, CUDNN, P16 = F27.DEF8, F27.FA3_16, F27.CUDNN, F27.P16
 B64 = ("fp8_ptr_64x64", "ptr8", dict(KO, BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2))
@@ -59,7 +61,7 @@ B64_ONE_TOP = ("fp8_ptr_64x64_one_top", "bench:fp8_ptr_64x64_one_top", {})
 CANDIDATES_R2 = {  # in the order they compile (a point's compiles past its share of the budget are skipped)
     (128, True): [DEF8, FA3_16, CUDNN, TOP8, ONE, ONE_TOP, B64, B64_ONE_TOP, DEF8_LATE],
     (128, False): [DEF8, FA3_16, CUDNN, TOP8, B64, TAIL8, POLY8],
-    (64, True): [DEF8, P16, CUDNN, TOP8, ONE, ONE_TOP, B64, B64_ONE],
+    (64, True): [DEF8, P16, CUDNN, TOP8, ONE, ONE_TOP, B64, B64_ONE, ("fp16_ptr_top", "bench:fp16_ptr_top", {})],
 }
 AB.CANDIDATES = {"2": CANDIDATES_R2}.get(os.environ.get("FP828_ROUND"), CANDIDATES_R2)
 
