@@ -171,14 +171,15 @@ KNOBS: Tuple[Knob, ...] = (
          "accumulator reads when another dot follows it in the body, so both run back to back (attention "
          "backward: dV += P^T dO with dP^T = V dO^T; passes/schedule.py); opt-in until measured on a GPU",
          compile=True, field="wgmma_defer_acc"),
-    Knob("KERNELC_WGMMA_ZERO_ACC", "choice", "off",
+    Knob("KERNELC_WGMMA_ZERO_ACC", "choice", "auto",
          "a wgmma dot whose accumulator is a zero constant (tl.dot(a, b) without one: attention's logit dots) ignores it "
          "through wgmma's scale-d predicate on its first K step and is given no accumulator registers, as Triton's "
          "lowering does, instead of 32-64 registers set to 0 (passes/zero_acc.py): ws, the dots of warp-specialised "
          "consumer loops (where ptxas wrote those zeros between the D=128 backward's two logit dots and waited for the "
-         "first before issuing the second, docs/attention.md, att24); on (1), every such dot; off (0, default until "
-         "measured on a GPU)",
-         _choice(("off", _FALSE), ("ws", ("ws",)), ("on", _TRUE)),
+         "first before issuing the second, docs/attention.md, att24); auto (default), the dots of loops whose TMA ring "
+         "refills at the top of the iteration (KERNELC_TMA_REFILL_TOP: ptxas moved 64 zeros into the attention "
+         "forward's logit accumulator every trip there); on (1), every such dot; off (0)",
+         _choice(("off", _FALSE), ("auto", ("auto",)), ("ws", ("ws",)), ("on", _TRUE)),
          compile=True, field="wgmma_zero_acc"),
     Knob("KERNELC_WGMMA_ASYNC_TAIL", "choice", "auto",
          "in a pipelined loop whose dots do not all accumulate into themselves, leave the last dot in flight across "
@@ -602,7 +603,7 @@ class CompileOptions:
     wgmma_defer_ring: bool = True
     wgmma_defer_acc: bool = False
     wgmma_async_tail: str = "auto"
-    wgmma_zero_acc: str = "off"
+    wgmma_zero_acc: str = "auto"
     wgmma_exit_wait: bool = True
     wgmma_a_regs: bool = True
     wgmma_a_regs_pinned: str = "auto"

@@ -375,7 +375,7 @@ def test_refill_top_issues_the_copies_before_the_wait_where_no_wgmma_outlives_it
     monkeypatch.setenv("KERNELC_TMA_REFILL_TOP", "1")
     ir, _, _ = _passes(two_dots, TD_SIG, dict(BM=128, BN=64, D=64), div=TD_DIV)
     filecheck(ir["expand_tma_rings"], """
-        CHECK: = scf.for {{.*}} {pipeline={stages=3, lookahead=2}}
+        CHECK: = scf.for {{.*}} {pipeline={stages=3, lookahead=2, refill='top'}}
         CHECK-NEXT: ^body({{%\\d+}}: i32, {{%\\d+}}: <128x64xfp32>, [[RD:%\\d+]]: i32, [[WR:%\\d+]]: i32, [[PH:%\\d+]]: i32):
         CHECK: [[G:%\\d+]] = cmpi {{%\\d+}}, %N {pred='slt'} : i1
         CHECK-NEXT: barrier
@@ -398,7 +398,8 @@ def test_refill_top_issues_the_copies_before_the_wait_where_no_wgmma_outlives_it
     monkeypatch.setenv("KERNELC_TMA_REFILL_TOP", "0")
     ir, _, _ = _passes(two_dots, TD_SIG, dict(BM=128, BN=64, D=64), div=TD_DIV)
     filecheck(ir["expand_tma_rings"], """
-        CHECK: ^body(
+        CHECK: = scf.for {{.*}} {pipeline={stages=3, lookahead=2}}
+        CHECK-NEXT: ^body(
         CHECK-NEXT: mbarrier_at
         CHECK-NEXT: mbarrier_wait
         CHECK-NOT: tma_copy_to_ring
@@ -418,3 +419,13 @@ def test_refill_top_leaves_a_loop_with_a_wgmma_in_flight_as_it_was(monkeypatch):
     ir_on, _, _ = _passes(mm_loop, MM_DESC_SIG, MM_CX, div=MM_DESC_DIV)
     assert ir_on["expand_tma_rings"] == ir_off["expand_tma_rings"]
     assert "wgmma='async'" in ir_on["expand_tma_rings"]
+
+
+def test_the_verifier_rejects_a_top_refill_beside_a_wgmma_in_flight(monkeypatch):
+    # refill='top' overwrites the stage the previous iteration read at the top of this one: a wgmma of it still in
+    # flight (wgmma='async') would read a stage being refilled
+    ir, fn, _ = _passes(mm_loop, MM_DESC_SIG, MM_CX, div=MM_DESC_DIV, upto="expand_tma_rings")
+    loop = next(o for o in fn.walk() if o.name == "scf.for" and o.attrs.get("pipeline"))
+    loop.attrs["pipeline"]["refill"] = "top"
+    with pytest.raises(VerificationError, match="refill='top'"):
+        verify(fn)

@@ -10,7 +10,7 @@ from typing import Dict, List
 
 from ...language.dtypes import int1, int32, int64
 from ..ir.core import Op, Value, clone_deep, clone_op, replace_all_uses
-from .schedule_ir import REFILL_AFTER_DOTS, address_chain, inside_loop
+from .schedule_ir import REFILL_AFTER_DOTS, REFILL_TOP, address_chain, inside_loop
 from .stage_operands import entry_values, stage_invariants
 
 
@@ -309,6 +309,7 @@ class RingExpander:
                 # no wgmma outlives its iteration: every warp past a barrier at the top of this iteration is done
                 # with the stage the previous one read, so its copies go out now, a whole iteration ahead, and
                 # this iteration's wait for its own stage comes after them
+                tag["refill"] = REFILL_TOP
                 top: List[Op] = []
                 self._op(top, "barrier", [], [])
                 self._tma_copies(top, trings, bars, env, wr, guard, steady=True)
