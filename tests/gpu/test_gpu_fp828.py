@@ -46,3 +46,15 @@ def test_refill_top_fp16_pointer_forward_is_the_default_bit_for_bit(causal, monk
     want, lse = A.attention_fwd(q, k, v, causal=causal, return_lse=True)
     got, lse2 = A.attention_fwd(q, k, v, causal=causal, return_lse=True, kernel=_under(TOP, monkeypatch))
     assert torch.equal(got, want) and torch.equal(lse2, lse)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fp8_forward_in_128_row_programs_of_64_keys(causal):
+    # 128x64 at 8 warps (two warpgroups on one K/V ring), the copies at the top, causal in one loop (its two masked
+    # 64-key blocks behind the branch): SDPA's output within the fp8 tolerances, N a multiple of 128 and not of 256
+    q, k, v, _ = _inputs(2, 4, 1152, 128, torch.float16)
+    (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in (q, k, v))
+    v8k = A.fp8_v_key_order(v8.transpose(-1, -2).contiguous())
+    o = A.attention_fp8(q8, k8, v8k, qs, ks, vs, causal=causal, key_order=True, refill_top=True, BLOCK_M=128,
+                        BLOCK_N=64, num_warps=8, num_stages=3)
+    _check_fp8(o, q8, k8, v8, qs, ks, vs, causal)

@@ -63,7 +63,30 @@ CANDIDATES_R2 = {  # in the order they compile (a point's compiles past its shar
     (128, False): [DEF8, FA3_16, CUDNN, TOP8, B64, TAIL8, POLY8],
     (64, True): [DEF8, P16, CUDNN, TOP8, ONE, ONE_TOP, B64, B64_ONE, ("fp16_ptr_top", "bench:fp16_ptr_top", {})],
 }
-AB.CANDIDATES = {"2": CANDIDATES_R2}.get(os.environ.get("FP828_ROUND"), CANDIDATES_R2)
+# round 3 (FP828_ROUND=3): the defaults after R2 (fp8 D=128: the key loops' copies at the top of a trip, REFILL_TOP,
+# causal at any N and non-causal up to N 8192; causal programs in one loop, ONE_LOOP) against the defaults before
+# (``was``: SASS identical to main's), the parts alone, our fp16 best and cuDNN; the new default a second time
+WAS = ("fp8_ptr_was", "ptr8", dict(KO, one_loop=False, refill_top=False))
+AGAIN = ("fp8_ptr_again", "ptr8", dict(KO, desc=1))
+TOP3 = ("fp8_ptr_top3", "ptr8", dict(KO, one_loop=False, refill_top=True))  # causal: three loops, copies at the top
+ONE_LATE = ("fp8_ptr_one_late", "ptr8", dict(KO, one_loop=True, refill_top=False))  # causal: one loop, copies late
+TOPF = ("fp8_ptr_topf", "ptr8", dict(KO, refill_top=True))  # non-causal: copies at the top at any N
+LATE = ("fp8_ptr_late", "ptr8", dict(KO, refill_top=False))  # non-causal: copies after the dots at any N
+# 128-row programs of two warpgroups sharing each K/V block (half the L2 -> SM bytes a FLOP of the 64-row default, which
+# att20 found near ~7 TB/s at N 16384), with the copies at the top: 128x64 at 8 warps (125 registers, 2 programs an
+# SM: 16 warps, against the default's 12), 3 or 2 stages; 128x128 at 8 warps (161 registers, 1 an SM)
+P128_64_S3 = ("fp8_ptr_128x64_s3", "ptr8", dict(KO, refill_top=True, BLOCK_M=128, BLOCK_N=64, num_warps=8,
+                                                  num_stages=3))
+P128_64_S2 = ("fp8_ptr_128x64_s2", "ptr8", dict(KO, refill_top=True, BLOCK_M=128, BLOCK_N=64, num_warps=8,
+                                                  num_stages=2))
+P128_128 = ("fp8_ptr_128x128", "ptr8", dict(KO, refill_top=True, BLOCK_M=128, BLOCK_N=128, num_warps=8,
+                                              num_stages=2))
+CANDIDATES_R3 = {
+    (128, True): [DEF8, WAS, FA3_16, CUDNN, TOP3, ONE_LATE, P128_64_S3, AGAIN, P128_64_S2, P128_128],
+    (128, False): [DEF8, WAS, FA3_16, CUDNN, TOPF, LATE, P128_64_S3, AGAIN, P128_64_S2, P128_128],
+    (64, True): [DEF8, P16, CUDNN, ("fp8_ptr_topf", "ptr8", dict(KO, refill_top=True))],
+}
+AB.CANDIDATES = {"2": CANDIDATES_R2, "3": CANDIDATES_R3}.get(os.environ.get("FP828_ROUND"), CANDIDATES_R2)
 
 if __name__ == "__main__":
     sys.exit(AB.main())

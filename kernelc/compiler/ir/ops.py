@@ -283,7 +283,7 @@ for op in [
           doc="lb, ub, step, inits...; body block args (iv, carried...); flattened: a tile loop and its K loop "
               "fused into this one (passes/flatten_loops.py)",
           optional_attrs=("num_stages", "unroll", "warp_specialize", "flatten", "pipeline", "ws", "carry_words",
-                          "async_tail", "exit_wait", "flattened")),
+                          "async_tail", "exit_wait", "flattened", "refill_top")),
     OpDef("scf.if", (1, 1), results=-1, regions=2, pure=False, category="control", doc="then/else regions"),
     OpDef("scf.while", (0, -1), results=-1, regions=2, pure=False, category="control",
           doc="before region ends in scf.condition, after region in scf.yield"),

@@ -195,9 +195,11 @@ class RingExpander:
                 self._op(after, "ring_free", [r], [])
 
     def _refill_top(self, after_dots) -> bool:
-        """KERNELC_TMA_REFILL_TOP: a TMA-only ring whose loop leaves no wgmma in flight across the back edge."""
+        """KERNELC_TMA_REFILL_TOP, or the loop's own request (``tl.range(..., refill_top=)``, which wins): a TMA-only
+        ring whose loop leaves no wgmma in flight across the back edge."""
         from ...options import get
-        if not get("KERNELC_TMA_REFILL_TOP") or self.cp or after_dots:
+        asked = self.loop.attrs.get("refill_top")
+        if not (get("KERNELC_TMA_REFILL_TOP") if asked is None else asked) or self.cp or after_dots:
             return False
         return not any(o.name == "dot" and o.attrs.get("wgmma") == "async" for o in self.loop.walk())
 
