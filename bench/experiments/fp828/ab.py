@@ -86,7 +86,25 @@ CANDIDATES_R3 = {
     (128, False): [DEF8, WAS, FA3_16, CUDNN, TOPF, LATE, P128_64_S3, AGAIN, P128_64_S2, P128_128],
     (64, True): [DEF8, P16, CUDNN, ("fp8_ptr_topf", "ptr8", dict(KO, refill_top=True))],
 }
-AB.CANDIDATES = {"2": CANDIDATES_R2, "3": CANDIDATES_R3}.get(os.environ.get("FP828_ROUND"), CANDIDATES_R2)
+# next session (FP828_ROUND=s29, request_s29_fp8.sh): the fp8 defaults on another host against `was`; what the global
+# knob (KERNELC_TMA_REFILL_TOP=1) would do to the other forwards it changes -- our fp16 pointer forward (the fp16 best
+# at D=64, 2 stages: the ratio's denominator there) and the FA2-order descriptor forward -- and fp8 D=64 at 2 stages
+# with the copies at the top; non-causal D=128 at N 8192, REFILL_TOP's bound
+BA.FWD_VARIANTS.update({
+    "fp828_tma": ("attention_tma", "attn_fwd_tma_kernel", {}, {}),
+    "fp828_tma_top": ("attention_tma", "attn_fwd_tma_kernel", TOP, {}),
+})
+P16_TOP = ("fp16_ptr_top", "bench:fp16_ptr_top", {})
+TMA16, TMA16_TOP = ("fp16_tma", "bench:fp828_tma", {}), ("fp16_tma_top", "bench:fp828_tma_top", {})
+D64_S2_TOP = ("fp8_ptr_s2_top", "ptr8", dict(KO, refill_top=True, num_stages=2))
+CANDIDATES_S29 = {
+    (128, True): [DEF8, WAS, FA3_16, CUDNN],
+    (128, False): [DEF8, WAS, FA3_16, CUDNN, TOPF, LATE],
+    (64, True): [DEF8, P16, CUDNN, P16_TOP, D64_S2_TOP, ("fp8_ptr_topf", "ptr8", dict(KO, refill_top=True))],
+    (64, False): [DEF8, P16, CUDNN, P16_TOP, TMA16, TMA16_TOP, D64_S2_TOP],
+}
+AB.CANDIDATES = {"2": CANDIDATES_R2, "3": CANDIDATES_R3, "s29": CANDIDATES_S29}.get(os.environ.get("FP828_ROUND"),
+                                                                                    CANDIDATES_R2)
 
 if __name__ == "__main__":
     sys.exit(AB.main())
