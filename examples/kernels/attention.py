@@ -356,12 +356,6 @@ FWD_CONFIGS = {16: (64, 32, 4, 2), 32: (64, 32, 4, 2), 64: (64, 64, 4, 2), 128: 
 FP8_FWD_CONFIGS = {**FWD_CONFIGS, 64: (64, 128, 4, 3), 128: (64, 128, 4, 2)}
 
 
-# (head dim, causal) -> (least N_CTX, (BLOCK_M, BLOCK_N, num_warps, num_stages), refill_top): the fp8 forward's
-# launch config from that length on (instead of FP8_FWD_CONFIGS) where a call names no config, with its key loops'
-# REFILL_TOP (None: the REFILL_TOP table's)
-FP8_LONG_CONFIGS = {}
-
-
 def fwd_config(head_dim, fp8=False, **overrides):
     """The forward's launch config for ``head_dim`` as a dict, with ``overrides`` applied."""
     table = FP8_FWD_CONFIGS if fp8 else FWD_CONFIGS
@@ -688,11 +682,6 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
         if tuple(v8t.shape) != (Z, H, D, N):
             raise ValueError(f"attention_fp8: v8t must be V transposed, shape {(Z, H, D, N)}, "
                              f"got {tuple(v8t.shape)}")
-        long = FP8_LONG_CONFIGS.get((D, bool(causal)))
-        if long is not None and N >= long[0] and not config:
-            # this length's own launch config (and where the ring refills), unless the call names a config
-            config = dict(zip(("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"), long[1]))
-            refill_top = long[2] if refill_top is None else refill_top
         cfg = fwd_config(D, fp8=True, **config)
         if key_order and (N % 32 or cfg["BLOCK_N"] % 32):
             raise ValueError(f"attention_fp8: key_order needs N_CTX ({N}) and BLOCK_N ({cfg['BLOCK_N']}) multiples "

@@ -918,26 +918,3 @@ def test_refill_top_table_reaches_the_launch(monkeypatch):
     assert [kw.get("REFILL_TOP") for kw in seen] == [True, None, True, False, True]
     assert torch.equal(outs[1], outs[3]) and torch.equal(outs[1], outs[4])
 
-
-def test_fp8_long_configs_reach_the_launch(monkeypatch):
-    # FP8_LONG_CONFIGS by (head dim, causal): from its N_CTX on the launch takes the table's blocks, warps, stages
-    # and REFILL_TOP where the call names no config; below it, or with a config named, FP8_FWD_CONFIGS as before
-    import kernelc
-    seen, grids = [], []
-    kern = kernelc.jit(A.attn_fwd_lse_kernel.fn)
-
-    class Spy:
-        def __getitem__(self, grid):
-            def launch(*a, **kw):
-                seen.append(kw)
-                grids.append(grid)
-                return kern[grid](*a, **kw)
-            return launch
-    spy = Spy()
-    monkeypatch.setattr(A, "FP8_LONG_CONFIGS", {(32, False): (128, (64, 32, 4, 3), True)})
-    monkeypatch.setattr(A, "REFILL_TOP", {})
-    for n, cfg in ((64, {}), (128, {}), (128, dict(BLOCK_M=32))):
-        (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in _qkv(n, 32, torch.float16, Z=1, H=1))
-        A.attention_fp8(q8, k8, v8.transpose(-1, -2).contiguous(), qs, ks, vs, causal=False, kernel=spy, **cfg)
-    assert [(kw["num_stages"], kw.get("REFILL_TOP")) for kw in seen] == [(2, None), (3, True), (2, None)]
-    assert grids[1][0] == 2 and grids[2][0] == 4  # 128 rows in 64-row blocks; in the named 32-row blocks
