@@ -412,9 +412,9 @@ EVEN_N = {(128, True, True)}
 
 # (head dim, fp8) whose causal programs run every key block in one loop (the kernel's ONE_LOOP: one ring, the causal
 # mask from the diagonal's block on by a uniform branch) where N_CTX is a multiple of the blocks, when a call does not
-# say; DIAG_SPLIT does not apply then. fp8 D=128 (H200 call R2 of the twenty-eighth session, GPU time, with REFILL_TOP):
-# N 16384 causal 869.9 TFLOP/s against 840.9 for the three loops without it (833.0 with it); N 4096 878.9 against
-# 809.3 (888.8) (docs/attention.md, "fp828")
+# say; DIAG_SPLIT does not apply then. fp8 D=128 causal with REFILL_TOP, against main's three loops: N 16384 +3.4%
+# (call R2) and +5% / +11% (R3), N 4096 +8.6% / +8.7% (GPU time); the three loops with REFILL_TOP read 1.1% faster
+# at N 4096 in both calls (within their spreads) and 4% / 15% slower at N 16384 (docs/attention.md, "fp828")
 ONE_LOOP = {(128, True)}
 
 
@@ -425,9 +425,9 @@ def _one_loop(one_loop, D, fp8) -> bool:
 # (head dim, causal, fp8) -> the largest N_CTX (None: any) whose key loops issue their ring's copies at the top of a
 # trip, a whole trip ahead (the kernel's REFILL_TOP, tl.range's refill_top) instead of after the trip's dots, when a call
 # does not say; elsewhere KERNELC_TMA_REFILL_TOP decides (off). fp8 D=128 at 2 stages, where the copy of the next key
-# block went out after the dots and the next trip waited for all of it (H200 call R2, fp828, GPU time): N 4096 +9.8%
-# causal, +9.3% non-causal; N 16384 non-causal 842.2 against 876.4 (spreads 1.07 / 1.22). D=64 (3 stages, copies
-# already a trip ahead): a tie
+# block went out after the dots and the next trip waited for all of it: N 4096 +9% at both masks in two H200 calls;
+# N 16384 non-causal no gain in either (inside their noise). D=64 (3 stages, copies already a trip ahead): ties
+# (docs/attention.md, "fp828")
 REFILL_TOP = {(128, True, True): None, (128, False, True): 8192}
 
 
