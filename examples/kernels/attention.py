@@ -143,7 +143,8 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs
                     BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
                     FOLD_SCALE: tl.constexpr = False, KEY_ORDER: tl.constexpr = False, BLOCK_M: tl.constexpr = 0,
                     EVEN_N: tl.constexpr = False, DESC: tl.constexpr = 0, k_row=0, v_row=0,
-                    FP8: tl.constexpr = False):
+                    FP8: tl.constexpr = False, MASK_FROM: tl.constexpr = False, mask_from=0,
+                    REFILL_TOP: tl.constexpr = None):
     """Key blocks [lo, hi) into the running (acc, l_i, m_i); only MASKED blocks pay for the mask.
     FOLD_SCALE (qk_scale > 0): the row max of the raw scores times the scale, and the scale folded into the
     exponent's multiply-add, instead of a multiply of every score before the max; a MASKED block then masks the raw
@@ -152,7 +153,9 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs
     KEY_ORDER: V's keys come in :func:`fp8_key_order`'s order (fp8), P goes to P V in it too. DESC (EVEN_N):
     ``k_ptrs``/``v_ptrs`` are host tensor descriptors of K ``[Z*H*N_CTX, HEAD_DIM]`` and V (fp8: V^T
     ``[Z*H*HEAD_DIM, N_CTX]``), this head's first rows ``k_row``/``v_row``."""
-    for start_n in range(lo, hi, BLOCK_N):
+    # REFILL_TOP: the ring's copies of a key block at the top of the trip two blocks before it, not after the
+    # previous trip's dots (tl.range's refill_top; None: KERNELC_TMA_REFILL_TOP)
+    for start_n in tl.range(lo, hi, BLOCK_N, refill_top=REFILL_TOP):
         cols = start_n + offs_n
         if DESC:
             k = k_ptrs.load([k_row + start_n, 0]).T
@@ -171,12 +174,18 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs
             qk = tl.dot(q, k)
             if MASKED:
                 qk = tl.where(visible, qk, float("-inf"))
+            if MASK_FROM:
+                if start_n >= mask_from:
+                    qk = tl.where(offs_m[:, None] >= cols[None, :], qk, float("-inf"))
             m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
             p = tl.math.exp2(qk * qk_scale - m_ij[:, None])
         else:
             qk = tl.dot(q, k) * qk_scale
             if MASKED:
                 qk = tl.where(visible, qk, -1.0e6)
+            if MASK_FROM:
+                if start_n >= mask_from:
+                    qk = tl.where(offs_m[:, None] >= cols[None, :], qk, -1.0e6)
             m_ij = tl.maximum(m_i, tl.max(qk, 1))
             p = tl.math.exp2(qk - m_ij[:, None])
         alpha = tl.math.exp2(m_i - m_ij)
@@ -208,7 +217,7 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
                         FOLD_SCALE: tl.constexpr = False, LPT: tl.constexpr = 0,
                         KEY_ORDER: tl.constexpr = False, DIAG_SPLIT: tl.constexpr = False,
                         MASK_FOLD: tl.constexpr = False, EVEN_N: tl.constexpr = False, DESC: tl.constexpr = 0,
-                        K2=None, V2=None):
+                        K2=None, V2=None, ONE_LOOP: tl.constexpr = False, REFILL_TOP: tl.constexpr = None):
     """One [BLOCK_M, HEAD_DIM] block of O (and of the base-2 log-sum-exp LSE [Z*H, N_CTX] when STORE_LSE).
 
     Causal: the key blocks left of the diagonal run unmasked, then the diagonal block(s) masked
@@ -229,7 +238,10 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
     K's and V's in BLOCK_M-key blocks for DIAG_SPLIT: one CUtensorMap each for the whole launch, encoded on the host,
     where the pointer loads have the compiler build a map per program at its entry (written to global memory and
     fenced before Q's copy can start). DESC 2: Out too (``[Z*H*N_CTX, HEAD_DIM]`` in BLOCK_M-row blocks), stored by
-    TMA.
+    TMA. ONE_LOOP (causal, EVEN_N): every key block in one loop, one ring, the causal mask on the blocks from the
+    diagonal's on by a uniform branch, instead of an unmasked loop and masked ones after it, each with its own ring
+    (with BLOCK_N = 2 BLOCK_M every other row block's last block scores BLOCK_M keys that every row masks).
+    REFILL_TOP (None: KERNELC_TMA_REFILL_TOP): the key loops' ``tl.range(refill_top=)``.
     """
     start_m, off_hz = row_block_and_head(LPT)
     off_z = off_hz // H
@@ -267,17 +279,26 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
             diag = (start_m * BLOCK_M // BLOCK_N) * BLOCK_N
         else:
             diag = start_m * BLOCK_M
-        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, 0,
-                                        diag, N_CTX, qk_scale, BLOCK_N, False, CAUSAL, FOLD_SCALE, KEY_ORDER,
-                                        BLOCK_M, DESC=DESC, k_row=k_row, v_row=v_row, FP8=FP8)
+        if not ONE_LOOP:
+            acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
+                                            0, diag, N_CTX, qk_scale, BLOCK_N, False, CAUSAL, FOLD_SCALE, KEY_ORDER,
+                                            BLOCK_M, DESC=DESC, k_row=k_row, v_row=v_row, FP8=FP8,
+                                            REFILL_TOP=REFILL_TOP)
         end = tl.minimum((start_m + 1) * BLOCK_M, N_CTX)
-        if DIAG_SPLIT and BLOCK_N > BLOCK_M:
+        if ONE_LOOP:
+            # every key block in one loop (one ring: no second ring's setup and cold start), the causal mask on the
+            # blocks from the diagonal's on (a uniform branch)
+            acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
+                                            0, end, N_CTX, qk_scale, BLOCK_N, False, CAUSAL, FOLD_SCALE, KEY_ORDER,
+                                            BLOCK_M, DESC=DESC, k_row=k_row, v_row=v_row, FP8=FP8, MASK_FROM=True,
+                                            mask_from=diag, REFILL_TOP=REFILL_TOP)
+        elif DIAG_SPLIT and BLOCK_N > BLOCK_M:
             # wide blocks that end within the row block, then the rest BLOCK_M keys at a time
             mid = end // BLOCK_N * BLOCK_N
             acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
                                             diag, mid, N_CTX, qk_scale, BLOCK_N, True, CAUSAL,
                                             FOLD_SCALE and MASK_FOLD, KEY_ORDER, BLOCK_M, EVEN_N, DESC=DESC,
-                                            k_row=k_row, v_row=v_row, FP8=FP8)
+                                            k_row=k_row, v_row=v_row, FP8=FP8, REFILL_TOP=REFILL_TOP)
             offs_n2 = tl.arange(0, BLOCK_M)
             if DESC:
                 k_ptrs2 = K2
@@ -288,22 +309,23 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
             acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs2, v_ptrs2, stride_kn, stride_vn, offs_m,
                                             offs_n2, mid, end, N_CTX, qk_scale, BLOCK_M, True, CAUSAL,
                                             FOLD_SCALE and MASK_FOLD, KEY_ORDER, BLOCK_M, EVEN_N, DESC=DESC,
-                                            k_row=k_row, v_row=v_row, FP8=FP8)
+                                            k_row=k_row, v_row=v_row, FP8=FP8, REFILL_TOP=REFILL_TOP)
         else:
             acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
                                             diag, end, N_CTX, qk_scale, BLOCK_N, True, CAUSAL,
                                             FOLD_SCALE and MASK_FOLD, KEY_ORDER, BLOCK_M, EVEN_N, DESC=DESC,
-                                            k_row=k_row, v_row=v_row, FP8=FP8)
+                                            k_row=k_row, v_row=v_row, FP8=FP8, REFILL_TOP=REFILL_TOP)
     else:
         n_full = (N_CTX // BLOCK_N) * BLOCK_N
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, 0,
                                         n_full, N_CTX, qk_scale, BLOCK_N, False, CAUSAL, FOLD_SCALE,
-                                        KEY_ORDER, BLOCK_M, DESC=DESC, k_row=k_row, v_row=v_row, FP8=FP8)
+                                        KEY_ORDER, BLOCK_M, DESC=DESC, k_row=k_row, v_row=v_row, FP8=FP8,
+                                        REFILL_TOP=REFILL_TOP)
         if not EVEN_N:
             acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
                                             n_full, N_CTX, N_CTX, qk_scale, BLOCK_N, True, CAUSAL,
                                             FOLD_SCALE and MASK_FOLD, KEY_ORDER, BLOCK_M, DESC=DESC, k_row=k_row,
-                                            v_row=v_row, FP8=FP8)
+                                            v_row=v_row, FP8=FP8, REFILL_TOP=REFILL_TOP)
     if FP8:
         acc = acc * tl.load(VScale)
     acc = acc / l_i[:, None]
@@ -386,6 +408,39 @@ MASK_FOLD = {(128, True, True)}
 # kernel's EVEN_N) when a call does not say. With DIAG_SPLIT and MASK_FOLD, fp8 D=128 causal: 783.1 TFLOP/s grouped
 # against 779.4 without the three (H200 call R1b)
 EVEN_N = {(128, True, True)}
+
+
+# (head dim, fp8) whose causal programs run every key block in one loop (the kernel's ONE_LOOP: one ring, the causal
+# mask from the diagonal's block on by a uniform branch) where N_CTX is a multiple of the blocks, when a call does not
+# say; DIAG_SPLIT does not apply then. fp8 D=128 causal with REFILL_TOP, against main's three loops: N 16384 +3.4%
+# (call R2) and +5% / +11% (R3), N 4096 +8.6% / +8.7% (GPU time); the three loops with REFILL_TOP read 1.1% faster
+# at N 4096 in both calls (within their spreads) and 4% / 15% slower at N 16384 (docs/attention.md, "fp828")
+ONE_LOOP = {(128, True)}
+
+
+def _one_loop(one_loop, D, fp8) -> bool:
+    return bool((D, bool(fp8)) in ONE_LOOP if one_loop is None else one_loop)
+
+
+# (head dim, causal, fp8) -> the largest N_CTX (None: any) whose key loops issue their ring's copies at the top of a
+# trip, a whole trip ahead (the kernel's REFILL_TOP, tl.range's refill_top) instead of after the trip's dots, when a call
+# does not say; elsewhere KERNELC_TMA_REFILL_TOP decides (off). fp8 D=128 at 2 stages, where the copy of the next key
+# block went out after the dots and the next trip waited for all of it: N 4096 +9% at both masks in two H200 calls;
+# N 16384 non-causal no gain in either (inside their noise). D=64 (3 stages, copies already a trip ahead): ties
+# (docs/attention.md, "fp828")
+REFILL_TOP = {(128, True, True): None, (128, False, True): 8192}
+
+
+def _refill_top(refill_top, D, causal, fp8, N):
+    """The kernel's REFILL_TOP for a call: ``refill_top`` where given, else True where :data:`REFILL_TOP` names the
+    call and N_CTX is within its bound, else None (the compile knob)."""
+    if refill_top is not None:
+        return bool(refill_top)
+    key = (D, bool(causal), bool(fp8))
+    if key not in REFILL_TOP:
+        return None
+    bound = REFILL_TOP[key]
+    return True if bound is None or N <= bound else None
 
 
 def _mask_fold(mask_fold, D, causal, fp8) -> bool:
@@ -499,7 +554,7 @@ DESC = {(128, False, True): 1, (128, True, True): 1, (64, False, True): 1, (64, 
 
 def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8, cfg, kernel, fold_scale, lpt,
                out_dtype, lse_shape=None, key_order=False, diag_split=None, mask_fold=None, even_n=None, desc=None,
-               v=None):
+               v=None, one_loop=None, refill_top=None):
     Z, H, N, D = q.shape
     _check_blocks(cfg, causal)
     cfg = dict(cfg)
@@ -508,7 +563,13 @@ def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8
     lpt, grid = lpt_grid(_lpt(lpt, D, causal, fp8, N, row_blocks), row_blocks, Z * H)
     # every kernel parameter after the eight tensors, positionally (the kernel's order), constexprs included
     fits = N % cfg["BLOCK_M"] == 0 and N % cfg["BLOCK_N"] == 0
-    split = _diag_split(diag_split, D, causal, fp8)
+    one = bool(causal) and _one_loop(one_loop, D, fp8) and N % cfg["BLOCK_M"] == 0 and N % cfg["BLOCK_N"] == 0
+    if one:
+        opts["ONE_LOOP"] = True
+    refill = _refill_top(refill_top, D, causal, fp8, N)
+    if refill is not None:
+        opts["REFILL_TOP"] = refill
+    split = _diag_split(diag_split, D, causal, fp8) and not one
     use_desc = int(DESC.get((D, bool(causal), bool(fp8)), 0) if desc is None else desc) if fits and all(
         t.is_contiguous() for t in (q, k, v)) else 0
     tail = (sm_scale, *q.stride(), *k.stride(), *v_strides, *o_strides, H, N, cfg["BLOCK_M"], cfg["BLOCK_N"], D,
@@ -591,7 +652,7 @@ def _scale_arg(s, device):
 
 def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None, kernel=None,
                   fold_scale=None, lpt=None, key_order=False, diag_split=None, mask_fold=None, even_n=None,
-                  desc=None, **config):
+                  desc=None, one_loop=None, refill_top=None, **config):
     """fp8 (e4m3) attention forward: ``softmax(q k^T * sm_scale) v`` with ``q = q8 * q_scale`` etc.
 
     ``q8``, ``k8``: ``[Z, H, N_CTX, HEAD_DIM]`` e4m3; ``v8t``: V transposed, ``[Z, H, HEAD_DIM, N_CTX]``
@@ -602,13 +663,16 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
     ``fold_scale``, ``lpt``, ``diag_split``, ``mask_fold``, ``even_n`` and ``desc`` as in :func:`attention_fwd`. ``key_order``: ``v8t``'s keys are in
     :func:`fp8_key_order`'s order within each 32-key group (:func:`fp8_v_key_order`, N_CTX and BLOCK_N multiples
     of 32): P V then takes P's registers as they are, no shuffle between lanes (docs/attention.md, "fp8 P without
-    its shuffle").
+    its shuffle"). ``one_loop`` (causal, N_CTX a multiple of the blocks): the kernel's ONE_LOOP, every key block in
+    one loop with the mask from the diagonal's block on (default :data:`ONE_LOOP`); ``diag_split`` does not apply then.
+    ``refill_top``: the kernel's REFILL_TOP, the key loops' copies at the top of a trip (default :data:`REFILL_TOP`;
+    False: after the trip's dots whatever KERNELC_TMA_REFILL_TOP says).
     """
     import torch
     device = q8.device
     key = ("fp8", q8.shape, k8.shape, v8t.shape, q8.stride(), k8.stride(), v8t.stride(), q8.dtype, k8.dtype,
            v8t.dtype, device, causal, sm_scale, out_dtype, fold_scale, kernel, lpt, key_order, diag_split, mask_fold,
-           even_n, desc, *config.items())
+           even_n, desc, one_loop, refill_top, *config.items())
     plan = _PLANS.get(key)
     if plan is None:
         Z, H, N, D = q8.shape
@@ -629,7 +693,8 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
         plan = _make_plan(key, q8, k8, (vs[0], vs[1], vs[3], vs[2]), o_strides, causal,
                           sm_scale if sm_scale is not None else D ** -0.5, False, True,
                           cfg, kernel, fold_scale, lpt, out_dtype, key_order=key_order, diag_split=diag_split,
-                          mask_fold=mask_fold, even_n=even_n, desc=desc, v=v8t)
+                          mask_fold=mask_fold, even_n=even_n, desc=desc, v=v8t, one_loop=one_loop,
+                          refill_top=refill_top)
     o = torch.empty(plan.out_shape, device=device, dtype=plan.out_dtype)
     plan.launch(q8, k8, v8t, o, o, _scale_arg(q_scale, device), _scale_arg(k_scale, device),
                 _scale_arg(v_scale, device))

@@ -418,12 +418,15 @@ class range:
     everywhere it can;
     the compile log says why a loop is not flattened). ``async_tail=True`` asks for the loop's last dot, read only by
     its own accumulator, to stay in flight across the back edge (as ``KERNELC_WGMMA_ASYNC_TAIL=1`` does for every
-    loop; False keeps it off for this loop; unset follows the knob). In the interpreter it is a plain Python range.
+    loop; False keeps it off for this loop; unset follows the knob). ``refill_top=True`` asks for the loop's TMA ring
+    to issue an iteration's copies at its top rather than after its dots, where no wgmma of the loop outlives its
+    iteration (as ``KERNELC_TMA_REFILL_TOP=1`` does for every loop; False keeps it off; unset follows the knob). In the
+    interpreter it is a plain Python range.
     """
 
     def __init__(self, arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None,
                  disallow_acc_multi_buffer=False, flatten=False, warp_specialize=None, disable_licm=False,
-                 async_tail=None):
+                 async_tail=None, refill_top=None):
         if arg2 is None:
             self.start, self.end = 0, arg1
         else:
@@ -434,6 +437,7 @@ class range:
         self.flatten = _unwrap(flatten)
         self.warp_specialize = _unwrap(warp_specialize)
         self.async_tail = _unwrap(async_tail)
+        self.refill_top = _unwrap(refill_top)
 
     def __iter__(self):
         import builtins

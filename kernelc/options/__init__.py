@@ -171,14 +171,15 @@ KNOBS: Tuple[Knob, ...] = (
          "accumulator reads when another dot follows it in the body, so both run back to back (attention "
          "backward: dV += P^T dO with dP^T = V dO^T; passes/schedule.py); opt-in until measured on a GPU",
          compile=True, field="wgmma_defer_acc"),
-    Knob("KERNELC_WGMMA_ZERO_ACC", "choice", "off",
+    Knob("KERNELC_WGMMA_ZERO_ACC", "choice", "auto",
          "a wgmma dot whose accumulator is a zero constant (tl.dot(a, b) without one: attention's logit dots) ignores it "
          "through wgmma's scale-d predicate on its first K step and is given no accumulator registers, as Triton's "
          "lowering does, instead of 32-64 registers set to 0 (passes/zero_acc.py): ws, the dots of warp-specialised "
          "consumer loops (where ptxas wrote those zeros between the D=128 backward's two logit dots and waited for the "
-         "first before issuing the second, docs/attention.md, att24); on (1), every such dot; off (0, default until "
-         "measured on a GPU)",
-         _choice(("off", _FALSE), ("ws", ("ws",)), ("on", _TRUE)),
+         "first before issuing the second, docs/attention.md, att24); auto (default), the dots of loops whose TMA ring "
+         "refills at the top of the iteration (KERNELC_TMA_REFILL_TOP: ptxas moved 64 zeros into the attention "
+         "forward's logit accumulator every trip there); on (1), every such dot; off (0)",
+         _choice(("off", _FALSE), ("auto", ("auto",)), ("ws", ("ws",)), ("on", _TRUE)),
          compile=True, field="wgmma_zero_acc"),
     Knob("KERNELC_WGMMA_ASYNC_TAIL", "choice", "auto",
          "in a pipelined loop whose dots do not all accumulate into themselves, leave the last dot in flight across "
@@ -330,6 +331,13 @@ KNOBS: Tuple[Knob, ...] = (
          "counts as work under an early copy, so a tile the loop reads (the pointer attention forward's Q) is "
          "issued before the prologue and waited for after it, not issued and waited for on the spot",
          compile=True, field="tma_early_rings"),
+    Knob("KERNELC_TMA_REFILL_TOP", "bool", False,
+         "a TMA ring of a pipelined loop without a producer warp whose wgmmas are all waited for within their "
+         "iteration (none in flight across the back edge) issues iteration i+S-1's copies at the top of iteration "
+         "i, after a barrier, instead of after its dots: the stage they overwrite was read by iteration i-1, which "
+         "every warp has finished, so the copies get a whole iteration of lead instead of none (the pointer "
+         "attention forwards, whose P V reads P from registers; passes/rings.py)",
+         compile=True, field="tma_refill_top"),
     Knob("KERNELC_SMEM_REUSE", "bool", True,
          "shared-memory buffers (rings, staged dot operands, in-place TMA tiles) of loops that run one after the "
          "other share bytes: offsets by live range, a barrier before a loop whose buffers reuse bytes "
@@ -595,13 +603,14 @@ class CompileOptions:
     wgmma_defer_ring: bool = True
     wgmma_defer_acc: bool = False
     wgmma_async_tail: str = "auto"
-    wgmma_zero_acc: str = "off"
+    wgmma_zero_acc: str = "auto"
     wgmma_exit_wait: bool = True
     wgmma_a_regs: bool = True
     wgmma_a_regs_pinned: str = "auto"
     tma_elect: str = "auto"
     tma_early_issue: bool = True
     tma_early_rings: bool = True
+    tma_refill_top: bool = False
     wgmma_pin_waits: bool = True
     ws_bulk_issue: str = "producer"
     bulk_reduce_stages: str = "2"

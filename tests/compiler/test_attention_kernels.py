@@ -503,3 +503,81 @@ def _fragments_kept(name, mode):
         assert not any("a_regs=True" in blk and "pin=True" in blk for blk in tir.split("scf.for")[1:])
     bad, loops = _overwritten_a_fragments(ck.asm["sass"])
     assert loops >= 1 and not bad and ck.n_spills == 0, bad
+
+
+def _qgmma_loops(sass):
+    """Innermost loops (backward branches whose span holds no other one's) that issue a QGMMA (fp8 wgmma); the
+    retry paths of waits, which branch back into a loop from the kernel's end, hold the loops' own branches."""
+    ins, labels, spans = [], {}, []
+    for line in sass.splitlines():
+        m = re.match(r"^\s*(\.L_x_\d+):", line)
+        if m:
+            labels[m.group(1)] = len(ins)
+            continue
+        m = re.match(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][\w.]*)(.*)$", line)
+        if m:
+            ins.append((m.group(1), m.group(2)))
+    for i, (op, rest) in enumerate(ins):
+        m = re.search(r"`\((\.L_x_\d+)\)", rest) if op == "BRA" else None
+        if m and labels.get(m.group(1), i + 1) <= i and any(o.startswith("QGMMA") for o, _ in
+                                                              ins[labels[m.group(1)]:i + 1]):
+            spans.append((labels[m.group(1)], i))
+    return sum(1 for lo, hi in spans if not any(s != (lo, hi) and lo <= s[1] < hi for s in spans))
+
+
+# ONE_LOOP (fp828): a causal fp8 program's key blocks in one loop, the mask behind a uniform branch -- one key loop
+# where the split diagonal has three, spill-free, and as many programs an SM as the default (D=128: 160 registers
+# against 167; D=64 at 64x128, 3 stages: 124, 4 an SM)
+@pytest.mark.parametrize("D,stages,programs", [(128, 2, 3), (64, 3, 4)])
+def test_one_loop_causal_fp8_forward_has_one_key_loop(D, stages, programs):
+    from analyzer.occupancy import occupancy
+    from cubintools.target import parse_target
+    sig = dict(Q=P("fp8e4nv"), K=P("fp8e4nv"), V=P("fp8e4nv"), Out=P("fp16"), LSE=P("fp32"), QScale=P("fp32"),
+               KScale=P("fp32"), VScale=P("fp32"), sm_scale="fp32")
+    for a in "qkvo":
+        for b in ("z", "h", "m" if a in "qo" else "n", "k"):
+            sig[f"stride_{a}{b}"] = "i32"
+    sig.update(H="i32", N_CTX="i32")
+    cfg = dict(BLOCK_M=64, BLOCK_N=128, num_warps=4, num_stages=stages)
+    cx = dict(HEAD_DIM=D, CAUSAL=True, STORE_LSE=False, FP8=True, FOLD_SCALE=True, KEY_ORDER=True, MASK_FOLD=True,
+              EVEN_N=True)
+    ones = ("stride_qk", "stride_kk", "stride_ok", "stride_vn")
+    split = _compile(A.attn_fwd_lse_kernel, sig, dict(cx, DIAG_SPLIT=True), cfg, ones)
+    one = _compile(A.attn_fwd_lse_kernel, sig, dict(cx, ONE_LOOP=True), cfg, ones)
+    assert (_qgmma_loops(split.asm["sass"]), _qgmma_loops(one.asm["sass"])) == (3, 1)
+    # and with the ring's copies at the top of the trip (REFILL_TOP, the fp8 D=128 causal default): the same shape
+    top = _compile(A.attn_fwd_lse_kernel, sig, dict(cx, ONE_LOOP=True, REFILL_TOP=True), cfg, ones)
+    assert _qgmma_loops(top.asm["sass"]) == 1 and "refill='top'" in top.asm["tir"]
+    for ck in (one, top):
+        assert ck.n_spills == 0 and ck.launch_warps == 4
+        blocks = occupancy(ck.launch_warps, ck.n_regs, ck.shared, parse_target("sm_90a").limits).blocks_per_sm
+        assert blocks >= programs, (ck.n_regs, ck.shared)
+
+
+def _loop_copies_before_wait(sass):
+    """In the key loop (the innermost loop with a QGMMA): whether its UTMALDGs come before its SYNCS wait."""
+    body = [ln for ln in sass.splitlines() if re.match(r"^\s*/\*[0-9a-f]{4,}\*/", ln)]
+    waits = [i for i, ln in enumerate(body) if "SYNCS.PHASECHK" in ln]
+    qg = next(i for i, ln in enumerate(body) if "QGMMA" in ln and "RZ" in ln)  # the loop's first logit QGMMA
+    wait = max(i for i in waits if i < qg)
+    copies = [i for i, ln in enumerate(body) if "UTMALDG" in ln]
+    before = [i for i in copies if i < wait and i > wait - 40]
+    return bool(before)
+
+
+# REFILL_TOP (fp828, tl.range's refill_top): the fp8 D=128 forward's key loop issues the next key block's copies at
+# the top of the trip, before its wait, where the default issues them after the trip's dots
+def test_refill_top_issues_the_key_loops_copies_before_its_wait():
+    sig = dict(Q=P("fp8e4nv"), K=P("fp8e4nv"), V=P("fp8e4nv"), Out=P("fp16"), LSE=P("fp32"), QScale=P("fp32"),
+               KScale=P("fp32"), VScale=P("fp32"), sm_scale="fp32")
+    for a in "qkvo":
+        for b in ("z", "h", "m" if a in "qo" else "n", "k"):
+            sig[f"stride_{a}{b}"] = "i32"
+    sig.update(H="i32", N_CTX="i32")
+    cfg = dict(BLOCK_M=64, BLOCK_N=128, num_warps=4, num_stages=2)
+    cx = dict(HEAD_DIM=128, CAUSAL=False, STORE_LSE=False, FP8=True, FOLD_SCALE=True, KEY_ORDER=True, EVEN_N=True)
+    ones = ("stride_qk", "stride_kk", "stride_ok", "stride_vn")
+    late = _compile(A.attn_fwd_lse_kernel, sig, cx, cfg, ones)
+    top = _compile(A.attn_fwd_lse_kernel, sig, dict(cx, REFILL_TOP=True), cfg, ones)
+    assert not _loop_copies_before_wait(late.asm["sass"]) and _loop_copies_before_wait(top.asm["sass"])
+    assert top.n_spills == 0 and top.n_regs <= 168

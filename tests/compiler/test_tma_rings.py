@@ -366,3 +366,66 @@ def test_auto_keeps_elect_sync_for_a_flattened_persistent_gemm_on_descriptors_ma
         assert "tensor_map=" in ir["mark_elect_form"] and gemm_copy_loops(fn) != flat, flat
         assert ("elect_one {by='tid'}" in ir["mark_elect_form"]) != flat, flat
         assert "elect_one" in ir["mark_elect_form"]
+
+
+def test_refill_top_issues_the_copies_before_the_wait_where_no_wgmma_outlives_its_iteration(monkeypatch):
+    # KERNELC_TMA_REFILL_TOP: two_dots waits for both of its dots within the iteration (P V reads P from
+    # registers), so the stage the previous iteration read is free at the top of this one: a barrier, iteration
+    # i+2's copies into it (the write stage), then the wait for this iteration's stage -- a whole iteration of lead
+    monkeypatch.setenv("KERNELC_TMA_REFILL_TOP", "1")
+    ir, _, _ = _passes(two_dots, TD_SIG, dict(BM=128, BN=64, D=64), div=TD_DIV)
+    filecheck(ir["expand_tma_rings"], """
+        CHECK: = scf.for {{.*}} {pipeline={stages=3, lookahead=2, refill='top'}}
+        CHECK-NEXT: ^body({{%\\d+}}: i32, {{%\\d+}}: <128x64xfp32>, [[RD:%\\d+]]: i32, [[WR:%\\d+]]: i32, [[PH:%\\d+]]: i32):
+        CHECK: [[G:%\\d+]] = cmpi {{%\\d+}}, %N {pred='slt'} : i1
+        CHECK-NEXT: barrier
+        CHECK-NEXT: [[E:%\\d+]] = elect_one : i1
+        CHECK-NEXT: [[P:%\\d+]] = and [[E]], [[G]] : i1
+        CHECK-NEXT: [[BW:%\\d+]] = mbarrier_at {{%\\d+}}, [[WR]] : i32
+        CHECK-NEXT: mbarrier_expect_tx [[BW]], [[P]] {bytes=16384}
+        CHECK-NEXT: tma_copy_to_ring {{%\\d+}}, [[WR]], [[BW]], [[P]],
+        CHECK-NEXT: tma_copy_to_ring {{%\\d+}}, [[WR]], [[BW]], [[P]],
+        CHECK-NEXT: [[BR:%\\d+]] = mbarrier_at {{%\\d+}}, [[RD]] : i32
+        CHECK-NEXT: mbarrier_wait [[BR]], [[PH]]
+        CHECK-NEXT: = ring_read {{%\\d+}}, [[RD]]
+        CHECK: = dot
+        CHECK: = dot
+        CHECK-NOT: tma_copy_to_ring
+        CHECK: scf.yield
+    """)
+    verify(_passes(two_dots, TD_SIG, dict(BM=128, BN=64, D=64), div=TD_DIV, upto="expand_tma_rings")[1])
+    # off (the default): the copies after the last dot, behind a barrier
+    monkeypatch.setenv("KERNELC_TMA_REFILL_TOP", "0")
+    ir, _, _ = _passes(two_dots, TD_SIG, dict(BM=128, BN=64, D=64), div=TD_DIV)
+    filecheck(ir["expand_tma_rings"], """
+        CHECK: = scf.for {{.*}} {pipeline={stages=3, lookahead=2}}
+        CHECK-NEXT: ^body(
+        CHECK-NEXT: mbarrier_at
+        CHECK-NEXT: mbarrier_wait
+        CHECK-NOT: tma_copy_to_ring
+        CHECK: = dot
+        CHECK: = dot
+        CHECK-NEXT: barrier
+        CHECK: tma_copy_to_ring
+        CHECK: scf.yield
+    """)
+
+
+def test_refill_top_leaves_a_loop_with_a_wgmma_in_flight_as_it_was(monkeypatch):
+    # mm_loop's dot stays in flight across the back edge (wgmma='async'): the stage the previous iteration read is
+    # free only after this iteration's wait_group 1, so its copies stay after the dot, knob or not
+    ir_off, _, _ = _passes(mm_loop, MM_DESC_SIG, MM_CX, div=MM_DESC_DIV)
+    monkeypatch.setenv("KERNELC_TMA_REFILL_TOP", "1")
+    ir_on, _, _ = _passes(mm_loop, MM_DESC_SIG, MM_CX, div=MM_DESC_DIV)
+    assert ir_on["expand_tma_rings"] == ir_off["expand_tma_rings"]
+    assert "wgmma='async'" in ir_on["expand_tma_rings"]
+
+
+def test_the_verifier_rejects_a_top_refill_beside_a_wgmma_in_flight(monkeypatch):
+    # refill='top' overwrites the stage the previous iteration read at the top of this one: a wgmma of it still in
+    # flight (wgmma='async') would read a stage being refilled
+    ir, fn, _ = _passes(mm_loop, MM_DESC_SIG, MM_CX, div=MM_DESC_DIV, upto="expand_tma_rings")
+    loop = next(o for o in fn.walk() if o.name == "scf.for" and o.attrs.get("pipeline"))
+    loop.attrs["pipeline"]["refill"] = "top"
+    with pytest.raises(VerificationError, match="refill='top'"):
+        verify(fn)

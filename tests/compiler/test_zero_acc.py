@@ -101,8 +101,39 @@ def test_zero_acc_ws_marks_the_dots_of_warp_specialised_loops_only(monkeypatch):
     assert not _marked(ws.asm["tir"]) and ws.asm["ptx"] == off.asm["ptx"]
 
 
-@pytest.mark.parametrize("raw,value", [("0", "off"), ("1", "on"), ("ws", "ws")])
+@pytest.mark.parametrize("raw,value", [("0", "off"), ("1", "on"), ("ws", "ws"), ("auto", "auto")])
 def test_zero_acc_is_in_the_cache_key(monkeypatch, raw, value):
     from kernelc.options import compile_options
     monkeypatch.setenv("KERNELC_WGMMA_ZERO_ACC", raw)
     assert compile_options().wgmma_zero_acc == value
+
+
+def _fp8_fwd(monkeypatch, zero, top):
+    # the fp8 pointer forward as its default runs it at D=128 (64x128, host descriptors, key order), non-causal
+    import sys
+    import os
+    monkeypatch.setenv("KERNELC_WGMMA_ZERO_ACC", zero)
+    monkeypatch.setenv("KERNELC_TMA_REFILL_TOP", top)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    monkeypatch.syspath_prepend(os.path.join(root, "bench", "experiments", "att20"))
+    monkeypatch.syspath_prepend(os.path.join(root, "bench", "experiments", "fp813"))
+    sys.modules.pop("sass_cpu", None)
+    import sass_cpu
+    return sass_cpu.desc_build(128, False, True, 64, 128, 4, 2, KEY_ORDER=True, EVEN_N=True)
+
+
+def test_zero_acc_auto_marks_the_dots_of_loops_refilled_at_the_top(monkeypatch):
+    # auto (the default): nothing where no ring refills at the top of its iteration (the PTX is off's); with
+    # KERNELC_TMA_REFILL_TOP the fp8 forward's logit dot (Q K^T) is marked, its first QGMMA of the loop starts with
+    # RZ, !UPT, and the 63 moves of its zero accumulator ptxas writes every trip without the mark are gone
+    # one warpgroup: no warpgroup index after use_acc, so a marked dot has four operands
+    marked = lambda tir: [ln for ln in tir.splitlines() if re.search(r"= dot %\d+, %\d+, %\d+, %\d+ \{", ln)]  # noqa
+    auto, off = _fp8_fwd(monkeypatch, "auto", "0"), _fp8_fwd(monkeypatch, "off", "0")
+    assert not marked(auto.asm["tir"]) and auto.asm["ptx"] == off.asm["ptx"]
+    top_auto, top_off = _fp8_fwd(monkeypatch, "auto", "1"), _fp8_fwd(monkeypatch, "off", "1")
+    assert len(marked(top_auto.asm["tir"])) == 1 and not marked(top_off.asm["tir"])
+    moves = lambda s: len(re.findall(r"\bMOV R\d+, R24\b", s))  # noqa: E731
+    rz = lambda s: sum("QGMMA" in ln and "RZ, !UPT" in ln for ln in s.splitlines())  # noqa: E731
+    assert (moves(top_off.asm["sass"]), rz(top_off.asm["sass"])) == (63, 0)
+    assert (moves(top_auto.asm["sass"]), rz(top_auto.asm["sass"])) == (0, 1)
+    assert top_auto.n_spills == 0 and top_auto.n_regs <= 168

@@ -114,22 +114,26 @@ class _Recorder:
         self.calls = []
 
     def __getitem__(self, grid):
-        return lambda *a, **kw: self.calls.append((grid, a))
+        return lambda *a, **kw: self.calls.append((grid, a, kw))
 
 
 def test_the_tables_pick_the_causal_defaults():
-    # N 4096, 16 heads: the fp8 pointer forward at D=128 causal in groups of lpt_heads = 16 with the split, folded,
-    # even masked blocks; not causal, and fp16's pointer forward at D=128, as before; the FA3 order causal in groups of 8
+    # N 4096, 16 heads: the fp8 pointer forward at D=128 causal in groups of lpt_heads = 16 in one key loop (ONE_LOOP,
+    # so no split diagonal) with folded, even masked blocks, its ring refilled at the top (REFILL_TOP, up to N 8192
+    # not causal); not causal, and fp16's pointer forward at D=128, as before; the FA3 order causal in groups of 8
     # (fp16 D=128) and 16 (D=64). OPTS: the launch's LPT, KEY_ORDER, DIAG_SPLIT, MASK_FOLD, EVEN_N, DESC (fp8 through
     # host descriptors, which needs N a multiple of the blocks and sets EVEN_N).
     rec = _Recorder()
     q8 = torch.zeros(1, 16, 4096, 128, dtype=torch.float8_e4m3fn)
     v8t = torch.zeros(1, 16, 128, 4096, dtype=torch.float8_e4m3fn)
     one = torch.ones(1)
+    loops = lambda: {k: rec.calls[-1][2].get(k) for k in ("ONE_LOOP", "REFILL_TOP")}  # noqa: E731
     A.attention_fp8(q8, q8, v8t, one, one, one, causal=True, kernel=rec)
-    assert rec.calls[-1][0] == (16 * 64, 1, 1) and rec.calls[-1][1][OPTS] == (16, False, True, True, True, 1)
+    assert rec.calls[-1][0] == (16 * 64, 1, 1) and rec.calls[-1][1][OPTS] == (16, False, False, True, True, 1)
+    assert loops() == {"ONE_LOOP": True, "REFILL_TOP": True}
     A.attention_fp8(q8, q8, v8t, one, one, one, causal=False, kernel=rec)
     assert rec.calls[-1][0] == (64, 16, 1) and rec.calls[-1][1][OPTS] == (0, False, False, False, True, 1)
+    assert loops() == {"ONE_LOOP": None, "REFILL_TOP": True}
     q = torch.zeros(1, 16, 4096, 128, dtype=torch.float16)
     A.attention_fwd(q, q, q, causal=True, kernel=rec)
     assert rec.calls[-1][0] == (32, 16, 1) and rec.calls[-1][1][OPTS] == (0, False, False, False, False, 0)
@@ -153,7 +157,10 @@ def test_the_tables_pick_the_causal_defaults():
     q8 = torch.zeros(1, 4, 16384, 128, dtype=torch.float8_e4m3fn)
     v8t = torch.zeros(1, 4, 128, 16384, dtype=torch.float8_e4m3fn)
     A.attention_fp8(q8, q8, v8t, one, one, one, causal=True, kernel=rec)
-    assert rec.calls[-1][0] == (256, 4, 1) and rec.calls[-1][1][OPTS] == (0, False, True, True, True, 1)
+    assert rec.calls[-1][0] == (256, 4, 1) and rec.calls[-1][1][OPTS] == (0, False, False, True, True, 1)
+    assert loops() == {"ONE_LOOP": True, "REFILL_TOP": True}
+    A.attention_fp8(q8, q8, v8t, one, one, one, causal=False, kernel=rec)
+    assert loops() == {"ONE_LOOP": None, "REFILL_TOP": None}  # past REFILL_TOP's N bound: the knob decides
     # N not a multiple of the blocks: pointer loads (DESC 0), the masks test N_CTX too (EVEN_N off)
     q8 = torch.zeros(1, 4, 4000, 128, dtype=torch.float8_e4m3fn)
     v8t = torch.zeros(1, 4, 128, 4000, dtype=torch.float8_e4m3fn)

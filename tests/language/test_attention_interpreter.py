@@ -842,3 +842,59 @@ def test_tables_merges_entries_for_a_block_and_rejects_unknown_names():
     with pytest.raises(ValueError, match="no table"):
         with B.tables(NOT_A_TABLE={}):
             pass
+
+
+@pytest.mark.parametrize("blocks", [(32, 64), (32, 32), (64, 32)])
+def test_one_loop_causal_fp8_forward_gives_the_three_loops_output(blocks):
+    # ONE_LOOP: every key block of a causal program in one loop, the mask from the diagonal's block on (with BLOCK_N
+    # = 2 BLOCK_M every other row block's last block scores BLOCK_M keys all rows mask, which add exact zeros): the
+    # split diagonal's output and, ONE_LOOP with its mask left out, a wrong one
+    bm, bn = blocks
+    (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in _qkv(128, 32, torch.float16, Z=1, H=2))
+    vt = A.fp8_v_key_order(v8.transpose(-1, -2).contiguous())
+    kw = dict(causal=True, BLOCK_M=bm, BLOCK_N=bn, key_order=True, even_n=True, mask_fold=True)
+    three = A.attention_fp8(q8, k8, vt, qs, ks, vs, diag_split=True, one_loop=False, **kw)
+    one = A.attention_fp8(q8, k8, vt, qs, ks, vs, one_loop=True, **kw)
+    torch.testing.assert_close(one, three, atol=1e-3, rtol=0)
+    ref = torch.nn.functional.scaled_dot_product_attention(q8.float() * qs, k8.float() * ks, v8.float() * vs,
+                                                           is_causal=True)
+    assert (one.float() - ref).abs().max() < 0.1
+    full = torch.nn.functional.scaled_dot_product_attention(q8.float() * qs, k8.float() * ks, v8.float() * vs)
+    assert (full - ref).abs().max() > 0.3  # a forward that masked nothing would fail the bound above
+
+
+def test_one_loop_table_reaches_the_launch(monkeypatch):
+    # ONE_LOOP by (head dim, fp8): the launch gets ONE_LOOP=True (and no K2/V2 descriptors) where the table names
+    # the call and N_CTX is a multiple of the blocks; not causal, or N_CTX ragged, it does not
+    import kernelc
+    seen = []
+    spy = _Spy(kernelc.jit(A.attn_fwd_lse_kernel.fn), seen)
+    monkeypatch.setattr(A, "ONE_LOOP", {(32, True)})
+    (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in _qkv(128, 32, torch.float16, Z=1, H=1))
+    vt = v8.transpose(-1, -2).contiguous()
+    for causal in (True, False):
+        A.attention_fp8(q8, k8, vt, qs, ks, vs, causal=causal, kernel=spy, BLOCK_M=32, BLOCK_N=64, diag_split=True)
+    (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in _qkv(96, 32, torch.float16, Z=1, H=1))
+    A.attention_fp8(q8, k8, v8.transpose(-1, -2).contiguous(), qs, ks, vs, causal=True, kernel=spy, BLOCK_M=32,
+                    BLOCK_N=64)
+    assert [kw.get("ONE_LOOP") for kw in seen] == [True, None, None]
+
+
+def test_refill_top_table_reaches_the_launch(monkeypatch):
+    # REFILL_TOP by (head dim, causal, fp8) up to an N_CTX bound: the launch gets REFILL_TOP=True where the table
+    # names the call within its bound, nothing past it or where it does not name it (the knob decides), and what a
+    # call asks for where it asks; the output is the same either way (the interpreter runs a plain range)
+    import kernelc
+    seen = []
+    spy = _Spy(kernelc.jit(A.attn_fwd_lse_kernel.fn), seen)
+    monkeypatch.setattr(A, "REFILL_TOP", {(32, True, True): None, (32, False, True): 64})
+    outs = []
+    for n, causal, ask in ((128, True, None), (128, False, None), (64, False, None), (128, False, False),
+                           (128, False, True)):
+        (q8, qs), (k8, ks), (v8, vs) = (A.quantize_fp8(t) for t in _qkv(n, 32, torch.float16, Z=1, H=1))
+        vt = v8.transpose(-1, -2).contiguous()
+        outs.append(A.attention_fp8(q8, k8, vt, qs, ks, vs, causal=causal, kernel=spy, BLOCK_M=32, BLOCK_N=64,
+                                    refill_top=ask))
+    assert [kw.get("REFILL_TOP") for kw in seen] == [True, None, True, False, True]
+    assert torch.equal(outs[1], outs[3]) and torch.equal(outs[1], outs[4])
+

@@ -443,7 +443,7 @@ class CodeGenerator(ast.NodeVisitor):
             attrs["num_stages"] = int(rng.num_stages)
         if rng.loop_unroll_factor is not None:
             attrs["unroll"] = int(rng.loop_unroll_factor)
-        for name in ("warp_specialize", "async_tail"):
+        for name in ("warp_specialize", "async_tail", "refill_top"):
             v = getattr(rng, name, None)
             if v is not None and not isinstance(v, (bool, int)):
                 raise self.error(node.iter, f"range({name}=...) must be a compile-time True or False, got {v!r}")
@@ -453,6 +453,8 @@ class CodeGenerator(ast.NodeVisitor):
             attrs["flatten"] = True  # a request: passes/flatten_loops.py decides
         if getattr(rng, "async_tail", None) is not None:
             attrs["async_tail"] = bool(rng.async_tail)  # a request: passes/schedule.py (_async_tail) decides
+        if getattr(rng, "refill_top", None) is not None:
+            attrs["refill_top"] = bool(rng.refill_top)  # a request: passes/rings.py (_refill_top) decides
         results = self._loop(node, "scf.for", carry, body, [b.handle for b in bounds], [iv_ty], attrs)
         self.scope.pop(target, None)
         carry.bind(self.scope, results)

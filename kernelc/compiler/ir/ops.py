@@ -283,7 +283,7 @@ for op in [
           doc="lb, ub, step, inits...; body block args (iv, carried...); flattened: a tile loop and its K loop "
               "fused into this one (passes/flatten_loops.py)",
           optional_attrs=("num_stages", "unroll", "warp_specialize", "flatten", "pipeline", "ws", "carry_words",
-                          "async_tail", "exit_wait", "flattened")),
+                          "async_tail", "exit_wait", "flattened", "refill_top")),
     OpDef("scf.if", (1, 1), results=-1, regions=2, pure=False, category="control", doc="then/else regions"),
     OpDef("scf.while", (0, -1), results=-1, regions=2, pure=False, category="control",
           doc="before region ends in scf.condition, after region in scf.yield"),
@@ -302,13 +302,14 @@ ATOMIC_KINDS = ("add", "fadd", "max", "umax", "fmax", "min", "umin", "fmin", "xc
 
 # The schedule (passes/schedule.py, docs/schedule-ir.md): attributes the scheduling passes write and
 # codegen reads. ``pipeline`` on a loop: {stages, lookahead[, refill]} (refill='after_dots': a cp.async ring
-# whose copies go after the dots, so a wgmma left in flight keeps the full lookahead); on a load the ring copies: {ring, vec} for
+# whose copies go after the dots, so a wgmma left in flight keeps the full lookahead; 'top': a TMA ring whose
+# copies go at the top of the iteration, no wgmma being in flight across it, passes/rings.py); on a load the ring copies: {ring, vec} for
 # cp.async, {ring} for TMA (also on the 2-D ``trans`` a TMA tile is read through); ``ws`` on the
 # warp-specialised loop; ``wgmma`` on a dot: "async" (stays in flight across iterations) or "deferred"
 # (waited for at its first read); ``pin_wait``: that wait stays where it is in ptxas too; ``wgmma_turns``: the
 # consumer warpgroups issue it in turns;
 # ``in_place`` on a descriptor_load outside a ring (and its 2-D trans): the dots read the tile where TMA put it.
 RINGS = ("cp.async", "tma")
-RING_REFILL = ("after_dots",)
+RING_REFILL = ("after_dots", "top")
 WGMMA_ISSUE = ("async", "deferred")
 WS_RELEASE = ("lagged", "at_issue")

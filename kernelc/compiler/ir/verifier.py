@@ -474,6 +474,11 @@ def _schedule(op: Op) -> List[str]:
             errs.append(f"pipeline must be {{stages >= 2, lookahead in 1..stages-1}}, got {p!r}")
         elif refill is not None and refill not in RING_REFILL:
             errs.append(f"pipeline refill must be one of {RING_REFILL}, got {refill!r}")
+        elif refill == "top" and (op.attrs.get("ws") or any(o.name == "dot" and o.attrs.get("wgmma") == "async"
+                                                            for o in op.walk())):
+            # the top of iteration i refills the stage iteration i-1 read: no wgmma of it may still read it
+            errs.append("refill='top' needs a loop without a producer warp whose wgmmas all finish in their "
+                        "iteration (none wgmma='async')")
         elif la == st - 1 and refill is None and not op.attrs.get("ws") and _cp_ring_with_async_wgmma(op):
             # the head of iteration i would refill the stage iteration i-1's wgmma may still be reading
             errs.append("a cp.async ring whose wgmma stays in flight needs lookahead <= stages-2 or "

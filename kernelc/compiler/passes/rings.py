@@ -10,7 +10,7 @@ from typing import Dict, List
 
 from ...language.dtypes import int1, int32, int64
 from ..ir.core import Op, Value, clone_deep, clone_op, replace_all_uses
-from .schedule_ir import REFILL_AFTER_DOTS, address_chain, inside_loop
+from .schedule_ir import REFILL_AFTER_DOTS, REFILL_TOP, address_chain, inside_loop
 from .stage_operands import entry_values, stage_invariants
 
 
@@ -194,6 +194,15 @@ class RingExpander:
             for r in trings:
                 self._op(after, "ring_free", [r], [])
 
+    def _refill_top(self, after_dots) -> bool:
+        """KERNELC_TMA_REFILL_TOP, or the loop's own request (``tl.range(..., refill_top=)``, which wins): a TMA-only
+        ring whose loop leaves no wgmma in flight across the back edge."""
+        from ...options import get
+        asked = self.loop.attrs.get("refill_top")
+        if not (get("KERNELC_TMA_REFILL_TOP") if asked is None else asked) or self.cp or after_dots:
+            return False
+        return not any(o.name == "dot" and o.attrs.get("wgmma") == "async" for o in self.loop.walk())
+
     def run(self) -> None:
         loop, plan = self.loop, self.plan
         tag = loop.attrs["pipeline"]
@@ -275,6 +284,7 @@ class RingExpander:
             self._chain(fill, chain, env)
             if self.cp:
                 self._copies(fill, rings, env, wr, guard, steady=True)
+        fill_end = len(head)
         reads = self._ring_reads(head, trings, rd)
         for (ld, _, _, _), ring in zip(self.cp, rings):
             t = self._op(head, "ring_read", [ring, rd], [ld.results[0].type]).results[0]
@@ -297,10 +307,24 @@ class RingExpander:
             # the parity of the stage read next flips each time the read stage wraps around
             flip = self._op(head, "cast", [wraps[0]], [int32]).results[0]
             stages.append(self._op(head, "xor", [counters[2], flip], [int32]).results[0])
-            # the copies of iteration i+LA go out after this iteration's dots, once every warp is past the
-            # stage they overwrite (the one the previous iteration read)
-            self._op(tail, "barrier", [], [])
-            self._tma_copies(tail, trings, bars, env, wr, guard, steady=True)
+            if self._refill_top(after_dots):
+                # no wgmma outlives its iteration: every warp past a barrier at the top of this iteration is done
+                # with the stage the previous one read, so its copies go out now, a whole iteration ahead, and
+                # this iteration's wait for its own stage comes after them
+                tag["refill"] = REFILL_TOP
+                top: List[Op] = []
+                self._op(top, "barrier", [], [])
+                self._tma_copies(top, trings, bars, env, wr, guard, steady=True)
+                wait = head[:2]
+                assert [o.name for o in wait] == ["mbarrier_at", "mbarrier_wait"]
+                # after the guard and the chain of iteration i+LA (the copies' coordinates), before the reads
+                head[fill_end:fill_end] = top + wait
+                del head[:2]
+            else:
+                # the copies of iteration i+LA go out after this iteration's dots, once every warp is past the
+                # stage they overwrite (the one the previous iteration read)
+                self._op(tail, "barrier", [], [])
+                self._tma_copies(tail, trings, bars, env, wr, guard, steady=True)
         ringed = self._ringed_ops()
         kept = [o for o in body.ops[:-1] if id(o) not in ringed]
         if after_dots:

@@ -10,6 +10,7 @@ from .layout_assign import REMATERIALIZABLE
 
 CP_ASYNC, TMA = "cp.async", "tma"
 REFILL_AFTER_DOTS = "after_dots"   # ops.RING_REFILL
+REFILL_TOP = "top"   # a TMA ring's copies at the top of the iteration (passes/rings.py, KERNELC_TMA_REFILL_TOP)
 
 
 def body_uses(body: Block) -> Dict[int, List[Tuple[Op, int]]]:
