@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-COMPILER_VERSION = "0.6.46"
+COMPILER_VERSION = "0.6.47"
 
 
 class _LazyAsm(dict):
