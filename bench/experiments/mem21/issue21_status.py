@@ -496,7 +496,7 @@ def bench_kernels():
 
 
 # -- the GPU suite and the fuzz ---------------------------------------------------------------------------
-GPU_SUITE = ("A27 (s27, main 2a37e519)", "gpu_tests_2026-11-30_s27_A_h200.log")
+GPU_SUITE = ("F28 (s28, merged main eb79b89d)", "gpu_tests_2026-11-30_s28_F_h200.log")
 
 
 def gpu_suite():
@@ -603,7 +603,7 @@ def markdown(st) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(RES, "issue21_status_s27.json"))
+    ap.add_argument("--out", default=os.path.join(RES, "issue21_status_s28.json"))
     ap.add_argument("--no-live", action="store_true", help="skip the CPU compiles and tests")
     ap.add_argument("--md", help="also write the markdown table to this file")
     ap.add_argument("--mb-extra", action="append", default=[],
