@@ -246,9 +246,10 @@ def test_causal_grids_grouped_longest_first_compile_without_spills(D, monkeypatc
     assert _mma_loops(grouped.asm["sass"])[-1] == _mma_loops(dkdv(0).asm["sass"])[-1]
 
 
-def _mma_loops(sass, innermost=False):
-    """SASS mnemonics of every loop (a backward branch) that issues HGMMAs, in program order; innermost: only the
-    loops whose span holds no other loop's backward branch (not the retry paths of waits around them)."""
+def _mma_loops(sass, innermost=False, mma="HGMMA"):
+    """SASS mnemonics of every loop (a backward branch) that issues ``mma`` (HGMMA; QGMMA: fp8), in program order;
+    innermost: only the loops whose span holds no other loop's backward branch (not the retry paths of waits around
+    them)."""
     ins, labels, out, spans = [], {}, [], []
     for line in sass.splitlines():
         m = re.match(r"^\s*(\.L_x_\d+):", line)
@@ -262,7 +263,7 @@ def _mma_loops(sass, innermost=False):
         m = re.search(r"`\((\.L_x_\d+)\)", rest) if op == "BRA" else None
         if m and labels.get(m.group(1), i + 1) <= i:
             body = [o for o, _ in ins[labels[m.group(1)]:i + 1]]
-            if any(o.startswith("HGMMA") for o in body):
+            if any(o.startswith(mma) for o in body):
                 out.append(body)
                 spans.append((labels[m.group(1)], i))
     if innermost:
@@ -506,23 +507,9 @@ def _fragments_kept(name, mode):
 
 
 def _qgmma_loops(sass):
-    """Innermost loops (backward branches whose span holds no other one's) that issue a QGMMA (fp8 wgmma); the
-    retry paths of waits, which branch back into a loop from the kernel's end, hold the loops' own branches."""
-    ins, labels, spans = [], {}, []
-    for line in sass.splitlines():
-        m = re.match(r"^\s*(\.L_x_\d+):", line)
-        if m:
-            labels[m.group(1)] = len(ins)
-            continue
-        m = re.match(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][\w.]*)(.*)$", line)
-        if m:
-            ins.append((m.group(1), m.group(2)))
-    for i, (op, rest) in enumerate(ins):
-        m = re.search(r"`\((\.L_x_\d+)\)", rest) if op == "BRA" else None
-        if m and labels.get(m.group(1), i + 1) <= i and any(o.startswith("QGMMA") for o, _ in
-                                                              ins[labels[m.group(1)]:i + 1]):
-            spans.append((labels[m.group(1)], i))
-    return sum(1 for lo, hi in spans if not any(s != (lo, hi) and lo <= s[1] < hi for s in spans))
+    """Innermost loops that issue a QGMMA (fp8 wgmma); the retry paths of waits, which branch back into a loop from the
+    kernel's end, hold the loops' own branches."""
+    return len(_mma_loops(sass, innermost=True, mma="QGMMA"))
 
 
 # ONE_LOOP (fp828): a causal fp8 program's key blocks in one loop, the mask behind a uniform branch -- one key loop
