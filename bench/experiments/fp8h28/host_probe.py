@@ -85,6 +85,23 @@ def main(argv=None):
                 sync()
         if not args.dry:
             ctx.__exit__(None, None, None)
+            # what a call runs on the GPU: the kernels, memsets and copies of 3 calls each (the forward alone: 3)
+            from torch.profiler import ProfilerActivity, profile
+            for name in ("fp8_main", "fp8_new", "fp16_ptr"):
+                sync()
+                try:
+                    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                        for _ in range(3):
+                            cands[name]()
+                        sync()
+                    ev = [e.name for e in prof.events() if e.device_type.name == "CUDA"]
+                except Exception as ex:  # the probe's timings above stand without it
+                    print(f"gpu work D={D} {name}: profiler failed: {type(ex).__name__}: {ex}"[:300], flush=True)
+                    continue
+                print(f"gpu work D={D} causal={int(causal)} {name}: {len(ev)} events in 3 calls: "
+                      f"{sorted(set(n[:60] for n in ev))}", flush=True)
+                rows.append(dict(D=D, causal=causal, N=N, variant=name, gpu_events_3_calls=len(ev),
+                                 gpu_event_names=sorted(set(ev))))
         print(f"D={D} causal={int(causal)}: fp8 main's and new outputs bit-identical: {same}; main's plan kept its "
               f"descriptor launch: {main8.still_off()}", flush=True)
         for name, ts in res.items():
