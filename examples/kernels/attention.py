@@ -475,7 +475,8 @@ def clear_plans():
 
 
 class _Plan:
-    __slots__ = ("kernel", "grid", "tail", "opts", "out_shape", "out_dtype", "lse_shape", "run", "descs", "prepared")
+    __slots__ = ("kernel", "grid", "tail", "opts", "out_shape", "out_dtype", "lse_shape", "run", "descs", "prepared",
+                 "fast", "out_like")
 
     def __init__(self, kernel, grid, tail, opts, out_shape, out_dtype, lse_shape=None):
         self.kernel, self.grid, self.tail, self.opts = kernel, grid, tail, opts
@@ -483,6 +484,10 @@ class _Plan:
         self.run = None
         self.descs = None  # DESC: the templates of (Q, K, V, K2, V2, O)'s descriptors (fwd_descriptors)
         self.prepared = False  # self.run is a prepared launch (it takes tensors in the descriptors' slots)
+        # what a call launches its eight tensors with: this plan's launch until it made a prepared launch that takes
+        # them as they are (then that one: no frame of launch() a call)
+        self.fast = self.launch
+        self.out_like = False  # attention_fp8: q8's strides are the output's (torch.empty_like(q8) is the output)
 
     def launch(self, *tensors):
         """The kernel on this call's eight tensors: a prepared launch (``kernel.prepare``: the tail and options bound
@@ -496,6 +501,8 @@ class _Plan:
                 args = self._descriptors(tensors) if descs is not None else tensors
                 self.run = self.kernel.prepare(self.grid, *args[:8], *self.tail, *args[8:], **self.opts)
                 self.prepared = True
+                if descs is None or descs[3] is None:
+                    self.fast = self.run
                 return self.run(*args)
             kernel, grid, tail, opts = self.kernel, self.grid, self.tail, self.opts
             run = self.run = lambda *ts: kernel[grid](*ts[:8], *tail, *ts[8:], **opts)  # noqa: E731
@@ -619,9 +626,9 @@ def attention_fwd(q, k, v, causal=False, sm_scale=None, return_lse=False, fold_s
     o = torch.empty_like(q)
     if return_lse:
         lse = torch.empty(plan.lse_shape, device=q.device, dtype=torch.float32)
-        plan.launch(q, k, v, o, lse, o, o, o)
+        plan.fast(q, k, v, o, lse, o, o, o)
         return o, lse
-    plan.launch(q, k, v, o, o, o, o, o)
+    plan.fast(q, k, v, o, o, o, o, o)
     return o
 
 
@@ -640,6 +647,18 @@ def fp8_v_key_order(v8t):
     if N % 32:
         raise ValueError(f"fp8_v_key_order: N_CTX ({N}) must be a multiple of 32")
     return v8t.reshape(*lead, D, N // 32, 2, 2, 4, 2).transpose(-2, -3).reshape(*lead, D, N).contiguous()
+
+
+def _scale_args(qs, ks, vs, device):
+    """The three scales as the kernel reads them (:func:`_scale_arg` each), in one frame when they are already
+    1-element fp32 tensors on ``device``."""
+    import torch
+    T, f = torch.Tensor, torch.float32
+    if (type(qs) is T and type(ks) is T and type(vs) is T and qs.dtype is f and ks.dtype is f and vs.dtype is f
+            and qs.numel() == 1 and ks.numel() == 1 and vs.numel() == 1 and qs.device == device
+            and ks.device == device and vs.device == device):
+        return qs, ks, vs
+    return _scale_arg(qs, device), _scale_arg(ks, device), _scale_arg(vs, device)
 
 
 def _scale_arg(s, device):
@@ -695,7 +714,10 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
                           cfg, kernel, fold_scale, lpt, out_dtype, key_order=key_order, diag_split=diag_split,
                           mask_fold=mask_fold, even_n=even_n, desc=desc, v=v8t, one_loop=one_loop,
                           refill_top=refill_top)
-    o = torch.empty(plan.out_shape, device=device, dtype=plan.out_dtype)
-    plan.launch(q8, k8, v8t, o, o, _scale_arg(q_scale, device), _scale_arg(k_scale, device),
-                _scale_arg(v_scale, device))
+        # q8's strides are in the key: where they are the output's, empty_like (which keeps a dense tensor's
+        # strides) makes it with less argument parsing than torch.empty(shape, device=, dtype=)
+        plan.out_like = tuple(q8.stride()) == o_strides
+    o = torch.empty_like(q8, dtype=plan.out_dtype) if plan.out_like else torch.empty(
+        plan.out_shape, device=device, dtype=plan.out_dtype)
+    plan.fast(q8, k8, v8t, o, o, *_scale_args(q_scale, k_scale, v_scale, device))
     return o

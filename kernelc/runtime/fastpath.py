@@ -366,9 +366,37 @@ def launch(g0, g1, g2, stream{''.join(', ' + a for a in args)}):
     ns["_kc_tensor_map_bytes"] = descriptor_tensor_map_bytes
     ns["_pack"], ns["_StructError"] = packer, struct.error
     from .scratch import scratch_pointer
-    ns["_kc_scratch"] = scratch_pointer
+    from .driver import TensorMapBuffer
+    ns["_kc_scratch"], ns["_TMB"] = scratch_pointer, TensorMapBuffer
+    mnames = None
+    if any(isinstance(k, tuple) for k in ent.kinds) and packer is not None:
+        # ``launch.machine(g0, g1, g2, stream, <machine values>)``: the same launch taking every machine parameter
+        # as its value (a tensormap field as its 128 bytes), for a caller that computes the fields itself -- a
+        # prepared launch whose descriptors differ between calls only in their base (runtime/prepared.py)
+        mvals = [f"m{j}" for j in range(len(exprs) - (1 if scratch else 0))]
+        tmaps = {j for j, k in enumerate(ent.buffer.kinds) if k == "tmap"}
+        mexprs = mvals + exprs[len(mvals):]
+        mlines = [f"        s.a{j} = {'_TMB.from_buffer_copy(' + x + ')' if j in tmaps else x}"
+                  for j, x in enumerate(mexprs)]
+        src += f"""
+
+def machine(g0, g1, g2, stream{''.join(', ' + a for a in mvals)}):
+    try:
+        _pack(s, 0, {', '.join(mexprs)})
+    except _StructError:
+{chr(10).join(mlines)}
+{call}
+    if err and _context_made_current(err):
+    {call}
+    if err:
+        _fail(err)
+"""
+        mnames = machine
     exec(compile(src, f"<kernelc launch {fn.__name__}>", "exec"), ns)
     launch = ns["launch"]
+    if mnames is not None:
+        launch.machine = ns["machine"]
+        launch.machine.names = mnames  # the machine parameters' names, in order (compiler/abi.py)
     # the generated fast path passes every declared runtime argument; a specialisation that made some of them
     # constexpr (None arguments) takes fewer, so `launch.fast` drops those (Liger's cross-entropy passes Nones)
     cx = getattr(fn, "constexpr_names", ())
@@ -384,4 +412,6 @@ def launch(g0, g1, g2, stream{''.join(', ' + a for a in args)}):
         wns = {"launch": launch}
         exec(compile(wsrc, f"<kernelc launch {fn.__name__} (fast path)>", "exec"), wns)
         launch.fast = wns["fast"]
+        if mnames is not None:
+            launch.fast.machine = launch.machine
     return launch

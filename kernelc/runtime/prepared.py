@@ -63,11 +63,13 @@ def prepare(fn, grid, args, options: Dict[str, Any]) -> Callable:
         return out
 
     ns.update({f"_R{j}": rebase[i] for j, i in enumerate(vary) if i in rebase})
-    ns.update(_general=general, _S=state, _hooks_enter=hooks._enter_hooks, _hooks_exit=hooks._exit_hooks,
+    ns.update(_general=general, _S=state, _SM=[None], _MISS=_MISS, _hooks_enter=hooks._enter_hooks, _hooks_exit=hooks._exit_hooks,
               _Tensor=Tensor,
               _getdev=getattr(torch._C, "_cuda_getDevice", lambda: 0),
               _getstream=getattr(torch._C, "_cuda_getCurrentRawStream", lambda d: 0),
               _stream_handle=lambda s: int(getattr(s, "cuda_stream", s)))
+    if rebase and fastable:  # what _specialise's machine-value launch is generated from
+        ns.update(_template=template, _g3=g3, _values=values)
     src = _source(fn, template, vary, g3 if fastable else None, values, ns)
     exec(compile(src, f"<kernelc prepared launch {fn.__name__}>", "exec"), ns)
     return ns["launch"]
@@ -133,8 +135,12 @@ def _source(fn, template, vary, g3, values, ns) -> str:
         else:
             out.append(_literal(template[i], i, ns))
     cond = " and ".join(checks + ["_getdev() == _dev", "_cache.get(_key) is _e"])
+    # descriptor slots: the machine-value launch when _specialise could make one (_machine_source), else as below
+    first = "" if not any(isinstance(values[names[i]], TensorDescriptor) for i in vary) else (
+        f"    _m = _SM[0]\n    if _m is not None:\n        _r = _m({''.join(p + ', ' for p in params)}stream)\n"
+        f"        if _r is not _MISS:\n            return _r\n")
     return f"""def launch({sig}):
-    _e = _S[0]
+{first}    _e = _S[0]
     if _e is not None and not (_hooks_enter or _hooks_exit):
 {chr(10).join(pre)}
         if {cond}:
@@ -142,6 +148,77 @@ def _source(fn, template, vary, g3, values, ns) -> str:
                     {', '.join(out)})
             return _e.compiled
 {back}"""
+
+
+_MISS = object()  # what the machine-value launch returns when the call is not its (the caller goes on)
+
+
+def _machine_source(fn, ent, template, vary, g3, values, ns):
+    """``_mfast(t0, ..., stream)`` for an entry whose launch takes machine values (``fastpath.make_launch``'s
+    ``machine``) and a prepared launch with descriptor slots: each call passes tensors there (anything else returns
+    ``_MISS``), so a descriptor's fields are the prepared descriptor's but its base -- shapes and strides as literals,
+    the tensormap by the tensor's address from a per-slot cache (the map depends on the address alone once the dtype
+    check passed) -- and no descriptor object is built, read or hashed per call. None when the entry has none."""
+    from ..compiler.abi import field_of
+    from ..tools.tensor_descriptor import TensorDescriptor
+    from .tensor_map import descriptor_tensor_map_bytes, slot_cache
+    mach = getattr(ent.fast, "machine", None)
+    if mach is None or getattr(mach, "names", None) is None:
+        return None
+    names = fn.arg_names
+    index = {n: i for i, n in enumerate(names)}
+    pos = {i: j for j, i in enumerate(vary)}
+    out = []
+    for m in mach.names:
+        f = field_of(m)
+        if f is None:
+            i = index[m]
+            if i in pos:
+                if isinstance(values[m], TensorDescriptor):
+                    return None
+                out.append(f"p{pos[i]}")
+            else:
+                out.append(_literal(template[i], i, ns))
+            continue
+        param, field = f
+        i = index[param]
+        if i not in pos or not isinstance(values[param], TensorDescriptor):
+            return None
+        j = pos[i]
+        if field.role == "base":
+            out.append(f"p{j}")
+        elif field.role == "tensormap":
+            cache = slot_cache()
+            rebase = ns[f"_R{j}"]
+
+            def miss(t, p, cache=cache, rebase=rebase):
+                raw = cache[p] = descriptor_tensor_map_bytes(rebase(t))
+                return raw
+            ns[f"_TM{j}"], ns[f"_tmk{j}"] = cache, miss
+            out.append(f"(_TM{j}.get(p{j}) or _tmk{j}(t{j}, p{j}))")
+        else:
+            out.append(repr(int(field.host_value(values[param]))))
+    params = [f"t{j}" for j in range(len(vary))]
+    pre, checks = [], []
+    for j, i in enumerate(vary):
+        if isinstance(values[names[i]], TensorDescriptor):
+            pre.append(f"    if type(t{j}) is not _Tensor:\n        return _MISS")
+            checks.append(f"t{j}.dtype is _D{j} and (_B{j} or (not p{j} & 15) is _A{j}) and t{j}.is_cuda is _U{j}")
+        else:
+            checks.append(f"t{j}.dtype is _D{j} and (not p{j} & 15) is _A{j} and t{j}.is_cuda is _U{j}")
+        pre.append(f"    p{j} = t{j}.data_ptr()")
+    ns["_mach"], ns["_me"] = mach, ent
+    cond = " and ".join(checks + ["_getdev() == _dev", "_cache.get(_key) is _me"])
+    return f"""def _mfast({', '.join(params)}, stream):
+    if _S[0] is not _me or _hooks_enter or _hooks_exit:
+        return _MISS
+{chr(10).join(pre)}
+    if not ({cond}):
+        return _MISS
+    _mach({g3[0]}, {g3[1]}, {g3[2]}, _getstream(_dev) if stream is None else _stream_handle(stream),
+          {', '.join(out)})
+    return _me.compiled
+"""
 
 
 def _specialise(fn, vals, vary, opts, state, ns) -> None:
@@ -152,6 +229,8 @@ def _specialise(fn, vals, vary, opts, state, ns) -> None:
     from .fastpath import descriptor_part
     from .launcher import get_state
     state[0] = None
+    if "_SM" in ns:
+        ns["_SM"][0] = None
     if not fn._fast:  # the fast path is off for this kernel (interpreter, override, blocking launches)
         return
     st = get_state(fn)
@@ -177,3 +256,8 @@ def _specialise(fn, vals, vary, opts, state, ns) -> None:
             ns[f"_D{j}"], ns[f"_A{j}"], ns[f"_U{j}"] = v.dtype, v.data_ptr() & 15 == 0, bool(v.is_cuda)
     ns.update(_desc=descriptor_part, _cache=st["cache"], _key=key, _dev=dev)
     state[0] = ent
+    if "_SM" in ns and ns.get("_g3") is not None:
+        src = _machine_source(fn, ent, ns["_template"], vary, ns["_g3"], ns["_values"], ns)
+        if src is not None:
+            exec(compile(src, f"<kernelc prepared machine launch {fn.__name__}>", "exec"), ns)
+            ns["_SM"][0] = ns["_mfast"]

@@ -19,6 +19,7 @@ for that argument (its ops took the generic lowering), and the field is only a p
 from __future__ import annotations
 
 import ctypes
+import weakref
 from dataclasses import dataclass
 from typing import Dict, Sequence, Tuple
 
@@ -187,7 +188,30 @@ def descriptor_tensor_map_bytes(desc, encoder=None) -> bytes:
     return raw
 
 
+class _SlotCache(dict):
+    """address -> the 128 bytes, for one descriptor slot of a prepared launch (runtime/prepared.py): every other
+    input of the map is fixed there. Bounded as the caches above; cleared with them."""
+    __slots__ = ("__weakref__",)
+    __hash__, __eq__ = object.__hash__, object.__eq__  # by identity (a WeakSet member)
+
+    def __setitem__(self, key, value):
+        if len(self) >= MAX_CACHED:
+            self.clear()
+        dict.__setitem__(self, key, value)
+
+
+_slot_caches: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def slot_cache() -> dict:
+    c = _SlotCache()
+    _slot_caches.add(c)
+    return c
+
+
 def clear_cache() -> None:
     _cache.clear()
     _by_object.clear()
     _bytes_by_object.clear()
+    for c in list(_slot_caches):
+        c.clear()

@@ -179,3 +179,84 @@ def test_a_descriptor_slot_takes_a_tensor_rebased_onto_the_prepared_descriptor(m
     finally:
         st["cache"].clear()
         rows_sum._bound.clear()
+
+
+def test_descriptor_slots_given_tensors_launch_by_machine_values_packed_as_the_descriptors_would(monkeypatch):
+    """A descriptor slot given a tensor, with an entry whose launch takes machine values (sm_90a: a tensormap field):
+    the prepared launch passes the descriptor's fields itself -- the same bytes the descriptor path packs, the map by
+    the tensor's address from a per-slot cache that ``tensor_map.clear_cache`` empties -- and anything else (a
+    descriptor, another dtype) goes the other ways."""
+    from kernelc.compiler.abi import machine_kind, machine_params
+    from kernelc.compiler.backend import parse_target
+    from kernelc.runtime import driver, tensor_map
+    from kernelc.runtime.driver import ArgBuffer
+    from kernelc.runtime.fastpath import make_launch
+    from kernelc.runtime.launcher import Loaded
+    from kernelc.tools.tensor_descriptor import TensorDescriptor
+
+    calls, encoded = [], []
+
+    class FakeDriver:
+        def cuLaunchKernel(self, *args):
+            calls.append(args[1:4])
+            return (0,)
+
+        def CUstream(self, raw):
+            return raw
+    monkeypatch.setattr(driver, "_drv", lambda: FakeDriver())
+
+    def encode(p):  # the map's bytes name its address and box, so a wrong map shows in the packed bytes
+        encoded.append(p.global_address)
+        return repr((p.global_address, p.global_dim, p.global_strides, p.box_dim)).encode().ljust(128, b"\0")
+    monkeypatch.setattr(tensor_map, "encode", encode)
+    tensor_map.clear_cache()
+    monkeypatch.setattr(rows_sum, "_fast", make_binder(rows_sum))
+    x, y = torch.zeros(64, 32), torch.zeros(64)
+    d = TensorDescriptor(x, [64, 32], [32, 1], [16, 32])
+    st = get_state(rows_sum)
+    vals = [d, y, 16]
+    key = st["spec"].key(vals, rows_sum.constexpr_mask(dict(zip(rows_sum.arg_names, vals))))
+    sig, _, _, _, kinds = st["spec"].signature(key)
+    compiled = types.SimpleNamespace(signature=sig, target=parse_target("sm_90a"), shared=0, cache_key="k" * 32,
+                                     global_scratch_bytes=0)
+    mkinds = tuple(machine_kind(str(t)) for _, t, _ in machine_params(sig, "sm_90a"))
+    assert "tmap" in mkinds
+    ent = Loaded(compiled, types.SimpleNamespace(handle=1, function=2, threads=128, shared=0, name="rows_sum"),
+                 ArgBuffer(mkinds), kinds)
+    ent.launch = make_launch(ent, rows_sum, [False, False, True])
+    assert ent.fast.machine.names == [m for m, _, _ in machine_params(sig, "sm_90a")]
+    st["cache"][(key, 4, 3, 0)] = ent
+    ran = []
+    try:
+        launch = rows_sum.prepare((4,), d, y, 16)
+        launch(x, y)  # the general path: specialises, and makes the machine-value launch
+        assert launch.__globals__["_SM"][0] is not None
+        monkeypatch.setattr(type(rows_sum), "run", lambda self, *a, grid, **kw: ran.append(a))
+        for xs, ys in ((torch.ones(64, 32), torch.ones(64)), (x, y)):
+            ent.launch(4, 1, 1, 0, TensorDescriptor(xs, [64, 32], [32, 1], [16, 32]), ys.data_ptr())
+            want = bytes(ent.buffer.struct)
+            ctypes_zero(ent)
+            n = len(calls)
+            assert launch(xs, ys) is compiled and len(calls) == n + 1 and calls[-1] == (4, 1, 1)
+            assert bytes(ent.buffer.struct) == want and repr(xs.data_ptr()).encode() in want
+        assert not ran
+        before = len(encoded)
+        launch(x, y)
+        assert len(encoded) == before  # from the slot's cache
+        tensor_map.clear_cache()
+        launch(x, y)
+        assert encoded[before:] == [x.data_ptr()]  # the slot's cache was emptied with the others
+        n = len(calls)
+        launch(d, y)  # a descriptor: the entry's own launch
+        assert len(calls) == n + 1 and not ran
+        launch(x.half(), y)  # another dtype: the general path
+        assert len(calls) == n + 1 and len(ran) == 1
+    finally:
+        st["cache"].clear()
+        rows_sum._bound.clear()
+        tensor_map.clear_cache()
+
+
+def ctypes_zero(ent):
+    import ctypes
+    ctypes.memset(ctypes.addressof(ent.buffer.struct), 0, ctypes.sizeof(ent.buffer.struct))
