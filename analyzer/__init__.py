@@ -37,6 +37,13 @@ class AnalyzerError(ValueError):
     """Bad input (unreadable profile, no matching kernel); the message is one line."""
 
 
+def _unsampled_note(sampler: dict) -> str:
+    warned = [str(w) for w in sampler.get("warnings") or [] if "overflow" in str(w) or "lost" in str(w)]
+    return ("the profile was sampled (kprof -m pcsampling) but has no samples for this kernel"
+            + (f"; the sampler warned: {warned[0]}" if warned else
+               "; it may have run too briefly for the sampling period, or its samples were dropped"))
+
+
 def analyze_facts(facts: KernelFacts, *, rank: int = 1, validate: bool = True, n_lines: int = 8) -> KernelReport:
     """Diagnostics, hot lines and suggestions for one kernel's facts."""
     from . import diagnostics as D
@@ -103,9 +110,13 @@ def analyze(profile_path: str, kernel: Optional[str] = None, arch: Optional[str]
     if top and len(selected) > top:
         rep.notes.append(f"showing the {top} hottest of {len(selected)} kernelc kernels (--top)")
         selected = selected[:top]
+    sampler = (root.extra or {}).get("pcsampling") if isinstance(root.extra, dict) else None
     for i, g in enumerate(selected, 1):
         dev = LD.device_for(device_info, g.device_id, arch)
         facts = LD.build_facts(g, dev, arch=arch, total_ns=total, source_policy=source_policy or LD.NO_IMPORT,
                                profile_path=str(profile_path))
+        if isinstance(sampler, dict) and not facts.total_samples:
+            # a sampled profile in which this kernel got no samples: say why, not "run with pcsampling"
+            facts.notes.append(_unsampled_note(sampler))
         rep.kernels.append(analyze_facts(facts, rank=i, validate=validate, n_lines=n_lines))
     return rep

@@ -315,7 +315,7 @@ def _render_kernel(k: KernelReport, line, width: int) -> None:
         for i, r in enumerate(reasons):
             for jj, w in enumerate(_wrap(f"{r}: {S.meaning(r)}", width, 14)):
                 line(("      stalls: " if i == 0 and jj == 0 else "              ", "dim"), (w, "dim"))
-    elif f.total_samples == 0:
+    elif f.total_samples == 0 and not any("was sampled" in n for n in f.notes):
         line(("    no PC samples in the profile (run with kprof -m pcsampling for per-line stalls)", "dim"))
     if k.diagnostics:
         line(("    diagnostics:", "bold"))

@@ -255,3 +255,26 @@ def test_a_real_kprof_cpu_profile_of_an_interpreted_launch(tmp_path):
     assert k.facts.artifact_origin == "recompiled"
     assert k.facts.device.num_sms == 132 and k.facts.grid == (4, 1, 1)
     assert {"uncoalesced-access", "low-utilisation"} <= set(k.ids())
+
+
+@pytest.mark.parametrize("sampler", [None, {"warnings": []}, {"warnings": [
+    "the hardware sample buffer overflowed and samples were lost: use a larger period"]}])
+def test_a_kernel_without_samples_says_why(tmp_path, sampler):
+    # a sampled profile (kprof -m pcsampling records its sampler on the root) in which a kernel got no samples must
+    # not tell the user to run with pcsampling; a timing-only profile still does (s28: N 16384 attention kernels
+    # lost their samples to the hardware buffer)
+    c = case("few_programs")
+    ck = cache_case(c)
+    root = ProfileNode("ROOT")
+    if sampler is not None:
+        root.extra = {"pcsampling": dict(sampler, collection="kernel-serialized", samples=10)}
+    kernel_node(root, c, ck)
+    rep = _report(write(tmp_path / "p.hatchet", root))
+    k = rep.kernels[0]
+    notes = [n for n in k.facts.notes if "was sampled" in n]
+    text = rep.render(color=False, width=200)
+    if sampler is None:
+        assert not notes and "run with kprof -m pcsampling" in text
+    else:
+        assert len(notes) == 1 and "run with kprof -m pcsampling" not in text
+        assert ("buffer overflowed" in notes[0]) == bool(sampler["warnings"])
