@@ -1,6 +1,7 @@
 #!/bin/bash
 # att21 round 1 (run from the archive's root, PYTHONPATH set, $RES the results folder): the attention kernels under
 # kprof's instruction sampling and plain timing, and kprof-analyze on both profiles. <= 100 s.
+# PCS_MODE (optional): kprof's mode for step 2 (default pcsampling; e.g. pcsampling:period=15:hw_mb=256).
 # PARGS (optional): more arguments for profile_attention.py in steps 2 and 3 (e.g. "--seq 16384 --only fwd fp8 bwd bwd64").
 set -u
 T0=$(date +%s); END=$((T0 + 96))
@@ -15,7 +16,7 @@ wait
 tail -n 3 $RES/warm_*.log
 echo "== 2: instruction sampling, $(left)s left"
 T=$(( $(left) - 35 )); [ $T -gt 30 ] && T=30
-timeout $T python3 -m kprof -m pcsampling -o $RES -n attn_pcs $P --iters 2 ${PARGS:-} > $RES/pcs.log 2>&1; echo "rc $?"
+timeout $T python3 -m kprof -m ${PCS_MODE:-pcsampling} -o $RES -n attn_pcs $P --iters 2 ${PARGS:-} > $RES/pcs.log 2>&1; echo "rc $?"
 echo "== 3: timing only, $(left)s left"
 T=$(( $(left) - 22 )); [ $T -gt 12 ] && T=12
 timeout $T python3 -m kprof -o $RES -n attn_time $P --iters 3 ${PARGS:-} > $RES/time.log 2>&1; echo "rc $?"
