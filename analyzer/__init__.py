@@ -37,7 +37,17 @@ class AnalyzerError(ValueError):
     """Bad input (unreadable profile, no matching kernel); the message is one line."""
 
 
-def _unsampled_note(sampler: dict) -> str:
+def _unsampled_note(sampler: dict, metrics: Optional[dict] = None) -> str:
+    n = float((metrics or {}).get("num_samples") or 0)
+    if n > 0:
+        # samples on the kernel frame but none on lines: code without a line table (cuDNN, cuBLAS, torch)
+        stalls = sorted(((k[len("stalled_"):], float(v)) for k, v in (metrics or {}).items()
+                         if k.startswith("stalled_") and isinstance(v, (int, float)) and v > 0), key=lambda kv: -kv[1])
+        stalled = float((metrics or {}).get("num_stalled_samples") or 0)
+        top = ", ".join(f"{k} {100 * v / n:.0f}%" for k, v in stalls[:3])
+        return (f"the kernel was sampled ({n:.0f} samples, {100 * stalled / n:.0f}% stalled"
+                + (f"; top stall reasons: {top}" if top else "") + ") but its code has no line table (a library "
+                "kernel built without line info), so the samples cannot be put on source lines")
     warned = [str(w) for w in sampler.get("warnings") or [] if "overflow" in str(w) or "lost" in str(w)]
     return ("the profile was sampled (kprof -m pcsampling) but has no samples for this kernel"
             + (f"; the sampler warned: {warned[0]}" if warned else
@@ -117,6 +127,12 @@ def analyze(profile_path: str, kernel: Optional[str] = None, arch: Optional[str]
                                profile_path=str(profile_path))
         if isinstance(sampler, dict) and not facts.total_samples:
             # a sampled profile in which this kernel got no samples: say why, not "run with pcsampling"
-            facts.notes.append(_unsampled_note(sampler))
+            frame_samples: dict = {}   # samples CUPTI put on the kernel frames themselves (no line children)
+            for f in g.frames:
+                for k, v in f.metrics.items():
+                    if (k in ("num_samples", "num_stalled_samples") or str(k).startswith("stalled_")) \
+                            and isinstance(v, (int, float)):
+                        frame_samples[k] = frame_samples.get(k, 0) + v
+            facts.notes.append(_unsampled_note(sampler, frame_samples))
         rep.kernels.append(analyze_facts(facts, rank=i, validate=validate, n_lines=n_lines))
     return rep

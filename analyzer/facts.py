@@ -114,6 +114,7 @@ class KernelFacts:
     grids: List[Tuple[Tuple[int, int, int], float]] = field(default_factory=list)  # (grid, time) per launch shape
     num_warps: int = 4
     num_stages: int = 3
+    launch_known: bool = True                 # False: warps/stages are defaults (a library kernel's are unknown)
     constexprs: Dict[str, Any] = field(default_factory=dict)
     signature: Dict[str, str] = field(default_factory=dict)
     arg_values: Dict[str, Any] = field(default_factory=dict)   # scalar launch arguments, when recorded
@@ -336,6 +337,7 @@ def apply_compiled(facts: KernelFacts, ck) -> None:
     facts.local_bytes = int(ck.local_bytes or 0)
     facts.num_warps = int(getattr(ck, "launch_warps", ck.num_warps))  # a producer warp counts for occupancy
     facts.num_stages = int(ck.num_stages)
+    facts.launch_known = True
     if ck.constexprs:
         facts.constexprs = {k: _literal(v) for k, v in ck.constexprs.items()}
     if ck.signature:

@@ -60,7 +60,10 @@ class KernelGroup:
 
     @property
     def is_kernelc(self) -> bool:
-        return self.extra.get("kind") == "kernel" or "cache_key" in self.extra
+        # the sampler marks every sampled kernel "kind": "kernel"; a library kernel (cuDNN, cuBLAS) has nothing
+        # else, a kernelc kernel has the hook's launch record or the source the sampler knew it by
+        return "cache_key" in self.extra or (self.extra.get("kind") == "kernel" and any(
+            k in self.extra for k in ("signature", "backend", "source", "num_warps", "constexprs")))
 
     @property
     def sampled(self) -> bool:
@@ -469,6 +472,7 @@ def build_facts(group: KernelGroup, device: Device, *, arch: Optional[str] = Non
     if group.invalid:
         facts.notes.append(f"the profile's {', '.join(repr(k) for k in group.invalid)} field(s) of this kernel "
                            "have the wrong type or range and were ignored")
+    facts.launch_known = bool(positive_int(extra.get("num_warps"), 64) or positive_int(info.get("num_warps"), 64))
     facts.num_warps = positive_int(extra.get("num_warps"), 64) or positive_int(info.get("num_warps"), 64) or 4
     facts.num_stages = positive_int(extra.get("num_stages"), 64) or positive_int(info.get("num_stages"), 64) or 3
     cx = extra.get("constexprs")

@@ -98,7 +98,8 @@ class KernelReport:
             "rank": self.rank, "name": f.name, "time_ns": f.time_ns, "count": f.count,
             "share": round(f.share, 6) if f.share is not None else None,
             "grid": list(f.grid) if f.grid else None, "programs": f.num_programs,
-            "num_warps": f.num_warps, "num_stages": f.num_stages,
+            "num_warps": f.num_warps if f.launch_known else None,
+            "num_stages": f.num_stages if f.launch_known else None,
             "constexprs": {k: v for k, v in f.constexprs.items() if _jsonable(v)},
             "cache_key": f.cache_key,
             "artifacts": {"origin": f.artifact_origin, "target": target, "n_regs": f.n_regs, "n_spills": f.n_spills,
@@ -271,12 +272,14 @@ def _render_kernel(k: KernelReport, line, width: int) -> None:
     cfg = []
     if f.grid:
         cfg.append(f"grid {'x'.join(map(str, f.grid))} ({f.num_programs} programs)")
-    cfg.append(f"warps {f.num_warps}")
-    cfg.append(f"stages {f.num_stages}")
+    if f.launch_known:
+        cfg.append(f"warps {f.num_warps}")
+        cfg.append(f"stages {f.num_stages}")
     cx = ", ".join(f"{a}={b!r}" if isinstance(b, str) else f"{a}={b}" for a, b in f.constexprs.items())
     if cx:
         cfg.append(cx)
-    line(("    launch: ", "dim"), (", ".join(cfg), None))
+    if cfg:
+        line(("    launch: ", "dim"), (", ".join(cfg), None))
     if f.compiled is not None:
         target = getattr(getattr(f.compiled, "target", None), "arch", "?")
         origin = {"cache": f"from the kernel cache ({str(f.cache_key)[:12]})", "recompiled": "recompiled from source",

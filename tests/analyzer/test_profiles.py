@@ -278,3 +278,41 @@ def test_a_kernel_without_samples_says_why(tmp_path, sampler):
     else:
         assert len(notes) == 1 and "run with kprof -m pcsampling" not in text
         assert ("buffer overflowed" in notes[0]) == bool(sampler["warnings"])
+
+
+def test_a_sampled_kernel_without_a_line_table_says_so(tmp_path):
+    # samples on the kernel frame and none on lines (cuDNN's kernels in s29's A29 profile, 257957 samples): the note
+    # must give the kernel's samples and say why they are not on lines, not that the kernel got none
+    c = case("few_programs")
+    ck = cache_case(c)
+    root = ProfileNode("ROOT")
+    root.extra = {"pcsampling": {"warnings": [], "collection": "kernel-serialized", "samples": 1000}}
+    node = kernel_node(root, c, ck)
+    node.add_metrics({"num_samples": 1000, "num_stalled_samples": 800, "stalled_barrier": 500,
+                      "stalled_wait": 300, "stalled_selected": 200})
+    k = _report(write(tmp_path / "p.hatchet", root)).kernels[0]
+    notes = [n for n in k.facts.notes if "was sampled" in n]
+    assert len(notes) == 1 and "no samples" not in notes[0]
+    assert "1000 samples, 80% stalled" in notes[0] and "barrier 50%" in notes[0] and "no line table" in notes[0]
+
+
+def test_a_sampled_library_kernel_is_not_taken_for_a_kernelc_kernel(tmp_path):
+    # the sampler marks every sampled kernel "kind": "kernel" (s29 A29: cuDNN's kernels were then recompiled "from
+    # source" and shown with the defaults "warps 4, stages 3"); without the hook's launch record it is a library
+    # kernel: no recompiling, no invented launch config
+    root = ProfileNode("ROOT")
+    root.extra = {"pcsampling": {"warnings": [], "collection": "kernel-serialized", "samples": 100}}
+    node = root.child("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_kernel0_0")
+    node.add_metrics({"time (ns)": 2_000_000, "count": 2, "device_id": "0", "device_type": "CUDA",
+                      "num_samples": 100, "num_stalled_samples": 60, "stalled_wait": 60, "stalled_selected": 40})
+    node.extra = {"kind": "kernel", "kernel": "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_kernel0_0",
+                  "instructions": [{"pc": 16, "samples": 100, "file": None, "line": None, "opcode": None,
+                                    "stalls": {"wait": 60, "selected": 40}}]}
+    rep = _report(write(tmp_path / "p.hatchet", root))
+    k = rep.kernels[0]
+    assert any("not a kernelc kernel" in n for n in k.facts.notes)
+    assert not any("recompil" in n for n in k.facts.notes)
+    text = rep.render(color=False, width=200)
+    assert "warps" not in text and "stages" not in text
+    j = k.to_json()
+    assert j["num_warps"] is None and j["num_stages"] is None
