@@ -191,6 +191,9 @@ MB_CALLS_S27 = [("R2 (s27, mem27), process 1", "s27_mem27_R2_h200/rope_row.json"
 # mem27/results/mb_sass_this_tree.json); the edit columns are other builds and do not enter
 MB_CALLS_S28 = [("R2 (s28, sm28), process 1", "s28_sm28_R2_h200/variants.json", "H200",
                  {"evict_last": {"*": "kernelc"}})]
+# session 29 (sm28's follow-up request in call A29, the same tool and column; main 97bdc620's build, unchanged since)
+MB_CALLS_S29 = [("A29 (s29, sm28 follow-up), process 1", "s29_A29_h200/sm28_s29/variants.json", "H200",
+                 {"evict_last": {"*": "kernelc"}})]
 # the row kernels the L2 policy changes (mem21/mb_sass.py on this tree under each value; CPU)
 L2_REUSE_CHANGES = {"off": set(), "evict_last": {"rope_kernel"}}
 MB_THIS_TREE_L2 = "bench/experiments/mem27/results/mb_sass_this_tree.json"   # shared scratch, evict_last
@@ -240,7 +243,7 @@ def memory_bound(extra=()):
                     want = next((c for p, c in by_row.items() if p != "*" and name.startswith(p + " ")), by_row["*"])
                     if want == column and _row_kernel(name) not in l2_changed:
                         rows.setdefault(name, []).append({"call": call, "file": path, "gpu": gpu, **f})
-    for call, path, gpu, cols in MB_CALLS_S26 + MB_CALLS_S27 + MB_CALLS_S28:
+    for call, path, gpu, cols in MB_CALLS_S26 + MB_CALLS_S27 + MB_CALLS_S28 + MB_CALLS_S29:
         if l2 in cols and scratch == "shared" and _exists(path):
             by_row = cols[l2]
             for column in sorted({c for c in by_row.values() if c}):
@@ -603,7 +606,7 @@ def markdown(st) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(RES, "issue21_status_s28.json"))
+    ap.add_argument("--out", default=os.path.join(RES, "issue21_status_s29.json"))
     ap.add_argument("--no-live", action="store_true", help="skip the CPU compiles and tests")
     ap.add_argument("--md", help="also write the markdown table to this file")
     ap.add_argument("--mb-extra", action="append", default=[],
