@@ -162,7 +162,7 @@ class KernelFacts:
 
     @property
     def occupancy(self) -> Optional[Occupancy]:
-        if self._occ is None and (self.n_regs or self.compiled is not None or self.shared):
+        if self._occ is None and self.launch_known and (self.n_regs or self.compiled is not None or self.shared):
             self._occ = occupancy(self.num_warps, self.n_regs, self.shared, self.device.limits)
         return self._occ
 

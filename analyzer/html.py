@@ -15,7 +15,7 @@ from .report import KernelReport, Report
 
 def _label(k: KernelReport) -> str:
     f = k.facts
-    parts = [f"warps {f.num_warps}", f"stages {f.num_stages}"]
+    parts = [f"warps {f.num_warps}", f"stages {f.num_stages}"] if f.launch_known else []
     parts += [f"{a}={b}" for a, b in f.tile_constexprs().items()]
     return ", ".join(parts)
 
@@ -25,7 +25,7 @@ def kernel_entry(k: KernelReport) -> Dict[str, Any]:
     f = k.facts
     j = k.to_json()
     occ = f.occupancy
-    facts: Dict[str, Any] = {"num_warps": f.num_warps, "num_stages": f.num_stages,
+    facts: Dict[str, Any] = {"num_warps": j["num_warps"], "num_stages": j["num_stages"],
                              "target": j["artifacts"]["target"], "origin": f.artifact_origin,
                              "constexprs": j["constexprs"]}
     if f.compiled is not None or f.n_regs:  # without artifacts these are unknown, not 0

@@ -316,3 +316,6 @@ def test_a_sampled_library_kernel_is_not_taken_for_a_kernelc_kernel(tmp_path):
     assert "warps" not in text and "stages" not in text
     j = k.to_json()
     assert j["num_warps"] is None and j["num_stages"] is None
+    from analyzer.html import kernel_entry
+    e = kernel_entry(k)
+    assert e["facts"]["num_warps"] is None and "occupancy" not in e["facts"]
