@@ -499,7 +499,7 @@ def bench_kernels():
 
 
 # -- the GPU suite and the fuzz ---------------------------------------------------------------------------
-GPU_SUITE = ("F28 (s28, merged main eb79b89d)", "gpu_tests_2026-11-30_s28_F_h200.log")
+GPU_SUITE = ("S29 (s29, main 85f2fad1)", "gpu_tests_2026-11-30_s29_S_h200.log")
 
 
 def gpu_suite():
