@@ -1,0 +1,200 @@
+"""mc29's R1 probe (issue 27): how many bytes a second the H200's L2 hands the fp8 forward's programs when they only
+stream K and V^T (the default's grid, 64-row programs, 4 warps, a 2-stage TMA ring, copies at the top of a trip),
+against the same with half the programs (128 rows), and the fp8 default itself in the same process.
+
+Kernels (kernelc, host tensor descriptors like the fp8 default's DESC=1):
+- ``copy``: each program streams its head's K [BLOCK_N, D] and V^T [D, BLOCK_N] blocks through the ring and folds a
+  few bytes of each (one row of K, one column of V^T read to registers... in practice the whole tile is read into
+  registers: what the ring does for a tile no dot reads) into a running max, stored at the end;
+- ``dots``: the forward without its softmax: S = Q K^T, P = S in e4m3, O += P V (the tensor cores and the ring, no
+  exp2, no row max).
+
+    python3 bench/experiments/mc29/probe.py --out OUT.jsonl [--seq 16384] [--reps 10] [--dry]
+
+Nothing here is a test.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, ROOT)
+
+import kernelc as triton  # noqa: E402
+import kernelc.language as tl  # noqa: E402
+
+
+@triton.jit
+def kv_copy_kernel(K, V, Out, N_CTX, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
+    off_hz = tl.program_id(1)
+    k_row = off_hz * N_CTX
+    v_row = off_hz * HEAD_DIM
+    mk = tl.zeros([HEAD_DIM], dtype=tl.float32)
+    mv = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for start_n in tl.range(0, N_CTX, BLOCK_N, refill_top=True):
+        k = K.load([k_row + start_n, 0])
+        v = V.load([v_row, start_n])
+        mk = tl.maximum(mk, tl.max(k.to(tl.float32), 0))
+        mv = tl.maximum(mv, tl.max(v.to(tl.float32), 0))
+    o = tl.program_id(0) * tl.num_programs(1) + off_hz
+    tl.store(Out + o * HEAD_DIM + tl.arange(0, HEAD_DIM), mk + tl.sum(mv, 0))
+
+
+@triton.jit
+def kv_dots_kernel(Q, K, V, Out, N_CTX, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
+    start_m = tl.program_id(0)
+    off_hz = tl.program_id(1)
+    k_row = off_hz * N_CTX
+    v_row = off_hz * HEAD_DIM
+    q = Q.load([k_row + start_m * BLOCK_M, 0])
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    for start_n in tl.range(0, N_CTX, BLOCK_N, refill_top=True):
+        k = K.load([k_row + start_n, 0]).T
+        s = tl.dot(q, k)
+        v = V.load([v_row, start_n]).T
+        acc = tl.dot(s.to(v.dtype), v, acc)
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    tl.store(Out + (k_row + offs_m)[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :], acc.to(tl.float16))
+
+
+@triton.jit
+def kv_ldg_kernel(K, V, Out, N_CTX, BLOCK_N: tl.constexpr, W: tl.constexpr):
+    """The same bytes through plain loads (no TMA, no shared memory): K and V of a head as int32 words, W a row,
+    BLOCK_N rows a trip each, xor-folded into registers (one LOP3 a word: nothing but the loads costs)."""
+    off_hz = tl.program_id(1)
+    base = off_hz.to(tl.int64) * N_CTX * W
+    offs = tl.arange(0, BLOCK_N)[:, None] * W + tl.arange(0, W)[None, :]
+    acc = tl.zeros([BLOCK_N, W], dtype=tl.int32)
+    for start_n in range(0, N_CTX, BLOCK_N):
+        acc = acc ^ tl.load(K + base + start_n * W + offs)
+        acc = acc ^ tl.load(V + base + start_n * W + offs)
+    o = tl.program_id(0) * tl.num_programs(1) + off_hz
+    tl.store(Out + o * BLOCK_N + tl.arange(0, BLOCK_N), tl.sum(acc, 1))
+
+
+def _events_ms(fn, calls, dry=False):
+    import torch
+    if dry:  # the CPU interpreter: the code paths only
+        t = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        return (time.perf_counter() - t) * 1e3 / calls
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(calls):
+        fn()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) / calls
+
+
+def variants(Z, H, N, D, dry=False):
+    """name -> (callable, bytes it reads from L2 a call, FLOPs a call or 0, a check or None)."""
+    import torch
+    from kernelc.tools.tensor_descriptor import TensorDescriptor as TD
+    from examples.kernels import attention as A
+    dev = "cpu" if dry else "cuda"
+    g = torch.Generator(device=dev).manual_seed(29)
+    q = torch.randn(Z, H, N, D, device=dev, dtype=torch.float16, generator=g)
+    k = torch.randn(Z, H, N, D, device=dev, dtype=torch.float16, generator=g)
+    v = torch.randn(Z, H, N, D, device=dev, dtype=torch.float16, generator=g)
+    q8, qs = A.quantize_fp8(q)
+    k8, ks = A.quantize_fp8(k)
+    v8, vs = A.quantize_fp8(v)
+    v8t = v8.transpose(-1, -2).contiguous()
+    v8k = A.fp8_v_key_order(v8t)
+    y = Z * H * N
+    kv_head = 2 * N * D  # bytes of K and V^T a program streams
+    out = {}
+
+    def dots(bm, bn, w, s):
+        dq, dk = TD(q8.view(y, D), [y, D], [D, 1], [bm, D]), TD(k8.view(y, D), [y, D], [D, 1], [bn, D])
+        dv = TD(v8t.view(Z * H * D, N), [Z * H * D, N], [N, 1], [D, bn])
+        o = torch.empty(y, D, device=dev, dtype=torch.float16)
+        grid = (N // bm, Z * H, 1)
+        return (lambda: kv_dots_kernel[grid](dq, dk, dv, o, N, BLOCK_M=bm, BLOCK_N=bn, HEAD_DIM=D, num_warps=w,
+                                             num_stages=s),
+                grid[0] * grid[1] * kv_head, 4 * Z * H * N * N * D, None)
+
+    def ldg(bm, bn, w):
+        ki, vi = k8.view(torch.int32), v8t.view(torch.int32)
+        grid = (N // bm, Z * H, 1)
+        o = torch.empty(grid[0] * grid[1] * bn, device=dev, dtype=torch.int32)
+        return (lambda: kv_ldg_kernel[grid](ki, vi, o, N, BLOCK_N=bn, W=D // 4, num_warps=w, num_stages=1),
+                grid[0] * grid[1] * kv_head, 0, None)
+
+    ref = {}
+
+    def default8():
+        def call():
+            ref["o"] = A.attention_fp8(q8, k8, v8k, qs, ks, vs, causal=False, key_order=True)
+        return call, (N // 64) * Z * H * kv_head, 4 * Z * H * N * N * D, None
+
+    out["fp8_default"] = default8()
+    out["ldg_64rows_bn128_w4"] = ldg(64, 128, 4)      # the default's grid: 256 x 128 programs
+    out["ldg_64rows_bn64_w4"] = ldg(64, 64, 4)
+    out["ldg_128rows_bn128_w4"] = ldg(128, 128, 4)    # half the programs, half the bytes
+    out["dots_64x128_w4_s2"] = dots(64, 128, 4, 2)   # the default's shape, 3 an SM, no softmax
+    out["dots_128x64_w8_s3"] = dots(128, 64, 8, 3)   # 128-row programs: half the L2 bytes, 2 an SM
+    out["dots_128x128_w8_s2"] = dots(128, 128, 8, 2)  # 1 an SM
+    return out, ref
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", required=True)
+    p.add_argument("--seq", type=int, default=16384)
+    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--calls", type=int, default=3)
+    p.add_argument("--budget-s", type=float, default=100.0)
+    p.add_argument("--dry", action="store_true", help="CPU interpreter, N=256, one head: the code paths only")
+    a = p.parse_args(argv)
+    import torch
+    t0 = time.time()
+    Z, H, N, D = (1, 1, 256, 128) if a.dry else (4, 32, a.seq, 128)
+    vs, _ = variants(Z, H, N, D, dry=a.dry)
+    dev = "cpu (dry)" if a.dry else torch.cuda.get_device_name()
+    ok = {}
+    for name, (fn, nbytes, flops, _) in vs.items():
+        try:
+            t = time.time()
+            fn()
+            if not a.dry:
+                torch.cuda.synchronize()
+            ok[name] = True
+            print(f"{name}: compiled+first call {time.time() - t:.1f}s", flush=True)
+        except Exception as e:  # a variant that does not build is reported, the others still run
+            print(f"{name}: FAILED {type(e).__name__}: {e}", flush=True)
+    rows = {n: [] for n in ok}
+    for r in range(a.reps):
+        if time.time() - t0 > a.budget_s:
+            print(f"budget: stopped after {r} rounds", flush=True)
+            break
+        names = list(ok) if r % 2 == 0 else list(reversed(list(ok)))
+        for n in names:
+            rows[n].append(_events_ms(vs[n][0], a.calls, a.dry))
+    with open(a.out, "w") as f:
+        for n, ms in rows.items():
+            if not ms:
+                continue
+            ms_sorted = sorted(ms)
+            med = ms_sorted[len(ms) // 2]
+            _, nbytes, flops, _ = vs[n]
+            rec = dict(name=n, device=dev, N=N, Z=Z, H=H, D=D, ms=ms, median_ms=med, min_ms=ms_sorted[0],
+                       l2_bytes=nbytes, tb_s_median=nbytes / med / 1e9, tb_s_best=nbytes / ms_sorted[0] / 1e9,
+                       tflops_median=flops / med / 1e9 if flops else None,
+                       date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+            f.write(json.dumps(rec) + "\n")
+            tf = f" {rec['tflops_median']:.0f} TFLOP/s" if flops else ""
+            print(f"== {n}: median {med:.3f} ms (min {ms_sorted[0]:.3f}, n={len(ms)}), "
+                  f"{rec['tb_s_median']:.2f} TB/s from L2 (best {rec['tb_s_best']:.2f}){tf}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
