@@ -566,6 +566,11 @@ def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8
     _check_blocks(cfg, causal)
     cfg = dict(cfg)
     opts = dict(num_warps=cfg.pop("num_warps"), num_stages=cfg.pop("num_stages"))
+    num_ctas = cfg.pop("num_ctas", None)
+    if num_ctas is None:
+        num_ctas = _num_ctas(D, causal, fp8, N)
+    if num_ctas != 1:  # programs in clusters of two along the row blocks: their K/V copies multicast
+        opts["num_ctas"] = num_ctas
     row_blocks = triton.cdiv(N, cfg["BLOCK_M"])
     lpt, grid = lpt_grid(_lpt(lpt, D, causal, fp8, N, row_blocks), row_blocks, Z * H)
     # every kernel parameter after the eight tensors, positionally (the kernel's order), constexprs included
@@ -593,6 +598,20 @@ def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8
         _PLANS.clear()
     _PLANS[key] = plan
     return plan
+
+
+# (head dim, causal) -> the least N_CTX from which the fp8 forward runs in clusters of two programs (num_ctas=2:
+# adjacent row blocks of a head, whose K/V copies kernelc multicasts into both, so each K/V block leaves L2 once per
+# 128 queries instead of 64; passes/multicast.py), when a call does not say (``num_ctas=``). Non-causal only: the causal
+# loops' bounds depend on the row block, which the compiler refuses to multicast. Decided by measurement (mc29).
+FP8_CLUSTER_FROM = {}
+
+
+def _num_ctas(D, causal, fp8, N) -> int:
+    if not fp8 or causal:
+        return 1
+    n = FP8_CLUSTER_FROM.get(D)
+    return 2 if n is not None and N >= n else 1
 
 
 def attention_fwd(q, k, v, causal=False, sm_scale=None, return_lse=False, fold_scale=None, kernel=None, lpt=None,

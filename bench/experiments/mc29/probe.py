@@ -112,14 +112,15 @@ def variants(Z, H, N, D, dry=False):
     kv_head = 2 * N * D  # bytes of K and V^T a program streams
     out = {}
 
-    def dots(bm, bn, w, s):
+    def dots(bm, bn, w, s, num_ctas=1):
         dq, dk = TD(q8.view(y, D), [y, D], [D, 1], [bm, D]), TD(k8.view(y, D), [y, D], [D, 1], [bn, D])
         dv = TD(v8t.view(Z * H * D, N), [Z * H * D, N], [N, 1], [D, bn])
         o = torch.empty(y, D, device=dev, dtype=torch.float16)
         grid = (N // bm, Z * H, 1)
+        kw = dict(num_ctas=num_ctas) if num_ctas != 1 else {}
         return (lambda: kv_dots_kernel[grid](dq, dk, dv, o, N, BLOCK_M=bm, BLOCK_N=bn, HEAD_DIM=D, num_warps=w,
-                                             num_stages=s),
-                grid[0] * grid[1] * kv_head, 4 * Z * H * N * N * D, None)
+                                             num_stages=s, **kw),
+                grid[0] * grid[1] * kv_head // num_ctas, 4 * Z * H * N * N * D, lambda: o)
 
     def ldg(bm, bn, w):
         ki, vi = k8.view(torch.int32), v8t.view(torch.int32)
@@ -130,19 +131,32 @@ def variants(Z, H, N, D, dry=False):
 
     ref = {}
 
-    def default8():
+    def default8(name, **kw):
         def call():
-            ref["o"] = A.attention_fp8(q8, k8, v8k, qs, ks, vs, causal=False, key_order=True)
-        return call, (N // 64) * Z * H * kv_head, 4 * Z * H * N * N * D, None
+            ref[name] = A.attention_fp8(q8, k8, v8k, qs, ks, vs, causal=False, key_order=True, **kw)
+        return call, (N // 64) * Z * H * kv_head // kw.get("num_ctas", 1), 4 * Z * H * N * N * D, lambda: ref[name]
 
-    out["fp8_default"] = default8()
+    out["fp8_default"] = default8("fp8_default")
+    # mc29: clusters of two programs whose K/V copies are multicast (kernelc num_ctas=2); the outputs must be the
+    # default's bit for bit (the same math)
+    out["fp8_mc"] = default8("fp8_mc", num_ctas=2)
+    out["fp8_mc_top"] = default8("fp8_mc_top", num_ctas=2, refill_top=True)
+    out["fp8_top"] = default8("fp8_top", refill_top=True)
+    def ref_err(o):
+        import torch.nn.functional as F
+        sl = (slice(0, 1), slice(0, 2))
+        qf, kf, vf = (q8[sl].float() * qs), (k8[sl].float() * ks), (v8[sl].float() * vs)
+        r = F.scaled_dot_product_attention(qf, kf, vf)
+        return (o[sl].float() - r).abs().max().item()
+
     out["ldg_64rows_bn128_w4"] = ldg(64, 128, 4)      # the default's grid: 256 x 128 programs
     out["ldg_64rows_bn64_w4"] = ldg(64, 64, 4)
     out["ldg_128rows_bn128_w4"] = ldg(128, 128, 4)    # half the programs, half the bytes
     out["dots_64x128_w4_s2"] = dots(64, 128, 4, 2)   # the default's shape, 3 an SM, no softmax
+    out["dots_64x128_w4_s2_mc"] = dots(64, 128, 4, 2, num_ctas=2)  # the same in multicast clusters of two
     out["dots_128x64_w8_s3"] = dots(128, 64, 8, 3)   # 128-row programs: half the L2 bytes, 2 an SM
     out["dots_128x128_w8_s2"] = dots(128, 128, 8, 2)  # 1 an SM
-    return out, ref
+    return out, ref_err
 
 
 def main(argv=None):
@@ -152,12 +166,16 @@ def main(argv=None):
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--calls", type=int, default=3)
     p.add_argument("--budget-s", type=float, default=100.0)
+    p.add_argument("--only", default="", help="comma-separated variant names (default: all)")
     p.add_argument("--dry", action="store_true", help="CPU interpreter, N=256, one head: the code paths only")
     a = p.parse_args(argv)
     import torch
     t0 = time.time()
     Z, H, N, D = (1, 1, 256, 128) if a.dry else (4, 32, a.seq, 128)
-    vs, _ = variants(Z, H, N, D, dry=a.dry)
+    vs, ref_err = variants(Z, H, N, D, dry=a.dry)
+    if a.only:
+        keep = a.only.split(",")
+        vs = {n: vs[n] for n in keep if n in vs}
     dev = "cpu (dry)" if a.dry else torch.cuda.get_device_name()
     ok = {}
     for name, (fn, nbytes, flops, _) in vs.items():
@@ -170,6 +188,22 @@ def main(argv=None):
             print(f"{name}: compiled+first call {time.time() - t:.1f}s", flush=True)
         except Exception as e:  # a variant that does not build is reported, the others still run
             print(f"{name}: FAILED {type(e).__name__}: {e}", flush=True)
+    same = {}
+    for x0, y0 in (("fp8_default", "fp8_mc"), ("fp8_top", "fp8_mc_top"), ("dots_64x128_w4_s2", "dots_64x128_w4_s2_mc")):
+        if x0 in ok and y0 in ok:
+            vs[x0][0]()
+            x = vs[x0][3]().clone()
+            vs[y0][0]()
+            y = vs[y0][3]()
+            if not x0.startswith("fp8"):
+                x, y = x.view(torch.int16), y.view(torch.int16)
+            same[y0] = bool(torch.equal(x, y))
+            print(f"check {y0} == {x0} bit for bit: {same[y0]}"
+                  + ("" if same[y0] else f" (max |diff| {(x.float() - y.float()).abs().nan_to_num(0).max().item()})"),
+                  flush=True)
+    if "fp8_default" in ok:  # the default against torch on two heads (the harness's call is right at all)
+        err = ref_err(vs["fp8_default"][3]())
+        print(f"check fp8_default against torch (two heads, fp32): max |diff| {err:.4f}", flush=True)
     rows = {n: [] for n in ok}
     for r in range(a.reps):
         if time.time() - t0 > a.budget_s:
@@ -185,7 +219,7 @@ def main(argv=None):
             ms_sorted = sorted(ms)
             med = ms_sorted[len(ms) // 2]
             _, nbytes, flops, _ = vs[n]
-            rec = dict(name=n, device=dev, N=N, Z=Z, H=H, D=D, ms=ms, median_ms=med, min_ms=ms_sorted[0],
+            rec = dict(name=n, device=dev, bit_equal=same.get(n), N=N, Z=Z, H=H, D=D, ms=ms, median_ms=med, min_ms=ms_sorted[0],
                        l2_bytes=nbytes, tb_s_median=nbytes / med / 1e9, tb_s_best=nbytes / ms_sorted[0] / 1e9,
                        tflops_median=flops / med / 1e9 if flops else None,
                        date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))

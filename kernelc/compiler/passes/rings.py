@@ -147,8 +147,19 @@ class RingExpander:
             n += b
         return n
 
+    @property
+    def multicast(self) -> bool:
+        """The loop's TMA ring is shared by the two programs of a cluster (passes/multicast.py)."""
+        return self.loop.attrs["pipeline"].get("multicast") == 2
+
+    def _sync(self, out) -> None:
+        """The barrier before copies into a stage (or after the last wait): a CTA's, or with a multicast ring the
+        cluster's (the peer's copies land in this program's stages, its own in the peer's)."""
+        self._op(out, "cluster_barrier" if self.multicast else "barrier", [], [])
+
     def _tma_copies(self, out, rings, bars: Value, env, stage: Value, guard: Value, steady: bool = False) -> None:
-        """The elected thread (where ``guard``) announces the stage's bytes and copies every ringed tile."""
+        """The elected thread (where ``guard``) announces the stage's bytes and copies every ringed tile (multicast:
+        the program whose cluster rank is the stage's parity copies into both programs' stage)."""
         t0 = self._op(out, "elect_one", [], [int1]).results[0]
         pred = self._op(out, "and", [t0, guard], [int1]).results[0]
         bar = self._op(out, "mbarrier_at", [bars, stage], [int32]).results[0]
@@ -156,8 +167,10 @@ class RingExpander:
         for (src, _, _, _), ring in zip(self.tma, rings):
             offs = [env.get(v.id, v) for v in src.operands[1:]]
             # the copy in the loop body names the load it stands for (the kernel's memory-access report)
-            self._op(out, "tma_copy_to_ring", [ring, stage, bar, pred] + offs, [],
-                     {"source": str(src.loc)} if steady else {})
+            attrs = {"source": str(src.loc)} if steady else {}
+            if self.multicast:
+                attrs["multicast"] = 2
+            self._op(out, "tma_copy_to_ring", [ring, stage, bar, pred] + offs, [], attrs)
 
     def _tma_setup(self, pre: List[Op], S: int):
         """The TMA rings, one barrier per stage initialised by the elected thread, the maps prefetched."""
@@ -175,7 +188,7 @@ class RingExpander:
             bar = self._op(pre, "mbarrier_at", [bars, self._const(pre, s)], [int32]).results[0]
             self._op(pre, "mbarrier_init", [bar, t0], [], {"count": 1})
         self._op(pre, "fence_mbarrier_init", [], [])
-        self._op(pre, "barrier", [], [])
+        self._sync(pre)
         descs = []
         for src, _, _, _ in self.tma:
             if all(d is not src.operands[0] for d in descs):
@@ -184,7 +197,7 @@ class RingExpander:
         return trings, bars
 
     def _tma_teardown(self, after: List[Op], trings, bars: Value, S: int) -> None:
-        self._op(after, "barrier", [], [])  # every thread is past its last wait: the barriers may go
+        self._sync(after)  # every thread is past its last wait: the barriers may go
         t0 = self._op(after, "elect_one", [], [int1]).results[0]
         for s in range(S):
             bar = self._op(after, "mbarrier_at", [bars, self._const(after, s)], [int32]).results[0]
@@ -313,7 +326,7 @@ class RingExpander:
                 # this iteration's wait for its own stage comes after them
                 tag["refill"] = REFILL_TOP
                 top: List[Op] = []
-                self._op(top, "barrier", [], [])
+                self._sync(top)
                 self._tma_copies(top, trings, bars, env, wr, guard, steady=True)
                 wait = head[:2]
                 assert [o.name for o in wait] == ["mbarrier_at", "mbarrier_wait"]
@@ -323,7 +336,7 @@ class RingExpander:
             else:
                 # the copies of iteration i+LA go out after this iteration's dots, once every warp is past the
                 # stage they overwrite (the one the previous iteration read)
-                self._op(tail, "barrier", [], [])
+                self._sync(tail)
                 self._tma_copies(tail, trings, bars, env, wr, guard, steady=True)
         ringed = self._ringed_ops()
         kept = [o for o in body.ops[:-1] if id(o) not in ringed]
