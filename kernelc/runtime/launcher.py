@@ -241,7 +241,8 @@ def launch_cuda(fn, values: Dict[str, Any], grid, num_warps, num_stages, options
         if knobs.get("KERNELC_LOG_RECOMPILES") and st["cache"]:
             _log_recompile(fn, key, st["cache"])
         try:
-            ent = compile_for(fn, key[0], num_warps, num_stages, device, fusion, maxnreg, num_ctas)
+            ent = compile_for(fn, key[0], num_warps, num_stages, device, fusion, maxnreg,
+                              **({"num_ctas": num_ctas} if num_ctas != 1 else {}))
         except OutOfResources as e:
             # the same specialisation fails the same way again: an autotuner that tunes again (a new key,
             # e.g. tutorial 08's tensors keyed by identity) must not compile its oversized configs each

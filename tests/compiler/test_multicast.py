@@ -80,7 +80,7 @@ def test_a_ring_both_programs_fill_alike_is_multicast():
         CHECK: = scf.for {{.*}} {pipeline={stages=2, lookahead=1}}
     """)
     filecheck(ir["plan_multicast"], """
-        CHECK: = scf.for {{.*}} {pipeline={stages=2, lookahead=1, multicast=2}}
+        CHECK: = scf.for {{.*}} {pipeline={stages=2, lookahead=1, multicast=2, multicast_sync='cluster'}}
     """)
     filecheck(ir["expand_tma_rings"], """
         CHECK: mbarrier_init
@@ -215,3 +215,45 @@ def test_the_launcher_wants_a_grid_of_whole_clusters():
     assert _num_ctas_option({}) == 1 and _num_ctas_option({"num_ctas": 2}) == 2
     with pytest.raises(ValueError):
         _num_ctas_option({"num_ctas": 4})
+
+
+def test_empty_barriers_hand_each_stage_to_its_issuer(monkeypatch):
+    monkeypatch.setenv("KERNELC_MULTICAST_SYNC", "empty")
+    ir, _, _ = _passes(_cx())
+    filecheck(ir["plan_multicast"], """
+        CHECK: = scf.for {{.*}} {pipeline={stages=2, lookahead=1, multicast=2, multicast_sync='empty'}}
+    """)
+    filecheck(ir["expand_tma_rings"], """
+        CHECK: [[BARS:%\\d+]] = mbarrier_alloc {count=2} : i64
+        CHECK: [[EMPTY:%\\d+]] = mbarrier_alloc {count=2} : i64
+        CHECK: mbarrier_init {{%\\d+}}, {{%\\d+}} {count=2}
+        CHECK: mbarrier_init {{%\\d+}}, {{%\\d+}} {count=2}
+        CHECK-NEXT: fence_mbarrier_init
+        CHECK-NEXT: cluster_barrier
+        CHECK: mbarrier_expect_tx
+        CHECK-NEXT: [[EB0:%\\d+]] = mbarrier_at [[EMPTY]], {{%\\d+}} : i32
+        CHECK: mbarrier_arrive_remote [[EB0]], {{%\\d+}}, {{%\\d+}}
+        CHECK-NEXT: [[RK:%\\d+]] = cluster_rank : i32
+        CHECK: mbarrier_wait_cluster [[EB0]], {{%\\d+}}, {{%\\d+}}
+        CHECK-NEXT: tma_copy_to_ring {{.*}} {multicast=2}
+        CHECK: = scf.for {{.*}} : <64x64xfp32>, i32, i32, i32, i32
+        CHECK-NEXT: ^body({{.*}}, [[WR:%\\d+]]: i32, {{%\\d+}}: i32, [[WPH:%\\d+]]: i32):
+        CHECK: = dot
+        CHECK: = dot
+        CHECK-NEXT: barrier
+        CHECK-NEXT: elect_one
+        CHECK: mbarrier_expect_tx
+        CHECK-NEXT: [[EB:%\\d+]] = mbarrier_at [[EMPTY]], [[WR]] : i32
+        CHECK: mbarrier_arrive_remote [[EB]],
+        CHECK: mbarrier_wait_cluster [[EB]], [[WPH]],
+        CHECK-NEXT: tma_copy_to_ring {{.*}} {source={{.*}}, multicast=2}
+        CHECK: scf.yield
+        CHECK: cluster_barrier
+    """)
+    # the refill's barrier is the CTA's: cluster barriers only after the init and after the loop
+    assert ir["expand_tma_rings"].count("cluster_barrier") == 2
+    ck = _compile(_cx(), 2)
+    ptx = ck.asm["ptx"]
+    assert "mapa.shared::cluster.u32" in ptx and "mbarrier.arrive.release.cluster.shared::cluster.b64" in ptx
+    assert "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64" in ptx
+    assert ck.asm["sass"].count("UTMALDG.2D.MULTICAST") == 4 and ck.n_spills == 0

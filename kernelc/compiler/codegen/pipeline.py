@@ -279,6 +279,21 @@ def lower_tma_copy_to_ring(lw: Lowering, op: Op) -> None:
     T.copy_tile_in(lw, ring.box, ring.tmap.address(lw), base, bar, offs, pred, mask)
 
 
+@rule("cluster_rank")
+def lower_cluster_rank(lw: Lowering, op: Op) -> None:
+    lw.scalars[op.results[0].id] = T.cluster_ctarank(lw)
+
+
+@rule("mbarrier_arrive_remote")
+def lower_mbarrier_arrive_remote(lw: Lowering, op: Op) -> None:
+    T.mbarrier_arrive_remote(lw, *(lw.scalar(v) for v in op.operands))
+
+
+@rule("mbarrier_wait_cluster")
+def lower_mbarrier_wait_cluster(lw: Lowering, op: Op) -> None:
+    T.mbarrier_wait_cluster(lw, *(lw.scalar(v) for v in op.operands))
+
+
 @rule("mbarrier_wait")
 def lower_mbarrier_wait(lw: Lowering, op: Op) -> None:
     T.mbarrier_wait(lw, lw.scalar(op.operands[0]), lw.scalar(op.operands[1]))

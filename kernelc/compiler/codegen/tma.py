@@ -142,6 +142,21 @@ def cluster_ctarank(lw) -> str:
     return lw.e.asm("i32", "mov.u32 $0, %cluster_ctarank;", "=r", [], side_effects=False)
 
 
+def mbarrier_arrive_remote(lw, bar: str, cta: str, pred: Optional[str]) -> None:
+    """Arrive once (release, cluster scope) on the barrier at shared offset ``bar`` of the cluster's program ``cta``."""
+    lw.e.asm("void", "{ .reg .b32 ra; mapa.shared::cluster.u32 ra, $1, $2; "
+                     "@$0 mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra]; }", "b,r,r",
+             [("i1", _pred(lw, pred)), ("i32", bar), ("i32", cta)])
+
+
+def mbarrier_wait_cluster(lw, bar: str, parity: str, pred: Optional[str]) -> None:
+    """Where ``pred``: wait (acquire, cluster scope: another program's arrivals) for the phase with ``parity``."""
+    lw.e.asm("void", "{ .reg .pred p, q; setp.ne.b32 q, $2, 0; @!q bra kc_skip; "
+                     "kc_wait: mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [$0], $1; "
+                     "@!p bra kc_wait; kc_skip: }", "r,r,r",
+             [("i32", bar), ("i32", parity), ("i32", lw.e.val(f"zext i1 {_pred(lw, pred)} to i32"))])
+
+
 def cluster_barrier(lw) -> None:
     """Every thread of the cluster arrives (release: its earlier shared-memory accesses and barrier inits are
     visible cluster-wide) and waits for all (acquire)."""

@@ -217,6 +217,13 @@ for op in [
               "multicast=2: the cluster's program whose rank is the stage's parity copies into both programs' stage "
               "(ctaMask 0b11), the others copy nothing (passes/multicast.py)",
           optional_attrs=("source", "multicast")),
+    OpDef("cluster_rank", (0, 0), category="ring", doc="i32: this program's rank in its cluster (%cluster_ctarank)"),
+    OpDef("mbarrier_arrive_remote", (3, 3), pure=False, results=0, category="ring",
+          doc="barrier, cta (i32), pred (i1): where pred, arrive (release, cluster scope) on the barrier at the same "
+              "shared offset in the cluster's program `cta` (mapa): a multicast ring's 'empty' barrier"),
+    OpDef("mbarrier_wait_cluster", (3, 3), pure=False, results=0, category="ring",
+          doc="barrier, parity (i32), pred (i1): where pred, wait (acquire, cluster scope) until the barrier's phase "
+              "with that parity has completed (other threads go on)"),
     OpDef("mbarrier_wait", (2, 2), pure=False, results=0, category="ring",
           doc="barrier, parity (i32): wait until the barrier's phase with that parity has completed"),
     OpDef("mbarrier_inval", (2, 2), pure=False, results=0, category="ring",

@@ -9,6 +9,12 @@ whose copies both programs of a cluster provably make alike are tagged ``multica
         expects the whole stage's bytes), so each K/V block is read from L2 once a cluster, not once a program
     cluster_barrier after the loop                                (no program leaves while its peer may write to it)
 
+``multicast_sync='empty'`` (KERNELC_MULTICAST_SYNC): the barrier before each refill stays the CTA's, and a second
+group of S barriers (two arrivals a phase) hands each stage back: at the refill, each program's elected thread
+arrives on the stage's 'empty' barrier in the program that issues the stage (``mbarrier_arrive_remote``), and only
+that program's elected thread waits for the phase (``mbarrier_wait_cluster``, the write stage's fill count mod 2,
+carried by the loop) before its copies; the other program goes on. ``'cluster'`` (default): a cluster barrier.
+
 Proven alike: the loop's bounds and step, every ringed copy's coordinates, and the conditions of the loops and
 branches around the loop do not depend on ``program_id(0)`` (``ir/cluster.py``), the ring is TMA only (no cp.async
 ring, no producer warp) with an even number of stages (the issuing program alternates with the stage), and no
@@ -18,6 +24,7 @@ program of the two.
 """
 from __future__ import annotations
 
+from ...options import get
 from ..ir.cluster import cluster_varying, enclosing_control_varies
 from ..ir.core import Function
 from .schedule_ir import ringed_operands
@@ -39,6 +46,7 @@ def plan_multicast(fn: Function, ctx) -> Function:
         tag = loop.attrs["pipeline"]
         if why is None:
             tag["multicast"] = 2
+            tag["multicast_sync"] = get("KERNELC_MULTICAST_SYNC")
         else:
             tag["multicast_refused"] = why
             ctx.notes.append(f"kernelc: the TMA ring of the loop at {loop.loc} is not multicast across the cluster "
