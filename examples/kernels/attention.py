@@ -704,7 +704,9 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
     its shuffle"). ``one_loop`` (causal, N_CTX a multiple of the blocks): the kernel's ONE_LOOP, every key block in
     one loop with the mask from the diagonal's block on (default :data:`ONE_LOOP`); ``diag_split`` does not apply then.
     ``refill_top``: the kernel's REFILL_TOP, the key loops' copies at the top of a trip (default :data:`REFILL_TOP`;
-    False: after the trip's dots whatever KERNELC_TMA_REFILL_TOP says).
+    False: after the trip's dots whatever KERNELC_TMA_REFILL_TOP says). ``num_ctas`` (a config key): 2 launches the
+    programs in clusters of two adjacent row blocks whose K/V copies are multicast into both (non-causal; default
+    :data:`FP8_CLUSTER_FROM`), 1 never.
     """
     import torch
     device = q8.device
