@@ -20,7 +20,7 @@ left=$(( 140 - ($(date +%s) - T0) ))
 [ "$left" -gt 65 ] && left=65
 if [ "$left" -gt 15 ]; then
   timeout "$left" python3 bench/experiments/mc29/probe.py --out "$RES/multicast.jsonl" --seq 16384 --reps 12 \
-    --calls 3 --budget-s $(( left - 25 )) --only fp8_default,fp8_mc,fp8_top,fp8_mc_top,dots_64x128_w4_s2,dots_64x128_w4_s2_mc \
+    --calls 3 --budget-s $(( left - 25 )) --only fp8_default,fp8_mc,fp8_mc_empty,fp8_top,fp8_mc_top,dots_64x128_w4_s2,dots_64x128_w4_s2_mc \
     ${MC29_DRY:+--dry} > "$RES/multicast.log" 2>&1
   echo "multicast rc=$? at $(( $(date +%s) - T0 ))s"
 fi
