@@ -257,3 +257,32 @@ def test_empty_barriers_hand_each_stage_to_its_issuer(monkeypatch):
     assert "mapa.shared::cluster.u32" in ptx and "mbarrier.arrive.release.cluster.shared::cluster.b64" in ptx
     assert "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64" in ptx
     assert ck.asm["sass"].count("UTMALDG.2D.MULTICAST") == 4 and ck.n_spills == 0
+
+
+def _fp8_forward(causal, num_ctas):
+    """The fp8 attention forward's default build at D=128 (64x128, 4 warps, 2 stages, host descriptors, key order)."""
+    from examples.kernels import attention as A
+    D, bm, bn = 128, 64, 128
+    sig = dict(Q=f"tensordesc<fp8e4nv[{bm}, {D}]>", K=f"tensordesc<fp8e4nv[{bn}, {D}]>",
+               V=f"tensordesc<fp8e4nv[{D}, {bn}]>", Out="*fp16", LSE="*fp32", QScale="*fp32", KScale="*fp32",
+               VScale="*fp32", sm_scale="fp32")
+    for a in "qkvo":
+        for b in ("z", "h", "m" if a in "qo" else "n", "k"):
+            sig[f"stride_{a}{b}"] = "i32"
+    sig.update(H="i32", N_CTX="i32")
+    cx = dict(HEAD_DIM=D, CAUSAL=causal, STORE_LSE=False, FP8=True, BLOCK_M=bm, BLOCK_N=bn, DESC=1, KEY_ORDER=True,
+              EVEN_N=True, FOLD_SCALE=True, ONE_LOOP=causal)
+    return kernelc.compile(A.attn_fwd_lse_kernel, sig, cx, target="sm_90a", num_warps=4, num_stages=2,
+                           divisibility={n: 16 for n in sig if n != "sm_scale"},
+                           equal_to_1=("stride_qk", "stride_kk", "stride_ok", "stride_vn"), num_ctas=num_ctas)
+
+
+def test_the_fp8_forward_multicasts_its_k_v_ring_non_causal_only():
+    one, two = _fp8_forward(False, 1), _fp8_forward(False, 2)
+    assert two.asm["sass"].count("UTMALDG.2D.MULTICAST") == 4  # K and V^T, prologue and loop; Q its own
+    assert two.n_spills == 0 and two.n_regs <= 168  # still 3 programs an SM (65536 / (128 x 168))
+    assert two.shared == one.shared
+    assert not any("not multicast" in n for n in two.compile_log)
+    causal = _fp8_forward(True, 2)
+    assert "MULTICAST" not in causal.asm["sass"]
+    assert any("its bounds or step depend on program_id(0)" in n for n in causal.compile_log)
