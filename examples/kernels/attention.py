@@ -566,11 +566,6 @@ def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8
     _check_blocks(cfg, causal)
     cfg = dict(cfg)
     opts = dict(num_warps=cfg.pop("num_warps"), num_stages=cfg.pop("num_stages"))
-    num_ctas = cfg.pop("num_ctas", None)
-    if num_ctas is None:
-        num_ctas = _num_ctas(D, causal, fp8, N)
-    if num_ctas != 1:  # programs in clusters of two along the row blocks: their K/V copies multicast
-        opts["num_ctas"] = num_ctas
     row_blocks = triton.cdiv(N, cfg["BLOCK_M"])
     lpt, grid = lpt_grid(_lpt(lpt, D, causal, fp8, N, row_blocks), row_blocks, Z * H)
     # every kernel parameter after the eight tensors, positionally (the kernel's order), constexprs included
@@ -598,20 +593,6 @@ def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8
         _PLANS.clear()
     _PLANS[key] = plan
     return plan
-
-
-# (head dim, causal) -> the least N_CTX from which the fp8 forward runs in clusters of two programs (num_ctas=2:
-# adjacent row blocks of a head, whose K/V copies kernelc multicasts into both, so each K/V block leaves L2 once per
-# 128 queries instead of 64; passes/multicast.py), when a call does not say (``num_ctas=``). Non-causal only: the causal
-# loops' bounds depend on the row block, which the compiler refuses to multicast. Decided by measurement (mc29).
-FP8_CLUSTER_FROM = {}
-
-
-def _num_ctas(D, causal, fp8, N) -> int:
-    if not fp8 or causal:
-        return 1
-    n = FP8_CLUSTER_FROM.get(D)
-    return 2 if n is not None and N >= n else 1
 
 
 def attention_fwd(q, k, v, causal=False, sm_scale=None, return_lse=False, fold_scale=None, kernel=None, lpt=None,
@@ -704,9 +685,7 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
     its shuffle"). ``one_loop`` (causal, N_CTX a multiple of the blocks): the kernel's ONE_LOOP, every key block in
     one loop with the mask from the diagonal's block on (default :data:`ONE_LOOP`); ``diag_split`` does not apply then.
     ``refill_top``: the kernel's REFILL_TOP, the key loops' copies at the top of a trip (default :data:`REFILL_TOP`;
-    False: after the trip's dots whatever KERNELC_TMA_REFILL_TOP says). ``num_ctas`` (a config key): 2 launches the
-    programs in clusters of two adjacent row blocks whose K/V copies are multicast into both (non-causal; default
-    :data:`FP8_CLUSTER_FROM`), 1 never.
+    False: after the trip's dots whatever KERNELC_TMA_REFILL_TOP says).
     """
     import torch
     device = q8.device

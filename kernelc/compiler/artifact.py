@@ -66,7 +66,6 @@ class CompiledKernel:
     # bytes of global scratch per program, passed as a hidden last parameter: the CUtensorMaps of
     # descriptors made in the kernel (codegen/device_tensor_map.py; the launcher allocates grid x this)
     global_scratch_bytes: int = 0
-    num_ctas: int = 1  # programs a cluster along grid axis 0 (``.reqnctapercluster``): the grid's axis 0 a multiple
 
     @property
     def launch_warps(self) -> int:

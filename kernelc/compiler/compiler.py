@@ -48,7 +48,6 @@ from .abi import flat_divisibility
 from .passes.cp_async_rings import expand_cp_async_rings
 from .passes.mask_blocks import mark_uniform_masks
 from .passes.tma_rings import expand_tma_rings
-from .passes.multicast import plan_multicast
 from .passes.warp_regions import expand_warp_specialize
 from .passes.ws_consumers import split_ws_consumers
 from .passes.pipeline_loads import pipeline_loads
@@ -114,8 +113,7 @@ def _out_of_resources(required: int, limit: int, name: str, used):
 def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, Any]] = None, target=None,
             num_warps: int = 4, num_stages: int = 3, divisibility: Optional[Dict[str, int]] = None,
             equal_to_1: Tuple[str, ...] = (), name: Optional[str] = None, dump_ir=None,
-            enable_fp_fusion: Optional[bool] = None, maxnreg: Optional[int] = None,
-            num_ctas: int = 1) -> CompiledKernel:
+            enable_fp_fusion: Optional[bool] = None, maxnreg: Optional[int] = None) -> CompiledKernel:
     """Compile ``kernel`` for ``target`` ("sm_80", "sm_90a", ...; default sm_90a; ``kernelc.compile`` defaults
     to the current GPU's target instead).
 
@@ -129,25 +127,21 @@ def compile(kernel, signature: Dict[str, str], constexprs: Optional[Dict[str, An
     default: KERNELC_DEFAULT_FP_FUSION (on).
     ``maxnreg``: the registers a thread may use at most (Triton's launch option of that name): the kernel's
     ``maxnreg`` attribute, given to the assembler as ``-maxrregcount`` (no occupancy-step or fill rebuilds then).
-    ``num_ctas`` (Triton's option; 1 or 2, sm_90+): programs launched in clusters of that many along grid axis 0
-    (``.reqnctapercluster``); with 2, a TMA ring whose copies both programs of a cluster provably make alike is
-    multicast, each copy landing in both (passes/multicast.py).
     """
     from .backend.llvm_pool import in_flight
     with in_flight():
         return _compile(kernel, signature, constexprs, target, num_warps, num_stages, divisibility, equal_to_1, name,
-                        dump_ir, enable_fp_fusion, maxnreg, num_ctas)
+                        dump_ir, enable_fp_fusion, maxnreg)
 
 
 def _compile(kernel, signature, constexprs, target, num_warps, num_stages, divisibility, equal_to_1, name, dump_ir,
-             enable_fp_fusion, maxnreg=None, num_ctas=1) -> CompiledKernel:
+             enable_fp_fusion, maxnreg=None) -> CompiledKernel:
     from .backend import parse_target
     fn = _base_function(kernel)
     if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
         raise ValueError(f"num_warps must be a power of two between 1 and 32, got {num_warps}")
     maxnreg = check_maxnreg(maxnreg)
     tgt = parse_target(target if target is not None else "sm_90a")
-    num_ctas = check_num_ctas(num_ctas, tgt.capability)
     from .backend.ptxas import fit_target_to_assembler
     tgt = fit_target_to_assembler(tgt)   # PTX an older standalone ptxas reads (KERNELC_ASSEMBLER=auto)
     # Pointers default to 16-byte alignment: every torch/CUDA allocation has it, and the runtime
@@ -166,7 +160,7 @@ def _compile(kernel, signature, constexprs, target, num_warps, num_stages, divis
             _python_phase.acquire()
         try:
             front = _front(fn, signature, constexprs, tgt, num_warps, divisibility, equal_to_1, name, dump_ir,
-                           enable_fp_fusion, num_stages, timings, maxnreg, stage_pinned_a, num_ctas)
+                           enable_fp_fusion, num_stages, timings, maxnreg, stage_pinned_a)
         finally:
             if turns:
                 _python_phase.release()
@@ -240,21 +234,19 @@ if hasattr(os, "register_at_fork"):
 
 
 def _front(fn, signature, constexprs, tgt, num_warps, divisibility, equal_to_1, name, dump_ir, enable_fp_fusion,
-           num_stages, timings, maxnreg=None, stage_pinned_a=False, num_ctas=1):
+           num_stages, timings, maxnreg=None, stage_pinned_a=False):
     """Frontend, tile passes and lowering: the LLVM IR and what the backend half needs with it."""
     from .codegen import lower_to_llvm
     t0 = time.perf_counter()
     func, used = generate_ir(fn, signature, constexprs or {}, divisibility, tuple(equal_to_1), name, arch=tgt.arch,
                              num_warps=num_warps)
-    if num_ctas != 1:  # the cluster the kernel is launched in (codegen: .reqnctapercluster; passes/multicast.py)
-        func.attrs["num_ctas"] = num_ctas
     verify(func)
     if enable_fp_fusion is None:
         enable_fp_fusion = fp_fusion_default()
     ctx = PassContext(tgt.arch, tuple(tgt.capability), num_warps, pipeline_loads=pipeline_loads_enabled(),
                       num_stages=num_stages, fp_fusion=bool(enable_fp_fusion),
                       smem_limit=tgt.limits.max_shared_per_block_optin or 0, maxnreg=maxnreg,
-                      stage_pinned_a=stage_pinned_a, num_ctas=num_ctas)
+                      stage_pinned_a=stage_pinned_a)
     dump = dump_ir if dump_ir is not None else dump_ir_requested()
     func = run_passes(func, FRONTEND_PASSES, ctx, verify_each=False, dump=dump, timings=timings)
     timings["frontend"] = time.perf_counter() - t0
@@ -304,7 +296,7 @@ def _backend(fn, signature, constexprs, tgt, num_warps, num_stages, func, used, 
         arg_types=[a.type for a in func.arguments], artifacts=art,
         used_globals={f"{m}.{n}": s for (k, m, n), s in used.items.items() if k == "global"},
         dependencies=used.to_list(),
-        reports=reports, num_ctas=func.attrs.get("num_ctas", 1), extra_warps=body_warps - num_warps + reports.get("warp_specialization", {}).get("producer_warps", 0),
+        reports=reports, extra_warps=body_warps - num_warps + reports.get("warp_specialization", {}).get("producer_warps", 0),
         global_scratch_bytes=reports.get("global_scratch_bytes", 0))
     for stage, secs in timings.items():
         for cb in list(_listeners):
@@ -426,8 +418,6 @@ TILE_PASSES = (
     TilePass("mark_uniform_masks", lambda f, c: mark_uniform_masks(f, c, get_option("KERNELC_UNIFORM_MASKS")),
              lambda c: get_option("KERNELC_UNIFORM_MASKS") != "off"),
     TilePass("expand_cp_async_rings", expand_cp_async_rings),
-    # num_ctas=2: the TMA rings both programs of a cluster provably fill alike are multicast (passes/multicast.py)
-    TilePass("plan_multicast", plan_multicast, lambda c: c.num_ctas == 2),
     # the TMA rings as explicit ops (tma_ring_alloc, mbarrier init/expect_tx/wait, tma_copy_to_ring,
     # ring_read; the phase parity as arithmetic): a loop no producer warp fills (passes/tma_rings.py)
     TilePass("expand_tma_rings", expand_tma_rings),
@@ -483,17 +473,6 @@ def check_maxnreg(maxnreg) -> Optional[int]:
     if isinstance(maxnreg, bool) or not hasattr(maxnreg, "__index__") or not 16 <= maxnreg.__index__() <= 255:
         raise ValueError(f"maxnreg must be an integer from 16 to 255 (registers a thread), got {maxnreg!r}")
     return maxnreg.__index__()
-
-
-def check_num_ctas(num_ctas, capability=None) -> int:
-    """A launch's ``num_ctas`` as an int: 1, or 2 (a cluster of two programs along grid axis 0, sm_90+);
-    ValueError otherwise."""
-    if isinstance(num_ctas, bool) or not hasattr(num_ctas, "__index__") or num_ctas.__index__() not in (1, 2):
-        raise ValueError(f"num_ctas must be 1 or 2 (programs a cluster along grid axis 0), got {num_ctas!r}")
-    n = num_ctas.__index__()
-    if n != 1 and capability is not None and tuple(capability)[0] < 9:
-        raise ValueError(f"num_ctas={n}: clusters need sm_90 or newer, the target is sm_{capability[0]}{capability[1]}")
-    return n
 
 
 def fp_fusion_default() -> bool:

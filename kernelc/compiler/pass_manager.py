@@ -30,7 +30,6 @@ class PassContext:
     # the second compile of a kernel whose first build's SASS overwrote a register A fragment held across a loop with
     # a pinned wgmma wait: such operands are staged (KERNELC_WGMMA_A_REGS_PINNED=auto; compiler.py, stage_operands.py)
     stage_pinned_a: bool = False
-    num_ctas: int = 1  # programs a cluster along grid axis 0 (the num_ctas launch option): passes/multicast.py
 
 
 @dataclass(frozen=True)

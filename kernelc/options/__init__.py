@@ -338,12 +338,6 @@ KNOBS: Tuple[Knob, ...] = (
          "every warp has finished, so the copies get a whole iteration of lead instead of none (the pointer "
          "attention forwards, whose P V reads P from registers; passes/rings.py)",
          compile=True, field="tma_refill_top"),
-    Knob("KERNELC_MULTICAST_SYNC", "choice", "cluster",
-         "how the two programs of a num_ctas=2 cluster hand a multicast TMA ring's stage back before its next copy "
-         "(passes/multicast.py): cluster, a cluster barrier (barrier.cluster arrive + wait, every thread of both) "
-         "before each refill; empty, per-stage 'empty' mbarriers: each program's elected thread arrives on the "
-         "barrier of the program that issues the stage (a remote arrive through mapa) and only that one waits",
-         _choice(("cluster", ("cluster",)), ("empty", ("empty",))), compile=True, field="multicast_sync"),
     Knob("KERNELC_SMEM_REUSE", "bool", True,
          "shared-memory buffers (rings, staged dot operands, in-place TMA tiles) of loops that run one after the "
          "other share bytes: offsets by live range, a barrier before a loop whose buffers reuse bytes "
@@ -617,7 +611,6 @@ class CompileOptions:
     tma_early_issue: bool = True
     tma_early_rings: bool = True
     tma_refill_top: bool = False
-    multicast_sync: str = "cluster"
     wgmma_pin_waits: bool = True
     ws_bulk_issue: str = "producer"
     bulk_reduce_stages: str = "2"

@@ -86,12 +86,9 @@ def _code_names(code):
             yield from _code_names(c)
 
 
-def cache_key(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_fp_fusion=None, maxnreg=None,
-              num_ctas=1) -> str:
+def cache_key(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_fp_fusion=None, maxnreg=None) -> str:
     from ..compiler.artifact import COMPILER_VERSION
     extra = {} if maxnreg is None else {"maxnreg": maxnreg}  # only where given: other keys stay as they were
-    if num_ctas != 1:
-        extra["num_ctas"] = num_ctas
     payload = json.dumps({**extra,
         "fp": dependency_fingerprint(fn), "name": fn.__name__, "sig": sig,
         "cx": {k: repr(v) for k, v in cx.items()}, "div": div, "eq1": list(eq1), "warps": num_warps,
@@ -125,7 +122,6 @@ def _save(path: str, ck) -> None:
             "cubin_sha256": hashlib.sha256(ck.asm["cubin"]).hexdigest(), "cache_key": ck.cache_key,
             "reports": ck.reports, "extra_warps": ck.extra_warps,
             "global_scratch_bytes": ck.global_scratch_bytes, "dependencies": ck.dependencies,
-            **({"num_ctas": ck.num_ctas} if ck.num_ctas != 1 else {}),
         }
         with open(os.path.join(tmp, "meta.json"), "w") as f:
             json.dump(meta, f)
@@ -181,7 +177,6 @@ META_SCHEMA = {
     "reports": (lambda v: isinstance(v, dict), "an object", False),
     "extra_warps": (_nat, "an integer >= 0", False),
     "global_scratch_bytes": (_nat, "an integer >= 0", False),
-    "num_ctas": (lambda v: v in (1, 2) and not isinstance(v, bool), "1 or 2", False),
     "dependencies": (lambda v: isinstance(v, list) and all(_str_list(x) and len(x) == 4 for x in v),
                      "a list of [kind, module, name, snapshot]", False),
 }
@@ -241,8 +236,7 @@ def _load(path: str, fn):
         source_map=smap,
         compile_log=meta["compile_log"], timings=meta["timings"], arg_names=meta["arg_names"],
         cache_key=meta["cache_key"], reports=meta.get("reports", {}), extra_warps=meta.get("extra_warps", 0),
-        global_scratch_bytes=meta.get("global_scratch_bytes", 0), dependencies=meta.get("dependencies", []),
-        num_ctas=meta.get("num_ctas", 1))
+        global_scratch_bytes=meta.get("global_scratch_bytes", 0), dependencies=meta.get("dependencies", []))
 
 
 def entry_path(key: str) -> Optional[str]:
@@ -328,11 +322,10 @@ def _save_failed(path: str, err) -> None:
     os.replace(tmp, path + _FAILED_SUFFIX)
 
 
-def cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_fp_fusion=None, maxnreg=None,
-                   num_ctas=1):
-    """Compile through the disk cache (``enable_fp_fusion``, ``maxnreg``, ``num_ctas``: the launch options, None =
-    the environment's default / no register ceiling; 1: no cluster)."""
-    key = cache_key(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_fp_fusion, maxnreg, num_ctas)
+def cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_fp_fusion=None, maxnreg=None):
+    """Compile through the disk cache (``enable_fp_fusion``, ``maxnreg``: the launch options, None = the
+    environment's default / no register ceiling)."""
+    key = cache_key(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_fp_fusion, maxnreg)
     path = os.path.join(cache_dir(), key[:2], key)
     failed = _failed_record(path, fn)
     if failed is not None:
@@ -355,7 +348,7 @@ def cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_
     from ..compiler.compiler import compile as kcompile
     try:
         ck = kcompile(fn, sig, cx, target, num_warps, num_stages, divisibility=div, equal_to_1=eq1,
-                      enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg, num_ctas=num_ctas)
+                      enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg)
     except OutOfResources as e:
         try:
             _save_failed(path, e)

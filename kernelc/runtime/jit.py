@@ -211,7 +211,7 @@ class JITFunction(DeviceFunction, KernelInterface):
         if warmup:
             from .launcher import compile_offline
             return compile_offline(self, values, num_warps, num_stages, options.get("enable_fp_fusion"),
-                                   options.get("maxnreg"), options.get("num_ctas", 1))
+                                   options.get("maxnreg"))
         mask = self.constexpr_mask(values)
         rec = None
         if hooks.any_registered():

@@ -169,7 +169,7 @@ def reload_modules(device: Optional[int] = None) -> int:
     return n
 
 
-def compile_for(fn, key, num_warps, num_stages, device: int = 0, enable_fp_fusion=None, maxnreg=None, num_ctas=1):
+def compile_for(fn, key, num_warps, num_stages, device: int = 0, enable_fp_fusion=None, maxnreg=None):
     """Compile (or load from the disk cache) the kernel for this specialisation."""
     from .cache import cached_compile
     from .driver import ArgBuffer, LoadedFunction, device_properties
@@ -181,7 +181,7 @@ def compile_for(fn, key, num_warps, num_stages, device: int = 0, enable_fp_fusio
     # kernelc.compile assumes 16-byte alignment for a pointer it is told nothing about: say 1 for the
     # pointers the key found unaligned (x[1:] would otherwise get 128-bit accesses and fault)
     div = dict(div, **{n: 1 for n, t in sig.items() if t.startswith("*") and n not in div})
-    ck = cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_fp_fusion, maxnreg, num_ctas)
+    ck = cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_fp_fusion, maxnreg)
     lf = LoadedFunction(ck.asm["cubin"], ck.name, ck.dynamic_shared, ck.launch_warps, ck.n_regs, device,
                         total_shared=ck.shared)
     buf_kinds = kinds
@@ -219,12 +219,6 @@ def launch_cuda(fn, values: Dict[str, Any], grid, num_warps, num_stages, options
     maxnreg = _maxnreg_option(options)
     if maxnreg is not None:  # a register ceiling: its own entry too
         key += (("maxnreg", maxnreg),)
-    num_ctas = _num_ctas_option(options)
-    if num_ctas != 1:  # programs in clusters (.reqnctapercluster): another build
-        key += (("num_ctas", num_ctas),)
-        if grid[0] % num_ctas:
-            raise ValueError(f"{fn.__name__}: num_ctas={num_ctas} launches clusters of {num_ctas} programs along grid "
-                             f"axis 0, which needs a multiple of {num_ctas} there; got grid {tuple(grid)}")
     try:
         ent = st["cache"].get(key)
     except TypeError:  # an unhashable constexpr value
@@ -241,8 +235,7 @@ def launch_cuda(fn, values: Dict[str, Any], grid, num_warps, num_stages, options
         if knobs.get("KERNELC_LOG_RECOMPILES") and st["cache"]:
             _log_recompile(fn, key, st["cache"])
         try:
-            ent = compile_for(fn, key[0], num_warps, num_stages, device, fusion, maxnreg,
-                              **({"num_ctas": num_ctas} if num_ctas != 1 else {}))
+            ent = compile_for(fn, key[0], num_warps, num_stages, device, fusion, maxnreg)
         except OutOfResources as e:
             # the same specialisation fails the same way again: an autotuner that tunes again (a new key,
             # e.g. tutorial 08's tensors keyed by identity) must not compile its oversized configs each
@@ -285,12 +278,6 @@ def _fp_fusion_option(options) -> Optional[bool]:
     return None if v == knobs.get("KERNELC_DEFAULT_FP_FUSION") else v
 
 
-def _num_ctas_option(options) -> int:
-    """The launch's ``num_ctas`` (Triton's option: programs a cluster, here along grid axis 0), validated; 1 if unset."""
-    from ..compiler.compiler import check_num_ctas
-    return check_num_ctas(options.get("num_ctas", 1))
-
-
 def _maxnreg_option(options) -> Optional[int]:
     """The launch's ``maxnreg`` (Triton's option: the registers a thread may use at most), validated; None if unset."""
     from ..compiler.compiler import check_maxnreg
@@ -329,18 +316,16 @@ def _describe(part) -> str:
 
 
 def compile_offline(fn, values: Dict[str, Any], num_warps: int, num_stages: int, enable_fp_fusion=None,
-                    maxnreg=None, num_ctas=1):
+                    maxnreg=None):
     """Compile ``fn`` for these argument values without a GPU, for the stand-in device of
     ``runtime/active.py`` (``KERNELC_TARGET`` overrides): what ``warmup`` returns in the interpreter,
     so host code that reads ``n_regs`` or shared memory still gets the compiler's numbers."""
     from ..compiler.backend import target_for_device
     from .active import CPU_STAND_IN
-    from ..compiler.compiler import check_num_ctas
     from .cache import cached_compile
     spec = get_state(fn)["spec"]
     cmask = fn.constexpr_mask(values)
     sig, cx, div, eq1, _ = spec.signature(spec.key([values[n] for n in fn.arg_names], cmask))
     div = dict(div, **{n: 1 for n, t in sig.items() if t.startswith("*") and n not in div})
     target = target_for_device(CPU_STAND_IN["major"], CPU_STAND_IN["minor"])
-    return cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_fp_fusion, maxnreg,
-                          check_num_ctas(num_ctas))
+    return cached_compile(fn, sig, cx, div, eq1, num_warps, num_stages, target, enable_fp_fusion, maxnreg)

@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List
 
 from . import hooks
 
-_FAST_OPTIONS = ("num_warps", "num_stages", "num_ctas")
+_FAST_OPTIONS = ("num_warps", "num_stages")
 
 
 def prepare(fn, grid, args, options: Dict[str, Any]) -> Callable:
@@ -239,8 +239,6 @@ def _specialise(fn, vals, vary, opts, state, ns) -> None:
     try:
         dev = getattr(torch._C, "_cuda_getDevice", lambda: 0)()
         key = (st["spec"].key(vals, cmask), opts.get("num_warps", 4), opts.get("num_stages", 3), dev)
-        if opts.get("num_ctas", 1) != 1:  # the launcher's key for a cluster build (launcher.launch_cuda)
-            key += (("num_ctas", opts["num_ctas"]),)
         ent = st["cache"].get(key)
     except (TypeError, AttributeError, RuntimeError):  # an unhashable constexpr, no CUDA: the general path
         return

@@ -318,7 +318,6 @@ GOLDEN = {
     "schedule_wgmma": "test_schedule_passes::test_schedule_wgmma_defers_waits_and_takes_turns",
     "mark_uniform_masks": "test_mask_blocks::test_golden_the_k_masks_of_a_gemms_rings_are_uniform_over_16_offsets",
     "expand_cp_async_rings": "test_cp_async_rings::test_a_cp_async_ring_becomes_explicit_ops",
-    "plan_multicast": "test_multicast::test_a_ring_both_programs_fill_alike_is_multicast",
     "expand_tma_rings": "test_tma_rings::test_a_tma_ring_becomes_explicit_ops",
     "expand_warp_specialize": "test_ws_regions::test_a_warp_specialised_loop_becomes_a_producer_region_and_barrier_ops",
     "stage_invariant_operands":

@@ -19,8 +19,7 @@ def test_the_ring_and_warp_specialisation_expansions_follow_each_other():
     from kernelc.compiler import compiler as C
     names = [p.name for p in C.TILE_PASSES]
     i = names.index("expand_cp_async_rings")
-    # (plan_multicast: only with num_ctas=2, whose rings have no producer warp)
-    assert names[i:i + 4] == ["expand_cp_async_rings", "plan_multicast", "expand_tma_rings", "expand_warp_specialize"]
+    assert names[i:i + 3] == ["expand_cp_async_rings", "expand_tma_rings", "expand_warp_specialize"]
 
 
 def test_a_warp_specialised_loop_becomes_a_producer_region_and_barrier_ops():

@@ -1,15 +1,13 @@
-"""mc29's R1 probe (issue 27): how many bytes a second the H200's L2 hands the fp8 forward's programs when they only
-stream K and V^T (the default's grid, 64-row programs, 4 warps, a 2-stage TMA ring, copies at the top of a trip),
-against the same with half the programs (128 rows), and the fp8 default itself in the same process.
+"""mc29's probes (issue 27): where the fp8 forward's time goes at N 16384, D=128, non-causal, in one process.
 
-Kernels (kernelc, host tensor descriptors like the fp8 default's DESC=1):
-- ``copy``: each program streams its head's K [BLOCK_N, D] and V^T [D, BLOCK_N] blocks through the ring and folds a
-  few bytes of each (one row of K, one column of V^T read to registers... in practice the whole tile is read into
-  registers: what the ring does for a tile no dot reads) into a running max, stored at the end;
-- ``dots``: the forward without its softmax: S = Q K^T, P = S in e4m3, O += P V (the tensor cores and the ring, no
-  exp2, no row max).
+R1 (the L2 -> SM ceiling): K and V^T of every head streamed by the default's grid (256 x 128 programs) through plain
+loads (``ldg_*``: int32 words xor-folded into registers, nothing but the bytes) and through the default's TMA ring with
+the forward's two dots but no softmax (``dots_*``: S = Q K^T, P = S in e4m3, O += P V), 64- and 128-row programs, and
+the fp8 default itself (``fp8_default``; ``fp8_top``: its copies at the top of a trip), as TB/s from L2.
+R2 (the softmax's pieces): ``soft0``..``soft4``: the default's key loop (64x128, 4 warps, 2 stages, V^T in key order,
+the scale folded into the exponent) built up a piece of the online softmax at a time (``kv_soft_kernel``).
 
-    python3 bench/experiments/mc29/probe.py --out OUT.jsonl [--seq 16384] [--reps 10] [--dry]
+    python3 bench/experiments/mc29/probe.py --out OUT.jsonl [--seq 16384] [--reps 10] [--only a,b] [--dry]
 
 Nothing here is a test.
 """
@@ -27,22 +25,7 @@ sys.path.insert(0, ROOT)
 
 import kernelc as triton  # noqa: E402
 import kernelc.language as tl  # noqa: E402
-
-
-@triton.jit
-def kv_copy_kernel(K, V, Out, N_CTX, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
-    off_hz = tl.program_id(1)
-    k_row = off_hz * N_CTX
-    v_row = off_hz * HEAD_DIM
-    mk = tl.zeros([HEAD_DIM], dtype=tl.float32)
-    mv = tl.zeros([BLOCK_N], dtype=tl.float32)
-    for start_n in tl.range(0, N_CTX, BLOCK_N, refill_top=True):
-        k = K.load([k_row + start_n, 0])
-        v = V.load([v_row, start_n])
-        mk = tl.maximum(mk, tl.max(k.to(tl.float32), 0))
-        mv = tl.maximum(mv, tl.max(v.to(tl.float32), 0))
-    o = tl.program_id(0) * tl.num_programs(1) + off_hz
-    tl.store(Out + o * HEAD_DIM + tl.arange(0, HEAD_DIM), mk + tl.sum(mv, 0))
+from examples.kernels.attention import fp8_key_order  # noqa: E402
 
 
 @triton.jit
@@ -59,6 +42,46 @@ def kv_dots_kernel(Q, K, V, Out, N_CTX, BLOCK_M: tl.constexpr, BLOCK_N: tl.const
         v = V.load([v_row, start_n]).T
         acc = tl.dot(s.to(v.dtype), v, acc)
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    tl.store(Out + (k_row + offs_m)[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :], acc.to(tl.float16))
+
+
+@triton.jit
+def kv_soft_kernel(Q, K, V, Out, N_CTX, qk_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   HEAD_DIM: tl.constexpr, STEP: tl.constexpr, REFILL_TOP: tl.constexpr):
+    """The fp8 default's key loop (64x128, V^T in key order, the scale folded into the exponent) built up a piece at a
+    time, to see what each piece of the online softmax costs on top of the two dots. STEP 0: P = S in e4m3 (the dots
+    and the conversion); 1: + the row max (FMNMX, shuffles) and S * scale - max (FFMA); 2: + exp2 (MUFU); 3: + the row
+    sum l (FADD, shuffles); 4: + the rescale of l and O by exp2(m_old - m_new) (the whole online softmax: the
+    default's loop). STEP 3 is what a loop that never rescales costs: the upper bound of skipping the rescale."""
+    start_m = tl.program_id(0)
+    off_hz = tl.program_id(1)
+    k_row = off_hz * N_CTX
+    v_row = off_hz * HEAD_DIM
+    q = Q.load([k_row + start_m * BLOCK_M, 0])
+    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32) + 1.0
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    for start_n in tl.range(0, N_CTX, BLOCK_N, refill_top=REFILL_TOP):
+        k = K.load([k_row + start_n, 0]).T
+        qk = tl.dot(q, k)
+        if STEP >= 1:
+            m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+            p = qk * qk_scale - m_ij[:, None]
+            if STEP >= 2:
+                p = tl.math.exp2(p)
+            if STEP >= 4:
+                alpha = tl.math.exp2(m_i - m_ij)
+                l_i = l_i * alpha + tl.sum(p, 1)
+                acc = acc * alpha[:, None]
+            elif STEP >= 3:
+                l_i = l_i + tl.sum(p, 1)
+            m_i = m_ij
+        else:
+            p = qk
+        v = V.load([v_row, start_n]).T
+        acc = tl.dot(fp8_key_order(p.to(v.dtype), BLOCK_M, BLOCK_N), v, acc)
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    acc = acc / l_i[:, None] + m_i[:, None]
     tl.store(Out + (k_row + offs_m)[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :], acc.to(tl.float16))
 
 
@@ -112,15 +135,14 @@ def variants(Z, H, N, D, dry=False):
     kv_head = 2 * N * D  # bytes of K and V^T a program streams
     out = {}
 
-    def dots(bm, bn, w, s, num_ctas=1):
+    def dots(bm, bn, w, s):
         dq, dk = TD(q8.view(y, D), [y, D], [D, 1], [bm, D]), TD(k8.view(y, D), [y, D], [D, 1], [bn, D])
         dv = TD(v8t.view(Z * H * D, N), [Z * H * D, N], [N, 1], [D, bn])
         o = torch.empty(y, D, device=dev, dtype=torch.float16)
         grid = (N // bm, Z * H, 1)
-        kw = dict(num_ctas=num_ctas) if num_ctas != 1 else {}
         return (lambda: kv_dots_kernel[grid](dq, dk, dv, o, N, BLOCK_M=bm, BLOCK_N=bn, HEAD_DIM=D, num_warps=w,
-                                             num_stages=s, **kw),
-                grid[0] * grid[1] * kv_head // num_ctas, 4 * Z * H * N * N * D, lambda: o)
+                                             num_stages=s),
+                grid[0] * grid[1] * kv_head, 4 * Z * H * N * N * D, lambda: o)
 
     def ldg(bm, bn, w):
         ki, vi = k8.view(torch.int32), v8t.view(torch.int32)
@@ -149,15 +171,25 @@ def variants(Z, H, N, D, dry=False):
                             os.environ[k] = v
                 return
             ref[name] = A.attention_fp8(q8, k8, v8k, qs, ks, vs, causal=False, key_order=True, **kw)
-        return call, (N // 64) * Z * H * kv_head // kw.get("num_ctas", 1), 4 * Z * H * N * N * D, lambda: ref[name]
+        return call, (N // 64) * Z * H * kv_head, 4 * Z * H * N * N * D, lambda: ref[name]
 
     out["fp8_default"] = default8("fp8_default")
-    # mc29: clusters of two programs whose K/V copies are multicast (kernelc num_ctas=2); the outputs must be the
-    # default's bit for bit (the same math)
-    out["fp8_mc"] = default8("fp8_mc", num_ctas=2)
-    out["fp8_mc_top"] = default8("fp8_mc_top", num_ctas=2, refill_top=True)
     out["fp8_top"] = default8("fp8_top", refill_top=True)
-    out["fp8_mc_empty"] = default8("fp8_mc_empty", env={"KERNELC_MULTICAST_SYNC": "empty"}, num_ctas=2)
+    # (R1 also ran fp8_mc, fp8_mc_top, fp8_mc_empty and dots_64x128_w4_s2_mc: num_ctas=2 clusters whose K/V copies
+    # kernelc multicast, branch mc29 at c31d1895..6623a041; deleted after R1 measured them slower, docs/attention.md)
+
+    def soft(step, top=False):
+        dq, dk = TD(q8.view(y, D), [y, D], [D, 1], [64, D]), TD(k8.view(y, D), [y, D], [D, 1], [128, D])
+        dv = TD(v8k.view(Z * H * D, N), [Z * H * D, N], [N, 1], [D, 128])
+        o = torch.empty(y, D, device=dev, dtype=torch.float16)
+        grid = (N // 64, Z * H, 1)
+        scale = D ** -0.5 * 1.44269504
+        return (lambda: kv_soft_kernel[grid](dq, dk, dv, o, N, scale, BLOCK_M=64, BLOCK_N=128, HEAD_DIM=D, STEP=step,
+                                             REFILL_TOP=top, num_warps=4, num_stages=2),
+                grid[0] * grid[1] * kv_head, 4 * Z * H * N * N * D, lambda: o)
+
+    for step in range(5):  # the default's loop a piece of the softmax at a time (kv_soft_kernel)
+        out[f"soft{step}"] = soft(step)
     def ref_err(o):
         import torch.nn.functional as F
         sl = (slice(0, 1), slice(0, 2))
@@ -169,7 +201,6 @@ def variants(Z, H, N, D, dry=False):
     out["ldg_64rows_bn64_w4"] = ldg(64, 64, 4)
     out["ldg_128rows_bn128_w4"] = ldg(128, 128, 4)    # half the programs, half the bytes
     out["dots_64x128_w4_s2"] = dots(64, 128, 4, 2)   # the default's shape, 3 an SM, no softmax
-    out["dots_64x128_w4_s2_mc"] = dots(64, 128, 4, 2, num_ctas=2)  # the same in multicast clusters of two
     out["dots_128x64_w8_s3"] = dots(128, 64, 8, 3)   # 128-row programs: half the L2 bytes, 2 an SM
     out["dots_128x128_w8_s2"] = dots(128, 128, 8, 2)  # 1 an SM
     return out, ref_err
@@ -205,7 +236,7 @@ def main(argv=None):
         except Exception as e:  # a variant that does not build is reported, the others still run
             print(f"{name}: FAILED {type(e).__name__}: {e}", flush=True)
     same = {}
-    for x0, y0 in (("fp8_default", "fp8_mc"), ("fp8_top", "fp8_mc_top"), ("fp8_default", "fp8_mc_empty"), ("dots_64x128_w4_s2", "dots_64x128_w4_s2_mc")):
+    for x0, y0 in (("fp8_default", "fp8_top"),):
         if x0 in ok and y0 in ok:
             vs[x0][0]()
             x = vs[x0][3]().clone()

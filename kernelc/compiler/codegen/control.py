@@ -308,12 +308,6 @@ def lower_barrier(lw: Lowering, op):
     lw.barrier()
 
 
-@rule("cluster_barrier")
-def lower_cluster_barrier(lw: Lowering, op):
-    from .tma import cluster_barrier
-    cluster_barrier(lw)
-
-
 @rule("assert")
 def lower_assert(lw: Lowering, op):
     """device_assert: a failing lane prints the message with file:line and traps the kernel."""

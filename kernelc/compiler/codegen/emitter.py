@@ -167,10 +167,7 @@ class Emitter:
         self.globals.append(text)
 
     # -- module --------------------------------------------------------------------------------
-    def module(self, params: List[Tuple[str, str]], attrs: str = "", maxntid: Optional[int] = None,
-               cluster: Optional[int] = None) -> str:
-        """The module text; ``cluster``: programs a cluster along x (PTX ``.explicitcluster`` and
-        ``.reqnctapercluster cluster, 1, 1``: the launch's grid x must be a multiple)."""
+    def module(self, params: List[Tuple[str, str]], attrs: str = "", maxntid: Optional[int] = None) -> str:
         ptxt = ", ".join(f"{t} {a} %{n}" if a else f"{t} %{n}" for t, n, a in
                          [(p[0], p[1], p[2] if len(p) > 2 else "") for p in params])
         lines = ['target datalayout = "e-p:64:64:64-p3:32:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"',
@@ -186,10 +183,6 @@ class Emitter:
         lines += sorted(self.decls.values())
         lines.append("")
         nvvm = []
-        if cluster and cluster > 1:
-            dims = [self._md(f'!{{ptr @{self.kernel}, !"cluster_dim_{a}", i32 {n}}}')
-                    for a, n in (("x", cluster), ("y", 1), ("z", 1))]
-            nvvm.append(f"!nvvm.annotations = !{{{', '.join('!' + str(d) for d in dims)}}}")
         kattrs = [f'"nvvm.maxntid"="{maxntid}"'] if maxntid else []
         lines.append(f"attributes #0 = {{ {' '.join(kattrs)} {attrs} }}")
         lines.append("")

@@ -117,7 +117,7 @@ class Lowering:
         extra = producer_warps(self.fn)
         # the tile IR's instruction_order (passes/instruction_order.py), for the back end after LLVM's optimiser
         order = CONSUMER_ORDER if self.fn.attrs.get("instruction_order") == "consumers" else ""
-        text = e.module(self.params, attrs=order, maxntid=32 * (self.nw + extra), cluster=self.fn.attrs.get("num_ctas"))
+        text = e.module(self.params, attrs=order, maxntid=32 * (self.nw + extra))
         for tok, off in self.placed_tokens.items():
             text = text.replace(tok, str(self.smem.scratch_aligned + off))
         for tok, rel in self.persistent_tokens.items():

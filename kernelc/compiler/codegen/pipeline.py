@@ -269,29 +269,7 @@ def lower_tma_copy_to_ring(lw: Lowering, op: Op) -> None:
     stage, bar, pred = (lw.scalar(v) for v in op.operands[1:4])
     offs = [lw.scalar(v) for v in op.operands[4:]]
     base = ring.stage_base(lw, stage)
-    mask = 0
-    if op.attrs.get("multicast"):
-        # passes/multicast.py: the program whose cluster rank is the stage's parity copies into both programs
-        e = lw.e
-        mine = e.val(f"icmp eq i32 {e.val(f'and i32 {stage}, 1')}, {T.cluster_ctarank(lw)}")
-        pred = e.val(f"and i1 {pred}, {mine}")
-        mask = (1 << op.attrs["multicast"]) - 1
-    T.copy_tile_in(lw, ring.box, ring.tmap.address(lw), base, bar, offs, pred, mask)
-
-
-@rule("cluster_rank")
-def lower_cluster_rank(lw: Lowering, op: Op) -> None:
-    lw.scalars[op.results[0].id] = T.cluster_ctarank(lw)
-
-
-@rule("mbarrier_arrive_remote")
-def lower_mbarrier_arrive_remote(lw: Lowering, op: Op) -> None:
-    T.mbarrier_arrive_remote(lw, *(lw.scalar(v) for v in op.operands))
-
-
-@rule("mbarrier_wait_cluster")
-def lower_mbarrier_wait_cluster(lw: Lowering, op: Op) -> None:
-    T.mbarrier_wait_cluster(lw, *(lw.scalar(v) for v in op.operands))
+    T.copy_tile_in(lw, ring.box, ring.tmap.address(lw), base, bar, offs, pred)
 
 
 @rule("mbarrier_wait")

@@ -125,44 +125,6 @@ def tma_load(lw, tmap: str, dst: str, bar: str, coords: Sequence[str], pred: Opt
     lw.e.asm("void", code, ",".join(["b", "r", "l", "r"] + ["r"] * n), args)
 
 
-def tma_load_multicast(lw, tmap: str, dst: str, bar: str, coords: Sequence[str], pred: Optional[str],
-                       cta_mask: int) -> None:
-    """``tma_load`` into the same shared offset ``dst`` of every program of the cluster in ``cta_mask``, each copy
-    completing on the barrier at ``bar`` of its own program."""
-    n = len(coords)
-    code = (f"@$0 cp.async.bulk.tensor.{n}d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
-            f"[$1], [$2, {_coords(coords, 5)}], [$3], $4;")
-    args = [("i1", _pred(lw, pred)), ("i32", dst), ("i64", tmap), ("i32", bar), ("i16", str(cta_mask))] + \
-        [("i32", c) for c in coords]
-    lw.e.asm("void", code, ",".join(["b", "r", "l", "r", "h"] + ["r"] * n), args)
-
-
-def cluster_ctarank(lw) -> str:
-    """This program's rank in its cluster (i32)."""
-    return lw.e.asm("i32", "mov.u32 $0, %cluster_ctarank;", "=r", [], side_effects=False)
-
-
-def mbarrier_arrive_remote(lw, bar: str, cta: str, pred: Optional[str]) -> None:
-    """Arrive once (release, cluster scope) on the barrier at shared offset ``bar`` of the cluster's program ``cta``."""
-    lw.e.asm("void", "{ .reg .b32 ra; mapa.shared::cluster.u32 ra, $1, $2; "
-                     "@$0 mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra]; }", "b,r,r",
-             [("i1", _pred(lw, pred)), ("i32", bar), ("i32", cta)])
-
-
-def mbarrier_wait_cluster(lw, bar: str, parity: str, pred: Optional[str]) -> None:
-    """Where ``pred``: wait (acquire, cluster scope: another program's arrivals) for the phase with ``parity``."""
-    lw.e.asm("void", "{ .reg .pred p, q; setp.ne.b32 q, $2, 0; @!q bra kc_skip; "
-                     "kc_wait: mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [$0], $1; "
-                     "@!p bra kc_wait; kc_skip: }", "r,r,r",
-             [("i32", bar), ("i32", parity), ("i32", lw.e.val(f"zext i1 {_pred(lw, pred)} to i32"))])
-
-
-def cluster_barrier(lw) -> None:
-    """Every thread of the cluster arrives (release: its earlier shared-memory accesses and barrier inits are
-    visible cluster-wide) and waits for all (acquire)."""
-    lw.e.asm("void", "barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;", "~{memory}", [])
-
-
 def tma_store(lw, tmap: str, src: str, coords: Sequence[str], pred: Optional[str]) -> None:
     """One box shared (``src``) -> global; out-of-bounds elements of the box are not written."""
     n = len(coords)
@@ -224,19 +186,14 @@ def fence_proxy_async(lw) -> None:
     lw.e.asm("void", "fence.proxy.async.shared::cta;", "", [])
 
 
-def copy_tile_in(lw, box: TmaBox, tmap: str, base, bar: str, offsets: Sequence[str], pred: Optional[str],
-                 cta_mask: int = 0) -> None:
+def copy_tile_in(lw, box: TmaBox, tmap: str, base, bar: str, offsets: Sequence[str], pred: Optional[str]) -> None:
     """Issue every box of a tile whose element ``offsets`` (outermost first, i32) land at smem byte
-    offset ``base``; completes on ``bar`` (the caller announced ``box.nbytes``). ``cta_mask``: multicast to
-    those programs of the cluster (each at ``base``, on its own ``bar``)."""
+    offset ``base``; completes on ``bar`` (the caller announced ``box.nbytes``)."""
     e = lw.e
     for delta, off in box.boxes():
         coords = [o if d == 0 else e.val(f"add i32 {o}, {d}") for o, d in zip(offsets, delta)]
         dst = smem_addr(lw, base if off == 0 else e.val(f"add i32 {base}, {off}"))
-        if cta_mask:
-            tma_load_multicast(lw, tmap, dst, bar, list(reversed(coords)), pred, cta_mask)
-        else:
-            tma_load(lw, tmap, dst, bar, list(reversed(coords)), pred)
+        tma_load(lw, tmap, dst, bar, list(reversed(coords)), pred)
 
 
 def reduce_tile_out(lw, box: TmaBox, tmap: str, base, offsets: Sequence[str], kind: str,

@@ -161,9 +161,6 @@ for op in [
     OpDef("print", (0, -1), ("prefix",), pure=False, results=0, category="debug", optional_attrs=("hex", "types")),
     OpDef("assert", (1, 1), ("msg",), pure=False, results=0, category="debug"),
     OpDef("barrier", (0, 0), pure=False, results=0, category="sync"),
-    OpDef("cluster_barrier", (0, 0), pure=False, results=0, category="sync",
-          doc="every thread of every program of the cluster (num_ctas) arrives (release) and waits (acquire): a "
-              "multicast ring's copies go out once both programs are done with the stage (passes/multicast.py)"),
     # The cp.async ring of a pipelined loop as explicit ops (passes/cp_async_rings.py, docs/schedule-ir.md).
     OpDef("ring_alloc", (0, 0), ("stages", "operand"), pure=False, category="ring",
           doc="a shared-memory ring of `stages` copies of the result's tile, laid out as dot operand 'a' or 'b'; "
@@ -213,17 +210,8 @@ for op in [
     OpDef("tma_copy_to_ring", (4, -1), pure=False, results=0, category="ring",
           doc="ring, stage (i32), barrier, pred (i1), offsets (i32, outermost first): where pred, TMA-copy the "
               "descriptor's block at the offsets into the stage, completing on the barrier; source: the "
-              "descriptor_load it stands for (file:line:col), on the copy the memory-access report lists; "
-              "multicast=2: the cluster's program whose rank is the stage's parity copies into both programs' stage "
-              "(ctaMask 0b11), the others copy nothing (passes/multicast.py)",
-          optional_attrs=("source", "multicast")),
-    OpDef("cluster_rank", (0, 0), category="ring", doc="i32: this program's rank in its cluster (%cluster_ctarank)"),
-    OpDef("mbarrier_arrive_remote", (3, 3), pure=False, results=0, category="ring",
-          doc="barrier, cta (i32), pred (i1): where pred, arrive (release, cluster scope) on the barrier at the same "
-              "shared offset in the cluster's program `cta` (mapa): a multicast ring's 'empty' barrier"),
-    OpDef("mbarrier_wait_cluster", (3, 3), pure=False, results=0, category="ring",
-          doc="barrier, parity (i32), pred (i1): where pred, wait (acquire, cluster scope) until the barrier's phase "
-              "with that parity has completed (other threads go on)"),
+              "descriptor_load it stands for (file:line:col), on the copy the memory-access report lists",
+          optional_attrs=("source",)),
     OpDef("mbarrier_wait", (2, 2), pure=False, results=0, category="ring",
           doc="barrier, parity (i32): wait until the barrier's phase with that parity has completed"),
     OpDef("mbarrier_inval", (2, 2), pure=False, results=0, category="ring",

@@ -838,45 +838,8 @@ def verify(fn: Function) -> None:
         errors.append(f"kernel attribute consumer_warps must be whole warpgroups (an int, a multiple of 4), got {cw!r} "
                       f"(written by split_ws_consumers)")
     _verify_block(fn.body, set(fn.body.args[i].id for i in range(len(fn.body.args))), errors, top=True)
-    errors += _multicast(fn)
     if errors:
         raise VerificationError("tile IR verification failed:\n" + "\n".join(errors[:20]))
-
-
-def _multicast(fn: Function) -> List[str]:
-    """A multicast ring (passes/multicast.py) only in a cluster kernel (num_ctas=2), and only where both programs of
-    a cluster make the same copies in the same trips: its loop's bounds, its copies' coordinates and the control
-    around them do not depend on program_id(0) (ir/cluster.py)."""
-    loops = [o for o in fn.walk() if o.name == "scf.for" and isinstance(o.attrs.get("pipeline"), dict)
-             and "multicast" in o.attrs["pipeline"]]
-    copies = [o for o in fn.walk() if o.name == "tma_copy_to_ring" and "multicast" in o.attrs]
-    if not loops and not copies:
-        return []
-    from .cluster import cluster_varying, enclosing_control_varies
-    errs = []
-    if fn.attrs.get("num_ctas") != 2:
-        errs.append(f"a multicast TMA ring needs a kernel launched in clusters of two (num_ctas=2), got num_ctas="
-                    f"{fn.attrs.get('num_ctas', 1)!r}")
-    varying = cluster_varying(fn)
-    for loop in loops:
-        where = _Where(loop)
-        if loop.attrs["pipeline"]["multicast"] != 2:
-            errs.append(f"pipeline multicast must be 2, got {loop.attrs['pipeline']['multicast']!r}\n{where}")
-        if any(v.id in varying for v in loop.operands[:3]) or enclosing_control_varies(loop, varying):
-            errs.append(f"a multicast ring's loop must run the same trips in both programs of a cluster: its bounds "
-                        f"(or the control around it) depend on program_id(0)\n{where}")
-        for o in loop.regions[0].ops:
-            if o.name == "descriptor_load" and isinstance(o.attrs.get("pipeline"), dict) and \
-                    any(v.id in varying for v in o.operands[1:]):
-                errs.append(f"a multicast ring's copy must load the same tile in both programs of a cluster: its "
-                            f"coordinates depend on program_id(0)\n{_Where(o)}")
-    for c in copies:
-        if c.attrs["multicast"] != 2:
-            errs.append(f"tma_copy_to_ring multicast must be 2, got {c.attrs['multicast']!r}\n{_Where(c)}")
-        if any(v.id in varying for v in c.operands[4:]) or enclosing_control_varies(c, varying):
-            errs.append(f"a multicast copy must load the same tile in the same trips in both programs of a cluster: "
-                        f"its coordinates (or the control around it) depend on program_id(0)\n{_Where(c)}")
-    return errs
 
 
 class _Where:

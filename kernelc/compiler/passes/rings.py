@@ -147,49 +147,17 @@ class RingExpander:
             n += b
         return n
 
-    @property
-    def multicast(self) -> bool:
-        """The loop's TMA ring is shared by the two programs of a cluster (passes/multicast.py)."""
-        return self.loop.attrs["pipeline"].get("multicast") == 2
-
-    @property
-    def empties(self) -> bool:
-        """A multicast ring whose stages go back through per-stage 'empty' barriers (``multicast_sync='empty'``)."""
-        return self.multicast and self.loop.attrs["pipeline"].get("multicast_sync") == "empty"
-
-    def _sync(self, out, refill: bool = False) -> None:
-        """The barrier before copies into a stage (or after the last wait): a CTA's, or with a multicast ring the
-        cluster's (the peer's copies land in this program's stages, its own in the peer's); before a refill with
-        'empty' barriers the CTA's (the program then hands the stage to its issuer through the barrier)."""
-        cluster = self.multicast and not (refill and self.empties)
-        self._op(out, "cluster_barrier" if cluster else "barrier", [], [])
-
-    def _tma_copies(self, out, rings, bars: Value, env, stage: Value, guard: Value, steady: bool = False,
-                    wphase: Value = None) -> None:
-        """The elected thread (where ``guard``) announces the stage's bytes and copies every ringed tile (multicast:
-        the program whose cluster rank is the stage's parity copies into both programs' stage; with 'empty'
-        barriers each program's elected thread first arrives on the issuer's empty barrier of the stage, and the
-        issuer's waits for the phase ``wphase`` of its own: both programs are done with the stage)."""
+    def _tma_copies(self, out, rings, bars: Value, env, stage: Value, guard: Value, steady: bool = False) -> None:
+        """The elected thread (where ``guard``) announces the stage's bytes and copies every ringed tile."""
         t0 = self._op(out, "elect_one", [], [int1]).results[0]
         pred = self._op(out, "and", [t0, guard], [int1]).results[0]
         bar = self._op(out, "mbarrier_at", [bars, stage], [int32]).results[0]
         self._op(out, "mbarrier_expect_tx", [bar, pred], [], {"bytes": self._stage_bytes()})
-        if self.empties:
-            eb = self._op(out, "mbarrier_at", [self.empty_bars, stage], [int32]).results[0]
-            issuer = self._op(out, "and", [stage, self._const(out, 1)], [int32]).results[0]
-            self._op(out, "mbarrier_arrive_remote", [eb, issuer, pred], [])
-            rank = self._op(out, "cluster_rank", [], [int32]).results[0]
-            mine = self._op(out, "cmpi", [issuer, rank], [int1], {"pred": "eq"}).results[0]
-            wp = self._op(out, "and", [pred, mine], [int1]).results[0]
-            self._op(out, "mbarrier_wait_cluster", [eb, wphase if wphase is not None else self._const(out, 0), wp],
-                     [])
         for (src, _, _, _), ring in zip(self.tma, rings):
             offs = [env.get(v.id, v) for v in src.operands[1:]]
             # the copy in the loop body names the load it stands for (the kernel's memory-access report)
-            attrs = {"source": str(src.loc)} if steady else {}
-            if self.multicast:
-                attrs["multicast"] = 2
-            self._op(out, "tma_copy_to_ring", [ring, stage, bar, pred] + offs, [], attrs)
+            self._op(out, "tma_copy_to_ring", [ring, stage, bar, pred] + offs, [],
+                     {"source": str(src.loc)} if steady else {})
 
     def _tma_setup(self, pre: List[Op], S: int):
         """The TMA rings, one barrier per stage initialised by the elected thread, the maps prefetched."""
@@ -206,14 +174,8 @@ class RingExpander:
         for s in range(S):
             bar = self._op(pre, "mbarrier_at", [bars, self._const(pre, s)], [int32]).results[0]
             self._op(pre, "mbarrier_init", [bar, t0], [], {"count": 1})
-        if self.empties:
-            # one 'empty' barrier a stage, an arrival from each program of the cluster a phase
-            self.empty_bars = self._op(pre, "mbarrier_alloc", [], [int64], {"count": S}).results[0]
-            for s in range(S):
-                bar = self._op(pre, "mbarrier_at", [self.empty_bars, self._const(pre, s)], [int32]).results[0]
-                self._op(pre, "mbarrier_init", [bar, t0], [], {"count": 2})
         self._op(pre, "fence_mbarrier_init", [], [])
-        self._sync(pre)
+        self._op(pre, "barrier", [], [])
         descs = []
         for src, _, _, _ in self.tma:
             if all(d is not src.operands[0] for d in descs):
@@ -222,12 +184,11 @@ class RingExpander:
         return trings, bars
 
     def _tma_teardown(self, after: List[Op], trings, bars: Value, S: int) -> None:
-        self._sync(after)  # every thread is past its last wait: the barriers may go
+        self._op(after, "barrier", [], [])  # every thread is past its last wait: the barriers may go
         t0 = self._op(after, "elect_one", [], [int1]).results[0]
-        for group in (bars, self.empty_bars) if self.empties else (bars,):
-            for s in range(S):
-                bar = self._op(after, "mbarrier_at", [group, self._const(after, s)], [int32]).results[0]
-                self._op(after, "mbarrier_inval", [bar, t0], [])
+        for s in range(S):
+            bar = self._op(after, "mbarrier_at", [bars, self._const(after, s)], [int32]).results[0]
+            self._op(after, "mbarrier_inval", [bar, t0], [])
         if not inside_loop(self.loop):
             # the ring is dead from here on: an epilogue's TMA store may stage its tile there
             for r in trings:
@@ -280,15 +241,11 @@ class RingExpander:
         ahead = [body.add_arg(carried[i].type) for i in carried_idx]
         for a, i in zip(ahead, carried_idx):
             self._like(a, carried[i])
-        # (with 'empty' barriers also the phase parity of the stage written next: its fills so far, mod 2)
-        counters = [body.add_arg(int32) for _ in range((4 if self.empties else 3) if self.tma else 2)]
+        counters = [body.add_arg(int32) for _ in range(3 if self.tma else 2)]
         rd, wr = counters[:2]
-        wphase = counters[3] if self.empties else None
         loop.operands += [cur[i] for i in carried_idx] + [self._const(pre, 0), self._const(pre, LA)]
         if self.tma:
             loop.operands.append(self._const(pre, 0))
-        if self.empties:
-            loop.operands.append(self._const(pre, 0))  # the prologue filled stages 0..LA-1 once: no wrap yet
         for i in carried_idx:
             v = Value(carried[i].type, loop, len(loop.results))
             loop.results.append(v)
@@ -350,17 +307,14 @@ class RingExpander:
             # the parity of the stage read next flips each time the read stage wraps around
             flip = self._op(head, "cast", [wraps[0]], [int32]).results[0]
             stages.append(self._op(head, "xor", [counters[2], flip], [int32]).results[0])
-            if self.empties:
-                wflip = self._op(head, "cast", [wraps[1]], [int32]).results[0]
-                stages.append(self._op(head, "xor", [wphase, wflip], [int32]).results[0])
             if self._refill_top(after_dots):
                 # no wgmma outlives its iteration: every warp past a barrier at the top of this iteration is done
                 # with the stage the previous one read, so its copies go out now, a whole iteration ahead, and
                 # this iteration's wait for its own stage comes after them
                 tag["refill"] = REFILL_TOP
                 top: List[Op] = []
-                self._sync(top, refill=True)
-                self._tma_copies(top, trings, bars, env, wr, guard, steady=True, wphase=wphase)
+                self._op(top, "barrier", [], [])
+                self._tma_copies(top, trings, bars, env, wr, guard, steady=True)
                 wait = head[:2]
                 assert [o.name for o in wait] == ["mbarrier_at", "mbarrier_wait"]
                 # after the guard and the chain of iteration i+LA (the copies' coordinates), before the reads
@@ -369,8 +323,8 @@ class RingExpander:
             else:
                 # the copies of iteration i+LA go out after this iteration's dots, once every warp is past the
                 # stage they overwrite (the one the previous iteration read)
-                self._sync(tail, refill=True)
-                self._tma_copies(tail, trings, bars, env, wr, guard, steady=True, wphase=wphase)
+                self._op(tail, "barrier", [], [])
+                self._tma_copies(tail, trings, bars, env, wr, guard, steady=True)
         ringed = self._ringed_ops()
         kept = [o for o in body.ops[:-1] if id(o) not in ringed]
         if after_dots:
