@@ -1,7 +1,8 @@
-"""mc29's R2 A/B (issue 27, fp8 forward >= 1.3x our fp16 forward, N 16384 D=128 non-causal): the fp8 default against
+"""mc29's A/B (issue 27, fp8 forward >= 1.3x our fp16 forward, N 16384 D=128 non-causal). R2: the fp8 default against
 the compile knobs that move its softmax's exponentials off MUFU (``KERNELC_EXP2_POLY``: a fraction of P's exp2 on the
 FMA pipe, degree 3 or 2) and its ring's copies at the top of a trip (``refill_top``), with our fp16 best (FA3 order)
-and cuDNN; the default again (drift). fp828's harness (fp827's / fwd15's timing: GPU time behind a sleep and the
+and cuDNN; the default again (drift). R3 (``MC29_ROUND=3``): the copies at the top again, and the row max as a tree
+(``KERNELC_REDUCE_TREE``), alone and together. fp828's harness (fp827's / fwd15's timing: GPU time behind a sleep and the
 bench's per call, variants interleaved call by call in one process, every output checked; fp8 V^T in key order).
 
     python3 bench/experiments/mc29/ab.py --out OUT.jsonl --seq 16384 [--reps 12] [--points 128,0] [--dry]
@@ -41,7 +42,20 @@ TOP = ("fp8_ptr_top", "ptr8", dict(KO, refill_top=True))  # the copies at the to
 CANDIDATES_R2 = {  # in the order they compile (a point's compiles past its share of the budget are skipped)
     (128, False): [DEF8, FA3_16, CUDNN] + [(n, "bench:" + n, {}) for n in POLYS] + [TOP, AGAIN],
 }
-AB.CANDIDATES = CANDIDATES_R2
+# round 3 (MC29_ROUND=3): the copies at the top at N 16384 (R2: faster in 13 of 14 rounds against the default, 14 of
+# 14 against its repeat) a second time with many rounds, and the row max combined as a tree (KERNELC_REDUCE_TREE: 4
+# partial maxima a row, 10 FMNMX deep instead of 32 -- R2's soft0 -> soft1 step, the max and S * scale - max, cost
+# 14%), alone and with the copies at the top; at N 8192 and 4096 (where the copies are at the top by default) the tree
+TREE = {"KERNELC_REDUCE_TREE": "1"}
+BA.FWD_VARIANTS.update({
+    "fp8_tree": ("attention", "attn_fwd_lse_kernel", TREE, dict(KO), "attention_fp8"),
+    "fp8_tree_top": ("attention", "attn_fwd_lse_kernel", TREE, dict(KO, refill_top=True), "attention_fp8"),
+})
+TREE8, TREE_TOP8 = ("fp8_tree", "bench:fp8_tree", {}), ("fp8_tree_top", "bench:fp8_tree_top", {})
+CANDIDATES_R3 = {
+    (128, False): [DEF8, FA3_16, CUDNN, TOP, TREE8, TREE_TOP8, AGAIN],
+}
+AB.CANDIDATES = {"3": CANDIDATES_R3}.get(os.environ.get("MC29_ROUND"), CANDIDATES_R2)
 
 if __name__ == "__main__":
     sys.exit(AB.main())

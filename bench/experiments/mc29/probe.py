@@ -178,18 +178,37 @@ def variants(Z, H, N, D, dry=False):
     # (R1 also ran fp8_mc, fp8_mc_top, fp8_mc_empty and dots_64x128_w4_s2_mc: num_ctas=2 clusters whose K/V copies
     # kernelc multicast, branch mc29 at c31d1895..6623a041; deleted after R1 measured them slower, docs/attention.md)
 
-    def soft(step, top=False):
+    def soft(step, top=False, env=None):
         dq, dk = TD(q8.view(y, D), [y, D], [D, 1], [64, D]), TD(k8.view(y, D), [y, D], [D, 1], [128, D])
         dv = TD(v8k.view(Z * H * D, N), [Z * H * D, N], [N, 1], [D, 128])
         o = torch.empty(y, D, device=dev, dtype=torch.float16)
         grid = (N // 64, Z * H, 1)
         scale = D ** -0.5 * 1.44269504
-        return (lambda: kv_soft_kernel[grid](dq, dk, dv, o, N, scale, BLOCK_M=64, BLOCK_N=128, HEAD_DIM=D, STEP=step,
-                                             REFILL_TOP=top, num_warps=4, num_stages=2),
-                grid[0] * grid[1] * kv_head, 4 * Z * H * N * N * D, lambda: o)
+        kern = triton.jit(kv_soft_kernel.fn) if env else kv_soft_kernel
+        first = [bool(env)]
+
+        def call():
+            saved = {k: os.environ.get(k) for k in (env or {})}
+            if first[0]:  # compiled under env on its first call (compile knobs are read when a kernel compiles)
+                os.environ.update(env)
+            try:
+                kern[grid](dq, dk, dv, o, N, scale, BLOCK_M=64, BLOCK_N=128, HEAD_DIM=D, STEP=step, REFILL_TOP=top,
+                           num_warps=4, num_stages=2)
+            finally:
+                if first[0]:
+                    first[0] = False
+                    for k, v in saved.items():
+                        if v is None:
+                            os.environ.pop(k, None)
+                        else:
+                            os.environ[k] = v
+        return call, grid[0] * grid[1] * kv_head, 4 * Z * H * N * N * D, lambda: o
 
     for step in range(5):  # the default's loop a piece of the softmax at a time (kv_soft_kernel)
         out[f"soft{step}"] = soft(step)
+    # R3: the row max as a tree (KERNELC_REDUCE_TREE: 4 partial maxima a row, 10 FMNMX deep instead of 32)
+    out["soft1_tree"] = soft(1, env={"KERNELC_REDUCE_TREE": "1"})
+    out["soft4_tree"] = soft(4, env={"KERNELC_REDUCE_TREE": "1"})
     def ref_err(o):
         import torch.nn.functional as F
         sl = (slice(0, 1), slice(0, 2))
