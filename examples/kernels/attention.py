@@ -144,7 +144,7 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs
                     FOLD_SCALE: tl.constexpr = False, KEY_ORDER: tl.constexpr = False, BLOCK_M: tl.constexpr = 0,
                     EVEN_N: tl.constexpr = False, DESC: tl.constexpr = 0, k_row=0, v_row=0,
                     FP8: tl.constexpr = False, MASK_FROM: tl.constexpr = False, mask_from=0,
-                    REFILL_TOP: tl.constexpr = None, RESCALE_SLACK: tl.constexpr = 0):
+                    REFILL_TOP: tl.constexpr = None):
     """Key blocks [lo, hi) into the running (acc, l_i, m_i); only MASKED blocks pay for the mask.
     FOLD_SCALE (qk_scale > 0): the row max of the raw scores times the scale, and the scale folded into the
     exponent's multiply-add, instead of a multiply of every score before the max; a MASKED block then masks the raw
@@ -152,11 +152,7 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs
     row max stays finite). EVEN_N (N_CTX a multiple of the blocks): no key is past N_CTX, only the causal mask.
     KEY_ORDER: V's keys come in :func:`fp8_key_order`'s order (fp8), P goes to P V in it too. DESC (EVEN_N):
     ``k_ptrs``/``v_ptrs`` are host tensor descriptors of K ``[Z*H*N_CTX, HEAD_DIM]`` and V (fp8: V^T
-    ``[Z*H*HEAD_DIM, N_CTX]``), this head's first rows ``k_row``/``v_row``. RESCALE_SLACK (> 0, log2 units):
-    a row keeps its old max as the exponent's reference until the new one exceeds it by more than the slack
-    (FlashAttention-4's conditional rescale), so alpha is exactly 1 and the rescale a no-op on most trips; P then
-    lies in [0, 2^SLACK] (8: inside e4m3's 448), and l_i is kept against the same reference, so acc / l_i and the
-    LSE stay right."""
+    ``[Z*H*HEAD_DIM, N_CTX]``), this head's first rows ``k_row``/``v_row``."""
     # REFILL_TOP: the ring's copies of a key block at the top of the trip two blocks before it, not after the
     # previous trip's dots (tl.range's refill_top; None: KERNELC_TMA_REFILL_TOP)
     for start_n in tl.range(lo, hi, BLOCK_N, refill_top=REFILL_TOP):
@@ -182,8 +178,6 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs
                 if start_n >= mask_from:
                     qk = tl.where(offs_m[:, None] >= cols[None, :], qk, float("-inf"))
             m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-            if RESCALE_SLACK:
-                m_ij = tl.where(m_ij > m_i + RESCALE_SLACK, m_ij, m_i)
             p = tl.math.exp2(qk * qk_scale - m_ij[:, None])
         else:
             qk = tl.dot(q, k) * qk_scale
@@ -193,8 +187,6 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs
                 if start_n >= mask_from:
                     qk = tl.where(offs_m[:, None] >= cols[None, :], qk, -1.0e6)
             m_ij = tl.maximum(m_i, tl.max(qk, 1))
-            if RESCALE_SLACK:
-                m_ij = tl.where(m_ij > m_i + RESCALE_SLACK, m_ij, m_i)
             p = tl.math.exp2(qk - m_ij[:, None])
         alpha = tl.math.exp2(m_i - m_ij)
         l_i = l_i * alpha + tl.sum(p, 1)
@@ -225,8 +217,7 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
                         FOLD_SCALE: tl.constexpr = False, LPT: tl.constexpr = 0,
                         KEY_ORDER: tl.constexpr = False, DIAG_SPLIT: tl.constexpr = False,
                         MASK_FOLD: tl.constexpr = False, EVEN_N: tl.constexpr = False, DESC: tl.constexpr = 0,
-                        K2=None, V2=None, ONE_LOOP: tl.constexpr = False, REFILL_TOP: tl.constexpr = None,
-                        RESCALE_SLACK: tl.constexpr = 0):
+                        K2=None, V2=None, ONE_LOOP: tl.constexpr = False, REFILL_TOP: tl.constexpr = None):
     """One [BLOCK_M, HEAD_DIM] block of O (and of the base-2 log-sum-exp LSE [Z*H, N_CTX] when STORE_LSE).
 
     Causal: the key blocks left of the diagonal run unmasked, then the diagonal block(s) masked
@@ -250,8 +241,7 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
     TMA. ONE_LOOP (causal, EVEN_N): every key block in one loop, one ring, the causal mask on the blocks from the
     diagonal's on by a uniform branch, instead of an unmasked loop and masked ones after it, each with its own ring
     (with BLOCK_N = 2 BLOCK_M every other row block's last block scores BLOCK_M keys that every row masks).
-    REFILL_TOP (None: KERNELC_TMA_REFILL_TOP): the key loops' ``tl.range(refill_top=)``. RESCALE_SLACK: the
-    key loops' (:func:`_attn_fwd_inner`; 0: the rescale every trip).
+    REFILL_TOP (None: KERNELC_TMA_REFILL_TOP): the key loops' ``tl.range(refill_top=)``.
     """
     start_m, off_hz = row_block_and_head(LPT)
     off_z = off_hz // H
@@ -293,8 +283,7 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
             acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
                                             0, diag, N_CTX, qk_scale, BLOCK_N, False, CAUSAL, FOLD_SCALE, KEY_ORDER,
                                             BLOCK_M, DESC=DESC, k_row=k_row, v_row=v_row, FP8=FP8,
-                                            REFILL_TOP=REFILL_TOP,
-                                            RESCALE_SLACK=RESCALE_SLACK)
+                                            REFILL_TOP=REFILL_TOP)
         end = tl.minimum((start_m + 1) * BLOCK_M, N_CTX)
         if ONE_LOOP:
             # every key block in one loop (one ring: no second ring's setup and cold start), the causal mask on the
@@ -302,16 +291,14 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
             acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
                                             0, end, N_CTX, qk_scale, BLOCK_N, False, CAUSAL, FOLD_SCALE, KEY_ORDER,
                                             BLOCK_M, DESC=DESC, k_row=k_row, v_row=v_row, FP8=FP8, MASK_FROM=True,
-                                            mask_from=diag, REFILL_TOP=REFILL_TOP,
-                                            RESCALE_SLACK=RESCALE_SLACK)
+                                            mask_from=diag, REFILL_TOP=REFILL_TOP)
         elif DIAG_SPLIT and BLOCK_N > BLOCK_M:
             # wide blocks that end within the row block, then the rest BLOCK_M keys at a time
             mid = end // BLOCK_N * BLOCK_N
             acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
                                             diag, mid, N_CTX, qk_scale, BLOCK_N, True, CAUSAL,
                                             FOLD_SCALE and MASK_FOLD, KEY_ORDER, BLOCK_M, EVEN_N, DESC=DESC,
-                                            k_row=k_row, v_row=v_row, FP8=FP8, REFILL_TOP=REFILL_TOP,
-                                            RESCALE_SLACK=RESCALE_SLACK)
+                                            k_row=k_row, v_row=v_row, FP8=FP8, REFILL_TOP=REFILL_TOP)
             offs_n2 = tl.arange(0, BLOCK_M)
             if DESC:
                 k_ptrs2 = K2
@@ -322,27 +309,23 @@ def attn_fwd_lse_kernel(Q, K, V, Out, LSE, QScale, KScale, VScale, sm_scale, str
             acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs2, v_ptrs2, stride_kn, stride_vn, offs_m,
                                             offs_n2, mid, end, N_CTX, qk_scale, BLOCK_M, True, CAUSAL,
                                             FOLD_SCALE and MASK_FOLD, KEY_ORDER, BLOCK_M, EVEN_N, DESC=DESC,
-                                            k_row=k_row, v_row=v_row, FP8=FP8, REFILL_TOP=REFILL_TOP,
-                                            RESCALE_SLACK=RESCALE_SLACK)
+                                            k_row=k_row, v_row=v_row, FP8=FP8, REFILL_TOP=REFILL_TOP)
         else:
             acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
                                             diag, end, N_CTX, qk_scale, BLOCK_N, True, CAUSAL,
                                             FOLD_SCALE and MASK_FOLD, KEY_ORDER, BLOCK_M, EVEN_N, DESC=DESC,
-                                            k_row=k_row, v_row=v_row, FP8=FP8, REFILL_TOP=REFILL_TOP,
-                                            RESCALE_SLACK=RESCALE_SLACK)
+                                            k_row=k_row, v_row=v_row, FP8=FP8, REFILL_TOP=REFILL_TOP)
     else:
         n_full = (N_CTX // BLOCK_N) * BLOCK_N
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, 0,
                                         n_full, N_CTX, qk_scale, BLOCK_N, False, CAUSAL, FOLD_SCALE,
                                         KEY_ORDER, BLOCK_M, DESC=DESC, k_row=k_row, v_row=v_row, FP8=FP8,
-                                        REFILL_TOP=REFILL_TOP,
-                                            RESCALE_SLACK=RESCALE_SLACK)
+                                        REFILL_TOP=REFILL_TOP)
         if not EVEN_N:
             acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
                                             n_full, N_CTX, N_CTX, qk_scale, BLOCK_N, True, CAUSAL,
                                             FOLD_SCALE and MASK_FOLD, KEY_ORDER, BLOCK_M, DESC=DESC, k_row=k_row,
-                                            v_row=v_row, FP8=FP8, REFILL_TOP=REFILL_TOP,
-                                            RESCALE_SLACK=RESCALE_SLACK)
+                                            v_row=v_row, FP8=FP8, REFILL_TOP=REFILL_TOP)
     if FP8:
         acc = acc * tl.load(VScale)
     acc = acc / l_i[:, None]
@@ -578,7 +561,7 @@ DESC = {(128, False, True): 1, (128, True, True): 1, (64, False, True): 1, (64, 
 
 def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8, cfg, kernel, fold_scale, lpt,
                out_dtype, lse_shape=None, key_order=False, diag_split=None, mask_fold=None, even_n=None, desc=None,
-               v=None, one_loop=None, refill_top=None, rescale_slack=0):
+               v=None, one_loop=None, refill_top=None):
     Z, H, N, D = q.shape
     _check_blocks(cfg, causal)
     cfg = dict(cfg)
@@ -593,8 +576,6 @@ def _make_plan(key, q, k, v_strides, o_strides, causal, sm_scale, store_lse, fp8
     refill = _refill_top(refill_top, D, causal, fp8, N)
     if refill is not None:
         opts["REFILL_TOP"] = refill
-    if rescale_slack:
-        opts["RESCALE_SLACK"] = rescale_slack
     split = _diag_split(diag_split, D, causal, fp8) and not one
     use_desc = int(DESC.get((D, bool(causal), bool(fp8)), 0) if desc is None else desc) if fits and all(
         t.is_contiguous() for t in (q, k, v)) else 0
@@ -690,7 +671,7 @@ def _scale_arg(s, device):
 
 def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale=None, out_dtype=None, kernel=None,
                   fold_scale=None, lpt=None, key_order=False, diag_split=None, mask_fold=None, even_n=None,
-                  desc=None, one_loop=None, refill_top=None, rescale_slack=0, **config):
+                  desc=None, one_loop=None, refill_top=None, **config):
     """fp8 (e4m3) attention forward: ``softmax(q k^T * sm_scale) v`` with ``q = q8 * q_scale`` etc.
 
     ``q8``, ``k8``: ``[Z, H, N_CTX, HEAD_DIM]`` e4m3; ``v8t``: V transposed, ``[Z, H, HEAD_DIM, N_CTX]``
@@ -704,14 +685,13 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
     its shuffle"). ``one_loop`` (causal, N_CTX a multiple of the blocks): the kernel's ONE_LOOP, every key block in
     one loop with the mask from the diagonal's block on (default :data:`ONE_LOOP`); ``diag_split`` does not apply then.
     ``refill_top``: the kernel's REFILL_TOP, the key loops' copies at the top of a trip (default :data:`REFILL_TOP`;
-    False: after the trip's dots whatever KERNELC_TMA_REFILL_TOP says). ``rescale_slack``: the kernel's
-    RESCALE_SLACK (log2 units, at most 8 so that P stays inside e4m3's range; 0: the rescale every trip).
+    False: after the trip's dots whatever KERNELC_TMA_REFILL_TOP says).
     """
     import torch
     device = q8.device
     key = ("fp8", q8.shape, k8.shape, v8t.shape, q8.stride(), k8.stride(), v8t.stride(), q8.dtype, k8.dtype,
            v8t.dtype, device, causal, sm_scale, out_dtype, fold_scale, kernel, lpt, key_order, diag_split, mask_fold,
-           even_n, desc, one_loop, refill_top, rescale_slack, *config.items())
+           even_n, desc, one_loop, refill_top, *config.items())
     plan = _PLANS.get(key)
     if plan is None:
         Z, H, N, D = q8.shape
@@ -722,8 +702,6 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
             raise ValueError(f"attention_fp8: v8t must be V transposed, shape {(Z, H, D, N)}, "
                              f"got {tuple(v8t.shape)}")
         cfg = fwd_config(D, fp8=True, **config)
-        if not 0 <= rescale_slack <= 8:
-            raise ValueError(f"attention_fp8: rescale_slack ({rescale_slack}) must be in [0, 8] (P <= 2^slack in e4m3)")
         if key_order and (N % 32 or cfg["BLOCK_N"] % 32):
             raise ValueError(f"attention_fp8: key_order needs N_CTX ({N}) and BLOCK_N ({cfg['BLOCK_N']}) multiples "
                              f"of 32")
@@ -735,7 +713,7 @@ def attention_fp8(q8, k8, v8t, q_scale, k_scale, v_scale, causal=False, sm_scale
                           sm_scale if sm_scale is not None else D ** -0.5, False, True,
                           cfg, kernel, fold_scale, lpt, out_dtype, key_order=key_order, diag_split=diag_split,
                           mask_fold=mask_fold, even_n=even_n, desc=desc, v=v8t, one_loop=one_loop,
-                          refill_top=refill_top, rescale_slack=rescale_slack)
+                          refill_top=refill_top)
         # q8's strides are in the key: where they are the output's, empty_like (which keeps a dense tensor's
         # strides) makes it with less argument parsing than torch.empty(shape, device=, dtype=)
         plan.out_like = tuple(q8.stride()) == o_strides

@@ -35,7 +35,6 @@ from .passes.hoist_conversions import hoist_conversions
 from .passes.load_layouts import loads_in_use_layout
 from .passes.tma_prefetch import issue_tma_loads_early
 from .passes.reduce_trees import mark_reduce_trees
-from .passes.guard_rescale import mark_guarded_rescales
 from .passes.reduce_xwarp import mark_reduce_scratch, mark_reduce_xwarp
 from .passes.l2_reuse import mark_l2_reuse
 from .passes.register_budget import mark_dot_loops_step, mark_loads_first, mark_register_budget
@@ -375,9 +374,6 @@ TILE_PASSES = (
     TilePass("mark_fp8_carry_words", lambda f, c: mark_fp8_carry_words(f, fp8_carry_words_enabled())),
     # max/min (and integer add/xor) reductions combine a thread's registers as a tree, not a chain (KERNELC_REDUCE_TREE)
     TilePass("mark_reduce_trees", lambda f, c: mark_reduce_trees(f, reduce_tree_enabled())),
-    # a conditional softmax rescale (the factor exp2(m_old - m_new) with m_new a select that can keep m_old) skips
-    # its multiplies in warps where every factor is 1.0 (KERNELC_GUARD_RESCALE; passes/guard_rescale.py)
-    TilePass("mark_guarded_rescales", lambda f, c: mark_guarded_rescales(f, get_option("KERNELC_GUARD_RESCALE"))),
     # how a block reduction crosses warps and in which order its butterflies run (KERNELC_REDUCE_XWARP, _BFLY)
     TilePass("mark_reduce_xwarp", lambda f, c: mark_reduce_xwarp(f, get_option("KERNELC_REDUCE_XWARP"),
                                                                  get_option("KERNELC_REDUCE_BFLY"))),

@@ -270,11 +270,6 @@ KNOBS: Tuple[Knob, ...] = (
          "a max/min reduction (and an integer add/xor) combines a thread's registers as a balanced tree instead of a "
          "chain of dependent instructions (same bits: the combine is exactly associative; fp8 attention's row max was a "
          "32-deep FMNMX chain, 21% of its key loop's stall samples)", compile=True, field="reduce_tree"),
-    Knob("KERNELC_GUARD_RESCALE", "bool", True,
-         "the online softmax's rescale of a loop-carried accumulator by exp2(m_old - m_new), where m_new is a select "
-         "that can keep m_old (a conditional rescale: attention's RESCALE_SLACK), runs only in warps where a lane's "
-         "factor is not 1.0 (a branch around the multiplies; exact: x * 1.0 == x); off: the multiplies every trip "
-         "(passes/guard_rescale.py)", compile=True, field="guard_rescale"),
     Knob("KERNELC_LOG_F32", "choice", "approx",
          "fp32 log as lg2.approx times ln 2 (approx: two instructions, about 2^-22 absolute error) or as libdevice's "
          "__nv_logf (libdevice: Triton's tl.log, a polynomial of about 1 ulp; log_softmax fwd then bit-identical to "
@@ -626,7 +621,6 @@ class CompileOptions:
     fp8_self_bound: bool = True
     fp8_carry_words: bool = True
     reduce_tree: bool = True
-    guard_rescale: bool = True
     log_f32: str = "approx"
     reduce_xwarp: str = "multi_lds"
     reduce_scratch: str = "shared"

@@ -301,7 +301,6 @@ GOLDEN = {
     "mark_exp2_poly": "test_exp2_poly::test_softmax_exp2_feeding_fp8_and_a_sum_is_marked_golden",
     "mark_fp8_carry_words": "test_fp8_attention::test_fp8_carry_words_mark_golden",
     "mark_reduce_trees": "test_reduce_trees::test_exactly_associative_reductions_are_marked_golden",
-    "mark_guarded_rescales": "test_guard_rescale::test_the_slack_rescale_of_a_carried_accumulator_is_marked_golden",
     "mark_reduce_xwarp": "test_reduce_xwarp::test_block_reductions_of_32_bit_values_take_the_broadcast_form_golden",
     "mark_reduce_scratch": "test_reduce_xwarp::test_apart_gives_each_block_reduction_its_own_scratch_golden",
     "mark_l2_reuse": "test_l2_reuse::test_the_load_at_a_remainder_of_the_program_id_is_kept_in_l2_golden",

@@ -5,7 +5,8 @@ shuffled harness (``main_shuffled``: a fresh seeded order of the variants every 
 time behind a sleep and per call, every output checked). Nothing here is a test.
 
     python3 bench/experiments/cr29/ab.py --shuffle --out OUT.jsonl --seq 16384 --reps 30 --points 128,0 [--dry]
-"""
+
+(Needs branch cr29's tree at ffe8badb: the slack and the pass were deleted after R5/R6.)"""
 from __future__ import annotations
 
 import importlib.util

@@ -1,6 +1,7 @@
 """cr29 on CPU: the fp8 forward's default build (attn_fwd_lse_kernel, D=128 non-causal, 64x128, 4 warps, 2 stages,
 host descriptors, key order, folded scale) with and without RESCALE_SLACK, under the guard pass on and off: registers,
-spills, the key loop's FMULs and branches. ``python3 bench/experiments/cr29/sass_cpu.py [--ir] [--out F.json]``"""
+spills, the key loop's FMULs and branches. ``python3 bench/experiments/cr29/sass_cpu.py [--ir] [--out F.json]``
+(Needs branch cr29's tree at ffe8badb: the slack and the pass were deleted after R5/R6.)"""
 from __future__ import annotations
 
 import json

@@ -333,8 +333,6 @@ class Lowering:
                                 self_bound=op.attrs.get("overflow_bound") == "self")
         if name == "exp2" and op.attrs.get("poly"):  # part on the FMA pipe (passes/exp2_poly.py)
             return EW.exp2_split(e, args[0], op.attrs["poly"], bool(op.attrs.get("nonnegative")))
-        if name == "fmul" and op.attrs.get("skip_unit") is not None and L is not None:
-            return self._skip_unit_fmul(op, rt, args)
         out = []
         # uniform over aligned blocks (passes/mask_blocks.py): one value per block this thread holds; registers
         # whose coordinates agree above the block bits are in the same block in every thread
@@ -351,27 +349,6 @@ class Lowering:
             a = [x[r] for x in args]
             out.append(self.scalar_rule(op, rt, a))
         return out
-
-    def _skip_unit_fmul(self, op: Op, rt, args: List[List[str]]) -> List[str]:
-        """``fmul`` with ``skip_unit=k`` (passes/guard_rescale.py): the thread's multiplies behind a branch taken
-        where any factor register it holds (operand k) is not 1.0; elsewhere the other operand as it is (x * 1.0 is
-        x). The warp runs the multiplies if any of its lanes takes the branch."""
-        e = self.e
-        k = op.attrs["skip_unit"]
-        factors, other = args[k], args[1 - k]
-        ty = llty(rt)
-        need = None
-        for x in dict.fromkeys(factors):  # a row's factor is one register, repeated over the row's columns
-            c = e.val(f"fcmp une {ty} {x}, 1.0")
-            need = c if need is None else e.val(f"or i1 {need}, {c}")
-        pre, mull, join = e.cur_label, e.label("rescale"), e.label("rescale_end")
-        e.cond_br(need, mull, join)
-        e.start_block(mull)
-        prods = [self.scalar_rule(op, rt, [x[r] for x in args]) for r in range(len(other))]
-        mul_end = e.cur_label
-        e.br(join)
-        e.start_block(join)
-        return [e.val(f"phi {ty} [ {o}, %{pre} ], [ {p}, %{mul_end} ]") for o, p in zip(other, prods)]
 
     def scalar_rule(self, op: Op, rt, a: List[str]) -> str:
         e = self.e

@@ -33,11 +33,8 @@ def _ew(names, n, cat, doc="", attrs=(), optional=()):
 OPS = {}
 for op in (
     # Float and integer arithmetic (operands share one type).
-    _ew("fadd fsub", 2, "float", "IEEE float arithmetic; contract=True lets a*b+c fuse into fma",
+    _ew("fadd fsub fmul", 2, "float", "IEEE float arithmetic; contract=True lets a*b+c fuse into fma",
         optional=("contract",))
-    + _ew("fmul", 2, "float", "IEEE float multiply; contract=True lets a*b+c fuse into fma; skip_unit=k: a thread "
-          "skips its multiplies where every factor register (operand k) it holds is 1.0 (passes/guard_rescale.py)",
-          optional=("contract", "skip_unit"))
     + _ew("frem", 2, "float", "IEEE float remainder")
     + _ew("fdiv", 2, "float", "float division; ieee=True asks for correctly rounded", optional=("ieee",))
     + _ew("fmax fmin", 2, "float", "float max/min; propagate_nan: none|all", attrs=("propagate_nan",))
