@@ -425,10 +425,11 @@ def _one_loop(one_loop, D, fp8) -> bool:
 # (head dim, causal, fp8) -> the largest N_CTX (None: any) whose key loops issue their ring's copies at the top of a
 # trip, a whole trip ahead (the kernel's REFILL_TOP, tl.range's refill_top) instead of after the trip's dots, when a call
 # does not say; elsewhere KERNELC_TMA_REFILL_TOP decides (off). fp8 D=128 at 2 stages, where the copy of the next key
-# block went out after the dots and the next trip waited for all of it: N 4096 +9% at both masks in two H200 calls;
-# N 16384 non-causal no gain in either (inside their noise). D=64 (3 stages, copies already a trip ahead): ties
-# (docs/attention.md, "fp828")
-REFILL_TOP = {(128, True, True): None, (128, False, True): 8192}
+# block went out after the dots and the next trip waited for all of it: N 4096 +9% at both masks in two H200 calls
+# (docs/attention.md, "fp828"; "sh29": 30 of 30 rounds in shuffled order). N 16384 non-causal: faster in all four
+# processes of two calls in shuffled order, +0.9% to +6.3%, 124 of 160 rounds (calls R4, F29, "mc29"), where fp828's
+# cyclic-order calls had read it either way. D=64 (3 stages, copies already a trip ahead): ties
+REFILL_TOP = {(128, True, True): None, (128, False, True): None}
 
 
 def _refill_top(refill_top, D, causal, fp8, N):

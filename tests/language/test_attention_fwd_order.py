@@ -119,8 +119,8 @@ class _Recorder:
 
 def test_the_tables_pick_the_causal_defaults():
     # N 4096, 16 heads: the fp8 pointer forward at D=128 causal in groups of lpt_heads = 16 in one key loop (ONE_LOOP,
-    # so no split diagonal) with folded, even masked blocks, its ring refilled at the top (REFILL_TOP, up to N 8192
-    # not causal); not causal, and fp16's pointer forward at D=128, as before; the FA3 order causal in groups of 8
+    # so no split diagonal) with folded, even masked blocks, its ring refilled at the top (REFILL_TOP, at any N
+    # since s29); not causal, and fp16's pointer forward at D=128, as before; the FA3 order causal in groups of 8
     # (fp16 D=128) and 16 (D=64). OPTS: the launch's LPT, KEY_ORDER, DIAG_SPLIT, MASK_FOLD, EVEN_N, DESC (fp8 through
     # host descriptors, which needs N a multiple of the blocks and sets EVEN_N).
     rec = _Recorder()
@@ -160,7 +160,7 @@ def test_the_tables_pick_the_causal_defaults():
     assert rec.calls[-1][0] == (256, 4, 1) and rec.calls[-1][1][OPTS] == (0, False, False, True, True, 1)
     assert loops() == {"ONE_LOOP": True, "REFILL_TOP": True}
     A.attention_fp8(q8, q8, v8t, one, one, one, causal=False, kernel=rec)
-    assert loops() == {"ONE_LOOP": None, "REFILL_TOP": None}  # past REFILL_TOP's N bound: the knob decides
+    assert loops() == {"ONE_LOOP": None, "REFILL_TOP": True}  # s29: no N bound (shuffled rounds, R4 and F29)
     # N not a multiple of the blocks: pointer loads (DESC 0), the masks test N_CTX too (EVEN_N off)
     q8 = torch.zeros(1, 4, 4000, 128, dtype=torch.float8_e4m3fn)
     v8t = torch.zeros(1, 4, 128, 4000, dtype=torch.float8_e4m3fn)

@@ -23,7 +23,10 @@ _spec.loader.exec_module(MC)
 F28 = MC.F28
 
 CANDS = [F28.DEF8, F28.WAS, F28.AGAIN, F28.FA3_16]
-MC.AB.CANDIDATES = {(128, True): CANDS, (128, False): CANDS}
+# SH29_ROUND=2: after REFILL_TOP's non-causal N bound was dropped (s29), the new default against the copies after the
+# dots (`late`, the default before at N > 8192), the default again, our fp16 best and cuDNN
+CANDS_2 = [F28.DEF8, F28.LATE, F28.AGAIN, F28.FA3_16, F28.CUDNN]
+MC.AB.CANDIDATES = {(128, True): CANDS, (128, False): CANDS_2 if os.environ.get("SH29_ROUND") == "2" else CANDS}
 
 if __name__ == "__main__":
     sys.exit(MC.main_shuffled())
