@@ -27,6 +27,12 @@ CANDS = [F28.DEF8, F28.WAS, F28.AGAIN, F28.FA3_16]
 # dots (`late`, the default before at N > 8192), the default again, our fp16 best and cuDNN
 CANDS_2 = [F28.DEF8, F28.LATE, F28.AGAIN, F28.FA3_16, F28.CUDNN]
 MC.AB.CANDIDATES = {(128, True): CANDS, (128, False): CANDS_2 if os.environ.get("SH29_ROUND") == "2" else CANDS}
+# SH29_ROUND=3: issue 27's forward cells in shuffled rounds -- the fp8 default, our best fp16 (the FA3 order at D=128,
+# the pointer forward at D=64), cuDNN, the fp8 default again
+if os.environ.get("SH29_ROUND") == "3":
+    P16 = getattr(F28, "P16", ("fp16_ptr", "ptr16", {}))
+    MC.AB.CANDIDATES = {(D, c): [F28.DEF8, F28.FA3_16 if D == 128 else P16, F28.CUDNN, F28.AGAIN]
+                        for D in (128, 64) for c in (True, False)}
 
 if __name__ == "__main__":
     sys.exit(MC.main_shuffled())
