@@ -69,81 +69,10 @@ AB.CANDIDATES = {"3": CANDIDATES_R3, "4": CANDIDATES_R4}.get(os.environ.get("MC2
 
 
 def main_shuffled(argv=None):
-    """fwd15's ``main`` with a fresh random order of the variants every round (seeded: round r draws with seed
-    ``seed + r``; the order is written with each point's times), so that no variant always follows the same one."""
-    import argparse
-    import json
-    import random
-    import time
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out")
-    ap.add_argument("--reps", type=int, default=8)
-    ap.add_argument("--budget-s", type=float, default=90.0)
-    ap.add_argument("--seq", type=int, default=4096)
-    ap.add_argument("--points", nargs="*", default=["128,0"], help="D,causal")
-    ap.add_argument("--only", nargs="*", default=None, help="variant names (all when not given)")
-    ap.add_argument("--seed", type=int, default=29)
-    ap.add_argument("--shuffle", action="store_true")
-    ap.add_argument("--dry", action="store_true", help="CPU: N=128, one head, the interpreter, host-clock events")
-    args = ap.parse_args(argv)
-    import torch
-    if args.dry:
-        AB._dry(torch)
-        args.seq = 128
-    t0 = time.time()
-    out = open(args.out, "a")
-
-    def emit(**row):
-        out.write(json.dumps(row) + "\n")
-        out.flush()
-
-    N = args.seq
-    for i, pt in enumerate(args.points):
-        deadline = t0 + args.budget_s * (i + 1) / len(args.points)
-        D, causal = int(pt.split(",")[0]), bool(int(pt.split(",")[1]))
-        tag = dict(N=N, D=D, causal=causal)
-        cands = [c for c in AB.CANDIDATES[(D, causal)] if args.only is None or c[0] in args.only]
-        make, ctx, err16, err8 = AB.setup(N, D, causal, [c[0] for c in cands])
-        var = {}
-        for name, kind, kw in cands:  # compile, check, warm up
-            if time.time() > deadline and kind != "cudnn":
-                emit(**tag, variant=name, error="budget")
-                continue
-            fn = make(kind, kw)
-            c = ctx if kind == "cudnn" else None
-            try:
-                t = time.time()
-                if c is not None:
-                    with c():
-                        o = fn()
-                else:
-                    o = fn()
-                torch.cuda.synchronize()
-                e = err8(o) if kind.endswith(("8", "8_late")) or kind.startswith("bench:fp8") else err16(o)
-                emit(**tag, variant=name, check=e, first_s=round(time.time() - t, 2))
-                var[name] = (fn, c)
-            except Exception as ex:
-                emit(**tag, variant=name, error=f"{type(ex).__name__}: {str(ex)[:300]}")
-        res = {n: [] for n in var}
-        orders = []
-        for r in range(args.reps):
-            names = list(var)
-            if args.shuffle:
-                random.Random(args.seed + r).shuffle(names)
-            else:
-                names = names[r % len(names):] + names[:r % len(names)]
-            orders.append(names)
-            for name in names:
-                res[name].append(AB.measure(*var[name]))
-        for name, rs in res.items():
-            emit(**tag, variant=name, slept=[x[0] for x in rs], percall=[x[1] for x in rs])
-        emit(**tag, orders=orders, shuffled=bool(args.shuffle))
-        del var, make
-        torch.cuda.empty_cache()
-    emit(total_s=time.time() - t0)
-    out.close()
-    print(AB.summarize(args.out))
-    return 0
+    """fwd15's ``main``: since s29 it draws a fresh seeded order of the variants every round (round r with seed
+    ``seed + r``, the orders written with each point's times), the loop this function held when R4 ran (``--rotate``
+    gives the old cyclic order)."""
+    return AB.main(argv)
 
 
 if __name__ == "__main__":
