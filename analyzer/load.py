@@ -472,8 +472,9 @@ def build_facts(group: KernelGroup, device: Device, *, arch: Optional[str] = Non
     if group.invalid:
         facts.notes.append(f"the profile's {', '.join(repr(k) for k in group.invalid)} field(s) of this kernel "
                            "have the wrong type or range and were ignored")
-    facts.launch_known = bool(positive_int(extra.get("num_warps"), 64) or positive_int(info.get("num_warps"), 64))
-    facts.num_warps = positive_int(extra.get("num_warps"), 64) or positive_int(info.get("num_warps"), 64) or 4
+    warps = positive_int(extra.get("num_warps"), 64) or positive_int(info.get("num_warps"), 64)
+    facts.launch_known = bool(warps)   # else 4 and 3 below are placeholders nothing prints (a library kernel)
+    facts.num_warps = warps or 4
     facts.num_stages = positive_int(extra.get("num_stages"), 64) or positive_int(info.get("num_stages"), 64) or 3
     cx = extra.get("constexprs")
     if isinstance(cx, dict):
